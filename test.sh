@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (once) and run the whole test suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/setup.sh requirements-dev.txt
+scripts/ensure_chromium.sh
+export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
+exec .venv/bin/python -m pytest "$@"
