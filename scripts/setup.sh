@@ -19,9 +19,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=".venv/.installed-$(basename "$req").sha256"
 want=$(cat requirements*.txt | sha256sum | cut -d' ' -f1)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-    exit 0
-fi
+# requirements-dev.txt includes requirements.txt, so its stamp covers both.
+for s in "$stamp" .venv/.installed-requirements-dev.txt.sha256; do
+    if [ -f "$s" ] && [ "$(cat "$s")" = "$want" ]; then
+        exit 0
+    fi
+done
 echo "Installing $req into .venv (first run: a few minutes)"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r "$req"
