@@ -1,0 +1,92 @@
+"""The Gradio app: `build_app(config)` wires one module per tab.
+
+A tab module in ``app/`` defines ``NAME`` (used in ``elem_id``s and ``api_name``s as
+``<NAME>_<action>``), ``TITLE``, ``ROLES`` (who sees the tab; the admin sees every tab)
+and ``build(ctx, session_token)``, which lays out the tab inside the current `gr.Tab` and
+wires its events. Every handler takes ``session_token`` as its first input and checks the
+role on the server (see `app.common.handler`). A module listed in `TAB_MODULES` that does
+not exist yet is skipped, so tabs land independently.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+import gradio as gr
+
+from app import landing
+from app.common import AppContext, visible_to
+from app.config import AppConfig
+
+TAB_MODULES = ("app.designer", "app.expert", "app.participant", "app.researcher", "app.admin")
+STORAGE_KEY = "colorconcept_session"
+# After the page-load sign-in, drop ?invite= from the address bar (and so from history).
+_FORGET_INVITE_JS = ("() => { if (location.search.includes('invite=')) "
+                     "history.replaceState(null, '', location.pathname); }")
+
+
+def build_app(config: AppConfig | None = None) -> gr.Blocks:
+    """Prepare the database and build the app's Blocks (nothing is launched).
+
+    Parameters
+    ----------
+    config : AppConfig, optional
+        Default `AppConfig.from_env()`.
+    """
+    ctx = AppContext.prepare(AppConfig.from_env() if config is None else config)
+    tab_modules = [m for m in map(_optional_module, TAB_MODULES) if m is not None]
+    with gr.Blocks(title="ColorConcept Lab") as demo:
+        session_token = gr.Textbox("", visible="hidden", label="session_token",
+                                   elem_id="session_token")
+        stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=ctx.browser_secret)
+        with gr.Tabs():
+            with gr.Tab(landing.TITLE, id=landing.NAME):
+                start = landing.build(ctx, session_token)
+            tabs = []
+            for module in tab_modules:
+                with gr.Tab(module.TITLE, id=module.NAME, visible=False) as tab:
+                    module.build(ctx, session_token)
+                tabs.append((tab, module.ROLES))
+
+        def show(token: str) -> tuple:
+            actor = landing.current_actor(ctx, token)
+            return (token if actor else "",
+                    *(gr.Tab(visible=visible_to(actor, roles)) for _, roles in tabs))
+
+        shown = [stored, *(tab for tab, _ in tabs)]
+        private = {"api_visibility": "private"}
+        def restore(stored_token: str, request: gr.Request) -> tuple[str, str]:
+            return landing.restore(ctx, stored_token, request)
+
+        demo.load(restore, stored, [session_token, start["status"]], api_name="start_restore",
+                  **private).then(show, session_token, shown, **private
+                                  ).then(None, js=_FORGET_INVITE_JS, **private)
+        start["invite_button"].click(
+            lambda text: landing.sign_in_with_invite(ctx, text), start["invite"],
+            [session_token, start["status"]], api_name="login_invite"
+        ).then(show, session_token, shown, **private)
+        start["password_button"].click(
+            lambda password: landing.sign_in_as_admin(ctx, password), start["password"],
+            [session_token, start["status"]], api_name="login_admin"
+        ).then(show, session_token, shown, **private
+               ).then(lambda: "", None, start["password"], **private)
+        start["logout_button"].click(
+            lambda token: landing.sign_out(ctx, token), session_token,
+            [session_token, start["status"]], api_name="start_logout"
+        ).then(show, session_token, shown, **private)
+    return demo
+
+
+def launch_options(config: AppConfig) -> dict:
+    """Keyword arguments `gr.Blocks.launch` needs for this config (serving data images)."""
+    return {"allowed_paths": [str(config.data_dir)]}
+
+
+def _optional_module(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name != name:
+            raise
+        return None

@@ -2,8 +2,21 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture
+def db(tmp_path):
+    """A fresh annotation database in a file under `tmp_path` (no concepts loaded)."""
+    from annotation.db import ensure_schema, open_db
+
+    database = open_db(tmp_path / "a.sqlite")
+    ensure_schema(database)
+    yield database
+    database.close()

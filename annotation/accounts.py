@@ -1,0 +1,295 @@
+"""Annotators, invite links, sessions and the role check every handler starts with.
+
+An admin creates annotators in bulk for one role and hands each person their invite link
+(``/?invite=TOKEN``). Opening the link signs the person in: it creates a session whose
+token the browser keeps. Invite and session tokens are random (`secrets.token_urlsafe`)
+and only their sha256 is stored. An invite stays usable until it expires or is revoked,
+so a person can sign in again from another device with the same link (choice: the study
+runs over days; the paper is silent).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+
+import sqlite_utils
+
+from annotation import audit
+from annotation.db import iso, transaction, utcnow
+from annotation.errors import InvalidInput, InvalidToken, NotFound, PermissionDenied
+
+ROLES = ("designer", "expert", "participant", "researcher", "admin")
+INVITABLE_ROLES = ROLES[:-1]
+_PSEUDONYM_PREFIX = {"designer": "D", "expert": "E", "participant": "P", "researcher": "R"}
+INVITE_DAYS = 30
+SESSION_DAYS = 14
+MAX_BULK = 500
+_MAX_TOKEN_LENGTH = 256
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is calling: an annotator (``annotator_id`` set) or the admin (``None``)."""
+
+    annotator_id: int | None
+    pseudonym: str
+    roles: frozenset[str]
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.roles
+
+
+@dataclass(frozen=True)
+class Session:
+    """A new sign-in: the raw `token` (give it to the browser, never store it)."""
+
+    token: str
+    annotator_id: int | None
+    pseudonym: str
+    roles: tuple[str, ...]
+    expires: str
+
+
+def hash_token(token: str) -> str:
+    """The stored form of an invite or session token (sha256 hex)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def invite_url(base_url: str, token: str) -> str:
+    """The link a person opens to sign in, e.g. ``http://host:7860/?invite=TOKEN``."""
+    return f"{base_url.rstrip('/')}/?invite={token}"
+
+
+def create_annotators(db: sqlite_utils.Database, n: int, role: str, *,
+                      design_background: bool | None = None, expires_days: float = INVITE_DAYS,
+                      created_by: str = "admin",
+                      now: dt.datetime | None = None) -> list[tuple[dict, str]]:
+    """Create `n` annotators with one `role`, each with an invite token.
+
+    Parameters
+    ----------
+    n : int
+        How many, 1 to `MAX_BULK`.
+    role : str
+        One of `INVITABLE_ROLES`.
+    design_background : bool, optional
+        Whether these people have a design or visual-arts background (Appendix D reports
+        26 of 36 participants did); ``None`` if unknown.
+    expires_days : float
+        Days the invite links stay valid, > 0.
+
+    Returns
+    -------
+    list of (dict, str)
+        Each annotator row and its raw invite token (shown once; only its hash is kept).
+    """
+    _check_bulk(n, role, expires_days)
+    now = utcnow() if now is None else now
+    created = []
+    with transaction(db):
+        for _ in range(n):
+            annotator_id = db["annotators"].insert({
+                "pseudonym": f"new-{secrets.token_hex(8)}", "roles": json.dumps([role]),
+                "design_background": None if design_background is None else int(design_background),
+                "status": "active", "created": iso(now), "created_by": created_by}).last_pk
+            pseudonym = f"{_PSEUDONYM_PREFIX[role]}{annotator_id:04d}"
+            db["annotators"].update(annotator_id, {"pseudonym": pseudonym})
+            token = _insert_invite(db, annotator_id, role, expires_days, now)
+            created.append((db["annotators"].get(annotator_id), token))
+        audit.record(db, created_by, "create_annotators", "annotator_role", role,
+                     details={"n": n, "ids": [a["id"] for a, _ in created]}, now=now)
+    return created
+
+
+def new_invite(db: sqlite_utils.Database, annotator_id: int, *,
+               expires_days: float = INVITE_DAYS, created_by: str = "admin",
+               now: dt.datetime | None = None) -> str:
+    """Issue a fresh invite token for an existing annotator (e.g. a lost link)."""
+    annotator = get_annotator(db, annotator_id)
+    _check_bulk(1, json.loads(annotator["roles"])[0], expires_days)
+    now = utcnow() if now is None else now
+    with transaction(db):
+        token = _insert_invite(db, annotator_id, json.loads(annotator["roles"])[0],
+                               expires_days, now)
+        audit.record(db, created_by, "new_invite", "annotator", annotator_id, now=now)
+    return token
+
+
+def _check_bulk(n: int, role: str, expires_days: float) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_BULK:
+        raise InvalidInput(f"`n` must be a whole number from 1 to {MAX_BULK}, got {n!r}")
+    if role not in INVITABLE_ROLES:
+        raise InvalidInput(f"`role` must be one of {INVITABLE_ROLES}, got {role!r}")
+    if not isinstance(expires_days, (int, float)) or not 0 < expires_days <= 3650:
+        raise InvalidInput(f"`expires_days` must be in (0, 3650], got {expires_days!r}")
+
+
+def _insert_invite(db, annotator_id: int, role: str, expires_days: float,
+                   now: dt.datetime) -> str:
+    token = secrets.token_urlsafe(32)
+    db["invites"].insert({"token_hash": hash_token(token), "annotator_id": annotator_id,
+                          "role": role, "created": iso(now),
+                          "expires": iso(now + dt.timedelta(days=expires_days)), "uses": 0})
+    return token
+
+
+def login_with_invite(db: sqlite_utils.Database, token: str, *,
+                      session_days: float = SESSION_DAYS,
+                      now: dt.datetime | None = None) -> Session:
+    """Sign in with an invite token and open a session.
+
+    Raises
+    ------
+    InvalidToken
+        If the token is malformed, unknown (forged), revoked or expired, or its
+        annotator was revoked. Nothing is written then.
+    """
+    now = utcnow() if now is None else now
+    token_hash = _hash_checked(token, "invite")
+    with transaction(db):
+        rows = list(db["invites"].rows_where("token_hash = ?", [token_hash]))
+        if not rows:
+            raise InvalidToken("this invite link is not valid (unknown or mistyped); "
+                               "ask the study admin for a new one")
+        invite = rows[0]
+        if invite["revoked"]:
+            raise InvalidToken("this invite link was revoked; ask the study admin for a new one")
+        if invite["expires"] <= iso(now):
+            raise InvalidToken(f"this invite link expired on {invite['expires'][:10]}; "
+                               "ask the study admin for a new one")
+        annotator = _active_annotator(db, invite["annotator_id"])
+        db["invites"].update(token_hash, {"uses": invite["uses"] + 1, "last_used": iso(now),
+                                          "first_used": invite["first_used"] or iso(now)})
+        return _open_session(db, annotator["id"], annotator["pseudonym"],
+                             tuple(json.loads(annotator["roles"])), session_days, now)
+
+
+def open_admin_session(db: sqlite_utils.Database, *, session_days: float = 1,
+                       now: dt.datetime | None = None) -> Session:
+    """Open an admin session; call only after checking the admin password."""
+    now = utcnow() if now is None else now
+    with transaction(db):
+        return _open_session(db, None, "admin", ("admin",), session_days, now)
+
+
+def _open_session(db, annotator_id: int | None, pseudonym: str, roles: tuple[str, ...],
+                  session_days: float, now: dt.datetime) -> Session:
+    token = secrets.token_urlsafe(32)
+    expires = iso(now + dt.timedelta(days=session_days))
+    db["sessions"].insert({"token_hash": hash_token(token), "annotator_id": annotator_id,
+                           "roles": json.dumps(list(roles)), "created": iso(now),
+                           "expires": expires, "last_seen": iso(now)})
+    return Session(token, annotator_id, pseudonym, roles, expires)
+
+
+def require(db: sqlite_utils.Database, session_token: str | None, *roles: str,
+            now: dt.datetime | None = None) -> Actor:
+    """Check the caller's session and role; the first line of every app handler.
+
+    Parameters
+    ----------
+    session_token : str or None
+        The raw session token the browser holds.
+    *roles : str
+        Roles allowed to act (any one suffices); none means any signed-in person. The
+        admin role is not implied: list ``"admin"`` where the admin may act.
+
+    Returns
+    -------
+    Actor
+
+    Raises
+    ------
+    PermissionDenied
+        If nobody is signed in or the person lacks every listed role.
+    InvalidToken
+        If the session is unknown, revoked or expired, or its annotator was revoked.
+    """
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown:
+        raise ValueError(f"`roles` must be among {ROLES}, got {unknown}")
+    if not session_token:
+        raise PermissionDenied("you are not signed in: open your invite link, or sign in "
+                               "as admin on the Start tab")
+    actor = _session_actor(db, _hash_checked(session_token, "session"),
+                           utcnow() if now is None else now)
+    if roles and not actor.roles & set(roles):
+        raise PermissionDenied(
+            f"this action needs the role {' or '.join(roles)}; you are signed in as "
+            f"{actor.pseudonym} with role {', '.join(sorted(actor.roles))}")
+    return actor
+
+
+def _session_actor(db, token_hash: str, now: dt.datetime) -> Actor:
+    rows = list(db["sessions"].rows_where("token_hash = ?", [token_hash]))
+    if not rows or rows[0]["revoked"]:
+        raise InvalidToken("your session is not valid any more; open your invite link again")
+    session = rows[0]
+    if session["expires"] <= iso(now):
+        raise InvalidToken("your session expired; open your invite link (or sign in as "
+                           "admin) again")
+    if session["annotator_id"] is None:
+        return Actor(None, "admin", frozenset(json.loads(session["roles"])))
+    annotator = _active_annotator(db, session["annotator_id"])
+    return Actor(annotator["id"], annotator["pseudonym"], frozenset(json.loads(session["roles"])))
+
+
+def logout(db: sqlite_utils.Database, session_token: str, *,
+           now: dt.datetime | None = None) -> None:
+    """Revoke a session (signing out); unknown tokens are ignored."""
+    token_hash = _hash_checked(session_token, "session")
+    with transaction(db):
+        db.execute("update sessions set revoked = ? where token_hash = ? and revoked is null",
+                   [iso(now), token_hash])
+
+
+def revoke_annotator(db: sqlite_utils.Database, annotator_id: int, actor: Actor, why: str,
+                     *, now: dt.datetime | None = None) -> None:
+    """Revoke an annotator with their invites and sessions; their data stays."""
+    get_annotator(db, annotator_id)
+    stamp = iso(now)
+    with transaction(db):
+        db["annotators"].update(annotator_id, {"status": "revoked"})
+        for table in ("invites", "sessions"):
+            db.execute(f"update {table} set revoked = ? where annotator_id = ? "
+                       "and revoked is null", [stamp, annotator_id])
+        audit.record(db, actor.pseudonym, "revoke_annotator", "annotator", annotator_id,
+                     why, now=now)
+
+
+def get_annotator(db: sqlite_utils.Database, annotator_id: int) -> dict:
+    """The ``annotators`` row of `annotator_id`; raises `NotFound`."""
+    rows = list(db["annotators"].rows_where("id = ?", [annotator_id]))
+    if not rows:
+        raise NotFound(f"unknown annotator id {annotator_id!r}")
+    return rows[0]
+
+
+def list_annotators(db: sqlite_utils.Database, role: str | None = None) -> list[dict]:
+    """Every annotator (optionally of one role) with their number of invites used."""
+    rows = db.query(
+        "select a.id, a.pseudonym, a.roles, a.design_background, a.status, a.created, "
+        "a.practice_approved, coalesce(sum(i.uses), 0) as sign_ins "
+        "from annotators a left join invites i on i.annotator_id = a.id "
+        "group by a.id order by a.id")
+    return [r for r in rows if role is None or role in json.loads(r["roles"])]
+
+
+def _active_annotator(db, annotator_id: int) -> dict:
+    annotator = get_annotator(db, annotator_id)
+    if annotator["status"] != "active":
+        raise InvalidToken(f"the account {annotator['pseudonym']} was closed by the study admin")
+    return annotator
+
+
+def _hash_checked(token: object, kind: str) -> str:
+    if not isinstance(token, str) or not token or len(token) > _MAX_TOKEN_LENGTH:
+        raise InvalidToken(f"this {kind} token is malformed: expected the text from your "
+                           f"link, got {type(token).__name__} of length "
+                           f"{len(token) if isinstance(token, str) else '?'}")
+    return hash_token(token)

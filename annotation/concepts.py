@@ -1,0 +1,47 @@
+"""The concept variants of Table 9 in the ``concepts`` table."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import sqlite_utils
+
+from annotation.db import transaction
+from annotation.errors import NotFound
+from evaluation.concepts import Concept, load_concepts
+
+
+def sync_concepts(db: sqlite_utils.Database, concepts: list[Concept] | None = None) -> int:
+    """Insert or update every concept variant; idempotent.
+
+    Parameters
+    ----------
+    db : sqlite_utils.Database
+        A database with the current schema.
+    concepts : list of Concept, optional
+        Default `evaluation.concepts.load_concepts()` (the shipped Table 9, 1,278 variants).
+
+    Returns
+    -------
+    int
+        The number of rows in ``concepts`` afterwards. Concepts no longer listed are kept,
+        since colorings may refer to them.
+    """
+    concepts = load_concepts() if concepts is None else concepts
+    with transaction(db):
+        db["concepts"].upsert_all((dataclasses.asdict(c) for c in concepts), pk="key")
+    return db["concepts"].count
+
+
+def get_concept(db: sqlite_utils.Database, key: str) -> dict:
+    """The ``concepts`` row of `key`.
+
+    Raises
+    ------
+    NotFound
+        If no concept has that key.
+    """
+    rows = list(db["concepts"].rows_where("key = ?", [key]))
+    if not rows:
+        raise NotFound(f"unknown concept {key!r}; expected a key such as 'rotten apple'")
+    return rows[0]

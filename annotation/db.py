@@ -1,0 +1,167 @@
+"""Opening the SQLite database, its schema version, transactions and timestamps.
+
+Threads
+-------
+An `sqlite3.Connection` must not be shared between threads that may use it at the same
+time (``check_same_thread=False`` only silences the check; it makes nothing safe). The
+app therefore opens one short-lived connection per request with `open_db` and closes it
+when the handler returns; see `app.common`. Concurrent writers are serialised by SQLite
+itself: `transaction` takes the write lock up front (``BEGIN IMMEDIATE``) and waits up to
+`BUSY_TIMEOUT_MS` for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import sqlite_utils
+
+from annotation.errors import AnnotationError
+from annotation.schema import MIGRATIONS
+
+BUSY_TIMEOUT_MS = 30_000
+_ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+class SchemaTooNew(AnnotationError):
+    """The database was written by a newer version of this code."""
+
+
+def open_db(path: str | Path) -> sqlite_utils.Database:
+    """Open (creating if needed) the SQLite file at `path` for this thread.
+
+    Parameters
+    ----------
+    path : str or Path
+        The database file; its parent folder is created. ``":memory:"`` opens a private
+        in-memory database (no WAL).
+
+    Returns
+    -------
+    sqlite_utils.Database
+        With WAL journaling, ``foreign_keys=ON``, ``synchronous=FULL`` (an acknowledged
+        commit survives a crash) and a busy timeout of `BUSY_TIMEOUT_MS`. The connection
+        belongs to the calling thread; close it with ``db.close()``.
+    """
+    if str(path) != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite_utils.Database(str(path))
+    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    db.execute("PRAGMA foreign_keys = ON")
+    if str(path) != ":memory:":
+        db.enable_wal()
+    db.execute("PRAGMA synchronous = FULL")
+    return db
+
+
+@contextlib.contextmanager
+def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """Run a block as one write transaction that holds the write lock from its start.
+
+    ``BEGIN IMMEDIATE`` makes read-then-write logic (quota checks, reservations) safe
+    against other connections: no one else can write between the read and the write.
+    sqlite-utils writes inside the block become savepoints of this transaction. Inside
+    an open transaction this nests as a savepoint.
+
+    Note that ``with db.conn:`` is not enough: if the block's first write is a
+    sqlite-utils call, that call opens and commits its own transaction.
+    """
+    if db.conn.in_transaction:
+        with db.atomic():
+            yield db
+        return
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.rollback()
+        raise
+    else:
+        try:
+            db.conn.execute("COMMIT")
+        except BaseException:
+            db.rollback()
+            raise
+
+
+def schema_version(db: sqlite_utils.Database) -> int:
+    """The number of migrations applied to `db` (0 for an empty database)."""
+    if not db["schema_version"].exists():
+        return 0
+    return db.execute("select coalesce(max(version), 0) from schema_version").fetchone()[0]
+
+
+def ensure_schema(db: sqlite_utils.Database) -> int:
+    """Bring `db` to the current schema; safe to call any number of times.
+
+    Applies, in order and each in its own transaction, the migrations of
+    `annotation.schema.MIGRATIONS` that `db` has not seen, recording each in the
+    ``schema_version`` table, then calls ``evaluation.runs.ensure_schema(db)`` when that
+    module exists.
+
+    Returns
+    -------
+    int
+        The schema version after the call.
+
+    Raises
+    ------
+    SchemaTooNew
+        If `db` records more migrations than this code knows.
+    """
+    with transaction(db):
+        db["schema_version"].create({"version": int, "name": str, "applied": str},
+                                    pk="version", if_not_exists=True)
+    version = schema_version(db)
+    if version > len(MIGRATIONS):
+        raise SchemaTooNew(f"database schema version {version} is newer than this code's "
+                           f"{len(MIGRATIONS)}; update the code before opening it")
+    for number, (name, migrate) in enumerate(MIGRATIONS, start=1):
+        with transaction(db):
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            if number <= schema_version(db):
+                continue
+            migrate(db)
+            db["schema_version"].insert({"version": number, "name": name, "applied": iso()})
+    runs = _evaluation_runs()
+    if runs is not None:
+        runs.ensure_schema(db)
+    return schema_version(db)
+
+
+def _evaluation_runs():
+    """`evaluation.runs` if it exists (it is optional for the annotation store)."""
+    try:
+        return importlib.import_module("evaluation.runs")
+    except ModuleNotFoundError as error:
+        if error.name != "evaluation.runs":
+            raise
+        return None
+
+
+def utcnow() -> dt.datetime:
+    """The current time as an aware UTC datetime."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def iso(moment: dt.datetime | None = None) -> str:
+    """`moment` (default now) as sortable UTC text, e.g. ``2025-01-31T12:00:00.000000Z``.
+
+    Raises
+    ------
+    ValueError
+        If `moment` is naive (no time zone).
+    """
+    moment = utcnow() if moment is None else moment
+    if moment.tzinfo is None:
+        raise ValueError(f"`moment` must be time-zone aware, got naive {moment!r}")
+    return moment.astimezone(dt.timezone.utc).strftime(_ISO_FORMAT)
+
+
+def parse_iso(text: str) -> dt.datetime:
+    """Inverse of `iso`."""
+    return dt.datetime.strptime(text, _ISO_FORMAT).replace(tzinfo=dt.timezone.utc)

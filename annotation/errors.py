@@ -1,0 +1,44 @@
+"""Domain errors of the annotation store.
+
+Every error a person can cause derives from `AnnotationError`; the app turns it (and
+`ValueError`) into a message on screen. Messages name the object, what was expected
+and what arrived.
+"""
+
+from __future__ import annotations
+
+
+class AnnotationError(Exception):
+    """Base class of every error the annotation library raises on purpose."""
+
+
+class InvalidInput(AnnotationError, ValueError):
+    """An argument has the wrong type, range or form."""
+
+
+class InvalidImage(InvalidInput):
+    """An uploaded file is not a decodable image within the configured limits."""
+
+
+class InvalidToken(AnnotationError):
+    """An invite or session token is unknown, forged, revoked or expired."""
+
+
+class PermissionDenied(AnnotationError):
+    """The signed-in person lacks the role an action needs."""
+
+
+class NotFound(AnnotationError, LookupError):
+    """A referenced row (concept, task, coloring, annotator...) does not exist."""
+
+
+class QuotaExceeded(AnnotationError):
+    """The action would exceed a quota (colorings per concept, votes per item...)."""
+
+
+class ReservationExpired(QuotaExceeded):
+    """A reserved task ran past its deadline and its slot was given to someone else."""
+
+
+class Conflict(AnnotationError):
+    """The action conflicts with the stored state (already voted, already submitted...)."""

@@ -1,0 +1,123 @@
+"""Designer onboarding (Appendix B.3): consent, instructions, three practice colorings,
+approval, then the main task.
+
+The stage is derived from stored facts each time it is asked for, so it can never
+disagree with the data: a consent row, the ``instructions_read`` time, the number of
+practice colorings that stand (``submitted`` or ``accepted``) and ``practice_approved``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from pathlib import Path
+
+import sqlite_utils
+
+from annotation import audit
+from annotation.accounts import Actor, get_annotator
+from annotation.db import iso, transaction
+from annotation.errors import InvalidInput
+
+TEXTS = Path(__file__).resolve().parent.parent / "assets" / "texts"
+CONSENT_FILE = TEXTS / "consent.md"
+INSTRUCTIONS_FILE = TEXTS / "instructions.md"
+PRACTICE_COUNT = 3
+STAGES = ("consent", "instructions", "practice", "awaiting_approval", "main")
+_STANDING = ("submitted", "accepted")
+
+
+def read_text(path: str | Path = CONSENT_FILE) -> tuple[str, str]:
+    """The Markdown text of an assets file and the sha256 of its bytes."""
+    data = Path(path).read_bytes()
+    return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
+
+
+def record_consent(db: sqlite_utils.Database, annotator_id: int, form_sha256: str,
+                   agreed: bool, *, now: dt.datetime | None = None) -> int:
+    """Record that an annotator agreed to (or declined) the consent text with `form_sha256`.
+
+    Raises
+    ------
+    InvalidInput
+        If `form_sha256` is not a sha256 hex digest.
+    """
+    if not isinstance(form_sha256, str) or len(form_sha256) != 64:
+        raise InvalidInput(f"`form_sha256` must be a 64-character hex digest, got {form_sha256!r}")
+    get_annotator(db, annotator_id)
+    with transaction(db):
+        return db["consents"].insert({"annotator_id": annotator_id, "form_sha256": form_sha256,
+                                      "agreed": int(bool(agreed)), "created": iso(now)}).last_pk
+
+
+def mark_instructions_read(db: sqlite_utils.Database, annotator_id: int, *,
+                           now: dt.datetime | None = None) -> None:
+    """Record that the annotator finished reading the instructions."""
+    get_annotator(db, annotator_id)
+    with transaction(db):
+        db["annotators"].update(annotator_id, {"instructions_read": iso(now)})
+
+
+def practice_colorings(db: sqlite_utils.Database, annotator_id: int) -> list[dict]:
+    """The annotator's practice colorings that stand (submitted or accepted), oldest first."""
+    return list(db["colorings"].rows_where(
+        "annotator_id = ? and practice = 1 and status in (?, ?)",
+        [annotator_id, *_STANDING], order_by="id"))
+
+
+def onboarding_stage(db: sqlite_utils.Database, annotator_id: int, *,
+                     auto_approve: bool = False, practice_count: int = PRACTICE_COUNT) -> str:
+    """Where a designer stands: one of `STAGES`.
+
+    Parameters
+    ----------
+    auto_approve : bool
+        If True, the main task opens as soon as `practice_count` practice colorings stand,
+        without an admin's approval.
+    """
+    annotator = get_annotator(db, annotator_id)
+    consents = list(db["consents"].rows_where("annotator_id = ?", [annotator_id],
+                                              order_by="id desc", limit=1))
+    if not consents or not consents[0]["agreed"]:
+        return "consent"
+    if not annotator["instructions_read"]:
+        return "instructions"
+    if annotator["practice_approved"]:
+        return "main"
+    if len(practice_colorings(db, annotator_id)) < practice_count:
+        return "practice"
+    return "main" if auto_approve else "awaiting_approval"
+
+
+def review_practice(db: sqlite_utils.Database, annotator_id: int, actor: Actor,
+                    approve: bool, why: str = "", *, now: dt.datetime | None = None) -> None:
+    """An admin approves a designer's practice colorings, or asks for them again.
+
+    Declining sets the standing practice colorings to ``recolor_requested`` (nothing is
+    deleted), so the designer is back at the ``practice`` stage.
+    """
+    annotator = get_annotator(db, annotator_id)
+    with transaction(db):
+        if approve:
+            db["annotators"].update(annotator_id, {"practice_approved": iso(now),
+                                                   "practice_approved_by": actor.pseudonym})
+        else:
+            db["annotators"].update(annotator_id, {"practice_approved": None,
+                                                   "practice_approved_by": None})
+            for row in practice_colorings(db, annotator_id):
+                db["colorings"].update(row["id"], {"status": "recolor_requested"})
+        audit.record(db, actor.pseudonym, "approve_practice" if approve else "redo_practice",
+                     "annotator", annotator["id"], why, now=now)
+
+
+def awaiting_approval(db: sqlite_utils.Database, *,
+                      practice_count: int = PRACTICE_COUNT) -> list[dict]:
+    """Designers whose practice colorings wait for an admin, with those colorings."""
+    pending = []
+    for annotator in db["annotators"].rows_where(
+            "status = 'active' and practice_approved is null and roles like '%designer%'",
+            order_by="id"):
+        rows = practice_colorings(db, annotator["id"])
+        if len(rows) >= practice_count:
+            pending.append({**annotator, "colorings": rows})
+    return pending

@@ -1,0 +1,46 @@
+"""Progress figures for the admin page: coverage of concepts and who is where."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import sqlite_utils
+
+from annotation.schema import COLORING_STATUSES
+
+# Colorings that fill a concept's quota: excluded ones do not, so the concept returns to
+# the pool; a recolor request is redone by the same designer, so it keeps its slot.
+COUNTED_STATUSES = ("submitted", "accepted", "recolor_requested")
+
+
+def coverage(db: sqlite_utils.Database, k: int) -> dict:
+    """How far the colorization has come.
+
+    Parameters
+    ----------
+    k : int
+        Colorings wanted per concept variant.
+
+    Returns
+    -------
+    dict
+        ``concepts`` (total variants), ``complete`` (variants with >= k counted main-task
+        colorings), ``histogram`` (``{n: variants with n counted colorings}`` for n in
+        0..k, where n = k means k or more), ``colorings_by_status`` (main task, every
+        status in `annotation.schema.COLORING_STATUSES`) and ``annotators_by_role``.
+    """
+    counts = {row["key"]: row["n"] for row in db.query(
+        "select c.key, count(g.id) as n from concepts c left join colorings g "
+        f"on g.concept_key = c.key and g.practice = 0 and g.status in "
+        f"({', '.join('?' * len(COUNTED_STATUSES))}) group by c.key", COUNTED_STATUSES)}
+    histogram = Counter(min(n, k) for n in counts.values())
+    statuses = Counter({s: 0 for s in COLORING_STATUSES})
+    statuses.update({row["status"]: row["n"] for row in db.query(
+        "select status, count(*) as n from colorings where practice = 0 group by status")})
+    roles = Counter()
+    for row in db.query("select roles from annotators where status = 'active'"):
+        roles.update(json.loads(row["roles"]))
+    return {"concepts": len(counts), "complete": histogram[k],
+            "histogram": {n: histogram[n] for n in range(k + 1)},
+            "colorings_by_status": dict(statuses), "annotators_by_role": dict(roles)}

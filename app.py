@@ -1,0 +1,35 @@
+"""Start ColorConcept Lab: ``python app.py [--db PATH] [--data-dir DIR] [--host H] [--port P]``."""
+
+from __future__ import annotations
+
+import argparse
+
+from app import build_app, launch_options
+from app.config import ENV_DB, AppConfig
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="ColorConcept Lab web app")
+    parser.add_argument("--db", help=f"SQLite file (default: ${ENV_DB} or data/colorconcept.sqlite)")
+    parser.add_argument("--data-dir", help="folder for images and other written files")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=7860, help="port to listen on")
+    parser.add_argument("--public-url", help="address people open (default http://HOST:PORT)")
+    parser.add_argument("--auto-approve-practice", action="store_true",
+                        help="open the main task right after the practice colorings")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    config = AppConfig.from_env(
+        db_path=args.db, data_dir=args.data_dir,
+        public_url=args.public_url or f"http://{args.host}:{args.port}",
+        auto_approve_practice=args.auto_approve_practice or None)
+    demo = build_app(config)
+    demo.queue(default_concurrency_limit=8)
+    demo.launch(server_name=args.host, server_port=args.port, **launch_options(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""The Admin tab: invites in bulk, annotators, practice approval, coverage."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import gradio as gr
+
+from annotation import accounts, onboarding, overview
+from annotation.accounts import INVITABLE_ROLES, create_annotators, invite_url
+from annotation.files import resolve
+from app.common import AppContext, escape, handler
+
+NAME = "admin"
+TITLE = "Admin"
+ROLES = ("admin",)
+INVITE_HEADERS = ["annotator_id", "pseudonym", "role", "invite_link"]
+ANNOTATOR_HEADERS = ["annotator_id", "pseudonym", "roles", "design_background", "status",
+                     "created", "practice_approved", "sign_ins"]
+PENDING_HEADERS = ["annotator_id", "pseudonym", "practice_coloring_ids"]
+_BACKGROUND = {"unknown": None, "yes": True, "no": False}
+
+
+def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+    """Lay out and wire the Admin tab inside the current `gr.Tab`."""
+    gr.Markdown("## Invite people\nEach row is one person; send each their own link.")
+    with gr.Row():
+        role = gr.Dropdown(list(INVITABLE_ROLES), value="designer", label="Role",
+                           elem_id="admin_role")
+        count = gr.Number(5, precision=0, minimum=1, maximum=accounts.MAX_BULK,
+                          label="How many", elem_id="admin_count")
+        background = gr.Radio(list(_BACKGROUND), value="unknown",
+                              label="Design/art background", elem_id="admin_background")
+        days = gr.Number(ctx.config.invite_days, label="Link valid for (days)",
+                         elem_id="admin_days")
+    create = gr.Button("Create invite links", variant="primary", elem_id="admin_create")
+    invites = gr.Dataframe(headers=INVITE_HEADERS, interactive=False, wrap=True,
+                           elem_id="admin_invites")
+
+    gr.Markdown("## Practice colorings waiting for approval")
+    pending = gr.Dataframe(headers=PENDING_HEADERS, interactive=False, elem_id="admin_pending")
+    gallery = gr.Gallery(label="Practice colorings", columns=6, elem_id="admin_gallery")
+    with gr.Row():
+        reviewed = gr.Number(label="Annotator id", precision=0, elem_id="admin_reviewed")
+        decision = gr.Radio(["approve", "redo"], value="approve", label="Decision",
+                            elem_id="admin_decision")
+        why = gr.Textbox(label="Note to keep (why)", elem_id="admin_why")
+    review = gr.Button("Record decision", elem_id="admin_review")
+
+    gr.Markdown("## People and progress")
+    refresh = gr.Button("Refresh", elem_id="admin_refresh")
+    coverage = gr.Markdown(elem_id="admin_coverage")
+    annotators = gr.Dataframe(headers=ANNOTATOR_HEADERS, interactive=False,
+                              elem_id="admin_annotators")
+    with gr.Row():
+        revoked = gr.Number(label="Annotator id to close", precision=0, elem_id="admin_revoked")
+        revoke_why = gr.Textbox(label="Why", elem_id="admin_revoke_why")
+        revoke = gr.Button("Close account", variant="stop", elem_id="admin_revoke")
+    message = gr.Markdown(elem_id="admin_message")
+
+    create.click(handler(ctx, *ROLES)(_create_invites(ctx)),
+                 [session_token, role, count, background, days], invites,
+                 api_name="admin_create_invites")
+    pending_event = handler(ctx, *ROLES)(_practice_pending(ctx))
+    refresh.click(pending_event, session_token, [pending, gallery],
+                  api_name="admin_practice_pending")
+    review.click(handler(ctx, *ROLES)(_review_practice), [session_token, reviewed, decision, why],
+                 message, api_name="admin_review_practice")
+    refresh.click(handler(ctx, *ROLES)(_list_annotators), session_token, annotators,
+                  api_name="admin_list_annotators")
+    refresh.click(handler(ctx, *ROLES)(_coverage(ctx)), session_token, coverage,
+                  api_name="admin_coverage")
+    revoke.click(handler(ctx, *ROLES)(_revoke), [session_token, revoked, revoke_why], message,
+                 api_name="admin_revoke")
+
+
+def _create_invites(ctx: AppContext):
+    def create_invites(db, actor, role: str, count: float, background: str,
+                       days: float) -> list[list]:
+        """Create `count` annotators of `role`; one invite link each."""
+        if background not in _BACKGROUND:
+            raise ValueError(f"`background` must be one of {list(_BACKGROUND)}, got {background!r}")
+        rows = create_annotators(db, _whole(count, "count"), role,
+                                 design_background=_BACKGROUND[background],
+                                 expires_days=float(days or ctx.config.invite_days),
+                                 created_by=actor.pseudonym)
+        return [[a["id"], a["pseudonym"], role, invite_url(ctx.config.public_url, token)]
+                for a, token in rows]
+    return create_invites
+
+
+def _list_annotators(db, actor) -> list[list]:
+    """Every annotator with their roles, status and number of sign-ins."""
+    return [[r["id"], r["pseudonym"], ", ".join(json.loads(r["roles"])),
+             {None: "unknown", 1: "yes", 0: "no"}[r["design_background"]], r["status"],
+             r["created"], r["practice_approved"] or "", r["sign_ins"]]
+            for r in accounts.list_annotators(db)]
+
+
+def _practice_pending(ctx: AppContext):
+    def practice_pending(db, actor) -> tuple[list[list], list[tuple[str, str]]]:
+        """Designers waiting for approval, and their practice colorings as a gallery."""
+        waiting = onboarding.awaiting_approval(db)
+        table = [[a["id"], a["pseudonym"], " ".join(str(c["id"]) for c in a["colorings"])]
+                 for a in waiting]
+        images = [(str(resolve(ctx.config.data_dir, c["image_path"])),
+                   f"{a['pseudonym']}: {c['concept_key']}")
+                  for a in waiting for c in a["colorings"]]
+        return table, images
+    return practice_pending
+
+
+def _review_practice(db, actor, annotator_id: float, decision: str, why: str) -> str:
+    """Approve a designer's practice colorings, or ask for them again."""
+    if decision not in ("approve", "redo"):
+        raise ValueError(f"`decision` must be 'approve' or 'redo', got {decision!r}")
+    annotator_id = _whole(annotator_id, "annotator id")
+    onboarding.review_practice(db, annotator_id, actor, decision == "approve", why or "")
+    return f"Recorded: {decision} for annotator {annotator_id}."
+
+
+def _revoke(db, actor, annotator_id: float, why: str) -> str:
+    """Close an annotator's account (their data stays)."""
+    if not (why or "").strip():
+        raise ValueError("`why` must say why the account is closed; got an empty text")
+    annotator_id = _whole(annotator_id, "annotator id")
+    accounts.revoke_annotator(db, annotator_id, actor, why)
+    return f"Closed the account of annotator {annotator_id}."
+
+
+def _coverage(ctx: AppContext):
+    def coverage(db, actor) -> str:
+        """Concept coverage and people per role, as Markdown."""
+        k = ctx.config.colorings_per_concept
+        figures = overview.coverage(db, k)
+        histogram = ", ".join(f"{n}{'+' if n == k else ''}: {m}"
+                              for n, m in figures["histogram"].items())
+        return "\n".join([
+            f"**{figures['complete']} of {figures['concepts']}** concepts have {k} colorings.",
+            f"- Concepts by number of colorings: {histogram}",
+            "- Colorings by status: " + escape(json.dumps(figures["colorings_by_status"])),
+            "- Active people by role: " + escape(json.dumps(figures["annotators_by_role"]))])
+    return coverage
+
+
+def _whole(value: float | None, name: str) -> int:
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value):
+        raise ValueError(f"`{name}` must be a whole number, got {value!r}")
+    return int(value)

@@ -1,0 +1,114 @@
+"""What every tab shares: the per-request database, the role check, error display.
+
+A tab handler is written as ``fn(db, actor, *inputs)`` and wrapped with
+``handler(ctx, *roles)(fn)``: the wrapper takes the session token as its first input,
+opens a database connection for this request (connections are not shared between
+threads), checks the role with `annotation.accounts.require`, calls ``fn`` and turns any
+`AnnotationError` or `ValueError` into a `gr.Error` whose message is shown, HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import inspect
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import gradio as gr
+import sqlite_utils
+
+from annotation.accounts import Actor, require
+from annotation.concepts import sync_concepts
+from annotation.db import ensure_schema, open_db, transaction
+from annotation.errors import AnnotationError
+from annotation.passwords import ensure_admin_password
+from app.config import AppConfig
+
+_BROWSER_SECRET = "browser_state_secret"
+
+
+@dataclass(frozen=True)
+class AppContext:
+    """What `build_app` hands to every tab: the config and the browser-state secret."""
+
+    config: AppConfig
+    browser_secret: str
+
+    @classmethod
+    def prepare(cls, config: AppConfig) -> AppContext:
+        """Create or migrate the database, load concepts, make sure an admin password exists."""
+        with cls._open(config) as db:
+            ensure_schema(db)
+            sync_concepts(db)
+            ensure_admin_password(db, password_file=config.admin_password_file)
+            return cls(config, _browser_secret(db))
+
+    @contextlib.contextmanager
+    def db(self) -> Iterator[sqlite_utils.Database]:
+        """A connection for the current request; closed when the block ends."""
+        with self._open(self.config) as db:
+            yield db
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _open(config: AppConfig) -> Iterator[sqlite_utils.Database]:
+        db = open_db(config.db_path)
+        try:
+            yield db
+        finally:
+            db.close()
+
+
+def _browser_secret(db: sqlite_utils.Database) -> str:
+    # Stable across restarts, so a reload after a restart keeps people signed in.
+    with transaction(db):
+        rows = list(db["settings"].rows_where("key = ?", [_BROWSER_SECRET]))
+        if rows:
+            return rows[0]["value"]
+        secret = secrets.token_urlsafe(24)
+        db["settings"].insert({"key": _BROWSER_SECRET, "value": secret})
+        return secret
+
+
+def as_gr_error(error: Exception) -> gr.Error:
+    """The `gr.Error` that shows `error`'s message (escaped: Gradio renders it as HTML)."""
+    return gr.Error(html.escape(str(error), quote=False), print_exception=False)
+
+
+def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
+    """Decorate ``fn(db, actor, *inputs)`` into a Gradio handler ``(session_token, *inputs)``.
+
+    Parameters
+    ----------
+    ctx : AppContext
+    *roles : str
+        Roles allowed to call it (see `annotation.accounts.require`).
+    """
+    def decorate(fn: Callable) -> Callable:
+        def wrapper(session_token, *inputs):
+            try:
+                with ctx.db() as db:
+                    actor = require(db, session_token, *roles)
+                    return fn(db, actor, *inputs)
+            except (AnnotationError, ValueError) as error:
+                raise as_gr_error(error) from error
+
+        signature = inspect.signature(fn)
+        params = list(signature.parameters.values())[2:]
+        token = inspect.Parameter("session_token", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        wrapper.__signature__ = signature.replace(parameters=[token, *params])
+        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+        return wrapper
+    return decorate
+
+
+def escape(text: object) -> str:
+    """`text` made inert for Markdown/HTML output."""
+    return html.escape(str(text))
+
+
+def visible_to(actor: Actor | None, roles: tuple[str, ...]) -> bool:
+    """Whether a tab for `roles` is shown to `actor` (the admin sees every tab)."""
+    return actor is not None and (actor.is_admin or bool(actor.roles & set(roles)))

@@ -1,0 +1,95 @@
+"""Settings of one running app; everything a handler needs besides the request."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA_DIR = ROOT / "data"
+ENV_DB = "COLORCONCEPT_DB"
+ENV_DATA_DIR = "COLORCONCEPT_DATA_DIR"
+# Concepts of the three practice sketches (Appendix B.3 says three, not which): one
+# original, one visual-state and one emotional variant, all with simple line art.
+PRACTICE_CONCEPTS = ("banana", "rotten apple", "cozy cabin")
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """Settings of the app; defaults follow the paper where it gives a number.
+
+    Attributes
+    ----------
+    db_path : Path
+        The SQLite file (env `ENV_DB`, flag ``--db``).
+    data_dir : Path
+        Where images and other written files go (env `ENV_DATA_DIR`, flag ``--data-dir``).
+    public_url : str
+        The address people open; invite links start with it.
+    colorings_per_concept : int
+        K, colorings per concept variant from K different designers (paper: 5).
+    batch_size : int
+        Colorization tasks handed out at once (issue: 40-50).
+    votes_per_review : int
+        Expert votes per coloring under review (paper: 3).
+    votes_per_pair : int
+        Participant votes per pair in the pairwise study (paper: 6).
+    reservation_minutes : float
+        How long a handed-out task stays reserved before it returns to the pool.
+    auto_approve_practice : bool
+        Open the main task right after the practice colorings, without an admin.
+    practice_concepts : tuple of str
+        Concept keys of the practice colorings.
+    invite_days, session_days : float
+        Lifetimes of invite links and of sign-ins.
+    admin_password_file : Path or None
+        A file whose first line is the admin password (see `annotation.passwords`).
+    max_upload_pixels, max_upload_bytes : int
+        Limits on uploaded images.
+    """
+
+    db_path: Path = DEFAULT_DATA_DIR / "colorconcept.sqlite"
+    data_dir: Path = DEFAULT_DATA_DIR
+    public_url: str = "http://127.0.0.1:7860"
+    colorings_per_concept: int = 5
+    batch_size: int = 40
+    votes_per_review: int = 3
+    votes_per_pair: int = 6
+    reservation_minutes: float = 120.0
+    auto_approve_practice: bool = False
+    practice_concepts: tuple[str, ...] = PRACTICE_CONCEPTS
+    invite_days: float = 30.0
+    session_days: float = 14.0
+    admin_password_file: Path | None = None
+    max_upload_pixels: int = 4096 * 4096
+    max_upload_bytes: int = 32 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("colorings_per_concept", "batch_size", "votes_per_review",
+                     "votes_per_pair", "max_upload_pixels", "max_upload_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive whole number, got {value!r}")
+        for name in ("reservation_minutes", "invite_days", "session_days"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"`{name}` must be a positive number, got {value!r}")
+        object.__setattr__(self, "db_path", Path(self.db_path))
+        object.__setattr__(self, "data_dir", Path(self.data_dir))
+
+    @classmethod
+    def from_env(cls, **overrides) -> AppConfig:
+        """Defaults, then environment variables, then `overrides` (None values ignored)."""
+        values = {}
+        if os.environ.get(ENV_DB):
+            values["db_path"] = Path(os.environ[ENV_DB])
+        if os.environ.get(ENV_DATA_DIR):
+            values["data_dir"] = Path(os.environ[ENV_DATA_DIR])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def replace(self, **changes) -> AppConfig:
+        """A copy with `changes` applied."""
+        return dataclasses.replace(self, **changes)

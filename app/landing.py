@@ -1,0 +1,124 @@
+"""The Start tab: what the app is, signing in (invite link or admin password), signing out.
+
+The session token lives in a hidden textbox (``session_token``) that every handler takes
+as its first input, and in the browser's local storage (`gr.BrowserState`), so a reload
+keeps the person signed in. Opening ``/?invite=TOKEN`` signs the person in on page load.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import gradio as gr
+
+from annotation.accounts import Actor, login_with_invite, logout, require
+from annotation.errors import AnnotationError, InvalidToken
+from annotation.passwords import login_admin
+from app.common import AppContext, as_gr_error, escape
+
+NAME = "start"
+TITLE = "Start"
+
+INTRO = """\
+# ColorConcept Lab
+
+People associate concepts with colors: a *rotten apple* is brown and olive, a *lonely
+cabin* is grey and blue. This app collects those associations and compares them with
+what text-to-image models produce (the ColorConceptBench protocol).
+
+- **Designers** color line drawings of concepts.
+- **Experts** review colorings that disagree with the others.
+- **Participants** judge which of two models matches people's colors better.
+- **Researchers** run models and browse the results.
+
+**How to sign in.** Open the invite link the study organiser sent you; it signs you in
+and the app remembers you on this browser. Organisers sign in below with the admin
+password (shown on the console when the app first started) and create invite links on the
+Admin tab.
+"""
+
+
+def build(ctx: AppContext, session_token: gr.Textbox) -> dict[str, gr.components.Component]:
+    """Lay out the Start tab inside the current `gr.Tab`; returns components to wire."""
+    gr.Markdown(INTRO)
+    status = gr.Markdown("You are not signed in.", elem_id="start_status")
+    with gr.Row():
+        invite = gr.Textbox(label="Invite link or code", elem_id="start_invite", scale=3)
+        invite_button = gr.Button("Sign in with invite", elem_id="start_invite_button")
+    with gr.Row():
+        password = gr.Textbox(label="Admin password", type="password",
+                              elem_id="start_password", scale=3)
+        password_button = gr.Button("Sign in as admin", elem_id="start_password_button")
+    logout_button = gr.Button("Sign out", elem_id="start_logout", variant="secondary")
+    return {"status": status, "invite": invite, "invite_button": invite_button,
+            "password": password, "password_button": password_button,
+            "logout_button": logout_button}
+
+
+def invite_token(text: str) -> str:
+    """The token of an invite link (``.../?invite=TOKEN``) or of a bare token."""
+    text = (text or "").strip()
+    if "invite=" in text:
+        query = urllib.parse.urlparse(text).query or text.split("?", 1)[-1]
+        text = urllib.parse.parse_qs(query).get("invite", [""])[0]
+    return text
+
+
+def sign_in_with_invite(ctx: AppContext, text: str) -> tuple[str, str]:
+    """``(session_token, message)`` for an invite link or code; raises `gr.Error`."""
+    try:
+        with ctx.db() as db:
+            session = login_with_invite(db, invite_token(text),
+                                        session_days=ctx.config.session_days)
+    except (AnnotationError, ValueError) as error:
+        raise as_gr_error(error) from error
+    return session.token, f"Signed in as **{escape(session.pseudonym)}**."
+
+
+def sign_in_as_admin(ctx: AppContext, password: str) -> tuple[str, str]:
+    """``(session_token, message)`` for the admin password; raises `gr.Error`."""
+    try:
+        with ctx.db() as db:
+            session = login_admin(db, password)
+    except (AnnotationError, ValueError) as error:
+        raise as_gr_error(error) from error
+    return session.token, "Signed in as **admin**."
+
+
+def sign_out(ctx: AppContext, session_token: str) -> tuple[str, str]:
+    """Revoke the session; ``("", message)``."""
+    if session_token:
+        try:
+            with ctx.db() as db:
+                logout(db, session_token)
+        except InvalidToken:
+            pass
+    return "", "You are signed out."
+
+
+def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[str, str]:
+    """On page load: sign in from ``?invite=`` or keep the stored session if still valid.
+
+    A bad invite shows its message instead of failing the page.
+    """
+    params = dict(request.query_params) if request is not None else {}
+    if params.get("invite"):
+        try:
+            return sign_in_with_invite(ctx, params["invite"])
+        except gr.Error as error:
+            return stored or "", f"Your invite link did not work: {error.message}"
+    actor = current_actor(ctx, stored)
+    if actor is None:
+        return "", "You are not signed in."
+    return stored, f"Signed in as **{escape(actor.pseudonym)}**."
+
+
+def current_actor(ctx: AppContext, session_token: str | None) -> Actor | None:
+    """The signed-in person, or None when the token is missing, expired or revoked."""
+    if not session_token:
+        return None
+    try:
+        with ctx.db() as db:
+            return require(db, session_token)
+    except AnnotationError:
+        return None

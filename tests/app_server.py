@@ -1,0 +1,45 @@
+"""A real app server for tests: ``with running_app(config) as (client, demo): ...``.
+
+The server listens on a free local port and is closed when the block ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+from gradio_client import Client
+
+from app import build_app, launch_options
+from app.config import AppConfig
+
+ADMIN_PASSWORD = "correct horse battery"
+
+
+def make_config(tmp_path: Path, **changes) -> AppConfig:
+    """An AppConfig writing under `tmp_path`, with a known admin password file."""
+    password_file = tmp_path / "admin_password.txt"
+    password_file.write_text(ADMIN_PASSWORD + "\n", encoding="utf-8")
+    return AppConfig(db_path=tmp_path / "study.sqlite", data_dir=tmp_path / "data",
+                     admin_password_file=password_file, **changes)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_app(config: AppConfig) -> Iterator[tuple[Client, object]]:
+    """Build and launch the app for `config`; yield a connected `gradio_client.Client`."""
+    demo = build_app(config)
+    port = free_port()
+    try:
+        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True,
+                    quiet=True, **launch_options(config))
+        yield Client(f"http://127.0.0.1:{port}/", verbose=False), demo
+    finally:
+        demo.close()

@@ -1,0 +1,129 @@
+import datetime as dt
+import json
+
+import pytest
+
+from annotation.accounts import (Actor, create_annotators, hash_token, invite_url,
+                                 list_annotators, login_with_invite, logout, new_invite,
+                                 require, revoke_annotator)
+from annotation.errors import InvalidInput, InvalidToken, PermissionDenied
+
+ADMIN = Actor(None, "admin", frozenset({"admin"}))
+
+
+
+def _dump(db):
+    return list(db.conn.iterdump())
+
+
+def test_create_annotators_gives_each_person_a_pseudonym_role_and_invite(db):
+    created = create_annotators(db, 3, "designer", design_background=True)
+    assert [a["pseudonym"] for a, _ in created] == ["D0001", "D0002", "D0003"]
+    assert all(json.loads(a["roles"]) == ["designer"] and a["design_background"] == 1
+               for a, _ in created)
+    tokens = [t for _, t in created]
+    assert len(set(tokens)) == 3 and all(len(t) >= 40 for t in tokens)
+    stored = {r["token_hash"]: r["annotator_id"] for r in db["invites"].rows}
+    assert stored == {hash_token(t): a["id"] for a, t in created}
+    assert [r["action"] for r in db["audit"].rows] == ["create_annotators"]
+
+
+def test_raw_tokens_never_reach_the_database_file(tmp_path, db):
+    tokens = [t for _, t in create_annotators(db, 4, "expert")]
+    sessions = [login_with_invite(db, t).token for t in tokens]
+    db.execute("pragma wal_checkpoint(TRUNCATE)")
+    files = [p for p in tmp_path.iterdir() if p.name.startswith("a.sqlite")]
+    content = b"".join(p.read_bytes() for p in files)
+    for raw in tokens + sessions:
+        assert raw.encode() not in content
+        assert hash_token(raw).encode() in content
+
+
+def test_invite_link_signs_in_and_require_checks_roles(db):
+    (annotator, token), = create_annotators(db, 1, "participant")
+    assert invite_url("http://h:7860/", token) == f"http://h:7860/?invite={token}"
+    session = login_with_invite(db, token)
+    assert (session.annotator_id, session.pseudonym, session.roles) == (
+        annotator["id"], "P0001", ("participant",))
+    actor = require(db, session.token, "participant")
+    assert actor == Actor(annotator["id"], "P0001", frozenset({"participant"}))
+    assert require(db, session.token) == actor
+    with pytest.raises(PermissionDenied, match="needs the role admin or researcher.*P0001"):
+        require(db, session.token, "admin", "researcher")
+    invite = db["invites"].get(hash_token(token))
+    assert invite["uses"] == 1 and invite["first_used"] == invite["last_used"]
+
+
+@pytest.mark.parametrize("token", ["forged-token-" + "x" * 30, "", "a" * 1000, None, 42])
+def test_forged_or_malformed_invites_are_refused_and_nothing_is_written(db, token):
+    create_annotators(db, 1, "designer")
+    before = _dump(db)
+    with pytest.raises(InvalidToken):
+        login_with_invite(db, token)
+    assert _dump(db) == before
+
+
+def test_expired_and_revoked_invites_are_refused_and_nothing_is_written(db):
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    (annotator, token), = create_annotators(db, 1, "designer", expires_days=2, now=start)
+    before = _dump(db)
+    with pytest.raises(InvalidToken, match="expired on 2025-01-03"):
+        login_with_invite(db, token, now=start + dt.timedelta(days=2, seconds=1))
+    assert _dump(db) == before
+    login_with_invite(db, token, now=start + dt.timedelta(days=1))
+    revoke_annotator(db, annotator["id"], ADMIN, "left the study", now=start)
+    before = _dump(db)
+    with pytest.raises(InvalidToken, match="revoked"):
+        login_with_invite(db, token, now=start + dt.timedelta(days=1))
+    assert _dump(db) == before
+
+
+def test_sessions_expire_and_end_on_logout_or_revocation(db):
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    (annotator, token), = create_annotators(db, 1, "designer", now=start)
+    session = login_with_invite(db, token, session_days=1, now=start)
+    require(db, session.token, "designer", now=start + dt.timedelta(hours=23))
+    with pytest.raises(InvalidToken, match="expired"):
+        require(db, session.token, "designer", now=start + dt.timedelta(days=1))
+    second = login_with_invite(db, token, now=start)
+    logout(db, second.token)
+    with pytest.raises(InvalidToken):
+        require(db, second.token, now=start)
+    third = login_with_invite(db, token, now=start)
+    revoke_annotator(db, annotator["id"], ADMIN, "asked to withdraw", now=start)
+    with pytest.raises(InvalidToken):
+        require(db, third.token, now=start)
+    assert list_annotators(db)[0]["status"] == "revoked"
+    assert db["audit"].get(2)["why"] == "asked to withdraw"
+
+
+def test_require_without_a_session_is_denied(db):
+    with pytest.raises(PermissionDenied, match="not signed in"):
+        require(db, "", "designer")
+    with pytest.raises(PermissionDenied, match="not signed in"):
+        require(db, None)
+    with pytest.raises(ValueError, match="`roles` must be among"):
+        require(db, "x", "superuser")
+
+
+@pytest.mark.parametrize("n, role, days, message", [
+    (0, "designer", 30, "`n` must be a whole number from 1 to 500, got 0"),
+    (501, "designer", 30, "got 501"),
+    (2.5, "designer", 30, "got 2.5"),
+    (True, "designer", 30, "got True"),
+    (1, "admin", 30, "`role` must be one of"),
+    (1, "<script>", 30, "got '<script>'"),
+    (1, "designer", 0, "`expires_days` must be in"),
+])
+def test_create_annotators_rejects_bad_arguments_and_writes_nothing(db, n, role, days, message):
+    before = _dump(db)
+    with pytest.raises(InvalidInput, match=message):
+        create_annotators(db, n, role, expires_days=days)
+    assert _dump(db) == before
+
+
+def test_new_invite_replaces_a_lost_link(db):
+    (annotator, old), = create_annotators(db, 1, "expert")
+    fresh = new_invite(db, annotator["id"])
+    assert fresh != old
+    assert login_with_invite(db, fresh).annotator_id == annotator["id"]

@@ -1,0 +1,109 @@
+import pytest
+from gradio_client.exceptions import AppError
+
+from annotation.db import open_db
+from app import build_app
+from app.config import AppConfig
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+
+
+def _dump(config):
+    db = open_db(config.db_path)
+    try:
+        return list(db.conn.iterdump())
+    finally:
+        db.close()
+
+
+def _admin_endpoints(client):
+    endpoints = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    return {name: info for name, info in endpoints.items() if name.startswith("/admin_")}
+
+
+def _example_inputs(info):
+    return [p["example_input"] for p in info["parameters"][1:]]
+
+
+def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        admin, message = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        assert admin and "admin" in message
+        table = client.predict(admin, "expert", 2, "yes", 7, api_name="/admin_create_invites")
+        assert table["headers"] == ["annotator_id", "pseudonym", "role", "invite_link"]
+        assert [row[1:3] for row in table["data"]] == [["E0001", "expert"], ["E0002", "expert"]]
+        link = table["data"][1][3]
+        assert link.startswith(config.public_url + "/?invite=")
+        expert, message = client.predict(link, api_name="/login_invite")
+        assert expert and "E0002" in message
+        people = client.predict(admin, api_name="/admin_list_annotators")
+        assert [(r[1], r[2], r[3], r[4], r[7]) for r in people["data"]] == [
+            ("E0001", "expert", "yes", "active", 0), ("E0002", "expert", "yes", "active", 1)]
+        coverage = client.predict(admin, api_name="/admin_coverage")
+        assert "**0 of 1278** concepts have 5 colorings" in coverage
+
+
+def test_admin_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        links = {role: client.predict(admin, role, 1, "unknown", 7,
+                                      api_name="/admin_create_invites")["data"][0][3]
+                 for role in ("designer", "expert", "participant", "researcher")}
+        tokens = {role: client.predict(link, api_name="/login_invite")[0]
+                  for role, link in links.items()}
+        tokens.update({"nobody": "", "forged": "f" * 43})
+        endpoints = _admin_endpoints(client)
+        assert {"/admin_create_invites", "/admin_list_annotators", "/admin_practice_pending",
+                "/admin_review_practice", "/admin_coverage", "/admin_revoke"} <= set(endpoints)
+        before = _dump(config)
+        for who, token in tokens.items():
+            for name, info in endpoints.items():
+                with pytest.raises(AppError, match="needs the role admin|not signed in|not valid"):
+                    client.predict(token, *_example_inputs(info), api_name=name)
+        assert _dump(config) == before
+
+
+@pytest.mark.parametrize("api_name, value, message", [
+    ("/login_admin", "not the password", "wrong admin password"),
+    ("/login_invite", "http://127.0.0.1:7860/?invite=forged", "not valid"),
+    ("/login_invite", "", "malformed"),
+])
+def test_bad_sign_in_shows_a_clear_message(tmp_path, api_name, value, message):
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        before = _dump(config)
+        with pytest.raises(AppError, match=message):
+            client.predict(value, api_name=api_name)
+        assert _dump(config) == before
+
+
+def test_admin_inputs_out_of_range_show_a_message_and_write_nothing(tmp_path):
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        before = _dump(config)
+        with pytest.raises(AppError, match="less than minimum value 1"):
+            client.predict(admin, "designer", 0, "yes", 7, api_name="/admin_create_invites")
+        with pytest.raises(AppError, match="admin is not in the list of choices"):
+            client.predict(admin, "admin", 1, "yes", 7, api_name="/admin_create_invites")
+        with pytest.raises(AppError, match="unknown annotator id 99"):
+            client.predict(admin, 99, "approve", "ok", api_name="/admin_review_practice")
+        with pytest.raises(AppError, match="`why` must say why"):
+            client.predict(admin, 1, "", api_name="/admin_revoke")
+        assert _dump(config) == before
+
+
+def test_first_start_prints_a_generated_password_once(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("COLORCONCEPT_ADMIN_PASSWORD", raising=False)
+    monkeypatch.delenv("COLORCONCEPT_ADMIN_PASSWORD_FILE", raising=False)
+    config = AppConfig(db_path=tmp_path / "s.sqlite", data_dir=tmp_path / "data")
+    build_app(config)
+    first = capsys.readouterr().out
+    assert "Admin password (shown only this once): " in first
+    password = first.split("shown only this once): ")[1].split()[0]
+    build_app(config)
+    assert "Admin password" not in capsys.readouterr().out
+    with running_app(config) as (client, _):
+        token, _ = client.predict(password, api_name="/login_admin")
+        assert token

@@ -1,0 +1,58 @@
+"""The sign-in flow in a real browser: invite link, reload, sign out, admin."""
+
+import shutil
+
+import pytest
+
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+
+pytestmark = pytest.mark.browser
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+playwright = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture
+def browser():
+    if not shutil.which(CHROMIUM):
+        pytest.skip("Chromium is missing: test.sh installs it (scripts/ensure_chromium.sh)")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, browser):
+    config = make_config(tmp_path)
+    expect = playwright.expect
+    with running_app(config) as (client, _):
+        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        link = client.predict(admin, "designer", 1, "yes", 7,
+                              api_name="/admin_create_invites")["data"][0][3]
+        page = browser.new_page()
+        page.goto(link.replace(config.public_url + "/", client.src))
+        status = page.locator("#start_status")
+        expect(status).to_have_text("Signed in as D0001.", timeout=20_000)
+        expect(page).to_have_url(client.src, timeout=20_000)
+        page.reload()
+        expect(status).to_have_text("Signed in as D0001.", timeout=20_000)
+        expect(page.get_by_role("tab", name="Admin")).to_have_count(0)
+        page.get_by_role("button", name="Sign out").click()
+        expect(status).to_have_text("You are signed out.", timeout=20_000)
+        page.reload()
+        expect(status).to_have_text("You are not signed in.", timeout=20_000)
+        page.fill("#start_password input", ADMIN_PASSWORD)
+        page.get_by_role("button", name="Sign in as admin").click()
+        expect(status).to_have_text("Signed in as admin.", timeout=20_000)
+        expect(page.get_by_role("tab", name="Admin")).to_be_visible(timeout=20_000)
+        expect(page.locator("#start_password input")).to_have_value("", timeout=20_000)
+
+
+def test_forged_invite_link_shows_why_and_signs_nobody_in(tmp_path, browser):
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        page = browser.new_page()
+        page.goto(client.src + "?invite=forged-token")
+        playwright.expect(page.locator("#start_status")).to_contain_text(
+            "Your invite link did not work: this invite link is not valid", timeout=20_000)

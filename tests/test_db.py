@@ -1,0 +1,155 @@
+import sqlite3
+
+import pytest
+
+import annotation.db as annotation_db
+from annotation.db import (SchemaTooNew, ensure_schema, iso, open_db, parse_iso,
+                           schema_version, transaction, utcnow)
+from annotation.schema import MIGRATIONS
+
+EXPECTED_SCHEMA = {
+    "schema_version": (["version", "name", "applied"], []),
+    "settings": (["key", "value"], []),
+    "concepts": (["key", "base", "base_id", "category", "modifier_type", "modifier"], []),
+    "sketches": (["id", "base", "path", "sha256", "source", "selected", "width", "height",
+                  "meta", "created"], [("base", "concepts", "key")]),
+    "annotators": (["id", "pseudonym", "roles", "design_background", "status", "created",
+                    "created_by", "instructions_read", "practice_approved",
+                    "practice_approved_by"], []),
+    "invites": (["token_hash", "annotator_id", "role", "created", "expires", "first_used",
+                 "last_used", "uses", "revoked"], [("annotator_id", "annotators", "id")]),
+    "sessions": (["token_hash", "annotator_id", "roles", "created", "expires", "last_seen",
+                  "revoked"], [("annotator_id", "annotators", "id")]),
+    "consents": (["id", "annotator_id", "form_sha256", "agreed", "created"],
+                 [("annotator_id", "annotators", "id")]),
+    "studies": (["id", "name", "votes_per_pair", "frozen", "meta", "created"], []),
+    "study_pairs": (["id", "study_id", "concept_key", "a", "b", "meta"],
+                    [("concept_key", "concepts", "key"), ("study_id", "studies", "id")]),
+    "colorings": (["id", "annotator_id", "concept_key", "sketch_id", "image_path",
+                   "image_sha256", "mask_path", "mask_sha256", "practice", "round", "status",
+                   "seconds_spent", "created"],
+                  [("annotator_id", "annotators", "id"), ("concept_key", "concepts", "key"),
+                   ("sketch_id", "sketches", "id")]),
+    "coloring_distributions": (["coloring_id", "p", "method", "created"],
+                               [("coloring_id", "colorings", "id")]),
+    "reviews": (["coloring_id", "reason", "votes_needed", "status", "created"],
+                [("coloring_id", "colorings", "id")]),
+    "qc_votes": (["id", "coloring_id", "expert_id", "vote", "comment", "created"],
+                 [("coloring_id", "colorings", "id"), ("expert_id", "annotators", "id")]),
+    "judgments": (["id", "pair_id", "participant_id", "left_item", "choice", "winner",
+                   "seconds_spent", "created"],
+                  [("pair_id", "study_pairs", "id"), ("participant_id", "annotators", "id")]),
+    "tasks": (["id", "kind", "annotator_id", "concept_key", "coloring_id", "pair_id",
+               "left_item", "practice", "status", "created", "expires", "finished",
+               "result_id"],
+              [("annotator_id", "annotators", "id"), ("coloring_id", "colorings", "id"),
+               ("concept_key", "concepts", "key"), ("pair_id", "study_pairs", "id")]),
+    "audit": (["id", "created", "actor", "action", "object_type", "object_id", "why",
+               "details"], []),
+}
+
+
+def _annotation_schema(db):
+    return {t.name: ([c.name for c in t.columns],
+                     sorted((f.column, f.other_table, f.other_column) for f in t.foreign_keys))
+            for t in db.tables if t.name in EXPECTED_SCHEMA}
+
+
+def _sql_master(db):
+    return db.execute("select type, name, sql from sqlite_master order by name").fetchall()
+
+
+def test_ensure_schema_creates_the_whole_schema(tmp_path):
+    db = open_db(tmp_path / "a.sqlite")
+    assert ensure_schema(db) == len(MIGRATIONS)
+    assert _annotation_schema(db) == EXPECTED_SCHEMA
+    versions = [(r["version"], r["name"]) for r in db["schema_version"].rows]
+    assert versions == [(i + 1, name) for i, (name, _) in enumerate(MIGRATIONS)]
+
+
+def test_ensure_schema_twice_changes_nothing(tmp_path):
+    path = tmp_path / "a.sqlite"
+    db = open_db(path)
+    ensure_schema(db)
+    before = _sql_master(db)
+    rows_before = list(db["schema_version"].rows)
+    db.close()
+    db = open_db(path)
+    assert ensure_schema(db) == len(MIGRATIONS)
+    assert _sql_master(db) == before
+    assert list(db["schema_version"].rows) == rows_before
+
+
+def test_new_migration_is_applied_once_to_an_existing_database(tmp_path, monkeypatch):
+    db = open_db(tmp_path / "a.sqlite")
+    ensure_schema(db)
+    calls = []
+
+    def add_note_column(database):
+        calls.append(1)
+        database["annotators"].add_column("note", str)
+
+    monkeypatch.setattr(annotation_db, "MIGRATIONS", MIGRATIONS + (("note", add_note_column),))
+    assert ensure_schema(db) == len(MIGRATIONS) + 1
+    assert ensure_schema(db) == len(MIGRATIONS) + 1
+    assert calls == [1]
+    assert "note" in db["annotators"].columns_dict
+
+
+def test_failed_migration_leaves_schema_at_previous_version(tmp_path, monkeypatch):
+    db = open_db(tmp_path / "a.sqlite")
+    ensure_schema(db)
+    before = _sql_master(db)
+
+    def broken(database):
+        database["extra"].create({"id": int}, pk="id")
+        raise RuntimeError("migration bug")
+
+    monkeypatch.setattr(annotation_db, "MIGRATIONS", MIGRATIONS + (("broken", broken),))
+    with pytest.raises(RuntimeError, match="migration bug"):
+        ensure_schema(db)
+    assert schema_version(db) == len(MIGRATIONS)
+    assert _sql_master(db) == before
+
+
+def test_database_from_newer_code_is_refused(tmp_path):
+    db = open_db(tmp_path / "a.sqlite")
+    ensure_schema(db)
+    db["schema_version"].insert({"version": 99, "name": "future", "applied": iso()})
+    with pytest.raises(SchemaTooNew, match="99"):
+        ensure_schema(db)
+
+
+def test_open_db_sets_wal_foreign_keys_and_busy_timeout(tmp_path):
+    db = open_db(tmp_path / "sub" / "a.sqlite")
+    assert db.execute("pragma journal_mode").fetchone()[0] == "wal"
+    assert db.execute("pragma foreign_keys").fetchone()[0] == 1
+    assert db.execute("pragma busy_timeout").fetchone()[0] == annotation_db.BUSY_TIMEOUT_MS
+    ensure_schema(db)
+    with pytest.raises(sqlite3.IntegrityError):
+        db["invites"].insert({"token_hash": "x", "annotator_id": 12345, "role": "designer",
+                              "created": iso(), "expires": iso(), "uses": 0})
+
+
+def test_transaction_rolls_back_every_write_on_error(tmp_path):
+    db = open_db(tmp_path / "a.sqlite")
+    ensure_schema(db)
+    with pytest.raises(RuntimeError):
+        with transaction(db):
+            db["settings"].insert({"key": "a", "value": "1"})
+            db.execute("insert into settings (key, value) values ('b', '2')")
+            raise RuntimeError("boom")
+    assert list(db["settings"].rows) == []
+    with transaction(db):
+        db["settings"].insert({"key": "a", "value": "1"})
+        with transaction(db):
+            db["settings"].insert({"key": "b", "value": "2"})
+    assert [r["key"] for r in db["settings"].rows] == ["a", "b"]
+
+
+def test_iso_timestamps_sort_as_time_and_round_trip():
+    now = utcnow()
+    assert parse_iso(iso(now)) == now
+    assert iso(now) < iso(now.replace(year=now.year + 1))
+    with pytest.raises(ValueError, match="time-zone aware"):
+        iso(now.replace(tzinfo=None))

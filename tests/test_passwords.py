@@ -1,0 +1,57 @@
+import pytest
+
+from annotation.accounts import require
+from annotation.errors import InvalidInput, PermissionDenied
+from annotation.passwords import (ENV_PASSWORD, ENV_PASSWORD_FILE, ensure_admin_password,
+                                  hash_password, login_admin, set_admin_password,
+                                  verify_password)
+
+
+def test_generated_password_is_printed_once_and_stored_only_hashed(tmp_path, db):
+    printed = []
+    password = ensure_admin_password(db, environ={}, echo=printed.append)
+    assert password is not None and len(password) >= 12
+    assert len(printed) == 1 and password in printed[0] and ENV_PASSWORD in printed[0]
+    assert ensure_admin_password(db, environ={}, echo=printed.append) is None
+    assert len(printed) == 1
+    db.execute("pragma wal_checkpoint(TRUNCATE)")
+    content = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert password.encode() not in content
+    stored = db["settings"].get("admin_password_hash")["value"]
+    assert stored.startswith("scrypt$") and verify_password(password, stored)
+    session = login_admin(db, password)
+    assert require(db, session.token, "admin").is_admin
+
+
+def test_password_from_environment_or_file_replaces_the_stored_one(tmp_path, db):
+    printed = []
+    assert ensure_admin_password(db, environ={ENV_PASSWORD: "from-the-env"},
+                                 echo=printed.append) is None
+    login_admin(db, "from-the-env")
+    path = tmp_path / "pw.txt"
+    path.write_text("from-a-file\nignored second line\n")
+    ensure_admin_password(db, environ={ENV_PASSWORD_FILE: str(path)}, echo=printed.append)
+    login_admin(db, "from-a-file")
+    with pytest.raises(PermissionDenied, match="wrong admin password"):
+        login_admin(db, "from-the-env")
+    assert printed == []
+
+
+@pytest.mark.parametrize("attempt", ["", "wrong password", None, "x" * 10_000])
+def test_wrong_admin_password_is_refused_and_opens_no_session(db, attempt):
+    set_admin_password(db, "the right one")
+    with pytest.raises(PermissionDenied, match="wrong admin password"):
+        login_admin(db, attempt)
+    assert db["sessions"].count == 0
+
+
+def test_short_admin_password_is_refused(db):
+    with pytest.raises(InvalidInput, match="at least 8 characters, got 3"):
+        set_admin_password(db, "abc")
+    assert db["settings"].count == 0
+
+
+def test_password_hashes_are_salted():
+    assert hash_password("same") != hash_password("same")
+    assert verify_password("same", hash_password("same"))
+    assert not verify_password("other", hash_password("same"))
