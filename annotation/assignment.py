@@ -1,0 +1,332 @@
+"""Handing out work fairly: colorization, expert review and pairwise judgments.
+
+Every unit of work is a ``tasks`` row reserved for one person until ``expires``. A
+reservation counts against its target's quota while it lasts; when it expires it returns
+to the pool. Reserving and submitting each run in one ``BEGIN IMMEDIATE`` transaction, so
+concurrent people can neither exceed a quota nor take the same slot twice.
+
+Rules (issue 3, paper §3.2, Appendix B.3, B.4, D)
+-------------------------------------------------
+- ``coloring``: each concept variant gets `k` main-task colorings (paper: 5) from `k`
+  different designers; a designer never gets a concept they already colored. Only concepts
+  whose base concept has a selected sketch are handed out. Excluded colorings stop
+  counting, so the concept returns to the pool (for other designers).
+- ``review``: each coloring under review (a ``reviews`` row) gets ``votes_needed`` votes
+  (paper: 3) from different experts, never from the coloring's own designer.
+- ``judgment``: each pair of a frozen study gets ``votes_per_pair`` votes (paper: 6) from
+  different participants; nobody judges a pair twice; which item is shown on the left is
+  drawn per task and stored (``tasks.left_item``, then ``judgments.left_item``).
+
+Least-covered targets come first (fill = results + live reservations); ties are broken at
+random with the `numpy.random.Generator` passed in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import sqlite_utils
+
+from annotation.db import iso, transaction, utcnow
+from annotation.errors import (Conflict, InvalidInput, NotFound, PermissionDenied,
+                               QuotaExceeded, ReservationExpired)
+from annotation.overview import COUNTED_STATUSES
+
+RESERVATION_MINUTES = 120.0
+_COUNTED = "('" + "', '".join(COUNTED_STATUSES) + "')"
+_TARGET = {"coloring": "concept_key", "review": "coloring_id", "judgment": "pair_id"}
+_ROLE = {"coloring": "designer", "review": "expert", "judgment": "participant"}
+# Per kind: results counted against the quota for target :t (and those by person :a).
+_DONE = {
+    "coloring": f"select count(*) from colorings where concept_key = :t and practice = 0 "
+                f"and status in {_COUNTED}",
+    "review": "select count(*) from qc_votes where coloring_id = :t",
+    "judgment": "select count(*) from judgments where pair_id = :t",
+}
+_DONE_BY = {
+    "coloring": "select count(*) from colorings where concept_key = :t and practice = 0 "
+                "and annotator_id = :a",
+    "review": "select count(*) from qc_votes where coloring_id = :t and expert_id = :a",
+    "judgment": "select count(*) from judgments where pair_id = :t and participant_id = :a",
+}
+_QUOTA = {
+    "coloring": "select :k",
+    "review": "select votes_needed from reviews where coloring_id = :t and status = 'open'",
+    "judgment": "select s.votes_per_pair from study_pairs p join studies s on s.id = "
+                "p.study_id where p.id = :t and s.frozen is not null",
+}
+_POOL = {
+    "coloring": "select c.key as t from concepts c where exists (select 1 from sketches s "
+                "where s.base = c.base and s.selected = 1)",
+    "review": "select r.coloring_id as t from reviews r join colorings g on g.id = "
+              "r.coloring_id where r.status = 'open' and g.annotator_id != :a",
+    "judgment": "select p.id as t from study_pairs p join studies s on s.id = p.study_id "
+                "where s.frozen is not null",
+}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One reserved unit of work (a ``tasks`` row)."""
+
+    id: int
+    kind: str
+    annotator_id: int
+    concept_key: str | None
+    coloring_id: int | None
+    pair_id: int | None
+    left_item: str | None
+    practice: bool
+    status: str
+    created: str
+    expires: str
+
+    @classmethod
+    def from_row(cls, row: dict) -> Task:
+        return cls(row["id"], row["kind"], row["annotator_id"], row["concept_key"],
+                   row["coloring_id"], row["pair_id"], row["left_item"],
+                   bool(row["practice"]), row["status"], row["created"], row["expires"])
+
+    @property
+    def target(self) -> str | int:
+        """The concept key, coloring id or pair id this task is about."""
+        return getattr(self, _TARGET[self.kind])
+
+
+def reserve(db: sqlite_utils.Database, kind: str, annotator_id: int,
+            rng: np.random.Generator, batch_size: int, *, k: int = 5,
+            minutes: float = RESERVATION_MINUTES, now: dt.datetime | None = None) -> list[Task]:
+    """Reserve work for one person, topping their open tasks up to `batch_size`.
+
+    Parameters
+    ----------
+    kind : {'coloring', 'review', 'judgment'}
+    annotator_id : int
+        An active annotator with the kind's role (designer, expert, participant).
+    rng : numpy.random.Generator
+        Breaks ties among equally covered targets and draws the left item of judgments.
+    batch_size : int
+        Open tasks a person may hold at once (issue: 40-50 for colorization), >= 1.
+    k : int
+        Colorings per concept variant (``coloring`` only; paper: 5).
+    minutes : float
+        Reservation lifetime, > 0.
+
+    Returns
+    -------
+    list of Task
+        The person's open tasks of this kind, oldest first (possibly fewer than
+        `batch_size`, or none, when the pool runs dry).
+    """
+    _check_reserve(kind, batch_size, k, minutes)
+    now = utcnow() if now is None else now
+    with transaction(db):
+        _check_annotator(db, annotator_id, _ROLE[kind])
+        expire(db, now=now)
+        held = _open(db, kind, annotator_id)
+        wanted = batch_size - len(held)
+        if wanted > 0:
+            expires = iso(now + dt.timedelta(minutes=minutes))
+            for target in _pick(db, kind, annotator_id, rng, wanted, k):
+                left = str(rng.choice(["a", "b"])) if kind == "judgment" else None
+                db["tasks"].insert({"kind": kind, "annotator_id": annotator_id,
+                                    _TARGET[kind]: target, "left_item": left, "practice": 0,
+                                    "status": "reserved", "created": iso(now),
+                                    "expires": expires})
+        return _open(db, kind, annotator_id)
+
+
+def reserve_practice(db: sqlite_utils.Database, annotator_id: int, keys: tuple[str, ...], *,
+                     minutes: float = RESERVATION_MINUTES,
+                     now: dt.datetime | None = None) -> list[Task]:
+    """Reserve the practice colorings `keys` a designer has no standing practice coloring of.
+
+    Practice colorings count towards no quota. Returns the open practice tasks.
+    """
+    _check_reserve("coloring", 1, 1, minutes)
+    now = utcnow() if now is None else now
+    with transaction(db):
+        _check_annotator(db, annotator_id, "designer")
+        unknown = [key for key in keys if not db["concepts"].count_where("key = ?", [key])]
+        if unknown:
+            raise NotFound(f"unknown practice concepts {unknown}")
+        expire(db, now=now)
+        for key in keys:
+            standing = db.execute(
+                "select (select count(*) from colorings where annotator_id = ? and "
+                "concept_key = ? and practice = 1 and status in ('submitted', 'accepted')) + "
+                "(select count(*) from tasks where annotator_id = ? and concept_key = ? and "
+                "practice = 1 and status = 'reserved')",
+                [annotator_id, key, annotator_id, key]).fetchone()[0]
+            if not standing:
+                db["tasks"].insert({"kind": "coloring", "annotator_id": annotator_id,
+                                    "concept_key": key, "practice": 1, "status": "reserved",
+                                    "created": iso(now),
+                                    "expires": iso(now + dt.timedelta(minutes=minutes))})
+        return _open(db, "coloring", annotator_id, practice=1)
+
+
+def submit(db: sqlite_utils.Database, task_id: int, annotator_id: int,
+           write: Callable[[sqlite_utils.Database, Task], int], *, k: int = 5,
+           now: dt.datetime | None = None) -> int:
+    """Complete a task: check it, let `write` store the result, mark the task submitted.
+
+    All in one transaction: if `write` raises, nothing is stored and the task stays open.
+
+    Parameters
+    ----------
+    task_id, annotator_id : int
+        The task, and who submits it (must be its holder).
+    write : callable
+        ``write(db, task) -> int`` inserts the result row (coloring, QC vote or judgment)
+        and returns its id. It runs inside the transaction; it must not commit.
+    k : int
+        Colorings per concept (``coloring`` tasks).
+
+    Returns
+    -------
+    int
+        The id `write` returned.
+
+    Raises
+    ------
+    NotFound, PermissionDenied, Conflict
+        Unknown task, someone else's task, already submitted or given back.
+    ReservationExpired
+        The reservation ran out and its slot was taken meanwhile (or the target closed).
+    """
+    now = utcnow() if now is None else now
+    with transaction(db):
+        task = _task_for(db, task_id, annotator_id)
+        if not task.practice:
+            _check_slot(db, task, k, now)
+        result_id = write(db, task)
+        db["tasks"].update(task.id, {"status": "submitted", "finished": iso(now),
+                                     "result_id": result_id})
+        return result_id
+
+
+def release(db: sqlite_utils.Database, task_id: int, annotator_id: int, *,
+            now: dt.datetime | None = None) -> None:
+    """Give a reserved task back to the pool (the person skips it)."""
+    with transaction(db):
+        task = _task_for(db, task_id, annotator_id)
+        db["tasks"].update(task.id, {"status": "released", "finished": iso(now)})
+
+
+def expire(db: sqlite_utils.Database, *, now: dt.datetime | None = None) -> int:
+    """Mark every reservation past its deadline ``expired``; returns how many."""
+    with transaction(db):
+        return db.execute("update tasks set status = 'expired', finished = ? where "
+                          "status = 'reserved' and expires <= ?", [iso(now), iso(now)]).rowcount
+
+
+def open_tasks(db: sqlite_utils.Database, kind: str, annotator_id: int, *,
+               practice: bool = False, now: dt.datetime | None = None) -> list[Task]:
+    """The person's reserved, unexpired tasks of `kind`, oldest first."""
+    _check_kind(kind)
+    rows = db["tasks"].rows_where(
+        "kind = ? and annotator_id = ? and practice = ? and status = 'reserved' and expires > ?",
+        [kind, annotator_id, int(practice), iso(now)], order_by="id")
+    return [Task.from_row(r) for r in rows]
+
+
+def submitted_count(db: sqlite_utils.Database, kind: str, annotator_id: int, *,
+                    practice: bool = False) -> int:
+    """How many tasks of `kind` the person has submitted."""
+    _check_kind(kind)
+    return db["tasks"].count_where("kind = ? and annotator_id = ? and practice = ? and "
+                                   "status = 'submitted'", [kind, annotator_id, int(practice)])
+
+
+def _open(db, kind: str, annotator_id: int, practice: int = 0) -> list[Task]:
+    rows = db["tasks"].rows_where("kind = ? and annotator_id = ? and practice = ? and "
+                                  "status = 'reserved'", [kind, annotator_id, practice],
+                                  order_by="id")
+    return [Task.from_row(r) for r in rows]
+
+
+def _pick(db, kind: str, annotator_id: int, rng: np.random.Generator, n: int,
+          k: int) -> list:
+    """Up to `n` targets the person may take, least filled first, random among equals."""
+    rows = _pool_rows(db, kind, annotator_id, k)
+    if not rows:
+        return []
+    order = rng.permutation(len(rows))
+    ranked = sorted(order, key=lambda i: rows[i][1])
+    return [rows[i][0] for i in ranked[:n]]
+
+
+def _pool_rows(db, kind: str, annotator_id: int, k: int) -> list[tuple]:
+    column = _TARGET[kind]
+    done = _DONE[kind].replace(":t", "pool.t")
+    done_by = _DONE_BY[kind].replace(":t", "pool.t")
+    quota = _QUOTA[kind].replace(":t", "pool.t")
+    sql = (f"select t, fill from (select pool.t as t, ({done}) + (select count(*) from tasks r "
+           f"where r.kind = :kind and r.practice = 0 and r.status = 'reserved' and "
+           f"r.{column} = pool.t) as fill, ({quota}) as quota from ({_POOL[kind]}) pool "
+           f"where not exists (select 1 from tasks m where m.kind = :kind and m.practice = 0 "
+           f"and m.status = 'reserved' and m.annotator_id = :a and m.{column} = pool.t) "
+           f"and ({done_by}) = 0) where fill < quota order by t")
+    return db.execute(sql, {"kind": kind, "a": annotator_id, "k": k}).fetchall()
+
+
+def _task_for(db, task_id: int, annotator_id: int) -> Task:
+    rows = list(db["tasks"].rows_where("id = ?", [task_id]))
+    if not rows:
+        raise NotFound(f"unknown task id {task_id!r}")
+    task = Task.from_row(rows[0])
+    if task.annotator_id != annotator_id:
+        raise PermissionDenied(f"task {task_id} was handed to someone else")
+    if task.status in ("submitted", "released"):
+        raise Conflict(f"task {task_id} was already {task.status}")
+    return task
+
+
+def _check_slot(db, task: Task, k: int, now: dt.datetime) -> None:
+    """Raise unless `task`'s target can still take a result from its holder."""
+    params = {"t": task.target, "a": task.annotator_id, "k": k}
+    quota = db.execute(_QUOTA[task.kind], params).fetchone()
+    if quota is None:
+        raise ReservationExpired(f"task {task.id}: {task.kind} target {task.target!r} is "
+                                 "closed; nothing was stored")
+    if db.execute(_DONE_BY[task.kind], params).fetchone()[0]:
+        raise Conflict(f"task {task.id}: you already submitted {task.kind} "
+                       f"{task.target!r}")
+    others = db.execute(
+        f"select count(*) from tasks where kind = ? and practice = 0 and status = 'reserved' "
+        f"and expires > ? and {_TARGET[task.kind]} = ? and id != ?",
+        [task.kind, iso(now), task.target, task.id]).fetchone()[0]
+    fill = db.execute(_DONE[task.kind], params).fetchone()[0] + others
+    if fill >= quota[0]:
+        if task.status == "reserved" and task.expires > iso(now):
+            raise QuotaExceeded(f"task {task.id}: {task.kind} {task.target!r} already has its "
+                                f"{quota[0]} results; nothing was stored")
+        raise ReservationExpired(f"task {task.id}: your reservation ran out at "
+                                 f"{task.expires[:16]} UTC and {task.kind} {task.target!r} "
+                                 "was given to someone else; nothing was stored")
+
+
+def _check_annotator(db, annotator_id: int, role: str) -> None:
+    rows = list(db["annotators"].rows_where("id = ?", [annotator_id]))
+    if not rows:
+        raise NotFound(f"unknown annotator id {annotator_id!r}")
+    if rows[0]["status"] != "active" or f'"{role}"' not in rows[0]["roles"]:
+        raise PermissionDenied(f"annotator {rows[0]['pseudonym']} is not an active {role}")
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in _TARGET:
+        raise InvalidInput(f"`kind` must be one of {tuple(_TARGET)}, got {kind!r}")
+
+
+def _check_reserve(kind: str, batch_size: int, k: int, minutes: float) -> None:
+    _check_kind(kind)
+    for name, value in (("batch_size", batch_size), ("k", k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInput(f"`{name}` must be a whole number >= 1, got {value!r}")
+    if not isinstance(minutes, (int, float)) or not minutes > 0:
+        raise InvalidInput(f"`minutes` must be a positive number, got {minutes!r}")
