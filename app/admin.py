@@ -9,6 +9,8 @@ import gradio as gr
 
 from annotation import accounts, onboarding, overview
 from annotation.accounts import INVITABLE_ROLES, create_annotators, invite_url
+from annotation.db import iso
+from annotation.export import export_archive
 from annotation.files import resolve
 from app.common import AppContext, escape, handler
 
@@ -59,6 +61,10 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         revoke = gr.Button("Close account", variant="stop", elem_id="admin_revoke")
     message = gr.Markdown(elem_id="admin_message")
 
+    gr.Markdown("## Export\nCSV and Parquet of every table and a zip of the images, in one file.")
+    export = gr.Button("Build export", elem_id="admin_export")
+    export_file = gr.File(label="Export", interactive=False, elem_id="admin_export_file")
+
     create.click(handler(ctx, *ROLES)(_create_invites(ctx)),
                  [session_token, role, count, background, days], invites,
                  api_name="admin_create_invites")
@@ -73,6 +79,8 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
                   api_name="admin_coverage")
     revoke.click(handler(ctx, *ROLES)(_revoke), [session_token, revoked, revoke_why], message,
                  api_name="admin_revoke")
+    export.click(handler(ctx, *ROLES)(_export(ctx)), session_token, export_file,
+                 api_name="admin_export")
 
 
 def _create_invites(ctx: AppContext):
@@ -142,6 +150,15 @@ def _coverage(ctx: AppContext):
             "- Colorings by status: " + escape(json.dumps(figures["colorings_by_status"])),
             "- Active people by role: " + escape(json.dumps(figures["annotators_by_role"]))])
     return coverage
+
+
+def _export(ctx: AppContext):
+    def export(db, actor) -> str:
+        """Build the export zip under the data folder and offer it for download."""
+        stamp = iso().replace(":", "").replace("-", "")[:15]
+        target = ctx.config.data_dir / "exports" / f"colorconcept-export-{stamp}.zip"
+        return str(export_archive(db, ctx.config.data_dir, target))
+    return export
 
 
 def _whole(value: float | None, name: str) -> int:
