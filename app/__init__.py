@@ -19,7 +19,8 @@ from app import landing
 from app.common import AppContext, visible_to
 from app.config import AppConfig
 
-TAB_MODULES = ("app.designer", "app.expert", "app.participant", "app.researcher", "app.admin")
+TAB_MODULES = ("app.designer", "app.expert", "app.participant", "app.study", "app.evaluate",
+               "app.browser", "app.leaderboard", "app.admin")
 STORAGE_KEY = "colorconcept_session"
 # After the page-load sign-in, drop ?invite= from the address bar (and so from history).
 _FORGET_INVITE_JS = ("() => { if (location.search.includes('invite=')) "
