@@ -19,7 +19,8 @@ from app import landing
 from app.common import AppContext
 from app.config import AppConfig
 
-TAB_MODULES = ("app.designer", "app.expert", "app.participant", "app.researcher", "app.admin")
+TAB_MODULES = ("app.designer", "app.expert", "app.participant", "app.study", "app.evaluate",
+               "app.browser", "app.leaderboard", "app.admin")
 STORAGE_KEY = "colorconcept_session"
 
 
