@@ -297,11 +297,12 @@ def _bt_group(data: pd.DataFrame, models: list, rng: np.random.Generator, n_boot
         picked = rng.integers(0, len(pairs), size=len(pairs))
         boot[b] = _bt_fit(len(models), comparisons[np.concatenate([members[k] for k in picked])], alpha)
     counts = np.bincount(comparisons.ravel(), minlength=len(models))
-    return [
-        {"model": m, "strength": strength[i], "strength_lo": _interval(boot[:, i], ci)[0],
-         "strength_hi": _interval(boot[:, i], ci)[1], "n_votes": int(counts[i])}
-        for i, m in enumerate(models)
-    ]
+    rows = []
+    for i, model in enumerate(models):
+        lo, hi = _interval(boot[:, i], ci)
+        rows.append({"model": model, "strength": strength[i], "strength_lo": lo, "strength_hi": hi,
+                     "n_votes": int(counts[i])})
+    return rows
 
 
 def bradley_terry(votes: pd.DataFrame, *, rng: np.random.Generator, n_boot: int = 1000,

@@ -164,13 +164,13 @@ class Leaderboard:
             f"{'↑' if METRICS[k][1] else '↓'}</th>"
             for t, s, k in self.values.columns
         )
+        tags = {"best": ("<b>", "</b>"), "second": ("<u>", "</u>"), "": ("", "")}
         rows = []
         for model in self.values.index:
             cells = []
             for col in self.values.columns:
-                text = html.escape(f"{self.values.at[model, col]:.{digits}f}")
-                mark = self.marks.at[model, col]
-                cells.append(f"<td>{'<b>' + text + '</b>' if mark == 'best' else '<u>' + text + '</u>' if mark == 'second' else text}</td>")
+                start, end = tags[self.marks.at[model, col]]
+                cells.append(f"<td>{start}{html.escape(f'{self.values.at[model, col]:.{digits}f}')}{end}</td>")
             rows.append(f"<tr><td>{html.escape(str(model))}</td>{''.join(cells)}</tr>")
         return f"<table><tr><th>Model</th>{head}</tr>{''.join(rows)}</table>"
 
