@@ -279,28 +279,25 @@ def table3(validation: pd.DataFrame) -> pd.DataFrame:
     return out.set_index(["Type", "Metric"])[columns]
 
 
-def _bt_fit(n_models: int, comparisons: np.ndarray, alpha: float) -> np.ndarray:
-    return np.asarray(choix.ilsr_pairwise(n_models, comparisons, alpha=alpha), dtype=float)
-
-
 def _bt_group(data: pd.DataFrame, models: list, rng: np.random.Generator, n_boot: int,
               ci: float, alpha: float) -> list[dict]:
     index = {m: i for i, m in enumerate(models)}
     winner = data["chosen"].map(index).to_numpy()
-    loser = np.where(data["chosen"] == data["model_a"], data["model_b"], data["model_a"])
-    comparisons = np.stack([winner, pd.Series(loser).map(index).to_numpy()], axis=1)
-    strength = _bt_fit(len(models), comparisons, alpha)
+    loser = pd.Series(np.where(data["chosen"] == data["model_a"], data["model_b"], data["model_a"])).map(index)
     pair_codes, pairs = pd.factorize(data["pair_id"])
-    members = [np.flatnonzero(pair_codes == k) for k in range(len(pairs))]
+    # wins[k, i, j]: votes in pair k where model i beat model j
+    wins = np.zeros((len(pairs), len(models), len(models)))
+    np.add.at(wins, (pair_codes, winner, loser.to_numpy()), 1.0)
+    strength = choix.ilsr_pairwise_dense(wins.sum(axis=0), alpha=alpha)
     boot = np.empty((n_boot, len(models)))
     for b in range(n_boot):
-        picked = rng.integers(0, len(pairs), size=len(pairs))
-        boot[b] = _bt_fit(len(models), comparisons[np.concatenate([members[k] for k in picked])], alpha)
-    counts = np.bincount(comparisons.ravel(), minlength=len(models))
+        weight = np.bincount(rng.integers(0, len(pairs), size=len(pairs)), minlength=len(pairs))
+        boot[b] = choix.ilsr_pairwise_dense(np.tensordot(weight, wins, axes=1), alpha=alpha)
+    counts = wins.sum(axis=(0, 1)) + wins.sum(axis=(0, 2))
     rows = []
     for i, model in enumerate(models):
         lo, hi = _interval(boot[:, i], ci)
-        rows.append({"model": model, "strength": strength[i], "strength_lo": lo, "strength_hi": hi,
+        rows.append({"model": model, "strength": float(strength[i]), "strength_lo": lo, "strength_hi": hi,
                      "n_votes": int(counts[i])})
     return rows
 
@@ -321,7 +318,7 @@ def bradley_terry(votes: pd.DataFrame, *, rng: np.random.Generator, n_boot: int 
     ci : float
         Confidence level of the percentile intervals, in (0, 1).
     alpha : float
-        L2 regularisation of `choix.ilsr_pairwise`; keeps the estimate finite when a
+        Regularisation of `choix.ilsr_pairwise_dense`; keeps the estimate finite when a
         model wins every comparison of a resample.
     exclude_flagged, max_failures
         See `study_votes`.
