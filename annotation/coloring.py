@@ -12,7 +12,7 @@ the same steps on the same luminance, so a fill at one point gives the same pixe
 the browser and here:
 
 1. ``skimage.segmentation.flood`` on the luminance from the seed, 4-connected, taking
-   pixels within ``tolerance`` of the seed's luminance;
+   pixels within ``tolerance`` of the seed's luminance and never entering line art;
 2. grow that region by ``edge_grow`` 4-connected steps into pixels that are not line art,
    so that the light anti-aliased pixels along a line are colored too and no white halo
    is left between the fill and the line; a step never enters line art, so the region
@@ -160,7 +160,11 @@ def fill_region(
             f"`point` (x={x}, y={y}) is on the line art (luminance {lum[y, x]} < "
             f"{line_threshold}); nothing was filled: pick a point inside a region"
         )
-    region = flood(lum, (y, x), connectivity=1, tolerance=tolerance) & ~lines
+    # Line pixels get a value no tolerance reaches, so the flood stops at them instead
+    # of passing through dark anti-aliasing to the next region.
+    work = lum.astype(np.int16)
+    work[lines] = -512
+    region = flood(work, (y, x), connectivity=1, tolerance=tolerance)
     if edge_grow:
         region = ndimage.binary_dilation(
             region, structure=_CROSS, iterations=edge_grow, mask=~lines
@@ -235,6 +239,13 @@ def painted_mask(color_layer: np.ndarray, sketch: np.ndarray) -> np.ndarray:
 def painted_colors(color_layer: np.ndarray, sketch: np.ndarray) -> np.ndarray:
     """The painted pixels' colors, shape ``(N, 3)`` sRGB uint8, in row-major order."""
     return color_layer[painted_mask(color_layer, sketch)][:, :3]
+
+
+def painted_color_counts(color_layer: np.ndarray, sketch: np.ndarray) -> dict[str, int]:
+    """Painted pixels per color, ``{"#rrggbb": count}``, most used first."""
+    colors, counts = np.unique(painted_colors(color_layer, sketch), axis=0, return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    return {"#%02x%02x%02x" % tuple(colors[i]): int(counts[i]) for i in order}
 
 
 def composite(color_layer: np.ndarray, sketch: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ Run ``python -m annotation.sketches`` to re-rasterise the shipped PNGs from thei
 
 from __future__ import annotations
 
+import base64
 import csv
 import hashlib
 import io
@@ -222,6 +223,13 @@ def encode_png(sketch: np.ndarray) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(sketch, "L").save(buf, format="PNG", optimize=True)
     return buf.getvalue()
+
+
+def png_data_url(png: bytes) -> str:
+    """``data:image/png;base64,...`` for PNG bytes, as the coloring canvas loads sketches."""
+    if not png.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise ValueError(f"`png` must be PNG bytes, got {png[:8]!r}")
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 def load_sketch_png(path: str | Path) -> np.ndarray:

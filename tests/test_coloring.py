@@ -97,6 +97,14 @@ def test_tolerance_decides_whether_grey_areas_join_the_fill():
     assert not only_grey[~ndimage.binary_dilation(grey_disc)].any()  # at most its AA rim
 
 
+def test_no_tolerance_lets_a_fill_cross_a_line():
+    sketch = np.full((5, 9), 150, np.uint8)
+    sketch[:, 4] = 60  # a dark grey line between two grey areas
+    region = fill_region(sketch, (0, 2), tolerance=255)
+    assert region[:, :4].all()
+    assert not region[:, 4:].any()
+
+
 def test_a_point_on_a_line_fills_nothing_and_says_so():
     layer = blank_color_layer(SKETCH.shape)
     on_line = (22, 150)  # the frame's left stroke
