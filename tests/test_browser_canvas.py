@@ -21,7 +21,9 @@ from annotation.coloring import (
     parse_canvas_value,
 )
 from annotation.sketches import SKETCH_DIR, load_sketch_png
-from app.coloring_canvas import build_demo
+import gradio as gr
+
+from app.coloring_canvas import build_demo, canvas_update, coloring_canvas, inspect_canvas_value
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -284,3 +286,21 @@ def test_eraser_picker_and_hex_entry(page):
     page.mouse.click(*_to_client(page, 512.5, 700.5))
     assert page.evaluate(f"() => {API}.state().color") == "#d62828"
     assert page.input_value("#demo_canvas .cc-hex") == "#d62828"
+
+
+def test_canvas_update_sends_every_prop_the_script_reads():
+    update = canvas_update("task-2", "data:image/png;base64,AAAA", forget_task_id="task-1")
+    assert update == {"__type__": "update", "value": "", "task_id": "task-2",
+                      "sketch_src": "data:image/png;base64,AAAA", "forget_task_id": "task-1",
+                      "line_threshold": 128, "edge_grow": 2}
+    canvas = coloring_canvas(task_id="task-1", elem_id="c")
+    assert canvas.props == {"tolerance": 32, "task_id": "task-1", "sketch_src": "",
+                            "line_threshold": 128, "edge_grow": 2}
+    with pytest.raises(ValueError, match="tolerance"):
+        coloring_canvas(tolerance=200)
+
+
+def test_inspect_canvas_value_reports_bad_values_to_the_user():
+    with pytest.raises(gr.Error, match="data:image/png;base64"):
+        inspect_canvas_value(APPLE, json.dumps(
+            {"task_id": "t", "color_layer": "data:image/jpeg;base64,AAAA", "elapsed_s": 0}))

@@ -1,3 +1,4 @@
+import base64
 import csv
 import hashlib
 import io
@@ -15,11 +16,13 @@ from annotation.sketches import (
     NotLineArtError,
     check_line_art,
     concept_for_filename,
+    encode_png,
     import_sketch_file,
     line_art_stats,
     load_manifest,
     load_sketch_png,
     normalize_sketch,
+    png_data_url,
     rasterize_svg,
     sketch_prompt,
     slugify,
@@ -209,3 +212,12 @@ def test_slugify_and_prompt():
         "A simple cartoon black outline drawing of rotten apple, without coloring, "
         "without shadow, white background."
     )
+
+
+def test_png_data_url_wraps_png_bytes_only():
+    png = encode_png(np.full((4, 6), 255, np.uint8))
+    url = png_data_url(png)
+    assert url.startswith("data:image/png;base64,")
+    assert base64.b64decode(url.split(",", 1)[1]) == png
+    with pytest.raises(ValueError, match="PNG bytes"):
+        png_data_url(b"GIF89a")
