@@ -40,7 +40,7 @@ from evaluation.palette import N_BINS
 # Statuses whose colorings make up the ground truth: a pending recolor does not (its next
 # round will), an excluded one does not.
 GROUND_TRUTH_STATUSES = ("submitted", "accepted")
-DISTRIBUTION_METHOD = "extraction.concept_distribution"
+DISTRIBUTION_METHOD = "extraction.image_distribution"
 
 
 @dataclass(frozen=True)
@@ -81,10 +81,10 @@ def coloring_distribution(color_image: np.ndarray, painted_mask: np.ndarray) -> 
     Returns
     -------
     numpy.ndarray, shape (71,)
-        Float64 summing to 1 (`evaluation.extraction.concept_distribution` of this one image).
+        Float64 summing to 1 (`evaluation.extraction.image_distribution`).
     """
     image, mask = _check_pixels(color_image, painted_mask)
-    return np.asarray(extraction.concept_distribution([image], [mask]).p, dtype=np.float64)
+    return np.asarray(extraction.image_distribution(image, mask).p, dtype=np.float64)
 
 
 def store_coloring(db: sqlite_utils.Database, data_dir: str | Path, annotator_id: int,
@@ -157,7 +157,7 @@ def store_coloring(db: sqlite_utils.Database, data_dir: str | Path, annotator_id
             return write(db, None)
     if task.coloring_id is None:
         return submit(db, task_id, annotator_id, write, k=k, now=now)
-    return _submit_recolor(db, task, write, now)
+    return _submit_recolor(db, task, annotator_id, write, now)
 
 
 def record_coloring(db: sqlite_utils.Database, image: StoredFile, mask: StoredFile | None,
@@ -322,12 +322,12 @@ def _coloring_task(db, task_id: int, concept_key: str, practice: bool) -> Task:
     return task
 
 
-def _submit_recolor(db, task: Task, write, now: dt.datetime | None) -> int:
+def _submit_recolor(db, task: Task, annotator_id: int, write, now: dt.datetime | None) -> int:
     """Store the next round for a recolor task (outside the quota: the designer is counted)."""
     now = utcnow() if now is None else now
     with transaction(db):
         row = db["tasks"].get(task.id)
-        if row["annotator_id"] != task.annotator_id:
+        if row["annotator_id"] != annotator_id:
             raise PermissionDenied(f"task {task.id} was handed to someone else")
         if row["status"] != "reserved" or row["expires"] <= iso(now):
             raise Conflict(f"recolor task {task.id} is {row['status']}"
