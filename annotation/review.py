@@ -59,6 +59,8 @@ class GridItem:
         Its UW-71 distribution.
     round_emd : float or None
         EMD (ΔE*ab) to the same designer's previous round; None in round 1.
+    note : str
+        The latest recolor request's note on it ("" if none); user text, escape it.
     """
 
     coloring_id: int
@@ -68,6 +70,7 @@ class GridItem:
     image_path: str
     p: np.ndarray
     round_emd: float | None
+    note: str
 
 
 def require_role(actor: Actor, *roles: str) -> None:
@@ -117,7 +120,8 @@ def coloring_grid(db: sqlite_utils.Database, actor: Actor, concept_key: str, *,
                      if before is not None and row["p"] is not None else None)
         items.append(GridItem(row["id"], row["pseudonym"] if reveal else
                               labels[row["annotator_id"]], row["round"], row["status"],
-                              row["image_path"], row["p"], round_emd))
+                              row["image_path"], row["p"], round_emd,
+                              recolor_note(db, row["id"])))
         previous[row["annotator_id"]] = row
     return items
 

@@ -40,6 +40,14 @@ def _reviewed(db, data, n_colorings=1, n_experts=3, concept="lonely cabin"):
     return ids, experts
 
 
+def _forged_task(db, expert_id, coloring_id):
+    """A review task written past the assignment rules (as a tampered client might)."""
+    return db["tasks"].insert({"kind": "review", "annotator_id": expert_id,
+                               "coloring_id": coloring_id, "practice": 0, "status": "reserved",
+                               "created": iso(T0),
+                               "expires": iso(T0 + dt.timedelta(days=999))}).last_pk
+
+
 def _vote(db, expert, coloring_id, consistent):
     rng = np.random.default_rng(0)
     items = [i for i in votes.vote_queue(db, expert, rng, batch_size=50)
@@ -122,15 +130,9 @@ def test_an_expert_is_never_handed_their_own_coloring_and_votes_once(store):
     assert votes.vote_queue(db, both, np.random.default_rng(0), batch_size=50) == []
     with pytest.raises(Conflict):
         votes.cast_vote(db, both, queue[0].task_id, False)
-    forged = db["tasks"].insert({"kind": "review", "annotator_id": own, "coloring_id": ids[1],
-                                 "practice": 0, "status": "reserved", "created": iso(T0),
-                                 "expires": iso(T0 + dt.timedelta(days=999))}).last_pk
-    before = _rows(db)
     with pytest.raises(Conflict, match="already submitted"):
-        votes.cast_vote(db, both, forged, False)
-    own_task = db["tasks"].insert({"kind": "review", "annotator_id": own, "coloring_id": ids[0],
-                                   "practice": 0, "status": "reserved", "created": iso(T0),
-                                   "expires": iso(T0 + dt.timedelta(days=999))}).last_pk
+        votes.cast_vote(db, both, _forged_task(db, own, ids[1]), False)
+    own_task = _forged_task(db, own, ids[0])
     before = _rows(db)
     with pytest.raises(PermissionDenied, match="your own"):
         votes.cast_vote(db, both, own_task, True)
