@@ -106,6 +106,29 @@ def dominant_strip(colors, counts, *, title: str = "") -> go.Figure:
     return fig
 
 
+def group_strip(groups, *, title: str = "") -> go.Figure:
+    """Figure 3's strip from extraction groups: each group's heaviest color and its size.
+
+    Parameters
+    ----------
+    groups : sequence of evaluation.extraction.ColorGroup
+        ``ConceptDistribution.groups``: each with ``rgb`` (k, 3) uint8, heaviest first,
+        and ``n_images``.
+    title : str
+        Figure title.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        See `dominant_strip`; swatch i is ``groups[i].rgb[0]`` labelled
+        ``groups[i].n_images``.
+    """
+    if len(groups) == 0:
+        raise ValueError("`groups` is empty")
+    colors = np.stack([np.asarray(g.rgb, dtype=np.uint8)[0] for g in groups])
+    return dominant_strip(colors, [g.n_images for g in groups], title=title)
+
+
 def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Figure:
     """Metric against guidance scale, one line per model (Figure 5).
 

@@ -21,6 +21,18 @@ saturation range, with weights W = 1 − D / D_max, D = sqrt((E_s C_s)² + (E_h 
 largest D in the window (so the four corner cells weigh 0). The achromatic bin's S is the
 mean of its row. Scores are normalised by the largest bin score of the prior
 (Eq. 1, p = S / S_max), so pixel scores lie in [0, 1].
+
+Readings of the SCD paper where it is terse (each one line to change):
+
+- E_h is written in degrees and E_s as a saturation difference; we use bin steps for
+  both. With 10-unit bins on both axes the two readings give identical weights, since
+  W depends only on D / D_max.
+- Eq. 2 is a weighted *sum* as printed (the text says "weighted average"); the two differ
+  only at the saturation edge, where part of the window falls outside the table.
+- D_max is the largest distance of the full window, also at the saturation edge.
+- V plays no part (as in SCD): a dark pixel with a strong hue is chromatic.
+- The prior averages the other colorings' histograms with equal weight per coloring
+  (`plausibility_ranking`), rather than pooling their pixels.
 """
 
 from __future__ import annotations
