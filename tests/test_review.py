@@ -11,7 +11,7 @@ from annotation.accounts import Actor
 from annotation.assignment import open_tasks
 from annotation.colorings import get_coloring, human_distribution
 from annotation.concepts import sync_concepts
-from annotation.db import iso, open_db
+from annotation.db import ensure_schema, iso, open_db
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from evaluation import metrics
 from evaluation.palette import load_uw71
@@ -165,7 +165,6 @@ def test_an_exclusion_is_reversed_only_by_the_admin_with_an_audit_row(store):
 
 def test_paper_vote_patterns_give_p_bar_0811_and_36_discarded_through_the_panel(tmp_path):
     db = open_db(":memory:")
-    from annotation.db import ensure_schema
     ensure_schema(db)
     sync_concepts(db)
     data = tmp_path / "data"
