@@ -23,6 +23,10 @@ import sqlite_utils
 from annotation.errors import AnnotationError
 from annotation.schema import MIGRATIONS
 
+DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DEFAULT_DB_PATH = DEFAULT_DATA_DIR / "colorconcept.sqlite"
+ENV_DB = "COLORCONCEPT_DB"
+ENV_DATA_DIR = "COLORCONCEPT_DATA_DIR"
 BUSY_TIMEOUT_MS = 30_000
 _ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 

@@ -16,15 +16,12 @@ from types import ModuleType
 import gradio as gr
 
 from app import landing
-from app.common import AppContext, visible_to
+from app.common import AppContext
 from app.config import AppConfig
 
 TAB_MODULES = ("app.designer", "app.expert", "app.participant", "app.study", "app.evaluate",
                "app.browser", "app.leaderboard", "app.admin")
 STORAGE_KEY = "colorconcept_session"
-# After the page-load sign-in, drop ?invite= from the address bar (and so from history).
-_FORGET_INVITE_JS = ("() => { if (location.search.includes('invite=')) "
-                     "history.replaceState(null, '', location.pathname); }")
 
 
 def build_app(config: AppConfig | None = None) -> gr.Blocks:
@@ -50,32 +47,7 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
                     module.build(ctx, session_token)
                 tabs.append((tab, module.ROLES))
 
-        def show(token: str) -> tuple:
-            actor = landing.current_actor(ctx, token)
-            return (token if actor else "",
-                    *(gr.Tab(visible=visible_to(actor, roles)) for _, roles in tabs))
-
-        shown = [stored, *(tab for tab, _ in tabs)]
-        private = {"api_visibility": "private"}
-        def restore(stored_token: str, request: gr.Request) -> tuple[str, str]:
-            return landing.restore(ctx, stored_token, request)
-
-        demo.load(restore, stored, [session_token, start["status"]], api_name="start_restore",
-                  **private).then(show, session_token, shown, **private
-                                  ).then(None, js=_FORGET_INVITE_JS, **private)
-        start["invite_button"].click(
-            lambda text: landing.sign_in_with_invite(ctx, text), start["invite"],
-            [session_token, start["status"]], api_name="login_invite"
-        ).then(show, session_token, shown, **private)
-        start["password_button"].click(
-            lambda password: landing.sign_in_as_admin(ctx, password), start["password"],
-            [session_token, start["status"]], api_name="login_admin"
-        ).then(show, session_token, shown, **private
-               ).then(lambda: "", None, start["password"], **private)
-        start["logout_button"].click(
-            lambda token: landing.sign_out(ctx, token), session_token,
-            [session_token, start["status"]], api_name="start_logout"
-        ).then(show, session_token, shown, **private)
+        landing.wire(ctx, demo, session_token, stored, start, tabs)
     return demo
 
 

@@ -9,6 +9,8 @@ import gradio as gr
 
 from annotation import accounts, onboarding, overview
 from annotation.accounts import INVITABLE_ROLES, create_annotators, invite_url
+from annotation.db import iso
+from annotation.export import export_archive
 from annotation.files import resolve
 from app.common import AppContext, escape, handler
 
@@ -24,6 +26,18 @@ _BACKGROUND = {"unknown": None, "yes": True, "no": False}
 
 def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     """Lay out and wire the Admin tab inside the current `gr.Tab`."""
+    admin = handler(ctx, *ROLES)
+    refresh = gr.Button("Refresh lists", elem_id="admin_refresh")
+    _invite_section(ctx, session_token, admin)
+    _practice_section(ctx, session_token, admin, refresh)
+    _people_section(ctx, session_token, admin, refresh)
+    gr.Markdown("## Export\nCSV and Parquet of every table and a zip of the images, in one file.")
+    export = gr.Button("Build export", elem_id="admin_export")
+    export_file = gr.File(label="Export", interactive=False, elem_id="admin_export_file")
+    export.click(admin(_export(ctx)), session_token, export_file, api_name="admin_export")
+
+
+def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
     gr.Markdown("## Invite people\nEach row is one person; send each their own link.")
     with gr.Row():
         role = gr.Dropdown(list(INVITABLE_ROLES), value="designer", label="Role",
@@ -37,7 +51,12 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     create = gr.Button("Create invite links", variant="primary", elem_id="admin_create")
     invites = gr.Dataframe(headers=INVITE_HEADERS, interactive=False, wrap=True,
                            elem_id="admin_invites")
+    create.click(admin(_create_invites(ctx)), [session_token, role, count, background, days],
+                 invites, api_name="admin_create_invites")
 
+
+def _practice_section(ctx: AppContext, session_token: gr.Textbox, admin,
+                      refresh: gr.Button) -> None:
     gr.Markdown("## Practice colorings waiting for approval")
     pending = gr.Dataframe(headers=PENDING_HEADERS, interactive=False, elem_id="admin_pending")
     gallery = gr.Gallery(label="Practice colorings", columns=6, elem_id="admin_gallery")
@@ -47,9 +66,16 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
                             elem_id="admin_decision")
         why = gr.Textbox(label="Note to keep (why)", elem_id="admin_why")
     review = gr.Button("Record decision", elem_id="admin_review")
+    message = gr.Markdown(elem_id="admin_review_message")
+    refresh.click(admin(_practice_pending(ctx)), session_token, [pending, gallery],
+                  api_name="admin_practice_pending")
+    review.click(admin(_review_practice), [session_token, reviewed, decision, why], message,
+                 api_name="admin_review_practice")
 
+
+def _people_section(ctx: AppContext, session_token: gr.Textbox, admin,
+                    refresh: gr.Button) -> None:
     gr.Markdown("## People and progress")
-    refresh = gr.Button("Refresh", elem_id="admin_refresh")
     coverage = gr.Markdown(elem_id="admin_coverage")
     annotators = gr.Dataframe(headers=ANNOTATOR_HEADERS, interactive=False,
                               elem_id="admin_annotators")
@@ -57,21 +83,11 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         revoked = gr.Number(label="Annotator id to close", precision=0, elem_id="admin_revoked")
         revoke_why = gr.Textbox(label="Why", elem_id="admin_revoke_why")
         revoke = gr.Button("Close account", variant="stop", elem_id="admin_revoke")
-    message = gr.Markdown(elem_id="admin_message")
-
-    create.click(handler(ctx, *ROLES)(_create_invites(ctx)),
-                 [session_token, role, count, background, days], invites,
-                 api_name="admin_create_invites")
-    pending_event = handler(ctx, *ROLES)(_practice_pending(ctx))
-    refresh.click(pending_event, session_token, [pending, gallery],
-                  api_name="admin_practice_pending")
-    review.click(handler(ctx, *ROLES)(_review_practice), [session_token, reviewed, decision, why],
-                 message, api_name="admin_review_practice")
-    refresh.click(handler(ctx, *ROLES)(_list_annotators), session_token, annotators,
+    message = gr.Markdown(elem_id="admin_revoke_message")
+    refresh.click(admin(_list_annotators), session_token, annotators,
                   api_name="admin_list_annotators")
-    refresh.click(handler(ctx, *ROLES)(_coverage(ctx)), session_token, coverage,
-                  api_name="admin_coverage")
-    revoke.click(handler(ctx, *ROLES)(_revoke), [session_token, revoked, revoke_why], message,
+    refresh.click(admin(_coverage(ctx)), session_token, coverage, api_name="admin_coverage")
+    revoke.click(admin(_revoke), [session_token, revoked, revoke_why], message,
                  api_name="admin_revoke")
 
 
@@ -142,6 +158,15 @@ def _coverage(ctx: AppContext):
             "- Colorings by status: " + escape(json.dumps(figures["colorings_by_status"])),
             "- Active people by role: " + escape(json.dumps(figures["annotators_by_role"]))])
     return coverage
+
+
+def _export(ctx: AppContext):
+    def export(db, actor) -> str:
+        """Build the export zip under the data folder and offer it for download."""
+        stamp = iso().replace(":", "").replace("-", "")[:15]
+        target = ctx.config.data_dir / "exports" / f"colorconcept-export-{stamp}.zip"
+        return str(export_archive(db, ctx.config.data_dir, target))
+    return export
 
 
 def _whole(value: float | None, name: str) -> int:

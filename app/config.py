@@ -7,10 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA_DIR = ROOT / "data"
-ENV_DB = "COLORCONCEPT_DB"
-ENV_DATA_DIR = "COLORCONCEPT_DATA_DIR"
+from annotation.db import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB
+
 # Concepts of the three practice sketches (Appendix B.3 says three, not which): one
 # original, one visual-state and one emotional variant, all with simple line art.
 PRACTICE_CONCEPTS = ("banana", "rotten apple", "cozy cabin")
@@ -50,7 +48,7 @@ class AppConfig:
         Limits on uploaded images.
     """
 
-    db_path: Path = DEFAULT_DATA_DIR / "colorconcept.sqlite"
+    db_path: Path = DEFAULT_DB_PATH
     data_dir: Path = DEFAULT_DATA_DIR
     public_url: str = "http://127.0.0.1:7860"
     colorings_per_concept: int = 5

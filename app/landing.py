@@ -14,10 +14,14 @@ import gradio as gr
 from annotation.accounts import Actor, login_with_invite, logout, require
 from annotation.errors import AnnotationError, InvalidToken
 from annotation.passwords import login_admin
-from app.common import AppContext, as_gr_error, escape
+from app.common import AppContext, as_gr_error, escape, visible_to
 
 NAME = "start"
 TITLE = "Start"
+# After the page-load sign-in, drop ?invite= from the address bar (and so from history).
+_FORGET_INVITE_JS = ("() => { if (location.search.includes('invite=')) "
+                     "history.replaceState(null, '', location.pathname); }")
+_PRIVATE = {"api_visibility": "private"}
 
 INTRO = """\
 # ColorConcept Lab
@@ -53,6 +57,38 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> dict[str, gr.components
     return {"status": status, "invite": invite, "invite_button": invite_button,
             "password": password, "password_button": password_button,
             "logout_button": logout_button}
+
+
+def wire(ctx: AppContext, demo: gr.Blocks, session_token: gr.Textbox, stored: gr.BrowserState,
+         parts: dict, tabs: list[tuple[gr.Tab, tuple[str, ...]]]) -> None:
+    """Wire page load, sign-in and sign-out; each ends by showing the tabs of the person.
+
+    Public endpoints: ``login_invite(text) -> (session_token, message)``,
+    ``login_admin(password) -> (session_token, message)`` and
+    ``start_logout(session_token) -> ("", message)``.
+    """
+    def show(token: str) -> tuple:
+        actor = current_actor(ctx, token)
+        return (token if actor else "",
+                *(gr.Tab(visible=visible_to(actor, roles)) for _, roles in tabs))
+
+    def restore_on_load(stored_token: str, request: gr.Request) -> tuple[str, str]:
+        return restore(ctx, stored_token, request)
+
+    shown = [stored, *(tab for tab, _ in tabs)]
+    signed = [session_token, parts["status"]]
+    demo.load(restore_on_load, stored, signed, api_name="start_restore", **_PRIVATE).then(
+        show, session_token, shown, **_PRIVATE).then(None, js=_FORGET_INVITE_JS, **_PRIVATE)
+    parts["invite_button"].click(
+        lambda text: sign_in_with_invite(ctx, text), parts["invite"], signed,
+        api_name="login_invite").then(show, session_token, shown, **_PRIVATE)
+    parts["password_button"].click(
+        lambda password: sign_in_as_admin(ctx, password), parts["password"], signed,
+        api_name="login_admin").then(show, session_token, shown, **_PRIVATE).then(
+        lambda: "", None, parts["password"], **_PRIVATE)
+    parts["logout_button"].click(
+        lambda token: sign_out(ctx, token), session_token, signed,
+        api_name="start_logout").then(show, session_token, shown, **_PRIVATE)
 
 
 def invite_token(text: str) -> str:

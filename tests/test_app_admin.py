@@ -1,7 +1,11 @@
+import zipfile
+
+import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
 
-from annotation.db import open_db
+from annotation.db import iso, open_db
+from annotation.files import store_png
 from app import build_app
 from app.config import AppConfig
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -41,6 +45,9 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
             ("E0001", "expert", "yes", "active", 0), ("E0002", "expert", "yes", "active", 1)]
         coverage = client.predict(admin, api_name="/admin_coverage")
         assert "**0 of 1278** concepts have 5 colorings" in coverage
+        with zipfile.ZipFile(client.predict(admin, api_name="/admin_export")) as archive:
+            annotators = archive.read("csv/annotators.csv").decode()
+        assert "E0001" in annotators and "E0002" in annotators
 
 
 def test_admin_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
@@ -55,7 +62,8 @@ def test_admin_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
         tokens.update({"nobody": "", "forged": "f" * 43})
         endpoints = _admin_endpoints(client)
         assert {"/admin_create_invites", "/admin_list_annotators", "/admin_practice_pending",
-                "/admin_review_practice", "/admin_coverage", "/admin_revoke"} <= set(endpoints)
+                "/admin_review_practice", "/admin_coverage", "/admin_revoke",
+                "/admin_export"} <= set(endpoints)
         before = _dump(config)
         for who, token in tokens.items():
             for name, info in endpoints.items():
@@ -107,3 +115,29 @@ def test_first_start_prints_a_generated_password_once(tmp_path, monkeypatch, cap
     with running_app(config) as (client, _):
         token, _ = client.predict(password, api_name="/login_admin")
         assert token
+
+
+def test_admin_sees_and_approves_practice_colorings(tmp_path):
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        designer_id = client.predict(admin, "designer", 1, "yes", 7,
+                                     api_name="/admin_create_invites")["data"][0][0]
+        db = open_db(config.db_path)
+        try:
+            for i, key in enumerate(config.practice_concepts):
+                image = store_png(config.data_dir, np.full((4, 4, 3), 40 * i, dtype=np.uint8))
+                db["colorings"].insert({
+                    "annotator_id": designer_id, "concept_key": key, "image_path": image.path,
+                    "image_sha256": image.sha256, "practice": 1, "round": 1,
+                    "status": "submitted", "created": iso()})
+        finally:
+            db.close()
+        table, gallery = client.predict(admin, api_name="/admin_practice_pending")
+        assert table["data"] == [[designer_id, "D0001", "1 2 3"]]
+        assert [item["caption"] for item in gallery] == [
+            f"D0001: {key}" for key in config.practice_concepts]
+        message = client.predict(admin, designer_id, "approve", "fine", api_name="/admin_review_practice")
+        assert message == f"Recorded: approve for annotator {designer_id}."
+        table, gallery = client.predict(admin, api_name="/admin_practice_pending")
+        assert table["data"] == [] and gallery == []

@@ -1,5 +1,8 @@
+import io
+
 import pytest
 
+from annotation.__main__ import main
 from annotation.accounts import require
 from annotation.errors import InvalidInput, PermissionDenied
 from annotation.passwords import (ENV_PASSWORD, ENV_PASSWORD_FILE, ensure_admin_password,
@@ -55,3 +58,14 @@ def test_password_hashes_are_salted():
     assert hash_password("same") != hash_password("same")
     assert verify_password("same", hash_password("same"))
     assert not verify_password("other", hash_password("same"))
+
+
+def test_command_line_sets_a_new_admin_password(tmp_path, db, monkeypatch, capsys):
+    set_admin_password(db, "the old password")
+    monkeypatch.setattr("sys.stdin", io.StringIO("a brand new password\n"))
+    assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password", "--stdin"]) == 0
+    assert "admin password changed" in capsys.readouterr().out
+    login_admin(db, "a brand new password")
+    monkeypatch.setattr("sys.stdin", io.StringIO("short\n"))
+    assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password", "--stdin"]) == 1
+    assert "at least 8 characters" in capsys.readouterr().err

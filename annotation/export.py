@@ -1,0 +1,163 @@
+"""Export: every table as CSV and Parquet, and the image files in a zip with a manifest.
+
+Layout of an export folder::
+
+    csv/<table>.csv          one file per table, header row, NULL as empty field
+    parquet/<table>.parquet  the same rows with their SQLite types
+    images.zip               every file a row names (columns ``path`` / ``*_path``), under
+                             its data-folder path, plus ``manifest.csv``: table, row_id,
+                             column, path, sha256 (stored), status (``ok``, ``missing`` or
+                             ``sha256_mismatch``)
+
+All tables are read in one read transaction, so the export is one consistent snapshot
+even while people keep working. Secrets stay out: the ``settings`` table (admin password
+hash) and the ``token_hash`` columns of ``invites`` and ``sessions`` are not exported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import io
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import sqlite_utils
+
+from annotation.errors import InvalidInput
+from annotation.files import resolve
+
+SKIPPED_TABLES = ("settings",)
+SECRET_COLUMNS = ("token_hash",)
+MANIFEST_COLUMNS = ["table", "row_id", "column", "path", "sha256", "status"]
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What an export wrote: rows per table and image files per status."""
+
+    folder: Path
+    rows: dict[str, int]
+    images: dict[str, int]
+
+
+def export(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) -> ExportSummary:
+    """Write the export of `db` (and the files under `data_dir` it names) to `folder`.
+
+    Parameters
+    ----------
+    folder : str or Path
+        A folder that does not exist yet or is empty. The export is assembled next to it
+        and renamed into place, so `folder` never holds half an export.
+
+    Raises
+    ------
+    InvalidInput
+        If `folder` exists and is not an empty folder.
+    """
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise InvalidInput(f"export folder must be new or empty, got {str(folder)!r} "
+                           "which already holds files")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-partial-"))
+    try:
+        with _snapshot(db):
+            tables = {name: _table_frame(db, name) for name in db.table_names()
+                      if name not in SKIPPED_TABLES}
+        rows = {name: _write_table(frame, staging, name) for name, frame in tables.items()}
+        images = _write_images(tables, Path(data_dir), staging / "images.zip")
+        if folder.exists():
+            folder.rmdir()
+        os.replace(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return ExportSummary(folder, rows, images)
+
+
+def export_archive(db: sqlite_utils.Database, data_dir: str | Path,
+                   archive: str | Path) -> Path:
+    """Write the export as one zip file `archive` (for a download button); returns it."""
+    archive = Path(archive)
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=archive.parent) as temp:
+        summary = export(db, data_dir, Path(temp) / "export")
+        built = shutil.make_archive(str(Path(temp) / "archive"), "zip", summary.folder)
+        os.replace(built, archive)
+    return archive
+
+
+@contextlib.contextmanager
+def _snapshot(db: sqlite_utils.Database) -> Iterator[None]:
+    if db.conn.in_transaction:
+        yield
+        return
+    db.conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        db.conn.execute("COMMIT")
+
+
+def _table_frame(db: sqlite_utils.Database, name: str) -> pd.DataFrame:
+    frame = pd.read_sql_query(f'select * from "{name}"', db.conn, dtype_backend="numpy_nullable")
+    return frame.drop(columns=[c for c in SECRET_COLUMNS if c in frame.columns])
+
+
+def _write_table(frame: pd.DataFrame, folder: Path, name: str) -> int:
+    (folder / "csv").mkdir(exist_ok=True)
+    (folder / "parquet").mkdir(exist_ok=True)
+    frame.to_csv(folder / "csv" / f"{name}.csv", index=False)
+    frame.to_parquet(folder / "parquet" / f"{name}.parquet", index=False)
+    return len(frame)
+
+
+def _file_columns(frame: pd.DataFrame) -> list[tuple[str, str | None]]:
+    """``(path column, sha256 column or None)`` pairs by the naming convention."""
+    pairs = []
+    for column in frame.columns:
+        if column == "path" or column.endswith("_path"):
+            sha = "sha256" if column == "path" else column[: -len("path")] + "sha256"
+            pairs.append((column, sha if sha in frame.columns else None))
+    return pairs
+
+
+def _write_images(tables: dict[str, pd.DataFrame], data_dir: Path, target: Path) -> dict[str, int]:
+    manifest, written = [], set()
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_STORED) as archive:
+        for name, frame in tables.items():
+            key = frame.columns[0]
+            for column, sha_column in _file_columns(frame):
+                for _, row in frame[frame[column].notna()].iterrows():
+                    expected = row[sha_column] if sha_column else None
+                    status = _add_file(archive, data_dir, row[column], expected, written)
+                    manifest.append([name, row[key], column, row[column], expected, status])
+        buffer = io.StringIO()
+        csv.writer(buffer).writerows([MANIFEST_COLUMNS, *manifest])
+        archive.writestr("manifest.csv", buffer.getvalue())
+    counts: dict[str, int] = {}
+    for entry in manifest:
+        counts[entry[-1]] = counts.get(entry[-1], 0) + 1
+    return counts
+
+
+def _add_file(archive: zipfile.ZipFile, data_dir: Path, relative: str,
+              expected: str | None, written: set[str]) -> str:
+    path = resolve(data_dir, relative)
+    if not path.is_file():
+        return "missing"
+    data = path.read_bytes()
+    if expected and hashlib.sha256(data).hexdigest() != expected:
+        return "sha256_mismatch"
+    if relative not in written:
+        archive.writestr(relative, data)
+        written.add(relative)
+    return "ok"
