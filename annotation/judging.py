@@ -29,11 +29,12 @@ from annotation.accounts import Actor
 from annotation.db import iso, parse_iso, transaction, utcnow
 from annotation.errors import InvalidInput, PermissionDenied
 from annotation.study import GROUND_TRUTH, GroundTruth, get_study, study_design
+from evaluation import metrics
+from evaluation.cli_judgments import analyse, write_tables
+from evaluation.judgments import VOTE_COLUMNS
 
 SIDES = ("left", "right")
 BATCH_SIZE = 10
-VOTE_COLUMNS = ("pair_id", "concept", "model_a", "model_b", "chosen", "participant_id",
-                "design_background", "attention_check", "attention_passed")
 EXTRA_COLUMNS = ("study_id", "participant", "left_model", "choice", "seconds", "created")
 METRIC_COLUMNS = ("concept", "model", "pcc", "emd", "ed", "dominant_human",
                   "dominant_model", "dca", "hue_diff")
@@ -103,14 +104,16 @@ def set_background(db: sqlite_utils.Database, actor: Actor, has_background: bool
 
 
 def progress(db: sqlite_utils.Database, actor: Actor) -> tuple[int, int]:
-    """``(done, total)``: trials judged in open studies, and the sum of their
-    ``trials_per_participant`` (what the participant is asked for)."""
+    """``(done, total)``: trials the participant judged in open studies, and how many they
+    are asked for: per open study its ``trials_per_participant``, at most its pairs."""
     annotator_id = _participant(actor)
     done = db.execute("select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
                       "join studies s on s.id = p.study_id where s.frozen is not null and "
                       "j.participant_id = ?", [annotator_id]).fetchone()[0]
-    total = sum(json.loads(row["meta"]).get("trials_per_participant", 0)
-                for row in db.query("select meta from studies where frozen is not null"))
+    total = sum(min(json.loads(row["meta"])["trials_per_participant"], row["pairs"])
+                for row in db.query("select s.meta, count(p.id) as pairs from studies s join "
+                                    "study_pairs p on p.study_id = s.id where s.frozen is not "
+                                    "null group by s.id"))
     return done, total
 
 
@@ -268,23 +271,30 @@ def study_metrics(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Columns `METRIC_COLUMNS`, as `evaluation.scoring.score` computes them (``hue_diff``
-        is its ``delta_hue``, in degrees, NaN for achromatic dominant bins).
+        Columns `METRIC_COLUMNS`, one row per candidate: PCC in [-1, 1], EMD in CIELAB
+        ΔE units, ED in nats, the dominant UW-71 bins, DCA 1.0 when they agree else 0.0,
+        and ``hue_diff`` in degrees [0, 180] (NaN when a dominant bin is achromatic), all
+        from `evaluation.metrics`.
     """
-    from evaluation import scoring
-    from evaluation.concepts import load_concepts
-
     get_study(db, study_id)
     rows = list(db.query(
-        "select c.concept_key, c.model, c.p, c.n_images, g.p as human from study_candidates c "
-        "join study_ground_truths g on g.study_id = c.study_id and g.concept_key = "
-        "c.concept_key where c.study_id = ? order by c.concept_key, c.model", [study_id]))
-    model_rows = [{"run": "", "model": r["model"], "concept": r["concept_key"], "style": "",
-                   "cfg": 0.0, "p": np.asarray(json.loads(r["p"])), "n_images": r["n_images"],
-                   "n_excluded": 0} for r in rows]
-    human = {r["concept_key"]: np.asarray(json.loads(r["human"])) for r in rows}
-    long = scoring.score(model_rows, human, load_concepts())
-    return long.rename(columns={"delta_hue": "hue_diff"})[list(METRIC_COLUMNS)]
+        "select c.concept_key, c.model, c.p, g.p as human from study_candidates c join "
+        "study_ground_truths g on g.study_id = c.study_id and g.concept_key = c.concept_key "
+        "where c.study_id = ? order by c.concept_key, c.model", [study_id]))
+    frame = pd.DataFrame({"concept": [r["concept_key"] for r in rows],
+                          "model": [r["model"] for r in rows]})
+    if not rows:
+        return frame.reindex(columns=METRIC_COLUMNS)
+    human = np.array([json.loads(r["human"]) for r in rows])
+    model = np.array([json.loads(r["p"]) for r in rows])
+    frame["pcc"] = metrics.pcc(human, model)
+    frame["emd"] = metrics.emd_rows(human, model)
+    frame["ed"] = metrics.entropy_difference(human, model)
+    frame["dominant_human"] = metrics.dominant_bins(human)
+    frame["dominant_model"] = metrics.dominant_bins(model)
+    frame["dca"] = (frame["dominant_human"] == frame["dominant_model"]).astype(float)
+    frame["hue_diff"] = metrics.hue_differences(human, model)
+    return frame[list(METRIC_COLUMNS)]
 
 
 def export_votes(db: sqlite_utils.Database, path: str | Path, *,
@@ -342,8 +352,6 @@ def analyse_study(db: sqlite_utils.Database, study_id: int, folder: str | Path, 
     paths : list of Path
         The CSV and JSON files written.
     """
-    from evaluation.cli_judgments import analyse, write_tables
-
     exported = export_study(db, study_id, folder)
     tables = analyse(votes_frame(db, study_id), study_metrics(db, study_id), rng=rng,
                      n_boot=n_boot, exclude_flagged=exclude_flagged)

@@ -211,7 +211,7 @@ def create_study(db: sqlite_utils.Database, name: str, sources: Sequence[ModelSo
               "sources": [asdict(s) for s in sources], "n_concepts": n_concepts,
               "eligible_concepts": len(eligible), "concepts": sorted(chosen),
               "votes_per_pair": votes_per_pair, "attention_rate": attention_rate,
-              "attention_checks": [list(c) for c in checks],
+              "attention_check_pairs": [list(c) for c in checks],
               "trials_per_participant": trials_per_participant,
               "colorings_shown": COLORINGS_SHOWN, "images_shown": IMAGES_SHOWN,
               "created_by": created_by}

@@ -97,6 +97,10 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     gr.HTML("", js_on_load=_KEYS_JS, elem_id="participant_keys")
     outputs += [task_id, shown_at, *buttons]
 
+    # Whoever signs in next starts from a blank view, not the previous person's trial.
+    session_token.change(lambda _: ("Press **Start** to see your next trial.", gr.Radio(),
+                                    *_empty()), session_token, outputs,
+                         api_visibility="private")
     start.click(handler(ctx, *ROLES)(_next(ctx)), session_token, outputs,
                 api_name="participant_next")
     background.input(handler(ctx, *ROLES)(_set_background(ctx)), [session_token, background],

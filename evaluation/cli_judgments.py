@@ -37,7 +37,7 @@ def read_votes(path: str | Path) -> pd.DataFrame:
     ValueError
         If columns are missing or a boolean cell is neither true nor false.
     """
-    votes = pd.read_csv(path, dtype={"participant_id": str, "pair_id": str})
+    votes = pd.read_csv(path)
     judgments.require_columns(votes, judgments.VOTE_COLUMNS, f"votes file {path}")
     for column in _BOOLEAN_COLUMNS:
         votes[column] = [_boolean(value, column, path) for value in votes[column]]
