@@ -123,6 +123,11 @@ def _v1_initial(db: sqlite_utils.Database) -> None:
         db[table].create_index(columns, unique=unique)
 
 
+def _v2_review_plausibility(db: sqlite_utils.Database) -> None:
+    # The SCD plausibility of a coloring under review, which orders the expert queue.
+    db["reviews"].add_column("plausibility", float)
+
+
 _STUDY_CONTENT_TABLES: list[tuple[str, dict, tuple, set, list]] = [
     ("study_ground_truths", {"study_id": int, "concept_key": str, "p": str, "n_colorings": int,
                              "dominant": str, "colorings": str, "source": str},
@@ -136,7 +141,7 @@ _STUDY_CONTENT_TABLES: list[tuple[str, dict, tuple, set, list]] = [
 _FROZEN_MESSAGE = "this study is open (frozen): its design can no longer change"
 
 
-def _v2_study_content(db: sqlite_utils.Database) -> None:
+def _v3_study_content(db: sqlite_utils.Database) -> None:
     """What a study's trials show, copied when it is set up, and the freeze rule.
 
     ``study_ground_truths`` holds P_H per concept with its dominant colors and the
@@ -161,5 +166,6 @@ def _v2_study_content(db: sqlite_utils.Database) -> None:
 # Ordered forward migrations: version i+1 is MIGRATIONS[i].
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("initial tables", _v1_initial),
-    ("study content and freeze triggers", _v2_study_content),
+    ("review plausibility", _v2_review_plausibility),
+    ("study content and freeze triggers", _v3_study_content),
 )
