@@ -37,11 +37,12 @@ import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import sqlite_utils
 
-from annotation import audit
+from annotation import audit, colorings
 from annotation.accounts import Actor
 from annotation.db import iso, transaction
 from annotation.errors import Conflict, InvalidInput, NotFound
@@ -61,6 +62,7 @@ MAX_ATTENTION_RATE = 0.5
 # 2,700 votes from 36 participants in the paper: 75 each.
 DEFAULT_TRIALS_PER_PARTICIPANT = 75
 REFERENCE_PREFIX = "reference:"
+COLORINGS = "colorings"
 
 
 class StudyFrozen(Conflict):
@@ -122,6 +124,35 @@ class GroundTruthSource:
     get: Callable[[sqlite_utils.Database, str], GroundTruth | None]
 
 
+def colorings_ground_truth(data_dir: str | Path, *,
+                           min_colorings: int = 1) -> GroundTruthSource:
+    """P_H from the designers' colorings (`annotation.colorings.human_distribution`).
+
+    Parameters
+    ----------
+    data_dir : str or Path
+        Where the coloring images are stored.
+    min_colorings : int
+        Concepts with fewer ground-truth colorings have no ground truth here.
+
+    Notes
+    -----
+    The dominant colors are those of the extraction's visual groups (each group's
+    heaviest merged color), counted in colorings, as in the paper's Figure 3.
+    """
+    _check_whole("min_colorings", min_colorings, 1)
+
+    def get(db, key: str) -> GroundTruth | None:
+        human = colorings.human_distribution(db, data_dir, key)
+        if human.n < min_colorings:
+            return None
+        dominant = tuple(("#{:02x}{:02x}{:02x}".format(*np.asarray(g.rgb)[0]), g.n_images)
+                         for g in human.groups)
+        paths = tuple(db["colorings"].get(i)["image_path"] for i in human.coloring_ids)
+        return GroundTruth(human.p, human.n, dominant, paths)
+    return GroundTruthSource(COLORINGS, get)
+
+
 def reference_ground_truth(db: sqlite_utils.Database, label: str) -> GroundTruthSource:
     """P_H from an imported reference set (`evaluation.runs.reference_distributions`).
 
@@ -135,12 +166,16 @@ def reference_ground_truth(db: sqlite_utils.Database, label: str) -> GroundTruth
 
 
 def ground_truth_names(db: sqlite_utils.Database) -> list[str]:
-    """Names `ground_truth_source` accepts: ``reference:<label>`` per stored reference set."""
-    return [REFERENCE_PREFIX + label for label in runs.reference_sources(db)]
+    """Names `ground_truth_source` accepts: `COLORINGS` (the designers' colorings), then
+    ``reference:<label>`` per stored reference set."""
+    return [COLORINGS, *(REFERENCE_PREFIX + label for label in runs.reference_sources(db))]
 
 
-def ground_truth_source(db: sqlite_utils.Database, name: str) -> GroundTruthSource:
+def ground_truth_source(db: sqlite_utils.Database, name: str, *,
+                        data_dir: str | Path) -> GroundTruthSource:
     """The `GroundTruthSource` called `name` (see `ground_truth_names`)."""
+    if name == COLORINGS:
+        return colorings_ground_truth(data_dir)
     if isinstance(name, str) and name.startswith(REFERENCE_PREFIX):
         label = name[len(REFERENCE_PREFIX):]
         if label in runs.reference_sources(db):

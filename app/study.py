@@ -84,7 +84,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     guard = handler(ctx, *ALLOWED)
     load.click(guard(_choices), [session_token, style], [truth, sources],
                api_name="study_choices")
-    create.click(guard(_create), [session_token, name, truth, style, sources, n_concepts, votes,
+    create.click(guard(_create(ctx)), [session_token, name, truth, style, sources, n_concepts, votes,
                                   rate, trials, seed], [studies, design, message],
                  api_name="study_create")
     refresh.click(guard(_list), session_token, studies, api_name="study_list")
@@ -104,18 +104,21 @@ def _choices(db, actor, style: str) -> tuple:
             gr.Dropdown(choices=options, value=[key for _, key in options[:study.DEFAULT_MODELS]]))
 
 
-def _create(db, actor, name: str, truth: str, style: str, sources: list[str], n_concepts: float,
-            votes: float, rate: float, trials: float, seed: float) -> tuple:
-    """Store a draft study; returns the study list, its design and a message."""
-    study_id = study.create_study(
-        db, name, [ModelSource.from_key(key) for key in sources or []],
-        study.ground_truth_source(db, truth), seed=_whole(seed, "seed"),
-        n_concepts=_whole(n_concepts, "n_concepts"), style=style,
-        votes_per_pair=_whole(votes, "votes_per_pair"), attention_rate=float(rate),
-        trials_per_participant=_whole(trials, "trials_per_participant"),
-        created_by=actor.pseudonym)
-    return _list(db, actor), study.study_design(db, study_id), \
-        f"Draft study {study_id} stored. Open it to start the trials."
+def _create(ctx: AppContext):
+    def create(db, actor, name: str, truth: str, style: str, sources: list[str],
+               n_concepts: float, votes: float, rate: float, trials: float, seed: float) -> tuple:
+        """Store a draft study; returns the study list, its design and a message."""
+        study_id = study.create_study(
+            db, name, [ModelSource.from_key(key) for key in sources or []],
+            study.ground_truth_source(db, truth, data_dir=ctx.config.data_dir),
+            seed=_whole(seed, "seed"), n_concepts=_whole(n_concepts, "n_concepts"),
+            style=style, votes_per_pair=_whole(votes, "votes_per_pair"),
+            attention_rate=float(rate),
+            trials_per_participant=_whole(trials, "trials_per_participant"),
+            created_by=actor.pseudonym)
+        return _list(db, actor), study.study_design(db, study_id), \
+            f"Draft study {study_id} stored. Open it to start the trials."
+    return create
 
 
 def _list(db, actor) -> list[list]:

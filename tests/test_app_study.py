@@ -50,9 +50,10 @@ def _tokens(client, roles):
 def _choices(client, token):
     """The ground truth and model outputs the set-up form preselects (its updates' values)."""
     truth, sources = client.predict(token, "clipart", api_name="/study_choices")
+    assert [value for _, value in truth["choices"]] == ["colorings", TRUTH]
     assert [label for label, _ in sources["choices"]] == [
         f"{m} · {RUN} · CFG {CFG:g} (12 concepts)" for m in MODELS]
-    return truth["value"], sources["value"]
+    return TRUTH, sources["value"]
 
 
 def _vote_everything(config, seed=0):

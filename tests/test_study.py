@@ -361,3 +361,35 @@ def test_the_evaluation_side_imports_nothing_from_annotation():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_designer_colorings_give_the_ground_truth_with_its_groups(setup):
+    from annotation.colorings import human_distribution, store_coloring
+    from evaluation.palette import load_uw71
+
+    db, data_dir, truths = setup
+    keys = [row["concept"] for row in db.query("select concept from model_distributions "
+                                               "group by concept order by concept limit 3")]
+    uncolored = next(k for k in truths if k not in keys)
+    designers = [a["id"] for a, _ in create_annotators(db, 3, "designer")]
+    hexes = load_uw71().hex
+    for key in keys:
+        for designer, index in zip(designers, (5, 5, 40)):
+            rgb = np.array([int(hexes[index][i:i + 2], 16) for i in (1, 3, 5)], np.uint8)
+            image = np.full((16, 16, 3), 255, np.uint8)
+            image[:8] = rgb
+            mask = np.zeros((16, 16), bool)
+            mask[:8] = True
+            store_coloring(db, data_dir, designer, key, image, mask, seconds_spent=60.0)
+    source = study.ground_truth_source(db, "colorings", data_dir=data_dir)
+    assert source.get(db, uncolored) is None
+    truth = source.get(db, keys[0])
+    human = human_distribution(db, data_dir, keys[0])
+    assert_allclose(truth.p, human.p, rtol=1e-12)
+    assert truth.n_colorings == 3 and sorted(n for _, n in truth.dominant) == [1, 2]
+    assert len(truth.colorings) == 3 and all((data_dir / p).is_file() for p in truth.colorings)
+    study_id = study.create_study(db, "from colorings", sources(), source, seed=0,
+                                  n_concepts=3)
+    assert study.study_design(db, study_id)["concepts"] == sorted(keys)
+    with pytest.raises(InvalidInput, match="only 3 concepts have a ground truth"):
+        study.create_study(db, "too many", sources(), source, seed=0, n_concepts=4)
