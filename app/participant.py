@@ -159,11 +159,11 @@ def _view(ctx: AppContext, db, actor) -> tuple:
         if truth.dominant else None
     based_on = (f"{truth.n_colorings} colorings" if truth.n_colorings
                 else "an imported reference set")
+    sides = [(_gallery(ctx, side.images), distribution_bar(side.p, y_max=y_max, title=title))
+             for side, title in ((trial.left, "Left"), (trial.right, "Right"))]
     return (f"**Trial {trial.number} of {trial.total}** · ground truth from {based_on}",
             asked, distribution_bar(truth.p, y_max=y_max, title="Ground truth"), strip,
-            _gallery(ctx, truth.colorings),
-            _gallery(ctx, trial.left.images), distribution_bar(trial.left.p, y_max=y_max, title="Left"),
-            _gallery(ctx, trial.right.images), distribution_bar(trial.right.p, y_max=y_max, title="Right"),
+            _gallery(ctx, truth.colorings), *sides[0], *sides[1],
             trial.task_id, iso(), gr.Button(interactive=True), gr.Button(interactive=True))
 
 

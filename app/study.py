@@ -84,8 +84,8 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     guard = handler(ctx, *ALLOWED)
     load.click(guard(_choices), [session_token, style], [truth, sources],
                api_name="study_choices")
-    create.click(guard(_create(ctx)), [session_token, name, truth, style, sources, n_concepts, votes,
-                                  rate, trials, seed], [studies, design, message],
+    create.click(guard(_create(ctx)), [session_token, name, truth, style, sources, n_concepts,
+                                       votes, rate, trials, seed], [studies, design, message],
                  api_name="study_create")
     refresh.click(guard(_list), session_token, studies, api_name="study_list")
     show.click(guard(_design), [session_token, study_id], design, api_name="study_design")

@@ -74,8 +74,8 @@ def read_metrics(path: str | Path, *, sources: list[dict] | None = None,
     judgments.require_columns(metrics, ("concept", "model"), f"metrics file {path}")
     for column, value in (("style", style), ("cfg", cfg), ("run", run)):
         if value is not None and column in metrics:
-            keep = np.isclose(metrics[column], value) if column == "cfg" else metrics[column] == value
-            metrics = metrics[keep]
+            metrics = metrics[np.isclose(metrics[column], value) if column == "cfg"
+                              else metrics[column] == value]
     if sources and {"run", "cfg"} <= set(metrics.columns):
         keep = np.zeros(len(metrics), bool)
         for source in sources:

@@ -4,7 +4,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -138,7 +137,8 @@ def test_an_open_study_cannot_change_in_code_or_in_sql(setup):
                 "update studies set frozen = null",
                 "delete from studies",
                 "update study_pairs set a = 'x'",
-                "insert into study_pairs (study_id, concept_key, a, b) values (1, 'apple', 'p', 'q')",
+                "insert into study_pairs (study_id, concept_key, a, b) "
+                "values (1, 'apple', 'p', 'q')",
                 "delete from study_ground_truths",
                 "update study_candidates set p = '[]'"):
         with pytest.raises(sqlite3.IntegrityError, match="this study is open"):
@@ -274,8 +274,9 @@ def test_failed_attention_checks_flag_the_participant_and_keep_the_votes(setup):
 
 def _emd_chooser(rng, scale):
     def choose(trial):
-        d_left, d_right = (metrics.emd(trial.truth.p, side.p) for side in (trial.left, trial.right))
-        return "left" if rng.random() < 1.0 / (1.0 + np.exp((d_left - d_right) / scale)) else "right"
+        d_left, d_right = (metrics.emd(trial.truth.p, s.p) for s in (trial.left, trial.right))
+        p_left = 1.0 / (1.0 + np.exp((d_left - d_right) / scale))
+        return "left" if rng.random() < p_left else "right"
     return choose
 
 
@@ -356,7 +357,7 @@ def test_command_line_narrows_a_long_metrics_file_to_the_design(tmp_path):
 
 
 def test_the_evaluation_side_imports_nothing_from_annotation():
-    code = ("import sys, evaluation.cli_judgments, evaluation.__main__; "
+    code = ("import sys, evaluation.cli_judgments; "
             "print([m for m in sys.modules if m.split('.')[0] in ('annotation', 'app', 'gradio')])")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=True)
