@@ -15,7 +15,7 @@ import gradio as gr
 from annotation import judging
 from annotation.db import iso
 from annotation.files import resolve
-from app.common import AppContext, handler
+from app.common import AppContext, escape, handler
 from evaluation.figures import distribution_bar, dominant_strip
 
 NAME = "participant"
@@ -161,7 +161,8 @@ def _view(ctx: AppContext, db, actor) -> tuple:
                 else "an imported reference set")
     sides = [(_gallery(ctx, side.images), distribution_bar(side.p, y_max=y_max, title=title))
              for side, title in ((trial.left, "Left"), (trial.right, "Right"))]
-    return (f"**Trial {trial.number} of {trial.total}** · ground truth from {based_on}",
+    return (f"**Trial {trial.number} of {trial.total}** · concept: **{escape(trial.concept)}**"
+            f" · ground truth from {based_on}",
             asked, distribution_bar(truth.p, y_max=y_max, title="Ground truth"), strip,
             _gallery(ctx, truth.colorings), *sides[0], *sides[1],
             trial.task_id, iso(), gr.Button(interactive=True), gr.Button(interactive=True))

@@ -60,7 +60,7 @@ def test_a_participant_judges_every_pair_through_the_api(tmp_path):
         view = client.predict(token, "yes", api_name="/participant_set_background")
         sides = []
         for number in range(1, n_pairs + 1):
-            assert view[PROGRESS].startswith(f"**Trial {number} of {n_pairs}**")
+            assert view[PROGRESS].startswith(f"**Trial {number} of {n_pairs}** · concept: **")
             assert len(view[COLORINGS]) == study.COLORINGS_SHOWN
             # Two images per model output; an attention check's truth side shows colorings.
             assert {len(view[LEFT_IMAGES]), len(view[RIGHT_IMAGES])} <= {2, study.COLORINGS_SHOWN}

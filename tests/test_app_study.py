@@ -13,6 +13,7 @@ from annotation.accounts import Actor
 from annotation.db import ensure_schema, open_db
 from evaluation import runs
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.test_app_admin import _dump
 from tests.study_data import CFG, MODELS, RUN, populate
 
 TRUTH = "reference:test-truth"
@@ -26,14 +27,6 @@ def _prepare(config):
         truths, _ = populate(db, config.data_dir, 12, np.random.default_rng(0))
         runs.store_reference_distributions(db, "test-truth", dict(list(truths.items())[:10]),
                                            "synthetic, for tests")
-    finally:
-        db.close()
-
-
-def _dump(config):
-    db = open_db(config.db_path)
-    try:
-        return list(db.conn.iterdump())
     finally:
         db.close()
 
