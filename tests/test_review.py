@@ -248,6 +248,13 @@ def test_stage1_grid_hides_designers_shows_round_emd_and_takes_recolor_notes(sto
                      + (designers[1],)]
     with pytest.raises(Conflict, match="round 1"):
         review.request_recolor(db, expert, first, "again", now=T0)
+    review.accept_coloring(db, expert, grid[2].coloring_id, "white apple, fine")
+    assert get_coloring(db, grid[2].coloring_id)["status"] == "accepted"
+    row = list(db["audit"].rows_where("action = 'accept_coloring'"))[0]
+    assert (row["actor"], row["object_id"], row["why"]) == (
+        expert.pseudonym, str(grid[2].coloring_id), "white apple, fine")
+    with pytest.raises(Conflict, match="not submitted"):
+        review.accept_coloring(db, expert, first)
 
 
 def test_recolor_refused_while_one_waits_or_the_coloring_is_under_vote(store):
