@@ -63,15 +63,14 @@ def read_metrics(path: str | Path, *, sources: list[dict] | None = None,
     Parameters
     ----------
     path : str or Path
-        Columns ``concept, model`` and metric columns; ``delta_hue`` is read as
-        ``hue_diff``.
+        Columns ``concept, model`` and metric columns (as `evaluation.tables.METRICS`).
     sources : list of dict, optional
         The design's ``sources`` (``model, run, cfg``): keeps each model's rows of its
         run and scale, where the file has those columns.
     style, cfg, run : optional
         Keep rows with these values, where the file has the column.
     """
-    metrics = pd.read_csv(path).rename(columns={"delta_hue": "hue_diff"})
+    metrics = pd.read_csv(path)
     judgments.require_columns(metrics, ("concept", "model"), f"metrics file {path}")
     for column, value in (("style", style), ("cfg", cfg), ("run", run)):
         if value is not None and column in metrics:

@@ -347,7 +347,7 @@ def test_command_line_narrows_a_long_metrics_file_to_the_design(tmp_path):
     long = pd.DataFrame({"run": ["r", "r", "r", "r"], "model": ["a", "a", "b", "b"],
                          "concept": ["apple"] * 4, "style": ["clipart"] * 4,
                          "cfg": [4.5, 7.0, 4.5, 3.0], "emd": [1.0, 2.0, 3.0, 4.0],
-                         "delta_hue": [10.0, 20.0, 30.0, 40.0]})
+                         "hue_diff": [10.0, 20.0, 30.0, 40.0]})
     long.to_csv(tmp_path / "long.csv", index=False)
     narrowed = read_metrics(tmp_path / "long.csv", sources=[
         {"model": "a", "run": "r", "cfg": 4.5}, {"model": "b", "run": "r", "cfg": 3.0}])
