@@ -14,6 +14,7 @@ Run ``python -m bench.bench_core`` (figures go to BENCHMARKS.md by hand), or imp
 from __future__ import annotations
 
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -61,8 +62,8 @@ def realistic_distributions(rng: np.random.Generator, n_concepts: int, per_conce
 
 def _cpu_seconds() -> float:
     """CPU time of this process and its finished children (user + system)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(u.ru_utime + u.ru_stime for u in usage)
 
 
 def _timed(fn, *args, **kwargs):
