@@ -10,6 +10,7 @@ normalises them to sum 1 first (see `check_distributions`). Paper §4.3, equatio
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import os
 from concurrent.futures import ProcessPoolExecutor
 
@@ -173,7 +174,9 @@ def emd_rows(P: np.ndarray, Q: np.ndarray, *, num_itermax: int = 100_000,
     num_itermax : int
         Network-simplex iteration limit per pair (POT's default).
     workers : int, optional
-        Processes to use; defaults to the CPUs this process may run on.
+        Processes to use; defaults to the CPUs this process may run on. A caller that
+        runs other threads (the web app) always solves in its own process, since
+        forking a threaded process can deadlock the child.
     min_rows_per_worker : int
         Each extra process gets at least this many rows, so small batches stay in
         this process (starting a process costs about as much as a few thousand pairs).
@@ -397,6 +400,10 @@ def _emd_support_rows(P: np.ndarray, Q: np.ndarray, ground: np.ndarray, *,
     a, b = _csr(P), _csr(Q)
     n = len(P)
     workers = min(workers or _usable_cpus(), max(1, n // max(1, min_rows_per_worker)))
+    if threading.active_count() > 1:
+        # Forking a process that runs other threads (a Gradio server, torch) can leave a
+        # child stuck on a lock held at fork time: such callers solve in-process.
+        workers = 1
     if workers <= 1:
         return _solve_csr(a, b, ground, num_itermax, 0)
     bounds = np.linspace(0, n, 4 * workers + 1).astype(int)
