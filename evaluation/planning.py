@@ -286,3 +286,44 @@ def cpu_warning(device: DeviceInfo, model_keys: Sequence[str]) -> str:
         return ""
     return (f"No GPU: {', '.join(slow)} would run on the CPU in float32, at minutes per image. "
             "Use tiny-random to try the whole path, or run on a GPU machine.")
+
+
+@dataclass(frozen=True)
+class EvaluationRequest:
+    """Everything a researcher chooses for a new run (see `plan_request`).
+
+    Attributes
+    ----------
+    models : tuple of str
+        Registry keys.
+    query : ConceptQuery
+    styles : tuple of str
+        Keys of `evaluation.generation.STYLES`.
+    cfg_scales : tuple of float
+        Scales for every model; empty keeps each model's own sweep.
+    seeds : int
+        Images per (model, concept, style, cfg), each with its own seed.
+    """
+
+    models: tuple[str, ...]
+    query: ConceptQuery
+    styles: tuple[str, ...]
+    cfg_scales: tuple[float, ...] = ()
+    seeds: int = 5
+
+
+def parse_scales(text: str) -> tuple[float, ...]:
+    """``"3, 7.5"`` -> ``(3.0, 7.5)``; ``""`` -> ``()``. Raises ValueError naming `cfg_scales`."""
+    parts = [part.strip() for part in (text or "").replace(";", ",").split(",") if part.strip()]
+    try:
+        return tuple(float(part) for part in parts)
+    except ValueError:
+        raise ValueError(f"`cfg_scales` must be comma-separated numbers such as '3, 7.5', got {text!r}") from None
+
+
+def plan_request(request: EvaluationRequest, registry: Mapping[str, ModelSpec], concepts: Sequence[Concept],
+                 models_dir: str | Path) -> tuple[list[dict], dict]:
+    """Items and configuration of the run `request` describes (checks every choice first)."""
+    specs = resolve_models(registry, request.models, models_dir, cfg_scales=request.cfg_scales)
+    chosen = select_concepts(concepts, request.query)
+    return plan_evaluation(specs, chosen, request.styles, request.seeds)

@@ -124,6 +124,8 @@ def analyses(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], con
     chosen = resolve_cfg(frame, cfg)
     latest = latest_distributions(model_rows)
     shifts = tables.concept_shifts(human, _at_cfg(latest, chosen), concepts=concepts)
+    # An empty result (no variant pair in the source) comes back with text-typed shift columns.
+    shifts = shifts.astype({"human_shift": float, "model_shift": float})
     return Analyses(
         metrics=frame, cfg=chosen,
         table1=tables.table1(frame, cfg=chosen), table2=tables.table2(frame, cfg=chosen),

@@ -1,9 +1,13 @@
-"""What the research tabs read about evaluation runs, in single queries.
+"""What the research tabs record and read about evaluation runs.
 
-`evaluation.runs` keeps the run tables and their writes; it has no summary reads, and
-`evaluation/` holds SQL only there. These aggregate reads (one query each, so that a
-progress poll every few seconds stays cheap on a run of 600,000 items) live here, in the
-package that owns the database, until `evaluation.runs` offers them.
+Writes: `create_evaluation_run` and `import_run` store a run (through `evaluation.runs`
+and `evaluation.imports`) and add an audit row saying who did it; `record_job_action`
+audits a cancel or resume.
+
+Reads: `evaluation.runs` keeps the run tables; it has no summary reads, and `evaluation/`
+holds SQL only there. These aggregate reads (one query each, so that a progress poll
+every few seconds stays cheap on a run of 600,000 items) live here, in the package that
+owns the database, until `evaluation.runs` offers them.
 """
 
 from __future__ import annotations
@@ -11,9 +15,52 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import sqlite_utils
+
+from annotation import audit
+from annotation.db import transaction
+from evaluation import runs
+from evaluation.concepts import Concept
+from evaluation.imports import ImportReport, import_images
+from evaluation.planning import check_run_name, run_exists
+
+
+def create_evaluation_run(db: sqlite_utils.Database, actor: str, run: str, items: Sequence[dict],
+                          config: dict) -> int:
+    """Store a new run (`evaluation.planning.plan_request` output) and audit who started it.
+
+    Returns the number of items. Raises `evaluation.runs.RunError` if the name is taken
+    (resume that run instead) and ValueError for a malformed name; nothing is written then.
+    """
+    check_run_name(run)
+    with transaction(db):
+        if run_exists(db, run):
+            raise runs.RunError(f"run {run!r} exists already; resume it, or choose another name")
+        n = runs.create_run(db, run, items, config)
+        audit.record(db, actor, "start_evaluation", "run", run, details={"items": n})
+    return n
+
+
+def import_run(db: sqlite_utils.Database, actor: str, run: str, source: str | Path, data_dir: str | Path,
+               concepts: Sequence[Concept], *, allowed_roots: Sequence[str | Path]) -> ImportReport:
+    """`evaluation.imports.import_images`, then an audit row with the counts."""
+    report = import_images(db, run, source, data_dir, concepts, allowed_roots=allowed_roots)
+    with transaction(db):
+        audit.record(db, actor, "import_run", "run", run,
+                     details={"imported": report.imported, "rejected": len(report.rejected)})
+    return report
+
+
+def record_job_action(db: sqlite_utils.Database, actor: str, action: str, run: str) -> None:
+    """Audit a ``cancel_evaluation`` or ``resume_evaluation`` of an existing run."""
+    if action not in ("cancel_evaluation", "resume_evaluation"):
+        raise ValueError(f"`action` must be 'cancel_evaluation' or 'resume_evaluation', got {action!r}")
+    runs.run_config(db, run)
+    with transaction(db):
+        audit.record(db, actor, action, "run", run)
 
 
 @dataclass(frozen=True)
