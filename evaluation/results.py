@@ -82,7 +82,12 @@ def resolve_cfg(frame: pd.DataFrame, choice: str | float) -> dict[str, float]:
         value = float(choice)
     except (TypeError, ValueError):
         raise ValueError(f"`cfg` must be {RECOMMENDED!r} or a guidance scale, got {choice!r}") from None
-    return {model: value for model in frame["model"].unique()}
+    scales = frame.groupby("model")["cfg"].unique()
+    missing = {model: sorted(float(s) for s in stored) for model, stored in scales.items()
+               if not np.isclose(stored.astype(float), value).any()}
+    if missing:
+        raise ValueError(f"`cfg` {value:g} is not a stored guidance scale of every model; stored scales: {missing}")
+    return {model: value for model in scales.index}
 
 
 @dataclass(frozen=True)

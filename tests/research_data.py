@@ -8,7 +8,9 @@ are drawn here (solid colors), then extracts its distributions with the real pip
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import shutil
 import warnings
 from pathlib import Path
@@ -137,8 +139,22 @@ def assert_every_endpoint_refuses(client, config, prefix: str, calls: dict, toke
     assert snapshot(config) == before
 
 
-def figure(value):
-    """The plotly Figure of a `gr.Plot` value returned by gradio_client."""
-    import plotly.io
+def _decoded(node):
+    # plotly's JSON writes numeric arrays as {"dtype": "f8", "bdata": base64, "shape": "2, 3"}.
+    if isinstance(node, dict) and set(node) >= {"dtype", "bdata"}:
+        array = np.frombuffer(base64.b64decode(node["bdata"]), dtype=np.dtype(node["dtype"]))
+        shape = node.get("shape")
+        return array.reshape([int(n) for n in str(shape).split(",")]) if shape else array
+    if isinstance(node, dict):
+        return {key: _decoded(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_decoded(value) for value in node]
+    return node
 
-    return plotly.io.from_json(value["plot"])
+
+def figure(value):
+    """The plotly Figure of a `gr.Plot` value returned by gradio_client, arrays decoded."""
+    import plotly.graph_objects as go
+
+    assert value["type"] == "plotly"
+    return go.Figure(_decoded(json.loads(value["plot"])))

@@ -123,11 +123,15 @@ def test_the_newest_distribution_of_a_cell_wins(stored):
 def test_recommended_scale_is_the_lower_middle_and_a_missing_scale_is_an_error(stored):
     frame = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 3, "cfg": [2.0, 7.5, 3.0, 4.0, 1.0, 9.0, 5.0]})
     assert recommended_cfg(frame) == {"a": 3.0, "b": 5.0}
-    assert resolve_cfg(frame, " 4 ") == {"a": 4.0, "b": 4.0} and resolve_cfg(frame, RECOMMENDED) == {"a": 3.0, "b": 5.0}
+    assert resolve_cfg(frame, RECOMMENDED) == {"a": 3.0, "b": 5.0}
+    both = pd.DataFrame({"model": ["a", "a", "b"], "cfg": [4.0, 2.0, 4.0]})
+    assert resolve_cfg(both, " 4 ") == {"a": 4.0, "b": 4.0}
+    with pytest.raises(ValueError, match=r"`cfg` 2 is not a stored guidance scale of every model; stored scales: \{'b': \[4.0\]\}"):
+        resolve_cfg(both, 2)
     with pytest.raises(ValueError, match="`cfg` must be 'recommended' or a guidance scale"):
         resolve_cfg(frame, "strong")
     db, _ = stored
-    with pytest.raises(ValueError, match="no rows at `cfg`"):
+    with pytest.raises(ValueError, match="`cfg` 3 is not a stored guidance scale of every model"):
         analyses(runs.model_distributions(db), HUMAN, CONCEPTS, cfg=3.0)
     with pytest.raises(ValueError, match="no stored model distribution has a human distribution"):
         analyses(runs.model_distributions(db), {"sky": one_hot(3)}, CONCEPTS)
