@@ -59,8 +59,9 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     cancel.click(allowed(_cancel(manager)), [session_token, run_pick], plan, api_name="evaluate_cancel")
     resume.click(allowed(_resume(ctx, manager)), [session_token, run_pick, *segmenter], plan,
                  api_name="evaluate_resume")
-    import_button.click(allowed(_import(ctx, concepts, manager)), [session_token, import_name, upload, folder, *segmenter],
-                        [report, rejected, run_pick], api_name="evaluate_import")
+    import_button.click(allowed(_import(ctx, concepts, manager)),
+                        [session_token, import_name, upload, folder, *segmenter], [report, rejected, run_pick],
+                        api_name="evaluate_import")
     session_token.change(_on_session(ctx), session_token, timer, api_visibility="private")
 
 
@@ -124,7 +125,8 @@ def _import_section():
     return upload, folder, name, button, report, rejected
 
 
-def _request(models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds) -> planning.EvaluationRequest:
+def _request(models, keys, categories, types, search, sample, sample_seed, styles, cfg,
+             seeds) -> planning.EvaluationRequest:
     query = planning.ConceptQuery(tuple(keys or ()), tuple(categories or ()), tuple(types or ()), search or "",
                                   _whole(sample, "sample size"), _whole(sample_seed, "sample seed"))
     return planning.EvaluationRequest(tuple(models or ()), query, tuple(styles or ()), planning.parse_scales(cfg),
@@ -201,13 +203,13 @@ def _progress_html(rows) -> str:
     body = []
     for run, done, job in rows:
         state = job.state if job.state != "idle" else ("complete" if done.complete else "stopped (resume to continue)")
-        note = f" — {html.escape(job.message)}" if job.message else ""
+        note = (f" · {job.stage}" if job.stage else "") + (f" — {job.message}" if job.message else "")
         body.append(
             f"<tr><td>{html.escape(run['name'])}</td><td>{html.escape(run['kind'])}</td>"
             f"<td><progress max='1' value='{done.fraction:.4f}'></progress> {100 * done.fraction:.0f}%</td>"
             f"<td>{done.generated}/{done.items} images, {done.segmented} masked ({done.usable} usable), "
             f"{done.failed} failed, {done.extracted}/{done.groups} distributions</td>"
-            f"<td data-state='{html.escape(state)}'>{html.escape(state)}{job.stage and ' · ' + html.escape(job.stage)}{note}</td></tr>")
+            f"<td data-state='{html.escape(state)}'>{html.escape(state + note)}</td></tr>")
     head = "<tr><th>Run</th><th>Kind</th><th>Progress</th><th>Counts</th><th>Job</th></tr>"
     return f"<table class='evaluate-runs'>{head}{''.join(body)}</table>"
 

@@ -58,15 +58,21 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     export.click(allowed(_export(ctx, concepts)), inputs, files, api_name="leaderboard_export")
 
 
+def _analyses(ctx: AppContext, concepts, db, source: str, cfg: str, aggregate: str):
+    return leaderboard_analyses(db, ctx.config.data_dir, concepts, source or "", cfg=cfg or RECOMMENDED,
+                                aggregate=aggregate)
+
+
 def _show(ctx: AppContext, concepts):
     def show(db, actor, source: str, cfg: str, aggregate: str):
         """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`."""
-        result = leaderboard_analyses(db, ctx.config.data_dir, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
+        result = _analyses(ctx, concepts, db, source, cfg, aggregate)
         figs = analysis_figures(result)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
         note = f"{escape(ground_truth.describe_source(db, source))}  \nGuidance scale per model: {scales}."
+        tables = (_shown(t) for t in (result.table6, result.table7, result.table8))
         return (note, LEGEND + result.table1.to_html(), LEGEND + result.table2.to_html(), figs["cfg_sweep"],
-                figs["sensitivity"], figs["shift_scatter"], *(_shown(t) for t in (result.table6, result.table7, result.table8)))
+                figs["sensitivity"], figs["shift_scatter"], *tables)
     return show
 
 
@@ -77,7 +83,7 @@ def _shown(table):
 def _export(ctx: AppContext, concepts):
     def export(db, actor, source: str, cfg: str, aggregate: str) -> list[str]:
         """Every table as CSV and every figure as HTML, under the data folder's exports/."""
-        result = leaderboard_analyses(db, ctx.config.data_dir, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
+        result = _analyses(ctx, concepts, db, source, cfg, aggregate)
         paths = export_analyses(result, analysis_figures(result), ctx.config.data_dir / "exports" / "research")
         return [str(p) for p in paths]
     return export

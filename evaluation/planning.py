@@ -127,7 +127,8 @@ def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Co
         by_key = {c.key: c for c in concepts}
         missing = [k for k in query.keys if k not in by_key]
         if missing:
-            raise ValueError(f"`keys` names unknown concepts {missing[:5]}; keys are the concept text, e.g. 'rotten apple'")
+            raise ValueError(f"`keys` names unknown concepts {missing[:5]}; "
+                             "keys are the concept text, e.g. 'rotten apple'")
         chosen = [by_key[k] for k in dict.fromkeys(query.keys)]
     if query.categories:
         chosen = [c for c in chosen if c.category in query.categories]
@@ -233,7 +234,8 @@ def seconds_per_image(model: str, device_kind: str, measured: Mapping[str, float
     return CPU_SECONDS_PER_IMAGE.get(model, gpu * CPU_SLOWDOWN), origin
 
 
-def estimate_seconds(items: Sequence[Mapping], device_kind: str, measured: Mapping[str, float] | None = None) -> Estimate:
+def estimate_seconds(items: Sequence[Mapping], device_kind: str,
+                     measured: Mapping[str, float] | None = None) -> Estimate:
     """Estimated wall time of `items` (run items with a ``model`` key); see the module notes."""
     counts = Counter(item["model"] for item in items)
     per_model = {}
