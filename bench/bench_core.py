@@ -59,48 +59,60 @@ def realistic_distributions(rng: np.random.Generator, n_concepts: int, per_conce
     return human[concept], model
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (user + system)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def _timed(fn, *args, **kwargs):
-    start = time.perf_counter()
+    """Run `fn`; return its result, wall seconds and CPU seconds (children included)."""
+    wall, cpu = time.perf_counter(), _cpu_seconds()
     out = fn(*args, **kwargs)
-    return out, time.perf_counter() - start
+    return out, time.perf_counter() - wall, _cpu_seconds() - cpu
 
 
 def bench_emd(P: np.ndarray, Q: np.ndarray, loop_pairs: int) -> dict:
     """emd_rows (1 process and default) against an ot.emd2 loop on the first rows."""
     D = load_uw71().ground_distance
+    loop, t_loop, c_loop = _timed(lambda: np.array(
+        [ot.emd2(P[i], Q[i], D) for i in range(loop_pairs)]))
+    serial, t_serial, c_serial = _timed(emd_rows, P, Q, workers=1)
+    pooled, t_pooled, c_pooled = _timed(emd_rows, P, Q)
     Pn, Qn = check_distributions(P), check_distributions(Q)
-    loop, t_loop = _timed(lambda: np.array(
-        [ot.emd2(Pn[i], Qn[i], D) for i in range(loop_pairs)]))
-    serial, t_serial = _timed(emd_rows, P, Q, workers=1)
-    pooled, t_pooled = _timed(emd_rows, P, Q)
     cut = [(p[p > 0], q[q > 0], np.ascontiguousarray(D[np.ix_(p > 0, q > 0)]))
            for p, q in zip(Pn[:loop_pairs], Qn[:loop_pairs])]
-    _, t_core = _timed(lambda: [emd_c(a, b, M, 100_000, 1) for a, b, M in cut])
+    _, _, c_core = _timed(lambda: [emd_c(a, b, M, 100_000, 1) for a, b, M in cut])
+    n = len(P)
     return {
-        "pairs": len(P),
+        "pairs": n,
         "identical_to_ot_emd2": bool(np.array_equal(serial[:loop_pairs], loop)
                                      and np.array_equal(pooled, serial)),
         "ot_emd2_loop_pairs_per_s": loop_pairs / t_loop,
-        "emd_rows_1proc_pairs_per_s": len(P) / t_serial,
-        "emd_rows_pairs_per_s": len(P) / t_pooled,
-        "simplex_core_us_per_pair": t_core / loop_pairs * 1e6,
-        "emd_rows_1proc_us_per_pair": t_serial / len(P) * 1e6,
+        "emd_rows_1proc_pairs_per_s": n / t_serial,
+        "emd_rows_pairs_per_s": n / t_pooled,
+        "emd_rows_speedup_vs_loop": (n / t_pooled) / (loop_pairs / t_loop),
+        "ot_emd2_loop_cpu_us_per_pair": c_loop / loop_pairs * 1e6,
+        "emd_rows_1proc_cpu_us_per_pair": c_serial / n * 1e6,
+        "emd_rows_pool_cpu_us_per_pair": c_pooled / n * 1e6,
+        "simplex_core_cpu_us_per_pair": c_core / loop_pairs * 1e6,
     }
 
 
-def bench_tables(P: np.ndarray, Q: np.ndarray, n_tables: int) -> dict:
-    """All five metrics for every row, plus the per-table DCA and ΔHue aggregates."""
-    start = time.perf_counter()
+def _all_metrics(P: np.ndarray, Q: np.ndarray, n_tables: int) -> float:
     emd_all = emd_rows(P, Q)
-    t_emd = time.perf_counter() - start
     pcc_all, ed_all = pcc(P, Q), entropy_difference(P, Q)
     per_table = [(dca(p, q), delta_hue(p, q))
                  for p, q in zip(np.array_split(P, n_tables), np.array_split(Q, n_tables))]
-    total = time.perf_counter() - start
-    return {"sweep_rows": len(P), "sweep_s": total, "sweep_emd_s": t_emd,
-            "sweep_other_metrics_s": total - t_emd,
-            "sweep_checksum": float(emd_all.sum() + np.nansum(pcc_all) + ed_all.sum()
-                                    + np.nansum(per_table))}
+    return float(emd_all.sum() + np.nansum(pcc_all) + ed_all.sum() + np.nansum(per_table))
+
+
+def bench_tables(P: np.ndarray, Q: np.ndarray, n_tables: int) -> dict:
+    """All five metrics for every row (EMD, PCC, ED) and per table (DCA, ΔHue)."""
+    checksum, wall, cpu = _timed(_all_metrics, P, Q, n_tables)
+    _, emd_wall, _ = _timed(emd_rows, P, Q)
+    return {"sweep_rows": len(P), "sweep_tables": n_tables, "sweep_s": wall,
+            "sweep_cpu_s": cpu, "sweep_emd_only_s": emd_wall, "sweep_checksum": checksum}
 
 
 def _synthetic_photo(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
@@ -125,7 +137,7 @@ def bench_extraction(rng: np.random.Generator, n_images: int = 24, per_concept: 
             Image.fromarray(image).save(Path(tmp, f"{i}.png"))
             Image.fromarray(mask).save(Path(tmp, f"{i}_mask.png"))
             paths.append((Path(tmp, f"{i}.png"), Path(tmp, f"{i}_mask.png")))
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), _cpu_seconds()
         decoded = []
         for lo in range(0, n_images, per_concept):
             chunk = paths[lo:lo + per_concept]
@@ -133,10 +145,11 @@ def bench_extraction(rng: np.random.Generator, n_images: int = 24, per_concept: 
             masks = [np.asarray(Image.open(m)) > 0 for _, m in chunk]
             concept_distribution(images, masks)
             decoded.append((images, masks))
-        elapsed = time.perf_counter() - start
-    _, in_memory = _timed(lambda: [concept_distribution(*pair) for pair in decoded])
+        wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
+    _, in_memory, _ = _timed(lambda: [concept_distribution(*pair) for pair in decoded])
     return {"extraction_images": n_images, "extraction_image_side": side,
-            "extraction_images_per_s_per_core": n_images / elapsed,
+            "extraction_images_per_s_per_core": n_images / wall,
+            "extraction_cpu_ms_per_image": cpu / n_images * 1e3,
             "extraction_without_decode_images_per_s": n_images / in_memory}
 
 
@@ -146,19 +159,17 @@ def run(*, seed: int = 0, loop_pairs: int = 10_000, extraction_images: int = 24)
     per_concept = SWEEP["models"] * SWEEP["styles"] * SWEEP["cfg_scales"]
     P, Q = realistic_distributions(rng, SWEEP["concepts"], per_concept)
     figures = {"cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else os.cpu_count()}
+               else os.cpu_count(), "load_average_1min_at_start": os.getloadavg()[0]}
     figures |= bench_extraction(rng, n_images=extraction_images)
     figures |= bench_emd(P, Q, loop_pairs)
     figures |= bench_tables(P, Q, per_concept)
-    figures["emd_rows_speedup_vs_loop"] = (figures["emd_rows_pairs_per_s"]
-                                           / figures["ot_emd2_loop_pairs_per_s"])
     return figures
 
 
 def main() -> dict:
     figures = run()
     for key, value in figures.items():
-        print(f"{key:36s} {value:,.2f}" if isinstance(value, float) else f"{key:36s} {value}")
+        print(f"{key:40s} {value:,.2f}" if isinstance(value, float) else f"{key:40s} {value}")
     return figures
 
 

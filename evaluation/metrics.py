@@ -3,7 +3,8 @@
 ``p``, ``q`` are length-71 mass vectors in ``color_index`` order (one concept); ``P``,
 ``Q`` are ``(n, 71)`` arrays, row ``i`` of ``P`` compared with row ``i`` of ``Q`` (n
 concepts). Masses must be finite and non-negative with a positive total; every metric
-normalises them to sum 1 first (see `check_distributions`). Paper §4.3, equations (1)-(5); §5.1 for `shift`.
+normalises them to sum 1 first (see `check_distributions`). Paper §4.3, equations
+(1)-(5); §5.1 for `shift`.
 """
 
 from __future__ import annotations
