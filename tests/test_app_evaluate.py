@@ -13,9 +13,9 @@ from evaluation.concepts import load_concepts
 from evaluation.reference import load_reference_csv
 from evaluation.results import analyses
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.research_data import assert_every_endpoint_refuses, install_tiny, sign_in, solid, tiny_models  # noqa: F401
+from tests.research_data import assert_every_endpoint_refuses, install_tiny, sign_in, solid, tiny_models, torch_one_thread  # noqa: F401
 
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.usefixtures("torch_one_thread")]
 TINY = ["tiny-random", 0, 0]  # segmenter preset, box and text thresholds (random weights: keep every box)
 POLLS = 300
 
