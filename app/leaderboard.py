@@ -11,6 +11,7 @@ import gradio as gr
 
 from annotation import ground_truth
 from annotation.research_views import leaderboard_analyses
+from app.browser import source_dropdown
 from app.common import AppContext, escape, handler
 from evaluation.concepts import load_concepts
 from evaluation.results import RECOMMENDED, analysis_figures, export_analyses
@@ -26,11 +27,8 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     """Lay out and wire the Leaderboards tab inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     concepts = load_concepts()
-    with ctx.db() as db:
-        known_sources = ground_truth.human_sources(db)
     with gr.Row():
-        source = gr.Dropdown(known_sources, value=known_sources[0], allow_custom_value=True,
-                             label="Human ground truth", elem_id="leaderboard_source")
+        source = source_dropdown(ctx, session_token, "leaderboard_source")
         cfg = gr.Textbox(RECOMMENDED, label="Guidance scale ('recommended' or a number)", elem_id="leaderboard_cfg")
         aggregate = gr.Radio([RATIO_OF_MEANS, MEAN_OF_RATIOS], value=RATIO_OF_MEANS,
                              label="Sensitivity ratio", elem_id="leaderboard_aggregate")
