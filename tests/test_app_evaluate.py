@@ -2,8 +2,10 @@
 
 import re
 import time
+import zipfile
 
 import pytest
+from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 from PIL import Image
 
@@ -94,6 +96,11 @@ def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tm
         for folder_name in ("../../..", "/etc"):
             with pytest.raises(AppError, match="is outside the allowed import folders"):
                 client.predict(researcher, "evil", None, folder_name, *TINY, api_name="/evaluate_import")
+        archive = tmp_path / "evil.zip"
+        with zipfile.ZipFile(archive, "w") as z:
+            z.writestr("../ext-model__apple__natural__5__9.png", (folder / "ext-model__apple__natural__5__1.png").read_bytes())
+        with pytest.raises(AppError, match="zip entry '../ext-model__apple__natural__5__9.png' would leave the archive"):
+            client.predict(researcher, "evil", handle_file(str(archive)), "", *TINY, api_name="/evaluate_import")
         with pytest.raises(AppError, match="has no queued or running job to cancel"):
             client.predict(researcher, "ext", api_name="/evaluate_cancel")
 
