@@ -63,7 +63,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     import_button.click(allowed(_import(ctx, concepts, manager)),
                         [session_token, import_name, upload, folder, *segmenter], [report, rejected, run_pick],
                         api_name="evaluate_import")
-    session_token.change(_on_session(ctx), session_token, timer, api_visibility="private")
+    session_token.change(_on_session(ctx), session_token, [timer, run_pick], api_visibility="private")
 
 
 def _selection_inputs(registry, concepts) -> list[gr.components.Component]:
@@ -135,9 +135,13 @@ def _request(models, keys, categories, types, search, sample, sample_seed, style
 
 
 def _whole(value, what: str) -> int:
-    if value is None or float(value) != int(value):
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not number.is_integer():
         raise ValueError(f"`{what}` must be a whole number, got {value!r}")
-    return int(value)
+    return int(number)
 
 
 def _run_name(name: str | None, prefix: str) -> str:
@@ -259,6 +263,10 @@ def _import_source(ctx: AppContext, upload, folder) -> tuple[str, list[Path]]:
 
 
 def _on_session(ctx: AppContext):
-    def on_session(token: str) -> gr.Timer:
-        return gr.Timer(active=visible_to(current_actor(ctx, token), ROLES))
+    def on_session(token: str) -> tuple[gr.Timer, gr.Dropdown]:
+        """Poll progress and list the runs only for people who may see them."""
+        if not visible_to(current_actor(ctx, token), ROLES):
+            return gr.Timer(active=False), gr.Dropdown(choices=[], value=None)
+        with ctx.db() as db:
+            return gr.Timer(active=True), _run_choices(db)
     return on_session
