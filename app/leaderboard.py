@@ -29,7 +29,8 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     concepts = load_concepts()
     with gr.Row():
         source = source_dropdown(ctx, session_token, "leaderboard_source")
-        cfg = gr.Textbox(RECOMMENDED, label="Guidance scale ('recommended' or a number)", elem_id="leaderboard_cfg")
+        cfg = gr.Textbox(RECOMMENDED, label="Guidance scale ('recommended', 'mean' over scales, or a number)",
+                         elem_id="leaderboard_cfg")
         aggregate = gr.Radio([RATIO_OF_MEANS, MEAN_OF_RATIOS], value=RATIO_OF_MEANS,
                              label="Sensitivity ratio", elem_id="leaderboard_aggregate")
     with gr.Row():
@@ -67,7 +68,8 @@ def _show(ctx: AppContext, concepts):
         result = _analyses(ctx, concepts, db, source, cfg, aggregate)
         figs = analysis_figures(result)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
-        note = f"{escape(ground_truth.describe_source(db, source))}  \nGuidance scale per model: {scales}."
+        pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
+        note = f"{escape(ground_truth.describe_source(db, source))}  \n{pooled}Guidance scale per model: {scales}."
         tables = (_shown(t) for t in (result.table6, result.table7, result.table8))
         return (note, LEGEND + result.table1.to_html(), LEGEND + result.table2.to_html(), figs["cfg_sweep"],
                 figs["sensitivity"], figs["shift_scatter"], *tables)

@@ -22,6 +22,7 @@ from evaluation import figures, metrics
 from evaluation.concepts import Concept
 from evaluation.results import latest_distributions, resolve_cfg
 from evaluation.scoring import score
+from evaluation.tables import with_dca
 
 HUMAN = "human"
 METRIC_COLUMNS = ["model", "style", "cfg", "n_images", "n_excluded", "pcc", "emd", "ed", "dca", "hue_diff"]
@@ -148,7 +149,7 @@ def concept_metrics(concept: str, human_p: np.ndarray, rows: Sequence[Mapping],
         Columns `METRIC_COLUMNS`, one row per model row with a distribution.
     """
     long = score([r for r in rows if r["concept"] == concept], {concept: human_p}, concepts)
-    return long.rename(columns={"delta_hue": "hue_diff"})[METRIC_COLUMNS].reset_index(drop=True)
+    return with_dca(long)[METRIC_COLUMNS].reset_index(drop=True)
 
 
 def variant_shifts(base: str, concepts: Sequence[Concept], human: Mapping[str, np.ndarray],

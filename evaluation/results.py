@@ -13,7 +13,8 @@ Choices where the paper is silent:
 - Tables 1, 2 and 6-8 use one guidance scale per model. By default that is the model's
   *recommended* scale: the middle of the scales stored for it (the lower middle for an
   even count), since the registry centres each sweep on the model's recommended value.
-  Any one scale can be chosen instead; Figure 5 always shows them all.
+  Any one scale can be chosen instead, or ``"mean"`` for Tables 1 and 2 (each concept
+  averaged over its scales, `evaluation.tables.POOL_CFG`); Figure 5 always shows them all.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ from evaluation.concepts import Concept
 from evaluation.stages import write_atomic
 
 RECOMMENDED = "recommended"
-#: scoring's column name -> the name `evaluation.tables` expects.
-_RENAMED = {"delta_hue": "hue_diff"}
 
 
 def latest_distributions(model_rows: Sequence[Mapping]) -> list[dict]:
@@ -46,7 +45,7 @@ def latest_distributions(model_rows: Sequence[Mapping]) -> list[dict]:
 
 def metrics_frame(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray],
                   concepts: Sequence[Concept]) -> pd.DataFrame:
-    """Per-concept metrics in the layout of `evaluation.tables` (``hue_diff`` for ΔHue).
+    """Per-concept metrics (`evaluation.scoring.score`) of the newest distribution of each cell.
 
     Parameters
     ----------
@@ -59,10 +58,9 @@ def metrics_frame(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray]
     Returns
     -------
     pandas.DataFrame
-        `evaluation.scoring.LONG_COLUMNS` with ``delta_hue`` renamed ``hue_diff``.
+        `evaluation.scoring.LONG_COLUMNS`: the metrics frame of `evaluation.tables`.
     """
-    long = scoring.score(latest_distributions(model_rows), human, concepts)
-    return long.rename(columns=_RENAMED)
+    return scoring.score(latest_distributions(model_rows), human, concepts)
 
 
 def recommended_cfg(frame: pd.DataFrame) -> dict[str, float]:
@@ -92,10 +90,15 @@ def resolve_cfg(frame: pd.DataFrame, choice: str | float) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Analyses:
-    """Every table of the leaderboard tab (pandas frames, `tables.Leaderboard` for 1 and 2)."""
+    """Every table of the leaderboard tab (pandas frames, `tables.Leaderboard` for 1 and 2).
+
+    ``cfg`` is the scale per model of the shifts and sensitivity tables, and of Tables 1
+    and 2 unless ``pooled`` (then these average each concept over all its scales).
+    """
 
     metrics: pd.DataFrame
     cfg: dict[str, float]
+    pooled: bool
     table1: tables.Leaderboard
     table2: tables.Leaderboard
     sweep: pd.DataFrame
@@ -114,7 +117,21 @@ def _at_cfg(rows: Sequence[Mapping], cfg: Mapping[str, float]) -> pd.DataFrame:
 
 def analyses(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], concepts: Sequence[Concept], *,
              cfg: str | float = RECOMMENDED, aggregate: str = tables.RATIO_OF_MEANS) -> Analyses:
-    """Score and tabulate; see the module notes for `cfg`.
+    """Score and tabulate.
+
+    Parameters
+    ----------
+    model_rows : sequence of Mapping
+        `evaluation.runs.model_distributions` rows (any runs).
+    human : Mapping of str to ndarray, shape (71,)
+        P_H(x|c) by concept key, one source.
+    concepts : sequence of Concept
+    cfg : str or float
+        `RECOMMENDED`, one guidance scale, or ``"mean"`` (`evaluation.tables.POOL_CFG`):
+        Tables 1 and 2 average each concept over its scales, and the shifts use the
+        recommended scales (a shift compares two distributions of one scale).
+    aggregate : str
+        The sensitivity ratio, see `evaluation.tables.sensitivity`.
 
     Raises
     ------
@@ -126,13 +143,15 @@ def analyses(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], con
     if frame.empty:
         raise ValueError("no stored model distribution has a human distribution in this source: "
                          "finish an evaluation, or pick a source that covers its concepts")
-    chosen = resolve_cfg(frame, cfg)
-    table1, table2 = tables.table1(frame, cfg=chosen), tables.table2(frame, cfg=chosen)
+    pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
+    chosen = resolve_cfg(frame, RECOMMENDED if pooled else cfg)
+    table_cfg = tables.POOL_CFG if pooled else chosen
+    table1, table2 = tables.table1(frame, cfg=table_cfg), tables.table2(frame, cfg=table_cfg)
     shifts = tables.concept_shifts(human, _at_cfg(latest_distributions(model_rows), chosen), concepts=concepts)
     # An empty result (no variant pair in the source) comes back with text-typed shift columns.
     shifts = shifts.astype({"human_shift": float, "model_shift": float})
     return Analyses(
-        metrics=frame, cfg=chosen, table1=table1, table2=table2,
+        metrics=frame, cfg=chosen, pooled=pooled, table1=table1, table2=table2,
         sweep=tables.cfg_sweep(frame, ("emd", "pcc")), shifts=shifts,
         sensitivity=tables.sensitivity(shifts, ("model", "modifier_type"), aggregate=aggregate),
         table6=tables.table6(shifts, aggregate=aggregate), table7=tables.table7(shifts, aggregate=aggregate),

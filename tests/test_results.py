@@ -135,3 +135,16 @@ def test_recommended_scale_is_the_lower_middle_and_a_missing_scale_is_an_error(s
         analyses(runs.model_distributions(db), HUMAN, CONCEPTS, cfg=3.0)
     with pytest.raises(ValueError, match="no stored model distribution has a human distribution"):
         analyses(runs.model_distributions(db), {"sky": one_hot(3)}, CONCEPTS)
+
+
+def test_mean_pools_each_concept_over_its_scales_for_tables_1_and_2(stored):
+    db, _ = stored
+    result = analyses(runs.model_distributions(db), HUMAN, CONCEPTS, cfg="mean")
+    assert result.pooled and result.cfg == {"m-green": 5.0, "m-red": 5.0}
+    for model in ("m-red", "m-green"):
+        per_concept = [np.mean([metrics.emd(HUMAN[c], _p(db, model, c, cfg)) for cfg in (2.0, 5.0, 7.5)])
+                       for c in ("apple", "banana")]
+        assert result.table1.values.loc[model, ("original", "natural", "emd")] == pytest.approx(np.mean(per_concept))
+    at_recommended = analyses(runs.model_distributions(db), HUMAN, CONCEPTS)
+    assert not at_recommended.pooled
+    pd.testing.assert_frame_equal(result.shifts, at_recommended.shifts)
