@@ -1,0 +1,108 @@
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+from numpy.testing import assert_allclose
+
+from evaluation.figures import (
+    cfg_sweep_figure,
+    consistency_histogram,
+    distribution_bar,
+    dominant_strip,
+    sensitivity_bars,
+    shift_scatter,
+    table3_figure,
+)
+from evaluation.palette import load_uw71
+
+
+def test_distribution_bar_heights_are_p_and_colors_are_the_palette():
+    p = np.random.default_rng(0).dirichlet(np.ones(71))
+    fig = distribution_bar(p, y_max=0.5, title="apple")
+    assert isinstance(fig, go.Figure) and len(fig.data) == 1
+    bar = fig.data[0]
+    assert_allclose(bar.y, p)
+    assert list(bar.x) == list(range(71))
+    assert list(bar.marker.color) == list(load_uw71().hex)
+    assert tuple(fig.layout.yaxis.range) == (0, 0.5)
+    lab = load_uw71().lab
+    assert bar.customdata[24][0] == load_uw71().hex[24]
+    assert_allclose(np.asarray(bar.customdata[10][1:], float), np.round(lab[10], 1))
+    assert "L*a*b*" in bar.hovertemplate
+
+
+def test_distribution_bar_rejects_wrong_length():
+    with pytest.raises(ValueError, match=r"`p` must have shape \(71,\)"):
+        distribution_bar(np.ones(70) / 70)
+
+
+def test_dominant_strip_shows_each_group_color_and_count():
+    fig = dominant_strip(np.array([[200, 30, 30], [20, 120, 40]], dtype=np.uint8), [3, 2])
+    bar = fig.data[0]
+    assert list(bar.marker.color) == ["#c81e1e", "#147828"]
+    assert list(bar.text) == ["3", "2"]
+    assert list(dominant_strip(["#AABBCC"], [5]).data[0].marker.color) == ["#aabbcc"]
+    with pytest.raises(ValueError, match="equal lengths"):
+        dominant_strip(["#aabbcc"], [1, 2])
+
+
+def test_cfg_sweep_figure_has_one_line_per_model_per_metric():
+    sweep = pd.DataFrame({
+        "model": ["sana"] * 3 + ["sdxl"] * 3, "style": "clipart", "cfg": [3.0, 5.0, 7.0] * 2,
+        "emd": [30.0, 31.0, 32.0, 28.0, 28.5, 28.2], "pcc": [0.7, 0.68, 0.65, 0.72, 0.71, 0.72],
+    })
+    fig = cfg_sweep_figure(sweep)
+    assert len(fig.data) == 4
+    emd_sana = [t for t in fig.data if t.name == "sana" and t.xaxis == "x"][0]
+    assert_allclose(emd_sana.x, [3.0, 5.0, 7.0])
+    assert_allclose(emd_sana.y, [30.0, 31.0, 32.0])
+    pcc_sdxl = [t for t in fig.data if t.name == "sdxl" and t.xaxis == "x2"][0]
+    assert_allclose(pcc_sdxl.y, [0.72, 0.71, 0.72])
+
+
+def test_sensitivity_bars_plot_ratios_per_modifier_type():
+    sens = pd.DataFrame({
+        "model": ["a", "b", "a", "b"], "modifier_type": ["emotional", "emotional", "visual_state", "visual_state"],
+        "human_shift": [2.0, 2.0, 10.0, 10.0], "model_shift": [1.0, 1.5, 8.0, 9.0], "ratio": [0.5, 0.75, 0.8, 0.9],
+    })
+    fig = sensitivity_bars(sens)
+    assert [t.name for t in fig.data] == ["Emotional", "Visual state"]
+    assert_allclose(fig.data[1].y, [0.8, 0.9])
+    assert list(fig.data[1].x) == ["a", "b"]
+    assert fig.layout.shapes[0].y0 == 1.0
+
+
+def test_shift_scatter_points_are_the_shifts_with_concepts_in_hover():
+    shifts = pd.DataFrame({
+        "model": ["sana", "sana", "sdxl"], "style": "clipart", "base": ["apple", "cabin", "apple"],
+        "concept": ["rotten apple", "lonely cabin", "rotten apple"],
+        "modifier_type": ["visual_state", "emotional", "visual_state"],
+        "human_shift": [10.0, 4.0, 10.0], "model_shift": [7.0, 1.0, 3.0],
+    })
+    fig = shift_scatter(shifts)
+    sana = [t for t in fig.data if t.name == "sana"][0]
+    assert_allclose(sana.x, [10.0, 4.0])
+    assert_allclose(sana.y, [7.0, 1.0])
+    assert [row[0] for row in sana.customdata] == ["rotten apple", "lonely cabin"]
+    assert "customdata[0]" in sana.hovertemplate
+
+
+def test_consistency_histogram_marks_the_high_variance_cutoff():
+    scores = pd.Series([1.0, 2.0, 3.0, 9.0], index=list("abcd"))
+    flags = pd.Series([False, False, False, True], index=list("abcd"))
+    fig = consistency_histogram(scores, flags)
+    assert_allclose(fig.data[0].x, scores.to_numpy())
+    assert fig.layout.shapes[0].x0 == 9.0
+
+
+def test_table3_figure_bars_and_error_bars_match_the_validation():
+    validation = pd.DataFrame({
+        "label": ["PCC", "EMD"], "pearson": [0.4, 0.5], "pearson_lo": [0.3, 0.45], "pearson_hi": [0.5, 0.6],
+        "spearman": [0.41, 0.55], "spearman_lo": [0.3, 0.5], "spearman_hi": [0.5, 0.6],
+        "agreement": [0.55, 0.62], "agreement_lo": [0.5, 0.6], "agreement_hi": [0.6, 0.7],
+    })
+    fig = table3_figure(validation)
+    assert [t.name for t in fig.data] == ["Pearson r", "Spearman ρ", "Agreement"]
+    assert_allclose(fig.data[1].y, [0.41, 0.55])
+    assert_allclose(fig.data[0].error_y.array, [0.1, 0.1])
+    assert_allclose(fig.data[2].error_y.arrayminus, [0.05, 0.02])

@@ -1,0 +1,161 @@
+import numpy as np
+import ot
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from evaluation import metrics
+from evaluation.metrics import (
+    EMDSolverError, check_distribution, dca, delta_hue, dominant_bins, emd, emd_rows,
+    entropy, entropy_difference, hue_differences, pcc, shift)
+from evaluation.palette import load_uw71
+
+
+def _point(k):
+    p = np.zeros(71)
+    p[k] = 1.0
+    return p
+
+
+def _sparse_random(rng, n, k=12):
+    """Rows with k non-zero bins each, like real concept distributions."""
+    P = np.zeros((n, 71))
+    for i in range(n):
+        P[i, rng.choice(71, k, replace=False)] = rng.dirichlet(np.full(k, 0.7))
+    return P
+
+
+def test_emd_of_point_masses_is_the_ground_distance():
+    D = load_uw71().ground_distance
+    for i, j in [(0, 1), (24, 28), (5, 60), (70, 0)]:
+        assert_allclose(emd(_point(i), _point(j)), D[i, j], rtol=1e-12)
+    assert_allclose(emd(_point(24), _point(28)), 100.0, rtol=1e-12)
+
+
+def test_identical_distributions_have_emd_0_pcc_1_ed_0():
+    p = _sparse_random(np.random.default_rng(0), 1)[0]
+    assert emd(p, p) == 0.0
+    assert_allclose(pcc(p, p), 1.0, rtol=1e-12)
+    assert entropy_difference(p, p) == 0.0
+
+
+def test_emd_splits_mass_to_nearest_bins():
+    # half of the mass stays, the other half moves from black to white: 0.5 * 100 ΔE.
+    p = 0.5 * _point(24) + 0.5 * _point(26)
+    q = 0.5 * _point(28) + 0.5 * _point(26)
+    assert_allclose(emd(p, q), 50.0, rtol=1e-12)
+
+
+def test_emd_is_symmetric_and_satisfies_the_triangle_inequality():
+    rng = np.random.default_rng(1)
+    P, Q, R = (_sparse_random(rng, 200) for _ in range(3))
+    pq, qp = emd_rows(P, Q), emd_rows(Q, P)
+    assert_allclose(pq, qp, rtol=1e-10)
+    assert np.all(pq <= emd_rows(P, R) + emd_rows(R, Q) + 1e-9)
+    assert np.all(pq > 0)
+
+
+def test_emd_rows_equals_a_loop_of_ot_emd2_exactly():
+    rng = np.random.default_rng(2)
+    P, Q = _sparse_random(rng, 300), _sparse_random(rng, 300, k=20)
+    Q[:5] = P[:5]  # identical pairs
+    D = load_uw71().ground_distance
+    loop = np.array([ot.emd2(P[i] / P[i].sum(), Q[i] / Q[i].sum(), D) for i in range(300)])
+    assert_array_equal(emd_rows(P, Q), loop)
+    assert_array_equal(emd_rows(P, Q, workers=2, min_rows_per_worker=1), loop)
+    raw_loop = np.array([ot.emd2(P[i], Q[i], D) for i in range(300)])
+    assert_allclose(emd_rows(P, Q), raw_loop, rtol=1e-12, atol=1e-12)
+    assert_array_equal(loop[:5], 0.0)
+
+
+def test_emd_and_shift_agree_with_emd_rows():
+    rng = np.random.default_rng(4)
+    P, Q = _sparse_random(rng, 3), _sparse_random(rng, 3)
+    rows = emd_rows(P, Q)
+    assert [emd(P[i], Q[i]) for i in range(3)] == list(rows)
+    assert shift(P[0], Q[0]) == rows[0]
+
+
+def test_emd_normalises_unnormalised_mass():
+    p, q = 3 * _point(0), 0.25 * _point(1)
+    assert_allclose(emd(p, q), load_uw71().ground_distance[0, 1], rtol=1e-12)
+
+
+def test_emd_raises_when_the_solver_stops_early():
+    rng = np.random.default_rng(5)
+    P, Q = _sparse_random(rng, 4, k=40), _sparse_random(rng, 4, k=40)
+    with pytest.raises(EMDSolverError, match="row 0: network simplex ended iteration limit"):
+        emd_rows(P, Q, num_itermax=1)
+
+
+def test_pcc_matches_numpy_corrcoef_and_is_nan_for_uniform():
+    rng = np.random.default_rng(6)
+    P, Q = _sparse_random(rng, 5), _sparse_random(rng, 5)
+    expected = [np.corrcoef(P[i], Q[i])[0, 1] for i in range(5)]
+    assert_allclose(pcc(P, Q), expected, rtol=1e-12)
+    assert_allclose(pcc(P[0], -P[0] + 1), -1.0, rtol=1e-12)
+    assert np.isnan(pcc(np.ones(71), P[0]))
+
+
+def test_entropy_uses_natural_log_with_zero_log_zero_as_zero():
+    assert entropy(_point(3)) == 0.0
+    assert_allclose(entropy(np.ones(71)), np.log(71), rtol=1e-14)
+    two = 0.5 * _point(0) + 0.5 * _point(1)
+    assert_allclose(entropy_difference(two, _point(5)), np.log(2), rtol=1e-14)
+    assert_allclose(entropy_difference(np.stack([two, two]), np.stack([_point(5), two])),
+                    [np.log(2), 0.0], atol=1e-15)
+
+
+def test_dominant_bins_and_dca():
+    P = np.stack([_point(0) + 0.1, _point(5), 0.5 * _point(7) + 0.5 * _point(3)])
+    Q = np.stack([_point(0), _point(6), _point(3)])
+    assert_array_equal(dominant_bins(P), [0, 5, 3])  # tie 3/7: the lower index wins
+    assert_allclose(dca(P, Q), 2 / 3, rtol=1e-15)
+    assert dca(P, P) == 1.0
+
+
+def test_delta_hue_is_the_shortest_angle_and_skips_achromatic_concepts():
+    hue = load_uw71().hue_deg
+    # bins 0 (h 291.4) and 30 (h 3.0): the short way round is 360 - 288.4 = 71.6 degrees.
+    expected = 360 - abs(hue[0] - hue[30])
+    P = np.stack([_point(0), _point(24), _point(30), _point(26)])
+    Q = np.stack([_point(30), _point(0), _point(30), _point(28)])
+    d = hue_differences(P, Q)
+    assert_allclose(d[[0, 2]], [expected, 0.0], atol=1e-12)
+    assert np.isnan(d[1]) and np.isnan(d[3])
+    assert_allclose(delta_hue(P, Q), expected / 2, rtol=1e-12)
+    assert np.isnan(delta_hue(P[[1, 3]], Q[[1, 3]]))
+
+
+@pytest.mark.parametrize("p, message", [
+    (np.ones(70), r"`p` must have shape \(71,\), got \(70,\)"),
+    (np.r_[np.nan, np.ones(70)], "`p` must hold finite masses, got NaN"),
+    (np.r_[-0.5, np.ones(70)], "`p` must hold non-negative masses, got -0.5"),
+    (np.zeros(71), "`p` has zero total mass"),
+])
+def test_check_distribution_rejects_bad_mass(p, message):
+    with pytest.raises(ValueError, match=message):
+        check_distribution(p)
+    with pytest.raises(ValueError, match=message):
+        emd(p, np.ones(71))
+
+
+@pytest.mark.parametrize("fn", [emd_rows, pcc, entropy_difference, dca, delta_hue])
+def test_batched_metrics_name_the_bad_row_and_argument(fn):
+    P, Q = np.ones((3, 71)), np.ones((3, 71))
+    Q[2] = 0.0
+    with pytest.raises(ValueError, match="`Q` has zero total mass in row 2|`q` has zero"):
+        fn(P, Q)
+    with pytest.raises(ValueError, match=r"must have shape \(n, 71\), got \(3, 70\)"):
+        fn(np.ones((3, 70)), P)
+    with pytest.raises(ValueError, match="same shape"):
+        fn(P, np.ones((2, 71)))
+
+
+def test_shift_names_its_arguments():
+    with pytest.raises(ValueError, match="`p_modified` has zero total mass"):
+        shift(np.ones(71), np.zeros(71))
+
+
+def test_metrics_module_uses_no_assert_for_validation():
+    import inspect
+    assert "assert " not in inspect.getsource(metrics)

@@ -1,0 +1,180 @@
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose
+
+from evaluation.concepts import load_concepts
+from evaluation.palette import load_uw71
+from evaluation.tables import (
+    METRICS_FRAME_COLUMNS,
+    cfg_sweep,
+    concept_shifts,
+    select_cfg,
+    sensitivity,
+    table1,
+    table2,
+    table6,
+    table7,
+    table8,
+    with_dca,
+)
+
+CONCEPTS = {"apple": "original", "rotten apple": "visual_state", "cabin": "original", "lonely cabin": "emotional"}
+BASES = {"apple": "apple", "rotten apple": "apple", "cabin": "cabin", "lonely cabin": "cabin"}
+
+
+def metrics_frame(rng, models=("flux", "sana", "sdxl"), cfgs=(5.0,)):
+    rows = []
+    for model in models:
+        for cfg in cfgs:
+            for style in ("natural", "clipart"):
+                for concept, mtype in CONCEPTS.items():
+                    rows.append({
+                        "model": model, "concept": concept, "base": BASES[concept], "modifier_type": mtype,
+                        "style": style, "cfg": cfg, "pcc": rng.uniform(0.3, 0.9), "emd": rng.uniform(20, 40),
+                        "ed": rng.uniform(0, 1), "dominant_model": int(rng.integers(0, 3)), "dominant_human": 1,
+                        "hue_diff": rng.uniform(0, 90),
+                    })
+    return pd.DataFrame(rows, columns=list(METRICS_FRAME_COLUMNS))
+
+
+def test_table1_cells_are_means_over_concepts_with_best_and_second_marked():
+    frame = metrics_frame(np.random.default_rng(0))
+    t1 = table1(frame)
+    assert t1.values.columns.tolist()[:3] == [("original", "natural", m) for m in ("pcc", "emd", "ed")]
+    assert t1.values.shape == (3, 18)
+    sel = frame[(frame["model"] == "flux") & (frame["modifier_type"] == "original") & (frame["style"] == "natural")]
+    assert len(sel) == 2
+    assert_allclose(t1.values.loc["flux", ("original", "natural", "emd")], sel["emd"].mean())
+    for col in t1.values.columns:
+        column = t1.values[col]
+        best = column.idxmax() if col[2] == "pcc" else column.idxmin()
+        assert t1.marks.loc[best, col] == "best"
+        second = column.drop(best).idxmax() if col[2] == "pcc" else column.drop(best).idxmin()
+        assert t1.marks.loc[second, col] == "second"
+        assert (t1.marks[col] == "").sum() == 1
+
+
+def test_table2_dca_is_share_of_matching_dominant_bins_and_hue_skips_nan():
+    frame = metrics_frame(np.random.default_rng(1), models=("flux", "sana"))
+    frame["dominant_human"] = 1
+    frame["dominant_model"] = 0
+    hit = (frame["model"] == "sana") & (frame["style"] == "clipart") & (frame["concept"] == "apple")
+    frame.loc[hit, "dominant_model"] = 1
+    frame.loc[(frame["model"] == "flux") & (frame["concept"] == "cabin"), "hue_diff"] = np.nan
+    t2 = table2(frame)
+    assert t2.values.loc["sana", ("original", "clipart", "dca")] == 0.5
+    assert t2.values.loc["flux", ("original", "clipart", "dca")] == 0.0
+    apple = frame[(frame["model"] == "flux") & (frame["concept"] == "apple") & (frame["style"] == "natural")]
+    assert_allclose(t2.values.loc["flux", ("original", "natural", "hue_diff")], apple["hue_diff"].iloc[0])
+    assert t2.marks.loc["sana", ("original", "clipart", "dca")] == "best"
+
+
+def test_ties_share_a_mark():
+    frame = metrics_frame(np.random.default_rng(2))
+    frame["pcc"] = np.where(frame["model"] == "sdxl", 0.5, 0.7)
+    marks = table1(frame).marks
+    assert marks[("original", "natural", "pcc")].to_dict() == {"flux": "best", "sana": "best", "sdxl": "second"}
+
+
+def test_leaderboard_exports_csv_rows_and_escaped_html():
+    frame = metrics_frame(np.random.default_rng(3), models=("<b>evil</b>", "sana"))
+    board = table1(frame)
+    long = board.to_csv_frame()
+    assert len(long) == 2 * 18
+    assert set(long.columns) == {"model", "modifier_type", "style", "metric", "value", "mark"}
+    page = board.to_html()
+    assert "&lt;b&gt;evil&lt;/b&gt;" in page and "<b>evil</b>" not in page
+    assert page.count("<b>") == 18 and page.count("<u>") == 18
+
+
+def test_several_cfgs_need_a_choice():
+    frame = metrics_frame(np.random.default_rng(4), cfgs=(3.0, 7.0))
+    with pytest.raises(ValueError, match="`cfg` must be given"):
+        table1(frame)
+    by_model = select_cfg(with_dca(frame), {"flux": 3.0, "sana": 7.0, "sdxl": 7.0})
+    assert by_model.groupby("model")["cfg"].unique().map(list).to_dict() == {"flux": [3.0], "sana": [7.0], "sdxl": [7.0]}
+    with pytest.raises(ValueError, match=r"no rows at `cfg`=4.0"):
+        table1(frame, cfg=4.0)
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda f: f.drop(columns="hue_diff"), r"`frame` lacks columns \['hue_diff'\]"),
+        (lambda f: f.assign(style="watercolor"), "unknown values \\['watercolor'\\]"),
+        (lambda f: pd.concat([f, f.iloc[:1]]), "duplicate rows"),
+    ],
+)
+def test_metrics_frame_is_validated(mutate, match):
+    with pytest.raises(ValueError, match=match):
+        table1(mutate(metrics_frame(np.random.default_rng(5))))
+
+
+def test_cfg_sweep_averages_per_model_style_and_scale():
+    frame = metrics_frame(np.random.default_rng(6), cfgs=(3.0, 7.0))
+    sweep = cfg_sweep(frame)
+    assert len(sweep) == 3 * 2 * 2
+    row = sweep[(sweep["model"] == "sana") & (sweep["style"] == "clipart") & (sweep["cfg"] == 7.0)].iloc[0]
+    sel = frame[(frame["model"] == "sana") & (frame["style"] == "clipart") & (frame["cfg"] == 7.0)]
+    assert_allclose([row["emd"], row["pcc"]], [sel["emd"].mean(), sel["pcc"].mean()])
+    assert row["n_concepts"] == 4
+
+
+UNIT = np.eye(71)  # UNIT[i]: all mass in bin i
+
+
+def test_concept_shifts_are_emd_between_base_and_variant_for_people_and_models():
+    gd = load_uw71().ground_distance
+    human = {"apple": UNIT[0], "rotten apple": UNIT[5], "cabin": UNIT[30], "lonely cabin": UNIT[24]}
+    model = pd.DataFrame([
+        {"model": "sana", "style": "clipart", "concept": "apple", "p": UNIT[0]},
+        {"model": "sana", "style": "clipart", "concept": "rotten apple", "p": UNIT[1]},
+        {"model": "sana", "style": "clipart", "concept": "lonely cabin", "p": UNIT[24]},  # no base: left out
+    ])
+    shifts = concept_shifts(human, model, concepts=load_concepts())
+    assert shifts[["model", "style", "base", "concept", "modifier_type"]].values.tolist() == [
+        ["sana", "clipart", "apple", "rotten apple", "visual_state"]]
+    assert_allclose(shifts[["human_shift", "model_shift"]].iloc[0], [gd[0, 5], gd[0, 1]], rtol=1e-6)
+
+
+def shifts_frame():
+    rows = [
+        # model, style, concept, modifier_type, human, model
+        ("a", "clipart", "rotten apple", "visual_state", 10.0, 5.0),
+        ("a", "clipart", "lonely cabin", "emotional", 2.0, 4.0),
+        ("a", "natural", "rotten apple", "visual_state", 10.0, 8.0),
+        ("a", "natural", "lonely cabin", "emotional", 2.0, 1.0),
+        ("b", "clipart", "rotten apple", "visual_state", 10.0, 10.0),
+        ("b", "clipart", "lonely cabin", "emotional", 2.0, 2.0),
+        ("b", "natural", "rotten apple", "visual_state", 10.0, 6.0),
+        ("b", "natural", "lonely cabin", "emotional", 2.0, 0.5),
+    ]
+    frame = pd.DataFrame(rows, columns=["model", "style", "concept", "modifier_type", "human_shift", "model_shift"])
+    frame["base"] = frame["concept"].str.split().str[-1]
+    return frame
+
+
+def test_sensitivity_ratio_of_means_versus_mean_of_ratios():
+    shifts = shifts_frame()
+    pooled = sensitivity(shifts, ("model", "style")).set_index(["model", "style"])
+    assert_allclose(pooled.loc[("a", "clipart"), "ratio"], (5 + 4) / (10 + 2))
+    assert pooled.loc[("a", "clipart"), "n_concepts"] == 2
+    per_concept = sensitivity(shifts, ("model", "style"), aggregate="mean_of_ratios").set_index(["model", "style"])
+    assert_allclose(per_concept.loc[("a", "clipart"), "ratio"], (0.5 + 2.0) / 2)
+    with pytest.raises(ValueError, match="aggregate"):
+        sensitivity(shifts, aggregate="median")
+
+
+def test_tables_6_7_8_layouts():
+    shifts = shifts_frame()
+    t6 = table6(shifts)
+    assert t6.index.tolist() == ["a", "b"] and sorted(t6.columns) == ["clipart", "natural"]
+    assert_allclose(t6.loc["b", "natural"], 6.5 / 12)
+    t7 = table7(shifts)
+    assert_allclose(t7.loc["a", "emotional"], (4 + 1) / (2 + 2))
+    t8 = table8(shifts)
+    # per model, per modifier and style, then averaged over models
+    assert_allclose(t8.loc["emotional", "clipart"], (4 / 2 + 2 / 2) / 2)
+    assert_allclose(t8.loc["visual_state", "natural"], (8 / 10 + 6 / 10) / 2)
+    assert_allclose(t8["average"], t8[["clipart", "natural"]].mean(axis=1))
