@@ -24,13 +24,12 @@ from PIL import Image
 from evaluation import runs
 from evaluation.concepts import Concept
 from evaluation.executors import Batch, Executor, InProcessExecutor
+from evaluation.extraction import distribution_from_pixels, image_pixels
 from evaluation.generation import GenerationError, build_prompt, generate, item_seed
 from evaluation.registry import ModelSpec, load_pipeline, spec_from_dict, spec_to_dict
 from evaluation.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD, Detector, SamBackend, segment
 
 Progress = Callable[[int, int], None]
-#: Side of the RGB histogram cube of a pixel summary (the paper's 16 x 16 x 16 RGB bins).
-SUMMARY_BINS = 16
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -69,19 +68,19 @@ def read_image(data_dir: str | Path, relative: str) -> np.ndarray:
 
 
 def pixel_summary(image: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-image record of the masked pixels.
+    """Per-image record of the masked pixels, as the extraction pipeline consumes them.
 
     Returns
     -------
     dict
-        ``rgb_hist``: (16, 16, 16) int64 counts of masked pixels over uniform sRGB bins
-        (bin = value // 16 per channel); ``n_pixels``: masked pixel count; ``mask_fraction``:
-        n_pixels / (H * W) in [0, 1].
+        ``pixels``: (N, 3) uint8 sRGB, the masked foreground downsampled to 100x100
+        (`evaluation.extraction.image_pixels`, step 1 of Appendix C.3); ``n_pixels``: the
+        full-resolution mask's pixel count; ``mask_fraction``: n_pixels / (H * W) in [0, 1].
+        `extract` builds distributions from ``pixels`` alone, which gives the same result
+        as `evaluation.extraction.concept_distribution` on the images and masks.
     """
-    pixels = image[mask].astype(np.int64) // (256 // SUMMARY_BINS)
-    flat = (pixels[:, 0] * SUMMARY_BINS + pixels[:, 1]) * SUMMARY_BINS + pixels[:, 2]
-    hist = np.bincount(flat, minlength=SUMMARY_BINS**3).reshape((SUMMARY_BINS,) * 3)
-    return {"rgb_hist": hist, "n_pixels": np.int64(mask.sum()), "mask_fraction": np.float64(mask.mean())}
+    return {"pixels": image_pixels(image, mask), "n_pixels": np.int64(mask.sum()),
+            "mask_fraction": np.float64(mask.mean())}
 
 
 def plan_run(
@@ -157,6 +156,14 @@ class SegmentationWork:
         self.detector, self.sam, self.data_dir = detector, sam, Path(data_dir)
         self.box_threshold, self.text_threshold = box_threshold, text_threshold
 
+    def _write_summary(self, item: dict, image: np.ndarray, result, mask_digest: str) -> str:
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **pixel_summary(image, result.mask), box=np.asarray(result.box),
+                            score=np.float64(result.score))
+        path = Path("runs") / item["run"] / "pixels" / f"{item['image_sha256']}-{mask_digest[:16]}.npz"
+        write_atomic(self.data_dir / path, buffer.getvalue())
+        return path.as_posix()
+
     def _one(self, item: dict) -> dict:
         start = time.perf_counter()
         image = read_image(self.data_dir, item["image_path"])
@@ -165,15 +172,11 @@ class SegmentationWork:
                   "detected": int(result.detected), "mask_path": None, "mask_sha256": None,
                   "summary_path": None, "n_pixels": 0}
         if result.mask is not None:
-            run_dir = Path("runs") / item["run"]
-            mask_path, mask_digest = _save_by_hash(self.data_dir, run_dir / "masks", _png_bytes(result.mask), ".png")
-            buffer = io.BytesIO()
-            summary = pixel_summary(image, result.mask)
-            np.savez_compressed(buffer, **summary, box=np.asarray(result.box), score=np.float64(result.score))
-            summary_path = (run_dir / "pixels" / f"{item['image_sha256']}-{mask_digest[:16]}.npz").as_posix()
-            write_atomic(self.data_dir / summary_path, buffer.getvalue())
-            update.update(mask_path=mask_path, mask_sha256=mask_digest, summary_path=summary_path,
-                          n_pixels=int(summary["n_pixels"]))
+            masks = Path("runs") / item["run"] / "masks"
+            mask_path, digest = _save_by_hash(self.data_dir, masks, _png_bytes(result.mask), ".png")
+            update.update(mask_path=mask_path, mask_sha256=digest, n_pixels=int(result.mask.sum()))
+        if result.status == "ok":
+            update["summary_path"] = self._write_summary(item, image, result, update["mask_sha256"])
         update["seg_seconds"] = time.perf_counter() - start
         return update
 
@@ -221,12 +224,13 @@ def extract(
 ) -> int:
     """Compute P_M(x|c) for each fully segmented (model, concept, style, cfg) of `run`.
 
+    Reads the items' pixel summaries (see `pixel_summary`) and runs steps 2-5 of the
+    extraction pipeline (`evaluation.extraction.distribution_from_pixels`) on them.
+
     Images whose segmentation is not ``ok`` are excluded and counted in ``n_excluded``;
     a group with no usable image is stored with ``p = NULL``. Groups already stored are
     skipped unless `force`. Returns the number of distributions written.
     """
-    from evaluation.extraction import concept_distribution
-
     groups = list(runs.segmented_groups(db, run))
     written = 0
     for n, ((model, concept, style, cfg), rows) in enumerate(groups, start=1):
@@ -234,9 +238,11 @@ def extract(
             usable = [r for r in rows if r["segment_status"] == "ok"]
             p, detail = None, None
             if usable:
-                images = [read_image(data_dir, r["image_path"]) for r in usable]
-                masks = [read_image(data_dir, r["mask_path"]) for r in usable]
-                result = concept_distribution(images, masks)
+                pixels = []
+                for row in usable:
+                    with np.load(Path(data_dir) / row["summary_path"]) as summary:
+                        pixels.append(summary["pixels"])
+                result = distribution_from_pixels(pixels)
                 p, detail = result.p, result.groups
             runs.store_model_distribution(db, run, model, concept, style, cfg, p, len(usable), len(rows) - len(usable), detail)
             written += 1

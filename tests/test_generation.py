@@ -8,6 +8,7 @@ from dataclasses import replace
 import diffusers
 import numpy as np
 import pytest
+import torch
 
 from evaluation.concepts import Concept, load_concepts
 from evaluation.generation import GenerationError, build_prompt, generate, indefinite_article, item_seed
@@ -160,3 +161,15 @@ def test_generate_reports_non_finite_pixels(tmp_path):
 def test_concept_dataclass_is_what_prompts_use():
     custom = Concept(key="cozy cabin", base="cabin", base_id=1, category="building", modifier_type="emotional", modifier="cozy")
     assert build_prompt(custom, "natural") == "A natural photo of a cozy cabin, centered composition."
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_generation_runs_in_half_precision_and_repeats_its_seeds(tmp_path):
+    spec = with_source(load_registry()["tiny-random"], build_tiny_pipeline(tmp_path / "tiny"))
+    pipe = load_pipeline(spec, device="cuda")
+    assert pipe.unet.dtype == torch.float16 and pipe.device.type == "cuda"
+    prompts = ["A natural photo of an apple, centered composition."] * 3
+    batch = generate(pipe, prompts, [1, 2, 3], 7.5, steps=2, resolution=TINY_RESOLUTION)
+    again = generate(pipe, prompts[:1], [3], 7.5, steps=2, resolution=TINY_RESOLUTION)
+    assert [img.shape for img in batch.images] == [(64, 64, 3)] * 3
+    np.testing.assert_allclose(batch.images[2], again.images[0], atol=2)

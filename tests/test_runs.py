@@ -10,11 +10,12 @@ import sqlite_utils
 
 from evaluation import metrics, runs, scoring
 from evaluation.concepts import load_concepts
+from evaluation.extraction import concept_distribution, image_pixels
 from evaluation.generation import item_seed
 from evaluation.reference import UW71_RATINGS_CSV, ReferenceError, load_reference_csv
 from evaluation.registry import load_registry, with_source
 from evaluation.segmentation import load_detector, load_sam
-from evaluation.stages import GenerationWork, SegmentationWork, extract, plan_run, run_stage
+from evaluation.stages import GenerationWork, SegmentationWork, extract, plan_run, read_image, run_stage
 from evaluation.tiny import build_all
 
 TIMING_COLUMNS = {"gen_seconds", "seg_seconds", "updated_at"}
@@ -162,18 +163,23 @@ def test_end_to_end_run_gives_distributions_and_scores(db, tiny, segmenters, tmp
     rows = runs.items(db, "r")
     assert {(r["status"], r["segment_status"], r["detected"]) for r in rows} == {("segmented", "ok", 1)}
     for row in rows:
-        summary = np.load(tmp_path / row["summary_path"])
-        assert int(summary["rgb_hist"].sum()) == int(summary["n_pixels"]) == row["n_pixels"] > 0
+        mask = read_image(tmp_path, row["mask_path"])
+        with np.load(tmp_path / row["summary_path"]) as summary:
+            assert int(summary["n_pixels"]) == row["n_pixels"] == mask.sum() > 0
+            np.testing.assert_array_equal(summary["pixels"], image_pixels(read_image(tmp_path, row["image_path"]), mask))
     stored = runs.model_distributions(db, run="r")
     assert len(stored) == 8 and all(r["n_images"] == 2 and r["n_excluded"] == 0 for r in stored)
-    for row in stored:
-        np.testing.assert_allclose(row["p"].sum(), 1.0, rtol=1e-9)
+    first = stored[0]
+    group = [r for r in rows if (r["concept"], r["style"], r["cfg"]) == (first["concept"], first["style"], first["cfg"])]
+    direct = concept_distribution([read_image(tmp_path, r["image_path"]) for r in group],
+                                  [read_image(tmp_path, r["mask_path"]) for r in group])
+    np.testing.assert_allclose(first["p"], direct.p, rtol=1e-12, atol=1e-15)
+    assert sum(len(g["image_indices"]) for g in first["groups"]) == 2
     assert extract(db, "r", tmp_path) == 0
 
     human = load_reference_csv()
     long = scoring.score(stored, human, load_concepts())
     assert len(long) == 8 and set(long["concept"]) == set(CONCEPTS)
-    first = stored[0]
     expected = metrics.emd_rows(human[first["concept"]][None], first["p"][None])[0]
     match = long[(long.concept == first["concept"]) & (long["style"] == first["style"]) & (long.cfg == first["cfg"])]
     np.testing.assert_allclose(match["emd"].iloc[0], expected, rtol=1e-9)
@@ -182,8 +188,11 @@ def test_end_to_end_run_gives_distributions_and_scores(db, tiny, segmenters, tmp
     assert list(table.index) == ["tiny-random"]
     np.testing.assert_allclose(table[("Original", "Natural", "EMD")].iloc[0], long[long["style"] == "natural"]["emd"].mean(), rtol=1e-9)
     assert table[("Emotional", "Clipart", "PCC")].isna().all()
-    dca = scoring.table2(long)[("Original", "Clipart", "DCA")].iloc[0]
-    assert dca == pytest.approx(long[long["style"] == "clipart"]["dca"].mean())
+    at_cfg = [r for r in stored if r["style"] == "clipart" and r["cfg"] == 2.0]
+    human_rows, model_rows = np.stack([human[r["concept"]] for r in at_cfg]), np.stack([r["p"] for r in at_cfg])
+    table = scoring.table2(long, cfg=2.0)
+    assert table[("Original", "Clipart", "DCA")].iloc[0] == pytest.approx(metrics.dca(human_rows, model_rows))
+    np.testing.assert_allclose(table[("Original", "Clipart", "ΔHue")].iloc[0], metrics.delta_hue(human_rows, model_rows), rtol=1e-12)
 
 
 def test_images_without_detection_are_recorded_excluded_and_counted(db, tiny, segmenters, tmp_path):
