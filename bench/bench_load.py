@@ -1,34 +1,35 @@
-"""Load and faults: many designers submitting at once, a killed writer, a killed run.
+"""Load and faults: many designers submitting at once, killed writers, a killed run.
 
-Three scenarios, each ending in `check_store` (every acknowledged submission present
-exactly once, quotas kept, no partial rows, no orphaned files, ``PRAGMA integrity_check``
-ok):
+Every scenario ends in `bench.store_checks.check_store` (every acknowledged submission
+present exactly once, quotas kept, no partial rows, no orphaned files, ``PRAGMA
+integrity_check`` ok):
 
 - `concurrent_designers`: designers in threads, each with its own connection, reserve
-  and submit colorings at once; submit latency is measured per call.
+  and submit colorings at once; the submit call's latency is measured.
 - `kill_designers`: designer *processes* (``python -m bench.bench_load designer``) are
-  killed with SIGKILL in the middle of their submissions, one of them inside a write,
-  after its files exist and before its row commits; then the store restarts (schema,
-  start-up sweep of orphaned files) and is checked.
-- `kill_evaluation_run` (in `bench.bench_faults_eval`) kills ``python -m evaluation
-  generate`` and resumes it.
+  SIGKILLed in the middle of their submissions, one of them inside a write, after its
+  files exist and before its row commits; the store then restarts (schema, start-up
+  sweep of orphaned files, `bench.store_checks.restart_store`) and is checked.
+- `bench.run_resume.kill_and_resume_run`: ``python -m evaluation generate`` SIGKILLed
+  and resumed ends with the rows and files of an uninterrupted run.
 
 Submissions go through the annotation library (`annotation.assignment.reserve` /
 `submit`), files first and row second, as the colorings store does; they move to the
 designer tab's endpoint through `gradio_client` once that tab exists. ``python -m bench``
-calls `run` for the figures in BENCHMARKS.md; ``tests/test_faults.py`` runs the same
-scenarios at small sizes and asserts correctness only.
+calls `run` and writes `markdown` into BENCHMARKS.md; ``tests/test_faults.py`` runs the
+same scenarios at small sizes and asserts correctness only.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -43,8 +44,9 @@ from annotation.assignment import reserve, submit
 from annotation.concepts import sync_concepts
 from annotation.db import ensure_schema, iso, open_db, transaction
 from annotation.errors import Conflict
-from annotation.files import resolve, store_png
-from annotation.integrity import orphaned_files, sweep_orphans
+from annotation.files import store_png
+from bench.run_resume import build_tiny_models, kill_and_resume_run
+from bench.store_checks import check_store, restart_store
 
 ROOT = Path(__file__).resolve().parent.parent
 SKETCH_SIDE = 64
@@ -195,81 +197,6 @@ def concurrent_designers(study: Study, count: int, *, side: int = 64, batch_size
         return [ack for future in futures for ack in future.result()]
 
 
-def check_store(db_path: str | Path, data_dir: str | Path, acks: list[Ack], *, k: int,
-                all_acknowledged: bool = True) -> list[str]:
-    """Everything wrong with the store after load or a crash (empty when all is well).
-
-    Checks ``PRAGMA integrity_check`` and ``foreign_key_check``; every acknowledged
-    submission present, with its task pointing at it; colorings and submitted tasks one
-    to one (nothing stored twice, no row without its task); no designer with two
-    colorings of a concept; no concept over its quota `k`; every coloring's files present
-    and matching their hash; no orphaned files. With `all_acknowledged` every stored
-    coloring must also be among `acks` (false after a crash: a commit may have happened
-    whose answer never arrived).
-    """
-    db = open_db(db_path)
-    try:
-        problems = _sqlite_problems(db) + _row_problems(db, acks, k)
-        if all_acknowledged:
-            unacknowledged = db["colorings"].count - len({a.coloring_id for a in acks})
-            problems += [f"{unacknowledged} stored colorings were never acknowledged"
-                         ] if unacknowledged else []
-        problems += _file_problems(db, Path(data_dir))
-    finally:
-        db.close()
-    return problems
-
-
-def _sqlite_problems(db) -> list[str]:
-    integrity = [row[0] for row in db.execute("pragma integrity_check")]
-    foreign = list(db.execute("pragma foreign_key_check"))
-    return ([] if integrity == ["ok"] else [f"integrity_check: {integrity[:5]}"]) + (
-        [f"foreign_key_check: {foreign[:5]}"] if foreign else [])
-
-
-def _row_problems(db, acks: list[Ack], k: int) -> list[str]:
-    colorings = {r["id"]: r for r in db["colorings"].rows_where("practice = 0")}
-    tasks = {r["result_id"]: r for r in db["tasks"].rows_where(
-        "kind = 'coloring' and practice = 0 and status = 'submitted'")}
-    problems = [f"acknowledged coloring {a.coloring_id} (task {a.task_id}) is missing"
-                for a in acks if a.coloring_id not in colorings
-                or tasks.get(a.coloring_id, {}).get("id") != a.task_id]
-    if len(tasks) != db["tasks"].count_where("kind = 'coloring' and status = 'submitted'"):
-        problems.append("two submitted tasks name the same coloring")
-    problems += [f"coloring {cid} has no submitted task" for cid in colorings.keys() - tasks.keys()]
-    problems += [f"task {t['id']} names missing coloring {cid}"
-                 for cid, t in tasks.items() if cid not in colorings]
-    problems += [f"designer {a} colored {c!r} {n} times" for a, c, n in db.execute(
-        "select annotator_id, concept_key, count(*) from colorings where practice = 0 "
-        "group by 1, 2 having count(*) > 1")]
-    problems += [f"concept {c!r} has {n} colorings, over its quota {k}" for c, n in db.execute(
-        "select concept_key, count(*) from colorings where practice = 0 group by 1 "
-        "having count(*) > ?", [k])]
-    return problems
-
-
-def _file_problems(db, data_dir: Path) -> list[str]:
-    problems = []
-    for row in db["colorings"].rows:
-        for kind in ("image", "mask"):
-            path = resolve(data_dir, row[f"{kind}_path"])
-            if not path.is_file():
-                problems.append(f"coloring {row['id']}: {kind} {row[f'{kind}_path']} is missing")
-            elif hashlib.sha256(path.read_bytes()).hexdigest() != row[f"{kind}_sha256"]:
-                problems.append(f"coloring {row['id']}: {kind} file does not match its hash")
-    return problems + [f"orphaned file {p}" for p in orphaned_files(db, data_dir)]
-
-
-def restart_store(db_path: str | Path, data_dir: str | Path) -> list[str]:
-    """What the app does at start-up after a crash: schema, then the orphan sweep."""
-    db = open_db(db_path)
-    try:
-        ensure_schema(db)
-        return sweep_orphans(db, data_dir)
-    finally:
-        db.close()
-
-
 def kill_designers(study: Study, count: int, kill_after: int, *, side: int = 64,
                    batch_size: int = 5, seed: int = 0) -> list[Ack]:
     """Designer processes submitting at once, SIGKILLed after `kill_after` acks in all.
@@ -317,6 +244,76 @@ def _designer_process(study: Study, designer: int, count: int, seed: int, side: 
     if die_in_write_at is not None:
         argv += ["--die-in-write-at", str(die_in_write_at)]
     return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True, bufsize=1)
+
+
+def run(*, designers: int = 30, submissions: int = 20, side: int = 512, k: int = 5,
+        kill_processes: int = 8, seed: int = 0, resume: bool = True) -> dict:
+    """The load and fault scenarios at full size; figures for BENCHMARKS.md.
+
+    Latencies are of the submit call (task check, two PNG files, the row, the commit),
+    measured while every designer submits at once.
+    """
+    figures: dict = {"designers": designers, "submissions_each": submissions,
+                     "image_side": side, "k": k}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        study = prepare_study(tmp / "load.sqlite", tmp / "load", designers,
+                              math.ceil(designers * submissions / k), k=k)
+        start = time.perf_counter()
+        acks = concurrent_designers(study, submissions, side=side, seed=seed)
+        wall = time.perf_counter() - start
+        latency = np.array([a.seconds for a in acks])
+        figures |= {"stored": len(acks), "wall_s": wall, "submissions_per_s": len(acks) / wall,
+                    "p50_ms": 1e3 * np.percentile(latency, 50),
+                    "p95_ms": 1e3 * np.percentile(latency, 95), "max_ms": 1e3 * latency.max(),
+                    "load_problems": check_store(study.db_path, study.data_dir, acks, k=k)}
+        figures |= _kill_figures(tmp, kill_processes, submissions, side, k, seed)
+        if resume:
+            result = kill_and_resume_run(tmp / "resume", build_tiny_models(tmp / "models"))
+            figures |= {"run_items": result.total, "run_generated_at_kill": result.generated_at_kill,
+                        "run_identical": result.rows == result.reference_rows
+                        and result.files == result.reference_files and not result.orphans}
+    return figures
+
+
+def _kill_figures(tmp: Path, processes: int, submissions: int, side: int, k: int,
+                  seed: int) -> dict:
+    study = prepare_study(tmp / "kill.sqlite", tmp / "kill", processes,
+                          math.ceil(processes * submissions / k), k=k)
+    acks = kill_designers(study, submissions, processes * submissions // 2, side=side,
+                          seed=seed)
+    start = time.perf_counter()
+    swept = restart_store(study.db_path, study.data_dir)
+    return {"kill_processes": processes, "kill_acknowledged": len(acks),
+            "kill_orphans_swept": len(swept), "kill_restart_s": time.perf_counter() - start,
+            "kill_problems": check_store(study.db_path, study.data_dir, acks, k=k,
+                                         all_acknowledged=False)}
+
+
+def markdown(figures: dict) -> str:
+    """The "Load and faults" section body for BENCHMARKS.md."""
+    ok = {True: "yes", False: "NO"}
+    lines = [
+        f"{figures['designers']} designers at once (threads, one SQLite connection each), "
+        f"{figures['submissions_each']} submissions each, {figures['image_side']}² colorings, "
+        f"K = {figures['k']}; through the annotation library (`reserve`/`submit`, files "
+        "then row), until the designer tab's endpoint exists.", "",
+        "| figure | value |", "|---|---:|",
+        f"| submissions stored (exactly once, quotas kept, integrity ok) | {figures['stored']} "
+        f"({ok[not figures['load_problems']]}) |",
+        f"| submit latency p50 / p95 / max | {figures['p50_ms']:.0f} / {figures['p95_ms']:.0f}"
+        f" / {figures['max_ms']:.0f} ms |",
+        f"| throughput | {figures['submissions_per_s']:.1f} submissions/s |",
+        f"| SIGKILL of {figures['kill_processes']} designer processes: acknowledged before "
+        f"the kill, all present after restart | {figures['kill_acknowledged']} "
+        f"({ok[not figures['kill_problems']]}) |",
+        f"| orphaned files moved aside at restart | {figures['kill_orphans_swept']} "
+        f"(in {figures['kill_restart_s']:.2f} s) |"]
+    if "run_items" in figures:
+        lines.append(f"| evaluation run SIGKILLed after {figures['run_generated_at_kill']} of "
+                     f"{figures['run_items']} images, resumed: same rows and files as "
+                     f"uninterrupted | {ok[figures['run_identical']]} |")
+    return "\n".join(lines)
 
 
 def _designer_main(args: argparse.Namespace) -> int:

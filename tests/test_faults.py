@@ -15,8 +15,8 @@ from annotation.concepts import sync_concepts
 from annotation.db import open_db
 from annotation.files import resolve, store_png
 from annotation.integrity import orphaned_files, sweep_orphans
-from bench.bench_load import (Ack, check_store, concurrent_designers, kill_designers,
-                              prepare_study, restart_store)
+from bench.bench_load import Ack, concurrent_designers, kill_designers, prepare_study
+from bench.store_checks import check_store, restart_store
 from bench.run_resume import build_tiny_models, kill_and_resume_run
 
 
