@@ -124,12 +124,17 @@ def random_coloring(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np
 
 
 def _coloring_writer(data_dir: Path, image: np.ndarray, mask: np.ndarray, seconds: float,
-                     *, die_after_files: bool = False):
-    """``write(db, task)`` for `annotation.assignment.submit`: files first, then the row."""
+                     *, die_in_write: bool = False):
+    """``write(db, task)`` for `annotation.assignment.submit`, with the files stored first.
+
+    As in the colorings store, the PNG files are written before the transaction (so
+    encoding does not hold the write lock) and the row inside it.
+    """
+    stored_image = store_png(data_dir, image, folder="colorings")
+    stored_mask = store_png(data_dir, mask, folder="colorings")
+
     def write(db: sqlite_utils.Database, task) -> int:
-        stored_image = store_png(data_dir, image, folder="colorings")
-        stored_mask = store_png(data_dir, mask, folder="colorings")
-        if die_after_files:
+        if die_in_write:
             os.kill(os.getpid(), signal.SIGKILL)
         return db["colorings"].insert({
             "annotator_id": task.annotator_id, "concept_key": task.concept_key,
@@ -161,9 +166,9 @@ def designer_session(study: Study, designer: int, count: int, *, seed: int,
             for task in tasks[: count - len(acks)]:
                 image, mask = random_coloring(rng, side)
                 die = die_in_write_at is not None and len(acks) == die_in_write_at
-                writer = _coloring_writer(study.data_dir, image, mask, float(rng.uniform(30, 600)),
-                                          die_after_files=die)
                 start = time.perf_counter()
+                writer = _coloring_writer(study.data_dir, image, mask,
+                                          float(rng.uniform(30, 600)), die_in_write=die)
                 coloring_id = submit(db, task.id, designer, writer, k=study.k)
                 ack = Ack(designer, task.id, coloring_id, task.concept_key,
                           time.perf_counter() - start)
