@@ -9,10 +9,12 @@ from evaluation.figures import (
     consistency_histogram,
     distribution_bar,
     dominant_strip,
+    group_strip,
     sensitivity_bars,
     shift_scatter,
     table3_figure,
 )
+from evaluation.extraction import concept_distribution
 from evaluation.palette import load_uw71
 
 
@@ -44,6 +46,18 @@ def test_dominant_strip_shows_each_group_color_and_count():
     assert list(dominant_strip(["#AABBCC"], [5]).data[0].marker.color) == ["#aabbcc"]
     with pytest.raises(ValueError, match="equal lengths"):
         dominant_strip(["#aabbcc"], [1, 2])
+
+
+def test_group_strip_shows_each_extraction_group_with_its_image_count():
+    red, green = (200, 30, 30), (30, 140, 50)
+    images = [np.full((20, 20, 3), c, dtype=np.uint8) for c in (red, red, green)]
+    masks = [np.ones((20, 20), bool)] * 3
+    groups = concept_distribution(images, masks).groups
+    fig = group_strip(groups)
+    assert list(fig.data[0].text) == ["2", "1"]
+    assert list(fig.data[0].marker.color) == ["#%02x%02x%02x" % tuple(g.rgb[0]) for g in groups]
+    with pytest.raises(ValueError, match="`groups` is empty"):
+        group_strip(())
 
 
 def test_cfg_sweep_figure_has_one_line_per_model_per_metric():

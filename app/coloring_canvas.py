@@ -1,0 +1,178 @@
+"""The in-browser coloring tool as a reusable Gradio component.
+
+`coloring_canvas` returns a ``gr.HTML`` that hosts ``assets/web/coloring.html``,
+``coloring.css`` and ``coloring.js``: a canvas with bucket fill (the same algorithm as
+`annotation.coloring.fill_region`), brush, eraser, color picker with hex entry, recent
+colors, undo/redo, reset and zoom/pan, all on the client. Its value is the JSON text
+that `annotation.coloring.parse_canvas_value` reads: task id, the color layer as a PNG
+data URL (lossless) and seconds spent. Work in progress stays in the browser's
+localStorage under the task id until the server moves the canvas to another task.
+
+Handlers move the canvas to a task with `canvas_update`. Task ids must be unique per
+coloring round, since they key the saved work in progress.
+
+``python -m app.coloring_canvas [--sketch apple]`` launches a demo with only the canvas
+and a button that shows what the server receives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+
+from annotation.coloring import (
+    DEFAULT_TOLERANCE,
+    EDGE_GROW,
+    LINE_THRESHOLD,
+    canvas_value,
+    composite,
+    painted_color_counts,
+    parse_canvas_value,
+)
+from annotation.sketches import load_manifest, load_sketch_png, png_data_url
+
+WEB_DIR = Path(__file__).resolve().parent.parent / "assets" / "web"
+
+
+def coloring_canvas(
+    *,
+    task_id: str = "",
+    sketch_src: str = "",
+    value: str = "",
+    tolerance: int = DEFAULT_TOLERANCE,
+    elem_id: str | None = None,
+    **kwargs,
+) -> gr.HTML:
+    """Build the coloring canvas component.
+
+    Parameters
+    ----------
+    task_id : str
+        The coloring task shown first ("" for none yet).
+    sketch_src : str
+        The sketch as a PNG data URL (`annotation.sketches.png_data_url`) or a URL the
+        browser can load.
+    value : str
+        A canvas value (`annotation.coloring.canvas_value`) to show, e.g. a coloring
+        under review; "" starts from the work in progress saved in the browser, if any.
+    tolerance : int
+        Initial bucket tolerance, luminance levels in [0, 127].
+    elem_id : str, optional
+        DOM id of the component.
+    **kwargs
+        Passed to ``gr.HTML`` (``visible``, ``render``, ``key``...).
+
+    Returns
+    -------
+    gr.HTML
+        Its value (str) is the canvas value JSON; it emits ``change`` after each edit.
+    """
+    if not 0 <= tolerance <= 127:
+        raise ValueError(f"`tolerance` must be in [0, 127], got {tolerance}")
+    return gr.HTML(
+        value=value,
+        html_template=(WEB_DIR / "coloring.html").read_text(encoding="utf-8"),
+        css_template=(WEB_DIR / "coloring.css").read_text(encoding="utf-8"),
+        js_on_load=(WEB_DIR / "coloring.js").read_text(encoding="utf-8"),
+        apply_default_css=False,
+        elem_id=elem_id,
+        tolerance=tolerance,
+        **_task_props(task_id, sketch_src),
+        **kwargs,
+    )
+
+
+def canvas_update(task_id: str, sketch_src: str, value: str = "", *, forget_task_id: str = "") -> dict:
+    """A handler's output that moves the canvas to another task (or reloads this one).
+
+    Parameters
+    ----------
+    task_id, sketch_src, value
+        As in `coloring_canvas`; ``value=""`` restores the browser's saved work for
+        `task_id`, if any, else a blank layer.
+    forget_task_id : str
+        A task whose work in progress the browser should drop, e.g. the one just
+        submitted ("" for none).
+    """
+    return gr.update(value=value, forget_task_id=forget_task_id, **_task_props(task_id, sketch_src))
+
+
+def _task_props(task_id: str, sketch_src: str) -> dict:
+    """The props the script reads for a task; an update resends the fill constants too."""
+    return {"task_id": task_id, "sketch_src": sketch_src,
+            "line_threshold": LINE_THRESHOLD, "edge_grow": EDGE_GROW}
+
+
+def inspect_canvas_value(sketch: np.ndarray, value: str) -> tuple[str, np.ndarray]:
+    """What the server makes of a canvas value (the demo's handler).
+
+    Parameters
+    ----------
+    sketch : ndarray, shape (H, W), uint8
+        The sketch the canvas shows.
+    value : str
+        The canvas value.
+
+    Returns
+    -------
+    report : str
+        JSON: ``task_id``, ``elapsed_s``, ``painted_px``, ``colors`` (hex -> pixels) and
+        ``color_layer`` (the decoded layer re-encoded as a PNG data URL).
+    composite : ndarray, shape (H, W, 3), uint8
+        The colored sketch as the server renders it.
+    """
+    try:
+        parsed = parse_canvas_value(value, sketch.shape)
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from None
+    colors = painted_color_counts(parsed.color_layer, sketch)
+    value = json.loads(canvas_value(parsed.task_id, parsed.color_layer, parsed.elapsed_s))
+    report = {"task_id": parsed.task_id, "elapsed_s": parsed.elapsed_s,
+              "painted_px": sum(colors.values()), "colors": colors,
+              "color_layer": value["color_layer"]}
+    return json.dumps(report), composite(parsed.color_layer, sketch)
+
+
+def build_demo(slug: str = "apple") -> gr.Blocks:
+    """A page with only the coloring canvas on the shipped sketches, for trying the tool.
+
+    Parameters
+    ----------
+    slug : str
+        The sketch shown first, from ``assets/sketches/manifest.csv``.
+    """
+    entries = {e.slug: e for e in load_manifest()}
+    if slug not in entries:
+        raise ValueError(f"`slug` must be one of {sorted(entries)}, got {slug!r}")
+    urls = {s: png_data_url(e.png.read_bytes()) for s, e in entries.items()}
+    sketches = {s: load_sketch_png(e.png) for s, e in entries.items()}
+    with gr.Blocks(title="Coloring canvas demo") as demo:
+        gr.Markdown("### Coloring canvas demo: color the sketch as you associate its colors")
+        choice = gr.Dropdown(sorted(entries), value=slug, label="Sketch", elem_id="demo_sketch")
+        canvas = coloring_canvas(task_id=f"demo-{slug}", sketch_src=urls[slug], elem_id="demo_canvas")
+        check = gr.Button("Show what the server receives", elem_id="demo_check")
+        with gr.Row():
+            report = gr.Textbox(label="Server view", elem_id="demo_report", lines=8, max_lines=8)
+            preview = gr.Image(label="Composite computed on the server", elem_id="demo_preview",
+                               type="numpy", format="png")
+        choice.change(lambda s: canvas_update(f"demo-{s}", urls[s]), inputs=choice,
+                      outputs=canvas, api_name="demo_show")
+        check.click(lambda s, v: inspect_canvas_value(sketches[s], v), inputs=[choice, canvas],
+                    outputs=[report, preview], api_name="demo_check")
+    return demo
+
+
+def _main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sketch", default="apple", help="slug in assets/sketches/manifest.csv")
+    parser.add_argument("--port", type=int, default=7861)
+    args = parser.parse_args()
+    build_demo(args.sketch).launch(server_port=args.port)
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,674 @@
+// ColorConcept Lab coloring canvas: the body of gr.HTML's js_on_load, called with
+// (element, trigger, props, server, upload, watch). app/coloring_canvas.py hosts it.
+//
+// Layers: the sketch (line art, never changed) and a color layer (RGBA, alpha 255 where
+// painted, 0 elsewhere). The view shows them as annotation.coloring.composite does: a
+// painted non-line pixel is its color times the sketch luminance, a line or unpainted
+// pixel is the sketch. The bucket fill is annotation.coloring.fill_region step for
+// step: a 4-connected flood on the luminance within the tolerance, stopped by line
+// pixels (luminance < line_threshold), then edge_grow 4-connected steps into non-line
+// pixels so the anti-aliased fringe along lines is colored (no white halo).
+//
+// props in: task_id, sketch_src (PNG data URL or URL), tolerance, line_threshold,
+// edge_grow, forget_task_id (a submitted task whose saved work is dropped). props.value out: JSON {task_id, color_layer (PNG data URL, "" if nothing
+// is painted), elapsed_s}. Work in progress is kept in localStorage per task id.
+
+const WIP_PREFIX = "colorconcept:wip:";
+const RECENT_KEY = "colorconcept:recent-colors";
+const MAX_WIP_ENTRIES = 30;
+const MAX_RECENT = 12;
+const MAX_UNDO_BYTES = 160e6;
+const COMMIT_DELAY_MS = 250;
+const MIN_ZOOM_OF_FIT = 0.5;
+const MAX_SCALE = 32;
+const GRAY = [0.2125, 0.7154, 0.0721]; // skimage.color.rgb2gray
+
+const root = element.querySelector(".cc-root");
+const $ = (sel) => root.querySelector(sel);
+const viewport = $(".cc-viewport");
+const stage = $(".cc-stage");
+const canvas = $(".cc-canvas");
+const cursor = $(".cc-cursor");
+const ctx = canvas.getContext("2d", { willReadFrequently: true });
+
+const S = {
+  W: 0, H: 0, lum: null, line: null, layer: null, display: null, region: null, queue: null,
+  taskId: "", src: "", lastValue: props.value || "", ready: false,
+  tool: "fill", color: "#d62828", size: 24, tolerance: Number(props.tolerance ?? 32),
+  undo: [], redo: [], undoBytes: 0,
+  scale: 1, fit: 1, panX: 0, panY: 0,
+  stroke: null, pan: null, pointer: null, spaceDown: false,
+  elapsedBase: 0, openedAt: performance.now(), commitTimer: null,
+};
+
+// ---------- helpers ----------
+const clamp = (v, lo, hi) => Math.min(hi, Math.max(lo, v));
+const hexToRgb = (hex) => [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+const rgbToHex = (r, g, b) => "#" + [r, g, b].map((v) => v.toString(16).padStart(2, "0")).join("");
+const normHex = (text) => {
+  const m = /^#?([0-9a-f]{6}|[0-9a-f]{3})$/i.exec(String(text).trim());
+  if (!m) return null;
+  const h = m[1].length === 3 ? m[1].replace(/./g, "$&$&") : m[1];
+  return "#" + h.toLowerCase();
+};
+function status(text, kind = "info") {
+  const el = $(".cc-status");
+  el.textContent = text;
+  el.dataset.kind = kind;
+}
+function parseValue(text) {
+  try {
+    const v = JSON.parse(text);
+    return v && typeof v === "object" ? v : null;
+  } catch (e) {
+    return null;
+  }
+}
+function loadImage(src) {
+  return new Promise((resolve, reject) => {
+    const img = new Image();
+    img.onload = () => resolve(img);
+    img.onerror = () => reject(new Error("could not load image"));
+    img.src = src;
+  });
+}
+function imageData(img, fillWhite) {
+  const off = document.createElement("canvas");
+  off.width = S.W;
+  off.height = S.H;
+  const c = off.getContext("2d", { willReadFrequently: true });
+  if (fillWhite) {
+    c.fillStyle = "#fff";
+    c.fillRect(0, 0, S.W, S.H);
+  }
+  c.drawImage(img, 0, 0);
+  return c.getImageData(0, 0, S.W, S.H).data;
+}
+
+// ---------- loading a task ----------
+async function loadTask() {
+  const taskId = String(props.task_id ?? "");
+  const src = String(props.sketch_src ?? "");
+  S.taskId = taskId;
+  S.src = src;
+  S.ready = false;
+  root.dataset.ready = "false";
+  root.classList.toggle("cc-no-sketch", !src);
+  if (!src) {
+    status("No sketch loaded.");
+    return;
+  }
+  let img;
+  try {
+    img = await loadImage(src);
+  } catch (e) {
+    status("The sketch could not be loaded.", "error");
+    return;
+  }
+  if (S.taskId !== taskId || S.src !== src) return; // a newer task arrived meanwhile
+  S.W = img.naturalWidth;
+  S.H = img.naturalHeight;
+  canvas.width = S.W;
+  canvas.height = S.H;
+  const d = imageData(img, true);
+  const n = S.W * S.H;
+  const threshold = Number(props.line_threshold ?? 128);
+  S.lum = new Uint8Array(n);
+  S.line = new Uint8Array(n);
+  for (let i = 0, j = 0; i < n; i++, j += 4) {
+    const L = Math.round(GRAY[0] * d[j] + GRAY[1] * d[j + 1] + GRAY[2] * d[j + 2]);
+    S.lum[i] = L;
+    S.line[i] = L < threshold ? 1 : 0;
+  }
+  S.layer = new Uint8ClampedArray(n * 4);
+  S.display = ctx.createImageData(S.W, S.H);
+  S.region = new Uint8Array(n);
+  S.queue = new Int32Array(n);
+  S.undo = [];
+  S.redo = [];
+  S.undoBytes = 0;
+  S.elapsedBase = 0;
+  S.openedAt = performance.now();
+  await restoreWork(taskId);
+  if (S.taskId !== taskId) return;
+  render(0, 0, S.W, S.H);
+  sizeViewport();
+  fitView();
+  S.ready = true;
+  root.dataset.ready = "true";
+  updateButtons();
+}
+
+async function restoreWork(taskId) {
+  const fromServer = parseValue(props.value);
+  let saved = null;
+  try {
+    saved = JSON.parse(localStorage.getItem(WIP_PREFIX + taskId) || "null");
+  } catch (e) {
+    saved = null;
+  }
+  const serverLayer = fromServer && String(fromServer.task_id) === taskId ? fromServer : null;
+  const source = serverLayer && serverLayer.color_layer ? serverLayer : saved;
+  S.elapsedBase = Math.max(Number(saved?.elapsed_s) || 0, Number(serverLayer?.elapsed_s) || 0);
+  if (!source || !source.color_layer) {
+    commitNow();
+    status("Pick a color, then click inside a region to fill it.");
+    return;
+  }
+  try {
+    const img = await loadImage(source.color_layer);
+    if (img.naturalWidth !== S.W || img.naturalHeight !== S.H) throw new Error("size");
+    S.layer.set(imageData(img, false));
+    status(source === saved ? "Restored your unsaved work for this sketch." : "Loaded the saved coloring.");
+  } catch (e) {
+    status("Saved work for this sketch could not be restored.", "error");
+  }
+  commitNow();
+}
+
+// ---------- rendering and view ----------
+function render(x0, y0, x1, y1) {
+  x0 = clamp(Math.floor(x0), 0, S.W);
+  y0 = clamp(Math.floor(y0), 0, S.H);
+  x1 = clamp(Math.ceil(x1), 0, S.W);
+  y1 = clamp(Math.ceil(y1), 0, S.H);
+  if (x1 <= x0 || y1 <= y0) return;
+  const out = S.display.data, lay = S.layer, lum = S.lum, line = S.line;
+  for (let y = y0; y < y1; y++) {
+    for (let i = y * S.W + x0, end = y * S.W + x1; i < end; i++) {
+      const j = i * 4, L = lum[i];
+      if (line[i] || lay[j + 3] === 0) {
+        out[j] = out[j + 1] = out[j + 2] = L;
+      } else {
+        out[j] = Math.floor((lay[j] * L + 127) / 255);
+        out[j + 1] = Math.floor((lay[j + 1] * L + 127) / 255);
+        out[j + 2] = Math.floor((lay[j + 2] * L + 127) / 255);
+      }
+      out[j + 3] = 255;
+    }
+  }
+  ctx.putImageData(S.display, 0, 0, x0, y0, x1 - x0, y1 - y0);
+}
+
+function sizeViewport() {
+  if (!S.W) return;
+  const width = viewport.clientWidth || 800;
+  const maxH = Math.max(320, window.innerHeight * 0.78);
+  viewport.style.height = Math.round(clamp((width * S.H) / S.W, 320, maxH)) + "px";
+}
+function applyView() {
+  stage.style.transform = `translate(${S.panX}px, ${S.panY}px) scale(${S.scale})`;
+  canvas.classList.toggle("cc-pixelated", S.scale >= 2);
+  $(".cc-zoom-level").textContent = Math.round((S.scale / S.fit) * 100) + "%";
+  updateCursor();
+}
+function fitView() {
+  const vw = viewport.clientWidth, vh = viewport.clientHeight;
+  if (!S.W || !vw || !vh) return;
+  S.fit = Math.min(vw / S.W, vh / S.H);
+  S.scale = S.fit;
+  S.panX = (vw - S.W * S.scale) / 2;
+  S.panY = (vh - S.H * S.scale) / 2;
+  applyView();
+}
+function zoomAt(factor, cx, cy) {
+  const next = clamp(S.scale * factor, S.fit * MIN_ZOOM_OF_FIT, MAX_SCALE);
+  S.panX = cx - ((cx - S.panX) * next) / S.scale;
+  S.panY = cy - ((cy - S.panY) * next) / S.scale;
+  S.scale = next;
+  applyView();
+}
+function toImage(ev) {
+  const r = viewport.getBoundingClientRect();
+  return { x: (ev.clientX - r.left - S.panX) / S.scale, y: (ev.clientY - r.top - S.panY) / S.scale };
+}
+function imageToClient(x, y) {
+  const r = viewport.getBoundingClientRect();
+  return { x: r.left + S.panX + x * S.scale, y: r.top + S.panY + y * S.scale };
+}
+
+// ---------- undo ----------
+function beginOp() {
+  return S.layer.slice();
+}
+function endOp(before, box, label) {
+  if (!box) return false;
+  const { x0, y0, x1, y1 } = box;
+  const w = x1 - x0, h = y1 - y0;
+  const rect = (src) => {
+    const out = new Uint8ClampedArray(w * h * 4);
+    for (let y = 0; y < h; y++) {
+      const start = ((y0 + y) * S.W + x0) * 4;
+      out.set(src.subarray(start, start + w * 4), y * w * 4);
+    }
+    return out;
+  };
+  const entry = { x0, y0, w, h, before: rect(before), after: rect(S.layer), label };
+  S.undo.push(entry);
+  S.undoBytes += entry.before.length * 2;
+  while (S.undoBytes > MAX_UNDO_BYTES && S.undo.length > 1) {
+    const old = S.undo.shift();
+    S.undoBytes -= old.before.length * 2;
+  }
+  S.redo = [];
+  updateButtons();
+  scheduleCommit();
+  return true;
+}
+function putRect(entry, data) {
+  for (let y = 0; y < entry.h; y++) {
+    const start = ((entry.y0 + y) * S.W + entry.x0) * 4;
+    S.layer.set(data.subarray(y * entry.w * 4, (y + 1) * entry.w * 4), start);
+  }
+  render(entry.x0, entry.y0, entry.x0 + entry.w, entry.y0 + entry.h);
+}
+function undo() {
+  const e = S.undo.pop();
+  if (!e) return;
+  S.undoBytes -= e.before.length * 2;
+  putRect(e, e.before);
+  S.redo.push(e);
+  status("Undid " + e.label + ".");
+  updateButtons();
+  scheduleCommit();
+}
+function redo() {
+  const e = S.redo.pop();
+  if (!e) return;
+  putRect(e, e.after);
+  S.undo.push(e);
+  S.undoBytes += e.before.length * 2;
+  status("Redid " + e.label + ".");
+  updateButtons();
+  scheduleCommit();
+}
+function resetAll() {
+  if (!S.ready) return;
+  const before = beginOp();
+  S.layer.fill(0);
+  render(0, 0, S.W, S.H);
+  endOp(before, { x0: 0, y0: 0, x1: S.W, y1: S.H }, "reset");
+  status("Cleared all color (Undo brings it back).");
+}
+
+// ---------- tools ----------
+function fillAt(px, py) {
+  const x = Math.floor(px), y = Math.floor(py);
+  if (x < 0 || y < 0 || x >= S.W || y >= S.H) return;
+  const W = S.W, H = S.H, lum = S.lum, line = S.line, region = S.region, queue = S.queue;
+  const start = y * W + x;
+  if (line[start]) {
+    status("That point is on a line: click inside a region to fill it.", "warn");
+    return;
+  }
+  region.fill(0);
+  const seed = lum[start], tol = S.tolerance;
+  let head = 0, tail = 0, minX = x, maxX = x, minY = y, maxY = y;
+  region[start] = 1;
+  queue[tail++] = start;
+  const visit = (j) => {
+    if (!region[j] && !line[j] && Math.abs(lum[j] - seed) <= tol) {
+      region[j] = 1;
+      queue[tail++] = j;
+    }
+  };
+  while (head < tail) {
+    const i = queue[head++], cx = i % W, cy = (i - cx) / W;
+    if (cx < minX) minX = cx; else if (cx > maxX) maxX = cx;
+    if (cy < minY) minY = cy; else if (cy > maxY) maxY = cy;
+    if (cx > 0) visit(i - 1);
+    if (cx < W - 1) visit(i + 1);
+    if (cy > 0) visit(i - W);
+    if (cy < H - 1) visit(i + W);
+  }
+  const grow = Number(props.edge_grow ?? 2);
+  for (let k = 0; k < grow; k++) {
+    minX = Math.max(0, minX - 1); maxX = Math.min(W - 1, maxX + 1);
+    minY = Math.max(0, minY - 1); maxY = Math.min(H - 1, maxY + 1);
+    const added = [];
+    for (let yy = minY; yy <= maxY; yy++) {
+      for (let xx = minX, i = yy * W + minX; xx <= maxX; xx++, i++) {
+        if (region[i] || line[i]) continue;
+        if ((xx > 0 && region[i - 1]) || (xx < W - 1 && region[i + 1]) ||
+            (yy > 0 && region[i - W]) || (yy < H - 1 && region[i + W])) added.push(i);
+      }
+    }
+    for (const i of added) region[i] = 1;
+  }
+  const before = beginOp();
+  const [r, g, b] = hexToRgb(S.color);
+  const lay = S.layer;
+  let count = 0;
+  for (let yy = minY; yy <= maxY; yy++) {
+    for (let i = yy * W + minX, end = yy * W + maxX; i <= end; i++) {
+      if (!region[i]) continue;
+      const j = i * 4;
+      lay[j] = r; lay[j + 1] = g; lay[j + 2] = b; lay[j + 3] = 255;
+      count++;
+    }
+  }
+  render(minX, minY, maxX + 1, maxY + 1);
+  endOp(before, { x0: minX, y0: minY, x1: maxX + 1, y1: maxY + 1 }, "fill");
+  rememberColor(S.color);
+  status(`Filled ${count.toLocaleString()} px with ${S.color}.`);
+}
+
+function stamp(cx, cy, erase, box) {
+  const r = S.size / 2, [cr, cg, cb] = hexToRgb(S.color), lay = S.layer;
+  const x0 = Math.max(0, Math.floor(cx - r)), x1 = Math.min(S.W - 1, Math.ceil(cx + r));
+  const y0 = Math.max(0, Math.floor(cy - r)), y1 = Math.min(S.H - 1, Math.ceil(cy + r));
+  for (let y = y0; y <= y1; y++) {
+    const dy = y + 0.5 - cy;
+    for (let x = x0; x <= x1; x++) {
+      const dx = x + 0.5 - cx;
+      if (dx * dx + dy * dy > r * r) continue;
+      const j = (y * S.W + x) * 4;
+      if (erase) { lay[j] = lay[j + 1] = lay[j + 2] = lay[j + 3] = 0; }
+      else { lay[j] = cr; lay[j + 1] = cg; lay[j + 2] = cb; lay[j + 3] = 255; }
+    }
+  }
+  if (x1 >= x0 && y1 >= y0) {
+    box.x0 = Math.min(box.x0, x0); box.y0 = Math.min(box.y0, y0);
+    box.x1 = Math.max(box.x1, x1 + 1); box.y1 = Math.max(box.y1, y1 + 1);
+    render(x0, y0, x1 + 1, y1 + 1);
+  }
+}
+function strokeTo(p) {
+  const s = S.stroke, erase = s.erase;
+  const dx = p.x - s.last.x, dy = p.y - s.last.y, dist = Math.hypot(dx, dy);
+  const step = Math.max(1, S.size / 4), n = Math.max(1, Math.ceil(dist / step));
+  for (let k = 1; k <= n; k++) stamp(s.last.x + (dx * k) / n, s.last.y + (dy * k) / n, erase, s.box);
+  s.last = p;
+}
+function pickAt(p) {
+  const x = Math.floor(p.x), y = Math.floor(p.y);
+  if (x < 0 || y < 0 || x >= S.W || y >= S.H) return;
+  const j = (y * S.W + x) * 4;
+  if (S.layer[j + 3] === 0 || S.line[y * S.W + x]) {
+    status("Nothing painted there to pick.", "warn");
+    return;
+  }
+  setColor(rgbToHex(S.layer[j], S.layer[j + 1], S.layer[j + 2]));
+  status("Picked " + S.color + ".");
+}
+
+// ---------- colors ----------
+function setColor(hex) {
+  S.color = hex;
+  $(".cc-color").value = hex;
+  $(".cc-hex").value = hex;
+  $(".cc-hex").classList.remove("cc-invalid");
+}
+function recentColors() {
+  try {
+    const list = JSON.parse(localStorage.getItem(RECENT_KEY) || "[]");
+    return Array.isArray(list) ? list.map(normHex).filter(Boolean) : [];
+  } catch (e) {
+    return [];
+  }
+}
+function rememberColor(hex) {
+  const list = [hex, ...recentColors().filter((c) => c !== hex)].slice(0, MAX_RECENT);
+  try {
+    localStorage.setItem(RECENT_KEY, JSON.stringify(list));
+  } catch (e) { /* the list is a convenience */ }
+  drawRecent(list);
+}
+function drawRecent(list = recentColors()) {
+  const box = $(".cc-recent");
+  box.replaceChildren(...list.map((hex) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "cc-swatch";
+    b.style.background = hex;
+    b.title = hex;
+    b.dataset.color = hex;
+    b.setAttribute("aria-label", "Use " + hex);
+    return b;
+  }));
+}
+
+// ---------- value and work in progress ----------
+function elapsed() {
+  return Math.round((S.elapsedBase + (performance.now() - S.openedAt) / 1000) * 10) / 10;
+}
+function layerUrl() {
+  let painted = false;
+  for (let j = 3; j < S.layer.length; j += 4) if (S.layer[j]) { painted = true; break; }
+  if (!painted) return "";
+  const off = document.createElement("canvas");
+  off.width = S.W;
+  off.height = S.H;
+  off.getContext("2d").putImageData(new ImageData(S.layer, S.W, S.H), 0, 0);
+  return off.toDataURL("image/png");
+}
+function scheduleCommit() {
+  clearTimeout(S.commitTimer);
+  S.commitTimer = setTimeout(commitNow, COMMIT_DELAY_MS);
+}
+function commitNow() {
+  clearTimeout(S.commitTimer);
+  if (!S.layer) return;
+  const url = layerUrl();
+  const value = JSON.stringify({ task_id: S.taskId, color_layer: url, elapsed_s: elapsed() });
+  S.lastValue = value;
+  props.value = value;
+  saveWork(url);
+  root.dataset.committed = String(Date.now());
+}
+function saveWork(url) {
+  const key = WIP_PREFIX + S.taskId;
+  const entry = JSON.stringify({ color_layer: url, elapsed_s: elapsed(), saved_at: Date.now() });
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      localStorage.setItem(key, entry);
+      return;
+    } catch (e) {
+      pruneWork(attempt === 0 ? MAX_WIP_ENTRIES : 5 - attempt * 2, key);
+    }
+  }
+  status("This browser's storage is full: your work is not saved locally until you submit.", "error");
+}
+function pruneWork(keep, current) {
+  const entries = [];
+  for (let i = 0; i < localStorage.length; i++) {
+    const k = localStorage.key(i);
+    if (k && k.startsWith(WIP_PREFIX) && k !== current) {
+      let at = 0;
+      try { at = JSON.parse(localStorage.getItem(k)).saved_at || 0; } catch (e) { at = 0; }
+      entries.push([at, k]);
+    }
+  }
+  entries.sort((a, b) => b[0] - a[0]);
+  for (const [, k] of entries.slice(Math.max(0, keep - 1))) localStorage.removeItem(k);
+}
+
+// ---------- UI wiring ----------
+function setTool(tool) {
+  S.tool = tool;
+  root.querySelectorAll("[data-tool]").forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.tool === tool)));
+  root.dataset.tool = tool;
+  updateCursor();
+}
+function setSize(size) {
+  S.size = clamp(Math.round(size), 1, 128);
+  $(".cc-size").value = S.size;
+  $(".cc-size-out").textContent = S.size + " px";
+  updateCursor();
+}
+function setTolerance(t) {
+  S.tolerance = clamp(Math.round(t), 0, 127);
+  $(".cc-tol").value = S.tolerance;
+  $(".cc-tol-out").textContent = String(S.tolerance);
+}
+function updateButtons() {
+  $('[data-action="undo"]').disabled = !S.undo.length;
+  $('[data-action="redo"]').disabled = !S.redo.length;
+}
+function updateCursor(ev) {
+  if (ev) {
+    const r = viewport.getBoundingClientRect();
+    S.pointer = { x: ev.clientX - r.left, y: ev.clientY - r.top };
+  }
+  const show = S.pointer && (S.tool === "brush" || S.tool === "eraser") && !S.spaceDown;
+  cursor.style.display = show ? "block" : "none";
+  if (!show) return;
+  const d = Math.max(4, S.size * S.scale);
+  cursor.style.width = cursor.style.height = d + "px";
+  cursor.style.transform = `translate(${S.pointer.x - d / 2}px, ${S.pointer.y - d / 2}px)`;
+}
+
+function onPointerDown(ev) {
+  if (!S.ready) return;
+  root.focus({ preventScroll: true });
+  viewport.setPointerCapture(ev.pointerId);
+  if (ev.button === 1 || S.tool === "hand" || S.spaceDown) {
+    S.pan = { x: ev.clientX - S.panX, y: ev.clientY - S.panY };
+    root.classList.add("cc-panning");
+    return;
+  }
+  if (ev.button !== 0) return;
+  const p = toImage(ev);
+  if (S.tool === "fill") fillAt(p.x, p.y);
+  else if (S.tool === "picker") pickAt(p);
+  else {
+    const erase = S.tool === "eraser";
+    S.stroke = { erase, last: p, before: beginOp(), box: { x0: S.W, y0: S.H, x1: 0, y1: 0 } };
+    stamp(p.x, p.y, erase, S.stroke.box);
+  }
+}
+function onPointerMove(ev) {
+  updateCursor(ev);
+  if (S.pan) {
+    S.panX = ev.clientX - S.pan.x;
+    S.panY = ev.clientY - S.pan.y;
+    applyView();
+  } else if (S.stroke) {
+    const events = ev.getCoalescedEvents ? ev.getCoalescedEvents() : [ev];
+    for (const e of events.length ? events : [ev]) strokeTo(toImage(e));
+  }
+}
+function onPointerUp() {
+  if (S.pan) {
+    S.pan = null;
+    root.classList.remove("cc-panning");
+  }
+  if (S.stroke) {
+    const s = S.stroke;
+    S.stroke = null;
+    const box = s.box.x1 > s.box.x0 ? s.box : null;
+    endOp(s.before, box, s.erase ? "eraser stroke" : "brush stroke");
+    if (box && !s.erase) rememberColor(S.color);
+    if (box) status(s.erase ? "Erased." : `Painted with ${S.color}.`);
+  }
+}
+function onKey(ev) {
+  if (ev.target.closest("input")) return;
+  const k = ev.key.toLowerCase(), mod = ev.ctrlKey || ev.metaKey;
+  const tools = { f: "fill", g: "fill", b: "brush", e: "eraser", i: "picker", h: "hand" };
+  if (mod && k === "z") { ev.shiftKey ? redo() : undo(); }
+  else if (mod && k === "y") redo();
+  else if (mod) return;
+  else if (tools[k]) setTool(tools[k]);
+  else if (k === "[") setSize(S.size / 1.25);
+  else if (k === "]") setSize(S.size * 1.25 + 1);
+  else if (k === "+" || k === "=") zoomAt(1.25, viewport.clientWidth / 2, viewport.clientHeight / 2);
+  else if (k === "-") zoomAt(0.8, viewport.clientWidth / 2, viewport.clientHeight / 2);
+  else if (k === "0") fitView();
+  else if (k === " ") { S.spaceDown = true; root.classList.add("cc-space"); updateCursor(); }
+  else return;
+  ev.preventDefault();
+}
+
+root.querySelectorAll("[data-tool]").forEach((b) => b.addEventListener("click", () => setTool(b.dataset.tool)));
+root.addEventListener("click", (ev) => {
+  const action = ev.target.closest("[data-action]")?.dataset.action;
+  const swatch = ev.target.closest(".cc-swatch");
+  if (swatch) setColor(swatch.dataset.color);
+  const mid = [viewport.clientWidth / 2, viewport.clientHeight / 2];
+  if (action === "undo") undo();
+  else if (action === "redo") redo();
+  else if (action === "reset") resetAll();
+  else if (action === "zoom-in") zoomAt(1.25, ...mid);
+  else if (action === "zoom-out") zoomAt(0.8, ...mid);
+  else if (action === "fit") fitView();
+});
+$(".cc-color").addEventListener("input", (ev) => setColor(ev.target.value));
+$(".cc-hex").addEventListener("change", (ev) => {
+  const hex = normHex(ev.target.value);
+  if (hex) setColor(hex);
+  else {
+    ev.target.classList.add("cc-invalid");
+    status(`"${ev.target.value}" is not a hex color such as #1a7f37.`, "warn");
+  }
+});
+$(".cc-hex").addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter") ev.target.dispatchEvent(new Event("change"));
+});
+$(".cc-size").addEventListener("input", (ev) => setSize(Number(ev.target.value)));
+$(".cc-tol").addEventListener("input", (ev) => setTolerance(Number(ev.target.value)));
+viewport.addEventListener("pointerdown", onPointerDown);
+viewport.addEventListener("pointermove", onPointerMove);
+viewport.addEventListener("pointerup", onPointerUp);
+viewport.addEventListener("pointercancel", onPointerUp);
+viewport.addEventListener("pointerleave", () => { S.pointer = null; updateCursor(); });
+viewport.addEventListener("contextmenu", (ev) => ev.preventDefault());
+viewport.addEventListener("wheel", (ev) => {
+  if (!S.ready) return;
+  ev.preventDefault();
+  const r = viewport.getBoundingClientRect();
+  zoomAt(Math.exp(-ev.deltaY * 0.0015), ev.clientX - r.left, ev.clientY - r.top);
+}, { passive: false });
+root.addEventListener("keydown", onKey);
+root.addEventListener("keyup", (ev) => {
+  if (ev.key === " ") { S.spaceDown = false; root.classList.remove("cc-space"); updateCursor(); }
+});
+new ResizeObserver(() => {
+  const keep = S.scale / (S.fit || 1);
+  sizeViewport();
+  fitView();
+  if (keep !== 1) zoomAt(keep, viewport.clientWidth / 2, viewport.clientHeight / 2);
+}).observe(viewport);
+window.addEventListener("pagehide", () => { if (S.ready) commitNow(); });
+
+function forgetWork() {
+  const id = String(props.forget_task_id ?? "");
+  if (id && id !== S.taskId) localStorage.removeItem(WIP_PREFIX + id);
+}
+
+watch(["task_id", "sketch_src", "value", "forget_task_id"], () => {
+  forgetWork();
+  const taskChanged = String(props.task_id ?? "") !== S.taskId || String(props.sketch_src ?? "") !== S.src;
+  if (taskChanged) {
+    loadTask();
+    return;
+  }
+  if (props.value === S.lastValue || !S.ready) return;
+  const v = parseValue(props.value);
+  if (!v || String(v.task_id) !== S.taskId) return;
+  if (!v.color_layer) {
+    S.layer.fill(0);
+    render(0, 0, S.W, S.H);
+    S.undo = []; S.redo = []; S.undoBytes = 0;
+    updateButtons();
+    commitNow();
+  } else {
+    loadTask();
+  }
+});
+
+element.coloringCanvas = {
+  imageToClient,
+  state: () => ({ ready: S.ready, taskId: S.taskId, width: S.W, height: S.H, tool: S.tool,
+    color: S.color, size: S.size, tolerance: S.tolerance, scale: S.scale, undo: S.undo.length,
+    redo: S.redo.length }),
+  commitNow,
+};
+
+setColor(S.color);
+setSize(S.size);
+setTolerance(S.tolerance);
+setTool("fill");
+drawRecent();
+updateButtons();
+loadTask();

@@ -1,0 +1,306 @@
+"""The coloring canvas in headless Chromium, against the real Gradio demo server."""
+
+import base64
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from playwright.sync_api import sync_playwright
+
+from annotation.coloring import (
+    blank_color_layer,
+    composite,
+    fill_region,
+    flood_fill,
+    line_mask,
+    painted_color_counts,
+    parse_canvas_value,
+)
+from annotation.sketches import SKETCH_DIR, load_sketch_png
+import gradio as gr
+
+from app.coloring_canvas import build_demo, canvas_update, coloring_canvas, inspect_canvas_value
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+APPLE = load_sketch_png(SKETCH_DIR / "apple.png")
+BODY = (512, 600)
+RED, BLUE = (0xD6, 0x28, 0x28), (0x1D, 0x4E, 0xD8)  # the default color and one typed in
+API = "document.querySelector('#demo_canvas .cc-root').parentElement.coloringCanvas"
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def demo_url():
+    demo = build_demo("apple")
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True)
+    try:
+        yield url
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium is missing at {CHROMIUM}; run scripts/ensure_chromium.sh")
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, demo_url):
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    _open(page, demo_url)
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def _open(page, url):
+    page.goto(url)
+    page.wait_for_selector("#demo_canvas .cc-root[data-ready=true]", timeout=30_000)
+
+
+def _to_client(page, x, y):
+    """Window coordinates of sketch point (x, y), once the scrolled-in canvas stops moving."""
+    return tuple(page.evaluate(
+        """async ([x, y]) => {
+            document.querySelector('#demo_canvas .cc-root').scrollIntoView();
+            const api = document.querySelector('#demo_canvas .cc-root').parentElement.coloringCanvas;
+            const frame = () => new Promise((resolve) => requestAnimationFrame(resolve));
+            let previous = null;
+            for (let i = 0; i < 60; i++) {
+                await frame();
+                const c = api.imageToClient(x, y);
+                if (previous && previous.x === c.x && previous.y === c.y) return [c.x, c.y];
+                previous = c;
+            }
+            return [previous.x, previous.y];
+        }""", [x, y]))
+
+
+def _click_image(page, x, y):
+    """Click the centre of sketch pixel (x, y) and wait for the value to reach Gradio."""
+    with _committing(page):
+        page.mouse.click(*_to_client(page, x + 0.5, y + 0.5))
+
+
+def _drag(page, start, end):
+    """Drag the mouse between two sketch points with the current tool."""
+    with _committing(page):
+        page.mouse.move(*_to_client(page, *start))
+        page.mouse.down()
+        page.mouse.move(*_to_client(page, *end), steps=15)
+        page.mouse.up()
+
+
+class _committing:
+    """Wait until the canvas has pushed a new value after the block's actions."""
+
+    def __init__(self, page):
+        self.page = page
+
+    def __enter__(self):
+        self.before = self.page.get_attribute("#demo_canvas .cc-root", "data-committed")
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.page.wait_for_function(
+                "b => document.querySelector('#demo_canvas .cc-root').dataset.committed !== b",
+                arg=self.before, timeout=10_000)
+
+
+def _server_view(page):
+    """Press the demo's check button; return its report and the decoded color layer."""
+    old = page.input_value("#demo_report textarea")
+    page.click("#demo_check")
+    page.wait_for_function(
+        "old => { const v = document.querySelector('#demo_report textarea').value;"
+        " return v && v !== old; }", arg=old, timeout=30_000)
+    report = json.loads(page.input_value("#demo_report textarea"))
+    layer = parse_canvas_value(json.dumps(report), APPLE.shape).color_layer
+    return report, layer
+
+
+def _displayed(page):
+    url = page.evaluate("() => document.querySelector('#demo_canvas .cc-canvas').toDataURL()")
+    png = base64.b64decode(url.split(",", 1)[1])
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def _distance_to_segment(a, b):
+    yy, xx = np.mgrid[0 : APPLE.shape[0], 0 : APPLE.shape[1]] + 0.5
+    (ax, ay), (bx, by) = a, b
+    t = np.clip(((xx - ax) * (bx - ax) + (yy - ay) * (by - ay)) / ((bx - ax) ** 2 + (by - ay) ** 2), 0, 1)
+    return np.hypot(xx - ax - t * (bx - ax), yy - ay - t * (by - ay))
+
+
+def _choose(page, hex_color, tolerance):
+    page.fill("#demo_canvas .cc-hex", hex_color)
+    page.press("#demo_canvas .cc-hex", "Enter")
+    page.locator("#demo_canvas .cc-tol").evaluate(
+        "(el, t) => { el.value = t; el.dispatchEvent(new Event('input')); }", tolerance)
+
+
+def test_browser_fills_match_the_python_twin_at_any_tolerance(page):
+    fills = [  # (point, tolerance, color): white, grey anti-aliased and repainted seeds
+        ((30, 30), 0, "#8ecae6"),
+        ((700, 204), 127, "#2a9d8f"),  # an anti-aliased pixel (luminance 160) above the leaf
+        ((512, 600), 10, "#e63946"),
+        ((700, 230), 64, "#52b788"),
+        ((512, 600), 127, "#f4a261"),
+    ]
+    expected = blank_color_layer(APPLE.shape)
+    for point, tolerance, color in fills:
+        _choose(page, color, tolerance)
+        _click_image(page, *point)
+        rgb = tuple(int(color[i : i + 2], 16) for i in (1, 3, 5))
+        expected = flood_fill(expected, APPLE, point, rgb, tolerance=tolerance)
+    _, layer = _server_view(page)
+    np.testing.assert_array_equal(layer, expected)
+
+
+def test_fill_and_brush_reach_the_server_with_the_lines_untouched(page):
+    _click_image(page, *BODY)
+    page.fill("#demo_canvas .cc-hex", "#1D4ED8")
+    page.press("#demo_canvas .cc-hex", "Enter")
+    page.click("#demo_canvas [data-tool=brush]")
+    start, end = (600, 140), (780, 250)  # across the background and the leaf's outline
+    _drag(page, start, end)
+    report, layer = _server_view(page)
+
+    region = fill_region(APPLE, BODY)
+    red = np.all(layer == (*RED, 255), axis=2)
+    blue = np.all(layer == (*BLUE, 255), axis=2)
+    np.testing.assert_array_equal(red, region)  # the browser's fill is the Python twin's
+    distance = _distance_to_segment(start, end)
+    assert blue[distance <= 10].all()  # a 24 px brush
+    assert not blue[distance > 13].any()
+    assert not (layer[..., 3] > 0)[~(red | blue)].any()
+    assert report["task_id"] == "demo-apple"
+    assert report["colors"] == painted_color_counts(layer, APPLE)
+    assert report["colors"]["#d62828"] == region.sum()
+
+    shown = _displayed(page)
+    lines = line_mask(APPLE)
+    assert (blue & lines).sum() > 100  # the stroke crossed the leaf's outline...
+    np.testing.assert_array_equal(shown[lines], np.repeat(APPLE[lines][:, None], 3, axis=1))
+    np.testing.assert_array_equal(shown, composite(layer, APPLE))  # ...which stays black
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#demo_canvas").screenshot(path=str(ARTIFACTS / "coloring_canvas.png"))
+
+
+def test_a_click_on_a_line_fills_nothing_and_says_so(page):
+    dark = np.nonzero(APPLE[600] < 40)[0]
+    x = int(dark[dark < 512].mean())  # the middle of the body's left outline on row 600
+    page.mouse.click(*_to_client(page, x + 0.5, 600.5))
+    assert "on a line" in page.inner_text("#demo_canvas .cc-status")
+    assert page.evaluate(f"() => {API}.state().undo") == 0
+    report, layer = _server_view(page)
+    assert report["color_layer"] == "" and report["painted_px"] == 0
+    assert not layer.any()
+
+
+def test_work_survives_a_reload_and_undo_redo_round_trip(page, demo_url):
+    _click_image(page, *BODY)
+    page.reload()
+    page.wait_for_selector("#demo_canvas .cc-root[data-ready=true]", timeout=30_000)
+    assert "Restored" in page.inner_text("#demo_canvas .cc-status")
+    _, layer = _server_view(page)
+    np.testing.assert_array_equal(layer[..., 3] > 0, fill_region(APPLE, BODY))
+
+    _click_image(page, 30, 30)  # the background
+    with _committing(page):
+        page.click("#demo_canvas [data-action=undo]")
+    _, undone = _server_view(page)
+    np.testing.assert_array_equal(undone, layer)
+    with _committing(page):
+        page.click("#demo_canvas [data-action=redo]")
+    _, redone = _server_view(page)
+    assert redone[30, 30, 3] == 255 and redone[600, 512, 3] == 255
+    with _committing(page):
+        page.click("#demo_canvas [data-action=reset]")
+    report, cleared = _server_view(page)
+    assert report["color_layer"] == "" and not cleared.any()
+
+
+def test_zoomed_in_fills_land_on_the_clicked_pixel(page):
+    leaf_half = (700, 200)  # a small region: the upper half of the leaf
+    page.mouse.move(*_to_client(page, *leaf_half))
+    for _ in range(3):
+        page.mouse.wheel(0, -400)  # zooms about the pointer
+    page.click("#demo_canvas [data-action=zoom-in]")
+    assert page.evaluate(f"() => {API}.state().scale") > 2
+    _click_image(page, *leaf_half)
+    _, layer = _server_view(page)
+    np.testing.assert_array_equal(layer[..., 3] > 0, fill_region(APPLE, leaf_half))
+
+
+def test_switching_sketches_keeps_each_tasks_work(page):
+    _click_image(page, *BODY)
+    page.click("#demo_sketch input")
+    page.get_by_role("option", name="cabin").click()
+    page.wait_for_function(f"() => {API}.state().taskId === 'demo-cabin' && {API}.state().ready",
+                           timeout=30_000)
+    assert page.evaluate(f"() => {API}.state().width") == 1024
+    page.click("#demo_sketch input")
+    page.get_by_role("option", name="apple").click()
+    page.wait_for_function(f"() => {API}.state().taskId === 'demo-apple' && {API}.state().ready",
+                           timeout=30_000)
+    _, layer = _server_view(page)
+    np.testing.assert_array_equal(layer[..., 3] > 0, fill_region(APPLE, BODY))
+
+
+def test_eraser_picker_and_hex_entry(page):
+    _click_image(page, *BODY)
+    page.click("#demo_canvas [data-tool=eraser]")
+    start, end = (400, 600), (620, 600)
+    _drag(page, start, end)
+    _, layer = _server_view(page)
+    distance = _distance_to_segment(start, end)
+    region = fill_region(APPLE, BODY)
+    assert not layer[distance <= 10, 3].any()  # a 24 px eraser
+    assert (layer[region & (distance > 13), 3] == 255).all()
+    assert not layer[~region, 3].any()
+
+    page.fill("#demo_canvas .cc-hex", "not a color")
+    page.press("#demo_canvas .cc-hex", "Enter")
+    assert "is not a hex color" in page.inner_text("#demo_canvas .cc-status")
+    page.fill("#demo_canvas .cc-hex", "#0a0")
+    page.press("#demo_canvas .cc-hex", "Enter")
+    assert page.evaluate(f"() => {API}.state().color") == "#00aa00"
+    page.click("#demo_canvas [data-tool=picker]")
+    page.mouse.click(*_to_client(page, 512.5, 700.5))
+    assert page.evaluate(f"() => {API}.state().color") == "#d62828"
+    assert page.input_value("#demo_canvas .cc-hex") == "#d62828"
+
+
+def test_canvas_update_sends_every_prop_the_script_reads():
+    update = canvas_update("task-2", "data:image/png;base64,AAAA", forget_task_id="task-1")
+    assert update == {"__type__": "update", "value": "", "task_id": "task-2",
+                      "sketch_src": "data:image/png;base64,AAAA", "forget_task_id": "task-1",
+                      "line_threshold": 128, "edge_grow": 2}
+    canvas = coloring_canvas(task_id="task-1", elem_id="c")
+    assert canvas.props == {"tolerance": 32, "task_id": "task-1", "sketch_src": "",
+                            "line_threshold": 128, "edge_grow": 2}
+    with pytest.raises(ValueError, match="tolerance"):
+        coloring_canvas(tolerance=200)
+
+
+def test_inspect_canvas_value_reports_bad_values_to_the_user():
+    with pytest.raises(gr.Error, match="data:image/png;base64"):
+        inspect_canvas_value(APPLE, json.dumps(
+            {"task_id": "t", "color_layer": "data:image/jpeg;base64,AAAA", "elapsed_s": 0}))

@@ -1,0 +1,223 @@
+import base64
+import csv
+import hashlib
+import io
+from collections import Counter
+
+import numpy as np
+import pytest
+from PIL import Image
+from scipy import ndimage
+
+from annotation.coloring import line_mask
+from annotation.sketches import (
+    LONG_SIDE,
+    MAX_MIDTONE_FRACTION,
+    NotLineArtError,
+    check_line_art,
+    concept_for_filename,
+    encode_png,
+    import_sketch_file,
+    line_art_stats,
+    load_manifest,
+    load_sketch_png,
+    normalize_sketch,
+    png_data_url,
+    rasterize_svg,
+    sketch_prompt,
+    slugify,
+)
+from evaluation.concepts import ASSETS, CATEGORIES
+
+RATED = ("apple", "banana", "lemon", "strawberry", "carrot", "eggplant", "bear", "frog",
+         "beach", "ocean", "sky", "sunset")
+
+SQUARE_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 200 100">'
+    '<rect x="20" y="20" width="60" height="60" fill="#fff" stroke="#000" stroke-width="4"/>'
+    '<circle cx="150" cy="50" r="30" fill="#fff" stroke="#000" stroke-width="4"/></svg>'
+)
+
+
+def _line_drawing(height=300, width=400, paper=255, ink=0):
+    """A rectangle outline and a diagonal, as a uint8 (H, W) array."""
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}">'
+        f'<rect x="60" y="50" width="200" height="150" fill="none" stroke="#000" stroke-width="5"/>'
+        f'<path d="M60,50 L260,200" stroke="#000" stroke-width="5"/></svg>'
+    )
+    art = rasterize_svg(svg, max(height, width)).astype(np.float64) / 255
+    return np.round(ink + art * (paper - ink)).astype(np.uint8)
+
+
+def test_manifest_has_three_table9_concepts_per_category():
+    entries = load_manifest()
+    per_category = Counter(e.category for e in entries)
+    assert set(per_category) == set(CATEGORIES)
+    assert min(per_category.values()) >= 3
+    assert len(entries) >= 21
+
+
+def test_manifest_includes_the_concepts_with_reference_ratings():
+    with open(ASSETS / "reference" / "uw71_concept_ratings.csv", newline="") as f:
+        rated = {row[""] for row in csv.DictReader(f)}
+    shipped = {e.concept for e in load_manifest()}
+    assert set(RATED) <= shipped
+    assert set(RATED) <= rated
+
+
+def test_every_manifest_row_has_its_svg_and_png():
+    for entry in load_manifest():
+        assert entry.svg.is_file(), entry.svg
+        assert entry.png.is_file(), entry.png
+
+
+def test_shipped_png_is_the_rasterised_svg():
+    for entry in load_manifest():
+        shipped = load_sketch_png(entry.png)
+        assert max(shipped.shape) == LONG_SIDE
+        fresh = rasterize_svg(entry.svg.read_bytes())
+        assert fresh.shape == shipped.shape
+        assert np.abs(fresh.astype(int) - shipped).mean() < 0.5, entry.slug
+
+
+def test_every_shipped_sketch_passes_the_line_art_check():
+    for entry in load_manifest():
+        stats = check_line_art(load_sketch_png(entry.png))
+        assert stats.midtone_fraction < 0.03, entry.slug
+        assert stats.colored_fraction == 0.0
+
+
+def test_every_shipped_sketch_has_several_colorable_regions():
+    cross = ndimage.generate_binary_structure(2, 1)
+    for entry in load_manifest():
+        sketch = load_sketch_png(entry.png)
+        labels, _ = ndimage.label(~line_mask(sketch), structure=cross)
+        sizes = np.bincount(labels.ravel())[1:]
+        assert (sizes >= 1000).sum() >= 4, entry.slug
+
+
+def test_rasterize_svg_scales_the_long_side_and_keeps_the_aspect():
+    art = rasterize_svg(SQUARE_SVG, 1024)
+    assert art.shape == (512, 1024)
+    assert art.dtype == np.uint8
+    assert art[0, 0] == 255
+    assert art[256, 102] == 0  # left edge of the square: x=20 of 200
+    assert art[256, 256] == 255  # inside the square
+
+
+def test_rasterize_svg_rejects_markup_that_is_not_svg():
+    with pytest.raises(ValueError):
+        rasterize_svg("<html>not a drawing</html>")
+
+
+def test_check_line_art_rejects_a_photo_like_image():
+    rng = np.random.default_rng(7)
+    yy, xx = np.mgrid[0:300, 0:400]
+    smooth = 60 + 120 * (xx / 400) + 50 * np.sin(yy / 40)
+    photo = np.clip(smooth + rng.normal(0, 12, smooth.shape), 0, 255).astype(np.uint8)
+    stats = line_art_stats(photo)
+    assert stats.midtone_fraction > MAX_MIDTONE_FRACTION
+    with pytest.raises(NotLineArtError, match="mid-grey"):
+        check_line_art(photo)
+
+
+def test_check_line_art_rejects_a_colored_image():
+    rgb = np.repeat(_line_drawing()[..., None], 3, axis=2)
+    rgb[80:180, 100:240] = (220, 40, 40)
+    with pytest.raises(NotLineArtError, match="colored"):
+        check_line_art(rgb)
+
+
+def test_check_line_art_rejects_white_lines_on_black():
+    with pytest.raises(NotLineArtError, match="background is dark"):
+        check_line_art(255 - _line_drawing())
+
+
+def test_check_line_art_rejects_a_filled_silhouette_and_a_blank_page():
+    silhouette = np.full((300, 400), 255, np.uint8)
+    silhouette[20:280, 40:360] = 0
+    with pytest.raises(NotLineArtError, match="is dark"):
+        check_line_art(silhouette)
+    with pytest.raises(NotLineArtError, match="no drawing found"):
+        check_line_art(np.full((300, 400), 250, np.uint8))
+
+
+def test_check_line_art_accepts_a_scan_on_grey_paper():
+    stats = check_line_art(_line_drawing(paper=205, ink=40))
+    assert stats.paper_level == 205
+
+
+def test_normalize_sketch_whitens_paper_crops_and_resizes():
+    scan = _line_drawing(paper=205, ink=40)
+    out = normalize_sketch(scan)
+    assert max(out.shape) == LONG_SIDE
+    assert out[0, 0] == 255
+    assert out.min() == 0
+    # cropped to the 205 x 155 px drawing (200 x 150 plus the 5 px stroke) and an 8 px
+    # (4 %) margin on each side, not to the 400 x 300 canvas
+    np.testing.assert_allclose(out.shape[1] / out.shape[0], 221 / 171, rtol=0.02)
+    midtones = np.mean((out > 40) & (out < 215))
+    assert 0 < midtones < 0.05  # anti-aliasing kept, not binarised
+
+
+def test_normalize_sketch_never_pads_lines_that_touch_the_frame():
+    art = np.full((300, 400), 255, np.uint8)
+    art[150:154, :] = 0  # a horizon from edge to edge
+    out = normalize_sketch(art)
+    assert out.shape == (768, 1024)
+    assert (out[:, 0] < 128).any() and (out[:, -1] < 128).any()
+
+
+def test_import_sketch_file_reads_png_and_svg(tmp_path):
+    png_path = tmp_path / "Bell Pepper.png"
+    Image.fromarray(_line_drawing(paper=230, ink=20)).save(png_path)
+    imported = import_sketch_file(png_path)
+    expected = normalize_sketch(Image.open(png_path))
+    assert (imported.height, imported.width) == expected.shape
+    np.testing.assert_array_equal(load_sketch_png(io.BytesIO(imported.png)), expected)
+    assert imported.sha256 == hashlib.sha256(imported.png).hexdigest()
+    assert Image.open(io.BytesIO(imported.png)).mode == "L"
+    svg_path = tmp_path / "apple.svg"
+    svg_path.write_text(SQUARE_SVG)
+    assert import_sketch_file(svg_path).width == LONG_SIDE
+
+
+def test_import_sketch_file_says_why_a_photo_is_rejected(tmp_path):
+    rng = np.random.default_rng(3)
+    photo = rng.integers(0, 256, (200, 300, 3), dtype=np.uint8)
+    path = tmp_path / "photo.jpg"
+    Image.fromarray(photo).save(path)
+    with pytest.raises(NotLineArtError, match="not line art"):
+        import_sketch_file(path)
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not a png")
+    with pytest.raises(ValueError, match="broken.png"):
+        import_sketch_file(broken)
+
+
+def test_concept_for_filename_matches_slugs():
+    bases = ["apple", "bell pepper", "palm tree"]
+    assert concept_for_filename("Bell Pepper.PNG", bases) == "bell pepper"
+    assert concept_for_filename("palm-tree.svg", bases) == "palm tree"
+    assert concept_for_filename("pear.png", bases) is None
+    assert concept_for_filename("___.png", bases) is None
+
+
+def test_slugify_and_prompt():
+    assert slugify("Brussels sprouts") == "brussels-sprouts"
+    with pytest.raises(ValueError, match="concept"):
+        slugify(" - ")
+    assert sketch_prompt("rotten apple") == (
+        "A simple cartoon black outline drawing of rotten apple, without coloring, "
+        "without shadow, white background."
+    )
+
+
+def test_png_data_url_wraps_png_bytes_only():
+    png = encode_png(np.full((4, 6), 255, np.uint8))
+    url = png_data_url(png)
+    assert url.startswith("data:image/png;base64,")
+    assert base64.b64decode(url.split(",", 1)[1]) == png
+    with pytest.raises(ValueError, match="PNG bytes"):
+        png_data_url(b"GIF89a")
