@@ -10,7 +10,9 @@ the intercept the fixed cost (text encoding, VAE decode, PNG-free conversion to 
 the figure at the protocol's 50 steps is ``N / (fixed + 50 * per_step)``. Every call goes
 through `evaluation.generation.generate`, the code path that runs use.
 
-    python bench/bench_generation.py [--batch-sizes 1,4] [--steps 2,6] [--repeats 5]
+    python -m bench.bench_generation [--batch-sizes 1,4] [--steps 2,6] [--repeats 5]
+
+or import `run` (alias of `bench_generation`) for a dict of the figures.
 """
 
 from __future__ import annotations
@@ -22,10 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from evaluation.generation import GenerationError, generate  # noqa: E402
-from evaluation.tiny import TINY_RESOLUTION, write_clip_vocab  # noqa: E402
+from evaluation.generation import GenerationError, generate
+from evaluation.tiny import TINY_RESOLUTION, write_clip_vocab
 
 PROMPT = "A natural photo of a rotten apple, centered composition."
 PROTOCOL_STEPS = 50
@@ -141,6 +141,9 @@ def bench_generation(*, batch_sizes=(1, 4), steps=(2, 6), repeats: int = 5, devi
         })
     return {"device": device_name, "model": model, "resolution": resolution, "guidance": guidance,
             "steps_timed": list(steps), "repeats": repeats, "rows": rows}
+
+
+run = bench_generation
 
 
 def format_markdown(result: dict) -> str:

@@ -60,7 +60,7 @@ def select_concepts(concepts, keys=None, modifier_types=None, limit=None):
     return concepts
 
 
-def _specs(args: argparse.Namespace) -> list:
+def _specs(args: argparse.Namespace) -> tuple[list, list[str]]:
     from evaluation.generation import STYLES
     from evaluation.registry import get_model, load_registry, with_source
 
