@@ -123,7 +123,49 @@ def _v1_initial(db: sqlite_utils.Database) -> None:
         db[table].create_index(columns, unique=unique)
 
 
+def _v2_review_plausibility(db: sqlite_utils.Database) -> None:
+    # The SCD plausibility of a coloring under review, which orders the expert queue.
+    db["reviews"].add_column("plausibility", float)
+
+
+_STUDY_CONTENT_TABLES: list[tuple[str, dict, tuple, set, list]] = [
+    ("study_ground_truths", {"study_id": int, "concept_key": str, "p": str, "n_colorings": int,
+                             "dominant": str, "colorings": str, "source": str},
+     ("study_id", "concept_key"), {"p", "n_colorings", "dominant", "colorings", "source"},
+     [("study_id", "studies", "id"), ("concept_key", "concepts", "key")]),
+    ("study_candidates", {"study_id": int, "concept_key": str, "model": str, "p": str,
+                          "n_images": int, "images": str, "source": str},
+     ("study_id", "concept_key", "model"), {"p", "n_images", "images", "source"},
+     [("study_id", "studies", "id"), ("concept_key", "concepts", "key")]),
+]
+_FROZEN_MESSAGE = "this study is open (frozen): its design can no longer change"
+
+
+def _v3_study_content(db: sqlite_utils.Database) -> None:
+    """What a study's trials show, copied when it is set up, and the freeze rule.
+
+    ``study_ground_truths`` holds P_H per concept with its dominant colors and the
+    colorings shown; ``study_candidates`` each model's P_M and images. Triggers refuse
+    any change to a study whose ``frozen`` is set, and to its pairs and content.
+    """
+    for name, columns, pk, not_null, fks in _STUDY_CONTENT_TABLES:
+        db[name].create(columns, pk=pk, not_null=not_null, foreign_keys=fks)
+    db.execute(f"create trigger studies_frozen_update before update on studies "
+               f"when old.frozen is not null begin select raise(abort, "
+               f"'{_FROZEN_MESSAGE}'); end")
+    db.execute(f"create trigger studies_frozen_delete before delete on studies "
+               f"when old.frozen is not null begin select raise(abort, "
+               f"'{_FROZEN_MESSAGE}'); end")
+    for table in ("study_pairs", "study_ground_truths", "study_candidates"):
+        for event, row in (("insert", "new"), ("update", "old"), ("delete", "old")):
+            db.execute(f"create trigger {table}_frozen_{event} before {event} on {table} "
+                       f"when (select frozen from studies where id = {row}.study_id) "
+                       f"is not null begin select raise(abort, '{_FROZEN_MESSAGE}'); end")
+
+
 # Ordered forward migrations: version i+1 is MIGRATIONS[i].
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("initial tables", _v1_initial),
+    ("review plausibility", _v2_review_plausibility),
+    ("study content and freeze triggers", _v3_study_content),
 )

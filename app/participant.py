@@ -1,0 +1,181 @@
+"""The Judge tab: pairwise trials of the human-judgment study (paper Appendix D, Figure 13).
+
+Each trial shows the human ground truth (its UW-71 distribution in the palette's colors,
+its dominant colors with sample counts, a few designers' colorings) and two candidates,
+left and right as the task recorded, each with its images and distribution. The
+participant picks the side whose color distribution matches better, with the buttons or
+the keys ← / 1 and → / 2. Model names are never shown.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import gradio as gr
+
+from annotation import judging
+from annotation.db import iso
+from annotation.files import resolve
+from app.common import AppContext, escape, handler
+from evaluation.figures import distribution_bar, dominant_strip
+
+NAME = "participant"
+TITLE = "Judge"
+ROLES = ("participant",)
+_BACKGROUND = {"yes": True, "no": False}
+
+INSTRUCTIONS = """\
+## Which model matches people's colors better?
+
+At the top you see the **human ground truth** for a concept: how designers colored it,
+as a bar chart over 71 colors, its dominant colors with the number of colorings behind
+each, and a few of the colorings. Below are two models' results, **left** and **right**,
+each with its generated images and its own color chart.
+
+- **Judge by the color distribution**: pick the side whose chart matches the ground
+  truth's chart better.
+- **Ignore composition, aesthetic appeal and generation artefacts.** The images are
+  there for reference only.
+- Answer with the buttons or the keys **← or 1** (left) and **→ or 2** (right).
+- Some trials check attention: there one side is the ground truth itself.
+"""
+
+# Keyboard shortcuts; capture phase, so tab-list arrow keys do not also switch tabs.
+_KEYS_JS = """
+if (!window.__participantKeys) {
+  window.__participantKeys = true;
+  const keys = {ArrowLeft: 'participant_left', '1': 'participant_left',
+                ArrowRight: 'participant_right', '2': 'participant_right'};
+  document.addEventListener('keydown', (event) => {
+    const id = keys[event.key];
+    const target = event.target;
+    if (!id || event.repeat || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (target && (target.isContentEditable ||
+                   ['INPUT', 'TEXTAREA', 'SELECT'].includes(target.tagName))) return;
+    const button = document.getElementById(id);
+    if (!button || button.disabled || button.offsetParent === null) return;
+    event.preventDefault();
+    event.stopPropagation();
+    button.click();
+  }, true);
+}
+"""
+
+
+def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+    """Lay out and wire the Judge tab inside the current `gr.Tab`."""
+    gr.Markdown(INSTRUCTIONS)
+    background = gr.Radio(list(_BACKGROUND), label="Do you have a design or art background?",
+                          elem_id="participant_background")
+    with gr.Row():
+        progress = gr.Markdown("Press **Start** to see your first trial.",
+                               elem_id="participant_progress")
+        start = gr.Button("Start / continue", elem_id="participant_start", scale=0)
+    gr.Markdown("### Human ground truth")
+    with gr.Row():
+        truth_plot = gr.Plot(label="Ground truth distribution", elem_id="participant_truth_plot",
+                             scale=3)
+        truth_strip = gr.Plot(label="Dominant colors (colorings)",
+                              elem_id="participant_truth_strip", scale=2)
+    colorings = gr.Gallery(label="Designers' colorings", columns=3, height=220,
+                           elem_id="participant_colorings")
+    outputs = [progress, background, truth_plot, truth_strip, colorings]
+    with gr.Row():
+        for side in judging.SIDES:
+            with gr.Column():
+                gr.Markdown(f"### {side.capitalize()}")
+                outputs.append(gr.Gallery(label=f"{side.capitalize()} images", columns=4,
+                                          height=200, elem_id=f"participant_{side}_images"))
+                outputs.append(gr.Plot(label=f"{side.capitalize()} distribution",
+                                       elem_id=f"participant_{side}_plot"))
+    with gr.Row():
+        buttons = [gr.Button(f"{side.capitalize()} matches better ({key})", variant="primary",
+                             interactive=False, elem_id=f"participant_{side}")
+                   for side, key in zip(judging.SIDES, ("← or 1", "→ or 2"))]
+    task_id = gr.Number(visible="hidden", precision=0, label="task_id", elem_id="participant_task")
+    shown_at = gr.Textbox(visible="hidden", label="shown_at", elem_id="participant_shown_at")
+    sides = [gr.Textbox(side, visible="hidden", label="side") for side in judging.SIDES]
+    gr.HTML("", js_on_load=_KEYS_JS, elem_id="participant_keys")
+    outputs += [task_id, shown_at, *buttons]
+
+    # Whoever signs in next starts from a blank view, not the previous person's trial.
+    session_token.change(lambda _: ("Press **Start** to see your next trial.", gr.Radio(),
+                                    *_empty()), session_token, outputs,
+                         api_visibility="private")
+    start.click(handler(ctx, *ROLES)(_next(ctx)), session_token, outputs,
+                api_name="participant_next")
+    background.input(handler(ctx, *ROLES)(_set_background(ctx)), [session_token, background],
+                     outputs, api_name="participant_set_background")
+    for button, side in zip(buttons, sides):
+        button.click(handler(ctx, *ROLES)(_vote(ctx)), [session_token, task_id, side, shown_at],
+                     outputs, api_name="participant_vote" if side.value == "left" else None,
+                     api_visibility="public" if side.value == "left" else "private")
+
+
+def _next(ctx: AppContext):
+    def next_trial(db, actor) -> tuple:
+        """The next trial (or why there is none), with the progress count."""
+        return _view(ctx, db, actor)
+    return next_trial
+
+
+def _set_background(ctx: AppContext):
+    def set_background(db, actor, answer: str) -> tuple:
+        """Record the design/art background answer ('yes' or 'no'), then show a trial."""
+        if answer not in _BACKGROUND:
+            raise ValueError(f"`answer` must be one of {list(_BACKGROUND)}, got {answer!r}")
+        judging.set_background(db, actor, _BACKGROUND[answer])
+        return _view(ctx, db, actor)
+    return set_background
+
+
+def _vote(ctx: AppContext):
+    def vote(db, actor, task_id: float, side: str, shown_at: str) -> tuple:
+        """Record 'left' or 'right' for the held task, then show the next trial."""
+        if task_id is None or task_id != int(task_id):
+            raise ValueError(f"`task_id` must be a whole number, got {task_id!r}; press Start")
+        judging.record_judgment(db, actor, int(task_id), side,
+                                judging.seconds_since(shown_at))
+        return _view(ctx, db, actor)
+    return vote
+
+
+def _view(ctx: AppContext, db, actor) -> tuple:
+    """Every output of the tab, in the order `build` lists them."""
+    background = judging.design_background(db, actor)
+    asked = gr.Radio(value=None, visible=background is None)
+    if background is None:
+        return (_WAIT_FOR_BACKGROUND, asked, *_empty())
+    trial = judging.next_trial(db, actor, np.random.default_rng())
+    if trial is None:
+        done, total = judging.progress(db, actor)
+        message = (f"**All done: you judged {done} of {total} trials. Thank you!**"
+                   if done >= total else
+                   f"**No pair is waiting for you right now** ({done} of {total} judged). "
+                   "Please come back later.")
+        return (message, asked, *_empty())
+    y_max = 1.05 * max(float(np.max(p)) for p in (trial.truth.p, trial.left.p, trial.right.p))
+    truth = trial.truth
+    strip = dominant_strip([h for h, _ in truth.dominant], [n for _, n in truth.dominant]) \
+        if truth.dominant else None
+    based_on = (f"{truth.n_colorings} colorings" if truth.n_colorings
+                else "an imported reference set")
+    sides = [(_gallery(ctx, side.images), distribution_bar(side.p, y_max=y_max, title=title))
+             for side, title in ((trial.left, "Left"), (trial.right, "Right"))]
+    return (f"**Trial {trial.number} of {trial.total}** · concept: **{escape(trial.concept)}**"
+            f" · ground truth from {based_on}",
+            asked, distribution_bar(truth.p, y_max=y_max, title="Ground truth"), strip,
+            _gallery(ctx, truth.colorings), *sides[0], *sides[1],
+            trial.task_id, iso(), gr.Button(interactive=True), gr.Button(interactive=True))
+
+
+_WAIT_FOR_BACKGROUND = ("**Before your first trial:** do you have a design or art background? "
+                        "Answer above.")
+
+
+def _empty() -> tuple:
+    return (None, None, [], [], None, [], None, None, "",
+            gr.Button(interactive=False), gr.Button(interactive=False))
+
+
+def _gallery(ctx: AppContext, paths) -> list[str]:
+    return [str(resolve(ctx.config.data_dir, path)) for path in paths]

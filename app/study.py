@@ -1,0 +1,162 @@
+"""The Study tab: set up and open a pairwise judgment study, follow it, analyse it (Table 3).
+
+Set-up picks the ground truth, the style, the model outputs (model, run, CFG), the number
+of concepts, votes per pair, the attention-check rate and a seed; it stores a draft.
+Opening freezes the design. The analysis shows Table 3 with bootstrap intervals, the
+vote shares per pair, Bradley–Terry strengths by background and the attention-check
+flags, each also as a CSV file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import gradio as gr
+import numpy as np
+
+from annotation import judging, study
+from annotation.study import ModelSource
+from app.common import AppContext, handler
+from evaluation.figures import table3_figure
+
+NAME = "study"
+TITLE = "Study"
+ROLES = ("researcher",)
+ALLOWED = ("researcher", "admin")
+STUDY_HEADERS = ["id", "name", "status", "pairs", "attention_checks", "votes", "votes_wanted",
+                 "complete_pairs", "participants", "created"]
+
+
+def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+    """Lay out and wire the Study tab inside the current `gr.Tab`."""
+    gr.Markdown("## Set up a study\nPress **Load choices** after new runs or ground truths.")
+    with gr.Row():
+        name = gr.Textbox(label="Name", elem_id="study_name")
+        style = gr.Radio(list(study.STYLES), value=study.DEFAULT_STYLE, label="Style",
+                         elem_id="study_style")
+        truth = gr.Dropdown([], label="Ground truth", allow_custom_value=True,
+                            elem_id="study_ground_truth")
+        load = gr.Button("Load choices", elem_id="study_load", scale=0)
+    sources = gr.Dropdown([], multiselect=True, allow_custom_value=True,
+                          label=f"Model outputs (model · run · CFG; default "
+                                f"{study.DEFAULT_MODELS})", elem_id="study_sources")
+    with gr.Row():
+        n_concepts = gr.Number(study.DEFAULT_CONCEPTS, precision=0, minimum=1,
+                               label="Concepts", elem_id="study_n_concepts")
+        votes = gr.Number(study.DEFAULT_VOTES, precision=0, minimum=1, label="Votes per pair",
+                          elem_id="study_votes")
+        rate = gr.Slider(0, study.MAX_ATTENTION_RATE, study.DEFAULT_ATTENTION_RATE, step=0.01,
+                         label="Attention-check share of trials", elem_id="study_attention")
+        trials = gr.Number(study.DEFAULT_TRIALS_PER_PARTICIPANT, precision=0, minimum=1,
+                           label="Trials per participant", elem_id="study_trials")
+        seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="study_seed")
+    create = gr.Button("Create draft", variant="primary", elem_id="study_create")
+
+    gr.Markdown("## Studies")
+    with gr.Row():
+        study_id = gr.Number(label="Study id", precision=0, elem_id="study_id")
+        refresh = gr.Button("Refresh", elem_id="study_refresh")
+        show = gr.Button("Show design", elem_id="study_show")
+        open_ = gr.Button("Open (freeze the design)", variant="stop", elem_id="study_open")
+    message = gr.Markdown(elem_id="study_message")
+    studies = gr.Dataframe(headers=STUDY_HEADERS, interactive=False, elem_id="study_list")
+    design = gr.JSON(label="Design", elem_id="study_design")
+
+    gr.Markdown("## Analysis")
+    with gr.Row():
+        exclude = gr.Checkbox(False, label="Leave out participants who failed a check",
+                              elem_id="study_exclude_flagged")
+        n_boot = gr.Number(1000, precision=0, minimum=1, label="Bootstrap resamples",
+                           elem_id="study_n_boot")
+        boot_seed = gr.Number(0, precision=0, minimum=0, label="Bootstrap seed",
+                              elem_id="study_boot_seed")
+        analyse = gr.Button("Analyse", variant="primary", elem_id="study_analyse")
+    table3 = gr.Dataframe(label="Table 3: metric alignment with human judgment",
+                          interactive=False, elem_id="study_table3")
+    figure = gr.Plot(label="Table 3 with bootstrap intervals", elem_id="study_figure")
+    bt = gr.Dataframe(label="Bradley–Terry strength per model (all, design, non-design)",
+                      interactive=False, elem_id="study_bradley_terry")
+    participants = gr.Dataframe(label="Participants and attention checks", interactive=False,
+                                elem_id="study_participants")
+    pairs = gr.Dataframe(label="Vote shares per pair", interactive=False, elem_id="study_pairs")
+    files = gr.File(label="CSV downloads", file_count="multiple", elem_id="study_files")
+
+    guard = handler(ctx, *ALLOWED)
+    load.click(guard(_choices), [session_token, style], [truth, sources],
+               api_name="study_choices")
+    create.click(guard(_create(ctx)), [session_token, name, truth, style, sources, n_concepts,
+                                       votes, rate, trials, seed], [studies, design, message],
+                 api_name="study_create")
+    refresh.click(guard(_list), session_token, studies, api_name="study_list")
+    show.click(guard(_design), [session_token, study_id], design, api_name="study_design")
+    open_.click(guard(_open), [session_token, study_id], [studies, design, message],
+                api_name="study_open")
+    analyse.click(guard(_analyse(ctx)), [session_token, study_id, exclude, n_boot, boot_seed],
+                  [table3, figure, bt, participants, pairs, files], api_name="study_analyse")
+
+
+def _choices(db, actor, style: str) -> tuple:
+    """Ground truths and model outputs that a study in `style` can use."""
+    truths = study.ground_truth_names(db)
+    options = [(f"{s.model} · {s.run} · CFG {s.cfg:g} ({n} concepts)", s.key)
+               for s, n in study.available_sources(db, style)]
+    return (gr.Dropdown(choices=truths, value=truths[0] if truths else None),
+            gr.Dropdown(choices=options, value=[key for _, key in options[:study.DEFAULT_MODELS]]))
+
+
+def _create(ctx: AppContext):
+    def create(db, actor, name: str, truth: str, style: str, sources: list[str],
+               n_concepts: float, votes: float, rate: float, trials: float, seed: float) -> tuple:
+        """Store a draft study; returns the study list, its design and a message."""
+        study_id = study.create_study(
+            db, name, [ModelSource.from_key(key) for key in sources or []],
+            study.ground_truth_source(db, truth, data_dir=ctx.config.data_dir),
+            seed=_whole(seed, "seed"), n_concepts=_whole(n_concepts, "n_concepts"),
+            style=style, votes_per_pair=_whole(votes, "votes_per_pair"),
+            attention_rate=float(rate),
+            trials_per_participant=_whole(trials, "trials_per_participant"),
+            created_by=actor.pseudonym)
+        return _list(db, actor), study.study_design(db, study_id), \
+            f"Draft study {study_id} stored. Open it to start the trials."
+    return create
+
+
+def _list(db, actor) -> list[list]:
+    """Every study with its progress."""
+    return [[s["id"], s["name"], "open" if s["frozen"] else "draft",
+             s["pairs"] - (s["attention_checks"] or 0), s["attention_checks"] or 0, s["votes"],
+             s["votes_wanted"], s["complete_pairs"], s["participants"], s["created"]]
+            for s in study.list_studies(db)]
+
+
+def _design(db, actor, study_id: float) -> dict:
+    """The recorded design of a study."""
+    return study.study_design(db, _whole(study_id, "study id"))
+
+
+def _open(db, actor, study_id: float) -> tuple:
+    """Freeze a draft study and start handing out its pairs."""
+    design = study.open_study(db, _whole(study_id, "study id"), actor)
+    return _list(db, actor), design, f"Study {design['id']} is open; its design is frozen."
+
+
+def _analyse(ctx: AppContext):
+    def analyse(db, actor, study_id: float, exclude_flagged: bool, n_boot: float,
+                seed: float) -> tuple:
+        """Table 3, its figure, Bradley–Terry, flags, pair shares, and the CSV files."""
+        study_id = _whole(study_id, "study id")
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        folder = ctx.config.data_dir / "exports" / f"study-{study_id}" / stamp
+        tables, paths = judging.analyse_study(
+            db, study_id, folder, rng=np.random.default_rng(_whole(seed, "seed")),
+            n_boot=_whole(n_boot, "n_boot"), exclude_flagged=bool(exclude_flagged))
+        return (tables["table3"].round(4), table3_figure(tables["validation"]),
+                tables["bradley_terry"].round(4), tables["participants"],
+                tables["pairs"].round(4), [str(p) for p in paths])
+    return analyse
+
+
+def _whole(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ValueError(f"`{name}` must be a whole number, got {value!r}")
+    return int(value)

@@ -1,0 +1,128 @@
+"""The Judge tab against a real launched app: gradio_client session, keyboard in Chromium."""
+
+import shutil
+
+import numpy as np
+import pytest
+from gradio_client.exceptions import AppError
+
+from annotation import study
+from annotation.accounts import Actor
+from annotation.db import ensure_schema, open_db
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.study_data import populate, sources, truth_source
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Output positions of the participant endpoints (see app.participant.build).
+PROGRESS, BACKGROUND, TRUTH_PLOT, STRIP, COLORINGS, LEFT_IMAGES, LEFT_PLOT, RIGHT_IMAGES, \
+    RIGHT_PLOT, TASK, SHOWN_AT = range(11)
+
+
+def _open_study(config, n_concepts=4):
+    """Prepare the app's database with an open study; returns its pair count."""
+    db = open_db(config.db_path)
+    try:
+        ensure_schema(db)
+        truths, _ = populate(db, config.data_dir, 8, np.random.default_rng(0))
+        study_id = study.create_study(db, "pilot", sources(),
+                                      truth_source(config.data_dir, truths), seed=0,
+                                      n_concepts=n_concepts, attention_rate=0.1)
+        study.open_study(db, study_id, Actor(None, "admin", frozenset({"admin"})))
+        return sum(study.study_size(db, study_id).values())
+    finally:
+        db.close()
+
+
+def _rows(config, sql):
+    db = open_db(config.db_path)
+    try:
+        return [dict(r) for r in db.query(sql)]
+    finally:
+        db.close()
+
+
+def _invite(client, role, background="unknown"):
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    return client.predict(admin, role, 1, background, 7,
+                          api_name="/admin_create_invites")["data"][0][3]
+
+
+def test_a_participant_judges_every_pair_through_the_api(tmp_path):
+    config = make_config(tmp_path)
+    n_pairs = _open_study(config)
+    with running_app(config) as (client, _):
+        token, _ = client.predict(_invite(client, "participant"), api_name="/login_invite")
+        view = client.predict(token, api_name="/participant_next")
+        assert "design or art background" in view[PROGRESS] and view[TASK] is None
+        with pytest.raises(AppError, match="design or art background"):
+            client.predict(token, 1, "left", "2025-01-01T00:00:00.000000Z",
+                           api_name="/participant_vote")
+        view = client.predict(token, "yes", api_name="/participant_set_background")
+        sides = []
+        for number in range(1, n_pairs + 1):
+            assert view[PROGRESS].startswith(f"**Trial {number} of {n_pairs}** · concept: **")
+            assert len(view[COLORINGS]) == study.COLORINGS_SHOWN
+            # Two images per model output; an attention check's truth side shows colorings.
+            assert {len(view[LEFT_IMAGES]), len(view[RIGHT_IMAGES])} <= {2, study.COLORINGS_SHOWN}
+            assert all(plot["type"] == "plotly" for plot in
+                       (view[TRUTH_PLOT], view[STRIP], view[LEFT_PLOT], view[RIGHT_PLOT]))
+            side = ("left", "right")[number % 2]
+            sides.append((int(view[TASK]), side))
+            view = client.predict(token, view[TASK], side, view[SHOWN_AT],
+                                  api_name="/participant_vote")
+        assert view[PROGRESS].startswith(f"**All done: you judged {n_pairs} of {n_pairs}")
+        assert view[TASK] is None
+    rows = _rows(config, "select t.id as task, t.left_item as task_left, j.left_item, j.choice, "
+                         "j.winner, a.design_background from judgments j join tasks t on "
+                         "t.result_id = j.id and t.kind = 'judgment' join annotators a on "
+                         "a.id = j.participant_id order by j.id")
+    assert [(r["task"], r["choice"]) for r in rows] == sides
+    assert all(r["left_item"] == r["task_left"] and r["design_background"] == 1 for r in rows)
+    assert all((r["winner"] == r["left_item"]) == (r["choice"] == "left") for r in rows)
+
+
+def test_a_vote_for_someone_elses_task_is_refused_and_stores_nothing(tmp_path):
+    config = make_config(tmp_path)
+    _open_study(config)
+    with running_app(config) as (client, _):
+        first, _ = client.predict(_invite(client, "participant", "no"), api_name="/login_invite")
+        second, _ = client.predict(_invite(client, "participant", "yes"), api_name="/login_invite")
+        view = client.predict(first, api_name="/participant_next")
+        for token, task, side, message in [
+                (second, view[TASK], "left", "not a pair handed to you"),
+                (first, view[TASK], "middle", "`chosen_side` must be one of"),
+                (first, view[TASK], "left", "`shown_at` must be a time")]:
+            shown = view[SHOWN_AT] if message != "`shown_at` must be a time" else "yesterday"
+            with pytest.raises(AppError, match=message):
+                client.predict(token, task, side, shown, api_name="/participant_vote")
+    assert _rows(config, "select * from judgments") == []
+
+
+@pytest.mark.browser
+def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not shutil.which(CHROMIUM):
+        pytest.skip("Chromium is missing: test.sh installs it (scripts/ensure_chromium.sh)")
+    config = make_config(tmp_path)
+    _open_study(config)
+    expect = playwright.expect
+    with running_app(config) as (client, _), playwright.sync_playwright() as p:
+        link = _invite(client, "participant")
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            page = browser.new_page()
+            page.goto(link.replace(config.public_url + "/", client.src))
+            expect(page.locator("#start_status")).to_contain_text("Signed in", timeout=20_000)
+            page.get_by_role("tab", name="Judge").click()
+            page.locator("#participant_start").click()
+            page.locator("#participant_background").get_by_text("yes").click()
+            progress = page.locator("#participant_progress")
+            expect(progress).to_contain_text("Trial 1 of", timeout=20_000)
+            page.locator("body").click(position={"x": 5, "y": 5})
+            for number, key in enumerate(["ArrowLeft", "2", "1", "ArrowRight"], start=2):
+                page.keyboard.press(key)
+                expect(progress).to_contain_text(f"Trial {number} of", timeout=20_000)
+        finally:
+            browser.close()
+    choices = [r["choice"] for r in _rows(config, "select choice from judgments order by id")]
+    assert choices == ["left", "right", "left", "right"]

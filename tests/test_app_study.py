@@ -1,0 +1,140 @@
+"""The Study tab against a real launched app: set-up, freeze, analysis, role checks."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from gradio_client.exceptions import AppError
+
+from annotation import judging
+from annotation.accounts import Actor
+from annotation.db import ensure_schema, open_db
+from evaluation import runs
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.test_app_admin import _dump
+from tests.study_data import CFG, MODELS, RUN, populate
+
+TRUTH = "reference:test-truth"
+
+
+def _prepare(config):
+    """Model outputs for 12 concepts and a reference ground truth for 10 of them."""
+    db = open_db(config.db_path)
+    try:
+        ensure_schema(db)
+        truths, _ = populate(db, config.data_dir, 12, np.random.default_rng(0))
+        runs.store_reference_distributions(db, "test-truth", dict(list(truths.items())[:10]),
+                                           "synthetic, for tests")
+    finally:
+        db.close()
+
+
+def _tokens(client, roles):
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    tokens = {"admin": admin}
+    for role in roles:
+        link = client.predict(admin, role, 1, "yes", 7, api_name="/admin_create_invites")
+        tokens[role] = client.predict(link["data"][0][3], api_name="/login_invite")[0]
+    return tokens
+
+
+def _choices(client, token):
+    """The ground truth and model outputs the set-up form preselects (its updates' values)."""
+    truth, sources = client.predict(token, "clipart", api_name="/study_choices")
+    assert [value for _, value in truth["choices"]] == ["colorings", TRUTH]
+    assert [label for label, _ in sources["choices"]] == [
+        f"{m} · {RUN} · CFG {CFG:g} (12 concepts)" for m in MODELS]
+    return TRUTH, sources["value"]
+
+
+def _vote_everything(config, seed=0):
+    """Seven participants judge every pair through the library, on the app's database."""
+    from annotation.accounts import create_annotators
+
+    db = open_db(config.db_path)
+    rng = np.random.default_rng(seed)
+    try:
+        for row, _ in create_annotators(db, 7, "participant", design_background=True):
+            actor = Actor(row["id"], row["pseudonym"], frozenset({"participant"}))
+            while (trial := judging.next_trial(db, actor, rng)) is not None:
+                side = "left" if rng.random() < 0.5 else "right"
+                judging.record_judgment(db, actor, trial.task_id, side, 3.0)
+    finally:
+        db.close()
+
+
+def test_researcher_sets_up_opens_and_analyses_a_study(tmp_path):
+    config = make_config(tmp_path)
+    _prepare(config)
+    with running_app(config) as (client, _):
+        token = _tokens(client, ["researcher"])["researcher"]
+        truth, chosen = _choices(client, token)
+        assert truth == TRUTH
+        assert [json.loads(key) for key in chosen] == [
+            {"model": m, "run": RUN, "cfg": CFG} for m in MODELS]
+        with pytest.raises(AppError, match="only 10 concepts have a ground truth"):
+            client.predict(token, "pilot", truth, "clipart", chosen, 11, 6, 0.1, 75, 0,
+                           api_name="/study_create")
+        table, design, message = client.predict(token, "pilot", truth, "clipart", chosen, 8, 6,
+                                                0.1, 75, 0, api_name="/study_create")
+        assert "Draft study 1 stored" in message
+        assert (design["n_concepts"], design["pairs"], design["attention_checks"]) == (8, 24, 3)
+        assert [row[:5] for row in table["data"]] == [[1, "pilot", "draft", 24, 3]]
+        table, design, message = client.predict(token, 1, api_name="/study_open")
+        assert design["frozen"] and table["data"][0][2] == "open"
+        with pytest.raises(AppError, match="its design is frozen"):
+            client.predict(token, 1, api_name="/study_open")
+        _vote_everything(config)
+        table = client.predict(token, api_name="/study_list")
+        assert table["data"][0][5:8] == [162, 162, 27]
+        table3, figure, bt, participants, pairs, files = client.predict(
+            token, 1, False, 100, 0, api_name="/study_analyse")
+    assert [row[:2] for row in table3["data"]] == [
+        ["Probabilistic", "PCC"], ["Probabilistic", "EMD"], ["Probabilistic", "ED"],
+        ["Deterministic", "DCA"], ["Deterministic", "ΔHue"]]
+    assert {row[0] for row in bt["data"]} == {"all", "design"}
+    assert len(pairs["data"]) == 24 and len(participants["data"]) == 6
+    assert figure["type"] == "plotly"
+    by_name = {Path(f).name: Path(f) for f in files}
+    assert set(by_name) == {"table3.csv", "validation.csv", "pairs.csv", "bradley_terry.csv",
+                            "participants.csv", "votes.csv", "metrics.csv", "design.json"}
+    downloaded = pd.read_csv(by_name["table3.csv"])
+    assert downloaded["Metric"].tolist() == [row[1] for row in table3["data"]]
+    np.testing.assert_allclose(downloaded["Pearson"], [row[2] for row in table3["data"]],
+                               atol=1e-4)
+    assert len(pd.read_csv(by_name["votes.csv"])) == 162
+
+
+def test_study_and_participant_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
+    config = make_config(tmp_path)
+    _prepare(config)
+    with running_app(config) as (client, _):
+        tokens = _tokens(client, ["designer", "expert", "participant", "researcher"])
+        truth, chosen = _choices(client, tokens["admin"])
+        client.predict(tokens["admin"], "pilot", truth, "clipart", chosen, 4, 6, 0.1, 75, 0,
+                       api_name="/study_create")
+        endpoints = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+        study_calls = {name: info for name, info in endpoints.items()
+                       if name.startswith("/study_")}
+        participant_calls = {name: info for name, info in endpoints.items()
+                             if name.startswith("/participant_")}
+        assert set(study_calls) == {"/study_choices", "/study_create", "/study_list",
+                                    "/study_design", "/study_open", "/study_analyse"}
+        assert set(participant_calls) == {"/participant_next", "/participant_set_background",
+                                          "/participant_vote"}
+        inputs = {"/study_create": ["x", truth, "clipart", chosen, 4, 6, 0.1, 75, 0],
+                  "/study_open": [1], "/study_design": [1], "/study_analyse": [1, False, 10, 0],
+                  "/study_choices": ["clipart"], "/participant_set_background": ["yes"],
+                  "/participant_vote": [1, "left", "2025-01-01T00:00:00.000000Z"]}
+        before = _dump(config)
+        refused = {"/study_": ("designer", "expert", "participant"),
+                   "/participant_": ("designer", "expert", "researcher", "admin")}
+        for prefix, roles in refused.items():
+            for name in (n for n in endpoints if n.startswith(prefix)):
+                for who in (*roles, "nobody"):
+                    with pytest.raises(AppError, match="needs the role|not signed in"):
+                        client.predict(tokens.get(who, ""), *inputs.get(name, []),
+                                       api_name=name)
+        assert _dump(config) == before
