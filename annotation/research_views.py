@@ -1,0 +1,121 @@
+"""What the Concept browser and the Leaderboards tab show, assembled from the database.
+
+Each function reads the stored model distributions and one human source
+(`annotation.ground_truth`) and hands them to the pure builders of `evaluation`
+(`comparison`, `results`, `overlay`), so that the app's handlers stay one call long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import sqlite_utils
+
+from annotation import ground_truth, research
+from evaluation import comparison, results, runs, tables
+from evaluation.concepts import Concept
+from evaluation.overlay import item_overlays
+
+#: Masked images shown per concept in the browser (newest runs first).
+GALLERY_LIMIT = 24
+
+
+@dataclass(frozen=True)
+class ConceptView:
+    """Everything the browser shows for one concept, style and guidance scale.
+
+    Attributes
+    ----------
+    human_label : str
+        Where the human distribution comes from, or why there is none.
+    distributions, strips : plotly Figure or None
+        Bar charts on one axis and dominant-color strips: human first, then each model.
+    overlays : list of (ndarray, str)
+        Masked images (H, W, 3) uint8 with captions.
+    metrics : pandas.DataFrame
+        `evaluation.comparison.METRIC_COLUMNS`, one row per model.
+    base : str
+        The concept's base concept.
+    shifts : pandas.DataFrame
+        Shift EMD from the base to each variant: one row per variant, a column per source.
+    shift_figure : plotly Figure
+    """
+
+    human_label: str
+    distributions: go.Figure | None
+    strips: go.Figure | None
+    overlays: list[tuple[np.ndarray, str]]
+    metrics: pd.DataFrame
+    base: str
+    shifts: pd.DataFrame
+    shift_figure: go.Figure
+
+
+def _concept(concepts: Sequence[Concept], key: str) -> Concept:
+    for concept in concepts:
+        if concept.key == key:
+            return concept
+    raise ValueError(f"`concept` must be a concept key such as 'rotten apple', got {key!r}")
+
+
+def _rows(db: sqlite_utils.Database, keys: Sequence[str], style: str, cfg: str | float) -> list[dict]:
+    if style not in tables.STYLES:
+        raise ValueError(f"`style` must be one of {tables.STYLES}, got {style!r}")
+    return comparison.rows_at_cfg([r for r in research.concept_distributions(db, keys) if r["style"] == style], cfg)
+
+
+def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequence[Concept], concept: str,
+                 source: str, style: str, cfg: str | float = results.RECOMMENDED) -> ConceptView:
+    """Human ground truth (from `source`) and every model side by side for `concept`.
+
+    Parameters
+    ----------
+    data_dir : str or Path
+        Where run images and masks are stored.
+    source : str
+        A human source of `annotation.ground_truth.human_sources`.
+    style : str
+        ``natural`` or ``clipart``.
+    cfg : str or float
+        ``"recommended"`` or one guidance scale (see `evaluation.results`).
+    """
+    found = _concept(concepts, concept)
+    human = ground_truth.human_distribution(db, source, concept)
+    rows = _rows(db, [concept], style, cfg)
+    panels = ([comparison.human_panel(human.label, human.p, human.groups)] if human else []) + comparison.model_panels(rows)
+    shown = {(r["run"], r["model"], float(r["cfg"])) for r in rows}
+    items = [i for i in research.concept_items(db, concept, style=style, limit=10 * GALLERY_LIMIT)
+             if (i["run"], i["model"], float(i["cfg"])) in shown][:GALLERY_LIMIT]
+    family = [c.key for c in concepts if c.base == found.base]
+    shifts = comparison.variant_shifts(found.base, concepts, ground_truth.human_vectors(db, source, family),
+                                       _rows(db, family, style, cfg))
+    metrics = (comparison.concept_metrics(concept, human.p, rows, concepts) if human
+               else pd.DataFrame(columns=comparison.METRIC_COLUMNS))
+    return ConceptView(
+        human_label=(f"Human ground truth: {human.label}" if human
+                     else f"The source '{source}' has no human distribution for '{concept}'."),
+        distributions=comparison.distributions_figure(panels) if panels else None,
+        strips=comparison.strips_figure(panels) if panels else None,
+        overlays=item_overlays(data_dir, items), metrics=metrics, base=found.base,
+        shifts=comparison.variant_shift_table(shifts),
+        shift_figure=comparison.variant_shift_figure(shifts, title=f"Shift from '{found.base}' to its variants ({style})"),
+    )
+
+
+def leaderboard_analyses(db: sqlite_utils.Database, concepts: Sequence[Concept], source: str, *,
+                         cfg: str | float = results.RECOMMENDED,
+                         aggregate: str = tables.RATIO_OF_MEANS) -> results.Analyses:
+    """`evaluation.results.analyses` of every stored model distribution against `source`."""
+    rows = runs.model_distributions(db)
+    human = ground_truth.human_vectors(db, source, sorted({r["concept"] for r in rows} | _bases(rows, concepts)))
+    return results.analyses(rows, human, concepts, cfg=cfg, aggregate=aggregate)
+
+
+def _bases(rows: Sequence[dict], concepts: Sequence[Concept]) -> set[str]:
+    base = {c.key: c.base for c in concepts}
+    return {base[r["concept"]] for r in rows if r["concept"] in base}

@@ -1,0 +1,74 @@
+"""The Concept browser: one concept, people's colors against each model's, side by side.
+
+For the chosen concept, style and guidance scale: the human distribution (its source
+named) and each model's as UW-71 bar charts on one axis, dominant-color strips with
+sample counts, the masked images, the per-model metrics, and the shift from the base
+concept to each of its variants for people and for each model.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from annotation import ground_truth
+from annotation.research_views import concept_view
+from app.common import AppContext, escape, handler, visible_to
+from app.landing import current_actor
+from evaluation.concepts import load_concepts
+from evaluation.generation import STYLES
+from evaluation.results import RECOMMENDED
+
+NAME = "browser"
+TITLE = "Concept browser"
+ROLES = ("researcher",)
+
+
+def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+    """Lay out and wire the Concept browser inside the current `gr.Tab`."""
+    allowed = handler(ctx, *ROLES, "admin")
+    concepts = load_concepts()
+    with ctx.db() as db:
+        known_sources = ground_truth.human_sources(db)
+    with gr.Row():
+        concept = gr.Dropdown([c.key for c in concepts], value="apple", filterable=True,
+                              label="Concept (type to search)", elem_id="browser_concept", scale=2)
+        source = gr.Dropdown(known_sources, value=known_sources[0], allow_custom_value=True,
+                             label="Human ground truth", elem_id="browser_source")
+        style = gr.Radio([(v, k) for k, v in STYLES.items()], value="natural", label="Style",
+                         elem_id="browser_style")
+        cfg = gr.Textbox(RECOMMENDED, label="Guidance scale ('recommended' or a number)", elem_id="browser_cfg")
+    show = gr.Button("Show", variant="primary", elem_id="browser_show")
+    label = gr.Markdown(elem_id="browser_label")
+    distributions = gr.Plot(label="UW-71 distributions (same axis)", elem_id="browser_distributions")
+    strips = gr.Plot(label="Dominant colors per visual group, with sample counts", elem_id="browser_strips")
+    metrics = gr.Dataframe(label="Metrics against the human distribution", interactive=False,
+                           elem_id="browser_metrics")
+    gallery = gr.Gallery(label="Images with their masks", columns=6, elem_id="browser_gallery")
+    variants_title = gr.Markdown(elem_id="browser_variants_title")
+    shifts = gr.Dataframe(label="Shift EMD from the base concept", interactive=False, elem_id="browser_shifts")
+    shift_plot = gr.Plot(label="Shift EMD per variant", elem_id="browser_shift_plot")
+
+    outputs = [label, distributions, strips, metrics, gallery, variants_title, shifts, shift_plot]
+    show.click(allowed(_show(ctx, concepts)), [session_token, concept, source, style, cfg], outputs,
+               api_name="browser_show")
+    session_token.change(_sources(ctx), session_token, source, api_visibility="private")
+
+
+def _show(ctx: AppContext, concepts):
+    def show(db, actor, concept: str, source: str, style: str, cfg: str):
+        """Human and model distributions, strips, metrics, masked images and variant shifts of `concept`."""
+        view = concept_view(db, ctx.config.data_dir, concepts, concept, source or "", style, cfg or RECOMMENDED)
+        return (escape(view.human_label) + "  \n" + escape(ground_truth.describe_source(db, source)),
+                view.distributions, view.strips, view.metrics.round(4), view.overlays,
+                f"### Base concept **{escape(view.base)}** and its variants", view.shifts.round(3), view.shift_figure)
+    return show
+
+
+def _sources(ctx: AppContext):
+    def sources(token: str) -> gr.Dropdown:
+        if not visible_to(current_actor(ctx, token), ROLES):
+            return gr.Dropdown(choices=[], value=None)
+        with ctx.db() as db:
+            names = ground_truth.human_sources(db)
+        return gr.Dropdown(choices=names, value=names[0] if names else None)
+    return sources

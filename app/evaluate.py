@@ -1,0 +1,261 @@
+"""The Evaluate tab: plan a run, start it in the background, watch it, cancel, resume, import.
+
+A run is generated, masked and scored by the server's `evaluation.jobs.JobManager` (one
+per app, one job at a time); closing the browser does not stop it, and its progress is
+read from the database, so any researcher sees it, after a reload too. Images made
+elsewhere can be imported as a run instead (`evaluation.imports`): an uploaded zip, or a
+folder under ``<data_dir>/imports/``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from pathlib import Path
+
+import gradio as gr
+
+from annotation import research
+from app.common import AppContext, escape, handler, visible_to
+from app.landing import current_actor
+from evaluation import jobs, planning
+from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
+from evaluation.generation import STYLES
+from evaluation.registry import load_registry
+from evaluation.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD
+
+NAME = "evaluate"
+TITLE = "Evaluate"
+ROLES = ("researcher",)
+POLL_SECONDS = 2.0
+RUNS_SHOWN = 20
+REJECTED_HEADERS = ["file", "reason"]
+
+
+def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+    """Lay out and wire the Evaluate tab inside the current `gr.Tab`."""
+    allowed = handler(ctx, *ROLES, "admin")
+    device = planning.detect_device()
+    manager = jobs.JobManager(ctx.db, ctx.config.data_dir, device=device.device)
+    registry, concepts = load_registry(), load_concepts()
+    gr.Markdown(f"**Device:** {escape(device.name)}" + (" (no GPU: only tiny models run at a useful speed)"
+                                                          if device.kind == "cpu" else ""))
+    selection = _selection_inputs(registry, concepts)
+    segmenter = _segmenter_inputs()
+    with gr.Row():
+        run_name = gr.Textbox(label="Run name (empty: a dated name)", elem_id="evaluate_run_name")
+        preview = gr.Button("Count images and time", elem_id="evaluate_preview")
+        start = gr.Button("Start", variant="primary", elem_id="evaluate_start")
+    plan = gr.Markdown(elem_id="evaluate_plan")
+    progress, run_pick, cancel, resume, refresh, timer = _progress_section()
+    upload, folder, import_name, import_button, report, rejected = _import_section()
+
+    preview.click(allowed(_preview(registry, concepts, ctx, device)), [session_token, *selection], plan,
+                  api_name="evaluate_preview")
+    start.click(allowed(_start(registry, concepts, ctx, manager)), [session_token, run_name, *selection, *segmenter],
+                [plan, run_pick], api_name="evaluate_start")
+    refresh.click(allowed(_progress(manager)), session_token, progress, api_name="evaluate_progress")
+    timer.tick(allowed(_progress(manager)), session_token, progress, api_visibility="private")
+    cancel.click(allowed(_cancel(manager)), [session_token, run_pick], plan, api_name="evaluate_cancel")
+    resume.click(allowed(_resume(ctx, manager)), [session_token, run_pick, *segmenter], plan,
+                 api_name="evaluate_resume")
+    import_button.click(allowed(_import(ctx, concepts, manager)), [session_token, import_name, upload, folder, *segmenter],
+                        [report, rejected, run_pick], api_name="evaluate_import")
+    session_token.change(_on_session(ctx), session_token, timer, api_visibility="private")
+
+
+def _selection_inputs(registry, concepts) -> list[gr.components.Component]:
+    gr.Markdown("## New evaluation\nModels × concepts × styles × guidance scales × seeds; "
+                "every cell is one image.")
+    with gr.Row():
+        models = gr.CheckboxGroup([(f"{s.name} ({key})", key) for key, s in registry.items()],
+                                  label="Models", elem_id="evaluate_models")
+        styles = gr.CheckboxGroup([(v, k) for k, v in STYLES.items()], value=list(STYLES),
+                                  label="Styles", elem_id="evaluate_styles")
+    keys = gr.Dropdown([c.key for c in concepts], multiselect=True, filterable=True,
+                       label="Concepts (empty: all, then the filters below)", elem_id="evaluate_concepts")
+    with gr.Row():
+        categories = gr.CheckboxGroup(list(CATEGORIES), label="Categories", elem_id="evaluate_categories")
+        types = gr.CheckboxGroup(list(MODIFIER_TYPES), label="Modifier types", elem_id="evaluate_types")
+        search = gr.Textbox(label="Concept text contains", elem_id="evaluate_search")
+    with gr.Row():
+        sample = gr.Number(0, precision=0, minimum=0, label="Random sample of N concepts (0: all)",
+                           elem_id="evaluate_sample")
+        sample_seed = gr.Number(0, precision=0, label="Sample seed", elem_id="evaluate_sample_seed")
+        cfg = gr.Textbox(label="Guidance scales (comma-separated; empty: each model's 7)", elem_id="evaluate_cfg")
+        seeds = gr.Number(5, precision=0, minimum=1, label="Seeds per cell", elem_id="evaluate_seeds")
+    return [models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds]
+
+
+def _segmenter_inputs() -> list[gr.components.Component]:
+    with gr.Accordion("Masking (GroundingDINO + SAM)", open=False):
+        with gr.Row():
+            preset = gr.Radio(list(jobs.SEGMENTER_PRESETS), value="paper", label="Models",
+                              info="paper: grounding-dino-base + sam-vit-huge; tiny-random: test models",
+                              elem_id="evaluate_segmenter")
+            box = gr.Number(BOX_THRESHOLD, minimum=0, maximum=1, label="Box threshold", elem_id="evaluate_box")
+            text = gr.Number(TEXT_THRESHOLD, minimum=0, maximum=1, label="Text threshold", elem_id="evaluate_text")
+    return [preset, box, text]
+
+
+def _progress_section():
+    gr.Markdown("## Runs\nProgress is read from the database: jobs keep running when this page closes.")
+    progress = gr.HTML(elem_id="evaluate_progress")
+    with gr.Row():
+        run_pick = gr.Dropdown([], label="Run", allow_custom_value=True, elem_id="evaluate_run")
+        cancel = gr.Button("Cancel", variant="stop", elem_id="evaluate_cancel")
+        resume = gr.Button("Resume", elem_id="evaluate_resume")
+        refresh = gr.Button("Refresh", elem_id="evaluate_refresh")
+    timer = gr.Timer(POLL_SECONDS, active=False)
+    return progress, run_pick, cancel, resume, refresh, timer
+
+
+def _import_section():
+    gr.Markdown("## Import images made elsewhere\nName files `model__concept__style__cfg__seed.png` or "
+                "list them in a `manifest.csv` (columns file, model, concept, style, cfg, seed). Upload a zip, "
+                "or name a folder under the server's `imports/` data folder.")
+    with gr.Row():
+        upload = gr.File(label="Zip of images", file_types=[".zip"], elem_id="evaluate_upload")
+        folder = gr.Textbox(label="…or folder under imports/", elem_id="evaluate_folder")
+        name = gr.Textbox(label="Run name (empty: a dated name)", elem_id="evaluate_import_name")
+    button = gr.Button("Import, mask and score", elem_id="evaluate_import")
+    report = gr.Markdown(elem_id="evaluate_import_report")
+    rejected = gr.Dataframe(headers=REJECTED_HEADERS, interactive=False, elem_id="evaluate_rejected")
+    return upload, folder, name, button, report, rejected
+
+
+def _request(models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds) -> planning.EvaluationRequest:
+    query = planning.ConceptQuery(tuple(keys or ()), tuple(categories or ()), tuple(types or ()), search or "",
+                                  _whole(sample, "sample size"), _whole(sample_seed, "sample seed"))
+    return planning.EvaluationRequest(tuple(models or ()), query, tuple(styles or ()), planning.parse_scales(cfg),
+                                      _whole(seeds, "seeds per cell"))
+
+
+def _whole(value, what: str) -> int:
+    if value is None or float(value) != int(value):
+        raise ValueError(f"`{what}` must be a whole number, got {value!r}")
+    return int(value)
+
+
+def _run_name(name: str | None, prefix: str) -> str:
+    name = (name or "").strip()
+    return planning.check_run_name(name or f"{prefix}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
+
+
+def _preview(registry, concepts, ctx: AppContext, device: planning.DeviceInfo):
+    def preview(db, actor, *selection) -> str:
+        """The number of images the selection implies and the time they should take here."""
+        request = _request(*selection)
+        items, config = planning.plan_request(request, registry, concepts, ctx.config.data_dir / "models")
+        estimate = planning.estimate_seconds(items, device.kind, research.measured_seconds(db))
+        return _plan_markdown(items, config, estimate, planning.cpu_warning(device, request.models), device)
+    return preview
+
+
+def _plan_markdown(items, config, estimate, warning: str, device: planning.DeviceInfo) -> str:
+    scales = len({item["cfg"] for item in items})
+    lines = [f"**{len(items)} images** ({len(config['models'])} models × {len(config['concepts'])} concepts × "
+             f"{len(config['styles'])} styles × {scales} guidance scales × {config['samples']} seeds), "
+             f"about **{planning.format_duration(estimate.seconds)}** on {escape(device.name)}."]
+    lines += [f"- {escape(model)}: {n} images × {each:.2g} s ({origin})"
+              for model, (n, each, origin) in estimate.per_model.items()]
+    if warning:
+        lines.append(f"\n⚠️ {escape(warning)}")
+    return "\n".join(lines)
+
+
+def _segmenter(ctx: AppContext, preset: str, box: float, text: float) -> jobs.SegmenterSpec:
+    return jobs.segmenter_preset(preset, ctx.config.data_dir / "models", float(box), float(text))
+
+
+def _start(registry, concepts, ctx: AppContext, manager: jobs.JobManager):
+    def start(db, actor, name, *inputs):
+        """Store the run and queue its job; returns a message and the run picker."""
+        *selection, preset, box, text = inputs
+        run = _run_name(name, "eval")
+        items, config = planning.plan_request(_request(*selection), registry, concepts, ctx.config.data_dir / "models")
+        segmenter = _segmenter(ctx, preset, box, text)
+        n = research.create_evaluation_run(db, actor.pseudonym, run, items, config)
+        state = manager.submit(run, segmenter)
+        return f"Run **{escape(run)}**: {n} images, job {state.state}.", _run_choices(db, run)
+    return start
+
+
+def _run_choices(db, selected: str | None = None) -> gr.Dropdown:
+    names = [r["name"] for r in research.list_runs(db)]
+    return gr.Dropdown(choices=names, value=selected if selected in names else None)
+
+
+def _progress(manager: jobs.JobManager):
+    def progress(db, actor) -> str:
+        """Progress bars of the newest runs, with the job state on this server."""
+        rows = [(r, research.run_progress(db, r["name"]), manager.state(r["name"]))
+                for r in research.list_runs(db)[:RUNS_SHOWN]]
+        return _progress_html(rows)
+    return progress
+
+
+def _progress_html(rows) -> str:
+    if not rows:
+        return "<p>No runs yet.</p>"
+    body = []
+    for run, done, job in rows:
+        state = job.state if job.state != "idle" else ("complete" if done.complete else "stopped (resume to continue)")
+        note = f" — {html.escape(job.message)}" if job.message else ""
+        body.append(
+            f"<tr><td>{html.escape(run['name'])}</td><td>{html.escape(run['kind'])}</td>"
+            f"<td><progress max='1' value='{done.fraction:.4f}'></progress> {100 * done.fraction:.0f}%</td>"
+            f"<td>{done.generated}/{done.items} images, {done.segmented} masked ({done.usable} usable), "
+            f"{done.failed} failed, {done.extracted}/{done.groups} distributions</td>"
+            f"<td data-state='{html.escape(state)}'>{html.escape(state)}{job.stage and ' · ' + html.escape(job.stage)}{note}</td></tr>")
+    head = "<tr><th>Run</th><th>Kind</th><th>Progress</th><th>Counts</th><th>Job</th></tr>"
+    return f"<table class='evaluate-runs'>{head}{''.join(body)}</table>"
+
+
+def _cancel(manager: jobs.JobManager):
+    def cancel(db, actor, run: str) -> str:
+        """Ask the run's job to stop after its current batch (what is done stays)."""
+        state = manager.cancel(run or "")
+        research.record_job_action(db, actor.pseudonym, "cancel_evaluation", run)
+        return f"Run **{escape(run)}**: {state.state}."
+    return cancel
+
+
+def _resume(ctx: AppContext, manager: jobs.JobManager):
+    def resume(db, actor, run: str, preset: str, box: float, text: float) -> str:
+        """Queue a stopped run again; it continues where it stopped."""
+        research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
+        state = manager.submit(run, _segmenter(ctx, preset, box, text))
+        return f"Run **{escape(run)}**: job {state.state}."
+    return resume
+
+
+def _import(ctx: AppContext, concepts, manager: jobs.JobManager):
+    def import_images(db, actor, name, upload, folder, preset, box, text):
+        """Import a zip or folder of labelled images as a run and queue its masking and scoring."""
+        run, segmenter = _run_name(name, "import"), _segmenter(ctx, preset, box, text)
+        source, roots = _import_source(ctx, upload, folder)
+        report = research.import_run(db, actor.pseudonym, run, source, ctx.config.data_dir, concepts,
+                                     allowed_roots=roots)
+        manager.submit(run, segmenter)
+        message = (f"Run **{escape(run)}**: {report.imported} images imported, {len(report.rejected)} left out; "
+                   "masking and scoring queued.")
+        return message, [list(r) for r in report.rejected], _run_choices(db, run)
+    return import_images
+
+
+def _import_source(ctx: AppContext, upload, folder) -> tuple[str, list[Path]]:
+    if upload and (folder or "").strip():
+        raise ValueError("give either a zip upload or a folder, not both")
+    if upload:
+        return str(upload), [Path(gr.utils.get_upload_folder())]
+    if not (folder or "").strip():
+        raise ValueError("`folder` must name a folder under imports/ (or upload a zip), got nothing")
+    root = ctx.config.data_dir / "imports"
+    return str(root / folder.strip()), [root]
+
+
+def _on_session(ctx: AppContext):
+    def on_session(token: str) -> gr.Timer:
+        return gr.Timer(active=visible_to(current_actor(ctx, token), ROLES))
+    return on_session

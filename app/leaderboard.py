@@ -1,0 +1,83 @@
+"""Leaderboards and analyses: Tables 1, 2 and 6-8, Figures 4 and 5, all exportable.
+
+Every stored model distribution is scored against the chosen human source. Tables 1
+and 2 mark the best value of each column in bold and the second underlined; tables are
+exported as CSV and figures as standalone HTML (`evaluation.results.export_analyses`).
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from annotation import ground_truth
+from annotation.research_views import leaderboard_analyses
+from app.common import AppContext, escape, handler
+from evaluation.concepts import load_concepts
+from evaluation.results import RECOMMENDED, analysis_figures, export_analyses
+from evaluation.tables import MEAN_OF_RATIOS, RATIO_OF_MEANS
+
+NAME = "leaderboard"
+TITLE = "Leaderboards"
+ROLES = ("researcher",)
+LEGEND = "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better.</p>"
+
+
+def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+    """Lay out and wire the Leaderboards tab inside the current `gr.Tab`."""
+    allowed = handler(ctx, *ROLES, "admin")
+    concepts = load_concepts()
+    with ctx.db() as db:
+        known_sources = ground_truth.human_sources(db)
+    with gr.Row():
+        source = gr.Dropdown(known_sources, value=known_sources[0], allow_custom_value=True,
+                             label="Human ground truth", elem_id="leaderboard_source")
+        cfg = gr.Textbox(RECOMMENDED, label="Guidance scale ('recommended' or a number)", elem_id="leaderboard_cfg")
+        aggregate = gr.Radio([RATIO_OF_MEANS, MEAN_OF_RATIOS], value=RATIO_OF_MEANS,
+                             label="Sensitivity ratio", elem_id="leaderboard_aggregate")
+    with gr.Row():
+        show = gr.Button("Compute", variant="primary", elem_id="leaderboard_show")
+        export = gr.Button("Export every table (CSV) and figure (HTML)", elem_id="leaderboard_export")
+    note = gr.Markdown(elem_id="leaderboard_note")
+    gr.Markdown("### Table 1: probabilistic distribution alignment")
+    table1 = gr.HTML(elem_id="leaderboard_table1")
+    gr.Markdown("### Table 2: dominant color alignment")
+    table2 = gr.HTML(elem_id="leaderboard_table2")
+    sweep = gr.Plot(label="Figure 5: EMD and PCC against guidance scale", elem_id="leaderboard_sweep")
+    sensitivity = gr.Plot(label="Figure 4 (left): model shift ÷ human shift", elem_id="leaderboard_sensitivity")
+    scatter = gr.Plot(label="Figure 4 (right): per-concept shift, model against human", elem_id="leaderboard_scatter")
+    with gr.Row():
+        table6 = gr.Dataframe(label="Table 6: sensitivity by style", interactive=False, elem_id="leaderboard_table6")
+        table7 = gr.Dataframe(label="Table 7: by modifier type", interactive=False, elem_id="leaderboard_table7")
+        table8 = gr.Dataframe(label="Table 8: type × style, mean over models", interactive=False,
+                              elem_id="leaderboard_table8")
+    files = gr.File(label="Exports", file_count="multiple", interactive=False, elem_id="leaderboard_files")
+
+    inputs = [session_token, source, cfg, aggregate]
+    show.click(allowed(_show(concepts)), inputs,
+               [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8], api_name="leaderboard_show")
+    export.click(allowed(_export(ctx, concepts)), inputs, files, api_name="leaderboard_export")
+
+
+def _show(concepts):
+    def show(db, actor, source: str, cfg: str, aggregate: str):
+        """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`."""
+        result = leaderboard_analyses(db, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
+        figs = analysis_figures(result)
+        scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
+        note = f"{escape(ground_truth.describe_source(db, source))}  \nGuidance scale per model: {scales}."
+        return (note, LEGEND + result.table1.to_html(), LEGEND + result.table2.to_html(), figs["cfg_sweep"],
+                figs["sensitivity"], figs["shift_scatter"], *(_shown(t) for t in (result.table6, result.table7, result.table8)))
+    return show
+
+
+def _shown(table):
+    return table.round(3).reset_index()
+
+
+def _export(ctx: AppContext, concepts):
+    def export(db, actor, source: str, cfg: str, aggregate: str) -> list[str]:
+        """Every table as CSV and every figure as HTML, under the data folder's exports/."""
+        result = leaderboard_analyses(db, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
+        paths = export_analyses(result, analysis_figures(result), ctx.config.data_dir / "exports" / "research")
+        return [str(p) for p in paths]
+    return export

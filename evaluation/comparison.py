@@ -1,0 +1,203 @@
+"""One concept, people against each model, for the Concept browser.
+
+`Panel` holds what one source (the human ground truth or one model at one style and
+guidance scale) shows: its distribution and its visual groups' dominant colors with
+sample counts (Figure 3). The figure builders put panels side by side on one shared
+probability axis; `variant_shifts` compares a base concept with its modified variants
+(shift EMD, §5.1) for people and for each model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from evaluation import figures, metrics
+from evaluation.concepts import Concept
+from evaluation.results import latest_distributions, resolve_cfg
+from evaluation.scoring import score
+
+HUMAN = "human"
+METRIC_COLUMNS = ["model", "style", "cfg", "n_images", "n_excluded", "pcc", "emd", "ed", "dca", "hue_diff"]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """What one source shows for one concept.
+
+    Attributes
+    ----------
+    title : str
+        E.g. ``"Human: designer colorings (n = 5)"`` or ``"sdxl · cfg 6 (5 images)"``.
+    p : ndarray, shape (71,)
+        The distribution.
+    colors : ndarray, shape (k, 3), uint8, or None
+        The dominant color of each visual group (sRGB), largest group first.
+    counts : tuple of int or None
+        Images (or colorings) per group.
+    """
+
+    title: str
+    p: np.ndarray
+    colors: np.ndarray | None = None
+    counts: tuple[int, ...] | None = None
+
+
+def strip_of(groups: Sequence | None) -> tuple[np.ndarray, tuple[int, ...]] | tuple[None, None]:
+    """Dominant colors and sizes of extraction groups.
+
+    `groups` holds `evaluation.extraction.ColorGroup` objects or their stored JSON form
+    (dicts with ``rgb``, heaviest first, and ``image_indices``); empty or None gives
+    ``(None, None)``.
+    """
+    if not groups:
+        return None, None
+    as_dicts = [g if isinstance(g, Mapping) else {"rgb": g.rgb, "image_indices": g.image_indices} for g in groups]
+    colors = np.stack([np.asarray(g["rgb"], dtype=np.uint8).reshape(-1, 3)[0] for g in as_dicts])
+    return colors, tuple(len(g["image_indices"]) for g in as_dicts)
+
+
+def human_panel(label: str, p: np.ndarray, groups: Sequence | None = None) -> Panel:
+    """The panel of a human distribution; `label` says its source."""
+    colors, counts = strip_of(groups)
+    return Panel(f"Human: {label}", np.asarray(p, dtype=np.float64), colors, counts)
+
+
+def rows_at_cfg(rows: Sequence[Mapping], cfg: str | float) -> list[dict]:
+    """The newest distribution per (model, style, concept) at the chosen scale per model.
+
+    `cfg` is ``"recommended"`` or one scale (see `evaluation.results.resolve_cfg`).
+    """
+    latest = latest_distributions(rows)
+    if not latest:
+        return []
+    chosen = resolve_cfg(pd.DataFrame({"model": [r["model"] for r in latest], "cfg": [r["cfg"] for r in latest]}), cfg)
+    return [r for r in latest if np.isclose(float(r["cfg"]), chosen[r["model"]])]
+
+
+def model_panels(rows: Sequence[Mapping]) -> list[Panel]:
+    """One panel per model distribution row (``model, style, cfg, p, n_images, n_excluded, groups``)."""
+    panels = []
+    for row in sorted(rows, key=lambda r: (r["model"], r["style"], r["cfg"])):
+        colors, counts = strip_of(row.get("groups"))
+        title = (f"{row['model']} · {row['style']} · cfg {float(row['cfg']):g} "
+                 f"({row['n_images']} images, {row['n_excluded']} excluded)")
+        panels.append(Panel(title, np.asarray(row["p"], dtype=np.float64), colors, counts))
+    return panels
+
+
+def distributions_figure(panels: Sequence[Panel], *, columns: int = 2) -> go.Figure:
+    """UW-71 bar charts of every panel in a grid, all on the same probability axis.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Trace i is `evaluation.figures.distribution_bar` of ``panels[i].p`` (palette
+        colors, hover with index, hex, L*a*b* and probability); every y axis spans
+        [0, 1.05 x the largest probability of all panels].
+    """
+    if not panels:
+        raise ValueError("`panels` is empty: nothing to draw")
+    rows = math.ceil(len(panels) / columns)
+    fig = make_subplots(rows=rows, cols=columns, subplot_titles=[p.title for p in panels],
+                        vertical_spacing=min(0.12, 0.5 / rows))
+    top = 1.05 * max(float(p.p.max()) for p in panels)
+    for i, panel in enumerate(panels):
+        fig.add_trace(figures.distribution_bar(panel.p).data[0], row=i // columns + 1, col=i % columns + 1)
+    fig.update_yaxes(range=[0, top])
+    fig.update_xaxes(range=[-0.5, 70.5], showticklabels=False)
+    fig.update_layout(height=260 * rows, showlegend=False, bargap=0.05, **figures.LAYOUT)
+    return fig
+
+
+def strips_figure(panels: Sequence[Panel]) -> go.Figure:
+    """The dominant-color strip (Figure 3) of every panel that has groups, one row each.
+
+    Swatches are labelled with their sample counts; a panel without groups (a reference
+    set of ratings has no samples) gets a row that says so.
+    """
+    if not panels:
+        raise ValueError("`panels` is empty: nothing to draw")
+    fig = make_subplots(rows=len(panels), cols=1, subplot_titles=[p.title for p in panels],
+                        vertical_spacing=min(0.15, 0.6 / len(panels)))
+    for i, panel in enumerate(panels, start=1):
+        if panel.colors is None:
+            fig.add_annotation(text="no per-sample colors (reference ratings)", showarrow=False,
+                               xref=f"x{i if i > 1 else ''} domain", yref=f"y{i if i > 1 else ''} domain", x=0.5, y=0.5)
+        else:
+            fig.add_trace(figures.dominant_strip(panel.colors, panel.counts).data[0], row=i, col=1)
+    fig.update_xaxes(showticklabels=False, showgrid=False)
+    fig.update_yaxes(visible=False, range=[0, 1])
+    fig.update_layout(height=110 * len(panels) + 40, showlegend=False, bargap=0.04, **figures.LAYOUT)
+    return fig
+
+
+def concept_metrics(concept: str, human_p: np.ndarray, rows: Sequence[Mapping], concepts: Sequence[Concept]) -> pd.DataFrame:
+    """PCC, EMD, ED, DCA and ΔHue of each model row of `concept` against `human_p`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns `METRIC_COLUMNS`, one row per model row with a distribution.
+    """
+    long = score([r for r in rows if r["concept"] == concept], {concept: human_p}, concepts)
+    return long.rename(columns={"delta_hue": "hue_diff"})[METRIC_COLUMNS].reset_index(drop=True)
+
+
+def variant_shifts(base: str, concepts: Sequence[Concept], human: Mapping[str, np.ndarray],
+                   rows: Sequence[Mapping]) -> pd.DataFrame:
+    """Shift EMD from base concept `base` to each of its variants, for people and models.
+
+    Parameters
+    ----------
+    base : str
+        A base concept key, e.g. ``"apple"``.
+    human : Mapping of str to ndarray
+        Human distributions by concept key (the base and variants it covers).
+    rows : sequence of Mapping
+        Model distribution rows at one scale per model (`rows_at_cfg`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``concept, modifier_type, source, shift``: source ``"human"`` or
+        ``"<model> · <style>"``; shift in CIELAB units, for every variant whose base and
+        variant distributions both exist for that source.
+    """
+    variants = [c for c in concepts if c.base == base and c.modifier_type != "original"]
+    if not any(c.key == base for c in concepts):
+        raise ValueError(f"`base` must be a base concept key, got {base!r}")
+    out = [(c.key, c.modifier_type, HUMAN, metrics.shift(human[base], human[c.key]))
+           for c in variants if base in human and c.key in human]
+    by_source: dict[str, dict[str, np.ndarray]] = {}
+    for row in rows:
+        by_source.setdefault(f"{row['model']} · {row['style']}", {})[row["concept"]] = row["p"]
+    for source, ps in sorted(by_source.items()):
+        out += [(c.key, c.modifier_type, source, metrics.shift(ps[base], ps[c.key]))
+                for c in variants if base in ps and c.key in ps]
+    return pd.DataFrame(out, columns=["concept", "modifier_type", "source", "shift"])
+
+
+def variant_shift_table(shifts: pd.DataFrame) -> pd.DataFrame:
+    """`variant_shifts` as one row per variant and one column per source (human first)."""
+    if shifts.empty:
+        return pd.DataFrame(columns=["concept", "modifier_type", HUMAN])
+    wide = shifts.pivot_table(index=["concept", "modifier_type"], columns="source", values="shift", sort=False)
+    ordered = [HUMAN] * (HUMAN in wide.columns) + sorted(c for c in wide.columns if c != HUMAN)
+    return wide[ordered].reset_index().rename_axis(columns=None)
+
+
+def variant_shift_figure(shifts: pd.DataFrame, *, title: str = "") -> go.Figure:
+    """Grouped bars: x = variant, one bar trace per source, y = shift EMD (hover: concept, source, value)."""
+    fig = go.Figure()
+    for source, part in shifts.groupby("source", sort=False):
+        fig.add_trace(go.Bar(x=part["concept"], y=part["shift"], name=source, customdata=part[["modifier_type"]].to_numpy(),
+                             hovertemplate=f"%{{x}} (%{{customdata[0]}})<br>{source}<br>shift EMD %{{y:.2f}}<extra></extra>"))
+    fig.update_layout(title=title, barmode="group", yaxis_title="shift EMD from the base concept", **figures.LAYOUT)
+    return fig

@@ -1,0 +1,178 @@
+"""The research tabs' analyses: stored model distributions against one human source.
+
+`analyses` scores the latest stored P_M(x|c) of every (model, concept, style, cfg)
+against P_H(x|c) (`evaluation.scoring.score`) and derives the paper's Tables 1, 2 and
+6-8, the CFG sweep of Figure 5 and the shifts of Figure 4 (`evaluation.tables`);
+`analysis_figures` draws them (`evaluation.figures`) and `export_analyses` writes every
+table as CSV and every figure as HTML.
+
+Choices where the paper is silent:
+
+- The same cell may be stored by several runs; the most recently created distribution
+  is used.
+- Tables 1, 2 and 6-8 use one guidance scale per model. By default that is the model's
+  *recommended* scale: the middle of the scales stored for it (the lower middle for an
+  even count), since the registry centres each sweep on the model's recommended value.
+  Any one scale can be chosen instead; Figure 5 always shows them all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from evaluation import figures, scoring, tables
+from evaluation.concepts import Concept
+from evaluation.stages import write_atomic
+
+RECOMMENDED = "recommended"
+#: scoring's column name -> the name `evaluation.tables` expects.
+_RENAMED = {"delta_hue": "hue_diff"}
+
+
+def latest_distributions(model_rows: Sequence[Mapping]) -> list[dict]:
+    """Rows of `evaluation.runs.model_distributions` with a ``p``, one per (model, concept, style, cfg): the newest."""
+    latest: dict[tuple, dict] = {}
+    for row in sorted((r for r in model_rows if r["p"] is not None), key=lambda r: r["created_at"]):
+        latest[(row["model"], row["concept"], row["style"], float(row["cfg"]))] = dict(row)
+    return list(latest.values())
+
+
+def metrics_frame(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray],
+                  concepts: Sequence[Concept]) -> pd.DataFrame:
+    """Per-concept metrics in the layout of `evaluation.tables` (``hue_diff`` for ΔHue).
+
+    Parameters
+    ----------
+    model_rows : sequence of Mapping
+        `evaluation.runs.model_distributions` rows (any runs).
+    human : Mapping of str to ndarray, shape (71,)
+        P_H(x|c) by concept key.
+    concepts : sequence of Concept
+
+    Returns
+    -------
+    pandas.DataFrame
+        `evaluation.scoring.LONG_COLUMNS` with ``delta_hue`` renamed ``hue_diff``.
+    """
+    long = scoring.score(latest_distributions(model_rows), human, concepts)
+    return long.rename(columns=_RENAMED)
+
+
+def recommended_cfg(frame: pd.DataFrame) -> dict[str, float]:
+    """Per model the middle of its stored guidance scales (lower middle for an even count)."""
+    out = {}
+    for model, scales in frame.groupby("model")["cfg"]:
+        ordered = np.sort(scales.unique())
+        out[model] = float(ordered[(len(ordered) - 1) // 2])
+    return out
+
+
+def resolve_cfg(frame: pd.DataFrame, choice: str | float) -> dict[str, float]:
+    """`choice` (`RECOMMENDED` or one scale) as one guidance scale per model of `frame`."""
+    if isinstance(choice, str) and choice.strip() == RECOMMENDED:
+        return recommended_cfg(frame)
+    try:
+        value = float(choice)
+    except (TypeError, ValueError):
+        raise ValueError(f"`cfg` must be {RECOMMENDED!r} or a guidance scale, got {choice!r}") from None
+    return {model: value for model in frame["model"].unique()}
+
+
+@dataclass(frozen=True)
+class Analyses:
+    """Every table of the leaderboard tab (pandas frames, `tables.Leaderboard` for 1 and 2)."""
+
+    metrics: pd.DataFrame
+    cfg: dict[str, float]
+    table1: tables.Leaderboard
+    table2: tables.Leaderboard
+    sweep: pd.DataFrame
+    shifts: pd.DataFrame
+    sensitivity: pd.DataFrame
+    table6: pd.DataFrame
+    table7: pd.DataFrame
+    table8: pd.DataFrame
+
+
+def _at_cfg(rows: Sequence[Mapping], cfg: Mapping[str, float]) -> pd.DataFrame:
+    kept = [r for r in rows if r["model"] in cfg and np.isclose(float(r["cfg"]), cfg[r["model"]])]
+    return pd.DataFrame({"model": [r["model"] for r in kept], "style": [r["style"] for r in kept],
+                         "concept": [r["concept"] for r in kept], "p": [r["p"] for r in kept]})
+
+
+def analyses(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], concepts: Sequence[Concept], *,
+             cfg: str | float = RECOMMENDED, aggregate: str = tables.RATIO_OF_MEANS) -> Analyses:
+    """Score and tabulate; see the module notes for `cfg`.
+
+    Raises
+    ------
+    ValueError
+        If no stored model distribution has a human counterpart, or a chosen scale is
+        missing for a model.
+    """
+    frame = metrics_frame(model_rows, human, concepts)
+    if frame.empty:
+        raise ValueError("no stored model distribution has a human distribution in this source: "
+                         "finish an evaluation, or pick a source that covers its concepts")
+    chosen = resolve_cfg(frame, cfg)
+    latest = latest_distributions(model_rows)
+    shifts = tables.concept_shifts(human, _at_cfg(latest, chosen), concepts=concepts)
+    # An empty result (no variant pair in the source) comes back with text-typed shift columns.
+    shifts = shifts.astype({"human_shift": float, "model_shift": float})
+    return Analyses(
+        metrics=frame, cfg=chosen,
+        table1=tables.table1(frame, cfg=chosen), table2=tables.table2(frame, cfg=chosen),
+        sweep=tables.cfg_sweep(frame, ("emd", "pcc")), shifts=shifts,
+        sensitivity=tables.sensitivity(shifts, ("model", "modifier_type"), aggregate=aggregate),
+        table6=tables.table6(shifts, aggregate=aggregate), table7=tables.table7(shifts, aggregate=aggregate),
+        table8=tables.table8(shifts, aggregate=aggregate),
+    )
+
+
+def analysis_figures(result: Analyses) -> dict[str, go.Figure]:
+    """Figure 5 (CFG sweep), Figure 4 left (sensitivity bars) and right (shift scatter)."""
+    return {
+        "cfg_sweep": figures.cfg_sweep_figure(result.sweep),
+        "sensitivity": figures.sensitivity_bars(result.sensitivity, group="modifier_type"),
+        "shift_scatter": figures.shift_scatter(result.shifts),
+    }
+
+
+def _write(directory: Path, name: str, suffix: str, data: bytes) -> Path:
+    path = directory / f"{name}-{hashlib.sha256(data).hexdigest()[:12]}{suffix}"
+    write_atomic(path, data)
+    return path
+
+
+def export_analyses(result: Analyses, figs: Mapping[str, go.Figure], directory: str | Path) -> list[Path]:
+    """Write every table as CSV and every figure as a standalone HTML file.
+
+    Files are named ``<name>-<first 12 hex of their SHA-256>.<csv|html>`` under
+    `directory`, so exports never overwrite one another. Tables 1 and 2 are written in
+    long form with their best/second marks (`tables.Leaderboard.to_csv_frame`).
+
+    Returns
+    -------
+    list of Path
+        Tables first (metrics, table1, table2, cfg_sweep, shifts, sensitivity, table6-8),
+        then figures.
+    """
+    directory = Path(directory)
+    paths = []
+    for field in fields(result):
+        value = getattr(result, field.name)
+        if isinstance(value, tables.Leaderboard):
+            value = value.to_csv_frame()
+        if isinstance(value, pd.DataFrame):
+            index = field.name in ("table6", "table7", "table8")
+            paths.append(_write(directory, field.name, ".csv", value.to_csv(index=index).encode("utf-8")))
+    for name, fig in figs.items():
+        paths.append(_write(directory, name, ".html", fig.to_html(include_plotlyjs=True, full_html=True).encode("utf-8")))
+    return paths

@@ -1,0 +1,100 @@
+"""Shared set-up of the research tests: tiny models built once, stored runs with known colors.
+
+`tiny_models` builds the engine's tiny random models (`evaluation.tiny.build_all`) once per
+test session under pytest's base temporary folder; `install_tiny` copies them where an
+app's data folder expects them. `store_segmented_run` stores a run whose images and masks
+are drawn here (solid colors), then extracts its distributions with the real pipeline.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from evaluation import runs
+from evaluation.concepts import load_concepts
+from evaluation.generation import build_prompt
+from evaluation.stages import extract, write_atomic
+from evaluation.tiny import build_all
+
+TINY_NAMES = ("tiny-random", "tiny-grounding-dino", "tiny-sam")
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> Path:
+    """Folder holding the three tiny models (built on first use in this session)."""
+    root = tmp_path_factory.getbasetemp() / "research-tiny-models"
+    if not all((root / name / "config.json").exists() or (root / name / "model_index.json").exists()
+               for name in TINY_NAMES):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            build_all(root)
+    return root
+
+
+def install_tiny(tiny_root: Path, data_dir: Path) -> None:
+    """Copy the tiny models to ``data_dir/models`` (where the app builds them otherwise)."""
+    for name in TINY_NAMES:
+        shutil.copytree(tiny_root / name, data_dir / "models" / name, dirs_exist_ok=True)
+
+
+def solid(rgb, size: int = 32) -> np.ndarray:
+    """A (size, size, 3) uint8 image of one sRGB color."""
+    return np.broadcast_to(np.asarray(rgb, dtype=np.uint8), (size, size, 3)).copy()
+
+
+def centre_mask(size: int = 32, margin: int = 8) -> np.ndarray:
+    """A (size, size) bool mask of the centre square."""
+    mask = np.zeros((size, size), bool)
+    mask[margin:size - margin, margin:size - margin] = True
+    return mask
+
+
+def _png(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def store_segmented_run(db, data_dir: Path, run: str, cells: dict) -> None:
+    """Store a fully segmented run and extract its distributions.
+
+    Parameters
+    ----------
+    cells : dict
+        ``{(model, concept, style, cfg): [rgb, rgb, ...]}``: one solid image per color,
+        each masked by `centre_mask`.
+    """
+    by_key = {c.key: c for c in load_concepts()}
+    items = [{"model": m, "concept": c, "noun": by_key[c].base, "style": s, "cfg": cfg, "sample": i,
+              "seed": 1000 + i, "prompt": build_prompt(by_key[c], s)}
+             for (m, c, s, cfg), colors in cells.items() for i in range(len(colors))]
+    runs.create_run(db, run, items, {"test": run})
+    ids = {(r["model"], r["concept"], r["style"], r["cfg"], r["sample"]): r["id"] for r in runs.items(db, run)}
+    updates = []
+    for (m, c, s, cfg), colors in cells.items():
+        for i, rgb in enumerate(colors):
+            image_path = f"runs/{run}/images/{m}-{c}-{s}-{cfg}-{i}.png"
+            mask_path = f"runs/{run}/masks/{m}-{c}-{s}-{cfg}-{i}.png"
+            write_atomic(Path(data_dir) / image_path, _png(solid(rgb)))
+            write_atomic(Path(data_dir) / mask_path, _png(centre_mask()))
+            updates.append({"id": ids[(m, c, s, float(cfg), i)], "status": "segmented", "segment_status": "ok",
+                            "image_path": image_path, "mask_path": mask_path, "detected": 1,
+                            "gen_seconds": 0.5, "seg_seconds": 0.25, "n_pixels": int(centre_mask().sum())})
+    runs.record_items(db, updates)
+    extract(db, run, data_dir)
+
+
+def one_hot(index: int, weight: float = 1.0, rest: int | None = None) -> np.ndarray:
+    """A UW-71 distribution with `weight` on bin `index` and the rest on bin `rest`."""
+    p = np.zeros(71)
+    p[index] = weight
+    if rest is not None:
+        p[rest] += 1.0 - weight
+    return p
