@@ -40,7 +40,8 @@ import numpy as np
 import sqlite_utils
 
 from annotation.accounts import create_annotators
-from annotation.assignment import reserve, submit
+from annotation.assignment import reserve
+from annotation.colorings import store_coloring
 from annotation.concepts import sync_concepts
 from annotation.db import ensure_schema, iso, open_db, transaction
 from annotation.errors import Conflict
@@ -123,26 +124,16 @@ def random_coloring(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np
     return image, mask
 
 
-def _coloring_writer(data_dir: Path, image: np.ndarray, mask: np.ndarray, seconds: float,
-                     *, die_in_write: bool = False):
-    """``write(db, task)`` for `annotation.assignment.submit`, with the files stored first.
+def _die_at_coloring_insert(db: sqlite_utils.Database) -> None:
+    """SIGKILL this process when its connection next inserts a coloring row.
 
-    As in the colorings store, the PNG files are written before the transaction (so
-    encoding does not hold the write lock) and the row inside it.
+    The colorings store writes the PNG files first and the row inside its transaction,
+    so the process dies with the files on disk and the transaction uncommitted.
     """
-    stored_image = store_png(data_dir, image, folder="colorings")
-    stored_mask = store_png(data_dir, mask, folder="colorings")
-
-    def write(db: sqlite_utils.Database, task) -> int:
-        if die_in_write:
+    def trace(statement: str) -> None:
+        if statement.lstrip().upper().startswith('INSERT INTO "COLORINGS"'):
             os.kill(os.getpid(), signal.SIGKILL)
-        return db["colorings"].insert({
-            "annotator_id": task.annotator_id, "concept_key": task.concept_key,
-            "image_path": stored_image.path, "image_sha256": stored_image.sha256,
-            "mask_path": stored_mask.path, "mask_sha256": stored_mask.sha256,
-            "practice": 0, "round": 1, "status": "submitted", "seconds_spent": seconds,
-            "created": iso()}).last_pk
-    return write
+    db.conn.set_trace_callback(trace)
 
 
 def designer_session(study: Study, designer: int, count: int, *, seed: int,
@@ -150,10 +141,11 @@ def designer_session(study: Study, designer: int, count: int, *, seed: int,
                      on_ack=None, die_in_write_at: int | None = None) -> list[Ack]:
     """One designer: reserve a batch, submit each task, top up, until `count` or a dry pool.
 
-    Every `retry_every`-th submission is sent a second time, as a client retrying after
-    a lost answer would; the store must refuse it (`Conflict`) and store nothing.
-    `die_in_write_at` kills this process (SIGKILL) inside that submission's write, after
-    its files are stored and before its row commits.
+    Submissions go through `annotation.colorings.store_coloring` (files, distribution,
+    rows, task). Every `retry_every`-th submission is sent a second time, as a client
+    retrying after a lost answer would; the store must refuse it (`Conflict`) and store
+    nothing. `die_in_write_at` kills this process (SIGKILL) inside that submission's
+    write, after its files are stored and before its row commits.
     """
     rng = np.random.default_rng(seed)
     db = open_db(study.db_path)
@@ -165,26 +157,28 @@ def designer_session(study: Study, designer: int, count: int, *, seed: int,
                 break
             for task in tasks[: count - len(acks)]:
                 image, mask = random_coloring(rng, side)
-                die = die_in_write_at is not None and len(acks) == die_in_write_at
+                if die_in_write_at is not None and len(acks) == die_in_write_at:
+                    _die_at_coloring_insert(db)
+                coloring = {"color_image": image, "painted_mask": mask, "task_id": task.id,
+                            "seconds_spent": float(rng.uniform(30, 600)), "k": study.k}
                 start = time.perf_counter()
-                writer = _coloring_writer(study.data_dir, image, mask,
-                                          float(rng.uniform(30, 600)), die_in_write=die)
-                coloring_id = submit(db, task.id, designer, writer, k=study.k)
+                coloring_id = store_coloring(db, study.data_dir, designer, task.concept_key,
+                                             **coloring)
                 ack = Ack(designer, task.id, coloring_id, task.concept_key,
                           time.perf_counter() - start)
                 acks.append(ack)
                 if on_ack is not None:
                     on_ack(ack)
                 if retry_every and len(acks) % retry_every == 0:
-                    _check_retry_refused(db, task, designer, writer, study.k)
+                    _check_retry_refused(db, study.data_dir, designer, task, coloring)
     finally:
         db.close()
     return acks
 
 
-def _check_retry_refused(db, task, designer: int, writer, k: int) -> None:
+def _check_retry_refused(db, data_dir: Path, designer: int, task, coloring: dict) -> None:
     try:
-        submit(db, task.id, designer, writer, k=k)
+        store_coloring(db, data_dir, designer, task.concept_key, **coloring)
     except Conflict:
         return
     raise AssertionError(f"task {task.id} was accepted twice")
@@ -275,7 +269,8 @@ def run(*, designers: int = 30, submissions: int = 20, side: int = 512, k: int =
         figures |= _kill_figures(tmp, kill_processes, submissions, side, k, seed)
         if resume:
             result = kill_and_resume_run(tmp / "resume", build_tiny_models(tmp / "models"))
-            figures |= {"run_items": result.total, "run_generated_at_kill": result.generated_at_kill,
+            figures |= {"run_items": result.total,
+                        "run_generated_at_kill": result.generated_at_kill,
                         "run_identical": result.rows == result.reference_rows
                         and result.files == result.reference_files and not result.orphans}
     return figures

@@ -75,8 +75,9 @@ def generate_argv(model_dir: Path, db: Path, data_dir: Path, *, concepts: tuple[
 
 def kill_and_resume_run(workdir: str | Path, model_dir: str | Path, *,
                         concepts: tuple[str, ...] = ("apple", "banana", "lemon"),
-                        styles: tuple[str, ...] = ("natural", "clipart"), samples: int = 2, cfg: tuple[float, ...] = (2.0, 7.5),
-                        batch_size: int = 2, kill_after: int = 2,
+                        styles: tuple[str, ...] = ("natural", "clipart"), samples: int = 2,
+                        cfg: tuple[float, ...] = (2.0, 7.5), batch_size: int = 2,
+                        kill_after: int = 2,
                         device: str = "cpu") -> ResumeResult:
     """Run once without interruption; run again, SIGKILL it after `kill_after` items, resume.
 

@@ -22,8 +22,9 @@ def check_store(db_path: str | Path, data_dir: str | Path, acks: list, *, k: int
     Checks ``PRAGMA integrity_check`` and ``foreign_key_check``; every acknowledged
     submission present, with its task pointing at it; colorings and submitted tasks one
     to one (nothing stored twice, no row without its task); no designer with two
-    colorings of a concept; no concept over its quota `k`; every coloring's files present
-    and matching their hash; no orphaned files. With `all_acknowledged` every stored
+    colorings of a concept in one round; no concept colored by more than `k` designers;
+    every coloring with its distribution row and its files, matching their hashes; no
+    orphaned files. With `all_acknowledged` every stored
     coloring must also be among `acks` (false after a crash: a commit may have happened
     whose answer never arrived).
     """
@@ -59,12 +60,15 @@ def _row_problems(db, acks: list, k: int) -> list[str]:
     problems += [f"coloring {cid} has no submitted task" for cid in colorings.keys() - tasks.keys()]
     problems += [f"task {t['id']} names missing coloring {cid}"
                  for cid, t in tasks.items() if cid not in colorings]
-    problems += [f"designer {a} colored {c!r} {n} times" for a, c, n in db.execute(
-        "select annotator_id, concept_key, count(*) from colorings where practice = 0 "
-        "group by 1, 2 having count(*) > 1")]
-    problems += [f"concept {c!r} has {n} colorings, over its quota {k}" for c, n in db.execute(
-        "select concept_key, count(*) from colorings where practice = 0 group by 1 "
-        "having count(*) > ?", [k])]
+    problems += [f"designer {a} colored {c!r} {n} times in round {r}" for a, c, r, n in db.execute(
+        "select annotator_id, concept_key, round, count(*) from colorings where practice = 0 "
+        "group by 1, 2, 3 having count(*) > 1")]
+    problems += [f"concept {c!r} has {n} designers, over its quota {k}" for c, n in db.execute(
+        "select concept_key, count(distinct annotator_id) from colorings where practice = 0 "
+        "group by 1 having count(distinct annotator_id) > ?", [k])]
+    problems += [f"coloring {cid} has no distribution" for (cid,) in db.execute(
+        "select id from colorings where id not in (select coloring_id from "
+        "coloring_distributions)")]
     return problems
 
 

@@ -128,8 +128,9 @@ def test_check_store_names_each_kind_of_damage(tmp_path):
     _hash_named(study.data_dir / "colorings" / "00", "stray")
     problems = check_store(study.db_path, study.data_dir, [*acks, lost], k=study.k)
     assert "acknowledged coloring 999 (task 999) is missing" in problems
-    assert any(p.startswith(f"concept {first['concept_key']!r} has 2 colorings") for p in problems)
+    assert any(p.startswith(f"concept {first['concept_key']!r} has 2 designers") for p in problems)
     assert any("has no submitted task" in p for p in problems)
+    assert any(p.endswith("has no distribution") for p in problems)
     assert f"coloring {first['id']}: image {first['image_path']} is missing" in problems
     assert f"coloring {first['id']}: mask file does not match its hash" in problems
     assert any(p.startswith("orphaned file colorings/00/") for p in problems)
