@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from annotation.db import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
@@ -59,16 +60,40 @@ class LiveApp:
         token, _ = self.client.predict(ADMIN_PASSWORD, api_name="/login_admin")
         return token
 
-    def invite_links(self, role: str, n: int = 1, *, background: str = "unknown",
-                     days: float = 7) -> list[str]:
-        """Create `n` people of `role` through ``/admin_create_invites``; their links here."""
+    def invite(self, role: str, n: int = 1, *, background: str = "unknown",
+               days: float = 7) -> list[tuple[int, str]]:
+        """Create `n` people of `role` through ``/admin_create_invites``.
+
+        Returns ``(annotator_id, invite link pointed at this server)`` per person.
+        """
         table = self.client.predict(self.admin_token(), role, n, background, days,
                                     api_name="/admin_create_invites")
-        return [self.local(row[3]) for row in table["data"]]
+        return [(row[0], self.local(row[3])) for row in table["data"]]
+
+    def query(self, sql: str, params: tuple = ()) -> list[dict]:
+        """Rows of a read-only query on the app's database."""
+        db = open_db(self.config.db_path)
+        try:
+            return [dict(row) for row in db.query(sql, params)]
+        finally:
+            db.close()
 
     def local(self, link: str) -> str:
         """`link` (built on the configured public URL) pointed at this server."""
         return link.replace(self.config.public_url.rstrip("/") + "/", self.url)
+
+
+def sign_in(page, link: str) -> str:
+    """Open an invite `link` in `page`; the pseudonym the Start tab then shows."""
+    page.goto(link)
+    status = page.locator("#start_status")
+    expect(status).to_contain_text("Signed in as")
+    return status.inner_text().removeprefix("Signed in as").strip(" .")
+
+
+def open_tab(page, title: str) -> None:
+    """Click the tab called `title` (it must be visible to the signed-in person)."""
+    page.get_by_role("tab", name=title).click()
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_designer_opens_invite_link_and_sees_only_their_tabs(live_app, page):
-    [link] = live_app.invite_links("designer", background="yes")
+    [(_, link)] = live_app.invite("designer", background="yes")
     page.goto(link)
     expect(page.locator("#start_status")).to_have_text("Signed in as D0001.")
     expect(page).to_have_url(live_app.url)
