@@ -30,6 +30,7 @@ from annotation.colorings import (concept_colorings, get_coloring, ground_truth_
 from annotation.db import iso, transaction, utcnow
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from evaluation import metrics
+from evaluation.extraction import image_pixels
 from evaluation.plausibility import plausibility_ranking
 
 REVIEWER_ROLES = ("expert", "admin")
@@ -305,13 +306,16 @@ def plausibility_scores(data_dir: str | Path, colorings: list[dict]) -> dict[int
     dict
         Coloring id -> mean pixel score of its painted pixels against the hue ×
         saturation prior of the others (`evaluation.plausibility.plausibility_ranking`).
+
+    Notes
+    -----
+    The pixels are those the extraction pipeline sees (`evaluation.extraction.image_pixels`:
+    the painted area sampled to 100 × 100), so a 1024² coloring costs 10⁴ pixels, not 10⁶
+    (choice: the SCD paper scores every pixel of small images).
     """
     if len(colorings) < 2:
         return {}
-    pixels = {}
-    for row in colorings:
-        image, mask = load_pixels(data_dir, row)
-        pixels[row["id"]] = image[mask]
+    pixels = {row["id"]: image_pixels(*load_pixels(data_dir, row)) for row in colorings}
     ranking = plausibility_ranking(pixels)
     return dict(zip(ranking["coloring"].astype(int), ranking["score"].astype(float)))
 

@@ -20,6 +20,7 @@ from annotation import qc, review, votes
 from annotation.colorings import human_distribution
 from annotation.files import resolve
 from app.common import AppContext, escape, handler
+from app.landing import current_actor
 from evaluation.figures import LAYOUT, consistency_histogram, distribution_bar
 
 NAME = "expert"
@@ -45,8 +46,11 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     message = gr.Markdown(elem_id="expert_message")
     reviewer = handler(ctx, *REVIEWERS)
 
-    grid["load"].click(reviewer(_concepts), session_token, [grid["concept"], stats["concept"]],
-                       api_name="expert_concepts")
+    pickers = [grid["concept"], stats["concept"]]
+    grid["load"].click(reviewer(_concepts), session_token, pickers, api_name="expert_concepts")
+    session_token.change(_on_sign_in(ctx), session_token,
+                         [*pickers, queue["task"], queue["concept"], queue["image"],
+                          queue["plot"]], api_visibility="private")
     grid["show"].click(reviewer(_grid(ctx)), [session_token, grid["concept"], grid["reveal"]],
                        [grid["gallery"], grid["table"], grid["plot"]], api_name="expert_grid")
     grid["recolor"].click(reviewer(_recolor), [session_token, grid["coloring"], grid["note"]],
@@ -172,6 +176,19 @@ def _concepts(db, actor) -> tuple:
     choices = [(f"{r['concept_key']} ({r['designers']} designers, {r['colorings']} "
                 f"colorings)", r["concept_key"]) for r in review.reviewable_concepts(db)]
     return gr.Dropdown(choices=choices), gr.Dropdown(choices=choices)
+
+
+def _on_sign_in(ctx: AppContext):
+    def on_sign_in(session_token: str) -> tuple:
+        """After a sign-in or sign-out: the new person's concept lists, an empty vote pane."""
+        actor = current_actor(ctx, session_token)
+        if actor is None or not actor.roles & set(REVIEWERS):
+            pickers = gr.Dropdown(choices=[], value=None), gr.Dropdown(choices=[], value=None)
+        else:
+            with ctx.db() as db:
+                pickers = _concepts(db, actor)
+        return *pickers, None, "", None, None
+    return on_sign_in
 
 
 def _grid(ctx: AppContext):

@@ -18,6 +18,7 @@ or import `run` (alias of `bench_generation`) for a dict of the figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 
 from evaluation.generation import GenerationError, generate
-from evaluation.tiny import TINY_RESOLUTION, write_clip_vocab
+from evaluation.tiny import TINY_RESOLUTION, one_cpu_thread, write_clip_vocab
 
 PROMPT = "A natural photo of a rotten apple, centered composition."
 PROTOCOL_STEPS = 50
@@ -124,23 +125,31 @@ def bench_generation(*, batch_sizes=(1, 4), steps=(2, 6), repeats: int = 5, devi
         model, device_name = "SDXL architecture, random weights, float16", torch.cuda.get_device_name(device)
     else:
         pipe, resolution, guidance = tiny_random_pipeline(), TINY_RESOLUTION, 7.5
-        model, device_name = "tiny-random (0.2M-parameter UNet), float32", f"CPU ({torch.get_num_threads()} threads)"
+        model, device_name = "tiny-random (0.2M-parameter UNet), float32", "CPU (1 thread)"
     rows = []
-    for batch in batch_sizes:
-        for s in steps:
-            _time_call(pipe, batch, s, resolution, guidance)
-        timed = {s: [_time_call(pipe, batch, s, resolution, guidance) for _ in range(repeats)] for s in steps}
-        best = {s: min(t for t, _ in timed[s]) for s in steps}
-        per_step = (best[steps[1]] - best[steps[0]]) / (steps[1] - steps[0])
-        fixed = best[steps[0]] - per_step * steps[0]
-        seconds_50 = fixed + PROTOCOL_STEPS * per_step
-        rows.append({
-            "batch": batch, "seconds": {str(s): best[s] for s in steps}, "per_step_s": per_step,
-            "fixed_s": fixed, "seconds_per_call_50_steps": seconds_50, "images_per_s_50_steps": batch / seconds_50,
-            "finite_pixels": all(ok for s in steps for _, ok in timed[s]),
-        })
+    # On a CPU, one thread: a tiny model gains nothing from more, and a shared machine's
+    # load makes idle threads stall it (see evaluation.tiny.one_cpu_thread).
+    with one_cpu_thread() if device == "cpu" else contextlib.nullcontext():
+        for batch in batch_sizes:
+            rows.append(_bench_batch(pipe, batch, steps, repeats, resolution, guidance))
     return {"device": device_name, "model": model, "resolution": resolution, "guidance": guidance,
             "steps_timed": list(steps), "repeats": repeats, "rows": rows}
+
+
+def _bench_batch(pipe, batch: int, steps: tuple[int, int], repeats: int, resolution: int, guidance: float) -> dict:
+    """Time one batch size at both step counts; derive per-step and fixed costs."""
+    for s in steps:
+        _time_call(pipe, batch, s, resolution, guidance)
+    timed = {s: [_time_call(pipe, batch, s, resolution, guidance) for _ in range(repeats)] for s in steps}
+    best = {s: min(t for t, _ in timed[s]) for s in steps}
+    per_step = (best[steps[1]] - best[steps[0]]) / (steps[1] - steps[0])
+    fixed = best[steps[0]] - per_step * steps[0]
+    seconds_50 = fixed + PROTOCOL_STEPS * per_step
+    return {
+        "batch": batch, "seconds": {str(s): best[s] for s in steps}, "per_step_s": per_step,
+        "fixed_s": fixed, "seconds_per_call_50_steps": seconds_50, "images_per_s_50_steps": batch / seconds_50,
+        "finite_pixels": all(ok for s in steps for _, ok in timed[s]),
+    }
 
 
 run = bench_generation

@@ -49,8 +49,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 def _png_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
-    image = Image.fromarray(array) if array.dtype != bool else Image.fromarray(array).convert("1")
-    image.save(buffer, format="PNG")
+    Image.fromarray(array).save(buffer, format="PNG")  # a bool mask becomes a 1-bit PNG
     return buffer.getvalue()
 
 

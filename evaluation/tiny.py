@@ -15,8 +15,9 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 #: Side of the square images the tiny models are built for, in pixels.
 TINY_RESOLUTION = 64
@@ -36,6 +37,23 @@ def _build_atomically(path: str | Path, write: Callable[[Path], None]) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+@contextmanager
+def one_cpu_thread() -> Iterator[None]:
+    """Run torch on one CPU thread inside the block, then restore the thread count.
+
+    Tiny models gain nothing from intra-op threads, and on a shared, loaded CPU the
+    waiting threads of a tiny workload can slow it down tens of times.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def write_clip_vocab(directory: Path, *, max_length: int = 77) -> int:

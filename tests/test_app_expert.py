@@ -127,7 +127,9 @@ def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(stud
     page = browser.new_page()
     page.goto(link.replace(config.public_url + "/", client.src))
     page.get_by_role("tab", name="Expert review").click()
-    page.click("#expert_load")
+    page.locator("#expert_concept input").click()
+    expect(page.get_by_role("option", name="apple (3 designers, 3 colorings)")).to_be_visible(
+        timeout=20_000)
     page.locator("#expert_concept input").fill("apple")
     page.keyboard.press("Enter")
     page.click("#expert_show")

@@ -97,10 +97,9 @@ def test_a_reserved_task_is_completed_by_storing_its_coloring(store):
 def test_a_recolor_is_the_next_round_and_the_designer_counts_once_towards_the_quota(store):
     db, data = store
     designers = people(db, 6, "designer")
-    for base in ("apple",):
-        db["sketches"].insert({"base": base, "path": "s.png", "sha256": "0" * 64,
-                               "source": "test", "selected": 1, "created": iso(T0)})
-    first = [add_coloring(db, data, d, "rotten apple", (120, 80, 20)) for d in designers[:5]]
+    db["sketches"].insert({"base": "apple", "path": "s.png", "sha256": "0" * 64,
+                           "source": "test", "selected": 1, "created": iso(T0)})
+    first = [add_coloring(db, data, d, "rotten apple", (120, 80, 20)) for d in designers[:4]]
     task_id = request_recolor(db, ADMIN, first[0], "Rotten, not ripe: try browner tones.",
                               now=T0)
     assert get_coloring(db, first[0])["status"] == "recolor_requested"
@@ -115,11 +114,16 @@ def test_a_recolor_is_the_next_round_and_the_designer_counts_once_towards_the_qu
               for r in concept_colorings(db, "rotten apple")]
     assert rounds[:2] == [(designers[0], 1, "recolor_requested"),
                           (designers[0], 2, "submitted")]
+    assert overview.coverage(db, 5)["histogram"][4] == 1
+    rng = np.random.default_rng(1)
+    offered = assignment.reserve(db, "coloring", designers[4], rng, 50)
+    fifth = next(t for t in offered if t.concept_key == "rotten apple")
+    last = add_coloring(db, data, designers[4], "rotten apple", (100, 70, 20), task_id=fifth.id)
     assert overview.coverage(db, 5)["histogram"][5] == 1
-    offered = assignment.reserve(db, "coloring", designers[5], np.random.default_rng(1), 50)
+    offered = assignment.reserve(db, "coloring", designers[5], rng, 50)
     assert "rotten apple" not in {t.concept_key for t in offered}
     truth = ground_truth_colorings(db, "rotten apple")
-    assert sorted(r["id"] for r in truth) == sorted([second, *first[1:]])
+    assert [r["id"] for r in truth] == sorted([second, *first[1:], last])
 
 
 def test_a_recolor_task_cannot_be_used_twice_or_by_someone_else(store):

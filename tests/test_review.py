@@ -11,7 +11,7 @@ from annotation.accounts import Actor
 from annotation.assignment import open_tasks
 from annotation.colorings import get_coloring, human_distribution
 from annotation.concepts import sync_concepts
-from annotation.db import iso, open_db
+from annotation.db import ensure_schema, iso, open_db
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from evaluation import metrics
 from evaluation.palette import load_uw71
@@ -165,7 +165,6 @@ def test_an_exclusion_is_reversed_only_by_the_admin_with_an_audit_row(store):
 
 def test_paper_vote_patterns_give_p_bar_0811_and_36_discarded_through_the_panel(tmp_path):
     db = open_db(":memory:")
-    from annotation.db import ensure_schema
     ensure_schema(db)
     sync_concepts(db)
     data = tmp_path / "data"
@@ -248,6 +247,13 @@ def test_stage1_grid_hides_designers_shows_round_emd_and_takes_recolor_notes(sto
                      + (designers[1],)]
     with pytest.raises(Conflict, match="round 1"):
         review.request_recolor(db, expert, first, "again", now=T0)
+    review.accept_coloring(db, expert, grid[2].coloring_id, "white apple, fine")
+    assert get_coloring(db, grid[2].coloring_id)["status"] == "accepted"
+    row = list(db["audit"].rows_where("action = 'accept_coloring'"))[0]
+    assert (row["actor"], row["object_id"], row["why"]) == (
+        expert.pseudonym, str(grid[2].coloring_id), "white apple, fine")
+    with pytest.raises(Conflict, match="not submitted"):
+        review.accept_coloring(db, expert, first)
 
 
 def test_recolor_refused_while_one_waits_or_the_coloring_is_under_vote(store):
