@@ -2,9 +2,9 @@
 
 A source is either
 
-- ``designers``: the accepted colorings of the project's own designers, through
-  ``annotation.review.human_distribution(db, concept_key) -> (p, n_colorings, groups)``
-  (offered once that module exists), labelled with the number of colorings; or
+- ``designers``: the ground-truth colorings of the project's own designers, through
+  ``annotation.colorings.human_distribution(db, data_dir, concept_key)`` (offered once
+  that module exists), labelled with the number of colorings; or
 - an imported reference set stored in ``reference_distributions`` under its label, e.g.
   ``uw71-ratings`` (Schloss et al.'s mean ratings). The shipped ``uw71-ratings`` set is
   offered even before anyone stored it: it is then read from ``assets/reference/``.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -55,17 +56,17 @@ class HumanDistribution:
     groups: tuple | None = None
 
 
-def _review() -> ModuleType | None:
+def _colorings() -> ModuleType | None:
     try:
-        return importlib.import_module("annotation.review")
+        return importlib.import_module("annotation.colorings")
     except ModuleNotFoundError as error:
-        if error.name != "annotation.review":
+        if error.name != "annotation.colorings":
             raise
         return None
 
 
 def _designers_available() -> bool:
-    module = _review()
+    module = _colorings()
     return module is not None and hasattr(module, "human_distribution")
 
 
@@ -92,15 +93,12 @@ def describe_source(db: sqlite_utils.Database, source: str) -> str:
     return f"Imported reference set '{source}': {provenance}"
 
 
-def _designer(db: sqlite_utils.Database, concept: str) -> HumanDistribution | None:
-    found = _review().human_distribution(db, concept)
-    if found is None:
+def _designer(db: sqlite_utils.Database, data_dir: str | Path, concept: str) -> HumanDistribution | None:
+    found = _colorings().human_distribution(db, data_dir, concept)
+    if not found.n:
         return None
-    p, n, groups = found
-    if p is None or not n:
-        return None
-    return HumanDistribution(concept, DESIGNERS, np.asarray(p, dtype=np.float64),
-                             f"designer colorings (n = {int(n)})", int(n), tuple(groups or ()))
+    return HumanDistribution(concept, DESIGNERS, np.asarray(found.p, dtype=np.float64),
+                             f"designer colorings (n = {found.n})", found.n, tuple(found.groups or ()))
 
 
 def _reference(db: sqlite_utils.Database, source: str) -> dict[str, np.ndarray]:
@@ -109,7 +107,8 @@ def _reference(db: sqlite_utils.Database, source: str) -> dict[str, np.ndarray]:
     return load_reference_csv()
 
 
-def human_distributions(db: sqlite_utils.Database, source: str, concepts: Iterable[str]) -> dict[str, HumanDistribution]:
+def human_distributions(db: sqlite_utils.Database, source: str, concepts: Iterable[str], *,
+                        data_dir: str | Path) -> dict[str, HumanDistribution]:
     """The human distributions of `source` for the concept keys `concepts` that it covers.
 
     Parameters
@@ -117,7 +116,10 @@ def human_distributions(db: sqlite_utils.Database, source: str, concepts: Iterab
     source : str
         One of `human_sources(db)`.
     concepts : iterable of str
-        Concept keys; keys without a distribution in `source` are left out.
+        Concept keys; keys without a distribution in `source` are left out (for
+        designers: concepts with no ground-truth coloring).
+    data_dir : str or Path
+        Where the colorings' images are stored (used for ``designers`` only).
 
     Returns
     -------
@@ -132,18 +134,20 @@ def human_distributions(db: sqlite_utils.Database, source: str, concepts: Iterab
     _check_source(db, source)
     keys = list(dict.fromkeys(concepts))
     if source == DESIGNERS:
-        found = {key: _designer(db, key) for key in keys}
+        found = {key: _designer(db, data_dir, key) for key in keys}
         return {key: h for key, h in found.items() if h is not None}
     reference = _reference(db, source)
     label = f"reference set '{source}'"
     return {key: HumanDistribution(key, source, reference[key], label) for key in keys if key in reference}
 
 
-def human_distribution(db: sqlite_utils.Database, source: str, concept: str) -> HumanDistribution | None:
+def human_distribution(db: sqlite_utils.Database, source: str, concept: str, *,
+                       data_dir: str | Path) -> HumanDistribution | None:
     """`concept`'s distribution in `source`, or None if the source does not cover it."""
-    return human_distributions(db, source, [concept]).get(concept)
+    return human_distributions(db, source, [concept], data_dir=data_dir).get(concept)
 
 
-def human_vectors(db: sqlite_utils.Database, source: str, concepts: Iterable[str]) -> dict[str, np.ndarray]:
+def human_vectors(db: sqlite_utils.Database, source: str, concepts: Iterable[str], *,
+                  data_dir: str | Path) -> dict[str, np.ndarray]:
     """Just the (71,) vectors of `human_distributions`, for `evaluation.scoring.score`."""
-    return {key: h.p for key, h in human_distributions(db, source, concepts).items()}
+    return {key: h.p for key, h in human_distributions(db, source, concepts, data_dir=data_dir).items()}

@@ -85,14 +85,14 @@ def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequ
         ``"recommended"`` or one guidance scale (see `evaluation.results`).
     """
     found = _concept(concepts, concept)
-    human = ground_truth.human_distribution(db, source, concept)
+    human = ground_truth.human_distribution(db, source, concept, data_dir=data_dir)
     rows = _rows(db, [concept], style, cfg)
     panels = ([comparison.human_panel(human.label, human.p, human.groups)] if human else []) + comparison.model_panels(rows)
     shown = {(r["run"], r["model"], float(r["cfg"])) for r in rows}
     items = [i for i in research.concept_items(db, concept, style=style, limit=10 * GALLERY_LIMIT)
              if (i["run"], i["model"], float(i["cfg"])) in shown][:GALLERY_LIMIT]
     family = [c.key for c in concepts if c.base == found.base]
-    shifts = comparison.variant_shifts(found.base, concepts, ground_truth.human_vectors(db, source, family),
+    shifts = comparison.variant_shifts(found.base, concepts, ground_truth.human_vectors(db, source, family, data_dir=data_dir),
                                        _rows(db, family, style, cfg))
     metrics = (comparison.concept_metrics(concept, human.p, rows, concepts) if human
                else pd.DataFrame(columns=comparison.METRIC_COLUMNS))
@@ -107,12 +107,16 @@ def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequ
     )
 
 
-def leaderboard_analyses(db: sqlite_utils.Database, concepts: Sequence[Concept], source: str, *,
-                         cfg: str | float = results.RECOMMENDED,
+def leaderboard_analyses(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequence[Concept], source: str,
+                         *, cfg: str | float = results.RECOMMENDED,
                          aggregate: str = tables.RATIO_OF_MEANS) -> results.Analyses:
-    """`evaluation.results.analyses` of every stored model distribution against `source`."""
+    """`evaluation.results.analyses` of every stored model distribution against `source`.
+
+    `data_dir` is where designers' colorings are stored (see `annotation.ground_truth`).
+    """
     rows = runs.model_distributions(db)
-    human = ground_truth.human_vectors(db, source, sorted({r["concept"] for r in rows} | _bases(rows, concepts)))
+    keys = sorted({r["concept"] for r in rows} | _bases(rows, concepts))
+    human = ground_truth.human_vectors(db, source, keys, data_dir=data_dir)
     return results.analyses(rows, human, concepts, cfg=cfg, aggregate=aggregate)
 
 

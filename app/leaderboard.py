@@ -53,15 +53,15 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     files = gr.File(label="Exports", file_count="multiple", interactive=False, elem_id="leaderboard_files")
 
     inputs = [session_token, source, cfg, aggregate]
-    show.click(allowed(_show(concepts)), inputs,
+    show.click(allowed(_show(ctx, concepts)), inputs,
                [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8], api_name="leaderboard_show")
     export.click(allowed(_export(ctx, concepts)), inputs, files, api_name="leaderboard_export")
 
 
-def _show(concepts):
+def _show(ctx: AppContext, concepts):
     def show(db, actor, source: str, cfg: str, aggregate: str):
         """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`."""
-        result = leaderboard_analyses(db, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
+        result = leaderboard_analyses(db, ctx.config.data_dir, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
         figs = analysis_figures(result)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
         note = f"{escape(ground_truth.describe_source(db, source))}  \nGuidance scale per model: {scales}."
@@ -77,7 +77,7 @@ def _shown(table):
 def _export(ctx: AppContext, concepts):
     def export(db, actor, source: str, cfg: str, aggregate: str) -> list[str]:
         """Every table as CSV and every figure as HTML, under the data folder's exports/."""
-        result = leaderboard_analyses(db, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
+        result = leaderboard_analyses(db, ctx.config.data_dir, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
         paths = export_analyses(result, analysis_figures(result), ctx.config.data_dir / "exports" / "research")
         return [str(p) for p in paths]
     return export

@@ -170,9 +170,9 @@ def variant_shifts(base: str, concepts: Sequence[Concept], human: Mapping[str, n
         ``"<model> · <style>"``; shift in CIELAB units, for every variant whose base and
         variant distributions both exist for that source.
     """
+    if not any(c.key == base and c.modifier_type == "original" for c in concepts):
+        raise ValueError(f"`base` must be a base concept key such as 'apple', got {base!r}")
     variants = [c for c in concepts if c.base == base and c.modifier_type != "original"]
-    if not any(c.key == base for c in concepts):
-        raise ValueError(f"`base` must be a base concept key, got {base!r}")
     out = [(c.key, c.modifier_type, HUMAN, metrics.shift(human[base], human[c.key]))
            for c in variants if base in human and c.key in human]
     by_source: dict[str, dict[str, np.ndarray]] = {}

@@ -82,7 +82,12 @@ def resolve_cfg(frame: pd.DataFrame, choice: str | float) -> dict[str, float]:
         value = float(choice)
     except (TypeError, ValueError):
         raise ValueError(f"`cfg` must be {RECOMMENDED!r} or a guidance scale, got {choice!r}") from None
-    return {model: value for model in frame["model"].unique()}
+    scales = frame.groupby("model")["cfg"].unique()
+    missing = {model: sorted(float(s) for s in stored) for model, stored in scales.items()
+               if not np.isclose(stored.astype(float), value).any()}
+    if missing:
+        raise ValueError(f"`cfg` {value:g} is not a stored guidance scale of every model; stored scales: {missing}")
+    return {model: value for model in scales.index}
 
 
 @dataclass(frozen=True)
@@ -122,13 +127,12 @@ def analyses(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], con
         raise ValueError("no stored model distribution has a human distribution in this source: "
                          "finish an evaluation, or pick a source that covers its concepts")
     chosen = resolve_cfg(frame, cfg)
-    latest = latest_distributions(model_rows)
-    shifts = tables.concept_shifts(human, _at_cfg(latest, chosen), concepts=concepts)
+    table1, table2 = tables.table1(frame, cfg=chosen), tables.table2(frame, cfg=chosen)
+    shifts = tables.concept_shifts(human, _at_cfg(latest_distributions(model_rows), chosen), concepts=concepts)
     # An empty result (no variant pair in the source) comes back with text-typed shift columns.
     shifts = shifts.astype({"human_shift": float, "model_shift": float})
     return Analyses(
-        metrics=frame, cfg=chosen,
-        table1=tables.table1(frame, cfg=chosen), table2=tables.table2(frame, cfg=chosen),
+        metrics=frame, cfg=chosen, table1=table1, table2=table2,
         sweep=tables.cfg_sweep(frame, ("emd", "pcc")), shifts=shifts,
         sensitivity=tables.sensitivity(shifts, ("model", "modifier_type"), aggregate=aggregate),
         table6=tables.table6(shifts, aggregate=aggregate), table7=tables.table7(shifts, aggregate=aggregate),
@@ -174,5 +178,5 @@ def export_analyses(result: Analyses, figs: Mapping[str, go.Figure], directory: 
             index = field.name in ("table6", "table7", "table8")
             paths.append(_write(directory, field.name, ".csv", value.to_csv(index=index).encode("utf-8")))
     for name, fig in figs.items():
-        paths.append(_write(directory, name, ".html", fig.to_html(include_plotlyjs=True, full_html=True).encode("utf-8")))
+        paths.append(_write(directory, name, ".html", fig.to_html(include_plotlyjs=True, full_html=True, div_id=name).encode("utf-8")))
     return paths

@@ -8,7 +8,9 @@ are drawn here (solid colors), then extracts its distributions with the real pip
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import shutil
 import warnings
 from pathlib import Path
@@ -98,3 +100,61 @@ def one_hot(index: int, weight: float = 1.0, rest: int | None = None) -> np.ndar
     if rest is not None:
         p[rest] += 1.0 - weight
     return p
+
+
+def sign_in(client, admin_password: str, *roles: str) -> dict[str, str]:
+    """Session tokens by role: ``admin`` and one invited person per role in `roles`."""
+    admin, _ = client.predict(admin_password, api_name="/login_admin")
+    tokens = {"admin": admin}
+    for role in roles:
+        link = client.predict(admin, role, 1, "unknown", 7, api_name="/admin_create_invites")["data"][0][3]
+        tokens[role] = client.predict(link, api_name="/login_invite")[0]
+    return tokens
+
+
+def snapshot(config) -> tuple[list[str], list[str]]:
+    """The database dump and the sorted file list of the data folder, to show nothing was written."""
+    from annotation.db import open_db
+
+    db = open_db(config.db_path)
+    try:
+        dump = list(db.conn.iterdump())
+    finally:
+        db.close()
+    files = sorted(str(p.relative_to(config.data_dir)) for p in Path(config.data_dir).rglob("*") if p.is_file())
+    return dump, files
+
+
+def assert_every_endpoint_refuses(client, config, prefix: str, calls: dict, tokens: dict) -> None:
+    """Each named endpoint starting with `prefix` is in `calls` and refuses every token given."""
+    from gradio_client.exceptions import AppError
+
+    named = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    assert {name for name in named if name.startswith(prefix)} == set(calls)
+    before = snapshot(config)
+    for who, token in tokens.items():
+        for name, args in calls.items():
+            with pytest.raises(AppError, match="needs the role researcher or admin|not signed in|not valid"):
+                client.predict(token, *args, api_name=name)
+    assert snapshot(config) == before
+
+
+def _decoded(node):
+    # plotly's JSON writes numeric arrays as {"dtype": "f8", "bdata": base64, "shape": "2, 3"}.
+    if isinstance(node, dict) and set(node) >= {"dtype", "bdata"}:
+        array = np.frombuffer(base64.b64decode(node["bdata"]), dtype=np.dtype(node["dtype"]))
+        shape = node.get("shape")
+        return array.reshape([int(n) for n in str(shape).split(",")]) if shape else array
+    if isinstance(node, dict):
+        return {key: _decoded(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_decoded(value) for value in node]
+    return node
+
+
+def figure(value):
+    """The plotly Figure of a `gr.Plot` value returned by gradio_client, arrays decoded."""
+    import plotly.graph_objects as go
+
+    assert value["type"] == "plotly"
+    return go.Figure(_decoded(json.loads(value["plot"])))

@@ -1,0 +1,116 @@
+"""The Evaluate tab through gradio_client on a launched app, with the tiny models on the CPU."""
+
+import re
+import time
+
+import pytest
+from gradio_client.exceptions import AppError
+from PIL import Image
+
+from annotation.db import open_db
+from evaluation import runs
+from evaluation.concepts import load_concepts
+from evaluation.reference import load_reference_csv
+from evaluation.results import analyses
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.research_data import assert_every_endpoint_refuses, install_tiny, sign_in, solid, tiny_models  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+TINY = ["tiny-random", 0, 0]  # segmenter preset, box and text thresholds (random weights: keep every box)
+POLLS = 300
+
+
+def _selection(keys=("apple", "banana"), cfg="7.5", seeds=1):
+    return [["tiny-random"], list(keys), [], [], "", 0, 0, ["natural"], cfg, seeds]
+
+
+def _wait(client, token, run):
+    """Poll the progress endpoint (as the page's timer does) until `run`'s job ends."""
+    for _ in range(POLLS):
+        html = client.predict(token, api_name="/evaluate_progress")
+        row = re.search(rf"<tr><td>{re.escape(run)}</td>.*?</tr>", html).group(0)
+        state = re.search(r"data-state='([^']*)'", row).group(1)
+        if state not in ("queued", "running", "cancelling"):
+            return state, row
+        time.sleep(1.0)
+    raise AssertionError(f"run {run!r} still {state} after {POLLS} polls")
+
+
+def _table1_cell(html, model):
+    row = re.search(rf"<tr><td>{re.escape(model)}</td>(.*?)</tr>", html).group(1)
+    return [float(v) for v in re.findall(r"<td>(?:<[bu]>)?(-?[\d.]+|nan)", row)]
+
+
+def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboard(tmp_path, tiny_models):  # noqa: F811
+    config = make_config(tmp_path)
+    install_tiny(tiny_models, config.data_dir)
+    with running_app(config) as (client, _):
+        tokens = sign_in(client, ADMIN_PASSWORD, "researcher", "researcher")
+        researcher = tokens["researcher"]
+        plan = client.predict(researcher, *_selection(), api_name="/evaluate_preview")
+        assert plan.startswith("**2 images** (1 models × 2 concepts × 1 styles × 1 guidance scales × 1 seeds)")
+        message, picker = client.predict(researcher, "tiny-two", *_selection(), *TINY, api_name="/evaluate_start")
+        assert message == "Run **tiny-two**: 2 images, job queued." and picker["value"] == "tiny-two"
+        state, row = _wait(client, researcher, "tiny-two")
+        assert state == "finished"
+        assert "2/2 images, 2 masked" in row and "2/2 distributions" in row and "value='1.0000'" in row
+        board = client.predict(researcher, "uw71-ratings", "recommended", "ratio_of_means", api_name="/leaderboard_show")
+        with pytest.raises(AppError, match="run 'tiny-two' exists already; resume it"):
+            client.predict(researcher, "tiny-two", *_selection(), *TINY, api_name="/evaluate_start")
+    db = open_db(config.db_path)
+    try:
+        stored = runs.model_distributions(db, run="tiny-two")
+        audit = [(r["action"], r["object_id"]) for r in db["audit"].rows_where("action = 'start_evaluation'")]
+    finally:
+        db.close()
+    assert [(r["model"], r["concept"], r["cfg"]) for r in stored] == [("tiny-random", "apple", 7.5),
+                                                                       ("tiny-random", "banana", 7.5)]
+    assert audit == [("start_evaluation", "tiny-two")]
+    expected = analyses(stored, load_reference_csv(), load_concepts())
+    shown = _table1_cell(board[1], "tiny-random")
+    want = expected.table1.values.loc["tiny-random"].to_numpy()
+    assert shown == pytest.approx([round(v, 3) for v in want], abs=1e-3)
+    assert "Guidance scale per model: tiny-random at 7.5." in board[0]
+
+
+def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tmp_path, tiny_models):  # noqa: F811
+    config = make_config(tmp_path)
+    install_tiny(tiny_models, config.data_dir)
+    folder = config.data_dir / "imports" / "batch"
+    folder.mkdir(parents=True)
+    Image.fromarray(solid((200, 30, 30), 64)).save(folder / "ext-model__apple__natural__5__1.png")
+    Image.fromarray(solid((230, 210, 40), 64)).save(folder / "ext-model__banana__natural__5__2.png")
+    (folder / "ext-model__banana__natural__5__3.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
+    with running_app(config) as (client, _):
+        researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+        report, rejected, picker = client.predict(researcher, "ext", None, "batch", *TINY, api_name="/evaluate_import")
+        assert report == "Run **ext**: 2 images imported, 1 left out; masking and scoring queued."
+        assert [row[0] for row in rejected["data"]] == ["ext-model__banana__natural__5__3.png"]
+        assert rejected["data"][0][1].startswith("corrupt or unreadable image")
+        state, row = _wait(client, researcher, "ext")
+        assert state == "finished" and "imported" in row and "2/2 distributions" in row
+        board = client.predict(researcher, "uw71-ratings", "5", "ratio_of_means", api_name="/leaderboard_show")
+        assert "<td>ext-model</td>" in board[1]
+        for folder_name in ("../../..", "/etc"):
+            with pytest.raises(AppError, match="is outside the allowed import folders"):
+                client.predict(researcher, "evil", None, folder_name, *TINY, api_name="/evaluate_import")
+        with pytest.raises(AppError, match="has no queued or running job to cancel"):
+            client.predict(researcher, "ext", api_name="/evaluate_cancel")
+
+
+def test_evaluate_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
+    config = make_config(tmp_path)
+    (config.data_dir / "imports" / "batch").mkdir(parents=True)
+    Image.fromarray(solid((200, 30, 30))).save(config.data_dir / "imports" / "batch" / "m__apple__natural__5__1.png")
+    with running_app(config) as (client, _):
+        tokens = sign_in(client, ADMIN_PASSWORD, "designer", "expert", "participant")
+        calls = {
+            "/evaluate_preview": _selection(),
+            "/evaluate_start": ["r", *_selection(), *TINY],
+            "/evaluate_progress": [],
+            "/evaluate_cancel": ["r"],
+            "/evaluate_resume": ["r", *TINY],
+            "/evaluate_import": ["r", None, "batch", *TINY],
+        }
+        others = {who: tokens[who] for who in ("designer", "expert", "participant")}
+        assert_every_endpoint_refuses(client, config, "/evaluate_", calls, {**others, "nobody": "", "forged": "f" * 43})

@@ -1,0 +1,101 @@
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from evaluation import metrics
+from evaluation.comparison import (
+    HUMAN,
+    concept_metrics,
+    distributions_figure,
+    human_panel,
+    model_panels,
+    rows_at_cfg,
+    strip_of,
+    strips_figure,
+    variant_shift_figure,
+    variant_shift_table,
+    variant_shifts,
+)
+from evaluation.concepts import load_concepts
+from evaluation.extraction import concept_distribution
+from evaluation.palette import load_uw71
+from tests.research_data import centre_mask, one_hot, solid
+
+CONCEPTS = load_concepts()
+
+
+def _row(model, concept, cfg, p, *, style="natural", created="2025-01-01", groups=None):
+    return {"run": "r", "model": model, "concept": concept, "style": style, "cfg": cfg, "p": p, "n_images": 2,
+            "n_excluded": 1, "groups": groups, "created_at": created}
+
+
+def test_distribution_panels_share_one_axis_and_draw_each_distribution_in_palette_colors():
+    human = human_panel("reference set 'x'", one_hot(3, 0.6, 9))
+    models = model_panels([_row("b", "apple", 5.0, one_hot(40)), _row("a", "apple", 2.0, one_hot(12, 0.2, 13))])
+    assert human.title == "Human: reference set 'x'"
+    assert [p.title for p in models] == ["a · natural · cfg 2 (2 images, 1 excluded)", "b · natural · cfg 5 (2 images, 1 excluded)"]
+    fig = distributions_figure([human, *models])
+    assert len(fig.data) == 3
+    for trace, panel in zip(fig.data, [human, *models]):
+        assert_allclose(trace.y, panel.p)
+        assert list(trace.marker.color) == list(load_uw71().hex)
+    ranges = [fig.layout[name].range for name in fig.layout if name.startswith("yaxis")]
+    assert len(ranges) == 4
+    for low_high in ranges:
+        assert_allclose(low_high, (0, 1.05))
+    with pytest.raises(ValueError, match="`panels` is empty"):
+        distributions_figure([])
+
+
+def test_strips_come_from_extraction_groups_stored_or_live_with_their_counts():
+    images = [solid(c) for c in ((200, 30, 30), (200, 30, 30), (30, 140, 50))]
+    groups = concept_distribution(images, [centre_mask()] * 3).groups
+    live = strip_of(groups)
+    stored = strip_of([{"rgb": g.rgb.tolist(), "image_indices": list(g.image_indices)} for g in groups])
+    assert live[1] == stored[1] == (2, 1)
+    assert_allclose(live[0], stored[0]) and live[0].dtype == np.uint8
+    assert strip_of(None) == (None, None)
+    fig = strips_figure([human_panel("reference", one_hot(1)), model_panels([_row("m", "apple", 1.0, one_hot(1),
+                                                                                   groups=groups)])[0]])
+    assert len(fig.data) == 1 and list(fig.data[0].text) == ["2", "1"]
+    assert fig.layout.annotations[-1].text == "no per-sample colors (reference ratings)"
+
+
+def test_rows_at_cfg_keep_the_newest_row_at_each_models_chosen_scale():
+    rows = [_row("a", "apple", s, one_hot(i)) for i, s in enumerate((2.0, 5.0, 7.5))]
+    rows += [_row("a", "apple", 5.0, one_hot(9), created="2026-01-01"), _row("a", "apple", 9.0, None)]
+    chosen = rows_at_cfg(rows, "recommended")
+    assert [(r["cfg"], r["p"].argmax()) for r in chosen] == [(5.0, 9)]
+    assert [r["cfg"] for r in rows_at_cfg(rows, 7.5)] == [7.5]
+    assert rows_at_cfg([], "recommended") == []
+
+
+def test_concept_metrics_are_the_metrics_of_each_model_against_the_human_distribution():
+    human = one_hot(3, 0.6, 9)
+    rows = [_row("a", "apple", 2.0, one_hot(3)), _row("b", "apple", 2.0, one_hot(40, 0.5, 41)),
+            _row("c", "banana", 2.0, one_hot(3))]
+    table = concept_metrics("apple", human, rows, CONCEPTS)
+    assert table["model"].tolist() == ["a", "b"]
+    assert_allclose(table["pcc"], [metrics.pcc(human, r["p"]) for r in rows[:2]])
+    assert_allclose(table["emd"], [metrics.emd(human, r["p"]) for r in rows[:2]])
+    assert table["dca"].tolist() == [1.0, 0.0]
+
+
+def test_variant_shifts_compare_the_base_with_each_variant_for_people_and_models():
+    human = {"apple": one_hot(0), "rotten apple": one_hot(60), "unripe apple": one_hot(5)}
+    rows = [_row("m", "apple", 5.0, one_hot(0)), _row("m", "rotten apple", 5.0, one_hot(2)),
+            _row("m", "banana", 5.0, one_hot(50))]
+    shifts = variant_shifts("apple", CONCEPTS, human, rows)
+    got = {(r.concept, r.source): r.shift for r in shifts.itertuples()}
+    assert got == {("rotten apple", HUMAN): pytest.approx(metrics.shift(one_hot(0), one_hot(60))),
+                   ("unripe apple", HUMAN): pytest.approx(metrics.shift(one_hot(0), one_hot(5))),
+                   ("rotten apple", "m · natural"): pytest.approx(metrics.shift(one_hot(0), one_hot(2)))}
+    table = variant_shift_table(shifts)
+    assert list(table.columns) == ["concept", "modifier_type", HUMAN, "m · natural"]
+    assert np.isnan(table.set_index("concept").loc["unripe apple", "m · natural"])
+    fig = variant_shift_figure(shifts)
+    assert [t.name for t in fig.data] == [HUMAN, "m · natural"]
+    assert_allclose(fig.data[1].y, [got[("rotten apple", "m · natural")]])
+    with pytest.raises(ValueError, match="`base` must be a base concept key"):
+        variant_shifts("rotten apple", CONCEPTS, human, rows)
+    assert variant_shift_table(variant_shifts("apple", CONCEPTS, {}, [])).empty

@@ -1,0 +1,131 @@
+"""annotation.research, annotation.ground_truth and annotation.research_views on a real database."""
+
+import pytest
+from numpy.testing import assert_allclose
+
+from annotation import ground_truth, research
+from annotation.research_views import concept_view, leaderboard_analyses
+from evaluation import metrics, runs
+from evaluation.concepts import load_concepts
+from evaluation.planning import ConceptQuery, EvaluationRequest, plan_request
+from evaluation.reference import UW71_RATINGS_SOURCE, load_reference_csv
+from evaluation.registry import load_registry
+from evaluation.results import analyses
+from tests.research_data import one_hot, store_segmented_run
+
+CONCEPTS = load_concepts()
+HUMAN = {"apple": one_hot(0, 0.5, 40), "rotten apple": one_hot(60, 0.7, 30), "overripe apple": one_hot(35)}
+
+
+def _audit(db):
+    return [(r["actor"], r["action"], r["object_id"]) for r in db["audit"].rows]
+
+
+def _plan(tmp_path, seeds=2):
+    request = EvaluationRequest(("tiny-random",), ConceptQuery(keys=("apple", "banana")), ("natural",), (7.5,), seeds)
+    return plan_request(request, load_registry(), CONCEPTS, tmp_path / "models")
+
+
+def test_creating_a_run_is_audited_and_a_taken_name_writes_nothing(db, tmp_path):
+    items, config = _plan(tmp_path)
+    assert research.create_evaluation_run(db, "R0001", "first", items, config) == 4
+    assert _audit(db) == [("R0001", "start_evaluation", "first")]
+    before = list(db.conn.iterdump())
+    with pytest.raises(runs.RunError, match="run 'first' exists already; resume it"):
+        research.create_evaluation_run(db, "R0002", "first", items, config)
+    with pytest.raises(ValueError, match="`run` name"):
+        research.create_evaluation_run(db, "R0002", "a/b", items, config)
+    assert list(db.conn.iterdump()) == before
+    research.record_job_action(db, "R0001", "cancel_evaluation", "first")
+    assert _audit(db)[-1] == ("R0001", "cancel_evaluation", "first")
+    with pytest.raises(runs.RunError, match="no run named 'ghost'"):
+        research.record_job_action(db, "R0001", "resume_evaluation", "ghost")
+    with pytest.raises(ValueError, match="`action`"):
+        research.record_job_action(db, "R0001", "delete", "first")
+
+
+def test_progress_counts_each_stage_and_lists_runs_newest_first(db, tmp_path):
+    items, config = _plan(tmp_path)
+    research.create_evaluation_run(db, "R0001", "planned", items, config)
+    planned = research.run_progress(db, "planned")
+    assert (planned.items, planned.generated, planned.segmented, planned.groups, planned.extracted) == (4, 0, 0, 2, 0)
+    assert planned.fraction == 0.0 and not planned.complete
+    store_segmented_run(db, tmp_path / "data", "done", {("m", "apple", "natural", 5.0): [(200, 0, 0), (0, 0, 200)],
+                                                        ("m", "banana", "clipart", 5.0): [(230, 220, 0)]})
+    done = research.run_progress(db, "done")
+    assert (done.items, done.generated, done.segmented, done.usable, done.groups, done.extracted) == (3, 3, 3, 3, 2, 2)
+    assert done.complete and done.fraction == 1.0
+    assert research.run_progress(db, "ghost").items == 0
+    listed = research.list_runs(db)
+    assert [(r["name"], r["items"], r["models"]) for r in sorted(listed, key=lambda r: r["name"])] == [
+        ("done", 3, ["m"]), ("planned", 4, ["tiny-random"])]
+    assert research.measured_seconds(db) == {"m": pytest.approx(0.75)}
+    items = research.concept_items(db, "apple")
+    assert [(i["run"], i["sample"]) for i in items] == [("done", 0), ("done", 1)]
+    assert research.concept_items(db, "banana", style="natural") == []
+    rows = research.concept_distributions(db, ["banana"])
+    assert [(r["concept"], r["style"], r["n_images"]) for r in rows] == [("banana", "clipart", 1)]
+    assert rows[0]["p"].shape == (71,) and rows[0]["groups"][0]["image_indices"] == [0]
+
+
+def test_reference_sources_are_labelled_and_the_shipped_set_is_offered_before_import(db, tmp_path):
+    sources = ground_truth.human_sources(db)
+    assert sources[-1] == UW71_RATINGS_SOURCE and UW71_RATINGS_SOURCE not in runs.reference_sources(db)
+    assert "not imported yet" in ground_truth.describe_source(db, UW71_RATINGS_SOURCE)
+    shipped = ground_truth.human_distribution(db, UW71_RATINGS_SOURCE, "apple", data_dir=tmp_path)
+    assert shipped.label == "reference set 'uw71-ratings'" and shipped.n_colorings is None
+    assert_allclose(shipped.p, load_reference_csv()["apple"])
+    runs.store_reference_distributions(db, "lab-2025", HUMAN, "our lab's ratings, 2025")
+    assert ground_truth.human_sources(db)[-2:] == ["lab-2025", UW71_RATINGS_SOURCE]
+    assert ground_truth.describe_source(db, "lab-2025") == "Imported reference set 'lab-2025': our lab's ratings, 2025"
+    found = ground_truth.human_distributions(db, "lab-2025", ["banana", "rotten apple", "apple"], data_dir=tmp_path)
+    assert list(found) == ["rotten apple", "apple"]
+    assert {h.label for h in found.values()} == {"reference set 'lab-2025'"}
+    with pytest.raises(ValueError, match=r"`source` must be one of \[.*'lab-2025'.*\], got 'mturk'"):
+        ground_truth.human_vectors(db, "mturk", ["apple"], data_dir=tmp_path)
+
+
+def test_designer_colorings_are_a_source_labelled_with_their_count(db, tmp_path):
+    colorings = pytest.importorskip("annotation.colorings")
+    assert ground_truth.human_sources(db)[0] == ground_truth.DESIGNERS
+    assert "designers" in ground_truth.describe_source(db, ground_truth.DESIGNERS)
+    from annotation.concepts import sync_concepts
+
+    sync_concepts(db)
+    assert ground_truth.human_distribution(db, ground_truth.DESIGNERS, "apple", data_dir=tmp_path) is None
+    assert colorings.human_distribution(db, tmp_path, "apple").n == 0
+
+
+def test_concept_view_puts_the_labelled_human_distribution_beside_each_model(db, tmp_path):
+    data_dir = tmp_path / "data"
+    runs.store_reference_distributions(db, "lab", HUMAN, "test ratings")
+    cells = {("m-red", c, "natural", cfg): [(200, 30, 30), (180, 40, 30)]
+             for c in ("apple", "rotten apple") for cfg in (2.0, 5.0, 7.5)}
+    cells[("m-blue", "apple", "natural", 5.0)] = [(30, 30, 200)]
+    store_segmented_run(db, data_dir, "view", cells)
+    view = concept_view(db, data_dir, CONCEPTS, "apple", "lab", "natural")
+    assert view.human_label == "Human ground truth: reference set 'lab'"
+    stored = {(r["model"], r["concept"], r["cfg"]): r["p"] for r in runs.model_distributions(db, run="view")}
+    traces = view.distributions.data
+    assert_allclose(traces[0].y, HUMAN["apple"])
+    assert_allclose(traces[1].y, stored[("m-blue", "apple", 5.0)])
+    assert_allclose(traces[2].y, stored[("m-red", "apple", 5.0)])
+    assert [t.text for t in view.strips.data] == [("1",), ("2",)]
+    assert [caption for _, caption in view.overlays] == [
+        "m-blue · natural · cfg 5 · seed 1000", "m-red · natural · cfg 5 · seed 1000", "m-red · natural · cfg 5 · seed 1001"]
+    assert view.metrics["model"].tolist() == ["m-blue", "m-red"]
+    shifts = view.shifts.set_index("concept")
+    assert list(shifts.index) == ["overripe apple", "rotten apple"]
+    assert shifts.loc["rotten apple", "m-red · natural"] == pytest.approx(
+        metrics.shift(stored[("m-red", "apple", 5.0)], stored[("m-red", "rotten apple", 5.0)]))
+    assert shifts.loc["rotten apple", "human"] == pytest.approx(metrics.shift(HUMAN["apple"], HUMAN["rotten apple"]))
+    missing = concept_view(db, data_dir, CONCEPTS, "banana", "lab", "natural")
+    assert missing.human_label == "The source 'lab' has no human distribution for 'banana'."
+    assert missing.distributions is None and missing.metrics.empty
+    with pytest.raises(ValueError, match="`style` must be one of"):
+        concept_view(db, data_dir, CONCEPTS, "apple", "lab", "oil")
+    with pytest.raises(ValueError, match="`concept` must be a concept key"):
+        concept_view(db, data_dir, CONCEPTS, "unicorn", "lab", "natural")
+    board = leaderboard_analyses(db, data_dir, CONCEPTS, "lab")
+    direct = analyses(runs.model_distributions(db), HUMAN, CONCEPTS)
+    assert board.table1.values.equals(direct.table1.values) and board.cfg == {"m-blue": 5.0, "m-red": 5.0}

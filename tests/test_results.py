@@ -1,0 +1,137 @@
+import numpy as np
+import pandas as pd
+import pytest
+import sqlite_utils
+from numpy.testing import assert_allclose
+
+from evaluation import metrics, runs
+from evaluation.concepts import load_concepts
+from evaluation.results import (
+    RECOMMENDED,
+    analyses,
+    analysis_figures,
+    export_analyses,
+    latest_distributions,
+    metrics_frame,
+    recommended_cfg,
+    resolve_cfg,
+)
+from tests.research_data import one_hot, store_segmented_run
+
+CONCEPTS = load_concepts()
+RED, GREEN, BROWN, YELLOW = (200, 30, 30), (40, 150, 50), (110, 70, 30), (235, 210, 50)
+HUMAN = {"apple": one_hot(0, 0.5, 40), "rotten apple": one_hot(60, 0.7, 30), "banana": one_hot(50, 0.9, 10)}
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("results")
+    db = sqlite_utils.Database(data_dir / "db.sqlite")
+    runs.ensure_schema(db)
+    cells = {}
+    for model, apple in (("m-red", RED), ("m-green", GREEN)):
+        for cfg in (2.0, 5.0, 7.5):
+            cells[(model, "apple", "natural", cfg)] = [apple, apple]
+            cells[(model, "rotten apple", "natural", cfg)] = [BROWN, apple]
+            cells[(model, "banana", "natural", cfg)] = [YELLOW]
+    store_segmented_run(db, data_dir, "grid", cells)
+    return db, data_dir
+
+
+def _p(db, model, concept, cfg):
+    rows = [r for r in latest_distributions(runs.model_distributions(db))
+            if (r["model"], r["concept"], r["cfg"]) == (model, concept, cfg)]
+    return rows[0]["p"]
+
+
+def test_tables_1_and_2_are_means_of_the_per_concept_metrics_at_the_recommended_scale(stored):
+    db, _ = stored
+    result = analyses(runs.model_distributions(db), HUMAN, CONCEPTS)
+    assert result.cfg == {"m-green": 5.0, "m-red": 5.0}
+    for model in ("m-red", "m-green"):
+        ps = {c: _p(db, model, c, 5.0) for c in HUMAN}
+        assert result.table1.values.loc[model, ("original", "natural", "pcc")] == pytest.approx(
+            np.mean([metrics.pcc(HUMAN[c], ps[c]) for c in ("apple", "banana")]))
+        assert result.table1.values.loc[model, ("visual_state", "natural", "emd")] == pytest.approx(
+            metrics.emd(HUMAN["rotten apple"], ps["rotten apple"]))
+        assert result.table2.values.loc[model, ("original", "natural", "dca")] == pytest.approx(
+            np.mean([metrics.dominant_bins(HUMAN[c]) == metrics.dominant_bins(ps[c]) for c in ("apple", "banana")]))
+    emd = result.table1.values[("original", "natural", "emd")]
+    assert result.table1.marks.loc[emd.idxmin(), ("original", "natural", "emd")] == "best"
+    assert result.table1.marks.loc[emd.idxmax(), ("original", "natural", "emd")] == "second"
+
+
+def test_the_cfg_sweep_figure_plots_the_mean_metrics_of_every_scale(stored):
+    db, _ = stored
+    result = analyses(runs.model_distributions(db), HUMAN, CONCEPTS)
+    fig = analysis_figures(result)["cfg_sweep"]
+    emd_traces = {t.name: t for t in fig.data if t.xaxis == "x"}
+    for model in ("m-red", "m-green"):
+        trace = emd_traces[model]
+        assert list(trace.x) == [2.0, 5.0, 7.5]
+        expected = [np.mean([metrics.emd(HUMAN[c], _p(db, model, c, cfg)) for c in HUMAN]) for cfg in trace.x]
+        assert_allclose(trace.y, expected, rtol=1e-12)
+
+
+def test_shift_scatter_and_sensitivity_use_emd_between_base_and_variant(stored):
+    db, _ = stored
+    result = analyses(runs.model_distributions(db), HUMAN, CONCEPTS, cfg=7.5)
+    human_shift = metrics.shift(HUMAN["apple"], HUMAN["rotten apple"])
+    scatter = {t.name: t for t in analysis_figures(result)["shift_scatter"].data}
+    for model in ("m-red", "m-green"):
+        model_shift = metrics.shift(_p(db, model, "apple", 7.5), _p(db, model, "rotten apple", 7.5))
+        assert_allclose(scatter[model].x, [human_shift]) and assert_allclose(scatter[model].y, [model_shift])
+        assert list(scatter[model].customdata[0]) == ["rotten apple", "visual_state"]
+        row = result.sensitivity.set_index("model").loc[model]
+        assert row["ratio"] == pytest.approx(model_shift / human_shift)
+        assert result.table7.loc[model, "visual_state"] == pytest.approx(model_shift / human_shift)
+    bars = analysis_figures(result)["sensitivity"].data
+    assert [b.name for b in bars] == ["Visual state"]
+    assert_allclose(bars[0].y, result.sensitivity["ratio"])
+
+
+def test_exports_hold_the_tables_and_the_figures(stored, tmp_path):
+    db, _ = stored
+    result = analyses(runs.model_distributions(db), HUMAN, CONCEPTS)
+    paths = export_analyses(result, analysis_figures(result), tmp_path)
+    names = [p.name.rsplit("-", 1)[0] + p.suffix for p in paths]
+    assert names == ["metrics.csv", "table1.csv", "table2.csv", "sweep.csv", "shifts.csv", "sensitivity.csv",
+                     "table6.csv", "table7.csv", "table8.csv", "cfg_sweep.html", "sensitivity.html", "shift_scatter.html"]
+    table1 = pd.read_csv(paths[1])
+    best = table1[(table1["metric"] == "emd") & (table1["mark"] == "best")].set_index("modifier_type")
+    for kind in ("original", "visual_state"):
+        column = result.table1.values[(kind, "natural", "emd")]
+        assert best.loc[kind, "model"] == column.idxmin()
+        assert best.loc[kind, "value"] == pytest.approx(column.min())
+    assert_allclose(pd.read_csv(paths[0])["emd"], result.metrics["emd"])
+    assert "plotly" in paths[-1].read_text(encoding="utf-8")
+    assert export_analyses(result, analysis_figures(result), tmp_path) == paths
+
+
+def test_the_newest_distribution_of_a_cell_wins(stored):
+    db, data_dir = stored
+    newer = sqlite_utils.Database(memory=True)
+    runs.ensure_schema(newer)
+    store_segmented_run(newer, data_dir, "again", {("m-red", "apple", "natural", 5.0): [GREEN]})
+    rows = runs.model_distributions(db) + runs.model_distributions(newer)
+    frame = metrics_frame(rows, HUMAN, CONCEPTS)
+    cell = frame[(frame["model"] == "m-red") & (frame["concept"] == "apple") & (frame["cfg"] == 5.0)]
+    assert cell["run"].tolist() == ["again"]
+    assert len(frame) == 18
+
+
+def test_recommended_scale_is_the_lower_middle_and_a_missing_scale_is_an_error(stored):
+    frame = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 3, "cfg": [2.0, 7.5, 3.0, 4.0, 1.0, 9.0, 5.0]})
+    assert recommended_cfg(frame) == {"a": 3.0, "b": 5.0}
+    assert resolve_cfg(frame, RECOMMENDED) == {"a": 3.0, "b": 5.0}
+    both = pd.DataFrame({"model": ["a", "a", "b"], "cfg": [4.0, 2.0, 4.0]})
+    assert resolve_cfg(both, " 4 ") == {"a": 4.0, "b": 4.0}
+    with pytest.raises(ValueError, match=r"`cfg` 2 is not a stored guidance scale of every model; stored scales: \{'b': \[4.0\]\}"):
+        resolve_cfg(both, 2)
+    with pytest.raises(ValueError, match="`cfg` must be 'recommended' or a guidance scale"):
+        resolve_cfg(frame, "strong")
+    db, _ = stored
+    with pytest.raises(ValueError, match="`cfg` 3 is not a stored guidance scale of every model"):
+        analyses(runs.model_distributions(db), HUMAN, CONCEPTS, cfg=3.0)
+    with pytest.raises(ValueError, match="no stored model distribution has a human distribution"):
+        analyses(runs.model_distributions(db), {"sky": one_hot(3)}, CONCEPTS)
