@@ -27,6 +27,8 @@ def test_researcher_opens_a_concept_and_sees_human_and_model_charts(live_app, pa
     [(_, link)] = live_app.invite("researcher")
     sign_in(page, link)
     open_tab(page, "Concept browser")
+    page.locator("#browser_source input").click()
+    page.get_by_role("option", name="uw71-ratings").click()
     page.click("#browser_show")
     expect(page.locator("#browser_label")).to_contain_text(
         "Human ground truth: reference set 'uw71-ratings'")
@@ -34,7 +36,7 @@ def test_researcher_opens_a_concept_and_sees_human_and_model_charts(live_app, pa
         expect(page.locator(f"#browser_{chart} .js-plotly-plot")).to_be_visible()
     panels = page.locator("#browser_distributions .js-plotly-plot .gtitle, "
                           "#browser_distributions .js-plotly-plot .annotation-text")
-    titles = " ".join(panels.all_inner_texts())
+    titles = " ".join(panels.all_text_contents())
     assert "model-a" in titles and "model-b" in titles
     expect(page.locator("#browser_metrics [role=row][data-index]")).to_have_count(2)
     assert sorted(row[0] for row in table_rows(page, "browser_metrics")) == ["model-a", "model-b"]
