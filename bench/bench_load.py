@@ -296,8 +296,11 @@ def markdown(figures: dict) -> str:
     lines = [
         f"{figures['designers']} designers at once (threads, one SQLite connection each), "
         f"{figures['submissions_each']} submissions each, {figures['image_side']}² colorings, "
-        f"K = {figures['k']}; through the annotation library (`reserve`/`submit`, files "
-        "then row), until the designer tab's endpoint exists.", "",
+        f"K = {figures['k']}; through the annotation library until the designer tab's "
+        "endpoint exists. One submission is one `annotation.colorings.store_coloring` call: "
+        "UW-71 extraction of the painted pixels, two PNG files, then the rows and the task in "
+        "one `BEGIN IMMEDIATE` transaction; with more threads than cores, the tail is time "
+        "spent waiting for a core or the write lock.", "",
         "| figure | value |", "|---|---:|",
         f"| submissions stored (exactly once, quotas kept, integrity ok) | {figures['stored']} "
         f"({ok[not figures['load_problems']]}) |",
