@@ -29,7 +29,7 @@ from annotation.accounts import Actor
 from annotation.db import iso, parse_iso, transaction, utcnow
 from annotation.errors import InvalidInput, PermissionDenied
 from annotation.study import GROUND_TRUTH, GroundTruth, get_study, study_design
-from evaluation import metrics
+from evaluation.scoring import concept_metrics
 from evaluation.cli_judgments import analyse, write_tables
 from evaluation.judgments import VOTE_COLUMNS
 
@@ -274,7 +274,7 @@ def study_metrics(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
         Columns `METRIC_COLUMNS`, one row per candidate: PCC in [-1, 1], EMD in CIELAB
         ΔE units, ED in nats, the dominant UW-71 bins, DCA 1.0 when they agree else 0.0,
         and ``hue_diff`` in degrees [0, 180] (NaN when a dominant bin is achromatic), all
-        from `evaluation.metrics`.
+        from `evaluation.scoring.concept_metrics`.
     """
     get_study(db, study_id)
     rows = list(db.query(
@@ -287,13 +287,8 @@ def study_metrics(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
         return frame.reindex(columns=METRIC_COLUMNS)
     human = np.array([json.loads(r["human"]) for r in rows])
     model = np.array([json.loads(r["p"]) for r in rows])
-    frame["pcc"] = metrics.pcc(human, model)
-    frame["emd"] = metrics.emd_rows(human, model)
-    frame["ed"] = metrics.entropy_difference(human, model)
-    frame["dominant_human"] = metrics.dominant_bins(human)
-    frame["dominant_model"] = metrics.dominant_bins(model)
+    frame = frame.assign(**concept_metrics(human, model))
     frame["dca"] = (frame["dominant_human"] == frame["dominant_model"]).astype(float)
-    frame["hue_diff"] = metrics.hue_differences(human, model)
     return frame[list(METRIC_COLUMNS)]
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from evaluation import judgments
+from evaluation.tables import METRICS
 
 HELP = "Table 3: metric agreement with pairwise human judgments, from exported votes"
 TABLES = ("table3", "validation", "pairs", "bradley_terry", "participants")
@@ -62,15 +63,14 @@ def read_metrics(path: str | Path, *, sources: list[dict] | None = None,
     Parameters
     ----------
     path : str or Path
-        Columns ``concept, model`` and metric columns; ``delta_hue`` is read as
-        ``hue_diff``.
+        Columns ``concept, model`` and metric columns (as `evaluation.tables.METRICS`).
     sources : list of dict, optional
         The design's ``sources`` (``model, run, cfg``): keeps each model's rows of its
         run and scale, where the file has those columns.
     style, cfg, run : optional
         Keep rows with these values, where the file has the column.
     """
-    metrics = pd.read_csv(path).rename(columns={"delta_hue": "hue_diff"})
+    metrics = pd.read_csv(path)
     judgments.require_columns(metrics, ("concept", "model"), f"metrics file {path}")
     for column, value in (("style", style), ("cfg", cfg), ("run", run)):
         if value is not None and column in metrics:
@@ -140,8 +140,13 @@ def _validate(votes, metrics, name, rng, n_boot, ci, exclude_ties, options) -> p
         dca=(metrics["dominant_model"] == metrics["dominant_human"]).astype(float))
     defined = {(c, m) for c, m, v in zip(values["concept"], values["model"], values[name])
                if pd.notna(v)}
-    keep = [bool(check) or ((c, a) in defined and (c, b) in defined) for c, a, b, check in
-            zip(votes["concept"], votes["model_a"], votes["model_b"], votes["attention_check"])]
+    check = votes["attention_check"].astype(bool).to_numpy()
+    keep = check | np.array([(c, a) in defined and (c, b) in defined for c, a, b in
+                             zip(votes["concept"], votes["model_a"], votes["model_b"])], bool)
+    n_pairs = votes.loc[keep & ~check, "pair_id"].nunique()
+    if n_pairs < 2:
+        return pd.DataFrame([{"metric": name, "label": METRICS[name][0],
+                              "type": judgments.METRIC_TYPES[name], "n_pairs": n_pairs}])
     return judgments.metric_validation(votes[keep], values[["concept", "model", name]],
                                        rng=rng, metric_names=(name,), n_boot=n_boot, ci=ci,
                                        exclude_ties=exclude_ties, **options)

@@ -50,6 +50,7 @@ TABLE1_METRICS = ("pcc", "emd", "ed")
 TABLE2_METRICS = ("dca", "hue_diff")
 MODIFIER_LABELS = {"original": "Original", "visual_state": "Visual state", "emotional": "Emotional"}
 STYLE_LABELS = {"natural": "Natural", "clipart": "Clipart"}
+POOL_CFG = "mean"
 RATIO_OF_MEANS = "ratio_of_means"
 MEAN_OF_RATIOS = "mean_of_ratios"
 
@@ -97,20 +98,24 @@ def with_dca(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def select_cfg(frame: pd.DataFrame, cfg=None) -> pd.DataFrame:
-    """Keep one guidance scale per model.
+    """Keep one guidance scale per model, or pool the scales.
 
     Parameters
     ----------
     frame : pandas.DataFrame
-        Metrics frame.
-    cfg : float or mapping of str to float, optional
-        One scale for all models, or one per model. None requires that the frame
-        already holds a single scale per model and style.
+        Metrics frame (with ``dca`` when pooling, see `with_dca`).
+    cfg : float, mapping of str to float, ``"mean"``, optional
+        One scale for all models, or one per model. ``"mean"`` (`POOL_CFG`) averages
+        each concept's metrics over its scales first, so every concept weighs the same
+        whatever its number of scales (the paper pools its CFG sweep in Tables 1-2
+        without saying how); the dominant-bin columns are dropped then, and ``cfg`` is
+        NaN. None requires that the frame already holds a single scale per model and
+        style.
 
     Returns
     -------
     pandas.DataFrame
-        The selected rows.
+        The selected (or pooled) rows.
 
     Raises
     ------
@@ -118,6 +123,12 @@ def select_cfg(frame: pd.DataFrame, cfg=None) -> pd.DataFrame:
         If `cfg` is None and a model has several scales, or a model has no rows at
         the requested scale.
     """
+    if isinstance(cfg, str):
+        if cfg != POOL_CFG:
+            raise ValueError(f"`cfg` must be a number, a mapping or {POOL_CFG!r}, got {cfg!r}")
+        keys = ["model", "concept", "base", "modifier_type", "style"]
+        pooled = frame.groupby(keys, as_index=False)[[m for m in METRICS if m in frame]].mean()
+        return pooled.assign(cfg=np.nan)
     if cfg is None:
         n = frame.groupby(["model", "style"])["cfg"].nunique()
         if (n > 1).any():
@@ -156,6 +167,20 @@ class Leaderboard:
         v = self.values.stack(list(range(3)), future_stack=True).rename("value")
         m = self.marks.stack(list(range(3)), future_stack=True).rename("mark")
         return pd.concat([v, m], axis=1).reset_index()
+
+    def to_text(self, *, digits: int = 3) -> str:
+        """A plain-text rendering for the terminal in the paper's full layout.
+
+        Every modifier type × style cell is shown, ``-`` where no concept falls in it;
+        labels as in the paper; marks omitted.
+        """
+        metric_names = list(dict.fromkeys(k for _, _, k in self.values.columns))
+        full = [(t, s, k) for t in MODIFIER_TYPES for s in STYLES for k in metric_names]
+        labelled = self.values.reindex(columns=pd.MultiIndex.from_tuples(full))
+        labelled.columns = pd.MultiIndex.from_tuples(
+            [(MODIFIER_LABELS[t], STYLE_LABELS[s], METRICS[k][0]) for t, s, k in full],
+            names=["type", "style", "metric"])
+        return labelled.to_string(float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
 
     def to_html(self, *, digits: int = 3) -> str:
         """An HTML table with the best value bold and the second underlined (escaped)."""

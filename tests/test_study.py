@@ -347,7 +347,7 @@ def test_command_line_narrows_a_long_metrics_file_to_the_design(tmp_path):
     long = pd.DataFrame({"run": ["r", "r", "r", "r"], "model": ["a", "a", "b", "b"],
                          "concept": ["apple"] * 4, "style": ["clipart"] * 4,
                          "cfg": [4.5, 7.0, 4.5, 3.0], "emd": [1.0, 2.0, 3.0, 4.0],
-                         "delta_hue": [10.0, 20.0, 30.0, 40.0]})
+                         "hue_diff": [10.0, 20.0, 30.0, 40.0]})
     long.to_csv(tmp_path / "long.csv", index=False)
     narrowed = read_metrics(tmp_path / "long.csv", sources=[
         {"model": "a", "run": "r", "cfg": 4.5}, {"model": "b", "run": "r", "cfg": 3.0}])
@@ -394,3 +394,23 @@ def test_designer_colorings_give_the_ground_truth_with_its_groups(setup):
     assert study.study_design(db, study_id)["concepts"] == sorted(keys)
     with pytest.raises(InvalidInput, match="only 3 concepts have a ground truth"):
         study.create_study(db, "too many", sources(), source, seed=0, n_concepts=4)
+
+
+def test_a_metric_undefined_on_most_pairs_is_validated_on_the_rest(setup):
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=10, trials_per_participant=100)
+    rng = np.random.default_rng(4)
+    _judge_all(db, _participants(db, 6), lambda t: ("left", "right")[rng.integers(2)], rng)
+    votes, values = judging.votes_frame(db, study_id), judging.study_metrics(db, study_id)
+    concepts = sorted(values["concept"].unique())
+    hue = pd.Series(np.arange(len(values), dtype=float), index=values.index)
+    partly = values.assign(hue_diff=hue.where(values["concept"].isin(concepts[:4])))
+    result = analyse(votes, partly, rng=np.random.default_rng(0), n_boot=20)["validation"]
+    assert result.set_index("metric").loc["hue_diff", "n_pairs"] == 12
+    assert result.set_index("metric").loc["emd", "n_pairs"] == 30
+    one_pair = (values["concept"] == concepts[0]) & (values["model"] != "sdxl")
+    tables = analyse(votes, values.assign(hue_diff=hue.where(one_pair)),
+                     rng=np.random.default_rng(0), n_boot=20)
+    row = tables["validation"].set_index("metric").loc["hue_diff"]
+    assert row["n_pairs"] == 1 and np.isnan(row["pearson"]) and np.isnan(row["agreement"])
+    assert tables["table3"]["Metric"].tolist() == ["PCC", "EMD", "ED", "DCA", "ΔHue"]

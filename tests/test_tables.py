@@ -178,3 +178,28 @@ def test_tables_6_7_8_layouts():
     assert_allclose(t8.loc["emotional", "clipart"], (4 / 2 + 2 / 2) / 2)
     assert_allclose(t8.loc["visual_state", "natural"], (8 / 10 + 6 / 10) / 2)
     assert_allclose(t8["average"], t8[["clipart", "natural"]].mean(axis=1))
+
+
+def test_pooled_cfg_averages_each_concept_over_its_scales_before_the_concepts():
+    frame = metrics_frame(np.random.default_rng(11), cfgs=(2.0, 5.0, 8.0))
+    # Give one concept an extra scale: pooling per concept first keeps its weight at one.
+    extra = frame[(frame.concept == "apple") & (frame.cfg == 8.0)].assign(cfg=11.0, emd=1000.0)
+    frame = pd.concat([frame, extra], ignore_index=True)
+    board = table1(frame, cfg="mean")
+    data = with_dca(frame)
+    sel = data[(data.model == "sana") & (data["style"] == "natural") & (data.modifier_type == "original")]
+    expected = sel.groupby("concept")["emd"].mean().mean()
+    assert_allclose(board.values.loc["sana", ("original", "natural", "emd")], expected, rtol=1e-12)
+    dca = sel.groupby("concept")["dca"].mean().mean()
+    assert_allclose(table2(frame, cfg="mean").values.loc["sana", ("original", "natural", "dca")], dca, rtol=1e-12)
+    with pytest.raises(ValueError, match="`cfg` must be a number, a mapping or 'mean', got 'max'"):
+        select_cfg(data, "max")
+
+
+def test_leaderboard_text_shows_the_full_paper_layout_with_dashes_for_empty_cells():
+    frame = metrics_frame(np.random.default_rng(12))
+    frame = frame[frame.modifier_type == "original"]
+    text = table1(frame).to_text().splitlines()
+    assert text[0].split() == ["type", "Original", "Visual", "state", "Emotional"]
+    assert text[2].split() == ["metric"] + ["PCC", "EMD", "ED"] * 6
+    assert text[-1].split()[0] == "sdxl" and text[-1].split()[-1] == "-"

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", default=UW71_RATINGS_SOURCE, help=f"human source label (default: {UW71_RATINGS_SOURCE})")
     parser.add_argument("--reference-csv", type=Path, default=None, help="load this CSV over UW-71 as --reference first")
     parser.add_argument("--provenance", default=None, help="provenance text stored with --reference-csv")
-    parser.add_argument("--cfg", type=float, default=None, help="tables for one guidance scale (default: mean over scales)")
+    parser.add_argument("--cfg", type=float, default=None, help="tables for one guidance scale (default: each concept's mean over scales)")
     parser.add_argument("--out", type=Path, default=None, help="CSV folder (default: data/scores/<run or all>)")
     add_storage_arguments(parser)
 
@@ -47,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
     """Compute, print and write the scores."""
     import pandas as pd
 
-    from evaluation import runs, scoring
+    from evaluation import runs, scoring, tables
     from evaluation.concepts import load_concepts
 
     db = open_db(args)
@@ -59,15 +59,16 @@ def main(args: argparse.Namespace) -> int:
     exclusions = pd.DataFrame(runs.exclusion_counts(db, run=args.run))
     out = args.out or args.data_dir / "scores" / (args.run or "all")
     out.mkdir(parents=True, exist_ok=True)
-    tables = {
-        "table1": ("Table 1: probabilistic distribution alignment", scoring.table1(long, cfg=args.cfg)),
-        "table2": ("Table 2: deterministic feature alignment", scoring.table2(long, cfg=args.cfg)),
+    cfg = tables.POOL_CFG if args.cfg is None else args.cfg
+    boards = {
+        "table1": ("Table 1: probabilistic distribution alignment", tables.table1(long, cfg=cfg)),
+        "table2": ("Table 2: deterministic feature alignment", tables.table2(long, cfg=cfg)),
     }
     print(f"{len(long)} distribution(s) scored against {args.reference!r} "
           f"({len({r['concept'] for r in rows} & set(human))} concept(s) with a human distribution)")
-    for name, (title, table) in tables.items():
-        print(f"\n{title}\n{scoring.format_table(table)}")
-        table.to_csv(out / f"{name}.csv")
+    for name, (title, board) in boards.items():
+        print(f"\n{title}\n{board.to_text()}")
+        board.values.to_csv(out / f"{name}.csv")
     print(f"\nExcluded images (no detection / empty mask) per model\n{exclusions.to_string(index=False)}")
     long.to_csv(out / "scores_long.csv", index=False)
     exclusions.to_csv(out / "exclusions.csv", index=False)
