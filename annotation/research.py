@@ -106,21 +106,25 @@ class RunProgress:
         return self.groups > 0 and self.extracted == self.groups
 
 
-_PROGRESS_SQL = """
-SELECT count(*) AS items,
-       coalesce(sum(status IN ('generated', 'segmented')), 0) AS generated,
-       coalesce(sum(status = 'segmented'), 0) AS segmented,
-       coalesce(sum(segment_status = 'ok'), 0) AS usable,
-       coalesce(sum(status = 'failed'), 0) AS failed,
-       (SELECT count(*) FROM (SELECT DISTINCT model, concept, style, cfg FROM run_items WHERE run = :run)) AS groups,
-       (SELECT count(*) FROM model_distributions WHERE run = :run) AS extracted
-FROM run_items WHERE run = :run
-"""
+# Each count is one index search: statuses through the (run, status) index, cells through
+# the unique (run, model, concept, style, cfg, sample) index.
+_PROGRESS_SQL = {
+    "statuses": "SELECT status, count(*) AS n FROM run_items WHERE run = ? GROUP BY status",
+    "usable": "SELECT count(*) FROM run_items WHERE run = ? AND status = 'segmented' AND segment_status = 'ok'",
+    "groups": "SELECT count(*) FROM (SELECT DISTINCT model, concept, style, cfg FROM run_items WHERE run = ?)",
+    "extracted": "SELECT count(*) FROM model_distributions WHERE run = ?",
+}
 
 
 def run_progress(db: sqlite_utils.Database, run: str) -> RunProgress:
     """Counts of run `run`'s items by stage (all zero for an unknown run)."""
-    return RunProgress(run=run, **next(db.query(_PROGRESS_SQL, {"run": run})))
+    statuses = {row["status"]: row["n"] for row in db.query(_PROGRESS_SQL["statuses"], [run])}
+    usable, groups, extracted = (db.execute(_PROGRESS_SQL[name], [run]).fetchone()[0]
+                                 for name in ("usable", "groups", "extracted"))
+    return RunProgress(run=run, items=sum(statuses.values()),
+                       generated=statuses.get("generated", 0) + statuses.get("segmented", 0),
+                       segmented=statuses.get("segmented", 0), usable=usable, failed=statuses.get("failed", 0),
+                       groups=groups, extracted=extracted)
 
 
 def list_runs(db: sqlite_utils.Database) -> list[dict]:

@@ -85,15 +85,17 @@ def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequ
         ``"recommended"`` or one guidance scale (see `evaluation.results`).
     """
     found = _concept(concepts, concept)
-    human = ground_truth.human_distribution(db, source, concept, data_dir=data_dir)
-    rows = _rows(db, [concept], style, cfg)
-    panels = ([comparison.human_panel(human.label, human.p, human.groups)] if human else []) + comparison.model_panels(rows)
+    family = [c.key for c in concepts if c.base == found.base]
+    humans = ground_truth.human_distributions(db, source, family, data_dir=data_dir)
+    human = humans.get(concept)
+    family_rows = _rows(db, family, style, cfg)
+    rows = [r for r in family_rows if r["concept"] == concept]
+    panels = [comparison.human_panel(human.label, human.p, human.groups)] if human else []
+    panels += comparison.model_panels(rows)
     shown = {(r["run"], r["model"], float(r["cfg"])) for r in rows}
     items = [i for i in research.concept_items(db, concept, style=style, limit=10 * GALLERY_LIMIT)
              if (i["run"], i["model"], float(i["cfg"])) in shown][:GALLERY_LIMIT]
-    family = [c.key for c in concepts if c.base == found.base]
-    shifts = comparison.variant_shifts(found.base, concepts, ground_truth.human_vectors(db, source, family, data_dir=data_dir),
-                                       _rows(db, family, style, cfg))
+    shifts = comparison.variant_shifts(found.base, concepts, {k: h.p for k, h in humans.items()}, family_rows)
     metrics = (comparison.concept_metrics(concept, human.p, rows, concepts) if human
                else pd.DataFrame(columns=comparison.METRIC_COLUMNS))
     return ConceptView(
@@ -103,7 +105,8 @@ def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequ
         strips=comparison.strips_figure(panels) if panels else None,
         overlays=item_overlays(data_dir, items), metrics=metrics, base=found.base,
         shifts=comparison.variant_shift_table(shifts),
-        shift_figure=comparison.variant_shift_figure(shifts, title=f"Shift from '{found.base}' to its variants ({style})"),
+        shift_figure=comparison.variant_shift_figure(
+            shifts, title=f"Shift from '{found.base}' to its variants ({style})"),
     )
 
 

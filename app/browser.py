@@ -27,13 +27,10 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     """Lay out and wire the Concept browser inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     concepts = load_concepts()
-    with ctx.db() as db:
-        known_sources = ground_truth.human_sources(db)
     with gr.Row():
         concept = gr.Dropdown([c.key for c in concepts], value="apple", filterable=True,
                               label="Concept (type to search)", elem_id="browser_concept", scale=2)
-        source = gr.Dropdown(known_sources, value=known_sources[0], allow_custom_value=True,
-                             label="Human ground truth", elem_id="browser_source")
+        source = source_dropdown(ctx, session_token, "browser_source")
         style = gr.Radio([(v, k) for k, v in STYLES.items()], value="natural", label="Style",
                          elem_id="browser_style")
         cfg = gr.Textbox(RECOMMENDED, label="Guidance scale ('recommended' or a number)", elem_id="browser_cfg")
@@ -51,7 +48,6 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     outputs = [label, distributions, strips, metrics, gallery, variants_title, shifts, shift_plot]
     show.click(allowed(_show(ctx, concepts)), [session_token, concept, source, style, cfg], outputs,
                api_name="browser_show")
-    session_token.change(_sources(ctx), session_token, source, api_visibility="private")
 
 
 def _show(ctx: AppContext, concepts):
@@ -64,11 +60,19 @@ def _show(ctx: AppContext, concepts):
     return show
 
 
-def _sources(ctx: AppContext):
-    def sources(token: str) -> gr.Dropdown:
+def source_dropdown(ctx: AppContext, session_token: gr.Textbox, elem_id: str) -> gr.Dropdown:
+    """The human-source picker; its choices are read again at every sign-in."""
+    with ctx.db() as db:
+        known = ground_truth.human_sources(db)
+    dropdown = gr.Dropdown(known, value=known[0], allow_custom_value=True, label="Human ground truth",
+                           elem_id=elem_id)
+
+    def refresh(token: str) -> gr.Dropdown:
         if not visible_to(current_actor(ctx, token), ROLES):
-            return gr.Dropdown(choices=[], value=None)
+            return gr.Dropdown()
         with ctx.db() as db:
             names = ground_truth.human_sources(db)
-        return gr.Dropdown(choices=names, value=names[0] if names else None)
-    return sources
+        return gr.Dropdown(choices=names, value=names[0])
+
+    session_token.change(refresh, session_token, dropdown, api_visibility="private")
+    return dropdown

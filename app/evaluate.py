@@ -27,7 +27,8 @@ from evaluation.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD
 NAME = "evaluate"
 TITLE = "Evaluate"
 ROLES = ("researcher",)
-POLL_SECONDS = 2.0
+#: Progress refresh period; a poll costs about 75 ms per 100,000 items (bench/bench_research.py).
+POLL_SECONDS = 5.0
 RUNS_SHOWN = 20
 REJECTED_HEADERS = ["file", "reason"]
 
@@ -59,9 +60,10 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     cancel.click(allowed(_cancel(manager)), [session_token, run_pick], plan, api_name="evaluate_cancel")
     resume.click(allowed(_resume(ctx, manager)), [session_token, run_pick, *segmenter], plan,
                  api_name="evaluate_resume")
-    import_button.click(allowed(_import(ctx, concepts, manager)), [session_token, import_name, upload, folder, *segmenter],
-                        [report, rejected, run_pick], api_name="evaluate_import")
-    session_token.change(_on_session(ctx), session_token, timer, api_visibility="private")
+    import_button.click(allowed(_import(ctx, concepts, manager)),
+                        [session_token, import_name, upload, folder, *segmenter], [report, rejected, run_pick],
+                        api_name="evaluate_import")
+    session_token.change(_on_session(ctx), session_token, [timer, run_pick], api_visibility="private")
 
 
 def _selection_inputs(registry, concepts) -> list[gr.components.Component]:
@@ -124,7 +126,8 @@ def _import_section():
     return upload, folder, name, button, report, rejected
 
 
-def _request(models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds) -> planning.EvaluationRequest:
+def _request(models, keys, categories, types, search, sample, sample_seed, styles, cfg,
+             seeds) -> planning.EvaluationRequest:
     query = planning.ConceptQuery(tuple(keys or ()), tuple(categories or ()), tuple(types or ()), search or "",
                                   _whole(sample, "sample size"), _whole(sample_seed, "sample seed"))
     return planning.EvaluationRequest(tuple(models or ()), query, tuple(styles or ()), planning.parse_scales(cfg),
@@ -132,9 +135,13 @@ def _request(models, keys, categories, types, search, sample, sample_seed, style
 
 
 def _whole(value, what: str) -> int:
-    if value is None or float(value) != int(value):
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not number.is_integer():
         raise ValueError(f"`{what}` must be a whole number, got {value!r}")
-    return int(value)
+    return int(number)
 
 
 def _run_name(name: str | None, prefix: str) -> str:
@@ -201,13 +208,13 @@ def _progress_html(rows) -> str:
     body = []
     for run, done, job in rows:
         state = job.state if job.state != "idle" else ("complete" if done.complete else "stopped (resume to continue)")
-        note = f" — {html.escape(job.message)}" if job.message else ""
+        note = (f" · {job.stage}" if job.stage else "") + (f" — {job.message}" if job.message else "")
         body.append(
             f"<tr><td>{html.escape(run['name'])}</td><td>{html.escape(run['kind'])}</td>"
             f"<td><progress max='1' value='{done.fraction:.4f}'></progress> {100 * done.fraction:.0f}%</td>"
             f"<td>{done.generated}/{done.items} images, {done.segmented} masked ({done.usable} usable), "
             f"{done.failed} failed, {done.extracted}/{done.groups} distributions</td>"
-            f"<td data-state='{html.escape(state)}'>{html.escape(state)}{job.stage and ' · ' + html.escape(job.stage)}{note}</td></tr>")
+            f"<td data-state='{html.escape(state)}'>{html.escape(state + note)}</td></tr>")
     head = "<tr><th>Run</th><th>Kind</th><th>Progress</th><th>Counts</th><th>Job</th></tr>"
     return f"<table class='evaluate-runs'>{head}{''.join(body)}</table>"
 
@@ -256,6 +263,10 @@ def _import_source(ctx: AppContext, upload, folder) -> tuple[str, list[Path]]:
 
 
 def _on_session(ctx: AppContext):
-    def on_session(token: str) -> gr.Timer:
-        return gr.Timer(active=visible_to(current_actor(ctx, token), ROLES))
+    def on_session(token: str) -> tuple[gr.Timer, gr.Dropdown]:
+        """Poll progress and list the runs only for people who may see them."""
+        if not visible_to(current_actor(ctx, token), ROLES):
+            return gr.Timer(active=False), gr.Dropdown(choices=[], value=None)
+        with ctx.db() as db:
+            return gr.Timer(active=True), _run_choices(db)
     return on_session

@@ -11,6 +11,7 @@ import gradio as gr
 
 from annotation import ground_truth
 from annotation.research_views import leaderboard_analyses
+from app.browser import source_dropdown
 from app.common import AppContext, escape, handler
 from evaluation.concepts import load_concepts
 from evaluation.results import RECOMMENDED, analysis_figures, export_analyses
@@ -26,11 +27,8 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     """Lay out and wire the Leaderboards tab inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     concepts = load_concepts()
-    with ctx.db() as db:
-        known_sources = ground_truth.human_sources(db)
     with gr.Row():
-        source = gr.Dropdown(known_sources, value=known_sources[0], allow_custom_value=True,
-                             label="Human ground truth", elem_id="leaderboard_source")
+        source = source_dropdown(ctx, session_token, "leaderboard_source")
         cfg = gr.Textbox(RECOMMENDED, label="Guidance scale ('recommended' or a number)", elem_id="leaderboard_cfg")
         aggregate = gr.Radio([RATIO_OF_MEANS, MEAN_OF_RATIOS], value=RATIO_OF_MEANS,
                              label="Sensitivity ratio", elem_id="leaderboard_aggregate")
@@ -58,15 +56,21 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     export.click(allowed(_export(ctx, concepts)), inputs, files, api_name="leaderboard_export")
 
 
+def _analyses(ctx: AppContext, concepts, db, source: str, cfg: str, aggregate: str):
+    return leaderboard_analyses(db, ctx.config.data_dir, concepts, source or "", cfg=cfg or RECOMMENDED,
+                                aggregate=aggregate)
+
+
 def _show(ctx: AppContext, concepts):
     def show(db, actor, source: str, cfg: str, aggregate: str):
         """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`."""
-        result = leaderboard_analyses(db, ctx.config.data_dir, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
+        result = _analyses(ctx, concepts, db, source, cfg, aggregate)
         figs = analysis_figures(result)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
         note = f"{escape(ground_truth.describe_source(db, source))}  \nGuidance scale per model: {scales}."
+        tables = (_shown(t) for t in (result.table6, result.table7, result.table8))
         return (note, LEGEND + result.table1.to_html(), LEGEND + result.table2.to_html(), figs["cfg_sweep"],
-                figs["sensitivity"], figs["shift_scatter"], *(_shown(t) for t in (result.table6, result.table7, result.table8)))
+                figs["sensitivity"], figs["shift_scatter"], *tables)
     return show
 
 
@@ -77,7 +81,7 @@ def _shown(table):
 def _export(ctx: AppContext, concepts):
     def export(db, actor, source: str, cfg: str, aggregate: str) -> list[str]:
         """Every table as CSV and every figure as HTML, under the data folder's exports/."""
-        result = leaderboard_analyses(db, ctx.config.data_dir, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
+        result = _analyses(ctx, concepts, db, source, cfg, aggregate)
         paths = export_analyses(result, analysis_figures(result), ctx.config.data_dir / "exports" / "research")
         return [str(p) for p in paths]
     return export

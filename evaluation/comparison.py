@@ -138,7 +138,8 @@ def strips_figure(panels: Sequence[Panel]) -> go.Figure:
     return fig
 
 
-def concept_metrics(concept: str, human_p: np.ndarray, rows: Sequence[Mapping], concepts: Sequence[Concept]) -> pd.DataFrame:
+def concept_metrics(concept: str, human_p: np.ndarray, rows: Sequence[Mapping],
+                    concepts: Sequence[Concept]) -> pd.DataFrame:
     """PCC, EMD, ED, DCA and ΔHue of each model row of `concept` against `human_p`.
 
     Returns
@@ -197,7 +198,8 @@ def variant_shift_figure(shifts: pd.DataFrame, *, title: str = "") -> go.Figure:
     """Grouped bars: x = variant, one bar trace per source, y = shift EMD (hover: concept, source, value)."""
     fig = go.Figure()
     for source, part in shifts.groupby("source", sort=False):
-        fig.add_trace(go.Bar(x=part["concept"], y=part["shift"], name=source, customdata=part[["modifier_type"]].to_numpy(),
-                             hovertemplate=f"%{{x}} (%{{customdata[0]}})<br>{source}<br>shift EMD %{{y:.2f}}<extra></extra>"))
+        fig.add_trace(go.Bar(
+            x=part["concept"], y=part["shift"], name=source, customdata=part[["modifier_type"]].to_numpy(),
+            hovertemplate=f"%{{x}} (%{{customdata[0]}})<br>{source}<br>shift EMD %{{y:.2f}}<extra></extra>"))
     fig.update_layout(title=title, barmode="group", yaxis_title="shift EMD from the base concept", **figures.LAYOUT)
     return fig

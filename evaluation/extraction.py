@@ -130,7 +130,8 @@ def image_pixels(image: np.ndarray, mask: np.ndarray, *, size: int = 100) -> np.
     Returns
     -------
     ndarray, shape (N, 3), uint8
-        The kept sRGB pixels, 1 <= N <= size²; row-major order.
+        The kept sRGB pixels in row-major order, 1 <= N <= size² (more only in the
+        thin-mask fallback, which returns every masked pixel of the crop).
 
     Raises
     ------

@@ -40,7 +40,8 @@ from evaluation.planning import check_run_name, run_exists
 from evaluation.stages import write_atomic
 
 MANIFEST = "manifest.csv"
-MANIFEST_COLUMNS = ("file", "model", "concept", "style", "cfg", "seed")
+NAME_FIELDS = ("model", "concept", "style", "cfg", "seed")
+MANIFEST_COLUMNS = ("file", *NAME_FIELDS)
 SEPARATOR = "__"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 MAX_IMAGE_BYTES = 32 * 1024 * 1024
@@ -170,7 +171,7 @@ def _labels_from_names(names: Sequence[str], known: set[str]) -> Iterator[tuple[
     for name in names:
         fields = PurePosixPath(name).stem.split(SEPARATOR)
         if len(fields) != 5:
-            yield name, f"name must be model{SEPARATOR}concept{SEPARATOR}style{SEPARATOR}cfg{SEPARATOR}seed, or be listed in {MANIFEST}"
+            yield name, f"name must be {SEPARATOR.join(NAME_FIELDS)}, or be listed in {MANIFEST}"
             continue
         try:
             yield name, parse_label(*fields, known)

@@ -11,12 +11,15 @@ Seconds per image (generation plus GroundingDINO + SAM masking) come from, in or
 
 1. the mean of the ``gen_seconds + seg_seconds`` of items already done for that model
    (measured on this installation, passed in as `measured`);
-2. the defaults below, per device kind. GPU figures are rough H100 numbers for the
-   registry's settings (1024x1024, 50 steps, the registry's batch size) taken from the
-   models' published throughput; ``tiny-random`` is measured by
-   ``bench/evaluate_speed.py``. CPU figures multiply the GPU figure by `CPU_SLOWDOWN`
-   (full-size diffusion on a CPU takes minutes per image), except for ``tiny-random``,
-   measured. A model missing from the table uses `UNKNOWN_MODEL_SECONDS`.
+2. the defaults below, per device kind. Masking is 0.45 s per 1024x1024 image on one
+   H200 (grounding-dino-base + sam-vit-huge architectures in float32,
+   ``bench/bench_research.py segment``); SDXL generation is 2.0 s per image on one H100
+   at 50 steps, 4 images per call (BENCHMARKS.md, "Generation"). The other full-size
+   models are scaled from SDXL by their size and published speed: rough figures, to be
+   replaced by measured ones. ``tiny-random`` on a CPU is the whole job measured by
+   ``bench/bench_research.py job``. CPU figures of full-size models multiply the GPU
+   figure by `CPU_SLOWDOWN` (minutes per image). A model missing from the table uses
+   `UNKNOWN_MODEL_SECONDS`.
 """
 
 from __future__ import annotations
@@ -36,15 +39,15 @@ from evaluation.generation import STYLES
 from evaluation.registry import ModelSpec, RegistryError, with_source
 from evaluation.stages import plan_run
 
-#: Seconds per image on one H100 (generation + masking) for the registry's settings.
+#: Seconds per image on one H100-class GPU (generation + masking) for the registry's settings.
 GPU_SECONDS_PER_IMAGE = {
-    "sdxl": 4.0, "sd3": 4.0, "sd35": 4.5, "flux-dev": 12.0, "sana15": 3.0,
-    "qwen-image": 40.0, "omnigen2": 30.0, "tiny-random": 0.05,
+    "sdxl": 2.5, "sd3": 3.0, "sd35": 3.5, "flux-dev": 12.0, "sana15": 2.5,
+    "qwen-image": 40.0, "omnigen2": 30.0, "tiny-random": 0.1,
 }
 #: How much slower a CPU is than one H100 for the full-size models (order of magnitude).
 CPU_SLOWDOWN = 150.0
-#: Measured on a 2-core CPU for the 64x64, 2-step tiny model with tiny masking models.
-CPU_SECONDS_PER_IMAGE = {"tiny-random": 0.5}
+#: Measured on a shared 2-core CPU (one torch thread): the 64x64, 2-step tiny model's whole job.
+CPU_SECONDS_PER_IMAGE = {"tiny-random": 0.35}
 #: GPU seconds per image assumed for a model absent from the table.
 UNKNOWN_MODEL_SECONDS = 20.0
 MAX_RUN_NAME = 80
@@ -127,7 +130,8 @@ def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Co
         by_key = {c.key: c for c in concepts}
         missing = [k for k in query.keys if k not in by_key]
         if missing:
-            raise ValueError(f"`keys` names unknown concepts {missing[:5]}; keys are the concept text, e.g. 'rotten apple'")
+            raise ValueError(f"`keys` names unknown concepts {missing[:5]}; "
+                             "keys are the concept text, e.g. 'rotten apple'")
         chosen = [by_key[k] for k in dict.fromkeys(query.keys)]
     if query.categories:
         chosen = [c for c in chosen if c.category in query.categories]
@@ -233,7 +237,8 @@ def seconds_per_image(model: str, device_kind: str, measured: Mapping[str, float
     return CPU_SECONDS_PER_IMAGE.get(model, gpu * CPU_SLOWDOWN), origin
 
 
-def estimate_seconds(items: Sequence[Mapping], device_kind: str, measured: Mapping[str, float] | None = None) -> Estimate:
+def estimate_seconds(items: Sequence[Mapping], device_kind: str,
+                     measured: Mapping[str, float] | None = None) -> Estimate:
     """Estimated wall time of `items` (run items with a ``model`` key); see the module notes."""
     counts = Counter(item["model"] for item in items)
     per_model = {}

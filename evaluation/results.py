@@ -178,5 +178,6 @@ def export_analyses(result: Analyses, figs: Mapping[str, go.Figure], directory: 
             index = field.name in ("table6", "table7", "table8")
             paths.append(_write(directory, field.name, ".csv", value.to_csv(index=index).encode("utf-8")))
     for name, fig in figs.items():
-        paths.append(_write(directory, name, ".html", fig.to_html(include_plotlyjs=True, full_html=True, div_id=name).encode("utf-8")))
+        page = fig.to_html(include_plotlyjs=True, full_html=True, div_id=name)
+        paths.append(_write(directory, name, ".html", page.encode("utf-8")))
     return paths

@@ -22,7 +22,7 @@ from PIL import Image
 from evaluation import runs
 from evaluation.concepts import load_concepts
 from evaluation.generation import build_prompt
-from evaluation.stages import extract, write_atomic
+from evaluation.stages import extract, pixel_summary, write_atomic
 from evaluation.tiny import build_all
 
 TINY_NAMES = ("tiny-random", "tiny-grounding-dino", "tiny-sam")
@@ -65,7 +65,7 @@ def _png(array: np.ndarray) -> bytes:
 
 
 def store_segmented_run(db, data_dir: Path, run: str, cells: dict) -> None:
-    """Store a fully segmented run and extract its distributions.
+    """Store a fully segmented run (images, masks, pixel summaries) and extract its distributions.
 
     Parameters
     ----------
@@ -84,11 +84,16 @@ def store_segmented_run(db, data_dir: Path, run: str, cells: dict) -> None:
         for i, rgb in enumerate(colors):
             image_path = f"runs/{run}/images/{m}-{c}-{s}-{cfg}-{i}.png"
             mask_path = f"runs/{run}/masks/{m}-{c}-{s}-{cfg}-{i}.png"
+            summary_path = f"runs/{run}/pixels/{m}-{c}-{s}-{cfg}-{i}.npz"
             write_atomic(Path(data_dir) / image_path, _png(solid(rgb)))
             write_atomic(Path(data_dir) / mask_path, _png(centre_mask()))
+            buffer = io.BytesIO()
+            np.savez_compressed(buffer, **pixel_summary(solid(rgb), centre_mask()))
+            write_atomic(Path(data_dir) / summary_path, buffer.getvalue())
             updates.append({"id": ids[(m, c, s, float(cfg), i)], "status": "segmented", "segment_status": "ok",
-                            "image_path": image_path, "mask_path": mask_path, "detected": 1,
-                            "gen_seconds": 0.5, "seg_seconds": 0.25, "n_pixels": int(centre_mask().sum())})
+                            "image_path": image_path, "mask_path": mask_path, "summary_path": summary_path,
+                            "detected": 1, "gen_seconds": 0.5, "seg_seconds": 0.25,
+                            "n_pixels": int(centre_mask().sum())})
     runs.record_items(db, updates)
     extract(db, run, data_dir)
 
@@ -158,3 +163,12 @@ def figure(value):
 
     assert value["type"] == "plotly"
     return go.Figure(_decoded(json.loads(value["plot"])))
+
+
+@pytest.fixture
+def torch_one_thread():
+    """Torch on one CPU thread during the test (see `evaluation.tiny.one_cpu_thread`)."""
+    from evaluation.tiny import one_cpu_thread
+
+    with one_cpu_thread():
+        yield

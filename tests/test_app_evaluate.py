@@ -2,8 +2,10 @@
 
 import re
 import time
+import zipfile
 
 import pytest
+from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 from PIL import Image
 
@@ -13,9 +15,9 @@ from evaluation.concepts import load_concepts
 from evaluation.reference import load_reference_csv
 from evaluation.results import analyses
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.research_data import assert_every_endpoint_refuses, install_tiny, sign_in, solid, tiny_models  # noqa: F401
+from tests.research_data import assert_every_endpoint_refuses, install_tiny, sign_in, solid, tiny_models, torch_one_thread  # noqa: F401
 
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.usefixtures("torch_one_thread")]
 TINY = ["tiny-random", 0, 0]  # segmenter preset, box and text thresholds (random weights: keep every box)
 POLLS = 300
 
@@ -94,6 +96,11 @@ def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tm
         for folder_name in ("../../..", "/etc"):
             with pytest.raises(AppError, match="is outside the allowed import folders"):
                 client.predict(researcher, "evil", None, folder_name, *TINY, api_name="/evaluate_import")
+        archive = tmp_path / "evil.zip"
+        with zipfile.ZipFile(archive, "w") as z:
+            z.writestr("../ext-model__apple__natural__5__9.png", (folder / "ext-model__apple__natural__5__1.png").read_bytes())
+        with pytest.raises(AppError, match="zip entry '../ext-model__apple__natural__5__9.png' would leave the archive"):
+            client.predict(researcher, "evil", handle_file(str(archive)), "", *TINY, api_name="/evaluate_import")
         with pytest.raises(AppError, match="has no queued or running job to cancel"):
             client.predict(researcher, "ext", api_name="/evaluate_cancel")
 

@@ -12,10 +12,10 @@ from evaluation.imports import import_images
 from evaluation.jobs import Cancelled, JobError, JobManager, SegmenterSpec, run_pipeline, segmenter_preset
 from evaluation.planning import ConceptQuery, EvaluationRequest, plan_request
 from evaluation.registry import load_registry
-from tests.research_data import install_tiny, solid, tiny_models  # noqa: F401 - fixture
+from tests.research_data import install_tiny, solid, tiny_models, torch_one_thread  # noqa: F401 - fixture
 
 CONCEPTS = load_concepts()
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.usefixtures("torch_one_thread")]
 
 
 @pytest.fixture

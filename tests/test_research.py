@@ -3,14 +3,17 @@
 import pytest
 from numpy.testing import assert_allclose
 
-from annotation import ground_truth, research
+from annotation import colorings, ground_truth, research
+from annotation.concepts import sync_concepts
 from annotation.research_views import concept_view, leaderboard_analyses
 from evaluation import metrics, runs
+from evaluation.comparison import strip_of
 from evaluation.concepts import load_concepts
 from evaluation.planning import ConceptQuery, EvaluationRequest, plan_request
 from evaluation.reference import UW71_RATINGS_SOURCE, load_reference_csv
 from evaluation.registry import load_registry
 from evaluation.results import analyses
+from tests.qc_data import add_coloring, people
 from tests.research_data import one_hot, store_segmented_run
 
 CONCEPTS = load_concepts()
@@ -86,14 +89,19 @@ def test_reference_sources_are_labelled_and_the_shipped_set_is_offered_before_im
 
 
 def test_designer_colorings_are_a_source_labelled_with_their_count(db, tmp_path):
-    colorings = pytest.importorskip("annotation.colorings")
+    sync_concepts(db)
     assert ground_truth.human_sources(db)[0] == ground_truth.DESIGNERS
     assert "designers" in ground_truth.describe_source(db, ground_truth.DESIGNERS)
-    from annotation.concepts import sync_concepts
-
-    sync_concepts(db)
-    assert ground_truth.human_distribution(db, ground_truth.DESIGNERS, "apple", data_dir=tmp_path) is None
-    assert colorings.human_distribution(db, tmp_path, "apple").n == 0
+    data_dir = tmp_path / "data"
+    assert ground_truth.human_distribution(db, ground_truth.DESIGNERS, "apple", data_dir=data_dir) is None
+    red, green = people(db, 2, "designer")
+    add_coloring(db, data_dir, red, "apple", (200, 30, 30))
+    add_coloring(db, data_dir, green, "apple", (40, 150, 50))
+    found = ground_truth.human_distribution(db, ground_truth.DESIGNERS, "apple", data_dir=data_dir)
+    assert found.label == "designer colorings (n = 2)" and found.n_colorings == 2
+    assert_allclose(found.p, colorings.human_distribution(db, data_dir, "apple").p)
+    colors, counts = strip_of(found.groups)
+    assert counts == (1, 1) and colors.shape == (2, 3)
 
 
 def test_concept_view_puts_the_labelled_human_distribution_beside_each_model(db, tmp_path):
