@@ -121,10 +121,11 @@ def test_check_store_names_each_kind_of_damage(tmp_path):
         first = store["colorings"].get(acks[0].coloring_id)
         resolve(study.data_dir, first["mask_path"]).write_bytes(b"changed")
         resolve(study.data_dir, first["image_path"]).unlink()
-        store["colorings"].insert({**first, "id": None, "annotator_id": study.designers[1]})
+        other = next(d for d in study.designers if d != first["annotator_id"])
+        store["colorings"].insert({**first, "id": None, "annotator_id": other})
     finally:
         store.close()
-    lost = Ack(study.designers[1], 999, 999, first["concept_key"], 0.1)
+    lost = Ack(other, 999, 999, first["concept_key"], 0.1)
     _hash_named(study.data_dir / "colorings" / "00", "stray")
     problems = check_store(study.db_path, study.data_dir, [*acks, lost], k=study.k)
     assert "acknowledged coloring 999 (task 999) is missing" in problems
