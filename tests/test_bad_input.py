@@ -192,6 +192,8 @@ CASES = [
     Case("import-truncated-png", "/evaluate_import", _upload("truncated.zip"), "no usable image"),
     Case("import-decompression-bomb", "/evaluate_import", _upload("bomb.zip"),
          "no usable image in 'bomb.zip'.*decompression bomb"),
+    Case("import-oversized-file", "/evaluate_import", _upload("oversized.zip"),
+         r"no usable image in 'oversized.zip'.*34603008 bytes, more than 33554432"),
     Case("import-zip-slip", "/evaluate_import", _upload("slip.zip"),
          "would leave the archive folder"),
     Case("import-upload-and-folder", "/evaluate_import",
@@ -249,7 +251,7 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
 
 
 def _zip(path: Path, entries: dict[str, bytes]) -> str:
-    with zipfile.ZipFile(path, "w") as archive:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, data in entries.items():
             archive.writestr(name, data)
     return str(path)
@@ -266,6 +268,8 @@ def bad_uploads(folder: Path) -> dict[str, str]:
         "text.zip": _zip(folder / "text.zip", {IMPORT_NAME: b"just some text, not a PNG"}),
         "truncated.zip": _zip(folder / "truncated.zip", {IMPORT_NAME: png.getvalue()[:60]}),
         "bomb.zip": _zip(folder / "bomb.zip", {IMPORT_NAME: bomb_png()}),
+        "oversized.zip": _zip(folder / "oversized.zip", {IMPORT_NAME: png.getvalue() + bytes(
+            33 * 2**20 - len(png.getvalue()))}),
         "slip.zip": _zip(folder / "slip.zip", {"../../" + IMPORT_NAME: png.getvalue()}),
     }
 
