@@ -1,0 +1,128 @@
+"""The data folder against the database: files no row names, and moving them aside.
+
+Writers store a file first (content-hash name, written to a temporary name and renamed
+into place) and commit the row that names it afterwards (`annotation.files`,
+`annotation.colorings`, `evaluation.stages`). A process killed between the two leaves a
+complete file that no row names, an *orphan*; one killed during the write leaves a
+temporary file. Neither is ever read, but both make the data folder disagree with the
+database (exports, disk use, audits). `sweep_orphans` moves them into ``orphans/`` at
+start-up, when no writer runs.
+
+Which files are checked (choice; the paper is silent): files under the data folder whose
+name starts with a sha256 hex digest (content-hash files, e.g. ``images/ab/<sha>.png``,
+``runs/r/pixels/<sha>-<mask>.npz``) or is a temporary name (``.tmp-*`` from
+`annotation.files`, ``.<name>.*.tmp`` from `evaluation.stages`), outside `SKIPPED_FOLDERS`.
+A file counts as referenced when any column named ``path`` or ending in ``_path`` in any
+table holds its relative path, so new tables that follow that naming are covered without
+a change here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import time
+from pathlib import Path
+
+import sqlite_utils
+
+from annotation import audit
+from annotation.db import transaction
+
+QUARANTINE = "orphans"
+# Top-level folders never swept: the quarantine itself, export archives (named by no row)
+# and locally built models (their files are named by their library, not by us).
+SKIPPED_FOLDERS = (QUARANTINE, "exports", "models")
+_FILE_COLUMN = re.compile(r"(^|_)path$")
+_HASH_NAME = re.compile(r"^[0-9a-f]{64}")
+_TEMP_NAME = re.compile(r"^\.tmp-|^\..+\.tmp$")
+
+
+def referenced_paths(db: sqlite_utils.Database) -> set[str]:
+    """Every relative file path named by a ``path`` / ``*_path`` column of any table.
+
+    Returns
+    -------
+    set of str
+        POSIX paths relative to the data folder, as stored.
+    """
+    paths: set[str] = set()
+    for table in db.tables:
+        for column in table.columns:
+            if _FILE_COLUMN.search(column.name):
+                rows = db.execute(f'select distinct "{column.name}" from "{table.name}" '
+                                  f'where "{column.name}" is not null')
+                paths.update(value for (value,) in rows if isinstance(value, str))
+    return paths
+
+
+def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *,
+                   min_age_s: float = 0.0) -> list[str]:
+    """Content-hash and temporary files under `data_dir` that no row names.
+
+    Parameters
+    ----------
+    db : sqlite_utils.Database
+        The database whose rows name the files.
+    data_dir : str or Path
+        The app's data folder (a missing folder has no orphans).
+    min_age_s : float
+        Ignore files modified less than this many seconds ago (>= 0): with a margin
+        longer than any write transaction the check is safe while writers run.
+
+    Returns
+    -------
+    list of str
+        Relative POSIX paths, sorted.
+    """
+    if not isinstance(min_age_s, (int, float)) or not min_age_s >= 0:
+        raise ValueError(f"`min_age_s` must be a number >= 0, got {min_age_s!r}")
+    root = Path(data_dir)
+    if not root.is_dir():
+        return []
+    newest = time.time() - min_age_s
+    candidates = [path for path in _managed_files(root) if path.stat().st_mtime <= newest]
+    # Read the references after listing: a row committed meanwhile then still counts.
+    referenced = referenced_paths(db)
+    return sorted(relative for relative in (p.relative_to(root).as_posix() for p in candidates)
+                  if relative not in referenced)
+
+
+def sweep_orphans(db: sqlite_utils.Database, data_dir: str | Path, *, actor: str = "system",
+                  min_age_s: float = 0.0, now: dt.datetime | None = None) -> list[str]:
+    """Move every orphaned file into ``<data_dir>/orphans/`` and record it in the audit.
+
+    Call it at start-up, before the app serves (or with a `min_age_s` margin). Nothing is
+    deleted: a file moved by mistake can be moved back, and its path under ``orphans/``
+    is its old relative path.
+
+    Returns
+    -------
+    list of str
+        The relative paths moved (as they were before the move), sorted; empty when the
+        folder was consistent (then nothing is written).
+    """
+    orphans = orphaned_files(db, data_dir, min_age_s=min_age_s)
+    if not orphans:
+        return []
+    root = Path(data_dir)
+    for relative in orphans:
+        target = root / QUARANTINE / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(root / relative, target)
+    with transaction(db):
+        audit.record(db, actor, "sweep_orphans", "data_dir", None,
+                     "files that no row names (a writer stopped before its commit)",
+                     details={"n": len(orphans), "paths": orphans[:100]}, now=now)
+    return orphans
+
+
+def _managed_files(root: Path) -> list[Path]:
+    found = []
+    for folder, subfolders, names in os.walk(root):
+        if Path(folder) == root:
+            subfolders[:] = [s for s in subfolders if s not in SKIPPED_FOLDERS]
+        found.extend(Path(folder) / name for name in names
+                     if _HASH_NAME.match(name) or _TEMP_NAME.match(name))
+    return found

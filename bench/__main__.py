@@ -1,0 +1,196 @@
+"""``python -m bench``: run every benchmark and rewrite the summary table of BENCHMARKS.md.
+
+Benchmarks (each module's own function is called; nothing is measured here)
+------------------------------------------------------------------------------
+core        `bench.bench_core.run`: extraction images/s, EMD pairs/s, the metric tables
+            of the CFG sweep (1,281 concepts x 7 models x 2 styles x 7 CFG scales)
+load        `bench.bench_load.run`: submit latency under load, SIGKILL and restart,
+            a killed and resumed evaluation run; also rewrites "Load and faults"
+generation  `bench.bench_generation.bench_generation`: images/s, on the GPU when one is
+            present, else the tiny model on the CPU (labelled)
+
+Only text between a pair of markers (``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``)
+is rewritten: ``summary`` (machine, date, command and one row per figure) and ``load``.
+Other sections of BENCHMARKS.md belong to their benchmarks' authors.
+
+    python -m bench [--only core,load,generation] [--quick] [--dry-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+TITLES = {"summary": "Summary", "load": "Load and faults"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the summary table."""
+
+    benchmark: str
+    figure: str
+    value: str
+    setting: str
+
+
+def rewrite_section(text: str, name: str, body: str) -> str:
+    """`text` with what lies between the markers of section `name` replaced by `body`.
+
+    A section that is missing is appended, under a ``## <title>`` heading.
+    """
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    block = f"{start}\n{body.strip()}\n{end}"
+    if start in text and end in text.split(start, 1)[1]:
+        before, rest = text.split(start, 1)
+        return before + block + rest.split(end, 1)[1]
+    if not text.strip():
+        text = "# Benchmarks\n"
+    return f"{text.rstrip()}\n\n## {TITLES.get(name, name)}\n\n{block}\n"
+
+
+def summary_table(rows: list[Row], *, machine: str, command: str, date: str,
+                  load_average: float, python: str, quick: bool) -> str:
+    """The summary section: where and how the figures were taken, then one row each."""
+    lines = [f"Machine: {machine}; Python {python}; 1-minute load average at start "
+             f"{load_average:.1f} (a shared machine inflates times).",
+             f"Date: {date}. Command: `{command}`" + (" (quick sizes: a smoke run)." if quick
+                                                     else "."), "",
+             "| benchmark | figure | value | setting |", "|---|---|---:|---|"]
+    lines += [f"| {r.benchmark} | {r.figure} | {r.value} | {r.setting} |" for r in rows]
+    return "\n".join(lines)
+
+
+def machine_description() -> str:
+    """CPU model and the cores this process may use, memory, and the GPU if any."""
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                 if line.startswith("model name")]
+        model = names[0] if names else model
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{model}, {cores} cores, {memory:.0f} GiB; GPU: {_gpu()}"
+
+
+def _gpu() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "none (torch missing)"
+    if not torch.cuda.is_available():
+        return "none"
+    return torch.cuda.get_device_name(0)
+
+
+def core(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_core.run` (the color core's benchmark)."""
+    from bench.bench_core import SWEEP, run
+
+    f = run(loop_pairs=1_000, extraction_images=8) if quick else run()
+    sweep = " x ".join(f"{SWEEP[k]:,} {k.replace('_', ' ')}" for k in SWEEP)
+    return [
+        Row("core", "Extraction", f"{f['extraction_images_per_s_per_core']:.1f} images/s per core",
+            f"{f['extraction_image_side']}² PNG image + mask, decode and extract"),
+        Row("core", "EMD (emd_rows)", f"{f['emd_rows_pairs_per_s']:,.0f} pairs/s",
+            f"{f['pairs']:,} pairs; {f['emd_rows_speedup_vs_loop']:.1f}x an ot.emd2 loop; "
+            f"identical values: {'yes' if f['identical_to_ot_emd2'] else 'NO'}"),
+        Row("core", "Metric tables (5 metrics)", f"{f['sweep_s']:.1f} s",
+            f"{f['sweep_rows']:,} rows = {sweep}"),
+    ], {}
+
+
+def load(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_load.run`, and the "Load and faults" section."""
+    from bench import bench_load
+
+    f = (bench_load.run(designers=6, submissions=5, side=64, kill_processes=3, resume=False)
+         if quick else bench_load.run())
+    ok = not f["load_problems"] and not f["kill_problems"] and f.get("run_identical", True)
+    return [
+        Row("load", "Submit latency p50 / p95",
+            f"{f['p50_ms']:.0f} / {f['p95_ms']:.0f} ms",
+            f"{f['designers']} designers x {f['submissions_each']} at once, "
+            f"{f['image_side']}² colorings (library path)"),
+        Row("load", "Faults (SIGKILL, restart, resume)", "all checks pass" if ok else "FAILED",
+            f"{f['kill_acknowledged']} acknowledged before the kill; "
+            f"{f['kill_orphans_swept']} orphaned files swept"),
+    ], {"load": bench_load.markdown(f)}
+
+
+def generation(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_generation.bench_generation` (GPU if present, else CPU tiny)."""
+    from bench.bench_generation import bench_generation
+
+    result = (bench_generation(batch_sizes=(1, 2), repeats=1) if quick
+              else bench_generation())
+    return [Row("generation", f"Generation, batch {row['batch']}",
+                f"{row['images_per_s_50_steps']:.3f} images/s",
+                f"{result['device']}; {result['model']}; {result['resolution']}², 50 steps "
+                "(extrapolated from two step counts)")
+            for row in result["rows"]], {}
+
+
+BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
+    "core": core, "load": load, "generation": generation}
+
+
+def run_all(names: list[str], quick: bool) -> tuple[list[Row], dict[str, str], bool]:
+    """Run the named benchmarks; a failure becomes a row and the others still run."""
+    rows, sections, ok = [], {}, True
+    for name in names:
+        print(f"[bench] {name} ...", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        try:
+            new_rows, new_sections = BENCHMARKS[name](quick)
+        except Exception as error:  # one broken benchmark must not hide the others
+            traceback.print_exc()
+            new_rows, new_sections, ok = [Row(name, name, "FAILED", f"{type(error).__name__}: "
+                                              f"{error}")], {}, False
+        print(f"[bench] {name} took {time.perf_counter() - start:.0f} s", file=sys.stderr)
+        rows += new_rows
+        sections |= new_sections
+    return rows, sections, ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(BENCHMARKS),
+                        help=f"comma-separated subset of {list(BENCHMARKS)}")
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--dry-run", action="store_true", help="print, do not write the file")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown or not names:
+        parser.error(f"--only must name some of {list(BENCHMARKS)}, got {args.only!r}")
+    load_average = os.getloadavg()[0]
+    rows, sections, ok = run_all(names, args.quick)
+    command = "python -m bench" + "".join(f" {a}" for a in (argv if argv is not None
+                                                              else sys.argv[1:]))
+    sections["summary"] = summary_table(
+        rows, machine=machine_description(), command=command, quick=args.quick,
+        date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        load_average=load_average, python=platform.python_version())
+    print(sections["summary"])
+    if not args.dry_run:
+        text = BENCHMARKS_MD.read_text(encoding="utf-8") if BENCHMARKS_MD.exists() else ""
+        for name, body in sections.items():
+            text = rewrite_section(text, name, body)
+        BENCHMARKS_MD.write_text(text, encoding="utf-8")
+        print(f"[bench] wrote {BENCHMARKS_MD}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

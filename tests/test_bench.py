@@ -1,0 +1,37 @@
+"""``python -m bench``: its sections of BENCHMARKS.md are rewritten, the rest is kept."""
+
+import pytest
+
+from bench.__main__ import Row, main, rewrite_section, summary_table
+
+
+def test_rewrite_section_replaces_only_between_its_markers():
+    text = ("# Benchmarks\n\n## Summary\n\n<!-- bench:summary -->\nold\n<!-- /bench:summary -->"
+            "\n\n## Generation\n\nwritten by hand\n")
+    assert rewrite_section(text, "summary", "new\n") == text.replace("\nold\n", "\nnew\n")
+
+
+def test_rewrite_section_appends_a_missing_section_under_its_title():
+    assert rewrite_section("", "load", "body") == (
+        "# Benchmarks\n\n## Load and faults\n\n<!-- bench:load -->\nbody\n<!-- /bench:load -->\n")
+    assert rewrite_section("# B\n\nhand\n", "x", "y") == (
+        "# B\n\nhand\n\n## x\n\n<!-- bench:x -->\ny\n<!-- /bench:x -->\n")
+
+
+def test_summary_table_says_where_when_and_how():
+    table = summary_table([Row("load", "p50", "3 ms", "6 designers")], machine="EPYC, 2 cores",
+                          command="python -m bench", date="2025-01-31 12:00 UTC",
+                          load_average=1.25, python="3.11.7", quick=False)
+    assert table.splitlines() == [
+        "Machine: EPYC, 2 cores; Python 3.11.7; 1-minute load average at start 1.2 "
+        "(a shared machine inflates times).",
+        "Date: 2025-01-31 12:00 UTC. Command: `python -m bench`.", "",
+        "| benchmark | figure | value | setting |", "|---|---|---:|---|",
+        "| load | p50 | 3 ms | 6 designers |"]
+
+
+def test_unknown_benchmark_names_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        main(["--only", "core,nope", "--dry-run"])
+    assert "--only must name some of ['core', 'load', 'generation'], got 'core,nope'" in (
+        capsys.readouterr().err)

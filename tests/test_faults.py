@@ -1,0 +1,137 @@
+"""Load and faults at test size: concurrent designers, killed writers, a killed run.
+
+The same scenarios as ``bench/bench_load.py`` (which measures them at full size); here
+only correctness is asserted, never timings.
+"""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+
+from annotation.concepts import sync_concepts
+from annotation.db import open_db
+from annotation.files import resolve, store_png
+from annotation.integrity import orphaned_files, sweep_orphans
+from bench.bench_load import Ack, concurrent_designers, kill_designers, prepare_study
+from bench.store_checks import check_store, restart_store
+from bench.run_resume import build_tiny_models, kill_and_resume_run
+
+
+def test_concurrent_designers_store_each_submission_exactly_once_within_quotas(tmp_path):
+    study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 6, 6, k=3)
+    supply = len(study.concepts) * study.k
+    assert supply < 6 * 5, "the pool must be smaller than the demand, so designers compete"
+    acks = concurrent_designers(study, 5, seed=1)
+    assert check_store(study.db_path, study.data_dir, acks, k=study.k) == []
+    assert len({a.coloring_id for a in acks}) == len(acks) > 0
+    assert len(acks) <= supply
+    per_designer = {d: sum(a.designer == d for a in acks) for d in study.designers}
+    assert max(per_designer.values()) <= 5
+
+
+def test_designers_killed_mid_submission_lose_no_acknowledged_coloring_and_leave_no_orphan(
+        tmp_path):
+    study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 6, 20, k=5)
+    acks = kill_designers(study, 5, 8, seed=2)
+    assert len(acks) >= 8
+    swept = restart_store(study.db_path, study.data_dir)
+    assert len(swept) >= 2 and all(p.startswith("colorings/") for p in swept)
+    assert (study.data_dir / "orphans" / swept[0]).is_file()
+    assert check_store(study.db_path, study.data_dir, acks, k=study.k,
+                       all_acknowledged=False) == []
+    assert restart_store(study.db_path, study.data_dir) == []
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return build_tiny_models(tmp_path_factory.mktemp("models"))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_evaluation_run_killed_and_resumed_ends_as_an_uninterrupted_run(tmp_path, tiny_model):
+    result = kill_and_resume_run(tmp_path, tiny_model, concepts=("apple", "banana"),
+                                 styles=("natural",), samples=2, cfg=(2.0, 7.5),
+                                 batch_size=1, kill_after=2)
+    assert result.total == 8
+    assert 2 <= result.generated_at_kill < result.total
+    assert [row["status"] for row in result.rows] == ["generated"] * 8
+    assert result.rows == result.reference_rows
+    assert result.files == result.reference_files
+    assert result.orphans == []
+
+
+def _hash_named(folder, text):
+    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_orphaned_files_are_unnamed_hash_and_temporary_files_outside_skipped_folders(
+        tmp_path, db):
+    data = tmp_path / "data"
+    sync_concepts(db)
+    named = store_png(data, np.zeros((4, 4), dtype=np.uint8))
+    db["sketches"].insert({"base": "apple", "path": named.path, "sha256": named.sha256,
+                           "source": "test", "selected": 1, "created": "2025-01-01"})
+    orphan = _hash_named(data / "colorings" / "ab", "orphan")
+    temporary = data / "runs" / "r" / "images" / ".x.png.1234.tmp"
+    temporary.parent.mkdir(parents=True)
+    temporary.write_text("half")
+    for kept in (data / "exports", data / "models" / "blobs", data / "orphans"):
+        _hash_named(kept, "kept")
+    (data / "colorconcept.sqlite").write_text("not a content-hash name")
+    assert orphaned_files(db, data) == sorted([
+        orphan.relative_to(data).as_posix(), temporary.relative_to(data).as_posix()])
+    assert orphaned_files(db, tmp_path / "missing") == []
+
+
+def test_sweep_moves_orphans_aside_once_and_audits_it(tmp_path, db):
+    data = tmp_path / "data"
+    orphan = _hash_named(data / "colorings" / "cd", "orphan")
+    relative = orphan.relative_to(data).as_posix()
+    assert sweep_orphans(db, data) == [relative]
+    assert not orphan.exists() and (data / "orphans" / relative).read_text() == "orphan"
+    [row] = db["audit"].rows
+    assert (row["actor"], row["action"], json.loads(row["details"])) == (
+        "system", "sweep_orphans", {"n": 1, "paths": [relative]})
+    assert sweep_orphans(db, data) == [] and db["audit"].count == 1
+
+
+def test_min_age_leaves_files_that_may_still_be_committing(tmp_path, db):
+    data = tmp_path / "data"
+    fresh = _hash_named(data / "images" / "ef", "fresh")
+    old = _hash_named(data / "images" / "01", "old")
+    os.utime(old, (old.stat().st_atime, old.stat().st_mtime - 3600))
+    assert orphaned_files(db, data, min_age_s=60) == [old.relative_to(data).as_posix()]
+    assert fresh.relative_to(data).as_posix() in orphaned_files(db, data)
+    with pytest.raises(ValueError, match="`min_age_s` must be a number >= 0, got -1"):
+        orphaned_files(db, data, min_age_s=-1)
+
+
+def test_check_store_names_each_kind_of_damage(tmp_path):
+    study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 2, 1, k=1)
+    acks = concurrent_designers(study, 1, seed=3)
+    assert check_store(study.db_path, study.data_dir, acks, k=study.k) == []
+    store = open_db(study.db_path)
+    try:
+        first = store["colorings"].get(acks[0].coloring_id)
+        resolve(study.data_dir, first["mask_path"]).write_bytes(b"changed")
+        resolve(study.data_dir, first["image_path"]).unlink()
+        other = next(d for d in study.designers if d != first["annotator_id"])
+        store["colorings"].insert({**first, "id": None, "annotator_id": other})
+    finally:
+        store.close()
+    lost = Ack(other, 999, 999, first["concept_key"], 0.1)
+    _hash_named(study.data_dir / "colorings" / "00", "stray")
+    problems = check_store(study.db_path, study.data_dir, [*acks, lost], k=study.k)
+    assert "acknowledged coloring 999 (task 999) is missing" in problems
+    assert any(p.startswith(f"concept {first['concept_key']!r} has 2 designers") for p in problems)
+    assert any("has no submitted task" in p for p in problems)
+    assert any(p.endswith("has no distribution") for p in problems)
+    assert f"coloring {first['id']}: image {first['image_path']} is missing" in problems
+    assert f"coloring {first['id']}: mask file does not match its hash" in problems
+    assert any(p.startswith("orphaned file colorings/00/") for p in problems)
