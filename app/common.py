@@ -23,10 +23,12 @@ from annotation.accounts import Actor, require
 from annotation.concepts import sync_concepts
 from annotation.db import ensure_schema, open_db, transaction
 from annotation.errors import AnnotationError
+from annotation.integrity import sweep_orphans
 from annotation.passwords import ensure_admin_password
 from app.config import AppConfig
 
 _BROWSER_SECRET = "browser_state_secret"
+ORPHAN_MIN_AGE_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ class AppContext:
         """Create or migrate the database, load concepts, make sure an admin password exists."""
         with cls._open(config) as db:
             ensure_schema(db)
+            # Files a killed writer left without a row; the age margin spares files that a
+            # concurrent process (an evaluation run from the CLI) is about to commit.
+            sweep_orphans(db, config.data_dir, min_age_s=ORPHAN_MIN_AGE_S)
             sync_concepts(db)
             ensure_admin_password(db, password_file=config.admin_password_file)
             return cls(config, _browser_secret(db))
