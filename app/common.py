@@ -5,6 +5,8 @@ A tab handler is written as ``fn(db, actor, *inputs)`` and wrapped with
 opens a database connection for this request (connections are not shared between
 threads), checks the role with `annotation.accounts.require`, calls ``fn`` and turns any
 `AnnotationError` or `ValueError` into a `gr.Error` whose message is shown, HTML-escaped.
+Any other exception is a bug: its traceback goes to the log and the person sees a short
+message naming only the exception's class (`UNEXPECTED`), never its text or a path.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import html
 import inspect
+import logging
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,6 +32,9 @@ from app.config import AppConfig
 
 _BROWSER_SECRET = "browser_state_secret"
 ORPHAN_MIN_AGE_S = 300.0
+UNEXPECTED = ("Something went wrong on the server ({kind}); it has been logged. Please try "
+              "again, or tell the study organisers if it happens again.")
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,26 @@ def as_gr_error(error: Exception) -> gr.Error:
     return gr.Error(html.escape(str(error), quote=False), print_exception=False)
 
 
+@contextlib.contextmanager
+def shown_errors(action: str) -> Iterator[None]:
+    """Turn what `action` raises into a `gr.Error` a person may see.
+
+    `AnnotationError` and `ValueError` (bad input, wrong role) show their message, escaped;
+    a `gr.Error` passes through; anything else is logged with its traceback and shows
+    `UNEXPECTED`, which names only the exception's class.
+    """
+    try:
+        yield
+    except gr.Error:
+        raise
+    except (AnnotationError, ValueError) as error:
+        raise as_gr_error(error) from error
+    except Exception as error:
+        _LOG.exception("unexpected error in %s", action)
+        raise gr.Error(UNEXPECTED.format(kind=type(error).__name__),
+                       print_exception=False) from error
+
+
 def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
     """Decorate ``fn(db, actor, *inputs)`` into a Gradio handler ``(session_token, *inputs)``.
 
@@ -93,12 +119,9 @@ def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
     """
     def decorate(fn: Callable) -> Callable:
         def wrapper(session_token, *inputs):
-            try:
-                with ctx.db() as db:
-                    actor = require(db, session_token, *roles)
-                    return fn(db, actor, *inputs)
-            except (AnnotationError, ValueError) as error:
-                raise as_gr_error(error) from error
+            with shown_errors(fn.__name__), ctx.db() as db:
+                actor = require(db, session_token, *roles)
+                return fn(db, actor, *inputs)
 
         signature = inspect.signature(fn)
         params = list(signature.parameters.values())[2:]

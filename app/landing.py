@@ -14,7 +14,7 @@ import gradio as gr
 from annotation.accounts import Actor, login_with_invite, logout, require
 from annotation.errors import AnnotationError, InvalidToken
 from annotation.passwords import login_admin
-from app.common import AppContext, as_gr_error, escape, visible_to
+from app.common import AppContext, escape, shown_errors, visible_to
 
 NAME = "start"
 TITLE = "Start"
@@ -102,22 +102,15 @@ def invite_token(text: str) -> str:
 
 def sign_in_with_invite(ctx: AppContext, text: str) -> tuple[str, str]:
     """``(session_token, message)`` for an invite link or code; raises `gr.Error`."""
-    try:
-        with ctx.db() as db:
-            session = login_with_invite(db, invite_token(text),
-                                        session_days=ctx.config.session_days)
-    except (AnnotationError, ValueError) as error:
-        raise as_gr_error(error) from error
+    with shown_errors("login_invite"), ctx.db() as db:
+        session = login_with_invite(db, invite_token(text), session_days=ctx.config.session_days)
     return session.token, f"Signed in as **{escape(session.pseudonym)}**."
 
 
 def sign_in_as_admin(ctx: AppContext, password: str) -> tuple[str, str]:
     """``(session_token, message)`` for the admin password; raises `gr.Error`."""
-    try:
-        with ctx.db() as db:
-            session = login_admin(db, password)
-    except (AnnotationError, ValueError) as error:
-        raise as_gr_error(error) from error
+    with shown_errors("login_admin"), ctx.db() as db:
+        session = login_admin(db, password)
     return session.token, "Signed in as **admin**."
 
 

@@ -1,0 +1,64 @@
+"""`app.common.handler`: role check, per-request database, what a person sees of an error."""
+
+import logging
+
+import gradio as gr
+import pytest
+
+from annotation.errors import Conflict
+from annotation.passwords import login_admin
+from app.common import UNEXPECTED, AppContext, handler
+from tests.app_server import ADMIN_PASSWORD, make_config
+
+SECRET = "/srv/colorconcept/data/private.sqlite"
+
+
+@pytest.fixture
+def signed_in(tmp_path):
+    """An `AppContext` on a fresh database and an admin session token."""
+    ctx = AppContext.prepare(make_config(tmp_path))
+    with ctx.db() as db:
+        token = login_admin(db, ADMIN_PASSWORD).token
+    return ctx, token
+
+
+def _lookup(db, actor, key: str) -> str:
+    """A handler with a bug: it looks `key` up in an empty mapping."""
+    return {}[f"{SECRET}:{key}"]
+
+
+def test_an_unexpected_exception_is_logged_and_shown_by_its_class_only(signed_in, caplog):
+    ctx, token = signed_in
+    wrapped = handler(ctx, "admin")(_lookup)
+    with caplog.at_level(logging.ERROR, logger="app.common"), \
+            pytest.raises(gr.Error) as raised:
+        wrapped(token, "<b>x</b>")
+    assert raised.value.message == UNEXPECTED.format(kind="KeyError")
+    assert raised.value.message.startswith("Something went wrong on the server (KeyError); "
+                                           "it has been logged.")
+    assert SECRET not in raised.value.message and "<b>" not in raised.value.message
+    [record] = caplog.records
+    assert record.getMessage() == "unexpected error in _lookup"
+    assert record.exc_info[0] is KeyError and SECRET in str(record.exc_info[1])
+
+
+def test_domain_errors_show_their_escaped_message_and_are_not_logged(signed_in, caplog):
+    ctx, token = signed_in
+
+    def conflict(db, actor):
+        raise Conflict("coloring <b>7</b> is excluded")
+
+    def own_error(db, actor):
+        raise gr.Error("already a gr.Error")
+
+    with caplog.at_level(logging.ERROR, logger="app.common"):
+        with pytest.raises(gr.Error) as raised:
+            handler(ctx, "admin")(conflict)(token)
+        assert raised.value.message == "coloring &lt;b&gt;7&lt;/b&gt; is excluded"
+        with pytest.raises(gr.Error) as raised:
+            handler(ctx, "admin")(own_error)(token)
+        assert raised.value.message == "already a gr.Error"
+        with pytest.raises(gr.Error) as raised:
+            handler(ctx, "expert")(_lookup)(token, "x")
+        assert "needs the role expert" in raised.value.message
+    assert caplog.records == []
