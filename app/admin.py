@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import gradio as gr
 
@@ -12,7 +11,7 @@ from annotation.accounts import INVITABLE_ROLES, create_annotators, invite_url
 from annotation.db import iso
 from annotation.export import export_archive
 from annotation.files import resolve
-from app.common import AppContext, escape, handler
+from app.common import AppContext, escape, handler, whole_number
 
 NAME = "admin"
 TITLE = "Admin"
@@ -42,7 +41,7 @@ def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
     with gr.Row():
         role = gr.Dropdown(list(INVITABLE_ROLES), value="designer", label="Role",
                            elem_id="admin_role")
-        count = gr.Number(5, precision=0, minimum=1, maximum=accounts.MAX_BULK,
+        count = gr.Number(5, minimum=1, maximum=accounts.MAX_BULK,
                           label="How many", elem_id="admin_count")
         background = gr.Radio(list(_BACKGROUND), value="unknown",
                               label="Design/art background", elem_id="admin_background")
@@ -61,7 +60,8 @@ def _practice_section(ctx: AppContext, session_token: gr.Textbox, admin,
     pending = gr.Dataframe(headers=PENDING_HEADERS, interactive=False, elem_id="admin_pending")
     gallery = gr.Gallery(label="Practice colorings", columns=6, elem_id="admin_gallery")
     with gr.Row():
-        reviewed = gr.Number(label="Annotator id", precision=0, elem_id="admin_reviewed")
+        reviewed = gr.Number(None, label="Annotator id", placeholder="from the list above",
+                             elem_id="admin_reviewed")
         decision = gr.Radio(["approve", "redo"], value="approve", label="Decision",
                             elem_id="admin_decision")
         why = gr.Textbox(label="Note to keep (why)", elem_id="admin_why")
@@ -80,7 +80,8 @@ def _people_section(ctx: AppContext, session_token: gr.Textbox, admin,
     annotators = gr.Dataframe(headers=ANNOTATOR_HEADERS, interactive=False,
                               elem_id="admin_annotators")
     with gr.Row():
-        revoked = gr.Number(label="Annotator id to close", precision=0, elem_id="admin_revoked")
+        revoked = gr.Number(None, label="Annotator id to close",
+                            placeholder="from the list above", elem_id="admin_revoked")
         revoke_why = gr.Textbox(label="Why", elem_id="admin_revoke_why")
         revoke = gr.Button("Close account", variant="stop", elem_id="admin_revoke")
     message = gr.Markdown(elem_id="admin_revoke_message")
@@ -97,7 +98,7 @@ def _create_invites(ctx: AppContext):
         """Create `count` annotators of `role`; one invite link each."""
         if background not in _BACKGROUND:
             raise ValueError(f"`background` must be one of {list(_BACKGROUND)}, got {background!r}")
-        rows = create_annotators(db, _whole(count, "count"), role,
+        rows = create_annotators(db, whole_number(count, "count"), role,
                                  design_background=_BACKGROUND[background],
                                  expires_days=float(days or ctx.config.invite_days),
                                  created_by=actor.pseudonym)
@@ -131,7 +132,7 @@ def _review_practice(db, actor, annotator_id: float, decision: str, why: str) ->
     """Approve a designer's practice colorings, or ask for them again."""
     if decision not in ("approve", "redo"):
         raise ValueError(f"`decision` must be 'approve' or 'redo', got {decision!r}")
-    annotator_id = _whole(annotator_id, "annotator id")
+    annotator_id = whole_number(annotator_id, "annotator id")
     onboarding.review_practice(db, annotator_id, actor, decision == "approve", why or "")
     return f"Recorded: {decision} for annotator {annotator_id}."
 
@@ -140,7 +141,7 @@ def _revoke(db, actor, annotator_id: float, why: str) -> str:
     """Close an annotator's account (their data stays)."""
     if not (why or "").strip():
         raise ValueError("`why` must say why the account is closed; got an empty text")
-    annotator_id = _whole(annotator_id, "annotator id")
+    annotator_id = whole_number(annotator_id, "annotator id")
     accounts.revoke_annotator(db, annotator_id, actor, why)
     return f"Closed the account of annotator {annotator_id}."
 
@@ -167,9 +168,3 @@ def _export(ctx: AppContext):
         target = ctx.config.data_dir / "exports" / f"colorconcept-export-{stamp}.zip"
         return str(export_archive(db, ctx.config.data_dir, target))
     return export
-
-
-def _whole(value: float | None, name: str) -> int:
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value):
-        raise ValueError(f"`{name}` must be a whole number, got {value!r}")
-    return int(value)

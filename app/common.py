@@ -15,6 +15,7 @@ import contextlib
 import html
 import inspect
 import logging
+import math
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -130,6 +131,19 @@ def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
         wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
         return wrapper
     return decorate
+
+
+def whole_number(value: object, name: str) -> int:
+    """`value` as an int if it is a whole number, else a ValueError naming the field `name`.
+
+    Number fields are declared without ``precision=0``, which would make Gradio round 1.5
+    to 2 before any handler sees it; so every whole-number input is checked here.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value != int(value):
+        shown = "nothing" if value is None else repr(value)
+        raise ValueError(f"`{name}` must be a whole number, got {shown}")
+    return int(value)
 
 
 def escape(text: object) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import gradio as gr
 
 from annotation import research
-from app.common import AppContext, escape, handler, visible_to
+from app.common import AppContext, escape, handler, visible_to, whole_number
 from app.landing import current_actor
 from evaluation import jobs, planning
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
@@ -81,11 +81,11 @@ def _selection_inputs(registry, concepts) -> list[gr.components.Component]:
         types = gr.CheckboxGroup(list(MODIFIER_TYPES), label="Modifier types", elem_id="evaluate_types")
         search = gr.Textbox(label="Concept text contains", elem_id="evaluate_search")
     with gr.Row():
-        sample = gr.Number(0, precision=0, minimum=0, label="Random sample of N concepts (0: all)",
+        sample = gr.Number(0, minimum=0, label="Random sample of N concepts (0: all)",
                            elem_id="evaluate_sample")
-        sample_seed = gr.Number(0, precision=0, label="Sample seed", elem_id="evaluate_sample_seed")
+        sample_seed = gr.Number(0, label="Sample seed", elem_id="evaluate_sample_seed")
         cfg = gr.Textbox(label="Guidance scales (comma-separated; empty: each model's 7)", elem_id="evaluate_cfg")
-        seeds = gr.Number(5, precision=0, minimum=1, label="Seeds per cell", elem_id="evaluate_seeds")
+        seeds = gr.Number(5, minimum=1, label="Seeds per cell", elem_id="evaluate_seeds")
     return [models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds]
 
 
@@ -129,19 +129,9 @@ def _import_section():
 def _request(models, keys, categories, types, search, sample, sample_seed, styles, cfg,
              seeds) -> planning.EvaluationRequest:
     query = planning.ConceptQuery(tuple(keys or ()), tuple(categories or ()), tuple(types or ()), search or "",
-                                  _whole(sample, "sample size"), _whole(sample_seed, "sample seed"))
+                                  whole_number(sample, "sample size"), whole_number(sample_seed, "sample seed"))
     return planning.EvaluationRequest(tuple(models or ()), query, tuple(styles or ()), planning.parse_scales(cfg),
-                                      _whole(seeds, "seeds per cell"))
-
-
-def _whole(value, what: str) -> int:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not number.is_integer():
-        raise ValueError(f"`{what}` must be a whole number, got {value!r}")
-    return int(number)
+                                      whole_number(seeds, "seeds per cell"))
 
 
 def _run_name(name: str | None, prefix: str) -> str:

@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 from annotation import qc, review, votes
 from annotation.colorings import human_distribution
 from annotation.files import resolve
-from app.common import AppContext, escape, handler
+from app.common import AppContext, escape, handler, whole_number
 from app.landing import current_actor
 from evaluation.figures import LAYOUT, consistency_histogram, distribution_bar
 
@@ -99,7 +99,8 @@ def _build_grid_section() -> dict:
                          elem_id="expert_grid_table")
     plot = gr.Plot(label="UW-71 distributions", elem_id="expert_grid_plot")
     with gr.Row():
-        coloring = gr.Number(label="Coloring id", precision=0, elem_id="expert_coloring")
+        coloring = gr.Number(None, label="Coloring id", placeholder="from the table above",
+                             elem_id="expert_coloring")
         note = gr.Textbox(label="Note to the designer", scale=3, elem_id="expert_note")
         recolor = gr.Button("Ask for a recolor", elem_id="expert_recolor_button")
         accept = gr.Button("Mark as fine", elem_id="expert_accept_button")
@@ -114,7 +115,7 @@ def _build_ranking_section(ctx: AppContext) -> dict:
     with gr.Row():
         fraction = gr.Number(qc.HIGH_VARIANCE_FRACTION, minimum=0.01, maximum=1.0,
                              label="High-variance share (top)", elem_id="expert_fraction")
-        minimum = gr.Number(ctx.config.colorings_per_concept, precision=0, minimum=2,
+        minimum = gr.Number(ctx.config.colorings_per_concept, minimum=2,
                             label="Colorings needed per concept", elem_id="expert_minimum")
         compute = gr.Button("Rank concepts", elem_id="expert_compute")
         open_queue = gr.Button("Open the vote queue for high-variance concepts",
@@ -129,7 +130,7 @@ def _build_vote_section() -> dict:
     gr.Markdown("## 3. Blind vote\nIs this coloring consistent with the meaning of the "
                 "concept? Most suspicious colorings come first.")
     next_button = gr.Button("Next coloring", elem_id="expert_next")
-    task = gr.Number(label="Task", precision=0, interactive=False, elem_id="expert_task")
+    task = gr.Number(label="Task", interactive=False, elem_id="expert_task")
     concept = gr.Markdown(elem_id="expert_vote_concept")
     with gr.Row():
         image = gr.Image(label="Coloring", type="filepath", interactive=False,
@@ -164,7 +165,8 @@ def _build_admin_section() -> dict:
     list_button = gr.Button("List excluded colorings", elem_id="expert_list_excluded")
     table = gr.Dataframe(headers=EXCLUDED_HEADERS, interactive=False, elem_id="expert_excluded")
     with gr.Row():
-        coloring = gr.Number(label="Coloring id", precision=0, elem_id="expert_reinstated")
+        coloring = gr.Number(None, label="Coloring id", placeholder="from the table above",
+                             elem_id="expert_reinstated")
         why = gr.Textbox(label="Why reinstate", scale=3, elem_id="expert_reinstate_why")
         reinstate = gr.Button("Reinstate", elem_id="expert_reinstate_button")
     return {"list": list_button, "table": table, "coloring": coloring, "why": why,
@@ -225,14 +227,14 @@ def _stacked_distributions(items: list[review.GridItem]) -> go.Figure:
 
 def _recolor(db, actor, coloring_id: float, note: str) -> str:
     """Ask the designer of a coloring for a new round."""
-    coloring_id = _whole(coloring_id, "coloring id")
+    coloring_id = whole_number(coloring_id, "coloring id")
     task_id = review.request_recolor(db, actor, coloring_id, note or "")
     return f"Recolor requested for coloring {coloring_id} (designer task {task_id})."
 
 
 def _accept(db, actor, coloring_id: float, note: str) -> str:
     """Mark a coloring as reviewed and fine."""
-    coloring_id = _whole(coloring_id, "coloring id")
+    coloring_id = whole_number(coloring_id, "coloring id")
     review.accept_coloring(db, actor, coloring_id, note or "")
     return f"Coloring {coloring_id} marked as fine."
 
@@ -240,7 +242,7 @@ def _accept(db, actor, coloring_id: float, note: str) -> str:
 def _ranking(db, actor, fraction: float, minimum: float) -> tuple:
     """The Eq. 6 ranking table and its histogram with the high-variance cutoff."""
     table = review.consistency_ranking(db, top_fraction=_fraction(fraction),
-                                       min_colorings=_whole(minimum, "colorings needed"))
+                                       min_colorings=whole_number(minimum, "colorings needed"))
     if table.empty:
         return table, go.Figure(layout=LAYOUT)
     scores = table.set_index("concept")["consistency_emd"]
@@ -253,7 +255,7 @@ def _open_queue(ctx: AppContext):
         """Open blind reviews for every coloring of the high-variance concepts."""
         opened = review.open_review_queue(
             db, actor, ctx.config.data_dir, top_fraction=_fraction(fraction),
-            min_colorings=_whole(minimum, "colorings needed"),
+            min_colorings=whole_number(minimum, "colorings needed"),
             votes_needed=ctx.config.votes_per_review)
         return f"Opened {opened} new reviews."
     return open_queue
@@ -276,7 +278,7 @@ def _vote(db, actor, task_id: float, verdict: str) -> str:
     """Record a blind vote (Consistent or Inconsistent) on a review task."""
     if verdict not in VERDICTS:
         raise ValueError(f"`verdict` must be one of {list(VERDICTS)}, got {verdict!r}")
-    decision = votes.cast_vote(db, actor, _whole(task_id, "task"), VERDICTS[verdict])
+    decision = votes.cast_vote(db, actor, whole_number(task_id, "task"), VERDICTS[verdict])
     return "Vote recorded." + ("" if decision is None else " The coloring's review is complete.")
 
 
@@ -314,7 +316,7 @@ def _excluded(db, actor) -> list[list]:
 
 def _reinstate(db, actor, coloring_id: float, why: str) -> str:
     """Reverse an exclusion (admin)."""
-    coloring_id = _whole(coloring_id, "coloring id")
+    coloring_id = whole_number(coloring_id, "coloring id")
     votes.reinstate(db, actor, coloring_id, why or "")
     return f"Coloring {coloring_id} is reinstated."
 
@@ -327,9 +329,3 @@ def _fraction(value: float | None) -> float:
     if not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise ValueError(f"`high-variance share` must be in (0, 1], got {value!r}")
     return float(value)
-
-
-def _whole(value: float | None, name: str) -> int:
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value):
-        raise ValueError(f"`{name}` must be a whole number, got {value!r}")
-    return int(value)

@@ -91,7 +91,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         buttons = [gr.Button(f"{side.capitalize()} matches better ({key})", variant="primary",
                              interactive=False, elem_id=f"participant_{side}")
                    for side, key in zip(judging.SIDES, ("← or 1", "→ or 2"))]
-    task_id = gr.Number(visible="hidden", precision=0, label="task_id", elem_id="participant_task")
+    task_id = gr.Number(visible="hidden", label="task_id", elem_id="participant_task")
     shown_at = gr.Textbox(visible="hidden", label="shown_at", elem_id="participant_shown_at")
     sides = [gr.Textbox(side, visible="hidden", label="side") for side in judging.SIDES]
     gr.HTML("", js_on_load=_KEYS_JS, elem_id="participant_keys")

@@ -16,7 +16,7 @@ import numpy as np
 
 from annotation import judging, study
 from annotation.study import ModelSource
-from app.common import AppContext, handler
+from app.common import AppContext, handler, whole_number
 from evaluation.figures import table3_figure
 
 NAME = "study"
@@ -41,20 +41,20 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
                           label=f"Model outputs (model · run · CFG; default "
                                 f"{study.DEFAULT_MODELS})", elem_id="study_sources")
     with gr.Row():
-        n_concepts = gr.Number(study.DEFAULT_CONCEPTS, precision=0, minimum=1,
+        n_concepts = gr.Number(study.DEFAULT_CONCEPTS, minimum=1,
                                label="Concepts", elem_id="study_n_concepts")
-        votes = gr.Number(study.DEFAULT_VOTES, precision=0, minimum=1, label="Votes per pair",
+        votes = gr.Number(study.DEFAULT_VOTES, minimum=1, label="Votes per pair",
                           elem_id="study_votes")
         rate = gr.Slider(0, study.MAX_ATTENTION_RATE, study.DEFAULT_ATTENTION_RATE, step=0.01,
                          label="Attention-check share of trials", elem_id="study_attention")
-        trials = gr.Number(study.DEFAULT_TRIALS_PER_PARTICIPANT, precision=0, minimum=1,
+        trials = gr.Number(study.DEFAULT_TRIALS_PER_PARTICIPANT, minimum=1,
                            label="Trials per participant", elem_id="study_trials")
-        seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="study_seed")
+        seed = gr.Number(0, minimum=0, label="Seed", elem_id="study_seed")
     create = gr.Button("Create draft", variant="primary", elem_id="study_create")
 
     gr.Markdown("## Studies")
     with gr.Row():
-        study_id = gr.Number(label="Study id", precision=0, elem_id="study_id")
+        study_id = gr.Number(None, label="Study id", placeholder="from the list", elem_id="study_id")
         refresh = gr.Button("Refresh", elem_id="study_refresh")
         show = gr.Button("Show design", elem_id="study_show")
         open_ = gr.Button("Open (freeze the design)", variant="stop", elem_id="study_open")
@@ -66,9 +66,9 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     with gr.Row():
         exclude = gr.Checkbox(False, label="Leave out participants who failed a check",
                               elem_id="study_exclude_flagged")
-        n_boot = gr.Number(1000, precision=0, minimum=1, label="Bootstrap resamples",
+        n_boot = gr.Number(1000, minimum=1, label="Bootstrap resamples",
                            elem_id="study_n_boot")
-        boot_seed = gr.Number(0, precision=0, minimum=0, label="Bootstrap seed",
+        boot_seed = gr.Number(0, minimum=0, label="Bootstrap seed",
                               elem_id="study_boot_seed")
         analyse = gr.Button("Analyse", variant="primary", elem_id="study_analyse")
     table3 = gr.Dataframe(label="Table 3: metric alignment with human judgment",
@@ -111,10 +111,10 @@ def _create(ctx: AppContext):
         study_id = study.create_study(
             db, name, [ModelSource.from_key(key) for key in sources or []],
             study.ground_truth_source(db, truth, data_dir=ctx.config.data_dir),
-            seed=_whole(seed, "seed"), n_concepts=_whole(n_concepts, "n_concepts"),
-            style=style, votes_per_pair=_whole(votes, "votes_per_pair"),
+            seed=whole_number(seed, "seed"), n_concepts=whole_number(n_concepts, "n_concepts"),
+            style=style, votes_per_pair=whole_number(votes, "votes_per_pair"),
             attention_rate=float(rate),
-            trials_per_participant=_whole(trials, "trials_per_participant"),
+            trials_per_participant=whole_number(trials, "trials_per_participant"),
             created_by=actor.pseudonym)
         return _list(db, actor), study.study_design(db, study_id), \
             f"Draft study {study_id} stored. Open it to start the trials."
@@ -131,12 +131,12 @@ def _list(db, actor) -> list[list]:
 
 def _design(db, actor, study_id: float) -> dict:
     """The recorded design of a study."""
-    return study.study_design(db, _whole(study_id, "study id"))
+    return study.study_design(db, whole_number(study_id, "study id"))
 
 
 def _open(db, actor, study_id: float) -> tuple:
     """Freeze a draft study and start handing out its pairs."""
-    design = study.open_study(db, _whole(study_id, "study id"), actor)
+    design = study.open_study(db, whole_number(study_id, "study id"), actor)
     return _list(db, actor), design, f"Study {design['id']} is open; its design is frozen."
 
 
@@ -144,19 +144,13 @@ def _analyse(ctx: AppContext):
     def analyse(db, actor, study_id: float, exclude_flagged: bool, n_boot: float,
                 seed: float) -> tuple:
         """Table 3, its figure, Bradley–Terry, flags, pair shares, and the CSV files."""
-        study_id = _whole(study_id, "study id")
+        study_id = whole_number(study_id, "study id")
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
         folder = ctx.config.data_dir / "exports" / f"study-{study_id}" / stamp
         tables, paths = judging.analyse_study(
-            db, study_id, folder, rng=np.random.default_rng(_whole(seed, "seed")),
-            n_boot=_whole(n_boot, "n_boot"), exclude_flagged=bool(exclude_flagged))
+            db, study_id, folder, rng=np.random.default_rng(whole_number(seed, "seed")),
+            n_boot=whole_number(n_boot, "n_boot"), exclude_flagged=bool(exclude_flagged))
         return (tables["table3"].round(4), table3_figure(tables["validation"]),
                 tables["bradley_terry"].round(4), tables["participants"],
                 tables["pairs"].round(4), [str(p) for p in paths])
     return analyse
-
-
-def _whole(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise ValueError(f"`{name}` must be a whole number, got {value!r}")
-    return int(value)
