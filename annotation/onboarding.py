@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from pathlib import Path
 
 import sqlite_utils
@@ -17,7 +18,7 @@ import sqlite_utils
 from annotation import audit
 from annotation.accounts import Actor, get_annotator
 from annotation.db import iso, transaction
-from annotation.errors import InvalidInput
+from annotation.errors import Conflict, InvalidInput
 
 TEXTS = Path(__file__).resolve().parent.parent / "assets" / "texts"
 CONSENT_FILE = TEXTS / "consent.md"
@@ -90,24 +91,56 @@ def onboarding_stage(db: sqlite_utils.Database, annotator_id: int, *,
 
 
 def review_practice(db: sqlite_utils.Database, annotator_id: int, actor: Actor,
-                    approve: bool, why: str = "", *, now: dt.datetime | None = None) -> None:
+                    approve: bool, why: str = "", *, practice_count: int = PRACTICE_COUNT,
+                    now: dt.datetime | None = None) -> None:
     """An admin approves a designer's practice colorings, or asks for them again.
 
     Declining sets the standing practice colorings to ``recolor_requested`` (nothing is
     deleted), so the designer is back at the ``practice`` stage.
+
+    Parameters
+    ----------
+    practice_count : int
+        Standing practice colorings a designer needs before approval (Appendix B.3: 3).
+
+    Raises
+    ------
+    NotFound
+        If there is no such annotator.
+    Conflict
+        If the account is closed, the annotator is not a designer, or has fewer than
+        `practice_count` standing practice colorings to approve (none to redo); nothing
+        is written then.
     """
-    annotator = get_annotator(db, annotator_id)
     with transaction(db):
+        annotator = get_annotator(db, annotator_id)
+        standing = practice_colorings(db, annotator_id)
+        _check_reviewable(annotator, len(standing), practice_count if approve else 1)
         if approve:
             db["annotators"].update(annotator_id, {"practice_approved": iso(now),
                                                    "practice_approved_by": actor.pseudonym})
         else:
             db["annotators"].update(annotator_id, {"practice_approved": None,
                                                    "practice_approved_by": None})
-            for row in practice_colorings(db, annotator_id):
+            for row in standing:
                 db["colorings"].update(row["id"], {"status": "recolor_requested"})
         audit.record(db, actor.pseudonym, "approve_practice" if approve else "redo_practice",
                      "annotator", annotator["id"], why, now=now)
+
+
+def _check_reviewable(annotator: dict, standing: int, needed: int) -> None:
+    who = f"annotator {annotator['id']} ({annotator['pseudonym']})"
+    if annotator["status"] != "active":
+        raise Conflict(f"{who} has a closed account; their practice is not reviewed")
+    roles = json.loads(annotator["roles"])
+    if "designer" not in roles:
+        raise Conflict(f"{who} is not a designer (roles: {', '.join(roles)}); only designers "
+                       "do practice colorings")
+    if standing == 0:
+        raise Conflict(f"{who} has no practice colorings submitted")
+    if standing < needed:
+        raise Conflict(f"{who} has submitted {standing} of the {needed} practice colorings "
+                       "needed before approval")
 
 
 def awaiting_approval(db: sqlite_utils.Database, *,

@@ -140,6 +140,11 @@ CASES = [
          "`annotator id` must be a whole number, got 1.5"),
     Case("revoke-empty-annotator", "/admin_revoke", _as("admin", None, "left"),
          "`annotator id` must be a whole number, got nothing"),
+    Case("practice-approve-an-expert", "/admin_review_practice",
+         _as("admin", 2, "approve", "ok"),
+         r"annotator 2 \(E\d+\) is not a designer \(roles: expert\)"),
+    Case("practice-redo-without-colorings", "/admin_review_practice",
+         _as("admin", 1, "redo", "ok"), r"annotator 1 \(D0001\) has no practice colorings"),
     Case("revoke-without-why", "/admin_revoke", _as("admin", 1, "  "),
          "`why` must say why the account is closed"),
     Case("revoke-unknown-annotator-html-why", "/admin_revoke", _as("admin", 99, IMG),
@@ -223,10 +228,6 @@ CASES = [
          _as("designer", "uw71-ratings", "recommended", "ratio_of_means"),
          "needs the role researcher or admin"),
     # Known defects, reported: each row fails (xfail, strict) until the code is fixed.
-    Case("practice-approve-an-expert", "/admin_review_practice",
-         _as("admin", 2, "approve", "ok"), "not a designer",
-         known_defect="onboarding.review_practice approves anyone: an expert, or a designer "
-                      "without practice colorings"),
     Case("expert-grid-unknown-concept", "/expert_grid", _as("expert", "unicorn", False),
          "unknown concept 'unicorn'",
          known_defect="/expert_grid answers an unknown concept with an empty grid, no message"),

@@ -1,9 +1,9 @@
 import pytest
 
-from annotation.accounts import Actor, create_annotators
+from annotation.accounts import Actor, create_annotators, revoke_annotator
 from annotation.concepts import sync_concepts
 from annotation.db import iso
-from annotation.errors import InvalidInput
+from annotation.errors import Conflict, InvalidInput
 from annotation.onboarding import (awaiting_approval, mark_instructions_read,
                                    onboarding_stage, read_text, record_consent,
                                    review_practice)
@@ -68,3 +68,50 @@ def test_consent_needs_the_hash_of_the_shown_text(db):
     assert db["consents"].count == 0
     text, digest = read_text()
     assert "Consent" in text and len(digest) == 64
+
+
+def _rows(db):
+    return (list(db["annotators"].rows), list(db["colorings"].rows), list(db["audit"].rows))
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_practice_review_refuses_someone_who_is_not_a_designer(db, approve):
+    (expert, _), = create_annotators(db, 1, "expert")
+    before = _rows(db)
+    with pytest.raises(Conflict, match=rf"annotator {expert['id']} \(E0001\) is not a designer "
+                                       r"\(roles: expert\)"):
+        review_practice(db, expert["id"], ADMIN, approve=approve)
+    assert _rows(db) == before
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_practice_review_refuses_a_designer_without_practice_colorings(db, approve):
+    designer = _designer_through_instructions(db)
+    before = _rows(db)
+    with pytest.raises(Conflict, match="has no practice colorings submitted"):
+        review_practice(db, designer, ADMIN, approve=approve)
+    assert _rows(db) == before
+    assert onboarding_stage(db, designer) == "practice"
+
+
+def test_practice_approval_needs_every_practice_coloring(db):
+    designer = _designer_through_instructions(db)
+    _practice(db, designer, "banana")
+    _practice(db, designer, "rotten apple")
+    before = _rows(db)
+    with pytest.raises(Conflict, match="has submitted 2 of the 3 practice colorings needed"):
+        review_practice(db, designer, ADMIN, approve=True)
+    assert _rows(db) == before
+    review_practice(db, designer, ADMIN, approve=False, why="start again")
+    assert onboarding_stage(db, designer) == "practice"
+
+
+def test_practice_review_refuses_a_closed_account(db):
+    designer = _designer_through_instructions(db)
+    for key in ("banana", "rotten apple", "cozy cabin"):
+        _practice(db, designer, key)
+    revoke_annotator(db, designer, ADMIN, "left the study")
+    before = _rows(db)
+    with pytest.raises(Conflict, match="has a closed account"):
+        review_practice(db, designer, ADMIN, approve=True)
+    assert _rows(db) == before
