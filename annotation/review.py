@@ -27,6 +27,7 @@ from annotation import audit, qc
 from annotation.accounts import Actor
 from annotation.colorings import (concept_colorings, get_coloring, ground_truth_colorings,
                                   load_pixels)
+from annotation.concepts import get_concept
 from annotation.db import iso, transaction, utcnow
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from evaluation import metrics
@@ -105,10 +106,13 @@ def coloring_grid(db: sqlite_utils.Database, actor: Actor, concept_key: str, *,
     ------
     PermissionDenied
         If `actor` is neither expert nor admin, or asks to reveal without being admin.
+    NotFound
+        If `concept_key` is not a concept (a known concept without colorings gives []).
     """
     require_role(actor, *REVIEWER_ROLES)
     if reveal and not actor.is_admin:
         raise PermissionDenied("only the admin may reveal who made a coloring")
+    get_concept(db, concept_key)
     rows = concept_colorings(db, concept_key)
     first = sorted({r["annotator_id"]: r["id"] for r in reversed(rows)}.items(),
                    key=lambda item: item[1])

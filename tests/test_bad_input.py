@@ -152,6 +152,10 @@ CASES = [
     # Expert review.
     Case("designer-reveals-designers", "/expert_grid", _as("designer", "apple", True),
          "needs the role expert or admin"),
+    Case("expert-grid-unknown-concept", "/expert_grid", _as("expert", "unicorn", False),
+         "unknown concept 'unicorn'"),
+    Case("expert-grid-script-concept", "/expert_grid", _as("expert", SCRIPT, False),
+         "unknown concept"),
     Case("expert-recolor-unknown-coloring", "/expert_recolor", _as("expert", 99999, "browner"),
          "unknown coloring id 99999"),
     Case("expert-recolor-empty-note", "/expert_recolor", _as("expert", 99999, " "),
@@ -228,9 +232,6 @@ CASES = [
          _as("designer", "uw71-ratings", "recommended", "ratio_of_means"),
          "needs the role researcher or admin"),
     # Known defects, reported: each row fails (xfail, strict) until the code is fixed.
-    Case("expert-grid-unknown-concept", "/expert_grid", _as("expert", "unicorn", False),
-         "unknown concept 'unicorn'",
-         known_defect="/expert_grid answers an unknown concept with an empty grid, no message"),
     Case("browser-cfg-not-a-number", "/browser_show",
          _as("researcher", "apple", "uw71-ratings", "natural", "lots"),
          "`cfg` must be 'recommended' or a guidance scale, got 'lots'",

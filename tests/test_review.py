@@ -12,7 +12,7 @@ from annotation.assignment import open_tasks
 from annotation.colorings import get_coloring, human_distribution
 from annotation.concepts import sync_concepts
 from annotation.db import ensure_schema, iso, open_db
-from annotation.errors import Conflict, InvalidInput, PermissionDenied
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from evaluation import metrics
 from evaluation.palette import load_uw71
 from tests.qc_data import ADMIN, actor, add_coloring, add_handmade, one_hot, people
@@ -254,6 +254,14 @@ def test_stage1_grid_hides_designers_shows_round_emd_and_takes_recolor_notes(sto
         expert.pseudonym, str(grid[2].coloring_id), "white apple, fine")
     with pytest.raises(Conflict, match="not submitted"):
         review.accept_coloring(db, expert, first)
+
+
+def test_the_grid_of_an_unknown_concept_is_refused_by_name(store):
+    db, data = store
+    expert = actor(db, people(db, 1, "expert")[0])
+    with pytest.raises(NotFound, match="unknown concept 'unicorn'; expected a key such as"):
+        review.coloring_grid(db, expert, "unicorn")
+    assert review.coloring_grid(db, expert, "lonely cabin") == []
 
 
 def test_recolor_refused_while_one_waits_or_the_coloring_is_under_vote(store):
