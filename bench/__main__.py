@@ -8,12 +8,14 @@ load        `bench.bench_load.run`: submit latency under load, SIGKILL and resta
             a killed and resumed evaluation run; also rewrites "Load and faults"
 generation  `bench.bench_generation.bench_generation`: images/s, on the GPU when one is
             present, else the tiny model on the CPU (labelled)
+review      `bench.bench_review.run`: storing a 1024² coloring, opening the vote queue,
+            P_H(x|c), a blind vote and the agreement panel over 562 reviews
 
 Only text between a pair of markers (``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``)
 is rewritten: ``summary`` (machine, date, command and one row per figure) and ``load``.
 Other sections of BENCHMARKS.md belong to their benchmarks' authors.
 
-    python -m bench [--only core,load,generation] [--quick] [--dry-run]
+    python -m bench [--only core,load,generation,review] [--quick] [--dry-run]
 """
 
 from __future__ import annotations
@@ -141,8 +143,28 @@ def generation(quick: bool) -> tuple[list[Row], dict[str, str]]:
             for row in result["rows"]], {}
 
 
+def review(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_review.run` (expert quality control)."""
+    from bench.bench_review import run
+
+    f = run(concepts=1, colorings=15, side=256) if quick else run()
+    side = f"{f['side']}²"
+    return [
+        Row("review", "Store a coloring", f"{f['store_coloring_s']:.3f} s",
+            f"median of {f['stored_colorings']}; {side} image + mask: files, extraction, rows"),
+        Row("review", "Open the vote queue", f"{f['open_review_queue_s_per_concept']:.2f} s per concept",
+            f"{f['opened_reviews']} colorings in {f['concepts']} concepts; SCD plausibility at {side}"),
+        Row("review", "P_H(x|c)", f"{f['human_distribution_s']:.3f} s",
+            f"{f['human_distribution_n']} colorings at {side}"),
+        Row("review", "Blind vote (queue + vote)", f"{f['vote_ms']:.1f} ms",
+            f"median of {f['votes']} votes on {f['vote_colorings']} colorings, WAL file database"),
+        Row("review", "Agreement panel", f"{f['agreement_panel_s']:.3f} s",
+            f"{f['decided_reviews']} decided reviews (Table 5, Fleiss' κ, Krippendorff's α)"),
+    ], {}
+
+
 BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
-    "core": core, "load": load, "generation": generation}
+    "core": core, "load": load, "generation": generation, "review": review}
 
 
 def run_all(names: list[str], quick: bool) -> tuple[list[Row], dict[str, str], bool]:

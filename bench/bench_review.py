@@ -3,7 +3,8 @@
 Run: ``python -m bench.bench_review [--concepts 4] [--colorings 562]``. Prints seconds per
 operation: storing a 1024² coloring (files, extraction, rows), opening the vote queue
 (plausibility of five 1024² colorings per concept), a blind vote (reserve + vote in a WAL
-file database) and the agreement panel over `--colorings` decided reviews.
+file database) and the agreement panel over `--colorings` decided reviews. `run()` returns
+the figures (``python -m bench --only review`` puts them in BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from annotation.db import ensure_schema, open_db
 from tests.qc_data import ADMIN, actor, add_handmade, one_hot, people
 
 
-def _coloring(rng: np.random.Generator, size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+def _coloring(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
     """A sketch-like coloring: four painted regions of random colors, lines left out."""
     image = np.full((size, size, 3), 255, dtype=np.uint8)
     half = size // 2
@@ -41,24 +42,29 @@ def _timed(fn, *args, **kwargs) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def bench_colorings(db, data: Path, n_concepts: int, rng: np.random.Generator) -> None:
+def bench_colorings(db, data: Path, n_concepts: int, rng: np.random.Generator, *,
+                    side: int = 1024) -> dict:
+    """Store five designers' colorings of `n_concepts` concepts, open their vote queue and
+    compute one P_H(x|c); seconds per operation."""
     designers = people(db, 5, "designer")
     concepts = [r["key"] for r in db["concepts"].rows_where(order_by="key", limit=n_concepts)]
     seconds = []
     for concept in concepts:
         for d in designers:
-            took, _ = _timed(store_coloring, db, data, d, concept, *_coloring(rng),
+            took, _ = _timed(store_coloring, db, data, d, concept, *_coloring(rng, side),
                              seconds_spent=60.0)
             seconds.append(took)
-    print(f"store_coloring 1024x1024: {np.median(seconds):.3f} s median of {len(seconds)}")
-    took, opened = _timed(review.open_review_queue, db, ADMIN, data, top_fraction=1.0)
-    print(f"open_review_queue: {took:.2f} s for {opened} colorings in {n_concepts} concepts "
-          f"({took / n_concepts:.2f} s per concept)")
-    took, truth = _timed(human_distribution, db, data, concepts[0])
-    print(f"human_distribution of 5 colorings at 1024x1024: {took:.3f} s (n = {truth.n})")
+    queue_s, opened = _timed(review.open_review_queue, db, ADMIN, data, top_fraction=1.0)
+    truth_s, truth = _timed(human_distribution, db, data, concepts[0])
+    return {"side": side, "store_coloring_s": float(np.median(seconds)),
+            "stored_colorings": len(seconds), "open_review_queue_s": queue_s,
+            "opened_reviews": opened, "concepts": n_concepts,
+            "open_review_queue_s_per_concept": queue_s / n_concepts,
+            "human_distribution_s": truth_s, "human_distribution_n": truth.n}
 
 
-def bench_votes(db, data: Path, n_colorings: int, rng: np.random.Generator) -> None:
+def bench_votes(db, data: Path, n_colorings: int, rng: np.random.Generator) -> dict:
+    """Three experts vote through `n_colorings` open reviews; then the agreement panel."""
     designers = people(db, 5, "designer")
     experts = [actor(db, e) for e in people(db, 3, "expert")]
     concepts = [r["key"] for r in db["concepts"].rows_where(order_by="key desc",
@@ -74,10 +80,61 @@ def bench_votes(db, data: Path, n_colorings: int, rng: np.random.Generator) -> N
                 break
             took_vote, _ = _timed(votes.cast_vote, db, expert, queue[0].task_id, j != 2)
             seconds.append(took + took_vote)
-    print(f"vote_queue + cast_vote: {np.median(seconds) * 1000:.1f} ms median of "
-          f"{len(seconds)} votes on {n_colorings} colorings")
-    took, summary = _timed(votes.agreement_panel, db)
-    print(f"agreement_panel over {summary.n_colorings} decided reviews: {took:.3f} s")
+    panel_s, summary = _timed(votes.agreement_panel, db)
+    return {"vote_ms": float(np.median(seconds)) * 1000, "votes": len(seconds),
+            "vote_colorings": n_colorings, "agreement_panel_s": panel_s,
+            "decided_reviews": summary.n_colorings}
+
+
+def run(concepts: int = 4, colorings: int = 562, *, side: int = 1024, seed: int = 0) -> dict:
+    """Every figure of this benchmark, each part on a fresh WAL database in a temporary folder.
+
+    Parameters
+    ----------
+    concepts : int
+        Concepts with five `side`² colorings each (storing, queue, P_H).
+    colorings : int
+        Colorings that three experts vote on (paper: 562 reviewed).
+    side : int
+        Side of the stored colorings in pixels.
+    seed : int
+        Seeds the colorings and the queue order.
+
+    Returns
+    -------
+    dict
+        The union of `bench_colorings` and `bench_votes` (seconds ``*_s``, ``vote_ms``
+        milliseconds, counts).
+    """
+    rng = np.random.default_rng(seed)
+    figures = {}
+    parts = ((lambda db, data: bench_colorings(db, data, concepts, rng, side=side)),
+             (lambda db, data: bench_votes(db, data, colorings, rng)))
+    for part in parts:
+        with tempfile.TemporaryDirectory() as folder:
+            db = open_db(Path(folder) / "bench.sqlite")
+            try:
+                ensure_schema(db)
+                sync_concepts(db)
+                figures |= part(db, Path(folder) / "data")
+            finally:
+                db.close()
+    return figures
+
+
+def report(f: dict) -> str:
+    """The figures as lines of text."""
+    return "\n".join([
+        f"store_coloring {f['side']}x{f['side']}: {f['store_coloring_s']:.3f} s median of "
+        f"{f['stored_colorings']}",
+        f"open_review_queue: {f['open_review_queue_s']:.2f} s for {f['opened_reviews']} colorings "
+        f"in {f['concepts']} concepts ({f['open_review_queue_s_per_concept']:.2f} s per concept)",
+        f"human_distribution of {f['human_distribution_n']} colorings at {f['side']}x{f['side']}: "
+        f"{f['human_distribution_s']:.3f} s",
+        f"vote_queue + cast_vote: {f['vote_ms']:.1f} ms median of {f['votes']} votes on "
+        f"{f['vote_colorings']} colorings",
+        f"agreement_panel over {f['decided_reviews']} decided reviews: "
+        f"{f['agreement_panel_s']:.3f} s"])
 
 
 def main() -> None:
@@ -85,14 +142,8 @@ def main() -> None:
     parser.add_argument("--concepts", type=int, default=4)
     parser.add_argument("--colorings", type=int, default=562)
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
-    for part, size in ((bench_colorings, args.concepts), (bench_votes, args.colorings)):
-        with tempfile.TemporaryDirectory() as folder:
-            db = open_db(Path(folder) / "bench.sqlite")
-            ensure_schema(db)
-            sync_concepts(db)
-            part(db, Path(folder) / "data", size, rng)
-            db.close()
+    print(report(run(args.concepts, args.colorings)))
+
 
 if __name__ == "__main__":
     main()

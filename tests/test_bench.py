@@ -33,5 +33,15 @@ def test_summary_table_says_where_when_and_how():
 def test_unknown_benchmark_names_are_refused(capsys):
     with pytest.raises(SystemExit):
         main(["--only", "core,nope", "--dry-run"])
-    assert "--only must name some of ['core', 'load', 'generation'], got 'core,nope'" in (
-        capsys.readouterr().err)
+    assert ("--only must name some of ['core', 'load', 'generation', 'review'], got "
+            "'core,nope'") in capsys.readouterr().err
+
+
+def test_the_review_benchmark_returns_its_figures_for_the_summary(capsys):
+    assert main(["--only", "review", "--quick", "--dry-run"]) == 0
+    table = capsys.readouterr().out
+    figures = [line.split(" | ")[1] for line in table.splitlines() if line.startswith("| review")]
+    assert figures == ["Store a coloring", "Open the vote queue", "P_H(x|c)",
+                       "Blind vote (queue + vote)", "Agreement panel"]
+    assert "median of 5; 256² image" in table and "5 colorings in 1 concepts" in table
+    assert "median of 45 votes on 15 colorings" in table and "15 decided reviews" in table
