@@ -131,23 +131,34 @@ def open_source(source: str | Path, allowed_roots: Sequence[str | Path]) -> list
     ImportSourceError
         If `source` does not exist, lies outside every allowed root (after resolving
         links), is neither a folder nor a zip, holds an entry that would leave the
-        archive, or holds more than `MAX_FILES` files.
+        archive, or holds more than `MAX_FILES` files. Messages name a source under a
+        root from the root's folder name on (``'imports/batch'``), never the server's
+        folders above it.
     """
     if not allowed_roots:
         raise ImportSourceError("no import folder is allowed on this server (`allowed_roots` is empty)")
-    path = Path(source).resolve()
+    path, shown = Path(source).resolve(), _shown(source, allowed_roots)
     if not _inside(path, allowed_roots):
-        roots = ", ".join(str(Path(r).resolve()) for r in allowed_roots)
-        raise ImportSourceError(f"{str(source)!r} is outside the allowed import folders ({roots})")
+        roots = ", ".join(f"{Path(r).name}/" for r in allowed_roots)
+        raise ImportSourceError(f"{shown!r} is outside the allowed import folders ({roots})")
     if path.is_dir():
         entries = _folder_entries(path)
     elif path.is_file() and zipfile.is_zipfile(path):
         entries = _zip_entries(path)
     else:
-        raise ImportSourceError(f"{str(source)!r} must be an existing folder or .zip file")
+        raise ImportSourceError(f"{shown!r} must be an existing folder or .zip file")
     if len(entries) > MAX_FILES:
-        raise ImportSourceError(f"{str(source)!r} holds {len(entries)} files; at most {MAX_FILES} are imported at once")
+        raise ImportSourceError(f"{shown!r} holds {len(entries)} files; at most {MAX_FILES} are imported at once")
     return entries
+
+
+def _shown(source: str | Path, roots: Sequence[str | Path]) -> str:
+    """`source` as messages name it: from an allowed root's name on (``imports/x/../y``),
+    as written, so that no server folder above the roots is shown; else as given."""
+    for root in roots:
+        if Path(source).is_relative_to(root):
+            return (Path(Path(root).name) / Path(source).relative_to(root)).as_posix()
+    return str(source)
 
 
 def parse_label(model: str, concept: str, style: str, cfg: str, seed: str, known: set[str]) -> Label:

@@ -102,6 +102,21 @@ def test_a_folder_outside_the_allowed_roots_is_refused(db, tmp_path):
         open_source(tmp_path / "imports" / "missing", [tmp_path / "imports"])
 
 
+@pytest.mark.parametrize("source, shown", [
+    ("imports/../elsewhere", "'imports/../elsewhere' is outside the allowed import folders (imports/)"),
+    ("imports/link", "'imports/link' is outside the allowed import folders (imports/)"),
+    ("imports/missing", "'imports/missing' must be an existing folder or .zip file"),
+    ("/etc", "'/etc' is outside the allowed import folders (imports/)"),
+])
+def test_refusals_name_the_source_from_the_import_folder_on(tmp_path, source, shown):
+    _folder(tmp_path / "elsewhere", {"dalle3__apple__natural__7.5__1.png": _png((1, 2, 3))})
+    (tmp_path / "imports").mkdir()
+    (tmp_path / "imports" / "link").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ImportSourceError) as raised:
+        open_source(tmp_path / source, [tmp_path / "imports"])
+    assert str(raised.value) == shown
+
+
 @pytest.mark.parametrize("name, reason", [
     ("dalle3__apple__natural__7.5.png", "name must be model__concept__style__cfg__seed"),
     ("dalle3__apple__oil__7.5__1.png", "style 'oil' must be one of"),
