@@ -3,7 +3,8 @@
 A tab module in ``app/`` defines ``NAME`` (used in ``elem_id``s and ``api_name``s as
 ``<NAME>_<action>``), ``TITLE``, ``ROLES`` (who sees the tab; the admin sees every tab)
 and ``build(ctx, session_token)``, which lays out the tab inside the current `gr.Tab` and
-wires its events. Every handler takes ``session_token`` as its first input and checks the
+wires its events; it may define ``CSS``, a style sheet passed to ``launch`` (see
+`launch_options`). Every handler takes ``session_token`` as its first input and checks the
 role on the server (see `app.common.handler`). A module listed in `TAB_MODULES` that does
 not exist yet is skipped, so tabs land independently.
 """
@@ -52,8 +53,11 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
 
 
 def launch_options(config: AppConfig) -> dict:
-    """Keyword arguments `gr.Blocks.launch` needs for this config (serving data images)."""
-    return {"allowed_paths": [str(config.data_dir)]}
+    """Keyword arguments `gr.Blocks.launch` needs for this config: serving data images and
+    the tabs' style sheets (a tab module may define ``CSS``; Gradio 6 takes CSS at launch)."""
+    css = "\n".join(getattr(m, "CSS", "") for m in map(_optional_module, TAB_MODULES)
+                    if m is not None)
+    return {"allowed_paths": [str(config.data_dir)], "css": css}
 
 
 def _optional_module(name: str) -> ModuleType | None:

@@ -11,7 +11,7 @@ from annotation.accounts import INVITABLE_ROLES, create_annotators, invite_url
 from annotation.db import iso
 from annotation.export import export_archive
 from annotation.files import resolve
-from app.common import AppContext, escape, handler, whole_number
+from app.common import AppContext, escape, handler, id_field, whole_number
 
 NAME = "admin"
 TITLE = "Admin"
@@ -60,8 +60,7 @@ def _practice_section(ctx: AppContext, session_token: gr.Textbox, admin,
     pending = gr.Dataframe(headers=PENDING_HEADERS, interactive=False, elem_id="admin_pending")
     gallery = gr.Gallery(label="Practice colorings", columns=6, elem_id="admin_gallery")
     with gr.Row():
-        reviewed = gr.Number(None, label="Annotator id", placeholder="from the list above",
-                             elem_id="admin_reviewed")
+        reviewed = id_field("Annotator id", "admin_reviewed")
         decision = gr.Radio(["approve", "redo"], value="approve", label="Decision",
                             elem_id="admin_decision")
         why = gr.Textbox(label="Note to keep (why)", elem_id="admin_why")
@@ -80,8 +79,7 @@ def _people_section(ctx: AppContext, session_token: gr.Textbox, admin,
     annotators = gr.Dataframe(headers=ANNOTATOR_HEADERS, interactive=False,
                               elem_id="admin_annotators")
     with gr.Row():
-        revoked = gr.Number(None, label="Annotator id to close",
-                            placeholder="from the list above", elem_id="admin_revoked")
+        revoked = id_field("Annotator id to close", "admin_revoked")
         revoke_why = gr.Textbox(label="Why", elem_id="admin_revoke_why")
         revoke = gr.Button("Close account", variant="stop", elem_id="admin_revoke")
     message = gr.Markdown(elem_id="admin_revoke_message")

@@ -16,6 +16,7 @@ import html
 import inspect
 import logging
 import math
+import re
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -137,13 +138,27 @@ def whole_number(value: object, name: str) -> int:
     """`value` as an int if it is a whole number, else a ValueError naming the field `name`.
 
     Number fields are declared without ``precision=0``, which would make Gradio round 1.5
-    to 2 before any handler sees it; so every whole-number input is checked here.
+    to 2 before any handler sees it; so every whole-number input is checked here. Text
+    (an `id_field`) counts when it is digits alone, e.g. ``" 12 "``.
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            not math.isfinite(value) or value != int(value):
-        shown = "nothing" if value is None else repr(value)
+    number = value.strip() if isinstance(value, str) else value
+    if isinstance(number, str) and re.fullmatch(r"[+-]?\d+", number):
+        number = int(number)
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or \
+            not math.isfinite(number) or number != int(number):
+        shown = "nothing" if number is None or number == "" else repr(value)
         raise ValueError(f"`{name}` must be a whole number, got {shown}")
-    return int(value)
+    return int(number)
+
+
+def id_field(label: str, elem_id: str, *, placeholder: str = "from the table above",
+             scale: int | None = None) -> gr.Textbox:
+    """An input for a row id: empty until typed in, checked by `whole_number`.
+
+    A textbox, because Gradio 6 draws an empty `gr.Number` as 0 whatever its placeholder.
+    """
+    return gr.Textbox(label=label, placeholder=placeholder, max_lines=1, scale=scale,
+                      elem_id=elem_id)
 
 
 def escape(text: object) -> str:

@@ -10,6 +10,7 @@ P_H(x|c) of a concept; (5) admin only: excluded colorings and reinstating them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import gradio as gr
 import numpy as np
@@ -19,7 +20,7 @@ from plotly.subplots import make_subplots
 from annotation import qc, review, votes
 from annotation.colorings import human_distribution
 from annotation.files import resolve
-from app.common import AppContext, escape, handler, whole_number
+from app.common import AppContext, escape, handler, id_field, whole_number
 from app.landing import current_actor
 from evaluation.figures import LAYOUT, consistency_histogram, distribution_bar
 
@@ -34,54 +35,99 @@ RATER_HEADERS = ["expert", "votes", "agreement_with_majority"]
 EXCLUDED_HEADERS = ["coloring_id", "concept", "designer", "round", "consistent",
                     "inconsistent"]
 VERDICTS = {"Consistent": True, "Inconsistent": False}
+VOTE_IMAGE_PX = 360
+# Gradio shows an image at most at its natural size; a coloring is scaled to fill its pane.
+CSS = """
+#expert_vote_image .image-frame { width: 100%; }
+#expert_vote_image img { object-fit: contain; }
+"""
 
 
 def build(ctx: AppContext, session_token: gr.Textbox) -> None:
-    """Lay out and wire the Expert tab inside the current `gr.Tab`."""
+    """Lay out and wire the Expert tab inside the current `gr.Tab`.
+
+    Each section shows its messages next to its own buttons. The admin-only parts (the
+    reveal checkbox, section 5) are shown to the admin alone; their handlers check the
+    role on the server all the same.
+    """
     grid = _build_grid_section()
     ranking = _build_ranking_section(ctx)
     queue = _build_vote_section()
     stats = _build_statistics_section()
     admin = _build_admin_section()
-    message = gr.Markdown(elem_id="expert_message")
-    reviewer = handler(ctx, *REVIEWERS)
-
     pickers = [grid["concept"], stats["concept"]]
-    grid["load"].click(reviewer(_concepts), session_token, pickers, api_name="expert_concepts")
     session_token.change(_on_sign_in(ctx), session_token,
                          [*pickers, queue["task"], queue["concept"], queue["image"],
-                          queue["plot"]], api_visibility="private")
+                          queue["plot"], grid["reveal"], admin["box"]], api_visibility="private")
+    _wire_review(ctx, session_token, grid, ranking, stats)
+    _wire_votes(ctx, session_token, queue)
+    admin_only = handler(ctx, "admin")
+    admin["list"].click(admin_only(_excluded), session_token, admin["table"],
+                        api_name="expert_excluded")
+    admin["reinstate"].click(admin_only(_reinstate),
+                             [session_token, admin["coloring"], admin["why"]], admin["message"],
+                             api_name="expert_reinstate")
+
+
+def _wire_review(ctx: AppContext, session_token: gr.Textbox, grid: dict, ranking: dict,
+                 stats: dict) -> None:
+    reviewer = handler(ctx, *REVIEWERS)
+    grid["load"].click(reviewer(_concepts), session_token, [grid["concept"], stats["concept"]],
+                       api_name="expert_concepts")
     grid["show"].click(reviewer(_grid(ctx)), [session_token, grid["concept"], grid["reveal"]],
                        [grid["gallery"], grid["table"], grid["plot"]], api_name="expert_grid")
     grid["recolor"].click(reviewer(_recolor), [session_token, grid["coloring"], grid["note"]],
-                          message, api_name="expert_recolor")
+                          grid["message"], api_name="expert_recolor")
     grid["accept"].click(reviewer(_accept), [session_token, grid["coloring"], grid["note"]],
-                         message, api_name="expert_accept")
+                         grid["message"], api_name="expert_accept")
     ranking_inputs = [session_token, ranking["fraction"], ranking["minimum"]]
     ranking["compute"].click(reviewer(_ranking), ranking_inputs,
                              [ranking["table"], ranking["histogram"]],
                              api_name="expert_consistency")
-    ranking["open"].click(reviewer(_open_queue(ctx)), ranking_inputs, message,
+    ranking["open"].click(reviewer(_open_queue(ctx)), ranking_inputs, ranking["message"],
                           api_name="expert_open_queue")
-    next_item = handler(ctx, "expert")(_next_item(ctx))
-    vote_outputs = [queue["task"], queue["concept"], queue["image"], queue["plot"]]
-    queue["next"].click(next_item, session_token, vote_outputs, api_name="expert_next")
-    vote = handler(ctx, "expert")(_vote)
-    for button, api in ((queue["consistent"], {"api_name": "expert_vote"}),
-                        (queue["inconsistent"], {"api_visibility": "private"})):
-        button.click(vote, [session_token, queue["task"], button], message, **api).success(
-            next_item, session_token, vote_outputs, api_visibility="private")
     stats["refresh"].click(reviewer(_statistics), session_token,
                            [stats["table5"], stats["summary"], stats["raters"]],
                            api_name="expert_statistics")
     stats["show"].click(reviewer(_ground_truth(ctx)), [session_token, stats["concept"]],
                         [stats["plot"], stats["basis"]], api_name="expert_ground_truth")
-    admin_only = handler(ctx, "admin")
-    admin["list"].click(admin_only(_excluded), session_token, admin["table"],
-                        api_name="expert_excluded")
-    admin["reinstate"].click(admin_only(_reinstate),
-                             [session_token, admin["coloring"], admin["why"]], message,
-                             api_name="expert_reinstate")
+
+
+def _wire_votes(ctx: AppContext, session_token: gr.Textbox, queue: dict) -> None:
+    """``/expert_next`` and ``/expert_vote(session_token, task_id, verdict)``; each button
+    casts its own verdict through the same handler, then shows the next coloring."""
+    next_item = handler(ctx, "expert")(_next_item(ctx))
+    vote = handler(ctx, "expert")(_vote)
+    outputs = [queue["task"], queue["concept"], queue["image"], queue["plot"]]
+    queue["next"].click(next_item, session_token, outputs, api_name="expert_next")
+    gr.api(_vote_endpoint(vote), api_name="expert_vote")
+    for verdict in VERDICTS:
+        queue[verdict].click(_pressed(vote, verdict), [session_token, queue["task"]],
+                             queue["message"], api_visibility="private").success(
+            next_item, session_token, outputs, api_visibility="private")
+
+
+def _vote_endpoint(vote: Callable[[str, float, str], str]) -> Callable[[str, float, str], str]:
+    def expert_vote(session_token: str, task_id: float, verdict: str) -> str:
+        """Cast a blind vote on one of your review tasks.
+
+        Parameters
+        ----------
+        session_token : str
+            From ``/login_invite``.
+        task_id : float
+            A whole number: the task ``/expert_next`` handed you.
+        verdict : str
+            ``"Consistent"`` or ``"Inconsistent"``.
+        """
+        return vote(session_token, task_id, verdict)
+    return expert_vote
+
+
+def _pressed(vote: Callable[[str, float, str], str], verdict: str) -> Callable[[str, float], str]:
+    def press(session_token: str, task_id: float) -> str:
+        return vote(session_token, task_id, verdict)
+    return press
 
 
 def _build_grid_section() -> dict:
@@ -91,22 +137,24 @@ def _build_grid_section() -> dict:
         concept = gr.Dropdown([], label="Concept", allow_custom_value=True, scale=3,
                               elem_id="expert_concept")
         load = gr.Button("Load concepts", elem_id="expert_load")
-        reveal = gr.Checkbox(False, label="Reveal designers (admin)", elem_id="expert_reveal")
+        reveal = gr.Checkbox(False, label="Reveal designers (admin)", visible=False,
+                             elem_id="expert_reveal")
         show = gr.Button("Show colorings", variant="primary", elem_id="expert_show")
-    gallery = gr.Gallery(label="Colorings", columns=5, elem_id="expert_gallery")
+    gallery = gr.Gallery(label="Colorings", columns=5, object_fit="contain",
+                         elem_id="expert_gallery")
     # "str" cells are shown as text, so the designer-facing note stays inert.
     table = gr.Dataframe(headers=GRID_HEADERS, datatype="str", interactive=False,
                          elem_id="expert_grid_table")
     plot = gr.Plot(label="UW-71 distributions", elem_id="expert_grid_plot")
     with gr.Row():
-        coloring = gr.Number(None, label="Coloring id", placeholder="from the table above",
-                             elem_id="expert_coloring")
+        coloring = id_field("Coloring id", "expert_coloring")
         note = gr.Textbox(label="Note to the designer", scale=3, elem_id="expert_note")
         recolor = gr.Button("Ask for a recolor", elem_id="expert_recolor_button")
         accept = gr.Button("Mark as fine", elem_id="expert_accept_button")
+    message = gr.Markdown(elem_id="expert_grid_message")
     return {"concept": concept, "load": load, "reveal": reveal, "show": show,
             "gallery": gallery, "table": table, "plot": plot, "coloring": coloring,
-            "note": note, "recolor": recolor, "accept": accept}
+            "note": note, "recolor": recolor, "accept": accept, "message": message}
 
 
 def _build_ranking_section(ctx: AppContext) -> dict:
@@ -121,9 +169,10 @@ def _build_ranking_section(ctx: AppContext) -> dict:
         open_queue = gr.Button("Open the vote queue for high-variance concepts",
                                elem_id="expert_open")
     table = gr.Dataframe(headers=RANKING_HEADERS, interactive=False, elem_id="expert_ranking")
+    message = gr.Markdown(elem_id="expert_ranking_message")
     histogram = gr.Plot(label="Consistency scores", elem_id="expert_histogram")
     return {"fraction": fraction, "minimum": minimum, "compute": compute, "open": open_queue,
-            "table": table, "histogram": histogram}
+            "table": table, "histogram": histogram, "message": message}
 
 
 def _build_vote_section() -> dict:
@@ -134,13 +183,15 @@ def _build_vote_section() -> dict:
     concept = gr.Markdown(elem_id="expert_vote_concept")
     with gr.Row():
         image = gr.Image(label="Coloring", type="filepath", interactive=False,
-                         elem_id="expert_vote_image")
+                         height=VOTE_IMAGE_PX, elem_id="expert_vote_image")
         plot = gr.Plot(label="Its UW-71 distribution", elem_id="expert_vote_plot")
-    with gr.Row():
+    with gr.Row(equal_height=True):
         consistent = gr.Button("Consistent", variant="primary", elem_id="expert_consistent")
         inconsistent = gr.Button("Inconsistent", variant="stop", elem_id="expert_inconsistent")
+        message = gr.Markdown(elem_id="expert_vote_message")
     return {"next": next_button, "task": task, "concept": concept, "image": image,
-            "plot": plot, "consistent": consistent, "inconsistent": inconsistent}
+            "plot": plot, "Consistent": consistent, "Inconsistent": inconsistent,
+            "message": message}
 
 
 def _build_statistics_section() -> dict:
@@ -161,16 +212,18 @@ def _build_statistics_section() -> dict:
 
 
 def _build_admin_section() -> dict:
-    gr.Markdown("## 5. Excluded colorings (admin)")
-    list_button = gr.Button("List excluded colorings", elem_id="expert_list_excluded")
-    table = gr.Dataframe(headers=EXCLUDED_HEADERS, interactive=False, elem_id="expert_excluded")
-    with gr.Row():
-        coloring = gr.Number(None, label="Coloring id", placeholder="from the table above",
-                             elem_id="expert_reinstated")
-        why = gr.Textbox(label="Why reinstate", scale=3, elem_id="expert_reinstate_why")
-        reinstate = gr.Button("Reinstate", elem_id="expert_reinstate_button")
-    return {"list": list_button, "table": table, "coloring": coloring, "why": why,
-            "reinstate": reinstate}
+    with gr.Column(visible=False) as box:
+        gr.Markdown("## 5. Excluded colorings (admin)")
+        list_button = gr.Button("List excluded colorings", elem_id="expert_list_excluded")
+        table = gr.Dataframe(headers=EXCLUDED_HEADERS, interactive=False,
+                             elem_id="expert_excluded")
+        with gr.Row():
+            coloring = id_field("Coloring id", "expert_reinstated")
+            why = gr.Textbox(label="Why reinstate", scale=3, elem_id="expert_reinstate_why")
+            reinstate = gr.Button("Reinstate", elem_id="expert_reinstate_button")
+        message = gr.Markdown(elem_id="expert_admin_message")
+    return {"box": box, "list": list_button, "table": table, "coloring": coloring, "why": why,
+            "reinstate": reinstate, "message": message}
 
 
 def _concepts(db, actor) -> tuple:
@@ -182,14 +235,17 @@ def _concepts(db, actor) -> tuple:
 
 def _on_sign_in(ctx: AppContext):
     def on_sign_in(session_token: str) -> tuple:
-        """After a sign-in or sign-out: the new person's concept lists, an empty vote pane."""
+        """After a sign-in or sign-out: the new person's concept lists, an empty vote pane,
+        and the admin-only parts shown to the admin alone."""
         actor = current_actor(ctx, session_token)
         if actor is None or not actor.roles & set(REVIEWERS):
             pickers = gr.Dropdown(choices=[], value=None), gr.Dropdown(choices=[], value=None)
         else:
             with ctx.db() as db:
                 pickers = _concepts(db, actor)
-        return *pickers, None, "", None, None
+        is_admin = actor is not None and actor.is_admin
+        return (*pickers, None, "", None, None, gr.Checkbox(value=False, visible=is_admin),
+                gr.Column(visible=is_admin))
     return on_sign_in
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from annotation import judging, study
 from annotation.study import ModelSource
-from app.common import AppContext, handler, whole_number
+from app.common import AppContext, handler, id_field, whole_number
 from evaluation.figures import table3_figure
 
 NAME = "study"
@@ -54,7 +54,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
 
     gr.Markdown("## Studies")
     with gr.Row():
-        study_id = gr.Number(None, label="Study id", placeholder="from the list", elem_id="study_id")
+        study_id = id_field("Study id", "study_id", placeholder="from the list of studies")
         refresh = gr.Button("Refresh", elem_id="study_refresh")
         show = gr.Button("Show design", elem_id="study_show")
         open_ = gr.Button("Open (freeze the design)", variant="stop", elem_id="study_open")

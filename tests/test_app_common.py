@@ -7,7 +7,7 @@ import pytest
 
 from annotation.errors import Conflict
 from annotation.passwords import login_admin
-from app.common import UNEXPECTED, AppContext, handler
+from app.common import UNEXPECTED, AppContext, handler, whole_number
 from tests.app_server import ADMIN_PASSWORD, make_config
 
 SECRET = "/srv/colorconcept/data/private.sqlite"
@@ -62,3 +62,18 @@ def test_domain_errors_show_their_escaped_message_and_are_not_logged(signed_in, 
             handler(ctx, "expert")(_lookup)(token, "x")
         assert "needs the role expert" in raised.value.message
     assert caplog.records == []
+
+
+@pytest.mark.parametrize("value, expected", [(3, 3), (3.0, 3), (" 12 ", 12), ("-4", -4)])
+def test_whole_number_accepts_whole_numbers_and_their_digits(value, expected):
+    number = whole_number(value, "count")
+    assert number == expected and type(number) is int
+
+
+@pytest.mark.parametrize("value, shown", [
+    (1.5, "1.5"), ("1.5", "'1.5'"), (None, "nothing"), ("  ", "nothing"), (True, "True"),
+    (float("nan"), "nan"), ("12abc", "'12abc'"), ([1], "[1]")])
+def test_whole_number_refuses_anything_else_naming_the_field(value, shown):
+    with pytest.raises(ValueError) as raised:
+        whole_number(value, "annotator id")
+    assert str(raised.value) == f"`annotator id` must be a whole number, got {shown}"

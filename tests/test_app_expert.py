@@ -116,6 +116,26 @@ def test_expert_endpoints_refuse_a_designer_and_write_nothing(study):
     assert _dump(config) == before
 
 
+def test_expert_vote_is_documented_with_its_three_inputs_and_checks_the_verdict(study):
+    client, config, expert = study["client"], study["config"], study["experts"][0]
+    info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    assert [(p["parameter_name"], p["python_type"]["type"])
+            for p in info["/expert_vote"]["parameters"]] == [
+        ("session_token", "str"), ("task_id", "float"), ("verdict", "str")]
+    client.predict(study["admin"], 0.5, 2, api_name="/expert_open_queue")
+    task = client.predict(expert, api_name="/expert_next")[0]
+    before = _dump(config)
+    with pytest.raises(TypeError, match="No value provided for required argument: verdict"):
+        client.predict(expert, task, api_name="/expert_vote")
+    for verdict in ("consistent", "Yes", None):
+        with pytest.raises(AppError, match=r"`verdict` must be one of \['Consistent', "
+                                           r"'Inconsistent'\]"):
+            client.predict(expert, task, verdict, api_name="/expert_vote")
+    assert _dump(config) == before
+    assert client.predict(expert, task, "Consistent", api_name="/expert_vote") == \
+        "Vote recorded."
+
+
 @pytest.mark.browser
 def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(study, browser):
     client, config, expect = study["client"], study["config"], playwright.expect
@@ -140,6 +160,6 @@ def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(stud
     expect(page.locator("#expert_vote_concept")).to_contain_text("5 in your queue",
                                                                  timeout=20_000)
     page.click("#expert_inconsistent")
-    expect(page.locator("#expert_message")).to_have_text("Vote recorded.", timeout=20_000)
+    expect(page.locator("#expert_vote_message")).to_have_text("Vote recorded.", timeout=20_000)
     expect(page.locator("#expert_vote_concept")).to_contain_text("4 in your queue",
                                                                  timeout=20_000)

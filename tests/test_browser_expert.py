@@ -3,12 +3,14 @@
 import pytest
 
 from annotation.db import open_db
-from tests.browser import expect, live_app, open_tab, page, sign_in  # noqa: F401
-from tests.qc_data import add_coloring
+from tests.browser import (ADMIN_PASSWORD, expect, live_app, open_tab, page,  # noqa: F401
+                           sign_in)
+from tests.qc_data import add_coloring, painted
 
 pytestmark = pytest.mark.browser
 GREYS = [(70, 70, 75), (110, 110, 110), (50, 52, 60), (130, 128, 125)]
 PINK = (255, 105, 180)
+SIDE = painted(PINK)[0].shape[1]
 
 
 def _inconsistent_castle(live_app) -> list[int]:
@@ -34,14 +36,58 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     expect(concept).to_contain_text("forbidding castle")
     expect(concept).to_contain_text("5 in your queue")
     expect(page.locator("#expert_vote_image img")).to_be_visible()
+    _assert_scaled_to_its_pane(page.locator("#expert_vote_image img"))
     expect(page.locator("#expert_vote_plot .js-plotly-plot")).to_be_visible()
     task = int(page.locator("#expert_task input").input_value())
     page.click("#expert_inconsistent")
-    expect(page.locator("#expert_message")).to_have_text("Vote recorded.")
+    status = page.locator("#expert_vote_message")
+    expect(status).to_have_text("Vote recorded.")
+    _assert_side_by_side(page.locator("#expert_inconsistent"), status)
     expect(concept).to_contain_text("4 in your queue")
     votes = live_app.query("select coloring_id, expert_id, vote from qc_votes")
     [reviewed] = live_app.query("select coloring_id from tasks where id = ?", (task,))
     assert votes == [{"coloring_id": reviewed["coloring_id"], "expert_id": expert,
                       "vote": "inconsistent"}]
     assert reviewed["coloring_id"] == colorings[-1], "the pink coloring is the most suspicious"
+    for admin_only in ("#expert_list_excluded", "#expert_reinstate_button", "#expert_reveal"):
+        expect(page.locator(admin_only)).to_be_hidden()
     assert page.js_errors == []
+
+
+def test_the_admin_sees_the_excluded_colorings_and_scaled_colorings_in_the_grid(live_app, page):
+    _inconsistent_castle(live_app)
+    page.goto(live_app.url)
+    page.fill("#start_password input", ADMIN_PASSWORD)
+    page.get_by_role("button", name="Sign in as admin").click()
+    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+    open_tab(page, "Expert review")
+    expect(page.locator("#expert_list_excluded")).to_be_visible()
+    expect(page.locator("#expert_reveal")).to_be_visible()
+    page.click("#expert_list_excluded")
+    expect(page.locator("#expert_excluded")).to_be_visible()
+    page.locator("#expert_concept input").fill("forbidding castle")
+    page.keyboard.press("Enter")
+    page.click("#expert_show")
+    thumbnails = page.locator("#expert_gallery img")
+    expect(thumbnails).to_have_count(5)
+    for i in range(5):
+        _assert_scaled_to_its_pane(thumbnails.nth(i))
+    open_tab(page, "Start")
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#start_status")).to_have_text("You are signed out.")
+    expect(page.get_by_role("tab", name="Expert review")).to_have_count(0)
+    assert page.js_errors == []
+
+
+def _assert_scaled_to_its_pane(image) -> None:
+    """The coloring (natural size `SIDE` px) is drawn at least twice as large."""
+    natural = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
+    box = image.bounding_box()
+    assert natural == [SIDE, SIDE]
+    assert min(box["width"], box["height"]) >= 2 * SIDE, (natural, box)
+
+
+def _assert_side_by_side(button, status) -> None:
+    """`status` sits on the button's row, right of it (not far below it)."""
+    b, s = button.bounding_box(), status.bounding_box()
+    assert s["x"] >= b["x"] + b["width"] and s["y"] < b["y"] + b["height"], (b, s)
