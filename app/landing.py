@@ -43,25 +43,32 @@ Admin tab.
 
 
 def build(ctx: AppContext, session_token: gr.Textbox) -> dict[str, gr.components.Component]:
-    """Lay out the Start tab inside the current `gr.Tab`; returns components to wire."""
+    """Lay out the Start tab inside the current `gr.Tab`; returns components to wire.
+
+    The sign-in boxes show only while nobody is signed in, the Sign out button only while
+    someone is (see `wire`).
+    """
     gr.Markdown(INTRO)
     status = gr.Markdown("You are not signed in.", elem_id="start_status")
-    with gr.Row():
-        invite = gr.Textbox(label="Invite link or code", elem_id="start_invite", scale=3)
-        invite_button = gr.Button("Sign in with invite", elem_id="start_invite_button")
-    with gr.Row():
-        password = gr.Textbox(label="Admin password", type="password",
-                              elem_id="start_password", scale=3)
-        password_button = gr.Button("Sign in as admin", elem_id="start_password_button")
-    logout_button = gr.Button("Sign out", elem_id="start_logout", variant="secondary")
-    return {"status": status, "invite": invite, "invite_button": invite_button,
-            "password": password, "password_button": password_button,
-            "logout_button": logout_button}
+    with gr.Column(elem_id="start_sign_in") as sign_in_box:
+        with gr.Row():
+            invite = gr.Textbox(label="Invite link or code", elem_id="start_invite", scale=3)
+            invite_button = gr.Button("Sign in with invite", elem_id="start_invite_button")
+        with gr.Row():
+            password = gr.Textbox(label="Admin password", type="password",
+                                  elem_id="start_password", scale=3)
+            password_button = gr.Button("Sign in as admin", elem_id="start_password_button")
+    logout_button = gr.Button("Sign out", elem_id="start_logout", variant="secondary",
+                              visible=False)
+    return {"status": status, "sign_in": sign_in_box, "invite": invite,
+            "invite_button": invite_button, "password": password,
+            "password_button": password_button, "logout_button": logout_button}
 
 
 def wire(ctx: AppContext, demo: gr.Blocks, session_token: gr.Textbox, stored: gr.BrowserState,
          parts: dict, tabs: list[tuple[gr.Tab, tuple[str, ...]]]) -> None:
-    """Wire page load, sign-in and sign-out; each ends by showing the tabs of the person.
+    """Wire page load, sign-in and sign-out; each ends by showing what fits the person:
+    their tabs, and either the sign-in boxes or the Sign out button.
 
     Public endpoints: ``login_invite(text) -> (session_token, message)``,
     ``login_admin(password) -> (session_token, message)`` and
@@ -69,16 +76,19 @@ def wire(ctx: AppContext, demo: gr.Blocks, session_token: gr.Textbox, stored: gr
     """
     def show(token: str) -> tuple:
         actor = current_actor(ctx, token)
-        return (token if actor else "",
+        return (token if actor else "", gr.Column(visible=actor is None),
+                gr.Button(visible=actor is not None),
                 *(gr.Tab(visible=visible_to(actor, roles)) for _, roles in tabs))
 
-    def restore_on_load(stored_token: str, request: gr.Request) -> tuple[str, str]:
-        return restore(ctx, stored_token, request)
+    def restore_on_load(stored_token: str, request: gr.Request) -> tuple:
+        # One step, so that a slow page load cannot hide the tabs of a sign-in made meanwhile.
+        token, message = restore(ctx, stored_token, request)
+        return token, message, *show(token)
 
-    shown = [stored, *(tab for tab, _ in tabs)]
+    shown = [stored, parts["sign_in"], parts["logout_button"], *(tab for tab, _ in tabs)]
     signed = [session_token, parts["status"]]
-    demo.load(restore_on_load, stored, signed, api_name="start_restore", **_PRIVATE).then(
-        show, session_token, shown, **_PRIVATE).then(None, js=_FORGET_INVITE_JS, **_PRIVATE)
+    demo.load(restore_on_load, stored, [*signed, *shown], api_name="start_restore",
+              **_PRIVATE).then(None, js=_FORGET_INVITE_JS, **_PRIVATE)
     parts["invite_button"].click(
         lambda text: sign_in_with_invite(ctx, text), parts["invite"], signed,
         api_name="login_invite").then(show, session_token, shown, **_PRIVATE)

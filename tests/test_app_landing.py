@@ -23,6 +23,16 @@ def browser():
             browser.close()
 
 
+def _expect_signed_in(page, expect, signed_in: bool) -> None:
+    """Sign-in boxes while nobody is signed in; Sign out while someone is."""
+    for box in ("#start_invite", "#start_password"):
+        (expect(page.locator(box)).to_be_hidden if signed_in
+         else expect(page.locator(box)).to_be_visible)(timeout=20_000)
+    sign_out = page.get_by_role("button", name="Sign out")
+    (expect(sign_out).to_be_visible if signed_in else expect(sign_out).to_be_hidden)(
+        timeout=20_000)
+
+
 def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, browser):
     config = make_config(tmp_path)
     expect = playwright.expect
@@ -31,21 +41,29 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, browser):
         link = client.predict(admin, "designer", 1, "yes", 7,
                               api_name="/admin_create_invites")["data"][0][3]
         page = browser.new_page()
+        page.goto(client.src)
+        _expect_signed_in(page, expect, False)
         page.goto(link.replace(config.public_url + "/", client.src))
         status = page.locator("#start_status")
         expect(status).to_have_text("Signed in as D0001.", timeout=20_000)
         expect(page).to_have_url(client.src, timeout=20_000)
+        _expect_signed_in(page, expect, True)
         page.reload()
         expect(status).to_have_text("Signed in as D0001.", timeout=20_000)
+        _expect_signed_in(page, expect, True)
         expect(page.get_by_role("tab", name="Admin")).to_have_count(0)
         page.get_by_role("button", name="Sign out").click()
         expect(status).to_have_text("You are signed out.", timeout=20_000)
+        _expect_signed_in(page, expect, False)
         page.reload()
         expect(status).to_have_text("You are not signed in.", timeout=20_000)
         page.fill("#start_password input", ADMIN_PASSWORD)
         page.get_by_role("button", name="Sign in as admin").click()
         expect(status).to_have_text("Signed in as admin.", timeout=20_000)
         expect(page.get_by_role("tab", name="Admin")).to_be_visible(timeout=20_000)
+        _expect_signed_in(page, expect, True)
+        page.get_by_role("button", name="Sign out").click()
+        _expect_signed_in(page, expect, False)
         expect(page.locator("#start_password input")).to_have_value("", timeout=20_000)
 
 
