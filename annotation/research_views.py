@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import sqlite_utils
 
 from annotation import ground_truth, research
+from annotation.errors import NotFound
 from evaluation import comparison, results, runs, tables
 from evaluation.concepts import Concept
 from evaluation.overlay import item_overlays
@@ -60,7 +61,7 @@ def _concept(concepts: Sequence[Concept], key: str) -> Concept:
     for concept in concepts:
         if concept.key == key:
             return concept
-    raise ValueError(f"`concept` must be a concept key such as 'rotten apple', got {key!r}")
+    raise NotFound(f"unknown concept {key!r}; expected a key such as 'rotten apple'")
 
 
 def _rows(db: sqlite_utils.Database, keys: Sequence[str], style: str, cfg: str | float) -> list[dict]:
@@ -83,6 +84,11 @@ def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequ
         ``natural`` or ``clipart``.
     cfg : str or float
         ``"recommended"`` or one guidance scale (see `evaluation.results`).
+
+    Raises
+    ------
+    NotFound
+        If `concept` is not a key of `concepts` (the message is short: no list of keys).
     """
     found = _concept(concepts, concept)
     family = [c.key for c in concepts if c.base == found.base]

@@ -28,8 +28,11 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     allowed = handler(ctx, *ROLES, "admin")
     concepts = load_concepts()
     with gr.Row():
+        # Checked by the library (a short message); Gradio's own check would echo the value
+        # and list all 1,278 concepts.
         concept = gr.Dropdown([c.key for c in concepts], value="apple", filterable=True,
-                              label="Concept (type to search)", elem_id="browser_concept", scale=2)
+                              allow_custom_value=True, label="Concept (type to search)",
+                              elem_id="browser_concept", scale=2)
         source = source_dropdown(ctx, session_token, "browser_source")
         style = gr.Radio([(v, k) for k, v in STYLES.items()], value="natural", label="Style",
                          elem_id="browser_style")

@@ -74,7 +74,9 @@ def _selection_inputs(registry, concepts) -> list[gr.components.Component]:
                                   label="Models", elem_id="evaluate_models")
         styles = gr.CheckboxGroup([(v, k) for k, v in STYLES.items()], value=list(STYLES),
                                   label="Styles", elem_id="evaluate_styles")
-    keys = gr.Dropdown([c.key for c in concepts], multiselect=True, filterable=True,
+    # allow_custom_value: `planning.select_concepts` names unknown keys briefly; Gradio's own
+    # check would echo them and list all 1,278 concepts.
+    keys = gr.Dropdown([c.key for c in concepts], multiselect=True, filterable=True, allow_custom_value=True,
                        label="Concepts (empty: all, then the filters below)", elem_id="evaluate_concepts")
     with gr.Row():
         categories = gr.CheckboxGroup(list(CATEGORIES), label="Categories", elem_id="evaluate_categories")

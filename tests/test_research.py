@@ -5,6 +5,7 @@ from numpy.testing import assert_allclose
 
 from annotation import colorings, ground_truth, research
 from annotation.concepts import sync_concepts
+from annotation.errors import NotFound
 from annotation.research_views import concept_view, leaderboard_analyses
 from evaluation import metrics, runs
 from evaluation.comparison import strip_of
@@ -132,7 +133,7 @@ def test_concept_view_puts_the_labelled_human_distribution_beside_each_model(db,
     assert missing.distributions is None and missing.metrics.empty
     with pytest.raises(ValueError, match="`style` must be one of"):
         concept_view(db, data_dir, CONCEPTS, "apple", "lab", "oil")
-    with pytest.raises(ValueError, match="`concept` must be a concept key"):
+    with pytest.raises(NotFound, match="unknown concept 'unicorn'; expected a key such as"):
         concept_view(db, data_dir, CONCEPTS, "unicorn", "lab", "natural")
     board = leaderboard_analyses(db, data_dir, CONCEPTS, "lab")
     direct = analyses(runs.model_distributions(db), HUMAN, CONCEPTS)
