@@ -41,8 +41,8 @@ _TARGET = {"coloring": "concept_key", "review": "coloring_id", "judgment": "pair
 _ROLE = {"coloring": "designer", "review": "expert", "judgment": "participant"}
 # Per kind: results counted against the quota for target :t (and those by person :a).
 _DONE = {
-    "coloring": f"select count(*) from colorings where concept_key = :t and practice = 0 "
-                f"and status in {_COUNTED}",
+    "coloring": f"select count(distinct annotator_id) from colorings where concept_key = :t "
+                f"and practice = 0 and status in {_COUNTED}",
     "review": "select count(*) from qc_votes where coloring_id = :t",
     "judgment": "select count(*) from judgments where pair_id = :t",
 }

@@ -31,7 +31,7 @@ def coverage(db: sqlite_utils.Database, k: int) -> dict:
         status in `annotation.schema.COLORING_STATUSES`) and ``annotators_by_role``.
     """
     counts = {row["key"]: row["n"] for row in db.query(
-        "select c.key, count(g.id) as n from concepts c left join colorings g "
+        "select c.key, count(distinct g.annotator_id) as n from concepts c left join colorings g "
         f"on g.concept_key = c.key and g.practice = 0 and g.status in "
         f"({', '.join('?' * len(COUNTED_STATUSES))}) group by c.key", COUNTED_STATUSES)}
     histogram = Counter(min(n, k) for n in counts.values())

@@ -123,7 +123,13 @@ def _v1_initial(db: sqlite_utils.Database) -> None:
         db[table].create_index(columns, unique=unique)
 
 
+def _v2_review_plausibility(db: sqlite_utils.Database) -> None:
+    # The SCD plausibility of a coloring under review, which orders the expert queue.
+    db["reviews"].add_column("plausibility", float)
+
+
 # Ordered forward migrations: version i+1 is MIGRATIONS[i].
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("initial tables", _v1_initial),
+    ("review plausibility", _v2_review_plausibility),
 )

@@ -32,7 +32,7 @@ EXPECTED_SCHEMA = {
                    ("sketch_id", "sketches", "id")]),
     "coloring_distributions": (["coloring_id", "p", "method", "created"],
                                [("coloring_id", "colorings", "id")]),
-    "reviews": (["coloring_id", "reason", "votes_needed", "status", "created"],
+    "reviews": (["coloring_id", "reason", "votes_needed", "status", "created", "plausibility"],
                 [("coloring_id", "colorings", "id")]),
     "qc_votes": (["id", "coloring_id", "expert_id", "vote", "comment", "created"],
                  [("coloring_id", "colorings", "id"), ("expert_id", "annotators", "id")]),

@@ -1,0 +1,318 @@
+"""The Expert tab: quality control of colorings (paper Appendix B.4, Figure 10).
+
+Sections: (1) a concept's colorings in a grid with their distributions and the EMD
+between a designer's rounds, and recolor requests; (2) the Eq. 6 consistency ranking and
+opening the blind vote queue for high-variance concepts; (3) the blind vote queue,
+Consistent / Inconsistent; (4) agreement statistics (Table 5) and the ground truth
+P_H(x|c) of a concept; (5) admin only: excluded colorings and reinstating them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gradio as gr
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from annotation import qc, review, votes
+from annotation.colorings import human_distribution
+from annotation.files import resolve
+from app.common import AppContext, escape, handler
+from evaluation.figures import LAYOUT, consistency_histogram, distribution_bar
+
+NAME = "expert"
+TITLE = "Expert review"
+ROLES = ("expert",)
+REVIEWERS = ("expert", "admin")
+GRID_HEADERS = ["coloring_id", "designer", "round", "status", "emd_to_previous_round",
+                "recolor_note"]
+RANKING_HEADERS = ["rank", "concept", "n", "consistency_emd", "high_variance"]
+RATER_HEADERS = ["expert", "votes", "agreement_with_majority"]
+EXCLUDED_HEADERS = ["coloring_id", "concept", "designer", "round", "consistent",
+                    "inconsistent"]
+VERDICTS = {"Consistent": True, "Inconsistent": False}
+
+
+def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+    """Lay out and wire the Expert tab inside the current `gr.Tab`."""
+    grid = _build_grid_section()
+    ranking = _build_ranking_section(ctx)
+    queue = _build_vote_section()
+    stats = _build_statistics_section()
+    admin = _build_admin_section()
+    message = gr.Markdown(elem_id="expert_message")
+    reviewer = handler(ctx, *REVIEWERS)
+
+    grid["load"].click(reviewer(_concepts), session_token, [grid["concept"], stats["concept"]],
+                       api_name="expert_concepts")
+    grid["show"].click(reviewer(_grid(ctx)), [session_token, grid["concept"], grid["reveal"]],
+                       [grid["gallery"], grid["table"], grid["plot"]], api_name="expert_grid")
+    grid["recolor"].click(reviewer(_recolor), [session_token, grid["coloring"], grid["note"]],
+                          message, api_name="expert_recolor")
+    grid["accept"].click(reviewer(_accept), [session_token, grid["coloring"], grid["note"]],
+                         message, api_name="expert_accept")
+    ranking_inputs = [session_token, ranking["fraction"], ranking["minimum"]]
+    ranking["compute"].click(reviewer(_ranking), ranking_inputs,
+                             [ranking["table"], ranking["histogram"]],
+                             api_name="expert_consistency")
+    ranking["open"].click(reviewer(_open_queue(ctx)), ranking_inputs, message,
+                          api_name="expert_open_queue")
+    next_item = handler(ctx, "expert")(_next_item(ctx))
+    vote_outputs = [queue["task"], queue["concept"], queue["image"], queue["plot"]]
+    queue["next"].click(next_item, session_token, vote_outputs, api_name="expert_next")
+    vote = handler(ctx, "expert")(_vote)
+    for button, api in ((queue["consistent"], {"api_name": "expert_vote"}),
+                        (queue["inconsistent"], {"api_visibility": "private"})):
+        button.click(vote, [session_token, queue["task"], button], message, **api).success(
+            next_item, session_token, vote_outputs, api_visibility="private")
+    stats["refresh"].click(reviewer(_statistics), session_token,
+                           [stats["table5"], stats["summary"], stats["raters"]],
+                           api_name="expert_statistics")
+    stats["show"].click(reviewer(_ground_truth(ctx)), [session_token, stats["concept"]],
+                        [stats["plot"], stats["basis"]], api_name="expert_ground_truth")
+    admin_only = handler(ctx, "admin")
+    admin["list"].click(admin_only(_excluded), session_token, admin["table"],
+                        api_name="expert_excluded")
+    admin["reinstate"].click(admin_only(_reinstate),
+                             [session_token, admin["coloring"], admin["why"]], message,
+                             api_name="expert_reinstate")
+
+
+def _build_grid_section() -> dict:
+    gr.Markdown("## 1. Review colorings by concept\nDesigners are shown as *designer A, B…*; "
+                "the EMD to a designer's previous round shows whether they are self-consistent.")
+    with gr.Row():
+        concept = gr.Dropdown([], label="Concept", allow_custom_value=True, scale=3,
+                              elem_id="expert_concept")
+        load = gr.Button("Load concepts", elem_id="expert_load")
+        reveal = gr.Checkbox(False, label="Reveal designers (admin)", elem_id="expert_reveal")
+        show = gr.Button("Show colorings", variant="primary", elem_id="expert_show")
+    gallery = gr.Gallery(label="Colorings", columns=5, elem_id="expert_gallery")
+    # "str" cells are shown as text, so the designer-facing note stays inert.
+    table = gr.Dataframe(headers=GRID_HEADERS, datatype="str", interactive=False,
+                         elem_id="expert_grid_table")
+    plot = gr.Plot(label="UW-71 distributions", elem_id="expert_grid_plot")
+    with gr.Row():
+        coloring = gr.Number(label="Coloring id", precision=0, elem_id="expert_coloring")
+        note = gr.Textbox(label="Note to the designer", scale=3, elem_id="expert_note")
+        recolor = gr.Button("Ask for a recolor", elem_id="expert_recolor_button")
+        accept = gr.Button("Mark as fine", elem_id="expert_accept_button")
+    return {"concept": concept, "load": load, "reveal": reveal, "show": show,
+            "gallery": gallery, "table": table, "plot": plot, "coloring": coloring,
+            "note": note, "recolor": recolor, "accept": accept}
+
+
+def _build_ranking_section(ctx: AppContext) -> dict:
+    gr.Markdown("## 2. Consistency across designers (Eq. 6)\nMean pairwise EMD of each "
+                "concept's colorings; the highest are high-variance and go to the blind vote.")
+    with gr.Row():
+        fraction = gr.Number(qc.HIGH_VARIANCE_FRACTION, minimum=0.01, maximum=1.0,
+                             label="High-variance share (top)", elem_id="expert_fraction")
+        minimum = gr.Number(ctx.config.colorings_per_concept, precision=0, minimum=2,
+                            label="Colorings needed per concept", elem_id="expert_minimum")
+        compute = gr.Button("Rank concepts", elem_id="expert_compute")
+        open_queue = gr.Button("Open the vote queue for high-variance concepts",
+                               elem_id="expert_open")
+    table = gr.Dataframe(headers=RANKING_HEADERS, interactive=False, elem_id="expert_ranking")
+    histogram = gr.Plot(label="Consistency scores", elem_id="expert_histogram")
+    return {"fraction": fraction, "minimum": minimum, "compute": compute, "open": open_queue,
+            "table": table, "histogram": histogram}
+
+
+def _build_vote_section() -> dict:
+    gr.Markdown("## 3. Blind vote\nIs this coloring consistent with the meaning of the "
+                "concept? Most suspicious colorings come first.")
+    next_button = gr.Button("Next coloring", elem_id="expert_next")
+    task = gr.Number(label="Task", precision=0, interactive=False, elem_id="expert_task")
+    concept = gr.Markdown(elem_id="expert_vote_concept")
+    with gr.Row():
+        image = gr.Image(label="Coloring", type="filepath", interactive=False,
+                         elem_id="expert_vote_image")
+        plot = gr.Plot(label="Its UW-71 distribution", elem_id="expert_vote_plot")
+    with gr.Row():
+        consistent = gr.Button("Consistent", variant="primary", elem_id="expert_consistent")
+        inconsistent = gr.Button("Inconsistent", variant="stop", elem_id="expert_inconsistent")
+    return {"next": next_button, "task": task, "concept": concept, "image": image,
+            "plot": plot, "consistent": consistent, "inconsistent": inconsistent}
+
+
+def _build_statistics_section() -> dict:
+    gr.Markdown("## 4. Agreement and ground truth")
+    refresh = gr.Button("Refresh statistics", elem_id="expert_refresh")
+    summary = gr.Markdown(elem_id="expert_summary")
+    table5 = gr.Dataframe(headers=["expert_votes", "interpretation", "count"],
+                          interactive=False, elem_id="expert_table5")
+    raters = gr.Dataframe(headers=RATER_HEADERS, interactive=False, elem_id="expert_raters")
+    with gr.Row():
+        concept = gr.Dropdown([], label="Concept", allow_custom_value=True, scale=3,
+                              elem_id="expert_truth_concept")
+        show = gr.Button("Show P_H(x|c)", elem_id="expert_truth")
+    basis = gr.Markdown(elem_id="expert_truth_basis")
+    plot = gr.Plot(label="Ground truth", elem_id="expert_truth_plot")
+    return {"refresh": refresh, "summary": summary, "table5": table5, "raters": raters,
+            "concept": concept, "show": show, "basis": basis, "plot": plot}
+
+
+def _build_admin_section() -> dict:
+    gr.Markdown("## 5. Excluded colorings (admin)")
+    list_button = gr.Button("List excluded colorings", elem_id="expert_list_excluded")
+    table = gr.Dataframe(headers=EXCLUDED_HEADERS, interactive=False, elem_id="expert_excluded")
+    with gr.Row():
+        coloring = gr.Number(label="Coloring id", precision=0, elem_id="expert_reinstated")
+        why = gr.Textbox(label="Why reinstate", scale=3, elem_id="expert_reinstate_why")
+        reinstate = gr.Button("Reinstate", elem_id="expert_reinstate_button")
+    return {"list": list_button, "table": table, "coloring": coloring, "why": why,
+            "reinstate": reinstate}
+
+
+def _concepts(db, actor) -> tuple:
+    """Concepts with colorings, for both concept pickers."""
+    choices = [(f"{r['concept_key']} ({r['designers']} designers, {r['colorings']} "
+                f"colorings)", r["concept_key"]) for r in review.reviewable_concepts(db)]
+    return gr.Dropdown(choices=choices), gr.Dropdown(choices=choices)
+
+
+def _grid(ctx: AppContext):
+    def grid(db, actor, concept: str, reveal: bool) -> tuple:
+        """A concept's colorings: gallery, table and distribution charts."""
+        items = review.coloring_grid(db, actor, concept, reveal=bool(reveal))
+        gallery = [(str(resolve(ctx.config.data_dir, i.image_path)), _caption(i))
+                   for i in items]
+        rows = [[i.coloring_id, i.designer, i.round, i.status,
+                 None if i.round_emd is None else round(i.round_emd, 2), i.note]
+                for i in items]
+        return gallery, rows, _stacked_distributions(items)
+    return grid
+
+
+def _caption(item: review.GridItem) -> str:
+    emd = "" if item.round_emd is None else f" · EMD to round {item.round - 1}: " \
+                                             f"{item.round_emd:.1f}"
+    return f"#{item.coloring_id} · {item.designer} · round {item.round} · {item.status}{emd}"
+
+
+def _stacked_distributions(items: list[review.GridItem]) -> go.Figure:
+    if not items:
+        return go.Figure(layout=LAYOUT)
+    figure = make_subplots(rows=len(items), cols=1, shared_xaxes=True,
+                           subplot_titles=[_caption(i) for i in items])
+    top = max(float(np.max(i.p)) for i in items)
+    for row, item in enumerate(items, start=1):
+        figure.add_trace(distribution_bar(item.p).data[0], row=row, col=1)
+        figure.update_yaxes(range=[0, top], row=row, col=1)
+    figure.update_layout(height=180 * len(items), showlegend=False, **LAYOUT)
+    return figure
+
+
+def _recolor(db, actor, coloring_id: float, note: str) -> str:
+    """Ask the designer of a coloring for a new round."""
+    coloring_id = _whole(coloring_id, "coloring id")
+    task_id = review.request_recolor(db, actor, coloring_id, note or "")
+    return f"Recolor requested for coloring {coloring_id} (designer task {task_id})."
+
+
+def _accept(db, actor, coloring_id: float, note: str) -> str:
+    """Mark a coloring as reviewed and fine."""
+    coloring_id = _whole(coloring_id, "coloring id")
+    review.accept_coloring(db, actor, coloring_id, note or "")
+    return f"Coloring {coloring_id} marked as fine."
+
+
+def _ranking(db, actor, fraction: float, minimum: float) -> tuple:
+    """The Eq. 6 ranking table and its histogram with the high-variance cutoff."""
+    table = review.consistency_ranking(db, top_fraction=_fraction(fraction),
+                                       min_colorings=_whole(minimum, "colorings needed"))
+    if table.empty:
+        return table, go.Figure(layout=LAYOUT)
+    scores = table.set_index("concept")["consistency_emd"]
+    figure = consistency_histogram(scores, table.set_index("concept")["high_variance"])
+    return table.round({"consistency_emd": 2}), figure
+
+
+def _open_queue(ctx: AppContext):
+    def open_queue(db, actor, fraction: float, minimum: float) -> str:
+        """Open blind reviews for every coloring of the high-variance concepts."""
+        opened = review.open_review_queue(
+            db, actor, ctx.config.data_dir, top_fraction=_fraction(fraction),
+            min_colorings=_whole(minimum, "colorings needed"),
+            votes_needed=ctx.config.votes_per_review)
+        return f"Opened {opened} new reviews."
+    return open_queue
+
+
+def _next_item(ctx: AppContext):
+    def next_item(db, actor) -> tuple:
+        """The expert's most suspicious open review task: id, concept, image, chart."""
+        queue = votes.vote_queue(db, actor, np.random.default_rng())
+        if not queue:
+            return None, "Nothing to vote on right now. Thank you!", None, None
+        item = queue[0]
+        return (item.task_id, f"### {escape(item.concept_key)}\n{len(queue)} in your queue",
+                str(resolve(ctx.config.data_dir, item.image_path)),
+                distribution_bar(item.p, title="UW-71 distribution"))
+    return next_item
+
+
+def _vote(db, actor, task_id: float, verdict: str) -> str:
+    """Record a blind vote (Consistent or Inconsistent) on a review task."""
+    if verdict not in VERDICTS:
+        raise ValueError(f"`verdict` must be one of {list(VERDICTS)}, got {verdict!r}")
+    decision = votes.cast_vote(db, actor, _whole(task_id, "task"), VERDICTS[verdict])
+    return "Vote recorded." + ("" if decision is None else " The coloring's review is complete.")
+
+
+def _statistics(db, actor) -> tuple:
+    """Table 5, P̄, Fleiss' kappa, Krippendorff's alpha and each expert's agreement."""
+    summary = votes.agreement_panel(db)
+    if summary is None:
+        return [], "No review has all its votes yet.", []
+    text = (f"**{summary.n_colorings}** colorings reviewed, **{summary.n_discarded}** "
+            f"discarded. Mean observed agreement P̄ = **{summary.mean_observed_agreement:.3f}**; "
+            f"Fleiss' κ = {_number(summary.fleiss_kappa)}; Krippendorff's α = "
+            f"{_number(summary.krippendorff_alpha)}.")
+    raters = [[r.rater, r.n_votes, _number(r.agreement)]
+              for r in summary.rater_agreement or ()]
+    return summary.table5(), text, raters
+
+
+def _ground_truth(ctx: AppContext):
+    def ground_truth(db, actor, concept: str) -> tuple:
+        """P_H(x|c) of a concept from its accepted colorings, and how many it rests on."""
+        truth = human_distribution(db, ctx.config.data_dir, concept or "")
+        if truth.n == 0:
+            return go.Figure(layout=LAYOUT), f"**{escape(concept)}** has no accepted coloring yet."
+        figure = distribution_bar(truth.p, title=f"P_H(x | {concept})")
+        return figure, (f"P_H(x | **{escape(concept)}**) rests on **{truth.n}** colorings in "
+                        f"{len(truth.groups)} visual groups.")
+    return ground_truth
+
+
+def _excluded(db, actor) -> list[list]:
+    """Excluded colorings with their designers and votes (admin)."""
+    return [[r["coloring_id"], r["concept_key"], r["pseudonym"], r["round"], r["consistent"],
+             r["inconsistent"]] for r in votes.excluded_colorings(db)]
+
+
+def _reinstate(db, actor, coloring_id: float, why: str) -> str:
+    """Reverse an exclusion (admin)."""
+    coloring_id = _whole(coloring_id, "coloring id")
+    votes.reinstate(db, actor, coloring_id, why or "")
+    return f"Coloring {coloring_id} is reinstated."
+
+
+def _number(value: float) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+def _fraction(value: float | None) -> float:
+    if not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f"`high-variance share` must be in (0, 1], got {value!r}")
+    return float(value)
+
+
+def _whole(value: float | None, name: str) -> int:
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value):
+        raise ValueError(f"`{name}` must be a whole number, got {value!r}")
+    return int(value)

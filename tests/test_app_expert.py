@@ -1,0 +1,143 @@
+import numpy as np
+import pytest
+from gradio_client.exceptions import AppError
+from PIL import Image
+
+from annotation.db import open_db
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.test_app_admin import _dump
+from tests.test_app_landing import browser, playwright  # noqa: F401 (fixture)
+from tests.qc_data import add_coloring
+
+GREYS = [(70, 70, 75), (110, 110, 110), (50, 52, 60), (130, 128, 125)]
+PINK = (255, 105, 180)
+REDS = [(200, 20, 30), (190, 30, 40), (205, 25, 35)]
+
+
+def _sign_in(client, admin, role, n):
+    table = client.predict(admin, role, n, "yes", 7, api_name="/admin_create_invites")
+    people = [(row[0], client.predict(row[3], api_name="/login_invite")[0])
+              for row in table["data"]]
+    return [p for p, _ in people], [t for _, t in people]
+
+
+def _colorings(config, designers):
+    db = open_db(config.db_path)
+    try:
+        castle = [add_coloring(db, config.data_dir, d, "forbidding castle", rgb)
+                  for d, rgb in zip(designers, [*GREYS, PINK])]
+        apples = [add_coloring(db, config.data_dir, d, "apple", rgb)
+                  for d, rgb in zip(designers, REDS)]
+    finally:
+        db.close()
+    return castle, apples
+
+
+def _center_rgb(path):
+    image = np.asarray(Image.open(path).convert("RGB"))
+    return tuple(int(v) for v in image[image.shape[0] // 2, image.shape[1] // 2])
+
+
+@pytest.fixture
+def study(tmp_path):
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        designers, designer_tokens = _sign_in(client, admin, "designer", 5)
+        _, experts = _sign_in(client, admin, "expert", 3)
+        castle, apples = _colorings(config, designers)
+        yield {"client": client, "config": config, "admin": admin, "experts": experts,
+               "designer": designer_tokens[0], "castle": castle, "apples": apples}
+
+
+def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
+    client, admin, experts = study["client"], study["admin"], study["experts"]
+    castle, apples = study["castle"], study["apples"]
+    update = client.predict(experts[0], api_name="/expert_concepts")[0]
+    assert [c[1] for c in update["choices"]] == ["apple", "forbidding castle"]
+    gallery, table, _ = client.predict(experts[0], "forbidding castle", False,
+                                       api_name="/expert_grid")
+    assert len(gallery) == 5
+    assert [r[:4] for r in table["data"]] == [[c, f"designer {x}", 1, "submitted"]
+                                              for c, x in zip(castle, "ABCDE")]
+    with pytest.raises(AppError, match="only the admin"):
+        client.predict(experts[0], "forbidding castle", True, api_name="/expert_grid")
+    message = client.predict(experts[0], apples[0], "<b>browner</b>", api_name="/expert_recolor")
+    assert f"coloring {apples[0]}" in message
+    table = client.predict(experts[0], "apple", False, api_name="/expert_grid")[1]
+    assert table["data"][0][3:] == ["recolor_requested", None, "<b>browner</b>"]
+
+    ranking, _ = client.predict(experts[0], 0.5, 2, api_name="/expert_consistency")
+    assert [r[1] for r in ranking["data"]] == ["forbidding castle", "apple"]
+    assert [r[4] for r in ranking["data"]] == [True, False]
+    assert client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue") == \
+        "Opened 5 new reviews."
+
+    for token in experts:
+        task, concept, image, _ = client.predict(token, api_name="/expert_next")
+        assert "forbidding castle" in concept and _center_rgb(image) == PINK
+        client.predict(token, task, "Inconsistent", api_name="/expert_vote")
+    table5, summary, raters = client.predict(experts[0], api_name="/expert_statistics")
+    assert [r[2] for r in table5["data"]] == [0, 0, 0, 1, 1]
+    assert "**1** colorings reviewed, **1** discarded" in summary and "**1.000**" in summary
+    assert all(r[2] == "1.000" for r in raters["data"])
+    _, basis = client.predict(experts[0], "forbidding castle", api_name="/expert_ground_truth")
+    assert "rests on **4** colorings" in basis
+
+    excluded = client.predict(admin, api_name="/expert_excluded")
+    assert [r[0] for r in excluded["data"]] == [castle[4]]
+    with pytest.raises(AppError, match="needs the role admin"):
+        client.predict(experts[0], castle[4], "pink can forbid", api_name="/expert_reinstate")
+    client.predict(admin, castle[4], "pink can forbid", api_name="/expert_reinstate")
+    _, basis = client.predict(admin, "forbidding castle", api_name="/expert_ground_truth")
+    assert "rests on **5** colorings" in basis
+
+
+def test_expert_endpoints_refuse_a_designer_and_write_nothing(study):
+    client, config = study["client"], study["config"]
+    endpoints = {name: info for name, info in client.view_api(
+        return_format="dict", print_info=False)["named_endpoints"].items()
+        if name.startswith("/expert_")}
+    assert set(endpoints) == {
+        "/expert_concepts", "/expert_grid", "/expert_recolor", "/expert_accept",
+        "/expert_consistency", "/expert_open_queue", "/expert_next", "/expert_vote",
+        "/expert_statistics", "/expert_ground_truth", "/expert_excluded", "/expert_reinstate"}
+    inputs = {"/expert_grid": ["forbidding castle", False],
+              "/expert_recolor": [study["castle"][0], "note"],
+              "/expert_accept": [study["castle"][0], "note"],
+              "/expert_consistency": [1.0, 2], "/expert_open_queue": [1.0, 2],
+              "/expert_vote": [1, "Inconsistent"], "/expert_ground_truth": ["apple"],
+              "/expert_reinstate": [study["castle"][0], "why"]}
+    before = _dump(config)
+    for name in endpoints:
+        for token in (study["designer"], "", "f" * 43):
+            with pytest.raises(AppError, match="needs the role|not signed in|not valid"):
+                client.predict(token, *inputs.get(name, []), api_name=name)
+    assert _dump(config) == before
+
+
+@pytest.mark.browser
+def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(study, browser):
+    client, config, expect = study["client"], study["config"], playwright.expect
+    note = "<img src=x onerror=alert(1)> browner"
+    client.predict(study["admin"], study["apples"][0], note, api_name="/expert_recolor")
+    client.predict(study["admin"], 0.5, 2, api_name="/expert_open_queue")
+    link = client.predict(study["admin"], "expert", 1, "yes", 7,
+                          api_name="/admin_create_invites")["data"][0][3]
+    page = browser.new_page()
+    page.goto(link.replace(config.public_url + "/", client.src))
+    page.get_by_role("tab", name="Expert review").click()
+    page.click("#expert_load")
+    page.locator("#expert_concept input").fill("apple")
+    page.keyboard.press("Enter")
+    page.click("#expert_show")
+    grid = page.locator("#expert_grid_table").get_by_role("grid")
+    expect(grid.get_by_role("row").nth(1)).to_contain_text(note, timeout=20_000)
+    expect(grid.locator("img")).to_have_count(0)
+    page.click("#expert_next")
+    expect(page.locator("#expert_vote_concept")).to_contain_text("5 in your queue",
+                                                                 timeout=20_000)
+    page.click("#expert_inconsistent")
+    expect(page.locator("#expert_message")).to_have_text("Vote recorded.", timeout=20_000)
+    expect(page.locator("#expert_vote_concept")).to_contain_text("4 in your queue",
+                                                                 timeout=20_000)

@@ -1,0 +1,154 @@
+import datetime as dt
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from annotation import assignment, overview
+from annotation.colorings import (concept_colorings, get_coloring, ground_truth_colorings,
+                                  human_distribution, load_pixels, store_coloring)
+from annotation.concepts import sync_concepts
+from annotation.db import iso
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from annotation.files import resolve
+from annotation.review import request_recolor
+from evaluation import extraction
+from evaluation.palette import load_uw71
+from tests.qc_data import ADMIN, add_coloring, add_handmade, hex_rgb, one_hot, painted, people
+
+T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.timezone.utc)
+
+
+@pytest.fixture
+def store(db, tmp_path):
+    sync_concepts(db)
+    return db, tmp_path / "data"
+
+
+def _tables(db):
+    return {t: list(db[t].rows) for t in ("colorings", "coloring_distributions", "tasks",
+                                          "audit")}
+
+
+def test_a_coloring_in_a_palette_color_has_all_its_mass_in_that_bin(store):
+    db, data = store
+    designer, = people(db, 1, "designer")
+    palette = load_uw71()
+    coloring_id = add_coloring(db, data, designer, "apple", hex_rgb(palette.hex[0]))
+    row = get_coloring(db, coloring_id)
+    assert_allclose(row["p"], one_hot(0), atol=1e-12)
+    assert (row["round"], row["status"], row["practice"]) == (1, "submitted", 0)
+    image, mask = load_pixels(data, row)
+    expected_image, expected_mask = painted(hex_rgb(palette.hex[0]))
+    np.testing.assert_array_equal(image, expected_image)
+    np.testing.assert_array_equal(mask, expected_mask)
+    assert resolve(data, row["image_path"]).is_file()
+
+
+def test_the_stored_distribution_is_the_extraction_of_the_painted_pixels_only(store):
+    db, data = store
+    designer, = people(db, 1, "designer")
+    image, mask = painted((200, 30, 40), size=40)
+    image[10:20, 10:30] = (20, 120, 220)
+    image[:, :2] = (255, 255, 0)  # outside the mask: must not count
+    mask[:, :2] = False
+    coloring_id = store_coloring(db, data, designer, "apple", image, mask, seconds_spent=12.5)
+    expected = extraction.image_distribution(image, mask).p
+    assert_allclose(get_coloring(db, coloring_id)["p"], expected, rtol=1e-12)
+    assert get_coloring(db, coloring_id)["seconds_spent"] == 12.5
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"painted_mask": np.zeros((24, 24), dtype=bool)}, "no painted pixel"),
+    ({"painted_mask": np.ones((24, 24), dtype=np.uint8)}, "`painted_mask` must be bool"),
+    ({"color_image": np.zeros((24, 24), dtype=np.uint8)}, "`color_image` must be uint8"),
+    ({"seconds_spent": -1.0}, "`seconds_spent`"),
+    ({"concept_key": "no such concept"}, "unknown concept"),
+    ({"round": 2}, "`round` must be 1"),
+])
+def test_bad_coloring_input_is_refused_and_nothing_is_written(store, change, message):
+    db, data = store
+    designer, = people(db, 1, "designer")
+    image, mask = painted((10, 200, 10))
+    arguments = {"concept_key": "apple", "color_image": image, "painted_mask": mask,
+                 "seconds_spent": 5.0, **change}
+    before = _tables(db)
+    with pytest.raises((InvalidInput, NotFound), match=message):
+        store_coloring(db, data, designer, **arguments)
+    assert _tables(db) == before
+
+
+def test_a_reserved_task_is_completed_by_storing_its_coloring(store):
+    db, data = store
+    designer, = people(db, 1, "designer")
+    db["sketches"].insert({"base": "apple", "path": "sketches/apple.png", "sha256": "0" * 64,
+                           "source": "test", "selected": 1, "created": iso(T0)})
+    tasks = assignment.reserve(db, "coloring", designer, np.random.default_rng(0), 1)
+    task = tasks[0]
+    coloring_id = add_coloring(db, data, designer, task.concept_key, (90, 60, 30),
+                               task_id=task.id)
+    assert db["tasks"].get(task.id)["status"] == "submitted"
+    assert db["tasks"].get(task.id)["result_id"] == coloring_id
+    other = "banana" if task.concept_key != "banana" else "apple"
+    with pytest.raises(InvalidInput, match="not a coloring of"):
+        add_coloring(db, data, designer, other, (90, 60, 30), task_id=task.id)
+
+
+def test_a_recolor_is_the_next_round_and_the_designer_counts_once_towards_the_quota(store):
+    db, data = store
+    designers = people(db, 6, "designer")
+    for base in ("apple",):
+        db["sketches"].insert({"base": base, "path": "s.png", "sha256": "0" * 64,
+                               "source": "test", "selected": 1, "created": iso(T0)})
+    first = [add_coloring(db, data, d, "rotten apple", (120, 80, 20)) for d in designers[:5]]
+    task_id = request_recolor(db, ADMIN, first[0], "Rotten, not ripe: try browner tones.",
+                              now=T0)
+    assert get_coloring(db, first[0])["status"] == "recolor_requested"
+    held = assignment.open_tasks(db, "coloring", designers[0], now=T0)
+    assert [(t.id, t.concept_key, t.coloring_id) for t in held] == [
+        (task_id, "rotten apple", first[0])]
+    second = add_coloring(db, data, designers[0], "rotten apple", (90, 60, 20),
+                          task_id=task_id, now=T0 + dt.timedelta(hours=1))
+    assert get_coloring(db, second)["round"] == 2
+    assert db["tasks"].get(task_id)["status"] == "submitted"
+    rounds = [(r["annotator_id"], r["round"], r["status"])
+              for r in concept_colorings(db, "rotten apple")]
+    assert rounds[:2] == [(designers[0], 1, "recolor_requested"),
+                          (designers[0], 2, "submitted")]
+    assert overview.coverage(db, 5)["histogram"][5] == 1
+    offered = assignment.reserve(db, "coloring", designers[5], np.random.default_rng(1), 50)
+    assert "rotten apple" not in {t.concept_key for t in offered}
+    truth = ground_truth_colorings(db, "rotten apple")
+    assert sorted(r["id"] for r in truth) == sorted([second, *first[1:]])
+
+
+def test_a_recolor_task_cannot_be_used_twice_or_by_someone_else(store):
+    db, data = store
+    designers = people(db, 2, "designer")
+    coloring_id = add_coloring(db, data, designers[0], "apple", (200, 0, 0))
+    task_id = request_recolor(db, ADMIN, coloring_id, "again please", now=T0)
+    with pytest.raises(PermissionDenied):
+        add_coloring(db, data, designers[1], "apple", (150, 0, 0), task_id=task_id, now=T0)
+    add_coloring(db, data, designers[0], "apple", (150, 0, 0), task_id=task_id, now=T0)
+    with pytest.raises(Conflict, match="submitted"):
+        add_coloring(db, data, designers[0], "apple", (150, 0, 0), task_id=task_id, now=T0)
+
+
+def test_human_distribution_rests_on_the_latest_standing_round_of_each_designer(store):
+    db, data = store
+    designers = people(db, 3, "designer")
+    palette = load_uw71()
+    red, blue, grey = (hex_rgb(palette.hex[i]) for i in (0, 50, 26))
+    ids = [add_coloring(db, data, d, "apple", rgb)
+           for d, rgb in zip(designers, (red, blue, grey))]
+    add_handmade(db, data, designers[0], "apple", one_hot(5), practice=True)
+    truth = human_distribution(db, data, "apple")
+    assert (truth.n, truth.coloring_ids) == (3, tuple(ids))
+    assert_allclose(truth.p[[0, 50, 26]], [1 / 3] * 3, rtol=1e-12)
+    db["colorings"].update(ids[2], {"status": "excluded"})
+    truth = human_distribution(db, data, "apple")
+    assert truth.n == 2 and truth.p[26] == 0.0
+    empty = human_distribution(db, data, "banana")
+    assert (empty.n, empty.p.sum(), empty.coloring_ids) == (0, 0.0, ())
+    with pytest.raises(NotFound, match="unknown concept"):
+        human_distribution(db, data, "unicorn")

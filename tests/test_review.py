@@ -1,0 +1,296 @@
+import datetime as dt
+import itertools
+import json
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from annotation import review, votes
+from annotation.accounts import Actor
+from annotation.assignment import open_tasks
+from annotation.colorings import get_coloring, human_distribution
+from annotation.concepts import sync_concepts
+from annotation.db import iso, open_db
+from annotation.errors import Conflict, InvalidInput, PermissionDenied
+from evaluation import metrics
+from evaluation.palette import load_uw71
+from tests.qc_data import ADMIN, actor, add_coloring, add_handmade, one_hot, people
+
+T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.timezone.utc)
+BLACK, DARK_GREY, MID_GREY, WHITE = 24, 25, 26, 28
+
+
+@pytest.fixture
+def store(db, tmp_path):
+    sync_concepts(db)
+    return db, tmp_path / "data"
+
+
+def _rows(db):
+    return {t: list(db[t].rows) for t in ("colorings", "reviews", "qc_votes", "tasks", "audit")}
+
+
+def _reviewed(db, data, n_colorings=1, n_experts=3, concept="lonely cabin"):
+    """Colorings of `concept` by different designers, each open for 3 votes."""
+    designers = people(db, n_colorings, "designer")
+    experts = [actor(db, e) for e in people(db, n_experts, "expert")]
+    ids = [add_handmade(db, data, d, concept, one_hot(MID_GREY)) for d in designers]
+    review.open_reviews(db, ADMIN, ids, reason="test")
+    return ids, experts
+
+
+def _forged_task(db, expert_id, coloring_id):
+    """A review task written past the assignment rules (as a tampered client might)."""
+    return db["tasks"].insert({"kind": "review", "annotator_id": expert_id,
+                               "coloring_id": coloring_id, "practice": 0, "status": "reserved",
+                               "created": iso(T0),
+                               "expires": iso(T0 + dt.timedelta(days=999))}).last_pk
+
+
+def _vote(db, expert, coloring_id, consistent):
+    rng = np.random.default_rng(0)
+    items = [i for i in votes.vote_queue(db, expert, rng, batch_size=50)
+             if i.coloring_id == coloring_id]
+    assert len(items) == 1, f"{expert.pseudonym} was not handed coloring {coloring_id}"
+    return votes.cast_vote(db, expert, items[0].task_id, consistent)
+
+
+def test_eq6_is_the_mean_pairwise_emd_of_hand_made_distributions(store):
+    db, data = store
+    designers = people(db, 5, "designer")
+    half = np.zeros(71)
+    half[[BLACK, WHITE]] = 0.5
+    for d, p in zip(designers, (one_hot(BLACK), one_hot(WHITE), one_hot(MID_GREY))):
+        add_handmade(db, data, d, "lonely cabin", p)
+    for d, p in zip(designers, (half, one_hot(MID_GREY))):
+        add_handmade(db, data, d, "cozy cabin", p)
+    for d in designers:
+        add_handmade(db, data, d, "apple", one_hot(0))
+    table = review.consistency_ranking(db, top_fraction=0.34)
+    # UW-71 greys have L* 0, 50, 100: black-white 100, each to mid grey 50 (ΔE*ab).
+    assert table["concept"].tolist() == ["lonely cabin", "cozy cabin", "apple"]
+    assert_allclose(table["consistency_emd"], [200 / 3, 50.0, 0.0], atol=1e-9)
+    assert table["n"].tolist() == [3, 2, 5]
+    assert table["rank"].tolist() == [1, 2, 3]
+    assert table["high_variance"].tolist() == [True, True, False]
+
+
+def test_eq6_skips_excluded_practice_and_superseded_colorings(store):
+    db, data = store
+    designers = people(db, 3, "designer")
+    kept = [add_handmade(db, data, d, "apple", one_hot(BLACK)) for d in designers[:2]]
+    add_handmade(db, data, designers[0], "apple", one_hot(WHITE), practice=True)
+    excluded = add_handmade(db, data, designers[2], "apple", one_hot(WHITE))
+    db["colorings"].update(excluded, {"status": "excluded"})
+    db["colorings"].update(kept[1], {"status": "recolor_requested"})
+    add_handmade(db, data, designers[1], "apple", one_hot(MID_GREY), round=2)
+    table = review.consistency_ranking(db)
+    assert table[["concept", "n"]].values.tolist() == [["apple", 2]]
+    assert_allclose(table["consistency_emd"], [50.0], atol=1e-9)
+
+
+def test_the_majority_of_three_decides_and_every_vote_order_gives_a_decision(store):
+    db, data = store
+    patterns = list(itertools.product([True, False], repeat=3))
+    ids, experts = _reviewed(db, data, n_colorings=len(patterns))
+    for coloring_id, pattern in zip(ids, patterns):
+        decisions = [_vote(db, e, coloring_id, v) for e, v in zip(experts, pattern)]
+        majority = "consistent" if sum(pattern) >= 2 else "inconsistent"
+        assert decisions == [None, None, majority]
+        status = get_coloring(db, coloring_id)["status"]
+        assert status == ("accepted" if majority == "consistent" else "excluded")
+        assert db["reviews"].get(coloring_id)["status"] == "decided"
+    excluded = {r["coloring_id"] for r in votes.excluded_colorings(db)}
+    assert excluded == {c for c, p in zip(ids, patterns) if sum(p) < 2}
+    trail = [(r["actor"], r["object_id"]) for r in db["audit"].rows_where(
+        "action = 'exclude_coloring'", order_by="id")]
+    assert trail == [("system", str(c)) for c in sorted(excluded)]
+
+
+def test_reviews_need_an_odd_number_of_votes(store):
+    db, data = store
+    designer, = people(db, 1, "designer")
+    coloring_id = add_handmade(db, data, designer, "apple", one_hot(0))
+    before = _rows(db)
+    with pytest.raises(InvalidInput, match="odd"):
+        review.open_reviews(db, ADMIN, [coloring_id], reason="test", votes_needed=2)
+    assert _rows(db) == before
+
+
+def test_an_expert_is_never_handed_their_own_coloring_and_votes_once(store):
+    db, data = store
+    ids, experts = _reviewed(db, data, n_colorings=2)
+    own = get_coloring(db, ids[0])["annotator_id"]
+    db["annotators"].update(own, {"roles": json.dumps(["designer", "expert"])})
+    both = actor(db, own)
+    queue = votes.vote_queue(db, both, np.random.default_rng(0), batch_size=50)
+    assert [i.coloring_id for i in queue] == [ids[1]]
+    votes.cast_vote(db, both, queue[0].task_id, True)
+    assert votes.vote_queue(db, both, np.random.default_rng(0), batch_size=50) == []
+    with pytest.raises(Conflict):
+        votes.cast_vote(db, both, queue[0].task_id, False)
+    with pytest.raises(Conflict, match="already submitted"):
+        votes.cast_vote(db, both, _forged_task(db, own, ids[1]), False)
+    own_task = _forged_task(db, own, ids[0])
+    before = _rows(db)
+    with pytest.raises(PermissionDenied, match="your own"):
+        votes.cast_vote(db, both, own_task, True)
+    assert _rows(db) == before
+    assert db["qc_votes"].count == 1
+
+
+def test_an_exclusion_is_reversed_only_by_the_admin_with_an_audit_row(store):
+    db, data = store
+    ids, experts = _reviewed(db, data, n_colorings=2)
+    for coloring_id in ids:
+        for e in experts:
+            _vote(db, e, coloring_id, False)
+    assert human_distribution(db, data, "lonely cabin").n == 0
+    before = _rows(db)
+    with pytest.raises(PermissionDenied, match="only the admin"):
+        votes.reinstate(db, experts[0], ids[0], "I changed my mind")
+    with pytest.raises(InvalidInput, match="`why`"):
+        votes.reinstate(db, ADMIN, ids[0], "  ")
+    assert _rows(db) == before
+    votes.reinstate(db, ADMIN, ids[0], "a grey cabin is lonely enough", now=T0)
+    assert get_coloring(db, ids[0])["status"] == "accepted"
+    row = list(db["audit"].rows_where("action = 'reinstate_coloring'"))[0]
+    assert (row["actor"], row["object_id"], row["why"]) == (
+        "admin", str(ids[0]), "a grey cabin is lonely enough")
+    assert human_distribution(db, data, "lonely cabin").coloring_ids == (ids[0],)
+    with pytest.raises(Conflict, match="not excluded"):
+        votes.reinstate(db, ADMIN, ids[0], "again")
+
+
+def test_paper_vote_patterns_give_p_bar_0811_and_36_discarded_through_the_panel(tmp_path):
+    db = open_db(":memory:")
+    from annotation.db import ensure_schema
+    ensure_schema(db)
+    sync_concepts(db)
+    data = tmp_path / "data"
+    # Table 5: 399 x 3/0, 4 x 0/3, 127 x 2/1, 32 x 1/2; the third expert is the dissenter.
+    patterns = ([(True,) * 3] * 399 + [(False,) * 3] * 4 + [(True, True, False)] * 127
+                + [(False, False, True)] * 32)
+    designers = people(db, 5, "designer")
+    experts = [actor(db, e) for e in people(db, 3, "expert")]
+    concepts = [r["key"] for r in db["concepts"].rows_where(order_by="key", limit=113)]
+    ids = [add_handmade(db, data, designers[i % 5], concepts[i // 5], one_hot(0))
+           for i in range(len(patterns))]
+    review.open_reviews(db, ADMIN, ids, reason="Table 5")
+    wanted = dict(zip(ids, patterns))
+    for j, expert in enumerate(experts):
+        while queue := votes.vote_queue(db, expert, np.random.default_rng(j), batch_size=200):
+            for item in queue:
+                votes.cast_vote(db, expert, item.task_id, wanted[item.coloring_id][j])
+    summary = votes.agreement_panel(db)
+    assert summary.n_colorings == 562 and summary.n_discarded == 36
+    assert round(summary.mean_observed_agreement, 3) == 0.811
+    assert_allclose(summary.mean_observed_agreement, 456 / 562, rtol=1e-12)
+    assert summary.patterns == ((3, 0, 399), (2, 1, 127), (1, 2, 32), (0, 3, 4))
+    yes = (399 * 3 + 127 * 2 + 32) / (562 * 3)
+    chance = yes ** 2 + (1 - yes) ** 2
+    assert_allclose(summary.fleiss_kappa, (456 / 562 - chance) / (1 - chance), rtol=1e-9)
+    agreement = {r.rater: r.agreement for r in summary.rater_agreement}
+    assert agreement == pytest.approx({experts[0].pseudonym: 1.0, experts[1].pseudonym: 1.0,
+                                       experts[2].pseudonym: (562 - 159) / 562})
+    assert db["colorings"].count_where("status = 'excluded'") == 36
+    assert db["audit"].count_where("action = 'exclude_coloring'") == 36
+    db.close()
+
+
+def test_the_bright_pink_forbidding_castle_comes_first_in_the_queue(store):
+    db, data = store
+    designers = people(db, 5, "designer")
+    expert = actor(db, people(db, 1, "expert")[0])
+    greys = [(70, 70, 75), (110, 110, 110), (50, 52, 60), (130, 128, 125)]
+    castle = [add_coloring(db, data, d, "forbidding castle", rgb)
+              for d, rgb in zip(designers, greys)]
+    pink = add_coloring(db, data, designers[4], "forbidding castle", (255, 105, 180))
+    for d, rgb in zip(designers, [(200, 20, 30)] * 2 + [(190, 30, 40)]):
+        add_coloring(db, data, d, "apple", rgb)
+    opened = review.open_review_queue(db, ADMIN, data, top_fraction=0.5)
+    assert opened == 5
+    assert review.open_review_queue(db, ADMIN, data, top_fraction=0.5) == 0
+    queue = votes.vote_queue(db, expert, np.random.default_rng(0), batch_size=10)
+    assert [i.coloring_id for i in queue][0] == pink
+    assert sorted(i.coloring_id for i in queue) == sorted([*castle, pink])
+    scores = [i.plausibility for i in queue]
+    # pink's hue-saturation bins lie outside every window of the grey prior: score 0
+    assert scores == sorted(scores) and scores[0] == 0.0 < scores[1]
+
+
+def test_stage1_grid_hides_designers_shows_round_emd_and_takes_recolor_notes(store):
+    db, data = store
+    designers = people(db, 2, "designer")
+    expert = actor(db, people(db, 1, "expert")[0])
+    first = add_handmade(db, data, designers[0], "apple", one_hot(BLACK))
+    add_handmade(db, data, designers[1], "apple", one_hot(WHITE))
+    note = "<script>alert('x')</script> apples are rarely black"
+    task_id = review.request_recolor(db, expert, first, note, now=T0)
+    assert review.recolor_note(db, first) == note
+    task = db["tasks"].get(task_id)
+    assert (task["annotator_id"], task["concept_key"], task["coloring_id"]) == (
+        designers[0], "apple", first)
+    db["tasks"].update(task_id, {"status": "submitted"})
+    add_handmade(db, data, designers[0], "apple", one_hot(DARK_GREY), round=2)
+    grid = review.coloring_grid(db, expert, "apple")
+    assert [(g.designer, g.round) for g in grid] == [
+        ("designer A", 1), ("designer A", 2), ("designer B", 1)]
+    lab = load_uw71().lab
+    assert grid[0].round_emd is None and grid[2].round_emd is None
+    assert_allclose(grid[1].round_emd, np.linalg.norm(lab[BLACK] - lab[DARK_GREY]), rtol=1e-9)
+    assert_allclose(grid[1].round_emd, metrics.emd(grid[0].p, grid[1].p), rtol=1e-12)
+    with pytest.raises(PermissionDenied, match="only the admin"):
+        review.coloring_grid(db, expert, "apple", reveal=True)
+    names = [g.designer for g in review.coloring_grid(db, ADMIN, "apple", reveal=True)]
+    assert names == [db["annotators"].get(d)["pseudonym"] for d in (designers[0],) * 2
+                     + (designers[1],)]
+    with pytest.raises(Conflict, match="round 1"):
+        review.request_recolor(db, expert, first, "again", now=T0)
+    review.accept_coloring(db, expert, grid[2].coloring_id, "white apple, fine")
+    assert get_coloring(db, grid[2].coloring_id)["status"] == "accepted"
+    row = list(db["audit"].rows_where("action = 'accept_coloring'"))[0]
+    assert (row["actor"], row["object_id"], row["why"]) == (
+        expert.pseudonym, str(grid[2].coloring_id), "white apple, fine")
+    with pytest.raises(Conflict, match="not submitted"):
+        review.accept_coloring(db, expert, first)
+
+
+def test_recolor_refused_while_one_waits_or_the_coloring_is_under_vote(store):
+    db, data = store
+    ids, experts = _reviewed(db, data, n_colorings=2)
+    before = _rows(db)
+    with pytest.raises(Conflict, match="blind vote queue"):
+        review.request_recolor(db, experts[0], ids[0], "why so grey", now=T0)
+    with pytest.raises(InvalidInput, match="`note`"):
+        review.request_recolor(db, experts[0], ids[0], "", now=T0)
+    assert _rows(db) == before
+    designer, = people(db, 1, "designer")
+    other = add_handmade(db, data, designer, "apple", one_hot(0))
+    review.request_recolor(db, experts[0], other, "redo", now=T0)
+    with pytest.raises(Conflict, match="already waits"):
+        review.request_recolor(db, experts[0], other, "redo", now=T0)
+    later = T0 + dt.timedelta(days=review.RECOLOR_DAYS + 1)
+    assert open_tasks(db, "coloring", designer, now=later) == []
+    review.request_recolor(db, experts[0], other, "redo, the last request lapsed", now=later)
+
+
+@pytest.mark.parametrize("call", [
+    lambda db, who, c, t: review.coloring_grid(db, who, "apple"),
+    lambda db, who, c, t: review.request_recolor(db, who, c, "note"),
+    lambda db, who, c, t: review.accept_coloring(db, who, c),
+    lambda db, who, c, t: review.open_reviews(db, who, [c], reason="x"),
+    lambda db, who, c, t: votes.vote_queue(db, who, np.random.default_rng(0)),
+    lambda db, who, c, t: votes.cast_vote(db, who, t, True),
+    lambda db, who, c, t: votes.reinstate(db, who, c, "why"),
+])
+def test_library_calls_refuse_a_designer_and_write_nothing(store, call):
+    db, data = store
+    ids, experts = _reviewed(db, data, n_colorings=1, concept="apple")
+    task = votes.vote_queue(db, experts[0], np.random.default_rng(0))[0].task_id
+    designer = Actor(get_coloring(db, ids[0])["annotator_id"], "D", frozenset({"designer"}))
+    before = _rows(db)
+    with pytest.raises(PermissionDenied):
+        call(db, designer, ids[0], task)
+    assert _rows(db) == before
