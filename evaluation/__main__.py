@@ -1,0 +1,49 @@
+"""``python -m evaluation <command>``: the evaluation engine's command line.
+
+Each command is one module of `evaluation.cli` with ``HELP``, ``add_arguments(parser)``
+and ``main(args) -> int``; to add a command, add its module and one line to `COMMANDS`.
+Modules import heavy libraries (torch, diffusers) inside ``main`` so that ``--help`` and
+``score`` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "generate": "evaluation.cli.generate",
+    "segment": "evaluation.cli.segment",
+    "extract": "evaluation.cli.extract",
+    "score": "evaluation.cli.score",
+    "build-tiny": "evaluation.cli.build_tiny",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with one sub-parser per entry of `COMMANDS`."""
+    parser = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        command = sub.add_parser(name, help=module.HELP, description=module.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(command)
+        command.set_defaults(handler=module.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse `argv` and run the command; a ValueError becomes a one-line error and exit code 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except ValueError as exc:
+        print(f"python -m evaluation {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Turn a run's masked images into model distributions P_M(x|c), one per (model, concept, style, cfg).
+
+Uses the same extraction pipeline as the human colorings (evaluation.extraction). Groups
+are extracted once all their images are segmented; stored groups are skipped unless --force.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from evaluation.cli import add_storage_arguments, open_db, progress_bar
+
+HELP = "extract model color distributions of a run"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `extract`."""
+    parser.add_argument("--run", required=True, help="run name")
+    parser.add_argument("--force", action="store_true", help="recompute distributions already stored")
+    add_storage_arguments(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Extract and store the run's distributions."""
+    from evaluation import runs
+    from evaluation.stages import extract
+
+    db = open_db(args)
+    runs.run_config(db, args.run)
+    update, close = progress_bar("extract")
+    try:
+        written = extract(db, args.run, args.data_dir, force=args.force, progress=update)
+    finally:
+        close()
+    print(f"{written} distribution(s) written for run {args.run!r}")
+    return 0

@@ -1,0 +1,113 @@
+"""Generate the images of a run (creating the run first, or resuming it).
+
+A new run needs --model; the grid is models x concepts x styles x cfg scales x samples,
+with the registry's defaults (evaluation/models.toml) unless overridden. Running the same
+command again skips finished images. `--run NAME` alone resumes a stored run.
+
+Example:
+  python -m evaluation generate --run demo --model tiny-random --concepts apple,rotten\\ apple --samples 2
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from evaluation.cli import add_device_arguments, add_storage_arguments, open_db, progress_bar, resolve_device
+
+HELP = "generate a run's images (resumable)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `generate`."""
+    parser.add_argument("--run", required=True, help="run name (folder data/runs/<run>/)")
+    parser.add_argument("--model", action="append", default=[], help="registry key; repeat for several models")
+    parser.add_argument("--registry", default=None, help="registry TOML (default: evaluation/models.toml)")
+    parser.add_argument("--source", default=None, help="load the (single) model from this hub id or directory")
+    parser.add_argument("--concepts", default=None, help="comma-separated concept keys (default: all 1,278)")
+    parser.add_argument("--modifier-type", action="append", choices=["original", "visual_state", "emotional"],
+                        help="keep concepts of this type; repeatable")
+    parser.add_argument("--limit", type=int, default=None, help="keep the first N concepts after filtering")
+    parser.add_argument("--styles", default="natural,clipart", help="comma-separated: natural, clipart")
+    parser.add_argument("--cfg", default=None, help="comma-separated guidance scales (default: the model's 7)")
+    parser.add_argument("--samples", type=int, default=5, help="seeds per (concept, style, cfg) (default: 5)")
+    parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: the model's, 50)")
+    parser.add_argument("--resolution", type=int, default=None, help="image side in pixels (default: the model's, 1024)")
+    parser.add_argument("--batch-size", type=int, default=None, help="images per pipeline call (default: the model's)")
+    parser.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default=None,
+                        help="override the weight dtype (default: the model's on a GPU, float32 on a CPU)")
+    add_device_arguments(parser)
+    add_storage_arguments(parser)
+
+
+def select_concepts(concepts, keys=None, modifier_types=None, limit=None):
+    """Concepts named by `keys` (comma-separated, in that order), of `modifier_types`, first `limit`."""
+    if keys:
+        by_key = {c.key: c for c in concepts}
+        wanted = [k.strip() for k in keys.split(",") if k.strip()]
+        missing = [k for k in wanted if k not in by_key]
+        if missing:
+            raise ValueError(f"--concepts names unknown concepts {missing}; keys are the concept text, e.g. 'rotten apple'")
+        concepts = [by_key[k] for k in wanted]
+    if modifier_types:
+        concepts = [c for c in concepts if c.modifier_type in modifier_types]
+    if limit is not None:
+        if limit < 1:
+            raise ValueError(f"--limit must be a positive integer, got {limit}")
+        concepts = concepts[:limit]
+    if not concepts:
+        raise ValueError("the concept selection is empty")
+    return concepts
+
+
+def _specs(args: argparse.Namespace) -> tuple[list, list[str]]:
+    from evaluation.generation import STYLES
+    from evaluation.registry import get_model, load_registry, with_source
+
+    registry = load_registry(args.registry) if args.registry else load_registry()
+    specs = [get_model(key, registry) for key in args.model]
+    if args.source and len(specs) != 1:
+        raise ValueError(f"--source needs exactly one --model, got {len(specs)}")
+    overrides = {name: getattr(args, name) for name in ("steps", "resolution", "batch_size") if getattr(args, name)}
+    if args.cfg:
+        overrides["cfg_scales"] = tuple(float(v) for v in args.cfg.split(","))
+    specs = [replace(spec, **overrides) for spec in specs]
+    if args.source:
+        specs = [with_source(specs[0], args.source)]
+    styles = [s.strip() for s in args.styles.split(",") if s.strip()]
+    bad = [s for s in styles if s not in STYLES]
+    if bad or not styles:
+        raise ValueError(f"--styles must be a comma-separated subset of {sorted(STYLES)}, got {args.styles!r}")
+    return specs, styles
+
+
+def main(args: argparse.Namespace) -> int:
+    """Create or resume the run, then generate its pending images."""
+    from evaluation import runs
+    from evaluation.concepts import load_concepts
+    from evaluation.stages import GenerationWork, plan_run, run_stage
+
+    db = open_db(args)
+    if args.model:
+        specs, styles = _specs(args)
+        concepts = select_concepts(load_concepts(), args.concepts, args.modifier_type, args.limit)
+        items, config = plan_run(specs, concepts, styles, args.samples)
+        n = runs.create_run(db, args.run, items, config)
+        print(f"run {args.run!r}: {n} images over {len(specs)} model(s), {len(concepts)} concept(s), {len(styles)} style(s)")
+    config = runs.run_config(db, args.run)
+    device = resolve_device(args.device)
+    dtype = None
+    if args.dtype:
+        import torch
+
+        dtype = getattr(torch, args.dtype)
+    work = GenerationWork.from_run(config, args.data_dir, device=device, dtype=dtype)
+    batch_size = args.batch_size or min(spec.batch_size for spec in work.specs.values())
+    print(f"generating on {device}, {batch_size} image(s) per pipeline call")
+    update, close = progress_bar("generate")
+    try:
+        done = run_stage(db, args.run, "generate", work, batch_size, progress=update)
+    finally:
+        close()
+    print(f"{done} image(s) generated; {sum(1 for i in runs.items(db, args.run) if i['status'] == 'failed')} failed")
+    return 0

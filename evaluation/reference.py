@@ -1,0 +1,93 @@
+"""Reference human distributions P_H(x|c) read from a CSV over the UW-71 palette.
+
+Scoring can then run before the project's own designer study is complete: e.g. the mean
+color-concept association ratings of Schloss et al. (``assets/reference/``), normalised per
+concept into a probability vector. Such a set is stored with a source label (see
+`evaluation.runs.store_reference_distributions`) and never mixed with the designers' data.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from evaluation.concepts import ASSETS
+
+N_BINS = 71
+UW71_RATINGS_CSV = ASSETS / "reference" / "uw71_concept_ratings.csv"
+UW71_RATINGS_SOURCE = "uw71-ratings"
+UW71_RATINGS_PROVENANCE = (
+    "Schloss Visual Reasoning Lab, SchlossVRL/gpt-cca data/uw71_all_concept_ratings.csv (MIT): "
+    "mean human color-concept association ratings (0-1) over UW-71, each concept's row divided by its sum"
+)
+
+
+class ReferenceError(ValueError):
+    """A reference CSV is malformed; the message names the file, row and column."""
+
+
+def _parse_row(path: Path, line: int, row: list[str]) -> tuple[str, np.ndarray]:
+    concept = row[0].strip()
+    where = f"{path.name} row {line} ({concept!r})"
+    if not concept:
+        raise ReferenceError(f"{where}: the first column must name the concept, got ''")
+    if len(row) != N_BINS + 1:
+        raise ReferenceError(f"{where}: expected {N_BINS} values after the concept, got {len(row) - 1}")
+    values = []
+    for column, cell in enumerate(row[1:]):
+        try:
+            value = float(cell)
+        except ValueError:
+            raise ReferenceError(f"{where}: color {column} is not a number, got {cell!r}") from None
+        if math.isnan(value) or math.isinf(value):
+            raise ReferenceError(f"{where}: color {column} is {cell.strip()}, expected a finite number")
+        if value < 0:
+            raise ReferenceError(f"{where}: color {column} is negative ({value}); ratings must be >= 0")
+        values.append(value)
+    values = np.asarray(values, dtype=np.float64)
+    if values.sum() <= 0:
+        raise ReferenceError(f"{where}: all {N_BINS} values are zero, so the row has no distribution")
+    return concept, values / values.sum()
+
+
+def load_reference_csv(path: str | Path = UW71_RATINGS_CSV) -> dict[str, np.ndarray]:
+    """Read per-concept weights over UW-71 and normalise each row to a distribution.
+
+    Parameters
+    ----------
+    path : str or Path
+        CSV whose header is an empty (or label) cell followed by the color indices
+        ``0, 1, ..., 70``, and whose rows are a concept name then 71 non-negative weights
+        (ratings in [0, 1] for the shipped file).
+
+    Returns
+    -------
+    dict of str to ndarray
+        Concept name to a (71,) float64 vector in ``color_index`` order summing to 1.
+
+    Raises
+    ------
+    ReferenceError
+        For a header that is not ``0..70``, and for a row with a missing, non-numeric, NaN,
+        infinite or negative value, with zero mass, or naming a concept twice.
+    """
+    path = Path(path)
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        raise ReferenceError(f"{path.name} is empty; expected a header and one row per concept")
+    header = [cell.strip() for cell in rows[0][1:]]
+    if header != [str(i) for i in range(N_BINS)]:
+        raise ReferenceError(f"{path.name} header must list color indices 0..{N_BINS - 1} after the first cell, got {header[:5]}...")
+    distributions: dict[str, np.ndarray] = {}
+    for line, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        concept, p = _parse_row(path, line, row)
+        if concept in distributions:
+            raise ReferenceError(f"{path.name} row {line}: concept {concept!r} appears twice")
+        distributions[concept] = p
+    return distributions

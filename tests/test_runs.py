@@ -1,0 +1,254 @@
+"""Runs: schema, items, resumable stages, distributions, reference CSVs and scores (real SQLite, tiny models)."""
+
+import json
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import sqlite_utils
+
+from evaluation import metrics, runs, scoring
+from evaluation.concepts import load_concepts
+from evaluation.extraction import concept_distribution, image_pixels
+from evaluation.generation import item_seed
+from evaluation.reference import UW71_RATINGS_CSV, ReferenceError, load_reference_csv
+from evaluation.registry import load_registry, with_source
+from evaluation.segmentation import load_detector, load_sam
+from evaluation.stages import GenerationWork, SegmentationWork, extract, plan_run, read_image, run_stage
+from evaluation.tiny import build_all
+
+TIMING_COLUMNS = {"gen_seconds", "seg_seconds", "updated_at"}
+CONCEPTS = ("apple", "banana")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return build_all(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def segmenters(tiny):
+    return load_detector(tiny["tiny-grounding-dino"], device="cpu"), load_sam(tiny["tiny-sam"], device="cpu")
+
+
+@pytest.fixture
+def db():
+    database = sqlite_utils.Database(memory=True)
+    runs.ensure_schema(database)
+    return database
+
+
+def _plan(tiny, concepts=CONCEPTS, cfgs=(2.0, 7.5), samples=2):
+    spec = with_source(load_registry()["tiny-random"], tiny["tiny-random"])
+    spec = replace(spec, cfg_scales=cfgs)
+    chosen = [c for c in load_concepts() if c.key in concepts]
+    return plan_run([spec], chosen, ["natural", "clipart"], samples)
+
+
+def _generate(db, tiny, data_dir, name="r", *, progress=None, batch_size=4, executor=None):
+    items, config = _plan(tiny)
+    runs.create_run(db, name, items, config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        work = GenerationWork.from_run(runs.run_config(db, name), data_dir, device="cpu")
+        return run_stage(db, name, "generate", work, batch_size, executor=executor, progress=progress)
+
+
+def _rows(db, name="r"):
+    return [{k: v for k, v in row.items() if k not in TIMING_COLUMNS} for row in runs.items(db, name)]
+
+
+def test_schema_is_idempotent_and_exact(db):
+    runs.ensure_schema(db)
+    assert set(db.table_names()) == {"runs", "run_items", "model_distributions", "reference_distributions"}
+    assert db["model_distributions"].pks == ["run", "model", "concept", "style", "cfg"]
+    assert db["reference_distributions"].pks == ["source", "concept"]
+    assert set(db["run_items"].columns_dict) == {
+        "id", "run", "model", "concept", "noun", "style", "cfg", "sample", "seed", "prompt", "status",
+        "image_path", "image_sha256", "mask_path", "mask_sha256", "summary_path", "detected",
+        "segment_status", "n_pixels", "gen_seconds", "seg_seconds", "error", "updated_at",
+    }
+
+
+def test_plan_covers_the_grid_with_base_nouns_and_item_seeds(tiny):
+    items, config = _plan(tiny, concepts=("apple", "rotten apple"))
+    assert len(items) == 2 * 2 * 2 * 2
+    rotten = [i for i in items if i["concept"] == "rotten apple"]
+    assert {i["noun"] for i in rotten} == {"apple"}
+    assert all(i["seed"] == item_seed("tiny-random", i["concept"], i["style"], i["cfg"], i["sample"]) for i in items)
+    assert config["models"]["tiny-random"]["cfg_scales"] == [2.0, 7.5]
+    assert config["concepts"] == ["apple", "rotten apple"] and config["samples"] == 2
+
+
+def test_creating_a_run_again_keeps_its_items_and_a_changed_grid_is_refused(db, tiny):
+    items, config = _plan(tiny)
+    assert runs.create_run(db, "r", items, config) == 16
+    assert runs.create_run(db, "r", items, config) == 16
+    assert db["run_items"].count == 16
+    _, other = _plan(tiny, cfgs=(3.0,))
+    with pytest.raises(runs.RunError, match=r"run 'r' exists with a different configuration \(differs in \['models'\]\)"):
+        runs.create_run(db, "r", items, other)
+    with pytest.raises(runs.RunError, match="run name must be a non-empty folder name"):
+        runs.create_run(db, "a/b", items, config)
+    assert db["runs"].count == 1 and db["run_items"].count == 16
+
+
+def test_a_bad_item_update_writes_nothing(db, tiny):
+    items, config = _plan(tiny)
+    runs.create_run(db, "r", items, config)
+    before = runs.items(db, "r")
+    with pytest.raises(ValueError, match=r"item status must be one of .*got 'done'"):
+        runs.record_items(db, [{"id": 1, "status": "generated", "image_path": "x"}, {"id": 2, "status": "done"}])
+    assert runs.items(db, "r") == before
+
+
+def test_generation_writes_content_named_images_and_rows(db, tiny, tmp_path):
+    assert _generate(db, tiny, tmp_path) == 16
+    rows = runs.items(db, "r")
+    assert {r["status"] for r in rows} == {"generated"}
+    for row in rows:
+        path = tmp_path / row["image_path"]
+        assert path.name == f"{row['image_sha256']}.png" and path.is_file()
+    assert not list(tmp_path.rglob("*.tmp"))
+    assert runs.pending_items(db, "r", "generate") == []
+    assert _generate(db, tiny, tmp_path) == 0
+
+
+def test_a_run_killed_mid_way_resumes_to_the_same_rows(tiny, tmp_path):
+    reference = sqlite_utils.Database(memory=True)
+    runs.ensure_schema(reference)
+    _generate(reference, tiny, tmp_path / "a")
+
+    crashed = sqlite_utils.Database(memory=True)
+    runs.ensure_schema(crashed)
+
+    def crash_after_first_batch(done, total):
+        raise KeyboardInterrupt(f"killed after {done} of {total}")
+
+    with pytest.raises(KeyboardInterrupt, match="killed after 4 of 16"):
+        _generate(crashed, tiny, tmp_path / "b", progress=crash_after_first_batch)
+    statuses = [r["status"] for r in runs.items(crashed, "r")]
+    assert statuses.count("generated") == 4 and statuses.count("pending") == 12
+    assert _generate(crashed, tiny, tmp_path / "b") == 12
+    assert _rows(crashed) == _rows(reference)
+
+
+class ReversedExecutor:
+    """Another executor: batches in reverse order, results handed back in that order."""
+
+    def run(self, work, batches, on_result):
+        for batch in reversed(list(batches)):
+            on_result(work(batch))
+
+
+def test_any_executor_with_the_same_interface_gives_the_same_rows(tiny, tmp_path):
+    first, second = (sqlite_utils.Database(memory=True) for _ in range(2))
+    for database in (first, second):
+        runs.ensure_schema(database)
+    _generate(first, tiny, tmp_path / "a")
+    _generate(second, tiny, tmp_path / "b", executor=ReversedExecutor())
+    assert _rows(first) == _rows(second)
+
+
+def _segment_and_extract(db, segmenters, data_dir, threshold):
+    work = SegmentationWork(*segmenters, data_dir, threshold, threshold)
+    assert run_stage(db, "r", "segment", work, 8) == 16
+    return extract(db, "r", data_dir)
+
+
+def test_end_to_end_run_gives_distributions_and_scores(db, tiny, segmenters, tmp_path):
+    _generate(db, tiny, tmp_path)
+    assert _segment_and_extract(db, segmenters, tmp_path, 0.0) == 8
+    rows = runs.items(db, "r")
+    assert {(r["status"], r["segment_status"], r["detected"]) for r in rows} == {("segmented", "ok", 1)}
+    for row in rows:
+        mask = read_image(tmp_path, row["mask_path"])
+        with np.load(tmp_path / row["summary_path"]) as summary:
+            assert int(summary["n_pixels"]) == row["n_pixels"] == mask.sum() > 0
+            np.testing.assert_array_equal(summary["pixels"], image_pixels(read_image(tmp_path, row["image_path"]), mask))
+    stored = runs.model_distributions(db, run="r")
+    assert len(stored) == 8 and all(r["n_images"] == 2 and r["n_excluded"] == 0 for r in stored)
+    first = stored[0]
+    group = [r for r in rows if (r["concept"], r["style"], r["cfg"]) == (first["concept"], first["style"], first["cfg"])]
+    direct = concept_distribution([read_image(tmp_path, r["image_path"]) for r in group],
+                                  [read_image(tmp_path, r["mask_path"]) for r in group])
+    np.testing.assert_allclose(first["p"], direct.p, rtol=1e-12, atol=1e-15)
+    assert sum(len(g["image_indices"]) for g in first["groups"]) == 2
+    assert extract(db, "r", tmp_path) == 0
+
+    human = load_reference_csv()
+    long = scoring.score(stored, human, load_concepts())
+    assert len(long) == 8 and set(long["concept"]) == set(CONCEPTS)
+    expected = metrics.emd_rows(human[first["concept"]][None], first["p"][None])[0]
+    match = long[(long.concept == first["concept"]) & (long["style"] == first["style"]) & (long.cfg == first["cfg"])]
+    np.testing.assert_allclose(match["emd"].iloc[0], expected, rtol=1e-9)
+    assert long["pcc"].between(-1, 1).all() and (long["emd"] >= 0).all() and (long["ed"] >= 0).all()
+    table = scoring.table1(long)
+    assert list(table.index) == ["tiny-random"]
+    np.testing.assert_allclose(table[("Original", "Natural", "EMD")].iloc[0], long[long["style"] == "natural"]["emd"].mean(), rtol=1e-9)
+    assert table[("Emotional", "Clipart", "PCC")].isna().all()
+    at_cfg = [r for r in stored if r["style"] == "clipart" and r["cfg"] == 2.0]
+    human_rows, model_rows = np.stack([human[r["concept"]] for r in at_cfg]), np.stack([r["p"] for r in at_cfg])
+    table = scoring.table2(long, cfg=2.0)
+    assert table[("Original", "Clipart", "DCA")].iloc[0] == pytest.approx(metrics.dca(human_rows, model_rows))
+    np.testing.assert_allclose(table[("Original", "Clipart", "ΔHue")].iloc[0], metrics.delta_hue(human_rows, model_rows), rtol=1e-12)
+
+
+def test_images_without_detection_are_recorded_excluded_and_counted(db, tiny, segmenters, tmp_path):
+    _generate(db, tiny, tmp_path)
+    assert _segment_and_extract(db, segmenters, tmp_path, 1.0) == 8
+    rows = runs.items(db, "r")
+    assert {(r["segment_status"], r["detected"], r["mask_path"]) for r in rows} == {("no_detection", 0, None)}
+    assert runs.exclusion_counts(db, run="r") == [
+        {"model": "tiny-random", "n_segmented": 16, "n_ok": 0, "n_no_detection": 16, "n_empty_mask": 0}
+    ]
+    stored = runs.model_distributions(db, run="r")
+    assert all(r["p"] is None and (r["n_images"], r["n_excluded"]) == (0, 2) for r in stored)
+    assert scoring.score(stored, load_reference_csv(), load_concepts()).empty
+
+
+def test_shipped_uw71_ratings_load_as_normalised_rows():
+    raw = np.genfromtxt(UW71_RATINGS_CSV, delimiter=",", skip_header=1, usecols=range(1, 72))
+    names = [line.split(",")[0] for line in UW71_RATINGS_CSV.read_text().splitlines()[1:]]
+    loaded = load_reference_csv()
+    assert list(loaded) == names and len(loaded) == 70
+    apple = raw[names.index("apple")]
+    np.testing.assert_allclose(loaded["apple"], apple / apple.sum(), rtol=1e-12)
+    assert all(p.shape == (71,) and abs(p.sum() - 1) < 1e-12 for p in loaded.values())
+
+
+@pytest.mark.parametrize("cells, message", [
+    (["nan"] + ["1"] * 70, r"ratings.csv row 2 \('apple'\): color 0 is nan, expected a finite number"),
+    (["1"] * 5 + ["-0.2"] + ["1"] * 65, r"row 2 \('apple'\): color 5 is negative \(-0.2\)"),
+    (["0"] * 71, r"row 2 \('apple'\): all 71 values are zero"),
+    (["1"] * 70, r"row 2 \('apple'\): expected 71 values after the concept, got 70"),
+    (["x"] + ["1"] * 70, r"row 2 \('apple'\): color 0 is not a number, got 'x'"),
+])
+def test_bad_reference_rows_are_rejected_naming_the_row(tmp_path, cells, message):
+    path = tmp_path / "ratings.csv"
+    path.write_text("," + ",".join(map(str, range(71))) + "\napple," + ",".join(cells) + "\n")
+    with pytest.raises(ReferenceError, match=message):
+        load_reference_csv(path)
+
+
+def test_reference_distributions_round_trip_by_source(db):
+    loaded = load_reference_csv()
+    assert runs.store_reference_distributions(db, "uw71", loaded, "test provenance") == 70
+    back = runs.reference_distributions(db, "uw71")
+    np.testing.assert_allclose(back["apple"], loaded["apple"], rtol=1e-15)
+    assert runs.reference_sources(db) == ["uw71"]
+    with pytest.raises(runs.RunError, match=r"no reference distributions labelled 'designers'; known sources: \['uw71'\]"):
+        runs.reference_distributions(db, "designers")
+    with pytest.raises(ValueError, match=r"x/apple: `p` must be 71 finite non-negative floats summing to 1"):
+        runs.store_reference_distributions(db, "x", {"apple": np.full(71, 0.5)}, "")
+    assert runs.reference_sources(db) == ["uw71"]
+
+
+def test_groups_are_stored_as_json(db, tiny):
+    items, config = _plan(tiny)
+    runs.create_run(db, "r", items, config)
+    p = np.full(71, 1 / 71)
+    runs.store_model_distribution(db, "r", "tiny-random", "apple", "natural", 2.0, p, 2, 0, {"sizes": np.array([1, 1])})
+    row = db["model_distributions"].get(("r", "tiny-random", "apple", "natural", 2.0))
+    assert json.loads(row["groups"]) == {"sizes": [1, 1]}
