@@ -24,6 +24,7 @@ from annotation.concepts import sync_concepts
 from annotation.db import ensure_schema, open_db, transaction
 from annotation.errors import AnnotationError
 from annotation.passwords import ensure_admin_password
+from annotation.sketch_store import sync_shipped_sketches
 from app.config import AppConfig
 
 _BROWSER_SECRET = "browser_state_secret"
@@ -42,6 +43,7 @@ class AppContext:
         with cls._open(config) as db:
             ensure_schema(db)
             sync_concepts(db)
+            sync_shipped_sketches(db, config.data_dir)
             ensure_admin_password(db, password_file=config.admin_password_file)
             return cls(config, _browser_secret(db))
 
