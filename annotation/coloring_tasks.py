@@ -36,8 +36,8 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.assignment import Task, open_tasks, reserve
-from annotation.coloring import (MAX_CANVAS_VALUE_CHARS, blank_color_layer, composite, flood_fill, line_mask,
-                                 painted_mask, parse_canvas_value)
+from annotation.coloring import (MAX_CANVAS_VALUE_CHARS, blank_color_layer, composite,
+                                 flood_fill, line_mask, painted_mask, parse_canvas_value)
 from annotation.colorings import get_coloring, store_coloring
 from annotation.concepts import get_concept
 from annotation.db import iso, transaction, utcnow

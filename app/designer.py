@@ -16,7 +16,8 @@ Endpoints (all need the designer role): ``designer_state``, ``designer_consent(a
 in order: consent, instructions, notice and task boxes, the notice text, the continue
 button, the task header (HTML), the previous round's image, the canvas, ``task`` (JSON:
 ``canvas_key``, ``task_id``, ``sketch_id``, ``concept``, ``kind``; "" when no task is
-shown) and a message.
+shown), a message and the "My submissions" section (API clients receive the components
+with values: notice, header, previous, canvas, task, message).
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
 
 
 _VIEW_PARTS = ("consent_box", "instructions_box", "notice_box", "notice", "continue",
-               "task_box", "header", "previous", "canvas", "task", "message")
+               "task_box", "header", "previous", "canvas", "task", "message", "submissions_box")
 
 
 def _layout(consent_text: str) -> dict:
@@ -141,9 +142,10 @@ def _layout(consent_text: str) -> dict:
         parts["submit"] = gr.Button("Submit this coloring", variant="primary", size="lg",
                                     elem_id="designer_submit")
     parts["message"] = gr.Markdown(elem_id="designer_message")
-    parts["task"] = gr.Textbox("", visible=False, label="task", elem_id="designer_task")
+    parts["task"] = gr.Textbox("", visible="hidden", label="task", elem_id="designer_task")
     parts["refresh"] = gr.Button("Reload", visible=False, elem_id="designer_refresh")
-    with gr.Accordion("My submissions", open=False, elem_id="designer_submissions_box"):
+    with gr.Accordion("My submissions", open=False, visible=False,
+                      elem_id="designer_submissions_box") as parts["submissions_box"]:
         gr.Markdown("Every coloring you submitted. While its batch is open (until you start "
                     "the next batch) you can redo a coloring that nobody has reviewed yet: "
                     "the redo is a new round and the earlier one is kept.")
@@ -234,7 +236,8 @@ def _task_view(ctx: AppContext, item: work.WorkItem, progress: str, *, message: 
                            forget_task_id=forget)
     return (gr.Column(visible=False), gr.Column(visible=False), gr.Column(visible=False), "",
             gr.Button(visible=False), gr.Column(visible=True), _header(item, progress),
-            gr.Image(value=previous, visible=previous is not None), canvas, task, message)
+            gr.Image(value=previous, visible=previous is not None), canvas, task, message,
+            gr.Accordion(visible=True))
 
 
 def _header(item: work.WorkItem, progress: str) -> str:
@@ -257,13 +260,13 @@ def _header(item: work.WorkItem, progress: str) -> str:
 def _boxes(*, consent: bool = False, instructions: bool = False, message: str = "") -> tuple:
     return (gr.Column(visible=consent), gr.Column(visible=instructions),
             gr.Column(visible=False), "", gr.Button(visible=False), gr.Column(visible=False),
-            "", gr.Image(visible=False), gr.update(), "", message)
+            "", gr.Image(visible=False), gr.update(), "", message, gr.Accordion(visible=False))
 
 
 def _notice(text: str, button: str, message: str) -> tuple:
     return (gr.Column(visible=False), gr.Column(visible=False), gr.Column(visible=True), text,
             gr.Button(button, visible=True), gr.Column(visible=False), "",
-            gr.Image(visible=False), gr.update(), "", message)
+            gr.Image(visible=False), gr.update(), "", message, gr.Accordion(visible=True))
 
 
 def _state(ctx: AppContext):

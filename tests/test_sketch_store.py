@@ -57,7 +57,8 @@ def test_the_shipped_library_loads_once_each_sketch_selected(loaded, tmp_path):
     for row in rows:
         data_bytes = resolve(data, row["path"]).read_bytes()
         assert hashlib.sha256(data_bytes).hexdigest() == row["sha256"]
-        assert data_bytes == (SKETCH_DIR / json.loads(row["meta"])["file"].split("/")[-1]).read_bytes()
+        shipped_file = SKETCH_DIR / json.loads(row["meta"])["file"].split("/")[-1]
+        assert data_bytes == shipped_file.read_bytes()
     assert store.sync_shipped_sketches(db, data) == 0 and db["sketches"].count == len(SHIPPED)
     missing = store.bases_without_sketch(db)
     assert len(missing) == N_BASES - len(SHIPPED) and not SHIPPED & {m["base"] for m in missing}
@@ -96,7 +97,8 @@ def test_a_photo_is_refused_with_the_reason_and_nothing_changes(loaded, tmp_path
     assert [r.ok for r in results] == [False, False, False]
     assert results[0].reason.startswith("lemon.png: not line art:")
     assert "no base concept is named like this file" in results[1].reason
-    assert results[2].reason == "lemon.gif: expected one of .png, .jpg, .jpeg, .webp, .svg, got .gif"
+    assert results[2].reason == \
+        "lemon.gif: expected one of .png, .jpg, .jpeg, .webp, .svg, got .gif"
     assert db["sketches"].count == count and store.selected_sketch(db, "lemon") == before
 
 
@@ -178,7 +180,8 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
         summary, missing = client.predict(admin, api_name="/sketches_missing")
         assert summary == f"**{len(SHIPPED)} of {N_BASES}** base concepts have a sketch."
         assert len(missing["data"]) == N_BASES - len(SHIPPED)
-        results = client.predict(admin, [handle_file(svg), handle_file(_photo(tmp_path / "rose.png"))],
+        photo = _photo(tmp_path / "rose.png")
+        results = client.predict(admin, [handle_file(svg), handle_file(photo)],
                                  "(from the file names)", True, api_name="/sketches_import")
         assert [r[:2] for r in results["data"]] == [["tulip.svg", "tulip"], ["rose.png", "rose"]]
         assert results["data"][0][2].startswith("imported as sketch ")

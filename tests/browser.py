@@ -1,0 +1,157 @@
+"""The shared real-browser harness: Debian Chromium through Playwright, a live app per test.
+
+Scenario files (``tests/test_browser_*.py``) import the fixtures they use::
+
+    from tests.browser import live_app, page  # noqa: F401  (pytest fixtures)
+
+- ``live_app``: a real server on a fresh database under ``tmp_path`` (`tests.app_server`),
+  as a `LiveApp` with a `gradio_client.Client` for set-up through the public API.
+- ``page``: a Playwright page in a fresh headless Chromium (own user-data folder, so no
+  state leaks between tests). When the test ends, pass or fail, the page's final state is
+  saved to ``test-artifacts/<test name>.png`` and JavaScript errors the page raised are
+  listed in ``page.js_errors``.
+
+Chromium is Debian's (``/usr/bin/chromium``, or ``$CHROMIUM_PATH``), launched through
+``executable_path``: Playwright's own browser download does not work on our machines.
+``scripts/ensure_chromium.sh`` installs it; without it these tests skip and say how.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from annotation.db import open_db
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+TIMEOUT_MS = 20_000
+VIEWPORT = {"width": 1280, "height": 900}
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+expect.set_options(timeout=TIMEOUT_MS)
+
+
+@dataclass(frozen=True)
+class LiveApp:
+    """A running app: its config, its address and a public-API client for set-up."""
+
+    config: object
+    client: object
+
+    @property
+    def url(self) -> str:
+        """The server's address, ending in ``/``."""
+        return self.client.src
+
+    def admin_token(self) -> str:
+        """A fresh admin session token (signs in through ``/login_admin``)."""
+        token, _ = self.client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        return token
+
+    def invite(self, role: str, n: int = 1, *, background: str = "unknown",
+               days: float = 7) -> list[tuple[int, str]]:
+        """Create `n` people of `role` through ``/admin_create_invites``.
+
+        Returns ``(annotator_id, invite link pointed at this server)`` per person.
+        """
+        table = self.client.predict(self.admin_token(), role, n, background, days,
+                                    api_name="/admin_create_invites")
+        return [(row[0], self.local(row[3])) for row in table["data"]]
+
+    def query(self, sql: str, params: tuple = ()) -> list[dict]:
+        """Rows of a read-only query on the app's database."""
+        db = open_db(self.config.db_path)
+        try:
+            return [dict(row) for row in db.query(sql, params)]
+        finally:
+            db.close()
+
+    def local(self, link: str) -> str:
+        """`link` (built on the configured public URL) pointed at this server."""
+        return link.replace(self.config.public_url.rstrip("/") + "/", self.url)
+
+
+def sign_in(page, link: str) -> str:
+    """Open an invite `link` in `page`; the pseudonym the Start tab then shows."""
+    page.goto(link)
+    status = page.locator("#start_status")
+    expect(status).to_contain_text("Signed in as")
+    return status.inner_text().removeprefix("Signed in as").strip(" .")
+
+
+def open_tab(page, title: str) -> None:
+    """Click the tab called `title` (it must be visible to the signed-in person)."""
+    page.get_by_role("tab", name=title).click()
+
+
+@contextlib.contextmanager
+def chromium(user_data_dir: str | Path) -> Iterator[object]:
+    """A headless Debian Chromium with a fresh profile in `user_data_dir`.
+
+    Yields
+    ------
+    playwright.sync_api.BrowserContext
+        Closed (and Playwright stopped) when the block ends.
+    """
+    if not shutil.which(CHROMIUM):
+        pytest.skip(f"Chromium is missing at {CHROMIUM}: run scripts/ensure_chromium.sh "
+                    "(as root: apt-get install chromium) or set CHROMIUM_PATH")
+    with playwright_api.sync_playwright() as driver:
+        context = driver.chromium.launch_persistent_context(
+            str(user_data_dir), executable_path=CHROMIUM, headless=True,
+            args=list(CHROMIUM_ARGS), viewport=VIEWPORT)
+        try:
+            context.set_default_timeout(TIMEOUT_MS)
+            yield context
+        finally:
+            context.close()
+
+
+def table_rows(page, elem_id: str) -> list[list[str]]:
+    """The body cells of the `gr.Dataframe` with `elem_id`, as text, row by row.
+
+    Gradio draws a virtual table: only rows scrolled into view are in the page, which is
+    every row of the small tables the scenarios read.
+    """
+    rows = page.locator(f"#{elem_id} [role=row][data-index]")
+    return [[cell.strip() for cell in row.locator("[role=gridcell]").all_inner_texts()]
+            for row in rows.all()]
+
+
+def artifact_path(test_name: str) -> Path:
+    """``test-artifacts/<test name>.png``, with characters unsafe in file names replaced."""
+    return ARTIFACTS / (re.sub(r"[^A-Za-z0-9_.-]+", "-", test_name).strip("-") + ".png")
+
+
+@pytest.fixture
+def live_app(tmp_path) -> Iterator[LiveApp]:
+    """A real app server on a fresh database and data folder under `tmp_path`."""
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        yield LiveApp(config, client)
+
+
+@pytest.fixture
+def page(request, tmp_path) -> Iterator[object]:
+    """A page in a fresh Chromium; its final state is saved as the test's screenshot."""
+    with chromium(tmp_path / "chromium-profile") as context:
+        browser_page = context.pages[0] if context.pages else context.new_page()
+        browser_page.js_errors = []
+        browser_page.on("pageerror", lambda error: browser_page.js_errors.append(str(error)))
+        try:
+            yield browser_page
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            browser_page.screenshot(path=str(artifact_path(request.node.name)), full_page=True)
