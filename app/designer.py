@@ -124,7 +124,8 @@ def _layout(consent_text: str) -> dict:
         gr.Markdown(onboarding.read_text(onboarding.INSTRUCTIONS_FILE)[0],
                     elem_id="designer_instructions_text")
         gr.Gallery(_reference_examples(), label="Reference examples", columns=3, height="auto",
-                   object_fit="contain", interactive=False, elem_id="designer_examples")
+                   object_fit="contain", interactive=False, preview=False,
+                   elem_id="designer_examples")
         parts["read"] = gr.Button("I have read the instructions: start the practice",
                                   variant="primary", elem_id="designer_read")
     with gr.Column(visible=False, elem_id="designer_notice_box") as parts["notice_box"]:
@@ -152,7 +153,8 @@ def _layout(consent_text: str) -> dict:
         parts["list"] = gr.Button("Refresh", size="sm", elem_id="designer_list")
         parts["table"] = gr.Dataframe(headers=SUBMISSION_HEADERS, datatype="str",
                                       interactive=False, wrap=True, elem_id="designer_table")
-        parts["gallery"] = gr.Gallery(label="Your colorings", columns=6, height="auto",
+        parts["gallery"] = gr.Gallery(label="Your colorings", columns=6, height=240,
+                                      object_fit="contain", preview=False,
                                       elem_id="designer_gallery")
         with gr.Row():
             parts["redo_id"] = gr.Number(label="Coloring id", precision=0,
@@ -366,4 +368,5 @@ def _for_anyone(fn, otherwise):
 
 
 def _outsider_view(session_token: str) -> tuple:
-    return _boxes(message="This tab is for designers." if session_token else "")
+    return _boxes(message="This tab is for designers: sign in with a designer's invite link "
+                          "to color." if session_token else "")

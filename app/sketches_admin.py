@@ -86,10 +86,10 @@ def _browse_section(bases: list[str]) -> dict:
     gr.Markdown("## A concept's sketches\nDesigners color the selected one; colorings keep "
                 "the sketch they were made on.")
     with gr.Row():
-        base = gr.Dropdown(bases, label="Base concept", elem_id="sketches_base")
+        base = gr.Dropdown(bases, value=None, label="Base concept", elem_id="sketches_base")
         show = gr.Button("Show sketches", elem_id="sketches_show")
-    gallery = gr.Gallery(label="Sketches", columns=5, height="auto", object_fit="contain",
-                         elem_id="sketches_gallery")
+    gallery = gr.Gallery(label="Sketches", columns=5, height=280, object_fit="contain",
+                         preview=False, elem_id="sketches_gallery")
     table = gr.Dataframe(headers=SKETCH_HEADERS, datatype="str", interactive=False,
                          wrap=True, elem_id="sketches_table")
     with gr.Row():
@@ -108,12 +108,14 @@ def _generate_section(bases: list[str]) -> dict:
                 "unselected: choose one above. The model loads on the GPU when there is one; "
                 "full-size models on a CPU take many minutes.")
     with gr.Row():
-        model = gr.Dropdown(_models(), label="Text-to-image model (evaluation/models.toml)",
+        model = gr.Dropdown(_models(), value=None,
+                            label="Text-to-image model (evaluation/models.toml)",
                             elem_id="sketches_model")
-        base = gr.Dropdown(bases, label="Base concept", elem_id="sketches_generate_base")
+        base = gr.Dropdown(bases, value=None, label="Base concept",
+                           elem_id="sketches_generate_base")
         generate = gr.Button("Generate 5 candidates", elem_id="sketches_generate")
-    candidates = gr.Gallery(label="Candidates", columns=5, height="auto", object_fit="contain",
-                            elem_id="sketches_candidates")
+    candidates = gr.Gallery(label="Candidates", columns=5, height=280, object_fit="contain",
+                            preview=False, elem_id="sketches_candidates")
     return {"model": model, "generate_base": base, "generate": generate,
             "candidates": candidates}
 
