@@ -34,6 +34,7 @@ from annotation import onboarding
 from annotation.assignment import reserve_practice
 from annotation.coloring import canvas_value
 from annotation.colorings import load_pixels
+from annotation.errors import Conflict
 from annotation.files import resolve
 from annotation.sketch_store import sketch_data_url
 from annotation.sketches import SKETCH_DIR, load_sketch_png
@@ -178,9 +179,7 @@ def _view(ctx: AppContext, db, actor, *, message: str = "", forget: str = "",
           prefill_task: int | None = None) -> tuple:
     """Everything the tab shows for this designer now, in `_VIEW_PARTS` order."""
     config = ctx.config
-    stage = onboarding.onboarding_stage(db, actor.annotator_id,
-                                        auto_approve=config.auto_approve_practice,
-                                        practice_count=len(config.practice_concepts))
+    stage = _stage(ctx, db, actor)
     if stage == "consent":
         return _boxes(consent=True, message=message)
     if stage == "instructions":
@@ -199,9 +198,7 @@ def _view(ctx: AppContext, db, actor, *, message: str = "", forget: str = "",
         item = work.next_item(db, actor.annotator_id, practice=False)
         batch = work.batch_progress(db, actor.annotator_id)
         if item is None and batch is None:
-            work.start_batch(db, actor.annotator_id, np.random.default_rng(),
-                             config.batch_size, k=config.colorings_per_concept,
-                             minutes=config.reservation_minutes)
+            _start_batch(ctx, db, actor)
             item = work.next_item(db, actor.annotator_id, practice=False)
             batch = work.batch_progress(db, actor.annotator_id)
         if item is None:
@@ -210,6 +207,23 @@ def _view(ctx: AppContext, db, actor, *, message: str = "", forget: str = "",
                     if batch is not None else "")
     return _task_view(ctx, item, progress, message=message, forget=forget,
                       prefill=item.task.id == prefill_task)
+
+
+def _stage(ctx: AppContext, db, actor) -> str:
+    """The designer's onboarding stage (`annotation.onboarding.STAGES`) under this config."""
+    return onboarding.onboarding_stage(db, actor.annotator_id,
+                                       auto_approve=ctx.config.auto_approve_practice,
+                                       practice_count=len(ctx.config.practice_concepts))
+
+
+def _start_batch(ctx: AppContext, db, actor) -> None:
+    """Reserve the designer's next batch; a batch opened meanwhile (another tab) is kept."""
+    config = ctx.config
+    try:
+        work.start_batch(db, actor.annotator_id, np.random.default_rng(), config.batch_size,
+                         k=config.colorings_per_concept, minutes=config.reservation_minutes)
+    except Conflict:
+        pass
 
 
 def _batch_done(batch: work.Progress | None, message: str) -> tuple:
@@ -300,13 +314,9 @@ def _instructions_read(ctx: AppContext):
 def _continue(ctx: AppContext):
     def continue_(db, actor) -> tuple:
         """Start the next batch when the current one is done; otherwise show the view."""
-        config = ctx.config
-        stage = onboarding.onboarding_stage(db, actor.annotator_id,
-                                            auto_approve=config.auto_approve_practice,
-                                            practice_count=len(config.practice_concepts))
-        if stage == "main" and work.next_item(db, actor.annotator_id, practice=False) is None:
-            work.start_batch(db, actor.annotator_id, np.random.default_rng(), config.batch_size,
-                             k=config.colorings_per_concept, minutes=config.reservation_minutes)
+        if _stage(ctx, db, actor) == "main" and \
+                work.next_item(db, actor.annotator_id, practice=False) is None:
+            _start_batch(ctx, db, actor)
         return _view(ctx, db, actor)
     return continue_
 
@@ -315,13 +325,10 @@ def _submit(ctx: AppContext):
     def submit(db, actor, value: str) -> tuple:
         """Store the canvas's coloring for its task, then show the next task."""
         config = ctx.config
-        stage = onboarding.onboarding_stage(db, actor.annotator_id,
-                                            auto_approve=config.auto_approve_practice,
-                                            practice_count=len(config.practice_concepts))
         coloring_id, task = work.submit_canvas(
             db, config.data_dir, actor.annotator_id, value, instance=_instance(ctx),
-            main_open=stage == "main", min_painted_fraction=config.min_painted_fraction,
-            k=config.colorings_per_concept)
+            main_open=_stage(ctx, db, actor) == "main",
+            min_painted_fraction=config.min_painted_fraction, k=config.colorings_per_concept)
         submitted = json.loads(value)["task_id"]
         return _view(ctx, db, actor, forget=submitted,
                      message=f"Saved your coloring of **{escape(task.concept_key)}** "
