@@ -30,7 +30,7 @@ import plotly.graph_objects as go
 
 from evaluation import figures, scoring, tables
 from evaluation.concepts import Concept
-from evaluation.stages import write_atomic
+from evaluation.fileio import write_atomic
 
 RECOMMENDED = "recommended"
 
