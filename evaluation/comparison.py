@@ -202,5 +202,5 @@ def variant_shift_figure(shifts: pd.DataFrame, *, title: str = "") -> go.Figure:
         fig.add_trace(go.Bar(
             x=part["concept"], y=part["shift"], name=source, customdata=part[["modifier_type"]].to_numpy(),
             hovertemplate=f"%{{x}} (%{{customdata[0]}})<br>{source}<br>shift EMD %{{y:.2f}}<extra></extra>"))
-    fig.update_layout(title=title, barmode="group", yaxis_title="shift EMD from the base concept", **figures.LAYOUT)
+    fig.update_layout(**figures.titled(title), barmode="group", yaxis_title="shift EMD from the base concept", **figures.LAYOUT)
     return fig

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -8,6 +10,8 @@ from evaluation.figures import (
     cfg_sweep_figure,
     consistency_histogram,
     distribution_bar,
+    STRIP_MIN_FONT,
+    STRIP_SWATCH_PX,
     dominant_strip,
     group_strip,
     sensitivity_bars,
@@ -46,6 +50,20 @@ def test_dominant_strip_shows_each_group_color_and_count():
     assert list(dominant_strip(["#AABBCC"], [5]).data[0].marker.color) == ["#aabbcc"]
     with pytest.raises(ValueError, match="equal lengths"):
         dominant_strip(["#aabbcc"], [1, 2])
+
+
+@pytest.mark.parametrize("n, title", [(1, ""), (7, "apple"), (20, "")])
+def test_dominant_strip_leaves_tall_swatches_and_readable_counts_for_1_to_20_colors(n, title):
+    colors = np.random.default_rng(n).integers(0, 256, (n, 3)).astype(np.uint8)
+    fig = dominant_strip(colors, range(100, 100 + n), title=title, unit="colorings")
+    margin = fig.layout.margin
+    assert fig.layout.height - margin.t - margin.b == STRIP_SWATCH_PX >= 100
+    assert fig.data[0].textfont.size >= STRIP_MIN_FONT >= 12
+    assert fig.layout.uniformtext.minsize == STRIP_MIN_FONT and fig.layout.uniformtext.mode == "show"
+    assert fig.data[0].textangle == 0
+    assert "colorings" in fig.layout.xaxis.title.text and "colorings" in fig.data[0].hovertemplate
+    # An empty title must leave no `title` key: gr.Plot gives any titled figure a 100 px top margin.
+    assert ("title" in json.loads(fig.to_json())["layout"]) == bool(title)
 
 
 def test_group_strip_shows_each_extraction_group_with_its_image_count():
