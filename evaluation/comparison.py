@@ -25,6 +25,9 @@ from evaluation.scoring import score
 from evaluation.tables import with_dca
 
 HUMAN = "human"
+NO_SAMPLES_NOTE = "no per-sample colors (reference ratings)"
+STRIP_ROW_PX = 80  # swatch height per strip row, CSS pixels
+STRIP_GAP_PX = 50  # between strip rows: room for the panel title
 METRIC_COLUMNS = ["model", "style", "cfg", "n_images", "n_excluded", "pcc", "emd", "ed", "dca", "hue_diff"]
 
 
@@ -121,21 +124,36 @@ def strips_figure(panels: Sequence[Panel]) -> go.Figure:
     """The dominant-color strip (Figure 3) of every panel that has groups, one row each.
 
     Swatches are labelled with their sample counts; a panel without groups (a reference
-    set of ratings has no samples) gets a row that says so.
+    set of ratings has no samples) gets a row that says so, anchored to that row's own
+    axes (an empty, invisible bar trace makes the renderer create them: plotly.js drops
+    axes without traces and would place the note on another row).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One bar trace per panel, on row i's axes; swatches `STRIP_ROW_PX` pixels tall
+        and `STRIP_GAP_PX` between rows for the panel titles.
     """
     if not panels:
         raise ValueError("`panels` is empty: nothing to draw")
-    fig = make_subplots(rows=len(panels), cols=1, subplot_titles=[p.title for p in panels],
-                        vertical_spacing=min(0.15, 0.6 / len(panels)))
+    n = len(panels)
+    plot_px = n * STRIP_ROW_PX + (n - 1) * STRIP_GAP_PX
+    fig = make_subplots(rows=n, cols=1, subplot_titles=[p.title for p in panels],
+                        vertical_spacing=STRIP_GAP_PX / plot_px if n > 1 else 0)
     for i, panel in enumerate(panels, start=1):
         if panel.colors is None:
-            fig.add_annotation(text="no per-sample colors (reference ratings)", showarrow=False,
-                               xref=f"x{i if i > 1 else ''} domain", yref=f"y{i if i > 1 else ''} domain", x=0.5, y=0.5)
+            fig.add_trace(go.Bar(x=[], y=[], hoverinfo="skip"), row=i, col=1)
+            fig.add_annotation(text=NO_SAMPLES_NOTE, showarrow=False, font={"size": 14},
+                               xref="x domain", yref="y domain", x=0.5, y=0.5, row=i, col=1)
         else:
             fig.add_trace(figures.dominant_strip(panel.colors, panel.counts).data[0], row=i, col=1)
     fig.update_xaxes(showticklabels=False, showgrid=False)
-    fig.update_yaxes(visible=False, range=[0, 1])
-    fig.update_layout(height=110 * len(panels) + 40, showlegend=False, bargap=0.04, **figures.LAYOUT)
+    fig.update_yaxes(visible=False, range=[0, 1], fixedrange=True)
+    margin = {"l": 10, "r": 10, "t": STRIP_GAP_PX, "b": 30}
+    fig.update_layout(height=plot_px + margin["t"] + margin["b"], margin=margin, showlegend=False, bargap=0.04,
+                      template=figures.LAYOUT["template"],
+                      uniformtext={"minsize": figures.STRIP_MIN_FONT, "mode": "show"})
+    fig.update_xaxes(title={"text": "number on each color: images, or colorings for people", "standoff": 4}, row=n, col=1)
     return fig
 
 

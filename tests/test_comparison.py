@@ -5,6 +5,8 @@ from numpy.testing import assert_allclose
 from evaluation import metrics
 from evaluation.comparison import (
     HUMAN,
+    NO_SAMPLES_NOTE,
+    STRIP_ROW_PX,
     concept_metrics,
     distributions_figure,
     human_panel,
@@ -57,8 +59,27 @@ def test_strips_come_from_extraction_groups_stored_or_live_with_their_counts():
     assert strip_of(None) == (None, None)
     fig = strips_figure([human_panel("reference", one_hot(1)), model_panels([_row("m", "apple", 1.0, one_hot(1),
                                                                                    groups=groups)])[0]])
-    assert len(fig.data) == 1 and list(fig.data[0].text) == ["2", "1"]
-    assert fig.layout.annotations[-1].text == "no per-sample colors (reference ratings)"
+    assert list(fig.data[1].text) == ["2", "1"] and len(fig.data[0].x) == 0
+    assert fig.layout.annotations[-1].text == NO_SAMPLES_NOTE
+
+
+@pytest.mark.parametrize("missing", [0, 1, 2])
+def test_strip_note_sits_on_its_own_panels_axes(missing):
+    groups = concept_distribution([solid((200, 30, 30)), solid((30, 140, 50))], [centre_mask()] * 2).groups
+    panels = [human_panel("reference", one_hot(1))] + model_panels(
+        [_row(m, "apple", 1.0, one_hot(1), groups=groups) for m in ("a", "b")])
+    panels.insert(missing, panels.pop(0))
+    fig = strips_figure(panels)
+    [note] = [a for a in fig.layout.annotations if a.text == NO_SAMPLES_NOTE]
+    subplot = fig.get_subplot(missing + 1, 1)
+    own_x, own_y = subplot.xaxis.plotly_name.replace("axis", ""), subplot.yaxis.plotly_name.replace("axis", "")
+    assert (note.xref, note.yref) == (f"{own_x} domain", f"{own_y} domain")
+    # plotly.js only creates axes that carry a trace: without one the note lands on another row.
+    assert [(t.xaxis, t.yaxis) for t in fig.data].count((own_x, own_y)) == 1
+    assert len({(t.xaxis, t.yaxis) for t in fig.data}) == 3
+    titles = [a for a in fig.layout.annotations if a.text == panels[missing].title]
+    assert titles[0].y == pytest.approx(subplot.yaxis.domain[1])
+    assert fig.layout.height >= 3 * STRIP_ROW_PX
 
 
 def test_rows_at_cfg_keep_the_newest_row_at_each_models_chosen_scale():
