@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 
 from evaluation import figures, metrics
 from evaluation.concepts import Concept
-from evaluation.results import latest_distributions, resolve_cfg
+from evaluation.results import latest_distributions, parse_cfg, resolve_cfg
 from evaluation.scoring import score
 from evaluation.tables import with_dca
 
@@ -76,8 +76,15 @@ def human_panel(label: str, p: np.ndarray, groups: Sequence | None = None) -> Pa
 def rows_at_cfg(rows: Sequence[Mapping], cfg: str | float) -> list[dict]:
     """The newest distribution per (model, style, concept) at the chosen scale per model.
 
-    `cfg` is ``"recommended"`` or one scale (see `evaluation.results.resolve_cfg`).
+    `cfg` is ``"recommended"`` or one scale (see `evaluation.results.resolve_cfg`); it is
+    checked even when `rows` is empty.
+
+    Raises
+    ------
+    ValueError
+        If `cfg` is neither (`evaluation.results.parse_cfg`), or a scale some model lacks.
     """
+    cfg = parse_cfg(cfg)
     latest = latest_distributions(rows)
     if not latest:
         return []

@@ -91,6 +91,14 @@ def test_rows_at_cfg_keep_the_newest_row_at_each_models_chosen_scale():
     assert rows_at_cfg([], "recommended") == []
 
 
+@pytest.mark.parametrize("cfg", ["lots", "", None, True, float("nan"), "inf", -1.0])
+def test_rows_at_cfg_rejects_a_bad_scale_even_without_rows(cfg):
+    with pytest.raises(ValueError, match=r"`cfg` must be 'recommended' or a guidance scale, got "):
+        rows_at_cfg([], cfg)
+    with pytest.raises(ValueError, match=r"`cfg` must be 'recommended' or a guidance scale, got "):
+        rows_at_cfg([_row("a", "apple", 2.0, one_hot(3))], cfg)
+
+
 def test_concept_metrics_are_the_metrics_of_each_model_against_the_human_distribution():
     human = one_hot(3, 0.6, 9)
     rows = [_row("a", "apple", 2.0, one_hot(3)), _row("b", "apple", 2.0, one_hot(40, 0.5, 41)),
