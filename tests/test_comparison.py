@@ -5,6 +5,7 @@ from numpy.testing import assert_allclose
 from evaluation import metrics
 from evaluation.comparison import (
     HUMAN,
+    HUMAN_COLOR,
     NO_SAMPLES_NOTE,
     STRIP_ROW_PX,
     concept_metrics,
@@ -45,6 +46,9 @@ def test_distribution_panels_share_one_axis_and_draw_each_distribution_in_palett
     assert len(ranges) == 4
     for low_high in ranges:
         assert_allclose(low_high, (0, 1.05))
+    x_titles = {name: fig.layout[name].title.text for name in fig.layout if name.startswith("xaxis")}
+    assert x_titles == {"xaxis": None, "xaxis2": "UW-71 color index", "xaxis3": "UW-71 color index", "xaxis4": None}
+    assert [fig.layout[f"yaxis{i}"].title.text for i in ("", 2, 3, 4)] == ["probability", None, "probability", None]
     with pytest.raises(ValueError, match="`panels` is empty"):
         distributions_figure([])
 
@@ -124,6 +128,8 @@ def test_variant_shifts_compare_the_base_with_each_variant_for_people_and_models
     assert np.isnan(table.set_index("concept").loc["unripe apple", "m · natural"])
     fig = variant_shift_figure(shifts)
     assert [t.name for t in fig.data] == [HUMAN, "m · natural"]
+    assert fig.data[0].marker.color == HUMAN_COLOR and fig.layout.showlegend
+    assert fig.layout.xaxis.title.text == "variant"
     assert_allclose(fig.data[1].y, [got[("rotten apple", "m · natural")]])
     with pytest.raises(ValueError, match="`base` must be a base concept key"):
         variant_shifts("rotten apple", CONCEPTS, human, rows)
