@@ -180,6 +180,7 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
                 showlegend=col == 1, hovertemplate=f"{name}<br>cfg %{{x}}<br>{METRICS[metric][0]} %{{y:.3f}}<extra></extra>",
             ), row=1, col=col)
         fig.update_xaxes(title="CFG scale", row=1, col=col)
+        fig.update_yaxes(title=f"mean {METRICS[metric][0]}", row=1, col=col)
     fig.update_layout(**LAYOUT)
     return fig
 
@@ -211,7 +212,8 @@ def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type")
                           "<br>human shift %{customdata[1]:.2f}<extra></extra>",
         ))
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="human baseline")
-    fig.update_layout(barmode="group", yaxis_title="model shift ÷ human shift", **LAYOUT)
+    fig.update_layout(barmode="group", xaxis_title="model", yaxis_title="model shift ÷ human shift",
+                      legend_title_text="modifier", **LAYOUT)
     return fig
 
 
@@ -289,7 +291,7 @@ def table3_figure(validation: pd.DataFrame) -> go.Figure:
         label, error bars from the ``_lo``/``_hi`` columns.
     """
     fig = go.Figure()
-    for key, name in (("pearson", "Pearson r"), ("spearman", "Spearman ρ"), ("agreement", "Agreement")):
+    for key, name in (("pearson", "Pearson r"), ("spearman", "Spearman ρ"), ("agreement", "Agreement (fraction)")):
         require_columns(validation, ("label", key, f"{key}_lo", f"{key}_hi"), "validation")
         y = validation[key].to_numpy(float)
         fig.add_trace(go.Bar(
@@ -298,5 +300,5 @@ def table3_figure(validation: pd.DataFrame) -> go.Figure:
                      "arrayminus": y - validation[f"{key}_lo"].to_numpy(float)},
             hovertemplate=f"%{{x}}<br>{name} %{{y:.3f}}<extra></extra>",
         ))
-    fig.update_layout(barmode="group", yaxis_title="alignment with human judgment", **LAYOUT)
+    fig.update_layout(barmode="group", xaxis_title="metric", yaxis_title="alignment with human judgment", **LAYOUT)
     return fig

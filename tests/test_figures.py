@@ -90,6 +90,8 @@ def test_cfg_sweep_figure_has_one_line_per_model_per_metric():
     assert_allclose(emd_sana.y, [30.0, 31.0, 32.0])
     pcc_sdxl = [t for t in fig.data if t.name == "sdxl" and t.xaxis == "x2"][0]
     assert_allclose(pcc_sdxl.y, [0.72, 0.71, 0.72])
+    assert [fig.layout[a].title.text for a in ("xaxis", "xaxis2", "yaxis", "yaxis2")] == [
+        "CFG scale", "CFG scale", "mean EMD", "mean PCC"]
 
 
 def test_sensitivity_bars_plot_ratios_per_modifier_type():
@@ -134,7 +136,8 @@ def test_table3_figure_bars_and_error_bars_match_the_validation():
         "agreement": [0.55, 0.62], "agreement_lo": [0.5, 0.6], "agreement_hi": [0.6, 0.7],
     })
     fig = table3_figure(validation)
-    assert [t.name for t in fig.data] == ["Pearson r", "Spearman ρ", "Agreement"]
+    assert [t.name for t in fig.data] == ["Pearson r", "Spearman ρ", "Agreement (fraction)"]
+    assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == ("metric", "alignment with human judgment")
     assert_allclose(fig.data[1].y, [0.41, 0.55])
     assert_allclose(fig.data[0].error_y.array, [0.1, 0.1])
     assert_allclose(fig.data[2].error_y.arrayminus, [0.05, 0.02])
