@@ -203,6 +203,9 @@ CASES = [
     Case("browser-unknown-concept", "/browser_show",
          _as("researcher", "unicorn", "uw71-ratings", "natural", "recommended"),
          "unicorn is not in the list of choices", echoed_by_gradio=True),
+    Case("browser-cfg-not-a-number", "/browser_show",
+         _as("researcher", "apple", "uw71-ratings", "natural", "lots"),
+         "`cfg` must be 'recommended' or a guidance scale, got 'lots'"),
     Case("leaderboard-nothing-stored", "/leaderboard_show",
          _as("researcher", "uw71-ratings", "recommended", "ratio_of_means"),
          "no stored model distribution"),
@@ -225,10 +228,6 @@ CASES = [
     Case("expert-grid-unknown-concept", "/expert_grid", _as("expert", "unicorn", False),
          "unknown concept 'unicorn'",
          known_defect="/expert_grid answers an unknown concept with an empty grid, no message"),
-    Case("browser-cfg-not-a-number", "/browser_show",
-         _as("researcher", "apple", "uw71-ratings", "natural", "lots"),
-         "`cfg` must be 'recommended' or a guidance scale, got 'lots'",
-         known_defect="/browser_show checks `cfg` only when the concept has model rows"),
 ]
 
 
