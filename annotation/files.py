@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -19,6 +17,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from annotation.errors import InvalidImage, InvalidInput
+from evaluation.fileio import write_atomic
 
 # A 4096 x 4096 image; sketches and colorings are 1024 x 1024 or smaller.
 MAX_PIXELS = 4096 * 4096
@@ -60,17 +59,7 @@ def store_bytes(data_dir: str | Path, data: bytes, *, suffix: str = ".png",
     relative = f"{folder}/{digest[:2]}/{digest}{suffix}"
     target = resolve(data_dir, relative)
     if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=suffix)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(temp, target)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        write_atomic(target, data)
     return StoredFile(relative, digest)
 
 

@@ -10,8 +10,8 @@ start-up, when no writer runs.
 
 Which files are checked (choice; the paper is silent): files under the data folder whose
 name starts with a sha256 hex digest (content-hash files, e.g. ``images/ab/<sha>.png``,
-``runs/r/pixels/<sha>-<mask>.npz``) or is a temporary name (``.tmp-*`` from
-`annotation.files`, ``.<name>.*.tmp`` from `evaluation.stages`), outside `SKIPPED_FOLDERS`.
+``runs/r/pixels/<sha>-<mask>.npz``) or is a temporary name (``.tmp-*`` from older
+versions, ``.<name>.*.tmp`` from `evaluation.fileio.write_atomic`), outside `SKIPPED_FOLDERS`.
 A file counts as referenced when any column named ``path`` or ending in ``_path`` in any
 table holds its relative path, so new tables that follow that naming are covered without
 a change here.

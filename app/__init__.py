@@ -21,7 +21,7 @@ from app.common import AppContext
 from app.config import AppConfig
 
 TAB_MODULES = ("app.designer", "app.expert", "app.participant", "app.study", "app.evaluate",
-               "app.browser", "app.leaderboard", "app.admin")
+               "app.browser", "app.leaderboard", "app.sketches_admin", "app.admin")
 STORAGE_KEY = "colorconcept_session"
 
 

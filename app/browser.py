@@ -43,7 +43,8 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     strips = gr.Plot(label="Dominant colors per visual group, with sample counts", elem_id="browser_strips")
     metrics = gr.Dataframe(label="Metrics against the human distribution", interactive=False,
                            elem_id="browser_metrics")
-    gallery = gr.Gallery(label="Images with their masks", columns=6, elem_id="browser_gallery")
+    gallery = gr.Gallery(label="Images with their masks", columns=6, height="fit-content",
+                         elem_id="browser_gallery")
     variants_title = gr.Markdown(elem_id="browser_variants_title")
     shifts = gr.Dataframe(label="Shift EMD from the base concept", interactive=False, elem_id="browser_shifts")
     shift_plot = gr.Plot(label="Shift EMD per variant", elem_id="browser_shift_plot")

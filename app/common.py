@@ -30,6 +30,7 @@ from annotation.db import ensure_schema, open_db, transaction
 from annotation.errors import AnnotationError
 from annotation.integrity import sweep_orphans
 from annotation.passwords import ensure_admin_password
+from annotation.sketch_store import sync_shipped_sketches
 from app.config import AppConfig
 
 _BROWSER_SECRET = "browser_state_secret"
@@ -55,6 +56,7 @@ class AppContext:
             # concurrent process (an evaluation run from the CLI) is about to commit.
             sweep_orphans(db, config.data_dir, min_age_s=ORPHAN_MIN_AGE_S)
             sync_concepts(db)
+            sync_shipped_sketches(db, config.data_dir)
             ensure_admin_password(db, password_file=config.admin_password_file)
             return cls(config, _browser_secret(db))
 

@@ -46,6 +46,8 @@ class AppConfig:
         A file whose first line is the admin password (see `annotation.passwords`).
     max_upload_pixels, max_upload_bytes : int
         Limits on uploaded images.
+    min_painted_fraction : float
+        Share of a sketch's non-line pixels a designer must paint before submitting.
     """
 
     db_path: Path = DEFAULT_DB_PATH
@@ -63,6 +65,7 @@ class AppConfig:
     admin_password_file: Path | None = None
     max_upload_pixels: int = 4096 * 4096
     max_upload_bytes: int = 32 * 1024 * 1024
+    min_painted_fraction: float = 0.005
 
     def __post_init__(self) -> None:
         for name in ("colorings_per_concept", "batch_size", "votes_per_review",

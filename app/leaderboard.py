@@ -15,12 +15,13 @@ from app.browser import source_dropdown
 from app.common import AppContext, escape, handler
 from evaluation.concepts import load_concepts
 from evaluation.results import RECOMMENDED, analysis_figures, export_analyses
-from evaluation.tables import MEAN_OF_RATIOS, RATIO_OF_MEANS
+from evaluation.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
 
 NAME = "leaderboard"
 TITLE = "Leaderboards"
 ROLES = ("researcher",)
-LEGEND = "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better.</p>"
+LEGEND = ("<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
+          f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey.</p>")
 
 
 def build(ctx: AppContext, session_token: gr.Textbox) -> None:
@@ -49,7 +50,8 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         table7 = gr.Dataframe(label="Table 7: by modifier type", interactive=False, elem_id="leaderboard_table7")
         table8 = gr.Dataframe(label="Table 8: type × style, mean over models", interactive=False,
                               elem_id="leaderboard_table8")
-    files = gr.File(label="Exports", file_count="multiple", interactive=False, elem_id="leaderboard_files")
+    files = gr.File(label="Exports", file_count="multiple", interactive=False, height=140,
+                    elem_id="leaderboard_files")
 
     inputs = [session_token, source, cfg, aggregate]
     show.click(allowed(_show(ctx, concepts)), inputs,

@@ -71,13 +71,14 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
                                elem_id="participant_progress")
         start = gr.Button("Start / continue", elem_id="participant_start", scale=0)
     gr.Markdown("### Human ground truth")
-    with gr.Row():
+    with gr.Row(equal_height=True):
         truth_plot = gr.Plot(label="Ground truth distribution", elem_id="participant_truth_plot",
                              scale=3)
-        truth_strip = gr.Plot(label="Dominant colors (colorings)",
-                              elem_id="participant_truth_strip", scale=2)
-    colorings = gr.Gallery(label="Designers' colorings", columns=3, height=220,
-                           elem_id="participant_colorings")
+        with gr.Column(scale=2):
+            truth_strip = gr.Plot(label="Dominant colors, with the colorings behind each",
+                                  elem_id="participant_truth_strip")
+            colorings = gr.Gallery(label="Designers' colorings", columns=3, height=220,
+                                   elem_id="participant_colorings")
     outputs = [progress, background, truth_plot, truth_strip, colorings]
     with gr.Row():
         for side in judging.SIDES:
@@ -155,8 +156,8 @@ def _view(ctx: AppContext, db, actor) -> tuple:
         return (message, asked, *_empty())
     y_max = 1.05 * max(float(np.max(p)) for p in (trial.truth.p, trial.left.p, trial.right.p))
     truth = trial.truth
-    strip = dominant_strip([h for h, _ in truth.dominant], [n for _, n in truth.dominant]) \
-        if truth.dominant else None
+    strip = dominant_strip([h for h, _ in truth.dominant], [n for _, n in truth.dominant],
+                           unit="colorings") if truth.dominant else None
     based_on = (f"{truth.n_colorings} colorings" if truth.n_colorings
                 else "an imported reference set")
     sides = [(_gallery(ctx, side.images), distribution_bar(side.p, y_max=y_max, title=title))

@@ -16,7 +16,8 @@ import numpy as np
 
 from annotation import judging, study
 from annotation.study import ModelSource
-from app.common import AppContext, handler, id_field, whole_number
+from app.common import AppContext, handler, id_field, visible_to, whole_number
+from app.landing import current_actor
 from evaluation.figures import table3_figure
 
 NAME = "study"
@@ -82,6 +83,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     files = gr.File(label="CSV downloads", file_count="multiple", elem_id="study_files")
 
     guard = handler(ctx, *ALLOWED)
+    session_token.change(_list_on_sign_in(ctx), session_token, studies, api_visibility="private")
     load.click(guard(_choices), [session_token, style], [truth, sources],
                api_name="study_choices")
     create.click(guard(_create(ctx)), [session_token, name, truth, style, sources, n_concepts,
@@ -127,6 +129,17 @@ def _list(db, actor) -> list[list]:
              s["pairs"] - (s["attention_checks"] or 0), s["attention_checks"] or 0, s["votes"],
              s["votes_wanted"], s["complete_pairs"], s["participants"], s["created"]]
             for s in study.list_studies(db)]
+
+
+def _list_on_sign_in(ctx: AppContext):
+    def list_on_sign_in(token: str) -> list[list]:
+        """The study list for a researcher or admin who just signed in; empty for anyone else."""
+        actor = current_actor(ctx, token)
+        if not visible_to(actor, ROLES):
+            return []
+        with ctx.db() as db:
+            return _list(db, actor)
+    return list_on_sign_in
 
 
 def _design(db, actor, study_id: float) -> dict:

@@ -20,11 +20,17 @@ from plotly.subplots import make_subplots
 
 from evaluation import figures, metrics
 from evaluation.concepts import Concept
-from evaluation.results import latest_distributions, resolve_cfg
+from evaluation.results import latest_distributions, parse_cfg, resolve_cfg
 from evaluation.scoring import score
 from evaluation.tables import with_dca
 
 HUMAN = "human"
+HUMAN_COLOR = "#555555"
+NO_SAMPLES_NOTE = "no per-sample colors (reference ratings)"
+CHART_ROW_PX = 220  # plot height per row of distribution charts, CSS pixels
+CHART_GAP_PX = 90  # between chart rows: tick labels, the x title and the next panel title
+STRIP_ROW_PX = 80  # swatch height per strip row, CSS pixels
+STRIP_GAP_PX = 50  # between strip rows: room for the panel title
 METRIC_COLUMNS = ["model", "style", "cfg", "n_images", "n_excluded", "pcc", "emd", "ed", "dca", "hue_diff"]
 
 
@@ -73,8 +79,15 @@ def human_panel(label: str, p: np.ndarray, groups: Sequence | None = None) -> Pa
 def rows_at_cfg(rows: Sequence[Mapping], cfg: str | float) -> list[dict]:
     """The newest distribution per (model, style, concept) at the chosen scale per model.
 
-    `cfg` is ``"recommended"`` or one scale (see `evaluation.results.resolve_cfg`).
+    `cfg` is ``"recommended"`` or one scale (see `evaluation.results.resolve_cfg`); it is
+    checked even when `rows` is empty.
+
+    Raises
+    ------
+    ValueError
+        If `cfg` is neither (`evaluation.results.parse_cfg`), or a scale some model lacks.
     """
+    cfg = parse_cfg(cfg)
     latest = latest_distributions(rows)
     if not latest:
         return []
@@ -101,19 +114,27 @@ def distributions_figure(panels: Sequence[Panel], *, columns: int = 2) -> go.Fig
     plotly.graph_objects.Figure
         Trace i is `evaluation.figures.distribution_bar` of ``panels[i].p`` (palette
         colors, hover with index, hex, L*a*b* and probability); every y axis spans
-        [0, 1.05 x the largest probability of all panels].
+        [0, 1.05 x the largest probability of all panels]; ticks every 10 color indices;
+        the left column's y axes and each column's lowest x axis are titled.
     """
     if not panels:
         raise ValueError("`panels` is empty: nothing to draw")
     rows = math.ceil(len(panels) / columns)
+    plot_px = rows * CHART_ROW_PX + (rows - 1) * CHART_GAP_PX
     fig = make_subplots(rows=rows, cols=columns, subplot_titles=[p.title for p in panels],
-                        vertical_spacing=min(0.12, 0.5 / rows))
+                        vertical_spacing=CHART_GAP_PX / plot_px if rows > 1 else 0, horizontal_spacing=0.08)
     top = 1.05 * max(float(p.p.max()) for p in panels)
     for i, panel in enumerate(panels):
-        fig.add_trace(figures.distribution_bar(panel.p).data[0], row=i // columns + 1, col=i % columns + 1)
+        row, col = i // columns + 1, i % columns + 1
+        fig.add_trace(figures.distribution_bar(panel.p).data[0], row=row, col=col)
+        if i + columns >= len(panels):  # nothing below: this panel carries its column's x title
+            fig.update_xaxes(title={"text": "UW-71 color index", "standoff": 4}, row=row, col=col)
     fig.update_yaxes(range=[0, top])
-    fig.update_xaxes(range=[-0.5, 70.5], showticklabels=False)
-    fig.update_layout(height=260 * rows, showlegend=False, bargap=0.05, **figures.LAYOUT)
+    fig.update_yaxes(title="probability", col=1)
+    fig.update_xaxes(range=[-0.5, 70.5], dtick=10)
+    margin = {**figures.LAYOUT["margin"], "t": 50, "b": 50}
+    fig.update_layout(height=plot_px + margin["t"] + margin["b"], showlegend=False, bargap=0.05,
+                      template=figures.LAYOUT["template"], margin=margin)
     return fig
 
 
@@ -121,21 +142,36 @@ def strips_figure(panels: Sequence[Panel]) -> go.Figure:
     """The dominant-color strip (Figure 3) of every panel that has groups, one row each.
 
     Swatches are labelled with their sample counts; a panel without groups (a reference
-    set of ratings has no samples) gets a row that says so.
+    set of ratings has no samples) gets a row that says so, anchored to that row's own
+    axes (an empty, invisible bar trace makes the renderer create them: plotly.js drops
+    axes without traces and would place the note on another row).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One bar trace per panel, on row i's axes; swatches `STRIP_ROW_PX` pixels tall
+        and `STRIP_GAP_PX` between rows for the panel titles.
     """
     if not panels:
         raise ValueError("`panels` is empty: nothing to draw")
-    fig = make_subplots(rows=len(panels), cols=1, subplot_titles=[p.title for p in panels],
-                        vertical_spacing=min(0.15, 0.6 / len(panels)))
+    n = len(panels)
+    plot_px = n * STRIP_ROW_PX + (n - 1) * STRIP_GAP_PX
+    fig = make_subplots(rows=n, cols=1, subplot_titles=[p.title for p in panels],
+                        vertical_spacing=STRIP_GAP_PX / plot_px if n > 1 else 0)
     for i, panel in enumerate(panels, start=1):
         if panel.colors is None:
-            fig.add_annotation(text="no per-sample colors (reference ratings)", showarrow=False,
-                               xref=f"x{i if i > 1 else ''} domain", yref=f"y{i if i > 1 else ''} domain", x=0.5, y=0.5)
+            fig.add_trace(go.Bar(x=[], y=[], hoverinfo="skip"), row=i, col=1)
+            fig.add_annotation(text=NO_SAMPLES_NOTE, showarrow=False, font={"size": 14},
+                               xref="x domain", yref="y domain", x=0.5, y=0.5, row=i, col=1)
         else:
             fig.add_trace(figures.dominant_strip(panel.colors, panel.counts).data[0], row=i, col=1)
     fig.update_xaxes(showticklabels=False, showgrid=False)
-    fig.update_yaxes(visible=False, range=[0, 1])
-    fig.update_layout(height=110 * len(panels) + 40, showlegend=False, bargap=0.04, **figures.LAYOUT)
+    fig.update_yaxes(visible=False, range=[0, 1], fixedrange=True)
+    margin = {"l": 10, "r": 10, "t": STRIP_GAP_PX, "b": 30}
+    fig.update_layout(height=plot_px + margin["t"] + margin["b"], margin=margin, showlegend=False, bargap=0.04,
+                      template=figures.LAYOUT["template"],
+                      uniformtext={"minsize": figures.STRIP_MIN_FONT, "mode": "show"})
+    fig.update_xaxes(title={"text": "number on each color: images, or colorings for people", "standoff": 4}, row=n, col=1)
     return fig
 
 
@@ -196,11 +232,17 @@ def variant_shift_table(shifts: pd.DataFrame) -> pd.DataFrame:
 
 
 def variant_shift_figure(shifts: pd.DataFrame, *, title: str = "") -> go.Figure:
-    """Grouped bars: x = variant, one bar trace per source, y = shift EMD (hover: concept, source, value)."""
+    """Grouped bars: x = variant, one bar trace per source, y = shift EMD (hover: concept, source, value).
+
+    The legend names the sources even when there is only one, and people's bars are grey
+    (`HUMAN_COLOR`) so that they read as the baseline next to the models' colors.
+    """
     fig = go.Figure()
     for source, part in shifts.groupby("source", sort=False):
         fig.add_trace(go.Bar(
             x=part["concept"], y=part["shift"], name=source, customdata=part[["modifier_type"]].to_numpy(),
+            marker_color=HUMAN_COLOR if source == HUMAN else None,
             hovertemplate=f"%{{x}} (%{{customdata[0]}})<br>{source}<br>shift EMD %{{y:.2f}}<extra></extra>"))
-    fig.update_layout(title=title, barmode="group", yaxis_title="shift EMD from the base concept", **figures.LAYOUT)
+    fig.update_layout(**figures.titled(title), barmode="group", yaxis_title="shift EMD from the base concept",
+                      xaxis_title="variant", showlegend=True, legend_title_text="source", **figures.LAYOUT)
     return fig

@@ -18,6 +18,18 @@ from evaluation.tables import METRICS, MODIFIER_LABELS, SHIFT_COLUMNS, require_c
 
 BAR_OUTLINE = "#9e9e9e"  # keeps white and very light bars visible on a white background
 LAYOUT = {"template": "plotly_white", "margin": {"l": 50, "r": 20, "t": 50, "b": 40}}
+STRIP_SWATCH_PX = 110  # swatch height of a dominant-color strip, in CSS pixels
+STRIP_FONT = {"size": 15}  # sample counts on the swatches
+STRIP_MIN_FONT = 12  # counts never shrink below this (px), even with ~20 narrow swatches
+
+
+def titled(title: str) -> dict:
+    """Layout keywords for `title`: none at all when it is empty.
+
+    Gradio's ``gr.Plot`` raises the top margin of any figure whose layout has a
+    ``title`` key to 100 px, even an empty one, which squashes short figures.
+    """
+    return {"title": title} if title else {}
 
 
 def distribution_bar(p, *, palette: Palette | None = None, title: str = "",
@@ -57,7 +69,7 @@ def distribution_bar(p, *, palette: Palette | None = None, title: str = "",
         hovertemplate="color %{x} %{customdata[0]}<br>L*a*b* (%{customdata[1]}, %{customdata[2]}, %{customdata[3]})"
                       "<br>p = %{y:.4f}<extra></extra>",
     ))
-    fig.update_layout(title=title, bargap=0.05, showlegend=False, **LAYOUT)
+    fig.update_layout(bargap=0.05, showlegend=False, **titled(title), **LAYOUT)
     fig.update_xaxes(title="UW-71 color index", range=[-0.5, N_BINS - 0.5])
     fig.update_yaxes(title="probability", range=None if y_max is None else [0, y_max])
     return fig
@@ -72,7 +84,7 @@ def _to_hex(colors) -> list[str]:
     return ["#{:02x}{:02x}{:02x}".format(*row) for row in arr]
 
 
-def dominant_strip(colors, counts, *, title: str = "") -> go.Figure:
+def dominant_strip(colors, counts, *, title: str = "", unit: str = "samples") -> go.Figure:
     """Dominant colors as swatches labelled with their sample counts (Figure 3).
 
     Parameters
@@ -83,12 +95,17 @@ def dominant_strip(colors, counts, *, title: str = "") -> go.Figure:
         Images (or colorings) in each group.
     title : str
         Figure title.
+    unit : str
+        What the counts count (``"colorings"``, ``"images"``); names the x axis and
+        the hover text.
 
     Returns
     -------
     plotly.graph_objects.Figure
         One `go.Bar` trace of unit-height swatches; marker colors = the colors as hex,
-        text = the counts.
+        text = the counts in `STRIP_FONT` type (never below `STRIP_MIN_FONT` px, in a
+        color that contrasts with the swatch); the height leaves the swatches
+        `STRIP_SWATCH_PX` pixels tall whatever the title.
     """
     hexes = _to_hex(colors)
     counts = [int(c) for c in counts]
@@ -96,17 +113,21 @@ def dominant_strip(colors, counts, *, title: str = "") -> go.Figure:
         raise ValueError(f"`colors` and `counts` must have equal lengths, got {len(hexes)} and {len(counts)}")
     fig = go.Figure(go.Bar(
         x=[str(i) for i in range(len(hexes))], y=[1] * len(hexes), text=[str(c) for c in counts],
-        textposition="inside", insidetextanchor="middle", marker={"color": hexes, "line": {"color": BAR_OUTLINE, "width": 0.5}},
+        textposition="inside", insidetextanchor="middle", textangle=0, textfont=STRIP_FONT,
+        marker={"color": hexes, "line": {"color": BAR_OUTLINE, "width": 0.5}},
         customdata=[[h, c] for h, c in zip(hexes, counts)],
-        hovertemplate="%{customdata[0]}<br>%{customdata[1]} samples<extra></extra>",
+        hovertemplate=f"%{{customdata[0]}}<br>%{{customdata[1]}} {unit}<extra></extra>",
     ))
-    fig.update_layout(title=title, bargap=0.04, height=140, showlegend=False, **LAYOUT)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(visible=False, range=[0, 1])
+    margin = {"l": 10, "r": 10, "t": 50 if title else 30, "b": 30}  # 30: room for gr.Plot's label
+    fig.update_layout(bargap=0.04, showlegend=False, template=LAYOUT["template"], margin=margin, **titled(title),
+                      height=STRIP_SWATCH_PX + margin["t"] + margin["b"],
+                      uniformtext={"minsize": STRIP_MIN_FONT, "mode": "show"})
+    fig.update_xaxes(showticklabels=False, title={"text": f"number on each color: {unit}", "standoff": 4})
+    fig.update_yaxes(visible=False, range=[0, 1], fixedrange=True)
     return fig
 
 
-def group_strip(groups, *, title: str = "") -> go.Figure:
+def group_strip(groups, *, title: str = "", unit: str = "images") -> go.Figure:
     """Figure 3's strip from extraction groups: each group's heaviest color and its size.
 
     Parameters
@@ -116,6 +137,8 @@ def group_strip(groups, *, title: str = "") -> go.Figure:
         and ``n_images``.
     title : str
         Figure title.
+    unit : str
+        What ``n_images`` counts, see `dominant_strip`.
 
     Returns
     -------
@@ -126,7 +149,7 @@ def group_strip(groups, *, title: str = "") -> go.Figure:
     if len(groups) == 0:
         raise ValueError("`groups` is empty")
     colors = np.stack([np.asarray(g.rgb, dtype=np.uint8)[0] for g in groups])
-    return dominant_strip(colors, [g.n_images for g in groups], title=title)
+    return dominant_strip(colors, [g.n_images for g in groups], title=title, unit=unit)
 
 
 def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Figure:
@@ -157,6 +180,7 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
                 showlegend=col == 1, hovertemplate=f"{name}<br>cfg %{{x}}<br>{METRICS[metric][0]} %{{y:.3f}}<extra></extra>",
             ), row=1, col=col)
         fig.update_xaxes(title="CFG scale", row=1, col=col)
+        fig.update_yaxes(title=f"mean {METRICS[metric][0]}", row=1, col=col)
     fig.update_layout(**LAYOUT)
     return fig
 
@@ -188,7 +212,8 @@ def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type")
                           "<br>human shift %{customdata[1]:.2f}<extra></extra>",
         ))
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="human baseline")
-    fig.update_layout(barmode="group", yaxis_title="model shift ÷ human shift", **LAYOUT)
+    fig.update_layout(barmode="group", xaxis_title="model", yaxis_title="model shift ÷ human shift",
+                      legend_title_text="modifier", **LAYOUT)
     return fig
 
 
@@ -266,7 +291,7 @@ def table3_figure(validation: pd.DataFrame) -> go.Figure:
         label, error bars from the ``_lo``/``_hi`` columns.
     """
     fig = go.Figure()
-    for key, name in (("pearson", "Pearson r"), ("spearman", "Spearman ρ"), ("agreement", "Agreement")):
+    for key, name in (("pearson", "Pearson r"), ("spearman", "Spearman ρ"), ("agreement", "Agreement (fraction)")):
         require_columns(validation, ("label", key, f"{key}_lo", f"{key}_hi"), "validation")
         y = validation[key].to_numpy(float)
         fig.add_trace(go.Bar(
@@ -275,5 +300,5 @@ def table3_figure(validation: pd.DataFrame) -> go.Figure:
                      "arrayminus": y - validation[f"{key}_lo"].to_numpy(float)},
             hovertemplate=f"%{{x}}<br>{name} %{{y:.3f}}<extra></extra>",
         ))
-    fig.update_layout(barmode="group", yaxis_title="alignment with human judgment", **LAYOUT)
+    fig.update_layout(barmode="group", xaxis_title="metric", yaxis_title="alignment with human judgment", **LAYOUT)
     return fig

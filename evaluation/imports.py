@@ -37,7 +37,7 @@ from evaluation import runs
 from evaluation.concepts import Concept
 from evaluation.generation import STYLES, build_prompt
 from evaluation.planning import check_run_name, run_exists
-from evaluation.stages import write_atomic
+from evaluation.fileio import write_atomic
 
 MANIFEST = "manifest.csv"
 NAME_FIELDS = ("model", "concept", "style", "cfg", "seed")

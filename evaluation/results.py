@@ -30,7 +30,7 @@ import plotly.graph_objects as go
 
 from evaluation import figures, scoring, tables
 from evaluation.concepts import Concept
-from evaluation.stages import write_atomic
+from evaluation.fileio import write_atomic
 
 RECOMMENDED = "recommended"
 
@@ -72,14 +72,30 @@ def recommended_cfg(frame: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def resolve_cfg(frame: pd.DataFrame, choice: str | float) -> dict[str, float]:
-    """`choice` (`RECOMMENDED` or one scale) as one guidance scale per model of `frame`."""
+def parse_cfg(choice: str | float) -> str | float:
+    """`choice` as `RECOMMENDED` or one guidance scale (a finite number >= 0).
+
+    Raises
+    ------
+    ValueError
+        If `choice` is neither, e.g. ``"lots"``, ``True`` or ``nan``.
+    """
     if isinstance(choice, str) and choice.strip() == RECOMMENDED:
-        return recommended_cfg(frame)
+        return RECOMMENDED
     try:
-        value = float(choice)
+        value = float(choice) if not isinstance(choice, bool) else np.nan
     except (TypeError, ValueError):
-        raise ValueError(f"`cfg` must be {RECOMMENDED!r} or a guidance scale, got {choice!r}") from None
+        value = np.nan
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"`cfg` must be {RECOMMENDED!r} or a guidance scale, got {choice!r}")
+    return value
+
+
+def resolve_cfg(frame: pd.DataFrame, choice: str | float) -> dict[str, float]:
+    """`choice` (`RECOMMENDED` or one scale, see `parse_cfg`) as one guidance scale per model of `frame`."""
+    value = parse_cfg(choice)
+    if value == RECOMMENDED:
+        return recommended_cfg(frame)
     scales = frame.groupby("model")["cfg"].unique()
     missing = {model: sorted(float(s) for s in stored) for model, stored in scales.items()
                if not np.isclose(stored.astype(float), value).any()}

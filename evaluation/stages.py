@@ -24,27 +24,13 @@ from PIL import Image
 from evaluation import runs
 from evaluation.concepts import Concept
 from evaluation.executors import Batch, Executor, InProcessExecutor
+from evaluation.fileio import write_atomic
 from evaluation.extraction import distribution_from_pixels, image_pixels
 from evaluation.generation import GenerationError, build_prompt, generate, item_seed
 from evaluation.registry import ModelSpec, load_pipeline, spec_from_dict, spec_to_dict
 from evaluation.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD, Detector, SamBackend, segment
 
 Progress = Callable[[int, int], None]
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _png_bytes(array: np.ndarray) -> bytes:

@@ -50,6 +50,7 @@ TABLE1_METRICS = ("pcc", "emd", "ed")
 TABLE2_METRICS = ("dca", "hue_diff")
 MODIFIER_LABELS = {"original": "Original", "visual_state": "Visual state", "emotional": "Emotional"}
 STYLE_LABELS = {"natural": "Natural", "clipart": "Clipart"}
+NOT_DEFINED = "n/a"  # shown for an undefined cell: ΔHue where every dominant color is grey
 POOL_CFG = "mean"
 RATIO_OF_MEANS = "ratio_of_means"
 MEAN_OF_RATIOS = "mean_of_ratios"
@@ -183,7 +184,10 @@ class Leaderboard:
         return labelled.to_string(float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
 
     def to_html(self, *, digits: int = 3) -> str:
-        """An HTML table with the best value bold and the second underlined (escaped)."""
+        """An HTML table with the best value bold and the second underlined (escaped).
+
+        An undefined value (ΔHue where every dominant color is grey) shows as `NOT_DEFINED`.
+        """
         head = "".join(
             f"<th>{html.escape(f'{MODIFIER_LABELS[t]} {STYLE_LABELS[s]} {METRICS[k][0]}')}"
             f"{'↑' if METRICS[k][1] else '↓'}</th>"
@@ -195,7 +199,9 @@ class Leaderboard:
             cells = []
             for col in self.values.columns:
                 start, end = tags[self.marks.at[model, col]]
-                cells.append(f"<td>{start}{html.escape(f'{self.values.at[model, col]:.{digits}f}')}{end}</td>")
+                value = self.values.at[model, col]
+                shown = NOT_DEFINED if pd.isna(value) else f"{value:.{digits}f}"
+                cells.append(f"<td>{start}{html.escape(shown)}{end}</td>")
             rows.append(f"<tr><td>{html.escape(str(model))}</td>{''.join(cells)}</tr>")
         return f"<table><tr><th>Model</th>{head}</tr>{''.join(rows)}</table>"
 

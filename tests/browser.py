@@ -91,6 +91,12 @@ def sign_in(page, link: str) -> str:
     return status.inner_text().removeprefix("Signed in as").strip(" .")
 
 
+def pick(page, elem_id: str, option: str) -> None:
+    """Choose `option` in the `gr.Dropdown` with `elem_id`."""
+    page.locator(f"#{elem_id} input").click()
+    page.get_by_role("option", name=option).click()
+
+
 def open_tab(page, title: str) -> None:
     """Click the tab called `title` (it must be visible to the signed-in person)."""
     page.get_by_role("tab", name=title).click()

@@ -22,7 +22,8 @@ from PIL import Image
 from evaluation import runs
 from evaluation.concepts import load_concepts
 from evaluation.generation import build_prompt
-from evaluation.stages import extract, pixel_summary, write_atomic
+from evaluation.fileio import write_atomic
+from evaluation.stages import extract, pixel_summary
 from evaluation.tiny import build_all
 
 TINY_NAMES = ("tiny-random", "tiny-grounding-dino", "tiny-sam")

@@ -43,7 +43,9 @@ def test_the_browser_shows_people_and_each_model_side_by_side_with_their_metrics
     for name in (name for name in bars.layout if name.startswith("yaxis")):
         assert_allclose(bars.layout[name].range, (0, top))
     strips = figure(strips)
-    assert [list(t.text) for t in strips.data] == [["1"], ["2", "1"]]
+    # The human row (reference ratings, no samples) holds only an empty trace that anchors its note.
+    assert [len(t.x) for t in strips.data] == [0, 1, 2]
+    assert [list(t.text) for t in strips.data[1:]] == [["1"], ["2", "1"]]
     assert strips.layout.annotations[-1].text == "no per-sample colors (reference ratings)"
     rows = {row[0]: dict(zip(table["headers"], row)) for row in table["data"]}
     for model in ("m-red", "m-green"):

@@ -4,7 +4,7 @@ each model's, as charts, in a real browser."""
 import pytest
 
 from annotation.db import open_db
-from tests.browser import expect, live_app, open_tab, page, sign_in, table_rows  # noqa: F401
+from tests.browser import expect, live_app, open_tab, page, pick, sign_in, table_rows  # noqa: F401
 from tests.research_data import store_segmented_run
 
 pytestmark = pytest.mark.browser
@@ -27,8 +27,7 @@ def test_researcher_opens_a_concept_and_sees_human_and_model_charts(live_app, pa
     [(_, link)] = live_app.invite("researcher")
     sign_in(page, link)
     open_tab(page, "Concept browser")
-    page.locator("#browser_source input").click()
-    page.get_by_role("option", name="uw71-ratings").click()
+    pick(page, "browser_source", "uw71-ratings")
     page.click("#browser_show")
     expect(page.locator("#browser_label")).to_contain_text(
         "Human ground truth: reference set 'uw71-ratings'")

@@ -5,6 +5,9 @@ from numpy.testing import assert_allclose
 from evaluation import metrics
 from evaluation.comparison import (
     HUMAN,
+    HUMAN_COLOR,
+    NO_SAMPLES_NOTE,
+    STRIP_ROW_PX,
     concept_metrics,
     distributions_figure,
     human_panel,
@@ -43,6 +46,9 @@ def test_distribution_panels_share_one_axis_and_draw_each_distribution_in_palett
     assert len(ranges) == 4
     for low_high in ranges:
         assert_allclose(low_high, (0, 1.05))
+    x_titles = {name: fig.layout[name].title.text for name in fig.layout if name.startswith("xaxis")}
+    assert x_titles == {"xaxis": None, "xaxis2": "UW-71 color index", "xaxis3": "UW-71 color index", "xaxis4": None}
+    assert [fig.layout[f"yaxis{i}"].title.text for i in ("", 2, 3, 4)] == ["probability", None, "probability", None]
     with pytest.raises(ValueError, match="`panels` is empty"):
         distributions_figure([])
 
@@ -57,8 +63,27 @@ def test_strips_come_from_extraction_groups_stored_or_live_with_their_counts():
     assert strip_of(None) == (None, None)
     fig = strips_figure([human_panel("reference", one_hot(1)), model_panels([_row("m", "apple", 1.0, one_hot(1),
                                                                                    groups=groups)])[0]])
-    assert len(fig.data) == 1 and list(fig.data[0].text) == ["2", "1"]
-    assert fig.layout.annotations[-1].text == "no per-sample colors (reference ratings)"
+    assert list(fig.data[1].text) == ["2", "1"] and len(fig.data[0].x) == 0
+    assert fig.layout.annotations[-1].text == NO_SAMPLES_NOTE
+
+
+@pytest.mark.parametrize("missing", [0, 1, 2])
+def test_strip_note_sits_on_its_own_panels_axes(missing):
+    groups = concept_distribution([solid((200, 30, 30)), solid((30, 140, 50))], [centre_mask()] * 2).groups
+    panels = [human_panel("reference", one_hot(1))] + model_panels(
+        [_row(m, "apple", 1.0, one_hot(1), groups=groups) for m in ("a", "b")])
+    panels.insert(missing, panels.pop(0))
+    fig = strips_figure(panels)
+    [note] = [a for a in fig.layout.annotations if a.text == NO_SAMPLES_NOTE]
+    subplot = fig.get_subplot(missing + 1, 1)
+    own_x, own_y = subplot.xaxis.plotly_name.replace("axis", ""), subplot.yaxis.plotly_name.replace("axis", "")
+    assert (note.xref, note.yref) == (f"{own_x} domain", f"{own_y} domain")
+    # plotly.js only creates axes that carry a trace: without one the note lands on another row.
+    assert [(t.xaxis, t.yaxis) for t in fig.data].count((own_x, own_y)) == 1
+    assert len({(t.xaxis, t.yaxis) for t in fig.data}) == 3
+    titles = [a for a in fig.layout.annotations if a.text == panels[missing].title]
+    assert titles[0].y == pytest.approx(subplot.yaxis.domain[1])
+    assert fig.layout.height >= 3 * STRIP_ROW_PX
 
 
 def test_rows_at_cfg_keep_the_newest_row_at_each_models_chosen_scale():
@@ -68,6 +93,14 @@ def test_rows_at_cfg_keep_the_newest_row_at_each_models_chosen_scale():
     assert [(r["cfg"], r["p"].argmax()) for r in chosen] == [(5.0, 9)]
     assert [r["cfg"] for r in rows_at_cfg(rows, 7.5)] == [7.5]
     assert rows_at_cfg([], "recommended") == []
+
+
+@pytest.mark.parametrize("cfg", ["lots", "", None, True, float("nan"), "inf", -1.0])
+def test_rows_at_cfg_rejects_a_bad_scale_even_without_rows(cfg):
+    with pytest.raises(ValueError, match=r"`cfg` must be 'recommended' or a guidance scale, got "):
+        rows_at_cfg([], cfg)
+    with pytest.raises(ValueError, match=r"`cfg` must be 'recommended' or a guidance scale, got "):
+        rows_at_cfg([_row("a", "apple", 2.0, one_hot(3))], cfg)
 
 
 def test_concept_metrics_are_the_metrics_of_each_model_against_the_human_distribution():
@@ -95,6 +128,8 @@ def test_variant_shifts_compare_the_base_with_each_variant_for_people_and_models
     assert np.isnan(table.set_index("concept").loc["unripe apple", "m · natural"])
     fig = variant_shift_figure(shifts)
     assert [t.name for t in fig.data] == [HUMAN, "m · natural"]
+    assert fig.data[0].marker.color == HUMAN_COLOR and fig.layout.showlegend
+    assert fig.layout.xaxis.title.text == "variant"
     assert_allclose(fig.data[1].y, [got[("rotten apple", "m · natural")]])
     with pytest.raises(ValueError, match="`base` must be a base concept key"):
         variant_shifts("rotten apple", CONCEPTS, human, rows)

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -8,6 +10,8 @@ from evaluation.figures import (
     cfg_sweep_figure,
     consistency_histogram,
     distribution_bar,
+    STRIP_MIN_FONT,
+    STRIP_SWATCH_PX,
     dominant_strip,
     group_strip,
     sensitivity_bars,
@@ -48,6 +52,20 @@ def test_dominant_strip_shows_each_group_color_and_count():
         dominant_strip(["#aabbcc"], [1, 2])
 
 
+@pytest.mark.parametrize("n, title", [(1, ""), (7, "apple"), (20, "")])
+def test_dominant_strip_leaves_tall_swatches_and_readable_counts_for_1_to_20_colors(n, title):
+    colors = np.random.default_rng(n).integers(0, 256, (n, 3)).astype(np.uint8)
+    fig = dominant_strip(colors, range(100, 100 + n), title=title, unit="colorings")
+    margin = fig.layout.margin
+    assert fig.layout.height - margin.t - margin.b == STRIP_SWATCH_PX >= 100
+    assert fig.data[0].textfont.size >= STRIP_MIN_FONT >= 12
+    assert fig.layout.uniformtext.minsize == STRIP_MIN_FONT and fig.layout.uniformtext.mode == "show"
+    assert fig.data[0].textangle == 0
+    assert "colorings" in fig.layout.xaxis.title.text and "colorings" in fig.data[0].hovertemplate
+    # An empty title must leave no `title` key: gr.Plot gives any titled figure a 100 px top margin.
+    assert ("title" in json.loads(fig.to_json())["layout"]) == bool(title)
+
+
 def test_group_strip_shows_each_extraction_group_with_its_image_count():
     red, green = (200, 30, 30), (30, 140, 50)
     images = [np.full((20, 20, 3), c, dtype=np.uint8) for c in (red, red, green)]
@@ -72,6 +90,8 @@ def test_cfg_sweep_figure_has_one_line_per_model_per_metric():
     assert_allclose(emd_sana.y, [30.0, 31.0, 32.0])
     pcc_sdxl = [t for t in fig.data if t.name == "sdxl" and t.xaxis == "x2"][0]
     assert_allclose(pcc_sdxl.y, [0.72, 0.71, 0.72])
+    assert [fig.layout[a].title.text for a in ("xaxis", "xaxis2", "yaxis", "yaxis2")] == [
+        "CFG scale", "CFG scale", "mean EMD", "mean PCC"]
 
 
 def test_sensitivity_bars_plot_ratios_per_modifier_type():
@@ -116,7 +136,8 @@ def test_table3_figure_bars_and_error_bars_match_the_validation():
         "agreement": [0.55, 0.62], "agreement_lo": [0.5, 0.6], "agreement_hi": [0.6, 0.7],
     })
     fig = table3_figure(validation)
-    assert [t.name for t in fig.data] == ["Pearson r", "Spearman ρ", "Agreement"]
+    assert [t.name for t in fig.data] == ["Pearson r", "Spearman ρ", "Agreement (fraction)"]
+    assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == ("metric", "alignment with human judgment")
     assert_allclose(fig.data[1].y, [0.41, 0.55])
     assert_allclose(fig.data[0].error_y.array, [0.1, 0.1])
     assert_allclose(fig.data[2].error_y.arrayminus, [0.05, 0.02])

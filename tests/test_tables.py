@@ -7,6 +7,7 @@ from evaluation.concepts import load_concepts
 from evaluation.palette import load_uw71
 from evaluation.tables import (
     METRICS_FRAME_COLUMNS,
+    NOT_DEFINED,
     cfg_sweep,
     concept_shifts,
     select_cfg,
@@ -68,6 +69,8 @@ def test_table2_dca_is_share_of_matching_dominant_bins_and_hue_skips_nan():
     apple = frame[(frame["model"] == "flux") & (frame["concept"] == "apple") & (frame["style"] == "natural")]
     assert_allclose(t2.values.loc["flux", ("original", "natural", "hue_diff")], apple["hue_diff"].iloc[0])
     assert t2.marks.loc["sana", ("original", "clipart", "dca")] == "best"
+    t2.values.loc["sana", ("original", "clipart", "hue_diff")] = np.nan
+    assert t2.to_html().count(f">{NOT_DEFINED}<") == 1 and "nan" not in t2.to_html()
 
 
 def test_ties_share_a_mark():

@@ -1,0 +1,379 @@
+"""The Coloring tab: designers' onboarding and colorization (paper §3.2, Appendix B.2-B.3).
+
+Onboarding (`annotation.onboarding`): consent, instructions with colored reference
+examples, three practice drawings, then the study admin's approval (or none, with
+``AppConfig.auto_approve_practice``). Then the main task: one concept at a time on the
+coloring canvas (`app.coloring_canvas`), in batches of ``AppConfig.batch_size``
+(`annotation.coloring_tasks`), with recolor requests from experts first; "My
+submissions" lists every coloring and redoes one while its batch is open.
+
+Every view comes from the database (`_view`), so a reload shows the same task and
+progress; the canvas keeps unsubmitted work in the browser under the task's key.
+
+Endpoints (all need the designer role): ``designer_state``, ``designer_consent(agreed)``,
+``designer_instructions_read``, ``designer_continue``, ``designer_submit(canvas_value)``,
+``designer_submissions`` and ``designer_redo(coloring_id)``. The view endpoints return,
+in order: consent, instructions, notice and task boxes, the notice text, the continue
+button, the task header (HTML), the previous round's image, the canvas, ``task`` (JSON:
+``canvas_key``, ``task_id``, ``sketch_id``, ``concept``, ``kind``; "" when no task is
+shown), a message and the "My submissions" section (API clients receive the components
+with values: notice, header, previous, canvas, task, message).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import gradio as gr
+import numpy as np
+
+from annotation import coloring_tasks as work
+from annotation import onboarding
+from annotation.assignment import reserve_practice
+from annotation.coloring import canvas_value
+from annotation.colorings import load_pixels
+from annotation.errors import Conflict
+from annotation.files import resolve
+from annotation.sketch_store import sketch_data_url
+from annotation.sketches import SKETCH_DIR, load_sketch_png
+from app.coloring_canvas import canvas_update, coloring_canvas
+from app.common import AppContext, escape, handler
+
+NAME = "designer"
+TITLE = "Coloring"
+ROLES = ("designer",)
+SUBMISSION_HEADERS = ["coloring_id", "concept", "round", "status", "submitted_utc",
+                      "minutes", "redo", "expert_note"]
+RULES = (
+    "Color only the parts that belong to the concept; leave the rest white. For "
+    "“coffee”, color the drink, not the cup.",
+    "Use the colors you associate with it from everyday experience: realistic, not a "
+    "personal or cartoon style.",
+    "The modifier matters: a “rotten apple” is not colored like an “apple”.",
+)
+# Reference examples for the instructions: (slug, caption, [((x, y), (r, g, b)), ...]).
+EXAMPLES = (
+    ("apple", "“apple”: red body, brown stem, green leaf",
+     [((500, 600), (196, 30, 45)), ((525, 250), (110, 75, 40)), ((660, 200), (80, 140, 50)),
+      ((610, 255), (80, 140, 50))]),
+    ("apple", "“rotten apple”: same drawing, brown and olive",
+     [((500, 600), (120, 80, 40)), ((525, 250), (70, 50, 30)), ((660, 200), (110, 110, 60)),
+      ((610, 255), (110, 110, 60))]),
+    ("coffee", "“coffee”: only the drink is colored, not the cup",
+     [((510, 450), (75, 45, 25))]),
+)
+_KIND_LABEL = {"practice": "Practice drawing", "batch": "Batch", "recolor": "Recolor request",
+               "redo": "Your redo"}
+_MODIFIER = {"visual_state": "visual state", "emotional": "emotion"}
+_HEADER_CSS = """
+.dz-head { display: flex; flex-direction: column; gap: 4px; padding: 4px 2px 8px; }
+.dz-progress { color: #57606a; font-size: 14px; font-weight: 600; letter-spacing: .02em; }
+.dz-concept { font-size: 40px; line-height: 1.1; font-weight: 700; color: #1f2328; }
+.dz-meta { font-size: 16px; color: #3d444d; }
+.dz-meta b { color: #1f2328; }
+.dz-note { margin-top: 6px; padding: 8px 12px; border-left: 4px solid #bf8700;
+           background: #fff8c5; color: #3b2300; white-space: pre-wrap; }
+.dz-rules { margin: 6px 0 0 18px; padding: 0; color: #3d444d; font-size: 14px; }
+"""
+
+
+def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+    """Lay out and wire the Coloring tab inside the current `gr.Tab`."""
+    consent_text, consent_sha = onboarding.read_text(onboarding.CONSENT_FILE)
+    parts = _layout(consent_text)
+    designer = handler(ctx, *ROLES)
+    views = {
+        "designer_state": (_state(ctx), [session_token], None),
+        "designer_consent": (_consent(ctx, consent_sha), [session_token, parts["agreed"]],
+                             parts["agree"]),
+        "designer_instructions_read": (_instructions_read(ctx), [session_token], parts["read"]),
+        "designer_continue": (_continue(ctx), [session_token], parts["continue"]),
+        "designer_submit": (_submit(ctx), [session_token, parts["canvas"]], parts["submit"]),
+        "designer_redo": (_redo(ctx), [session_token, parts["redo_id"]], parts["redo"]),
+    }
+    outputs = [parts[name] for name in _VIEW_PARTS]
+    submissions = designer(_submissions(ctx))
+    listing = [parts["table"], parts["gallery"]]
+    for api_name, (fn, inputs, button) in views.items():
+        event = (button.click if button is not None else parts["refresh"].click)(
+            designer(fn), inputs, outputs, api_name=api_name)
+        if api_name in ("designer_submit", "designer_redo"):
+            event.success(submissions, session_token, listing, api_visibility="private")
+    parts["list"].click(submissions, session_token, listing, api_name="designer_submissions")
+    session_token.change(_for_anyone(designer(_state(ctx)), _outsider_view), session_token,
+                         outputs, api_visibility="private").then(
+        _for_anyone(submissions, lambda token: ([], [])), session_token, listing,
+        api_visibility="private")
+
+
+_VIEW_PARTS = ("consent_box", "instructions_box", "notice_box", "notice", "continue",
+               "task_box", "header", "previous", "canvas", "task", "message", "submissions_box")
+
+
+def _layout(consent_text: str) -> dict:
+    parts: dict = {}
+    with gr.Column(visible=False, elem_id="designer_consent_box") as parts["consent_box"]:
+        gr.Markdown(consent_text, elem_id="designer_consent_text")
+        parts["agreed"] = gr.Checkbox(False, label="I have read this information, I am at least "
+                                      "18 years old and I agree to take part",
+                                      elem_id="designer_agreed")
+        parts["agree"] = gr.Button("I agree: continue", variant="primary",
+                                   elem_id="designer_agree")
+    with gr.Column(visible=False, elem_id="designer_instructions_box") as parts["instructions_box"]:
+        gr.Markdown(onboarding.read_text(onboarding.INSTRUCTIONS_FILE)[0],
+                    elem_id="designer_instructions_text")
+        gr.Gallery(_reference_examples(), label="Reference examples", columns=3, height="auto",
+                   object_fit="contain", interactive=False, preview=False,
+                   elem_id="designer_examples")
+        parts["read"] = gr.Button("I have read the instructions: start the practice",
+                                  variant="primary", elem_id="designer_read")
+    with gr.Column(visible=False, elem_id="designer_notice_box") as parts["notice_box"]:
+        parts["notice"] = gr.Markdown(elem_id="designer_notice")
+        parts["continue"] = gr.Button("Check again", variant="primary",
+                                      elem_id="designer_continue")
+    with gr.Column(visible=False, elem_id="designer_task_box") as parts["task_box"]:
+        with gr.Row(equal_height=False):
+            parts["header"] = gr.HTML("", css_template=_HEADER_CSS, js_on_load=None, scale=4,
+                                      elem_id="designer_header")
+            parts["previous"] = gr.Image(label="Your previous round", type="filepath",
+                                         interactive=False, visible=False, height=200, scale=1,
+                                         elem_id="designer_previous")
+        parts["canvas"] = coloring_canvas(elem_id="designer_canvas")
+        parts["submit"] = gr.Button("Submit this coloring", variant="primary", size="lg",
+                                    elem_id="designer_submit")
+    parts["message"] = gr.Markdown(elem_id="designer_message")
+    parts["task"] = gr.Textbox("", visible="hidden", label="task", elem_id="designer_task")
+    parts["refresh"] = gr.Button("Reload", visible=False, elem_id="designer_refresh")
+    with gr.Accordion("My submissions", open=False, visible=False,
+                      elem_id="designer_submissions_box") as parts["submissions_box"]:
+        gr.Markdown("Every coloring you submitted. While its batch is open (until you start "
+                    "the next batch) you can redo a coloring that nobody has reviewed yet: "
+                    "the redo is a new round and the earlier one is kept.")
+        parts["list"] = gr.Button("Refresh", size="sm", elem_id="designer_list")
+        parts["table"] = gr.Dataframe(headers=SUBMISSION_HEADERS, datatype="str",
+                                      interactive=False, wrap=True, elem_id="designer_table")
+        parts["gallery"] = gr.Gallery(label="Your colorings", columns=6, height=240,
+                                      object_fit="contain", preview=False,
+                                      elem_id="designer_gallery")
+        with gr.Row():
+            parts["redo_id"] = gr.Number(label="Coloring id", precision=0,
+                                         elem_id="designer_redo_id")
+            parts["redo"] = gr.Button("Redo this coloring", elem_id="designer_redo")
+    return parts
+
+
+def _reference_examples() -> list[tuple[np.ndarray, str]]:
+    sketches = {slug: load_sketch_png(SKETCH_DIR / f"{slug}.png") for slug, _, _ in EXAMPLES}
+    return [(work.colored_example(sketches[slug], fills), caption)
+            for slug, caption, fills in EXAMPLES]
+
+
+def _instance(ctx: AppContext) -> str:
+    """A short public name of this database, part of every canvas key."""
+    return hashlib.sha256(ctx.browser_secret.encode("utf-8")).hexdigest()[:10]
+
+
+def _view(ctx: AppContext, db, actor, *, message: str = "", forget: str = "",
+          prefill_task: int | None = None) -> tuple:
+    """Everything the tab shows for this designer now, in `_VIEW_PARTS` order."""
+    config = ctx.config
+    stage = _stage(ctx, db, actor)
+    if stage == "consent":
+        return _boxes(consent=True, message=message)
+    if stage == "instructions":
+        return _boxes(instructions=True, message=message)
+    if stage == "awaiting_approval":
+        return _notice("**Thank you: your three practice drawings are in.** The study "
+                       "organisers look at them before the main task opens; come back "
+                       "later, or press the button to check now.", "Check again", message)
+    if stage == "practice":
+        reserve_practice(db, actor.annotator_id, config.practice_concepts,
+                         minutes=config.reservation_minutes)
+        item = work.next_item(db, actor.annotator_id, practice=True)
+        done = len(onboarding.practice_colorings(db, actor.annotator_id))
+        progress = f"Practice · {done} of {len(config.practice_concepts)} done"
+    else:
+        item = work.next_item(db, actor.annotator_id, practice=False)
+        batch = work.batch_progress(db, actor.annotator_id)
+        if item is None and batch is None:
+            _start_batch(ctx, db, actor)
+            item = work.next_item(db, actor.annotator_id, practice=False)
+            batch = work.batch_progress(db, actor.annotator_id)
+        if item is None:
+            return _batch_done(batch, message)
+        progress = (f"Batch {batch.batch} · {batch.done} of {batch.total} done"
+                    if batch is not None else "")
+    return _task_view(ctx, item, progress, message=message, forget=forget,
+                      prefill=item.task.id == prefill_task)
+
+
+def _stage(ctx: AppContext, db, actor) -> str:
+    """The designer's onboarding stage (`annotation.onboarding.STAGES`) under this config."""
+    return onboarding.onboarding_stage(db, actor.annotator_id,
+                                       auto_approve=ctx.config.auto_approve_practice,
+                                       practice_count=len(ctx.config.practice_concepts))
+
+
+def _start_batch(ctx: AppContext, db, actor) -> None:
+    """Reserve the designer's next batch; a batch opened meanwhile (another tab) is kept."""
+    config = ctx.config
+    try:
+        work.start_batch(db, actor.annotator_id, np.random.default_rng(), config.batch_size,
+                         k=config.colorings_per_concept, minutes=config.reservation_minutes)
+    except Conflict:
+        pass
+
+
+def _batch_done(batch: work.Progress | None, message: str) -> tuple:
+    if batch is None or batch.total == 0:
+        return _notice("**No concept is waiting for you right now.** Thank you! More may "
+                       "open later.", "Check again", message)
+    return _notice(f"**Batch {batch.batch} is done: you colored {batch.done} of "
+                   f"{batch.total}.** You can look over your colorings under *My "
+                   "submissions* and redo one before you start the next batch.",
+                   "Start the next batch", message)
+
+
+def _task_view(ctx: AppContext, item: work.WorkItem, progress: str, *, message: str,
+               forget: str, prefill: bool) -> tuple:
+    key = work.canvas_key(_instance(ctx), item.task.id, item.sketch["id"])
+    value = ""
+    if prefill and item.previous is not None:
+        image, mask = load_pixels(ctx.config.data_dir, item.previous)
+        value = canvas_value(key, work.layer_of_coloring(image, mask))
+    previous = (str(resolve(ctx.config.data_dir, item.previous["image_path"]))
+                if item.previous is not None else None)
+    task = json.dumps({"canvas_key": key, "task_id": item.task.id,
+                       "sketch_id": item.sketch["id"], "concept": item.concept["key"],
+                       "kind": item.kind})
+    canvas = canvas_update(key, sketch_data_url(ctx.config.data_dir, item.sketch), value,
+                           forget_task_id=forget)
+    return (gr.Column(visible=False), gr.Column(visible=False), gr.Column(visible=False), "",
+            gr.Button(visible=False), gr.Column(visible=True), _header(item, progress),
+            gr.Image(value=previous, visible=previous is not None), canvas, task, message,
+            gr.Accordion(visible=True))
+
+
+def _header(item: work.WorkItem, progress: str) -> str:
+    """The task header as HTML; every text from the database is escaped."""
+    concept = item.concept
+    if concept["modifier_type"] == "original":
+        meta = f"{escape(concept['category'])} · the {escape(concept['base'])} itself"
+    else:
+        meta = (f"{escape(concept['category'])} · {_MODIFIER[concept['modifier_type']]}: "
+                f"<b>{escape(concept['modifier'])}</b> {escape(concept['base'])}")
+    kind = _KIND_LABEL[item.kind] if item.kind in ("recolor", "redo") else progress
+    note = (f'<div class="dz-note">An expert asked you to color this concept again: '
+            f"{escape(item.note)}</div>" if item.note else "")
+    rules = "".join(f"<li>{escape(rule)}</li>" for rule in RULES)
+    return (f'<div class="dz-head"><div class="dz-progress">{escape(kind)}</div>'
+            f'<div class="dz-concept">{escape(concept["key"])}</div>'
+            f'<div class="dz-meta">{meta}</div>{note}<ul class="dz-rules">{rules}</ul></div>')
+
+
+def _boxes(*, consent: bool = False, instructions: bool = False, message: str = "") -> tuple:
+    return (gr.Column(visible=consent), gr.Column(visible=instructions),
+            gr.Column(visible=False), "", gr.Button(visible=False), gr.Column(visible=False),
+            "", gr.Image(visible=False), gr.update(), "", message, gr.Accordion(visible=False))
+
+
+def _notice(text: str, button: str, message: str) -> tuple:
+    return (gr.Column(visible=False), gr.Column(visible=False), gr.Column(visible=True), text,
+            gr.Button(button, visible=True), gr.Column(visible=False), "",
+            gr.Image(visible=False), gr.update(), "", message, gr.Accordion(visible=True))
+
+
+def _state(ctx: AppContext):
+    def state(db, actor) -> tuple:
+        """The designer's current view: onboarding step, task, or notice."""
+        return _view(ctx, db, actor)
+    return state
+
+
+def _consent(ctx: AppContext, form_sha256: str):
+    def consent(db, actor, agreed: bool) -> tuple:
+        """Record the designer's agreement to the consent text shown."""
+        if agreed is not True:
+            raise ValueError("Tick the box to agree to the consent text, or close the page if "
+                             "you do not want to take part.")
+        onboarding.record_consent(db, actor.annotator_id, form_sha256, True)
+        return _view(ctx, db, actor)
+    return consent
+
+
+def _instructions_read(ctx: AppContext):
+    def instructions_read(db, actor) -> tuple:
+        """Record that the designer read the instructions; opens the practice."""
+        onboarding.mark_instructions_read(db, actor.annotator_id)
+        return _view(ctx, db, actor)
+    return instructions_read
+
+
+def _continue(ctx: AppContext):
+    def continue_(db, actor) -> tuple:
+        """Start the next batch when the current one is done; otherwise show the view."""
+        if _stage(ctx, db, actor) == "main" and \
+                work.next_item(db, actor.annotator_id, practice=False) is None:
+            _start_batch(ctx, db, actor)
+        return _view(ctx, db, actor)
+    return continue_
+
+
+def _submit(ctx: AppContext):
+    def submit(db, actor, value: str) -> tuple:
+        """Store the canvas's coloring for its task, then show the next task."""
+        config = ctx.config
+        coloring_id, task = work.submit_canvas(
+            db, config.data_dir, actor.annotator_id, value, instance=_instance(ctx),
+            main_open=_stage(ctx, db, actor) == "main",
+            min_painted_fraction=config.min_painted_fraction, k=config.colorings_per_concept)
+        submitted = json.loads(value)["task_id"]
+        return _view(ctx, db, actor, forget=submitted,
+                     message=f"Saved your coloring of **{escape(task.concept_key)}** "
+                             f"(#{coloring_id}).")
+    return submit
+
+
+def _redo(ctx: AppContext):
+    def redo(db, actor, coloring_id: float) -> tuple:
+        """Queue a redo of one of the designer's colorings and open it on the canvas."""
+        if not isinstance(coloring_id, (int, float)) or not math.isfinite(coloring_id) or \
+                coloring_id != int(coloring_id):
+            raise ValueError(f"`coloring id` must be a whole number, got {coloring_id!r}")
+        task_id = work.request_redo(db, actor.annotator_id, int(coloring_id),
+                                    minutes=ctx.config.reservation_minutes)
+        return _view(ctx, db, actor, prefill_task=task_id,
+                     message=f"Redo coloring #{int(coloring_id)}: your earlier round stays "
+                             "stored; submit the new one when it is ready.")
+    return redo
+
+
+def _submissions(ctx: AppContext):
+    def submissions(db, actor) -> tuple[list[list], list[tuple[str, str]]]:
+        """The designer's colorings: a table (with redo status and expert notes) and images."""
+        rows = work.my_colorings(db, actor.annotator_id)
+        table = [[str(r["id"]), r["concept_key"] + (" (practice)" if r["practice"] else ""),
+                  str(r["round"]), r["status"], r["created"][:16].replace("T", " "),
+                  "" if r["seconds_spent"] is None else f"{r['seconds_spent'] / 60:.1f}",
+                  "yes" if not r["redo"] else f"no: {r['redo']}", r["note"]] for r in rows]
+        images = [(str(resolve(ctx.config.data_dir, r["image_path"])),
+                   f"#{r['id']} {r['concept_key']} · round {r['round']}") for r in rows]
+        return table, images
+    return submissions
+
+
+def _for_anyone(fn, otherwise):
+    """`fn` for the sign-in refresh: whoever is not a designer gets ``otherwise(token)``."""
+    def refresh(session_token):
+        try:
+            return fn(session_token)
+        except gr.Error:
+            return otherwise(session_token)
+    return refresh
+
+
+def _outsider_view(session_token: str) -> tuple:
+    return _boxes(message="This tab is for designers: sign in with a designer's invite link "
+                          "to color." if session_token else "")

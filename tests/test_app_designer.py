@@ -1,0 +1,263 @@
+"""The Coloring tab through gradio_client: onboarding, coloring, submitting, redoing, roles."""
+
+import json
+
+import numpy as np
+import pytest
+from gradio_client.exceptions import AppError
+from numpy.testing import assert_allclose
+from PIL import Image
+from scipy import ndimage
+from skimage.measure import label
+
+from annotation.coloring import (blank_color_layer, canvas_value, flood_fill, line_mask,
+                                 parse_canvas_value)
+from annotation.coloring_tasks import layer_of_coloring
+from annotation.colorings import get_coloring, load_pixels
+from annotation.db import open_db
+from annotation.onboarding import CONSENT_FILE, read_text
+from annotation.sketch_store import get_sketch, load_sketch
+from evaluation.colorspace import srgb_to_lab
+from evaluation.palette import nearest_uw71
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+
+VIEW = ("notice", "header", "previous", "canvas", "task", "message")
+# Colors at 8x8x8 RGB bin centres, each far from a UW-71 boundary, in pairs per sketch.
+PAIRS = [((208, 48, 48), (48, 112, 208)), ((240, 208, 48), (80, 144, 48)),
+         ((112, 80, 48), (176, 176, 176))]
+ENDPOINTS = (("/designer_state", ()), ("/designer_consent", (True,)),
+             ("/designer_instructions_read", ()), ("/designer_continue", ()),
+             ("/designer_submit", ('{"task_id": "x:1:1", "color_layer": "", "elapsed_s": 0}',)),
+             ("/designer_submissions", ()), ("/designer_redo", (1,)))
+TABLES = ("consents", "tasks", "colorings", "coloring_distributions", "audit", "annotators")
+
+
+class Study:
+    """A running app with an admin session; helpers that act through the public API."""
+
+    def __init__(self, client, config):
+        self.client, self.config = client, config
+        self.admin = client.predict(ADMIN_PASSWORD, api_name="/login_admin")[0]
+
+    def person(self, role: str = "designer") -> tuple[int, str]:
+        row = self.client.predict(self.admin, role, 1, "yes", 7,
+                                  api_name="/admin_create_invites")["data"][0]
+        return row[0], self.client.predict(row[3], api_name="/login_invite")[0]
+
+    def view(self, api: str, token: str, *args) -> dict:
+        return dict(zip(VIEW, self.client.predict(token, *args, api_name=api)))
+
+    def onboarded(self, token: str) -> dict:
+        """Consent and instructions done: the first practice task's view."""
+        self.view("/designer_consent", token, True)
+        return self.view("/designer_instructions_read", token)
+
+    def sketch(self, task: dict) -> np.ndarray:
+        db = open_db(self.config.db_path)
+        try:
+            return load_sketch(self.config.data_dir, get_sketch(db, task["sketch_id"]))
+        finally:
+            db.close()
+
+    def submit(self, token: str, view: dict, colors, elapsed: float = 42.5) -> tuple[dict, dict]:
+        """Fill the largest regions of the view's sketch with `colors`; submit. The next
+        view and the filled layer."""
+        task = json.loads(view["task"])
+        layer = paint(self.sketch(task), colors)
+        return (self.view("/designer_submit", token,
+                          canvas_value(task["canvas_key"], layer, elapsed)), layer)
+
+    def rows(self, table: str, where: str = "1", params=()) -> list[dict]:
+        db = open_db(self.config.db_path)
+        try:
+            return list(db[table].rows_where(where, list(params), order_by="rowid"))
+        finally:
+            db.close()
+
+    def coloring(self, coloring_id: int) -> dict:
+        db = open_db(self.config.db_path)
+        try:
+            return get_coloring(db, coloring_id)
+        finally:
+            db.close()
+
+    def counts(self) -> dict:
+        return {t: len(self.rows(t)) for t in TABLES}
+
+
+@pytest.fixture
+def study(tmp_path):
+    config = make_config(tmp_path, batch_size=3)
+    with running_app(config) as (client, _):
+        yield Study(client, config)
+
+
+@pytest.fixture
+def quick_study(tmp_path):
+    """Practice approved automatically."""
+    config = make_config(tmp_path, batch_size=3, auto_approve_practice=True)
+    with running_app(config) as (client, _):
+        yield Study(client, config)
+
+
+def interior_points(sketch: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """The deepest point of each of the `n` largest regions between the lines, (x, y)."""
+    regions = label(~line_mask(sketch), connectivity=1)
+    sizes = np.bincount(regions.ravel())
+    sizes[0] = 0
+    points = []
+    for region in np.argsort(-sizes)[:n]:
+        depth = ndimage.distance_transform_edt(regions == region)
+        y, x = np.unravel_index(np.argmax(depth), depth.shape)
+        points.append((int(x), int(y)))
+    return points
+
+
+def paint(sketch: np.ndarray, colors) -> np.ndarray:
+    """A color layer with one bucket fill per color, in the largest regions."""
+    layer = blank_color_layer(sketch.shape)
+    for point, rgb in zip(interior_points(sketch, len(colors)), colors):
+        layer = flood_fill(layer, sketch, point, rgb)
+    return layer
+
+
+def finish_practice(study: Study, token: str, view: dict) -> dict:
+    for _ in range(3):
+        view, _ = study.submit(token, view, [(176, 176, 176)])
+    return view
+
+
+def test_a_designer_onboards_and_three_colorings_put_their_mass_on_the_nearest_bins(study):
+    designer_id, token = study.person()
+    assert study.view("/designer_state", token)["task"] == ""
+    with pytest.raises(AppError, match="Tick the box to agree"):
+        study.client.predict(token, False, api_name="/designer_consent")
+    study.view("/designer_consent", token, True)
+    [consent] = study.rows("consents")
+    assert (consent["annotator_id"], consent["agreed"], consent["form_sha256"]) == \
+        (designer_id, 1, read_text(CONSENT_FILE)[1])
+    view = study.view("/designer_instructions_read", token)
+    assert (json.loads(view["task"])["kind"], json.loads(view["task"])["concept"]) == \
+        ("practice", "banana")
+    assert "Practice · 0 of 3 done" in view["header"]
+    view = finish_practice(study, token, view)
+    assert "your three practice drawings are in" in view["notice"] and view["task"] == ""
+    assert study.view("/designer_continue", token)["task"] == ""
+
+    study.client.predict(study.admin, designer_id, "approve", "fine",
+                         api_name="/admin_review_practice")
+    view = study.view("/designer_continue", token)
+    assert "Batch 1 · 0 of 3 done" in view["header"]
+    expected = []
+    for i, colors in enumerate(PAIRS):
+        task = json.loads(view["task"])
+        assert task["kind"] == "batch" and f"Batch 1 · {i} of 3 done" in view["header"]
+        assert f'<div class="dz-concept">{task["concept"]}</div>' in view["header"]
+        view, layer = study.submit(token, view, colors, elapsed=30.0 + i)
+        assert view["message"].startswith(f"Saved your coloring of **{task['concept']}**")
+        sketch = study.sketch(task)
+        shares = [np.all(layer[~line_mask(sketch)][:, :3] == c, axis=1).sum() for c in colors]
+        expected.append((task["concept"], colors, np.array(shares) / sum(shares)))
+    assert "Batch 1 is done: you colored 3 of 3." in view["notice"]
+
+    colorings = study.rows("colorings", "practice = 0")
+    assert [c["concept_key"] for c in colorings] == [e[0] for e in expected]
+    for coloring, (_, colors, shares), i in zip(colorings, expected, range(3)):
+        p = study.coloring(coloring["id"])["p"]
+        bins = nearest_uw71(srgb_to_lab(np.array(colors) / 255.0))
+        assert set(np.flatnonzero(p)) == set(bins.tolist())
+        assert_allclose(p[bins], shares, atol=0.03)
+        assert coloring["seconds_spent"] == 30.0 + i
+
+
+def test_a_blank_or_barely_colored_submission_is_refused_and_stores_nothing(study):
+    _, token = study.person()
+    view = study.onboarded(token)
+    task = json.loads(view["task"])
+    before = study.counts()
+    with pytest.raises(AppError, match=r"Nothing is colored yet: fill at least 0\.5% of the "
+                                       r"drawing \(about [\d,]+ pixels\)"):
+        study.client.predict(token, canvas_value(task["canvas_key"], None, 5.0),
+                             api_name="/designer_submit")
+    few = blank_color_layer(study.sketch(task).shape)
+    y, x = np.argwhere(~line_mask(study.sketch(task)))[0]
+    few[y, x] = (208, 48, 48, 255)
+    with pytest.raises(AppError, match=r"Only 1 pixels \(0\.00% of the drawing\) are colored"):
+        study.client.predict(token, canvas_value(task["canvas_key"], few, 5.0),
+                             api_name="/designer_submit")
+    assert study.counts() == before
+    assert study.rows("tasks", "id = ?", [task["task_id"]])[0]["status"] == "reserved"
+
+
+def test_a_designer_cannot_submit_a_task_that_is_not_theirs_or_a_forged_one(study):
+    _, token = study.person()
+    _, other = study.person()
+    mine = json.loads(study.onboarded(token)["task"])
+    theirs = json.loads(study.onboarded(other)["task"])
+    layer = paint(study.sketch(mine), [(208, 48, 48)])
+    instance, task_id, sketch_id = theirs["canvas_key"].split(":")
+    before = study.counts()
+    for key, message in ((theirs["canvas_key"], "handed to someone else"),
+                         (f"{instance}:99999:{sketch_id}", "unknown task id 99999"),
+                         (f"0123456789:{mine['task_id']}:{sketch_id}", "not a task of this study"),
+                         ("forged", "not a task of this study")):
+        with pytest.raises(AppError, match=message):
+            study.client.predict(token, canvas_value(key, layer, 1.0), api_name="/designer_submit")
+    with pytest.raises(AppError, match="the canvas value must be the coloring tool's JSON"):
+        study.client.predict(token, "not json", api_name="/designer_submit")
+    assert study.counts() == before
+
+
+@pytest.mark.parametrize("role", ["expert", "participant", "admin", "nobody"])
+def test_every_designer_endpoint_refuses_other_roles_and_writes_nothing(study, role):
+    special = {"admin": study.admin, "nobody": ""}
+    token = special[role] if role in special else study.person(role)[1]
+    before = study.counts()
+    for api, args in ENDPOINTS:
+        with pytest.raises(AppError, match="needs the role designer|you are not signed in"):
+            study.client.predict(token, *args, api_name=api)
+    assert study.counts() == before
+
+
+def test_a_reload_shows_the_same_task_and_progress(quick_study):
+    _, token = quick_study.person()
+    view = finish_practice(quick_study, token, quick_study.onboarded(token))
+    view, _ = quick_study.submit(token, view, PAIRS[0])
+    first, second = (quick_study.view("/designer_state", token) for _ in range(2))
+    assert first["task"] == second["task"] == view["task"] != ""
+    assert "Batch 1 · 1 of 3 done" in first["header"] and first["header"] == second["header"]
+
+
+def test_a_redo_is_a_new_round_and_an_experts_recolor_note_is_shown_inert(quick_study):
+    study = quick_study
+    _, token = study.person()
+    view = finish_practice(study, token, study.onboarded(token))
+    view, _ = study.submit(token, view, PAIRS[0])
+    table, gallery = study.client.predict(token, api_name="/designer_submissions")
+    first = int(table["data"][0][0])
+    assert table["data"][0][2:4] == ["1", "submitted"] and table["data"][0][6] == "yes"
+    assert len(gallery) == 4 and all(row[6].startswith("no: practice") for row in table["data"][1:])
+
+    view = study.view("/designer_redo", token, first)
+    task = json.loads(view["task"])
+    assert task["kind"] == "redo" and "Your redo" in view["header"]
+    image, mask = load_pixels(study.config.data_dir, study.coloring(first))
+    prefilled = parse_canvas_value(view["canvas"]["value"], mask.shape)
+    assert prefilled.task_id == task["canvas_key"]
+    np.testing.assert_array_equal(prefilled.color_layer, layer_of_coloring(image, mask))
+    view, _ = study.submit(token, view, PAIRS[1])
+    rows = study.rows("colorings", "practice = 0")
+    assert [(r["round"], r["status"]) for r in rows] == [(1, "submitted"), (2, "submitted")]
+    assert rows[0]["concept_key"] == rows[1]["concept_key"]
+
+    _, expert = study.person("expert")
+    study.client.predict(expert, rows[1]["id"], "<b>browner</b>", api_name="/expert_recolor")
+    view = study.view("/designer_state", token)
+    assert json.loads(view["task"])["kind"] == "recolor"
+    assert "&lt;b&gt;browner&lt;/b&gt;" in view["header"] and "<b>browner" not in view["header"]
+    shown = np.asarray(Image.open(view["previous"]["value"]).convert("RGB"))
+    np.testing.assert_array_equal(shown, load_pixels(study.config.data_dir, rows[1])[0])
+    table, _ = study.client.predict(token, api_name="/designer_submissions")
+    assert table["data"][0][3] == "recolor_requested" and table["data"][0][7] == "<b>browner</b>"
+    view, _ = study.submit(token, view, PAIRS[2])
+    assert [r["round"] for r in study.rows("colorings", "practice = 0")] == [1, 2, 3]

@@ -1,0 +1,120 @@
+"""A designer's first session in Chromium: invite, consent, fill and brush, submit, reload."""
+
+import json
+
+import numpy as np
+import pytest
+
+from annotation.coloring import fill_region, painted_color_counts
+from annotation.coloring_tasks import layer_of_coloring
+from annotation.colorings import load_pixels
+from annotation.sketches import SKETCH_DIR, load_sketch_png
+from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, sign_in  # noqa: F401
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+CANVAS = "#designer_canvas .cc-root"
+BANANA = load_sketch_png(SKETCH_DIR / "banana.png")
+PEEL, STEM = (705, 615), (825, 221)  # inside the outer stripe and the stem of banana.png
+YELLOW, GREEN = "#f0d030", "#508f30"
+
+
+def _to_client(page, x, y):
+    """Window coordinates of sketch point (x, y) once the canvas stops moving."""
+    return tuple(page.evaluate(
+        """async ([x, y]) => {
+            const root = document.querySelector('#designer_canvas .cc-root');
+            root.scrollIntoView({block: 'center'});
+            const api = root.parentElement.coloringCanvas;
+            let previous = null;
+            for (let i = 0; i < 60; i++) {
+                await new Promise((resolve) => requestAnimationFrame(resolve));
+                const c = api.imageToClient(x, y);
+                if (previous && previous.x === c.x && previous.y === c.y) return [c.x, c.y];
+                previous = c;
+            }
+            return [previous.x, previous.y];
+        }""", [x, y]))
+
+
+def _committed(page, action):
+    """Run `action`, then wait until the canvas has pushed its new value."""
+    before = page.get_attribute(CANVAS, "data-committed")
+    action()
+    page.wait_for_function(
+        "b => document.querySelector('#designer_canvas .cc-root').dataset.committed !== b",
+        arg=before)
+
+
+def _color(page, hex_color):
+    page.fill("#designer_canvas .cc-hex", hex_color)
+    page.press("#designer_canvas .cc-hex", "Enter")
+
+
+def _tool(page, tool):
+    page.click(f"#designer_canvas button[data-tool={tool}]")
+
+
+def _fill(page, point, hex_color):
+    _color(page, hex_color)
+    _tool(page, "fill")
+    _committed(page, lambda: page.mouse.click(*_to_client(page, point[0] + 0.5, point[1] + 0.5)))
+
+
+def _brush(page, start, end, hex_color):
+    _color(page, hex_color)
+    _tool(page, "brush")
+
+    def stroke():
+        page.mouse.move(*_to_client(page, *start))
+        page.mouse.down()
+        page.mouse.move(*_to_client(page, *end), steps=10)
+        page.mouse.up()
+    _committed(page, stroke)
+
+
+def test_a_designer_colors_submits_and_a_reload_keeps_progress_and_work(live_app, page):
+    [(_, link)] = live_app.invite("designer", background="yes")
+    assert sign_in(page, link) == "D0001"
+    open_tab(page, "Coloring")
+    expect(page.locator("#designer_consent_text")).to_contain_text("Consent to take part")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "designer-consent.png"), full_page=True)
+    page.get_by_label("I have read this information").check()
+    page.get_by_role("button", name="I agree: continue").click()
+    expect(page.locator("#designer_instructions_text")).to_contain_text("How to color")
+    expect(page.locator("#designer_examples img")).to_have_count(3)
+    page.screenshot(path=str(ARTIFACTS / "designer-instructions.png"), full_page=True)
+    page.get_by_role("button", name="I have read the instructions").click()
+
+    header = page.locator("#designer_header")
+    expect(header.locator(".dz-concept")).to_have_text("banana")
+    expect(header.locator(".dz-progress")).to_have_text("Practice · 0 of 3 done")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    _fill(page, PEEL, YELLOW)
+    _brush(page, (STEM[0] - 6, STEM[1] - 20), (STEM[0] + 4, STEM[1] + 20), GREEN)
+    page.screenshot(path=str(ARTIFACTS / "designer-task-view.png"), full_page=True)
+    key = json.loads(page.input_value("#designer_task textarea"))["canvas_key"]
+
+    page.get_by_role("button", name="Submit this coloring").click()
+    expect(page.locator("#designer_message")).to_contain_text("Saved your coloring of banana")
+    expect(header.locator(".dz-concept")).to_have_text("rotten apple")
+    expect(header.locator(".dz-progress")).to_have_text("Practice · 1 of 3 done")
+    assert page.evaluate("k => localStorage.getItem('colorconcept:wip:' + k)", key) is None
+
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    _fill(page, (500, 600), "#704a28")  # work in progress on the rotten apple
+    page.reload()
+    open_tab(page, "Coloring")
+    expect(header.locator(".dz-progress")).to_have_text("Practice · 1 of 3 done")
+    expect(header.locator(".dz-concept")).to_have_text("rotten apple")
+    expect(page.locator("#designer_canvas .cc-status")).to_have_text(
+        "Restored your unsaved work for this sketch.")
+    assert page.js_errors == []
+
+    [coloring] = live_app.query("select * from colorings")
+    image, mask = load_pixels(live_app.config.data_dir, coloring)
+    counts = painted_color_counts(layer_of_coloring(image, mask), BANANA)
+    assert list(counts) == [YELLOW, GREEN]
+    assert counts[YELLOW] == fill_region(BANANA, PEEL).sum()
+    assert (coloring["concept_key"], coloring["practice"]) == ("banana", 1)
+    assert coloring["seconds_spent"] > 0

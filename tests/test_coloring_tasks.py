@@ -1,0 +1,225 @@
+"""A designer's work in the store: stored images, paint checks, batches, submits, redos."""
+
+import datetime as dt
+import shutil
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from annotation import coloring_tasks as work
+from annotation.assignment import open_tasks
+from annotation.coloring import blank_color_layer, canvas_value, composite, flood_fill
+from annotation.colorings import get_coloring
+from annotation.concepts import sync_concepts
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from annotation.review import request_recolor
+from annotation.sketch_store import load_sketch, sync_shipped_sketches
+from annotation.sketches import SKETCH_DIR, load_sketch_png
+from evaluation.colorspace import srgb_to_lab
+from evaluation.extraction import image_distribution
+from evaluation.palette import nearest_uw71
+from tests.qc_data import actor, people
+
+T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.timezone.utc)
+INSTANCE = "abc123"
+RED, GREEN = (208, 48, 48), (80, 144, 48)
+# Points inside regions of the shipped drawings: apple body and leaf, coffee drink and cup.
+POINTS = {"apple": [(500, 600), (660, 200)], "coffee": [(510, 450), (500, 600)]}
+APPLE = load_sketch_png(SKETCH_DIR / "apple.png")
+
+
+@pytest.fixture
+def store(db, tmp_path):
+    """Concepts, and the shipped apple and coffee sketches only (a small pool)."""
+    sync_concepts(db)
+    library = tmp_path / "library"
+    library.mkdir()
+    for slug in POINTS:
+        shutil.copy(SKETCH_DIR / f"{slug}.png", library / f"{slug}.png")
+    (library / "manifest.csv").write_text(
+        "slug,concept,category\napple,apple,fruit\ncoffee,coffee,food\n", encoding="utf-8")
+    data = tmp_path / "data"
+    sync_shipped_sketches(db, data, manifest=library / "manifest.csv")
+    return db, data
+
+
+def _designer(db):
+    designer, = people(db, 1, "designer")
+    return designer
+
+
+def _two_color_layer(sketch, base):
+    layer = blank_color_layer(sketch.shape)
+    for point, rgb in zip(POINTS[base], (RED, GREEN)):
+        layer = flood_fill(layer, sketch, point, rgb)
+    return layer
+
+
+def _submit(db, data, designer, item, **options):
+    sketch = load_sketch(data, item.sketch)
+    key = work.canvas_key(INSTANCE, item.task.id, item.sketch["id"])
+    value = canvas_value(key, _two_color_layer(sketch, item.concept["base"]), 30.0)
+    return work.submit_canvas(db, data, designer, value, instance=INSTANCE, main_open=True,
+                              **options)
+
+
+def _counts(db):
+    return {t: db[t].count for t in ("colorings", "coloring_distributions", "tasks", "audit")}
+
+
+def test_the_stored_image_holds_the_exact_paint_where_the_canvas_darkens_edges():
+    layer = _two_color_layer(APPLE, "apple")
+    image, mask = work.coloring_image(layer, APPLE)
+    np.testing.assert_array_equal(image[mask], layer[mask][:, :3])
+    np.testing.assert_array_equal(image[~mask], np.repeat(APPLE[~mask][:, None], 3, axis=1))
+    shown = composite(layer, APPLE)
+    assert (shown[mask] != image[mask]).any(axis=1).sum() > 500  # the anti-aliased fringe
+    bins = nearest_uw71(srgb_to_lab(np.array([RED, GREEN]) / 255.0))
+    p = image_distribution(image, mask).p
+    assert set(np.flatnonzero(p)) == set(bins.tolist())
+    leaked = image_distribution(shown, mask).p
+    assert set(np.flatnonzero(leaked)) > set(bins.tolist())
+
+
+def test_a_stored_coloring_reopens_as_the_same_layer():
+    layer = _two_color_layer(APPLE, "apple")
+    image, mask = work.coloring_image(layer, APPLE)
+    reopened = work.layer_of_coloring(image, mask)
+    np.testing.assert_array_equal(reopened[mask], layer[mask])
+    assert not reopened[~mask].any()
+
+
+def test_the_painted_area_check_says_what_is_missing():
+    colorable = int((APPLE >= 128).sum())
+    with pytest.raises(InvalidInput, match=r"Nothing is colored yet: fill at least 0\.5% "):
+        work.check_painted_area(blank_color_layer(APPLE.shape), APPLE)
+    few = blank_color_layer(APPLE.shape)
+    few[600:610, 500:510] = (*RED, 255)
+    with pytest.raises(InvalidInput, match=rf"Only 100 pixels .* at least 0\.5% "
+                                           rf"\({int(np.ceil(0.005 * colorable)):,} pixels\)"):
+        work.check_painted_area(few, APPLE)
+    work.check_painted_area(few, APPLE, 100 / colorable)
+    with pytest.raises(InvalidInput, match="min_fraction"):
+        work.check_painted_area(few, APPLE, 0.0)
+
+
+def test_canvas_keys_name_their_study_task_and_sketch():
+    key = work.canvas_key(INSTANCE, 12, 3)
+    assert key == "abc123:12:3" and work.parse_canvas_key(key, INSTANCE) == (12, 3)
+    for forged in ("other:12:3", "abc123:12", "abc123:x:3", "", "abc123:12:3:4"):
+        with pytest.raises(InvalidInput, match="not a task of this study"):
+            work.parse_canvas_key(forged, INSTANCE)
+
+
+def test_a_batch_is_reserved_at_once_and_its_progress_counts_submits(store):
+    db, data = store
+    designer = _designer(db)
+    assert work.batch_progress(db, designer) is None
+    tasks = work.start_batch(db, designer, np.random.default_rng(0), 3, now=T0)
+    assert len(tasks) == 3 and len({t.created for t in tasks}) == 1
+    assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 0, 3)
+    with pytest.raises(Conflict, match="current batch still has open tasks"):
+        work.start_batch(db, designer, np.random.default_rng(0), 3, now=T0)
+    item = work.next_item(db, designer, practice=False, now=T0)
+    assert item.task.id == tasks[0].id and item.kind == "batch"
+    assert item.sketch["base"] == item.concept["base"] and item.sketch["selected"] == 1
+    coloring_id, task = _submit(db, data, designer, item, now=T0)
+    assert task.id == tasks[0].id
+    assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 1, 3)
+    row = get_coloring(db, coloring_id)
+    assert (row["sketch_id"], row["seconds_spent"], row["round"]) == (item.sketch["id"], 30.0, 1)
+    bins = nearest_uw71(srgb_to_lab(np.array([RED, GREEN]) / 255.0))
+    assert set(np.flatnonzero(row["p"])) == set(bins.tolist())
+
+
+def test_a_submit_is_refused_for_foreign_forged_or_closed_tasks_and_writes_nothing(store):
+    db, data = store
+    designer, other = people(db, 2, "designer")
+    work.start_batch(db, designer, np.random.default_rng(0), 2)
+    work.start_batch(db, other, np.random.default_rng(1), 2)
+    mine = work.next_item(db, designer, practice=False)
+    theirs = work.next_item(db, other, practice=False)
+    layer = _two_color_layer(load_sketch(data, mine.sketch), mine.concept["base"])
+    before = _counts(db)
+    cases = [
+        (work.canvas_key(INSTANCE, theirs.task.id, theirs.sketch["id"]), PermissionDenied,
+         "handed to someone else"),
+        (work.canvas_key(INSTANCE, 9999, mine.sketch["id"]), NotFound, "unknown task id 9999"),
+        (work.canvas_key("elsewhere", mine.task.id, mine.sketch["id"]), InvalidInput,
+         "not a task of this study"),
+    ]
+    other_base = db.execute("select id from sketches where base != ?",
+                            [mine.concept["base"]]).fetchone()[0]
+    cases.append((work.canvas_key(INSTANCE, mine.task.id, other_base), InvalidInput,
+                  "is a sketch of"))
+    for key, error, message in cases:
+        with pytest.raises(error, match=message):
+            work.submit_canvas(db, data, designer, canvas_value(key, layer), instance=INSTANCE,
+                               main_open=True)
+    key = work.canvas_key(INSTANCE, mine.task.id, mine.sketch["id"])
+    with pytest.raises(PermissionDenied, match="opens once your practice"):
+        work.submit_canvas(db, data, designer, canvas_value(key, layer), instance=INSTANCE,
+                           main_open=False)
+    with pytest.raises(InvalidInput, match="Nothing is colored yet"):
+        work.submit_canvas(db, data, designer, canvas_value(key, None), instance=INSTANCE,
+                           main_open=True)
+    assert _counts(db) == before
+
+
+def test_a_redo_is_a_new_round_until_the_next_batch_starts(store):
+    db, data = store
+    designer = _designer(db)
+    work.start_batch(db, designer, np.random.default_rng(0), 2, now=T0)
+    first, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0),
+                       now=T0)
+    assert work.redo_refusal(db, designer, get_coloring(db, first), now=T0) == ""
+    redo_task = work.request_redo(db, designer, first, now=T0)
+    with pytest.raises(Conflict, match="already waiting in your queue"):
+        work.request_redo(db, designer, first, now=T0)
+    item = work.next_item(db, designer, practice=False, now=T0)
+    assert (item.task.id, item.kind, item.note, item.previous["id"]) == \
+        (redo_task, "redo", "", first)
+    assert item.sketch["id"] == get_coloring(db, first)["sketch_id"]
+    second, _ = _submit(db, data, designer, item, now=T0)
+    old, new = get_coloring(db, first), get_coloring(db, second)
+    assert (old["round"], old["status"], new["round"], new["concept_key"]) == \
+        (1, "submitted", 2, old["concept_key"])
+    assert work.redo_refusal(db, designer, old, now=T0) == "you already made round 2"
+    assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 1, 2)
+    _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
+    assert work.redo_refusal(db, designer, new, now=T0) == ""
+    later = T0 + dt.timedelta(hours=1)
+    work.start_batch(db, designer, np.random.default_rng(1), 2, now=later)
+    assert work.redo_refusal(db, designer, new, now=later) == "its batch is closed"
+    with pytest.raises(Conflict, match="cannot be redone: its batch is closed"):
+        work.request_redo(db, designer, second, now=later)
+    other, = people(db, 1, "designer")
+    with pytest.raises(PermissionDenied, match="someone else's"):
+        work.request_redo(db, other, second, now=T0)
+
+
+def test_an_experts_recolor_request_comes_first_with_its_note(store):
+    db, data = store
+    designer = _designer(db)
+    expert, = people(db, 1, "expert")
+    work.start_batch(db, designer, np.random.default_rng(0), 3, now=T0)
+    coloring_id, _ = _submit(db, data, designer,
+                             work.next_item(db, designer, practice=False, now=T0), now=T0)
+    task_id = request_recolor(db, actor(db, expert), coloring_id, "<b>browner</b> please",
+                              now=T0)
+    item = work.next_item(db, designer, practice=False, now=T0)
+    assert (item.task.id, item.kind, item.note) == (task_id, "recolor", "<b>browner</b> please")
+    assert work.redo_refusal(db, designer, get_coloring(db, coloring_id), now=T0) == \
+        "it is recolor requested"
+    assert len(open_tasks(db, "coloring", designer, now=T0)) == 3
+    recolored, _ = _submit(db, data, designer, item, now=T0)
+    assert get_coloring(db, recolored)["round"] == 2
+    assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 1, 3)
+
+
+def test_colored_example_fills_regions_as_the_canvas_shows_them():
+    example = work.colored_example(APPLE, [((500, 600), RED)])
+    layer = flood_fill(blank_color_layer(APPLE.shape), APPLE, (500, 600), RED)
+    np.testing.assert_array_equal(example, composite(layer, APPLE))
+    assert_allclose(example[600, 500], RED)
