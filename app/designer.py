@@ -38,7 +38,7 @@ from annotation.errors import Conflict
 from annotation.files import resolve
 from annotation.sketch_store import sketch_data_url
 from annotation.sketches import SKETCH_DIR, load_sketch_png
-from app.coloring_canvas import canvas_update, coloring_canvas
+from app.coloring_canvas import canvas_update, coloring_canvas, flush_js
 from app.common import AppContext, escape, handler
 
 NAME = "designer"
@@ -97,8 +97,10 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     submissions = designer(_submissions(ctx))
     listing = [parts["table"], parts["gallery"]]
     for api_name, (fn, inputs, button) in views.items():
+        # The submit sends the canvas as it is at the click, not its value of 250 ms ago.
+        js = flush_js("designer_canvas", 1, 2) if api_name == "designer_submit" else None
         event = (button.click if button is not None else parts["refresh"].click)(
-            designer(fn), inputs, outputs, api_name=api_name)
+            designer(fn), inputs, outputs, api_name=api_name, js=js)
         if api_name in ("designer_submit", "designer_redo"):
             event.success(submissions, session_token, listing, api_visibility="private")
     parts["list"].click(submissions, session_token, listing, api_name="designer_submissions")
