@@ -114,17 +114,18 @@ def load(quick: bool) -> tuple[list[Row], dict[str, str]]:
     """Rows from `bench.bench_load.run`, and the "Load and faults" section."""
     from bench import bench_load
 
-    f = (bench_load.run(designers=6, submissions=5, side=64, kill_processes=3, resume=False)
+    f = (bench_load.run(designers=4, submissions=4, side=128, kill_designers=3, resume=False)
          if quick else bench_load.run())
     ok = not f["load_problems"] and not f["kill_problems"] and f.get("run_identical", True)
     return [
         Row("load", "Submit latency p50 / p95",
             f"{f['p50_ms']:.0f} / {f['p95_ms']:.0f} ms",
-            f"{f['designers']} designers x {f['submissions_each']} at once, "
-            f"{f['image_side']}² colorings (library path)"),
-        Row("load", "Faults (SIGKILL, restart, resume)", "all checks pass" if ok else "FAILED",
+            f"{f['designers']} designers x {f['submissions_each']} at once through "
+            f"/designer_submit of a running app.py, {f['image_side']}² sketches"),
+        Row("load", "Faults (app SIGKILLed, restart, resume)",
+            "all checks pass" if ok else "FAILED",
             f"{f['kill_acknowledged']} acknowledged before the kill; "
-            f"{f['kill_orphans_swept']} orphaned files swept"),
+            f"{f['kill_orphans_swept']} orphaned files swept at restart"),
     ], {"load": bench_load.markdown(f)}
 
 
