@@ -153,6 +153,16 @@ def _library_submissions(study, n_designers):
         db.close()
 
 
+def test_files_that_vanish_while_listed_are_not_orphans_and_do_not_stop_the_check(tmp_path, db):
+    data = tmp_path / "data"
+    orphan = _hash_named(data / "colorings" / "ab", "orphan")
+    gone = data / "colorings" / "cd" / ("c" * 64 + ".png")
+    gone.parent.mkdir(parents=True)
+    gone.symlink_to(tmp_path / "renamed-meanwhile.png")  # listed, then stat finds nothing
+    assert orphaned_files(db, data) == [orphan.relative_to(data).as_posix()]
+    assert orphaned_files(db, data, min_age_s=60) == []
+
+
 def test_check_store_names_each_kind_of_damage(tmp_path):
     study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 2, 1, side=64)
     acks = _library_submissions(study, 1)
