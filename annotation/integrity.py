@@ -20,6 +20,7 @@ a change here.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import re
 import time
@@ -82,7 +83,7 @@ def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *,
     if not root.is_dir():
         return []
     newest = time.time() - min_age_s
-    candidates = [path for path in _managed_files(root) if path.stat().st_mtime <= newest]
+    candidates = [path for path in _managed_files(root) if _mtime(path) <= newest]
     # Read the references after listing: a row committed meanwhile then still counts.
     referenced = referenced_paths(db)
     return sorted(relative for relative in (p.relative_to(root).as_posix() for p in candidates)
@@ -116,6 +117,15 @@ def sweep_orphans(db: sqlite_utils.Database, data_dir: str | Path, *, actor: str
                      "files that no row names (a writer stopped before its commit)",
                      details={"n": len(orphans), "paths": orphans[:100]}, now=now)
     return orphans
+
+
+def _mtime(path: Path) -> float:
+    """Modification time; +inf for a file gone since it was listed (a writer renamed its
+    temporary file meanwhile) or a dangling link, so neither counts as old enough."""
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return math.inf
 
 
 def _managed_files(root: Path) -> list[Path]:

@@ -20,6 +20,7 @@ import csv
 import hashlib
 import io
 import re
+import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,10 @@ CROP_MARGIN = 0.04
 """White margin kept around the drawing when cropping, as a share of its long side."""
 
 _SLUG = re.compile(r"[^a-z0-9]+")
+# SVG parts that could reach outside the file (resvg reads an <image>'s local path) or
+# that line art never needs; an SVG with any of them is refused (`check_svg_self_contained`).
+_SVG_REFUSED_ELEMENTS = ("script", "foreignObject", "image", "iframe", "audio", "video")
+_SVG_URL = re.compile(r"url\(\s*['\"]?\s*([^'\")\s]*)", re.IGNORECASE)
 
 
 class NotLineArtError(ValueError):
@@ -186,6 +191,45 @@ def concept_for_filename(name: str, base_concepts: list[str]) -> str | None:
     return by_slug.get(slugify(stem)) if _SLUG.sub("", stem.lower()) else None
 
 
+def check_svg_self_contained(svg: str) -> None:
+    """Refuse SVG markup that refers to anything outside itself or embeds pictures or code.
+
+    resvg renders an ``<image href="/any/local/file.png">`` from the server's disk, so an
+    imported SVG could copy a server file into a sketch; scripts and embedded HTML are
+    never run by resvg but have no place in line art either. Refused (the paper is
+    silent; sketches are vector outlines): entity declarations, the elements of
+    `_SVG_REFUSED_ELEMENTS` (pictures, embedded or linked, included: import a picture as
+    PNG instead), ``href`` attributes and ``url(...)`` references that do not point inside
+    the file (``#id``), and ``@import`` in style sheets.
+
+    Raises
+    ------
+    ValueError
+        Naming what was found.
+    """
+    if re.search(r"<!ENTITY", svg, re.IGNORECASE):
+        raise ValueError("the SVG declares XML entities; sketches must be plain SVG")
+    try:
+        root = ElementTree.fromstring(svg)
+    except ElementTree.ParseError as error:
+        raise ValueError(f"the SVG is not well-formed XML: {error}") from None
+    for element in root.iter():
+        name = str(element.tag).rsplit("}", 1)[-1]
+        if name in _SVG_REFUSED_ELEMENTS:
+            raise ValueError(f"the SVG contains a <{name}> element; sketches are outlines "
+                             "only, with no pictures, scripts or embedded documents")
+        texts = [(key.rsplit("}", 1)[-1], value) for key, value in element.attrib.items()]
+        texts.append(("text", element.text or ""))
+        for key, value in texts:
+            targets = [value.strip()] if key == "href" else _SVG_URL.findall(value)
+            outside = [t for t in targets if not t.startswith("#")]
+            if outside or "@import" in value:
+                shown = outside[0] if outside else "@import"
+                raise ValueError(f"the SVG refers to something outside the file "
+                                 f"({shown[:80]!r} in <{name}>); only references to its "
+                                 "own elements (#id) are allowed")
+
+
 def rasterize_svg(svg: str | bytes, long_side: int = LONG_SIDE) -> np.ndarray:
     """Render SVG line art to grayscale with resvg.
 
@@ -204,11 +248,13 @@ def rasterize_svg(svg: str | bytes, long_side: int = LONG_SIDE) -> np.ndarray:
     Raises
     ------
     ValueError
-        If resvg cannot parse or render `svg`.
+        If resvg cannot parse or render `svg`, or it is not self-contained
+        (`check_svg_self_contained`).
     """
     text = svg.decode("utf-8") if isinstance(svg, bytes) else svg
     if long_side < 16:
         raise ValueError(f"`long_side` must be >= 16 px, got {long_side}")
+    check_svg_self_contained(text)
     natural = Image.open(io.BytesIO(resvg_py.svg_to_bytes(svg_string=text)))
     size = {"width": long_side} if natural.width >= natural.height else {"height": long_side}
     png = resvg_py.svg_to_bytes(svg_string=text, background="#ffffff", **size)

@@ -12,6 +12,7 @@ not exist yet is skipped, so tabs land independently.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 
 import gradio as gr
@@ -53,11 +54,21 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
 
 
 def launch_options(config: AppConfig) -> dict:
-    """Keyword arguments `gr.Blocks.launch` needs for this config: serving data images and
-    the tabs' style sheets (a tab module may define ``CSS``; Gradio 6 takes CSS at launch)."""
+    """Keyword arguments `gr.Blocks.launch` needs for this config.
+
+    Images in the data folder are served to the pages (``allowed_paths``); Gradio serves
+    every file under an allowed path to anyone who names it, so the database (with its
+    journal files) and the admin password file are blocked, wherever they lie: the
+    default layout keeps the database inside the data folder. A tab module may define
+    ``CSS``; Gradio 6 takes style sheets at launch.
+    """
+    db = Path(config.db_path).resolve()
+    blocked = [str(db.with_name(db.name + suffix)) for suffix in ("", "-wal", "-shm", "-journal")]
+    if config.admin_password_file is not None:
+        blocked.append(str(Path(config.admin_password_file).resolve()))
     css = "\n".join(getattr(m, "CSS", "") for m in map(_optional_module, TAB_MODULES)
                     if m is not None)
-    return {"allowed_paths": [str(config.data_dir)], "css": css}
+    return {"allowed_paths": [str(config.data_dir)], "blocked_paths": blocked, "css": css}
 
 
 def _optional_module(name: str) -> ModuleType | None:

@@ -9,7 +9,9 @@ data URL (lossless) and seconds spent. Work in progress stays in the browser's
 localStorage under the task id until the server moves the canvas to another task.
 
 Handlers move the canvas to a task with `canvas_update`. Task ids must be unique per
-coloring round, since they key the saved work in progress.
+coloring round, since they key the saved work in progress. The canvas writes its value a
+moment after each edit, so an event that sends it must run `flush_js` first (``js=``),
+or a click right after an edit sends the coloring without that edit.
 
 ``python -m app.coloring_canvas [--sketch apple]`` launches a demo with only the canvas
 and a button that shows what the server receives.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import gradio as gr
@@ -101,6 +104,44 @@ def canvas_update(task_id: str, sketch_src: str, value: str = "", *, forget_task
     return gr.update(value=value, forget_task_id=forget_task_id, **_task_props(task_id, sketch_src))
 
 
+def flush_js(elem_id: str, position: int, n_inputs: int) -> str:
+    """A ``js=`` preprocessor for an event whose inputs include the canvas.
+
+    The canvas writes its value ``COMMIT_DELAY_MS`` (``coloring.js``) after the last
+    edit, to keep undo and redo bursts cheap; a button clicked within that window would
+    send the value without the last fill or stroke. This function, run in the browser
+    before the event is sent, writes the value at once and sends it in place of the
+    canvas's input. API clients send their value themselves and are not affected.
+
+    Parameters
+    ----------
+    elem_id : str
+        The canvas's ``elem_id`` (letters, digits, ``_`` and ``-``).
+    position : int
+        Index of the canvas among the event's inputs, in [0, `n_inputs`).
+    n_inputs : int
+        Number of the event's inputs (the script also receives the outputs' values and
+        drops them).
+
+    Returns
+    -------
+    str
+        JavaScript source of an arrow function, for the event's ``js=``.
+    """
+    if not isinstance(elem_id, str) or not re.fullmatch(r"[A-Za-z][\w-]*", elem_id):
+        raise ValueError(f"`elem_id` must be letters, digits, _ or - (a letter first), got "
+                         f"{elem_id!r}")
+    if not 0 <= position < n_inputs:
+        raise ValueError(f"`position` must be in [0, {n_inputs}), got {position!r}")
+    return ("(...args) => {\n"
+            f"  const values = args.slice(0, {int(n_inputs)});\n"
+            f"  const root = document.querySelector({json.dumps(f'#{elem_id} .cc-root')});\n"
+            "  const api = root && root.parentElement.coloringCanvas;\n"
+            f"  if (api) values[{int(position)}] = api.flush();\n"
+            "  return values;\n"
+            "}")
+
+
 def _task_props(task_id: str, sketch_src: str) -> dict:
     """The props the script reads for a task; an update resends the fill constants too."""
     return {"task_id": task_id, "sketch_src": sketch_src,
@@ -162,7 +203,8 @@ def build_demo(slug: str = "apple") -> gr.Blocks:
         choice.change(lambda s: canvas_update(f"demo-{s}", urls[s]), inputs=choice,
                       outputs=canvas, api_name="demo_show")
         check.click(lambda s, v: inspect_canvas_value(sketches[s], v), inputs=[choice, canvas],
-                    outputs=[report, preview], api_name="demo_check")
+                    outputs=[report, preview], api_name="demo_check",
+                    js=flush_js("demo_canvas", 1, 2))
     return demo
 
 

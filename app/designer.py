@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 
 import gradio as gr
 import numpy as np
@@ -38,8 +37,8 @@ from annotation.errors import Conflict
 from annotation.files import resolve
 from annotation.sketch_store import sketch_data_url
 from annotation.sketches import SKETCH_DIR, load_sketch_png
-from app.coloring_canvas import canvas_update, coloring_canvas
-from app.common import AppContext, escape, handler
+from app.coloring_canvas import canvas_update, coloring_canvas, flush_js
+from app.common import AppContext, escape, handler, id_field, whole_number
 
 NAME = "designer"
 TITLE = "Coloring"
@@ -97,8 +96,10 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     submissions = designer(_submissions(ctx))
     listing = [parts["table"], parts["gallery"]]
     for api_name, (fn, inputs, button) in views.items():
+        # The submit sends the canvas as it is at the click, not its value of 250 ms ago.
+        js = flush_js("designer_canvas", 1, 2) if api_name == "designer_submit" else None
         event = (button.click if button is not None else parts["refresh"].click)(
-            designer(fn), inputs, outputs, api_name=api_name)
+            designer(fn), inputs, outputs, api_name=api_name, js=js)
         if api_name in ("designer_submit", "designer_redo"):
             event.success(submissions, session_token, listing, api_visibility="private")
     parts["list"].click(submissions, session_token, listing, api_name="designer_submissions")
@@ -158,8 +159,7 @@ def _layout(consent_text: str) -> dict:
                                       object_fit="contain", preview=False,
                                       elem_id="designer_gallery")
         with gr.Row():
-            parts["redo_id"] = gr.Number(label="Coloring id", precision=0,
-                                         elem_id="designer_redo_id")
+            parts["redo_id"] = id_field("Coloring id", "designer_redo_id")
             parts["redo"] = gr.Button("Redo this coloring", elem_id="designer_redo")
     return parts
 
@@ -337,15 +337,13 @@ def _submit(ctx: AppContext):
 
 
 def _redo(ctx: AppContext):
-    def redo(db, actor, coloring_id: float) -> tuple:
+    def redo(db, actor, coloring_id: str) -> tuple:
         """Queue a redo of one of the designer's colorings and open it on the canvas."""
-        if not isinstance(coloring_id, (int, float)) or not math.isfinite(coloring_id) or \
-                coloring_id != int(coloring_id):
-            raise ValueError(f"`coloring id` must be a whole number, got {coloring_id!r}")
-        task_id = work.request_redo(db, actor.annotator_id, int(coloring_id),
+        coloring_id = whole_number(coloring_id, "coloring id")
+        task_id = work.request_redo(db, actor.annotator_id, coloring_id,
                                     minutes=ctx.config.reservation_minutes)
         return _view(ctx, db, actor, prefill_task=task_id,
-                     message=f"Redo coloring #{int(coloring_id)}: your earlier round stays "
+                     message=f"Redo coloring #{coloring_id}: your earlier round stays "
                              "stored; submit the new one when it is ready.")
     return redo
 

@@ -12,7 +12,8 @@ review      `bench.bench_review.run`: storing a 1024² coloring, opening the vot
             P_H(x|c), a blind vote and the agreement panel over 562 reviews
 
 Only text between a pair of markers (``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``)
-is rewritten: ``summary`` (machine, date, command and one row per figure) and ``load``.
+is rewritten: ``summary`` (machine, date, command and one row per figure; with ``--only``
+the rows of the benchmarks not run are kept, and the table says so) and ``load``.
 Other sections of BENCHMARKS.md belong to their benchmarks' authors.
 
     python -m bench [--only core,load,generation,review] [--quick] [--dry-run]
@@ -61,15 +62,34 @@ def rewrite_section(text: str, name: str, body: str) -> str:
 
 
 def summary_table(rows: list[Row], *, machine: str, command: str, date: str,
-                  load_average: float, python: str, quick: bool) -> str:
-    """The summary section: where and how the figures were taken, then one row each."""
+                  load_average: float, python: str, quick: bool,
+                  kept: tuple[str, ...] = ()) -> str:
+    """The summary section: where and how the figures were taken, then one row each.
+
+    `kept` names benchmarks whose rows come from an earlier run (``--only`` ran others).
+    """
+    earlier = (f" Rows of {', '.join(kept)}: kept from an earlier run (see their sections)."
+               if kept else "")
     lines = [f"Machine: {machine}; Python {python}; 1-minute load average at start "
              f"{load_average:.1f} (a shared machine inflates times).",
              f"Date: {date}. Command: `{command}`" + (" (quick sizes: a smoke run)." if quick
-                                                     else "."), "",
+                                                     else ".") + earlier, "",
              "| benchmark | figure | value | setting |", "|---|---|---:|---|"]
     lines += [f"| {r.benchmark} | {r.figure} | {r.value} | {r.setting} |" for r in rows]
     return "\n".join(lines)
+
+
+def summary_rows(text: str) -> list[Row]:
+    """The rows of the summary table in BENCHMARKS.md text (none when it has no summary)."""
+    start, end = "<!-- bench:summary -->", "<!-- /bench:summary -->"
+    if start not in text:
+        return []
+    rows = []
+    for line in text.split(start, 1)[1].split(end, 1)[0].splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 4 and cells[0] in BENCHMARKS:
+            rows.append(Row(*cells))
+    return rows
 
 
 def machine_description() -> str:
@@ -116,17 +136,18 @@ def load(quick: bool) -> tuple[list[Row], dict[str, str]]:
     """Rows from `bench.bench_load.run`, and the "Load and faults" section."""
     from bench import bench_load
 
-    f = (bench_load.run(designers=6, submissions=5, side=64, kill_processes=3, resume=False)
+    f = (bench_load.run(designers=4, submissions=4, side=128, kill_designers=3, resume=False)
          if quick else bench_load.run())
     ok = not f["load_problems"] and not f["kill_problems"] and f.get("run_identical", True)
     return [
         Row("load", "Submit latency p50 / p95",
             f"{f['p50_ms']:.0f} / {f['p95_ms']:.0f} ms",
-            f"{f['designers']} designers x {f['submissions_each']} at once, "
-            f"{f['image_side']}² colorings (library path)"),
-        Row("load", "Faults (SIGKILL, restart, resume)", "all checks pass" if ok else "FAILED",
+            f"{f['designers']} designers x {f['submissions_each']} at once through "
+            f"/designer_submit of a running app.py, {f['image_side']}² sketches"),
+        Row("load", "Faults (app SIGKILLed, restart, resume)",
+            "all checks pass" if ok else "FAILED",
             f"{f['kill_acknowledged']} acknowledged before the kill; "
-            f"{f['kill_orphans_swept']} orphaned files swept"),
+            f"{f['kill_orphans_swept']} orphaned files swept at restart"),
     ], {"load": bench_load.markdown(f)}
 
 
@@ -200,13 +221,17 @@ def main(argv: list[str] | None = None) -> int:
     rows, sections, ok = run_all(names, args.quick)
     command = "python -m bench" + "".join(f" {a}" for a in (argv if argv is not None
                                                               else sys.argv[1:]))
+    text = BENCHMARKS_MD.read_text(encoding="utf-8") if BENCHMARKS_MD.exists() else ""
+    kept = [row for row in summary_rows(text) if row.benchmark not in names]
+    order = list(BENCHMARKS)
     sections["summary"] = summary_table(
-        rows, machine=machine_description(), command=command, quick=args.quick,
+        sorted(rows + kept, key=lambda row: order.index(row.benchmark)),
+        machine=machine_description(), command=command, quick=args.quick,
         date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        load_average=load_average, python=platform.python_version())
+        load_average=load_average, python=platform.python_version(),
+        kept=tuple(dict.fromkeys(row.benchmark for row in kept)))
     print(sections["summary"])
     if not args.dry_run:
-        text = BENCHMARKS_MD.read_text(encoding="utf-8") if BENCHMARKS_MD.exists() else ""
         for name, body in sections.items():
             text = rewrite_section(text, name, body)
         BENCHMARKS_MD.write_text(text, encoding="utf-8")

@@ -1,272 +1,262 @@
-"""Load and faults: many designers submitting at once, killed writers, a killed run.
+"""Load and faults through the real app: many designers at once, the app SIGKILLed, a killed run.
 
-Every scenario ends in `bench.store_checks.check_store` (every acknowledged submission
-present exactly once, quotas kept, no partial rows, no orphaned files, ``PRAGMA
-integrity_check`` ok):
+The designer scenarios run a real ``python app.py`` process (`bench.app_process`) and
+talk to it only through `gradio_client`, as pages do (`bench.designer_client`): invite
+link, consent, instructions, three practice colorings, then main-task colorings through
+``/designer_submit``, each a canvas value of bucket fills. Every scenario ends in
+`bench.store_checks.check_store` (every acknowledged submission present exactly once,
+quotas kept, no partial rows, no orphaned files, ``PRAGMA integrity_check`` ok):
 
-- `concurrent_designers`: designers in threads, each with its own connection, reserve
-  and submit colorings at once; the submit call's latency is measured.
-- `kill_designers`: designer *processes* (``python -m bench.bench_load designer``) are
-  SIGKILLed in the middle of their submissions, one of them inside a write, after its
-  files exist and before its row commits; the store then restarts (schema, start-up
-  sweep of orphaned files, `bench.store_checks.restart_store`) and is checked.
+- `concurrent_designers`: designers in threads, one client each, all at once; the
+  latency of each submit call is measured.
+- `kill_app`: the same, and after some acknowledgements the app process is SIGKILLed in
+  the middle of a write. To make "the middle" certain rather than lucky, the harness
+  takes the database's write lock (``BEGIN IMMEDIATE``) and waits until a submission has
+  stored its image files and is waiting for the lock; the kill then leaves files that no
+  row names. The app restarts on the same database and data folder; its own start-up
+  sweep (`app.common.AppContext.prepare`) moves the orphans aside. That sweep spares
+  files younger than ``ORPHAN_MIN_AGE_S`` (5 minutes: files a concurrent CLI writer may
+  be about to commit), so before the restart the harness dates every file in the data
+  folder back by twice that margin, as if the restart came ten minutes after the crash.
 - `bench.run_resume.kill_and_resume_run`: ``python -m evaluation generate`` SIGKILLed
   and resumed ends with the rows and files of an uninterrupted run.
 
-Submissions go through the annotation library (`annotation.assignment.reserve` /
-`submit`), files first and row second, as the colorings store does; they move to the
-designer tab's endpoint through `gradio_client` once that tab exists. ``python -m bench``
-calls `run` and writes `markdown` into BENCHMARKS.md; ``tests/test_faults.py`` runs the
-same scenarios at small sizes and asserts correctness only.
+``python -m bench --only load`` calls `run` and writes `markdown` into BENCHMARKS.md;
+``tests/test_faults.py`` runs the same scenarios at small sizes and asserts correctness.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import sqlite_utils
 
 from annotation.accounts import create_annotators
-from annotation.assignment import reserve
-from annotation.colorings import store_coloring
-from annotation.concepts import sync_concepts
-from annotation.db import ensure_schema, iso, open_db, transaction
-from annotation.errors import Conflict
-from annotation.files import store_png
+from annotation.concepts import get_concept, sync_concepts
+from annotation.db import ensure_schema, open_db, transaction
+from annotation.integrity import orphaned_files
+from annotation.sketch_store import add_sketch, sync_shipped_sketches
+from annotation.sketches import encode_png
+from app.common import ORPHAN_MIN_AGE_S
+from app.config import AppConfig
+from bench.app_process import AppProcess
+from bench.designer_client import Ack, SketchLayers, designer_session
 from bench.run_resume import build_tiny_models, kill_and_resume_run
-from bench.store_checks import check_store, restart_store
+from bench.store_checks import check_store
 
-ROOT = Path(__file__).resolve().parent.parent
-SKETCH_SIDE = 64
-
-
-@dataclass(frozen=True)
-class Ack:
-    """One acknowledged submission: the call returned the coloring's id."""
-
-    designer: int
-    task_id: int
-    coloring_id: int
-    concept_key: str
-    seconds: float
+LOCK_WAIT_S = 120.0
 
 
 @dataclass(frozen=True)
 class Study:
-    """A prepared store: its files, its designers and the size of the coloring pool."""
+    """A prepared store: its files, its designers ``(annotator id, invite token)`` and pool."""
 
     db_path: Path
     data_dir: Path
-    designers: tuple[int, ...]
+    designers: tuple[tuple[int, str], ...]
     concepts: tuple[str, ...]
     k: int
 
 
-def prepare_study(db_path: str | Path, data_dir: str | Path, n_designers: int,
-                  n_concepts: int, *, k: int = 5) -> Study:
-    """A fresh store with `n_designers` designers and sketches for about `n_concepts` concepts.
+@dataclass(frozen=True)
+class KillResult:
+    """What `kill_app` saw: acknowledgements before the kill and after the restart, the
+    files the interrupted write left, what the start-up sweep moved, the restart time."""
 
-    Bases get a selected sketch in concept-file order until their variants number at
-    least `n_concepts`; the pool then holds ``len(Study.concepts) * k`` coloring slots.
+    acks: list[Ack]
+    acks_after_restart: list[Ack]
+    interrupted_files: list[str]
+    swept: list[str]
+    restart_s: float
+    problems: list[str]
+
+
+def prepare_study(db_path: str | Path, data_dir: str | Path, n_designers: int,
+                  n_concepts: int, *, side: int = 512) -> Study:
+    """A fresh store with `n_designers` designers and a pool of about `n_concepts` concepts.
+
+    The bases of the practice concepts, then bases in concept-file order, get a
+    synthetic `side` x `side` sketch (`synthetic_sketch`) until their variants number at
+    least `n_concepts`; every other base's sketch is deselected, so the pool holds
+    ``len(Study.concepts) * k`` coloring slots, with K the app's default.
     """
     db = open_db(db_path)
     try:
         ensure_schema(db)
         sync_concepts(db)
-        concepts = _sketch_bases(db, data_dir, n_concepts)
-        designers = tuple(a["id"] for a, _ in create_annotators(db, n_designers, "designer"))
+        sync_shipped_sketches(db, data_dir)
+        concepts = _bench_sketches(db, data_dir, n_concepts, side)
+        designers = tuple((row["id"], invite)
+                          for row, invite in create_annotators(db, n_designers, "designer"))
     finally:
         db.close()
-    return Study(Path(db_path), Path(data_dir), designers, concepts, k)
+    return Study(Path(db_path), Path(data_dir), designers, concepts,
+                 AppConfig().colorings_per_concept)
 
 
-def _sketch_bases(db: sqlite_utils.Database, data_dir: str | Path,
-                  n_concepts: int) -> tuple[str, ...]:
+def synthetic_sketch(base: str, side: int) -> np.ndarray:
+    """Line art (side, side) uint8: a frame cut into four regions of unequal size, and a
+    short stroke whose length depends on `base` (so every base's sketch differs)."""
+    sketch = np.full((side, side), 255, dtype=np.uint8)
+    w = max(2, side // 128)
+    sketch[:w], sketch[-w:], sketch[:, :w], sketch[:, -w:] = 0, 0, 0, 0
+    sketch[side // 2: side // 2 + w] = 0
+    sketch[:, side // 3: side // 3 + w] = 0
+    sketch[w: w + 4 + sum(base.encode()) % (side // 8), 2 * side // 3: 2 * side // 3 + w] = 0
+    return sketch
+
+
+def _bench_sketches(db: sqlite_utils.Database, data_dir: str | Path, n_concepts: int,
+                    side: int) -> tuple[str, ...]:
+    practice = list(dict.fromkeys(get_concept(db, key)["base"]
+                                  for key in AppConfig().practice_concepts))
+    ordered = [base for (base,) in db.execute(
+        "select base from concepts group by base order by min(rowid)")]
     chosen: list[str] = []
+    concepts: list[str] = []
+    for base in dict.fromkeys(practice + ordered):
+        if len(chosen) >= len(practice) and len(concepts) >= n_concepts:
+            break
+        add_sketch(db, data_dir, base, encode_png(synthetic_sketch(base, side)),
+                   source="imported", select=True, meta={"bench": "bench_load"})
+        chosen.append(base)
+        concepts += [key for (key,) in db.execute(
+            "select key from concepts where base = ? order by key", [base])]
     with transaction(db):
-        for (base,) in db.execute("select base from concepts group by base order by min(rowid)"):
-            if len(chosen) >= n_concepts:
-                break
-            line_art = np.full((SKETCH_SIDE, SKETCH_SIDE), 255, dtype=np.uint8)
-            line_art[[0, -1], :] = line_art[:, [0, -1]] = 0
-            line_art[SKETCH_SIDE // 2, : len(base) + 1] = 0
-            stored = store_png(data_dir, line_art)
-            db["sketches"].insert({"base": base, "path": stored.path, "sha256": stored.sha256,
-                                   "source": "bench", "selected": 1, "width": SKETCH_SIDE,
-                                   "height": SKETCH_SIDE, "created": iso()})
-            chosen += [key for (key,) in db.execute(
-                "select key from concepts where base = ? order by key", [base])]
-    return tuple(chosen)
+        db.execute(f"update sketches set selected = 0 where base not in "
+                   f"({', '.join('?' * len(chosen))})", chosen)
+    return tuple(concepts)
 
 
-def random_coloring(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
-    """A colored sketch (side, side, 3) uint8 and its painted mask (side, side) bool."""
-    image = np.full((side, side, 3), 255, dtype=np.uint8)
-    mask = np.zeros((side, side), dtype=bool)
-    for _ in range(3):
-        top, left = rng.integers(0, side // 2, size=2)
-        height, width = rng.integers(side // 8, side // 2, size=2)
-        mask[top:top + height, left:left + width] = True
-        image[top:top + height, left:left + width] = rng.integers(0, 256, size=3)
-    return image, mask
+def concurrent_designers(url: str, study: Study, count: int, *, seed: int = 0,
+                         on_ack=None, stop: threading.Event | None = None) -> list[Ack]:
+    """Every designer of `study` at once against the app at `url`; all their acks.
 
-
-def _die_at_coloring_insert(db: sqlite_utils.Database) -> None:
-    """SIGKILL this process when its connection next inserts a coloring row.
-
-    The colorings store writes the PNG files first and the row inside its transaction,
-    so the process dies with the files on disk and the transaction uncommitted.
+    Each designer runs `bench.designer_client.designer_session` in its own thread with
+    its own client, up to `count` main-task submissions.
     """
-    def trace(statement: str) -> None:
-        if statement.lstrip().upper().startswith('INSERT INTO "COLORINGS"'):
-            os.kill(os.getpid(), signal.SIGKILL)
-    db.conn.set_trace_callback(trace)
-
-
-def designer_session(study: Study, designer: int, count: int, *, seed: int,
-                     side: int = 64, batch_size: int = 5, retry_every: int = 4,
-                     on_ack=None, die_in_write_at: int | None = None) -> list[Ack]:
-    """One designer: reserve a batch, submit each task, top up, until `count` or a dry pool.
-
-    Submissions go through `annotation.colorings.store_coloring` (files, distribution,
-    rows, task). Every `retry_every`-th submission is sent a second time, as a client
-    retrying after a lost answer would; the store must refuse it (`Conflict`) and store
-    nothing. `die_in_write_at` kills this process (SIGKILL) inside that submission's
-    write, after its files are stored and before its row commits.
-    """
-    rng = np.random.default_rng(seed)
-    db = open_db(study.db_path)
-    acks: list[Ack] = []
-    try:
-        while len(acks) < count:
-            tasks = reserve(db, "coloring", designer, rng, batch_size, k=study.k)
-            if not tasks:
-                break
-            for task in tasks[: count - len(acks)]:
-                image, mask = random_coloring(rng, side)
-                if die_in_write_at is not None and len(acks) == die_in_write_at:
-                    _die_at_coloring_insert(db)
-                coloring = {"color_image": image, "painted_mask": mask, "task_id": task.id,
-                            "seconds_spent": float(rng.uniform(30, 600)), "k": study.k}
-                start = time.perf_counter()
-                coloring_id = store_coloring(db, study.data_dir, designer, task.concept_key,
-                                             **coloring)
-                ack = Ack(designer, task.id, coloring_id, task.concept_key,
-                          time.perf_counter() - start)
-                acks.append(ack)
-                if on_ack is not None:
-                    on_ack(ack)
-                if retry_every and len(acks) % retry_every == 0:
-                    _check_retry_refused(db, study.data_dir, designer, task, coloring)
-    finally:
-        db.close()
-    return acks
-
-
-def _check_retry_refused(db, data_dir: Path, designer: int, task, coloring: dict) -> None:
-    try:
-        store_coloring(db, data_dir, designer, task.concept_key, **coloring)
-    except Conflict:
-        return
-    raise AssertionError(f"task {task.id} was accepted twice")
-
-
-def concurrent_designers(study: Study, count: int, *, side: int = 64, batch_size: int = 5,
-                         seed: int = 0) -> list[Ack]:
-    """Every designer of `study` at once, one thread and connection each; all their acks."""
+    layers = SketchLayers(study.db_path, study.data_dir)
     seeds = np.random.SeedSequence(seed).spawn(len(study.designers))
     with ThreadPoolExecutor(max_workers=len(study.designers)) as pool:
-        futures = [pool.submit(designer_session, study, designer, count,
-                               seed=int(s.generate_state(1)[0]), side=side,
-                               batch_size=batch_size)
-                   for designer, s in zip(study.designers, seeds)]
+        futures = [pool.submit(designer_session, url, designer, invite, layers, count,
+                               seed=int(s.generate_state(1)[0]), on_ack=on_ack, stop=stop)
+                   for (designer, invite), s in zip(study.designers, seeds)]
         return [ack for future in futures for ack in future.result()]
 
 
-def kill_designers(study: Study, count: int, kill_after: int, *, side: int = 64,
-                   batch_size: int = 5, seed: int = 0) -> list[Ack]:
-    """Designer processes submitting at once, SIGKILLed after `kill_after` acks in all.
-
-    One more process kills itself inside its second submission's write (files stored,
-    row not committed), so the crash leaves an orphan whatever the timing. Returns the
-    acknowledgements that reached the parent before the kill.
-    """
+def kill_app(study: Study, count: int, kill_after: int, *, seed: int = 0,
+             log_path: str | Path | None = None) -> KillResult:
+    """Designers submit at once; the app is SIGKILLed inside a write after `kill_after`
+    acks, restarted on the same store, and one designer submits again; then the store
+    is checked (see the module docstring)."""
     acks: list[Ack] = []
-    enough = threading.Event()
-    lock = threading.Lock()
-    seeds = np.random.SeedSequence(seed).spawn(len(study.designers))
-    procs = [_designer_process(study, d, count, int(s.generate_state(1)[0]), side, batch_size,
-                               die_in_write_at=1 if i == 0 else None)
-             for i, (d, s) in enumerate(zip(study.designers, seeds))]
+    enough, stop, lock = threading.Event(), threading.Event(), threading.Lock()
 
-    def collect(proc: subprocess.Popen) -> None:
-        for line in proc.stdout:
-            with lock:
-                acks.append(Ack(**json.loads(line)))
-                if len(acks) >= kill_after:
-                    enough.set()
+    def collect(ack: Ack) -> None:
+        with lock:
+            acks.append(ack)
+            if len(acks) >= kill_after:
+                enough.set()
 
-    readers = [threading.Thread(target=collect, args=(p,), daemon=True) for p in procs]
-    for reader in readers:
-        reader.start()
-    if procs[0].wait(timeout=300) != -signal.SIGKILL:
-        raise RuntimeError(f"the designer process meant to die in a write exited with "
-                           f"{procs[0].returncode}")
-    enough.wait(timeout=300)
-    for proc in procs[1:]:
-        proc.send_signal(signal.SIGKILL)
-    for proc, reader in zip(procs, readers):
-        proc.wait()
-        reader.join()
-    return acks
-
-
-def _designer_process(study: Study, designer: int, count: int, seed: int, side: int,
-                      batch_size: int, *, die_in_write_at: int | None) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "bench.bench_load", "designer", "--db", str(study.db_path),
-            "--data-dir", str(study.data_dir), "--designer", str(designer), "--count",
-            str(count), "--seed", str(seed), "--k", str(study.k), "--side", str(side),
-            "--batch-size", str(batch_size)]
-    if die_in_write_at is not None:
-        argv += ["--die-in-write-at", str(die_in_write_at)]
-    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True, bufsize=1)
+    with AppProcess(study.db_path, study.data_dir, log_path=log_path) as app:
+        with ThreadPoolExecutor(max_workers=1) as runner:
+            load = runner.submit(concurrent_designers, app.url, study, count, seed=seed,
+                                 on_ack=collect, stop=stop)
+            while not enough.wait(0.2):
+                if load.done():
+                    load.result()
+                    raise RuntimeError(f"the designers finished before {kill_after} acks")
+            interrupted = _kill_inside_a_write(study, app, stop)
+            load.result()
+    _date_back(study.data_dir, 2 * ORPHAN_MIN_AGE_S)
+    with AppProcess(study.db_path, study.data_dir, log_path=log_path) as app:
+        designer, invite = study.designers[0]
+        after = designer_session(app.url, designer, invite,
+                                 SketchLayers(study.db_path, study.data_dir), 2,
+                                 seed=seed + 1, onboard=False)
+        restart_s = app.ready_s
+    return KillResult(acks, after, interrupted, _swept(study.db_path), restart_s,
+                      check_store(study.db_path, study.data_dir, acks + after, k=study.k,
+                                  all_acknowledged=False))
 
 
-def run(*, designers: int = 30, submissions: int = 20, side: int = 512, k: int = 5,
-        kill_processes: int = 8, seed: int = 0, resume: bool = True) -> dict:
+def _kill_inside_a_write(study: Study, app: AppProcess, stop: threading.Event) -> list[str]:
+    """Hold the write lock until a submission's files are on disk, then SIGKILL the app.
+
+    Returns the relative paths of the files written under the lock (no row names them).
+    """
+    db = open_db(study.db_path)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        before = set(orphaned_files(db, study.data_dir))
+        deadline = time.perf_counter() + LOCK_WAIT_S
+        written: list[str] = []
+        while len(written) < 2:
+            if time.perf_counter() > deadline:
+                raise RuntimeError("no submission wrote its files while the lock was held")
+            time.sleep(0.05)
+            written = [p for p in orphaned_files(db, study.data_dir)
+                       if p not in before and not Path(p).name.startswith(".")]
+        stop.set()
+        app.kill()
+        db.execute("ROLLBACK")
+    finally:
+        db.close()
+    return written
+
+
+def _date_back(data_dir: Path, seconds: float) -> None:
+    """Set every file's modification time `seconds` into the past."""
+    for path in Path(data_dir).rglob("*"):
+        if path.is_file():
+            stat = path.stat()
+            os.utime(path, (stat.st_atime - seconds, stat.st_mtime - seconds))
+
+
+def _swept(db_path: Path) -> list[str]:
+    """Paths the start-up sweeps recorded in the audit trail."""
+    db = open_db(db_path)
+    try:
+        return [path for row in db["audit"].rows_where("action = 'sweep_orphans'")
+                for path in json.loads(row["details"])["paths"]]
+    finally:
+        db.close()
+
+
+def run(*, designers: int = 30, submissions: int = 20, side: int = 512,
+        kill_designers: int = 8, seed: int = 0, resume: bool = True) -> dict:
     """The load and fault scenarios at full size; figures for BENCHMARKS.md.
 
-    Latencies are of the submit call (task check, two PNG files, the row, the commit),
-    measured while every designer submits at once.
+    Latency is that of the ``/designer_submit`` call as the client sees it (request,
+    queue, decoding the canvas, the paint check, extraction, two PNG files, the rows and
+    the task in one transaction, then the next task's view), with every designer
+    submitting at once. The pool has room for every designer's whole batch.
     """
     figures: dict = {"designers": designers, "submissions_each": submissions,
-                     "image_side": side, "k": k}
+                     "image_side": side, "batch_size": AppConfig().batch_size}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         study = prepare_study(tmp / "load.sqlite", tmp / "load", designers,
-                              math.ceil(designers * submissions / k), k=k)
-        start = time.perf_counter()
-        acks = concurrent_designers(study, submissions, side=side, seed=seed)
-        wall = time.perf_counter() - start
-        latency = np.array([a.seconds for a in acks])
-        figures |= {"stored": len(acks), "wall_s": wall, "submissions_per_s": len(acks) / wall,
-                    "p50_ms": 1e3 * np.percentile(latency, 50),
-                    "p95_ms": 1e3 * np.percentile(latency, 95), "max_ms": 1e3 * latency.max(),
-                    "load_problems": check_store(study.db_path, study.data_dir, acks, k=k)}
-        figures |= _kill_figures(tmp, kill_processes, submissions, side, k, seed)
+                              _pool_size(designers), side=side)
+        figures["k"] = study.k
+        with AppProcess(study.db_path, study.data_dir, log_path=tmp / "load.log") as app:
+            figures["app_start_s"] = app.ready_s
+            start = time.perf_counter()
+            acks = concurrent_designers(app.url, study, submissions, seed=seed)
+            wall = time.perf_counter() - start
+        figures |= _latency_figures(acks, wall)
+        figures["load_problems"] = check_store(study.db_path, study.data_dir, acks, k=study.k)
+        figures["solo_p50_ms"] = _solo_p50_ms(tmp, submissions, side, seed)
+        figures |= _kill_figures(tmp, kill_designers, submissions, side, seed)
         if resume:
             result = kill_and_resume_run(tmp / "resume", build_tiny_models(tmp / "models"))
             figures |= {"run_items": result.total,
@@ -276,73 +266,77 @@ def run(*, designers: int = 30, submissions: int = 20, side: int = 512, k: int =
     return figures
 
 
-def _kill_figures(tmp: Path, processes: int, submissions: int, side: int, k: int,
-                  seed: int) -> dict:
-    study = prepare_study(tmp / "kill.sqlite", tmp / "kill", processes,
-                          math.ceil(processes * submissions / k), k=k)
-    acks = kill_designers(study, submissions, processes * submissions // 2, side=side,
-                          seed=seed)
-    start = time.perf_counter()
-    swept = restart_store(study.db_path, study.data_dir)
-    return {"kill_processes": processes, "kill_acknowledged": len(acks),
-            "kill_orphans_swept": len(swept), "kill_restart_s": time.perf_counter() - start,
-            "kill_problems": check_store(study.db_path, study.data_dir, acks, k=k,
-                                         all_acknowledged=False)}
+def _solo_p50_ms(tmp: Path, submissions: int, side: int, seed: int) -> float:
+    """Median submit latency of one designer alone (no queueing behind others), ms."""
+    study = prepare_study(tmp / "solo.sqlite", tmp / "solo", 1, _pool_size(1), side=side)
+    with AppProcess(study.db_path, study.data_dir, log_path=tmp / "solo.log") as app:
+        acks = concurrent_designers(app.url, study, submissions, seed=seed)
+    return 1e3 * float(np.median([a.seconds for a in acks if not a.practice]))
+
+
+def _pool_size(designers: int) -> int:
+    """Concepts enough for every designer's whole first batch, with 10 % to spare."""
+    config = AppConfig()
+    return math.ceil(1.1 * designers * config.batch_size / config.colorings_per_concept)
+
+
+def _latency_figures(acks: list[Ack], wall: float) -> dict:
+    main = np.array([a.seconds for a in acks if not a.practice])
+    practice = np.array([a.seconds for a in acks if a.practice])
+    return {"stored": int(main.size), "practice_stored": int(practice.size), "wall_s": wall,
+            "submissions_per_s": len(acks) / wall,
+            "p50_ms": 1e3 * np.percentile(main, 50), "p95_ms": 1e3 * np.percentile(main, 95),
+            "max_ms": 1e3 * main.max(), "practice_p50_ms": 1e3 * np.percentile(practice, 50)}
+
+
+def _kill_figures(tmp: Path, designers: int, submissions: int, side: int, seed: int) -> dict:
+    study = prepare_study(tmp / "kill.sqlite", tmp / "kill", designers,
+                          _pool_size(designers), side=side)
+    result = kill_app(study, submissions, designers * submissions // 2, seed=seed,
+                      log_path=tmp / "kill.log")
+    return {"kill_designers": designers, "kill_acknowledged": len(result.acks),
+            "kill_interrupted_files": len(result.interrupted_files),
+            "kill_orphans_swept": len(result.swept),
+            "kill_all_interrupted_swept": set(result.interrupted_files) <= set(result.swept),
+            "kill_after_restart": len(result.acks_after_restart),
+            "kill_restart_s": result.restart_s, "kill_problems": result.problems}
 
 
 def markdown(figures: dict) -> str:
     """The "Load and faults" section body for BENCHMARKS.md."""
     ok = {True: "yes", False: "NO"}
     lines = [
-        f"{figures['designers']} designers at once (threads, one SQLite connection each), "
-        f"{figures['submissions_each']} submissions each, {figures['image_side']}² colorings, "
-        f"K = {figures['k']}; through the annotation library until the designer tab's "
-        "endpoint exists. One submission is one `annotation.colorings.store_coloring` call: "
-        "UW-71 extraction of the painted pixels, two PNG files, then the rows and the task in "
-        "one `BEGIN IMMEDIATE` transaction; with more threads than cores, the tail is time "
-        "spent waiting for a core or the write lock.", "",
+        f"A real `python app.py` process (queue concurrency 8) and {figures['designers']} "
+        f"designers at once, one thread and `gradio_client` each: invite link, consent, "
+        f"instructions, 3 practice colorings, then {figures['submissions_each']} main-task "
+        f"colorings each through `/designer_submit` (batches of {figures['batch_size']}, "
+        f"K = {figures['k']}, {figures['image_side']}² sketches, 1-3 bucket fills per "
+        "canvas value). Latency is the submit call as the client sees it: queue, decoding "
+        "the canvas value, the paint check, UW-71 extraction, two PNG files, the rows and "
+        "the task in one `BEGIN IMMEDIATE` transaction, then the next task's view. Clients "
+        "and server share this machine's cores. With every designer waiting on an answer, "
+        "latency under load is mostly queueing (designers / throughput, Little's law); the "
+        "one-designer row gives the service time itself.", "",
         "| figure | value |", "|---|---:|",
-        f"| submissions stored (exactly once, quotas kept, integrity ok) | {figures['stored']} "
+        f"| main-task submissions stored (exactly once, quotas kept, integrity ok) | "
+        f"{figures['stored']} + {figures['practice_stored']} practice "
         f"({ok[not figures['load_problems']]}) |",
         f"| submit latency p50 / p95 / max | {figures['p50_ms']:.0f} / {figures['p95_ms']:.0f}"
         f" / {figures['max_ms']:.0f} ms |",
         f"| throughput | {figures['submissions_per_s']:.1f} submissions/s |",
-        f"| SIGKILL of {figures['kill_processes']} designer processes: acknowledged before "
-        f"the kill, all present after restart | {figures['kill_acknowledged']} "
-        f"({ok[not figures['kill_problems']]}) |",
-        f"| orphaned files moved aside at restart | {figures['kill_orphans_swept']} "
-        f"(in {figures['kill_restart_s']:.2f} s) |"]
+        f"| one designer alone, submit latency p50 (service time without queueing) | "
+        f"{figures['solo_p50_ms']:.0f} ms |",
+        f"| app start-up (fresh store) | {figures['app_start_s']:.1f} s |",
+        f"| app SIGKILLed inside a write, {figures['kill_designers']} designers submitting: "
+        f"acknowledged before the kill, all present after restart | "
+        f"{figures['kill_acknowledged']} ({ok[not figures['kill_problems']]}) |",
+        f"| files the interrupted write left / moved aside by the start-up sweep | "
+        f"{figures['kill_interrupted_files']} / {figures['kill_orphans_swept']} "
+        f"(all: {ok[figures['kill_all_interrupted_swept']]}) |",
+        f"| restart until serving; submissions accepted after it | "
+        f"{figures['kill_restart_s']:.1f} s; {figures['kill_after_restart']} |"]
     if "run_items" in figures:
         lines.append(f"| evaluation run SIGKILLed after {figures['run_generated_at_kill']} of "
                      f"{figures['run_items']} images, resumed: same rows and files as "
                      f"uninterrupted | {ok[figures['run_identical']]} |")
     return "\n".join(lines)
-
-
-def _designer_main(args: argparse.Namespace) -> int:
-    """Entry of a designer process: print one JSON line per acknowledged submission."""
-    study = Study(Path(args.db), Path(args.data_dir), (args.designer,), (), args.k)
-
-    def announce(ack: Ack) -> None:
-        print(json.dumps(asdict(ack)), flush=True)
-
-    designer_session(study, args.designer, args.count, seed=args.seed, side=args.side,
-                     batch_size=args.batch_size, on_ack=announce,
-                     die_in_write_at=args.die_in_write_at)
-    return 0
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.bench_load")
-    commands = parser.add_subparsers(dest="command", required=True)
-    worker = commands.add_parser("designer", help="one designer process (used by kill_designers)")
-    for name in ("db", "data-dir"):
-        worker.add_argument(f"--{name}", required=True)
-    for name in ("designer", "count", "seed", "k", "side", "batch-size"):
-        worker.add_argument(f"--{name}", type=int, required=True)
-    worker.add_argument("--die-in-write-at", type=int, default=None)
-    return parser
-
-
-if __name__ == "__main__":
-    sys.exit(_designer_main(_parser().parse_args()))

@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from annotation.db import ensure_schema, open_db
+from annotation.db import open_db
 from annotation.files import resolve
-from annotation.integrity import orphaned_files, sweep_orphans
+from annotation.integrity import orphaned_files
 
 
 def check_store(db_path: str | Path, data_dir: str | Path, acks: list, *, k: int,
@@ -20,8 +20,8 @@ def check_store(db_path: str | Path, data_dir: str | Path, acks: list, *, k: int
     """Everything wrong with the store after load or a crash (empty when all is well).
 
     Checks ``PRAGMA integrity_check`` and ``foreign_key_check``; every acknowledged
-    submission present, with its task pointing at it; colorings and submitted tasks one
-    to one (nothing stored twice, no row without its task); no designer with two
+    submission (practice or main) present, with its designer, concept and task pointing
+    at it; colorings and submitted tasks one to one (nothing stored twice, no row without its task); no designer with two
     colorings of a concept in one round; no concept colored by more than `k` designers;
     every coloring with its distribution row and its files, matching their hashes; no
     orphaned files. With `all_acknowledged` every stored
@@ -49,12 +49,16 @@ def _sqlite_problems(db) -> list[str]:
 
 
 def _row_problems(db, acks: list, k: int) -> list[str]:
-    colorings = {r["id"]: r for r in db["colorings"].rows_where("practice = 0")}
+    colorings = {r["id"]: r for r in db["colorings"].rows}
     tasks = {r["result_id"]: r for r in db["tasks"].rows_where(
-        "kind = 'coloring' and practice = 0 and status = 'submitted'")}
+        "kind = 'coloring' and status = 'submitted'")}
     problems = [f"acknowledged coloring {a.coloring_id} (task {a.task_id}) is missing"
                 for a in acks if a.coloring_id not in colorings
                 or tasks.get(a.coloring_id, {}).get("id") != a.task_id]
+    problems += [f"acknowledged coloring {a.coloring_id} is stored as another designer's or "
+                 "concept's" for a in acks if a.coloring_id in colorings and (
+                     colorings[a.coloring_id]["annotator_id"], colorings[a.coloring_id][
+                         "concept_key"]) != (a.designer, a.concept_key)]
     if len(tasks) != db["tasks"].count_where("kind = 'coloring' and status = 'submitted'"):
         problems.append("two submitted tasks name the same coloring")
     problems += [f"coloring {cid} has no submitted task" for cid in colorings.keys() - tasks.keys()]
@@ -83,12 +87,3 @@ def _file_problems(db, data_dir: Path) -> list[str]:
                 problems.append(f"coloring {row['id']}: {kind} file does not match its hash")
     return problems + [f"orphaned file {p}" for p in orphaned_files(db, data_dir)]
 
-
-def restart_store(db_path: str | Path, data_dir: str | Path) -> list[str]:
-    """What the app does at start-up after a crash: schema, then the orphan sweep."""
-    db = open_db(db_path)
-    try:
-        ensure_schema(db)
-        return sweep_orphans(db, data_dir)
-    finally:
-        db.close()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.__main__ import Row, main, rewrite_section, summary_table
+from bench.__main__ import Row, main, rewrite_section, summary_rows, summary_table
 
 
 def test_rewrite_section_replaces_only_between_its_markers():
@@ -45,3 +45,15 @@ def test_the_review_benchmark_returns_its_figures_for_the_summary(capsys):
                        "Blind vote (queue + vote)", "Agreement panel"]
     assert "median of 5; 256² image" in table and "5 colorings in 1 concepts" in table
     assert "median of 45 votes on 15 colorings" in table and "15 decided reviews" in table
+
+
+def test_summary_rows_reads_back_the_table_so_only_keeps_the_other_benchmarks_rows():
+    rows = [Row("core", "EMD", "31,320 pairs/s", "125,538 pairs"),
+            Row("load", "p50", "3 ms", "6 designers")]
+    table = summary_table(rows, machine="EPYC", command="python -m bench --only load",
+                          date="2025-01-31 12:00 UTC", load_average=1.0, python="3.11.7",
+                          quick=False, kept=("core",))
+    text = rewrite_section("# Benchmarks\n", "summary", table)
+    assert summary_rows(text) == rows
+    assert "Command: `python -m bench --only load`. Rows of core: kept from an earlier run" in text
+    assert summary_rows("# Benchmarks\n") == []

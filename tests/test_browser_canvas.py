@@ -23,7 +23,8 @@ from annotation.coloring import (
 from annotation.sketches import SKETCH_DIR, load_sketch_png
 import gradio as gr
 
-from app.coloring_canvas import build_demo, canvas_update, coloring_canvas, inspect_canvas_value
+from app.coloring_canvas import (build_demo, canvas_update, coloring_canvas, flush_js,
+                                 inspect_canvas_value)
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -304,3 +305,13 @@ def test_inspect_canvas_value_reports_bad_values_to_the_user():
     with pytest.raises(gr.Error, match="data:image/png;base64"):
         inspect_canvas_value(APPLE, json.dumps(
             {"task_id": "t", "color_layer": "data:image/jpeg;base64,AAAA", "elapsed_s": 0}))
+
+
+def test_flush_js_sends_the_flushed_value_in_the_canvas_place_and_refuses_bad_arguments():
+    script = flush_js("designer_canvas", 1, 2)
+    assert "args.slice(0, 2)" in script and "values[1] = api.flush()" in script
+    assert 'document.querySelector("#designer_canvas .cc-root")' in script
+    with pytest.raises(ValueError, match=r"`elem_id` must be letters.*got 'a\"\)'"):
+        flush_js('a")', 0, 1)
+    with pytest.raises(ValueError, match=r"`position` must be in \[0, 2\), got 2"):
+        flush_js("c", 2, 2)

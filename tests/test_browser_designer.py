@@ -1,4 +1,5 @@
-"""A designer's first session in Chromium: invite, consent, fill and brush, submit, reload."""
+"""A designer's first session in Chromium: invite, consent, fill and brush, submit, reload;
+and a submit clicked right after the last fill keeps that fill."""
 
 import json
 
@@ -118,3 +119,41 @@ def test_a_designer_colors_submits_and_a_reload_keeps_progress_and_work(live_app
     assert counts[YELLOW] == fill_region(BANANA, PEEL).sum()
     assert (coloring["concept_key"], coloring["practice"]) == ("banana", 1)
     assert coloring["seconds_spent"] > 0
+
+
+def _start_practice(live_app, page) -> None:
+    """A new designer signs in, agrees, reads the instructions: the first practice task."""
+    [(_, link)] = live_app.invite("designer", background="yes")
+    sign_in(page, link)
+    open_tab(page, "Coloring")
+    page.get_by_label("I have read this information").check()
+    page.get_by_role("button", name="I agree: continue").click()
+    page.get_by_role("button", name="I have read the instructions").click()
+    expect(page.locator("#designer_header .dz-concept")).to_have_text("banana")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+
+
+def test_a_submit_clicked_right_after_the_last_fill_stores_that_fill(live_app, page):
+    _start_practice(live_app, page)
+    _fill(page, PEEL, YELLOW)
+    _color(page, GREEN)
+    _tool(page, "fill")
+    stem = _to_client(page, STEM[0] + 0.5, STEM[1] + 0.5)
+    committed = page.get_attribute(CANVAS, "data-committed")
+    # The click reaches the button a few ms after the fill, well inside the canvas's
+    # 250 ms write delay: without the flush the stem's fill would be lost.
+    page.mouse.click(*stem)
+    unflushed = page.evaluate(
+        """b => {
+            const before = document.querySelector('#designer_canvas .cc-root').dataset.committed;
+            document.querySelector('#designer_submit').click();
+            return before === b;
+        }""", committed)
+    expect(page.locator("#designer_message")).to_contain_text("Saved your coloring of banana")
+    [coloring] = live_app.query("select * from colorings")
+    image, mask = load_pixels(live_app.config.data_dir, coloring)
+    counts = painted_color_counts(layer_of_coloring(image, mask), BANANA)
+    assert counts == {YELLOW: fill_region(BANANA, PEEL).sum(),
+                      GREEN: fill_region(BANANA, STEM).sum()}
+    assert unflushed, "the fill was written before the click: the race was not exercised"
+    assert page.js_errors == []

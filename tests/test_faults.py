@@ -1,48 +1,69 @@
-"""Load and faults at test size: concurrent designers, killed writers, a killed run.
+"""Load and faults at test size: concurrent designers and a SIGKILLed app through the real
+endpoint, a killed evaluation run, the orphan sweep.
 
-The same scenarios as ``bench/bench_load.py`` (which measures them at full size); here
-only correctness is asserted, never timings.
+The same scenarios as ``bench/bench_load.py`` (which measures them at full size): a real
+``python app.py`` process, designers talking to it through `gradio_client`. Here only
+correctness is asserted, never timings.
 """
 
 import hashlib
 import json
 import os
+from collections import Counter
 
 import numpy as np
 import pytest
 
+from annotation.assignment import reserve
+from annotation.colorings import store_coloring
 from annotation.concepts import sync_concepts
 from annotation.db import open_db
 from annotation.files import resolve, store_png
-from annotation.integrity import orphaned_files, sweep_orphans
-from bench.bench_load import Ack, concurrent_designers, kill_designers, prepare_study
-from bench.store_checks import check_store, restart_store
+from annotation.integrity import QUARANTINE, orphaned_files, sweep_orphans
+from bench.app_process import AppProcess
+from bench.bench_load import concurrent_designers, kill_app, prepare_study
+from bench.designer_client import Ack
 from bench.run_resume import build_tiny_models, kill_and_resume_run
+from bench.store_checks import check_store
+
+pytestmark = pytest.mark.timeout(600)
 
 
-def test_concurrent_designers_store_each_submission_exactly_once_within_quotas(tmp_path):
-    study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 6, 6, k=3)
-    supply = len(study.concepts) * study.k
-    assert supply < 6 * 5, "the pool must be smaller than the demand, so designers compete"
-    acks = concurrent_designers(study, 5, seed=1)
-    assert check_store(study.db_path, study.data_dir, acks, k=study.k) == []
-    assert len({a.coloring_id for a in acks}) == len(acks) > 0
-    assert len(acks) <= supply
-    per_designer = {d: sum(a.designer == d for a in acks) for d in study.designers}
-    assert max(per_designer.values()) <= 5
-
-
-def test_designers_killed_mid_submission_lose_no_acknowledged_coloring_and_leave_no_orphan(
+def test_concurrent_designers_through_the_endpoint_store_each_submission_once_within_quotas(
         tmp_path):
-    study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 6, 20, k=5)
-    acks = kill_designers(study, 5, 8, seed=2)
-    assert len(acks) >= 8
-    swept = restart_store(study.db_path, study.data_dir)
-    assert len(swept) >= 2 and all(p.startswith("colorings/") for p in swept)
-    assert (study.data_dir / "orphans" / swept[0]).is_file()
-    assert check_store(study.db_path, study.data_dir, acks, k=study.k,
-                       all_acknowledged=False) == []
-    assert restart_store(study.db_path, study.data_dir) == []
+    study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 6, 1, side=128)
+    supply = len(study.concepts) * study.k
+    with AppProcess(study.db_path, study.data_dir, log_path=tmp_path / "app.log") as app:
+        acks = concurrent_designers(app.url, study, 4, seed=1)
+    assert check_store(study.db_path, study.data_dir, acks, k=study.k) == []
+    assert len({a.coloring_id for a in acks}) == len(acks)
+    practice = Counter(a.designer for a in acks if a.practice)
+    main = {d: sum(a.designer == d and not a.practice for a in acks) for d, _ in study.designers}
+    assert practice == {d: 3 for d, _ in study.designers}
+    assert max(main.values()) == 4 and sum(main.values()) <= supply
+    assert min(main.values()) < 4, "batches must take the whole pool, so designers compete"
+
+
+def test_app_sigkilled_inside_a_write_keeps_every_acknowledged_coloring_and_sweeps_its_files(
+        tmp_path):
+    study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 4, 1, side=128)
+    result = kill_app(study, 6, 8, seed=2, log_path=tmp_path / "app.log")
+    assert len(result.acks) >= 8 and len(result.acks_after_restart) >= 2
+    assert result.problems == []
+    assert result.interrupted_files and set(result.interrupted_files) <= set(result.swept)
+    assert all((study.data_dir / QUARANTINE / path).is_file() for path in result.swept)
+    stored = {r["id"] for r in _rows(study.db_path, "colorings")}
+    assert {a.coloring_id for a in result.acks + result.acks_after_restart} <= stored
+    assert all(r["status"] in ("reserved", "submitted", "expired")
+               for r in _rows(study.db_path, "tasks"))
+
+
+def _rows(db_path, table):
+    db = open_db(db_path)
+    try:
+        return list(db[table].rows)
+    finally:
+        db.close()
 
 
 @pytest.fixture(scope="module")
@@ -112,22 +133,52 @@ def test_min_age_leaves_files_that_may_still_be_committing(tmp_path, db):
         orphaned_files(db, data, min_age_s=-1)
 
 
+def _library_submissions(study, n_designers):
+    """One coloring per designer through the library: reserve, then store."""
+    rng = np.random.default_rng(3)
+    db = open_db(study.db_path)
+    try:
+        acks = []
+        for designer, _ in study.designers[:n_designers]:
+            [task] = reserve(db, "coloring", designer, rng, 1, k=study.k)
+            image = np.full((16, 16, 3), 255, dtype=np.uint8)
+            image[:8] = rng.integers(0, 256, size=3)
+            mask = np.zeros((16, 16), dtype=bool)
+            mask[:8] = True
+            coloring_id = store_coloring(db, study.data_dir, designer, task.concept_key, image,
+                                         mask, task_id=task.id, seconds_spent=60.0, k=study.k)
+            acks.append(Ack(designer, task.id, coloring_id, task.concept_key, 0.0))
+        return acks
+    finally:
+        db.close()
+
+
+def test_files_that_vanish_while_listed_are_not_orphans_and_do_not_stop_the_check(tmp_path, db):
+    data = tmp_path / "data"
+    orphan = _hash_named(data / "colorings" / "ab", "orphan")
+    gone = data / "colorings" / "cd" / ("c" * 64 + ".png")
+    gone.parent.mkdir(parents=True)
+    gone.symlink_to(tmp_path / "renamed-meanwhile.png")  # listed, then stat finds nothing
+    assert orphaned_files(db, data) == [orphan.relative_to(data).as_posix()]
+    assert orphaned_files(db, data, min_age_s=60) == []
+
+
 def test_check_store_names_each_kind_of_damage(tmp_path):
-    study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 2, 1, k=1)
-    acks = concurrent_designers(study, 1, seed=3)
+    study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 2, 1, side=64)
+    acks = _library_submissions(study, 1)
     assert check_store(study.db_path, study.data_dir, acks, k=study.k) == []
     store = open_db(study.db_path)
     try:
         first = store["colorings"].get(acks[0].coloring_id)
         resolve(study.data_dir, first["mask_path"]).write_bytes(b"changed")
         resolve(study.data_dir, first["image_path"]).unlink()
-        other = next(d for d in study.designers if d != first["annotator_id"])
+        other = next(d for d, _ in study.designers if d != first["annotator_id"])
         store["colorings"].insert({**first, "id": None, "annotator_id": other})
     finally:
         store.close()
     lost = Ack(other, 999, 999, first["concept_key"], 0.1)
     _hash_named(study.data_dir / "colorings" / "00", "stray")
-    problems = check_store(study.db_path, study.data_dir, [*acks, lost], k=study.k)
+    problems = check_store(study.db_path, study.data_dir, [*acks, lost], k=1)
     assert "acknowledged coloring 999 (task 999) is missing" in problems
     assert any(p.startswith(f"concept {first['concept_key']!r} has 2 designers") for p in problems)
     assert any("has no submitted task" in p for p in problems)
@@ -135,3 +186,6 @@ def test_check_store_names_each_kind_of_damage(tmp_path):
     assert f"coloring {first['id']}: image {first['image_path']} is missing" in problems
     assert f"coloring {first['id']}: mask file does not match its hash" in problems
     assert any(p.startswith("orphaned file colorings/00/") for p in problems)
+    wrong = Ack(other, acks[0].task_id, acks[0].coloring_id, first["concept_key"], 0.1)
+    assert (f"acknowledged coloring {first['id']} is stored as another designer's or "
+            "concept's") in check_store(study.db_path, study.data_dir, [wrong], k=study.k)

@@ -221,3 +221,26 @@ def test_png_data_url_wraps_png_bytes_only():
     assert base64.b64decode(url.split(",", 1)[1]) == png
     with pytest.raises(ValueError, match="PNG bytes"):
         png_data_url(b"GIF89a")
+
+
+def test_an_svg_that_reaches_outside_itself_is_refused_before_resvg_reads_anything(tmp_path):
+    black = tmp_path / "black.png"
+    Image.new("L", (8, 8), 0).save(black)
+    outline = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
+               ' width="64" height="64"><defs><circle id="c" cx="32" cy="32" r="20"/></defs>'
+               '<use href="#c" fill="none" stroke="black" stroke-width="3"/>{}</svg>')
+    assert rasterize_svg(outline.format('<g clip-path="url(#c)"/>'), 64).min() == 0
+    refused = {
+        f'<image href="{black}" width="64" height="64"/>': "contains a <image> element",
+        f'<use xlink:href="{black}#c"/>': f"refers to something outside the file \\('{black}#c'",
+        '<rect fill="url(http://example.org/p#x)" width="4" height="4"/>':
+            "outside the file \\('http://example.org/p#x' in <rect>\\)",
+        "<style>@import 'x.css';</style>": "'@import' in <style>",
+        "<script>alert(1)</script>": "contains a <script> element",
+        "<foreignObject/>": "contains a <foreignObject> element",
+    }
+    for extra, message in refused.items():
+        with pytest.raises(ValueError, match=message):
+            rasterize_svg(outline.format(extra), 64)
+    with pytest.raises(ValueError, match="declares XML entities"):
+        rasterize_svg('<!DOCTYPE svg [<!ENTITY x "y">]><svg xmlns="http://www.w3.org/2000/svg"/>')

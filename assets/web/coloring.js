@@ -10,8 +10,11 @@
 // pixels so the anti-aliased fringe along lines is colored (no white halo).
 //
 // props in: task_id, sketch_src (PNG data URL or URL), tolerance, line_threshold,
-// edge_grow, forget_task_id (a submitted task whose saved work is dropped). props.value out: JSON {task_id, color_layer (PNG data URL, "" if nothing
-// is painted), elapsed_s}. Work in progress is kept in localStorage per task id.
+// edge_grow, forget_task_id (a submitted task whose saved work is dropped). props.value
+// out: JSON {task_id, color_layer (PNG data URL, "" if nothing is painted), elapsed_s},
+// written COMMIT_DELAY_MS after the last edit; element.coloringCanvas.flush() writes it at
+// once and returns it (events that send the value call it first). Work in progress is
+// kept in localStorage per task id.
 
 const WIP_PREFIX = "colorconcept:wip:";
 const RECENT_KEY = "colorconcept:recent-colors";
@@ -456,6 +459,13 @@ function commitNow() {
   saveWork(url);
   root.dataset.committed = String(Date.now());
 }
+// The value with every edit in it, written now: what a submit must send (see
+// app.coloring_canvas.flush_js), not the value of up to COMMIT_DELAY_MS ago.
+function flush() {
+  if (!S.ready) return String(props.value ?? "");
+  commitNow();
+  return S.lastValue;
+}
 function saveWork(url) {
   const key = WIP_PREFIX + S.taskId;
   const entry = JSON.stringify({ color_layer: url, elapsed_s: elapsed(), saved_at: Date.now() });
@@ -663,6 +673,7 @@ element.coloringCanvas = {
     color: S.color, size: S.size, tolerance: S.tolerance, scale: S.scale, undo: S.undo.length,
     redo: S.redo.length }),
   commitNow,
+  flush,
 };
 
 setColor(S.color);

@@ -1,0 +1,87 @@
+"""The real app as a separate process: ``python app.py --db ... --data-dir ... --port ...``.
+
+Load and fault scenarios (`bench.bench_load`, ``tests/test_faults.py``) talk to it only
+through HTTP (`gradio_client`), as people's browsers do, and may SIGKILL it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tests.app_server import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT_S = 240.0
+
+
+class AppProcess:
+    """One ``python app.py`` process on a free local port; ``with`` stops it at the end.
+
+    Parameters
+    ----------
+    db_path, data_dir : str or Path
+        The app's ``--db`` and ``--data-dir``.
+    auto_approve_practice : bool
+        Pass ``--auto-approve-practice`` (the main task opens after the practice).
+    log_path : str or Path, optional
+        Where the process's output goes (default: discarded).
+    """
+
+    def __init__(self, db_path: str | Path, data_dir: str | Path, *,
+                 auto_approve_practice: bool = True, log_path: str | Path | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        argv = [sys.executable, "app.py", "--db", str(db_path), "--data-dir", str(data_dir),
+                "--port", str(self.port)]
+        if auto_approve_practice:
+            argv.append("--auto-approve-practice")
+        env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+        self._log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log,
+                                        stderr=subprocess.STDOUT)
+        self.ready_s = self._wait_ready()
+
+    def _wait_ready(self) -> float:
+        """Seconds from the start until the server answers (its start-up work is done)."""
+        deadline = self.started + START_TIMEOUT_S
+        while time.perf_counter() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"app.py exited with {self.process.returncode} at start")
+            try:
+                with urllib.request.urlopen(self.url + "config", timeout=5):
+                    return time.perf_counter() - self.started
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)
+        self.kill()
+        raise RuntimeError(f"app.py did not answer at {self.url} within {START_TIMEOUT_S:.0f} s")
+
+    def kill(self) -> None:
+        """SIGKILL the process (no clean-up of any kind runs) and reap it."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        """Terminate the process, SIGKILL if it does not exit within 20 s."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self._log is not subprocess.DEVNULL:
+            self._log.close()
+
+    def __enter__(self) -> AppProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
