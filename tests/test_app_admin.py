@@ -116,11 +116,9 @@ def test_admin_id_fields_start_empty_and_no_number_field_rounds(tmp_path):
         assert components[elem_id]["type"] == "textbox"
         assert components[elem_id]["props"].get("value", "") == ""
         assert components[elem_id]["props"]["placeholder"] == "from the table above"
-    # precision=0 would round 1.5 to 2 before any handler could refuse it. The Coloring tab's
-    # redo field still does: a strict-xfail row of tests/test_bad_input.py.
+    # precision=0 would round 1.5 to 2 before any handler could refuse it.
     assert [elem_id for elem_id, c in components.items()
-            if c["type"] == "number" and c["props"].get("precision") is not None] == [
-        "designer_redo_id"]
+            if c["type"] == "number" and c["props"].get("precision") is not None] == []
 
 
 def test_first_start_prints_a_generated_password_once(tmp_path, monkeypatch, capsys):
