@@ -21,6 +21,7 @@ import csv
 import hashlib
 import io
 import os
+import secrets
 import shutil
 import tempfile
 import zipfile
@@ -81,6 +82,21 @@ def export(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return ExportSummary(folder, rows, images)
+
+
+def download_archive_path(data_dir: str | Path, *, now: str) -> Path:
+    """Where an export zip offered for download goes: ``exports/`` under the data folder.
+
+    The web server serves every file under the data folder to whoever names its path, so
+    the name carries 128 random bits besides the time stamp: nobody can guess it.
+
+    Parameters
+    ----------
+    now : str
+        A time stamp for the name, e.g. `annotation.db.iso()`.
+    """
+    stamp = now.replace(":", "").replace("-", "")[:15]
+    return Path(data_dir) / "exports" / f"colorconcept-export-{stamp}-{secrets.token_hex(16)}.zip"
 
 
 def export_archive(db: sqlite_utils.Database, data_dir: str | Path,

@@ -9,7 +9,7 @@ import gradio as gr
 from annotation import accounts, onboarding, overview
 from annotation.accounts import INVITABLE_ROLES, create_annotators, invite_url
 from annotation.db import iso
-from annotation.export import export_archive
+from annotation.export import download_archive_path, export_archive
 from annotation.files import resolve
 from app.common import AppContext, escape, handler, id_field, whole_number
 
@@ -162,7 +162,6 @@ def _coverage(ctx: AppContext):
 def _export(ctx: AppContext):
     def export(db, actor) -> str:
         """Build the export zip under the data folder and offer it for download."""
-        stamp = iso().replace(":", "").replace("-", "")[:15]
-        target = ctx.config.data_dir / "exports" / f"colorconcept-export-{stamp}.zip"
+        target = download_archive_path(ctx.config.data_dir, now=iso())
         return str(export_archive(db, ctx.config.data_dir, target))
     return export

@@ -1,3 +1,4 @@
+import re
 import csv
 import hashlib
 import io
@@ -124,3 +125,13 @@ def test_command_line_export_writes_the_folder(tmp_path, db, capsys):
                              "export", str(tmp_path / "x")], cwd=ROOT, capture_output=True,
                             text=True, check=False)
     assert result.returncode == 2 and "no database at" in result.stderr
+
+
+def test_download_archives_get_unguessable_names_under_exports(tmp_path):
+    from annotation.export import download_archive_path
+
+    first = download_archive_path(tmp_path, now="2026-11-22T12:00:00.000000Z")
+    second = download_archive_path(tmp_path, now="2026-11-22T12:00:00.000000Z")
+    assert first.parent == second.parent == tmp_path / "exports"
+    assert first != second
+    assert re.fullmatch(r"colorconcept-export-20261122T120000-[0-9a-f]{32}\.zip", first.name)

@@ -119,7 +119,8 @@ def test_concept_view_puts_the_labelled_human_distribution_beside_each_model(db,
     assert_allclose(traces[0].y, HUMAN["apple"])
     assert_allclose(traces[1].y, stored[("m-blue", "apple", 5.0)])
     assert_allclose(traces[2].y, stored[("m-red", "apple", 5.0)])
-    assert [t.text for t in view.strips.data] == [("1",), ("2",)]
+    # The reference set has no samples: its row holds only an empty trace (for its note).
+    assert [t.text for t in view.strips.data] == [None, ("1",), ("2",)]
     assert [caption for _, caption in view.overlays] == [
         "m-blue · natural · cfg 5 · seed 1000", "m-red · natural · cfg 5 · seed 1000", "m-red · natural · cfg 5 · seed 1001"]
     assert view.metrics["model"].tolist() == ["m-blue", "m-red"]
