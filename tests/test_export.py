@@ -1,4 +1,3 @@
-import re
 import csv
 import hashlib
 import io
@@ -11,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import re
 
 from annotation.__main__ import main
 from annotation.accounts import create_annotators, login_with_invite
