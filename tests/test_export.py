@@ -2,6 +2,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -10,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import re
 
 from annotation.__main__ import main
 from annotation.accounts import create_annotators, login_with_invite
