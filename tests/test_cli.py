@@ -8,13 +8,9 @@ import pytest
 
 from evaluation.__main__ import COMMANDS, main
 from evaluation.registry import PROJECT_ROOT
-from evaluation.tiny import one_cpu_thread
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with one_cpu_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,12 @@ import torch
 from evaluation.concepts import Concept, load_concepts
 from evaluation.generation import GenerationError, build_prompt, generate, indefinite_article, item_seed
 from evaluation.registry import RegistryError, load_pipeline, load_registry, pipeline_class, with_source
-from evaluation.tiny import TINY_RESOLUTION, build_tiny_pipeline, one_cpu_thread
+from evaluation.tiny import TINY_RESOLUTION, build_tiny_pipeline
 
 PAPER_MODELS = {"sdxl", "sd3", "sd35", "flux-dev", "sana15", "qwen-image", "omnigen2"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with one_cpu_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -16,16 +16,13 @@ from evaluation.reference import UW71_RATINGS_CSV, ReferenceError, load_referenc
 from evaluation.registry import load_registry, with_source
 from evaluation.segmentation import load_detector, load_sam
 from evaluation.stages import GenerationWork, SegmentationWork, extract, plan_run, read_image, run_stage
-from evaluation.tiny import build_all, one_cpu_thread
+from evaluation.tiny import build_all
 
 TIMING_COLUMNS = {"gen_seconds", "seg_seconds", "updated_at"}
 CONCEPTS = ("apple", "banana")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with one_cpu_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

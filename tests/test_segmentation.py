@@ -9,13 +9,10 @@ from evaluation.segmentation import (
     Segmentation, SegmentAnythingSam, TransformersSam, detect, load_detector, load_sam,
     load_segment_anything, segment,
 )
-from evaluation.tiny import build_tiny_grounding_dino, build_tiny_sam, one_cpu_thread, tiny_segment_anything_model
+from evaluation.tiny import build_tiny_grounding_dino, build_tiny_sam, tiny_segment_anything_model
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with one_cpu_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
