@@ -71,12 +71,13 @@ def source_dropdown(ctx: AppContext, session_token: gr.Textbox, elem_id: str) ->
     dropdown = gr.Dropdown(known, value=known[0], allow_custom_value=True, label="Human ground truth",
                            elem_id=elem_id)
 
-    def refresh(token: str) -> gr.Dropdown:
+    def refresh(token: str, current: str) -> gr.Dropdown:
         if not visible_to(current_actor(ctx, token), ROLES):
             return gr.Dropdown()
         with ctx.db() as db:
             names = ground_truth.human_sources(db)
-        return gr.Dropdown(choices=names, value=names[0])
+        # Keep a choice the person already made while the refresh was on its way.
+        return gr.Dropdown(choices=names, value=current if current in names else names[0])
 
-    session_token.change(refresh, session_token, dropdown, api_visibility="private")
+    session_token.change(refresh, [session_token, dropdown], dropdown, api_visibility="private")
     return dropdown

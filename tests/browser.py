@@ -91,10 +91,25 @@ def sign_in(page, link: str) -> str:
     return status.inner_text().removeprefix("Signed in as").strip(" .")
 
 
-def pick(page, elem_id: str, option: str) -> None:
-    """Choose `option` in the `gr.Dropdown` with `elem_id`."""
-    page.locator(f"#{elem_id} input").click()
-    page.get_by_role("option", name=option).click()
+def pick(page, elem_id: str, option: str, *, tries: int = 5) -> None:
+    """Choose `option` in the `gr.Dropdown` with `elem_id`, and check that it stays chosen.
+
+    A dropdown whose choices are refreshed on sign-in (``session_token.change``) may be
+    reset by that refresh if it lands after the click, so the choice is made again until
+    the input shows it.
+    """
+    field = page.locator(f"#{elem_id} input")
+    for _ in range(tries):
+        field.click()
+        page.get_by_role("option", name=option).click()
+        try:
+            expect(field).to_have_value(option, timeout=2000)
+            page.wait_for_timeout(300)
+            expect(field).to_have_value(option, timeout=500)
+            return
+        except AssertionError:
+            continue
+    expect(field).to_have_value(option)
 
 
 def open_tab(page, title: str) -> None:
