@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import sqlite_utils
 
 from annotation.errors import AnnotationError
 from annotation.schema import MIGRATIONS
+from evaluation import runs
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_DB_PATH = DEFAULT_DATA_DIR / "colorconcept.sqlite"
@@ -104,8 +104,8 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
 
     Applies, in order and each in its own transaction, the migrations of
     `annotation.schema.MIGRATIONS` that `db` has not seen, recording each in the
-    ``schema_version`` table, then calls ``evaluation.runs.ensure_schema(db)`` when that
-    module exists.
+    ``schema_version`` table, then calls ``evaluation.runs.ensure_schema(db)`` for the
+    evaluation tables.
 
     Returns
     -------
@@ -131,20 +131,8 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
                 continue
             migrate(db)
             db["schema_version"].insert({"version": number, "name": name, "applied": iso()})
-    runs = _evaluation_runs()
-    if runs is not None:
-        runs.ensure_schema(db)
+    runs.ensure_schema(db)
     return schema_version(db)
-
-
-def _evaluation_runs():
-    """`evaluation.runs` if it exists (it is optional for the annotation store)."""
-    try:
-        return importlib.import_module("evaluation.runs")
-    except ModuleNotFoundError as error:
-        if error.name != "evaluation.runs":
-            raise
-        return None
 
 
 def utcnow() -> dt.datetime:

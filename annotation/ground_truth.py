@@ -3,8 +3,7 @@
 A source is either
 
 - ``designers``: the ground-truth colorings of the project's own designers, through
-  ``annotation.colorings.human_distribution(db, data_dir, concept_key)`` (offered once
-  that module exists), labelled with the number of colorings; or
+  ``annotation.colorings.human_distribution(db, data_dir, concept_key)``, labelled with the number of colorings; or
 - an imported reference set stored in ``reference_distributions`` under its label, e.g.
   ``uw71-ratings`` (Schloss et al.'s mean ratings). The shipped ``uw71-ratings`` set is
   offered even before anyone stored it: it is then read from ``assets/reference/``.
@@ -15,15 +14,14 @@ it comes from.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import sqlite_utils
 
+from annotation import colorings
 from evaluation import runs
 from evaluation.reference import UW71_RATINGS_PROVENANCE, UW71_RATINGS_SOURCE, load_reference_csv
 
@@ -56,25 +54,11 @@ class HumanDistribution:
     groups: tuple | None = None
 
 
-def _colorings() -> ModuleType | None:
-    try:
-        return importlib.import_module("annotation.colorings")
-    except ModuleNotFoundError as error:
-        if error.name != "annotation.colorings":
-            raise
-        return None
-
-
-def _designers_available() -> bool:
-    module = _colorings()
-    return module is not None and hasattr(module, "human_distribution")
-
-
 def human_sources(db: sqlite_utils.Database) -> list[str]:
     """The sources one can compare models with: designers first, then reference sets."""
     stored = runs.reference_sources(db)
     shipped = [] if UW71_RATINGS_SOURCE in stored else [UW71_RATINGS_SOURCE]
-    return ([DESIGNERS] if _designers_available() else []) + stored + shipped
+    return [DESIGNERS, *stored, *shipped]
 
 
 def _check_source(db: sqlite_utils.Database, source: str) -> None:
@@ -94,7 +78,7 @@ def describe_source(db: sqlite_utils.Database, source: str) -> str:
 
 
 def _designer(db: sqlite_utils.Database, data_dir: str | Path, concept: str) -> HumanDistribution | None:
-    found = _colorings().human_distribution(db, data_dir, concept)
+    found = colorings.human_distribution(db, data_dir, concept)
     if not found.n:
         return None
     return HumanDistribution(concept, DESIGNERS, np.asarray(found.p, dtype=np.float64),

@@ -5,24 +5,22 @@ A tab module in ``app/`` defines ``NAME`` (used in ``elem_id``s and ``api_name``
 and ``build(ctx, session_token)``, which lays out the tab inside the current `gr.Tab` and
 wires its events; it may define ``CSS``, a style sheet passed to ``launch`` (see
 `launch_options`). Every handler takes ``session_token`` as its first input and checks the
-role on the server (see `app.common.handler`). A module listed in `TAB_MODULES` that does
-not exist yet is skipped, so tabs land independently.
+role on the server (see `app.common.handler`).
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from types import ModuleType
 
 import gradio as gr
 
-from app import landing
+from app import (admin, browser, designer, evaluate, expert, landing, leaderboard,
+                 participant, sketches_admin, study)
 from app.common import AppContext
 from app.config import AppConfig
 
-TAB_MODULES = ("app.designer", "app.expert", "app.participant", "app.study", "app.evaluate",
-               "app.browser", "app.leaderboard", "app.sketches_admin", "app.admin")
+TAB_MODULES = (designer, expert, participant, study, evaluate, browser, leaderboard,
+               sketches_admin, admin)
 STORAGE_KEY = "colorconcept_session"
 
 
@@ -35,7 +33,6 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
         Default `AppConfig.from_env()`.
     """
     ctx = AppContext.prepare(AppConfig.from_env() if config is None else config)
-    tab_modules = [m for m in map(_optional_module, TAB_MODULES) if m is not None]
     with gr.Blocks(title="ColorConcept Lab") as demo:
         session_token = gr.Textbox("", visible="hidden", label="session_token",
                                    elem_id="session_token")
@@ -44,7 +41,7 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
             with gr.Tab(landing.TITLE, id=landing.NAME):
                 start = landing.build(ctx, session_token)
             tabs = []
-            for module in tab_modules:
+            for module in TAB_MODULES:
                 with gr.Tab(module.TITLE, id=module.NAME, visible=False) as tab:
                     module.build(ctx, session_token)
                 tabs.append((tab, module.ROLES))
@@ -66,15 +63,5 @@ def launch_options(config: AppConfig) -> dict:
     blocked = [str(db.with_name(db.name + suffix)) for suffix in ("", "-wal", "-shm", "-journal")]
     if config.admin_password_file is not None:
         blocked.append(str(Path(config.admin_password_file).resolve()))
-    css = "\n".join(getattr(m, "CSS", "") for m in map(_optional_module, TAB_MODULES)
-                    if m is not None)
+    css = "\n".join(getattr(m, "CSS", "") for m in TAB_MODULES)
     return {"allowed_paths": [str(config.data_dir)], "blocked_paths": blocked, "css": css}
-
-
-def _optional_module(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        if error.name != name:
-            raise
-        return None
