@@ -25,3 +25,18 @@ def write_atomic(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_temporaries(folder: str | Path) -> list[Path]:
+    """Delete the temporary files that a killed `write_atomic` left under `folder`.
+
+    Call it only where no other process writes into `folder` at the same time (a run
+    is processed by one process). Returns the paths removed.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    stale = [p for p in folder.rglob(".*.tmp") if p.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale

@@ -136,7 +136,7 @@ def run_pipeline(
         _announce(on_stage, "generate")
         work = GenerationWork.from_run(config, data_dir, device=device)
         batch = min(spec.batch_size for spec in work.specs.values()) if device.startswith("cuda") else 1
-        run_stage(db, run, "generate", work, batch, progress=check)
+        run_stage(db, run, "generate", work, batch, progress=check, data_dir=data_dir)
         del work
         _free_memory(device)
     check(0, 0)
@@ -144,7 +144,7 @@ def run_pipeline(
     if runs.pending_items(db, run, "segment"):
         _announce(on_stage, "segment")
         work = _segmentation_work(segmenter, data_dir, device)
-        run_stage(db, run, "segment", work, SEGMENT_BATCH, progress=check)
+        run_stage(db, run, "segment", work, SEGMENT_BATCH, progress=check, data_dir=data_dir)
         del work
         _free_memory(device)
     check(0, 0)

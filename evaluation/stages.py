@@ -24,7 +24,7 @@ from PIL import Image
 from evaluation import runs
 from evaluation.concepts import Concept
 from evaluation.executors import Batch, Executor, InProcessExecutor
-from evaluation.fileio import write_atomic
+from evaluation.fileio import remove_temporaries, write_atomic
 from evaluation.extraction import distribution_from_pixels, image_pixels
 from evaluation.generation import GenerationError, build_prompt, generate, item_seed
 from evaluation.registry import ModelSpec, load_pipeline, spec_from_dict, spec_to_dict
@@ -172,6 +172,7 @@ class SegmentationWork:
 def run_stage(
     db: sqlite_utils.Database, run: str, stage: str, work: Callable[[Batch], Batch], batch_size: int = 1,
     *, executor: Executor | None = None, progress: Progress | None = None,
+    data_dir: str | Path | None = None,
 ) -> int:
     """Do the pending items of `stage` for `run`; return how many items were recorded.
 
@@ -188,7 +189,13 @@ def run_stage(
     progress : callable, optional
         ``progress(done, total)`` after each recorded batch; an exception it raises stops
         the stage, keeping what was recorded.
+    data_dir : str or Path, optional
+        The data folder: temporary files that a killed earlier attempt left in the run's
+        folder are removed first, so a resumed run ends with the files of an
+        uninterrupted one.
     """
+    if data_dir is not None:
+        remove_temporaries(Path(data_dir) / "runs" / run)
     pending = runs.pending_items(db, run, stage)
     total, done = len(pending), 0
 

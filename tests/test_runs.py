@@ -255,3 +255,15 @@ def test_groups_are_stored_as_json(db, tiny):
     runs.store_model_distribution(db, "r", "tiny-random", "apple", "natural", 2.0, p, 2, 0, {"sizes": np.array([1, 1])})
     row = db["model_distributions"].get(("r", "tiny-random", "apple", "natural", 2.0))
     assert json.loads(row["groups"]) == {"sizes": [1, 1]}
+
+
+def test_a_resumed_stage_removes_the_temporaries_a_killed_write_left(tmp_path):
+    from evaluation.fileio import remove_temporaries, write_atomic
+
+    folder = tmp_path / "runs" / "r" / "images"
+    write_atomic(folder / "kept.png", b"whole")
+    (folder / ".half.png.x1y2.tmp").write_bytes(b"ha")
+    removed = remove_temporaries(tmp_path / "runs" / "r")
+    assert [p.name for p in removed] == [".half.png.x1y2.tmp"]
+    assert sorted(p.name for p in folder.iterdir()) == ["kept.png"]
+    assert remove_temporaries(tmp_path / "runs" / "missing") == []

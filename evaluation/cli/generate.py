@@ -106,7 +106,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"generating on {device}, {batch_size} image(s) per pipeline call")
     update, close = progress_bar("generate")
     try:
-        done = run_stage(db, args.run, "generate", work, batch_size, progress=update)
+        done = run_stage(db, args.run, "generate", work, batch_size, progress=update,
+                         data_dir=args.data_dir)
     finally:
         close()
     print(f"{done} image(s) generated; {sum(1 for i in runs.items(db, args.run) if i['status'] == 'failed')} failed")

@@ -45,7 +45,8 @@ def main(args: argparse.Namespace) -> int:
     work = SegmentationWork(detector, sam, args.data_dir, args.box_threshold, args.text_threshold)
     update, close = progress_bar("segment")
     try:
-        done = run_stage(db, args.run, "segment", work, args.batch_size, progress=update)
+        done = run_stage(db, args.run, "segment", work, args.batch_size, progress=update,
+                         data_dir=args.data_dir)
     finally:
         close()
     print(f"{done} image(s) segmented")
