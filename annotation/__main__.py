@@ -1,4 +1,5 @@
-"""Command line: ``python -m annotation export DIR`` and ``set-admin-password``.
+"""Command line: ``python -m annotation export DIR``, ``set-admin-password`` and
+``check-distributions [--repair]``.
 
 The database is ``--db PATH``, else ``$COLORCONCEPT_DB``, else ``data/colorconcept.sqlite``;
 the data folder is ``--data-dir``, else ``$COLORCONCEPT_DATA_DIR``, else ``data/``.
@@ -12,11 +13,12 @@ import os
 import sys
 from pathlib import Path
 
-from annotation.db import (DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB,
-                           ensure_schema, open_db)
+from annotation import human
 from annotation.errors import AnnotationError
 from annotation.export import export
 from annotation.passwords import set_admin_password
+from storage import (DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, ensure_schema,
+                     open_db)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,17 +34,35 @@ def _parser() -> argparse.ArgumentParser:
     password = commands.add_parser("set-admin-password",
                                    help="choose a new admin password (read from the terminal)")
     password.add_argument("--stdin", action="store_true", help="read it from standard input")
+    check = commands.add_parser(
+        "check-distributions",
+        help="recompute every designers' P_H from the coloring images and report differences")
+    check.add_argument("--repair", action="store_true",
+                       help="also rewrite the stored samples and P_H from the images")
     return parser
+
+
+def _check_distributions(db, data_dir: str, repair: bool) -> int:
+    found = human.check(db, data_dir, repair=repair)
+    for difference in found:
+        print(f"{difference.concept}: {difference.problem}")
+    n = db.execute("select count(*) from human_distributions where source = ?",
+                   [human.rows.DESIGNERS]).fetchone()[0]
+    verb = "repaired" if repair else "found"
+    print(f"{len(found)} differences {verb}; {n} stored designers' distributions")
+    return 1 if found and not repair else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "export" and not Path(args.db).is_file():
+    if args.command in ("export", "check-distributions") and not Path(args.db).is_file():
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
         return 2
     db = open_db(args.db)
     try:
         ensure_schema(db)
+        if args.command == "check-distributions":
+            return _check_distributions(db, args.data_dir, args.repair)
         if args.command == "export":
             summary = export(db, args.data_dir, args.folder)
             print(f"exported {len(summary.rows)} tables ({sum(summary.rows.values())} rows) "

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import sqlite_utils
 
 from annotation import audit
-from annotation.db import iso, transaction, utcnow
+from storage import iso, transaction, utcnow
 from annotation.errors import InvalidInput, InvalidToken, NotFound, PermissionDenied
 
 ROLES = ("designer", "expert", "participant", "researcher", "admin")

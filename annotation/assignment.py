@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import sqlite_utils
 
-from annotation.db import iso, transaction, utcnow
+from storage import iso, transaction, utcnow
 from annotation.errors import (Conflict, InvalidInput, NotFound, PermissionDenied,
                                QuotaExceeded, ReservationExpired)
 from annotation.overview import COUNTED_STATUSES

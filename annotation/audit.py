@@ -7,7 +7,7 @@ import json
 
 import sqlite_utils
 
-from annotation.db import iso
+from storage import iso
 
 
 def record(db: sqlite_utils.Database, actor: str, action: str, object_type: str,

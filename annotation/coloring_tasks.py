@@ -40,7 +40,7 @@ from annotation.coloring import (MAX_CANVAS_VALUE_CHARS, blank_color_layer, comp
                                  flood_fill, line_mask, painted_mask, parse_canvas_value)
 from annotation.colorings import get_coloring, store_coloring
 from annotation.concepts import get_concept
-from annotation.db import iso, transaction, utcnow
+from storage import iso, transaction, utcnow
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.review import recolor_note
 from annotation.sketch_store import get_sketch, load_sketch, selected_sketch

@@ -14,77 +14,31 @@ redo. Submitting it (`store_coloring` with that ``task_id``) stores round ``r + 
 every round is kept. A designer counts once towards a concept's quota whatever the
 number of rounds (`annotation.assignment` counts distinct designers).
 
-The ground truth of a concept rests on each designer's latest round when that round
-stands (`GROUND_TRUTH_STATUSES`); see `ground_truth_colorings` and `human_distribution`.
+Which colorings make up a concept's human distribution P_H is said once, in
+`storage.human.COUNTING_RULE`; writing a coloring stores its sampled pixels and
+refreshes the concept's stored P_H in the same transaction (`annotation.human`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import sqlite_utils
 
+from annotation import human
 from annotation.assignment import Task, submit
 from annotation.concepts import get_concept
-from annotation.db import iso, transaction, utcnow
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.files import StoredFile, decode_image, resolve, store_png
 from evaluation import extraction
-from evaluation.palette import N_BINS
+from storage import iso, transaction, utcnow
+from storage.distributions import check_distribution, decode, encode
+from storage.schema import COLORING_STATUSES
 
-# Statuses whose colorings make up the ground truth: a pending recolor does not (its next
-# round will), an excluded one does not.
-GROUND_TRUTH_STATUSES = ("submitted", "accepted")
 DISTRIBUTION_METHOD = "extraction.image_distribution"
-
-
-@dataclass(frozen=True)
-class HumanDistribution:
-    """The human distribution P_H(x|c) of one concept.
-
-    Attributes
-    ----------
-    concept_key : str
-    p : numpy.ndarray, shape (71,)
-        Float64 in UW-71 ``color_index`` order, summing to 1; all zeros when ``n`` is 0.
-    n : int
-        Colorings it rests on.
-    groups : object
-        The visual groups the extraction pipeline formed (its ``groups``); None when
-        ``n`` is 0.
-    coloring_ids : tuple of int
-        The colorings used, ascending.
-    """
-
-    concept_key: str
-    p: np.ndarray
-    n: int
-    groups: object
-    coloring_ids: tuple[int, ...]
-
-
-def coloring_distribution(color_image: np.ndarray, painted_mask: np.ndarray) -> np.ndarray:
-    """The UW-71 distribution of one coloring's painted pixels.
-
-    Parameters
-    ----------
-    color_image : numpy.ndarray, shape (H, W, 3), uint8
-        sRGB in [0, 255].
-    painted_mask : numpy.ndarray, shape (H, W), bool
-        True where the designer painted (line art excluded).
-
-    Returns
-    -------
-    numpy.ndarray, shape (71,)
-        Float64 summing to 1 (`evaluation.extraction.image_distribution`).
-    """
-    image, mask = _check_pixels(color_image, painted_mask)
-    return np.asarray(extraction.image_distribution(image, mask).p, dtype=np.float64)
 
 
 def store_coloring(db: sqlite_utils.Database, data_dir: str | Path, annotator_id: int,
@@ -139,7 +93,8 @@ def store_coloring(db: sqlite_utils.Database, data_dir: str | Path, annotator_id
     _check_seconds(seconds_spent)
     get_concept(db, concept_key)
     task = None if task_id is None else _coloring_task(db, task_id, concept_key, bool(practice))
-    p = coloring_distribution(image, mask)
+    sample = human.sample_pixels(image, mask)
+    p = extraction.distribution_from_pixels([sample]).p
     files = (store_png(data_dir, image, folder="colorings"),
              store_png(data_dir, mask, folder="colorings"))
     fields = {"annotator_id": annotator_id, "concept_key": concept_key,
@@ -150,7 +105,8 @@ def store_coloring(db: sqlite_utils.Database, data_dir: str | Path, annotator_id
         expected = _expected_round(db_, task)
         if round is not None and round != expected:
             raise InvalidInput(f"`round` must be {expected} for this coloring, got {round!r}")
-        return record_coloring(db_, files[0], files[1], p, **fields, round=expected, now=now)
+        return record_coloring(db_, files[0], files[1], p, sample, **fields, round=expected,
+                               now=now)
 
     if task is None:
         with transaction(db):
@@ -161,14 +117,16 @@ def store_coloring(db: sqlite_utils.Database, data_dir: str | Path, annotator_id
 
 
 def record_coloring(db: sqlite_utils.Database, image: StoredFile, mask: StoredFile | None,
-                    p: np.ndarray, *, annotator_id: int, concept_key: str,
+                    p: np.ndarray, sample: np.ndarray, *, annotator_id: int, concept_key: str,
                     practice: bool = False, round: int = 1, seconds_spent: float | None = None,
                     sketch_id: int | None = None, method: str = DISTRIBUTION_METHOD,
                     now: dt.datetime | None = None) -> int:
-    """Write a ``colorings`` row and its ``coloring_distributions`` row in one transaction.
+    """Write a coloring's rows and refresh its concept's stored P_H, in one transaction.
 
     The lower half of `store_coloring`, for files already stored and a distribution
-    already computed (for instance imported colorings).
+    already computed (for instance imported colorings): the ``colorings`` row, its
+    ``coloring_distributions`` row, its pixel sample, and the concept's P_H
+    (`annotation.human.refresh`; a practice coloring changes no P_H).
 
     Parameters
     ----------
@@ -176,6 +134,8 @@ def record_coloring(db: sqlite_utils.Database, image: StoredFile, mask: StoredFi
         The stored coloring image and painted-pixel mask (mask may be None).
     p : array_like, shape (71,)
         Non-negative, summing to 1 within 1e-6 (stored renormalised).
+    sample : ndarray, shape (N, 3), uint8
+        The coloring's sampled painted pixels (`annotation.human.sample_pixels`).
     method : str
         How `p` was computed.
 
@@ -185,6 +145,10 @@ def record_coloring(db: sqlite_utils.Database, image: StoredFile, mask: StoredFi
         The coloring id.
     """
     p = _check_distribution(p)
+    sample = np.asarray(sample)
+    if sample.dtype != np.uint8 or sample.ndim != 2 or sample.shape[1:] != (3,) or not len(sample):
+        raise InvalidInput(f"`sample` must be a non-empty (N, 3) uint8 array, got "
+                           f"{sample.dtype} {sample.shape}")
     if isinstance(round, bool) or not isinstance(round, int) or round < 1:
         raise InvalidInput(f"`round` must be a whole number >= 1, got {round!r}")
     stamp = iso(now)
@@ -196,10 +160,34 @@ def record_coloring(db: sqlite_utils.Database, image: StoredFile, mask: StoredFi
             "mask_sha256": None if mask is None else mask.sha256,
             "practice": int(bool(practice)), "round": round, "status": "submitted",
             "seconds_spent": seconds_spent, "created": stamp}).last_pk
-        db["coloring_distributions"].insert({"coloring_id": coloring_id,
-                                             "p": json.dumps(p.tolist()), "method": method,
-                                             "created": stamp})
+        db["coloring_distributions"].insert({"coloring_id": coloring_id, "p": encode(p),
+                                             "method": method, "created": stamp})
+        human.store_sample(db, coloring_id, sample)
+        if not practice:
+            human.refresh(db, concept_key)
     return coloring_id
+
+
+def set_status(db: sqlite_utils.Database, coloring: dict, status: str) -> None:
+    """Change a coloring's ``status`` and refresh its concept's stored P_H, at once.
+
+    The one way a coloring's status changes after it is stored (acceptance, exclusion,
+    reinstatement, a recolor request), so the stored P_H never lags behind it.
+    Runs in the caller's transaction when there is one.
+
+    Parameters
+    ----------
+    coloring : dict
+        Its row (`get_coloring`): ``id``, ``concept_key`` and ``practice`` are used.
+    status : str
+        One of `storage.schema.COLORING_STATUSES`.
+    """
+    if status not in COLORING_STATUSES:
+        raise InvalidInput(f"`status` must be one of {COLORING_STATUSES}, got {status!r}")
+    with transaction(db):
+        db["colorings"].update(coloring["id"], {"status": status})
+        if not coloring["practice"]:
+            human.refresh(db, coloring["concept_key"])
 
 
 def get_coloring(db: sqlite_utils.Database, coloring_id: int) -> dict:
@@ -232,32 +220,6 @@ def concept_colorings(db: sqlite_utils.Database, concept_key: str) -> list[dict]
     return [_with_p(r) for r in rows]
 
 
-def ground_truth_colorings(db: sqlite_utils.Database,
-                           concept_key: str | None = None) -> list[dict]:
-    """The colorings the ground truth rests on: each designer's latest main-task round,
-    when it stands (status in `GROUND_TRUTH_STATUSES`).
-
-    Parameters
-    ----------
-    concept_key : str, optional
-        One concept; default every concept.
-
-    Returns
-    -------
-    list of dict
-        ``colorings`` rows with ``p`` (ndarray (71,)), ordered by concept then id.
-    """
-    where, params = ("and c.concept_key = ?", [concept_key]) if concept_key else ("", [])
-    marks = ", ".join("?" * len(GROUND_TRUTH_STATUSES))
-    rows = db.query(
-        "select c.*, d.p from colorings c join coloring_distributions d on d.coloring_id = "
-        f"c.id where c.practice = 0 and c.status in ({marks}) {where} and c.round = (select "
-        "max(l.round) from colorings l where l.practice = 0 and l.annotator_id = "
-        "c.annotator_id and l.concept_key = c.concept_key) order by c.concept_key, c.id",
-        [*GROUND_TRUTH_STATUSES, *params])
-    return [_with_p(r) for r in rows]
-
-
 def load_pixels(data_dir: str | Path, coloring: dict) -> tuple[np.ndarray, np.ndarray]:
     """A stored coloring's image, shape (H, W, 3) uint8 sRGB, and painted mask (H, W) bool.
 
@@ -270,38 +232,6 @@ def load_pixels(data_dir: str | Path, coloring: dict) -> tuple[np.ndarray, np.nd
                                        name=f"mask of coloring {coloring['id']}").convert("L"))
         return image, mask > 127
     return image, np.any(image < 250, axis=-1)
-
-
-def human_distribution(db: sqlite_utils.Database, data_dir: str | Path,
-                       concept_key: str) -> HumanDistribution:
-    """P_H(x|c): the extraction pipeline over the concept's ground-truth colorings.
-
-    Parameters
-    ----------
-    data_dir : str or Path
-        Where the coloring images are stored.
-    concept_key : str
-
-    Returns
-    -------
-    HumanDistribution
-        Recomputed from the current `ground_truth_colorings` (so exclusions and
-        reinstatements take effect at once); ``n`` = 0 and ``p`` all zeros when the
-        concept has none.
-
-    Raises
-    ------
-    NotFound
-        If the concept does not exist.
-    """
-    get_concept(db, concept_key)
-    rows = ground_truth_colorings(db, concept_key)
-    if not rows:
-        return HumanDistribution(concept_key, np.zeros(N_BINS), 0, None, ())
-    pixels = [load_pixels(data_dir, row) for row in rows]
-    result = extraction.concept_distribution([i for i, _ in pixels], [m for _, m in pixels])
-    return HumanDistribution(concept_key, np.asarray(result.p, dtype=np.float64), len(rows),
-                             result.groups, tuple(r["id"] for r in rows))
 
 
 def _expected_round(db, task: Task | None) -> int:
@@ -340,7 +270,7 @@ def _submit_recolor(db, task: Task, annotator_id: int, write, now: dt.datetime |
 
 
 def _with_p(row: dict) -> dict:
-    return {**row, "p": None if row.get("p") is None else np.asarray(json.loads(row["p"]))}
+    return {**row, "p": decode(row.get("p"))}
 
 
 def _check_pixels(color_image, painted_mask) -> tuple[np.ndarray, np.ndarray]:
@@ -363,9 +293,7 @@ def _check_seconds(seconds_spent) -> None:
 
 
 def _check_distribution(p) -> np.ndarray:
-    arr = np.asarray(p, dtype=np.float64)
-    if arr.shape != (N_BINS,) or not np.all(np.isfinite(arr)) or arr.min() < 0 or \
-            abs(arr.sum() - 1.0) > 1e-6:
-        raise InvalidInput(f"`p` must be {N_BINS} non-negative values summing to 1, got shape "
-                           f"{arr.shape} and sum {arr.sum() if arr.size else 0.0:.6g}")
-    return arr / arr.sum()
+    try:
+        return check_distribution(p)
+    except ValueError as error:
+        raise InvalidInput(str(error)) from None

@@ -6,7 +6,7 @@ import dataclasses
 
 import sqlite_utils
 
-from annotation.db import transaction
+from storage import transaction
 from annotation.errors import NotFound
 from evaluation.concepts import Concept, load_concepts
 

@@ -93,7 +93,7 @@ def download_archive_path(data_dir: str | Path, *, now: str) -> Path:
     Parameters
     ----------
     now : str
-        A time stamp for the name, e.g. `annotation.db.iso()`.
+        A time stamp for the name, e.g. `storage.db.iso()`.
     """
     stamp = now.replace(":", "").replace("-", "")[:15]
     return Path(data_dir) / "exports" / f"colorconcept-export-{stamp}-{secrets.token_hex(16)}.zip"

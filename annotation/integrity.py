@@ -29,7 +29,7 @@ from pathlib import Path
 import sqlite_utils
 
 from annotation import audit
-from annotation.db import transaction
+from storage import transaction
 
 QUARANTINE = "orphans"
 # Top-level folders never swept: the quarantine itself, export archives (named by no row)

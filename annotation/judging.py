@@ -26,7 +26,7 @@ import sqlite_utils
 
 from annotation import assignment, audit
 from annotation.accounts import Actor
-from annotation.db import iso, parse_iso, transaction, utcnow
+from storage import iso, parse_iso, transaction, utcnow
 from annotation.errors import InvalidInput, PermissionDenied
 from annotation.study import GROUND_TRUTH, GroundTruth, get_study, study_design
 from evaluation.scoring import concept_metrics
@@ -227,7 +227,7 @@ def record_judgment(db: sqlite_utils.Database, actor: Actor, task_id: int, chose
 
 
 def seconds_since(shown_at: str, *, now: dt.datetime | None = None) -> float:
-    """Seconds from `shown_at` (`annotation.db.iso` text) to `now`, at least 0."""
+    """Seconds from `shown_at` (`storage.db.iso` text) to `now`, at least 0."""
     try:
         shown = parse_iso(shown_at)
     except (TypeError, ValueError) as error:

@@ -17,7 +17,7 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.accounts import Actor, get_annotator
-from annotation.db import iso, transaction
+from storage import iso, transaction
 from annotation.errors import Conflict, InvalidInput
 
 TEXTS = Path(__file__).resolve().parent.parent / "assets" / "texts"

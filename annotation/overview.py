@@ -7,7 +7,7 @@ from collections import Counter
 
 import sqlite_utils
 
-from annotation.schema import COLORING_STATUSES
+from storage.schema import COLORING_STATUSES
 
 # Colorings that fill a concept's quota: excluded ones do not, so the concept returns to
 # the pool; a recolor request is redone by the same designer, so it keeps its slot.
@@ -28,7 +28,7 @@ def coverage(db: sqlite_utils.Database, k: int) -> dict:
         ``concepts`` (total variants), ``complete`` (variants with >= k counted main-task
         colorings), ``histogram`` (``{n: variants with n counted colorings}`` for n in
         0..k, where n = k means k or more), ``colorings_by_status`` (main task, every
-        status in `annotation.schema.COLORING_STATUSES`) and ``annotators_by_role``.
+        status in `storage.schema.COLORING_STATUSES`) and ``annotators_by_role``.
     """
     counts = {row["key"]: row["n"] for row in db.query(
         "select c.key, count(distinct g.annotator_id) as n from concepts c left join colorings g "

@@ -21,7 +21,7 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.accounts import Session, open_admin_session
-from annotation.db import transaction
+from storage import transaction
 from annotation.errors import InvalidInput, PermissionDenied
 
 ENV_PASSWORD = "COLORCONCEPT_ADMIN_PASSWORD"

@@ -21,7 +21,7 @@ import numpy as np
 import sqlite_utils
 
 from annotation import audit
-from annotation.db import transaction
+from storage import transaction
 from evaluation import runs
 from evaluation.concepts import Concept
 from evaluation.imports import ImportReport, import_images

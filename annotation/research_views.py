@@ -1,7 +1,7 @@
 """What the Concept browser and the Leaderboards tab show, assembled from the database.
 
 Each function reads the stored model distributions and one human source
-(`annotation.ground_truth`) and hands them to the pure builders of `evaluation`
+(`storage.human`) and hands them to the pure builders of `evaluation`
 (`comparison`, `results`, `overlay`), so that the app's handlers stay one call long.
 """
 
@@ -16,11 +16,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import sqlite_utils
 
-from annotation import ground_truth, research
+from annotation import research
 from annotation.errors import NotFound
 from evaluation import comparison, results, runs, tables
 from evaluation.concepts import Concept
 from evaluation.overlay import item_overlays
+from storage import human
 
 #: Masked images shown per concept in the browser (newest runs first).
 GALLERY_LIMIT = 24
@@ -79,7 +80,7 @@ def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequ
     data_dir : str or Path
         Where run images and masks are stored.
     source : str
-        A human source of `annotation.ground_truth.human_sources`.
+        A human source of `storage.human.sources`.
     style : str
         ``natural`` or ``clipart``.
     cfg : str or float
@@ -92,20 +93,20 @@ def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequ
     """
     found = _concept(concepts, concept)
     family = [c.key for c in concepts if c.base == found.base]
-    humans = ground_truth.human_distributions(db, source, family, data_dir=data_dir)
-    human = humans.get(concept)
+    humans = human.read(db, source, family)
+    truth = humans.get(concept)
     family_rows = _rows(db, family, style, cfg)
     rows = [r for r in family_rows if r["concept"] == concept]
-    panels = [comparison.human_panel(human.label, human.p, human.groups)] if human else []
+    panels = [comparison.human_panel(truth.label, truth.p, truth.groups)] if truth else []
     panels += comparison.model_panels(rows)
     shown = {(r["run"], r["model"], float(r["cfg"])) for r in rows}
     items = [i for i in research.concept_items(db, concept, style=style, limit=10 * GALLERY_LIMIT)
              if (i["run"], i["model"], float(i["cfg"])) in shown][:GALLERY_LIMIT]
     shifts = comparison.variant_shifts(found.base, concepts, {k: h.p for k, h in humans.items()}, family_rows)
-    metrics = (comparison.concept_metrics(concept, human.p, rows, concepts) if human
+    metrics = (comparison.concept_metrics(concept, truth.p, rows, concepts) if truth
                else pd.DataFrame(columns=comparison.METRIC_COLUMNS))
     return ConceptView(
-        human_label=(f"Human ground truth: {human.label}" if human
+        human_label=(f"Human ground truth: {truth.label}" if truth
                      else f"The source '{source}' has no human distribution for '{concept}'."),
         distributions=comparison.distributions_figure(panels) if panels else None,
         strips=comparison.strips_figure(panels) if panels else None,
@@ -116,17 +117,16 @@ def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequ
     )
 
 
-def leaderboard_analyses(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequence[Concept], source: str,
+def leaderboard_analyses(db: sqlite_utils.Database, concepts: Sequence[Concept], source: str,
                          *, cfg: str | float = results.RECOMMENDED,
                          aggregate: str = tables.RATIO_OF_MEANS) -> results.Analyses:
     """`evaluation.results.analyses` of every stored model distribution against `source`.
 
-    `data_dir` is where designers' colorings are stored (see `annotation.ground_truth`).
+    Human distributions are read as stored (`storage.human`).
     """
     rows = runs.model_distributions(db)
     keys = sorted({r["concept"] for r in rows} | _bases(rows, concepts))
-    human = ground_truth.human_vectors(db, source, keys, data_dir=data_dir)
-    return results.analyses(rows, human, concepts, cfg=cfg, aggregate=aggregate)
+    return results.analyses(rows, human.vectors(db, source, keys), concepts, cfg=cfg, aggregate=aggregate)
 
 
 def _bases(rows: Sequence[dict], concepts: Sequence[Concept]) -> set[str]:

@@ -25,10 +25,10 @@ import sqlite_utils
 
 from annotation import audit, qc
 from annotation.accounts import Actor
-from annotation.colorings import (concept_colorings, get_coloring, ground_truth_colorings,
-                                  load_pixels)
+from annotation.colorings import concept_colorings, get_coloring, load_pixels, set_status
+from storage.human import counted_colorings
 from annotation.concepts import get_concept
-from annotation.db import iso, transaction, utcnow
+from storage import iso, transaction, utcnow
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from evaluation import metrics
 from evaluation.extraction import image_pixels
@@ -173,7 +173,7 @@ def request_recolor(db: sqlite_utils.Database, actor: Actor, coloring_id: int, n
     with transaction(db):
         coloring = get_coloring(db, coloring_id)
         _check_recolorable(db, coloring, now)
-        db["colorings"].update(coloring_id, {"status": "recolor_requested"})
+        set_status(db, coloring, "recolor_requested")
         task_id = db["tasks"].insert({
             "kind": "coloring", "annotator_id": coloring["annotator_id"],
             "concept_key": coloring["concept_key"], "coloring_id": coloring_id, "practice": 0,
@@ -218,7 +218,7 @@ def accept_coloring(db: sqlite_utils.Database, actor: Actor, coloring_id: int,
         coloring = get_coloring(db, coloring_id)
         if coloring["status"] != "submitted":
             raise Conflict(f"coloring {coloring_id} is {coloring['status']}, not submitted")
-        db["colorings"].update(coloring_id, {"status": "accepted"})
+        set_status(db, coloring, "accepted")
         audit.record(db, actor.pseudonym, "accept_coloring", "coloring", coloring_id,
                      note or "", now=now)
 
@@ -256,7 +256,7 @@ def consistency_ranking(db: sqlite_utils.Database, *,
         raise InvalidInput(f"`min_colorings` must be a whole number >= 2, got {min_colorings!r}")
     columns = ["rank", "concept", "n", "consistency_emd", "high_variance"]
     by_concept: dict[str, list[np.ndarray]] = {}
-    for row in ground_truth_colorings(db):
+    for row in counted_colorings(db):
         by_concept.setdefault(row["concept_key"], []).append(row["p"])
     ranked = {k: np.stack(v) for k, v in by_concept.items() if len(v) >= min_colorings}
     if not ranked:
@@ -290,7 +290,7 @@ def open_review_queue(db: sqlite_utils.Database, actor: Actor, data_dir: str | P
     table = consistency_ranking(db, top_fraction=top_fraction, min_colorings=min_colorings)
     opened = 0
     for concept in table.loc[table["high_variance"], "concept"] if len(table) else []:
-        rows = ground_truth_colorings(db, concept)
+        rows = counted_colorings(db, concept)
         scores = plausibility_scores(data_dir, rows)
         opened += open_reviews(db, actor, [r["id"] for r in rows], votes_needed=votes_needed,
                                reason=HIGH_VARIANCE_REASON, plausibility=scores, now=now)

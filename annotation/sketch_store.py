@@ -36,7 +36,7 @@ from PIL import Image
 
 from annotation import audit
 from annotation.concepts import get_concept
-from annotation.db import iso, transaction
+from storage import iso, transaction
 from annotation.errors import InvalidInput, NotFound
 from annotation.files import MAX_BYTES, MAX_PIXELS, decode_image, resolve, store_bytes
 from annotation.sketches import (MANIFEST_CSV, NotLineArtError, check_line_art,

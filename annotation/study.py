@@ -42,11 +42,13 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
-from annotation import audit, colorings
+from annotation import audit
 from annotation.accounts import Actor
-from annotation.db import iso, transaction
 from annotation.errors import Conflict, InvalidInput, NotFound
 from evaluation import runs
+from storage import human as human_rows
+from storage import iso, transaction
+from storage.distributions import check_distribution
 
 GROUND_TRUTH = "ground truth"
 STYLES = ("natural", "clipart")
@@ -61,8 +63,6 @@ DEFAULT_ATTENTION_RATE = 0.1
 MAX_ATTENTION_RATE = 0.5
 # 2,700 votes from 36 participants in the paper: 75 each.
 DEFAULT_TRIALS_PER_PARTICIPANT = 75
-REFERENCE_PREFIX = "reference:"
-COLORINGS = "colorings"
 
 
 class StudyFrozen(Conflict):
@@ -124,16 +124,13 @@ class GroundTruthSource:
     get: Callable[[sqlite_utils.Database, str], GroundTruth | None]
 
 
-def colorings_ground_truth(data_dir: str | Path, *,
-                           min_colorings: int = 1) -> GroundTruthSource:
-    """P_H from the designers' colorings (`annotation.colorings.human_distribution`).
+def designers_ground_truth(*, min_colorings: int = 1) -> GroundTruthSource:
+    """P_H from the designers' colorings, as stored (`storage.human`, source ``designers``).
 
     Parameters
     ----------
-    data_dir : str or Path
-        Where the coloring images are stored.
     min_colorings : int
-        Concepts with fewer ground-truth colorings have no ground truth here.
+        Concepts with fewer counted colorings have no ground truth here.
 
     Notes
     -----
@@ -143,44 +140,41 @@ def colorings_ground_truth(data_dir: str | Path, *,
     _check_whole("min_colorings", min_colorings, 1)
 
     def get(db, key: str) -> GroundTruth | None:
-        human = colorings.human_distribution(db, data_dir, key)
-        if human.n < min_colorings:
+        human = human_rows.read(db, human_rows.DESIGNERS, [key]).get(key)
+        if human is None or human.n_colorings < min_colorings:
             return None
-        dominant = tuple(("#{:02x}{:02x}{:02x}".format(*np.asarray(g.rgb)[0]), g.n_images)
+        dominant = tuple(("#{:02x}{:02x}{:02x}".format(*g["rgb"][0]), len(g["image_indices"]))
                          for g in human.groups)
         paths = tuple(db["colorings"].get(i)["image_path"] for i in human.coloring_ids)
-        return GroundTruth(human.p, human.n, dominant, paths)
-    return GroundTruthSource(COLORINGS, get)
+        return GroundTruth(human.p, human.n_colorings, dominant, paths)
+    return GroundTruthSource(human_rows.DESIGNERS, get)
 
 
 def reference_ground_truth(db: sqlite_utils.Database, label: str) -> GroundTruthSource:
-    """P_H from an imported reference set (`evaluation.runs.reference_distributions`).
+    """P_H from a stored reference set (`storage.human`, kind ``reference``).
 
     Reference sets have no colorings, so their trials show the distribution only.
     """
-    stored = runs.reference_distributions(db, label)
+    stored = human_rows.vectors(db, label)
 
     def get(_db, key: str) -> GroundTruth | None:
         return GroundTruth(stored[key], 0) if key in stored else None
-    return GroundTruthSource(REFERENCE_PREFIX + label, get)
+    return GroundTruthSource(label, get)
 
 
-def ground_truth_names(db: sqlite_utils.Database) -> list[str]:
-    """Names `ground_truth_source` accepts: `COLORINGS` (the designers' colorings), then
-    ``reference:<label>`` per stored reference set."""
-    return [COLORINGS, *(REFERENCE_PREFIX + label for label in runs.reference_sources(db))]
+def ground_truth_source(db: sqlite_utils.Database, name: str) -> GroundTruthSource:
+    """The `GroundTruthSource` of the human source `name` (one of `storage.human.sources`).
 
-
-def ground_truth_source(db: sqlite_utils.Database, name: str, *,
-                        data_dir: str | Path) -> GroundTruthSource:
-    """The `GroundTruthSource` called `name` (see `ground_truth_names`)."""
-    if name == COLORINGS:
-        return colorings_ground_truth(data_dir)
-    if isinstance(name, str) and name.startswith(REFERENCE_PREFIX):
-        label = name[len(REFERENCE_PREFIX):]
-        if label in runs.reference_sources(db):
-            return reference_ground_truth(db, label)
-    raise InvalidInput(f"`ground_truth` must be one of {ground_truth_names(db)}, got {name!r}")
+    Raises
+    ------
+    InvalidInput
+        If `name` is not a known source (the message lists them).
+    """
+    if name == human_rows.DESIGNERS:
+        return designers_ground_truth()
+    if isinstance(name, str) and name in human_rows.reference_sources(db):
+        return reference_ground_truth(db, name)
+    raise InvalidInput(f"`ground_truth` must be one of {human_rows.sources(db)}, got {name!r}")
 
 
 def available_sources(db: sqlite_utils.Database, style: str) -> list[tuple[ModelSource, int]]:
@@ -365,12 +359,10 @@ def _store_content(db, study_id: int, chosen: dict[str, GroundTruth],
 
 
 def _p_json(p, what: str) -> str:
-    values = np.asarray(p, dtype=np.float64)
-    if values.shape != (71,) or not np.all(np.isfinite(values)) or np.any(values < 0) \
-            or not np.isclose(values.sum(), 1.0, atol=1e-6):
-        raise InvalidInput(f"the distribution of {what} must be 71 non-negative numbers "
-                           f"summing to 1, got shape {values.shape}")
-    return json.dumps(values.tolist())
+    try:
+        return json.dumps(check_distribution(p, f"the distribution of {what}").tolist())
+    except ValueError as error:
+        raise InvalidInput(str(error)) from None
 
 
 def _store_pairs(db, study_id: int, keys: list[str], models: list[str],

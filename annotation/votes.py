@@ -25,8 +25,8 @@ import sqlite_utils
 from annotation import audit, qc
 from annotation.accounts import Actor
 from annotation.assignment import open_tasks, reserve, submit
-from annotation.colorings import get_coloring
-from annotation.db import iso, transaction
+from annotation.colorings import get_coloring, set_status
+from storage import iso, transaction
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from annotation.review import require_role
 
@@ -154,7 +154,7 @@ def _decide(db, coloring: dict, now: dt.datetime | None) -> str | None:
     db["reviews"].update(coloring["id"], {"status": "decided"})
     status = "excluded" if decision == qc.INCONSISTENT else "accepted"
     if coloring["status"] != status:
-        db["colorings"].update(coloring["id"], {"status": status})
+        set_status(db, coloring, status)
         audit.record(db, "system", "exclude_coloring" if status == "excluded" else
                      "accept_coloring", "coloring", coloring["id"],
                      f"blind expert vote: {counts[0]} consistent, {counts[1]} inconsistent",
@@ -184,7 +184,7 @@ def reinstate(db: sqlite_utils.Database, actor: Actor, coloring_id: int, why: st
         coloring = get_coloring(db, coloring_id)
         if coloring["status"] != "excluded":
             raise Conflict(f"coloring {coloring_id} is {coloring['status']}, not excluded")
-        db["colorings"].update(coloring_id, {"status": "accepted"})
+        set_status(db, coloring, "accepted")
         audit.record(db, actor.pseudonym, "reinstate_coloring", "coloring", coloring_id, why,
                      now=now)
 

@@ -8,7 +8,7 @@ import gradio as gr
 
 from annotation import accounts, onboarding, overview
 from annotation.accounts import INVITABLE_ROLES, create_annotators, invite_url
-from annotation.db import iso
+from storage import iso
 from annotation.export import download_archive_path, export_archive
 from annotation.files import resolve
 from app.common import AppContext, escape, handler, id_field, whole_number

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import gradio as gr
 
-from annotation import ground_truth
 from annotation.research_views import concept_view
 from app.common import AppContext, escape, handler, visible_to
 from app.landing import current_actor
 from evaluation.concepts import load_concepts
 from evaluation.generation import STYLES
 from evaluation.results import RECOMMENDED
+from storage import human
 
 NAME = "browser"
 TITLE = "Concept browser"
@@ -58,7 +58,7 @@ def _show(ctx: AppContext, concepts):
     def show(db, actor, concept: str, source: str, style: str, cfg: str):
         """Human and model distributions, strips, metrics, masked images and variant shifts of `concept`."""
         view = concept_view(db, ctx.config.data_dir, concepts, concept, source or "", style, cfg or RECOMMENDED)
-        return (escape(view.human_label) + "  \n" + escape(ground_truth.describe_source(db, source)),
+        return (escape(view.human_label) + "  \n" + escape(human.describe(db, source)),
                 view.distributions, view.strips, view.metrics.round(4), view.overlays,
                 f"### Base concept **{escape(view.base)}** and its variants", view.shifts.round(3), view.shift_figure)
     return show
@@ -67,7 +67,7 @@ def _show(ctx: AppContext, concepts):
 def source_dropdown(ctx: AppContext, session_token: gr.Textbox, elem_id: str) -> gr.Dropdown:
     """The human-source picker; its choices are read again at every sign-in."""
     with ctx.db() as db:
-        known = ground_truth.human_sources(db)
+        known = human.sources(db)
     dropdown = gr.Dropdown(known, value=known[0], allow_custom_value=True, label="Human ground truth",
                            elem_id=elem_id)
 
@@ -75,7 +75,7 @@ def source_dropdown(ctx: AppContext, session_token: gr.Textbox, elem_id: str) ->
         if not visible_to(current_actor(ctx, token), ROLES):
             return gr.Dropdown()
         with ctx.db() as db:
-            names = ground_truth.human_sources(db)
+            names = human.sources(db)
         # Keep a choice the person already made while the refresh was on its way.
         return gr.Dropdown(choices=names, value=current if current in names else names[0])
 

@@ -26,7 +26,9 @@ import sqlite_utils
 
 from annotation.accounts import Actor, require
 from annotation.concepts import sync_concepts
-from annotation.db import ensure_schema, open_db, transaction
+from storage import ensure_schema, open_db, transaction
+from annotation import human
+from evaluation.reference import ensure_shipped_reference
 from annotation.errors import AnnotationError
 from annotation.integrity import sweep_orphans
 from annotation.passwords import ensure_admin_password
@@ -57,6 +59,10 @@ class AppContext:
             sweep_orphans(db, config.data_dir, min_age_s=ORPHAN_MIN_AGE_S)
             sync_concepts(db)
             sync_shipped_sketches(db, config.data_dir)
+            # Human distributions: the shipped reference set, and designers' P_H for
+            # colorings stored by code older than the stored P_H (a no-op once current).
+            ensure_shipped_reference(db)
+            human.backfill(db, config.data_dir)
             ensure_admin_password(db, password_file=config.admin_password_file)
             return cls(config, _browser_secret(db))
 

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotation.db import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB
+from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB
 
 # Concepts of the three practice sketches (Appendix B.3 says three, not which): one
 # original, one visual-state and one emotional variant, all with simple line art.

@@ -18,11 +18,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from annotation import qc, review, votes
-from annotation.colorings import human_distribution
+from annotation.concepts import get_concept
 from annotation.files import resolve
 from app.common import AppContext, escape, handler, id_field, whole_number
 from app.landing import current_actor
 from evaluation.figures import LAYOUT, consistency_histogram, distribution_bar
+from storage import human
 
 NAME = "expert"
 TITLE = "Expert review"
@@ -354,13 +355,15 @@ def _statistics(db, actor) -> tuple:
 
 def _ground_truth(ctx: AppContext):
     def ground_truth(db, actor, concept: str) -> tuple:
-        """P_H(x|c) of a concept from its accepted colorings, and how many it rests on."""
-        truth = human_distribution(db, ctx.config.data_dir, concept or "")
-        if truth.n == 0:
-            return go.Figure(layout=LAYOUT), f"**{escape(concept)}** has no accepted coloring yet."
+        """P_H(x|c) of a concept as stored, how many colorings it rests on, and which count."""
+        get_concept(db, concept or "")
+        truth = human.read(db, human.DESIGNERS, [concept]).get(concept)
+        if truth is None:
+            return go.Figure(layout=LAYOUT), (f"**{escape(concept)}** has no counted coloring "
+                                              f"yet. {human.COUNTING_RULE}")
         figure = distribution_bar(truth.p, title=f"P_H(x | {concept})")
-        return figure, (f"P_H(x | **{escape(concept)}**) rests on **{truth.n}** colorings in "
-                        f"{len(truth.groups)} visual groups.")
+        return figure, (f"P_H(x | **{escape(concept)}**) rests on **{truth.n_colorings}** "
+                        f"colorings in {len(truth.groups)} visual groups. {human.COUNTING_RULE}")
     return ground_truth
 
 

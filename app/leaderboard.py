@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import gradio as gr
 
-from annotation import ground_truth
 from annotation.research_views import leaderboard_analyses
 from app.browser import source_dropdown
 from app.common import AppContext, escape, handler
 from evaluation.concepts import load_concepts
 from evaluation.results import RECOMMENDED, analysis_figures, export_analyses
 from evaluation.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
+from storage import human
 
 NAME = "leaderboard"
 TITLE = "Leaderboards"
@@ -60,7 +60,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
 
 
 def _analyses(ctx: AppContext, concepts, db, source: str, cfg: str, aggregate: str):
-    return leaderboard_analyses(db, ctx.config.data_dir, concepts, source or "", cfg=cfg or RECOMMENDED,
+    return leaderboard_analyses(db, concepts, source or "", cfg=cfg or RECOMMENDED,
                                 aggregate=aggregate)
 
 
@@ -71,7 +71,7 @@ def _show(ctx: AppContext, concepts):
         figs = analysis_figures(result)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
         pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
-        note = f"{escape(ground_truth.describe_source(db, source))}  \n{pooled}Guidance scale per model: {scales}."
+        note = f"{escape(human.describe(db, source))}  \n{pooled}Guidance scale per model: {scales}."
         tables = (_shown(t) for t in (result.table6, result.table7, result.table8))
         return (note, LEGEND + result.table1.to_html(), LEGEND + result.table2.to_html(), figs["cfg_sweep"],
                 figs["sensitivity"], figs["shift_scatter"], *tables)

@@ -13,7 +13,7 @@ import numpy as np
 import gradio as gr
 
 from annotation import judging
-from annotation.db import iso
+from storage import iso
 from annotation.files import resolve
 from app.common import AppContext, escape, handler
 from evaluation.figures import distribution_bar, dominant_strip

@@ -18,6 +18,7 @@ from annotation import judging, study
 from annotation.study import ModelSource
 from app.common import AppContext, handler, id_field, visible_to, whole_number
 from app.landing import current_actor
+from storage.human import sources as human_sources
 from evaluation.figures import table3_figure
 
 NAME = "study"
@@ -99,7 +100,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
 
 def _choices(db, actor, style: str) -> tuple:
     """Ground truths and model outputs that a study in `style` can use."""
-    truths = study.ground_truth_names(db)
+    truths = human_sources(db)
     options = [(f"{s.model} · {s.run} · CFG {s.cfg:g} ({n} concepts)", s.key)
                for s, n in study.available_sources(db, style)]
     return (gr.Dropdown(choices=truths, value=truths[0] if truths else None),
@@ -112,7 +113,7 @@ def _create(ctx: AppContext):
         """Store a draft study; returns the study list, its design and a message."""
         study_id = study.create_study(
             db, name, [ModelSource.from_key(key) for key in sources or []],
-            study.ground_truth_source(db, truth, data_dir=ctx.config.data_dir),
+            study.ground_truth_source(db, truth),
             seed=whole_number(seed, "seed"), n_concepts=whole_number(n_concepts, "n_concepts"),
             style=style, votes_per_pair=whole_number(votes, "votes_per_pair"),
             attention_rate=float(rate),

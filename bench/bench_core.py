@@ -26,8 +26,9 @@ from PIL import Image
 
 from evaluation.extraction import concept_distribution
 from evaluation.metrics import (
-    check_distributions, dca, delta_hue, emd_rows, entropy_difference, pcc)
+    dca, delta_hue, emd_rows, entropy_difference, pcc)
 from evaluation.palette import load_uw71
+from storage.distributions import check_masses
 
 SWEEP = {"concepts": 1281, "models": 7, "styles": 2, "cfg_scales": 7}
 
@@ -80,7 +81,7 @@ def bench_emd(P: np.ndarray, Q: np.ndarray, loop_pairs: int) -> dict:
         [ot.emd2(P[i], Q[i], D) for i in range(loop_pairs)]))
     serial, t_serial, c_serial = _timed(emd_rows, P, Q, workers=1)
     pooled, t_pooled, c_pooled = _timed(emd_rows, P, Q)
-    Pn, Qn = check_distributions(P), check_distributions(Q)
+    Pn, Qn = check_masses(P), check_masses(Q)
     cut = [(p[p > 0], q[q > 0], np.ascontiguousarray(D[np.ix_(p > 0, q > 0)]))
            for p, q in zip(Pn[:loop_pairs], Qn[:loop_pairs])]
     _, _, c_core = _timed(lambda: [emd_c(a, b, M, 100_000, 1) for a, b, M in cut])

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from annotation.coloring import canvas_value
 from annotation.concepts import sync_concepts
-from annotation.db import ensure_schema, open_db
+from storage import ensure_schema, open_db
 from annotation.sketch_store import sync_shipped_sketches
 from tests.app_server import make_config, running_app
 from tests.test_app_designer import PAIRS, Study, finish_practice, paint

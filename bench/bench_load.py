@@ -42,7 +42,7 @@ import sqlite_utils
 
 from annotation.accounts import create_annotators
 from annotation.concepts import get_concept, sync_concepts
-from annotation.db import ensure_schema, open_db, transaction
+from storage import ensure_schema, open_db, transaction
 from annotation.integrity import orphaned_files
 from annotation.sketch_store import add_sketch, sync_shipped_sketches
 from annotation.sketches import encode_png

@@ -89,7 +89,7 @@ def bench_segment(n: int, repeats: int) -> dict:
 
 def bench_job(n: int, repeats: int) -> dict:
     """Seconds per image of a whole tiny-random job (generate, mask, extract) on this device."""
-    from annotation.db import ensure_schema, open_db
+    from storage import ensure_schema, open_db
     from evaluation import runs
     from evaluation.concepts import load_concepts
     from evaluation.jobs import run_pipeline, segmenter_preset
@@ -120,7 +120,7 @@ def bench_job(n: int, repeats: int) -> dict:
 def bench_poll(n: int, repeats: int) -> dict:
     """Milliseconds of one progress poll on a run of `n` items (all pending)."""
     from annotation import research
-    from annotation.db import ensure_schema, open_db
+    from storage import ensure_schema, open_db
     from evaluation import runs
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from annotation import review, votes
-from annotation.colorings import human_distribution, store_coloring
+from annotation import human
+from annotation.colorings import store_coloring
 from annotation.concepts import sync_concepts
-from annotation.db import ensure_schema, open_db
+from storage import ensure_schema, open_db
 from tests.qc_data import ADMIN, actor, add_handmade, one_hot, people
 
 
@@ -45,7 +46,7 @@ def _timed(fn, *args, **kwargs) -> tuple[float, object]:
 def bench_colorings(db, data: Path, n_concepts: int, rng: np.random.Generator, *,
                     side: int = 1024) -> dict:
     """Store five designers' colorings of `n_concepts` concepts, open their vote queue and
-    compute one P_H(x|c); seconds per operation."""
+    recompute one stored P_H(x|c) from its colorings' samples; seconds per operation."""
     designers = people(db, 5, "designer")
     concepts = [r["key"] for r in db["concepts"].rows_where(order_by="key", limit=n_concepts)]
     seconds = []
@@ -55,12 +56,12 @@ def bench_colorings(db, data: Path, n_concepts: int, rng: np.random.Generator, *
                              seconds_spent=60.0)
             seconds.append(took)
     queue_s, opened = _timed(review.open_review_queue, db, ADMIN, data, top_fraction=1.0)
-    truth_s, truth = _timed(human_distribution, db, data, concepts[0])
+    truth_s, truth = _timed(human.refresh, db, concepts[0])
     return {"side": side, "store_coloring_s": float(np.median(seconds)),
             "stored_colorings": len(seconds), "open_review_queue_s": queue_s,
             "opened_reviews": opened, "concepts": n_concepts,
             "open_review_queue_s_per_concept": queue_s / n_concepts,
-            "human_distribution_s": truth_s, "human_distribution_n": truth.n}
+            "human_distribution_s": truth_s, "human_distribution_n": truth.n_colorings}
 
 
 def bench_votes(db, data: Path, n_colorings: int, rng: np.random.Generator) -> dict:
@@ -129,7 +130,7 @@ def report(f: dict) -> str:
         f"{f['stored_colorings']}",
         f"open_review_queue: {f['open_review_queue_s']:.2f} s for {f['opened_reviews']} colorings "
         f"in {f['concepts']} concepts ({f['open_review_queue_s_per_concept']:.2f} s per concept)",
-        f"human_distribution of {f['human_distribution_n']} colorings at {f['side']}x{f['side']}: "
+        f"refresh of a stored P_H from {f['human_distribution_n']} colorings' samples at {f['side']}x{f['side']}: "
         f"{f['human_distribution_s']:.3f} s",
         f"vote_queue + cast_vote: {f['vote_ms']:.1f} ms median of {f['votes']} votes on "
         f"{f['vote_colorings']} colorings",

@@ -24,7 +24,7 @@ from gradio_client.exceptions import AppError
 from skimage.measure import label, regionprops
 
 from annotation.coloring import blank_color_layer, canvas_value, flood_fill, line_mask
-from annotation.db import open_db
+from storage import open_db
 from annotation.sketch_store import get_sketch, load_sketch
 
 VIEW = ("notice", "header", "previous", "canvas", "task", "message")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from annotation.db import open_db
+from storage import open_db
 from annotation.files import resolve
 from annotation.integrity import orphaned_files
 

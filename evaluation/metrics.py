@@ -3,7 +3,7 @@
 ``p``, ``q`` are length-71 mass vectors in ``color_index`` order (one concept); ``P``,
 ``Q`` are ``(n, 71)`` arrays, row ``i`` of ``P`` compared with row ``i`` of ``Q`` (n
 concepts). Masses must be finite and non-negative with a positive total; every metric
-normalises them to sum 1 first (see `check_distributions`). Paper §4.3, equations
+normalises them to sum 1 first (see `storage.distributions.check_masses`). Paper §4.3, equations
 (1)-(5); §5.1 for `shift`.
 """
 
@@ -19,9 +19,10 @@ from ot.lp.emd_wrap import emd_c
 from scipy.special import entr
 
 from evaluation.palette import N_BINS, load_uw71
+from storage.distributions import check_masses
 
 __all__ = [
-    "EMDSolverError", "check_distribution", "check_distributions", "pcc", "emd", "emd_rows",
+    "EMDSolverError", "pcc", "emd", "emd_rows",
     "entropy", "entropy_difference", "dominant_bins", "dca", "hue_differences", "delta_hue",
     "shift",
 ]
@@ -34,97 +35,12 @@ class EMDSolverError(RuntimeError):
     """POT's network simplex ended without an optimal solution (POT only warns)."""
 
 
-# A row whose total is this close to 1 is used as given (so rows that are already
-# probability vectors reach POT unchanged); any other row is divided by its total.
-_SUM_TOLERANCE = 1e-9
-
-
-def _diagnose(P: np.ndarray, name: str, where) -> None:
-    """Raise the ValueError that says what is wrong with the 2-D masses `P`."""
-    bad = ~np.isfinite(P).all(axis=1)
-    if bad.any():
-        raise ValueError(f"`{name}` must hold finite masses, got NaN or inf{where(bad)}")
-    bad = (P < 0).any(axis=1)
-    if bad.any():
-        raise ValueError(f"`{name}` must hold non-negative masses, got "
-                         f"{P[bad].min():g}{where(bad)}")
-    bad = P.sum(axis=1) <= 0
-    if bad.any():
-        raise ValueError(f"`{name}` has zero total mass{where(bad)}")
-    raise ValueError(f"`{name}` has a total mass that overflows float64")
-
-
-def _validated(P: np.ndarray, name: str, where) -> np.ndarray:
-    """Check 2-D masses in a few passes (the common, valid case) and normalise rows."""
-    if P.size == 0:
-        return P
-    totals = P.sum(axis=1)
-    if not (P.min() >= 0 and np.isfinite(totals).all() and (totals > 0).all()):
-        _diagnose(P, name, where)
-    off = np.abs(totals - 1.0) > _SUM_TOLERANCE
-    return np.where(off[:, None], P / totals[:, None], P) if off.any() else P
-
-
-def check_distributions(P: np.ndarray, name: str = "P") -> np.ndarray:
-    """Validate ``(n, 71)`` mass vectors and normalise each row to sum 1.
-
-    Parameters
-    ----------
-    P : array_like, shape (n, 71)
-        Non-negative finite masses, each row with a positive total.
-    name : str
-        The argument name used in error messages.
-
-    Returns
-    -------
-    ndarray, shape (n, 71), float64
-        Rows summing to 1. A row whose total is within 1e-9 of 1 is returned as given;
-        the array may be `P` itself, so treat it as read-only.
-
-    Raises
-    ------
-    ValueError
-        On a wrong shape, NaN/inf, negative mass, or a row with zero total mass; the
-        message names the argument and the first bad row.
-    """
-    P = np.asarray(P, dtype=np.float64)
-    if P.ndim != 2 or P.shape[1] != N_BINS:
-        raise ValueError(f"`{name}` must have shape (n, {N_BINS}), got {P.shape}")
-    return _validated(P, name, lambda bad: f" in row {int(np.argmax(bad))}")
-
-
-def check_distribution(p: np.ndarray, name: str = "p") -> np.ndarray:
-    """Validate one length-71 mass vector and normalise it to sum 1.
-
-    Parameters
-    ----------
-    p : array_like, shape (71,)
-        Non-negative finite masses with a positive total.
-    name : str
-        The argument name used in error messages.
-
-    Returns
-    -------
-    ndarray, shape (71,), float64
-        Sums to 1 (returned as given when its total is within 1e-9 of 1).
-
-    Raises
-    ------
-    ValueError
-        On a wrong length, NaN/inf, negative mass or zero total mass.
-    """
-    p = np.asarray(p, dtype=np.float64)
-    if p.shape != (N_BINS,):
-        raise ValueError(f"`{name}` must have shape ({N_BINS},), got {p.shape}")
-    return _validated(p[None], name, lambda bad: "")[0]
-
-
 def _pair(p, q, names=("p", "q")) -> tuple[np.ndarray, np.ndarray]:
     """Validate a pair given either as two (71,) vectors or two (n, 71) arrays."""
     p_arr = np.asarray(p)
     if p_arr.ndim == 1:
-        return check_distribution(p, names[0]), check_distribution(q, names[1])
-    P, Q = check_distributions(p, names[0]), check_distributions(q, names[1])
+        return check_masses(p, names[0]), check_masses(q, names[1])
+    P, Q = check_masses(p, names[0]), check_masses(q, names[1])
     if P.shape != Q.shape:
         raise ValueError(f"`{names[0]}` {P.shape} and `{names[1]}` {Q.shape} must have "
                          f"the same shape")
@@ -161,7 +77,7 @@ def emd_rows(P: np.ndarray, Q: np.ndarray, *, num_itermax: int = 100_000,
     result is in ΔE*ab units. Each pair is solved by POT's network simplex (the C core
     behind `ot.emd2`) on the submatrix of the bins with mass, exactly as `ot.emd2` does,
     so values equal ``ot.emd2(p, q, ground_distance)`` bit for bit on rows that are
-    probability vectors (see `check_distributions` for other rows).
+    probability vectors (see `storage.distributions.check_masses` for other rows).
 
     .. math::
         \mathrm{EMD}(p, q) = \min_{f \ge 0} \sum_{k_1, k_2} f_{k_1 k_2} d_{k_1 k_2}
@@ -189,11 +105,11 @@ def emd_rows(P: np.ndarray, Q: np.ndarray, *, num_itermax: int = 100_000,
     Raises
     ------
     ValueError
-        On invalid distributions (see `check_distributions`) or mismatched shapes.
+        On invalid distributions (see `storage.distributions.check_masses`) or mismatched shapes.
     EMDSolverError
         If the solver reports anything but an optimal solution for some pair.
     """
-    P, Q = check_distributions(P, "P"), check_distributions(Q, "Q")
+    P, Q = check_masses(P, "P"), check_masses(Q, "Q")
     if P.shape != Q.shape:
         raise ValueError(f"`P` {P.shape} and `Q` {Q.shape} must have the same shape")
     return _emd_support_rows(P, Q, load_uw71().ground_distance, num_itermax=num_itermax,
@@ -222,7 +138,7 @@ def emd(p: np.ndarray, q: np.ndarray, *, num_itermax: int = 100_000) -> float:
     EMDSolverError
         If the solver does not reach an optimal solution.
     """
-    p, q = check_distribution(p, "p"), check_distribution(q, "q")
+    p, q = check_masses(p, "p"), check_masses(q, "q")
     return float(_emd_support_rows(p[None], q[None], load_uw71().ground_distance,
                                   num_itermax=num_itermax, workers=1)[0])
 
@@ -230,8 +146,8 @@ def emd(p: np.ndarray, q: np.ndarray, *, num_itermax: int = 100_000) -> float:
 def shift(p_base: np.ndarray, p_modified: np.ndarray) -> float:
     """Shift intensity of a modifier (§5.1): EMD from the base concept's distribution
     to the modified concept's, in ΔE units. Same arguments as `emd`."""
-    p_base = check_distribution(p_base, "p_base")
-    p_modified = check_distribution(p_modified, "p_modified")
+    p_base = check_masses(p_base, "p_base")
+    p_modified = check_masses(p_modified, "p_modified")
     return emd(p_base, p_modified)
 
 
@@ -247,7 +163,7 @@ def entropy(p: np.ndarray) -> float | np.ndarray:
     float or ndarray, shape (n,)
         In [0, log 71].
     """
-    p = check_distribution(p) if np.asarray(p).ndim == 1 else check_distributions(p)
+    p = check_masses(p, "p" if np.asarray(p).ndim == 1 else "P")
     h = _entropy(p)
     return float(h) if h.ndim == 0 else h
 
@@ -288,7 +204,7 @@ def dominant_bins(P: np.ndarray) -> np.ndarray:
     -------
     ndarray of int64, shape () or (n,)
     """
-    P = check_distribution(P) if np.asarray(P).ndim == 1 else check_distributions(P)
+    P = check_masses(P, "p" if np.asarray(P).ndim == 1 else "P")
     return np.argmax(P, axis=-1)
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from storage.distributions import N_BINS  # noqa: F401  (re-exported: defined once, in the floor)
+
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 UW71_CSV = ASSETS / "palette" / "uw71_coordinates.csv"
-N_BINS = 71
 
 # Rows of the nearest-bin search processed at once; bounds memory to ~15 MB.
 _NEAREST_CHUNK = 8192

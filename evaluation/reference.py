@@ -3,7 +3,7 @@
 Scoring can then run before the project's own designer study is complete: e.g. the mean
 color-concept association ratings of Schloss et al. (``assets/reference/``), normalised per
 concept into a probability vector. Such a set is stored with a source label (see
-`evaluation.runs.store_reference_distributions`) and never mixed with the designers' data.
+`storage.human.store_reference`) and never mixed with the designers' data.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import math
 from pathlib import Path
 
 import numpy as np
+import sqlite_utils
 
 from evaluation.concepts import ASSETS
+from storage import human
+from storage.distributions import N_BINS
 
-N_BINS = 71
 UW71_RATINGS_CSV = ASSETS / "reference" / "uw71_concept_ratings.csv"
 UW71_RATINGS_SOURCE = "uw71-ratings"
 UW71_RATINGS_PROVENANCE = (
@@ -91,3 +93,11 @@ def load_reference_csv(path: str | Path = UW71_RATINGS_CSV) -> dict[str, np.ndar
             raise ReferenceError(f"{path.name} row {line}: concept {concept!r} appears twice")
         distributions[concept] = p
     return distributions
+
+
+def ensure_shipped_reference(db: sqlite_utils.Database) -> bool:
+    """Store the shipped ``uw71-ratings`` set when it is missing; whether it stored it."""
+    if UW71_RATINGS_SOURCE in human.reference_sources(db):
+        return False
+    human.store_reference(db, UW71_RATINGS_SOURCE, load_reference_csv(), UW71_RATINGS_PROVENANCE)
+    return True

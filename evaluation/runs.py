@@ -1,10 +1,10 @@
-"""Run bookkeeping in SQLite: runs, their work items, model and reference distributions.
+"""Run bookkeeping in SQLite: runs, their work items and model distributions.
 
 This is the only module of `evaluation/` that holds SQL. Every function takes an open
-``sqlite_utils.Database`` first; multi-row writes are one transaction (``with db.atomic():``,
-which nests as savepoints; a bare ``with db.conn:`` does not hold sqlite-utils 4 writes together).
-Distributions are stored as JSON arrays of 71 floats (UW-71 ``color_index`` order) in a
-column named ``p``.
+``sqlite_utils.Database`` first; the tables are created by the project's one migration
+list (`storage.schema`), multi-row writes are one `storage.transaction`, timestamps are
+`storage.iso` text, and distributions go through `storage.distributions`' codec.
+Human distributions (reference sets included) are `storage.human`'s.
 
 An item moves ``pending`` -> ``generated`` -> ``segmented``; an item whose generation
 failed is ``failed`` (with ``error``) and is tried again by the next run of the stage.
@@ -13,15 +13,17 @@ failed is ``failed`` (with ``error``) and is tried again by the next run of the 
 from __future__ import annotations
 
 import json
-import sqlite3
-from dataclasses import asdict, is_dataclass
-from datetime import datetime, timezone
 from itertools import groupby
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import sqlite_utils
+
+import storage
+from storage import iso as _now
+from storage import transaction
+from storage.distributions import decode, decode_groups, encode, encode_groups
 
 ITEM_STATUSES = ("pending", "generated", "segmented", "failed")
 SEGMENT_STATUSES = ("ok", "no_detection", "empty_mask")
@@ -34,59 +36,14 @@ class RunError(ValueError):
     """A run is named or configured inconsistently with what is stored."""
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def ensure_schema(db: sqlite_utils.Database) -> None:
-    """Create the evaluation tables and indexes if they are missing (idempotent).
-
-    Tables: ``runs``, ``run_items``, ``model_distributions``, ``reference_distributions``.
-    Called by ``annotation.db.ensure_schema``; the CLI calls it on its own database.
-    """
-    with db.atomic():
-        db["runs"].create(
-            {"name": str, "created_at": str, "config": str}, pk="name", if_not_exists=True
-        )
-        db["run_items"].create(
-            {
-                "id": int, "run": str, "model": str, "concept": str, "noun": str, "style": str,
-                "cfg": float, "sample": int, "seed": int, "prompt": str, "status": str,
-                "image_path": str, "image_sha256": str, "mask_path": str, "mask_sha256": str,
-                "summary_path": str, "detected": int, "segment_status": str, "n_pixels": int,
-                "gen_seconds": float, "seg_seconds": float, "error": str, "updated_at": str,
-            },
-            pk="id", foreign_keys=[("run", "runs", "name")], not_null={"run", "model", "concept", "style", "cfg", "sample", "seed", "status"},
-            if_not_exists=True,
-        )
-        db["run_items"].create_index(list(_ITEM_KEY), unique=True, if_not_exists=True)
-        db["run_items"].create_index(["run", "status"], if_not_exists=True)
-        db["model_distributions"].create(
-            {
-                "run": str, "model": str, "concept": str, "style": str, "cfg": float, "p": str,
-                "n_images": int, "n_excluded": int, "groups": str, "created_at": str,
-            },
-            pk=("run", "model", "concept", "style", "cfg"), foreign_keys=[("run", "runs", "name")],
-            if_not_exists=True,
-        )
-        db["reference_distributions"].create(
-            {"source": str, "concept": str, "p": str, "provenance": str, "created_at": str},
-            pk=("source", "concept"), if_not_exists=True,
-        )
-
-
 def connect(path: str | Path) -> sqlite_utils.Database:
-    """Open (creating if needed) a database file with WAL, foreign keys and a busy timeout.
+    """Open (creating if needed) a database file with the project's schema.
 
-    For the evaluation CLI on its own; the app opens the database with
-    ``annotation.db.open_db`` instead.
+    For the evaluation CLI on its own: `storage.open_db` plus `storage.ensure_schema`,
+    the same opener and migrations the app uses.
     """
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), timeout=30.0)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    db = sqlite_utils.Database(conn)
-    ensure_schema(db)
+    db = storage.open_db(path)
+    storage.ensure_schema(db)
     return db
 
 
@@ -124,7 +81,7 @@ def create_run(db: sqlite_utils.Database, name: str, items: Sequence[Mapping[str
         return db.execute("SELECT count(*) FROM run_items WHERE run = ?", [name]).fetchone()[0]
     now = _now()
     rows = [{**dict(item), "run": name, "status": "pending", "updated_at": now} for item in items]
-    with db.atomic():
+    with transaction(db):
         db["runs"].insert({"name": name, "created_at": now, "config": config_json})
         db["run_items"].insert_all(rows, batch_size=500)
     return len(rows)
@@ -163,7 +120,7 @@ def batches(items: Sequence[Mapping[str, Any]], size: int, *, by: Sequence[str] 
 def record_items(db: sqlite_utils.Database, updates: Iterable[Mapping[str, Any]]) -> None:
     """Apply item updates (each with its ``id``) in one transaction."""
     now = _now()
-    with db.atomic():
+    with transaction(db):
         for update in updates:
             fields = {k: v for k, v in update.items() if k != "id"}
             if fields.get("status", "pending") not in ITEM_STATUSES:
@@ -185,27 +142,6 @@ def segmented_groups(db: sqlite_utils.Database, run: str) -> Iterator[tuple[tupl
             yield key, group
 
 
-def _jsonable(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        value = asdict(value)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def _check_p(p: Any, what: str) -> np.ndarray:
-    p = np.asarray(p, dtype=np.float64)
-    if p.shape != (71,) or not np.isfinite(p).all() or (p < 0).any() or not np.isclose(p.sum(), 1.0, atol=1e-6):
-        raise ValueError(f"{what}: `p` must be 71 finite non-negative floats summing to 1, got shape {p.shape}, sum {p.sum():.6g}")
-    return p
-
-
 def has_model_distribution(db: sqlite_utils.Database, run: str, model: str, concept: str, style: str, cfg: float) -> bool:
     """Whether the distribution of this (run, model, concept, style, cfg) is stored."""
     sql = "SELECT 1 FROM model_distributions WHERE run=? AND model=? AND concept=? AND style=? AND cfg=?"
@@ -221,14 +157,16 @@ def store_model_distribution(
     `p` is None when every image of the group was excluded (nothing detected); the row
     still records the counts.
     """
-    what = f"distribution of {model}/{concept}/{style}/cfg={cfg}"
-    p_json = None if p is None else json.dumps(_check_p(p, what).tolist())
+    try:
+        p_json = encode(p)
+    except ValueError as error:
+        raise ValueError(f"distribution of {model}/{concept}/{style}/cfg={cfg}: {error}") from None
     row = {
         "run": run, "model": model, "concept": concept, "style": style, "cfg": float(cfg), "p": p_json,
         "n_images": int(n_images), "n_excluded": int(n_excluded),
-        "groups": json.dumps(_jsonable(groups)), "created_at": _now(),
+        "groups": encode_groups(groups), "created_at": _now(),
     }
-    with db.atomic():
+    with transaction(db):
         db["model_distributions"].upsert(row, pk=("run", "model", "concept", "style", "cfg"))
 
 
@@ -243,8 +181,8 @@ def model_distributions(db: sqlite_utils.Database, *, run: str | None = None, mo
     rows = []
     for row in db.query(sql + " ORDER BY run, model, concept, style, cfg", params):
         row = dict(row)
-        row["p"] = None if row["p"] is None else np.asarray(json.loads(row["p"]), dtype=np.float64)
-        row["groups"] = json.loads(row["groups"]) if row["groups"] else None
+        row["p"] = decode(row["p"])
+        row["groups"] = decode_groups(row["groups"]) or None
         rows.append(row)
     return rows
 
@@ -259,35 +197,3 @@ def exclusion_counts(db: sqlite_utils.Database, *, run: str | None = None) -> li
         FROM run_items WHERE status = 'segmented' {} GROUP BY model ORDER BY model
     """.format("AND run = ?" if run is not None else "")
     return [dict(row) for row in db.query(sql, [run] if run is not None else [])]
-
-
-def store_reference_distributions(db: sqlite_utils.Database, source: str, distributions: Mapping[str, np.ndarray], provenance: str) -> int:
-    """Insert or replace a labelled set of human distributions P_H(x|c), in one transaction.
-
-    Returns the number of concepts stored.
-    """
-    if not source:
-        raise ValueError("`source` must be a non-empty label, got ''")
-    now = _now()
-    rows = [
-        {"source": source, "concept": concept, "p": json.dumps(_check_p(p, f"{source}/{concept}").tolist()),
-         "provenance": provenance, "created_at": now}
-        for concept, p in distributions.items()
-    ]
-    with db.atomic():
-        db["reference_distributions"].upsert_all(rows, pk=("source", "concept"))
-    return len(rows)
-
-
-def reference_distributions(db: sqlite_utils.Database, source: str) -> dict[str, np.ndarray]:
-    """The human distributions of `source`, by concept key."""
-    rows = db.query("SELECT concept, p FROM reference_distributions WHERE source = ? ORDER BY concept", [source])
-    found = {row["concept"]: np.asarray(json.loads(row["p"]), dtype=np.float64) for row in rows}
-    if not found:
-        raise RunError(f"no reference distributions labelled {source!r}; known sources: {reference_sources(db)}")
-    return found
-
-
-def reference_sources(db: sqlite_utils.Database) -> list[str]:
-    """The labels of the stored reference sets."""
-    return [r[0] for r in db.execute("SELECT DISTINCT source FROM reference_distributions ORDER BY source")]

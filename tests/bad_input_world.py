@@ -26,7 +26,7 @@ from PIL import Image
 
 from annotation.accounts import create_annotators, login_with_invite
 from annotation.coloring import blank_color_layer, canvas_value, line_mask
-from annotation.db import open_db, utcnow
+from storage import open_db, utcnow
 from annotation.sketch_store import get_sketch, load_sketch, selected_sketch
 from tests.app_server import ADMIN_PASSWORD
 

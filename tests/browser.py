@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from annotation.db import open_db
+from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")

@@ -14,7 +14,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture
 def db(tmp_path):
     """A fresh annotation database in a file under `tmp_path` (no concepts loaded)."""
-    from annotation.db import ensure_schema, open_db
+    from storage import ensure_schema, open_db
 
     database = open_db(tmp_path / "a.sqlite")
     ensure_schema(database)

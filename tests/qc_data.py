@@ -8,6 +8,7 @@ import numpy as np
 
 from annotation.accounts import Actor, create_annotators
 from annotation.colorings import record_coloring, store_coloring
+from annotation.human import sample_pixels
 from annotation.files import store_png
 
 ADMIN = Actor(None, "admin", frozenset({"admin"}))
@@ -53,7 +54,8 @@ def add_handmade(db, data_dir, designer: int, concept: str, p, **options) -> int
     image, mask = painted((128, 128, 128), size=4)
     files = store_png(data_dir, image, folder="colorings"), store_png(data_dir, mask,
                                                                        folder="colorings")
-    return record_coloring(db, *files, p, annotator_id=designer, concept_key=concept,
+    return record_coloring(db, *files, p, sample_pixels(image, mask), annotator_id=designer,
+                           concept_key=concept,
                            method="hand-made", **options)
 
 

@@ -120,7 +120,7 @@ def sign_in(client, admin_password: str, *roles: str) -> dict[str, str]:
 
 def snapshot(config) -> tuple[list[str], list[str]]:
     """The database dump and the sorted file list of the data folder, to show nothing was written."""
-    from annotation.db import open_db
+    from storage import open_db
 
     db = open_db(config.db_path)
     try:

@@ -3,7 +3,7 @@ from collections import Counter
 import pytest
 
 from annotation.concepts import get_concept, sync_concepts
-from annotation.db import ensure_schema, open_db
+from storage import ensure_schema, open_db
 from annotation.errors import NotFound
 
 

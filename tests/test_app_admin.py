@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
 
-from annotation.db import iso, open_db
+from storage import iso, open_db
 from annotation.files import store_png
 from app import build_app
 from app.config import AppConfig

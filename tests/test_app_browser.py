@@ -3,10 +3,11 @@
 import pytest
 from numpy.testing import assert_allclose
 
-from annotation.db import open_db
+from storage import open_db
 from evaluation import metrics, runs
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import assert_every_endpoint_refuses, figure, one_hot, sign_in, store_segmented_run
+from storage import human as human_rows
 
 HUMAN = {"apple": one_hot(0, 0.5, 40), "rotten apple": one_hot(60, 0.7, 30)}
 RED, GREEN, BROWN = (200, 30, 30), (40, 150, 50), (110, 70, 30)
@@ -15,7 +16,7 @@ RED, GREEN, BROWN = (200, 30, 30), (40, 150, 50), (110, 70, 30)
 def _store(config):
     db = open_db(config.db_path)
     try:
-        runs.store_reference_distributions(db, "lab", HUMAN, "two concepts rated by our lab")
+        human_rows.store_reference(db, "lab", HUMAN, "two concepts rated by our lab")
         cells = {}
         for model, colors in (("m-red", [RED, RED, GREEN]), ("m-green", [GREEN])):
             for cfg in (3.0, 6.0):

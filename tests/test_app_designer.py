@@ -14,7 +14,7 @@ from annotation.coloring import (blank_color_layer, canvas_value, flood_fill, li
                                  parse_canvas_value)
 from annotation.coloring_tasks import layer_of_coloring
 from annotation.colorings import get_coloring, load_pixels
-from annotation.db import open_db
+from storage import open_db
 from annotation.onboarding import CONSENT_FILE, read_text
 from annotation.sketch_store import get_sketch, load_sketch
 from evaluation.colorspace import srgb_to_lab

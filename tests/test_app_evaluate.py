@@ -9,7 +9,7 @@ from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 from PIL import Image
 
-from annotation.db import open_db
+from storage import open_db
 from evaluation import runs
 from evaluation.concepts import load_concepts
 from evaluation.reference import load_reference_csv

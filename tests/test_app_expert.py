@@ -3,7 +3,7 @@ import pytest
 from gradio_client.exceptions import AppError
 from PIL import Image
 
-from annotation.db import open_db
+from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.test_app_admin import _dump
 from tests.test_app_landing import browser, playwright  # noqa: F401 (fixture)

@@ -6,12 +6,13 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from annotation.db import open_db
+from storage import open_db
 from evaluation import runs
 from evaluation.concepts import load_concepts
 from evaluation.results import analyses
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import assert_every_endpoint_refuses, figure, one_hot, sign_in, store_segmented_run
+from storage import human as human_rows
 
 HUMAN = {"apple": one_hot(0, 0.5, 40), "rotten apple": one_hot(60, 0.7, 30), "lonely cabin": one_hot(25, 0.6, 5),
          "cabin": one_hot(8, 0.5, 30)}
@@ -21,7 +22,7 @@ COLORS = {"m-red": (200, 30, 30), "m-grey": (120, 120, 120)}
 def _store(config):
     db = open_db(config.db_path)
     try:
-        runs.store_reference_distributions(db, "lab", HUMAN, "four concepts rated by our lab")
+        human_rows.store_reference(db, "lab", HUMAN, "four concepts rated by our lab")
         cells = {}
         for model, color in COLORS.items():
             for cfg in (2.0, 4.0, 6.0):

@@ -8,7 +8,7 @@ from gradio_client.exceptions import AppError
 
 from annotation import study
 from annotation.accounts import Actor
-from annotation.db import ensure_schema, open_db
+from storage import ensure_schema, open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.study_data import populate, sources, truth_source
 

@@ -10,11 +10,12 @@ from gradio_client.exceptions import AppError
 
 from annotation import judging
 from annotation.accounts import Actor
-from annotation.db import ensure_schema, open_db
+from storage import ensure_schema, open_db
 from evaluation import runs
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.test_app_admin import _dump
 from tests.study_data import CFG, MODELS, RUN, populate
+from storage import human as human_rows
 
 TRUTH = "reference:test-truth"
 
@@ -25,7 +26,7 @@ def _prepare(config):
     try:
         ensure_schema(db)
         truths, _ = populate(db, config.data_dir, 12, np.random.default_rng(0))
-        runs.store_reference_distributions(db, "test-truth", dict(list(truths.items())[:10]),
+        human_rows.store_reference(db, "test-truth", dict(list(truths.items())[:10]),
                                            "synthetic, for tests")
     finally:
         db.close()

@@ -9,7 +9,7 @@ from annotation import assignment
 from annotation.accounts import create_annotators
 from annotation.assignment import expire, open_tasks, release, reserve, reserve_practice, submit
 from annotation.concepts import sync_concepts
-from annotation.db import ensure_schema, iso, open_db
+from storage import ensure_schema, iso, open_db
 from annotation.errors import (Conflict, InvalidInput, NotFound, PermissionDenied,
                                ReservationExpired)
 from evaluation.concepts import load_concepts

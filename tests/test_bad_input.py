@@ -23,7 +23,7 @@ from gradio_client.exceptions import AppError
 
 from annotation.coloring import canvas_value
 
-from annotation.db import ensure_schema, open_db
+from storage import ensure_schema, open_db
 from tests.app_server import make_config, running_app
 from tests.bad_input_world import (FORGED, IMG, SCRIPT, Case, as_role,
                                    bomb_png, build_world, designer_submit, painted_layer,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from annotation.db import open_db
+from storage import open_db
 from tests.browser import (ADMIN_PASSWORD, expect, live_app, open_tab, page,  # noqa: F401
                            sign_in)
 from tests.qc_data import add_coloring, painted

@@ -3,7 +3,7 @@ each model's, as charts, in a real browser."""
 
 import pytest
 
-from annotation.db import open_db
+from storage import open_db
 from tests.browser import expect, live_app, open_tab, page, pick, sign_in, table_rows  # noqa: F401
 from tests.research_data import store_segmented_run
 

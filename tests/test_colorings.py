@@ -5,10 +5,11 @@ import pytest
 from numpy.testing import assert_allclose
 
 from annotation import assignment, overview
-from annotation.colorings import (concept_colorings, get_coloring, ground_truth_colorings,
-                                  human_distribution, load_pixels, store_coloring)
+from annotation.colorings import (concept_colorings, get_coloring, load_pixels, set_status,
+                                  store_coloring)
+from storage import human as human_rows
 from annotation.concepts import sync_concepts
-from annotation.db import iso
+from storage import iso
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.files import resolve
 from annotation.review import request_recolor
@@ -122,7 +123,7 @@ def test_a_recolor_is_the_next_round_and_the_designer_counts_once_towards_the_qu
     assert overview.coverage(db, 5)["histogram"][5] == 1
     offered = assignment.reserve(db, "coloring", designers[5], rng, 50)
     assert "rotten apple" not in {t.concept_key for t in offered}
-    truth = ground_truth_colorings(db, "rotten apple")
+    truth = human_rows.counted_colorings(db, "rotten apple")
     assert [r["id"] for r in truth] == sorted([second, *first[1:], last])
 
 
@@ -138,7 +139,11 @@ def test_a_recolor_task_cannot_be_used_twice_or_by_someone_else(store):
         add_coloring(db, data, designers[0], "apple", (150, 0, 0), task_id=task_id, now=T0)
 
 
-def test_human_distribution_rests_on_the_latest_standing_round_of_each_designer(store):
+def _stored_p_h(db, concept):
+    return human_rows.read(db, human_rows.DESIGNERS, [concept]).get(concept)
+
+
+def test_stored_human_distribution_rests_on_the_latest_standing_round_of_each_designer(store):
     db, data = store
     designers = people(db, 3, "designer")
     palette = load_uw71()
@@ -146,13 +151,13 @@ def test_human_distribution_rests_on_the_latest_standing_round_of_each_designer(
     ids = [add_coloring(db, data, d, "apple", rgb)
            for d, rgb in zip(designers, (red, blue, grey))]
     add_handmade(db, data, designers[0], "apple", one_hot(5), practice=True)
-    truth = human_distribution(db, data, "apple")
-    assert (truth.n, truth.coloring_ids) == (3, tuple(ids))
+    truth = _stored_p_h(db, "apple")
+    assert (truth.n_colorings, truth.coloring_ids) == (3, tuple(ids))
     assert_allclose(truth.p[[0, 50, 26]], [1 / 3] * 3, rtol=1e-12)
-    db["colorings"].update(ids[2], {"status": "excluded"})
-    truth = human_distribution(db, data, "apple")
-    assert truth.n == 2 and truth.p[26] == 0.0
-    empty = human_distribution(db, data, "banana")
-    assert (empty.n, empty.p.sum(), empty.coloring_ids) == (0, 0.0, ())
-    with pytest.raises(NotFound, match="unknown concept"):
-        human_distribution(db, data, "unicorn")
+    set_status(db, get_coloring(db, ids[2]), "excluded")
+    truth = _stored_p_h(db, "apple")
+    assert truth.n_colorings == 2 and truth.p[26] == 0.0
+    assert _stored_p_h(db, "banana") is None
+    with pytest.raises(InvalidInput, match="`status` must be one of"):
+        set_status(db, get_coloring(db, ids[0]), "lost")
+    assert _stored_p_h(db, "apple").coloring_ids == tuple(ids[:2])

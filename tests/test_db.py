@@ -2,10 +2,11 @@ import sqlite3
 
 import pytest
 
-import annotation.db as annotation_db
-from annotation.db import (SchemaTooNew, ensure_schema, iso, open_db, parse_iso,
+import storage.db as annotation_db
+import storage.schema as schema_module
+from storage import (SchemaTooNew, ensure_schema, iso, open_db, parse_iso,
                            schema_version, transaction, utcnow)
-from annotation.schema import MIGRATIONS
+from storage.schema import MIGRATIONS
 
 EXPECTED_SCHEMA = {
     "schema_version": (["version", "name", "applied"], []),
@@ -89,7 +90,7 @@ def test_new_migration_is_applied_once_to_an_existing_database(tmp_path, monkeyp
         calls.append(1)
         database["annotators"].add_column("note", str)
 
-    monkeypatch.setattr(annotation_db, "MIGRATIONS", MIGRATIONS + (("note", add_note_column),))
+    monkeypatch.setattr(schema_module, "MIGRATIONS", MIGRATIONS + (("note", add_note_column),))
     assert ensure_schema(db) == len(MIGRATIONS) + 1
     assert ensure_schema(db) == len(MIGRATIONS) + 1
     assert calls == [1]
@@ -105,7 +106,7 @@ def test_failed_migration_leaves_schema_at_previous_version(tmp_path, monkeypatc
         database["extra"].create({"id": int}, pk="id")
         raise RuntimeError("migration bug")
 
-    monkeypatch.setattr(annotation_db, "MIGRATIONS", MIGRATIONS + (("broken", broken),))
+    monkeypatch.setattr(schema_module, "MIGRATIONS", MIGRATIONS + (("broken", broken),))
     with pytest.raises(RuntimeError, match="migration bug"):
         ensure_schema(db)
     assert schema_version(db) == len(MIGRATIONS)

@@ -15,7 +15,7 @@ import pytest
 from annotation.__main__ import main
 from annotation.accounts import create_annotators, login_with_invite
 from annotation.concepts import sync_concepts
-from annotation.db import iso
+from storage import iso
 from annotation.errors import InvalidInput
 from annotation.export import export, export_archive
 from annotation.files import store_png

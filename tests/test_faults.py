@@ -17,7 +17,7 @@ import pytest
 from annotation.assignment import reserve
 from annotation.colorings import store_coloring
 from annotation.concepts import sync_concepts
-from annotation.db import open_db
+from storage import open_db
 from annotation.files import resolve, store_png
 from annotation.integrity import QUARANTINE, orphaned_files, sweep_orphans
 from bench.app_process import AppProcess

@@ -1,3 +1,4 @@
+import storage
 import io
 import zipfile
 
@@ -18,7 +19,7 @@ CONCEPTS = load_concepts()
 @pytest.fixture
 def db():
     database = sqlite_utils.Database(memory=True)
-    runs.ensure_schema(database)
+    storage.ensure_schema(database)
     return database
 
 

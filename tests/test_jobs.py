@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from annotation.db import ensure_schema, open_db
+from storage import ensure_schema, open_db
 from annotation.research import run_progress
 from evaluation import runs
 from evaluation.concepts import load_concepts

@@ -5,9 +5,10 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from evaluation import metrics
 from evaluation.metrics import (
-    EMDSolverError, check_distribution, dca, delta_hue, dominant_bins, emd, emd_rows,
+    EMDSolverError, dca, delta_hue, dominant_bins, emd, emd_rows,
     entropy, entropy_difference, hue_differences, pcc, shift)
 from evaluation.palette import load_uw71
+from storage.distributions import check_masses
 
 
 def _point(k):
@@ -142,7 +143,7 @@ def test_delta_hue_is_the_shortest_angle_and_skips_achromatic_concepts():
 ])
 def test_check_distribution_rejects_bad_mass(p, message):
     with pytest.raises(ValueError, match=message):
-        check_distribution(p)
+        check_masses(p, "p")
     with pytest.raises(ValueError, match=message):
         emd(p, np.ones(71))
 
@@ -153,7 +154,7 @@ def test_batched_metrics_name_the_bad_row_and_argument(fn):
     Q[2] = 0.0
     with pytest.raises(ValueError, match="`Q` has zero total mass in row 2|`q` has zero"):
         fn(P, Q)
-    with pytest.raises(ValueError, match=r"must have shape \(n, 71\), got \(3, 70\)"):
+    with pytest.raises(ValueError, match=r"must have shape \(71,\) or \(n, 71\), got \(3, 70\)"):
         fn(np.ones((3, 70)), P)
     with pytest.raises(ValueError, match="same shape"):
         fn(P, np.ones((2, 71)))

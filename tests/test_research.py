@@ -1,9 +1,9 @@
-"""annotation.research, annotation.ground_truth and annotation.research_views on a real database."""
+"""annotation.research, storage.human and annotation.research_views on a real database."""
 
 import pytest
 from numpy.testing import assert_allclose
 
-from annotation import colorings, ground_truth, research
+from annotation import research
 from annotation.concepts import sync_concepts
 from annotation.errors import NotFound
 from annotation.research_views import concept_view, leaderboard_analyses
@@ -11,11 +11,13 @@ from evaluation import metrics, runs
 from evaluation.comparison import strip_of
 from evaluation.concepts import load_concepts
 from evaluation.planning import ConceptQuery, EvaluationRequest, plan_request
-from evaluation.reference import UW71_RATINGS_SOURCE, load_reference_csv
+from evaluation.extraction import concept_distribution
+from evaluation.reference import UW71_RATINGS_SOURCE, ensure_shipped_reference, load_reference_csv
 from evaluation.registry import load_registry
 from evaluation.results import analyses
-from tests.qc_data import add_coloring, people
+from tests.qc_data import add_coloring, painted, people
 from tests.research_data import one_hot, store_segmented_run
+from storage import human as human_rows
 
 CONCEPTS = load_concepts()
 HUMAN = {"apple": one_hot(0, 0.5, 40), "rotten apple": one_hot(60, 0.7, 30), "overripe apple": one_hot(35)}
@@ -72,42 +74,44 @@ def test_progress_counts_each_stage_and_lists_runs_newest_first(db, tmp_path):
     assert rows[0]["p"].shape == (71,) and rows[0]["groups"][0]["image_indices"] == [0]
 
 
-def test_reference_sources_are_labelled_and_the_shipped_set_is_offered_before_import(db, tmp_path):
-    sources = ground_truth.human_sources(db)
-    assert sources[-1] == UW71_RATINGS_SOURCE and UW71_RATINGS_SOURCE not in runs.reference_sources(db)
-    assert "not imported yet" in ground_truth.describe_source(db, UW71_RATINGS_SOURCE)
-    shipped = ground_truth.human_distribution(db, UW71_RATINGS_SOURCE, "apple", data_dir=tmp_path)
+def test_reference_sources_are_labelled_and_the_shipped_set_is_stored_once(db, tmp_path):
+    assert human_rows.sources(db) == [human_rows.DESIGNERS]
+    assert ensure_shipped_reference(db) and not ensure_shipped_reference(db)
+    assert "Schloss" in human_rows.describe(db, UW71_RATINGS_SOURCE)
+    shipped = human_rows.read(db, UW71_RATINGS_SOURCE, ["apple"])["apple"]
     assert shipped.label == "reference set 'uw71-ratings'" and shipped.n_colorings is None
-    assert_allclose(shipped.p, load_reference_csv()["apple"])
-    runs.store_reference_distributions(db, "lab-2025", HUMAN, "our lab's ratings, 2025")
-    assert ground_truth.human_sources(db)[-2:] == ["lab-2025", UW71_RATINGS_SOURCE]
-    assert ground_truth.describe_source(db, "lab-2025") == "Imported reference set 'lab-2025': our lab's ratings, 2025"
-    found = ground_truth.human_distributions(db, "lab-2025", ["banana", "rotten apple", "apple"], data_dir=tmp_path)
+    assert_allclose(shipped.p, load_reference_csv()["apple"], rtol=1e-15)
+    human_rows.store_reference(db, "lab-2025", HUMAN, "our lab's ratings, 2025")
+    assert human_rows.sources(db) == [human_rows.DESIGNERS, "lab-2025", UW71_RATINGS_SOURCE]
+    assert human_rows.describe(db, "lab-2025") == "Imported reference set 'lab-2025': our lab's ratings, 2025"
+    found = human_rows.read(db, "lab-2025", ["banana", "rotten apple", "apple"])
     assert list(found) == ["rotten apple", "apple"]
     assert {h.label for h in found.values()} == {"reference set 'lab-2025'"}
     with pytest.raises(ValueError, match=r"`source` must be one of \[.*'lab-2025'.*\], got 'mturk'"):
-        ground_truth.human_vectors(db, "mturk", ["apple"], data_dir=tmp_path)
+        human_rows.vectors(db, "mturk", ["apple"])
 
 
 def test_designer_colorings_are_a_source_labelled_with_their_count(db, tmp_path):
     sync_concepts(db)
-    assert ground_truth.human_sources(db)[0] == ground_truth.DESIGNERS
-    assert "designers" in ground_truth.describe_source(db, ground_truth.DESIGNERS)
+    assert human_rows.sources(db)[0] == human_rows.DESIGNERS
+    assert human_rows.COUNTING_RULE in human_rows.describe(db, human_rows.DESIGNERS)
     data_dir = tmp_path / "data"
-    assert ground_truth.human_distribution(db, ground_truth.DESIGNERS, "apple", data_dir=data_dir) is None
+    assert human_rows.read(db, human_rows.DESIGNERS, ["apple"]) == {}
     red, green = people(db, 2, "designer")
-    add_coloring(db, data_dir, red, "apple", (200, 30, 30))
-    add_coloring(db, data_dir, green, "apple", (40, 150, 50))
-    found = ground_truth.human_distribution(db, ground_truth.DESIGNERS, "apple", data_dir=data_dir)
+    images = [painted(rgb) for rgb in ((200, 30, 30), (40, 150, 50))]
+    for designer, rgb in zip((red, green), ((200, 30, 30), (40, 150, 50))):
+        add_coloring(db, data_dir, designer, "apple", rgb)
+    found = human_rows.read(db, human_rows.DESIGNERS, ["apple"])["apple"]
     assert found.label == "designer colorings (n = 2)" and found.n_colorings == 2
-    assert_allclose(found.p, colorings.human_distribution(db, data_dir, "apple").p)
+    assert_allclose(found.p, concept_distribution([i for i, _ in images], [m for _, m in images]).p,
+                    rtol=1e-12)
     colors, counts = strip_of(found.groups)
     assert counts == (1, 1) and colors.shape == (2, 3)
 
 
 def test_concept_view_puts_the_labelled_human_distribution_beside_each_model(db, tmp_path):
     data_dir = tmp_path / "data"
-    runs.store_reference_distributions(db, "lab", HUMAN, "test ratings")
+    human_rows.store_reference(db, "lab", HUMAN, "test ratings")
     cells = {("m-red", c, "natural", cfg): [(200, 30, 30), (180, 40, 30)]
              for c in ("apple", "rotten apple") for cfg in (2.0, 5.0, 7.5)}
     cells[("m-blue", "apple", "natural", 5.0)] = [(30, 30, 200)]
@@ -136,6 +140,6 @@ def test_concept_view_puts_the_labelled_human_distribution_beside_each_model(db,
         concept_view(db, data_dir, CONCEPTS, "apple", "lab", "oil")
     with pytest.raises(NotFound, match="unknown concept 'unicorn'; expected a key such as"):
         concept_view(db, data_dir, CONCEPTS, "unicorn", "lab", "natural")
-    board = leaderboard_analyses(db, data_dir, CONCEPTS, "lab")
+    board = leaderboard_analyses(db, CONCEPTS, "lab")
     direct = analyses(runs.model_distributions(db), HUMAN, CONCEPTS)
     assert board.table1.values.equals(direct.table1.values) and board.cfg == {"m-blue": 5.0, "m-red": 5.0}

@@ -1,3 +1,4 @@
+import storage
 import numpy as np
 import pandas as pd
 import pytest
@@ -27,7 +28,7 @@ HUMAN = {"apple": one_hot(0, 0.5, 40), "rotten apple": one_hot(60, 0.7, 30), "ba
 def stored(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("results")
     db = sqlite_utils.Database(data_dir / "db.sqlite")
-    runs.ensure_schema(db)
+    storage.ensure_schema(db)
     cells = {}
     for model, apple in (("m-red", RED), ("m-green", GREEN)):
         for cfg in (2.0, 5.0, 7.5):
@@ -111,7 +112,7 @@ def test_exports_hold_the_tables_and_the_figures(stored, tmp_path):
 def test_the_newest_distribution_of_a_cell_wins(stored):
     db, data_dir = stored
     newer = sqlite_utils.Database(memory=True)
-    runs.ensure_schema(newer)
+    storage.ensure_schema(newer)
     store_segmented_run(newer, data_dir, "again", {("m-red", "apple", "natural", 5.0): [GREEN]})
     rows = runs.model_distributions(db) + runs.model_distributions(newer)
     frame = metrics_frame(rows, HUMAN, CONCEPTS)

@@ -9,9 +9,10 @@ from numpy.testing import assert_allclose
 from annotation import review, votes
 from annotation.accounts import Actor
 from annotation.assignment import open_tasks
-from annotation.colorings import get_coloring, human_distribution
+from annotation.colorings import get_coloring
+from storage import human as human_rows
 from annotation.concepts import sync_concepts
-from annotation.db import ensure_schema, iso, open_db
+from storage import ensure_schema, iso, open_db
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from evaluation import metrics
 from evaluation.palette import load_uw71
@@ -146,7 +147,7 @@ def test_an_exclusion_is_reversed_only_by_the_admin_with_an_audit_row(store):
     for coloring_id in ids:
         for e in experts:
             _vote(db, e, coloring_id, False)
-    assert human_distribution(db, data, "lonely cabin").n == 0
+    assert "lonely cabin" not in human_rows.read(db, human_rows.DESIGNERS)
     before = _rows(db)
     with pytest.raises(PermissionDenied, match="only the admin"):
         votes.reinstate(db, experts[0], ids[0], "I changed my mind")
@@ -158,7 +159,7 @@ def test_an_exclusion_is_reversed_only_by_the_admin_with_an_audit_row(store):
     row = list(db["audit"].rows_where("action = 'reinstate_coloring'"))[0]
     assert (row["actor"], row["object_id"], row["why"]) == (
         "admin", str(ids[0]), "a grey cabin is lonely enough")
-    assert human_distribution(db, data, "lonely cabin").coloring_ids == (ids[0],)
+    assert human_rows.read(db, human_rows.DESIGNERS)["lonely cabin"].coloring_ids == (ids[0],)
     with pytest.raises(Conflict, match="not excluded"):
         votes.reinstate(db, ADMIN, ids[0], "again")
 

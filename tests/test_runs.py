@@ -1,5 +1,6 @@
 """Runs: schema, items, resumable stages, distributions, reference CSVs and scores (real SQLite, tiny models)."""
 
+import storage
 import json
 import warnings
 from dataclasses import replace
@@ -17,6 +18,7 @@ from evaluation.registry import load_registry, with_source
 from evaluation.segmentation import load_detector, load_sam
 from evaluation.stages import GenerationWork, SegmentationWork, extract, plan_run, read_image, run_stage
 from evaluation.tiny import build_all
+from storage import human as human_rows
 
 TIMING_COLUMNS = {"gen_seconds", "seg_seconds", "updated_at"}
 CONCEPTS = ("apple", "banana")
@@ -38,7 +40,7 @@ def segmenters(tiny):
 @pytest.fixture
 def db():
     database = sqlite_utils.Database(memory=True)
-    runs.ensure_schema(database)
+    storage.ensure_schema(database)
     return database
 
 
@@ -63,10 +65,11 @@ def _rows(db, name="r"):
 
 
 def test_schema_is_idempotent_and_exact(db):
-    runs.ensure_schema(db)
-    assert set(db.table_names()) == {"runs", "run_items", "model_distributions", "reference_distributions"}
+    storage.ensure_schema(db)
+    assert {"runs", "run_items", "model_distributions", "human_distributions"} <= set(db.table_names())
+    assert "reference_distributions" not in db.table_names()
     assert db["model_distributions"].pks == ["run", "model", "concept", "style", "cfg"]
-    assert db["reference_distributions"].pks == ["source", "concept"]
+    assert db["human_distributions"].pks == ["source", "concept_key"]
     assert set(db["run_items"].columns_dict) == {
         "id", "run", "model", "concept", "noun", "style", "cfg", "sample", "seed", "prompt", "status",
         "image_path", "image_sha256", "mask_path", "mask_sha256", "summary_path", "detected",
@@ -120,11 +123,11 @@ def test_generation_writes_content_named_images_and_rows(db, tiny, tmp_path):
 
 def test_a_run_killed_mid_way_resumes_to_the_same_rows(tiny, tmp_path):
     reference = sqlite_utils.Database(memory=True)
-    runs.ensure_schema(reference)
+    storage.ensure_schema(reference)
     _generate(reference, tiny, tmp_path / "a")
 
     crashed = sqlite_utils.Database(memory=True)
-    runs.ensure_schema(crashed)
+    storage.ensure_schema(crashed)
 
     def crash_after_first_batch(done, total):
         raise KeyboardInterrupt(f"killed after {done} of {total}")
@@ -148,7 +151,7 @@ class ReversedExecutor:
 def test_any_executor_with_the_same_interface_gives_the_same_rows(tiny, tmp_path):
     first, second = (sqlite_utils.Database(memory=True) for _ in range(2))
     for database in (first, second):
-        runs.ensure_schema(database)
+        storage.ensure_schema(database)
     _generate(first, tiny, tmp_path / "a")
     _generate(second, tiny, tmp_path / "b", executor=ReversedExecutor())
     assert _rows(first) == _rows(second)
@@ -237,15 +240,15 @@ def test_bad_reference_rows_are_rejected_naming_the_row(tmp_path, cells, message
 
 def test_reference_distributions_round_trip_by_source(db):
     loaded = load_reference_csv()
-    assert runs.store_reference_distributions(db, "uw71", loaded, "test provenance") == 70
-    back = runs.reference_distributions(db, "uw71")
+    assert human_rows.store_reference(db, "uw71", loaded, "test provenance") == 70
+    back = human_rows.vectors(db, "uw71")
     np.testing.assert_allclose(back["apple"], loaded["apple"], rtol=1e-15)
-    assert runs.reference_sources(db) == ["uw71"]
-    with pytest.raises(runs.RunError, match=r"no reference distributions labelled 'designers'; known sources: \['uw71'\]"):
-        runs.reference_distributions(db, "designers")
-    with pytest.raises(ValueError, match=r"x/apple: `p` must be 71 finite non-negative floats summing to 1"):
-        runs.store_reference_distributions(db, "x", {"apple": np.full(71, 0.5)}, "")
-    assert runs.reference_sources(db) == ["uw71"]
+    assert human_rows.reference_sources(db) == ["uw71"]
+    with pytest.raises(human_rows.UnknownSource, match=r"`source` must be one of \['designers', 'uw71'\], got 'lab'"):
+        human_rows.vectors(db, "lab")
+    with pytest.raises(ValueError, match=r"x/apple: `p` must sum to 1 \(within 1e-06\), got 35.5"):
+        human_rows.store_reference(db, "x", {"apple": np.full(71, 0.5)}, "")
+    assert human_rows.reference_sources(db) == ["uw71"]
 
 
 def test_groups_are_stored_as_json(db, tiny):

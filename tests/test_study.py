@@ -281,7 +281,7 @@ def _emd_chooser(rng, scale):
 
 
 def _synthetic_study(tmp_path, choose_factory, seed):
-    from annotation.db import ensure_schema, open_db
+    from storage import ensure_schema, open_db
 
     db = open_db(tmp_path / f"analysis-{seed}.sqlite")
     ensure_schema(db)
@@ -365,8 +365,9 @@ def test_the_evaluation_side_imports_nothing_from_annotation():
 
 
 def test_designer_colorings_give_the_ground_truth_with_its_groups(setup):
-    from annotation.colorings import human_distribution, store_coloring
+    from annotation.colorings import store_coloring
     from evaluation.palette import load_uw71
+    from storage import human as human_rows
 
     db, data_dir, truths = setup
     keys = [row["concept"] for row in db.query("select concept from model_distributions "
@@ -382,10 +383,10 @@ def test_designer_colorings_give_the_ground_truth_with_its_groups(setup):
             mask = np.zeros((16, 16), bool)
             mask[:8] = True
             store_coloring(db, data_dir, designer, key, image, mask, seconds_spent=60.0)
-    source = study.ground_truth_source(db, "colorings", data_dir=data_dir)
+    source = study.ground_truth_source(db, "designers")
     assert source.get(db, uncolored) is None
     truth = source.get(db, keys[0])
-    human = human_distribution(db, data_dir, keys[0])
+    human = human_rows.read(db, human_rows.DESIGNERS, [keys[0]])[keys[0]]
     assert_allclose(truth.p, human.p, rtol=1e-12)
     assert truth.n_colorings == 3 and sorted(n for _, n in truth.dominant) == [1, 2]
     assert len(truth.colorings) == 3 and all((data_dir / p).is_file() for p in truth.colorings)

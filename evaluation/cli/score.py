@@ -1,9 +1,9 @@
 """Score model distributions against human ones; print Table 1 and Table 2 and write CSVs.
 
-Human distributions come from a labelled source in the database. `--reference-csv` first
-loads a CSV over UW-71 under the label `--reference`; the default source `uw71-ratings`
-(Schloss et al.'s mean ratings shipped in assets/reference/) is loaded automatically when
-it is not stored yet. Writes scores_long.csv, table1.csv, table2.csv and exclusions.csv.
+Human distributions come from a stored source (`storage.human`): `designers` (the
+project's colorings, kept current by the app) or a reference set. `--reference-csv` first
+loads a CSV over UW-71 under the label `--reference`; the shipped `uw71-ratings` set
+(Schloss et al.'s mean ratings in assets/reference/) is stored when missing. Writes scores_long.csv, table1.csv, table2.csv and exclusions.csv.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--run", default=None, help="score this run only (default: every stored run)")
     parser.add_argument("--model", default=None, help="score this model only")
-    parser.add_argument("--reference", default=UW71_RATINGS_SOURCE, help=f"human source label (default: {UW71_RATINGS_SOURCE})")
+    parser.add_argument("--reference", default=UW71_RATINGS_SOURCE, help=f"human source: 'designers' or a reference label (default: {UW71_RATINGS_SOURCE})")
     parser.add_argument("--reference-csv", type=Path, default=None, help="load this CSV over UW-71 as --reference first")
     parser.add_argument("--provenance", default=None, help="provenance text stored with --reference-csv")
     parser.add_argument("--cfg", type=float, default=None, help="tables for one guidance scale (default: each concept's mean over scales)")
@@ -31,16 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _human(db, args: argparse.Namespace) -> dict:
-    from evaluation import runs
-    from evaluation.reference import UW71_RATINGS_PROVENANCE, UW71_RATINGS_SOURCE, load_reference_csv
+    from evaluation.reference import ensure_shipped_reference, load_reference_csv
+    from storage import human
 
     if args.reference_csv is not None:
         provenance = args.provenance or f"loaded from {args.reference_csv}"
-        n = runs.store_reference_distributions(db, args.reference, load_reference_csv(args.reference_csv), provenance)
+        n = human.store_reference(db, args.reference, load_reference_csv(args.reference_csv), provenance)
         print(f"stored {n} reference distributions as {args.reference!r}")
-    elif args.reference == UW71_RATINGS_SOURCE and UW71_RATINGS_SOURCE not in runs.reference_sources(db):
-        runs.store_reference_distributions(db, UW71_RATINGS_SOURCE, load_reference_csv(), UW71_RATINGS_PROVENANCE)
-    return runs.reference_distributions(db, args.reference)
+    ensure_shipped_reference(db)
+    return human.vectors(db, args.reference)
 
 
 def main(args: argparse.Namespace) -> int:

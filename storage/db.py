@@ -1,4 +1,4 @@
-"""Opening the SQLite database, its schema version, transactions and timestamps.
+"""Opening the SQLite database, transactions and timestamps: one of each for the project.
 
 Threads
 -------
@@ -19,20 +19,12 @@ from pathlib import Path
 
 import sqlite_utils
 
-from annotation.errors import AnnotationError
-from annotation.schema import MIGRATIONS
-from evaluation import runs
-
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_DB_PATH = DEFAULT_DATA_DIR / "colorconcept.sqlite"
 ENV_DB = "COLORCONCEPT_DB"
 ENV_DATA_DIR = "COLORCONCEPT_DATA_DIR"
 BUSY_TIMEOUT_MS = 30_000
 _ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-
-
-class SchemaTooNew(AnnotationError):
-    """The database was written by a newer version of this code."""
 
 
 def open_db(path: str | Path) -> sqlite_utils.Database:
@@ -90,49 +82,6 @@ def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
         except BaseException:
             db.rollback()
             raise
-
-
-def schema_version(db: sqlite_utils.Database) -> int:
-    """The number of migrations applied to `db` (0 for an empty database)."""
-    if not db["schema_version"].exists():
-        return 0
-    return db.execute("select coalesce(max(version), 0) from schema_version").fetchone()[0]
-
-
-def ensure_schema(db: sqlite_utils.Database) -> int:
-    """Bring `db` to the current schema; safe to call any number of times.
-
-    Applies, in order and each in its own transaction, the migrations of
-    `annotation.schema.MIGRATIONS` that `db` has not seen, recording each in the
-    ``schema_version`` table, then calls ``evaluation.runs.ensure_schema(db)`` for the
-    evaluation tables.
-
-    Returns
-    -------
-    int
-        The schema version after the call.
-
-    Raises
-    ------
-    SchemaTooNew
-        If `db` records more migrations than this code knows.
-    """
-    with transaction(db):
-        db["schema_version"].create({"version": int, "name": str, "applied": str},
-                                    pk="version", if_not_exists=True)
-    version = schema_version(db)
-    if version > len(MIGRATIONS):
-        raise SchemaTooNew(f"database schema version {version} is newer than this code's "
-                           f"{len(MIGRATIONS)}; update the code before opening it")
-    for number, (name, migrate) in enumerate(MIGRATIONS, start=1):
-        with transaction(db):
-            # Re-read under the write lock: another process may have migrated meanwhile.
-            if number <= schema_version(db):
-                continue
-            migrate(db)
-            db["schema_version"].insert({"version": number, "name": name, "applied": iso()})
-    runs.ensure_schema(db)
-    return schema_version(db)
 
 
 def utcnow() -> dt.datetime:

@@ -1,13 +1,18 @@
-"""The annotation database's tables, as an ordered list of forward migrations.
+"""Every table of the project, as one ordered list of forward migrations.
 
 Each migration is a function ``(db) -> None`` that moves the schema one version up;
-`annotation.db.ensure_schema` applies the ones a database has not seen yet, in order, in
-one transaction each. Never edit a migration that has shipped: append a new one.
+`ensure_schema` applies the ones a database has not seen yet, in order, in one
+transaction each. Never edit a migration that has shipped: append a new one. The
+annotation tables came first (versions 1-3); the evaluation run tables, which earlier
+code created on their own when missing, are adopted by version 4 and from then on live
+here too.
 
 Conventions
 -----------
-- Timestamps are UTC text from `annotation.db.iso` (``2025-01-31T12:00:00.000000Z``),
-  so text order is time order.
+- Timestamps are UTC text from `storage.db.iso` (``2025-01-31T12:00:00.000000Z``),
+  so text order is time order; version 4 rewrote the run tables' older
+  ``2025-01-31T12:00:00+00:00`` values to this form.
+- Distributions are JSON text in a column named ``p`` (`storage.distributions`).
 - Role lists and other small structures are JSON text.
 - A handed-out unit of work is a ``tasks`` row (kind ``coloring``, ``review`` or
   ``judgment``); when it is submitted, ``tasks.result_id`` names the row it produced
@@ -21,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import sqlite_utils
+
+from storage.db import iso, transaction
 
 COLORING_STATUSES = ("submitted", "accepted", "recolor_requested", "excluded")
 TASK_KINDS = ("coloring", "review", "judgment")
@@ -163,9 +170,120 @@ def _v3_study_content(db: sqlite_utils.Database) -> None:
                        f"is not null begin select raise(abort, '{_FROZEN_MESSAGE}'); end")
 
 
+_RUN_TABLES: list[tuple[str, dict, object, set, list]] = [
+    ("runs", {"name": str, "created_at": str, "config": str}, "name", set(), []),
+    ("run_items", {"id": int, "run": str, "model": str, "concept": str, "noun": str,
+                   "style": str, "cfg": float, "sample": int, "seed": int, "prompt": str,
+                   "status": str, "image_path": str, "image_sha256": str, "mask_path": str,
+                   "mask_sha256": str, "summary_path": str, "detected": int,
+                   "segment_status": str, "n_pixels": int, "gen_seconds": float,
+                   "seg_seconds": float, "error": str, "updated_at": str},
+     "id", {"run", "model", "concept", "style", "cfg", "sample", "seed", "status"},
+     [("run", "runs", "name")]),
+    ("model_distributions", {"run": str, "model": str, "concept": str, "style": str,
+                             "cfg": float, "p": str, "n_images": int, "n_excluded": int,
+                             "groups": str, "created_at": str},
+     ("run", "model", "concept", "style", "cfg"), set(), [("run", "runs", "name")]),
+]
+_RUN_TIMESTAMPS = (("runs", "created_at"), ("run_items", "updated_at"),
+                   ("model_distributions", "created_at"))
+
+
+def _v4_run_tables(db: sqlite_utils.Database) -> None:
+    """Adopt the evaluation run tables (created if missing; kept as they are if not).
+
+    Their timestamps, written before as ``2025-01-31T12:00:00+00:00``, are rewritten in
+    the one format of `storage.db.iso` (same instant, text order still time order).
+    """
+    for name, columns, pk, not_null, fks in _RUN_TABLES:
+        db[name].create(columns, pk=pk, not_null=not_null, foreign_keys=fks,
+                        if_not_exists=True)
+    db["run_items"].create_index(["run", "model", "concept", "style", "cfg", "sample"],
+                                 unique=True, if_not_exists=True)
+    db["run_items"].create_index(["run", "status"], if_not_exists=True)
+    for table, column in _RUN_TIMESTAMPS:
+        db.execute(f"update {table} set {column} = substr({column}, 1, 19) || '.000000Z' "
+                   f"where {column} like '____-__-__T__:__:__+00:00'")
+
+
+def _v5_human_distributions(db: sqlite_utils.Database) -> None:
+    """Stored human distributions P_H per (source, concept), and each coloring's pixels.
+
+    ``human_distributions`` replaces ``reference_distributions`` (its rows are copied,
+    source ``kind`` ``reference``) and adds the designers' P_H (``kind`` ``designers``),
+    which `annotation.human` keeps current in the transaction of every change to a
+    concept's counted colorings. ``coloring_samples`` holds each coloring's sampled
+    painted pixels (the extraction's step 1), so P_H is recomputed without decoding PNGs.
+    """
+    db["human_distributions"].create(
+        {"source": str, "concept_key": str, "kind": str, "p": str, "n_colorings": int,
+         "colorings": str, "groups": str, "provenance": str, "updated": str},
+        pk=("source", "concept_key"), not_null={"kind", "p", "updated"},
+        defaults={"colorings": "[]", "groups": "[]", "provenance": ""})
+    db["human_distributions"].create_index(["concept_key"])
+    db["coloring_samples"].create(
+        {"coloring_id": int, "n_pixels": int, "pixels": bytes},
+        pk="coloring_id", not_null={"n_pixels", "pixels"},
+        foreign_keys=[("coloring_id", "colorings", "id")])
+    if db["reference_distributions"].exists():
+        db.execute(
+            "insert into human_distributions (source, concept_key, kind, p, n_colorings, "
+            "colorings, groups, provenance, updated) select source, concept, 'reference', p, "
+            "null, '[]', '[]', provenance, case when created_at like '%+00:00' then "
+            "substr(created_at, 1, 19) || '.000000Z' else created_at end "
+            "from reference_distributions")
+        db["reference_distributions"].drop()
+
+
 # Ordered forward migrations: version i+1 is MIGRATIONS[i].
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("initial tables", _v1_initial),
     ("review plausibility", _v2_review_plausibility),
     ("study content and freeze triggers", _v3_study_content),
+    ("evaluation run tables, one timestamp format", _v4_run_tables),
+    ("stored human distributions and coloring samples", _v5_human_distributions),
 )
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was written by a newer version of this code."""
+
+
+def schema_version(db: sqlite_utils.Database) -> int:
+    """The number of migrations applied to `db` (0 for an empty database)."""
+    if not db["schema_version"].exists():
+        return 0
+    return db.execute("select coalesce(max(version), 0) from schema_version").fetchone()[0]
+
+
+def ensure_schema(db: sqlite_utils.Database) -> int:
+    """Bring `db` to the current schema; safe to call any number of times.
+
+    Applies, in order and each in its own transaction, the `MIGRATIONS` that `db` has
+    not seen, recording each in the ``schema_version`` table.
+
+    Returns
+    -------
+    int
+        The schema version after the call.
+
+    Raises
+    ------
+    SchemaTooNew
+        If `db` records more migrations than this code knows.
+    """
+    with transaction(db):
+        db["schema_version"].create({"version": int, "name": str, "applied": str},
+                                    pk="version", if_not_exists=True)
+    version = schema_version(db)
+    if version > len(MIGRATIONS):
+        raise SchemaTooNew(f"database schema version {version} is newer than this code's "
+                           f"{len(MIGRATIONS)}; update the code before opening it")
+    for number, (name, migrate) in enumerate(MIGRATIONS, start=1):
+        with transaction(db):
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            if number <= schema_version(db):
+                continue
+            migrate(db)
+            db["schema_version"].insert({"version": number, "name": name, "applied": iso()})
+    return schema_version(db)

@@ -1,0 +1,223 @@
+"""Stored human distributions P_H(x|c): the rows, the sources and the counting rule.
+
+Every human distribution the app shows or scores with is a ``human_distributions`` row,
+keyed by (source, concept):
+
+- source ``designers`` (kind ``designers``): the extraction pipeline over the concept's
+  *counted colorings* (`COUNTING_RULE`), kept current by `annotation.human.refresh`
+  in the same transaction as every change to which colorings count;
+- any other source is an imported reference set (kind ``reference``), e.g.
+  ``uw71-ratings``, Schloss et al.'s mean ratings shipped in ``assets/reference/``.
+
+Sources are never mixed, and every distribution carries its source and a label saying
+where it comes from. Nothing here computes a distribution: `annotation.human` does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import sqlite_utils
+
+from storage.db import iso, transaction
+from storage.distributions import decode, decode_groups, encode, encode_groups
+
+DESIGNERS = "designers"
+REFERENCE = "reference"
+#: The coloring statuses that count, for the designer's latest round only.
+COUNTED_STATUSES = ("submitted", "accepted")
+#: Which colorings make up the designers' P_H, in words (shown next to every P_H).
+COUNTING_RULE = (
+    "Each designer's latest round of the concept (main tasks, not practice) counts while "
+    "it is submitted or accepted: a new submission counts at once, before expert review; "
+    "an excluded coloring, or one whose designer was asked to recolor it, does not count "
+    "until it is reinstated or its next round arrives.")
+
+
+class UnknownSource(ValueError):
+    """A human source label that is neither ``designers`` nor a stored reference set."""
+
+
+@dataclass(frozen=True)
+class HumanDistribution:
+    """One concept's human distribution and where it comes from.
+
+    Attributes
+    ----------
+    concept, source : str
+    p : ndarray, shape (71,), float64
+        Sums to 1, UW-71 ``color_index`` order.
+    n_colorings : int or None
+        Colorings behind `p` (designers only).
+    coloring_ids : tuple of int
+        Those colorings, ascending (designers only).
+    groups : list of dict
+        The extraction groups of the designers' colorings (``image_indices`` index
+        `coloring_ids`; ``rgb`` heaviest first), for the dominant-color strip; empty for
+        a reference set.
+    provenance : str
+        A reference set's stored provenance; empty for designers.
+    """
+
+    concept: str
+    source: str
+    p: np.ndarray
+    n_colorings: int | None = None
+    coloring_ids: tuple[int, ...] = ()
+    groups: list = ()
+    provenance: str = ""
+
+    @property
+    def label(self) -> str:
+        """E.g. ``"designer colorings (n = 5)"`` or ``"reference set 'uw71-ratings'"``."""
+        if self.source == DESIGNERS:
+            return f"designer colorings (n = {self.n_colorings})"
+        return f"reference set '{self.source}'"
+
+
+def counted_colorings(db: sqlite_utils.Database, concept_key: str | None = None) -> list[dict]:
+    """The colorings `COUNTING_RULE` counts, with their stored distribution ``p`` (text).
+
+    Parameters
+    ----------
+    concept_key : str, optional
+        One concept; default every concept.
+
+    Returns
+    -------
+    list of dict
+        ``colorings`` rows plus their own distribution ``p`` ((71,) float64), ordered by
+        concept then id.
+    """
+    where, params = ("and c.concept_key = ?", [concept_key]) if concept_key else ("", [])
+    marks = ", ".join("?" * len(COUNTED_STATUSES))
+    return [{**row, "p": decode(row["p"])} for row in db.query(
+        "select c.*, d.p from colorings c join coloring_distributions d on d.coloring_id = "
+        f"c.id where c.practice = 0 and c.status in ({marks}) {where} and c.round = (select "
+        "max(l.round) from colorings l where l.practice = 0 and l.annotator_id = "
+        "c.annotator_id and l.concept_key = c.concept_key) order by c.concept_key, c.id",
+        [*COUNTED_STATUSES, *params])]
+
+
+def write_designers(db: sqlite_utils.Database, concept_key: str, p: np.ndarray | None,
+                    coloring_ids: Iterable[int] = (), groups=()) -> None:
+    """Store (or, with `p` None, remove) the designers' P_H of one concept.
+
+    Called by `annotation.human.refresh` inside the transaction that changed the
+    concept's counted colorings.
+    """
+    with transaction(db):
+        if p is None:
+            db.execute("delete from human_distributions where source = ? and concept_key = ?",
+                       [DESIGNERS, concept_key])
+            return
+        ids = sorted(int(i) for i in coloring_ids)
+        db["human_distributions"].upsert(
+            {"source": DESIGNERS, "concept_key": concept_key, "kind": DESIGNERS,
+             "p": encode(p), "n_colorings": len(ids), "colorings": json.dumps(ids),
+             "groups": encode_groups(groups), "provenance": "", "updated": iso()},
+            pk=("source", "concept_key"))
+
+
+def store_reference(db: sqlite_utils.Database, source: str,
+                    distributions: Mapping[str, np.ndarray], provenance: str) -> int:
+    """Insert or replace a labelled reference set of human distributions, at once.
+
+    Returns
+    -------
+    int
+        The number of concepts stored.
+
+    Raises
+    ------
+    ValueError
+        If `source` is empty or ``designers``, or a vector is not a distribution (the
+        message names the concept); nothing is stored then.
+    """
+    if not source or source == DESIGNERS:
+        raise ValueError(f"`source` must be a non-empty label other than {DESIGNERS!r}, "
+                         f"got {source!r}")
+    now = iso()
+    rows = [{"source": source, "concept_key": concept, "kind": REFERENCE,
+             "p": _encode_named(p, f"{source}/{concept}"), "n_colorings": None,
+             "colorings": "[]", "groups": "[]", "provenance": provenance, "updated": now}
+            for concept, p in distributions.items()]
+    with transaction(db):
+        db["human_distributions"].upsert_all(rows, pk=("source", "concept_key"))
+    return len(rows)
+
+
+def _encode_named(p, what: str) -> str:
+    try:
+        return encode(p)
+    except ValueError as error:
+        raise ValueError(f"{what}: {error}") from None
+
+
+def reference_sources(db: sqlite_utils.Database) -> list[str]:
+    """The labels of the stored reference sets, sorted."""
+    return [r[0] for r in db.execute("select distinct source from human_distributions "
+                                     "where kind = ? order by source", [REFERENCE])]
+
+
+def sources(db: sqlite_utils.Database) -> list[str]:
+    """Every source one can compare models with: ``designers`` first, then reference sets."""
+    return [DESIGNERS, *reference_sources(db)]
+
+
+def check_source(db: sqlite_utils.Database, source: str) -> None:
+    """Raise `UnknownSource` (listing the known ones) unless `source` is one of `sources`."""
+    known = sources(db)
+    if source not in known:
+        raise UnknownSource(f"`source` must be one of {known}, got {source!r}")
+
+
+def describe(db: sqlite_utils.Database, source: str) -> str:
+    """One line on where `source`'s distributions come from."""
+    check_source(db, source)
+    if source == DESIGNERS:
+        return ("Designer colorings of this project (Appendix C.3 extraction), counted per "
+                f"concept. {COUNTING_RULE}")
+    row = db.execute("select provenance from human_distributions where source = ? limit 1",
+                     [source]).fetchone()
+    return f"Imported reference set '{source}': {row[0]}"
+
+
+def read(db: sqlite_utils.Database, source: str,
+         concepts: Iterable[str] | None = None) -> dict[str, HumanDistribution]:
+    """The stored distributions of `source`, by concept key.
+
+    Parameters
+    ----------
+    source : str
+        One of `sources(db)`.
+    concepts : iterable of str, optional
+        Concept keys, in the order wanted; keys the source does not cover are left out.
+        Default: every concept the source covers, sorted.
+
+    Raises
+    ------
+    UnknownSource
+        If `source` is unknown.
+    """
+    check_source(db, source)
+    rows = {row["concept_key"]: row for row in db.query(
+        "select * from human_distributions where source = ?", [source])}
+    keys = sorted(rows) if concepts is None else [k for k in dict.fromkeys(concepts) if k in rows]
+    return {key: _distribution(rows[key]) for key in keys}
+
+
+def _distribution(row: dict) -> HumanDistribution:
+    return HumanDistribution(
+        concept=row["concept_key"], source=row["source"], p=decode(row["p"]),
+        n_colorings=row["n_colorings"], coloring_ids=tuple(json.loads(row["colorings"] or "[]")),
+        groups=decode_groups(row["groups"]), provenance=row["provenance"] or "")
+
+
+def vectors(db: sqlite_utils.Database, source: str,
+            concepts: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+    """Just the (71,) vectors of `read`, for `evaluation.scoring.score`."""
+    return {key: h.p for key, h in read(db, source, concepts).items()}
