@@ -43,5 +43,10 @@ def get_concept(db: sqlite_utils.Database, key: str) -> dict:
     """
     rows = list(db["concepts"].rows_where("key = ?", [key]))
     if not rows:
-        raise NotFound(f"unknown concept {key!r}; expected a key such as 'rotten apple'")
+        raise NotFound(unknown_concept(key))
     return rows[0]
+
+
+def unknown_concept(key) -> str:
+    """The one message for a concept key that names no concept."""
+    return f"unknown concept {key!r}; expected a key such as 'rotten apple'"

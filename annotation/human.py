@@ -40,7 +40,8 @@ def store_sample(db: sqlite_utils.Database, coloring_id: int, pixels: np.ndarray
                                   pk="coloring_id")
 
 
-def _samples(db: sqlite_utils.Database, coloring_ids: list[int]) -> dict[int, np.ndarray]:
+def samples(db: sqlite_utils.Database, coloring_ids: list[int]) -> dict[int, np.ndarray]:
+    """The stored pixel samples of `coloring_ids`: id -> (N, 3) uint8 sRGB (missing ids absent)."""
     marks = ", ".join("?" * len(coloring_ids))
     found = db.query(f"select * from coloring_samples where coloring_id in ({marks})",
                      coloring_ids)
@@ -71,13 +72,13 @@ def refresh(db: sqlite_utils.Database, concept_key: str) -> rows.HumanDistributi
         if not ids:
             rows.write_designers(db, concept_key, None)
             return None
-        samples = _samples(db, ids)
-        missing = [i for i in ids if i not in samples]
+        samples_ = samples(db, ids)
+        missing = [i for i in ids if i not in samples_]
         if missing:
             raise LookupError(f"colorings {missing} of {concept_key!r} have no stored pixel "
                               "sample; run `python -m annotation check-distributions "
                               "--repair`")
-        result = extraction.distribution_from_pixels([samples[i] for i in ids])
+        result = extraction.distribution_from_pixels([samples_[i] for i in ids])
         rows.write_designers(db, concept_key, result.p, ids, result.groups)
     return rows.read(db, rows.DESIGNERS, [concept_key])[concept_key]
 

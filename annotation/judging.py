@@ -32,11 +32,13 @@ from annotation.study import GROUND_TRUTH, GroundTruth, get_study, study_design
 from evaluation.scoring import concept_metrics
 from evaluation.cli_judgments import analyse, write_tables
 from evaluation.judgments import VOTE_COLUMNS
+from evaluation.tables import dca_column
+from storage.distributions import decode
 
 SIDES = ("left", "right")
 BATCH_SIZE = 10
 EXTRA_COLUMNS = ("study_id", "participant", "left_model", "choice", "seconds", "created")
-METRIC_COLUMNS = ("concept", "model", "pcc", "emd", "ed", "dominant_human",
+EXPORT_METRIC_COLUMNS = ("concept", "model", "pcc", "emd", "ed", "dominant_human",
                   "dominant_model", "dca", "hue_diff")
 
 
@@ -153,7 +155,7 @@ def trial(db: sqlite_utils.Database, task_id: int, actor: Actor, *, number: int 
     task = _judgment_task(db, task_id, _participant(actor))
     pair = db["study_pairs"].get(task.pair_id)
     truth_row = db["study_ground_truths"].get((pair["study_id"], pair["concept_key"]))
-    truth = GroundTruth(np.asarray(json.loads(truth_row["p"])), truth_row["n_colorings"],
+    truth = GroundTruth(decode(truth_row["p"]), truth_row["n_colorings"],
                         tuple((h, n) for h, n in json.loads(truth_row["dominant"])),
                         tuple(json.loads(truth_row["colorings"])))
     sides = {slot: _side(db, pair, pair[slot], truth) for slot in ("a", "b")}
@@ -166,7 +168,7 @@ def _side(db, pair: dict, item: str, truth: GroundTruth) -> Side:
     if item == GROUND_TRUTH:
         return Side(item, truth.p, truth.colorings)
     row = db["study_candidates"].get((pair["study_id"], pair["concept_key"], item))
-    return Side(item, np.asarray(json.loads(row["p"])), tuple(json.loads(row["images"])))
+    return Side(item, decode(row["p"]), tuple(json.loads(row["images"])))
 
 
 def _judgment_task(db, task_id, annotator_id: int) -> assignment.Task:
@@ -271,7 +273,7 @@ def study_metrics(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Columns `METRIC_COLUMNS`, one row per candidate: PCC in [-1, 1], EMD in CIELAB
+        Columns `EXPORT_METRIC_COLUMNS`, one row per candidate: PCC in [-1, 1], EMD in CIELAB
         ΔE units, ED in nats, the dominant UW-71 bins, DCA 1.0 when they agree else 0.0,
         and ``hue_diff`` in degrees [0, 180] (NaN when a dominant bin is achromatic), all
         from `evaluation.scoring.concept_metrics`.
@@ -284,12 +286,12 @@ def study_metrics(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
     frame = pd.DataFrame({"concept": [r["concept_key"] for r in rows],
                           "model": [r["model"] for r in rows]})
     if not rows:
-        return frame.reindex(columns=METRIC_COLUMNS)
-    human = np.array([json.loads(r["human"]) for r in rows])
-    model = np.array([json.loads(r["p"]) for r in rows])
+        return frame.reindex(columns=EXPORT_METRIC_COLUMNS)
+    human = np.array([decode(r["human"]) for r in rows])
+    model = np.array([decode(r["p"]) for r in rows])
     frame = frame.assign(**concept_metrics(human, model))
-    frame["dca"] = (frame["dominant_human"] == frame["dominant_model"]).astype(float)
-    return frame[list(METRIC_COLUMNS)]
+    frame["dca"] = dca_column(frame)
+    return frame[list(EXPORT_METRIC_COLUMNS)]
 
 
 def export_votes(db: sqlite_utils.Database, path: str | Path, *,

@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import sqlite_utils
 
-from annotation import research
+from annotation.concepts import unknown_concept
 from annotation.errors import NotFound
 from evaluation import comparison, results, runs, tables
 from evaluation.concepts import Concept
@@ -62,13 +62,13 @@ def _concept(concepts: Sequence[Concept], key: str) -> Concept:
     for concept in concepts:
         if concept.key == key:
             return concept
-    raise NotFound(f"unknown concept {key!r}; expected a key such as 'rotten apple'")
+    raise NotFound(unknown_concept(key))
 
 
 def _rows(db: sqlite_utils.Database, keys: Sequence[str], style: str, cfg: str | float) -> list[dict]:
     if style not in tables.STYLES:
         raise ValueError(f"`style` must be one of {tables.STYLES}, got {style!r}")
-    return comparison.rows_at_cfg([r for r in research.concept_distributions(db, keys) if r["style"] == style], cfg)
+    return comparison.rows_at_cfg([r for r in runs.model_distributions(db, concepts=keys) if r["style"] == style], cfg)
 
 
 def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequence[Concept], concept: str,
@@ -100,7 +100,7 @@ def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequ
     panels = [comparison.human_panel(truth.label, truth.p, truth.groups)] if truth else []
     panels += comparison.model_panels(rows)
     shown = {(r["run"], r["model"], float(r["cfg"])) for r in rows}
-    items = [i for i in research.concept_items(db, concept, style=style, limit=10 * GALLERY_LIMIT)
+    items = [i for i in runs.concept_items(db, concept, style=style, limit=10 * GALLERY_LIMIT)
              if (i["run"], i["model"], float(i["cfg"])) in shown][:GALLERY_LIMIT]
     shifts = comparison.variant_shifts(found.base, concepts, {k: h.p for k, h in humans.items()}, family_rows)
     metrics = (comparison.concept_metrics(concept, truth.p, rows, concepts) if truth

@@ -23,16 +23,15 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from annotation import audit, qc
+from annotation import audit, human, qc
 from annotation.accounts import Actor
-from annotation.colorings import concept_colorings, get_coloring, load_pixels, set_status
-from storage.human import counted_colorings
+from annotation.colorings import concept_colorings, get_coloring, set_status
 from annotation.concepts import get_concept
-from storage import iso, transaction, utcnow
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from evaluation import metrics
-from evaluation.extraction import image_pixels
 from evaluation.plausibility import plausibility_ranking
+from storage import iso, transaction, utcnow
+from storage.human import counted_colorings
 
 REVIEWER_ROLES = ("expert", "admin")
 # How long a designer has to redo a coloring (the paper is silent).
@@ -271,7 +270,7 @@ def consistency_ranking(db: sqlite_utils.Database, *,
     return table
 
 
-def open_review_queue(db: sqlite_utils.Database, actor: Actor, data_dir: str | Path, *,
+def open_review_queue(db: sqlite_utils.Database, actor: Actor, *,
                       top_fraction: float = qc.HIGH_VARIANCE_FRACTION,
                       min_colorings: int = MIN_COLORINGS, votes_needed: int = VOTES_PER_REVIEW,
                       now: dt.datetime | None = None) -> int:
@@ -291,13 +290,13 @@ def open_review_queue(db: sqlite_utils.Database, actor: Actor, data_dir: str | P
     opened = 0
     for concept in table.loc[table["high_variance"], "concept"] if len(table) else []:
         rows = counted_colorings(db, concept)
-        scores = plausibility_scores(data_dir, rows)
+        scores = plausibility_scores(db, rows)
         opened += open_reviews(db, actor, [r["id"] for r in rows], votes_needed=votes_needed,
                                reason=HIGH_VARIANCE_REASON, plausibility=scores, now=now)
     return opened
 
 
-def plausibility_scores(data_dir: str | Path, colorings: list[dict]) -> dict[int, float]:
+def plausibility_scores(db: sqlite_utils.Database, colorings: list[dict]) -> dict[int, float]:
     """Leave-one-out SCD plausibility of each coloring of one concept, in [0, 1].
 
     Parameters
@@ -314,12 +313,13 @@ def plausibility_scores(data_dir: str | Path, colorings: list[dict]) -> dict[int
     Notes
     -----
     The pixels are those the extraction pipeline sees (`evaluation.extraction.image_pixels`:
-    the painted area sampled to 100 × 100), so a 1024² coloring costs 10⁴ pixels, not 10⁶
-    (choice: the SCD paper scores every pixel of small images).
+    the painted area sampled to 100 × 100), read from each coloring's stored sample
+    (`annotation.human.samples`) rather than decoded from its PNG; a 1024² coloring costs
+    10⁴ pixels, not 10⁶ (choice: the SCD paper scores every pixel of small images).
     """
     if len(colorings) < 2:
         return {}
-    pixels = {row["id"]: image_pixels(*load_pixels(data_dir, row)) for row in colorings}
+    pixels = human.samples(db, [row["id"] for row in colorings])
     ranking = plausibility_ranking(pixels)
     return dict(zip(ranking["coloring"].astype(int), ranking["score"].astype(float)))
 

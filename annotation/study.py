@@ -46,12 +46,13 @@ from annotation import audit
 from annotation.accounts import Actor
 from annotation.errors import Conflict, InvalidInput, NotFound
 from evaluation import runs
+from evaluation.generation import STYLES as GENERATION_STYLES
 from storage import human as human_rows
 from storage import iso, transaction
 from storage.distributions import check_distribution
 
 GROUND_TRUTH = "ground truth"
-STYLES = ("natural", "clipart")
+STYLES = tuple(GENERATION_STYLES)
 COLORINGS_SHOWN = 3
 IMAGES_SHOWN = 4
 DEFAULT_CONCEPTS = 150

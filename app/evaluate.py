@@ -18,7 +18,7 @@ import gradio as gr
 from annotation import research
 from app.common import AppContext, escape, handler, visible_to, whole_number
 from app.landing import current_actor
-from evaluation import jobs, planning
+from evaluation import jobs, planning, runs
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
 from evaluation.generation import STYLES
 from evaluation.registry import load_registry
@@ -138,7 +138,7 @@ def _request(models, keys, categories, types, search, sample, sample_seed, style
 
 def _run_name(name: str | None, prefix: str) -> str:
     name = (name or "").strip()
-    return planning.check_run_name(name or f"{prefix}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
+    return runs.check_run_name(name or f"{prefix}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
 
 
 def _preview(registry, concepts, ctx: AppContext, device: planning.DeviceInfo):
@@ -146,7 +146,7 @@ def _preview(registry, concepts, ctx: AppContext, device: planning.DeviceInfo):
         """The number of images the selection implies and the time they should take here."""
         request = _request(*selection)
         items, config = planning.plan_request(request, registry, concepts, ctx.config.data_dir / "models")
-        estimate = planning.estimate_seconds(items, device.kind, research.measured_seconds(db))
+        estimate = planning.estimate_seconds(items, device.kind, runs.measured_seconds(db))
         return _plan_markdown(items, config, estimate, planning.cpu_warning(device, request.models), device)
     return preview
 
@@ -181,15 +181,15 @@ def _start(registry, concepts, ctx: AppContext, manager: jobs.JobManager):
 
 
 def _run_choices(db, selected: str | None = None) -> gr.Dropdown:
-    names = [r["name"] for r in research.list_runs(db)]
+    names = [r["name"] for r in runs.list_runs(db)]
     return gr.Dropdown(choices=names, value=selected if selected in names else None)
 
 
 def _progress(manager: jobs.JobManager):
     def progress(db, actor) -> str:
         """Progress bars of the newest runs, with the job state on this server."""
-        rows = [(r, research.run_progress(db, r["name"]), manager.state(r["name"]))
-                for r in research.list_runs(db)[:RUNS_SHOWN]]
+        rows = [(r, runs.run_progress(db, r["name"]), manager.state(r["name"]))
+                for r in runs.list_runs(db)[:RUNS_SHOWN]]
         return _progress_html(rows)
     return progress
 

@@ -311,7 +311,7 @@ def _open_queue(ctx: AppContext):
     def open_queue(db, actor, fraction: float, minimum: float) -> str:
         """Open blind reviews for every coloring of the high-variance concepts."""
         opened = review.open_review_queue(
-            db, actor, ctx.config.data_dir, top_fraction=_fraction(fraction),
+            db, actor, top_fraction=_fraction(fraction),
             min_colorings=whole_number(minimum, "colorings needed"),
             votes_needed=ctx.config.votes_per_review)
         return f"Opened {opened} new reviews."

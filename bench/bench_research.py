@@ -10,7 +10,7 @@ Three measurements, each printed as a Markdown table row:
 - ``job``: seconds per image of a whole tiny-random job (`evaluation.jobs.run_pipeline`:
   generate, mask with the tiny detector and SAM, extract), on this device; the figure the
   estimate table uses for ``tiny-random``.
-- ``poll``: milliseconds of one progress poll (`annotation.research.run_progress` and
+- ``poll``: milliseconds of one progress poll (`evaluation.runs.run_progress` and
   `list_runs`) on a stored run of N items, the query the page's timer repeats.
 
     python -m bench.bench_research segment|job|poll [--n N] [--repeats R]
@@ -119,7 +119,6 @@ def bench_job(n: int, repeats: int) -> dict:
 
 def bench_poll(n: int, repeats: int) -> dict:
     """Milliseconds of one progress poll on a run of `n` items (all pending)."""
-    from annotation import research
     from storage import ensure_schema, open_db
     from evaluation import runs
 
@@ -132,8 +131,8 @@ def bench_poll(n: int, repeats: int) -> dict:
         times = []
         for _ in range(repeats):
             start = time.perf_counter()
-            research.run_progress(db, "big")
-            research.list_runs(db)
+            runs.run_progress(db, "big")
+            runs.list_runs(db)
             times.append(1000 * (time.perf_counter() - start))
         db.close()
     return {"items": n, "ms_per_poll": statistics.median(times)}

@@ -55,7 +55,7 @@ def bench_colorings(db, data: Path, n_concepts: int, rng: np.random.Generator, *
             took, _ = _timed(store_coloring, db, data, d, concept, *_coloring(rng, side),
                              seconds_spent=60.0)
             seconds.append(took)
-    queue_s, opened = _timed(review.open_review_queue, db, ADMIN, data, top_fraction=1.0)
+    queue_s, opened = _timed(review.open_review_queue, db, ADMIN, top_fraction=1.0)
     truth_s, truth = _timed(human.refresh, db, concepts[0])
     return {"side": side, "store_coloring_s": float(np.median(seconds)),
             "stored_colorings": len(seconds), "open_review_queue_s": queue_s,

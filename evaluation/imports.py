@@ -36,7 +36,8 @@ from PIL import Image
 from evaluation import runs
 from evaluation.concepts import Concept
 from evaluation.generation import STYLES, build_prompt
-from evaluation.planning import check_run_name, run_exists
+from evaluation.planning import run_exists
+from evaluation.runs import check_run_name
 from evaluation.fileio import write_atomic
 
 MANIFEST = "manifest.csv"

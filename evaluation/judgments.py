@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from evaluation.tables import METRICS, require_columns
+from evaluation.tables import METRICS, dca_column, require_columns
 
 VOTE_COLUMNS = (
     "pair_id", "concept", "model_a", "model_b", "chosen",
@@ -140,7 +140,7 @@ def _metric_table(metric_values: pd.DataFrame, names) -> pd.DataFrame:
     require_columns(metric_values, ("concept", "model"), "metric_values")
     frame = metric_values.copy()
     if "dca" not in frame and {"dominant_model", "dominant_human"} <= set(frame.columns):
-        frame["dca"] = (frame["dominant_model"] == frame["dominant_human"]).astype(float)
+        frame["dca"] = dca_column(frame)
     require_columns(frame, names, "metric_values")
     if frame.duplicated(["concept", "model"]).any():
         raise ValueError("`metric_values` must hold one row per (concept, model); select style and cfg first")

@@ -24,7 +24,6 @@ Seconds per image (generation plus GroundingDINO + SAM masking) come from, in or
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -50,8 +49,6 @@ CPU_SLOWDOWN = 150.0
 CPU_SECONDS_PER_IMAGE = {"tiny-random": 0.35}
 #: GPU seconds per image assumed for a model absent from the table.
 UNKNOWN_MODEL_SECONDS = 20.0
-MAX_RUN_NAME = 80
-_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]*$")
 #: Models that run in seconds on a CPU; every other model gets a CPU warning.
 CPU_FRIENDLY = frozenset({"tiny-random"})
 
@@ -82,19 +79,6 @@ class ConceptQuery:
     search: str = ""
     sample_size: int = 0
     sample_seed: int = 0
-
-
-def check_run_name(name: str) -> str:
-    """Return `name` if it can name a run (and its folder ``runs/<name>/``), else raise ValueError.
-
-    Letters, digits, ``.``, ``_``, ``-`` and spaces, starting with a letter or digit, at
-    most `MAX_RUN_NAME` characters: stricter than `evaluation.runs.create_run`, so that a
-    name is a safe folder name on every system.
-    """
-    if not isinstance(name, str) or not _RUN_NAME.match(name) or len(name) > MAX_RUN_NAME:
-        raise ValueError(f"`run` name must be 1-{MAX_RUN_NAME} letters, digits, '.', '_', '-' or spaces, "
-                         f"starting with a letter or digit, got {name!r}")
-    return name
 
 
 def run_exists(db: sqlite_utils.Database, name: str) -> bool:

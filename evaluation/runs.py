@@ -13,6 +13,8 @@ failed is ``failed`` (with ``error``) and is tried again by the next run of the 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -30,6 +32,8 @@ SEGMENT_STATUSES = ("ok", "no_detection", "empty_mask")
 #: Which item statuses each stage picks up.
 STAGE_INPUT = {"generate": ("pending", "failed"), "segment": ("generated",)}
 _ITEM_KEY = ("run", "model", "concept", "style", "cfg", "sample")
+MAX_RUN_NAME = 80
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]*$")
 
 
 class RunError(ValueError):
@@ -45,6 +49,24 @@ def connect(path: str | Path) -> sqlite_utils.Database:
     db = storage.open_db(path)
     storage.ensure_schema(db)
     return db
+
+
+def check_run_name(name: str) -> str:
+    """Return `name` if it can name a run (and its folder ``runs/<name>/``), else raise ValueError.
+
+    Letters, digits, ``.``, ``_``, ``-`` and spaces, starting with a letter or digit, at
+    most `MAX_RUN_NAME` characters, so that a name is a safe folder name on every system.
+    The one rule for run names: `create_run` applies it too.
+
+    Raises
+    ------
+    RunError
+        A ValueError naming the argument and what it got.
+    """
+    if not isinstance(name, str) or not _RUN_NAME.match(name) or len(name) > MAX_RUN_NAME:
+        raise RunError(f"`run` name must be 1-{MAX_RUN_NAME} letters, digits, '.', '_', '-' or spaces, "
+                         f"starting with a letter or digit, got {name!r}")
+    return name
 
 
 def create_run(db: sqlite_utils.Database, name: str, items: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> int:
@@ -67,10 +89,9 @@ def create_run(db: sqlite_utils.Database, name: str, items: Sequence[Mapping[str
     Raises
     ------
     RunError
-        If `name` is empty or has a path separator, or the run exists with another config.
+        If `name` breaks `check_run_name`, or the run exists with another config.
     """
-    if not name or any(c in name for c in "/\\") or name.startswith("."):
-        raise RunError(f"run name must be a non-empty folder name without '/', '\\' or a leading '.', got {name!r}")
+    check_run_name(name)
     config_json = json.dumps(config, sort_keys=True)
     existing = db.execute("SELECT config FROM runs WHERE name = ?", [name]).fetchone()
     if existing is not None:
@@ -170,13 +191,24 @@ def store_model_distribution(
         db["model_distributions"].upsert(row, pk=("run", "model", "concept", "style", "cfg"))
 
 
-def model_distributions(db: sqlite_utils.Database, *, run: str | None = None, model: str | None = None) -> list[dict]:
-    """Stored model distributions, optionally of one run and/or model; ``p`` decoded to (71,) float64 or None."""
+def model_distributions(db: sqlite_utils.Database, *, run: str | None = None, model: str | None = None,
+                        concepts: Sequence[str] | None = None) -> list[dict]:
+    """Stored model distributions, optionally of one run, one model and/or some concept keys.
+
+    ``p`` is decoded to a (71,) float64 array or None, ``groups`` to dicts or None; with
+    `concepts` only those concepts' rows are read (an index search, not a scan).
+    """
     where, params = [], []
     for column, value in (("run", run), ("model", model)):
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
+    if concepts is not None:
+        keys = list(dict.fromkeys(concepts))
+        if not keys:
+            return []
+        where.append(f"concept IN ({', '.join('?' for _ in keys)})")
+        params.extend(keys)
     sql = "SELECT * FROM model_distributions" + (" WHERE " + " AND ".join(where) if where else "")
     rows = []
     for row in db.query(sql + " ORDER BY run, model, concept, style, cfg", params):
@@ -197,3 +229,123 @@ def exclusion_counts(db: sqlite_utils.Database, *, run: str | None = None) -> li
         FROM run_items WHERE status = 'segmented' {} GROUP BY model ORDER BY model
     """.format("AND run = ?" if run is not None else "")
     return [dict(row) for row in db.query(sql, [run] if run is not None else [])]
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """Where a run stands, counted from its rows.
+
+    Attributes
+    ----------
+    run : str
+    items : int
+        Images of the run.
+    generated : int
+        Items with an image (status ``generated`` or ``segmented``).
+    segmented : int
+        Items masked (status ``segmented``), of which ``usable`` have a non-empty mask.
+    failed : int
+        Items whose generation failed (retried on resume).
+    groups : int
+        (model, concept, style, cfg) cells of the run.
+    extracted : int
+        Cells whose distribution is stored.
+    """
+
+    run: str
+    items: int
+    generated: int
+    segmented: int
+    usable: int
+    failed: int
+    groups: int
+    extracted: int
+
+    @property
+    def fraction(self) -> float:
+        """Share of the work done in [0, 1]: the three stages weigh the same."""
+        if not self.items:
+            return 0.0
+        return (self.generated / self.items + self.segmented / self.items + self.extracted / self.groups) / 3
+
+    @property
+    def complete(self) -> bool:
+        """Every cell has its distribution."""
+        return self.groups > 0 and self.extracted == self.groups
+
+
+# Each count is one index search: statuses through the (run, status) index, cells through
+# the unique (run, model, concept, style, cfg, sample) index.
+_PROGRESS_SQL = {
+    "statuses": "SELECT status, count(*) AS n FROM run_items WHERE run = ? GROUP BY status",
+    "usable": "SELECT count(*) FROM run_items WHERE run = ? AND status = 'segmented' AND segment_status = 'ok'",
+    "groups": "SELECT count(*) FROM (SELECT DISTINCT model, concept, style, cfg FROM run_items WHERE run = ?)",
+    "extracted": "SELECT count(*) FROM model_distributions WHERE run = ?",
+}
+
+
+def run_progress(db: sqlite_utils.Database, run: str) -> RunProgress:
+    """Counts of run `run`'s items by stage (all zero for an unknown run)."""
+    statuses = {row["status"]: row["n"] for row in db.query(_PROGRESS_SQL["statuses"], [run])}
+    usable, groups, extracted = (db.execute(_PROGRESS_SQL[name], [run]).fetchone()[0]
+                                 for name in ("usable", "groups", "extracted"))
+    return RunProgress(run=run, items=sum(statuses.values()),
+                       generated=statuses.get("generated", 0) + statuses.get("segmented", 0),
+                       segmented=statuses.get("segmented", 0), usable=usable, failed=statuses.get("failed", 0),
+                       groups=groups, extracted=extracted)
+
+
+def list_runs(db: sqlite_utils.Database) -> list[dict]:
+    """Every stored run, newest first.
+
+    Returns
+    -------
+    list of dict
+        ``name, created_at, kind`` (``"generated"``, or ``"imported"`` for a run made by
+        `evaluation.imports`), ``models`` (sorted keys) and ``items``.
+    """
+    sql = """
+        SELECT r.name, r.created_at, r.config, count(i.id) AS items,
+               group_concat(DISTINCT i.model) AS models
+        FROM runs r LEFT JOIN run_items i ON i.run = r.name
+        GROUP BY r.name ORDER BY r.created_at DESC, r.name
+    """
+    out = []
+    for row in db.query(sql):
+        config = json.loads(row["config"])
+        out.append({"name": row["name"], "created_at": row["created_at"],
+                    "kind": "imported" if "imported" in config else "generated",
+                    "models": sorted((row["models"] or "").split(",")) if row["models"] else [],
+                    "items": row["items"]})
+    return out
+
+
+def measured_seconds(db: sqlite_utils.Database) -> dict[str, float]:
+    """Mean generation + masking seconds per image, per model, over items that have both."""
+    sql = """
+        SELECT model, avg(gen_seconds + seg_seconds) AS seconds FROM run_items
+        WHERE gen_seconds IS NOT NULL AND seg_seconds IS NOT NULL GROUP BY model
+    """
+    return {row["model"]: float(row["seconds"]) for row in db.query(sql)}
+
+
+def concept_items(db: sqlite_utils.Database, concept: str, *, style: str | None = None,
+                  limit: int = 200) -> list[dict]:
+    """Masked items of `concept` (any run), newest run first, at most `limit`.
+
+    Returns
+    -------
+    list of dict
+        Rows of ``run_items`` with status ``segmented`` and a mask, ordered by run
+        creation (newest first), model, cfg and sample.
+    """
+    if limit < 1:
+        raise ValueError(f"`limit` must be a positive integer, got {limit}")
+    where = "i.concept = :concept AND i.status = 'segmented' AND i.mask_path IS NOT NULL"
+    if style is not None:
+        where += " AND i.style = :style"
+    sql = f"""
+        SELECT i.* FROM run_items i JOIN runs r ON r.name = i.run WHERE {where}
+        ORDER BY r.created_at DESC, i.run, i.model, i.style, i.cfg, i.sample LIMIT :limit
+    """
+    return [dict(row) for row in db.query(sql, {"concept": concept, "style": style, "limit": limit})]

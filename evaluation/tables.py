@@ -32,12 +32,13 @@ import pandas as pd
 
 from evaluation import metrics
 from evaluation.concepts import MODIFIER_TYPES, load_concepts
+from evaluation.generation import STYLES as GENERATION_STYLES
 
 METRICS_FRAME_COLUMNS = (
     "model", "concept", "base", "modifier_type", "style", "cfg",
     "pcc", "emd", "ed", "dominant_model", "dominant_human", "hue_diff",
 )
-STYLES = ("natural", "clipart")
+STYLES = tuple(GENERATION_STYLES)
 # metric column -> (label, higher is better)
 METRICS = {
     "pcc": ("PCC", True),
@@ -63,6 +64,14 @@ def require_columns(frame: pd.DataFrame, columns, name: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ValueError(f"`{name}` lacks columns {missing}; it has {list(frame.columns)}")
+
+
+def dca_column(frame: pd.DataFrame) -> pd.Series:
+    """Per-row DCA: 1.0 where ``dominant_model`` equals ``dominant_human``, else 0.0.
+
+    The one place DCA is derived from dominant bins (Eq. 4 before the mean over concepts).
+    """
+    return (frame["dominant_model"] == frame["dominant_human"]).astype(float)
 
 
 def with_dca(frame: pd.DataFrame) -> pd.DataFrame:
@@ -94,7 +103,7 @@ def with_dca(frame: pd.DataFrame) -> pd.DataFrame:
     if dup.any():
         raise ValueError(f"`frame` has duplicate rows for {frame.loc[dup, keys].iloc[0].to_dict()}")
     out = frame.copy()
-    out["dca"] = (out["dominant_model"] == out["dominant_human"]).astype(float)
+    out["dca"] = dca_column(out)
     return out
 
 

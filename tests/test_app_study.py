@@ -17,7 +17,7 @@ from tests.test_app_admin import _dump
 from tests.study_data import CFG, MODELS, RUN, populate
 from storage import human as human_rows
 
-TRUTH = "reference:test-truth"
+TRUTH = "test-truth"
 
 
 def _prepare(config):
@@ -44,7 +44,7 @@ def _tokens(client, roles):
 def _choices(client, token):
     """The ground truth and model outputs the set-up form preselects (its updates' values)."""
     truth, sources = client.predict(token, "clipart", api_name="/study_choices")
-    assert [value for _, value in truth["choices"]] == ["colorings", TRUTH]
+    assert [value for _, value in truth["choices"]] == ["designers", TRUTH, "uw71-ratings"]
     assert [label for label, _ in sources["choices"]] == [
         f"{m} · {RUN} · CFG {CFG:g} (12 concepts)" for m in MODELS]
     return TRUTH, sources["value"]

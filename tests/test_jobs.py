@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from storage import ensure_schema, open_db
-from annotation.research import run_progress
+from evaluation.runs import run_progress
 from evaluation import runs
 from evaluation.concepts import load_concepts
 from evaluation.imports import import_images

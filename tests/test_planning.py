@@ -4,6 +4,7 @@ import pytest
 
 from evaluation.concepts import load_concepts
 from evaluation.generation import item_seed
+from evaluation.runs import check_run_name
 from evaluation.planning import (
     CPU_SLOWDOWN,
     GPU_SECONDS_PER_IMAGE,
@@ -11,7 +12,6 @@ from evaluation.planning import (
     ConceptQuery,
     DeviceInfo,
     EvaluationRequest,
-    check_run_name,
     cpu_warning,
     estimate_seconds,
     format_duration,

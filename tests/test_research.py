@@ -53,23 +53,23 @@ def test_creating_a_run_is_audited_and_a_taken_name_writes_nothing(db, tmp_path)
 def test_progress_counts_each_stage_and_lists_runs_newest_first(db, tmp_path):
     items, config = _plan(tmp_path)
     research.create_evaluation_run(db, "R0001", "planned", items, config)
-    planned = research.run_progress(db, "planned")
+    planned = runs.run_progress(db, "planned")
     assert (planned.items, planned.generated, planned.segmented, planned.groups, planned.extracted) == (4, 0, 0, 2, 0)
     assert planned.fraction == 0.0 and not planned.complete
     store_segmented_run(db, tmp_path / "data", "done", {("m", "apple", "natural", 5.0): [(200, 0, 0), (0, 0, 200)],
                                                         ("m", "banana", "clipart", 5.0): [(230, 220, 0)]})
-    done = research.run_progress(db, "done")
+    done = runs.run_progress(db, "done")
     assert (done.items, done.generated, done.segmented, done.usable, done.groups, done.extracted) == (3, 3, 3, 3, 2, 2)
     assert done.complete and done.fraction == 1.0
-    assert research.run_progress(db, "ghost").items == 0
-    listed = research.list_runs(db)
+    assert runs.run_progress(db, "ghost").items == 0
+    listed = runs.list_runs(db)
     assert [(r["name"], r["items"], r["models"]) for r in sorted(listed, key=lambda r: r["name"])] == [
         ("done", 3, ["m"]), ("planned", 4, ["tiny-random"])]
-    assert research.measured_seconds(db) == {"m": pytest.approx(0.75)}
-    items = research.concept_items(db, "apple")
+    assert runs.measured_seconds(db) == {"m": pytest.approx(0.75)}
+    items = runs.concept_items(db, "apple")
     assert [(i["run"], i["sample"]) for i in items] == [("done", 0), ("done", 1)]
-    assert research.concept_items(db, "banana", style="natural") == []
-    rows = research.concept_distributions(db, ["banana"])
+    assert runs.concept_items(db, "banana", style="natural") == []
+    rows = runs.model_distributions(db, concepts=["banana"])
     assert [(r["concept"], r["style"], r["n_images"]) for r in rows] == [("banana", "clipart", 1)]
     assert rows[0]["p"].shape == (71,) and rows[0]["groups"][0]["image_indices"] == [0]
 

@@ -209,9 +209,9 @@ def test_the_bright_pink_forbidding_castle_comes_first_in_the_queue(store):
     pink = add_coloring(db, data, designers[4], "forbidding castle", (255, 105, 180))
     for d, rgb in zip(designers, [(200, 20, 30)] * 2 + [(190, 30, 40)]):
         add_coloring(db, data, d, "apple", rgb)
-    opened = review.open_review_queue(db, ADMIN, data, top_fraction=0.5)
+    opened = review.open_review_queue(db, ADMIN, top_fraction=0.5)
     assert opened == 5
-    assert review.open_review_queue(db, ADMIN, data, top_fraction=0.5) == 0
+    assert review.open_review_queue(db, ADMIN, top_fraction=0.5) == 0
     queue = votes.vote_queue(db, expert, np.random.default_rng(0), batch_size=10)
     assert [i.coloring_id for i in queue][0] == pink
     assert sorted(i.coloring_id for i in queue) == sorted([*castle, pink])

@@ -95,7 +95,7 @@ def test_creating_a_run_again_keeps_its_items_and_a_changed_grid_is_refused(db, 
     _, other = _plan(tiny, cfgs=(3.0,))
     with pytest.raises(runs.RunError, match=r"run 'r' exists with a different configuration \(differs in \['models'\]\)"):
         runs.create_run(db, "r", items, other)
-    with pytest.raises(runs.RunError, match="run name must be a non-empty folder name"):
+    with pytest.raises(runs.RunError, match="`run` name must be 1-80 letters"):
         runs.create_run(db, "a/b", items, config)
     assert db["runs"].count == 1 and db["run_items"].count == 16
 

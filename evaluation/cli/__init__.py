@@ -7,14 +7,12 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from evaluation.registry import PROJECT_ROOT
-
-DEFAULT_DATA_DIR = PROJECT_ROOT / "data"
+from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DB
 
 
 def default_db() -> Path:
     """``$COLORCONCEPT_DB``, else ``data/colorconcept.sqlite`` under the project root."""
-    return Path(os.environ.get("COLORCONCEPT_DB", DEFAULT_DATA_DIR / "colorconcept.sqlite"))
+    return Path(os.environ.get(ENV_DB, DEFAULT_DB_PATH))
 
 
 def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
