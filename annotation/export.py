@@ -12,6 +12,9 @@ Layout of an export folder::
 All tables are read in one read transaction, so the export is one consistent snapshot
 even while people keep working. Secrets stay out: the ``settings`` table (admin password
 hash) and the ``token_hash`` columns of ``invites`` and ``sessions`` are not exported.
+``coloring_samples`` (binary pixel samples derived from the exported images, rebuilt by
+``python -m annotation check-distributions --repair``) is left out too; the stored human
+distributions are in ``human_distributions``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import sqlite_utils
 from annotation.errors import InvalidInput
 from annotation.files import resolve
 
-SKIPPED_TABLES = ("settings",)
+SKIPPED_TABLES = ("settings", "coloring_samples")
 SECRET_COLUMNS = ("token_hash",)
 MANIFEST_COLUMNS = ["table", "row_id", "column", "path", "sha256", "status"]
 

@@ -18,6 +18,7 @@ from annotation import judging, study
 from annotation.study import ModelSource
 from app.common import AppContext, handler, id_field, visible_to, whole_number
 from app.landing import current_actor
+from storage.human import COUNTING_RULE
 from storage.human import sources as human_sources
 from evaluation.figures import table3_figure
 
@@ -37,7 +38,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         style = gr.Radio(list(study.STYLES), value=study.DEFAULT_STYLE, label="Style",
                          elem_id="study_style")
         truth = gr.Dropdown([], label="Ground truth", allow_custom_value=True,
-                            elem_id="study_ground_truth")
+                            info=f"designers: {COUNTING_RULE}", elem_id="study_ground_truth")
         load = gr.Button("Load choices", elem_id="study_load", scale=0)
     sources = gr.Dropdown([], multiselect=True, allow_custom_value=True,
                           label=f"Model outputs (model · run · CFG; default "

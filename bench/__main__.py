@@ -10,13 +10,16 @@ generation  `bench.bench_generation.bench_generation`: images/s, on the GPU when
             present, else the tiny model on the CPU (labelled)
 review      `bench.bench_review.run`: storing a 1024² coloring, opening the vote queue,
             P_H(x|c), a blind vote and the agreement panel over 562 reviews
+scale       `bench.bench_scale.run`: the research views, the whole vote queue, study set-up
+            and a full export on a synthetic study at 10%, 50% and 100% of the paper's size
+            (1,278 concepts x 5 colorings of 1024² PNGs); also rewrites "Full study size"
 
 Only text between a pair of markers (``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``)
 is rewritten: ``summary`` (machine, date, command and one row per figure; with ``--only``
 the rows of the benchmarks not run are kept, and the table says so) and ``load``.
 Other sections of BENCHMARKS.md belong to their benchmarks' authors.
 
-    python -m bench [--only core,load,generation,review] [--quick] [--dry-run]
+    python -m bench [--only core,load,generation,review,scale] [--quick] [--dry-run]
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
-TITLES = {"summary": "Summary", "load": "Load and faults"}
+TITLES = {"summary": "Summary", "load": "Load and faults", "scale": "Full study size"}
 
 
 @dataclass(frozen=True)
@@ -184,8 +187,23 @@ def review(quick: bool) -> tuple[list[Row], dict[str, str]]:
     ], {}
 
 
+def scale(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_scale.run` (the full study's size), and its section."""
+    from bench import bench_scale
+
+    rows = bench_scale.run((0.01,), side=256) if quick else bench_scale.run()
+    full = rows[-1]
+    setting = (f"{full['concepts']:,} concepts x 5 colorings ({full['side']}²), "
+               f"{full['model_distributions']:,} model distributions")
+    return [Row("scale", label, f"{full[key]:.2f} s", setting) for key, label in (
+        ("browser_s", "Concept browser, one concept"), ("leaderboards_s", "Leaderboards"),
+        ("agreement_s", "QC agreement panel"), ("queue_s", "Open the whole vote queue"),
+        ("study_setup_s", "Study set-up (150 concepts)"), ("export_s", "Full export"))], \
+        {"scale": bench_scale.markdown(rows)}
+
+
 BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
-    "core": core, "load": load, "generation": generation, "review": review}
+    "core": core, "load": load, "generation": generation, "review": review, "scale": scale}
 
 
 def run_all(names: list[str], quick: bool) -> tuple[list[Row], dict[str, str], bool]:
