@@ -18,7 +18,7 @@ import sqlite_utils
 
 from annotation.concepts import unknown_concept
 from annotation.errors import NotFound
-from evaluation import comparison, results, runs, tables
+from evaluation import comparison, results, runs, scoring, tables
 from evaluation.concepts import Concept
 from evaluation.overlay import item_overlays
 from storage import human
@@ -122,13 +122,16 @@ def leaderboard_analyses(db: sqlite_utils.Database, concepts: Sequence[Concept],
                          aggregate: str = tables.RATIO_OF_MEANS) -> results.Analyses:
     """`evaluation.results.analyses` of every stored model distribution against `source`.
 
-    Human distributions are read as stored (`storage.human`).
+    Human distributions are read as stored (`storage.human`), and so are the metrics
+    (`evaluation.scoring.stored_scores`, rescoring only what changed); only the model
+    distributions at the scales the tables use are decoded, for the shifts.
     """
-    rows = runs.model_distributions(db)
-    keys = sorted({r["concept"] for r in rows} | _bases(rows, concepts))
-    return results.analyses(rows, human.vectors(db, source, keys), concepts, cfg=cfg, aggregate=aggregate)
-
-
-def _bases(rows: Sequence[dict], concepts: Sequence[Concept]) -> set[str]:
-    base = {c.key: c.base for c in concepts}
-    return {base[r["concept"]] for r in rows if r["concept"] in base}
+    human.check_source(db, source)
+    frame = results.latest_scores(scoring.stored_scores(db, source, concepts))
+    if frame.empty:
+        return results.analyses([], {}, concepts, cfg=cfg, aggregate=aggregate, frame=frame)
+    pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
+    chosen = results.resolve_cfg(frame, results.RECOMMENDED if pooled else cfg)
+    rows = runs.model_distributions(db, cfgs=chosen)
+    return results.analyses(rows, human.vectors(db, source), concepts, cfg=cfg,
+                            aggregate=aggregate, frame=frame)

@@ -197,6 +197,7 @@ def scale(quick: bool) -> tuple[list[Row], dict[str, str]]:
                f"{full['model_distributions']:,} model distributions")
     return [Row("scale", label, f"{full[key]:.2f} s", setting) for key, label in (
         ("browser_s", "Concept browser, one concept"), ("leaderboards_s", "Leaderboards"),
+        ("leaderboards_cold_s", "Leaderboards, first view after the runs (scores them)"),
         ("agreement_s", "QC agreement panel"), ("queue_s", "Open the whole vote queue"),
         ("study_setup_s", "Study set-up (150 concepts)"), ("export_s", "Full export"))], \
         {"scale": bench_scale.markdown(rows)}

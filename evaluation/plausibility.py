@@ -120,10 +120,30 @@ def hs_bin_index(rgb, *, config: SCDConfig = SCD) -> np.ndarray:
         saturation row 1 .. n_rows - 1 and hue column 0 .. n_hue - 1.
     """
     unit = srgb_as_float(rgb, "rgb")
-    hsv = rgb2hsv(unit.reshape(-1, 3)).reshape(unit.shape)
-    hue = hsv[..., 0] * 360.0
+    rgb = np.asarray(rgb)
+    if rgb.dtype == np.uint8:
+        colors, inverse, _ = _distinct(rgb)
+        return _bins(colors, config)[inverse].reshape(unit.shape[:-1])
+    return _bins(unit.reshape(-1, 3), config).reshape(unit.shape[:-1])
+
+
+def _distinct(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct colors of uint8 pixels as floats in [0, 1], shape (k, 3), with each pixel's
+    color (flat inverse index) and each color's pixel count. A coloring holds a few flat
+    paints, so binning its k colors instead of its ~10^4 pixels gives the same bins."""
+    flat = rgb.reshape(-1, 3).astype(np.uint32)
+    codes, inverse, counts = np.unique((flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2],
+                                       return_inverse=True, return_counts=True)
+    colors = np.stack([codes >> 16, (codes >> 8) & 255, codes & 255], axis=-1)
+    return colors.astype(np.float64) / 255.0, inverse.reshape(-1), counts
+
+
+def _bins(unit: np.ndarray, config: SCDConfig) -> np.ndarray:
+    """SCD bins of float sRGB colors, shape (n, 3) -> (n,)."""
+    hsv = rgb2hsv(unit)
+    hue = hsv[:, 0] * 360.0
     # rounding keeps S = 10 % from landing above the achromatic cut by float noise
-    sat = np.round(hsv[..., 1] * 100.0, 9)
+    sat = np.round(hsv[:, 1] * 100.0, 9)
     row = np.ceil((sat - config.achromatic_max_pct) / config.sat_bin_pct).astype(int)
     row = np.clip(row, 0, config.n_rows - 1)
     col = np.floor(hue / config.hue_bin_deg).astype(int) % config.n_hue
@@ -150,6 +170,12 @@ def hs_histogram(rgb, *, config: SCDConfig = SCD) -> np.ndarray:
     ValueError
         If there are no pixels or they are not sRGB.
     """
+    pixels = np.asarray(rgb)
+    if pixels.dtype == np.uint8 and pixels.size:
+        srgb_as_float(pixels, "rgb")
+        colors, _, counts = _distinct(pixels)
+        return np.bincount(_bins(colors, config), weights=counts,
+                           minlength=config.n_bins) / counts.sum()
     idx = hs_bin_index(rgb, config=config).ravel()
     if idx.size == 0:
         raise ValueError("`rgb` holds no pixels")

@@ -63,6 +63,15 @@ def metrics_frame(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray]
     return scoring.score(latest_distributions(model_rows), human, concepts)
 
 
+def latest_scores(frame: pd.DataFrame) -> pd.DataFrame:
+    """`evaluation.scoring.stored_scores` rows reduced to the newest of each (model,
+    concept, style, cfg), as `latest_distributions` does for distributions: the metrics
+    frame (`evaluation.scoring.LONG_COLUMNS`)."""
+    newest = frame.sort_values("created_at", kind="stable").drop_duplicates(
+        ["model", "concept", "style", "cfg"], keep="last")
+    return newest.sort_index()[scoring.LONG_COLUMNS].reset_index(drop=True)
+
+
 def recommended_cfg(frame: pd.DataFrame) -> dict[str, float]:
     """Per model the middle of its stored guidance scales (lower middle for an even count)."""
     out = {}
@@ -132,13 +141,15 @@ def _at_cfg(rows: Sequence[Mapping], cfg: Mapping[str, float]) -> pd.DataFrame:
 
 
 def analyses(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], concepts: Sequence[Concept], *,
-             cfg: str | float = RECOMMENDED, aggregate: str = tables.RATIO_OF_MEANS) -> Analyses:
+             cfg: str | float = RECOMMENDED, aggregate: str = tables.RATIO_OF_MEANS,
+             frame: pd.DataFrame | None = None) -> Analyses:
     """Score and tabulate.
 
     Parameters
     ----------
     model_rows : sequence of Mapping
-        `evaluation.runs.model_distributions` rows (any runs).
+        `evaluation.runs.model_distributions` rows (any runs); with `frame` given, only
+        those at the scales the tables use are needed (for the shifts).
     human : Mapping of str to ndarray, shape (71,)
         P_H(x|c) by concept key, one source.
     concepts : sequence of Concept
@@ -148,6 +159,9 @@ def analyses(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], con
         recommended scales (a shift compares two distributions of one scale).
     aggregate : str
         The sensitivity ratio, see `evaluation.tables.sensitivity`.
+    frame : pandas.DataFrame, optional
+        The metrics frame when it is already known (`latest_scores` of the stored
+        scores); default: scored here from `model_rows`.
 
     Raises
     ------
@@ -155,7 +169,8 @@ def analyses(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], con
         If no stored model distribution has a human counterpart, or a chosen scale is
         missing for a model.
     """
-    frame = metrics_frame(model_rows, human, concepts)
+    if frame is None:
+        frame = metrics_frame(model_rows, human, concepts)
     if frame.empty:
         raise ValueError("no stored model distribution has a human distribution in this source: "
                          "finish an evaluation, or pick a source that covers its concepts")

@@ -192,8 +192,10 @@ def store_model_distribution(
 
 
 def model_distributions(db: sqlite_utils.Database, *, run: str | None = None, model: str | None = None,
-                        concepts: Sequence[str] | None = None) -> list[dict]:
-    """Stored model distributions, optionally of one run, one model and/or some concept keys.
+                        concepts: Sequence[str] | None = None,
+                        cfgs: Mapping[str, float] | None = None) -> list[dict]:
+    """Stored model distributions, optionally of one run, one model, some concept keys and/or
+    one guidance scale per model (`cfgs`: model -> scale; other models left out).
 
     ``p`` is decoded to a (71,) float64 array or None, ``groups`` to dicts or None; with
     `concepts` only those concepts' rows are read (an index search, not a scan).
@@ -209,6 +211,11 @@ def model_distributions(db: sqlite_utils.Database, *, run: str | None = None, mo
             return []
         where.append(f"concept IN ({', '.join('?' for _ in keys)})")
         params.extend(keys)
+    if cfgs is not None:
+        if not cfgs:
+            return []
+        where.append("(" + " OR ".join("(model = ? AND abs(cfg - ?) < 1e-9)" for _ in cfgs) + ")")
+        params.extend(x for pair in cfgs.items() for x in (pair[0], float(pair[1])))
     sql = "SELECT * FROM model_distributions" + (" WHERE " + " AND ".join(where) if where else "")
     rows = []
     for row in db.query(sql + " ORDER BY run, model, concept, style, cfg", params):
@@ -217,6 +224,61 @@ def model_distributions(db: sqlite_utils.Database, *, run: str | None = None, mo
         row["groups"] = decode_groups(row["groups"]) or None
         rows.append(row)
     return rows
+
+
+SCORE_COLUMNS = ("pcc", "emd", "ed", "dominant_human", "dominant_model", "hue_diff")
+
+
+def scored_distributions(db: sqlite_utils.Database, source: str) -> list[dict]:
+    """Every stored model distribution with a human distribution of `source`, and its score.
+
+    One row per model row that has a ``p`` and whose concept `source` covers: the model
+    row's keys, ``n_images, n_excluded, created_at``, the human row's ``updated``, and the
+    `SCORE_COLUMNS` of the stored score when it was computed from these very two rows
+    (else None). No distribution is decoded.
+    """
+    sql = """
+        SELECT m.run, m.model, m.concept, m.style, m.cfg, m.n_images, m.n_excluded,
+               m.created_at, h.updated AS human_updated, s.emd IS NOT NULL AS scored,
+               s.pcc, s.emd, s.ed, s.dominant_human, s.dominant_model, s.hue_diff
+        FROM model_distributions m
+        JOIN human_distributions h ON h.source = :source AND h.concept_key = m.concept
+        LEFT JOIN scores s ON s.source = :source AND s.run = m.run AND s.model = m.model
+             AND s.concept = m.concept AND s.style = m.style AND s.cfg = m.cfg
+             AND s.model_created = m.created_at AND s.human_updated = h.updated
+        WHERE m.p IS NOT NULL
+    """
+    return [dict(row) for row in db.query(sql, {"source": source})]
+
+
+def unscored_distributions(db: sqlite_utils.Database, source: str) -> list[dict]:
+    """The rows of `scored_distributions` that have no valid score, with both ``p`` decoded:
+    ``p`` (model) and ``human_p``, each (71,) float64."""
+    sql = """
+        SELECT m.run, m.model, m.concept, m.style, m.cfg, m.created_at, m.p,
+               h.updated AS human_updated, h.p AS human_p
+        FROM model_distributions m
+        JOIN human_distributions h ON h.source = :source AND h.concept_key = m.concept
+        WHERE m.p IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM scores s WHERE s.source = :source AND s.run = m.run
+            AND s.model = m.model AND s.concept = m.concept AND s.style = m.style
+            AND s.cfg = m.cfg AND s.model_created = m.created_at
+            AND s.human_updated = h.updated)
+    """
+    return [{**row, "p": decode(row["p"]), "human_p": decode(row["human_p"])}
+            for row in db.query(sql, {"source": source})]
+
+
+def store_scores(db: sqlite_utils.Database, source: str, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Insert or replace scores of `source` (each row: the model row's keys, `SCORE_COLUMNS`,
+    ``created_at`` of the model row and ``human_updated``), in one transaction."""
+    records = [{"source": source, "run": r["run"], "model": r["model"], "concept": r["concept"],
+                "style": r["style"], "cfg": float(r["cfg"]),
+                **{k: r[k] for k in SCORE_COLUMNS},
+                "model_created": r["created_at"], "human_updated": r["human_updated"]}
+               for r in rows]
+    with transaction(db):
+        db["scores"].upsert_all(records, pk=("source", "run", "model", "concept", "style", "cfg"))
 
 
 def exclusion_counts(db: sqlite_utils.Database, *, run: str | None = None) -> list[dict]:

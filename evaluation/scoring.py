@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from evaluation import metrics
+from evaluation import metrics, runs
 from evaluation.concepts import Concept
 
 LONG_COLUMNS = [
@@ -84,3 +84,45 @@ def score(
     for name, values in computed.items():
         table[name] = values
     return table[LONG_COLUMNS]
+
+
+def stored_scores(db, source: str, concepts: Sequence[Concept]) -> pd.DataFrame:
+    """The metrics frame of every stored model distribution against `source`, from the store.
+
+    Scores are computed once per (model row, human row) and kept in the ``scores`` table
+    (`evaluation.runs.store_scores`); a score is used only while both rows are the ones it
+    was computed from, so a changed P_H or a re-extracted P_M is rescored here, in one batch,
+    the next time the frame is asked for. At the full study's size this turns a view from
+    ~54,000 EMD solves into one query (`BENCHMARKS.md`, "Full study size").
+
+    Parameters
+    ----------
+    db : sqlite_utils.Database
+    source : str
+        A human source (`storage.human.sources`).
+    concepts : sequence of Concept
+
+    Returns
+    -------
+    pandas.DataFrame
+        As `score` returns it (`LONG_COLUMNS`), one row per stored model row (every run),
+        plus ``created_at`` (the model row's, to pick the newest of a cell).
+    """
+    missing = runs.unscored_distributions(db, source)
+    if missing:
+        computed = concept_metrics(np.stack([r["human_p"] for r in missing]),
+                                   np.stack([r["p"] for r in missing]))
+        for i, row in enumerate(missing):
+            row.update({name: values[i].item() for name, values in computed.items()})
+        runs.store_scores(db, source, missing)
+    rows = [r for r in runs.scored_distributions(db, source) if r["scored"]]
+    by_key = {c.key: c for c in concepts}
+    unknown = sorted({r["concept"] for r in rows} - set(by_key))
+    if unknown:
+        raise ValueError(f"stored distributions name concepts missing from `concepts`: {unknown[:5]}")
+    frame = pd.DataFrame(rows, columns=[*LONG_COLUMNS, "created_at"])
+    frame["base"] = [by_key[k].base for k in frame["concept"]]
+    frame["modifier_type"] = [by_key[k].modifier_type for k in frame["concept"]]
+    frame["cfg"] = frame["cfg"].astype(float)
+    frame["hue_diff"] = frame["hue_diff"].astype(float)
+    return frame[[*LONG_COLUMNS, "created_at"]]

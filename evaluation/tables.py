@@ -95,7 +95,7 @@ def with_dca(frame: pd.DataFrame) -> pd.DataFrame:
     """
     require_columns(frame, METRICS_FRAME_COLUMNS, "frame")
     for column, allowed in (("modifier_type", MODIFIER_TYPES), ("style", STYLES)):
-        unknown = sorted(set(frame[column]) - set(allowed))
+        unknown = sorted(set(frame[column].unique()) - set(allowed))
         if unknown:
             raise ValueError(f"`frame` column {column!r} has unknown values {unknown}; expected {allowed}")
     keys = ["model", "concept", "style", "cfg"]

@@ -235,6 +235,23 @@ def _v5_human_distributions(db: sqlite_utils.Database) -> None:
         db["reference_distributions"].drop()
 
 
+def _v6_scores(db: sqlite_utils.Database) -> None:
+    """Per-concept metrics of each stored model distribution against each human source.
+
+    A row is valid while the two distributions it was computed from are unchanged: it
+    records the model row's ``created_at`` and the human row's ``updated`` and is ignored
+    (and recomputed) once either differs (`evaluation.scoring.stored_scores`).
+    """
+    db["scores"].create(
+        {"source": str, "run": str, "model": str, "concept": str, "style": str, "cfg": float,
+         "pcc": float, "emd": float, "ed": float, "dominant_human": int,
+         "dominant_model": int, "hue_diff": float, "model_created": str,
+         "human_updated": str},
+        pk=("source", "run", "model", "concept", "style", "cfg"),
+        not_null={"emd", "ed", "dominant_human", "dominant_model", "model_created",
+                  "human_updated"})
+
+
 # Ordered forward migrations: version i+1 is MIGRATIONS[i].
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("initial tables", _v1_initial),
@@ -242,6 +259,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("study content and freeze triggers", _v3_study_content),
     ("evaluation run tables, one timestamp format", _v4_run_tables),
     ("stored human distributions and coloring samples", _v5_human_distributions),
+    ("stored scores", _v6_scores),
 )
 
 

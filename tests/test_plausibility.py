@@ -152,3 +152,15 @@ def test_coarser_config_changes_the_bin_count():
     cfg = SCDConfig(hue_bin_deg=20, sat_bin_pct=30)
     assert cfg.n_bins == 1 + 3 * 18
     assert hs_histogram(np.array([[255, 0, 0]], np.uint8), config=cfg).shape == (cfg.n_bins,)
+
+
+def test_uint8_pixels_bin_and_histogram_as_their_float_values_do():
+    """The uint8 path bins each distinct color once; it must agree with binning every pixel."""
+    rng = np.random.default_rng(3)
+    pixels = np.concatenate([rng.integers(0, 256, (500, 3)), np.repeat([[200, 30, 30]], 300, 0),
+                             np.repeat([[128, 128, 128]], 200, 0)]).astype(np.uint8)
+    as_float = pixels / 255.0
+    np.testing.assert_array_equal(hs_bin_index(pixels), hs_bin_index(as_float))
+    np.testing.assert_array_equal(hs_bin_index(pixels.reshape(10, 100, 3)),
+                                  hs_bin_index(as_float).reshape(10, 100))
+    np.testing.assert_allclose(hs_histogram(pixels), hs_histogram(as_float), rtol=0, atol=1e-15)

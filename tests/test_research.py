@@ -2,12 +2,13 @@
 
 import pytest
 from numpy.testing import assert_allclose
+from pandas.testing import assert_frame_equal
 
 from annotation import research
 from annotation.concepts import sync_concepts
 from annotation.errors import NotFound
 from annotation.research_views import concept_view, leaderboard_analyses
-from evaluation import metrics, runs
+from evaluation import metrics, runs, scoring
 from evaluation.comparison import strip_of
 from evaluation.concepts import load_concepts
 from evaluation.planning import ConceptQuery, EvaluationRequest, plan_request
@@ -143,3 +144,31 @@ def test_concept_view_puts_the_labelled_human_distribution_beside_each_model(db,
     board = leaderboard_analyses(db, CONCEPTS, "lab")
     direct = analyses(runs.model_distributions(db), HUMAN, CONCEPTS)
     assert board.table1.values.equals(direct.table1.values) and board.cfg == {"m-blue": 5.0, "m-red": 5.0}
+
+
+def test_stored_scores_equal_fresh_scores_and_follow_every_change_of_either_side(db, tmp_path):
+    data_dir = tmp_path / "data"
+    human_rows.store_reference(db, "lab", HUMAN, "test ratings")
+    cells = {("m-red", c, "natural", cfg): [(200, 30, 30), (180, 40, 30)]
+             for c in ("apple", "rotten apple") for cfg in (2.0, 5.0)}
+    store_segmented_run(db, data_dir, "scored", cells)
+    stored = scoring.stored_scores(db, "lab", CONCEPTS)
+    fresh = scoring.score(runs.model_distributions(db), HUMAN, CONCEPTS)
+    key = ["model", "concept", "style", "cfg"]
+    assert_frame_equal(stored.drop(columns="created_at").sort_values(key, ignore_index=True),
+                       fresh.sort_values(key, ignore_index=True), check_dtype=False)
+    assert db["scores"].count == 4
+    # A new human distribution for one concept: only its rows are rescored.
+    changed = dict(HUMAN, apple=one_hot(3))
+    human_rows.store_reference(db, "lab", {"apple": changed["apple"]}, "test ratings")
+    assert len(runs.unscored_distributions(db, "lab")) == 2
+    again = scoring.stored_scores(db, "lab", CONCEPTS)
+    refreshed = scoring.score(runs.model_distributions(db), changed, CONCEPTS)
+    assert_frame_equal(again.drop(columns="created_at").sort_values(key, ignore_index=True),
+                       refreshed.sort_values(key, ignore_index=True), check_dtype=False)
+    # A re-extracted model distribution (a newer row) is rescored too.
+    runs.store_model_distribution(db, "scored", "m-red", "apple", "natural", 5.0, one_hot(3), 2, 0)
+    assert [(r["concept"], r["cfg"]) for r in runs.unscored_distributions(db, "lab")] == [("apple", 5.0)]
+    row = scoring.stored_scores(db, "lab", CONCEPTS).set_index(key).loc[("m-red", "apple", "natural", 5.0)]
+    assert (row["emd"], row["dominant_model"], row["dominant_human"]) == (0.0, 3, 3)
+    assert runs.unscored_distributions(db, "lab") == [] and db["scores"].count == 4
