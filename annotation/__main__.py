@@ -13,10 +13,10 @@ import os
 import sys
 from pathlib import Path
 
-from annotation import human
+from annotation.coloring import human
 from annotation.errors import AnnotationError
 from annotation.export import export
-from annotation.passwords import set_admin_password
+from annotation.people.passwords import set_admin_password
 from storage import (DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, ensure_schema,
                      open_db)
 

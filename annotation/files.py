@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from annotation.errors import InvalidImage, InvalidInput
-from evaluation.fileio import write_atomic
+from evaluation.pipeline.fileio import write_atomic
 
 # A 4096 x 4096 image; sketches and colorings are 1024 x 1024 or smaller.
 MAX_PIXELS = 4096 * 4096

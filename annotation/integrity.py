@@ -2,7 +2,7 @@
 
 Writers store a file first (content-hash name, written to a temporary name and renamed
 into place) and commit the row that names it afterwards (`annotation.files`,
-`annotation.colorings`, `evaluation.stages`). A process killed between the two leaves a
+`annotation.coloring.store`, `evaluation.pipeline.stages`). A process killed between the two leaves a
 complete file that no row names, an *orphan*; one killed during the write leaves a
 temporary file. Neither is ever read, but both make the data folder disagree with the
 database (exports, disk use, audits). `sweep_orphans` moves them into ``orphans/`` at
@@ -11,7 +11,7 @@ start-up, when no writer runs.
 Which files are checked (choice; the paper is silent): files under the data folder whose
 name starts with a sha256 hex digest (content-hash files, e.g. ``images/ab/<sha>.png``,
 ``runs/r/pixels/<sha>-<mask>.npz``) or is a temporary name (``.tmp-*`` from older
-versions, ``.<name>.*.tmp`` from `evaluation.fileio.write_atomic`), outside `SKIPPED_FOLDERS`.
+versions, ``.<name>.*.tmp`` from `evaluation.pipeline.fileio.write_atomic`), outside `SKIPPED_FOLDERS`.
 A file counts as referenced when any column named ``path`` or ending in ``_path`` in any
 table holds its relative path, so new tables that follow that naming are covered without
 a change here.

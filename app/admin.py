@@ -6,8 +6,10 @@ import json
 
 import gradio as gr
 
-from annotation import accounts, onboarding, overview
-from annotation.accounts import INVITABLE_ROLES, create_annotators, invite_url
+from annotation import overview
+from annotation.people import accounts
+from annotation.people import onboarding
+from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
 from storage import iso
 from annotation.export import download_archive_path, export_archive
 from annotation.files import resolve

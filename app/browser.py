@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import gradio as gr
 
-from annotation.research_views import concept_view
+from annotation.research.views import concept_view
 from app.common import AppContext, escape, handler, visible_to
 from app.landing import current_actor
 from evaluation.concepts import load_concepts
-from evaluation.generation import STYLES
-from evaluation.results import RECOMMENDED
+from evaluation.models.generation import STYLES
+from evaluation.analysis.results import RECOMMENDED
 from storage import human
 
 NAME = "browser"

@@ -2,9 +2,9 @@
 
 `coloring_canvas` returns a ``gr.HTML`` that hosts ``assets/web/coloring.html``,
 ``coloring.css`` and ``coloring.js``: a canvas with bucket fill (the same algorithm as
-`annotation.coloring.fill_region`), brush, eraser, color picker with hex entry, recent
+`annotation.coloring.fill.fill_region`), brush, eraser, color picker with hex entry, recent
 colors, undo/redo, reset and zoom/pan, all on the client. Its value is the JSON text
-that `annotation.coloring.parse_canvas_value` reads: task id, the color layer as a PNG
+that `annotation.coloring.fill.parse_canvas_value` reads: task id, the color layer as a PNG
 data URL (lossless) and seconds spent. Work in progress stays in the browser's
 localStorage under the task id until the server moves the canvas to another task.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
-from annotation.coloring import (
+from annotation.coloring.fill import (
     DEFAULT_TOLERANCE,
     EDGE_GROW,
     LINE_THRESHOLD,
@@ -36,7 +36,7 @@ from annotation.coloring import (
     painted_color_counts,
     parse_canvas_value,
 )
-from annotation.sketches import load_manifest, load_sketch_png, png_data_url
+from annotation.sketches.importing import load_manifest, load_sketch_png, png_data_url
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "assets" / "web"
 
@@ -57,10 +57,10 @@ def coloring_canvas(
     task_id : str
         The coloring task shown first ("" for none yet).
     sketch_src : str
-        The sketch as a PNG data URL (`annotation.sketches.png_data_url`) or a URL the
+        The sketch as a PNG data URL (`annotation.sketches.importing.png_data_url`) or a URL the
         browser can load.
     value : str
-        A canvas value (`annotation.coloring.canvas_value`) to show, e.g. a coloring
+        A canvas value (`annotation.coloring.fill.canvas_value`) to show, e.g. a coloring
         under review; "" starts from the work in progress saved in the browser, if any.
     tolerance : int
         Initial bucket tolerance, luminance levels in [0, 127].

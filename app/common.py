@@ -3,7 +3,7 @@
 A tab handler is written as ``fn(db, actor, *inputs)`` and wrapped with
 ``handler(ctx, *roles)(fn)``: the wrapper takes the session token as its first input,
 opens a database connection for this request (connections are not shared between
-threads), checks the role with `annotation.accounts.require`, calls ``fn`` and turns any
+threads), checks the role with `annotation.people.accounts.require`, calls ``fn`` and turns any
 `AnnotationError` or `ValueError` into a `gr.Error` whose message is shown, HTML-escaped.
 Any other exception is a bug: its traceback goes to the log and the person sees a short
 message naming only the exception's class (`UNEXPECTED`), never its text or a path.
@@ -24,15 +24,15 @@ from dataclasses import dataclass
 import gradio as gr
 import sqlite_utils
 
-from annotation.accounts import Actor, require
+from annotation.people.accounts import Actor, require
 from annotation.concepts import sync_concepts
 from storage import ensure_schema, open_db, transaction
-from annotation import human
-from evaluation.reference import ensure_shipped_reference
+from annotation.coloring import human
+from evaluation.analysis.reference import ensure_shipped_reference
 from annotation.errors import AnnotationError
 from annotation.integrity import sweep_orphans
-from annotation.passwords import ensure_admin_password
-from annotation.sketch_store import sync_shipped_sketches
+from annotation.people.passwords import ensure_admin_password
+from annotation.sketches.library import sync_shipped_sketches
 from app.config import AppConfig
 
 _BROWSER_SECRET = "browser_state_secret"
@@ -125,7 +125,7 @@ def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
     ----------
     ctx : AppContext
     *roles : str
-        Roles allowed to call it (see `annotation.accounts.require`).
+        Roles allowed to call it (see `annotation.people.accounts.require`).
     """
     def decorate(fn: Callable) -> Callable:
         def wrapper(session_token, *inputs):

@@ -43,7 +43,7 @@ class AppConfig:
     invite_days, session_days : float
         Lifetimes of invite links and of sign-ins.
     admin_password_file : Path or None
-        A file whose first line is the admin password (see `annotation.passwords`).
+        A file whose first line is the admin password (see `annotation.people.passwords`).
     max_upload_pixels, max_upload_bytes : int
         Limits on uploaded images.
     min_painted_fraction : float

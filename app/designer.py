@@ -1,10 +1,10 @@
 """The Coloring tab: designers' onboarding and colorization (paper §3.2, Appendix B.2-B.3).
 
-Onboarding (`annotation.onboarding`): consent, instructions with colored reference
+Onboarding (`annotation.people.onboarding`): consent, instructions with colored reference
 examples, three practice drawings, then the study admin's approval (or none, with
 ``AppConfig.auto_approve_practice``). Then the main task: one concept at a time on the
 coloring canvas (`app.coloring_canvas`), in batches of ``AppConfig.batch_size``
-(`annotation.coloring_tasks`), with recolor requests from experts first; "My
+(`annotation.coloring.tasks`), with recolor requests from experts first; "My
 submissions" lists every coloring and redoes one while its batch is open.
 
 Every view comes from the database (`_view`), so a reload shows the same task and
@@ -28,15 +28,15 @@ import json
 import gradio as gr
 import numpy as np
 
-from annotation import coloring_tasks as work
-from annotation import onboarding
+from annotation.coloring import tasks as work
+from annotation.people import onboarding
 from annotation.assignment import reserve_practice
-from annotation.coloring import canvas_value
-from annotation.colorings import load_pixels
+from annotation.coloring.fill import canvas_value
+from annotation.coloring.store import load_pixels
 from annotation.errors import Conflict
 from annotation.files import resolve
-from annotation.sketch_store import sketch_data_url
-from annotation.sketches import SKETCH_DIR, load_sketch_png
+from annotation.sketches.library import sketch_data_url
+from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 from app.coloring_canvas import canvas_update, coloring_canvas, flush_js
 from app.common import AppContext, escape, handler, id_field, whole_number
 
@@ -210,7 +210,7 @@ def _view(ctx: AppContext, db, actor, *, message: str = "", forget: str = "",
 
 
 def _stage(ctx: AppContext, db, actor) -> str:
-    """The designer's onboarding stage (`annotation.onboarding.STAGES`) under this config."""
+    """The designer's onboarding stage (`annotation.people.onboarding.STAGES`) under this config."""
     return onboarding.onboarding_stage(db, actor.annotator_id,
                                        auto_approve=ctx.config.auto_approve_practice,
                                        practice_count=len(ctx.config.practice_concepts))

@@ -1,9 +1,9 @@
 """The Evaluate tab: plan a run, start it in the background, watch it, cancel, resume, import.
 
-A run is generated, masked and scored by the server's `evaluation.jobs.JobManager` (one
+A run is generated, masked and scored by the server's `evaluation.pipeline.jobs.JobManager` (one
 per app, one job at a time); closing the browser does not stop it, and its progress is
 read from the database, so any researcher sees it, after a reload too. Images made
-elsewhere can be imported as a run instead (`evaluation.imports`): an uploaded zip, or a
+elsewhere can be imported as a run instead (`evaluation.pipeline.imports`): an uploaded zip, or a
 folder under ``<data_dir>/imports/``.
 """
 
@@ -15,14 +15,16 @@ from pathlib import Path
 
 import gradio as gr
 
-from annotation import research
+from annotation.research import records as research
 from app.common import AppContext, escape, handler, visible_to, whole_number
 from app.landing import current_actor
-from evaluation import jobs, planning, runs
+from evaluation.pipeline import jobs
+from evaluation.pipeline import planning
+from evaluation.pipeline import runs
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
-from evaluation.generation import STYLES
-from evaluation.registry import load_registry
-from evaluation.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD
+from evaluation.models.generation import STYLES
+from evaluation.models.registry import load_registry
+from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD
 
 NAME = "evaluate"
 TITLE = "Evaluate"

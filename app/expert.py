@@ -17,12 +17,14 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from annotation import qc, review, votes
+from annotation.qc import stats as qc
+from annotation.qc import review
+from annotation.qc import votes
 from annotation.concepts import get_concept
 from annotation.files import resolve
 from app.common import AppContext, escape, handler, id_field, whole_number
 from app.landing import current_actor
-from evaluation.figures import LAYOUT, consistency_histogram, distribution_bar
+from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
 from storage import human
 
 NAME = "expert"

@@ -11,9 +11,9 @@ import urllib.parse
 
 import gradio as gr
 
-from annotation.accounts import Actor, login_with_invite, logout, require
+from annotation.people.accounts import Actor, login_with_invite, logout, require
 from annotation.errors import AnnotationError, InvalidToken
-from annotation.passwords import login_admin
+from annotation.people.passwords import login_admin
 from app.common import AppContext, escape, shown_errors, visible_to
 
 NAME = "start"

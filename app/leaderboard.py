@@ -2,19 +2,19 @@
 
 Every stored model distribution is scored against the chosen human source. Tables 1
 and 2 mark the best value of each column in bold and the second underlined; tables are
-exported as CSV and figures as standalone HTML (`evaluation.results.export_analyses`).
+exported as CSV and figures as standalone HTML (`evaluation.analysis.results.export_analyses`).
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
-from annotation.research_views import leaderboard_analyses
+from annotation.research.views import leaderboard_analyses
 from app.browser import source_dropdown
 from app.common import AppContext, escape, handler
 from evaluation.concepts import load_concepts
-from evaluation.results import RECOMMENDED, analysis_figures, export_analyses
-from evaluation.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
+from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
+from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
 from storage import human
 
 NAME = "leaderboard"

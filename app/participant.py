@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import gradio as gr
 
-from annotation import judging
+from annotation.study import judging
 from storage import iso
 from annotation.files import resolve
 from app.common import AppContext, escape, handler
-from evaluation.figures import distribution_bar, dominant_strip
+from evaluation.analysis.figures import distribution_bar, dominant_strip
 
 NAME = "participant"
 TITLE = "Judge"

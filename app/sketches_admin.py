@@ -3,7 +3,7 @@
 Sections: (1) coverage: base concepts without a selected sketch; (2) import PNG, JPEG,
 WebP or SVG files (several at once, e.g. a whole folder selected in the file dialog),
 each vetted as line art and normalised, or refused with the reason
-(`annotation.sketch_store.import_sketches`); (3) a concept's sketches and choosing the
+(`annotation.sketches.library.import_sketches`); (3) a concept's sketches and choosing the
 one designers color; (4) where a text-to-image model of ``evaluation/models.toml`` can be
 loaded, five candidates from the paper's sketch prompt (Appendix B.2), of which the line
 art ones are stored for (3).
@@ -20,7 +20,7 @@ import json
 import gradio as gr
 import numpy as np
 
-from annotation import sketch_store
+from annotation.sketches import library as sketch_store
 from annotation.files import resolve
 from app.common import AppContext, handler, id_field, whole_number
 
@@ -122,7 +122,7 @@ def _generate_section(bases: list[str]) -> dict:
 def _models() -> list[tuple[str, str]]:
     """Registry models as dropdown choices; none when the registry is not installed."""
     try:
-        from evaluation.registry import load_registry
+        from evaluation.models.registry import load_registry
     except ModuleNotFoundError:
         return []
     return [(f"{spec.name} ({key})", key) for key, spec in load_registry().items()]
@@ -180,7 +180,7 @@ def _select(db, actor, sketch_id: str, why: str) -> str:
 def _generate(ctx: AppContext):
     def generate(db, actor, model: str, base: str) -> list[tuple[np.ndarray, str]]:
         """Generate five candidates for a base concept with a registry model."""
-        from evaluation.registry import get_model, load_pipeline
+        from evaluation.models.registry import get_model, load_pipeline
 
         if not model or not base:
             raise ValueError("pick a model and a base concept first")

@@ -14,13 +14,14 @@ import datetime as dt
 import gradio as gr
 import numpy as np
 
-from annotation import judging, study
-from annotation.study import ModelSource
+from annotation.study import judging
+from annotation.study import design as study
+from annotation.study.design import ModelSource
 from app.common import AppContext, handler, id_field, visible_to, whole_number
 from app.landing import current_actor
 from storage.human import COUNTING_RULE
 from storage.human import sources as human_sources
-from evaluation.figures import table3_figure
+from evaluation.analysis.figures import table3_figure
 
 NAME = "study"
 TITLE = "Study"

@@ -24,10 +24,10 @@ import ot
 from ot.lp.emd_wrap import emd_c
 from PIL import Image
 
-from evaluation.extraction import concept_distribution
-from evaluation.metrics import (
+from evaluation.color.extraction import concept_distribution
+from evaluation.color.metrics import (
     dca, delta_hue, emd_rows, entropy_difference, pcc)
-from evaluation.palette import load_uw71
+from evaluation.color.palette import load_uw71
 from storage.distributions import check_masses
 
 SWEEP = {"concepts": 1281, "models": 7, "styles": 2, "cfg_scales": 7}

@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from annotation.coloring import canvas_value
+from annotation.coloring.fill import canvas_value
 from annotation.concepts import sync_concepts
 from storage import ensure_schema, open_db
-from annotation.sketch_store import sync_shipped_sketches
+from annotation.sketches.library import sync_shipped_sketches
 from tests.app_server import make_config, running_app
 from tests.test_app_designer import PAIRS, Study, finish_practice, paint
 

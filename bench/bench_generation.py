@@ -8,7 +8,7 @@ registry. On a CPU the model is the tiny random pipeline at 64x64 (labelled as s
 Each batch size is timed at two step counts; the difference gives the per-step time and
 the intercept the fixed cost (text encoding, VAE decode, PNG-free conversion to uint8), so
 the figure at the protocol's 50 steps is ``N / (fixed + 50 * per_step)``. Every call goes
-through `evaluation.generation.generate`, the code path that runs use.
+through `evaluation.models.generation.generate`, the code path that runs use.
 
     python -m bench.bench_generation [--batch-sizes 1,4] [--steps 2,6] [--repeats 5]
 
@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from evaluation.generation import GenerationError, generate
-from evaluation.tiny import TINY_RESOLUTION, one_cpu_thread, write_clip_vocab
+from evaluation.models.generation import GenerationError, generate
+from evaluation.models.tiny import TINY_RESOLUTION, one_cpu_thread, write_clip_vocab
 
 PROMPT = "A natural photo of a rotten apple, centered composition."
 PROTOCOL_STEPS = 50
@@ -83,8 +83,8 @@ def tiny_random_pipeline() -> "diffusers.StableDiffusionPipeline":  # noqa: F821
     """The registry's tiny-random model, built in a temporary folder and loaded like any model."""
     import warnings
 
-    from evaluation.registry import load_pipeline, load_registry, with_source
-    from evaluation.tiny import build_tiny_pipeline
+    from evaluation.models.registry import load_pipeline, load_registry, with_source
+    from evaluation.models.tiny import build_tiny_pipeline
 
     path = build_tiny_pipeline(Path(tempfile.mkdtemp(prefix="bench-tiny-")) / "tiny-random")
     with warnings.catch_warnings():
@@ -128,7 +128,7 @@ def bench_generation(*, batch_sizes=(1, 4), steps=(2, 6), repeats: int = 5, devi
         model, device_name = "tiny-random (0.2M-parameter UNet), float32", "CPU (1 thread)"
     rows = []
     # On a CPU, one thread: a tiny model gains nothing from more, and a shared machine's
-    # load makes idle threads stall it (see evaluation.tiny.one_cpu_thread).
+    # load makes idle threads stall it (see evaluation.models.tiny.one_cpu_thread).
     with one_cpu_thread() if device == "cpu" else contextlib.nullcontext():
         for batch in batch_sizes:
             rows.append(_bench_batch(pipe, batch, steps, repeats, resolution, guidance))

@@ -40,12 +40,12 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
-from annotation.accounts import create_annotators
+from annotation.people.accounts import create_annotators
 from annotation.concepts import get_concept, sync_concepts
 from storage import ensure_schema, open_db, transaction
 from annotation.integrity import orphaned_files
-from annotation.sketch_store import add_sketch, sync_shipped_sketches
-from annotation.sketches import encode_png
+from annotation.sketches.library import add_sketch, sync_shipped_sketches
+from annotation.sketches.importing import encode_png
 from app.common import ORPHAN_MIN_AGE_S
 from app.config import AppConfig
 from bench.app_process import AppProcess

@@ -2,15 +2,15 @@
 
 Three measurements, each printed as a Markdown table row:
 
-- ``segment``: seconds per image of `evaluation.segmentation.segment` with GroundingDINO
+- ``segment``: seconds per image of `evaluation.models.segmentation.segment` with GroundingDINO
   (Swin-B backbone, BERT-base text encoder: grounding-dino-base's architecture) and SAM
   ViT-H (sam-vit-huge's architecture) built from their published configurations with
   random weights (no download; the compute does not depend on the weights), on 1024x1024
   images, thresholds 0 so that every image is masked. Run it on the GPU.
-- ``job``: seconds per image of a whole tiny-random job (`evaluation.jobs.run_pipeline`:
+- ``job``: seconds per image of a whole tiny-random job (`evaluation.pipeline.jobs.run_pipeline`:
   generate, mask with the tiny detector and SAM, extract), on this device; the figure the
   estimate table uses for ``tiny-random``.
-- ``poll``: milliseconds of one progress poll (`evaluation.runs.run_progress` and
+- ``poll``: milliseconds of one progress poll (`evaluation.pipeline.runs.run_progress` and
   `list_runs`) on a stored run of N items, the query the page's timer repeats.
 
     python -m bench.bench_research segment|job|poll [--n N] [--repeats R]
@@ -44,8 +44,8 @@ def full_size_segmenters(device: str, root: Path):
                               GroundingDinoImageProcessor, GroundingDinoProcessor, SamConfig, SamImageProcessor,
                               SamModel, SamProcessor, SamVisionConfig, SwinConfig)
 
-    from evaluation.segmentation import load_detector, load_sam
-    from evaluation.tiny import write_bert_vocab
+    from evaluation.models.segmentation import load_detector, load_sam
+    from evaluation.models.tiny import write_bert_vocab
 
     torch.manual_seed(0)
     write_bert_vocab(root / "vocab")
@@ -67,7 +67,7 @@ def bench_segment(n: int, repeats: int) -> dict:
     """Seconds per 1024x1024 image of `segment` with full-size random segmenters."""
     import torch
 
-    from evaluation.segmentation import segment
+    from evaluation.models.segmentation import segment
 
     device, name = _device()
     rng = np.random.default_rng(0)
@@ -90,12 +90,12 @@ def bench_segment(n: int, repeats: int) -> dict:
 def bench_job(n: int, repeats: int) -> dict:
     """Seconds per image of a whole tiny-random job (generate, mask, extract) on this device."""
     from storage import ensure_schema, open_db
-    from evaluation import runs
+    from evaluation.pipeline import runs
     from evaluation.concepts import load_concepts
-    from evaluation.jobs import run_pipeline, segmenter_preset
-    from evaluation.planning import ConceptQuery, EvaluationRequest, plan_request
-    from evaluation.registry import load_registry
-    from evaluation.tiny import build_all
+    from evaluation.pipeline.jobs import run_pipeline, segmenter_preset
+    from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
+    from evaluation.models.registry import load_registry
+    from evaluation.models.tiny import build_all
 
     device, name = _device()
     times = []
@@ -120,7 +120,7 @@ def bench_job(n: int, repeats: int) -> dict:
 def bench_poll(n: int, repeats: int) -> dict:
     """Milliseconds of one progress poll on a run of `n` items (all pending)."""
     from storage import ensure_schema, open_db
-    from evaluation import runs
+    from evaluation.pipeline import runs
 
     with tempfile.TemporaryDirectory() as tmp:
         db = open_db(Path(tmp) / "db.sqlite")

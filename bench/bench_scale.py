@@ -1,19 +1,19 @@
 """The research views at the size of a real study, built through the library's own functions.
 
 At fraction f of the paper's study: round(1,278 f) concepts × 5 accepted colorings
-(1024² PNG images with masks, stored by `annotation.colorings.store_coloring` and
-accepted by `annotation.review.accept_coloring`, so the stored P_H is refreshed the
+(1024² PNG images with masks, stored by `annotation.coloring.store.store_coloring` and
+accepted by `annotation.qc.review.accept_coloring`, so the stored P_H is refreshed the
 way the app does it); 3 models × 2 styles × 7 CFG scales of model distributions over
-those concepts (`evaluation.runs`); three experts' blind votes on up to 562 colorings;
-a pairwise study of min(150, concepts) concepts (`annotation.study`) with 6 votes per
-pair from participants (`annotation.judging`). Then it times, on that database:
+those concepts (`evaluation.pipeline.runs`); three experts' blind votes on up to 562 colorings;
+a pairwise study of min(150, concepts) concepts (`annotation.study.design`) with 6 votes per
+pair from participants (`annotation.study.judging`). Then it times, on that database:
 
 - ``browser_s``: the Concept browser for one concept (`concept_view`);
 - ``leaderboards_s``: Tables 1-2, the CFG sweep and the sensitivity tables
   (`leaderboard_analyses`) against the designers' stored P_H, as every view after the
   first sees them; ``leaderboards_cold_s``: the first view after all the model
   distributions were stored, which scores every one of them once
-  (`evaluation.scoring.stored_scores`);
+  (`evaluation.analysis.scoring.stored_scores`);
 - ``agreement_s``: the QC agreement panel (`votes.agreement_panel`);
 - ``queue_s``: opening the blind vote queue for every concept (`open_review_queue`
   with ``top_fraction=1``: SCD plausibility of every coloring);
@@ -33,15 +33,18 @@ from pathlib import Path
 
 import numpy as np
 
-from annotation import judging, review, study, votes
-from annotation.accounts import Actor, create_annotators
-from annotation.colorings import store_coloring
+from annotation.study import judging
+from annotation.qc import review
+from annotation.study import design as study
+from annotation.qc import votes
+from annotation.people.accounts import Actor, create_annotators
+from annotation.coloring.store import store_coloring
 from annotation.concepts import sync_concepts
 from annotation.export import export
-from annotation.research_views import concept_view, leaderboard_analyses
-from evaluation import runs
+from annotation.research.views import concept_view, leaderboard_analyses
+from evaluation.pipeline import runs
 from evaluation.concepts import load_concepts
-from evaluation.palette import load_uw71
+from evaluation.color.palette import load_uw71
 from storage import ensure_schema, open_db
 from storage.human import DESIGNERS
 

@@ -3,8 +3,8 @@
 `designer_session` signs in with an invite link, agrees to the consent, reads the
 instructions, colors the three practice sketches and then its batch through
 ``/designer_submit``, one canvas value per task: bucket fills
-(`annotation.coloring.flood_fill`) of the sketch the task names, in the value format the
-canvas sends (`annotation.coloring.canvas_value`). Each submission that the server
+(`annotation.coloring.fill.flood_fill`) of the sketch the task names, in the value format the
+canvas sends (`annotation.coloring.fill.canvas_value`). Each submission that the server
 answers with a coloring id is an `Ack`; a submission the server does not answer (it was
 killed) is not.
 """
@@ -23,9 +23,9 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 from skimage.measure import label, regionprops
 
-from annotation.coloring import blank_color_layer, canvas_value, flood_fill, line_mask
+from annotation.coloring.fill import blank_color_layer, canvas_value, flood_fill, line_mask
 from storage import open_db
-from annotation.sketch_store import get_sketch, load_sketch
+from annotation.sketches.library import get_sketch, load_sketch
 
 VIEW = ("notice", "header", "previous", "canvas", "task", "message")
 _SAVED = re.compile(r"\(#(\d+)\)")
@@ -46,7 +46,7 @@ class Ack:
 class SketchLayers:
     """Canvas values for tasks: bucket fills of the task's sketch in colors of one's own.
 
-    The regions a fill covers are computed once per sketch (`annotation.coloring.flood_fill`
+    The regions a fill covers are computed once per sketch (`annotation.coloring.fill.flood_fill`
     at the centres of its largest regions) and shared by every designer thread; each value
     then paints 1 to 3 of them in random colors, so no two colorings share their files.
     """
@@ -58,7 +58,7 @@ class SketchLayers:
 
     def value(self, canvas_key: str, sketch_id: int, rng: np.random.Generator,
               elapsed_s: float) -> str:
-        """The canvas value (`annotation.coloring.canvas_value`) for the task `canvas_key`."""
+        """The canvas value (`annotation.coloring.fill.canvas_value`) for the task `canvas_key`."""
         regions = self.regions(sketch_id)
         layer = blank_color_layer(regions[0].shape)
         for region in regions[: int(rng.integers(1, len(regions) + 1))]:

@@ -18,7 +18,7 @@ COMMANDS = {
     "extract": "evaluation.cli.extract",
     "score": "evaluation.cli.score",
     "build-tiny": "evaluation.cli.build_tiny",
-    "judgments": "evaluation.cli_judgments",
+    "judgments": "evaluation.analysis.judgment_report",
 }
 
 

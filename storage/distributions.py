@@ -151,7 +151,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def encode_groups(groups) -> str:
-    """The extraction groups behind a distribution (``evaluation.extraction.ColorGroup``
+    """The extraction groups behind a distribution (``evaluation.color.extraction.ColorGroup``
     objects or their dict form) as JSON text: one object per group with
     ``image_indices, lab, rgb, weights, p``; None or no groups as ``[]``."""
     return json.dumps([] if groups is None else _jsonable(groups))

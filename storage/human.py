@@ -4,13 +4,13 @@ Every human distribution the app shows or scores with is a ``human_distributions
 keyed by (source, concept):
 
 - source ``designers`` (kind ``designers``): the extraction pipeline over the concept's
-  *counted colorings* (`COUNTING_RULE`), kept current by `annotation.human.refresh`
+  *counted colorings* (`COUNTING_RULE`), kept current by `annotation.coloring.human.refresh`
   in the same transaction as every change to which colorings count;
 - any other source is an imported reference set (kind ``reference``), e.g.
   ``uw71-ratings``, Schloss et al.'s mean ratings shipped in ``assets/reference/``.
 
 Sources are never mixed, and every distribution carries its source and a label saying
-where it comes from. Nothing here computes a distribution: `annotation.human` does.
+where it comes from. Nothing here computes a distribution: `annotation.coloring.human` does.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def write_designers(db: sqlite_utils.Database, concept_key: str, p: np.ndarray |
                     coloring_ids: Iterable[int] = (), groups=()) -> None:
     """Store (or, with `p` None, remove) the designers' P_H of one concept.
 
-    Called by `annotation.human.refresh` inside the transaction that changed the
+    Called by `annotation.coloring.human.refresh` inside the transaction that changed the
     concept's counted colorings.
     """
     with transaction(db):
@@ -219,5 +219,5 @@ def _distribution(row: dict) -> HumanDistribution:
 
 def vectors(db: sqlite_utils.Database, source: str,
             concepts: Iterable[str] | None = None) -> dict[str, np.ndarray]:
-    """Just the (71,) vectors of `read`, for `evaluation.scoring.score`."""
+    """Just the (71,) vectors of `read`, for `evaluation.analysis.scoring.score`."""
     return {key: h.p for key, h in read(db, source, concepts).items()}

@@ -211,7 +211,7 @@ def _v5_human_distributions(db: sqlite_utils.Database) -> None:
 
     ``human_distributions`` replaces ``reference_distributions`` (its rows are copied,
     source ``kind`` ``reference``) and adds the designers' P_H (``kind`` ``designers``),
-    which `annotation.human` keeps current in the transaction of every change to a
+    which `annotation.coloring.human` keeps current in the transaction of every change to a
     concept's counted colorings. ``coloring_samples`` holds each coloring's sampled
     painted pixels (the extraction's step 1), so P_H is recomputed without decoding PNGs.
     """
@@ -240,7 +240,7 @@ def _v6_scores(db: sqlite_utils.Database) -> None:
 
     A row is valid while the two distributions it was computed from are unchanged: it
     records the model row's ``created_at`` and the human row's ``updated`` and is ignored
-    (and recomputed) once either differs (`evaluation.scoring.stored_scores`).
+    (and recomputed) once either differs (`evaluation.analysis.scoring.stored_scores`).
     """
     db["scores"].create(
         {"source": str, "run": str, "model": str, "concept": str, "style": str, "cfg": float,

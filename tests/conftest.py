@@ -26,7 +26,7 @@ def db(tmp_path):
 def one_torch_thread():
     """Run a module's tiny torch models on one thread: on a loaded 2-core machine torch's
     idle worker threads made them up to 40 times slower."""
-    from evaluation.tiny import one_cpu_thread
+    from evaluation.models.tiny import one_cpu_thread
 
     with one_cpu_thread():
         yield

@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 
-from annotation.accounts import Actor, create_annotators
-from annotation.colorings import record_coloring, store_coloring
-from annotation.human import sample_pixels
+from annotation.people.accounts import Actor, create_annotators
+from annotation.coloring.store import record_coloring, store_coloring
+from annotation.coloring.human import sample_pixels
 from annotation.files import store_png
 
 ADMIN = Actor(None, "admin", frozenset({"admin"}))

@@ -1,6 +1,6 @@
 """Shared set-up of the research tests: tiny models built once, stored runs with known colors.
 
-`tiny_models` builds the engine's tiny random models (`evaluation.tiny.build_all`) once per
+`tiny_models` builds the engine's tiny random models (`evaluation.models.tiny.build_all`) once per
 test session under pytest's base temporary folder; `install_tiny` copies them where an
 app's data folder expects them. `store_segmented_run` stores a run whose images and masks
 are drawn here (solid colors), then extracts its distributions with the real pipeline.
@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from evaluation import runs
+from evaluation.pipeline import runs
 from evaluation.concepts import load_concepts
-from evaluation.generation import build_prompt
-from evaluation.fileio import write_atomic
-from evaluation.stages import extract, pixel_summary
-from evaluation.tiny import build_all
+from evaluation.models.generation import build_prompt
+from evaluation.pipeline.fileio import write_atomic
+from evaluation.pipeline.stages import extract, pixel_summary
+from evaluation.models.tiny import build_all
 
 TINY_NAMES = ("tiny-random", "tiny-grounding-dino", "tiny-sam")
 
@@ -168,8 +168,8 @@ def figure(value):
 
 @pytest.fixture
 def torch_one_thread():
-    """Torch on one CPU thread during the test (see `evaluation.tiny.one_cpu_thread`)."""
-    from evaluation.tiny import one_cpu_thread
+    """Torch on one CPU thread during the test (see `evaluation.models.tiny.one_cpu_thread`)."""
+    from evaluation.models.tiny import one_cpu_thread
 
     with one_cpu_thread():
         yield

@@ -1,6 +1,6 @@
 """Synthetic but real study inputs: model runs with images, ground truths with colorings.
 
-Model outputs go through the engine's own bookkeeping (`evaluation.runs`), images and
+Model outputs go through the engine's own bookkeeping (`evaluation.pipeline.runs`), images and
 colorings through `annotation.files`, so a study reads them exactly as it would read a
 real run's.
 """
@@ -13,10 +13,10 @@ import numpy as np
 
 from annotation.concepts import sync_concepts
 from annotation.files import store_png
-from annotation.study import GroundTruth, GroundTruthSource, ModelSource
-from evaluation import runs
+from annotation.study.design import GroundTruth, GroundTruthSource, ModelSource
+from evaluation.pipeline import runs
 from evaluation.concepts import load_concepts
-from evaluation.palette import load_uw71
+from evaluation.color.palette import load_uw71
 
 MODELS = ("omnigen", "sana", "sdxl")
 RUN = "study-run"

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from annotation.accounts import (Actor, create_annotators, hash_token, invite_url,
+from annotation.people.accounts import (Actor, create_annotators, hash_token, invite_url,
                                  list_annotators, login_with_invite, logout, new_invite,
                                  require, revoke_annotator)
 from annotation.errors import InvalidInput, InvalidToken, PermissionDenied

@@ -4,7 +4,8 @@ import pytest
 from numpy.testing import assert_allclose
 
 from storage import open_db
-from evaluation import metrics, runs
+from evaluation.color import metrics
+from evaluation.pipeline import runs
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import assert_every_endpoint_refuses, figure, one_hot, sign_in, store_segmented_run
 from storage import human as human_rows

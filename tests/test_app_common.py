@@ -6,7 +6,7 @@ import gradio as gr
 import pytest
 
 from annotation.errors import Conflict
-from annotation.passwords import login_admin
+from annotation.people.passwords import login_admin
 from app.common import UNEXPECTED, AppContext, handler, whole_number
 from tests.app_server import ADMIN_PASSWORD, make_config
 

@@ -10,10 +10,10 @@ from gradio_client.exceptions import AppError
 from PIL import Image
 
 from storage import open_db
-from evaluation import runs
+from evaluation.pipeline import runs
 from evaluation.concepts import load_concepts
-from evaluation.reference import load_reference_csv
-from evaluation.results import analyses
+from evaluation.analysis.reference import load_reference_csv
+from evaluation.analysis.results import analyses
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import assert_every_endpoint_refuses, install_tiny, sign_in, solid, tiny_models, torch_one_thread  # noqa: F401
 

@@ -7,9 +7,9 @@ import pytest
 from numpy.testing import assert_allclose
 
 from storage import open_db
-from evaluation import runs
+from evaluation.pipeline import runs
 from evaluation.concepts import load_concepts
-from evaluation.results import analyses
+from evaluation.analysis.results import analyses
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import assert_every_endpoint_refuses, figure, one_hot, sign_in, store_segmented_run
 from storage import human as human_rows

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from gradio_client.exceptions import AppError
 
-from annotation import judging
-from annotation.accounts import Actor
+from annotation.study import judging
+from annotation.people.accounts import Actor
 from storage import ensure_schema, open_db
-from evaluation import runs
+from evaluation.pipeline import runs
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.test_app_admin import _dump
 from tests.study_data import CFG, MODELS, RUN, populate
@@ -52,7 +52,7 @@ def _choices(client, token):
 
 def _vote_everything(config, seed=0):
     """Seven participants judge every pair through the library, on the app's database."""
-    from annotation.accounts import create_annotators
+    from annotation.people.accounts import create_annotators
 
     db = open_db(config.db_path)
     rng = np.random.default_rng(seed)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from annotation import assignment
-from annotation.accounts import create_annotators
+from annotation.people.accounts import create_annotators
 from annotation.assignment import expire, open_tasks, release, reserve, reserve_practice, submit
 from annotation.concepts import sync_concepts
 from storage import ensure_schema, iso, open_db

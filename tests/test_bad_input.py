@@ -21,7 +21,7 @@ import pytest
 from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
-from annotation.coloring import canvas_value
+from annotation.coloring.fill import canvas_value
 
 from storage import ensure_schema, open_db
 from tests.app_server import make_config, running_app

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 from playwright.sync_api import sync_playwright
 
-from annotation.coloring import (
+from annotation.coloring.fill import (
     blank_color_layer,
     composite,
     fill_region,
@@ -20,7 +20,7 @@ from annotation.coloring import (
     painted_color_counts,
     parse_canvas_value,
 )
-from annotation.sketches import SKETCH_DIR, load_sketch_png
+from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 import gradio as gr
 
 from app.coloring_canvas import (build_demo, canvas_update, coloring_canvas, flush_js,

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from annotation.coloring import fill_region, painted_color_counts
-from annotation.coloring_tasks import layer_of_coloring
-from annotation.colorings import load_pixels
-from annotation.sketches import SKETCH_DIR, load_sketch_png
+from annotation.coloring.fill import fill_region, painted_color_counts
+from annotation.coloring.tasks import layer_of_coloring
+from annotation.coloring.store import load_pixels
+from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, sign_in  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from evaluation.__main__ import COMMANDS, main
-from evaluation.registry import PROJECT_ROOT
+from evaluation.models.registry import PROJECT_ROOT
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 from scipy import ndimage
 
-from annotation.coloring import (
+from annotation.coloring.fill import (
     LINE_THRESHOLD,
     FillOnLineError,
     blank_color_layer,
@@ -21,7 +21,7 @@ from annotation.coloring import (
     painted_mask,
     parse_canvas_value,
 )
-from annotation.sketches import SKETCH_DIR, load_sketch_png, rasterize_svg
+from annotation.sketches.importing import SKETCH_DIR, load_sketch_png, rasterize_svg
 
 RED = (220, 30, 40)
 BLUE = (30, 60, 200)

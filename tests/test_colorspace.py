@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from evaluation.colorspace import delta_e_2000, lab_to_srgb, lab_to_srgb_uint8, srgb_to_lab
-from evaluation.palette import load_uw71
+from evaluation.color.colorspace import delta_e_2000, lab_to_srgb, lab_to_srgb_uint8, srgb_to_lab
+from evaluation.color.palette import load_uw71
 
 # Sharma, Wu & Dalal (2005), Table 1: the 34 CIEDE2000 test pairs, L1 a1 b1 L2 a2 b2 ΔE00.
 SHARMA_2005 = np.array([

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from evaluation import metrics
-from evaluation.comparison import (
+from evaluation.color import metrics
+from evaluation.analysis.comparison import (
     HUMAN,
     HUMAN_COLOR,
     NO_SAMPLES_NOTE,
@@ -20,8 +20,8 @@ from evaluation.comparison import (
     variant_shifts,
 )
 from evaluation.concepts import load_concepts
-from evaluation.extraction import concept_distribution
-from evaluation.palette import load_uw71
+from evaluation.color.extraction import concept_distribution
+from evaluation.color.palette import load_uw71
 from tests.research_data import centre_mask, one_hot, solid
 
 CONCEPTS = load_concepts()

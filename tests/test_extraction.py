@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from evaluation.colorspace import delta_e_2000, srgb_to_lab
-from evaluation.extraction import (
+from evaluation.color.colorspace import delta_e_2000, srgb_to_lab
+from evaluation.color.extraction import (
     concept_distribution, distribution_from_pixels, dominant_color, group_images,
     image_distribution, image_pixels, merge_colors)
-from evaluation.palette import load_uw71
+from evaluation.color.palette import load_uw71
 
 BACKGROUND = (250, 250, 245)
 RED, RED_SHINE = (200, 30, 40), (230, 80, 80)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from annotation.assignment import reserve
-from annotation.colorings import store_coloring
+from annotation.coloring.store import store_coloring
 from annotation.concepts import sync_concepts
 from storage import open_db
 from annotation.files import resolve, store_png

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import pytest
 from numpy.testing import assert_allclose
 
-from evaluation.figures import (
+from evaluation.analysis.figures import (
     cfg_sweep_figure,
     consistency_histogram,
     distribution_bar,
@@ -18,8 +18,8 @@ from evaluation.figures import (
     shift_scatter,
     table3_figure,
 )
-from evaluation.extraction import concept_distribution
-from evaluation.palette import load_uw71
+from evaluation.color.extraction import concept_distribution
+from evaluation.color.palette import load_uw71
 
 
 def test_distribution_bar_heights_are_p_and_colors_are_the_palette():

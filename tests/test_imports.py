@@ -7,10 +7,10 @@ import pytest
 import sqlite_utils
 from PIL import Image
 
-from evaluation import runs
+from evaluation.pipeline import runs
 from evaluation.concepts import load_concepts
-from evaluation.imports import ImportSourceError, import_images, open_source
-from evaluation.stages import read_image
+from evaluation.pipeline.imports import ImportSourceError, import_images, open_source
+from evaluation.pipeline.stages import read_image
 from tests.research_data import solid
 
 CONCEPTS = load_concepts()

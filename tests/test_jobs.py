@@ -5,13 +5,13 @@ import pytest
 from PIL import Image
 
 from storage import ensure_schema, open_db
-from evaluation.runs import run_progress
-from evaluation import runs
+from evaluation.pipeline.runs import run_progress
+from evaluation.pipeline import runs
 from evaluation.concepts import load_concepts
-from evaluation.imports import import_images
-from evaluation.jobs import Cancelled, JobError, JobManager, SegmenterSpec, run_pipeline, segmenter_preset
-from evaluation.planning import ConceptQuery, EvaluationRequest, plan_request
-from evaluation.registry import load_registry
+from evaluation.pipeline.imports import import_images
+from evaluation.pipeline.jobs import Cancelled, JobError, JobManager, SegmenterSpec, run_pipeline, segmenter_preset
+from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
+from evaluation.models.registry import load_registry
 from tests.research_data import install_tiny, solid, tiny_models, torch_one_thread  # noqa: F401 - fixture
 
 CONCEPTS = load_concepts()

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from evaluation.judgments import (
+from evaluation.analysis.judgments import (
     VOTE_COLUMNS,
     bradley_terry,
     metric_validation,

@@ -3,11 +3,11 @@ import ot
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from evaluation import metrics
-from evaluation.metrics import (
+from evaluation.color import metrics
+from evaluation.color.metrics import (
     EMDSolverError, dca, delta_hue, dominant_bins, emd, emd_rows,
     entropy, entropy_difference, hue_differences, pcc, shift)
-from evaluation.palette import load_uw71
+from evaluation.color.palette import load_uw71
 from storage.distributions import check_masses
 
 

@@ -1,10 +1,10 @@
 import pytest
 
-from annotation.accounts import Actor, create_annotators, revoke_annotator
+from annotation.people.accounts import Actor, create_annotators, revoke_annotator
 from annotation.concepts import sync_concepts
 from storage import iso
 from annotation.errors import Conflict, InvalidInput
-from annotation.onboarding import (awaiting_approval, mark_instructions_read,
+from annotation.people.onboarding import (awaiting_approval, mark_instructions_read,
                                    onboarding_stage, read_text, record_consent,
                                    review_practice)
 

@@ -5,7 +5,7 @@ import pytest
 from numpy.testing import assert_array_equal
 from PIL import Image
 
-from evaluation.overlay import MASK_COLOR, item_overlays, overlay_mask
+from evaluation.pipeline.overlay import MASK_COLOR, item_overlays, overlay_mask
 from tests.research_data import centre_mask, solid
 
 

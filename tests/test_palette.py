@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from evaluation.palette import UW71_CSV, load_uw71, nearest_uw71
+from evaluation.color.palette import UW71_CSV, load_uw71, nearest_uw71
 
 
 def _csv_rows():

@@ -3,9 +3,9 @@ import io
 import pytest
 
 from annotation.__main__ import main
-from annotation.accounts import require
+from annotation.people.accounts import require
 from annotation.errors import InvalidInput, PermissionDenied
-from annotation.passwords import (ENV_PASSWORD, ENV_PASSWORD_FILE, ensure_admin_password,
+from annotation.people.passwords import (ENV_PASSWORD, ENV_PASSWORD_FILE, ensure_admin_password,
                                   hash_password, login_admin, set_admin_password,
                                   verify_password)
 

@@ -3,9 +3,9 @@ from pathlib import Path
 import pytest
 
 from evaluation.concepts import load_concepts
-from evaluation.generation import item_seed
-from evaluation.runs import check_run_name
-from evaluation.planning import (
+from evaluation.models.generation import item_seed
+from evaluation.pipeline.runs import check_run_name
+from evaluation.pipeline.planning import (
     CPU_SLOWDOWN,
     GPU_SECONDS_PER_IMAGE,
     UNKNOWN_MODEL_SECONDS,
@@ -20,7 +20,7 @@ from evaluation.planning import (
     resolve_models,
     select_concepts,
 )
-from evaluation.registry import RegistryError, load_registry
+from evaluation.models.registry import RegistryError, load_registry
 
 CONCEPTS = load_concepts()
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from evaluation.plausibility import (
+from evaluation.color.plausibility import (
     SCD,
     SCDConfig,
     bin_plausibility,

@@ -3,14 +3,14 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from annotation.qc import (
+from annotation.qc.stats import (
     AgreementSummary,
     agreement_summary,
     consistency_scores,
     high_variance,
     majority_decision,
 )
-from evaluation.palette import load_uw71
+from evaluation.color.palette import load_uw71
 
 PAPER_PATTERNS = [((3, 0), 399), ((0, 3), 4), ((2, 1), 127), ((1, 2), 32)]
 

@@ -1,21 +1,23 @@
-"""annotation.research, storage.human and annotation.research_views on a real database."""
+"""annotation.research.records, storage.human and annotation.research.views on a real database."""
 
 import pytest
 from numpy.testing import assert_allclose
 from pandas.testing import assert_frame_equal
 
-from annotation import research
+from annotation.research import records as research
 from annotation.concepts import sync_concepts
 from annotation.errors import NotFound
-from annotation.research_views import concept_view, leaderboard_analyses
-from evaluation import metrics, runs, scoring
-from evaluation.comparison import strip_of
+from annotation.research.views import concept_view, leaderboard_analyses
+from evaluation.color import metrics
+from evaluation.pipeline import runs
+from evaluation.analysis import scoring
+from evaluation.analysis.comparison import strip_of
 from evaluation.concepts import load_concepts
-from evaluation.planning import ConceptQuery, EvaluationRequest, plan_request
-from evaluation.extraction import concept_distribution
-from evaluation.reference import UW71_RATINGS_SOURCE, ensure_shipped_reference, load_reference_csv
-from evaluation.registry import load_registry
-from evaluation.results import analyses
+from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
+from evaluation.color.extraction import concept_distribution
+from evaluation.analysis.reference import UW71_RATINGS_SOURCE, ensure_shipped_reference, load_reference_csv
+from evaluation.models.registry import load_registry
+from evaluation.analysis.results import analyses
 from tests.qc_data import add_coloring, painted, people
 from tests.research_data import one_hot, store_segmented_run
 from storage import human as human_rows

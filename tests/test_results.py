@@ -5,9 +5,10 @@ import pytest
 import sqlite_utils
 from numpy.testing import assert_allclose
 
-from evaluation import metrics, runs
+from evaluation.color import metrics
+from evaluation.pipeline import runs
 from evaluation.concepts import load_concepts
-from evaluation.results import (
+from evaluation.analysis.results import (
     RECOMMENDED,
     analyses,
     analysis_figures,

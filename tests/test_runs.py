@@ -9,15 +9,18 @@ import numpy as np
 import pytest
 import sqlite_utils
 
-from evaluation import metrics, runs, scoring, tables
+from evaluation.color import metrics
+from evaluation.pipeline import runs
+from evaluation.analysis import scoring
+from evaluation.analysis import tables
 from evaluation.concepts import load_concepts
-from evaluation.extraction import concept_distribution, image_pixels
-from evaluation.generation import item_seed
-from evaluation.reference import UW71_RATINGS_CSV, ReferenceError, load_reference_csv
-from evaluation.registry import load_registry, with_source
-from evaluation.segmentation import load_detector, load_sam
-from evaluation.stages import GenerationWork, SegmentationWork, extract, plan_run, read_image, run_stage
-from evaluation.tiny import build_all
+from evaluation.color.extraction import concept_distribution, image_pixels
+from evaluation.models.generation import item_seed
+from evaluation.analysis.reference import UW71_RATINGS_CSV, ReferenceError, load_reference_csv
+from evaluation.models.registry import load_registry, with_source
+from evaluation.models.segmentation import load_detector, load_sam
+from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, plan_run, read_image, run_stage
+from evaluation.models.tiny import build_all
 from storage import human as human_rows
 
 TIMING_COLUMNS = {"gen_seconds", "seg_seconds", "updated_at"}
@@ -261,7 +264,7 @@ def test_groups_are_stored_as_json(db, tiny):
 
 
 def test_a_resumed_stage_removes_the_temporaries_a_killed_write_left(tmp_path):
-    from evaluation.fileio import remove_temporaries, write_atomic
+    from evaluation.pipeline.fileio import remove_temporaries, write_atomic
 
     folder = tmp_path / "runs" / "r" / "images"
     write_atomic(folder / "kept.png", b"whole")

@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 from scipy import ndimage
 
-from annotation.coloring import line_mask
-from annotation.sketches import (
+from annotation.coloring.fill import line_mask
+from annotation.sketches.importing import (
     LONG_SIDE,
     MAX_MIDTONE_FRACTION,
     NotLineArtError,

@@ -16,10 +16,11 @@ import pytest
 from numpy.testing import assert_allclose
 
 import storage
-from annotation import human, votes
-from annotation.colorings import get_coloring, load_pixels, set_status
-from annotation.review import accept_coloring, request_recolor
-from evaluation.extraction import concept_distribution
+from annotation.coloring import human
+from annotation.qc import votes
+from annotation.coloring.store import get_coloring, load_pixels, set_status
+from annotation.qc.review import accept_coloring, request_recolor
+from evaluation.color.extraction import concept_distribution
 from storage import human as human_rows
 from storage.distributions import InvalidDistribution, check_distribution, decode, encode
 from tests.qc_data import ADMIN, actor, add_coloring, people

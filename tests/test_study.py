@@ -11,13 +11,14 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from annotation import judging, study
-from annotation.accounts import Actor, create_annotators
+from annotation.study import judging
+from annotation.study import design as study
+from annotation.people.accounts import Actor, create_annotators
 from annotation.errors import InvalidInput, PermissionDenied
-from annotation.study import GROUND_TRUTH, ModelSource, StudyFrozen
-from evaluation import metrics
-from evaluation.cli_judgments import analyse, read_metrics, read_votes
-from evaluation.judgments import participant_flags, pair_preferences
+from annotation.study.design import GROUND_TRUTH, ModelSource, StudyFrozen
+from evaluation.color import metrics
+from evaluation.analysis.judgment_report import analyse, read_metrics, read_votes
+from evaluation.analysis.judgments import participant_flags, pair_preferences
 from tests.study_data import CFG, MODELS, RUN, populate, sources, truth_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -357,7 +358,7 @@ def test_command_line_narrows_a_long_metrics_file_to_the_design(tmp_path):
 
 
 def test_the_evaluation_side_imports_nothing_from_annotation():
-    code = ("import sys, evaluation.cli_judgments; "
+    code = ("import sys, evaluation.analysis.judgment_report; "
             "print([m for m in sys.modules if m.split('.')[0] in ('annotation', 'app', 'gradio')])")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=True)
@@ -365,8 +366,8 @@ def test_the_evaluation_side_imports_nothing_from_annotation():
 
 
 def test_designer_colorings_give_the_ground_truth_with_its_groups(setup):
-    from annotation.colorings import store_coloring
-    from evaluation.palette import load_uw71
+    from annotation.coloring.store import store_coloring
+    from evaluation.color.palette import load_uw71
     from storage import human as human_rows
 
     db, data_dir, truths = setup

@@ -4,8 +4,8 @@ import pytest
 from numpy.testing import assert_allclose
 
 from evaluation.concepts import load_concepts
-from evaluation.palette import load_uw71
-from evaluation.tables import (
+from evaluation.color.palette import load_uw71
+from evaluation.analysis.tables import (
     METRICS_FRAME_COLUMNS,
     NOT_DEFINED,
     cfg_sweep,

@@ -28,7 +28,7 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
 
 def open_db(args: argparse.Namespace):
     """The run database named by ``--db``, with the evaluation schema ensured."""
-    from evaluation.runs import connect
+    from evaluation.pipeline.runs import connect
 
     return connect(args.db or default_db())
 

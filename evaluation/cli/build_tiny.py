@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Build all three tiny models."""
-    from evaluation.tiny import build_all
+    from evaluation.models.tiny import build_all
 
     for name, path in build_all(args.models_dir, seed=args.seed).items():
         print(f"{name}: {path}")

@@ -1,6 +1,6 @@
 """Turn a run's masked images into model distributions P_M(x|c), one per (model, concept, style, cfg).
 
-Uses the same extraction pipeline as the human colorings (evaluation.extraction). Groups
+Uses the same extraction pipeline as the human colorings (evaluation.color.extraction). Groups
 are extracted once all their images are segmented; stored groups are skipped unless --force.
 """
 
@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Extract and store the run's distributions."""
-    from evaluation import runs
-    from evaluation.stages import extract
+    from evaluation.pipeline import runs
+    from evaluation.pipeline.stages import extract
 
     db = open_db(args)
     runs.run_config(db, args.run)
@@ -33,4 +33,10 @@ def main(args: argparse.Namespace) -> int:
     finally:
         close()
     print(f"{written} distribution(s) written for run {args.run!r}")
+    if written:
+        from evaluation.analysis.scoring import score_every_source
+        from evaluation.concepts import load_concepts
+
+        score_every_source(db, load_concepts())
+        print("scored against every stored human source")
     return 0

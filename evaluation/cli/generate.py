@@ -61,8 +61,8 @@ def select_concepts(concepts, keys=None, modifier_types=None, limit=None):
 
 
 def _specs(args: argparse.Namespace) -> tuple[list, list[str]]:
-    from evaluation.generation import STYLES
-    from evaluation.registry import get_model, load_registry, with_source
+    from evaluation.models.generation import STYLES
+    from evaluation.models.registry import get_model, load_registry, with_source
 
     registry = load_registry(args.registry) if args.registry else load_registry()
     specs = [get_model(key, registry) for key in args.model]
@@ -83,9 +83,9 @@ def _specs(args: argparse.Namespace) -> tuple[list, list[str]]:
 
 def main(args: argparse.Namespace) -> int:
     """Create or resume the run, then generate its pending images."""
-    from evaluation import runs
+    from evaluation.pipeline import runs
     from evaluation.concepts import load_concepts
-    from evaluation.stages import GenerationWork, plan_run, run_stage
+    from evaluation.pipeline.stages import GenerationWork, plan_run, run_stage
 
     db = open_db(args)
     if args.model:

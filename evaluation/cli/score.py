@@ -18,7 +18,7 @@ HELP = "score distributions, print Table 1 / Table 2, write CSV"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `score`."""
-    from evaluation.reference import UW71_RATINGS_SOURCE
+    from evaluation.analysis.reference import UW71_RATINGS_SOURCE
 
     parser.add_argument("--run", default=None, help="score this run only (default: every stored run)")
     parser.add_argument("--model", default=None, help="score this model only")
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _human(db, args: argparse.Namespace) -> dict:
-    from evaluation.reference import ensure_shipped_reference, load_reference_csv
+    from evaluation.analysis.reference import ensure_shipped_reference, load_reference_csv
     from storage import human
 
     if args.reference_csv is not None:
@@ -46,7 +46,9 @@ def main(args: argparse.Namespace) -> int:
     """Compute, print and write the scores."""
     import pandas as pd
 
-    from evaluation import runs, scoring, tables
+    from evaluation.pipeline import runs
+    from evaluation.analysis import scoring
+    from evaluation.analysis import tables
     from evaluation.concepts import load_concepts
 
     db = open_db(args)

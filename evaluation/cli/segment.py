@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from evaluation.cli import add_device_arguments, add_storage_arguments, open_db, progress_bar, resolve_device
-from evaluation.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, SEGMENT_ANYTHING_TYPES, TEXT_THRESHOLD
+from evaluation.models.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, SEGMENT_ANYTHING_TYPES, TEXT_THRESHOLD
 
 HELP = "segment a run's images with GroundingDINO + SAM (resumable)"
 
@@ -30,9 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Load the detector and SAM once, then segment the run's generated images."""
-    from evaluation import runs
-    from evaluation.segmentation import load_detector, load_sam, load_segment_anything
-    from evaluation.stages import SegmentationWork, run_stage
+    from evaluation.pipeline import runs
+    from evaluation.models.segmentation import load_detector, load_sam, load_segment_anything
+    from evaluation.pipeline.stages import SegmentationWork, run_stage
 
     db = open_db(args)
     runs.run_config(db, args.run)

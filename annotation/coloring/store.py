@@ -1,0 +1,299 @@
+"""Colorings in the store: writing one (with its UW-71 distribution) and reading them back.
+
+A coloring is a designer's colored sketch of one concept (``colorings`` row) with the
+painted-pixel mask and its distribution (``coloring_distributions`` row, computed by the
+extraction pipeline on the painted pixels only). Both image files live under the data
+folder with content-hash names (`annotation.files`).
+
+Rounds (paper Appendix B.4, stage 1)
+------------------------------------
+When an expert asks for a recolor (`annotation.qc.review.request_recolor`), the coloring's
+status becomes ``recolor_requested`` and its designer gets a *recolor task*: a ``tasks``
+row of kind ``coloring`` for the same concept whose ``coloring_id`` names the coloring to
+redo. Submitting it (`store_coloring` with that ``task_id``) stores round ``r + 1``;
+every round is kept. A designer counts once towards a concept's quota whatever the
+number of rounds (`annotation.assignment` counts distinct designers).
+
+Which colorings make up a concept's human distribution P_H is said once, in
+`storage.human.COUNTING_RULE`; writing a coloring stores its sampled pixels and
+refreshes the concept's stored P_H in the same transaction (`annotation.coloring.human`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+
+import numpy as np
+import sqlite_utils
+
+from annotation.coloring import human
+from annotation.assignment import Task, submit
+from annotation.concepts import get_concept
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from annotation.files import StoredFile, decode_image, resolve, store_png
+from evaluation.color import extraction
+from storage import iso, transaction, utcnow
+from storage.distributions import check_distribution, decode, encode
+from storage.schema import COLORING_STATUSES
+
+DISTRIBUTION_METHOD = "extraction.image_distribution"
+
+
+def store_coloring(db: sqlite_utils.Database, data_dir: str | Path, annotator_id: int,
+                   concept_key: str, color_image: np.ndarray, painted_mask: np.ndarray, *,
+                   practice: bool = False, round: int | None = None, seconds_spent: float,
+                   task_id: int | None = None, sketch_id: int | None = None, k: int = 5,
+                   now: dt.datetime | None = None) -> int:
+    """Store a coloring: image and mask files, its distribution, and the rows, at once.
+
+    Parameters
+    ----------
+    data_dir : str or Path
+        The app's data folder; the image and mask go under ``colorings/``.
+    annotator_id : int
+        The designer.
+    concept_key : str
+        The concept colored; must match the task's.
+    color_image : numpy.ndarray, shape (H, W, 3), uint8
+        The colored sketch as shown (line art included), sRGB [0, 255].
+    painted_mask : numpy.ndarray, shape (H, W), bool
+        True on painted pixels; only these enter the distribution.
+    practice : bool
+        A practice coloring (counts towards no quota); must match the task's.
+    round : int, optional
+        Defaults to 1, or for a recolor task to the redone coloring's round + 1; a
+        different value is refused.
+    seconds_spent : float
+        Time the designer spent, >= 0.
+    task_id : int, optional
+        The reserved ``coloring`` task this completes (see `annotation.assignment`); a
+        recolor task stores the next round. Without it the coloring is stored as given
+        (imports, tests).
+    sketch_id : int, optional
+        The ``sketches`` row colored.
+    k : int
+        Colorings per concept (the quota checked on submission).
+
+    Returns
+    -------
+    int
+        The new coloring id.
+
+    Raises
+    ------
+    InvalidInput
+        Malformed pixels, nothing painted, a bad `seconds_spent` or `round`, or a task
+        for another concept.
+    NotFound, PermissionDenied, Conflict, ReservationExpired
+        From the task checks (see `annotation.assignment.submit`).
+    """
+    image, mask = _check_pixels(color_image, painted_mask)
+    _check_seconds(seconds_spent)
+    get_concept(db, concept_key)
+    task = None if task_id is None else _coloring_task(db, task_id, concept_key, bool(practice))
+    sample = human.sample_pixels(image, mask)
+    p = extraction.distribution_from_pixels([sample]).p
+    files = (store_png(data_dir, image, folder="colorings"),
+             store_png(data_dir, mask, folder="colorings"))
+    fields = {"annotator_id": annotator_id, "concept_key": concept_key,
+              "practice": int(bool(practice)), "seconds_spent": float(seconds_spent),
+              "sketch_id": sketch_id}
+
+    def write(db_, task: Task | None) -> int:
+        expected = _expected_round(db_, task)
+        if round is not None and round != expected:
+            raise InvalidInput(f"`round` must be {expected} for this coloring, got {round!r}")
+        return record_coloring(db_, files[0], files[1], p, sample, **fields, round=expected,
+                               now=now)
+
+    if task is None:
+        with transaction(db):
+            return write(db, None)
+    if task.coloring_id is None:
+        return submit(db, task_id, annotator_id, write, k=k, now=now)
+    return _submit_recolor(db, task, annotator_id, write, now)
+
+
+def record_coloring(db: sqlite_utils.Database, image: StoredFile, mask: StoredFile | None,
+                    p: np.ndarray, sample: np.ndarray, *, annotator_id: int, concept_key: str,
+                    practice: bool = False, round: int = 1, seconds_spent: float | None = None,
+                    sketch_id: int | None = None, method: str = DISTRIBUTION_METHOD,
+                    now: dt.datetime | None = None) -> int:
+    """Write a coloring's rows and refresh its concept's stored P_H, in one transaction.
+
+    The lower half of `store_coloring`, for files already stored and a distribution
+    already computed (for instance imported colorings): the ``colorings`` row, its
+    ``coloring_distributions`` row, its pixel sample, and the concept's P_H
+    (`annotation.coloring.human.refresh`; a practice coloring changes no P_H).
+
+    Parameters
+    ----------
+    image, mask : StoredFile
+        The stored coloring image and painted-pixel mask (mask may be None).
+    p : array_like, shape (71,)
+        Non-negative, summing to 1 within 1e-6 (stored renormalised).
+    sample : ndarray, shape (N, 3), uint8
+        The coloring's sampled painted pixels (`annotation.coloring.human.sample_pixels`).
+    method : str
+        How `p` was computed.
+
+    Returns
+    -------
+    int
+        The coloring id.
+    """
+    p = _check_distribution(p)
+    sample = np.asarray(sample)
+    if sample.dtype != np.uint8 or sample.ndim != 2 or sample.shape[1:] != (3,) or not len(sample):
+        raise InvalidInput(f"`sample` must be a non-empty (N, 3) uint8 array, got "
+                           f"{sample.dtype} {sample.shape}")
+    if isinstance(round, bool) or not isinstance(round, int) or round < 1:
+        raise InvalidInput(f"`round` must be a whole number >= 1, got {round!r}")
+    stamp = iso(now)
+    with transaction(db):
+        coloring_id = db["colorings"].insert({
+            "annotator_id": annotator_id, "concept_key": concept_key, "sketch_id": sketch_id,
+            "image_path": image.path, "image_sha256": image.sha256,
+            "mask_path": None if mask is None else mask.path,
+            "mask_sha256": None if mask is None else mask.sha256,
+            "practice": int(bool(practice)), "round": round, "status": "submitted",
+            "seconds_spent": seconds_spent, "created": stamp}).last_pk
+        db["coloring_distributions"].insert({"coloring_id": coloring_id, "p": encode(p),
+                                             "method": method, "created": stamp})
+        human.store_sample(db, coloring_id, sample)
+        if not practice:
+            human.refresh(db, concept_key)
+    return coloring_id
+
+
+def set_status(db: sqlite_utils.Database, coloring: dict, status: str) -> None:
+    """Change a coloring's ``status`` and refresh its concept's stored P_H, at once.
+
+    The one way a coloring's status changes after it is stored (acceptance, exclusion,
+    reinstatement, a recolor request), so the stored P_H never lags behind it.
+    Runs in the caller's transaction when there is one.
+
+    Parameters
+    ----------
+    coloring : dict
+        Its row (`get_coloring`): ``id``, ``concept_key`` and ``practice`` are used.
+    status : str
+        One of `storage.schema.COLORING_STATUSES`.
+    """
+    if status not in COLORING_STATUSES:
+        raise InvalidInput(f"`status` must be one of {COLORING_STATUSES}, got {status!r}")
+    with transaction(db):
+        db["colorings"].update(coloring["id"], {"status": status})
+        if not coloring["practice"]:
+            human.refresh(db, coloring["concept_key"])
+
+
+def get_coloring(db: sqlite_utils.Database, coloring_id: int) -> dict:
+    """The ``colorings`` row of `coloring_id` with its distribution ``p`` (ndarray or None).
+
+    Raises
+    ------
+    NotFound
+        If there is no such coloring.
+    """
+    rows = list(db.query("select c.*, d.p from colorings c left join coloring_distributions d "
+                         "on d.coloring_id = c.id where c.id = ?", [coloring_id]))
+    if not rows:
+        raise NotFound(f"unknown coloring id {coloring_id!r}")
+    return _with_p(rows[0])
+
+
+def concept_colorings(db: sqlite_utils.Database, concept_key: str) -> list[dict]:
+    """Every main-task coloring of a concept, all rounds and statuses, by designer and round.
+
+    Returns
+    -------
+    list of dict
+        ``colorings`` rows plus ``p`` (ndarray (71,) or None) and ``pseudonym``.
+    """
+    rows = db.query("select c.*, d.p, a.pseudonym from colorings c join annotators a on "
+                    "a.id = c.annotator_id left join coloring_distributions d on "
+                    "d.coloring_id = c.id where c.concept_key = ? and c.practice = 0 "
+                    "order by c.annotator_id, c.round, c.id", [concept_key])
+    return [_with_p(r) for r in rows]
+
+
+def load_pixels(data_dir: str | Path, coloring: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A stored coloring's image, shape (H, W, 3) uint8 sRGB, and painted mask (H, W) bool.
+
+    A coloring stored without a mask counts every non-white pixel as painted.
+    """
+    image = np.asarray(decode_image(resolve(data_dir, coloring["image_path"]),
+                                    name=f"coloring {coloring['id']}").convert("RGB"))
+    if coloring["mask_path"]:
+        mask = np.asarray(decode_image(resolve(data_dir, coloring["mask_path"]),
+                                       name=f"mask of coloring {coloring['id']}").convert("L"))
+        return image, mask > 127
+    return image, np.any(image < 250, axis=-1)
+
+
+def _expected_round(db, task: Task | None) -> int:
+    if task is None or task.coloring_id is None:
+        return 1
+    return get_coloring(db, task.coloring_id)["round"] + 1
+
+
+def _coloring_task(db, task_id: int, concept_key: str, practice: bool) -> Task:
+    rows = list(db["tasks"].rows_where("id = ?", [task_id]))
+    if not rows:
+        raise NotFound(f"unknown task id {task_id!r}")
+    task = Task.from_row(rows[0])
+    if task.kind != "coloring" or task.concept_key != concept_key or task.practice != practice:
+        raise InvalidInput(f"task {task_id} is a {task.kind} task for {task.concept_key!r} "
+                           f"(practice={task.practice}), not a coloring of {concept_key!r} "
+                           f"(practice={practice})")
+    return task
+
+
+def _submit_recolor(db, task: Task, annotator_id: int, write, now: dt.datetime | None) -> int:
+    """Store the next round for a recolor task (outside the quota: the designer is counted)."""
+    now = utcnow() if now is None else now
+    with transaction(db):
+        row = db["tasks"].get(task.id)
+        if row["annotator_id"] != annotator_id:
+            raise PermissionDenied(f"task {task.id} was handed to someone else")
+        if row["status"] != "reserved" or row["expires"] <= iso(now):
+            raise Conflict(f"recolor task {task.id} is {row['status']}"
+                           f"{' (expired)' if row['status'] == 'reserved' else ''}; "
+                           "nothing was stored")
+        coloring_id = write(db, task)
+        db["tasks"].update(task.id, {"status": "submitted", "finished": iso(now),
+                                     "result_id": coloring_id})
+        return coloring_id
+
+
+def _with_p(row: dict) -> dict:
+    return {**row, "p": decode(row.get("p"))}
+
+
+def _check_pixels(color_image, painted_mask) -> tuple[np.ndarray, np.ndarray]:
+    image, mask = np.asarray(color_image), np.asarray(painted_mask)
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        raise InvalidInput("`color_image` must be uint8 sRGB of shape (H, W, 3), got "
+                           f"{image.dtype} {image.shape}")
+    if mask.dtype != bool or mask.shape != image.shape[:2]:
+        raise InvalidInput(f"`painted_mask` must be bool of shape {image.shape[:2]}, got "
+                           f"{mask.dtype} {mask.shape}")
+    if not mask.any():
+        raise InvalidInput("`painted_mask` marks no painted pixel: nothing was colored")
+    return image, mask
+
+
+def _check_seconds(seconds_spent) -> None:
+    if isinstance(seconds_spent, bool) or not isinstance(seconds_spent, (int, float)) or \
+            not math.isfinite(seconds_spent) or seconds_spent < 0:
+        raise InvalidInput(f"`seconds_spent` must be a finite number >= 0, got {seconds_spent!r}")
+
+
+def _check_distribution(p) -> np.ndarray:
+    try:
+        return check_distribution(p)
+    except ValueError as error:
+        raise InvalidInput(str(error)) from None

@@ -1,0 +1,408 @@
+"""A designer's colorization work: batches, the next task, submitting a canvas, redoing.
+
+Words
+-----
+- A *batch* is the set of main-task coloring tasks reserved for a designer at once
+  (`start_batch`, ``batch_size`` of them; they share their ``tasks.created`` stamp). A
+  new batch starts only when the designer asks for it after the last one has no open
+  task left, so the current batch is the designer's latest one until then.
+- A *round task* is a ``coloring`` task with ``coloring_id`` set: it redoes that coloring
+  as the next round (`annotation.coloring.store`). Experts create them with a note
+  (`annotation.qc.review.request_recolor`); designers create them with `request_redo`.
+- *Redo window* (the paper is silent): a designer may redo their latest round of a concept
+  of their current batch while it is still ``submitted`` (not yet reviewed), until they
+  start the next batch. Every round is kept.
+
+Stored images
+-------------
+`coloring_image` stores the paint colors exactly: each painted pixel holds its color as
+painted (not darkened by the anti-aliased line under it, as the canvas shows it), every
+other pixel the sketch's grey. The extraction pipeline therefore measures the exact
+paint, both in `annotation.coloring.store.store_coloring` and when P_H(x|c) is recomputed
+from the stored files; the line art stays visible for people looking at it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import sqlite_utils
+
+from annotation import audit
+from annotation.assignment import Task, open_tasks, reserve
+from annotation.coloring.fill import (MAX_CANVAS_VALUE_CHARS, blank_color_layer, composite,
+                                 flood_fill, line_mask, painted_mask, parse_canvas_value)
+from annotation.coloring.store import get_coloring, store_coloring
+from annotation.concepts import get_concept
+from storage import iso, transaction, utcnow
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from annotation.qc.review import recolor_note
+from annotation.sketches.library import get_sketch, load_sketch, selected_sketch
+
+MIN_PAINTED_FRACTION = 0.005
+"""Default share of a sketch's non-line pixels that must be painted before a submit."""
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """The task a designer works on, with what the screen needs.
+
+    Attributes
+    ----------
+    task : Task
+    concept : dict
+        Its ``concepts`` row (``key``, ``base``, ``category``, ``modifier_type``, ``modifier``).
+    sketch : dict
+        The ``sketches`` row to color.
+    kind : {'practice', 'batch', 'recolor', 'redo'}
+    note : str
+        An expert's recolor note ('' otherwise); user text, escape it.
+    previous : dict or None
+        The coloring a round task redoes.
+    """
+
+    task: Task
+    concept: dict
+    sketch: dict
+    kind: str
+    note: str
+    previous: dict | None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """``done`` of ``total`` tasks of batch number ``batch`` (1-based) are submitted."""
+
+    batch: int
+    done: int
+    total: int
+
+    @property
+    def open(self) -> int:
+        return self.total - self.done
+
+
+def canvas_key(instance: str, task_id: int, sketch_id: int) -> str:
+    """The coloring canvas's task id for a task on a sketch: ``"<instance>:<task>:<sketch>"``.
+
+    The browser keeps work in progress under this text, so it names the database
+    (`instance`), the task and the sketch: none of them can be mixed up with another's.
+    """
+    return f"{instance}:{int(task_id)}:{int(sketch_id)}"
+
+
+def parse_canvas_key(text: str, instance: str) -> tuple[int, int]:
+    """``(task_id, sketch_id)`` of a `canvas_key`.
+
+    Raises
+    ------
+    InvalidInput
+        If `text` is not a canvas key of this `instance`.
+    """
+    parts = str(text).split(":")
+    if len(parts) != 3 or parts[0] != instance or not all(p.isdigit() for p in parts[1:]):
+        raise InvalidInput(f"the canvas names task {str(text)[:60]!r}, which is not a task of "
+                           "this study; reload the page")
+    return int(parts[1]), int(parts[2])
+
+
+def next_item(db: sqlite_utils.Database, annotator_id: int, *, practice: bool,
+              now: dt.datetime | None = None) -> WorkItem | None:
+    """The designer's next open task: practice tasks, or round tasks first then the batch.
+
+    Returns None when nothing is open (see `start_batch` and
+    `annotation.assignment.reserve_practice`).
+    """
+    tasks = open_tasks(db, "coloring", annotator_id, practice=practice, now=now)
+    tasks.sort(key=lambda t: (t.coloring_id is None, t.id))
+    return work_item(db, tasks[0]) if tasks else None
+
+
+def work_item(db: sqlite_utils.Database, task: Task) -> WorkItem:
+    """The `WorkItem` of a coloring task: its concept, sketch, kind and note."""
+    concept = get_concept(db, task.concept_key)
+    if task.coloring_id is None:
+        kind = "practice" if task.practice else "batch"
+        return WorkItem(task, concept, selected_sketch(db, concept["base"]), kind, "", None)
+    previous = get_coloring(db, task.coloring_id)
+    sketch = (get_sketch(db, previous["sketch_id"]) if previous["sketch_id"] is not None
+              else selected_sketch(db, concept["base"]))
+    note = recolor_note(db, previous["id"]) if previous["status"] == "recolor_requested" else ""
+    return WorkItem(task, concept, sketch, "recolor" if note else "redo", note, previous)
+
+
+def batch_progress(db: sqlite_utils.Database, annotator_id: int, *,
+                   now: dt.datetime | None = None) -> Progress | None:
+    """Progress in the designer's current batch; None before their first batch."""
+    stamps = _batch_stamps(db, annotator_id)
+    if not stamps:
+        return None
+    done, still_open = db.execute(
+        "select sum(status = 'submitted'), sum(status = 'reserved' and expires > ?) from tasks "
+        f"where {_REGULAR} and created = ?", [iso(now), annotator_id, stamps[-1]]).fetchone()
+    return Progress(len(stamps), done or 0, (done or 0) + (still_open or 0))
+
+
+def start_batch(db: sqlite_utils.Database, annotator_id: int, rng: np.random.Generator,
+                batch_size: int, *, k: int = 5, minutes: float = 120.0,
+                now: dt.datetime | None = None) -> list[Task]:
+    """Reserve a new batch of `batch_size` concepts for the designer.
+
+    Open round tasks do not take batch places. Returns the batch's tasks (fewer, or none,
+    when the pool runs dry).
+
+    Raises
+    ------
+    Conflict
+        If the current batch still has open tasks.
+    """
+    now = utcnow() if now is None else now
+    with transaction(db):
+        held = open_tasks(db, "coloring", annotator_id, now=now)
+        if any(t.coloring_id is None for t in held):
+            raise Conflict("your current batch still has open tasks; finish them first")
+        rounds = sum(t.coloring_id is not None for t in held)
+        tasks = reserve(db, "coloring", annotator_id, rng, batch_size + rounds, k=k,
+                        minutes=minutes, now=now)
+        return [t for t in tasks if t.coloring_id is None]
+
+
+def coloring_image(color_layer: np.ndarray, sketch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The image and mask a coloring is stored as (see the module docstring).
+
+    Parameters
+    ----------
+    color_layer : ndarray, shape (H, W, 4), uint8
+        The canvas's color layer (`annotation.coloring.fill`).
+    sketch : ndarray, shape (H, W), uint8
+        The line art, luminance [0, 255].
+
+    Returns
+    -------
+    image : ndarray, shape (H, W, 3), uint8
+        sRGB [0, 255]: the exact paint color on painted pixels, the sketch elsewhere.
+    mask : ndarray, shape (H, W), bool
+        `annotation.coloring.fill.painted_mask`: painted and not line art.
+    """
+    mask = painted_mask(color_layer, sketch)
+    image = np.repeat(np.asarray(sketch, dtype=np.uint8)[..., None], 3, axis=2)
+    image[mask] = color_layer[mask][:, :3]
+    return image, mask
+
+
+def layer_of_coloring(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The color layer ``(H, W, 4)`` uint8 of a stored coloring, to reopen it in the canvas."""
+    layer = blank_color_layer(mask.shape)
+    layer[mask, :3] = image[mask]
+    layer[mask, 3] = 255
+    return layer
+
+
+def painted_share(color_layer: np.ndarray, sketch: np.ndarray) -> tuple[int, int]:
+    """``(painted, colorable)`` pixels: painted non-line pixels, and all non-line pixels."""
+    return int(painted_mask(color_layer, sketch).sum()), int((~line_mask(sketch)).sum())
+
+
+def check_painted_area(color_layer: np.ndarray, sketch: np.ndarray,
+                       min_fraction: float = MIN_PAINTED_FRACTION) -> None:
+    """Raise unless at least `min_fraction` of the sketch's non-line pixels are painted.
+
+    Raises
+    ------
+    InvalidInput
+        Saying how much is painted and how much is needed.
+    """
+    if not isinstance(min_fraction, (int, float)) or not 0 < min_fraction <= 1:
+        raise InvalidInput(f"`min_fraction` must be in (0, 1], got {min_fraction!r}")
+    painted, colorable = painted_share(color_layer, sketch)
+    needed = math.ceil(min_fraction * colorable)
+    if painted == 0:
+        raise InvalidInput(f"Nothing is colored yet: fill at least {min_fraction:.1%} of the "
+                           f"drawing (about {needed:,} pixels) with the concept's colors, "
+                           "then submit.")
+    if painted < needed:
+        raise InvalidInput(f"Only {painted:,} pixels ({painted / colorable:.2%} of the drawing) "
+                           f"are colored; at least {min_fraction:.1%} ({needed:,} pixels) is "
+                           "needed. Fill the regions that belong to the concept.")
+
+
+def submit_canvas(db: sqlite_utils.Database, data_dir: str | Path, annotator_id: int,
+                  canvas_text: str, *, instance: str, main_open: bool,
+                  min_painted_fraction: float = MIN_PAINTED_FRACTION, k: int = 5,
+                  now: dt.datetime | None = None) -> tuple[int, Task]:
+    """Store the coloring the canvas sends for one of the designer's tasks.
+
+    Parameters
+    ----------
+    canvas_text : str
+        The canvas value (`annotation.coloring.fill.parse_canvas_value`) whose ``task_id`` is
+        a `canvas_key` of `instance`.
+    main_open : bool
+        Whether the designer may submit main-task colorings (onboarding finished).
+    min_painted_fraction : float
+        See `check_painted_area`.
+    k : int
+        Colorings per concept.
+
+    Returns
+    -------
+    coloring_id : int
+    task : Task
+        The task it completed.
+
+    Raises
+    ------
+    InvalidInput
+        A malformed value, a key of another study, a sketch of another concept, or too
+        little paint; nothing is stored.
+    NotFound, PermissionDenied, Conflict, ReservationExpired
+        An unknown task, someone else's, one already submitted, one whose slot is gone,
+        or a main task before onboarding is done.
+    """
+    task_id, sketch_id = parse_canvas_key(_canvas_task(canvas_text), instance)
+    task = _own_task(db, task_id, annotator_id)
+    if not task.practice and not main_open:
+        raise PermissionDenied("the main task opens once your practice colorings are approved")
+    item = work_item(db, task)
+    if sketch_id != item.sketch["id"]:
+        sketch = get_sketch(db, sketch_id)
+        if sketch["base"] != item.concept["base"]:
+            raise InvalidInput(f"sketch {sketch_id} is a sketch of {sketch['base']!r}, not of "
+                               f"{item.concept['base']!r}; reload the page")
+        item = WorkItem(task, item.concept, sketch, item.kind, item.note, item.previous)
+    lines = load_sketch(data_dir, item.sketch)
+    value = parse_canvas_value(canvas_text, lines.shape)
+    check_painted_area(value.color_layer, lines, min_painted_fraction)
+    image, mask = coloring_image(value.color_layer, lines)
+    coloring_id = store_coloring(db, data_dir, annotator_id, task.concept_key, image, mask,
+                                 practice=task.practice, seconds_spent=value.elapsed_s,
+                                 task_id=task.id, sketch_id=item.sketch["id"], k=k, now=now)
+    return coloring_id, task
+
+
+def my_colorings(db: sqlite_utils.Database, annotator_id: int, *,
+                 now: dt.datetime | None = None) -> list[dict]:
+    """The designer's colorings, newest first, each with ``redo`` ('' if it may be redone,
+    else why not) and ``note`` (an expert's recolor note, user text)."""
+    rows = list(db["colorings"].rows_where("annotator_id = ?", [annotator_id],
+                                           order_by="id desc"))
+    return [{**row, "redo": redo_refusal(db, annotator_id, row, now=now),
+             "note": recolor_note(db, row["id"])} for row in rows]
+
+
+def redo_refusal(db: sqlite_utils.Database, annotator_id: int, coloring: dict, *,
+                 now: dt.datetime | None = None) -> str:
+    """Why the designer may not redo `coloring` now ('' when they may); the redo window."""
+    if coloring["annotator_id"] != annotator_id:
+        return "it is someone else's coloring"
+    if coloring["practice"]:
+        return "practice colorings are reviewed by the study admin"
+    if coloring["status"] != "submitted":
+        return f"it is {coloring['status'].replace('_', ' ')}"
+    latest = db.execute("select max(round) from colorings where annotator_id = ? and "
+                        "concept_key = ? and practice = 0",
+                        [annotator_id, coloring["concept_key"]]).fetchone()[0]
+    if coloring["round"] != latest:
+        return f"you already made round {latest}"
+    if db["tasks"].count_where("kind = 'coloring' and coloring_id = ? and status = 'reserved' "
+                               "and expires > ?", [coloring["id"], iso(now)]):
+        return "its redo is already waiting in your queue"
+    stamps = _batch_stamps(db, annotator_id)
+    if not stamps or not db["tasks"].count_where(
+            f"{_REGULAR} and created = ? and concept_key = ?",
+            [annotator_id, stamps[-1], coloring["concept_key"]]):
+        return "its batch is closed"
+    return ""
+
+
+def request_redo(db: sqlite_utils.Database, annotator_id: int, coloring_id: int, *,
+                 minutes: float = 120.0, now: dt.datetime | None = None) -> int:
+    """Queue a redo of the designer's own coloring as its next round; the new task's id.
+
+    Raises
+    ------
+    NotFound
+        If there is no such coloring.
+    PermissionDenied
+        If it is someone else's.
+    Conflict
+        If it is outside the redo window (see the module docstring); the message says why.
+    """
+    if not isinstance(minutes, (int, float)) or not minutes > 0:
+        raise InvalidInput(f"`minutes` must be a positive number, got {minutes!r}")
+    now = utcnow() if now is None else now
+    with transaction(db):
+        coloring = get_coloring(db, coloring_id)
+        if coloring["annotator_id"] != annotator_id:
+            raise PermissionDenied(f"coloring {coloring_id} is someone else's")
+        why = redo_refusal(db, annotator_id, coloring, now=now)
+        if why:
+            raise Conflict(f"coloring {coloring_id} cannot be redone: {why}")
+        task_id = db["tasks"].insert({
+            "kind": "coloring", "annotator_id": annotator_id,
+            "concept_key": coloring["concept_key"], "coloring_id": coloring_id, "practice": 0,
+            "status": "reserved", "created": iso(now),
+            "expires": iso(now + dt.timedelta(minutes=minutes))}).last_pk
+        audit.record(db, f"annotator:{annotator_id}", "request_redo", "coloring", coloring_id,
+                     details={"task_id": task_id}, now=now)
+    return task_id
+
+
+def colored_example(sketch: np.ndarray,
+                    fills: Sequence[tuple[tuple[int, int], tuple[int, int, int]]]) -> np.ndarray:
+    """A sketch colored by bucket fills, as the canvas shows it (for reference examples).
+
+    Parameters
+    ----------
+    sketch : ndarray, shape (H, W), uint8
+    fills : sequence of ((x, y), (r, g, b))
+        Fill points (pixel column, row) and sRGB colors [0, 255], applied in order.
+
+    Returns
+    -------
+    ndarray, shape (H, W, 3), uint8
+        `annotation.coloring.fill.composite` of the filled layer.
+    """
+    layer = blank_color_layer(sketch.shape)
+    for point, rgb in fills:
+        layer = flood_fill(layer, sketch, point, rgb)
+    return composite(layer, sketch)
+
+
+_REGULAR = ("kind = 'coloring' and practice = 0 and coloring_id is null and "
+            "annotator_id = ?")
+
+
+def _batch_stamps(db, annotator_id: int) -> list[str]:
+    """The ``created`` stamps of the designer's batches, oldest first."""
+    return [r[0] for r in db.execute(f"select distinct created from tasks where {_REGULAR} "
+                                     "order by created", [annotator_id]).fetchall()]
+
+
+def _own_task(db, task_id: int, annotator_id: int) -> Task:
+    try:
+        task = Task.from_row(db["tasks"].get(task_id))
+    except sqlite_utils.db.NotFoundError:
+        raise NotFound(f"unknown task id {task_id!r}") from None
+    if task.annotator_id != annotator_id:
+        raise PermissionDenied(f"task {task_id} was handed to someone else")
+    if task.kind != "coloring":
+        raise InvalidInput(f"task {task_id} is a {task.kind} task, not a coloring")
+    return task
+
+
+def _canvas_task(canvas_text: str) -> str:
+    if not isinstance(canvas_text, str) or len(canvas_text) > MAX_CANVAS_VALUE_CHARS:
+        raise InvalidInput("the canvas value must be text of at most "
+                           f"{MAX_CANVAS_VALUE_CHARS:,} characters")
+    try:
+        return str(json.loads(canvas_text)["task_id"])
+    except (TypeError, ValueError, KeyError):
+        raise InvalidInput("the canvas value must be the coloring tool's JSON with a task_id; "
+                           "reload the page") from None

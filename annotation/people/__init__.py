@@ -1,0 +1,1 @@
+"""Accounts, roles, invites and sessions; the admin password; onboarding (consent, instructions, practice)."""

@@ -1,0 +1,1 @@
+"""Expert quality control: review and recolor requests, blind votes, agreement statistics."""

@@ -1,0 +1,385 @@
+"""Expert quality control, stages 1 and 2 (paper Appendix B.4): review and consistency.
+
+Stage 1, qualitative review: experts browse a concept's colorings in a grid (designers
+shown as "designer A, B, ..." unless an admin reveals them) and ask for a recolor with a
+note; the designer redoes the concept as a new round (see `annotation.coloring.store`), and
+the grid shows the EMD between consecutive rounds of the same designer.
+
+Stage 2, quantitative consistency: Eq. 6, the mean pairwise EMD among a concept's
+ground-truth distributions (`annotation.qc.stats.consistency_scores`), ranked; the top 10 %
+(configurable) are high-variance and all their colorings go to the blind vote queue
+(`open_review_queue`; stage 3 is `annotation.qc.votes`), ordered by SCD plausibility
+(`evaluation.color.plausibility`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import sqlite_utils
+
+from annotation import audit
+from annotation.coloring import human
+from annotation.qc import stats as qc
+from annotation.people.accounts import Actor
+from annotation.coloring.store import concept_colorings, get_coloring, set_status
+from annotation.concepts import get_concept
+from annotation.errors import Conflict, InvalidInput, PermissionDenied
+from evaluation.color import metrics
+from evaluation.color.plausibility import plausibility_ranking
+from storage import iso, transaction, utcnow
+from storage.human import counted_colorings
+
+REVIEWER_ROLES = ("expert", "admin")
+# How long a designer has to redo a coloring (the paper is silent).
+RECOLOR_DAYS = 14.0
+MIN_COLORINGS = 2
+VOTES_PER_REVIEW = 3
+HIGH_VARIANCE_REASON = "high-variance concept"
+RECOLORABLE = ("submitted", "accepted", "recolor_requested")
+
+
+@dataclass(frozen=True)
+class GridItem:
+    """One coloring in the stage-1 grid.
+
+    Attributes
+    ----------
+    coloring_id : int
+    designer : str
+        ``"designer A"``... per concept (stable: by first coloring), or the pseudonym
+        when revealed.
+    round : int
+    status : str
+    image_path : str
+        Relative to the data folder.
+    p : numpy.ndarray, shape (71,)
+        Its UW-71 distribution.
+    round_emd : float or None
+        EMD (ΔE*ab) to the same designer's previous round; None in round 1.
+    note : str
+        The latest recolor request's note on it ("" if none); user text, escape it.
+    """
+
+    coloring_id: int
+    designer: str
+    round: int
+    status: str
+    image_path: str
+    p: np.ndarray
+    round_emd: float | None
+    note: str
+
+
+def require_role(actor: Actor, *roles: str) -> None:
+    """Raise `PermissionDenied` unless `actor` holds one of `roles` (library-side check)."""
+    if not actor.roles & set(roles):
+        raise PermissionDenied(f"this action needs the role {' or '.join(roles)}; "
+                               f"{actor.pseudonym} has {', '.join(sorted(actor.roles))}")
+
+
+def reviewable_concepts(db: sqlite_utils.Database) -> list[dict]:
+    """Concepts with main-task colorings: ``concept_key``, ``designers``, ``colorings``,
+    ``recolor_requested`` (pending), ordered by key."""
+    return list(db.query(
+        "select concept_key, count(distinct annotator_id) as designers, count(*) as colorings, "
+        "sum(status = 'recolor_requested') as recolor_requested from colorings "
+        "where practice = 0 group by concept_key order by concept_key"))
+
+
+def coloring_grid(db: sqlite_utils.Database, actor: Actor, concept_key: str, *,
+                  reveal: bool = False) -> list[GridItem]:
+    """Every round of every designer's coloring of a concept, for the stage-1 grid.
+
+    Parameters
+    ----------
+    actor : Actor
+        An expert or the admin.
+    reveal : bool
+        Show pseudonyms instead of "designer A"...; only the admin may.
+
+    Raises
+    ------
+    PermissionDenied
+        If `actor` is neither expert nor admin, or asks to reveal without being admin.
+    NotFound
+        If `concept_key` is not a concept (a known concept without colorings gives []).
+    """
+    require_role(actor, *REVIEWER_ROLES)
+    if reveal and not actor.is_admin:
+        raise PermissionDenied("only the admin may reveal who made a coloring")
+    get_concept(db, concept_key)
+    rows = concept_colorings(db, concept_key)
+    first = sorted({r["annotator_id"]: r["id"] for r in reversed(rows)}.items(),
+                   key=lambda item: item[1])
+    labels = {a: f"designer {_letters(i)}" for i, (a, _) in enumerate(first)}
+    previous: dict[int, dict] = {}
+    items = []
+    for row in rows:
+        before = previous.get(row["annotator_id"])
+        round_emd = (metrics.emd(before["p"], row["p"])
+                     if before is not None and row["p"] is not None else None)
+        items.append(GridItem(row["id"], row["pseudonym"] if reveal else
+                              labels[row["annotator_id"]], row["round"], row["status"],
+                              row["image_path"], row["p"], round_emd,
+                              recolor_note(db, row["id"])))
+        previous[row["annotator_id"]] = row
+    return items
+
+
+def request_recolor(db: sqlite_utils.Database, actor: Actor, coloring_id: int, note: str,
+                    *, days: float = RECOLOR_DAYS, now: dt.datetime | None = None) -> int:
+    """Ask the designer of a coloring to color its concept again (stage 1).
+
+    The coloring becomes ``recolor_requested`` (it stays stored) and its designer gets a
+    recolor task: kind ``coloring``, same concept, ``coloring_id`` = this coloring, valid
+    for `days`. The note is kept in the audit row (shown to the designer by
+    `recolor_note`).
+
+    Parameters
+    ----------
+    actor : Actor
+        An expert or the admin.
+    coloring_id : int
+        A main-task coloring that is its designer's latest round and stands (or waits
+        for a recolor whose task lapsed).
+    note : str
+        What to reconsider; non-empty, stored as typed.
+    days : float
+        How long the recolor task stays reserved, > 0.
+
+    Returns
+    -------
+    int
+        The recolor task id.
+
+    Raises
+    ------
+    PermissionDenied, InvalidInput, NotFound
+    Conflict
+        If the coloring is a practice coloring, excluded, not the latest round, under
+        blind review, or already has an open recolor task.
+    """
+    require_role(actor, *REVIEWER_ROLES)
+    if not isinstance(note, str) or not note.strip():
+        raise InvalidInput(f"`note` must say what to reconsider; got {note!r}")
+    if isinstance(days, bool) or not isinstance(days, (int, float)) or not days > 0:
+        raise InvalidInput(f"`days` must be a positive number, got {days!r}")
+    now = utcnow() if now is None else now
+    with transaction(db):
+        coloring = get_coloring(db, coloring_id)
+        _check_recolorable(db, coloring, now)
+        set_status(db, coloring, "recolor_requested")
+        task_id = db["tasks"].insert({
+            "kind": "coloring", "annotator_id": coloring["annotator_id"],
+            "concept_key": coloring["concept_key"], "coloring_id": coloring_id, "practice": 0,
+            "status": "reserved", "created": iso(now),
+            "expires": iso(now + dt.timedelta(days=days))}).last_pk
+        audit.record(db, actor.pseudonym, "request_recolor", "coloring", coloring_id, note,
+                     details={"task_id": task_id, "round": coloring["round"] + 1}, now=now)
+    return task_id
+
+
+def _check_recolorable(db, coloring: dict, now: dt.datetime) -> None:
+    cid = coloring["id"]
+    if coloring["practice"]:
+        raise Conflict(f"coloring {cid} is a practice coloring; the admin reviews those")
+    if coloring["status"] not in RECOLORABLE:
+        raise Conflict(f"coloring {cid} is {coloring['status']}; only standing colorings "
+                       "can be recolored")
+    latest = db.execute("select max(round) from colorings where annotator_id = ? and "
+                        "concept_key = ? and practice = 0",
+                        [coloring["annotator_id"], coloring["concept_key"]]).fetchone()[0]
+    if coloring["round"] != latest:
+        raise Conflict(f"coloring {cid} is round {coloring['round']}; its designer already "
+                       f"made round {latest}")
+    if db["reviews"].count_where("coloring_id = ? and status = 'open'", [cid]):
+        raise Conflict(f"coloring {cid} is in the blind vote queue; wait for its decision")
+    if db["tasks"].count_where("kind = 'coloring' and coloring_id = ? and status = 'reserved' "
+                               "and expires > ?", [cid, iso(now)]):
+        raise Conflict(f"coloring {cid} already waits for its recolor")
+
+
+def accept_coloring(db: sqlite_utils.Database, actor: Actor, coloring_id: int,
+                    note: str = "", *, now: dt.datetime | None = None) -> None:
+    """Mark a submitted coloring as reviewed and fine (stage 1), with an audit row.
+
+    Raises
+    ------
+    Conflict
+        If the coloring is not ``submitted``.
+    """
+    require_role(actor, *REVIEWER_ROLES)
+    with transaction(db):
+        coloring = get_coloring(db, coloring_id)
+        if coloring["status"] != "submitted":
+            raise Conflict(f"coloring {coloring_id} is {coloring['status']}, not submitted")
+        set_status(db, coloring, "accepted")
+        audit.record(db, actor.pseudonym, "accept_coloring", "coloring", coloring_id,
+                     note or "", now=now)
+
+
+def recolor_note(db: sqlite_utils.Database, coloring_id: int) -> str:
+    """The note of the latest recolor request on `coloring_id` ("" if none); it is user
+    text: escape it before display."""
+    rows = list(db["audit"].rows_where(
+        "action = 'request_recolor' and object_type = 'coloring' and object_id = ?",
+        [str(coloring_id)], order_by="id desc", limit=1))
+    return rows[0]["why"] if rows else ""
+
+
+def consistency_ranking(db: sqlite_utils.Database, *,
+                        top_fraction: float = qc.HIGH_VARIANCE_FRACTION,
+                        min_colorings: int = MIN_COLORINGS) -> pd.DataFrame:
+    """Eq. 6 per concept over its ground-truth colorings, highest (least consensus) first.
+
+    Parameters
+    ----------
+    top_fraction : float
+        Share of ranked concepts marked high-variance, in (0, 1] (paper: 0.10).
+    min_colorings : int
+        Concepts with fewer ground-truth colorings are not ranked (>= 2; paper: 5).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``rank`` (1 = least consensus), ``concept``, ``n`` (colorings),
+        ``consistency_emd`` (mean pairwise EMD, ΔE*ab) and ``high_variance`` (bool);
+        empty when no concept has `min_colorings`.
+    """
+    if isinstance(min_colorings, bool) or not isinstance(min_colorings, int) or \
+            min_colorings < 2:
+        raise InvalidInput(f"`min_colorings` must be a whole number >= 2, got {min_colorings!r}")
+    columns = ["rank", "concept", "n", "consistency_emd", "high_variance"]
+    by_concept: dict[str, list[np.ndarray]] = {}
+    for row in counted_colorings(db):
+        by_concept.setdefault(row["concept_key"], []).append(row["p"])
+    ranked = {k: np.stack(v) for k, v in by_concept.items() if len(v) >= min_colorings}
+    if not ranked:
+        return pd.DataFrame(columns=columns)
+    scores = qc.consistency_scores(ranked)
+    flags = qc.high_variance(scores, top_fraction)
+    table = pd.DataFrame({"concept": scores.index, "n": [len(ranked[k]) for k in scores.index],
+                          "consistency_emd": scores.to_numpy(), "high_variance": flags.to_numpy()})
+    table = table.sort_values(["consistency_emd", "concept"], ascending=[False, True],
+                              ignore_index=True)
+    table.insert(0, "rank", np.arange(1, len(table) + 1))
+    return table
+
+
+def open_review_queue(db: sqlite_utils.Database, actor: Actor, *,
+                      top_fraction: float = qc.HIGH_VARIANCE_FRACTION,
+                      min_colorings: int = MIN_COLORINGS, votes_needed: int = VOTES_PER_REVIEW,
+                      now: dt.datetime | None = None) -> int:
+    """Put every ground-truth coloring of every high-variance concept to the blind vote.
+
+    Idempotent: colorings that already have a review are left alone. Each new review
+    stores the coloring's SCD plausibility against the concept's other colorings, which
+    orders the queue (lowest first).
+
+    Returns
+    -------
+    int
+        The number of reviews opened now.
+    """
+    require_role(actor, *REVIEWER_ROLES)
+    table = consistency_ranking(db, top_fraction=top_fraction, min_colorings=min_colorings)
+    # Score first, then write every review in one short transaction (one commit, not one
+    # per concept: at the full study's size that is 1,278 fsyncs saved).
+    plan = []
+    for concept in table.loc[table["high_variance"], "concept"] if len(table) else []:
+        rows = counted_colorings(db, concept)
+        plan.append(([r["id"] for r in rows], plausibility_scores(db, rows)))
+    opened = 0
+    with transaction(db):
+        for ids, scores in plan:
+            opened += open_reviews(db, actor, ids, votes_needed=votes_needed,
+                                   reason=HIGH_VARIANCE_REASON, plausibility=scores, now=now)
+    return opened
+
+
+def plausibility_scores(db: sqlite_utils.Database, colorings: list[dict]) -> dict[int, float]:
+    """Leave-one-out SCD plausibility of each coloring of one concept, in [0, 1].
+
+    Parameters
+    ----------
+    colorings : list of dict
+        ``colorings`` rows of one concept, at least two (else the result is empty).
+
+    Returns
+    -------
+    dict
+        Coloring id -> mean pixel score of its painted pixels against the hue ×
+        saturation prior of the others (`evaluation.color.plausibility.plausibility_ranking`).
+
+    Notes
+    -----
+    The pixels are those the extraction pipeline sees (`evaluation.color.extraction.image_pixels`:
+    the painted area sampled to 100 × 100), read from each coloring's stored sample
+    (`annotation.coloring.human.samples`) rather than decoded from its PNG; a 1024² coloring costs
+    10⁴ pixels, not 10⁶ (choice: the SCD paper scores every pixel of small images).
+    """
+    if len(colorings) < 2:
+        return {}
+    pixels = human.samples(db, [row["id"] for row in colorings])
+    ranking = plausibility_ranking(pixels)
+    return dict(zip(ranking["coloring"].astype(int), ranking["score"].astype(float)))
+
+
+def open_reviews(db: sqlite_utils.Database, actor: Actor, coloring_ids: list[int], *,
+                 reason: str, votes_needed: int = VOTES_PER_REVIEW,
+                 plausibility: dict[int, float] | None = None,
+                 now: dt.datetime | None = None) -> int:
+    """Open a blind-vote review for each coloring that has none yet; one audit row.
+
+    Parameters
+    ----------
+    coloring_ids : list of int
+        Main-task colorings.
+    reason : str
+        Why they are reviewed.
+    votes_needed : int
+        Votes per coloring; odd, so a majority always exists (paper: 3).
+    plausibility : dict, optional
+        Coloring id -> SCD score (queue order; missing ones go last).
+
+    Returns
+    -------
+    int
+        Reviews opened now.
+    """
+    require_role(actor, *REVIEWER_ROLES)
+    if isinstance(votes_needed, bool) or not isinstance(votes_needed, int) or \
+            votes_needed < 1 or votes_needed % 2 == 0:
+        raise InvalidInput(f"`votes_needed` must be an odd whole number >= 1 (no ties), got "
+                           f"{votes_needed!r}")
+    plausibility = plausibility or {}
+    with transaction(db):
+        new = [c for c in dict.fromkeys(coloring_ids)
+               if not db["reviews"].count_where("coloring_id = ?", [c])]
+        for coloring_id in new:
+            if get_coloring(db, coloring_id)["practice"]:
+                raise InvalidInput(f"coloring {coloring_id} is a practice coloring")
+            db["reviews"].insert({"coloring_id": coloring_id, "reason": reason,
+                                  "votes_needed": votes_needed, "status": "open",
+                                  "created": iso(now),
+                                  "plausibility": plausibility.get(coloring_id)})
+        if new:
+            audit.record(db, actor.pseudonym, "open_reviews", "colorings", None, reason,
+                         details={"coloring_ids": new, "votes_needed": votes_needed}, now=now)
+    return len(new)
+
+
+def _letters(i: int) -> str:
+    """0 -> A, 25 -> Z, 26 -> AA, ..."""
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = string.ascii_uppercase[r] + out
+    return out

@@ -1,0 +1,248 @@
+"""Expert quality control, stage 3 (paper Appendix B.4): blind votes and their agreement.
+
+Every coloring of a high-variance concept has an open ``reviews`` row
+(`annotation.qc.review.open_review_queue`). Experts get review tasks from
+`annotation.assignment` (kind ``review``: never their own colorings, never one they voted
+on, each coloring to ``votes_needed`` different experts) and see them most suspicious
+first (lowest SCD plausibility). An expert sees the coloring, its distribution and the
+concept, never the designer or other votes.
+
+When a coloring has all its votes (3), the majority decides in the same transaction as
+the last vote: majority Inconsistent sets it ``excluded``, majority Consistent sets it
+``accepted``, each with an audit row by ``system``. An admin can reinstate an excluded
+coloring (`reinstate`, audit row).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import sqlite_utils
+
+from annotation import audit
+from annotation.qc import stats as qc
+from annotation.people.accounts import Actor
+from annotation.assignment import open_tasks, reserve, submit
+from annotation.coloring.store import get_coloring, set_status
+from storage import iso, transaction
+from annotation.errors import Conflict, InvalidInput, PermissionDenied
+from annotation.qc.review import require_role
+
+# Review tasks an expert holds at once (the paper is silent); the queue is refilled
+# after each vote.
+REVIEW_BATCH = 10
+
+
+@dataclass(frozen=True)
+class VoteItem:
+    """One coloring to vote on, as an expert sees it (no designer, no other votes).
+
+    Attributes
+    ----------
+    task_id, coloring_id : int
+    concept_key : str
+    image_path : str
+        Relative to the data folder.
+    p : numpy.ndarray, shape (71,)
+        Its UW-71 distribution.
+    plausibility : float or None
+        SCD score in [0, 1] against the concept's other colorings (low = suspicious).
+    """
+
+    task_id: int
+    coloring_id: int
+    concept_key: str
+    image_path: str
+    p: np.ndarray
+    plausibility: float | None
+
+
+def vote_queue(db: sqlite_utils.Database, actor: Actor, rng: np.random.Generator, *,
+               batch_size: int = REVIEW_BATCH, now: dt.datetime | None = None) -> list[VoteItem]:
+    """Reserve review tasks for an expert and list them, most suspicious first.
+
+    Parameters
+    ----------
+    actor : Actor
+        An expert (with an annotator id).
+    rng : numpy.random.Generator
+        Breaks ties among equally covered colorings when reserving.
+    batch_size : int
+        Tasks held at once, >= 1.
+
+    Returns
+    -------
+    list of VoteItem
+        Ordered by plausibility ascending (unscored last), then task id.
+    """
+    expert_id = _expert_id(actor)
+    reserve(db, "review", expert_id, rng, batch_size, now=now)
+    items = []
+    for task in open_tasks(db, "review", expert_id, now=now):
+        coloring = get_coloring(db, task.coloring_id)
+        score = db["reviews"].get(task.coloring_id)["plausibility"]
+        items.append(VoteItem(task.id, coloring["id"], coloring["concept_key"],
+                              coloring["image_path"], coloring["p"], score))
+    return sorted(items, key=lambda i: (i.plausibility is None, i.plausibility or 0.0, i.task_id))
+
+
+def cast_vote(db: sqlite_utils.Database, actor: Actor, task_id: int, consistent: bool, *,
+              comment: str = "", now: dt.datetime | None = None) -> str | None:
+    """Record an expert's blind vote; the last vote decides the coloring.
+
+    Parameters
+    ----------
+    actor : Actor
+        The expert holding `task_id`.
+    task_id : int
+        A reserved ``review`` task.
+    consistent : bool
+        Whether the coloring is consistent with the concept's meaning.
+    comment : str
+        Optional, stored as typed.
+
+    Returns
+    -------
+    str or None
+        ``"consistent"`` or ``"inconsistent"`` when this vote completed the review, else
+        None.
+
+    Raises
+    ------
+    PermissionDenied
+        Not an expert, someone else's task, or the expert's own coloring.
+    Conflict
+        The task was already submitted, or the expert already voted on this coloring.
+    ReservationExpired
+        The reservation lapsed and its slot went to someone else, or the review closed.
+    """
+    expert_id = _expert_id(actor)
+    if not isinstance(consistent, (bool, np.bool_)):
+        raise InvalidInput(f"`consistent` must be True or False, got {consistent!r}")
+    decision = []
+
+    def write(db_, task) -> int:
+        if task.kind != "review":
+            raise InvalidInput(f"task {task.id} is a {task.kind} task, not a review")
+        coloring = get_coloring(db_, task.coloring_id)
+        if coloring["annotator_id"] == expert_id:
+            raise PermissionDenied(f"coloring {coloring['id']} is your own; you cannot vote on it")
+        vote_id = db_["qc_votes"].insert({
+            "coloring_id": coloring["id"], "expert_id": expert_id,
+            "vote": qc.CONSISTENT if consistent else qc.INCONSISTENT,
+            "comment": comment or None, "created": iso(now)}).last_pk
+        decision.append(_decide(db_, coloring, now))
+        return vote_id
+
+    submit(db, task_id, expert_id, write, now=now)
+    return decision[0]
+
+
+def _decide(db, coloring: dict, now: dt.datetime | None) -> str | None:
+    """Close the review once it has its votes; apply the majority. Inside the vote's
+    transaction."""
+    review = db["reviews"].get(coloring["id"])
+    counts = _counts(db, coloring["id"])
+    if sum(counts) < review["votes_needed"]:
+        return None
+    decision = qc.majority_decision(*counts)
+    if decision == qc.UNDECIDED:
+        raise Conflict(f"coloring {coloring['id']} has a tied vote {counts}; "
+                       "reviews need an odd number of votes")
+    db["reviews"].update(coloring["id"], {"status": "decided"})
+    status = "excluded" if decision == qc.INCONSISTENT else "accepted"
+    if coloring["status"] != status:
+        set_status(db, coloring, status)
+        audit.record(db, "system", "exclude_coloring" if status == "excluded" else
+                     "accept_coloring", "coloring", coloring["id"],
+                     f"blind expert vote: {counts[0]} consistent, {counts[1]} inconsistent",
+                     details={"consistent": counts[0], "inconsistent": counts[1],
+                              "previous_status": coloring["status"]}, now=now)
+    return decision
+
+
+def reinstate(db: sqlite_utils.Database, actor: Actor, coloring_id: int, why: str, *,
+              now: dt.datetime | None = None) -> None:
+    """Reverse an exclusion (admin only): the coloring becomes ``accepted`` again.
+
+    Raises
+    ------
+    PermissionDenied
+        If `actor` is not the admin.
+    InvalidInput
+        If `why` is empty.
+    Conflict
+        If the coloring is not excluded.
+    """
+    if not actor.is_admin:
+        raise PermissionDenied("only the admin may reinstate an excluded coloring")
+    if not isinstance(why, str) or not why.strip():
+        raise InvalidInput(f"`why` must say why the coloring is reinstated; got {why!r}")
+    with transaction(db):
+        coloring = get_coloring(db, coloring_id)
+        if coloring["status"] != "excluded":
+            raise Conflict(f"coloring {coloring_id} is {coloring['status']}, not excluded")
+        set_status(db, coloring, "accepted")
+        audit.record(db, actor.pseudonym, "reinstate_coloring", "coloring", coloring_id, why,
+                     now=now)
+
+
+def excluded_colorings(db: sqlite_utils.Database) -> list[dict]:
+    """Excluded main-task colorings with their vote counts, newest exclusion first."""
+    return list(db.query(
+        "select c.id as coloring_id, c.concept_key, a.pseudonym, c.round, "
+        "sum(v.vote = 'consistent') as consistent, sum(v.vote = 'inconsistent') as "
+        "inconsistent from colorings c join annotators a on a.id = c.annotator_id "
+        "left join qc_votes v on v.coloring_id = c.id where c.status = 'excluded' and "
+        "c.practice = 0 group by c.id order by c.id desc"))
+
+
+def vote_matrix(db: sqlite_utils.Database) -> tuple[np.ndarray, pd.DataFrame]:
+    """The votes of every decided review.
+
+    Returns
+    -------
+    votes : numpy.ndarray, shape (n, 2), int
+        ``(consistent, inconsistent)`` per coloring, in coloring id order.
+    ratings : pandas.DataFrame, shape (n, n_experts)
+        Index coloring id, one column per expert pseudonym; 1 consistent, 0
+        inconsistent, NaN did not vote.
+    """
+    rows = list(db.query(
+        "select v.coloring_id, a.pseudonym, v.vote = 'consistent' as yes from qc_votes v "
+        "join reviews r on r.coloring_id = v.coloring_id join annotators a on a.id = "
+        "v.expert_id where r.status = 'decided' order by v.coloring_id, a.pseudonym"))
+    if not rows:
+        return np.zeros((0, 2), dtype=np.int64), pd.DataFrame()
+    ratings = (pd.DataFrame(rows).pivot(index="coloring_id", columns="pseudonym", values="yes")
+               .astype(float))
+    ratings.columns.name = None
+    yes = (ratings == 1).sum(axis=1).to_numpy()
+    no = (ratings == 0).sum(axis=1).to_numpy()
+    return np.stack([yes, no], axis=1).astype(np.int64), ratings
+
+
+def agreement_panel(db: sqlite_utils.Database) -> qc.AgreementSummary | None:
+    """`annotation.qc.stats.agreement_summary` over every decided review, with per-expert
+    agreement; None before the first decision."""
+    votes, ratings = vote_matrix(db)
+    if len(votes) == 0:
+        return None
+    return qc.agreement_summary(votes, ratings=ratings)
+
+
+def _expert_id(actor: Actor) -> int:
+    require_role(actor, "expert")
+    if actor.annotator_id is None:
+        raise PermissionDenied(f"{actor.pseudonym} has no annotator record and cannot vote")
+    return actor.annotator_id
+
+
+def _counts(db, coloring_id: int) -> tuple[int, int]:
+    row = db.execute("select coalesce(sum(vote = 'consistent'), 0), coalesce(sum(vote = "
+                     "'inconsistent'), 0) from qc_votes where coloring_id = ?",
+                     [coloring_id]).fetchone()
+    return int(row[0]), int(row[1])

@@ -1,0 +1,62 @@
+"""What the research tabs record and read about evaluation runs.
+
+Writes: `create_evaluation_run` and `import_run` store a run (through `evaluation.pipeline.runs`
+and `evaluation.pipeline.imports`) and add an audit row saying who did it; `record_job_action`
+audits a cancel or resume.
+
+Reads (progress, run lists, measured seconds, a concept's items and distributions) are
+`evaluation.pipeline.runs`', which owns the run tables.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import sqlite_utils
+
+from annotation import audit
+from storage import transaction
+from evaluation.pipeline import runs
+from evaluation.concepts import Concept
+from evaluation.pipeline.imports import ImportReport, import_images
+from evaluation.pipeline.planning import run_exists
+from evaluation.pipeline.runs import check_run_name
+
+
+def create_evaluation_run(db: sqlite_utils.Database, actor: str, run: str, items: Sequence[dict],
+                          config: dict) -> int:
+    """Store a new run (`evaluation.pipeline.planning.plan_request` output) and audit who started it.
+
+    Returns the number of items. Raises `evaluation.pipeline.runs.RunError` if the name is taken
+    (resume that run instead) and ValueError for a malformed name; nothing is written then.
+    """
+    check_run_name(run)
+    with transaction(db):
+        if run_exists(db, run):
+            raise runs.RunError(f"run {run!r} exists already; resume it, or choose another name")
+        n = runs.create_run(db, run, items, config)
+        audit.record(db, actor, "start_evaluation", "run", run, details={"items": n})
+    return n
+
+
+def import_run(db: sqlite_utils.Database, actor: str, run: str, source: str | Path, data_dir: str | Path,
+               concepts: Sequence[Concept], *, allowed_roots: Sequence[str | Path]) -> ImportReport:
+    """`evaluation.pipeline.imports.import_images`, then an audit row with the counts."""
+    report = import_images(db, run, source, data_dir, concepts, allowed_roots=allowed_roots)
+    with transaction(db):
+        audit.record(db, actor, "import_run", "run", run,
+                     details={"imported": report.imported, "rejected": len(report.rejected)})
+    return report
+
+
+def record_job_action(db: sqlite_utils.Database, actor: str, action: str, run: str) -> None:
+    """Audit a ``cancel_evaluation`` or ``resume_evaluation`` of an existing run."""
+    if action not in ("cancel_evaluation", "resume_evaluation"):
+        raise ValueError(f"`action` must be 'cancel_evaluation' or 'resume_evaluation', got {action!r}")
+    runs.run_config(db, run)
+    with transaction(db):
+        audit.record(db, actor, action, "run", run)

@@ -1,0 +1,1 @@
+"""Sketches: importing and rasterising line art, and the library of stored sketches."""

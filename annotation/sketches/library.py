@@ -1,0 +1,418 @@
+"""Sketches in the store: the shipped library, imports, generated candidates, the chosen one.
+
+Every sketch is a ``sketches`` row naming a PNG under the data folder
+(``sketches/ab/<sha256>.png``, `annotation.files`); a base concept's colorization tasks
+use its *selected* sketch (at most one per base, ``selected = 1``), and only bases with
+one are handed out (`annotation.assignment`). Sources:
+
+- ``shipped``: ``assets/sketches/`` (manifest and PNGs), loaded at every start-up by
+  `sync_shipped_sketches` (idempotent);
+- ``imported``: files an admin uploads (PNG, JPEG, WebP or SVG), vetted and normalised
+  by `annotation.sketches.importing` (`import_sketches`), rejected with the reason when they are
+  not line art;
+- ``generated``: candidates from a text-to-image pipeline with the paper's sketch prompt
+  (Appendix B.2, `generate_candidates`); those that pass the line-art check are stored
+  unselected, and an admin picks one with `select_sketch`.
+
+Choices where the paper is silent: a sketch that arrives for a base without a selected
+sketch becomes its selected sketch (imports may also replace it, see `import_sketches`);
+a re-rasterised shipped sketch replaces an older shipped one but never a sketch the
+admin chose; colorings keep the id of the sketch they were made on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import sqlite_utils
+from PIL import Image
+
+from annotation import audit
+from annotation.concepts import get_concept
+from storage import iso, transaction
+from annotation.errors import InvalidInput, NotFound
+from annotation.files import MAX_BYTES, MAX_PIXELS, decode_image, resolve, store_bytes
+from annotation.sketches.importing import (MANIFEST_CSV, NotLineArtError, check_line_art,
+                                 concept_for_filename, encode_png, import_sketch_file,
+                                 load_manifest, normalize_sketch, png_data_url,
+                                 sketch_prompt)
+
+SOURCES = ("shipped", "imported", "generated")
+IMPORT_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".svg")
+CANDIDATES = 5
+"""Candidates generated per concept (Appendix B.2: five)."""
+_FOLDER = "sketches"
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What happened to one imported file: stored as `sketch_id`, or refused for `reason`."""
+
+    name: str
+    base: str | None
+    sketch_id: int | None
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        return self.sketch_id is not None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One generated sketch candidate.
+
+    Attributes
+    ----------
+    image : ndarray, shape (H, W, 3), uint8
+        The pipeline's output, sRGB [0, 255].
+    seed : int
+        Its seed.
+    sketch_id : int or None
+        The stored (normalised, unselected) sketch; None when it was not line art.
+    reason : str
+        Why it was refused ("" when stored).
+    """
+
+    image: np.ndarray
+    seed: int
+    sketch_id: int | None
+    reason: str
+
+
+def sync_shipped_sketches(db: sqlite_utils.Database, data_dir: str | Path, *,
+                          manifest: str | Path = MANIFEST_CSV,
+                          now: dt.datetime | None = None) -> int:
+    """Load the shipped sketch library into ``sketches``; safe to call at every start.
+
+    Parameters
+    ----------
+    data_dir : str or Path
+        The app's data folder; PNGs are copied under ``sketches/``.
+    manifest : str or Path
+        The library's ``manifest.csv`` (`annotation.sketches.importing.load_manifest`).
+
+    Returns
+    -------
+    int
+        Rows added (0 when the library is already loaded). A file missing from the data
+        folder (e.g. a wiped folder) is written again.
+    """
+    added = 0
+    with transaction(db):
+        for entry in load_manifest(manifest):
+            png = entry.png.read_bytes()
+            sha = hashlib.sha256(png).hexdigest()
+            rows = list(db["sketches"].rows_where("base = ? and sha256 = ?", [entry.concept, sha]))
+            if rows:
+                if not resolve(data_dir, rows[0]["path"]).is_file():
+                    store_bytes(data_dir, png, folder=_FOLDER)
+                continue
+            current = _selected_row(db, entry.concept)
+            replace = current is None or current["source"] == "shipped"
+            add_sketch(db, data_dir, entry.concept, png, source="shipped", select=replace,
+                       meta={"file": f"assets/sketches/{entry.png.name}"}, now=now)
+            added += 1
+    return added
+
+
+def add_sketch(db: sqlite_utils.Database, data_dir: str | Path, base: str, png: bytes, *,
+               source: str, select: bool, meta: dict | None = None, actor: str = "system",
+               now: dt.datetime | None = None) -> int:
+    """Store a normalised sketch PNG for a base concept; its id.
+
+    Parameters
+    ----------
+    base : str
+        A base concept (the key of its ``original`` variant, e.g. ``"apple"``).
+    png : bytes
+        A normalised sketch (`annotation.sketches.importing.encode_png`).
+    source : {'shipped', 'imported', 'generated'}
+    select : bool
+        Make it the base's selected sketch (the previous one is deselected).
+    meta : dict, optional
+        JSON-able facts (file name, prompt, seed...).
+
+    Returns
+    -------
+    int
+        The new id, or the existing id when this base already has these exact bytes
+        (then only `select` is applied).
+    """
+    if source not in SOURCES:
+        raise InvalidInput(f"`source` must be one of {SOURCES}, got {source!r}")
+    _check_base(db, base)
+    with Image.open(io.BytesIO(png)) as image:
+        width, height = image.size
+    stored = store_bytes(data_dir, png, folder=_FOLDER)
+    with transaction(db):
+        rows = list(db["sketches"].rows_where("base = ? and sha256 = ?", [base, stored.sha256]))
+        if rows:
+            sketch_id = rows[0]["id"]
+        else:
+            sketch_id = db["sketches"].insert({
+                "base": base, "path": stored.path, "sha256": stored.sha256, "source": source,
+                "selected": 0, "width": width, "height": height,
+                "meta": json.dumps(meta or {}, sort_keys=True), "created": iso(now)}).last_pk
+            audit.record(db, actor, "add_sketch", "sketch", sketch_id,
+                         details={"base": base, "source": source}, now=now)
+        if select:
+            select_sketch(db, sketch_id, actor=actor, now=now)
+    return sketch_id
+
+
+def select_sketch(db: sqlite_utils.Database, sketch_id: int, *, actor: str = "system",
+                  why: str = "", now: dt.datetime | None = None) -> None:
+    """Make `sketch_id` its base concept's sketch for new tasks (one selected per base).
+
+    Raises
+    ------
+    NotFound
+        If there is no such sketch.
+    """
+    row = get_sketch(db, sketch_id)
+    with transaction(db):
+        db.execute("update sketches set selected = 0 where base = ? and id != ?",
+                   [row["base"], sketch_id])
+        db["sketches"].update(sketch_id, {"selected": 1})
+        audit.record(db, actor, "select_sketch", "sketch", sketch_id, why,
+                     details={"base": row["base"]}, now=now)
+
+
+def get_sketch(db: sqlite_utils.Database, sketch_id: int) -> dict:
+    """The ``sketches`` row of `sketch_id`; raises `NotFound`."""
+    rows = list(db["sketches"].rows_where("id = ?", [sketch_id]))
+    if not rows:
+        raise NotFound(f"unknown sketch id {sketch_id!r}")
+    return rows[0]
+
+
+def selected_sketch(db: sqlite_utils.Database, base: str) -> dict:
+    """The selected ``sketches`` row of a base concept.
+
+    Raises
+    ------
+    NotFound
+        If the base has no selected sketch.
+    """
+    row = _selected_row(db, base)
+    if row is None:
+        raise NotFound(f"base concept {base!r} has no sketch yet; an admin imports one on "
+                       "the Sketches tab")
+    return row
+
+
+def sketches_of(db: sqlite_utils.Database, base: str) -> list[dict]:
+    """Every sketch of a base concept, selected first, then newest first."""
+    return list(db["sketches"].rows_where("base = ?", [base], order_by="selected desc, id desc"))
+
+
+def load_sketch(data_dir: str | Path, row: dict) -> np.ndarray:
+    """The pixels of a ``sketches`` row: shape (H, W), uint8 luminance [0, 255]."""
+    image = decode_image(resolve(data_dir, row["path"]), name=f"sketch {row['id']}")
+    return np.asarray(image.convert("L"), dtype=np.uint8).copy()
+
+
+def sketch_data_url(data_dir: str | Path, row: dict) -> str:
+    """The sketch of a ``sketches`` row as a PNG data URL, as the coloring canvas loads it."""
+    return png_data_url(resolve(data_dir, row["path"]).read_bytes())
+
+
+def bases_without_sketch(db: sqlite_utils.Database) -> list[dict]:
+    """Base concepts that lack a selected sketch: ``base`` and ``category``, by category."""
+    return list(db.query(
+        "select key as base, category from concepts c where modifier_type = 'original' and "
+        "not exists (select 1 from sketches s where s.base = c.key and s.selected = 1) "
+        "order by category, key"))
+
+
+def base_concepts(db: sqlite_utils.Database) -> list[str]:
+    """Every base concept in the store, alphabetically."""
+    return [r["key"] for r in db.query(
+        "select key from concepts where modifier_type = 'original' order by key")]
+
+
+def import_sketches(db: sqlite_utils.Database, data_dir: str | Path,
+                    files: Sequence[str | Path], *, base: str | None = None,
+                    names: Sequence[str] | None = None, select: bool = True,
+                    actor: str = "admin", max_pixels: int = MAX_PIXELS,
+                    max_bytes: int = MAX_BYTES) -> list[ImportResult]:
+    """Vet, normalise and store sketch files; a refused file never stops the others.
+
+    Parameters
+    ----------
+    files : sequence of str or Path
+        PNG, JPEG, WebP or SVG files.
+    base : str, optional
+        The base concept of every file; default: matched from each file name
+        (``"Bell Pepper.png"`` -> ``"bell pepper"``, `annotation.sketches.importing.concept_for_filename`).
+    names : sequence of str, optional
+        The files' original names (an upload's temporary path loses it); default their
+        own names.
+    select : bool
+        Make each stored sketch its base's selected sketch.
+    max_pixels, max_bytes : int
+        Limits on a raster file (decompression-bomb guard).
+
+    Returns
+    -------
+    list of ImportResult
+        One per file, in order; refused files carry the reason (not line art, unknown
+        concept, unreadable, wrong type).
+    """
+    names = [Path(f).name for f in files] if names is None else list(names)
+    if len(names) != len(files):
+        raise InvalidInput(f"`names` has {len(names)} entries but `files` has {len(files)}")
+    if base is not None:
+        _check_base(db, base)
+    bases = base_concepts(db)
+    results = []
+    for path, name in zip(files, names):
+        target = base or concept_for_filename(name, bases)
+        if target is None:
+            results.append(ImportResult(name, None, None, "no base concept is named like this "
+                                        "file; rename it (e.g. apple.png) or pick the concept"))
+            continue
+        try:
+            png = _vetted_png(Path(path), name, max_pixels, max_bytes)
+        except (NotLineArtError, InvalidInput, ValueError) as error:
+            results.append(ImportResult(name, target, None, str(error)))
+            continue
+        sketch_id = add_sketch(db, data_dir, target, png, source="imported", select=select,
+                               meta={"file": name}, actor=actor)
+        results.append(ImportResult(name, target, sketch_id, ""))
+    return results
+
+
+def import_sketch_folder(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path,
+                         **options) -> list[ImportResult]:
+    """`import_sketches` on every file of `folder` with a suffix in `IMPORT_SUFFIXES`,
+    by name; each file's concept comes from its name."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InvalidInput(f"`folder` must be a folder, got {str(folder)!r}")
+    files = sorted(p for p in folder.iterdir()
+                   if p.is_file() and p.suffix.lower() in IMPORT_SUFFIXES)
+    return import_sketches(db, data_dir, files, **options)
+
+
+def _vetted_png(path: Path, name: str, max_pixels: int, max_bytes: int) -> bytes:
+    suffix = Path(name).suffix.lower()
+    if suffix not in IMPORT_SUFFIXES:
+        raise InvalidInput(f"{name}: expected one of {', '.join(IMPORT_SUFFIXES)}, got "
+                           f"{suffix or 'no suffix'}")
+    if suffix != ".svg":
+        decode_image(path, max_pixels=max_pixels, max_bytes=max_bytes, name=name)
+    elif path.stat().st_size > max_bytes:
+        raise InvalidInput(f"{name} is {path.stat().st_size} bytes; at most {max_bytes} allowed")
+    local = path if path.suffix.lower() == suffix else _renamed(path, suffix)
+    try:
+        return import_sketch_file(local).png
+    except NotLineArtError as error:
+        raise NotLineArtError(f"{name}: {error}") from None
+    finally:
+        if local != path:
+            local.unlink(missing_ok=True)
+
+
+def _renamed(path: Path, suffix: str) -> Path:
+    """A copy of `path` with `suffix` (`import_sketch_file` reads the type from it)."""
+    copy = path.with_name(path.name + ".import" + suffix)
+    copy.write_bytes(path.read_bytes())
+    return copy
+
+
+def generate_candidates(db: sqlite_utils.Database, data_dir: str | Path, base: str,
+                        pipeline, rng: np.random.Generator, *, n: int = CANDIDATES,
+                        guidance_scale: float = 7.5, steps: int = 50, resolution: int = 1024,
+                        guidance_param: str = "guidance_scale", model: str = "",
+                        call_kwargs: dict | None = None, actor: str = "admin") -> list[Candidate]:
+    """Generate `n` sketch candidates for a base concept and store those that are line art.
+
+    Steps: the paper's prompt (`annotation.sketches.importing.sketch_prompt`, Appendix B.2), one
+    seed per candidate drawn from `rng`, one `evaluation.models.generation.generate` call, then
+    `store_candidates`.
+
+    Parameters
+    ----------
+    pipeline : diffusers.DiffusionPipeline
+        Loaded by the caller (`evaluation.models.registry.load_pipeline`), on its device.
+    rng : numpy.random.Generator
+        Draws the seeds.
+    n : int
+        Candidates, >= 1 (paper: 5).
+    guidance_scale, steps, resolution, guidance_param, call_kwargs
+        As in `evaluation.models.generation.generate`.
+    model : str
+        The registry key, kept with each stored candidate.
+
+    Returns
+    -------
+    list of Candidate
+        In seed order; none is selected (see `select_sketch`).
+    """
+    from evaluation.models.generation import generate
+
+    _check_base(db, base)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidInput(f"`n` must be a whole number >= 1, got {n!r}")
+    prompt = sketch_prompt(base)
+    seeds = [int(s) for s in rng.integers(0, 2**63 - 1, size=n)]
+    output = generate(pipeline, [prompt] * n, seeds, guidance_scale,
+                      guidance_param=guidance_param, steps=steps, resolution=resolution,
+                      call_kwargs=call_kwargs)
+    meta = {"prompt": prompt, "model": model, "guidance_scale": float(guidance_scale),
+            "steps": steps}
+    return store_candidates(db, data_dir, base, output.images, seeds, meta=meta, actor=actor)
+
+
+def store_candidates(db: sqlite_utils.Database, data_dir: str | Path, base: str,
+                     images: Sequence[np.ndarray], seeds: Sequence[int], *,
+                     meta: dict | None = None, actor: str = "admin") -> list[Candidate]:
+    """Vet generated images as line art; store the ones that pass, unselected.
+
+    Parameters
+    ----------
+    images : sequence of ndarray, each (H, W, 3), uint8
+        sRGB [0, 255].
+    seeds : sequence of int
+        One per image (kept in the stored row's ``meta``).
+
+    Returns
+    -------
+    list of Candidate
+    """
+    if len(seeds) != len(images):
+        raise InvalidInput(f"`seeds` has {len(seeds)} entries but `images` has {len(images)}")
+    candidates = []
+    for image, seed in zip(images, seeds):
+        try:
+            check_line_art(image)
+        except NotLineArtError as error:
+            candidates.append(Candidate(image, seed, None, str(error)))
+            continue
+        png = encode_png(normalize_sketch(image))
+        sketch_id = add_sketch(db, data_dir, base, png, source="generated", select=False,
+                               meta={**(meta or {}), "seed": seed}, actor=actor)
+        candidates.append(Candidate(image, seed, sketch_id, ""))
+    return candidates
+
+
+def _selected_row(db, base: str) -> dict | None:
+    rows = list(db["sketches"].rows_where("base = ? and selected = 1", [base],
+                                          order_by="id desc", limit=1))
+    return rows[0] if rows else None
+
+
+def _check_base(db, base: str) -> None:
+    concept = get_concept(db, base)
+    if concept["modifier_type"] != "original":
+        raise InvalidInput(f"`base` must be a base concept such as {concept['base']!r}, got "
+                           f"the variant {base!r}")

@@ -1,0 +1,1 @@
+"""Pairwise human-judgment studies: design and freeze, trials and judgments."""

@@ -1,0 +1,463 @@
+"""The pairwise human-judgment study (paper §4.5, Appendix D): set-up, freeze, votes.
+
+A study asks participants which of two model outputs matches the human ground truth
+P_H(x|c) better. Its design (`create_study`):
+
+- **Concepts**: a uniform random sample of `n_concepts` (paper: 150) among the concepts
+  that have a ground truth and an output of every chosen model source, drawn with
+  ``numpy.random.default_rng(seed)``; the seed is part of the design.
+- **Models**: two or more `ModelSource` s (model, run, CFG scale) of one style (paper:
+  three models, clipart).
+- **Pairs**: every concept x unordered pair of models; each gets ``votes_per_pair``
+  votes (paper: 6) from different participants, handed out by `annotation.assignment`
+  (kind ``judgment``), which also draws and stores which side is shown on the left.
+- **Attention checks**: extra pairs (concept, model, `GROUND_TRUTH`) whose second side
+  is the ground truth itself, shown like any candidate (its distribution and colorings).
+  There are ``round(rate / (1 - rate) * pairs)`` of them, drawn without replacement over
+  (concept, model), so that about `attention_rate` of all trials are checks. A check is
+  passed when the participant picks the ground-truth side. `votes_frame` marks each
+  check and whether it passed; `evaluation.analysis.judgments.participant_flags` flags whoever
+  failed one, and the analysis keeps their votes unless asked to leave them out.
+- **Content**: what the trials show is copied when the study is set up: per concept
+  P_H, its dominant colors with sample counts and up to `COLORINGS_SHOWN` colorings;
+  per candidate P_M and up to `IMAGES_SHOWN` images (``study_ground_truths``,
+  ``study_candidates``). Later changes to colorings or runs do not change a study.
+
+A draft may still change (`update_study`). `open_study` freezes it: ``studies.frozen``
+is set, and from then on the code raises `StudyFrozen` and database triggers refuse any
+change to the study, its pairs or its content. The design is kept as JSON in
+``studies.meta`` (`study_design`). Trials, votes and exports are in
+`annotation.study.judging`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import sqlite_utils
+
+from annotation import audit
+from annotation.people.accounts import Actor
+from annotation.errors import Conflict, InvalidInput, NotFound
+from evaluation.pipeline import runs
+from evaluation.models.generation import STYLES as GENERATION_STYLES
+from storage import human as human_rows
+from storage import iso, transaction
+from storage.distributions import check_distribution
+
+GROUND_TRUTH = "ground truth"
+STYLES = tuple(GENERATION_STYLES)
+COLORINGS_SHOWN = 3
+IMAGES_SHOWN = 4
+DEFAULT_CONCEPTS = 150
+DEFAULT_MODELS = 3
+DEFAULT_STYLE = "clipart"
+DEFAULT_VOTES = 6
+# About one trial in ten is an attention check (the paper does not say how many it had).
+DEFAULT_ATTENTION_RATE = 0.1
+MAX_ATTENTION_RATE = 0.5
+# 2,700 votes from 36 participants in the paper: 75 each.
+DEFAULT_TRIALS_PER_PARTICIPANT = 75
+
+
+class StudyFrozen(Conflict):
+    """The study is open: its design can no longer change."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """One model's outputs in a study: `model` at CFG scale `cfg` from run `run`."""
+
+    model: str
+    run: str
+    cfg: float
+
+    @property
+    def key(self) -> str:
+        """A stable text form (JSON), e.g. for a form's choice value."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_key(cls, key: str) -> ModelSource:
+        """Inverse of `key`; raises `InvalidInput` for anything else."""
+        try:
+            fields = json.loads(key)
+            return cls(str(fields["model"]), str(fields["run"]), float(fields["cfg"]))
+        except (TypeError, ValueError, KeyError) as error:
+            raise InvalidInput(f"`source` must be a model source key such as "
+                               f"'{cls('sana', 'run1', 4.5).key}', got {key!r}") from error
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """What a trial shows of P_H(x|c).
+
+    Attributes
+    ----------
+    p : ndarray, shape (71,)
+        The distribution in UW-71 ``color_index`` order, summing to 1.
+    n_colorings : int
+        Colorings it rests on (0 for an imported reference set).
+    dominant : tuple of (str, int)
+        Dominant colors as ``"#rrggbb"`` with their sample counts (colorings), most
+        samples first; empty when unknown.
+    colorings : tuple of str
+        Image paths relative to the data folder of some of its colorings.
+    """
+
+    p: np.ndarray
+    n_colorings: int
+    dominant: tuple[tuple[str, int], ...] = ()
+    colorings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroundTruthSource:
+    """A named way to get a concept's ground truth: ``get(db, key) -> GroundTruth | None``."""
+
+    name: str
+    get: Callable[[sqlite_utils.Database, str], GroundTruth | None]
+
+
+def designers_ground_truth(*, min_colorings: int = 1) -> GroundTruthSource:
+    """P_H from the designers' colorings, as stored (`storage.human`, source ``designers``).
+
+    Parameters
+    ----------
+    min_colorings : int
+        Concepts with fewer counted colorings have no ground truth here.
+
+    Notes
+    -----
+    The dominant colors are those of the extraction's visual groups (each group's
+    heaviest merged color), counted in colorings, as in the paper's Figure 3.
+    """
+    _check_whole("min_colorings", min_colorings, 1)
+
+    def get(db, key: str) -> GroundTruth | None:
+        human = human_rows.read(db, human_rows.DESIGNERS, [key]).get(key)
+        if human is None or human.n_colorings < min_colorings:
+            return None
+        dominant = tuple(("#{:02x}{:02x}{:02x}".format(*g["rgb"][0]), len(g["image_indices"]))
+                         for g in human.groups)
+        paths = tuple(db["colorings"].get(i)["image_path"] for i in human.coloring_ids)
+        return GroundTruth(human.p, human.n_colorings, dominant, paths)
+    return GroundTruthSource(human_rows.DESIGNERS, get)
+
+
+def reference_ground_truth(db: sqlite_utils.Database, label: str) -> GroundTruthSource:
+    """P_H from a stored reference set (`storage.human`, kind ``reference``).
+
+    Reference sets have no colorings, so their trials show the distribution only.
+    """
+    stored = human_rows.vectors(db, label)
+
+    def get(_db, key: str) -> GroundTruth | None:
+        return GroundTruth(stored[key], 0) if key in stored else None
+    return GroundTruthSource(label, get)
+
+
+def ground_truth_source(db: sqlite_utils.Database, name: str) -> GroundTruthSource:
+    """The `GroundTruthSource` of the human source `name` (one of `storage.human.sources`).
+
+    Raises
+    ------
+    InvalidInput
+        If `name` is not a known source (the message lists them).
+    """
+    if name == human_rows.DESIGNERS:
+        return designers_ground_truth()
+    if isinstance(name, str) and name in human_rows.reference_sources(db):
+        return reference_ground_truth(db, name)
+    raise InvalidInput(f"`ground_truth` must be one of {human_rows.sources(db)}, got {name!r}")
+
+
+def available_sources(db: sqlite_utils.Database, style: str) -> list[tuple[ModelSource, int]]:
+    """Model sources with stored distributions in `style`, and how many concepts each has."""
+    _check_choice("style", style, STYLES)
+    counts: dict[ModelSource, int] = {}
+    for row in runs.model_distributions(db):
+        if row["style"] == style and row["p"] is not None:
+            source = ModelSource(row["model"], row["run"], float(row["cfg"]))
+            counts[source] = counts.get(source, 0) + 1
+    return sorted(counts.items(), key=lambda item: (item[0].model, item[0].run, item[0].cfg))
+
+
+def create_study(db: sqlite_utils.Database, name: str, sources: Sequence[ModelSource],
+                 ground_truth: GroundTruthSource, *, seed: int,
+                 n_concepts: int = DEFAULT_CONCEPTS, style: str = DEFAULT_STYLE,
+                 votes_per_pair: int = DEFAULT_VOTES,
+                 attention_rate: float = DEFAULT_ATTENTION_RATE,
+                 trials_per_participant: int = DEFAULT_TRIALS_PER_PARTICIPANT,
+                 created_by: str = "admin", now: dt.datetime | None = None) -> int:
+    """Design a draft study and store its pairs and trial content (module docstring).
+
+    Parameters
+    ----------
+    name : str
+        Unique, non-empty.
+    sources : sequence of ModelSource
+        Two or more, with distinct model names (none called `GROUND_TRUTH`).
+    ground_truth : GroundTruthSource
+        Where P_H comes from; its name is recorded in the design.
+    seed : int
+        Seeds the concept sample, the attention checks and the colorings shown.
+    n_concepts : int
+        Concepts to sample, >= 1 (paper: 150).
+    style : {'natural', 'clipart'}
+    votes_per_pair : int
+        Votes per pair, >= 1 (paper: 6).
+    attention_rate : float
+        Share of trials that are attention checks, in [0, `MAX_ATTENTION_RATE`].
+    trials_per_participant : int
+        How many trials one person is asked for (their progress count), >= 1.
+
+    Returns
+    -------
+    int
+        The new study's id.
+
+    Raises
+    ------
+    InvalidInput
+        Bad arguments, or fewer eligible concepts than `n_concepts`.
+    Conflict
+        A study called `name` exists.
+    """
+    _check_design(name, sources, seed, n_concepts, style, votes_per_pair, attention_rate,
+                  trials_per_participant)
+    outputs = [_outputs(db, source, style) for source in sources]
+    eligible = sorted(set.intersection(*(set(o) for o in outputs)) & _concept_keys(db))
+    rng = np.random.default_rng(seed)
+    chosen = _sample_with_truth(db, eligible, ground_truth, rng, n_concepts)
+    checks = _attention_checks(chosen, [s.model for s in sources], attention_rate, rng)
+    design = {"name": name, "style": style, "seed": seed, "ground_truth": ground_truth.name,
+              "sources": [asdict(s) for s in sources], "n_concepts": n_concepts,
+              "eligible_concepts": len(eligible), "concepts": sorted(chosen),
+              "votes_per_pair": votes_per_pair, "attention_rate": attention_rate,
+              "attention_check_pairs": [list(c) for c in checks],
+              "trials_per_participant": trials_per_participant,
+              "colorings_shown": COLORINGS_SHOWN, "images_shown": IMAGES_SHOWN,
+              "created_by": created_by}
+    with transaction(db):
+        if db["studies"].count_where("name = ?", [name]):
+            raise Conflict(f"a study called {name!r} exists; choose another name")
+        study_id = db["studies"].insert({"name": name, "votes_per_pair": votes_per_pair,
+                                         "meta": json.dumps(design), "created": iso(now)}).last_pk
+        _store_content(db, study_id, chosen, sources, outputs, rng)
+        _store_pairs(db, study_id, sorted(chosen), [s.model for s in sources], checks)
+        audit.record(db, created_by, "create_study", "study", study_id, now=now,
+                     details={"name": name, "pairs": study_size(db, study_id)})
+    return study_id
+
+
+def _check_design(name, sources, seed, n_concepts, style, votes_per_pair, attention_rate,
+                  trials_per_participant) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInput(f"`name` must be a non-empty text, got {name!r}")
+    models = [getattr(s, "model", None) for s in sources]
+    if len(models) < 2 or not all(isinstance(s, ModelSource) for s in sources):
+        raise InvalidInput(f"`sources` must be two or more ModelSource, got {list(sources)!r}")
+    if len(set(models)) != len(models) or GROUND_TRUTH in models:
+        raise InvalidInput(f"`sources` must name distinct models other than "
+                           f"{GROUND_TRUTH!r}, got {models}")
+    for label, value in (("seed", seed), ("n_concepts", n_concepts),
+                         ("votes_per_pair", votes_per_pair),
+                         ("trials_per_participant", trials_per_participant)):
+        _check_whole(label, value, 0 if label == "seed" else 1)
+    _check_choice("style", style, STYLES)
+    if (isinstance(attention_rate, bool) or not isinstance(attention_rate, (int, float))
+            or not 0 <= attention_rate <= MAX_ATTENTION_RATE):
+        raise InvalidInput(f"`attention_rate` must be a number in [0, {MAX_ATTENTION_RATE}], "
+                           f"got {attention_rate!r}")
+
+
+def _check_whole(label: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidInput(f"`{label}` must be a whole number >= {minimum}, got {value!r}")
+
+
+def _check_choice(label: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise InvalidInput(f"`{label}` must be one of {allowed}, got {value!r}")
+
+
+def _concept_keys(db) -> set[str]:
+    return {row[0] for row in db.execute("select key from concepts")}
+
+
+def _outputs(db, source: ModelSource, style: str) -> dict[str, dict]:
+    """Per concept key: the source's distribution row, with ``images`` (usable, by sample)."""
+    rows = {r["concept"]: r for r in runs.model_distributions(db, run=source.run,
+                                                              model=source.model)
+            if r["style"] == style and float(r["cfg"]) == source.cfg and r["p"] is not None}
+    if not rows:
+        raise InvalidInput(f"`sources`: no {style} distributions stored for model "
+                           f"{source.model!r} in run {source.run!r} at cfg {source.cfg}")
+    images: dict[str, list[tuple[int, str]]] = {}
+    for item in runs.items(db, source.run):
+        if (item["model"] == source.model and item["style"] == style
+                and float(item["cfg"]) == source.cfg and item["status"] == "segmented"
+                and item["segment_status"] == "ok" and item["image_path"]):
+            images.setdefault(item["concept"], []).append((item["sample"], item["image_path"]))
+    for key, row in rows.items():
+        row["images"] = [path for _, path in sorted(images.get(key, []))]
+    return rows
+
+
+def _sample_with_truth(db, eligible: list[str], ground_truth: GroundTruthSource,
+                       rng: np.random.Generator, n: int) -> dict[str, GroundTruth]:
+    """The first `n` concepts of a random order of `eligible` that have a ground truth.
+
+    Equivalent to a uniform sample of those with one, while asking for at most as many
+    ground truths as needed.
+    """
+    chosen: dict[str, GroundTruth] = {}
+    for index in rng.permutation(len(eligible)):
+        truth = ground_truth.get(db, eligible[index])
+        if truth is not None:
+            chosen[eligible[index]] = truth
+            if len(chosen) == n:
+                return chosen
+    raise InvalidInput(f"`n_concepts`: only {len(chosen)} concepts have a ground truth "
+                       f"({ground_truth.name}) and an output of every model source "
+                       f"({len(eligible)} have the outputs); got n_concepts={n}")
+
+
+def _attention_checks(chosen: dict, models: list[str], rate: float,
+                      rng: np.random.Generator) -> list[tuple[str, str]]:
+    n_pairs = len(chosen) * len(models) * (len(models) - 1) // 2
+    combos = [(key, model) for key in sorted(chosen) for model in models]
+    n_checks = min(len(combos), int(round(rate / (1 - rate) * n_pairs)))
+    picked = rng.choice(len(combos), size=n_checks, replace=False)
+    return sorted(combos[i] for i in picked)
+
+
+def _store_content(db, study_id: int, chosen: dict[str, GroundTruth],
+                   sources: Sequence[ModelSource], outputs: list[dict], rng) -> None:
+    for key in sorted(chosen):
+        truth = chosen[key]
+        shown = [truth.colorings[i] for i in sorted(rng.permutation(len(truth.colorings))
+                                                    [:COLORINGS_SHOWN])]
+        db["study_ground_truths"].insert({
+            "study_id": study_id, "concept_key": key, "p": _p_json(truth.p, key),
+            "n_colorings": int(truth.n_colorings),
+            "dominant": json.dumps([[h, int(n)] for h, n in truth.dominant]),
+            "colorings": json.dumps(shown), "source": json.dumps({"all": len(truth.colorings)})})
+        for source, rows in zip(sources, outputs):
+            row = rows[key]
+            db["study_candidates"].insert({
+                "study_id": study_id, "concept_key": key, "model": source.model,
+                "p": _p_json(row["p"], f"{source.model}/{key}"), "n_images": row["n_images"],
+                "images": json.dumps(row["images"][:IMAGES_SHOWN]),
+                "source": json.dumps(asdict(source))})
+
+
+def _p_json(p, what: str) -> str:
+    try:
+        return json.dumps(check_distribution(p, f"the distribution of {what}").tolist())
+    except ValueError as error:
+        raise InvalidInput(str(error)) from None
+
+
+def _store_pairs(db, study_id: int, keys: list[str], models: list[str],
+                 checks: list[tuple[str, str]]) -> None:
+    rows = [{"study_id": study_id, "concept_key": key, "a": a, "b": b,
+             "meta": json.dumps({"attention_check": False})}
+            for key in keys for a, b in itertools.combinations(sorted(models), 2)]
+    rows += [{"study_id": study_id, "concept_key": key, "a": model, "b": GROUND_TRUTH,
+              "meta": json.dumps({"attention_check": True})} for key, model in checks]
+    db["study_pairs"].insert_all(rows)
+
+
+def study_size(db: sqlite_utils.Database, study_id: int) -> dict[str, int]:
+    """``{"pairs": study pairs, "attention_checks": check pairs}`` of a study."""
+    row = db.execute("select sum(b != ?), sum(b = ?) from study_pairs where study_id = ?",
+                     [GROUND_TRUTH, GROUND_TRUTH, study_id]).fetchone()
+    return {"pairs": row[0] or 0, "attention_checks": row[1] or 0}
+
+
+def get_study(db: sqlite_utils.Database, study_id: int) -> dict:
+    """The ``studies`` row of `study_id`; raises `NotFound`."""
+    rows = list(db["studies"].rows_where("id = ?", [study_id]))
+    if not rows:
+        raise NotFound(f"unknown study id {study_id!r}")
+    return rows[0]
+
+
+def study_design(db: sqlite_utils.Database, study_id: int) -> dict:
+    """The design as recorded (JSON-able), with ``id``, ``created``, ``frozen`` and sizes."""
+    study = get_study(db, study_id)
+    return {"id": study["id"], **json.loads(study["meta"]), "created": study["created"],
+            "frozen": study["frozen"], **study_size(db, study_id)}
+
+
+def update_study(db: sqlite_utils.Database, study_id: int, actor: Actor, *,
+                 votes_per_pair: int | None = None,
+                 trials_per_participant: int | None = None,
+                 now: dt.datetime | None = None) -> dict:
+    """Change a draft's votes per pair or trials per participant; returns the design.
+
+    Raises
+    ------
+    StudyFrozen
+        If the study is open.
+    """
+    changes = {k: v for k, v in (("votes_per_pair", votes_per_pair),
+                                 ("trials_per_participant", trials_per_participant))
+               if v is not None}
+    for label, value in changes.items():
+        _check_whole(label, value, 1)
+    with transaction(db):
+        study = _draft(db, study_id)
+        design = {**json.loads(study["meta"]), **changes}
+        db["studies"].update(study_id, {"meta": json.dumps(design),
+                                        "votes_per_pair": design["votes_per_pair"]})
+        audit.record(db, actor.pseudonym, "update_study", "study", study_id, details=changes,
+                     now=now)
+    return study_design(db, study_id)
+
+
+def open_study(db: sqlite_utils.Database, study_id: int, actor: Actor, *,
+               now: dt.datetime | None = None) -> dict:
+    """Freeze the study's design and hand its pairs out; returns the design.
+
+    Raises
+    ------
+    StudyFrozen
+        If it is open already.
+    """
+    with transaction(db):
+        _draft(db, study_id)
+        db["studies"].update(study_id, {"frozen": iso(now)})
+        audit.record(db, actor.pseudonym, "open_study", "study", study_id, now=now)
+    return study_design(db, study_id)
+
+
+def _draft(db, study_id: int) -> dict:
+    study = get_study(db, study_id)
+    if study["frozen"]:
+        raise StudyFrozen(f"study {study['name']!r} was opened on {study['frozen'][:16]} UTC "
+                          "and its design is frozen; set up a new study to change it")
+    return study
+
+
+def list_studies(db: sqlite_utils.Database) -> list[dict]:
+    """Every study with its progress: pairs, votes wanted and given, complete pairs."""
+    return [dict(row) for row in db.query(
+        "select s.id, s.name, s.created, s.frozen, s.votes_per_pair, "
+        "count(p.id) as pairs, sum(p.b = ?) as attention_checks, "
+        "count(p.id) * s.votes_per_pair as votes_wanted, "
+        "coalesce(sum(v.n), 0) as votes, coalesce(sum(v.n >= s.votes_per_pair), 0) "
+        "as complete_pairs, (select count(distinct j.participant_id) from judgments j join "
+        "study_pairs q on q.id = j.pair_id where q.study_id = s.id) as participants "
+        "from studies s left join study_pairs p on p.study_id = s.id left join "
+        "(select pair_id, count(*) as n from judgments group by pair_id) v on v.pair_id = p.id "
+        "group by s.id order by s.id", [GROUND_TRUTH])]
+

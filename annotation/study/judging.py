@@ -1,0 +1,356 @@
+"""Judging an open study: trials, votes, the participant's background, exports.
+
+A participant is handed pairs by `annotation.assignment` (kind ``judgment``: votes per
+pair from different people, nobody judges a pair twice, the left side drawn per task
+and stored). `next_trial` shows the oldest reserved pair; `record_judgment` stores the
+choice with the placement the task recorded. Nobody votes before saying whether they
+have a design or art background (``annotators.design_background``, Appendix D).
+
+`votes_frame` turns the votes of a study into the frame `evaluation.analysis.judgments` reads,
+`study_metrics` the study's copied distributions into its metric values, and
+`export_study` writes both (and the design) as files for ``python -m evaluation
+judgments``, since `evaluation` never reads the annotation database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import sqlite_utils
+
+from annotation import assignment, audit
+from annotation.people.accounts import Actor
+from storage import iso, parse_iso, transaction, utcnow
+from annotation.errors import InvalidInput, PermissionDenied
+from annotation.study.design import GROUND_TRUTH, GroundTruth, get_study, study_design
+from evaluation.analysis.scoring import concept_metrics
+from evaluation.analysis.judgment_report import analyse, write_tables
+from evaluation.analysis.judgments import VOTE_COLUMNS
+from evaluation.analysis.tables import dca_column
+from storage.distributions import decode
+
+SIDES = ("left", "right")
+BATCH_SIZE = 10
+EXTRA_COLUMNS = ("study_id", "participant", "left_model", "choice", "seconds", "created")
+EXPORT_METRIC_COLUMNS = ("concept", "model", "pcc", "emd", "ed", "dominant_human",
+                  "dominant_model", "dca", "hue_diff")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One candidate of a trial: `item` is a model name or `GROUND_TRUTH` (never shown)."""
+
+    item: str
+    p: np.ndarray
+    images: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One pairwise trial as a participant sees it.
+
+    Attributes
+    ----------
+    task_id : int
+        The reserved ``tasks`` row; pass it to `record_judgment`.
+    concept : str
+        The concept key.
+    truth : GroundTruth
+        P_H with its dominant colors and the colorings shown.
+    left, right : Side
+        The candidates, placed as the task recorded (``tasks.left_item``).
+    number, total : int
+        This is trial `number` of the `total` the participant is asked for.
+    """
+
+    task_id: int
+    study_id: int
+    concept: str
+    truth: GroundTruth
+    left: Side
+    right: Side
+    number: int
+    total: int
+
+
+def _participant(actor: Actor) -> int:
+    if actor.annotator_id is None or "participant" not in actor.roles:
+        raise PermissionDenied(f"judging needs a participant account; {actor.pseudonym} "
+                               "is not one (open a participant invite link)")
+    return actor.annotator_id
+
+
+def design_background(db: sqlite_utils.Database, actor: Actor) -> bool | None:
+    """Whether the participant has a design or art background; None until they say."""
+    value = db["annotators"].get(_participant(actor))["design_background"]
+    return None if value is None else bool(value)
+
+
+def set_background(db: sqlite_utils.Database, actor: Actor, has_background: bool, *,
+                   now: dt.datetime | None = None) -> None:
+    """Record the participant's answer to the background question."""
+    if not isinstance(has_background, (bool, np.bool_)):
+        raise InvalidInput(f"`has_background` must be True or False, got {has_background!r}")
+    annotator_id = _participant(actor)
+    with transaction(db):
+        db["annotators"].update(annotator_id, {"design_background": int(has_background)})
+        audit.record(db, actor.pseudonym, "set_design_background", "annotator",
+                     annotator_id, details={"design_background": bool(has_background)},
+                     now=now)
+
+
+def progress(db: sqlite_utils.Database, actor: Actor) -> tuple[int, int]:
+    """``(done, total)``: trials the participant judged in open studies, and how many they
+    are asked for: per open study its ``trials_per_participant``, at most its pairs."""
+    annotator_id = _participant(actor)
+    done = db.execute("select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
+                      "join studies s on s.id = p.study_id where s.frozen is not null and "
+                      "j.participant_id = ?", [annotator_id]).fetchone()[0]
+    total = sum(min(json.loads(row["meta"])["trials_per_participant"], row["pairs"])
+                for row in db.query("select s.meta, count(p.id) as pairs from studies s join "
+                                    "study_pairs p on p.study_id = s.id where s.frozen is not "
+                                    "null group by s.id"))
+    return done, total
+
+
+def next_trial(db: sqlite_utils.Database, actor: Actor, rng: np.random.Generator, *,
+               batch_size: int = BATCH_SIZE, minutes: float = assignment.RESERVATION_MINUTES,
+               now: dt.datetime | None = None) -> Trial | None:
+    """The participant's next trial, reserving up to `batch_size` pairs when none is held.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Passed to `annotation.assignment.reserve` (ties, left/right placement).
+    batch_size : int
+        Pairs held at once, >= 1 (never more than the trials still asked for).
+    minutes : float
+        Reservation lifetime.
+
+    Returns
+    -------
+    Trial or None
+        None when the participant has judged what was asked or no pair is left for them.
+    """
+    annotator_id = _participant(actor)
+    done, total = progress(db, actor)
+    if done >= total:
+        return None
+    held = assignment.open_tasks(db, "judgment", annotator_id, now=now)
+    if not held:
+        held = assignment.reserve(db, "judgment", annotator_id, rng,
+                                  min(batch_size, total - done), minutes=minutes, now=now)
+    return trial(db, held[0].id, actor, number=done + 1, total=total) if held else None
+
+
+def trial(db: sqlite_utils.Database, task_id: int, actor: Actor, *, number: int = 0,
+          total: int = 0) -> Trial:
+    """The `Trial` of a judgment task the participant holds."""
+    task = _judgment_task(db, task_id, _participant(actor))
+    pair = db["study_pairs"].get(task.pair_id)
+    truth_row = db["study_ground_truths"].get((pair["study_id"], pair["concept_key"]))
+    truth = GroundTruth(decode(truth_row["p"]), truth_row["n_colorings"],
+                        tuple((h, n) for h, n in json.loads(truth_row["dominant"])),
+                        tuple(json.loads(truth_row["colorings"])))
+    sides = {slot: _side(db, pair, pair[slot], truth) for slot in ("a", "b")}
+    right = "b" if task.left_item == "a" else "a"
+    return Trial(task.id, pair["study_id"], pair["concept_key"], truth,
+                 sides[task.left_item], sides[right], number, total)
+
+
+def _side(db, pair: dict, item: str, truth: GroundTruth) -> Side:
+    if item == GROUND_TRUTH:
+        return Side(item, truth.p, truth.colorings)
+    row = db["study_candidates"].get((pair["study_id"], pair["concept_key"], item))
+    return Side(item, decode(row["p"]), tuple(json.loads(row["images"])))
+
+
+def _judgment_task(db, task_id, annotator_id: int) -> assignment.Task:
+    if isinstance(task_id, bool) or not isinstance(task_id, (int, np.integer)):
+        raise InvalidInput(f"`task_id` must be a whole number, got {task_id!r}")
+    rows = list(db["tasks"].rows_where("id = ? and annotator_id = ? and kind = 'judgment'",
+                                       [int(task_id), annotator_id]))
+    if not rows:
+        raise InvalidInput(f"`task_id` {task_id} is not a pair handed to you; ask for the "
+                           "next trial")
+    return assignment.Task.from_row(rows[0])
+
+
+def record_judgment(db: sqlite_utils.Database, actor: Actor, task_id: int, chosen_side: str,
+                    seconds: float, *, now: dt.datetime | None = None) -> int:
+    """Store a participant's choice for the pair of a task they hold.
+
+    Parameters
+    ----------
+    task_id : int
+        A reserved judgment task of the participant.
+    chosen_side : {'left', 'right'}
+        The side they judged to match the ground truth better.
+    seconds : float
+        Time spent on the trial, >= 0.
+
+    Returns
+    -------
+    int
+        The ``judgments`` row id. Its ``left_item`` is the task's placement and
+        ``winner`` the chosen item (``"a"`` or ``"b"`` of the pair).
+
+    Raises
+    ------
+    InvalidInput
+        Bad side or seconds, not the participant's judgment task, or the background
+        question is unanswered. Nothing is stored then.
+    """
+    if chosen_side not in SIDES:
+        raise InvalidInput(f"`chosen_side` must be one of {SIDES}, got {chosen_side!r}")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not math.isfinite(seconds) or seconds < 0:
+        raise InvalidInput(f"`seconds` must be a finite number >= 0, got {seconds!r}")
+    annotator_id = _participant(actor)
+    if design_background(db, actor) is None:
+        raise InvalidInput("answer the question about your design or art background "
+                           "before your first trial")
+    _judgment_task(db, task_id, annotator_id)
+
+    def write(conn, task: assignment.Task) -> int:
+        other = "b" if task.left_item == "a" else "a"
+        return conn["judgments"].insert({
+            "pair_id": task.pair_id, "participant_id": annotator_id,
+            "left_item": task.left_item, "choice": chosen_side,
+            "winner": task.left_item if chosen_side == "left" else other,
+            "seconds_spent": float(seconds), "created": iso(now)}).last_pk
+    return assignment.submit(db, int(task_id), annotator_id, write, now=now)
+
+
+def seconds_since(shown_at: str, *, now: dt.datetime | None = None) -> float:
+    """Seconds from `shown_at` (`storage.db.iso` text) to `now`, at least 0."""
+    try:
+        shown = parse_iso(shown_at)
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(f"`shown_at` must be a time such as {iso()!r}, "
+                           f"got {shown_at!r}") from error
+    return max(0.0, ((utcnow() if now is None else now) - shown).total_seconds())
+
+
+def votes_frame(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
+    """The study's votes as `evaluation.analysis.judgments` reads them, one row per trial.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns `VOTE_COLUMNS` (``model_a``/``model_b`` are the pair's items, the
+        ground-truth side of a check is `GROUND_TRUTH`; ``chosen`` is the item picked;
+        ``attention_passed`` is True/False for checks and None otherwise) then
+        `EXTRA_COLUMNS` (``left_model`` the item shown on the left, ``choice`` the side
+        clicked, ``seconds`` spent), ordered by judgment id.
+    """
+    get_study(db, study_id)
+    rows = db.execute(
+        "select p.id, p.concept_key, p.a, p.b, case j.winner when 'a' then p.a else p.b end, "
+        "j.participant_id, a.design_background, p.b = ?, p.study_id, a.pseudonym, "
+        "case j.left_item when 'a' then p.a else p.b end, j.choice, j.seconds_spent, "
+        "j.created from judgments j join study_pairs p on p.id = j.pair_id join annotators a "
+        "on a.id = j.participant_id where p.study_id = ? order by j.id",
+        [GROUND_TRUTH, study_id]).fetchall()
+    frame = pd.DataFrame(rows, columns=[c for c in VOTE_COLUMNS if c != "attention_passed"]
+                         + list(EXTRA_COLUMNS))
+    frame["design_background"] = frame["design_background"].astype(bool)
+    frame["attention_check"] = frame["attention_check"].astype(bool)
+    passed = (frame["chosen"] == GROUND_TRUTH).astype(object)
+    frame["attention_passed"] = passed.where(frame["attention_check"], None)
+    return frame[list(VOTE_COLUMNS + EXTRA_COLUMNS)]
+
+
+def study_metrics(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
+    """Metric values per (concept, model) of the study's copied distributions.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns `EXPORT_METRIC_COLUMNS`, one row per candidate: PCC in [-1, 1], EMD in CIELAB
+        ΔE units, ED in nats, the dominant UW-71 bins, DCA 1.0 when they agree else 0.0,
+        and ``hue_diff`` in degrees [0, 180] (NaN when a dominant bin is achromatic), all
+        from `evaluation.analysis.scoring.concept_metrics`.
+    """
+    get_study(db, study_id)
+    rows = list(db.query(
+        "select c.concept_key, c.model, c.p, g.p as human from study_candidates c join "
+        "study_ground_truths g on g.study_id = c.study_id and g.concept_key = c.concept_key "
+        "where c.study_id = ? order by c.concept_key, c.model", [study_id]))
+    frame = pd.DataFrame({"concept": [r["concept_key"] for r in rows],
+                          "model": [r["model"] for r in rows]})
+    if not rows:
+        return frame.reindex(columns=EXPORT_METRIC_COLUMNS)
+    human = np.array([decode(r["human"]) for r in rows])
+    model = np.array([decode(r["p"]) for r in rows])
+    frame = frame.assign(**concept_metrics(human, model))
+    frame["dca"] = dca_column(frame)
+    return frame[list(EXPORT_METRIC_COLUMNS)]
+
+
+def export_votes(db: sqlite_utils.Database, path: str | Path, *,
+                 study_id: int | None = None) -> int:
+    """Write the votes of one study (default: every study) as CSV; returns the row count."""
+    ids = [study_id] if study_id is not None else [
+        row[0] for row in db.execute("select id from studies order by id")]
+    frames = [votes_frame(db, i) for i in ids]
+    frame = pd.concat(frames) if frames else pd.DataFrame(
+        columns=list(VOTE_COLUMNS + EXTRA_COLUMNS))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return len(frame)
+
+
+def export_study(db: sqlite_utils.Database, study_id: int, folder: str | Path) -> dict[str, Path]:
+    """Write ``votes.csv``, ``metrics.csv`` and ``design.json`` of a study into `folder`.
+
+    Returns
+    -------
+    dict of str to Path
+        ``{"votes": ..., "metrics": ..., "design": ...}``.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"votes": folder / "votes.csv", "metrics": folder / "metrics.csv",
+             "design": folder / "design.json"}
+    export_votes(db, paths["votes"], study_id=study_id)
+    study_metrics(db, study_id).to_csv(paths["metrics"], index=False)
+    paths["design"].write_text(json.dumps(study_design(db, study_id), indent=2),
+                               encoding="utf-8")
+    return paths
+
+
+def analyse_study(db: sqlite_utils.Database, study_id: int, folder: str | Path, *,
+                  rng: np.random.Generator, n_boot: int = 1000,
+                  exclude_flagged: bool = False) -> tuple[dict[str, pd.DataFrame], list[Path]]:
+    """Analyse a study (`evaluation.analysis.judgment_report.analyse`) and write every table as CSV.
+
+    Parameters
+    ----------
+    folder : str or Path
+        Where the export (`export_study`) and the tables' CSV files go.
+    rng : numpy.random.Generator
+        Source of the bootstrap resamples.
+    n_boot : int
+        Bootstrap resamples, >= 1.
+    exclude_flagged : bool
+        Leave out participants who failed an attention check.
+
+    Returns
+    -------
+    tables : dict of str to pandas.DataFrame
+        See `evaluation.analysis.judgment_report.analyse`.
+    paths : list of Path
+        The CSV and JSON files written.
+    """
+    exported = export_study(db, study_id, folder)
+    tables = analyse(votes_frame(db, study_id), study_metrics(db, study_id), rng=rng,
+                     n_boot=n_boot, exclude_flagged=exclude_flagged)
+    written = write_tables(tables, folder)
+    return tables, [*written.values(), *exported.values()]

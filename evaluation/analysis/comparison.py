@@ -1,0 +1,249 @@
+"""One concept, people against each model, for the Concept browser.
+
+`Panel` holds what one source (the human ground truth or one model at one style and
+guidance scale) shows: its distribution and its visual groups' dominant colors with
+sample counts (Figure 3). The figure builders put panels side by side on one shared
+probability axis; `variant_shifts` compares a base concept with its modified variants
+(shift EMD, §5.1) for people and for each model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from evaluation.analysis import figures
+from evaluation.color import metrics
+from evaluation.concepts import Concept
+from evaluation.analysis.results import latest_distributions, parse_cfg, resolve_cfg
+from evaluation.analysis.scoring import score
+from evaluation.analysis.tables import with_dca
+
+HUMAN = "human"
+HUMAN_COLOR = "#555555"
+NO_SAMPLES_NOTE = "no per-sample colors (reference ratings)"
+CHART_ROW_PX = 220  # plot height per row of distribution charts, CSS pixels
+CHART_GAP_PX = 90  # between chart rows: tick labels, the x title and the next panel title
+STRIP_ROW_PX = 80  # swatch height per strip row, CSS pixels
+STRIP_GAP_PX = 50  # between strip rows: room for the panel title
+METRIC_COLUMNS = ["model", "style", "cfg", "n_images", "n_excluded", "pcc", "emd", "ed", "dca", "hue_diff"]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """What one source shows for one concept.
+
+    Attributes
+    ----------
+    title : str
+        E.g. ``"Human: designer colorings (n = 5)"`` or ``"sdxl · cfg 6 (5 images)"``.
+    p : ndarray, shape (71,)
+        The distribution.
+    colors : ndarray, shape (k, 3), uint8, or None
+        The dominant color of each visual group (sRGB), largest group first.
+    counts : tuple of int or None
+        Images (or colorings) per group.
+    """
+
+    title: str
+    p: np.ndarray
+    colors: np.ndarray | None = None
+    counts: tuple[int, ...] | None = None
+
+
+def strip_of(groups: Sequence | None) -> tuple[np.ndarray, tuple[int, ...]] | tuple[None, None]:
+    """Dominant colors and sizes of extraction groups.
+
+    `groups` holds `evaluation.color.extraction.ColorGroup` objects or their stored JSON form
+    (dicts with ``rgb``, heaviest first, and ``image_indices``); empty or None gives
+    ``(None, None)``.
+    """
+    if not groups:
+        return None, None
+    as_dicts = [g if isinstance(g, Mapping) else {"rgb": g.rgb, "image_indices": g.image_indices} for g in groups]
+    colors = np.stack([np.asarray(g["rgb"], dtype=np.uint8).reshape(-1, 3)[0] for g in as_dicts])
+    return colors, tuple(len(g["image_indices"]) for g in as_dicts)
+
+
+def human_panel(label: str, p: np.ndarray, groups: Sequence | None = None) -> Panel:
+    """The panel of a human distribution; `label` says its source."""
+    colors, counts = strip_of(groups)
+    return Panel(f"Human: {label}", np.asarray(p, dtype=np.float64), colors, counts)
+
+
+def rows_at_cfg(rows: Sequence[Mapping], cfg: str | float) -> list[dict]:
+    """The newest distribution per (model, style, concept) at the chosen scale per model.
+
+    `cfg` is ``"recommended"`` or one scale (see `evaluation.analysis.results.resolve_cfg`); it is
+    checked even when `rows` is empty.
+
+    Raises
+    ------
+    ValueError
+        If `cfg` is neither (`evaluation.analysis.results.parse_cfg`), or a scale some model lacks.
+    """
+    cfg = parse_cfg(cfg)
+    latest = latest_distributions(rows)
+    if not latest:
+        return []
+    chosen = resolve_cfg(pd.DataFrame({"model": [r["model"] for r in latest], "cfg": [r["cfg"] for r in latest]}), cfg)
+    return [r for r in latest if np.isclose(float(r["cfg"]), chosen[r["model"]])]
+
+
+def model_panels(rows: Sequence[Mapping]) -> list[Panel]:
+    """One panel per model distribution row (``model, style, cfg, p, n_images, n_excluded, groups``)."""
+    panels = []
+    for row in sorted(rows, key=lambda r: (r["model"], r["style"], r["cfg"])):
+        colors, counts = strip_of(row.get("groups"))
+        title = (f"{row['model']} · {row['style']} · cfg {float(row['cfg']):g} "
+                 f"({row['n_images']} images, {row['n_excluded']} excluded)")
+        panels.append(Panel(title, np.asarray(row["p"], dtype=np.float64), colors, counts))
+    return panels
+
+
+def distributions_figure(panels: Sequence[Panel], *, columns: int = 2) -> go.Figure:
+    """UW-71 bar charts of every panel in a grid, all on the same probability axis.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Trace i is `evaluation.analysis.figures.distribution_bar` of ``panels[i].p`` (palette
+        colors, hover with index, hex, L*a*b* and probability); every y axis spans
+        [0, 1.05 x the largest probability of all panels]; ticks every 10 color indices;
+        the left column's y axes and each column's lowest x axis are titled.
+    """
+    if not panels:
+        raise ValueError("`panels` is empty: nothing to draw")
+    rows = math.ceil(len(panels) / columns)
+    plot_px = rows * CHART_ROW_PX + (rows - 1) * CHART_GAP_PX
+    fig = make_subplots(rows=rows, cols=columns, subplot_titles=[p.title for p in panels],
+                        vertical_spacing=CHART_GAP_PX / plot_px if rows > 1 else 0, horizontal_spacing=0.08)
+    top = 1.05 * max(float(p.p.max()) for p in panels)
+    for i, panel in enumerate(panels):
+        row, col = i // columns + 1, i % columns + 1
+        fig.add_trace(figures.distribution_bar(panel.p).data[0], row=row, col=col)
+        if i + columns >= len(panels):  # nothing below: this panel carries its column's x title
+            fig.update_xaxes(title={"text": "UW-71 color index", "standoff": 4}, row=row, col=col)
+    fig.update_yaxes(range=[0, top])
+    fig.update_yaxes(title="probability", col=1)
+    fig.update_xaxes(range=[-0.5, 70.5], dtick=10)
+    margin = {**figures.LAYOUT["margin"], "t": 50, "b": 50}
+    fig.update_layout(height=plot_px + margin["t"] + margin["b"], showlegend=False, bargap=0.05,
+                      template=figures.LAYOUT["template"], margin=margin)
+    return fig
+
+
+def strips_figure(panels: Sequence[Panel]) -> go.Figure:
+    """The dominant-color strip (Figure 3) of every panel that has groups, one row each.
+
+    Swatches are labelled with their sample counts; a panel without groups (a reference
+    set of ratings has no samples) gets a row that says so, anchored to that row's own
+    axes (an empty, invisible bar trace makes the renderer create them: plotly.js drops
+    axes without traces and would place the note on another row).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One bar trace per panel, on row i's axes; swatches `STRIP_ROW_PX` pixels tall
+        and `STRIP_GAP_PX` between rows for the panel titles.
+    """
+    if not panels:
+        raise ValueError("`panels` is empty: nothing to draw")
+    n = len(panels)
+    plot_px = n * STRIP_ROW_PX + (n - 1) * STRIP_GAP_PX
+    fig = make_subplots(rows=n, cols=1, subplot_titles=[p.title for p in panels],
+                        vertical_spacing=STRIP_GAP_PX / plot_px if n > 1 else 0)
+    for i, panel in enumerate(panels, start=1):
+        if panel.colors is None:
+            fig.add_trace(go.Bar(x=[], y=[], hoverinfo="skip"), row=i, col=1)
+            fig.add_annotation(text=NO_SAMPLES_NOTE, showarrow=False, font={"size": 14},
+                               xref="x domain", yref="y domain", x=0.5, y=0.5, row=i, col=1)
+        else:
+            fig.add_trace(figures.dominant_strip(panel.colors, panel.counts).data[0], row=i, col=1)
+    fig.update_xaxes(showticklabels=False, showgrid=False)
+    fig.update_yaxes(visible=False, range=[0, 1], fixedrange=True)
+    margin = {"l": 10, "r": 10, "t": STRIP_GAP_PX, "b": 30}
+    fig.update_layout(height=plot_px + margin["t"] + margin["b"], margin=margin, showlegend=False, bargap=0.04,
+                      template=figures.LAYOUT["template"],
+                      uniformtext={"minsize": figures.STRIP_MIN_FONT, "mode": "show"})
+    fig.update_xaxes(title={"text": "number on each color: images, or colorings for people", "standoff": 4}, row=n, col=1)
+    return fig
+
+
+def concept_metrics(concept: str, human_p: np.ndarray, rows: Sequence[Mapping],
+                    concepts: Sequence[Concept]) -> pd.DataFrame:
+    """PCC, EMD, ED, DCA and ΔHue of each model row of `concept` against `human_p`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns `METRIC_COLUMNS`, one row per model row with a distribution.
+    """
+    long = score([r for r in rows if r["concept"] == concept], {concept: human_p}, concepts)
+    return with_dca(long)[METRIC_COLUMNS].reset_index(drop=True)
+
+
+def variant_shifts(base: str, concepts: Sequence[Concept], human: Mapping[str, np.ndarray],
+                   rows: Sequence[Mapping]) -> pd.DataFrame:
+    """Shift EMD from base concept `base` to each of its variants, for people and models.
+
+    Parameters
+    ----------
+    base : str
+        A base concept key, e.g. ``"apple"``.
+    human : Mapping of str to ndarray
+        Human distributions by concept key (the base and variants it covers).
+    rows : sequence of Mapping
+        Model distribution rows at one scale per model (`rows_at_cfg`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``concept, modifier_type, source, shift``: source ``"human"`` or
+        ``"<model> · <style>"``; shift in CIELAB units, for every variant whose base and
+        variant distributions both exist for that source.
+    """
+    if not any(c.key == base and c.modifier_type == "original" for c in concepts):
+        raise ValueError(f"`base` must be a base concept key such as 'apple', got {base!r}")
+    variants = [c for c in concepts if c.base == base and c.modifier_type != "original"]
+    out = [(c.key, c.modifier_type, HUMAN, metrics.shift(human[base], human[c.key]))
+           for c in variants if base in human and c.key in human]
+    by_source: dict[str, dict[str, np.ndarray]] = {}
+    for row in rows:
+        by_source.setdefault(f"{row['model']} · {row['style']}", {})[row["concept"]] = row["p"]
+    for source, ps in sorted(by_source.items()):
+        out += [(c.key, c.modifier_type, source, metrics.shift(ps[base], ps[c.key]))
+                for c in variants if base in ps and c.key in ps]
+    return pd.DataFrame(out, columns=["concept", "modifier_type", "source", "shift"])
+
+
+def variant_shift_table(shifts: pd.DataFrame) -> pd.DataFrame:
+    """`variant_shifts` as one row per variant and one column per source (human first)."""
+    if shifts.empty:
+        return pd.DataFrame(columns=["concept", "modifier_type", HUMAN])
+    wide = shifts.pivot_table(index=["concept", "modifier_type"], columns="source", values="shift", sort=False)
+    ordered = [HUMAN] * (HUMAN in wide.columns) + sorted(c for c in wide.columns if c != HUMAN)
+    return wide[ordered].reset_index().rename_axis(columns=None)
+
+
+def variant_shift_figure(shifts: pd.DataFrame, *, title: str = "") -> go.Figure:
+    """Grouped bars: x = variant, one bar trace per source, y = shift EMD (hover: concept, source, value).
+
+    The legend names the sources even when there is only one, and people's bars are grey
+    (`HUMAN_COLOR`) so that they read as the baseline next to the models' colors.
+    """
+    fig = go.Figure()
+    for source, part in shifts.groupby("source", sort=False):
+        fig.add_trace(go.Bar(
+            x=part["concept"], y=part["shift"], name=source, customdata=part[["modifier_type"]].to_numpy(),
+            marker_color=HUMAN_COLOR if source == HUMAN else None,
+            hovertemplate=f"%{{x}} (%{{customdata[0]}})<br>{source}<br>shift EMD %{{y:.2f}}<extra></extra>"))
+    fig.update_layout(**figures.titled(title), barmode="group", yaxis_title="shift EMD from the base concept",
+                      xaxis_title="variant", showlegend=True, legend_title_text="source", **figures.LAYOUT)
+    return fig

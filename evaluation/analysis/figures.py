@@ -1,0 +1,304 @@
+"""Plotly figure builders for the QC, study and research tabs.
+
+Every builder takes plain arrays or the frames of `evaluation.analysis.tables`,
+`evaluation.analysis.judgments` and `annotation.qc.stats` and returns a `plotly.graph_objects.Figure`;
+nothing here reads files or touches a database. Hover texts show the underlying
+numbers, and the figure data are the inputs unchanged, so exports match the tables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from evaluation.color.palette import N_BINS, Palette, load_uw71
+from evaluation.analysis.tables import METRICS, MODIFIER_LABELS, SHIFT_COLUMNS, require_columns
+
+BAR_OUTLINE = "#9e9e9e"  # keeps white and very light bars visible on a white background
+LAYOUT = {"template": "plotly_white", "margin": {"l": 50, "r": 20, "t": 50, "b": 40}}
+STRIP_SWATCH_PX = 110  # swatch height of a dominant-color strip, in CSS pixels
+STRIP_FONT = {"size": 15}  # sample counts on the swatches
+STRIP_MIN_FONT = 12  # counts never shrink below this (px), even with ~20 narrow swatches
+
+
+def titled(title: str) -> dict:
+    """Layout keywords for `title`: none at all when it is empty.
+
+    Gradio's ``gr.Plot`` raises the top margin of any figure whose layout has a
+    ``title`` key to 100 px, even an empty one, which squashes short figures.
+    """
+    return {"title": title} if title else {}
+
+
+def distribution_bar(p, *, palette: Palette | None = None, title: str = "",
+                     y_max: float | None = None) -> go.Figure:
+    """A UW-71 distribution as bars drawn in the palette's own colors.
+
+    Parameters
+    ----------
+    p : array_like, shape (71,)
+        Probabilities in ``color_index`` order, each in [0, 1].
+    palette : Palette, optional
+        Defaults to `evaluation.color.palette.load_uw71()`.
+    title : str
+        Figure title.
+    y_max : float, optional
+        Fix the y-axis to [0, y_max] so that several charts share one scale.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One `go.Bar` trace: x = color index 0..70, y = `p`, marker colors = palette hex;
+        hover shows index, hex, L*a*b* and probability.
+
+    Raises
+    ------
+    ValueError
+        If `p` does not have shape (71,) or holds values outside [0, 1].
+    """
+    values = np.asarray(p, dtype=float)
+    if values.shape != (N_BINS,) or not np.all((values >= 0) & (values <= 1)):
+        raise ValueError(f"`p` must have shape ({N_BINS},) with values in [0, 1], got shape {values.shape}")
+    pal = palette or load_uw71()
+    custom = [[h, *np.round(lab, 1)] for h, lab in zip(pal.hex, pal.lab)]
+    fig = go.Figure(go.Bar(
+        x=np.arange(N_BINS), y=values, marker={"color": list(pal.hex), "line": {"color": BAR_OUTLINE, "width": 0.5}},
+        customdata=custom,
+        hovertemplate="color %{x} %{customdata[0]}<br>L*a*b* (%{customdata[1]}, %{customdata[2]}, %{customdata[3]})"
+                      "<br>p = %{y:.4f}<extra></extra>",
+    ))
+    fig.update_layout(bargap=0.05, showlegend=False, **titled(title), **LAYOUT)
+    fig.update_xaxes(title="UW-71 color index", range=[-0.5, N_BINS - 0.5])
+    fig.update_yaxes(title="probability", range=None if y_max is None else [0, y_max])
+    return fig
+
+
+def _to_hex(colors) -> list[str]:
+    if len(colors) and isinstance(colors[0], str):
+        return [c.lower() for c in colors]
+    arr = np.asarray(colors)
+    if arr.ndim != 2 or arr.shape[1] != 3 or arr.dtype != np.uint8:
+        raise ValueError(f"`colors` must be hex strings or uint8 sRGB of shape (n, 3), got {arr.dtype} {arr.shape}")
+    return ["#{:02x}{:02x}{:02x}".format(*row) for row in arr]
+
+
+def dominant_strip(colors, counts, *, title: str = "", unit: str = "samples") -> go.Figure:
+    """Dominant colors as swatches labelled with their sample counts (Figure 3).
+
+    Parameters
+    ----------
+    colors : sequence of str or array_like of uint8, shape (n, 3)
+        One dominant color per visual group, as ``"#rrggbb"`` or sRGB [0, 255].
+    counts : sequence of int, length n
+        Images (or colorings) in each group.
+    title : str
+        Figure title.
+    unit : str
+        What the counts count (``"colorings"``, ``"images"``); names the x axis and
+        the hover text.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One `go.Bar` trace of unit-height swatches; marker colors = the colors as hex,
+        text = the counts in `STRIP_FONT` type (never below `STRIP_MIN_FONT` px, in a
+        color that contrasts with the swatch); the height leaves the swatches
+        `STRIP_SWATCH_PX` pixels tall whatever the title.
+    """
+    hexes = _to_hex(colors)
+    counts = [int(c) for c in counts]
+    if len(hexes) != len(counts):
+        raise ValueError(f"`colors` and `counts` must have equal lengths, got {len(hexes)} and {len(counts)}")
+    fig = go.Figure(go.Bar(
+        x=[str(i) for i in range(len(hexes))], y=[1] * len(hexes), text=[str(c) for c in counts],
+        textposition="inside", insidetextanchor="middle", textangle=0, textfont=STRIP_FONT,
+        marker={"color": hexes, "line": {"color": BAR_OUTLINE, "width": 0.5}},
+        customdata=[[h, c] for h, c in zip(hexes, counts)],
+        hovertemplate=f"%{{customdata[0]}}<br>%{{customdata[1]}} {unit}<extra></extra>",
+    ))
+    margin = {"l": 10, "r": 10, "t": 50 if title else 30, "b": 30}  # 30: room for gr.Plot's label
+    fig.update_layout(bargap=0.04, showlegend=False, template=LAYOUT["template"], margin=margin, **titled(title),
+                      height=STRIP_SWATCH_PX + margin["t"] + margin["b"],
+                      uniformtext={"minsize": STRIP_MIN_FONT, "mode": "show"})
+    fig.update_xaxes(showticklabels=False, title={"text": f"number on each color: {unit}", "standoff": 4})
+    fig.update_yaxes(visible=False, range=[0, 1], fixedrange=True)
+    return fig
+
+
+def group_strip(groups, *, title: str = "", unit: str = "images") -> go.Figure:
+    """Figure 3's strip from extraction groups: each group's heaviest color and its size.
+
+    Parameters
+    ----------
+    groups : sequence of evaluation.color.extraction.ColorGroup
+        ``ConceptDistribution.groups``: each with ``rgb`` (k, 3) uint8, heaviest first,
+        and ``n_images``.
+    title : str
+        Figure title.
+    unit : str
+        What ``n_images`` counts, see `dominant_strip`.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        See `dominant_strip`; swatch i is ``groups[i].rgb[0]`` labelled
+        ``groups[i].n_images``.
+    """
+    if len(groups) == 0:
+        raise ValueError("`groups` is empty")
+    colors = np.stack([np.asarray(g.rgb, dtype=np.uint8)[0] for g in groups])
+    return dominant_strip(colors, [g.n_images for g in groups], title=title, unit=unit)
+
+
+def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Figure:
+    """Metric against guidance scale, one line per model (Figure 5).
+
+    Parameters
+    ----------
+    sweep : pandas.DataFrame
+        Output of `evaluation.analysis.tables.cfg_sweep` (columns ``model, style, cfg`` and the
+        metrics), possibly filtered to one style.
+    metric_names : sequence of str
+        One panel per metric.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Per panel one scatter-line trace per (model, style), x = cfg, y = metric mean.
+    """
+    require_columns(sweep, ("model", "style", "cfg", *metric_names), "sweep")
+    several_styles = sweep["style"].nunique() > 1
+    titles = [f"{METRICS[m][0]} {'↑' if METRICS[m][1] else '↓'}" for m in metric_names]
+    fig = make_subplots(rows=1, cols=len(metric_names), subplot_titles=titles)
+    for col, metric in enumerate(metric_names, start=1):
+        for (model, style), part in sweep.sort_values("cfg").groupby(["model", "style"], sort=True):
+            name = f"{model} · {style}" if several_styles else str(model)
+            fig.add_trace(go.Scatter(
+                x=part["cfg"], y=part[metric], mode="lines+markers", name=name, legendgroup=name,
+                showlegend=col == 1, hovertemplate=f"{name}<br>cfg %{{x}}<br>{METRICS[metric][0]} %{{y:.3f}}<extra></extra>",
+            ), row=1, col=col)
+        fig.update_xaxes(title="CFG scale", row=1, col=col)
+        fig.update_yaxes(title=f"mean {METRICS[metric][0]}", row=1, col=col)
+    fig.update_layout(**LAYOUT)
+    return fig
+
+
+def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type") -> go.Figure:
+    """Model shift ÷ human shift per model, grouped bars (Figure 4, left).
+
+    Parameters
+    ----------
+    sensitivity : pandas.DataFrame
+        Output of `evaluation.analysis.tables.sensitivity` with ``by=("model", group)``.
+    group : str
+        The second grouping column: one bar trace per value (``modifier_type`` or
+        ``style``).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One `go.Bar` trace per group value, x = model, y = ratio, and a dashed line at
+        1 (the human baseline).
+    """
+    require_columns(sensitivity, ("model", group, "ratio", "model_shift", "human_shift"), "sensitivity")
+    fig = go.Figure()
+    for value, part in sensitivity.groupby(group, sort=True):
+        fig.add_trace(go.Bar(
+            x=part["model"], y=part["ratio"], name=MODIFIER_LABELS.get(value, str(value)),
+            customdata=part[["model_shift", "human_shift"]].to_numpy(),
+            hovertemplate="%{x}<br>ratio %{y:.3f}<br>model shift %{customdata[0]:.2f}"
+                          "<br>human shift %{customdata[1]:.2f}<extra></extra>",
+        ))
+    fig.add_hline(y=1.0, line_dash="dash", annotation_text="human baseline")
+    fig.update_layout(barmode="group", xaxis_title="model", yaxis_title="model shift ÷ human shift",
+                      legend_title_text="modifier", **LAYOUT)
+    return fig
+
+
+def shift_scatter(shifts: pd.DataFrame) -> go.Figure:
+    """Per-concept model shift against human shift, one trace per model (Figure 4, right).
+
+    Parameters
+    ----------
+    shifts : pandas.DataFrame
+        Output of `evaluation.analysis.tables.concept_shifts`, possibly filtered.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Per (model, style) a marker trace, x = human shift, y = model shift, hover
+        shows the concept and both values; a dotted y = x line.
+    """
+    require_columns(shifts, SHIFT_COLUMNS, "shifts")
+    several_styles = shifts["style"].nunique() > 1
+    fig = go.Figure()
+    for (model, style), part in shifts.groupby(["model", "style"], sort=True):
+        name = f"{model} · {style}" if several_styles else str(model)
+        fig.add_trace(go.Scatter(
+            x=part["human_shift"], y=part["model_shift"], mode="markers", name=name,
+            customdata=part[["concept", "modifier_type"]].to_numpy(),
+            hovertemplate="%{customdata[0]} (%{customdata[1]})<br>human %{x:.2f}<br>"
+                          f"{name} %{{y:.2f}}<extra></extra>",
+        ))
+    top = float(np.nanmax(shifts[["human_shift", "model_shift"]].to_numpy())) if len(shifts) else 1.0
+    fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="y = x",
+                             line={"dash": "dot", "color": BAR_OUTLINE}, hoverinfo="skip"))
+    fig.update_layout(xaxis_title="human shift (EMD)", yaxis_title="model shift (EMD)", **LAYOUT)
+    return fig
+
+
+def consistency_histogram(scores: pd.Series, flags: pd.Series | None = None, *, nbins: int = 30) -> go.Figure:
+    """Histogram of per-concept consistency scores with the high-variance cutoff.
+
+    Parameters
+    ----------
+    scores : pandas.Series
+        Output of `annotation.qc.stats.consistency_scores`.
+    flags : pandas.Series of bool, optional
+        Output of `annotation.qc.stats.high_variance`; a dashed line marks the lowest flagged
+        score.
+    nbins : int
+        Approximate number of bins.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One `go.Histogram` trace whose x are the scores.
+    """
+    fig = go.Figure(go.Histogram(x=scores.to_numpy(float), nbinsx=nbins, name="concepts",
+                                 hovertemplate="EMD %{x}<br>%{y} concepts<extra></extra>"))
+    if flags is not None and flags.any():
+        cutoff = float(scores[flags.reindex(scores.index, fill_value=False)].min())
+        fig.add_vline(x=cutoff, line_dash="dash", annotation_text=f"top {flags.mean():.0%}: ≥ {cutoff:.2f}")
+    fig.update_layout(xaxis_title="mean pairwise EMD (Eq. 6)", yaxis_title="concepts", **LAYOUT)
+    return fig
+
+
+def table3_figure(validation: pd.DataFrame) -> go.Figure:
+    """Pearson, Spearman and agreement per metric with bootstrap intervals (Table 3).
+
+    Parameters
+    ----------
+    validation : pandas.DataFrame
+        Output of `evaluation.analysis.judgments.metric_validation`.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Three `go.Bar` traces (Pearson, Spearman, Agreement as a fraction), x = metric
+        label, error bars from the ``_lo``/``_hi`` columns.
+    """
+    fig = go.Figure()
+    for key, name in (("pearson", "Pearson r"), ("spearman", "Spearman ρ"), ("agreement", "Agreement (fraction)")):
+        require_columns(validation, ("label", key, f"{key}_lo", f"{key}_hi"), "validation")
+        y = validation[key].to_numpy(float)
+        fig.add_trace(go.Bar(
+            x=validation["label"], y=y, name=name,
+            error_y={"type": "data", "array": validation[f"{key}_hi"].to_numpy(float) - y,
+                     "arrayminus": y - validation[f"{key}_lo"].to_numpy(float)},
+            hovertemplate=f"%{{x}}<br>{name} %{{y:.3f}}<extra></extra>",
+        ))
+    fig.update_layout(barmode="group", xaxis_title="metric", yaxis_title="alignment with human judgment", **LAYOUT)
+    return fig

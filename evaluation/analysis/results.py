@@ -1,0 +1,235 @@
+"""The research tabs' analyses: stored model distributions against one human source.
+
+`analyses` scores the latest stored P_M(x|c) of every (model, concept, style, cfg)
+against P_H(x|c) (`evaluation.analysis.scoring.score`) and derives the paper's Tables 1, 2 and
+6-8, the CFG sweep of Figure 5 and the shifts of Figure 4 (`evaluation.analysis.tables`);
+`analysis_figures` draws them (`evaluation.analysis.figures`) and `export_analyses` writes every
+table as CSV and every figure as HTML.
+
+Choices where the paper is silent:
+
+- The same cell may be stored by several runs; the most recently created distribution
+  is used.
+- Tables 1, 2 and 6-8 use one guidance scale per model. By default that is the model's
+  *recommended* scale: the middle of the scales stored for it (the lower middle for an
+  even count), since the registry centres each sweep on the model's recommended value.
+  Any one scale can be chosen instead, or ``"mean"`` for Tables 1 and 2 (each concept
+  averaged over its scales, `evaluation.analysis.tables.POOL_CFG`); Figure 5 always shows them all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from evaluation.analysis import figures
+from evaluation.analysis import scoring
+from evaluation.analysis import tables
+from evaluation.concepts import Concept
+from evaluation.pipeline.fileio import write_atomic
+
+RECOMMENDED = "recommended"
+
+
+def latest_distributions(model_rows: Sequence[Mapping]) -> list[dict]:
+    """Rows of `evaluation.pipeline.runs.model_distributions` with a ``p``, one per (model, concept, style, cfg): the newest."""
+    latest: dict[tuple, dict] = {}
+    for row in sorted((r for r in model_rows if r["p"] is not None), key=lambda r: r["created_at"]):
+        latest[(row["model"], row["concept"], row["style"], float(row["cfg"]))] = dict(row)
+    return list(latest.values())
+
+
+def metrics_frame(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray],
+                  concepts: Sequence[Concept]) -> pd.DataFrame:
+    """Per-concept metrics (`evaluation.analysis.scoring.score`) of the newest distribution of each cell.
+
+    Parameters
+    ----------
+    model_rows : sequence of Mapping
+        `evaluation.pipeline.runs.model_distributions` rows (any runs).
+    human : Mapping of str to ndarray, shape (71,)
+        P_H(x|c) by concept key.
+    concepts : sequence of Concept
+
+    Returns
+    -------
+    pandas.DataFrame
+        `evaluation.analysis.scoring.LONG_COLUMNS`: the metrics frame of `evaluation.analysis.tables`.
+    """
+    return scoring.score(latest_distributions(model_rows), human, concepts)
+
+
+def latest_scores(frame: pd.DataFrame) -> pd.DataFrame:
+    """`evaluation.analysis.scoring.stored_scores` rows reduced to the newest of each (model,
+    concept, style, cfg), as `latest_distributions` does for distributions: the metrics
+    frame (`evaluation.analysis.scoring.LONG_COLUMNS`)."""
+    newest = frame.sort_values("created_at", kind="stable").drop_duplicates(
+        ["model", "concept", "style", "cfg"], keep="last")
+    return newest.sort_index()[scoring.LONG_COLUMNS].reset_index(drop=True)
+
+
+def recommended_cfg(frame: pd.DataFrame) -> dict[str, float]:
+    """Per model the middle of its stored guidance scales (lower middle for an even count)."""
+    out = {}
+    for model, scales in frame.groupby("model")["cfg"]:
+        ordered = np.sort(scales.unique())
+        out[model] = float(ordered[(len(ordered) - 1) // 2])
+    return out
+
+
+def parse_cfg(choice: str | float) -> str | float:
+    """`choice` as `RECOMMENDED` or one guidance scale (a finite number >= 0).
+
+    Raises
+    ------
+    ValueError
+        If `choice` is neither, e.g. ``"lots"``, ``True`` or ``nan``.
+    """
+    if isinstance(choice, str) and choice.strip() == RECOMMENDED:
+        return RECOMMENDED
+    try:
+        value = float(choice) if not isinstance(choice, bool) else np.nan
+    except (TypeError, ValueError):
+        value = np.nan
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"`cfg` must be {RECOMMENDED!r} or a guidance scale, got {choice!r}")
+    return value
+
+
+def resolve_cfg(frame: pd.DataFrame, choice: str | float) -> dict[str, float]:
+    """`choice` (`RECOMMENDED` or one scale, see `parse_cfg`) as one guidance scale per model of `frame`."""
+    value = parse_cfg(choice)
+    if value == RECOMMENDED:
+        return recommended_cfg(frame)
+    scales = frame.groupby("model")["cfg"].unique()
+    missing = {model: sorted(float(s) for s in stored) for model, stored in scales.items()
+               if not np.isclose(stored.astype(float), value).any()}
+    if missing:
+        raise ValueError(f"`cfg` {value:g} is not a stored guidance scale of every model; stored scales: {missing}")
+    return {model: value for model in scales.index}
+
+
+@dataclass(frozen=True)
+class Analyses:
+    """Every table of the leaderboard tab (pandas frames, `tables.Leaderboard` for 1 and 2).
+
+    ``cfg`` is the scale per model of the shifts and sensitivity tables, and of Tables 1
+    and 2 unless ``pooled`` (then these average each concept over all its scales).
+    """
+
+    metrics: pd.DataFrame
+    cfg: dict[str, float]
+    pooled: bool
+    table1: tables.Leaderboard
+    table2: tables.Leaderboard
+    sweep: pd.DataFrame
+    shifts: pd.DataFrame
+    sensitivity: pd.DataFrame
+    table6: pd.DataFrame
+    table7: pd.DataFrame
+    table8: pd.DataFrame
+
+
+def _at_cfg(rows: Sequence[Mapping], cfg: Mapping[str, float]) -> pd.DataFrame:
+    kept = [r for r in rows if r["model"] in cfg and np.isclose(float(r["cfg"]), cfg[r["model"]])]
+    return pd.DataFrame({"model": [r["model"] for r in kept], "style": [r["style"] for r in kept],
+                         "concept": [r["concept"] for r in kept], "p": [r["p"] for r in kept]})
+
+
+def analyses(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], concepts: Sequence[Concept], *,
+             cfg: str | float = RECOMMENDED, aggregate: str = tables.RATIO_OF_MEANS,
+             frame: pd.DataFrame | None = None) -> Analyses:
+    """Score and tabulate.
+
+    Parameters
+    ----------
+    model_rows : sequence of Mapping
+        `evaluation.pipeline.runs.model_distributions` rows (any runs); with `frame` given, only
+        those at the scales the tables use are needed (for the shifts).
+    human : Mapping of str to ndarray, shape (71,)
+        P_H(x|c) by concept key, one source.
+    concepts : sequence of Concept
+    cfg : str or float
+        `RECOMMENDED`, one guidance scale, or ``"mean"`` (`evaluation.analysis.tables.POOL_CFG`):
+        Tables 1 and 2 average each concept over its scales, and the shifts use the
+        recommended scales (a shift compares two distributions of one scale).
+    aggregate : str
+        The sensitivity ratio, see `evaluation.analysis.tables.sensitivity`.
+    frame : pandas.DataFrame, optional
+        The metrics frame when it is already known (`latest_scores` of the stored
+        scores); default: scored here from `model_rows`.
+
+    Raises
+    ------
+    ValueError
+        If no stored model distribution has a human counterpart, or a chosen scale is
+        missing for a model.
+    """
+    if frame is None:
+        frame = metrics_frame(model_rows, human, concepts)
+    if frame.empty:
+        raise ValueError("no stored model distribution has a human distribution in this source: "
+                         "finish an evaluation, or pick a source that covers its concepts")
+    pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
+    chosen = resolve_cfg(frame, RECOMMENDED if pooled else cfg)
+    table_cfg = tables.POOL_CFG if pooled else chosen
+    table1, table2 = tables.table1(frame, cfg=table_cfg), tables.table2(frame, cfg=table_cfg)
+    shifts = tables.concept_shifts(human, _at_cfg(latest_distributions(model_rows), chosen), concepts=concepts)
+    # An empty result (no variant pair in the source) comes back with text-typed shift columns.
+    shifts = shifts.astype({"human_shift": float, "model_shift": float})
+    return Analyses(
+        metrics=frame, cfg=chosen, pooled=pooled, table1=table1, table2=table2,
+        sweep=tables.cfg_sweep(frame, ("emd", "pcc")), shifts=shifts,
+        sensitivity=tables.sensitivity(shifts, ("model", "modifier_type"), aggregate=aggregate),
+        table6=tables.table6(shifts, aggregate=aggregate), table7=tables.table7(shifts, aggregate=aggregate),
+        table8=tables.table8(shifts, aggregate=aggregate),
+    )
+
+
+def analysis_figures(result: Analyses) -> dict[str, go.Figure]:
+    """Figure 5 (CFG sweep), Figure 4 left (sensitivity bars) and right (shift scatter)."""
+    return {
+        "cfg_sweep": figures.cfg_sweep_figure(result.sweep),
+        "sensitivity": figures.sensitivity_bars(result.sensitivity, group="modifier_type"),
+        "shift_scatter": figures.shift_scatter(result.shifts),
+    }
+
+
+def _write(directory: Path, name: str, suffix: str, data: bytes) -> Path:
+    path = directory / f"{name}-{hashlib.sha256(data).hexdigest()[:12]}{suffix}"
+    write_atomic(path, data)
+    return path
+
+
+def export_analyses(result: Analyses, figs: Mapping[str, go.Figure], directory: str | Path) -> list[Path]:
+    """Write every table as CSV and every figure as a standalone HTML file.
+
+    Files are named ``<name>-<first 12 hex of their SHA-256>.<csv|html>`` under
+    `directory`, so exports never overwrite one another. Tables 1 and 2 are written in
+    long form with their best/second marks (`tables.Leaderboard.to_csv_frame`).
+
+    Returns
+    -------
+    list of Path
+        Tables first (metrics, table1, table2, cfg_sweep, shifts, sensitivity, table6-8),
+        then figures.
+    """
+    directory = Path(directory)
+    paths = []
+    for field in fields(result):
+        value = getattr(result, field.name)
+        if isinstance(value, tables.Leaderboard):
+            value = value.to_csv_frame()
+        if isinstance(value, pd.DataFrame):
+            index = field.name in ("table6", "table7", "table8")
+            paths.append(_write(directory, field.name, ".csv", value.to_csv(index=index).encode("utf-8")))
+    for name, fig in figs.items():
+        page = fig.to_html(include_plotlyjs=True, full_html=True, div_id=name)
+        paths.append(_write(directory, name, ".html", page.encode("utf-8")))
+    return paths

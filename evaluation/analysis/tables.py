@@ -1,0 +1,409 @@
+"""The paper's tables from per-concept metric values (Tables 1, 2, 6–8, Figures 4–5).
+
+Input is the long-form metrics frame that `evaluation.analysis.scoring` produces, one row per
+(model, concept, style, cfg), with the columns of `METRICS_FRAME_COLUMNS`:
+
+========================  ======================================================
+``model``                 model name
+``concept``               concept key, e.g. ``"rotten apple"``
+``base``                  base concept, e.g. ``"apple"``
+``modifier_type``         ``original``, ``visual_state`` or ``emotional``
+``style``                 ``natural`` or ``clipart``
+``cfg``                   guidance scale (float)
+``pcc``, ``emd``, ``ed``  PCC, EMD (CIELAB ΔE units) and entropy difference (nats)
+``dominant_model``        index of the model's dominant UW-71 bin (0–70)
+``dominant_human``        index of the human dominant bin (0–70)
+``hue_diff``              ΔHue of the dominant bins in degrees [0, 180]; NaN where a
+                          dominant bin is achromatic (skipped in means)
+========================  ======================================================
+
+DCA per concept is ``dominant_model == dominant_human`` (0 or 1); its mean over
+concepts is Eq. 4.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from evaluation.color import metrics
+from evaluation.concepts import MODIFIER_TYPES, load_concepts
+from evaluation.models.generation import STYLES as GENERATION_STYLES
+
+METRICS_FRAME_COLUMNS = (
+    "model", "concept", "base", "modifier_type", "style", "cfg",
+    "pcc", "emd", "ed", "dominant_model", "dominant_human", "hue_diff",
+)
+STYLES = tuple(GENERATION_STYLES)
+# metric column -> (label, higher is better)
+METRICS = {
+    "pcc": ("PCC", True),
+    "emd": ("EMD", False),
+    "ed": ("ED", False),
+    "dca": ("DCA", True),
+    "hue_diff": ("ΔHue", False),
+}
+TABLE1_METRICS = ("pcc", "emd", "ed")
+TABLE2_METRICS = ("dca", "hue_diff")
+MODIFIER_LABELS = {"original": "Original", "visual_state": "Visual state", "emotional": "Emotional"}
+STYLE_LABELS = {"natural": "Natural", "clipart": "Clipart"}
+NOT_DEFINED = "n/a"  # shown for an undefined cell: ΔHue where every dominant color is grey
+POOL_CFG = "mean"
+RATIO_OF_MEANS = "ratio_of_means"
+MEAN_OF_RATIOS = "mean_of_ratios"
+
+
+def require_columns(frame: pd.DataFrame, columns, name: str) -> None:
+    """Raise ValueError naming `name` and the missing columns, if any."""
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"`{name}` must be a pandas DataFrame, got {type(frame).__name__}")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"`{name}` lacks columns {missing}; it has {list(frame.columns)}")
+
+
+def dca_column(frame: pd.DataFrame) -> pd.Series:
+    """Per-row DCA: 1.0 where ``dominant_model`` equals ``dominant_human``, else 0.0.
+
+    The one place DCA is derived from dominant bins (Eq. 4 before the mean over concepts).
+    """
+    return (frame["dominant_model"] == frame["dominant_human"]).astype(float)
+
+
+def with_dca(frame: pd.DataFrame) -> pd.DataFrame:
+    """Check a metrics frame and add the per-concept ``dca`` column (0.0 or 1.0).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The long-form metrics frame (module docstring).
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy with ``dca`` added.
+
+    Raises
+    ------
+    ValueError
+        If columns are missing, a modifier type or style is unknown, or a
+        (model, concept, style, cfg) appears twice.
+    """
+    require_columns(frame, METRICS_FRAME_COLUMNS, "frame")
+    for column, allowed in (("modifier_type", MODIFIER_TYPES), ("style", STYLES)):
+        unknown = sorted(set(frame[column].unique()) - set(allowed))
+        if unknown:
+            raise ValueError(f"`frame` column {column!r} has unknown values {unknown}; expected {allowed}")
+    keys = ["model", "concept", "style", "cfg"]
+    dup = frame.duplicated(keys)
+    if dup.any():
+        raise ValueError(f"`frame` has duplicate rows for {frame.loc[dup, keys].iloc[0].to_dict()}")
+    out = frame.copy()
+    out["dca"] = dca_column(out)
+    return out
+
+
+def select_cfg(frame: pd.DataFrame, cfg=None) -> pd.DataFrame:
+    """Keep one guidance scale per model, or pool the scales.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Metrics frame (with ``dca`` when pooling, see `with_dca`).
+    cfg : float, mapping of str to float, ``"mean"``, optional
+        One scale for all models, or one per model. ``"mean"`` (`POOL_CFG`) averages
+        each concept's metrics over its scales first, so every concept weighs the same
+        whatever its number of scales (the paper pools its CFG sweep in Tables 1-2
+        without saying how); the dominant-bin columns are dropped then, and ``cfg`` is
+        NaN. None requires that the frame already holds a single scale per model and
+        style.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The selected (or pooled) rows.
+
+    Raises
+    ------
+    ValueError
+        If `cfg` is None and a model has several scales, or a model has no rows at
+        the requested scale.
+    """
+    if isinstance(cfg, str):
+        if cfg != POOL_CFG:
+            raise ValueError(f"`cfg` must be a number, a mapping or {POOL_CFG!r}, got {cfg!r}")
+        keys = ["model", "concept", "base", "modifier_type", "style"]
+        pooled = frame.groupby(keys, as_index=False)[[m for m in METRICS if m in frame]].mean()
+        return pooled.assign(cfg=np.nan)
+    if cfg is None:
+        n = frame.groupby(["model", "style"])["cfg"].nunique()
+        if (n > 1).any():
+            raise ValueError(
+                f"`cfg` must be given: models {sorted(set(n[n > 1].index.get_level_values(0)))} "
+                "have several guidance scales"
+            )
+        return frame
+    wanted = frame["model"].map(cfg) if isinstance(cfg, Mapping) else pd.Series(cfg, index=frame.index)
+    out = frame[np.isclose(frame["cfg"].astype(float), wanted.astype(float))]
+    absent = sorted(set(frame["model"]) - set(out["model"]))
+    if absent:
+        raise ValueError(f"no rows at `cfg`={cfg!r} for models {absent}")
+    return out
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    """A model × (modifier type, style, metric) table with best and second best marked.
+
+    Attributes
+    ----------
+    values : pandas.DataFrame
+        Index ``model``; columns a MultiIndex (modifier_type, style, metric) holding the
+        mean over concepts (NaN skipped).
+    marks : pandas.DataFrame
+        Same shape: ``"best"``, ``"second"`` or ``""``. Ties share a mark (dense ranks
+        in the metric's better direction).
+    """
+
+    values: pd.DataFrame
+    marks: pd.DataFrame
+
+    def to_csv_frame(self) -> pd.DataFrame:
+        """Long form for CSV export: model, modifier_type, style, metric, value, mark."""
+        v = self.values.stack(list(range(3)), future_stack=True).rename("value")
+        m = self.marks.stack(list(range(3)), future_stack=True).rename("mark")
+        return pd.concat([v, m], axis=1).reset_index()
+
+    def to_text(self, *, digits: int = 3) -> str:
+        """A plain-text rendering for the terminal in the paper's full layout.
+
+        Every modifier type × style cell is shown, ``-`` where no concept falls in it;
+        labels as in the paper; marks omitted.
+        """
+        metric_names = list(dict.fromkeys(k for _, _, k in self.values.columns))
+        full = [(t, s, k) for t in MODIFIER_TYPES for s in STYLES for k in metric_names]
+        labelled = self.values.reindex(columns=pd.MultiIndex.from_tuples(full))
+        labelled.columns = pd.MultiIndex.from_tuples(
+            [(MODIFIER_LABELS[t], STYLE_LABELS[s], METRICS[k][0]) for t, s, k in full],
+            names=["type", "style", "metric"])
+        return labelled.to_string(float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
+
+    def to_html(self, *, digits: int = 3) -> str:
+        """An HTML table with the best value bold and the second underlined (escaped).
+
+        An undefined value (ΔHue where every dominant color is grey) shows as `NOT_DEFINED`.
+        """
+        head = "".join(
+            f"<th>{html.escape(f'{MODIFIER_LABELS[t]} {STYLE_LABELS[s]} {METRICS[k][0]}')}"
+            f"{'↑' if METRICS[k][1] else '↓'}</th>"
+            for t, s, k in self.values.columns
+        )
+        tags = {"best": ("<b>", "</b>"), "second": ("<u>", "</u>"), "": ("", "")}
+        rows = []
+        for model in self.values.index:
+            cells = []
+            for col in self.values.columns:
+                start, end = tags[self.marks.at[model, col]]
+                value = self.values.at[model, col]
+                shown = NOT_DEFINED if pd.isna(value) else f"{value:.{digits}f}"
+                cells.append(f"<td>{start}{html.escape(shown)}{end}</td>")
+            rows.append(f"<tr><td>{html.escape(str(model))}</td>{''.join(cells)}</tr>")
+        return f"<table><tr><th>Model</th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _marks(values: pd.DataFrame) -> pd.DataFrame:
+    marks = pd.DataFrame("", index=values.index, columns=values.columns)
+    for col in values.columns:
+        higher = METRICS[col[2]][1]
+        rank = values[col].rank(method="dense", ascending=not higher)
+        marks.loc[rank == 1, col] = "best"
+        marks.loc[rank == 2, col] = "second"
+    return marks
+
+
+def leaderboard(frame: pd.DataFrame, metric_names=TABLE1_METRICS, *, cfg=None) -> Leaderboard:
+    """Mean metric per model by modifier type × style (Tables 1 and 2).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Metrics frame (module docstring).
+    metric_names : sequence of str
+        Keys of `METRICS`; `TABLE1_METRICS` or `TABLE2_METRICS` for the paper's tables.
+    cfg : float or mapping of str to float, optional
+        See `select_cfg`.
+
+    Returns
+    -------
+    Leaderboard
+        Columns ordered original, visual state, emotional × natural, clipart × metrics.
+    """
+    unknown = [m for m in metric_names if m not in METRICS]
+    if unknown:
+        raise ValueError(f"`metric_names` has unknown metrics {unknown}; expected some of {list(METRICS)}")
+    data = select_cfg(with_dca(frame), cfg)
+    means = data.groupby(["model", "modifier_type", "style"])[list(metric_names)].mean()
+    values = means.unstack(["modifier_type", "style"])
+    values.columns = values.columns.reorder_levels([1, 2, 0])
+    order = [
+        (t, s, m) for t in MODIFIER_TYPES for s in STYLES for m in metric_names if (t, s, m) in values.columns
+    ]
+    values = values[order]
+    values.columns = pd.MultiIndex.from_tuples(order, names=["modifier_type", "style", "metric"])
+    return Leaderboard(values, _marks(values))
+
+
+def table1(frame: pd.DataFrame, *, cfg=None) -> Leaderboard:
+    """Table 1: PCC, EMD and ED by modifier type × style. See `leaderboard`."""
+    return leaderboard(frame, TABLE1_METRICS, cfg=cfg)
+
+
+def table2(frame: pd.DataFrame, *, cfg=None) -> Leaderboard:
+    """Table 2: DCA and ΔHue by modifier type × style. See `leaderboard`."""
+    return leaderboard(frame, TABLE2_METRICS, cfg=cfg)
+
+
+def cfg_sweep(frame: pd.DataFrame, metric_names=("emd", "pcc")) -> pd.DataFrame:
+    """Mean metrics per model, style and guidance scale (Figure 5).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Metrics frame with several ``cfg`` values per model.
+    metric_names : sequence of str
+        Keys of `METRICS`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``model, style, cfg``, one per metric (mean over concepts, NaN skipped)
+        and ``n_concepts``; sorted by model, style, cfg.
+    """
+    data = with_dca(frame)
+    grouped = data.groupby(["model", "style", "cfg"])
+    out = grouped[list(metric_names)].mean()
+    out["n_concepts"] = grouped["concept"].nunique()
+    return out.reset_index().sort_values(["model", "style", "cfg"], ignore_index=True)
+
+
+SHIFT_COLUMNS = ("model", "style", "base", "concept", "modifier_type", "human_shift", "model_shift")
+
+
+def _variant_bases(concepts) -> pd.DataFrame:
+    rows = [
+        {"concept": c.key, "base": c.base, "modifier_type": c.modifier_type}
+        for c in concepts
+        if c.modifier_type != "original"
+    ]
+    return pd.DataFrame(rows, columns=["concept", "base", "modifier_type"])
+
+
+def _stack(ps, name: str) -> np.ndarray:
+    arr = np.stack([np.asarray(p, dtype=float) for p in ps]) if len(ps) else np.empty((0, 71))
+    if arr.ndim != 2:
+        raise ValueError(f"`{name}` distributions must be 1-D vectors, got stacked shape {arr.shape}")
+    return arr
+
+
+def concept_shifts(human: Mapping[str, np.ndarray], model_dists: pd.DataFrame, *, concepts=None) -> pd.DataFrame:
+    """Shift EMD between each base concept and its modified variants, humans vs models.
+
+    Parameters
+    ----------
+    human : mapping of str to array_like, shape (71,)
+        P_H(x|c) per concept key.
+    model_dists : pandas.DataFrame
+        Columns ``model, style, concept, p``; ``p`` holds one UW-71 distribution
+        (shape (71,)) per row, at one guidance scale per model (select beforehand).
+    concepts : sequence of evaluation.concepts.Concept, optional
+        The concept list relating variants to bases; default `load_concepts()`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns `SHIFT_COLUMNS`, one row per (model, style, variant) for which the
+        base and the variant exist both for humans and for that model and style;
+        ``human_shift`` = EMD(P_H(base), P_H(variant)) and ``model_shift`` the same for
+        the model, in CIELAB ΔE units. This is also the data of Figure 4 (right).
+
+    Raises
+    ------
+    ValueError
+        If `model_dists` lacks columns or repeats a (model, style, concept).
+    """
+    require_columns(model_dists, ("model", "style", "concept", "p"), "model_dists")
+    if model_dists.duplicated(["model", "style", "concept"]).any():
+        raise ValueError("`model_dists` repeats a (model, style, concept); select one cfg first")
+    variants = _variant_bases(load_concepts() if concepts is None else concepts)
+    variants = variants[variants["concept"].isin(human.keys()) & variants["base"].isin(human.keys())]
+    rows = model_dists.merge(variants, on="concept")
+    base_p = model_dists.rename(columns={"concept": "base", "p": "p_base"})
+    rows = rows.merge(base_p[["model", "style", "base", "p_base"]], on=["model", "style", "base"])
+    rows["model_shift"] = metrics.emd_rows(_stack(list(rows["p_base"]), "model_dists"), _stack(list(rows["p"]), "model_dists"))
+    h_base = _stack([human[k] for k in variants["base"]], "human")
+    h_var = _stack([human[k] for k in variants["concept"]], "human")
+    human_shift = pd.Series(metrics.emd_rows(h_base, h_var), index=variants["concept"].to_numpy())
+    rows["human_shift"] = rows["concept"].map(human_shift)
+    return rows[list(SHIFT_COLUMNS)].sort_values(["model", "style", "concept"], ignore_index=True)
+
+
+def sensitivity(shifts: pd.DataFrame, by=("model", "style"), *, aggregate: str = RATIO_OF_MEANS) -> pd.DataFrame:
+    """Model shift ÷ human shift per group (Tables 6–8).
+
+    Parameters
+    ----------
+    shifts : pandas.DataFrame
+        Output of `concept_shifts`.
+    by : sequence of str
+        Grouping columns among ``model, style, modifier_type, base``.
+    aggregate : {"ratio_of_means", "mean_of_ratios"}
+        ``ratio_of_means`` (default): mean model shift ÷ mean human shift over the
+        group's rows, which stays finite when a modifier barely moves people's colors.
+        ``mean_of_ratios``: mean of per-concept ratios over rows with human shift > 0.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The `by` columns, ``human_shift`` and ``model_shift`` (means), ``ratio`` and
+        ``n_concepts``. A ratio below 1 means the model is under-sensitive.
+    """
+    require_columns(shifts, SHIFT_COLUMNS, "shifts")
+    if aggregate not in (RATIO_OF_MEANS, MEAN_OF_RATIOS):
+        raise ValueError(f"`aggregate` must be {RATIO_OF_MEANS!r} or {MEAN_OF_RATIOS!r}, got {aggregate!r}")
+    data = shifts.assign(ratio=shifts["model_shift"] / shifts["human_shift"].where(shifts["human_shift"] > 0))
+    grouped = data.groupby(list(by))
+    out = grouped[["human_shift", "model_shift"]].mean()
+    out["ratio"] = out["model_shift"] / out["human_shift"] if aggregate == RATIO_OF_MEANS else grouped["ratio"].mean()
+    out["n_concepts"] = grouped["concept"].nunique()
+    return out.reset_index()
+
+
+def table6(shifts: pd.DataFrame, *, aggregate: str = RATIO_OF_MEANS) -> pd.DataFrame:
+    """Table 6: sensitivity ratio, model × style (index model, columns styles)."""
+    return sensitivity(shifts, ("model", "style"), aggregate=aggregate).pivot(
+        index="model", columns="style", values="ratio"
+    )
+
+
+def table7(shifts: pd.DataFrame, *, aggregate: str = RATIO_OF_MEANS) -> pd.DataFrame:
+    """Table 7: sensitivity ratio, model × modifier type (index model)."""
+    return sensitivity(shifts, ("model", "modifier_type"), aggregate=aggregate).pivot(
+        index="model", columns="modifier_type", values="ratio"
+    )
+
+
+def table8(shifts: pd.DataFrame, *, aggregate: str = RATIO_OF_MEANS) -> pd.DataFrame:
+    """Table 8: sensitivity ratio, modifier type × style, averaged over models.
+
+    Each cell is the unweighted mean over models of the per-model ratio of that modifier
+    type and style (as the paper's Average column equals the mean of Table 7 over
+    models); ``average`` is the mean of the style columns.
+    """
+    per_model = sensitivity(shifts, ("model", "modifier_type", "style"), aggregate=aggregate)
+    out = per_model.groupby(["modifier_type", "style"])["ratio"].mean().unstack("style")
+    out["average"] = out.mean(axis=1)
+    return out

@@ -1,0 +1,317 @@
+"""Import images made elsewhere as a run, to be masked and scored like generated ones.
+
+A source is a folder or a ``.zip``. Each image is labelled with its model, concept, style,
+guidance scale and seed, either
+
+- by a ``manifest.csv`` at the source's top level with columns ``file, model, concept,
+  style, cfg, seed`` (``file`` relative to the top level, ``/``-separated), or
+- by its file name: ``<model>__<concept>__<style>__<cfg>__<seed>.png`` (fields separated
+  by two underscores; the concept key as written, spaces included), e.g.
+  ``dalle3__rotten apple__natural__7.5__42.png``.
+
+Images that cannot be decoded, are too large, are unlabelled or are labelled wrongly are
+reported by name and left out; the others become the items of a new run with status
+``generated``, so that the segment and extract stages (`evaluation.pipeline.jobs.run_pipeline`)
+finish the job. Model names need not be in the registry. Folders must lie inside one of
+the allowed roots given by the caller, and zip entries must stay inside the archive
+(no absolute paths, no ``..``): a source that breaks either rule is refused as a whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import re
+import zipfile
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+import sqlite_utils
+from PIL import Image
+
+from evaluation.pipeline import runs
+from evaluation.concepts import Concept
+from evaluation.models.generation import STYLES, build_prompt
+from evaluation.pipeline.planning import run_exists
+from evaluation.pipeline.runs import check_run_name
+from evaluation.pipeline.fileio import write_atomic
+
+MANIFEST = "manifest.csv"
+NAME_FIELDS = ("model", "concept", "style", "cfg", "seed")
+MANIFEST_COLUMNS = ("file", *NAME_FIELDS)
+SEPARATOR = "__"
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+MAX_IMAGE_BYTES = 32 * 1024 * 1024
+MAX_PIXELS = 4096 * 4096
+MAX_FILES = 200_000
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ImportSourceError(ValueError):
+    """The source as a whole is refused (outside the allowed roots, unsafe zip, no image...)."""
+
+
+@dataclass(frozen=True)
+class Label:
+    """What one imported image shows: ``model, concept, style, cfg, seed``."""
+
+    model: str
+    concept: str
+    style: str
+    cfg: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """The outcome of `import_images`.
+
+    Attributes
+    ----------
+    run : str
+    imported : int
+        Images stored as items of `run`.
+    rejected : tuple of (str, str)
+        ``(file name, reason)`` for every file left out, in name order.
+    """
+
+    run: str
+    imported: int
+    rejected: tuple[tuple[str, str], ...]
+
+
+Entry = tuple[str, Callable[[], bytes]]
+
+
+def _inside(path: Path, roots: Sequence[str | Path]) -> bool:
+    return any(path.is_relative_to(Path(root).resolve()) for root in roots)
+
+
+def _zip_entries(path: Path) -> list[Entry]:
+    with zipfile.ZipFile(path) as archive:
+        infos = [info for info in archive.infolist() if not info.is_dir()]
+    for info in infos:
+        name = PurePosixPath(info.filename)
+        if info.filename.startswith(("/", "\\")) or "\\" in info.filename or ".." in name.parts or ":" in info.filename:
+            raise ImportSourceError(f"zip entry {info.filename!r} would leave the archive folder; the zip is refused")
+
+    def reader(info: zipfile.ZipInfo) -> Callable[[], bytes]:
+        def read() -> bytes:
+            if info.file_size > MAX_IMAGE_BYTES:
+                raise ValueError(f"{info.file_size} bytes, more than {MAX_IMAGE_BYTES}")
+            with zipfile.ZipFile(path) as archive, archive.open(info) as f:
+                return f.read(MAX_IMAGE_BYTES + 1)
+        return read
+
+    return [(info.filename, reader(info)) for info in infos]
+
+
+def _folder_entries(folder: Path) -> list[Entry]:
+    def reader(file: Path) -> Callable[[], bytes]:
+        def read() -> bytes:
+            if not file.resolve().is_relative_to(folder):
+                raise ValueError("a link to a file outside the import folder")
+            if file.stat().st_size > MAX_IMAGE_BYTES:
+                raise ValueError(f"{file.stat().st_size} bytes, more than {MAX_IMAGE_BYTES}")
+            return file.read_bytes()
+        return read
+
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return [(file.relative_to(folder).as_posix(), reader(file)) for file in files]
+
+
+def open_source(source: str | Path, allowed_roots: Sequence[str | Path]) -> list[Entry]:
+    """The files of a folder or zip as ``(name, read)`` pairs, names ``/``-separated.
+
+    Raises
+    ------
+    ImportSourceError
+        If `source` does not exist, lies outside every allowed root (after resolving
+        links), is neither a folder nor a zip, holds an entry that would leave the
+        archive, or holds more than `MAX_FILES` files. Messages name a source under a
+        root from the root's folder name on (``'imports/batch'``), never the server's
+        folders above it.
+    """
+    if not allowed_roots:
+        raise ImportSourceError("no import folder is allowed on this server (`allowed_roots` is empty)")
+    path, shown = Path(source).resolve(), _shown(source, allowed_roots)
+    if not _inside(path, allowed_roots):
+        roots = ", ".join(f"{Path(r).name}/" for r in allowed_roots)
+        raise ImportSourceError(f"{shown!r} is outside the allowed import folders ({roots})")
+    if path.is_dir():
+        entries = _folder_entries(path)
+    elif path.is_file() and zipfile.is_zipfile(path):
+        entries = _zip_entries(path)
+    else:
+        raise ImportSourceError(f"{shown!r} must be an existing folder or .zip file")
+    if len(entries) > MAX_FILES:
+        raise ImportSourceError(f"{shown!r} holds {len(entries)} files; at most {MAX_FILES} are imported at once")
+    return entries
+
+
+def _shown(source: str | Path, roots: Sequence[str | Path]) -> str:
+    """`source` as messages name it: from an allowed root's name on (``imports/x/../y``),
+    as written, so that no server folder above the roots is shown; else as given."""
+    for root in roots:
+        if Path(source).is_relative_to(root):
+            return (Path(Path(root).name) / Path(source).relative_to(root)).as_posix()
+    return str(source)
+
+
+def parse_label(model: str, concept: str, style: str, cfg: str, seed: str, known: set[str]) -> Label:
+    """Check and convert one image's label fields; raises ValueError naming the bad field."""
+    if not _MODEL_NAME.match(model):
+        raise ValueError(f"model {model!r} must be letters, digits, '.', '_' or '-'")
+    if concept not in known:
+        raise ValueError(f"concept {concept!r} is not in the concept list")
+    if style not in STYLES:
+        raise ValueError(f"style {style!r} must be one of {sorted(STYLES)}")
+    try:
+        cfg_value, seed_value = float(cfg), int(seed)
+    except ValueError:
+        raise ValueError(f"cfg {cfg!r} must be a number and seed {seed!r} a whole number") from None
+    if not cfg_value > 0 or not np.isfinite(cfg_value) or seed_value < 0:
+        raise ValueError(f"cfg must be > 0 and seed >= 0, got cfg {cfg!r}, seed {seed!r}")
+    return Label(model, concept, style, cfg_value, seed_value)
+
+
+def _labels_from_names(names: Sequence[str], known: set[str]) -> Iterator[tuple[str, Label | str]]:
+    for name in names:
+        fields = PurePosixPath(name).stem.split(SEPARATOR)
+        if len(fields) != 5:
+            yield name, f"name must be {SEPARATOR.join(NAME_FIELDS)}, or be listed in {MANIFEST}"
+            continue
+        try:
+            yield name, parse_label(*fields, known)
+        except ValueError as error:
+            yield name, str(error)
+
+
+def _labels_from_manifest(text: str, names: Sequence[str], known: set[str]) -> Iterator[tuple[str, Label | str]]:
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows or set(MANIFEST_COLUMNS) - set(rows[0]):
+        raise ImportSourceError(f"{MANIFEST} must have the columns {list(MANIFEST_COLUMNS)} and at least one row")
+    listed = {}
+    for row in rows:
+        try:
+            listed[row["file"].strip()] = parse_label(*(row[c].strip() for c in MANIFEST_COLUMNS[1:]), known)
+        except ValueError as error:
+            listed[row["file"].strip()] = str(error)
+    for name in names:
+        yield name, listed.get(name, f"not listed in {MANIFEST}")
+
+
+def _decode(data: bytes) -> np.ndarray:
+    image = Image.open(io.BytesIO(data))
+    if image.width * image.height > MAX_PIXELS:
+        raise ValueError(f"{image.width}x{image.height} is more than {MAX_PIXELS} pixels")
+    image.load()
+    return np.asarray(image.convert("RGB"), dtype=np.uint8)
+
+
+def _store_png(image: np.ndarray, data_dir: Path, run: str) -> tuple[str, str]:
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="PNG")
+    data = buffer.getvalue()
+    digest = hashlib.sha256(data).hexdigest()
+    relative = (PurePosixPath("runs") / run / "images" / f"{digest}.png").as_posix()
+    write_atomic(data_dir / relative, data)
+    return relative, digest
+
+
+def _read_images(entries: Sequence[Entry], known: set[str], data_dir: Path, run: str) -> tuple[dict, list]:
+    """Label, decode and store each image; returns ({Label: (path, sha)}, rejected)."""
+    readers = dict(entries)
+    images = sorted(n for n in readers if n.lower().endswith(IMAGE_SUFFIXES))
+    rejected = [(n, f"not an image file ({', '.join(IMAGE_SUFFIXES)})")
+                for n in sorted(readers) if n not in images and n != MANIFEST]
+    if MANIFEST in readers:
+        labelled = _labels_from_manifest(readers[MANIFEST]().decode("utf-8-sig"), images, known)
+    else:
+        labelled = _labels_from_names(images, known)
+    stored: dict[Label, tuple[str, str]] = {}
+    for name, label in labelled:
+        if isinstance(label, str):
+            rejected.append((name, label))
+        elif label in stored:
+            rejected.append((name, "another file has the same model, concept, style, cfg and seed"))
+        else:
+            try:
+                stored[label] = _store_png(_decode(readers[name]()), data_dir, run)
+            except Exception as error:  # noqa: BLE001 - PIL raises many kinds for corrupt files
+                rejected.append((name, f"corrupt or unreadable image: {error}"))
+    return stored, sorted(rejected)
+
+
+def _items(stored: dict[Label, tuple[str, str]], concepts: dict[str, Concept]) -> list[dict]:
+    cells: dict[tuple, list[Label]] = defaultdict(list)
+    for label in stored:
+        cells[(label.model, label.concept, label.style, label.cfg)].append(label)
+    items = []
+    for labels in cells.values():
+        for sample, label in enumerate(sorted(labels, key=lambda lab: lab.seed)):
+            concept = concepts[label.concept]
+            items.append({"model": label.model, "concept": label.concept, "noun": concept.base,
+                          "style": label.style, "cfg": label.cfg, "sample": sample, "seed": label.seed,
+                          "prompt": build_prompt(concept, label.style)})
+    return items
+
+
+def import_images(
+    db: sqlite_utils.Database, run: str, source: str | Path, data_dir: str | Path,
+    concepts: Sequence[Concept], *, allowed_roots: Sequence[str | Path],
+) -> ImportReport:
+    """Store the labelled images of a folder or zip as a new run whose items are ``generated``.
+
+    Parameters
+    ----------
+    db : sqlite_utils.Database
+        With the evaluation schema.
+    run : str
+        A new run name (see `evaluation.pipeline.runs.create_run`).
+    source : str or Path
+        A folder or ``.zip``; see the module notes for labels.
+    data_dir : str or Path
+        Images go to ``data_dir/runs/<run>/images/`` as PNG named by their SHA-256.
+    concepts : sequence of Concept
+        The concept list that labels must name.
+    allowed_roots : sequence of path
+        Folders a source must lie in.
+
+    Returns
+    -------
+    ImportReport
+        Corrupt, unlabelled, mislabelled and duplicate files are listed in ``rejected``.
+
+    Raises
+    ------
+    ImportSourceError
+        If the source is refused as a whole or holds no usable image (nothing is stored).
+    evaluation.pipeline.runs.RunError
+        If the run name is taken or malformed.
+    """
+    data_dir = Path(data_dir)
+    check_run_name(run)
+    if run_exists(db, run):
+        raise runs.RunError(f"run {run!r} exists already; choose another name for the import")
+    entries = open_source(source, allowed_roots)
+    by_key = {c.key: c for c in concepts}
+    stored, rejected = _read_images(entries, set(by_key), data_dir, run)
+    if not stored:
+        shown = "; ".join(f"{n}: {why}" for n, why in rejected[:5]) or "it holds no file"
+        raise ImportSourceError(f"no usable image in {Path(source).name!r}: {shown}")
+    items = _items(stored, by_key)
+    config = {"imported": {"source": Path(source).name, "files": len(entries)},
+              "concepts": sorted({i["concept"] for i in items}), "styles": sorted({i["style"] for i in items})}
+    with db.atomic():
+        runs.create_run(db, run, items, config)
+        ids = {(r["model"], r["concept"], r["style"], r["cfg"], r["seed"]): r["id"] for r in runs.items(db, run)}
+        runs.record_items(db, [
+            {"id": ids[(lab.model, lab.concept, lab.style, lab.cfg, lab.seed)], "status": "generated",
+             "image_path": path, "image_sha256": digest}
+            for lab, (path, digest) in stored.items()])
+    return ImportReport(run, len(stored), tuple(rejected))

@@ -1,0 +1,285 @@
+"""Evaluation jobs: a run's three stages in a background thread owned by the server.
+
+`run_pipeline` takes a stored run through generate -> segment -> extract, each stage
+resumable (see `evaluation.pipeline.stages`): what is recorded stays recorded, so a cancelled,
+crashed or restarted job continues where it stopped. `JobManager` runs one job at a
+time in a worker thread (one model in GPU memory at a time) and queues the others. A
+job's progress lives in the run's rows, so any session, and a reload, reads it from
+the database; the manager itself only knows which run is queued or running, whether a
+cancel was asked for, and the last outcome of each job it ran since the server started.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ContextManager
+
+import sqlite_utils
+
+from evaluation.pipeline import runs
+from evaluation.models.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, TEXT_THRESHOLD
+from evaluation.analysis.scoring import score_every_source
+from evaluation.concepts import load_concepts
+from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, run_stage
+
+Connect = Callable[[], ContextManager[sqlite_utils.Database]]
+#: Items per recorded segmentation batch (each batch is one transaction).
+SEGMENT_BATCH = 8
+#: Segmenter presets: the paper's models, or tiny random ones the project builds (tests, demos).
+SEGMENTER_PRESETS = ("paper", "tiny-random")
+JOB_STATES = ("queued", "running", "cancelling", "finished", "cancelled", "failed", "idle")
+
+
+class JobError(ValueError):
+    """A job cannot be started or cancelled as asked (already queued, not running...)."""
+
+
+class Cancelled(Exception):
+    """Raised inside a stage's progress callback to stop it after the current batch."""
+
+
+@dataclass(frozen=True)
+class SegmenterSpec:
+    """Which GroundingDINO and SAM mask a run's images, and their thresholds.
+
+    Attributes
+    ----------
+    detector, sam : str
+        Hub ids or local directories (loaded with `evaluation.models.segmentation.load_detector`
+        and `load_sam`).
+    box_threshold, text_threshold : float
+        In [0, 1]; see `evaluation.models.segmentation.segment`.
+    tiny_dir : str
+        For the ``tiny-random`` preset: the folder where the tiny detector and SAM are
+        built if missing; ``""`` otherwise.
+    """
+
+    detector: str = DEFAULT_DETECTOR
+    sam: str = DEFAULT_SAM
+    box_threshold: float = BOX_THRESHOLD
+    text_threshold: float = TEXT_THRESHOLD
+    tiny_dir: str = ""
+
+
+def segmenter_preset(name: str, models_dir: str | Path, box_threshold: float = BOX_THRESHOLD,
+                     text_threshold: float = TEXT_THRESHOLD) -> SegmenterSpec:
+    """The `SegmenterSpec` of preset `name` (one of `SEGMENTER_PRESETS`).
+
+    ``tiny-random`` uses ``models_dir/tiny-grounding-dino`` and ``models_dir/tiny-sam``,
+    built on first use (random weights: masks are meaningless, for tests and demos).
+    """
+    if name not in SEGMENTER_PRESETS:
+        raise ValueError(f"`segmenter` must be one of {SEGMENTER_PRESETS}, got {name!r}")
+    for label, value in (("box_threshold", box_threshold), ("text_threshold", text_threshold)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"`{label}` must be in [0, 1], got {value}")
+    if name == "paper":
+        return SegmenterSpec(box_threshold=box_threshold, text_threshold=text_threshold)
+    models_dir = Path(models_dir).resolve()
+    return SegmenterSpec(str(models_dir / "tiny-grounding-dino"), str(models_dir / "tiny-sam"),
+                         box_threshold, text_threshold, tiny_dir=str(models_dir))
+
+
+def _segmentation_work(segmenter: SegmenterSpec, data_dir: Path, device: str) -> SegmentationWork:
+    from evaluation.models.segmentation import load_detector, load_sam
+
+    if segmenter.tiny_dir:
+        from evaluation.models.tiny import build_tiny_grounding_dino, build_tiny_sam
+
+        for path, build in ((segmenter.detector, build_tiny_grounding_dino), (segmenter.sam, build_tiny_sam)):
+            if not (Path(path) / "config.json").exists():
+                build(path)
+    detector = load_detector(segmenter.detector, device=device)
+    sam = load_sam(segmenter.sam, device=device)
+    return SegmentationWork(detector, sam, data_dir, segmenter.box_threshold, segmenter.text_threshold)
+
+
+def run_pipeline(
+    db: sqlite_utils.Database, run: str, data_dir: str | Path, segmenter: SegmenterSpec, *,
+    device: str, should_stop: Callable[[], bool] = lambda: False,
+    on_stage: Callable[[str], None] | None = None,
+) -> None:
+    """Take run `run` through its pending work: generate, segment, extract.
+
+    Parameters
+    ----------
+    db : sqlite_utils.Database
+        Open in the calling thread, with the evaluation schema.
+    data_dir : str or Path
+        The folder holding ``runs/<run>/``.
+    segmenter : SegmenterSpec
+        Masking models and thresholds.
+    device : str
+        ``"cuda"``, ``"cpu"``...
+    should_stop : callable
+        Checked after every recorded batch; True stops the job with `Cancelled` (what was
+        recorded stays).
+    on_stage : callable, optional
+        Called with ``"generate"``, ``"segment"`` or ``"extract"`` as each stage starts.
+
+    Raises
+    ------
+    Cancelled
+        If `should_stop` returned True.
+    """
+    data_dir = Path(data_dir)
+    config = runs.run_config(db, run)
+
+    def check(done: int, total: int) -> None:
+        if should_stop():
+            raise Cancelled(f"run {run!r} cancelled")
+
+    # 1. Generate the pending (or failed) images; an imported run has none.
+    if runs.pending_items(db, run, "generate"):
+        _announce(on_stage, "generate")
+        work = GenerationWork.from_run(config, data_dir, device=device)
+        batch = min(spec.batch_size for spec in work.specs.values()) if device.startswith("cuda") else 1
+        run_stage(db, run, "generate", work, batch, progress=check, data_dir=data_dir)
+        del work
+        _free_memory(device)
+    check(0, 0)
+    # 2. Mask every generated image.
+    if runs.pending_items(db, run, "segment"):
+        _announce(on_stage, "segment")
+        work = _segmentation_work(segmenter, data_dir, device)
+        run_stage(db, run, "segment", work, SEGMENT_BATCH, progress=check, data_dir=data_dir)
+        del work
+        _free_memory(device)
+    check(0, 0)
+    # 3. One distribution per fully segmented (model, concept, style, cfg).
+    _announce(on_stage, "extract")
+    if extract(db, run, data_dir, progress=check):
+        # 4. Score the new distributions against every human source now, not at the first view.
+        score_every_source(db, load_concepts())
+
+
+def _announce(on_stage: Callable[[str], None] | None, stage: str) -> None:
+    if on_stage is not None:
+        on_stage(stage)
+
+
+def _free_memory(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What the manager knows of a run's job.
+
+    Attributes
+    ----------
+    state : str
+        One of `JOB_STATES`: ``idle`` when this server has not run it.
+    stage : str
+        The stage in progress (``generate``, ``segment``, ``extract``) or ``""``.
+    message : str
+        The outcome (error text of a failed job), or ``""``.
+    """
+
+    state: str
+    stage: str = ""
+    message: str = ""
+
+    @property
+    def active(self) -> bool:
+        """Queued, running or being cancelled."""
+        return self.state in ("queued", "running", "cancelling")
+
+
+class JobManager:
+    """Runs evaluation jobs one after another in a worker thread of the server.
+
+    Parameters
+    ----------
+    connect : callable
+        Returns a context manager yielding a new database connection (the worker opens
+        its own: connections are not shared between threads).
+    data_dir : str or Path
+        The app's data folder.
+    device : str
+        Where jobs run, e.g. ``"cuda"`` or ``"cpu"``.
+    """
+
+    def __init__(self, connect: Connect, data_dir: str | Path, *, device: str):
+        self.connect, self.data_dir, self.device = connect, Path(data_dir), device
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[str, SegmenterSpec]] = deque()
+        self._states: dict[str, JobState] = {}
+        self._stop: dict[str, threading.Event] = {}
+        self._worker: threading.Thread | None = None
+
+    def submit(self, run: str, segmenter: SegmenterSpec) -> JobState:
+        """Queue run `run` (stored already); raises JobError if it is queued or running."""
+        with self._lock:
+            if self._states.get(run, JobState("idle")).active:
+                raise JobError(f"run {run!r} is already {self._states[run].state}")
+            self._states[run] = JobState("queued")
+            self._stop[run] = threading.Event()
+            self._queue.append((run, segmenter))
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="evaluation-jobs", daemon=True)
+                self._worker.start()
+            return self._states[run]
+
+    def cancel(self, run: str) -> JobState:
+        """Ask the job of `run` to stop after its current batch; raises JobError if none is active."""
+        with self._lock:
+            state = self._states.get(run, JobState("idle"))
+            if not state.active:
+                raise JobError(f"run {run!r} has no queued or running job to cancel (it is {state.state})")
+            self._stop[run].set()
+            self._states[run] = JobState("cancelling", state.stage)
+            return self._states[run]
+
+    def state(self, run: str) -> JobState:
+        """The job state of `run` (``idle`` if this server never ran it)."""
+        with self._lock:
+            return self._states.get(run, JobState("idle"))
+
+    def _set(self, run: str, state: str, stage: str = "", message: str = "") -> None:
+        with self._lock:
+            if self._stop[run].is_set() and state == "running":
+                state = "cancelling"
+            self._states[run] = JobState(state, stage, message)
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._worker = None
+                    return
+                run, segmenter = self._queue.popleft()
+            self._run_one(run, segmenter)
+
+    def _run_one(self, run: str, segmenter: SegmenterSpec) -> None:
+        stop = self._stop[run]
+        if stop.is_set():
+            self._set(run, "cancelled", message="cancelled before it started")
+            return
+        self._set(run, "running")
+        try:
+            with self.connect() as db:
+                run_pipeline(db, run, self.data_dir, segmenter, device=self.device, should_stop=stop.is_set,
+                             on_stage=lambda stage: self._set(run, "running", stage))
+        except Cancelled:
+            self._set(run, "cancelled", message="cancelled; resume to continue")
+        except Exception as error:  # noqa: BLE001 - any failure ends this job, not the worker
+            self._set(run, "failed", message=f"{type(error).__name__}: {error}")
+        else:
+            self._set(run, "finished")
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until no job is queued or running, at most `timeout` seconds; True if idle."""
+        with self._lock:
+            worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+        with self._lock:
+            return self._worker is None

@@ -1,0 +1,318 @@
+"""Planning an evaluation from the app: concept selection, the grid, its size and its time.
+
+A researcher picks models from the registry, concepts (by key, category, modifier type,
+text search and a seeded random sample), styles, guidance scales and seeds per cell;
+`plan_evaluation` turns that into the run items of `evaluation.pipeline.stages.plan_run`, and
+`estimate_seconds` says roughly how long they take on this machine.
+
+Time estimates
+--------------
+Seconds per image (generation plus GroundingDINO + SAM masking) come from, in order:
+
+1. the mean of the ``gen_seconds + seg_seconds`` of items already done for that model
+   (measured on this installation, passed in as `measured`);
+2. the defaults below, per device kind. Masking is 0.45 s per 1024x1024 image on one
+   H200 (grounding-dino-base + sam-vit-huge architectures in float32,
+   ``bench/bench_research.py segment``); SDXL generation is 2.0 s per image on one H100
+   at 50 steps, 4 images per call (BENCHMARKS.md, "Generation"). The other full-size
+   models are scaled from SDXL by their size and published speed: rough figures, to be
+   replaced by measured ones. ``tiny-random`` on a CPU is the whole job measured by
+   ``bench/bench_research.py job``. CPU figures of full-size models multiply the GPU
+   figure by `CPU_SLOWDOWN` (minutes per image). A model missing from the table uses
+   `UNKNOWN_MODEL_SECONDS`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import sqlite_utils
+
+from evaluation.pipeline import runs
+from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, Concept
+from evaluation.models.generation import STYLES
+from evaluation.models.registry import ModelSpec, RegistryError, with_source
+from evaluation.pipeline.stages import plan_run
+
+#: Seconds per image on one H100-class GPU (generation + masking) for the registry's settings.
+GPU_SECONDS_PER_IMAGE = {
+    "sdxl": 2.5, "sd3": 3.0, "sd35": 3.5, "flux-dev": 12.0, "sana15": 2.5,
+    "qwen-image": 40.0, "omnigen2": 30.0, "tiny-random": 0.1,
+}
+#: How much slower a CPU is than one H100 for the full-size models (order of magnitude).
+CPU_SLOWDOWN = 150.0
+#: Measured on a shared 2-core CPU (one torch thread): the 64x64, 2-step tiny model's whole job.
+CPU_SECONDS_PER_IMAGE = {"tiny-random": 0.35}
+#: GPU seconds per image assumed for a model absent from the table.
+UNKNOWN_MODEL_SECONDS = 20.0
+#: Models that run in seconds on a CPU; every other model gets a CPU warning.
+CPU_FRIENDLY = frozenset({"tiny-random"})
+
+
+@dataclass(frozen=True)
+class ConceptQuery:
+    """Which concepts to evaluate; every filter that is empty keeps everything.
+
+    Attributes
+    ----------
+    keys : tuple of str
+        Start from these concept keys (in this order) instead of all 1,278.
+    categories : tuple of str
+        Keep concepts of these categories (`evaluation.concepts.CATEGORIES`).
+    modifier_types : tuple of str
+        Keep these modifier types (`evaluation.concepts.MODIFIER_TYPES`).
+    search : str
+        Keep keys containing this text (case-insensitive).
+    sample_size : int
+        If > 0, keep a random sample of this many of the remaining concepts.
+    sample_seed : int
+        Seed of that sample (`numpy.random.default_rng`); the same seed gives the same sample.
+    """
+
+    keys: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    modifier_types: tuple[str, ...] = ()
+    search: str = ""
+    sample_size: int = 0
+    sample_seed: int = 0
+
+
+def run_exists(db: sqlite_utils.Database, name: str) -> bool:
+    """Whether a run called `name` is stored."""
+    try:
+        runs.run_config(db, name)
+    except runs.RunError:
+        return False
+    return True
+
+
+def _check_subset(name: str, values: Sequence[str], allowed: Sequence[str]) -> None:
+    unknown = [v for v in values if v not in allowed]
+    if unknown:
+        raise ValueError(f"`{name}` must be among {list(allowed)}, got {unknown}")
+
+
+def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Concept]:
+    """The concepts `query` picks, in concept-list order (or in `query.keys` order).
+
+    Raises
+    ------
+    ValueError
+        For an unknown key, category or modifier type, a negative sample size, or an
+        empty selection (the message says which filter left nothing).
+    """
+    _check_subset("categories", query.categories, CATEGORIES)
+    _check_subset("modifier_types", query.modifier_types, MODIFIER_TYPES)
+    if query.sample_size < 0:
+        raise ValueError(f"`sample_size` must be >= 0 (0 keeps all), got {query.sample_size}")
+    chosen = list(concepts)
+    if query.keys:
+        by_key = {c.key: c for c in concepts}
+        missing = [k for k in query.keys if k not in by_key]
+        if missing:
+            raise ValueError(f"`keys` names unknown concepts {missing[:5]}; "
+                             "keys are the concept text, e.g. 'rotten apple'")
+        chosen = [by_key[k] for k in dict.fromkeys(query.keys)]
+    if query.categories:
+        chosen = [c for c in chosen if c.category in query.categories]
+    if query.modifier_types:
+        chosen = [c for c in chosen if c.modifier_type in query.modifier_types]
+    text = query.search.strip().lower()
+    if text:
+        chosen = [c for c in chosen if text in c.key.lower()]
+    if not chosen:
+        raise ValueError(f"no concept matches the selection {query}")
+    if 0 < query.sample_size < len(chosen):
+        picked = np.random.default_rng(query.sample_seed).choice(len(chosen), query.sample_size, replace=False)
+        chosen = [chosen[i] for i in sorted(picked)]
+    return chosen
+
+
+def resolve_models(
+    registry: Mapping[str, ModelSpec], keys: Sequence[str], models_dir: str | Path,
+    *, cfg_scales: Sequence[float] = (),
+) -> list[ModelSpec]:
+    """The registry entries `keys`, ready for a run of this installation.
+
+    Parameters
+    ----------
+    registry : Mapping of str to ModelSpec
+        From `evaluation.models.registry.load_registry`.
+    keys : sequence of str
+        Registry keys, at least one.
+    models_dir : str or Path
+        Where models the project builds itself live (``<data_dir>/models``); a
+        ``build = "tiny"`` model loads from ``models_dir/<key>`` (built on first use).
+    cfg_scales : sequence of float
+        Guidance scales for every model instead of each model's own sweep; each > 0.
+
+    Raises
+    ------
+    ValueError
+        For no key, an unknown key, or a scale <= 0.
+    """
+    if not keys:
+        raise ValueError("`models` must name at least one registry model, got none")
+    unknown = [k for k in keys if k not in registry]
+    if unknown:
+        raise RegistryError(f"unknown model(s) {unknown}; the registry has {sorted(registry)}")
+    bad = [s for s in cfg_scales if not s > 0]
+    if bad:
+        raise ValueError(f"`cfg_scales` must be positive numbers, got {list(cfg_scales)}")
+    specs = []
+    for key in dict.fromkeys(keys):
+        spec = registry[key]
+        if spec.build == "tiny":
+            spec = with_source(spec, Path(models_dir).resolve() / key)
+        if cfg_scales:
+            spec = replace(spec, cfg_scales=tuple(sorted({float(s) for s in cfg_scales})))
+        specs.append(spec)
+    return specs
+
+
+def plan_evaluation(
+    specs: Sequence[ModelSpec], concepts: Sequence[Concept], styles: Sequence[str], seeds: int,
+) -> tuple[list[dict], dict]:
+    """Items and configuration of a run: models x concepts x styles x cfg x `seeds`.
+
+    Checks the styles and the number of seeds per (model, concept, style, cfg) cell, then
+    calls `evaluation.pipeline.stages.plan_run` (which derives each item's seed from its cell).
+    """
+    if not styles:
+        raise ValueError(f"`styles` must name at least one of {sorted(STYLES)}, got none")
+    _check_subset("styles", styles, sorted(STYLES))
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"`seeds` (images per concept, style and cfg) must be a positive integer, got {seeds!r}")
+    return plan_run(list(specs), list(concepts), list(dict.fromkeys(styles)), seeds)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """How long a planned run should take.
+
+    Attributes
+    ----------
+    seconds : float
+        Total, >= 0.
+    per_model : dict of str to (int, float, str)
+        Images, seconds per image and where that figure comes from (``"measured"``,
+        ``"default"`` or ``"unknown model"``).
+    """
+
+    seconds: float
+    per_model: dict[str, tuple[int, float, str]]
+
+
+def seconds_per_image(model: str, device_kind: str, measured: Mapping[str, float] | None = None) -> tuple[float, str]:
+    """Seconds per image for `model` on a ``"cuda"`` or ``"cpu"`` device, and its origin."""
+    if device_kind not in ("cuda", "cpu"):
+        raise ValueError(f"`device_kind` must be 'cuda' or 'cpu', got {device_kind!r}")
+    if measured and measured.get(model):
+        return float(measured[model]), "measured"
+    gpu = GPU_SECONDS_PER_IMAGE.get(model)
+    origin = "default" if gpu is not None else "unknown model"
+    gpu = UNKNOWN_MODEL_SECONDS if gpu is None else gpu
+    if device_kind == "cuda":
+        return gpu, origin
+    return CPU_SECONDS_PER_IMAGE.get(model, gpu * CPU_SLOWDOWN), origin
+
+
+def estimate_seconds(items: Sequence[Mapping], device_kind: str,
+                     measured: Mapping[str, float] | None = None) -> Estimate:
+    """Estimated wall time of `items` (run items with a ``model`` key); see the module notes."""
+    counts = Counter(item["model"] for item in items)
+    per_model = {}
+    for model, n in counts.items():
+        each, origin = seconds_per_image(model, device_kind, measured)
+        per_model[model] = (n, each, origin)
+    return Estimate(sum(n * each for n, each, _ in per_model.values()), per_model)
+
+
+def format_duration(seconds: float) -> str:
+    """``"45 s"``, ``"12 min"``, ``"3 h 20 min"`` or ``"2.5 days"`` (rounded)."""
+    if seconds < 0 or not np.isfinite(seconds):
+        raise ValueError(f"`seconds` must be a finite number >= 0, got {seconds}")
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        hours, minutes = divmod(round(seconds / 60), 60)
+        return f"{hours} h {minutes} min"
+    return f"{seconds / 86400:.1f} days"
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The device runs use: ``device`` (``"cuda"`` or ``"cpu"``) and a display ``name``."""
+
+    device: str
+    name: str
+
+    @property
+    def kind(self) -> str:
+        """``"cuda"`` or ``"cpu"``."""
+        return "cuda" if self.device.startswith("cuda") else "cpu"
+
+
+def detect_device() -> DeviceInfo:
+    """The first GPU if torch sees one, else the CPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return DeviceInfo("cuda", torch.cuda.get_device_name(0))
+    return DeviceInfo("cpu", "CPU")
+
+
+def cpu_warning(device: DeviceInfo, model_keys: Sequence[str]) -> str:
+    """A warning when full-size models would run on a CPU, else ``""``."""
+    slow = [k for k in model_keys if k not in CPU_FRIENDLY]
+    if device.kind != "cpu" or not slow:
+        return ""
+    return (f"No GPU: {', '.join(slow)} would run on the CPU in float32, at minutes per image. "
+            "Use tiny-random to try the whole path, or run on a GPU machine.")
+
+
+@dataclass(frozen=True)
+class EvaluationRequest:
+    """Everything a researcher chooses for a new run (see `plan_request`).
+
+    Attributes
+    ----------
+    models : tuple of str
+        Registry keys.
+    query : ConceptQuery
+    styles : tuple of str
+        Keys of `evaluation.models.generation.STYLES`.
+    cfg_scales : tuple of float
+        Scales for every model; empty keeps each model's own sweep.
+    seeds : int
+        Images per (model, concept, style, cfg), each with its own seed.
+    """
+
+    models: tuple[str, ...]
+    query: ConceptQuery
+    styles: tuple[str, ...]
+    cfg_scales: tuple[float, ...] = ()
+    seeds: int = 5
+
+
+def parse_scales(text: str) -> tuple[float, ...]:
+    """``"3, 7.5"`` -> ``(3.0, 7.5)``; ``""`` -> ``()``. Raises ValueError naming `cfg_scales`."""
+    parts = [part.strip() for part in (text or "").replace(";", ",").split(",") if part.strip()]
+    try:
+        return tuple(float(part) for part in parts)
+    except ValueError:
+        raise ValueError(f"`cfg_scales` must be comma-separated numbers such as '3, 7.5', got {text!r}") from None
+
+
+def plan_request(request: EvaluationRequest, registry: Mapping[str, ModelSpec], concepts: Sequence[Concept],
+                 models_dir: str | Path) -> tuple[list[dict], dict]:
+    """Items and configuration of the run `request` describes (checks every choice first)."""
+    specs = resolve_models(registry, request.models, models_dir, cfg_scales=request.cfg_scales)
+    chosen = select_concepts(concepts, request.query)
+    return plan_evaluation(specs, chosen, request.styles, request.seeds)

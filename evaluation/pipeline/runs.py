@@ -1,0 +1,413 @@
+"""Run bookkeeping in SQLite: runs, their work items and model distributions.
+
+This is the only module of `evaluation/` that holds SQL. Every function takes an open
+``sqlite_utils.Database`` first; the tables are created by the project's one migration
+list (`storage.schema`), multi-row writes are one `storage.transaction`, timestamps are
+`storage.iso` text, and distributions go through `storage.distributions`' codec.
+Human distributions (reference sets included) are `storage.human`'s.
+
+An item moves ``pending`` -> ``generated`` -> ``segmented``; an item whose generation
+failed is ``failed`` (with ``error``) and is tried again by the next run of the stage.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from itertools import groupby
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import sqlite_utils
+
+import storage
+from storage import iso as _now
+from storage import transaction
+from storage.distributions import decode, decode_groups, encode, encode_groups
+
+ITEM_STATUSES = ("pending", "generated", "segmented", "failed")
+SEGMENT_STATUSES = ("ok", "no_detection", "empty_mask")
+#: Which item statuses each stage picks up.
+STAGE_INPUT = {"generate": ("pending", "failed"), "segment": ("generated",)}
+_ITEM_KEY = ("run", "model", "concept", "style", "cfg", "sample")
+MAX_RUN_NAME = 80
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]*$")
+
+
+class RunError(ValueError):
+    """A run is named or configured inconsistently with what is stored."""
+
+
+def connect(path: str | Path) -> sqlite_utils.Database:
+    """Open (creating if needed) a database file with the project's schema.
+
+    For the evaluation CLI on its own: `storage.open_db` plus `storage.ensure_schema`,
+    the same opener and migrations the app uses.
+    """
+    db = storage.open_db(path)
+    storage.ensure_schema(db)
+    return db
+
+
+def check_run_name(name: str) -> str:
+    """Return `name` if it can name a run (and its folder ``runs/<name>/``), else raise ValueError.
+
+    Letters, digits, ``.``, ``_``, ``-`` and spaces, starting with a letter or digit, at
+    most `MAX_RUN_NAME` characters, so that a name is a safe folder name on every system.
+    The one rule for run names: `create_run` applies it too.
+
+    Raises
+    ------
+    RunError
+        A ValueError naming the argument and what it got.
+    """
+    if not isinstance(name, str) or not _RUN_NAME.match(name) or len(name) > MAX_RUN_NAME:
+        raise RunError(f"`run` name must be 1-{MAX_RUN_NAME} letters, digits, '.', '_', '-' or spaces, "
+                         f"starting with a letter or digit, got {name!r}")
+    return name
+
+
+def create_run(db: sqlite_utils.Database, name: str, items: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> int:
+    """Store a run and its pending items, or check that an existing run matches.
+
+    Parameters
+    ----------
+    name : str
+        The run's name (also its folder, ``data/runs/<name>/``).
+    items : sequence of Mapping
+        One per image, with keys ``model, concept, noun, style, cfg, sample, seed, prompt``.
+    config : Mapping
+        JSON-able description of the grid; a run created again must have the same config.
+
+    Returns
+    -------
+    int
+        The number of items of the run.
+
+    Raises
+    ------
+    RunError
+        If `name` breaks `check_run_name`, or the run exists with another config.
+    """
+    check_run_name(name)
+    config_json = json.dumps(config, sort_keys=True)
+    existing = db.execute("SELECT config FROM runs WHERE name = ?", [name]).fetchone()
+    if existing is not None:
+        if existing[0] != config_json:
+            stored = json.loads(existing[0])
+            diff = sorted(k for k in set(stored) | set(config) if stored.get(k) != config.get(k))
+            raise RunError(f"run {name!r} exists with a different configuration (differs in {diff}); choose another name")
+        return db.execute("SELECT count(*) FROM run_items WHERE run = ?", [name]).fetchone()[0]
+    now = _now()
+    rows = [{**dict(item), "run": name, "status": "pending", "updated_at": now} for item in items]
+    with transaction(db):
+        db["runs"].insert({"name": name, "created_at": now, "config": config_json})
+        db["run_items"].insert_all(rows, batch_size=500)
+    return len(rows)
+
+
+def run_config(db: sqlite_utils.Database, name: str) -> dict:
+    """The stored configuration of run `name`."""
+    row = db.execute("SELECT config FROM runs WHERE name = ?", [name]).fetchone()
+    if row is None:
+        known = [r[0] for r in db.execute("SELECT name FROM runs ORDER BY name")]
+        raise RunError(f"no run named {name!r}; known runs: {known}")
+    return json.loads(row[0])
+
+
+def pending_items(db: sqlite_utils.Database, run: str, stage: str) -> list[dict]:
+    """The items that `stage` (``"generate"`` or ``"segment"``) still has to do, in grid order."""
+    if stage not in STAGE_INPUT:
+        raise ValueError(f"`stage` must be one of {sorted(STAGE_INPUT)}, got {stage!r}")
+    run_config(db, run)
+    statuses = STAGE_INPUT[stage]
+    marks = ", ".join("?" for _ in statuses)
+    sql = f"SELECT * FROM run_items WHERE run = ? AND status IN ({marks}) ORDER BY model, cfg, id"
+    return [dict(row) for row in db.query(sql, [run, *statuses])]
+
+
+def batches(items: Sequence[Mapping[str, Any]], size: int, *, by: Sequence[str] = ("model", "cfg")) -> Iterator[list[dict]]:
+    """Split items into lists of at most `size` that agree on the fields `by`."""
+    if size < 1:
+        raise ValueError(f"`size` must be a positive integer, got {size}")
+    for _, group in groupby(items, key=lambda item: tuple(item[k] for k in by)):
+        group = [dict(item) for item in group]
+        for start in range(0, len(group), size):
+            yield group[start:start + size]
+
+
+def record_items(db: sqlite_utils.Database, updates: Iterable[Mapping[str, Any]]) -> None:
+    """Apply item updates (each with its ``id``) in one transaction."""
+    now = _now()
+    with transaction(db):
+        for update in updates:
+            fields = {k: v for k, v in update.items() if k != "id"}
+            if fields.get("status", "pending") not in ITEM_STATUSES:
+                raise ValueError(f"item status must be one of {ITEM_STATUSES}, got {fields['status']!r}")
+            db["run_items"].update(update["id"], {**fields, "updated_at": now})
+
+
+def items(db: sqlite_utils.Database, run: str) -> list[dict]:
+    """All items of `run`, in id order."""
+    return [dict(row) for row in db.query("SELECT * FROM run_items WHERE run = ? ORDER BY id", [run])]
+
+
+def segmented_groups(db: sqlite_utils.Database, run: str) -> Iterator[tuple[tuple, list[dict]]]:
+    """Items of `run` grouped by (model, concept, style, cfg), for groups fully segmented."""
+    sql = "SELECT * FROM run_items WHERE run = ? ORDER BY model, concept, style, cfg, sample"
+    for key, group in groupby(db.query(sql, [run]), key=lambda r: (r["model"], r["concept"], r["style"], r["cfg"])):
+        group = [dict(row) for row in group]
+        if all(row["status"] == "segmented" for row in group):
+            yield key, group
+
+
+def has_model_distribution(db: sqlite_utils.Database, run: str, model: str, concept: str, style: str, cfg: float) -> bool:
+    """Whether the distribution of this (run, model, concept, style, cfg) is stored."""
+    sql = "SELECT 1 FROM model_distributions WHERE run=? AND model=? AND concept=? AND style=? AND cfg=?"
+    return db.execute(sql, [run, model, concept, style, cfg]).fetchone() is not None
+
+
+def store_model_distribution(
+    db: sqlite_utils.Database, run: str, model: str, concept: str, style: str, cfg: float,
+    p: np.ndarray | None, n_images: int, n_excluded: int, groups: Any = None,
+) -> None:
+    """Insert or replace one P_M(x|c) for (run, model, concept, style, cfg).
+
+    `p` is None when every image of the group was excluded (nothing detected); the row
+    still records the counts.
+    """
+    try:
+        p_json = encode(p)
+    except ValueError as error:
+        raise ValueError(f"distribution of {model}/{concept}/{style}/cfg={cfg}: {error}") from None
+    row = {
+        "run": run, "model": model, "concept": concept, "style": style, "cfg": float(cfg), "p": p_json,
+        "n_images": int(n_images), "n_excluded": int(n_excluded),
+        "groups": encode_groups(groups), "created_at": _now(),
+    }
+    with transaction(db):
+        db["model_distributions"].upsert(row, pk=("run", "model", "concept", "style", "cfg"))
+
+
+def model_distributions(db: sqlite_utils.Database, *, run: str | None = None, model: str | None = None,
+                        concepts: Sequence[str] | None = None,
+                        cfgs: Mapping[str, float] | None = None) -> list[dict]:
+    """Stored model distributions, optionally of one run, one model, some concept keys and/or
+    one guidance scale per model (`cfgs`: model -> scale; other models left out).
+
+    ``p`` is decoded to a (71,) float64 array or None, ``groups`` to dicts or None; with
+    `concepts` only those concepts' rows are read (an index search, not a scan).
+    """
+    where, params = [], []
+    for column, value in (("run", run), ("model", model)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if concepts is not None:
+        keys = list(dict.fromkeys(concepts))
+        if not keys:
+            return []
+        where.append(f"concept IN ({', '.join('?' for _ in keys)})")
+        params.extend(keys)
+    if cfgs is not None:
+        if not cfgs:
+            return []
+        where.append("(" + " OR ".join("(model = ? AND abs(cfg - ?) < 1e-9)" for _ in cfgs) + ")")
+        params.extend(x for pair in cfgs.items() for x in (pair[0], float(pair[1])))
+    sql = "SELECT * FROM model_distributions" + (" WHERE " + " AND ".join(where) if where else "")
+    rows = []
+    for row in db.query(sql + " ORDER BY run, model, concept, style, cfg", params):
+        row = dict(row)
+        row["p"] = decode(row["p"])
+        row["groups"] = decode_groups(row["groups"]) or None
+        rows.append(row)
+    return rows
+
+
+SCORE_COLUMNS = ("pcc", "emd", "ed", "dominant_human", "dominant_model", "hue_diff")
+
+
+def scored_distributions(db: sqlite_utils.Database, source: str) -> list[dict]:
+    """Every stored model distribution with a human distribution of `source`, and its score.
+
+    One row per model row that has a ``p`` and whose concept `source` covers: the model
+    row's keys, ``n_images, n_excluded, created_at``, the human row's ``updated``, and the
+    `SCORE_COLUMNS` of the stored score when it was computed from these very two rows
+    (else None). No distribution is decoded.
+    """
+    sql = """
+        SELECT m.run, m.model, m.concept, m.style, m.cfg, m.n_images, m.n_excluded,
+               m.created_at, h.updated AS human_updated, s.emd IS NOT NULL AS scored,
+               s.pcc, s.emd, s.ed, s.dominant_human, s.dominant_model, s.hue_diff
+        FROM model_distributions m
+        JOIN human_distributions h ON h.source = :source AND h.concept_key = m.concept
+        LEFT JOIN scores s ON s.source = :source AND s.run = m.run AND s.model = m.model
+             AND s.concept = m.concept AND s.style = m.style AND s.cfg = m.cfg
+             AND s.model_created = m.created_at AND s.human_updated = h.updated
+        WHERE m.p IS NOT NULL
+    """
+    return [dict(row) for row in db.query(sql, {"source": source})]
+
+
+def unscored_distributions(db: sqlite_utils.Database, source: str) -> list[dict]:
+    """The rows of `scored_distributions` that have no valid score, with both ``p`` decoded:
+    ``p`` (model) and ``human_p``, each (71,) float64."""
+    sql = """
+        SELECT m.run, m.model, m.concept, m.style, m.cfg, m.created_at, m.p,
+               h.updated AS human_updated, h.p AS human_p
+        FROM model_distributions m
+        JOIN human_distributions h ON h.source = :source AND h.concept_key = m.concept
+        WHERE m.p IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM scores s WHERE s.source = :source AND s.run = m.run
+            AND s.model = m.model AND s.concept = m.concept AND s.style = m.style
+            AND s.cfg = m.cfg AND s.model_created = m.created_at
+            AND s.human_updated = h.updated)
+    """
+    return [{**row, "p": decode(row["p"]), "human_p": decode(row["human_p"])}
+            for row in db.query(sql, {"source": source})]
+
+
+def store_scores(db: sqlite_utils.Database, source: str, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Insert or replace scores of `source` (each row: the model row's keys, `SCORE_COLUMNS`,
+    ``created_at`` of the model row and ``human_updated``), in one transaction."""
+    records = [{"source": source, "run": r["run"], "model": r["model"], "concept": r["concept"],
+                "style": r["style"], "cfg": float(r["cfg"]),
+                **{k: r[k] for k in SCORE_COLUMNS},
+                "model_created": r["created_at"], "human_updated": r["human_updated"]}
+               for r in rows]
+    with transaction(db):
+        db["scores"].upsert_all(records, pk=("source", "run", "model", "concept", "style", "cfg"))
+
+
+def exclusion_counts(db: sqlite_utils.Database, *, run: str | None = None) -> list[dict]:
+    """Per model: segmented images, usable ones, and those excluded by reason."""
+    sql = """
+        SELECT model, count(*) AS n_segmented,
+               sum(segment_status = 'ok') AS n_ok,
+               sum(segment_status = 'no_detection') AS n_no_detection,
+               sum(segment_status = 'empty_mask') AS n_empty_mask
+        FROM run_items WHERE status = 'segmented' {} GROUP BY model ORDER BY model
+    """.format("AND run = ?" if run is not None else "")
+    return [dict(row) for row in db.query(sql, [run] if run is not None else [])]
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """Where a run stands, counted from its rows.
+
+    Attributes
+    ----------
+    run : str
+    items : int
+        Images of the run.
+    generated : int
+        Items with an image (status ``generated`` or ``segmented``).
+    segmented : int
+        Items masked (status ``segmented``), of which ``usable`` have a non-empty mask.
+    failed : int
+        Items whose generation failed (retried on resume).
+    groups : int
+        (model, concept, style, cfg) cells of the run.
+    extracted : int
+        Cells whose distribution is stored.
+    """
+
+    run: str
+    items: int
+    generated: int
+    segmented: int
+    usable: int
+    failed: int
+    groups: int
+    extracted: int
+
+    @property
+    def fraction(self) -> float:
+        """Share of the work done in [0, 1]: the three stages weigh the same."""
+        if not self.items:
+            return 0.0
+        return (self.generated / self.items + self.segmented / self.items + self.extracted / self.groups) / 3
+
+    @property
+    def complete(self) -> bool:
+        """Every cell has its distribution."""
+        return self.groups > 0 and self.extracted == self.groups
+
+
+# Each count is one index search: statuses through the (run, status) index, cells through
+# the unique (run, model, concept, style, cfg, sample) index.
+_PROGRESS_SQL = {
+    "statuses": "SELECT status, count(*) AS n FROM run_items WHERE run = ? GROUP BY status",
+    "usable": "SELECT count(*) FROM run_items WHERE run = ? AND status = 'segmented' AND segment_status = 'ok'",
+    "groups": "SELECT count(*) FROM (SELECT DISTINCT model, concept, style, cfg FROM run_items WHERE run = ?)",
+    "extracted": "SELECT count(*) FROM model_distributions WHERE run = ?",
+}
+
+
+def run_progress(db: sqlite_utils.Database, run: str) -> RunProgress:
+    """Counts of run `run`'s items by stage (all zero for an unknown run)."""
+    statuses = {row["status"]: row["n"] for row in db.query(_PROGRESS_SQL["statuses"], [run])}
+    usable, groups, extracted = (db.execute(_PROGRESS_SQL[name], [run]).fetchone()[0]
+                                 for name in ("usable", "groups", "extracted"))
+    return RunProgress(run=run, items=sum(statuses.values()),
+                       generated=statuses.get("generated", 0) + statuses.get("segmented", 0),
+                       segmented=statuses.get("segmented", 0), usable=usable, failed=statuses.get("failed", 0),
+                       groups=groups, extracted=extracted)
+
+
+def list_runs(db: sqlite_utils.Database) -> list[dict]:
+    """Every stored run, newest first.
+
+    Returns
+    -------
+    list of dict
+        ``name, created_at, kind`` (``"generated"``, or ``"imported"`` for a run made by
+        `evaluation.pipeline.imports`), ``models`` (sorted keys) and ``items``.
+    """
+    sql = """
+        SELECT r.name, r.created_at, r.config, count(i.id) AS items,
+               group_concat(DISTINCT i.model) AS models
+        FROM runs r LEFT JOIN run_items i ON i.run = r.name
+        GROUP BY r.name ORDER BY r.created_at DESC, r.name
+    """
+    out = []
+    for row in db.query(sql):
+        config = json.loads(row["config"])
+        out.append({"name": row["name"], "created_at": row["created_at"],
+                    "kind": "imported" if "imported" in config else "generated",
+                    "models": sorted((row["models"] or "").split(",")) if row["models"] else [],
+                    "items": row["items"]})
+    return out
+
+
+def measured_seconds(db: sqlite_utils.Database) -> dict[str, float]:
+    """Mean generation + masking seconds per image, per model, over items that have both."""
+    sql = """
+        SELECT model, avg(gen_seconds + seg_seconds) AS seconds FROM run_items
+        WHERE gen_seconds IS NOT NULL AND seg_seconds IS NOT NULL GROUP BY model
+    """
+    return {row["model"]: float(row["seconds"]) for row in db.query(sql)}
+
+
+def concept_items(db: sqlite_utils.Database, concept: str, *, style: str | None = None,
+                  limit: int = 200) -> list[dict]:
+    """Masked items of `concept` (any run), newest run first, at most `limit`.
+
+    Returns
+    -------
+    list of dict
+        Rows of ``run_items`` with status ``segmented`` and a mask, ordered by run
+        creation (newest first), model, cfg and sample.
+    """
+    if limit < 1:
+        raise ValueError(f"`limit` must be a positive integer, got {limit}")
+    where = "i.concept = :concept AND i.status = 'segmented' AND i.mask_path IS NOT NULL"
+    if style is not None:
+        where += " AND i.style = :style"
+    sql = f"""
+        SELECT i.* FROM run_items i JOIN runs r ON r.name = i.run WHERE {where}
+        ORDER BY r.created_at DESC, i.run, i.model, i.style, i.cfg, i.sample LIMIT :limit
+    """
+    return [dict(row) for row in db.query(sql, {"concept": concept, "style": style, "limit": limit})]

@@ -1,0 +1,243 @@
+"""The three stages of a run: generate images, segment them, extract distributions.
+
+A run's files live under ``<data_dir>/runs/<run>/``: ``images/`` and ``masks/`` (PNG,
+named by the SHA-256 of their bytes) and ``pixels/`` (one ``.npz`` pixel summary per
+segmented image). Every file is written to a temporary name and renamed into place, and
+the item's row is updated only after its files exist, so a run killed at any moment
+resumes cleanly and redoes at most the batch in flight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import sqlite_utils
+from PIL import Image
+
+from evaluation.pipeline import runs
+from evaluation.concepts import Concept
+from evaluation.pipeline.executors import Batch, Executor, InProcessExecutor
+from evaluation.pipeline.fileio import remove_temporaries, write_atomic
+from evaluation.color.extraction import distribution_from_pixels, image_pixels
+from evaluation.models.generation import GenerationError, build_prompt, generate, item_seed
+from evaluation.models.registry import ModelSpec, load_pipeline, spec_from_dict, spec_to_dict
+from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD, Detector, SamBackend, segment
+
+Progress = Callable[[int, int], None]
+
+
+def _png_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")  # a bool mask becomes a 1-bit PNG
+    return buffer.getvalue()
+
+
+def _save_by_hash(data_dir: Path, folder: Path, data: bytes, suffix: str) -> tuple[str, str]:
+    digest = hashlib.sha256(data).hexdigest()
+    relative = folder / f"{digest}{suffix}"
+    write_atomic(data_dir / relative, data)
+    return relative.as_posix(), digest
+
+
+def read_image(data_dir: str | Path, relative: str) -> np.ndarray:
+    """An item's image as (H, W, 3) uint8, or its mask as (H, W) bool (by file content)."""
+    with Image.open(Path(data_dir) / relative) as image:
+        return np.array(image) if image.mode != "1" else np.array(image, dtype=bool)
+
+
+def pixel_summary(image: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-image record of the masked pixels, as the extraction pipeline consumes them.
+
+    Returns
+    -------
+    dict
+        ``pixels``: (N, 3) uint8 sRGB, the masked foreground downsampled to 100x100
+        (`evaluation.color.extraction.image_pixels`, step 1 of Appendix C.3); ``n_pixels``: the
+        full-resolution mask's pixel count; ``mask_fraction``: n_pixels / (H * W) in [0, 1].
+        `extract` builds distributions from ``pixels`` alone, which gives the same result
+        as `evaluation.color.extraction.concept_distribution` on the images and masks.
+    """
+    return {"pixels": image_pixels(image, mask), "n_pixels": np.int64(mask.sum()),
+            "mask_fraction": np.float64(mask.mean())}
+
+
+def plan_run(
+    models: Sequence[ModelSpec], concepts: Sequence[Concept], styles: Sequence[str], samples: int,
+) -> tuple[list[dict], dict]:
+    """Items and configuration of a run over models x concepts x styles x cfg x samples.
+
+    Each model sweeps its own `cfg_scales`; its steps and resolution are stored in the
+    configuration so that a resumed run generates exactly like the first.
+    """
+    if samples < 1:
+        raise ValueError(f"`samples` must be a positive integer, got {samples}")
+    items = [
+        {"model": spec.key, "concept": c.key, "noun": c.base, "style": style, "cfg": cfg, "sample": s,
+         "seed": item_seed(spec.key, c.key, style, cfg, s), "prompt": build_prompt(c, style)}
+        for spec in models for c in concepts for style in styles for cfg in spec.cfg_scales for s in range(samples)
+    ]
+    config = {
+        "models": {spec.key: spec_to_dict(spec) for spec in models},
+        "concepts": [c.key for c in concepts], "styles": list(styles), "samples": samples,
+    }
+    return items, config
+
+
+class GenerationWork:
+    """Work of the generate stage: images for a batch of items of one model and cfg.
+
+    Loads each model's pipeline once, on first use, and keeps only the current one.
+    """
+
+    def __init__(self, specs: Mapping[str, ModelSpec], data_dir: str | Path, *, device: str, dtype: Any = None):
+        self.specs, self.data_dir, self.device, self.dtype = dict(specs), Path(data_dir), device, dtype
+        self._current: tuple[str, Any] | None = None
+
+    @classmethod
+    def from_run(cls, config: Mapping[str, Any], data_dir: str | Path, *, device: str, dtype: Any = None) -> "GenerationWork":
+        """Work for a stored run configuration (see `plan_run`)."""
+        specs = {key: spec_from_dict(fields) for key, fields in config["models"].items()}
+        return cls(specs, data_dir, device=device, dtype=dtype)
+
+    def _pipeline(self, key: str) -> Any:
+        if self._current is None or self._current[0] != key:
+            self._current = None
+            self._current = (key, load_pipeline(self.specs[key], device=self.device, dtype=self.dtype))
+        return self._current[1]
+
+    def __call__(self, batch: Batch) -> Batch:
+        spec = self.specs[batch[0]["model"]]
+        try:
+            out = generate(
+                self._pipeline(spec.key), [i["prompt"] for i in batch], [i["seed"] for i in batch],
+                batch[0]["cfg"], guidance_param=spec.guidance_param, steps=spec.steps,
+                resolution=spec.resolution, call_kwargs=spec.call_kwargs,
+            )
+        except GenerationError as exc:
+            return [{"id": i["id"], "status": "failed", "error": str(exc)} for i in batch]
+        folder = Path("runs") / batch[0]["run"] / "images"
+        results = []
+        for item, image in zip(batch, out.images):
+            path, digest = _save_by_hash(self.data_dir, folder, _png_bytes(image), ".png")
+            results.append({
+                "id": item["id"], "status": "generated", "image_path": path, "image_sha256": digest,
+                "gen_seconds": out.seconds / len(batch), "error": None,
+            })
+        return results
+
+
+class SegmentationWork:
+    """Work of the segment stage: mask and pixel summary of each generated image."""
+
+    def __init__(self, detector: Detector, sam: SamBackend, data_dir: str | Path,
+                 box_threshold: float = BOX_THRESHOLD, text_threshold: float = TEXT_THRESHOLD):
+        self.detector, self.sam, self.data_dir = detector, sam, Path(data_dir)
+        self.box_threshold, self.text_threshold = box_threshold, text_threshold
+
+    def _write_summary(self, item: dict, image: np.ndarray, result, mask_digest: str) -> str:
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **pixel_summary(image, result.mask), box=np.asarray(result.box),
+                            score=np.float64(result.score))
+        path = Path("runs") / item["run"] / "pixels" / f"{item['image_sha256']}-{mask_digest[:16]}.npz"
+        write_atomic(self.data_dir / path, buffer.getvalue())
+        return path.as_posix()
+
+    def _one(self, item: dict) -> dict:
+        start = time.perf_counter()
+        image = read_image(self.data_dir, item["image_path"])
+        result = segment(image, item["noun"], self.box_threshold, self.text_threshold, detector=self.detector, sam=self.sam)
+        update = {"id": item["id"], "status": "segmented", "segment_status": result.status,
+                  "detected": int(result.detected), "mask_path": None, "mask_sha256": None,
+                  "summary_path": None, "n_pixels": 0}
+        if result.mask is not None:
+            masks = Path("runs") / item["run"] / "masks"
+            mask_path, digest = _save_by_hash(self.data_dir, masks, _png_bytes(result.mask), ".png")
+            update.update(mask_path=mask_path, mask_sha256=digest, n_pixels=int(result.mask.sum()))
+        if result.status == "ok":
+            update["summary_path"] = self._write_summary(item, image, result, update["mask_sha256"])
+        update["seg_seconds"] = time.perf_counter() - start
+        return update
+
+    def __call__(self, batch: Batch) -> Batch:
+        return [self._one(item) for item in batch]
+
+
+def run_stage(
+    db: sqlite_utils.Database, run: str, stage: str, work: Callable[[Batch], Batch], batch_size: int = 1,
+    *, executor: Executor | None = None, progress: Progress | None = None,
+    data_dir: str | Path | None = None,
+) -> int:
+    """Do the pending items of `stage` for `run`; return how many items were recorded.
+
+    Parameters
+    ----------
+    stage : str
+        ``"generate"`` (batches share model and cfg) or ``"segment"``.
+    work : callable
+        `GenerationWork` or `SegmentationWork`.
+    batch_size : int
+        Items per work call (images per pipeline call for generation).
+    executor : Executor, optional
+        Defaults to `InProcessExecutor`.
+    progress : callable, optional
+        ``progress(done, total)`` after each recorded batch; an exception it raises stops
+        the stage, keeping what was recorded.
+    data_dir : str or Path, optional
+        The data folder: temporary files that a killed earlier attempt left in the run's
+        folder are removed first, so a resumed run ends with the files of an
+        uninterrupted one.
+    """
+    if data_dir is not None:
+        remove_temporaries(Path(data_dir) / "runs" / run)
+    pending = runs.pending_items(db, run, stage)
+    total, done = len(pending), 0
+
+    def on_result(results: Batch) -> None:
+        nonlocal done
+        runs.record_items(db, results)
+        done += len(results)
+        if progress is not None:
+            progress(done, total)
+
+    (executor or InProcessExecutor()).run(work, runs.batches(pending, batch_size), on_result)
+    return done
+
+
+def extract(
+    db: sqlite_utils.Database, run: str, data_dir: str | Path, *, force: bool = False,
+    progress: Progress | None = None,
+) -> int:
+    """Compute P_M(x|c) for each fully segmented (model, concept, style, cfg) of `run`.
+
+    Reads the items' pixel summaries (see `pixel_summary`) and runs steps 2-5 of the
+    extraction pipeline (`evaluation.color.extraction.distribution_from_pixels`) on them.
+
+    Images whose segmentation is not ``ok`` are excluded and counted in ``n_excluded``;
+    a group with no usable image is stored with ``p = NULL``. Groups already stored are
+    skipped unless `force`. Returns the number of distributions written.
+    """
+    groups = list(runs.segmented_groups(db, run))
+    written = 0
+    for n, ((model, concept, style, cfg), rows) in enumerate(groups, start=1):
+        if force or not runs.has_model_distribution(db, run, model, concept, style, cfg):
+            usable = [r for r in rows if r["segment_status"] == "ok"]
+            p, detail = None, None
+            if usable:
+                pixels = []
+                for row in usable:
+                    with np.load(Path(data_dir) / row["summary_path"]) as summary:
+                        pixels.append(summary["pixels"])
+                result = distribution_from_pixels(pixels)
+                p, detail = result.p, result.groups
+            runs.store_model_distribution(db, run, model, concept, style, cfg, p, len(usable), len(rows) - len(usable), detail)
+            written += 1
+        if progress is not None:
+            progress(n, len(groups))
+    return written
