@@ -59,7 +59,7 @@ class HumanDistribution:
         `coloring_ids`; ``rgb`` heaviest first), for the dominant-color strip; empty for
         a reference set.
     provenance : str
-        A reference set's stored provenance; empty for designers.
+        A reference set's stored provenance; for designers the extraction method.
     """
 
     concept: str
@@ -103,11 +103,12 @@ def counted_colorings(db: sqlite_utils.Database, concept_key: str | None = None)
 
 
 def write_designers(db: sqlite_utils.Database, concept_key: str, p: np.ndarray | None,
-                    coloring_ids: Iterable[int] = (), groups=()) -> None:
+                    coloring_ids: Iterable[int] = (), groups=(), method: str = "") -> None:
     """Store (or, with `p` None, remove) the designers' P_H of one concept.
 
     Called by `annotation.coloring.human.refresh` inside the transaction that changed the
-    concept's counted colorings.
+    concept's counted colorings; `method` names the extraction that computed `p` (kept as
+    the row's ``provenance``).
     """
     with transaction(db):
         if p is None:
@@ -118,7 +119,7 @@ def write_designers(db: sqlite_utils.Database, concept_key: str, p: np.ndarray |
         db["human_distributions"].upsert(
             {"source": DESIGNERS, "concept_key": concept_key, "kind": DESIGNERS,
              "p": encode(p), "n_colorings": len(ids), "colorings": json.dumps(ids),
-             "groups": encode_groups(groups), "provenance": "", "updated": iso()},
+             "groups": encode_groups(groups), "provenance": method, "updated": iso()},
             pk=("source", "concept_key"))
 
 

@@ -20,7 +20,7 @@ from annotation.coloring import human
 from annotation.qc import votes
 from annotation.coloring.store import get_coloring, load_pixels, set_status
 from annotation.qc.review import accept_coloring, request_recolor
-from evaluation.color.extraction import concept_distribution
+from evaluation.color.extraction import METHOD, concept_distribution
 from storage import human as human_rows
 from storage.distributions import InvalidDistribution, check_distribution, decode, encode
 from tests.qc_data import ADMIN, actor, add_coloring, people
@@ -94,6 +94,11 @@ def test_designers_p_h_of_a_migrated_database_equals_the_images_and_skips_the_re
         assert_allclose(truth.p, _expected_p(data, db, concept), rtol=0, atol=1e-12)
     assert human.check(db, data) == []
     assert human.backfill(db, data) == 0
+    # Rows computed under other extraction defaults are stale: start-up recomputes them.
+    db.execute("update human_distributions set provenance = 'appendix-c3 v0' where "
+               "source = 'designers' and concept_key = 'banana'")
+    assert human.backfill(db, data) == 1
+    assert human_rows.read(db, human_rows.DESIGNERS)["banana"].provenance == METHOD
 
 
 def test_check_distributions_command_reports_a_tampered_row_and_repairs_it(tmp_path):

@@ -79,7 +79,7 @@ def refresh(db: sqlite_utils.Database, concept_key: str) -> rows.HumanDistributi
                               "sample; run `python -m annotation check-distributions "
                               "--repair`")
         result = extraction.distribution_from_pixels([samples_[i] for i in ids])
-        rows.write_designers(db, concept_key, result.p, ids, result.groups)
+        rows.write_designers(db, concept_key, result.p, ids, result.groups, extraction.METHOD)
     return rows.read(db, rows.DESIGNERS, [concept_key])[concept_key]
 
 
@@ -155,7 +155,8 @@ def _compare(stored, expected: np.ndarray | None, ids: list[int]) -> str:
 
 def backfill(db: sqlite_utils.Database, data_dir: str | Path) -> int:
     """Give every coloring without a sample one (from its images) and refresh the concepts
-    whose stored P_H is missing or stale; called at start-up. Returns concepts refreshed."""
+    whose stored P_H is missing or stale (other colorings, or computed by another
+    `evaluation.color.extraction.METHOD`); called at start-up. Returns concepts refreshed."""
     from annotation.coloring.store import load_pixels  # colorings imports this module
 
     missing = [dict(r) for r in db.query(
@@ -168,8 +169,10 @@ def backfill(db: sqlite_utils.Database, data_dir: str | Path) -> int:
     wanted: dict[str, list[int]] = {}
     for coloring in counted:
         wanted.setdefault(coloring["concept_key"], []).append(coloring["id"])
-    stored = {k: list(v.coloring_ids) for k, v in rows.read(db, rows.DESIGNERS).items()}
-    stale = sorted(k for k in set(wanted) | set(stored) if wanted.get(k) != stored.get(k))
+    stored = {k: (list(v.coloring_ids), v.provenance)
+              for k, v in rows.read(db, rows.DESIGNERS).items()}
+    stale = sorted(k for k in set(wanted) | set(stored)
+                   if (wanted.get(k), extraction.METHOD) != stored.get(k, (None, None)))
     for concept in stale:
         refresh(db, concept)
     return len(stale)

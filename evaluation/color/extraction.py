@@ -40,6 +40,10 @@ from scipy.sparse.csgraph import connected_components
 from evaluation.color.colorspace import delta_e_2000, lab_to_srgb_uint8, srgb_to_lab
 from evaluation.color.palette import N_BINS, nearest_uw71
 
+#: Names the pipeline's defaults; stored with distributions computed by it, so a stored
+#: distribution made under other defaults is known to be stale. Change it with them.
+METHOD = "appendix-c3 v1"
+
 
 @dataclass(frozen=True)
 class ColorGroup:
