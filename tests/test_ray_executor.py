@@ -1,0 +1,188 @@
+"""The Ray executor on a local two-CPU Ray cluster: the same rows and files as in-process,
+a killed worker retried, a killed head resumed, and clear messages without a cluster.
+
+One local cluster serves the module (`ray.init(num_cpus=2)` through
+`evaluation.ray_executor.connect`) and is shut down at its end. Every run is the same
+tiny-model grid (2 concepts x 2 styles x 2 CFG x 2 seeds) through ``python -m evaluation
+run``; torch uses one thread in this process, as Ray's one-CPU workers do, so the CPU
+arithmetic and hence the PNG bytes are the same.
+"""
+
+import hashlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from evaluation import runs  # noqa: E402
+from evaluation.__main__ import build_parser  # noqa: E402
+from evaluation.__main__ import main as evaluation_main  # noqa: E402
+from evaluation.cli import generate, open_db  # noqa: E402
+from evaluation.jobs import ExecutorChoice, SegmenterSpec, run_pipeline  # noqa: E402
+from evaluation.ray_executor import RayExecutor, RayUnavailable, connect, shutdown  # noqa: E402
+from evaluation.tiny import build_all  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = "grid"
+VOLATILE = {"gen_seconds", "seg_seconds", "updated_at"}
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+              pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    info = connect("local", num_cpus=2)
+    yield info
+    shutdown()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return build_all(tmp_path_factory.mktemp("ray-models"))
+
+
+def _argv(models, folder: Path, *extra: str) -> list[str]:
+    return ["run", "--run", RUN, "--model", "tiny-random", "--source", str(models["tiny-random"]),
+            "--concepts", "apple,banana", "--styles", "natural,clipart", "--cfg", "2,7.5", "--samples", "2",
+            "--batch-size", "1", "--detector", str(models["tiny-grounding-dino"]), "--sam", str(models["tiny-sam"]),
+            "--box-threshold", "0", "--text-threshold", "0", "--device", "cpu",
+            "--db", str(folder / "db.sqlite"), "--data-dir", str(folder / "data"), *extra]
+
+
+def _outcome(folder: Path) -> tuple[list[dict], list[dict], dict[str, str]]:
+    """Item rows (without timings), distributions, and sha256 of every file under runs/."""
+    db = runs.connect(folder / "db.sqlite")
+    try:
+        items = [{k: v for k, v in row.items() if k not in VOLATILE} for row in runs.items(db, RUN)]
+        stored = runs.model_distributions(db, run=RUN)
+    finally:
+        db.close()
+    files = {p.relative_to(folder / "data").as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+             for p in sorted((folder / "data" / "runs").rglob("*")) if p.is_file()}
+    return items, stored, files
+
+
+def _assert_same(outcome, reference) -> None:
+    (items, stored, files), (ref_items, ref_stored, ref_files) = outcome, reference
+    assert items == ref_items
+    assert files == ref_files
+    assert len(stored) == len(ref_stored) == 8
+    for row, ref in zip(stored, ref_stored):
+        assert {k: v for k, v in row.items() if k not in ("p", "created_at")} == \
+            {k: v for k, v in ref.items() if k not in ("p", "created_at")}
+        assert np.array_equal(row["p"], ref["p"])
+
+
+@pytest.fixture(scope="module")
+def reference(one_torch_thread, models, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("in-process")
+    assert evaluation_main(_argv(models, folder)) == 0
+    outcome = _outcome(folder)
+    assert {(r["status"], r["segment_status"]) for r in outcome[0]} == {("segmented", "ok")}
+    return outcome
+
+
+def test_a_ray_run_gives_the_in_process_rows_and_files(cluster, models, reference, tmp_path, capsys):
+    assert cluster.nodes == 1 and cluster.cpus == 2 and cluster.gpus == 0
+    assert evaluation_main(_argv(models, tmp_path, "--executor", "ray")) == 0
+    _assert_same(_outcome(tmp_path), reference)
+    out = capsys.readouterr().out
+    assert "generate on Ray:\n  worker 0 on" in out and "segment on Ray:" in out and "extract on Ray:" in out
+
+
+def _created_run(models, folder: Path):
+    args = build_parser().parse_args(_argv(models, folder))
+    db = open_db(args)
+    generate.create_or_resume(db, args)
+    return db, SegmenterSpec(args.detector, args.sam, 0.0, 0.0)
+
+
+def test_a_worker_killed_mid_run_is_retried_and_the_result_is_identical(cluster, models, reference, tmp_path):
+    db, segmenter = _created_run(models, tmp_path)
+    executors, killed = {}, []
+
+    def kill_worker_once() -> bool:
+        executor = executors.get("generate")
+        pids = executor.progress().get("worker 0") if executor is not None else None
+        if not killed and pids is not None:  # worker 0 has its next batch in flight
+            killed.append(pids.pids[-1])
+            os.kill(pids.pids[-1], signal.SIGKILL)
+        return False
+
+    run_pipeline(db, RUN, tmp_path / "data", segmenter, device="cpu", executor=ExecutorChoice("ray"),
+                 should_stop=kill_worker_once, on_executor=executors.__setitem__)
+    db.close()
+    worker = executors["generate"].progress()["worker 0"]
+    assert killed and worker.pids[0] == killed[0] and worker.restarts >= 1
+    assert sum(p.items for p in executors["generate"].progress().values()) == 16
+    _assert_same(_outcome(tmp_path), reference)
+
+
+def _recorded(db_path: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as conn:
+            return conn.execute("SELECT count(*) FROM run_items WHERE status != 'pending'").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+def test_a_head_killed_mid_run_resumes_on_ray_to_the_same_rows(cluster, models, reference, tmp_path):
+    argv = [sys.executable, "-m", "evaluation", *_argv(models, tmp_path, "--executor", "ray",
+                                                        "--ray-address", cluster.address)]
+    head = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while head.poll() is None and _recorded(tmp_path / "db.sqlite") == 0:
+        time.sleep(0.05)
+    head.kill()
+    head.wait()
+    at_kill = _outcome(tmp_path)
+    assert 0 < sum(r["status"] != "pending" for r in at_kill[0]) and len(at_kill[1]) < 8
+    assert evaluation_main(_argv(models, tmp_path, "--executor", "ray")) == 0
+    _assert_same(_outcome(tmp_path), reference)
+
+
+def test_no_reachable_cluster_or_no_ray_is_said_clearly_and_writes_nothing(cluster, models, tmp_path, capsys,
+                                                                          monkeypatch):
+    with socket_bound() as port:
+        with pytest.raises(RayUnavailable, match=rf"no Ray cluster reachable at '127.0.0.1:{port}'.*ray start --head"):
+            connect(f"127.0.0.1:{port}")
+        code = evaluation_main(_argv(models, tmp_path, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"))
+    assert code == 2
+    assert "error: no Ray cluster reachable at" in capsys.readouterr().err
+    assert not (tmp_path / "data" / "runs").exists() and not (tmp_path / "db.sqlite").exists()
+    with pytest.raises(RayUnavailable, match=r"`ray_address` must be host:port .* got 'nowhere'"):
+        connect("nowhere")
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(RayUnavailable, match=r"needs Ray, which is not installed: pip install 'ray\[default\]"):
+        connect()
+    assert cluster.address  # the module's cluster is untouched by the refusals
+
+
+class socket_bound:
+    """A local port that is bound but not listening: connecting to it is refused."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        return self.sock.getsockname()[1]
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()
+
+
+def test_worker_counts_follow_the_cluster_and_bad_settings_are_refused(cluster):
+    assert RayExecutor.for_stage("generate", cluster)._worker_count() == 2
+    assert RayExecutor.for_stage("segment", cluster, workers=1)._worker_count() == 1
+    with pytest.raises(ValueError, match="`workers` must be a positive integer, got 0"):
+        RayExecutor(0)
+    with pytest.raises(ValueError, match="`stage` must be one of"):
+        RayExecutor.for_stage("score", cluster)
