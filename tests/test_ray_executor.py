@@ -186,3 +186,54 @@ def test_worker_counts_follow_the_cluster_and_bad_settings_are_refused(cluster):
         RayExecutor(0)
     with pytest.raises(ValueError, match="`stage` must be one of"):
         RayExecutor.for_stage("score", cluster)
+
+
+def _wait_for_job(client, token, run: str) -> str:
+    """The run's progress row once its job has ended (polled like the page's timer)."""
+    import re
+
+    while True:
+        page = client.predict(token, api_name="/evaluate_progress")
+        row = re.search(rf"<tr><td>{re.escape(run)}</td>.*?</tr>", page).group(0)
+        if re.search(r"data-state='(queued|running|cancelling)'", row) is None:
+            return row
+        time.sleep(0.5)
+
+
+def test_the_evaluate_tab_shows_the_cluster_runs_on_it_and_works_without_ray(cluster, models, tmp_path, monkeypatch):
+    from gradio_client.exceptions import AppError
+
+    from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+    from tests.research_data import install_tiny, sign_in
+
+    config = make_config(tmp_path)
+    install_tiny(models["tiny-random"].parent, config.data_dir)
+    selection = [["tiny-random"], ["apple"], [], [], "", 0, 0, ["natural"], "7.5", 2]
+    with running_app(config) as (client, _), socket_bound() as port:
+        token = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+        shown = client.predict(token, "ray", cluster.address, api_name="/evaluate_cluster")
+        assert shown == f"Ray cluster: 1 node(s), 2 CPU(s), 0 GPU(s) at {cluster.address}."
+        with pytest.raises(AppError, match=rf"no Ray cluster reachable at '127.0.0.1:{port}'"):
+            client.predict(token, "ray", f"127.0.0.1:{port}", api_name="/evaluate_cluster")
+        with pytest.raises(AppError, match="no Ray cluster reachable"):
+            client.predict(token, "nowhere", *selection, "tiny-random", 0, 0, "ray", f"127.0.0.1:{port}",
+                           api_name="/evaluate_start")
+        message, _ = client.predict(token, "on-ray", *selection, "tiny-random", 0, 0, "ray", cluster.address,
+                                    api_name="/evaluate_start")
+        assert message == f"Run **on-ray**: 2 images, job queued. Ray cluster: {cluster.describe()}."
+        row = _wait_for_job(client, token, "on-ray")
+        assert "data-state='finished'" in row and "2/2 images, 2 masked" in row and " pid " in row
+
+        monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+        with pytest.raises(AppError, match="the Ray executor needs Ray, which is not installed"):
+            client.predict(token, "ray", "", api_name="/evaluate_cluster")
+        message, _ = client.predict(token, "here", *selection, "tiny-random", 0, 0, api_name="/evaluate_start")
+        assert message == "Run **here**: 2 images, job queued."
+        assert "data-state='finished'" in _wait_for_job(client, token, "here")
+    db = runs.connect(config.db_path)
+    try:
+        assert [r[0] for r in db.execute("SELECT name FROM runs ORDER BY name")] == ["here", "on-ray"]
+        ray_rows, local_rows = runs.items(db, "on-ray"), runs.items(db, "here")
+    finally:
+        db.close()
+    assert [r["image_sha256"] for r in ray_rows] == [r["image_sha256"] for r in local_rows]
