@@ -10,13 +10,15 @@ generation  `bench.bench_generation.bench_generation`: images/s, on the GPU when
             present, else the tiny model on the CPU (labelled)
 review      `bench.bench_review.run`: storing a 1024² coloring, opening the vote queue,
             P_H(x|c), a blind vote and the agreement panel over 562 reviews
+scale-out   `bench.bench_scale_out.run`: the tiny-model run in-process vs a local Ray
+            cluster with 1 and 2 workers, Ray's cost per item; rewrites "Scale-out (Ray)"
 
 Only text between a pair of markers (``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``)
 is rewritten: ``summary`` (machine, date, command and one row per figure; with ``--only``
 the rows of the benchmarks not run are kept, and the table says so) and ``load``.
 Other sections of BENCHMARKS.md belong to their benchmarks' authors.
 
-    python -m bench [--only core,load,generation,review] [--quick] [--dry-run]
+    python -m bench [--only core,load,generation,review,scale-out] [--quick] [--dry-run]
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
-TITLES = {"summary": "Summary", "load": "Load and faults"}
+TITLES = {"summary": "Summary", "load": "Load and faults", "scale-out": "Scale-out (Ray)"}
 
 
 @dataclass(frozen=True)
@@ -184,8 +186,22 @@ def review(quick: bool) -> tuple[list[Row], dict[str, str]]:
     ], {}
 
 
+def scale_out(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_scale_out.run`, and the "Scale-out (Ray)" section."""
+    from bench import bench_scale_out
+
+    f = bench_scale_out.run(samples=1, noop_items=50) if quick else bench_scale_out.run()
+    rows = [Row("scale-out", f"Tiny run, {r['label']}", f"{r['images_per_s']:.2f} images/s",
+                f"{r['items']} images, generate + mask + extract; steady generate "
+                f"{r['steady_generate_images_per_s']:.2f} images/s") for r in f["rows"]]
+    rows.append(Row("scale-out", "Ray cost per item", f"{f['noop_overhead_ms']:.1f} ms",
+                    f"no-op work, 1 worker; vs {bench_scale_out.REAL_SECONDS_PER_IMAGE:.0f} s per real image; "
+                    f"same images as in-process: {'yes' if f['identical'] else 'NO'}"))
+    return rows, {"scale-out": bench_scale_out.markdown(f)}
+
+
 BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
-    "core": core, "load": load, "generation": generation, "review": review}
+    "core": core, "load": load, "generation": generation, "review": review, "scale-out": scale_out}
 
 
 def run_all(names: list[str], quick: bool) -> tuple[list[Row], dict[str, str], bool]:

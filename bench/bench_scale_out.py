@@ -52,14 +52,31 @@ def _timed_run(root: Path, models_dir: Path, label: str, samples: int, executor)
     db = runs.connect(folder / "db.sqlite")
     try:
         n = _store_run(db, "bench", models_dir, samples)
+        stage, marks, starts = [""], [], {}
+
+        def begin(name: str) -> None:
+            stage[0] = name
+            starts[name] = time.perf_counter()
+
+        def mark() -> bool:  # called after every recorded batch
+            marks.append((stage[0], time.perf_counter()))
+            return False
+
         start = time.perf_counter()
         run_pipeline(db, "bench", folder, segmenter_preset("tiny-random", models_dir, 0.0, 0.0), device="cpu",
-                     executor=executor)
+                     executor=executor, should_stop=mark, on_stage=begin)
         seconds = time.perf_counter() - start
+        generated = [t for name, t in marks if name == "generate"]
+        # Start-up: from each stage's start to its first recorded batch (workers start, models load).
+        startup = sum(min(t for name, t in marks if name == s) - starts[s] for s in starts
+                      if any(name == s for name, _ in marks))
         digests = [row["image_sha256"] for row in runs.items(db, "bench")]
     finally:
         db.close()
-    return {"label": label, "items": n, "seconds": seconds, "images_per_s": n / seconds, "digests": digests}
+    # Steady state: images recorded after the first one, over the time since (one image per batch).
+    steady = (len(generated) - 1) / (generated[-1] - generated[0])
+    return {"label": label, "items": n, "seconds": seconds, "images_per_s": n / seconds,
+            "steady_generate_images_per_s": steady, "startup_s": startup, "digests": digests}
 
 
 def _noop_overhead(items: int) -> float:
@@ -80,7 +97,8 @@ def run(samples: int = 4, noop_items: int = 200) -> dict:
     Returns
     -------
     dict
-        ``rows`` (label, items, seconds, images_per_s per run), ``ray_init_s``,
+        ``rows`` (label, items, seconds, images_per_s, steady_generate_images_per_s: the
+        generate stage after its first image, i.e. without start-up), ``ray_init_s``,
         ``noop_overhead_ms`` (Ray's cost per item), ``overhead_per_item_s`` (Ray with one
         worker minus in-process, per item), ``identical`` (same image digests everywhere),
         ``cluster`` (what Ray saw).
@@ -112,24 +130,35 @@ def run(samples: int = 4, noop_items: int = 200) -> dict:
     items = rows[0]["items"]
     return {"rows": rows, "ray_init_s": ray_init, "noop_overhead_ms": 1000 * noop,
             "overhead_per_item_s": (rows[1]["seconds"] - rows[0]["seconds"]) / items,
-            "identical": identical, "cluster": cluster.describe(), "samples": samples}
+            "steady_overhead_per_item_ms": 1000 * (1 / rows[1]["steady_generate_images_per_s"]
+                                                   - 1 / rows[0]["steady_generate_images_per_s"]),
+            "identical": identical, "cluster": cluster.describe(), "samples": samples, "noop_items": noop_items}
 
 
 def markdown(f: dict) -> str:
     """The "Scale-out" section of BENCHMARKS.md for the figures of `run`."""
-    lines = ["| executor | images | wall s (generate + mask + extract) | images/s |", "|---|---:|---:|---:|"]
-    lines += [f"| {r['label']} | {r['items']} | {r['seconds']:.1f} | {r['images_per_s']:.2f} |" for r in f["rows"]]
+    lines = ["| executor | images | wall s (generate + mask + extract) | of which start-up s | images/s, whole run "
+             "| generate images/s, steady state |", "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['label']} | {r['items']} | {r['seconds']:.1f} | {r['startup_s']:.1f} | {r['images_per_s']:.2f} | "
+              f"{r['steady_generate_images_per_s']:.2f} |" for r in f["rows"]]
     share = f["noop_overhead_ms"] / 1000 / REAL_SECONDS_PER_IMAGE
     lines += [
         "",
         f"Cluster: local, {f['cluster']}; `ray.init` took {f['ray_init_s']:.1f} s (once per process, not counted "
         f"above). Same images in every run: {'yes' if f['identical'] else 'NO'}.",
-        f"Ray's own cost per item (no-op work, one worker, one item per call, {200} calls): "
+        f"Ray's own cost per item (no-op work, one worker, one item per call, {f['noop_items']} calls): "
         f"**{f['noop_overhead_ms']:.1f} ms**, {100 * share:.2f} % of a real model's "
         f"{REAL_SECONDS_PER_IMAGE:.0f} s per image. Whole-run difference, Ray with one worker minus in-process: "
         f"{f['overhead_per_item_s']:.2f} s per item (actor start-up and each worker loading its models once, "
         "spread over only "
         f"{f['rows'][0]['items']} items; it does not grow with the run).",
+        "Start-up is, summed over the three stages, the time from a stage's start to its first recorded "
+        "batch: worker processes starting and importing torch, and each loading its models. "
+        "Steady state is the generate stage from its first recorded image to its last: the rate once "
+        "the workers have started and loaded their models. There, Ray with one worker costs "
+        f"{f['steady_overhead_per_item_ms']:.0f} ms more per image than in-process "
+        f"({f['steady_overhead_per_item_ms'] / 10 / REAL_SECONDS_PER_IMAGE:.1f} % of a real image's "
+        f"{REAL_SECONDS_PER_IMAGE:.0f} s).",
     ]
     return "\n".join(lines)
 
