@@ -26,8 +26,9 @@ from evaluation import runs  # noqa: E402
 from evaluation.__main__ import build_parser  # noqa: E402
 from evaluation.__main__ import main as evaluation_main  # noqa: E402
 from evaluation.cli import generate, open_db  # noqa: E402
-from evaluation.jobs import ExecutorChoice, SegmenterSpec, run_pipeline  # noqa: E402
+from evaluation.jobs import SegmenterSpec, run_pipeline  # noqa: E402
 from evaluation.ray_executor import RayExecutor, RayUnavailable, connect, shutdown  # noqa: E402
+from evaluation.stages import GenerationWork, run_stage  # noqa: E402
 from evaluation.tiny import build_all  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,22 +108,22 @@ def _created_run(models, folder: Path):
 
 def test_a_worker_killed_mid_run_is_retried_and_the_result_is_identical(cluster, models, reference, tmp_path):
     db, segmenter = _created_run(models, tmp_path)
-    executors, killed = {}, []
+    executor, killed = RayExecutor(2), []
 
-    def kill_worker_once() -> bool:
-        executor = executors.get("generate")
-        pids = executor.progress().get("worker 0") if executor is not None else None
-        if not killed and pids is not None:  # worker 0 has its next batch in flight
-            killed.append(pids.pids[-1])
-            os.kill(pids.pids[-1], signal.SIGKILL)
-        return False
+    def kill_worker_once(done: int, total: int) -> None:
+        worker = executor.progress().get("worker 0")
+        if not killed and worker is not None:  # worker 0 has its next batch in flight
+            killed.append(worker.pids[-1])
+            os.kill(worker.pids[-1], signal.SIGKILL)
 
-    run_pipeline(db, RUN, tmp_path / "data", segmenter, device="cpu", executor=ExecutorChoice("ray"),
-                 should_stop=kill_worker_once, on_executor=executors.__setitem__)
-    db.close()
-    worker = executors["generate"].progress()["worker 0"]
+    work = GenerationWork.from_run(runs.run_config(db, RUN), tmp_path / "data", device="auto")
+    assert run_stage(db, RUN, "generate", work, 1, executor=executor, progress=kill_worker_once,
+                     data_dir=tmp_path / "data") == 16
+    worker = executor.progress()["worker 0"]
     assert killed and worker.pids[0] == killed[0] and worker.restarts >= 1
-    assert sum(p.items for p in executors["generate"].progress().values()) == 16
+    assert sum(p.items for p in executor.progress().values()) == 16
+    run_pipeline(db, RUN, tmp_path / "data", segmenter, device="cpu")  # masks and distributions in-process
+    db.close()
     _assert_same(_outcome(tmp_path), reference)
 
 
