@@ -23,6 +23,7 @@ import sqlite_utils
 from evaluation import runs
 from evaluation.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, TEXT_THRESHOLD
 from evaluation.executors import Executor
+from evaluation.ray_storage import location
 from evaluation.stages import GenerationWork, SegmentationWork, extract, run_stage
 
 Connect = Callable[[], ContextManager[sqlite_utils.Database]]
@@ -99,7 +100,7 @@ def _build_tiny_segmenter(segmenter: SegmenterSpec) -> None:
                 build(path)
 
 
-def _segmentation_work(segmenter: SegmenterSpec, data_dir: Path, device: str) -> SegmentationWork:
+def _segmentation_work(segmenter: SegmenterSpec, data_dir, device: str) -> SegmentationWork:
     from evaluation.segmentation import load_detector, load_sam, load_segment_anything
     from evaluation.stages import resolve_device
 
@@ -121,7 +122,7 @@ class LazySegmentationWork:
     """
 
     def __init__(self, segmenter: SegmenterSpec, data_dir: str | Path, device: str = "auto"):
-        self.segmenter, self.data_dir, self.device = segmenter, Path(data_dir), device
+        self.segmenter, self.data_dir, self.device = segmenter, location(data_dir), device
         self._work: SegmentationWork | None = None
 
     def __getstate__(self) -> dict:
@@ -192,7 +193,8 @@ def run_pipeline(
     db : sqlite_utils.Database
         Open in the calling thread, with the evaluation schema.
     data_dir : str or Path
-        The folder holding ``runs/<run>/`` (on a Ray cluster: at the same path on every node).
+        The folder holding ``runs/<run>/`` (on a Ray cluster: at the same path on every node,
+        or a URI of an object store, see `evaluation.ray_storage`).
     segmenter : SegmenterSpec
         Masking models and thresholds.
     device : str
@@ -215,7 +217,7 @@ def run_pipeline(
     evaluation.ray_executor.RayUnavailable
         If Ray is chosen but not installed or no cluster answers.
     """
-    data_dir = Path(data_dir)
+    data_dir = location(data_dir)
     config = runs.run_config(db, run)
     cluster = None
     if executor.kind == "ray":

@@ -24,7 +24,7 @@ from PIL import Image
 from evaluation import runs
 from evaluation.concepts import Concept
 from evaluation.executors import Batch, Executor, InProcessExecutor
-from evaluation.fileio import remove_temporaries, write_atomic
+from evaluation.ray_storage import Location, location, read_file, remove_run_temporaries, write_file
 from evaluation.extraction import distribution_from_pixels, image_pixels
 from evaluation.generation import GenerationError, build_prompt, generate, item_seed
 from evaluation.registry import ModelSpec, load_pipeline, spec_from_dict, spec_to_dict
@@ -39,16 +39,19 @@ def _png_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _save_by_hash(data_dir: Path, folder: Path, data: bytes, suffix: str) -> tuple[str, str]:
+def _save_by_hash(data_dir: Location, folder: Path, data: bytes, suffix: str) -> tuple[str, str]:
     digest = hashlib.sha256(data).hexdigest()
     relative = folder / f"{digest}{suffix}"
-    write_atomic(data_dir / relative, data)
+    write_file(data_dir, relative.as_posix(), data)
     return relative.as_posix(), digest
 
 
 def read_image(data_dir: str | Path, relative: str) -> np.ndarray:
-    """An item's image as (H, W, 3) uint8, or its mask as (H, W) bool (by file content)."""
-    with Image.open(Path(data_dir) / relative) as image:
+    """An item's image as (H, W, 3) uint8, or its mask as (H, W) bool (by file content).
+
+    `data_dir` is a folder or a URI (`evaluation.ray_storage`).
+    """
+    with Image.open(io.BytesIO(read_file(data_dir, relative))) as image:
         return np.array(image) if image.mode != "1" else np.array(image, dtype=bool)
 
 
@@ -110,7 +113,7 @@ class GenerationWork:
     """
 
     def __init__(self, specs: Mapping[str, ModelSpec], data_dir: str | Path, *, device: str, dtype: Any = None):
-        self.specs, self.data_dir, self.device, self.dtype = dict(specs), Path(data_dir), device, dtype
+        self.specs, self.data_dir, self.device, self.dtype = dict(specs), location(data_dir), device, dtype
         self._current: tuple[str, Any] | None = None
 
     @classmethod
@@ -156,7 +159,7 @@ class SegmentationWork:
 
     def __init__(self, detector: Detector, sam: SamBackend, data_dir: str | Path,
                  box_threshold: float = BOX_THRESHOLD, text_threshold: float = TEXT_THRESHOLD):
-        self.detector, self.sam, self.data_dir = detector, sam, Path(data_dir)
+        self.detector, self.sam, self.data_dir = detector, sam, location(data_dir)
         self.box_threshold, self.text_threshold = box_threshold, text_threshold
 
     def _write_summary(self, item: dict, image: np.ndarray, result, mask_digest: str) -> str:
@@ -164,7 +167,7 @@ class SegmentationWork:
         np.savez_compressed(buffer, **pixel_summary(image, result.mask), box=np.asarray(result.box),
                             score=np.float64(result.score))
         path = Path("runs") / item["run"] / "pixels" / f"{item['image_sha256']}-{mask_digest[:16]}.npz"
-        write_atomic(self.data_dir / path, buffer.getvalue())
+        write_file(self.data_dir, path.as_posix(), buffer.getvalue())
         return path.as_posix()
 
     def _one(self, item: dict) -> dict:
@@ -208,12 +211,12 @@ def run_stage(
         ``progress(done, total)`` after each recorded batch; an exception it raises stops
         the stage, keeping what was recorded.
     data_dir : str or Path, optional
-        The data folder: temporary files that a killed earlier attempt left in the run's
+        The data folder (a path or a URI): temporary files that a killed earlier attempt left in the run's
         folder are removed first, so a resumed run ends with the files of an
         uninterrupted one.
     """
     if data_dir is not None:
-        remove_temporaries(Path(data_dir) / "runs" / run)
+        remove_run_temporaries(data_dir, run)
     pending = runs.pending_items(db, run, stage)
     total, done = len(pending), 0
 
@@ -226,7 +229,7 @@ def run_stage(
 
     (executor or InProcessExecutor()).run(work, runs.batches(pending, batch_size), on_result)
     if data_dir is not None:  # a worker killed mid-write (and retried) left its temporary
-        remove_temporaries(Path(data_dir) / "runs" / run)
+        remove_run_temporaries(data_dir, run)
     return done
 
 
@@ -241,14 +244,14 @@ class ExtractionWork:
     stateless = True
 
     def __init__(self, data_dir: str | Path):
-        self.data_dir = Path(data_dir)
+        self.data_dir = location(data_dir)
 
     def _one(self, group: dict) -> dict:
         p, detail = None, None
         if group["summary_paths"]:
             pixels = []
             for path in group["summary_paths"]:
-                with np.load(self.data_dir / path) as summary:
+                with np.load(io.BytesIO(read_file(self.data_dir, path))) as summary:
                     pixels.append(summary["pixels"])
             result = distribution_from_pixels(pixels)
             p, detail = result.p, result.groups

@@ -109,6 +109,7 @@ def _created_run(models, folder: Path):
 def test_a_worker_killed_mid_run_is_retried_and_the_result_is_identical(cluster, models, reference, tmp_path):
     db, segmenter = _created_run(models, tmp_path)
     executor, killed = RayExecutor(2), []
+    folder = (tmp_path / "data").as_uri()  # the run folder named as pyarrow's file:// URI, as an s3:// one would be
 
     def kill_worker_once(done: int, total: int) -> None:
         worker = executor.progress().get("worker 0")
@@ -116,13 +117,13 @@ def test_a_worker_killed_mid_run_is_retried_and_the_result_is_identical(cluster,
             killed.append(worker.pids[-1])
             os.kill(worker.pids[-1], signal.SIGKILL)
 
-    work = GenerationWork.from_run(runs.run_config(db, RUN), tmp_path / "data", device="auto")
+    work = GenerationWork.from_run(runs.run_config(db, RUN), folder, device="auto")
     assert run_stage(db, RUN, "generate", work, 1, executor=executor, progress=kill_worker_once,
-                     data_dir=tmp_path / "data") == 16
+                     data_dir=folder) == 16
     worker = executor.progress()["worker 0"]
     assert killed and worker.pids[0] == killed[0] and worker.restarts >= 1
     assert sum(p.items for p in executor.progress().values()) == 16
-    run_pipeline(db, RUN, tmp_path / "data", segmenter, device="cpu")  # masks and distributions in-process
+    run_pipeline(db, RUN, folder, segmenter, device="cpu")  # masks and distributions in-process
     db.close()
     _assert_same(_outcome(tmp_path), reference)
 

@@ -20,7 +20,11 @@ def default_db() -> Path:
 def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
     """``--db`` and ``--data-dir``."""
     parser.add_argument("--db", type=Path, default=None, help="SQLite file (default: $COLORCONCEPT_DB or data/colorconcept.sqlite)")
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="folder for runs/ and models/ (default: data/)")
+    from evaluation.ray_storage import location
+
+    parser.add_argument("--data-dir", type=location, default=DEFAULT_DATA_DIR,
+                        help="folder for runs/ and models/ (default: data/); generate, segment and extract also "
+                             "take an object-store URI (s3://bucket/prefix) for the run files")
 
 
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from evaluation.cli import open_db, print_workers
 from evaluation.cli import generate, segment
@@ -34,6 +35,7 @@ def main(args: argparse.Namespace) -> int:
     from evaluation import runs
     from evaluation.cli import resolve_device
     from evaluation.jobs import ExecutorChoice, run_pipeline, segmenter_preset
+    from evaluation.ray_storage import is_uri
 
     choice = ExecutorChoice(args.executor, args.ray_address, args.workers)
     if choice.kind == "ray":  # before storing anything: no cluster, no run
@@ -43,8 +45,11 @@ def main(args: argparse.Namespace) -> int:
     db = open_db(args)
     generate.create_or_resume(db, args)
     if args.segmenter:
-        spec = segmenter_preset(args.segmenter, args.data_dir / "models",
-                                args.box_threshold, args.text_threshold)
+        if is_uri(args.data_dir) and args.segmenter == "tiny-random":
+            raise ValueError("--segmenter tiny-random builds its models under --data-dir/models, which must be a "
+                             f"local folder, got {args.data_dir!r}; give --detector and --sam instead")
+        models_dir = Path("models") if is_uri(args.data_dir) else args.data_dir / "models"
+        spec = segmenter_preset(args.segmenter, models_dir, args.box_threshold, args.text_threshold)
     else:
         spec = segment.segmenter_spec(args)
     executors = {}
