@@ -189,8 +189,8 @@ class RayExecutor:
     Parameters
     ----------
     workers : int, optional
-        Actors (or concurrent tasks) for the stage. Default: one per GPU share when
-        `gpus_per_worker` > 0, else one per CPU of the cluster.
+        Actors (or concurrent tasks) for the stage. Default: one per free GPU share when
+        `gpus_per_worker` > 0, else one per free CPU of the cluster (at least one).
     gpus_per_worker : float
         GPUs each worker reserves (Ray sets its ``CUDA_VISIBLE_DEVICES``); 0 on a CPU cluster.
     cpus_per_worker : float
@@ -234,12 +234,16 @@ class RayExecutor:
             return {name: WorkerProgress(p.node, list(p.pids), p.items, p.batches) for name, p in self._progress.items()}
 
     def _worker_count(self) -> int:
+        # What is free now, not the cluster's total: an actor that cannot be placed would
+        # hold its queued batches until resources free up (e.g. a killed head's workers).
         if self.workers is not None:
             return self.workers
-        info = cluster_info()
+        import ray
+
+        free = ray.available_resources()
         if self.gpus > 0:
-            return max(int(info.gpus / self.gpus), 1)
-        return max(int(info.cpus / self.cpus), 1)
+            return max(int(free.get("GPU", 0) / self.gpus), 1)
+        return max(int(free.get("CPU", 0) / self.cpus), 1)
 
     def _note(self, name: str, node: str, pid: int, n_items: int) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ arithmetic and hence the PNG bytes are the same.
 """
 
 import hashlib
+from dataclasses import replace
 import os
 import signal
 import sqlite3
@@ -182,8 +183,13 @@ class socket_bound:
 
 
 def test_worker_counts_follow_the_cluster_and_bad_settings_are_refused(cluster):
-    assert RayExecutor.for_stage("generate", cluster)._worker_count() == 2
+    free_cpus = int(ray.available_resources().get("CPU", 0))
+    assert RayExecutor.for_stage("generate", cluster)._worker_count() == max(free_cpus, 1)
     assert RayExecutor.for_stage("segment", cluster, workers=1)._worker_count() == 1
+    gpu_cluster = replace(cluster, gpus=8.0)
+    assert [RayExecutor.for_stage(stage, gpu_cluster).gpus for stage in ("generate", "segment", "extract")] == \
+        [1.0, 0.5, 0.0]
+    assert RayExecutor.for_stage("generate", cluster).gpus == 0.0  # no GPU: one CPU per worker
     with pytest.raises(ValueError, match="`workers` must be a positive integer, got 0"):
         RayExecutor(0)
     with pytest.raises(ValueError, match="`stage` must be one of"):
