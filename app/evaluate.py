@@ -45,6 +45,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
                                                           if device.kind == "cpu" else ""))
     selection = _selection_inputs(registry, concepts)
     segmenter = _segmenter_inputs()
+    executor, check_cluster, cluster = _executor_inputs()
     with gr.Row():
         run_name = gr.Textbox(label="Run name (empty: a dated name)", elem_id="evaluate_run_name")
         preview = gr.Button("Count images and time", elem_id="evaluate_preview")
@@ -55,15 +56,16 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
 
     preview.click(allowed(_preview(registry, concepts, ctx, device)), [session_token, *selection], plan,
                   api_name="evaluate_preview")
-    start.click(allowed(_start(registry, concepts, ctx, manager)), [session_token, run_name, *selection, *segmenter],
-                [plan, run_pick], api_name="evaluate_start")
+    check_cluster.click(allowed(_cluster), [session_token, *executor], cluster, api_name="evaluate_cluster")
+    start.click(allowed(_start(registry, concepts, ctx, manager)),
+                [session_token, run_name, *selection, *segmenter, *executor], [plan, run_pick], api_name="evaluate_start")
     refresh.click(allowed(_progress(manager)), session_token, progress, api_name="evaluate_progress")
     timer.tick(allowed(_progress(manager)), session_token, progress, api_visibility="private")
     cancel.click(allowed(_cancel(manager)), [session_token, run_pick], plan, api_name="evaluate_cancel")
-    resume.click(allowed(_resume(ctx, manager)), [session_token, run_pick, *segmenter], plan,
+    resume.click(allowed(_resume(ctx, manager)), [session_token, run_pick, *segmenter, *executor], plan,
                  api_name="evaluate_resume")
     import_button.click(allowed(_import(ctx, concepts, manager)),
-                        [session_token, import_name, upload, folder, *segmenter], [report, rejected, run_pick],
+                        [session_token, import_name, upload, folder, *segmenter, *executor], [report, rejected, run_pick],
                         api_name="evaluate_import")
     session_token.change(_on_session(ctx), session_token, [timer, run_pick], api_visibility="private")
 
@@ -102,6 +104,42 @@ def _segmenter_inputs() -> list[gr.components.Component]:
             box = gr.Number(BOX_THRESHOLD, minimum=0, maximum=1, label="Box threshold", elem_id="evaluate_box")
             text = gr.Number(TEXT_THRESHOLD, minimum=0, maximum=1, label="Text threshold", elem_id="evaluate_text")
     return [preset, box, text]
+
+
+def _executor_inputs() -> tuple[list[gr.components.Component], gr.Button, gr.Markdown]:
+    with gr.Accordion("Where it runs (executor)", open=False):
+        with gr.Row():
+            kind = gr.Radio(list(jobs.EXECUTORS), value="in-process", label="Executor",
+                            info="in-process: this server's job thread; ray: a Ray cluster (docs/scale-out.md)",
+                            elem_id="evaluate_executor")
+            address = gr.Textbox(label="Ray cluster address (host:port; empty: $RAY_ADDRESS or a local cluster)",
+                                 elem_id="evaluate_ray_address")
+            check = gr.Button("Check cluster", elem_id="evaluate_check_cluster")
+        cluster = gr.Markdown(elem_id="evaluate_cluster")
+    return [kind, address], check, cluster
+
+
+def _executor_choice(kind: str, address: str) -> tuple[jobs.ExecutorChoice, str]:
+    """The job's executor and a line on where it runs; connects to the cluster for ``ray``
+    (raising `RayUnavailable`, a ValueError, when Ray is missing or unreachable)."""
+    choice = jobs.ExecutorChoice(kind or "in-process", (address or "").strip())
+    if choice.kind != "ray":
+        return choice, ""
+    from evaluation.pipeline.ray_executor import connect
+
+    return choice, f"Ray cluster: {escape(connect(choice.address).describe())}."
+
+
+def _cluster(db, actor, kind: str, address: str) -> str:
+    """The resources of the Ray cluster at `address` (nodes, CPUs, GPUs), before a run starts."""
+    if (kind or "in-process") != "ray":
+        return "In-process: jobs run in this server's job thread, one at a time."
+    return _executor_choice(kind, address)[1]
+
+
+def _worker_lines(workers: dict) -> str:
+    return "".join(f"<br>{html.escape(name)} on {html.escape(w.node)}: {w.items} items"
+                   + (f", {w.restarts} restarts" if w.restarts else "") for name, w in sorted(workers.items()))
 
 
 def _progress_section():
@@ -170,15 +208,18 @@ def _segmenter(ctx: AppContext, preset: str, box: float, text: float) -> jobs.Se
 
 
 def _start(registry, concepts, ctx: AppContext, manager: jobs.JobManager):
-    def start(db, actor, name, *inputs):
+    def start(db, actor, name, models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds,
+              preset, box, text, kind="in-process", address=None):
         """Store the run and queue its job; returns a message and the run picker."""
-        *selection, preset, box, text = inputs
+        selection = (models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds)
         run = _run_name(name, "eval")
         items, config = planning.plan_request(_request(*selection), registry, concepts, ctx.config.data_dir / "models")
         segmenter = _segmenter(ctx, preset, box, text)
+        executor, where = _executor_choice(kind, address)
         n = research.create_evaluation_run(db, actor.pseudonym, run, items, config)
-        state = manager.submit(run, segmenter)
-        return f"Run **{escape(run)}**: {n} images, job {state.state}.", _run_choices(db, run)
+        state = manager.submit(run, segmenter, executor)
+        return f"Run **{escape(run)}**: {n} images, job {state.state}." + (f" {where}" if where else ""), \
+            _run_choices(db, run)
     return start
 
 
@@ -190,7 +231,7 @@ def _run_choices(db, selected: str | None = None) -> gr.Dropdown:
 def _progress(manager: jobs.JobManager):
     def progress(db, actor) -> str:
         """Progress bars of the newest runs, with the job state on this server."""
-        rows = [(r, runs.run_progress(db, r["name"]), manager.state(r["name"]))
+        rows = [(r, runs.run_progress(db, r["name"]), manager.state(r["name"]), manager.workers(r["name"]))
                 for r in runs.list_runs(db)[:RUNS_SHOWN]]
         return _progress_html(rows)
     return progress
@@ -200,14 +241,14 @@ def _progress_html(rows) -> str:
     if not rows:
         return "<p>No runs yet.</p>"
     body = []
-    for run, done, job in rows:
+    for run, done, job, workers in rows:
         state = job.state if job.state != "idle" else ("complete" if done.complete else "stopped (resume to continue)")
         note = (f" · {job.stage}" if job.stage else "") + (f" — {job.message}" if job.message else "")
         body.append(
             f"<tr><td>{html.escape(run['name'])}</td><td>{html.escape(run['kind'])}</td>"
             f"<td><progress max='1' value='{done.fraction:.4f}'></progress> {100 * done.fraction:.0f}%</td>"
             f"<td>{done.generated}/{done.items} images, {done.segmented} masked ({done.usable} usable), "
-            f"{done.failed} failed, {done.extracted}/{done.groups} distributions</td>"
+            f"{done.failed} failed, {done.extracted}/{done.groups} distributions{_worker_lines(workers)}</td>"
             f"<td data-state='{html.escape(state)}'>{html.escape(state + note)}</td></tr>")
     head = "<tr><th>Run</th><th>Kind</th><th>Progress</th><th>Counts</th><th>Job</th></tr>"
     return f"<table class='evaluate-runs'>{head}{''.join(body)}</table>"
@@ -223,22 +264,25 @@ def _cancel(manager: jobs.JobManager):
 
 
 def _resume(ctx: AppContext, manager: jobs.JobManager):
-    def resume(db, actor, run: str, preset: str, box: float, text: float) -> str:
+    def resume(db, actor, run: str, preset: str, box: float, text: float, kind: str = "in-process",
+               address: str | None = None) -> str:
         """Queue a stopped run again; it continues where it stopped."""
+        executor, where = _executor_choice(kind, address)
         research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
-        state = manager.submit(run, _segmenter(ctx, preset, box, text))
-        return f"Run **{escape(run)}**: job {state.state}."
+        state = manager.submit(run, _segmenter(ctx, preset, box, text), executor)
+        return f"Run **{escape(run)}**: job {state.state}." + (f" {where}" if where else "")
     return resume
 
 
 def _import(ctx: AppContext, concepts, manager: jobs.JobManager):
-    def import_images(db, actor, name, upload, folder, preset, box, text):
+    def import_images(db, actor, name, upload, folder, preset, box, text, kind="in-process", address=None):
         """Import a zip or folder of labelled images as a run and queue its masking and scoring."""
         run, segmenter = _run_name(name, "import"), _segmenter(ctx, preset, box, text)
+        executor, _ = _executor_choice(kind, address)
         source, roots = _import_source(ctx, upload, folder)
         report = research.import_run(db, actor.pseudonym, run, source, ctx.config.data_dir, concepts,
                                      allowed_roots=roots)
-        manager.submit(run, segmenter)
+        manager.submit(run, segmenter, executor)
         message = (f"Run **{escape(run)}**: {report.imported} images imported, {len(report.rejected)} left out; "
                    "masking and scoring queued.")
         return message, [list(r) for r in report.rejected], _run_choices(db, run)

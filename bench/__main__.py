@@ -13,13 +13,15 @@ review      `bench.bench_review.run`: storing a 1024² coloring, opening the vot
 scale       `bench.bench_scale.run`: the research views, the whole vote queue, study set-up
             and a full export on a synthetic study at 10%, 50% and 100% of the paper's size
             (1,278 concepts x 5 colorings of 1024² PNGs); also rewrites "Full study size"
+scale-out   `bench.bench_scale_out.run`: the tiny-model run in-process vs a local Ray
+            cluster with 1 and 2 workers, Ray's cost per item; rewrites "Scale-out (Ray)"
 
 Only text between a pair of markers (``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``)
 is rewritten: ``summary`` (machine, date, command and one row per figure; with ``--only``
 the rows of the benchmarks not run are kept, and the table says so) and ``load``.
 Other sections of BENCHMARKS.md belong to their benchmarks' authors.
 
-    python -m bench [--only core,load,generation,review,scale] [--quick] [--dry-run]
+    python -m bench [--only core,load,generation,review,scale,scale-out] [--quick] [--dry-run]
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
-TITLES = {"summary": "Summary", "load": "Load and faults", "scale": "Full study size"}
+TITLES = {"summary": "Summary", "load": "Load and faults", "scale": "Full study size",
+          "scale-out": "Scale-out (Ray)"}
 
 
 @dataclass(frozen=True)
@@ -203,8 +206,23 @@ def scale(quick: bool) -> tuple[list[Row], dict[str, str]]:
         {"scale": bench_scale.markdown(rows)}
 
 
+def scale_out(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_scale_out.run`, and the "Scale-out (Ray)" section."""
+    from bench import bench_scale_out
+
+    f = bench_scale_out.run(samples=1, noop_items=50) if quick else bench_scale_out.run()
+    rows = [Row("scale-out", f"Tiny run, {r['label']}", f"{r['images_per_s']:.2f} images/s",
+                f"{r['items']} images, generate + mask + extract; steady generate "
+                f"{r['steady_generate_images_per_s']:.2f} images/s") for r in f["rows"]]
+    rows.append(Row("scale-out", "Ray cost per item", f"{f['noop_overhead_ms']:.1f} ms",
+                    f"no-op work, 1 worker; vs {bench_scale_out.REAL_SECONDS_PER_IMAGE:.0f} s per real image; "
+                    f"same images as in-process: {'yes' if f['identical'] else 'NO'}"))
+    return rows, {"scale-out": bench_scale_out.markdown(f)}
+
+
 BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
-    "core": core, "load": load, "generation": generation, "review": review, "scale": scale}
+    "core": core, "load": load, "generation": generation, "review": review, "scale": scale,
+    "scale-out": scale_out}
 
 
 def run_all(names: list[str], quick: bool) -> tuple[list[Row], dict[str, str], bool]:

@@ -16,6 +16,7 @@ COMMANDS = {
     "generate": "evaluation.cli.generate",
     "segment": "evaluation.cli.segment",
     "extract": "evaluation.cli.extract",
+    "run": "evaluation.cli.pipeline",
     "score": "evaluation.cli.score",
     "build-tiny": "evaluation.cli.build_tiny",
     "judgments": "evaluation.analysis.judgment_report",

@@ -118,6 +118,7 @@ def test_evaluate_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
             "/evaluate_cancel": ["r"],
             "/evaluate_resume": ["r", *TINY],
             "/evaluate_import": ["r", None, "batch", *TINY],
+            "/evaluate_cluster": ["ray", ""],
         }
         others = {who: tokens[who] for who in ("designer", "expert", "participant")}
         assert_every_endpoint_refuses(client, config, "/evaluate_", calls, {**others, "nobody": "", "forged": "f" * 43})

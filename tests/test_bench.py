@@ -33,7 +33,7 @@ def test_summary_table_says_where_when_and_how():
 def test_unknown_benchmark_names_are_refused(capsys):
     with pytest.raises(SystemExit):
         main(["--only", "core,nope", "--dry-run"])
-    assert ("--only must name some of ['core', 'load', 'generation', 'review', 'scale'], got "
+    assert ("--only must name some of ['core', 'load', 'generation', 'review', 'scale', 'scale-out'], got "
             "'core,nope'") in capsys.readouterr().err
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from evaluation.cli import add_storage_arguments, open_db, progress_bar
+from evaluation.cli import add_executor_arguments, add_storage_arguments, open_db, print_workers, progress_bar, stage_executor
 
 HELP = "extract model color distributions of a run"
 
@@ -17,6 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `extract`."""
     parser.add_argument("--run", required=True, help="run name")
     parser.add_argument("--force", action="store_true", help="recompute distributions already stored")
+    add_executor_arguments(parser)
     add_storage_arguments(parser)
 
 
@@ -27,12 +28,14 @@ def main(args: argparse.Namespace) -> int:
 
     db = open_db(args)
     runs.run_config(db, args.run)
+    executor = stage_executor(args, "extract")
     update, close = progress_bar("extract")
     try:
-        written = extract(db, args.run, args.data_dir, force=args.force, progress=update)
+        written = extract(db, args.run, args.data_dir, force=args.force, progress=update, executor=executor)
     finally:
         close()
     print(f"{written} distribution(s) written for run {args.run!r}")
+    print_workers(executor)
     if written:
         from evaluation.analysis.scoring import score_every_source
         from evaluation.concepts import load_concepts

@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from evaluation.cli import add_device_arguments, add_storage_arguments, open_db, progress_bar, resolve_device
+from evaluation.cli import (add_device_arguments, add_executor_arguments, add_storage_arguments, open_db, print_workers,
+                            progress_bar, resolve_device, stage_executor)
 
 HELP = "generate a run's images (resumable)"
 
@@ -37,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default=None,
                         help="override the weight dtype (default: the model's on a GPU, float32 on a CPU)")
     add_device_arguments(parser)
+    add_executor_arguments(parser)
     add_storage_arguments(parser)
 
 
@@ -81,21 +83,30 @@ def _specs(args: argparse.Namespace) -> tuple[list, list[str]]:
     return specs, styles
 
 
-def main(args: argparse.Namespace) -> int:
-    """Create or resume the run, then generate its pending images."""
+def create_or_resume(db, args: argparse.Namespace) -> dict:
+    """Store the run that the options describe (with --model), then return its configuration."""
     from evaluation.pipeline import runs
     from evaluation.concepts import load_concepts
-    from evaluation.pipeline.stages import GenerationWork, plan_run, run_stage
+    from evaluation.pipeline.stages import plan_run
 
-    db = open_db(args)
     if args.model:
         specs, styles = _specs(args)
         concepts = select_concepts(load_concepts(), args.concepts, args.modifier_type, args.limit)
         items, config = plan_run(specs, concepts, styles, args.samples)
         n = runs.create_run(db, args.run, items, config)
         print(f"run {args.run!r}: {n} images over {len(specs)} model(s), {len(concepts)} concept(s), {len(styles)} style(s)")
-    config = runs.run_config(db, args.run)
-    device = resolve_device(args.device)
+    return runs.run_config(db, args.run)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Create or resume the run, then generate its pending images."""
+    from evaluation.pipeline import runs
+    from evaluation.pipeline.stages import GenerationWork, run_stage
+
+    executor = stage_executor(args, "generate")  # before storing anything: no cluster, no run
+    db = open_db(args)
+    config = create_or_resume(db, args)
+    device = resolve_device(args.device) if executor is None else args.device
     dtype = None
     if args.dtype:
         import torch
@@ -103,12 +114,14 @@ def main(args: argparse.Namespace) -> int:
         dtype = getattr(torch, args.dtype)
     work = GenerationWork.from_run(config, args.data_dir, device=device, dtype=dtype)
     batch_size = args.batch_size or min(spec.batch_size for spec in work.specs.values())
-    print(f"generating on {device}, {batch_size} image(s) per pipeline call")
+    where = device if executor is None else f"Ray workers ({device})"
+    print(f"generating on {where}, {batch_size} image(s) per pipeline call")
     update, close = progress_bar("generate")
     try:
         done = run_stage(db, args.run, "generate", work, batch_size, progress=update,
-                         data_dir=args.data_dir)
+                         data_dir=args.data_dir, executor=executor)
     finally:
         close()
     print(f"{done} image(s) generated; {sum(1 for i in runs.items(db, args.run) if i['status'] == 'failed')} failed")
+    print_workers(executor)
     return 0

@@ -5,7 +5,11 @@ executor applies the work to every batch and passes each batch's result rows to
 ``on_result`` **in the calling process**, which records them in the database and reports
 progress. Work only reads its batch and writes files; it never touches the database, so
 a distributed executor (workers on other machines sharing the data directory, results
-shipped back) needs only a new class with the same ``run`` method.
+shipped back) needs only a new class with the same ``run`` method:
+`evaluation.pipeline.ray_executor.RayExecutor` is one. For it, work must also pickle cheaply (load
+models on first use, not in ``__init__``) and be deterministic, since a batch whose worker
+died is run again; work marked ``stateless = True`` holds no model and may run as plain
+tasks instead of long-lived workers.
 """
 
 from __future__ import annotations

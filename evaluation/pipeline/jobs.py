@@ -22,9 +22,11 @@ import sqlite_utils
 
 from evaluation.pipeline import runs
 from evaluation.models.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, TEXT_THRESHOLD
+from evaluation.pipeline.executors import Executor
+from evaluation.pipeline.ray_storage import location
+from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, run_stage
 from evaluation.analysis.scoring import score_every_source
 from evaluation.concepts import load_concepts
-from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, run_stage
 
 Connect = Callable[[], ContextManager[sqlite_utils.Database]]
 #: Items per recorded segmentation batch (each batch is one transaction).
@@ -32,6 +34,8 @@ SEGMENT_BATCH = 8
 #: Segmenter presets: the paper's models, or tiny random ones the project builds (tests, demos).
 SEGMENTER_PRESETS = ("paper", "tiny-random")
 JOB_STATES = ("queued", "running", "cancelling", "finished", "cancelled", "failed", "idle")
+#: Where a job's stages can run (see `ExecutorChoice`).
+EXECUTORS = ("in-process", "ray")
 
 
 class JobError(ValueError):
@@ -56,6 +60,9 @@ class SegmenterSpec:
     tiny_dir : str
         For the ``tiny-random`` preset: the folder where the tiny detector and SAM are
         built if missing; ``""`` otherwise.
+    sam_checkpoint, sam_type : str
+        A ``segment-anything`` ``.pth`` checkpoint and its architecture, used instead of
+        `sam` when `sam_checkpoint` is set.
     """
 
     detector: str = DEFAULT_DETECTOR
@@ -63,6 +70,8 @@ class SegmenterSpec:
     box_threshold: float = BOX_THRESHOLD
     text_threshold: float = TEXT_THRESHOLD
     tiny_dir: str = ""
+    sam_checkpoint: str = ""
+    sam_type: str = "vit_h"
 
 
 def segmenter_preset(name: str, models_dir: str | Path, box_threshold: float = BOX_THRESHOLD,
@@ -84,24 +93,100 @@ def segmenter_preset(name: str, models_dir: str | Path, box_threshold: float = B
                          box_threshold, text_threshold, tiny_dir=str(models_dir))
 
 
-def _segmentation_work(segmenter: SegmenterSpec, data_dir: Path, device: str) -> SegmentationWork:
-    from evaluation.models.segmentation import load_detector, load_sam
-
+def _build_tiny_segmenter(segmenter: SegmenterSpec) -> None:
     if segmenter.tiny_dir:
         from evaluation.models.tiny import build_tiny_grounding_dino, build_tiny_sam
 
         for path, build in ((segmenter.detector, build_tiny_grounding_dino), (segmenter.sam, build_tiny_sam)):
             if not (Path(path) / "config.json").exists():
                 build(path)
+
+
+def _segmentation_work(segmenter: SegmenterSpec, data_dir, device: str) -> SegmentationWork:
+    from evaluation.models.segmentation import load_detector, load_sam, load_segment_anything
+    from evaluation.pipeline.stages import resolve_device
+
+    _build_tiny_segmenter(segmenter)
+    device = resolve_device(device)
     detector = load_detector(segmenter.detector, device=device)
-    sam = load_sam(segmenter.sam, device=device)
+    if segmenter.sam_checkpoint:
+        sam = load_segment_anything(segmenter.sam_checkpoint, segmenter.sam_type, device=device)
+    else:
+        sam = load_sam(segmenter.sam, device=device)
     return SegmentationWork(detector, sam, data_dir, segmenter.box_threshold, segmenter.text_threshold)
+
+
+class LazySegmentationWork:
+    """`SegmentationWork` whose detector and SAM load on the first batch, where it runs.
+
+    Pickles as its `SegmenterSpec` alone, so a distributed executor ships it to workers
+    that each load the models once (device ``"auto"``: the GPU Ray gave the worker).
+    """
+
+    def __init__(self, segmenter: SegmenterSpec, data_dir: str | Path, device: str = "auto"):
+        self.segmenter, self.data_dir, self.device = segmenter, location(data_dir), device
+        self._work: SegmentationWork | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_work": None}
+
+    def __call__(self, batch: list[dict]) -> list[dict]:
+        if self._work is None:
+            self._work = _segmentation_work(self.segmenter, self.data_dir, self.device)
+        return self._work(batch)
+
+
+@dataclass(frozen=True)
+class ExecutorChoice:
+    """Where a job's stages run.
+
+    Attributes
+    ----------
+    kind : str
+        One of `EXECUTORS`: ``in-process`` (this process, the default) or ``ray``.
+    address : str
+        For ``ray``: the cluster's ``host:port``; ``""`` means ``$RAY_ADDRESS``, else a
+        local cluster (`evaluation.pipeline.ray_executor.connect`).
+    workers : int, optional
+        For ``ray``: workers per stage (default: one per GPU, or per CPU without GPUs).
+    """
+
+    kind: str = "in-process"
+    address: str = ""
+    workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in EXECUTORS:
+            raise ValueError(f"`executor` must be one of {EXECUTORS}, got {self.kind!r}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"`workers` must be a positive integer, got {self.workers}")
+
+
+def _stage_executor(choice: ExecutorChoice, cluster, stage: str, on_executor) -> Executor | None:
+    if cluster is None:
+        return None
+    from evaluation.pipeline.ray_executor import RayExecutor
+
+    executor = RayExecutor.for_stage(stage, cluster, choice.workers)
+    if on_executor is not None:
+        on_executor(stage, executor)
+    return executor
+
+
+def _build_tiny_pipelines(work: GenerationWork) -> None:
+    """Build missing tiny models here once, not in several workers at the same time."""
+    from evaluation.models.tiny import build_tiny_pipeline
+
+    for spec in work.specs.values():
+        if spec.build == "tiny" and spec.is_local and not (spec.local_path() / "model_index.json").exists():
+            build_tiny_pipeline(spec.local_path())
 
 
 def run_pipeline(
     db: sqlite_utils.Database, run: str, data_dir: str | Path, segmenter: SegmenterSpec, *,
     device: str, should_stop: Callable[[], bool] = lambda: False,
-    on_stage: Callable[[str], None] | None = None,
+    on_stage: Callable[[str], None] | None = None, executor: ExecutorChoice = ExecutorChoice(),
+    on_executor: Callable[[str, Executor], None] | None = None,
 ) -> None:
     """Take run `run` through its pending work: generate, segment, extract.
 
@@ -110,24 +195,37 @@ def run_pipeline(
     db : sqlite_utils.Database
         Open in the calling thread, with the evaluation schema.
     data_dir : str or Path
-        The folder holding ``runs/<run>/``.
+        The folder holding ``runs/<run>/`` (on a Ray cluster: at the same path on every node,
+        or a URI of an object store, see `evaluation.pipeline.ray_storage`).
     segmenter : SegmenterSpec
         Masking models and thresholds.
     device : str
-        ``"cuda"``, ``"cpu"``...
+        ``"cuda"``, ``"cpu"``... for the in-process executor; Ray workers use the GPU
+        Ray gives them, else their CPU.
     should_stop : callable
         Checked after every recorded batch; True stops the job with `Cancelled` (what was
         recorded stays).
     on_stage : callable, optional
         Called with ``"generate"``, ``"segment"`` or ``"extract"`` as each stage starts.
+    executor : ExecutorChoice
+        In-process (default) or a Ray cluster.
+    on_executor : callable, optional
+        ``on_executor(stage, executor)`` with each stage's Ray executor (per-worker progress).
 
     Raises
     ------
     Cancelled
         If `should_stop` returned True.
+    evaluation.pipeline.ray_executor.RayUnavailable
+        If Ray is chosen but not installed or no cluster answers.
     """
-    data_dir = Path(data_dir)
+    data_dir = location(data_dir)
     config = runs.run_config(db, run)
+    cluster = None
+    if executor.kind == "ray":
+        from evaluation.pipeline.ray_executor import connect
+
+        cluster = connect(executor.address)
 
     def check(done: int, total: int) -> None:
         if should_stop():
@@ -136,23 +234,33 @@ def run_pipeline(
     # 1. Generate the pending (or failed) images; an imported run has none.
     if runs.pending_items(db, run, "generate"):
         _announce(on_stage, "generate")
-        work = GenerationWork.from_run(config, data_dir, device=device)
-        batch = min(spec.batch_size for spec in work.specs.values()) if device.startswith("cuda") else 1
-        run_stage(db, run, "generate", work, batch, progress=check, data_dir=data_dir)
+        work = GenerationWork.from_run(config, data_dir, device=device if cluster is None else "auto")
+        on_gpu = device.startswith("cuda") if cluster is None else cluster.gpus > 0
+        batch = min(spec.batch_size for spec in work.specs.values()) if on_gpu else 1
+        if cluster is not None:
+            _build_tiny_pipelines(work)
+        run_stage(db, run, "generate", work, batch, progress=check, data_dir=data_dir,
+                  executor=_stage_executor(executor, cluster, "generate", on_executor))
         del work
         _free_memory(device)
     check(0, 0)
     # 2. Mask every generated image.
     if runs.pending_items(db, run, "segment"):
         _announce(on_stage, "segment")
-        work = _segmentation_work(segmenter, data_dir, device)
-        run_stage(db, run, "segment", work, SEGMENT_BATCH, progress=check, data_dir=data_dir)
+        if cluster is None:
+            work = _segmentation_work(segmenter, data_dir, device)
+        else:
+            _build_tiny_segmenter(segmenter)
+            work = LazySegmentationWork(segmenter, data_dir)
+        run_stage(db, run, "segment", work, SEGMENT_BATCH, progress=check, data_dir=data_dir,
+                  executor=_stage_executor(executor, cluster, "segment", on_executor))
         del work
         _free_memory(device)
     check(0, 0)
     # 3. One distribution per fully segmented (model, concept, style, cfg).
     _announce(on_stage, "extract")
-    if extract(db, run, data_dir, progress=check):
+    if extract(db, run, data_dir, progress=check,
+               executor=_stage_executor(executor, cluster, "extract", on_executor)):
         # 4. Score the new distributions against every human source now, not at the first view.
         score_every_source(db, load_concepts())
 
@@ -210,19 +318,20 @@ class JobManager:
     def __init__(self, connect: Connect, data_dir: str | Path, *, device: str):
         self.connect, self.data_dir, self.device = connect, Path(data_dir), device
         self._lock = threading.Lock()
-        self._queue: deque[tuple[str, SegmenterSpec]] = deque()
+        self._queue: deque[tuple[str, SegmenterSpec, ExecutorChoice]] = deque()
         self._states: dict[str, JobState] = {}
+        self._executors: dict[str, Executor] = {}
         self._stop: dict[str, threading.Event] = {}
         self._worker: threading.Thread | None = None
 
-    def submit(self, run: str, segmenter: SegmenterSpec) -> JobState:
-        """Queue run `run` (stored already); raises JobError if it is queued or running."""
+    def submit(self, run: str, segmenter: SegmenterSpec, executor: ExecutorChoice = ExecutorChoice()) -> JobState:
+        """Queue run `run` (stored already) on `executor`; raises JobError if it is queued or running."""
         with self._lock:
             if self._states.get(run, JobState("idle")).active:
                 raise JobError(f"run {run!r} is already {self._states[run].state}")
             self._states[run] = JobState("queued")
             self._stop[run] = threading.Event()
-            self._queue.append((run, segmenter))
+            self._queue.append((run, segmenter, executor))
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._work, name="evaluation-jobs", daemon=True)
                 self._worker.start()
@@ -255,10 +364,23 @@ class JobManager:
                 if not self._queue:
                     self._worker = None
                     return
-                run, segmenter = self._queue.popleft()
-            self._run_one(run, segmenter)
+                run, segmenter, executor = self._queue.popleft()
+            self._run_one(run, segmenter, executor)
 
-    def _run_one(self, run: str, segmenter: SegmenterSpec) -> None:
+    def workers(self, run: str) -> dict:
+        """Per-worker progress of `run`'s current (or last) Ray stage: name -> `WorkerProgress`.
+
+        Empty for in-process jobs and runs this server has not run on Ray.
+        """
+        with self._lock:
+            executor = self._executors.get(run)
+        return executor.progress() if executor is not None else {}
+
+    def _set_executor(self, run: str, executor: Executor) -> None:
+        with self._lock:
+            self._executors[run] = executor
+
+    def _run_one(self, run: str, segmenter: SegmenterSpec, executor: ExecutorChoice) -> None:
         stop = self._stop[run]
         if stop.is_set():
             self._set(run, "cancelled", message="cancelled before it started")
@@ -267,7 +389,8 @@ class JobManager:
         try:
             with self.connect() as db:
                 run_pipeline(db, run, self.data_dir, segmenter, device=self.device, should_stop=stop.is_set,
-                             on_stage=lambda stage: self._set(run, "running", stage))
+                             on_stage=lambda stage: self._set(run, "running", stage), executor=executor,
+                             on_executor=lambda stage, ex: self._set_executor(run, ex))
         except Cancelled:
             self._set(run, "cancelled", message="cancelled; resume to continue")
         except Exception as error:  # noqa: BLE001 - any failure ends this job, not the worker

@@ -24,7 +24,7 @@ from PIL import Image
 from evaluation.pipeline import runs
 from evaluation.concepts import Concept
 from evaluation.pipeline.executors import Batch, Executor, InProcessExecutor
-from evaluation.pipeline.fileio import remove_temporaries, write_atomic
+from evaluation.pipeline.ray_storage import Location, location, read_file, remove_run_temporaries, write_file
 from evaluation.color.extraction import distribution_from_pixels, image_pixels
 from evaluation.models.generation import GenerationError, build_prompt, generate, item_seed
 from evaluation.models.registry import ModelSpec, load_pipeline, spec_from_dict, spec_to_dict
@@ -39,16 +39,19 @@ def _png_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _save_by_hash(data_dir: Path, folder: Path, data: bytes, suffix: str) -> tuple[str, str]:
+def _save_by_hash(data_dir: Location, folder: Path, data: bytes, suffix: str) -> tuple[str, str]:
     digest = hashlib.sha256(data).hexdigest()
     relative = folder / f"{digest}{suffix}"
-    write_atomic(data_dir / relative, data)
+    write_file(data_dir, relative.as_posix(), data)
     return relative.as_posix(), digest
 
 
 def read_image(data_dir: str | Path, relative: str) -> np.ndarray:
-    """An item's image as (H, W, 3) uint8, or its mask as (H, W) bool (by file content)."""
-    with Image.open(Path(data_dir) / relative) as image:
+    """An item's image as (H, W, 3) uint8, or its mask as (H, W) bool (by file content).
+
+    `data_dir` is a folder or a URI (`evaluation.pipeline.ray_storage`).
+    """
+    with Image.open(io.BytesIO(read_file(data_dir, relative))) as image:
         return np.array(image) if image.mode != "1" else np.array(image, dtype=bool)
 
 
@@ -90,14 +93,27 @@ def plan_run(
     return items, config
 
 
+def resolve_device(device: str) -> str:
+    """``"auto"`` -> ``"cuda"`` when this process sees a GPU, else ``"cpu"``; others unchanged.
+
+    Resolved where the work runs: a Ray worker sees the GPU Ray gave it.
+    """
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 class GenerationWork:
     """Work of the generate stage: images for a batch of items of one model and cfg.
 
-    Loads each model's pipeline once, on first use, and keeps only the current one.
+    Loads each model's pipeline once, on first use, and keeps only the current one;
+    `device` may be ``"auto"`` (see `resolve_device`). Pickles without its pipeline.
     """
 
     def __init__(self, specs: Mapping[str, ModelSpec], data_dir: str | Path, *, device: str, dtype: Any = None):
-        self.specs, self.data_dir, self.device, self.dtype = dict(specs), Path(data_dir), device, dtype
+        self.specs, self.data_dir, self.device, self.dtype = dict(specs), location(data_dir), device, dtype
         self._current: tuple[str, Any] | None = None
 
     @classmethod
@@ -109,8 +125,13 @@ class GenerationWork:
     def _pipeline(self, key: str) -> Any:
         if self._current is None or self._current[0] != key:
             self._current = None
-            self._current = (key, load_pipeline(self.specs[key], device=self.device, dtype=self.dtype))
+            device = resolve_device(self.device)
+            self._current = (key, load_pipeline(self.specs[key], device=device, dtype=self.dtype))
         return self._current[1]
+
+    def __getstate__(self) -> dict:
+        # A distributed executor ships the work to its workers: without the loaded pipeline.
+        return {**self.__dict__, "_current": None}
 
     def __call__(self, batch: Batch) -> Batch:
         spec = self.specs[batch[0]["model"]]
@@ -138,7 +159,7 @@ class SegmentationWork:
 
     def __init__(self, detector: Detector, sam: SamBackend, data_dir: str | Path,
                  box_threshold: float = BOX_THRESHOLD, text_threshold: float = TEXT_THRESHOLD):
-        self.detector, self.sam, self.data_dir = detector, sam, Path(data_dir)
+        self.detector, self.sam, self.data_dir = detector, sam, location(data_dir)
         self.box_threshold, self.text_threshold = box_threshold, text_threshold
 
     def _write_summary(self, item: dict, image: np.ndarray, result, mask_digest: str) -> str:
@@ -146,7 +167,7 @@ class SegmentationWork:
         np.savez_compressed(buffer, **pixel_summary(image, result.mask), box=np.asarray(result.box),
                             score=np.float64(result.score))
         path = Path("runs") / item["run"] / "pixels" / f"{item['image_sha256']}-{mask_digest[:16]}.npz"
-        write_atomic(self.data_dir / path, buffer.getvalue())
+        write_file(self.data_dir, path.as_posix(), buffer.getvalue())
         return path.as_posix()
 
     def _one(self, item: dict) -> dict:
@@ -190,12 +211,12 @@ def run_stage(
         ``progress(done, total)`` after each recorded batch; an exception it raises stops
         the stage, keeping what was recorded.
     data_dir : str or Path, optional
-        The data folder: temporary files that a killed earlier attempt left in the run's
+        The data folder (a path or a URI): temporary files that a killed earlier attempt left in the run's
         folder are removed first, so a resumed run ends with the files of an
         uninterrupted one.
     """
     if data_dir is not None:
-        remove_temporaries(Path(data_dir) / "runs" / run)
+        remove_run_temporaries(data_dir, run)
     pending = runs.pending_items(db, run, stage)
     total, done = len(pending), 0
 
@@ -207,37 +228,75 @@ def run_stage(
             progress(done, total)
 
     (executor or InProcessExecutor()).run(work, runs.batches(pending, batch_size), on_result)
+    if data_dir is not None:  # a worker killed mid-write (and retried) left its temporary
+        remove_run_temporaries(data_dir, run)
     return done
+
+
+class ExtractionWork:
+    """Work of the extract stage: P_M(x|c) of groups from their items' pixel summaries.
+
+    A batch row is one group: ``model, concept, style, cfg``, ``summary_paths`` (the
+    usable items' summaries, relative to `data_dir`) and ``n_excluded``. Holds no model
+    (``stateless``: a distributed executor may run it as plain tasks).
+    """
+
+    stateless = True
+
+    def __init__(self, data_dir: str | Path):
+        self.data_dir = location(data_dir)
+
+    def _one(self, group: dict) -> dict:
+        p, detail = None, None
+        if group["summary_paths"]:
+            pixels = []
+            for path in group["summary_paths"]:
+                with np.load(io.BytesIO(read_file(self.data_dir, path))) as summary:
+                    pixels.append(summary["pixels"])
+            result = distribution_from_pixels(pixels)
+            p, detail = result.p, result.groups
+        return {**{k: group[k] for k in ("model", "concept", "style", "cfg", "n_excluded")}, "p": p,
+                "n_images": len(group["summary_paths"]), "groups": detail}
+
+    def __call__(self, batch: Batch) -> Batch:
+        return [self._one(group) for group in batch]
 
 
 def extract(
     db: sqlite_utils.Database, run: str, data_dir: str | Path, *, force: bool = False,
-    progress: Progress | None = None,
+    progress: Progress | None = None, executor: Executor | None = None, batch_size: int = 16,
 ) -> int:
     """Compute P_M(x|c) for each fully segmented (model, concept, style, cfg) of `run`.
 
     Reads the items' pixel summaries (see `pixel_summary`) and runs steps 2-5 of the
-    extraction pipeline (`evaluation.color.extraction.distribution_from_pixels`) on them.
+    extraction pipeline (`evaluation.color.extraction.distribution_from_pixels`) on them, through
+    `ExtractionWork` and `executor` (default `InProcessExecutor`), `batch_size` groups per
+    call; the results are stored here, one transaction per batch.
 
     Images whose segmentation is not ``ok`` are excluded and counted in ``n_excluded``;
     a group with no usable image is stored with ``p = NULL``. Groups already stored are
-    skipped unless `force`. Returns the number of distributions written.
+    skipped unless `force`. Returns the number of distributions written; ``progress(done,
+    total)`` follows each stored batch.
     """
-    groups = list(runs.segmented_groups(db, run))
+    todo = [
+        {"model": model, "concept": concept, "style": style, "cfg": cfg,
+         "summary_paths": [r["summary_path"] for r in rows if r["segment_status"] == "ok"],
+         "n_excluded": sum(r["segment_status"] != "ok" for r in rows)}
+        for (model, concept, style, cfg), rows in runs.segmented_groups(db, run)
+        if force or not runs.has_model_distribution(db, run, model, concept, style, cfg)
+    ]
     written = 0
-    for n, ((model, concept, style, cfg), rows) in enumerate(groups, start=1):
-        if force or not runs.has_model_distribution(db, run, model, concept, style, cfg):
-            usable = [r for r in rows if r["segment_status"] == "ok"]
-            p, detail = None, None
-            if usable:
-                pixels = []
-                for row in usable:
-                    with np.load(Path(data_dir) / row["summary_path"]) as summary:
-                        pixels.append(summary["pixels"])
-                result = distribution_from_pixels(pixels)
-                p, detail = result.p, result.groups
-            runs.store_model_distribution(db, run, model, concept, style, cfg, p, len(usable), len(rows) - len(usable), detail)
-            written += 1
+
+    def on_result(results: Batch) -> None:
+        nonlocal written
+        with db.atomic():
+            for r in results:
+                runs.store_model_distribution(db, run, r["model"], r["concept"], r["style"], r["cfg"], r["p"],
+                                              r["n_images"], r["n_excluded"], r["groups"])
+        written += len(results)
         if progress is not None:
-            progress(n, len(groups))
+            progress(written, len(todo))
+
+    batches = [todo[start:start + batch_size] for start in range(0, len(todo), batch_size)]
+    (executor or InProcessExecutor()).run(ExtractionWork(data_dir), batches, on_result)
     return written

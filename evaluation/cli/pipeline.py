@@ -1,0 +1,67 @@
+"""Run all three stages of a run: generate, segment, extract (creating the run first, or resuming it).
+
+Takes the options of `generate` (the grid) and of `segment` (the masking models), or
+`--segmenter tiny-random` for the project's tiny test models. Running it again continues
+where it stopped. With `--executor ray` every stage runs on a Ray cluster
+(`--ray-address` or $RAY_ADDRESS, else a local one); only this process writes the database.
+
+Example:
+  python -m evaluation run --run demo --model tiny-random --concepts apple,banana --samples 2 \\
+      --segmenter tiny-random --executor ray
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evaluation.cli import open_db, print_workers
+from evaluation.cli import generate, segment
+
+HELP = "generate, segment and extract a run in one go (resumable; --executor ray for a cluster)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `run`: those of `generate`, the masking ones of `segment`, and --segmenter."""
+    generate.add_arguments(parser)
+    segment.add_masking_arguments(parser)
+    parser.add_argument("--segmenter", choices=["paper", "tiny-random"], default=None,
+                        help="masking preset: tiny-random builds the test models under data/models "
+                             "(default: --detector/--sam)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Create or resume the run, then take it through generate, segment and extract."""
+    from evaluation.pipeline import runs
+    from evaluation.cli import resolve_device
+    from evaluation.pipeline.jobs import ExecutorChoice, run_pipeline, segmenter_preset
+    from evaluation.pipeline.ray_storage import is_uri
+
+    choice = ExecutorChoice(args.executor, args.ray_address, args.workers)
+    if choice.kind == "ray":  # before storing anything: no cluster, no run
+        from evaluation.pipeline.ray_executor import connect
+
+        print(f"Ray cluster: {connect(choice.address).describe()}")
+    db = open_db(args)
+    generate.create_or_resume(db, args)
+    if args.segmenter:
+        if is_uri(args.data_dir) and args.segmenter == "tiny-random":
+            raise ValueError("--segmenter tiny-random builds its models under --data-dir/models, which must be a "
+                             f"local folder, got {args.data_dir!r}; give --detector and --sam instead")
+        models_dir = Path("models") if is_uri(args.data_dir) else args.data_dir / "models"
+        spec = segmenter_preset(args.segmenter, models_dir, args.box_threshold, args.text_threshold)
+    else:
+        spec = segment.segmenter_spec(args)
+    executors = {}
+    device = resolve_device(args.device) if choice.kind == "in-process" else args.device
+    run_pipeline(db, args.run, args.data_dir, spec, device=device, executor=choice,
+                 on_stage=lambda stage: print(f"{stage} ...", flush=True),
+                 on_executor=executors.__setitem__)
+    for stage, executor in executors.items():
+        print(f"{stage} on Ray:")
+        print_workers(executor)
+    progress = {row["model"]: row for row in runs.exclusion_counts(db, run=args.run)}
+    stored = runs.model_distributions(db, run=args.run)
+    print(f"run {args.run!r}: {len(runs.items(db, args.run))} item(s), {sum(r['n_ok'] for r in progress.values())} "
+          f"usable mask(s), {len(stored)} distribution(s)")
+    return 0
