@@ -1,5 +1,5 @@
-"""Command line: ``python -m annotation export DIR``, ``set-admin-password`` and
-``check-distributions [--repair]``.
+"""Command line: ``python -m annotation export DIR``, ``backup DIR``, ``restore DIR``,
+``set-admin-password`` and ``check-distributions [--repair]``.
 
 The database is ``--db PATH``, else ``$COLORCONCEPT_DB``, else ``data/colorconcept.sqlite``;
 the data folder is ``--data-dir``, else ``$COLORCONCEPT_DATA_DIR``, else ``data/``.
@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from annotation import backup
 from annotation.coloring import human
 from annotation.errors import AnnotationError
 from annotation.export import export
@@ -39,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
         help="recompute every designers' P_H from the coloring images and report differences")
     check.add_argument("--repair", action="store_true",
                        help="also rewrite the stored samples and P_H from the images")
+    save = commands.add_parser("backup", help="consistent copy of the database and its files, "
+                                              "with a manifest of hashes (safe while serving)")
+    save.add_argument("folder", help="a new or empty folder to write to")
+    load = commands.add_parser("restore", help="verify a backup's hashes, then make it the "
+                                               "database and files (stop the app first)")
+    load.add_argument("folder", help="a folder written by `backup`")
     return parser
 
 
@@ -55,12 +62,26 @@ def _check_distributions(db, data_dir: str, repair: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command in ("export", "check-distributions") and not Path(args.db).is_file():
+    if args.command == "restore":
+        try:
+            done = backup.restore(args.folder, args.db, args.data_dir)
+        except AnnotationError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        print(f"restored schema version {done['schema_version']} with {len(done['files'])} "
+              f"files ({done['copied']} copied); previous database kept as {done['previous']}")
+        return 0
+    if args.command in ("export", "check-distributions", "backup") and not Path(args.db).is_file():
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
         return 2
     db = open_db(args.db)
     try:
         ensure_schema(db)
+        if args.command == "backup":
+            summary = backup.backup(db, args.data_dir, args.folder)
+            print(f"backed up schema version {summary.schema_version} and {summary.files} files "
+                  f"({summary.bytes:,} bytes) to {summary.folder}")
+            return 0
         if args.command == "check-distributions":
             return _check_distributions(db, args.data_dir, args.repair)
         if args.command == "export":

@@ -139,13 +139,16 @@ def _write_table(frame: pd.DataFrame, folder: Path, name: str) -> int:
     return len(frame)
 
 
-def _file_columns(frame: pd.DataFrame) -> list[tuple[str, str | None]]:
-    """``(path column, sha256 column or None)`` pairs by the naming convention."""
+def file_columns(columns) -> list[tuple[str, str | None]]:
+    """``(path column, sha256 column or None)`` pairs among a table's `columns`, by the
+    naming convention: a column ``path`` or ``*_path`` names a file under the data folder,
+    and ``sha256`` / ``*_sha256`` beside it holds its hash."""
+    columns = list(columns)
     pairs = []
-    for column in frame.columns:
+    for column in columns:
         if column == "path" or column.endswith("_path"):
             sha = "sha256" if column == "path" else column[: -len("path")] + "sha256"
-            pairs.append((column, sha if sha in frame.columns else None))
+            pairs.append((column, sha if sha in columns else None))
     return pairs
 
 
@@ -154,7 +157,7 @@ def _write_images(tables: dict[str, pd.DataFrame], data_dir: Path, target: Path)
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_STORED) as archive:
         for name, frame in tables.items():
             key = frame.columns[0]
-            for column, sha_column in _file_columns(frame):
+            for column, sha_column in file_columns(frame.columns):
                 for _, row in frame[frame[column].notna()].iterrows():
                     expected = row[sha_column] if sha_column else None
                     status = _add_file(archive, data_dir, row[column], expected, written)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import gradio as gr
 
@@ -11,6 +13,7 @@ from annotation.people import accounts
 from annotation.people import onboarding
 from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
 from storage import iso
+from annotation.backup import backup_archive
 from annotation.export import download_archive_path, export_archive
 from annotation.files import resolve
 from app.common import AppContext, escape, handler, id_field, whole_number
@@ -36,6 +39,12 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     export = gr.Button("Build export", elem_id="admin_export")
     export_file = gr.File(label="Export", interactive=False, elem_id="admin_export_file")
     export.click(admin(_export(ctx)), session_token, export_file, api_name="admin_export")
+    gr.Markdown("## Backup\nThe database and every file it names, with a manifest of hashes; "
+                "safe while people work. Restore it with `python -m annotation restore DIR` "
+                "(app stopped).")
+    make_backup = gr.Button("Build backup", elem_id="admin_backup")
+    backup_file = gr.File(label="Backup", interactive=False, elem_id="admin_backup_file")
+    make_backup.click(admin(_backup(ctx)), session_token, backup_file, api_name="admin_backup")
 
 
 def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
@@ -159,6 +168,15 @@ def _coverage(ctx: AppContext):
             "- Colorings by status: " + escape(json.dumps(figures["colorings_by_status"])),
             "- Active people by role: " + escape(json.dumps(figures["annotators_by_role"]))])
     return coverage
+
+
+def _backup(ctx: AppContext):
+    def make_backup(db, actor) -> str:
+        """Build a backup zip outside the served data folder and offer it for download."""
+        folder = Path(tempfile.mkdtemp(prefix="colorconcept-backup-"))
+        stamp = iso().replace(":", "").replace("-", "")[:15]
+        return str(backup_archive(db, ctx.config.data_dir, folder / f"colorconcept-backup-{stamp}.zip"))
+    return make_backup
 
 
 def _export(ctx: AppContext):

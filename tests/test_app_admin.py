@@ -1,3 +1,5 @@
+import hashlib
+import json
 import zipfile
 
 import numpy as np
@@ -5,6 +7,7 @@ import pytest
 from gradio_client.exceptions import AppError
 
 from storage import iso, open_db
+from storage.schema import MIGRATIONS
 from annotation.files import store_png
 from app import build_app
 from app.config import AppConfig
@@ -48,6 +51,11 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
         with zipfile.ZipFile(client.predict(admin, api_name="/admin_export")) as archive:
             annotators = archive.read("csv/annotators.csv").decode()
         assert "E0001" in annotators and "E0002" in annotators
+        with zipfile.ZipFile(client.predict(admin, api_name="/admin_backup")) as archive:
+            manifest = json.loads(archive.read("manifest.json"))
+            snapshot = archive.read("colorconcept.sqlite")
+        assert manifest["database"]["sha256"] == hashlib.sha256(snapshot).hexdigest()
+        assert manifest["schema_version"] == len(MIGRATIONS)
 
 
 def test_admin_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
@@ -63,7 +71,7 @@ def test_admin_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
         endpoints = _admin_endpoints(client)
         assert {"/admin_create_invites", "/admin_list_annotators", "/admin_practice_pending",
                 "/admin_review_practice", "/admin_coverage", "/admin_revoke",
-                "/admin_export"} <= set(endpoints)
+                "/admin_export", "/admin_backup"} <= set(endpoints)
         before = _dump(config)
         for who, token in tokens.items():
             for name, info in endpoints.items():
