@@ -117,6 +117,27 @@ def open_tab(page, title: str) -> None:
     page.get_by_role("tab", name=title).click()
 
 
+def _require_chromium() -> None:
+    if not shutil.which(CHROMIUM):
+        pytest.skip(f"Chromium is missing at {CHROMIUM}: run scripts/ensure_chromium.sh "
+                    "(as root: apt-get install chromium) or set CHROMIUM_PATH")
+
+
+@contextlib.contextmanager
+def chromium_browser() -> Iterator[object]:
+    """A headless Debian Chromium (`playwright.sync_api.Browser`), for tests that open
+    several contexts in one browser; closed (and Playwright stopped) when the block ends.
+    The one other way this project launches Chromium is `chromium`."""
+    _require_chromium()
+    with playwright_api.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=list(CHROMIUM_ARGS))
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
 @contextlib.contextmanager
 def chromium(user_data_dir: str | Path) -> Iterator[object]:
     """A headless Debian Chromium with a fresh profile in `user_data_dir`.
@@ -126,9 +147,7 @@ def chromium(user_data_dir: str | Path) -> Iterator[object]:
     playwright.sync_api.BrowserContext
         Closed (and Playwright stopped) when the block ends.
     """
-    if not shutil.which(CHROMIUM):
-        pytest.skip(f"Chromium is missing at {CHROMIUM}: run scripts/ensure_chromium.sh "
-                    "(as root: apt-get install chromium) or set CHROMIUM_PATH")
+    _require_chromium()
     with playwright_api.sync_playwright() as driver:
         context = driver.chromium.launch_persistent_context(
             str(user_data_dir), executable_path=CHROMIUM, headless=True,

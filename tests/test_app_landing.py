@@ -1,26 +1,20 @@
 """The sign-in flow in a real browser: invite link, reload, sign out, admin."""
 
-import shutil
 
 import pytest
 
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 
 pytestmark = pytest.mark.browser
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 playwright = pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture
 def browser():
-    if not shutil.which(CHROMIUM):
-        pytest.skip("Chromium is missing: test.sh installs it (scripts/ensure_chromium.sh)")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    from tests.browser import chromium_browser
+
+    with chromium_browser() as chromium:
+        yield chromium
 
 
 def _expect_signed_in(page, expect, signed_in: bool) -> None:

@@ -1,6 +1,5 @@
 """The Judge tab against a real launched app: gradio_client session, keyboard in Chromium."""
 
-import shutil
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ from storage import ensure_schema, open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.study_data import populate, sources, truth_source
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Output positions of the participant endpoints (see app.participant.build).
 PROGRESS, BACKGROUND, TRUTH_PLOT, STRIP, COLORINGS, LEFT_IMAGES, LEFT_PLOT, RIGHT_IMAGES, \
     RIGHT_PLOT, TASK, SHOWN_AT = range(11)
@@ -100,29 +98,23 @@ def test_a_vote_for_someone_elses_task_is_refused_and_stores_nothing(tmp_path):
 
 @pytest.mark.browser
 def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
-    playwright = pytest.importorskip("playwright.sync_api")
-    if not shutil.which(CHROMIUM):
-        pytest.skip("Chromium is missing: test.sh installs it (scripts/ensure_chromium.sh)")
+    from tests.browser import chromium_browser, expect
+
     config = make_config(tmp_path)
     _open_study(config)
-    expect = playwright.expect
-    with running_app(config) as (client, _), playwright.sync_playwright() as p:
+    with running_app(config) as (client, _), chromium_browser() as browser:
         link = _invite(client, "participant")
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
-        try:
-            page = browser.new_page()
-            page.goto(link.replace(config.public_url + "/", client.src))
-            expect(page.locator("#start_status")).to_contain_text("Signed in", timeout=20_000)
-            page.get_by_role("tab", name="Judge").click()
-            page.locator("#participant_start").click()
-            page.locator("#participant_background").get_by_text("yes").click()
-            progress = page.locator("#participant_progress")
-            expect(progress).to_contain_text("Trial 1 of", timeout=20_000)
-            page.locator("body").click(position={"x": 5, "y": 5})
-            for number, key in enumerate(["ArrowLeft", "2", "1", "ArrowRight"], start=2):
-                page.keyboard.press(key)
-                expect(progress).to_contain_text(f"Trial {number} of", timeout=20_000)
-        finally:
-            browser.close()
+        page = browser.new_page()
+        page.goto(link.replace(config.public_url + "/", client.src))
+        expect(page.locator("#start_status")).to_contain_text("Signed in", timeout=20_000)
+        page.get_by_role("tab", name="Judge").click()
+        page.locator("#participant_start").click()
+        page.locator("#participant_background").get_by_text("yes").click()
+        progress = page.locator("#participant_progress")
+        expect(progress).to_contain_text("Trial 1 of", timeout=20_000)
+        page.locator("body").click(position={"x": 5, "y": 5})
+        for number, key in enumerate(["ArrowLeft", "2", "1", "ArrowRight"], start=2):
+            page.keyboard.press(key)
+            expect(progress).to_contain_text(f"Trial {number} of", timeout=20_000)
     choices = [r["choice"] for r in _rows(config, "select choice from judgments order by id")]
     assert choices == ["left", "right", "left", "right"]

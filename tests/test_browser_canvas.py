@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from playwright.sync_api import sync_playwright
 
 from annotation.coloring.fill import (
     blank_color_layer,
@@ -23,19 +22,17 @@ from annotation.coloring.fill import (
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 import gradio as gr
 
+from tests.browser import chromium_browser
 from app.coloring_canvas import (build_demo, canvas_update, coloring_canvas, flush_js,
                                  inspect_canvas_value)
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 APPLE = load_sketch_png(SKETCH_DIR / "apple.png")
 BODY = (512, 600)
 RED, BLUE = (0xD6, 0x28, 0x28), (0x1D, 0x4E, 0xD8)  # the default color and one typed in
 API = "document.querySelector('#demo_canvas .cc-root').parentElement.coloringCanvas"
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +47,8 @@ def demo_url():
 
 @pytest.fixture(scope="module")
 def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium is missing at {CHROMIUM}; run scripts/ensure_chromium.sh")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium_browser() as chromium:
         yield chromium
-        chromium.close()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from evaluation.color.colorspace import delta_e_2000, srgb_to_lab
 from evaluation.color.extraction import (
     concept_distribution, distribution_from_pixels, dominant_color, group_images,
     image_distribution, image_pixels, merge_colors)
-from evaluation.color.palette import load_uw71
+from evaluation.color.palette import load_uw71, nearest_uw71
 
 BACKGROUND = (250, 250, 245)
 RED, RED_SHINE = (200, 30, 40), (230, 80, 80)
@@ -61,8 +61,13 @@ def test_group_palette_holds_the_apple_colors_with_weights():
     # the heaviest merged color is within a few ΔE00 of the body color, not the background
     assert delta_e_2000(red.lab[0], srgb_to_lab(np.uint8(RED))) < 8
     assert delta_e_2000(green.lab[0], srgb_to_lab(np.uint8(GREEN))) < 8
-    for group in (red, green):
-        assert np.all(delta_e_2000(group.lab, srgb_to_lab(np.uint8(BACKGROUND))) > 30)
+    # every merged color is one of the apple's own colors (bin means: no bin-centre offset),
+    # none is the background
+    for group, colors in ((red, (RED, RED_SHINE)), (green, (GREEN, GREEN_SHINE))):
+        truth = srgb_to_lab(np.uint8(colors))
+        nearest = delta_e_2000(group.lab[:, None], truth[None]).min(axis=1)
+        assert np.all(nearest < 3), nearest
+        assert np.all(delta_e_2000(group.lab, srgb_to_lab(np.uint8(BACKGROUND))) > 25)
 
 
 def test_distribution_does_not_depend_on_image_order():
@@ -182,3 +187,34 @@ def test_distribution_from_pixels_rejects_bad_pixel_sets():
         distribution_from_pixels([np.zeros((4, 3), np.uint8), np.zeros((0, 3), np.uint8)])
     with pytest.raises(ValueError, match="`size` must be a positive integer"):
         image_pixels(np.zeros((4, 4, 3), np.uint8), np.ones((4, 4), bool), size=0)
+
+
+def _noisy_flat(rgb, sigma: float, n: int, rng) -> np.ndarray:
+    values = np.asarray(rgb, float) + rng.normal(0.0, sigma, (n, 3))
+    return np.clip(np.round(values), 0, 255).astype(np.uint8)
+
+
+# Flat colors whose channels sit on 8x8x8 bin boundaries (multiples of 32), where pixel
+# noise splits them over two or more bins, and a few inside bins.
+BOUNDARY_COLORS = [(200, 30, 30), (192, 32, 32), (224, 128, 64), (96, 160, 32), (32, 32, 192),
+                   (128, 128, 128), (255, 224, 96), (64, 96, 160), (160, 64, 192), (30, 100, 60)]
+
+
+@pytest.mark.parametrize("rgb", BOUNDARY_COLORS)
+def test_a_flat_color_with_noise_lands_in_the_uw71_bin_nearest_the_true_color(rgb):
+    rng = np.random.default_rng(sum(rgb))
+    pixels = [_noisy_flat(rgb, 4.0, 10_000, rng) for _ in range(3)]
+    p = distribution_from_pixels(pixels).p
+    true_bin = int(nearest_uw71(srgb_to_lab(np.asarray(rgb, float) / 255.0)[None])[0])
+    assert p[true_bin] >= 0.95, (rgb, true_bin, np.argsort(p)[::-1][:3], np.sort(p)[::-1][:3])
+
+
+def test_bin_centres_are_a_named_option_and_split_the_paper_example():
+    rng = np.random.default_rng(0)
+    pixels = [_noisy_flat((200, 30, 30), 4.0, 10_000, rng)]
+    means = distribution_from_pixels(pixels, bin_color="mean").p
+    centres = distribution_from_pixels(pixels, bin_color="centre").p
+    assert np.sort(means)[-1] >= 0.95
+    assert np.sort(centres)[-1] < 0.8 and np.sort(centres)[-2] > 0.2
+    with pytest.raises(ValueError, match="`bin_color` must be one of \\('mean', 'centre'\\)"):
+        distribution_from_pixels(pixels, bin_color="median")

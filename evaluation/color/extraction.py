@@ -8,12 +8,19 @@ The paper's Appendix C.3 pipeline (with §3.3), in five steps:
    histogram;
 3. group the images: two images share a group when their dominant colors are within
    ΔE00 <= 12 (connected components, so grouping is transitive);
-4. per group: pool the pixels, quantise to 8×8×8 RGB bins, keep the 20 most populated
-   and merge bin centres within ΔE00 <= 7 (heaviest first, weighted mean in CIELAB);
+4. per group: pool the pixels, quantise to 8×8×8 RGB bins, keep the 20 most populated,
+   represent each by the mean of its pixels, and merge those within ΔE00 <= 7 (heaviest
+   first, weighted mean in CIELAB);
 5. map each merged color's mass to its nearest UW-71 color (CIELAB Euclidean) and sum
    the group distributions weighted by their share of the images.
 
 Choices where the paper is silent (each one line to change):
+
+- Step 4 represents a bin by the mean of its pixels: the paper says "quantize", and the
+  bin *centre* splits a flat color whose pixel noise straddles a bin boundary (a red
+  (200, 30, 30) with noise σ = 4 lands in two bins whose centres are over ΔE00 7 apart,
+  so its mass split 37 % / 35 % over two UW-71 bins). ``bin_color="centre"`` keeps the
+  centres.
 
 - Downsampling uses nearest-neighbour sampling at pixel centres, which creates no new
   colors; the crop is stretched to 100×100 whatever its aspect ratio (a crop smaller than
@@ -42,7 +49,10 @@ from evaluation.color.palette import N_BINS, nearest_uw71
 
 #: Names the pipeline's defaults; stored with distributions computed by it, so a stored
 #: distribution made under other defaults is known to be stale. Change it with them.
-METHOD = "appendix-c3 v1"
+METHOD = "appendix-c3 v2 (bin means)"
+#: How step 4 represents each of a group's top 8x8x8 bins: the mean of the pixels in it
+#: (default), or the bin's centre (``"centre"``, the literal reading of Appendix C.3).
+BIN_COLORS = ("mean", "centre")
 
 
 @dataclass(frozen=True)
@@ -251,13 +261,24 @@ def merge_colors(lab: np.ndarray, weights: np.ndarray, *,
     return np.array(centres)[resort], masses_arr[resort]
 
 
+def _bin_means(pixels: np.ndarray, index: np.ndarray, kept: np.ndarray, counts: np.ndarray,
+               bins: int) -> np.ndarray:
+    """sRGB float [0, 1] mean of the pixels in each of the `kept` bins."""
+    sums = np.stack([np.bincount(index, weights=pixels[:, c], minlength=bins ** 3)[kept]
+                     for c in range(3)], axis=-1)
+    return sums / counts[kept, None] / 255.0
+
+
 def _group_palette(pixels: np.ndarray, image_indices, *, bins: int, top: int,
-                   merge_threshold: float) -> ColorGroup:
+                   merge_threshold: float, bin_color: str) -> ColorGroup:
     """Step 4 and the first half of step 5 for one group's pooled pixels."""
-    counts = np.bincount(_bin_index(pixels, bins), minlength=bins ** 3)
+    index = _bin_index(pixels, bins)
+    counts = np.bincount(index, minlength=bins ** 3)
     kept = np.argsort(-counts, kind="stable")[:top]
     kept = kept[counts[kept] > 0]
-    lab, mass = merge_colors(srgb_to_lab(_bin_centres(kept, bins)), counts[kept].astype(float),
+    colors = (_bin_means(pixels, index, kept, counts, bins) if bin_color == "mean"
+              else _bin_centres(kept, bins))
+    lab, mass = merge_colors(srgb_to_lab(colors), counts[kept].astype(float),
                              threshold=merge_threshold)
     weights = mass / mass.sum()
     p = np.bincount(nearest_uw71(lab), weights=weights, minlength=N_BINS)
@@ -267,8 +288,8 @@ def _group_palette(pixels: np.ndarray, image_indices, *, bins: int, top: int,
 
 def distribution_from_pixels(pixels: Sequence[np.ndarray], *, dominant_bins: int = 16,
                              group_threshold: float = 12.0, palette_bins: int = 8,
-                             top_colors: int = 20,
-                             merge_threshold: float = 7.0) -> ConceptDistribution:
+                             top_colors: int = 20, merge_threshold: float = 7.0,
+                             bin_color: str = "mean") -> ConceptDistribution:
     """Steps 2-5 on per-image pixel sets (the output of `image_pixels`).
 
     Parameters
@@ -285,6 +306,11 @@ def distribution_from_pixels(pixels: Sequence[np.ndarray], *, dominant_bins: int
         Most populated palette bins kept per group (paper: 20).
     merge_threshold : float
         ΔE00 under which palette colors merge (paper: 7).
+    bin_color : {'mean', 'centre'}
+        What stands for each kept palette bin: the mean of its pixels (default), or its
+        centre. A flat color whose pixel noise straddles a bin boundary keeps one color
+        with ``"mean"``; with ``"centre"`` it becomes two bin centres up to ~9 ΔE00 apart,
+        too far to merge, and its mass splits over two UW-71 bins.
 
     Returns
     -------
@@ -297,6 +323,8 @@ def distribution_from_pixels(pixels: Sequence[np.ndarray], *, dominant_bins: int
     """
     if len(pixels) == 0:
         raise ValueError("`pixels` is empty: a distribution needs at least one image")
+    if bin_color not in BIN_COLORS:
+        raise ValueError(f"`bin_color` must be one of {BIN_COLORS}, got {bin_color!r}")
     for i, px in enumerate(pixels):
         if not (isinstance(px, np.ndarray) and px.dtype == np.uint8 and px.ndim == 2
                 and px.shape[1] == 3 and len(px) > 0):
@@ -305,7 +333,8 @@ def distribution_from_pixels(pixels: Sequence[np.ndarray], *, dominant_bins: int
     dominants = np.array([dominant_color(px, bins=dominant_bins) for px in pixels])
     groups = tuple(
         _group_palette(np.concatenate([pixels[i] for i in members]), members,
-                       bins=palette_bins, top=top_colors, merge_threshold=merge_threshold)
+                       bins=palette_bins, top=top_colors, merge_threshold=merge_threshold,
+                       bin_color=bin_color)
         for members in group_images(dominants, threshold=group_threshold))
     p = sum(g.n_images / len(pixels) * g.p for g in groups)
     return ConceptDistribution(p=p / p.sum(), groups=groups, n_images=len(pixels))
