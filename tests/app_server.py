@@ -10,6 +10,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from gradio_client import Client
 
 from app import build_app, launch_options
@@ -43,3 +44,17 @@ def running_app(config: AppConfig) -> Iterator[tuple[Client, object]]:
         yield Client(f"http://127.0.0.1:{port}/", verbose=False), demo
     finally:
         demo.close()
+
+
+@pytest.fixture(scope="module")
+def shared_app(tmp_path_factory) -> Iterator[tuple[Client, AppConfig]]:
+    """One server for a whole test module: ``(client, config)``.
+
+    For tests that need a running app but not a fresh database: each makes the people and
+    rows it needs and compares only what it changed (a table dump before and after its
+    own calls). Launching an app costs ~5 s on two cores; a module of refusal tests pays
+    it once.
+    """
+    config = make_config(tmp_path_factory.mktemp("shared-app"))
+    with running_app(config) as (client, _):
+        yield client, config

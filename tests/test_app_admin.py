@@ -11,7 +11,7 @@ from storage.schema import MIGRATIONS
 from annotation.files import store_png
 from app import build_app
 from app.config import AppConfig
-from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app, shared_app  # noqa: F401
 
 
 def _dump(config):
@@ -58,26 +58,25 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
         assert manifest["schema_version"] == len(MIGRATIONS)
 
 
-def test_admin_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
-    config = make_config(tmp_path)
-    with running_app(config) as (client, _):
-        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
-        links = {role: client.predict(admin, role, 1, "unknown", 7,
-                                      api_name="/admin_create_invites")["data"][0][3]
-                 for role in ("designer", "expert", "participant", "researcher")}
-        tokens = {role: client.predict(link, api_name="/login_invite")[0]
-                  for role, link in links.items()}
-        tokens.update({"nobody": "", "forged": "f" * 43})
-        endpoints = _admin_endpoints(client)
-        assert {"/admin_create_invites", "/admin_list_annotators", "/admin_practice_pending",
-                "/admin_review_practice", "/admin_coverage", "/admin_revoke",
-                "/admin_export", "/admin_backup"} <= set(endpoints)
-        before = _dump(config)
-        for who, token in tokens.items():
-            for name, info in endpoints.items():
-                with pytest.raises(AppError, match="needs the role admin|not signed in|not valid"):
-                    client.predict(token, *_example_inputs(info), api_name=name)
-        assert _dump(config) == before
+def test_admin_endpoints_refuse_other_roles_and_write_nothing(shared_app):
+    client, config = shared_app
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    links = {role: client.predict(admin, role, 1, "unknown", 7,
+                                  api_name="/admin_create_invites")["data"][0][3]
+             for role in ("designer", "expert", "participant", "researcher")}
+    tokens = {role: client.predict(link, api_name="/login_invite")[0]
+              for role, link in links.items()}
+    tokens.update({"nobody": "", "forged": "f" * 43})
+    endpoints = _admin_endpoints(client)
+    assert {"/admin_create_invites", "/admin_list_annotators", "/admin_practice_pending",
+            "/admin_review_practice", "/admin_coverage", "/admin_revoke",
+            "/admin_export", "/admin_backup"} <= set(endpoints)
+    before = _dump(config)
+    for who, token in tokens.items():
+        for name, info in endpoints.items():
+            with pytest.raises(AppError, match="needs the role admin|not signed in|not valid"):
+                client.predict(token, *_example_inputs(info), api_name=name)
+    assert _dump(config) == before
 
 
 @pytest.mark.parametrize("api_name, value, message", [
@@ -85,35 +84,33 @@ def test_admin_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
     ("/login_invite", "http://127.0.0.1:7860/?invite=forged", "not valid"),
     ("/login_invite", "", "malformed"),
 ])
-def test_bad_sign_in_shows_a_clear_message(tmp_path, api_name, value, message):
-    config = make_config(tmp_path)
-    with running_app(config) as (client, _):
-        before = _dump(config)
-        with pytest.raises(AppError, match=message):
-            client.predict(value, api_name=api_name)
-        assert _dump(config) == before
+def test_bad_sign_in_shows_a_clear_message(shared_app, api_name, value, message):
+    client, config = shared_app
+    before = _dump(config)
+    with pytest.raises(AppError, match=message):
+        client.predict(value, api_name=api_name)
+    assert _dump(config) == before
 
 
-def test_admin_inputs_out_of_range_show_a_message_and_write_nothing(tmp_path):
-    config = make_config(tmp_path)
-    with running_app(config) as (client, _):
-        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
-        before = _dump(config)
-        with pytest.raises(AppError, match="less than minimum value 1"):
-            client.predict(admin, "designer", 0, "yes", 7, api_name="/admin_create_invites")
-        with pytest.raises(AppError, match="admin is not in the list of choices"):
-            client.predict(admin, "admin", 1, "yes", 7, api_name="/admin_create_invites")
-        with pytest.raises(AppError, match="unknown annotator id 99"):
-            client.predict(admin, 99, "approve", "ok", api_name="/admin_review_practice")
-        with pytest.raises(AppError, match="`why` must say why"):
-            client.predict(admin, 1, "", api_name="/admin_revoke")
-        with pytest.raises(AppError, match="`count` must be a whole number, got 1.5"):
-            client.predict(admin, "designer", 1.5, "yes", 7, api_name="/admin_create_invites")
-        with pytest.raises(AppError, match="`annotator id` must be a whole number, got '1.5'"):
-            client.predict(admin, 1.5, "approve", "ok", api_name="/admin_review_practice")
-        with pytest.raises(AppError, match="`annotator id` must be a whole number, got nothing"):
-            client.predict(admin, None, "spite", api_name="/admin_revoke")
-        assert _dump(config) == before
+def test_admin_inputs_out_of_range_show_a_message_and_write_nothing(shared_app):
+    client, config = shared_app
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    before = _dump(config)
+    with pytest.raises(AppError, match="less than minimum value 1"):
+        client.predict(admin, "designer", 0, "yes", 7, api_name="/admin_create_invites")
+    with pytest.raises(AppError, match="admin is not in the list of choices"):
+        client.predict(admin, "admin", 1, "yes", 7, api_name="/admin_create_invites")
+    with pytest.raises(AppError, match="unknown annotator id 99"):
+        client.predict(admin, 99, "approve", "ok", api_name="/admin_review_practice")
+    with pytest.raises(AppError, match="`why` must say why"):
+        client.predict(admin, 1, "", api_name="/admin_revoke")
+    with pytest.raises(AppError, match="`count` must be a whole number, got 1.5"):
+        client.predict(admin, "designer", 1.5, "yes", 7, api_name="/admin_create_invites")
+    with pytest.raises(AppError, match="`annotator id` must be a whole number, got '1.5'"):
+        client.predict(admin, 1.5, "approve", "ok", api_name="/admin_review_practice")
+    with pytest.raises(AppError, match="`annotator id` must be a whole number, got nothing"):
+        client.predict(admin, None, "spite", api_name="/admin_revoke")
+    assert _dump(config) == before
 
 
 def test_admin_id_fields_start_empty_and_no_number_field_rounds(tmp_path):
