@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from app import build_app, launch_options
+from app import SecretServed, build_app, launch_options
 from app.config import ENV_DB, AppConfig
 
 
@@ -27,8 +27,12 @@ def main(argv: list[str] | None = None) -> None:
         public_url=args.public_url or f"http://{args.host}:{args.port}",
         auto_approve_practice=args.auto_approve_practice or None)
     demo = build_app(config)
+    try:
+        options = launch_options(config, demo)
+    except SecretServed as error:
+        raise SystemExit(f"Refusing to start: {error}.") from None
     demo.queue(default_concurrency_limit=8)
-    demo.launch(server_name=args.host, server_port=args.port, **launch_options(config))
+    demo.launch(server_name=args.host, server_port=args.port, **options)
 
 
 if __name__ == "__main__":

@@ -274,6 +274,23 @@ def _pool_rows(db, kind: str, annotator_id: int, k: int) -> list[tuple]:
     return db.execute(sql, {"kind": kind, "a": annotator_id, "k": k}).fetchall()
 
 
+def check_submittable(db: sqlite_utils.Database, task_id: int, annotator_id: int, *,
+                      k: int = 5, now: dt.datetime | None = None) -> None:
+    """Make the checks `submit` makes, without writing anything.
+
+    For callers with costly work before `submit` (files to write): refusing first
+    leaves nothing behind. `submit` repeats the checks inside its transaction.
+
+    Raises
+    ------
+    NotFound, PermissionDenied, Conflict, ReservationExpired
+        As `submit`.
+    """
+    task = _task_for(db, task_id, annotator_id)
+    if not task.practice:
+        _check_slot(db, task, k, utcnow() if now is None else now)
+
+
 def _task_for(db, task_id: int, annotator_id: int) -> Task:
     rows = list(db["tasks"].rows_where("id = ?", [task_id]))
     if not rows:

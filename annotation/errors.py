@@ -42,3 +42,17 @@ class ReservationExpired(QuotaExceeded):
 
 class Conflict(AnnotationError):
     """The action conflicts with the stored state (already voted, already submitted...)."""
+
+
+MAX_TEXT_CHARS = 2000
+"""The most characters a free-text field takes (notes, reasons, names): a few paragraphs."""
+
+
+def check_length(value: object, name: str, limit: int = MAX_TEXT_CHARS) -> None:
+    """Raise `InvalidInput` naming field `name` when text `value` is longer than `limit`.
+
+    Every free-text field a person fills in passes this before anything is stored.
+    """
+    if isinstance(value, str) and len(value) > limit:
+        raise InvalidInput(f"`{name}` may hold at most {limit} characters, got {len(value)}; "
+                           "shorten it")

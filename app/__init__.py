@@ -10,11 +10,16 @@ role on the server (see `app.common.handler`).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import gradio as gr
+from gradio.utils import get_cache_folder, get_upload_folder
+from starlette.middleware import Middleware
 
-from app import (admin, browser, designer, evaluate, expert, landing, leaderboard,
+from annotation.people.passwords import ENV_PASSWORD_FILE
+
+from app import (admin, browser, designer, evaluate, expert, landing, leaderboard, media,
                  participant, sketches_admin, study)
 from app.common import AppContext
 from app.config import AppConfig
@@ -33,10 +38,17 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
         Default `AppConfig.from_env()`.
     """
     ctx = AppContext.prepare(AppConfig.from_env() if config is None else config)
+    # Files in these folders are served in place (not copied to Gradio's cache), so that
+    # `app.media.FileGuard` knows what each one is when it decides who may fetch it.
+    gr.set_static_paths([Path(ctx.config.data_dir).resolve() / f for f in media.SERVED_FOLDERS])
     with gr.Blocks(title="ColorConcept Lab") as demo:
         session_token = gr.Textbox("", visible="hidden", label="session_token",
                                    elem_id="session_token")
         stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=ctx.browser_secret)
+        # The browser fetches images itself, with the session in a cookie (`app.media`);
+        # registered first, so that the cookie is set before any tab's own reaction.
+        session_token.change(None, session_token, None, js=media.COOKIE_JS,
+                             api_visibility="private")
         with gr.Tabs():
             with gr.Tab(landing.TITLE, id=landing.NAME):
                 start = landing.build(ctx, session_token)
@@ -47,21 +59,41 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
                 tabs.append((tab, module.ROLES))
 
         landing.wire(ctx, demo, session_token, stored, start, tabs)
+    demo.colorconcept_ctx = ctx
     return demo
 
 
-def launch_options(config: AppConfig) -> dict:
-    """Keyword arguments `gr.Blocks.launch` needs for this config.
+def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
+    """Keyword arguments `gr.Blocks.launch` needs to serve `demo` (from `build_app(config)`).
 
-    Images in the data folder are served to the pages (``allowed_paths``); Gradio serves
-    every file under an allowed path to anyone who names it, so the database (with its
-    journal files) and the admin password file are blocked, wherever they lie: the
-    default layout keeps the database inside the data folder. A tab module may define
-    ``CSS``; Gradio 6 takes style sheets at launch.
+    Gradio serves every file under an allowed path to anyone who names it, so only the
+    data folder's `app.media.SERVED_FOLDERS` are allowed, and every request for a file
+    passes `app.media.FileGuard`, which checks the person's role (see `app.media`).
+    Secrets (the database with its journals, the admin password file) are blocked as
+    well, and a configuration that puts one inside a served folder is refused
+    (`SecretServed`). A tab module may define ``CSS``; Gradio 6 takes style sheets at launch.
     """
+    data_dir = Path(config.data_dir).resolve()
+    served = [data_dir / folder for folder in media.SERVED_FOLDERS]
     db = Path(config.db_path).resolve()
-    blocked = [str(db.with_name(db.name + suffix)) for suffix in ("", "-wal", "-shm", "-journal")]
-    if config.admin_password_file is not None:
-        blocked.append(str(Path(config.admin_password_file).resolve()))
+    secrets = [db.with_name(db.name + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
+    for name in (config.admin_password_file, os.environ.get(ENV_PASSWORD_FILE)):
+        if name:
+            secrets.append(Path(name).resolve())
+    for secret in secrets:
+        for folder in served:
+            if secret.is_relative_to(folder):
+                raise SecretServed(f"{secret} lies inside {folder}, a folder whose files the "
+                                   "app serves to the page; move it out of "
+                                   f"{', '.join(media.SERVED_FOLDERS)} under the data folder")
+    policy = media.FilePolicy(demo.colorconcept_ctx,
+                              gradio_folders=[get_upload_folder(), get_cache_folder()],
+                              public=media.page_files(demo.config))
     css = "\n".join(getattr(m, "CSS", "") for m in TAB_MODULES)
-    return {"allowed_paths": [str(config.data_dir)], "blocked_paths": blocked, "css": css}
+    return {"allowed_paths": [str(folder) for folder in served],
+            "blocked_paths": [str(secret) for secret in secrets], "css": css,
+            "app_kwargs": {"middleware": [Middleware(media.FileGuard, policy=policy)]}}
+
+
+class SecretServed(RuntimeError):
+    """A configuration would put a secret in a folder the app serves."""

@@ -10,13 +10,13 @@ import gradio as gr
 
 from annotation import overview
 from annotation.people import accounts
-from annotation.people import onboarding
+from annotation.people import onboarding, throttle
 from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
 from storage import iso
 from annotation.backup import backup_archive
 from annotation.export import download_archive_path, export_archive
 from annotation.files import resolve
-from app.common import AppContext, escape, handler, id_field, whole_number
+from app.common import AppContext, escape, handler, id_field, note_area, whole_number, wire
 
 NAME = "admin"
 TITLE = "Admin"
@@ -25,6 +25,7 @@ INVITE_HEADERS = ["annotator_id", "pseudonym", "role", "invite_link"]
 ANNOTATOR_HEADERS = ["annotator_id", "pseudonym", "roles", "design_background", "status",
                      "created", "practice_approved", "sign_ins"]
 PENDING_HEADERS = ["annotator_id", "pseudonym", "practice_coloring_ids"]
+FAILURE_HEADERS = ["time_utc", "address", "kind"]
 _BACKGROUND = {"unknown": None, "yes": True, "no": False}
 
 
@@ -32,19 +33,32 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     """Lay out and wire the Admin tab inside the current `gr.Tab`."""
     admin = handler(ctx, *ROLES)
     refresh = gr.Button("Refresh lists", elem_id="admin_refresh")
+    refresh_note = note_area("admin_refresh_note")
     _invite_section(ctx, session_token, admin)
-    _practice_section(ctx, session_token, admin, refresh)
-    _people_section(ctx, session_token, admin, refresh)
+    _practice_section(ctx, session_token, admin, refresh, refresh_note)
+    _people_section(ctx, session_token, admin, refresh, refresh_note)
+    gr.Markdown("## Failed sign-ins\nThe latest wrong admin passwords and invite links, "
+                "by address. An address that keeps failing waits longer before each try "
+                f"(after {throttle.FREE_FAILURES} failures in {throttle.WINDOW_S / 60:.0f} "
+                "minutes).")
+    failures = gr.Dataframe(headers=FAILURE_HEADERS, interactive=False,
+                            elem_id="admin_failed_sign_ins")
+    wire(refresh.click, admin(_failed_sign_ins), session_token, failures, note=refresh_note,
+         api_name="admin_failed_sign_ins")
     gr.Markdown("## Export\nCSV and Parquet of every table and a zip of the images, in one file.")
     export = gr.Button("Build export", elem_id="admin_export")
+    export_note = note_area("admin_export_note")
     export_file = gr.File(label="Export", interactive=False, elem_id="admin_export_file")
-    export.click(admin(_export(ctx)), session_token, export_file, api_name="admin_export")
+    wire(export.click, admin(_export(ctx)), session_token, export_file, note=export_note,
+         api_name="admin_export")
     gr.Markdown("## Backup\nThe database and every file it names, with a manifest of hashes; "
                 "safe while people work. Restore it with `python -m annotation restore DIR` "
                 "(app stopped).")
     make_backup = gr.Button("Build backup", elem_id="admin_backup")
+    backup_note = note_area("admin_backup_note")
     backup_file = gr.File(label="Backup", interactive=False, elem_id="admin_backup_file")
-    make_backup.click(admin(_backup(ctx)), session_token, backup_file, api_name="admin_backup")
+    wire(make_backup.click, admin(_backup(ctx)), session_token, backup_file, note=backup_note,
+         api_name="admin_backup")
 
 
 def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
@@ -52,21 +66,22 @@ def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
     with gr.Row():
         role = gr.Dropdown(list(INVITABLE_ROLES), value="designer", label="Role",
                            elem_id="admin_role")
-        count = gr.Number(5, minimum=1, maximum=accounts.MAX_BULK,
+        count = gr.Number(5,
                           label="How many", elem_id="admin_count")
         background = gr.Radio(list(_BACKGROUND), value="unknown",
                               label="Design/art background", elem_id="admin_background")
         days = gr.Number(ctx.config.invite_days, label="Link valid for (days)",
                          elem_id="admin_days")
     create = gr.Button("Create invite links", variant="primary", elem_id="admin_create")
+    note = note_area("admin_create_note")
     invites = gr.Dataframe(headers=INVITE_HEADERS, interactive=False, wrap=True,
                            elem_id="admin_invites")
-    create.click(admin(_create_invites(ctx)), [session_token, role, count, background, days],
-                 invites, api_name="admin_create_invites")
+    wire(create.click, admin(_create_invites(ctx)), [session_token, role, count, background, days],
+         invites, note=note, api_name="admin_create_invites")
 
 
 def _practice_section(ctx: AppContext, session_token: gr.Textbox, admin,
-                      refresh: gr.Button) -> None:
+                      refresh: gr.Button, refresh_note: gr.Markdown) -> None:
     gr.Markdown("## Practice colorings waiting for approval")
     pending = gr.Dataframe(headers=PENDING_HEADERS, interactive=False, elem_id="admin_pending")
     gallery = gr.Gallery(label="Practice colorings", columns=6, elem_id="admin_gallery")
@@ -77,14 +92,14 @@ def _practice_section(ctx: AppContext, session_token: gr.Textbox, admin,
         why = gr.Textbox(label="Note to keep (why)", elem_id="admin_why")
     review = gr.Button("Record decision", elem_id="admin_review")
     message = gr.Markdown(elem_id="admin_review_message")
-    refresh.click(admin(_practice_pending(ctx)), session_token, [pending, gallery],
-                  api_name="admin_practice_pending")
-    review.click(admin(_review_practice), [session_token, reviewed, decision, why], message,
-                 api_name="admin_review_practice")
+    wire(refresh.click, admin(_practice_pending(ctx)), session_token, [pending, gallery],
+         note=refresh_note, api_name="admin_practice_pending")
+    wire(review.click, admin(_review_practice), [session_token, reviewed, decision, why], message,
+         note=message, api_name="admin_review_practice")
 
 
 def _people_section(ctx: AppContext, session_token: gr.Textbox, admin,
-                    refresh: gr.Button) -> None:
+                    refresh: gr.Button, refresh_note: gr.Markdown) -> None:
     gr.Markdown("## People and progress")
     coverage = gr.Markdown(elem_id="admin_coverage")
     annotators = gr.Dataframe(headers=ANNOTATOR_HEADERS, interactive=False,
@@ -94,11 +109,12 @@ def _people_section(ctx: AppContext, session_token: gr.Textbox, admin,
         revoke_why = gr.Textbox(label="Why", elem_id="admin_revoke_why")
         revoke = gr.Button("Close account", variant="stop", elem_id="admin_revoke")
     message = gr.Markdown(elem_id="admin_revoke_message")
-    refresh.click(admin(_list_annotators), session_token, annotators,
-                  api_name="admin_list_annotators")
-    refresh.click(admin(_coverage(ctx)), session_token, coverage, api_name="admin_coverage")
-    revoke.click(admin(_revoke), [session_token, revoked, revoke_why], message,
-                 api_name="admin_revoke")
+    wire(refresh.click, admin(_list_annotators), session_token, annotators, note=refresh_note,
+         api_name="admin_list_annotators")
+    wire(refresh.click, admin(_coverage(ctx)), session_token, coverage, note=refresh_note,
+         api_name="admin_coverage")
+    wire(revoke.click, admin(_revoke), [session_token, revoked, revoke_why], message,
+         note=message, api_name="admin_revoke")
 
 
 def _create_invites(ctx: AppContext):
@@ -107,13 +123,21 @@ def _create_invites(ctx: AppContext):
         """Create `count` annotators of `role`; one invite link each."""
         if background not in _BACKGROUND:
             raise ValueError(f"`background` must be one of {list(_BACKGROUND)}, got {background!r}")
-        rows = create_annotators(db, whole_number(count, "count"), role,
+        n = whole_number(count, "count")
+        if not 1 <= n <= accounts.MAX_BULK:
+            raise ValueError(f"`count` must be from 1 to {accounts.MAX_BULK}, got {n}")
+        rows = create_annotators(db, n, role,
                                  design_background=_BACKGROUND[background],
                                  expires_days=float(days or ctx.config.invite_days),
                                  created_by=actor.pseudonym)
         return [[a["id"], a["pseudonym"], role, invite_url(ctx.config.public_url, token)]
                 for a, token in rows]
     return create_invites
+
+
+def _failed_sign_ins(db, actor) -> list[list]:
+    """The latest failed sign-ins, newest first."""
+    return [[r["created"], r["address"], r["kind"]] for r in throttle.recent_failures(db)]
 
 
 def _list_annotators(db, actor) -> list[list]:

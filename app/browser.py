@@ -11,7 +11,7 @@ from __future__ import annotations
 import gradio as gr
 
 from annotation.research.views import concept_view
-from app.common import AppContext, escape, handler, visible_to
+from app.common import AppContext, escape, handler, visible_to, wire
 from app.landing import current_actor
 from evaluation.concepts import load_concepts
 from evaluation.models.generation import STYLES
@@ -50,8 +50,8 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     shift_plot = gr.Plot(label="Shift EMD per variant", elem_id="browser_shift_plot")
 
     outputs = [label, distributions, strips, metrics, gallery, variants_title, shifts, shift_plot]
-    show.click(allowed(_show(ctx, concepts)), [session_token, concept, source, style, cfg], outputs,
-               api_name="browser_show")
+    wire(show.click, allowed(_show(ctx, concepts)), [session_token, concept, source, style, cfg], outputs,
+         note=label, api_name="browser_show")
 
 
 def _show(ctx: AppContext, concepts):

@@ -20,9 +20,11 @@ import re
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 import sqlite_utils
+from gradio.utils import get_upload_folder
 
 from annotation.people.accounts import Actor, require
 from annotation.concepts import sync_concepts
@@ -40,6 +42,7 @@ ORPHAN_MIN_AGE_S = 300.0
 UNEXPECTED = ("Something went wrong on the server ({kind}); it has been logged. Please try "
               "again, or tell the study organisers if it happens again.")
 _LOG = logging.getLogger(__name__)
+MAX_WHOLE = 10**18 - 1  # within SQLite's 64-bit integers, so an id never overflows a query
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,58 @@ def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
     return decorate
 
 
+def refusal_text(message: str) -> str:
+    """The Markdown a `note` shows for a refusal: `message` is already escaped."""
+    return f"⚠️ {message}"
+
+
+def wire(listener: Callable, fn: Callable, inputs, outputs, *, note: gr.Markdown,
+         api_name: str | None = None, clear_note: bool = True, **page_kwargs):
+    """Wire ``fn`` (a `handler`) to ``listener`` (e.g. ``button.click``) for the page, and
+    as the API endpoint ``api_name``.
+
+    An event that raises makes Gradio cover each of its outputs with an error sheet that only
+    a reload clears. So on the page a refusal (the `gr.Error` that `handler` raises) changes
+    none of ``outputs``: its message goes to ``note``, a Markdown beside the action, and to a
+    warning toast; every control stays visible and usable. A success clears ``note`` unless
+    ``note`` is one of ``outputs`` (then ``fn`` sets it) or ``clear_note`` is False (a
+    follow-up step keeps the message of the step before). API clients call a twin of the
+    event on a hidden trigger, which raises as before: their contract is unchanged.
+
+    Returns the page event, for ``.then`` chains (which also run after a refusal).
+    """
+    outputs = [] if outputs is None else list(outputs) if isinstance(outputs, (list, tuple)) \
+        else [outputs]
+    note_is_output = any(o is note for o in outputs)
+    page_outputs = outputs if note_is_output else [*outputs, note]
+
+    def on_page(*args):
+        try:
+            result = fn(*args)
+        except gr.Error as error:
+            gr.Warning(error.message)
+            return tuple(refusal_text(error.message) if o is note else gr.skip()
+                         for o in page_outputs)
+        if note_is_output:
+            return result
+        values = (result,) if len(outputs) == 1 else tuple(result or ())
+        return (*values, "" if clear_note else gr.skip())
+
+    # Gradio names an event after its function; the page's must not take ``api_name``.
+    on_page.__name__ = f"page_{api_name or getattr(fn, '__name__', 'event')}"
+    on_page.__signature__ = inspect.signature(fn)  # Gradio passes gr.Request by annotation
+    event = listener(on_page, inputs, page_outputs, api_visibility="private", **page_kwargs)
+    if api_name is not None:
+        gr.Button(visible=False, elem_id=f"api_{api_name}").click(fn, inputs, outputs or None,
+                                                                  api_name=api_name)
+    return event
+
+
+def note_area(elem_id: str) -> gr.Markdown:
+    """The Markdown beside an action where `wire` shows its refusals."""
+    return gr.Markdown(elem_id=elem_id, elem_classes=["action-note"])
+
+
 def whole_number(value: object, name: str) -> int:
     """`value` as an int if it is a whole number, else a ValueError naming the field `name`.
 
@@ -156,6 +211,8 @@ def whole_number(value: object, name: str) -> int:
             not math.isfinite(number) or number != int(number):
         shown = "nothing" if number is None or number == "" else repr(value)
         raise ValueError(f"`{name}` must be a whole number, got {shown}")
+    if not -MAX_WHOLE <= number <= MAX_WHOLE:
+        raise ValueError(f"`{name}` must be a whole number of at most 18 digits, got {value!r}")
     return int(number)
 
 
@@ -167,6 +224,18 @@ def id_field(label: str, elem_id: str, *, placeholder: str = "from the table abo
     """
     return gr.Textbox(label=label, placeholder=placeholder, max_lines=1, scale=scale,
                       elem_id=elem_id)
+
+
+def uploaded(path: str, name: str) -> str:
+    """`path` if it names a file uploaded to the app, else a ValueError naming field `name`.
+
+    Gradio accepts, as a file argument, a path on the server inside its static folders
+    (the served data folders); an upload handler takes only what was uploaded.
+    """
+    folder = Path(get_upload_folder()).resolve()
+    if not Path(path).resolve().is_relative_to(folder):
+        raise ValueError(f"`{name}` must be files uploaded to the app, not paths on the server")
+    return path
 
 
 def escape(text: object) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB
+ENV_MAX_SUBMISSIONS = "COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE"
 
 # Concepts of the three practice sketches (Appendix B.3 says three, not which): one
 # original, one visual-state and one emotional variant, all with simple line art.
@@ -48,6 +49,9 @@ class AppConfig:
         Limits on uploaded images.
     min_painted_fraction : float
         Share of a sketch's non-line pixels a designer must paint before submitting.
+    max_submissions_per_minute : int
+        The most colorings one designer may submit in any minute (env
+        `ENV_MAX_SUBMISSIONS`); a person needs far longer for one, so more is a script.
     """
 
     db_path: Path = DEFAULT_DB_PATH
@@ -66,10 +70,12 @@ class AppConfig:
     max_upload_pixels: int = 4096 * 4096
     max_upload_bytes: int = 32 * 1024 * 1024
     min_painted_fraction: float = 0.005
+    max_submissions_per_minute: int = 20
 
     def __post_init__(self) -> None:
         for name in ("colorings_per_concept", "batch_size", "votes_per_review",
-                     "votes_per_pair", "max_upload_pixels", "max_upload_bytes"):
+                     "votes_per_pair", "max_upload_pixels", "max_upload_bytes",
+                     "max_submissions_per_minute"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive whole number, got {value!r}")
@@ -88,6 +94,8 @@ class AppConfig:
             values["db_path"] = Path(os.environ[ENV_DB])
         if os.environ.get(ENV_DATA_DIR):
             values["data_dir"] = Path(os.environ[ENV_DATA_DIR])
+        if os.environ.get(ENV_MAX_SUBMISSIONS):
+            values["max_submissions_per_minute"] = int(os.environ[ENV_MAX_SUBMISSIONS])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

@@ -22,6 +22,7 @@ with values: notice, header, previous, canvas, task, message).
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 
@@ -34,11 +35,12 @@ from annotation.assignment import reserve_practice
 from annotation.coloring.fill import canvas_value
 from annotation.coloring.store import load_pixels
 from annotation.errors import Conflict
+from storage import iso, utcnow
 from annotation.files import resolve
 from annotation.sketches.library import sketch_data_url
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 from app.coloring_canvas import canvas_update, coloring_canvas, flush_js
-from app.common import AppContext, escape, handler, id_field, whole_number
+from app.common import AppContext, escape, handler, id_field, note_area, whole_number, wire
 
 NAME = "designer"
 TITLE = "Coloring"
@@ -95,14 +97,18 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     outputs = [parts[name] for name in _VIEW_PARTS]
     submissions = designer(_submissions(ctx))
     listing = [parts["table"], parts["gallery"]]
+    notes = {"designer_consent": parts["agree_note"], "designer_instructions_read": parts["read_note"],
+             "designer_continue": parts["continue_note"], "designer_redo": parts["redo_note"]}
     for api_name, (fn, inputs, button) in views.items():
         # The submit sends the canvas as it is at the click, not its value of 250 ms ago.
         js = flush_js("designer_canvas", 1, 2) if api_name == "designer_submit" else None
-        event = (button.click if button is not None else parts["refresh"].click)(
-            designer(fn), inputs, outputs, api_name=api_name, js=js)
+        event = wire((button or parts["refresh"]).click, designer(fn), inputs, outputs,
+                     note=notes.get(api_name, parts["message"]), api_name=api_name, js=js)
         if api_name in ("designer_submit", "designer_redo"):
-            event.success(submissions, session_token, listing, api_visibility="private")
-    parts["list"].click(submissions, session_token, listing, api_name="designer_submissions")
+            wire(event.then, submissions, session_token, listing, note=parts["redo_note"],
+                 clear_note=False)
+    wire(parts["list"].click, submissions, session_token, listing, note=parts["redo_note"],
+         api_name="designer_submissions")
     session_token.change(_for_anyone(designer(_state(ctx)), _outsider_view), session_token,
                          outputs, api_visibility="private").then(
         _for_anyone(submissions, lambda token: ([], [])), session_token, listing,
@@ -120,20 +126,26 @@ def _layout(consent_text: str) -> dict:
         parts["agreed"] = gr.Checkbox(False, label="I have read this information, I am at least "
                                       "18 years old and I agree to take part",
                                       elem_id="designer_agreed")
-        parts["agree"] = gr.Button("I agree: continue", variant="primary",
-                                   elem_id="designer_agree")
+        with gr.Row(equal_height=True):
+            parts["agree"] = gr.Button("I agree: continue", variant="primary",
+                                       elem_id="designer_agree")
+            parts["agree_note"] = note_area("designer_agree_note")
     with gr.Column(visible=False, elem_id="designer_instructions_box") as parts["instructions_box"]:
         gr.Markdown(onboarding.read_text(onboarding.INSTRUCTIONS_FILE)[0],
                     elem_id="designer_instructions_text")
         gr.Gallery(_reference_examples(), label="Reference examples", columns=3, height="auto",
                    object_fit="contain", interactive=False, preview=False,
                    elem_id="designer_examples")
-        parts["read"] = gr.Button("I have read the instructions: start the practice",
-                                  variant="primary", elem_id="designer_read")
+        with gr.Row(equal_height=True):
+            parts["read"] = gr.Button("I have read the instructions: start the practice",
+                                      variant="primary", elem_id="designer_read")
+            parts["read_note"] = note_area("designer_read_note")
     with gr.Column(visible=False, elem_id="designer_notice_box") as parts["notice_box"]:
         parts["notice"] = gr.Markdown(elem_id="designer_notice")
-        parts["continue"] = gr.Button("Check again", variant="primary",
-                                      elem_id="designer_continue")
+        with gr.Row(equal_height=True):
+            parts["continue"] = gr.Button("Check again", variant="primary",
+                                          elem_id="designer_continue")
+            parts["continue_note"] = note_area("designer_continue_note")
     with gr.Column(visible=False, elem_id="designer_task_box") as parts["task_box"]:
         with gr.Row(equal_height=False):
             parts["header"] = gr.HTML("", css_template=_HEADER_CSS, js_on_load=None, scale=4,
@@ -161,6 +173,7 @@ def _layout(consent_text: str) -> dict:
         with gr.Row():
             parts["redo_id"] = id_field("Coloring id", "designer_redo_id")
             parts["redo"] = gr.Button("Redo this coloring", elem_id="designer_redo")
+        parts["redo_note"] = note_area("designer_redo_note")
     return parts
 
 
@@ -325,15 +338,28 @@ def _submit(ctx: AppContext):
     def submit(db, actor, value: str) -> tuple:
         """Store the canvas's coloring for its task, then show the next task."""
         config = ctx.config
+        _check_rate(db, actor, config.max_submissions_per_minute)
         coloring_id, task = work.submit_canvas(
             db, config.data_dir, actor.annotator_id, value, instance=_instance(ctx),
             main_open=_stage(ctx, db, actor) == "main",
             min_painted_fraction=config.min_painted_fraction, k=config.colorings_per_concept)
-        submitted = json.loads(value)["task_id"]
+        submitted = json.loads(value)["task_id"]  # the canvas key: that browser draft is done
         return _view(ctx, db, actor, forget=submitted,
                      message=f"Saved your coloring of **{escape(task.concept_key)}** "
                              f"(#{coloring_id}).")
     return submit
+
+
+def _check_rate(db, actor, per_minute: int) -> None:
+    """Refuse a designer's submission beyond `per_minute` in the last minute (nothing is
+    decoded or written)."""
+    since = iso(utcnow() - dt.timedelta(minutes=1))
+    recent = db.execute("select count(*) from colorings where annotator_id = ? and created > ?",
+                        [actor.annotator_id, since]).fetchone()[0]
+    if recent >= per_minute:
+        raise Conflict(f"you submitted {recent} colorings in the last minute, the most this "
+                       "study takes; wait a moment and submit again (your work stays on the "
+                       "canvas)")
 
 
 def _redo(ctx: AppContext):

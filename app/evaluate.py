@@ -16,7 +16,8 @@ from pathlib import Path
 import gradio as gr
 
 from annotation.research import records as research
-from app.common import AppContext, escape, handler, visible_to, whole_number
+from app.common import (AppContext, escape, handler, note_area, uploaded, visible_to, whole_number,
+                        wire)
 from app.landing import current_actor
 from evaluation.pipeline import jobs
 from evaluation.pipeline import planning
@@ -54,19 +55,24 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     progress, run_pick, cancel, resume, refresh, timer = _progress_section()
     upload, folder, import_name, import_button, report, rejected = _import_section()
 
-    preview.click(allowed(_preview(registry, concepts, ctx, device)), [session_token, *selection], plan,
-                  api_name="evaluate_preview")
-    check_cluster.click(allowed(_cluster), [session_token, *executor], cluster, api_name="evaluate_cluster")
-    start.click(allowed(_start(registry, concepts, ctx, manager)),
-                [session_token, run_name, *selection, *segmenter, *executor], [plan, run_pick], api_name="evaluate_start")
-    refresh.click(allowed(_progress(manager)), session_token, progress, api_name="evaluate_progress")
-    timer.tick(allowed(_progress(manager)), session_token, progress, api_visibility="private")
-    cancel.click(allowed(_cancel(manager)), [session_token, run_pick], plan, api_name="evaluate_cancel")
-    resume.click(allowed(_resume(ctx, manager)), [session_token, run_pick, *segmenter, *executor], plan,
-                 api_name="evaluate_resume")
-    import_button.click(allowed(_import(ctx, concepts, manager)),
-                        [session_token, import_name, upload, folder, *segmenter, *executor], [report, rejected, run_pick],
-                        api_name="evaluate_import")
+    wire(preview.click, allowed(_preview(registry, concepts, ctx, device)), [session_token, *selection], plan,
+         note=plan, api_name="evaluate_preview")
+    wire(check_cluster.click, allowed(_cluster), [session_token, *executor], cluster, note=cluster,
+         api_name="evaluate_cluster")
+    wire(start.click, allowed(_start(registry, concepts, ctx, manager)),
+         [session_token, run_name, *selection, *segmenter, *executor], [plan, run_pick], note=plan,
+         api_name="evaluate_start")
+    progress_note = note_area("evaluate_progress_note")
+    wire(refresh.click, allowed(_progress(manager)), session_token, progress, note=progress_note,
+         api_name="evaluate_progress")
+    wire(timer.tick, allowed(_progress(manager)), session_token, progress, note=progress_note)
+    wire(cancel.click, allowed(_cancel(manager)), [session_token, run_pick], plan, note=plan,
+         api_name="evaluate_cancel")
+    wire(resume.click, allowed(_resume(ctx, manager)), [session_token, run_pick, *segmenter, *executor], plan,
+         note=plan, api_name="evaluate_resume")
+    wire(import_button.click, allowed(_import(ctx, concepts, manager)),
+         [session_token, import_name, upload, folder, *segmenter, *executor], [report, rejected, run_pick],
+         note=report, api_name="evaluate_import")
     session_token.change(_on_session(ctx), session_token, [timer, run_pick], api_visibility="private")
 
 
@@ -87,11 +93,11 @@ def _selection_inputs(registry, concepts) -> list[gr.components.Component]:
         types = gr.CheckboxGroup(list(MODIFIER_TYPES), label="Modifier types", elem_id="evaluate_types")
         search = gr.Textbox(label="Concept text contains", elem_id="evaluate_search")
     with gr.Row():
-        sample = gr.Number(0, minimum=0, label="Random sample of N concepts (0: all)",
+        sample = gr.Number(0, label="Random sample of N concepts (0: all)",
                            elem_id="evaluate_sample")
         sample_seed = gr.Number(0, label="Sample seed", elem_id="evaluate_sample_seed")
         cfg = gr.Textbox(label="Guidance scales (comma-separated; empty: each model's 7)", elem_id="evaluate_cfg")
-        seeds = gr.Number(5, minimum=1, label="Seeds per cell", elem_id="evaluate_seeds")
+        seeds = gr.Number(5, label="Seeds per cell", elem_id="evaluate_seeds")
     return [models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds]
 
 
@@ -101,8 +107,8 @@ def _segmenter_inputs() -> list[gr.components.Component]:
             preset = gr.Radio(list(jobs.SEGMENTER_PRESETS), value="paper", label="Models",
                               info="paper: grounding-dino-base + sam-vit-huge; tiny-random: test models",
                               elem_id="evaluate_segmenter")
-            box = gr.Number(BOX_THRESHOLD, minimum=0, maximum=1, label="Box threshold", elem_id="evaluate_box")
-            text = gr.Number(TEXT_THRESHOLD, minimum=0, maximum=1, label="Text threshold", elem_id="evaluate_text")
+            box = gr.Number(BOX_THRESHOLD, label="Box threshold", elem_id="evaluate_box")
+            text = gr.Number(TEXT_THRESHOLD, label="Text threshold", elem_id="evaluate_text")
     return [preset, box, text]
 
 
@@ -293,7 +299,7 @@ def _import_source(ctx: AppContext, upload, folder) -> tuple[str, list[Path]]:
     if upload and (folder or "").strip():
         raise ValueError("give either a zip upload or a folder, not both")
     if upload:
-        return str(upload), [Path(gr.utils.get_upload_folder())]
+        return uploaded(str(upload), "upload"), [Path(gr.utils.get_upload_folder())]
     if not (folder or "").strip():
         raise ValueError("`folder` must name a folder under imports/ (or upload a zip), got nothing")
     root = ctx.config.data_dir / "imports"

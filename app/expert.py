@@ -22,7 +22,7 @@ from annotation.qc import review
 from annotation.qc import votes
 from annotation.concepts import get_concept
 from annotation.files import resolve
-from app.common import AppContext, escape, handler, id_field, whole_number
+from app.common import AppContext, escape, handler, id_field, note_area, whole_number, wire
 from app.landing import current_actor
 from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
 from storage import human
@@ -39,6 +39,10 @@ EXCLUDED_HEADERS = ["coloring_id", "concept", "designer", "round", "consistent",
                     "inconsistent"]
 VERDICTS = {"Consistent": True, "Inconsistent": False}
 VOTE_IMAGE_PX = 360
+NOTHING_TO_VOTE = (
+    "Nothing to vote on right now. The queue holds the colorings of concepts opened for a "
+    "vote in section 2 (“Open the vote queue”), once at least two designers have colored "
+    "them; you never vote twice on one coloring. Thank you!")
 # Gradio shows an image at most at its natural size; a coloring is scaled to fill its pane.
 CSS = """
 #expert_vote_image .image-frame { width: 100%; }
@@ -65,35 +69,37 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     _wire_review(ctx, session_token, grid, ranking, stats)
     _wire_votes(ctx, session_token, queue)
     admin_only = handler(ctx, "admin")
-    admin["list"].click(admin_only(_excluded), session_token, admin["table"],
-                        api_name="expert_excluded")
-    admin["reinstate"].click(admin_only(_reinstate),
-                             [session_token, admin["coloring"], admin["why"]], admin["message"],
-                             api_name="expert_reinstate")
+    wire(admin["list"].click, admin_only(_excluded), session_token, admin["table"],
+         note=admin["message"], api_name="expert_excluded")
+    wire(admin["reinstate"].click, admin_only(_reinstate),
+         [session_token, admin["coloring"], admin["why"]], admin["message"],
+         note=admin["message"], api_name="expert_reinstate")
 
 
 def _wire_review(ctx: AppContext, session_token: gr.Textbox, grid: dict, ranking: dict,
                  stats: dict) -> None:
     reviewer = handler(ctx, *REVIEWERS)
-    grid["load"].click(reviewer(_concepts), session_token, [grid["concept"], stats["concept"]],
-                       api_name="expert_concepts")
-    grid["show"].click(reviewer(_grid(ctx)), [session_token, grid["concept"], grid["reveal"]],
-                       [grid["gallery"], grid["table"], grid["plot"]], api_name="expert_grid")
-    grid["recolor"].click(reviewer(_recolor), [session_token, grid["coloring"], grid["note"]],
-                          grid["message"], api_name="expert_recolor")
-    grid["accept"].click(reviewer(_accept), [session_token, grid["coloring"], grid["note"]],
-                         grid["message"], api_name="expert_accept")
+    wire(grid["load"].click, reviewer(_concepts), session_token,
+         [grid["concept"], stats["concept"]], note=grid["pick_note"], api_name="expert_concepts")
+    wire(grid["show"].click, reviewer(_grid(ctx)),
+         [session_token, grid["concept"], grid["reveal"]],
+         [grid["gallery"], grid["table"], grid["plot"]], note=grid["pick_note"],
+         api_name="expert_grid")
+    wire(grid["recolor"].click, reviewer(_recolor), [session_token, grid["coloring"], grid["note"]],
+         grid["message"], note=grid["message"], api_name="expert_recolor")
+    wire(grid["accept"].click, reviewer(_accept), [session_token, grid["coloring"], grid["note"]],
+         grid["message"], note=grid["message"], api_name="expert_accept")
     ranking_inputs = [session_token, ranking["fraction"], ranking["minimum"]]
-    ranking["compute"].click(reviewer(_ranking), ranking_inputs,
-                             [ranking["table"], ranking["histogram"]],
-                             api_name="expert_consistency")
-    ranking["open"].click(reviewer(_open_queue(ctx)), ranking_inputs, ranking["message"],
-                          api_name="expert_open_queue")
-    stats["refresh"].click(reviewer(_statistics), session_token,
-                           [stats["table5"], stats["summary"], stats["raters"]],
-                           api_name="expert_statistics")
-    stats["show"].click(reviewer(_ground_truth(ctx)), [session_token, stats["concept"]],
-                        [stats["plot"], stats["basis"]], api_name="expert_ground_truth")
+    wire(ranking["compute"].click, reviewer(_ranking), ranking_inputs,
+         [ranking["table"], ranking["histogram"]], note=ranking["message"],
+         api_name="expert_consistency")
+    wire(ranking["open"].click, reviewer(_open_queue(ctx)), ranking_inputs, ranking["message"],
+         note=ranking["message"], api_name="expert_open_queue")
+    wire(stats["refresh"].click, reviewer(_statistics), session_token,
+         [stats["table5"], stats["summary"], stats["raters"]], note=stats["refresh_note"],
+         api_name="expert_statistics")
+    wire(stats["show"].click, reviewer(_ground_truth(ctx)), [session_token, stats["concept"]],
+         [stats["plot"], stats["basis"]], note=stats["truth_note"], api_name="expert_ground_truth")
 
 
 def _wire_votes(ctx: AppContext, session_token: gr.Textbox, queue: dict) -> None:
@@ -102,12 +108,21 @@ def _wire_votes(ctx: AppContext, session_token: gr.Textbox, queue: dict) -> None
     next_item = handler(ctx, "expert")(_next_item(ctx))
     vote = handler(ctx, "expert")(_vote)
     outputs = [queue["task"], queue["concept"], queue["image"], queue["plot"]]
-    queue["next"].click(next_item, session_token, outputs, api_name="expert_next")
+    buttons = [queue[verdict] for verdict in VERDICTS]
+    wire(queue["next"].click, next_item, session_token, outputs, note=queue["message"],
+         api_name="expert_next").then(_voteable, queue["task"], buttons,
+                                      api_visibility="private")
     gr.api(_vote_endpoint(vote), api_name="expert_vote")
     for verdict in VERDICTS:
-        queue[verdict].click(_pressed(vote, verdict), [session_token, queue["task"]],
-                             queue["message"], api_visibility="private").success(
-            next_item, session_token, outputs, api_visibility="private")
+        voted = wire(queue[verdict].click, _pressed(vote, verdict), [session_token, queue["task"]],
+                     queue["message"], note=queue["message"])
+        wire(voted.then, next_item, session_token, outputs, note=queue["message"],
+             clear_note=False).then(_voteable, queue["task"], buttons, api_visibility="private")
+
+
+def _voteable(task) -> tuple:
+    """The verdict buttons work only while a coloring is shown."""
+    return (gr.Button(interactive=task not in (None, "")),) * len(VERDICTS)
 
 
 def _vote_endpoint(vote: Callable[[str, float, str], str]) -> Callable[[str, float, str], str]:
@@ -143,6 +158,7 @@ def _build_grid_section() -> dict:
         reveal = gr.Checkbox(False, label="Reveal designers (admin)", visible=False,
                              elem_id="expert_reveal")
         show = gr.Button("Show colorings", variant="primary", elem_id="expert_show")
+    pick_note = note_area("expert_grid_note")
     gallery = gr.Gallery(label="Colorings", columns=5, object_fit="contain",
                          elem_id="expert_gallery")
     # "str" cells are shown as text, so the designer-facing note stays inert.
@@ -157,16 +173,17 @@ def _build_grid_section() -> dict:
     message = gr.Markdown(elem_id="expert_grid_message")
     return {"concept": concept, "load": load, "reveal": reveal, "show": show,
             "gallery": gallery, "table": table, "plot": plot, "coloring": coloring,
-            "note": note, "recolor": recolor, "accept": accept, "message": message}
+            "note": note, "recolor": recolor, "accept": accept, "message": message,
+            "pick_note": pick_note}
 
 
 def _build_ranking_section(ctx: AppContext) -> dict:
     gr.Markdown("## 2. Consistency across designers (Eq. 6)\nMean pairwise EMD of each "
                 "concept's colorings; the highest are high-variance and go to the blind vote.")
     with gr.Row():
-        fraction = gr.Number(qc.HIGH_VARIANCE_FRACTION, minimum=0.01, maximum=1.0,
+        fraction = gr.Number(qc.HIGH_VARIANCE_FRACTION,
                              label="High-variance share (top)", elem_id="expert_fraction")
-        minimum = gr.Number(ctx.config.colorings_per_concept, minimum=2,
+        minimum = gr.Number(ctx.config.colorings_per_concept,
                             label="Colorings needed per concept", elem_id="expert_minimum")
         compute = gr.Button("Rank concepts", elem_id="expert_compute")
         open_queue = gr.Button("Open the vote queue for high-variance concepts",
@@ -189,8 +206,10 @@ def _build_vote_section() -> dict:
                          height=VOTE_IMAGE_PX, elem_id="expert_vote_image")
         plot = gr.Plot(label="Its UW-71 distribution", elem_id="expert_vote_plot")
     with gr.Row(equal_height=True):
-        consistent = gr.Button("Consistent", variant="primary", elem_id="expert_consistent")
-        inconsistent = gr.Button("Inconsistent", variant="stop", elem_id="expert_inconsistent")
+        consistent = gr.Button("Consistent", variant="primary", interactive=False,
+                               elem_id="expert_consistent")
+        inconsistent = gr.Button("Inconsistent", variant="stop", interactive=False,
+                                 elem_id="expert_inconsistent")
         message = gr.Markdown(elem_id="expert_vote_message")
     return {"next": next_button, "task": task, "concept": concept, "image": image,
             "plot": plot, "Consistent": consistent, "Inconsistent": inconsistent,
@@ -200,6 +219,7 @@ def _build_vote_section() -> dict:
 def _build_statistics_section() -> dict:
     gr.Markdown("## 4. Agreement and ground truth")
     refresh = gr.Button("Refresh statistics", elem_id="expert_refresh")
+    refresh_note = note_area("expert_refresh_note")
     summary = gr.Markdown(elem_id="expert_summary")
     table5 = gr.Dataframe(headers=["expert_votes", "interpretation", "count"],
                           interactive=False, elem_id="expert_table5")
@@ -208,10 +228,12 @@ def _build_statistics_section() -> dict:
         concept = gr.Dropdown([], label="Concept", allow_custom_value=True, scale=3,
                               elem_id="expert_truth_concept")
         show = gr.Button("Show P_H(x|c)", elem_id="expert_truth")
+    truth_note = note_area("expert_truth_note")
     basis = gr.Markdown(elem_id="expert_truth_basis")
     plot = gr.Plot(label="Ground truth", elem_id="expert_truth_plot")
     return {"refresh": refresh, "summary": summary, "table5": table5, "raters": raters,
-            "concept": concept, "show": show, "basis": basis, "plot": plot}
+            "concept": concept, "show": show, "basis": basis, "plot": plot,
+            "refresh_note": refresh_note, "truth_note": truth_note}
 
 
 def _build_admin_section() -> dict:
@@ -325,7 +347,7 @@ def _next_item(ctx: AppContext):
         """The expert's most suspicious open review task: id, concept, image, chart."""
         queue = votes.vote_queue(db, actor, np.random.default_rng())
         if not queue:
-            return None, "Nothing to vote on right now. Thank you!", None, None
+            return None, NOTHING_TO_VOTE, None, None
         item = queue[0]
         return (item.task_id, f"### {escape(item.concept_key)}\n{len(queue)} in your queue",
                 str(resolve(ctx.config.data_dir, item.image_path)),

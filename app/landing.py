@@ -12,9 +12,12 @@ import urllib.parse
 import gradio as gr
 
 from annotation.people.accounts import Actor, login_with_invite, logout, require
-from annotation.errors import AnnotationError, InvalidToken
+from annotation.errors import (AnnotationError, InvalidInput, InvalidToken, PermissionDenied,
+                               check_length)
+from annotation.people import throttle
 from annotation.people.passwords import login_admin
 from app.common import AppContext, escape, shown_errors, visible_to
+from app.common import wire as wire_event
 
 NAME = "start"
 TITLE = "Start"
@@ -89,16 +92,22 @@ def wire(ctx: AppContext, demo: gr.Blocks, session_token: gr.Textbox, stored: gr
     signed = [session_token, parts["status"]]
     demo.load(restore_on_load, stored, [*signed, *shown], api_name="start_restore",
               **_PRIVATE).then(None, js=_FORGET_INVITE_JS, **_PRIVATE)
-    parts["invite_button"].click(
-        lambda text: sign_in_with_invite(ctx, text), parts["invite"], signed,
-        api_name="login_invite").then(show, session_token, shown, **_PRIVATE)
-    parts["password_button"].click(
-        lambda password: sign_in_as_admin(ctx, password), parts["password"], signed,
-        api_name="login_admin").then(show, session_token, shown, **_PRIVATE).then(
+    status = parts["status"]
+    def login_invite(text: str, request: gr.Request) -> tuple[str, str]:
+        return sign_in_with_invite(ctx, text, client_address(request))
+
+    def login_password(password: str, request: gr.Request) -> tuple[str, str]:
+        return sign_in_as_admin(ctx, password, client_address(request))
+
+    wire_event(parts["invite_button"].click, login_invite, parts["invite"], signed, note=status,
+               api_name="login_invite").then(show, session_token, shown, **_PRIVATE)
+    wire_event(parts["password_button"].click, login_password, parts["password"], signed,
+               note=status,
+               api_name="login_admin").then(show, session_token, shown, **_PRIVATE).then(
         lambda: "", None, parts["password"], **_PRIVATE)
-    parts["logout_button"].click(
-        lambda token: sign_out(ctx, token), session_token, signed,
-        api_name="start_logout").then(show, session_token, shown, **_PRIVATE)
+    wire_event(parts["logout_button"].click, lambda token: sign_out(ctx, token), session_token,
+               signed, note=status,
+               api_name="start_logout").then(show, session_token, shown, **_PRIVATE)
 
 
 def invite_token(text: str) -> str:
@@ -110,18 +119,42 @@ def invite_token(text: str) -> str:
     return text
 
 
-def sign_in_with_invite(ctx: AppContext, text: str) -> tuple[str, str]:
-    """``(session_token, message)`` for an invite link or code; raises `gr.Error`."""
+def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[str, str]:
+    """``(session_token, message)`` for an invite link or code; raises `gr.Error`.
+
+    Failed attempts are throttled per client `address` (`annotation.people.throttle`)."""
     with shown_errors("login_invite"), ctx.db() as db:
-        session = login_with_invite(db, invite_token(text), session_days=ctx.config.session_days)
+        throttle.check(db, address)
+        try:
+            check_length(text, "invite link", 1000)
+            session = login_with_invite(db, invite_token(text),
+                                        session_days=ctx.config.session_days)
+        except (InvalidToken, InvalidInput):
+            throttle.record_failure(db, address, "invite")
+            raise
     return session.token, f"Signed in as **{escape(session.pseudonym)}**."
 
 
-def sign_in_as_admin(ctx: AppContext, password: str) -> tuple[str, str]:
-    """``(session_token, message)`` for the admin password; raises `gr.Error`."""
+def sign_in_as_admin(ctx: AppContext, password: str, address: str = "") -> tuple[str, str]:
+    """``(session_token, message)`` for the admin password; raises `gr.Error`.
+
+    Failed attempts are throttled per client `address` (`annotation.people.throttle`)."""
     with shown_errors("login_admin"), ctx.db() as db:
-        session = login_admin(db, password)
+        throttle.check(db, address)
+        try:
+            check_length(password, "password", 1000)
+            session = login_admin(db, password)
+        except (PermissionDenied, InvalidInput):
+            throttle.record_failure(db, address, "admin password")
+            raise
     return session.token, "Signed in as **admin**."
+
+
+def client_address(request: gr.Request | None) -> str:
+    """The address a request came from (the proxy's, behind a reverse proxy that does not
+    forward it: see docs/security.md)."""
+    client = getattr(request, "client", None)
+    return str(getattr(client, "host", "") or "unknown")
 
 
 def sign_out(ctx: AppContext, session_token: str) -> tuple[str, str]:
@@ -143,7 +176,7 @@ def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[s
     params = dict(request.query_params) if request is not None else {}
     if params.get("invite"):
         try:
-            return sign_in_with_invite(ctx, params["invite"])
+            return sign_in_with_invite(ctx, params["invite"], client_address(request))
         except gr.Error as error:
             return stored or "", f"Your invite link did not work: {error.message}"
     actor = current_actor(ctx, stored)

@@ -11,7 +11,7 @@ import gradio as gr
 
 from annotation.research.views import leaderboard_analyses
 from app.browser import source_dropdown
-from app.common import AppContext, escape, handler
+from app.common import AppContext, escape, handler, wire
 from evaluation.concepts import load_concepts
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
 from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
@@ -54,9 +54,11 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
                     elem_id="leaderboard_files")
 
     inputs = [session_token, source, cfg, aggregate]
-    show.click(allowed(_show(ctx, concepts)), inputs,
-               [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8], api_name="leaderboard_show")
-    export.click(allowed(_export(ctx, concepts)), inputs, files, api_name="leaderboard_export")
+    wire(show.click, allowed(_show(ctx, concepts)), inputs,
+         [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8], note=note,
+         api_name="leaderboard_show")
+    wire(export.click, allowed(_export(ctx, concepts)), inputs, files, note=note, clear_note=False,
+         api_name="leaderboard_export")
 
 
 def _analyses(ctx: AppContext, concepts, db, source: str, cfg: str, aggregate: str):

@@ -15,7 +15,7 @@ import gradio as gr
 from annotation.study import judging
 from storage import iso
 from annotation.files import resolve
-from app.common import AppContext, escape, handler
+from app.common import AppContext, escape, handler, note_area, wire
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 
 NAME = "participant"
@@ -92,6 +92,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         buttons = [gr.Button(f"{side.capitalize()} matches better ({key})", variant="primary",
                              interactive=False, elem_id=f"participant_{side}")
                    for side, key in zip(judging.SIDES, ("← or 1", "→ or 2"))]
+        vote_note = note_area("participant_vote_note")
     task_id = gr.Number(visible="hidden", label="task_id", elem_id="participant_task")
     shown_at = gr.Textbox(visible="hidden", label="shown_at", elem_id="participant_shown_at")
     sides = [gr.Textbox(side, visible="hidden", label="side") for side in judging.SIDES]
@@ -102,14 +103,13 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     session_token.change(lambda _: ("Press **Start** to see your next trial.", gr.Radio(),
                                     *_empty()), session_token, outputs,
                          api_visibility="private")
-    start.click(handler(ctx, *ROLES)(_next(ctx)), session_token, outputs,
-                api_name="participant_next")
-    background.input(handler(ctx, *ROLES)(_set_background(ctx)), [session_token, background],
-                     outputs, api_name="participant_set_background")
+    wire(start.click, handler(ctx, *ROLES)(_next(ctx)), session_token, outputs, note=progress,
+         api_name="participant_next")
+    wire(background.input, handler(ctx, *ROLES)(_set_background(ctx)), [session_token, background],
+         outputs, note=progress, api_name="participant_set_background")
     for button, side in zip(buttons, sides):
-        button.click(handler(ctx, *ROLES)(_vote(ctx)), [session_token, task_id, side, shown_at],
-                     outputs, api_name="participant_vote" if side.value == "left" else None,
-                     api_visibility="public" if side.value == "left" else "private")
+        wire(button.click, handler(ctx, *ROLES)(_vote(ctx)), [session_token, task_id, side, shown_at],
+             outputs, note=vote_note, api_name="participant_vote" if side.value == "left" else None)
 
 
 def _next(ctx: AppContext):

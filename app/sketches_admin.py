@@ -22,7 +22,7 @@ import numpy as np
 
 from annotation.sketches import library as sketch_store
 from annotation.files import resolve
-from app.common import AppContext, handler, id_field, whole_number
+from app.common import AppContext, handler, id_field, note_area, uploaded, whole_number, wire
 
 NAME = "sketches"
 TITLE = "Sketches"
@@ -40,18 +40,18 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         bases = sketch_store.base_concepts(db)
     parts = {**_coverage_section(), **_import_section(bases), **_browse_section(bases),
              **_generate_section(bases)}
-    parts["refresh"].click(admin(_missing), session_token,
-                           [parts["coverage"], parts["missing"]], api_name="sketches_missing")
-    parts["import"].click(admin(_import(ctx)),
-                          [session_token, parts["files"], parts["import_base"], parts["select"]],
-                          parts["results"], api_name="sketches_import")
-    parts["show"].click(admin(_list(ctx)), [session_token, parts["base"]],
-                        [parts["gallery"], parts["table"]], api_name="sketches_list")
-    parts["use"].click(admin(_select), [session_token, parts["sketch_id"], parts["why"]],
-                       parts["message"], api_name="sketches_select")
-    parts["generate"].click(admin(_generate(ctx)),
-                            [session_token, parts["model"], parts["generate_base"]],
-                            parts["candidates"], api_name="sketches_generate")
+    wire(parts["refresh"].click, admin(_missing), session_token,
+         [parts["coverage"], parts["missing"]], note=parts["coverage"], api_name="sketches_missing")
+    wire(parts["import"].click, admin(_import(ctx)),
+         [session_token, parts["files"], parts["import_base"], parts["select"]],
+         parts["results"], note=note_area("sketches_import_note"), api_name="sketches_import")
+    wire(parts["show"].click, admin(_list(ctx)), [session_token, parts["base"]],
+         [parts["gallery"], parts["table"]], note=parts["message"], api_name="sketches_list")
+    wire(parts["use"].click, admin(_select), [session_token, parts["sketch_id"], parts["why"]],
+         parts["message"], note=parts["message"], api_name="sketches_select")
+    wire(parts["generate"].click, admin(_generate(ctx)),
+         [session_token, parts["model"], parts["generate_base"]],
+         parts["candidates"], note=note_area("sketches_generate_note"), api_name="sketches_generate")
 
 
 def _coverage_section() -> dict:
@@ -141,7 +141,7 @@ def _import(ctx: AppContext):
         """Vet, normalise and store uploaded sketch files; one result row per file."""
         if not files:
             raise ValueError("`files` is empty: choose one or more PNG, JPEG, WebP or SVG files")
-        paths = [f if isinstance(f, str) else f.name for f in files]
+        paths = [uploaded(f if isinstance(f, str) else f.name, "files") for f in files]
         target = None if base in (None, "", _FROM_NAMES) else base
         results = sketch_store.import_sketches(
             db, ctx.config.data_dir, paths, base=target, select=bool(select),

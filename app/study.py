@@ -17,7 +17,7 @@ import numpy as np
 from annotation.study import judging
 from annotation.study import design as study
 from annotation.study.design import ModelSource
-from app.common import AppContext, handler, id_field, visible_to, whole_number
+from app.common import AppContext, handler, id_field, note_area, visible_to, whole_number, wire
 from app.landing import current_actor
 from storage.human import COUNTING_RULE
 from storage.human import sources as human_sources
@@ -44,16 +44,17 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     sources = gr.Dropdown([], multiselect=True, allow_custom_value=True,
                           label=f"Model outputs (model · run · CFG; default "
                                 f"{study.DEFAULT_MODELS})", elem_id="study_sources")
+    choices_note = note_area("study_choices_note")
     with gr.Row():
-        n_concepts = gr.Number(study.DEFAULT_CONCEPTS, minimum=1,
+        n_concepts = gr.Number(study.DEFAULT_CONCEPTS,
                                label="Concepts", elem_id="study_n_concepts")
-        votes = gr.Number(study.DEFAULT_VOTES, minimum=1, label="Votes per pair",
+        votes = gr.Number(study.DEFAULT_VOTES, label="Votes per pair",
                           elem_id="study_votes")
         rate = gr.Slider(0, study.MAX_ATTENTION_RATE, study.DEFAULT_ATTENTION_RATE, step=0.01,
                          label="Attention-check share of trials", elem_id="study_attention")
-        trials = gr.Number(study.DEFAULT_TRIALS_PER_PARTICIPANT, minimum=1,
+        trials = gr.Number(study.DEFAULT_TRIALS_PER_PARTICIPANT,
                            label="Trials per participant", elem_id="study_trials")
-        seed = gr.Number(0, minimum=0, label="Seed", elem_id="study_seed")
+        seed = gr.Number(0, label="Seed", elem_id="study_seed")
     create = gr.Button("Create draft", variant="primary", elem_id="study_create")
 
     gr.Markdown("## Studies")
@@ -70,11 +71,12 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     with gr.Row():
         exclude = gr.Checkbox(False, label="Leave out participants who failed a check",
                               elem_id="study_exclude_flagged")
-        n_boot = gr.Number(1000, minimum=1, label="Bootstrap resamples",
+        n_boot = gr.Number(1000, label="Bootstrap resamples",
                            elem_id="study_n_boot")
-        boot_seed = gr.Number(0, minimum=0, label="Bootstrap seed",
+        boot_seed = gr.Number(0, label="Bootstrap seed",
                               elem_id="study_boot_seed")
         analyse = gr.Button("Analyse", variant="primary", elem_id="study_analyse")
+    analyse_note = note_area("study_analyse_note")
     table3 = gr.Dataframe(label="Table 3: metric alignment with human judgment",
                           interactive=False, elem_id="study_table3")
     figure = gr.Plot(label="Table 3 with bootstrap intervals", elem_id="study_figure")
@@ -87,17 +89,18 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
 
     guard = handler(ctx, *ALLOWED)
     session_token.change(_list_on_sign_in(ctx), session_token, studies, api_visibility="private")
-    load.click(guard(_choices), [session_token, style], [truth, sources],
-               api_name="study_choices")
-    create.click(guard(_create(ctx)), [session_token, name, truth, style, sources, n_concepts,
-                                       votes, rate, trials, seed], [studies, design, message],
-                 api_name="study_create")
-    refresh.click(guard(_list), session_token, studies, api_name="study_list")
-    show.click(guard(_design), [session_token, study_id], design, api_name="study_design")
-    open_.click(guard(_open), [session_token, study_id], [studies, design, message],
-                api_name="study_open")
-    analyse.click(guard(_analyse(ctx)), [session_token, study_id, exclude, n_boot, boot_seed],
-                  [table3, figure, bt, participants, pairs, files], api_name="study_analyse")
+    wire(load.click, guard(_choices), [session_token, style], [truth, sources], note=choices_note,
+         api_name="study_choices")
+    wire(create.click, guard(_create(ctx)), [session_token, name, truth, style, sources, n_concepts,
+                                             votes, rate, trials, seed], [studies, design, message],
+         note=message, api_name="study_create")
+    wire(refresh.click, guard(_list), session_token, studies, note=message, api_name="study_list")
+    wire(show.click, guard(_design), [session_token, study_id], design, note=message,
+         api_name="study_design")
+    wire(open_.click, guard(_open), [session_token, study_id], [studies, design, message],
+         note=message, api_name="study_open")
+    wire(analyse.click, guard(_analyse(ctx)), [session_token, study_id, exclude, n_boot, boot_seed],
+         [table3, figure, bt, participants, pairs, files], note=analyse_note, api_name="study_analyse")
 
 
 def _choices(db, actor, style: str) -> tuple:

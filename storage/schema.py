@@ -252,6 +252,11 @@ def _v6_scores(db: sqlite_utils.Database) -> None:
                   "human_updated"})
 
 
+def _v7_audit_action_index(db: sqlite_utils.Database) -> None:
+    """Failed sign-ins per address are counted from the audit trail on every attempt."""
+    db["audit"].create_index(["action", "object_id", "created"], if_not_exists=True)
+
+
 # Ordered forward migrations: version i+1 is MIGRATIONS[i].
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("initial tables", _v1_initial),
@@ -260,6 +265,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("evaluation run tables, one timestamp format", _v4_run_tables),
     ("stored human distributions and coloring samples", _v5_human_distributions),
     ("stored scores", _v6_scores),
+    ("audit index for sign-in throttling", _v7_audit_action_index),
 )
 
 

@@ -15,6 +15,7 @@ from gradio_client import Client
 
 from app import build_app, launch_options
 from app.config import AppConfig
+from app.media import COOKIE
 
 ADMIN_PASSWORD = "correct horse battery"
 
@@ -40,10 +41,25 @@ def running_app(config: AppConfig) -> Iterator[tuple[Client, object]]:
     port = free_port()
     try:
         demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True,
-                    quiet=True, **launch_options(config))
-        yield Client(f"http://127.0.0.1:{port}/", verbose=False), demo
+                    quiet=True, **launch_options(config, demo))
+        yield SessionClient(f"http://127.0.0.1:{port}/", verbose=False), demo
     finally:
         demo.close()
+
+
+class SessionClient(Client):
+    """A `gradio_client.Client` that downloads output files as the caller of each request.
+
+    The server checks who fetches a file from the session cookie (`app.media`), which a
+    page keeps in step with its session. An API client sets the same cookie; this one sets
+    it to the first argument of each call, which is the session token of every endpoint
+    that needs one (for the sign-in endpoints the cookie is then no session: harmless).
+    """
+
+    def predict(self, *args, **kwargs):
+        if args and isinstance(args[0], str):
+            self.cookies[COOKIE] = args[0]
+        return super().predict(*args, **kwargs)
 
 
 @pytest.fixture(scope="module")

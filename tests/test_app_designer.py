@@ -203,7 +203,7 @@ def test_a_designer_cannot_submit_a_task_that_is_not_theirs_or_a_forged_one(stud
                          ("forged", "not a task of this study")):
         with pytest.raises(AppError, match=message):
             study.client.predict(token, canvas_value(key, layer, 1.0), api_name="/designer_submit")
-    with pytest.raises(AppError, match="the canvas value must be the coloring tool's JSON"):
+    with pytest.raises(AppError, match="the canvas value must be JSON with task_id"):
         study.client.predict(token, "not json", api_name="/designer_submit")
     assert study.counts() == before
 

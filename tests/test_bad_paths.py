@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.media import COOKIE
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.bad_input_world import snapshot
 
@@ -59,14 +60,16 @@ def test_an_upload_named_with_dot_dot_stays_in_the_upload_folder(server, tmp_pat
     assert "event: complete" in events and '"apple.png", "apple", "imported as sketch' in events
 
 
-def test_the_database_and_password_file_cannot_be_downloaded_but_images_can(server):
-    config, url, _ = server
+def test_the_database_and_password_file_are_never_served_sketches_only_to_people(server):
+    config, url, admin = server
     db = Path(config.db_path)
     assert db.is_file() and db.parent == Path(config.data_dir)
-    for path in (db, db.with_name(db.name + "-wal"), Path(config.admin_password_file)):
-        response = httpx.get(f"{url}gradio_api/file={path}")
-        assert response.status_code == 403, path
-        assert b"SQLite" not in response.content
+    for cookie in ({}, {COOKIE: admin}):
+        for path in (db, db.with_name(db.name + "-wal"), Path(config.admin_password_file)):
+            response = httpx.get(f"{url}gradio_api/file={path}", cookies=cookie)
+            assert response.status_code == 403, path
+            assert b"SQLite" not in response.content
     sketch = next((Path(config.data_dir) / "sketches").rglob("*.png"))
-    response = httpx.get(f"{url}gradio_api/file={sketch}")
+    assert httpx.get(f"{url}gradio_api/file={sketch}").status_code == 403
+    response = httpx.get(f"{url}gradio_api/file={sketch}", cookies={COOKIE: admin})
     assert response.status_code == 200 and response.content == sketch.read_bytes()

@@ -81,6 +81,9 @@ def test_the_admin_sees_the_excluded_colorings_and_scaled_colorings_in_the_grid(
 
 def _assert_scaled_to_its_pane(image) -> None:
     """The coloring (natural size `SIDE` px) is drawn at least twice as large."""
+    # A thumbnail is in the DOM before its bytes arrive: wait for it to decode.
+    image.page.wait_for_function("img => img.complete && img.naturalWidth > 0",
+                                 arg=image.element_handle())
     natural = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
     box = image.bounding_box()
     assert natural == [SIDE, SIDE]

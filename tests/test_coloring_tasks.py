@@ -167,6 +167,26 @@ def test_a_submit_is_refused_for_foreign_forged_or_closed_tasks_and_writes_nothi
     assert _counts(db) == before
 
 
+def test_a_finished_task_sent_again_is_refused_before_any_file_is_written(store):
+    db, data = store
+    designer = people(db, 1, "designer")[0]
+    work.start_batch(db, designer, np.random.default_rng(0), 2)
+    item = work.next_item(db, designer, practice=False)
+    _submit(db, data, designer, item)
+    files = sorted(p.relative_to(data) for p in (data / "colorings").rglob("*") if p.is_file())
+    before = _counts(db)
+    sketch = load_sketch(data, item.sketch)
+    for shade in range(3):  # a different image each time: each would be a new file
+        layer = _two_color_layer(sketch, item.concept["base"])
+        layer[..., 0] = np.where(layer[..., 3] > 0, 10 + shade, layer[..., 0])
+        value = canvas_value(work.canvas_key(INSTANCE, item.task.id, item.sketch["id"]), layer)
+        with pytest.raises(Conflict, match="already submitted"):
+            work.submit_canvas(db, data, designer, value, instance=INSTANCE, main_open=True)
+    assert sorted(p.relative_to(data) for p in (data / "colorings").rglob("*")
+                  if p.is_file()) == files
+    assert _counts(db) == before
+
+
 def test_a_redo_is_a_new_round_until_the_next_batch_starts(store):
     db, data = store
     designer = _designer(db)

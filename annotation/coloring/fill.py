@@ -24,6 +24,8 @@ repaints the whole closed region, as in coloring-book tools.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import base64
 import binascii
 import io
@@ -49,6 +51,8 @@ EDGE_GROW = 2
 for our rasteriser); see the module docstring."""
 
 MAX_CANVAS_VALUE_CHARS = 32_000_000
+MAX_SECONDS_SPENT = 7 * 24 * 3600.0
+"""The longest plausible time on one coloring (s); longer is a forged or broken clock."""
 """Largest canvas value accepted (characters): a 1024 x 1024 RGBA PNG of noise is ~5.6 MB."""
 
 _CROSS = ndimage.generate_binary_structure(2, 1)
@@ -323,7 +327,10 @@ def color_layer_from_png(png: bytes, shape: tuple[int, ...]) -> np.ndarray:
             f"the color layer is {image.width}x{image.height} but the sketch is "
             f"{shape[1]}x{shape[0]} (width x height)"
         )
-    return np.asarray(image.convert("RGBA"), dtype=np.uint8).copy()
+    try:  # PIL decodes lazily: a truncated or corrupt image fails here, not at open.
+        return np.asarray(image.convert("RGBA"), dtype=np.uint8).copy()
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ValueError(f"`png` is truncated or corrupt: {exc}") from None
 
 
 def canvas_value(task_id: str, color_layer: np.ndarray | None, elapsed_s: float = 0.0) -> str:
@@ -358,7 +365,27 @@ def parse_canvas_value(text: str | None, shape: tuple[int, ...]) -> CanvasValue:
         If `text` is not the canvas's JSON, its image is not a PNG data URL (a lossy
         format would change the colors) or its size differs from the sketch's.
     """
-    if not text:
+    return decode_canvas(read_canvas(text), shape)
+
+
+class RawCanvas(NamedTuple):
+    """A canvas value read but not yet decoded: ``task_id``, ``color_layer`` (a PNG data
+    URL or ""), ``elapsed_s``."""
+
+    task_id: str
+    color_layer: str
+    elapsed_s: float
+
+
+def read_canvas(text: str | None) -> RawCanvas:
+    """The canvas JSON read and checked, without decoding its image (see `decode_canvas`).
+
+    Raises
+    ------
+    ValueError
+        If `text` is not the canvas's JSON or its elapsed time is implausible.
+    """
+    if not isinstance(text, str) or not text:
         raise ValueError("the canvas value is empty: the coloring tool has not loaded a task")
     if len(text) > MAX_CANVAS_VALUE_CHARS:
         raise ValueError(
@@ -367,23 +394,36 @@ def parse_canvas_value(text: str | None, shape: tuple[int, ...]) -> CanvasValue:
     try:
         data = json.loads(text)
         task_id, url, elapsed = str(data["task_id"]), data["color_layer"], float(data["elapsed_s"])
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise ValueError(
             f"the canvas value must be JSON with task_id, color_layer and elapsed_s: {exc}"
         ) from None
     if not isinstance(url, str):
         raise ValueError(f"`color_layer` must be a PNG data URL or '', got {type(url).__name__}")
-    if not math.isfinite(elapsed) or elapsed < 0:
-        raise ValueError(f"`elapsed_s` must be a finite number >= 0, got {elapsed}")
+    if not math.isfinite(elapsed) or not 0 <= elapsed <= MAX_SECONDS_SPENT:
+        raise ValueError(f"`elapsed_s` must be from 0 to {MAX_SECONDS_SPENT:.0f} seconds "
+                         f"(7 days), got {elapsed:g}")
+    return RawCanvas(task_id, url, elapsed)
+
+
+def decode_canvas(raw: RawCanvas, shape: tuple[int, ...]) -> CanvasValue:
+    """Decode the color layer of a `read_canvas` result for a sketch of `shape` ``(H, W, ...)``.
+
+    Raises
+    ------
+    ValueError
+        If the image is not a lossless PNG data URL of the sketch's size.
+    """
+    url = raw.color_layer
     if not url:
-        return CanvasValue(task_id, blank_color_layer(shape), elapsed)
+        return CanvasValue(raw.task_id, blank_color_layer(shape), raw.elapsed_s)
     if not url.startswith(_PNG_DATA_URL):
         raise ValueError(f"`color_layer` must start with {_PNG_DATA_URL!r}, got {url[:40]!r}")
     try:
         png = base64.b64decode(url[len(_PNG_DATA_URL):], validate=True)
     except binascii.Error as exc:
         raise ValueError(f"`color_layer` is not valid base64: {exc}") from None
-    return CanvasValue(task_id, color_layer_from_png(png, shape), elapsed)
+    return CanvasValue(raw.task_id, color_layer_from_png(png, shape), raw.elapsed_s)
 
 
 def _check_point(point: tuple[int, int], shape: tuple[int, int]) -> tuple[int, int]:

@@ -29,7 +29,8 @@ import numpy as np
 import sqlite_utils
 
 from annotation.coloring import human
-from annotation.assignment import Task, submit
+from annotation.coloring.fill import MAX_SECONDS_SPENT
+from annotation.assignment import Task, check_submittable, submit
 from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.files import StoredFile, decode_image, resolve, store_png
@@ -93,6 +94,12 @@ def store_coloring(db: sqlite_utils.Database, data_dir: str | Path, annotator_id
     _check_seconds(seconds_spent)
     get_concept(db, concept_key)
     task = None if task_id is None else _coloring_task(db, task_id, concept_key, bool(practice))
+    # Refuse before writing any file: a refused submission leaves no file and no row.
+    if task is not None and task.coloring_id is None:
+        check_submittable(db, task_id, annotator_id, k=k, now=now)
+    elif task is not None:
+        _check_recolor(db.execute("select annotator_id, status, expires from tasks where id = ?",
+                                  [task.id]).fetchone(), task, annotator_id, now)
     sample = human.sample_pixels(image, mask)
     p = extraction.distribution_from_pixels([sample]).p
     files = (store_png(data_dir, image, folder="colorings"),
@@ -252,17 +259,25 @@ def _coloring_task(db, task_id: int, concept_key: str, practice: bool) -> Task:
     return task
 
 
+def _check_recolor(row: tuple, task: Task, annotator_id: int,
+                   now: dt.datetime | None) -> None:
+    """Raise unless the recolor task (``annotator_id, status, expires`` of its row) is open
+    for `annotator_id`."""
+    holder, status, expires = row
+    if holder != annotator_id:
+        raise PermissionDenied(f"task {task.id} was handed to someone else")
+    if status != "reserved" or expires <= iso(utcnow() if now is None else now):
+        raise Conflict(f"recolor task {task.id} is {status}"
+                       f"{' (expired)' if status == 'reserved' else ''}; nothing was stored")
+
+
 def _submit_recolor(db, task: Task, annotator_id: int, write, now: dt.datetime | None) -> int:
     """Store the next round for a recolor task (outside the quota: the designer is counted)."""
     now = utcnow() if now is None else now
     with transaction(db):
         row = db["tasks"].get(task.id)
-        if row["annotator_id"] != annotator_id:
-            raise PermissionDenied(f"task {task.id} was handed to someone else")
-        if row["status"] != "reserved" or row["expires"] <= iso(now):
-            raise Conflict(f"recolor task {task.id} is {row['status']}"
-                           f"{' (expired)' if row['status'] == 'reserved' else ''}; "
-                           "nothing was stored")
+        _check_recolor((row["annotator_id"], row["status"], row["expires"]), task,
+                       annotator_id, now)
         coloring_id = write(db, task)
         db["tasks"].update(task.id, {"status": "submitted", "finished": iso(now),
                                      "result_id": coloring_id})
@@ -288,8 +303,9 @@ def _check_pixels(color_image, painted_mask) -> tuple[np.ndarray, np.ndarray]:
 
 def _check_seconds(seconds_spent) -> None:
     if isinstance(seconds_spent, bool) or not isinstance(seconds_spent, (int, float)) or \
-            not math.isfinite(seconds_spent) or seconds_spent < 0:
-        raise InvalidInput(f"`seconds_spent` must be a finite number >= 0, got {seconds_spent!r}")
+            not math.isfinite(seconds_spent) or not 0 <= seconds_spent <= MAX_SECONDS_SPENT:
+        raise InvalidInput(f"`seconds_spent` must be from 0 to {MAX_SECONDS_SPENT:.0f} seconds "
+                           f"(7 days), got {seconds_spent!r}")
 
 
 def _check_distribution(p) -> np.ndarray:

@@ -25,7 +25,6 @@ from the stored files; the line art stays visible for people looking at it.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,8 +35,8 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.assignment import Task, open_tasks, reserve
-from annotation.coloring.fill import (MAX_CANVAS_VALUE_CHARS, blank_color_layer, composite,
-                                 flood_fill, line_mask, painted_mask, parse_canvas_value)
+from annotation.coloring.fill import (blank_color_layer, composite,
+                                 flood_fill, line_mask, painted_mask, read_canvas, decode_canvas)
 from annotation.coloring.store import get_coloring, store_coloring
 from annotation.concepts import get_concept
 from storage import iso, transaction, utcnow
@@ -106,7 +105,8 @@ def parse_canvas_key(text: str, instance: str) -> tuple[int, int]:
         If `text` is not a canvas key of this `instance`.
     """
     parts = str(text).split(":")
-    if len(parts) != 3 or parts[0] != instance or not all(p.isdigit() for p in parts[1:]):
+    if len(parts) != 3 or parts[0] != instance or \
+            not all(p.isdigit() and len(p) <= 18 for p in parts[1:]):
         raise InvalidInput(f"the canvas names task {str(text)[:60]!r}, which is not a task of "
                            "this study; reload the page")
     return int(parts[1]), int(parts[2])
@@ -265,7 +265,11 @@ def submit_canvas(db: sqlite_utils.Database, data_dir: str | Path, annotator_id:
         An unknown task, someone else's, one already submitted, one whose slot is gone,
         or a main task before onboarding is done.
     """
-    task_id, sketch_id = parse_canvas_key(_canvas_task(canvas_text), instance)
+    try:
+        raw = read_canvas(canvas_text)
+    except ValueError as error:
+        raise InvalidInput(f"{error}; reload the page") from None
+    task_id, sketch_id = parse_canvas_key(raw.task_id, instance)
     task = _own_task(db, task_id, annotator_id)
     if not task.practice and not main_open:
         raise PermissionDenied("the main task opens once your practice colorings are approved")
@@ -277,7 +281,7 @@ def submit_canvas(db: sqlite_utils.Database, data_dir: str | Path, annotator_id:
                                f"{item.concept['base']!r}; reload the page")
         item = WorkItem(task, item.concept, sketch, item.kind, item.note, item.previous)
     lines = load_sketch(data_dir, item.sketch)
-    value = parse_canvas_value(canvas_text, lines.shape)
+    value = decode_canvas(raw, lines.shape)
     check_painted_area(value.color_layer, lines, min_painted_fraction)
     image, mask = coloring_image(value.color_layer, lines)
     coloring_id = store_coloring(db, data_dir, annotator_id, task.concept_key, image, mask,
@@ -397,12 +401,3 @@ def _own_task(db, task_id: int, annotator_id: int) -> Task:
     return task
 
 
-def _canvas_task(canvas_text: str) -> str:
-    if not isinstance(canvas_text, str) or len(canvas_text) > MAX_CANVAS_VALUE_CHARS:
-        raise InvalidInput("the canvas value must be text of at most "
-                           f"{MAX_CANVAS_VALUE_CHARS:,} characters")
-    try:
-        return str(json.loads(canvas_text)["task_id"])
-    except (TypeError, ValueError, KeyError):
-        raise InvalidInput("the canvas value must be the coloring tool's JSON with a task_id; "
-                           "reload the page") from None

@@ -20,7 +20,7 @@ import sqlite_utils
 
 from annotation import audit
 from storage import iso, transaction, utcnow
-from annotation.errors import InvalidInput, InvalidToken, NotFound, PermissionDenied
+from annotation.errors import InvalidInput, InvalidToken, NotFound, PermissionDenied, check_length
 
 ROLES = ("designer", "expert", "participant", "researcher", "admin")
 INVITABLE_ROLES = ROLES[:-1]
@@ -251,6 +251,7 @@ def logout(db: sqlite_utils.Database, session_token: str, *,
 def revoke_annotator(db: sqlite_utils.Database, annotator_id: int, actor: Actor, why: str,
                      *, now: dt.datetime | None = None) -> None:
     """Revoke an annotator with their invites and sessions; their data stays."""
+    check_length(why, "why")
     get_annotator(db, annotator_id)
     stamp = iso(now)
     with transaction(db):

@@ -18,7 +18,7 @@ import sqlite_utils
 from annotation import audit
 from annotation.people.accounts import Actor, get_annotator
 from storage import iso, transaction
-from annotation.errors import Conflict, InvalidInput
+from annotation.errors import Conflict, InvalidInput, check_length
 from evaluation.concepts import ASSETS
 
 TEXTS = ASSETS / "texts"
@@ -113,6 +113,7 @@ def review_practice(db: sqlite_utils.Database, annotator_id: int, actor: Actor,
         `practice_count` standing practice colorings to approve (none to redo); nothing
         is written then.
     """
+    check_length(why, "why")
     with transaction(db):
         annotator = get_annotator(db, annotator_id)
         standing = practice_colorings(db, annotator_id)

@@ -29,7 +29,7 @@ from annotation.qc import stats as qc
 from annotation.people.accounts import Actor
 from annotation.coloring.store import concept_colorings, get_coloring, set_status
 from annotation.concepts import get_concept
-from annotation.errors import Conflict, InvalidInput, PermissionDenied
+from annotation.errors import Conflict, InvalidInput, PermissionDenied, check_length
 from evaluation.color import metrics
 from evaluation.color.plausibility import plausibility_ranking
 from storage import iso, transaction, utcnow
@@ -165,6 +165,7 @@ def request_recolor(db: sqlite_utils.Database, actor: Actor, coloring_id: int, n
         If the coloring is a practice coloring, excluded, not the latest round, under
         blind review, or already has an open recolor task.
     """
+    check_length(note, "note")
     require_role(actor, *REVIEWER_ROLES)
     if not isinstance(note, str) or not note.strip():
         raise InvalidInput(f"`note` must say what to reconsider; got {note!r}")
@@ -214,6 +215,7 @@ def accept_coloring(db: sqlite_utils.Database, actor: Actor, coloring_id: int,
     Conflict
         If the coloring is not ``submitted``.
     """
+    check_length(note, "note")
     require_role(actor, *REVIEWER_ROLES)
     with transaction(db):
         coloring = get_coloring(db, coloring_id)

@@ -28,7 +28,7 @@ from annotation.people.accounts import Actor
 from annotation.assignment import open_tasks, reserve, submit
 from annotation.coloring.store import get_coloring, set_status
 from storage import iso, transaction
-from annotation.errors import Conflict, InvalidInput, PermissionDenied
+from annotation.errors import Conflict, InvalidInput, PermissionDenied, check_length
 from annotation.qc.review import require_role
 
 # Review tasks an expert holds at once (the paper is silent); the queue is refilled
@@ -177,6 +177,7 @@ def reinstate(db: sqlite_utils.Database, actor: Actor, coloring_id: int, why: st
     Conflict
         If the coloring is not excluded.
     """
+    check_length(why, "why")
     if not actor.is_admin:
         raise PermissionDenied("only the admin may reinstate an excluded coloring")
     if not isinstance(why, str) or not why.strip():

@@ -37,7 +37,7 @@ from PIL import Image
 from annotation import audit
 from annotation.concepts import get_concept
 from storage import iso, transaction
-from annotation.errors import InvalidInput, NotFound
+from annotation.errors import InvalidInput, NotFound, check_length
 from annotation.files import MAX_BYTES, MAX_PIXELS, decode_image, resolve, store_bytes
 from annotation.sketches.importing import (MANIFEST_CSV, NotLineArtError, check_line_art,
                                  concept_for_filename, encode_png, import_sketch_file,
@@ -177,6 +177,7 @@ def select_sketch(db: sqlite_utils.Database, sketch_id: int, *, actor: str = "sy
     NotFound
         If there is no such sketch.
     """
+    check_length(why, "why")
     row = get_sketch(db, sketch_id)
     with transaction(db):
         db.execute("update sketches set selected = 0 where base = ? and id != ?",

@@ -44,7 +44,7 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.people.accounts import Actor
-from annotation.errors import Conflict, InvalidInput, NotFound
+from annotation.errors import Conflict, InvalidInput, NotFound, check_length
 from evaluation.pipeline import runs
 from evaluation.models.generation import STYLES as GENERATION_STYLES
 from storage import human as human_rows
@@ -230,6 +230,7 @@ def create_study(db: sqlite_utils.Database, name: str, sources: Sequence[ModelSo
     Conflict
         A study called `name` exists.
     """
+    check_length(name, "name", 200)
     _check_design(name, sources, seed, n_concepts, style, votes_per_pair, attention_rate,
                   trials_per_participant)
     outputs = [_outputs(db, source, style) for source in sources]

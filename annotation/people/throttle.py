@@ -1,0 +1,75 @@
+"""Sign-in throttling: failed admin-password and invite attempts slow their sender down.
+
+Every failed attempt is an audit row (``sign_in_failed``, on the client's address), so
+the throttle holds across restarts and across app processes sharing one database, and
+the admin sees the recent failures. Within `WINDOW_S`:
+
+- an address has `FREE_FAILURES` failures free; after the n-th failure beyond them it
+  waits ``2 ** n`` seconds (capped at `MAX_WAIT_S`) before its next attempt is heard;
+- when all addresses together fail `GLOBAL_FAILURES` times (a spread-out guessing
+  attack), every attempt waits `GLOBAL_WAIT_S` after the latest failure.
+
+A refused (throttled) attempt is not checked at all, so it cannot succeed and does
+not count as a failure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import sqlite_utils
+
+from annotation import audit
+from annotation.errors import AnnotationError
+from storage import iso, parse_iso, utcnow
+
+ACTION = "sign_in_failed"
+WINDOW_S = 15 * 60.0
+FREE_FAILURES = 5
+MAX_WAIT_S = 15 * 60.0
+GLOBAL_FAILURES = 200
+GLOBAL_WAIT_S = 30.0
+
+
+class Throttled(AnnotationError):
+    """Too many failed sign-ins: the caller must wait before trying again."""
+
+
+def wait_s(db: sqlite_utils.Database, address: str, *, now: dt.datetime | None = None) -> float:
+    """Seconds `address` must wait before its next sign-in attempt is heard (0: none)."""
+    now = utcnow() if now is None else now
+    since = iso(now - dt.timedelta(seconds=WINDOW_S))
+    count, last = db.execute(
+        "select count(*), max(created) from audit where action = ? and object_id = ? and "
+        "created > ?", [ACTION, address, since]).fetchone()
+    wait = 0.0
+    if count > FREE_FAILURES:
+        backoff = min(MAX_WAIT_S, 2.0 ** (count - FREE_FAILURES))
+        wait = backoff - (now - parse_iso(last)).total_seconds()
+    total, latest = db.execute("select count(*), max(created) from audit where action = ? "
+                               "and created > ?", [ACTION, since]).fetchone()
+    if total >= GLOBAL_FAILURES:
+        wait = max(wait, GLOBAL_WAIT_S - (now - parse_iso(latest)).total_seconds())
+    return max(0.0, wait)
+
+
+def check(db: sqlite_utils.Database, address: str, *, now: dt.datetime | None = None) -> None:
+    """Raise `Throttled` while `address` must wait."""
+    wait = wait_s(db, address, now=now)
+    if wait > 0:
+        raise Throttled(f"too many failed sign-ins from your address; try again in "
+                        f"{math.ceil(wait)} s")
+
+
+def record_failure(db: sqlite_utils.Database, address: str, kind: str, *,
+                   now: dt.datetime | None = None) -> None:
+    """Record a failed attempt of `kind` (``"admin password"`` or ``"invite"``)."""
+    audit.record(db, "system", ACTION, "address", address, details={"kind": kind}, now=now)
+
+
+def recent_failures(db: sqlite_utils.Database, limit: int = 50) -> list[dict]:
+    """The latest failed sign-ins, newest first: ``created``, ``address``, ``kind``."""
+    rows = db.execute("select created, object_id, json_extract(details, '$.kind') from audit "
+                      "where action = ? order by id desc limit ?", [ACTION, limit]).fetchall()
+    return [{"created": c, "address": a, "kind": k} for c, a, k in rows]

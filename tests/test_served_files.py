@@ -1,0 +1,125 @@
+"""Who may fetch which file (issue 15.1-15.2), through raw HTTP as an attacker would.
+
+A path is not a secret: every request for a file is checked against the session cookie
+(`app.media`). The database, its journals and the admin password file are never served,
+whatever the configuration, and a configuration that would put a secret in a served
+folder is refused at start.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from gradio.utils import get_upload_folder
+
+from app.media import COOKIE, file_of
+from bench.app_process import ROOT, AppProcess
+from storage import open_db
+from tests.app_server import ADMIN_PASSWORD, shared_app  # noqa: F401 (fixture)
+from tests.qc_data import add_coloring
+from tests.research_data import store_segmented_run
+
+
+def _people(client, role: str, n: int = 1) -> list[tuple[int, str]]:
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    rows = client.predict(admin, role, n, "unknown", 7, api_name="/admin_create_invites")["data"]
+    return [(row[0], client.predict(row[3], api_name="/login_invite")[0]) for row in rows]
+
+
+def _get(client, path, token: str | None) -> httpx.Response:
+    cookies = {} if token is None else {COOKIE: token}
+    return httpx.get(f"{client.src}gradio_api/file={path}", cookies=cookies)
+
+
+def test_a_coloring_is_served_to_its_designer_and_the_roles_that_review_it_only(shared_app):
+    client, config = shared_app
+    (owner, owner_token), (_, other_token) = _people(client, "designer", 2)
+    [(_, expert)] = _people(client, "expert")
+    [(_, participant)] = _people(client, "participant")
+    [(_, researcher)] = _people(client, "researcher")
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    db = open_db(config.db_path)
+    try:
+        coloring = add_coloring(db, config.data_dir, owner, "forbidding castle", (90, 90, 95))
+        image, mask = db.execute("select image_path, mask_path from colorings where id = ?",
+                                 [coloring]).fetchone()
+    finally:
+        db.close()
+    for relative in (image, mask):
+        path = Path(config.data_dir) / relative
+        expected = {None: 403, "nonsense": 403, other_token: 403, owner_token: 200,
+                    expert: 200, participant: 200, researcher: 200, admin: 200}
+        got = {token: _get(client, path, token).status_code for token in expected}
+        assert got == expected, relative
+        # Naming the file another way (relative to the working folder, through "..")
+        # reaches the same check.
+        twisted = f"{path.parent}/../{path.parent.name}/{path.name}"
+        assert _get(client, twisted, other_token).status_code == 403
+    assert _get(client, Path(config.data_dir) / image, owner_token).content == \
+        (Path(config.data_dir) / image).read_bytes()
+
+
+def test_model_images_go_to_researchers_and_participants_and_downloads_to_their_makers(
+        shared_app):
+    client, config = shared_app
+    [(_, designer)] = _people(client, "designer")
+    [(_, researcher)] = _people(client, "researcher")
+    db = open_db(config.db_path)
+    try:
+        store_segmented_run(db, Path(config.data_dir), "served",
+                            {("m", "apple", "natural", 7.5): [(200, 30, 30)]})
+        [image] = [r["image_path"] for r in db["run_items"].rows_where("run = ?", ["served"])]
+    finally:
+        db.close()
+    path = Path(config.data_dir) / image
+    assert _get(client, path, designer).status_code == 403
+    assert _get(client, path, researcher).status_code == 200
+    # A download is copied into Gradio's cache: the maker's role is checked there too.
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    backup = Path(client.predict(admin, api_name="/admin_backup"))
+    served = next(Path(get_upload_folder()).rglob(backup.name))
+    assert _get(client, served, None).status_code == 403
+    assert _get(client, served, designer).status_code == 403
+    assert _get(client, served, admin).status_code == 200
+
+
+def test_the_file_route_is_recognised_however_it_is_written():
+    assert file_of("/gradio_api/file=/srv/data/a.png") == "/srv/data/a.png"
+    assert file_of("/lab/gradio_api/file=data/a.png") == "data/a.png"
+    assert file_of("/file=/etc/passwd") == "/etc/passwd"
+    assert file_of("/gradio_api/upload") is None
+    assert file_of("/assets/index.js") is None
+
+
+def test_a_password_file_in_the_data_folder_is_never_served(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    data.mkdir()
+    secret = data / "admin_password.txt"
+    secret.write_text("a password nobody may read\n", encoding="utf-8")
+    monkeypatch.setenv("COLORCONCEPT_ADMIN_PASSWORD_FILE", str(secret))
+    with AppProcess(data / "colorconcept.sqlite", data) as app:
+        admin = httpx.post(f"{app.url}gradio_api/call/login_admin",
+                           json={"data": ["a password nobody may read"]}).json()["event_id"]
+        token = httpx.get(f"{app.url}gradio_api/call/login_admin/{admin}").text
+        assert "Signed in as" in token
+        for path in (secret, data / "colorconcept.sqlite"):
+            for cookies in ({}, {COOKIE: token.split('"')[1]}):
+                response = httpx.get(f"{app.url}gradio_api/file={path}", cookies=cookies)
+                assert response.status_code == 403 and b"nobody may read" not in response.content
+
+
+@pytest.mark.parametrize("inside", ["colorings", "exports"])
+def test_a_secret_inside_a_served_folder_refuses_the_start_and_says_why(tmp_path, inside):
+    data = tmp_path / "data"
+    (data / inside).mkdir(parents=True)
+    secret = data / inside / "admin_password.txt"
+    secret.write_text("hunter2 hunter2\n", encoding="utf-8")
+    env = {"PATH": "/usr/bin:/bin", "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
+           "COLORCONCEPT_ADMIN_PASSWORD_FILE": str(secret)}
+    done = subprocess.run([sys.executable, "app.py", "--db", str(tmp_path / "s.sqlite"),
+                           "--data-dir", str(data), "--port", "1"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode != 0
+    assert f"Refusing to start: {secret} lies inside {data.resolve() / inside}" in done.stderr
