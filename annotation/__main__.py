@@ -18,8 +18,7 @@ from annotation.coloring import human
 from annotation.errors import AnnotationError
 from annotation.export import export
 from annotation.people.passwords import set_admin_password
-from storage import (DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, ensure_schema,
-                     open_db)
+from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, ensure_schema, open_db
 
 
 def _parser() -> argparse.ArgumentParser:

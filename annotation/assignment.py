@@ -30,10 +30,16 @@ from dataclasses import dataclass
 import numpy as np
 import sqlite_utils
 
-from storage import iso, transaction, utcnow
-from annotation.errors import (Conflict, InvalidInput, NotFound, PermissionDenied,
-                               QuotaExceeded, ReservationExpired)
+from annotation.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    QuotaExceeded,
+    ReservationExpired,
+)
 from annotation.overview import COUNTED_STATUSES
+from storage import iso, transaction, utcnow
 
 RESERVATION_MINUTES = 120.0
 _COUNTED = "('" + "', '".join(COUNTED_STATUSES) + "')"

@@ -6,9 +6,9 @@ import dataclasses
 
 import sqlite_utils
 
-from storage import transaction
 from annotation.errors import NotFound
 from evaluation.concepts import Concept, load_concepts
+from storage import transaction
 
 
 def sync_concepts(db: sqlite_utils.Database, concepts: list[Concept] | None = None) -> int:

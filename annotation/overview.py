@@ -35,7 +35,7 @@ def coverage(db: sqlite_utils.Database, k: int) -> dict:
         f"on g.concept_key = c.key and g.practice = 0 and g.status in "
         f"({', '.join('?' * len(COUNTED_STATUSES))}) group by c.key", COUNTED_STATUSES)}
     histogram = Counter(min(n, k) for n in counts.values())
-    statuses = Counter({s: 0 for s in COLORING_STATUSES})
+    statuses = Counter(dict.fromkeys(COLORING_STATUSES, 0))
     statuses.update({row["status"]: row["n"] for row in db.query(
         "select status, count(*) as n from colorings where practice = 0 group by status")})
     roles = Counter()

@@ -18,9 +18,19 @@ from gradio.utils import get_cache_folder, get_upload_folder
 from starlette.middleware import Middleware
 
 from annotation.people.passwords import ENV_PASSWORD_FILE
-
-from app import (admin, browser, designer, evaluate, expert, landing, leaderboard, media,
-                 participant, sketches_admin, study)
+from app import (
+    admin,
+    browser,
+    designer,
+    evaluate,
+    expert,
+    landing,
+    leaderboard,
+    media,
+    participant,
+    sketches_admin,
+    study,
+)
 from app.common import AppContext
 from app.config import AppConfig
 

@@ -9,14 +9,13 @@ from pathlib import Path
 import gradio as gr
 
 from annotation import overview
-from annotation.people import accounts
-from annotation.people import onboarding, throttle
-from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
-from storage import iso
 from annotation.backup import backup_archive
 from annotation.export import download_archive_path, export_archive
 from annotation.files import resolve
+from annotation.people import accounts, onboarding, throttle
+from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
 from app.common import AppContext, escape, handler, id_field, note_area, whole_number, wire
+from storage import iso
 
 NAME = "admin"
 TITLE = "Admin"

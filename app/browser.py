@@ -13,9 +13,9 @@ import gradio as gr
 from annotation.research.views import concept_view
 from app.common import AppContext, escape, handler, visible_to, wire
 from app.landing import current_actor
+from evaluation.analysis.results import RECOMMENDED
 from evaluation.concepts import load_concepts
 from evaluation.models.generation import STYLES
-from evaluation.analysis.results import RECOMMENDED
 from storage import human
 
 NAME = "browser"

@@ -26,16 +26,16 @@ import gradio as gr
 import sqlite_utils
 from gradio.utils import get_upload_folder
 
-from annotation.people.accounts import Actor, require
-from annotation.concepts import sync_concepts
-from storage import ensure_schema, open_db, transaction
 from annotation.coloring import human
-from evaluation.analysis.reference import ensure_shipped_reference
+from annotation.concepts import sync_concepts
 from annotation.errors import AnnotationError
 from annotation.integrity import sweep_orphans
+from annotation.people.accounts import Actor, require
 from annotation.people.passwords import ensure_admin_password
 from annotation.sketches.library import sync_shipped_sketches
 from app.config import AppConfig
+from evaluation.analysis.reference import ensure_shipped_reference
+from storage import ensure_schema, open_db, transaction
 
 _BROWSER_SECRET = "browser_state_secret"
 ORPHAN_MIN_AGE_S = 300.0

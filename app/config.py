@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB
+
 ENV_MAX_SUBMISSIONS = "COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE"
 
 # Concepts of the three practice sketches (Appendix B.3 says three, not which): one

@@ -22,6 +22,7 @@ with values: notice, header, previous, canvas, task, message).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -29,18 +30,18 @@ import json
 import gradio as gr
 import numpy as np
 
-from annotation.coloring import tasks as work
-from annotation.people import onboarding
 from annotation.assignment import reserve_practice
+from annotation.coloring import tasks as work
 from annotation.coloring.fill import canvas_value
 from annotation.coloring.store import load_pixels
 from annotation.errors import Conflict
-from storage import iso, utcnow
 from annotation.files import resolve
-from annotation.sketches.library import sketch_data_url
+from annotation.people import onboarding
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
+from annotation.sketches.library import sketch_data_url
 from app.coloring_canvas import canvas_update, coloring_canvas, flush_js
 from app.common import AppContext, escape, handler, id_field, note_area, whole_number, wire
+from storage import iso, utcnow
 
 NAME = "designer"
 TITLE = "Coloring"
@@ -232,11 +233,9 @@ def _stage(ctx: AppContext, db, actor) -> str:
 def _start_batch(ctx: AppContext, db, actor) -> None:
     """Reserve the designer's next batch; a batch opened meanwhile (another tab) is kept."""
     config = ctx.config
-    try:
+    with contextlib.suppress(Conflict):
         work.start_batch(db, actor.annotator_id, np.random.default_rng(), config.batch_size,
                          k=config.colorings_per_concept, minutes=config.reservation_minutes)
-    except Conflict:
-        pass
 
 
 def _batch_done(batch: work.Progress | None, message: str) -> tuple:

@@ -16,16 +16,13 @@ from pathlib import Path
 import gradio as gr
 
 from annotation.research import records as research
-from app.common import (AppContext, escape, handler, note_area, uploaded, visible_to, whole_number,
-                        wire)
+from app.common import AppContext, escape, handler, note_area, uploaded, visible_to, whole_number, wire
 from app.landing import current_actor
-from evaluation.pipeline import jobs
-from evaluation.pipeline import planning
-from evaluation.pipeline import runs
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
 from evaluation.models.generation import STYLES
 from evaluation.models.registry import load_registry
 from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD
+from evaluation.pipeline import jobs, planning, runs
 
 NAME = "evaluate"
 TITLE = "Evaluate"
@@ -102,13 +99,12 @@ def _selection_inputs(registry, concepts) -> list[gr.components.Component]:
 
 
 def _segmenter_inputs() -> list[gr.components.Component]:
-    with gr.Accordion("Masking (GroundingDINO + SAM)", open=False):
-        with gr.Row():
-            preset = gr.Radio(list(jobs.SEGMENTER_PRESETS), value="paper", label="Models",
-                              info="paper: grounding-dino-base + sam-vit-huge; tiny-random: test models",
-                              elem_id="evaluate_segmenter")
-            box = gr.Number(BOX_THRESHOLD, label="Box threshold", elem_id="evaluate_box")
-            text = gr.Number(TEXT_THRESHOLD, label="Text threshold", elem_id="evaluate_text")
+    with gr.Accordion("Masking (GroundingDINO + SAM)", open=False), gr.Row():
+        preset = gr.Radio(list(jobs.SEGMENTER_PRESETS), value="paper", label="Models",
+                          info="paper: grounding-dino-base + sam-vit-huge; tiny-random: test models",
+                          elem_id="evaluate_segmenter")
+        box = gr.Number(BOX_THRESHOLD, label="Box threshold", elem_id="evaluate_box")
+        text = gr.Number(TEXT_THRESHOLD, label="Text threshold", elem_id="evaluate_text")
     return [preset, box, text]
 
 
@@ -184,7 +180,7 @@ def _request(models, keys, categories, types, search, sample, sample_seed, style
 
 def _run_name(name: str | None, prefix: str) -> str:
     name = (name or "").strip()
-    return runs.check_run_name(name or f"{prefix}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}")
+    return runs.check_run_name(name or f"{prefix}-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}")
 
 
 def _preview(registry, concepts, ctx: AppContext, device: planning.DeviceInfo):

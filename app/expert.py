@@ -17,11 +17,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from annotation.qc import stats as qc
-from annotation.qc import review
-from annotation.qc import votes
 from annotation.concepts import get_concept
 from annotation.files import resolve
+from annotation.qc import review, votes
+from annotation.qc import stats as qc
 from app.common import AppContext, escape, handler, id_field, note_area, whole_number, wire
 from app.landing import current_actor
 from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar

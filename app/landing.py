@@ -11,10 +11,9 @@ import urllib.parse
 
 import gradio as gr
 
-from annotation.people.accounts import Actor, login_with_invite, logout, require
-from annotation.errors import (AnnotationError, InvalidInput, InvalidToken, PermissionDenied,
-                               check_length)
+from annotation.errors import AnnotationError, InvalidInput, InvalidToken, PermissionDenied, check_length
 from annotation.people import throttle
+from annotation.people.accounts import Actor, login_with_invite, logout, require
 from annotation.people.passwords import login_admin
 from app.common import AppContext, escape, shown_errors, visible_to
 from app.common import wire as wire_event

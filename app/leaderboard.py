@@ -12,9 +12,9 @@ import gradio as gr
 from annotation.research.views import leaderboard_analyses
 from app.browser import source_dropdown
 from app.common import AppContext, escape, handler, wire
-from evaluation.concepts import load_concepts
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
 from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
+from evaluation.concepts import load_concepts
 from storage import human
 
 NAME = "leaderboard"

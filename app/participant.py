@@ -9,14 +9,14 @@ the keys ← / 1 and → / 2. Model names are never shown.
 
 from __future__ import annotations
 
-import numpy as np
 import gradio as gr
+import numpy as np
 
-from annotation.study import judging
-from storage import iso
 from annotation.files import resolve
+from annotation.study import judging
 from app.common import AppContext, escape, handler, note_area, wire
 from evaluation.analysis.figures import distribution_bar, dominant_strip
+from storage import iso
 
 NAME = "participant"
 TITLE = "Judge"

@@ -20,8 +20,8 @@ import json
 import gradio as gr
 import numpy as np
 
-from annotation.sketches import library as sketch_store
 from annotation.files import resolve
+from annotation.sketches import library as sketch_store
 from app.common import AppContext, handler, id_field, note_area, uploaded, whole_number, wire
 
 NAME = "sketches"

@@ -14,14 +14,14 @@ import datetime as dt
 import gradio as gr
 import numpy as np
 
-from annotation.study import judging
 from annotation.study import design as study
+from annotation.study import judging
 from annotation.study.design import ModelSource
 from app.common import AppContext, handler, id_field, note_area, visible_to, whole_number, wire
 from app.landing import current_actor
+from evaluation.analysis.figures import table3_figure
 from storage.human import COUNTING_RULE
 from storage.human import sources as human_sources
-from evaluation.analysis.figures import table3_figure
 
 NAME = "study"
 TITLE = "Study"
@@ -164,7 +164,7 @@ def _analyse(ctx: AppContext):
                 seed: float) -> tuple:
         """Table 3, its figure, Bradley–Terry, flags, pair shares, and the CSV files."""
         study_id = whole_number(study_id, "study id")
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
         folder = ctx.config.data_dir / "exports" / f"study-{study_id}" / stamp
         tables, paths = judging.analyse_study(
             db, study_id, folder, rng=np.random.default_rng(whole_number(seed, "seed")),

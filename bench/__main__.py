@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     sections["summary"] = summary_table(
         sorted(rows + kept, key=lambda row: order.index(row.benchmark)),
         machine=machine_description(), command=command, quick=args.quick,
-        date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        date=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         load_average=load_average, python=platform.python_version(),
         kept=tuple(dict.fromkeys(row.benchmark for row in kept)))
     print(sections["summary"])

@@ -46,7 +46,8 @@ class AppProcess:
         # unless the caller set one.
         env = {"COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE": "100000", **os.environ,
                "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
-        self._log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
+        # Open for the process's lifetime; `stop` closes it.
+        self._log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115
         self.started = time.perf_counter()
         self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log,
                                         stderr=subprocess.STDOUT)

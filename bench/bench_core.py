@@ -25,8 +25,7 @@ from ot.lp.emd_wrap import emd_c
 from PIL import Image
 
 from evaluation.color.extraction import concept_distribution
-from evaluation.color.metrics import (
-    dca, delta_hue, emd_rows, entropy_difference, pcc)
+from evaluation.color.metrics import dca, delta_hue, emd_rows, entropy_difference, pcc
 from evaluation.color.palette import load_uw71
 from storage.distributions import check_masses
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from annotation.coloring.fill import canvas_value
 from annotation.concepts import sync_concepts
-from storage import ensure_schema, open_db
 from annotation.sketches.library import sync_shipped_sketches
+from storage import ensure_schema, open_db
 from tests.app_server import make_config, running_app
 from tests.test_app_designer import PAIRS, Study, finish_practice, paint
 

@@ -53,10 +53,15 @@ CLIP_BIG_G = dict(hidden_size=1280, intermediate_size=5120, num_attention_heads=
                   projection_dim=1280, hidden_act="gelu", vocab_size=49408, max_position_embeddings=77)
 
 
-def sdxl_random_pipeline(device: str, dtype) -> "diffusers.StableDiffusionXLPipeline":  # noqa: F821
+def sdxl_random_pipeline(device: str, dtype) -> diffusers.StableDiffusionXLPipeline:  # noqa: F821
     """Full-size SDXL with random weights on `device` (weights initialised there)."""
     import torch
-    from diffusers import AutoencoderKL, EulerDiscreteScheduler, StableDiffusionXLPipeline, UNet2DConditionModel
+    from diffusers import (
+        AutoencoderKL,
+        EulerDiscreteScheduler,
+        StableDiffusionXLPipeline,
+        UNet2DConditionModel,
+    )
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection, CLIPTokenizer
 
     vocab = Path(tempfile.mkdtemp(prefix="bench-vocab-"))
@@ -79,7 +84,7 @@ def sdxl_random_pipeline(device: str, dtype) -> "diffusers.StableDiffusionXLPipe
     return pipe
 
 
-def tiny_random_pipeline() -> "diffusers.StableDiffusionPipeline":  # noqa: F821
+def tiny_random_pipeline() -> diffusers.StableDiffusionPipeline:  # noqa: F821
     """The registry's tiny-random model, built in a temporary folder and loaded like any model."""
     import warnings
 

@@ -40,18 +40,18 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
-from annotation.people.accounts import create_annotators
 from annotation.concepts import get_concept, sync_concepts
-from storage import ensure_schema, open_db, transaction
 from annotation.integrity import orphaned_files
-from annotation.sketches.library import add_sketch, sync_shipped_sketches
+from annotation.people.accounts import create_annotators
 from annotation.sketches.importing import encode_png
+from annotation.sketches.library import add_sketch, sync_shipped_sketches
 from app.common import ORPHAN_MIN_AGE_S
 from app.config import AppConfig
 from bench.app_process import AppProcess
 from bench.designer_client import Ack, SketchLayers, designer_session
 from bench.run_resume import build_tiny_models, kill_and_resume_run
 from bench.store_checks import check_store
+from storage import ensure_schema, open_db, transaction
 
 LOCK_WAIT_S = 120.0
 
@@ -167,8 +167,8 @@ def kill_app(study: Study, count: int, kill_after: int, *, seed: int = 0,
             if len(acks) >= kill_after:
                 enough.set()
 
-    with AppProcess(study.db_path, study.data_dir, log_path=log_path) as app:
-        with ThreadPoolExecutor(max_workers=1) as runner:
+    with AppProcess(study.db_path, study.data_dir, log_path=log_path) as app, \
+            ThreadPoolExecutor(max_workers=1) as runner:
             load = runner.submit(concurrent_designers, app.url, study, count, seed=seed,
                                  on_ack=collect, stop=stop)
             while not enough.wait(0.2):

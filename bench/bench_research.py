@@ -40,9 +40,20 @@ def _device() -> tuple[str, str]:
 def full_size_segmenters(device: str, root: Path):
     """GroundingDINO-base and SAM ViT-H architectures with random weights, loaded through the app's loaders."""
     import torch
-    from transformers import (BertConfig, BertTokenizer, GroundingDinoConfig, GroundingDinoForObjectDetection,
-                              GroundingDinoImageProcessor, GroundingDinoProcessor, SamConfig, SamImageProcessor,
-                              SamModel, SamProcessor, SamVisionConfig, SwinConfig)
+    from transformers import (
+        BertConfig,
+        BertTokenizer,
+        GroundingDinoConfig,
+        GroundingDinoForObjectDetection,
+        GroundingDinoImageProcessor,
+        GroundingDinoProcessor,
+        SamConfig,
+        SamImageProcessor,
+        SamModel,
+        SamProcessor,
+        SamVisionConfig,
+        SwinConfig,
+    )
 
     from evaluation.models.segmentation import load_detector, load_sam
     from evaluation.models.tiny import write_bert_vocab
@@ -89,13 +100,13 @@ def bench_segment(n: int, repeats: int) -> dict:
 
 def bench_job(n: int, repeats: int) -> dict:
     """Seconds per image of a whole tiny-random job (generate, mask, extract) on this device."""
-    from storage import ensure_schema, open_db
-    from evaluation.pipeline import runs
     from evaluation.concepts import load_concepts
-    from evaluation.pipeline.jobs import run_pipeline, segmenter_preset
-    from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
     from evaluation.models.registry import load_registry
     from evaluation.models.tiny import build_all
+    from evaluation.pipeline import runs
+    from evaluation.pipeline.jobs import run_pipeline, segmenter_preset
+    from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
+    from storage import ensure_schema, open_db
 
     device, name = _device()
     times = []
@@ -119,8 +130,8 @@ def bench_job(n: int, repeats: int) -> dict:
 
 def bench_poll(n: int, repeats: int) -> dict:
     """Milliseconds of one progress poll on a run of `n` items (all pending)."""
-    from storage import ensure_schema, open_db
     from evaluation.pipeline import runs
+    from storage import ensure_schema, open_db
 
     with tempfile.TemporaryDirectory() as tmp:
         db = open_db(Path(tmp) / "db.sqlite")

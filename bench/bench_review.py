@@ -16,11 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from annotation.qc import review
-from annotation.qc import votes
 from annotation.coloring import human
 from annotation.coloring.store import store_coloring
 from annotation.concepts import sync_concepts
+from annotation.qc import review, votes
 from storage import ensure_schema, open_db
 from tests.qc_data import ADMIN, actor, add_handmade, one_hot, people
 

@@ -33,18 +33,17 @@ from pathlib import Path
 
 import numpy as np
 
-from annotation.study import judging
-from annotation.qc import review
-from annotation.study import design as study
-from annotation.qc import votes
-from annotation.people.accounts import Actor, create_annotators
 from annotation.coloring.store import store_coloring
 from annotation.concepts import sync_concepts
 from annotation.export import export
+from annotation.people.accounts import Actor, create_annotators
+from annotation.qc import review, votes
 from annotation.research.views import concept_view, leaderboard_analyses
-from evaluation.pipeline import runs
-from evaluation.concepts import load_concepts
+from annotation.study import design as study
+from annotation.study import judging
 from evaluation.color.palette import load_uw71
+from evaluation.concepts import load_concepts
+from evaluation.pipeline import runs
 from storage import ensure_schema, open_db
 from storage.human import DESIGNERS
 

@@ -33,9 +33,9 @@ class _NoOp:
 
 
 def _store_run(db, name: str, models_dir: Path, samples: int) -> int:
-    from evaluation.pipeline import runs
     from evaluation.concepts import load_concepts
     from evaluation.models.registry import load_registry, with_source
+    from evaluation.pipeline import runs
     from evaluation.pipeline.stages import plan_run
 
     spec = replace(with_source(load_registry()["tiny-random"], str(models_dir / "tiny-random")), cfg_scales=(2.0, 7.5))
@@ -103,9 +103,9 @@ def run(samples: int = 4, noop_items: int = 200) -> dict:
         worker minus in-process, per item), ``identical`` (same image digests everywhere),
         ``cluster`` (what Ray saw).
     """
+    from evaluation.models.tiny import build_all, one_cpu_thread
     from evaluation.pipeline.jobs import ExecutorChoice
     from evaluation.pipeline.ray_executor import connect, shutdown
-    from evaluation.models.tiny import build_all, one_cpu_thread
 
     with tempfile.TemporaryDirectory(prefix="bench-scale-out-") as tmp, one_cpu_thread(), \
             warnings.catch_warnings():

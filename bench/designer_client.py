@@ -24,8 +24,8 @@ from gradio_client.exceptions import AppError
 from skimage.measure import label, regionprops
 
 from annotation.coloring.fill import blank_color_layer, canvas_value, flood_fill, line_mask
-from storage import open_db
 from annotation.sketches.library import get_sketch, load_sketch
+from storage import open_db
 
 VIEW = ("notice", "header", "previous", "canvas", "task", "message")
 _SAVED = re.compile(r"\(#(\d+)\)")

@@ -142,7 +142,7 @@ def _rows(db_path: Path) -> list[dict]:
         conn.row_factory = sqlite3.Row
         rows = conn.execute("select * from run_items order by model, concept, style, cfg, "
                             "sample").fetchall()
-    return [{k: row[k] for k in row.keys() if k not in VOLATILE_COLUMNS} for row in rows]
+    return [{k: row[k] for k in row.keys() if k not in VOLATILE_COLUMNS} for row in rows]  # noqa: SIM118 (sqlite3.Row: `in` tests values)
 
 
 def _files(data_dir: Path) -> dict[str, str]:

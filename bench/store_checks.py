@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from storage import open_db
 from annotation.files import resolve
 from annotation.integrity import orphaned_files
+from storage import open_db
 
 
 def check_store(db_path: str | Path, data_dir: str | Path, acks: list, *, k: int,

@@ -86,7 +86,7 @@ def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
 
 def utcnow() -> dt.datetime:
     """The current time as an aware UTC datetime."""
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def iso(moment: dt.datetime | None = None) -> str:
@@ -100,9 +100,9 @@ def iso(moment: dt.datetime | None = None) -> str:
     moment = utcnow() if moment is None else moment
     if moment.tzinfo is None:
         raise ValueError(f"`moment` must be time-zone aware, got naive {moment!r}")
-    return moment.astimezone(dt.timezone.utc).strftime(_ISO_FORMAT)
+    return moment.astimezone(dt.UTC).strftime(_ISO_FORMAT)
 
 
 def parse_iso(text: str) -> dt.datetime:
     """Inverse of `iso`."""
-    return dt.datetime.strptime(text, _ISO_FORMAT).replace(tzinfo=dt.timezone.utc)
+    return dt.datetime.strptime(text, _ISO_FORMAT).replace(tzinfo=dt.UTC)

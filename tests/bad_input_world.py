@@ -24,10 +24,10 @@ import numpy as np
 from gradio_client import handle_file
 from PIL import Image
 
+from annotation.coloring.fill import blank_color_layer, line_mask
 from annotation.people.accounts import create_annotators, login_with_invite
-from annotation.coloring.fill import blank_color_layer, canvas_value, line_mask
-from storage import open_db, utcnow
 from annotation.sketches.library import get_sketch, load_sketch, selected_sketch
+from storage import open_db, utcnow
 from tests.app_server import ADMIN_PASSWORD
 
 SCRIPT = "<script>alert('x')</script>"

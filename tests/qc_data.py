@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 
-from annotation.people.accounts import Actor, create_annotators
-from annotation.coloring.store import record_coloring, store_coloring
 from annotation.coloring.human import sample_pixels
+from annotation.coloring.store import record_coloring, store_coloring
 from annotation.files import store_png
+from annotation.people.accounts import Actor, create_annotators
 
 ADMIN = Actor(None, "admin", frozenset({"admin"}))
 

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from evaluation.pipeline import runs
 from evaluation.concepts import load_concepts
 from evaluation.models.generation import build_prompt
+from evaluation.models.tiny import build_all
+from evaluation.pipeline import runs
 from evaluation.pipeline.fileio import write_atomic
 from evaluation.pipeline.stages import extract, pixel_summary
-from evaluation.models.tiny import build_all
 
 TINY_NAMES = ("tiny-random", "tiny-grounding-dino", "tiny-sam")
 
@@ -138,7 +138,7 @@ def assert_every_endpoint_refuses(client, config, prefix: str, calls: dict, toke
     named = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     assert {name for name in named if name.startswith(prefix)} == set(calls)
     before = snapshot(config)
-    for who, token in tokens.items():
+    for _who, token in tokens.items():
         for name, args in calls.items():
             with pytest.raises(AppError, match="needs the role researcher or admin|not signed in|not valid"):
                 client.predict(token, *args, api_name=name)

@@ -14,9 +14,9 @@ import numpy as np
 from annotation.concepts import sync_concepts
 from annotation.files import store_png
 from annotation.study.design import GroundTruth, GroundTruthSource, ModelSource
-from evaluation.pipeline import runs
-from evaluation.concepts import load_concepts
 from evaluation.color.palette import load_uw71
+from evaluation.concepts import load_concepts
+from evaluation.pipeline import runs
 
 MODELS = ("omnigen", "sana", "sdxl")
 RUN = "study-run"

@@ -149,7 +149,7 @@ def test_the_wait_grows_with_failures_and_a_spread_out_attack_slows_everyone(tmp
     ensure_schema(db)
     t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     waits = []
-    for n in range(1, 9):
+    for _ in range(8):
         throttle.record_failure(db, "198.51.100.7", "invite", now=t0)
         waits.append(throttle.wait_s(db, "198.51.100.7", now=t0))
     assert waits == [0, 0, 0, 0, 0, 2, 4, 8]

@@ -3,10 +3,19 @@ import json
 
 import pytest
 
-from annotation.people.accounts import (Actor, create_annotators, hash_token, invite_url,
-                                 list_annotators, login_with_invite, logout, new_invite,
-                                 require, revoke_annotator)
 from annotation.errors import InvalidInput, InvalidToken, PermissionDenied
+from annotation.people.accounts import (
+    Actor,
+    create_annotators,
+    hash_token,
+    invite_url,
+    list_annotators,
+    login_with_invite,
+    logout,
+    new_invite,
+    require,
+    revoke_annotator,
+)
 
 ADMIN = Actor(None, "admin", frozenset({"admin"}))
 
@@ -64,7 +73,7 @@ def test_forged_or_malformed_invites_are_refused_and_nothing_is_written(db, toke
 
 
 def test_expired_and_revoked_invites_are_refused_and_nothing_is_written(db):
-    start = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     (annotator, token), = create_annotators(db, 1, "designer", expires_days=2, now=start)
     before = _dump(db)
     with pytest.raises(InvalidToken, match="expired on 2025-01-03"):
@@ -79,7 +88,7 @@ def test_expired_and_revoked_invites_are_refused_and_nothing_is_written(db):
 
 
 def test_sessions_expire_and_end_on_logout_or_revocation(db):
-    start = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     (annotator, token), = create_annotators(db, 1, "designer", now=start)
     session = login_with_invite(db, token, session_days=1, now=start)
     require(db, session.token, "designer", now=start + dt.timedelta(hours=23))

@@ -3,8 +3,8 @@ from collections import Counter
 import pytest
 
 from annotation.concepts import get_concept, sync_concepts
-from storage import ensure_schema, open_db
 from annotation.errors import NotFound
+from storage import ensure_schema, open_db
 
 
 def test_sync_concepts_stores_all_1278_variants_once(tmp_path):

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
 
-from storage import iso, open_db
-from storage.schema import MIGRATIONS
 from annotation.files import store_png
 from app import build_app
 from app.config import AppConfig
+from storage import iso, open_db
+from storage.schema import MIGRATIONS
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app, shared_app  # noqa: F401
 
 
@@ -72,7 +72,7 @@ def test_admin_endpoints_refuse_other_roles_and_write_nothing(shared_app):
             "/admin_review_practice", "/admin_coverage", "/admin_revoke",
             "/admin_export", "/admin_backup"} <= set(endpoints)
     before = _dump(config)
-    for who, token in tokens.items():
+    for _who, token in tokens.items():
         for name, info in endpoints.items():
             with pytest.raises(AppError, match="needs the role admin|not signed in|not valid"):
                 client.predict(token, *_example_inputs(info), api_name=name)

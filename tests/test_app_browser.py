@@ -3,12 +3,12 @@
 import pytest
 from numpy.testing import assert_allclose
 
-from storage import open_db
 from evaluation.color import metrics
 from evaluation.pipeline import runs
+from storage import human as human_rows
+from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import assert_every_endpoint_refuses, figure, one_hot, sign_in, store_segmented_run
-from storage import human as human_rows
 
 HUMAN = {"apple": one_hot(0, 0.5, 40), "rotten apple": one_hot(60, 0.7, 30)}
 RED, GREEN, BROWN = (200, 30, 30), (40, 150, 50), (110, 70, 30)

@@ -10,15 +10,20 @@ from PIL import Image
 from scipy import ndimage
 from skimage.measure import label
 
-from annotation.coloring.fill import (blank_color_layer, canvas_value, flood_fill, line_mask,
-                                 parse_canvas_value)
-from annotation.coloring.tasks import layer_of_coloring
+from annotation.coloring.fill import (
+    blank_color_layer,
+    canvas_value,
+    flood_fill,
+    line_mask,
+    parse_canvas_value,
+)
 from annotation.coloring.store import get_coloring, load_pixels
-from storage import open_db
+from annotation.coloring.tasks import layer_of_coloring
 from annotation.people.onboarding import CONSENT_FILE, read_text
 from annotation.sketches.library import get_sketch, load_sketch
 from evaluation.color.colorspace import srgb_to_lab
 from evaluation.color.palette import nearest_uw71
+from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 
 VIEW = ("notice", "header", "previous", "canvas", "task", "message")

@@ -9,13 +9,20 @@ from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 from PIL import Image
 
-from storage import open_db
-from evaluation.pipeline import runs
-from evaluation.concepts import load_concepts
 from evaluation.analysis.reference import load_reference_csv
 from evaluation.analysis.results import analyses
+from evaluation.concepts import load_concepts
+from evaluation.pipeline import runs
+from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.research_data import assert_every_endpoint_refuses, install_tiny, sign_in, solid, tiny_models, torch_one_thread  # noqa: F401
+from tests.research_data import (  # noqa: F401
+    assert_every_endpoint_refuses,
+    install_tiny,
+    sign_in,
+    solid,
+    tiny_models,
+    torch_one_thread,
+)
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.usefixtures("torch_one_thread")]
 TINY = ["tiny-random", 0, 0]  # segmenter preset, box and text thresholds (random weights: keep every box)

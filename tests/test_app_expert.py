@@ -5,9 +5,9 @@ from PIL import Image
 
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.qc_data import add_coloring
 from tests.test_app_admin import _dump
 from tests.test_app_landing import browser, playwright  # noqa: F401 (fixture)
-from tests.qc_data import add_coloring
 
 GREYS = [(70, 70, 75), (110, 110, 110), (50, 52, 60), (130, 128, 125)]
 PINK = (255, 105, 180)

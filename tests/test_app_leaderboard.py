@@ -6,13 +6,13 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from storage import open_db
-from evaluation.pipeline import runs
-from evaluation.concepts import load_concepts
 from evaluation.analysis.results import analyses
+from evaluation.concepts import load_concepts
+from evaluation.pipeline import runs
+from storage import human as human_rows
+from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import assert_every_endpoint_refuses, figure, one_hot, sign_in, store_segmented_run
-from storage import human as human_rows
 
 HUMAN = {"apple": one_hot(0, 0.5, 40), "rotten apple": one_hot(60, 0.7, 30), "lonely cabin": one_hot(25, 0.6, 5),
          "cabin": one_hot(8, 0.5, 30)}

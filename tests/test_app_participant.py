@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
 
-from annotation.study import design as study
 from annotation.people.accounts import Actor
+from annotation.study import design as study
 from storage import ensure_schema, open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.study_data import populate, sources, truth_source

@@ -8,14 +8,13 @@ import pandas as pd
 import pytest
 from gradio_client.exceptions import AppError
 
-from annotation.study import judging
 from annotation.people.accounts import Actor
+from annotation.study import judging
 from storage import ensure_schema, open_db
-from evaluation.pipeline import runs
-from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.test_app_admin import _dump
-from tests.study_data import CFG, MODELS, RUN, populate
 from storage import human as human_rows
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.study_data import CFG, MODELS, RUN, populate
+from tests.test_app_admin import _dump
 
 TRUTH = "test-truth"
 

@@ -6,15 +6,14 @@ import numpy as np
 import pytest
 
 from annotation import assignment
-from annotation.people.accounts import create_annotators
 from annotation.assignment import expire, open_tasks, release, reserve, reserve_practice, submit
 from annotation.concepts import sync_concepts
-from storage import ensure_schema, iso, open_db
-from annotation.errors import (Conflict, InvalidInput, NotFound, PermissionDenied,
-                               ReservationExpired)
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, ReservationExpired
+from annotation.people.accounts import create_annotators
 from evaluation.concepts import load_concepts
+from storage import ensure_schema, iso, open_db
 
-T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.UTC)
 
 
 def _setup(db, n_bases=None, keys=None):
@@ -142,7 +141,7 @@ def test_twenty_designers_submitting_at_once_fill_every_quota_exactly(tmp_path):
     db = open_db(path)
     rows = list(db["colorings"].rows)
     assert sorted(r["id"] for r in rows) == sorted(acknowledged)
-    assert Counter(r["concept_key"] for r in rows) == {key: 5 for key in keys}
+    assert Counter(r["concept_key"] for r in rows) == dict.fromkeys(keys, 5)
     assert len({(r["concept_key"], r["annotator_id"]) for r in rows}) == 50
     assert db.execute("pragma integrity_check").fetchone()[0] == "ok"
     assert db["tasks"].count_where("status = 'submitted'") == 50
@@ -153,7 +152,7 @@ def test_late_submits_racing_new_reservations_never_exceed_or_starve_a_quota(tmp
     late, fresh = _people(db, 10, "designer"), _people(db, 10, "designer")
     held = {d: reserve(db, "coloring", d, np.random.default_rng(d), 2, k=2, minutes=30, now=T0)
             for d in late}
-    assert Counter(t.concept_key for ts in held.values() for t in ts) == {key: 2 for key in keys}
+    assert Counter(t.concept_key for ts in held.values() for t in ts) == dict.fromkeys(keys, 2)
     db.close()
     after = T0 + dt.timedelta(minutes=31)
     acknowledged, refused, errors = [], [], []
@@ -182,7 +181,7 @@ def test_late_submits_racing_new_reservations_never_exceed_or_starve_a_quota(tmp
     db = open_db(path)
     rows = list(db["colorings"].rows)
     assert sorted(r["id"] for r in rows) == sorted(acknowledged)
-    assert Counter(r["concept_key"] for r in rows) == {key: 2 for key in keys}
+    assert Counter(r["concept_key"] for r in rows) == dict.fromkeys(keys, 2)
     assert len({(r["concept_key"], r["annotator_id"]) for r in rows}) == 20
     assert len(acknowledged) + len(refused) >= 20
     assert db.execute("pragma integrity_check").fetchone()[0] == "ok"
@@ -289,7 +288,7 @@ def test_pairs_get_six_participants_each_once_with_recorded_random_sides(db):
             submit(db, t.id, person, _write_judgment, now=T0)
         assert reserve(db, "judgment", person, rng, 10, now=T0) == []
     rows = list(db["judgments"].rows)
-    assert Counter(r["pair_id"] for r in rows) == {p: 6 for p in pairs}
+    assert Counter(r["pair_id"] for r in rows) == dict.fromkeys(pairs, 6)
     assert len({(r["pair_id"], r["participant_id"]) for r in rows}) == len(rows) == 24
     sides = Counter(r["left_item"] for r in rows)
     assert set(sides) == {"a", "b"}

@@ -22,12 +22,22 @@ from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
 from annotation.coloring.fill import canvas_value
-
 from storage import ensure_schema, open_db, transaction
 from tests.app_server import make_config, running_app
-from tests.bad_input_world import (FORGED, IMG, SCRIPT, Case, as_role,
-                                   bomb_png, build_world, designer_submit, painted_layer,
-                                   snapshot, upload_args, value_with_png)
+from tests.bad_input_world import (
+    FORGED,
+    IMG,
+    SCRIPT,
+    Case,
+    as_role,
+    bomb_png,
+    build_world,
+    designer_submit,
+    painted_layer,
+    snapshot,
+    upload_args,
+    value_with_png,
+)
 
 CASES = [
     # Invite links: forged, expired, revoked, malformed, hostile text.

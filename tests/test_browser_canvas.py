@@ -3,9 +3,9 @@
 import base64
 import io
 import json
-import os
 from pathlib import Path
 
+import gradio as gr
 import numpy as np
 import pytest
 from PIL import Image
@@ -20,11 +20,8 @@ from annotation.coloring.fill import (
     parse_canvas_value,
 )
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
-import gradio as gr
-
+from app.coloring_canvas import build_demo, canvas_update, coloring_canvas, flush_js, inspect_canvas_value
 from tests.browser import chromium_browser
-from app.coloring_canvas import (build_demo, canvas_update, coloring_canvas, flush_js,
-                                 inspect_canvas_value)
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 APPLE = load_sketch_png(SKETCH_DIR / "apple.png")

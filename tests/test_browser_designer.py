@@ -3,12 +3,11 @@ and a submit clicked right after the last fill keeps that fill."""
 
 import json
 
-import numpy as np
 import pytest
 
 from annotation.coloring.fill import fill_region, painted_color_counts
-from annotation.coloring.tasks import layer_of_coloring
 from annotation.coloring.store import load_pixels
+from annotation.coloring.tasks import layer_of_coloring
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, sign_in  # noqa: F401
 

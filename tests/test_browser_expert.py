@@ -3,8 +3,7 @@
 import pytest
 
 from storage import open_db
-from tests.browser import (ADMIN_PASSWORD, expect, live_app, open_tab, page,  # noqa: F401
-                           sign_in)
+from tests.browser import ADMIN_PASSWORD, expect, live_app, open_tab, page, sign_in  # noqa: F401
 from tests.qc_data import add_coloring, painted
 
 pytestmark = pytest.mark.browser

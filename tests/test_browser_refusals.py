@@ -3,8 +3,7 @@ Gradio's error sheet, and every control stays visible and usable (issue 14.1).""
 
 import pytest
 
-from tests.browser import (ADMIN_PASSWORD, artifact_path, expect, live_app, open_tab,  # noqa: F401
-                           page, sign_in)
+from tests.browser import ADMIN_PASSWORD, artifact_path, expect, live_app, open_tab, page, sign_in  # noqa: F401
 
 pytestmark = pytest.mark.browser
 # Gradio's status tracker shows this pill over each output of an event that raised.

@@ -9,7 +9,6 @@ import pytest
 from evaluation.__main__ import COMMANDS, main
 from evaluation.models.registry import PROJECT_ROOT
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

@@ -7,21 +7,21 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from annotation.coloring import tasks as work
 from annotation.assignment import open_tasks
+from annotation.coloring import tasks as work
 from annotation.coloring.fill import blank_color_layer, canvas_value, composite, flood_fill
 from annotation.coloring.store import get_coloring
 from annotation.concepts import sync_concepts
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.qc.review import request_recolor
-from annotation.sketches.library import load_sketch, sync_shipped_sketches
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
+from annotation.sketches.library import load_sketch, sync_shipped_sketches
 from evaluation.color.colorspace import srgb_to_lab
 from evaluation.color.extraction import image_distribution
 from evaluation.color.palette import nearest_uw71
 from tests.qc_data import actor, people
 
-T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.UTC)
 INSTANCE = "abc123"
 RED, GREEN = (208, 48, 48), (80, 144, 48)
 # Points inside regions of the shipped drawings: apple body and leaf, coffee drink and cup.

@@ -5,19 +5,18 @@ import pytest
 from numpy.testing import assert_allclose
 
 from annotation import assignment, overview
-from annotation.coloring.store import (concept_colorings, get_coloring, load_pixels, set_status,
-                                  store_coloring)
-from storage import human as human_rows
+from annotation.coloring.store import concept_colorings, get_coloring, load_pixels, set_status, store_coloring
 from annotation.concepts import sync_concepts
-from storage import iso
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.files import resolve
 from annotation.qc.review import request_recolor
 from evaluation.color import extraction
 from evaluation.color.palette import load_uw71
+from storage import human as human_rows
+from storage import iso
 from tests.qc_data import ADMIN, add_coloring, add_handmade, hex_rgb, one_hot, painted, people
 
-T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture

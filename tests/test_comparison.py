@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from evaluation.color import metrics
 from evaluation.analysis.comparison import (
     HUMAN,
     HUMAN_COLOR,
@@ -19,9 +18,10 @@ from evaluation.analysis.comparison import (
     variant_shift_table,
     variant_shifts,
 )
-from evaluation.concepts import load_concepts
+from evaluation.color import metrics
 from evaluation.color.extraction import concept_distribution
 from evaluation.color.palette import load_uw71
+from evaluation.concepts import load_concepts
 from tests.research_data import centre_mask, one_hot, solid
 
 CONCEPTS = load_concepts()

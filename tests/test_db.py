@@ -4,8 +4,7 @@ import pytest
 
 import storage.db as annotation_db
 import storage.schema as schema_module
-from storage import (SchemaTooNew, ensure_schema, iso, open_db, parse_iso,
-                           schema_version, transaction, utcnow)
+from storage import SchemaTooNew, ensure_schema, iso, open_db, parse_iso, schema_version, transaction, utcnow
 from storage.schema import MIGRATIONS
 
 EXPECTED_SCHEMA = {
@@ -135,11 +134,10 @@ def test_open_db_sets_wal_foreign_keys_and_busy_timeout(tmp_path):
 def test_transaction_rolls_back_every_write_on_error(tmp_path):
     db = open_db(tmp_path / "a.sqlite")
     ensure_schema(db)
-    with pytest.raises(RuntimeError):
-        with transaction(db):
-            db["settings"].insert({"key": "a", "value": "1"})
-            db.execute("insert into settings (key, value) values ('b', '2')")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), transaction(db):
+        db["settings"].insert({"key": "a", "value": "1"})
+        db.execute("insert into settings (key, value) values ('b', '2')")
+        raise RuntimeError("boom")
     assert list(db["settings"].rows) == []
     with transaction(db):
         db["settings"].insert({"key": "a", "value": "1"})

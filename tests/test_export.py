@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 
 from annotation.__main__ import main
-from annotation.people.accounts import create_annotators, login_with_invite
 from annotation.concepts import sync_concepts
-from storage import iso
 from annotation.errors import InvalidInput
 from annotation.export import SKIPPED_TABLES, export, export_archive
 from annotation.files import store_png
+from annotation.people.accounts import create_annotators, login_with_invite
 from annotation.people.passwords import set_admin_password
+from storage import iso
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,8 +4,14 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from evaluation.color.colorspace import delta_e_2000, srgb_to_lab
 from evaluation.color.extraction import (
-    concept_distribution, distribution_from_pixels, dominant_color, group_images,
-    image_distribution, image_pixels, merge_colors)
+    concept_distribution,
+    distribution_from_pixels,
+    dominant_color,
+    group_images,
+    image_distribution,
+    image_pixels,
+    merge_colors,
+)
 from evaluation.color.palette import load_uw71, nearest_uw71
 
 BACKGROUND = (250, 250, 245)

@@ -17,7 +17,6 @@ import pytest
 from annotation.assignment import reserve
 from annotation.coloring.store import store_coloring
 from annotation.concepts import sync_concepts
-from storage import open_db
 from annotation.files import resolve, store_png
 from annotation.integrity import QUARANTINE, orphaned_files, sweep_orphans
 from bench.app_process import AppProcess
@@ -25,6 +24,7 @@ from bench.bench_load import concurrent_designers, kill_app, prepare_study
 from bench.designer_client import Ack
 from bench.run_resume import build_tiny_models, kill_and_resume_run
 from bench.store_checks import check_store
+from storage import open_db
 
 pytestmark = pytest.mark.timeout(600)
 

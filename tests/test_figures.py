@@ -7,11 +7,11 @@ import pytest
 from numpy.testing import assert_allclose
 
 from evaluation.analysis.figures import (
+    STRIP_MIN_FONT,
+    STRIP_SWATCH_PX,
     cfg_sweep_figure,
     consistency_histogram,
     distribution_bar,
-    STRIP_MIN_FONT,
-    STRIP_SWATCH_PX,
     dominant_strip,
     group_strip,
     sensitivity_bars,
@@ -73,7 +73,7 @@ def test_group_strip_shows_each_extraction_group_with_its_image_count():
     groups = concept_distribution(images, masks).groups
     fig = group_strip(groups)
     assert list(fig.data[0].text) == ["2", "1"]
-    assert list(fig.data[0].marker.color) == ["#%02x%02x%02x" % tuple(g.rgb[0]) for g in groups]
+    assert list(fig.data[0].marker.color) == ["#{:02x}{:02x}{:02x}".format(*g.rgb[0]) for g in groups]
     with pytest.raises(ValueError, match="`groups` is empty"):
         group_strip(())
 

@@ -11,8 +11,20 @@ import pytest
 import torch
 
 from evaluation.concepts import Concept, load_concepts
-from evaluation.models.generation import GenerationError, build_prompt, generate, indefinite_article, item_seed
-from evaluation.models.registry import RegistryError, load_pipeline, load_registry, pipeline_class, with_source
+from evaluation.models.generation import (
+    GenerationError,
+    build_prompt,
+    generate,
+    indefinite_article,
+    item_seed,
+)
+from evaluation.models.registry import (
+    RegistryError,
+    load_pipeline,
+    load_registry,
+    pipeline_class,
+    with_source,
+)
 from evaluation.models.tiny import TINY_RESOLUTION, build_tiny_pipeline
 
 PAPER_MODELS = {"sdxl", "sd3", "sd35", "flux-dev", "sana15", "qwen-image", "omnigen2"}

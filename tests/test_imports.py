@@ -1,4 +1,3 @@
-import storage
 import io
 import zipfile
 
@@ -7,8 +6,9 @@ import pytest
 import sqlite_utils
 from PIL import Image
 
-from evaluation.pipeline import runs
+import storage
 from evaluation.concepts import load_concepts
+from evaluation.pipeline import runs
 from evaluation.pipeline.imports import ImportSourceError, import_images, open_source
 from evaluation.pipeline.stages import read_image
 from tests.research_data import solid

@@ -4,14 +4,21 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from storage import ensure_schema, open_db
-from evaluation.pipeline.runs import run_progress
-from evaluation.pipeline import runs
 from evaluation.concepts import load_concepts
-from evaluation.pipeline.imports import import_images
-from evaluation.pipeline.jobs import Cancelled, JobError, JobManager, SegmenterSpec, run_pipeline, segmenter_preset
-from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
 from evaluation.models.registry import load_registry
+from evaluation.pipeline import runs
+from evaluation.pipeline.imports import import_images
+from evaluation.pipeline.jobs import (
+    Cancelled,
+    JobError,
+    JobManager,
+    SegmenterSpec,
+    run_pipeline,
+    segmenter_preset,
+)
+from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
+from evaluation.pipeline.runs import run_progress
+from storage import ensure_schema, open_db
 from tests.research_data import install_tiny, solid, tiny_models, torch_one_thread  # noqa: F401 - fixture
 
 CONCEPTS = load_concepts()

@@ -5,8 +5,18 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from evaluation.color import metrics
 from evaluation.color.metrics import (
-    EMDSolverError, dca, delta_hue, dominant_bins, emd, emd_rows,
-    entropy, entropy_difference, hue_differences, pcc, shift)
+    EMDSolverError,
+    dca,
+    delta_hue,
+    dominant_bins,
+    emd,
+    emd_rows,
+    entropy,
+    entropy_difference,
+    hue_differences,
+    pcc,
+    shift,
+)
 from evaluation.color.palette import load_uw71
 from storage.distributions import check_masses
 

@@ -1,12 +1,17 @@
 import pytest
 
-from annotation.people.accounts import Actor, create_annotators, revoke_annotator
 from annotation.concepts import sync_concepts
-from storage import iso
 from annotation.errors import Conflict, InvalidInput
-from annotation.people.onboarding import (awaiting_approval, mark_instructions_read,
-                                   onboarding_stage, read_text, record_consent,
-                                   review_practice)
+from annotation.people.accounts import Actor, create_annotators, revoke_annotator
+from annotation.people.onboarding import (
+    awaiting_approval,
+    mark_instructions_read,
+    onboarding_stage,
+    read_text,
+    record_consent,
+    review_practice,
+)
+from storage import iso
 
 ADMIN = Actor(None, "admin", frozenset({"admin"}))
 

@@ -3,11 +3,17 @@ import io
 import pytest
 
 from annotation.__main__ import main
-from annotation.people.accounts import require
 from annotation.errors import InvalidInput, PermissionDenied
-from annotation.people.passwords import (ENV_PASSWORD, ENV_PASSWORD_FILE, ensure_admin_password,
-                                  hash_password, login_admin, set_admin_password,
-                                  verify_password)
+from annotation.people.accounts import require
+from annotation.people.passwords import (
+    ENV_PASSWORD,
+    ENV_PASSWORD_FILE,
+    ensure_admin_password,
+    hash_password,
+    login_admin,
+    set_admin_password,
+    verify_password,
+)
 
 
 def test_generated_password_is_printed_once_and_stored_only_hashed(tmp_path, db):

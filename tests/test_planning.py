@@ -4,7 +4,7 @@ import pytest
 
 from evaluation.concepts import load_concepts
 from evaluation.models.generation import item_seed
-from evaluation.pipeline.runs import check_run_name
+from evaluation.models.registry import RegistryError, load_registry
 from evaluation.pipeline.planning import (
     CPU_SLOWDOWN,
     GPU_SECONDS_PER_IMAGE,
@@ -20,7 +20,7 @@ from evaluation.pipeline.planning import (
     resolve_models,
     select_concepts,
 )
-from evaluation.models.registry import RegistryError, load_registry
+from evaluation.pipeline.runs import check_run_name
 
 CONCEPTS = load_concepts()
 

@@ -9,13 +9,13 @@ arithmetic and hence the PNG bytes are the same.
 """
 
 import hashlib
-from dataclasses import replace
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,14 +23,14 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from evaluation.pipeline import runs  # noqa: E402
 from evaluation.__main__ import build_parser  # noqa: E402
 from evaluation.__main__ import main as evaluation_main  # noqa: E402
 from evaluation.cli import generate, open_db  # noqa: E402
+from evaluation.models.tiny import build_all  # noqa: E402
+from evaluation.pipeline import runs  # noqa: E402
 from evaluation.pipeline.jobs import SegmenterSpec, run_pipeline  # noqa: E402
 from evaluation.pipeline.ray_executor import RayExecutor, RayUnavailable, connect, shutdown  # noqa: E402
 from evaluation.pipeline.stages import GenerationWork, run_stage  # noqa: E402
-from evaluation.models.tiny import build_all  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = "grid"
@@ -146,7 +146,7 @@ def test_a_head_killed_mid_run_resumes_on_ray_to_the_same_rows(cluster, models, 
     head.kill()
     head.wait()
     at_kill = _outcome(tmp_path)
-    assert 0 < sum(r["status"] != "pending" for r in at_kill[0]) and len(at_kill[1]) < 8
+    assert sum(r["status"] != "pending" for r in at_kill[0]) > 0 and len(at_kill[1]) < 8
     assert evaluation_main(_argv(models, tmp_path, "--executor", "ray")) == 0
     _assert_same(_outcome(tmp_path), reference)
 

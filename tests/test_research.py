@@ -4,23 +4,23 @@ import pytest
 from numpy.testing import assert_allclose
 from pandas.testing import assert_frame_equal
 
-from annotation.research import records as research
 from annotation.concepts import sync_concepts
 from annotation.errors import NotFound
+from annotation.research import records as research
 from annotation.research.views import concept_view, leaderboard_analyses
-from evaluation.color import metrics
-from evaluation.pipeline import runs
 from evaluation.analysis import scoring
 from evaluation.analysis.comparison import strip_of
-from evaluation.concepts import load_concepts
-from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
-from evaluation.color.extraction import concept_distribution
 from evaluation.analysis.reference import UW71_RATINGS_SOURCE, ensure_shipped_reference, load_reference_csv
-from evaluation.models.registry import load_registry
 from evaluation.analysis.results import analyses
+from evaluation.color import metrics
+from evaluation.color.extraction import concept_distribution
+from evaluation.concepts import load_concepts
+from evaluation.models.registry import load_registry
+from evaluation.pipeline import runs
+from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
+from storage import human as human_rows
 from tests.qc_data import add_coloring, painted, people
 from tests.research_data import one_hot, store_segmented_run
-from storage import human as human_rows
 
 CONCEPTS = load_concepts()
 HUMAN = {"apple": one_hot(0, 0.5, 40), "rotten apple": one_hot(60, 0.7, 30), "overripe apple": one_hot(35)}

@@ -1,13 +1,10 @@
-import storage
 import numpy as np
 import pandas as pd
 import pytest
 import sqlite_utils
 from numpy.testing import assert_allclose
 
-from evaluation.color import metrics
-from evaluation.pipeline import runs
-from evaluation.concepts import load_concepts
+import storage
 from evaluation.analysis.results import (
     RECOMMENDED,
     analyses,
@@ -18,6 +15,9 @@ from evaluation.analysis.results import (
     recommended_cfg,
     resolve_cfg,
 )
+from evaluation.color import metrics
+from evaluation.concepts import load_concepts
+from evaluation.pipeline import runs
 from tests.research_data import one_hot, store_segmented_run
 
 CONCEPTS = load_concepts()

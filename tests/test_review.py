@@ -6,20 +6,19 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from annotation.qc import review
-from annotation.qc import votes
-from annotation.people.accounts import Actor
 from annotation.assignment import open_tasks
 from annotation.coloring.store import get_coloring
-from storage import human as human_rows
 from annotation.concepts import sync_concepts
-from storage import ensure_schema, iso, open_db
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from annotation.people.accounts import Actor
+from annotation.qc import review, votes
 from evaluation.color import metrics
 from evaluation.color.palette import load_uw71
+from storage import ensure_schema, iso, open_db
+from storage import human as human_rows
 from tests.qc_data import ADMIN, actor, add_coloring, add_handmade, one_hot, people
 
-T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.UTC)
 BLACK, DARK_GREY, MID_GREY, WHITE = 24, 25, 26, 28
 
 

@@ -1,6 +1,5 @@
 """Runs: schema, items, resumable stages, distributions, reference CSVs and scores (real SQLite, tiny models)."""
 
-import storage
 import json
 import warnings
 from dataclasses import replace
@@ -9,18 +8,25 @@ import numpy as np
 import pytest
 import sqlite_utils
 
-from evaluation.color import metrics
-from evaluation.pipeline import runs
-from evaluation.analysis import scoring
-from evaluation.analysis import tables
-from evaluation.concepts import load_concepts
-from evaluation.color.extraction import concept_distribution, image_pixels
-from evaluation.models.generation import item_seed
+import storage
+from evaluation.analysis import scoring, tables
 from evaluation.analysis.reference import UW71_RATINGS_CSV, ReferenceError, load_reference_csv
+from evaluation.color import metrics
+from evaluation.color.extraction import concept_distribution, image_pixels
+from evaluation.concepts import load_concepts
+from evaluation.models.generation import item_seed
 from evaluation.models.registry import load_registry, with_source
 from evaluation.models.segmentation import load_detector, load_sam
-from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, plan_run, read_image, run_stage
 from evaluation.models.tiny import build_all
+from evaluation.pipeline import runs
+from evaluation.pipeline.stages import (
+    GenerationWork,
+    SegmentationWork,
+    extract,
+    plan_run,
+    read_image,
+    run_stage,
+)
 from storage import human as human_rows
 
 TIMING_COLUMNS = {"gen_seconds", "seg_seconds", "updated_at"}

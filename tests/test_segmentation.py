@@ -6,11 +6,16 @@ import transformers
 from segment_anything import SamPredictor
 
 from evaluation.models.segmentation import (
-    Segmentation, SegmentAnythingSam, TransformersSam, detect, load_detector, load_sam,
-    load_segment_anything, segment,
+    SegmentAnythingSam,
+    Segmentation,
+    TransformersSam,
+    detect,
+    load_detector,
+    load_sam,
+    load_segment_anything,
+    segment,
 )
 from evaluation.models.tiny import build_tiny_grounding_dino, build_tiny_sam, tiny_segment_anything_model
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

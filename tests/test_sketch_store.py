@@ -9,10 +9,10 @@ from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 from PIL import Image
 
-from annotation.sketches import library as store
 from annotation.concepts import sync_concepts
 from annotation.errors import InvalidInput, NotFound
 from annotation.files import resolve
+from annotation.sketches import library as store
 from annotation.sketches.importing import LONG_SIDE, SKETCH_DIR, load_manifest, load_sketch_png
 from evaluation.concepts import load_concepts
 from evaluation.models.registry import load_registry

@@ -17,13 +17,13 @@ from numpy.testing import assert_allclose
 
 import storage
 from annotation.coloring import human
-from annotation.qc import votes
 from annotation.coloring.store import get_coloring, load_pixels, set_status
+from annotation.qc import votes
 from annotation.qc.review import accept_coloring, request_recolor
 from evaluation.color.extraction import METHOD, concept_distribution
 from storage import human as human_rows
 from storage.distributions import InvalidDistribution, check_distribution, decode, encode
-from tests.qc_data import ADMIN, actor, add_coloring, people
+from tests.qc_data import ADMIN, add_coloring, people
 
 LEGACY = Path(__file__).parent / "legacy" / "legacy_v3"
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,7 +164,7 @@ def test_stored_p_h_equals_the_images_after_a_long_random_sequence_of_changes(tm
     rng = np.random.default_rng(7)
     concepts = ["apple", "rotten apple", "banana"]
     designers = people(db, 6, "designer")
-    experts = [actor(db, e) for e in people(db, 3, "expert")]
+    people(db, 3, "expert")
     palette = [(200, 30, 30), (30, 160, 40), (240, 200, 20), (90, 60, 30), (20, 40, 200)]
     stored: list[int] = []
     for step in range(40):

@@ -11,14 +11,14 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from annotation.study import judging
-from annotation.study import design as study
-from annotation.people.accounts import Actor, create_annotators
 from annotation.errors import InvalidInput, PermissionDenied
+from annotation.people.accounts import Actor, create_annotators
+from annotation.study import design as study
+from annotation.study import judging
 from annotation.study.design import GROUND_TRUTH, ModelSource, StudyFrozen
-from evaluation.color import metrics
 from evaluation.analysis.judgment_report import analyse, read_metrics, read_votes
-from evaluation.analysis.judgments import participant_flags, pair_preferences
+from evaluation.analysis.judgments import pair_preferences, participant_flags
+from evaluation.color import metrics
 from tests.study_data import CFG, MODELS, RUN, populate, sources, truth_source
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,8 +3,6 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from evaluation.concepts import load_concepts
-from evaluation.color.palette import load_uw71
 from evaluation.analysis.tables import (
     METRICS_FRAME_COLUMNS,
     NOT_DEFINED,
@@ -19,6 +17,8 @@ from evaluation.analysis.tables import (
     table8,
     with_dca,
 )
+from evaluation.color.palette import load_uw71
+from evaluation.concepts import load_concepts
 
 CONCEPTS = {"apple": "original", "rotten apple": "visual_state", "cabin": "original", "lonely cabin": "emotional"}
 BASES = {"apple": "apple", "rotten apple": "apple", "cabin": "cabin", "lonely cabin": "cabin"}

@@ -24,14 +24,13 @@ repaints the whole closed region, as in coloring-book tools.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import base64
 import binascii
 import io
 import json
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from PIL import Image
@@ -249,7 +248,7 @@ def painted_color_counts(color_layer: np.ndarray, sketch: np.ndarray) -> dict[st
     """Painted pixels per color, ``{"#rrggbb": count}``, most used first."""
     colors, counts = np.unique(painted_colors(color_layer, sketch), axis=0, return_counts=True)
     order = np.argsort(-counts, kind="stable")
-    return {"#%02x%02x%02x" % tuple(colors[i]): int(counts[i]) for i in order}
+    return {"#{:02x}{:02x}{:02x}".format(*colors[i]): int(counts[i]) for i in order}
 
 
 def composite(color_layer: np.ndarray, sketch: np.ndarray) -> np.ndarray:

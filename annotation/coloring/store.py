@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
+from annotation.assignment import Task, check_submittable, submit
 from annotation.coloring import human
 from annotation.coloring.fill import MAX_SECONDS_SPENT
-from annotation.assignment import Task, check_submittable, submit
 from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.files import StoredFile, decode_image, resolve, store_png

@@ -35,14 +35,21 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.assignment import Task, open_tasks, reserve
-from annotation.coloring.fill import (blank_color_layer, composite,
-                                 flood_fill, line_mask, painted_mask, read_canvas, decode_canvas)
+from annotation.coloring.fill import (
+    blank_color_layer,
+    composite,
+    decode_canvas,
+    flood_fill,
+    line_mask,
+    painted_mask,
+    read_canvas,
+)
 from annotation.coloring.store import get_coloring, store_coloring
 from annotation.concepts import get_concept
-from storage import iso, transaction, utcnow
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.qc.review import recolor_note
 from annotation.sketches.library import get_sketch, load_sketch, selected_sketch
+from storage import iso, transaction, utcnow
 
 MIN_PAINTED_FRACTION = 0.005
 """Default share of a sketch's non-line pixels that must be painted before a submit."""

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import sqlite_utils
 
 from annotation import audit
-from storage import iso, transaction, utcnow
 from annotation.errors import InvalidInput, InvalidToken, NotFound, PermissionDenied, check_length
+from storage import iso, transaction, utcnow
 
 ROLES = ("designer", "expert", "participant", "researcher", "admin")
 INVITABLE_ROLES = ROLES[:-1]

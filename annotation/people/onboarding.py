@@ -16,10 +16,10 @@ from pathlib import Path
 import sqlite_utils
 
 from annotation import audit
-from annotation.people.accounts import Actor, get_annotator
-from storage import iso, transaction
 from annotation.errors import Conflict, InvalidInput, check_length
+from annotation.people.accounts import Actor, get_annotator
 from evaluation.concepts import ASSETS
+from storage import iso, transaction
 
 TEXTS = ASSETS / "texts"
 CONSENT_FILE = TEXTS / "consent.md"

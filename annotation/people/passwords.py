@@ -20,9 +20,9 @@ from pathlib import Path
 import sqlite_utils
 
 from annotation import audit
+from annotation.errors import InvalidInput, PermissionDenied
 from annotation.people.accounts import Session, open_admin_session
 from storage import transaction
-from annotation.errors import InvalidInput, PermissionDenied
 
 ENV_PASSWORD = "COLORCONCEPT_ADMIN_PASSWORD"
 ENV_PASSWORD_FILE = "COLORCONCEPT_ADMIN_PASSWORD_FILE"

@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import string
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,11 +24,11 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.coloring import human
-from annotation.qc import stats as qc
-from annotation.people.accounts import Actor
 from annotation.coloring.store import concept_colorings, get_coloring, set_status
 from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, PermissionDenied, check_length
+from annotation.people.accounts import Actor
+from annotation.qc import stats as qc
 from evaluation.color import metrics
 from evaluation.color.plausibility import plausibility_ranking
 from storage import iso, transaction, utcnow

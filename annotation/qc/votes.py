@@ -23,13 +23,13 @@ import pandas as pd
 import sqlite_utils
 
 from annotation import audit
-from annotation.qc import stats as qc
-from annotation.people.accounts import Actor
 from annotation.assignment import open_tasks, reserve, submit
 from annotation.coloring.store import get_coloring, set_status
-from storage import iso, transaction
 from annotation.errors import Conflict, InvalidInput, PermissionDenied, check_length
+from annotation.people.accounts import Actor
+from annotation.qc import stats as qc
 from annotation.qc.review import require_role
+from storage import iso, transaction
 
 # Review tasks an expert holds at once (the paper is silent); the queue is refilled
 # after each vote.

@@ -10,21 +10,18 @@ Reads (progress, run lists, measured seconds, a concept's items and distribution
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import sqlite_utils
 
 from annotation import audit
-from storage import transaction
-from evaluation.pipeline import runs
 from evaluation.concepts import Concept
+from evaluation.pipeline import runs
 from evaluation.pipeline.imports import ImportReport, import_images
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
+from storage import transaction
 
 
 def create_evaluation_run(db: sqlite_utils.Database, actor: str, run: str, items: Sequence[dict],

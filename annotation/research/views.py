@@ -18,12 +18,9 @@ import sqlite_utils
 
 from annotation.concepts import unknown_concept
 from annotation.errors import NotFound
-from evaluation.analysis import comparison
-from evaluation.analysis import results
-from evaluation.pipeline import runs
-from evaluation.analysis import scoring
-from evaluation.analysis import tables
+from evaluation.analysis import comparison, results, scoring, tables
 from evaluation.concepts import Concept
+from evaluation.pipeline import runs
 from evaluation.pipeline.overlay import item_overlays
 from storage import human
 

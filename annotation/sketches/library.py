@@ -36,13 +36,21 @@ from PIL import Image
 
 from annotation import audit
 from annotation.concepts import get_concept
-from storage import iso, transaction
 from annotation.errors import InvalidInput, NotFound, check_length
 from annotation.files import MAX_BYTES, MAX_PIXELS, decode_image, resolve, store_bytes
-from annotation.sketches.importing import (MANIFEST_CSV, NotLineArtError, check_line_art,
-                                 concept_for_filename, encode_png, import_sketch_file,
-                                 load_manifest, normalize_sketch, png_data_url,
-                                 sketch_prompt)
+from annotation.sketches.importing import (
+    MANIFEST_CSV,
+    NotLineArtError,
+    check_line_art,
+    concept_for_filename,
+    encode_png,
+    import_sketch_file,
+    load_manifest,
+    normalize_sketch,
+    png_data_url,
+    sketch_prompt,
+)
+from storage import iso, transaction
 
 SOURCES = ("shipped", "imported", "generated")
 IMPORT_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".svg")

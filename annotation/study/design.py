@@ -37,16 +37,15 @@ import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import sqlite_utils
 
 from annotation import audit
-from annotation.people.accounts import Actor
 from annotation.errors import Conflict, InvalidInput, NotFound, check_length
-from evaluation.pipeline import runs
+from annotation.people.accounts import Actor
 from evaluation.models.generation import STYLES as GENERATION_STYLES
+from evaluation.pipeline import runs
 from storage import human as human_rows
 from storage import iso, transaction
 from storage.distributions import check_distribution

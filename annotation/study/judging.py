@@ -25,14 +25,14 @@ import pandas as pd
 import sqlite_utils
 
 from annotation import assignment, audit
-from annotation.people.accounts import Actor
-from storage import iso, parse_iso, transaction, utcnow
 from annotation.errors import InvalidInput, PermissionDenied
+from annotation.people.accounts import Actor
 from annotation.study.design import GROUND_TRUTH, GroundTruth, get_study, study_design
-from evaluation.analysis.scoring import concept_metrics
 from evaluation.analysis.judgment_report import analyse, write_tables
 from evaluation.analysis.judgments import VOTE_COLUMNS
+from evaluation.analysis.scoring import concept_metrics
 from evaluation.analysis.tables import dca_column
+from storage import iso, parse_iso, transaction, utcnow
 from storage.distributions import decode
 
 SIDES = ("left", "right")

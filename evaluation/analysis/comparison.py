@@ -19,11 +19,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from evaluation.analysis import figures
-from evaluation.color import metrics
-from evaluation.concepts import Concept
 from evaluation.analysis.results import latest_distributions, parse_cfg, resolve_cfg
 from evaluation.analysis.scoring import score
 from evaluation.analysis.tables import with_dca
+from evaluation.color import metrics
+from evaluation.concepts import Concept
 
 HUMAN = "human"
 HUMAN_COLOR = "#555555"

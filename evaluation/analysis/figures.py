@@ -13,8 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from evaluation.color.palette import N_BINS, Palette, load_uw71
 from evaluation.analysis.tables import METRICS, MODIFIER_LABELS, SHIFT_COLUMNS, require_columns
+from evaluation.color.palette import N_BINS, Palette, load_uw71
 
 BAR_OUTLINE = "#9e9e9e"  # keeps white and very light bars visible on a white background
 LAYOUT = {"template": "plotly_white", "margin": {"l": 50, "r": 20, "t": 50, "b": 40}}

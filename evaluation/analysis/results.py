@@ -28,9 +28,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from evaluation.analysis import figures
-from evaluation.analysis import scoring
-from evaluation.analysis import tables
+from evaluation.analysis import figures, scoring, tables
 from evaluation.concepts import Concept
 from evaluation.pipeline.fileio import write_atomic
 
@@ -112,7 +110,7 @@ def resolve_cfg(frame: pd.DataFrame, choice: str | float) -> dict[str, float]:
                if not np.isclose(stored.astype(float), value).any()}
     if missing:
         raise ValueError(f"`cfg` {value:g} is not a stored guidance scale of every model; stored scales: {missing}")
-    return {model: value for model in scales.index}
+    return dict.fromkeys(scales.index, value)
 
 
 @dataclass(frozen=True)

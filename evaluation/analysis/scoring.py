@@ -7,14 +7,14 @@ paper's tables are built from its output by `evaluation.analysis.tables`.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from evaluation.color import metrics
-from evaluation.pipeline import runs
 from evaluation.concepts import Concept
+from evaluation.pipeline import runs
 from storage import human
 
 LONG_COLUMNS = [

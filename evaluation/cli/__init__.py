@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DB
 

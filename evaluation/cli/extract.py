@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import argparse
 
-from evaluation.cli import add_executor_arguments, add_storage_arguments, open_db, print_workers, progress_bar, stage_executor
+from evaluation.cli import (
+    add_executor_arguments,
+    add_storage_arguments,
+    open_db,
+    print_workers,
+    progress_bar,
+    stage_executor,
+)
 
 HELP = "extract model color distributions of a run"
 

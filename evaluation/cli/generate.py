@@ -13,8 +13,16 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from evaluation.cli import (add_device_arguments, add_executor_arguments, add_storage_arguments, open_db, print_workers,
-                            progress_bar, resolve_device, stage_executor)
+from evaluation.cli import (
+    add_device_arguments,
+    add_executor_arguments,
+    add_storage_arguments,
+    open_db,
+    print_workers,
+    progress_bar,
+    resolve_device,
+    stage_executor,
+)
 
 HELP = "generate a run's images (resumable)"
 
@@ -85,8 +93,8 @@ def _specs(args: argparse.Namespace) -> tuple[list, list[str]]:
 
 def create_or_resume(db, args: argparse.Namespace) -> dict:
     """Store the run that the options describe (with --model), then return its configuration."""
-    from evaluation.pipeline import runs
     from evaluation.concepts import load_concepts
+    from evaluation.pipeline import runs
     from evaluation.pipeline.stages import plan_run
 
     if args.model:

@@ -15,8 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import open_db, print_workers
-from evaluation.cli import generate, segment
+from evaluation.cli import generate, open_db, print_workers, segment
 
 HELP = "generate, segment and extract a run in one go (resumable; --executor ray for a cluster)"
 
@@ -32,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Create or resume the run, then take it through generate, segment and extract."""
-    from evaluation.pipeline import runs
     from evaluation.cli import resolve_device
+    from evaluation.pipeline import runs
     from evaluation.pipeline.jobs import ExecutorChoice, run_pipeline, segmenter_preset
     from evaluation.pipeline.ray_storage import is_uri
 

@@ -46,10 +46,9 @@ def main(args: argparse.Namespace) -> int:
     """Compute, print and write the scores."""
     import pandas as pd
 
-    from evaluation.pipeline import runs
-    from evaluation.analysis import scoring
-    from evaluation.analysis import tables
+    from evaluation.analysis import scoring, tables
     from evaluation.concepts import load_concepts
+    from evaluation.pipeline import runs
 
     db = open_db(args)
     human = _human(db, args)

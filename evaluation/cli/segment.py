@@ -8,9 +8,23 @@ from __future__ import annotations
 
 import argparse
 
-from evaluation.cli import (add_device_arguments, add_executor_arguments, add_storage_arguments, open_db, print_workers,
-                            progress_bar, resolve_device, stage_executor)
-from evaluation.models.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, SEGMENT_ANYTHING_TYPES, TEXT_THRESHOLD
+from evaluation.cli import (
+    add_device_arguments,
+    add_executor_arguments,
+    add_storage_arguments,
+    open_db,
+    print_workers,
+    progress_bar,
+    resolve_device,
+    stage_executor,
+)
+from evaluation.models.segmentation import (
+    BOX_THRESHOLD,
+    DEFAULT_DETECTOR,
+    DEFAULT_SAM,
+    SEGMENT_ANYTHING_TYPES,
+    TEXT_THRESHOLD,
+)
 
 HELP = "segment a run's images with GroundingDINO + SAM (resumable)"
 

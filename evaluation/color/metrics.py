@@ -10,15 +10,15 @@ normalises them to sum 1 first (see `storage.distributions.check_masses`). Paper
 from __future__ import annotations
 
 import multiprocessing
-import threading
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from ot.lp.emd_wrap import emd_c
 from scipy.special import entr
 
-from evaluation.color.palette import N_BINS, load_uw71
+from evaluation.color.palette import load_uw71
 from storage.distributions import check_masses
 
 __all__ = [

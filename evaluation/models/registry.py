@@ -10,10 +10,12 @@ from __future__ import annotations
 import importlib
 import tomllib
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
+
 from evaluation.concepts import ASSETS
 
 PROJECT_ROOT = ASSETS.parent
@@ -158,14 +160,14 @@ def pipeline_class(spec: ModelSpec) -> type:
     return getattr(module, class_name)
 
 
-def torch_dtype(spec: ModelSpec, device: str) -> "torch.dtype":  # noqa: F821
+def torch_dtype(spec: ModelSpec, device: str) -> torch.dtype:  # noqa: F821
     """The dtype to load `spec` with on `device`: the registry's on a GPU, float32 on a CPU."""
     import torch
 
     return torch.float32 if str(device).startswith("cpu") else getattr(torch, spec.dtype)
 
 
-def load_pipeline(spec: ModelSpec, *, device: str, dtype: "torch.dtype | None" = None):  # noqa: F821
+def load_pipeline(spec: ModelSpec, *, device: str, dtype: torch.dtype | None = None):  # noqa: F821
     """Load `spec`'s pipeline once, onto `device`, through ``from_pretrained``.
 
     Parameters

@@ -15,9 +15,9 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 #: Side of the square images the tiny models are built for, in pixels.
 TINY_RESOLUTION = 64
@@ -161,8 +161,13 @@ def build_tiny_grounding_dino(path: str | Path, *, seed: int = 0) -> Path:
     """
     import torch
     from transformers import (
-        BertConfig, BertTokenizer, GroundingDinoConfig, GroundingDinoForObjectDetection,
-        GroundingDinoImageProcessor, GroundingDinoProcessor, SwinConfig,
+        BertConfig,
+        BertTokenizer,
+        GroundingDinoConfig,
+        GroundingDinoForObjectDetection,
+        GroundingDinoImageProcessor,
+        GroundingDinoProcessor,
+        SwinConfig,
     )
 
     def write(tmp: Path) -> None:
@@ -195,7 +200,7 @@ def build_tiny_grounding_dino(path: str | Path, *, seed: int = 0) -> Path:
     return _build_atomically(path, write)
 
 
-def tiny_sam_config() -> "transformers.SamConfig":  # noqa: F821
+def tiny_sam_config() -> transformers.SamConfig:  # noqa: F821
     """A SAM configuration of about 17k parameters for 64x64 inputs."""
     from transformers import SamConfig, SamMaskDecoderConfig, SamPromptEncoderConfig, SamVisionConfig
 
@@ -230,7 +235,7 @@ def build_tiny_sam(path: str | Path, *, seed: int = 0) -> Path:
     return _build_atomically(path, write)
 
 
-def tiny_segment_anything_model(*, seed: int = 0) -> "segment_anything.modeling.Sam":  # noqa: F821
+def tiny_segment_anything_model(*, seed: int = 0) -> segment_anything.modeling.Sam:  # noqa: F821
     """A tiny random-weight model of the ``segment-anything`` package (64x64 inputs).
 
     The package only builds its published architectures (ViT-B/L/H) from a ``.pth``

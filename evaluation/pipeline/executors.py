@@ -14,7 +14,8 @@ tasks instead of long-lived workers.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 Batch = list[dict]
 Work = Callable[[Batch], Batch]

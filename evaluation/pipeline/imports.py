@@ -33,12 +33,12 @@ import numpy as np
 import sqlite_utils
 from PIL import Image
 
-from evaluation.pipeline import runs
 from evaluation.concepts import Concept
 from evaluation.models.generation import STYLES, build_prompt
+from evaluation.pipeline import runs
+from evaluation.pipeline.fileio import write_atomic
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
-from evaluation.pipeline.fileio import write_atomic
 
 MANIFEST = "manifest.csv"
 NAME_FIELDS = ("model", "concept", "style", "cfg", "seed")

@@ -11,24 +11,24 @@ cancel was asked for, and the last outcome of each job it ran since the server s
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ContextManager
 
 import sqlite_utils
 
-from evaluation.pipeline import runs
+from evaluation.analysis.scoring import score_every_source
+from evaluation.concepts import load_concepts
 from evaluation.models.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, TEXT_THRESHOLD
+from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Executor
 from evaluation.pipeline.ray_storage import location
 from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, run_stage
-from evaluation.analysis.scoring import score_every_source
-from evaluation.concepts import load_concepts
 
-Connect = Callable[[], ContextManager[sqlite_utils.Database]]
+Connect = Callable[[], contextlib.AbstractContextManager[sqlite_utils.Database]]
 #: Items per recorded segmentation batch (each batch is one transaction).
 SEGMENT_BATCH = 8
 #: Segmenter presets: the paper's models, or tiny random ones the project builds (tests, demos).

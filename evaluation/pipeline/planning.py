@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
-from evaluation.pipeline import runs
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, Concept
 from evaluation.models.generation import STYLES
 from evaluation.models.registry import ModelSpec, RegistryError, with_source
+from evaluation.pipeline import runs
 from evaluation.pipeline.stages import plan_run
 
 #: Seconds per image on one H100-class GPU (generation + masking) for the registry's settings.

@@ -20,8 +20,9 @@ import os
 import socket
 import threading
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from evaluation.pipeline.executors import Batch, OnResult, Work
 
@@ -221,7 +222,7 @@ class RayExecutor:
         self._by_process = False
 
     @classmethod
-    def for_stage(cls, stage: str, cluster: ClusterInfo, workers: int | None = None) -> "RayExecutor":
+    def for_stage(cls, stage: str, cluster: ClusterInfo, workers: int | None = None) -> RayExecutor:
         """The executor of `stage` (``generate``, ``segment``, ``extract``): a GPU share
         per worker from `GPU_SHARE` when the cluster has GPUs, else one CPU."""
         if stage not in GPU_SHARE:

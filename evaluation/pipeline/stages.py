@@ -11,24 +11,23 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import sqlite_utils
 from PIL import Image
 
-from evaluation.pipeline import runs
-from evaluation.concepts import Concept
-from evaluation.pipeline.executors import Batch, Executor, InProcessExecutor
-from evaluation.pipeline.ray_storage import Location, location, read_file, remove_run_temporaries, write_file
 from evaluation.color.extraction import distribution_from_pixels, image_pixels
+from evaluation.concepts import Concept
 from evaluation.models.generation import GenerationError, build_prompt, generate, item_seed
 from evaluation.models.registry import ModelSpec, load_pipeline, spec_from_dict, spec_to_dict
 from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD, Detector, SamBackend, segment
+from evaluation.pipeline import runs
+from evaluation.pipeline.executors import Batch, Executor, InProcessExecutor
+from evaluation.pipeline.ray_storage import Location, location, read_file, remove_run_temporaries, write_file
 
 Progress = Callable[[int, int], None]
 
@@ -117,7 +116,7 @@ class GenerationWork:
         self._current: tuple[str, Any] | None = None
 
     @classmethod
-    def from_run(cls, config: Mapping[str, Any], data_dir: str | Path, *, device: str, dtype: Any = None) -> "GenerationWork":
+    def from_run(cls, config: Mapping[str, Any], data_dir: str | Path, *, device: str, dtype: Any = None) -> GenerationWork:
         """Work for a stored run configuration (see `plan_run`)."""
         specs = {key: spec_from_dict(fields) for key, fields in config["models"].items()}
         return cls(specs, data_dir, device=device, dtype=dtype)
