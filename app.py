@@ -15,17 +15,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=7860, help="port to listen on")
     parser.add_argument("--public-url", help="address people open (default http://HOST:PORT)")
-    parser.add_argument("--auto-approve-practice", action="store_true",
-                        help="open the main task right after the practice colorings")
+    parser.add_argument(
+        "--auto-approve-practice",
+        action="store_true",
+        help="open the main task right after the practice colorings",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     config = AppConfig.from_env(
-        db_path=args.db, data_dir=args.data_dir,
+        db_path=args.db,
+        data_dir=args.data_dir,
         public_url=args.public_url or f"http://{args.host}:{args.port}",
-        auto_approve_practice=args.auto_approve_practice or None)
+        auto_approve_practice=args.auto_approve_practice or None,
+    )
     demo = build_app(config)
     try:
         options = launch_options(config, demo)

@@ -22,28 +22,41 @@ from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, ens
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m annotation",
-                                     description="ColorConcept Lab annotation store")
-    parser.add_argument("--db", default=os.environ.get(ENV_DB) or str(DEFAULT_DB_PATH),
-                        help="SQLite file (default: $COLORCONCEPT_DB or data/colorconcept.sqlite)")
-    parser.add_argument("--data-dir", default=os.environ.get(ENV_DATA_DIR) or str(DEFAULT_DATA_DIR),
-                        help="data folder holding the images (default: data/)")
+    parser = argparse.ArgumentParser(
+        prog="python -m annotation", description="ColorConcept Lab annotation store"
+    )
+    parser.add_argument(
+        "--db",
+        default=os.environ.get(ENV_DB) or str(DEFAULT_DB_PATH),
+        help="SQLite file (default: $COLORCONCEPT_DB or data/colorconcept.sqlite)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get(ENV_DATA_DIR) or str(DEFAULT_DATA_DIR),
+        help="data folder holding the images (default: data/)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     out = commands.add_parser("export", help="CSV + Parquet of every table, images.zip")
     out.add_argument("folder", help="a new or empty folder to write to")
-    password = commands.add_parser("set-admin-password",
-                                   help="choose a new admin password (read from the terminal)")
+    password = commands.add_parser(
+        "set-admin-password", help="choose a new admin password (read from the terminal)"
+    )
     password.add_argument("--stdin", action="store_true", help="read it from standard input")
     check = commands.add_parser(
         "check-distributions",
-        help="recompute every designers' P_H from the coloring images and report differences")
-    check.add_argument("--repair", action="store_true",
-                       help="also rewrite the stored samples and P_H from the images")
-    save = commands.add_parser("backup", help="consistent copy of the database and its files, "
-                                              "with a manifest of hashes (safe while serving)")
+        help="recompute every designers' P_H from the coloring images and report differences",
+    )
+    check.add_argument(
+        "--repair", action="store_true", help="also rewrite the stored samples and P_H from the images"
+    )
+    save = commands.add_parser(
+        "backup",
+        help="consistent copy of the database and its files, with a manifest of hashes (safe while serving)",
+    )
     save.add_argument("folder", help="a new or empty folder to write to")
-    load = commands.add_parser("restore", help="verify a backup's hashes, then make it the "
-                                               "database and files (stop the app first)")
+    load = commands.add_parser(
+        "restore", help="verify a backup's hashes, then make it the database and files (stop the app first)"
+    )
     load.add_argument("folder", help="a folder written by `backup`")
     return parser
 
@@ -52,8 +65,9 @@ def _check_distributions(db, data_dir: str, repair: bool) -> int:
     found = human.check(db, data_dir, repair=repair)
     for difference in found:
         print(f"{difference.concept}: {difference.problem}")
-    n = db.execute("select count(*) from human_distributions where source = ?",
-                   [human.rows.DESIGNERS]).fetchone()[0]
+    n = db.execute(
+        "select count(*) from human_distributions where source = ?", [human.rows.DESIGNERS]
+    ).fetchone()[0]
     verb = "repaired" if repair else "found"
     print(f"{len(found)} differences {verb}; {n} stored designers' distributions")
     return 1 if found and not repair else 0
@@ -67,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         except AnnotationError as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-        print(f"restored schema version {done['schema_version']} with {len(done['files'])} "
-              f"files ({done['copied']} copied); previous database kept as {done['previous']}")
+        print(
+            f"restored schema version {done['schema_version']} with {len(done['files'])} "
+            f"files ({done['copied']} copied); previous database kept as {done['previous']}"
+        )
         return 0
     if args.command in ("export", "check-distributions", "backup") and not Path(args.db).is_file():
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
@@ -78,18 +94,23 @@ def main(argv: list[str] | None = None) -> int:
         ensure_schema(db)
         if args.command == "backup":
             summary = backup.backup(db, args.data_dir, args.folder)
-            print(f"backed up schema version {summary.schema_version} and {summary.files} files "
-                  f"({summary.bytes:,} bytes) to {summary.folder}")
+            print(
+                f"backed up schema version {summary.schema_version} and {summary.files} files "
+                f"({summary.bytes:,} bytes) to {summary.folder}"
+            )
             return 0
         if args.command == "check-distributions":
             return _check_distributions(db, args.data_dir, args.repair)
         if args.command == "export":
             summary = export(db, args.data_dir, args.folder)
-            print(f"exported {len(summary.rows)} tables ({sum(summary.rows.values())} rows) "
-                  f"and images {summary.images} to {summary.folder}")
+            print(
+                f"exported {len(summary.rows)} tables ({sum(summary.rows.values())} rows) "
+                f"and images {summary.images} to {summary.folder}"
+            )
         else:
-            password = sys.stdin.readline().rstrip("\n") if args.stdin else getpass.getpass(
-                "New admin password: ")
+            password = (
+                sys.stdin.readline().rstrip("\n") if args.stdin else getpass.getpass("New admin password: ")
+            )
             set_admin_password(db, password, source="command line")
             print("admin password changed")
     except AnnotationError as error:

@@ -48,13 +48,13 @@ _ROLE = {"coloring": "designer", "review": "expert", "judgment": "participant"}
 # Per kind: results counted against the quota for target :t (and those by person :a).
 _DONE = {
     "coloring": f"select count(distinct annotator_id) from colorings where concept_key = :t "
-                f"and practice = 0 and status in {_COUNTED}",
+    f"and practice = 0 and status in {_COUNTED}",
     "review": "select count(*) from qc_votes where coloring_id = :t",
     "judgment": "select count(*) from judgments where pair_id = :t",
 }
 _DONE_BY = {
     "coloring": "select count(*) from colorings where concept_key = :t and practice = 0 "
-                "and annotator_id = :a",
+    "and annotator_id = :a",
     "review": "select count(*) from qc_votes where coloring_id = :t and expert_id = :a",
     "judgment": "select count(*) from judgments where pair_id = :t and participant_id = :a",
 }
@@ -62,15 +62,15 @@ _QUOTA = {
     "coloring": "select :k",
     "review": "select votes_needed from reviews where coloring_id = :t and status = 'open'",
     "judgment": "select s.votes_per_pair from study_pairs p join studies s on s.id = "
-                "p.study_id where p.id = :t and s.frozen is not null",
+    "p.study_id where p.id = :t and s.frozen is not null",
 }
 _POOL = {
     "coloring": "select c.key as t from concepts c where exists (select 1 from sketches s "
-                "where s.base = c.base and s.selected = 1)",
+    "where s.base = c.base and s.selected = 1)",
     "review": "select r.coloring_id as t from reviews r join colorings g on g.id = "
-              "r.coloring_id where r.status = 'open' and g.annotator_id != :a",
+    "r.coloring_id where r.status = 'open' and g.annotator_id != :a",
     "judgment": "select p.id as t from study_pairs p join studies s on s.id = p.study_id "
-                "where s.frozen is not null",
+    "where s.frozen is not null",
 }
 
 
@@ -92,9 +92,19 @@ class Task:
 
     @classmethod
     def from_row(cls, row: dict) -> Task:
-        return cls(row["id"], row["kind"], row["annotator_id"], row["concept_key"],
-                   row["coloring_id"], row["pair_id"], row["left_item"],
-                   bool(row["practice"]), row["status"], row["created"], row["expires"])
+        return cls(
+            row["id"],
+            row["kind"],
+            row["annotator_id"],
+            row["concept_key"],
+            row["coloring_id"],
+            row["pair_id"],
+            row["left_item"],
+            bool(row["practice"]),
+            row["status"],
+            row["created"],
+            row["expires"],
+        )
 
     @property
     def target(self) -> str | int:
@@ -102,9 +112,17 @@ class Task:
         return getattr(self, _TARGET[self.kind])
 
 
-def reserve(db: sqlite_utils.Database, kind: str, annotator_id: int,
-            rng: np.random.Generator, batch_size: int, *, k: int = 5,
-            minutes: float = RESERVATION_MINUTES, now: dt.datetime | None = None) -> list[Task]:
+def reserve(
+    db: sqlite_utils.Database,
+    kind: str,
+    annotator_id: int,
+    rng: np.random.Generator,
+    batch_size: int,
+    *,
+    k: int = 5,
+    minutes: float = RESERVATION_MINUTES,
+    now: dt.datetime | None = None,
+) -> list[Task]:
     """Reserve work for one person, topping their open tasks up to `batch_size`.
 
     Parameters
@@ -138,16 +156,29 @@ def reserve(db: sqlite_utils.Database, kind: str, annotator_id: int,
             expires = iso(now + dt.timedelta(minutes=minutes))
             for target in _pick(db, kind, annotator_id, rng, wanted, k):
                 left = str(rng.choice(["a", "b"])) if kind == "judgment" else None
-                db["tasks"].insert({"kind": kind, "annotator_id": annotator_id,
-                                    _TARGET[kind]: target, "left_item": left, "practice": 0,
-                                    "status": "reserved", "created": iso(now),
-                                    "expires": expires})
+                db["tasks"].insert(
+                    {
+                        "kind": kind,
+                        "annotator_id": annotator_id,
+                        _TARGET[kind]: target,
+                        "left_item": left,
+                        "practice": 0,
+                        "status": "reserved",
+                        "created": iso(now),
+                        "expires": expires,
+                    }
+                )
         return _open(db, kind, annotator_id)
 
 
-def reserve_practice(db: sqlite_utils.Database, annotator_id: int, keys: tuple[str, ...], *,
-                     minutes: float = RESERVATION_MINUTES,
-                     now: dt.datetime | None = None) -> list[Task]:
+def reserve_practice(
+    db: sqlite_utils.Database,
+    annotator_id: int,
+    keys: tuple[str, ...],
+    *,
+    minutes: float = RESERVATION_MINUTES,
+    now: dt.datetime | None = None,
+) -> list[Task]:
     """Reserve the practice colorings `keys` a designer has no standing practice coloring of.
 
     Practice colorings count towards no quota. Returns the open practice tasks.
@@ -166,18 +197,32 @@ def reserve_practice(db: sqlite_utils.Database, annotator_id: int, keys: tuple[s
                 "concept_key = ? and practice = 1 and status in ('submitted', 'accepted')) + "
                 "(select count(*) from tasks where annotator_id = ? and concept_key = ? and "
                 "practice = 1 and status = 'reserved')",
-                [annotator_id, key, annotator_id, key]).fetchone()[0]
+                [annotator_id, key, annotator_id, key],
+            ).fetchone()[0]
             if not standing:
-                db["tasks"].insert({"kind": "coloring", "annotator_id": annotator_id,
-                                    "concept_key": key, "practice": 1, "status": "reserved",
-                                    "created": iso(now),
-                                    "expires": iso(now + dt.timedelta(minutes=minutes))})
+                db["tasks"].insert(
+                    {
+                        "kind": "coloring",
+                        "annotator_id": annotator_id,
+                        "concept_key": key,
+                        "practice": 1,
+                        "status": "reserved",
+                        "created": iso(now),
+                        "expires": iso(now + dt.timedelta(minutes=minutes)),
+                    }
+                )
         return _open(db, "coloring", annotator_id, practice=1)
 
 
-def submit(db: sqlite_utils.Database, task_id: int, annotator_id: int,
-           write: Callable[[sqlite_utils.Database, Task], int], *, k: int = 5,
-           now: dt.datetime | None = None) -> int:
+def submit(
+    db: sqlite_utils.Database,
+    task_id: int,
+    annotator_id: int,
+    write: Callable[[sqlite_utils.Database, Task], int],
+    *,
+    k: int = 5,
+    now: dt.datetime | None = None,
+) -> int:
     """Complete a task: check it, let `write` store the result, mark the task submitted.
 
     All in one transaction: if `write` raises, nothing is stored and the task stays open.
@@ -210,13 +255,13 @@ def submit(db: sqlite_utils.Database, task_id: int, annotator_id: int,
         if not task.practice:
             _check_slot(db, task, k, now)
         result_id = write(db, task)
-        db["tasks"].update(task.id, {"status": "submitted", "finished": iso(now),
-                                     "result_id": result_id})
+        db["tasks"].update(task.id, {"status": "submitted", "finished": iso(now), "result_id": result_id})
         return result_id
 
 
-def release(db: sqlite_utils.Database, task_id: int, annotator_id: int, *,
-            now: dt.datetime | None = None) -> None:
+def release(
+    db: sqlite_utils.Database, task_id: int, annotator_id: int, *, now: dt.datetime | None = None
+) -> None:
     """Give a reserved task back to the pool (the person skips it)."""
     with transaction(db):
         task = _task_for(db, task_id, annotator_id)
@@ -226,37 +271,51 @@ def release(db: sqlite_utils.Database, task_id: int, annotator_id: int, *,
 def expire(db: sqlite_utils.Database, *, now: dt.datetime | None = None) -> int:
     """Mark every reservation past its deadline ``expired``; returns how many."""
     with transaction(db):
-        return db.execute("update tasks set status = 'expired', finished = ? where "
-                          "status = 'reserved' and expires <= ?", [iso(now), iso(now)]).rowcount
+        return db.execute(
+            "update tasks set status = 'expired', finished = ? where status = 'reserved' and expires <= ?",
+            [iso(now), iso(now)],
+        ).rowcount
 
 
-def open_tasks(db: sqlite_utils.Database, kind: str, annotator_id: int, *,
-               practice: bool = False, now: dt.datetime | None = None) -> list[Task]:
+def open_tasks(
+    db: sqlite_utils.Database,
+    kind: str,
+    annotator_id: int,
+    *,
+    practice: bool = False,
+    now: dt.datetime | None = None,
+) -> list[Task]:
     """The person's reserved, unexpired tasks of `kind`, oldest first."""
     _check_kind(kind)
     rows = db["tasks"].rows_where(
         "kind = ? and annotator_id = ? and practice = ? and status = 'reserved' and expires > ?",
-        [kind, annotator_id, int(practice), iso(now)], order_by="id")
+        [kind, annotator_id, int(practice), iso(now)],
+        order_by="id",
+    )
     return [Task.from_row(r) for r in rows]
 
 
-def submitted_count(db: sqlite_utils.Database, kind: str, annotator_id: int, *,
-                    practice: bool = False) -> int:
+def submitted_count(
+    db: sqlite_utils.Database, kind: str, annotator_id: int, *, practice: bool = False
+) -> int:
     """How many tasks of `kind` the person has submitted."""
     _check_kind(kind)
-    return db["tasks"].count_where("kind = ? and annotator_id = ? and practice = ? and "
-                                   "status = 'submitted'", [kind, annotator_id, int(practice)])
+    return db["tasks"].count_where(
+        "kind = ? and annotator_id = ? and practice = ? and status = 'submitted'",
+        [kind, annotator_id, int(practice)],
+    )
 
 
 def _open(db, kind: str, annotator_id: int, practice: int = 0) -> list[Task]:
-    rows = db["tasks"].rows_where("kind = ? and annotator_id = ? and practice = ? and "
-                                  "status = 'reserved'", [kind, annotator_id, practice],
-                                  order_by="id")
+    rows = db["tasks"].rows_where(
+        "kind = ? and annotator_id = ? and practice = ? and status = 'reserved'",
+        [kind, annotator_id, practice],
+        order_by="id",
+    )
     return [Task.from_row(r) for r in rows]
 
 
-def _pick(db, kind: str, annotator_id: int, rng: np.random.Generator, n: int,
-          k: int) -> list:
+def _pick(db, kind: str, annotator_id: int, rng: np.random.Generator, n: int, k: int) -> list:
     """Up to `n` targets the person may take, least filled first, random among equals."""
     rows = _pool_rows(db, kind, annotator_id, k)
     if not rows:
@@ -271,17 +330,20 @@ def _pool_rows(db, kind: str, annotator_id: int, k: int) -> list[tuple]:
     done = _DONE[kind].replace(":t", "pool.t")
     done_by = _DONE_BY[kind].replace(":t", "pool.t")
     quota = _QUOTA[kind].replace(":t", "pool.t")
-    sql = (f"select t, fill from (select pool.t as t, ({done}) + (select count(*) from tasks r "
-           f"where r.kind = :kind and r.practice = 0 and r.status = 'reserved' and "
-           f"r.{column} = pool.t) as fill, ({quota}) as quota from ({_POOL[kind]}) pool "
-           f"where not exists (select 1 from tasks m where m.kind = :kind and m.practice = 0 "
-           f"and m.status = 'reserved' and m.annotator_id = :a and m.{column} = pool.t) "
-           f"and ({done_by}) = 0) where fill < quota order by t")
+    sql = (
+        f"select t, fill from (select pool.t as t, ({done}) + (select count(*) from tasks r "
+        f"where r.kind = :kind and r.practice = 0 and r.status = 'reserved' and "
+        f"r.{column} = pool.t) as fill, ({quota}) as quota from ({_POOL[kind]}) pool "
+        f"where not exists (select 1 from tasks m where m.kind = :kind and m.practice = 0 "
+        f"and m.status = 'reserved' and m.annotator_id = :a and m.{column} = pool.t) "
+        f"and ({done_by}) = 0) where fill < quota order by t"
+    )
     return db.execute(sql, {"kind": kind, "a": annotator_id, "k": k}).fetchall()
 
 
-def check_submittable(db: sqlite_utils.Database, task_id: int, annotator_id: int, *,
-                      k: int = 5, now: dt.datetime | None = None) -> None:
+def check_submittable(
+    db: sqlite_utils.Database, task_id: int, annotator_id: int, *, k: int = 5, now: dt.datetime | None = None
+) -> None:
     """Make the checks `submit` makes, without writing anything.
 
     For callers with costly work before `submit` (files to write): refusing first
@@ -314,23 +376,28 @@ def _check_slot(db, task: Task, k: int, now: dt.datetime) -> None:
     params = {"t": task.target, "a": task.annotator_id, "k": k}
     quota = db.execute(_QUOTA[task.kind], params).fetchone()
     if quota is None:
-        raise ReservationExpired(f"task {task.id}: {task.kind} target {task.target!r} is "
-                                 "closed; nothing was stored")
+        raise ReservationExpired(
+            f"task {task.id}: {task.kind} target {task.target!r} is closed; nothing was stored"
+        )
     if db.execute(_DONE_BY[task.kind], params).fetchone()[0]:
-        raise Conflict(f"task {task.id}: you already submitted {task.kind} "
-                       f"{task.target!r}")
+        raise Conflict(f"task {task.id}: you already submitted {task.kind} {task.target!r}")
     others = db.execute(
         f"select count(*) from tasks where kind = ? and practice = 0 and status = 'reserved' "
         f"and expires > ? and {_TARGET[task.kind]} = ? and id != ?",
-        [task.kind, iso(now), task.target, task.id]).fetchone()[0]
+        [task.kind, iso(now), task.target, task.id],
+    ).fetchone()[0]
     fill = db.execute(_DONE[task.kind], params).fetchone()[0] + others
     if fill >= quota[0]:
         if task.status == "reserved" and task.expires > iso(now):
-            raise QuotaExceeded(f"task {task.id}: {task.kind} {task.target!r} already has its "
-                                f"{quota[0]} results; nothing was stored")
-        raise ReservationExpired(f"task {task.id}: your reservation ran out at "
-                                 f"{task.expires[:16]} UTC and {task.kind} {task.target!r} "
-                                 "was given to someone else; nothing was stored")
+            raise QuotaExceeded(
+                f"task {task.id}: {task.kind} {task.target!r} already has its "
+                f"{quota[0]} results; nothing was stored"
+            )
+        raise ReservationExpired(
+            f"task {task.id}: your reservation ran out at "
+            f"{task.expires[:16]} UTC and {task.kind} {task.target!r} "
+            "was given to someone else; nothing was stored"
+        )
 
 
 def _check_annotator(db, annotator_id: int, role: str) -> None:

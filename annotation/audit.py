@@ -10,9 +10,17 @@ import sqlite_utils
 from storage import iso
 
 
-def record(db: sqlite_utils.Database, actor: str, action: str, object_type: str,
-           object_id: str | int | None, why: str = "", *, details: dict | None = None,
-           now: dt.datetime | None = None) -> int:
+def record(
+    db: sqlite_utils.Database,
+    actor: str,
+    action: str,
+    object_type: str,
+    object_id: str | int | None,
+    why: str = "",
+    *,
+    details: dict | None = None,
+    now: dt.datetime | None = None,
+) -> int:
     """Append an audit row and return its id.
 
     Parameters
@@ -28,8 +36,13 @@ def record(db: sqlite_utils.Database, actor: str, action: str, object_type: str,
     details : dict, optional
         Extra JSON-serialisable facts.
     """
-    row = {"created": iso(now), "actor": actor, "action": action,
-           "object_type": object_type,
-           "object_id": None if object_id is None else str(object_id),
-           "why": why, "details": json.dumps(details or {}, sort_keys=True)}
+    row = {
+        "created": iso(now),
+        "actor": actor,
+        "action": action,
+        "object_type": object_type,
+        "object_id": None if object_id is None else str(object_id),
+        "why": why,
+        "details": json.dumps(details or {}, sort_keys=True),
+    }
     return db["audit"].insert(row).last_pk

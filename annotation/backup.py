@@ -68,13 +68,21 @@ def _named_files(snapshot: Path) -> list[str]:
     conn = sqlite3.connect(snapshot)
     try:
         found = set()
-        tables = [r[0] for r in conn.execute(
-            "select name from sqlite_master where type = 'table' and name not like 'sqlite_%'")]
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "select name from sqlite_master where type = 'table' and name not like 'sqlite_%'"
+            )
+        ]
         for table in tables:
             columns = [r[1] for r in conn.execute(f'pragma table_info("{table}")')]
             for column, _ in file_columns(columns):
-                found.update(r[0] for r in conn.execute(
-                    f'select distinct "{column}" from "{table}" where "{column}" is not null'))
+                found.update(
+                    r[0]
+                    for r in conn.execute(
+                        f'select distinct "{column}" from "{table}" where "{column}" is not null'
+                    )
+                )
         return sorted(found)
     finally:
         conn.close()
@@ -110,8 +118,10 @@ def backup(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
         for relative in _named_files(snapshot):
             source = resolve(data_dir, relative)
             if not source.is_file():
-                raise BackupError(f"the database names {relative!r}, which is missing from "
-                                  f"the data folder; nothing was backed up")
+                raise BackupError(
+                    f"the database names {relative!r}, which is missing from "
+                    f"the data folder; nothing was backed up"
+                )
             target = staging / "files" / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
@@ -121,10 +131,12 @@ def backup(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
         conn = sqlite3.connect(snapshot)
         version = conn.execute("select coalesce(max(version), 0) from schema_version").fetchone()[0]
         conn.close()
-        manifest = {"created": iso(), "schema_version": version,
-                    "database": {"path": DB_NAME, "sha256": _sha256(snapshot),
-                                 "bytes": snapshot.stat().st_size},
-                    "files": entries}
+        manifest = {
+            "created": iso(),
+            "schema_version": version,
+            "database": {"path": DB_NAME, "sha256": _sha256(snapshot), "bytes": snapshot.stat().st_size},
+            "files": entries,
+        }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
         if folder.exists():
             folder.rmdir()
@@ -148,15 +160,17 @@ def verify(folder: str | Path) -> dict:
         manifest = json.loads((folder / MANIFEST).read_text())
     except (OSError, ValueError) as error:
         raise BackupError(f"{str(folder)!r} holds no readable {MANIFEST}: {error}") from None
-    entries = [(manifest["database"]["path"], manifest["database"])] + \
-        [(f"files/{e['path']}", e) for e in manifest["files"]]
+    entries = [(manifest["database"]["path"], manifest["database"])] + [
+        (f"files/{e['path']}", e) for e in manifest["files"]
+    ]
     for name, entry in entries:
         path = folder / name
         if ".." in Path(name).parts or not path.is_file():
             raise BackupError(f"backup file {name!r} is missing; nothing was restored")
         if path.stat().st_size != entry["bytes"] or _sha256(path) != entry["sha256"]:
-            raise BackupError(f"backup file {name!r} does not match its sha256 in the "
-                              "manifest; nothing was restored")
+            raise BackupError(
+                f"backup file {name!r} does not match its sha256 in the manifest; nothing was restored"
+            )
     return manifest
 
 
@@ -189,8 +203,9 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
     shutil.copyfile(folder / manifest["database"]["path"], temp)
     previous = None
     if db_path.exists():
-        previous = db_path.with_name(f"{db_path.name}.before-restore-"
-                                     f"{iso().replace(':', '').replace('-', '')[:15]}")
+        previous = db_path.with_name(
+            f"{db_path.name}.before-restore-{iso().replace(':', '').replace('-', '')[:15]}"
+        )
         os.replace(db_path, previous)
     for journal in ("-wal", "-shm"):
         Path(f"{db_path}{journal}").unlink(missing_ok=True)

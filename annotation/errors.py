@@ -54,5 +54,4 @@ def check_length(value: object, name: str, limit: int = MAX_TEXT_CHARS) -> None:
     Every free-text field a person fills in passes this before anything is stored.
     """
     if isinstance(value, str) and len(value) > limit:
-        raise InvalidInput(f"`{name}` may hold at most {limit} characters, got {len(value)}; "
-                           "shorten it")
+        raise InvalidInput(f"`{name}` may hold at most {limit} characters, got {len(value)}; shorten it")

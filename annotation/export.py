@@ -68,14 +68,14 @@ def export(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
     """
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise InvalidInput(f"export folder must be new or empty, got {str(folder)!r} "
-                           "which already holds files")
+        raise InvalidInput(
+            f"export folder must be new or empty, got {str(folder)!r} which already holds files"
+        )
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-partial-"))
     try:
         with _snapshot(db):
-            tables = {name: _table_frame(db, name) for name in db.table_names()
-                      if name not in SKIPPED_TABLES}
+            tables = {name: _table_frame(db, name) for name in db.table_names() if name not in SKIPPED_TABLES}
         rows = {name: _write_table(frame, staging, name) for name, frame in tables.items()}
         images = _write_images(tables, Path(data_dir), staging / "images.zip")
         if folder.exists():
@@ -102,8 +102,7 @@ def download_archive_path(data_dir: str | Path, *, now: str) -> Path:
     return Path(data_dir) / "exports" / f"colorconcept-export-{stamp}-{secrets.token_hex(16)}.zip"
 
 
-def export_archive(db: sqlite_utils.Database, data_dir: str | Path,
-                   archive: str | Path) -> Path:
+def export_archive(db: sqlite_utils.Database, data_dir: str | Path, archive: str | Path) -> Path:
     """Write the export as one zip file `archive` (for a download button); returns it."""
     archive = Path(archive)
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -171,8 +170,9 @@ def _write_images(tables: dict[str, pd.DataFrame], data_dir: Path, target: Path)
     return counts
 
 
-def _add_file(archive: zipfile.ZipFile, data_dir: Path, relative: str,
-              expected: str | None, written: set[str]) -> str:
+def _add_file(
+    archive: zipfile.ZipFile, data_dir: Path, relative: str, expected: str | None, written: set[str]
+) -> str:
     path = resolve(data_dir, relative)
     if not path.is_file():
         return "missing"

@@ -32,8 +32,9 @@ class StoredFile:
     sha256: str
 
 
-def store_bytes(data_dir: str | Path, data: bytes, *, suffix: str = ".png",
-                folder: str = "images") -> StoredFile:
+def store_bytes(
+    data_dir: str | Path, data: bytes, *, suffix: str = ".png", folder: str = "images"
+) -> StoredFile:
     """Store `data` under `data_dir`/`folder` with its content hash as name.
 
     Parameters
@@ -53,8 +54,10 @@ def store_bytes(data_dir: str | Path, data: bytes, *, suffix: str = ".png",
         Storing the same bytes twice returns the same path and writes nothing new.
     """
     if not isinstance(data, (bytes, bytearray)) or not data:
-        raise InvalidInput(f"`data` must be non-empty bytes, got {type(data).__name__} "
-                           f"of length {len(data) if hasattr(data, '__len__') else '?'}")
+        raise InvalidInput(
+            f"`data` must be non-empty bytes, got {type(data).__name__} "
+            f"of length {len(data) if hasattr(data, '__len__') else '?'}"
+        )
     digest = hashlib.sha256(data).hexdigest()
     relative = f"{folder}/{digest[:2]}/{digest}{suffix}"
     target = resolve(data_dir, relative)
@@ -63,8 +66,7 @@ def store_bytes(data_dir: str | Path, data: bytes, *, suffix: str = ".png",
     return StoredFile(relative, digest)
 
 
-def store_png(data_dir: str | Path, image: np.ndarray | Image.Image, *,
-              folder: str = "images") -> StoredFile:
+def store_png(data_dir: str | Path, image: np.ndarray | Image.Image, *, folder: str = "images") -> StoredFile:
     """Encode `image` as PNG and store it with `store_bytes`.
 
     Parameters
@@ -76,10 +78,14 @@ def store_png(data_dir: str | Path, image: np.ndarray | Image.Image, *,
     if isinstance(image, np.ndarray):
         if image.dtype == bool:
             image = image.astype(np.uint8) * 255
-        if image.dtype != np.uint8 or image.ndim not in (2, 3) or (
-                image.ndim == 3 and image.shape[2] not in (3, 4)):
-            raise InvalidInput("`image` must be uint8 (H, W), (H, W, 3) or (H, W, 4), got "
-                               f"{image.dtype} {image.shape}")
+        if (
+            image.dtype != np.uint8
+            or image.ndim not in (2, 3)
+            or (image.ndim == 3 and image.shape[2] not in (3, 4))
+        ):
+            raise InvalidInput(
+                f"`image` must be uint8 (H, W), (H, W, 3) or (H, W, 4), got {image.dtype} {image.shape}"
+            )
         image = Image.fromarray(image)
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
@@ -107,8 +113,13 @@ def resolve(data_dir: str | Path, relative: str) -> Path:
     return target
 
 
-def decode_image(source: bytes | str | Path, *, max_pixels: int = MAX_PIXELS,
-                 max_bytes: int = MAX_BYTES, name: str = "upload") -> Image.Image:
+def decode_image(
+    source: bytes | str | Path,
+    *,
+    max_pixels: int = MAX_PIXELS,
+    max_bytes: int = MAX_BYTES,
+    name: str = "upload",
+) -> Image.Image:
     """Decode an image file defensively.
 
     Parameters
@@ -138,8 +149,9 @@ def decode_image(source: bytes | str | Path, *, max_pixels: int = MAX_PIXELS,
         image = Image.open(io.BytesIO(data))
         width, height = image.size
         if width * height > max_pixels:
-            raise InvalidImage(f"{name} is {width}x{height} = {width * height} pixels; "
-                               f"at most {max_pixels} are allowed")
+            raise InvalidImage(
+                f"{name} is {width}x{height} = {width * height} pixels; at most {max_pixels} are allowed"
+            )
         image.load()
     except Image.DecompressionBombError as error:
         raise InvalidImage(f"{name} is too large to decode safely: {error}") from None
@@ -158,8 +170,7 @@ def _read_limited(source: bytes | str | Path, max_bytes: int, name: str) -> byte
         if not path.is_file():
             raise InvalidImage(f"{name} was not received (no file at {str(path)!r})")
         if path.stat().st_size > max_bytes:
-            raise InvalidImage(f"{name} is {path.stat().st_size} bytes; at most {max_bytes} "
-                               "are allowed")
+            raise InvalidImage(f"{name} is {path.stat().st_size} bytes; at most {max_bytes} are allowed")
         data = path.read_bytes()
     else:
         raise InvalidImage(f"{name} must be bytes or a file path, got {type(source).__name__}")

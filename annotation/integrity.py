@@ -52,14 +52,14 @@ def referenced_paths(db: sqlite_utils.Database) -> set[str]:
     for table in db.tables:
         for column in table.columns:
             if _FILE_COLUMN.search(column.name):
-                rows = db.execute(f'select distinct "{column.name}" from "{table.name}" '
-                                  f'where "{column.name}" is not null')
+                rows = db.execute(
+                    f'select distinct "{column.name}" from "{table.name}" where "{column.name}" is not null'
+                )
                 paths.update(value for (value,) in rows if isinstance(value, str))
     return paths
 
 
-def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *,
-                   min_age_s: float = 0.0) -> list[str]:
+def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *, min_age_s: float = 0.0) -> list[str]:
     """Content-hash and temporary files under `data_dir` that no row names.
 
     Parameters
@@ -86,12 +86,21 @@ def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *,
     candidates = [path for path in _managed_files(root) if _mtime(path) <= newest]
     # Read the references after listing: a row committed meanwhile then still counts.
     referenced = referenced_paths(db)
-    return sorted(relative for relative in (p.relative_to(root).as_posix() for p in candidates)
-                  if relative not in referenced)
+    return sorted(
+        relative
+        for relative in (p.relative_to(root).as_posix() for p in candidates)
+        if relative not in referenced
+    )
 
 
-def sweep_orphans(db: sqlite_utils.Database, data_dir: str | Path, *, actor: str = "system",
-                  min_age_s: float = 0.0, now: dt.datetime | None = None) -> list[str]:
+def sweep_orphans(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    *,
+    actor: str = "system",
+    min_age_s: float = 0.0,
+    now: dt.datetime | None = None,
+) -> list[str]:
     """Move every orphaned file into ``<data_dir>/orphans/`` and record it in the audit.
 
     Call it at start-up, before the app serves (or with a `min_age_s` margin). Nothing is
@@ -113,9 +122,16 @@ def sweep_orphans(db: sqlite_utils.Database, data_dir: str | Path, *, actor: str
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(root / relative, target)
     with transaction(db):
-        audit.record(db, actor, "sweep_orphans", "data_dir", None,
-                     "files that no row names (a writer stopped before its commit)",
-                     details={"n": len(orphans), "paths": orphans[:100]}, now=now)
+        audit.record(
+            db,
+            actor,
+            "sweep_orphans",
+            "data_dir",
+            None,
+            "files that no row names (a writer stopped before its commit)",
+            details={"n": len(orphans), "paths": orphans[:100]},
+            now=now,
+        )
     return orphans
 
 
@@ -133,6 +149,7 @@ def _managed_files(root: Path) -> list[Path]:
     for folder, subfolders, names in os.walk(root):
         if Path(folder) == root:
             subfolders[:] = [s for s in subfolders if s not in SKIPPED_FOLDERS]
-        found.extend(Path(folder) / name for name in names
-                     if _HASH_NAME.match(name) or _TEMP_NAME.match(name))
+        found.extend(
+            Path(folder) / name for name in names if _HASH_NAME.match(name) or _TEMP_NAME.match(name)
+        )
     return found

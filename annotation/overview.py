@@ -30,17 +30,32 @@ def coverage(db: sqlite_utils.Database, k: int) -> dict:
         0..k, where n = k means k or more), ``colorings_by_status`` (main task, every
         status in `storage.schema.COLORING_STATUSES`) and ``annotators_by_role``.
     """
-    counts = {row["key"]: row["n"] for row in db.query(
-        "select c.key, count(distinct g.annotator_id) as n from concepts c left join colorings g "
-        f"on g.concept_key = c.key and g.practice = 0 and g.status in "
-        f"({', '.join('?' * len(COUNTED_STATUSES))}) group by c.key", COUNTED_STATUSES)}
+    counts = {
+        row["key"]: row["n"]
+        for row in db.query(
+            "select c.key, count(distinct g.annotator_id) as n from concepts c left join colorings g "
+            f"on g.concept_key = c.key and g.practice = 0 and g.status in "
+            f"({', '.join('?' * len(COUNTED_STATUSES))}) group by c.key",
+            COUNTED_STATUSES,
+        )
+    }
     histogram = Counter(min(n, k) for n in counts.values())
     statuses = Counter(dict.fromkeys(COLORING_STATUSES, 0))
-    statuses.update({row["status"]: row["n"] for row in db.query(
-        "select status, count(*) as n from colorings where practice = 0 group by status")})
+    statuses.update(
+        {
+            row["status"]: row["n"]
+            for row in db.query(
+                "select status, count(*) as n from colorings where practice = 0 group by status"
+            )
+        }
+    )
     roles = Counter()
     for row in db.query("select roles from annotators where status = 'active'"):
         roles.update(json.loads(row["roles"]))
-    return {"concepts": len(counts), "complete": histogram[k],
-            "histogram": {n: histogram[n] for n in range(k + 1)},
-            "colorings_by_status": dict(statuses), "annotators_by_role": dict(roles)}
+    return {
+        "concepts": len(counts),
+        "complete": histogram[k],
+        "histogram": {n: histogram[n] for n in range(k + 1)},
+        "colorings_by_status": dict(statuses),
+        "annotators_by_role": dict(roles),
+    }

@@ -34,8 +34,7 @@ from app import (
 from app.common import AppContext
 from app.config import AppConfig
 
-TAB_MODULES = (designer, expert, participant, study, evaluate, browser, leaderboard,
-               sketches_admin, admin)
+TAB_MODULES = (designer, expert, participant, study, evaluate, browser, leaderboard, sketches_admin, admin)
 STORAGE_KEY = "colorconcept_session"
 
 
@@ -52,13 +51,11 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
     # `app.media.FileGuard` knows what each one is when it decides who may fetch it.
     gr.set_static_paths([Path(ctx.config.data_dir).resolve() / f for f in media.SERVED_FOLDERS])
     with gr.Blocks(title="ColorConcept Lab") as demo:
-        session_token = gr.Textbox("", visible="hidden", label="session_token",
-                                   elem_id="session_token")
+        session_token = gr.Textbox("", visible="hidden", label="session_token", elem_id="session_token")
         stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=ctx.browser_secret)
         # The browser fetches images itself, with the session in a cookie (`app.media`);
         # registered first, so that the cookie is set before any tab's own reaction.
-        session_token.change(None, session_token, None, js=media.COOKIE_JS,
-                             api_visibility="private")
+        session_token.change(None, session_token, None, js=media.COOKIE_JS, api_visibility="private")
         with gr.Tabs():
             with gr.Tab(landing.TITLE, id=landing.NAME):
                 start = landing.build(ctx, session_token)
@@ -93,16 +90,23 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
     for secret in secrets:
         for folder in served:
             if secret.is_relative_to(folder):
-                raise SecretServed(f"{secret} lies inside {folder}, a folder whose files the "
-                                   "app serves to the page; move it out of "
-                                   f"{', '.join(media.SERVED_FOLDERS)} under the data folder")
-    policy = media.FilePolicy(demo.colorconcept_ctx,
-                              gradio_folders=[get_upload_folder(), get_cache_folder()],
-                              public=media.page_files(demo.config))
+                raise SecretServed(
+                    f"{secret} lies inside {folder}, a folder whose files the "
+                    "app serves to the page; move it out of "
+                    f"{', '.join(media.SERVED_FOLDERS)} under the data folder"
+                )
+    policy = media.FilePolicy(
+        demo.colorconcept_ctx,
+        gradio_folders=[get_upload_folder(), get_cache_folder()],
+        public=media.page_files(demo.config),
+    )
     css = "\n".join(getattr(m, "CSS", "") for m in TAB_MODULES)
-    return {"allowed_paths": [str(folder) for folder in served],
-            "blocked_paths": [str(secret) for secret in secrets], "css": css,
-            "app_kwargs": {"middleware": [Middleware(media.FileGuard, policy=policy)]}}
+    return {
+        "allowed_paths": [str(folder) for folder in served],
+        "blocked_paths": [str(secret) for secret in secrets],
+        "css": css,
+        "app_kwargs": {"middleware": [Middleware(media.FileGuard, policy=policy)]},
+    }
 
 
 class SecretServed(RuntimeError):

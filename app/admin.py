@@ -21,8 +21,16 @@ NAME = "admin"
 TITLE = "Admin"
 ROLES = ("admin",)
 INVITE_HEADERS = ["annotator_id", "pseudonym", "role", "invite_link"]
-ANNOTATOR_HEADERS = ["annotator_id", "pseudonym", "roles", "design_background", "status",
-                     "created", "practice_approved", "sign_ins"]
+ANNOTATOR_HEADERS = [
+    "annotator_id",
+    "pseudonym",
+    "roles",
+    "design_background",
+    "status",
+    "created",
+    "practice_approved",
+    "sign_ins",
+]
 PENDING_HEADERS = ["annotator_id", "pseudonym", "practice_coloring_ids"]
 FAILURE_HEADERS = ["time_utc", "address", "kind"]
 _BACKGROUND = {"unknown": None, "yes": True, "no": False}
@@ -36,101 +44,160 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     _invite_section(ctx, session_token, admin)
     _practice_section(ctx, session_token, admin, refresh, refresh_note)
     _people_section(ctx, session_token, admin, refresh, refresh_note)
-    gr.Markdown("## Failed sign-ins\nThe latest wrong admin passwords and invite links, "
-                "by address. An address that keeps failing waits longer before each try "
-                f"(after {throttle.FREE_FAILURES} failures in {throttle.WINDOW_S / 60:.0f} "
-                "minutes).")
-    failures = gr.Dataframe(headers=FAILURE_HEADERS, interactive=False,
-                            elem_id="admin_failed_sign_ins")
-    wire(refresh.click, admin(_failed_sign_ins), session_token, failures, note=refresh_note,
-         api_name="admin_failed_sign_ins")
+    gr.Markdown(
+        "## Failed sign-ins\nThe latest wrong admin passwords and invite links, "
+        "by address. An address that keeps failing waits longer before each try "
+        f"(after {throttle.FREE_FAILURES} failures in {throttle.WINDOW_S / 60:.0f} "
+        "minutes)."
+    )
+    failures = gr.Dataframe(headers=FAILURE_HEADERS, interactive=False, elem_id="admin_failed_sign_ins")
+    wire(
+        refresh.click,
+        admin(_failed_sign_ins),
+        session_token,
+        failures,
+        note=refresh_note,
+        api_name="admin_failed_sign_ins",
+    )
     gr.Markdown("## Export\nCSV and Parquet of every table and a zip of the images, in one file.")
     export = gr.Button("Build export", elem_id="admin_export")
     export_note = note_area("admin_export_note")
     export_file = gr.File(label="Export", interactive=False, elem_id="admin_export_file")
-    wire(export.click, admin(_export(ctx)), session_token, export_file, note=export_note,
-         api_name="admin_export")
-    gr.Markdown("## Backup\nThe database and every file it names, with a manifest of hashes; "
-                "safe while people work. Restore it with `python -m annotation restore DIR` "
-                "(app stopped).")
+    wire(
+        export.click,
+        admin(_export(ctx)),
+        session_token,
+        export_file,
+        note=export_note,
+        api_name="admin_export",
+    )
+    gr.Markdown(
+        "## Backup\nThe database and every file it names, with a manifest of hashes; "
+        "safe while people work. Restore it with `python -m annotation restore DIR` "
+        "(app stopped)."
+    )
     make_backup = gr.Button("Build backup", elem_id="admin_backup")
     backup_note = note_area("admin_backup_note")
     backup_file = gr.File(label="Backup", interactive=False, elem_id="admin_backup_file")
-    wire(make_backup.click, admin(_backup(ctx)), session_token, backup_file, note=backup_note,
-         api_name="admin_backup")
+    wire(
+        make_backup.click,
+        admin(_backup(ctx)),
+        session_token,
+        backup_file,
+        note=backup_note,
+        api_name="admin_backup",
+    )
 
 
 def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
     gr.Markdown("## Invite people\nEach row is one person; send each their own link.")
     with gr.Row():
-        role = gr.Dropdown(list(INVITABLE_ROLES), value="designer", label="Role",
-                           elem_id="admin_role")
-        count = gr.Number(5,
-                          label="How many", elem_id="admin_count")
-        background = gr.Radio(list(_BACKGROUND), value="unknown",
-                              label="Design/art background", elem_id="admin_background")
-        days = gr.Number(ctx.config.invite_days, label="Link valid for (days)",
-                         elem_id="admin_days")
+        role = gr.Dropdown(list(INVITABLE_ROLES), value="designer", label="Role", elem_id="admin_role")
+        count = gr.Number(5, label="How many", elem_id="admin_count")
+        background = gr.Radio(
+            list(_BACKGROUND), value="unknown", label="Design/art background", elem_id="admin_background"
+        )
+        days = gr.Number(ctx.config.invite_days, label="Link valid for (days)", elem_id="admin_days")
     create = gr.Button("Create invite links", variant="primary", elem_id="admin_create")
     note = note_area("admin_create_note")
-    invites = gr.Dataframe(headers=INVITE_HEADERS, interactive=False, wrap=True,
-                           elem_id="admin_invites")
-    wire(create.click, admin(_create_invites(ctx)), [session_token, role, count, background, days],
-         invites, note=note, api_name="admin_create_invites")
+    invites = gr.Dataframe(headers=INVITE_HEADERS, interactive=False, wrap=True, elem_id="admin_invites")
+    wire(
+        create.click,
+        admin(_create_invites(ctx)),
+        [session_token, role, count, background, days],
+        invites,
+        note=note,
+        api_name="admin_create_invites",
+    )
 
 
-def _practice_section(ctx: AppContext, session_token: gr.Textbox, admin,
-                      refresh: gr.Button, refresh_note: gr.Markdown) -> None:
+def _practice_section(
+    ctx: AppContext, session_token: gr.Textbox, admin, refresh: gr.Button, refresh_note: gr.Markdown
+) -> None:
     gr.Markdown("## Practice colorings waiting for approval")
     pending = gr.Dataframe(headers=PENDING_HEADERS, interactive=False, elem_id="admin_pending")
     gallery = gr.Gallery(label="Practice colorings", columns=6, elem_id="admin_gallery")
     with gr.Row():
         reviewed = id_field("Annotator id", "admin_reviewed")
-        decision = gr.Radio(["approve", "redo"], value="approve", label="Decision",
-                            elem_id="admin_decision")
+        decision = gr.Radio(["approve", "redo"], value="approve", label="Decision", elem_id="admin_decision")
         why = gr.Textbox(label="Note to keep (why)", elem_id="admin_why")
     review = gr.Button("Record decision", elem_id="admin_review")
     message = gr.Markdown(elem_id="admin_review_message")
-    wire(refresh.click, admin(_practice_pending(ctx)), session_token, [pending, gallery],
-         note=refresh_note, api_name="admin_practice_pending")
-    wire(review.click, admin(_review_practice), [session_token, reviewed, decision, why], message,
-         note=message, api_name="admin_review_practice")
+    wire(
+        refresh.click,
+        admin(_practice_pending(ctx)),
+        session_token,
+        [pending, gallery],
+        note=refresh_note,
+        api_name="admin_practice_pending",
+    )
+    wire(
+        review.click,
+        admin(_review_practice),
+        [session_token, reviewed, decision, why],
+        message,
+        note=message,
+        api_name="admin_review_practice",
+    )
 
 
-def _people_section(ctx: AppContext, session_token: gr.Textbox, admin,
-                    refresh: gr.Button, refresh_note: gr.Markdown) -> None:
+def _people_section(
+    ctx: AppContext, session_token: gr.Textbox, admin, refresh: gr.Button, refresh_note: gr.Markdown
+) -> None:
     gr.Markdown("## People and progress")
     coverage = gr.Markdown(elem_id="admin_coverage")
-    annotators = gr.Dataframe(headers=ANNOTATOR_HEADERS, interactive=False,
-                              elem_id="admin_annotators")
+    annotators = gr.Dataframe(headers=ANNOTATOR_HEADERS, interactive=False, elem_id="admin_annotators")
     with gr.Row():
         revoked = id_field("Annotator id to close", "admin_revoked")
         revoke_why = gr.Textbox(label="Why", elem_id="admin_revoke_why")
         revoke = gr.Button("Close account", variant="stop", elem_id="admin_revoke")
     message = gr.Markdown(elem_id="admin_revoke_message")
-    wire(refresh.click, admin(_list_annotators), session_token, annotators, note=refresh_note,
-         api_name="admin_list_annotators")
-    wire(refresh.click, admin(_coverage(ctx)), session_token, coverage, note=refresh_note,
-         api_name="admin_coverage")
-    wire(revoke.click, admin(_revoke), [session_token, revoked, revoke_why], message,
-         note=message, api_name="admin_revoke")
+    wire(
+        refresh.click,
+        admin(_list_annotators),
+        session_token,
+        annotators,
+        note=refresh_note,
+        api_name="admin_list_annotators",
+    )
+    wire(
+        refresh.click,
+        admin(_coverage(ctx)),
+        session_token,
+        coverage,
+        note=refresh_note,
+        api_name="admin_coverage",
+    )
+    wire(
+        revoke.click,
+        admin(_revoke),
+        [session_token, revoked, revoke_why],
+        message,
+        note=message,
+        api_name="admin_revoke",
+    )
 
 
 def _create_invites(ctx: AppContext):
-    def create_invites(db, actor, role: str, count: float, background: str,
-                       days: float) -> list[list]:
+    def create_invites(db, actor, role: str, count: float, background: str, days: float) -> list[list]:
         """Create `count` annotators of `role`; one invite link each."""
         if background not in _BACKGROUND:
             raise ValueError(f"`background` must be one of {list(_BACKGROUND)}, got {background!r}")
         n = whole_number(count, "count")
         if not 1 <= n <= accounts.MAX_BULK:
             raise ValueError(f"`count` must be from 1 to {accounts.MAX_BULK}, got {n}")
-        rows = create_annotators(db, n, role,
-                                 design_background=_BACKGROUND[background],
-                                 expires_days=float(days or ctx.config.invite_days),
-                                 created_by=actor.pseudonym)
-        return [[a["id"], a["pseudonym"], role, invite_url(ctx.config.public_url, token)]
-                for a, token in rows]
+        rows = create_annotators(
+            db,
+            n,
+            role,
+            design_background=_BACKGROUND[background],
+            expires_days=float(days or ctx.config.invite_days),
+            created_by=actor.pseudonym,
+        )
+        return [
+            [a["id"], a["pseudonym"], role, invite_url(ctx.config.public_url, token)] for a, token in rows
+        ]
+
     return create_invites
 
 
@@ -141,22 +208,33 @@ def _failed_sign_ins(db, actor) -> list[list]:
 
 def _list_annotators(db, actor) -> list[list]:
     """Every annotator with their roles, status and number of sign-ins."""
-    return [[r["id"], r["pseudonym"], ", ".join(json.loads(r["roles"])),
-             {None: "unknown", 1: "yes", 0: "no"}[r["design_background"]], r["status"],
-             r["created"], r["practice_approved"] or "", r["sign_ins"]]
-            for r in accounts.list_annotators(db)]
+    return [
+        [
+            r["id"],
+            r["pseudonym"],
+            ", ".join(json.loads(r["roles"])),
+            {None: "unknown", 1: "yes", 0: "no"}[r["design_background"]],
+            r["status"],
+            r["created"],
+            r["practice_approved"] or "",
+            r["sign_ins"],
+        ]
+        for r in accounts.list_annotators(db)
+    ]
 
 
 def _practice_pending(ctx: AppContext):
     def practice_pending(db, actor) -> tuple[list[list], list[tuple[str, str]]]:
         """Designers waiting for approval, and their practice colorings as a gallery."""
         waiting = onboarding.awaiting_approval(db)
-        table = [[a["id"], a["pseudonym"], " ".join(str(c["id"]) for c in a["colorings"])]
-                 for a in waiting]
-        images = [(str(resolve(ctx.config.data_dir, c["image_path"])),
-                   f"{a['pseudonym']}: {c['concept_key']}")
-                  for a in waiting for c in a["colorings"]]
+        table = [[a["id"], a["pseudonym"], " ".join(str(c["id"]) for c in a["colorings"])] for a in waiting]
+        images = [
+            (str(resolve(ctx.config.data_dir, c["image_path"])), f"{a['pseudonym']}: {c['concept_key']}")
+            for a in waiting
+            for c in a["colorings"]
+        ]
         return table, images
+
     return practice_pending
 
 
@@ -183,13 +261,16 @@ def _coverage(ctx: AppContext):
         """Concept coverage and people per role, as Markdown."""
         k = ctx.config.colorings_per_concept
         figures = overview.coverage(db, k)
-        histogram = ", ".join(f"{n}{'+' if n == k else ''}: {m}"
-                              for n, m in figures["histogram"].items())
-        return "\n".join([
-            f"**{figures['complete']} of {figures['concepts']}** concepts have {k} colorings.",
-            f"- Concepts by number of colorings: {histogram}",
-            "- Colorings by status: " + escape(json.dumps(figures["colorings_by_status"])),
-            "- Active people by role: " + escape(json.dumps(figures["annotators_by_role"]))])
+        histogram = ", ".join(f"{n}{'+' if n == k else ''}: {m}" for n, m in figures["histogram"].items())
+        return "\n".join(
+            [
+                f"**{figures['complete']} of {figures['concepts']}** concepts have {k} colorings.",
+                f"- Concepts by number of colorings: {histogram}",
+                "- Colorings by status: " + escape(json.dumps(figures["colorings_by_status"])),
+                "- Active people by role: " + escape(json.dumps(figures["annotators_by_role"])),
+            ]
+        )
+
     return coverage
 
 
@@ -199,6 +280,7 @@ def _backup(ctx: AppContext):
         folder = Path(tempfile.mkdtemp(prefix="colorconcept-backup-"))
         stamp = iso().replace(":", "").replace("-", "")[:15]
         return str(backup_archive(db, ctx.config.data_dir, folder / f"colorconcept-backup-{stamp}.zip"))
+
     return make_backup
 
 
@@ -207,4 +289,5 @@ def _export(ctx: AppContext):
         """Build the export zip under the data folder and offer it for download."""
         target = download_archive_path(ctx.config.data_dir, now=iso())
         return str(export_archive(db, ctx.config.data_dir, target))
+
     return export

@@ -30,37 +30,66 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     with gr.Row():
         # Checked by the library (a short message); Gradio's own check would echo the value
         # and list all 1,278 concepts.
-        concept = gr.Dropdown([c.key for c in concepts], value="apple", filterable=True,
-                              allow_custom_value=True, label="Concept (type to search)",
-                              elem_id="browser_concept", scale=2)
+        concept = gr.Dropdown(
+            [c.key for c in concepts],
+            value="apple",
+            filterable=True,
+            allow_custom_value=True,
+            label="Concept (type to search)",
+            elem_id="browser_concept",
+            scale=2,
+        )
         source = source_dropdown(ctx, session_token, "browser_source")
-        style = gr.Radio([(v, k) for k, v in STYLES.items()], value="natural", label="Style",
-                         elem_id="browser_style")
-        cfg = gr.Textbox(RECOMMENDED, label="Guidance scale ('recommended' or a number)", elem_id="browser_cfg")
+        style = gr.Radio(
+            [(v, k) for k, v in STYLES.items()], value="natural", label="Style", elem_id="browser_style"
+        )
+        cfg = gr.Textbox(
+            RECOMMENDED, label="Guidance scale ('recommended' or a number)", elem_id="browser_cfg"
+        )
     show = gr.Button("Show", variant="primary", elem_id="browser_show")
     label = gr.Markdown(elem_id="browser_label")
     distributions = gr.Plot(label="UW-71 distributions (same axis)", elem_id="browser_distributions")
     strips = gr.Plot(label="Dominant colors per visual group, with sample counts", elem_id="browser_strips")
-    metrics = gr.Dataframe(label="Metrics against the human distribution", interactive=False,
-                           elem_id="browser_metrics")
-    gallery = gr.Gallery(label="Images with their masks", columns=6, height="fit-content",
-                         elem_id="browser_gallery")
+    metrics = gr.Dataframe(
+        label="Metrics against the human distribution", interactive=False, elem_id="browser_metrics"
+    )
+    gallery = gr.Gallery(
+        label="Images with their masks", columns=6, height="fit-content", elem_id="browser_gallery"
+    )
     variants_title = gr.Markdown(elem_id="browser_variants_title")
-    shifts = gr.Dataframe(label="Shift EMD from the base concept", interactive=False, elem_id="browser_shifts")
+    shifts = gr.Dataframe(
+        label="Shift EMD from the base concept", interactive=False, elem_id="browser_shifts"
+    )
     shift_plot = gr.Plot(label="Shift EMD per variant", elem_id="browser_shift_plot")
 
     outputs = [label, distributions, strips, metrics, gallery, variants_title, shifts, shift_plot]
-    wire(show.click, allowed(_show(ctx, concepts)), [session_token, concept, source, style, cfg], outputs,
-         note=label, api_name="browser_show")
+    wire(
+        show.click,
+        allowed(_show(ctx, concepts)),
+        [session_token, concept, source, style, cfg],
+        outputs,
+        note=label,
+        api_name="browser_show",
+    )
 
 
 def _show(ctx: AppContext, concepts):
     def show(db, actor, concept: str, source: str, style: str, cfg: str):
         """Human and model distributions, strips, metrics, masked images and variant shifts of `concept`."""
-        view = concept_view(db, ctx.config.data_dir, concepts, concept, source or "", style, cfg or RECOMMENDED)
-        return (escape(view.human_label) + "  \n" + escape(human.describe(db, source)),
-                view.distributions, view.strips, view.metrics.round(4), view.overlays,
-                f"### Base concept **{escape(view.base)}** and its variants", view.shifts.round(3), view.shift_figure)
+        view = concept_view(
+            db, ctx.config.data_dir, concepts, concept, source or "", style, cfg or RECOMMENDED
+        )
+        return (
+            escape(view.human_label) + "  \n" + escape(human.describe(db, source)),
+            view.distributions,
+            view.strips,
+            view.metrics.round(4),
+            view.overlays,
+            f"### Base concept **{escape(view.base)}** and its variants",
+            view.shifts.round(3),
+            view.shift_figure,
+        )
+
     return show
 
 
@@ -68,8 +97,9 @@ def source_dropdown(ctx: AppContext, session_token: gr.Textbox, elem_id: str) ->
     """The human-source picker; its choices are read again at every sign-in."""
     with ctx.db() as db:
         known = human.sources(db)
-    dropdown = gr.Dropdown(known, value=known[0], allow_custom_value=True, label="Human ground truth",
-                           elem_id=elem_id)
+    dropdown = gr.Dropdown(
+        known, value=known[0], allow_custom_value=True, label="Human ground truth", elem_id=elem_id
+    )
 
     def refresh(token: str, current: str) -> gr.Dropdown:
         if not visible_to(current_actor(ctx, token), ROLES):

@@ -129,23 +129,28 @@ def flush_js(elem_id: str, position: int, n_inputs: int) -> str:
         JavaScript source of an arrow function, for the event's ``js=``.
     """
     if not isinstance(elem_id, str) or not re.fullmatch(r"[A-Za-z][\w-]*", elem_id):
-        raise ValueError(f"`elem_id` must be letters, digits, _ or - (a letter first), got "
-                         f"{elem_id!r}")
+        raise ValueError(f"`elem_id` must be letters, digits, _ or - (a letter first), got {elem_id!r}")
     if not 0 <= position < n_inputs:
         raise ValueError(f"`position` must be in [0, {n_inputs}), got {position!r}")
-    return ("(...args) => {\n"
-            f"  const values = args.slice(0, {int(n_inputs)});\n"
-            f"  const root = document.querySelector({json.dumps(f'#{elem_id} .cc-root')});\n"
-            "  const api = root && root.parentElement.coloringCanvas;\n"
-            f"  if (api) values[{int(position)}] = api.flush();\n"
-            "  return values;\n"
-            "}")
+    return (
+        "(...args) => {\n"
+        f"  const values = args.slice(0, {int(n_inputs)});\n"
+        f"  const root = document.querySelector({json.dumps(f'#{elem_id} .cc-root')});\n"
+        "  const api = root && root.parentElement.coloringCanvas;\n"
+        f"  if (api) values[{int(position)}] = api.flush();\n"
+        "  return values;\n"
+        "}"
+    )
 
 
 def _task_props(task_id: str, sketch_src: str) -> dict:
     """The props the script reads for a task; an update resends the fill constants too."""
-    return {"task_id": task_id, "sketch_src": sketch_src,
-            "line_threshold": LINE_THRESHOLD, "edge_grow": EDGE_GROW}
+    return {
+        "task_id": task_id,
+        "sketch_src": sketch_src,
+        "line_threshold": LINE_THRESHOLD,
+        "edge_grow": EDGE_GROW,
+    }
 
 
 def inspect_canvas_value(sketch: np.ndarray, value: str) -> tuple[str, np.ndarray]:
@@ -172,9 +177,13 @@ def inspect_canvas_value(sketch: np.ndarray, value: str) -> tuple[str, np.ndarra
         raise gr.Error(str(exc)) from None
     colors = painted_color_counts(parsed.color_layer, sketch)
     value = json.loads(canvas_value(parsed.task_id, parsed.color_layer, parsed.elapsed_s))
-    report = {"task_id": parsed.task_id, "elapsed_s": parsed.elapsed_s,
-              "painted_px": sum(colors.values()), "colors": colors,
-              "color_layer": value["color_layer"]}
+    report = {
+        "task_id": parsed.task_id,
+        "elapsed_s": parsed.elapsed_s,
+        "painted_px": sum(colors.values()),
+        "colors": colors,
+        "color_layer": value["color_layer"],
+    }
     return json.dumps(report), composite(parsed.color_layer, sketch)
 
 
@@ -198,13 +207,19 @@ def build_demo(slug: str = "apple") -> gr.Blocks:
         check = gr.Button("Show what the server receives", elem_id="demo_check")
         with gr.Row():
             report = gr.Textbox(label="Server view", elem_id="demo_report", lines=8, max_lines=8)
-            preview = gr.Image(label="Composite computed on the server", elem_id="demo_preview",
-                               type="numpy", format="png")
-        choice.change(lambda s: canvas_update(f"demo-{s}", urls[s]), inputs=choice,
-                      outputs=canvas, api_name="demo_show")
-        check.click(lambda s, v: inspect_canvas_value(sketches[s], v), inputs=[choice, canvas],
-                    outputs=[report, preview], api_name="demo_check",
-                    js=flush_js("demo_canvas", 1, 2))
+            preview = gr.Image(
+                label="Composite computed on the server", elem_id="demo_preview", type="numpy", format="png"
+            )
+        choice.change(
+            lambda s: canvas_update(f"demo-{s}", urls[s]), inputs=choice, outputs=canvas, api_name="demo_show"
+        )
+        check.click(
+            lambda s, v: inspect_canvas_value(sketches[s], v),
+            inputs=[choice, canvas],
+            outputs=[report, preview],
+            api_name="demo_check",
+            js=flush_js("demo_canvas", 1, 2),
+        )
     return demo
 
 

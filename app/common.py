@@ -39,8 +39,10 @@ from storage import ensure_schema, open_db, transaction
 
 _BROWSER_SECRET = "browser_state_secret"
 ORPHAN_MIN_AGE_S = 300.0
-UNEXPECTED = ("Something went wrong on the server ({kind}); it has been logged. Please try "
-              "again, or tell the study organisers if it happens again.")
+UNEXPECTED = (
+    "Something went wrong on the server ({kind}); it has been logged. Please try "
+    "again, or tell the study organisers if it happens again."
+)
 _LOG = logging.getLogger(__name__)
 MAX_WHOLE = 10**18 - 1  # within SQLite's 64-bit integers, so an id never overflows a query
 
@@ -117,8 +119,7 @@ def shown_errors(action: str) -> Iterator[None]:
         raise as_gr_error(error) from error
     except Exception as error:
         _LOG.exception("unexpected error in %s", action)
-        raise gr.Error(UNEXPECTED.format(kind=type(error).__name__),
-                       print_exception=False) from error
+        raise gr.Error(UNEXPECTED.format(kind=type(error).__name__), print_exception=False) from error
 
 
 def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
@@ -130,6 +131,7 @@ def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
     *roles : str
         Roles allowed to call it (see `annotation.people.accounts.require`).
     """
+
     def decorate(fn: Callable) -> Callable:
         def wrapper(session_token, *inputs):
             with shown_errors(fn.__name__), ctx.db() as db:
@@ -142,6 +144,7 @@ def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
         wrapper.__signature__ = signature.replace(parameters=[token, *params])
         wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
         return wrapper
+
     return decorate
 
 
@@ -150,8 +153,17 @@ def refusal_text(message: str) -> str:
     return f"⚠️ {message}"
 
 
-def wire(listener: Callable, fn: Callable, inputs, outputs, *, note: gr.Markdown,
-         api_name: str | None = None, clear_note: bool = True, **page_kwargs):
+def wire(
+    listener: Callable,
+    fn: Callable,
+    inputs,
+    outputs,
+    *,
+    note: gr.Markdown,
+    api_name: str | None = None,
+    clear_note: bool = True,
+    **page_kwargs,
+):
     """Wire ``fn`` (a `handler`) to ``listener`` (e.g. ``button.click``) for the page, and
     as the API endpoint ``api_name``.
 
@@ -165,8 +177,7 @@ def wire(listener: Callable, fn: Callable, inputs, outputs, *, note: gr.Markdown
 
     Returns the page event, for ``.then`` chains (which also run after a refusal).
     """
-    outputs = [] if outputs is None else list(outputs) if isinstance(outputs, (list, tuple)) \
-        else [outputs]
+    outputs = [] if outputs is None else list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     note_is_output = any(o is note for o in outputs)
     page_outputs = outputs if note_is_output else [*outputs, note]
 
@@ -175,8 +186,7 @@ def wire(listener: Callable, fn: Callable, inputs, outputs, *, note: gr.Markdown
             result = fn(*args)
         except gr.Error as error:
             gr.Warning(error.message)
-            return tuple(refusal_text(error.message) if o is note else gr.skip()
-                         for o in page_outputs)
+            return tuple(refusal_text(error.message) if o is note else gr.skip() for o in page_outputs)
         if note_is_output:
             return result
         values = (result,) if len(outputs) == 1 else tuple(result or ())
@@ -187,8 +197,9 @@ def wire(listener: Callable, fn: Callable, inputs, outputs, *, note: gr.Markdown
     on_page.__signature__ = inspect.signature(fn)  # Gradio passes gr.Request by annotation
     event = listener(on_page, inputs, page_outputs, api_visibility="private", **page_kwargs)
     if api_name is not None:
-        gr.Button(visible=False, elem_id=f"api_{api_name}").click(fn, inputs, outputs or None,
-                                                                  api_name=api_name)
+        gr.Button(visible=False, elem_id=f"api_{api_name}").click(
+            fn, inputs, outputs or None, api_name=api_name
+        )
     return event
 
 
@@ -207,8 +218,12 @@ def whole_number(value: object, name: str) -> int:
     number = value.strip() if isinstance(value, str) else value
     if isinstance(number, str) and re.fullmatch(r"[+-]?\d+", number):
         number = int(number)
-    if isinstance(number, bool) or not isinstance(number, (int, float)) or \
-            not math.isfinite(number) or number != int(number):
+    if (
+        isinstance(number, bool)
+        or not isinstance(number, (int, float))
+        or not math.isfinite(number)
+        or number != int(number)
+    ):
         shown = "nothing" if number is None or number == "" else repr(value)
         raise ValueError(f"`{name}` must be a whole number, got {shown}")
     if not -MAX_WHOLE <= number <= MAX_WHOLE:
@@ -216,14 +231,14 @@ def whole_number(value: object, name: str) -> int:
     return int(number)
 
 
-def id_field(label: str, elem_id: str, *, placeholder: str = "from the table above",
-             scale: int | None = None) -> gr.Textbox:
+def id_field(
+    label: str, elem_id: str, *, placeholder: str = "from the table above", scale: int | None = None
+) -> gr.Textbox:
     """An input for a row id: empty until typed in, checked by `whole_number`.
 
     A textbox, because Gradio 6 draws an empty `gr.Number` as 0 whatever its placeholder.
     """
-    return gr.Textbox(label=label, placeholder=placeholder, max_lines=1, scale=scale,
-                      elem_id=elem_id)
+    return gr.Textbox(label=label, placeholder=placeholder, max_lines=1, scale=scale, elem_id=elem_id)
 
 
 def uploaded(path: str, name: str) -> str:

@@ -74,9 +74,15 @@ class AppConfig:
     max_submissions_per_minute: int = 20
 
     def __post_init__(self) -> None:
-        for name in ("colorings_per_concept", "batch_size", "votes_per_review",
-                     "votes_per_pair", "max_upload_pixels", "max_upload_bytes",
-                     "max_submissions_per_minute"):
+        for name in (
+            "colorings_per_concept",
+            "batch_size",
+            "votes_per_review",
+            "votes_per_pair",
+            "max_upload_pixels",
+            "max_upload_bytes",
+            "max_submissions_per_minute",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive whole number, got {value!r}")

@@ -46,8 +46,16 @@ from storage import iso, utcnow
 NAME = "designer"
 TITLE = "Coloring"
 ROLES = ("designer",)
-SUBMISSION_HEADERS = ["coloring_id", "concept", "round", "status", "submitted_utc",
-                      "minutes", "redo", "expert_note"]
+SUBMISSION_HEADERS = [
+    "coloring_id",
+    "concept",
+    "round",
+    "status",
+    "submitted_utc",
+    "minutes",
+    "redo",
+    "expert_note",
+]
 RULES = (
     "Color only the parts that belong to the concept; leave the rest white. For "
     "“coffee”, color the drink, not the cup.",
@@ -57,17 +65,34 @@ RULES = (
 )
 # Reference examples for the instructions: (slug, caption, [((x, y), (r, g, b)), ...]).
 EXAMPLES = (
-    ("apple", "“apple”: red body, brown stem, green leaf",
-     [((500, 600), (196, 30, 45)), ((525, 250), (110, 75, 40)), ((660, 200), (80, 140, 50)),
-      ((610, 255), (80, 140, 50))]),
-    ("apple", "“rotten apple”: same drawing, brown and olive",
-     [((500, 600), (120, 80, 40)), ((525, 250), (70, 50, 30)), ((660, 200), (110, 110, 60)),
-      ((610, 255), (110, 110, 60))]),
-    ("coffee", "“coffee”: only the drink is colored, not the cup",
-     [((510, 450), (75, 45, 25))]),
+    (
+        "apple",
+        "“apple”: red body, brown stem, green leaf",
+        [
+            ((500, 600), (196, 30, 45)),
+            ((525, 250), (110, 75, 40)),
+            ((660, 200), (80, 140, 50)),
+            ((610, 255), (80, 140, 50)),
+        ],
+    ),
+    (
+        "apple",
+        "“rotten apple”: same drawing, brown and olive",
+        [
+            ((500, 600), (120, 80, 40)),
+            ((525, 250), (70, 50, 30)),
+            ((660, 200), (110, 110, 60)),
+            ((610, 255), (110, 110, 60)),
+        ],
+    ),
+    ("coffee", "“coffee”: only the drink is colored, not the cup", [((510, 450), (75, 45, 25))]),
 )
-_KIND_LABEL = {"practice": "Practice drawing", "batch": "Batch", "recolor": "Recolor request",
-               "redo": "Your redo"}
+_KIND_LABEL = {
+    "practice": "Practice drawing",
+    "batch": "Batch",
+    "recolor": "Recolor request",
+    "redo": "Your redo",
+}
 _MODIFIER = {"visual_state": "visual state", "emotional": "emotion"}
 _HEADER_CSS = """
 .dz-head { display: flex; flex-direction: column; gap: 4px; padding: 4px 2px 8px; }
@@ -88,8 +113,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     designer = handler(ctx, *ROLES)
     views = {
         "designer_state": (_state(ctx), [session_token], None),
-        "designer_consent": (_consent(ctx, consent_sha), [session_token, parts["agreed"]],
-                             parts["agree"]),
+        "designer_consent": (_consent(ctx, consent_sha), [session_token, parts["agreed"]], parts["agree"]),
         "designer_instructions_read": (_instructions_read(ctx), [session_token], parts["read"]),
         "designer_continue": (_continue(ctx), [session_token], parts["continue"]),
         "designer_submit": (_submit(ctx), [session_token, parts["canvas"]], parts["submit"]),
@@ -98,79 +122,132 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     outputs = [parts[name] for name in _VIEW_PARTS]
     submissions = designer(_submissions(ctx))
     listing = [parts["table"], parts["gallery"]]
-    notes = {"designer_consent": parts["agree_note"], "designer_instructions_read": parts["read_note"],
-             "designer_continue": parts["continue_note"], "designer_redo": parts["redo_note"]}
+    notes = {
+        "designer_consent": parts["agree_note"],
+        "designer_instructions_read": parts["read_note"],
+        "designer_continue": parts["continue_note"],
+        "designer_redo": parts["redo_note"],
+    }
     for api_name, (fn, inputs, button) in views.items():
         # The submit sends the canvas as it is at the click, not its value of 250 ms ago.
         js = flush_js("designer_canvas", 1, 2) if api_name == "designer_submit" else None
-        event = wire((button or parts["refresh"]).click, designer(fn), inputs, outputs,
-                     note=notes.get(api_name, parts["message"]), api_name=api_name, js=js)
+        event = wire(
+            (button or parts["refresh"]).click,
+            designer(fn),
+            inputs,
+            outputs,
+            note=notes.get(api_name, parts["message"]),
+            api_name=api_name,
+            js=js,
+        )
         if api_name in ("designer_submit", "designer_redo"):
-            wire(event.then, submissions, session_token, listing, note=parts["redo_note"],
-                 clear_note=False)
-    wire(parts["list"].click, submissions, session_token, listing, note=parts["redo_note"],
-         api_name="designer_submissions")
-    session_token.change(_for_anyone(designer(_state(ctx)), _outsider_view), session_token,
-                         outputs, api_visibility="private").then(
-        _for_anyone(submissions, lambda token: ([], [])), session_token, listing,
-        api_visibility="private")
+            wire(event.then, submissions, session_token, listing, note=parts["redo_note"], clear_note=False)
+    wire(
+        parts["list"].click,
+        submissions,
+        session_token,
+        listing,
+        note=parts["redo_note"],
+        api_name="designer_submissions",
+    )
+    session_token.change(
+        _for_anyone(designer(_state(ctx)), _outsider_view), session_token, outputs, api_visibility="private"
+    ).then(_for_anyone(submissions, lambda token: ([], [])), session_token, listing, api_visibility="private")
 
 
-_VIEW_PARTS = ("consent_box", "instructions_box", "notice_box", "notice", "continue",
-               "task_box", "header", "previous", "canvas", "task", "message", "submissions_box")
+_VIEW_PARTS = (
+    "consent_box",
+    "instructions_box",
+    "notice_box",
+    "notice",
+    "continue",
+    "task_box",
+    "header",
+    "previous",
+    "canvas",
+    "task",
+    "message",
+    "submissions_box",
+)
 
 
 def _layout(consent_text: str) -> dict:
     parts: dict = {}
     with gr.Column(visible=False, elem_id="designer_consent_box") as parts["consent_box"]:
         gr.Markdown(consent_text, elem_id="designer_consent_text")
-        parts["agreed"] = gr.Checkbox(False, label="I have read this information, I am at least "
-                                      "18 years old and I agree to take part",
-                                      elem_id="designer_agreed")
+        parts["agreed"] = gr.Checkbox(
+            False,
+            label="I have read this information, I am at least 18 years old and I agree to take part",
+            elem_id="designer_agreed",
+        )
         with gr.Row(equal_height=True):
-            parts["agree"] = gr.Button("I agree: continue", variant="primary",
-                                       elem_id="designer_agree")
+            parts["agree"] = gr.Button("I agree: continue", variant="primary", elem_id="designer_agree")
             parts["agree_note"] = note_area("designer_agree_note")
     with gr.Column(visible=False, elem_id="designer_instructions_box") as parts["instructions_box"]:
-        gr.Markdown(onboarding.read_text(onboarding.INSTRUCTIONS_FILE)[0],
-                    elem_id="designer_instructions_text")
-        gr.Gallery(_reference_examples(), label="Reference examples", columns=3, height="auto",
-                   object_fit="contain", interactive=False, preview=False,
-                   elem_id="designer_examples")
+        gr.Markdown(
+            onboarding.read_text(onboarding.INSTRUCTIONS_FILE)[0], elem_id="designer_instructions_text"
+        )
+        gr.Gallery(
+            _reference_examples(),
+            label="Reference examples",
+            columns=3,
+            height="auto",
+            object_fit="contain",
+            interactive=False,
+            preview=False,
+            elem_id="designer_examples",
+        )
         with gr.Row(equal_height=True):
-            parts["read"] = gr.Button("I have read the instructions: start the practice",
-                                      variant="primary", elem_id="designer_read")
+            parts["read"] = gr.Button(
+                "I have read the instructions: start the practice", variant="primary", elem_id="designer_read"
+            )
             parts["read_note"] = note_area("designer_read_note")
     with gr.Column(visible=False, elem_id="designer_notice_box") as parts["notice_box"]:
         parts["notice"] = gr.Markdown(elem_id="designer_notice")
         with gr.Row(equal_height=True):
-            parts["continue"] = gr.Button("Check again", variant="primary",
-                                          elem_id="designer_continue")
+            parts["continue"] = gr.Button("Check again", variant="primary", elem_id="designer_continue")
             parts["continue_note"] = note_area("designer_continue_note")
     with gr.Column(visible=False, elem_id="designer_task_box") as parts["task_box"]:
         with gr.Row(equal_height=False):
-            parts["header"] = gr.HTML("", css_template=_HEADER_CSS, js_on_load=None, scale=4,
-                                      elem_id="designer_header")
-            parts["previous"] = gr.Image(label="Your previous round", type="filepath",
-                                         interactive=False, visible=False, height=200, scale=1,
-                                         elem_id="designer_previous")
+            parts["header"] = gr.HTML(
+                "", css_template=_HEADER_CSS, js_on_load=None, scale=4, elem_id="designer_header"
+            )
+            parts["previous"] = gr.Image(
+                label="Your previous round",
+                type="filepath",
+                interactive=False,
+                visible=False,
+                height=200,
+                scale=1,
+                elem_id="designer_previous",
+            )
         parts["canvas"] = coloring_canvas(elem_id="designer_canvas")
-        parts["submit"] = gr.Button("Submit this coloring", variant="primary", size="lg",
-                                    elem_id="designer_submit")
+        parts["submit"] = gr.Button(
+            "Submit this coloring", variant="primary", size="lg", elem_id="designer_submit"
+        )
     parts["message"] = gr.Markdown(elem_id="designer_message")
     parts["task"] = gr.Textbox("", visible="hidden", label="task", elem_id="designer_task")
     parts["refresh"] = gr.Button("Reload", visible=False, elem_id="designer_refresh")
-    with gr.Accordion("My submissions", open=False, visible=False,
-                      elem_id="designer_submissions_box") as parts["submissions_box"]:
-        gr.Markdown("Every coloring you submitted. While its batch is open (until you start "
-                    "the next batch) you can redo a coloring that nobody has reviewed yet: "
-                    "the redo is a new round and the earlier one is kept.")
+    with gr.Accordion(
+        "My submissions", open=False, visible=False, elem_id="designer_submissions_box"
+    ) as parts["submissions_box"]:
+        gr.Markdown(
+            "Every coloring you submitted. While its batch is open (until you start "
+            "the next batch) you can redo a coloring that nobody has reviewed yet: "
+            "the redo is a new round and the earlier one is kept."
+        )
         parts["list"] = gr.Button("Refresh", size="sm", elem_id="designer_list")
-        parts["table"] = gr.Dataframe(headers=SUBMISSION_HEADERS, datatype="str",
-                                      interactive=False, wrap=True, elem_id="designer_table")
-        parts["gallery"] = gr.Gallery(label="Your colorings", columns=6, height=240,
-                                      object_fit="contain", preview=False,
-                                      elem_id="designer_gallery")
+        parts["table"] = gr.Dataframe(
+            headers=SUBMISSION_HEADERS, datatype="str", interactive=False, wrap=True, elem_id="designer_table"
+        )
+        parts["gallery"] = gr.Gallery(
+            label="Your colorings",
+            columns=6,
+            height=240,
+            object_fit="contain",
+            preview=False,
+            elem_id="designer_gallery",
+        )
         with gr.Row():
             parts["redo_id"] = id_field("Coloring id", "designer_redo_id")
             parts["redo"] = gr.Button("Redo this coloring", elem_id="designer_redo")
@@ -180,8 +257,7 @@ def _layout(consent_text: str) -> dict:
 
 def _reference_examples() -> list[tuple[np.ndarray, str]]:
     sketches = {slug: load_sketch_png(SKETCH_DIR / f"{slug}.png") for slug, _, _ in EXAMPLES}
-    return [(work.colored_example(sketches[slug], fills), caption)
-            for slug, caption, fills in EXAMPLES]
+    return [(work.colored_example(sketches[slug], fills), caption) for slug, caption, fills in EXAMPLES]
 
 
 def _instance(ctx: AppContext) -> str:
@@ -189,8 +265,9 @@ def _instance(ctx: AppContext) -> str:
     return hashlib.sha256(ctx.browser_secret.encode("utf-8")).hexdigest()[:10]
 
 
-def _view(ctx: AppContext, db, actor, *, message: str = "", forget: str = "",
-          prefill_task: int | None = None) -> tuple:
+def _view(
+    ctx: AppContext, db, actor, *, message: str = "", forget: str = "", prefill_task: int | None = None
+) -> tuple:
     """Everything the tab shows for this designer now, in `_VIEW_PARTS` order."""
     config = ctx.config
     stage = _stage(ctx, db, actor)
@@ -199,12 +276,15 @@ def _view(ctx: AppContext, db, actor, *, message: str = "", forget: str = "",
     if stage == "instructions":
         return _boxes(instructions=True, message=message)
     if stage == "awaiting_approval":
-        return _notice("**Thank you: your three practice drawings are in.** The study "
-                       "organisers look at them before the main task opens; come back "
-                       "later, or press the button to check now.", "Check again", message)
+        return _notice(
+            "**Thank you: your three practice drawings are in.** The study "
+            "organisers look at them before the main task opens; come back "
+            "later, or press the button to check now.",
+            "Check again",
+            message,
+        )
     if stage == "practice":
-        reserve_practice(db, actor.annotator_id, config.practice_concepts,
-                         minutes=config.reservation_minutes)
+        reserve_practice(db, actor.annotator_id, config.practice_concepts, minutes=config.reservation_minutes)
         item = work.next_item(db, actor.annotator_id, practice=True)
         done = len(onboarding.practice_colorings(db, actor.annotator_id))
         progress = f"Practice · {done} of {len(config.practice_concepts)} done"
@@ -217,55 +297,89 @@ def _view(ctx: AppContext, db, actor, *, message: str = "", forget: str = "",
             batch = work.batch_progress(db, actor.annotator_id)
         if item is None:
             return _batch_done(batch, message)
-        progress = (f"Batch {batch.batch} · {batch.done} of {batch.total} done"
-                    if batch is not None else "")
-    return _task_view(ctx, item, progress, message=message, forget=forget,
-                      prefill=item.task.id == prefill_task)
+        progress = f"Batch {batch.batch} · {batch.done} of {batch.total} done" if batch is not None else ""
+    return _task_view(
+        ctx, item, progress, message=message, forget=forget, prefill=item.task.id == prefill_task
+    )
 
 
 def _stage(ctx: AppContext, db, actor) -> str:
     """The designer's onboarding stage (`annotation.people.onboarding.STAGES`) under this config."""
-    return onboarding.onboarding_stage(db, actor.annotator_id,
-                                       auto_approve=ctx.config.auto_approve_practice,
-                                       practice_count=len(ctx.config.practice_concepts))
+    return onboarding.onboarding_stage(
+        db,
+        actor.annotator_id,
+        auto_approve=ctx.config.auto_approve_practice,
+        practice_count=len(ctx.config.practice_concepts),
+    )
 
 
 def _start_batch(ctx: AppContext, db, actor) -> None:
     """Reserve the designer's next batch; a batch opened meanwhile (another tab) is kept."""
     config = ctx.config
     with contextlib.suppress(Conflict):
-        work.start_batch(db, actor.annotator_id, np.random.default_rng(), config.batch_size,
-                         k=config.colorings_per_concept, minutes=config.reservation_minutes)
+        work.start_batch(
+            db,
+            actor.annotator_id,
+            np.random.default_rng(),
+            config.batch_size,
+            k=config.colorings_per_concept,
+            minutes=config.reservation_minutes,
+        )
 
 
 def _batch_done(batch: work.Progress | None, message: str) -> tuple:
     if batch is None or batch.total == 0:
-        return _notice("**No concept is waiting for you right now.** Thank you! More may "
-                       "open later.", "Check again", message)
-    return _notice(f"**Batch {batch.batch} is done: you colored {batch.done} of "
-                   f"{batch.total}.** You can look over your colorings under *My "
-                   "submissions* and redo one before you start the next batch.",
-                   "Start the next batch", message)
+        return _notice(
+            "**No concept is waiting for you right now.** Thank you! More may open later.",
+            "Check again",
+            message,
+        )
+    return _notice(
+        f"**Batch {batch.batch} is done: you colored {batch.done} of "
+        f"{batch.total}.** You can look over your colorings under *My "
+        "submissions* and redo one before you start the next batch.",
+        "Start the next batch",
+        message,
+    )
 
 
-def _task_view(ctx: AppContext, item: work.WorkItem, progress: str, *, message: str,
-               forget: str, prefill: bool) -> tuple:
+def _task_view(
+    ctx: AppContext, item: work.WorkItem, progress: str, *, message: str, forget: str, prefill: bool
+) -> tuple:
     key = work.canvas_key(_instance(ctx), item.task.id, item.sketch["id"])
     value = ""
     if prefill and item.previous is not None:
         image, mask = load_pixels(ctx.config.data_dir, item.previous)
         value = canvas_value(key, work.layer_of_coloring(image, mask))
-    previous = (str(resolve(ctx.config.data_dir, item.previous["image_path"]))
-                if item.previous is not None else None)
-    task = json.dumps({"canvas_key": key, "task_id": item.task.id,
-                       "sketch_id": item.sketch["id"], "concept": item.concept["key"],
-                       "kind": item.kind})
-    canvas = canvas_update(key, sketch_data_url(ctx.config.data_dir, item.sketch), value,
-                           forget_task_id=forget)
-    return (gr.Column(visible=False), gr.Column(visible=False), gr.Column(visible=False), "",
-            gr.Button(visible=False), gr.Column(visible=True), _header(item, progress),
-            gr.Image(value=previous, visible=previous is not None), canvas, task, message,
-            gr.Accordion(visible=True))
+    previous = (
+        str(resolve(ctx.config.data_dir, item.previous["image_path"])) if item.previous is not None else None
+    )
+    task = json.dumps(
+        {
+            "canvas_key": key,
+            "task_id": item.task.id,
+            "sketch_id": item.sketch["id"],
+            "concept": item.concept["key"],
+            "kind": item.kind,
+        }
+    )
+    canvas = canvas_update(
+        key, sketch_data_url(ctx.config.data_dir, item.sketch), value, forget_task_id=forget
+    )
+    return (
+        gr.Column(visible=False),
+        gr.Column(visible=False),
+        gr.Column(visible=False),
+        "",
+        gr.Button(visible=False),
+        gr.Column(visible=True),
+        _header(item, progress),
+        gr.Image(value=previous, visible=previous is not None),
+        canvas,
+        task,
+        message,
+        gr.Accordion(visible=True),
+    )
 
 
 def _header(item: work.WorkItem, progress: str) -> str:
@@ -274,33 +388,63 @@ def _header(item: work.WorkItem, progress: str) -> str:
     if concept["modifier_type"] == "original":
         meta = f"{escape(concept['category'])} · the {escape(concept['base'])} itself"
     else:
-        meta = (f"{escape(concept['category'])} · {_MODIFIER[concept['modifier_type']]}: "
-                f"<b>{escape(concept['modifier'])}</b> {escape(concept['base'])}")
+        meta = (
+            f"{escape(concept['category'])} · {_MODIFIER[concept['modifier_type']]}: "
+            f"<b>{escape(concept['modifier'])}</b> {escape(concept['base'])}"
+        )
     kind = _KIND_LABEL[item.kind] if item.kind in ("recolor", "redo") else progress
-    note = (f'<div class="dz-note">An expert asked you to color this concept again: '
-            f"{escape(item.note)}</div>" if item.note else "")
+    note = (
+        f'<div class="dz-note">An expert asked you to color this concept again: {escape(item.note)}</div>'
+        if item.note
+        else ""
+    )
     rules = "".join(f"<li>{escape(rule)}</li>" for rule in RULES)
-    return (f'<div class="dz-head"><div class="dz-progress">{escape(kind)}</div>'
-            f'<div class="dz-concept">{escape(concept["key"])}</div>'
-            f'<div class="dz-meta">{meta}</div>{note}<ul class="dz-rules">{rules}</ul></div>')
+    return (
+        f'<div class="dz-head"><div class="dz-progress">{escape(kind)}</div>'
+        f'<div class="dz-concept">{escape(concept["key"])}</div>'
+        f'<div class="dz-meta">{meta}</div>{note}<ul class="dz-rules">{rules}</ul></div>'
+    )
 
 
 def _boxes(*, consent: bool = False, instructions: bool = False, message: str = "") -> tuple:
-    return (gr.Column(visible=consent), gr.Column(visible=instructions),
-            gr.Column(visible=False), "", gr.Button(visible=False), gr.Column(visible=False),
-            "", gr.Image(visible=False), gr.update(), "", message, gr.Accordion(visible=False))
+    return (
+        gr.Column(visible=consent),
+        gr.Column(visible=instructions),
+        gr.Column(visible=False),
+        "",
+        gr.Button(visible=False),
+        gr.Column(visible=False),
+        "",
+        gr.Image(visible=False),
+        gr.update(),
+        "",
+        message,
+        gr.Accordion(visible=False),
+    )
 
 
 def _notice(text: str, button: str, message: str) -> tuple:
-    return (gr.Column(visible=False), gr.Column(visible=False), gr.Column(visible=True), text,
-            gr.Button(button, visible=True), gr.Column(visible=False), "",
-            gr.Image(visible=False), gr.update(), "", message, gr.Accordion(visible=True))
+    return (
+        gr.Column(visible=False),
+        gr.Column(visible=False),
+        gr.Column(visible=True),
+        text,
+        gr.Button(button, visible=True),
+        gr.Column(visible=False),
+        "",
+        gr.Image(visible=False),
+        gr.update(),
+        "",
+        message,
+        gr.Accordion(visible=True),
+    )
 
 
 def _state(ctx: AppContext):
     def state(db, actor) -> tuple:
         """The designer's current view: onboarding step, task, or notice."""
         return _view(ctx, db, actor)
+
     return state
 
 
@@ -308,10 +452,13 @@ def _consent(ctx: AppContext, form_sha256: str):
     def consent(db, actor, agreed: bool) -> tuple:
         """Record the designer's agreement to the consent text shown."""
         if agreed is not True:
-            raise ValueError("Tick the box to agree to the consent text, or close the page if "
-                             "you do not want to take part.")
+            raise ValueError(
+                "Tick the box to agree to the consent text, or close the page if "
+                "you do not want to take part."
+            )
         onboarding.record_consent(db, actor.annotator_id, form_sha256, True)
         return _view(ctx, db, actor)
+
     return consent
 
 
@@ -320,16 +467,20 @@ def _instructions_read(ctx: AppContext):
         """Record that the designer read the instructions; opens the practice."""
         onboarding.mark_instructions_read(db, actor.annotator_id)
         return _view(ctx, db, actor)
+
     return instructions_read
 
 
 def _continue(ctx: AppContext):
     def continue_(db, actor) -> tuple:
         """Start the next batch when the current one is done; otherwise show the view."""
-        if _stage(ctx, db, actor) == "main" and \
-                work.next_item(db, actor.annotator_id, practice=False) is None:
+        if (
+            _stage(ctx, db, actor) == "main"
+            and work.next_item(db, actor.annotator_id, practice=False) is None
+        ):
             _start_batch(ctx, db, actor)
         return _view(ctx, db, actor)
+
     return continue_
 
 
@@ -339,13 +490,24 @@ def _submit(ctx: AppContext):
         config = ctx.config
         _check_rate(db, actor, config.max_submissions_per_minute)
         coloring_id, task = work.submit_canvas(
-            db, config.data_dir, actor.annotator_id, value, instance=_instance(ctx),
+            db,
+            config.data_dir,
+            actor.annotator_id,
+            value,
+            instance=_instance(ctx),
             main_open=_stage(ctx, db, actor) == "main",
-            min_painted_fraction=config.min_painted_fraction, k=config.colorings_per_concept)
+            min_painted_fraction=config.min_painted_fraction,
+            k=config.colorings_per_concept,
+        )
         submitted = json.loads(value)["task_id"]  # the canvas key: that browser draft is done
-        return _view(ctx, db, actor, forget=submitted,
-                     message=f"Saved your coloring of **{escape(task.concept_key)}** "
-                             f"(#{coloring_id}).")
+        return _view(
+            ctx,
+            db,
+            actor,
+            forget=submitted,
+            message=f"Saved your coloring of **{escape(task.concept_key)}** (#{coloring_id}).",
+        )
+
     return submit
 
 
@@ -353,23 +515,33 @@ def _check_rate(db, actor, per_minute: int) -> None:
     """Refuse a designer's submission beyond `per_minute` in the last minute (nothing is
     decoded or written)."""
     since = iso(utcnow() - dt.timedelta(minutes=1))
-    recent = db.execute("select count(*) from colorings where annotator_id = ? and created > ?",
-                        [actor.annotator_id, since]).fetchone()[0]
+    recent = db.execute(
+        "select count(*) from colorings where annotator_id = ? and created > ?", [actor.annotator_id, since]
+    ).fetchone()[0]
     if recent >= per_minute:
-        raise Conflict(f"you submitted {recent} colorings in the last minute, the most this "
-                       "study takes; wait a moment and submit again (your work stays on the "
-                       "canvas)")
+        raise Conflict(
+            f"you submitted {recent} colorings in the last minute, the most this "
+            "study takes; wait a moment and submit again (your work stays on the "
+            "canvas)"
+        )
 
 
 def _redo(ctx: AppContext):
     def redo(db, actor, coloring_id: str) -> tuple:
         """Queue a redo of one of the designer's colorings and open it on the canvas."""
         coloring_id = whole_number(coloring_id, "coloring id")
-        task_id = work.request_redo(db, actor.annotator_id, coloring_id,
-                                    minutes=ctx.config.reservation_minutes)
-        return _view(ctx, db, actor, prefill_task=task_id,
-                     message=f"Redo coloring #{coloring_id}: your earlier round stays "
-                             "stored; submit the new one when it is ready.")
+        task_id = work.request_redo(
+            db, actor.annotator_id, coloring_id, minutes=ctx.config.reservation_minutes
+        )
+        return _view(
+            ctx,
+            db,
+            actor,
+            prefill_task=task_id,
+            message=f"Redo coloring #{coloring_id}: your earlier round stays "
+            "stored; submit the new one when it is ready.",
+        )
+
     return redo
 
 
@@ -377,26 +549,46 @@ def _submissions(ctx: AppContext):
     def submissions(db, actor) -> tuple[list[list], list[tuple[str, str]]]:
         """The designer's colorings: a table (with redo status and expert notes) and images."""
         rows = work.my_colorings(db, actor.annotator_id)
-        table = [[str(r["id"]), r["concept_key"] + (" (practice)" if r["practice"] else ""),
-                  str(r["round"]), r["status"], r["created"][:16].replace("T", " "),
-                  "" if r["seconds_spent"] is None else f"{r['seconds_spent'] / 60:.1f}",
-                  "yes" if not r["redo"] else f"no: {r['redo']}", r["note"]] for r in rows]
-        images = [(str(resolve(ctx.config.data_dir, r["image_path"])),
-                   f"#{r['id']} {r['concept_key']} · round {r['round']}") for r in rows]
+        table = [
+            [
+                str(r["id"]),
+                r["concept_key"] + (" (practice)" if r["practice"] else ""),
+                str(r["round"]),
+                r["status"],
+                r["created"][:16].replace("T", " "),
+                "" if r["seconds_spent"] is None else f"{r['seconds_spent'] / 60:.1f}",
+                "yes" if not r["redo"] else f"no: {r['redo']}",
+                r["note"],
+            ]
+            for r in rows
+        ]
+        images = [
+            (
+                str(resolve(ctx.config.data_dir, r["image_path"])),
+                f"#{r['id']} {r['concept_key']} · round {r['round']}",
+            )
+            for r in rows
+        ]
         return table, images
+
     return submissions
 
 
 def _for_anyone(fn, otherwise):
     """`fn` for the sign-in refresh: whoever is not a designer gets ``otherwise(token)``."""
+
     def refresh(session_token):
         try:
             return fn(session_token)
         except gr.Error:
             return otherwise(session_token)
+
     return refresh
 
 
 def _outsider_view(session_token: str) -> tuple:
-    return _boxes(message="This tab is for designers: sign in with a designer's invite link "
-                          "to color." if session_token else "")
+    return _boxes(
+        message="This tab is for designers: sign in with a designer's invite link to color."
+        if session_token
+        else ""
+    )

@@ -39,8 +39,10 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     device = planning.detect_device()
     manager = jobs.JobManager(ctx.db, ctx.config.data_dir, device=device.device)
     registry, concepts = load_registry(), load_concepts()
-    gr.Markdown(f"**Device:** {escape(device.name)}" + (" (no GPU: only tiny models run at a useful speed)"
-                                                          if device.kind == "cpu" else ""))
+    gr.Markdown(
+        f"**Device:** {escape(device.name)}"
+        + (" (no GPU: only tiny models run at a useful speed)" if device.kind == "cpu" else "")
+    )
     selection = _selection_inputs(registry, concepts)
     segmenter = _segmenter_inputs()
     executor, check_cluster, cluster = _executor_inputs()
@@ -52,57 +54,113 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     progress, run_pick, cancel, resume, refresh, timer = _progress_section()
     upload, folder, import_name, import_button, report, rejected = _import_section()
 
-    wire(preview.click, allowed(_preview(registry, concepts, ctx, device)), [session_token, *selection], plan,
-         note=plan, api_name="evaluate_preview")
-    wire(check_cluster.click, allowed(_cluster), [session_token, *executor], cluster, note=cluster,
-         api_name="evaluate_cluster")
-    wire(start.click, allowed(_start(registry, concepts, ctx, manager)),
-         [session_token, run_name, *selection, *segmenter, *executor], [plan, run_pick], note=plan,
-         api_name="evaluate_start")
+    wire(
+        preview.click,
+        allowed(_preview(registry, concepts, ctx, device)),
+        [session_token, *selection],
+        plan,
+        note=plan,
+        api_name="evaluate_preview",
+    )
+    wire(
+        check_cluster.click,
+        allowed(_cluster),
+        [session_token, *executor],
+        cluster,
+        note=cluster,
+        api_name="evaluate_cluster",
+    )
+    wire(
+        start.click,
+        allowed(_start(registry, concepts, ctx, manager)),
+        [session_token, run_name, *selection, *segmenter, *executor],
+        [plan, run_pick],
+        note=plan,
+        api_name="evaluate_start",
+    )
     progress_note = note_area("evaluate_progress_note")
-    wire(refresh.click, allowed(_progress(manager)), session_token, progress, note=progress_note,
-         api_name="evaluate_progress")
+    wire(
+        refresh.click,
+        allowed(_progress(manager)),
+        session_token,
+        progress,
+        note=progress_note,
+        api_name="evaluate_progress",
+    )
     wire(timer.tick, allowed(_progress(manager)), session_token, progress, note=progress_note)
-    wire(cancel.click, allowed(_cancel(manager)), [session_token, run_pick], plan, note=plan,
-         api_name="evaluate_cancel")
-    wire(resume.click, allowed(_resume(ctx, manager)), [session_token, run_pick, *segmenter, *executor], plan,
-         note=plan, api_name="evaluate_resume")
-    wire(import_button.click, allowed(_import(ctx, concepts, manager)),
-         [session_token, import_name, upload, folder, *segmenter, *executor], [report, rejected, run_pick],
-         note=report, api_name="evaluate_import")
+    wire(
+        cancel.click,
+        allowed(_cancel(manager)),
+        [session_token, run_pick],
+        plan,
+        note=plan,
+        api_name="evaluate_cancel",
+    )
+    wire(
+        resume.click,
+        allowed(_resume(ctx, manager)),
+        [session_token, run_pick, *segmenter, *executor],
+        plan,
+        note=plan,
+        api_name="evaluate_resume",
+    )
+    wire(
+        import_button.click,
+        allowed(_import(ctx, concepts, manager)),
+        [session_token, import_name, upload, folder, *segmenter, *executor],
+        [report, rejected, run_pick],
+        note=report,
+        api_name="evaluate_import",
+    )
     session_token.change(_on_session(ctx), session_token, [timer, run_pick], api_visibility="private")
 
 
 def _selection_inputs(registry, concepts) -> list[gr.components.Component]:
-    gr.Markdown("## New evaluation\nModels × concepts × styles × guidance scales × seeds; "
-                "every cell is one image.")
+    gr.Markdown(
+        "## New evaluation\nModels × concepts × styles × guidance scales × seeds; every cell is one image."
+    )
     with gr.Row():
-        models = gr.CheckboxGroup([(f"{s.name} ({key})", key) for key, s in registry.items()],
-                                  label="Models", elem_id="evaluate_models")
-        styles = gr.CheckboxGroup([(v, k) for k, v in STYLES.items()], value=list(STYLES),
-                                  label="Styles", elem_id="evaluate_styles")
+        models = gr.CheckboxGroup(
+            [(f"{s.name} ({key})", key) for key, s in registry.items()],
+            label="Models",
+            elem_id="evaluate_models",
+        )
+        styles = gr.CheckboxGroup(
+            [(v, k) for k, v in STYLES.items()], value=list(STYLES), label="Styles", elem_id="evaluate_styles"
+        )
     # allow_custom_value: `planning.select_concepts` names unknown keys briefly; Gradio's own
     # check would echo them and list all 1,278 concepts.
-    keys = gr.Dropdown([c.key for c in concepts], multiselect=True, filterable=True, allow_custom_value=True,
-                       label="Concepts (empty: all, then the filters below)", elem_id="evaluate_concepts")
+    keys = gr.Dropdown(
+        [c.key for c in concepts],
+        multiselect=True,
+        filterable=True,
+        allow_custom_value=True,
+        label="Concepts (empty: all, then the filters below)",
+        elem_id="evaluate_concepts",
+    )
     with gr.Row():
         categories = gr.CheckboxGroup(list(CATEGORIES), label="Categories", elem_id="evaluate_categories")
         types = gr.CheckboxGroup(list(MODIFIER_TYPES), label="Modifier types", elem_id="evaluate_types")
         search = gr.Textbox(label="Concept text contains", elem_id="evaluate_search")
     with gr.Row():
-        sample = gr.Number(0, label="Random sample of N concepts (0: all)",
-                           elem_id="evaluate_sample")
+        sample = gr.Number(0, label="Random sample of N concepts (0: all)", elem_id="evaluate_sample")
         sample_seed = gr.Number(0, label="Sample seed", elem_id="evaluate_sample_seed")
-        cfg = gr.Textbox(label="Guidance scales (comma-separated; empty: each model's 7)", elem_id="evaluate_cfg")
+        cfg = gr.Textbox(
+            label="Guidance scales (comma-separated; empty: each model's 7)", elem_id="evaluate_cfg"
+        )
         seeds = gr.Number(5, label="Seeds per cell", elem_id="evaluate_seeds")
     return [models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds]
 
 
 def _segmenter_inputs() -> list[gr.components.Component]:
     with gr.Accordion("Masking (GroundingDINO + SAM)", open=False), gr.Row():
-        preset = gr.Radio(list(jobs.SEGMENTER_PRESETS), value="paper", label="Models",
-                          info="paper: grounding-dino-base + sam-vit-huge; tiny-random: test models",
-                          elem_id="evaluate_segmenter")
+        preset = gr.Radio(
+            list(jobs.SEGMENTER_PRESETS),
+            value="paper",
+            label="Models",
+            info="paper: grounding-dino-base + sam-vit-huge; tiny-random: test models",
+            elem_id="evaluate_segmenter",
+        )
         box = gr.Number(BOX_THRESHOLD, label="Box threshold", elem_id="evaluate_box")
         text = gr.Number(TEXT_THRESHOLD, label="Text threshold", elem_id="evaluate_text")
     return [preset, box, text]
@@ -111,11 +169,17 @@ def _segmenter_inputs() -> list[gr.components.Component]:
 def _executor_inputs() -> tuple[list[gr.components.Component], gr.Button, gr.Markdown]:
     with gr.Accordion("Where it runs (executor)", open=False):
         with gr.Row():
-            kind = gr.Radio(list(jobs.EXECUTORS), value="in-process", label="Executor",
-                            info="in-process: this server's job thread; ray: a Ray cluster (docs/scale-out.md)",
-                            elem_id="evaluate_executor")
-            address = gr.Textbox(label="Ray cluster address (host:port; empty: $RAY_ADDRESS or a local cluster)",
-                                 elem_id="evaluate_ray_address")
+            kind = gr.Radio(
+                list(jobs.EXECUTORS),
+                value="in-process",
+                label="Executor",
+                info="in-process: this server's job thread; ray: a Ray cluster (docs/scale-out.md)",
+                elem_id="evaluate_executor",
+            )
+            address = gr.Textbox(
+                label="Ray cluster address (host:port; empty: $RAY_ADDRESS or a local cluster)",
+                elem_id="evaluate_ray_address",
+            )
             check = gr.Button("Check cluster", elem_id="evaluate_check_cluster")
         cluster = gr.Markdown(elem_id="evaluate_cluster")
     return [kind, address], check, cluster
@@ -140,8 +204,11 @@ def _cluster(db, actor, kind: str, address: str) -> str:
 
 
 def _worker_lines(workers: dict) -> str:
-    return "".join(f"<br>{html.escape(name)} on {html.escape(w.node)}: {w.items} items"
-                   + (f", {w.restarts} restarts" if w.restarts else "") for name, w in sorted(workers.items()))
+    return "".join(
+        f"<br>{html.escape(name)} on {html.escape(w.node)}: {w.items} items"
+        + (f", {w.restarts} restarts" if w.restarts else "")
+        for name, w in sorted(workers.items())
+    )
 
 
 def _progress_section():
@@ -157,9 +224,11 @@ def _progress_section():
 
 
 def _import_section():
-    gr.Markdown("## Import images made elsewhere\nName files `model__concept__style__cfg__seed.png` or "
-                "list them in a `manifest.csv` (columns file, model, concept, style, cfg, seed). Upload a zip, "
-                "or name a folder under the server's `imports/` data folder.")
+    gr.Markdown(
+        "## Import images made elsewhere\nName files `model__concept__style__cfg__seed.png` or "
+        "list them in a `manifest.csv` (columns file, model, concept, style, cfg, seed). Upload a zip, "
+        "or name a folder under the server's `imports/` data folder."
+    )
     with gr.Row():
         upload = gr.File(label="Zip of images", file_types=[".zip"], elem_id="evaluate_upload")
         folder = gr.Textbox(label="…or folder under imports/", elem_id="evaluate_folder")
@@ -170,12 +239,24 @@ def _import_section():
     return upload, folder, name, button, report, rejected
 
 
-def _request(models, keys, categories, types, search, sample, sample_seed, styles, cfg,
-             seeds) -> planning.EvaluationRequest:
-    query = planning.ConceptQuery(tuple(keys or ()), tuple(categories or ()), tuple(types or ()), search or "",
-                                  whole_number(sample, "sample size"), whole_number(sample_seed, "sample seed"))
-    return planning.EvaluationRequest(tuple(models or ()), query, tuple(styles or ()), planning.parse_scales(cfg),
-                                      whole_number(seeds, "seeds per cell"))
+def _request(
+    models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds
+) -> planning.EvaluationRequest:
+    query = planning.ConceptQuery(
+        tuple(keys or ()),
+        tuple(categories or ()),
+        tuple(types or ()),
+        search or "",
+        whole_number(sample, "sample size"),
+        whole_number(sample_seed, "sample seed"),
+    )
+    return planning.EvaluationRequest(
+        tuple(models or ()),
+        query,
+        tuple(styles or ()),
+        planning.parse_scales(cfg),
+        whole_number(seeds, "seeds per cell"),
+    )
 
 
 def _run_name(name: str | None, prefix: str) -> str:
@@ -190,16 +271,21 @@ def _preview(registry, concepts, ctx: AppContext, device: planning.DeviceInfo):
         items, config = planning.plan_request(request, registry, concepts, ctx.config.data_dir / "models")
         estimate = planning.estimate_seconds(items, device.kind, runs.measured_seconds(db))
         return _plan_markdown(items, config, estimate, planning.cpu_warning(device, request.models), device)
+
     return preview
 
 
 def _plan_markdown(items, config, estimate, warning: str, device: planning.DeviceInfo) -> str:
     scales = len({item["cfg"] for item in items})
-    lines = [f"**{len(items)} images** ({len(config['models'])} models × {len(config['concepts'])} concepts × "
-             f"{len(config['styles'])} styles × {scales} guidance scales × {config['samples']} seeds), "
-             f"about **{planning.format_duration(estimate.seconds)}** on {escape(device.name)}."]
-    lines += [f"- {escape(model)}: {n} images × {each:.2g} s ({origin})"
-              for model, (n, each, origin) in estimate.per_model.items()]
+    lines = [
+        f"**{len(items)} images** ({len(config['models'])} models × {len(config['concepts'])} concepts × "
+        f"{len(config['styles'])} styles × {scales} guidance scales × {config['samples']} seeds), "
+        f"about **{planning.format_duration(estimate.seconds)}** on {escape(device.name)}."
+    ]
+    lines += [
+        f"- {escape(model)}: {n} images × {each:.2g} s ({origin})"
+        for model, (n, each, origin) in estimate.per_model.items()
+    ]
     if warning:
         lines.append(f"\n⚠️ {escape(warning)}")
     return "\n".join(lines)
@@ -210,18 +296,40 @@ def _segmenter(ctx: AppContext, preset: str, box: float, text: float) -> jobs.Se
 
 
 def _start(registry, concepts, ctx: AppContext, manager: jobs.JobManager):
-    def start(db, actor, name, models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds,
-              preset, box, text, kind="in-process", address=None):
+    def start(
+        db,
+        actor,
+        name,
+        models,
+        keys,
+        categories,
+        types,
+        search,
+        sample,
+        sample_seed,
+        styles,
+        cfg,
+        seeds,
+        preset,
+        box,
+        text,
+        kind="in-process",
+        address=None,
+    ):
         """Store the run and queue its job; returns a message and the run picker."""
         selection = (models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds)
         run = _run_name(name, "eval")
-        items, config = planning.plan_request(_request(*selection), registry, concepts, ctx.config.data_dir / "models")
+        items, config = planning.plan_request(
+            _request(*selection), registry, concepts, ctx.config.data_dir / "models"
+        )
         segmenter = _segmenter(ctx, preset, box, text)
         executor, where = _executor_choice(kind, address)
         n = research.create_evaluation_run(db, actor.pseudonym, run, items, config)
         state = manager.submit(run, segmenter, executor)
-        return f"Run **{escape(run)}**: {n} images, job {state.state}." + (f" {where}" if where else ""), \
-            _run_choices(db, run)
+        return f"Run **{escape(run)}**: {n} images, job {state.state}." + (
+            f" {where}" if where else ""
+        ), _run_choices(db, run)
+
     return start
 
 
@@ -233,9 +341,12 @@ def _run_choices(db, selected: str | None = None) -> gr.Dropdown:
 def _progress(manager: jobs.JobManager):
     def progress(db, actor) -> str:
         """Progress bars of the newest runs, with the job state on this server."""
-        rows = [(r, runs.run_progress(db, r["name"]), manager.state(r["name"]), manager.workers(r["name"]))
-                for r in runs.list_runs(db)[:RUNS_SHOWN]]
+        rows = [
+            (r, runs.run_progress(db, r["name"]), manager.state(r["name"]), manager.workers(r["name"]))
+            for r in runs.list_runs(db)[:RUNS_SHOWN]
+        ]
         return _progress_html(rows)
+
     return progress
 
 
@@ -244,14 +355,19 @@ def _progress_html(rows) -> str:
         return "<p>No runs yet.</p>"
     body = []
     for run, done, job, workers in rows:
-        state = job.state if job.state != "idle" else ("complete" if done.complete else "stopped (resume to continue)")
+        state = (
+            job.state
+            if job.state != "idle"
+            else ("complete" if done.complete else "stopped (resume to continue)")
+        )
         note = (f" · {job.stage}" if job.stage else "") + (f" — {job.message}" if job.message else "")
         body.append(
             f"<tr><td>{html.escape(run['name'])}</td><td>{html.escape(run['kind'])}</td>"
             f"<td><progress max='1' value='{done.fraction:.4f}'></progress> {100 * done.fraction:.0f}%</td>"
             f"<td>{done.generated}/{done.items} images, {done.segmented} masked ({done.usable} usable), "
             f"{done.failed} failed, {done.extracted}/{done.groups} distributions{_worker_lines(workers)}</td>"
-            f"<td data-state='{html.escape(state)}'>{html.escape(state + note)}</td></tr>")
+            f"<td data-state='{html.escape(state)}'>{html.escape(state + note)}</td></tr>"
+        )
     head = "<tr><th>Run</th><th>Kind</th><th>Progress</th><th>Counts</th><th>Job</th></tr>"
     return f"<table class='evaluate-runs'>{head}{''.join(body)}</table>"
 
@@ -262,17 +378,27 @@ def _cancel(manager: jobs.JobManager):
         state = manager.cancel(run or "")
         research.record_job_action(db, actor.pseudonym, "cancel_evaluation", run)
         return f"Run **{escape(run)}**: {state.state}."
+
     return cancel
 
 
 def _resume(ctx: AppContext, manager: jobs.JobManager):
-    def resume(db, actor, run: str, preset: str, box: float, text: float, kind: str = "in-process",
-               address: str | None = None) -> str:
+    def resume(
+        db,
+        actor,
+        run: str,
+        preset: str,
+        box: float,
+        text: float,
+        kind: str = "in-process",
+        address: str | None = None,
+    ) -> str:
         """Queue a stopped run again; it continues where it stopped."""
         executor, where = _executor_choice(kind, address)
         research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
         state = manager.submit(run, _segmenter(ctx, preset, box, text), executor)
         return f"Run **{escape(run)}**: job {state.state}." + (f" {where}" if where else "")
+
     return resume
 
 
@@ -282,12 +408,16 @@ def _import(ctx: AppContext, concepts, manager: jobs.JobManager):
         run, segmenter = _run_name(name, "import"), _segmenter(ctx, preset, box, text)
         executor, _ = _executor_choice(kind, address)
         source, roots = _import_source(ctx, upload, folder)
-        report = research.import_run(db, actor.pseudonym, run, source, ctx.config.data_dir, concepts,
-                                     allowed_roots=roots)
+        report = research.import_run(
+            db, actor.pseudonym, run, source, ctx.config.data_dir, concepts, allowed_roots=roots
+        )
         manager.submit(run, segmenter, executor)
-        message = (f"Run **{escape(run)}**: {report.imported} images imported, {len(report.rejected)} left out; "
-                   "masking and scoring queued.")
+        message = (
+            f"Run **{escape(run)}**: {report.imported} images imported, {len(report.rejected)} left out; "
+            "masking and scoring queued."
+        )
         return message, [list(r) for r in report.rejected], _run_choices(db, run)
+
     return import_images
 
 
@@ -309,4 +439,5 @@ def _on_session(ctx: AppContext):
             return gr.Timer(active=False), gr.Dropdown(choices=[], value=None)
         with ctx.db() as db:
             return gr.Timer(active=True), _run_choices(db)
+
     return on_session

@@ -30,18 +30,17 @@ NAME = "expert"
 TITLE = "Expert review"
 ROLES = ("expert",)
 REVIEWERS = ("expert", "admin")
-GRID_HEADERS = ["coloring_id", "designer", "round", "status", "emd_to_previous_round",
-                "recolor_note"]
+GRID_HEADERS = ["coloring_id", "designer", "round", "status", "emd_to_previous_round", "recolor_note"]
 RANKING_HEADERS = ["rank", "concept", "n", "consistency_emd", "high_variance"]
 RATER_HEADERS = ["expert", "votes", "agreement_with_majority"]
-EXCLUDED_HEADERS = ["coloring_id", "concept", "designer", "round", "consistent",
-                    "inconsistent"]
+EXCLUDED_HEADERS = ["coloring_id", "concept", "designer", "round", "consistent", "inconsistent"]
 VERDICTS = {"Consistent": True, "Inconsistent": False}
 VOTE_IMAGE_PX = 360
 NOTHING_TO_VOTE = (
     "Nothing to vote on right now. The queue holds the colorings of concepts opened for a "
     "vote in section 2 (“Open the vote queue”), once at least two designers have colored "
-    "them; you never vote twice on one coloring. Thank you!")
+    "them; you never vote twice on one coloring. Thank you!"
+)
 # Gradio shows an image at most at its natural size; a coloring is scaled to fill its pane.
 CSS = """
 #expert_vote_image .image-frame { width: 100%; }
@@ -62,43 +61,108 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     stats = _build_statistics_section()
     admin = _build_admin_section()
     pickers = [grid["concept"], stats["concept"]]
-    session_token.change(_on_sign_in(ctx), session_token,
-                         [*pickers, queue["task"], queue["concept"], queue["image"],
-                          queue["plot"], grid["reveal"], admin["box"]], api_visibility="private")
+    session_token.change(
+        _on_sign_in(ctx),
+        session_token,
+        [
+            *pickers,
+            queue["task"],
+            queue["concept"],
+            queue["image"],
+            queue["plot"],
+            grid["reveal"],
+            admin["box"],
+        ],
+        api_visibility="private",
+    )
     _wire_review(ctx, session_token, grid, ranking, stats)
     _wire_votes(ctx, session_token, queue)
     admin_only = handler(ctx, "admin")
-    wire(admin["list"].click, admin_only(_excluded), session_token, admin["table"],
-         note=admin["message"], api_name="expert_excluded")
-    wire(admin["reinstate"].click, admin_only(_reinstate),
-         [session_token, admin["coloring"], admin["why"]], admin["message"],
-         note=admin["message"], api_name="expert_reinstate")
+    wire(
+        admin["list"].click,
+        admin_only(_excluded),
+        session_token,
+        admin["table"],
+        note=admin["message"],
+        api_name="expert_excluded",
+    )
+    wire(
+        admin["reinstate"].click,
+        admin_only(_reinstate),
+        [session_token, admin["coloring"], admin["why"]],
+        admin["message"],
+        note=admin["message"],
+        api_name="expert_reinstate",
+    )
 
 
-def _wire_review(ctx: AppContext, session_token: gr.Textbox, grid: dict, ranking: dict,
-                 stats: dict) -> None:
+def _wire_review(ctx: AppContext, session_token: gr.Textbox, grid: dict, ranking: dict, stats: dict) -> None:
     reviewer = handler(ctx, *REVIEWERS)
-    wire(grid["load"].click, reviewer(_concepts), session_token,
-         [grid["concept"], stats["concept"]], note=grid["pick_note"], api_name="expert_concepts")
-    wire(grid["show"].click, reviewer(_grid(ctx)),
-         [session_token, grid["concept"], grid["reveal"]],
-         [grid["gallery"], grid["table"], grid["plot"]], note=grid["pick_note"],
-         api_name="expert_grid")
-    wire(grid["recolor"].click, reviewer(_recolor), [session_token, grid["coloring"], grid["note"]],
-         grid["message"], note=grid["message"], api_name="expert_recolor")
-    wire(grid["accept"].click, reviewer(_accept), [session_token, grid["coloring"], grid["note"]],
-         grid["message"], note=grid["message"], api_name="expert_accept")
+    wire(
+        grid["load"].click,
+        reviewer(_concepts),
+        session_token,
+        [grid["concept"], stats["concept"]],
+        note=grid["pick_note"],
+        api_name="expert_concepts",
+    )
+    wire(
+        grid["show"].click,
+        reviewer(_grid(ctx)),
+        [session_token, grid["concept"], grid["reveal"]],
+        [grid["gallery"], grid["table"], grid["plot"]],
+        note=grid["pick_note"],
+        api_name="expert_grid",
+    )
+    wire(
+        grid["recolor"].click,
+        reviewer(_recolor),
+        [session_token, grid["coloring"], grid["note"]],
+        grid["message"],
+        note=grid["message"],
+        api_name="expert_recolor",
+    )
+    wire(
+        grid["accept"].click,
+        reviewer(_accept),
+        [session_token, grid["coloring"], grid["note"]],
+        grid["message"],
+        note=grid["message"],
+        api_name="expert_accept",
+    )
     ranking_inputs = [session_token, ranking["fraction"], ranking["minimum"]]
-    wire(ranking["compute"].click, reviewer(_ranking), ranking_inputs,
-         [ranking["table"], ranking["histogram"]], note=ranking["message"],
-         api_name="expert_consistency")
-    wire(ranking["open"].click, reviewer(_open_queue(ctx)), ranking_inputs, ranking["message"],
-         note=ranking["message"], api_name="expert_open_queue")
-    wire(stats["refresh"].click, reviewer(_statistics), session_token,
-         [stats["table5"], stats["summary"], stats["raters"]], note=stats["refresh_note"],
-         api_name="expert_statistics")
-    wire(stats["show"].click, reviewer(_ground_truth(ctx)), [session_token, stats["concept"]],
-         [stats["plot"], stats["basis"]], note=stats["truth_note"], api_name="expert_ground_truth")
+    wire(
+        ranking["compute"].click,
+        reviewer(_ranking),
+        ranking_inputs,
+        [ranking["table"], ranking["histogram"]],
+        note=ranking["message"],
+        api_name="expert_consistency",
+    )
+    wire(
+        ranking["open"].click,
+        reviewer(_open_queue(ctx)),
+        ranking_inputs,
+        ranking["message"],
+        note=ranking["message"],
+        api_name="expert_open_queue",
+    )
+    wire(
+        stats["refresh"].click,
+        reviewer(_statistics),
+        session_token,
+        [stats["table5"], stats["summary"], stats["raters"]],
+        note=stats["refresh_note"],
+        api_name="expert_statistics",
+    )
+    wire(
+        stats["show"].click,
+        reviewer(_ground_truth(ctx)),
+        [session_token, stats["concept"]],
+        [stats["plot"], stats["basis"]],
+        note=stats["truth_note"],
+        api_name="expert_ground_truth",
+    )
 
 
 def _wire_votes(ctx: AppContext, session_token: gr.Textbox, queue: dict) -> None:
@@ -108,15 +172,21 @@ def _wire_votes(ctx: AppContext, session_token: gr.Textbox, queue: dict) -> None
     vote = handler(ctx, "expert")(_vote)
     outputs = [queue["task"], queue["concept"], queue["image"], queue["plot"]]
     buttons = [queue[verdict] for verdict in VERDICTS]
-    wire(queue["next"].click, next_item, session_token, outputs, note=queue["message"],
-         api_name="expert_next").then(_voteable, queue["task"], buttons,
-                                      api_visibility="private")
+    wire(
+        queue["next"].click, next_item, session_token, outputs, note=queue["message"], api_name="expert_next"
+    ).then(_voteable, queue["task"], buttons, api_visibility="private")
     gr.api(_vote_endpoint(vote), api_name="expert_vote")
     for verdict in VERDICTS:
-        voted = wire(queue[verdict].click, _pressed(vote, verdict), [session_token, queue["task"]],
-                     queue["message"], note=queue["message"])
-        wire(voted.then, next_item, session_token, outputs, note=queue["message"],
-             clear_note=False).then(_voteable, queue["task"], buttons, api_visibility="private")
+        voted = wire(
+            queue[verdict].click,
+            _pressed(vote, verdict),
+            [session_token, queue["task"]],
+            queue["message"],
+            note=queue["message"],
+        )
+        wire(voted.then, next_item, session_token, outputs, note=queue["message"], clear_note=False).then(
+            _voteable, queue["task"], buttons, api_visibility="private"
+        )
 
 
 def _voteable(task) -> tuple:
@@ -138,31 +208,31 @@ def _vote_endpoint(vote: Callable[[str, float, str], str]) -> Callable[[str, flo
             ``"Consistent"`` or ``"Inconsistent"``.
         """
         return vote(session_token, task_id, verdict)
+
     return expert_vote
 
 
 def _pressed(vote: Callable[[str, float, str], str], verdict: str) -> Callable[[str, float], str]:
     def press(session_token: str, task_id: float) -> str:
         return vote(session_token, task_id, verdict)
+
     return press
 
 
 def _build_grid_section() -> dict:
-    gr.Markdown("## 1. Review colorings by concept\nDesigners are shown as *designer A, B…*; "
-                "the EMD to a designer's previous round shows whether they are self-consistent.")
+    gr.Markdown(
+        "## 1. Review colorings by concept\nDesigners are shown as *designer A, B…*; "
+        "the EMD to a designer's previous round shows whether they are self-consistent."
+    )
     with gr.Row():
-        concept = gr.Dropdown([], label="Concept", allow_custom_value=True, scale=3,
-                              elem_id="expert_concept")
+        concept = gr.Dropdown([], label="Concept", allow_custom_value=True, scale=3, elem_id="expert_concept")
         load = gr.Button("Load concepts", elem_id="expert_load")
-        reveal = gr.Checkbox(False, label="Reveal designers (admin)", visible=False,
-                             elem_id="expert_reveal")
+        reveal = gr.Checkbox(False, label="Reveal designers (admin)", visible=False, elem_id="expert_reveal")
         show = gr.Button("Show colorings", variant="primary", elem_id="expert_show")
     pick_note = note_area("expert_grid_note")
-    gallery = gr.Gallery(label="Colorings", columns=5, object_fit="contain",
-                         elem_id="expert_gallery")
+    gallery = gr.Gallery(label="Colorings", columns=5, object_fit="contain", elem_id="expert_gallery")
     # "str" cells are shown as text, so the designer-facing note stays inert.
-    table = gr.Dataframe(headers=GRID_HEADERS, datatype="str", interactive=False,
-                         elem_id="expert_grid_table")
+    table = gr.Dataframe(headers=GRID_HEADERS, datatype="str", interactive=False, elem_id="expert_grid_table")
     plot = gr.Plot(label="UW-71 distributions", elem_id="expert_grid_plot")
     with gr.Row():
         coloring = id_field("Coloring id", "expert_coloring")
@@ -170,49 +240,86 @@ def _build_grid_section() -> dict:
         recolor = gr.Button("Ask for a recolor", elem_id="expert_recolor_button")
         accept = gr.Button("Mark as fine", elem_id="expert_accept_button")
     message = gr.Markdown(elem_id="expert_grid_message")
-    return {"concept": concept, "load": load, "reveal": reveal, "show": show,
-            "gallery": gallery, "table": table, "plot": plot, "coloring": coloring,
-            "note": note, "recolor": recolor, "accept": accept, "message": message,
-            "pick_note": pick_note}
+    return {
+        "concept": concept,
+        "load": load,
+        "reveal": reveal,
+        "show": show,
+        "gallery": gallery,
+        "table": table,
+        "plot": plot,
+        "coloring": coloring,
+        "note": note,
+        "recolor": recolor,
+        "accept": accept,
+        "message": message,
+        "pick_note": pick_note,
+    }
 
 
 def _build_ranking_section(ctx: AppContext) -> dict:
-    gr.Markdown("## 2. Consistency across designers (Eq. 6)\nMean pairwise EMD of each "
-                "concept's colorings; the highest are high-variance and go to the blind vote.")
+    gr.Markdown(
+        "## 2. Consistency across designers (Eq. 6)\nMean pairwise EMD of each "
+        "concept's colorings; the highest are high-variance and go to the blind vote."
+    )
     with gr.Row():
-        fraction = gr.Number(qc.HIGH_VARIANCE_FRACTION,
-                             label="High-variance share (top)", elem_id="expert_fraction")
-        minimum = gr.Number(ctx.config.colorings_per_concept,
-                            label="Colorings needed per concept", elem_id="expert_minimum")
+        fraction = gr.Number(
+            qc.HIGH_VARIANCE_FRACTION, label="High-variance share (top)", elem_id="expert_fraction"
+        )
+        minimum = gr.Number(
+            ctx.config.colorings_per_concept, label="Colorings needed per concept", elem_id="expert_minimum"
+        )
         compute = gr.Button("Rank concepts", elem_id="expert_compute")
-        open_queue = gr.Button("Open the vote queue for high-variance concepts",
-                               elem_id="expert_open")
+        open_queue = gr.Button("Open the vote queue for high-variance concepts", elem_id="expert_open")
     table = gr.Dataframe(headers=RANKING_HEADERS, interactive=False, elem_id="expert_ranking")
     message = gr.Markdown(elem_id="expert_ranking_message")
     histogram = gr.Plot(label="Consistency scores", elem_id="expert_histogram")
-    return {"fraction": fraction, "minimum": minimum, "compute": compute, "open": open_queue,
-            "table": table, "histogram": histogram, "message": message}
+    return {
+        "fraction": fraction,
+        "minimum": minimum,
+        "compute": compute,
+        "open": open_queue,
+        "table": table,
+        "histogram": histogram,
+        "message": message,
+    }
 
 
 def _build_vote_section() -> dict:
-    gr.Markdown("## 3. Blind vote\nIs this coloring consistent with the meaning of the "
-                "concept? Most suspicious colorings come first.")
+    gr.Markdown(
+        "## 3. Blind vote\nIs this coloring consistent with the meaning of the "
+        "concept? Most suspicious colorings come first."
+    )
     next_button = gr.Button("Next coloring", elem_id="expert_next")
     task = gr.Number(label="Task", interactive=False, elem_id="expert_task")
     concept = gr.Markdown(elem_id="expert_vote_concept")
     with gr.Row():
-        image = gr.Image(label="Coloring", type="filepath", interactive=False,
-                         height=VOTE_IMAGE_PX, elem_id="expert_vote_image")
+        image = gr.Image(
+            label="Coloring",
+            type="filepath",
+            interactive=False,
+            height=VOTE_IMAGE_PX,
+            elem_id="expert_vote_image",
+        )
         plot = gr.Plot(label="Its UW-71 distribution", elem_id="expert_vote_plot")
     with gr.Row(equal_height=True):
-        consistent = gr.Button("Consistent", variant="primary", interactive=False,
-                               elem_id="expert_consistent")
-        inconsistent = gr.Button("Inconsistent", variant="stop", interactive=False,
-                                 elem_id="expert_inconsistent")
+        consistent = gr.Button(
+            "Consistent", variant="primary", interactive=False, elem_id="expert_consistent"
+        )
+        inconsistent = gr.Button(
+            "Inconsistent", variant="stop", interactive=False, elem_id="expert_inconsistent"
+        )
         message = gr.Markdown(elem_id="expert_vote_message")
-    return {"next": next_button, "task": task, "concept": concept, "image": image,
-            "plot": plot, "Consistent": consistent, "Inconsistent": inconsistent,
-            "message": message}
+    return {
+        "next": next_button,
+        "task": task,
+        "concept": concept,
+        "image": image,
+        "plot": plot,
+        "Consistent": consistent,
+        "Inconsistent": inconsistent,
+        "message": message,
+    }
 
 
 def _build_statistics_section() -> dict:
@@ -220,40 +327,59 @@ def _build_statistics_section() -> dict:
     refresh = gr.Button("Refresh statistics", elem_id="expert_refresh")
     refresh_note = note_area("expert_refresh_note")
     summary = gr.Markdown(elem_id="expert_summary")
-    table5 = gr.Dataframe(headers=["expert_votes", "interpretation", "count"],
-                          interactive=False, elem_id="expert_table5")
+    table5 = gr.Dataframe(
+        headers=["expert_votes", "interpretation", "count"], interactive=False, elem_id="expert_table5"
+    )
     raters = gr.Dataframe(headers=RATER_HEADERS, interactive=False, elem_id="expert_raters")
     with gr.Row():
-        concept = gr.Dropdown([], label="Concept", allow_custom_value=True, scale=3,
-                              elem_id="expert_truth_concept")
+        concept = gr.Dropdown(
+            [], label="Concept", allow_custom_value=True, scale=3, elem_id="expert_truth_concept"
+        )
         show = gr.Button("Show P_H(x|c)", elem_id="expert_truth")
     truth_note = note_area("expert_truth_note")
     basis = gr.Markdown(elem_id="expert_truth_basis")
     plot = gr.Plot(label="Ground truth", elem_id="expert_truth_plot")
-    return {"refresh": refresh, "summary": summary, "table5": table5, "raters": raters,
-            "concept": concept, "show": show, "basis": basis, "plot": plot,
-            "refresh_note": refresh_note, "truth_note": truth_note}
+    return {
+        "refresh": refresh,
+        "summary": summary,
+        "table5": table5,
+        "raters": raters,
+        "concept": concept,
+        "show": show,
+        "basis": basis,
+        "plot": plot,
+        "refresh_note": refresh_note,
+        "truth_note": truth_note,
+    }
 
 
 def _build_admin_section() -> dict:
     with gr.Column(visible=False) as box:
         gr.Markdown("## 5. Excluded colorings (admin)")
         list_button = gr.Button("List excluded colorings", elem_id="expert_list_excluded")
-        table = gr.Dataframe(headers=EXCLUDED_HEADERS, interactive=False,
-                             elem_id="expert_excluded")
+        table = gr.Dataframe(headers=EXCLUDED_HEADERS, interactive=False, elem_id="expert_excluded")
         with gr.Row():
             coloring = id_field("Coloring id", "expert_reinstated")
             why = gr.Textbox(label="Why reinstate", scale=3, elem_id="expert_reinstate_why")
             reinstate = gr.Button("Reinstate", elem_id="expert_reinstate_button")
         message = gr.Markdown(elem_id="expert_admin_message")
-    return {"box": box, "list": list_button, "table": table, "coloring": coloring, "why": why,
-            "reinstate": reinstate, "message": message}
+    return {
+        "box": box,
+        "list": list_button,
+        "table": table,
+        "coloring": coloring,
+        "why": why,
+        "reinstate": reinstate,
+        "message": message,
+    }
 
 
 def _concepts(db, actor) -> tuple:
     """Concepts with colorings, for both concept pickers."""
-    choices = [(f"{r['concept_key']} ({r['designers']} designers, {r['colorings']} "
-                f"colorings)", r["concept_key"]) for r in review.reviewable_concepts(db)]
+    choices = [
+        (f"{r['concept_key']} ({r['designers']} designers, {r['colorings']} colorings)", r["concept_key"])
+        for r in review.reviewable_concepts(db)
+    ]
     return gr.Dropdown(choices=choices), gr.Dropdown(choices=choices)
 
 
@@ -268,8 +394,16 @@ def _on_sign_in(ctx: AppContext):
             with ctx.db() as db:
                 pickers = _concepts(db, actor)
         is_admin = actor is not None and actor.is_admin
-        return (*pickers, None, "", None, None, gr.Checkbox(value=False, visible=is_admin),
-                gr.Column(visible=is_admin))
+        return (
+            *pickers,
+            None,
+            "",
+            None,
+            None,
+            gr.Checkbox(value=False, visible=is_admin),
+            gr.Column(visible=is_admin),
+        )
+
     return on_sign_in
 
 
@@ -277,26 +411,34 @@ def _grid(ctx: AppContext):
     def grid(db, actor, concept: str, reveal: bool) -> tuple:
         """A concept's colorings: gallery, table and distribution charts."""
         items = review.coloring_grid(db, actor, concept, reveal=bool(reveal))
-        gallery = [(str(resolve(ctx.config.data_dir, i.image_path)), _caption(i))
-                   for i in items]
-        rows = [[i.coloring_id, i.designer, i.round, i.status,
-                 None if i.round_emd is None else round(i.round_emd, 2), i.note]
-                for i in items]
+        gallery = [(str(resolve(ctx.config.data_dir, i.image_path)), _caption(i)) for i in items]
+        rows = [
+            [
+                i.coloring_id,
+                i.designer,
+                i.round,
+                i.status,
+                None if i.round_emd is None else round(i.round_emd, 2),
+                i.note,
+            ]
+            for i in items
+        ]
         return gallery, rows, _stacked_distributions(items)
+
     return grid
 
 
 def _caption(item: review.GridItem) -> str:
-    emd = "" if item.round_emd is None else f" · EMD to round {item.round - 1}: " \
-                                             f"{item.round_emd:.1f}"
+    emd = "" if item.round_emd is None else f" · EMD to round {item.round - 1}: {item.round_emd:.1f}"
     return f"#{item.coloring_id} · {item.designer} · round {item.round} · {item.status}{emd}"
 
 
 def _stacked_distributions(items: list[review.GridItem]) -> go.Figure:
     if not items:
         return go.Figure(layout=LAYOUT)
-    figure = make_subplots(rows=len(items), cols=1, shared_xaxes=True,
-                           subplot_titles=[_caption(i) for i in items])
+    figure = make_subplots(
+        rows=len(items), cols=1, shared_xaxes=True, subplot_titles=[_caption(i) for i in items]
+    )
     top = max(float(np.max(i.p)) for i in items)
     for row, item in enumerate(items, start=1):
         figure.add_trace(distribution_bar(item.p).data[0], row=row, col=1)
@@ -321,8 +463,9 @@ def _accept(db, actor, coloring_id: float, note: str) -> str:
 
 def _ranking(db, actor, fraction: float, minimum: float) -> tuple:
     """The Eq. 6 ranking table and its histogram with the high-variance cutoff."""
-    table = review.consistency_ranking(db, top_fraction=_fraction(fraction),
-                                       min_colorings=whole_number(minimum, "colorings needed"))
+    table = review.consistency_ranking(
+        db, top_fraction=_fraction(fraction), min_colorings=whole_number(minimum, "colorings needed")
+    )
     if table.empty:
         return table, go.Figure(layout=LAYOUT)
     scores = table.set_index("concept")["consistency_emd"]
@@ -334,10 +477,14 @@ def _open_queue(ctx: AppContext):
     def open_queue(db, actor, fraction: float, minimum: float) -> str:
         """Open blind reviews for every coloring of the high-variance concepts."""
         opened = review.open_review_queue(
-            db, actor, top_fraction=_fraction(fraction),
+            db,
+            actor,
+            top_fraction=_fraction(fraction),
             min_colorings=whole_number(minimum, "colorings needed"),
-            votes_needed=ctx.config.votes_per_review)
+            votes_needed=ctx.config.votes_per_review,
+        )
         return f"Opened {opened} new reviews."
+
     return open_queue
 
 
@@ -348,9 +495,13 @@ def _next_item(ctx: AppContext):
         if not queue:
             return None, NOTHING_TO_VOTE, None, None
         item = queue[0]
-        return (item.task_id, f"### {escape(item.concept_key)}\n{len(queue)} in your queue",
-                str(resolve(ctx.config.data_dir, item.image_path)),
-                distribution_bar(item.p, title="UW-71 distribution"))
+        return (
+            item.task_id,
+            f"### {escape(item.concept_key)}\n{len(queue)} in your queue",
+            str(resolve(ctx.config.data_dir, item.image_path)),
+            distribution_bar(item.p, title="UW-71 distribution"),
+        )
+
     return next_item
 
 
@@ -367,12 +518,13 @@ def _statistics(db, actor) -> tuple:
     summary = votes.agreement_panel(db)
     if summary is None:
         return [], "No review has all its votes yet.", []
-    text = (f"**{summary.n_colorings}** colorings reviewed, **{summary.n_discarded}** "
-            f"discarded. Mean observed agreement P̄ = **{summary.mean_observed_agreement:.3f}**; "
-            f"Fleiss' κ = {_number(summary.fleiss_kappa)}; Krippendorff's α = "
-            f"{_number(summary.krippendorff_alpha)}.")
-    raters = [[r.rater, r.n_votes, _number(r.agreement)]
-              for r in summary.rater_agreement or ()]
+    text = (
+        f"**{summary.n_colorings}** colorings reviewed, **{summary.n_discarded}** "
+        f"discarded. Mean observed agreement P̄ = **{summary.mean_observed_agreement:.3f}**; "
+        f"Fleiss' κ = {_number(summary.fleiss_kappa)}; Krippendorff's α = "
+        f"{_number(summary.krippendorff_alpha)}."
+    )
+    raters = [[r.rater, r.n_votes, _number(r.agreement)] for r in summary.rater_agreement or ()]
     return summary.table5(), text, raters
 
 
@@ -382,18 +534,24 @@ def _ground_truth(ctx: AppContext):
         get_concept(db, concept or "")
         truth = human.read(db, human.DESIGNERS, [concept]).get(concept)
         if truth is None:
-            return go.Figure(layout=LAYOUT), (f"**{escape(concept)}** has no counted coloring "
-                                              f"yet. {human.COUNTING_RULE}")
+            return go.Figure(layout=LAYOUT), (
+                f"**{escape(concept)}** has no counted coloring yet. {human.COUNTING_RULE}"
+            )
         figure = distribution_bar(truth.p, title=f"P_H(x | {concept})")
-        return figure, (f"P_H(x | **{escape(concept)}**) rests on **{truth.n_colorings}** "
-                        f"colorings in {len(truth.groups)} visual groups. {human.COUNTING_RULE}")
+        return figure, (
+            f"P_H(x | **{escape(concept)}**) rests on **{truth.n_colorings}** "
+            f"colorings in {len(truth.groups)} visual groups. {human.COUNTING_RULE}"
+        )
+
     return ground_truth
 
 
 def _excluded(db, actor) -> list[list]:
     """Excluded colorings with their designers and votes (admin)."""
-    return [[r["coloring_id"], r["concept_key"], r["pseudonym"], r["round"], r["consistent"],
-             r["inconsistent"]] for r in votes.excluded_colorings(db)]
+    return [
+        [r["coloring_id"], r["concept_key"], r["pseudonym"], r["round"], r["consistent"], r["inconsistent"]]
+        for r in votes.excluded_colorings(db)
+    ]
 
 
 def _reinstate(db, actor, coloring_id: float, why: str) -> str:

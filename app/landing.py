@@ -21,8 +21,9 @@ from app.common import wire as wire_event
 NAME = "start"
 TITLE = "Start"
 # After the page-load sign-in, drop ?invite= from the address bar (and so from history).
-_FORGET_INVITE_JS = ("() => { if (location.search.includes('invite=')) "
-                     "history.replaceState(null, '', location.pathname); }")
+_FORGET_INVITE_JS = (
+    "() => { if (location.search.includes('invite=')) history.replaceState(null, '', location.pathname); }"
+)
 _PRIVATE = {"api_visibility": "private"}
 
 INTRO = """\
@@ -57,18 +58,28 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> dict[str, gr.components
             invite = gr.Textbox(label="Invite link or code", elem_id="start_invite", scale=3)
             invite_button = gr.Button("Sign in with invite", elem_id="start_invite_button")
         with gr.Row():
-            password = gr.Textbox(label="Admin password", type="password",
-                                  elem_id="start_password", scale=3)
+            password = gr.Textbox(label="Admin password", type="password", elem_id="start_password", scale=3)
             password_button = gr.Button("Sign in as admin", elem_id="start_password_button")
-    logout_button = gr.Button("Sign out", elem_id="start_logout", variant="secondary",
-                              visible=False)
-    return {"status": status, "sign_in": sign_in_box, "invite": invite,
-            "invite_button": invite_button, "password": password,
-            "password_button": password_button, "logout_button": logout_button}
+    logout_button = gr.Button("Sign out", elem_id="start_logout", variant="secondary", visible=False)
+    return {
+        "status": status,
+        "sign_in": sign_in_box,
+        "invite": invite,
+        "invite_button": invite_button,
+        "password": password,
+        "password_button": password_button,
+        "logout_button": logout_button,
+    }
 
 
-def wire(ctx: AppContext, demo: gr.Blocks, session_token: gr.Textbox, stored: gr.BrowserState,
-         parts: dict, tabs: list[tuple[gr.Tab, tuple[str, ...]]]) -> None:
+def wire(
+    ctx: AppContext,
+    demo: gr.Blocks,
+    session_token: gr.Textbox,
+    stored: gr.BrowserState,
+    parts: dict,
+    tabs: list[tuple[gr.Tab, tuple[str, ...]]],
+) -> None:
     """Wire page load, sign-in and sign-out; each ends by showing what fits the person:
     their tabs, and either the sign-in boxes or the Sign out button.
 
@@ -76,11 +87,15 @@ def wire(ctx: AppContext, demo: gr.Blocks, session_token: gr.Textbox, stored: gr
     ``login_admin(password) -> (session_token, message)`` and
     ``start_logout(session_token) -> ("", message)``.
     """
+
     def show(token: str) -> tuple:
         actor = current_actor(ctx, token)
-        return (token if actor else "", gr.Column(visible=actor is None),
-                gr.Button(visible=actor is not None),
-                *(gr.Tab(visible=visible_to(actor, roles)) for _, roles in tabs))
+        return (
+            token if actor else "",
+            gr.Column(visible=actor is None),
+            gr.Button(visible=actor is not None),
+            *(gr.Tab(visible=visible_to(actor, roles)) for _, roles in tabs),
+        )
 
     def restore_on_load(stored_token: str, request: gr.Request) -> tuple:
         # One step, so that a slow page load cannot hide the tabs of a sign-in made meanwhile.
@@ -89,24 +104,41 @@ def wire(ctx: AppContext, demo: gr.Blocks, session_token: gr.Textbox, stored: gr
 
     shown = [stored, parts["sign_in"], parts["logout_button"], *(tab for tab, _ in tabs)]
     signed = [session_token, parts["status"]]
-    demo.load(restore_on_load, stored, [*signed, *shown], api_name="start_restore",
-              **_PRIVATE).then(None, js=_FORGET_INVITE_JS, **_PRIVATE)
+    demo.load(restore_on_load, stored, [*signed, *shown], api_name="start_restore", **_PRIVATE).then(
+        None, js=_FORGET_INVITE_JS, **_PRIVATE
+    )
     status = parts["status"]
+
     def login_invite(text: str, request: gr.Request) -> tuple[str, str]:
         return sign_in_with_invite(ctx, text, client_address(request))
 
     def login_password(password: str, request: gr.Request) -> tuple[str, str]:
         return sign_in_as_admin(ctx, password, client_address(request))
 
-    wire_event(parts["invite_button"].click, login_invite, parts["invite"], signed, note=status,
-               api_name="login_invite").then(show, session_token, shown, **_PRIVATE)
-    wire_event(parts["password_button"].click, login_password, parts["password"], signed,
-               note=status,
-               api_name="login_admin").then(show, session_token, shown, **_PRIVATE).then(
-        lambda: "", None, parts["password"], **_PRIVATE)
-    wire_event(parts["logout_button"].click, lambda token: sign_out(ctx, token), session_token,
-               signed, note=status,
-               api_name="start_logout").then(show, session_token, shown, **_PRIVATE)
+    wire_event(
+        parts["invite_button"].click,
+        login_invite,
+        parts["invite"],
+        signed,
+        note=status,
+        api_name="login_invite",
+    ).then(show, session_token, shown, **_PRIVATE)
+    wire_event(
+        parts["password_button"].click,
+        login_password,
+        parts["password"],
+        signed,
+        note=status,
+        api_name="login_admin",
+    ).then(show, session_token, shown, **_PRIVATE).then(lambda: "", None, parts["password"], **_PRIVATE)
+    wire_event(
+        parts["logout_button"].click,
+        lambda token: sign_out(ctx, token),
+        session_token,
+        signed,
+        note=status,
+        api_name="start_logout",
+    ).then(show, session_token, shown, **_PRIVATE)
 
 
 def invite_token(text: str) -> str:
@@ -126,8 +158,7 @@ def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[
         throttle.check(db, address)
         try:
             check_length(text, "invite link", 1000)
-            session = login_with_invite(db, invite_token(text),
-                                        session_days=ctx.config.session_days)
+            session = login_with_invite(db, invite_token(text), session_days=ctx.config.session_days)
         except (InvalidToken, InvalidInput):
             throttle.record_failure(db, address, "invite")
             raise

@@ -20,8 +20,10 @@ from storage import human
 NAME = "leaderboard"
 TITLE = "Leaderboards"
 ROLES = ("researcher",)
-LEGEND = ("<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
-          f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey.</p>")
+LEGEND = (
+    "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
+    f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey.</p>"
+)
 
 
 def build(ctx: AppContext, session_token: gr.Textbox) -> None:
@@ -30,10 +32,17 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     concepts = load_concepts()
     with gr.Row():
         source = source_dropdown(ctx, session_token, "leaderboard_source")
-        cfg = gr.Textbox(RECOMMENDED, label="Guidance scale ('recommended', 'mean' over scales, or a number)",
-                         elem_id="leaderboard_cfg")
-        aggregate = gr.Radio([RATIO_OF_MEANS, MEAN_OF_RATIOS], value=RATIO_OF_MEANS,
-                             label="Sensitivity ratio", elem_id="leaderboard_aggregate")
+        cfg = gr.Textbox(
+            RECOMMENDED,
+            label="Guidance scale ('recommended', 'mean' over scales, or a number)",
+            elem_id="leaderboard_cfg",
+        )
+        aggregate = gr.Radio(
+            [RATIO_OF_MEANS, MEAN_OF_RATIOS],
+            value=RATIO_OF_MEANS,
+            label="Sensitivity ratio",
+            elem_id="leaderboard_aggregate",
+        )
     with gr.Row():
         show = gr.Button("Compute", variant="primary", elem_id="leaderboard_show")
         export = gr.Button("Export every table (CSV) and figure (HTML)", elem_id="leaderboard_export")
@@ -43,27 +52,48 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     gr.Markdown("### Table 2: dominant color alignment")
     table2 = gr.HTML(elem_id="leaderboard_table2")
     sweep = gr.Plot(label="Figure 5: EMD and PCC against guidance scale", elem_id="leaderboard_sweep")
-    sensitivity = gr.Plot(label="Figure 4 (left): model shift ÷ human shift", elem_id="leaderboard_sensitivity")
-    scatter = gr.Plot(label="Figure 4 (right): per-concept shift, model against human", elem_id="leaderboard_scatter")
+    sensitivity = gr.Plot(
+        label="Figure 4 (left): model shift ÷ human shift", elem_id="leaderboard_sensitivity"
+    )
+    scatter = gr.Plot(
+        label="Figure 4 (right): per-concept shift, model against human", elem_id="leaderboard_scatter"
+    )
     with gr.Row():
-        table6 = gr.Dataframe(label="Table 6: sensitivity by style", interactive=False, elem_id="leaderboard_table6")
-        table7 = gr.Dataframe(label="Table 7: by modifier type", interactive=False, elem_id="leaderboard_table7")
-        table8 = gr.Dataframe(label="Table 8: type × style, mean over models", interactive=False,
-                              elem_id="leaderboard_table8")
-    files = gr.File(label="Exports", file_count="multiple", interactive=False, height=140,
-                    elem_id="leaderboard_files")
+        table6 = gr.Dataframe(
+            label="Table 6: sensitivity by style", interactive=False, elem_id="leaderboard_table6"
+        )
+        table7 = gr.Dataframe(
+            label="Table 7: by modifier type", interactive=False, elem_id="leaderboard_table7"
+        )
+        table8 = gr.Dataframe(
+            label="Table 8: type × style, mean over models", interactive=False, elem_id="leaderboard_table8"
+        )
+    files = gr.File(
+        label="Exports", file_count="multiple", interactive=False, height=140, elem_id="leaderboard_files"
+    )
 
     inputs = [session_token, source, cfg, aggregate]
-    wire(show.click, allowed(_show(ctx, concepts)), inputs,
-         [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8], note=note,
-         api_name="leaderboard_show")
-    wire(export.click, allowed(_export(ctx, concepts)), inputs, files, note=note, clear_note=False,
-         api_name="leaderboard_export")
+    wire(
+        show.click,
+        allowed(_show(ctx, concepts)),
+        inputs,
+        [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8],
+        note=note,
+        api_name="leaderboard_show",
+    )
+    wire(
+        export.click,
+        allowed(_export(ctx, concepts)),
+        inputs,
+        files,
+        note=note,
+        clear_note=False,
+        api_name="leaderboard_export",
+    )
 
 
 def _analyses(ctx: AppContext, concepts, db, source: str, cfg: str, aggregate: str):
-    return leaderboard_analyses(db, concepts, source or "", cfg=cfg or RECOMMENDED,
-                                aggregate=aggregate)
+    return leaderboard_analyses(db, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
 
 
 def _show(ctx: AppContext, concepts):
@@ -75,8 +105,16 @@ def _show(ctx: AppContext, concepts):
         pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
         note = f"{escape(human.describe(db, source))}  \n{pooled}Guidance scale per model: {scales}."
         tables = (_shown(t) for t in (result.table6, result.table7, result.table8))
-        return (note, LEGEND + result.table1.to_html(), LEGEND + result.table2.to_html(), figs["cfg_sweep"],
-                figs["sensitivity"], figs["shift_scatter"], *tables)
+        return (
+            note,
+            LEGEND + result.table1.to_html(),
+            LEGEND + result.table2.to_html(),
+            figs["cfg_sweep"],
+            figs["sensitivity"],
+            figs["shift_scatter"],
+            *tables,
+        )
+
     return show
 
 
@@ -88,6 +126,9 @@ def _export(ctx: AppContext, concepts):
     def export(db, actor, source: str, cfg: str, aggregate: str) -> list[str]:
         """Every table as CSV and every figure as HTML, under the data folder's exports/."""
         result = _analyses(ctx, concepts, db, source, cfg, aggregate)
-        paths = export_analyses(result, analysis_figures(result), ctx.config.data_dir / "exports" / "research")
+        paths = export_analyses(
+            result, analysis_figures(result), ctx.config.data_dir / "exports" / "research"
+        )
         return [str(p) for p in paths]
+
     return export

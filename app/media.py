@@ -63,7 +63,7 @@ def file_of(url_path: str) -> str | None:
     at = url_path.find(marker)
     if at < 0 or not (url_path[:at] == "" or url_path[:at].endswith("/gradio_api")):
         return None
-    return url_path[at + len(marker):]
+    return url_path[at + len(marker) :]
 
 
 def page_files(config: dict) -> set[Path]:
@@ -79,6 +79,7 @@ def page_files(config: dict) -> set[Path]:
         elif isinstance(value, (list, tuple)):
             for item in value:
                 walk(item)
+
     walk(config.get("components", []))
     return found
 
@@ -86,8 +87,9 @@ def page_files(config: dict) -> set[Path]:
 class FilePolicy:
     """Decides, for a signed-in person (or nobody), whether a file may be served."""
 
-    def __init__(self, ctx: AppContext, *, gradio_folders: Iterable[str | Path],
-                 public: Iterable[Path] = ()) -> None:
+    def __init__(
+        self, ctx: AppContext, *, gradio_folders: Iterable[str | Path], public: Iterable[Path] = ()
+    ) -> None:
         self.ctx = ctx
         self.data_dir = Path(ctx.config.data_dir).resolve()
         self.gradio_folders = [Path(f).resolve() for f in gradio_folders]
@@ -140,9 +142,11 @@ class FilePolicy:
 
     def _own_coloring_file(self, actor: Actor, relative: str) -> bool:
         with self.ctx.db() as db:
-            rows = db.execute("select 1 from colorings where annotator_id = ? and "
-                              "(image_path = ? or mask_path = ?) limit 1",
-                              [actor.annotator_id, relative, relative]).fetchall()
+            rows = db.execute(
+                "select 1 from colorings where annotator_id = ? and "
+                "(image_path = ? or mask_path = ?) limit 1",
+                [actor.annotator_id, relative, relative],
+            ).fetchall()
         return bool(rows)
 
 
@@ -159,11 +163,20 @@ class FileGuard:
             token = _cookie(scope, COOKIE)
             allowed = await anyio.to_thread.run_sync(self.policy.allows, file, token)
             if not allowed:
-                body = (b"Not allowed: sign in with a role that may see this file "
-                        b"(images are shown only to the people whose role allows it).")
-                await send({"type": "http.response.start", "status": 403,
-                            "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                                        (b"content-length", str(len(body)).encode())]})
+                body = (
+                    b"Not allowed: sign in with a role that may see this file "
+                    b"(images are shown only to the people whose role allows it)."
+                )
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 403,
+                        "headers": [
+                            (b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)

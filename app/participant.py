@@ -64,34 +64,48 @@ if (!window.__participantKeys) {
 def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     """Lay out and wire the Judge tab inside the current `gr.Tab`."""
     gr.Markdown(INSTRUCTIONS)
-    background = gr.Radio(list(_BACKGROUND), label="Do you have a design or art background?",
-                          elem_id="participant_background")
+    background = gr.Radio(
+        list(_BACKGROUND), label="Do you have a design or art background?", elem_id="participant_background"
+    )
     with gr.Row():
-        progress = gr.Markdown("Press **Start** to see your first trial.",
-                               elem_id="participant_progress")
+        progress = gr.Markdown("Press **Start** to see your first trial.", elem_id="participant_progress")
         start = gr.Button("Start / continue", elem_id="participant_start", scale=0)
     gr.Markdown("### Human ground truth")
     with gr.Row(equal_height=True):
-        truth_plot = gr.Plot(label="Ground truth distribution", elem_id="participant_truth_plot",
-                             scale=3)
+        truth_plot = gr.Plot(label="Ground truth distribution", elem_id="participant_truth_plot", scale=3)
         with gr.Column(scale=2):
-            truth_strip = gr.Plot(label="Dominant colors, with the colorings behind each",
-                                  elem_id="participant_truth_strip")
-            colorings = gr.Gallery(label="Designers' colorings", columns=3, height=220,
-                                   elem_id="participant_colorings")
+            truth_strip = gr.Plot(
+                label="Dominant colors, with the colorings behind each", elem_id="participant_truth_strip"
+            )
+            colorings = gr.Gallery(
+                label="Designers' colorings", columns=3, height=220, elem_id="participant_colorings"
+            )
     outputs = [progress, background, truth_plot, truth_strip, colorings]
     with gr.Row():
         for side in judging.SIDES:
             with gr.Column():
                 gr.Markdown(f"### {side.capitalize()}")
-                outputs.append(gr.Gallery(label=f"{side.capitalize()} images", columns=4,
-                                          height=200, elem_id=f"participant_{side}_images"))
-                outputs.append(gr.Plot(label=f"{side.capitalize()} distribution",
-                                       elem_id=f"participant_{side}_plot"))
+                outputs.append(
+                    gr.Gallery(
+                        label=f"{side.capitalize()} images",
+                        columns=4,
+                        height=200,
+                        elem_id=f"participant_{side}_images",
+                    )
+                )
+                outputs.append(
+                    gr.Plot(label=f"{side.capitalize()} distribution", elem_id=f"participant_{side}_plot")
+                )
     with gr.Row():
-        buttons = [gr.Button(f"{side.capitalize()} matches better ({key})", variant="primary",
-                             interactive=False, elem_id=f"participant_{side}")
-                   for side, key in zip(judging.SIDES, ("← or 1", "→ or 2"))]
+        buttons = [
+            gr.Button(
+                f"{side.capitalize()} matches better ({key})",
+                variant="primary",
+                interactive=False,
+                elem_id=f"participant_{side}",
+            )
+            for side, key in zip(judging.SIDES, ("← or 1", "→ or 2"))
+        ]
         vote_note = note_area("participant_vote_note")
     task_id = gr.Number(visible="hidden", label="task_id", elem_id="participant_task")
     shown_at = gr.Textbox(visible="hidden", label="shown_at", elem_id="participant_shown_at")
@@ -100,22 +114,44 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     outputs += [task_id, shown_at, *buttons]
 
     # Whoever signs in next starts from a blank view, not the previous person's trial.
-    session_token.change(lambda _: ("Press **Start** to see your next trial.", gr.Radio(),
-                                    *_empty()), session_token, outputs,
-                         api_visibility="private")
-    wire(start.click, handler(ctx, *ROLES)(_next(ctx)), session_token, outputs, note=progress,
-         api_name="participant_next")
-    wire(background.input, handler(ctx, *ROLES)(_set_background(ctx)), [session_token, background],
-         outputs, note=progress, api_name="participant_set_background")
+    session_token.change(
+        lambda _: ("Press **Start** to see your next trial.", gr.Radio(), *_empty()),
+        session_token,
+        outputs,
+        api_visibility="private",
+    )
+    wire(
+        start.click,
+        handler(ctx, *ROLES)(_next(ctx)),
+        session_token,
+        outputs,
+        note=progress,
+        api_name="participant_next",
+    )
+    wire(
+        background.input,
+        handler(ctx, *ROLES)(_set_background(ctx)),
+        [session_token, background],
+        outputs,
+        note=progress,
+        api_name="participant_set_background",
+    )
     for button, side in zip(buttons, sides):
-        wire(button.click, handler(ctx, *ROLES)(_vote(ctx)), [session_token, task_id, side, shown_at],
-             outputs, note=vote_note, api_name="participant_vote" if side.value == "left" else None)
+        wire(
+            button.click,
+            handler(ctx, *ROLES)(_vote(ctx)),
+            [session_token, task_id, side, shown_at],
+            outputs,
+            note=vote_note,
+            api_name="participant_vote" if side.value == "left" else None,
+        )
 
 
 def _next(ctx: AppContext):
     def next_trial(db, actor) -> tuple:
         """The next trial (or why there is none), with the progress count."""
         return _view(ctx, db, actor)
+
     return next_trial
 
 
@@ -126,6 +162,7 @@ def _set_background(ctx: AppContext):
             raise ValueError(f"`answer` must be one of {list(_BACKGROUND)}, got {answer!r}")
         judging.set_background(db, actor, _BACKGROUND[answer])
         return _view(ctx, db, actor)
+
     return set_background
 
 
@@ -134,9 +171,9 @@ def _vote(ctx: AppContext):
         """Record 'left' or 'right' for the held task, then show the next trial."""
         if task_id is None or task_id != int(task_id):
             raise ValueError(f"`task_id` must be a whole number, got {task_id!r}; press Start")
-        judging.record_judgment(db, actor, int(task_id), side,
-                                judging.seconds_since(shown_at))
+        judging.record_judgment(db, actor, int(task_id), side, judging.seconds_since(shown_at))
         return _view(ctx, db, actor)
+
     return vote
 
 
@@ -149,33 +186,58 @@ def _view(ctx: AppContext, db, actor) -> tuple:
     trial = judging.next_trial(db, actor, np.random.default_rng())
     if trial is None:
         done, total = judging.progress(db, actor)
-        message = (f"**All done: you judged {done} of {total} trials. Thank you!**"
-                   if done >= total else
-                   f"**No pair is waiting for you right now** ({done} of {total} judged). "
-                   "Please come back later.")
+        message = (
+            f"**All done: you judged {done} of {total} trials. Thank you!**"
+            if done >= total
+            else f"**No pair is waiting for you right now** ({done} of {total} judged). "
+            "Please come back later."
+        )
         return (message, asked, *_empty())
     y_max = 1.05 * max(float(np.max(p)) for p in (trial.truth.p, trial.left.p, trial.right.p))
     truth = trial.truth
-    strip = dominant_strip([h for h, _ in truth.dominant], [n for _, n in truth.dominant],
-                           unit="colorings") if truth.dominant else None
-    based_on = (f"{truth.n_colorings} colorings" if truth.n_colorings
-                else "an imported reference set")
-    sides = [(_gallery(ctx, side.images), distribution_bar(side.p, y_max=y_max, title=title))
-             for side, title in ((trial.left, "Left"), (trial.right, "Right"))]
-    return (f"**Trial {trial.number} of {trial.total}** · concept: **{escape(trial.concept)}**"
-            f" · ground truth from {based_on}",
-            asked, distribution_bar(truth.p, y_max=y_max, title="Ground truth"), strip,
-            _gallery(ctx, truth.colorings), *sides[0], *sides[1],
-            trial.task_id, iso(), gr.Button(interactive=True), gr.Button(interactive=True))
+    strip = (
+        dominant_strip([h for h, _ in truth.dominant], [n for _, n in truth.dominant], unit="colorings")
+        if truth.dominant
+        else None
+    )
+    based_on = f"{truth.n_colorings} colorings" if truth.n_colorings else "an imported reference set"
+    sides = [
+        (_gallery(ctx, side.images), distribution_bar(side.p, y_max=y_max, title=title))
+        for side, title in ((trial.left, "Left"), (trial.right, "Right"))
+    ]
+    return (
+        f"**Trial {trial.number} of {trial.total}** · concept: **{escape(trial.concept)}**"
+        f" · ground truth from {based_on}",
+        asked,
+        distribution_bar(truth.p, y_max=y_max, title="Ground truth"),
+        strip,
+        _gallery(ctx, truth.colorings),
+        *sides[0],
+        *sides[1],
+        trial.task_id,
+        iso(),
+        gr.Button(interactive=True),
+        gr.Button(interactive=True),
+    )
 
 
-_WAIT_FOR_BACKGROUND = ("**Before your first trial:** do you have a design or art background? "
-                        "Answer above.")
+_WAIT_FOR_BACKGROUND = "**Before your first trial:** do you have a design or art background? Answer above."
 
 
 def _empty() -> tuple:
-    return (None, None, [], [], None, [], None, None, "",
-            gr.Button(interactive=False), gr.Button(interactive=False))
+    return (
+        None,
+        None,
+        [],
+        [],
+        None,
+        [],
+        None,
+        None,
+        "",
+        gr.Button(interactive=False),
+        gr.Button(interactive=False),
+    )
 
 
 def _gallery(ctx: AppContext, paths) -> list[str]:

@@ -27,8 +27,18 @@ NAME = "study"
 TITLE = "Study"
 ROLES = ("researcher",)
 ALLOWED = ("researcher", "admin")
-STUDY_HEADERS = ["id", "name", "status", "pairs", "attention_checks", "votes", "votes_wanted",
-                 "complete_pairs", "participants", "created"]
+STUDY_HEADERS = [
+    "id",
+    "name",
+    "status",
+    "pairs",
+    "attention_checks",
+    "votes",
+    "votes_wanted",
+    "complete_pairs",
+    "participants",
+    "created",
+]
 
 
 def build(ctx: AppContext, session_token: gr.Textbox) -> None:
@@ -36,24 +46,37 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     gr.Markdown("## Set up a study\nPress **Load choices** after new runs or ground truths.")
     with gr.Row():
         name = gr.Textbox(label="Name", elem_id="study_name")
-        style = gr.Radio(list(study.STYLES), value=study.DEFAULT_STYLE, label="Style",
-                         elem_id="study_style")
-        truth = gr.Dropdown([], label="Ground truth", allow_custom_value=True,
-                            info=f"designers: {COUNTING_RULE}", elem_id="study_ground_truth")
+        style = gr.Radio(list(study.STYLES), value=study.DEFAULT_STYLE, label="Style", elem_id="study_style")
+        truth = gr.Dropdown(
+            [],
+            label="Ground truth",
+            allow_custom_value=True,
+            info=f"designers: {COUNTING_RULE}",
+            elem_id="study_ground_truth",
+        )
         load = gr.Button("Load choices", elem_id="study_load", scale=0)
-    sources = gr.Dropdown([], multiselect=True, allow_custom_value=True,
-                          label=f"Model outputs (model · run · CFG; default "
-                                f"{study.DEFAULT_MODELS})", elem_id="study_sources")
+    sources = gr.Dropdown(
+        [],
+        multiselect=True,
+        allow_custom_value=True,
+        label=f"Model outputs (model · run · CFG; default {study.DEFAULT_MODELS})",
+        elem_id="study_sources",
+    )
     choices_note = note_area("study_choices_note")
     with gr.Row():
-        n_concepts = gr.Number(study.DEFAULT_CONCEPTS,
-                               label="Concepts", elem_id="study_n_concepts")
-        votes = gr.Number(study.DEFAULT_VOTES, label="Votes per pair",
-                          elem_id="study_votes")
-        rate = gr.Slider(0, study.MAX_ATTENTION_RATE, study.DEFAULT_ATTENTION_RATE, step=0.01,
-                         label="Attention-check share of trials", elem_id="study_attention")
-        trials = gr.Number(study.DEFAULT_TRIALS_PER_PARTICIPANT,
-                           label="Trials per participant", elem_id="study_trials")
+        n_concepts = gr.Number(study.DEFAULT_CONCEPTS, label="Concepts", elem_id="study_n_concepts")
+        votes = gr.Number(study.DEFAULT_VOTES, label="Votes per pair", elem_id="study_votes")
+        rate = gr.Slider(
+            0,
+            study.MAX_ATTENTION_RATE,
+            study.DEFAULT_ATTENTION_RATE,
+            step=0.01,
+            label="Attention-check share of trials",
+            elem_id="study_attention",
+        )
+        trials = gr.Number(
+            study.DEFAULT_TRIALS_PER_PARTICIPANT, label="Trials per participant", elem_id="study_trials"
+        )
         seed = gr.Number(0, label="Seed", elem_id="study_seed")
     create = gr.Button("Create draft", variant="primary", elem_id="study_create")
 
@@ -69,72 +92,133 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
 
     gr.Markdown("## Analysis")
     with gr.Row():
-        exclude = gr.Checkbox(False, label="Leave out participants who failed a check",
-                              elem_id="study_exclude_flagged")
-        n_boot = gr.Number(1000, label="Bootstrap resamples",
-                           elem_id="study_n_boot")
-        boot_seed = gr.Number(0, label="Bootstrap seed",
-                              elem_id="study_boot_seed")
+        exclude = gr.Checkbox(
+            False, label="Leave out participants who failed a check", elem_id="study_exclude_flagged"
+        )
+        n_boot = gr.Number(1000, label="Bootstrap resamples", elem_id="study_n_boot")
+        boot_seed = gr.Number(0, label="Bootstrap seed", elem_id="study_boot_seed")
         analyse = gr.Button("Analyse", variant="primary", elem_id="study_analyse")
     analyse_note = note_area("study_analyse_note")
-    table3 = gr.Dataframe(label="Table 3: metric alignment with human judgment",
-                          interactive=False, elem_id="study_table3")
+    table3 = gr.Dataframe(
+        label="Table 3: metric alignment with human judgment", interactive=False, elem_id="study_table3"
+    )
     figure = gr.Plot(label="Table 3 with bootstrap intervals", elem_id="study_figure")
-    bt = gr.Dataframe(label="Bradley–Terry strength per model (all, design, non-design)",
-                      interactive=False, elem_id="study_bradley_terry")
-    participants = gr.Dataframe(label="Participants and attention checks", interactive=False,
-                                elem_id="study_participants")
+    bt = gr.Dataframe(
+        label="Bradley–Terry strength per model (all, design, non-design)",
+        interactive=False,
+        elem_id="study_bradley_terry",
+    )
+    participants = gr.Dataframe(
+        label="Participants and attention checks", interactive=False, elem_id="study_participants"
+    )
     pairs = gr.Dataframe(label="Vote shares per pair", interactive=False, elem_id="study_pairs")
     files = gr.File(label="CSV downloads", file_count="multiple", elem_id="study_files")
 
     guard = handler(ctx, *ALLOWED)
     session_token.change(_list_on_sign_in(ctx), session_token, studies, api_visibility="private")
-    wire(load.click, guard(_choices), [session_token, style], [truth, sources], note=choices_note,
-         api_name="study_choices")
-    wire(create.click, guard(_create(ctx)), [session_token, name, truth, style, sources, n_concepts,
-                                             votes, rate, trials, seed], [studies, design, message],
-         note=message, api_name="study_create")
+    wire(
+        load.click,
+        guard(_choices),
+        [session_token, style],
+        [truth, sources],
+        note=choices_note,
+        api_name="study_choices",
+    )
+    wire(
+        create.click,
+        guard(_create(ctx)),
+        [session_token, name, truth, style, sources, n_concepts, votes, rate, trials, seed],
+        [studies, design, message],
+        note=message,
+        api_name="study_create",
+    )
     wire(refresh.click, guard(_list), session_token, studies, note=message, api_name="study_list")
-    wire(show.click, guard(_design), [session_token, study_id], design, note=message,
-         api_name="study_design")
-    wire(open_.click, guard(_open), [session_token, study_id], [studies, design, message],
-         note=message, api_name="study_open")
-    wire(analyse.click, guard(_analyse(ctx)), [session_token, study_id, exclude, n_boot, boot_seed],
-         [table3, figure, bt, participants, pairs, files], note=analyse_note, api_name="study_analyse")
+    wire(show.click, guard(_design), [session_token, study_id], design, note=message, api_name="study_design")
+    wire(
+        open_.click,
+        guard(_open),
+        [session_token, study_id],
+        [studies, design, message],
+        note=message,
+        api_name="study_open",
+    )
+    wire(
+        analyse.click,
+        guard(_analyse(ctx)),
+        [session_token, study_id, exclude, n_boot, boot_seed],
+        [table3, figure, bt, participants, pairs, files],
+        note=analyse_note,
+        api_name="study_analyse",
+    )
 
 
 def _choices(db, actor, style: str) -> tuple:
     """Ground truths and model outputs that a study in `style` can use."""
     truths = human_sources(db)
-    options = [(f"{s.model} · {s.run} · CFG {s.cfg:g} ({n} concepts)", s.key)
-               for s, n in study.available_sources(db, style)]
-    return (gr.Dropdown(choices=truths, value=truths[0] if truths else None),
-            gr.Dropdown(choices=options, value=[key for _, key in options[:study.DEFAULT_MODELS]]))
+    options = [
+        (f"{s.model} · {s.run} · CFG {s.cfg:g} ({n} concepts)", s.key)
+        for s, n in study.available_sources(db, style)
+    ]
+    return (
+        gr.Dropdown(choices=truths, value=truths[0] if truths else None),
+        gr.Dropdown(choices=options, value=[key for _, key in options[: study.DEFAULT_MODELS]]),
+    )
 
 
 def _create(ctx: AppContext):
-    def create(db, actor, name: str, truth: str, style: str, sources: list[str],
-               n_concepts: float, votes: float, rate: float, trials: float, seed: float) -> tuple:
+    def create(
+        db,
+        actor,
+        name: str,
+        truth: str,
+        style: str,
+        sources: list[str],
+        n_concepts: float,
+        votes: float,
+        rate: float,
+        trials: float,
+        seed: float,
+    ) -> tuple:
         """Store a draft study; returns the study list, its design and a message."""
         study_id = study.create_study(
-            db, name, [ModelSource.from_key(key) for key in sources or []],
+            db,
+            name,
+            [ModelSource.from_key(key) for key in sources or []],
             study.ground_truth_source(db, truth),
-            seed=whole_number(seed, "seed"), n_concepts=whole_number(n_concepts, "n_concepts"),
-            style=style, votes_per_pair=whole_number(votes, "votes_per_pair"),
+            seed=whole_number(seed, "seed"),
+            n_concepts=whole_number(n_concepts, "n_concepts"),
+            style=style,
+            votes_per_pair=whole_number(votes, "votes_per_pair"),
             attention_rate=float(rate),
             trials_per_participant=whole_number(trials, "trials_per_participant"),
-            created_by=actor.pseudonym)
-        return _list(db, actor), study.study_design(db, study_id), \
-            f"Draft study {study_id} stored. Open it to start the trials."
+            created_by=actor.pseudonym,
+        )
+        return (
+            _list(db, actor),
+            study.study_design(db, study_id),
+            f"Draft study {study_id} stored. Open it to start the trials.",
+        )
+
     return create
 
 
 def _list(db, actor) -> list[list]:
     """Every study with its progress."""
-    return [[s["id"], s["name"], "open" if s["frozen"] else "draft",
-             s["pairs"] - (s["attention_checks"] or 0), s["attention_checks"] or 0, s["votes"],
-             s["votes_wanted"], s["complete_pairs"], s["participants"], s["created"]]
-            for s in study.list_studies(db)]
+    return [
+        [
+            s["id"],
+            s["name"],
+            "open" if s["frozen"] else "draft",
+            s["pairs"] - (s["attention_checks"] or 0),
+            s["attention_checks"] or 0,
+            s["votes"],
+            s["votes_wanted"],
+            s["complete_pairs"],
+            s["participants"],
+            s["created"],
+        ]
+        for s in study.list_studies(db)
+    ]
 
 
 def _list_on_sign_in(ctx: AppContext):
@@ -145,6 +229,7 @@ def _list_on_sign_in(ctx: AppContext):
             return []
         with ctx.db() as db:
             return _list(db, actor)
+
     return list_on_sign_in
 
 
@@ -160,16 +245,26 @@ def _open(db, actor, study_id: float) -> tuple:
 
 
 def _analyse(ctx: AppContext):
-    def analyse(db, actor, study_id: float, exclude_flagged: bool, n_boot: float,
-                seed: float) -> tuple:
+    def analyse(db, actor, study_id: float, exclude_flagged: bool, n_boot: float, seed: float) -> tuple:
         """Table 3, its figure, Bradley–Terry, flags, pair shares, and the CSV files."""
         study_id = whole_number(study_id, "study id")
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
         folder = ctx.config.data_dir / "exports" / f"study-{study_id}" / stamp
         tables, paths = judging.analyse_study(
-            db, study_id, folder, rng=np.random.default_rng(whole_number(seed, "seed")),
-            n_boot=whole_number(n_boot, "n_boot"), exclude_flagged=bool(exclude_flagged))
-        return (tables["table3"].round(4), table3_figure(tables["validation"]),
-                tables["bradley_terry"].round(4), tables["participants"],
-                tables["pairs"].round(4), [str(p) for p in paths])
+            db,
+            study_id,
+            folder,
+            rng=np.random.default_rng(whole_number(seed, "seed")),
+            n_boot=whole_number(n_boot, "n_boot"),
+            exclude_flagged=bool(exclude_flagged),
+        )
+        return (
+            tables["table3"].round(4),
+            table3_figure(tables["validation"]),
+            tables["bradley_terry"].round(4),
+            tables["participants"],
+            tables["pairs"].round(4),
+            [str(p) for p in paths],
+        )
+
     return analyse

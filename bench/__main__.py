@@ -38,8 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
-TITLES = {"summary": "Summary", "load": "Load and faults", "scale": "Full study size",
-          "scale-out": "Scale-out (Ray)"}
+TITLES = {
+    "summary": "Summary",
+    "load": "Load and faults",
+    "scale": "Full study size",
+    "scale-out": "Scale-out (Ray)",
+}
 
 
 @dataclass(frozen=True)
@@ -67,20 +71,30 @@ def rewrite_section(text: str, name: str, body: str) -> str:
     return f"{text.rstrip()}\n\n## {TITLES.get(name, name)}\n\n{block}\n"
 
 
-def summary_table(rows: list[Row], *, machine: str, command: str, date: str,
-                  load_average: float, python: str, quick: bool,
-                  kept: tuple[str, ...] = ()) -> str:
+def summary_table(
+    rows: list[Row],
+    *,
+    machine: str,
+    command: str,
+    date: str,
+    load_average: float,
+    python: str,
+    quick: bool,
+    kept: tuple[str, ...] = (),
+) -> str:
     """The summary section: where and how the figures were taken, then one row each.
 
     `kept` names benchmarks whose rows come from an earlier run (``--only`` ran others).
     """
-    earlier = (f" Rows of {', '.join(kept)}: kept from an earlier run (see their sections)."
-               if kept else "")
-    lines = [f"Machine: {machine}; Python {python}; 1-minute load average at start "
-             f"{load_average:.1f} (a shared machine inflates times).",
-             f"Date: {date}. Command: `{command}`" + (" (quick sizes: a smoke run)." if quick
-                                                     else ".") + earlier, "",
-             "| benchmark | figure | value | setting |", "|---|---|---:|---|"]
+    earlier = f" Rows of {', '.join(kept)}: kept from an earlier run (see their sections)." if kept else ""
+    lines = [
+        f"Machine: {machine}; Python {python}; 1-minute load average at start "
+        f"{load_average:.1f} (a shared machine inflates times).",
+        f"Date: {date}. Command: `{command}`" + (" (quick sizes: a smoke run)." if quick else ".") + earlier,
+        "",
+        "| benchmark | figure | value | setting |",
+        "|---|---|---:|---|",
+    ]
     lines += [f"| {r.benchmark} | {r.figure} | {r.value} | {r.setting} |" for r in rows]
     return "\n".join(lines)
 
@@ -103,8 +117,11 @@ def machine_description() -> str:
     model = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                 if line.startswith("model name")]
+        names = [
+            line.split(":", 1)[1].strip()
+            for line in cpuinfo.read_text().splitlines()
+            if line.startswith("model name")
+        ]
         model = names[0] if names else model
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -128,13 +145,25 @@ def core(quick: bool) -> tuple[list[Row], dict[str, str]]:
     f = run(loop_pairs=1_000, extraction_images=8) if quick else run()
     sweep = " x ".join(f"{SWEEP[k]:,} {k.replace('_', ' ')}" for k in SWEEP)
     return [
-        Row("core", "Extraction", f"{f['extraction_images_per_s_per_core']:.1f} images/s per core",
-            f"{f['extraction_image_side']}² PNG image + mask, decode and extract"),
-        Row("core", "EMD (emd_rows)", f"{f['emd_rows_pairs_per_s']:,.0f} pairs/s",
+        Row(
+            "core",
+            "Extraction",
+            f"{f['extraction_images_per_s_per_core']:.1f} images/s per core",
+            f"{f['extraction_image_side']}² PNG image + mask, decode and extract",
+        ),
+        Row(
+            "core",
+            "EMD (emd_rows)",
+            f"{f['emd_rows_pairs_per_s']:,.0f} pairs/s",
             f"{f['pairs']:,} pairs; {f['emd_rows_speedup_vs_loop']:.1f}x an ot.emd2 loop; "
-            f"identical values: {'yes' if f['identical_to_ot_emd2'] else 'NO'}"),
-        Row("core", "Metric tables (5 metrics)", f"{f['sweep_s']:.1f} s",
-            f"{f['sweep_rows']:,} rows = {sweep}"),
+            f"identical values: {'yes' if f['identical_to_ot_emd2'] else 'NO'}",
+        ),
+        Row(
+            "core",
+            "Metric tables (5 metrics)",
+            f"{f['sweep_s']:.1f} s",
+            f"{f['sweep_rows']:,} rows = {sweep}",
+        ),
     ], {}
 
 
@@ -142,18 +171,27 @@ def load(quick: bool) -> tuple[list[Row], dict[str, str]]:
     """Rows from `bench.bench_load.run`, and the "Load and faults" section."""
     from bench import bench_load
 
-    f = (bench_load.run(designers=4, submissions=4, side=128, kill_designers=3, resume=False)
-         if quick else bench_load.run())
+    f = (
+        bench_load.run(designers=4, submissions=4, side=128, kill_designers=3, resume=False)
+        if quick
+        else bench_load.run()
+    )
     ok = not f["load_problems"] and not f["kill_problems"] and f.get("run_identical", True)
     return [
-        Row("load", "Submit latency p50 / p95",
+        Row(
+            "load",
+            "Submit latency p50 / p95",
             f"{f['p50_ms']:.0f} / {f['p95_ms']:.0f} ms",
             f"{f['designers']} designers x {f['submissions_each']} at once through "
-            f"/designer_submit of a running app.py, {f['image_side']}² sketches"),
-        Row("load", "Faults (app SIGKILLed, restart, resume)",
+            f"/designer_submit of a running app.py, {f['image_side']}² sketches",
+        ),
+        Row(
+            "load",
+            "Faults (app SIGKILLed, restart, resume)",
             "all checks pass" if ok else "FAILED",
             f"{f['kill_acknowledged']} acknowledged before the kill; "
-            f"{f['kill_orphans_swept']} orphaned files swept at restart"),
+            f"{f['kill_orphans_swept']} orphaned files swept at restart",
+        ),
     ], {"load": bench_load.markdown(f)}
 
 
@@ -161,13 +199,17 @@ def generation(quick: bool) -> tuple[list[Row], dict[str, str]]:
     """Rows from `bench.bench_generation.bench_generation` (GPU if present, else CPU tiny)."""
     from bench.bench_generation import bench_generation
 
-    result = (bench_generation(batch_sizes=(1, 2), repeats=1) if quick
-              else bench_generation())
-    return [Row("generation", f"Generation, batch {row['batch']}",
-                f"{row['images_per_s_50_steps']:.3f} images/s",
-                f"{result['device']}; {result['model']}; {result['resolution']}², 50 steps "
-                "(extrapolated from two step counts)")
-            for row in result["rows"]], {}
+    result = bench_generation(batch_sizes=(1, 2), repeats=1) if quick else bench_generation()
+    return [
+        Row(
+            "generation",
+            f"Generation, batch {row['batch']}",
+            f"{row['images_per_s_50_steps']:.3f} images/s",
+            f"{result['device']}; {result['model']}; {result['resolution']}², 50 steps "
+            "(extrapolated from two step counts)",
+        )
+        for row in result["rows"]
+    ], {}
 
 
 def review(quick: bool) -> tuple[list[Row], dict[str, str]]:
@@ -177,16 +219,36 @@ def review(quick: bool) -> tuple[list[Row], dict[str, str]]:
     f = run(concepts=1, colorings=15, side=256) if quick else run()
     side = f"{f['side']}²"
     return [
-        Row("review", "Store a coloring", f"{f['store_coloring_s']:.3f} s",
-            f"median of {f['stored_colorings']}; {side} image + mask: files, extraction, rows"),
-        Row("review", "Open the vote queue", f"{f['open_review_queue_s_per_concept']:.2f} s per concept",
-            f"{f['opened_reviews']} colorings in {f['concepts']} concepts; SCD plausibility at {side}"),
-        Row("review", "P_H(x|c)", f"{f['human_distribution_s']:.3f} s",
-            f"{f['human_distribution_n']} colorings at {side}"),
-        Row("review", "Blind vote (queue + vote)", f"{f['vote_ms']:.1f} ms",
-            f"median of {f['votes']} votes on {f['vote_colorings']} colorings, WAL file database"),
-        Row("review", "Agreement panel", f"{f['agreement_panel_s']:.3f} s",
-            f"{f['decided_reviews']} decided reviews (Table 5, Fleiss' κ, Krippendorff's α)"),
+        Row(
+            "review",
+            "Store a coloring",
+            f"{f['store_coloring_s']:.3f} s",
+            f"median of {f['stored_colorings']}; {side} image + mask: files, extraction, rows",
+        ),
+        Row(
+            "review",
+            "Open the vote queue",
+            f"{f['open_review_queue_s_per_concept']:.2f} s per concept",
+            f"{f['opened_reviews']} colorings in {f['concepts']} concepts; SCD plausibility at {side}",
+        ),
+        Row(
+            "review",
+            "P_H(x|c)",
+            f"{f['human_distribution_s']:.3f} s",
+            f"{f['human_distribution_n']} colorings at {side}",
+        ),
+        Row(
+            "review",
+            "Blind vote (queue + vote)",
+            f"{f['vote_ms']:.1f} ms",
+            f"median of {f['votes']} votes on {f['vote_colorings']} colorings, WAL file database",
+        ),
+        Row(
+            "review",
+            "Agreement panel",
+            f"{f['agreement_panel_s']:.3f} s",
+            f"{f['decided_reviews']} decided reviews (Table 5, Fleiss' κ, Krippendorff's α)",
+        ),
     ], {}
 
 
@@ -196,14 +258,22 @@ def scale(quick: bool) -> tuple[list[Row], dict[str, str]]:
 
     rows = bench_scale.run((0.01,), side=256) if quick else bench_scale.run()
     full = rows[-1]
-    setting = (f"{full['concepts']:,} concepts x 5 colorings ({full['side']}²), "
-               f"{full['model_distributions']:,} model distributions")
-    return [Row("scale", label, f"{full[key]:.2f} s", setting) for key, label in (
-        ("browser_s", "Concept browser, one concept"), ("leaderboards_s", "Leaderboards"),
-        ("leaderboards_cold_s", "Leaderboards, first view after the runs (scores them)"),
-        ("agreement_s", "QC agreement panel"), ("queue_s", "Open the whole vote queue"),
-        ("study_setup_s", "Study set-up (150 concepts)"), ("export_s", "Full export"))], \
-        {"scale": bench_scale.markdown(rows)}
+    setting = (
+        f"{full['concepts']:,} concepts x 5 colorings ({full['side']}²), "
+        f"{full['model_distributions']:,} model distributions"
+    )
+    return [
+        Row("scale", label, f"{full[key]:.2f} s", setting)
+        for key, label in (
+            ("browser_s", "Concept browser, one concept"),
+            ("leaderboards_s", "Leaderboards"),
+            ("leaderboards_cold_s", "Leaderboards, first view after the runs (scores them)"),
+            ("agreement_s", "QC agreement panel"),
+            ("queue_s", "Open the whole vote queue"),
+            ("study_setup_s", "Study set-up (150 concepts)"),
+            ("export_s", "Full export"),
+        )
+    ], {"scale": bench_scale.markdown(rows)}
 
 
 def scale_out(quick: bool) -> tuple[list[Row], dict[str, str]]:
@@ -211,18 +281,36 @@ def scale_out(quick: bool) -> tuple[list[Row], dict[str, str]]:
     from bench import bench_scale_out
 
     f = bench_scale_out.run(samples=1, noop_items=50) if quick else bench_scale_out.run()
-    rows = [Row("scale-out", f"Tiny run, {r['label']}", f"{r['images_per_s']:.2f} images/s",
-                f"{r['items']} images, generate + mask + extract; steady generate "
-                f"{r['steady_generate_images_per_s']:.2f} images/s") for r in f["rows"]]
-    rows.append(Row("scale-out", "Ray cost per item", f"{f['noop_overhead_ms']:.1f} ms",
-                    f"no-op work, 1 worker; vs {bench_scale_out.REAL_SECONDS_PER_IMAGE:.0f} s per real image; "
-                    f"same images as in-process: {'yes' if f['identical'] else 'NO'}"))
+    rows = [
+        Row(
+            "scale-out",
+            f"Tiny run, {r['label']}",
+            f"{r['images_per_s']:.2f} images/s",
+            f"{r['items']} images, generate + mask + extract; steady generate "
+            f"{r['steady_generate_images_per_s']:.2f} images/s",
+        )
+        for r in f["rows"]
+    ]
+    rows.append(
+        Row(
+            "scale-out",
+            "Ray cost per item",
+            f"{f['noop_overhead_ms']:.1f} ms",
+            f"no-op work, 1 worker; vs {bench_scale_out.REAL_SECONDS_PER_IMAGE:.0f} s per real image; "
+            f"same images as in-process: {'yes' if f['identical'] else 'NO'}",
+        )
+    )
     return rows, {"scale-out": bench_scale_out.markdown(f)}
 
 
 BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
-    "core": core, "load": load, "generation": generation, "review": review, "scale": scale,
-    "scale-out": scale_out}
+    "core": core,
+    "load": load,
+    "generation": generation,
+    "review": review,
+    "scale": scale,
+    "scale-out": scale_out,
+}
 
 
 def run_all(names: list[str], quick: bool) -> tuple[list[Row], dict[str, str], bool]:
@@ -235,8 +323,11 @@ def run_all(names: list[str], quick: bool) -> tuple[list[Row], dict[str, str], b
             new_rows, new_sections = BENCHMARKS[name](quick)
         except Exception as error:  # one broken benchmark must not hide the others
             traceback.print_exc()
-            new_rows, new_sections, ok = [Row(name, name, "FAILED", f"{type(error).__name__}: "
-                                              f"{error}")], {}, False
+            new_rows, new_sections, ok = (
+                [Row(name, name, "FAILED", f"{type(error).__name__}: {error}")],
+                {},
+                False,
+            )
         print(f"[bench] {name} took {time.perf_counter() - start:.0f} s", file=sys.stderr)
         rows += new_rows
         sections |= new_sections
@@ -245,8 +336,9 @@ def run_all(names: list[str], quick: bool) -> tuple[list[Row], dict[str, str], b
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(BENCHMARKS),
-                        help=f"comma-separated subset of {list(BENCHMARKS)}")
+    parser.add_argument(
+        "--only", default=",".join(BENCHMARKS), help=f"comma-separated subset of {list(BENCHMARKS)}"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--dry-run", action="store_true", help="print, do not write the file")
     args = parser.parse_args(argv)
@@ -256,17 +348,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--only must name some of {list(BENCHMARKS)}, got {args.only!r}")
     load_average = os.getloadavg()[0]
     rows, sections, ok = run_all(names, args.quick)
-    command = "python -m bench" + "".join(f" {a}" for a in (argv if argv is not None
-                                                              else sys.argv[1:]))
+    command = "python -m bench" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
     text = BENCHMARKS_MD.read_text(encoding="utf-8") if BENCHMARKS_MD.exists() else ""
     kept = [row for row in summary_rows(text) if row.benchmark not in names]
     order = list(BENCHMARKS)
     sections["summary"] = summary_table(
         sorted(rows + kept, key=lambda row: order.index(row.benchmark)),
-        machine=machine_description(), command=command, quick=args.quick,
+        machine=machine_description(),
+        command=command,
+        quick=args.quick,
         date=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        load_average=load_average, python=platform.python_version(),
-        kept=tuple(dict.fromkeys(row.benchmark for row in kept)))
+        load_average=load_average,
+        python=platform.python_version(),
+        kept=tuple(dict.fromkeys(row.benchmark for row in kept)),
+    )
     print(sections["summary"])
     if not args.dry_run:
         for name, body in sections.items():

@@ -34,23 +34,40 @@ class AppProcess:
         Where the process's output goes (default: discarded).
     """
 
-    def __init__(self, db_path: str | Path, data_dir: str | Path, *,
-                 auto_approve_practice: bool = True, log_path: str | Path | None = None):
+    def __init__(
+        self,
+        db_path: str | Path,
+        data_dir: str | Path,
+        *,
+        auto_approve_practice: bool = True,
+        log_path: str | Path | None = None,
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
-        argv = [sys.executable, "app.py", "--db", str(db_path), "--data-dir", str(data_dir),
-                "--port", str(self.port)]
+        argv = [
+            sys.executable,
+            "app.py",
+            "--db",
+            str(db_path),
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(self.port),
+        ]
         if auto_approve_practice:
             argv.append("--auto-approve-practice")
         # Load tests submit faster than people can: the per-designer rate limit is lifted
         # unless the caller set one.
-        env = {"COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE": "100000", **os.environ,
-               "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+        env = {
+            "COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE": "100000",
+            **os.environ,
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "HF_HUB_OFFLINE": "1",
+        }
         # Open for the process's lifetime; `stop` closes it.
         self._log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115
         self.started = time.perf_counter()
-        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log,
-                                        stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         self.ready_s = self._wait_ready()
 
     def _wait_ready(self) -> float:

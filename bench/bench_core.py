@@ -32,8 +32,9 @@ from storage.distributions import check_masses
 SWEEP = {"concepts": 1281, "models": 7, "styles": 2, "cfg_scales": 7}
 
 
-def realistic_distributions(rng: np.random.Generator, n_concepts: int, per_concept: int,
-                            support: int = 12, shared: int = 6):
+def realistic_distributions(
+    rng: np.random.Generator, n_concepts: int, per_concept: int, support: int = 12, shared: int = 6
+):
     """Human rows and model rows with a dozen non-zero bins each.
 
     Each model row keeps `shared` of its concept's human bins and adds others at random,
@@ -53,10 +54,9 @@ def realistic_distributions(rng: np.random.Generator, n_concepts: int, per_conce
     keep = np.take_along_axis(bins[concept], pick, axis=1)
     keys = rng.random((n, 71))
     np.put_along_axis(keys, keep, np.inf, axis=1)  # never draw a kept bin twice
-    extra = np.argsort(keys, axis=1)[:, :support - shared]
+    extra = np.argsort(keys, axis=1)[:, : support - shared]
     model = np.zeros((n, 71))
-    np.put_along_axis(model, np.hstack([keep, extra]),
-                      rng.dirichlet(np.full(support, 0.6), n), axis=1)
+    np.put_along_axis(model, np.hstack([keep, extra]), rng.dirichlet(np.full(support, 0.6), n), axis=1)
     return human[concept], model
 
 
@@ -76,19 +76,21 @@ def _timed(fn, *args, **kwargs):
 def bench_emd(P: np.ndarray, Q: np.ndarray, loop_pairs: int) -> dict:
     """emd_rows (1 process and default) against an ot.emd2 loop on the first rows."""
     D = load_uw71().ground_distance
-    loop, t_loop, c_loop = _timed(lambda: np.array(
-        [ot.emd2(P[i], Q[i], D) for i in range(loop_pairs)]))
+    loop, t_loop, c_loop = _timed(lambda: np.array([ot.emd2(P[i], Q[i], D) for i in range(loop_pairs)]))
     serial, t_serial, c_serial = _timed(emd_rows, P, Q, workers=1)
     pooled, t_pooled, c_pooled = _timed(emd_rows, P, Q)
     Pn, Qn = check_masses(P), check_masses(Q)
-    cut = [(p[p > 0], q[q > 0], np.ascontiguousarray(D[np.ix_(p > 0, q > 0)]))
-           for p, q in zip(Pn[:loop_pairs], Qn[:loop_pairs])]
+    cut = [
+        (p[p > 0], q[q > 0], np.ascontiguousarray(D[np.ix_(p > 0, q > 0)]))
+        for p, q in zip(Pn[:loop_pairs], Qn[:loop_pairs])
+    ]
     _, _, c_core = _timed(lambda: [emd_c(a, b, M, 100_000, 1) for a, b, M in cut])
     n = len(P)
     return {
         "pairs": n,
-        "identical_to_ot_emd2": bool(np.array_equal(serial[:loop_pairs], loop)
-                                     and np.array_equal(pooled, serial)),
+        "identical_to_ot_emd2": bool(
+            np.array_equal(serial[:loop_pairs], loop) and np.array_equal(pooled, serial)
+        ),
         "ot_emd2_loop_pairs_per_s": loop_pairs / t_loop,
         "emd_rows_1proc_pairs_per_s": n / t_serial,
         "emd_rows_pairs_per_s": n / t_pooled,
@@ -103,8 +105,9 @@ def bench_emd(P: np.ndarray, Q: np.ndarray, loop_pairs: int) -> dict:
 def _all_metrics(P: np.ndarray, Q: np.ndarray, n_tables: int) -> float:
     emd_all = emd_rows(P, Q)
     pcc_all, ed_all = pcc(P, Q), entropy_difference(P, Q)
-    per_table = [(dca(p, q), delta_hue(p, q))
-                 for p, q in zip(np.array_split(P, n_tables), np.array_split(Q, n_tables))]
+    per_table = [
+        (dca(p, q), delta_hue(p, q)) for p, q in zip(np.array_split(P, n_tables), np.array_split(Q, n_tables))
+    ]
     return float(emd_all.sum() + np.nansum(pcc_all) + ed_all.sum() + np.nansum(per_table))
 
 
@@ -112,8 +115,14 @@ def bench_tables(P: np.ndarray, Q: np.ndarray, n_tables: int) -> dict:
     """All five metrics for every row (EMD, PCC, ED) and per table (DCA, ΔHue)."""
     checksum, wall, cpu = _timed(_all_metrics, P, Q, n_tables)
     _, emd_wall, _ = _timed(emd_rows, P, Q)
-    return {"sweep_rows": len(P), "sweep_tables": n_tables, "sweep_s": wall,
-            "sweep_cpu_s": cpu, "sweep_emd_only_s": emd_wall, "sweep_checksum": checksum}
+    return {
+        "sweep_rows": len(P),
+        "sweep_tables": n_tables,
+        "sweep_s": wall,
+        "sweep_cpu_s": cpu,
+        "sweep_emd_only_s": emd_wall,
+        "sweep_checksum": checksum,
+    }
 
 
 def _synthetic_photo(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
@@ -121,15 +130,16 @@ def _synthetic_photo(rng: np.random.Generator, side: int) -> tuple[np.ndarray, n
     yy, xx = np.mgrid[:side, :side] / side
     background = np.stack([160 + 60 * xx, 170 + 40 * yy, 200 - 50 * xx], axis=-1)
     cy, cx, r = rng.uniform(0.35, 0.65, 2).tolist() + [rng.uniform(0.2, 0.35)]
-    mask = (yy - cy) ** 2 + (xx - cx) ** 2 < r ** 2
+    mask = (yy - cy) ** 2 + (xx - cx) ** 2 < r**2
     body = rng.uniform(20, 235, 3) * (0.6 + 0.4 * (1 - yy))[..., None]
     image = np.where(mask[..., None], body, background)
     image += rng.normal(0, 6, image.shape)
     return np.clip(image, 0, 255).astype(np.uint8), mask
 
 
-def bench_extraction(rng: np.random.Generator, n_images: int = 24, per_concept: int = 8,
-                     side: int = 1024) -> dict:
+def bench_extraction(
+    rng: np.random.Generator, n_images: int = 24, per_concept: int = 8, side: int = 1024
+) -> dict:
     """Decode PNG image + mask pairs and extract, in concepts of `per_concept` images."""
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
@@ -141,17 +151,20 @@ def bench_extraction(rng: np.random.Generator, n_images: int = 24, per_concept: 
         wall, cpu = time.perf_counter(), _cpu_seconds()
         decoded = []
         for lo in range(0, n_images, per_concept):
-            chunk = paths[lo:lo + per_concept]
+            chunk = paths[lo : lo + per_concept]
             images = [np.asarray(Image.open(p).convert("RGB")) for p, _ in chunk]
             masks = [np.asarray(Image.open(m)) > 0 for _, m in chunk]
             concept_distribution(images, masks)
             decoded.append((images, masks))
         wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
     _, in_memory, _ = _timed(lambda: [concept_distribution(*pair) for pair in decoded])
-    return {"extraction_images": n_images, "extraction_image_side": side,
-            "extraction_images_per_s_per_core": n_images / wall,
-            "extraction_cpu_ms_per_image": cpu / n_images * 1e3,
-            "extraction_without_decode_images_per_s": n_images / in_memory}
+    return {
+        "extraction_images": n_images,
+        "extraction_image_side": side,
+        "extraction_images_per_s_per_core": n_images / wall,
+        "extraction_cpu_ms_per_image": cpu / n_images * 1e3,
+        "extraction_without_decode_images_per_s": n_images / in_memory,
+    }
 
 
 def run(*, seed: int = 0, loop_pairs: int = 10_000, extraction_images: int = 24) -> dict:
@@ -159,8 +172,10 @@ def run(*, seed: int = 0, loop_pairs: int = 10_000, extraction_images: int = 24)
     rng = np.random.default_rng(seed)
     per_concept = SWEEP["models"] * SWEEP["styles"] * SWEEP["cfg_scales"]
     P, Q = realistic_distributions(rng, SWEEP["concepts"], per_concept)
-    figures = {"cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else os.cpu_count(), "load_average_1min_at_start": os.getloadavg()[0]}
+    figures = {
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "load_average_1min_at_start": os.getloadavg()[0],
+    }
     figures |= bench_extraction(rng, n_images=extraction_images)
     figures |= bench_emd(P, Q, loop_pairs)
     figures |= bench_tables(P, Q, per_concept)

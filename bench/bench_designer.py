@@ -57,8 +57,10 @@ def bench_app(folder: Path, submits: int) -> dict[str, float]:
             submit_times.append(seconds)
             view = dict(zip(("notice", "header", "previous", "canvas", "task", "message"), result))
             state_times.append(_timed(client.predict, token, api_name="/designer_state")[0])
-    return {"/designer_submit round trip (median)": statistics.median(submit_times),
-            "/designer_state round trip (median)": statistics.median(state_times)}
+    return {
+        "/designer_submit round trip (median)": statistics.median(submit_times),
+        "/designer_state round trip (median)": statistics.median(state_times),
+    }
 
 
 def main() -> None:

@@ -32,25 +32,61 @@ PROMPT = "A natural photo of a rotten apple, centered composition."
 PROTOCOL_STEPS = 50
 #: stabilityai/stable-diffusion-xl-base-1.0, unet/config.json (architecture fields).
 SDXL_UNET = dict(
-    sample_size=128, in_channels=4, out_channels=4, layers_per_block=2, block_out_channels=(320, 640, 1280),
+    sample_size=128,
+    in_channels=4,
+    out_channels=4,
+    layers_per_block=2,
+    block_out_channels=(320, 640, 1280),
     down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
     up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"),
-    mid_block_type="UNetMidBlock2DCrossAttn", transformer_layers_per_block=(1, 2, 10),
-    attention_head_dim=(5, 10, 20), cross_attention_dim=2048, use_linear_projection=True,
-    addition_embed_type="text_time", addition_time_embed_dim=256, projection_class_embeddings_input_dim=2816,
-    norm_num_groups=32, norm_eps=1e-5, flip_sin_to_cos=True, freq_shift=0,
+    mid_block_type="UNetMidBlock2DCrossAttn",
+    transformer_layers_per_block=(1, 2, 10),
+    attention_head_dim=(5, 10, 20),
+    cross_attention_dim=2048,
+    use_linear_projection=True,
+    addition_embed_type="text_time",
+    addition_time_embed_dim=256,
+    projection_class_embeddings_input_dim=2816,
+    norm_num_groups=32,
+    norm_eps=1e-5,
+    flip_sin_to_cos=True,
+    freq_shift=0,
 )
 #: vae/config.json of the same repository.
 SDXL_VAE = dict(
-    in_channels=3, out_channels=3, latent_channels=4, layers_per_block=2, block_out_channels=(128, 256, 512, 512),
-    down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-    norm_num_groups=32, sample_size=1024, scaling_factor=0.13025, force_upcast=True,
+    in_channels=3,
+    out_channels=3,
+    latent_channels=4,
+    layers_per_block=2,
+    block_out_channels=(128, 256, 512, 512),
+    down_block_types=("DownEncoderBlock2D",) * 4,
+    up_block_types=("UpDecoderBlock2D",) * 4,
+    norm_num_groups=32,
+    sample_size=1024,
+    scaling_factor=0.13025,
+    force_upcast=True,
 )
 #: text_encoder (CLIP ViT-L/14) and text_encoder_2 (OpenCLIP ViT-bigG/14) configurations.
-CLIP_L = dict(hidden_size=768, intermediate_size=3072, num_attention_heads=12, num_hidden_layers=12,
-              projection_dim=768, hidden_act="quick_gelu", vocab_size=49408, max_position_embeddings=77)
-CLIP_BIG_G = dict(hidden_size=1280, intermediate_size=5120, num_attention_heads=20, num_hidden_layers=32,
-                  projection_dim=1280, hidden_act="gelu", vocab_size=49408, max_position_embeddings=77)
+CLIP_L = dict(
+    hidden_size=768,
+    intermediate_size=3072,
+    num_attention_heads=12,
+    num_hidden_layers=12,
+    projection_dim=768,
+    hidden_act="quick_gelu",
+    vocab_size=49408,
+    max_position_embeddings=77,
+)
+CLIP_BIG_G = dict(
+    hidden_size=1280,
+    intermediate_size=5120,
+    num_attention_heads=20,
+    num_hidden_layers=32,
+    projection_dim=1280,
+    hidden_act="gelu",
+    vocab_size=49408,
+    max_position_embeddings=77,
+)
 
 
 def sdxl_random_pipeline(device: str, dtype) -> diffusers.StableDiffusionXLPipeline:  # noqa: F821
@@ -67,18 +103,29 @@ def sdxl_random_pipeline(device: str, dtype) -> diffusers.StableDiffusionXLPipel
     vocab = Path(tempfile.mkdtemp(prefix="bench-vocab-"))
     write_clip_vocab(vocab)
     tokenizer = CLIPTokenizer.from_pretrained(vocab)
-    ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    ids = dict(
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     torch.manual_seed(0)
     with torch.device(device):
         components = dict(
-            unet=UNet2DConditionModel(**SDXL_UNET), vae=AutoencoderKL(**SDXL_VAE),
+            unet=UNet2DConditionModel(**SDXL_UNET),
+            vae=AutoencoderKL(**SDXL_VAE),
             text_encoder=CLIPTextModel(CLIPTextConfig(**CLIP_L, **ids)),
             text_encoder_2=CLIPTextModelWithProjection(CLIPTextConfig(**CLIP_BIG_G, **ids)),
         )
     scheduler = EulerDiscreteScheduler(
-        beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", steps_offset=1, timestep_spacing="leading",
+        beta_start=0.00085,
+        beta_end=0.012,
+        beta_schedule="scaled_linear",
+        steps_offset=1,
+        timestep_spacing="leading",
     )
-    pipe = StableDiffusionXLPipeline(**components, tokenizer=tokenizer, tokenizer_2=tokenizer, scheduler=scheduler)
+    pipe = StableDiffusionXLPipeline(
+        **components, tokenizer=tokenizer, tokenizer_2=tokenizer, scheduler=scheduler
+    )
     pipe = pipe.to(device, dtype)
     pipe.set_progress_bar_config(disable=True)
     return pipe
@@ -107,7 +154,9 @@ def _time_call(pipe, batch: int, steps: int, resolution: int, guidance: float) -
     return time.perf_counter() - start, finite
 
 
-def bench_generation(*, batch_sizes=(1, 4), steps=(2, 6), repeats: int = 5, device: str | None = None) -> dict:
+def bench_generation(
+    *, batch_sizes=(1, 4), steps=(2, 6), repeats: int = 5, device: str | None = None
+) -> dict:
     """Measure images/s per batch size; returns a JSON-able dict (see `format_markdown`).
 
     Parameters
@@ -137,11 +186,20 @@ def bench_generation(*, batch_sizes=(1, 4), steps=(2, 6), repeats: int = 5, devi
     with one_cpu_thread() if device == "cpu" else contextlib.nullcontext():
         for batch in batch_sizes:
             rows.append(_bench_batch(pipe, batch, steps, repeats, resolution, guidance))
-    return {"device": device_name, "model": model, "resolution": resolution, "guidance": guidance,
-            "steps_timed": list(steps), "repeats": repeats, "rows": rows}
+    return {
+        "device": device_name,
+        "model": model,
+        "resolution": resolution,
+        "guidance": guidance,
+        "steps_timed": list(steps),
+        "repeats": repeats,
+        "rows": rows,
+    }
 
 
-def _bench_batch(pipe, batch: int, steps: tuple[int, int], repeats: int, resolution: int, guidance: float) -> dict:
+def _bench_batch(
+    pipe, batch: int, steps: tuple[int, int], repeats: int, resolution: int, guidance: float
+) -> dict:
     """Time one batch size at both step counts; derive per-step and fixed costs."""
     for s in steps:
         _time_call(pipe, batch, s, resolution, guidance)
@@ -151,8 +209,12 @@ def _bench_batch(pipe, batch: int, steps: tuple[int, int], repeats: int, resolut
     fixed = best[steps[0]] - per_step * steps[0]
     seconds_50 = fixed + PROTOCOL_STEPS * per_step
     return {
-        "batch": batch, "seconds": {str(s): best[s] for s in steps}, "per_step_s": per_step,
-        "fixed_s": fixed, "seconds_per_call_50_steps": seconds_50, "images_per_s_50_steps": batch / seconds_50,
+        "batch": batch,
+        "seconds": {str(s): best[s] for s in steps},
+        "per_step_s": per_step,
+        "fixed_s": fixed,
+        "seconds_per_call_50_steps": seconds_50,
+        "images_per_s_50_steps": batch / seconds_50,
         "finite_pixels": all(ok for s in steps for _, ok in timed[s]),
     }
 
@@ -190,8 +252,12 @@ def main(argv: list[str] | None = None) -> int:
     steps = tuple(int(s) for s in args.steps.split(","))
     if len(steps) != 2 or steps[0] >= steps[1]:
         parser.error(f"--steps must be two increasing integers, got {args.steps!r}")
-    result = bench_generation(batch_sizes=tuple(int(b) for b in args.batch_sizes.split(",")), steps=steps,
-                              repeats=args.repeats, device=args.device)
+    result = bench_generation(
+        batch_sizes=tuple(int(b) for b in args.batch_sizes.split(",")),
+        steps=steps,
+        repeats=args.repeats,
+        device=args.device,
+    )
     print(format_markdown(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

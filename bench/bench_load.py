@@ -80,8 +80,9 @@ class KillResult:
     problems: list[str]
 
 
-def prepare_study(db_path: str | Path, data_dir: str | Path, n_designers: int,
-                  n_concepts: int, *, side: int = 512) -> Study:
+def prepare_study(
+    db_path: str | Path, data_dir: str | Path, n_designers: int, n_concepts: int, *, side: int = 512
+) -> Study:
     """A fresh store with `n_designers` designers and a pool of about `n_concepts` concepts.
 
     The bases of the practice concepts, then bases in concept-file order, get a
@@ -95,12 +96,12 @@ def prepare_study(db_path: str | Path, data_dir: str | Path, n_designers: int,
         sync_concepts(db)
         sync_shipped_sketches(db, data_dir)
         concepts = _bench_sketches(db, data_dir, n_concepts, side)
-        designers = tuple((row["id"], invite)
-                          for row, invite in create_annotators(db, n_designers, "designer"))
+        designers = tuple(
+            (row["id"], invite) for row, invite in create_annotators(db, n_designers, "designer")
+        )
     finally:
         db.close()
-    return Study(Path(db_path), Path(data_dir), designers, concepts,
-                 AppConfig().colorings_per_concept)
+    return Study(Path(db_path), Path(data_dir), designers, concepts, AppConfig().colorings_per_concept)
 
 
 def synthetic_sketch(base: str, side: int) -> np.ndarray:
@@ -109,36 +110,45 @@ def synthetic_sketch(base: str, side: int) -> np.ndarray:
     sketch = np.full((side, side), 255, dtype=np.uint8)
     w = max(2, side // 128)
     sketch[:w], sketch[-w:], sketch[:, :w], sketch[:, -w:] = 0, 0, 0, 0
-    sketch[side // 2: side // 2 + w] = 0
-    sketch[:, side // 3: side // 3 + w] = 0
-    sketch[w: w + 4 + sum(base.encode()) % (side // 8), 2 * side // 3: 2 * side // 3 + w] = 0
+    sketch[side // 2 : side // 2 + w] = 0
+    sketch[:, side // 3 : side // 3 + w] = 0
+    sketch[w : w + 4 + sum(base.encode()) % (side // 8), 2 * side // 3 : 2 * side // 3 + w] = 0
     return sketch
 
 
-def _bench_sketches(db: sqlite_utils.Database, data_dir: str | Path, n_concepts: int,
-                    side: int) -> tuple[str, ...]:
-    practice = list(dict.fromkeys(get_concept(db, key)["base"]
-                                  for key in AppConfig().practice_concepts))
-    ordered = [base for (base,) in db.execute(
-        "select base from concepts group by base order by min(rowid)")]
+def _bench_sketches(
+    db: sqlite_utils.Database, data_dir: str | Path, n_concepts: int, side: int
+) -> tuple[str, ...]:
+    practice = list(dict.fromkeys(get_concept(db, key)["base"] for key in AppConfig().practice_concepts))
+    ordered = [base for (base,) in db.execute("select base from concepts group by base order by min(rowid)")]
     chosen: list[str] = []
     concepts: list[str] = []
     for base in dict.fromkeys(practice + ordered):
         if len(chosen) >= len(practice) and len(concepts) >= n_concepts:
             break
-        add_sketch(db, data_dir, base, encode_png(synthetic_sketch(base, side)),
-                   source="imported", select=True, meta={"bench": "bench_load"})
+        add_sketch(
+            db,
+            data_dir,
+            base,
+            encode_png(synthetic_sketch(base, side)),
+            source="imported",
+            select=True,
+            meta={"bench": "bench_load"},
+        )
         chosen.append(base)
-        concepts += [key for (key,) in db.execute(
-            "select key from concepts where base = ? order by key", [base])]
+        concepts += [
+            key for (key,) in db.execute("select key from concepts where base = ? order by key", [base])
+        ]
     with transaction(db):
-        db.execute(f"update sketches set selected = 0 where base not in "
-                   f"({', '.join('?' * len(chosen))})", chosen)
+        db.execute(
+            f"update sketches set selected = 0 where base not in ({', '.join('?' * len(chosen))})", chosen
+        )
     return tuple(concepts)
 
 
-def concurrent_designers(url: str, study: Study, count: int, *, seed: int = 0,
-                         on_ack=None, stop: threading.Event | None = None) -> list[Ack]:
+def concurrent_designers(
+    url: str, study: Study, count: int, *, seed: int = 0, on_ack=None, stop: threading.Event | None = None
+) -> list[Ack]:
     """Every designer of `study` at once against the app at `url`; all their acks.
 
     Each designer runs `bench.designer_client.designer_session` in its own thread with
@@ -147,14 +157,26 @@ def concurrent_designers(url: str, study: Study, count: int, *, seed: int = 0,
     layers = SketchLayers(study.db_path, study.data_dir)
     seeds = np.random.SeedSequence(seed).spawn(len(study.designers))
     with ThreadPoolExecutor(max_workers=len(study.designers)) as pool:
-        futures = [pool.submit(designer_session, url, designer, invite, layers, count,
-                               seed=int(s.generate_state(1)[0]), on_ack=on_ack, stop=stop)
-                   for (designer, invite), s in zip(study.designers, seeds)]
+        futures = [
+            pool.submit(
+                designer_session,
+                url,
+                designer,
+                invite,
+                layers,
+                count,
+                seed=int(s.generate_state(1)[0]),
+                on_ack=on_ack,
+                stop=stop,
+            )
+            for (designer, invite), s in zip(study.designers, seeds)
+        ]
         return [ack for future in futures for ack in future.result()]
 
 
-def kill_app(study: Study, count: int, kill_after: int, *, seed: int = 0,
-             log_path: str | Path | None = None) -> KillResult:
+def kill_app(
+    study: Study, count: int, kill_after: int, *, seed: int = 0, log_path: str | Path | None = None
+) -> KillResult:
     """Designers submit at once; the app is SIGKILLed inside a write after `kill_after`
     acks, restarted on the same store, and one designer submits again; then the store
     is checked (see the module docstring)."""
@@ -167,26 +189,40 @@ def kill_app(study: Study, count: int, kill_after: int, *, seed: int = 0,
             if len(acks) >= kill_after:
                 enough.set()
 
-    with AppProcess(study.db_path, study.data_dir, log_path=log_path) as app, \
-            ThreadPoolExecutor(max_workers=1) as runner:
-            load = runner.submit(concurrent_designers, app.url, study, count, seed=seed,
-                                 on_ack=collect, stop=stop)
-            while not enough.wait(0.2):
-                if load.done():
-                    load.result()
-                    raise RuntimeError(f"the designers finished before {kill_after} acks")
-            interrupted = _kill_inside_a_write(study, app, stop)
-            load.result()
+    with (
+        AppProcess(study.db_path, study.data_dir, log_path=log_path) as app,
+        ThreadPoolExecutor(max_workers=1) as runner,
+    ):
+        load = runner.submit(
+            concurrent_designers, app.url, study, count, seed=seed, on_ack=collect, stop=stop
+        )
+        while not enough.wait(0.2):
+            if load.done():
+                load.result()
+                raise RuntimeError(f"the designers finished before {kill_after} acks")
+        interrupted = _kill_inside_a_write(study, app, stop)
+        load.result()
     _date_back(study.data_dir, 2 * ORPHAN_MIN_AGE_S)
     with AppProcess(study.db_path, study.data_dir, log_path=log_path) as app:
         designer, invite = study.designers[0]
-        after = designer_session(app.url, designer, invite,
-                                 SketchLayers(study.db_path, study.data_dir), 2,
-                                 seed=seed + 1, onboard=False)
+        after = designer_session(
+            app.url,
+            designer,
+            invite,
+            SketchLayers(study.db_path, study.data_dir),
+            2,
+            seed=seed + 1,
+            onboard=False,
+        )
         restart_s = app.ready_s
-    return KillResult(acks, after, interrupted, _swept(study.db_path), restart_s,
-                      check_store(study.db_path, study.data_dir, acks + after, k=study.k,
-                                  all_acknowledged=False))
+    return KillResult(
+        acks,
+        after,
+        interrupted,
+        _swept(study.db_path),
+        restart_s,
+        check_store(study.db_path, study.data_dir, acks + after, k=study.k, all_acknowledged=False),
+    )
 
 
 def _kill_inside_a_write(study: Study, app: AppProcess, stop: threading.Event) -> list[str]:
@@ -204,8 +240,11 @@ def _kill_inside_a_write(study: Study, app: AppProcess, stop: threading.Event) -
             if time.perf_counter() > deadline:
                 raise RuntimeError("no submission wrote its files while the lock was held")
             time.sleep(0.05)
-            written = [p for p in orphaned_files(db, study.data_dir)
-                       if p not in before and not Path(p).name.startswith(".")]
+            written = [
+                p
+                for p in orphaned_files(db, study.data_dir)
+                if p not in before and not Path(p).name.startswith(".")
+            ]
         stop.set()
         app.kill()
         db.execute("ROLLBACK")
@@ -226,14 +265,24 @@ def _swept(db_path: Path) -> list[str]:
     """Paths the start-up sweeps recorded in the audit trail."""
     db = open_db(db_path)
     try:
-        return [path for row in db["audit"].rows_where("action = 'sweep_orphans'")
-                for path in json.loads(row["details"])["paths"]]
+        return [
+            path
+            for row in db["audit"].rows_where("action = 'sweep_orphans'")
+            for path in json.loads(row["details"])["paths"]
+        ]
     finally:
         db.close()
 
 
-def run(*, designers: int = 30, submissions: int = 20, side: int = 512,
-        kill_designers: int = 8, seed: int = 0, resume: bool = True) -> dict:
+def run(
+    *,
+    designers: int = 30,
+    submissions: int = 20,
+    side: int = 512,
+    kill_designers: int = 8,
+    seed: int = 0,
+    resume: bool = True,
+) -> dict:
     """The load and fault scenarios at full size; figures for BENCHMARKS.md.
 
     Latency is that of the ``/designer_submit`` call as the client sees it (request,
@@ -241,12 +290,15 @@ def run(*, designers: int = 30, submissions: int = 20, side: int = 512,
     the task in one transaction, then the next task's view), with every designer
     submitting at once. The pool has room for every designer's whole batch.
     """
-    figures: dict = {"designers": designers, "submissions_each": submissions,
-                     "image_side": side, "batch_size": AppConfig().batch_size}
+    figures: dict = {
+        "designers": designers,
+        "submissions_each": submissions,
+        "image_side": side,
+        "batch_size": AppConfig().batch_size,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        study = prepare_study(tmp / "load.sqlite", tmp / "load", designers,
-                              _pool_size(designers), side=side)
+        study = prepare_study(tmp / "load.sqlite", tmp / "load", designers, _pool_size(designers), side=side)
         figures["k"] = study.k
         with AppProcess(study.db_path, study.data_dir, log_path=tmp / "load.log") as app:
             figures["app_start_s"] = app.ready_s
@@ -259,10 +311,13 @@ def run(*, designers: int = 30, submissions: int = 20, side: int = 512,
         figures |= _kill_figures(tmp, kill_designers, submissions, side, seed)
         if resume:
             result = kill_and_resume_run(tmp / "resume", build_tiny_models(tmp / "models"))
-            figures |= {"run_items": result.total,
-                        "run_generated_at_kill": result.generated_at_kill,
-                        "run_identical": result.rows == result.reference_rows
-                        and result.files == result.reference_files and not result.orphans}
+            figures |= {
+                "run_items": result.total,
+                "run_generated_at_kill": result.generated_at_kill,
+                "run_identical": result.rows == result.reference_rows
+                and result.files == result.reference_files
+                and not result.orphans,
+            }
     return figures
 
 
@@ -283,23 +338,31 @@ def _pool_size(designers: int) -> int:
 def _latency_figures(acks: list[Ack], wall: float) -> dict:
     main = np.array([a.seconds for a in acks if not a.practice])
     practice = np.array([a.seconds for a in acks if a.practice])
-    return {"stored": int(main.size), "practice_stored": int(practice.size), "wall_s": wall,
-            "submissions_per_s": len(acks) / wall,
-            "p50_ms": 1e3 * np.percentile(main, 50), "p95_ms": 1e3 * np.percentile(main, 95),
-            "max_ms": 1e3 * main.max(), "practice_p50_ms": 1e3 * np.percentile(practice, 50)}
+    return {
+        "stored": int(main.size),
+        "practice_stored": int(practice.size),
+        "wall_s": wall,
+        "submissions_per_s": len(acks) / wall,
+        "p50_ms": 1e3 * np.percentile(main, 50),
+        "p95_ms": 1e3 * np.percentile(main, 95),
+        "max_ms": 1e3 * main.max(),
+        "practice_p50_ms": 1e3 * np.percentile(practice, 50),
+    }
 
 
 def _kill_figures(tmp: Path, designers: int, submissions: int, side: int, seed: int) -> dict:
-    study = prepare_study(tmp / "kill.sqlite", tmp / "kill", designers,
-                          _pool_size(designers), side=side)
-    result = kill_app(study, submissions, designers * submissions // 2, seed=seed,
-                      log_path=tmp / "kill.log")
-    return {"kill_designers": designers, "kill_acknowledged": len(result.acks),
-            "kill_interrupted_files": len(result.interrupted_files),
-            "kill_orphans_swept": len(result.swept),
-            "kill_all_interrupted_swept": set(result.interrupted_files) <= set(result.swept),
-            "kill_after_restart": len(result.acks_after_restart),
-            "kill_restart_s": result.restart_s, "kill_problems": result.problems}
+    study = prepare_study(tmp / "kill.sqlite", tmp / "kill", designers, _pool_size(designers), side=side)
+    result = kill_app(study, submissions, designers * submissions // 2, seed=seed, log_path=tmp / "kill.log")
+    return {
+        "kill_designers": designers,
+        "kill_acknowledged": len(result.acks),
+        "kill_interrupted_files": len(result.interrupted_files),
+        "kill_orphans_swept": len(result.swept),
+        "kill_all_interrupted_swept": set(result.interrupted_files) <= set(result.swept),
+        "kill_after_restart": len(result.acks_after_restart),
+        "kill_restart_s": result.restart_s,
+        "kill_problems": result.problems,
+    }
 
 
 def markdown(figures: dict) -> str:
@@ -316,8 +379,10 @@ def markdown(figures: dict) -> str:
         "the task in one `BEGIN IMMEDIATE` transaction, then the next task's view. Clients "
         "and server share this machine's cores. With every designer waiting on an answer, "
         "latency under load is mostly queueing (designers / throughput, Little's law); the "
-        "one-designer row gives the service time itself.", "",
-        "| figure | value |", "|---|---:|",
+        "one-designer row gives the service time itself.",
+        "",
+        "| figure | value |",
+        "|---|---:|",
         f"| main-task submissions stored (exactly once, quotas kept, integrity ok) | "
         f"{figures['stored']} + {figures['practice_stored']} practice "
         f"({ok[not figures['load_problems']]}) |",
@@ -334,9 +399,12 @@ def markdown(figures: dict) -> str:
         f"{figures['kill_interrupted_files']} / {figures['kill_orphans_swept']} "
         f"(all: {ok[figures['kill_all_interrupted_swept']]}) |",
         f"| restart until serving; submissions accepted after it | "
-        f"{figures['kill_restart_s']:.1f} s; {figures['kill_after_restart']} |"]
+        f"{figures['kill_restart_s']:.1f} s; {figures['kill_after_restart']} |",
+    ]
     if "run_items" in figures:
-        lines.append(f"| evaluation run SIGKILLed after {figures['run_generated_at_kill']} of "
-                     f"{figures['run_items']} images, resumed: same rows and files as "
-                     f"uninterrupted | {ok[figures['run_identical']]} |")
+        lines.append(
+            f"| evaluation run SIGKILLed after {figures['run_generated_at_kill']} of "
+            f"{figures['run_items']} images, resumed: same rows and files as "
+            f"uninterrupted | {ok[figures['run_identical']]} |"
+        )
     return "\n".join(lines)

@@ -60,15 +60,28 @@ def full_size_segmenters(device: str, root: Path):
 
     torch.manual_seed(0)
     write_bert_vocab(root / "vocab")
-    swin = SwinConfig(image_size=384, embed_dim=128, depths=[2, 2, 18, 2], num_heads=[4, 8, 16, 32], window_size=12,
-                      out_features=["stage2", "stage3", "stage4"])
-    config = GroundingDinoConfig(backbone_config=swin, text_config=BertConfig(), use_timm_backbone=False,
-                                 use_pretrained_backbone=False)
+    swin = SwinConfig(
+        image_size=384,
+        embed_dim=128,
+        depths=[2, 2, 18, 2],
+        num_heads=[4, 8, 16, 32],
+        window_size=12,
+        out_features=["stage2", "stage3", "stage4"],
+    )
+    config = GroundingDinoConfig(
+        backbone_config=swin, text_config=BertConfig(), use_timm_backbone=False, use_pretrained_backbone=False
+    )
     GroundingDinoForObjectDetection(config).save_pretrained(root / "gdino")
-    GroundingDinoProcessor(image_processor=GroundingDinoImageProcessor(),
-                           tokenizer=BertTokenizer.from_pretrained(root / "vocab")).save_pretrained(root / "gdino")
-    vision = SamVisionConfig(hidden_size=1280, num_hidden_layers=32, num_attention_heads=16,
-                             global_attn_indexes=[7, 15, 23, 31], initializer_range=0.02)
+    GroundingDinoProcessor(
+        image_processor=GroundingDinoImageProcessor(), tokenizer=BertTokenizer.from_pretrained(root / "vocab")
+    ).save_pretrained(root / "gdino")
+    vision = SamVisionConfig(
+        hidden_size=1280,
+        num_hidden_layers=32,
+        num_attention_heads=16,
+        global_attn_indexes=[7, 15, 23, 31],
+        initializer_range=0.02,
+    )
     SamModel(SamConfig(vision_config=vision.to_dict(), initializer_range=0.02)).save_pretrained(root / "sam")
     SamProcessor(image_processor=SamImageProcessor()).save_pretrained(root / "sam")
     return load_detector(root / "gdino", device=device), load_sam(root / "sam", device=device)
@@ -120,8 +133,13 @@ def bench_job(n: int, repeats: int) -> dict:
             items, config = plan_request(request, load_registry(), load_concepts(), Path(tmp) / "models")
             runs.create_run(db, f"r{repeat}", items, config)
             start = time.perf_counter()
-            run_pipeline(db, f"r{repeat}", tmp, segmenter_preset("tiny-random", Path(tmp) / "models", 0, 0),
-                         device=device)
+            run_pipeline(
+                db,
+                f"r{repeat}",
+                tmp,
+                segmenter_preset("tiny-random", Path(tmp) / "models", 0, 0),
+                device=device,
+            )
             if repeat:  # the first job also loads the libraries
                 times.append((time.perf_counter() - start) / len(items))
         db.close()
@@ -136,8 +154,19 @@ def bench_poll(n: int, repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         db = open_db(Path(tmp) / "db.sqlite")
         ensure_schema(db)
-        items = [{"model": "m", "concept": f"c{i // 35}", "noun": "n", "style": "natural", "cfg": float(i % 7),
-                  "sample": (i // 7) % 5, "seed": i, "prompt": "p"} for i in range(n)]
+        items = [
+            {
+                "model": "m",
+                "concept": f"c{i // 35}",
+                "noun": "n",
+                "style": "natural",
+                "cfg": float(i % 7),
+                "sample": (i // 7) % 5,
+                "seed": i,
+                "prompt": "p",
+            }
+            for i in range(n)
+        ]
         runs.create_run(db, "big", items, {"n": n})
         times = []
         for _ in range(repeats):
@@ -159,10 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")
     if args.what == "segment":
         r = bench_segment(args.n or 8, args.repeats)
-        print(f"| segment | {r['device']} | {r['seconds_per_image']:.3f} s/image | statuses {r['statuses']} |")
+        print(
+            f"| segment | {r['device']} | {r['seconds_per_image']:.3f} s/image | statuses {r['statuses']} |"
+        )
     elif args.what == "job":
         r = bench_job(args.n or 8, args.repeats)
-        print(f"| job tiny-random | {r['device']} | {r['seconds_per_image']:.3f} s/image | {r['images']} images |")
+        print(
+            f"| job tiny-random | {r['device']} | {r['seconds_per_image']:.3f} s/image | {r['images']} images |"
+        )
     else:
         r = bench_poll(args.n or 100_000, args.repeats)
         print(f"| poll | {r['items']} items | {r['ms_per_poll']:.1f} ms |")

@@ -30,9 +30,9 @@ def _coloring(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarr
     half = size // 2
     for y in (0, half):
         for x in (0, half):
-            image[y:y + half, x:x + half] = rng.integers(0, 256, 3)
+            image[y : y + half, x : x + half] = rng.integers(0, 256, 3)
     mask = np.ones((size, size), dtype=bool)
-    mask[half - 2:half + 2] = mask[:, half - 2:half + 2] = False
+    mask[half - 2 : half + 2] = mask[:, half - 2 : half + 2] = False
     image[~mask] = 0
     return image, mask
 
@@ -43,8 +43,7 @@ def _timed(fn, *args, **kwargs) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def bench_colorings(db, data: Path, n_concepts: int, rng: np.random.Generator, *,
-                    side: int = 1024) -> dict:
+def bench_colorings(db, data: Path, n_concepts: int, rng: np.random.Generator, *, side: int = 1024) -> dict:
     """Store five designers' colorings of `n_concepts` concepts, open their vote queue and
     recompute one stored P_H(x|c) from its colorings' samples; seconds per operation."""
     designers = people(db, 5, "designer")
@@ -52,26 +51,29 @@ def bench_colorings(db, data: Path, n_concepts: int, rng: np.random.Generator, *
     seconds = []
     for concept in concepts:
         for d in designers:
-            took, _ = _timed(store_coloring, db, data, d, concept, *_coloring(rng, side),
-                             seconds_spent=60.0)
+            took, _ = _timed(store_coloring, db, data, d, concept, *_coloring(rng, side), seconds_spent=60.0)
             seconds.append(took)
     queue_s, opened = _timed(review.open_review_queue, db, ADMIN, top_fraction=1.0)
     truth_s, truth = _timed(human.refresh, db, concepts[0])
-    return {"side": side, "store_coloring_s": float(np.median(seconds)),
-            "stored_colorings": len(seconds), "open_review_queue_s": queue_s,
-            "opened_reviews": opened, "concepts": n_concepts,
-            "open_review_queue_s_per_concept": queue_s / n_concepts,
-            "human_distribution_s": truth_s, "human_distribution_n": truth.n_colorings}
+    return {
+        "side": side,
+        "store_coloring_s": float(np.median(seconds)),
+        "stored_colorings": len(seconds),
+        "open_review_queue_s": queue_s,
+        "opened_reviews": opened,
+        "concepts": n_concepts,
+        "open_review_queue_s_per_concept": queue_s / n_concepts,
+        "human_distribution_s": truth_s,
+        "human_distribution_n": truth.n_colorings,
+    }
 
 
 def bench_votes(db, data: Path, n_colorings: int, rng: np.random.Generator) -> dict:
     """Three experts vote through `n_colorings` open reviews; then the agreement panel."""
     designers = people(db, 5, "designer")
     experts = [actor(db, e) for e in people(db, 3, "expert")]
-    concepts = [r["key"] for r in db["concepts"].rows_where(order_by="key desc",
-                                                              limit=n_colorings // 5 + 1)]
-    ids = [add_handmade(db, data, designers[i % 5], concepts[i // 5], one_hot(0))
-           for i in range(n_colorings)]
+    concepts = [r["key"] for r in db["concepts"].rows_where(order_by="key desc", limit=n_colorings // 5 + 1)]
+    ids = [add_handmade(db, data, designers[i % 5], concepts[i // 5], one_hot(0)) for i in range(n_colorings)]
     review.open_reviews(db, ADMIN, ids, reason="bench")
     seconds = []
     for j, expert in enumerate(experts):
@@ -82,9 +84,13 @@ def bench_votes(db, data: Path, n_colorings: int, rng: np.random.Generator) -> d
             took_vote, _ = _timed(votes.cast_vote, db, expert, queue[0].task_id, j != 2)
             seconds.append(took + took_vote)
     panel_s, summary = _timed(votes.agreement_panel, db)
-    return {"vote_ms": float(np.median(seconds)) * 1000, "votes": len(seconds),
-            "vote_colorings": n_colorings, "agreement_panel_s": panel_s,
-            "decided_reviews": summary.n_colorings}
+    return {
+        "vote_ms": float(np.median(seconds)) * 1000,
+        "votes": len(seconds),
+        "vote_colorings": n_colorings,
+        "agreement_panel_s": panel_s,
+        "decided_reviews": summary.n_colorings,
+    }
 
 
 def run(concepts: int = 4, colorings: int = 562, *, side: int = 1024, seed: int = 0) -> dict:
@@ -109,8 +115,10 @@ def run(concepts: int = 4, colorings: int = 562, *, side: int = 1024, seed: int 
     """
     rng = np.random.default_rng(seed)
     figures = {}
-    parts = ((lambda db, data: bench_colorings(db, data, concepts, rng, side=side)),
-             (lambda db, data: bench_votes(db, data, colorings, rng)))
+    parts = (
+        (lambda db, data: bench_colorings(db, data, concepts, rng, side=side)),
+        (lambda db, data: bench_votes(db, data, colorings, rng)),
+    )
     for part in parts:
         with tempfile.TemporaryDirectory() as folder:
             db = open_db(Path(folder) / "bench.sqlite")
@@ -125,17 +133,19 @@ def run(concepts: int = 4, colorings: int = 562, *, side: int = 1024, seed: int 
 
 def report(f: dict) -> str:
     """The figures as lines of text."""
-    return "\n".join([
-        f"store_coloring {f['side']}x{f['side']}: {f['store_coloring_s']:.3f} s median of "
-        f"{f['stored_colorings']}",
-        f"open_review_queue: {f['open_review_queue_s']:.2f} s for {f['opened_reviews']} colorings "
-        f"in {f['concepts']} concepts ({f['open_review_queue_s_per_concept']:.2f} s per concept)",
-        f"refresh of a stored P_H from {f['human_distribution_n']} colorings' samples at {f['side']}x{f['side']}: "
-        f"{f['human_distribution_s']:.3f} s",
-        f"vote_queue + cast_vote: {f['vote_ms']:.1f} ms median of {f['votes']} votes on "
-        f"{f['vote_colorings']} colorings",
-        f"agreement_panel over {f['decided_reviews']} decided reviews: "
-        f"{f['agreement_panel_s']:.3f} s"])
+    return "\n".join(
+        [
+            f"store_coloring {f['side']}x{f['side']}: {f['store_coloring_s']:.3f} s median of "
+            f"{f['stored_colorings']}",
+            f"open_review_queue: {f['open_review_queue_s']:.2f} s for {f['opened_reviews']} colorings "
+            f"in {f['concepts']} concepts ({f['open_review_queue_s_per_concept']:.2f} s per concept)",
+            f"refresh of a stored P_H from {f['human_distribution_n']} colorings' samples at {f['side']}x{f['side']}: "
+            f"{f['human_distribution_s']:.3f} s",
+            f"vote_queue + cast_vote: {f['vote_ms']:.1f} ms median of {f['votes']} votes on "
+            f"{f['vote_colorings']} colorings",
+            f"agreement_panel over {f['decided_reviews']} decided reviews: {f['agreement_panel_s']:.3f} s",
+        ]
+    )
 
 
 def main() -> None:

@@ -64,10 +64,10 @@ def _coloring(rng: np.random.Generator, rgbs: np.ndarray, side: int) -> tuple[np
     cuts = np.sort(rng.integers(side // 8, side - side // 8, size=2))
     bands = [(side // 16, cuts[0]), (cuts[0], cuts[1]), (cuts[1], side - side // 16)]
     for (top, bottom), rgb in zip(bands, rgbs[rng.integers(len(rgbs), size=3)]):
-        image[top:bottom, side // 16:side - side // 16] = rgb
-        mask[top:bottom, side // 16:side - side // 16] = True
-    image[:, side // 2 - 2:side // 2 + 2] = 0
-    mask[:, side // 2 - 2:side // 2 + 2] = False
+        image[top:bottom, side // 16 : side - side // 16] = rgb
+        mask[top:bottom, side // 16 : side - side // 16] = True
+    image[:, side // 2 - 2 : side // 2 + 2] = 0
+    mask[:, side // 2 - 2 : side // 2 + 2] = False
     return image, mask
 
 
@@ -85,7 +85,7 @@ def build(db, data: Path, n_concepts: int, rng: np.random.Generator, side: int) 
     start = time.perf_counter()
     keys = [c.key for c in load_concepts()][:n_concepts]
     designers = [a["id"] for a, _ in create_annotators(db, DESIGNERS_PER_CONCEPT, "designer")]
-    rgbs = np.array([[int(h[i:i + 2], 16) for i in (1, 3, 5)] for h in load_uw71().hex], np.uint8)
+    rgbs = np.array([[int(h[i : i + 2], 16) for i in (1, 3, 5)] for h in load_uw71().hex], np.uint8)
     ids = []
     for key in keys:
         favourites = rgbs[rng.choice(len(rgbs), size=4, replace=False)]
@@ -94,17 +94,29 @@ def build(db, data: Path, n_concepts: int, rng: np.random.Generator, side: int) 
             ids.append(store_coloring(db, data, designer, key, image, mask, seconds_spent=90.0))
     for coloring_id in ids:
         review.accept_coloring(db, ADMIN, coloring_id)
-    items = [{"model": m, "concept": k, "noun": k, "style": s, "cfg": c, "sample": 0, "seed": 0,
-              "prompt": f"a {k}"} for m in MODELS for k in keys for s in STYLES for c in CFG_SCALES]
+    items = [
+        {
+            "model": m,
+            "concept": k,
+            "noun": k,
+            "style": s,
+            "cfg": c,
+            "sample": 0,
+            "seed": 0,
+            "prompt": f"a {k}",
+        }
+        for m in MODELS
+        for k in keys
+        for s in STYLES
+        for c in CFG_SCALES
+    ]
     runs.create_run(db, "scale", items, {"models": list(MODELS)})
     for model in MODELS:
         for key in keys:
             for style in STYLES:
                 for cfg in CFG_SCALES:
-                    runs.store_model_distribution(db, "scale", model, key, style, cfg,
-                                                  _sparse(rng), 5, 0)
-    return {"colorings": len(ids), "model_distributions": len(items),
-            "build_s": time.perf_counter() - start}
+                    runs.store_model_distribution(db, "scale", model, key, style, cfg, _sparse(rng), 5, 0)
+    return {"colorings": len(ids), "model_distributions": len(items), "build_s": time.perf_counter() - start}
 
 
 def _timed(fn, *args, **kwargs):
@@ -115,8 +127,9 @@ def _timed(fn, *args, **kwargs):
 
 def _vote(db, rng: np.random.Generator) -> int:
     """Three experts vote on up to `VOTED_COLORINGS` open reviews; the votes cast."""
-    experts = [Actor(a["id"], a["pseudonym"], frozenset({"expert"}))
-               for a, _ in create_annotators(db, 3, "expert")]
+    experts = [
+        Actor(a["id"], a["pseudonym"], frozenset({"expert"})) for a, _ in create_annotators(db, 3, "expert")
+    ]
     cast = 0
     for expert in experts:
         while cast < 3 * VOTED_COLORINGS:
@@ -159,18 +172,24 @@ def measure(fraction: float, side: int, seed: int = 0) -> dict:
         figures |= build(db, data, n_concepts, rng, side)
         concepts = load_concepts()
         key = [c.key for c in concepts][0]
-        figures["browser_s"], _ = _timed(concept_view, db, data, concepts, key, DESIGNERS,
-                                         "natural")
+        figures["browser_s"], _ = _timed(concept_view, db, data, concepts, key, DESIGNERS, "natural")
         figures["leaderboards_cold_s"], _ = _timed(leaderboard_analyses, db, concepts, DESIGNERS)
         figures["leaderboards_s"], _ = _timed(leaderboard_analyses, db, concepts, DESIGNERS)
         figures["queue_s"], figures["reviews_opened"] = _timed(
-            review.open_review_queue, db, ADMIN, top_fraction=1.0)
+            review.open_review_queue, db, ADMIN, top_fraction=1.0
+        )
         figures["votes_cast"] = _vote(db, rng)
         figures["agreement_s"], _ = _timed(votes.agreement_panel, db)
         sources = [study.ModelSource(m, "scale", 5.0) for m in MODELS]
         figures["study_setup_s"], study_id = _timed(
-            study.create_study, db, "scale study", sources, study.designers_ground_truth(),
-            seed=seed, n_concepts=min(STUDY_CONCEPTS, n_concepts))
+            study.create_study,
+            db,
+            "scale study",
+            sources,
+            study.designers_ground_truth(),
+            seed=seed,
+            n_concepts=min(STUDY_CONCEPTS, n_concepts),
+        )
         study.open_study(db, study_id, ADMIN)
         figures["judgments"] = _judge(db, study_id, rng)
         figures["export_s"], _ = _timed(export, db, data, Path(folder) / "export")
@@ -187,26 +206,41 @@ def run(fractions=(0.1, 0.5, 1.0), side: int = 1024) -> list[dict]:
     return rows
 
 
-TIMED = ("browser_s", "leaderboards_s", "leaderboards_cold_s", "agreement_s", "queue_s",
-         "study_setup_s", "export_s")
+TIMED = (
+    "browser_s",
+    "leaderboards_s",
+    "leaderboards_cold_s",
+    "agreement_s",
+    "queue_s",
+    "study_setup_s",
+    "export_s",
+)
 
 
 def describe(f: dict) -> str:
     """One line of figures."""
     times = ", ".join(f"{k[:-2]} {f[k]:.2f} s" for k in TIMED)
-    return (f"{f['fraction']:.1%}: {f['concepts']} concepts, {f['colorings']} colorings, "
-            f"{f['model_distributions']} model distributions, {f['votes_cast']} QC votes, "
-            f"{f['judgments']} judgments (built in {f['build_s']:.0f} s): {times}")
+    return (
+        f"{f['fraction']:.1%}: {f['concepts']} concepts, {f['colorings']} colorings, "
+        f"{f['model_distributions']} model distributions, {f['votes_cast']} QC votes, "
+        f"{f['judgments']} judgments (built in {f['build_s']:.0f} s): {times}"
+    )
 
 
 def markdown(rows: list[dict]) -> str:
     """The scale table for BENCHMARKS.md."""
-    lines = ["| size | concepts | colorings | Concept browser | Leaderboards | Leaderboards, first "
-             "view after the runs | QC agreement | open whole vote queue | study set-up | "
-             "full export |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| size | concepts | colorings | Concept browser | Leaderboards | Leaderboards, first "
+        "view after the runs | QC agreement | open whole vote queue | study set-up | "
+        "full export |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for f in rows:
-        lines.append(f"| {f['fraction']:.1%} | {f['concepts']:,} | {f['colorings']:,} | "
-                     + " | ".join(f"{f[k]:.2f} s" for k in TIMED) + " |")
+        lines.append(
+            f"| {f['fraction']:.1%} | {f['concepts']:,} | {f['colorings']:,} | "
+            + " | ".join(f"{f[k]:.2f} s" for k in TIMED)
+            + " |"
+        )
     return "\n".join(lines)
 
 

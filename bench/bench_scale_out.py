@@ -38,7 +38,9 @@ def _store_run(db, name: str, models_dir: Path, samples: int) -> int:
     from evaluation.pipeline import runs
     from evaluation.pipeline.stages import plan_run
 
-    spec = replace(with_source(load_registry()["tiny-random"], str(models_dir / "tiny-random")), cfg_scales=(2.0, 7.5))
+    spec = replace(
+        with_source(load_registry()["tiny-random"], str(models_dir / "tiny-random")), cfg_scales=(2.0, 7.5)
+    )
     concepts = [c for c in load_concepts() if c.key in ("apple", "banana")]
     items, config = plan_run([spec], concepts, ["natural", "clipart"], samples)
     return runs.create_run(db, name, items, config)
@@ -63,20 +65,38 @@ def _timed_run(root: Path, models_dir: Path, label: str, samples: int, executor)
             return False
 
         start = time.perf_counter()
-        run_pipeline(db, "bench", folder, segmenter_preset("tiny-random", models_dir, 0.0, 0.0), device="cpu",
-                     executor=executor, should_stop=mark, on_stage=begin)
+        run_pipeline(
+            db,
+            "bench",
+            folder,
+            segmenter_preset("tiny-random", models_dir, 0.0, 0.0),
+            device="cpu",
+            executor=executor,
+            should_stop=mark,
+            on_stage=begin,
+        )
         seconds = time.perf_counter() - start
         generated = [t for name, t in marks if name == "generate"]
         # Start-up: from each stage's start to its first recorded batch (workers start, models load).
-        startup = sum(min(t for name, t in marks if name == s) - starts[s] for s in starts
-                      if any(name == s for name, _ in marks))
+        startup = sum(
+            min(t for name, t in marks if name == s) - starts[s]
+            for s in starts
+            if any(name == s for name, _ in marks)
+        )
         digests = [row["image_sha256"] for row in runs.items(db, "bench")]
     finally:
         db.close()
     # Steady state: images recorded after the first one, over the time since (one image per batch).
     steady = (len(generated) - 1) / (generated[-1] - generated[0])
-    return {"label": label, "items": n, "seconds": seconds, "images_per_s": n / seconds,
-            "steady_generate_images_per_s": steady, "startup_s": startup, "digests": digests}
+    return {
+        "label": label,
+        "items": n,
+        "seconds": seconds,
+        "images_per_s": n / seconds,
+        "steady_generate_images_per_s": steady,
+        "startup_s": startup,
+        "digests": digests,
+    }
 
 
 def _noop_overhead(items: int) -> float:
@@ -107,8 +127,11 @@ def run(samples: int = 4, noop_items: int = 200) -> dict:
     from evaluation.pipeline.jobs import ExecutorChoice
     from evaluation.pipeline.ray_executor import connect, shutdown
 
-    with tempfile.TemporaryDirectory(prefix="bench-scale-out-") as tmp, one_cpu_thread(), \
-            warnings.catch_warnings():
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-scale-out-") as tmp,
+        one_cpu_thread(),
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("ignore")
         root = Path(tmp)
         models_dir = root / "models"
@@ -119,8 +142,15 @@ def run(samples: int = 4, noop_items: int = 200) -> dict:
         ray_init = time.perf_counter() - start
         try:
             for workers in (1, 2):
-                rows.append(_timed_run(root, models_dir, f"ray, {workers} worker{'s' * (workers > 1)}", samples,
-                                       ExecutorChoice("ray", workers=workers)))
+                rows.append(
+                    _timed_run(
+                        root,
+                        models_dir,
+                        f"ray, {workers} worker{'s' * (workers > 1)}",
+                        samples,
+                        ExecutorChoice("ray", workers=workers),
+                    )
+                )
             noop = _noop_overhead(noop_items)
         finally:
             shutdown()
@@ -128,19 +158,32 @@ def run(samples: int = 4, noop_items: int = 200) -> dict:
     for row in rows:
         del row["digests"]
     items = rows[0]["items"]
-    return {"rows": rows, "ray_init_s": ray_init, "noop_overhead_ms": 1000 * noop,
-            "overhead_per_item_s": (rows[1]["seconds"] - rows[0]["seconds"]) / items,
-            "steady_overhead_per_item_ms": 1000 * (1 / rows[1]["steady_generate_images_per_s"]
-                                                   - 1 / rows[0]["steady_generate_images_per_s"]),
-            "identical": identical, "cluster": cluster.describe(), "samples": samples, "noop_items": noop_items}
+    return {
+        "rows": rows,
+        "ray_init_s": ray_init,
+        "noop_overhead_ms": 1000 * noop,
+        "overhead_per_item_s": (rows[1]["seconds"] - rows[0]["seconds"]) / items,
+        "steady_overhead_per_item_ms": 1000
+        * (1 / rows[1]["steady_generate_images_per_s"] - 1 / rows[0]["steady_generate_images_per_s"]),
+        "identical": identical,
+        "cluster": cluster.describe(),
+        "samples": samples,
+        "noop_items": noop_items,
+    }
 
 
 def markdown(f: dict) -> str:
     """The "Scale-out" section of BENCHMARKS.md for the figures of `run`."""
-    lines = ["| executor | images | wall s (generate + mask + extract) | of which start-up s | images/s, whole run "
-             "| generate images/s, steady state |", "|---|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['label']} | {r['items']} | {r['seconds']:.1f} | {r['startup_s']:.1f} | {r['images_per_s']:.2f} | "
-              f"{r['steady_generate_images_per_s']:.2f} |" for r in f["rows"]]
+    lines = [
+        "| executor | images | wall s (generate + mask + extract) | of which start-up s | images/s, whole run "
+        "| generate images/s, steady state |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['label']} | {r['items']} | {r['seconds']:.1f} | {r['startup_s']:.1f} | {r['images_per_s']:.2f} | "
+        f"{r['steady_generate_images_per_s']:.2f} |"
+        for r in f["rows"]
+    ]
     share = f["noop_overhead_ms"] / 1000 / REAL_SECONDS_PER_IMAGE
     lines += [
         "",
@@ -164,7 +207,9 @@ def markdown(f: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.bench_scale_out", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.bench_scale_out", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--samples", type=int, default=4, help="seeds per cell (default 4: 32 images)")
     parser.add_argument("--noop-items", type=int, default=200, help="calls timed for Ray's own cost")
     args = parser.parse_args(argv)

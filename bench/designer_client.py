@@ -56,8 +56,7 @@ class SketchLayers:
         self._regions: dict[int, list[np.ndarray]] = {}
         self._lock = threading.Lock()
 
-    def value(self, canvas_key: str, sketch_id: int, rng: np.random.Generator,
-              elapsed_s: float) -> str:
+    def value(self, canvas_key: str, sketch_id: int, rng: np.random.Generator, elapsed_s: float) -> str:
         """The canvas value (`annotation.coloring.fill.canvas_value`) for the task `canvas_key`."""
         regions = self.regions(sketch_id)
         layer = blank_color_layer(regions[0].shape)
@@ -77,8 +76,7 @@ class SketchLayers:
         finally:
             db.close()
         blank = blank_color_layer(sketch.shape)
-        masks = [flood_fill(blank, sketch, point, (0, 0, 0))[..., 3] > 0
-                 for point in region_seeds(sketch)]
+        masks = [flood_fill(blank, sketch, point, (0, 0, 0))[..., 3] > 0 for point in region_seeds(sketch)]
         with self._lock:
             self._regions[sketch_id] = masks
         return masks
@@ -88,8 +86,7 @@ def region_seeds(sketch: np.ndarray, n: int = 3) -> list[tuple[int, int]]:
     """Up to `n` points (x, y) inside the largest regions between the lines, largest first."""
     regions = regionprops(label(~line_mask(sketch), connectivity=1))
     regions.sort(key=lambda r: -r.area)
-    return [(int(r.coords[len(r.coords) // 2][1]), int(r.coords[len(r.coords) // 2][0]))
-            for r in regions[:n]]
+    return [(int(r.coords[len(r.coords) // 2][1]), int(r.coords[len(r.coords) // 2][0])) for r in regions[:n]]
 
 
 def view(client: Client, api_name: str, *args) -> dict:
@@ -104,9 +101,19 @@ def sign_in(url: str, invite: str) -> tuple[Client, str]:
     return client, token
 
 
-def designer_session(url: str, designer: int, invite: str, layers: SketchLayers, count: int, *,
-                     seed: int = 0, onboard: bool = True, retry_every: int = 4, on_ack=None,
-                     stop: threading.Event | None = None) -> list[Ack]:
+def designer_session(
+    url: str,
+    designer: int,
+    invite: str,
+    layers: SketchLayers,
+    count: int,
+    *,
+    seed: int = 0,
+    onboard: bool = True,
+    retry_every: int = 4,
+    on_ack=None,
+    stop: threading.Event | None = None,
+) -> list[Ack]:
     """One designer from the invite link to `count` main-task submissions (or a dry pool).
 
     Every `retry_every`-th submission is sent a second time, as a client retrying after
@@ -151,12 +158,17 @@ def designer_session(url: str, designer: int, invite: str, layers: SketchLayers,
                 if not state["task"]:
                     break
             task = json.loads(state["task"])
-            value = layers.value(task["canvas_key"], task["sketch_id"], rng,
-                                 float(rng.uniform(30, 600)))
+            value = layers.value(task["canvas_key"], task["sketch_id"], rng, float(rng.uniform(30, 600)))
             start = time.perf_counter()
             state = view(client, "/designer_submit", token, value)
-            ack = Ack(designer, task["task_id"], int(_SAVED.search(state["message"])[1]),
-                      task["concept"], time.perf_counter() - start, task["kind"] == "practice")
+            ack = Ack(
+                designer,
+                task["task_id"],
+                int(_SAVED.search(state["message"])[1]),
+                task["concept"],
+                time.perf_counter() - start,
+                task["kind"] == "practice",
+            )
             acks.append(ack)
             if on_ack is not None:
                 on_ack(ack)
@@ -176,4 +188,3 @@ def _check_retry_refused(client: Client, token: str, value: str, task_id: int) -
             return
         raise
     raise AssertionError(f"task {task_id} was accepted twice")
-

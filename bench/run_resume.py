@@ -62,23 +62,61 @@ def build_tiny_models(models_dir: str | Path) -> Path:
     return Path(models_dir) / "tiny-random"
 
 
-def generate_argv(model_dir: Path, db: Path, data_dir: Path, *, concepts: tuple[str, ...],
-                  styles: tuple[str, ...], samples: int, cfg: tuple[float, ...],
-                  batch_size: int, device: str) -> list[str]:
+def generate_argv(
+    model_dir: Path,
+    db: Path,
+    data_dir: Path,
+    *,
+    concepts: tuple[str, ...],
+    styles: tuple[str, ...],
+    samples: int,
+    cfg: tuple[float, ...],
+    batch_size: int,
+    device: str,
+) -> list[str]:
     """The ``python -m evaluation generate`` command of the test run."""
-    return [sys.executable, "-m", "evaluation", "generate", "--run", RUN, "--model",
-            "tiny-random", "--source", str(model_dir), "--concepts", ",".join(concepts),
-            "--styles", ",".join(styles), "--cfg", ",".join(map(str, cfg)), "--samples",
-            str(samples), "--batch-size", str(batch_size), "--device", device, "--db",
-            str(db), "--data-dir", str(data_dir)]
+    return [
+        sys.executable,
+        "-m",
+        "evaluation",
+        "generate",
+        "--run",
+        RUN,
+        "--model",
+        "tiny-random",
+        "--source",
+        str(model_dir),
+        "--concepts",
+        ",".join(concepts),
+        "--styles",
+        ",".join(styles),
+        "--cfg",
+        ",".join(map(str, cfg)),
+        "--samples",
+        str(samples),
+        "--batch-size",
+        str(batch_size),
+        "--device",
+        device,
+        "--db",
+        str(db),
+        "--data-dir",
+        str(data_dir),
+    ]
 
 
-def kill_and_resume_run(workdir: str | Path, model_dir: str | Path, *,
-                        concepts: tuple[str, ...] = ("apple", "banana", "lemon"),
-                        styles: tuple[str, ...] = ("natural", "clipart"), samples: int = 2,
-                        cfg: tuple[float, ...] = (2.0, 7.5), batch_size: int = 2,
-                        kill_after: int = 2,
-                        device: str = "cpu") -> ResumeResult:
+def kill_and_resume_run(
+    workdir: str | Path,
+    model_dir: str | Path,
+    *,
+    concepts: tuple[str, ...] = ("apple", "banana", "lemon"),
+    styles: tuple[str, ...] = ("natural", "clipart"),
+    samples: int = 2,
+    cfg: tuple[float, ...] = (2.0, 7.5),
+    batch_size: int = 2,
+    kill_after: int = 2,
+    device: str = "cpu",
+) -> ResumeResult:
     """Run once without interruption; run again, SIGKILL it after `kill_after` items, resume.
 
     Parameters
@@ -91,24 +129,35 @@ def kill_and_resume_run(workdir: str | Path, model_dir: str | Path, *,
         Kill once at least this many items are recorded as generated (>= 1).
     """
     workdir, model_dir = Path(workdir), Path(model_dir)
-    argv = {name: generate_argv(model_dir, workdir / name / "db.sqlite", workdir / name / "data",
-                                concepts=concepts, styles=styles, samples=samples, cfg=cfg,
-                                batch_size=batch_size, device=device)
-            for name in ("reference", "resumed")}
+    argv = {
+        name: generate_argv(
+            model_dir,
+            workdir / name / "db.sqlite",
+            workdir / name / "data",
+            concepts=concepts,
+            styles=styles,
+            samples=samples,
+            cfg=cfg,
+            batch_size=batch_size,
+            device=device,
+        )
+        for name in ("reference", "resumed")
+    }
     _in_process(argv["reference"])
-    killed = subprocess.Popen(argv["resumed"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    killed = subprocess.Popen(argv["resumed"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     generated = _wait_for(workdir / "resumed" / "db.sqlite", kill_after, killed)
     killed.kill()
     killed.wait()
     _in_process(argv["resumed"])
     return ResumeResult(
-        total=len(_rows(workdir / "reference" / "db.sqlite")), generated_at_kill=generated,
+        total=len(_rows(workdir / "reference" / "db.sqlite")),
+        generated_at_kill=generated,
         rows=_rows(workdir / "resumed" / "db.sqlite"),
         reference_rows=_rows(workdir / "reference" / "db.sqlite"),
         files=_files(workdir / "resumed" / "data"),
         reference_files=_files(workdir / "reference" / "data"),
-        orphans=_orphans(workdir / "resumed" / "db.sqlite", workdir / "resumed" / "data"))
+        orphans=_orphans(workdir / "resumed" / "db.sqlite", workdir / "resumed" / "data"),
+    )
 
 
 def _in_process(argv: list[str]) -> None:
@@ -121,8 +170,7 @@ def _in_process(argv: list[str]) -> None:
 def _generated(db_path: Path) -> int:
     try:
         with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as conn:
-            return conn.execute("select count(*) from run_items where status = 'generated'"
-                                ).fetchone()[0]
+            return conn.execute("select count(*) from run_items where status = 'generated'").fetchone()[0]
     except sqlite3.OperationalError:
         return 0
 
@@ -140,15 +188,17 @@ def _wait_for(db_path: Path, kill_after: int, proc: subprocess.Popen) -> int:
 def _rows(db_path: Path) -> list[dict]:
     with sqlite3.connect(db_path) as conn:
         conn.row_factory = sqlite3.Row
-        rows = conn.execute("select * from run_items order by model, concept, style, cfg, "
-                            "sample").fetchall()
+        rows = conn.execute("select * from run_items order by model, concept, style, cfg, sample").fetchall()
     return [{k: row[k] for k in row.keys() if k not in VOLATILE_COLUMNS} for row in rows]  # noqa: SIM118 (sqlite3.Row: `in` tests values)
 
 
 def _files(data_dir: Path) -> dict[str, str]:
     root = data_dir / "runs"
-    return {p.relative_to(data_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(data_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _orphans(db_path: Path, data_dir: Path) -> list[str]:

@@ -12,19 +12,31 @@
 """
 
 from storage.db import (
-                        BUSY_TIMEOUT_MS,
-                        DEFAULT_DATA_DIR,
-                        DEFAULT_DB_PATH,
-                        ENV_DATA_DIR,
-                        ENV_DB,
-                        iso,
-                        open_db,
-                        parse_iso,
-                        transaction,
-                        utcnow,
+    BUSY_TIMEOUT_MS,
+    DEFAULT_DATA_DIR,
+    DEFAULT_DB_PATH,
+    ENV_DATA_DIR,
+    ENV_DB,
+    iso,
+    open_db,
+    parse_iso,
+    transaction,
+    utcnow,
 )
 from storage.schema import SchemaTooNew, ensure_schema, schema_version
 
-__all__ = ["BUSY_TIMEOUT_MS", "DEFAULT_DATA_DIR", "DEFAULT_DB_PATH", "ENV_DATA_DIR", "ENV_DB",
-           "SchemaTooNew", "ensure_schema", "iso", "open_db", "parse_iso", "schema_version",
-           "transaction", "utcnow"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "DEFAULT_DATA_DIR",
+    "DEFAULT_DB_PATH",
+    "ENV_DATA_DIR",
+    "ENV_DB",
+    "SchemaTooNew",
+    "ensure_schema",
+    "iso",
+    "open_db",
+    "parse_iso",
+    "schema_version",
+    "transaction",
+    "utcnow",
+]

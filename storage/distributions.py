@@ -40,8 +40,7 @@ def _diagnose(P: np.ndarray, name: str, where: Callable[[np.ndarray], str]) -> N
         raise InvalidDistribution(f"`{name}` must hold finite masses, got NaN or inf{where(bad)}")
     bad = (P < 0).any(axis=1)
     if bad.any():
-        raise InvalidDistribution(f"`{name}` must hold non-negative masses, got "
-                                  f"{P[bad].min():g}{where(bad)}")
+        raise InvalidDistribution(f"`{name}` must hold non-negative masses, got {P[bad].min():g}{where(bad)}")
     bad = P.sum(axis=1) <= 0
     if bad.any():
         raise InvalidDistribution(f"`{name}` has zero total mass{where(bad)}")
@@ -55,8 +54,7 @@ def _rows(P, name: str) -> tuple[np.ndarray, bool, Callable[[np.ndarray], str]]:
             raise InvalidDistribution(f"`{name}` must have shape ({N_BINS},), got {P.shape}")
         return P[None], True, lambda bad: ""
     if P.ndim != 2 or P.shape[1] != N_BINS:
-        raise InvalidDistribution(f"`{name}` must have shape ({N_BINS},) or (n, {N_BINS}), "
-                                  f"got {P.shape}")
+        raise InvalidDistribution(f"`{name}` must have shape ({N_BINS},) or (n, {N_BINS}), got {P.shape}")
     return P, False, lambda bad: f" in row {int(np.argmax(bad))}"
 
 
@@ -117,8 +115,9 @@ def check_distribution(p, name: str = "p") -> np.ndarray:
     checked = check_masses(rows, name)
     off = np.abs(totals - 1.0) > SUM_TOLERANCE
     if off.any():
-        raise InvalidDistribution(f"`{name}` must sum to 1 (within {SUM_TOLERANCE:g}), got "
-                                  f"{totals[off][0]:.9g}{where(off)}")
+        raise InvalidDistribution(
+            f"`{name}` must sum to 1 (within {SUM_TOLERANCE:g}), got {totals[off][0]:.9g}{where(off)}"
+        )
     return checked[0] if single else checked
 
 

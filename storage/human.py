@@ -34,7 +34,8 @@ COUNTING_RULE = (
     "Each designer's latest round of the concept (main tasks, not practice) counts while "
     "it is submitted or accepted: a new submission counts at once, before expert review; "
     "an excluded coloring, or one whose designer was asked to recolor it, does not count "
-    "until it is reinstated or its next round arrives.")
+    "until it is reinstated or its next round arrives."
+)
 
 
 class UnknownSource(ValueError):
@@ -94,16 +95,26 @@ def counted_colorings(db: sqlite_utils.Database, concept_key: str | None = None)
     """
     where, params = ("and c.concept_key = ?", [concept_key]) if concept_key else ("", [])
     marks = ", ".join("?" * len(COUNTED_STATUSES))
-    return [{**row, "p": decode(row["p"])} for row in db.query(
-        "select c.*, d.p from colorings c join coloring_distributions d on d.coloring_id = "
-        f"c.id where c.practice = 0 and c.status in ({marks}) {where} and c.round = (select "
-        "max(l.round) from colorings l where l.practice = 0 and l.annotator_id = "
-        "c.annotator_id and l.concept_key = c.concept_key) order by c.concept_key, c.id",
-        [*COUNTED_STATUSES, *params])]
+    return [
+        {**row, "p": decode(row["p"])}
+        for row in db.query(
+            "select c.*, d.p from colorings c join coloring_distributions d on d.coloring_id = "
+            f"c.id where c.practice = 0 and c.status in ({marks}) {where} and c.round = (select "
+            "max(l.round) from colorings l where l.practice = 0 and l.annotator_id = "
+            "c.annotator_id and l.concept_key = c.concept_key) order by c.concept_key, c.id",
+            [*COUNTED_STATUSES, *params],
+        )
+    ]
 
 
-def write_designers(db: sqlite_utils.Database, concept_key: str, p: np.ndarray | None,
-                    coloring_ids: Iterable[int] = (), groups=(), method: str = "") -> None:
+def write_designers(
+    db: sqlite_utils.Database,
+    concept_key: str,
+    p: np.ndarray | None,
+    coloring_ids: Iterable[int] = (),
+    groups=(),
+    method: str = "",
+) -> None:
     """Store (or, with `p` None, remove) the designers' P_H of one concept.
 
     Called by `annotation.coloring.human.refresh` inside the transaction that changed the
@@ -112,19 +123,31 @@ def write_designers(db: sqlite_utils.Database, concept_key: str, p: np.ndarray |
     """
     with transaction(db):
         if p is None:
-            db.execute("delete from human_distributions where source = ? and concept_key = ?",
-                       [DESIGNERS, concept_key])
+            db.execute(
+                "delete from human_distributions where source = ? and concept_key = ?",
+                [DESIGNERS, concept_key],
+            )
             return
         ids = sorted(int(i) for i in coloring_ids)
         db["human_distributions"].upsert(
-            {"source": DESIGNERS, "concept_key": concept_key, "kind": DESIGNERS,
-             "p": encode(p), "n_colorings": len(ids), "colorings": json.dumps(ids),
-             "groups": encode_groups(groups), "provenance": method, "updated": iso()},
-            pk=("source", "concept_key"))
+            {
+                "source": DESIGNERS,
+                "concept_key": concept_key,
+                "kind": DESIGNERS,
+                "p": encode(p),
+                "n_colorings": len(ids),
+                "colorings": json.dumps(ids),
+                "groups": encode_groups(groups),
+                "provenance": method,
+                "updated": iso(),
+            },
+            pk=("source", "concept_key"),
+        )
 
 
-def store_reference(db: sqlite_utils.Database, source: str,
-                    distributions: Mapping[str, np.ndarray], provenance: str) -> int:
+def store_reference(
+    db: sqlite_utils.Database, source: str, distributions: Mapping[str, np.ndarray], provenance: str
+) -> int:
     """Insert or replace a labelled reference set of human distributions, at once.
 
     Returns
@@ -139,13 +162,22 @@ def store_reference(db: sqlite_utils.Database, source: str,
         message names the concept); nothing is stored then.
     """
     if not source or source == DESIGNERS:
-        raise ValueError(f"`source` must be a non-empty label other than {DESIGNERS!r}, "
-                         f"got {source!r}")
+        raise ValueError(f"`source` must be a non-empty label other than {DESIGNERS!r}, got {source!r}")
     now = iso()
-    rows = [{"source": source, "concept_key": concept, "kind": REFERENCE,
-             "p": _encode_named(p, f"{source}/{concept}"), "n_colorings": None,
-             "colorings": "[]", "groups": "[]", "provenance": provenance, "updated": now}
-            for concept, p in distributions.items()]
+    rows = [
+        {
+            "source": source,
+            "concept_key": concept,
+            "kind": REFERENCE,
+            "p": _encode_named(p, f"{source}/{concept}"),
+            "n_colorings": None,
+            "colorings": "[]",
+            "groups": "[]",
+            "provenance": provenance,
+            "updated": now,
+        }
+        for concept, p in distributions.items()
+    ]
     with transaction(db):
         db["human_distributions"].upsert_all(rows, pk=("source", "concept_key"))
     return len(rows)
@@ -160,8 +192,12 @@ def _encode_named(p, what: str) -> str:
 
 def reference_sources(db: sqlite_utils.Database) -> list[str]:
     """The labels of the stored reference sets, sorted."""
-    return [r[0] for r in db.execute("select distinct source from human_distributions "
-                                     "where kind = ? order by source", [REFERENCE])]
+    return [
+        r[0]
+        for r in db.execute(
+            "select distinct source from human_distributions where kind = ? order by source", [REFERENCE]
+        )
+    ]
 
 
 def sources(db: sqlite_utils.Database) -> list[str]:
@@ -180,15 +216,19 @@ def describe(db: sqlite_utils.Database, source: str) -> str:
     """One line on where `source`'s distributions come from."""
     check_source(db, source)
     if source == DESIGNERS:
-        return ("Designer colorings of this project (Appendix C.3 extraction), counted per "
-                f"concept. {COUNTING_RULE}")
-    row = db.execute("select provenance from human_distributions where source = ? limit 1",
-                     [source]).fetchone()
+        return (
+            "Designer colorings of this project (Appendix C.3 extraction), counted per "
+            f"concept. {COUNTING_RULE}"
+        )
+    row = db.execute(
+        "select provenance from human_distributions where source = ? limit 1", [source]
+    ).fetchone()
     return f"Imported reference set '{source}': {row[0]}"
 
 
-def read(db: sqlite_utils.Database, source: str,
-         concepts: Iterable[str] | None = None) -> dict[str, HumanDistribution]:
+def read(
+    db: sqlite_utils.Database, source: str, concepts: Iterable[str] | None = None
+) -> dict[str, HumanDistribution]:
     """The stored distributions of `source`, by concept key.
 
     Parameters
@@ -205,20 +245,28 @@ def read(db: sqlite_utils.Database, source: str,
         If `source` is unknown.
     """
     check_source(db, source)
-    rows = {row["concept_key"]: row for row in db.query(
-        "select * from human_distributions where source = ?", [source])}
+    rows = {
+        row["concept_key"]: row
+        for row in db.query("select * from human_distributions where source = ?", [source])
+    }
     keys = sorted(rows) if concepts is None else [k for k in dict.fromkeys(concepts) if k in rows]
     return {key: _distribution(rows[key]) for key in keys}
 
 
 def _distribution(row: dict) -> HumanDistribution:
     return HumanDistribution(
-        concept=row["concept_key"], source=row["source"], p=decode(row["p"]),
-        n_colorings=row["n_colorings"], coloring_ids=tuple(json.loads(row["colorings"] or "[]")),
-        groups=decode_groups(row["groups"]), provenance=row["provenance"] or "")
+        concept=row["concept_key"],
+        source=row["source"],
+        p=decode(row["p"]),
+        n_colorings=row["n_colorings"],
+        coloring_ids=tuple(json.loads(row["colorings"] or "[]")),
+        groups=decode_groups(row["groups"]),
+        provenance=row["provenance"] or "",
+    )
 
 
-def vectors(db: sqlite_utils.Database, source: str,
-            concepts: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+def vectors(
+    db: sqlite_utils.Database, source: str, concepts: Iterable[str] | None = None
+) -> dict[str, np.ndarray]:
     """Just the (71,) vectors of `read`, for `evaluation.analysis.scoring.score`."""
     return {key: h.p for key, h in read(db, source, concepts).items()}

@@ -37,72 +37,230 @@ ANNOTATOR_STATUSES = ("active", "revoked")
 # (table, columns, pk, not_null, foreign keys, defaults) in creation order.
 _TABLES_V1: list[tuple[str, dict, str, set, list, dict]] = [
     ("settings", {"key": str, "value": str}, "key", {"value"}, [], {}),
-    ("concepts", {"key": str, "base": str, "base_id": int, "category": str,
-                  "modifier_type": str, "modifier": str},
-     "key", {"base", "base_id", "category", "modifier_type", "modifier"}, [], {}),
-    ("sketches", {"id": int, "base": str, "path": str, "sha256": str, "source": str,
-                  "selected": int, "width": int, "height": int, "meta": str, "created": str},
-     "id", {"base", "path", "sha256", "source", "selected", "created"},
-     [("base", "concepts", "key")], {"selected": 0, "meta": "{}"}),
-    ("annotators", {"id": int, "pseudonym": str, "roles": str, "design_background": int,
-                    "status": str, "created": str, "created_by": str,
-                    "instructions_read": str, "practice_approved": str,
-                    "practice_approved_by": str},
-     "id", {"pseudonym", "roles", "status", "created"}, [], {"status": "active"}),
-    ("invites", {"token_hash": str, "annotator_id": int, "role": str, "created": str,
-                 "expires": str, "first_used": str, "last_used": str, "uses": int,
-                 "revoked": str},
-     "token_hash", {"annotator_id", "role", "created", "expires", "uses"},
-     [("annotator_id", "annotators", "id")], {"uses": 0}),
-    ("sessions", {"token_hash": str, "annotator_id": int, "roles": str, "created": str,
-                  "expires": str, "last_seen": str, "revoked": str},
-     "token_hash", {"roles", "created", "expires"},
-     [("annotator_id", "annotators", "id")], {}),
-    ("consents", {"id": int, "annotator_id": int, "form_sha256": str, "agreed": int,
-                  "created": str},
-     "id", {"annotator_id", "form_sha256", "agreed", "created"},
-     [("annotator_id", "annotators", "id")], {}),
-    ("studies", {"id": int, "name": str, "votes_per_pair": int, "frozen": str,
-                 "meta": str, "created": str},
-     "id", {"name", "votes_per_pair", "created"}, [], {"votes_per_pair": 6, "meta": "{}"}),
-    ("study_pairs", {"id": int, "study_id": int, "concept_key": str, "a": str, "b": str,
-                     "meta": str},
-     "id", {"study_id", "concept_key", "a", "b"},
-     [("study_id", "studies", "id"), ("concept_key", "concepts", "key")], {"meta": "{}"}),
-    ("colorings", {"id": int, "annotator_id": int, "concept_key": str, "sketch_id": int,
-                   "image_path": str, "image_sha256": str,
-                   "mask_path": str, "mask_sha256": str, "practice": int, "round": int,
-                   "status": str, "seconds_spent": float, "created": str},
-     "id", {"annotator_id", "concept_key", "image_path", "image_sha256", "practice",
-            "round", "status", "created"},
-     [("annotator_id", "annotators", "id"), ("concept_key", "concepts", "key"),
-      ("sketch_id", "sketches", "id")],
-     {"practice": 0, "round": 1, "status": "submitted"}),
-    ("coloring_distributions", {"coloring_id": int, "p": str, "method": str, "created": str},
-     "coloring_id", {"p", "created"}, [("coloring_id", "colorings", "id")], {}),
-    ("reviews", {"coloring_id": int, "reason": str, "votes_needed": int, "status": str,
-                 "created": str},
-     "coloring_id", {"votes_needed", "status", "created"},
-     [("coloring_id", "colorings", "id")], {"votes_needed": 3, "status": "open"}),
-    ("qc_votes", {"id": int, "coloring_id": int, "expert_id": int,
-                  "vote": str, "comment": str, "created": str},
-     "id", {"coloring_id", "expert_id", "vote", "created"},
-     [("coloring_id", "colorings", "id"), ("expert_id", "annotators", "id")], {}),
-    ("judgments", {"id": int, "pair_id": int, "participant_id": int,
-                   "left_item": str, "choice": str, "winner": str, "seconds_spent": float,
-                   "created": str},
-     "id", {"pair_id", "participant_id", "left_item", "choice", "winner", "created"},
-     [("pair_id", "study_pairs", "id"), ("participant_id", "annotators", "id")], {}),
-    ("tasks", {"id": int, "kind": str, "annotator_id": int, "concept_key": str,
-               "coloring_id": int, "pair_id": int, "left_item": str, "practice": int,
-               "status": str, "created": str, "expires": str, "finished": str,
-               "result_id": int},
-     "id", {"kind", "annotator_id", "practice", "status", "created", "expires"},
-     [("annotator_id", "annotators", "id"), ("concept_key", "concepts", "key"),
-      ("coloring_id", "colorings", "id"), ("pair_id", "study_pairs", "id")], {"practice": 0, "status": "reserved"}),
-    ("audit", {"id": int, "created": str, "actor": str, "action": str, "object_type": str,
-               "object_id": str, "why": str, "details": str},
-     "id", {"created", "actor", "action"}, [], {"details": "{}"}),
+    (
+        "concepts",
+        {"key": str, "base": str, "base_id": int, "category": str, "modifier_type": str, "modifier": str},
+        "key",
+        {"base", "base_id", "category", "modifier_type", "modifier"},
+        [],
+        {},
+    ),
+    (
+        "sketches",
+        {
+            "id": int,
+            "base": str,
+            "path": str,
+            "sha256": str,
+            "source": str,
+            "selected": int,
+            "width": int,
+            "height": int,
+            "meta": str,
+            "created": str,
+        },
+        "id",
+        {"base", "path", "sha256", "source", "selected", "created"},
+        [("base", "concepts", "key")],
+        {"selected": 0, "meta": "{}"},
+    ),
+    (
+        "annotators",
+        {
+            "id": int,
+            "pseudonym": str,
+            "roles": str,
+            "design_background": int,
+            "status": str,
+            "created": str,
+            "created_by": str,
+            "instructions_read": str,
+            "practice_approved": str,
+            "practice_approved_by": str,
+        },
+        "id",
+        {"pseudonym", "roles", "status", "created"},
+        [],
+        {"status": "active"},
+    ),
+    (
+        "invites",
+        {
+            "token_hash": str,
+            "annotator_id": int,
+            "role": str,
+            "created": str,
+            "expires": str,
+            "first_used": str,
+            "last_used": str,
+            "uses": int,
+            "revoked": str,
+        },
+        "token_hash",
+        {"annotator_id", "role", "created", "expires", "uses"},
+        [("annotator_id", "annotators", "id")],
+        {"uses": 0},
+    ),
+    (
+        "sessions",
+        {
+            "token_hash": str,
+            "annotator_id": int,
+            "roles": str,
+            "created": str,
+            "expires": str,
+            "last_seen": str,
+            "revoked": str,
+        },
+        "token_hash",
+        {"roles", "created", "expires"},
+        [("annotator_id", "annotators", "id")],
+        {},
+    ),
+    (
+        "consents",
+        {"id": int, "annotator_id": int, "form_sha256": str, "agreed": int, "created": str},
+        "id",
+        {"annotator_id", "form_sha256", "agreed", "created"},
+        [("annotator_id", "annotators", "id")],
+        {},
+    ),
+    (
+        "studies",
+        {"id": int, "name": str, "votes_per_pair": int, "frozen": str, "meta": str, "created": str},
+        "id",
+        {"name", "votes_per_pair", "created"},
+        [],
+        {"votes_per_pair": 6, "meta": "{}"},
+    ),
+    (
+        "study_pairs",
+        {"id": int, "study_id": int, "concept_key": str, "a": str, "b": str, "meta": str},
+        "id",
+        {"study_id", "concept_key", "a", "b"},
+        [("study_id", "studies", "id"), ("concept_key", "concepts", "key")],
+        {"meta": "{}"},
+    ),
+    (
+        "colorings",
+        {
+            "id": int,
+            "annotator_id": int,
+            "concept_key": str,
+            "sketch_id": int,
+            "image_path": str,
+            "image_sha256": str,
+            "mask_path": str,
+            "mask_sha256": str,
+            "practice": int,
+            "round": int,
+            "status": str,
+            "seconds_spent": float,
+            "created": str,
+        },
+        "id",
+        {
+            "annotator_id",
+            "concept_key",
+            "image_path",
+            "image_sha256",
+            "practice",
+            "round",
+            "status",
+            "created",
+        },
+        [
+            ("annotator_id", "annotators", "id"),
+            ("concept_key", "concepts", "key"),
+            ("sketch_id", "sketches", "id"),
+        ],
+        {"practice": 0, "round": 1, "status": "submitted"},
+    ),
+    (
+        "coloring_distributions",
+        {"coloring_id": int, "p": str, "method": str, "created": str},
+        "coloring_id",
+        {"p", "created"},
+        [("coloring_id", "colorings", "id")],
+        {},
+    ),
+    (
+        "reviews",
+        {"coloring_id": int, "reason": str, "votes_needed": int, "status": str, "created": str},
+        "coloring_id",
+        {"votes_needed", "status", "created"},
+        [("coloring_id", "colorings", "id")],
+        {"votes_needed": 3, "status": "open"},
+    ),
+    (
+        "qc_votes",
+        {"id": int, "coloring_id": int, "expert_id": int, "vote": str, "comment": str, "created": str},
+        "id",
+        {"coloring_id", "expert_id", "vote", "created"},
+        [("coloring_id", "colorings", "id"), ("expert_id", "annotators", "id")],
+        {},
+    ),
+    (
+        "judgments",
+        {
+            "id": int,
+            "pair_id": int,
+            "participant_id": int,
+            "left_item": str,
+            "choice": str,
+            "winner": str,
+            "seconds_spent": float,
+            "created": str,
+        },
+        "id",
+        {"pair_id", "participant_id", "left_item", "choice", "winner", "created"},
+        [("pair_id", "study_pairs", "id"), ("participant_id", "annotators", "id")],
+        {},
+    ),
+    (
+        "tasks",
+        {
+            "id": int,
+            "kind": str,
+            "annotator_id": int,
+            "concept_key": str,
+            "coloring_id": int,
+            "pair_id": int,
+            "left_item": str,
+            "practice": int,
+            "status": str,
+            "created": str,
+            "expires": str,
+            "finished": str,
+            "result_id": int,
+        },
+        "id",
+        {"kind", "annotator_id", "practice", "status", "created", "expires"},
+        [
+            ("annotator_id", "annotators", "id"),
+            ("concept_key", "concepts", "key"),
+            ("coloring_id", "colorings", "id"),
+            ("pair_id", "study_pairs", "id"),
+        ],
+        {"practice": 0, "status": "reserved"},
+    ),
+    (
+        "audit",
+        {
+            "id": int,
+            "created": str,
+            "actor": str,
+            "action": str,
+            "object_type": str,
+            "object_id": str,
+            "why": str,
+            "details": str,
+        },
+        "id",
+        {"created", "actor", "action"},
+        [],
+        {"details": "{}"},
+    ),
 ]
 
 _INDEXES_V1: list[tuple[str, list[str], bool]] = [
@@ -124,8 +282,7 @@ _INDEXES_V1: list[tuple[str, list[str], bool]] = [
 
 def _v1_initial(db: sqlite_utils.Database) -> None:
     for name, columns, pk, not_null, fks, defaults in _TABLES_V1:
-        db[name].create(columns, pk=pk, not_null=not_null, foreign_keys=fks,
-                        defaults=defaults)
+        db[name].create(columns, pk=pk, not_null=not_null, foreign_keys=fks, defaults=defaults)
     for table, columns, unique in _INDEXES_V1:
         db[table].create_index(columns, unique=unique)
 
@@ -136,14 +293,36 @@ def _v2_review_plausibility(db: sqlite_utils.Database) -> None:
 
 
 _STUDY_CONTENT_TABLES: list[tuple[str, dict, tuple, set, list]] = [
-    ("study_ground_truths", {"study_id": int, "concept_key": str, "p": str, "n_colorings": int,
-                             "dominant": str, "colorings": str, "source": str},
-     ("study_id", "concept_key"), {"p", "n_colorings", "dominant", "colorings", "source"},
-     [("study_id", "studies", "id"), ("concept_key", "concepts", "key")]),
-    ("study_candidates", {"study_id": int, "concept_key": str, "model": str, "p": str,
-                          "n_images": int, "images": str, "source": str},
-     ("study_id", "concept_key", "model"), {"p", "n_images", "images", "source"},
-     [("study_id", "studies", "id"), ("concept_key", "concepts", "key")]),
+    (
+        "study_ground_truths",
+        {
+            "study_id": int,
+            "concept_key": str,
+            "p": str,
+            "n_colorings": int,
+            "dominant": str,
+            "colorings": str,
+            "source": str,
+        },
+        ("study_id", "concept_key"),
+        {"p", "n_colorings", "dominant", "colorings", "source"},
+        [("study_id", "studies", "id"), ("concept_key", "concepts", "key")],
+    ),
+    (
+        "study_candidates",
+        {
+            "study_id": int,
+            "concept_key": str,
+            "model": str,
+            "p": str,
+            "n_images": int,
+            "images": str,
+            "source": str,
+        },
+        ("study_id", "concept_key", "model"),
+        {"p", "n_images", "images", "source"},
+        [("study_id", "studies", "id"), ("concept_key", "concepts", "key")],
+    ),
 ]
 _FROZEN_MESSAGE = "this study is open (frozen): its design can no longer change"
 
@@ -157,36 +336,78 @@ def _v3_study_content(db: sqlite_utils.Database) -> None:
     """
     for name, columns, pk, not_null, fks in _STUDY_CONTENT_TABLES:
         db[name].create(columns, pk=pk, not_null=not_null, foreign_keys=fks)
-    db.execute(f"create trigger studies_frozen_update before update on studies "
-               f"when old.frozen is not null begin select raise(abort, "
-               f"'{_FROZEN_MESSAGE}'); end")
-    db.execute(f"create trigger studies_frozen_delete before delete on studies "
-               f"when old.frozen is not null begin select raise(abort, "
-               f"'{_FROZEN_MESSAGE}'); end")
+    db.execute(
+        f"create trigger studies_frozen_update before update on studies "
+        f"when old.frozen is not null begin select raise(abort, "
+        f"'{_FROZEN_MESSAGE}'); end"
+    )
+    db.execute(
+        f"create trigger studies_frozen_delete before delete on studies "
+        f"when old.frozen is not null begin select raise(abort, "
+        f"'{_FROZEN_MESSAGE}'); end"
+    )
     for table in ("study_pairs", "study_ground_truths", "study_candidates"):
         for event, row in (("insert", "new"), ("update", "old"), ("delete", "old")):
-            db.execute(f"create trigger {table}_frozen_{event} before {event} on {table} "
-                       f"when (select frozen from studies where id = {row}.study_id) "
-                       f"is not null begin select raise(abort, '{_FROZEN_MESSAGE}'); end")
+            db.execute(
+                f"create trigger {table}_frozen_{event} before {event} on {table} "
+                f"when (select frozen from studies where id = {row}.study_id) "
+                f"is not null begin select raise(abort, '{_FROZEN_MESSAGE}'); end"
+            )
 
 
 _RUN_TABLES: list[tuple[str, dict, object, set, list]] = [
     ("runs", {"name": str, "created_at": str, "config": str}, "name", set(), []),
-    ("run_items", {"id": int, "run": str, "model": str, "concept": str, "noun": str,
-                   "style": str, "cfg": float, "sample": int, "seed": int, "prompt": str,
-                   "status": str, "image_path": str, "image_sha256": str, "mask_path": str,
-                   "mask_sha256": str, "summary_path": str, "detected": int,
-                   "segment_status": str, "n_pixels": int, "gen_seconds": float,
-                   "seg_seconds": float, "error": str, "updated_at": str},
-     "id", {"run", "model", "concept", "style", "cfg", "sample", "seed", "status"},
-     [("run", "runs", "name")]),
-    ("model_distributions", {"run": str, "model": str, "concept": str, "style": str,
-                             "cfg": float, "p": str, "n_images": int, "n_excluded": int,
-                             "groups": str, "created_at": str},
-     ("run", "model", "concept", "style", "cfg"), set(), [("run", "runs", "name")]),
+    (
+        "run_items",
+        {
+            "id": int,
+            "run": str,
+            "model": str,
+            "concept": str,
+            "noun": str,
+            "style": str,
+            "cfg": float,
+            "sample": int,
+            "seed": int,
+            "prompt": str,
+            "status": str,
+            "image_path": str,
+            "image_sha256": str,
+            "mask_path": str,
+            "mask_sha256": str,
+            "summary_path": str,
+            "detected": int,
+            "segment_status": str,
+            "n_pixels": int,
+            "gen_seconds": float,
+            "seg_seconds": float,
+            "error": str,
+            "updated_at": str,
+        },
+        "id",
+        {"run", "model", "concept", "style", "cfg", "sample", "seed", "status"},
+        [("run", "runs", "name")],
+    ),
+    (
+        "model_distributions",
+        {
+            "run": str,
+            "model": str,
+            "concept": str,
+            "style": str,
+            "cfg": float,
+            "p": str,
+            "n_images": int,
+            "n_excluded": int,
+            "groups": str,
+            "created_at": str,
+        },
+        ("run", "model", "concept", "style", "cfg"),
+        set(),
+        [("run", "runs", "name")],
+    ),
 ]
-_RUN_TIMESTAMPS = (("runs", "created_at"), ("run_items", "updated_at"),
-                   ("model_distributions", "created_at"))
+_RUN_TIMESTAMPS = (("runs", "created_at"), ("run_items", "updated_at"), ("model_distributions", "created_at"))
 
 
 def _v4_run_tables(db: sqlite_utils.Database) -> None:
@@ -196,14 +417,16 @@ def _v4_run_tables(db: sqlite_utils.Database) -> None:
     the one format of `storage.db.iso` (same instant, text order still time order).
     """
     for name, columns, pk, not_null, fks in _RUN_TABLES:
-        db[name].create(columns, pk=pk, not_null=not_null, foreign_keys=fks,
-                        if_not_exists=True)
-    db["run_items"].create_index(["run", "model", "concept", "style", "cfg", "sample"],
-                                 unique=True, if_not_exists=True)
+        db[name].create(columns, pk=pk, not_null=not_null, foreign_keys=fks, if_not_exists=True)
+    db["run_items"].create_index(
+        ["run", "model", "concept", "style", "cfg", "sample"], unique=True, if_not_exists=True
+    )
     db["run_items"].create_index(["run", "status"], if_not_exists=True)
     for table, column in _RUN_TIMESTAMPS:
-        db.execute(f"update {table} set {column} = substr({column}, 1, 19) || '.000000Z' "
-                   f"where {column} like '____-__-__T__:__:__+00:00'")
+        db.execute(
+            f"update {table} set {column} = substr({column}, 1, 19) || '.000000Z' "
+            f"where {column} like '____-__-__T__:__:__+00:00'"
+        )
 
 
 def _v5_human_distributions(db: sqlite_utils.Database) -> None:
@@ -216,22 +439,36 @@ def _v5_human_distributions(db: sqlite_utils.Database) -> None:
     painted pixels (the extraction's step 1), so P_H is recomputed without decoding PNGs.
     """
     db["human_distributions"].create(
-        {"source": str, "concept_key": str, "kind": str, "p": str, "n_colorings": int,
-         "colorings": str, "groups": str, "provenance": str, "updated": str},
-        pk=("source", "concept_key"), not_null={"kind", "p", "updated"},
-        defaults={"colorings": "[]", "groups": "[]", "provenance": ""})
+        {
+            "source": str,
+            "concept_key": str,
+            "kind": str,
+            "p": str,
+            "n_colorings": int,
+            "colorings": str,
+            "groups": str,
+            "provenance": str,
+            "updated": str,
+        },
+        pk=("source", "concept_key"),
+        not_null={"kind", "p", "updated"},
+        defaults={"colorings": "[]", "groups": "[]", "provenance": ""},
+    )
     db["human_distributions"].create_index(["concept_key"])
     db["coloring_samples"].create(
         {"coloring_id": int, "n_pixels": int, "pixels": bytes},
-        pk="coloring_id", not_null={"n_pixels", "pixels"},
-        foreign_keys=[("coloring_id", "colorings", "id")])
+        pk="coloring_id",
+        not_null={"n_pixels", "pixels"},
+        foreign_keys=[("coloring_id", "colorings", "id")],
+    )
     if db["reference_distributions"].exists():
         db.execute(
             "insert into human_distributions (source, concept_key, kind, p, n_colorings, "
             "colorings, groups, provenance, updated) select source, concept, 'reference', p, "
             "null, '[]', '[]', provenance, case when created_at like '%+00:00' then "
             "substr(created_at, 1, 19) || '.000000Z' else created_at end "
-            "from reference_distributions")
+            "from reference_distributions"
+        )
         db["reference_distributions"].drop()
 
 
@@ -243,13 +480,25 @@ def _v6_scores(db: sqlite_utils.Database) -> None:
     (and recomputed) once either differs (`evaluation.analysis.scoring.stored_scores`).
     """
     db["scores"].create(
-        {"source": str, "run": str, "model": str, "concept": str, "style": str, "cfg": float,
-         "pcc": float, "emd": float, "ed": float, "dominant_human": int,
-         "dominant_model": int, "hue_diff": float, "model_created": str,
-         "human_updated": str},
+        {
+            "source": str,
+            "run": str,
+            "model": str,
+            "concept": str,
+            "style": str,
+            "cfg": float,
+            "pcc": float,
+            "emd": float,
+            "ed": float,
+            "dominant_human": int,
+            "dominant_model": int,
+            "hue_diff": float,
+            "model_created": str,
+            "human_updated": str,
+        },
         pk=("source", "run", "model", "concept", "style", "cfg"),
-        not_null={"emd", "ed", "dominant_human", "dominant_model", "model_created",
-                  "human_updated"})
+        not_null={"emd", "ed", "dominant_human", "dominant_model", "model_created", "human_updated"},
+    )
 
 
 def _v7_audit_action_index(db: sqlite_utils.Database) -> None:
@@ -297,12 +546,15 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
         If `db` records more migrations than this code knows.
     """
     with transaction(db):
-        db["schema_version"].create({"version": int, "name": str, "applied": str},
-                                    pk="version", if_not_exists=True)
+        db["schema_version"].create(
+            {"version": int, "name": str, "applied": str}, pk="version", if_not_exists=True
+        )
     version = schema_version(db)
     if version > len(MIGRATIONS):
-        raise SchemaTooNew(f"database schema version {version} is newer than this code's "
-                           f"{len(MIGRATIONS)}; update the code before opening it")
+        raise SchemaTooNew(
+            f"database schema version {version} is newer than this code's "
+            f"{len(MIGRATIONS)}; update the code before opening it"
+        )
     for number, (name, migrate) in enumerate(MIGRATIONS, start=1):
         with transaction(db):
             # Re-read under the write lock: another process may have migrated meanwhile.

@@ -24,8 +24,12 @@ def make_config(tmp_path: Path, **changes) -> AppConfig:
     """An AppConfig writing under `tmp_path`, with a known admin password file."""
     password_file = tmp_path / "admin_password.txt"
     password_file.write_text(ADMIN_PASSWORD + "\n", encoding="utf-8")
-    return AppConfig(db_path=tmp_path / "study.sqlite", data_dir=tmp_path / "data",
-                     admin_password_file=password_file, **changes)
+    return AppConfig(
+        db_path=tmp_path / "study.sqlite",
+        data_dir=tmp_path / "data",
+        admin_password_file=password_file,
+        **changes,
+    )
 
 
 def free_port() -> int:
@@ -40,8 +44,13 @@ def running_app(config: AppConfig) -> Iterator[tuple[Client, object]]:
     demo = build_app(config)
     port = free_port()
     try:
-        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True,
-                    quiet=True, **launch_options(config, demo))
+        demo.launch(
+            server_name="127.0.0.1",
+            server_port=port,
+            prevent_thread_lock=True,
+            quiet=True,
+            **launch_options(config, demo),
+        )
         yield SessionClient(f"http://127.0.0.1:{port}/", verbose=False), demo
     finally:
         demo.close()

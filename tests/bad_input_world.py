@@ -68,8 +68,7 @@ def as_role(who: str, *inputs) -> Callable[[World], tuple]:
 
 def upload_args(name: str) -> Callable[[World], tuple]:
     """``/evaluate_import`` of the prepared upload `name` as a researcher."""
-    return lambda w: (w.tokens["researcher"], "", handle_file(w.files[name]), "", "tiny-random",
-                      0.3, 0.25)
+    return lambda w: (w.tokens["researcher"], "", handle_file(w.files[name]), "", "tiny-random", 0.3, 0.25)
 
 
 IMPORT_NAME = "tiny-random__apple__natural__7.5__0.png"
@@ -81,13 +80,13 @@ def bomb_png(side: int = 40_000) -> bytes:
     row = b"\x00" * (side // 8 + 1)
     data = b"".join(raw.compress(row) for _ in range(side)) + raw.flush()
     header = struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(
-        b"IEND", b"")
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(
-        ">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return (
+        struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    )
 
 
 def _zip(path: Path, entries: dict[str, bytes]) -> str:
@@ -104,12 +103,14 @@ def bad_uploads(folder: Path) -> dict[str, str]:
     (folder / "corrupt.zip").write_bytes(b"PK\x03\x04 this is not really a zip" * 10)
     (folder / "empty.zip").write_bytes(b"")
     return {
-        "corrupt.zip": str(folder / "corrupt.zip"), "empty.zip": str(folder / "empty.zip"),
+        "corrupt.zip": str(folder / "corrupt.zip"),
+        "empty.zip": str(folder / "empty.zip"),
         "text.zip": _zip(folder / "text.zip", {IMPORT_NAME: b"just some text, not a PNG"}),
         "truncated.zip": _zip(folder / "truncated.zip", {IMPORT_NAME: png.getvalue()[:60]}),
         "bomb.zip": _zip(folder / "bomb.zip", {IMPORT_NAME: bomb_png()}),
-        "oversized.zip": _zip(folder / "oversized.zip", {IMPORT_NAME: png.getvalue() + bytes(
-            33 * 2**20 - len(png.getvalue()))}),
+        "oversized.zip": _zip(
+            folder / "oversized.zip", {IMPORT_NAME: png.getvalue() + bytes(33 * 2**20 - len(png.getvalue()))}
+        ),
         "slip.zip": _zip(folder / "slip.zip", {"../../" + IMPORT_NAME: png.getvalue()}),
     }
 
@@ -122,27 +123,33 @@ def snapshot(config) -> tuple[list[str], dict[str, str]]:
     finally:
         db.close()
     root = Path(config.data_dir)
-    files = {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-             for p in sorted(root.rglob("*")) if p.is_file()} if root.is_dir() else {}
+    files = (
+        {
+            p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*"))
+            if p.is_file()
+        }
+        if root.is_dir()
+        else {}
+    )
     return dump, files
 
 
 def _people(client, admin) -> dict[str, str]:
     links = {}
     for role in ("designer", "expert", "participant", "researcher"):
-        links[role] = client.predict(admin, role, 1, "unknown", 7,
-                                     api_name="/admin_create_invites")["data"][0][3]
+        links[role] = client.predict(admin, role, 1, "unknown", 7, api_name="/admin_create_invites")["data"][
+            0
+        ][3]
     return links
 
 
 def build_world(config, client, uploads: Path) -> World:
     admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
     links = _people(client, admin)
-    tokens = {role: client.predict(link, api_name="/login_invite")[0]
-              for role, link in links.items()}
+    tokens = {role: client.predict(link, api_name="/login_invite")[0] for role, link in links.items()}
     tokens["admin"] = admin
-    closed = client.predict(admin, "designer", 1, "unknown", 7,
-                            api_name="/admin_create_invites")["data"][0]
+    closed = client.predict(admin, "designer", 1, "unknown", 7, api_name="/admin_create_invites")["data"][0]
     links["closed"] = closed[3]
     tokens["closed"] = client.predict(closed[3], api_name="/login_invite")[0]
     client.predict(admin, closed[0], "left the study", api_name="/admin_revoke")
@@ -158,20 +165,20 @@ def build_world(config, client, uploads: Path) -> World:
     finally:
         db.close()
     links["expired"] = f"{config.public_url}/?invite={expired_invite}"
-    judge = client.predict(admin, "participant", 1, "unknown", 7,
-                           api_name="/admin_create_invites")["data"][0][3]
+    judge = client.predict(admin, "participant", 1, "unknown", 7, api_name="/admin_create_invites")["data"][
+        0
+    ][3]
     tokens["judge"] = client.predict(judge, api_name="/login_invite")[0]
     client.predict(tokens["judge"], "no", api_name="/participant_set_background")
-    second = client.predict(admin, "designer", 1, "yes", 7,
-                            api_name="/admin_create_invites")["data"][0][3]
+    second = client.predict(admin, "designer", 1, "yes", 7, api_name="/admin_create_invites")["data"][0][3]
     tokens["designer2"] = client.predict(second, api_name="/login_invite")[0]
     # A good sketch next to the data folder, outside every folder the server may read.
     outside = Path(config.data_dir).parent / "outside.png"
-    outside.write_bytes((Path(__file__).resolve().parent.parent / "assets" / "sketches" /
-                         "apple.png").read_bytes())
+    outside.write_bytes(
+        (Path(__file__).resolve().parent.parent / "assets" / "sketches" / "apple.png").read_bytes()
+    )
     files = {**bad_uploads(uploads), **bad_sketch_files(uploads), "sketch-outside": str(outside)}
-    return World(config, client, admin, tokens, links, files,
-                 _designer_tasks(client, config, tokens))
+    return World(config, client, admin, tokens, links, files, _designer_tasks(client, config, tokens))
 
 
 def _designer_tasks(client, config, tokens: dict[str, str]) -> dict:
@@ -184,8 +191,7 @@ def _designer_tasks(client, config, tokens: dict[str, str]) -> dict:
     tasks = {}
     for who in ("designer", "designer2"):
         client.predict(tokens[who], True, api_name="/designer_consent")
-        tasks[who] = json.loads(client.predict(tokens[who],
-                                               api_name="/designer_instructions_read")[4])
+        tasks[who] = json.loads(client.predict(tokens[who], api_name="/designer_instructions_read")[4])
     mine = tasks["designer"]
     db = open_db(config.db_path)
     try:
@@ -194,10 +200,16 @@ def _designer_tasks(client, config, tokens: dict[str, str]) -> dict:
         other = selected_sketch(db, "apple" if base != "apple" else "banana")["id"]
     finally:
         db.close()
-    return {"key": mine["canvas_key"], "task_id": mine["task_id"],
-            "sketch_id": mine["sketch_id"], "sketch": sketch, "base": base,
-            "theirs": tasks["designer2"]["canvas_key"],
-            "instance": mine["canvas_key"].split(":")[0], "other_sketch": other}
+    return {
+        "key": mine["canvas_key"],
+        "task_id": mine["task_id"],
+        "sketch_id": mine["sketch_id"],
+        "sketch": sketch,
+        "base": base,
+        "theirs": tasks["designer2"]["canvas_key"],
+        "instance": mine["canvas_key"].split(":")[0],
+        "other_sketch": other,
+    }
 
 
 def painted_layer(sketch: np.ndarray, pixels: int | None = None) -> np.ndarray:
@@ -210,12 +222,12 @@ def painted_layer(sketch: np.ndarray, pixels: int | None = None) -> np.ndarray:
 
 def value_with_png(key: str, png: bytes, *, prefix: str = "data:image/png;base64,") -> str:
     """A canvas value whose color layer is `png` (any bytes) under the data-URL `prefix`."""
-    return json.dumps({"task_id": key, "color_layer": prefix + base64.b64encode(png).decode(),
-                       "elapsed_s": 5.0})
+    return json.dumps(
+        {"task_id": key, "color_layer": prefix + base64.b64encode(png).decode(), "elapsed_s": 5.0}
+    )
 
 
-def designer_submit(value: Callable[[dict], str], who: str = "designer"
-                    ) -> Callable[[World], tuple]:
+def designer_submit(value: Callable[[dict], str], who: str = "designer") -> Callable[[World], tuple]:
     """``/designer_submit`` arguments: `who`'s session and the canvas value `value(task)`."""
     return lambda w: (w.tokens[who], value(w.designer))
 
@@ -230,13 +242,16 @@ def bad_sketch_files(folder: Path) -> dict[str, str]:
     """Sketch files for ``/sketches_import``, each wrong in one way, by case name."""
     rng = np.random.default_rng(0)
     ramp = np.linspace(0, 255, 256, dtype=np.uint8)
-    photo = np.stack([np.add.outer(ramp, ramp) // 2, np.tile(ramp, (256, 1)),
-                      np.tile(ramp[:, None], (1, 256))], axis=2).astype(np.uint8)
+    photo = np.stack(
+        [np.add.outer(ramp, ramp) // 2, np.tile(ramp, (256, 1)), np.tile(ramp[:, None], (1, 256))], axis=2
+    ).astype(np.uint8)
     photo = np.clip(photo + rng.normal(0, 12, photo.shape), 0, 255).astype(np.uint8)
     outline = '<circle cx="100" cy="100" r="80" fill="none" stroke="black" stroke-width="4"/>'
-    svg = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
-           ' width="200" height="200">' + outline + "{}</svg>")
-    server_image = (Path(__file__).resolve().parent.parent / "assets" / "sketches" / "apple.png")
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
+        ' width="200" height="200">' + outline + "{}</svg>"
+    )
+    server_image = Path(__file__).resolve().parent.parent / "assets" / "sketches" / "apple.png"
     line_art = server_image.read_bytes()
     contents = {
         "photo": ("apple.png", _png(photo)),
@@ -244,13 +259,17 @@ def bad_sketch_files(folder: Path) -> dict[str, str]:
         "corrupt": ("apple.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4),
         "non-image": ("apple.png", b"name,color\napple,red\n"),
         "bomb": ("apple.png", bomb_png()),
-        "svg-image": ("apple.svg", svg.format(
-            f'<image href="{server_image}" width="200" height="200"/>').encode()),
+        "svg-image": (
+            "apple.svg",
+            svg.format(f'<image href="{server_image}" width="200" height="200"/>').encode(),
+        ),
         "svg-script": ("apple.svg", svg.format("<script>alert('x')</script>").encode()),
-        "svg-external-use": ("apple.svg", svg.format(
-            '<use xlink:href="file:///etc/passwd#x"/>').encode()),
-        "svg-entity": ("apple.svg", b'<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM '
-                       b'"file:///etc/passwd">]><svg xmlns="http://www.w3.org/2000/svg">&x;</svg>'),
+        "svg-external-use": ("apple.svg", svg.format('<use xlink:href="file:///etc/passwd#x"/>').encode()),
+        "svg-entity": (
+            "apple.svg",
+            b'<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM '
+            b'"file:///etc/passwd">]><svg xmlns="http://www.w3.org/2000/svg">&x;</svg>',
+        ),
         "svg-malformed": ("apple.svg", svg.format("<g>").encode()),
     }
     paths = {}
@@ -259,5 +278,3 @@ def bad_sketch_files(folder: Path) -> dict[str, str]:
         (folder / case / name).write_bytes(data)
         paths[f"sketch-{case}"] = str(folder / case / name)
     return paths
-
-

@@ -32,8 +32,14 @@ from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-CHROMIUM_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run")
+CHROMIUM_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 TIMEOUT_MS = 20_000
 VIEWPORT = {"width": 1280, "height": 900}
@@ -60,14 +66,16 @@ class LiveApp:
         token, _ = self.client.predict(ADMIN_PASSWORD, api_name="/login_admin")
         return token
 
-    def invite(self, role: str, n: int = 1, *, background: str = "unknown",
-               days: float = 7) -> list[tuple[int, str]]:
+    def invite(
+        self, role: str, n: int = 1, *, background: str = "unknown", days: float = 7
+    ) -> list[tuple[int, str]]:
         """Create `n` people of `role` through ``/admin_create_invites``.
 
         Returns ``(annotator_id, invite link pointed at this server)`` per person.
         """
-        table = self.client.predict(self.admin_token(), role, n, background, days,
-                                    api_name="/admin_create_invites")
+        table = self.client.predict(
+            self.admin_token(), role, n, background, days, api_name="/admin_create_invites"
+        )
         return [(row[0], self.local(row[3])) for row in table["data"]]
 
     def query(self, sql: str, params: tuple = ()) -> list[dict]:
@@ -119,8 +127,10 @@ def open_tab(page, title: str) -> None:
 
 def _require_chromium() -> None:
     if not shutil.which(CHROMIUM):
-        pytest.skip(f"Chromium is missing at {CHROMIUM}: run scripts/ensure_chromium.sh "
-                    "(as root: apt-get install chromium) or set CHROMIUM_PATH")
+        pytest.skip(
+            f"Chromium is missing at {CHROMIUM}: run scripts/ensure_chromium.sh "
+            "(as root: apt-get install chromium) or set CHROMIUM_PATH"
+        )
 
 
 @contextlib.contextmanager
@@ -130,8 +140,7 @@ def chromium_browser() -> Iterator[object]:
     The one other way this project launches Chromium is `chromium`."""
     _require_chromium()
     with playwright_api.sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                         args=list(CHROMIUM_ARGS))
+        browser = driver.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(CHROMIUM_ARGS))
         try:
             yield browser
         finally:
@@ -150,8 +159,12 @@ def chromium(user_data_dir: str | Path) -> Iterator[object]:
     _require_chromium()
     with playwright_api.sync_playwright() as driver:
         context = driver.chromium.launch_persistent_context(
-            str(user_data_dir), executable_path=CHROMIUM, headless=True,
-            args=list(CHROMIUM_ARGS), viewport=VIEWPORT)
+            str(user_data_dir),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=list(CHROMIUM_ARGS),
+            viewport=VIEWPORT,
+        )
         try:
             context.set_default_timeout(TIMEOUT_MS)
             yield context
@@ -166,8 +179,7 @@ def table_rows(page, elem_id: str) -> list[list[str]]:
     every row of the small tables the scenarios read.
     """
     rows = page.locator(f"#{elem_id} [role=row][data-index]")
-    return [[cell.strip() for cell in row.locator("[role=gridcell]").all_inner_texts()]
-            for row in rows.all()]
+    return [[cell.strip() for cell in row.locator("[role=gridcell]").all_inner_texts()] for row in rows.all()]
 
 
 def artifact_path(test_name: str) -> Path:

@@ -39,24 +39,38 @@ def painted(rgb, size: int = 24) -> tuple[np.ndarray, np.ndarray]:
 
 
 def hex_rgb(hex_color: str) -> tuple[int, int, int]:
-    return tuple(int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return tuple(int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
 
 
 def add_coloring(db, data_dir, designer: int, concept: str, rgb, **options) -> int:
     """Store a one-color coloring through `store_coloring`; its id."""
     image, mask = painted(rgb)
-    return store_coloring(db, data_dir, designer, concept, image, mask,
-                          seconds_spent=options.pop("seconds_spent", 60.0), **options)
+    return store_coloring(
+        db,
+        data_dir,
+        designer,
+        concept,
+        image,
+        mask,
+        seconds_spent=options.pop("seconds_spent", 60.0),
+        **options,
+    )
 
 
 def add_handmade(db, data_dir, designer: int, concept: str, p, **options) -> int:
     """Store a coloring whose distribution is the hand-made `p` (71,); its id."""
     image, mask = painted((128, 128, 128), size=4)
-    files = store_png(data_dir, image, folder="colorings"), store_png(data_dir, mask,
-                                                                       folder="colorings")
-    return record_coloring(db, *files, p, sample_pixels(image, mask), annotator_id=designer,
-                           concept_key=concept,
-                           method="hand-made", **options)
+    files = store_png(data_dir, image, folder="colorings"), store_png(data_dir, mask, folder="colorings")
+    return record_coloring(
+        db,
+        *files,
+        p,
+        sample_pixels(image, mask),
+        annotator_id=designer,
+        concept_key=concept,
+        method="hand-made",
+        **options,
+    )
 
 
 def one_hot(index: int) -> np.ndarray:

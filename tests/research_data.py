@@ -33,8 +33,10 @@ TINY_NAMES = ("tiny-random", "tiny-grounding-dino", "tiny-sam")
 def tiny_models(tmp_path_factory) -> Path:
     """Folder holding the three tiny models (built on first use in this session)."""
     root = tmp_path_factory.getbasetemp() / "research-tiny-models"
-    if not all((root / name / "config.json").exists() or (root / name / "model_index.json").exists()
-               for name in TINY_NAMES):
+    if not all(
+        (root / name / "config.json").exists() or (root / name / "model_index.json").exists()
+        for name in TINY_NAMES
+    ):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             build_all(root)
@@ -55,7 +57,7 @@ def solid(rgb, size: int = 32) -> np.ndarray:
 def centre_mask(size: int = 32, margin: int = 8) -> np.ndarray:
     """A (size, size) bool mask of the centre square."""
     mask = np.zeros((size, size), bool)
-    mask[margin:size - margin, margin:size - margin] = True
+    mask[margin : size - margin, margin : size - margin] = True
     return mask
 
 
@@ -75,11 +77,24 @@ def store_segmented_run(db, data_dir: Path, run: str, cells: dict) -> None:
         each masked by `centre_mask`.
     """
     by_key = {c.key: c for c in load_concepts()}
-    items = [{"model": m, "concept": c, "noun": by_key[c].base, "style": s, "cfg": cfg, "sample": i,
-              "seed": 1000 + i, "prompt": build_prompt(by_key[c], s)}
-             for (m, c, s, cfg), colors in cells.items() for i in range(len(colors))]
+    items = [
+        {
+            "model": m,
+            "concept": c,
+            "noun": by_key[c].base,
+            "style": s,
+            "cfg": cfg,
+            "sample": i,
+            "seed": 1000 + i,
+            "prompt": build_prompt(by_key[c], s),
+        }
+        for (m, c, s, cfg), colors in cells.items()
+        for i in range(len(colors))
+    ]
     runs.create_run(db, run, items, {"test": run})
-    ids = {(r["model"], r["concept"], r["style"], r["cfg"], r["sample"]): r["id"] for r in runs.items(db, run)}
+    ids = {
+        (r["model"], r["concept"], r["style"], r["cfg"], r["sample"]): r["id"] for r in runs.items(db, run)
+    }
     updates = []
     for (m, c, s, cfg), colors in cells.items():
         for i, rgb in enumerate(colors):
@@ -91,10 +106,20 @@ def store_segmented_run(db, data_dir: Path, run: str, cells: dict) -> None:
             buffer = io.BytesIO()
             np.savez_compressed(buffer, **pixel_summary(solid(rgb), centre_mask()))
             write_atomic(Path(data_dir) / summary_path, buffer.getvalue())
-            updates.append({"id": ids[(m, c, s, float(cfg), i)], "status": "segmented", "segment_status": "ok",
-                            "image_path": image_path, "mask_path": mask_path, "summary_path": summary_path,
-                            "detected": 1, "gen_seconds": 0.5, "seg_seconds": 0.25,
-                            "n_pixels": int(centre_mask().sum())})
+            updates.append(
+                {
+                    "id": ids[(m, c, s, float(cfg), i)],
+                    "status": "segmented",
+                    "segment_status": "ok",
+                    "image_path": image_path,
+                    "mask_path": mask_path,
+                    "summary_path": summary_path,
+                    "detected": 1,
+                    "gen_seconds": 0.5,
+                    "seg_seconds": 0.25,
+                    "n_pixels": int(centre_mask().sum()),
+                }
+            )
     runs.record_items(db, updates)
     extract(db, run, data_dir)
 
@@ -127,7 +152,9 @@ def snapshot(config) -> tuple[list[str], list[str]]:
         dump = list(db.conn.iterdump())
     finally:
         db.close()
-    files = sorted(str(p.relative_to(config.data_dir)) for p in Path(config.data_dir).rglob("*") if p.is_file())
+    files = sorted(
+        str(p.relative_to(config.data_dir)) for p in Path(config.data_dir).rglob("*") if p.is_file()
+    )
     return dump, files
 
 

@@ -25,7 +25,7 @@ STYLE = "clipart"
 
 
 def _swatch(data_dir: Path, hex_color: str, folder: str) -> str:
-    rgb = np.array([int(hex_color[i:i + 2], 16) for i in (1, 3, 5)], dtype=np.uint8)
+    rgb = np.array([int(hex_color[i : i + 2], 16) for i in (1, 3, 5)], dtype=np.uint8)
     return store_png(data_dir, np.broadcast_to(rgb, (8, 8, 3)).copy(), folder=folder).path
 
 
@@ -36,8 +36,9 @@ def sparse_distribution(rng: np.random.Generator, k: int = 4) -> np.ndarray:
     return p
 
 
-def populate(db, data_dir: Path, n_concepts: int, rng: np.random.Generator, *,
-             models=MODELS) -> tuple[dict[str, np.ndarray], dict[tuple[str, str], np.ndarray]]:
+def populate(
+    db, data_dir: Path, n_concepts: int, rng: np.random.Generator, *, models=MODELS
+) -> tuple[dict[str, np.ndarray], dict[tuple[str, str], np.ndarray]]:
     """Store concepts, one run with two images per (model, concept), and return the truths.
 
     Each model's distribution is a mix of the truth and a random sparse distribution,
@@ -53,18 +54,32 @@ def populate(db, data_dir: Path, n_concepts: int, rng: np.random.Generator, *,
     keys = [c.key for c in load_concepts()][:n_concepts]
     palette = load_uw71()
     truths = {key: sparse_distribution(rng) for key in keys}
-    outputs = {(key, model): (w := rng.uniform(0.0, 1.0)) * truths[key]
-               + (1 - w) * sparse_distribution(rng) for key in keys for model in models}
-    items = [{"model": m, "concept": key, "noun": key, "style": STYLE, "cfg": CFG, "sample": s,
-              "seed": s, "prompt": f"A clip-art cartoon of a {key}"}
-             for m in models for key in keys for s in range(2)]
+    outputs = {
+        (key, model): (w := rng.uniform(0.0, 1.0)) * truths[key] + (1 - w) * sparse_distribution(rng)
+        for key in keys
+        for model in models
+    }
+    items = [
+        {
+            "model": m,
+            "concept": key,
+            "noun": key,
+            "style": STYLE,
+            "cfg": CFG,
+            "sample": s,
+            "seed": s,
+            "prompt": f"A clip-art cartoon of a {key}",
+        }
+        for m in models
+        for key in keys
+        for s in range(2)
+    ]
     runs.create_run(db, RUN, items, {"models": list(models)})
     updates = []
     for item in runs.items(db, RUN):
         p = outputs[item["concept"], item["model"]]
         path = _swatch(data_dir, palette.hex[int(np.argmax(p))], "runs")
-        updates.append({"id": item["id"], "status": "segmented", "segment_status": "ok",
-                        "image_path": path})
+        updates.append({"id": item["id"], "status": "segmented", "segment_status": "ok", "image_path": path})
     runs.record_items(db, updates)
     for (key, model), p in outputs.items():
         runs.store_model_distribution(db, RUN, model, key, STYLE, CFG, p, 2, 0)
@@ -83,8 +98,7 @@ def truth_source(data_dir: Path, truths: dict[str, np.ndarray]) -> GroundTruthSo
         if key not in truths:
             return None
         top = np.argsort(-truths[key], kind="stable")[:2]
-        colorings = tuple(_swatch(data_dir, palette.hex[top[i % 2]], "colorings")
-                          for i in range(5))
-        return GroundTruth(truths[key], 5, ((palette.hex[top[0]], 3), (palette.hex[top[1]], 2)),
-                           colorings)
+        colorings = tuple(_swatch(data_dir, palette.hex[top[i % 2]], "colorings") for i in range(5))
+        return GroundTruth(truths[key], 5, ((palette.hex[top[0]], 3), (palette.hex[top[1]], 2)), colorings)
+
     return GroundTruthSource("synthetic colorings", get)

@@ -22,8 +22,9 @@ from tests.test_app_designer import Study, paint
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    config = make_config(tmp_path_factory.mktemp("abuse"), auto_approve_practice=True,
-                         max_submissions_per_minute=2)
+    config = make_config(
+        tmp_path_factory.mktemp("abuse"), auto_approve_practice=True, max_submissions_per_minute=2
+    )
     with running_app(config) as (client, _):
         yield client, config
 
@@ -54,14 +55,17 @@ def test_a_designer_beyond_the_submission_rate_is_refused_and_nothing_is_written
     assert client.predict(token, api_name="/designer_state")
 
 
-@pytest.mark.parametrize(("api_name", "args", "field"), [
-    ("/expert_recolor", ("expert", "1", "x" * (MAX_TEXT_CHARS + 1)), "note"),
-    ("/expert_accept", ("expert", "1", "x" * (MAX_TEXT_CHARS + 1)), "note"),
-    ("/admin_revoke", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
-    ("/admin_review_practice", ("admin", "1", "redo", "x" * (MAX_TEXT_CHARS + 1)), "why"),
-    ("/expert_reinstate", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
-    ("/sketches_select", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
-])
+@pytest.mark.parametrize(
+    ("api_name", "args", "field"),
+    [
+        ("/expert_recolor", ("expert", "1", "x" * (MAX_TEXT_CHARS + 1)), "note"),
+        ("/expert_accept", ("expert", "1", "x" * (MAX_TEXT_CHARS + 1)), "note"),
+        ("/admin_revoke", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
+        ("/admin_review_practice", ("admin", "1", "redo", "x" * (MAX_TEXT_CHARS + 1)), "why"),
+        ("/expert_reinstate", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
+        ("/sketches_select", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
+    ],
+)
 def test_text_beyond_its_limit_is_refused_with_the_field_and_the_limit(app, api_name, args, field):
     client, config = app
     role, *rest = args
@@ -72,18 +76,34 @@ def test_text_beyond_its_limit_is_refused_with_the_field_and_the_limit(app, api_
         [row] = client.predict(admin, role, 1, "yes", 7, api_name="/admin_create_invites")["data"]
         token, _ = client.predict(row[3], api_name="/login_invite")
     before = snapshot(config)
-    with pytest.raises(AppError, match=f"`{field}` may hold at most {MAX_TEXT_CHARS} characters, "
-                                       f"got {MAX_TEXT_CHARS + 1}"):
+    with pytest.raises(
+        AppError, match=f"`{field}` may hold at most {MAX_TEXT_CHARS} characters, got {MAX_TEXT_CHARS + 1}"
+    ):
         client.predict(token, *rest, api_name=api_name)
     assert snapshot(config) == before
 
 
-@pytest.mark.parametrize(("api_name", "args", "message"), [
-    ("/designer_redo", ("designer", str(2 ** 63)), "`coloring id` must be a whole number of at most 18 digits"),
-    ("/expert_vote", ("expert", 2.0 ** 70, "Consistent"), "`task` must be a whole number of at most 18 digits"),
-    ("/admin_revoke", ("admin", str(2 ** 64), "spite"), "`annotator id` must be a whole number of at most 18 digits"),
-    ("/study_design", ("researcher", "9" * 40), "`study id` must be a whole number of at most 18 digits"),
-])
+@pytest.mark.parametrize(
+    ("api_name", "args", "message"),
+    [
+        (
+            "/designer_redo",
+            ("designer", str(2**63)),
+            "`coloring id` must be a whole number of at most 18 digits",
+        ),
+        (
+            "/expert_vote",
+            ("expert", 2.0**70, "Consistent"),
+            "`task` must be a whole number of at most 18 digits",
+        ),
+        (
+            "/admin_revoke",
+            ("admin", str(2**64), "spite"),
+            "`annotator id` must be a whole number of at most 18 digits",
+        ),
+        ("/study_design", ("researcher", "9" * 40), "`study id` must be a whole number of at most 18 digits"),
+    ],
+)
 def test_ids_beyond_64_bits_get_a_message_naming_the_field(app, api_name, args, message):
     client, config = app
     role, *rest = args
@@ -109,8 +129,10 @@ def test_forged_canvas_values_name_what_is_wrong(app):
     cases = [
         ({**value, "elapsed_s": 1e308}, "`elapsed_s` must be from 0 to 604800 seconds"),
         ({**value, "task_id": "x:" + "9" * 30 + ":1"}, "not a task of this study"),
-        ({**value, "color_layer": head + "," + value["color_layer"].split(",", 1)[1][:400]},
-         "`color_layer`|`png`"),
+        (
+            {**value, "color_layer": head + "," + value["color_layer"].split(",", 1)[1][:400]},
+            "`color_layer`|`png`",
+        ),
     ]
     before = snapshot(config)
     for forged, message in cases:

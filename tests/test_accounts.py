@@ -20,7 +20,6 @@ from annotation.people.accounts import (
 ADMIN = Actor(None, "admin", frozenset({"admin"}))
 
 
-
 def _dump(db):
     return list(db.conn.iterdump())
 
@@ -28,8 +27,7 @@ def _dump(db):
 def test_create_annotators_gives_each_person_a_pseudonym_role_and_invite(db):
     created = create_annotators(db, 3, "designer", design_background=True)
     assert [a["pseudonym"] for a, _ in created] == ["D0001", "D0002", "D0003"]
-    assert all(json.loads(a["roles"]) == ["designer"] and a["design_background"] == 1
-               for a, _ in created)
+    assert all(json.loads(a["roles"]) == ["designer"] and a["design_background"] == 1 for a, _ in created)
     tokens = [t for _, t in created]
     assert len(set(tokens)) == 3 and all(len(t) >= 40 for t in tokens)
     stored = {r["token_hash"]: r["annotator_id"] for r in db["invites"].rows}
@@ -49,11 +47,14 @@ def test_raw_tokens_never_reach_the_database_file(tmp_path, db):
 
 
 def test_invite_link_signs_in_and_require_checks_roles(db):
-    (annotator, token), = create_annotators(db, 1, "participant")
+    ((annotator, token),) = create_annotators(db, 1, "participant")
     assert invite_url("http://h:7860/", token) == f"http://h:7860/?invite={token}"
     session = login_with_invite(db, token)
     assert (session.annotator_id, session.pseudonym, session.roles) == (
-        annotator["id"], "P0001", ("participant",))
+        annotator["id"],
+        "P0001",
+        ("participant",),
+    )
     actor = require(db, session.token, "participant")
     assert actor == Actor(annotator["id"], "P0001", frozenset({"participant"}))
     assert require(db, session.token) == actor
@@ -74,7 +75,7 @@ def test_forged_or_malformed_invites_are_refused_and_nothing_is_written(db, toke
 
 def test_expired_and_revoked_invites_are_refused_and_nothing_is_written(db):
     start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
-    (annotator, token), = create_annotators(db, 1, "designer", expires_days=2, now=start)
+    ((annotator, token),) = create_annotators(db, 1, "designer", expires_days=2, now=start)
     before = _dump(db)
     with pytest.raises(InvalidToken, match="expired on 2025-01-03"):
         login_with_invite(db, token, now=start + dt.timedelta(days=2, seconds=1))
@@ -89,7 +90,7 @@ def test_expired_and_revoked_invites_are_refused_and_nothing_is_written(db):
 
 def test_sessions_expire_and_end_on_logout_or_revocation(db):
     start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
-    (annotator, token), = create_annotators(db, 1, "designer", now=start)
+    ((annotator, token),) = create_annotators(db, 1, "designer", now=start)
     session = login_with_invite(db, token, session_days=1, now=start)
     require(db, session.token, "designer", now=start + dt.timedelta(hours=23))
     with pytest.raises(InvalidToken, match="expired"):
@@ -115,15 +116,18 @@ def test_require_without_a_session_is_denied(db):
         require(db, "x", "superuser")
 
 
-@pytest.mark.parametrize("n, role, days, message", [
-    (0, "designer", 30, "`n` must be a whole number from 1 to 500, got 0"),
-    (501, "designer", 30, "got 501"),
-    (2.5, "designer", 30, "got 2.5"),
-    (True, "designer", 30, "got True"),
-    (1, "admin", 30, "`role` must be one of"),
-    (1, "<script>", 30, "got '<script>'"),
-    (1, "designer", 0, "`expires_days` must be in"),
-])
+@pytest.mark.parametrize(
+    "n, role, days, message",
+    [
+        (0, "designer", 30, "`n` must be a whole number from 1 to 500, got 0"),
+        (501, "designer", 30, "got 501"),
+        (2.5, "designer", 30, "got 2.5"),
+        (True, "designer", 30, "got True"),
+        (1, "admin", 30, "`role` must be one of"),
+        (1, "<script>", 30, "got '<script>'"),
+        (1, "designer", 0, "`expires_days` must be in"),
+    ],
+)
 def test_create_annotators_rejects_bad_arguments_and_writes_nothing(db, n, role, days, message):
     before = _dump(db)
     with pytest.raises(InvalidInput, match=message):
@@ -132,7 +136,7 @@ def test_create_annotators_rejects_bad_arguments_and_writes_nothing(db, n, role,
 
 
 def test_new_invite_replaces_a_lost_link(db):
-    (annotator, old), = create_annotators(db, 1, "expert")
+    ((annotator, old),) = create_annotators(db, 1, "expert")
     fresh = new_invite(db, annotator["id"])
     assert fresh != old
     assert login_with_invite(db, fresh).annotator_id == annotator["id"]

@@ -16,8 +16,13 @@ def test_sync_concepts_stores_all_1278_variants_once(tmp_path):
     assert len(rows) == 1278 and len({r["key"] for r in rows}) == 1278
     assert Counter(r["modifier_type"] for r in rows)["original"] == 214
     assert get_concept(db, "rotten apple") == {
-        "key": "rotten apple", "base": "apple", "base_id": 41,
-        "category": "fruit", "modifier_type": "visual_state", "modifier": "rotten"}
+        "key": "rotten apple",
+        "base": "apple",
+        "base_id": 41,
+        "category": "fruit",
+        "modifier_type": "visual_state",
+        "modifier": "rotten",
+    }
 
 
 def test_every_variant_has_its_base_concept_as_an_original_row(tmp_path):
@@ -26,7 +31,8 @@ def test_every_variant_has_its_base_concept_as_an_original_row(tmp_path):
     sync_concepts(db)
     orphans = db.execute(
         "select c.key from concepts c left join concepts o on o.key = c.base "
-        "and o.modifier_type = 'original' where o.key is null").fetchall()
+        "and o.modifier_type = 'original' where o.key is null"
+    ).fetchall()
     assert orphans == []
 
 

@@ -45,7 +45,9 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
         assert expert and "E0002" in message
         people = client.predict(admin, api_name="/admin_list_annotators")
         assert [(r[1], r[2], r[3], r[4], r[7]) for r in people["data"]] == [
-            ("E0001", "expert", "yes", "active", 0), ("E0002", "expert", "yes", "active", 1)]
+            ("E0001", "expert", "yes", "active", 0),
+            ("E0002", "expert", "yes", "active", 1),
+        ]
         coverage = client.predict(admin, api_name="/admin_coverage")
         assert "**0 of 1278** concepts have 5 colorings" in coverage
         with zipfile.ZipFile(client.predict(admin, api_name="/admin_export")) as archive:
@@ -61,16 +63,23 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
 def test_admin_endpoints_refuse_other_roles_and_write_nothing(shared_app):
     client, config = shared_app
     admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
-    links = {role: client.predict(admin, role, 1, "unknown", 7,
-                                  api_name="/admin_create_invites")["data"][0][3]
-             for role in ("designer", "expert", "participant", "researcher")}
-    tokens = {role: client.predict(link, api_name="/login_invite")[0]
-              for role, link in links.items()}
+    links = {
+        role: client.predict(admin, role, 1, "unknown", 7, api_name="/admin_create_invites")["data"][0][3]
+        for role in ("designer", "expert", "participant", "researcher")
+    }
+    tokens = {role: client.predict(link, api_name="/login_invite")[0] for role, link in links.items()}
     tokens.update({"nobody": "", "forged": "f" * 43})
     endpoints = _admin_endpoints(client)
-    assert {"/admin_create_invites", "/admin_list_annotators", "/admin_practice_pending",
-            "/admin_review_practice", "/admin_coverage", "/admin_revoke",
-            "/admin_export", "/admin_backup"} <= set(endpoints)
+    assert {
+        "/admin_create_invites",
+        "/admin_list_annotators",
+        "/admin_practice_pending",
+        "/admin_review_practice",
+        "/admin_coverage",
+        "/admin_revoke",
+        "/admin_export",
+        "/admin_backup",
+    } <= set(endpoints)
     before = _dump(config)
     for _who, token in tokens.items():
         for name, info in endpoints.items():
@@ -79,11 +88,14 @@ def test_admin_endpoints_refuse_other_roles_and_write_nothing(shared_app):
     assert _dump(config) == before
 
 
-@pytest.mark.parametrize("api_name, value, message", [
-    ("/login_admin", "not the password", "wrong admin password"),
-    ("/login_invite", "http://127.0.0.1:7860/?invite=forged", "not valid"),
-    ("/login_invite", "", "malformed"),
-])
+@pytest.mark.parametrize(
+    "api_name, value, message",
+    [
+        ("/login_admin", "not the password", "wrong admin password"),
+        ("/login_invite", "http://127.0.0.1:7860/?invite=forged", "not valid"),
+        ("/login_invite", "", "malformed"),
+    ],
+)
 def test_bad_sign_in_shows_a_clear_message(shared_app, api_name, value, message):
     client, config = shared_app
     before = _dump(config)
@@ -126,8 +138,11 @@ def test_admin_id_fields_start_empty_and_no_number_field_rounds(tmp_path):
         assert components[elem_id]["props"].get("value", "") == ""
         assert components[elem_id]["props"]["placeholder"] == "from the table above"
     # precision=0 would round 1.5 to 2 before any handler could refuse it.
-    assert [elem_id for elem_id, c in components.items()
-            if c["type"] == "number" and c["props"].get("precision") is not None] == []
+    assert [
+        elem_id
+        for elem_id, c in components.items()
+        if c["type"] == "number" and c["props"].get("precision") is not None
+    ] == []
 
 
 def test_first_start_prints_a_generated_password_once(tmp_path, monkeypatch, capsys):
@@ -149,22 +164,30 @@ def test_admin_sees_and_approves_practice_colorings(tmp_path):
     config = make_config(tmp_path)
     with running_app(config) as (client, _):
         admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
-        designer_id = client.predict(admin, "designer", 1, "yes", 7,
-                                     api_name="/admin_create_invites")["data"][0][0]
+        designer_id = client.predict(admin, "designer", 1, "yes", 7, api_name="/admin_create_invites")[
+            "data"
+        ][0][0]
         db = open_db(config.db_path)
         try:
             for i, key in enumerate(config.practice_concepts):
                 image = store_png(config.data_dir, np.full((4, 4, 3), 40 * i, dtype=np.uint8))
-                db["colorings"].insert({
-                    "annotator_id": designer_id, "concept_key": key, "image_path": image.path,
-                    "image_sha256": image.sha256, "practice": 1, "round": 1,
-                    "status": "submitted", "created": iso()})
+                db["colorings"].insert(
+                    {
+                        "annotator_id": designer_id,
+                        "concept_key": key,
+                        "image_path": image.path,
+                        "image_sha256": image.sha256,
+                        "practice": 1,
+                        "round": 1,
+                        "status": "submitted",
+                        "created": iso(),
+                    }
+                )
         finally:
             db.close()
         table, gallery = client.predict(admin, api_name="/admin_practice_pending")
         assert table["data"] == [[designer_id, "D0001", "1 2 3"]]
-        assert [item["caption"] for item in gallery] == [
-            f"D0001: {key}" for key in config.practice_concepts]
+        assert [item["caption"] for item in gallery] == [f"D0001: {key}" for key in config.practice_concepts]
         message = client.predict(admin, designer_id, "approve", "fine", api_name="/admin_review_practice")
         assert message == f"Recorded: approve for annotator {designer_id}."
         table, gallery = client.predict(admin, api_name="/admin_practice_pending")

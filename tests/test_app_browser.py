@@ -35,13 +35,19 @@ def test_the_browser_shows_people_and_each_model_side_by_side_with_their_metrics
         stored = _store(config)
         researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
         label, bars, strips, table, gallery, title, shifts, shift_plot = client.predict(
-            researcher, "apple", "lab", "natural", "6", api_name="/browser_show")
+            researcher, "apple", "lab", "natural", "6", api_name="/browser_show"
+        )
     assert label.startswith("Human ground truth: reference set &#x27;lab&#x27;")
     assert "two concepts rated by our lab" in label
     bars = figure(bars)
-    assert [t.y.tolist() for t in bars.data] == [HUMAN["apple"].tolist(), stored[("m-green", "apple", 6.0)].tolist(),
-                                                 stored[("m-red", "apple", 6.0)].tolist()]
-    top = 1.05 * max(HUMAN["apple"].max(), stored[("m-green", "apple", 6.0)].max(), stored[("m-red", "apple", 6.0)].max())
+    assert [t.y.tolist() for t in bars.data] == [
+        HUMAN["apple"].tolist(),
+        stored[("m-green", "apple", 6.0)].tolist(),
+        stored[("m-red", "apple", 6.0)].tolist(),
+    ]
+    top = 1.05 * max(
+        HUMAN["apple"].max(), stored[("m-green", "apple", 6.0)].max(), stored[("m-red", "apple", 6.0)].max()
+    )
     for name in (name for name in bars.layout if name.startswith("yaxis")):
         assert_allclose(bars.layout[name].range, (0, top))
     strips = figure(strips)
@@ -55,11 +61,14 @@ def test_the_browser_shows_people_and_each_model_side_by_side_with_their_metrics
         assert rows[model]["cfg"] == 6.0 and rows[model]["n_images"] == (3 if model == "m-red" else 1)
         assert rows[model]["pcc"] == pytest.approx(metrics.pcc(HUMAN["apple"], p), abs=1e-4)
         assert rows[model]["emd"] == pytest.approx(metrics.emd(HUMAN["apple"], p), abs=1e-4)
-    assert [item["caption"] for item in gallery] == [
-        "m-green · natural · cfg 6 · seed 1000"] + [f"m-red · natural · cfg 6 · seed {s}" for s in (1000, 1001, 1002)]
+    assert [item["caption"] for item in gallery] == ["m-green · natural · cfg 6 · seed 1000"] + [
+        f"m-red · natural · cfg 6 · seed {s}" for s in (1000, 1001, 1002)
+    ]
     assert title == "### Base concept **apple** and its variants"
     wide = {row[0]: dict(zip(shifts["headers"], row)) for row in shifts["data"]}
-    assert wide["rotten apple"]["human"] == pytest.approx(metrics.shift(HUMAN["apple"], HUMAN["rotten apple"]), abs=1e-3)
+    assert wide["rotten apple"]["human"] == pytest.approx(
+        metrics.shift(HUMAN["apple"], HUMAN["rotten apple"]), abs=1e-3
+    )
     model_shift = metrics.shift(stored[("m-red", "apple", 6.0)], stored[("m-red", "rotten apple", 6.0)])
     assert wide["rotten apple"]["m-red · natural"] == pytest.approx(model_shift, abs=1e-3)
     by_source = {t.name: t for t in figure(shift_plot).data}
@@ -73,7 +82,9 @@ def test_browser_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
         tokens = sign_in(client, ADMIN_PASSWORD, "designer", "expert", "participant")
         calls = {"/browser_show": ["apple", "uw71-ratings", "natural", "recommended"]}
         others = {who: tokens[who] for who in ("designer", "expert", "participant")}
-        assert_every_endpoint_refuses(client, config, "/browser_", calls, {**others, "nobody": "", "forged": "f" * 43})
+        assert_every_endpoint_refuses(
+            client, config, "/browser_", calls, {**others, "nobody": "", "forged": "f" * 43}
+        )
 
 
 def test_an_unknown_source_is_a_clear_error_and_the_admin_may_browse(tmp_path):
@@ -85,7 +96,8 @@ def test_an_unknown_source_is_a_clear_error_and_the_admin_may_browse(tmp_path):
         with pytest.raises(AppError, match="`source` must be one of .*, got 'mturk'"):
             client.predict(researcher, "apple", "mturk", "natural", "recommended", api_name="/browser_show")
         admin = sign_in(client, ADMIN_PASSWORD)["admin"]
-        label, bars, *_ = client.predict(admin, "apple", "uw71-ratings", "natural", "recommended",
-                                         api_name="/browser_show")
+        label, bars, *_ = client.predict(
+            admin, "apple", "uw71-ratings", "natural", "recommended", api_name="/browser_show"
+        )
         assert label.startswith("Human ground truth: reference set &#x27;uw71-ratings&#x27;")
         assert len(figure(bars).data) == 1

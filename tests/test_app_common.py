@@ -30,12 +30,12 @@ def _lookup(db, actor, key: str) -> str:
 def test_an_unexpected_exception_is_logged_and_shown_by_its_class_only(signed_in, caplog):
     ctx, token = signed_in
     wrapped = handler(ctx, "admin")(_lookup)
-    with caplog.at_level(logging.ERROR, logger="app.common"), \
-            pytest.raises(gr.Error) as raised:
+    with caplog.at_level(logging.ERROR, logger="app.common"), pytest.raises(gr.Error) as raised:
         wrapped(token, "<b>x</b>")
     assert raised.value.message == UNEXPECTED.format(kind="KeyError")
-    assert raised.value.message.startswith("Something went wrong on the server (KeyError); "
-                                           "it has been logged.")
+    assert raised.value.message.startswith(
+        "Something went wrong on the server (KeyError); it has been logged."
+    )
     assert SECRET not in raised.value.message and "<b>" not in raised.value.message
     [record] = caplog.records
     assert record.getMessage() == "unexpected error in _lookup"
@@ -70,9 +70,19 @@ def test_whole_number_accepts_whole_numbers_and_their_digits(value, expected):
     assert number == expected and type(number) is int
 
 
-@pytest.mark.parametrize("value, shown", [
-    (1.5, "1.5"), ("1.5", "'1.5'"), (None, "nothing"), ("  ", "nothing"), (True, "True"),
-    (float("nan"), "nan"), ("12abc", "'12abc'"), ([1], "[1]")])
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        (1.5, "1.5"),
+        ("1.5", "'1.5'"),
+        (None, "nothing"),
+        ("  ", "nothing"),
+        (True, "True"),
+        (float("nan"), "nan"),
+        ("12abc", "'12abc'"),
+        ([1], "[1]"),
+    ],
+)
 def test_whole_number_refuses_anything_else_naming_the_field(value, shown):
     with pytest.raises(ValueError) as raised:
         whole_number(value, "annotator id")

@@ -28,12 +28,16 @@ from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 
 VIEW = ("notice", "header", "previous", "canvas", "task", "message")
 # Colors at 8x8x8 RGB bin centres, each far from a UW-71 boundary, in pairs per sketch.
-PAIRS = [((208, 48, 48), (48, 112, 208)), ((240, 208, 48), (80, 144, 48)),
-         ((112, 80, 48), (176, 176, 176))]
-ENDPOINTS = (("/designer_state", ()), ("/designer_consent", (True,)),
-             ("/designer_instructions_read", ()), ("/designer_continue", ()),
-             ("/designer_submit", ('{"task_id": "x:1:1", "color_layer": "", "elapsed_s": 0}',)),
-             ("/designer_submissions", ()), ("/designer_redo", (1,)))
+PAIRS = [((208, 48, 48), (48, 112, 208)), ((240, 208, 48), (80, 144, 48)), ((112, 80, 48), (176, 176, 176))]
+ENDPOINTS = (
+    ("/designer_state", ()),
+    ("/designer_consent", (True,)),
+    ("/designer_instructions_read", ()),
+    ("/designer_continue", ()),
+    ("/designer_submit", ('{"task_id": "x:1:1", "color_layer": "", "elapsed_s": 0}',)),
+    ("/designer_submissions", ()),
+    ("/designer_redo", (1,)),
+)
 TABLES = ("consents", "tasks", "colorings", "coloring_distributions", "audit", "annotators")
 
 
@@ -45,8 +49,7 @@ class Study:
         self.admin = client.predict(ADMIN_PASSWORD, api_name="/login_admin")[0]
 
     def person(self, role: str = "designer") -> tuple[int, str]:
-        row = self.client.predict(self.admin, role, 1, "yes", 7,
-                                  api_name="/admin_create_invites")["data"][0]
+        row = self.client.predict(self.admin, role, 1, "yes", 7, api_name="/admin_create_invites")["data"][0]
         return row[0], self.client.predict(row[3], api_name="/login_invite")[0]
 
     def view(self, api: str, token: str, *args) -> dict:
@@ -69,8 +72,7 @@ class Study:
         view and the filled layer."""
         task = json.loads(view["task"])
         layer = paint(self.sketch(task), colors)
-        return (self.view("/designer_submit", token,
-                          canvas_value(task["canvas_key"], layer, elapsed)), layer)
+        return (self.view("/designer_submit", token, canvas_value(task["canvas_key"], layer, elapsed)), layer)
 
     def rows(self, table: str, where: str = "1", params=()) -> list[dict]:
         db = open_db(self.config.db_path)
@@ -139,18 +141,19 @@ def test_a_designer_onboards_and_three_colorings_put_their_mass_on_the_nearest_b
         study.client.predict(token, False, api_name="/designer_consent")
     study.view("/designer_consent", token, True)
     [consent] = study.rows("consents")
-    assert (consent["annotator_id"], consent["agreed"], consent["form_sha256"]) == \
-        (designer_id, 1, read_text(CONSENT_FILE)[1])
+    assert (consent["annotator_id"], consent["agreed"], consent["form_sha256"]) == (
+        designer_id,
+        1,
+        read_text(CONSENT_FILE)[1],
+    )
     view = study.view("/designer_instructions_read", token)
-    assert (json.loads(view["task"])["kind"], json.loads(view["task"])["concept"]) == \
-        ("practice", "banana")
+    assert (json.loads(view["task"])["kind"], json.loads(view["task"])["concept"]) == ("practice", "banana")
     assert "Practice · 0 of 3 done" in view["header"]
     view = finish_practice(study, token, view)
     assert "your three practice drawings are in" in view["notice"] and view["task"] == ""
     assert study.view("/designer_continue", token)["task"] == ""
 
-    study.client.predict(study.admin, designer_id, "approve", "fine",
-                         api_name="/admin_review_practice")
+    study.client.predict(study.admin, designer_id, "approve", "fine", api_name="/admin_review_practice")
     view = study.view("/designer_continue", token)
     assert "Batch 1 · 0 of 3 done" in view["header"]
     expected = []
@@ -180,16 +183,17 @@ def test_a_blank_or_barely_colored_submission_is_refused_and_stores_nothing(stud
     view = study.onboarded(token)
     task = json.loads(view["task"])
     before = study.counts()
-    with pytest.raises(AppError, match=r"Nothing is colored yet: fill at least 0\.5% of the "
-                                       r"drawing \(about [\d,]+ pixels\)"):
-        study.client.predict(token, canvas_value(task["canvas_key"], None, 5.0),
-                             api_name="/designer_submit")
+    with pytest.raises(
+        AppError,
+        match=r"Nothing is colored yet: fill at least 0\.5% of the "
+        r"drawing \(about [\d,]+ pixels\)",
+    ):
+        study.client.predict(token, canvas_value(task["canvas_key"], None, 5.0), api_name="/designer_submit")
     few = blank_color_layer(study.sketch(task).shape)
     y, x = np.argwhere(~line_mask(study.sketch(task)))[0]
     few[y, x] = (208, 48, 48, 255)
     with pytest.raises(AppError, match=r"Only 1 pixels \(0\.00% of the drawing\) are colored"):
-        study.client.predict(token, canvas_value(task["canvas_key"], few, 5.0),
-                             api_name="/designer_submit")
+        study.client.predict(token, canvas_value(task["canvas_key"], few, 5.0), api_name="/designer_submit")
     assert study.counts() == before
     assert study.rows("tasks", "id = ?", [task["task_id"]])[0]["status"] == "reserved"
 
@@ -202,10 +206,12 @@ def test_a_designer_cannot_submit_a_task_that_is_not_theirs_or_a_forged_one(stud
     layer = paint(study.sketch(mine), [(208, 48, 48)])
     instance, task_id, sketch_id = theirs["canvas_key"].split(":")
     before = study.counts()
-    for key, message in ((theirs["canvas_key"], "handed to someone else"),
-                         (f"{instance}:99999:{sketch_id}", "unknown task id 99999"),
-                         (f"0123456789:{mine['task_id']}:{sketch_id}", "not a task of this study"),
-                         ("forged", "not a task of this study")):
+    for key, message in (
+        (theirs["canvas_key"], "handed to someone else"),
+        (f"{instance}:99999:{sketch_id}", "unknown task id 99999"),
+        (f"0123456789:{mine['task_id']}:{sketch_id}", "not a task of this study"),
+        ("forged", "not a task of this study"),
+    ):
         with pytest.raises(AppError, match=message):
             study.client.predict(token, canvas_value(key, layer, 1.0), api_name="/designer_submit")
     with pytest.raises(AppError, match="the canvas value must be JSON with task_id"):

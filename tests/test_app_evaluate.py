@@ -24,7 +24,10 @@ from tests.research_data import (  # noqa: F401
     torch_one_thread,
 )
 
-pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.usefixtures("torch_one_thread")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+    pytest.mark.usefixtures("torch_one_thread"),
+]
 TINY = ["tiny-random", 0, 0]  # segmenter preset, box and text thresholds (random weights: keep every box)
 POLLS = 300
 
@@ -57,13 +60,19 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
         tokens = sign_in(client, ADMIN_PASSWORD, "researcher", "researcher")
         researcher = tokens["researcher"]
         plan = client.predict(researcher, *_selection(), api_name="/evaluate_preview")
-        assert plan.startswith("**2 images** (1 models × 2 concepts × 1 styles × 1 guidance scales × 1 seeds)")
-        message, picker = client.predict(researcher, "tiny-two", *_selection(), *TINY, api_name="/evaluate_start")
+        assert plan.startswith(
+            "**2 images** (1 models × 2 concepts × 1 styles × 1 guidance scales × 1 seeds)"
+        )
+        message, picker = client.predict(
+            researcher, "tiny-two", *_selection(), *TINY, api_name="/evaluate_start"
+        )
         assert message == "Run **tiny-two**: 2 images, job queued." and picker["value"] == "tiny-two"
         state, row = _wait(client, researcher, "tiny-two")
         assert state == "finished"
         assert "2/2 images, 2 masked" in row and "2/2 distributions" in row and "value='1.0000'" in row
-        board = client.predict(researcher, "uw71-ratings", "recommended", "ratio_of_means", api_name="/leaderboard_show")
+        board = client.predict(
+            researcher, "uw71-ratings", "recommended", "ratio_of_means", api_name="/leaderboard_show"
+        )
         with pytest.raises(AppError, match="run 'tiny-two' exists already; resume it"):
             client.predict(researcher, "tiny-two", *_selection(), *TINY, api_name="/evaluate_start")
     db = open_db(config.db_path)
@@ -72,8 +81,10 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
         audit = [(r["action"], r["object_id"]) for r in db["audit"].rows_where("action = 'start_evaluation'")]
     finally:
         db.close()
-    assert [(r["model"], r["concept"], r["cfg"]) for r in stored] == [("tiny-random", "apple", 7.5),
-                                                                       ("tiny-random", "banana", 7.5)]
+    assert [(r["model"], r["concept"], r["cfg"]) for r in stored] == [
+        ("tiny-random", "apple", 7.5),
+        ("tiny-random", "banana", 7.5),
+    ]
     assert audit == [("start_evaluation", "tiny-two")]
     expected = analyses(stored, load_reference_csv(), load_concepts())
     shown = _table1_cell(board[1], "tiny-random")
@@ -92,22 +103,33 @@ def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tm
     (folder / "ext-model__banana__natural__5__3.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
     with running_app(config) as (client, _):
         researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
-        report, rejected, picker = client.predict(researcher, "ext", None, "batch", *TINY, api_name="/evaluate_import")
+        report, rejected, picker = client.predict(
+            researcher, "ext", None, "batch", *TINY, api_name="/evaluate_import"
+        )
         assert report == "Run **ext**: 2 images imported, 1 left out; masking and scoring queued."
         assert [row[0] for row in rejected["data"]] == ["ext-model__banana__natural__5__3.png"]
         assert rejected["data"][0][1].startswith("corrupt or unreadable image")
         state, row = _wait(client, researcher, "ext")
         assert state == "finished" and "imported" in row and "2/2 distributions" in row
-        board = client.predict(researcher, "uw71-ratings", "5", "ratio_of_means", api_name="/leaderboard_show")
+        board = client.predict(
+            researcher, "uw71-ratings", "5", "ratio_of_means", api_name="/leaderboard_show"
+        )
         assert "<td>ext-model</td>" in board[1]
         for folder_name in ("../../..", "/etc"):
             with pytest.raises(AppError, match="is outside the allowed import folders"):
                 client.predict(researcher, "evil", None, folder_name, *TINY, api_name="/evaluate_import")
         archive = tmp_path / "evil.zip"
         with zipfile.ZipFile(archive, "w") as z:
-            z.writestr("../ext-model__apple__natural__5__9.png", (folder / "ext-model__apple__natural__5__1.png").read_bytes())
-        with pytest.raises(AppError, match="zip entry '../ext-model__apple__natural__5__9.png' would leave the archive"):
-            client.predict(researcher, "evil", handle_file(str(archive)), "", *TINY, api_name="/evaluate_import")
+            z.writestr(
+                "../ext-model__apple__natural__5__9.png",
+                (folder / "ext-model__apple__natural__5__1.png").read_bytes(),
+            )
+        with pytest.raises(
+            AppError, match="zip entry '../ext-model__apple__natural__5__9.png' would leave the archive"
+        ):
+            client.predict(
+                researcher, "evil", handle_file(str(archive)), "", *TINY, api_name="/evaluate_import"
+            )
         with pytest.raises(AppError, match="has no queued or running job to cancel"):
             client.predict(researcher, "ext", api_name="/evaluate_cancel")
 
@@ -115,7 +137,9 @@ def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tm
 def test_evaluate_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
     config = make_config(tmp_path)
     (config.data_dir / "imports" / "batch").mkdir(parents=True)
-    Image.fromarray(solid((200, 30, 30))).save(config.data_dir / "imports" / "batch" / "m__apple__natural__5__1.png")
+    Image.fromarray(solid((200, 30, 30))).save(
+        config.data_dir / "imports" / "batch" / "m__apple__natural__5__1.png"
+    )
     with running_app(config) as (client, _):
         tokens = sign_in(client, ADMIN_PASSWORD, "designer", "expert", "participant")
         calls = {
@@ -128,4 +152,6 @@ def test_evaluate_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
             "/evaluate_cluster": ["ray", ""],
         }
         others = {who: tokens[who] for who in ("designer", "expert", "participant")}
-        assert_every_endpoint_refuses(client, config, "/evaluate_", calls, {**others, "nobody": "", "forged": "f" * 43})
+        assert_every_endpoint_refuses(
+            client, config, "/evaluate_", calls, {**others, "nobody": "", "forged": "f" * 43}
+        )

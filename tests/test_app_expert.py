@@ -16,18 +16,18 @@ REDS = [(200, 20, 30), (190, 30, 40), (205, 25, 35)]
 
 def _sign_in(client, admin, role, n):
     table = client.predict(admin, role, n, "yes", 7, api_name="/admin_create_invites")
-    people = [(row[0], client.predict(row[3], api_name="/login_invite")[0])
-              for row in table["data"]]
+    people = [(row[0], client.predict(row[3], api_name="/login_invite")[0]) for row in table["data"]]
     return [p for p, _ in people], [t for _, t in people]
 
 
 def _colorings(config, designers):
     db = open_db(config.db_path)
     try:
-        castle = [add_coloring(db, config.data_dir, d, "forbidding castle", rgb)
-                  for d, rgb in zip(designers, [*GREYS, PINK])]
-        apples = [add_coloring(db, config.data_dir, d, "apple", rgb)
-                  for d, rgb in zip(designers, REDS)]
+        castle = [
+            add_coloring(db, config.data_dir, d, "forbidding castle", rgb)
+            for d, rgb in zip(designers, [*GREYS, PINK])
+        ]
+        apples = [add_coloring(db, config.data_dir, d, "apple", rgb) for d, rgb in zip(designers, REDS)]
     finally:
         db.close()
     return castle, apples
@@ -46,8 +46,15 @@ def study(tmp_path):
         designers, designer_tokens = _sign_in(client, admin, "designer", 5)
         _, experts = _sign_in(client, admin, "expert", 3)
         castle, apples = _colorings(config, designers)
-        yield {"client": client, "config": config, "admin": admin, "experts": experts,
-               "designer": designer_tokens[0], "castle": castle, "apples": apples}
+        yield {
+            "client": client,
+            "config": config,
+            "admin": admin,
+            "experts": experts,
+            "designer": designer_tokens[0],
+            "castle": castle,
+            "apples": apples,
+        }
 
 
 def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
@@ -55,11 +62,11 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     castle, apples = study["castle"], study["apples"]
     update = client.predict(experts[0], api_name="/expert_concepts")[0]
     assert [c[1] for c in update["choices"]] == ["apple", "forbidding castle"]
-    gallery, table, _ = client.predict(experts[0], "forbidding castle", False,
-                                       api_name="/expert_grid")
+    gallery, table, _ = client.predict(experts[0], "forbidding castle", False, api_name="/expert_grid")
     assert len(gallery) == 5
-    assert [r[:4] for r in table["data"]] == [[c, f"designer {x}", 1, "submitted"]
-                                              for c, x in zip(castle, "ABCDE")]
+    assert [r[:4] for r in table["data"]] == [
+        [c, f"designer {x}", 1, "submitted"] for c, x in zip(castle, "ABCDE")
+    ]
     with pytest.raises(AppError, match="only the admin"):
         client.predict(experts[0], "forbidding castle", True, api_name="/expert_grid")
     message = client.predict(experts[0], apples[0], "<b>browner</b>", api_name="/expert_recolor")
@@ -70,8 +77,7 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     ranking, _ = client.predict(experts[0], 0.5, 2, api_name="/expert_consistency")
     assert [r[1] for r in ranking["data"]] == ["forbidding castle", "apple"]
     assert [r[4] for r in ranking["data"]] == [True, False]
-    assert client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue") == \
-        "Opened 5 new reviews."
+    assert client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue") == "Opened 5 new reviews."
 
     for token in experts:
         task, concept, image, _ = client.predict(token, api_name="/expert_next")
@@ -95,19 +101,35 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
 
 def test_expert_endpoints_refuse_a_designer_and_write_nothing(study):
     client, config = study["client"], study["config"]
-    endpoints = {name: info for name, info in client.view_api(
-        return_format="dict", print_info=False)["named_endpoints"].items()
-        if name.startswith("/expert_")}
+    endpoints = {
+        name: info
+        for name, info in client.view_api(return_format="dict", print_info=False)["named_endpoints"].items()
+        if name.startswith("/expert_")
+    }
     assert set(endpoints) == {
-        "/expert_concepts", "/expert_grid", "/expert_recolor", "/expert_accept",
-        "/expert_consistency", "/expert_open_queue", "/expert_next", "/expert_vote",
-        "/expert_statistics", "/expert_ground_truth", "/expert_excluded", "/expert_reinstate"}
-    inputs = {"/expert_grid": ["forbidding castle", False],
-              "/expert_recolor": [study["castle"][0], "note"],
-              "/expert_accept": [study["castle"][0], "note"],
-              "/expert_consistency": [1.0, 2], "/expert_open_queue": [1.0, 2],
-              "/expert_vote": [1, "Inconsistent"], "/expert_ground_truth": ["apple"],
-              "/expert_reinstate": [study["castle"][0], "why"]}
+        "/expert_concepts",
+        "/expert_grid",
+        "/expert_recolor",
+        "/expert_accept",
+        "/expert_consistency",
+        "/expert_open_queue",
+        "/expert_next",
+        "/expert_vote",
+        "/expert_statistics",
+        "/expert_ground_truth",
+        "/expert_excluded",
+        "/expert_reinstate",
+    }
+    inputs = {
+        "/expert_grid": ["forbidding castle", False],
+        "/expert_recolor": [study["castle"][0], "note"],
+        "/expert_accept": [study["castle"][0], "note"],
+        "/expert_consistency": [1.0, 2],
+        "/expert_open_queue": [1.0, 2],
+        "/expert_vote": [1, "Inconsistent"],
+        "/expert_ground_truth": ["apple"],
+        "/expert_reinstate": [study["castle"][0], "why"],
+    }
     before = _dump(config)
     for name in endpoints:
         for token in (study["designer"], "", "f" * 43):
@@ -119,21 +141,25 @@ def test_expert_endpoints_refuse_a_designer_and_write_nothing(study):
 def test_expert_vote_is_documented_with_its_three_inputs_and_checks_the_verdict(study):
     client, config, expert = study["client"], study["config"], study["experts"][0]
     info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
-    assert [(p["parameter_name"], p["python_type"]["type"])
-            for p in info["/expert_vote"]["parameters"]] == [
-        ("session_token", "str"), ("task_id", "float"), ("verdict", "str")]
+    assert [(p["parameter_name"], p["python_type"]["type"]) for p in info["/expert_vote"]["parameters"]] == [
+        ("session_token", "str"),
+        ("task_id", "float"),
+        ("verdict", "str"),
+    ]
     client.predict(study["admin"], 0.5, 2, api_name="/expert_open_queue")
     task = client.predict(expert, api_name="/expert_next")[0]
     before = _dump(config)
     with pytest.raises(TypeError, match="No value provided for required argument: verdict"):
         client.predict(expert, task, api_name="/expert_vote")
     for verdict in ("consistent", "Yes", None):
-        with pytest.raises(AppError, match=r"`verdict` must be one of \['Consistent', "
-                                           r"'Inconsistent'\]"):
+        with pytest.raises(
+            AppError,
+            match=r"`verdict` must be one of \['Consistent', "
+            r"'Inconsistent'\]",
+        ):
             client.predict(expert, task, verdict, api_name="/expert_vote")
     assert _dump(config) == before
-    assert client.predict(expert, task, "Consistent", api_name="/expert_vote") == \
-        "Vote recorded."
+    assert client.predict(expert, task, "Consistent", api_name="/expert_vote") == "Vote recorded."
 
 
 @pytest.mark.browser
@@ -142,14 +168,14 @@ def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(stud
     note = "<img src=x onerror=alert(1)> browner"
     client.predict(study["admin"], study["apples"][0], note, api_name="/expert_recolor")
     client.predict(study["admin"], 0.5, 2, api_name="/expert_open_queue")
-    link = client.predict(study["admin"], "expert", 1, "yes", 7,
-                          api_name="/admin_create_invites")["data"][0][3]
+    link = client.predict(study["admin"], "expert", 1, "yes", 7, api_name="/admin_create_invites")["data"][0][
+        3
+    ]
     page = browser.new_page()
     page.goto(link.replace(config.public_url + "/", client.src))
     page.get_by_role("tab", name="Expert review").click()
     page.locator("#expert_concept input").click()
-    expect(page.get_by_role("option", name="apple (3 designers, 3 colorings)")).to_be_visible(
-        timeout=20_000)
+    expect(page.get_by_role("option", name="apple (3 designers, 3 colorings)")).to_be_visible(timeout=20_000)
     page.locator("#expert_concept input").fill("apple")
     page.keyboard.press("Enter")
     page.click("#expert_show")
@@ -157,9 +183,7 @@ def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(stud
     expect(grid.get_by_role("row").nth(1)).to_contain_text(note, timeout=20_000)
     expect(grid.locator("img")).to_have_count(0)
     page.click("#expert_next")
-    expect(page.locator("#expert_vote_concept")).to_contain_text("5 in your queue",
-                                                                 timeout=20_000)
+    expect(page.locator("#expert_vote_concept")).to_contain_text("5 in your queue", timeout=20_000)
     page.click("#expert_inconsistent")
     expect(page.locator("#expert_vote_message")).to_have_text("Vote recorded.", timeout=20_000)
-    expect(page.locator("#expert_vote_concept")).to_contain_text("4 in your queue",
-                                                                 timeout=20_000)
+    expect(page.locator("#expert_vote_concept")).to_contain_text("4 in your queue", timeout=20_000)

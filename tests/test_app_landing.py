@@ -1,6 +1,5 @@
 """The sign-in flow in a real browser: invite link, reload, sign out, admin."""
 
-
 import pytest
 
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -20,11 +19,11 @@ def browser():
 def _expect_signed_in(page, expect, signed_in: bool) -> None:
     """Sign-in boxes while nobody is signed in; Sign out while someone is."""
     for box in ("#start_invite", "#start_password"):
-        (expect(page.locator(box)).to_be_hidden if signed_in
-         else expect(page.locator(box)).to_be_visible)(timeout=20_000)
+        (expect(page.locator(box)).to_be_hidden if signed_in else expect(page.locator(box)).to_be_visible)(
+            timeout=20_000
+        )
     sign_out = page.get_by_role("button", name="Sign out")
-    (expect(sign_out).to_be_visible if signed_in else expect(sign_out).to_be_hidden)(
-        timeout=20_000)
+    (expect(sign_out).to_be_visible if signed_in else expect(sign_out).to_be_hidden)(timeout=20_000)
 
 
 def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, browser):
@@ -32,8 +31,7 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, browser):
     expect = playwright.expect
     with running_app(config) as (client, _):
         admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
-        link = client.predict(admin, "designer", 1, "yes", 7,
-                              api_name="/admin_create_invites")["data"][0][3]
+        link = client.predict(admin, "designer", 1, "yes", 7, api_name="/admin_create_invites")["data"][0][3]
         page = browser.new_page()
         page.goto(client.src)
         _expect_signed_in(page, expect, False)
@@ -67,4 +65,5 @@ def test_forged_invite_link_shows_why_and_signs_nobody_in(tmp_path, browser):
         page = browser.new_page()
         page.goto(client.src + "?invite=forged-token")
         playwright.expect(page.locator("#start_status")).to_contain_text(
-            "Your invite link did not work: this invite link is not valid", timeout=20_000)
+            "Your invite link did not work: this invite link is not valid", timeout=20_000
+        )

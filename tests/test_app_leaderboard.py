@@ -14,8 +14,12 @@ from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import assert_every_endpoint_refuses, figure, one_hot, sign_in, store_segmented_run
 
-HUMAN = {"apple": one_hot(0, 0.5, 40), "rotten apple": one_hot(60, 0.7, 30), "lonely cabin": one_hot(25, 0.6, 5),
-         "cabin": one_hot(8, 0.5, 30)}
+HUMAN = {
+    "apple": one_hot(0, 0.5, 40),
+    "rotten apple": one_hot(60, 0.7, 30),
+    "lonely cabin": one_hot(25, 0.6, 5),
+    "cabin": one_hot(8, 0.5, 30),
+}
 COLORS = {"m-red": (200, 30, 30), "m-grey": (120, 120, 120)}
 
 
@@ -41,34 +45,63 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
         expected = _store(config)
         researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
         note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8 = client.predict(
-            researcher, "lab", "recommended", "ratio_of_means", api_name="/leaderboard_show")
-        files = client.predict(researcher, "lab", "recommended", "ratio_of_means", api_name="/leaderboard_export")
-    assert "Guidance scale per model: m-grey at 4, m-red at 4." in note and "four concepts rated by our lab" in note
+            researcher, "lab", "recommended", "ratio_of_means", api_name="/leaderboard_show"
+        )
+        files = client.predict(
+            researcher, "lab", "recommended", "ratio_of_means", api_name="/leaderboard_export"
+        )
+    assert (
+        "Guidance scale per model: m-grey at 4, m-red at 4." in note
+        and "four concepts rated by our lab" in note
+    )
     assert table1.endswith(expected.table1.to_html()) and table2.endswith(expected.table2.to_html())
     assert table1.count("<b>") == expected.table1.marks.eq("best").sum().sum()
     sweep_traces = {(t.name, t.xaxis): t for t in figure(sweep).data}
     for model in COLORS:
         part = expected.sweep[expected.sweep["model"] == model]
-        assert_allclose(sweep_traces[(model, "x")].y, part["emd"]) and assert_allclose(sweep_traces[(model, "x2")].y, part["pcc"])
+        assert_allclose(sweep_traces[(model, "x")].y, part["emd"]) and assert_allclose(
+            sweep_traces[(model, "x2")].y, part["pcc"]
+        )
         assert_allclose(sweep_traces[(model, "x")].x, [2.0, 4.0, 6.0])
     points = {t.name: t for t in figure(scatter).data}
     for model in COLORS:
         part = expected.shifts[expected.shifts["model"] == model]
-        assert_allclose(points[model].x, part["human_shift"]) and assert_allclose(points[model].y, part["model_shift"])
+        assert_allclose(points[model].x, part["human_shift"]) and assert_allclose(
+            points[model].y, part["model_shift"]
+        )
         assert [row[0] for row in points[model].customdata] == part["concept"].tolist()
     bars = {t.name: t for t in figure(sensitivity).data}
     assert set(bars) == {"Visual state", "Emotional"}
     assert_allclose(bars["Emotional"].y, expected.sensitivity.query("modifier_type == 'emotional'")["ratio"])
     assert table7["headers"] == ["model", "emotional", "visual_state"]
     assert_allclose([row[1:] for row in table7["data"]], expected.table7.round(3).to_numpy())
-    assert table6["headers"] == ["model", "natural"] and table8["headers"] == ["modifier_type", "natural", "average"]
+    assert table6["headers"] == ["model", "natural"] and table8["headers"] == [
+        "modifier_type",
+        "natural",
+        "average",
+    ]
     exported = {Path(f).name.rsplit("-", 1)[0] + Path(f).suffix: f for f in files}
-    assert set(exported) == {"metrics.csv", "table1.csv", "table2.csv", "sweep.csv", "shifts.csv", "sensitivity.csv",
-                             "table6.csv", "table7.csv", "table8.csv", "cfg_sweep.html", "sensitivity.html",
-                             "shift_scatter.html"}
+    assert set(exported) == {
+        "metrics.csv",
+        "table1.csv",
+        "table2.csv",
+        "sweep.csv",
+        "shifts.csv",
+        "sensitivity.csv",
+        "table6.csv",
+        "table7.csv",
+        "table8.csv",
+        "cfg_sweep.html",
+        "sensitivity.html",
+        "shift_scatter.html",
+    }
     long = pd.read_csv(exported["table1.csv"])
-    assert_allclose(long.set_index(["model", "modifier_type", "style", "metric"])["value"].sort_index(),
-                    expected.table1.to_csv_frame().set_index(["model", "modifier_type", "style", "metric"])["value"].sort_index())
+    assert_allclose(
+        long.set_index(["model", "modifier_type", "style", "metric"])["value"].sort_index(),
+        expected.table1.to_csv_frame()
+        .set_index(["model", "modifier_type", "style", "metric"])["value"]
+        .sort_index(),
+    )
     assert "shift_scatter" in Path(exported["shift_scatter.html"]).read_text(encoding="utf-8")
     assert len(list((config.data_dir / "exports" / "research").iterdir())) == 12
 
@@ -80,7 +113,10 @@ def test_a_scale_no_model_has_is_a_clear_error(tmp_path):
     with running_app(config) as (client, _):
         _store(config)
         researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
-        with pytest.raises(AppError, match=r"`cfg` 3 is not a stored guidance scale of every model; stored scales: \{'m-grey': \[2.0, 4.0, 6.0\]"):
+        with pytest.raises(
+            AppError,
+            match=r"`cfg` 3 is not a stored guidance scale of every model; stored scales: \{'m-grey': \[2.0, 4.0, 6.0\]",
+        ):
             client.predict(researcher, "lab", "3", "ratio_of_means", api_name="/leaderboard_show")
         with pytest.raises(AppError, match="is not in the list of choices"):
             client.predict(researcher, "lab", "4", "median", api_name="/leaderboard_show")
@@ -94,4 +130,6 @@ def test_leaderboard_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
         args = ["lab", "recommended", "ratio_of_means"]
         calls = {"/leaderboard_show": args, "/leaderboard_export": args}
         others = {who: tokens[who] for who in ("designer", "expert", "participant")}
-        assert_every_endpoint_refuses(client, config, "/leaderboard_", calls, {**others, "nobody": "", "forged": "f" * 43})
+        assert_every_endpoint_refuses(
+            client, config, "/leaderboard_", calls, {**others, "nobody": "", "forged": "f" * 43}
+        )

@@ -1,6 +1,5 @@
 """The Judge tab against a real launched app: gradio_client session, keyboard in Chromium."""
 
-
 import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
@@ -12,8 +11,19 @@ from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.study_data import populate, sources, truth_source
 
 # Output positions of the participant endpoints (see app.participant.build).
-PROGRESS, BACKGROUND, TRUTH_PLOT, STRIP, COLORINGS, LEFT_IMAGES, LEFT_PLOT, RIGHT_IMAGES, \
-    RIGHT_PLOT, TASK, SHOWN_AT = range(11)
+(
+    PROGRESS,
+    BACKGROUND,
+    TRUTH_PLOT,
+    STRIP,
+    COLORINGS,
+    LEFT_IMAGES,
+    LEFT_PLOT,
+    RIGHT_IMAGES,
+    RIGHT_PLOT,
+    TASK,
+    SHOWN_AT,
+) = range(11)
 
 
 def _open_study(config, n_concepts=4):
@@ -22,9 +32,15 @@ def _open_study(config, n_concepts=4):
     try:
         ensure_schema(db)
         truths, _ = populate(db, config.data_dir, 8, np.random.default_rng(0))
-        study_id = study.create_study(db, "pilot", sources(),
-                                      truth_source(config.data_dir, truths), seed=0,
-                                      n_concepts=n_concepts, attention_rate=0.1)
+        study_id = study.create_study(
+            db,
+            "pilot",
+            sources(),
+            truth_source(config.data_dir, truths),
+            seed=0,
+            n_concepts=n_concepts,
+            attention_rate=0.1,
+        )
         study.open_study(db, study_id, Actor(None, "admin", frozenset({"admin"})))
         return sum(study.study_size(db, study_id).values())
     finally:
@@ -41,8 +57,7 @@ def _rows(config, sql):
 
 def _invite(client, role, background="unknown"):
     admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
-    return client.predict(admin, role, 1, background, 7,
-                          api_name="/admin_create_invites")["data"][0][3]
+    return client.predict(admin, role, 1, background, 7, api_name="/admin_create_invites")["data"][0][3]
 
 
 def test_a_participant_judges_every_pair_through_the_api(tmp_path):
@@ -53,8 +68,7 @@ def test_a_participant_judges_every_pair_through_the_api(tmp_path):
         view = client.predict(token, api_name="/participant_next")
         assert "design or art background" in view[PROGRESS] and view[TASK] is None
         with pytest.raises(AppError, match="design or art background"):
-            client.predict(token, 1, "left", "2025-01-01T00:00:00.000000Z",
-                           api_name="/participant_vote")
+            client.predict(token, 1, "left", "2025-01-01T00:00:00.000000Z", api_name="/participant_vote")
         view = client.predict(token, "yes", api_name="/participant_set_background")
         sides = []
         for number in range(1, n_pairs + 1):
@@ -62,18 +76,22 @@ def test_a_participant_judges_every_pair_through_the_api(tmp_path):
             assert len(view[COLORINGS]) == study.COLORINGS_SHOWN
             # Two images per model output; an attention check's truth side shows colorings.
             assert {len(view[LEFT_IMAGES]), len(view[RIGHT_IMAGES])} <= {2, study.COLORINGS_SHOWN}
-            assert all(plot["type"] == "plotly" for plot in
-                       (view[TRUTH_PLOT], view[STRIP], view[LEFT_PLOT], view[RIGHT_PLOT]))
+            assert all(
+                plot["type"] == "plotly"
+                for plot in (view[TRUTH_PLOT], view[STRIP], view[LEFT_PLOT], view[RIGHT_PLOT])
+            )
             side = ("left", "right")[number % 2]
             sides.append((int(view[TASK]), side))
-            view = client.predict(token, view[TASK], side, view[SHOWN_AT],
-                                  api_name="/participant_vote")
+            view = client.predict(token, view[TASK], side, view[SHOWN_AT], api_name="/participant_vote")
         assert view[PROGRESS].startswith(f"**All done: you judged {n_pairs} of {n_pairs}")
         assert view[TASK] is None
-    rows = _rows(config, "select t.id as task, t.left_item as task_left, j.left_item, j.choice, "
-                         "j.winner, a.design_background from judgments j join tasks t on "
-                         "t.result_id = j.id and t.kind = 'judgment' join annotators a on "
-                         "a.id = j.participant_id order by j.id")
+    rows = _rows(
+        config,
+        "select t.id as task, t.left_item as task_left, j.left_item, j.choice, "
+        "j.winner, a.design_background from judgments j join tasks t on "
+        "t.result_id = j.id and t.kind = 'judgment' join annotators a on "
+        "a.id = j.participant_id order by j.id",
+    )
     assert [(r["task"], r["choice"]) for r in rows] == sides
     assert all(r["left_item"] == r["task_left"] and r["design_background"] == 1 for r in rows)
     assert all((r["winner"] == r["left_item"]) == (r["choice"] == "left") for r in rows)
@@ -87,9 +105,10 @@ def test_a_vote_for_someone_elses_task_is_refused_and_stores_nothing(tmp_path):
         second, _ = client.predict(_invite(client, "participant", "yes"), api_name="/login_invite")
         view = client.predict(first, api_name="/participant_next")
         for token, task, side, message in [
-                (second, view[TASK], "left", "not a pair handed to you"),
-                (first, view[TASK], "middle", "`chosen_side` must be one of"),
-                (first, view[TASK], "left", "`shown_at` must be a time")]:
+            (second, view[TASK], "left", "not a pair handed to you"),
+            (first, view[TASK], "middle", "`chosen_side` must be one of"),
+            (first, view[TASK], "left", "`shown_at` must be a time"),
+        ]:
             shown = view[SHOWN_AT] if message != "`shown_at` must be a time" else "yesterday"
             with pytest.raises(AppError, match=message):
                 client.predict(token, task, side, shown, api_name="/participant_vote")

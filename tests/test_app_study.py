@@ -25,8 +25,7 @@ def _prepare(config):
     try:
         ensure_schema(db)
         truths, _ = populate(db, config.data_dir, 12, np.random.default_rng(0))
-        human_rows.store_reference(db, "test-truth", dict(list(truths.items())[:10]),
-                                           "synthetic, for tests")
+        human_rows.store_reference(db, "test-truth", dict(list(truths.items())[:10]), "synthetic, for tests")
     finally:
         db.close()
 
@@ -45,7 +44,8 @@ def _choices(client, token):
     truth, sources = client.predict(token, "clipart", api_name="/study_choices")
     assert [value for _, value in truth["choices"]] == ["designers", TRUTH, "uw71-ratings"]
     assert [label for label, _ in sources["choices"]] == [
-        f"{m} · {RUN} · CFG {CFG:g} (12 concepts)" for m in MODELS]
+        f"{m} · {RUN} · CFG {CFG:g} (12 concepts)" for m in MODELS
+    ]
     return TRUTH, sources["value"]
 
 
@@ -72,13 +72,14 @@ def test_researcher_sets_up_opens_and_analyses_a_study(tmp_path):
         token = _tokens(client, ["researcher"])["researcher"]
         truth, chosen = _choices(client, token)
         assert truth == TRUTH
-        assert [json.loads(key) for key in chosen] == [
-            {"model": m, "run": RUN, "cfg": CFG} for m in MODELS]
+        assert [json.loads(key) for key in chosen] == [{"model": m, "run": RUN, "cfg": CFG} for m in MODELS]
         with pytest.raises(AppError, match="only 10 concepts have a ground truth"):
-            client.predict(token, "pilot", truth, "clipart", chosen, 11, 6, 0.1, 75, 0,
-                           api_name="/study_create")
-        table, design, message = client.predict(token, "pilot", truth, "clipart", chosen, 8, 6,
-                                                0.1, 75, 0, api_name="/study_create")
+            client.predict(
+                token, "pilot", truth, "clipart", chosen, 11, 6, 0.1, 75, 0, api_name="/study_create"
+            )
+        table, design, message = client.predict(
+            token, "pilot", truth, "clipart", chosen, 8, 6, 0.1, 75, 0, api_name="/study_create"
+        )
         assert "Draft study 1 stored" in message
         assert (design["n_concepts"], design["pairs"], design["attention_checks"]) == (8, 24, 3)
         assert [row[:5] for row in table["data"]] == [[1, "pilot", "draft", 24, 3]]
@@ -90,20 +91,32 @@ def test_researcher_sets_up_opens_and_analyses_a_study(tmp_path):
         table = client.predict(token, api_name="/study_list")
         assert table["data"][0][5:8] == [162, 162, 27]
         table3, figure, bt, participants, pairs, files = client.predict(
-            token, 1, False, 100, 0, api_name="/study_analyse")
+            token, 1, False, 100, 0, api_name="/study_analyse"
+        )
     assert [row[:2] for row in table3["data"]] == [
-        ["Probabilistic", "PCC"], ["Probabilistic", "EMD"], ["Probabilistic", "ED"],
-        ["Deterministic", "DCA"], ["Deterministic", "ΔHue"]]
+        ["Probabilistic", "PCC"],
+        ["Probabilistic", "EMD"],
+        ["Probabilistic", "ED"],
+        ["Deterministic", "DCA"],
+        ["Deterministic", "ΔHue"],
+    ]
     assert {row[0] for row in bt["data"]} == {"all", "design"}
     assert len(pairs["data"]) == 24 and len(participants["data"]) == 6
     assert figure["type"] == "plotly"
     by_name = {Path(f).name: Path(f) for f in files}
-    assert set(by_name) == {"table3.csv", "validation.csv", "pairs.csv", "bradley_terry.csv",
-                            "participants.csv", "votes.csv", "metrics.csv", "design.json"}
+    assert set(by_name) == {
+        "table3.csv",
+        "validation.csv",
+        "pairs.csv",
+        "bradley_terry.csv",
+        "participants.csv",
+        "votes.csv",
+        "metrics.csv",
+        "design.json",
+    }
     downloaded = pd.read_csv(by_name["table3.csv"])
     assert downloaded["Metric"].tolist() == [row[1] for row in table3["data"]]
-    np.testing.assert_allclose(downloaded["Pearson"], [row[2] for row in table3["data"]],
-                               atol=1e-4)
+    np.testing.assert_allclose(downloaded["Pearson"], [row[2] for row in table3["data"]], atol=1e-4)
     assert len(pd.read_csv(by_name["votes.csv"])) == 162
 
 
@@ -113,28 +126,44 @@ def test_study_and_participant_endpoints_refuse_other_roles_and_write_nothing(tm
     with running_app(config) as (client, _):
         tokens = _tokens(client, ["designer", "expert", "participant", "researcher"])
         truth, chosen = _choices(client, tokens["admin"])
-        client.predict(tokens["admin"], "pilot", truth, "clipart", chosen, 4, 6, 0.1, 75, 0,
-                       api_name="/study_create")
+        client.predict(
+            tokens["admin"], "pilot", truth, "clipart", chosen, 4, 6, 0.1, 75, 0, api_name="/study_create"
+        )
         endpoints = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
-        study_calls = {name: info for name, info in endpoints.items()
-                       if name.startswith("/study_")}
-        participant_calls = {name: info for name, info in endpoints.items()
-                             if name.startswith("/participant_")}
-        assert set(study_calls) == {"/study_choices", "/study_create", "/study_list",
-                                    "/study_design", "/study_open", "/study_analyse"}
-        assert set(participant_calls) == {"/participant_next", "/participant_set_background",
-                                          "/participant_vote"}
-        inputs = {"/study_create": ["x", truth, "clipart", chosen, 4, 6, 0.1, 75, 0],
-                  "/study_open": [1], "/study_design": [1], "/study_analyse": [1, False, 10, 0],
-                  "/study_choices": ["clipart"], "/participant_set_background": ["yes"],
-                  "/participant_vote": [1, "left", "2025-01-01T00:00:00.000000Z"]}
+        study_calls = {name: info for name, info in endpoints.items() if name.startswith("/study_")}
+        participant_calls = {
+            name: info for name, info in endpoints.items() if name.startswith("/participant_")
+        }
+        assert set(study_calls) == {
+            "/study_choices",
+            "/study_create",
+            "/study_list",
+            "/study_design",
+            "/study_open",
+            "/study_analyse",
+        }
+        assert set(participant_calls) == {
+            "/participant_next",
+            "/participant_set_background",
+            "/participant_vote",
+        }
+        inputs = {
+            "/study_create": ["x", truth, "clipart", chosen, 4, 6, 0.1, 75, 0],
+            "/study_open": [1],
+            "/study_design": [1],
+            "/study_analyse": [1, False, 10, 0],
+            "/study_choices": ["clipart"],
+            "/participant_set_background": ["yes"],
+            "/participant_vote": [1, "left", "2025-01-01T00:00:00.000000Z"],
+        }
         before = _dump(config)
-        refused = {"/study_": ("designer", "expert", "participant"),
-                   "/participant_": ("designer", "expert", "researcher", "admin")}
+        refused = {
+            "/study_": ("designer", "expert", "participant"),
+            "/participant_": ("designer", "expert", "researcher", "admin"),
+        }
         for prefix, roles in refused.items():
             for name in (n for n in endpoints if n.startswith(prefix)):
                 for who in (*roles, "nobody"):
                     with pytest.raises(AppError, match="needs the role|not signed in"):
-                        client.predict(tokens.get(who, ""), *inputs.get(name, []),
-                                       api_name=name)
+                        client.predict(tokens.get(who, ""), *inputs.get(name, []), api_name=name)
         assert _dump(config) == before

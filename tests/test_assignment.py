@@ -23,8 +23,16 @@ def _setup(db, n_bases=None, keys=None):
         concepts = [c for c in concepts if c.key in keys or (c.key in bases)]
     sync_concepts(db, concepts)
     for base in sorted({c.base for c in concepts})[:n_bases]:
-        db["sketches"].insert({"base": base, "path": f"sketches/{base}.png", "sha256": "0" * 64,
-                               "source": "test", "selected": 1, "created": iso(T0)})
+        db["sketches"].insert(
+            {
+                "base": base,
+                "path": f"sketches/{base}.png",
+                "sha256": "0" * 64,
+                "source": "test",
+                "selected": 1,
+                "created": iso(T0),
+            }
+        )
 
 
 def _people(db, n, role):
@@ -32,22 +40,54 @@ def _people(db, n, role):
 
 
 def _write_coloring(db, task):
-    return db["colorings"].insert({
-        "annotator_id": task.annotator_id, "concept_key": task.concept_key,
-        "image_path": "images/x.png", "image_sha256": "0" * 64, "practice": int(task.practice),
-        "round": 1, "status": "submitted", "created": iso(T0)}).last_pk
+    return (
+        db["colorings"]
+        .insert(
+            {
+                "annotator_id": task.annotator_id,
+                "concept_key": task.concept_key,
+                "image_path": "images/x.png",
+                "image_sha256": "0" * 64,
+                "practice": int(task.practice),
+                "round": 1,
+                "status": "submitted",
+                "created": iso(T0),
+            }
+        )
+        .last_pk
+    )
 
 
 def _write_vote(db, task):
-    return db["qc_votes"].insert({"coloring_id": task.coloring_id, "expert_id": task.annotator_id,
-                                  "vote": "consistent", "created": iso(T0)}).last_pk
+    return (
+        db["qc_votes"]
+        .insert(
+            {
+                "coloring_id": task.coloring_id,
+                "expert_id": task.annotator_id,
+                "vote": "consistent",
+                "created": iso(T0),
+            }
+        )
+        .last_pk
+    )
 
 
 def _write_judgment(db, task):
-    return db["judgments"].insert({
-        "pair_id": task.pair_id, "participant_id": task.annotator_id,
-        "left_item": task.left_item, "choice": "left", "winner": task.left_item,
-        "created": iso(T0)}).last_pk
+    return (
+        db["judgments"]
+        .insert(
+            {
+                "pair_id": task.pair_id,
+                "participant_id": task.annotator_id,
+                "left_item": task.left_item,
+                "choice": "left",
+                "winner": task.left_item,
+                "created": iso(T0),
+            }
+        )
+        .last_pk
+    )
 
 
 def test_designer_never_gets_a_concept_twice_and_least_covered_come_first(db):
@@ -73,16 +113,20 @@ def test_ties_are_broken_by_the_generator_passed_in(tmp_path):
         database = open_db(tmp_path / f"{run}.sqlite")
         ensure_schema(database)
         _setup(database)
-        designer, = _people(database, 1, "designer")
-        picks.append([t.concept_key for t in reserve(database, "coloring", designer,
-                                                      np.random.default_rng(seed), 40, now=T0)])
+        (designer,) = _people(database, 1, "designer")
+        picks.append(
+            [
+                t.concept_key
+                for t in reserve(database, "coloring", designer, np.random.default_rng(seed), 40, now=T0)
+            ]
+        )
         database.close()
     assert picks[0] == picks[1] and picks[0] != picks[2]
 
 
 def test_only_concepts_with_a_selected_sketch_are_handed_out(db):
     _setup(db, n_bases=2)
-    designer, = _people(db, 1, "designer")
+    (designer,) = _people(db, 1, "designer")
     tasks = reserve(db, "coloring", designer, np.random.default_rng(0), 50, now=T0)
     bases = {db["concepts"].get(t.concept_key)["base"] for t in tasks}
     assert len(bases) == 2
@@ -95,8 +139,18 @@ def _ten_concepts(tmp_path):
     path = tmp_path / "a.sqlite"
     db = open_db(path)
     ensure_schema(db)
-    keys = ["apple", "rotten apple", "fresh apple", "banana", "cabin", "lonely cabin",
-            "cozy cabin", "dog", "grassland", "coffee"]
+    keys = [
+        "apple",
+        "rotten apple",
+        "fresh apple",
+        "banana",
+        "cabin",
+        "lonely cabin",
+        "cozy cabin",
+        "dog",
+        "grassland",
+        "coffee",
+    ]
     _setup(db, keys=keys)
     return path, db, keys
 
@@ -125,15 +179,14 @@ def test_twenty_designers_submitting_at_once_fill_every_quota_exactly(tmp_path):
         def go():
             conn = open_db(path)
             try:
-                tasks = reserve(conn, "coloring", designer, np.random.default_rng(designer), 10,
-                                k=5, now=T0)
+                tasks = reserve(conn, "coloring", designer, np.random.default_rng(designer), 10, k=5, now=T0)
                 for task in tasks:
-                    acknowledged.append(submit(conn, task.id, designer, _write_coloring, k=5,
-                                               now=T0))
+                    acknowledged.append(submit(conn, task.id, designer, _write_coloring, k=5, now=T0))
             except Exception as error:  # noqa: BLE001 - asserted on below
                 errors.append(error)
             finally:
                 conn.close()
+
         return go
 
     _run_at_once([job(d) for d in designers])
@@ -150,8 +203,7 @@ def test_twenty_designers_submitting_at_once_fill_every_quota_exactly(tmp_path):
 def test_late_submits_racing_new_reservations_never_exceed_or_starve_a_quota(tmp_path):
     path, db, keys = _ten_concepts(tmp_path)
     late, fresh = _people(db, 10, "designer"), _people(db, 10, "designer")
-    held = {d: reserve(db, "coloring", d, np.random.default_rng(d), 2, k=2, minutes=30, now=T0)
-            for d in late}
+    held = {d: reserve(db, "coloring", d, np.random.default_rng(d), 2, k=2, minutes=30, now=T0) for d in late}
     assert Counter(t.concept_key for ts in held.values() for t in ts) == dict.fromkeys(keys, 2)
     db.close()
     after = T0 + dt.timedelta(minutes=31)
@@ -162,18 +214,18 @@ def test_late_submits_racing_new_reservations_never_exceed_or_starve_a_quota(tmp
             conn = open_db(path)
             try:
                 tasks = held.get(designer) or reserve(
-                    conn, "coloring", designer, np.random.default_rng(designer), 2, k=2,
-                    minutes=30, now=after)
+                    conn, "coloring", designer, np.random.default_rng(designer), 2, k=2, minutes=30, now=after
+                )
                 for task in tasks:
                     try:
-                        acknowledged.append(submit(conn, task.id, designer, _write_coloring,
-                                                   k=2, now=after))
+                        acknowledged.append(submit(conn, task.id, designer, _write_coloring, k=2, now=after))
                     except ReservationExpired:
                         refused.append(task.id)
             except Exception as error:  # noqa: BLE001 - asserted on below
                 errors.append(error)
             finally:
                 conn.close()
+
         return go
 
     _run_at_once([job(d) for d in late + fresh])
@@ -191,11 +243,11 @@ def test_expired_reservation_returns_to_the_pool_and_a_late_submit_is_refused(db
     _setup(db, keys=["apple"])
     late, early = _people(db, 2, "designer")
     rng = np.random.default_rng(0)
-    task, = reserve(db, "coloring", late, rng, 5, k=1, minutes=30, now=T0)
+    (task,) = reserve(db, "coloring", late, rng, 5, k=1, minutes=30, now=T0)
     assert reserve(db, "coloring", early, rng, 5, k=1, minutes=30, now=T0) == []
     after = T0 + dt.timedelta(minutes=31)
     assert open_tasks(db, "coloring", late, now=after) == []
-    taken, = reserve(db, "coloring", early, rng, 5, k=1, minutes=30, now=after)
+    (taken,) = reserve(db, "coloring", early, rng, 5, k=1, minutes=30, now=after)
     assert db["tasks"].get(task.id)["status"] == "expired"
     with pytest.raises(ReservationExpired, match="ran out at 2025-03-01T09:30"):
         submit(db, task.id, late, _write_coloring, k=1, now=after)
@@ -206,9 +258,8 @@ def test_expired_reservation_returns_to_the_pool_and_a_late_submit_is_refused(db
 
 def test_late_submit_is_kept_when_the_slot_is_still_free(db):
     _setup(db, keys=["apple"])
-    designer, = _people(db, 1, "designer")
-    task, = reserve(db, "coloring", designer, np.random.default_rng(0), 5, k=1, minutes=30,
-                    now=T0)
+    (designer,) = _people(db, 1, "designer")
+    (task,) = reserve(db, "coloring", designer, np.random.default_rng(0), 5, k=1, minutes=30, now=T0)
     later = T0 + dt.timedelta(hours=5)
     assert expire(db, now=later) == 1
     coloring = submit(db, task.id, designer, _write_coloring, k=1, now=later)
@@ -245,7 +296,7 @@ def test_excluded_coloring_reopens_the_slot_for_another_designer(db):
     _setup(db, keys=["apple"])
     first, second = _people(db, 2, "designer")
     rng = np.random.default_rng(0)
-    task, = reserve(db, "coloring", first, rng, 5, k=1, now=T0)
+    (task,) = reserve(db, "coloring", first, rng, 5, k=1, now=T0)
     coloring = submit(db, task.id, first, _write_coloring, k=1, now=T0)
     assert reserve(db, "coloring", second, rng, 5, k=1, now=T0) == []
     db["colorings"].update(coloring, {"status": "excluded"})
@@ -255,8 +306,8 @@ def test_excluded_coloring_reopens_the_slot_for_another_designer(db):
 
 def test_review_gets_three_different_experts_never_the_coloring_designer(db):
     _setup(db, keys=["apple"])
-    designer, = _people(db, 1, "designer")
-    task, = reserve(db, "coloring", designer, np.random.default_rng(0), 1, now=T0)
+    (designer,) = _people(db, 1, "designer")
+    (task,) = reserve(db, "coloring", designer, np.random.default_rng(0), 1, now=T0)
     coloring = submit(db, task.id, designer, _write_coloring, now=T0)
     db["reviews"].insert({"coloring_id": coloring, "reason": "top 10% EMD", "created": iso(T0)})
     db["annotators"].update(designer, {"roles": '["designer", "expert"]'})
@@ -275,9 +326,11 @@ def test_review_gets_three_different_experts_never_the_coloring_designer(db):
 def test_pairs_get_six_participants_each_once_with_recorded_random_sides(db):
     _setup(db, keys=["apple", "banana"])
     study = db["studies"].insert({"name": "pilot", "votes_per_pair": 6, "created": iso(T0)}).last_pk
-    pairs = [db["study_pairs"].insert({"study_id": study, "concept_key": key, "a": a, "b": b}
-                                      ).last_pk
-             for key in ("apple", "banana") for a, b in [("sdxl", "sana"), ("sana", "omnigen")]]
+    pairs = [
+        db["study_pairs"].insert({"study_id": study, "concept_key": key, "a": a, "b": b}).last_pk
+        for key in ("apple", "banana")
+        for a, b in [("sdxl", "sana"), ("sana", "omnigen")]
+    ]
     participants = _people(db, 9, "participant")
     rng = np.random.default_rng(7)
     assert reserve(db, "judgment", participants[0], rng, 10, now=T0) == []
@@ -298,7 +351,7 @@ def test_pairs_get_six_participants_each_once_with_recorded_random_sides(db):
 
 def test_practice_tasks_count_towards_no_quota(db):
     _setup(db, keys=["banana", "rotten apple", "cozy cabin"])
-    designer, = _people(db, 1, "designer")
+    (designer,) = _people(db, 1, "designer")
     keys = ("banana", "rotten apple", "cozy cabin")
     tasks = reserve_practice(db, designer, keys, now=T0)
     assert [t.concept_key for t in tasks] == list(keys) and all(t.practice for t in tasks)
@@ -313,25 +366,29 @@ def test_practice_tasks_count_towards_no_quota(db):
         reserve_practice(db, designer, ("unicorn",), now=T0)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"kind": "painting"}, "`kind` must be one of"),
-    ({"batch_size": 0}, "`batch_size` must be a whole number >= 1, got 0"),
-    ({"k": 2.5}, "`k` must be a whole number >= 1, got 2.5"),
-    ({"minutes": -1}, "`minutes` must be a positive number, got -1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"kind": "painting"}, "`kind` must be one of"),
+        ({"batch_size": 0}, "`batch_size` must be a whole number >= 1, got 0"),
+        ({"k": 2.5}, "`k` must be a whole number >= 1, got 2.5"),
+        ({"minutes": -1}, "`minutes` must be a positive number, got -1"),
+    ],
+)
 def test_reserve_rejects_bad_arguments_and_writes_nothing(db, kwargs, message):
     _setup(db, keys=["apple"])
-    designer, = _people(db, 1, "designer")
+    (designer,) = _people(db, 1, "designer")
     args = {"kind": "coloring", "batch_size": 5, "k": 5, "minutes": 10} | kwargs
     with pytest.raises(InvalidInput, match=message):
-        reserve(db, args.pop("kind"), designer, np.random.default_rng(0), args.pop("batch_size"),
-                now=T0, **args)
+        reserve(
+            db, args.pop("kind"), designer, np.random.default_rng(0), args.pop("batch_size"), now=T0, **args
+        )
     assert db["tasks"].count == 0
 
 
 def test_only_active_people_with_the_role_get_work(db):
     _setup(db, keys=["apple"])
-    expert, = _people(db, 1, "expert")
+    (expert,) = _people(db, 1, "expert")
     with pytest.raises(PermissionDenied, match="E0001 is not an active designer"):
         reserve(db, "coloring", expert, np.random.default_rng(0), 5, now=T0)
     with pytest.raises(NotFound, match="unknown annotator id 77"):

@@ -42,8 +42,9 @@ def test_a_backup_during_a_stream_of_submissions_restores_everything_acknowledge
         for concept in concepts:
             if stop.is_set():
                 break
-            coloring_id = add_coloring(conn, data, designers[index], concept,
-                                       tuple(int(v) for v in rng.integers(0, 256, 3)))
+            coloring_id = add_coloring(
+                conn, data, designers[index], concept, tuple(int(v) for v in rng.integers(0, 256, 3))
+            )
             with lock:
                 acknowledged.append(coloring_id)
         conn.close()
@@ -67,12 +68,18 @@ def test_a_backup_during_a_stream_of_submissions_restores_everything_acknowledge
     assert conn.execute("pragma integrity_check").fetchone()[0] == "ok"
     kept = {r[0] for r in conn.execute("select id from colorings")}
     assert set(before) <= kept
-    paths = [r[0] for r in conn.execute("select image_path from colorings union "
-                                        "select mask_path from colorings where mask_path is not null")]
+    paths = [
+        r[0]
+        for r in conn.execute(
+            "select image_path from colorings union "
+            "select mask_path from colorings where mask_path is not null"
+        )
+    ]
     conn.close()
     assert paths and all((restored_data / p).is_file() for p in paths)
     # The restored database is a working store: its P_H agrees with its images.
     from annotation.coloring import human
+
     restored = storage.open_db(restored_db)
     storage.ensure_schema(restored)
     assert human.check(restored, restored_data) == []
@@ -89,8 +96,11 @@ def test_a_tampered_backup_is_refused_naming_the_file_and_nothing_is_replaced(tm
     target_db = tmp_path / "live" / "db.sqlite"
     target_db.parent.mkdir()
     target_db.write_bytes(b"the live database")
-    with pytest.raises(backup.BackupError, match=rf"backup file 'files/{manifest['files'][0]['path']}' "
-                                                 "does not match its sha256"):
+    with pytest.raises(
+        backup.BackupError,
+        match=rf"backup file 'files/{manifest['files'][0]['path']}' "
+        "does not match its sha256",
+    ):
         backup.restore(tmp_path / "backup", target_db, tmp_path / "live" / "data")
     assert target_db.read_bytes() == b"the live database"
     assert not (tmp_path / "live" / "data").exists()
@@ -102,16 +112,26 @@ def test_backup_and_restore_commands(tmp_path):
     db, data = _store(tmp_path)
     add_coloring(db, data, people(db, 1, "designer")[0], "banana", (240, 200, 20))
     db.close()
-    base = [sys.executable, "-m", "annotation", "--db", str(data / "colorconcept.sqlite"),
-            "--data-dir", str(data)]
-    done = subprocess.run(base + ["backup", str(tmp_path / "b")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    base = [
+        sys.executable,
+        "-m",
+        "annotation",
+        "--db",
+        str(data / "colorconcept.sqlite"),
+        "--data-dir",
+        str(data),
+    ]
+    done = subprocess.run(
+        base + ["backup", str(tmp_path / "b")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "and 2 files" in done.stdout
-    done = subprocess.run(base + ["restore", str(tmp_path / "b")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        base + ["restore", str(tmp_path / "b")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "previous database kept as" in done.stdout and "0 copied" in done.stdout
-    done = subprocess.run(base + ["restore", str(tmp_path / "nothing")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        base + ["restore", str(tmp_path / "nothing")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1 and "holds no readable manifest.json" in done.stderr

@@ -52,8 +52,9 @@ def test_a_file_argument_naming_a_server_path_is_refused_and_stores_nothing(serv
 def test_an_upload_named_with_dot_dot_stays_in_the_upload_folder(server, tmp_path):
     config, url, admin = server
     name = "../../../escaped/apple.png"
-    [stored] = httpx.post(f"{url}gradio_api/upload",
-                          files={"files": (name, SKETCH.read_bytes(), "image/png")}).json()
+    [stored] = httpx.post(
+        f"{url}gradio_api/upload", files={"files": (name, SKETCH.read_bytes(), "image/png")}
+    ).json()
     assert Path(stored).name == "apple.png" and ".." not in Path(stored).parts
     assert not any(p.name == "escaped" for p in Path(stored).parents[2].rglob("escaped"))
     events = _import(url, admin, stored)

@@ -6,53 +6,79 @@ from bench.__main__ import Row, main, rewrite_section, summary_rows, summary_tab
 
 
 def test_rewrite_section_replaces_only_between_its_markers():
-    text = ("# Benchmarks\n\n## Summary\n\n<!-- bench:summary -->\nold\n<!-- /bench:summary -->"
-            "\n\n## Generation\n\nwritten by hand\n")
+    text = (
+        "# Benchmarks\n\n## Summary\n\n<!-- bench:summary -->\nold\n<!-- /bench:summary -->"
+        "\n\n## Generation\n\nwritten by hand\n"
+    )
     assert rewrite_section(text, "summary", "new\n") == text.replace("\nold\n", "\nnew\n")
 
 
 def test_rewrite_section_appends_a_missing_section_under_its_title():
     assert rewrite_section("", "load", "body") == (
-        "# Benchmarks\n\n## Load and faults\n\n<!-- bench:load -->\nbody\n<!-- /bench:load -->\n")
+        "# Benchmarks\n\n## Load and faults\n\n<!-- bench:load -->\nbody\n<!-- /bench:load -->\n"
+    )
     assert rewrite_section("# B\n\nhand\n", "x", "y") == (
-        "# B\n\nhand\n\n## x\n\n<!-- bench:x -->\ny\n<!-- /bench:x -->\n")
+        "# B\n\nhand\n\n## x\n\n<!-- bench:x -->\ny\n<!-- /bench:x -->\n"
+    )
 
 
 def test_summary_table_says_where_when_and_how():
-    table = summary_table([Row("load", "p50", "3 ms", "6 designers")], machine="EPYC, 2 cores",
-                          command="python -m bench", date="2025-01-31 12:00 UTC",
-                          load_average=1.25, python="3.11.7", quick=False)
+    table = summary_table(
+        [Row("load", "p50", "3 ms", "6 designers")],
+        machine="EPYC, 2 cores",
+        command="python -m bench",
+        date="2025-01-31 12:00 UTC",
+        load_average=1.25,
+        python="3.11.7",
+        quick=False,
+    )
     assert table.splitlines() == [
         "Machine: EPYC, 2 cores; Python 3.11.7; 1-minute load average at start 1.2 "
         "(a shared machine inflates times).",
-        "Date: 2025-01-31 12:00 UTC. Command: `python -m bench`.", "",
-        "| benchmark | figure | value | setting |", "|---|---|---:|---|",
-        "| load | p50 | 3 ms | 6 designers |"]
+        "Date: 2025-01-31 12:00 UTC. Command: `python -m bench`.",
+        "",
+        "| benchmark | figure | value | setting |",
+        "|---|---|---:|---|",
+        "| load | p50 | 3 ms | 6 designers |",
+    ]
 
 
 def test_unknown_benchmark_names_are_refused(capsys):
     with pytest.raises(SystemExit):
         main(["--only", "core,nope", "--dry-run"])
-    assert ("--only must name some of ['core', 'load', 'generation', 'review', 'scale', 'scale-out'], got "
-            "'core,nope'") in capsys.readouterr().err
+    assert (
+        "--only must name some of ['core', 'load', 'generation', 'review', 'scale', 'scale-out'], got "
+        "'core,nope'"
+    ) in capsys.readouterr().err
 
 
 def test_the_review_benchmark_returns_its_figures_for_the_summary(capsys):
     assert main(["--only", "review", "--quick", "--dry-run"]) == 0
     table = capsys.readouterr().out
     figures = [line.split(" | ")[1] for line in table.splitlines() if line.startswith("| review")]
-    assert figures == ["Store a coloring", "Open the vote queue", "P_H(x|c)",
-                       "Blind vote (queue + vote)", "Agreement panel"]
+    assert figures == [
+        "Store a coloring",
+        "Open the vote queue",
+        "P_H(x|c)",
+        "Blind vote (queue + vote)",
+        "Agreement panel",
+    ]
     assert "median of 5; 256² image" in table and "5 colorings in 1 concepts" in table
     assert "median of 45 votes on 15 colorings" in table and "15 decided reviews" in table
 
 
 def test_summary_rows_reads_back_the_table_so_only_keeps_the_other_benchmarks_rows():
-    rows = [Row("core", "EMD", "31,320 pairs/s", "125,538 pairs"),
-            Row("load", "p50", "3 ms", "6 designers")]
-    table = summary_table(rows, machine="EPYC", command="python -m bench --only load",
-                          date="2025-01-31 12:00 UTC", load_average=1.0, python="3.11.7",
-                          quick=False, kept=("core",))
+    rows = [Row("core", "EMD", "31,320 pairs/s", "125,538 pairs"), Row("load", "p50", "3 ms", "6 designers")]
+    table = summary_table(
+        rows,
+        machine="EPYC",
+        command="python -m bench --only load",
+        date="2025-01-31 12:00 UTC",
+        load_average=1.0,
+        python="3.11.7",
+        quick=False,
+        kept=("core",),
+    )
     text = rewrite_section("# Benchmarks\n", "summary", table)
     assert summary_rows(text) == rows
     assert "Command: `python -m bench --only load`. Rows of core: kept from an earlier run" in text

@@ -20,8 +20,11 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     page.get_by_role("button", name="Create invite links").click()
     expect(page.locator("#admin_invites [role=row][data-index]")).to_have_count(3)
     rows = table_rows(page, "admin_invites")
-    assert [row[:3] for row in rows] == [["1", "E0001", "expert"], ["2", "E0002", "expert"],
-                                          ["3", "E0003", "expert"]]
+    assert [row[:3] for row in rows] == [
+        ["1", "E0001", "expert"],
+        ["2", "E0002", "expert"],
+        ["3", "E0003", "expert"],
+    ]
     links = [row[3] for row in rows]
     assert all(link.startswith(live_app.config.public_url + "/?invite=") for link in links)
     assert len(set(links)) == 3
@@ -31,6 +34,8 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     expect(page.locator("#admin_annotators [role=row][data-index]")).to_have_count(3)
     people = table_rows(page, "admin_annotators")
     assert [(r[1], r[2], r[3], r[4], r[7]) for r in people] == [
-        ("E0001", "expert", "yes", "active", "0"), ("E0002", "expert", "yes", "active", "1"),
-        ("E0003", "expert", "yes", "active", "0")]
+        ("E0001", "expert", "yes", "active", "0"),
+        ("E0002", "expert", "yes", "active", "1"),
+        ("E0003", "expert", "yes", "active", "0"),
+    ]
     assert page.js_errors == []

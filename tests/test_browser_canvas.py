@@ -67,8 +67,9 @@ def _open(page, url):
 
 def _to_client(page, x, y):
     """Window coordinates of sketch point (x, y), once the scrolled-in canvas stops moving."""
-    return tuple(page.evaluate(
-        """async ([x, y]) => {
+    return tuple(
+        page.evaluate(
+            """async ([x, y]) => {
             document.querySelector('#demo_canvas .cc-root').scrollIntoView();
             const api = document.querySelector('#demo_canvas .cc-root').parentElement.coloringCanvas;
             const frame = () => new Promise((resolve) => requestAnimationFrame(resolve));
@@ -80,7 +81,10 @@ def _to_client(page, x, y):
                 previous = c;
             }
             return [previous.x, previous.y];
-        }""", [x, y]))
+        }""",
+            [x, y],
+        )
+    )
 
 
 def _click_image(page, x, y):
@@ -111,7 +115,9 @@ class _committing:
         if exc[0] is None:
             self.page.wait_for_function(
                 "b => document.querySelector('#demo_canvas .cc-root').dataset.committed !== b",
-                arg=self.before, timeout=10_000)
+                arg=self.before,
+                timeout=10_000,
+            )
 
 
 def _server_view(page):
@@ -119,8 +125,10 @@ def _server_view(page):
     old = page.input_value("#demo_report textarea")
     page.click("#demo_check")
     page.wait_for_function(
-        "old => { const v = document.querySelector('#demo_report textarea').value;"
-        " return v && v !== old; }", arg=old, timeout=30_000)
+        "old => { const v = document.querySelector('#demo_report textarea').value; return v && v !== old; }",
+        arg=old,
+        timeout=30_000,
+    )
     report = json.loads(page.input_value("#demo_report textarea"))
     layer = parse_canvas_value(json.dumps(report), APPLE.shape).color_layer
     return report, layer
@@ -143,7 +151,8 @@ def _choose(page, hex_color, tolerance):
     page.fill("#demo_canvas .cc-hex", hex_color)
     page.press("#demo_canvas .cc-hex", "Enter")
     page.locator("#demo_canvas .cc-tol").evaluate(
-        "(el, t) => { el.value = t; el.dispatchEvent(new Event('input')); }", tolerance)
+        "(el, t) => { el.value = t; el.dispatchEvent(new Event('input')); }", tolerance
+    )
 
 
 def test_browser_fills_match_the_python_twin_at_any_tolerance(page):
@@ -244,13 +253,15 @@ def test_switching_sketches_keeps_each_tasks_work(page):
     _click_image(page, *BODY)
     page.click("#demo_sketch input")
     page.get_by_role("option", name="cabin").click()
-    page.wait_for_function(f"() => {API}.state().taskId === 'demo-cabin' && {API}.state().ready",
-                           timeout=30_000)
+    page.wait_for_function(
+        f"() => {API}.state().taskId === 'demo-cabin' && {API}.state().ready", timeout=30_000
+    )
     assert page.evaluate(f"() => {API}.state().width") == 1024
     page.click("#demo_sketch input")
     page.get_by_role("option", name="apple").click()
-    page.wait_for_function(f"() => {API}.state().taskId === 'demo-apple' && {API}.state().ready",
-                           timeout=30_000)
+    page.wait_for_function(
+        f"() => {API}.state().taskId === 'demo-apple' && {API}.state().ready", timeout=30_000
+    )
     _, layer = _server_view(page)
     np.testing.assert_array_equal(layer[..., 3] > 0, fill_region(APPLE, BODY))
 
@@ -281,20 +292,32 @@ def test_eraser_picker_and_hex_entry(page):
 
 def test_canvas_update_sends_every_prop_the_script_reads():
     update = canvas_update("task-2", "data:image/png;base64,AAAA", forget_task_id="task-1")
-    assert update == {"__type__": "update", "value": "", "task_id": "task-2",
-                      "sketch_src": "data:image/png;base64,AAAA", "forget_task_id": "task-1",
-                      "line_threshold": 128, "edge_grow": 2}
+    assert update == {
+        "__type__": "update",
+        "value": "",
+        "task_id": "task-2",
+        "sketch_src": "data:image/png;base64,AAAA",
+        "forget_task_id": "task-1",
+        "line_threshold": 128,
+        "edge_grow": 2,
+    }
     canvas = coloring_canvas(task_id="task-1", elem_id="c")
-    assert canvas.props == {"tolerance": 32, "task_id": "task-1", "sketch_src": "",
-                            "line_threshold": 128, "edge_grow": 2}
+    assert canvas.props == {
+        "tolerance": 32,
+        "task_id": "task-1",
+        "sketch_src": "",
+        "line_threshold": 128,
+        "edge_grow": 2,
+    }
     with pytest.raises(ValueError, match="tolerance"):
         coloring_canvas(tolerance=200)
 
 
 def test_inspect_canvas_value_reports_bad_values_to_the_user():
     with pytest.raises(gr.Error, match="data:image/png;base64"):
-        inspect_canvas_value(APPLE, json.dumps(
-            {"task_id": "t", "color_layer": "data:image/jpeg;base64,AAAA", "elapsed_s": 0}))
+        inspect_canvas_value(
+            APPLE, json.dumps({"task_id": "t", "color_layer": "data:image/jpeg;base64,AAAA", "elapsed_s": 0})
+        )
 
 
 def test_flush_js_sends_the_flushed_value_in_the_canvas_place_and_refuses_bad_arguments():

@@ -20,8 +20,9 @@ YELLOW, GREEN = "#f0d030", "#508f30"
 
 def _to_client(page, x, y):
     """Window coordinates of sketch point (x, y) once the canvas stops moving."""
-    return tuple(page.evaluate(
-        """async ([x, y]) => {
+    return tuple(
+        page.evaluate(
+            """async ([x, y]) => {
             const root = document.querySelector('#designer_canvas .cc-root');
             root.scrollIntoView({block: 'center'});
             const api = root.parentElement.coloringCanvas;
@@ -33,7 +34,10 @@ def _to_client(page, x, y):
                 previous = c;
             }
             return [previous.x, previous.y];
-        }""", [x, y]))
+        }""",
+            [x, y],
+        )
+    )
 
 
 def _committed(page, action):
@@ -41,8 +45,8 @@ def _committed(page, action):
     before = page.get_attribute(CANVAS, "data-committed")
     action()
     page.wait_for_function(
-        "b => document.querySelector('#designer_canvas .cc-root').dataset.committed !== b",
-        arg=before)
+        "b => document.querySelector('#designer_canvas .cc-root').dataset.committed !== b", arg=before
+    )
 
 
 def _color(page, hex_color):
@@ -69,6 +73,7 @@ def _brush(page, start, end, hex_color):
         page.mouse.down()
         page.mouse.move(*_to_client(page, *end), steps=10)
         page.mouse.up()
+
     _committed(page, stroke)
 
 
@@ -108,7 +113,8 @@ def test_a_designer_colors_submits_and_a_reload_keeps_progress_and_work(live_app
     expect(header.locator(".dz-progress")).to_have_text("Practice · 1 of 3 done")
     expect(header.locator(".dz-concept")).to_have_text("rotten apple")
     expect(page.locator("#designer_canvas .cc-status")).to_have_text(
-        "Restored your unsaved work for this sketch.")
+        "Restored your unsaved work for this sketch."
+    )
     assert page.js_errors == []
 
     [coloring] = live_app.query("select * from colorings")
@@ -147,12 +153,13 @@ def test_a_submit_clicked_right_after_the_last_fill_stores_that_fill(live_app, p
             const before = document.querySelector('#designer_canvas .cc-root').dataset.committed;
             document.querySelector('#designer_submit').click();
             return before === b;
-        }""", committed)
+        }""",
+        committed,
+    )
     expect(page.locator("#designer_message")).to_contain_text("Saved your coloring of banana")
     [coloring] = live_app.query("select * from colorings")
     image, mask = load_pixels(live_app.config.data_dir, coloring)
     counts = painted_color_counts(layer_of_coloring(image, mask), BANANA)
-    assert counts == {YELLOW: fill_region(BANANA, PEEL).sum(),
-                      GREEN: fill_region(BANANA, STEM).sum()}
+    assert counts == {YELLOW: fill_region(BANANA, PEEL).sum(), GREEN: fill_region(BANANA, STEM).sum()}
     assert unflushed, "the fill was written before the click: the race was not exercised"
     assert page.js_errors == []

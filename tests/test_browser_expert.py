@@ -17,8 +17,10 @@ def _inconsistent_castle(live_app) -> list[int]:
     designers = [annotator for annotator, _ in live_app.invite("designer", 5)]
     db = open_db(live_app.config.db_path)
     try:
-        ids = [add_coloring(db, live_app.config.data_dir, d, "forbidding castle", rgb)
-               for d, rgb in zip(designers, [*GREYS, PINK])]
+        ids = [
+            add_coloring(db, live_app.config.data_dir, d, "forbidding castle", rgb)
+            for d, rgb in zip(designers, [*GREYS, PINK])
+        ]
     finally:
         db.close()
     live_app.client.predict(live_app.admin_token(), 1.0, 2, api_name="/expert_open_queue")
@@ -45,8 +47,7 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     expect(concept).to_contain_text("4 in your queue")
     votes = live_app.query("select coloring_id, expert_id, vote from qc_votes")
     [reviewed] = live_app.query("select coloring_id from tasks where id = ?", (task,))
-    assert votes == [{"coloring_id": reviewed["coloring_id"], "expert_id": expert,
-                      "vote": "inconsistent"}]
+    assert votes == [{"coloring_id": reviewed["coloring_id"], "expert_id": expert, "vote": "inconsistent"}]
     assert reviewed["coloring_id"] == colorings[-1], "the pink coloring is the most suspicious"
     for admin_only in ("#expert_list_excluded", "#expert_reinstate_button", "#expert_reveal"):
         expect(page.locator(admin_only)).to_be_hidden()
@@ -81,8 +82,7 @@ def test_the_admin_sees_the_excluded_colorings_and_scaled_colorings_in_the_grid(
 def _assert_scaled_to_its_pane(image) -> None:
     """The coloring (natural size `SIDE` px) is drawn at least twice as large."""
     # A thumbnail is in the DOM before its bytes arrive: wait for it to decode.
-    image.page.wait_for_function("img => img.complete && img.naturalWidth > 0",
-                                 arg=image.element_handle())
+    image.page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
     natural = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
     box = image.bounding_box()
     assert natural == [SIDE, SIDE]

@@ -19,7 +19,9 @@ def test_researcher_computes_the_leaderboards_and_sees_tables_and_figures(live_a
     for table in ("table1", "table2"):
         rows = page.locator(f"#leaderboard_{table} tbody tr")
         expect(rows.first).to_be_visible()
-        assert {model for model in COLORS if model in page.locator(f"#leaderboard_{table}").inner_text()} == set(COLORS)
+        assert {
+            model for model in COLORS if model in page.locator(f"#leaderboard_{table}").inner_text()
+        } == set(COLORS)
     for chart in ("sweep", "sensitivity", "scatter"):
         expect(page.locator(f"#leaderboard_{chart} .js-plotly-plot")).to_be_visible()
     sweep = page.locator("#leaderboard_sweep .js-plotly-plot")

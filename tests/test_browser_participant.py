@@ -27,7 +27,8 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
         expect(page.locator(f"#participant_{chart} .js-plotly-plot")).to_be_visible()
     judged = live_app.query(
         "select t.id as task, j.choice, j.winner, j.left_item, j.participant_id from judgments j "
-        "join tasks t on t.result_id = j.id and t.kind = 'judgment' order by j.id")
+        "join tasks t on t.result_id = j.id and t.kind = 'judgment' order by j.id"
+    )
     assert [(r["task"], r["choice"]) for r in judged] == list(zip(tasks, ["left", "right"]))
     assert all(r["participant_id"] == participant for r in judged)
     assert all((r["winner"] == r["left_item"]) == (r["choice"] == "left") for r in judged)

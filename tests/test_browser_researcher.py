@@ -12,9 +12,11 @@ RED, BROWN, GREEN = (200, 30, 40), (110, 70, 40), (60, 160, 60)
 
 
 def _two_models_on_apples(live_app) -> None:
-    cells = {("model-a", "apple", "natural", 7.5): [RED, RED, GREEN],
-             ("model-b", "apple", "natural", 7.5): [GREEN, GREEN],
-             ("model-a", "rotten apple", "natural", 7.5): [BROWN, BROWN]}
+    cells = {
+        ("model-a", "apple", "natural", 7.5): [RED, RED, GREEN],
+        ("model-b", "apple", "natural", 7.5): [GREEN, GREEN],
+        ("model-a", "rotten apple", "natural", 7.5): [BROWN, BROWN],
+    }
     db = open_db(live_app.config.db_path)
     try:
         store_segmented_run(db, live_app.config.data_dir, "pilot", cells)
@@ -29,12 +31,13 @@ def test_researcher_opens_a_concept_and_sees_human_and_model_charts(live_app, pa
     open_tab(page, "Concept browser")
     pick(page, "browser_source", "uw71-ratings")
     page.click("#browser_show")
-    expect(page.locator("#browser_label")).to_contain_text(
-        "Human ground truth: reference set 'uw71-ratings'")
+    expect(page.locator("#browser_label")).to_contain_text("Human ground truth: reference set 'uw71-ratings'")
     for chart in ("distributions", "strips", "shift_plot"):
         expect(page.locator(f"#browser_{chart} .js-plotly-plot")).to_be_visible()
-    panels = page.locator("#browser_distributions .js-plotly-plot .gtitle, "
-                          "#browser_distributions .js-plotly-plot .annotation-text")
+    panels = page.locator(
+        "#browser_distributions .js-plotly-plot .gtitle, "
+        "#browser_distributions .js-plotly-plot .annotation-text"
+    )
     titles = " ".join(panels.all_text_contents())
     assert "model-a" in titles and "model-b" in titles
     expect(page.locator("#browser_metrics [role=row][data-index]")).to_have_count(2)

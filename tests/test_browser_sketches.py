@@ -14,11 +14,13 @@ from PIL import Image
 from tests.browser import ADMIN_PASSWORD, expect, live_app, page, table_rows  # noqa: F401
 
 pytestmark = pytest.mark.browser
-PEAR = ('<svg xmlns="http://www.w3.org/2000/svg" width="300" height="400">'
-        '<rect width="300" height="400" fill="white"/>'
-        '<path d="M150,60 C120,60 110,150 90,220 C60,320 100,380 150,380 C200,380 240,320 '
-        '210,220 C190,150 180,60 150,60 Z" fill="none" stroke="black" stroke-width="6"/>'
-        '<path d="M150,60 L160,20" stroke="black" stroke-width="6"/></svg>')
+PEAR = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="300" height="400">'
+    '<rect width="300" height="400" fill="white"/>'
+    '<path d="M150,60 C120,60 110,150 90,220 C60,320 100,380 150,380 C200,380 240,320 '
+    '210,220 C190,150 180,60 150,60 Z" fill="none" stroke="black" stroke-width="6"/>'
+    '<path d="M150,60 L160,20" stroke="black" stroke-width="6"/></svg>'
+)
 
 
 def _files(folder):
@@ -31,8 +33,7 @@ def _files(folder):
     return [str(pear), str(plum)]
 
 
-def test_admin_imports_a_folder_of_sketches_and_chooses_the_one_designers_color(
-        live_app, page, tmp_path):
+def test_admin_imports_a_folder_of_sketches_and_chooses_the_one_designers_color(live_app, page, tmp_path):
     page.goto(live_app.url)
     page.fill("#start_password input", ADMIN_PASSWORD)
     page.get_by_role("button", name="Sign in as admin").click()
@@ -59,14 +60,13 @@ def test_admin_imports_a_folder_of_sketches_and_chooses_the_one_designers_color(
     page.get_by_role("option", name="pear", exact=True).click()
     page.click("#sketches_show")
     expect(page.locator("#sketches_gallery img")).to_have_count(1)
-    assert [row[:3] for row in table_rows(page, "sketches_table")] == [
-        [sketch_id, "imported", "yes"]]
+    assert [row[:3] for row in table_rows(page, "sketches_table")] == [[sketch_id, "imported", "yes"]]
     page.locator("#sketches_sketch_id input").fill(sketch_id)
     page.locator("#sketches_why textarea").fill("clean outline")
     page.click("#sketches_use")
     expect(page.locator("#sketches_message")).to_contain_text(
-        f"Sketch {sketch_id} is now the sketch of pear.")
-    [row] = live_app.query("select base, source, selected from sketches where id = ?",
-                           (int(sketch_id),))
+        f"Sketch {sketch_id} is now the sketch of pear."
+    )
+    [row] = live_app.query("select base, source, selected from sketches where id = ?", (int(sketch_id),))
     assert row == {"base": "pear", "source": "imported", "selected": 1}
     assert page.js_errors == []

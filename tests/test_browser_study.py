@@ -13,8 +13,9 @@ def test_researcher_analyses_a_study_and_sees_table3_its_figure_and_the_votes(li
     _prepare(live_app.config)
     admin = live_app.admin_token()
     truth, chosen = _choices(live_app.client, admin)
-    live_app.client.predict(admin, "pilot", truth, "clipart", chosen, 8, 6, 0.1, 75, 0,
-                            api_name="/study_create")
+    live_app.client.predict(
+        admin, "pilot", truth, "clipart", chosen, 8, 6, 0.1, 75, 0, api_name="/study_create"
+    )
     live_app.client.predict(admin, 1, api_name="/study_open")
     _vote_everything(live_app.config)
     [(_, link)] = live_app.invite("researcher")
@@ -30,6 +31,10 @@ def test_researcher_analyses_a_study_and_sees_table3_its_figure_and_the_votes(li
     figure = page.locator("#study_figure .js-plotly-plot")
     expect(figure).to_be_visible()
     assert figure.locator(".ytitle").text_content() == "alignment with human judgment"
-    assert sorted(figure.locator(".legendtext").all_text_contents()) == ["Agreement (fraction)", "Pearson r", "Spearman ρ"]
+    assert sorted(figure.locator(".legendtext").all_text_contents()) == [
+        "Agreement (fraction)",
+        "Pearson r",
+        "Spearman ρ",
+    ]
     expect(page.locator("#study_pairs [role=row][data-index]").first).to_be_visible()
     assert page.js_errors == []

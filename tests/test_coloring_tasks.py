@@ -38,14 +38,15 @@ def store(db, tmp_path):
     for slug in POINTS:
         shutil.copy(SKETCH_DIR / f"{slug}.png", library / f"{slug}.png")
     (library / "manifest.csv").write_text(
-        "slug,concept,category\napple,apple,fruit\ncoffee,coffee,food\n", encoding="utf-8")
+        "slug,concept,category\napple,apple,fruit\ncoffee,coffee,food\n", encoding="utf-8"
+    )
     data = tmp_path / "data"
     sync_shipped_sketches(db, data, manifest=library / "manifest.csv")
     return db, data
 
 
 def _designer(db):
-    designer, = people(db, 1, "designer")
+    (designer,) = people(db, 1, "designer")
     return designer
 
 
@@ -60,8 +61,7 @@ def _submit(db, data, designer, item, **options):
     sketch = load_sketch(data, item.sketch)
     key = work.canvas_key(INSTANCE, item.task.id, item.sketch["id"])
     value = canvas_value(key, _two_color_layer(sketch, item.concept["base"]), 30.0)
-    return work.submit_canvas(db, data, designer, value, instance=INSTANCE, main_open=True,
-                              **options)
+    return work.submit_canvas(db, data, designer, value, instance=INSTANCE, main_open=True, **options)
 
 
 def _counts(db):
@@ -96,8 +96,11 @@ def test_the_painted_area_check_says_what_is_missing():
         work.check_painted_area(blank_color_layer(APPLE.shape), APPLE)
     few = blank_color_layer(APPLE.shape)
     few[600:610, 500:510] = (*RED, 255)
-    with pytest.raises(InvalidInput, match=rf"Only 100 pixels .* at least 0\.5% "
-                                           rf"\({int(np.ceil(0.005 * colorable)):,} pixels\)"):
+    with pytest.raises(
+        InvalidInput,
+        match=rf"Only 100 pixels .* at least 0\.5% "
+        rf"\({int(np.ceil(0.005 * colorable)):,} pixels\)",
+    ):
         work.check_painted_area(few, APPLE)
     work.check_painted_area(few, APPLE, 100 / colorable)
     with pytest.raises(InvalidInput, match="min_fraction"):
@@ -143,27 +146,30 @@ def test_a_submit_is_refused_for_foreign_forged_or_closed_tasks_and_writes_nothi
     layer = _two_color_layer(load_sketch(data, mine.sketch), mine.concept["base"])
     before = _counts(db)
     cases = [
-        (work.canvas_key(INSTANCE, theirs.task.id, theirs.sketch["id"]), PermissionDenied,
-         "handed to someone else"),
+        (
+            work.canvas_key(INSTANCE, theirs.task.id, theirs.sketch["id"]),
+            PermissionDenied,
+            "handed to someone else",
+        ),
         (work.canvas_key(INSTANCE, 9999, mine.sketch["id"]), NotFound, "unknown task id 9999"),
-        (work.canvas_key("elsewhere", mine.task.id, mine.sketch["id"]), InvalidInput,
-         "not a task of this study"),
+        (
+            work.canvas_key("elsewhere", mine.task.id, mine.sketch["id"]),
+            InvalidInput,
+            "not a task of this study",
+        ),
     ]
-    other_base = db.execute("select id from sketches where base != ?",
-                            [mine.concept["base"]]).fetchone()[0]
-    cases.append((work.canvas_key(INSTANCE, mine.task.id, other_base), InvalidInput,
-                  "is a sketch of"))
+    other_base = db.execute("select id from sketches where base != ?", [mine.concept["base"]]).fetchone()[0]
+    cases.append((work.canvas_key(INSTANCE, mine.task.id, other_base), InvalidInput, "is a sketch of"))
     for key, error, message in cases:
         with pytest.raises(error, match=message):
-            work.submit_canvas(db, data, designer, canvas_value(key, layer), instance=INSTANCE,
-                               main_open=True)
+            work.submit_canvas(
+                db, data, designer, canvas_value(key, layer), instance=INSTANCE, main_open=True
+            )
     key = work.canvas_key(INSTANCE, mine.task.id, mine.sketch["id"])
     with pytest.raises(PermissionDenied, match="opens once your practice"):
-        work.submit_canvas(db, data, designer, canvas_value(key, layer), instance=INSTANCE,
-                           main_open=False)
+        work.submit_canvas(db, data, designer, canvas_value(key, layer), instance=INSTANCE, main_open=False)
     with pytest.raises(InvalidInput, match="Nothing is colored yet"):
-        work.submit_canvas(db, data, designer, canvas_value(key, None), instance=INSTANCE,
-                           main_open=True)
+        work.submit_canvas(db, data, designer, canvas_value(key, None), instance=INSTANCE, main_open=True)
     assert _counts(db) == before
 
 
@@ -182,8 +188,7 @@ def test_a_finished_task_sent_again_is_refused_before_any_file_is_written(store)
         value = canvas_value(work.canvas_key(INSTANCE, item.task.id, item.sketch["id"]), layer)
         with pytest.raises(Conflict, match="already submitted"):
             work.submit_canvas(db, data, designer, value, instance=INSTANCE, main_open=True)
-    assert sorted(p.relative_to(data) for p in (data / "colorings").rglob("*")
-                  if p.is_file()) == files
+    assert sorted(p.relative_to(data) for p in (data / "colorings").rglob("*") if p.is_file()) == files
     assert _counts(db) == before
 
 
@@ -191,20 +196,22 @@ def test_a_redo_is_a_new_round_until_the_next_batch_starts(store):
     db, data = store
     designer = _designer(db)
     work.start_batch(db, designer, np.random.default_rng(0), 2, now=T0)
-    first, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0),
-                       now=T0)
+    first, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
     assert work.redo_refusal(db, designer, get_coloring(db, first), now=T0) == ""
     redo_task = work.request_redo(db, designer, first, now=T0)
     with pytest.raises(Conflict, match="already waiting in your queue"):
         work.request_redo(db, designer, first, now=T0)
     item = work.next_item(db, designer, practice=False, now=T0)
-    assert (item.task.id, item.kind, item.note, item.previous["id"]) == \
-        (redo_task, "redo", "", first)
+    assert (item.task.id, item.kind, item.note, item.previous["id"]) == (redo_task, "redo", "", first)
     assert item.sketch["id"] == get_coloring(db, first)["sketch_id"]
     second, _ = _submit(db, data, designer, item, now=T0)
     old, new = get_coloring(db, first), get_coloring(db, second)
-    assert (old["round"], old["status"], new["round"], new["concept_key"]) == \
-        (1, "submitted", 2, old["concept_key"])
+    assert (old["round"], old["status"], new["round"], new["concept_key"]) == (
+        1,
+        "submitted",
+        2,
+        old["concept_key"],
+    )
     assert work.redo_refusal(db, designer, old, now=T0) == "you already made round 2"
     assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 1, 2)
     _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
@@ -214,7 +221,7 @@ def test_a_redo_is_a_new_round_until_the_next_batch_starts(store):
     assert work.redo_refusal(db, designer, new, now=later) == "its batch is closed"
     with pytest.raises(Conflict, match="cannot be redone: its batch is closed"):
         work.request_redo(db, designer, second, now=later)
-    other, = people(db, 1, "designer")
+    (other,) = people(db, 1, "designer")
     with pytest.raises(PermissionDenied, match="someone else's"):
         work.request_redo(db, other, second, now=T0)
 
@@ -222,16 +229,13 @@ def test_a_redo_is_a_new_round_until_the_next_batch_starts(store):
 def test_an_experts_recolor_request_comes_first_with_its_note(store):
     db, data = store
     designer = _designer(db)
-    expert, = people(db, 1, "expert")
+    (expert,) = people(db, 1, "expert")
     work.start_batch(db, designer, np.random.default_rng(0), 3, now=T0)
-    coloring_id, _ = _submit(db, data, designer,
-                             work.next_item(db, designer, practice=False, now=T0), now=T0)
-    task_id = request_recolor(db, actor(db, expert), coloring_id, "<b>browner</b> please",
-                              now=T0)
+    coloring_id, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
+    task_id = request_recolor(db, actor(db, expert), coloring_id, "<b>browner</b> please", now=T0)
     item = work.next_item(db, designer, practice=False, now=T0)
     assert (item.task.id, item.kind, item.note) == (task_id, "recolor", "<b>browner</b> please")
-    assert work.redo_refusal(db, designer, get_coloring(db, coloring_id), now=T0) == \
-        "it is recolor requested"
+    assert work.redo_refusal(db, designer, get_coloring(db, coloring_id), now=T0) == "it is recolor requested"
     assert len(open_tasks(db, "coloring", designer, now=T0)) == 3
     recolored, _ = _submit(db, data, designer, item, now=T0)
     assert get_coloring(db, recolored)["round"] == 2

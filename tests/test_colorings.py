@@ -26,13 +26,12 @@ def store(db, tmp_path):
 
 
 def _tables(db):
-    return {t: list(db[t].rows) for t in ("colorings", "coloring_distributions", "tasks",
-                                          "audit")}
+    return {t: list(db[t].rows) for t in ("colorings", "coloring_distributions", "tasks", "audit")}
 
 
 def test_a_coloring_in_a_palette_color_has_all_its_mass_in_that_bin(store):
     db, data = store
-    designer, = people(db, 1, "designer")
+    (designer,) = people(db, 1, "designer")
     palette = load_uw71()
     coloring_id = add_coloring(db, data, designer, "apple", hex_rgb(palette.hex[0]))
     row = get_coloring(db, coloring_id)
@@ -47,7 +46,7 @@ def test_a_coloring_in_a_palette_color_has_all_its_mass_in_that_bin(store):
 
 def test_the_stored_distribution_is_the_extraction_of_the_painted_pixels_only(store):
     db, data = store
-    designer, = people(db, 1, "designer")
+    (designer,) = people(db, 1, "designer")
     image, mask = painted((200, 30, 40), size=40)
     image[10:20, 10:30] = (20, 120, 220)
     image[:, :2] = (255, 255, 0)  # outside the mask: must not count
@@ -58,20 +57,28 @@ def test_the_stored_distribution_is_the_extraction_of_the_painted_pixels_only(st
     assert get_coloring(db, coloring_id)["seconds_spent"] == 12.5
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"painted_mask": np.zeros((24, 24), dtype=bool)}, "no painted pixel"),
-    ({"painted_mask": np.ones((24, 24), dtype=np.uint8)}, "`painted_mask` must be bool"),
-    ({"color_image": np.zeros((24, 24), dtype=np.uint8)}, "`color_image` must be uint8"),
-    ({"seconds_spent": -1.0}, "`seconds_spent`"),
-    ({"concept_key": "no such concept"}, "unknown concept"),
-    ({"round": 2}, "`round` must be 1"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"painted_mask": np.zeros((24, 24), dtype=bool)}, "no painted pixel"),
+        ({"painted_mask": np.ones((24, 24), dtype=np.uint8)}, "`painted_mask` must be bool"),
+        ({"color_image": np.zeros((24, 24), dtype=np.uint8)}, "`color_image` must be uint8"),
+        ({"seconds_spent": -1.0}, "`seconds_spent`"),
+        ({"concept_key": "no such concept"}, "unknown concept"),
+        ({"round": 2}, "`round` must be 1"),
+    ],
+)
 def test_bad_coloring_input_is_refused_and_nothing_is_written(store, change, message):
     db, data = store
-    designer, = people(db, 1, "designer")
+    (designer,) = people(db, 1, "designer")
     image, mask = painted((10, 200, 10))
-    arguments = {"concept_key": "apple", "color_image": image, "painted_mask": mask,
-                 "seconds_spent": 5.0, **change}
+    arguments = {
+        "concept_key": "apple",
+        "color_image": image,
+        "painted_mask": mask,
+        "seconds_spent": 5.0,
+        **change,
+    }
     before = _tables(db)
     with pytest.raises((InvalidInput, NotFound), match=message):
         store_coloring(db, data, designer, **arguments)
@@ -80,13 +87,20 @@ def test_bad_coloring_input_is_refused_and_nothing_is_written(store, change, mes
 
 def test_a_reserved_task_is_completed_by_storing_its_coloring(store):
     db, data = store
-    designer, = people(db, 1, "designer")
-    db["sketches"].insert({"base": "apple", "path": "sketches/apple.png", "sha256": "0" * 64,
-                           "source": "test", "selected": 1, "created": iso(T0)})
+    (designer,) = people(db, 1, "designer")
+    db["sketches"].insert(
+        {
+            "base": "apple",
+            "path": "sketches/apple.png",
+            "sha256": "0" * 64,
+            "source": "test",
+            "selected": 1,
+            "created": iso(T0),
+        }
+    )
     tasks = assignment.reserve(db, "coloring", designer, np.random.default_rng(0), 1)
     task = tasks[0]
-    coloring_id = add_coloring(db, data, designer, task.concept_key, (90, 60, 30),
-                               task_id=task.id)
+    coloring_id = add_coloring(db, data, designer, task.concept_key, (90, 60, 30), task_id=task.id)
     assert db["tasks"].get(task.id)["status"] == "submitted"
     assert db["tasks"].get(task.id)["result_id"] == coloring_id
     other = "banana" if task.concept_key != "banana" else "apple"
@@ -97,23 +111,28 @@ def test_a_reserved_task_is_completed_by_storing_its_coloring(store):
 def test_a_recolor_is_the_next_round_and_the_designer_counts_once_towards_the_quota(store):
     db, data = store
     designers = people(db, 6, "designer")
-    db["sketches"].insert({"base": "apple", "path": "s.png", "sha256": "0" * 64,
-                           "source": "test", "selected": 1, "created": iso(T0)})
+    db["sketches"].insert(
+        {
+            "base": "apple",
+            "path": "s.png",
+            "sha256": "0" * 64,
+            "source": "test",
+            "selected": 1,
+            "created": iso(T0),
+        }
+    )
     first = [add_coloring(db, data, d, "rotten apple", (120, 80, 20)) for d in designers[:4]]
-    task_id = request_recolor(db, ADMIN, first[0], "Rotten, not ripe: try browner tones.",
-                              now=T0)
+    task_id = request_recolor(db, ADMIN, first[0], "Rotten, not ripe: try browner tones.", now=T0)
     assert get_coloring(db, first[0])["status"] == "recolor_requested"
     held = assignment.open_tasks(db, "coloring", designers[0], now=T0)
-    assert [(t.id, t.concept_key, t.coloring_id) for t in held] == [
-        (task_id, "rotten apple", first[0])]
-    second = add_coloring(db, data, designers[0], "rotten apple", (90, 60, 20),
-                          task_id=task_id, now=T0 + dt.timedelta(hours=1))
+    assert [(t.id, t.concept_key, t.coloring_id) for t in held] == [(task_id, "rotten apple", first[0])]
+    second = add_coloring(
+        db, data, designers[0], "rotten apple", (90, 60, 20), task_id=task_id, now=T0 + dt.timedelta(hours=1)
+    )
     assert get_coloring(db, second)["round"] == 2
     assert db["tasks"].get(task_id)["status"] == "submitted"
-    rounds = [(r["annotator_id"], r["round"], r["status"])
-              for r in concept_colorings(db, "rotten apple")]
-    assert rounds[:2] == [(designers[0], 1, "recolor_requested"),
-                          (designers[0], 2, "submitted")]
+    rounds = [(r["annotator_id"], r["round"], r["status"]) for r in concept_colorings(db, "rotten apple")]
+    assert rounds[:2] == [(designers[0], 1, "recolor_requested"), (designers[0], 2, "submitted")]
     assert overview.coverage(db, 5)["histogram"][4] == 1
     rng = np.random.default_rng(1)
     offered = assignment.reserve(db, "coloring", designers[4], rng, 50)
@@ -147,8 +166,7 @@ def test_stored_human_distribution_rests_on_the_latest_standing_round_of_each_de
     designers = people(db, 3, "designer")
     palette = load_uw71()
     red, blue, grey = (hex_rgb(palette.hex[i]) for i in (0, 50, 26))
-    ids = [add_coloring(db, data, d, "apple", rgb)
-           for d, rgb in zip(designers, (red, blue, grey))]
+    ids = [add_coloring(db, data, d, "apple", rgb) for d, rgb in zip(designers, (red, blue, grey))]
     add_handmade(db, data, designers[0], "apple", one_hot(5), practice=True)
     truth = _stored_p_h(db, "apple")
     assert (truth.n_colorings, truth.coloring_ids) == (3, tuple(ids))

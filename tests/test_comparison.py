@@ -28,15 +28,30 @@ CONCEPTS = load_concepts()
 
 
 def _row(model, concept, cfg, p, *, style="natural", created="2025-01-01", groups=None):
-    return {"run": "r", "model": model, "concept": concept, "style": style, "cfg": cfg, "p": p, "n_images": 2,
-            "n_excluded": 1, "groups": groups, "created_at": created}
+    return {
+        "run": "r",
+        "model": model,
+        "concept": concept,
+        "style": style,
+        "cfg": cfg,
+        "p": p,
+        "n_images": 2,
+        "n_excluded": 1,
+        "groups": groups,
+        "created_at": created,
+    }
 
 
 def test_distribution_panels_share_one_axis_and_draw_each_distribution_in_palette_colors():
     human = human_panel("reference set 'x'", one_hot(3, 0.6, 9))
-    models = model_panels([_row("b", "apple", 5.0, one_hot(40)), _row("a", "apple", 2.0, one_hot(12, 0.2, 13))])
+    models = model_panels(
+        [_row("b", "apple", 5.0, one_hot(40)), _row("a", "apple", 2.0, one_hot(12, 0.2, 13))]
+    )
     assert human.title == "Human: reference set 'x'"
-    assert [p.title for p in models] == ["a · natural · cfg 2 (2 images, 1 excluded)", "b · natural · cfg 5 (2 images, 1 excluded)"]
+    assert [p.title for p in models] == [
+        "a · natural · cfg 2 (2 images, 1 excluded)",
+        "b · natural · cfg 5 (2 images, 1 excluded)",
+    ]
     fig = distributions_figure([human, *models])
     assert len(fig.data) == 3
     for trace, panel in zip(fig.data, [human, *models]):
@@ -47,8 +62,18 @@ def test_distribution_panels_share_one_axis_and_draw_each_distribution_in_palett
     for low_high in ranges:
         assert_allclose(low_high, (0, 1.05))
     x_titles = {name: fig.layout[name].title.text for name in fig.layout if name.startswith("xaxis")}
-    assert x_titles == {"xaxis": None, "xaxis2": "UW-71 color index", "xaxis3": "UW-71 color index", "xaxis4": None}
-    assert [fig.layout[f"yaxis{i}"].title.text for i in ("", 2, 3, 4)] == ["probability", None, "probability", None]
+    assert x_titles == {
+        "xaxis": None,
+        "xaxis2": "UW-71 color index",
+        "xaxis3": "UW-71 color index",
+        "xaxis4": None,
+    }
+    assert [fig.layout[f"yaxis{i}"].title.text for i in ("", 2, 3, 4)] == [
+        "probability",
+        None,
+        "probability",
+        None,
+    ]
     with pytest.raises(ValueError, match="`panels` is empty"):
         distributions_figure([])
 
@@ -61,8 +86,12 @@ def test_strips_come_from_extraction_groups_stored_or_live_with_their_counts():
     assert live[1] == stored[1] == (2, 1)
     assert_allclose(live[0], stored[0]) and live[0].dtype == np.uint8
     assert strip_of(None) == (None, None)
-    fig = strips_figure([human_panel("reference", one_hot(1)), model_panels([_row("m", "apple", 1.0, one_hot(1),
-                                                                                   groups=groups)])[0]])
+    fig = strips_figure(
+        [
+            human_panel("reference", one_hot(1)),
+            model_panels([_row("m", "apple", 1.0, one_hot(1), groups=groups)])[0],
+        ]
+    )
     assert list(fig.data[1].text) == ["2", "1"] and len(fig.data[0].x) == 0
     assert fig.layout.annotations[-1].text == NO_SAMPLES_NOTE
 
@@ -71,12 +100,16 @@ def test_strips_come_from_extraction_groups_stored_or_live_with_their_counts():
 def test_strip_note_sits_on_its_own_panels_axes(missing):
     groups = concept_distribution([solid((200, 30, 30)), solid((30, 140, 50))], [centre_mask()] * 2).groups
     panels = [human_panel("reference", one_hot(1))] + model_panels(
-        [_row(m, "apple", 1.0, one_hot(1), groups=groups) for m in ("a", "b")])
+        [_row(m, "apple", 1.0, one_hot(1), groups=groups) for m in ("a", "b")]
+    )
     panels.insert(missing, panels.pop(0))
     fig = strips_figure(panels)
     [note] = [a for a in fig.layout.annotations if a.text == NO_SAMPLES_NOTE]
     subplot = fig.get_subplot(missing + 1, 1)
-    own_x, own_y = subplot.xaxis.plotly_name.replace("axis", ""), subplot.yaxis.plotly_name.replace("axis", "")
+    own_x, own_y = (
+        subplot.xaxis.plotly_name.replace("axis", ""),
+        subplot.yaxis.plotly_name.replace("axis", ""),
+    )
     assert (note.xref, note.yref) == (f"{own_x} domain", f"{own_y} domain")
     # plotly.js only creates axes that carry a trace: without one the note lands on another row.
     assert [(t.xaxis, t.yaxis) for t in fig.data].count((own_x, own_y)) == 1
@@ -105,8 +138,11 @@ def test_rows_at_cfg_rejects_a_bad_scale_even_without_rows(cfg):
 
 def test_concept_metrics_are_the_metrics_of_each_model_against_the_human_distribution():
     human = one_hot(3, 0.6, 9)
-    rows = [_row("a", "apple", 2.0, one_hot(3)), _row("b", "apple", 2.0, one_hot(40, 0.5, 41)),
-            _row("c", "banana", 2.0, one_hot(3))]
+    rows = [
+        _row("a", "apple", 2.0, one_hot(3)),
+        _row("b", "apple", 2.0, one_hot(40, 0.5, 41)),
+        _row("c", "banana", 2.0, one_hot(3)),
+    ]
     table = concept_metrics("apple", human, rows, CONCEPTS)
     assert table["model"].tolist() == ["a", "b"]
     assert_allclose(table["pcc"], [metrics.pcc(human, r["p"]) for r in rows[:2]])
@@ -116,13 +152,18 @@ def test_concept_metrics_are_the_metrics_of_each_model_against_the_human_distrib
 
 def test_variant_shifts_compare_the_base_with_each_variant_for_people_and_models():
     human = {"apple": one_hot(0), "rotten apple": one_hot(60), "unripe apple": one_hot(5)}
-    rows = [_row("m", "apple", 5.0, one_hot(0)), _row("m", "rotten apple", 5.0, one_hot(2)),
-            _row("m", "banana", 5.0, one_hot(50))]
+    rows = [
+        _row("m", "apple", 5.0, one_hot(0)),
+        _row("m", "rotten apple", 5.0, one_hot(2)),
+        _row("m", "banana", 5.0, one_hot(50)),
+    ]
     shifts = variant_shifts("apple", CONCEPTS, human, rows)
     got = {(r.concept, r.source): r.shift for r in shifts.itertuples()}
-    assert got == {("rotten apple", HUMAN): pytest.approx(metrics.shift(one_hot(0), one_hot(60))),
-                   ("unripe apple", HUMAN): pytest.approx(metrics.shift(one_hot(0), one_hot(5))),
-                   ("rotten apple", "m · natural"): pytest.approx(metrics.shift(one_hot(0), one_hot(2)))}
+    assert got == {
+        ("rotten apple", HUMAN): pytest.approx(metrics.shift(one_hot(0), one_hot(60))),
+        ("unripe apple", HUMAN): pytest.approx(metrics.shift(one_hot(0), one_hot(5))),
+        ("rotten apple", "m · natural"): pytest.approx(metrics.shift(one_hot(0), one_hot(2))),
+    }
     table = variant_shift_table(shifts)
     assert list(table.columns) == ["concept", "modifier_type", HUMAN, "m · natural"]
     assert np.isnan(table.set_index("concept").loc["unripe apple", "m · natural"])

@@ -15,7 +15,11 @@ def test_variants_carry_base_category_and_modifier():
     by_key = {c.key: c for c in load_concepts()}
     rotten = by_key["rotten apple"]
     assert (rotten.base, rotten.category, rotten.modifier_type, rotten.modifier) == (
-        "apple", "fruit", "visual_state", "rotten")
+        "apple",
+        "fruit",
+        "visual_state",
+        "rotten",
+    )
     lonely = by_key["lonely cabin"]
     assert (lonely.base, lonely.category, lonely.modifier_type) == ("cabin", "building", "emotional")
     assert by_key["dog"].modifier == "" and by_key["dog"].modifier_type == "original"

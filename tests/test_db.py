@@ -11,48 +11,126 @@ EXPECTED_SCHEMA = {
     "schema_version": (["version", "name", "applied"], []),
     "settings": (["key", "value"], []),
     "concepts": (["key", "base", "base_id", "category", "modifier_type", "modifier"], []),
-    "sketches": (["id", "base", "path", "sha256", "source", "selected", "width", "height",
-                  "meta", "created"], [("base", "concepts", "key")]),
-    "annotators": (["id", "pseudonym", "roles", "design_background", "status", "created",
-                    "created_by", "instructions_read", "practice_approved",
-                    "practice_approved_by"], []),
-    "invites": (["token_hash", "annotator_id", "role", "created", "expires", "first_used",
-                 "last_used", "uses", "revoked"], [("annotator_id", "annotators", "id")]),
-    "sessions": (["token_hash", "annotator_id", "roles", "created", "expires", "last_seen",
-                  "revoked"], [("annotator_id", "annotators", "id")]),
-    "consents": (["id", "annotator_id", "form_sha256", "agreed", "created"],
-                 [("annotator_id", "annotators", "id")]),
+    "sketches": (
+        ["id", "base", "path", "sha256", "source", "selected", "width", "height", "meta", "created"],
+        [("base", "concepts", "key")],
+    ),
+    "annotators": (
+        [
+            "id",
+            "pseudonym",
+            "roles",
+            "design_background",
+            "status",
+            "created",
+            "created_by",
+            "instructions_read",
+            "practice_approved",
+            "practice_approved_by",
+        ],
+        [],
+    ),
+    "invites": (
+        [
+            "token_hash",
+            "annotator_id",
+            "role",
+            "created",
+            "expires",
+            "first_used",
+            "last_used",
+            "uses",
+            "revoked",
+        ],
+        [("annotator_id", "annotators", "id")],
+    ),
+    "sessions": (
+        ["token_hash", "annotator_id", "roles", "created", "expires", "last_seen", "revoked"],
+        [("annotator_id", "annotators", "id")],
+    ),
+    "consents": (
+        ["id", "annotator_id", "form_sha256", "agreed", "created"],
+        [("annotator_id", "annotators", "id")],
+    ),
     "studies": (["id", "name", "votes_per_pair", "frozen", "meta", "created"], []),
-    "study_pairs": (["id", "study_id", "concept_key", "a", "b", "meta"],
-                    [("concept_key", "concepts", "key"), ("study_id", "studies", "id")]),
-    "colorings": (["id", "annotator_id", "concept_key", "sketch_id", "image_path",
-                   "image_sha256", "mask_path", "mask_sha256", "practice", "round", "status",
-                   "seconds_spent", "created"],
-                  [("annotator_id", "annotators", "id"), ("concept_key", "concepts", "key"),
-                   ("sketch_id", "sketches", "id")]),
-    "coloring_distributions": (["coloring_id", "p", "method", "created"],
-                               [("coloring_id", "colorings", "id")]),
-    "reviews": (["coloring_id", "reason", "votes_needed", "status", "created", "plausibility"],
-                [("coloring_id", "colorings", "id")]),
-    "qc_votes": (["id", "coloring_id", "expert_id", "vote", "comment", "created"],
-                 [("coloring_id", "colorings", "id"), ("expert_id", "annotators", "id")]),
-    "judgments": (["id", "pair_id", "participant_id", "left_item", "choice", "winner",
-                   "seconds_spent", "created"],
-                  [("pair_id", "study_pairs", "id"), ("participant_id", "annotators", "id")]),
-    "tasks": (["id", "kind", "annotator_id", "concept_key", "coloring_id", "pair_id",
-               "left_item", "practice", "status", "created", "expires", "finished",
-               "result_id"],
-              [("annotator_id", "annotators", "id"), ("coloring_id", "colorings", "id"),
-               ("concept_key", "concepts", "key"), ("pair_id", "study_pairs", "id")]),
-    "audit": (["id", "created", "actor", "action", "object_type", "object_id", "why",
-               "details"], []),
+    "study_pairs": (
+        ["id", "study_id", "concept_key", "a", "b", "meta"],
+        [("concept_key", "concepts", "key"), ("study_id", "studies", "id")],
+    ),
+    "colorings": (
+        [
+            "id",
+            "annotator_id",
+            "concept_key",
+            "sketch_id",
+            "image_path",
+            "image_sha256",
+            "mask_path",
+            "mask_sha256",
+            "practice",
+            "round",
+            "status",
+            "seconds_spent",
+            "created",
+        ],
+        [
+            ("annotator_id", "annotators", "id"),
+            ("concept_key", "concepts", "key"),
+            ("sketch_id", "sketches", "id"),
+        ],
+    ),
+    "coloring_distributions": (
+        ["coloring_id", "p", "method", "created"],
+        [("coloring_id", "colorings", "id")],
+    ),
+    "reviews": (
+        ["coloring_id", "reason", "votes_needed", "status", "created", "plausibility"],
+        [("coloring_id", "colorings", "id")],
+    ),
+    "qc_votes": (
+        ["id", "coloring_id", "expert_id", "vote", "comment", "created"],
+        [("coloring_id", "colorings", "id"), ("expert_id", "annotators", "id")],
+    ),
+    "judgments": (
+        ["id", "pair_id", "participant_id", "left_item", "choice", "winner", "seconds_spent", "created"],
+        [("pair_id", "study_pairs", "id"), ("participant_id", "annotators", "id")],
+    ),
+    "tasks": (
+        [
+            "id",
+            "kind",
+            "annotator_id",
+            "concept_key",
+            "coloring_id",
+            "pair_id",
+            "left_item",
+            "practice",
+            "status",
+            "created",
+            "expires",
+            "finished",
+            "result_id",
+        ],
+        [
+            ("annotator_id", "annotators", "id"),
+            ("coloring_id", "colorings", "id"),
+            ("concept_key", "concepts", "key"),
+            ("pair_id", "study_pairs", "id"),
+        ],
+    ),
+    "audit": (["id", "created", "actor", "action", "object_type", "object_id", "why", "details"], []),
 }
 
 
 def _annotation_schema(db):
-    return {t.name: ([c.name for c in t.columns],
-                     sorted((f.column, f.other_table, f.other_column) for f in t.foreign_keys))
-            for t in db.tables if t.name in EXPECTED_SCHEMA}
+    return {
+        t.name: (
+            [c.name for c in t.columns],
+            sorted((f.column, f.other_table, f.other_column) for f in t.foreign_keys),
+        )
+        for t in db.tables
+        if t.name in EXPECTED_SCHEMA
+    }
 
 
 def _sql_master(db):
@@ -127,8 +205,16 @@ def test_open_db_sets_wal_foreign_keys_and_busy_timeout(tmp_path):
     assert db.execute("pragma busy_timeout").fetchone()[0] == annotation_db.BUSY_TIMEOUT_MS
     ensure_schema(db)
     with pytest.raises(sqlite3.IntegrityError):
-        db["invites"].insert({"token_hash": "x", "annotator_id": 12345, "role": "designer",
-                              "created": iso(), "expires": iso(), "uses": 0})
+        db["invites"].insert(
+            {
+                "token_hash": "x",
+                "annotator_id": 12345,
+                "role": "designer",
+                "created": iso(),
+                "expires": iso(),
+                "uses": 0,
+            }
+        )
 
 
 def test_transaction_rolls_back_every_write_on_error(tmp_path):

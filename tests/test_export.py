@@ -27,23 +27,55 @@ ROOT = Path(__file__).resolve().parent.parent
 def _fill(db, data_dir):
     sync_concepts(db)
     set_admin_password(db, "an admin password")
-    (designer, token), = create_annotators(db, 1, "designer", design_background=True)
+    ((designer, token),) = create_annotators(db, 1, "designer", design_background=True)
     login_with_invite(db, token)
     rng = np.random.default_rng(3)
     sketch = store_png(data_dir, rng.integers(0, 256, (6, 6), dtype=np.uint8), folder="sketches")
-    db["sketches"].insert({"base": "apple", "path": sketch.path, "sha256": sketch.sha256,
-                           "source": "test", "selected": 1, "created": iso()})
-    db["sketches"].insert({"base": "dog", "path": "sketches/gone.png", "sha256": "1" * 64,
-                           "source": "test", "selected": 0, "created": iso()})
+    db["sketches"].insert(
+        {
+            "base": "apple",
+            "path": sketch.path,
+            "sha256": sketch.sha256,
+            "source": "test",
+            "selected": 1,
+            "created": iso(),
+        }
+    )
+    db["sketches"].insert(
+        {
+            "base": "dog",
+            "path": "sketches/gone.png",
+            "sha256": "1" * 64,
+            "source": "test",
+            "selected": 0,
+            "created": iso(),
+        }
+    )
     image = store_png(data_dir, rng.integers(0, 256, (6, 6, 3), dtype=np.uint8))
     mask = store_png(data_dir, rng.integers(0, 2, (6, 6)).astype(bool), folder="masks")
-    coloring = db["colorings"].insert({
-        "annotator_id": designer["id"], "concept_key": "rotten apple", "sketch_id": 1,
-        "image_path": image.path, "image_sha256": image.sha256, "mask_path": mask.path,
-        "mask_sha256": "0" * 64, "practice": 0, "round": 1, "status": "submitted",
-        "seconds_spent": 93.5, "created": iso()}).last_pk
-    db["coloring_distributions"].insert({"coloring_id": coloring, "p": json.dumps([1 / 71] * 71),
-                                         "method": "test", "created": iso()})
+    coloring = (
+        db["colorings"]
+        .insert(
+            {
+                "annotator_id": designer["id"],
+                "concept_key": "rotten apple",
+                "sketch_id": 1,
+                "image_path": image.path,
+                "image_sha256": image.sha256,
+                "mask_path": mask.path,
+                "mask_sha256": "0" * 64,
+                "practice": 0,
+                "round": 1,
+                "status": "submitted",
+                "seconds_spent": 93.5,
+                "created": iso(),
+            }
+        )
+        .last_pk
+    )
+    db["coloring_distributions"].insert(
+        {"coloring_id": coloring, "p": json.dumps([1 / 71] * 71), "method": "test", "created": iso()}
+    )
     return token, {sketch.path: sketch.sha256, image.path: image.sha256}
 
 
@@ -52,6 +84,7 @@ def _frames(folder, kind):
         if kind == "parquet":
             return pd.read_parquet(path)
         return pd.read_csv(path, dtype=str, keep_default_na=False)
+
     return {p.stem: read(p) for p in (folder / kind).iterdir()}
 
 
@@ -66,9 +99,9 @@ def test_export_round_trips_every_table_and_every_image(tmp_path, db):
     parquet, csvs = _frames(tmp_path / "out", "parquet"), _frames(tmp_path / "out", "csv")
     assert set(parquet) == set(csvs) == tables
     for name in tables:
-        stored = pd.read_sql_query(f'select * from "{name}"', db.conn,
-                                   dtype_backend="numpy_nullable").drop(
-            columns=["token_hash"], errors="ignore")
+        stored = pd.read_sql_query(f'select * from "{name}"', db.conn, dtype_backend="numpy_nullable").drop(
+            columns=["token_hash"], errors="ignore"
+        )
         pd.testing.assert_frame_equal(parquet[name], stored, check_dtype=False)
         as_text = stored.astype("string").fillna("").astype(object)
         pd.testing.assert_frame_equal(csvs[name], as_text, check_dtype=False)
@@ -80,9 +113,12 @@ def test_export_round_trips_every_table_and_every_image(tmp_path, db):
         for path, sha in files.items():
             assert hashlib.sha256(archive.read(path)).hexdigest() == sha
     statuses = {(m["table"], m["column"], m["status"]) for m in manifest}
-    assert statuses == {("sketches", "path", "ok"), ("sketches", "path", "missing"),
-                        ("colorings", "image_path", "ok"),
-                        ("colorings", "mask_path", "sha256_mismatch")}
+    assert statuses == {
+        ("sketches", "path", "ok"),
+        ("sketches", "path", "missing"),
+        ("colorings", "image_path", "ok"),
+        ("colorings", "mask_path", "sha256_mismatch"),
+    }
 
 
 def test_export_leaves_secrets_out(tmp_path, db):
@@ -90,8 +126,7 @@ def test_export_leaves_secrets_out(tmp_path, db):
     token, _ = _fill(db, data_dir)
     export(db, data_dir, tmp_path / "out")
     content = b"".join(p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file())
-    hashes = [r["token_hash"] for r in db["invites"].rows] + [
-        r["token_hash"] for r in db["sessions"].rows]
+    hashes = [r["token_hash"] for r in db["invites"].rows] + [r["token_hash"] for r in db["sessions"].rows]
     secrets_ = [token, db["settings"].get("admin_password_hash")["value"], *hashes]
     assert not any(s.encode() in content for s in secrets_)
 
@@ -117,13 +152,27 @@ def test_export_archive_is_one_zip_of_the_export(tmp_path, db):
 def test_command_line_export_writes_the_folder(tmp_path, db, capsys):
     _fill(db, tmp_path / "data")
     db_path = tmp_path / "a.sqlite"
-    assert main(["--db", str(db_path), "--data-dir", str(tmp_path / "data"),
-                 "export", str(tmp_path / "cli")]) == 0
+    assert (
+        main(["--db", str(db_path), "--data-dir", str(tmp_path / "data"), "export", str(tmp_path / "cli")])
+        == 0
+    )
     assert "exported" in capsys.readouterr().out
     assert (tmp_path / "cli" / "parquet" / "concepts.parquet").is_file()
-    result = subprocess.run([sys.executable, "-m", "annotation", "--db", str(tmp_path / "none.sqlite"),
-                             "export", str(tmp_path / "x")], cwd=ROOT, capture_output=True,
-                            text=True, check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "annotation",
+            "--db",
+            str(tmp_path / "none.sqlite"),
+            "export",
+            str(tmp_path / "x"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 2 and "no database at" in result.stderr
 
 

@@ -21,11 +21,11 @@ GREEN, GREEN_SHINE = (70, 160, 50), (120, 200, 90)
 
 def _apple(body, shine, rng, shape=(120, 160)):
     """A round 'apple' with a highlight and ±4 pixel noise on a light background."""
-    yy, xx = np.mgrid[:shape[0], :shape[1]]
-    mask = (yy - 60) ** 2 + (xx - 80) ** 2 < 50 ** 2
+    yy, xx = np.mgrid[: shape[0], : shape[1]]
+    mask = (yy - 60) ** 2 + (xx - 80) ** 2 < 50**2
     image = np.full(shape + (3,), BACKGROUND, dtype=np.uint8)
     image[mask] = body
-    image[mask & ((yy - 45) ** 2 + (xx - 65) ** 2 < 15 ** 2)] = shine
+    image[mask & ((yy - 45) ** 2 + (xx - 65) ** 2 < 15**2)] = shine
     noisy = image.astype(int) + rng.integers(-4, 5, size=image.shape)
     image = np.where(mask[..., None], np.clip(noisy, 0, 255), image).astype(np.uint8)
     return image, mask
@@ -174,8 +174,10 @@ def _bad_inputs():
         (([good, good.astype(float)], [mask, mask]), r"`images\[1\]` must be an \(H, W, 3\)"),
         (([np.zeros((8, 8, 2), np.uint8)], [mask]), r"`images\[0\]` must be .* got shape \(8, 8, 2\)"),
         (([good], [mask.astype(np.uint8)]), r"`masks\[0\]` must be an \(H, W\) boolean array"),
-        (([good, good], [mask, np.ones((8, 9), bool)]),
-         r"`masks\[1\]` has size \(8, 9\) but `images\[1\]` has \(8, 8\)"),
+        (
+            ([good, good], [mask, np.ones((8, 9), bool)]),
+            r"`masks\[1\]` has size \(8, 9\) but `images\[1\]` has \(8, 8\)",
+        ),
         (([good, good, good], [mask, mask, empty]), r"`masks\[2\]` is empty"),
     ]
 
@@ -202,8 +204,18 @@ def _noisy_flat(rgb, sigma: float, n: int, rng) -> np.ndarray:
 
 # Flat colors whose channels sit on 8x8x8 bin boundaries (multiples of 32), where pixel
 # noise splits them over two or more bins, and a few inside bins.
-BOUNDARY_COLORS = [(200, 30, 30), (192, 32, 32), (224, 128, 64), (96, 160, 32), (32, 32, 192),
-                   (128, 128, 128), (255, 224, 96), (64, 96, 160), (160, 64, 192), (30, 100, 60)]
+BOUNDARY_COLORS = [
+    (200, 30, 30),
+    (192, 32, 32),
+    (224, 128, 64),
+    (96, 160, 32),
+    (32, 32, 192),
+    (128, 128, 128),
+    (255, 224, 96),
+    (64, 96, 160),
+    (160, 64, 192),
+    (30, 100, 60),
+]
 
 
 @pytest.mark.parametrize("rgb", BOUNDARY_COLORS)

@@ -29,8 +29,7 @@ from storage import open_db
 pytestmark = pytest.mark.timeout(600)
 
 
-def test_concurrent_designers_through_the_endpoint_store_each_submission_once_within_quotas(
-        tmp_path):
+def test_concurrent_designers_through_the_endpoint_store_each_submission_once_within_quotas(tmp_path):
     study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 6, 1, side=128)
     supply = len(study.concepts) * study.k
     with AppProcess(study.db_path, study.data_dir, log_path=tmp_path / "app.log") as app:
@@ -44,8 +43,7 @@ def test_concurrent_designers_through_the_endpoint_store_each_submission_once_wi
     assert min(main.values()) < 4, "batches must take the whole pool, so designers compete"
 
 
-def test_app_sigkilled_inside_a_write_keeps_every_acknowledged_coloring_and_sweeps_its_files(
-        tmp_path):
+def test_app_sigkilled_inside_a_write_keeps_every_acknowledged_coloring_and_sweeps_its_files(tmp_path):
     study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 4, 1, side=128)
     result = kill_app(study, 6, 8, seed=2, log_path=tmp_path / "app.log")
     assert len(result.acks) >= 8 and len(result.acks_after_restart) >= 2
@@ -54,8 +52,7 @@ def test_app_sigkilled_inside_a_write_keeps_every_acknowledged_coloring_and_swee
     assert all((study.data_dir / QUARANTINE / path).is_file() for path in result.swept)
     stored = {r["id"] for r in _rows(study.db_path, "colorings")}
     assert {a.coloring_id for a in result.acks + result.acks_after_restart} <= stored
-    assert all(r["status"] in ("reserved", "submitted", "expired")
-               for r in _rows(study.db_path, "tasks"))
+    assert all(r["status"] in ("reserved", "submitted", "expired") for r in _rows(study.db_path, "tasks"))
 
 
 def _rows(db_path, table):
@@ -73,9 +70,16 @@ def tiny_model(tmp_path_factory):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_evaluation_run_killed_and_resumed_ends_as_an_uninterrupted_run(tmp_path, tiny_model):
-    result = kill_and_resume_run(tmp_path, tiny_model, concepts=("apple", "banana"),
-                                 styles=("natural",), samples=2, cfg=(2.0, 7.5),
-                                 batch_size=1, kill_after=2)
+    result = kill_and_resume_run(
+        tmp_path,
+        tiny_model,
+        concepts=("apple", "banana"),
+        styles=("natural",),
+        samples=2,
+        cfg=(2.0, 7.5),
+        batch_size=1,
+        kill_after=2,
+    )
     assert result.total == 8
     assert 2 <= result.generated_at_kill < result.total
     assert [row["status"] for row in result.rows] == ["generated"] * 8
@@ -91,13 +95,20 @@ def _hash_named(folder, text):
     return path
 
 
-def test_orphaned_files_are_unnamed_hash_and_temporary_files_outside_skipped_folders(
-        tmp_path, db):
+def test_orphaned_files_are_unnamed_hash_and_temporary_files_outside_skipped_folders(tmp_path, db):
     data = tmp_path / "data"
     sync_concepts(db)
     named = store_png(data, np.zeros((4, 4), dtype=np.uint8))
-    db["sketches"].insert({"base": "apple", "path": named.path, "sha256": named.sha256,
-                           "source": "test", "selected": 1, "created": "2025-01-01"})
+    db["sketches"].insert(
+        {
+            "base": "apple",
+            "path": named.path,
+            "sha256": named.sha256,
+            "source": "test",
+            "selected": 1,
+            "created": "2025-01-01",
+        }
+    )
     orphan = _hash_named(data / "colorings" / "ab", "orphan")
     temporary = data / "runs" / "r" / "images" / ".x.png.1234.tmp"
     temporary.parent.mkdir(parents=True)
@@ -105,8 +116,9 @@ def test_orphaned_files_are_unnamed_hash_and_temporary_files_outside_skipped_fol
     for kept in (data / "exports", data / "models" / "blobs", data / "orphans"):
         _hash_named(kept, "kept")
     (data / "colorconcept.sqlite").write_text("not a content-hash name")
-    assert orphaned_files(db, data) == sorted([
-        orphan.relative_to(data).as_posix(), temporary.relative_to(data).as_posix()])
+    assert orphaned_files(db, data) == sorted(
+        [orphan.relative_to(data).as_posix(), temporary.relative_to(data).as_posix()]
+    )
     assert orphaned_files(db, tmp_path / "missing") == []
 
 
@@ -118,7 +130,10 @@ def test_sweep_moves_orphans_aside_once_and_audits_it(tmp_path, db):
     assert not orphan.exists() and (data / "orphans" / relative).read_text() == "orphan"
     [row] = db["audit"].rows
     assert (row["actor"], row["action"], json.loads(row["details"])) == (
-        "system", "sweep_orphans", {"n": 1, "paths": [relative]})
+        "system",
+        "sweep_orphans",
+        {"n": 1, "paths": [relative]},
+    )
     assert sweep_orphans(db, data) == [] and db["audit"].count == 1
 
 
@@ -145,8 +160,17 @@ def _library_submissions(study, n_designers):
             image[:8] = rng.integers(0, 256, size=3)
             mask = np.zeros((16, 16), dtype=bool)
             mask[:8] = True
-            coloring_id = store_coloring(db, study.data_dir, designer, task.concept_key, image,
-                                         mask, task_id=task.id, seconds_spent=60.0, k=study.k)
+            coloring_id = store_coloring(
+                db,
+                study.data_dir,
+                designer,
+                task.concept_key,
+                image,
+                mask,
+                task_id=task.id,
+                seconds_spent=60.0,
+                k=study.k,
+            )
             acks.append(Ack(designer, task.id, coloring_id, task.concept_key, 0.0))
         return acks
     finally:
@@ -187,5 +211,6 @@ def test_check_store_names_each_kind_of_damage(tmp_path):
     assert f"coloring {first['id']}: mask file does not match its hash" in problems
     assert any(p.startswith("orphaned file colorings/00/") for p in problems)
     wrong = Ack(other, acks[0].task_id, acks[0].coloring_id, first["concept_key"], 0.1)
-    assert (f"acknowledged coloring {first['id']} is stored as another designer's or "
-            "concept's") in check_store(study.db_path, study.data_dir, [wrong], k=study.k)
+    assert (
+        f"acknowledged coloring {first['id']} is stored as another designer's or concept's"
+    ) in check_store(study.db_path, study.data_dir, [wrong], k=study.k)

@@ -79,10 +79,15 @@ def test_group_strip_shows_each_extraction_group_with_its_image_count():
 
 
 def test_cfg_sweep_figure_has_one_line_per_model_per_metric():
-    sweep = pd.DataFrame({
-        "model": ["sana"] * 3 + ["sdxl"] * 3, "style": "clipart", "cfg": [3.0, 5.0, 7.0] * 2,
-        "emd": [30.0, 31.0, 32.0, 28.0, 28.5, 28.2], "pcc": [0.7, 0.68, 0.65, 0.72, 0.71, 0.72],
-    })
+    sweep = pd.DataFrame(
+        {
+            "model": ["sana"] * 3 + ["sdxl"] * 3,
+            "style": "clipart",
+            "cfg": [3.0, 5.0, 7.0] * 2,
+            "emd": [30.0, 31.0, 32.0, 28.0, 28.5, 28.2],
+            "pcc": [0.7, 0.68, 0.65, 0.72, 0.71, 0.72],
+        }
+    )
     fig = cfg_sweep_figure(sweep)
     assert len(fig.data) == 4
     emd_sana = [t for t in fig.data if t.name == "sana" and t.xaxis == "x"][0]
@@ -91,14 +96,23 @@ def test_cfg_sweep_figure_has_one_line_per_model_per_metric():
     pcc_sdxl = [t for t in fig.data if t.name == "sdxl" and t.xaxis == "x2"][0]
     assert_allclose(pcc_sdxl.y, [0.72, 0.71, 0.72])
     assert [fig.layout[a].title.text for a in ("xaxis", "xaxis2", "yaxis", "yaxis2")] == [
-        "CFG scale", "CFG scale", "mean EMD", "mean PCC"]
+        "CFG scale",
+        "CFG scale",
+        "mean EMD",
+        "mean PCC",
+    ]
 
 
 def test_sensitivity_bars_plot_ratios_per_modifier_type():
-    sens = pd.DataFrame({
-        "model": ["a", "b", "a", "b"], "modifier_type": ["emotional", "emotional", "visual_state", "visual_state"],
-        "human_shift": [2.0, 2.0, 10.0, 10.0], "model_shift": [1.0, 1.5, 8.0, 9.0], "ratio": [0.5, 0.75, 0.8, 0.9],
-    })
+    sens = pd.DataFrame(
+        {
+            "model": ["a", "b", "a", "b"],
+            "modifier_type": ["emotional", "emotional", "visual_state", "visual_state"],
+            "human_shift": [2.0, 2.0, 10.0, 10.0],
+            "model_shift": [1.0, 1.5, 8.0, 9.0],
+            "ratio": [0.5, 0.75, 0.8, 0.9],
+        }
+    )
     fig = sensitivity_bars(sens)
     assert [t.name for t in fig.data] == ["Emotional", "Visual state"]
     assert_allclose(fig.data[1].y, [0.8, 0.9])
@@ -107,12 +121,17 @@ def test_sensitivity_bars_plot_ratios_per_modifier_type():
 
 
 def test_shift_scatter_points_are_the_shifts_with_concepts_in_hover():
-    shifts = pd.DataFrame({
-        "model": ["sana", "sana", "sdxl"], "style": "clipart", "base": ["apple", "cabin", "apple"],
-        "concept": ["rotten apple", "lonely cabin", "rotten apple"],
-        "modifier_type": ["visual_state", "emotional", "visual_state"],
-        "human_shift": [10.0, 4.0, 10.0], "model_shift": [7.0, 1.0, 3.0],
-    })
+    shifts = pd.DataFrame(
+        {
+            "model": ["sana", "sana", "sdxl"],
+            "style": "clipart",
+            "base": ["apple", "cabin", "apple"],
+            "concept": ["rotten apple", "lonely cabin", "rotten apple"],
+            "modifier_type": ["visual_state", "emotional", "visual_state"],
+            "human_shift": [10.0, 4.0, 10.0],
+            "model_shift": [7.0, 1.0, 3.0],
+        }
+    )
     fig = shift_scatter(shifts)
     sana = [t for t in fig.data if t.name == "sana"][0]
     assert_allclose(sana.x, [10.0, 4.0])
@@ -130,14 +149,26 @@ def test_consistency_histogram_marks_the_high_variance_cutoff():
 
 
 def test_table3_figure_bars_and_error_bars_match_the_validation():
-    validation = pd.DataFrame({
-        "label": ["PCC", "EMD"], "pearson": [0.4, 0.5], "pearson_lo": [0.3, 0.45], "pearson_hi": [0.5, 0.6],
-        "spearman": [0.41, 0.55], "spearman_lo": [0.3, 0.5], "spearman_hi": [0.5, 0.6],
-        "agreement": [0.55, 0.62], "agreement_lo": [0.5, 0.6], "agreement_hi": [0.6, 0.7],
-    })
+    validation = pd.DataFrame(
+        {
+            "label": ["PCC", "EMD"],
+            "pearson": [0.4, 0.5],
+            "pearson_lo": [0.3, 0.45],
+            "pearson_hi": [0.5, 0.6],
+            "spearman": [0.41, 0.55],
+            "spearman_lo": [0.3, 0.5],
+            "spearman_hi": [0.5, 0.6],
+            "agreement": [0.55, 0.62],
+            "agreement_lo": [0.5, 0.6],
+            "agreement_hi": [0.6, 0.7],
+        }
+    )
     fig = table3_figure(validation)
     assert [t.name for t in fig.data] == ["Pearson r", "Spearman ρ", "Agreement (fraction)"]
-    assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == ("metric", "alignment with human judgment")
+    assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == (
+        "metric",
+        "alignment with human judgment",
+    )
     assert_allclose(fig.data[1].y, [0.41, 0.55])
     assert_allclose(fig.data[0].error_y.array, [0.1, 0.1])
     assert_allclose(fig.data[2].error_y.arrayminus, [0.05, 0.02])

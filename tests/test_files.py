@@ -19,12 +19,22 @@ def _png_bytes(array):
 
 def _png_header_only(width, height):
     """A PNG whose header claims width x height pixels but holds almost no data."""
+
     def chunk(kind, data):
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
+
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
-            + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\x00" * 16))
+        + chunk(b"IEND", b"")
+    )
 
 
 def test_store_bytes_names_file_by_content_hash_and_stores_it_once(tmp_path):
@@ -46,12 +56,12 @@ def test_store_png_round_trips_pixels(tmp_path):
     np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / stored.path)), image)
     mask = store_png(tmp_path, image[..., 0] > 127, folder="masks")
     assert mask.path.startswith("masks/")
-    np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / mask.path)) > 0,
-                                  image[..., 0] > 127)
+    np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / mask.path)) > 0, image[..., 0] > 127)
 
 
-@pytest.mark.parametrize("bad", ["../secret", "/etc/passwd", "images/../../x", "", "   ",
-                                 "C:\\windows", "a/../../b", "..\\..\\x"])
+@pytest.mark.parametrize(
+    "bad", ["../secret", "/etc/passwd", "images/../../x", "", "   ", "C:\\windows", "a/../../b", "..\\..\\x"]
+)
 def test_resolve_refuses_paths_leaving_the_data_folder(tmp_path, bad):
     with pytest.raises(InvalidInput, match="file path"):
         resolve(tmp_path, bad)
@@ -62,8 +72,10 @@ def test_resolve_refuses_symlink_out_of_the_data_folder(tmp_path):
     (tmp_path / "data" / "link").symlink_to(tmp_path)
     with pytest.raises(InvalidInput, match="inside the data folder"):
         resolve(tmp_path / "data", "link/secret.txt")
-    assert resolve(tmp_path / "data", "images/ab/x.png") == (
-        tmp_path / "data" / "images" / "ab" / "x.png").resolve()
+    assert (
+        resolve(tmp_path / "data", "images/ab/x.png")
+        == (tmp_path / "data" / "images" / "ab" / "x.png").resolve()
+    )
 
 
 def test_decode_image_reads_a_valid_png():
@@ -73,13 +85,16 @@ def test_decode_image_reads_a_valid_png():
     np.testing.assert_array_equal(np.asarray(decoded), image)
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"", "empty"),
-    (b"hello, this is text", "not an image"),
-    (_png_bytes(np.zeros((64, 64, 3), np.uint8))[:60], "corrupt or truncated"),
-    (_png_header_only(5000, 5000), "25000000 pixels"),
-    (_png_header_only(100_000, 100_000), "too large|pixels"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"", "empty"),
+        (b"hello, this is text", "not an image"),
+        (_png_bytes(np.zeros((64, 64, 3), np.uint8))[:60], "corrupt or truncated"),
+        (_png_header_only(5000, 5000), "25000000 pixels"),
+        (_png_header_only(100_000, 100_000), "too large|pixels"),
+    ],
+)
 def test_decode_image_refuses_bad_files_with_a_clear_message(data, message):
     with pytest.raises(InvalidImage, match=message):
         decode_image(data, name="upload")

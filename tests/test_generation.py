@@ -47,13 +47,21 @@ def _concept(key):
 
 
 def test_prompt_follows_the_paper_template_with_the_modifier():
-    assert build_prompt(_concept("lonely cabin"), "natural") == "A natural photo of a lonely cabin, centered composition."
-    assert build_prompt(_concept("rotten apple"), "clipart") == "A clip-art cartoon of a rotten apple, centered composition."
+    assert (
+        build_prompt(_concept("lonely cabin"), "natural")
+        == "A natural photo of a lonely cabin, centered composition."
+    )
+    assert (
+        build_prompt(_concept("rotten apple"), "clipart")
+        == "A clip-art cartoon of a rotten apple, centered composition."
+    )
 
 
 def test_prompt_of_an_original_concept_puts_the_article_before_the_noun():
     assert build_prompt(_concept("apple"), "natural") == "A natural photo of an apple, centered composition."
-    assert build_prompt(_concept("cabin"), "clipart") == "A clip-art cartoon of a cabin, centered composition."
+    assert (
+        build_prompt(_concept("cabin"), "clipart") == "A clip-art cartoon of a cabin, centered composition."
+    )
     assert [indefinite_article(w) for w in ("egg", "Owl", "tree", "umbrella")] == ["an", "an", "a", "an"]
 
 
@@ -63,14 +71,22 @@ def test_prompt_rejects_an_unknown_style():
 
 
 def test_item_seed_is_sha256_of_the_item_fields():
-    expected = int.from_bytes(hashlib.sha256(b"sdxl|rotten apple|clipart|7.5|3").digest()[:8], "big") & (2**63 - 1)
+    expected = int.from_bytes(hashlib.sha256(b"sdxl|rotten apple|clipart|7.5|3").digest()[:8], "big") & (
+        2**63 - 1
+    )
     assert item_seed("sdxl", "rotten apple", "clipart", 7.5, 3) == expected
     assert item_seed("sdxl", "apple", "natural", 7, 0) == item_seed("sdxl", "apple", "natural", 7.0, 0)
 
 
 def test_item_seeds_differ_over_a_grid():
-    grid = [(m, c, s, g, k) for m in ("sdxl", "sd3") for c in ("apple", "rotten apple") for s in ("natural", "clipart")
-            for g in (3.0, 4.5, 6.0) for k in range(5)]
+    grid = [
+        (m, c, s, g, k)
+        for m in ("sdxl", "sd3")
+        for c in ("apple", "rotten apple")
+        for s in ("natural", "clipart")
+        for g in (3.0, 4.5, 6.0)
+        for k in range(5)
+    ]
     seeds = {item_seed(*item) for item in grid}
     assert len(seeds) == len(grid)
     assert all(0 <= s < 2**63 for s in seeds)
@@ -96,7 +112,9 @@ def test_registry_pipeline_classes_exist_in_diffusers_except_omnigen2():
     assert not hasattr(diffusers, "OmniGen2Pipeline")
     if importlib.util.find_spec("omnigen2") is not None:
         pytest.skip("the OmniGen2 package is installed here")
-    with pytest.raises(RegistryError, match="model 'omnigen2' needs module 'omnigen2.pipelines.omnigen2.pipeline_omnigen2'"):
+    with pytest.raises(
+        RegistryError, match="model 'omnigen2' needs module 'omnigen2.pipelines.omnigen2.pipeline_omnigen2'"
+    ):
         pipeline_class(registry["omnigen2"])
 
 
@@ -106,7 +124,10 @@ def test_registry_rejects_an_entry_with_a_bad_dtype(tmp_path):
         '[models.x]\nname="X"\npipeline="StableDiffusionPipeline"\nsource="a/b"\ndtype="half"\n'
         'steps=2\nresolution=64\nguidance_param="guidance_scale"\ncfg_scales=[1.0]\n'
     )
-    with pytest.raises(RegistryError, match=r"model 'x': dtype must be one of \('float16', 'bfloat16', 'float32'\), got 'half'"):
+    with pytest.raises(
+        RegistryError,
+        match=r"model 'x': dtype must be one of \('float16', 'bfloat16', 'float32'\), got 'half'",
+    ):
         load_registry(toml)
     toml.write_text('[models.y]\nname="Y"\n')
     with pytest.raises(RegistryError, match=r"model 'y' lacks required field\(s\) \['pipeline', 'source'"):
@@ -115,13 +136,22 @@ def test_registry_rejects_an_entry_with_a_bad_dtype(tmp_path):
 
 def test_tiny_pipeline_loads_back_through_from_pretrained_and_warns_on_cpu(tmp_path):
     path = build_tiny_pipeline(tmp_path / "tiny")
-    assert sorted(p.name for p in path.iterdir()) == ["model_index.json", "scheduler", "text_encoder", "tokenizer", "unet", "vae"]
+    assert sorted(p.name for p in path.iterdir()) == [
+        "model_index.json",
+        "scheduler",
+        "text_encoder",
+        "tokenizer",
+        "unet",
+        "vae",
+    ]
     spec = with_source(load_registry()["tiny-random"], path)
     with pytest.warns(RuntimeWarning, match="on the CPU in float32"):
         pipe = load_pipeline(spec, device="cpu")
     assert isinstance(pipe, diffusers.StableDiffusionPipeline)
     assert pipe.unet.dtype.is_floating_point and str(pipe.unet.dtype) == "torch.float32"
-    assert pipe.tokenizer("an apple").input_ids[1:-1] == pipe.tokenizer.convert_tokens_to_ids(["a", "n</w>", "a", "p", "p", "l", "e</w>"])
+    assert pipe.tokenizer("an apple").input_ids[1:-1] == pipe.tokenizer.convert_tokens_to_ids(
+        ["a", "n</w>", "a", "p", "p", "l", "e</w>"]
+    )
 
 
 def test_tiny_pipeline_is_built_on_first_use(tmp_path):
@@ -145,17 +175,25 @@ def test_same_seed_gives_identical_images(tiny_pipe):
 
 def test_an_image_depends_on_its_seed_not_on_its_batch(tiny_pipe):
     prompt = "A clip-art cartoon of a rotten apple, centered composition."
-    batch = generate(tiny_pipe, [prompt, "other words", prompt], [5, 6, 7], 4.0, steps=2, resolution=TINY_RESOLUTION)
+    batch = generate(
+        tiny_pipe, [prompt, "other words", prompt], [5, 6, 7], 4.0, steps=2, resolution=TINY_RESOLUTION
+    )
     alone = generate(tiny_pipe, [prompt], [7], 4.0, steps=2, resolution=TINY_RESOLUTION)
     np.testing.assert_allclose(batch.images[2], alone.images[0], atol=1)
 
 
 def test_generate_checks_inputs_before_touching_the_pipeline():
     cases = [
-        (dict(prompts="a cat", seeds=[1]), "`prompts` must be a non-empty list of non-empty strings, got 'a cat'"),
+        (
+            dict(prompts="a cat", seeds=[1]),
+            "`prompts` must be a non-empty list of non-empty strings, got 'a cat'",
+        ),
         (dict(prompts=["a"], seeds=[1, 2]), r"`seeds` must have one seed per prompt \(1\), got 2"),
         (dict(prompts=["a"], seeds=[-1]), r"`seeds` must be integers in \[0, 2\*\*63 - 1\], got \[-1\]"),
-        (dict(prompts=["a"], seeds=[1], resolution=500), "`resolution` has to be a positive multiple of 8 but is 500"),
+        (
+            dict(prompts=["a"], seeds=[1], resolution=500),
+            "`resolution` has to be a positive multiple of 8 but is 500",
+        ),
         (dict(prompts=["a"], seeds=[1], guidance_scale=0.0), "`guidance_scale` must be positive, got 0.0"),
     ]
     for kwargs, message in cases:
@@ -174,7 +212,14 @@ def test_generate_reports_non_finite_pixels(tmp_path):
 
 
 def test_concept_dataclass_is_what_prompts_use():
-    custom = Concept(key="cozy cabin", base="cabin", base_id=1, category="building", modifier_type="emotional", modifier="cozy")
+    custom = Concept(
+        key="cozy cabin",
+        base="cabin",
+        base_id=1,
+        category="building",
+        modifier_type="emotional",
+        modifier="cozy",
+    )
     assert build_prompt(custom, "natural") == "A natural photo of a cozy cabin, centered composition."
 
 

@@ -39,22 +39,29 @@ def _folder(root, files: dict):
 
 def test_a_named_folder_becomes_generated_items_and_a_corrupt_image_is_reported_by_name(db, tmp_path):
     imports = tmp_path / "imports"
-    source = _folder(imports / "batch", {
-        "dalle3__apple__natural__7.5__3.png": _png((200, 20, 20)),
-        "dalle3__apple__natural__7.5__1.png": _png((190, 30, 20)),
-        "dalle3__rotten apple__clipart__2__9.png": _png((90, 70, 20)),
-        "dalle3__banana__natural__7.5__5.png": _png((230, 210, 40))[:40],
-        "notes.txt": b"made with a script",
-    })
+    source = _folder(
+        imports / "batch",
+        {
+            "dalle3__apple__natural__7.5__3.png": _png((200, 20, 20)),
+            "dalle3__apple__natural__7.5__1.png": _png((190, 30, 20)),
+            "dalle3__rotten apple__clipart__2__9.png": _png((90, 70, 20)),
+            "dalle3__banana__natural__7.5__5.png": _png((230, 210, 40))[:40],
+            "notes.txt": b"made with a script",
+        },
+    )
     report = import_images(db, "ext", source, tmp_path / "data", CONCEPTS, allowed_roots=[imports])
     assert report.imported == 3
     assert [name for name, _ in report.rejected] == ["dalle3__banana__natural__7.5__5.png", "notes.txt"]
     assert "corrupt or unreadable image" in report.rejected[0][1]
     rows = runs.items(db, "ext")
-    assert [(r["model"], r["concept"], r["noun"], r["style"], r["cfg"], r["sample"], r["seed"], r["status"]) for r in rows] == [
+    assert [
+        (r["model"], r["concept"], r["noun"], r["style"], r["cfg"], r["sample"], r["seed"], r["status"])
+        for r in rows
+    ] == [
         ("dalle3", "apple", "apple", "natural", 7.5, 0, 1, "generated"),
         ("dalle3", "apple", "apple", "natural", 7.5, 1, 3, "generated"),
-        ("dalle3", "rotten apple", "apple", "clipart", 2.0, 0, 9, "generated")]
+        ("dalle3", "rotten apple", "apple", "clipart", 2.0, 0, 9, "generated"),
+    ]
     first = read_image(tmp_path / "data", rows[0]["image_path"])
     assert first.shape == (16, 16, 3) and tuple(first[0, 0]) == (190, 30, 20)
     assert runs.run_config(db, "ext")["imported"] == {"source": "batch", "files": 5}
@@ -66,18 +73,25 @@ def test_a_zip_with_a_manifest_is_labelled_by_it(db, tmp_path):
     uploads.mkdir()
     archive = uploads / "images.zip"
     with zipfile.ZipFile(archive, "w") as z:
-        z.writestr("manifest.csv", "file,model,concept,style,cfg,seed\n"
-                                   "out/a.png,mj,lonely cabin,natural,5,11\n"
-                                   "out/b.png,mj,sky,clipart,5,12\n"
-                                   "out/c.png,mj,unicorn castle,natural,5,13\n")
+        z.writestr(
+            "manifest.csv",
+            "file,model,concept,style,cfg,seed\n"
+            "out/a.png,mj,lonely cabin,natural,5,11\n"
+            "out/b.png,mj,sky,clipart,5,12\n"
+            "out/c.png,mj,unicorn castle,natural,5,13\n",
+        )
         for name in ("out/a.png", "out/b.png", "out/c.png", "out/d.png"):
             z.writestr(name, _png((10, 20, 200)))
     report = import_images(db, "mj-run", archive, tmp_path / "data", CONCEPTS, allowed_roots=[uploads])
     assert report.imported == 2
-    assert dict(report.rejected) == {"out/c.png": "concept 'unicorn castle' is not in the concept list",
-                                     "out/d.png": "not listed in manifest.csv"}
+    assert dict(report.rejected) == {
+        "out/c.png": "concept 'unicorn castle' is not in the concept list",
+        "out/d.png": "not listed in manifest.csv",
+    }
     assert [(r["concept"], r["style"], r["seed"]) for r in runs.items(db, "mj-run")] == [
-        ("lonely cabin", "natural", 11), ("sky", "clipart", 12)]
+        ("lonely cabin", "natural", 11),
+        ("sky", "clipart", 12),
+    ]
 
 
 def test_a_zip_entry_that_leaves_the_archive_refuses_the_whole_zip(db, tmp_path):
@@ -85,7 +99,9 @@ def test_a_zip_entry_that_leaves_the_archive_refuses_the_whole_zip(db, tmp_path)
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("dalle3__apple__natural__7.5__1.png", _png((1, 2, 3)))
         z.writestr("../../dalle3__apple__natural__7.5__2.png", _png((1, 2, 3)))
-    with pytest.raises(ImportSourceError, match=r"zip entry '../../dalle3__apple__natural__7.5__2.png' would leave"):
+    with pytest.raises(
+        ImportSourceError, match=r"zip entry '../../dalle3__apple__natural__7.5__2.png' would leave"
+    ):
         import_images(db, "evil", archive, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     assert db["runs"].count == 0 and db["run_items"].count == 0
     assert not (tmp_path / "data").exists()
@@ -98,17 +114,22 @@ def test_a_folder_outside_the_allowed_roots_is_refused(db, tmp_path):
     for source in (outside, tmp_path / "imports" / ".." / "elsewhere", tmp_path / "imports" / "link"):
         with pytest.raises(ImportSourceError, match="is outside the allowed import folders"):
             open_source(source, [tmp_path / "imports"])
-    assert [name for name, _ in open_source(inside, [tmp_path / "imports"])] == ["dalle3__apple__natural__7.5__1.png"]
+    assert [name for name, _ in open_source(inside, [tmp_path / "imports"])] == [
+        "dalle3__apple__natural__7.5__1.png"
+    ]
     with pytest.raises(ImportSourceError, match="must be an existing folder or .zip"):
         open_source(tmp_path / "imports" / "missing", [tmp_path / "imports"])
 
 
-@pytest.mark.parametrize("source, shown", [
-    ("imports/../elsewhere", "'imports/../elsewhere' is outside the allowed import folders (imports/)"),
-    ("imports/link", "'imports/link' is outside the allowed import folders (imports/)"),
-    ("imports/missing", "'imports/missing' must be an existing folder or .zip file"),
-    ("/etc", "'/etc' is outside the allowed import folders (imports/)"),
-])
+@pytest.mark.parametrize(
+    "source, shown",
+    [
+        ("imports/../elsewhere", "'imports/../elsewhere' is outside the allowed import folders (imports/)"),
+        ("imports/link", "'imports/link' is outside the allowed import folders (imports/)"),
+        ("imports/missing", "'imports/missing' must be an existing folder or .zip file"),
+        ("/etc", "'/etc' is outside the allowed import folders (imports/)"),
+    ],
+)
 def test_refusals_name_the_source_from_the_import_folder_on(tmp_path, source, shown):
     _folder(tmp_path / "elsewhere", {"dalle3__apple__natural__7.5__1.png": _png((1, 2, 3))})
     (tmp_path / "imports").mkdir()
@@ -118,22 +139,29 @@ def test_refusals_name_the_source_from_the_import_folder_on(tmp_path, source, sh
     assert str(raised.value) == shown
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("dalle3__apple__natural__7.5.png", "name must be model__concept__style__cfg__seed"),
-    ("dalle3__apple__oil__7.5__1.png", "style 'oil' must be one of"),
-    ("dalle3__apple__natural__high__1.png", "must be a number"),
-    ("dalle3__apple__natural__-1__1.png", "cfg must be > 0"),
-    ("dall e__apple__natural__7.5__1.png", "model 'dall e' must be letters"),
-])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("dalle3__apple__natural__7.5.png", "name must be model__concept__style__cfg__seed"),
+        ("dalle3__apple__oil__7.5__1.png", "style 'oil' must be one of"),
+        ("dalle3__apple__natural__high__1.png", "must be a number"),
+        ("dalle3__apple__natural__-1__1.png", "cfg must be > 0"),
+        ("dall e__apple__natural__7.5__1.png", "model 'dall e' must be letters"),
+    ],
+)
 def test_mislabelled_files_are_reported_with_the_reason(db, tmp_path, name, reason):
-    source = _folder(tmp_path / "in", {name: _png((1, 2, 3)), "m__apple__natural__7.5__1.png": _png((1, 2, 3))})
+    source = _folder(
+        tmp_path / "in", {name: _png((1, 2, 3)), "m__apple__natural__7.5__1.png": _png((1, 2, 3))}
+    )
     report = import_images(db, "r", source, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     assert report.imported == 1 and report.rejected[0][0] == name and reason in report.rejected[0][1]
 
 
 def test_nothing_usable_or_a_taken_name_stores_nothing(db, tmp_path):
     bad = _folder(tmp_path / "bad", {"m__apple__natural__7.5__1.png": b"not a png"})
-    with pytest.raises(ImportSourceError, match="no usable image in 'bad': m__apple__natural__7.5__1.png: corrupt"):
+    with pytest.raises(
+        ImportSourceError, match="no usable image in 'bad': m__apple__natural__7.5__1.png: corrupt"
+    ):
         import_images(db, "r", bad, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     assert db["runs"].count == 0
     good = _folder(tmp_path / "good", {"m__apple__natural__7.5__1.png": _png((1, 2, 3))})
@@ -146,11 +174,17 @@ def test_nothing_usable_or_a_taken_name_stores_nothing(db, tmp_path):
 
 
 def test_two_files_with_the_same_label_keep_the_first(db, tmp_path):
-    source = _folder(tmp_path / "in", {"a/m__apple__natural__7.5__1.png": _png((9, 9, 9)),
-                                       "b/m__apple__natural__7.5__1.png": _png((200, 9, 9))})
+    source = _folder(
+        tmp_path / "in",
+        {
+            "a/m__apple__natural__7.5__1.png": _png((9, 9, 9)),
+            "b/m__apple__natural__7.5__1.png": _png((200, 9, 9)),
+        },
+    )
     report = import_images(db, "r", source, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     assert report.imported == 1
-    assert report.rejected == (("b/m__apple__natural__7.5__1.png",
-                                "another file has the same model, concept, style, cfg and seed"),)
+    assert report.rejected == (
+        ("b/m__apple__natural__7.5__1.png", "another file has the same model, concept, style, cfg and seed"),
+    )
     image = read_image(tmp_path / "data", runs.items(db, "r")[0]["image_path"])
     np.testing.assert_array_equal(image[0, 0], [9, 9, 9])

@@ -22,7 +22,10 @@ from storage import ensure_schema, open_db
 from tests.research_data import install_tiny, solid, tiny_models, torch_one_thread  # noqa: F401 - fixture
 
 CONCEPTS = load_concepts()
-pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.usefixtures("torch_one_thread")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+    pytest.mark.usefixtures("torch_one_thread"),
+]
 
 
 @pytest.fixture
@@ -65,7 +68,13 @@ def test_a_job_generates_masks_and_extracts_every_cell_in_the_background(setup):
     assert manager.wait_idle(600)
     assert manager.state("bg").state == "finished"
     progress = run_progress(db, "bg")
-    assert (progress.items, progress.generated, progress.segmented, progress.groups, progress.extracted) == (2, 2, 2, 2, 2)
+    assert (progress.items, progress.generated, progress.segmented, progress.groups, progress.extracted) == (
+        2,
+        2,
+        2,
+        2,
+        2,
+    )
     assert progress.complete and progress.fraction == 1.0
     stored = runs.model_distributions(db, run="bg")
     assert [(r["concept"], r["n_images"] + r["n_excluded"]) for r in stored] == [("apple", 1), ("banana", 1)]
@@ -82,8 +91,15 @@ def test_a_cancelled_pipeline_keeps_its_work_and_resuming_gives_the_uninterrupte
     run_pipeline(db, "straight", data_dir, _segmenter(data_dir), device="cpu")
     stages = []
     with pytest.raises(Cancelled, match="run 'stopped' cancelled"):
-        run_pipeline(db, "stopped", data_dir, _segmenter(data_dir), device="cpu",
-                     should_stop=lambda: True, on_stage=stages.append)
+        run_pipeline(
+            db,
+            "stopped",
+            data_dir,
+            _segmenter(data_dir),
+            device="cpu",
+            should_stop=lambda: True,
+            on_stage=stages.append,
+        )
     assert stages == ["generate"]
     halfway = run_progress(db, "stopped")
     assert (halfway.generated, halfway.segmented, halfway.extracted) == (1, 0, 0)

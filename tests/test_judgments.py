@@ -22,10 +22,17 @@ def synthetic_metrics(rng, n_concepts=150):
     rows = []
     for c in range(n_concepts):
         for m in MODELS:
-            rows.append({
-                "concept": f"concept{c}", "model": m, "pcc": rng.uniform(0.3, 0.9), "emd": rng.normal(30, 4),
-                "ed": rng.uniform(0, 1), "dca": float(rng.random() < 0.15), "hue_diff": rng.uniform(0, 90),
-            })
+            rows.append(
+                {
+                    "concept": f"concept{c}",
+                    "model": m,
+                    "pcc": rng.uniform(0.3, 0.9),
+                    "emd": rng.normal(30, 4),
+                    "ed": rng.uniform(0, 1),
+                    "dca": float(rng.random() < 0.15),
+                    "hue_diff": rng.uniform(0, 90),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -37,11 +44,19 @@ def simulate_votes(metrics, p_first, rng, *, votes_per_pair=6, n_participants=36
             p = p_first(concept, a, b)
             for voter in rng.choice(n_participants, size=votes_per_pair, replace=False):
                 left, right = (a, b) if rng.random() < 0.5 else (b, a)
-                rows.append({
-                    "pair_id": f"{concept}|{a}|{b}", "concept": concept, "model_a": left, "model_b": right,
-                    "chosen": a if rng.random() < p else b, "participant_id": f"p{voter}",
-                    "design_background": voter < 26, "attention_check": False, "attention_passed": None,
-                })
+                rows.append(
+                    {
+                        "pair_id": f"{concept}|{a}|{b}",
+                        "concept": concept,
+                        "model_a": left,
+                        "model_b": right,
+                        "chosen": a if rng.random() < p else b,
+                        "participant_id": f"p{voter}",
+                        "design_background": voter < 26,
+                        "attention_check": False,
+                        "attention_passed": None,
+                    }
+                )
     return pd.DataFrame(rows, columns=list(VOTE_COLUMNS))
 
 
@@ -83,44 +98,80 @@ def tiny_votes(rows):
     out = []
     for pair, concept, a, b, n_a, n_b in rows:
         for k in range(n_a + n_b):
-            out.append({"pair_id": pair, "concept": concept, "model_a": a, "model_b": b,
-                        "chosen": a if k < n_a else b, "participant_id": f"p{k}", "design_background": k % 2 == 0,
-                        "attention_check": False, "attention_passed": None})
+            out.append(
+                {
+                    "pair_id": pair,
+                    "concept": concept,
+                    "model_a": a,
+                    "model_b": b,
+                    "chosen": a if k < n_a else b,
+                    "participant_id": f"p{k}",
+                    "design_background": k % 2 == 0,
+                    "attention_check": False,
+                    "attention_passed": None,
+                }
+            )
     return pd.DataFrame(out, columns=list(VOTE_COLUMNS))
 
 
 def tiny_metrics(dca):
-    rows = [{"concept": c, "model": m, "pcc": 0.5, "emd": 30.0 + i + 3 * j, "ed": 0.5, "dca": dca[c][m],
-             "hue_diff": 10.0} for j, c in enumerate(dca) for i, m in enumerate(dca[c])]
+    rows = [
+        {
+            "concept": c,
+            "model": m,
+            "pcc": 0.5,
+            "emd": 30.0 + i + 3 * j,
+            "ed": 0.5,
+            "dca": dca[c][m],
+            "hue_diff": 10.0,
+        }
+        for j, c in enumerate(dca)
+        for i, m in enumerate(dca[c])
+    ]
     return pd.DataFrame(rows)
 
 
 def test_ties_count_as_disagreement_and_are_reported():
-    votes = tiny_votes([("1", "c1", "x", "y", 5, 1), ("2", "c2", "x", "y", 4, 2),
-                        ("3", "c3", "x", "y", 1, 5), ("4", "c4", "x", "y", 3, 3)])
+    votes = tiny_votes(
+        [
+            ("1", "c1", "x", "y", 5, 1),
+            ("2", "c2", "x", "y", 4, 2),
+            ("3", "c3", "x", "y", 1, 5),
+            ("4", "c4", "x", "y", 3, 3),
+        ]
+    )
     dca = {"c1": {"x": 1, "y": 0}, "c2": {"x": 0, "y": 0}, "c3": {"x": 1, "y": 1}, "c4": {"x": 1, "y": 0}}
     metrics = tiny_metrics(dca)
     rng = np.random.default_rng(0)
     strict = metric_validation(votes, metrics, rng=rng, metric_names=("dca",), n_boot=50).iloc[0]
     assert strict["agreement"] == 0.25
     assert strict["metric_ties"] == 2 and strict["human_ties"] == 1
-    lenient = metric_validation(votes, metrics, rng=rng, metric_names=("dca",), n_boot=50, exclude_ties=True).iloc[0]
+    lenient = metric_validation(
+        votes, metrics, rng=rng, metric_names=("dca",), n_boot=50, exclude_ties=True
+    ).iloc[0]
     assert lenient["agreement"] == 1.0
 
 
 def test_correlation_is_symmetric_in_pair_orientation_and_lower_emd_counts_as_better():
-    votes = tiny_votes([("1", "c1", "x", "y", 5, 1), ("2", "c2", "x", "y", 2, 4), ("3", "c3", "x", "y", 4, 2)])
+    votes = tiny_votes(
+        [("1", "c1", "x", "y", 5, 1), ("2", "c2", "x", "y", 2, 4), ("3", "c3", "x", "y", 4, 2)]
+    )
     emd = {"c1": (20.0, 30.0), "c2": (35.0, 31.0), "c3": (25.0, 28.0)}
-    metrics = pd.DataFrame([{"concept": c, "model": m, "emd": v[i]} for c, v in emd.items()
-                            for i, m in enumerate("xy")])
-    result = metric_validation(votes, metrics, rng=np.random.default_rng(0), metric_names=("emd",), n_boot=20).iloc[0]
+    metrics = pd.DataFrame(
+        [{"concept": c, "model": m, "emd": v[i]} for c, v in emd.items() for i, m in enumerate("xy")]
+    )
+    result = metric_validation(
+        votes, metrics, rng=np.random.default_rng(0), metric_names=("emd",), n_boot=20
+    ).iloc[0]
     d = np.array([10.0, -4.0, 3.0])  # m(y) - m(x): positive favours x
     s = np.array([5 / 6, 2 / 6, 4 / 6])
-    expected = np.sum(d * (s - 0.5)) / np.sqrt(np.sum(d ** 2) * np.sum((s - 0.5) ** 2))
+    expected = np.sum(d * (s - 0.5)) / np.sqrt(np.sum(d**2) * np.sum((s - 0.5) ** 2))
     assert_allclose(result["pearson"], expected, rtol=1e-12)
     assert result["agreement"] == 1.0
     flipped = votes.assign(model_a=votes["model_b"], model_b=votes["model_a"])
-    again = metric_validation(flipped, metrics, rng=np.random.default_rng(0), metric_names=("emd",), n_boot=20)
+    again = metric_validation(
+        flipped, metrics, rng=np.random.default_rng(0), metric_names=("emd",), n_boot=20
+    )
     assert_allclose(again.iloc[0]["pearson"], expected, rtol=1e-12)
 
 
@@ -132,12 +183,32 @@ def test_pair_preferences_are_vote_shares_in_sorted_model_order():
 
 
 def with_attention_checks(votes):
-    checks = pd.DataFrame([
-        {"pair_id": "check1", "concept": "c1", "model_a": "x", "model_b": "ground_truth", "chosen": "x",
-         "participant_id": "p1", "design_background": False, "attention_check": True, "attention_passed": False},
-        {"pair_id": "check2", "concept": "c1", "model_a": "x", "model_b": "ground_truth", "chosen": "ground_truth",
-         "participant_id": "p0", "design_background": True, "attention_check": True, "attention_passed": True},
-    ])
+    checks = pd.DataFrame(
+        [
+            {
+                "pair_id": "check1",
+                "concept": "c1",
+                "model_a": "x",
+                "model_b": "ground_truth",
+                "chosen": "x",
+                "participant_id": "p1",
+                "design_background": False,
+                "attention_check": True,
+                "attention_passed": False,
+            },
+            {
+                "pair_id": "check2",
+                "concept": "c1",
+                "model_a": "x",
+                "model_b": "ground_truth",
+                "chosen": "ground_truth",
+                "participant_id": "p0",
+                "design_background": True,
+                "attention_check": True,
+                "attention_passed": True,
+            },
+        ]
+    )
     return pd.concat([votes, checks], ignore_index=True)
 
 
@@ -191,16 +262,27 @@ def test_table3_layout():
     votes = simulate_votes(metrics, emd_driven(metrics), rng)
     validation = metric_validation(votes, metrics, rng=rng, n_boot=50)
     t3 = table3(validation)
-    assert t3.index.tolist() == [("Probabilistic", "PCC"), ("Probabilistic", "EMD"), ("Probabilistic", "ED"),
-                                 ("Deterministic", "DCA"), ("Deterministic", "ΔHue")]
+    assert t3.index.tolist() == [
+        ("Probabilistic", "PCC"),
+        ("Probabilistic", "EMD"),
+        ("Probabilistic", "ED"),
+        ("Deterministic", "DCA"),
+        ("Deterministic", "ΔHue"),
+    ]
     assert_allclose(t3["Agreement (%)"].to_numpy(), 100 * validation["agreement"].to_numpy())
     assert_allclose(t3["Pearson"].to_numpy(), validation["pearson"].to_numpy())
 
 
 def test_dca_is_derived_from_dominant_bins_when_absent():
     votes = tiny_votes([("1", "c1", "x", "y", 5, 1), ("2", "c2", "x", "y", 1, 5)])
-    metrics = pd.DataFrame({"concept": ["c1", "c1", "c2", "c2"], "model": ["x", "y", "x", "y"],
-                            "dominant_model": [3, 4, 3, 4], "dominant_human": [3, 3, 4, 4]})
+    metrics = pd.DataFrame(
+        {
+            "concept": ["c1", "c1", "c2", "c2"],
+            "model": ["x", "y", "x", "y"],
+            "dominant_model": [3, 4, 3, 4],
+            "dominant_human": [3, 3, 4, 4],
+        }
+    )
     result = metric_validation(votes, metrics, rng=np.random.default_rng(0), metric_names=("dca",), n_boot=10)
     assert result.iloc[0]["agreement"] == 1.0
 

@@ -120,8 +120,9 @@ def test_entropy_uses_natural_log_with_zero_log_zero_as_zero():
     assert_allclose(entropy(np.ones(71)), np.log(71), rtol=1e-14)
     two = 0.5 * _point(0) + 0.5 * _point(1)
     assert_allclose(entropy_difference(two, _point(5)), np.log(2), rtol=1e-14)
-    assert_allclose(entropy_difference(np.stack([two, two]), np.stack([_point(5), two])),
-                    [np.log(2), 0.0], atol=1e-15)
+    assert_allclose(
+        entropy_difference(np.stack([two, two]), np.stack([_point(5), two])), [np.log(2), 0.0], atol=1e-15
+    )
 
 
 def test_dominant_bins_and_dca():
@@ -145,12 +146,15 @@ def test_delta_hue_is_the_shortest_angle_and_skips_achromatic_concepts():
     assert np.isnan(delta_hue(P[[1, 3]], Q[[1, 3]]))
 
 
-@pytest.mark.parametrize("p, message", [
-    (np.ones(70), r"`p` must have shape \(71,\), got \(70,\)"),
-    (np.r_[np.nan, np.ones(70)], "`p` must hold finite masses, got NaN"),
-    (np.r_[-0.5, np.ones(70)], "`p` must hold non-negative masses, got -0.5"),
-    (np.zeros(71), "`p` has zero total mass"),
-])
+@pytest.mark.parametrize(
+    "p, message",
+    [
+        (np.ones(70), r"`p` must have shape \(71,\), got \(70,\)"),
+        (np.r_[np.nan, np.ones(70)], "`p` must hold finite masses, got NaN"),
+        (np.r_[-0.5, np.ones(70)], "`p` must hold non-negative masses, got -0.5"),
+        (np.zeros(71), "`p` has zero total mass"),
+    ],
+)
 def test_check_distribution_rejects_bad_mass(p, message):
     with pytest.raises(ValueError, match=message):
         check_masses(p, "p")
@@ -177,4 +181,5 @@ def test_shift_names_its_arguments():
 
 def test_metrics_module_uses_no_assert_for_validation():
     import inspect
+
     assert "assert " not in inspect.getsource(metrics)

@@ -23,14 +23,26 @@ def db(db):
 
 
 def _practice(db, annotator_id, key):
-    return db["colorings"].insert({
-        "annotator_id": annotator_id, "concept_key": key, "image_path": "images/x.png",
-        "image_sha256": "0" * 64, "practice": 1, "round": 1, "status": "submitted",
-        "created": iso()}).last_pk
+    return (
+        db["colorings"]
+        .insert(
+            {
+                "annotator_id": annotator_id,
+                "concept_key": key,
+                "image_path": "images/x.png",
+                "image_sha256": "0" * 64,
+                "practice": 1,
+                "round": 1,
+                "status": "submitted",
+                "created": iso(),
+            }
+        )
+        .last_pk
+    )
 
 
 def _designer_through_instructions(db):
-    (designer, _), = create_annotators(db, 1, "designer")
+    ((designer, _),) = create_annotators(db, 1, "designer")
     assert onboarding_stage(db, designer["id"]) == "consent"
     _, form = read_text()
     record_consent(db, designer["id"], form, agreed=False)
@@ -63,11 +75,12 @@ def test_redo_sends_designer_back_to_practice_and_keeps_the_colorings(db):
     assert [db["colorings"].get(i)["status"] for i in ids] == ["recolor_requested"] * 3
     audit = list(db["audit"].rows_where("action = 'redo_practice'"))
     assert [(a["actor"], a["object_id"], a["why"]) for a in audit] == [
-        ("admin", str(designer), "colored the cup too")]
+        ("admin", str(designer), "colored the cup too")
+    ]
 
 
 def test_consent_needs_the_hash_of_the_shown_text(db):
-    (designer, _), = create_annotators(db, 1, "designer")
+    ((designer, _),) = create_annotators(db, 1, "designer")
     with pytest.raises(InvalidInput, match="`form_sha256` must be a 64-character"):
         record_consent(db, designer["id"], "abc", agreed=True)
     assert db["consents"].count == 0
@@ -81,10 +94,13 @@ def _rows(db):
 
 @pytest.mark.parametrize("approve", [True, False])
 def test_practice_review_refuses_someone_who_is_not_a_designer(db, approve):
-    (expert, _), = create_annotators(db, 1, "expert")
+    ((expert, _),) = create_annotators(db, 1, "expert")
     before = _rows(db)
-    with pytest.raises(Conflict, match=rf"annotator {expert['id']} \(E0001\) is not a designer "
-                                       r"\(roles: expert\)"):
+    with pytest.raises(
+        Conflict,
+        match=rf"annotator {expert['id']} \(E0001\) is not a designer "
+        r"\(roles: expert\)",
+    ):
         review_practice(db, expert["id"], ADMIN, approve=approve)
     assert _rows(db) == before
 

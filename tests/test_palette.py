@@ -80,10 +80,13 @@ def test_nearest_uw71_handles_more_rows_than_one_chunk():
     assert_array_equal(nearest_uw71(pal.lab[idx] + rng.uniform(-0.5, 0.5, (20_000, 3))), idx)
 
 
-@pytest.mark.parametrize("lab, message", [
-    (np.zeros((4, 2)), r"`lab` must have shape \(..., 3\), got \(4, 2\)"),
-    (np.array([np.nan, 0, 0]), "`lab` must hold finite values"),
-])
+@pytest.mark.parametrize(
+    "lab, message",
+    [
+        (np.zeros((4, 2)), r"`lab` must have shape \(..., 3\), got \(4, 2\)"),
+        (np.array([np.nan, 0, 0]), "`lab` must hold finite values"),
+    ],
+)
 def test_nearest_uw71_rejects_bad_input(lab, message):
     with pytest.raises(ValueError, match=message):
         nearest_uw71(lab)

@@ -34,8 +34,7 @@ def test_generated_password_is_printed_once_and_stored_only_hashed(tmp_path, db)
 
 def test_password_from_environment_or_file_replaces_the_stored_one(tmp_path, db):
     printed = []
-    assert ensure_admin_password(db, environ={ENV_PASSWORD: "from-the-env"},
-                                 echo=printed.append) is None
+    assert ensure_admin_password(db, environ={ENV_PASSWORD: "from-the-env"}, echo=printed.append) is None
     login_admin(db, "from-the-env")
     path = tmp_path / "pw.txt"
     path.write_text("from-a-file\nignored second line\n")

@@ -30,10 +30,16 @@ def test_select_concepts_applies_keys_category_type_and_search_in_that_order():
     assert [c.key for c in select_concepts(CONCEPTS, ConceptQuery(keys=keys))] == list(keys)
     fruit = select_concepts(CONCEPTS, ConceptQuery(keys=keys, categories=("fruit",)))
     assert [c.key for c in fruit] == ["rotten apple", "apple", "banana"]
-    originals = select_concepts(CONCEPTS, ConceptQuery(categories=("fruit",), modifier_types=("original",), search="APP"))
-    assert [c.key for c in originals] == [c.key for c in CONCEPTS if c.category == "fruit"
-                                          and c.modifier_type == "original" and "app" in c.key]
-    assert all(c.modifier_type == "emotional" for c in select_concepts(CONCEPTS, ConceptQuery(modifier_types=("emotional",))))
+    originals = select_concepts(
+        CONCEPTS, ConceptQuery(categories=("fruit",), modifier_types=("original",), search="APP")
+    )
+    assert [c.key for c in originals] == [
+        c.key for c in CONCEPTS if c.category == "fruit" and c.modifier_type == "original" and "app" in c.key
+    ]
+    assert all(
+        c.modifier_type == "emotional"
+        for c in select_concepts(CONCEPTS, ConceptQuery(modifier_types=("emotional",)))
+    )
 
 
 def test_random_sample_is_reproducible_from_its_seed_and_keeps_list_order():
@@ -48,51 +54,73 @@ def test_random_sample_is_reproducible_from_its_seed_and_keeps_list_order():
     assert len(select_concepts(CONCEPTS, ConceptQuery(keys=("apple",), sample_size=5))) == 1
 
 
-@pytest.mark.parametrize("query, message", [
-    (ConceptQuery(keys=("no such thing",)), "`keys` names unknown concepts"),
-    (ConceptQuery(categories=("furniture",)), "`categories` must be among"),
-    (ConceptQuery(modifier_types=("funny",)), "`modifier_types` must be among"),
-    (ConceptQuery(search="zzzz"), "no concept matches"),
-    (ConceptQuery(sample_size=-1), "`sample_size` must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        (ConceptQuery(keys=("no such thing",)), "`keys` names unknown concepts"),
+        (ConceptQuery(categories=("furniture",)), "`categories` must be among"),
+        (ConceptQuery(modifier_types=("funny",)), "`modifier_types` must be among"),
+        (ConceptQuery(search="zzzz"), "no concept matches"),
+        (ConceptQuery(sample_size=-1), "`sample_size` must be >= 0"),
+    ],
+)
 def test_select_concepts_rejects_bad_queries_by_name(query, message):
     with pytest.raises(ValueError, match=message):
         select_concepts(CONCEPTS, query)
 
 
 def test_plan_request_counts_models_concepts_styles_scales_and_seeds(tmp_path):
-    request = EvaluationRequest(("tiny-random", "sdxl"), ConceptQuery(keys=("apple", "rotten apple")),
-                                ("natural", "clipart"), cfg_scales=(7.5, 2.0), seeds=3)
+    request = EvaluationRequest(
+        ("tiny-random", "sdxl"),
+        ConceptQuery(keys=("apple", "rotten apple")),
+        ("natural", "clipart"),
+        cfg_scales=(7.5, 2.0),
+        seeds=3,
+    )
     items, config = plan_request(request, load_registry(), CONCEPTS, tmp_path / "models")
     assert len(items) == 2 * 2 * 2 * 2 * 3
     assert config["models"]["tiny-random"]["cfg_scales"] == [2.0, 7.5]
     assert config["models"]["tiny-random"]["source"] == str((tmp_path / "models" / "tiny-random").resolve())
     assert config["models"]["sdxl"]["source"] == "stabilityai/stable-diffusion-xl-base-1.0"
-    assert all(i["seed"] == item_seed(i["model"], i["concept"], i["style"], i["cfg"], i["sample"]) for i in items)
-    own = plan_request(EvaluationRequest(("sdxl",), ConceptQuery(keys=("apple",)), ("natural",), seeds=1),
-                       load_registry(), CONCEPTS, tmp_path)[0]
+    assert all(
+        i["seed"] == item_seed(i["model"], i["concept"], i["style"], i["cfg"], i["sample"]) for i in items
+    )
+    own = plan_request(
+        EvaluationRequest(("sdxl",), ConceptQuery(keys=("apple",)), ("natural",), seeds=1),
+        load_registry(),
+        CONCEPTS,
+        tmp_path,
+    )[0]
     assert sorted(i["cfg"] for i in own) == list(load_registry()["sdxl"].cfg_scales)
 
 
-@pytest.mark.parametrize("changes, error, message", [
-    ({"models": ()}, ValueError, "`models` must name at least one"),
-    ({"models": ("dall-e",)}, RegistryError, "unknown model"),
-    ({"styles": ()}, ValueError, "`styles` must name at least one"),
-    ({"styles": ("oil",)}, ValueError, "`styles` must be among"),
-    ({"cfg_scales": (0.0,)}, ValueError, "`cfg_scales` must be positive"),
-    ({"seeds": 0}, ValueError, "`seeds`"),
-])
+@pytest.mark.parametrize(
+    "changes, error, message",
+    [
+        ({"models": ()}, ValueError, "`models` must name at least one"),
+        ({"models": ("dall-e",)}, RegistryError, "unknown model"),
+        ({"styles": ()}, ValueError, "`styles` must name at least one"),
+        ({"styles": ("oil",)}, ValueError, "`styles` must be among"),
+        ({"cfg_scales": (0.0,)}, ValueError, "`cfg_scales` must be positive"),
+        ({"seeds": 0}, ValueError, "`seeds`"),
+    ],
+)
 def test_plan_request_rejects_bad_choices(tmp_path, changes, error, message):
-    fields = {"models": ("tiny-random",), "query": ConceptQuery(keys=("apple",)), "styles": ("natural",), "seeds": 1}
+    fields = {
+        "models": ("tiny-random",),
+        "query": ConceptQuery(keys=("apple",)),
+        "styles": ("natural",),
+        "seeds": 1,
+    }
     with pytest.raises(error, match=message):
         plan_request(EvaluationRequest(**{**fields, **changes}), load_registry(), CONCEPTS, tmp_path)
 
 
 def test_resolve_models_leaves_hub_models_untouched(tmp_path):
     registry = load_registry()
-    sdxl, = resolve_models(registry, ["sdxl"], tmp_path)
+    (sdxl,) = resolve_models(registry, ["sdxl"], tmp_path)
     assert sdxl == registry["sdxl"]
-    tiny, = resolve_models(registry, ["tiny-random", "tiny-random"], Path("rel"))
+    (tiny,) = resolve_models(registry, ["tiny-random", "tiny-random"], Path("rel"))
     assert Path(tiny.source).is_absolute() and Path(tiny.source).name == "tiny-random"
 
 
@@ -101,8 +129,9 @@ def test_estimate_prefers_measured_seconds_then_device_defaults():
     gpu = estimate_seconds(items, "cuda")
     assert gpu.per_model["sdxl"] == (10, GPU_SECONDS_PER_IMAGE["sdxl"], "default")
     assert gpu.per_model["mystery"] == (1, UNKNOWN_MODEL_SECONDS, "unknown model")
-    assert gpu.seconds == pytest.approx(10 * GPU_SECONDS_PER_IMAGE["sdxl"] + 4 * GPU_SECONDS_PER_IMAGE["tiny-random"]
-                                        + UNKNOWN_MODEL_SECONDS)
+    assert gpu.seconds == pytest.approx(
+        10 * GPU_SECONDS_PER_IMAGE["sdxl"] + 4 * GPU_SECONDS_PER_IMAGE["tiny-random"] + UNKNOWN_MODEL_SECONDS
+    )
     cpu = estimate_seconds(items, "cpu", {"tiny-random": 2.0})
     assert cpu.per_model["sdxl"][1] == pytest.approx(GPU_SECONDS_PER_IMAGE["sdxl"] * CPU_SLOWDOWN)
     assert cpu.per_model["tiny-random"] == (4, 2.0, "measured")
@@ -110,15 +139,19 @@ def test_estimate_prefers_measured_seconds_then_device_defaults():
         estimate_seconds(items, "tpu")
 
 
-@pytest.mark.parametrize("seconds, text", [(0, "0 s"), (89, "89 s"), (600, "10 min"), (3600 * 3 + 1200, "3 h 20 min"),
-                                           (86400 * 5, "5.0 days")])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [(0, "0 s"), (89, "89 s"), (600, "10 min"), (3600 * 3 + 1200, "3 h 20 min"), (86400 * 5, "5.0 days")],
+)
 def test_format_duration(seconds, text):
     assert format_duration(seconds) == text
 
 
 def test_cpu_warning_names_the_full_size_models_only_on_a_cpu():
     cpu, gpu = DeviceInfo("cpu", "CPU"), DeviceInfo("cuda", "NVIDIA H100")
-    assert cpu_warning(cpu, ["tiny-random", "sdxl", "flux-dev"]).startswith("No GPU: sdxl, flux-dev would run")
+    assert cpu_warning(cpu, ["tiny-random", "sdxl", "flux-dev"]).startswith(
+        "No GPU: sdxl, flux-dev would run"
+    )
     assert cpu_warning(cpu, ["tiny-random"]) == "" and cpu_warning(gpu, ["sdxl"]) == ""
     assert gpu.kind == "cuda" and cpu.kind == "cpu"
 

@@ -27,7 +27,15 @@ def patch(rgb, n, rng, jitter=6):
 
 def test_bins_follow_hsv_with_one_achromatic_bin_up_to_ten_percent_saturation():
     pixels = np.array(
-        [[255, 0, 0], [128, 128, 128], [0, 0, 0], [250, 225, 225], [250, 224, 224], [255, 0, 22], [0, 255, 0]],
+        [
+            [255, 0, 0],
+            [128, 128, 128],
+            [0, 0, 0],
+            [250, 225, 225],
+            [250, 224, 224],
+            [255, 0, 22],
+            [0, 255, 0],
+        ],
         dtype=np.uint8,
     )
     # red: S 100 %, H 0° ; grey and black: achromatic ; S = 10 % exactly: achromatic ;
@@ -85,9 +93,13 @@ def test_probability_density_divides_the_achromatic_bin_by_its_360_degree_width(
 def test_pink_forbidding_castle_ranks_first_among_grey_and_brown_ones():
     rng = np.random.default_rng(7)
     castles = {
-        f"designer{i}": np.concatenate([
-            patch((118, 118, 120), 400, rng), patch((84, 80, 78), 300, rng), patch((104, 80, 58), 150 + 40 * i, rng)
-        ])
+        f"designer{i}": np.concatenate(
+            [
+                patch((118, 118, 120), 400, rng),
+                patch((84, 80, 78), 300, rng),
+                patch((104, 80, 58), 150 + 40 * i, rng),
+            ]
+        )
         for i in range(4)
     }
     castles["pastel"] = np.concatenate([patch((255, 105, 180), 500, rng), patch((255, 182, 193), 200, rng)])
@@ -140,8 +152,12 @@ def test_prior_must_have_mass_and_the_right_length():
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"hue_bin_deg": 7}, "hue_bin_deg"), ({"sat_bin_pct": 7}, "sat_bin_pct"), ({"window": (2, 3)}, "window"),
-     ({"achromatic_max_pct": 0}, "achromatic_max_pct")],
+    [
+        ({"hue_bin_deg": 7}, "hue_bin_deg"),
+        ({"sat_bin_pct": 7}, "sat_bin_pct"),
+        ({"window": (2, 3)}, "window"),
+        ({"achromatic_max_pct": 0}, "achromatic_max_pct"),
+    ],
 )
 def test_config_rejects_bins_that_do_not_tile_the_space(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -157,10 +173,16 @@ def test_coarser_config_changes_the_bin_count():
 def test_uint8_pixels_bin_and_histogram_as_their_float_values_do():
     """The uint8 path bins each distinct color once; it must agree with binning every pixel."""
     rng = np.random.default_rng(3)
-    pixels = np.concatenate([rng.integers(0, 256, (500, 3)), np.repeat([[200, 30, 30]], 300, 0),
-                             np.repeat([[128, 128, 128]], 200, 0)]).astype(np.uint8)
+    pixels = np.concatenate(
+        [
+            rng.integers(0, 256, (500, 3)),
+            np.repeat([[200, 30, 30]], 300, 0),
+            np.repeat([[128, 128, 128]], 200, 0),
+        ]
+    ).astype(np.uint8)
     as_float = pixels / 255.0
     np.testing.assert_array_equal(hs_bin_index(pixels), hs_bin_index(as_float))
-    np.testing.assert_array_equal(hs_bin_index(pixels.reshape(10, 100, 3)),
-                                  hs_bin_index(as_float).reshape(10, 100))
+    np.testing.assert_array_equal(
+        hs_bin_index(pixels.reshape(10, 100, 3)), hs_bin_index(as_float).reshape(10, 100)
+    )
     np.testing.assert_allclose(hs_histogram(pixels), hs_histogram(as_float), rtol=0, atol=1e-15)

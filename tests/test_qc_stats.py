@@ -30,9 +30,20 @@ def test_paper_vote_counts_give_p_bar_0811_and_36_discarded():
 
 def test_table5_layout_matches_the_paper():
     table = agreement_summary(paper_votes()).table5()
-    assert table["expert_votes"].tolist() == ["3 Yes / 0 No", "2 Yes / 1 No", "1 Yes / 2 No", "0 Yes / 3 No", "Total"]
+    assert table["expert_votes"].tolist() == [
+        "3 Yes / 0 No",
+        "2 Yes / 1 No",
+        "1 Yes / 2 No",
+        "0 Yes / 3 No",
+        "Total",
+    ]
     assert table["interpretation"].tolist() == [
-        "Unanimous Consistent", "Majority Consistent", "Majority Inconsistent", "Unanimous Inconsistent", ""]
+        "Unanimous Consistent",
+        "Majority Consistent",
+        "Majority Inconsistent",
+        "Unanimous Inconsistent",
+        "",
+    ]
     assert table["count"].tolist() == [399, 127, 32, 4, 562]
 
 
@@ -79,8 +90,13 @@ def test_majority_decision_rejects_non_counts(bad):
 
 @pytest.mark.parametrize(
     "votes, match",
-    [(np.zeros((3, 3), int), r"shape \(n, 2\)"), ([[1, 0]], "at least 2 votes"), ([[3, -1]], "non-negative"),
-     ([[1.5, 1.5]], "integer"), (np.zeros((0, 2), int), r"shape \(n, 2\)")],
+    [
+        (np.zeros((3, 3), int), r"shape \(n, 2\)"),
+        ([[1, 0]], "at least 2 votes"),
+        ([[3, -1]], "non-negative"),
+        ([[1.5, 1.5]], "integer"),
+        (np.zeros((0, 2), int), r"shape \(n, 2\)"),
+    ],
 )
 def test_agreement_summary_rejects_malformed_votes(votes, match):
     with pytest.raises(ValueError, match=match):
@@ -135,7 +151,7 @@ def test_consistency_score_is_mean_pairwise_emd_over_all_designer_pairs():
 def test_consistency_score_of_five_designers_averages_ten_pairs():
     gd = load_uw71().ground_distance
     bins = [0, 12, 24, 36, 48]
-    expected = np.mean([gd[i, j] for a, i in enumerate(bins) for j in bins[a + 1:]])
+    expected = np.mean([gd[i, j] for a, i in enumerate(bins) for j in bins[a + 1 :]])
     score = consistency_scores({"c": np.stack([UNIT[b] for b in bins])})["c"]
     assert_allclose(score, expected, rtol=1e-6)
 

@@ -35,8 +35,11 @@ from evaluation.pipeline.stages import GenerationWork, run_stage  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 RUN = "grid"
 VOLATILE = {"gen_seconds", "seg_seconds", "updated_at"}
-pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.filterwarnings("ignore::RuntimeWarning"),
-              pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = [
+    pytest.mark.usefixtures("one_torch_thread"),
+    pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +55,40 @@ def models(tmp_path_factory):
 
 
 def _argv(models, folder: Path, *extra: str) -> list[str]:
-    return ["run", "--run", RUN, "--model", "tiny-random", "--source", str(models["tiny-random"]),
-            "--concepts", "apple,banana", "--styles", "natural,clipart", "--cfg", "2,7.5", "--samples", "2",
-            "--batch-size", "1", "--detector", str(models["tiny-grounding-dino"]), "--sam", str(models["tiny-sam"]),
-            "--box-threshold", "0", "--text-threshold", "0", "--device", "cpu",
-            "--db", str(folder / "db.sqlite"), "--data-dir", str(folder / "data"), *extra]
+    return [
+        "run",
+        "--run",
+        RUN,
+        "--model",
+        "tiny-random",
+        "--source",
+        str(models["tiny-random"]),
+        "--concepts",
+        "apple,banana",
+        "--styles",
+        "natural,clipart",
+        "--cfg",
+        "2,7.5",
+        "--samples",
+        "2",
+        "--batch-size",
+        "1",
+        "--detector",
+        str(models["tiny-grounding-dino"]),
+        "--sam",
+        str(models["tiny-sam"]),
+        "--box-threshold",
+        "0",
+        "--text-threshold",
+        "0",
+        "--device",
+        "cpu",
+        "--db",
+        str(folder / "db.sqlite"),
+        "--data-dir",
+        str(folder / "data"),
+        *extra,
+    ]
 
 
 def _outcome(folder: Path) -> tuple[list[dict], list[dict], dict[str, str]]:
@@ -67,8 +99,11 @@ def _outcome(folder: Path) -> tuple[list[dict], list[dict], dict[str, str]]:
         stored = runs.model_distributions(db, run=RUN)
     finally:
         db.close()
-    files = {p.relative_to(folder / "data").as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-             for p in sorted((folder / "data" / "runs").rglob("*")) if p.is_file()}
+    files = {
+        p.relative_to(folder / "data").as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((folder / "data" / "runs").rglob("*"))
+        if p.is_file()
+    }
     return items, stored, files
 
 
@@ -78,8 +113,9 @@ def _assert_same(outcome, reference) -> None:
     assert files == ref_files
     assert len(stored) == len(ref_stored) == 8
     for row, ref in zip(stored, ref_stored):
-        assert {k: v for k, v in row.items() if k not in ("p", "created_at")} == \
-            {k: v for k, v in ref.items() if k not in ("p", "created_at")}
+        assert {k: v for k, v in row.items() if k not in ("p", "created_at")} == {
+            k: v for k, v in ref.items() if k not in ("p", "created_at")
+        }
         assert np.array_equal(row["p"], ref["p"])
 
 
@@ -110,7 +146,9 @@ def _created_run(models, folder: Path):
 def test_a_worker_killed_mid_run_is_retried_and_the_result_is_identical(cluster, models, reference, tmp_path):
     db, segmenter = _created_run(models, tmp_path)
     executor, killed = RayExecutor(2), []
-    folder = (tmp_path / "data").as_uri()  # the run folder named as pyarrow's file:// URI, as an s3:// one would be
+    folder = (
+        tmp_path / "data"
+    ).as_uri()  # the run folder named as pyarrow's file:// URI, as an s3:// one would be
 
     def kill_worker_once(done: int, total: int) -> None:
         worker = executor.progress().get("worker 0")
@@ -119,8 +157,10 @@ def test_a_worker_killed_mid_run_is_retried_and_the_result_is_identical(cluster,
             os.kill(worker.pids[-1], signal.SIGKILL)
 
     work = GenerationWork.from_run(runs.run_config(db, RUN), folder, device="auto")
-    assert run_stage(db, RUN, "generate", work, 1, executor=executor, progress=kill_worker_once,
-                     data_dir=folder) == 16
+    assert (
+        run_stage(db, RUN, "generate", work, 1, executor=executor, progress=kill_worker_once, data_dir=folder)
+        == 16
+    )
     worker = executor.progress()["worker 0"]
     assert killed and worker.pids[0] == killed[0] and worker.restarts >= 1
     assert sum(p.items for p in executor.progress().values()) == 16
@@ -138,8 +178,12 @@ def _recorded(db_path: Path) -> int:
 
 
 def test_a_head_killed_mid_run_resumes_on_ray_to_the_same_rows(cluster, models, reference, tmp_path):
-    argv = [sys.executable, "-m", "evaluation", *_argv(models, tmp_path, "--executor", "ray",
-                                                        "--ray-address", cluster.address)]
+    argv = [
+        sys.executable,
+        "-m",
+        "evaluation",
+        *_argv(models, tmp_path, "--executor", "ray", "--ray-address", cluster.address),
+    ]
     head = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while head.poll() is None and _recorded(tmp_path / "db.sqlite") == 0:
         time.sleep(0.05)
@@ -151,19 +195,26 @@ def test_a_head_killed_mid_run_resumes_on_ray_to_the_same_rows(cluster, models, 
     _assert_same(_outcome(tmp_path), reference)
 
 
-def test_no_reachable_cluster_or_no_ray_is_said_clearly_and_writes_nothing(cluster, models, tmp_path, capsys,
-                                                                          monkeypatch):
+def test_no_reachable_cluster_or_no_ray_is_said_clearly_and_writes_nothing(
+    cluster, models, tmp_path, capsys, monkeypatch
+):
     with socket_bound() as port:
-        with pytest.raises(RayUnavailable, match=rf"no Ray cluster reachable at '127.0.0.1:{port}'.*ray start --head"):
+        with pytest.raises(
+            RayUnavailable, match=rf"no Ray cluster reachable at '127.0.0.1:{port}'.*ray start --head"
+        ):
             connect(f"127.0.0.1:{port}")
-        code = evaluation_main(_argv(models, tmp_path, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"))
+        code = evaluation_main(
+            _argv(models, tmp_path, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}")
+        )
     assert code == 2
     assert "error: no Ray cluster reachable at" in capsys.readouterr().err
     assert not (tmp_path / "data" / "runs").exists() and not (tmp_path / "db.sqlite").exists()
     with pytest.raises(RayUnavailable, match=r"`ray_address` must be host:port .* got 'nowhere'"):
         connect("nowhere")
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(RayUnavailable, match=r"needs Ray, which is not installed: pip install 'ray\[default\]"):
+    with pytest.raises(
+        RayUnavailable, match=r"needs Ray, which is not installed: pip install 'ray\[default\]"
+    ):
         connect()
     assert cluster.address  # the module's cluster is untouched by the refusals
 
@@ -187,8 +238,9 @@ def test_worker_counts_follow_the_cluster_and_bad_settings_are_refused(cluster):
     assert RayExecutor.for_stage("generate", cluster)._worker_count() == max(free_cpus, 1)
     assert RayExecutor.for_stage("segment", cluster, workers=1)._worker_count() == 1
     gpu_cluster = replace(cluster, gpus=8.0)
-    assert [RayExecutor.for_stage(stage, gpu_cluster).gpus for stage in ("generate", "segment", "extract")] == \
-        [1.0, 0.5, 0.0]
+    assert [
+        RayExecutor.for_stage(stage, gpu_cluster).gpus for stage in ("generate", "segment", "extract")
+    ] == [1.0, 0.5, 0.0]
     assert RayExecutor.for_stage("generate", cluster).gpus == 0.0  # no GPU: one CPU per worker
     with pytest.raises(ValueError, match="`workers` must be a positive integer, got 0"):
         RayExecutor(0)
@@ -208,7 +260,9 @@ def _wait_for_job(client, token, run: str) -> str:
         time.sleep(0.5)
 
 
-def test_the_evaluate_tab_shows_the_cluster_runs_on_it_and_works_without_ray(cluster, models, tmp_path, monkeypatch):
+def test_the_evaluate_tab_shows_the_cluster_runs_on_it_and_works_without_ray(
+    cluster, models, tmp_path, monkeypatch
+):
     from gradio_client.exceptions import AppError
 
     from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -224,10 +278,28 @@ def test_the_evaluate_tab_shows_the_cluster_runs_on_it_and_works_without_ray(clu
         with pytest.raises(AppError, match=rf"no Ray cluster reachable at '127.0.0.1:{port}'"):
             client.predict(token, "ray", f"127.0.0.1:{port}", api_name="/evaluate_cluster")
         with pytest.raises(AppError, match="no Ray cluster reachable"):
-            client.predict(token, "nowhere", *selection, "tiny-random", 0, 0, "ray", f"127.0.0.1:{port}",
-                           api_name="/evaluate_start")
-        message, _ = client.predict(token, "on-ray", *selection, "tiny-random", 0, 0, "ray", cluster.address,
-                                    api_name="/evaluate_start")
+            client.predict(
+                token,
+                "nowhere",
+                *selection,
+                "tiny-random",
+                0,
+                0,
+                "ray",
+                f"127.0.0.1:{port}",
+                api_name="/evaluate_start",
+            )
+        message, _ = client.predict(
+            token,
+            "on-ray",
+            *selection,
+            "tiny-random",
+            0,
+            0,
+            "ray",
+            cluster.address,
+            api_name="/evaluate_start",
+        )
         assert message == f"Run **on-ray**: 2 images, job queued. Ray cluster: {cluster.describe()}."
         row = _wait_for_job(client, token, "on-ray")
         assert "data-state='finished'" in row and "2/2 images, 2 masked" in row and " pid " in row
@@ -235,7 +307,9 @@ def test_the_evaluate_tab_shows_the_cluster_runs_on_it_and_works_without_ray(clu
         monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
         with pytest.raises(AppError, match="the Ray executor needs Ray, which is not installed"):
             client.predict(token, "ray", "", api_name="/evaluate_cluster")
-        message, _ = client.predict(token, "here", *selection, "tiny-random", 0, 0, api_name="/evaluate_start")
+        message, _ = client.predict(
+            token, "here", *selection, "tiny-random", 0, 0, api_name="/evaluate_start"
+        )
         assert message == "Run **here**: 2 images, job queued."
         assert "data-state='finished'" in _wait_for_job(client, token, "here")
     db = runs.connect(config.db_path)

@@ -31,7 +31,9 @@ def _audit(db):
 
 
 def _plan(tmp_path, seeds=2):
-    request = EvaluationRequest(("tiny-random",), ConceptQuery(keys=("apple", "banana")), ("natural",), (7.5,), seeds)
+    request = EvaluationRequest(
+        ("tiny-random",), ConceptQuery(keys=("apple", "banana")), ("natural",), (7.5,), seeds
+    )
     return plan_request(request, load_registry(), CONCEPTS, tmp_path / "models")
 
 
@@ -57,17 +59,39 @@ def test_progress_counts_each_stage_and_lists_runs_newest_first(db, tmp_path):
     items, config = _plan(tmp_path)
     research.create_evaluation_run(db, "R0001", "planned", items, config)
     planned = runs.run_progress(db, "planned")
-    assert (planned.items, planned.generated, planned.segmented, planned.groups, planned.extracted) == (4, 0, 0, 2, 0)
+    assert (planned.items, planned.generated, planned.segmented, planned.groups, planned.extracted) == (
+        4,
+        0,
+        0,
+        2,
+        0,
+    )
     assert planned.fraction == 0.0 and not planned.complete
-    store_segmented_run(db, tmp_path / "data", "done", {("m", "apple", "natural", 5.0): [(200, 0, 0), (0, 0, 200)],
-                                                        ("m", "banana", "clipart", 5.0): [(230, 220, 0)]})
+    store_segmented_run(
+        db,
+        tmp_path / "data",
+        "done",
+        {
+            ("m", "apple", "natural", 5.0): [(200, 0, 0), (0, 0, 200)],
+            ("m", "banana", "clipart", 5.0): [(230, 220, 0)],
+        },
+    )
     done = runs.run_progress(db, "done")
-    assert (done.items, done.generated, done.segmented, done.usable, done.groups, done.extracted) == (3, 3, 3, 3, 2, 2)
+    assert (done.items, done.generated, done.segmented, done.usable, done.groups, done.extracted) == (
+        3,
+        3,
+        3,
+        3,
+        2,
+        2,
+    )
     assert done.complete and done.fraction == 1.0
     assert runs.run_progress(db, "ghost").items == 0
     listed = runs.list_runs(db)
     assert [(r["name"], r["items"], r["models"]) for r in sorted(listed, key=lambda r: r["name"])] == [
-        ("done", 3, ["m"]), ("planned", 4, ["tiny-random"])]
+        ("done", 3, ["m"]),
+        ("planned", 4, ["tiny-random"]),
+    ]
     assert runs.measured_seconds(db) == {"m": pytest.approx(0.75)}
     items = runs.concept_items(db, "apple")
     assert [(i["run"], i["sample"]) for i in items] == [("done", 0), ("done", 1)]
@@ -106,8 +130,9 @@ def test_designer_colorings_are_a_source_labelled_with_their_count(db, tmp_path)
         add_coloring(db, data_dir, designer, "apple", rgb)
     found = human_rows.read(db, human_rows.DESIGNERS, ["apple"])["apple"]
     assert found.label == "designer colorings (n = 2)" and found.n_colorings == 2
-    assert_allclose(found.p, concept_distribution([i for i, _ in images], [m for _, m in images]).p,
-                    rtol=1e-12)
+    assert_allclose(
+        found.p, concept_distribution([i for i, _ in images], [m for _, m in images]).p, rtol=1e-12
+    )
     colors, counts = strip_of(found.groups)
     assert counts == (1, 1) and colors.shape == (2, 3)
 
@@ -115,8 +140,11 @@ def test_designer_colorings_are_a_source_labelled_with_their_count(db, tmp_path)
 def test_concept_view_puts_the_labelled_human_distribution_beside_each_model(db, tmp_path):
     data_dir = tmp_path / "data"
     human_rows.store_reference(db, "lab", HUMAN, "test ratings")
-    cells = {("m-red", c, "natural", cfg): [(200, 30, 30), (180, 40, 30)]
-             for c in ("apple", "rotten apple") for cfg in (2.0, 5.0, 7.5)}
+    cells = {
+        ("m-red", c, "natural", cfg): [(200, 30, 30), (180, 40, 30)]
+        for c in ("apple", "rotten apple")
+        for cfg in (2.0, 5.0, 7.5)
+    }
     cells[("m-blue", "apple", "natural", 5.0)] = [(30, 30, 200)]
     store_segmented_run(db, data_dir, "view", cells)
     view = concept_view(db, data_dir, CONCEPTS, "apple", "lab", "natural")
@@ -129,13 +157,19 @@ def test_concept_view_puts_the_labelled_human_distribution_beside_each_model(db,
     # The reference set has no samples: its row holds only an empty trace (for its note).
     assert [t.text for t in view.strips.data] == [None, ("1",), ("2",)]
     assert [caption for _, caption in view.overlays] == [
-        "m-blue · natural · cfg 5 · seed 1000", "m-red · natural · cfg 5 · seed 1000", "m-red · natural · cfg 5 · seed 1001"]
+        "m-blue · natural · cfg 5 · seed 1000",
+        "m-red · natural · cfg 5 · seed 1000",
+        "m-red · natural · cfg 5 · seed 1001",
+    ]
     assert view.metrics["model"].tolist() == ["m-blue", "m-red"]
     shifts = view.shifts.set_index("concept")
     assert list(shifts.index) == ["overripe apple", "rotten apple"]
     assert shifts.loc["rotten apple", "m-red · natural"] == pytest.approx(
-        metrics.shift(stored[("m-red", "apple", 5.0)], stored[("m-red", "rotten apple", 5.0)]))
-    assert shifts.loc["rotten apple", "human"] == pytest.approx(metrics.shift(HUMAN["apple"], HUMAN["rotten apple"]))
+        metrics.shift(stored[("m-red", "apple", 5.0)], stored[("m-red", "rotten apple", 5.0)])
+    )
+    assert shifts.loc["rotten apple", "human"] == pytest.approx(
+        metrics.shift(HUMAN["apple"], HUMAN["rotten apple"])
+    )
     missing = concept_view(db, data_dir, CONCEPTS, "banana", "lab", "natural")
     assert missing.human_label == "The source 'lab' has no human distribution for 'banana'."
     assert missing.distributions is None and missing.metrics.empty
@@ -151,14 +185,20 @@ def test_concept_view_puts_the_labelled_human_distribution_beside_each_model(db,
 def test_stored_scores_equal_fresh_scores_and_follow_every_change_of_either_side(db, tmp_path):
     data_dir = tmp_path / "data"
     human_rows.store_reference(db, "lab", HUMAN, "test ratings")
-    cells = {("m-red", c, "natural", cfg): [(200, 30, 30), (180, 40, 30)]
-             for c in ("apple", "rotten apple") for cfg in (2.0, 5.0)}
+    cells = {
+        ("m-red", c, "natural", cfg): [(200, 30, 30), (180, 40, 30)]
+        for c in ("apple", "rotten apple")
+        for cfg in (2.0, 5.0)
+    }
     store_segmented_run(db, data_dir, "scored", cells)
     stored = scoring.stored_scores(db, "lab", CONCEPTS)
     fresh = scoring.score(runs.model_distributions(db), HUMAN, CONCEPTS)
     key = ["model", "concept", "style", "cfg"]
-    assert_frame_equal(stored.drop(columns="created_at").sort_values(key, ignore_index=True),
-                       fresh.sort_values(key, ignore_index=True), check_dtype=False)
+    assert_frame_equal(
+        stored.drop(columns="created_at").sort_values(key, ignore_index=True),
+        fresh.sort_values(key, ignore_index=True),
+        check_dtype=False,
+    )
     assert db["scores"].count == 4
     # A new human distribution for one concept: only its rows are rescored.
     changed = dict(HUMAN, apple=one_hot(3))
@@ -166,8 +206,11 @@ def test_stored_scores_equal_fresh_scores_and_follow_every_change_of_either_side
     assert len(runs.unscored_distributions(db, "lab")) == 2
     again = scoring.stored_scores(db, "lab", CONCEPTS)
     refreshed = scoring.score(runs.model_distributions(db), changed, CONCEPTS)
-    assert_frame_equal(again.drop(columns="created_at").sort_values(key, ignore_index=True),
-                       refreshed.sort_values(key, ignore_index=True), check_dtype=False)
+    assert_frame_equal(
+        again.drop(columns="created_at").sort_values(key, ignore_index=True),
+        refreshed.sort_values(key, ignore_index=True),
+        check_dtype=False,
+    )
     # A re-extracted model distribution (a newer row) is rescored too.
     runs.store_model_distribution(db, "scored", "m-red", "apple", "natural", 5.0, one_hot(3), 2, 0)
     assert [(r["concept"], r["cfg"]) for r in runs.unscored_distributions(db, "lab")] == [("apple", 5.0)]

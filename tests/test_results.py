@@ -41,8 +41,11 @@ def stored(tmp_path_factory):
 
 
 def _p(db, model, concept, cfg):
-    rows = [r for r in latest_distributions(runs.model_distributions(db))
-            if (r["model"], r["concept"], r["cfg"]) == (model, concept, cfg)]
+    rows = [
+        r
+        for r in latest_distributions(runs.model_distributions(db))
+        if (r["model"], r["concept"], r["cfg"]) == (model, concept, cfg)
+    ]
     return rows[0]["p"]
 
 
@@ -53,11 +56,16 @@ def test_tables_1_and_2_are_means_of_the_per_concept_metrics_at_the_recommended_
     for model in ("m-red", "m-green"):
         ps = {c: _p(db, model, c, 5.0) for c in HUMAN}
         assert result.table1.values.loc[model, ("original", "natural", "pcc")] == pytest.approx(
-            np.mean([metrics.pcc(HUMAN[c], ps[c]) for c in ("apple", "banana")]))
+            np.mean([metrics.pcc(HUMAN[c], ps[c]) for c in ("apple", "banana")])
+        )
         assert result.table1.values.loc[model, ("visual_state", "natural", "emd")] == pytest.approx(
-            metrics.emd(HUMAN["rotten apple"], ps["rotten apple"]))
+            metrics.emd(HUMAN["rotten apple"], ps["rotten apple"])
+        )
         assert result.table2.values.loc[model, ("original", "natural", "dca")] == pytest.approx(
-            np.mean([metrics.dominant_bins(HUMAN[c]) == metrics.dominant_bins(ps[c]) for c in ("apple", "banana")]))
+            np.mean(
+                [metrics.dominant_bins(HUMAN[c]) == metrics.dominant_bins(ps[c]) for c in ("apple", "banana")]
+            )
+        )
     emd = result.table1.values[("original", "natural", "emd")]
     assert result.table1.marks.loc[emd.idxmin(), ("original", "natural", "emd")] == "best"
     assert result.table1.marks.loc[emd.idxmax(), ("original", "natural", "emd")] == "second"
@@ -97,8 +105,20 @@ def test_exports_hold_the_tables_and_the_figures(stored, tmp_path):
     result = analyses(runs.model_distributions(db), HUMAN, CONCEPTS)
     paths = export_analyses(result, analysis_figures(result), tmp_path)
     names = [p.name.rsplit("-", 1)[0] + p.suffix for p in paths]
-    assert names == ["metrics.csv", "table1.csv", "table2.csv", "sweep.csv", "shifts.csv", "sensitivity.csv",
-                     "table6.csv", "table7.csv", "table8.csv", "cfg_sweep.html", "sensitivity.html", "shift_scatter.html"]
+    assert names == [
+        "metrics.csv",
+        "table1.csv",
+        "table2.csv",
+        "sweep.csv",
+        "shifts.csv",
+        "sensitivity.csv",
+        "table6.csv",
+        "table7.csv",
+        "table8.csv",
+        "cfg_sweep.html",
+        "sensitivity.html",
+        "shift_scatter.html",
+    ]
     table1 = pd.read_csv(paths[1])
     best = table1[(table1["metric"] == "emd") & (table1["mark"] == "best")].set_index("modifier_type")
     for kind in ("original", "visual_state"):
@@ -128,7 +148,10 @@ def test_recommended_scale_is_the_lower_middle_and_a_missing_scale_is_an_error(s
     assert resolve_cfg(frame, RECOMMENDED) == {"a": 3.0, "b": 5.0}
     both = pd.DataFrame({"model": ["a", "a", "b"], "cfg": [4.0, 2.0, 4.0]})
     assert resolve_cfg(both, " 4 ") == {"a": 4.0, "b": 4.0}
-    with pytest.raises(ValueError, match=r"`cfg` 2 is not a stored guidance scale of every model; stored scales: \{'b': \[4.0\]\}"):
+    with pytest.raises(
+        ValueError,
+        match=r"`cfg` 2 is not a stored guidance scale of every model; stored scales: \{'b': \[4.0\]\}",
+    ):
         resolve_cfg(both, 2)
     with pytest.raises(ValueError, match="`cfg` must be 'recommended' or a guidance scale"):
         resolve_cfg(frame, "strong")
@@ -144,9 +167,13 @@ def test_mean_pools_each_concept_over_its_scales_for_tables_1_and_2(stored):
     result = analyses(runs.model_distributions(db), HUMAN, CONCEPTS, cfg="mean")
     assert result.pooled and result.cfg == {"m-green": 5.0, "m-red": 5.0}
     for model in ("m-red", "m-green"):
-        per_concept = [np.mean([metrics.emd(HUMAN[c], _p(db, model, c, cfg)) for cfg in (2.0, 5.0, 7.5)])
-                       for c in ("apple", "banana")]
-        assert result.table1.values.loc[model, ("original", "natural", "emd")] == pytest.approx(np.mean(per_concept))
+        per_concept = [
+            np.mean([metrics.emd(HUMAN[c], _p(db, model, c, cfg)) for cfg in (2.0, 5.0, 7.5)])
+            for c in ("apple", "banana")
+        ]
+        assert result.table1.values.loc[model, ("original", "natural", "emd")] == pytest.approx(
+            np.mean(per_concept)
+        )
     at_recommended = analyses(runs.model_distributions(db), HUMAN, CONCEPTS)
     assert not at_recommended.pooled
     pd.testing.assert_frame_equal(result.shifts, at_recommended.shifts)

@@ -43,16 +43,26 @@ def _reviewed(db, data, n_colorings=1, n_experts=3, concept="lonely cabin"):
 
 def _forged_task(db, expert_id, coloring_id):
     """A review task written past the assignment rules (as a tampered client might)."""
-    return db["tasks"].insert({"kind": "review", "annotator_id": expert_id,
-                               "coloring_id": coloring_id, "practice": 0, "status": "reserved",
-                               "created": iso(T0),
-                               "expires": iso(T0 + dt.timedelta(days=999))}).last_pk
+    return (
+        db["tasks"]
+        .insert(
+            {
+                "kind": "review",
+                "annotator_id": expert_id,
+                "coloring_id": coloring_id,
+                "practice": 0,
+                "status": "reserved",
+                "created": iso(T0),
+                "expires": iso(T0 + dt.timedelta(days=999)),
+            }
+        )
+        .last_pk
+    )
 
 
 def _vote(db, expert, coloring_id, consistent):
     rng = np.random.default_rng(0)
-    items = [i for i in votes.vote_queue(db, expert, rng, batch_size=50)
-             if i.coloring_id == coloring_id]
+    items = [i for i in votes.vote_queue(db, expert, rng, batch_size=50) if i.coloring_id == coloring_id]
     assert len(items) == 1, f"{expert.pseudonym} was not handed coloring {coloring_id}"
     return votes.cast_vote(db, expert, items[0].task_id, consistent)
 
@@ -104,14 +114,16 @@ def test_the_majority_of_three_decides_and_every_vote_order_gives_a_decision(sto
         assert db["reviews"].get(coloring_id)["status"] == "decided"
     excluded = {r["coloring_id"] for r in votes.excluded_colorings(db)}
     assert excluded == {c for c, p in zip(ids, patterns) if sum(p) < 2}
-    trail = [(r["actor"], r["object_id"]) for r in db["audit"].rows_where(
-        "action = 'exclude_coloring'", order_by="id")]
+    trail = [
+        (r["actor"], r["object_id"])
+        for r in db["audit"].rows_where("action = 'exclude_coloring'", order_by="id")
+    ]
     assert trail == [("system", str(c)) for c in sorted(excluded)]
 
 
 def test_reviews_need_an_odd_number_of_votes(store):
     db, data = store
-    designer, = people(db, 1, "designer")
+    (designer,) = people(db, 1, "designer")
     coloring_id = add_handmade(db, data, designer, "apple", one_hot(0))
     before = _rows(db)
     with pytest.raises(InvalidInput, match="odd"):
@@ -158,7 +170,10 @@ def test_an_exclusion_is_reversed_only_by_the_admin_with_an_audit_row(store):
     assert get_coloring(db, ids[0])["status"] == "accepted"
     row = list(db["audit"].rows_where("action = 'reinstate_coloring'"))[0]
     assert (row["actor"], row["object_id"], row["why"]) == (
-        "admin", str(ids[0]), "a grey cabin is lonely enough")
+        "admin",
+        str(ids[0]),
+        "a grey cabin is lonely enough",
+    )
     assert human_rows.read(db, human_rows.DESIGNERS)["lonely cabin"].coloring_ids == (ids[0],)
     with pytest.raises(Conflict, match="not excluded"):
         votes.reinstate(db, ADMIN, ids[0], "again")
@@ -170,13 +185,15 @@ def test_paper_vote_patterns_give_p_bar_0811_and_36_discarded_through_the_panel(
     sync_concepts(db)
     data = tmp_path / "data"
     # Table 5: 399 x 3/0, 4 x 0/3, 127 x 2/1, 32 x 1/2; the third expert is the dissenter.
-    patterns = ([(True,) * 3] * 399 + [(False,) * 3] * 4 + [(True, True, False)] * 127
-                + [(False, False, True)] * 32)
+    patterns = (
+        [(True,) * 3] * 399 + [(False,) * 3] * 4 + [(True, True, False)] * 127 + [(False, False, True)] * 32
+    )
     designers = people(db, 5, "designer")
     experts = [actor(db, e) for e in people(db, 3, "expert")]
     concepts = [r["key"] for r in db["concepts"].rows_where(order_by="key", limit=113)]
-    ids = [add_handmade(db, data, designers[i % 5], concepts[i // 5], one_hot(0))
-           for i in range(len(patterns))]
+    ids = [
+        add_handmade(db, data, designers[i % 5], concepts[i // 5], one_hot(0)) for i in range(len(patterns))
+    ]
     review.open_reviews(db, ADMIN, ids, reason="Table 5")
     wanted = dict(zip(ids, patterns))
     for j, expert in enumerate(experts):
@@ -189,11 +206,12 @@ def test_paper_vote_patterns_give_p_bar_0811_and_36_discarded_through_the_panel(
     assert_allclose(summary.mean_observed_agreement, 456 / 562, rtol=1e-12)
     assert summary.patterns == ((3, 0, 399), (2, 1, 127), (1, 2, 32), (0, 3, 4))
     yes = (399 * 3 + 127 * 2 + 32) / (562 * 3)
-    chance = yes ** 2 + (1 - yes) ** 2
+    chance = yes**2 + (1 - yes) ** 2
     assert_allclose(summary.fleiss_kappa, (456 / 562 - chance) / (1 - chance), rtol=1e-9)
     agreement = {r.rater: r.agreement for r in summary.rater_agreement}
-    assert agreement == pytest.approx({experts[0].pseudonym: 1.0, experts[1].pseudonym: 1.0,
-                                       experts[2].pseudonym: (562 - 159) / 562})
+    assert agreement == pytest.approx(
+        {experts[0].pseudonym: 1.0, experts[1].pseudonym: 1.0, experts[2].pseudonym: (562 - 159) / 562}
+    )
     assert db["colorings"].count_where("status = 'excluded'") == 36
     assert db["audit"].count_where("action = 'exclude_coloring'") == 36
     db.close()
@@ -204,8 +222,7 @@ def test_the_bright_pink_forbidding_castle_comes_first_in_the_queue(store):
     designers = people(db, 5, "designer")
     expert = actor(db, people(db, 1, "expert")[0])
     greys = [(70, 70, 75), (110, 110, 110), (50, 52, 60), (130, 128, 125)]
-    castle = [add_coloring(db, data, d, "forbidding castle", rgb)
-              for d, rgb in zip(designers, greys)]
+    castle = [add_coloring(db, data, d, "forbidding castle", rgb) for d, rgb in zip(designers, greys)]
     pink = add_coloring(db, data, designers[4], "forbidding castle", (255, 105, 180))
     for d, rgb in zip(designers, [(200, 20, 30)] * 2 + [(190, 30, 40)]):
         add_coloring(db, data, d, "apple", rgb)
@@ -230,13 +247,11 @@ def test_stage1_grid_hides_designers_shows_round_emd_and_takes_recolor_notes(sto
     task_id = review.request_recolor(db, expert, first, note, now=T0)
     assert review.recolor_note(db, first) == note
     task = db["tasks"].get(task_id)
-    assert (task["annotator_id"], task["concept_key"], task["coloring_id"]) == (
-        designers[0], "apple", first)
+    assert (task["annotator_id"], task["concept_key"], task["coloring_id"]) == (designers[0], "apple", first)
     db["tasks"].update(task_id, {"status": "submitted"})
     add_handmade(db, data, designers[0], "apple", one_hot(DARK_GREY), round=2)
     grid = review.coloring_grid(db, expert, "apple")
-    assert [(g.designer, g.round) for g in grid] == [
-        ("designer A", 1), ("designer A", 2), ("designer B", 1)]
+    assert [(g.designer, g.round) for g in grid] == [("designer A", 1), ("designer A", 2), ("designer B", 1)]
     lab = load_uw71().lab
     assert grid[0].round_emd is None and grid[2].round_emd is None
     assert_allclose(grid[1].round_emd, np.linalg.norm(lab[BLACK] - lab[DARK_GREY]), rtol=1e-9)
@@ -244,15 +259,17 @@ def test_stage1_grid_hides_designers_shows_round_emd_and_takes_recolor_notes(sto
     with pytest.raises(PermissionDenied, match="only the admin"):
         review.coloring_grid(db, expert, "apple", reveal=True)
     names = [g.designer for g in review.coloring_grid(db, ADMIN, "apple", reveal=True)]
-    assert names == [db["annotators"].get(d)["pseudonym"] for d in (designers[0],) * 2
-                     + (designers[1],)]
+    assert names == [db["annotators"].get(d)["pseudonym"] for d in (designers[0],) * 2 + (designers[1],)]
     with pytest.raises(Conflict, match="round 1"):
         review.request_recolor(db, expert, first, "again", now=T0)
     review.accept_coloring(db, expert, grid[2].coloring_id, "white apple, fine")
     assert get_coloring(db, grid[2].coloring_id)["status"] == "accepted"
     row = list(db["audit"].rows_where("action = 'accept_coloring'"))[0]
     assert (row["actor"], row["object_id"], row["why"]) == (
-        expert.pseudonym, str(grid[2].coloring_id), "white apple, fine")
+        expert.pseudonym,
+        str(grid[2].coloring_id),
+        "white apple, fine",
+    )
     with pytest.raises(Conflict, match="not submitted"):
         review.accept_coloring(db, expert, first)
 
@@ -274,7 +291,7 @@ def test_recolor_refused_while_one_waits_or_the_coloring_is_under_vote(store):
     with pytest.raises(InvalidInput, match="`note`"):
         review.request_recolor(db, experts[0], ids[0], "", now=T0)
     assert _rows(db) == before
-    designer, = people(db, 1, "designer")
+    (designer,) = people(db, 1, "designer")
     other = add_handmade(db, data, designer, "apple", one_hot(0))
     review.request_recolor(db, experts[0], other, "redo", now=T0)
     with pytest.raises(Conflict, match="already waits"):
@@ -284,15 +301,18 @@ def test_recolor_refused_while_one_waits_or_the_coloring_is_under_vote(store):
     review.request_recolor(db, experts[0], other, "redo, the last request lapsed", now=later)
 
 
-@pytest.mark.parametrize("call", [
-    lambda db, who, c, t: review.coloring_grid(db, who, "apple"),
-    lambda db, who, c, t: review.request_recolor(db, who, c, "note"),
-    lambda db, who, c, t: review.accept_coloring(db, who, c),
-    lambda db, who, c, t: review.open_reviews(db, who, [c], reason="x"),
-    lambda db, who, c, t: votes.vote_queue(db, who, np.random.default_rng(0)),
-    lambda db, who, c, t: votes.cast_vote(db, who, t, True),
-    lambda db, who, c, t: votes.reinstate(db, who, c, "why"),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda db, who, c, t: review.coloring_grid(db, who, "apple"),
+        lambda db, who, c, t: review.request_recolor(db, who, c, "note"),
+        lambda db, who, c, t: review.accept_coloring(db, who, c),
+        lambda db, who, c, t: review.open_reviews(db, who, [c], reason="x"),
+        lambda db, who, c, t: votes.vote_queue(db, who, np.random.default_rng(0)),
+        lambda db, who, c, t: votes.cast_vote(db, who, t, True),
+        lambda db, who, c, t: votes.reinstate(db, who, c, "why"),
+    ],
+)
 def test_library_calls_refuse_a_designer_and_write_nothing(store, call):
     db, data = store
     ids, experts = _reviewed(db, data, n_colorings=1, concept="apple")

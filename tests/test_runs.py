@@ -80,9 +80,29 @@ def test_schema_is_idempotent_and_exact(db):
     assert db["model_distributions"].pks == ["run", "model", "concept", "style", "cfg"]
     assert db["human_distributions"].pks == ["source", "concept_key"]
     assert set(db["run_items"].columns_dict) == {
-        "id", "run", "model", "concept", "noun", "style", "cfg", "sample", "seed", "prompt", "status",
-        "image_path", "image_sha256", "mask_path", "mask_sha256", "summary_path", "detected",
-        "segment_status", "n_pixels", "gen_seconds", "seg_seconds", "error", "updated_at",
+        "id",
+        "run",
+        "model",
+        "concept",
+        "noun",
+        "style",
+        "cfg",
+        "sample",
+        "seed",
+        "prompt",
+        "status",
+        "image_path",
+        "image_sha256",
+        "mask_path",
+        "mask_sha256",
+        "summary_path",
+        "detected",
+        "segment_status",
+        "n_pixels",
+        "gen_seconds",
+        "seg_seconds",
+        "error",
+        "updated_at",
     }
 
 
@@ -91,7 +111,9 @@ def test_plan_covers_the_grid_with_base_nouns_and_item_seeds(tiny):
     assert len(items) == 2 * 2 * 2 * 2
     rotten = [i for i in items if i["concept"] == "rotten apple"]
     assert {i["noun"] for i in rotten} == {"apple"}
-    assert all(i["seed"] == item_seed("tiny-random", i["concept"], i["style"], i["cfg"], i["sample"]) for i in items)
+    assert all(
+        i["seed"] == item_seed("tiny-random", i["concept"], i["style"], i["cfg"], i["sample"]) for i in items
+    )
     assert config["models"]["tiny-random"]["cfg_scales"] == [2.0, 7.5]
     assert config["concepts"] == ["apple", "rotten apple"] and config["samples"] == 2
 
@@ -102,7 +124,9 @@ def test_creating_a_run_again_keeps_its_items_and_a_changed_grid_is_refused(db, 
     assert runs.create_run(db, "r", items, config) == 16
     assert db["run_items"].count == 16
     _, other = _plan(tiny, cfgs=(3.0,))
-    with pytest.raises(runs.RunError, match=r"run 'r' exists with a different configuration \(differs in \['models'\]\)"):
+    with pytest.raises(
+        runs.RunError, match=r"run 'r' exists with a different configuration \(differs in \['models'\]\)"
+    ):
         runs.create_run(db, "r", items, other)
     with pytest.raises(runs.RunError, match="`run` name must be 1-80 letters"):
         runs.create_run(db, "a/b", items, config)
@@ -114,7 +138,9 @@ def test_a_bad_item_update_writes_nothing(db, tiny):
     runs.create_run(db, "r", items, config)
     before = runs.items(db, "r")
     with pytest.raises(ValueError, match=r"item status must be one of .*got 'done'"):
-        runs.record_items(db, [{"id": 1, "status": "generated", "image_path": "x"}, {"id": 2, "status": "done"}])
+        runs.record_items(
+            db, [{"id": 1, "status": "generated", "image_path": "x"}, {"id": 2, "status": "done"}]
+        )
     assert runs.items(db, "r") == before
 
 
@@ -181,13 +207,21 @@ def test_end_to_end_run_gives_distributions_and_scores(db, tiny, segmenters, tmp
         mask = read_image(tmp_path, row["mask_path"])
         with np.load(tmp_path / row["summary_path"]) as summary:
             assert int(summary["n_pixels"]) == row["n_pixels"] == mask.sum() > 0
-            np.testing.assert_array_equal(summary["pixels"], image_pixels(read_image(tmp_path, row["image_path"]), mask))
+            np.testing.assert_array_equal(
+                summary["pixels"], image_pixels(read_image(tmp_path, row["image_path"]), mask)
+            )
     stored = runs.model_distributions(db, run="r")
     assert len(stored) == 8 and all(r["n_images"] == 2 and r["n_excluded"] == 0 for r in stored)
     first = stored[0]
-    group = [r for r in rows if (r["concept"], r["style"], r["cfg"]) == (first["concept"], first["style"], first["cfg"])]
-    direct = concept_distribution([read_image(tmp_path, r["image_path"]) for r in group],
-                                  [read_image(tmp_path, r["mask_path"]) for r in group])
+    group = [
+        r
+        for r in rows
+        if (r["concept"], r["style"], r["cfg"]) == (first["concept"], first["style"], first["cfg"])
+    ]
+    direct = concept_distribution(
+        [read_image(tmp_path, r["image_path"]) for r in group],
+        [read_image(tmp_path, r["mask_path"]) for r in group],
+    )
     np.testing.assert_allclose(first["p"], direct.p, rtol=1e-12, atol=1e-15)
     assert sum(len(g["image_indices"]) for g in first["groups"]) == 2
     assert extract(db, "r", tmp_path) == 0
@@ -196,18 +230,31 @@ def test_end_to_end_run_gives_distributions_and_scores(db, tiny, segmenters, tmp
     long = scoring.score(stored, human, load_concepts())
     assert len(long) == 8 and set(long["concept"]) == set(CONCEPTS)
     expected = metrics.emd_rows(human[first["concept"]][None], first["p"][None])[0]
-    match = long[(long.concept == first["concept"]) & (long["style"] == first["style"]) & (long.cfg == first["cfg"])]
+    match = long[
+        (long.concept == first["concept"]) & (long["style"] == first["style"]) & (long.cfg == first["cfg"])
+    ]
     np.testing.assert_allclose(match["emd"].iloc[0], expected, rtol=1e-9)
     assert long["pcc"].between(-1, 1).all() and (long["emd"] >= 0).all() and (long["ed"] >= 0).all()
     table = tables.table1(long, cfg=tables.POOL_CFG).values
     assert list(table.index) == ["tiny-random"]
-    np.testing.assert_allclose(table[("original", "natural", "emd")].iloc[0], long[long["style"] == "natural"]["emd"].mean(), rtol=1e-9)
+    np.testing.assert_allclose(
+        table[("original", "natural", "emd")].iloc[0],
+        long[long["style"] == "natural"]["emd"].mean(),
+        rtol=1e-9,
+    )
     assert ("emotional", "clipart", "pcc") not in table.columns
     at_cfg = [r for r in stored if r["style"] == "clipart" and r["cfg"] == 2.0]
-    human_rows, model_rows = np.stack([human[r["concept"]] for r in at_cfg]), np.stack([r["p"] for r in at_cfg])
+    human_rows, model_rows = (
+        np.stack([human[r["concept"]] for r in at_cfg]),
+        np.stack([r["p"] for r in at_cfg]),
+    )
     table = tables.table2(long, cfg=2.0).values
     assert table[("original", "clipart", "dca")].iloc[0] == pytest.approx(metrics.dca(human_rows, model_rows))
-    np.testing.assert_allclose(table[("original", "clipart", "hue_diff")].iloc[0], metrics.delta_hue(human_rows, model_rows), rtol=1e-12)
+    np.testing.assert_allclose(
+        table[("original", "clipart", "hue_diff")].iloc[0],
+        metrics.delta_hue(human_rows, model_rows),
+        rtol=1e-12,
+    )
 
 
 def test_images_without_detection_are_recorded_excluded_and_counted(db, tiny, segmenters, tmp_path):
@@ -233,13 +280,16 @@ def test_shipped_uw71_ratings_load_as_normalised_rows():
     assert all(p.shape == (71,) and abs(p.sum() - 1) < 1e-12 for p in loaded.values())
 
 
-@pytest.mark.parametrize("cells, message", [
-    (["nan"] + ["1"] * 70, r"ratings.csv row 2 \('apple'\): color 0 is nan, expected a finite number"),
-    (["1"] * 5 + ["-0.2"] + ["1"] * 65, r"row 2 \('apple'\): color 5 is negative \(-0.2\)"),
-    (["0"] * 71, r"row 2 \('apple'\): all 71 values are zero"),
-    (["1"] * 70, r"row 2 \('apple'\): expected 71 values after the concept, got 70"),
-    (["x"] + ["1"] * 70, r"row 2 \('apple'\): color 0 is not a number, got 'x'"),
-])
+@pytest.mark.parametrize(
+    "cells, message",
+    [
+        (["nan"] + ["1"] * 70, r"ratings.csv row 2 \('apple'\): color 0 is nan, expected a finite number"),
+        (["1"] * 5 + ["-0.2"] + ["1"] * 65, r"row 2 \('apple'\): color 5 is negative \(-0.2\)"),
+        (["0"] * 71, r"row 2 \('apple'\): all 71 values are zero"),
+        (["1"] * 70, r"row 2 \('apple'\): expected 71 values after the concept, got 70"),
+        (["x"] + ["1"] * 70, r"row 2 \('apple'\): color 0 is not a number, got 'x'"),
+    ],
+)
 def test_bad_reference_rows_are_rejected_naming_the_row(tmp_path, cells, message):
     path = tmp_path / "ratings.csv"
     path.write_text("," + ",".join(map(str, range(71))) + "\napple," + ",".join(cells) + "\n")
@@ -253,7 +303,9 @@ def test_reference_distributions_round_trip_by_source(db):
     back = human_rows.vectors(db, "uw71")
     np.testing.assert_allclose(back["apple"], loaded["apple"], rtol=1e-15)
     assert human_rows.reference_sources(db) == ["uw71"]
-    with pytest.raises(human_rows.UnknownSource, match=r"`source` must be one of \['designers', 'uw71'\], got 'lab'"):
+    with pytest.raises(
+        human_rows.UnknownSource, match=r"`source` must be one of \['designers', 'uw71'\], got 'lab'"
+    ):
         human_rows.vectors(db, "lab")
     with pytest.raises(ValueError, match=r"x/apple: `p` must sum to 1 \(within 1e-06\), got 35.5"):
         human_rows.store_reference(db, "x", {"apple": np.full(71, 0.5)}, "")
@@ -264,7 +316,9 @@ def test_groups_are_stored_as_json(db, tiny):
     items, config = _plan(tiny)
     runs.create_run(db, "r", items, config)
     p = np.full(71, 1 / 71)
-    runs.store_model_distribution(db, "r", "tiny-random", "apple", "natural", 2.0, p, 2, 0, {"sizes": np.array([1, 1])})
+    runs.store_model_distribution(
+        db, "r", "tiny-random", "apple", "natural", 2.0, p, 2, 0, {"sizes": np.array([1, 1])}
+    )
     row = db["model_distributions"].get(("r", "tiny-random", "apple", "natural", 2.0))
     assert json.loads(row["groups"]) == {"sizes": [1, 1]}
 

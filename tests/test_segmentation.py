@@ -80,7 +80,10 @@ def test_segment_anything_backend_masks_the_same_box(models, image):
 def test_segment_rejects_bad_inputs_with_named_arguments(models, image):
     detector, sam = models
     cases = [
-        (dict(image=image[..., 0], noun="apple"), r"`image` must be an \(H, W, 3\) uint8 array, got ndarray \(48, 80\) uint8"),
+        (
+            dict(image=image[..., 0], noun="apple"),
+            r"`image` must be an \(H, W, 3\) uint8 array, got ndarray \(48, 80\) uint8",
+        ),
         (dict(image=image.astype(float), noun="apple"), "`image` must be an"),
         (dict(image=image, noun=" "), "`noun` must be a non-empty string, got ' '"),
         (dict(image=image, noun="apple", box_threshold=1.5), r"`box_threshold` must be in \[0, 1\], got 1.5"),
@@ -91,7 +94,9 @@ def test_segment_rejects_bad_inputs_with_named_arguments(models, image):
 
 
 def test_load_segment_anything_checks_type_and_checkpoint(tmp_path):
-    with pytest.raises(ValueError, match=r"`model_type` must be one of \('vit_h', 'vit_l', 'vit_b'\), got 'vit_x'"):
+    with pytest.raises(
+        ValueError, match=r"`model_type` must be one of \('vit_h', 'vit_l', 'vit_b'\), got 'vit_x'"
+    ):
         load_segment_anything(tmp_path / "sam.pth", "vit_x", device="cpu")
     with pytest.raises(ValueError, match="`checkpoint` must be an existing .pth file, got '.*missing.pth'"):
         load_segment_anything(tmp_path / "missing.pth", device="cpu")

@@ -43,33 +43,44 @@ def test_a_coloring_is_served_to_its_designer_and_the_roles_that_review_it_only(
     db = open_db(config.db_path)
     try:
         coloring = add_coloring(db, config.data_dir, owner, "forbidding castle", (90, 90, 95))
-        image, mask = db.execute("select image_path, mask_path from colorings where id = ?",
-                                 [coloring]).fetchone()
+        image, mask = db.execute(
+            "select image_path, mask_path from colorings where id = ?", [coloring]
+        ).fetchone()
     finally:
         db.close()
     for relative in (image, mask):
         path = Path(config.data_dir) / relative
-        expected = {None: 403, "nonsense": 403, other_token: 403, owner_token: 200,
-                    expert: 200, participant: 200, researcher: 200, admin: 200}
+        expected = {
+            None: 403,
+            "nonsense": 403,
+            other_token: 403,
+            owner_token: 200,
+            expert: 200,
+            participant: 200,
+            researcher: 200,
+            admin: 200,
+        }
         got = {token: _get(client, path, token).status_code for token in expected}
         assert got == expected, relative
         # Naming the file another way (relative to the working folder, through "..")
         # reaches the same check.
         twisted = f"{path.parent}/../{path.parent.name}/{path.name}"
         assert _get(client, twisted, other_token).status_code == 403
-    assert _get(client, Path(config.data_dir) / image, owner_token).content == \
-        (Path(config.data_dir) / image).read_bytes()
+    assert (
+        _get(client, Path(config.data_dir) / image, owner_token).content
+        == (Path(config.data_dir) / image).read_bytes()
+    )
 
 
-def test_model_images_go_to_researchers_and_participants_and_downloads_to_their_makers(
-        shared_app):
+def test_model_images_go_to_researchers_and_participants_and_downloads_to_their_makers(shared_app):
     client, config = shared_app
     [(_, designer)] = _people(client, "designer")
     [(_, researcher)] = _people(client, "researcher")
     db = open_db(config.db_path)
     try:
-        store_segmented_run(db, Path(config.data_dir), "served",
-                            {("m", "apple", "natural", 7.5): [(200, 30, 30)]})
+        store_segmented_run(
+            db, Path(config.data_dir), "served", {("m", "apple", "natural", 7.5): [(200, 30, 30)]}
+        )
         [image] = [r["image_path"] for r in db["run_items"].rows_where("run = ?", ["served"])]
     finally:
         db.close()
@@ -100,8 +111,9 @@ def test_a_password_file_in_the_data_folder_is_never_served(tmp_path, monkeypatc
     secret.write_text("a password nobody may read\n", encoding="utf-8")
     monkeypatch.setenv("COLORCONCEPT_ADMIN_PASSWORD_FILE", str(secret))
     with AppProcess(data / "colorconcept.sqlite", data) as app:
-        admin = httpx.post(f"{app.url}gradio_api/call/login_admin",
-                           json={"data": ["a password nobody may read"]}).json()["event_id"]
+        admin = httpx.post(
+            f"{app.url}gradio_api/call/login_admin", json={"data": ["a password nobody may read"]}
+        ).json()["event_id"]
         token = httpx.get(f"{app.url}gradio_api/call/login_admin/{admin}").text
         assert "Signed in as" in token
         for path in (secret, data / "colorconcept.sqlite"):
@@ -116,10 +128,28 @@ def test_a_secret_inside_a_served_folder_refuses_the_start_and_says_why(tmp_path
     (data / inside).mkdir(parents=True)
     secret = data / inside / "admin_password.txt"
     secret.write_text("hunter2 hunter2\n", encoding="utf-8")
-    env = {"PATH": "/usr/bin:/bin", "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
-           "COLORCONCEPT_ADMIN_PASSWORD_FILE": str(secret)}
-    done = subprocess.run([sys.executable, "app.py", "--db", str(tmp_path / "s.sqlite"),
-                           "--data-dir", str(data), "--port", "1"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=240)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "HF_HUB_OFFLINE": "1",
+        "COLORCONCEPT_ADMIN_PASSWORD_FILE": str(secret),
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "app.py",
+            "--db",
+            str(tmp_path / "s.sqlite"),
+            "--data-dir",
+            str(data),
+            "--port",
+            "1",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode != 0
     assert f"Refusing to start: {secret} lies inside {data.resolve() / inside}" in done.stderr

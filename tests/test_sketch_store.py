@@ -21,10 +21,12 @@ from tests.test_generation import tiny_pipe  # noqa: F401 (fixture)
 
 SHIPPED = {e.concept for e in load_manifest()}
 N_BASES = len({c.base for c in load_concepts()})
-LINE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="200" height="100">'
-            '<rect width="200" height="100" fill="white"/>'
-            '<ellipse cx="100" cy="50" rx="80" ry="35" fill="none" stroke="black" '
-            'stroke-width="3"/></svg>')
+LINE_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="200" height="100">'
+    '<rect width="200" height="100" fill="white"/>'
+    '<ellipse cx="100" cy="50" rx="80" ry="35" fill="none" stroke="black" '
+    'stroke-width="3"/></svg>'
+)
 
 
 @pytest.fixture
@@ -52,8 +54,9 @@ def test_the_shipped_library_loads_once_each_sketch_selected(loaded, tmp_path):
     db, data = loaded
     rows = list(db["sketches"].rows_where(order_by="id"))
     assert {r["base"] for r in rows} == SHIPPED and len(rows) == len(SHIPPED)
-    assert {(r["source"], r["selected"], max(r["width"], r["height"])) for r in rows} == \
-        {("shipped", 1, LONG_SIDE)}
+    assert {(r["source"], r["selected"], max(r["width"], r["height"])) for r in rows} == {
+        ("shipped", 1, LONG_SIDE)
+    }
     for row in rows:
         data_bytes = resolve(data, row["path"]).read_bytes()
         assert hashlib.sha256(data_bytes).hexdigest() == row["sha256"]
@@ -69,8 +72,7 @@ def test_a_wiped_data_folder_gets_the_shipped_files_back(loaded):
     apple = store.selected_sketch(db, "apple")
     resolve(data, apple["path"]).unlink()
     assert store.sync_shipped_sketches(db, data) == 0
-    np.testing.assert_array_equal(store.load_sketch(data, apple),
-                                  load_sketch_png(SKETCH_DIR / "apple.png"))
+    np.testing.assert_array_equal(store.load_sketch(data, apple), load_sketch_png(SKETCH_DIR / "apple.png"))
 
 
 def test_an_imported_svg_is_normalised_and_becomes_the_concepts_sketch(loaded, tmp_path):
@@ -91,14 +93,19 @@ def test_a_photo_is_refused_with_the_reason_and_nothing_changes(loaded, tmp_path
     db, data = loaded
     before = store.selected_sketch(db, "lemon")
     count = db["sketches"].count
-    results = store.import_sketches(db, data, [_photo(tmp_path / "lemon.png"),
-                                               _photo(tmp_path / "not a concept.png"),
-                                               _photo(tmp_path / "lemon.gif")])
+    results = store.import_sketches(
+        db,
+        data,
+        [
+            _photo(tmp_path / "lemon.png"),
+            _photo(tmp_path / "not a concept.png"),
+            _photo(tmp_path / "lemon.gif"),
+        ],
+    )
     assert [r.ok for r in results] == [False, False, False]
     assert results[0].reason.startswith("lemon.png: not line art:")
     assert "no base concept is named like this file" in results[1].reason
-    assert results[2].reason == \
-        "lemon.gif: expected one of .png, .jpg, .jpeg, .webp, .svg, got .gif"
+    assert results[2].reason == "lemon.gif: expected one of .png, .jpg, .jpeg, .webp, .svg, got .gif"
     assert db["sketches"].count == count and store.selected_sketch(db, "lemon") == before
 
 
@@ -110,8 +117,10 @@ def test_a_folder_imports_each_file_by_its_name(loaded, tmp_path):
     _photo(folder / "pumpkin.jpg")
     (folder / "notes.txt").write_text("not a sketch", encoding="utf-8")
     results = store.import_sketch_folder(db, data, folder, select=False)
-    assert [(r.name, r.base, r.ok) for r in results] == [("pumpkin.jpg", "pumpkin", False),
-                                                         ("tulip.svg", "tulip", True)]
+    assert [(r.name, r.base, r.ok) for r in results] == [
+        ("pumpkin.jpg", "pumpkin", False),
+        ("tulip.svg", "tulip", True),
+    ]
     assert store.sketches_of(db, "tulip")[0]["selected"] == 0
     with pytest.raises(InvalidInput, match="must be a folder"):
         store.import_sketch_folder(db, data, folder / "notes.txt")
@@ -135,8 +144,10 @@ def test_selecting_a_sketch_deselects_the_others_of_its_base(loaded, tmp_path):
     [result] = store.import_sketches(db, data, [svg], select=False)
     assert store.selected_sketch(db, "apple")["id"] == shipped["id"]
     store.select_sketch(db, result.sketch_id, actor="admin", why="rounder")
-    assert [(r["id"], r["selected"]) for r in store.sketches_of(db, "apple")] == \
-        [(result.sketch_id, 1), (shipped["id"], 0)]
+    assert [(r["id"], r["selected"]) for r in store.sketches_of(db, "apple")] == [
+        (result.sketch_id, 1),
+        (shipped["id"], 0),
+    ]
     assert store.sync_shipped_sketches(db, data) == 0
     assert store.selected_sketch(db, "apple")["id"] == result.sketch_id
     with pytest.raises(NotFound, match="unknown sketch id 999"):
@@ -147,8 +158,9 @@ def test_generated_candidates_that_are_line_art_are_stored_unselected(loaded):
     db, data = loaded
     apple = np.repeat(load_sketch_png(SKETCH_DIR / "apple.png")[..., None], 3, axis=2)
     noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
-    candidates = store.store_candidates(db, data, "banana", [apple, noise], [11, 12],
-                                        meta={"prompt": "p", "model": "m"})
+    candidates = store.store_candidates(
+        db, data, "banana", [apple, noise], [11, 12], meta={"prompt": "p", "model": "m"}
+    )
     assert [c.seed for c in candidates] == [11, 12]
     assert candidates[1].sketch_id is None and candidates[1].reason.startswith("not line art")
     row = store.get_sketch(db, candidates[0].sketch_id)
@@ -160,9 +172,16 @@ def test_five_candidates_from_a_real_pipeline_are_vetted(loaded, tiny_pipe):
     db, data = loaded
     spec = load_registry()["tiny-random"]
     count = db["sketches"].count
-    candidates = store.generate_candidates(db, data, "apple", tiny_pipe, np.random.default_rng(7),
-                                           steps=spec.steps, resolution=spec.resolution,
-                                           model=spec.key)
+    candidates = store.generate_candidates(
+        db,
+        data,
+        "apple",
+        tiny_pipe,
+        np.random.default_rng(7),
+        steps=spec.steps,
+        resolution=spec.resolution,
+        model=spec.key,
+    )
     expected_seeds = np.random.default_rng(7).integers(0, 2**63 - 1, size=5).tolist()
     assert [c.seed for c in candidates] == expected_seeds
     assert {c.image.shape for c in candidates} == {(spec.resolution, spec.resolution, 3)}
@@ -181,8 +200,13 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
         assert summary == f"**{len(SHIPPED)} of {N_BASES}** base concepts have a sketch."
         assert len(missing["data"]) == N_BASES - len(SHIPPED)
         photo = _photo(tmp_path / "rose.png")
-        results = client.predict(admin, [handle_file(svg), handle_file(photo)],
-                                 "(from the file names)", True, api_name="/sketches_import")
+        results = client.predict(
+            admin,
+            [handle_file(svg), handle_file(photo)],
+            "(from the file names)",
+            True,
+            api_name="/sketches_import",
+        )
         assert [r[:2] for r in results["data"]] == [["tulip.svg", "tulip"], ["rose.png", "rose"]]
         assert results["data"][0][2].startswith("imported as sketch ")
         assert results["data"][1][2].startswith("refused: rose.png: not line art")
@@ -191,15 +215,18 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
         tulip = int(results["data"][0][2].rsplit(" ", 1)[1])
         message = client.predict(admin, tulip, "clean lines", api_name="/sketches_select")
         assert message == f"Sketch {tulip} is now the sketch of **tulip**."
-        table = client.predict(admin, [handle_file(svg)], "daisy", False,
-                               api_name="/sketches_import")["data"]
+        table = client.predict(admin, [handle_file(svg)], "daisy", False, api_name="/sketches_import")["data"]
         assert table[0][1] == "daisy"
-        designer = client.predict(client.predict(admin, "designer", 1, "yes", 7,
-                                                 api_name="/admin_create_invites")["data"][0][3],
-                                  api_name="/login_invite")[0]
-        for api, args in (("/sketches_missing", ()), ("/sketches_list", ("rose",)),
-                          ("/sketches_select", (tulip, "")),
-                          ("/sketches_import", ([handle_file(svg)], "tulip", True)),
-                          ("/sketches_generate", ("tiny-random", "tulip"))):
+        designer = client.predict(
+            client.predict(admin, "designer", 1, "yes", 7, api_name="/admin_create_invites")["data"][0][3],
+            api_name="/login_invite",
+        )[0]
+        for api, args in (
+            ("/sketches_missing", ()),
+            ("/sketches_list", ("rose",)),
+            ("/sketches_select", (tulip, "")),
+            ("/sketches_import", ([handle_file(svg)], "tulip", True)),
+            ("/sketches_generate", ("tiny-random", "tulip")),
+        ):
             with pytest.raises(AppError, match="needs the role admin"):
                 client.predict(designer, *args, api_name=api)

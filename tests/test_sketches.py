@@ -29,8 +29,20 @@ from annotation.sketches.importing import (
 )
 from evaluation.concepts import ASSETS, CATEGORIES
 
-RATED = ("apple", "banana", "lemon", "strawberry", "carrot", "eggplant", "bear", "frog",
-         "beach", "ocean", "sky", "sunset")
+RATED = (
+    "apple",
+    "banana",
+    "lemon",
+    "strawberry",
+    "carrot",
+    "eggplant",
+    "bear",
+    "frog",
+    "beach",
+    "ocean",
+    "sky",
+    "sunset",
+)
 
 SQUARE_SVG = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 200 100">'
@@ -226,15 +238,16 @@ def test_png_data_url_wraps_png_bytes_only():
 def test_an_svg_that_reaches_outside_itself_is_refused_before_resvg_reads_anything(tmp_path):
     black = tmp_path / "black.png"
     Image.new("L", (8, 8), 0).save(black)
-    outline = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
-               ' width="64" height="64"><defs><circle id="c" cx="32" cy="32" r="20"/></defs>'
-               '<use href="#c" fill="none" stroke="black" stroke-width="3"/>{}</svg>')
+    outline = (
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
+        ' width="64" height="64"><defs><circle id="c" cx="32" cy="32" r="20"/></defs>'
+        '<use href="#c" fill="none" stroke="black" stroke-width="3"/>{}</svg>'
+    )
     assert rasterize_svg(outline.format('<g clip-path="url(#c)"/>'), 64).min() == 0
     refused = {
         f'<image href="{black}" width="64" height="64"/>': "contains a <image> element",
         f'<use xlink:href="{black}#c"/>': f"refers to something outside the file \\('{black}#c'",
-        '<rect fill="url(http://example.org/p#x)" width="4" height="4"/>':
-            "outside the file \\('http://example.org/p#x' in <rect>\\)",
+        '<rect fill="url(http://example.org/p#x)" width="4" height="4"/>': "outside the file \\('http://example.org/p#x' in <rect>\\)",
         "<style>@import 'x.css';</style>": "'@import' in <style>",
         "<script>alert(1)</script>": "contains a <script> element",
         "<foreignObject/>": "contains a <foreignObject> element",

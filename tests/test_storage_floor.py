@@ -31,8 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _dump(path: Path) -> dict[str, list[tuple]]:
     conn = sqlite3.connect(path)
-    tables = [r[0] for r in conn.execute(
-        "select name from sqlite_master where type = 'table' and name not like 'sqlite_%'")]
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "select name from sqlite_master where type = 'table' and name not like 'sqlite_%'"
+        )
+    ]
     dump = {t: sorted(conn.execute(f"select * from {t}").fetchall(), key=repr) for t in tables}
     columns = {t: [c[1] for c in conn.execute(f"pragma table_info({t})")] for t in tables}
     conn.close()
@@ -63,16 +67,18 @@ def test_a_database_from_the_previous_code_migrates_forward_with_every_row_kept(
         if table in ("reference_distributions", "schema_version"):
             continue
         if table in ("runs", "run_items", "model_distributions"):
-            stamp = {"runs": "created_at", "run_items": "updated_at",
-                     "model_distributions": "created_at"}[table]
+            stamp = {"runs": "created_at", "run_items": "updated_at", "model_distributions": "created_at"}[
+                table
+            ]
             for row in rows:
                 assert row[stamp].endswith("+00:00")
                 row[stamp] = row[stamp][:19] + ".000000Z"
             assert all(storage.parse_iso(r[stamp]) for r in after[table])
         assert sorted(after[table], key=repr) == sorted(rows, key=repr), table
     assert "reference_distributions" not in after
-    moved = {(r["source"], r["concept_key"]): r for r in after["human_distributions"]
-             if r["kind"] == "reference"}
+    moved = {
+        (r["source"], r["concept_key"]): r for r in after["human_distributions"] if r["kind"] == "reference"
+    }
     assert len(moved) == len(before["reference_distributions"]) == 70
     for old in before["reference_distributions"]:
         new = moved[(old["source"], old["concept"])]
@@ -87,16 +93,17 @@ def test_designers_p_h_of_a_migrated_database_equals_the_images_and_skips_the_re
     human.backfill(db, data)
     stored = human_rows.read(db, human_rows.DESIGNERS)
     assert sorted(stored) == ["apple", "banana", "rotten apple"]
-    recolored = [r["id"] for r in db.query("select id from colorings where status = "
-                                           "'recolor_requested'")]
+    recolored = [r["id"] for r in db.query("select id from colorings where status = 'recolor_requested'")]
     assert stored["apple"].n_colorings == 2 and recolored[0] not in stored["apple"].coloring_ids
     for concept, truth in stored.items():
         assert_allclose(truth.p, _expected_p(data, db, concept), rtol=0, atol=1e-12)
     assert human.check(db, data) == []
     assert human.backfill(db, data) == 0
     # Rows computed under other extraction defaults are stale: start-up recomputes them.
-    db.execute("update human_distributions set provenance = 'appendix-c3 v0' where "
-               "source = 'designers' and concept_key = 'banana'")
+    db.execute(
+        "update human_distributions set provenance = 'appendix-c3 v0' where "
+        "source = 'designers' and concept_key = 'banana'"
+    )
     assert human.backfill(db, data) == 1
     assert human_rows.read(db, human_rows.DESIGNERS)["banana"].provenance == METHOD
 
@@ -104,19 +111,28 @@ def test_designers_p_h_of_a_migrated_database_equals_the_images_and_skips_the_re
 def test_check_distributions_command_reports_a_tampered_row_and_repairs_it(tmp_path):
     data = _legacy_copy(tmp_path)
     db_path = data / "colorconcept.sqlite"
-    command = [sys.executable, "-m", "annotation", "--db", str(db_path), "--data-dir", str(data),
-               "check-distributions"]
+    command = [
+        sys.executable,
+        "-m",
+        "annotation",
+        "--db",
+        str(db_path),
+        "--data-dir",
+        str(data),
+        "check-distributions",
+    ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     assert "3 differences found" in done.stdout and "no stored P_H" in done.stdout
-    done = subprocess.run(command + ["--repair"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(command + ["--repair"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "3 differences repaired" in done.stdout
     db = storage.open_db(db_path)
     p = np.zeros(71)
     p[0] = 1.0
-    db.execute("update human_distributions set p = ? where source = 'designers' and "
-               "concept_key = 'banana'", [json.dumps(p.tolist())])
+    db.execute(
+        "update human_distributions set p = ? where source = 'designers' and concept_key = 'banana'",
+        [json.dumps(p.tolist())],
+    )
     db.conn.commit()
     db.close()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -125,13 +141,16 @@ def test_check_distributions_command_reports_a_tampered_row_and_repairs_it(tmp_p
     assert "1 differences found; 3 stored designers' distributions" in done.stdout
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    (np.full(70, 1 / 70), r"`p` must have shape \(71,\), got \(70,\)"),
-    (np.r_[np.nan, np.full(70, 1 / 70)], "`p` must hold finite masses, got NaN or inf"),
-    (np.r_[-0.5, np.full(70, 1.5 / 70)], "`p` must hold non-negative masses, got -0.5"),
-    (np.full(71, 0.5), r"`p` must sum to 1 \(within 1e-06\), got 35.5"),
-    (np.zeros(71), "`p` has zero total mass"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (np.full(70, 1 / 70), r"`p` must have shape \(71,\), got \(70,\)"),
+        (np.r_[np.nan, np.full(70, 1 / 70)], "`p` must hold finite masses, got NaN or inf"),
+        (np.r_[-0.5, np.full(70, 1.5 / 70)], "`p` must hold non-negative masses, got -0.5"),
+        (np.full(71, 0.5), r"`p` must sum to 1 \(within 1e-06\), got 35.5"),
+        (np.zeros(71), "`p` has zero total mass"),
+    ],
+)
 def test_one_check_names_the_argument_and_the_problem(value, message):
     with pytest.raises(InvalidDistribution, match=message):
         check_distribution(value)
@@ -172,8 +191,9 @@ def test_stored_p_h_equals_the_images_after_a_long_random_sequence_of_changes(tm
         candidates = [c for c in stored if get_coloring(db, c)["status"] in ("submitted", "accepted")]
         if move == 0 or not candidates:
             designer, concept = int(rng.choice(designers)), str(rng.choice(concepts))
-            mine = db["colorings"].count_where("annotator_id = ? and concept_key = ? and practice = 0",
-                                               [designer, concept])
+            mine = db["colorings"].count_where(
+                "annotator_id = ? and concept_key = ? and practice = 0", [designer, concept]
+            )
             if mine:
                 continue
             color = palette[int(rng.integers(len(palette)))]
@@ -188,8 +208,16 @@ def test_stored_p_h_equals_the_images_after_a_long_random_sequence_of_changes(tm
                 task_id = request_recolor(db, ADMIN, coloring["id"], "again")
             except Exception:
                 continue
-            stored.append(add_coloring(db, data, coloring["annotator_id"], coloring["concept_key"],
-                                       palette[int(rng.integers(len(palette)))], task_id=task_id))
+            stored.append(
+                add_coloring(
+                    db,
+                    data,
+                    coloring["annotator_id"],
+                    coloring["concept_key"],
+                    palette[int(rng.integers(len(palette)))],
+                    task_id=task_id,
+                )
+            )
         elif move == 3:
             set_status(db, get_coloring(db, int(rng.choice(candidates))), "excluded")
         else:

@@ -20,7 +20,12 @@ from evaluation.analysis.tables import (
 from evaluation.color.palette import load_uw71
 from evaluation.concepts import load_concepts
 
-CONCEPTS = {"apple": "original", "rotten apple": "visual_state", "cabin": "original", "lonely cabin": "emotional"}
+CONCEPTS = {
+    "apple": "original",
+    "rotten apple": "visual_state",
+    "cabin": "original",
+    "lonely cabin": "emotional",
+}
 BASES = {"apple": "apple", "rotten apple": "apple", "cabin": "cabin", "lonely cabin": "cabin"}
 
 
@@ -30,12 +35,22 @@ def metrics_frame(rng, models=("flux", "sana", "sdxl"), cfgs=(5.0,)):
         for cfg in cfgs:
             for style in ("natural", "clipart"):
                 for concept, mtype in CONCEPTS.items():
-                    rows.append({
-                        "model": model, "concept": concept, "base": BASES[concept], "modifier_type": mtype,
-                        "style": style, "cfg": cfg, "pcc": rng.uniform(0.3, 0.9), "emd": rng.uniform(20, 40),
-                        "ed": rng.uniform(0, 1), "dominant_model": int(rng.integers(0, 3)), "dominant_human": 1,
-                        "hue_diff": rng.uniform(0, 90),
-                    })
+                    rows.append(
+                        {
+                            "model": model,
+                            "concept": concept,
+                            "base": BASES[concept],
+                            "modifier_type": mtype,
+                            "style": style,
+                            "cfg": cfg,
+                            "pcc": rng.uniform(0.3, 0.9),
+                            "emd": rng.uniform(20, 40),
+                            "ed": rng.uniform(0, 1),
+                            "dominant_model": int(rng.integers(0, 3)),
+                            "dominant_human": 1,
+                            "hue_diff": rng.uniform(0, 90),
+                        }
+                    )
     return pd.DataFrame(rows, columns=list(METRICS_FRAME_COLUMNS))
 
 
@@ -44,7 +59,9 @@ def test_table1_cells_are_means_over_concepts_with_best_and_second_marked():
     t1 = table1(frame)
     assert t1.values.columns.tolist()[:3] == [("original", "natural", m) for m in ("pcc", "emd", "ed")]
     assert t1.values.shape == (3, 18)
-    sel = frame[(frame["model"] == "flux") & (frame["modifier_type"] == "original") & (frame["style"] == "natural")]
+    sel = frame[
+        (frame["model"] == "flux") & (frame["modifier_type"] == "original") & (frame["style"] == "natural")
+    ]
     assert len(sel) == 2
     assert_allclose(t1.values.loc["flux", ("original", "natural", "emd")], sel["emd"].mean())
     for col in t1.values.columns:
@@ -77,7 +94,11 @@ def test_ties_share_a_mark():
     frame = metrics_frame(np.random.default_rng(2))
     frame["pcc"] = np.where(frame["model"] == "sdxl", 0.5, 0.7)
     marks = table1(frame).marks
-    assert marks[("original", "natural", "pcc")].to_dict() == {"flux": "best", "sana": "best", "sdxl": "second"}
+    assert marks[("original", "natural", "pcc")].to_dict() == {
+        "flux": "best",
+        "sana": "best",
+        "sdxl": "second",
+    }
 
 
 def test_leaderboard_exports_csv_rows_and_escaped_html():
@@ -96,7 +117,11 @@ def test_several_cfgs_need_a_choice():
     with pytest.raises(ValueError, match="`cfg` must be given"):
         table1(frame)
     by_model = select_cfg(with_dca(frame), {"flux": 3.0, "sana": 7.0, "sdxl": 7.0})
-    assert by_model.groupby("model")["cfg"].unique().map(list).to_dict() == {"flux": [3.0], "sana": [7.0], "sdxl": [7.0]}
+    assert by_model.groupby("model")["cfg"].unique().map(list).to_dict() == {
+        "flux": [3.0],
+        "sana": [7.0],
+        "sdxl": [7.0],
+    }
     with pytest.raises(ValueError, match=r"no rows at `cfg`=4.0"):
         table1(frame, cfg=4.0)
 
@@ -130,14 +155,22 @@ UNIT = np.eye(71)  # UNIT[i]: all mass in bin i
 def test_concept_shifts_are_emd_between_base_and_variant_for_people_and_models():
     gd = load_uw71().ground_distance
     human = {"apple": UNIT[0], "rotten apple": UNIT[5], "cabin": UNIT[30], "lonely cabin": UNIT[24]}
-    model = pd.DataFrame([
-        {"model": "sana", "style": "clipart", "concept": "apple", "p": UNIT[0]},
-        {"model": "sana", "style": "clipart", "concept": "rotten apple", "p": UNIT[1]},
-        {"model": "sana", "style": "clipart", "concept": "lonely cabin", "p": UNIT[24]},  # no base: left out
-    ])
+    model = pd.DataFrame(
+        [
+            {"model": "sana", "style": "clipart", "concept": "apple", "p": UNIT[0]},
+            {"model": "sana", "style": "clipart", "concept": "rotten apple", "p": UNIT[1]},
+            {
+                "model": "sana",
+                "style": "clipart",
+                "concept": "lonely cabin",
+                "p": UNIT[24],
+            },  # no base: left out
+        ]
+    )
     shifts = concept_shifts(human, model, concepts=load_concepts())
     assert shifts[["model", "style", "base", "concept", "modifier_type"]].values.tolist() == [
-        ["sana", "clipart", "apple", "rotten apple", "visual_state"]]
+        ["sana", "clipart", "apple", "rotten apple", "visual_state"]
+    ]
     assert_allclose(shifts[["human_shift", "model_shift"]].iloc[0], [gd[0, 5], gd[0, 1]], rtol=1e-6)
 
 
@@ -153,7 +186,9 @@ def shifts_frame():
         ("b", "natural", "rotten apple", "visual_state", 10.0, 6.0),
         ("b", "natural", "lonely cabin", "emotional", 2.0, 0.5),
     ]
-    frame = pd.DataFrame(rows, columns=["model", "style", "concept", "modifier_type", "human_shift", "model_shift"])
+    frame = pd.DataFrame(
+        rows, columns=["model", "style", "concept", "modifier_type", "human_shift", "model_shift"]
+    )
     frame["base"] = frame["concept"].str.split().str[-1]
     return frame
 
@@ -163,7 +198,9 @@ def test_sensitivity_ratio_of_means_versus_mean_of_ratios():
     pooled = sensitivity(shifts, ("model", "style")).set_index(["model", "style"])
     assert_allclose(pooled.loc[("a", "clipart"), "ratio"], (5 + 4) / (10 + 2))
     assert pooled.loc[("a", "clipart"), "n_concepts"] == 2
-    per_concept = sensitivity(shifts, ("model", "style"), aggregate="mean_of_ratios").set_index(["model", "style"])
+    per_concept = sensitivity(shifts, ("model", "style"), aggregate="mean_of_ratios").set_index(
+        ["model", "style"]
+    )
     assert_allclose(per_concept.loc[("a", "clipart"), "ratio"], (0.5 + 2.0) / 2)
     with pytest.raises(ValueError, match="aggregate"):
         sensitivity(shifts, aggregate="median")
@@ -194,7 +231,9 @@ def test_pooled_cfg_averages_each_concept_over_its_scales_before_the_concepts():
     expected = sel.groupby("concept")["emd"].mean().mean()
     assert_allclose(board.values.loc["sana", ("original", "natural", "emd")], expected, rtol=1e-12)
     dca = sel.groupby("concept")["dca"].mean().mean()
-    assert_allclose(table2(frame, cfg="mean").values.loc["sana", ("original", "natural", "dca")], dca, rtol=1e-12)
+    assert_allclose(
+        table2(frame, cfg="mean").values.loc["sana", ("original", "natural", "dca")], dca, rtol=1e-12
+    )
     with pytest.raises(ValueError, match="`cfg` must be a number, a mapping or 'mean', got 'max'"):
         select_cfg(data, "max")
 

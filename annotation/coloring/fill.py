@@ -169,9 +169,7 @@ def fill_region(
     work[lines] = -512
     region = flood(work, (y, x), connectivity=1, tolerance=tolerance)
     if edge_grow:
-        region = ndimage.binary_dilation(
-            region, structure=_CROSS, iterations=edge_grow, mask=~lines
-        )
+        region = ndimage.binary_dilation(region, structure=_CROSS, iterations=edge_grow, mask=~lines)
     return region
 
 
@@ -387,9 +385,7 @@ def read_canvas(text: str | None) -> RawCanvas:
     if not isinstance(text, str) or not text:
         raise ValueError("the canvas value is empty: the coloring tool has not loaded a task")
     if len(text) > MAX_CANVAS_VALUE_CHARS:
-        raise ValueError(
-            f"the canvas value has {len(text)} characters, more than {MAX_CANVAS_VALUE_CHARS}"
-        )
+        raise ValueError(f"the canvas value has {len(text)} characters, more than {MAX_CANVAS_VALUE_CHARS}")
     try:
         data = json.loads(text)
         task_id, url, elapsed = str(data["task_id"]), data["color_layer"], float(data["elapsed_s"])
@@ -400,8 +396,9 @@ def read_canvas(text: str | None) -> RawCanvas:
     if not isinstance(url, str):
         raise ValueError(f"`color_layer` must be a PNG data URL or '', got {type(url).__name__}")
     if not math.isfinite(elapsed) or not 0 <= elapsed <= MAX_SECONDS_SPENT:
-        raise ValueError(f"`elapsed_s` must be from 0 to {MAX_SECONDS_SPENT:.0f} seconds "
-                         f"(7 days), got {elapsed:g}")
+        raise ValueError(
+            f"`elapsed_s` must be from 0 to {MAX_SECONDS_SPENT:.0f} seconds (7 days), got {elapsed:g}"
+        )
     return RawCanvas(task_id, url, elapsed)
 
 
@@ -419,7 +416,7 @@ def decode_canvas(raw: RawCanvas, shape: tuple[int, ...]) -> CanvasValue:
     if not url.startswith(_PNG_DATA_URL):
         raise ValueError(f"`color_layer` must start with {_PNG_DATA_URL!r}, got {url[:40]!r}")
     try:
-        png = base64.b64decode(url[len(_PNG_DATA_URL):], validate=True)
+        png = base64.b64decode(url[len(_PNG_DATA_URL) :], validate=True)
     except binascii.Error as exc:
         raise ValueError(f"`color_layer` is not valid base64: {exc}") from None
     return CanvasValue(raw.task_id, color_layer_from_png(png, shape), raw.elapsed_s)
@@ -447,9 +444,7 @@ def _check_rgb(rgb: tuple[int, int, int]) -> tuple[int, int, int]:
 def _check_layer(color_layer: np.ndarray, sketch: np.ndarray) -> None:
     layer = np.asarray(color_layer)
     if layer.dtype != np.uint8 or layer.ndim != 3 or layer.shape[2] != 4:
-        raise ValueError(
-            f"`color_layer` must be (H, W, 4) uint8 RGBA, got {layer.shape} {layer.dtype}"
-        )
+        raise ValueError(f"`color_layer` must be (H, W, 4) uint8 RGBA, got {layer.shape} {layer.dtype}")
     if layer.shape[:2] != np.shape(sketch)[:2]:
         raise ValueError(
             f"`color_layer` is {layer.shape[1]}x{layer.shape[0]} but the sketch is "

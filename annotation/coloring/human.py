@@ -35,18 +35,26 @@ def sample_pixels(color_image: np.ndarray, painted_mask: np.ndarray) -> np.ndarr
 def store_sample(db: sqlite_utils.Database, coloring_id: int, pixels: np.ndarray) -> None:
     """Keep `pixels` (from `sample_pixels`) for `coloring_id`, zlib-compressed."""
     pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
-    db["coloring_samples"].upsert({"coloring_id": int(coloring_id), "n_pixels": len(pixels),
-                                   "pixels": zlib.compress(pixels.tobytes(), 6)},
-                                  pk="coloring_id")
+    db["coloring_samples"].upsert(
+        {
+            "coloring_id": int(coloring_id),
+            "n_pixels": len(pixels),
+            "pixels": zlib.compress(pixels.tobytes(), 6),
+        },
+        pk="coloring_id",
+    )
 
 
 def samples(db: sqlite_utils.Database, coloring_ids: list[int]) -> dict[int, np.ndarray]:
     """The stored pixel samples of `coloring_ids`: id -> (N, 3) uint8 sRGB (missing ids absent)."""
     marks = ", ".join("?" * len(coloring_ids))
-    found = db.query(f"select * from coloring_samples where coloring_id in ({marks})",
-                     coloring_ids)
-    return {r["coloring_id"]: np.frombuffer(zlib.decompress(r["pixels"]), dtype=np.uint8)
-            .reshape(r["n_pixels"], 3) for r in found}
+    found = db.query(f"select * from coloring_samples where coloring_id in ({marks})", coloring_ids)
+    return {
+        r["coloring_id"]: np.frombuffer(zlib.decompress(r["pixels"]), dtype=np.uint8).reshape(
+            r["n_pixels"], 3
+        )
+        for r in found
+    }
 
 
 def refresh(db: sqlite_utils.Database, concept_key: str) -> rows.HumanDistribution | None:
@@ -75,9 +83,11 @@ def refresh(db: sqlite_utils.Database, concept_key: str) -> rows.HumanDistributi
         samples_ = samples(db, ids)
         missing = [i for i in ids if i not in samples_]
         if missing:
-            raise LookupError(f"colorings {missing} of {concept_key!r} have no stored pixel "
-                              "sample; run `python -m annotation check-distributions "
-                              "--repair`")
+            raise LookupError(
+                f"colorings {missing} of {concept_key!r} have no stored pixel "
+                "sample; run `python -m annotation check-distributions "
+                "--repair`"
+            )
         result = extraction.distribution_from_pixels([samples_[i] for i in ids])
         rows.write_designers(db, concept_key, result.p, ids, result.groups, extraction.METHOD)
     return rows.read(db, rows.DESIGNERS, [concept_key])[concept_key]
@@ -91,8 +101,7 @@ class Difference:
     problem: str
 
 
-def check(db: sqlite_utils.Database, data_dir: str | Path, *,
-          repair: bool = False) -> list[Difference]:
+def check(db: sqlite_utils.Database, data_dir: str | Path, *, repair: bool = False) -> list[Difference]:
     """Recompute every designers' P_H from the coloring images and compare with the store.
 
     Parameters
@@ -159,9 +168,13 @@ def backfill(db: sqlite_utils.Database, data_dir: str | Path) -> int:
     `evaluation.color.extraction.METHOD`); called at start-up. Returns concepts refreshed."""
     from annotation.coloring.store import load_pixels  # colorings imports this module
 
-    missing = [dict(r) for r in db.query(
-        "select c.* from colorings c left join coloring_samples s on s.coloring_id = c.id "
-        "where s.coloring_id is null")]
+    missing = [
+        dict(r)
+        for r in db.query(
+            "select c.* from colorings c left join coloring_samples s on s.coloring_id = c.id "
+            "where s.coloring_id is null"
+        )
+    ]
     for coloring in missing:
         with transaction(db):
             store_sample(db, coloring["id"], sample_pixels(*load_pixels(data_dir, coloring)))
@@ -169,10 +182,12 @@ def backfill(db: sqlite_utils.Database, data_dir: str | Path) -> int:
     wanted: dict[str, list[int]] = {}
     for coloring in counted:
         wanted.setdefault(coloring["concept_key"], []).append(coloring["id"])
-    stored = {k: (list(v.coloring_ids), v.provenance)
-              for k, v in rows.read(db, rows.DESIGNERS).items()}
-    stale = sorted(k for k in set(wanted) | set(stored)
-                   if (wanted.get(k), extraction.METHOD) != stored.get(k, (None, None)))
+    stored = {k: (list(v.coloring_ids), v.provenance) for k, v in rows.read(db, rows.DESIGNERS).items()}
+    stale = sorted(
+        k
+        for k in set(wanted) | set(stored)
+        if (wanted.get(k), extraction.METHOD) != stored.get(k, (None, None))
+    )
     for concept in stale:
         refresh(db, concept)
     return len(stale)

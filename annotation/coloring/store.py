@@ -42,11 +42,22 @@ from storage.schema import COLORING_STATUSES
 DISTRIBUTION_METHOD = "extraction.image_distribution"
 
 
-def store_coloring(db: sqlite_utils.Database, data_dir: str | Path, annotator_id: int,
-                   concept_key: str, color_image: np.ndarray, painted_mask: np.ndarray, *,
-                   practice: bool = False, round: int | None = None, seconds_spent: float,
-                   task_id: int | None = None, sketch_id: int | None = None, k: int = 5,
-                   now: dt.datetime | None = None) -> int:
+def store_coloring(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    annotator_id: int,
+    concept_key: str,
+    color_image: np.ndarray,
+    painted_mask: np.ndarray,
+    *,
+    practice: bool = False,
+    round: int | None = None,
+    seconds_spent: float,
+    task_id: int | None = None,
+    sketch_id: int | None = None,
+    k: int = 5,
+    now: dt.datetime | None = None,
+) -> int:
     """Store a coloring: image and mask files, its distribution, and the rows, at once.
 
     Parameters
@@ -98,22 +109,28 @@ def store_coloring(db: sqlite_utils.Database, data_dir: str | Path, annotator_id
     if task is not None and task.coloring_id is None:
         check_submittable(db, task_id, annotator_id, k=k, now=now)
     elif task is not None:
-        _check_recolor(db.execute("select annotator_id, status, expires from tasks where id = ?",
-                                  [task.id]).fetchone(), task, annotator_id, now)
+        _check_recolor(
+            db.execute("select annotator_id, status, expires from tasks where id = ?", [task.id]).fetchone(),
+            task,
+            annotator_id,
+            now,
+        )
     sample = human.sample_pixels(image, mask)
     p = extraction.distribution_from_pixels([sample]).p
-    files = (store_png(data_dir, image, folder="colorings"),
-             store_png(data_dir, mask, folder="colorings"))
-    fields = {"annotator_id": annotator_id, "concept_key": concept_key,
-              "practice": int(bool(practice)), "seconds_spent": float(seconds_spent),
-              "sketch_id": sketch_id}
+    files = (store_png(data_dir, image, folder="colorings"), store_png(data_dir, mask, folder="colorings"))
+    fields = {
+        "annotator_id": annotator_id,
+        "concept_key": concept_key,
+        "practice": int(bool(practice)),
+        "seconds_spent": float(seconds_spent),
+        "sketch_id": sketch_id,
+    }
 
     def write(db_, task: Task | None) -> int:
         expected = _expected_round(db_, task)
         if round is not None and round != expected:
             raise InvalidInput(f"`round` must be {expected} for this coloring, got {round!r}")
-        return record_coloring(db_, files[0], files[1], p, sample, **fields, round=expected,
-                               now=now)
+        return record_coloring(db_, files[0], files[1], p, sample, **fields, round=expected, now=now)
 
     if task is None:
         with transaction(db):
@@ -123,11 +140,22 @@ def store_coloring(db: sqlite_utils.Database, data_dir: str | Path, annotator_id
     return _submit_recolor(db, task, annotator_id, write, now)
 
 
-def record_coloring(db: sqlite_utils.Database, image: StoredFile, mask: StoredFile | None,
-                    p: np.ndarray, sample: np.ndarray, *, annotator_id: int, concept_key: str,
-                    practice: bool = False, round: int = 1, seconds_spent: float | None = None,
-                    sketch_id: int | None = None, method: str = DISTRIBUTION_METHOD,
-                    now: dt.datetime | None = None) -> int:
+def record_coloring(
+    db: sqlite_utils.Database,
+    image: StoredFile,
+    mask: StoredFile | None,
+    p: np.ndarray,
+    sample: np.ndarray,
+    *,
+    annotator_id: int,
+    concept_key: str,
+    practice: bool = False,
+    round: int = 1,
+    seconds_spent: float | None = None,
+    sketch_id: int | None = None,
+    method: str = DISTRIBUTION_METHOD,
+    now: dt.datetime | None = None,
+) -> int:
     """Write a coloring's rows and refresh its concept's stored P_H, in one transaction.
 
     The lower half of `store_coloring`, for files already stored and a distribution
@@ -154,21 +182,36 @@ def record_coloring(db: sqlite_utils.Database, image: StoredFile, mask: StoredFi
     p = _check_distribution(p)
     sample = np.asarray(sample)
     if sample.dtype != np.uint8 or sample.ndim != 2 or sample.shape[1:] != (3,) or not len(sample):
-        raise InvalidInput(f"`sample` must be a non-empty (N, 3) uint8 array, got "
-                           f"{sample.dtype} {sample.shape}")
+        raise InvalidInput(
+            f"`sample` must be a non-empty (N, 3) uint8 array, got {sample.dtype} {sample.shape}"
+        )
     if isinstance(round, bool) or not isinstance(round, int) or round < 1:
         raise InvalidInput(f"`round` must be a whole number >= 1, got {round!r}")
     stamp = iso(now)
     with transaction(db):
-        coloring_id = db["colorings"].insert({
-            "annotator_id": annotator_id, "concept_key": concept_key, "sketch_id": sketch_id,
-            "image_path": image.path, "image_sha256": image.sha256,
-            "mask_path": None if mask is None else mask.path,
-            "mask_sha256": None if mask is None else mask.sha256,
-            "practice": int(bool(practice)), "round": round, "status": "submitted",
-            "seconds_spent": seconds_spent, "created": stamp}).last_pk
-        db["coloring_distributions"].insert({"coloring_id": coloring_id, "p": encode(p),
-                                             "method": method, "created": stamp})
+        coloring_id = (
+            db["colorings"]
+            .insert(
+                {
+                    "annotator_id": annotator_id,
+                    "concept_key": concept_key,
+                    "sketch_id": sketch_id,
+                    "image_path": image.path,
+                    "image_sha256": image.sha256,
+                    "mask_path": None if mask is None else mask.path,
+                    "mask_sha256": None if mask is None else mask.sha256,
+                    "practice": int(bool(practice)),
+                    "round": round,
+                    "status": "submitted",
+                    "seconds_spent": seconds_spent,
+                    "created": stamp,
+                }
+            )
+            .last_pk
+        )
+        db["coloring_distributions"].insert(
+            {"coloring_id": coloring_id, "p": encode(p), "method": method, "created": stamp}
+        )
         human.store_sample(db, coloring_id, sample)
         if not practice:
             human.refresh(db, concept_key)
@@ -205,8 +248,13 @@ def get_coloring(db: sqlite_utils.Database, coloring_id: int) -> dict:
     NotFound
         If there is no such coloring.
     """
-    rows = list(db.query("select c.*, d.p from colorings c left join coloring_distributions d "
-                         "on d.coloring_id = c.id where c.id = ?", [coloring_id]))
+    rows = list(
+        db.query(
+            "select c.*, d.p from colorings c left join coloring_distributions d "
+            "on d.coloring_id = c.id where c.id = ?",
+            [coloring_id],
+        )
+    )
     if not rows:
         raise NotFound(f"unknown coloring id {coloring_id!r}")
     return _with_p(rows[0])
@@ -220,10 +268,13 @@ def concept_colorings(db: sqlite_utils.Database, concept_key: str) -> list[dict]
     list of dict
         ``colorings`` rows plus ``p`` (ndarray (71,) or None) and ``pseudonym``.
     """
-    rows = db.query("select c.*, d.p, a.pseudonym from colorings c join annotators a on "
-                    "a.id = c.annotator_id left join coloring_distributions d on "
-                    "d.coloring_id = c.id where c.concept_key = ? and c.practice = 0 "
-                    "order by c.annotator_id, c.round, c.id", [concept_key])
+    rows = db.query(
+        "select c.*, d.p, a.pseudonym from colorings c join annotators a on "
+        "a.id = c.annotator_id left join coloring_distributions d on "
+        "d.coloring_id = c.id where c.concept_key = ? and c.practice = 0 "
+        "order by c.annotator_id, c.round, c.id",
+        [concept_key],
+    )
     return [_with_p(r) for r in rows]
 
 
@@ -232,11 +283,17 @@ def load_pixels(data_dir: str | Path, coloring: dict) -> tuple[np.ndarray, np.nd
 
     A coloring stored without a mask counts every non-white pixel as painted.
     """
-    image = np.asarray(decode_image(resolve(data_dir, coloring["image_path"]),
-                                    name=f"coloring {coloring['id']}").convert("RGB"))
+    image = np.asarray(
+        decode_image(resolve(data_dir, coloring["image_path"]), name=f"coloring {coloring['id']}").convert(
+            "RGB"
+        )
+    )
     if coloring["mask_path"]:
-        mask = np.asarray(decode_image(resolve(data_dir, coloring["mask_path"]),
-                                       name=f"mask of coloring {coloring['id']}").convert("L"))
+        mask = np.asarray(
+            decode_image(
+                resolve(data_dir, coloring["mask_path"]), name=f"mask of coloring {coloring['id']}"
+            ).convert("L")
+        )
         return image, mask > 127
     return image, np.any(image < 250, axis=-1)
 
@@ -253,22 +310,25 @@ def _coloring_task(db, task_id: int, concept_key: str, practice: bool) -> Task:
         raise NotFound(f"unknown task id {task_id!r}")
     task = Task.from_row(rows[0])
     if task.kind != "coloring" or task.concept_key != concept_key or task.practice != practice:
-        raise InvalidInput(f"task {task_id} is a {task.kind} task for {task.concept_key!r} "
-                           f"(practice={task.practice}), not a coloring of {concept_key!r} "
-                           f"(practice={practice})")
+        raise InvalidInput(
+            f"task {task_id} is a {task.kind} task for {task.concept_key!r} "
+            f"(practice={task.practice}), not a coloring of {concept_key!r} "
+            f"(practice={practice})"
+        )
     return task
 
 
-def _check_recolor(row: tuple, task: Task, annotator_id: int,
-                   now: dt.datetime | None) -> None:
+def _check_recolor(row: tuple, task: Task, annotator_id: int, now: dt.datetime | None) -> None:
     """Raise unless the recolor task (``annotator_id, status, expires`` of its row) is open
     for `annotator_id`."""
     holder, status, expires = row
     if holder != annotator_id:
         raise PermissionDenied(f"task {task.id} was handed to someone else")
     if status != "reserved" or expires <= iso(utcnow() if now is None else now):
-        raise Conflict(f"recolor task {task.id} is {status}"
-                       f"{' (expired)' if status == 'reserved' else ''}; nothing was stored")
+        raise Conflict(
+            f"recolor task {task.id} is {status}"
+            f"{' (expired)' if status == 'reserved' else ''}; nothing was stored"
+        )
 
 
 def _submit_recolor(db, task: Task, annotator_id: int, write, now: dt.datetime | None) -> int:
@@ -276,11 +336,9 @@ def _submit_recolor(db, task: Task, annotator_id: int, write, now: dt.datetime |
     now = utcnow() if now is None else now
     with transaction(db):
         row = db["tasks"].get(task.id)
-        _check_recolor((row["annotator_id"], row["status"], row["expires"]), task,
-                       annotator_id, now)
+        _check_recolor((row["annotator_id"], row["status"], row["expires"]), task, annotator_id, now)
         coloring_id = write(db, task)
-        db["tasks"].update(task.id, {"status": "submitted", "finished": iso(now),
-                                     "result_id": coloring_id})
+        db["tasks"].update(task.id, {"status": "submitted", "finished": iso(now), "result_id": coloring_id})
         return coloring_id
 
 
@@ -291,21 +349,29 @@ def _with_p(row: dict) -> dict:
 def _check_pixels(color_image, painted_mask) -> tuple[np.ndarray, np.ndarray]:
     image, mask = np.asarray(color_image), np.asarray(painted_mask)
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-        raise InvalidInput("`color_image` must be uint8 sRGB of shape (H, W, 3), got "
-                           f"{image.dtype} {image.shape}")
+        raise InvalidInput(
+            f"`color_image` must be uint8 sRGB of shape (H, W, 3), got {image.dtype} {image.shape}"
+        )
     if mask.dtype != bool or mask.shape != image.shape[:2]:
-        raise InvalidInput(f"`painted_mask` must be bool of shape {image.shape[:2]}, got "
-                           f"{mask.dtype} {mask.shape}")
+        raise InvalidInput(
+            f"`painted_mask` must be bool of shape {image.shape[:2]}, got {mask.dtype} {mask.shape}"
+        )
     if not mask.any():
         raise InvalidInput("`painted_mask` marks no painted pixel: nothing was colored")
     return image, mask
 
 
 def _check_seconds(seconds_spent) -> None:
-    if isinstance(seconds_spent, bool) or not isinstance(seconds_spent, (int, float)) or \
-            not math.isfinite(seconds_spent) or not 0 <= seconds_spent <= MAX_SECONDS_SPENT:
-        raise InvalidInput(f"`seconds_spent` must be from 0 to {MAX_SECONDS_SPENT:.0f} seconds "
-                           f"(7 days), got {seconds_spent!r}")
+    if (
+        isinstance(seconds_spent, bool)
+        or not isinstance(seconds_spent, (int, float))
+        or not math.isfinite(seconds_spent)
+        or not 0 <= seconds_spent <= MAX_SECONDS_SPENT
+    ):
+        raise InvalidInput(
+            f"`seconds_spent` must be from 0 to {MAX_SECONDS_SPENT:.0f} seconds "
+            f"(7 days), got {seconds_spent!r}"
+        )
 
 
 def _check_distribution(p) -> np.ndarray:

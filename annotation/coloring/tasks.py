@@ -112,15 +112,16 @@ def parse_canvas_key(text: str, instance: str) -> tuple[int, int]:
         If `text` is not a canvas key of this `instance`.
     """
     parts = str(text).split(":")
-    if len(parts) != 3 or parts[0] != instance or \
-            not all(p.isdigit() and len(p) <= 18 for p in parts[1:]):
-        raise InvalidInput(f"the canvas names task {str(text)[:60]!r}, which is not a task of "
-                           "this study; reload the page")
+    if len(parts) != 3 or parts[0] != instance or not all(p.isdigit() and len(p) <= 18 for p in parts[1:]):
+        raise InvalidInput(
+            f"the canvas names task {str(text)[:60]!r}, which is not a task of this study; reload the page"
+        )
     return int(parts[1]), int(parts[2])
 
 
-def next_item(db: sqlite_utils.Database, annotator_id: int, *, practice: bool,
-              now: dt.datetime | None = None) -> WorkItem | None:
+def next_item(
+    db: sqlite_utils.Database, annotator_id: int, *, practice: bool, now: dt.datetime | None = None
+) -> WorkItem | None:
     """The designer's next open task: practice tasks, or round tasks first then the batch.
 
     Returns None when nothing is open (see `start_batch` and
@@ -138,27 +139,40 @@ def work_item(db: sqlite_utils.Database, task: Task) -> WorkItem:
         kind = "practice" if task.practice else "batch"
         return WorkItem(task, concept, selected_sketch(db, concept["base"]), kind, "", None)
     previous = get_coloring(db, task.coloring_id)
-    sketch = (get_sketch(db, previous["sketch_id"]) if previous["sketch_id"] is not None
-              else selected_sketch(db, concept["base"]))
+    sketch = (
+        get_sketch(db, previous["sketch_id"])
+        if previous["sketch_id"] is not None
+        else selected_sketch(db, concept["base"])
+    )
     note = recolor_note(db, previous["id"]) if previous["status"] == "recolor_requested" else ""
     return WorkItem(task, concept, sketch, "recolor" if note else "redo", note, previous)
 
 
-def batch_progress(db: sqlite_utils.Database, annotator_id: int, *,
-                   now: dt.datetime | None = None) -> Progress | None:
+def batch_progress(
+    db: sqlite_utils.Database, annotator_id: int, *, now: dt.datetime | None = None
+) -> Progress | None:
     """Progress in the designer's current batch; None before their first batch."""
     stamps = _batch_stamps(db, annotator_id)
     if not stamps:
         return None
     done, still_open = db.execute(
         "select sum(status = 'submitted'), sum(status = 'reserved' and expires > ?) from tasks "
-        f"where {_REGULAR} and created = ?", [iso(now), annotator_id, stamps[-1]]).fetchone()
+        f"where {_REGULAR} and created = ?",
+        [iso(now), annotator_id, stamps[-1]],
+    ).fetchone()
     return Progress(len(stamps), done or 0, (done or 0) + (still_open or 0))
 
 
-def start_batch(db: sqlite_utils.Database, annotator_id: int, rng: np.random.Generator,
-                batch_size: int, *, k: int = 5, minutes: float = 120.0,
-                now: dt.datetime | None = None) -> list[Task]:
+def start_batch(
+    db: sqlite_utils.Database,
+    annotator_id: int,
+    rng: np.random.Generator,
+    batch_size: int,
+    *,
+    k: int = 5,
+    minutes: float = 120.0,
+    now: dt.datetime | None = None,
+) -> list[Task]:
     """Reserve a new batch of `batch_size` concepts for the designer.
 
     Open round tasks do not take batch places. Returns the batch's tasks (fewer, or none,
@@ -175,8 +189,7 @@ def start_batch(db: sqlite_utils.Database, annotator_id: int, rng: np.random.Gen
         if any(t.coloring_id is None for t in held):
             raise Conflict("your current batch still has open tasks; finish them first")
         rounds = sum(t.coloring_id is not None for t in held)
-        tasks = reserve(db, "coloring", annotator_id, rng, batch_size + rounds, k=k,
-                        minutes=minutes, now=now)
+        tasks = reserve(db, "coloring", annotator_id, rng, batch_size + rounds, k=k, minutes=minutes, now=now)
         return [t for t in tasks if t.coloring_id is None]
 
 
@@ -216,8 +229,9 @@ def painted_share(color_layer: np.ndarray, sketch: np.ndarray) -> tuple[int, int
     return int(painted_mask(color_layer, sketch).sum()), int((~line_mask(sketch)).sum())
 
 
-def check_painted_area(color_layer: np.ndarray, sketch: np.ndarray,
-                       min_fraction: float = MIN_PAINTED_FRACTION) -> None:
+def check_painted_area(
+    color_layer: np.ndarray, sketch: np.ndarray, min_fraction: float = MIN_PAINTED_FRACTION
+) -> None:
     """Raise unless at least `min_fraction` of the sketch's non-line pixels are painted.
 
     Raises
@@ -230,19 +244,31 @@ def check_painted_area(color_layer: np.ndarray, sketch: np.ndarray,
     painted, colorable = painted_share(color_layer, sketch)
     needed = math.ceil(min_fraction * colorable)
     if painted == 0:
-        raise InvalidInput(f"Nothing is colored yet: fill at least {min_fraction:.1%} of the "
-                           f"drawing (about {needed:,} pixels) with the concept's colors, "
-                           "then submit.")
+        raise InvalidInput(
+            f"Nothing is colored yet: fill at least {min_fraction:.1%} of the "
+            f"drawing (about {needed:,} pixels) with the concept's colors, "
+            "then submit."
+        )
     if painted < needed:
-        raise InvalidInput(f"Only {painted:,} pixels ({painted / colorable:.2%} of the drawing) "
-                           f"are colored; at least {min_fraction:.1%} ({needed:,} pixels) is "
-                           "needed. Fill the regions that belong to the concept.")
+        raise InvalidInput(
+            f"Only {painted:,} pixels ({painted / colorable:.2%} of the drawing) "
+            f"are colored; at least {min_fraction:.1%} ({needed:,} pixels) is "
+            "needed. Fill the regions that belong to the concept."
+        )
 
 
-def submit_canvas(db: sqlite_utils.Database, data_dir: str | Path, annotator_id: int,
-                  canvas_text: str, *, instance: str, main_open: bool,
-                  min_painted_fraction: float = MIN_PAINTED_FRACTION, k: int = 5,
-                  now: dt.datetime | None = None) -> tuple[int, Task]:
+def submit_canvas(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    annotator_id: int,
+    canvas_text: str,
+    *,
+    instance: str,
+    main_open: bool,
+    min_painted_fraction: float = MIN_PAINTED_FRACTION,
+    k: int = 5,
+    now: dt.datetime | None = None,
+) -> tuple[int, Task]:
     """Store the coloring the canvas sends for one of the designer's tasks.
 
     Parameters
@@ -284,31 +310,47 @@ def submit_canvas(db: sqlite_utils.Database, data_dir: str | Path, annotator_id:
     if sketch_id != item.sketch["id"]:
         sketch = get_sketch(db, sketch_id)
         if sketch["base"] != item.concept["base"]:
-            raise InvalidInput(f"sketch {sketch_id} is a sketch of {sketch['base']!r}, not of "
-                               f"{item.concept['base']!r}; reload the page")
+            raise InvalidInput(
+                f"sketch {sketch_id} is a sketch of {sketch['base']!r}, not of "
+                f"{item.concept['base']!r}; reload the page"
+            )
         item = WorkItem(task, item.concept, sketch, item.kind, item.note, item.previous)
     lines = load_sketch(data_dir, item.sketch)
     value = decode_canvas(raw, lines.shape)
     check_painted_area(value.color_layer, lines, min_painted_fraction)
     image, mask = coloring_image(value.color_layer, lines)
-    coloring_id = store_coloring(db, data_dir, annotator_id, task.concept_key, image, mask,
-                                 practice=task.practice, seconds_spent=value.elapsed_s,
-                                 task_id=task.id, sketch_id=item.sketch["id"], k=k, now=now)
+    coloring_id = store_coloring(
+        db,
+        data_dir,
+        annotator_id,
+        task.concept_key,
+        image,
+        mask,
+        practice=task.practice,
+        seconds_spent=value.elapsed_s,
+        task_id=task.id,
+        sketch_id=item.sketch["id"],
+        k=k,
+        now=now,
+    )
     return coloring_id, task
 
 
-def my_colorings(db: sqlite_utils.Database, annotator_id: int, *,
-                 now: dt.datetime | None = None) -> list[dict]:
+def my_colorings(
+    db: sqlite_utils.Database, annotator_id: int, *, now: dt.datetime | None = None
+) -> list[dict]:
     """The designer's colorings, newest first, each with ``redo`` ('' if it may be redone,
     else why not) and ``note`` (an expert's recolor note, user text)."""
-    rows = list(db["colorings"].rows_where("annotator_id = ?", [annotator_id],
-                                           order_by="id desc"))
-    return [{**row, "redo": redo_refusal(db, annotator_id, row, now=now),
-             "note": recolor_note(db, row["id"])} for row in rows]
+    rows = list(db["colorings"].rows_where("annotator_id = ?", [annotator_id], order_by="id desc"))
+    return [
+        {**row, "redo": redo_refusal(db, annotator_id, row, now=now), "note": recolor_note(db, row["id"])}
+        for row in rows
+    ]
 
 
-def redo_refusal(db: sqlite_utils.Database, annotator_id: int, coloring: dict, *,
-                 now: dt.datetime | None = None) -> str:
+def redo_refusal(
+    db: sqlite_utils.Database, annotator_id: int, coloring: dict, *, now: dt.datetime | None = None
+) -> str:
     """Why the designer may not redo `coloring` now ('' when they may); the redo window."""
     if coloring["annotator_id"] != annotator_id:
         return "it is someone else's coloring"
@@ -316,24 +358,33 @@ def redo_refusal(db: sqlite_utils.Database, annotator_id: int, coloring: dict, *
         return "practice colorings are reviewed by the study admin"
     if coloring["status"] != "submitted":
         return f"it is {coloring['status'].replace('_', ' ')}"
-    latest = db.execute("select max(round) from colorings where annotator_id = ? and "
-                        "concept_key = ? and practice = 0",
-                        [annotator_id, coloring["concept_key"]]).fetchone()[0]
+    latest = db.execute(
+        "select max(round) from colorings where annotator_id = ? and concept_key = ? and practice = 0",
+        [annotator_id, coloring["concept_key"]],
+    ).fetchone()[0]
     if coloring["round"] != latest:
         return f"you already made round {latest}"
-    if db["tasks"].count_where("kind = 'coloring' and coloring_id = ? and status = 'reserved' "
-                               "and expires > ?", [coloring["id"], iso(now)]):
+    if db["tasks"].count_where(
+        "kind = 'coloring' and coloring_id = ? and status = 'reserved' and expires > ?",
+        [coloring["id"], iso(now)],
+    ):
         return "its redo is already waiting in your queue"
     stamps = _batch_stamps(db, annotator_id)
     if not stamps or not db["tasks"].count_where(
-            f"{_REGULAR} and created = ? and concept_key = ?",
-            [annotator_id, stamps[-1], coloring["concept_key"]]):
+        f"{_REGULAR} and created = ? and concept_key = ?", [annotator_id, stamps[-1], coloring["concept_key"]]
+    ):
         return "its batch is closed"
     return ""
 
 
-def request_redo(db: sqlite_utils.Database, annotator_id: int, coloring_id: int, *,
-                 minutes: float = 120.0, now: dt.datetime | None = None) -> int:
+def request_redo(
+    db: sqlite_utils.Database,
+    annotator_id: int,
+    coloring_id: int,
+    *,
+    minutes: float = 120.0,
+    now: dt.datetime | None = None,
+) -> int:
     """Queue a redo of the designer's own coloring as its next round; the new task's id.
 
     Raises
@@ -355,18 +406,37 @@ def request_redo(db: sqlite_utils.Database, annotator_id: int, coloring_id: int,
         why = redo_refusal(db, annotator_id, coloring, now=now)
         if why:
             raise Conflict(f"coloring {coloring_id} cannot be redone: {why}")
-        task_id = db["tasks"].insert({
-            "kind": "coloring", "annotator_id": annotator_id,
-            "concept_key": coloring["concept_key"], "coloring_id": coloring_id, "practice": 0,
-            "status": "reserved", "created": iso(now),
-            "expires": iso(now + dt.timedelta(minutes=minutes))}).last_pk
-        audit.record(db, f"annotator:{annotator_id}", "request_redo", "coloring", coloring_id,
-                     details={"task_id": task_id}, now=now)
+        task_id = (
+            db["tasks"]
+            .insert(
+                {
+                    "kind": "coloring",
+                    "annotator_id": annotator_id,
+                    "concept_key": coloring["concept_key"],
+                    "coloring_id": coloring_id,
+                    "practice": 0,
+                    "status": "reserved",
+                    "created": iso(now),
+                    "expires": iso(now + dt.timedelta(minutes=minutes)),
+                }
+            )
+            .last_pk
+        )
+        audit.record(
+            db,
+            f"annotator:{annotator_id}",
+            "request_redo",
+            "coloring",
+            coloring_id,
+            details={"task_id": task_id},
+            now=now,
+        )
     return task_id
 
 
-def colored_example(sketch: np.ndarray,
-                    fills: Sequence[tuple[tuple[int, int], tuple[int, int, int]]]) -> np.ndarray:
+def colored_example(
+    sketch: np.ndarray, fills: Sequence[tuple[tuple[int, int], tuple[int, int, int]]]
+) -> np.ndarray:
     """A sketch colored by bucket fills, as the canvas shows it (for reference examples).
 
     Parameters
@@ -386,14 +456,17 @@ def colored_example(sketch: np.ndarray,
     return composite(layer, sketch)
 
 
-_REGULAR = ("kind = 'coloring' and practice = 0 and coloring_id is null and "
-            "annotator_id = ?")
+_REGULAR = "kind = 'coloring' and practice = 0 and coloring_id is null and annotator_id = ?"
 
 
 def _batch_stamps(db, annotator_id: int) -> list[str]:
     """The ``created`` stamps of the designer's batches, oldest first."""
-    return [r[0] for r in db.execute(f"select distinct created from tasks where {_REGULAR} "
-                                     "order by created", [annotator_id]).fetchall()]
+    return [
+        r[0]
+        for r in db.execute(
+            f"select distinct created from tasks where {_REGULAR} order by created", [annotator_id]
+        ).fetchall()
+    ]
 
 
 def _own_task(db, task_id: int, annotator_id: int) -> Task:
@@ -406,5 +479,3 @@ def _own_task(db, task_id: int, annotator_id: int) -> Task:
     if task.kind != "coloring":
         raise InvalidInput(f"task {task_id} is a {task.kind} task, not a coloring")
     return task
-
-

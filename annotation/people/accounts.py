@@ -65,10 +65,16 @@ def invite_url(base_url: str, token: str) -> str:
     return f"{base_url.rstrip('/')}/?invite={token}"
 
 
-def create_annotators(db: sqlite_utils.Database, n: int, role: str, *,
-                      design_background: bool | None = None, expires_days: float = INVITE_DAYS,
-                      created_by: str = "admin",
-                      now: dt.datetime | None = None) -> list[tuple[dict, str]]:
+def create_annotators(
+    db: sqlite_utils.Database,
+    n: int,
+    role: str,
+    *,
+    design_background: bool | None = None,
+    expires_days: float = INVITE_DAYS,
+    created_by: str = "admin",
+    now: dt.datetime | None = None,
+) -> list[tuple[dict, str]]:
     """Create `n` annotators with one `role`, each with an invite token.
 
     Parameters
@@ -93,29 +99,50 @@ def create_annotators(db: sqlite_utils.Database, n: int, role: str, *,
     created = []
     with transaction(db):
         for _ in range(n):
-            annotator_id = db["annotators"].insert({
-                "pseudonym": f"new-{secrets.token_hex(8)}", "roles": json.dumps([role]),
-                "design_background": None if design_background is None else int(design_background),
-                "status": "active", "created": iso(now), "created_by": created_by}).last_pk
+            annotator_id = (
+                db["annotators"]
+                .insert(
+                    {
+                        "pseudonym": f"new-{secrets.token_hex(8)}",
+                        "roles": json.dumps([role]),
+                        "design_background": None if design_background is None else int(design_background),
+                        "status": "active",
+                        "created": iso(now),
+                        "created_by": created_by,
+                    }
+                )
+                .last_pk
+            )
             pseudonym = f"{_PSEUDONYM_PREFIX[role]}{annotator_id:04d}"
             db["annotators"].update(annotator_id, {"pseudonym": pseudonym})
             token = _insert_invite(db, annotator_id, role, expires_days, now)
             created.append((db["annotators"].get(annotator_id), token))
-        audit.record(db, created_by, "create_annotators", "annotator_role", role,
-                     details={"n": n, "ids": [a["id"] for a, _ in created]}, now=now)
+        audit.record(
+            db,
+            created_by,
+            "create_annotators",
+            "annotator_role",
+            role,
+            details={"n": n, "ids": [a["id"] for a, _ in created]},
+            now=now,
+        )
     return created
 
 
-def new_invite(db: sqlite_utils.Database, annotator_id: int, *,
-               expires_days: float = INVITE_DAYS, created_by: str = "admin",
-               now: dt.datetime | None = None) -> str:
+def new_invite(
+    db: sqlite_utils.Database,
+    annotator_id: int,
+    *,
+    expires_days: float = INVITE_DAYS,
+    created_by: str = "admin",
+    now: dt.datetime | None = None,
+) -> str:
     """Issue a fresh invite token for an existing annotator (e.g. a lost link)."""
     annotator = get_annotator(db, annotator_id)
     _check_bulk(1, json.loads(annotator["roles"])[0], expires_days)
     now = utcnow() if now is None else now
     with transaction(db):
-        token = _insert_invite(db, annotator_id, json.loads(annotator["roles"])[0],
-                               expires_days, now)
+        token = _insert_invite(db, annotator_id, json.loads(annotator["roles"])[0], expires_days, now)
         audit.record(db, created_by, "new_invite", "annotator", annotator_id, now=now)
     return token
 
@@ -129,18 +156,28 @@ def _check_bulk(n: int, role: str, expires_days: float) -> None:
         raise InvalidInput(f"`expires_days` must be in (0, 3650], got {expires_days!r}")
 
 
-def _insert_invite(db, annotator_id: int, role: str, expires_days: float,
-                   now: dt.datetime) -> str:
+def _insert_invite(db, annotator_id: int, role: str, expires_days: float, now: dt.datetime) -> str:
     token = secrets.token_urlsafe(32)
-    db["invites"].insert({"token_hash": hash_token(token), "annotator_id": annotator_id,
-                          "role": role, "created": iso(now),
-                          "expires": iso(now + dt.timedelta(days=expires_days)), "uses": 0})
+    db["invites"].insert(
+        {
+            "token_hash": hash_token(token),
+            "annotator_id": annotator_id,
+            "role": role,
+            "created": iso(now),
+            "expires": iso(now + dt.timedelta(days=expires_days)),
+            "uses": 0,
+        }
+    )
     return token
 
 
-def login_with_invite(db: sqlite_utils.Database, token: str, *,
-                      session_days: float = SESSION_DAYS,
-                      now: dt.datetime | None = None) -> Session:
+def login_with_invite(
+    db: sqlite_utils.Database,
+    token: str,
+    *,
+    session_days: float = SESSION_DAYS,
+    now: dt.datetime | None = None,
+) -> Session:
     """Sign in with an invite token and open a session.
 
     Raises
@@ -154,41 +191,70 @@ def login_with_invite(db: sqlite_utils.Database, token: str, *,
     with transaction(db):
         rows = list(db["invites"].rows_where("token_hash = ?", [token_hash]))
         if not rows:
-            raise InvalidToken("this invite link is not valid (unknown or mistyped); "
-                               "ask the study admin for a new one")
+            raise InvalidToken(
+                "this invite link is not valid (unknown or mistyped); ask the study admin for a new one"
+            )
         invite = rows[0]
         if invite["revoked"]:
             raise InvalidToken("this invite link was revoked; ask the study admin for a new one")
         if invite["expires"] <= iso(now):
-            raise InvalidToken(f"this invite link expired on {invite['expires'][:10]}; "
-                               "ask the study admin for a new one")
+            raise InvalidToken(
+                f"this invite link expired on {invite['expires'][:10]}; ask the study admin for a new one"
+            )
         annotator = _active_annotator(db, invite["annotator_id"])
-        db["invites"].update(token_hash, {"uses": invite["uses"] + 1, "last_used": iso(now),
-                                          "first_used": invite["first_used"] or iso(now)})
-        return _open_session(db, annotator["id"], annotator["pseudonym"],
-                             tuple(json.loads(annotator["roles"])), session_days, now)
+        db["invites"].update(
+            token_hash,
+            {
+                "uses": invite["uses"] + 1,
+                "last_used": iso(now),
+                "first_used": invite["first_used"] or iso(now),
+            },
+        )
+        return _open_session(
+            db,
+            annotator["id"],
+            annotator["pseudonym"],
+            tuple(json.loads(annotator["roles"])),
+            session_days,
+            now,
+        )
 
 
-def open_admin_session(db: sqlite_utils.Database, *, session_days: float = 1,
-                       now: dt.datetime | None = None) -> Session:
+def open_admin_session(
+    db: sqlite_utils.Database, *, session_days: float = 1, now: dt.datetime | None = None
+) -> Session:
     """Open an admin session; call only after checking the admin password."""
     now = utcnow() if now is None else now
     with transaction(db):
         return _open_session(db, None, "admin", ("admin",), session_days, now)
 
 
-def _open_session(db, annotator_id: int | None, pseudonym: str, roles: tuple[str, ...],
-                  session_days: float, now: dt.datetime) -> Session:
+def _open_session(
+    db,
+    annotator_id: int | None,
+    pseudonym: str,
+    roles: tuple[str, ...],
+    session_days: float,
+    now: dt.datetime,
+) -> Session:
     token = secrets.token_urlsafe(32)
     expires = iso(now + dt.timedelta(days=session_days))
-    db["sessions"].insert({"token_hash": hash_token(token), "annotator_id": annotator_id,
-                           "roles": json.dumps(list(roles)), "created": iso(now),
-                           "expires": expires, "last_seen": iso(now)})
+    db["sessions"].insert(
+        {
+            "token_hash": hash_token(token),
+            "annotator_id": annotator_id,
+            "roles": json.dumps(list(roles)),
+            "created": iso(now),
+            "expires": expires,
+            "last_seen": iso(now),
+        }
+    )
     return Session(token, annotator_id, pseudonym, roles, expires)
 
 
-def require(db: sqlite_utils.Database, session_token: str | None, *roles: str,
-            now: dt.datetime | None = None) -> Actor:
+def require(
+    db: sqlite_utils.Database, session_token: str | None, *roles: str, now: dt.datetime | None = None
+) -> Actor:
     """Check the caller's session and role; the first line of every app handler.
 
     Parameters
@@ -214,14 +280,15 @@ def require(db: sqlite_utils.Database, session_token: str | None, *roles: str,
     if unknown:
         raise ValueError(f"`roles` must be among {ROLES}, got {unknown}")
     if not session_token:
-        raise PermissionDenied("you are not signed in: open your invite link, or sign in "
-                               "as admin on the Start tab")
-    actor = _session_actor(db, _hash_checked(session_token, "session"),
-                           utcnow() if now is None else now)
+        raise PermissionDenied(
+            "you are not signed in: open your invite link, or sign in as admin on the Start tab"
+        )
+    actor = _session_actor(db, _hash_checked(session_token, "session"), utcnow() if now is None else now)
     if roles and not actor.roles & set(roles):
         raise PermissionDenied(
             f"this action needs the role {' or '.join(roles)}; you are signed in as "
-            f"{actor.pseudonym} with role {', '.join(sorted(actor.roles))}")
+            f"{actor.pseudonym} with role {', '.join(sorted(actor.roles))}"
+        )
     return actor
 
 
@@ -231,25 +298,25 @@ def _session_actor(db, token_hash: str, now: dt.datetime) -> Actor:
         raise InvalidToken("your session is not valid any more; open your invite link again")
     session = rows[0]
     if session["expires"] <= iso(now):
-        raise InvalidToken("your session expired; open your invite link (or sign in as "
-                           "admin) again")
+        raise InvalidToken("your session expired; open your invite link (or sign in as admin) again")
     if session["annotator_id"] is None:
         return Actor(None, "admin", frozenset(json.loads(session["roles"])))
     annotator = _active_annotator(db, session["annotator_id"])
     return Actor(annotator["id"], annotator["pseudonym"], frozenset(json.loads(session["roles"])))
 
 
-def logout(db: sqlite_utils.Database, session_token: str, *,
-           now: dt.datetime | None = None) -> None:
+def logout(db: sqlite_utils.Database, session_token: str, *, now: dt.datetime | None = None) -> None:
     """Revoke a session (signing out); unknown tokens are ignored."""
     token_hash = _hash_checked(session_token, "session")
     with transaction(db):
-        db.execute("update sessions set revoked = ? where token_hash = ? and revoked is null",
-                   [iso(now), token_hash])
+        db.execute(
+            "update sessions set revoked = ? where token_hash = ? and revoked is null", [iso(now), token_hash]
+        )
 
 
-def revoke_annotator(db: sqlite_utils.Database, annotator_id: int, actor: Actor, why: str,
-                     *, now: dt.datetime | None = None) -> None:
+def revoke_annotator(
+    db: sqlite_utils.Database, annotator_id: int, actor: Actor, why: str, *, now: dt.datetime | None = None
+) -> None:
     """Revoke an annotator with their invites and sessions; their data stays."""
     check_length(why, "why")
     get_annotator(db, annotator_id)
@@ -257,10 +324,11 @@ def revoke_annotator(db: sqlite_utils.Database, annotator_id: int, actor: Actor,
     with transaction(db):
         db["annotators"].update(annotator_id, {"status": "revoked"})
         for table in ("invites", "sessions"):
-            db.execute(f"update {table} set revoked = ? where annotator_id = ? "
-                       "and revoked is null", [stamp, annotator_id])
-        audit.record(db, actor.pseudonym, "revoke_annotator", "annotator", annotator_id,
-                     why, now=now)
+            db.execute(
+                f"update {table} set revoked = ? where annotator_id = ? and revoked is null",
+                [stamp, annotator_id],
+            )
+        audit.record(db, actor.pseudonym, "revoke_annotator", "annotator", annotator_id, why, now=now)
 
 
 def get_annotator(db: sqlite_utils.Database, annotator_id: int) -> dict:
@@ -277,7 +345,8 @@ def list_annotators(db: sqlite_utils.Database, role: str | None = None) -> list[
         "select a.id, a.pseudonym, a.roles, a.design_background, a.status, a.created, "
         "a.practice_approved, coalesce(sum(i.uses), 0) as sign_ins "
         "from annotators a left join invites i on i.annotator_id = a.id "
-        "group by a.id order by a.id")
+        "group by a.id order by a.id"
+    )
     return [r for r in rows if role is None or role in json.loads(r["roles"])]
 
 
@@ -290,7 +359,9 @@ def _active_annotator(db, annotator_id: int) -> dict:
 
 def _hash_checked(token: object, kind: str) -> str:
     if not isinstance(token, str) or not token or len(token) > _MAX_TOKEN_LENGTH:
-        raise InvalidToken(f"this {kind} token is malformed: expected the text from your "
-                           f"link, got {type(token).__name__} of length "
-                           f"{len(token) if isinstance(token, str) else '?'}")
+        raise InvalidToken(
+            f"this {kind} token is malformed: expected the text from your "
+            f"link, got {type(token).__name__} of length "
+            f"{len(token) if isinstance(token, str) else '?'}"
+        )
     return hash_token(token)

@@ -35,8 +35,14 @@ def read_text(path: str | Path = CONSENT_FILE) -> tuple[str, str]:
     return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
 
 
-def record_consent(db: sqlite_utils.Database, annotator_id: int, form_sha256: str,
-                   agreed: bool, *, now: dt.datetime | None = None) -> int:
+def record_consent(
+    db: sqlite_utils.Database,
+    annotator_id: int,
+    form_sha256: str,
+    agreed: bool,
+    *,
+    now: dt.datetime | None = None,
+) -> int:
     """Record that an annotator agreed to (or declined) the consent text with `form_sha256`.
 
     Raises
@@ -48,12 +54,23 @@ def record_consent(db: sqlite_utils.Database, annotator_id: int, form_sha256: st
         raise InvalidInput(f"`form_sha256` must be a 64-character hex digest, got {form_sha256!r}")
     get_annotator(db, annotator_id)
     with transaction(db):
-        return db["consents"].insert({"annotator_id": annotator_id, "form_sha256": form_sha256,
-                                      "agreed": int(bool(agreed)), "created": iso(now)}).last_pk
+        return (
+            db["consents"]
+            .insert(
+                {
+                    "annotator_id": annotator_id,
+                    "form_sha256": form_sha256,
+                    "agreed": int(bool(agreed)),
+                    "created": iso(now),
+                }
+            )
+            .last_pk
+        )
 
 
-def mark_instructions_read(db: sqlite_utils.Database, annotator_id: int, *,
-                           now: dt.datetime | None = None) -> None:
+def mark_instructions_read(
+    db: sqlite_utils.Database, annotator_id: int, *, now: dt.datetime | None = None
+) -> None:
     """Record that the annotator finished reading the instructions."""
     get_annotator(db, annotator_id)
     with transaction(db):
@@ -62,13 +79,22 @@ def mark_instructions_read(db: sqlite_utils.Database, annotator_id: int, *,
 
 def practice_colorings(db: sqlite_utils.Database, annotator_id: int) -> list[dict]:
     """The annotator's practice colorings that stand (submitted or accepted), oldest first."""
-    return list(db["colorings"].rows_where(
-        "annotator_id = ? and practice = 1 and status in (?, ?)",
-        [annotator_id, *_STANDING], order_by="id"))
+    return list(
+        db["colorings"].rows_where(
+            "annotator_id = ? and practice = 1 and status in (?, ?)",
+            [annotator_id, *_STANDING],
+            order_by="id",
+        )
+    )
 
 
-def onboarding_stage(db: sqlite_utils.Database, annotator_id: int, *,
-                     auto_approve: bool = False, practice_count: int = PRACTICE_COUNT) -> str:
+def onboarding_stage(
+    db: sqlite_utils.Database,
+    annotator_id: int,
+    *,
+    auto_approve: bool = False,
+    practice_count: int = PRACTICE_COUNT,
+) -> str:
     """Where a designer stands: one of `STAGES`.
 
     Parameters
@@ -78,8 +104,9 @@ def onboarding_stage(db: sqlite_utils.Database, annotator_id: int, *,
         without an admin's approval.
     """
     annotator = get_annotator(db, annotator_id)
-    consents = list(db["consents"].rows_where("annotator_id = ?", [annotator_id],
-                                              order_by="id desc", limit=1))
+    consents = list(
+        db["consents"].rows_where("annotator_id = ?", [annotator_id], order_by="id desc", limit=1)
+    )
     if not consents or not consents[0]["agreed"]:
         return "consent"
     if not annotator["instructions_read"]:
@@ -91,9 +118,16 @@ def onboarding_stage(db: sqlite_utils.Database, annotator_id: int, *,
     return "main" if auto_approve else "awaiting_approval"
 
 
-def review_practice(db: sqlite_utils.Database, annotator_id: int, actor: Actor,
-                    approve: bool, why: str = "", *, practice_count: int = PRACTICE_COUNT,
-                    now: dt.datetime | None = None) -> None:
+def review_practice(
+    db: sqlite_utils.Database,
+    annotator_id: int,
+    actor: Actor,
+    approve: bool,
+    why: str = "",
+    *,
+    practice_count: int = PRACTICE_COUNT,
+    now: dt.datetime | None = None,
+) -> None:
     """An admin approves a designer's practice colorings, or asks for them again.
 
     Declining sets the standing practice colorings to ``recolor_requested`` (nothing is
@@ -119,15 +153,22 @@ def review_practice(db: sqlite_utils.Database, annotator_id: int, actor: Actor,
         standing = practice_colorings(db, annotator_id)
         _check_reviewable(annotator, len(standing), practice_count if approve else 1)
         if approve:
-            db["annotators"].update(annotator_id, {"practice_approved": iso(now),
-                                                   "practice_approved_by": actor.pseudonym})
+            db["annotators"].update(
+                annotator_id, {"practice_approved": iso(now), "practice_approved_by": actor.pseudonym}
+            )
         else:
-            db["annotators"].update(annotator_id, {"practice_approved": None,
-                                                   "practice_approved_by": None})
+            db["annotators"].update(annotator_id, {"practice_approved": None, "practice_approved_by": None})
             for row in standing:
                 db["colorings"].update(row["id"], {"status": "recolor_requested"})
-        audit.record(db, actor.pseudonym, "approve_practice" if approve else "redo_practice",
-                     "annotator", annotator["id"], why, now=now)
+        audit.record(
+            db,
+            actor.pseudonym,
+            "approve_practice" if approve else "redo_practice",
+            "annotator",
+            annotator["id"],
+            why,
+            now=now,
+        )
 
 
 def _check_reviewable(annotator: dict, standing: int, needed: int) -> None:
@@ -136,22 +177,23 @@ def _check_reviewable(annotator: dict, standing: int, needed: int) -> None:
         raise Conflict(f"{who} has a closed account; their practice is not reviewed")
     roles = json.loads(annotator["roles"])
     if "designer" not in roles:
-        raise Conflict(f"{who} is not a designer (roles: {', '.join(roles)}); only designers "
-                       "do practice colorings")
+        raise Conflict(
+            f"{who} is not a designer (roles: {', '.join(roles)}); only designers do practice colorings"
+        )
     if standing == 0:
         raise Conflict(f"{who} has no practice colorings submitted")
     if standing < needed:
-        raise Conflict(f"{who} has submitted {standing} of the {needed} practice colorings "
-                       "needed before approval")
+        raise Conflict(
+            f"{who} has submitted {standing} of the {needed} practice colorings needed before approval"
+        )
 
 
-def awaiting_approval(db: sqlite_utils.Database, *,
-                      practice_count: int = PRACTICE_COUNT) -> list[dict]:
+def awaiting_approval(db: sqlite_utils.Database, *, practice_count: int = PRACTICE_COUNT) -> list[dict]:
     """Designers whose practice colorings wait for an admin, with those colorings."""
     pending = []
     for annotator in db["annotators"].rows_where(
-            "status = 'active' and practice_approved is null and roles like '%designer%'",
-            order_by="id"):
+        "status = 'active' and practice_approved is null and roles like '%designer%'", order_by="id"
+    ):
         rows = practice_colorings(db, annotator["id"])
         if len(rows) >= practice_count:
             pending.append({**annotator, "colorings": rows})

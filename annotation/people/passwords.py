@@ -44,26 +44,35 @@ def verify_password(password: str, encoded: str) -> bool:
     scheme, n, r, p, salt, digest = encoded.split("$")
     if scheme != "scrypt":
         raise ValueError(f"unknown password hash scheme {scheme!r}")
-    candidate = hashlib.scrypt(password.encode("utf-8"), salt=bytes.fromhex(salt), dklen=32,
-                               n=int(n), r=int(r), p=int(p))
+    candidate = hashlib.scrypt(
+        password.encode("utf-8"), salt=bytes.fromhex(salt), dklen=32, n=int(n), r=int(r), p=int(p)
+    )
     return hmac.compare_digest(candidate.hex(), digest)
 
 
-def set_admin_password(db: sqlite_utils.Database, password: str, *, source: str = "manual",
-                       now: dt.datetime | None = None) -> None:
+def set_admin_password(
+    db: sqlite_utils.Database, password: str, *, source: str = "manual", now: dt.datetime | None = None
+) -> None:
     """Store the hash of a new admin password (at least `MIN_LENGTH` characters)."""
     if not isinstance(password, str) or len(password.strip()) < MIN_LENGTH:
-        raise InvalidInput(f"the admin password must have at least {MIN_LENGTH} characters, "
-                           f"got {len(password) if isinstance(password, str) else type(password).__name__}")
+        raise InvalidInput(
+            f"the admin password must have at least {MIN_LENGTH} characters, "
+            f"got {len(password) if isinstance(password, str) else type(password).__name__}"
+        )
     with transaction(db):
         db["settings"].upsert({"key": _SETTING, "value": hash_password(password)}, pk="key")
-        audit.record(db, "system", "set_admin_password", "setting", _SETTING,
-                     details={"source": source}, now=now)
+        audit.record(
+            db, "system", "set_admin_password", "setting", _SETTING, details={"source": source}, now=now
+        )
 
 
-def ensure_admin_password(db: sqlite_utils.Database, *, password_file: str | Path | None = None,
-                          environ: Mapping[str, str] | None = None,
-                          echo: Callable[[str], None] = print) -> str | None:
+def ensure_admin_password(
+    db: sqlite_utils.Database,
+    *,
+    password_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    echo: Callable[[str], None] = print,
+) -> str | None:
     """Make sure an admin password exists; call once at app start.
 
     Parameters
@@ -95,8 +104,7 @@ def ensure_admin_password(db: sqlite_utils.Database, *, password_file: str | Pat
     return generated
 
 
-def login_admin(db: sqlite_utils.Database, password: str, *,
-                now: dt.datetime | None = None) -> Session:
+def login_admin(db: sqlite_utils.Database, password: str, *, now: dt.datetime | None = None) -> Session:
     """Check the admin password and open an admin session.
 
     Raises
@@ -105,15 +113,21 @@ def login_admin(db: sqlite_utils.Database, password: str, *,
         If the password is wrong or none was ever set.
     """
     stored = _stored_hash(db)
-    if not isinstance(password, str) or not password or stored is None \
-            or not verify_password(password, stored):
-        raise PermissionDenied("wrong admin password (it was shown on the console at first "
-                               f"start, or set with {ENV_PASSWORD})")
+    if (
+        not isinstance(password, str)
+        or not password
+        or stored is None
+        or not verify_password(password, stored)
+    ):
+        raise PermissionDenied(
+            f"wrong admin password (it was shown on the console at first start, or set with {ENV_PASSWORD})"
+        )
     return open_admin_session(db, now=now)
 
 
-def _configured_password(environ: Mapping[str, str],
-                         password_file: str | Path | None) -> tuple[str | None, str]:
+def _configured_password(
+    environ: Mapping[str, str], password_file: str | Path | None
+) -> tuple[str | None, str]:
     if environ.get(ENV_PASSWORD):
         return environ[ENV_PASSWORD], "env"
     path = environ.get(ENV_PASSWORD_FILE) or password_file
@@ -130,11 +144,16 @@ def _stored_hash(db: sqlite_utils.Database) -> str | None:
 
 
 def _announcement(password: str) -> str:
-    return "\n".join([
-        "", "=" * 72,
-        "  ColorConcept Lab: no admin password was set, so one was generated.",
-        f"  Admin password (shown only this once): {password}",
-        "  Sign in on the Start tab with it. To choose your own instead, set",
-        f"  {ENV_PASSWORD}=... (or {ENV_PASSWORD_FILE}=path/to/file) and restart,",
-        "  or run: python -m annotation set-admin-password --db PATH",
-        "=" * 72, ""])
+    return "\n".join(
+        [
+            "",
+            "=" * 72,
+            "  ColorConcept Lab: no admin password was set, so one was generated.",
+            f"  Admin password (shown only this once): {password}",
+            "  Sign in on the Start tab with it. To choose your own instead, set",
+            f"  {ENV_PASSWORD}=... (or {ENV_PASSWORD_FILE}=path/to/file) and restart,",
+            "  or run: python -m annotation set-admin-password --db PATH",
+            "=" * 72,
+            "",
+        ]
+    )

@@ -41,14 +41,16 @@ def wait_s(db: sqlite_utils.Database, address: str, *, now: dt.datetime | None =
     now = utcnow() if now is None else now
     since = iso(now - dt.timedelta(seconds=WINDOW_S))
     count, last = db.execute(
-        "select count(*), max(created) from audit where action = ? and object_id = ? and "
-        "created > ?", [ACTION, address, since]).fetchone()
+        "select count(*), max(created) from audit where action = ? and object_id = ? and created > ?",
+        [ACTION, address, since],
+    ).fetchone()
     wait = 0.0
     if count > FREE_FAILURES:
         backoff = min(MAX_WAIT_S, 2.0 ** (count - FREE_FAILURES))
         wait = backoff - (now - parse_iso(last)).total_seconds()
-    total, latest = db.execute("select count(*), max(created) from audit where action = ? "
-                               "and created > ?", [ACTION, since]).fetchone()
+    total, latest = db.execute(
+        "select count(*), max(created) from audit where action = ? and created > ?", [ACTION, since]
+    ).fetchone()
     if total >= GLOBAL_FAILURES:
         wait = max(wait, GLOBAL_WAIT_S - (now - parse_iso(latest)).total_seconds())
     return max(0.0, wait)
@@ -58,18 +60,21 @@ def check(db: sqlite_utils.Database, address: str, *, now: dt.datetime | None = 
     """Raise `Throttled` while `address` must wait."""
     wait = wait_s(db, address, now=now)
     if wait > 0:
-        raise Throttled(f"too many failed sign-ins from your address; try again in "
-                        f"{math.ceil(wait)} s")
+        raise Throttled(f"too many failed sign-ins from your address; try again in {math.ceil(wait)} s")
 
 
-def record_failure(db: sqlite_utils.Database, address: str, kind: str, *,
-                   now: dt.datetime | None = None) -> None:
+def record_failure(
+    db: sqlite_utils.Database, address: str, kind: str, *, now: dt.datetime | None = None
+) -> None:
     """Record a failed attempt of `kind` (``"admin password"`` or ``"invite"``)."""
     audit.record(db, "system", ACTION, "address", address, details={"kind": kind}, now=now)
 
 
 def recent_failures(db: sqlite_utils.Database, limit: int = 50) -> list[dict]:
     """The latest failed sign-ins, newest first: ``created``, ``address``, ``kind``."""
-    rows = db.execute("select created, object_id, json_extract(details, '$.kind') from audit "
-                      "where action = ? order by id desc limit ?", [ACTION, limit]).fetchall()
+    rows = db.execute(
+        "select created, object_id, json_extract(details, '$.kind') from audit "
+        "where action = ? order by id desc limit ?",
+        [ACTION, limit],
+    ).fetchall()
     return [{"created": c, "address": a, "kind": k} for c, a, k in rows]

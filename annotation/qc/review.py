@@ -78,21 +78,27 @@ class GridItem:
 def require_role(actor: Actor, *roles: str) -> None:
     """Raise `PermissionDenied` unless `actor` holds one of `roles` (library-side check)."""
     if not actor.roles & set(roles):
-        raise PermissionDenied(f"this action needs the role {' or '.join(roles)}; "
-                               f"{actor.pseudonym} has {', '.join(sorted(actor.roles))}")
+        raise PermissionDenied(
+            f"this action needs the role {' or '.join(roles)}; "
+            f"{actor.pseudonym} has {', '.join(sorted(actor.roles))}"
+        )
 
 
 def reviewable_concepts(db: sqlite_utils.Database) -> list[dict]:
     """Concepts with main-task colorings: ``concept_key``, ``designers``, ``colorings``,
     ``recolor_requested`` (pending), ordered by key."""
-    return list(db.query(
-        "select concept_key, count(distinct annotator_id) as designers, count(*) as colorings, "
-        "sum(status = 'recolor_requested') as recolor_requested from colorings "
-        "where practice = 0 group by concept_key order by concept_key"))
+    return list(
+        db.query(
+            "select concept_key, count(distinct annotator_id) as designers, count(*) as colorings, "
+            "sum(status = 'recolor_requested') as recolor_requested from colorings "
+            "where practice = 0 group by concept_key order by concept_key"
+        )
+    )
 
 
-def coloring_grid(db: sqlite_utils.Database, actor: Actor, concept_key: str, *,
-                  reveal: bool = False) -> list[GridItem]:
+def coloring_grid(
+    db: sqlite_utils.Database, actor: Actor, concept_key: str, *, reveal: bool = False
+) -> list[GridItem]:
     """Every round of every designer's coloring of a concept, for the stage-1 grid.
 
     Parameters
@@ -114,25 +120,40 @@ def coloring_grid(db: sqlite_utils.Database, actor: Actor, concept_key: str, *,
         raise PermissionDenied("only the admin may reveal who made a coloring")
     get_concept(db, concept_key)
     rows = concept_colorings(db, concept_key)
-    first = sorted({r["annotator_id"]: r["id"] for r in reversed(rows)}.items(),
-                   key=lambda item: item[1])
+    first = sorted({r["annotator_id"]: r["id"] for r in reversed(rows)}.items(), key=lambda item: item[1])
     labels = {a: f"designer {_letters(i)}" for i, (a, _) in enumerate(first)}
     previous: dict[int, dict] = {}
     items = []
     for row in rows:
         before = previous.get(row["annotator_id"])
-        round_emd = (metrics.emd(before["p"], row["p"])
-                     if before is not None and row["p"] is not None else None)
-        items.append(GridItem(row["id"], row["pseudonym"] if reveal else
-                              labels[row["annotator_id"]], row["round"], row["status"],
-                              row["image_path"], row["p"], round_emd,
-                              recolor_note(db, row["id"])))
+        round_emd = (
+            metrics.emd(before["p"], row["p"]) if before is not None and row["p"] is not None else None
+        )
+        items.append(
+            GridItem(
+                row["id"],
+                row["pseudonym"] if reveal else labels[row["annotator_id"]],
+                row["round"],
+                row["status"],
+                row["image_path"],
+                row["p"],
+                round_emd,
+                recolor_note(db, row["id"]),
+            )
+        )
         previous[row["annotator_id"]] = row
     return items
 
 
-def request_recolor(db: sqlite_utils.Database, actor: Actor, coloring_id: int, note: str,
-                    *, days: float = RECOLOR_DAYS, now: dt.datetime | None = None) -> int:
+def request_recolor(
+    db: sqlite_utils.Database,
+    actor: Actor,
+    coloring_id: int,
+    note: str,
+    *,
+    days: float = RECOLOR_DAYS,
+    now: dt.datetime | None = None,
+) -> int:
     """Ask the designer of a coloring to color its concept again (stage 1).
 
     The coloring becomes ``recolor_requested`` (it stays stored) and its designer gets a
@@ -175,13 +196,32 @@ def request_recolor(db: sqlite_utils.Database, actor: Actor, coloring_id: int, n
         coloring = get_coloring(db, coloring_id)
         _check_recolorable(db, coloring, now)
         set_status(db, coloring, "recolor_requested")
-        task_id = db["tasks"].insert({
-            "kind": "coloring", "annotator_id": coloring["annotator_id"],
-            "concept_key": coloring["concept_key"], "coloring_id": coloring_id, "practice": 0,
-            "status": "reserved", "created": iso(now),
-            "expires": iso(now + dt.timedelta(days=days))}).last_pk
-        audit.record(db, actor.pseudonym, "request_recolor", "coloring", coloring_id, note,
-                     details={"task_id": task_id, "round": coloring["round"] + 1}, now=now)
+        task_id = (
+            db["tasks"]
+            .insert(
+                {
+                    "kind": "coloring",
+                    "annotator_id": coloring["annotator_id"],
+                    "concept_key": coloring["concept_key"],
+                    "coloring_id": coloring_id,
+                    "practice": 0,
+                    "status": "reserved",
+                    "created": iso(now),
+                    "expires": iso(now + dt.timedelta(days=days)),
+                }
+            )
+            .last_pk
+        )
+        audit.record(
+            db,
+            actor.pseudonym,
+            "request_recolor",
+            "coloring",
+            coloring_id,
+            note,
+            details={"task_id": task_id, "round": coloring["round"] + 1},
+            now=now,
+        )
     return task_id
 
 
@@ -190,23 +230,31 @@ def _check_recolorable(db, coloring: dict, now: dt.datetime) -> None:
     if coloring["practice"]:
         raise Conflict(f"coloring {cid} is a practice coloring; the admin reviews those")
     if coloring["status"] not in RECOLORABLE:
-        raise Conflict(f"coloring {cid} is {coloring['status']}; only standing colorings "
-                       "can be recolored")
-    latest = db.execute("select max(round) from colorings where annotator_id = ? and "
-                        "concept_key = ? and practice = 0",
-                        [coloring["annotator_id"], coloring["concept_key"]]).fetchone()[0]
+        raise Conflict(f"coloring {cid} is {coloring['status']}; only standing colorings can be recolored")
+    latest = db.execute(
+        "select max(round) from colorings where annotator_id = ? and concept_key = ? and practice = 0",
+        [coloring["annotator_id"], coloring["concept_key"]],
+    ).fetchone()[0]
     if coloring["round"] != latest:
-        raise Conflict(f"coloring {cid} is round {coloring['round']}; its designer already "
-                       f"made round {latest}")
+        raise Conflict(
+            f"coloring {cid} is round {coloring['round']}; its designer already made round {latest}"
+        )
     if db["reviews"].count_where("coloring_id = ? and status = 'open'", [cid]):
         raise Conflict(f"coloring {cid} is in the blind vote queue; wait for its decision")
-    if db["tasks"].count_where("kind = 'coloring' and coloring_id = ? and status = 'reserved' "
-                               "and expires > ?", [cid, iso(now)]):
+    if db["tasks"].count_where(
+        "kind = 'coloring' and coloring_id = ? and status = 'reserved' and expires > ?", [cid, iso(now)]
+    ):
         raise Conflict(f"coloring {cid} already waits for its recolor")
 
 
-def accept_coloring(db: sqlite_utils.Database, actor: Actor, coloring_id: int,
-                    note: str = "", *, now: dt.datetime | None = None) -> None:
+def accept_coloring(
+    db: sqlite_utils.Database,
+    actor: Actor,
+    coloring_id: int,
+    note: str = "",
+    *,
+    now: dt.datetime | None = None,
+) -> None:
     """Mark a submitted coloring as reviewed and fine (stage 1), with an audit row.
 
     Raises
@@ -221,22 +269,29 @@ def accept_coloring(db: sqlite_utils.Database, actor: Actor, coloring_id: int,
         if coloring["status"] != "submitted":
             raise Conflict(f"coloring {coloring_id} is {coloring['status']}, not submitted")
         set_status(db, coloring, "accepted")
-        audit.record(db, actor.pseudonym, "accept_coloring", "coloring", coloring_id,
-                     note or "", now=now)
+        audit.record(db, actor.pseudonym, "accept_coloring", "coloring", coloring_id, note or "", now=now)
 
 
 def recolor_note(db: sqlite_utils.Database, coloring_id: int) -> str:
     """The note of the latest recolor request on `coloring_id` ("" if none); it is user
     text: escape it before display."""
-    rows = list(db["audit"].rows_where(
-        "action = 'request_recolor' and object_type = 'coloring' and object_id = ?",
-        [str(coloring_id)], order_by="id desc", limit=1))
+    rows = list(
+        db["audit"].rows_where(
+            "action = 'request_recolor' and object_type = 'coloring' and object_id = ?",
+            [str(coloring_id)],
+            order_by="id desc",
+            limit=1,
+        )
+    )
     return rows[0]["why"] if rows else ""
 
 
-def consistency_ranking(db: sqlite_utils.Database, *,
-                        top_fraction: float = qc.HIGH_VARIANCE_FRACTION,
-                        min_colorings: int = MIN_COLORINGS) -> pd.DataFrame:
+def consistency_ranking(
+    db: sqlite_utils.Database,
+    *,
+    top_fraction: float = qc.HIGH_VARIANCE_FRACTION,
+    min_colorings: int = MIN_COLORINGS,
+) -> pd.DataFrame:
     """Eq. 6 per concept over its ground-truth colorings, highest (least consensus) first.
 
     Parameters
@@ -253,8 +308,7 @@ def consistency_ranking(db: sqlite_utils.Database, *,
         ``consistency_emd`` (mean pairwise EMD, ΔE*ab) and ``high_variance`` (bool);
         empty when no concept has `min_colorings`.
     """
-    if isinstance(min_colorings, bool) or not isinstance(min_colorings, int) or \
-            min_colorings < 2:
+    if isinstance(min_colorings, bool) or not isinstance(min_colorings, int) or min_colorings < 2:
         raise InvalidInput(f"`min_colorings` must be a whole number >= 2, got {min_colorings!r}")
     columns = ["rank", "concept", "n", "consistency_emd", "high_variance"]
     by_concept: dict[str, list[np.ndarray]] = {}
@@ -265,18 +319,28 @@ def consistency_ranking(db: sqlite_utils.Database, *,
         return pd.DataFrame(columns=columns)
     scores = qc.consistency_scores(ranked)
     flags = qc.high_variance(scores, top_fraction)
-    table = pd.DataFrame({"concept": scores.index, "n": [len(ranked[k]) for k in scores.index],
-                          "consistency_emd": scores.to_numpy(), "high_variance": flags.to_numpy()})
-    table = table.sort_values(["consistency_emd", "concept"], ascending=[False, True],
-                              ignore_index=True)
+    table = pd.DataFrame(
+        {
+            "concept": scores.index,
+            "n": [len(ranked[k]) for k in scores.index],
+            "consistency_emd": scores.to_numpy(),
+            "high_variance": flags.to_numpy(),
+        }
+    )
+    table = table.sort_values(["consistency_emd", "concept"], ascending=[False, True], ignore_index=True)
     table.insert(0, "rank", np.arange(1, len(table) + 1))
     return table
 
 
-def open_review_queue(db: sqlite_utils.Database, actor: Actor, *,
-                      top_fraction: float = qc.HIGH_VARIANCE_FRACTION,
-                      min_colorings: int = MIN_COLORINGS, votes_needed: int = VOTES_PER_REVIEW,
-                      now: dt.datetime | None = None) -> int:
+def open_review_queue(
+    db: sqlite_utils.Database,
+    actor: Actor,
+    *,
+    top_fraction: float = qc.HIGH_VARIANCE_FRACTION,
+    min_colorings: int = MIN_COLORINGS,
+    votes_needed: int = VOTES_PER_REVIEW,
+    now: dt.datetime | None = None,
+) -> int:
     """Put every ground-truth coloring of every high-variance concept to the blind vote.
 
     Idempotent: colorings that already have a review are left alone. Each new review
@@ -299,8 +363,15 @@ def open_review_queue(db: sqlite_utils.Database, actor: Actor, *,
     opened = 0
     with transaction(db):
         for ids, scores in plan:
-            opened += open_reviews(db, actor, ids, votes_needed=votes_needed,
-                                   reason=HIGH_VARIANCE_REASON, plausibility=scores, now=now)
+            opened += open_reviews(
+                db,
+                actor,
+                ids,
+                votes_needed=votes_needed,
+                reason=HIGH_VARIANCE_REASON,
+                plausibility=scores,
+                now=now,
+            )
     return opened
 
 
@@ -332,10 +403,16 @@ def plausibility_scores(db: sqlite_utils.Database, colorings: list[dict]) -> dic
     return dict(zip(ranking["coloring"].astype(int), ranking["score"].astype(float)))
 
 
-def open_reviews(db: sqlite_utils.Database, actor: Actor, coloring_ids: list[int], *,
-                 reason: str, votes_needed: int = VOTES_PER_REVIEW,
-                 plausibility: dict[int, float] | None = None,
-                 now: dt.datetime | None = None) -> int:
+def open_reviews(
+    db: sqlite_utils.Database,
+    actor: Actor,
+    coloring_ids: list[int],
+    *,
+    reason: str,
+    votes_needed: int = VOTES_PER_REVIEW,
+    plausibility: dict[int, float] | None = None,
+    now: dt.datetime | None = None,
+) -> int:
     """Open a blind-vote review for each coloring that has none yet; one audit row.
 
     Parameters
@@ -355,24 +432,42 @@ def open_reviews(db: sqlite_utils.Database, actor: Actor, coloring_ids: list[int
         Reviews opened now.
     """
     require_role(actor, *REVIEWER_ROLES)
-    if isinstance(votes_needed, bool) or not isinstance(votes_needed, int) or \
-            votes_needed < 1 or votes_needed % 2 == 0:
-        raise InvalidInput(f"`votes_needed` must be an odd whole number >= 1 (no ties), got "
-                           f"{votes_needed!r}")
+    if (
+        isinstance(votes_needed, bool)
+        or not isinstance(votes_needed, int)
+        or votes_needed < 1
+        or votes_needed % 2 == 0
+    ):
+        raise InvalidInput(f"`votes_needed` must be an odd whole number >= 1 (no ties), got {votes_needed!r}")
     plausibility = plausibility or {}
     with transaction(db):
-        new = [c for c in dict.fromkeys(coloring_ids)
-               if not db["reviews"].count_where("coloring_id = ?", [c])]
+        new = [
+            c for c in dict.fromkeys(coloring_ids) if not db["reviews"].count_where("coloring_id = ?", [c])
+        ]
         for coloring_id in new:
             if get_coloring(db, coloring_id)["practice"]:
                 raise InvalidInput(f"coloring {coloring_id} is a practice coloring")
-            db["reviews"].insert({"coloring_id": coloring_id, "reason": reason,
-                                  "votes_needed": votes_needed, "status": "open",
-                                  "created": iso(now),
-                                  "plausibility": plausibility.get(coloring_id)})
+            db["reviews"].insert(
+                {
+                    "coloring_id": coloring_id,
+                    "reason": reason,
+                    "votes_needed": votes_needed,
+                    "status": "open",
+                    "created": iso(now),
+                    "plausibility": plausibility.get(coloring_id),
+                }
+            )
         if new:
-            audit.record(db, actor.pseudonym, "open_reviews", "colorings", None, reason,
-                         details={"coloring_ids": new, "votes_needed": votes_needed}, now=now)
+            audit.record(
+                db,
+                actor.pseudonym,
+                "open_reviews",
+                "colorings",
+                None,
+                reason,
+                details={"coloring_ids": new, "votes_needed": votes_needed},
+                now=now,
+            )
     return len(new)
 
 

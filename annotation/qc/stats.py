@@ -189,7 +189,9 @@ def _chance_corrected(votes: np.ndarray) -> tuple[float, float]:
 
 def _rater_agreement(ratings: pd.DataFrame, votes: np.ndarray) -> tuple[RaterAgreement, ...]:
     if not isinstance(ratings, pd.DataFrame):
-        raise ValueError(f"`ratings` must be a pandas DataFrame (one column per expert), got {type(ratings).__name__}")
+        raise ValueError(
+            f"`ratings` must be a pandas DataFrame (one column per expert), got {type(ratings).__name__}"
+        )
     values = ratings.to_numpy(dtype=float)
     if values.shape[0] != votes.shape[0]:
         raise ValueError(

@@ -60,8 +60,14 @@ class VoteItem:
     plausibility: float | None
 
 
-def vote_queue(db: sqlite_utils.Database, actor: Actor, rng: np.random.Generator, *,
-               batch_size: int = REVIEW_BATCH, now: dt.datetime | None = None) -> list[VoteItem]:
+def vote_queue(
+    db: sqlite_utils.Database,
+    actor: Actor,
+    rng: np.random.Generator,
+    *,
+    batch_size: int = REVIEW_BATCH,
+    now: dt.datetime | None = None,
+) -> list[VoteItem]:
     """Reserve review tasks for an expert and list them, most suspicious first.
 
     Parameters
@@ -84,13 +90,23 @@ def vote_queue(db: sqlite_utils.Database, actor: Actor, rng: np.random.Generator
     for task in open_tasks(db, "review", expert_id, now=now):
         coloring = get_coloring(db, task.coloring_id)
         score = db["reviews"].get(task.coloring_id)["plausibility"]
-        items.append(VoteItem(task.id, coloring["id"], coloring["concept_key"],
-                              coloring["image_path"], coloring["p"], score))
+        items.append(
+            VoteItem(
+                task.id, coloring["id"], coloring["concept_key"], coloring["image_path"], coloring["p"], score
+            )
+        )
     return sorted(items, key=lambda i: (i.plausibility is None, i.plausibility or 0.0, i.task_id))
 
 
-def cast_vote(db: sqlite_utils.Database, actor: Actor, task_id: int, consistent: bool, *,
-              comment: str = "", now: dt.datetime | None = None) -> str | None:
+def cast_vote(
+    db: sqlite_utils.Database,
+    actor: Actor,
+    task_id: int,
+    consistent: bool,
+    *,
+    comment: str = "",
+    now: dt.datetime | None = None,
+) -> str | None:
     """Record an expert's blind vote; the last vote decides the coloring.
 
     Parameters
@@ -130,10 +146,19 @@ def cast_vote(db: sqlite_utils.Database, actor: Actor, task_id: int, consistent:
         coloring = get_coloring(db_, task.coloring_id)
         if coloring["annotator_id"] == expert_id:
             raise PermissionDenied(f"coloring {coloring['id']} is your own; you cannot vote on it")
-        vote_id = db_["qc_votes"].insert({
-            "coloring_id": coloring["id"], "expert_id": expert_id,
-            "vote": qc.CONSISTENT if consistent else qc.INCONSISTENT,
-            "comment": comment or None, "created": iso(now)}).last_pk
+        vote_id = (
+            db_["qc_votes"]
+            .insert(
+                {
+                    "coloring_id": coloring["id"],
+                    "expert_id": expert_id,
+                    "vote": qc.CONSISTENT if consistent else qc.INCONSISTENT,
+                    "comment": comment or None,
+                    "created": iso(now),
+                }
+            )
+            .last_pk
+        )
         decision.append(_decide(db_, coloring, now))
         return vote_id
 
@@ -150,22 +175,33 @@ def _decide(db, coloring: dict, now: dt.datetime | None) -> str | None:
         return None
     decision = qc.majority_decision(*counts)
     if decision == qc.UNDECIDED:
-        raise Conflict(f"coloring {coloring['id']} has a tied vote {counts}; "
-                       "reviews need an odd number of votes")
+        raise Conflict(
+            f"coloring {coloring['id']} has a tied vote {counts}; reviews need an odd number of votes"
+        )
     db["reviews"].update(coloring["id"], {"status": "decided"})
     status = "excluded" if decision == qc.INCONSISTENT else "accepted"
     if coloring["status"] != status:
         set_status(db, coloring, status)
-        audit.record(db, "system", "exclude_coloring" if status == "excluded" else
-                     "accept_coloring", "coloring", coloring["id"],
-                     f"blind expert vote: {counts[0]} consistent, {counts[1]} inconsistent",
-                     details={"consistent": counts[0], "inconsistent": counts[1],
-                              "previous_status": coloring["status"]}, now=now)
+        audit.record(
+            db,
+            "system",
+            "exclude_coloring" if status == "excluded" else "accept_coloring",
+            "coloring",
+            coloring["id"],
+            f"blind expert vote: {counts[0]} consistent, {counts[1]} inconsistent",
+            details={
+                "consistent": counts[0],
+                "inconsistent": counts[1],
+                "previous_status": coloring["status"],
+            },
+            now=now,
+        )
     return decision
 
 
-def reinstate(db: sqlite_utils.Database, actor: Actor, coloring_id: int, why: str, *,
-              now: dt.datetime | None = None) -> None:
+def reinstate(
+    db: sqlite_utils.Database, actor: Actor, coloring_id: int, why: str, *, now: dt.datetime | None = None
+) -> None:
     """Reverse an exclusion (admin only): the coloring becomes ``accepted`` again.
 
     Raises
@@ -187,18 +223,20 @@ def reinstate(db: sqlite_utils.Database, actor: Actor, coloring_id: int, why: st
         if coloring["status"] != "excluded":
             raise Conflict(f"coloring {coloring_id} is {coloring['status']}, not excluded")
         set_status(db, coloring, "accepted")
-        audit.record(db, actor.pseudonym, "reinstate_coloring", "coloring", coloring_id, why,
-                     now=now)
+        audit.record(db, actor.pseudonym, "reinstate_coloring", "coloring", coloring_id, why, now=now)
 
 
 def excluded_colorings(db: sqlite_utils.Database) -> list[dict]:
     """Excluded main-task colorings with their vote counts, newest exclusion first."""
-    return list(db.query(
-        "select c.id as coloring_id, c.concept_key, a.pseudonym, c.round, "
-        "sum(v.vote = 'consistent') as consistent, sum(v.vote = 'inconsistent') as "
-        "inconsistent from colorings c join annotators a on a.id = c.annotator_id "
-        "left join qc_votes v on v.coloring_id = c.id where c.status = 'excluded' and "
-        "c.practice = 0 group by c.id order by c.id desc"))
+    return list(
+        db.query(
+            "select c.id as coloring_id, c.concept_key, a.pseudonym, c.round, "
+            "sum(v.vote = 'consistent') as consistent, sum(v.vote = 'inconsistent') as "
+            "inconsistent from colorings c join annotators a on a.id = c.annotator_id "
+            "left join qc_votes v on v.coloring_id = c.id where c.status = 'excluded' and "
+            "c.practice = 0 group by c.id order by c.id desc"
+        )
+    )
 
 
 def vote_matrix(db: sqlite_utils.Database) -> tuple[np.ndarray, pd.DataFrame]:
@@ -212,14 +250,16 @@ def vote_matrix(db: sqlite_utils.Database) -> tuple[np.ndarray, pd.DataFrame]:
         Index coloring id, one column per expert pseudonym; 1 consistent, 0
         inconsistent, NaN did not vote.
     """
-    rows = list(db.query(
-        "select v.coloring_id, a.pseudonym, v.vote = 'consistent' as yes from qc_votes v "
-        "join reviews r on r.coloring_id = v.coloring_id join annotators a on a.id = "
-        "v.expert_id where r.status = 'decided' order by v.coloring_id, a.pseudonym"))
+    rows = list(
+        db.query(
+            "select v.coloring_id, a.pseudonym, v.vote = 'consistent' as yes from qc_votes v "
+            "join reviews r on r.coloring_id = v.coloring_id join annotators a on a.id = "
+            "v.expert_id where r.status = 'decided' order by v.coloring_id, a.pseudonym"
+        )
+    )
     if not rows:
         return np.zeros((0, 2), dtype=np.int64), pd.DataFrame()
-    ratings = (pd.DataFrame(rows).pivot(index="coloring_id", columns="pseudonym", values="yes")
-               .astype(float))
+    ratings = pd.DataFrame(rows).pivot(index="coloring_id", columns="pseudonym", values="yes").astype(float)
     ratings.columns.name = None
     yes = (ratings == 1).sum(axis=1).to_numpy()
     no = (ratings == 0).sum(axis=1).to_numpy()
@@ -243,7 +283,9 @@ def _expert_id(actor: Actor) -> int:
 
 
 def _counts(db, coloring_id: int) -> tuple[int, int]:
-    row = db.execute("select coalesce(sum(vote = 'consistent'), 0), coalesce(sum(vote = "
-                     "'inconsistent'), 0) from qc_votes where coloring_id = ?",
-                     [coloring_id]).fetchone()
+    row = db.execute(
+        "select coalesce(sum(vote = 'consistent'), 0), coalesce(sum(vote = "
+        "'inconsistent'), 0) from qc_votes where coloring_id = ?",
+        [coloring_id],
+    ).fetchone()
     return int(row[0]), int(row[1])

@@ -24,8 +24,9 @@ from evaluation.pipeline.runs import check_run_name
 from storage import transaction
 
 
-def create_evaluation_run(db: sqlite_utils.Database, actor: str, run: str, items: Sequence[dict],
-                          config: dict) -> int:
+def create_evaluation_run(
+    db: sqlite_utils.Database, actor: str, run: str, items: Sequence[dict], config: dict
+) -> int:
     """Store a new run (`evaluation.pipeline.planning.plan_request` output) and audit who started it.
 
     Returns the number of items. Raises `evaluation.pipeline.runs.RunError` if the name is taken
@@ -40,13 +41,27 @@ def create_evaluation_run(db: sqlite_utils.Database, actor: str, run: str, items
     return n
 
 
-def import_run(db: sqlite_utils.Database, actor: str, run: str, source: str | Path, data_dir: str | Path,
-               concepts: Sequence[Concept], *, allowed_roots: Sequence[str | Path]) -> ImportReport:
+def import_run(
+    db: sqlite_utils.Database,
+    actor: str,
+    run: str,
+    source: str | Path,
+    data_dir: str | Path,
+    concepts: Sequence[Concept],
+    *,
+    allowed_roots: Sequence[str | Path],
+) -> ImportReport:
     """`evaluation.pipeline.imports.import_images`, then an audit row with the counts."""
     report = import_images(db, run, source, data_dir, concepts, allowed_roots=allowed_roots)
     with transaction(db):
-        audit.record(db, actor, "import_run", "run", run,
-                     details={"imported": report.imported, "rejected": len(report.rejected)})
+        audit.record(
+            db,
+            actor,
+            "import_run",
+            "run",
+            run,
+            details={"imported": report.imported, "rejected": len(report.rejected)},
+        )
     return report
 
 

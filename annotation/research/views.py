@@ -69,11 +69,20 @@ def _concept(concepts: Sequence[Concept], key: str) -> Concept:
 def _rows(db: sqlite_utils.Database, keys: Sequence[str], style: str, cfg: str | float) -> list[dict]:
     if style not in tables.STYLES:
         raise ValueError(f"`style` must be one of {tables.STYLES}, got {style!r}")
-    return comparison.rows_at_cfg([r for r in runs.model_distributions(db, concepts=keys) if r["style"] == style], cfg)
+    return comparison.rows_at_cfg(
+        [r for r in runs.model_distributions(db, concepts=keys) if r["style"] == style], cfg
+    )
 
 
-def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequence[Concept], concept: str,
-                 source: str, style: str, cfg: str | float = results.RECOMMENDED) -> ConceptView:
+def concept_view(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    concepts: Sequence[Concept],
+    concept: str,
+    source: str,
+    style: str,
+    cfg: str | float = results.RECOMMENDED,
+) -> ConceptView:
     """Human ground truth (from `source`) and every model side by side for `concept`.
 
     Parameters
@@ -101,26 +110,43 @@ def concept_view(db: sqlite_utils.Database, data_dir: str | Path, concepts: Sequ
     panels = [comparison.human_panel(truth.label, truth.p, truth.groups)] if truth else []
     panels += comparison.model_panels(rows)
     shown = {(r["run"], r["model"], float(r["cfg"])) for r in rows}
-    items = [i for i in runs.concept_items(db, concept, style=style, limit=10 * GALLERY_LIMIT)
-             if (i["run"], i["model"], float(i["cfg"])) in shown][:GALLERY_LIMIT]
+    items = [
+        i
+        for i in runs.concept_items(db, concept, style=style, limit=10 * GALLERY_LIMIT)
+        if (i["run"], i["model"], float(i["cfg"])) in shown
+    ][:GALLERY_LIMIT]
     shifts = comparison.variant_shifts(found.base, concepts, {k: h.p for k, h in humans.items()}, family_rows)
-    metrics = (comparison.concept_metrics(concept, truth.p, rows, concepts) if truth
-               else pd.DataFrame(columns=comparison.METRIC_COLUMNS))
+    metrics = (
+        comparison.concept_metrics(concept, truth.p, rows, concepts)
+        if truth
+        else pd.DataFrame(columns=comparison.METRIC_COLUMNS)
+    )
     return ConceptView(
-        human_label=(f"Human ground truth: {truth.label}" if truth
-                     else f"The source '{source}' has no human distribution for '{concept}'."),
+        human_label=(
+            f"Human ground truth: {truth.label}"
+            if truth
+            else f"The source '{source}' has no human distribution for '{concept}'."
+        ),
         distributions=comparison.distributions_figure(panels) if panels else None,
         strips=comparison.strips_figure(panels) if panels else None,
-        overlays=item_overlays(data_dir, items), metrics=metrics, base=found.base,
+        overlays=item_overlays(data_dir, items),
+        metrics=metrics,
+        base=found.base,
         shifts=comparison.variant_shift_table(shifts),
         shift_figure=comparison.variant_shift_figure(
-            shifts, title=f"Shift from '{found.base}' to its variants ({style})"),
+            shifts, title=f"Shift from '{found.base}' to its variants ({style})"
+        ),
     )
 
 
-def leaderboard_analyses(db: sqlite_utils.Database, concepts: Sequence[Concept], source: str,
-                         *, cfg: str | float = results.RECOMMENDED,
-                         aggregate: str = tables.RATIO_OF_MEANS) -> results.Analyses:
+def leaderboard_analyses(
+    db: sqlite_utils.Database,
+    concepts: Sequence[Concept],
+    source: str,
+    *,
+    cfg: str | float = results.RECOMMENDED,
+    aggregate: str = tables.RATIO_OF_MEANS,
+) -> results.Analyses:
     """`evaluation.analysis.results.analyses` of every stored model distribution against `source`.
 
     Human distributions are read as stored (`storage.human`), and so are the metrics
@@ -134,5 +160,6 @@ def leaderboard_analyses(db: sqlite_utils.Database, concepts: Sequence[Concept],
     pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
     chosen = results.resolve_cfg(frame, results.RECOMMENDED if pooled else cfg)
     rows = runs.model_distributions(db, cfgs=chosen)
-    return results.analyses(rows, human.vectors(db, source), concepts, cfg=cfg,
-                            aggregate=aggregate, frame=frame)
+    return results.analyses(
+        rows, human.vectors(db, source), concepts, cfg=cfg, aggregate=aggregate, frame=frame
+    )

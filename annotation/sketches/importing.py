@@ -37,8 +37,7 @@ LONG_SIDE = 1024
 """Pixels on the long side of every sketch."""
 
 SKETCH_PROMPT = (
-    "A simple cartoon black outline drawing of {concept}, without coloring, "
-    "without shadow, white background."
+    "A simple cartoon black outline drawing of {concept}, without coloring, without shadow, white background."
 )
 """The paper's sketch-generation prompt (Appendix B.2)."""
 
@@ -173,8 +172,9 @@ def load_manifest(path: str | Path = MANIFEST_CSV) -> list[SketchEntry]:
                 )
             if slug != slugify(concept):
                 raise ValueError(f"{path.name} line {line}: slug must be {slugify(concept)!r}, got {slug!r}")
-            entries.append(SketchEntry(slug, concept, category, path.parent / f"{slug}.svg",
-                                       path.parent / f"{slug}.png"))
+            entries.append(
+                SketchEntry(slug, concept, category, path.parent / f"{slug}.svg", path.parent / f"{slug}.png")
+            )
     concepts = [e.concept for e in entries]
     if len(set(concepts)) != len(concepts):
         raise ValueError(f"{path.name} lists a concept twice")
@@ -216,8 +216,10 @@ def check_svg_self_contained(svg: str) -> None:
     for element in root.iter():
         name = str(element.tag).rsplit("}", 1)[-1]
         if name in _SVG_REFUSED_ELEMENTS:
-            raise ValueError(f"the SVG contains a <{name}> element; sketches are outlines "
-                             "only, with no pictures, scripts or embedded documents")
+            raise ValueError(
+                f"the SVG contains a <{name}> element; sketches are outlines "
+                "only, with no pictures, scripts or embedded documents"
+            )
         texts = [(key.rsplit("}", 1)[-1], value) for key, value in element.attrib.items()]
         texts.append(("text", element.text or ""))
         for key, value in texts:
@@ -225,9 +227,11 @@ def check_svg_self_contained(svg: str) -> None:
             outside = [t for t in targets if not t.startswith("#")]
             if outside or "@import" in value:
                 shown = outside[0] if outside else "@import"
-                raise ValueError(f"the SVG refers to something outside the file "
-                                 f"({shown[:80]!r} in <{name}>); only references to its "
-                                 "own elements (#id) are allowed")
+                raise ValueError(
+                    f"the SVG refers to something outside the file "
+                    f"({shown[:80]!r} in <{name}>); only references to its "
+                    "own elements (#id) are allowed"
+                )
 
 
 def rasterize_svg(svg: str | bytes, long_side: int = LONG_SIDE) -> np.ndarray:
@@ -324,21 +328,31 @@ def check_line_art(image: Image.Image | np.ndarray) -> LineArtStats:
     """
     s = line_art_stats(image)
     verdicts = (
-        (s.colored_fraction > MAX_COLORED_FRACTION,
-         f"not line art: {s.colored_fraction:.1%} of the pixels are colored (at most "
-         f"{MAX_COLORED_FRACTION:.0%} allowed); sketches are black outlines on white"),
-        (s.midtone_fraction > MAX_MIDTONE_FRACTION,
-         f"not line art: {s.midtone_fraction:.1%} of the pixels are mid-grey (at most "
-         f"{MAX_MIDTONE_FRACTION:.0%} allowed); this looks like a photo or a shaded drawing"),
-        (s.paper_level < MIN_PAPER_LEVEL,
-         f"not line art: the background is dark (median luminance {s.paper_level:.0f} < "
-         f"{MIN_PAPER_LEVEL}); sketches are dark outlines on a light background"),
-        (s.ink_fraction > MAX_INK_FRACTION,
-         f"not line art: {s.ink_fraction:.1%} of the picture is dark (at most "
-         f"{MAX_INK_FRACTION:.0%} allowed); outlines should leave regions white to color"),
-        (s.ink_fraction < MIN_INK_FRACTION,
-         f"no drawing found: only {s.ink_fraction:.2%} of the pixels are dark (at least "
-         f"{MIN_INK_FRACTION:.1%} needed)"),
+        (
+            s.colored_fraction > MAX_COLORED_FRACTION,
+            f"not line art: {s.colored_fraction:.1%} of the pixels are colored (at most "
+            f"{MAX_COLORED_FRACTION:.0%} allowed); sketches are black outlines on white",
+        ),
+        (
+            s.midtone_fraction > MAX_MIDTONE_FRACTION,
+            f"not line art: {s.midtone_fraction:.1%} of the pixels are mid-grey (at most "
+            f"{MAX_MIDTONE_FRACTION:.0%} allowed); this looks like a photo or a shaded drawing",
+        ),
+        (
+            s.paper_level < MIN_PAPER_LEVEL,
+            f"not line art: the background is dark (median luminance {s.paper_level:.0f} < "
+            f"{MIN_PAPER_LEVEL}); sketches are dark outlines on a light background",
+        ),
+        (
+            s.ink_fraction > MAX_INK_FRACTION,
+            f"not line art: {s.ink_fraction:.1%} of the picture is dark (at most "
+            f"{MAX_INK_FRACTION:.0%} allowed); outlines should leave regions white to color",
+        ),
+        (
+            s.ink_fraction < MIN_INK_FRACTION,
+            f"no drawing found: only {s.ink_fraction:.2%} of the pixels are dark (at least "
+            f"{MIN_INK_FRACTION:.1%} needed)",
+        ),
     )
     for failed, reason in verdicts:
         if failed:

@@ -95,9 +95,13 @@ class Candidate:
     reason: str
 
 
-def sync_shipped_sketches(db: sqlite_utils.Database, data_dir: str | Path, *,
-                          manifest: str | Path = MANIFEST_CSV,
-                          now: dt.datetime | None = None) -> int:
+def sync_shipped_sketches(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    *,
+    manifest: str | Path = MANIFEST_CSV,
+    now: dt.datetime | None = None,
+) -> int:
     """Load the shipped sketch library into ``sketches``; safe to call at every start.
 
     Parameters
@@ -125,15 +129,32 @@ def sync_shipped_sketches(db: sqlite_utils.Database, data_dir: str | Path, *,
                 continue
             current = _selected_row(db, entry.concept)
             replace = current is None or current["source"] == "shipped"
-            add_sketch(db, data_dir, entry.concept, png, source="shipped", select=replace,
-                       meta={"file": f"assets/sketches/{entry.png.name}"}, now=now)
+            add_sketch(
+                db,
+                data_dir,
+                entry.concept,
+                png,
+                source="shipped",
+                select=replace,
+                meta={"file": f"assets/sketches/{entry.png.name}"},
+                now=now,
+            )
             added += 1
     return added
 
 
-def add_sketch(db: sqlite_utils.Database, data_dir: str | Path, base: str, png: bytes, *,
-               source: str, select: bool, meta: dict | None = None, actor: str = "system",
-               now: dt.datetime | None = None) -> int:
+def add_sketch(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    base: str,
+    png: bytes,
+    *,
+    source: str,
+    select: bool,
+    meta: dict | None = None,
+    actor: str = "system",
+    now: dt.datetime | None = None,
+) -> int:
     """Store a normalised sketch PNG for a base concept; its id.
 
     Parameters
@@ -165,19 +186,45 @@ def add_sketch(db: sqlite_utils.Database, data_dir: str | Path, base: str, png: 
         if rows:
             sketch_id = rows[0]["id"]
         else:
-            sketch_id = db["sketches"].insert({
-                "base": base, "path": stored.path, "sha256": stored.sha256, "source": source,
-                "selected": 0, "width": width, "height": height,
-                "meta": json.dumps(meta or {}, sort_keys=True), "created": iso(now)}).last_pk
-            audit.record(db, actor, "add_sketch", "sketch", sketch_id,
-                         details={"base": base, "source": source}, now=now)
+            sketch_id = (
+                db["sketches"]
+                .insert(
+                    {
+                        "base": base,
+                        "path": stored.path,
+                        "sha256": stored.sha256,
+                        "source": source,
+                        "selected": 0,
+                        "width": width,
+                        "height": height,
+                        "meta": json.dumps(meta or {}, sort_keys=True),
+                        "created": iso(now),
+                    }
+                )
+                .last_pk
+            )
+            audit.record(
+                db,
+                actor,
+                "add_sketch",
+                "sketch",
+                sketch_id,
+                details={"base": base, "source": source},
+                now=now,
+            )
         if select:
             select_sketch(db, sketch_id, actor=actor, now=now)
     return sketch_id
 
 
-def select_sketch(db: sqlite_utils.Database, sketch_id: int, *, actor: str = "system",
-                  why: str = "", now: dt.datetime | None = None) -> None:
+def select_sketch(
+    db: sqlite_utils.Database,
+    sketch_id: int,
+    *,
+    actor: str = "system",
+    why: str = "",
+    now: dt.datetime | None = None,
+) -> None:
     """Make `sketch_id` its base concept's sketch for new tasks (one selected per base).
 
     Raises
@@ -188,11 +235,11 @@ def select_sketch(db: sqlite_utils.Database, sketch_id: int, *, actor: str = "sy
     check_length(why, "why")
     row = get_sketch(db, sketch_id)
     with transaction(db):
-        db.execute("update sketches set selected = 0 where base = ? and id != ?",
-                   [row["base"], sketch_id])
+        db.execute("update sketches set selected = 0 where base = ? and id != ?", [row["base"], sketch_id])
         db["sketches"].update(sketch_id, {"selected": 1})
-        audit.record(db, actor, "select_sketch", "sketch", sketch_id, why,
-                     details={"base": row["base"]}, now=now)
+        audit.record(
+            db, actor, "select_sketch", "sketch", sketch_id, why, details={"base": row["base"]}, now=now
+        )
 
 
 def get_sketch(db: sqlite_utils.Database, sketch_id: int) -> dict:
@@ -213,8 +260,7 @@ def selected_sketch(db: sqlite_utils.Database, base: str) -> dict:
     """
     row = _selected_row(db, base)
     if row is None:
-        raise NotFound(f"base concept {base!r} has no sketch yet; an admin imports one on "
-                       "the Sketches tab")
+        raise NotFound(f"base concept {base!r} has no sketch yet; an admin imports one on the Sketches tab")
     return row
 
 
@@ -236,23 +282,34 @@ def sketch_data_url(data_dir: str | Path, row: dict) -> str:
 
 def bases_without_sketch(db: sqlite_utils.Database) -> list[dict]:
     """Base concepts that lack a selected sketch: ``base`` and ``category``, by category."""
-    return list(db.query(
-        "select key as base, category from concepts c where modifier_type = 'original' and "
-        "not exists (select 1 from sketches s where s.base = c.key and s.selected = 1) "
-        "order by category, key"))
+    return list(
+        db.query(
+            "select key as base, category from concepts c where modifier_type = 'original' and "
+            "not exists (select 1 from sketches s where s.base = c.key and s.selected = 1) "
+            "order by category, key"
+        )
+    )
 
 
 def base_concepts(db: sqlite_utils.Database) -> list[str]:
     """Every base concept in the store, alphabetically."""
-    return [r["key"] for r in db.query(
-        "select key from concepts where modifier_type = 'original' order by key")]
+    return [
+        r["key"] for r in db.query("select key from concepts where modifier_type = 'original' order by key")
+    ]
 
 
-def import_sketches(db: sqlite_utils.Database, data_dir: str | Path,
-                    files: Sequence[str | Path], *, base: str | None = None,
-                    names: Sequence[str] | None = None, select: bool = True,
-                    actor: str = "admin", max_pixels: int = MAX_PIXELS,
-                    max_bytes: int = MAX_BYTES) -> list[ImportResult]:
+def import_sketches(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    files: Sequence[str | Path],
+    *,
+    base: str | None = None,
+    names: Sequence[str] | None = None,
+    select: bool = True,
+    actor: str = "admin",
+    max_pixels: int = MAX_PIXELS,
+    max_bytes: int = MAX_BYTES,
+) -> list[ImportResult]:
     """Vet, normalise and store sketch files; a refused file never stops the others.
 
     Parameters
@@ -286,37 +343,45 @@ def import_sketches(db: sqlite_utils.Database, data_dir: str | Path,
     for path, name in zip(files, names):
         target = base or concept_for_filename(name, bases)
         if target is None:
-            results.append(ImportResult(name, None, None, "no base concept is named like this "
-                                        "file; rename it (e.g. apple.png) or pick the concept"))
+            results.append(
+                ImportResult(
+                    name,
+                    None,
+                    None,
+                    "no base concept is named like this file; rename it (e.g. apple.png) or pick the concept",
+                )
+            )
             continue
         try:
             png = _vetted_png(Path(path), name, max_pixels, max_bytes)
         except (NotLineArtError, InvalidInput, ValueError) as error:
             results.append(ImportResult(name, target, None, str(error)))
             continue
-        sketch_id = add_sketch(db, data_dir, target, png, source="imported", select=select,
-                               meta={"file": name}, actor=actor)
+        sketch_id = add_sketch(
+            db, data_dir, target, png, source="imported", select=select, meta={"file": name}, actor=actor
+        )
         results.append(ImportResult(name, target, sketch_id, ""))
     return results
 
 
-def import_sketch_folder(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path,
-                         **options) -> list[ImportResult]:
+def import_sketch_folder(
+    db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path, **options
+) -> list[ImportResult]:
     """`import_sketches` on every file of `folder` with a suffix in `IMPORT_SUFFIXES`,
     by name; each file's concept comes from its name."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InvalidInput(f"`folder` must be a folder, got {str(folder)!r}")
-    files = sorted(p for p in folder.iterdir()
-                   if p.is_file() and p.suffix.lower() in IMPORT_SUFFIXES)
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMPORT_SUFFIXES)
     return import_sketches(db, data_dir, files, **options)
 
 
 def _vetted_png(path: Path, name: str, max_pixels: int, max_bytes: int) -> bytes:
     suffix = Path(name).suffix.lower()
     if suffix not in IMPORT_SUFFIXES:
-        raise InvalidInput(f"{name}: expected one of {', '.join(IMPORT_SUFFIXES)}, got "
-                           f"{suffix or 'no suffix'}")
+        raise InvalidInput(
+            f"{name}: expected one of {', '.join(IMPORT_SUFFIXES)}, got {suffix or 'no suffix'}"
+        )
     if suffix != ".svg":
         decode_image(path, max_pixels=max_pixels, max_bytes=max_bytes, name=name)
     elif path.stat().st_size > max_bytes:
@@ -338,11 +403,22 @@ def _renamed(path: Path, suffix: str) -> Path:
     return copy
 
 
-def generate_candidates(db: sqlite_utils.Database, data_dir: str | Path, base: str,
-                        pipeline, rng: np.random.Generator, *, n: int = CANDIDATES,
-                        guidance_scale: float = 7.5, steps: int = 50, resolution: int = 1024,
-                        guidance_param: str = "guidance_scale", model: str = "",
-                        call_kwargs: dict | None = None, actor: str = "admin") -> list[Candidate]:
+def generate_candidates(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    base: str,
+    pipeline,
+    rng: np.random.Generator,
+    *,
+    n: int = CANDIDATES,
+    guidance_scale: float = 7.5,
+    steps: int = 50,
+    resolution: int = 1024,
+    guidance_param: str = "guidance_scale",
+    model: str = "",
+    call_kwargs: dict | None = None,
+    actor: str = "admin",
+) -> list[Candidate]:
     """Generate `n` sketch candidates for a base concept and store those that are line art.
 
     Steps: the paper's prompt (`annotation.sketches.importing.sketch_prompt`, Appendix B.2), one
@@ -374,17 +450,30 @@ def generate_candidates(db: sqlite_utils.Database, data_dir: str | Path, base: s
         raise InvalidInput(f"`n` must be a whole number >= 1, got {n!r}")
     prompt = sketch_prompt(base)
     seeds = [int(s) for s in rng.integers(0, 2**63 - 1, size=n)]
-    output = generate(pipeline, [prompt] * n, seeds, guidance_scale,
-                      guidance_param=guidance_param, steps=steps, resolution=resolution,
-                      call_kwargs=call_kwargs)
-    meta = {"prompt": prompt, "model": model, "guidance_scale": float(guidance_scale),
-            "steps": steps}
+    output = generate(
+        pipeline,
+        [prompt] * n,
+        seeds,
+        guidance_scale,
+        guidance_param=guidance_param,
+        steps=steps,
+        resolution=resolution,
+        call_kwargs=call_kwargs,
+    )
+    meta = {"prompt": prompt, "model": model, "guidance_scale": float(guidance_scale), "steps": steps}
     return store_candidates(db, data_dir, base, output.images, seeds, meta=meta, actor=actor)
 
 
-def store_candidates(db: sqlite_utils.Database, data_dir: str | Path, base: str,
-                     images: Sequence[np.ndarray], seeds: Sequence[int], *,
-                     meta: dict | None = None, actor: str = "admin") -> list[Candidate]:
+def store_candidates(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    base: str,
+    images: Sequence[np.ndarray],
+    seeds: Sequence[int],
+    *,
+    meta: dict | None = None,
+    actor: str = "admin",
+) -> list[Candidate]:
     """Vet generated images as line art; store the ones that pass, unselected.
 
     Parameters
@@ -408,20 +497,28 @@ def store_candidates(db: sqlite_utils.Database, data_dir: str | Path, base: str,
             candidates.append(Candidate(image, seed, None, str(error)))
             continue
         png = encode_png(normalize_sketch(image))
-        sketch_id = add_sketch(db, data_dir, base, png, source="generated", select=False,
-                               meta={**(meta or {}), "seed": seed}, actor=actor)
+        sketch_id = add_sketch(
+            db,
+            data_dir,
+            base,
+            png,
+            source="generated",
+            select=False,
+            meta={**(meta or {}), "seed": seed},
+            actor=actor,
+        )
         candidates.append(Candidate(image, seed, sketch_id, ""))
     return candidates
 
 
 def _selected_row(db, base: str) -> dict | None:
-    rows = list(db["sketches"].rows_where("base = ? and selected = 1", [base],
-                                          order_by="id desc", limit=1))
+    rows = list(db["sketches"].rows_where("base = ? and selected = 1", [base], order_by="id desc", limit=1))
     return rows[0] if rows else None
 
 
 def _check_base(db, base: str) -> None:
     concept = get_concept(db, base)
     if concept["modifier_type"] != "original":
-        raise InvalidInput(f"`base` must be a base concept such as {concept['base']!r}, got "
-                           f"the variant {base!r}")
+        raise InvalidInput(
+            f"`base` must be a base concept such as {concept['base']!r}, got the variant {base!r}"
+        )

@@ -89,8 +89,9 @@ class ModelSource:
             fields = json.loads(key)
             return cls(str(fields["model"]), str(fields["run"]), float(fields["cfg"]))
         except (TypeError, ValueError, KeyError) as error:
-            raise InvalidInput(f"`source` must be a model source key such as "
-                               f"'{cls('sana', 'run1', 4.5).key}', got {key!r}") from error
+            raise InvalidInput(
+                f"`source` must be a model source key such as '{cls('sana', 'run1', 4.5).key}', got {key!r}"
+            ) from error
 
 
 @dataclass(frozen=True)
@@ -143,10 +144,12 @@ def designers_ground_truth(*, min_colorings: int = 1) -> GroundTruthSource:
         human = human_rows.read(db, human_rows.DESIGNERS, [key]).get(key)
         if human is None or human.n_colorings < min_colorings:
             return None
-        dominant = tuple(("#{:02x}{:02x}{:02x}".format(*g["rgb"][0]), len(g["image_indices"]))
-                         for g in human.groups)
+        dominant = tuple(
+            ("#{:02x}{:02x}{:02x}".format(*g["rgb"][0]), len(g["image_indices"])) for g in human.groups
+        )
         paths = tuple(db["colorings"].get(i)["image_path"] for i in human.coloring_ids)
         return GroundTruth(human.p, human.n_colorings, dominant, paths)
+
     return GroundTruthSource(human_rows.DESIGNERS, get)
 
 
@@ -159,6 +162,7 @@ def reference_ground_truth(db: sqlite_utils.Database, label: str) -> GroundTruth
 
     def get(_db, key: str) -> GroundTruth | None:
         return GroundTruth(stored[key], 0) if key in stored else None
+
     return GroundTruthSource(label, get)
 
 
@@ -188,13 +192,21 @@ def available_sources(db: sqlite_utils.Database, style: str) -> list[tuple[Model
     return sorted(counts.items(), key=lambda item: (item[0].model, item[0].run, item[0].cfg))
 
 
-def create_study(db: sqlite_utils.Database, name: str, sources: Sequence[ModelSource],
-                 ground_truth: GroundTruthSource, *, seed: int,
-                 n_concepts: int = DEFAULT_CONCEPTS, style: str = DEFAULT_STYLE,
-                 votes_per_pair: int = DEFAULT_VOTES,
-                 attention_rate: float = DEFAULT_ATTENTION_RATE,
-                 trials_per_participant: int = DEFAULT_TRIALS_PER_PARTICIPANT,
-                 created_by: str = "admin", now: dt.datetime | None = None) -> int:
+def create_study(
+    db: sqlite_utils.Database,
+    name: str,
+    sources: Sequence[ModelSource],
+    ground_truth: GroundTruthSource,
+    *,
+    seed: int,
+    n_concepts: int = DEFAULT_CONCEPTS,
+    style: str = DEFAULT_STYLE,
+    votes_per_pair: int = DEFAULT_VOTES,
+    attention_rate: float = DEFAULT_ATTENTION_RATE,
+    trials_per_participant: int = DEFAULT_TRIALS_PER_PARTICIPANT,
+    created_by: str = "admin",
+    now: dt.datetime | None = None,
+) -> int:
     """Design a draft study and store its pairs and trial content (module docstring).
 
     Parameters
@@ -230,52 +242,86 @@ def create_study(db: sqlite_utils.Database, name: str, sources: Sequence[ModelSo
         A study called `name` exists.
     """
     check_length(name, "name", 200)
-    _check_design(name, sources, seed, n_concepts, style, votes_per_pair, attention_rate,
-                  trials_per_participant)
+    _check_design(
+        name, sources, seed, n_concepts, style, votes_per_pair, attention_rate, trials_per_participant
+    )
     outputs = [_outputs(db, source, style) for source in sources]
     eligible = sorted(set.intersection(*(set(o) for o in outputs)) & _concept_keys(db))
     rng = np.random.default_rng(seed)
     chosen = _sample_with_truth(db, eligible, ground_truth, rng, n_concepts)
     checks = _attention_checks(chosen, [s.model for s in sources], attention_rate, rng)
-    design = {"name": name, "style": style, "seed": seed, "ground_truth": ground_truth.name,
-              "sources": [asdict(s) for s in sources], "n_concepts": n_concepts,
-              "eligible_concepts": len(eligible), "concepts": sorted(chosen),
-              "votes_per_pair": votes_per_pair, "attention_rate": attention_rate,
-              "attention_check_pairs": [list(c) for c in checks],
-              "trials_per_participant": trials_per_participant,
-              "colorings_shown": COLORINGS_SHOWN, "images_shown": IMAGES_SHOWN,
-              "created_by": created_by}
+    design = {
+        "name": name,
+        "style": style,
+        "seed": seed,
+        "ground_truth": ground_truth.name,
+        "sources": [asdict(s) for s in sources],
+        "n_concepts": n_concepts,
+        "eligible_concepts": len(eligible),
+        "concepts": sorted(chosen),
+        "votes_per_pair": votes_per_pair,
+        "attention_rate": attention_rate,
+        "attention_check_pairs": [list(c) for c in checks],
+        "trials_per_participant": trials_per_participant,
+        "colorings_shown": COLORINGS_SHOWN,
+        "images_shown": IMAGES_SHOWN,
+        "created_by": created_by,
+    }
     with transaction(db):
         if db["studies"].count_where("name = ?", [name]):
             raise Conflict(f"a study called {name!r} exists; choose another name")
-        study_id = db["studies"].insert({"name": name, "votes_per_pair": votes_per_pair,
-                                         "meta": json.dumps(design), "created": iso(now)}).last_pk
+        study_id = (
+            db["studies"]
+            .insert(
+                {
+                    "name": name,
+                    "votes_per_pair": votes_per_pair,
+                    "meta": json.dumps(design),
+                    "created": iso(now),
+                }
+            )
+            .last_pk
+        )
         _store_content(db, study_id, chosen, sources, outputs, rng)
         _store_pairs(db, study_id, sorted(chosen), [s.model for s in sources], checks)
-        audit.record(db, created_by, "create_study", "study", study_id, now=now,
-                     details={"name": name, "pairs": study_size(db, study_id)})
+        audit.record(
+            db,
+            created_by,
+            "create_study",
+            "study",
+            study_id,
+            now=now,
+            details={"name": name, "pairs": study_size(db, study_id)},
+        )
     return study_id
 
 
-def _check_design(name, sources, seed, n_concepts, style, votes_per_pair, attention_rate,
-                  trials_per_participant) -> None:
+def _check_design(
+    name, sources, seed, n_concepts, style, votes_per_pair, attention_rate, trials_per_participant
+) -> None:
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput(f"`name` must be a non-empty text, got {name!r}")
     models = [getattr(s, "model", None) for s in sources]
     if len(models) < 2 or not all(isinstance(s, ModelSource) for s in sources):
         raise InvalidInput(f"`sources` must be two or more ModelSource, got {list(sources)!r}")
     if len(set(models)) != len(models) or GROUND_TRUTH in models:
-        raise InvalidInput(f"`sources` must name distinct models other than "
-                           f"{GROUND_TRUTH!r}, got {models}")
-    for label, value in (("seed", seed), ("n_concepts", n_concepts),
-                         ("votes_per_pair", votes_per_pair),
-                         ("trials_per_participant", trials_per_participant)):
+        raise InvalidInput(f"`sources` must name distinct models other than {GROUND_TRUTH!r}, got {models}")
+    for label, value in (
+        ("seed", seed),
+        ("n_concepts", n_concepts),
+        ("votes_per_pair", votes_per_pair),
+        ("trials_per_participant", trials_per_participant),
+    ):
         _check_whole(label, value, 0 if label == "seed" else 1)
     _check_choice("style", style, STYLES)
-    if (isinstance(attention_rate, bool) or not isinstance(attention_rate, (int, float))
-            or not 0 <= attention_rate <= MAX_ATTENTION_RATE):
-        raise InvalidInput(f"`attention_rate` must be a number in [0, {MAX_ATTENTION_RATE}], "
-                           f"got {attention_rate!r}")
+    if (
+        isinstance(attention_rate, bool)
+        or not isinstance(attention_rate, (int, float))
+        or not 0 <= attention_rate <= MAX_ATTENTION_RATE
+    ):
+        raise InvalidInput(
+            f"`attention_rate` must be a number in [0, {MAX_ATTENTION_RATE}], got {attention_rate!r}"
+        )
 
 
 def _check_whole(label: str, value, minimum: int) -> None:
@@ -294,25 +340,35 @@ def _concept_keys(db) -> set[str]:
 
 def _outputs(db, source: ModelSource, style: str) -> dict[str, dict]:
     """Per concept key: the source's distribution row, with ``images`` (usable, by sample)."""
-    rows = {r["concept"]: r for r in runs.model_distributions(db, run=source.run,
-                                                              model=source.model)
-            if r["style"] == style and float(r["cfg"]) == source.cfg and r["p"] is not None}
+    rows = {
+        r["concept"]: r
+        for r in runs.model_distributions(db, run=source.run, model=source.model)
+        if r["style"] == style and float(r["cfg"]) == source.cfg and r["p"] is not None
+    }
     if not rows:
-        raise InvalidInput(f"`sources`: no {style} distributions stored for model "
-                           f"{source.model!r} in run {source.run!r} at cfg {source.cfg}")
+        raise InvalidInput(
+            f"`sources`: no {style} distributions stored for model "
+            f"{source.model!r} in run {source.run!r} at cfg {source.cfg}"
+        )
     images: dict[str, list[tuple[int, str]]] = {}
     for item in runs.items(db, source.run):
-        if (item["model"] == source.model and item["style"] == style
-                and float(item["cfg"]) == source.cfg and item["status"] == "segmented"
-                and item["segment_status"] == "ok" and item["image_path"]):
+        if (
+            item["model"] == source.model
+            and item["style"] == style
+            and float(item["cfg"]) == source.cfg
+            and item["status"] == "segmented"
+            and item["segment_status"] == "ok"
+            and item["image_path"]
+        ):
             images.setdefault(item["concept"], []).append((item["sample"], item["image_path"]))
     for key, row in rows.items():
         row["images"] = [path for _, path in sorted(images.get(key, []))]
     return rows
 
 
-def _sample_with_truth(db, eligible: list[str], ground_truth: GroundTruthSource,
-                       rng: np.random.Generator, n: int) -> dict[str, GroundTruth]:
+def _sample_with_truth(
+    db, eligible: list[str], ground_truth: GroundTruthSource, rng: np.random.Generator, n: int
+) -> dict[str, GroundTruth]:
     """The first `n` concepts of a random order of `eligible` that have a ground truth.
 
     Equivalent to a uniform sample of those with one, while asking for at most as many
@@ -325,13 +381,16 @@ def _sample_with_truth(db, eligible: list[str], ground_truth: GroundTruthSource,
             chosen[eligible[index]] = truth
             if len(chosen) == n:
                 return chosen
-    raise InvalidInput(f"`n_concepts`: only {len(chosen)} concepts have a ground truth "
-                       f"({ground_truth.name}) and an output of every model source "
-                       f"({len(eligible)} have the outputs); got n_concepts={n}")
+    raise InvalidInput(
+        f"`n_concepts`: only {len(chosen)} concepts have a ground truth "
+        f"({ground_truth.name}) and an output of every model source "
+        f"({len(eligible)} have the outputs); got n_concepts={n}"
+    )
 
 
-def _attention_checks(chosen: dict, models: list[str], rate: float,
-                      rng: np.random.Generator) -> list[tuple[str, str]]:
+def _attention_checks(
+    chosen: dict, models: list[str], rate: float, rng: np.random.Generator
+) -> list[tuple[str, str]]:
     n_pairs = len(chosen) * len(models) * (len(models) - 1) // 2
     combos = [(key, model) for key in sorted(chosen) for model in models]
     n_checks = min(len(combos), int(round(rate / (1 - rate) * n_pairs)))
@@ -339,24 +398,41 @@ def _attention_checks(chosen: dict, models: list[str], rate: float,
     return sorted(combos[i] for i in picked)
 
 
-def _store_content(db, study_id: int, chosen: dict[str, GroundTruth],
-                   sources: Sequence[ModelSource], outputs: list[dict], rng) -> None:
+def _store_content(
+    db,
+    study_id: int,
+    chosen: dict[str, GroundTruth],
+    sources: Sequence[ModelSource],
+    outputs: list[dict],
+    rng,
+) -> None:
     for key in sorted(chosen):
         truth = chosen[key]
-        shown = [truth.colorings[i] for i in sorted(rng.permutation(len(truth.colorings))
-                                                    [:COLORINGS_SHOWN])]
-        db["study_ground_truths"].insert({
-            "study_id": study_id, "concept_key": key, "p": _p_json(truth.p, key),
-            "n_colorings": int(truth.n_colorings),
-            "dominant": json.dumps([[h, int(n)] for h, n in truth.dominant]),
-            "colorings": json.dumps(shown), "source": json.dumps({"all": len(truth.colorings)})})
+        shown = [truth.colorings[i] for i in sorted(rng.permutation(len(truth.colorings))[:COLORINGS_SHOWN])]
+        db["study_ground_truths"].insert(
+            {
+                "study_id": study_id,
+                "concept_key": key,
+                "p": _p_json(truth.p, key),
+                "n_colorings": int(truth.n_colorings),
+                "dominant": json.dumps([[h, int(n)] for h, n in truth.dominant]),
+                "colorings": json.dumps(shown),
+                "source": json.dumps({"all": len(truth.colorings)}),
+            }
+        )
         for source, rows in zip(sources, outputs):
             row = rows[key]
-            db["study_candidates"].insert({
-                "study_id": study_id, "concept_key": key, "model": source.model,
-                "p": _p_json(row["p"], f"{source.model}/{key}"), "n_images": row["n_images"],
-                "images": json.dumps(row["images"][:IMAGES_SHOWN]),
-                "source": json.dumps(asdict(source))})
+            db["study_candidates"].insert(
+                {
+                    "study_id": study_id,
+                    "concept_key": key,
+                    "model": source.model,
+                    "p": _p_json(row["p"], f"{source.model}/{key}"),
+                    "n_images": row["n_images"],
+                    "images": json.dumps(row["images"][:IMAGES_SHOWN]),
+                    "source": json.dumps(asdict(source)),
+                }
+            )
 
 
 def _p_json(p, what: str) -> str:
@@ -366,20 +442,39 @@ def _p_json(p, what: str) -> str:
         raise InvalidInput(str(error)) from None
 
 
-def _store_pairs(db, study_id: int, keys: list[str], models: list[str],
-                 checks: list[tuple[str, str]]) -> None:
-    rows = [{"study_id": study_id, "concept_key": key, "a": a, "b": b,
-             "meta": json.dumps({"attention_check": False})}
-            for key in keys for a, b in itertools.combinations(sorted(models), 2)]
-    rows += [{"study_id": study_id, "concept_key": key, "a": model, "b": GROUND_TRUTH,
-              "meta": json.dumps({"attention_check": True})} for key, model in checks]
+def _store_pairs(
+    db, study_id: int, keys: list[str], models: list[str], checks: list[tuple[str, str]]
+) -> None:
+    rows = [
+        {
+            "study_id": study_id,
+            "concept_key": key,
+            "a": a,
+            "b": b,
+            "meta": json.dumps({"attention_check": False}),
+        }
+        for key in keys
+        for a, b in itertools.combinations(sorted(models), 2)
+    ]
+    rows += [
+        {
+            "study_id": study_id,
+            "concept_key": key,
+            "a": model,
+            "b": GROUND_TRUTH,
+            "meta": json.dumps({"attention_check": True}),
+        }
+        for key, model in checks
+    ]
     db["study_pairs"].insert_all(rows)
 
 
 def study_size(db: sqlite_utils.Database, study_id: int) -> dict[str, int]:
     """``{"pairs": study pairs, "attention_checks": check pairs}`` of a study."""
-    row = db.execute("select sum(b != ?), sum(b = ?) from study_pairs where study_id = ?",
-                     [GROUND_TRUTH, GROUND_TRUTH, study_id]).fetchone()
+    row = db.execute(
+        "select sum(b != ?), sum(b = ?) from study_pairs where study_id = ?",
+        [GROUND_TRUTH, GROUND_TRUTH, study_id],
+    ).fetchone()
     return {"pairs": row[0] or 0, "attention_checks": row[1] or 0}
 
 
@@ -394,14 +489,24 @@ def get_study(db: sqlite_utils.Database, study_id: int) -> dict:
 def study_design(db: sqlite_utils.Database, study_id: int) -> dict:
     """The design as recorded (JSON-able), with ``id``, ``created``, ``frozen`` and sizes."""
     study = get_study(db, study_id)
-    return {"id": study["id"], **json.loads(study["meta"]), "created": study["created"],
-            "frozen": study["frozen"], **study_size(db, study_id)}
+    return {
+        "id": study["id"],
+        **json.loads(study["meta"]),
+        "created": study["created"],
+        "frozen": study["frozen"],
+        **study_size(db, study_id),
+    }
 
 
-def update_study(db: sqlite_utils.Database, study_id: int, actor: Actor, *,
-                 votes_per_pair: int | None = None,
-                 trials_per_participant: int | None = None,
-                 now: dt.datetime | None = None) -> dict:
+def update_study(
+    db: sqlite_utils.Database,
+    study_id: int,
+    actor: Actor,
+    *,
+    votes_per_pair: int | None = None,
+    trials_per_participant: int | None = None,
+    now: dt.datetime | None = None,
+) -> dict:
     """Change a draft's votes per pair or trials per participant; returns the design.
 
     Raises
@@ -409,23 +514,26 @@ def update_study(db: sqlite_utils.Database, study_id: int, actor: Actor, *,
     StudyFrozen
         If the study is open.
     """
-    changes = {k: v for k, v in (("votes_per_pair", votes_per_pair),
-                                 ("trials_per_participant", trials_per_participant))
-               if v is not None}
+    changes = {
+        k: v
+        for k, v in (("votes_per_pair", votes_per_pair), ("trials_per_participant", trials_per_participant))
+        if v is not None
+    }
     for label, value in changes.items():
         _check_whole(label, value, 1)
     with transaction(db):
         study = _draft(db, study_id)
         design = {**json.loads(study["meta"]), **changes}
-        db["studies"].update(study_id, {"meta": json.dumps(design),
-                                        "votes_per_pair": design["votes_per_pair"]})
-        audit.record(db, actor.pseudonym, "update_study", "study", study_id, details=changes,
-                     now=now)
+        db["studies"].update(
+            study_id, {"meta": json.dumps(design), "votes_per_pair": design["votes_per_pair"]}
+        )
+        audit.record(db, actor.pseudonym, "update_study", "study", study_id, details=changes, now=now)
     return study_design(db, study_id)
 
 
-def open_study(db: sqlite_utils.Database, study_id: int, actor: Actor, *,
-               now: dt.datetime | None = None) -> dict:
+def open_study(
+    db: sqlite_utils.Database, study_id: int, actor: Actor, *, now: dt.datetime | None = None
+) -> dict:
     """Freeze the study's design and hand its pairs out; returns the design.
 
     Raises
@@ -443,21 +551,27 @@ def open_study(db: sqlite_utils.Database, study_id: int, actor: Actor, *,
 def _draft(db, study_id: int) -> dict:
     study = get_study(db, study_id)
     if study["frozen"]:
-        raise StudyFrozen(f"study {study['name']!r} was opened on {study['frozen'][:16]} UTC "
-                          "and its design is frozen; set up a new study to change it")
+        raise StudyFrozen(
+            f"study {study['name']!r} was opened on {study['frozen'][:16]} UTC "
+            "and its design is frozen; set up a new study to change it"
+        )
     return study
 
 
 def list_studies(db: sqlite_utils.Database) -> list[dict]:
     """Every study with its progress: pairs, votes wanted and given, complete pairs."""
-    return [dict(row) for row in db.query(
-        "select s.id, s.name, s.created, s.frozen, s.votes_per_pair, "
-        "count(p.id) as pairs, sum(p.b = ?) as attention_checks, "
-        "count(p.id) * s.votes_per_pair as votes_wanted, "
-        "coalesce(sum(v.n), 0) as votes, coalesce(sum(v.n >= s.votes_per_pair), 0) "
-        "as complete_pairs, (select count(distinct j.participant_id) from judgments j join "
-        "study_pairs q on q.id = j.pair_id where q.study_id = s.id) as participants "
-        "from studies s left join study_pairs p on p.study_id = s.id left join "
-        "(select pair_id, count(*) as n from judgments group by pair_id) v on v.pair_id = p.id "
-        "group by s.id order by s.id", [GROUND_TRUTH])]
-
+    return [
+        dict(row)
+        for row in db.query(
+            "select s.id, s.name, s.created, s.frozen, s.votes_per_pair, "
+            "count(p.id) as pairs, sum(p.b = ?) as attention_checks, "
+            "count(p.id) * s.votes_per_pair as votes_wanted, "
+            "coalesce(sum(v.n), 0) as votes, coalesce(sum(v.n >= s.votes_per_pair), 0) "
+            "as complete_pairs, (select count(distinct j.participant_id) from judgments j join "
+            "study_pairs q on q.id = j.pair_id where q.study_id = s.id) as participants "
+            "from studies s left join study_pairs p on p.study_id = s.id left join "
+            "(select pair_id, count(*) as n from judgments group by pair_id) v on v.pair_id = p.id "
+            "group by s.id order by s.id",
+            [GROUND_TRUTH],
+        )
+    ]

@@ -38,8 +38,17 @@ from storage.distributions import decode
 SIDES = ("left", "right")
 BATCH_SIZE = 10
 EXTRA_COLUMNS = ("study_id", "participant", "left_model", "choice", "seconds", "created")
-EXPORT_METRIC_COLUMNS = ("concept", "model", "pcc", "emd", "ed", "dominant_human",
-                  "dominant_model", "dca", "hue_diff")
+EXPORT_METRIC_COLUMNS = (
+    "concept",
+    "model",
+    "pcc",
+    "emd",
+    "ed",
+    "dominant_human",
+    "dominant_model",
+    "dca",
+    "hue_diff",
+)
 
 
 @dataclass(frozen=True)
@@ -81,8 +90,10 @@ class Trial:
 
 def _participant(actor: Actor) -> int:
     if actor.annotator_id is None or "participant" not in actor.roles:
-        raise PermissionDenied(f"judging needs a participant account; {actor.pseudonym} "
-                               "is not one (open a participant invite link)")
+        raise PermissionDenied(
+            f"judging needs a participant account; {actor.pseudonym} "
+            "is not one (open a participant invite link)"
+        )
     return actor.annotator_id
 
 
@@ -92,36 +103,56 @@ def design_background(db: sqlite_utils.Database, actor: Actor) -> bool | None:
     return None if value is None else bool(value)
 
 
-def set_background(db: sqlite_utils.Database, actor: Actor, has_background: bool, *,
-                   now: dt.datetime | None = None) -> None:
+def set_background(
+    db: sqlite_utils.Database, actor: Actor, has_background: bool, *, now: dt.datetime | None = None
+) -> None:
     """Record the participant's answer to the background question."""
     if not isinstance(has_background, (bool, np.bool_)):
         raise InvalidInput(f"`has_background` must be True or False, got {has_background!r}")
     annotator_id = _participant(actor)
     with transaction(db):
         db["annotators"].update(annotator_id, {"design_background": int(has_background)})
-        audit.record(db, actor.pseudonym, "set_design_background", "annotator",
-                     annotator_id, details={"design_background": bool(has_background)},
-                     now=now)
+        audit.record(
+            db,
+            actor.pseudonym,
+            "set_design_background",
+            "annotator",
+            annotator_id,
+            details={"design_background": bool(has_background)},
+            now=now,
+        )
 
 
 def progress(db: sqlite_utils.Database, actor: Actor) -> tuple[int, int]:
     """``(done, total)``: trials the participant judged in open studies, and how many they
     are asked for: per open study its ``trials_per_participant``, at most its pairs."""
     annotator_id = _participant(actor)
-    done = db.execute("select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
-                      "join studies s on s.id = p.study_id where s.frozen is not null and "
-                      "j.participant_id = ?", [annotator_id]).fetchone()[0]
-    total = sum(min(json.loads(row["meta"])["trials_per_participant"], row["pairs"])
-                for row in db.query("select s.meta, count(p.id) as pairs from studies s join "
-                                    "study_pairs p on p.study_id = s.id where s.frozen is not "
-                                    "null group by s.id"))
+    done = db.execute(
+        "select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
+        "join studies s on s.id = p.study_id where s.frozen is not null and "
+        "j.participant_id = ?",
+        [annotator_id],
+    ).fetchone()[0]
+    total = sum(
+        min(json.loads(row["meta"])["trials_per_participant"], row["pairs"])
+        for row in db.query(
+            "select s.meta, count(p.id) as pairs from studies s join "
+            "study_pairs p on p.study_id = s.id where s.frozen is not "
+            "null group by s.id"
+        )
+    )
     return done, total
 
 
-def next_trial(db: sqlite_utils.Database, actor: Actor, rng: np.random.Generator, *,
-               batch_size: int = BATCH_SIZE, minutes: float = assignment.RESERVATION_MINUTES,
-               now: dt.datetime | None = None) -> Trial | None:
+def next_trial(
+    db: sqlite_utils.Database,
+    actor: Actor,
+    rng: np.random.Generator,
+    *,
+    batch_size: int = BATCH_SIZE,
+    minutes: float = assignment.RESERVATION_MINUTES,
+    now: dt.datetime | None = None,
+) -> Trial | None:
     """The participant's next trial, reserving up to `batch_size` pairs when none is held.
 
     Parameters
@@ -144,24 +175,35 @@ def next_trial(db: sqlite_utils.Database, actor: Actor, rng: np.random.Generator
         return None
     held = assignment.open_tasks(db, "judgment", annotator_id, now=now)
     if not held:
-        held = assignment.reserve(db, "judgment", annotator_id, rng,
-                                  min(batch_size, total - done), minutes=minutes, now=now)
+        held = assignment.reserve(
+            db, "judgment", annotator_id, rng, min(batch_size, total - done), minutes=minutes, now=now
+        )
     return trial(db, held[0].id, actor, number=done + 1, total=total) if held else None
 
 
-def trial(db: sqlite_utils.Database, task_id: int, actor: Actor, *, number: int = 0,
-          total: int = 0) -> Trial:
+def trial(db: sqlite_utils.Database, task_id: int, actor: Actor, *, number: int = 0, total: int = 0) -> Trial:
     """The `Trial` of a judgment task the participant holds."""
     task = _judgment_task(db, task_id, _participant(actor))
     pair = db["study_pairs"].get(task.pair_id)
     truth_row = db["study_ground_truths"].get((pair["study_id"], pair["concept_key"]))
-    truth = GroundTruth(decode(truth_row["p"]), truth_row["n_colorings"],
-                        tuple((h, n) for h, n in json.loads(truth_row["dominant"])),
-                        tuple(json.loads(truth_row["colorings"])))
+    truth = GroundTruth(
+        decode(truth_row["p"]),
+        truth_row["n_colorings"],
+        tuple((h, n) for h, n in json.loads(truth_row["dominant"])),
+        tuple(json.loads(truth_row["colorings"])),
+    )
     sides = {slot: _side(db, pair, pair[slot], truth) for slot in ("a", "b")}
     right = "b" if task.left_item == "a" else "a"
-    return Trial(task.id, pair["study_id"], pair["concept_key"], truth,
-                 sides[task.left_item], sides[right], number, total)
+    return Trial(
+        task.id,
+        pair["study_id"],
+        pair["concept_key"],
+        truth,
+        sides[task.left_item],
+        sides[right],
+        number,
+        total,
+    )
 
 
 def _side(db, pair: dict, item: str, truth: GroundTruth) -> Side:
@@ -174,16 +216,25 @@ def _side(db, pair: dict, item: str, truth: GroundTruth) -> Side:
 def _judgment_task(db, task_id, annotator_id: int) -> assignment.Task:
     if isinstance(task_id, bool) or not isinstance(task_id, (int, np.integer)):
         raise InvalidInput(f"`task_id` must be a whole number, got {task_id!r}")
-    rows = list(db["tasks"].rows_where("id = ? and annotator_id = ? and kind = 'judgment'",
-                                       [int(task_id), annotator_id]))
+    rows = list(
+        db["tasks"].rows_where(
+            "id = ? and annotator_id = ? and kind = 'judgment'", [int(task_id), annotator_id]
+        )
+    )
     if not rows:
-        raise InvalidInput(f"`task_id` {task_id} is not a pair handed to you; ask for the "
-                           "next trial")
+        raise InvalidInput(f"`task_id` {task_id} is not a pair handed to you; ask for the next trial")
     return assignment.Task.from_row(rows[0])
 
 
-def record_judgment(db: sqlite_utils.Database, actor: Actor, task_id: int, chosen_side: str,
-                    seconds: float, *, now: dt.datetime | None = None) -> int:
+def record_judgment(
+    db: sqlite_utils.Database,
+    actor: Actor,
+    task_id: int,
+    chosen_side: str,
+    seconds: float,
+    *,
+    now: dt.datetime | None = None,
+) -> int:
     """Store a participant's choice for the pair of a task they hold.
 
     Parameters
@@ -209,22 +260,36 @@ def record_judgment(db: sqlite_utils.Database, actor: Actor, task_id: int, chose
     """
     if chosen_side not in SIDES:
         raise InvalidInput(f"`chosen_side` must be one of {SIDES}, got {chosen_side!r}")
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
-            or not math.isfinite(seconds) or seconds < 0:
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+        or seconds < 0
+    ):
         raise InvalidInput(f"`seconds` must be a finite number >= 0, got {seconds!r}")
     annotator_id = _participant(actor)
     if design_background(db, actor) is None:
-        raise InvalidInput("answer the question about your design or art background "
-                           "before your first trial")
+        raise InvalidInput("answer the question about your design or art background before your first trial")
     _judgment_task(db, task_id, annotator_id)
 
     def write(conn, task: assignment.Task) -> int:
         other = "b" if task.left_item == "a" else "a"
-        return conn["judgments"].insert({
-            "pair_id": task.pair_id, "participant_id": annotator_id,
-            "left_item": task.left_item, "choice": chosen_side,
-            "winner": task.left_item if chosen_side == "left" else other,
-            "seconds_spent": float(seconds), "created": iso(now)}).last_pk
+        return (
+            conn["judgments"]
+            .insert(
+                {
+                    "pair_id": task.pair_id,
+                    "participant_id": annotator_id,
+                    "left_item": task.left_item,
+                    "choice": chosen_side,
+                    "winner": task.left_item if chosen_side == "left" else other,
+                    "seconds_spent": float(seconds),
+                    "created": iso(now),
+                }
+            )
+            .last_pk
+        )
+
     return assignment.submit(db, int(task_id), annotator_id, write, now=now)
 
 
@@ -233,8 +298,7 @@ def seconds_since(shown_at: str, *, now: dt.datetime | None = None) -> float:
     try:
         shown = parse_iso(shown_at)
     except (TypeError, ValueError) as error:
-        raise InvalidInput(f"`shown_at` must be a time such as {iso()!r}, "
-                           f"got {shown_at!r}") from error
+        raise InvalidInput(f"`shown_at` must be a time such as {iso()!r}, got {shown_at!r}") from error
     return max(0.0, ((utcnow() if now is None else now) - shown).total_seconds())
 
 
@@ -257,9 +321,11 @@ def votes_frame(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
         "case j.left_item when 'a' then p.a else p.b end, j.choice, j.seconds_spent, "
         "j.created from judgments j join study_pairs p on p.id = j.pair_id join annotators a "
         "on a.id = j.participant_id where p.study_id = ? order by j.id",
-        [GROUND_TRUTH, study_id]).fetchall()
-    frame = pd.DataFrame(rows, columns=[c for c in VOTE_COLUMNS if c != "attention_passed"]
-                         + list(EXTRA_COLUMNS))
+        [GROUND_TRUTH, study_id],
+    ).fetchall()
+    frame = pd.DataFrame(
+        rows, columns=[c for c in VOTE_COLUMNS if c != "attention_passed"] + list(EXTRA_COLUMNS)
+    )
     frame["design_background"] = frame["design_background"].astype(bool)
     frame["attention_check"] = frame["attention_check"].astype(bool)
     passed = (frame["chosen"] == GROUND_TRUTH).astype(object)
@@ -279,12 +345,15 @@ def study_metrics(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
         from `evaluation.analysis.scoring.concept_metrics`.
     """
     get_study(db, study_id)
-    rows = list(db.query(
-        "select c.concept_key, c.model, c.p, g.p as human from study_candidates c join "
-        "study_ground_truths g on g.study_id = c.study_id and g.concept_key = c.concept_key "
-        "where c.study_id = ? order by c.concept_key, c.model", [study_id]))
-    frame = pd.DataFrame({"concept": [r["concept_key"] for r in rows],
-                          "model": [r["model"] for r in rows]})
+    rows = list(
+        db.query(
+            "select c.concept_key, c.model, c.p, g.p as human from study_candidates c join "
+            "study_ground_truths g on g.study_id = c.study_id and g.concept_key = c.concept_key "
+            "where c.study_id = ? order by c.concept_key, c.model",
+            [study_id],
+        )
+    )
+    frame = pd.DataFrame({"concept": [r["concept_key"] for r in rows], "model": [r["model"] for r in rows]})
     if not rows:
         return frame.reindex(columns=EXPORT_METRIC_COLUMNS)
     human = np.array([decode(r["human"]) for r in rows])
@@ -294,14 +363,15 @@ def study_metrics(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
     return frame[list(EXPORT_METRIC_COLUMNS)]
 
 
-def export_votes(db: sqlite_utils.Database, path: str | Path, *,
-                 study_id: int | None = None) -> int:
+def export_votes(db: sqlite_utils.Database, path: str | Path, *, study_id: int | None = None) -> int:
     """Write the votes of one study (default: every study) as CSV; returns the row count."""
-    ids = [study_id] if study_id is not None else [
-        row[0] for row in db.execute("select id from studies order by id")]
+    ids = (
+        [study_id]
+        if study_id is not None
+        else [row[0] for row in db.execute("select id from studies order by id")]
+    )
     frames = [votes_frame(db, i) for i in ids]
-    frame = pd.concat(frames) if frames else pd.DataFrame(
-        columns=list(VOTE_COLUMNS + EXTRA_COLUMNS))
+    frame = pd.concat(frames) if frames else pd.DataFrame(columns=list(VOTE_COLUMNS + EXTRA_COLUMNS))
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False)
     return len(frame)
@@ -317,18 +387,26 @@ def export_study(db: sqlite_utils.Database, study_id: int, folder: str | Path) -
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    paths = {"votes": folder / "votes.csv", "metrics": folder / "metrics.csv",
-             "design": folder / "design.json"}
+    paths = {
+        "votes": folder / "votes.csv",
+        "metrics": folder / "metrics.csv",
+        "design": folder / "design.json",
+    }
     export_votes(db, paths["votes"], study_id=study_id)
     study_metrics(db, study_id).to_csv(paths["metrics"], index=False)
-    paths["design"].write_text(json.dumps(study_design(db, study_id), indent=2),
-                               encoding="utf-8")
+    paths["design"].write_text(json.dumps(study_design(db, study_id), indent=2), encoding="utf-8")
     return paths
 
 
-def analyse_study(db: sqlite_utils.Database, study_id: int, folder: str | Path, *,
-                  rng: np.random.Generator, n_boot: int = 1000,
-                  exclude_flagged: bool = False) -> tuple[dict[str, pd.DataFrame], list[Path]]:
+def analyse_study(
+    db: sqlite_utils.Database,
+    study_id: int,
+    folder: str | Path,
+    *,
+    rng: np.random.Generator,
+    n_boot: int = 1000,
+    exclude_flagged: bool = False,
+) -> tuple[dict[str, pd.DataFrame], list[Path]]:
     """Analyse a study (`evaluation.analysis.judgment_report.analyse`) and write every table as CSV.
 
     Parameters
@@ -350,7 +428,12 @@ def analyse_study(db: sqlite_utils.Database, study_id: int, folder: str | Path, 
         The CSV and JSON files written.
     """
     exported = export_study(db, study_id, folder)
-    tables = analyse(votes_frame(db, study_id), study_metrics(db, study_id), rng=rng,
-                     n_boot=n_boot, exclude_flagged=exclude_flagged)
+    tables = analyse(
+        votes_frame(db, study_id),
+        study_metrics(db, study_id),
+        rng=rng,
+        n_boot=n_boot,
+        exclude_flagged=exclude_flagged,
+    )
     written = write_tables(tables, folder)
     return tables, [*written.values(), *exported.values()]

@@ -66,7 +66,9 @@ def strip_of(groups: Sequence | None) -> tuple[np.ndarray, tuple[int, ...]] | tu
     """
     if not groups:
         return None, None
-    as_dicts = [g if isinstance(g, Mapping) else {"rgb": g.rgb, "image_indices": g.image_indices} for g in groups]
+    as_dicts = [
+        g if isinstance(g, Mapping) else {"rgb": g.rgb, "image_indices": g.image_indices} for g in groups
+    ]
     colors = np.stack([np.asarray(g["rgb"], dtype=np.uint8).reshape(-1, 3)[0] for g in as_dicts])
     return colors, tuple(len(g["image_indices"]) for g in as_dicts)
 
@@ -92,7 +94,9 @@ def rows_at_cfg(rows: Sequence[Mapping], cfg: str | float) -> list[dict]:
     latest = latest_distributions(rows)
     if not latest:
         return []
-    chosen = resolve_cfg(pd.DataFrame({"model": [r["model"] for r in latest], "cfg": [r["cfg"] for r in latest]}), cfg)
+    chosen = resolve_cfg(
+        pd.DataFrame({"model": [r["model"] for r in latest], "cfg": [r["cfg"] for r in latest]}), cfg
+    )
     return [r for r in latest if np.isclose(float(r["cfg"]), chosen[r["model"]])]
 
 
@@ -101,8 +105,10 @@ def model_panels(rows: Sequence[Mapping]) -> list[Panel]:
     panels = []
     for row in sorted(rows, key=lambda r: (r["model"], r["style"], r["cfg"])):
         colors, counts = strip_of(row.get("groups"))
-        title = (f"{row['model']} · {row['style']} · cfg {float(row['cfg']):g} "
-                 f"({row['n_images']} images, {row['n_excluded']} excluded)")
+        title = (
+            f"{row['model']} · {row['style']} · cfg {float(row['cfg']):g} "
+            f"({row['n_images']} images, {row['n_excluded']} excluded)"
+        )
         panels.append(Panel(title, np.asarray(row["p"], dtype=np.float64), colors, counts))
     return panels
 
@@ -122,8 +128,13 @@ def distributions_figure(panels: Sequence[Panel], *, columns: int = 2) -> go.Fig
         raise ValueError("`panels` is empty: nothing to draw")
     rows = math.ceil(len(panels) / columns)
     plot_px = rows * CHART_ROW_PX + (rows - 1) * CHART_GAP_PX
-    fig = make_subplots(rows=rows, cols=columns, subplot_titles=[p.title for p in panels],
-                        vertical_spacing=CHART_GAP_PX / plot_px if rows > 1 else 0, horizontal_spacing=0.08)
+    fig = make_subplots(
+        rows=rows,
+        cols=columns,
+        subplot_titles=[p.title for p in panels],
+        vertical_spacing=CHART_GAP_PX / plot_px if rows > 1 else 0,
+        horizontal_spacing=0.08,
+    )
     top = 1.05 * max(float(p.p.max()) for p in panels)
     for i, panel in enumerate(panels):
         row, col = i // columns + 1, i % columns + 1
@@ -134,8 +145,13 @@ def distributions_figure(panels: Sequence[Panel], *, columns: int = 2) -> go.Fig
     fig.update_yaxes(title="probability", col=1)
     fig.update_xaxes(range=[-0.5, 70.5], dtick=10)
     margin = {**figures.LAYOUT["margin"], "t": 50, "b": 50}
-    fig.update_layout(height=plot_px + margin["t"] + margin["b"], showlegend=False, bargap=0.05,
-                      template=figures.LAYOUT["template"], margin=margin)
+    fig.update_layout(
+        height=plot_px + margin["t"] + margin["b"],
+        showlegend=False,
+        bargap=0.05,
+        template=figures.LAYOUT["template"],
+        margin=margin,
+    )
     return fig
 
 
@@ -157,27 +173,48 @@ def strips_figure(panels: Sequence[Panel]) -> go.Figure:
         raise ValueError("`panels` is empty: nothing to draw")
     n = len(panels)
     plot_px = n * STRIP_ROW_PX + (n - 1) * STRIP_GAP_PX
-    fig = make_subplots(rows=n, cols=1, subplot_titles=[p.title for p in panels],
-                        vertical_spacing=STRIP_GAP_PX / plot_px if n > 1 else 0)
+    fig = make_subplots(
+        rows=n,
+        cols=1,
+        subplot_titles=[p.title for p in panels],
+        vertical_spacing=STRIP_GAP_PX / plot_px if n > 1 else 0,
+    )
     for i, panel in enumerate(panels, start=1):
         if panel.colors is None:
             fig.add_trace(go.Bar(x=[], y=[], hoverinfo="skip"), row=i, col=1)
-            fig.add_annotation(text=NO_SAMPLES_NOTE, showarrow=False, font={"size": 14},
-                               xref="x domain", yref="y domain", x=0.5, y=0.5, row=i, col=1)
+            fig.add_annotation(
+                text=NO_SAMPLES_NOTE,
+                showarrow=False,
+                font={"size": 14},
+                xref="x domain",
+                yref="y domain",
+                x=0.5,
+                y=0.5,
+                row=i,
+                col=1,
+            )
         else:
             fig.add_trace(figures.dominant_strip(panel.colors, panel.counts).data[0], row=i, col=1)
     fig.update_xaxes(showticklabels=False, showgrid=False)
     fig.update_yaxes(visible=False, range=[0, 1], fixedrange=True)
     margin = {"l": 10, "r": 10, "t": STRIP_GAP_PX, "b": 30}
-    fig.update_layout(height=plot_px + margin["t"] + margin["b"], margin=margin, showlegend=False, bargap=0.04,
-                      template=figures.LAYOUT["template"],
-                      uniformtext={"minsize": figures.STRIP_MIN_FONT, "mode": "show"})
-    fig.update_xaxes(title={"text": "number on each color: images, or colorings for people", "standoff": 4}, row=n, col=1)
+    fig.update_layout(
+        height=plot_px + margin["t"] + margin["b"],
+        margin=margin,
+        showlegend=False,
+        bargap=0.04,
+        template=figures.LAYOUT["template"],
+        uniformtext={"minsize": figures.STRIP_MIN_FONT, "mode": "show"},
+    )
+    fig.update_xaxes(
+        title={"text": "number on each color: images, or colorings for people", "standoff": 4}, row=n, col=1
+    )
     return fig
 
 
-def concept_metrics(concept: str, human_p: np.ndarray, rows: Sequence[Mapping],
-                    concepts: Sequence[Concept]) -> pd.DataFrame:
+def concept_metrics(
+    concept: str, human_p: np.ndarray, rows: Sequence[Mapping], concepts: Sequence[Concept]
+) -> pd.DataFrame:
     """PCC, EMD, ED, DCA and ΔHue of each model row of `concept` against `human_p`.
 
     Returns
@@ -189,8 +226,9 @@ def concept_metrics(concept: str, human_p: np.ndarray, rows: Sequence[Mapping],
     return with_dca(long)[METRIC_COLUMNS].reset_index(drop=True)
 
 
-def variant_shifts(base: str, concepts: Sequence[Concept], human: Mapping[str, np.ndarray],
-                   rows: Sequence[Mapping]) -> pd.DataFrame:
+def variant_shifts(
+    base: str, concepts: Sequence[Concept], human: Mapping[str, np.ndarray], rows: Sequence[Mapping]
+) -> pd.DataFrame:
     """Shift EMD from base concept `base` to each of its variants, for people and models.
 
     Parameters
@@ -212,14 +250,20 @@ def variant_shifts(base: str, concepts: Sequence[Concept], human: Mapping[str, n
     if not any(c.key == base and c.modifier_type == "original" for c in concepts):
         raise ValueError(f"`base` must be a base concept key such as 'apple', got {base!r}")
     variants = [c for c in concepts if c.base == base and c.modifier_type != "original"]
-    out = [(c.key, c.modifier_type, HUMAN, metrics.shift(human[base], human[c.key]))
-           for c in variants if base in human and c.key in human]
+    out = [
+        (c.key, c.modifier_type, HUMAN, metrics.shift(human[base], human[c.key]))
+        for c in variants
+        if base in human and c.key in human
+    ]
     by_source: dict[str, dict[str, np.ndarray]] = {}
     for row in rows:
         by_source.setdefault(f"{row['model']} · {row['style']}", {})[row["concept"]] = row["p"]
     for source, ps in sorted(by_source.items()):
-        out += [(c.key, c.modifier_type, source, metrics.shift(ps[base], ps[c.key]))
-                for c in variants if base in ps and c.key in ps]
+        out += [
+            (c.key, c.modifier_type, source, metrics.shift(ps[base], ps[c.key]))
+            for c in variants
+            if base in ps and c.key in ps
+        ]
     return pd.DataFrame(out, columns=["concept", "modifier_type", "source", "shift"])
 
 
@@ -227,7 +271,9 @@ def variant_shift_table(shifts: pd.DataFrame) -> pd.DataFrame:
     """`variant_shifts` as one row per variant and one column per source (human first)."""
     if shifts.empty:
         return pd.DataFrame(columns=["concept", "modifier_type", HUMAN])
-    wide = shifts.pivot_table(index=["concept", "modifier_type"], columns="source", values="shift", sort=False)
+    wide = shifts.pivot_table(
+        index=["concept", "modifier_type"], columns="source", values="shift", sort=False
+    )
     ordered = [HUMAN] * (HUMAN in wide.columns) + sorted(c for c in wide.columns if c != HUMAN)
     return wide[ordered].reset_index().rename_axis(columns=None)
 
@@ -240,10 +286,23 @@ def variant_shift_figure(shifts: pd.DataFrame, *, title: str = "") -> go.Figure:
     """
     fig = go.Figure()
     for source, part in shifts.groupby("source", sort=False):
-        fig.add_trace(go.Bar(
-            x=part["concept"], y=part["shift"], name=source, customdata=part[["modifier_type"]].to_numpy(),
-            marker_color=HUMAN_COLOR if source == HUMAN else None,
-            hovertemplate=f"%{{x}} (%{{customdata[0]}})<br>{source}<br>shift EMD %{{y:.2f}}<extra></extra>"))
-    fig.update_layout(**figures.titled(title), barmode="group", yaxis_title="shift EMD from the base concept",
-                      xaxis_title="variant", showlegend=True, legend_title_text="source", **figures.LAYOUT)
+        fig.add_trace(
+            go.Bar(
+                x=part["concept"],
+                y=part["shift"],
+                name=source,
+                customdata=part[["modifier_type"]].to_numpy(),
+                marker_color=HUMAN_COLOR if source == HUMAN else None,
+                hovertemplate=f"%{{x}} (%{{customdata[0]}})<br>{source}<br>shift EMD %{{y:.2f}}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        **figures.titled(title),
+        barmode="group",
+        yaxis_title="shift EMD from the base concept",
+        xaxis_title="variant",
+        showlegend=True,
+        legend_title_text="source",
+        **figures.LAYOUT,
+    )
     return fig

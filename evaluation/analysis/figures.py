@@ -32,8 +32,9 @@ def titled(title: str) -> dict:
     return {"title": title} if title else {}
 
 
-def distribution_bar(p, *, palette: Palette | None = None, title: str = "",
-                     y_max: float | None = None) -> go.Figure:
+def distribution_bar(
+    p, *, palette: Palette | None = None, title: str = "", y_max: float | None = None
+) -> go.Figure:
     """A UW-71 distribution as bars drawn in the palette's own colors.
 
     Parameters
@@ -63,12 +64,16 @@ def distribution_bar(p, *, palette: Palette | None = None, title: str = "",
         raise ValueError(f"`p` must have shape ({N_BINS},) with values in [0, 1], got shape {values.shape}")
     pal = palette or load_uw71()
     custom = [[h, *np.round(lab, 1)] for h, lab in zip(pal.hex, pal.lab)]
-    fig = go.Figure(go.Bar(
-        x=np.arange(N_BINS), y=values, marker={"color": list(pal.hex), "line": {"color": BAR_OUTLINE, "width": 0.5}},
-        customdata=custom,
-        hovertemplate="color %{x} %{customdata[0]}<br>L*a*b* (%{customdata[1]}, %{customdata[2]}, %{customdata[3]})"
-                      "<br>p = %{y:.4f}<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Bar(
+            x=np.arange(N_BINS),
+            y=values,
+            marker={"color": list(pal.hex), "line": {"color": BAR_OUTLINE, "width": 0.5}},
+            customdata=custom,
+            hovertemplate="color %{x} %{customdata[0]}<br>L*a*b* (%{customdata[1]}, %{customdata[2]}, %{customdata[3]})"
+            "<br>p = %{y:.4f}<extra></extra>",
+        )
+    )
     fig.update_layout(bargap=0.05, showlegend=False, **titled(title), **LAYOUT)
     fig.update_xaxes(title="UW-71 color index", range=[-0.5, N_BINS - 0.5])
     fig.update_yaxes(title="probability", range=None if y_max is None else [0, y_max])
@@ -80,7 +85,9 @@ def _to_hex(colors) -> list[str]:
         return [c.lower() for c in colors]
     arr = np.asarray(colors)
     if arr.ndim != 2 or arr.shape[1] != 3 or arr.dtype != np.uint8:
-        raise ValueError(f"`colors` must be hex strings or uint8 sRGB of shape (n, 3), got {arr.dtype} {arr.shape}")
+        raise ValueError(
+            f"`colors` must be hex strings or uint8 sRGB of shape (n, 3), got {arr.dtype} {arr.shape}"
+        )
     return ["#{:02x}{:02x}{:02x}".format(*row) for row in arr]
 
 
@@ -111,17 +118,30 @@ def dominant_strip(colors, counts, *, title: str = "", unit: str = "samples") ->
     counts = [int(c) for c in counts]
     if len(hexes) != len(counts):
         raise ValueError(f"`colors` and `counts` must have equal lengths, got {len(hexes)} and {len(counts)}")
-    fig = go.Figure(go.Bar(
-        x=[str(i) for i in range(len(hexes))], y=[1] * len(hexes), text=[str(c) for c in counts],
-        textposition="inside", insidetextanchor="middle", textangle=0, textfont=STRIP_FONT,
-        marker={"color": hexes, "line": {"color": BAR_OUTLINE, "width": 0.5}},
-        customdata=[[h, c] for h, c in zip(hexes, counts)],
-        hovertemplate=f"%{{customdata[0]}}<br>%{{customdata[1]}} {unit}<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Bar(
+            x=[str(i) for i in range(len(hexes))],
+            y=[1] * len(hexes),
+            text=[str(c) for c in counts],
+            textposition="inside",
+            insidetextanchor="middle",
+            textangle=0,
+            textfont=STRIP_FONT,
+            marker={"color": hexes, "line": {"color": BAR_OUTLINE, "width": 0.5}},
+            customdata=[[h, c] for h, c in zip(hexes, counts)],
+            hovertemplate=f"%{{customdata[0]}}<br>%{{customdata[1]}} {unit}<extra></extra>",
+        )
+    )
     margin = {"l": 10, "r": 10, "t": 50 if title else 30, "b": 30}  # 30: room for gr.Plot's label
-    fig.update_layout(bargap=0.04, showlegend=False, template=LAYOUT["template"], margin=margin, **titled(title),
-                      height=STRIP_SWATCH_PX + margin["t"] + margin["b"],
-                      uniformtext={"minsize": STRIP_MIN_FONT, "mode": "show"})
+    fig.update_layout(
+        bargap=0.04,
+        showlegend=False,
+        template=LAYOUT["template"],
+        margin=margin,
+        **titled(title),
+        height=STRIP_SWATCH_PX + margin["t"] + margin["b"],
+        uniformtext={"minsize": STRIP_MIN_FONT, "mode": "show"},
+    )
     fig.update_xaxes(showticklabels=False, title={"text": f"number on each color: {unit}", "standoff": 4})
     fig.update_yaxes(visible=False, range=[0, 1], fixedrange=True)
     return fig
@@ -175,10 +195,19 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
     for col, metric in enumerate(metric_names, start=1):
         for (model, style), part in sweep.sort_values("cfg").groupby(["model", "style"], sort=True):
             name = f"{model} · {style}" if several_styles else str(model)
-            fig.add_trace(go.Scatter(
-                x=part["cfg"], y=part[metric], mode="lines+markers", name=name, legendgroup=name,
-                showlegend=col == 1, hovertemplate=f"{name}<br>cfg %{{x}}<br>{METRICS[metric][0]} %{{y:.3f}}<extra></extra>",
-            ), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=part["cfg"],
+                    y=part[metric],
+                    mode="lines+markers",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    hovertemplate=f"{name}<br>cfg %{{x}}<br>{METRICS[metric][0]} %{{y:.3f}}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
         fig.update_xaxes(title="CFG scale", row=1, col=col)
         fig.update_yaxes(title=f"mean {METRICS[metric][0]}", row=1, col=col)
     fig.update_layout(**LAYOUT)
@@ -205,15 +234,24 @@ def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type")
     require_columns(sensitivity, ("model", group, "ratio", "model_shift", "human_shift"), "sensitivity")
     fig = go.Figure()
     for value, part in sensitivity.groupby(group, sort=True):
-        fig.add_trace(go.Bar(
-            x=part["model"], y=part["ratio"], name=MODIFIER_LABELS.get(value, str(value)),
-            customdata=part[["model_shift", "human_shift"]].to_numpy(),
-            hovertemplate="%{x}<br>ratio %{y:.3f}<br>model shift %{customdata[0]:.2f}"
-                          "<br>human shift %{customdata[1]:.2f}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Bar(
+                x=part["model"],
+                y=part["ratio"],
+                name=MODIFIER_LABELS.get(value, str(value)),
+                customdata=part[["model_shift", "human_shift"]].to_numpy(),
+                hovertemplate="%{x}<br>ratio %{y:.3f}<br>model shift %{customdata[0]:.2f}"
+                "<br>human shift %{customdata[1]:.2f}<extra></extra>",
+            )
+        )
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="human baseline")
-    fig.update_layout(barmode="group", xaxis_title="model", yaxis_title="model shift ÷ human shift",
-                      legend_title_text="modifier", **LAYOUT)
+    fig.update_layout(
+        barmode="group",
+        xaxis_title="model",
+        yaxis_title="model shift ÷ human shift",
+        legend_title_text="modifier",
+        **LAYOUT,
+    )
     return fig
 
 
@@ -236,15 +274,28 @@ def shift_scatter(shifts: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for (model, style), part in shifts.groupby(["model", "style"], sort=True):
         name = f"{model} · {style}" if several_styles else str(model)
-        fig.add_trace(go.Scatter(
-            x=part["human_shift"], y=part["model_shift"], mode="markers", name=name,
-            customdata=part[["concept", "modifier_type"]].to_numpy(),
-            hovertemplate="%{customdata[0]} (%{customdata[1]})<br>human %{x:.2f}<br>"
-                          f"{name} %{{y:.2f}}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=part["human_shift"],
+                y=part["model_shift"],
+                mode="markers",
+                name=name,
+                customdata=part[["concept", "modifier_type"]].to_numpy(),
+                hovertemplate="%{customdata[0]} (%{customdata[1]})<br>human %{x:.2f}<br>"
+                f"{name} %{{y:.2f}}<extra></extra>",
+            )
+        )
     top = float(np.nanmax(shifts[["human_shift", "model_shift"]].to_numpy())) if len(shifts) else 1.0
-    fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="y = x",
-                             line={"dash": "dot", "color": BAR_OUTLINE}, hoverinfo="skip"))
+    fig.add_trace(
+        go.Scatter(
+            x=[0, top],
+            y=[0, top],
+            mode="lines",
+            name="y = x",
+            line={"dash": "dot", "color": BAR_OUTLINE},
+            hoverinfo="skip",
+        )
+    )
     fig.update_layout(xaxis_title="human shift (EMD)", yaxis_title="model shift (EMD)", **LAYOUT)
     return fig
 
@@ -267,8 +318,14 @@ def consistency_histogram(scores: pd.Series, flags: pd.Series | None = None, *, 
     plotly.graph_objects.Figure
         One `go.Histogram` trace whose x are the scores.
     """
-    fig = go.Figure(go.Histogram(x=scores.to_numpy(float), nbinsx=nbins, name="concepts",
-                                 hovertemplate="EMD %{x}<br>%{y} concepts<extra></extra>"))
+    fig = go.Figure(
+        go.Histogram(
+            x=scores.to_numpy(float),
+            nbinsx=nbins,
+            name="concepts",
+            hovertemplate="EMD %{x}<br>%{y} concepts<extra></extra>",
+        )
+    )
     if flags is not None and flags.any():
         cutoff = float(scores[flags.reindex(scores.index, fill_value=False)].min())
         fig.add_vline(x=cutoff, line_dash="dash", annotation_text=f"top {flags.mean():.0%}: ≥ {cutoff:.2f}")
@@ -291,14 +348,27 @@ def table3_figure(validation: pd.DataFrame) -> go.Figure:
         label, error bars from the ``_lo``/``_hi`` columns.
     """
     fig = go.Figure()
-    for key, name in (("pearson", "Pearson r"), ("spearman", "Spearman ρ"), ("agreement", "Agreement (fraction)")):
+    for key, name in (
+        ("pearson", "Pearson r"),
+        ("spearman", "Spearman ρ"),
+        ("agreement", "Agreement (fraction)"),
+    ):
         require_columns(validation, ("label", key, f"{key}_lo", f"{key}_hi"), "validation")
         y = validation[key].to_numpy(float)
-        fig.add_trace(go.Bar(
-            x=validation["label"], y=y, name=name,
-            error_y={"type": "data", "array": validation[f"{key}_hi"].to_numpy(float) - y,
-                     "arrayminus": y - validation[f"{key}_lo"].to_numpy(float)},
-            hovertemplate=f"%{{x}}<br>{name} %{{y:.3f}}<extra></extra>",
-        ))
-    fig.update_layout(barmode="group", xaxis_title="metric", yaxis_title="alignment with human judgment", **LAYOUT)
+        fig.add_trace(
+            go.Bar(
+                x=validation["label"],
+                y=y,
+                name=name,
+                error_y={
+                    "type": "data",
+                    "array": validation[f"{key}_hi"].to_numpy(float) - y,
+                    "arrayminus": y - validation[f"{key}_lo"].to_numpy(float),
+                },
+                hovertemplate=f"%{{x}}<br>{name} %{{y:.3f}}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="group", xaxis_title="metric", yaxis_title="alignment with human judgment", **LAYOUT
+    )
     return fig

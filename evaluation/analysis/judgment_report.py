@@ -50,14 +50,18 @@ def _boolean(value, column: str, path) -> bool | None:
         return None
     text = str(value).strip().lower()
     if text not in _TRUTH:
-        raise ValueError(f"votes file {path}: column {column!r} must hold True/False, "
-                         f"got {value!r}")
+        raise ValueError(f"votes file {path}: column {column!r} must hold True/False, got {value!r}")
     return _TRUTH[text]
 
 
-def read_metrics(path: str | Path, *, sources: list[dict] | None = None,
-                 style: str | None = None, cfg: float | None = None,
-                 run: str | None = None) -> pd.DataFrame:
+def read_metrics(
+    path: str | Path,
+    *,
+    sources: list[dict] | None = None,
+    style: str | None = None,
+    cfg: float | None = None,
+    run: str | None = None,
+) -> pd.DataFrame:
     """Per-(concept, model) metric values from a CSV, narrowed to one study's outputs.
 
     Parameters
@@ -74,20 +78,32 @@ def read_metrics(path: str | Path, *, sources: list[dict] | None = None,
     judgments.require_columns(metrics, ("concept", "model"), f"metrics file {path}")
     for column, value in (("style", style), ("cfg", cfg), ("run", run)):
         if value is not None and column in metrics:
-            metrics = metrics[np.isclose(metrics[column], value) if column == "cfg"
-                              else metrics[column] == value]
+            metrics = metrics[
+                np.isclose(metrics[column], value) if column == "cfg" else metrics[column] == value
+            ]
     if sources and {"run", "cfg"} <= set(metrics.columns):
         keep = np.zeros(len(metrics), bool)
         for source in sources:
-            keep |= ((metrics["model"] == source["model"]) & (metrics["run"] == source["run"])
-                     & np.isclose(metrics["cfg"], source["cfg"])).to_numpy()
+            keep |= (
+                (metrics["model"] == source["model"])
+                & (metrics["run"] == source["run"])
+                & np.isclose(metrics["cfg"], source["cfg"])
+            ).to_numpy()
         metrics = metrics[keep]
     return metrics.reset_index(drop=True)
 
 
-def analyse(votes: pd.DataFrame, metrics: pd.DataFrame | None, *, rng: np.random.Generator,
-            n_boot: int = 1000, ci: float = 0.95, exclude_flagged: bool = False,
-            exclude_ties: bool = False, max_failures: int = 0) -> dict[str, pd.DataFrame]:
+def analyse(
+    votes: pd.DataFrame,
+    metrics: pd.DataFrame | None,
+    *,
+    rng: np.random.Generator,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    exclude_flagged: bool = False,
+    exclude_ties: bool = False,
+    max_failures: int = 0,
+) -> dict[str, pd.DataFrame]:
     """Every table of the study's analysis.
 
     Parameters
@@ -119,37 +135,59 @@ def analyse(votes: pd.DataFrame, metrics: pd.DataFrame | None, *, rng: np.random
     options = {"exclude_flagged": exclude_flagged, "max_failures": max_failures}
     tables = {}
     if metrics is not None:
-        names = [m for m in judgments.METRIC_TYPES if m in metrics or
-                 (m == "dca" and "dominant_model" in metrics)]
-        validation = pd.concat([_validate(votes, metrics, name, rng, n_boot, ci,
-                                          exclude_ties, options) for name in names],
-                               ignore_index=True)
+        names = [
+            m for m in judgments.METRIC_TYPES if m in metrics or (m == "dca" and "dominant_model" in metrics)
+        ]
+        validation = pd.concat(
+            [_validate(votes, metrics, name, rng, n_boot, ci, exclude_ties, options) for name in names],
+            ignore_index=True,
+        )
         tables["table3"] = judgments.table3(validation).reset_index()
         tables["validation"] = validation
     tables["pairs"] = judgments.pair_preferences(votes, **options)
-    tables["bradley_terry"] = judgments.bradley_terry(votes, rng=rng, n_boot=n_boot, ci=ci,
-                                                      **options)
-    tables["participants"] = judgments.participant_flags(
-        votes, max_failures=max_failures).reset_index()
+    tables["bradley_terry"] = judgments.bradley_terry(votes, rng=rng, n_boot=n_boot, ci=ci, **options)
+    tables["participants"] = judgments.participant_flags(votes, max_failures=max_failures).reset_index()
     return tables
 
 
 def _validate(votes, metrics, name, rng, n_boot, ci, exclude_ties, options) -> pd.DataFrame:
     """`metric_validation` of one metric over the pairs where it is defined."""
-    values = metrics if name != "dca" or "dca" in metrics else metrics.assign(
-        dca=(metrics["dominant_model"] == metrics["dominant_human"]).astype(float))
-    defined = {(c, m) for c, m, v in zip(values["concept"], values["model"], values[name])
-               if pd.notna(v)}
+    values = (
+        metrics
+        if name != "dca" or "dca" in metrics
+        else metrics.assign(dca=(metrics["dominant_model"] == metrics["dominant_human"]).astype(float))
+    )
+    defined = {(c, m) for c, m, v in zip(values["concept"], values["model"], values[name]) if pd.notna(v)}
     check = votes["attention_check"].astype(bool).to_numpy()
-    keep = check | np.array([(c, a) in defined and (c, b) in defined for c, a, b in
-                             zip(votes["concept"], votes["model_a"], votes["model_b"])], bool)
+    keep = check | np.array(
+        [
+            (c, a) in defined and (c, b) in defined
+            for c, a, b in zip(votes["concept"], votes["model_a"], votes["model_b"])
+        ],
+        bool,
+    )
     n_pairs = votes.loc[keep & ~check, "pair_id"].nunique()
     if n_pairs < 2:
-        return pd.DataFrame([{"metric": name, "label": METRICS[name][0],
-                              "type": judgments.METRIC_TYPES[name], "n_pairs": n_pairs}])
-    return judgments.metric_validation(votes[keep], values[["concept", "model", name]],
-                                       rng=rng, metric_names=(name,), n_boot=n_boot, ci=ci,
-                                       exclude_ties=exclude_ties, **options)
+        return pd.DataFrame(
+            [
+                {
+                    "metric": name,
+                    "label": METRICS[name][0],
+                    "type": judgments.METRIC_TYPES[name],
+                    "n_pairs": n_pairs,
+                }
+            ]
+        )
+    return judgments.metric_validation(
+        votes[keep],
+        values[["concept", "model", name]],
+        rng=rng,
+        metric_names=(name,),
+        n_boot=n_boot,
+        ci=ci,
+        exclude_ties=exclude_ties,
+        **options,
+    )
 
 
 def write_tables(tables: dict[str, pd.DataFrame], folder: str | Path) -> dict[str, Path]:
@@ -166,30 +204,45 @@ def write_tables(tables: dict[str, pd.DataFrame], folder: str | Path) -> dict[st
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``judgments``."""
     parser.add_argument("export", type=Path, help="study export folder, or a votes CSV")
-    parser.add_argument("--metrics", type=Path, default=None,
-                        help="metric values per (concept, model) (default: EXPORT/metrics.csv)")
+    parser.add_argument(
+        "--metrics",
+        type=Path,
+        default=None,
+        help="metric values per (concept, model) (default: EXPORT/metrics.csv)",
+    )
     parser.add_argument("--style", default=None, help="keep metric rows of this style")
     parser.add_argument("--cfg", type=float, default=None, help="keep metric rows of this scale")
     parser.add_argument("--run", default=None, help="keep metric rows of this run")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="folder for the CSV tables (default: EXPORT/analysis or "
-                             "<votes stem>_analysis)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the CSV tables (default: EXPORT/analysis or <votes stem>_analysis)",
+    )
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--ci", type=float, default=0.95, help="confidence level")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
-    parser.add_argument("--exclude-flagged", action="store_true",
-                        help="leave out participants who failed attention checks")
-    parser.add_argument("--max-failures", type=int, default=0,
-                        help="failed checks a participant may have before being flagged")
-    parser.add_argument("--exclude-ties", action="store_true",
-                        help="tied pairs leave the agreement's denominator (default: they "
-                             "count as disagreements)")
+    parser.add_argument(
+        "--exclude-flagged", action="store_true", help="leave out participants who failed attention checks"
+    )
+    parser.add_argument(
+        "--max-failures",
+        type=int,
+        default=0,
+        help="failed checks a participant may have before being flagged",
+    )
+    parser.add_argument(
+        "--exclude-ties",
+        action="store_true",
+        help="tied pairs leave the agreement's denominator (default: they count as disagreements)",
+    )
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``judgments`` command to an `argparse` sub-parsers object."""
-    parser = subparsers.add_parser("judgments", help=HELP, description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "judgments", help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(parser)
     parser.set_defaults(handler=main)
     return parser
@@ -199,22 +252,38 @@ def main(args: argparse.Namespace) -> int:
     """Read the export, compute and write the tables, print Table 3."""
     export = args.export
     if not export.exists():
-        raise ValueError(f"`export` must be a study export folder or a votes CSV, and "
-                         f"{export} does not exist")
+        raise ValueError(
+            f"`export` must be a study export folder or a votes CSV, and {export} does not exist"
+        )
     folder = export if export.is_dir() else None
     design_path = folder / "design.json" if folder else None
-    design = json.loads(design_path.read_text(encoding="utf-8")) \
-        if design_path and design_path.exists() else {}
+    design = (
+        json.loads(design_path.read_text(encoding="utf-8")) if design_path and design_path.exists() else {}
+    )
     votes = read_votes(folder / "votes.csv" if folder else export)
     metrics_path = args.metrics or (folder / "metrics.csv" if folder else None)
-    metrics = None if metrics_path is None else read_metrics(
-        metrics_path, sources=design.get("sources"), style=args.style or design.get("style"),
-        cfg=args.cfg, run=args.run)
-    tables = analyse(votes, metrics, rng=np.random.default_rng(args.seed), n_boot=args.n_boot,
-                     ci=args.ci, exclude_flagged=args.exclude_flagged,
-                     exclude_ties=args.exclude_ties, max_failures=args.max_failures)
-    out = args.out or (folder / "analysis" if folder else
-                       export.with_name(export.stem + "_analysis"))
+    metrics = (
+        None
+        if metrics_path is None
+        else read_metrics(
+            metrics_path,
+            sources=design.get("sources"),
+            style=args.style or design.get("style"),
+            cfg=args.cfg,
+            run=args.run,
+        )
+    )
+    tables = analyse(
+        votes,
+        metrics,
+        rng=np.random.default_rng(args.seed),
+        n_boot=args.n_boot,
+        ci=args.ci,
+        exclude_flagged=args.exclude_flagged,
+        exclude_ties=args.exclude_ties,
+        max_failures=args.max_failures,
+    )
+    out = args.out or (folder / "analysis" if folder else export.with_name(export.stem + "_analysis"))
     paths = write_tables(tables, out)
     if "table3" in tables:
         print(tables["table3"].to_string(index=False, float_format=lambda x: f"{x:.3f}"))

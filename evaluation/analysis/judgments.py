@@ -32,11 +32,23 @@ from scipy import stats
 from evaluation.analysis.tables import METRICS, dca_column, require_columns
 
 VOTE_COLUMNS = (
-    "pair_id", "concept", "model_a", "model_b", "chosen",
-    "participant_id", "design_background", "attention_check", "attention_passed",
+    "pair_id",
+    "concept",
+    "model_a",
+    "model_b",
+    "chosen",
+    "participant_id",
+    "design_background",
+    "attention_check",
+    "attention_passed",
 )
-METRIC_TYPES = {"pcc": "Probabilistic", "emd": "Probabilistic", "ed": "Probabilistic",
-                "dca": "Deterministic", "hue_diff": "Deterministic"}
+METRIC_TYPES = {
+    "pcc": "Probabilistic",
+    "emd": "Probabilistic",
+    "ed": "Probabilistic",
+    "dca": "Deterministic",
+    "hue_diff": "Deterministic",
+}
 BT_ALPHA = 0.01
 
 
@@ -60,15 +72,22 @@ def participant_flags(votes: pd.DataFrame, *, max_failures: int = 0) -> pd.DataF
     check = votes["attention_check"].astype(bool)
     failed = check & ~votes["attention_passed"].fillna(False).astype(bool)
     grouped = pd.DataFrame(
-        {"participant_id": votes["participant_id"], "design_background": votes["design_background"].astype(bool),
-         "vote": ~check, "check": check, "failed": failed}
+        {
+            "participant_id": votes["participant_id"],
+            "design_background": votes["design_background"].astype(bool),
+            "vote": ~check,
+            "check": check,
+            "failed": failed,
+        }
     ).groupby("participant_id")
-    out = pd.DataFrame({
-        "design_background": grouped["design_background"].first(),
-        "n_votes": grouped["vote"].sum(),
-        "n_checks": grouped["check"].sum(),
-        "n_failed": grouped["failed"].sum(),
-    })
+    out = pd.DataFrame(
+        {
+            "design_background": grouped["design_background"].first(),
+            "n_votes": grouped["vote"].sum(),
+            "n_checks": grouped["check"].sum(),
+            "n_failed": grouped["failed"].sum(),
+        }
+    )
     out["flagged"] = out["n_failed"] > max_failures
     return out
 
@@ -105,14 +124,18 @@ def study_votes(votes: pd.DataFrame, *, exclude_flagged: bool = False, max_failu
     bad = ~((out["chosen"] == out["model_a"]) | (out["chosen"] == out["model_b"]))
     if bad.any():
         row = out[bad].iloc[0]
-        raise ValueError(f"pair {row['pair_id']!r}: `chosen` {row['chosen']!r} is neither {row['model_a']!r} nor {row['model_b']!r}")
+        raise ValueError(
+            f"pair {row['pair_id']!r}: `chosen` {row['chosen']!r} is neither {row['model_a']!r} nor {row['model_b']!r}"
+        )
     mixed = out.groupby("pair_id")[["concept", "model_a", "model_b"]].nunique().max(axis=1) > 1
     if mixed.any():
         raise ValueError(f"pair {mixed[mixed].index[0]!r} mixes concepts or models across its votes")
     return out[~out["participant_flagged"]] if exclude_flagged else out
 
 
-def pair_preferences(votes: pd.DataFrame, *, exclude_flagged: bool = False, max_failures: int = 0) -> pd.DataFrame:
+def pair_preferences(
+    votes: pd.DataFrame, *, exclude_flagged: bool = False, max_failures: int = 0
+) -> pd.DataFrame:
     """Share of votes per pair (Appendix D).
 
     Parameters
@@ -187,10 +210,18 @@ def _interval(samples: np.ndarray, ci: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def metric_validation(votes: pd.DataFrame, metric_values: pd.DataFrame, *, rng: np.random.Generator,
-                      metric_names=tuple(METRIC_TYPES), n_boot: int = 1000, ci: float = 0.95,
-                      exclude_ties: bool = False, exclude_flagged: bool = False,
-                      max_failures: int = 0) -> pd.DataFrame:
+def metric_validation(
+    votes: pd.DataFrame,
+    metric_values: pd.DataFrame,
+    *,
+    rng: np.random.Generator,
+    metric_names=tuple(METRIC_TYPES),
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    exclude_ties: bool = False,
+    exclude_flagged: bool = False,
+    max_failures: int = 0,
+) -> pd.DataFrame:
     """Correlation and agreement of each metric with human preference (Table 3).
 
     Parameters
@@ -244,11 +275,20 @@ def metric_validation(votes: pd.DataFrame, metric_values: pd.DataFrame, *, rng: 
         d = diffs[name].to_numpy(float)
         pearson, spearman = _coefficients(d[None], s[None])
         boot_p, boot_s = _coefficients(d[idx], s[idx])
-        row = {"metric": name, "label": METRICS[name][0], "type": METRIC_TYPES.get(name, ""),
-               "n_pairs": len(prefs), "pearson": pearson[0], "spearman": spearman[0],
-               "agreement": float(_agreement(d, s, exclude_ties))}
-        for key, samples in (("pearson", boot_p), ("spearman", boot_s),
-                             ("agreement", _agreement(d[idx], s[idx], exclude_ties))):
+        row = {
+            "metric": name,
+            "label": METRICS[name][0],
+            "type": METRIC_TYPES.get(name, ""),
+            "n_pairs": len(prefs),
+            "pearson": pearson[0],
+            "spearman": spearman[0],
+            "agreement": float(_agreement(d, s, exclude_ties)),
+        }
+        for key, samples in (
+            ("pearson", boot_p),
+            ("spearman", boot_s),
+            ("agreement", _agreement(d[idx], s[idx], exclude_ties)),
+        ):
             row[f"{key}_lo"], row[f"{key}_hi"] = _interval(samples, ci)
         row["metric_ties"] = int(np.sum(d == 0))
         row["human_ties"] = int(np.sum(s == 0.5))
@@ -265,25 +305,53 @@ def table3(validation: pd.DataFrame) -> pd.DataFrame:
         Index (Type, Metric); columns Pearson, Spearman, Agreement (%), their CI bounds
         and the tie counts.
     """
-    out = validation.rename(columns={"type": "Type", "label": "Metric", "pearson": "Pearson",
-                                     "spearman": "Spearman", "metric_ties": "Metric ties",
-                                     "human_ties": "Human ties"})
+    out = validation.rename(
+        columns={
+            "type": "Type",
+            "label": "Metric",
+            "pearson": "Pearson",
+            "spearman": "Spearman",
+            "metric_ties": "Metric ties",
+            "human_ties": "Human ties",
+        }
+    )
     for key in ("agreement", "agreement_lo", "agreement_hi"):
         out[key] = 100.0 * out[key]
-    out = out.rename(columns={"agreement": "Agreement (%)", "agreement_lo": "Agreement lo (%)",
-                              "agreement_hi": "Agreement hi (%)", "pearson_lo": "Pearson lo",
-                              "pearson_hi": "Pearson hi", "spearman_lo": "Spearman lo",
-                              "spearman_hi": "Spearman hi"})
-    columns = ["Pearson", "Pearson lo", "Pearson hi", "Spearman", "Spearman lo", "Spearman hi",
-               "Agreement (%)", "Agreement lo (%)", "Agreement hi (%)", "Metric ties", "Human ties"]
+    out = out.rename(
+        columns={
+            "agreement": "Agreement (%)",
+            "agreement_lo": "Agreement lo (%)",
+            "agreement_hi": "Agreement hi (%)",
+            "pearson_lo": "Pearson lo",
+            "pearson_hi": "Pearson hi",
+            "spearman_lo": "Spearman lo",
+            "spearman_hi": "Spearman hi",
+        }
+    )
+    columns = [
+        "Pearson",
+        "Pearson lo",
+        "Pearson hi",
+        "Spearman",
+        "Spearman lo",
+        "Spearman hi",
+        "Agreement (%)",
+        "Agreement lo (%)",
+        "Agreement hi (%)",
+        "Metric ties",
+        "Human ties",
+    ]
     return out.set_index(["Type", "Metric"])[columns]
 
 
-def _bt_group(data: pd.DataFrame, models: list, rng: np.random.Generator, n_boot: int,
-              ci: float, alpha: float) -> list[dict]:
+def _bt_group(
+    data: pd.DataFrame, models: list, rng: np.random.Generator, n_boot: int, ci: float, alpha: float
+) -> list[dict]:
     index = {m: i for i, m in enumerate(models)}
     winner = data["chosen"].map(index).to_numpy()
-    loser = pd.Series(np.where(data["chosen"] == data["model_a"], data["model_b"], data["model_a"])).map(index)
+    loser = pd.Series(np.where(data["chosen"] == data["model_a"], data["model_b"], data["model_a"])).map(
+        index
+    )
     pair_codes, pairs = pd.factorize(data["pair_id"])
     # wins[k, i, j]: votes in pair k where model i beat model j
     wins = np.zeros((len(pairs), len(models), len(models)))
@@ -297,14 +365,28 @@ def _bt_group(data: pd.DataFrame, models: list, rng: np.random.Generator, n_boot
     rows = []
     for i, model in enumerate(models):
         lo, hi = _interval(boot[:, i], ci)
-        rows.append({"model": model, "strength": float(strength[i]), "strength_lo": lo, "strength_hi": hi,
-                     "n_votes": int(counts[i])})
+        rows.append(
+            {
+                "model": model,
+                "strength": float(strength[i]),
+                "strength_lo": lo,
+                "strength_hi": hi,
+                "n_votes": int(counts[i]),
+            }
+        )
     return rows
 
 
-def bradley_terry(votes: pd.DataFrame, *, rng: np.random.Generator, n_boot: int = 1000,
-                  ci: float = 0.95, alpha: float = BT_ALPHA, exclude_flagged: bool = False,
-                  max_failures: int = 0) -> pd.DataFrame:
+def bradley_terry(
+    votes: pd.DataFrame,
+    *,
+    rng: np.random.Generator,
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    alpha: float = BT_ALPHA,
+    exclude_flagged: bool = False,
+    max_failures: int = 0,
+) -> pd.DataFrame:
     """Bradley–Terry strength per model from the votes, overall and by background.
 
     Parameters
@@ -344,7 +426,11 @@ def bradley_terry(votes: pd.DataFrame, *, rng: np.random.Generator, n_boot: int 
     models = sorted(set(data["model_a"]) | set(data["model_b"]))
     background = data["design_background"].astype(bool)
     rows = []
-    for group, mask in (("all", np.ones(len(data), bool)), ("design", background), ("non_design", ~background)):
+    for group, mask in (
+        ("all", np.ones(len(data), bool)),
+        ("design", background),
+        ("non_design", ~background),
+    ):
         if mask.any():
             rows += [{"group": group, **r} for r in _bt_group(data[mask], models, rng, n_boot, ci, alpha)]
     return pd.DataFrame(rows)

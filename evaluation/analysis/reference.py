@@ -83,7 +83,9 @@ def load_reference_csv(path: str | Path = UW71_RATINGS_CSV) -> dict[str, np.ndar
         raise ReferenceError(f"{path.name} is empty; expected a header and one row per concept")
     header = [cell.strip() for cell in rows[0][1:]]
     if header != [str(i) for i in range(N_BINS)]:
-        raise ReferenceError(f"{path.name} header must list color indices 0..{N_BINS - 1} after the first cell, got {header[:5]}...")
+        raise ReferenceError(
+            f"{path.name} header must list color indices 0..{N_BINS - 1} after the first cell, got {header[:5]}..."
+        )
     distributions: dict[str, np.ndarray] = {}
     for line, row in enumerate(rows[1:], start=2):
         if not any(cell.strip() for cell in row):

@@ -43,8 +43,9 @@ def latest_distributions(model_rows: Sequence[Mapping]) -> list[dict]:
     return list(latest.values())
 
 
-def metrics_frame(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray],
-                  concepts: Sequence[Concept]) -> pd.DataFrame:
+def metrics_frame(
+    model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], concepts: Sequence[Concept]
+) -> pd.DataFrame:
     """Per-concept metrics (`evaluation.analysis.scoring.score`) of the newest distribution of each cell.
 
     Parameters
@@ -68,7 +69,8 @@ def latest_scores(frame: pd.DataFrame) -> pd.DataFrame:
     concept, style, cfg), as `latest_distributions` does for distributions: the metrics
     frame (`evaluation.analysis.scoring.LONG_COLUMNS`)."""
     newest = frame.sort_values("created_at", kind="stable").drop_duplicates(
-        ["model", "concept", "style", "cfg"], keep="last")
+        ["model", "concept", "style", "cfg"], keep="last"
+    )
     return newest.sort_index()[scoring.LONG_COLUMNS].reset_index(drop=True)
 
 
@@ -106,10 +108,15 @@ def resolve_cfg(frame: pd.DataFrame, choice: str | float) -> dict[str, float]:
     if value == RECOMMENDED:
         return recommended_cfg(frame)
     scales = frame.groupby("model")["cfg"].unique()
-    missing = {model: sorted(float(s) for s in stored) for model, stored in scales.items()
-               if not np.isclose(stored.astype(float), value).any()}
+    missing = {
+        model: sorted(float(s) for s in stored)
+        for model, stored in scales.items()
+        if not np.isclose(stored.astype(float), value).any()
+    }
     if missing:
-        raise ValueError(f"`cfg` {value:g} is not a stored guidance scale of every model; stored scales: {missing}")
+        raise ValueError(
+            f"`cfg` {value:g} is not a stored guidance scale of every model; stored scales: {missing}"
+        )
     return dict.fromkeys(scales.index, value)
 
 
@@ -136,13 +143,25 @@ class Analyses:
 
 def _at_cfg(rows: Sequence[Mapping], cfg: Mapping[str, float]) -> pd.DataFrame:
     kept = [r for r in rows if r["model"] in cfg and np.isclose(float(r["cfg"]), cfg[r["model"]])]
-    return pd.DataFrame({"model": [r["model"] for r in kept], "style": [r["style"] for r in kept],
-                         "concept": [r["concept"] for r in kept], "p": [r["p"] for r in kept]})
+    return pd.DataFrame(
+        {
+            "model": [r["model"] for r in kept],
+            "style": [r["style"] for r in kept],
+            "concept": [r["concept"] for r in kept],
+            "p": [r["p"] for r in kept],
+        }
+    )
 
 
-def analyses(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], concepts: Sequence[Concept], *,
-             cfg: str | float = RECOMMENDED, aggregate: str = tables.RATIO_OF_MEANS,
-             frame: pd.DataFrame | None = None) -> Analyses:
+def analyses(
+    model_rows: Sequence[Mapping],
+    human: Mapping[str, np.ndarray],
+    concepts: Sequence[Concept],
+    *,
+    cfg: str | float = RECOMMENDED,
+    aggregate: str = tables.RATIO_OF_MEANS,
+    frame: pd.DataFrame | None = None,
+) -> Analyses:
     """Score and tabulate.
 
     Parameters
@@ -172,20 +191,30 @@ def analyses(model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], con
     if frame is None:
         frame = metrics_frame(model_rows, human, concepts)
     if frame.empty:
-        raise ValueError("no stored model distribution has a human distribution in this source: "
-                         "finish an evaluation, or pick a source that covers its concepts")
+        raise ValueError(
+            "no stored model distribution has a human distribution in this source: "
+            "finish an evaluation, or pick a source that covers its concepts"
+        )
     pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
     chosen = resolve_cfg(frame, RECOMMENDED if pooled else cfg)
     table_cfg = tables.POOL_CFG if pooled else chosen
     table1, table2 = tables.table1(frame, cfg=table_cfg), tables.table2(frame, cfg=table_cfg)
-    shifts = tables.concept_shifts(human, _at_cfg(latest_distributions(model_rows), chosen), concepts=concepts)
+    shifts = tables.concept_shifts(
+        human, _at_cfg(latest_distributions(model_rows), chosen), concepts=concepts
+    )
     # An empty result (no variant pair in the source) comes back with text-typed shift columns.
     shifts = shifts.astype({"human_shift": float, "model_shift": float})
     return Analyses(
-        metrics=frame, cfg=chosen, pooled=pooled, table1=table1, table2=table2,
-        sweep=tables.cfg_sweep(frame, ("emd", "pcc")), shifts=shifts,
+        metrics=frame,
+        cfg=chosen,
+        pooled=pooled,
+        table1=table1,
+        table2=table2,
+        sweep=tables.cfg_sweep(frame, ("emd", "pcc")),
+        shifts=shifts,
         sensitivity=tables.sensitivity(shifts, ("model", "modifier_type"), aggregate=aggregate),
-        table6=tables.table6(shifts, aggregate=aggregate), table7=tables.table7(shifts, aggregate=aggregate),
+        table6=tables.table6(shifts, aggregate=aggregate),
+        table7=tables.table7(shifts, aggregate=aggregate),
         table8=tables.table8(shifts, aggregate=aggregate),
     )
 

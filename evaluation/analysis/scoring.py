@@ -18,8 +18,21 @@ from evaluation.pipeline import runs
 from storage import human
 
 LONG_COLUMNS = [
-    "run", "model", "concept", "base", "modifier_type", "style", "cfg", "n_images", "n_excluded",
-    "pcc", "emd", "ed", "dominant_human", "dominant_model", "hue_diff",
+    "run",
+    "model",
+    "concept",
+    "base",
+    "modifier_type",
+    "style",
+    "cfg",
+    "n_images",
+    "n_excluded",
+    "pcc",
+    "emd",
+    "ed",
+    "dominant_human",
+    "dominant_model",
+    "hue_diff",
 ]
 
 
@@ -45,7 +58,9 @@ def concept_metrics(human: np.ndarray, model: np.ndarray) -> dict[str, np.ndarra
 
 
 def score(
-    model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], concepts: Sequence[Concept],
+    model_rows: Sequence[Mapping],
+    human: Mapping[str, np.ndarray],
+    concepts: Sequence[Concept],
 ) -> pd.DataFrame:
     """Per-concept metrics of model distributions against one human source.
 
@@ -75,14 +90,22 @@ def score(
         raise ValueError(f"`model_rows` name concepts missing from `concepts`: {unknown[:5]}")
     if not rows:
         return pd.DataFrame(columns=LONG_COLUMNS)
-    table = pd.DataFrame({
-        "run": [r["run"] for r in rows], "model": [r["model"] for r in rows],
-        "concept": [r["concept"] for r in rows], "base": [by_key[r["concept"]].base for r in rows],
-        "modifier_type": [by_key[r["concept"]].modifier_type for r in rows],
-        "style": [r["style"] for r in rows], "cfg": [float(r["cfg"]) for r in rows],
-        "n_images": [r["n_images"] for r in rows], "n_excluded": [r["n_excluded"] for r in rows],
-    })
-    computed = concept_metrics(np.stack([human[r["concept"]] for r in rows]), np.stack([r["p"] for r in rows]))
+    table = pd.DataFrame(
+        {
+            "run": [r["run"] for r in rows],
+            "model": [r["model"] for r in rows],
+            "concept": [r["concept"] for r in rows],
+            "base": [by_key[r["concept"]].base for r in rows],
+            "modifier_type": [by_key[r["concept"]].modifier_type for r in rows],
+            "style": [r["style"] for r in rows],
+            "cfg": [float(r["cfg"]) for r in rows],
+            "n_images": [r["n_images"] for r in rows],
+            "n_excluded": [r["n_excluded"] for r in rows],
+        }
+    )
+    computed = concept_metrics(
+        np.stack([human[r["concept"]] for r in rows]), np.stack([r["p"] for r in rows])
+    )
     for name, values in computed.items():
         table[name] = values
     return table[LONG_COLUMNS]
@@ -112,8 +135,9 @@ def stored_scores(db, source: str, concepts: Sequence[Concept]) -> pd.DataFrame:
     """
     missing = runs.unscored_distributions(db, source)
     if missing:
-        computed = concept_metrics(np.stack([r["human_p"] for r in missing]),
-                                   np.stack([r["p"] for r in missing]))
+        computed = concept_metrics(
+            np.stack([r["human_p"] for r in missing]), np.stack([r["p"] for r in missing])
+        )
         for i, row in enumerate(missing):
             row.update({name: values[i].item() for name, values in computed.items()})
         runs.store_scores(db, source, missing)

@@ -35,8 +35,18 @@ from evaluation.concepts import MODIFIER_TYPES, load_concepts
 from evaluation.models.generation import STYLES as GENERATION_STYLES
 
 METRICS_FRAME_COLUMNS = (
-    "model", "concept", "base", "modifier_type", "style", "cfg",
-    "pcc", "emd", "ed", "dominant_model", "dominant_human", "hue_diff",
+    "model",
+    "concept",
+    "base",
+    "modifier_type",
+    "style",
+    "cfg",
+    "pcc",
+    "emd",
+    "ed",
+    "dominant_model",
+    "dominant_human",
+    "hue_diff",
 )
 STYLES = tuple(GENERATION_STYLES)
 # metric column -> (label, higher is better)
@@ -189,7 +199,8 @@ class Leaderboard:
         labelled = self.values.reindex(columns=pd.MultiIndex.from_tuples(full))
         labelled.columns = pd.MultiIndex.from_tuples(
             [(MODIFIER_LABELS[t], STYLE_LABELS[s], METRICS[k][0]) for t, s, k in full],
-            names=["type", "style", "metric"])
+            names=["type", "style", "metric"],
+        )
         return labelled.to_string(float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
 
     def to_html(self, *, digits: int = 3) -> str:
@@ -309,7 +320,9 @@ def _stack(ps, name: str) -> np.ndarray:
     return arr
 
 
-def concept_shifts(human: Mapping[str, np.ndarray], model_dists: pd.DataFrame, *, concepts=None) -> pd.DataFrame:
+def concept_shifts(
+    human: Mapping[str, np.ndarray], model_dists: pd.DataFrame, *, concepts=None
+) -> pd.DataFrame:
     """Shift EMD between each base concept and its modified variants, humans vs models.
 
     Parameters
@@ -343,7 +356,9 @@ def concept_shifts(human: Mapping[str, np.ndarray], model_dists: pd.DataFrame, *
     rows = model_dists.merge(variants, on="concept")
     base_p = model_dists.rename(columns={"concept": "base", "p": "p_base"})
     rows = rows.merge(base_p[["model", "style", "base", "p_base"]], on=["model", "style", "base"])
-    rows["model_shift"] = metrics.emd_rows(_stack(list(rows["p_base"]), "model_dists"), _stack(list(rows["p"]), "model_dists"))
+    rows["model_shift"] = metrics.emd_rows(
+        _stack(list(rows["p_base"]), "model_dists"), _stack(list(rows["p"]), "model_dists")
+    )
     h_base = _stack([human[k] for k in variants["base"]], "human")
     h_var = _stack([human[k] for k in variants["concept"]], "human")
     human_shift = pd.Series(metrics.emd_rows(h_base, h_var), index=variants["concept"].to_numpy())
@@ -351,7 +366,9 @@ def concept_shifts(human: Mapping[str, np.ndarray], model_dists: pd.DataFrame, *
     return rows[list(SHIFT_COLUMNS)].sort_values(["model", "style", "concept"], ignore_index=True)
 
 
-def sensitivity(shifts: pd.DataFrame, by=("model", "style"), *, aggregate: str = RATIO_OF_MEANS) -> pd.DataFrame:
+def sensitivity(
+    shifts: pd.DataFrame, by=("model", "style"), *, aggregate: str = RATIO_OF_MEANS
+) -> pd.DataFrame:
     """Model shift ÷ human shift per group (Tables 6–8).
 
     Parameters
@@ -377,7 +394,9 @@ def sensitivity(shifts: pd.DataFrame, by=("model", "style"), *, aggregate: str =
     data = shifts.assign(ratio=shifts["model_shift"] / shifts["human_shift"].where(shifts["human_shift"] > 0))
     grouped = data.groupby(list(by))
     out = grouped[["human_shift", "model_shift"]].mean()
-    out["ratio"] = out["model_shift"] / out["human_shift"] if aggregate == RATIO_OF_MEANS else grouped["ratio"].mean()
+    out["ratio"] = (
+        out["model_shift"] / out["human_shift"] if aggregate == RATIO_OF_MEANS else grouped["ratio"].mean()
+    )
     out["n_concepts"] = grouped["concept"].nunique()
     return out.reset_index()
 

@@ -17,27 +17,47 @@ def default_db() -> Path:
 
 def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
     """``--db`` and ``--data-dir``."""
-    parser.add_argument("--db", type=Path, default=None, help="SQLite file (default: $COLORCONCEPT_DB or data/colorconcept.sqlite)")
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="SQLite file (default: $COLORCONCEPT_DB or data/colorconcept.sqlite)",
+    )
     from evaluation.pipeline.ray_storage import location
 
-    parser.add_argument("--data-dir", type=location, default=DEFAULT_DATA_DIR,
-                        help="folder for runs/ and models/ (default: data/); generate, segment and extract also "
-                             "take an object-store URI (s3://bucket/prefix) for the run files")
+    parser.add_argument(
+        "--data-dir",
+        type=location,
+        default=DEFAULT_DATA_DIR,
+        help="folder for runs/ and models/ (default: data/); generate, segment and extract also "
+        "take an object-store URI (s3://bucket/prefix) for the run files",
+    )
 
 
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     """``--device``."""
-    parser.add_argument("--device", default="auto", help="cuda, cuda:N, cpu, or auto (cuda if available; default)")
+    parser.add_argument(
+        "--device", default="auto", help="cuda, cuda:N, cpu, or auto (cuda if available; default)"
+    )
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     """``--executor``, ``--ray-address`` and ``--workers``."""
-    parser.add_argument("--executor", choices=["in-process", "ray"], default="in-process",
-                        help="where the work runs: this process (default) or a Ray cluster")
-    parser.add_argument("--ray-address", default="",
-                        help="Ray head host:port (default: $RAY_ADDRESS, else a local cluster)")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="Ray workers per stage (default: one per GPU, or per CPU without GPUs)")
+    parser.add_argument(
+        "--executor",
+        choices=["in-process", "ray"],
+        default="in-process",
+        help="where the work runs: this process (default) or a Ray cluster",
+    )
+    parser.add_argument(
+        "--ray-address", default="", help="Ray head host:port (default: $RAY_ADDRESS, else a local cluster)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="Ray workers per stage (default: one per GPU, or per CPU without GPUs)",
+    )
 
 
 def stage_executor(args: argparse.Namespace, stage: str):
@@ -62,8 +82,10 @@ def print_workers(executor) -> None:
     if executor is None:
         return
     for name, worker in sorted(executor.progress().items()):
-        print(f"  {name} on {worker.node}: {worker.items} item(s) in {worker.batches} batch(es), "
-              f"{worker.restarts} restart(s)")
+        print(
+            f"  {name} on {worker.node}: {worker.items} item(s) in {worker.batches} batch(es), "
+            f"{worker.restarts} restart(s)"
+        )
 
 
 def open_db(args: argparse.Namespace):

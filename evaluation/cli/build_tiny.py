@@ -17,7 +17,12 @@ HELP = "build the tiny random test models under data/models/"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `build-tiny`."""
-    parser.add_argument("--models-dir", type=Path, default=DEFAULT_DATA_DIR / "models", help="output folder (default: data/models)")
+    parser.add_argument(
+        "--models-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR / "models",
+        help="output folder (default: data/models)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default: 0)")
 
 

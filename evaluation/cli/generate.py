@@ -30,21 +30,39 @@ HELP = "generate a run's images (resumable)"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `generate`."""
     parser.add_argument("--run", required=True, help="run name (folder data/runs/<run>/)")
-    parser.add_argument("--model", action="append", default=[], help="registry key; repeat for several models")
+    parser.add_argument(
+        "--model", action="append", default=[], help="registry key; repeat for several models"
+    )
     parser.add_argument("--registry", default=None, help="registry TOML (default: evaluation/models.toml)")
-    parser.add_argument("--source", default=None, help="load the (single) model from this hub id or directory")
+    parser.add_argument(
+        "--source", default=None, help="load the (single) model from this hub id or directory"
+    )
     parser.add_argument("--concepts", default=None, help="comma-separated concept keys (default: all 1,278)")
-    parser.add_argument("--modifier-type", action="append", choices=["original", "visual_state", "emotional"],
-                        help="keep concepts of this type; repeatable")
+    parser.add_argument(
+        "--modifier-type",
+        action="append",
+        choices=["original", "visual_state", "emotional"],
+        help="keep concepts of this type; repeatable",
+    )
     parser.add_argument("--limit", type=int, default=None, help="keep the first N concepts after filtering")
     parser.add_argument("--styles", default="natural,clipart", help="comma-separated: natural, clipart")
-    parser.add_argument("--cfg", default=None, help="comma-separated guidance scales (default: the model's 7)")
+    parser.add_argument(
+        "--cfg", default=None, help="comma-separated guidance scales (default: the model's 7)"
+    )
     parser.add_argument("--samples", type=int, default=5, help="seeds per (concept, style, cfg) (default: 5)")
     parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: the model's, 50)")
-    parser.add_argument("--resolution", type=int, default=None, help="image side in pixels (default: the model's, 1024)")
-    parser.add_argument("--batch-size", type=int, default=None, help="images per pipeline call (default: the model's)")
-    parser.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default=None,
-                        help="override the weight dtype (default: the model's on a GPU, float32 on a CPU)")
+    parser.add_argument(
+        "--resolution", type=int, default=None, help="image side in pixels (default: the model's, 1024)"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="images per pipeline call (default: the model's)"
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=["float16", "bfloat16", "float32"],
+        default=None,
+        help="override the weight dtype (default: the model's on a GPU, float32 on a CPU)",
+    )
     add_device_arguments(parser)
     add_executor_arguments(parser)
     add_storage_arguments(parser)
@@ -57,7 +75,9 @@ def select_concepts(concepts, keys=None, modifier_types=None, limit=None):
         wanted = [k.strip() for k in keys.split(",") if k.strip()]
         missing = [k for k in wanted if k not in by_key]
         if missing:
-            raise ValueError(f"--concepts names unknown concepts {missing}; keys are the concept text, e.g. 'rotten apple'")
+            raise ValueError(
+                f"--concepts names unknown concepts {missing}; keys are the concept text, e.g. 'rotten apple'"
+            )
         concepts = [by_key[k] for k in wanted]
     if modifier_types:
         concepts = [c for c in concepts if c.modifier_type in modifier_types]
@@ -78,7 +98,9 @@ def _specs(args: argparse.Namespace) -> tuple[list, list[str]]:
     specs = [get_model(key, registry) for key in args.model]
     if args.source and len(specs) != 1:
         raise ValueError(f"--source needs exactly one --model, got {len(specs)}")
-    overrides = {name: getattr(args, name) for name in ("steps", "resolution", "batch_size") if getattr(args, name)}
+    overrides = {
+        name: getattr(args, name) for name in ("steps", "resolution", "batch_size") if getattr(args, name)
+    }
     if args.cfg:
         overrides["cfg_scales"] = tuple(float(v) for v in args.cfg.split(","))
     specs = [replace(spec, **overrides) for spec in specs]
@@ -87,7 +109,9 @@ def _specs(args: argparse.Namespace) -> tuple[list, list[str]]:
     styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     bad = [s for s in styles if s not in STYLES]
     if bad or not styles:
-        raise ValueError(f"--styles must be a comma-separated subset of {sorted(STYLES)}, got {args.styles!r}")
+        raise ValueError(
+            f"--styles must be a comma-separated subset of {sorted(STYLES)}, got {args.styles!r}"
+        )
     return specs, styles
 
 
@@ -102,7 +126,9 @@ def create_or_resume(db, args: argparse.Namespace) -> dict:
         concepts = select_concepts(load_concepts(), args.concepts, args.modifier_type, args.limit)
         items, config = plan_run(specs, concepts, styles, args.samples)
         n = runs.create_run(db, args.run, items, config)
-        print(f"run {args.run!r}: {n} images over {len(specs)} model(s), {len(concepts)} concept(s), {len(styles)} style(s)")
+        print(
+            f"run {args.run!r}: {n} images over {len(specs)} model(s), {len(concepts)} concept(s), {len(styles)} style(s)"
+        )
     return runs.run_config(db, args.run)
 
 
@@ -126,10 +152,20 @@ def main(args: argparse.Namespace) -> int:
     print(f"generating on {where}, {batch_size} image(s) per pipeline call")
     update, close = progress_bar("generate")
     try:
-        done = run_stage(db, args.run, "generate", work, batch_size, progress=update,
-                         data_dir=args.data_dir, executor=executor)
+        done = run_stage(
+            db,
+            args.run,
+            "generate",
+            work,
+            batch_size,
+            progress=update,
+            data_dir=args.data_dir,
+            executor=executor,
+        )
     finally:
         close()
-    print(f"{done} image(s) generated; {sum(1 for i in runs.items(db, args.run) if i['status'] == 'failed')} failed")
+    print(
+        f"{done} image(s) generated; {sum(1 for i in runs.items(db, args.run) if i['status'] == 'failed')} failed"
+    )
     print_workers(executor)
     return 0

@@ -24,9 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `run`: those of `generate`, the masking ones of `segment`, and --segmenter."""
     generate.add_arguments(parser)
     segment.add_masking_arguments(parser)
-    parser.add_argument("--segmenter", choices=["paper", "tiny-random"], default=None,
-                        help="masking preset: tiny-random builds the test models under data/models "
-                             "(default: --detector/--sam)")
+    parser.add_argument(
+        "--segmenter",
+        choices=["paper", "tiny-random"],
+        default=None,
+        help="masking preset: tiny-random builds the test models under data/models "
+        "(default: --detector/--sam)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -45,22 +49,33 @@ def main(args: argparse.Namespace) -> int:
     generate.create_or_resume(db, args)
     if args.segmenter:
         if is_uri(args.data_dir) and args.segmenter == "tiny-random":
-            raise ValueError("--segmenter tiny-random builds its models under --data-dir/models, which must be a "
-                             f"local folder, got {args.data_dir!r}; give --detector and --sam instead")
+            raise ValueError(
+                "--segmenter tiny-random builds its models under --data-dir/models, which must be a "
+                f"local folder, got {args.data_dir!r}; give --detector and --sam instead"
+            )
         models_dir = Path("models") if is_uri(args.data_dir) else args.data_dir / "models"
         spec = segmenter_preset(args.segmenter, models_dir, args.box_threshold, args.text_threshold)
     else:
         spec = segment.segmenter_spec(args)
     executors = {}
     device = resolve_device(args.device) if choice.kind == "in-process" else args.device
-    run_pipeline(db, args.run, args.data_dir, spec, device=device, executor=choice,
-                 on_stage=lambda stage: print(f"{stage} ...", flush=True),
-                 on_executor=executors.__setitem__)
+    run_pipeline(
+        db,
+        args.run,
+        args.data_dir,
+        spec,
+        device=device,
+        executor=choice,
+        on_stage=lambda stage: print(f"{stage} ...", flush=True),
+        on_executor=executors.__setitem__,
+    )
     for stage, executor in executors.items():
         print(f"{stage} on Ray:")
         print_workers(executor)
     progress = {row["model"]: row for row in runs.exclusion_counts(db, run=args.run)}
     stored = runs.model_distributions(db, run=args.run)
-    print(f"run {args.run!r}: {len(runs.items(db, args.run))} item(s), {sum(r['n_ok'] for r in progress.values())} "
-          f"usable mask(s), {len(stored)} distribution(s)")
+    print(
+        f"run {args.run!r}: {len(runs.items(db, args.run))} item(s), {sum(r['n_ok'] for r in progress.values())} "
+        f"usable mask(s), {len(stored)} distribution(s)"
+    )
     return 0

@@ -22,11 +22,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--run", default=None, help="score this run only (default: every stored run)")
     parser.add_argument("--model", default=None, help="score this model only")
-    parser.add_argument("--reference", default=UW71_RATINGS_SOURCE, help=f"human source: 'designers' or a reference label (default: {UW71_RATINGS_SOURCE})")
-    parser.add_argument("--reference-csv", type=Path, default=None, help="load this CSV over UW-71 as --reference first")
+    parser.add_argument(
+        "--reference",
+        default=UW71_RATINGS_SOURCE,
+        help=f"human source: 'designers' or a reference label (default: {UW71_RATINGS_SOURCE})",
+    )
+    parser.add_argument(
+        "--reference-csv", type=Path, default=None, help="load this CSV over UW-71 as --reference first"
+    )
     parser.add_argument("--provenance", default=None, help="provenance text stored with --reference-csv")
-    parser.add_argument("--cfg", type=float, default=None, help="tables for one guidance scale (default: each concept's mean over scales)")
-    parser.add_argument("--out", type=Path, default=None, help="CSV folder (default: data/scores/<run or all>)")
+    parser.add_argument(
+        "--cfg",
+        type=float,
+        default=None,
+        help="tables for one guidance scale (default: each concept's mean over scales)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="CSV folder (default: data/scores/<run or all>)"
+    )
     add_storage_arguments(parser)
 
 
@@ -54,7 +67,9 @@ def main(args: argparse.Namespace) -> int:
     human = _human(db, args)
     rows = runs.model_distributions(db, run=args.run, model=args.model)
     if not rows:
-        raise ValueError(f"no model distributions stored for run={args.run!r}, model={args.model!r}; run `extract` first")
+        raise ValueError(
+            f"no model distributions stored for run={args.run!r}, model={args.model!r}; run `extract` first"
+        )
     long = scoring.score(rows, human, load_concepts())
     exclusions = pd.DataFrame(runs.exclusion_counts(db, run=args.run))
     out = args.out or args.data_dir / "scores" / (args.run or "all")
@@ -64,8 +79,10 @@ def main(args: argparse.Namespace) -> int:
         "table1": ("Table 1: probabilistic distribution alignment", tables.table1(long, cfg=cfg)),
         "table2": ("Table 2: deterministic feature alignment", tables.table2(long, cfg=cfg)),
     }
-    print(f"{len(long)} distribution(s) scored against {args.reference!r} "
-          f"({len({r['concept'] for r in rows} & set(human))} concept(s) with a human distribution)")
+    print(
+        f"{len(long)} distribution(s) scored against {args.reference!r} "
+        f"({len({r['concept'] for r in rows} & set(human))} concept(s) with a human distribution)"
+    )
     for name, (title, board) in boards.items():
         print(f"\n{title}\n{board.to_text()}")
         board.values.to_csv(out / f"{name}.csv")

@@ -41,20 +41,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_masking_arguments(parser: argparse.ArgumentParser) -> None:
     """The detector, SAM and threshold options (shared with `run`)."""
-    parser.add_argument("--detector", default=DEFAULT_DETECTOR, help=f"GroundingDINO hub id or directory (default: {DEFAULT_DETECTOR})")
-    parser.add_argument("--sam", default=DEFAULT_SAM, help=f"transformers SAM hub id or directory (default: {DEFAULT_SAM})")
-    parser.add_argument("--sam-checkpoint", default=None, help="use the segment-anything package with this .pth instead of --sam")
-    parser.add_argument("--sam-type", default="vit_h", choices=SEGMENT_ANYTHING_TYPES, help="architecture of --sam-checkpoint")
-    parser.add_argument("--box-threshold", type=float, default=BOX_THRESHOLD, help=f"detection score threshold (default: {BOX_THRESHOLD})")
-    parser.add_argument("--text-threshold", type=float, default=TEXT_THRESHOLD, help=f"text-token threshold (default: {TEXT_THRESHOLD})")
+    parser.add_argument(
+        "--detector",
+        default=DEFAULT_DETECTOR,
+        help=f"GroundingDINO hub id or directory (default: {DEFAULT_DETECTOR})",
+    )
+    parser.add_argument(
+        "--sam", default=DEFAULT_SAM, help=f"transformers SAM hub id or directory (default: {DEFAULT_SAM})"
+    )
+    parser.add_argument(
+        "--sam-checkpoint",
+        default=None,
+        help="use the segment-anything package with this .pth instead of --sam",
+    )
+    parser.add_argument(
+        "--sam-type", default="vit_h", choices=SEGMENT_ANYTHING_TYPES, help="architecture of --sam-checkpoint"
+    )
+    parser.add_argument(
+        "--box-threshold",
+        type=float,
+        default=BOX_THRESHOLD,
+        help=f"detection score threshold (default: {BOX_THRESHOLD})",
+    )
+    parser.add_argument(
+        "--text-threshold",
+        type=float,
+        default=TEXT_THRESHOLD,
+        help=f"text-token threshold (default: {TEXT_THRESHOLD})",
+    )
 
 
 def segmenter_spec(args: argparse.Namespace):
     """The `evaluation.pipeline.jobs.SegmenterSpec` the masking options describe."""
     from evaluation.pipeline.jobs import SegmenterSpec
 
-    return SegmenterSpec(args.detector, args.sam, args.box_threshold, args.text_threshold,
-                         sam_checkpoint=args.sam_checkpoint or "", sam_type=args.sam_type)
+    return SegmenterSpec(
+        args.detector,
+        args.sam,
+        args.box_threshold,
+        args.text_threshold,
+        sam_checkpoint=args.sam_checkpoint or "",
+        sam_type=args.sam_type,
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -70,13 +98,23 @@ def main(args: argparse.Namespace) -> int:
     work = LazySegmentationWork(segmenter_spec(args), args.data_dir, device)
     update, close = progress_bar("segment")
     try:
-        done = run_stage(db, args.run, "segment", work, args.batch_size, progress=update,
-                         data_dir=args.data_dir, executor=executor)
+        done = run_stage(
+            db,
+            args.run,
+            "segment",
+            work,
+            args.batch_size,
+            progress=update,
+            data_dir=args.data_dir,
+            executor=executor,
+        )
     finally:
         close()
     print(f"{done} image(s) segmented")
     for row in runs.exclusion_counts(db, run=args.run):
-        print(f"  {row['model']}: {row['n_ok']} usable, {row['n_no_detection']} without detection, "
-              f"{row['n_empty_mask']} with an empty mask (of {row['n_segmented']})")
+        print(
+            f"  {row['model']}: {row['n_ok']} usable, {row['n_no_detection']} without detection, "
+            f"{row['n_empty_mask']} with an empty mask (of {row['n_segmented']})"
+        )
     print_workers(executor)
     return 0

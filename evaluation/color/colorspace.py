@@ -42,14 +42,12 @@ def srgb_as_float(rgb: np.ndarray, name: str = "rgb") -> np.ndarray:
     if rgb.dtype == np.uint8:
         return rgb.astype(np.float64) / 255.0
     if not np.issubdtype(rgb.dtype, np.floating):
-        raise ValueError(
-            f"`{name}` must be uint8 in [0, 255] or float in [0, 1], got dtype {rgb.dtype}")
+        raise ValueError(f"`{name}` must be uint8 in [0, 255] or float in [0, 1], got dtype {rgb.dtype}")
     rgb = rgb.astype(np.float64, copy=False)
     if not np.all(np.isfinite(rgb)):
         raise ValueError(f"`{name}` must hold finite values, got NaN or inf")
     if rgb.size and (rgb.min() < 0.0 or rgb.max() > 1.0):
-        raise ValueError(
-            f"float `{name}` must lie in [0, 1], got range [{rgb.min():g}, {rgb.max():g}]")
+        raise ValueError(f"float `{name}` must lie in [0, 1], got range [{rgb.min():g}, {rgb.max():g}]")
     return rgb
 
 
@@ -119,8 +117,9 @@ def lab_to_srgb_uint8(lab: np.ndarray) -> np.ndarray:
     return np.round(lab_to_srgb(lab) * 255.0).astype(np.uint8)
 
 
-def delta_e_2000(lab1: np.ndarray, lab2: np.ndarray, kL: float = 1, kC: float = 1,
-                 kH: float = 1) -> np.ndarray:
+def delta_e_2000(
+    lab1: np.ndarray, lab2: np.ndarray, kL: float = 1, kC: float = 1, kH: float = 1
+) -> np.ndarray:
     """CIEDE2000 color difference ΔE00 between CIELAB colors.
 
     Parameters
@@ -151,6 +150,5 @@ def delta_e_2000(lab1: np.ndarray, lab2: np.ndarray, kL: float = 1, kC: float = 
     try:
         lab1, lab2 = np.broadcast_arrays(lab1, lab2)
     except ValueError:
-        raise ValueError(
-            f"`lab1` {lab1.shape} and `lab2` {lab2.shape} do not broadcast") from None
+        raise ValueError(f"`lab1` {lab1.shape} and `lab2` {lab2.shape} do not broadcast") from None
     return np.asarray(deltaE_ciede2000(lab1, lab2, kL=kL, kC=kC, kH=kH, channel_axis=-1))

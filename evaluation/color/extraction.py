@@ -103,19 +103,20 @@ class ConceptDistribution:
     n_images: int
 
 
-def _check_image_and_mask(image, mask, names: tuple[str, str]
-                          ) -> tuple[np.ndarray, np.ndarray]:
+def _check_image_and_mask(image, mask, names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
     image, mask = np.asarray(image), np.asarray(mask)
     image_name, mask_name = names
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (3, 4):
-        raise ValueError(f"`{image_name}` must be an (H, W, 3) or (H, W, 4) uint8 array, "
-                         f"got shape {image.shape} dtype {image.dtype}")
+        raise ValueError(
+            f"`{image_name}` must be an (H, W, 3) or (H, W, 4) uint8 array, "
+            f"got shape {image.shape} dtype {image.dtype}"
+        )
     if mask.dtype != bool or mask.ndim != 2:
-        raise ValueError(f"`{mask_name}` must be an (H, W) boolean array, "
-                         f"got shape {mask.shape} dtype {mask.dtype}")
+        raise ValueError(
+            f"`{mask_name}` must be an (H, W) boolean array, got shape {mask.shape} dtype {mask.dtype}"
+        )
     if mask.shape != image.shape[:2]:
-        raise ValueError(f"`{mask_name}` has size {mask.shape} but `{image_name}` has "
-                         f"{image.shape[:2]}")
+        raise ValueError(f"`{mask_name}` has size {mask.shape} but `{image_name}` has {image.shape[:2]}")
     if image.shape[2] == 4:
         mask = mask & (image[:, :, 3] == 255)
     if not mask.any():
@@ -197,7 +198,7 @@ def dominant_color(pixels: np.ndarray, *, bins: int = 16) -> np.ndarray:
     ndarray, shape (3,), float64
         CIELAB; L* in [0, 100].
     """
-    top = np.argmax(np.bincount(_bin_index(pixels, bins), minlength=bins ** 3))
+    top = np.argmax(np.bincount(_bin_index(pixels, bins), minlength=bins**3))
     return srgb_to_lab(_bin_centres(np.array(top), bins))
 
 
@@ -222,8 +223,9 @@ def group_images(dominant_lab: np.ndarray, *, threshold: float = 12.0) -> list[l
     return sorted(groups, key=lambda g: (-len(g), g[0]))
 
 
-def merge_colors(lab: np.ndarray, weights: np.ndarray, *,
-                 threshold: float = 7.0) -> tuple[np.ndarray, np.ndarray]:
+def merge_colors(
+    lab: np.ndarray, weights: np.ndarray, *, threshold: float = 7.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Step 4's merge: greedily combine colors within ΔE00, heaviest first.
 
     Parameters
@@ -261,35 +263,49 @@ def merge_colors(lab: np.ndarray, weights: np.ndarray, *,
     return np.array(centres)[resort], masses_arr[resort]
 
 
-def _bin_means(pixels: np.ndarray, index: np.ndarray, kept: np.ndarray, counts: np.ndarray,
-               bins: int) -> np.ndarray:
+def _bin_means(
+    pixels: np.ndarray, index: np.ndarray, kept: np.ndarray, counts: np.ndarray, bins: int
+) -> np.ndarray:
     """sRGB float [0, 1] mean of the pixels in each of the `kept` bins."""
-    sums = np.stack([np.bincount(index, weights=pixels[:, c], minlength=bins ** 3)[kept]
-                     for c in range(3)], axis=-1)
+    sums = np.stack(
+        [np.bincount(index, weights=pixels[:, c], minlength=bins**3)[kept] for c in range(3)], axis=-1
+    )
     return sums / counts[kept, None] / 255.0
 
 
-def _group_palette(pixels: np.ndarray, image_indices, *, bins: int, top: int,
-                   merge_threshold: float, bin_color: str) -> ColorGroup:
+def _group_palette(
+    pixels: np.ndarray, image_indices, *, bins: int, top: int, merge_threshold: float, bin_color: str
+) -> ColorGroup:
     """Step 4 and the first half of step 5 for one group's pooled pixels."""
     index = _bin_index(pixels, bins)
-    counts = np.bincount(index, minlength=bins ** 3)
+    counts = np.bincount(index, minlength=bins**3)
     kept = np.argsort(-counts, kind="stable")[:top]
     kept = kept[counts[kept] > 0]
-    colors = (_bin_means(pixels, index, kept, counts, bins) if bin_color == "mean"
-              else _bin_centres(kept, bins))
-    lab, mass = merge_colors(srgb_to_lab(colors), counts[kept].astype(float),
-                             threshold=merge_threshold)
+    colors = (
+        _bin_means(pixels, index, kept, counts, bins) if bin_color == "mean" else _bin_centres(kept, bins)
+    )
+    lab, mass = merge_colors(srgb_to_lab(colors), counts[kept].astype(float), threshold=merge_threshold)
     weights = mass / mass.sum()
     p = np.bincount(nearest_uw71(lab), weights=weights, minlength=N_BINS)
-    return ColorGroup(image_indices=tuple(image_indices), lab=lab,
-                      rgb=lab_to_srgb_uint8(lab), weights=weights, p=p / p.sum())
+    return ColorGroup(
+        image_indices=tuple(image_indices),
+        lab=lab,
+        rgb=lab_to_srgb_uint8(lab),
+        weights=weights,
+        p=p / p.sum(),
+    )
 
 
-def distribution_from_pixels(pixels: Sequence[np.ndarray], *, dominant_bins: int = 16,
-                             group_threshold: float = 12.0, palette_bins: int = 8,
-                             top_colors: int = 20, merge_threshold: float = 7.0,
-                             bin_color: str = "mean") -> ConceptDistribution:
+def distribution_from_pixels(
+    pixels: Sequence[np.ndarray],
+    *,
+    dominant_bins: int = 16,
+    group_threshold: float = 12.0,
+    palette_bins: int = 8,
+    top_colors: int = 20,
+    merge_threshold: float = 7.0,
+    bin_color: str = "mean",
+) -> ConceptDistribution:
     """Steps 2-5 on per-image pixel sets (the output of `image_pixels`).
 
     Parameters
@@ -326,22 +342,36 @@ def distribution_from_pixels(pixels: Sequence[np.ndarray], *, dominant_bins: int
     if bin_color not in BIN_COLORS:
         raise ValueError(f"`bin_color` must be one of {BIN_COLORS}, got {bin_color!r}")
     for i, px in enumerate(pixels):
-        if not (isinstance(px, np.ndarray) and px.dtype == np.uint8 and px.ndim == 2
-                and px.shape[1] == 3 and len(px) > 0):
-            raise ValueError(f"`pixels[{i}]` must be a non-empty (N, 3) uint8 array, got "
-                             f"{getattr(px, 'shape', type(px))} {getattr(px, 'dtype', '')}")
+        if not (
+            isinstance(px, np.ndarray)
+            and px.dtype == np.uint8
+            and px.ndim == 2
+            and px.shape[1] == 3
+            and len(px) > 0
+        ):
+            raise ValueError(
+                f"`pixels[{i}]` must be a non-empty (N, 3) uint8 array, got "
+                f"{getattr(px, 'shape', type(px))} {getattr(px, 'dtype', '')}"
+            )
     dominants = np.array([dominant_color(px, bins=dominant_bins) for px in pixels])
     groups = tuple(
-        _group_palette(np.concatenate([pixels[i] for i in members]), members,
-                       bins=palette_bins, top=top_colors, merge_threshold=merge_threshold,
-                       bin_color=bin_color)
-        for members in group_images(dominants, threshold=group_threshold))
+        _group_palette(
+            np.concatenate([pixels[i] for i in members]),
+            members,
+            bins=palette_bins,
+            top=top_colors,
+            merge_threshold=merge_threshold,
+            bin_color=bin_color,
+        )
+        for members in group_images(dominants, threshold=group_threshold)
+    )
     p = sum(g.n_images / len(pixels) * g.p for g in groups)
     return ConceptDistribution(p=p / p.sum(), groups=groups, n_images=len(pixels))
 
 
-def concept_distribution(images: Sequence[np.ndarray], masks: Sequence[np.ndarray], *,
-                         size: int = 100, **tuning) -> ConceptDistribution:
+def concept_distribution(
+    images: Sequence[np.ndarray], masks: Sequence[np.ndarray], *, size: int = 100, **tuning
+) -> ConceptDistribution:
     """The full Appendix C.3 pipeline: images of one concept to its UW-71 distribution.
 
     Parameters
@@ -370,13 +400,16 @@ def concept_distribution(images: Sequence[np.ndarray], masks: Sequence[np.ndarra
         raise ValueError("`images` is empty: a distribution needs at least one image")
     if len(masks) != len(images):
         raise ValueError(f"`masks` has {len(masks)} entries but `images` has {len(images)}")
-    pixels = [_masked_pixels(im, m, size, (f"images[{i}]", f"masks[{i}]"))
-              for i, (im, m) in enumerate(zip(images, masks))]
+    pixels = [
+        _masked_pixels(im, m, size, (f"images[{i}]", f"masks[{i}]"))
+        for i, (im, m) in enumerate(zip(images, masks))
+    ]
     return distribution_from_pixels(pixels, **tuning)
 
 
-def image_distribution(image: np.ndarray, mask: np.ndarray, *, size: int = 100,
-                       **tuning) -> ConceptDistribution:
+def image_distribution(
+    image: np.ndarray, mask: np.ndarray, *, size: int = 100, **tuning
+) -> ConceptDistribution:
     """The pipeline on a single image, e.g. one designer's coloring (one group).
 
     Same parameters as `concept_distribution` for one image and mask.

@@ -22,8 +22,16 @@ from evaluation.color.palette import load_uw71
 from storage.distributions import check_masses
 
 __all__ = [
-    "EMDSolverError", "pcc", "emd", "emd_rows",
-    "entropy", "entropy_difference", "dominant_bins", "dca", "hue_differences", "delta_hue",
+    "EMDSolverError",
+    "pcc",
+    "emd",
+    "emd_rows",
+    "entropy",
+    "entropy_difference",
+    "dominant_bins",
+    "dca",
+    "hue_differences",
+    "delta_hue",
     "shift",
 ]
 
@@ -42,8 +50,7 @@ def _pair(p, q, names=("p", "q")) -> tuple[np.ndarray, np.ndarray]:
         return check_masses(p, names[0]), check_masses(q, names[1])
     P, Q = check_masses(p, names[0]), check_masses(q, names[1])
     if P.shape != Q.shape:
-        raise ValueError(f"`{names[0]}` {P.shape} and `{names[1]}` {Q.shape} must have "
-                         f"the same shape")
+        raise ValueError(f"`{names[0]}` {P.shape} and `{names[1]}` {Q.shape} must have the same shape")
     return P, Q
 
 
@@ -69,8 +76,14 @@ def pcc(p: np.ndarray, q: np.ndarray) -> float | np.ndarray:
     return float(r) if r.ndim == 0 else r
 
 
-def emd_rows(P: np.ndarray, Q: np.ndarray, *, num_itermax: int = 100_000,
-             workers: int | None = None, min_rows_per_worker: int = 4096) -> np.ndarray:
+def emd_rows(
+    P: np.ndarray,
+    Q: np.ndarray,
+    *,
+    num_itermax: int = 100_000,
+    workers: int | None = None,
+    min_rows_per_worker: int = 4096,
+) -> np.ndarray:
     r"""Exact EMD between row i of `P` and row i of `Q` (eq. 2), batched.
 
     The ground distance is the CIELAB Euclidean distance between UW-71 bins, so the
@@ -112,8 +125,14 @@ def emd_rows(P: np.ndarray, Q: np.ndarray, *, num_itermax: int = 100_000,
     P, Q = check_masses(P, "P"), check_masses(Q, "Q")
     if P.shape != Q.shape:
         raise ValueError(f"`P` {P.shape} and `Q` {Q.shape} must have the same shape")
-    return _emd_support_rows(P, Q, load_uw71().ground_distance, num_itermax=num_itermax,
-                            workers=workers, min_rows_per_worker=min_rows_per_worker)
+    return _emd_support_rows(
+        P,
+        Q,
+        load_uw71().ground_distance,
+        num_itermax=num_itermax,
+        workers=workers,
+        min_rows_per_worker=min_rows_per_worker,
+    )
 
 
 def emd(p: np.ndarray, q: np.ndarray, *, num_itermax: int = 100_000) -> float:
@@ -139,8 +158,11 @@ def emd(p: np.ndarray, q: np.ndarray, *, num_itermax: int = 100_000) -> float:
         If the solver does not reach an optimal solution.
     """
     p, q = check_masses(p, "p"), check_masses(q, "q")
-    return float(_emd_support_rows(p[None], q[None], load_uw71().ground_distance,
-                                  num_itermax=num_itermax, workers=1)[0])
+    return float(
+        _emd_support_rows(p[None], q[None], load_uw71().ground_distance, num_itermax=num_itermax, workers=1)[
+            0
+        ]
+    )
 
 
 def shift(p_base: np.ndarray, p_modified: np.ndarray) -> float:
@@ -286,8 +308,9 @@ def _solve_csr(a, b, ground: np.ndarray, num_itermax: int, first_row: int) -> np
         sub = ground.take(a_idx[a0:a1], axis=0).take(b_idx[b0:b1], axis=1)
         cost, status = emd_c(a_val[a0:a1], b_val[b0:b1], sub, num_itermax, 1)[1::3]
         if status != 1:
-            raise EMDSolverError(f"EMD of row {first_row + i}: network simplex ended "
-                                 f"{_SOLVER_STATUS.get(status, status)}")
+            raise EMDSolverError(
+                f"EMD of row {first_row + i}: network simplex ended {_SOLVER_STATUS.get(status, status)}"
+            )
         out[i] = cost
     return out
 
@@ -295,7 +318,7 @@ def _solve_csr(a, b, ground: np.ndarray, num_itermax: int, first_row: int) -> np
 def _slice_csr(csr, start: int, stop: int):
     ptr, idx, val = csr
     lo, hi = ptr[start], ptr[stop]
-    return ptr[start:stop + 1] - lo, idx[lo:hi], val[lo:hi]
+    return ptr[start : stop + 1] - lo, idx[lo:hi], val[lo:hi]
 
 
 def _pool_context():
@@ -308,9 +331,15 @@ def _usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
-def _emd_support_rows(P: np.ndarray, Q: np.ndarray, ground: np.ndarray, *,
-                      num_itermax: int, workers: int | None = None,
-                      min_rows_per_worker: int = 4096) -> np.ndarray:
+def _emd_support_rows(
+    P: np.ndarray,
+    Q: np.ndarray,
+    ground: np.ndarray,
+    *,
+    num_itermax: int,
+    workers: int | None = None,
+    min_rows_per_worker: int = 4096,
+) -> np.ndarray:
     """Solve validated, normalised rows; reproduces `ot.emd2`'s own preprocessing."""
     Q = Q * P.sum(axis=1, keepdims=True) / Q.sum(axis=1, keepdims=True)
     a, b = _csr(P), _csr(Q)
@@ -324,7 +353,8 @@ def _emd_support_rows(P: np.ndarray, Q: np.ndarray, ground: np.ndarray, *,
         return _solve_csr(a, b, ground, num_itermax, 0)
     bounds = np.linspace(0, n, 4 * workers + 1).astype(int)
     with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
-        parts = [pool.submit(_solve_csr, _slice_csr(a, lo, hi), _slice_csr(b, lo, hi),
-                             ground, num_itermax, lo)
-                 for lo, hi in zip(bounds[:-1], bounds[1:])]
+        parts = [
+            pool.submit(_solve_csr, _slice_csr(a, lo, hi), _slice_csr(b, lo, hi), ground, num_itermax, lo)
+            for lo, hi in zip(bounds[:-1], bounds[1:])
+        ]
         return np.concatenate([part.result() for part in parts])

@@ -62,8 +62,7 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
         rows = sorted(csv.DictReader(f), key=lambda r: int(r["color_index"]))
     indices = [int(r["color_index"]) for r in rows]
     if indices != list(range(N_BINS)):
-        raise ValueError(
-            f"{path}: expected color_index 0..{N_BINS - 1} once each, got {len(rows)} rows")
+        raise ValueError(f"{path}: expected color_index 0..{N_BINS - 1} once each, got {len(rows)} rows")
     return rows
 
 
@@ -102,7 +101,7 @@ def load_uw71(path: str | Path = UW71_CSV) -> Palette:
     chroma = np.array([float(r["C"]) for r in rows])
     hue = np.array([float(r["H"]) for r in rows]) % 360.0
     hexes = tuple(r["color_hex"].strip().lower() for r in rows)
-    rgb = np.array([[int(h[i:i + 2], 16) for i in (1, 3, 5)] for h in hexes], dtype=np.uint8)
+    rgb = np.array([[int(h[i : i + 2], 16) for i in (1, 3, 5)] for h in hexes], dtype=np.uint8)
     achromatic = chroma == 0.0
     ground = np.sqrt(((lab[:, None, :] - lab[None, :, :]) ** 2).sum(axis=-1))
     return Palette(
@@ -145,7 +144,7 @@ def nearest_uw71(lab: np.ndarray, palette: Palette | None = None) -> np.ndarray:
     flat = lab.reshape(-1, 3)
     out = np.empty(len(flat), dtype=np.int64)
     for start in range(0, len(flat), _NEAREST_CHUNK):
-        chunk = flat[start:start + _NEAREST_CHUNK]
+        chunk = flat[start : start + _NEAREST_CHUNK]
         sq = ((chunk[:, None, :] - centres[None, :, :]) ** 2).sum(axis=-1)
-        out[start:start + len(chunk)] = sq.argmin(axis=1)
+        out[start : start + len(chunk)] = sq.argmin(axis=1)
     return out.reshape(lab.shape[:-1])

@@ -132,8 +132,9 @@ def _distinct(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     color (flat inverse index) and each color's pixel count. A coloring holds a few flat
     paints, so binning its k colors instead of its ~10^4 pixels gives the same bins."""
     flat = rgb.reshape(-1, 3).astype(np.uint32)
-    codes, inverse, counts = np.unique((flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2],
-                                       return_inverse=True, return_counts=True)
+    codes, inverse, counts = np.unique(
+        (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2], return_inverse=True, return_counts=True
+    )
     colors = np.stack([codes >> 16, (codes >> 8) & 255, codes & 255], axis=-1)
     return colors.astype(np.float64) / 255.0, inverse.reshape(-1), counts
 
@@ -174,8 +175,7 @@ def hs_histogram(rgb, *, config: SCDConfig = SCD) -> np.ndarray:
     if pixels.dtype == np.uint8 and pixels.size:
         srgb_as_float(pixels, "rgb")
         colors, _, counts = _distinct(pixels)
-        return np.bincount(_bins(colors, config), weights=counts,
-                           minlength=config.n_bins) / counts.sum()
+        return np.bincount(_bins(colors, config), weights=counts, minlength=config.n_bins) / counts.sum()
     idx = hs_bin_index(rgb, config=config).ravel()
     if idx.size == 0:
         raise ValueError("`rgb` holds no pixels")

@@ -98,7 +98,9 @@ class GenerationOutput:
     seconds: float
 
 
-def check_inputs(prompts: Sequence[str], seeds: Sequence[int], guidance_scale: float, steps: int, resolution: int) -> None:
+def check_inputs(
+    prompts: Sequence[str], seeds: Sequence[int], guidance_scale: float, steps: int, resolution: int
+) -> None:
     """Validate `generate`'s arguments before any model work; raise ValueError naming the argument."""
     if isinstance(prompts, str) or not prompts or not all(isinstance(p, str) and p for p in prompts):
         raise ValueError(f"`prompts` must be a non-empty list of non-empty strings, got {prompts!r}")
@@ -191,13 +193,22 @@ def generate(
     kwargs = {**dict(call_kwargs or {}), guidance_param: float(guidance_scale)}
     with torch.inference_mode():
         result = pipeline(
-            prompt=list(prompts), num_images_per_prompt=1, generator=generators, height=resolution,
-            width=resolution, num_inference_steps=steps, output_type="np", **kwargs,
+            prompt=list(prompts),
+            num_images_per_prompt=1,
+            generator=generators,
+            height=resolution,
+            width=resolution,
+            num_inference_steps=steps,
+            output_type="np",
+            **kwargs,
         )
     seconds = time.perf_counter() - start
 
     # 4. Decode to sRGB uint8 and package.
     return GenerationOutput(
-        images=_to_uint8(result.images), prompts=tuple(prompts),
-        seeds=tuple(int(s) for s in seeds), guidance_scale=float(guidance_scale), seconds=seconds,
+        images=_to_uint8(result.images),
+        prompts=tuple(prompts),
+        seeds=tuple(int(s) for s in seeds),
+        guidance_scale=float(guidance_scale),
+        seconds=seconds,
     )

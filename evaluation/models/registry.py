@@ -104,7 +104,9 @@ def _check_entry(key: str, entry: Mapping[str, Any]) -> None:
         raise RegistryError(f"model {key!r}: resolution must be a multiple of 8, got {entry['resolution']}")
     scales = entry["cfg_scales"]
     if not scales or not all(isinstance(s, (int, float)) and s > 0 for s in scales):
-        raise RegistryError(f"model {key!r}: cfg_scales must be a non-empty list of positive numbers, got {scales!r}")
+        raise RegistryError(
+            f"model {key!r}: cfg_scales must be a non-empty list of positive numbers, got {scales!r}"
+        )
 
 
 def load_registry(path: str | Path = REGISTRY_TOML) -> dict[str, ModelSpec]:
@@ -219,7 +221,9 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
     out = {}
     for name in spec.__dataclass_fields__:
         value = getattr(spec, name)
-        out[name] = dict(value) if isinstance(value, Mapping) else list(value) if isinstance(value, tuple) else value
+        out[name] = (
+            dict(value) if isinstance(value, Mapping) else list(value) if isinstance(value, tuple) else value
+        )
     return out
 
 

@@ -57,7 +57,11 @@ class TransformersSam:
         dtype = next(self.model.parameters()).dtype
         pixel_values = inputs["pixel_values"].to(self.device, dtype)
         with torch.inference_mode():
-            out = self.model(pixel_values=pixel_values, input_boxes=inputs["input_boxes"].to(self.device, dtype), multimask_output=False)
+            out = self.model(
+                pixel_values=pixel_values,
+                input_boxes=inputs["input_boxes"].to(self.device, dtype),
+                multimask_output=False,
+            )
         masks = self.processor.image_processor.post_process_masks(
             out.pred_masks.float().cpu(), inputs["original_sizes"], inputs["reshaped_input_sizes"]
         )
@@ -126,10 +130,14 @@ def load_sam(source: str | Path = DEFAULT_SAM, *, device: str, dtype: Any = None
 
     dtype = torch.float32 if dtype is None else dtype
     model = SamModel.from_pretrained(str(source), dtype=dtype).to(device).eval()
-    return TransformersSam(model=model, processor=SamProcessor.from_pretrained(str(source)), device=str(device))
+    return TransformersSam(
+        model=model, processor=SamProcessor.from_pretrained(str(source)), device=str(device)
+    )
 
 
-def load_segment_anything(checkpoint: str | Path, model_type: str = "vit_h", *, device: str) -> SegmentAnythingSam:
+def load_segment_anything(
+    checkpoint: str | Path, model_type: str = "vit_h", *, device: str
+) -> SegmentAnythingSam:
     """Load an original SAM ``.pth`` checkpoint through the ``segment-anything`` package.
 
     Parameters
@@ -149,7 +157,13 @@ def load_segment_anything(checkpoint: str | Path, model_type: str = "vit_h", *, 
     return SegmentAnythingSam(predictor=SamPredictor(model))
 
 
-def detect(image: np.ndarray, noun: str, detector: Detector, box_threshold: float = BOX_THRESHOLD, text_threshold: float = TEXT_THRESHOLD) -> tuple[np.ndarray, np.ndarray]:
+def detect(
+    image: np.ndarray,
+    noun: str,
+    detector: Detector,
+    box_threshold: float = BOX_THRESHOLD,
+    text_threshold: float = TEXT_THRESHOLD,
+) -> tuple[np.ndarray, np.ndarray]:
     """All GroundingDINO boxes for `noun` above the thresholds.
 
     Returns
@@ -163,12 +177,17 @@ def detect(image: np.ndarray, noun: str, detector: Detector, box_threshold: floa
 
     height, width = image.shape[:2]
     # GroundingDINO expects lower-case phrases, each ended by a period.
-    inputs = detector.processor(images=image, text=f"{noun.lower().strip()}.", return_tensors="pt").to(detector.device)
+    inputs = detector.processor(images=image, text=f"{noun.lower().strip()}.", return_tensors="pt").to(
+        detector.device
+    )
     inputs["pixel_values"] = inputs["pixel_values"].to(next(detector.model.parameters()).dtype)
     with torch.inference_mode():
         outputs = detector.model(**inputs)
     result = detector.processor.post_process_grounded_object_detection(
-        outputs, inputs["input_ids"], threshold=box_threshold, text_threshold=text_threshold,
+        outputs,
+        inputs["input_ids"],
+        threshold=box_threshold,
+        text_threshold=text_threshold,
         target_sizes=[(height, width)],
     )[0]
     scores = result["scores"].float().cpu().numpy()

@@ -99,26 +99,50 @@ def _tiny_sd_components(tmp: Path, seed: int) -> dict:
     vocab_size = write_clip_vocab(tmp / "_vocab")
     tokenizer = CLIPTokenizer.from_pretrained(tmp / "_vocab")
     torch.manual_seed(seed)
-    text_encoder = CLIPTextModel(CLIPTextConfig(
-        vocab_size=vocab_size, hidden_size=32, intermediate_size=37, num_attention_heads=4,
-        num_hidden_layers=2, max_position_embeddings=77, bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-    ))
+    text_encoder = CLIPTextModel(
+        CLIPTextConfig(
+            vocab_size=vocab_size,
+            hidden_size=32,
+            intermediate_size=37,
+            num_attention_heads=4,
+            num_hidden_layers=2,
+            max_position_embeddings=77,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    )
     unet = UNet2DConditionModel(
-        sample_size=TINY_RESOLUTION // 8, in_channels=4, out_channels=4, block_out_channels=(32, 64),
-        layers_per_block=1, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32,
-        attention_head_dim=8, norm_num_groups=8,
+        sample_size=TINY_RESOLUTION // 8,
+        in_channels=4,
+        out_channels=4,
+        block_out_channels=(32, 64),
+        layers_per_block=1,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32,
+        attention_head_dim=8,
+        norm_num_groups=8,
     )
     # Four VAE levels give the usual 8x latent downsampling.
     vae = AutoencoderKL(
-        in_channels=3, out_channels=3, block_out_channels=(8, 16, 16, 16), layers_per_block=1,
-        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-        latent_channels=4, norm_num_groups=8, sample_size=TINY_RESOLUTION,
+        in_channels=3,
+        out_channels=3,
+        block_out_channels=(8, 16, 16, 16),
+        layers_per_block=1,
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        latent_channels=4,
+        norm_num_groups=8,
+        sample_size=TINY_RESOLUTION,
     )
     scheduler = DDIMScheduler(
-        beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
-        clip_sample=False, set_alpha_to_one=False, steps_offset=1,
+        beta_start=0.00085,
+        beta_end=0.012,
+        beta_schedule="scaled_linear",
+        clip_sample=False,
+        set_alpha_to_one=False,
+        steps_offset=1,
     )
     return dict(vae=vae, text_encoder=text_encoder, tokenizer=tokenizer, unet=unet, scheduler=scheduler)
 
@@ -174,26 +198,48 @@ def build_tiny_grounding_dino(path: str | Path, *, seed: int = 0) -> Path:
         vocab_size = write_bert_vocab(tmp / "_vocab")
         tokenizer = BertTokenizer.from_pretrained(tmp / "_vocab")
         backbone = SwinConfig(
-            image_size=TINY_RESOLUTION, patch_size=4, embed_dim=8, depths=[1, 1, 1, 1],
-            num_heads=[1, 1, 1, 1], window_size=4, out_features=["stage2", "stage3", "stage4"],
+            image_size=TINY_RESOLUTION,
+            patch_size=4,
+            embed_dim=8,
+            depths=[1, 1, 1, 1],
+            num_heads=[1, 1, 1, 1],
+            window_size=4,
+            out_features=["stage2", "stage3", "stage4"],
         )
         text = BertConfig(
-            vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-            intermediate_size=16, max_position_embeddings=64,
+            vocab_size=vocab_size,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=16,
+            max_position_embeddings=64,
         )
         # d_model must be a multiple of 32 (GroupNorm(32, d_model)); two decoder layers are
         # the fewest that transformers' box-head weight tying accepts.
         config = GroundingDinoConfig(
-            backbone_config=backbone, text_config=text, d_model=32, encoder_layers=1,
-            decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
-            encoder_ffn_dim=16, decoder_ffn_dim=16, num_queries=10, num_feature_levels=3,
-            encoder_n_points=2, decoder_n_points=2, max_text_len=32, use_timm_backbone=False,
+            backbone_config=backbone,
+            text_config=text,
+            d_model=32,
+            encoder_layers=1,
+            decoder_layers=2,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=16,
+            decoder_ffn_dim=16,
+            num_queries=10,
+            num_feature_levels=3,
+            encoder_n_points=2,
+            decoder_n_points=2,
+            max_text_len=32,
+            use_timm_backbone=False,
             use_pretrained_backbone=False,
         )
         torch.manual_seed(seed)
         GroundingDinoForObjectDetection(config).save_pretrained(tmp)
         size = {"shortest_edge": TINY_RESOLUTION, "longest_edge": TINY_RESOLUTION}
-        processor = GroundingDinoProcessor(image_processor=GroundingDinoImageProcessor(size=size), tokenizer=tokenizer)
+        processor = GroundingDinoProcessor(
+            image_processor=GroundingDinoImageProcessor(size=size), tokenizer=tokenizer
+        )
         processor.save_pretrained(tmp)
         shutil.rmtree(tmp / "_vocab")
 
@@ -206,13 +252,30 @@ def tiny_sam_config() -> transformers.SamConfig:  # noqa: F821
 
     # initializer_range 0.02 (the default is 1e-10) so that random masks are not all empty.
     vision = SamVisionConfig(
-        hidden_size=16, output_channels=16, num_hidden_layers=1, num_attention_heads=2,
-        image_size=TINY_RESOLUTION, patch_size=8, mlp_dim=32, global_attn_indexes=[0],
-        window_size=4, num_pos_feats=8, initializer_range=0.02,
+        hidden_size=16,
+        output_channels=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=TINY_RESOLUTION,
+        patch_size=8,
+        mlp_dim=32,
+        global_attn_indexes=[0],
+        window_size=4,
+        num_pos_feats=8,
+        initializer_range=0.02,
     )
-    prompt = SamPromptEncoderConfig(hidden_size=16, image_size=TINY_RESOLUTION, patch_size=8, mask_input_channels=4)
-    decoder = SamMaskDecoderConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, mlp_dim=32, iou_head_hidden_dim=16)
-    return SamConfig(vision_config=vision, prompt_encoder_config=prompt, mask_decoder_config=decoder, initializer_range=0.02)
+    prompt = SamPromptEncoderConfig(
+        hidden_size=16, image_size=TINY_RESOLUTION, patch_size=8, mask_input_channels=4
+    )
+    decoder = SamMaskDecoderConfig(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, mlp_dim=32, iou_head_hidden_dim=16
+    )
+    return SamConfig(
+        vision_config=vision,
+        prompt_encoder_config=prompt,
+        mask_decoder_config=decoder,
+        initializer_range=0.02,
+    )
 
 
 def build_tiny_sam(path: str | Path, *, seed: int = 0) -> Path:
@@ -248,17 +311,28 @@ def tiny_segment_anything_model(*, seed: int = 0) -> segment_anything.modeling.S
     torch.manual_seed(seed)
     dim, patch = 16, 8
     encoder = ImageEncoderViT(
-        img_size=TINY_RESOLUTION, patch_size=patch, embed_dim=dim, depth=1, num_heads=2,
-        out_chans=dim, window_size=4, global_attn_indexes=(0,), use_rel_pos=True,
+        img_size=TINY_RESOLUTION,
+        patch_size=patch,
+        embed_dim=dim,
+        depth=1,
+        num_heads=2,
+        out_chans=dim,
+        window_size=4,
+        global_attn_indexes=(0,),
+        use_rel_pos=True,
     )
     grid = TINY_RESOLUTION // patch
     prompt = PromptEncoder(
-        embed_dim=dim, image_embedding_size=(grid, grid),
-        input_image_size=(TINY_RESOLUTION, TINY_RESOLUTION), mask_in_chans=4,
+        embed_dim=dim,
+        image_embedding_size=(grid, grid),
+        input_image_size=(TINY_RESOLUTION, TINY_RESOLUTION),
+        mask_in_chans=4,
     )
     decoder = MaskDecoder(
-        transformer_dim=dim, transformer=TwoWayTransformer(depth=1, embedding_dim=dim, mlp_dim=32, num_heads=2),
-        num_multimask_outputs=3, iou_head_hidden_dim=16,
+        transformer_dim=dim,
+        transformer=TwoWayTransformer(depth=1, embedding_dim=dim, mlp_dim=32, num_heads=2),
+        num_multimask_outputs=3,
+        iou_head_hidden_dim=16,
     )
     return Sam(image_encoder=encoder, prompt_encoder=prompt, mask_decoder=decoder).eval()
 

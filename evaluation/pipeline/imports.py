@@ -96,8 +96,15 @@ def _zip_entries(path: Path) -> list[Entry]:
         infos = [info for info in archive.infolist() if not info.is_dir()]
     for info in infos:
         name = PurePosixPath(info.filename)
-        if info.filename.startswith(("/", "\\")) or "\\" in info.filename or ".." in name.parts or ":" in info.filename:
-            raise ImportSourceError(f"zip entry {info.filename!r} would leave the archive folder; the zip is refused")
+        if (
+            info.filename.startswith(("/", "\\"))
+            or "\\" in info.filename
+            or ".." in name.parts
+            or ":" in info.filename
+        ):
+            raise ImportSourceError(
+                f"zip entry {info.filename!r} would leave the archive folder; the zip is refused"
+            )
 
     def reader(info: zipfile.ZipInfo) -> Callable[[], bytes]:
         def read() -> bytes:
@@ -105,6 +112,7 @@ def _zip_entries(path: Path) -> list[Entry]:
                 raise ValueError(f"{info.file_size} bytes, more than {MAX_IMAGE_BYTES}")
             with zipfile.ZipFile(path) as archive, archive.open(info) as f:
                 return f.read(MAX_IMAGE_BYTES + 1)
+
         return read
 
     return [(info.filename, reader(info)) for info in infos]
@@ -118,6 +126,7 @@ def _folder_entries(folder: Path) -> list[Entry]:
             if file.stat().st_size > MAX_IMAGE_BYTES:
                 raise ValueError(f"{file.stat().st_size} bytes, more than {MAX_IMAGE_BYTES}")
             return file.read_bytes()
+
         return read
 
     files = sorted(p for p in folder.rglob("*") if p.is_file())
@@ -149,7 +158,9 @@ def open_source(source: str | Path, allowed_roots: Sequence[str | Path]) -> list
     else:
         raise ImportSourceError(f"{shown!r} must be an existing folder or .zip file")
     if len(entries) > MAX_FILES:
-        raise ImportSourceError(f"{shown!r} holds {len(entries)} files; at most {MAX_FILES} are imported at once")
+        raise ImportSourceError(
+            f"{shown!r} holds {len(entries)} files; at most {MAX_FILES} are imported at once"
+        )
     return entries
 
 
@@ -191,10 +202,14 @@ def _labels_from_names(names: Sequence[str], known: set[str]) -> Iterator[tuple[
             yield name, str(error)
 
 
-def _labels_from_manifest(text: str, names: Sequence[str], known: set[str]) -> Iterator[tuple[str, Label | str]]:
+def _labels_from_manifest(
+    text: str, names: Sequence[str], known: set[str]
+) -> Iterator[tuple[str, Label | str]]:
     rows = list(csv.DictReader(io.StringIO(text)))
     if not rows or set(MANIFEST_COLUMNS) - set(rows[0]):
-        raise ImportSourceError(f"{MANIFEST} must have the columns {list(MANIFEST_COLUMNS)} and at least one row")
+        raise ImportSourceError(
+            f"{MANIFEST} must have the columns {list(MANIFEST_COLUMNS)} and at least one row"
+        )
     listed = {}
     for row in rows:
         try:
@@ -227,8 +242,11 @@ def _read_images(entries: Sequence[Entry], known: set[str], data_dir: Path, run:
     """Label, decode and store each image; returns ({Label: (path, sha)}, rejected)."""
     readers = dict(entries)
     images = sorted(n for n in readers if n.lower().endswith(IMAGE_SUFFIXES))
-    rejected = [(n, f"not an image file ({', '.join(IMAGE_SUFFIXES)})")
-                for n in sorted(readers) if n not in images and n != MANIFEST]
+    rejected = [
+        (n, f"not an image file ({', '.join(IMAGE_SUFFIXES)})")
+        for n in sorted(readers)
+        if n not in images and n != MANIFEST
+    ]
     if MANIFEST in readers:
         labelled = _labels_from_manifest(readers[MANIFEST]().decode("utf-8-sig"), images, known)
     else:
@@ -255,15 +273,29 @@ def _items(stored: dict[Label, tuple[str, str]], concepts: dict[str, Concept]) -
     for labels in cells.values():
         for sample, label in enumerate(sorted(labels, key=lambda lab: lab.seed)):
             concept = concepts[label.concept]
-            items.append({"model": label.model, "concept": label.concept, "noun": concept.base,
-                          "style": label.style, "cfg": label.cfg, "sample": sample, "seed": label.seed,
-                          "prompt": build_prompt(concept, label.style)})
+            items.append(
+                {
+                    "model": label.model,
+                    "concept": label.concept,
+                    "noun": concept.base,
+                    "style": label.style,
+                    "cfg": label.cfg,
+                    "sample": sample,
+                    "seed": label.seed,
+                    "prompt": build_prompt(concept, label.style),
+                }
+            )
     return items
 
 
 def import_images(
-    db: sqlite_utils.Database, run: str, source: str | Path, data_dir: str | Path,
-    concepts: Sequence[Concept], *, allowed_roots: Sequence[str | Path],
+    db: sqlite_utils.Database,
+    run: str,
+    source: str | Path,
+    data_dir: str | Path,
+    concepts: Sequence[Concept],
+    *,
+    allowed_roots: Sequence[str | Path],
 ) -> ImportReport:
     """Store the labelled images of a folder or zip as a new run whose items are ``generated``.
 
@@ -305,13 +337,26 @@ def import_images(
         shown = "; ".join(f"{n}: {why}" for n, why in rejected[:5]) or "it holds no file"
         raise ImportSourceError(f"no usable image in {Path(source).name!r}: {shown}")
     items = _items(stored, by_key)
-    config = {"imported": {"source": Path(source).name, "files": len(entries)},
-              "concepts": sorted({i["concept"] for i in items}), "styles": sorted({i["style"] for i in items})}
+    config = {
+        "imported": {"source": Path(source).name, "files": len(entries)},
+        "concepts": sorted({i["concept"] for i in items}),
+        "styles": sorted({i["style"] for i in items}),
+    }
     with db.atomic():
         runs.create_run(db, run, items, config)
-        ids = {(r["model"], r["concept"], r["style"], r["cfg"], r["seed"]): r["id"] for r in runs.items(db, run)}
-        runs.record_items(db, [
-            {"id": ids[(lab.model, lab.concept, lab.style, lab.cfg, lab.seed)], "status": "generated",
-             "image_path": path, "image_sha256": digest}
-            for lab, (path, digest) in stored.items()])
+        ids = {
+            (r["model"], r["concept"], r["style"], r["cfg"], r["seed"]): r["id"] for r in runs.items(db, run)
+        }
+        runs.record_items(
+            db,
+            [
+                {
+                    "id": ids[(lab.model, lab.concept, lab.style, lab.cfg, lab.seed)],
+                    "status": "generated",
+                    "image_path": path,
+                    "image_sha256": digest,
+                }
+                for lab, (path, digest) in stored.items()
+            ],
+        )
     return ImportReport(run, len(stored), tuple(rejected))

@@ -74,8 +74,12 @@ class SegmenterSpec:
     sam_type: str = "vit_h"
 
 
-def segmenter_preset(name: str, models_dir: str | Path, box_threshold: float = BOX_THRESHOLD,
-                     text_threshold: float = TEXT_THRESHOLD) -> SegmenterSpec:
+def segmenter_preset(
+    name: str,
+    models_dir: str | Path,
+    box_threshold: float = BOX_THRESHOLD,
+    text_threshold: float = TEXT_THRESHOLD,
+) -> SegmenterSpec:
     """The `SegmenterSpec` of preset `name` (one of `SEGMENTER_PRESETS`).
 
     ``tiny-random`` uses ``models_dir/tiny-grounding-dino`` and ``models_dir/tiny-sam``,
@@ -89,8 +93,13 @@ def segmenter_preset(name: str, models_dir: str | Path, box_threshold: float = B
     if name == "paper":
         return SegmenterSpec(box_threshold=box_threshold, text_threshold=text_threshold)
     models_dir = Path(models_dir).resolve()
-    return SegmenterSpec(str(models_dir / "tiny-grounding-dino"), str(models_dir / "tiny-sam"),
-                         box_threshold, text_threshold, tiny_dir=str(models_dir))
+    return SegmenterSpec(
+        str(models_dir / "tiny-grounding-dino"),
+        str(models_dir / "tiny-sam"),
+        box_threshold,
+        text_threshold,
+        tiny_dir=str(models_dir),
+    )
 
 
 def _build_tiny_segmenter(segmenter: SegmenterSpec) -> None:
@@ -183,9 +192,15 @@ def _build_tiny_pipelines(work: GenerationWork) -> None:
 
 
 def run_pipeline(
-    db: sqlite_utils.Database, run: str, data_dir: str | Path, segmenter: SegmenterSpec, *,
-    device: str, should_stop: Callable[[], bool] = lambda: False,
-    on_stage: Callable[[str], None] | None = None, executor: ExecutorChoice = ExecutorChoice(),
+    db: sqlite_utils.Database,
+    run: str,
+    data_dir: str | Path,
+    segmenter: SegmenterSpec,
+    *,
+    device: str,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_stage: Callable[[str], None] | None = None,
+    executor: ExecutorChoice = ExecutorChoice(),
     on_executor: Callable[[str, Executor], None] | None = None,
 ) -> None:
     """Take run `run` through its pending work: generate, segment, extract.
@@ -239,8 +254,16 @@ def run_pipeline(
         batch = min(spec.batch_size for spec in work.specs.values()) if on_gpu else 1
         if cluster is not None:
             _build_tiny_pipelines(work)
-        run_stage(db, run, "generate", work, batch, progress=check, data_dir=data_dir,
-                  executor=_stage_executor(executor, cluster, "generate", on_executor))
+        run_stage(
+            db,
+            run,
+            "generate",
+            work,
+            batch,
+            progress=check,
+            data_dir=data_dir,
+            executor=_stage_executor(executor, cluster, "generate", on_executor),
+        )
         del work
         _free_memory(device)
     check(0, 0)
@@ -252,15 +275,24 @@ def run_pipeline(
         else:
             _build_tiny_segmenter(segmenter)
             work = LazySegmentationWork(segmenter, data_dir)
-        run_stage(db, run, "segment", work, SEGMENT_BATCH, progress=check, data_dir=data_dir,
-                  executor=_stage_executor(executor, cluster, "segment", on_executor))
+        run_stage(
+            db,
+            run,
+            "segment",
+            work,
+            SEGMENT_BATCH,
+            progress=check,
+            data_dir=data_dir,
+            executor=_stage_executor(executor, cluster, "segment", on_executor),
+        )
         del work
         _free_memory(device)
     check(0, 0)
     # 3. One distribution per fully segmented (model, concept, style, cfg).
     _announce(on_stage, "extract")
-    if extract(db, run, data_dir, progress=check,
-               executor=_stage_executor(executor, cluster, "extract", on_executor)):
+    if extract(
+        db, run, data_dir, progress=check, executor=_stage_executor(executor, cluster, "extract", on_executor)
+    ):
         # 4. Score the new distributions against every human source now, not at the first view.
         score_every_source(db, load_concepts())
 
@@ -324,7 +356,9 @@ class JobManager:
         self._stop: dict[str, threading.Event] = {}
         self._worker: threading.Thread | None = None
 
-    def submit(self, run: str, segmenter: SegmenterSpec, executor: ExecutorChoice = ExecutorChoice()) -> JobState:
+    def submit(
+        self, run: str, segmenter: SegmenterSpec, executor: ExecutorChoice = ExecutorChoice()
+    ) -> JobState:
         """Queue run `run` (stored already) on `executor`; raises JobError if it is queued or running."""
         with self._lock:
             if self._states.get(run, JobState("idle")).active:
@@ -388,9 +422,17 @@ class JobManager:
         self._set(run, "running")
         try:
             with self.connect() as db:
-                run_pipeline(db, run, self.data_dir, segmenter, device=self.device, should_stop=stop.is_set,
-                             on_stage=lambda stage: self._set(run, "running", stage), executor=executor,
-                             on_executor=lambda stage, ex: self._set_executor(run, ex))
+                run_pipeline(
+                    db,
+                    run,
+                    self.data_dir,
+                    segmenter,
+                    device=self.device,
+                    should_stop=stop.is_set,
+                    on_stage=lambda stage: self._set(run, "running", stage),
+                    executor=executor,
+                    on_executor=lambda stage, ex: self._set_executor(run, ex),
+                )
         except Cancelled:
             self._set(run, "cancelled", message="cancelled; resume to continue")
         except Exception as error:  # noqa: BLE001 - any failure ends this job, not the worker

@@ -14,8 +14,14 @@ from evaluation.pipeline.stages import read_image
 MASK_COLOR = (255, 0, 255)
 
 
-def overlay_mask(image: np.ndarray, mask: np.ndarray, alpha: float = 0.35, *,
-                 color: Sequence[int] = MASK_COLOR, outline: bool = True) -> np.ndarray:
+def overlay_mask(
+    image: np.ndarray,
+    mask: np.ndarray,
+    alpha: float = 0.35,
+    *,
+    color: Sequence[int] = MASK_COLOR,
+    outline: bool = True,
+) -> np.ndarray:
     """Tint the masked pixels of `image` and draw the mask's outline.
 
     Parameters
@@ -45,7 +51,9 @@ def overlay_mask(image: np.ndarray, mask: np.ndarray, alpha: float = 0.35, *,
     if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         raise ValueError(f"`image` must be an (H, W, 3) uint8 array, got {image.dtype} {image.shape}")
     if mask.shape != image.shape[:2] or mask.dtype != bool:
-        raise ValueError(f"`mask` must be a bool array of shape {image.shape[:2]}, got {mask.dtype} {mask.shape}")
+        raise ValueError(
+            f"`mask` must be a bool array of shape {image.shape[:2]}, got {mask.dtype} {mask.shape}"
+        )
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"`alpha` must be in [0, 1], got {alpha}")
     tint = np.asarray(color, dtype=np.float64)
@@ -56,7 +64,9 @@ def overlay_mask(image: np.ndarray, mask: np.ndarray, alpha: float = 0.35, *,
     return np.rint(out).astype(np.uint8)
 
 
-def item_overlays(data_dir: str | Path, items: Sequence[Mapping], alpha: float = 0.35) -> list[tuple[np.ndarray, str]]:
+def item_overlays(
+    data_dir: str | Path, items: Sequence[Mapping], alpha: float = 0.35
+) -> list[tuple[np.ndarray, str]]:
     """Overlays of segmented run items, each with a caption.
 
     Parameters

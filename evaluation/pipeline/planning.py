@@ -40,8 +40,14 @@ from evaluation.pipeline.stages import plan_run
 
 #: Seconds per image on one H100-class GPU (generation + masking) for the registry's settings.
 GPU_SECONDS_PER_IMAGE = {
-    "sdxl": 2.5, "sd3": 3.0, "sd35": 3.5, "flux-dev": 12.0, "sana15": 2.5,
-    "qwen-image": 40.0, "omnigen2": 30.0, "tiny-random": 0.1,
+    "sdxl": 2.5,
+    "sd3": 3.0,
+    "sd35": 3.5,
+    "flux-dev": 12.0,
+    "sana15": 2.5,
+    "qwen-image": 40.0,
+    "omnigen2": 30.0,
+    "tiny-random": 0.1,
 }
 #: How much slower a CPU is than one H100 for the full-size models (order of magnitude).
 CPU_SLOWDOWN = 150.0
@@ -114,8 +120,9 @@ def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Co
         by_key = {c.key: c for c in concepts}
         missing = [k for k in query.keys if k not in by_key]
         if missing:
-            raise ValueError(f"`keys` names unknown concepts {missing[:5]}; "
-                             "keys are the concept text, e.g. 'rotten apple'")
+            raise ValueError(
+                f"`keys` names unknown concepts {missing[:5]}; keys are the concept text, e.g. 'rotten apple'"
+            )
         chosen = [by_key[k] for k in dict.fromkeys(query.keys)]
     if query.categories:
         chosen = [c for c in chosen if c.category in query.categories]
@@ -127,14 +134,19 @@ def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Co
     if not chosen:
         raise ValueError(f"no concept matches the selection {query}")
     if 0 < query.sample_size < len(chosen):
-        picked = np.random.default_rng(query.sample_seed).choice(len(chosen), query.sample_size, replace=False)
+        picked = np.random.default_rng(query.sample_seed).choice(
+            len(chosen), query.sample_size, replace=False
+        )
         chosen = [chosen[i] for i in sorted(picked)]
     return chosen
 
 
 def resolve_models(
-    registry: Mapping[str, ModelSpec], keys: Sequence[str], models_dir: str | Path,
-    *, cfg_scales: Sequence[float] = (),
+    registry: Mapping[str, ModelSpec],
+    keys: Sequence[str],
+    models_dir: str | Path,
+    *,
+    cfg_scales: Sequence[float] = (),
 ) -> list[ModelSpec]:
     """The registry entries `keys`, ready for a run of this installation.
 
@@ -175,7 +187,10 @@ def resolve_models(
 
 
 def plan_evaluation(
-    specs: Sequence[ModelSpec], concepts: Sequence[Concept], styles: Sequence[str], seeds: int,
+    specs: Sequence[ModelSpec],
+    concepts: Sequence[Concept],
+    styles: Sequence[str],
+    seeds: int,
 ) -> tuple[list[dict], dict]:
     """Items and configuration of a run: models x concepts x styles x cfg x `seeds`.
 
@@ -186,7 +201,9 @@ def plan_evaluation(
         raise ValueError(f"`styles` must name at least one of {sorted(STYLES)}, got none")
     _check_subset("styles", styles, sorted(STYLES))
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise ValueError(f"`seeds` (images per concept, style and cfg) must be a positive integer, got {seeds!r}")
+        raise ValueError(
+            f"`seeds` (images per concept, style and cfg) must be a positive integer, got {seeds!r}"
+        )
     return plan_run(list(specs), list(concepts), list(dict.fromkeys(styles)), seeds)
 
 
@@ -207,7 +224,9 @@ class Estimate:
     per_model: dict[str, tuple[int, float, str]]
 
 
-def seconds_per_image(model: str, device_kind: str, measured: Mapping[str, float] | None = None) -> tuple[float, str]:
+def seconds_per_image(
+    model: str, device_kind: str, measured: Mapping[str, float] | None = None
+) -> tuple[float, str]:
     """Seconds per image for `model` on a ``"cuda"`` or ``"cpu"`` device, and its origin."""
     if device_kind not in ("cuda", "cpu"):
         raise ValueError(f"`device_kind` must be 'cuda' or 'cpu', got {device_kind!r}")
@@ -221,8 +240,9 @@ def seconds_per_image(model: str, device_kind: str, measured: Mapping[str, float
     return CPU_SECONDS_PER_IMAGE.get(model, gpu * CPU_SLOWDOWN), origin
 
 
-def estimate_seconds(items: Sequence[Mapping], device_kind: str,
-                     measured: Mapping[str, float] | None = None) -> Estimate:
+def estimate_seconds(
+    items: Sequence[Mapping], device_kind: str, measured: Mapping[str, float] | None = None
+) -> Estimate:
     """Estimated wall time of `items` (run items with a ``model`` key); see the module notes."""
     counts = Counter(item["model"] for item in items)
     per_model = {}
@@ -273,8 +293,10 @@ def cpu_warning(device: DeviceInfo, model_keys: Sequence[str]) -> str:
     slow = [k for k in model_keys if k not in CPU_FRIENDLY]
     if device.kind != "cpu" or not slow:
         return ""
-    return (f"No GPU: {', '.join(slow)} would run on the CPU in float32, at minutes per image. "
-            "Use tiny-random to try the whole path, or run on a GPU machine.")
+    return (
+        f"No GPU: {', '.join(slow)} would run on the CPU in float32, at minutes per image. "
+        "Use tiny-random to try the whole path, or run on a GPU machine."
+    )
 
 
 @dataclass(frozen=True)
@@ -307,11 +329,17 @@ def parse_scales(text: str) -> tuple[float, ...]:
     try:
         return tuple(float(part) for part in parts)
     except ValueError:
-        raise ValueError(f"`cfg_scales` must be comma-separated numbers such as '3, 7.5', got {text!r}") from None
+        raise ValueError(
+            f"`cfg_scales` must be comma-separated numbers such as '3, 7.5', got {text!r}"
+        ) from None
 
 
-def plan_request(request: EvaluationRequest, registry: Mapping[str, ModelSpec], concepts: Sequence[Concept],
-                 models_dir: str | Path) -> tuple[list[dict], dict]:
+def plan_request(
+    request: EvaluationRequest,
+    registry: Mapping[str, ModelSpec],
+    concepts: Sequence[Concept],
+    models_dir: str | Path,
+) -> tuple[list[dict], dict]:
     """Items and configuration of the run `request` describes (checks every choice first)."""
     specs = resolve_models(registry, request.models, models_dir, cfg_scales=request.cfg_scales)
     chosen = select_concepts(concepts, request.query)

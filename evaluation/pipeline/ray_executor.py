@@ -89,13 +89,16 @@ def _check_reachable(address: str, timeout_s: float) -> None:
         return
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise RayUnavailable(f"`ray_address` must be host:port (e.g. 10.0.0.1:6379), 'auto' or 'local', got {address!r}")
+        raise RayUnavailable(
+            f"`ray_address` must be host:port (e.g. 10.0.0.1:6379), 'auto' or 'local', got {address!r}"
+        )
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
         raise RayUnavailable(
             f"no Ray cluster reachable at {address!r} ({exc.strerror or exc}); start one with "
-            f"`ray start --head` there, or leave the address empty for a local cluster") from None
+            f"`ray start --head` there, or leave the address empty for a local cluster"
+        ) from None
 
 
 def _same_address(a: str, b: str) -> bool:
@@ -105,7 +108,9 @@ def _same_address(a: str, b: str) -> bool:
     return port_a == port_b and (host_a == host_b or bool({host_a, host_b} & loopback))
 
 
-def connect(address: str | None = None, *, num_cpus: int | None = None, timeout_s: float = 5.0) -> ClusterInfo:
+def connect(
+    address: str | None = None, *, num_cpus: int | None = None, timeout_s: float = 5.0
+) -> ClusterInfo:
     """Connect this process to a Ray cluster (later calls for the same cluster reuse it).
 
     Parameters
@@ -140,8 +145,13 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, timeout_
         ray.shutdown()
     local = address in (None, "local")
     try:
-        ray.init(address=address, num_cpus=num_cpus if local else None, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+        ray.init(
+            address=address,
+            num_cpus=num_cpus if local else None,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
     except (ConnectionError, RuntimeError, TimeoutError) as exc:
         raise RayUnavailable(f"no Ray cluster reachable at {address or 'this machine'!r}: {exc}") from None
     return cluster_info()
@@ -153,8 +163,12 @@ def cluster_info() -> ClusterInfo:
 
     alive = [node for node in ray.nodes() if node.get("Alive")]
     resources = ray.cluster_resources()
-    return ClusterInfo(ray.get_runtime_context().gcs_address, len(alive),
-                       float(resources.get("CPU", 0)), float(resources.get("GPU", 0)))
+    return ClusterInfo(
+        ray.get_runtime_context().gcs_address,
+        len(alive),
+        float(resources.get("CPU", 0)),
+        float(resources.get("GPU", 0)),
+    )
 
 
 def shutdown() -> None:
@@ -208,8 +222,15 @@ class RayExecutor:
     stage in progress, from any thread.
     """
 
-    def __init__(self, workers: int | None = None, *, gpus_per_worker: float = 0.0, cpus_per_worker: float = 1.0,
-                 in_flight: int = 2, max_retries: int = MAX_RETRIES):
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        gpus_per_worker: float = 0.0,
+        cpus_per_worker: float = 1.0,
+        in_flight: int = 2,
+        max_retries: int = MAX_RETRIES,
+    ):
         if workers is not None and workers < 1:
             raise ValueError(f"`workers` must be a positive integer, got {workers}")
         if in_flight < 1:
@@ -232,7 +253,10 @@ class RayExecutor:
     def progress(self) -> dict[str, WorkerProgress]:
         """Worker name -> its progress in the current (or last) stage; a copy."""
         with self._lock:
-            return {name: WorkerProgress(p.node, list(p.pids), p.items, p.batches) for name, p in self._progress.items()}
+            return {
+                name: WorkerProgress(p.node, list(p.pids), p.items, p.batches)
+                for name, p in self._progress.items()
+            }
 
     def _worker_count(self) -> int:
         # What is free now, not the cluster's total: an actor that cannot be placed would
@@ -271,8 +295,12 @@ class RayExecutor:
             work_ref = ray.put(work)
             submitters = [lambda batch: task.remote(work_ref, batch)] * n
         else:
-            actor_class = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=self.max_retries,
-                                     max_task_retries=self.max_retries)(_StageWorker)
+            actor_class = ray.remote(
+                num_cpus=self.cpus,
+                num_gpus=self.gpus,
+                max_restarts=self.max_retries,
+                max_task_retries=self.max_retries,
+            )(_StageWorker)
             self.actors = [actor_class.remote(work) for _ in range(n)]
             submitters = [actor.process.remote for actor in self.actors]
         try:

@@ -65,12 +65,16 @@ def check_run_name(name: str) -> str:
         A ValueError naming the argument and what it got.
     """
     if not isinstance(name, str) or not _RUN_NAME.match(name) or len(name) > MAX_RUN_NAME:
-        raise RunError(f"`run` name must be 1-{MAX_RUN_NAME} letters, digits, '.', '_', '-' or spaces, "
-                         f"starting with a letter or digit, got {name!r}")
+        raise RunError(
+            f"`run` name must be 1-{MAX_RUN_NAME} letters, digits, '.', '_', '-' or spaces, "
+            f"starting with a letter or digit, got {name!r}"
+        )
     return name
 
 
-def create_run(db: sqlite_utils.Database, name: str, items: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> int:
+def create_run(
+    db: sqlite_utils.Database, name: str, items: Sequence[Mapping[str, Any]], config: Mapping[str, Any]
+) -> int:
     """Store a run and its pending items, or check that an existing run matches.
 
     Parameters
@@ -99,7 +103,9 @@ def create_run(db: sqlite_utils.Database, name: str, items: Sequence[Mapping[str
         if existing[0] != config_json:
             stored = json.loads(existing[0])
             diff = sorted(k for k in set(stored) | set(config) if stored.get(k) != config.get(k))
-            raise RunError(f"run {name!r} exists with a different configuration (differs in {diff}); choose another name")
+            raise RunError(
+                f"run {name!r} exists with a different configuration (differs in {diff}); choose another name"
+            )
         return db.execute("SELECT count(*) FROM run_items WHERE run = ?", [name]).fetchone()[0]
     now = _now()
     rows = [{**dict(item), "run": name, "status": "pending", "updated_at": now} for item in items]
@@ -129,14 +135,16 @@ def pending_items(db: sqlite_utils.Database, run: str, stage: str) -> list[dict]
     return [dict(row) for row in db.query(sql, [run, *statuses])]
 
 
-def batches(items: Sequence[Mapping[str, Any]], size: int, *, by: Sequence[str] = ("model", "cfg")) -> Iterator[list[dict]]:
+def batches(
+    items: Sequence[Mapping[str, Any]], size: int, *, by: Sequence[str] = ("model", "cfg")
+) -> Iterator[list[dict]]:
     """Split items into lists of at most `size` that agree on the fields `by`."""
     if size < 1:
         raise ValueError(f"`size` must be a positive integer, got {size}")
     for _, group in groupby(items, key=lambda item: tuple(item[k] for k in by)):
         group = [dict(item) for item in group]
         for start in range(0, len(group), size):
-            yield group[start:start + size]
+            yield group[start : start + size]
 
 
 def record_items(db: sqlite_utils.Database, updates: Iterable[Mapping[str, Any]]) -> None:
@@ -158,21 +166,33 @@ def items(db: sqlite_utils.Database, run: str) -> list[dict]:
 def segmented_groups(db: sqlite_utils.Database, run: str) -> Iterator[tuple[tuple, list[dict]]]:
     """Items of `run` grouped by (model, concept, style, cfg), for groups fully segmented."""
     sql = "SELECT * FROM run_items WHERE run = ? ORDER BY model, concept, style, cfg, sample"
-    for key, group in groupby(db.query(sql, [run]), key=lambda r: (r["model"], r["concept"], r["style"], r["cfg"])):
+    for key, group in groupby(
+        db.query(sql, [run]), key=lambda r: (r["model"], r["concept"], r["style"], r["cfg"])
+    ):
         group = [dict(row) for row in group]
         if all(row["status"] == "segmented" for row in group):
             yield key, group
 
 
-def has_model_distribution(db: sqlite_utils.Database, run: str, model: str, concept: str, style: str, cfg: float) -> bool:
+def has_model_distribution(
+    db: sqlite_utils.Database, run: str, model: str, concept: str, style: str, cfg: float
+) -> bool:
     """Whether the distribution of this (run, model, concept, style, cfg) is stored."""
     sql = "SELECT 1 FROM model_distributions WHERE run=? AND model=? AND concept=? AND style=? AND cfg=?"
     return db.execute(sql, [run, model, concept, style, cfg]).fetchone() is not None
 
 
 def store_model_distribution(
-    db: sqlite_utils.Database, run: str, model: str, concept: str, style: str, cfg: float,
-    p: np.ndarray | None, n_images: int, n_excluded: int, groups: Any = None,
+    db: sqlite_utils.Database,
+    run: str,
+    model: str,
+    concept: str,
+    style: str,
+    cfg: float,
+    p: np.ndarray | None,
+    n_images: int,
+    n_excluded: int,
+    groups: Any = None,
 ) -> None:
     """Insert or replace one P_M(x|c) for (run, model, concept, style, cfg).
 
@@ -184,17 +204,29 @@ def store_model_distribution(
     except ValueError as error:
         raise ValueError(f"distribution of {model}/{concept}/{style}/cfg={cfg}: {error}") from None
     row = {
-        "run": run, "model": model, "concept": concept, "style": style, "cfg": float(cfg), "p": p_json,
-        "n_images": int(n_images), "n_excluded": int(n_excluded),
-        "groups": encode_groups(groups), "created_at": _now(),
+        "run": run,
+        "model": model,
+        "concept": concept,
+        "style": style,
+        "cfg": float(cfg),
+        "p": p_json,
+        "n_images": int(n_images),
+        "n_excluded": int(n_excluded),
+        "groups": encode_groups(groups),
+        "created_at": _now(),
     }
     with transaction(db):
         db["model_distributions"].upsert(row, pk=("run", "model", "concept", "style", "cfg"))
 
 
-def model_distributions(db: sqlite_utils.Database, *, run: str | None = None, model: str | None = None,
-                        concepts: Sequence[str] | None = None,
-                        cfgs: Mapping[str, float] | None = None) -> list[dict]:
+def model_distributions(
+    db: sqlite_utils.Database,
+    *,
+    run: str | None = None,
+    model: str | None = None,
+    concepts: Sequence[str] | None = None,
+    cfgs: Mapping[str, float] | None = None,
+) -> list[dict]:
     """Stored model distributions, optionally of one run, one model, some concept keys and/or
     one guidance scale per model (`cfgs`: model -> scale; other models left out).
 
@@ -266,18 +298,29 @@ def unscored_distributions(db: sqlite_utils.Database, source: str) -> list[dict]
             AND s.cfg = m.cfg AND s.model_created = m.created_at
             AND s.human_updated = h.updated)
     """
-    return [{**row, "p": decode(row["p"]), "human_p": decode(row["human_p"])}
-            for row in db.query(sql, {"source": source})]
+    return [
+        {**row, "p": decode(row["p"]), "human_p": decode(row["human_p"])}
+        for row in db.query(sql, {"source": source})
+    ]
 
 
 def store_scores(db: sqlite_utils.Database, source: str, rows: Iterable[Mapping[str, Any]]) -> None:
     """Insert or replace scores of `source` (each row: the model row's keys, `SCORE_COLUMNS`,
     ``created_at`` of the model row and ``human_updated``), in one transaction."""
-    records = [{"source": source, "run": r["run"], "model": r["model"], "concept": r["concept"],
-                "style": r["style"], "cfg": float(r["cfg"]),
-                **{k: r[k] for k in SCORE_COLUMNS},
-                "model_created": r["created_at"], "human_updated": r["human_updated"]}
-               for r in rows]
+    records = [
+        {
+            "source": source,
+            "run": r["run"],
+            "model": r["model"],
+            "concept": r["concept"],
+            "style": r["style"],
+            "cfg": float(r["cfg"]),
+            **{k: r[k] for k in SCORE_COLUMNS},
+            "model_created": r["created_at"],
+            "human_updated": r["human_updated"],
+        }
+        for r in rows
+    ]
     with transaction(db):
         db["scores"].upsert_all(records, pk=("source", "run", "model", "concept", "style", "cfg"))
 
@@ -350,12 +393,19 @@ _PROGRESS_SQL = {
 def run_progress(db: sqlite_utils.Database, run: str) -> RunProgress:
     """Counts of run `run`'s items by stage (all zero for an unknown run)."""
     statuses = {row["status"]: row["n"] for row in db.query(_PROGRESS_SQL["statuses"], [run])}
-    usable, groups, extracted = (db.execute(_PROGRESS_SQL[name], [run]).fetchone()[0]
-                                 for name in ("usable", "groups", "extracted"))
-    return RunProgress(run=run, items=sum(statuses.values()),
-                       generated=statuses.get("generated", 0) + statuses.get("segmented", 0),
-                       segmented=statuses.get("segmented", 0), usable=usable, failed=statuses.get("failed", 0),
-                       groups=groups, extracted=extracted)
+    usable, groups, extracted = (
+        db.execute(_PROGRESS_SQL[name], [run]).fetchone()[0] for name in ("usable", "groups", "extracted")
+    )
+    return RunProgress(
+        run=run,
+        items=sum(statuses.values()),
+        generated=statuses.get("generated", 0) + statuses.get("segmented", 0),
+        segmented=statuses.get("segmented", 0),
+        usable=usable,
+        failed=statuses.get("failed", 0),
+        groups=groups,
+        extracted=extracted,
+    )
 
 
 def list_runs(db: sqlite_utils.Database) -> list[dict]:
@@ -376,10 +426,15 @@ def list_runs(db: sqlite_utils.Database) -> list[dict]:
     out = []
     for row in db.query(sql):
         config = json.loads(row["config"])
-        out.append({"name": row["name"], "created_at": row["created_at"],
-                    "kind": "imported" if "imported" in config else "generated",
-                    "models": sorted((row["models"] or "").split(",")) if row["models"] else [],
-                    "items": row["items"]})
+        out.append(
+            {
+                "name": row["name"],
+                "created_at": row["created_at"],
+                "kind": "imported" if "imported" in config else "generated",
+                "models": sorted((row["models"] or "").split(",")) if row["models"] else [],
+                "items": row["items"],
+            }
+        )
     return out
 
 
@@ -392,8 +447,9 @@ def measured_seconds(db: sqlite_utils.Database) -> dict[str, float]:
     return {row["model"]: float(row["seconds"]) for row in db.query(sql)}
 
 
-def concept_items(db: sqlite_utils.Database, concept: str, *, style: str | None = None,
-                  limit: int = 200) -> list[dict]:
+def concept_items(
+    db: sqlite_utils.Database, concept: str, *, style: str | None = None, limit: int = 200
+) -> list[dict]:
     """Masked items of `concept` (any run), newest run first, at most `limit`.
 
     Returns

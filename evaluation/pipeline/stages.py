@@ -66,12 +66,18 @@ def pixel_summary(image: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
         `extract` builds distributions from ``pixels`` alone, which gives the same result
         as `evaluation.color.extraction.concept_distribution` on the images and masks.
     """
-    return {"pixels": image_pixels(image, mask), "n_pixels": np.int64(mask.sum()),
-            "mask_fraction": np.float64(mask.mean())}
+    return {
+        "pixels": image_pixels(image, mask),
+        "n_pixels": np.int64(mask.sum()),
+        "mask_fraction": np.float64(mask.mean()),
+    }
 
 
 def plan_run(
-    models: Sequence[ModelSpec], concepts: Sequence[Concept], styles: Sequence[str], samples: int,
+    models: Sequence[ModelSpec],
+    concepts: Sequence[Concept],
+    styles: Sequence[str],
+    samples: int,
 ) -> tuple[list[dict], dict]:
     """Items and configuration of a run over models x concepts x styles x cfg x samples.
 
@@ -81,13 +87,27 @@ def plan_run(
     if samples < 1:
         raise ValueError(f"`samples` must be a positive integer, got {samples}")
     items = [
-        {"model": spec.key, "concept": c.key, "noun": c.base, "style": style, "cfg": cfg, "sample": s,
-         "seed": item_seed(spec.key, c.key, style, cfg, s), "prompt": build_prompt(c, style)}
-        for spec in models for c in concepts for style in styles for cfg in spec.cfg_scales for s in range(samples)
+        {
+            "model": spec.key,
+            "concept": c.key,
+            "noun": c.base,
+            "style": style,
+            "cfg": cfg,
+            "sample": s,
+            "seed": item_seed(spec.key, c.key, style, cfg, s),
+            "prompt": build_prompt(c, style),
+        }
+        for spec in models
+        for c in concepts
+        for style in styles
+        for cfg in spec.cfg_scales
+        for s in range(samples)
     ]
     config = {
         "models": {spec.key: spec_to_dict(spec) for spec in models},
-        "concepts": [c.key for c in concepts], "styles": list(styles), "samples": samples,
+        "concepts": [c.key for c in concepts],
+        "styles": list(styles),
+        "samples": samples,
     }
     return items, config
 
@@ -111,12 +131,16 @@ class GenerationWork:
     `device` may be ``"auto"`` (see `resolve_device`). Pickles without its pipeline.
     """
 
-    def __init__(self, specs: Mapping[str, ModelSpec], data_dir: str | Path, *, device: str, dtype: Any = None):
+    def __init__(
+        self, specs: Mapping[str, ModelSpec], data_dir: str | Path, *, device: str, dtype: Any = None
+    ):
         self.specs, self.data_dir, self.device, self.dtype = dict(specs), location(data_dir), device, dtype
         self._current: tuple[str, Any] | None = None
 
     @classmethod
-    def from_run(cls, config: Mapping[str, Any], data_dir: str | Path, *, device: str, dtype: Any = None) -> GenerationWork:
+    def from_run(
+        cls, config: Mapping[str, Any], data_dir: str | Path, *, device: str, dtype: Any = None
+    ) -> GenerationWork:
         """Work for a stored run configuration (see `plan_run`)."""
         specs = {key: spec_from_dict(fields) for key, fields in config["models"].items()}
         return cls(specs, data_dir, device=device, dtype=dtype)
@@ -136,9 +160,14 @@ class GenerationWork:
         spec = self.specs[batch[0]["model"]]
         try:
             out = generate(
-                self._pipeline(spec.key), [i["prompt"] for i in batch], [i["seed"] for i in batch],
-                batch[0]["cfg"], guidance_param=spec.guidance_param, steps=spec.steps,
-                resolution=spec.resolution, call_kwargs=spec.call_kwargs,
+                self._pipeline(spec.key),
+                [i["prompt"] for i in batch],
+                [i["seed"] for i in batch],
+                batch[0]["cfg"],
+                guidance_param=spec.guidance_param,
+                steps=spec.steps,
+                resolution=spec.resolution,
+                call_kwargs=spec.call_kwargs,
             )
         except GenerationError as exc:
             return [{"id": i["id"], "status": "failed", "error": str(exc)} for i in batch]
@@ -146,25 +175,41 @@ class GenerationWork:
         results = []
         for item, image in zip(batch, out.images):
             path, digest = _save_by_hash(self.data_dir, folder, _png_bytes(image), ".png")
-            results.append({
-                "id": item["id"], "status": "generated", "image_path": path, "image_sha256": digest,
-                "gen_seconds": out.seconds / len(batch), "error": None,
-            })
+            results.append(
+                {
+                    "id": item["id"],
+                    "status": "generated",
+                    "image_path": path,
+                    "image_sha256": digest,
+                    "gen_seconds": out.seconds / len(batch),
+                    "error": None,
+                }
+            )
         return results
 
 
 class SegmentationWork:
     """Work of the segment stage: mask and pixel summary of each generated image."""
 
-    def __init__(self, detector: Detector, sam: SamBackend, data_dir: str | Path,
-                 box_threshold: float = BOX_THRESHOLD, text_threshold: float = TEXT_THRESHOLD):
+    def __init__(
+        self,
+        detector: Detector,
+        sam: SamBackend,
+        data_dir: str | Path,
+        box_threshold: float = BOX_THRESHOLD,
+        text_threshold: float = TEXT_THRESHOLD,
+    ):
         self.detector, self.sam, self.data_dir = detector, sam, location(data_dir)
         self.box_threshold, self.text_threshold = box_threshold, text_threshold
 
     def _write_summary(self, item: dict, image: np.ndarray, result, mask_digest: str) -> str:
         buffer = io.BytesIO()
-        np.savez_compressed(buffer, **pixel_summary(image, result.mask), box=np.asarray(result.box),
-                            score=np.float64(result.score))
+        np.savez_compressed(
+            buffer,
+            **pixel_summary(image, result.mask),
+            box=np.asarray(result.box),
+            score=np.float64(result.score),
+        )
         path = Path("runs") / item["run"] / "pixels" / f"{item['image_sha256']}-{mask_digest[:16]}.npz"
         write_file(self.data_dir, path.as_posix(), buffer.getvalue())
         return path.as_posix()
@@ -172,10 +217,19 @@ class SegmentationWork:
     def _one(self, item: dict) -> dict:
         start = time.perf_counter()
         image = read_image(self.data_dir, item["image_path"])
-        result = segment(image, item["noun"], self.box_threshold, self.text_threshold, detector=self.detector, sam=self.sam)
-        update = {"id": item["id"], "status": "segmented", "segment_status": result.status,
-                  "detected": int(result.detected), "mask_path": None, "mask_sha256": None,
-                  "summary_path": None, "n_pixels": 0}
+        result = segment(
+            image, item["noun"], self.box_threshold, self.text_threshold, detector=self.detector, sam=self.sam
+        )
+        update = {
+            "id": item["id"],
+            "status": "segmented",
+            "segment_status": result.status,
+            "detected": int(result.detected),
+            "mask_path": None,
+            "mask_sha256": None,
+            "summary_path": None,
+            "n_pixels": 0,
+        }
         if result.mask is not None:
             masks = Path("runs") / item["run"] / "masks"
             mask_path, digest = _save_by_hash(self.data_dir, masks, _png_bytes(result.mask), ".png")
@@ -190,8 +244,14 @@ class SegmentationWork:
 
 
 def run_stage(
-    db: sqlite_utils.Database, run: str, stage: str, work: Callable[[Batch], Batch], batch_size: int = 1,
-    *, executor: Executor | None = None, progress: Progress | None = None,
+    db: sqlite_utils.Database,
+    run: str,
+    stage: str,
+    work: Callable[[Batch], Batch],
+    batch_size: int = 1,
+    *,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
     data_dir: str | Path | None = None,
 ) -> int:
     """Do the pending items of `stage` for `run`; return how many items were recorded.
@@ -254,16 +314,26 @@ class ExtractionWork:
                     pixels.append(summary["pixels"])
             result = distribution_from_pixels(pixels)
             p, detail = result.p, result.groups
-        return {**{k: group[k] for k in ("model", "concept", "style", "cfg", "n_excluded")}, "p": p,
-                "n_images": len(group["summary_paths"]), "groups": detail}
+        return {
+            **{k: group[k] for k in ("model", "concept", "style", "cfg", "n_excluded")},
+            "p": p,
+            "n_images": len(group["summary_paths"]),
+            "groups": detail,
+        }
 
     def __call__(self, batch: Batch) -> Batch:
         return [self._one(group) for group in batch]
 
 
 def extract(
-    db: sqlite_utils.Database, run: str, data_dir: str | Path, *, force: bool = False,
-    progress: Progress | None = None, executor: Executor | None = None, batch_size: int = 16,
+    db: sqlite_utils.Database,
+    run: str,
+    data_dir: str | Path,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    executor: Executor | None = None,
+    batch_size: int = 16,
 ) -> int:
     """Compute P_M(x|c) for each fully segmented (model, concept, style, cfg) of `run`.
 
@@ -278,9 +348,14 @@ def extract(
     total)`` follows each stored batch.
     """
     todo = [
-        {"model": model, "concept": concept, "style": style, "cfg": cfg,
-         "summary_paths": [r["summary_path"] for r in rows if r["segment_status"] == "ok"],
-         "n_excluded": sum(r["segment_status"] != "ok" for r in rows)}
+        {
+            "model": model,
+            "concept": concept,
+            "style": style,
+            "cfg": cfg,
+            "summary_paths": [r["summary_path"] for r in rows if r["segment_status"] == "ok"],
+            "n_excluded": sum(r["segment_status"] != "ok" for r in rows),
+        }
         for (model, concept, style, cfg), rows in runs.segmented_groups(db, run)
         if force or not runs.has_model_distribution(db, run, model, concept, style, cfg)
     ]
@@ -290,12 +365,22 @@ def extract(
         nonlocal written
         with db.atomic():
             for r in results:
-                runs.store_model_distribution(db, run, r["model"], r["concept"], r["style"], r["cfg"], r["p"],
-                                              r["n_images"], r["n_excluded"], r["groups"])
+                runs.store_model_distribution(
+                    db,
+                    run,
+                    r["model"],
+                    r["concept"],
+                    r["style"],
+                    r["cfg"],
+                    r["p"],
+                    r["n_images"],
+                    r["n_excluded"],
+                    r["groups"],
+                )
         written += len(results)
         if progress is not None:
             progress(written, len(todo))
 
-    batches = [todo[start:start + batch_size] for start in range(0, len(todo), batch_size)]
+    batches = [todo[start : start + batch_size] for start in range(0, len(todo), batch_size)]
     (executor or InProcessExecutor()).run(ExtractionWork(data_dir), batches, on_result)
     return written
