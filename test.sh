@@ -4,5 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh requirements-dev.txt
 scripts/ensure_chromium.sh
+scripts/lint.sh
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 exec .venv/bin/python -m pytest "$@"
