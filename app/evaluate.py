@@ -70,6 +70,14 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         note=cluster,
         api_name="evaluate_cluster",
     )
+    # A tiny test model is masked by tiny test models: the paper's need downloaded weights.
+    tiny = {key for key, spec in registry.items() if spec.build == "tiny"}
+    selection[0].input(
+        lambda chosen: gr.Radio(value="tiny-random" if chosen and set(chosen) <= tiny else "paper"),
+        selection[0],
+        segmenter[0],
+        api_visibility="private",
+    )
     wire(
         start.click,
         allowed(_start(registry, concepts, ctx, manager)),
@@ -324,6 +332,8 @@ def _start(registry, concepts, ctx: AppContext, manager: jobs.JobManager):
         )
         segmenter = _segmenter(ctx, preset, box, text)
         executor, where = _executor_choice(kind, address)
+        if executor.kind == "in-process":  # on a cluster the workers hold the weights
+            jobs.check_weights(config, segmenter)
         n = research.create_evaluation_run(db, actor.pseudonym, run, items, config)
         state = manager.submit(run, segmenter, executor)
         return f"Run **{escape(run)}**: {n} images, job {state.state}." + (
@@ -395,8 +405,11 @@ def _resume(ctx: AppContext, manager: jobs.JobManager):
     ) -> str:
         """Queue a stopped run again; it continues where it stopped."""
         executor, where = _executor_choice(kind, address)
+        segmenter = _segmenter(ctx, preset, box, text)
+        if executor.kind == "in-process":
+            jobs.check_weights(runs.run_config(db, run) if run else None, segmenter)
         research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
-        state = manager.submit(run, _segmenter(ctx, preset, box, text), executor)
+        state = manager.submit(run, segmenter, executor)
         return f"Run **{escape(run)}**: job {state.state}." + (f" {where}" if where else "")
 
     return resume
@@ -407,6 +420,8 @@ def _import(ctx: AppContext, concepts, manager: jobs.JobManager):
         """Import a zip or folder of labelled images as a run and queue its masking and scoring."""
         run, segmenter = _run_name(name, "import"), _segmenter(ctx, preset, box, text)
         executor, _ = _executor_choice(kind, address)
+        if executor.kind == "in-process":
+            jobs.check_weights(None, segmenter)
         source, roots = _import_source(ctx, upload, folder)
         report = research.import_run(
             db, actor.pseudonym, run, source, ctx.config.data_dir, concepts, allowed_roots=roots

@@ -140,6 +140,10 @@ def main(args: argparse.Namespace) -> int:
     executor = stage_executor(args, "generate")  # before storing anything: no cluster, no run
     db = open_db(args)
     config = create_or_resume(db, args)
+    if executor is None:  # on a cluster the workers hold the weights, not this machine
+        from evaluation.pipeline.jobs import check_weights
+
+        check_weights(config, None)
     device = resolve_device(args.device) if executor is None else args.device
     dtype = None
     if args.dtype:

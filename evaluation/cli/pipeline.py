@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
     """Create or resume the run, then take it through generate, segment and extract."""
     from evaluation.cli import resolve_device
     from evaluation.pipeline import runs
-    from evaluation.pipeline.jobs import ExecutorChoice, run_pipeline, segmenter_preset
+    from evaluation.pipeline.jobs import ExecutorChoice, check_weights, run_pipeline, segmenter_preset
     from evaluation.pipeline.ray_storage import is_uri
 
     choice = ExecutorChoice(args.executor, args.ray_address, args.workers)
@@ -57,6 +57,8 @@ def main(args: argparse.Namespace) -> int:
         spec = segmenter_preset(args.segmenter, models_dir, args.box_threshold, args.text_threshold)
     else:
         spec = segment.segmenter_spec(args)
+    if choice.kind == "in-process":  # on a cluster the workers hold the weights, not this machine
+        check_weights(runs.run_config(db, args.run), spec)
     executors = {}
     device = resolve_device(args.device) if choice.kind == "in-process" else args.device
     run_pipeline(

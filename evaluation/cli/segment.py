@@ -88,14 +88,17 @@ def segmenter_spec(args: argparse.Namespace):
 def main(args: argparse.Namespace) -> int:
     """Load the detector and SAM once (per worker), then segment the run's generated images."""
     from evaluation.pipeline import runs
-    from evaluation.pipeline.jobs import LazySegmentationWork
+    from evaluation.pipeline.jobs import LazySegmentationWork, check_weights
     from evaluation.pipeline.stages import run_stage
 
     db = open_db(args)
     runs.run_config(db, args.run)
     executor = stage_executor(args, "segment")
     device = resolve_device(args.device) if executor is None else args.device
-    work = LazySegmentationWork(segmenter_spec(args), args.data_dir, device)
+    spec = segmenter_spec(args)
+    if executor is None:  # on a cluster the workers hold the weights, not this machine
+        check_weights(None, spec)
+    work = LazySegmentationWork(spec, args.data_dir, device)
     update, close = progress_bar("segment")
     try:
         done = run_stage(

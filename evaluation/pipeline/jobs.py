@@ -14,14 +14,17 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import sqlite_utils
 
 from evaluation.analysis.scoring import score_every_source
 from evaluation.concepts import load_concepts
+from evaluation.models.availability import missing_weights
+from evaluation.models.registry import spec_from_dict
 from evaluation.models.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, TEXT_THRESHOLD
 from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Executor
@@ -180,6 +183,37 @@ def _stage_executor(choice: ExecutorChoice, cluster, stage: str, on_executor) ->
     if on_executor is not None:
         on_executor(stage, executor)
     return executor
+
+
+def check_weights(config: Mapping[str, Any] | None, segmenter: SegmenterSpec | None) -> None:
+    """Refuse a job whose weights are not on this machine, before it is queued.
+
+    Parameters
+    ----------
+    config : mapping or None
+        A run configuration (`evaluation.pipeline.planning`); None when nothing is
+        generated (an imported run).
+    segmenter : SegmenterSpec or None
+        None when nothing is masked.
+
+    Raises
+    ------
+    JobError
+        Naming each missing model and how to get it (`evaluation.models.availability`).
+    """
+    specs = [] if config is None else [spec_from_dict(f) for f in config.get("models", {}).values()]
+    masks = segmenter is not None and not segmenter.tiny_dir
+    problems = missing_weights(
+        specs,
+        segmenter.detector if masks else None,
+        segmenter.sam if masks else None,
+        sam_checkpoint=segmenter.sam_checkpoint if masks else "",
+    )
+    if problems:
+        hint = ""
+        if masks and specs and all(s.build == "tiny" for s in specs):
+            hint = " For a tiny test model, choose the tiny-random masking."
+        raise JobError("The run was not started: " + "; ".join(problems) + "." + hint)
 
 
 def _build_tiny_pipelines(work: GenerationWork) -> None:

@@ -1,0 +1,84 @@
+"""Are a run's weights on this machine? Checked before a job is queued.
+
+Nothing is downloaded while a run works: a text-to-image model, GroundingDINO or SAM
+whose weights are neither in a local folder nor in the Hugging Face cache would fail
+mid-run (offline: a raw connection error at the masking stage). `missing_weights` names
+each such model and how to get it, so that the job is refused before it starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from huggingface_hub import try_to_load_from_cache
+from huggingface_hub.constants import HF_HUB_CACHE
+
+from evaluation.models.registry import ModelSpec
+
+
+def _on_disk(source: str, index_file: str, cache_dir: str | Path | None) -> bool:
+    """Whether `source` (a hub id or a folder) has `index_file` locally."""
+    path = Path(source)
+    if source.startswith(("./", "../", "/")) or path.is_dir():
+        return (path / index_file).is_file()
+    try:
+        found = try_to_load_from_cache(source, index_file, cache_dir=cache_dir)
+    except ValueError:  # not a valid repo id
+        return False
+    return isinstance(found, str)
+
+
+def _how_to_get(source: str) -> str:
+    return (
+        f"download it on a machine with internet (`hf download {source}`, after "
+        "accepting its licence on the hub and `hf auth login` if it is gated) and copy "
+        f"the Hugging Face cache ({HF_HUB_CACHE}) here, or point the registry at a local "
+        "folder"
+    )
+
+
+def missing_weights(
+    models: Iterable[ModelSpec],
+    detector: str | None = None,
+    sam: str | None = None,
+    *,
+    sam_checkpoint: str = "",
+    cache_dir: str | Path | None = None,
+) -> list[str]:
+    """One sentence per model whose weights are not available locally (empty: all are).
+
+    Parameters
+    ----------
+    models : iterable of ModelSpec
+        Text-to-image models; ``build = "tiny"`` ones are built on first use.
+    detector, sam : str, optional
+        GroundingDINO and SAM hub ids or folders (None: not needed, e.g. tiny masking,
+        which builds its own).
+    sam_checkpoint : str
+        A ``segment-anything`` checkpoint file used instead of `sam`.
+    cache_dir : str or Path, optional
+        The Hugging Face hub cache (default: the one ``from_pretrained`` reads).
+    """
+    problems = []
+    for spec in models:
+        if spec.build == "tiny":
+            continue
+        if spec.is_local:
+            folder = spec.local_path()
+            if not (folder / "model_index.json").is_file():
+                problems.append(
+                    f"model {spec.key!r}: no diffusers pipeline in {folder} (model_index.json is missing)"
+                )
+        elif not _on_disk(spec.source, "model_index.json", cache_dir):
+            problems.append(
+                f"model {spec.key!r} ({spec.source}) is not on this machine: " + _how_to_get(spec.source)
+            )
+    if detector is not None and not _on_disk(detector, "config.json", cache_dir):
+        problems.append(f"GroundingDINO ({detector}) is not on this machine: " + _how_to_get(detector))
+    if sam_checkpoint:
+        if not Path(sam_checkpoint).is_file():
+            problems.append(f"the SAM checkpoint {sam_checkpoint} does not exist")
+    elif sam is not None and not _on_disk(sam, "config.json", cache_dir):
+        problems.append(f"SAM ({sam}) is not on this machine: " + _how_to_get(sam))
+    return problems

@@ -1,0 +1,79 @@
+"""Weights that are not on this machine are named before a job starts (issue 14.2)."""
+
+from pathlib import Path
+
+import pytest
+from gradio_client.exceptions import AppError
+from huggingface_hub import try_to_load_from_cache
+
+from evaluation.models.availability import missing_weights
+from evaluation.models.registry import load_registry, with_source
+from evaluation.models.segmentation import DEFAULT_DETECTOR, DEFAULT_SAM
+from storage import open_db
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.research_data import sign_in
+
+
+def _cached_repo(cache: Path, repo: str, filename: str) -> None:
+    """Lay out `repo` in a hub cache the way ``from_pretrained`` leaves it."""
+    folder = cache / f"models--{repo.replace('/', '--')}"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text("0" * 40)
+    snapshot = folder / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / filename).write_text("{}")
+
+
+def test_each_missing_model_is_named_with_how_to_get_it(tmp_path):
+    registry = load_registry()
+    sdxl, tiny = registry["sdxl"], registry["tiny-random"]
+    problems = missing_weights([sdxl, tiny], DEFAULT_DETECTOR, DEFAULT_SAM, cache_dir=tmp_path)
+    assert len(problems) == 3, problems  # the tiny model is built on first use
+    assert problems[0].startswith(f"model 'sdxl' ({sdxl.source}) is not on this machine")
+    assert f"`hf download {sdxl.source}`" in problems[0]
+    assert problems[1].startswith(f"GroundingDINO ({DEFAULT_DETECTOR})")
+    assert problems[2].startswith(f"SAM ({DEFAULT_SAM})")
+
+
+def test_weights_in_the_hub_cache_or_a_local_folder_count_as_present(tmp_path):
+    sdxl = load_registry()["sdxl"]
+    cache = tmp_path / "hub"
+    _cached_repo(cache, sdxl.source, "model_index.json")
+    _cached_repo(cache, DEFAULT_DETECTOR, "config.json")
+    sam = tmp_path / "sam"
+    sam.mkdir()
+    [problem] = missing_weights([sdxl], DEFAULT_DETECTOR, str(sam), cache_dir=cache)
+    assert problem.startswith(f"SAM ({sam}) is not on this machine")
+    (sam / "config.json").write_text("{}")
+    assert missing_weights([sdxl], DEFAULT_DETECTOR, str(sam), cache_dir=cache) == []
+    empty = with_source(sdxl, str(tmp_path / "nowhere"))
+    [problem] = missing_weights([empty], cache_dir=cache)
+    assert "no diffusers pipeline in" in problem and "model_index.json is missing" in problem
+    assert missing_weights([], None, None, sam_checkpoint=str(tmp_path / "sam.pth")) == [
+        f"the SAM checkpoint {tmp_path / 'sam.pth'} does not exist"
+    ]
+
+
+@pytest.mark.skipif(
+    isinstance(try_to_load_from_cache(DEFAULT_DETECTOR, "config.json"), str),
+    reason="GroundingDINO is in this machine's hub cache",
+)
+def test_a_tiny_model_with_the_papers_masking_is_refused_before_a_row_is_written(tmp_path):
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+        selection = [["tiny-random"], ["apple"], [], [], "", 0, 0, ["natural"], "7.5", 1]
+        with pytest.raises(
+            AppError,
+            match=rf"The run was not started: GroundingDINO "
+            rf"\({DEFAULT_DETECTOR}\) is not on this machine.*"
+            "choose the tiny-random masking",
+        ):
+            client.predict(
+                researcher, "tiny-paper", *selection, "paper", 0.3, 0.25, api_name="/evaluate_start"
+            )
+    db = open_db(config.db_path)
+    try:
+        assert db.execute("select count(*) from runs").fetchone()[0] == 0
+    finally:
+        db.close()
