@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import gradio as gr
+import pandas as pd
 
 from annotation import overview
 from annotation.backup import backup_archive
@@ -101,6 +102,11 @@ def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
     create = gr.Button("Create invite links", variant="primary", elem_id="admin_create")
     note = note_area("admin_create_note")
     invites = gr.Dataframe(headers=INVITE_HEADERS, interactive=False, wrap=True, elem_id="admin_invites")
+    links_file = gr.File(
+        label="These links as CSV (they cannot be shown again later)",
+        interactive=False,
+        elem_id="admin_invites_csv",
+    )
     wire(
         create.click,
         admin(_create_invites(ctx)),
@@ -108,6 +114,19 @@ def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
         invites,
         note=note,
         api_name="admin_create_invites",
+    ).then(_invites_csv, invites, links_file, api_visibility="private")
+    gr.Markdown("A lost link: make a new one for that person (their earlier links stop working).")
+    with gr.Row():
+        lost = id_field("Annotator id", "admin_lost")
+        renew = gr.Button("New invite link", elem_id="admin_new_link")
+    renewed = gr.Markdown(elem_id="admin_new_link_message")
+    wire(
+        renew.click,
+        admin(_new_link(ctx)),
+        [session_token, lost, days],
+        renewed,
+        note=renewed,
+        api_name="admin_new_invite",
     )
 
 
@@ -199,6 +218,34 @@ def _create_invites(ctx: AppContext):
         ]
 
     return create_invites
+
+
+def _invites_csv(table) -> str | None:
+    """The invite table just shown, as a CSV file to keep (tokens are stored only hashed)."""
+    frame = (
+        table
+        if isinstance(table, pd.DataFrame)
+        else pd.DataFrame((table or {}).get("data", []), columns=INVITE_HEADERS)
+    )
+    if frame.empty or "invite_link" not in frame or not frame["invite_link"].astype(str).str.len().any():
+        return None
+    stamp = iso().replace(":", "").replace("-", "")[:15]
+    path = Path(tempfile.mkdtemp(prefix="colorconcept-invites-")) / f"invites-{stamp}.csv"
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def _new_link(ctx: AppContext):
+    def new_link(db, actor, annotator_id: str, days: float) -> str:
+        """A new invite link for an existing person; their earlier links are revoked."""
+        annotator_id = whole_number(annotator_id, "annotator id")
+        token = accounts.new_invite(
+            db, annotator_id, expires_days=float(days or ctx.config.invite_days), created_by=actor.pseudonym
+        )
+        link = invite_url(ctx.config.public_url, token)
+        return f"New link for annotator {annotator_id} (copy it now: it is shown once): `{escape(link)}`"
+
+    return new_link
 
 
 def _failed_sign_ins(db, actor) -> list[list]:

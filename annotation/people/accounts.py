@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import sqlite_utils
 
 from annotation import audit
-from annotation.errors import InvalidInput, InvalidToken, NotFound, PermissionDenied, check_length
+from annotation.errors import Conflict, InvalidInput, InvalidToken, NotFound, PermissionDenied, check_length
 from storage import iso, transaction, utcnow
 
 ROLES = ("designer", "expert", "participant", "researcher", "admin")
@@ -137,13 +137,36 @@ def new_invite(
     created_by: str = "admin",
     now: dt.datetime | None = None,
 ) -> str:
-    """Issue a fresh invite token for an existing annotator (e.g. a lost link)."""
+    """Issue a fresh invite token for an existing annotator (e.g. a lost link); the
+    annotator's earlier invites are revoked, so a lost link cannot be used by a finder.
+
+    Raises
+    ------
+    NotFound
+        An unknown annotator.
+    Conflict
+        The annotator's account is closed.
+    """
     annotator = get_annotator(db, annotator_id)
+    if annotator["status"] != "active":
+        raise Conflict(f"annotator {annotator_id}'s account is {annotator['status']}; no new link")
     _check_bulk(1, json.loads(annotator["roles"])[0], expires_days)
     now = utcnow() if now is None else now
     with transaction(db):
+        revoked = db.execute(
+            "update invites set revoked = ? where annotator_id = ? and revoked is null",
+            [iso(now), annotator_id],
+        ).rowcount
         token = _insert_invite(db, annotator_id, json.loads(annotator["roles"])[0], expires_days, now)
-        audit.record(db, created_by, "new_invite", "annotator", annotator_id, now=now)
+        audit.record(
+            db,
+            created_by,
+            "new_invite",
+            "annotator",
+            annotator_id,
+            details={"revoked_invites": revoked},
+            now=now,
+        )
     return token
 
 
