@@ -56,7 +56,7 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
         # The browser fetches images itself, with the session in a cookie (`app.media`);
         # registered first, so that the cookie is set before any tab's own reaction.
         session_token.change(None, session_token, None, js=media.COOKIE_JS, api_visibility="private")
-        with gr.Tabs():
+        with gr.Tabs() as tab_set:
             with gr.Tab(landing.TITLE, id=landing.NAME):
                 start = landing.build(ctx, session_token)
             tabs = []
@@ -65,7 +65,7 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
                     module.build(ctx, session_token)
                 tabs.append((tab, module.ROLES))
 
-        landing.wire(ctx, demo, session_token, stored, start, tabs)
+        landing.wire(ctx, demo, session_token, stored, start, tabs, tab_set)
     demo.colorconcept_ctx = ctx
     return demo
 

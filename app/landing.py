@@ -79,9 +79,11 @@ def wire(
     stored: gr.BrowserState,
     parts: dict,
     tabs: list[tuple[gr.Tab, tuple[str, ...]]],
+    tab_set: gr.Tabs,
 ) -> None:
     """Wire page load, sign-in and sign-out; each ends by showing what fits the person:
-    their tabs, and either the sign-in boxes or the Sign out button.
+    their tabs (opening the first one that is theirs, except for the admin, who stays on
+    Start), and either the sign-in boxes or the Sign out button.
 
     Public endpoints: ``login_invite(text) -> (session_token, message)``,
     ``login_admin(password) -> (session_token, message)`` and
@@ -90,11 +92,19 @@ def wire(
 
     def show(token: str) -> tuple:
         actor = current_actor(ctx, token)
+        visible = [visible_to(actor, roles) for _, roles in tabs]
+        if actor is None:
+            selected = gr.Tabs(selected=NAME)
+        elif actor.is_admin or not any(visible):
+            selected = gr.Tabs()
+        else:
+            selected = gr.Tabs(selected=tabs[visible.index(True)][0].id)
         return (
             token if actor else "",
             gr.Column(visible=actor is None),
             gr.Button(visible=actor is not None),
-            *(gr.Tab(visible=visible_to(actor, roles)) for _, roles in tabs),
+            *(gr.Tab(visible=v) for v in visible),
+            selected,
         )
 
     def restore_on_load(stored_token: str, request: gr.Request) -> tuple:
@@ -102,7 +112,7 @@ def wire(
         token, message = restore(ctx, stored_token, request)
         return token, message, *show(token)
 
-    shown = [stored, parts["sign_in"], parts["logout_button"], *(tab for tab, _ in tabs)]
+    shown = [stored, parts["sign_in"], parts["logout_button"], *(tab for tab, _ in tabs), tab_set]
     signed = [session_token, parts["status"]]
     demo.load(restore_on_load, stored, [*signed, *shown], api_name="start_restore", **_PRIVATE).then(
         None, js=_FORGET_INVITE_JS, **_PRIVATE

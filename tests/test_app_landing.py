@@ -17,7 +17,9 @@ def browser():
 
 
 def _expect_signed_in(page, expect, signed_in: bool) -> None:
-    """Sign-in boxes while nobody is signed in; Sign out while someone is."""
+    """Sign-in boxes while nobody is signed in; Sign out (on the Start tab) while someone is."""
+    if signed_in:
+        page.get_by_role("tab", name="Start").click()
     for box in ("#start_invite", "#start_password"):
         (expect(page.locator(box)).to_be_hidden if signed_in else expect(page.locator(box)).to_be_visible)(
             timeout=20_000
@@ -39,6 +41,10 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, browser):
         status = page.locator("#start_status")
         expect(status).to_have_text("Signed in as D0001.", timeout=20_000)
         expect(page).to_have_url(client.src, timeout=20_000)
+        # A designer's invite opens their own tab, not the Start tab.
+        expect(page.get_by_role("tab", name="Coloring")).to_have_attribute(
+            "aria-selected", "true", timeout=20_000
+        )
         _expect_signed_in(page, expect, True)
         page.reload()
         expect(status).to_have_text("Signed in as D0001.", timeout=20_000)

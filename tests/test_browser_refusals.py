@@ -17,9 +17,12 @@ def _no_error_sheet(page) -> None:
 def test_consent_without_the_tick_is_refused_beside_the_button(live_app, page):
     [(_, link)] = live_app.invite("designer")
     sign_in(page, link)
-    open_tab(page, "Coloring")
+    # An invite opens the person's own tab, not Start.
+    expect(page.get_by_role("tab", name="Coloring")).to_have_attribute("aria-selected", "true")
     agree = page.locator("#designer_agree")
     expect(agree).to_be_visible()
+    # The organisers' note in the consent file is not shown to people.
+    expect(page.locator("#designer_consent_text")).not_to_contain_text("Study organisers")
     agree.click()
     note = page.locator("#designer_agree_note")
     expect(note).to_contain_text("agree")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import sqlite_utils
@@ -30,9 +31,13 @@ _STANDING = ("submitted", "accepted")
 
 
 def read_text(path: str | Path = CONSENT_FILE) -> tuple[str, str]:
-    """The Markdown text of an assets file and the sha256 of its bytes."""
-    data = Path(path).read_bytes()
-    return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
+    """The Markdown text of an assets file as people see it, and its sha256.
+
+    HTML comments (``<!-- ... -->``) are notes for the study organisers: they are left
+    out of the text and of the hash, which is the hash of what was shown.
+    """
+    text = re.sub(r"<!--.*?-->\s*", "", Path(path).read_text(encoding="utf-8"), flags=re.S)
+    return text, hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def record_consent(
