@@ -14,7 +14,7 @@ import numpy as np
 
 from annotation.files import resolve
 from annotation.study import judging
-from app.common import AppContext, escape, handler, note_area, wire
+from app.common import AppContext, escape, handler, note_area, whole_number, wire
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from storage import iso
 
@@ -167,11 +167,20 @@ def _set_background(ctx: AppContext):
 
 
 def _vote(ctx: AppContext):
-    def vote(db, actor, task_id: float, side: str, shown_at: str) -> tuple:
-        """Record 'left' or 'right' for the held task, then show the next trial."""
-        if task_id is None or task_id != int(task_id):
-            raise ValueError(f"`task_id` must be a whole number, got {task_id!r}; press Start")
-        judging.record_judgment(db, actor, int(task_id), side, judging.seconds_since(shown_at))
+    def vote(db, actor, task_id: float | str, side: str, shown_at: str) -> tuple:
+        """Record 'left' or 'right' for the held trial, then show the next trial.
+
+        API: ``participant_vote(session_token, task_id, side, shown_at)``. ``task_id`` is
+        the trial's task id as ``participant_next`` returns it (a number, or its digits as
+        text: ``4``, ``4.0`` and ``"4"`` are the same trial); ``side`` is ``"left"`` or
+        ``"right"`` (which of the two images, as shown); ``shown_at`` is the time
+        ``participant_next`` returned with the trial, unchanged (ISO 8601, UTC), from which
+        the seconds spent are counted.
+        """
+        if task_id is None or task_id == "":
+            raise ValueError("`task_id` is empty: press Start to see a trial first")
+        trial = whole_number(task_id, "task_id")
+        judging.record_judgment(db, actor, trial, side, judging.seconds_since(shown_at))
         return _view(ctx, db, actor)
 
     return vote
