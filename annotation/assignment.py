@@ -122,6 +122,7 @@ def reserve(
     k: int = 5,
     minutes: float = RESERVATION_MINUTES,
     now: dt.datetime | None = None,
+    created: str | None = None,
 ) -> list[Task]:
     """Reserve work for one person, topping their open tasks up to `batch_size`.
 
@@ -138,6 +139,9 @@ def reserve(
         Colorings per concept variant (``coloring`` only; paper: 5).
     minutes : float
         Reservation lifetime, > 0.
+    created : str, optional
+        The ``created`` stamp of the new tasks (default `now`): a designer's batch is the
+        set of tasks sharing one stamp (`annotation.coloring.tasks.top_up`).
 
     Returns
     -------
@@ -164,7 +168,7 @@ def reserve(
                         "left_item": left,
                         "practice": 0,
                         "status": "reserved",
-                        "created": iso(now),
+                        "created": iso(now) if created is None else created,
                         "expires": expires,
                     }
                 )

@@ -289,6 +289,7 @@ def _view(
         done = len(onboarding.practice_colorings(db, actor.annotator_id))
         progress = f"Practice · {done} of {len(config.practice_concepts)} done"
     else:
+        _top_up(ctx, db, actor)
         item = work.next_item(db, actor.annotator_id, practice=False)
         batch = work.batch_progress(db, actor.annotator_id)
         if item is None and batch is None:
@@ -327,8 +328,21 @@ def _start_batch(ctx: AppContext, db, actor) -> None:
         )
 
 
+def _top_up(ctx: AppContext, db, actor) -> None:
+    """Keep `annotation.coloring.tasks.RESERVE_AHEAD` tasks of the current batch reserved."""
+    config = ctx.config
+    work.top_up(
+        db,
+        actor.annotator_id,
+        np.random.default_rng(),
+        k=config.colorings_per_concept,
+        minutes=config.reservation_minutes,
+    )
+
+
 def _batch_done(batch: work.Progress | None, message: str) -> tuple:
-    if batch is None or batch.total == 0:
+    # Nothing open in a batch that is not all done: every free slot is taken for now.
+    if batch is None or batch.total == 0 or batch.done < batch.total:
         return _notice(
             "**No concept is waiting for you right now.** Thank you! More may open later.",
             "Check again",
@@ -473,12 +487,15 @@ def _instructions_read(ctx: AppContext):
 
 def _continue(ctx: AppContext):
     def continue_(db, actor) -> tuple:
-        """Start the next batch when the current one is done; otherwise show the view."""
+        """Start the next batch when the current one is all done; otherwise show the view
+        (which reserves what the current batch still needs, when free slots exist)."""
         if (
             _stage(ctx, db, actor) == "main"
             and work.next_item(db, actor.annotator_id, practice=False) is None
         ):
-            _start_batch(ctx, db, actor)
+            batch = work.batch_progress(db, actor.annotator_id)
+            if batch is None or batch.done >= batch.total:
+                _start_batch(ctx, db, actor)
         return _view(ctx, db, actor)
 
     return continue_

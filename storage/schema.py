@@ -506,6 +506,19 @@ def _v7_audit_action_index(db: sqlite_utils.Database) -> None:
     db["audit"].create_index(["action", "object_id", "created"], if_not_exists=True)
 
 
+def _v8_batches(db: sqlite_utils.Database) -> None:
+    """A designer's batch has a size of its own: only a few of its tasks are reserved at a
+    time and topped up as they are done (`annotation.coloring.tasks.top_up`), so the size
+    cannot be read from the reserved rows any more. Batches from before keep no row: their
+    size is what was reserved for them."""
+    db["batches"].create(
+        {"annotator_id": int, "created": str, "size": int},
+        pk=("annotator_id", "created"),
+        not_null={"size"},
+        foreign_keys=[("annotator_id", "annotators", "id")],
+    )
+
+
 # Ordered forward migrations: version i+1 is MIGRATIONS[i].
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("initial tables", _v1_initial),
@@ -515,6 +528,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("stored human distributions and coloring samples", _v5_human_distributions),
     ("stored scores", _v6_scores),
     ("audit index for sign-in throttling", _v7_audit_action_index),
+    ("batch sizes: reserve a few tasks ahead", _v8_batches),
 )
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
+from annotation import overview
 from annotation.assignment import open_tasks
 from annotation.coloring import tasks as work
 from annotation.coloring.fill import blank_color_layer, canvas_value, composite, flood_fill
@@ -247,3 +248,75 @@ def test_colored_example_fills_regions_as_the_canvas_shows_them():
     layer = flood_fill(blank_color_layer(APPLE.shape), APPLE, (500, 600), RED)
     np.testing.assert_array_equal(example, composite(layer, APPLE))
     assert_allclose(example[600, 500], RED)
+
+
+def test_a_batch_holds_only_a_few_reservations_and_tops_up_as_they_are_done(store):
+    db, data = store
+    designer = _designer(db)
+    rng = np.random.default_rng(0)
+    first = work.start_batch(db, designer, rng, 5, ahead=2, now=T0)
+    assert len(first) == 2 and work.batch_progress(db, designer, now=T0) == work.Progress(1, 0, 5)
+    assert work.top_up(db, designer, rng, ahead=2, now=T0) == 0
+    done = []
+    for n in range(1, 6):
+        item = work.next_item(db, designer, practice=False, now=T0)
+        done.append(_submit(db, data, designer, item, now=T0)[1].concept_key)
+        reserved = work.top_up(db, designer, rng, ahead=2, now=T0)
+        # One more while the batch has room; none once all five are done or reserved.
+        assert reserved == (1 if n <= 3 else 0)
+        assert work.batch_progress(db, designer, now=T0) == work.Progress(1, n, 5)
+    assert len(set(done)) == 5 and work.next_item(db, designer, practice=False, now=T0) is None
+    second = work.start_batch(db, designer, rng, 5, ahead=2, now=T0 + dt.timedelta(minutes=1))
+    assert work.batch_progress(db, designer, now=T0) == work.Progress(2, 0, 5)
+    assert not {t.concept_key for t in second} & set(done)
+
+
+def test_a_batch_whose_reservations_expired_is_refilled_when_the_designer_returns(store):
+    db, data = store
+    designer = _designer(db)
+    rng = np.random.default_rng(0)
+    work.start_batch(db, designer, rng, 6, ahead=3, minutes=30, now=T0)
+    _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
+    later = T0 + dt.timedelta(hours=1)
+    assert work.next_item(db, designer, practice=False, now=later) is None
+    assert work.batch_progress(db, designer, now=later) == work.Progress(1, 1, 6)
+    assert work.top_up(db, designer, rng, ahead=3, minutes=30, now=later) == 3
+    assert len(open_tasks(db, "coloring", designer, now=later)) == 3
+    with pytest.raises(InvalidInput, match="`ahead` must be a whole number >= 1, got 0"):
+        work.top_up(db, designer, rng, ahead=0, now=later)
+
+
+def test_sixty_designers_in_two_waves_all_get_work_while_free_slots_exist(db, tmp_path):
+    """Issue 13: on the shipped sketches (1,095 slots at K = 5), 30 designers' batches of
+    40 no longer hold every slot while the next 30 wait."""
+    sync_concepts(db)
+    sync_shipped_sketches(db, tmp_path / "data")
+    slots = overview.coloring_slots(db, 5, now=T0)
+    assert slots == {"total": 1095, "done": 0, "reserved": 0, "free": 1095}
+
+    def wave(designers, ahead):
+        return [
+            len(work.start_batch(db, d, np.random.default_rng(d), 40, ahead=ahead, now=T0)) for d in designers
+        ]
+
+    # Reserving whole batches (the old rule) leaves the second wave with nothing to do.
+    whole = people(db, 60, "designer")
+    assert sum(wave(whole[:30], 40)) == 1095 and sum(wave(whole[30:], 40)) == 0
+    db.execute("update tasks set status = 'released'")
+    db.conn.commit()
+
+    designers = people(db, 60, "designer")
+    assert wave(designers[:30], work.RESERVE_AHEAD) == [work.RESERVE_AHEAD] * 30
+    assert wave(designers[30:], work.RESERVE_AHEAD) == [work.RESERVE_AHEAD] * 30
+    held = 60 * work.RESERVE_AHEAD
+    assert overview.coloring_slots(db, 5, now=T0) == {
+        "total": 1095,
+        "done": 0,
+        "reserved": held,
+        "free": 1095 - held,
+    }
+    rows = db.execute(
+        "select concept_key, count(*), count(distinct annotator_id) from tasks where status = 'reserved' "
+        "group by concept_key"
+    ).fetchall()
+    assert all(n == distinct <= 5 for _, n, distinct in rows)

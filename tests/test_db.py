@@ -119,6 +119,7 @@ EXPECTED_SCHEMA = {
         ],
     ),
     "audit": (["id", "created", "actor", "action", "object_type", "object_id", "why", "details"], []),
+    "batches": (["annotator_id", "created", "size"], [("annotator_id", "annotators", "id")]),
 }
 
 

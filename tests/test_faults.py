@@ -14,11 +14,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from annotation import overview
 from annotation.assignment import reserve
 from annotation.coloring.store import store_coloring
+from annotation.coloring.tasks import RESERVE_AHEAD
 from annotation.concepts import sync_concepts
 from annotation.files import resolve, store_png
 from annotation.integrity import QUARANTINE, orphaned_files, sweep_orphans
+from annotation.people.accounts import create_annotators
 from bench.app_process import AppProcess
 from bench.bench_load import concurrent_designers, kill_app, prepare_study
 from bench.designer_client import Ack
@@ -31,16 +34,26 @@ pytestmark = pytest.mark.timeout(600)
 
 def test_concurrent_designers_through_the_endpoint_store_each_submission_once_within_quotas(tmp_path):
     study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 6, 1, side=128)
-    supply = len(study.concepts) * study.k
+    # Five people away from their desks hold 125 of the pool's slots for the whole test:
+    # 30 stay free for 6 designers who want 8 each, so they compete for the last ones.
+    db = open_db(study.db_path)
+    try:
+        for away, _ in create_annotators(db, 5, "designer"):
+            reserve(db, "coloring", away["id"], np.random.default_rng(away["id"]), 25, minutes=10**6)
+        supply = overview.coloring_slots(db, study.k)["free"]
+    finally:
+        db.close()
+    assert supply == len(study.concepts) * study.k - 125 == 30
     with AppProcess(study.db_path, study.data_dir, log_path=tmp_path / "app.log") as app:
-        acks = concurrent_designers(app.url, study, 4, seed=1)
+        acks = concurrent_designers(app.url, study, 8, seed=1)
     assert check_store(study.db_path, study.data_dir, acks, k=study.k) == []
     assert len({a.coloring_id for a in acks}) == len(acks)
     practice = Counter(a.designer for a in acks if a.practice)
     main = {d: sum(a.designer == d and not a.practice for a in acks) for d, _ in study.designers}
     assert practice == {d: 3 for d, _ in study.designers}
-    assert max(main.values()) == 4 and sum(main.values()) <= supply
-    assert min(main.values()) < 4, "batches must take the whole pool, so designers compete"
+    assert sum(main.values()) <= supply and min(main.values()) < 8, "the pool runs dry: designers compete"
+    # Only a few tasks are reserved ahead, so the pool is used up to those reservations.
+    assert sum(main.values()) >= supply - 6 * RESERVE_AHEAD
 
 
 def test_app_sigkilled_inside_a_write_keeps_every_acknowledged_coloring_and_sweeps_its_files(tmp_path):

@@ -2,10 +2,13 @@
 
 Words
 -----
-- A *batch* is the set of main-task coloring tasks reserved for a designer at once
-  (`start_batch`, ``batch_size`` of them; they share their ``tasks.created`` stamp). A
-  new batch starts only when the designer asks for it after the last one has no open
-  task left, so the current batch is the designer's latest one until then.
+- A *batch* is ``batch_size`` main-task colorings a designer does in one go (`start_batch`;
+  its size is a ``batches`` row, its tasks share their ``tasks.created`` stamp). Only
+  `RESERVE_AHEAD` of its tasks are reserved at a time; `top_up` reserves the next ones
+  as they are done, so a room of designers never holds the pool's slots merely reserved
+  while others wait (issue 13). A new batch starts only when the designer asks for it
+  after the last one has no open task left, so the current batch is the designer's
+  latest one until then.
 - A *round task* is a ``coloring`` task with ``coloring_id`` set: it redoes that coloring
   as the next round (`annotation.coloring.store`). Experts create them with a note
   (`annotation.qc.review.request_recolor`); designers create them with `request_redo`.
@@ -34,7 +37,7 @@ import numpy as np
 import sqlite_utils
 
 from annotation import audit
-from annotation.assignment import Task, open_tasks, reserve
+from annotation.assignment import Task, expire, open_tasks, reserve
 from annotation.coloring.fill import (
     blank_color_layer,
     composite,
@@ -53,6 +56,9 @@ from storage import iso, transaction, utcnow
 
 MIN_PAINTED_FRACTION = 0.005
 """Default share of a sketch's non-line pixels that must be painted before a submit."""
+RESERVE_AHEAD = 3
+"""Open tasks of a batch reserved at once: the one on the canvas and two ready after it.
+With 30 designers that holds 90 slots, whatever the batch size (the paper is silent)."""
 
 
 @dataclass(frozen=True)
@@ -151,16 +157,17 @@ def work_item(db: sqlite_utils.Database, task: Task) -> WorkItem:
 def batch_progress(
     db: sqlite_utils.Database, annotator_id: int, *, now: dt.datetime | None = None
 ) -> Progress | None:
-    """Progress in the designer's current batch; None before their first batch."""
+    """Progress in the designer's current batch; None before their first batch.
+
+    ``total`` is the batch's size (for a batch from before sizes were stored: its tasks
+    submitted or still open).
+    """
     stamps = _batch_stamps(db, annotator_id)
     if not stamps:
         return None
-    done, still_open = db.execute(
-        "select sum(status = 'submitted'), sum(status = 'reserved' and expires > ?) from tasks "
-        f"where {_REGULAR} and created = ?",
-        [iso(now), annotator_id, stamps[-1]],
-    ).fetchone()
-    return Progress(len(stamps), done or 0, (done or 0) + (still_open or 0))
+    done, held = _batch_counts(db, annotator_id, stamps[-1], now)
+    size = _batch_size(db, annotator_id, stamps[-1])
+    return Progress(len(stamps), done, done + held if size is None else size)
 
 
 def start_batch(
@@ -169,28 +176,104 @@ def start_batch(
     rng: np.random.Generator,
     batch_size: int,
     *,
+    ahead: int = RESERVE_AHEAD,
     k: int = 5,
     minutes: float = 120.0,
     now: dt.datetime | None = None,
 ) -> list[Task]:
-    """Reserve a new batch of `batch_size` concepts for the designer.
+    """Start a new batch of `batch_size` concepts for the designer, reserving the first
+    `ahead` of them (`top_up` reserves the rest as they are done).
 
-    Open round tasks do not take batch places. Returns the batch's tasks (fewer, or none,
-    when the pool runs dry).
+    Open round tasks do not take batch places. Returns the tasks reserved now (fewer, or
+    none, when the pool runs dry; with none, no batch is started).
 
     Raises
     ------
     Conflict
         If the current batch still has open tasks.
     """
+    _check_ahead(ahead)
     now = utcnow() if now is None else now
     with transaction(db):
         held = open_tasks(db, "coloring", annotator_id, now=now)
         if any(t.coloring_id is None for t in held):
             raise Conflict("your current batch still has open tasks; finish them first")
         rounds = sum(t.coloring_id is not None for t in held)
-        tasks = reserve(db, "coloring", annotator_id, rng, batch_size + rounds, k=k, minutes=minutes, now=now)
-        return [t for t in tasks if t.coloring_id is None]
+        wanted = min(ahead, batch_size)
+        tasks = reserve(db, "coloring", annotator_id, rng, wanted + rounds, k=k, minutes=minutes, now=now)
+        fresh = [t for t in tasks if t.coloring_id is None]
+        if fresh:
+            db["batches"].insert(
+                {"annotator_id": annotator_id, "created": fresh[0].created, "size": batch_size}
+            )
+        return fresh
+
+
+def top_up(
+    db: sqlite_utils.Database,
+    annotator_id: int,
+    rng: np.random.Generator,
+    *,
+    ahead: int = RESERVE_AHEAD,
+    k: int = 5,
+    minutes: float = 120.0,
+    now: dt.datetime | None = None,
+) -> int:
+    """Reserve tasks of the designer's current batch until `ahead` are open (or the batch
+    is all done or reserved); how many were reserved.
+
+    Cheap when nothing is needed: the counts are read first, and the write transaction
+    (where they are read again) runs only when a task is missing. Also refills a batch
+    whose reservations expired while the designer was away.
+    """
+    _check_ahead(ahead)
+    now = utcnow() if now is None else now
+    if _top_up_wanted(db, annotator_id, ahead, now) <= 0:
+        return 0
+    with transaction(db):
+        wanted = _top_up_wanted(db, annotator_id, ahead, now)
+        if wanted <= 0:
+            return 0
+        expire(db, now=now)
+        stamp = _batch_stamps(db, annotator_id)[-1]
+        held = len(open_tasks(db, "coloring", annotator_id, now=now))
+        tasks = reserve(
+            db, "coloring", annotator_id, rng, held + wanted, k=k, minutes=minutes, now=now, created=stamp
+        )
+        return len(tasks) - held
+
+
+def _top_up_wanted(db, annotator_id: int, ahead: int, now: dt.datetime) -> int:
+    stamps = _batch_stamps(db, annotator_id)
+    if not stamps:
+        return 0
+    size = _batch_size(db, annotator_id, stamps[-1])
+    if size is None:
+        return 0
+    done, held = _batch_counts(db, annotator_id, stamps[-1], now)
+    return min(ahead - held, size - done - held)
+
+
+def _batch_counts(db, annotator_id: int, stamp: str, now: dt.datetime | None) -> tuple[int, int]:
+    """Tasks of the batch `stamp` submitted, and reserved and not expired."""
+    done, held = db.execute(
+        "select sum(status = 'submitted'), sum(status = 'reserved' and expires > ?) from tasks "
+        f"where {_REGULAR} and created = ?",
+        [iso(now), annotator_id, stamp],
+    ).fetchone()
+    return done or 0, held or 0
+
+
+def _batch_size(db, annotator_id: int, stamp: str) -> int | None:
+    row = db.execute(
+        "select size from batches where annotator_id = ? and created = ?", [annotator_id, stamp]
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def _check_ahead(ahead: int) -> None:
+    if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 1:
+        raise InvalidInput(f"`ahead` must be a whole number >= 1, got {ahead!r}")
 
 
 def coloring_image(color_layer: np.ndarray, sketch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
