@@ -313,12 +313,22 @@ def _coverage(ctx: AppContext):
             [
                 f"**{figures['complete']} of {figures['concepts']}** concepts have {k} colorings.",
                 f"- Concepts by number of colorings: {histogram}",
-                "- Colorings by status: " + escape(json.dumps(figures["colorings_by_status"])),
-                "- Active people by role: " + escape(json.dumps(figures["annotators_by_role"])),
+                "- Coloring slots of the main task ({k} per concept with a chosen sketch): "
+                "{total:,} in all, **{free:,} free**, {reserved:,} reserved by designers now, "
+                "{done:,} done".format(k=k, **figures["slots"]),
+                "- Colorings by status: " + _counts(figures["colorings_by_status"]),
+                "- Active people by role: " + _counts(figures["annotators_by_role"]),
             ]
         )
 
     return coverage
+
+
+def _counts(counts: dict) -> str:
+    """``{"submitted": 3, "accepted": 0}`` as "3 submitted, 0 accepted" (or "none yet")."""
+    return (
+        ", ".join(f"{n:,} {escape(str(name).replace('_', ' '))}" for name, n in counts.items()) or "none yet"
+    )
 
 
 def _backup(ctx: AppContext):

@@ -50,6 +50,9 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
         ]
         coverage = client.predict(admin, api_name="/admin_coverage")
         assert "**0 of 1278** concepts have 5 colorings" in coverage
+        # The shipped sketches cover 219 concepts: 1,095 slots, all free; figures as words.
+        assert "1,095 in all, **1,095 free**, 0 reserved by designers now, 0 done" in coverage
+        assert "Active people by role: 2 expert" in coverage and "{" not in coverage
         with zipfile.ZipFile(client.predict(admin, api_name="/admin_export")) as archive:
             annotators = archive.read("csv/annotators.csv").decode()
         assert "E0001" in annotators and "E0002" in annotators
