@@ -6,6 +6,10 @@ core        `bench.bench_core.run`: extraction images/s, EMD pairs/s, the metric
             of the CFG sweep (1,281 concepts x 7 models x 2 styles x 7 CFG scales)
 load        `bench.bench_load.run`: submit latency under load, SIGKILL and restart,
             a killed and resumed evaluation run; also rewrites "Load and faults"
+pace        `bench.bench_load.working_pace`: 30 designers at a working pace (a coloring
+            every 20-60 s), all starting together, 5 minutes; rewrites "Working pace"
+light       `bench.bench_load.light_during_burst`: sign-in and the task view while 30
+            designers submit as fast as they can; rewrites "Light endpoints during a burst"
 generation  `bench.bench_generation.bench_generation`: images/s, on the GPU when one is
             present, else the tiny model on the CPU (labelled)
 review      `bench.bench_review.run`: storing a 1024² coloring, opening the vote queue,
@@ -21,7 +25,7 @@ is rewritten: ``summary`` (machine, date, command and one row per figure; with `
 the rows of the benchmarks not run are kept, and the table says so) and ``load``.
 Other sections of BENCHMARKS.md belong to their benchmarks' authors.
 
-    python -m bench [--only core,load,generation,review,scale,scale-out] [--quick] [--dry-run]
+    python -m bench [--only core,load,pace,light,generation,review,scale,scale-out] [--quick] [--dry-run]
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
 TITLES = {
     "summary": "Summary",
     "load": "Load and faults",
+    "pace": "Working pace",
+    "light": "Light endpoints during a burst",
     "scale": "Full study size",
     "scale-out": "Scale-out (Ray)",
 }
@@ -195,6 +201,49 @@ def load(quick: bool) -> tuple[list[Row], dict[str, str]]:
     ], {"load": bench_load.markdown(f)}
 
 
+def pace(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_load.working_pace`, and the "Working pace" section."""
+    from bench import bench_load
+
+    f = (
+        bench_load.working_pace(designers=4, minutes=0.5, pace=(2.0, 6.0), side=128)
+        if quick
+        else bench_load.working_pace()
+    )
+    ok = not f["pace_problems"] and not f["pace_duplicates"]
+    return [
+        Row(
+            "pace",
+            "Submit latency p50 / p95 at a working pace",
+            f"{f['pace_p50_ms']:.0f} / {f['pace_p95_ms']:.0f} ms",
+            f"{f['pace_designers']} designers starting together, one coloring every "
+            f"{f['pace_range_s'][0]:.0f}-{f['pace_range_s'][1]:.0f} s for {f['pace_minutes']:g} min, "
+            f"start included; store checks {'pass' if ok else 'FAILED'}",
+        )
+    ], {"pace": bench_load.pace_markdown(f)}
+
+
+def light(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_load.light_during_burst`, and its section."""
+    from bench import bench_load
+
+    f = (
+        bench_load.light_during_burst(designers=4, submissions=4, side=128)
+        if quick
+        else bench_load.light_during_burst()
+    )
+    return [
+        Row(
+            "light",
+            "Sign-in / task view p95 during a burst",
+            f"{f['light_login_invite_p95_ms']:.0f} / {f['light_designer_state_p95_ms']:.0f} ms",
+            f"{f['light_designers']} designers submitting at once, "
+            f"{f['light_submissions_per_s']:.1f} submissions/s; store checks "
+            f"{'pass' if not f['light_problems'] else 'FAILED'}",
+        )
+    ], {"light": bench_load.light_markdown(f)}
+
+
 def generation(quick: bool) -> tuple[list[Row], dict[str, str]]:
     """Rows from `bench.bench_generation.bench_generation` (GPU if present, else CPU tiny)."""
     from bench.bench_generation import bench_generation
@@ -306,6 +355,8 @@ def scale_out(quick: bool) -> tuple[list[Row], dict[str, str]]:
 BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
     "core": core,
     "load": load,
+    "pace": pace,
+    "light": light,
     "generation": generation,
     "review": review,
     "scale": scale,

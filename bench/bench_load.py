@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import sqlite_utils
+from gradio_client import Client
 
 from annotation.concepts import get_concept, sync_concepts
 from annotation.integrity import orphaned_files
@@ -147,7 +148,15 @@ def _bench_sketches(
 
 
 def concurrent_designers(
-    url: str, study: Study, count: int, *, seed: int = 0, on_ack=None, stop: threading.Event | None = None
+    url: str,
+    study: Study,
+    count: int,
+    *,
+    seed: int = 0,
+    on_ack=None,
+    stop: threading.Event | None = None,
+    pace: tuple[float, float] | None = None,
+    until: float | None = None,
 ) -> list[Ack]:
     """Every designer of `study` at once against the app at `url`; all their acks.
 
@@ -168,6 +177,8 @@ def concurrent_designers(
                 seed=int(s.generate_state(1)[0]),
                 on_ack=on_ack,
                 stop=stop,
+                pace=pace,
+                until=until,
             )
             for (designer, invite), s in zip(study.designers, seeds)
         ]
@@ -319,6 +330,145 @@ def run(
                 and not result.orphans,
             }
     return figures
+
+
+def light_during_burst(*, designers: int = 30, submissions: int = 20, side: int = 512, seed: int = 0) -> dict:
+    """Designers submitting as fast as answers come, and meanwhile one more person who
+    signs in (``/login_invite``) and reloads the task view (``/designer_state``) in turn,
+    every 0.25 s: the latency of those light calls while submissions queue (issue 13)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        study = prepare_study(
+            tmp / "light.sqlite", tmp / "light", designers + 1, _pool_size(designers), side=side
+        )
+        (_, probe_invite), crowd = (
+            study.designers[-1],
+            Study(**{**study.__dict__, "designers": study.designers[:-1]}),
+        )
+        with AppProcess(study.db_path, study.data_dir, log_path=tmp / "light.log") as app:
+            stop = threading.Event()
+            timings: dict[str, list[float]] = {"/login_invite": [], "/designer_state": []}
+
+            def probe() -> None:
+                client = Client(app.url, verbose=False)
+                token = ""
+                while not stop.is_set():
+                    for api, args in (("/login_invite", (probe_invite,)), ("/designer_state", None)):
+                        start = time.perf_counter()
+                        result = client.predict(*(args or (token,)), api_name=api)
+                        timings[api].append(time.perf_counter() - start)
+                        token = result[0] if api == "/login_invite" else token
+                        time.sleep(0.25)
+
+            prober = threading.Thread(target=probe)
+            start = time.perf_counter()
+            prober.start()
+            acks = concurrent_designers(app.url, crowd, submissions, seed=seed)
+            wall = time.perf_counter() - start
+            stop.set()
+            prober.join()
+        problems = check_store(study.db_path, study.data_dir, acks, k=study.k)
+    figures = {f"light_{k}": v for k, v in _latency_figures(acks, wall).items()}
+    for api, seconds in timings.items():
+        name = api.strip("/")
+        figures[f"light_{name}_n"] = len(seconds)
+        figures[f"light_{name}_p95_ms"] = 1e3 * float(np.percentile(seconds, 95))
+        figures[f"light_{name}_max_ms"] = 1e3 * max(seconds)
+    return figures | {"light_designers": designers, "light_problems": problems}
+
+
+def light_markdown(f: dict) -> str:
+    """The "Light endpoints during a burst" section body for BENCHMARKS.md."""
+    ok = "yes" if not f["light_problems"] else "NO"
+    return "\n".join(
+        [
+            f"A real `python app.py` process; {f['light_designers']} designers submit 20 main-task "
+            "colorings each as fast as answers come (512² sketches), and meanwhile one more person "
+            "signs in (`/login_invite`) and reloads the task view (`/designer_state`) in turn, every "
+            "0.25 s, through its own `gradio_client`. Clients and server share the machine's cores.",
+            "",
+            "| figure | value |",
+            "|---|---:|",
+            f"| submissions stored (all checks: {ok}); throughput | {f['light_stored']} + "
+            f"{f['light_practice_stored']} practice; {f['light_submissions_per_s']:.1f} submissions/s |",
+            f"| submit latency p50 / p95 | {f['light_p50_ms']:.0f} / {f['light_p95_ms']:.0f} ms |",
+            f"| sign-in during the burst: calls; p95 / max | {f['light_login_invite_n']}; "
+            f"{f['light_login_invite_p95_ms']:.0f} / {f['light_login_invite_max_ms']:.0f} ms |",
+            f"| task view during the burst: calls; p95 / max | {f['light_designer_state_n']}; "
+            f"{f['light_designer_state_p95_ms']:.0f} / {f['light_designer_state_max_ms']:.0f} ms |",
+        ]
+    )
+
+
+def working_pace(
+    *,
+    designers: int = 30,
+    minutes: float = 5.0,
+    pace: tuple[float, float] = (20.0, 60.0),
+    side: int = 512,
+    seed: int = 0,
+) -> dict:
+    """Designers at a working pace, all starting together (issue 13): each signs in, agrees,
+    reads the instructions, then colors (`pace` seconds per coloring, seeded) and submits,
+    practice included, for `minutes`. Figures: submit latency over the whole run (start
+    included) and in its first 30 s, what was stored, and the store's checks."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        study = prepare_study(tmp / "pace.sqlite", tmp / "pace", designers, _pool_size(designers), side=side)
+        with AppProcess(study.db_path, study.data_dir, log_path=tmp / "pace.log") as app:
+            start = time.perf_counter()
+            stamped: list[tuple[float, Ack]] = []
+            lock = threading.Lock()
+
+            def on_ack(ack: Ack) -> None:
+                with lock:
+                    stamped.append((time.perf_counter() - start, ack))
+
+            acks = concurrent_designers(
+                app.url, study, 10**6, seed=seed, on_ack=on_ack, pace=pace, until=start + 60 * minutes
+            )
+            wall = time.perf_counter() - start
+        problems = check_store(study.db_path, study.data_dir, acks, k=study.k)
+    seconds = np.array([a.seconds for a in acks])
+    early = np.array([a.seconds for at, a in stamped if at - a.seconds < 30.0])
+    return {
+        "pace_designers": designers,
+        "pace_minutes": minutes,
+        "pace_range_s": pace,
+        "pace_submissions": int(seconds.size),
+        "pace_wall_s": wall,
+        "pace_p50_ms": 1e3 * np.percentile(seconds, 50),
+        "pace_p95_ms": 1e3 * np.percentile(seconds, 95),
+        "pace_max_ms": 1e3 * seconds.max(),
+        "pace_first_30s": int(early.size),
+        "pace_first_30s_p95_ms": 1e3 * np.percentile(early, 95) if early.size else float("nan"),
+        "pace_duplicates": len(acks) - len({a.coloring_id for a in acks}),
+        "pace_problems": problems,
+    }
+
+
+def pace_markdown(f: dict) -> str:
+    """The "Working pace" section body for BENCHMARKS.md."""
+    lo, hi = f["pace_range_s"]
+    return "\n".join(
+        [
+            f"A real `python app.py` process and {f['pace_designers']} designers starting together, "
+            f"one thread and `gradio_client` each: invite link, consent, instructions, then "
+            f"{lo:.0f}-{hi:.0f} s of coloring (uniform, seeded) before each submission, practice "
+            f"included, for {f['pace_minutes']:g} minutes; 512² sketches. Latency is the "
+            "`/designer_submit` call as the client sees it, over the whole run, start included.",
+            "",
+            "| figure | value |",
+            "|---|---:|",
+            f"| submissions stored (every check of `bench.store_checks`: "
+            f"{'yes' if not f['pace_problems'] else 'NO'}); duplicated | "
+            f"{f['pace_submissions']}; {f['pace_duplicates']} |",
+            f"| submit latency p50 / p95 / max | {f['pace_p50_ms']:.0f} / {f['pace_p95_ms']:.0f} / "
+            f"{f['pace_max_ms']:.0f} ms |",
+            f"| submissions started in the first 30 s; their p95 | {f['pace_first_30s']}; "
+            f"{f['pace_first_30s_p95_ms']:.0f} ms |",
+        ]
+    )
 
 
 def _solo_p50_ms(tmp: Path, submissions: int, side: int, seed: int) -> float:

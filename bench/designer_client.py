@@ -113,6 +113,8 @@ def designer_session(
     retry_every: int = 4,
     on_ack=None,
     stop: threading.Event | None = None,
+    pace: tuple[float, float] | None = None,
+    until: float | None = None,
 ) -> list[Ack]:
     """One designer from the invite link to `count` main-task submissions (or a dry pool).
 
@@ -140,6 +142,11 @@ def designer_session(
         Called with each `Ack` as it arrives.
     stop : threading.Event, optional
         Set to end the session before its next submission.
+    pace : (float, float), optional
+        Seconds of coloring before each submission, drawn uniformly from this range (a
+        designer at a working pace); default none (submit as fast as answers come).
+    until : float, optional
+        `time.perf_counter` time after which no submission is started.
     """
     acks: list[Ack] = []
     rng = np.random.default_rng(seed)
@@ -157,6 +164,10 @@ def designer_session(
                 state = view(client, "/designer_continue", token)
                 if not state["task"]:
                     break
+            if pace is not None:
+                time.sleep(float(rng.uniform(*pace)))
+            if until is not None and time.perf_counter() >= until:
+                break
             task = json.loads(state["task"])
             value = layers.value(task["canvas_key"], task["sketch_id"], rng, float(rng.uniform(30, 600)))
             start = time.perf_counter()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,8 @@ ENV_DB = "COLORCONCEPT_DB"
 ENV_DATA_DIR = "COLORCONCEPT_DATA_DIR"
 BUSY_TIMEOUT_MS = 30_000
 _ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+_WRITERS = threading.RLock()  # see `transaction`
 
 
 def open_db(path: str | Path) -> sqlite_utils.Database:
@@ -70,18 +73,24 @@ def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
         with db.atomic():
             yield db
         return
-    db.conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-    except BaseException:
-        db.rollback()
-        raise
-    else:
+    # Writers of this process take turns here: a thread waiting for SQLite's write lock
+    # polls with growing sleeps (up to 100 ms each) and may lose every round to newer
+    # writers, so a sign-in could wait seconds behind a stream of submissions. Waiting on
+    # a Python lock, it wakes as soon as the writer before it commits. Other processes
+    # (the CLI) still meet the busy timeout.
+    with _WRITERS:
+        db.conn.execute("BEGIN IMMEDIATE")
         try:
-            db.conn.execute("COMMIT")
+            yield db
         except BaseException:
             db.rollback()
             raise
+        else:
+            try:
+                db.conn.execute("COMMIT")
+            except BaseException:
+                db.rollback()
+                raise
 
 
 def utcnow() -> dt.datetime:
