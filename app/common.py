@@ -27,6 +27,7 @@ import sqlite_utils
 from gradio.utils import get_upload_folder
 
 from annotation.coloring import human
+from annotation.coloring.pool import ColoringPool
 from annotation.concepts import sync_concepts
 from annotation.errors import AnnotationError
 from annotation.integrity import sweep_orphans
@@ -49,10 +50,12 @@ MAX_WHOLE = 10**18 - 1  # within SQLite's 64-bit integers, so an id never overfl
 
 @dataclass(frozen=True)
 class AppContext:
-    """What `build_app` hands to every tab: the config and the browser-state secret."""
+    """What `build_app` hands to every tab: the config, the browser-state secret and the
+    coloring pool (None when ``config.workers`` is 0)."""
 
     config: AppConfig
     browser_secret: str
+    pool: ColoringPool | None = None
 
     @classmethod
     def prepare(cls, config: AppConfig) -> AppContext:
@@ -69,7 +72,11 @@ class AppContext:
             ensure_shipped_reference(db)
             human.backfill(db, config.data_dir)
             ensure_admin_password(db, password_file=config.admin_password_file)
-            return cls(config, _browser_secret(db))
+            secret = _browser_secret(db)
+        pool = ColoringPool(config.workers) if config.workers else None
+        if pool is not None:
+            pool.warm()
+        return cls(config, secret, pool)
 
     @contextlib.contextmanager
     def db(self) -> Iterator[sqlite_utils.Database]:

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from annotation.coloring.pool import default_workers
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB
 
 ENV_MAX_SUBMISSIONS = "COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE"
@@ -53,6 +54,10 @@ class AppConfig:
     max_submissions_per_minute : int
         The most colorings one designer may submit in any minute (env
         `ENV_MAX_SUBMISSIONS`); a person needs far longer for one, so more is a script.
+    workers : int
+        Processes that decode, check and extract submitted colorings
+        (`annotation.coloring.pool`; env ``COLORCONCEPT_WORKERS``, default one per core);
+        0 does that work in the request's thread.
     """
 
     db_path: Path = DEFAULT_DB_PATH
@@ -72,6 +77,7 @@ class AppConfig:
     max_upload_bytes: int = 32 * 1024 * 1024
     min_painted_fraction: float = 0.005
     max_submissions_per_minute: int = 20
+    workers: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -86,6 +92,8 @@ class AppConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive whole number, got {value!r}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
+            raise ValueError(f"`workers` must be a whole number >= 0, got {self.workers!r}")
         for name in ("reservation_minutes", "invite_days", "session_days"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
@@ -95,8 +103,11 @@ class AppConfig:
 
     @classmethod
     def from_env(cls, **overrides) -> AppConfig:
-        """Defaults, then environment variables, then `overrides` (None values ignored)."""
-        values = {}
+        """Defaults, then environment variables, then `overrides` (None values ignored).
+
+        Unlike the bare defaults (used by tests), `workers` defaults to one per core here.
+        """
+        values: dict = {"workers": default_workers()}
         if os.environ.get(ENV_DB):
             values["db_path"] = Path(os.environ[ENV_DB])
         if os.environ.get(ENV_DATA_DIR):

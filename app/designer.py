@@ -506,7 +506,7 @@ def _submit(ctx: AppContext):
         """Store the canvas's coloring for its task, then show the next task."""
         config = ctx.config
         _check_rate(db, actor, config.max_submissions_per_minute)
-        coloring_id, task = work.submit_canvas(
+        submitted = work.submit_canvas(
             db,
             config.data_dir,
             actor.annotator_id,
@@ -515,14 +515,15 @@ def _submit(ctx: AppContext):
             main_open=_stage(ctx, db, actor) == "main",
             min_painted_fraction=config.min_painted_fraction,
             k=config.colorings_per_concept,
+            pool=ctx.pool,
         )
-        submitted = json.loads(value)["task_id"]  # the canvas key: that browser draft is done
         return _view(
             ctx,
             db,
             actor,
-            forget=submitted,
-            message=f"Saved your coloring of **{escape(task.concept_key)}** (#{coloring_id}).",
+            forget=submitted.canvas_key,  # that browser draft is done
+            message=f"Saved your coloring of **{escape(submitted.task.concept_key)}** "
+            f"(#{submitted.coloring_id}).",
         )
 
     return submit

@@ -71,7 +71,8 @@ class Study:
 @dataclass(frozen=True)
 class KillResult:
     """What `kill_app` saw: acknowledgements before the kill and after the restart, the
-    files the interrupted write left, what the start-up sweep moved, the restart time."""
+    files the interrupted write left, what the start-up sweep moved, the restart time,
+    the store's problems, and worker processes that outlived the app."""
 
     acks: list[Ack]
     acks_after_restart: list[Ack]
@@ -79,6 +80,7 @@ class KillResult:
     swept: list[str]
     restart_s: float
     problems: list[str]
+    stray_workers: list[int]
 
 
 def prepare_study(
@@ -186,11 +188,23 @@ def concurrent_designers(
 
 
 def kill_app(
-    study: Study, count: int, kill_after: int, *, seed: int = 0, log_path: str | Path | None = None
+    study: Study,
+    count: int,
+    kill_after: int,
+    *,
+    seed: int = 0,
+    log_path: str | Path | None = None,
+    moment: str = "write",
 ) -> KillResult:
-    """Designers submit at once; the app is SIGKILLed inside a write after `kill_after`
-    acks, restarted on the same store, and one designer submits again; then the store
-    is checked (see the module docstring)."""
+    """Designers submit at once; the app is SIGKILLed after `kill_after` acks, restarted
+    on the same store, and one designer submits again; then the store is checked (see
+    the module docstring).
+
+    `moment` is when: ``"write"`` inside a write (files stored, rows not yet), or
+    ``"pool"`` while a coloring worker process is running a submission's preparation
+    (`annotation.coloring.pool`); then `KillResult.interrupted_files` lists nothing and
+    `KillResult.stray_workers` the app's worker processes still alive 10 s after the kill.
+    """
     acks: list[Ack] = []
     enough, stop, lock = threading.Event(), threading.Event(), threading.Lock()
 
@@ -211,8 +225,15 @@ def kill_app(
             if load.done():
                 load.result()
                 raise RuntimeError(f"the designers finished before {kill_after} acks")
-        interrupted = _kill_inside_a_write(study, app, stop)
+        workers: list[int] = []
+        if moment == "write":
+            interrupted = _kill_inside_a_write(study, app, stop)
+        elif moment == "pool":
+            interrupted, workers = [], _kill_while_a_worker_runs(app, stop)
+        else:
+            raise ValueError(f"`moment` must be 'write' or 'pool', got {moment!r}")
         load.result()
+    stray = _alive_after(workers, 10.0)
     _date_back(study.data_dir, 2 * ORPHAN_MIN_AGE_S)
     with AppProcess(study.db_path, study.data_dir, log_path=log_path) as app:
         designer, invite = study.designers[0]
@@ -233,7 +254,54 @@ def kill_app(
         _swept(study.db_path),
         restart_s,
         check_store(study.db_path, study.data_dir, acks + after, k=study.k, all_acknowledged=False),
+        stray,
     )
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (Linux /proc), children first."""
+    found, queue = [], [pid]
+    while queue:
+        parent = queue.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            queue += children
+    return found
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
+
+
+def _kill_while_a_worker_runs(app: AppProcess, stop: threading.Event) -> list[int]:
+    """SIGKILL the app at a moment when one of its worker processes is running (state R);
+    returns the worker pids (the fork server and its children)."""
+    deadline = time.perf_counter() + LOCK_WAIT_S
+    while time.perf_counter() < deadline:
+        workers = _descendants(app.process.pid)
+        if any(_state(pid) == "R" for pid in workers):
+            stop.set()
+            app.kill()
+            return workers
+        time.sleep(0.001)
+    raise RuntimeError("no coloring worker was seen running")
+
+
+def _alive_after(pids: list[int], seconds: float) -> list[int]:
+    """Those of `pids` still running (not zombies) after up to `seconds`."""
+    deadline = time.perf_counter() + seconds
+    while True:
+        alive = [pid for pid in pids if _state(pid) not in ("gone", "Z")]
+        if not alive or time.perf_counter() > deadline:
+            return alive
+        time.sleep(0.1)
 
 
 def _kill_inside_a_write(study: Study, app: AppProcess, stop: threading.Event) -> list[str]:

@@ -62,7 +62,9 @@ def _submit(db, data, designer, item, **options):
     sketch = load_sketch(data, item.sketch)
     key = work.canvas_key(INSTANCE, item.task.id, item.sketch["id"])
     value = canvas_value(key, _two_color_layer(sketch, item.concept["base"]), 30.0)
-    return work.submit_canvas(db, data, designer, value, instance=INSTANCE, main_open=True, **options)
+    submitted = work.submit_canvas(db, data, designer, value, instance=INSTANCE, main_open=True, **options)
+    assert submitted.canvas_key == key  # the draft the app tells the browser to forget
+    return submitted.coloring_id, submitted.task
 
 
 def _counts(db):

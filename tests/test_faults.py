@@ -68,6 +68,16 @@ def test_app_sigkilled_inside_a_write_keeps_every_acknowledged_coloring_and_swee
     assert all(r["status"] in ("reserved", "submitted", "expired") for r in _rows(study.db_path, "tasks"))
 
 
+def test_app_sigkilled_while_its_coloring_workers_run_loses_nothing_and_leaves_no_process(tmp_path):
+    study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 4, 1, side=512)
+    result = kill_app(study, 6, 4, seed=3, log_path=tmp_path / "app.log", moment="pool")
+    assert len(result.acks) >= 4 and len(result.acks_after_restart) >= 2
+    assert result.problems == []
+    assert result.stray_workers == []
+    stored = {r["id"] for r in _rows(study.db_path, "colorings")}
+    assert {a.coloring_id for a in result.acks + result.acks_after_restart} <= stored
+
+
 def _rows(db_path, table):
     db = open_db(db_path)
     try:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,13 +34,58 @@ from annotation.coloring import human
 from annotation.coloring.fill import MAX_SECONDS_SPENT
 from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
-from annotation.files import StoredFile, decode_image, resolve, store_png
+from annotation.files import StoredFile, decode_image, png_bytes, resolve, store_bytes
 from evaluation.color import extraction
 from storage import iso, transaction, utcnow
 from storage.distributions import check_distribution, decode, encode
 from storage.schema import COLORING_STATUSES
 
 DISTRIBUTION_METHOD = "extraction.image_distribution"
+
+
+@dataclass(frozen=True)
+class PreparedColoring:
+    """What a coloring stores, derived from its pixels without the database.
+
+    `prepare_coloring` makes it; it is plain data, so a process pool can make it while
+    the server thread keeps only the files and the one short transaction
+    (`store_prepared`).
+
+    Attributes
+    ----------
+    image_png, mask_png : bytes
+        The coloring image and its painted-pixel mask as PNG.
+    p : ndarray, shape (71,), float64
+        The coloring's UW-71 distribution (`evaluation.color.extraction`).
+    sample : ndarray, shape (N, 3), uint8
+        Its sampled painted pixels (`annotation.coloring.human.sample_pixels`).
+    """
+
+    image_png: bytes
+    mask_png: bytes
+    p: np.ndarray
+    sample: np.ndarray
+
+
+def prepare_coloring(color_image: np.ndarray, painted_mask: np.ndarray) -> PreparedColoring:
+    """Check a coloring's pixels and derive what `store_prepared` writes.
+
+    Parameters
+    ----------
+    color_image : numpy.ndarray, shape (H, W, 3), uint8
+        The colored sketch as shown (line art included), sRGB [0, 255].
+    painted_mask : numpy.ndarray, shape (H, W), bool
+        True on painted pixels; only these enter the distribution.
+
+    Raises
+    ------
+    InvalidInput
+        Malformed pixels or nothing painted.
+    """
+    image, mask = _check_pixels(color_image, painted_mask)
+    sample = human.sample_pixels(image, mask)
+    p = extraction.distribution_from_pixels([sample]).p
+    return PreparedColoring(png_bytes(image), png_bytes(mask), p, sample)
 
 
 def store_coloring(
@@ -49,6 +95,35 @@ def store_coloring(
     concept_key: str,
     color_image: np.ndarray,
     painted_mask: np.ndarray,
+    **options,
+) -> int:
+    """Store a coloring: image and mask files, its distribution, and the rows, at once.
+
+    `prepare_coloring` then `store_prepared` (whose parameters `options` are).
+
+    Parameters
+    ----------
+    color_image : numpy.ndarray, shape (H, W, 3), uint8
+        The colored sketch as shown (line art included), sRGB [0, 255].
+    painted_mask : numpy.ndarray, shape (H, W), bool
+        True on painted pixels; only these enter the distribution.
+
+    Returns
+    -------
+    int
+        The new coloring id.
+    """
+    return store_prepared(
+        db, data_dir, annotator_id, concept_key, prepare_coloring(color_image, painted_mask), **options
+    )
+
+
+def store_prepared(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    annotator_id: int,
+    concept_key: str,
+    prepared: PreparedColoring,
     *,
     practice: bool = False,
     round: int | None = None,
@@ -58,7 +133,7 @@ def store_coloring(
     k: int = 5,
     now: dt.datetime | None = None,
 ) -> int:
-    """Store a coloring: image and mask files, its distribution, and the rows, at once.
+    """Store a prepared coloring: its two files, then its rows in one transaction.
 
     Parameters
     ----------
@@ -68,10 +143,8 @@ def store_coloring(
         The designer.
     concept_key : str
         The concept colored; must match the task's.
-    color_image : numpy.ndarray, shape (H, W, 3), uint8
-        The colored sketch as shown (line art included), sRGB [0, 255].
-    painted_mask : numpy.ndarray, shape (H, W), bool
-        True on painted pixels; only these enter the distribution.
+    prepared : PreparedColoring
+        From `prepare_coloring`.
     practice : bool
         A practice coloring (counts towards no quota); must match the task's.
     round : int, optional
@@ -96,12 +169,10 @@ def store_coloring(
     Raises
     ------
     InvalidInput
-        Malformed pixels, nothing painted, a bad `seconds_spent` or `round`, or a task
-        for another concept.
+        A bad `seconds_spent` or `round`, or a task for another concept.
     NotFound, PermissionDenied, Conflict, ReservationExpired
         From the task checks (see `annotation.assignment.submit`).
     """
-    image, mask = _check_pixels(color_image, painted_mask)
     _check_seconds(seconds_spent)
     get_concept(db, concept_key)
     task = None if task_id is None else _coloring_task(db, task_id, concept_key, bool(practice))
@@ -115,9 +186,10 @@ def store_coloring(
             annotator_id,
             now,
         )
-    sample = human.sample_pixels(image, mask)
-    p = extraction.distribution_from_pixels([sample]).p
-    files = (store_png(data_dir, image, folder="colorings"), store_png(data_dir, mask, folder="colorings"))
+    files = (
+        store_bytes(data_dir, prepared.image_png, folder="colorings"),
+        store_bytes(data_dir, prepared.mask_png, folder="colorings"),
+    )
     fields = {
         "annotator_id": annotator_id,
         "concept_key": concept_key,
@@ -130,7 +202,9 @@ def store_coloring(
         expected = _expected_round(db_, task)
         if round is not None and round != expected:
             raise InvalidInput(f"`round` must be {expected} for this coloring, got {round!r}")
-        return record_coloring(db_, files[0], files[1], p, sample, **fields, round=expected, now=now)
+        return record_coloring(
+            db_, files[0], files[1], prepared.p, prepared.sample, **fields, round=expected, now=now
+        )
 
     if task is None:
         with transaction(db):

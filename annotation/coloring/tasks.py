@@ -39,6 +39,7 @@ import sqlite_utils
 from annotation import audit
 from annotation.assignment import Task, expire, open_tasks, reserve
 from annotation.coloring.fill import (
+    RawCanvas,
     blank_color_layer,
     composite,
     decode_canvas,
@@ -47,11 +48,13 @@ from annotation.coloring.fill import (
     painted_mask,
     read_canvas,
 )
-from annotation.coloring.store import get_coloring, store_coloring
+from annotation.coloring.pool import ColoringPool
+from annotation.coloring.store import PreparedColoring, get_coloring, prepare_coloring, store_prepared
 from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from annotation.files import resolve
 from annotation.qc.review import recolor_note
-from annotation.sketches.library import get_sketch, load_sketch, selected_sketch
+from annotation.sketches.library import get_sketch, selected_sketch, sketch_file_pixels
 from storage import iso, transaction, utcnow
 
 MIN_PAINTED_FRACTION = 0.005
@@ -276,7 +279,9 @@ def _check_ahead(ahead: int) -> None:
         raise InvalidInput(f"`ahead` must be a whole number >= 1, got {ahead!r}")
 
 
-def coloring_image(color_layer: np.ndarray, sketch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def coloring_image(
+    color_layer: np.ndarray, sketch: np.ndarray, mask: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The image and mask a coloring is stored as (see the module docstring).
 
     Parameters
@@ -285,6 +290,8 @@ def coloring_image(color_layer: np.ndarray, sketch: np.ndarray) -> tuple[np.ndar
         The canvas's color layer (`annotation.coloring.fill`).
     sketch : ndarray, shape (H, W), uint8
         The line art, luminance [0, 255].
+    mask : ndarray, shape (H, W), bool, optional
+        `annotation.coloring.fill.painted_mask` of the two, when the caller has it.
 
     Returns
     -------
@@ -293,10 +300,10 @@ def coloring_image(color_layer: np.ndarray, sketch: np.ndarray) -> tuple[np.ndar
     mask : ndarray, shape (H, W), bool
         `annotation.coloring.fill.painted_mask`: painted and not line art.
     """
-    mask = painted_mask(color_layer, sketch)
-    image = np.repeat(np.asarray(sketch, dtype=np.uint8)[..., None], 3, axis=2)
-    image[mask] = color_layer[mask][:, :3]
-    return image, mask
+    if mask is None:
+        mask = painted_mask(color_layer, sketch)
+    lines = np.asarray(sketch, dtype=np.uint8)[..., None]
+    return np.where(mask[..., None], color_layer[..., :3], lines), mask
 
 
 def layer_of_coloring(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -313,9 +320,19 @@ def painted_share(color_layer: np.ndarray, sketch: np.ndarray) -> tuple[int, int
 
 
 def check_painted_area(
-    color_layer: np.ndarray, sketch: np.ndarray, min_fraction: float = MIN_PAINTED_FRACTION
+    color_layer: np.ndarray,
+    sketch: np.ndarray,
+    min_fraction: float = MIN_PAINTED_FRACTION,
+    *,
+    mask: np.ndarray | None = None,
 ) -> None:
     """Raise unless at least `min_fraction` of the sketch's non-line pixels are painted.
+
+    Parameters
+    ----------
+    mask : ndarray, shape (H, W), bool, optional
+        `annotation.coloring.fill.painted_mask` of the layer and sketch, when the caller
+        has it.
 
     Raises
     ------
@@ -324,7 +341,9 @@ def check_painted_area(
     """
     if not isinstance(min_fraction, (int, float)) or not 0 < min_fraction <= 1:
         raise InvalidInput(f"`min_fraction` must be in (0, 1], got {min_fraction!r}")
-    painted, colorable = painted_share(color_layer, sketch)
+    if mask is None:
+        mask = painted_mask(color_layer, sketch)
+    painted, colorable = int(mask.sum()), int((~line_mask(sketch)).sum())
     needed = math.ceil(min_fraction * colorable)
     if painted == 0:
         raise InvalidInput(
@@ -340,6 +359,46 @@ def check_painted_area(
         )
 
 
+def prepare_canvas(raw: RawCanvas, sketch_file: str, min_painted_fraction: float) -> PreparedColoring:
+    """Decode a canvas value for a sketch, check its paint and prepare the coloring.
+
+    The CPU-bound half of `submit_canvas`, on plain data so that a process pool can run
+    it (`annotation.coloring.pool`).
+
+    Parameters
+    ----------
+    raw : RawCanvas
+        From `annotation.coloring.fill.read_canvas`.
+    sketch_file : str
+        Absolute path of the sketch PNG (content-addressed, so it is read once per process).
+    min_painted_fraction : float
+        See `check_painted_area`.
+
+    Raises
+    ------
+    InvalidInput
+        An undecodable or wrongly sized layer, or too little paint.
+    """
+    lines = sketch_file_pixels(sketch_file)
+    try:
+        value = decode_canvas(raw, lines.shape)
+    except ValueError as error:
+        raise InvalidInput(f"{error}; reload the page") from None
+    mask = painted_mask(value.color_layer, lines)
+    check_painted_area(value.color_layer, lines, min_painted_fraction, mask=mask)
+    image, mask = coloring_image(value.color_layer, lines, mask)
+    return prepare_coloring(image, mask)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What `submit_canvas` stored: the coloring, the task it completed, the canvas key."""
+
+    coloring_id: int
+    task: Task
+    canvas_key: str
+
+
 def submit_canvas(
     db: sqlite_utils.Database,
     data_dir: str | Path,
@@ -350,8 +409,9 @@ def submit_canvas(
     main_open: bool,
     min_painted_fraction: float = MIN_PAINTED_FRACTION,
     k: int = 5,
+    pool: ColoringPool | None = None,
     now: dt.datetime | None = None,
-) -> tuple[int, Task]:
+) -> Submitted:
     """Store the coloring the canvas sends for one of the designer's tasks.
 
     Parameters
@@ -365,12 +425,13 @@ def submit_canvas(
         See `check_painted_area`.
     k : int
         Colorings per concept.
+    pool : ColoringPool, optional
+        Where the decoding, paint check, extraction and PNG encoding run
+        (`prepare_canvas`); by default in this thread.
 
     Returns
     -------
-    coloring_id : int
-    task : Task
-        The task it completed.
+    Submitted
 
     Raises
     ------
@@ -390,33 +451,33 @@ def submit_canvas(
     if not task.practice and not main_open:
         raise PermissionDenied("the main task opens once your practice colorings are approved")
     item = work_item(db, task)
-    if sketch_id != item.sketch["id"]:
+    sketch = item.sketch
+    if sketch_id != sketch["id"]:
         sketch = get_sketch(db, sketch_id)
         if sketch["base"] != item.concept["base"]:
             raise InvalidInput(
                 f"sketch {sketch_id} is a sketch of {sketch['base']!r}, not of "
                 f"{item.concept['base']!r}; reload the page"
             )
-        item = WorkItem(task, item.concept, sketch, item.kind, item.note, item.previous)
-    lines = load_sketch(data_dir, item.sketch)
-    value = decode_canvas(raw, lines.shape)
-    check_painted_area(value.color_layer, lines, min_painted_fraction)
-    image, mask = coloring_image(value.color_layer, lines)
-    coloring_id = store_coloring(
+    sketch_file = str(resolve(data_dir, sketch["path"]))
+    if pool is None:
+        prepared = prepare_canvas(raw, sketch_file, min_painted_fraction)
+    else:
+        prepared = pool.run(prepare_canvas, raw, sketch_file, min_painted_fraction)
+    coloring_id = store_prepared(
         db,
         data_dir,
         annotator_id,
         task.concept_key,
-        image,
-        mask,
+        prepared,
         practice=task.practice,
-        seconds_spent=value.elapsed_s,
+        seconds_spent=raw.elapsed_s,
         task_id=task.id,
-        sketch_id=item.sketch["id"],
+        sketch_id=sketch["id"],
         k=k,
         now=now,
     )
-    return coloring_id, task
+    return Submitted(coloring_id, task, raw.task_id)
 
 
 def my_colorings(

@@ -23,6 +23,7 @@ admin chose; colorings keep the id of the sketch they were made on.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import io
 import json
@@ -271,8 +272,18 @@ def sketches_of(db: sqlite_utils.Database, base: str) -> list[dict]:
 
 def load_sketch(data_dir: str | Path, row: dict) -> np.ndarray:
     """The pixels of a ``sketches`` row: shape (H, W), uint8 luminance [0, 255]."""
-    image = decode_image(resolve(data_dir, row["path"]), name=f"sketch {row['id']}")
-    return np.asarray(image.convert("L"), dtype=np.uint8).copy()
+    return sketch_file_pixels(str(resolve(data_dir, row["path"]))).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def sketch_file_pixels(path: str) -> np.ndarray:
+    """The pixels of the sketch file at absolute `path`, read once per process (sketch
+    files have content-hash names, so a path never changes its pixels): shape (H, W),
+    uint8 luminance [0, 255], read-only."""
+    image = decode_image(Path(path), name=f"sketch {Path(path).name}")
+    pixels = np.asarray(image.convert("L"), dtype=np.uint8).copy()
+    pixels.setflags(write=False)
+    return pixels
 
 
 def sketch_data_url(data_dir: str | Path, row: dict) -> str:
