@@ -32,6 +32,11 @@ class AppProcess:
         Pass ``--auto-approve-practice`` (the main task opens after the practice).
     log_path : str or Path, optional
         Where the process's output goes (default: discarded).
+    root : str or Path
+        The checkout whose ``app.py`` runs (default: this one; the benchmarks pass a
+        worktree of an older commit to measure it in the same run).
+    env : dict, optional
+        Extra environment variables (``COLORCONCEPT_WORKERS`` for instance).
     """
 
     def __init__(
@@ -41,6 +46,8 @@ class AppProcess:
         *,
         auto_approve_practice: bool = True,
         log_path: str | Path | None = None,
+        root: str | Path = ROOT,
+        env: dict[str, str] | None = None,
     ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -61,13 +68,14 @@ class AppProcess:
         env = {
             "COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE": "100000",
             **os.environ,
+            **(env or {}),
             "GRADIO_ANALYTICS_ENABLED": "False",
             "HF_HUB_OFFLINE": "1",
         }
         # Open for the process's lifetime; `stop` closes it.
         self._log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115
         self.started = time.perf_counter()
-        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(argv, cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         self.ready_s = self._wait_ready()
 
     def _wait_ready(self) -> float:

@@ -30,6 +30,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -40,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 from gradio_client import Client
+from gradio_client.exceptions import AppError
 
 from annotation.concepts import get_concept, sync_concepts
 from annotation.integrity import orphaned_files
@@ -48,7 +51,7 @@ from annotation.sketches.importing import encode_png
 from annotation.sketches.library import add_sketch, sync_shipped_sketches
 from app.common import ORPHAN_MIN_AGE_S
 from app.config import AppConfig
-from bench.app_process import AppProcess
+from bench.app_process import ROOT, AppProcess
 from bench.designer_client import Ack, SketchLayers, designer_session
 from bench.run_resume import build_tiny_models, kill_and_resume_run
 from bench.store_checks import check_store
@@ -400,32 +403,65 @@ def run(
     return figures
 
 
-def light_during_burst(*, designers: int = 30, submissions: int = 20, side: int = 512, seed: int = 0) -> dict:
-    """Designers submitting as fast as answers come, and meanwhile one more person who
-    signs in (``/login_invite``) and reloads the task view (``/designer_state``) in turn,
-    every 0.25 s: the latency of those light calls while submissions queue (issue 13)."""
+BASELINE_REV = "7ec3e9c"
+"""main before any change for issue 13 (the code its 5.7 submissions/s were measured on)."""
+LIGHT_CALLS = ("/login_invite", "/designer_state", "/expert_next", "/participant_next")
+
+
+def light_during_burst(
+    *,
+    designers: int = 30,
+    submissions: int = 20,
+    side: int = 512,
+    seed: int = 0,
+    root: str | Path | None = None,
+    env: dict[str, str] | None = None,
+) -> dict:
+    """Designers submitting as fast as answers come, and meanwhile three more people in
+    turn, every 0.25 s: a designer signing in (``/login_invite``) and reloading the task
+    view (``/designer_state``), an expert opening the vote queue (``/expert_next``) and a
+    participant asking for a trial (``/participant_next``). The latency of those light
+    calls while submissions queue, and the burst's throughput (issue 13).
+
+    `root` and `env` go to `bench.app_process.AppProcess` (an older checkout, a worker
+    count). A light call that the app refuses (an empty queue) counts as answered.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        study = prepare_study(
-            tmp / "light.sqlite", tmp / "light", designers + 1, _pool_size(designers), side=side
+        study, expert_invite, participant_invite = _prepare_light_study(
+            Path(root or ROOT), tmp, designers + 1, _pool_size(designers), side
         )
         (_, probe_invite), crowd = (
             study.designers[-1],
             Study(**{**study.__dict__, "designers": study.designers[:-1]}),
         )
-        with AppProcess(study.db_path, study.data_dir, log_path=tmp / "light.log") as app:
+        options = {"root": root} if root is not None else {}
+        with AppProcess(study.db_path, study.data_dir, log_path=tmp / "light.log", env=env, **options) as app:
             stop = threading.Event()
-            timings: dict[str, list[float]] = {"/login_invite": [], "/designer_state": []}
+            timings: dict[str, list[float]] = {api: [] for api in LIGHT_CALLS}
 
             def probe() -> None:
                 client = Client(app.url, verbose=False)
-                token = ""
+                tokens = {
+                    role: client.predict(invite, api_name="/login_invite")[0]
+                    for role, invite in (("expert", expert_invite), ("participant", participant_invite))
+                }
                 while not stop.is_set():
-                    for api, args in (("/login_invite", (probe_invite,)), ("/designer_state", None)):
+                    for api in LIGHT_CALLS:
+                        args = {
+                            "/login_invite": (probe_invite,),
+                            "/designer_state": (tokens.get("designer", ""),),
+                            "/expert_next": (tokens["expert"],),
+                            "/participant_next": (tokens["participant"],),
+                        }[api]
                         start = time.perf_counter()
-                        result = client.predict(*(args or (token,)), api_name=api)
+                        try:
+                            result = client.predict(*args, api_name=api)
+                        except AppError:  # an expected refusal (nothing to vote on) is an answer too
+                            result = None
                         timings[api].append(time.perf_counter() - start)
-                        token = result[0] if api == "/login_invite" else token
+                        if api == "/login_invite" and result:
+                            tokens["designer"] = result[0]
                         time.sleep(0.25)
 
             prober = threading.Thread(target=probe)
@@ -440,32 +476,117 @@ def light_during_burst(*, designers: int = 30, submissions: int = 20, side: int 
     for api, seconds in timings.items():
         name = api.strip("/")
         figures[f"light_{name}_n"] = len(seconds)
-        figures[f"light_{name}_p95_ms"] = 1e3 * float(np.percentile(seconds, 95))
-        figures[f"light_{name}_max_ms"] = 1e3 * max(seconds)
+        figures[f"light_{name}_p95_ms"] = 1e3 * float(np.percentile(seconds, 95)) if seconds else math.nan
+        figures[f"light_{name}_max_ms"] = 1e3 * max(seconds) if seconds else math.nan
     return figures | {"light_designers": designers, "light_problems": problems}
 
 
-def light_markdown(f: dict) -> str:
-    """The "Light endpoints during a burst" section body for BENCHMARKS.md."""
-    ok = "yes" if not f["light_problems"] else "NO"
-    return "\n".join(
+_PREPARE = """
+import json, sys
+from annotation.people.accounts import create_annotators
+from bench.bench_load import prepare_study
+from storage import open_db
+db_path, data_dir, n, pool, side = sys.argv[1:6]
+study = prepare_study(db_path, data_dir, int(n), int(pool), side=int(side))
+db = open_db(db_path)
+extra = [create_annotators(db, 1, role)[0][1] for role in ("expert", "participant")]
+db.close()
+print(json.dumps({"designers": study.designers, "concepts": study.concepts, "k": study.k, "extra": extra}))
+"""
+
+
+def _prepare_light_study(root: Path, tmp: Path, n_designers: int, n_concepts: int, side: int):
+    """`prepare_study` plus an expert and a participant, made by the code of the checkout
+    at `root` (an older checkout's app refuses a database of a newer schema)."""
+    db_path, data_dir = tmp / "light.sqlite", tmp / "light"
+    done = subprocess.run(
         [
-            f"A real `python app.py` process; {f['light_designers']} designers submit 20 main-task "
-            "colorings each as fast as answers come (512² sketches), and meanwhile one more person "
-            "signs in (`/login_invite`) and reloads the task view (`/designer_state`) in turn, every "
-            "0.25 s, through its own `gradio_client`. Clients and server share the machine's cores.",
-            "",
-            "| figure | value |",
-            "|---|---:|",
-            f"| submissions stored (all checks: {ok}); throughput | {f['light_stored']} + "
-            f"{f['light_practice_stored']} practice; {f['light_submissions_per_s']:.1f} submissions/s |",
-            f"| submit latency p50 / p95 | {f['light_p50_ms']:.0f} / {f['light_p95_ms']:.0f} ms |",
-            f"| sign-in during the burst: calls; p95 / max | {f['light_login_invite_n']}; "
-            f"{f['light_login_invite_p95_ms']:.0f} / {f['light_login_invite_max_ms']:.0f} ms |",
-            f"| task view during the burst: calls; p95 / max | {f['light_designer_state_n']}; "
-            f"{f['light_designer_state_p95_ms']:.0f} / {f['light_designer_state_max_ms']:.0f} ms |",
-        ]
+            sys.executable,
+            "-c",
+            _PREPARE,
+            str(db_path),
+            str(data_dir),
+            str(n_designers),
+            str(n_concepts),
+            str(side),
+        ],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
     )
+    made = json.loads(done.stdout.strip().splitlines()[-1])
+    study = Study(db_path, data_dir, tuple(map(tuple, made["designers"])), tuple(made["concepts"]), made["k"])
+    return study, *made["extra"]
+
+
+def burst_comparison(*, designers: int = 30, submissions: int = 20, side: int = 512, seed: int = 0) -> dict:
+    """`light_during_burst` three times in one run: main before issue 13 (`BASELINE_REV`,
+    checked out into a temporary git worktree), today's code with the coloring pool off
+    (``COLORCONCEPT_WORKERS=0``), and today's code as it starts by default (one worker
+    per core). Returns ``{"baseline": figures, "no_pool": figures, "pool": figures}``."""
+    variants: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        worktree = Path(tmp) / "baseline"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(worktree), BASELINE_REV],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        try:
+            runs = {
+                "baseline": {"root": worktree},
+                "no_pool": {"env": {"COLORCONCEPT_WORKERS": "0"}},
+                "pool": {},
+            }
+            for name, options in runs.items():
+                variants[name] = light_during_burst(
+                    designers=designers, submissions=submissions, side=side, seed=seed, **options
+                )
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT, check=False)
+    return variants
+
+
+def light_markdown(f: dict) -> str:
+    """The "Light endpoints during a burst" section body for BENCHMARKS.md, from
+    `burst_comparison`'s figures."""
+    names = {
+        "baseline": f"main before issue 13 ({BASELINE_REV})",
+        "no_pool": "today, pool off",
+        "pool": "today",
+    }
+    ok = {k: "yes" if not v["light_problems"] else "NO" for k, v in f.items()}
+    pool, base = f["pool"], f["baseline"]
+    lines = [
+        f"A real `python app.py` process; {pool['light_designers']} designers submit 20 main-task "
+        "colorings each as fast as answers come (512² sketches), and meanwhile three more people "
+        "take turns every 0.25 s through their own `gradio_client`: a designer signing in "
+        "(`/login_invite`) and reloading the task view (`/designer_state`), an expert opening "
+        "the vote queue (`/expert_next`), a participant asking for a trial (`/participant_next`). "
+        "Clients and server share the machine's cores. Three variants in one run, one after the "
+        "other: " + "; ".join(f"**{names[k]}**" for k in f) + ".",
+        "",
+        "| figure | " + " | ".join(names[k] for k in f) + " | today / before |",
+        "|---|" + "---:|" * (len(f) + 1),
+        "| submissions/s (store checks pass) | "
+        + " | ".join(f"{v['light_submissions_per_s']:.1f} ({ok[k]})" for k, v in f.items())
+        + f" | {pool['light_submissions_per_s'] / base['light_submissions_per_s']:.2f}x |",
+        "| submit p50 / p95 (ms) | "
+        + " | ".join(f"{v['light_p50_ms']:.0f} / {v['light_p95_ms']:.0f}" for v in f.values())
+        + f" | {pool['light_p95_ms'] / base['light_p95_ms']:.2f}x (p95) |",
+    ]
+    for api in LIGHT_CALLS:
+        name = api.strip("/")
+        lines.append(
+            f"| `{api}` p95 / max (ms) | "
+            + " | ".join(
+                f"{v[f'light_{name}_p95_ms']:.0f} / {v[f'light_{name}_max_ms']:.0f}" for v in f.values()
+            )
+            + f" | {pool[f'light_{name}_p95_ms'] / base[f'light_{name}_p95_ms']:.2f}x (p95) |"
+        )
+    return "\n".join(lines)
 
 
 def working_pace(
