@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from evaluation.analysis.tables import METRICS, MODIFIER_LABELS, SHIFT_COLUMNS, require_columns
+from evaluation.color.naming import name_lab, name_srgb
 from evaluation.color.palette import N_BINS, Palette, load_uw71
 
 BAR_OUTLINE = "#9e9e9e"  # keeps white and very light bars visible on a white background
@@ -52,7 +53,9 @@ def distribution_bar(
     -------
     plotly.graph_objects.Figure
         One `go.Bar` trace: x = color index 0..70, y = `p`, marker colors = palette hex;
-        hover shows index, hex, L*a*b* and probability.
+        hover shows index, hex, the color's names (ISCC-NBS level 3 and basic term, from
+        `evaluation.color.naming`), L*a*b* and probability. ``customdata`` rows are
+        ``[hex, L*, a*, b*, level 3 name, basic term]``.
 
     Raises
     ------
@@ -63,14 +66,16 @@ def distribution_bar(
     if values.shape != (N_BINS,) or not np.all((values >= 0) & (values <= 1)):
         raise ValueError(f"`p` must have shape ({N_BINS},) with values in [0, 1], got shape {values.shape}")
     pal = palette or load_uw71()
-    custom = [[h, *np.round(lab, 1)] for h, lab in zip(pal.hex, pal.lab)]
+    names = name_lab(pal.lab)
+    custom = [[h, *np.round(lab, 1), n, b] for h, lab, n, b in zip(pal.hex, pal.lab, names.l3, names.basic)]
     fig = go.Figure(
         go.Bar(
             x=np.arange(N_BINS),
             y=values,
             marker={"color": list(pal.hex), "line": {"color": BAR_OUTLINE, "width": 0.5}},
             customdata=custom,
-            hovertemplate="color %{x} %{customdata[0]}<br>L*a*b* (%{customdata[1]}, %{customdata[2]}, %{customdata[3]})"
+            hovertemplate="color %{x} %{customdata[0]}<br>%{customdata[4]} (%{customdata[5]})"
+            "<br>L*a*b* (%{customdata[1]}, %{customdata[2]}, %{customdata[3]})"
             "<br>p = %{y:.4f}<extra></extra>",
         )
     )
@@ -112,12 +117,16 @@ def dominant_strip(colors, counts, *, title: str = "", unit: str = "samples") ->
         One `go.Bar` trace of unit-height swatches; marker colors = the colors as hex,
         text = the counts in `STRIP_FONT` type (never below `STRIP_MIN_FONT` px, in a
         color that contrasts with the swatch); the height leaves the swatches
-        `STRIP_SWATCH_PX` pixels tall whatever the title.
+        `STRIP_SWATCH_PX` pixels tall whatever the title. Hover shows hex, the color's
+        ISCC-NBS level 3 name and basic term, and the count (``customdata`` rows
+        ``[hex, count, level 3 name, basic term]``).
     """
     hexes = _to_hex(colors)
     counts = [int(c) for c in counts]
     if len(hexes) != len(counts):
         raise ValueError(f"`colors` and `counts` must have equal lengths, got {len(hexes)} and {len(counts)}")
+    rgb = np.array([[int(h[i : i + 2], 16) for i in (1, 3, 5)] for h in hexes], dtype=np.uint8).reshape(-1, 3)
+    names = name_srgb(rgb)
     fig = go.Figure(
         go.Bar(
             x=[str(i) for i in range(len(hexes))],
@@ -128,8 +137,9 @@ def dominant_strip(colors, counts, *, title: str = "", unit: str = "samples") ->
             textangle=0,
             textfont=STRIP_FONT,
             marker={"color": hexes, "line": {"color": BAR_OUTLINE, "width": 0.5}},
-            customdata=[[h, c] for h, c in zip(hexes, counts)],
-            hovertemplate=f"%{{customdata[0]}}<br>%{{customdata[1]}} {unit}<extra></extra>",
+            customdata=[[h, c, n, b] for h, c, n, b in zip(hexes, counts, names.l3, names.basic)],
+            hovertemplate=f"%{{customdata[0]}} %{{customdata[2]}} (%{{customdata[3]}})"
+            f"<br>%{{customdata[1]}} {unit}<extra></extra>",
         )
     )
     margin = {"l": 10, "r": 10, "t": 50 if title else 30, "b": 30}  # 30: room for gr.Plot's label
