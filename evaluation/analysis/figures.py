@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 from evaluation.analysis.tables import METRICS, MODIFIER_LABELS, SHIFT_COLUMNS, require_columns
 from evaluation.color.naming import name_lab, name_srgb
 from evaluation.color.palette import N_BINS, Palette, load_uw71
+from evaluation.judges.wheel import relation
 
 BAR_OUTLINE = "#9e9e9e"  # keeps white and very light bars visible on a white background
 LAYOUT = {"template": "plotly_white", "margin": {"l": 50, "r": 20, "t": 50, "b": 40}}
@@ -381,4 +382,49 @@ def table3_figure(validation: pd.DataFrame) -> go.Figure:
     fig.update_layout(
         barmode="group", xaxis_title="metric", yaxis_title="alignment with human judgment", **LAYOUT
     )
+    return fig
+
+
+def judge_failure_heatmap(matrix: pd.DataFrame, *, title: str = "") -> go.Figure:
+    """Where a color judge fails: a true term x foil term heatmap of failure rates.
+
+    Parameters
+    ----------
+    matrix : pandas.DataFrame
+        Output of `evaluation.judges.audit.failure_matrix`: index ``true_term``, columns
+        ``foil_term``, values 1 - pair-wise accuracy in [0, 1] (NaN without pairs).
+    title : str
+        Figure title.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One `go.Heatmap`: z = `matrix` (unchanged), x = foil terms, y = true terms (top to
+        bottom in the matrix's order), color scale fixed to [0, 1]; each cell is marked
+        ``~`` (adjacent) or ``⚡`` (complementary) on the color wheel
+        (`evaluation.judges.wheel`), and its hover shows both terms, the relation and the
+        failure rate.
+    """
+    if list(matrix.index) == [] or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"`matrix` must be a square true term x foil term frame, got shape {matrix.shape}")
+    marks = {"adjacent": "~", "complementary": "⚡", "other": ""}
+    relations = [[relation(t, f) if t != f else "" for f in matrix.columns] for t in matrix.index]
+    fig = go.Figure(
+        go.Heatmap(
+            z=matrix.to_numpy(float),
+            x=list(matrix.columns),
+            y=list(matrix.index),
+            zmin=0.0,
+            zmax=1.0,
+            colorscale="Reds",
+            colorbar={"title": "failure rate"},
+            text=[[marks.get(r, "") for r in row] for row in relations],
+            texttemplate="%{text}",
+            customdata=relations,
+            hovertemplate="%{y} described as %{x}<br>%{customdata}<br>failure rate %{z:.2f}<extra></extra>",
+        )
+    )
+    fig.update_layout(**titled(title), **LAYOUT)
+    fig.update_xaxes(title="foil color")
+    fig.update_yaxes(title="true color", autorange="reversed")
     return fig
