@@ -103,12 +103,17 @@ class ContrastiveJudge:
         self.model, self.processor, self.name, self.device = model.eval(), processor, name, device
 
     @classmethod
-    def from_pretrained(cls, model_id: str, *, device: str = "cpu", dtype=None) -> ContrastiveJudge:
-        """Load ``AutoModel`` and ``AutoProcessor`` from a hub id or a local folder."""
+    def from_pretrained(
+        cls, model_id: str, *, device: str = "cpu", dtype=None, name: str | None = None
+    ) -> ContrastiveJudge:
+        """Load ``AutoModel`` and ``AutoProcessor`` from a hub id or a local folder.
+
+        ``name`` defaults to `model_id`; ``dtype`` is a ``torch.dtype`` (None: the checkpoint's).
+        """
         from transformers import AutoModel, AutoProcessor
 
         model = AutoModel.from_pretrained(model_id, dtype=dtype).to(device)
-        return cls(model, AutoProcessor.from_pretrained(model_id), name=str(model_id), device=device)
+        return cls(model, AutoProcessor.from_pretrained(model_id), name=name or str(model_id), device=device)
 
     def __call__(self, item: ProbeItem, texts: Sequence[str]) -> Verdicts:
         import torch
@@ -164,14 +169,19 @@ class YesNoJudge:
         self.answer_ids = [tokenizer.encode(word, add_special_tokens=False)[0] for word in answers]
 
     @classmethod
-    def from_pretrained(cls, model_id: str, *, device: str = "cpu", dtype=None, **options) -> YesNoJudge:
-        """Load ``AutoModelForImageTextToText`` and ``AutoProcessor`` from a hub id or folder."""
+    def from_pretrained(
+        cls, model_id: str, *, device: str = "cpu", dtype=None, name: str | None = None, **options
+    ) -> YesNoJudge:
+        """Load ``AutoModelForImageTextToText`` and ``AutoProcessor`` from a hub id or folder.
+
+        ``name`` defaults to `model_id`; ``options`` go to the constructor (``prompt``,
+        ``answers``).
+        """
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
         model = AutoModelForImageTextToText.from_pretrained(model_id, dtype=dtype).to(device)
-        return cls(
-            model, AutoProcessor.from_pretrained(model_id), name=str(model_id), device=device, **options
-        )
+        processor = AutoProcessor.from_pretrained(model_id)
+        return cls(model, processor, name=name or str(model_id), device=device, **options)
 
     def __call__(self, item: ProbeItem, texts: Sequence[str]) -> Verdicts:
         import torch
