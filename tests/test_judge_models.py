@@ -50,6 +50,18 @@ def test_a_tiny_clip_runs_through_the_audit(tiny, items):
     pd.testing.assert_frame_equal(pairs, again)
 
 
+def test_model_judges_take_the_dtype_they_are_given(tiny, items):
+    import torch
+
+    with one_cpu_thread():
+        clip = ContrastiveJudge.from_pretrained(str(tiny["clip"]), dtype=torch.bfloat16)
+        vlm = YesNoJudge.from_pretrained(str(tiny["vlm"]), dtype=torch.bfloat16)
+        for judge in (clip, vlm):
+            assert judge.model.dtype == torch.bfloat16 and judge.name.endswith(("clip", "vlm"))
+            verdicts = judge(items[0], [items[0].description, items[0].foils[0].text])
+            assert verdicts.scores.dtype == np.float64 and np.isfinite(verdicts.scores).all()
+
+
 def test_a_tiny_image_text_to_text_model_runs_through_the_audit(tiny, items):
     with one_cpu_thread():
         judge = YesNoJudge.from_pretrained(str(tiny["vlm"]), name="tiny-vlm")

@@ -120,7 +120,7 @@ class ContrastiveJudge:
 
         inputs = self.processor(
             text=list(texts), images=[item.image], return_tensors="pt", padding=True, truncation=True
-        ).to(self.device)
+        ).to(self.device, dtype=self.model.dtype)
         with torch.inference_mode():
             logits = self.model(**inputs).logits_per_image[0]
         return Verdicts(logits.float().cpu().numpy().astype(np.float64), None)
@@ -191,7 +191,9 @@ class YesNoJudge:
             question = self.prompt.format(description=text)
             messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
             prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True)
-            inputs = self.processor(images=[item.image], text=[prompt], return_tensors="pt").to(self.device)
+            inputs = self.processor(images=[item.image], text=[prompt], return_tensors="pt").to(
+                self.device, dtype=self.model.dtype
+            )
             with torch.inference_mode():
                 last = self.model(**inputs).logits[0, -1].float()
             margins.append(float(last[self.answer_ids[0]] - last[self.answer_ids[1]]))
