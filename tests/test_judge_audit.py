@@ -22,7 +22,14 @@ from evaluation.judges.audit import (
 )
 from evaluation.judges.foils import foils
 from evaluation.judges.judges import PixelJudge, RandomJudge, Verdicts
-from evaluation.judges.probes import PROTOTYPES, ProbeItem, Region, item_from_regions, synthetic_items
+from evaluation.judges.probes import (
+    PROTOTYPES,
+    ProbeItem,
+    Region,
+    item_from_regions,
+    items_from_manifest,
+    synthetic_items,
+)
 
 
 def _pairs(match_accepted, foil_rejected, **columns):
@@ -188,3 +195,59 @@ def test_failure_heatmap_shows_the_matrix_and_marks_wheel_relations():
     assert (heat.zmin, heat.zmax) == (0.0, 1.0)
     with pytest.raises(ValueError, match="`matrix` must be a square"):
         judge_failure_heatmap(matrix.iloc[:3])
+
+
+def _manifest(tmp_path):
+    from PIL import Image
+
+    image = np.zeros((8, 8, 3), dtype=np.uint8)
+    image[:, :4] = (213, 28, 60)
+    image[:, 4:] = (23, 52, 89)
+    left = np.zeros((8, 8), dtype=np.uint8)
+    left[:, :4] = 255
+    Image.fromarray(image).save(tmp_path / "c1.png")
+    Image.fromarray(left).save(tmp_path / "c1-apple.png")
+    Image.fromarray(255 - left).save(tmp_path / "c1-leaf.png")
+    Image.fromarray(np.full((8, 8), 255, dtype=np.uint8)).save(tmp_path / "all.png")
+    rows = [
+        "item_id,image,mask,noun,source",
+        "c1,c1.png,c1-apple.png,apple,coloring",
+        "c1,c1.png,c1-leaf.png,maple leaf,coloring",
+        "c2,c1.png,all.png,apple,coloring",
+        "c3,missing.png,all.png,apple,coloring",
+        "c4,c1.png,c1-apple.png,apple,coloring",
+        "c4,c1.png,c1-leaf.png,apple,coloring",
+    ]
+    (tmp_path / "items.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return tmp_path / "items.csv"
+
+
+def test_items_from_a_manifest_of_pngs(tmp_path):
+    items, refused = items_from_manifest(_manifest(tmp_path))
+    assert [i.item_id for i in items] == ["c1"] and items[0].source == "coloring"
+    assert items[0].description == "a red apple and a blue maple leaf"
+    assert run_audit(PixelJudge(), items)["pair_correct"].all()
+    reasons = dict(refused)
+    assert list(reasons) == ["c2", "c3", "c4"]
+    assert "below `min_share`" in reasons["c2"] and "missing.png" in reasons["c3"]
+    assert reasons["c4"] == "two regions share a noun"
+    (tmp_path / "bad.csv").write_text("item_id,image\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="must have columns item_id, image, mask, noun; lacks"):
+        items_from_manifest(tmp_path / "bad.csv")
+
+
+def test_judge_audit_command_probes_manifest_items_alone(tmp_path, capsys):
+    from evaluation.__main__ import main
+
+    argv = ["judge-audit", "--judge", "pixel", "--items", "0", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--items-from", str(_manifest(tmp_path))]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "1 item(s) from" in printed
+        and "3 refused" in printed
+        and "refused c4: two regions share a noun" in printed
+    )
+    pairs = pd.read_csv(tmp_path / "out" / "pairs.csv")
+    assert len(pairs) == 21 and set(pairs["item_id"]) == {"c1"} and pairs["pair_correct"].all()
+    assert main(["judge-audit", "--judge", "pixel", "--items", "0", "--out", str(tmp_path / "x")]) == 2
+    assert "--items must be at least 1" in capsys.readouterr().err

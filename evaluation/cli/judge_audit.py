@@ -2,7 +2,8 @@
 whether "the sphere is red"?
 
 Renders `--items` probe items (one or two shapes in prototype colors of the eleven basic
-terms, `evaluation.judges.probes`), builds each description's Rainbow foils (ten
+terms, `evaluation.judges.probes`), adds the items of `--items-from` (images with object
+masks whose colors the pixels tell: designer colorings, verified generated images), builds each description's Rainbow foils (ten
 replacements per color, a swap for two colors), asks every `--judge`, and writes
 pairs.csv, summary.csv, failures-<judge>.csv and report.html (summary and heatmaps) to
 `--out`. Judges:
@@ -36,6 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="pixel, random, contrastive:MODEL or yesno:MODEL (repeat for several)",
     )
     parser.add_argument("--items", type=int, default=200, help="probe items to render (default: 200)")
+    parser.add_argument(
+        "--items-from",
+        type=Path,
+        default=None,
+        help="also probe the images and masks listed in this CSV (item_id, image, mask, noun[, source]): "
+        "designer colorings, verified generated images",
+    )
     parser.add_argument("--size", type=int, default=64, help="render side per shape in pixels (default: 64)")
     parser.add_argument(
         "--two-objects",
@@ -98,14 +106,24 @@ def main(args: argparse.Namespace) -> int:
 
     from evaluation.cli import progress_bar
     from evaluation.judges.audit import run_audit, summary
-    from evaluation.judges.probes import synthetic_items
+    from evaluation.judges.probes import items_from_manifest, synthetic_items
     from evaluation.judges.report import describe, write_audit
 
     specs = [parse_judge(spec) for spec in args.judge]
-    if args.items < 1:
-        raise ValueError(f"--items must be at least 1, got {args.items}")
+    if args.items < (0 if args.items_from else 1):
+        raise ValueError(f"--items must be at least {0 if args.items_from else 1}, got {args.items}")
     rng = np.random.default_rng(args.seed)
-    items = synthetic_items(args.items, rng=rng, size=args.size, two_objects=args.two_objects)
+    items = (
+        synthetic_items(args.items, rng=rng, size=args.size, two_objects=args.two_objects)
+        if args.items
+        else []
+    )
+    if args.items_from is not None:
+        loaded, refused = items_from_manifest(args.items_from)
+        print(f"{len(loaded)} item(s) from {args.items_from}, {len(refused)} refused")
+        for item_id, reason in refused:
+            print(f"  refused {item_id}: {reason}")
+        items += loaded
     frames, chance = [], {}
     for kind, model in specs:
         judge = _judge(kind, model, args, rng)

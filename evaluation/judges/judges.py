@@ -53,15 +53,19 @@ class Verdicts:
 class PixelJudge:
     """The reference judge: reads each object's color from its pixels.
 
-    A mention is bound to the region whose noun follows the color word, or to the only
-    region of a one-object item; a description with an unbound mention is rejected.
+    A mention is bound to the region whose noun (its first word) follows the color word, or
+    to the only region of a one-object item; a description with an unbound mention is
+    rejected.
     """
 
     name = "pixel"
     chance = 0.25
 
     def __call__(self, item: ProbeItem, texts: Sequence[str]) -> Verdicts:
-        measured = {r.noun: str(name_srgb(region_color(item.image, r.mask)).basic) for r in item.regions}
+        measured = {
+            r.noun.split()[0].lower(): str(name_srgb(region_color(item.image, r.mask)).basic)
+            for r in item.regions
+        }
         only = next(iter(measured.values())) if len(measured) == 1 else None
         accepted = np.array(
             [all(measured.get(m.noun, only) == m.term for m in color_mentions(text)) for text in texts],

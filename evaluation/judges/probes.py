@@ -10,13 +10,16 @@ Two sources:
   as a designer's coloring (exact paint per region) or a generated image whose masked
   pixels the pixel scorer verified. Each region's true term is the basic term of its
   per-channel median color, and an item is refused when fewer than ``min_share`` of the
-  region's pixels carry that term (the region is not one color).
+  region's pixels carry that term (the region is not one color). `items_from_manifest`
+  reads such items from PNG files listed in a CSV.
 """
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -217,3 +220,63 @@ def item_from_regions(
         built.append(Region(noun, term, mask))
     description = _describe(built)
     return ProbeItem(item_id, image, tuple(built), description, tuple(foils(description)), source)
+
+
+MANIFEST_COLUMNS = ("item_id", "image", "mask", "noun")
+
+
+def items_from_manifest(
+    path: str | Path, *, min_share: float = 0.8
+) -> tuple[list[ProbeItem], list[tuple[str, str]]]:
+    """Probe items from PNG images and masks listed in a CSV (see `item_from_regions`).
+
+    Parameters
+    ----------
+    path : str or Path
+        A CSV with columns `MANIFEST_COLUMNS` and optionally ``source`` (default
+        ``"manifest"``): one row per object; the rows of one ``item_id`` (one or two) share
+        an image. ``image`` (RGB) and ``mask`` (non-zero = the object) are PNG paths
+        relative to the CSV's folder; ``noun`` names the object in the description.
+    min_share : float
+        See `item_from_regions`.
+
+    Returns
+    -------
+    items : list of ProbeItem
+        In the order of first appearance.
+    refused : list of (str, str)
+        ``(item_id, reason)`` of every item that could not be probed (region not one
+        color, two regions of one image with the same noun, ...).
+
+    Raises
+    ------
+    ValueError
+        If the CSV lacks a column.
+    """
+    from PIL import Image
+
+    path = Path(path)
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in MANIFEST_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(
+                f"manifest {str(path)!r} must have columns {', '.join(MANIFEST_COLUMNS)}; lacks {missing}"
+            )
+        rows: dict[str, list[dict]] = {}
+        for row in reader:
+            rows.setdefault(row["item_id"], []).append(row)
+    items, refused = [], []
+    for item_id, group in rows.items():
+        try:
+            image = np.asarray(Image.open(path.parent / group[0]["image"]).convert("RGB"))
+            regions = [
+                (r["noun"], np.asarray(Image.open(path.parent / r["mask"]).convert("L")) > 0) for r in group
+            ]
+            if len({noun for noun, _ in regions}) != len(regions):
+                raise ValueError("two regions share a noun")
+            source = group[0].get("source") or "manifest"
+            items.append(item_from_regions(item_id, image, regions, source=source, min_share=min_share))
+        except (OSError, ValueError) as error:  # RefusedDescription is a ValueError
+            refused.append((item_id, str(error)))
+    return items, refused
