@@ -6,9 +6,8 @@ import pandas as pd
 import pytest
 
 from evaluation.__main__ import main
-from evaluation.cli.judge_audit import parse_judge
 from evaluation.judges.audit import PAIR_COLUMNS, run_audit, summary
-from evaluation.judges.judges import ContrastiveJudge, YesNoJudge
+from evaluation.judges.judges import ContrastiveJudge, YesNoJudge, parse_judge
 from evaluation.judges.probes import synthetic_items
 from evaluation.judges.report import write_audit
 from evaluation.models.tiny import build_tiny_clip, build_tiny_vlm, one_cpu_thread
@@ -111,3 +110,22 @@ def test_bad_judge_specs_are_one_line_errors(spec, message, tmp_path, capsys):
         "contrastive",
         "openai/clip-vit-base-patch32",
     )
+
+
+def test_audit_checks_every_spec_before_loading_and_reports_each_judge(tmp_path, items):
+    from evaluation.judges.report import audit
+
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="`specs` is empty"):
+        audit([], items, tmp_path / "a", rng=rng)
+    with pytest.raises(ValueError, match="`items` is empty"):
+        audit(["pixel"], [], tmp_path / "a", rng=rng)
+    with pytest.raises(ValueError, match="judge 'clip:x' must start with one of"):
+        audit(["pixel", "clip:x"], items, tmp_path / "a", rng=rng)
+    assert not (tmp_path / "a").exists()
+    report = audit(["pixel", "random"], items, tmp_path / "b", rng=rng)
+    assert list(report.matrices) == ["pixel", "random"] and list(report.summary["judge"].unique()) == [
+        "pixel",
+        "random",
+    ]
+    assert [p.name for p in report.paths][-1] == "report.html" and all(p.is_file() for p in report.paths)

@@ -24,7 +24,6 @@ from pathlib import Path
 from evaluation.cli import DEFAULT_DATA_DIR, add_device_arguments
 
 HELP = "audit color judges (CLIP-like, yes/no VLMs) with Rainbow foils on synthetic renders"
-KINDS = ("pixel", "random", "contrastive", "yesno")
 DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -64,52 +63,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_device_arguments(parser)
 
 
-def parse_judge(spec: str) -> tuple[str, str]:
-    """``"contrastive:openai/clip"`` -> ``("contrastive", "openai/clip")``; ``"pixel"`` -> ``("pixel", "")``.
-
-    Raises
-    ------
-    ValueError
-        If the kind is unknown or a model judge names no model.
-    """
-    kind, _, model = spec.partition(":")
-    if kind not in KINDS:
-        raise ValueError(f"--judge must start with one of {', '.join(KINDS)}; got {spec!r}")
-    if (kind in ("contrastive", "yesno")) != bool(model):
-        raise ValueError(
-            f"--judge {spec!r}: contrastive and yesno take :MODEL, pixel and random take nothing"
-        )
-    return kind, model
-
-
-def _judge(kind: str, model: str, args: argparse.Namespace, rng):
-    import torch
-
-    from evaluation.cli import resolve_device
-    from evaluation.judges.judges import ContrastiveJudge, PixelJudge, RandomJudge, YesNoJudge
-
-    if kind == "pixel":
-        return PixelJudge()
-    if kind == "random":
-        return RandomJudge(rng)
-    loader = ContrastiveJudge if kind == "contrastive" else YesNoJudge
-    dtype = getattr(torch, args.dtype)
-    return loader.from_pretrained(
-        model, device=resolve_device(args.device), dtype=dtype, name=f"{kind}:{model}"
-    )
-
-
 def main(args: argparse.Namespace) -> int:
     """Render the items, run every judge, print the summary and write the files."""
     import numpy as np
-    import pandas as pd
+    import torch
 
-    from evaluation.cli import progress_bar
-    from evaluation.judges.audit import run_audit, summary
+    from evaluation.cli import progress_bar, resolve_device
+    from evaluation.judges.judges import parse_judge
     from evaluation.judges.probes import items_from_manifest, synthetic_items
-    from evaluation.judges.report import describe, write_audit
+    from evaluation.judges.report import audit, describe
 
-    specs = [parse_judge(spec) for spec in args.judge]
+    for spec in args.judge:
+        parse_judge(spec)
     if args.items < (0 if args.items_from else 1):
         raise ValueError(f"--items must be at least {0 if args.items_from else 1}, got {args.items}")
     rng = np.random.default_rng(args.seed)
@@ -124,17 +89,8 @@ def main(args: argparse.Namespace) -> int:
         for item_id, reason in refused:
             print(f"  refused {item_id}: {reason}")
         items += loaded
-    frames, chance = [], {}
-    for kind, model in specs:
-        judge = _judge(kind, model, args, rng)
-        update, close = progress_bar(judge.name)
-        try:
-            frames.append(run_audit(judge, items, progress=update))
-        finally:
-            close()
-        chance[judge.name] = judge.chance
-    pairs = pd.concat(frames, ignore_index=True)
-    print(describe(summary(pairs, chance)))
-    paths = write_audit(pairs, args.out, chance=chance)
-    print(f"wrote {', '.join(p.name for p in paths)} to {args.out}")
+    device, dtype = resolve_device(args.device), getattr(torch, args.dtype)
+    report = audit(args.judge, items, args.out, rng=rng, device=device, dtype=dtype, progress=progress_bar)
+    print(describe(report.summary))
+    print(f"wrote {', '.join(p.name for p in report.paths)} to {args.out}")
     return 0

@@ -28,6 +28,8 @@ from evaluation.color.naming import name_srgb
 from evaluation.judges.foils import color_mentions
 from evaluation.judges.probes import ProbeItem, region_color
 
+#: Judge specifications of `load_judge`: the kind, then ``:MODEL`` for the model judges.
+JUDGE_KINDS = ("pixel", "random", "contrastive", "yesno")
 #: The Rainbow paper's prompt for LLaVA (section 5.3).
 YES_NO_PROMPT = (
     "Does the following sentence match this image?\n{description}\nPlease answer with either 'yes' or 'no'."
@@ -203,3 +205,42 @@ class YesNoJudge:
             margins.append(float(last[self.answer_ids[0]] - last[self.answer_ids[1]]))
         scores = np.array(margins, dtype=np.float64)
         return Verdicts(scores, scores > 0)
+
+
+def parse_judge(spec: str) -> tuple[str, str]:
+    """``"contrastive:openai/clip"`` -> ``("contrastive", "openai/clip")``; ``"pixel"`` -> ``("pixel", "")``.
+
+    Raises
+    ------
+    ValueError
+        If the kind is not one of `JUDGE_KINDS`, a model judge names no model, or pixel
+        or random names one.
+    """
+    kind, _, model = str(spec).strip().partition(":")
+    if kind not in JUDGE_KINDS:
+        raise ValueError(f"judge {spec!r} must start with one of {', '.join(JUDGE_KINDS)}")
+    if (kind in ("contrastive", "yesno")) != bool(model):
+        raise ValueError(f"judge {spec!r}: contrastive and yesno take :MODEL, pixel and random take nothing")
+    return kind, model
+
+
+def load_judge(spec: str, *, rng: np.random.Generator, device: str = "cpu", dtype=None):
+    """The judge a specification names (`parse_judge`), loaded; model judges are named `spec`.
+
+    Parameters
+    ----------
+    spec : str
+        ``pixel``, ``random``, ``contrastive:MODEL`` or ``yesno:MODEL`` (hub id or folder).
+    rng : numpy.random.Generator
+        The random judge's draws.
+    device : str
+    dtype : torch.dtype, optional
+        Model weights' dtype (None: the checkpoint's).
+    """
+    kind, model = parse_judge(spec)
+    if kind == "pixel":
+        return PixelJudge()
+    if kind == "random":
+        return RandomJudge(rng)
+    loader = ContrastiveJudge if kind == "contrastive" else YesNoJudge
+    return loader.from_pretrained(model, device=device, dtype=dtype, name=f"{kind}:{model}")

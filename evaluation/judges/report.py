@@ -15,12 +15,94 @@ Files written to a folder (created if missing; files of the same names replaced)
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from evaluation.analysis.figures import judge_failure_heatmap
-from evaluation.judges.audit import failure_matrix, summary
+from evaluation.judges.audit import failure_matrix, run_audit, summary
+from evaluation.judges.judges import load_judge, parse_judge
+from evaluation.judges.probes import ProbeItem
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """What `audit` found and wrote.
+
+    Attributes
+    ----------
+    summary : pandas.DataFrame
+        `evaluation.judges.audit.summary` of every judge.
+    matrices : dict of str to pandas.DataFrame
+        Judge name -> its failure matrix (replacement foils), in the order judged.
+    paths : list of Path
+        The files written (`write_audit`).
+    """
+
+    summary: pd.DataFrame
+    matrices: dict[str, pd.DataFrame]
+    paths: list[Path]
+
+
+def audit(
+    specs: Sequence[str],
+    items: Sequence[ProbeItem],
+    folder: str | Path,
+    *,
+    rng: np.random.Generator,
+    device: str = "cpu",
+    dtype=None,
+    progress: Callable[[str], tuple[Callable[[int, int], None], Callable[[], None]]] | None = None,
+) -> AuditReport:
+    """Audit the judges `specs` on `items` and write the report to `folder`.
+
+    Parameters
+    ----------
+    specs : sequence of str
+        Judge specifications (`evaluation.judges.judges.load_judge`); all are checked
+        before any model loads.
+    items : sequence of ProbeItem
+    folder : str or Path
+        See `write_audit`.
+    rng : numpy.random.Generator
+        The random judge's draws.
+    device, dtype
+        For the model judges.
+    progress : callable, optional
+        ``progress(judge name) -> (update(done, total), close())``, e.g.
+        `evaluation.cli.progress_bar`.
+
+    Raises
+    ------
+    ValueError
+        If there are no specs or items, or a spec is malformed.
+    """
+    # 1. Check the inputs before loading anything.
+    if not specs:
+        raise ValueError("`specs` is empty: name at least one judge")
+    if not items:
+        raise ValueError("`items` is empty")
+    for spec in specs:
+        parse_judge(spec)
+    # 2. Load each judge and run it over the items.
+    frames, chance = [], {}
+    for spec in specs:
+        judge = load_judge(spec, rng=rng, device=device, dtype=dtype)
+        update, close = progress(judge.name) if progress else (None, None)
+        try:
+            frames.append(run_audit(judge, items, progress=update))
+        finally:
+            if close:
+                close()
+        chance[judge.name] = judge.chance
+    # 3. Write the tables and the report.
+    pairs = pd.concat(frames, ignore_index=True)
+    paths = write_audit(pairs, folder, chance=chance)
+    matrices = {name: failure_matrix(part) for name, part in pairs.groupby("judge", sort=False)}
+    return AuditReport(summary(pairs, chance), matrices, paths)
 
 
 def file_safe(name: str) -> str:
