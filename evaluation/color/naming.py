@@ -223,11 +223,6 @@ def name_srgb(rgb) -> ColorNames:
     return name_lab(srgb_to_lab(srgb_as_float(rgb, "rgb")))
 
 
-def basic_term(rgb) -> np.ndarray:
-    """The basic color term of sRGB colors: ``name_srgb(rgb).basic``; shape ``rgb.shape[:-1]``."""
-    return name_srgb(rgb).basic
-
-
 @functools.cache
 def names_of_uw71() -> pd.DataFrame:
     """The names of the 71 UW-71 bins.
