@@ -144,3 +144,9 @@ def test_with_bin_names_puts_names_beside_each_bin_column():
         with_bin_names(frame, ["dominant_human"])
     with pytest.raises(ValueError, match="column 'x' must hold UW-71 bins"):
         with_bin_names(pd.DataFrame({"x": [71]}), ["x"])
+
+
+def test_uw71_table_is_a_fresh_copy_each_call():
+    first = names_of_uw71()
+    first.loc[0, "basic_term"] = "changed"
+    assert names_of_uw71().loc[0, "basic_term"] == "blue"

@@ -144,10 +144,10 @@ def l1_of(l3_name: str) -> str:
     >>> l1_of("moderate olive brown"), l1_of("vivid yellow green"), l1_of("pale violet")
     ('brown', 'yellow green', 'purple')
     """
-    words = l3_name.lower().split()
+    words = str(l3_name).lower().split() or [""]
     if words[-2:] == ["yellow", "green"]:
         return "yellow green"
-    noun = _NOUN_TO_L1.get(words[-1] if words else "", words[-1] if words else "")
+    noun = _NOUN_TO_L1.get(words[-1], words[-1])
     if noun not in L1_TERMS:
         raise ValueError(f"`l3_name` must end in an ISCC-NBS hue or neutral noun, got {l3_name!r}")
     return noun
@@ -223,7 +223,6 @@ def name_srgb(rgb) -> ColorNames:
     return name_lab(srgb_to_lab(srgb_as_float(rgb, "rgb")))
 
 
-@functools.cache
 def names_of_uw71() -> pd.DataFrame:
     """The names of the 71 UW-71 bins.
 
@@ -231,9 +230,14 @@ def names_of_uw71() -> pd.DataFrame:
     -------
     pandas.DataFrame
         71 rows in ``color_index`` order, columns ``color_index, hex, iscc_nbs_l3,
-        iscc_nbs_l1, basic_term, delta_e`` (CIEDE2000 to the level 3 centroid). Cached: do
-        not modify; copy first.
+        iscc_nbs_l1, basic_term, delta_e`` (CIEDE2000 to the level 3 centroid); a new copy
+        on every call (the names are computed once per process).
     """
+    return _uw71_names().copy()
+
+
+@functools.cache
+def _uw71_names() -> pd.DataFrame:
     palette = load_uw71()
     names = name_lab(palette.lab)
     return pd.DataFrame(
@@ -269,7 +273,7 @@ def with_bin_names(frame: pd.DataFrame, columns) -> pd.DataFrame:
     ValueError
         If a column is absent or holds an index outside 0-70.
     """
-    table = names_of_uw71()
+    table = _uw71_names()
     out = frame.copy()
     for column in columns:
         if column not in out.columns:
