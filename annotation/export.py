@@ -2,8 +2,13 @@
 
 Layout of an export folder::
 
-    csv/<table>.csv          one file per table, header row, NULL as empty field
-    parquet/<table>.parquet  the same rows with their SQLite types
+    csv/<table>.csv          one file per table, header row, NULL as empty field; each UW-71
+                             bin column (`BIN_COLUMNS`) is followed by ``<column>_name``
+                             (ISCC-NBS level 3) and ``<column>_basic`` (basic color term)
+    parquet/<table>.parquet  the same rows with their SQLite types (no name columns)
+    uw71_names.csv           the 71 bins: color_index, hex, ISCC-NBS level 3 and level 1
+                             names, basic term (`evaluation.color.naming.names_of_uw71`), to
+                             read the ``p`` vectors of the distribution tables by
     images.zip               every file a row names (columns ``path`` / ``*_path``), under
                              its data-folder path, plus ``manifest.csv``: table, row_id,
                              column, path, sha256 (stored), status (``ok``, ``missing`` or
@@ -37,10 +42,12 @@ import sqlite_utils
 
 from annotation.errors import InvalidInput
 from annotation.files import resolve
+from evaluation.color.naming import names_of_uw71, with_bin_names
 
 SKIPPED_TABLES = ("settings", "coloring_samples")
 SECRET_COLUMNS = ("token_hash",)
 MANIFEST_COLUMNS = ["table", "row_id", "column", "path", "sha256", "status"]
+BIN_COLUMNS = ("dominant_human", "dominant_model")  # integer UW-71 bins named in the CSVs
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,7 @@ def export(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
             tables = {name: _table_frame(db, name) for name in db.table_names() if name not in SKIPPED_TABLES}
         rows = {name: _write_table(frame, staging, name) for name, frame in tables.items()}
         images = _write_images(tables, Path(data_dir), staging / "images.zip")
+        names_of_uw71().drop(columns="delta_e").to_csv(staging / "uw71_names.csv", index=False)
         if folder.exists():
             folder.rmdir()
         os.replace(staging, folder)
@@ -133,7 +141,8 @@ def _table_frame(db: sqlite_utils.Database, name: str) -> pd.DataFrame:
 def _write_table(frame: pd.DataFrame, folder: Path, name: str) -> int:
     (folder / "csv").mkdir(exist_ok=True)
     (folder / "parquet").mkdir(exist_ok=True)
-    frame.to_csv(folder / "csv" / f"{name}.csv", index=False)
+    named = with_bin_names(frame, [c for c in BIN_COLUMNS if c in frame.columns])
+    named.to_csv(folder / "csv" / f"{name}.csv", index=False)
     frame.to_parquet(folder / "parquet" / f"{name}.parquet", index=False)
     return len(frame)
 

@@ -33,7 +33,7 @@ def test_distribution_bar_heights_are_p_and_colors_are_the_palette():
     assert tuple(fig.layout.yaxis.range) == (0, 0.5)
     lab = load_uw71().lab
     assert bar.customdata[24][0] == load_uw71().hex[24]
-    assert_allclose(np.asarray(bar.customdata[10][1:], float), np.round(lab[10], 1))
+    assert_allclose(np.asarray(bar.customdata[10][1:4], float), np.round(lab[10], 1))
     assert "L*a*b*" in bar.hovertemplate
 
 
@@ -172,3 +172,13 @@ def test_table3_figure_bars_and_error_bars_match_the_validation():
     assert_allclose(fig.data[1].y, [0.41, 0.55])
     assert_allclose(fig.data[0].error_y.array, [0.1, 0.1])
     assert_allclose(fig.data[2].error_y.arrayminus, [0.05, 0.02])
+
+
+def test_distribution_bar_and_strip_hover_name_each_color():
+    bar = distribution_bar(np.full(71, 1 / 71)).data[0]
+    assert list(bar.customdata[24][4:]) == ["olive black", "black"]
+    assert list(bar.customdata[49][4:]) == ["vivid red", "red"]
+    assert "%{customdata[4]} (%{customdata[5]})" in bar.hovertemplate
+    strip = dominant_strip(np.array([[213, 28, 60], [23, 52, 89]], dtype=np.uint8), [3, 2]).data[0]
+    assert [list(row[2:]) for row in strip.customdata] == [["vivid red", "red"], ["dark blue", "blue"]]
+    assert "%{customdata[2]} (%{customdata[3]})" in strip.hovertemplate

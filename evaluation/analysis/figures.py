@@ -14,7 +14,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from evaluation.analysis.tables import METRICS, MODIFIER_LABELS, SHIFT_COLUMNS, require_columns
+from evaluation.color.naming import name_lab, name_srgb
 from evaluation.color.palette import N_BINS, Palette, load_uw71
+from evaluation.judges.wheel import relation
 
 BAR_OUTLINE = "#9e9e9e"  # keeps white and very light bars visible on a white background
 LAYOUT = {"template": "plotly_white", "margin": {"l": 50, "r": 20, "t": 50, "b": 40}}
@@ -52,7 +54,9 @@ def distribution_bar(
     -------
     plotly.graph_objects.Figure
         One `go.Bar` trace: x = color index 0..70, y = `p`, marker colors = palette hex;
-        hover shows index, hex, L*a*b* and probability.
+        hover shows index, hex, the color's names (ISCC-NBS level 3 and basic term, from
+        `evaluation.color.naming`), L*a*b* and probability. ``customdata`` rows are
+        ``[hex, L*, a*, b*, level 3 name, basic term]``.
 
     Raises
     ------
@@ -63,14 +67,16 @@ def distribution_bar(
     if values.shape != (N_BINS,) or not np.all((values >= 0) & (values <= 1)):
         raise ValueError(f"`p` must have shape ({N_BINS},) with values in [0, 1], got shape {values.shape}")
     pal = palette or load_uw71()
-    custom = [[h, *np.round(lab, 1)] for h, lab in zip(pal.hex, pal.lab)]
+    names = name_lab(pal.lab)
+    custom = [[h, *np.round(lab, 1), n, b] for h, lab, n, b in zip(pal.hex, pal.lab, names.l3, names.basic)]
     fig = go.Figure(
         go.Bar(
             x=np.arange(N_BINS),
             y=values,
             marker={"color": list(pal.hex), "line": {"color": BAR_OUTLINE, "width": 0.5}},
             customdata=custom,
-            hovertemplate="color %{x} %{customdata[0]}<br>L*a*b* (%{customdata[1]}, %{customdata[2]}, %{customdata[3]})"
+            hovertemplate="color %{x} %{customdata[0]}<br>%{customdata[4]} (%{customdata[5]})"
+            "<br>L*a*b* (%{customdata[1]}, %{customdata[2]}, %{customdata[3]})"
             "<br>p = %{y:.4f}<extra></extra>",
         )
     )
@@ -112,12 +118,16 @@ def dominant_strip(colors, counts, *, title: str = "", unit: str = "samples") ->
         One `go.Bar` trace of unit-height swatches; marker colors = the colors as hex,
         text = the counts in `STRIP_FONT` type (never below `STRIP_MIN_FONT` px, in a
         color that contrasts with the swatch); the height leaves the swatches
-        `STRIP_SWATCH_PX` pixels tall whatever the title.
+        `STRIP_SWATCH_PX` pixels tall whatever the title. Hover shows hex, the color's
+        ISCC-NBS level 3 name and basic term, and the count (``customdata`` rows
+        ``[hex, count, level 3 name, basic term]``).
     """
     hexes = _to_hex(colors)
     counts = [int(c) for c in counts]
     if len(hexes) != len(counts):
         raise ValueError(f"`colors` and `counts` must have equal lengths, got {len(hexes)} and {len(counts)}")
+    rgb = np.array([[int(h[i : i + 2], 16) for i in (1, 3, 5)] for h in hexes], dtype=np.uint8).reshape(-1, 3)
+    names = name_srgb(rgb)
     fig = go.Figure(
         go.Bar(
             x=[str(i) for i in range(len(hexes))],
@@ -128,8 +138,9 @@ def dominant_strip(colors, counts, *, title: str = "", unit: str = "samples") ->
             textangle=0,
             textfont=STRIP_FONT,
             marker={"color": hexes, "line": {"color": BAR_OUTLINE, "width": 0.5}},
-            customdata=[[h, c] for h, c in zip(hexes, counts)],
-            hovertemplate=f"%{{customdata[0]}}<br>%{{customdata[1]}} {unit}<extra></extra>",
+            customdata=[[h, c, n, b] for h, c, n, b in zip(hexes, counts, names.l3, names.basic)],
+            hovertemplate=f"%{{customdata[0]}} %{{customdata[2]}} (%{{customdata[3]}})"
+            f"<br>%{{customdata[1]}} {unit}<extra></extra>",
         )
     )
     margin = {"l": 10, "r": 10, "t": 50 if title else 30, "b": 30}  # 30: room for gr.Plot's label
@@ -371,4 +382,49 @@ def table3_figure(validation: pd.DataFrame) -> go.Figure:
     fig.update_layout(
         barmode="group", xaxis_title="metric", yaxis_title="alignment with human judgment", **LAYOUT
     )
+    return fig
+
+
+def judge_failure_heatmap(matrix: pd.DataFrame, *, title: str = "") -> go.Figure:
+    """Where a color judge fails: a true term x foil term heatmap of failure rates.
+
+    Parameters
+    ----------
+    matrix : pandas.DataFrame
+        Output of `evaluation.judges.audit.failure_matrix`: index ``true_term``, columns
+        ``foil_term``, values 1 - pair-wise accuracy in [0, 1] (NaN without pairs).
+    title : str
+        Figure title.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One `go.Heatmap`: z = `matrix` (unchanged), x = foil terms, y = true terms (top to
+        bottom in the matrix's order), color scale fixed to [0, 1]; each cell is marked
+        ``~`` (adjacent) or ``⚡`` (complementary) on the color wheel
+        (`evaluation.judges.wheel`), and its hover shows both terms, the relation and the
+        failure rate.
+    """
+    if list(matrix.index) == [] or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"`matrix` must be a square true term x foil term frame, got shape {matrix.shape}")
+    marks = {"adjacent": "~", "complementary": "⚡", "other": ""}
+    relations = [[relation(t, f) if t != f else "" for f in matrix.columns] for t in matrix.index]
+    fig = go.Figure(
+        go.Heatmap(
+            z=matrix.to_numpy(float),
+            x=list(matrix.columns),
+            y=list(matrix.index),
+            zmin=0.0,
+            zmax=1.0,
+            colorscale="Reds",
+            colorbar={"title": "failure rate"},
+            text=[[marks.get(r, "") for r in row] for row in relations],
+            texttemplate="%{text}",
+            customdata=relations,
+            hovertemplate="%{y} described as %{x}<br>%{customdata}<br>failure rate %{z:.2f}<extra></extra>",
+        )
+    )
+    fig.update_layout(**titled(title), **LAYOUT)
+    fig.update_xaxes(title="foil color")
+    fig.update_yaxes(title="true color", autorange="reversed")
     return fig

@@ -19,6 +19,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from evaluation.color.naming import BASIC_TERMS
+from evaluation.explicit.synthetic import SHAPES
+
 #: Side of the square images the tiny models are built for, in pixels.
 TINY_RESOLUTION = 64
 _LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -345,3 +348,140 @@ def build_all(models_dir: str | Path, *, seed: int = 0) -> dict[str, Path]:
         "tiny-grounding-dino": build_tiny_grounding_dino(models_dir / "tiny-grounding-dino", seed=seed),
         "tiny-sam": build_tiny_sam(models_dir / "tiny-sam", seed=seed),
     }
+
+
+#: Words of the tiny image-text-to-text model's vocabulary besides its special tokens: the
+#: judge audit's prompt and descriptions (other words map to ``<unk>``).
+_VLM_PROMPT_WORDS = (
+    "yes no does the following sentence match this image ? please answer with either ' or . , a an and"
+)
+TINY_VLM_WORDS = (*_VLM_PROMPT_WORDS.split(), *BASIC_TERMS, *SHAPES, "user", "assistant", ":")
+_VLM_SPECIALS = ("<pad>", "<unk>", "<s>", "</s>", "<image>")
+_VLM_CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {% for c in m['content'] %}{% if c['type'] == 'image' %}"
+    "<image> {% else %}{{ c['text'] }}{% endif %}{% endfor %} {% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+def _tiny_clip_image_processor():
+    from transformers import CLIPImageProcessor
+
+    side = TINY_RESOLUTION // 2
+    return CLIPImageProcessor(size={"shortest_edge": side}, crop_size={"height": side, "width": side})
+
+
+def build_tiny_clip(path: str | Path, *, seed: int = 0) -> Path:
+    """Build and save a tiny random-weight ``CLIPModel`` with its processor (32x32 inputs).
+
+    Loads back through ``AutoModel.from_pretrained(path)`` and
+    ``AutoProcessor.from_pretrained(path)``; the tokenizer is the character-level CLIP BPE
+    of `write_clip_vocab`.
+    """
+    import torch
+    from transformers import CLIPConfig, CLIPModel, CLIPProcessor, CLIPTokenizer
+
+    def write(tmp: Path) -> None:
+        vocab_size = write_clip_vocab(tmp / "_vocab")
+        tokenizer = CLIPTokenizer.from_pretrained(tmp / "_vocab")
+        text = dict(
+            vocab_size=vocab_size,
+            hidden_size=16,
+            intermediate_size=32,
+            num_attention_heads=2,
+            num_hidden_layers=1,
+            max_position_embeddings=77,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        vision = dict(
+            hidden_size=16,
+            intermediate_size=32,
+            num_attention_heads=2,
+            num_hidden_layers=1,
+            image_size=TINY_RESOLUTION // 2,
+            patch_size=8,
+        )
+        torch.manual_seed(seed)
+        CLIPModel(CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)).save_pretrained(tmp)
+        CLIPProcessor(image_processor=_tiny_clip_image_processor(), tokenizer=tokenizer).save_pretrained(tmp)
+        shutil.rmtree(tmp / "_vocab")
+
+    return _build_atomically(path, write)
+
+
+def _tiny_vlm_tokenizer():
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = [*_VLM_SPECIALS, *TINY_VLM_WORDS]
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+    )
+    tokenizer.add_special_tokens(list(_VLM_SPECIALS))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
+    )
+
+
+def build_tiny_vlm(path: str | Path, *, seed: int = 0) -> Path:
+    """Build and save a tiny random-weight LLaVA (image-text-to-text) with its processor.
+
+    Loads back through ``AutoModelForImageTextToText.from_pretrained(path)`` and
+    ``AutoProcessor.from_pretrained(path)``: a CLIP vision tower on 32x32 inputs, a one-layer
+    Llama, a word-level tokenizer over `TINY_VLM_WORDS` and a plain chat template.
+    """
+    import torch
+    from transformers import (
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
+
+    def write(tmp: Path) -> None:
+        tokenizer = _tiny_vlm_tokenizer()
+        vision = CLIPVisionConfig(
+            hidden_size=16,
+            intermediate_size=32,
+            num_attention_heads=2,
+            num_hidden_layers=2,
+            image_size=TINY_RESOLUTION // 2,
+            patch_size=8,
+        )
+        text = LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=16,
+            intermediate_size=32,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            num_hidden_layers=1,
+            max_position_embeddings=256,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+        config = LlavaConfig(
+            vision_config=vision,
+            text_config=text,
+            image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+            vision_feature_layer=-1,
+            vision_feature_select_strategy="default",
+        )
+        torch.manual_seed(seed)
+        LlavaForConditionalGeneration(config).save_pretrained(tmp)
+        LlavaProcessor(
+            image_processor=_tiny_clip_image_processor(),
+            tokenizer=tokenizer,
+            patch_size=8,
+            vision_feature_select_strategy="default",
+            image_token="<image>",
+            num_additional_image_tokens=1,
+            chat_template=_VLM_CHAT_TEMPLATE,
+        ).save_pretrained(tmp)
+
+    return _build_atomically(path, write)

@@ -1,0 +1,92 @@
+"""Judge audit: how far to trust a vision-language model that judges colors (issue 18).
+
+A researcher lists judges (``pixel``, ``random``, ``contrastive:MODEL``, ``yesno:MODEL``),
+the number of synthetic probe items and a seed. The tab runs the audit
+(`evaluation.judges.report.audit`, Rainbow foils on synthetic renders) and shows the
+accuracy table, the failure heatmap of the first judge listed, and the files it wrote (CSV
+and an HTML report) under the data folder's ``exports/judge-audit/``. Model judges load on
+the server by hub id or folder, on its GPU when it has one; a large model takes minutes.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import gradio as gr
+import numpy as np
+
+from app.common import AppContext, handler, note_area, whole_number, wire
+from evaluation.analysis.figures import judge_failure_heatmap
+from evaluation.judges.probes import synthetic_items
+from evaluation.judges.report import audit
+from storage import iso
+
+NAME = "judge_audit"
+TITLE = "Judge audit"
+ROLES = ("researcher",)
+MAX_ITEMS = 2000
+JUDGES_HELP = (
+    "Judges, one per line: pixel (the reference), random (chance), contrastive:MODEL (CLIP-like) "
+    "or yesno:MODEL (image-text-to-text), MODEL a hub id or a folder on the server"
+)
+
+
+def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+    """Lay out and wire the Judge audit tab inside the current `gr.Tab`."""
+    allowed = handler(ctx, *ROLES, "admin")
+    with gr.Row():
+        judges = gr.Textbox("pixel\nrandom", lines=4, label=JUDGES_HELP, elem_id="judge_audit_judges")
+        with gr.Column():
+            items = gr.Number(
+                200, label=f"Synthetic probe items (1-{MAX_ITEMS})", elem_id="judge_audit_items"
+            )
+            seed = gr.Number(0, label="Seed", elem_id="judge_audit_seed")
+    run = gr.Button("Run the audit", variant="primary", elem_id="judge_audit_run")
+    note = note_area("judge_audit_note")
+    table = gr.Dataframe(
+        label="Pair-wise accuracy (match accepted and foil rejected) and plain accuracy per split",
+        interactive=False,
+        elem_id="judge_audit_table",
+    )
+    heatmap = gr.Plot(
+        label="Where the first judge fails (~ adjacent, ⚡ complementary)", elem_id="judge_audit_heatmap"
+    )
+    files = gr.File(
+        label="Exports", file_count="multiple", interactive=False, height=140, elem_id="judge_audit_files"
+    )
+    wire(
+        run.click,
+        allowed(_run(ctx)),
+        [session_token, judges, items, seed],
+        [table, heatmap, files],
+        note=note,
+        api_name="judge_audit_run",
+    )
+
+
+def _run(ctx: AppContext):
+    def run(db, actor, judges: str, items, seed):
+        """Audit the listed judges on synthetic items; the table, a heatmap and the file paths."""
+        specs = [line.strip() for line in (judges or "").splitlines() if line.strip()]
+        n, seed = whole_number(items, "items"), whole_number(seed, "seed")
+        if not 1 <= n <= MAX_ITEMS or seed < 0:
+            raise ValueError(f"`items` must lie in 1-{MAX_ITEMS} and `seed` be >= 0, got {n} and {seed}")
+        rng = np.random.default_rng(seed)
+        folder = (
+            ctx.config.data_dir
+            / "exports"
+            / "judge-audit"
+            / f"{iso()[:19].replace(':', '')}-{secrets.token_hex(16)}"
+        )
+        report = audit(specs, synthetic_items(n, rng=rng), folder, rng=rng, device=_device())
+        first, matrix = next(iter(report.matrices.items()))
+        fig = judge_failure_heatmap(matrix, title=f"{first}: failure rate of replacement foils")
+        return report.summary.round(3), fig, [str(p) for p in report.paths]
+
+    return run
+
+
+def _device() -> str:
+    from evaluation.cli import resolve_device
+
+    return resolve_device("auto")

@@ -1,0 +1,1 @@
+"""The explicit-color evaluation mode (GenColorBench protocol): prompts, masks, dominant color, scores."""
