@@ -24,6 +24,7 @@ from app import (
     designer,
     evaluate,
     expert,
+    judge_audit,
     landing,
     leaderboard,
     media,
@@ -34,7 +35,18 @@ from app import (
 from app.common import AppContext
 from app.config import AppConfig
 
-TAB_MODULES = (designer, expert, participant, study, evaluate, browser, leaderboard, sketches_admin, admin)
+TAB_MODULES = (
+    designer,
+    expert,
+    participant,
+    study,
+    evaluate,
+    browser,
+    leaderboard,
+    judge_audit,
+    sketches_admin,
+    admin,
+)
 STORAGE_KEY = "colorconcept_session"
 
 

@@ -1,8 +1,4 @@
-"""The Judge audit research view through gradio_client, on a real app server.
-
-`app.judge_audit` is not yet one of `app.TAB_MODULES` (the lead registers tabs); the test
-adds it for the server it launches.
-"""
+"""The Judge audit research view through gradio_client, on a real app server."""
 
 from pathlib import Path
 
@@ -17,8 +13,8 @@ from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import figure, sign_in
 
 
-def test_a_researcher_audits_judges_and_gets_the_table_heatmap_and_files(tmp_path, monkeypatch):
-    monkeypatch.setattr(app, "TAB_MODULES", (*app.TAB_MODULES, judge_audit))
+def test_a_researcher_audits_judges_and_gets_the_table_heatmap_and_files(tmp_path):
+    assert judge_audit in app.TAB_MODULES
     config = make_config(tmp_path)
     with running_app(config) as (client, _):
         tokens = sign_in(client, ADMIN_PASSWORD, "researcher", "designer")

@@ -99,14 +99,8 @@ def store_coloring(
 ) -> int:
     """Store a coloring: image and mask files, its distribution, and the rows, at once.
 
-    `prepare_coloring` then `store_prepared` (whose parameters `options` are).
-
-    Parameters
-    ----------
-    color_image : numpy.ndarray, shape (H, W, 3), uint8
-        The colored sketch as shown (line art included), sRGB [0, 255].
-    painted_mask : numpy.ndarray, shape (H, W), bool
-        True on painted pixels; only these enter the distribution.
+    `prepare_coloring` (`color_image`, `painted_mask`) then `store_prepared` (whose
+    parameters `options` are).
 
     Returns
     -------
