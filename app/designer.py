@@ -516,6 +516,7 @@ def _submit(ctx: AppContext):
             min_painted_fraction=config.min_painted_fraction,
             k=config.colorings_per_concept,
             pool=ctx.pool,
+            reservation_minutes=config.reservation_minutes,
         )
         return _view(
             ctx,

@@ -273,6 +273,30 @@ def test_a_batch_holds_only_a_few_reservations_and_tops_up_as_they_are_done(stor
     assert not {t.concept_key for t in second} & set(done)
 
 
+def test_a_submission_tops_up_its_batch_in_the_same_commit(store):
+    db, data = store
+    designer = _designer(db)
+    work.start_batch(db, designer, np.random.default_rng(0), 5, now=T0)
+    assert len(open_tasks(db, "coloring", designer, now=T0)) == work.RESERVE_AHEAD
+    statements = []
+    db.conn.set_trace_callback(statements.append)
+    try:
+        _submit(
+            db,
+            data,
+            designer,
+            work.next_item(db, designer, practice=False, now=T0),
+            reservation_minutes=120,
+            now=T0,
+        )
+    finally:
+        db.conn.set_trace_callback(None)
+    assert sum(s.strip().upper() == "COMMIT" for s in statements) == 1
+    assert len(open_tasks(db, "coloring", designer, now=T0)) == work.RESERVE_AHEAD
+    assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 1, 5)
+    assert work.top_up(db, designer, np.random.default_rng(1), now=T0) == 0
+
+
 def test_a_batch_whose_reservations_expired_is_refilled_when_the_designer_returns(store):
     db, data = store
     designer = _designer(db)

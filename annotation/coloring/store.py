@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +126,7 @@ def store_prepared(
     task_id: int | None = None,
     sketch_id: int | None = None,
     k: int = 5,
+    then: Callable[[sqlite_utils.Database], object] | None = None,
     now: dt.datetime | None = None,
 ) -> int:
     """Store a prepared coloring: its two files, then its rows in one transaction.
@@ -154,6 +156,9 @@ def store_prepared(
         The ``sketches`` row colored.
     k : int
         Colorings per concept (the quota checked on submission).
+    then : callable, optional
+        ``then(db)`` runs in the same transaction after the rows are written (a designer's
+        next reservation, say), so one commit does both.
 
     Returns
     -------
@@ -200,12 +205,16 @@ def store_prepared(
             db_, files[0], files[1], prepared.p, prepared.sample, **fields, round=expected, now=now
         )
 
-    if task is None:
-        with transaction(db):
-            return write(db, None)
-    if task.coloring_id is None:
-        return submit(db, task_id, annotator_id, write, k=k, now=now)
-    return _submit_recolor(db, task, annotator_id, write, now)
+    with transaction(db):
+        if task is None:
+            coloring_id = write(db, None)
+        elif task.coloring_id is None:
+            coloring_id = submit(db, task_id, annotator_id, write, k=k, now=now)
+        else:
+            coloring_id = _submit_recolor(db, task, annotator_id, write, now)
+        if then is not None:
+            then(db)
+        return coloring_id
 
 
 def record_coloring(

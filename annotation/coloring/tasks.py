@@ -410,6 +410,7 @@ def submit_canvas(
     min_painted_fraction: float = MIN_PAINTED_FRACTION,
     k: int = 5,
     pool: ColoringPool | None = None,
+    reservation_minutes: float | None = None,
     now: dt.datetime | None = None,
 ) -> Submitted:
     """Store the coloring the canvas sends for one of the designer's tasks.
@@ -428,6 +429,9 @@ def submit_canvas(
     pool : ColoringPool, optional
         Where the decoding, paint check, extraction and PNG encoding run
         (`prepare_canvas`); by default in this thread.
+    reservation_minutes : float, optional
+        When given, the designer's batch is topped up (`top_up`, reservations of this
+        length) in the same transaction as the coloring: one commit instead of two.
 
     Returns
     -------
@@ -475,6 +479,11 @@ def submit_canvas(
         task_id=task.id,
         sketch_id=sketch["id"],
         k=k,
+        then=None
+        if reservation_minutes is None
+        else lambda db_: top_up(
+            db_, annotator_id, np.random.default_rng(), k=k, minutes=reservation_minutes, now=now
+        ),
         now=now,
     )
     return Submitted(coloring_id, task, raw.task_id)
