@@ -3,7 +3,7 @@
 Layout of an export folder::
 
     csv/<table>.csv          one file per table, header row, NULL as empty field; each UW-71
-                             bin column (`BIN_COLUMNS`) is followed by ``<column>_name``
+                             bin column (`DOMINANT_COLUMNS`) is followed by ``<column>_name``
                              (ISCC-NBS level 3) and ``<column>_basic`` (basic color term)
     parquet/<table>.parquet  the same rows with their SQLite types (no name columns)
     uw71_names.csv           the 71 bins: color_index, hex, ISCC-NBS level 3 and level 1
@@ -42,12 +42,11 @@ import sqlite_utils
 
 from annotation.errors import InvalidInput
 from annotation.files import resolve
-from evaluation.color.naming import names_of_uw71, with_bin_names
+from evaluation.color.naming import DOMINANT_COLUMNS, names_of_uw71, with_bin_names
 
 SKIPPED_TABLES = ("settings", "coloring_samples")
 SECRET_COLUMNS = ("token_hash",)
 MANIFEST_COLUMNS = ["table", "row_id", "column", "path", "sha256", "status"]
-BIN_COLUMNS = ("dominant_human", "dominant_model")  # integer UW-71 bins named in the CSVs
 
 
 @dataclass(frozen=True)
@@ -141,7 +140,7 @@ def _table_frame(db: sqlite_utils.Database, name: str) -> pd.DataFrame:
 def _write_table(frame: pd.DataFrame, folder: Path, name: str) -> int:
     (folder / "csv").mkdir(exist_ok=True)
     (folder / "parquet").mkdir(exist_ok=True)
-    named = with_bin_names(frame, [c for c in BIN_COLUMNS if c in frame.columns])
+    named = with_bin_names(frame, [c for c in DOMINANT_COLUMNS if c in frame.columns])
     named.to_csv(folder / "csv" / f"{name}.csv", index=False)
     frame.to_parquet(folder / "parquet" / f"{name}.parquet", index=False)
     return len(frame)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from evaluation.__main__ import COMMANDS, main
+from evaluation.color.naming import names_of_uw71
 from evaluation.models.registry import PROJECT_ROOT
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -98,6 +99,11 @@ def test_generate_segment_extract_score_end_to_end(tmp_path, models, capsys):
     )
     long = pd.read_csv(out_dir / "scores_long.csv")
     assert len(long) == 8 and set(long["concept"]) == {"apple", "banana"}
+    names = names_of_uw71().set_index("color_index")
+    for column in ("dominant_human", "dominant_model"):  # each bin followed by its names
+        at = list(long.columns).index(column)
+        assert list(long.columns[at + 1 : at + 3]) == [f"{column}_name", f"{column}_basic"]
+        assert list(long[f"{column}_basic"]) == list(names.loc[long[column], "basic_term"])
     table1 = pd.read_csv(out_dir / "table1.csv", header=[0, 1, 2], index_col=0)
     assert list(table1.index) == ["tiny-random"]
     assert pd.read_csv(out_dir / "exclusions.csv").to_dict("records") == [

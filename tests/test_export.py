@@ -15,7 +15,7 @@ import pytest
 from annotation.__main__ import main
 from annotation.concepts import sync_concepts
 from annotation.errors import InvalidInput
-from annotation.export import BIN_COLUMNS, SKIPPED_TABLES, export, export_archive
+from annotation.export import DOMINANT_COLUMNS, SKIPPED_TABLES, export, export_archive
 from annotation.files import store_png
 from annotation.people.accounts import create_annotators, login_with_invite
 from annotation.people.passwords import set_admin_password
@@ -104,7 +104,7 @@ def test_export_round_trips_every_table_and_every_image(tmp_path, db):
         )
         pd.testing.assert_frame_equal(parquet[name], stored, check_dtype=False)
         as_text = stored.astype("string").fillna("").astype(object)
-        names = [f"{c}{suffix}" for c in BIN_COLUMNS for suffix in ("_name", "_basic")]
+        names = [f"{c}{suffix}" for c in DOMINANT_COLUMNS for suffix in ("_name", "_basic")]
         pd.testing.assert_frame_equal(
             csvs[name].drop(columns=names, errors="ignore"), as_text, check_dtype=False
         )

@@ -19,6 +19,7 @@ from annotation.study.design import GROUND_TRUTH, ModelSource, StudyFrozen
 from evaluation.analysis.judgment_report import analyse, read_metrics, read_votes
 from evaluation.analysis.judgments import pair_preferences, participant_flags
 from evaluation.color import metrics
+from evaluation.color.naming import names_of_uw71
 from tests.study_data import CFG, MODELS, RUN, populate, sources, truth_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -413,6 +414,10 @@ def test_export_and_command_line_reproduce_the_in_app_analysis(setup, tmp_path):
         check=True,
     )
     assert "EMD" in done.stdout and "wrote table3.csv" in done.stdout
+    metrics = pd.read_csv(folder / "metrics.csv")
+    assert list(metrics["dominant_model_name"]) == list(
+        names_of_uw71().set_index("color_index").loc[metrics["dominant_model"], "iscc_nbs_l3"]
+    )
     for name in ("table3", "pairs", "bradley_terry", "participants"):
         from_cli = pd.read_csv(tmp_path / "cli" / f"{name}.csv")
         in_app = pd.read_csv(folder / f"{name}.csv")

@@ -32,6 +32,7 @@ from evaluation.analysis.judgment_report import analyse, write_tables
 from evaluation.analysis.judgments import VOTE_COLUMNS
 from evaluation.analysis.scoring import concept_metrics
 from evaluation.analysis.tables import dca_column
+from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
 from storage import iso, parse_iso, transaction, utcnow
 from storage.distributions import decode
 
@@ -393,7 +394,7 @@ def export_study(db: sqlite_utils.Database, study_id: int, folder: str | Path) -
         "design": folder / "design.json",
     }
     export_votes(db, paths["votes"], study_id=study_id)
-    study_metrics(db, study_id).to_csv(paths["metrics"], index=False)
+    with_bin_names(study_metrics(db, study_id), DOMINANT_COLUMNS).to_csv(paths["metrics"], index=False)
     paths["design"].write_text(json.dumps(study_design(db, study_id), indent=2), encoding="utf-8")
     return paths
 

@@ -60,6 +60,7 @@ def main(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from evaluation.analysis import scoring, tables
+    from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
     from evaluation.concepts import load_concepts
     from evaluation.pipeline import runs
 
@@ -87,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"\n{title}\n{board.to_text()}")
         board.values.to_csv(out / f"{name}.csv")
     print(f"\nExcluded images (no detection / empty mask) per model\n{exclusions.to_string(index=False)}")
-    long.to_csv(out / "scores_long.csv", index=False)
+    with_bin_names(long, DOMINANT_COLUMNS).to_csv(out / "scores_long.csv", index=False)
     exclusions.to_csv(out / "exclusions.csv", index=False)
     print(f"\nwrote {out}/scores_long.csv, table1.csv, table2.csv, exclusions.csv")
     return 0

@@ -252,6 +252,10 @@ def _uw71_names() -> pd.DataFrame:
     )
 
 
+DOMINANT_COLUMNS = ("dominant_human", "dominant_model")
+"""The bin-index columns of metric tables (`evaluation.analysis.scoring`) that exports name."""
+
+
 def with_bin_names(frame: pd.DataFrame, columns) -> pd.DataFrame:
     """A copy of `frame` with each UW-71 bin column followed by its names.
 
