@@ -346,19 +346,29 @@ def _pool_rows(db, kind: str, annotator_id: int, k: int) -> list[tuple]:
 
 
 def check_submittable(
-    db: sqlite_utils.Database, task_id: int, annotator_id: int, *, k: int = 5, now: dt.datetime | None = None
+    db: sqlite_utils.Database,
+    task_id: int | Task,
+    annotator_id: int,
+    *,
+    k: int = 5,
+    now: dt.datetime | None = None,
 ) -> None:
     """Make the checks `submit` makes, without writing anything.
 
     For callers with costly work before `submit` (files to write): refusing first
-    leaves nothing behind. `submit` repeats the checks inside its transaction.
+    leaves nothing behind. `submit` repeats the checks inside its transaction. `task_id`
+    may be the `Task` the caller has just read (it is not read again).
 
     Raises
     ------
     NotFound, PermissionDenied, Conflict, ReservationExpired
         As `submit`.
     """
-    task = _task_for(db, task_id, annotator_id)
+    task = (
+        _task_for(db, task_id, annotator_id)
+        if not isinstance(task_id, Task)
+        else _held(task_id, annotator_id)
+    )
     if not task.practice:
         _check_slot(db, task, k, utcnow() if now is None else now)
 
@@ -367,11 +377,14 @@ def _task_for(db, task_id: int, annotator_id: int) -> Task:
     rows = list(db["tasks"].rows_where("id = ?", [task_id]))
     if not rows:
         raise NotFound(f"unknown task id {task_id!r}")
-    task = Task.from_row(rows[0])
+    return _held(Task.from_row(rows[0]), annotator_id)
+
+
+def _held(task: Task, annotator_id: int) -> Task:
     if task.annotator_id != annotator_id:
-        raise PermissionDenied(f"task {task_id} was handed to someone else")
+        raise PermissionDenied(f"task {task.id} was handed to someone else")
     if task.status in ("submitted", "released"):
-        raise Conflict(f"task {task_id} was already {task.status}")
+        raise Conflict(f"task {task.id} was already {task.status}")
     return task
 
 

@@ -273,7 +273,7 @@ def test_a_batch_holds_only_a_few_reservations_and_tops_up_as_they_are_done(stor
     assert not {t.concept_key for t in second} & set(done)
 
 
-def test_a_submission_tops_up_its_batch_in_the_same_commit(store):
+def test_a_submission_reads_its_concept_once_and_tops_up_its_batch_in_the_same_commit(store):
     db, data = store
     designer = _designer(db)
     work.start_batch(db, designer, np.random.default_rng(0), 5, now=T0)
@@ -292,6 +292,9 @@ def test_a_submission_tops_up_its_batch_in_the_same_commit(store):
     finally:
         db.conn.set_trace_callback(None)
     assert sum(s.strip().upper() == "COMMIT" for s in statements) == 1
+    # The concept and its sketch are read once on the way in (issue 12: each thing once).
+    assert sum('from "concepts"' in s for s in statements) == 1
+    assert sum('from "sketches"' in s for s in statements) == 1
     assert len(open_tasks(db, "coloring", designer, now=T0)) == work.RESERVE_AHEAD
     assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 1, 5)
     assert work.top_up(db, designer, np.random.default_rng(1), now=T0) == 0

@@ -124,6 +124,7 @@ def store_prepared(
     round: int | None = None,
     seconds_spent: float,
     task_id: int | None = None,
+    task: Task | None = None,
     sketch_id: int | None = None,
     k: int = 5,
     then: Callable[[sqlite_utils.Database], object] | None = None,
@@ -156,6 +157,10 @@ def store_prepared(
         The ``sketches`` row colored.
     k : int
         Colorings per concept (the quota checked on submission).
+    task : Task, optional
+        Instead of `task_id`: the task the caller has just read for this designer (the
+        submit path), so that neither it nor the concept is read again before the
+        transaction, which checks the task once more.
     then : callable, optional
         ``then(db)`` runs in the same transaction after the rows are written (a designer's
         next reservation, say), so one commit does both.
@@ -173,18 +178,24 @@ def store_prepared(
         From the task checks (see `annotation.assignment.submit`).
     """
     _check_seconds(seconds_spent)
-    get_concept(db, concept_key)
-    task = None if task_id is None else _coloring_task(db, task_id, concept_key, bool(practice))
+    if task is None:
+        get_concept(db, concept_key)
+        task = None if task_id is None else _coloring_task(db, task_id, concept_key, bool(practice))
+    elif (
+        task_id is not None
+        or task.kind != "coloring"
+        or (task.concept_key, task.practice)
+        != (
+            concept_key,
+            bool(practice),
+        )
+    ):
+        raise InvalidInput(f"`task` must be a coloring task of {concept_key!r} given without `task_id`")
     # Refuse before writing any file: a refused submission leaves no file and no row.
     if task is not None and task.coloring_id is None:
-        check_submittable(db, task_id, annotator_id, k=k, now=now)
+        check_submittable(db, task, annotator_id, k=k, now=now)
     elif task is not None:
-        _check_recolor(
-            db.execute("select annotator_id, status, expires from tasks where id = ?", [task.id]).fetchone(),
-            task,
-            annotator_id,
-            now,
-        )
+        _check_recolor((task.annotator_id, task.status, task.expires), task, annotator_id, now)
     files = (
         store_bytes(data_dir, prepared.image_png, folder="colorings"),
         store_bytes(data_dir, prepared.mask_png, folder="colorings"),
@@ -209,7 +220,7 @@ def store_prepared(
         if task is None:
             coloring_id = write(db, None)
         elif task.coloring_id is None:
-            coloring_id = submit(db, task_id, annotator_id, write, k=k, now=now)
+            coloring_id = submit(db, task.id, annotator_id, write, k=k, now=now)
         else:
             coloring_id = _submit_recolor(db, task, annotator_id, write, now)
         if then is not None:

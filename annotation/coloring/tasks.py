@@ -476,7 +476,7 @@ def submit_canvas(
         prepared,
         practice=task.practice,
         seconds_spent=raw.elapsed_s,
-        task_id=task.id,
+        task=task,
         sketch_id=sketch["id"],
         k=k,
         then=None
