@@ -278,17 +278,11 @@ def test_a_submission_reads_its_concept_once_and_tops_up_its_batch_in_the_same_c
     designer = _designer(db)
     work.start_batch(db, designer, np.random.default_rng(0), 5, now=T0)
     assert len(open_tasks(db, "coloring", designer, now=T0)) == work.RESERVE_AHEAD
+    item = work.next_item(db, designer, practice=False, now=T0)
     statements = []
     db.conn.set_trace_callback(statements.append)
     try:
-        _submit(
-            db,
-            data,
-            designer,
-            work.next_item(db, designer, practice=False, now=T0),
-            reservation_minutes=120,
-            now=T0,
-        )
+        _submit(db, data, designer, item, reservation_minutes=120, now=T0)
     finally:
         db.conn.set_trace_callback(None)
     assert sum(s.strip().upper() == "COMMIT" for s in statements) == 1
