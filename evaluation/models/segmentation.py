@@ -256,3 +256,86 @@ def segment(
     mask = sam.mask_from_box(image, box)
     status = "ok" if mask.any() else "empty_mask"
     return Segmentation(status=status, mask=mask, box=box, score=float(scores[best]))
+
+
+#: Negative labels: at most this many of their boxes (the best-scoring that overlap the
+#: object's box) are masked and subtracted per object.
+MAX_NEGATIVE_BOXES = 8
+#: A negative label's mask is subtracted only when its IoU with the object's mask is below
+#: this: a "part" covering most of the object is the object found again, not a part of it.
+NEGATIVE_MAX_IOU = 0.5
+
+
+def _check_negatives(negatives: Any) -> tuple[str, ...]:
+    if isinstance(negatives, str) or not all(isinstance(n, str) and n.strip() for n in negatives):
+        raise ValueError(f"`negatives` must be a sequence of non-empty captions, got {negatives!r}")
+    return tuple(n.lower().strip() for n in negatives)
+
+
+def _overlapping(boxes: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
+    """Which of `boxes` (K, 4) have a positive area and overlap `box`."""
+    x0, y0, x1, y1 = box
+    positive = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    overlap = (boxes[:, 0] < x1) & (boxes[:, 2] > x0) & (boxes[:, 1] < y1) & (boxes[:, 3] > y0)
+    return positive & overlap
+
+
+def segment_object(
+    image: np.ndarray,
+    noun: str,
+    negatives: tuple[str, ...] | list[str] = (),
+    box_threshold: float = BOX_THRESHOLD,
+    text_threshold: float = TEXT_THRESHOLD,
+    *,
+    detector: Detector,
+    sam: SamBackend,
+) -> Segmentation:
+    """Mask the object `noun`, minus the parts named by its negative labels (GenColorBench §3.4).
+
+    Parameters
+    ----------
+    image : ndarray, shape (H, W, 3)
+        sRGB uint8 [0, 255].
+    noun : str
+        The object ("car").
+    negatives : sequence of str
+        Captions of its parts that do not carry its color ("window", "wheel", ...; see
+        `evaluation.explicit.objects`). Empty: the plain `segment`.
+    box_threshold, text_threshold : float
+        In [0, 1], for the object and its negative labels alike.
+    detector, sam
+        As for `segment`.
+
+    Returns
+    -------
+    Segmentation
+        The object's `segment` result with the negative parts removed from its mask:
+        GroundingDINO is asked once for all the negative captions; each of the best
+        `MAX_NEGATIVE_BOXES` boxes overlapping the object's box is masked by SAM, and its
+        mask is subtracted where it overlaps the object's unless its IoU with the object's
+        mask reaches `NEGATIVE_MAX_IOU`. ``"empty_mask"`` when nothing is left.
+
+    Raises
+    ------
+    ValueError
+        For the inputs `segment` rejects, or `negatives` not a sequence of non-empty strings.
+    """
+    # 1. Check inputs; mask the object.
+    negatives = _check_negatives(negatives)
+    result = segment(image, noun, box_threshold, text_threshold, detector=detector, sam=sam)
+    if result.status != "ok" or not negatives:
+        return result
+
+    # 2. Boxes of the negative labels, one detection call, those overlapping the object.
+    boxes, _ = detect(image, ". ".join(negatives), detector, box_threshold, text_threshold)
+    boxes = boxes[_overlapping(boxes, result.box)][:MAX_NEGATIVE_BOXES]
+
+    # 3. Subtract each part's mask unless it is the object again.
+    mask = result.mask.copy()
+    for box in boxes:
+        part = sam.mask_from_box(image, tuple(float(v) for v in box))
+        union = np.logical_or(part, result.mask).sum()
+        if union and np.logical_and(part, result.mask).sum() / union < NEGATIVE_MAX_IOU:
+            mask &= ~part
+    status = "ok" if mask.any() else "empty_mask"
+    return Segmentation(status=status, mask=mask, box=result.box, score=result.score)
