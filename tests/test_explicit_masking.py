@@ -74,18 +74,18 @@ def test_parts_inside_across_outside_and_equal_to_the_object(detector, image, mo
     edge (its overlap removed), a mirror outside (ignored: no overlap), the chassis equal to the
     object (IoU 1: the object found again, kept)."""
     boxes = {
-        "car.": [[10.0, 10.0, 40.0, 30.0]],
-        "window. wheel. mirror. vehicle chassis.": [
-            [10.0, 10.0, 40.0, 30.0],
-            [15.0, 12.0, 20.0, 16.0],
-            [30.0, 25.0, 36.0, 40.0],
-            [50.0, 0.0, 60.0, 8.0],
-        ],
+        "car": [10.0, 10.0, 40.0, 30.0],
+        "vehicle chassis": [10.0, 10.0, 40.0, 30.0],
+        "window": [15.0, 12.0, 20.0, 16.0],
+        "wheel": [30.0, 25.0, 36.0, 40.0],
+        "mirror": [50.0, 0.0, 60.0, 8.0],
     }
+    captions = []
 
     def fake_detect(image, noun, detector, box_threshold, text_threshold):
-        found = np.array(boxes[f"{noun}."])
-        return found, np.linspace(0.9, 0.5, len(found))
+        captions.append(noun)
+        found = np.array([boxes[label] for label in noun.split(". ")])
+        return found, np.full(len(found), 0.9)
 
     monkeypatch.setattr(segmentation, "detect", fake_detect)
     result = segment_object(
@@ -103,6 +103,8 @@ def test_parts_inside_across_outside_and_equal_to_the_object(detector, image, mo
     expected[25:30, 30:36] = False
     np.testing.assert_array_equal(result.mask, expected)
     assert (result.status, result.box, result.score) == ("ok", (10.0, 10.0, 40.0, 30.0), 0.9)
+    # the tiny detector reads 32 character tokens: the four labels take two captions
+    assert captions == ["car", "window. wheel. mirror", "vehicle chassis"]
 
 
 def test_without_negatives_or_detection_segment_object_is_segment(detector, image):

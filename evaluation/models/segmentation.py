@@ -272,6 +272,26 @@ def _check_negatives(negatives: Any) -> tuple[str, ...]:
     return tuple(n.lower().strip() for n in negatives)
 
 
+def _caption_chunks(negatives: tuple[str, ...], detector: Detector) -> list[str]:
+    """Captions of consecutive negative labels, each within the detector's text length.
+
+    GroundingDINO reads at most ``config.max_text_len`` tokens (256 for the published models):
+    longer captions are split; a label too long on its own is left out.
+    """
+    limit = getattr(detector.model.config, "max_text_len", 256)
+
+    def fits(labels: list[str]) -> bool:
+        return len(detector.processor.tokenizer(". ".join(labels) + ".")["input_ids"]) <= limit
+
+    chunks: list[list[str]] = []
+    for label in negatives:
+        if chunks and fits([*chunks[-1], label]):
+            chunks[-1].append(label)
+        elif fits([label]):
+            chunks.append([label])
+    return [". ".join(chunk) for chunk in chunks]
+
+
 def _overlapping(boxes: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
     """Which of `boxes` (K, 4) have a positive area and overlap `box`."""
     x0, y0, x1, y1 = box
@@ -310,7 +330,8 @@ def segment_object(
     -------
     Segmentation
         The object's `segment` result with the negative parts removed from its mask:
-        GroundingDINO is asked once for all the negative captions; each of the best
+        GroundingDINO is asked for the negative captions (in as few calls as its text length
+        allows: 256 tokens for the published models); each of the best
         `MAX_NEGATIVE_BOXES` boxes overlapping the object's box is masked by SAM, and its
         mask is subtracted where it overlaps the object's unless its IoU with the object's
         mask reaches `NEGATIVE_MAX_IOU`. ``"empty_mask"`` when nothing is left.
@@ -326,8 +347,15 @@ def segment_object(
     if result.status != "ok" or not negatives:
         return result
 
-    # 2. Boxes of the negative labels, one detection call, those overlapping the object.
-    boxes, _ = detect(image, ". ".join(negatives), detector, box_threshold, text_threshold)
+    # 2. Boxes of the negative labels (one detection call per caption that fits the detector's
+    #    text length), best first, those overlapping the object.
+    found = [
+        detect(image, caption, detector, box_threshold, text_threshold)
+        for caption in _caption_chunks(negatives, detector)
+    ]
+    boxes = np.concatenate([b for b, _ in found]) if found else np.zeros((0, 4))
+    scores = np.concatenate([s for _, s in found]) if found else np.zeros(0)
+    boxes = boxes[np.argsort(-scores, kind="stable")]
     boxes = boxes[_overlapping(boxes, result.box)][:MAX_NEGATIVE_BOXES]
 
     # 3. Subtract each part's mask unless it is the object again.

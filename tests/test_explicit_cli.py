@@ -1,0 +1,159 @@
+"""``python -m evaluation explicit`` end to end on the tiny models, and its run records."""
+
+import dataclasses
+import hashlib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from evaluation.__main__ import main
+from evaluation.explicit.pipeline import ExplicitWork, create_explicit_run, score_explicit
+from evaluation.explicit.prompts import build_prompts
+from evaluation.explicit.synthetic import render
+from evaluation.explicit.tables import accuracy_table, image_verdicts
+from evaluation.models.registry import get_model, load_registry
+from evaluation.pipeline import runs
+from evaluation.pipeline.stages import _png_bytes, _save_by_hash
+from tests.test_explicit_masking import BoxSam
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    assert main(["build-tiny", "--models-dir", str(root)]) == 0
+    return root
+
+
+def _explicit(tmp_path, models, *extra):
+    return main(
+        [
+            "explicit",
+            "--run",
+            "x",
+            "--model",
+            "tiny-random",
+            "--source",
+            str(models / "tiny-random"),
+            "--cfg",
+            "2",
+            "--tasks",
+            "color_name,multi_object",
+            "--systems",
+            "iscc-nbs-l1",
+            "--colors",
+            "red,blue",
+            "--objects",
+            "car,apple",
+            "--size",
+            "1",
+            "--samples",
+            "1",
+            "--detector",
+            str(models / "tiny-grounding-dino"),
+            "--sam",
+            str(models / "tiny-sam"),
+            "--box-threshold",
+            "0",
+            "--text-threshold",
+            "0",
+            "--presence-threshold",
+            "0",
+            "--device",
+            "cpu",
+            "--db",
+            str(tmp_path / "db.sqlite"),
+            "--data-dir",
+            str(tmp_path / "data"),
+            *extra,
+        ]
+    )
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
+    assert _explicit(tmp_path, models, "--table", str(tmp_path / "table.csv")) == 0
+    printed = capsys.readouterr().out
+    assert "run 'x': 4 images over 1 model(s), 4 prompt(s)" in printed
+    assert "4 image(s) scored; 4 in run 'x'" in printed
+    db = runs.connect(tmp_path / "db.sqlite")
+    items = runs.items(db, "x")
+    assert [i["status"] for i in items] == ["segmented"] * 4
+    assert {i["style"] for i in items} == {"explicit"}
+    results = runs.explicit_results(db, run="x")
+    # 2 single-object + 2 two-object prompts, one image each, two rule sets
+    assert len(results) == (2 * 1 + 2 * 2) * 2
+    assert {r["scoring"] for r in results} == {"paper", "released"}
+    assert all(r["present"] == 1 and r["segment_status"] == "ok" for r in results)
+    assert all(r["delta_e00"] is not None and r["correct"] in (0, 1) for r in results)
+    assert {(r["task"], r["system"]) for r in results} == {
+        ("color_name", "iscc-nbs-l1"),
+        ("multi_object", "iscc-nbs-l1"),
+    }
+    table = pd.read_csv(tmp_path / "table.csv", index_col=0)
+    assert list(table.index) == ["tiny-random"]
+    assert list(table.columns) == ["color_name", "multi_object", "average"]
+    assert ((table >= 0) & (table <= 100)).all().all()
+
+    assert _explicit(tmp_path, models) == 0
+    again = capsys.readouterr().out
+    assert "run 'x': 4 images over 1 model(s), 4 prompt(s)" in again
+    assert "0 image(s) scored; 4 in run 'x'" in again
+    assert runs.explicit_results(db, run="x") == results
+
+
+def test_a_concept_run_is_refused_by_explicit(tmp_path, models, capsys):
+    db = runs.connect(tmp_path / "db.sqlite")
+    runs.create_run(db, "plain", [], {"models": {}})
+    argv = [
+        "explicit",
+        "--run",
+        "plain",
+        "--db",
+        str(tmp_path / "db.sqlite"),
+        "--data-dir",
+        str(tmp_path / "d"),
+    ]
+    assert main(argv) == 2
+    assert "not an explicit-color run" in capsys.readouterr().err
+
+
+def test_score_stage_on_synthetic_images_calls_the_right_color_correct(tmp_path, monkeypatch):
+    """Images are synthetic renders of each prompt's target color with exact masks: the stage
+    must call them all correct, and the tables must say 100%."""
+    from evaluation.color.systems import load_system
+    from evaluation.explicit import pipeline
+    from evaluation.models.segmentation import Segmentation
+
+    db = runs.connect(tmp_path / "db.sqlite")
+    prompts = build_prompts(tasks=["color_name", "numeric"], systems=["iscc-nbs-l2"], objects=["car"], size=1)
+    spec = dataclasses.replace(get_model("tiny-random", load_registry()), cfg_scales=(2.0,))
+    create_explicit_run(db, "syn", [spec], prompts, samples=1, settings={"note": "synthetic"})
+    masks = {}
+    for item in runs.items(db, "syn"):
+        prompt = next(p for p in prompts if p.id == item["concept"])
+        system = load_system(prompt.system)
+        image, mask = render(system.rgb[system.index(prompt.targets[0])], "sphere", size=96, seed=item["id"])
+        path, digest = _save_by_hash(tmp_path, Path("runs/syn/images"), _png_bytes(image), ".png")
+        runs.record_items(
+            db, [{"id": item["id"], "status": "generated", "image_path": path, "image_sha256": digest}]
+        )
+        masks[digest] = mask
+
+    def exact_mask(image, noun, negatives, box_threshold, text_threshold, *, detector, sam):
+        mask = masks[hashlib.sha256(_png_bytes(image)).hexdigest()]
+        return Segmentation(status="ok", mask=mask, box=(0.0, 0.0, 96.0, 96.0), score=0.9)
+
+    monkeypatch.setattr(pipeline, "segment_object", exact_mask)
+    stored = {row["prompt_id"]: row for row in runs.explicit_prompts(db, "syn")}
+    work = ExplicitWork(None, BoxSam(), tmp_path, stored)  # detection is patched out
+    assert score_explicit(db, "syn", work) == 58
+    images = image_verdicts(runs.explicit_results(db, run="syn"))
+    assert len(images) == 58 and images["scored"].all() and images["correct"].all()
+    table = accuracy_table(images)
+    assert table.to_dict("index") == {
+        "tiny-random": {"color_name": 100.0, "numeric": 100.0, "average": 100.0}
+    }
+    assert score_explicit(db, "syn", work) == 0
