@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from evaluation.explicit.prompts import TASKS
@@ -49,8 +50,11 @@ def image_verdicts(rows: Iterable[Mapping[str, Any]], *, scoring: str = "paper")
         return pd.DataFrame(columns=[*IMAGE_COLUMNS, "objects", "scored", "correct"])
     frame["usable"] = (frame["present"] == 1) & (frame["segment_status"] == "ok")
     frame["right"] = frame["usable"] & (frame["correct"].fillna(0) == 1)
-    grouped = frame.groupby(list(IMAGE_COLUMNS), sort=False, dropna=False)
-    images = grouped.agg(objects=("object", "size"), scored=("usable", "all"), correct=("right", "all"))
+    grouped = frame.groupby(["run", "item_id"], sort=False)
+    fields = {name: (name, "first") for name in IMAGE_COLUMNS if name not in ("run", "item_id")}
+    images = grouped.agg(
+        **fields, objects=("object", "size"), scored=("usable", "all"), correct=("right", "all")
+    )
     return images.reset_index()
 
 
@@ -121,3 +125,126 @@ def write_csv(table: pd.DataFrame, path: str | Path) -> Path:
     path = Path(path)
     write_atomic(path, table.to_csv(float_format="%.2f").encode("utf-8"))
     return path
+
+
+# Color groups of Figure 5: basic vs intermediate (ISCC-NBS L2), and L3 modifiers.
+
+MODIFIERS = ("light", "dark", "-ish")
+
+
+def color_group(name: str) -> str:
+    """``"basic"`` for an ISCC-NBS L2 name that is also a level 1 name (one hue word: red,
+    yellow green, white...), else ``"intermediate"`` (reddish orange, olive brown...).
+
+    The paper (§4.4) lists the basic colors in words; the 13 level 1 names are that list.
+    """
+    from evaluation.color.systems import load_system
+
+    return "basic" if " ".join(name.lower().split()) in load_system("iscc-nbs-l1").names else "intermediate"
+
+
+def color_modifiers(name: str) -> tuple[str, ...]:
+    """The Figure 5 (right) modifier groups of an ISCC-NBS L3 name, in :data:`MODIFIERS` order.
+
+    ``light`` when a word is "light", ``dark`` when a word is "dark", ``-ish`` when a word ends
+    in "ish" ("light bluish green" is in ``light`` and ``-ish``); a name may be in none
+    ("vivid red"). Counting a color in each of its groups is our choice; the paper only says it
+    groups L3 colors by the three modifiers.
+    """
+    words = name.lower().split()
+    found = {
+        "light": "light" in words,
+        "dark": "dark" in words,
+        "-ish": any(w.endswith("ish") for w in words),
+    }
+    return tuple(m for m in MODIFIERS if found[m])
+
+
+def group_accuracy(images: pd.DataFrame, rows: Iterable[Mapping[str, Any]], *, grouping: str) -> pd.DataFrame:
+    """Accuracy (%) of single-object color_name images per model and color group.
+
+    Parameters
+    ----------
+    images : DataFrame
+        From :func:`image_verdicts`.
+    rows : iterable of Mapping
+        The verdict rows the images came from (for each image's target).
+    grouping : {"basic", "modifier"}
+        ``"basic"``: ISCC-NBS L2 targets as basic / intermediate (Figure 5 left);
+        ``"modifier"``: ISCC-NBS L3 targets by :func:`color_modifiers` (Figure 5 right).
+
+    Returns
+    -------
+    DataFrame
+        Models x groups, percent; NaN where a group has no scored image.
+    """
+    if grouping not in ("basic", "modifier"):
+        raise ValueError(f"`grouping` must be 'basic' or 'modifier', got {grouping!r}")
+    system = "iscc-nbs-l2" if grouping == "basic" else "iscc-nbs-l3"
+    targets = {r["item_id"]: r["target"] for r in rows if r["object_index"] == 0}
+    chosen = images[
+        (images["task"] == "color_name") & (images["system"] == system) & images["scored"].astype(bool)
+    ]
+    records = []
+    for item, model, correct in zip(chosen["item_id"], chosen["model"], chosen["correct"]):
+        name = targets[item]
+        groups = (color_group(name),) if grouping == "basic" else color_modifiers(name)
+        records.extend({"model": model, "group": g, "correct": bool(correct)} for g in groups)
+    if not records:
+        return pd.DataFrame()
+    table = pd.DataFrame(records).groupby(["model", "group"])["correct"].mean().mul(100.0).unstack("group")
+    order = ("basic", "intermediate") if grouping == "basic" else MODIFIERS
+    return table.reindex(columns=[g for g in order if g in table.columns])
+
+
+def _named_dominants(rows: Iterable[Mapping[str, Any]], system: str | None) -> pd.DataFrame:
+    """Scored objects with the name of their dominant color's nearest color (CIEDE2000) in
+    `system`, or in each target's own system when None."""
+    from evaluation.color.systems import load_system
+
+    frame = pd.DataFrame([dict(r) for r in rows if r.get("dominant_l") is not None])
+    if frame.empty:
+        return frame
+    lab = frame[["dominant_l", "dominant_a", "dominant_b"]].to_numpy(dtype=float)
+    keys = frame["system"].to_numpy() if system is None else np.full(len(frame), system)
+    names = np.empty(len(frame), dtype=object)
+    for key in np.unique(keys):
+        table, rows_of_key = load_system(key), keys == key
+        names[rows_of_key] = [table.names[i] for i in table.nearest(lab[rows_of_key])]
+    return frame.assign(got=names)
+
+
+def dominant_color_bias(
+    rows: Iterable[Mapping[str, Any]], *, scoring: str = "paper", system: str = "iscc-nbs-l2", top: int = 10
+) -> pd.DataFrame:
+    """The `top` most frequent dominant colors per model and object category (Figure 3).
+
+    Each scored object's dominant color is named by its nearest `system` color (CIEDE2000).
+
+    Returns
+    -------
+    DataFrame
+        Columns ``model, category, rank (1..top), color, share`` (fraction of that model's
+        scored objects of that category), sorted.
+    """
+    named = _named_dominants([r for r in rows if r["scoring"] == scoring], system)
+    if named.empty:
+        return pd.DataFrame(columns=["model", "category", "rank", "color", "share"])
+    counts = (
+        named.groupby(["model", "category"])["got"].value_counts(normalize=True).rename("share").reset_index()
+    )
+    counts = counts.sort_values(["model", "category", "share", "got"], ascending=[True, True, False, True])
+    counts["rank"] = counts.groupby(["model", "category"]).cumcount() + 1
+    counts = counts[counts["rank"] <= top].rename(columns={"got": "color"})
+    return counts[["model", "category", "rank", "color", "share"]].reset_index(drop=True)
+
+
+def confusion(
+    rows: Iterable[Mapping[str, Any]], *, scoring: str = "paper", system: str | None = None
+) -> pd.DataFrame:
+    """ "Asked for X, got Y": counts of target names (rows) by the nearest name of the dominant
+    color (columns), in the target's own system (or in `system`)."""
+    named = _named_dominants([r for r in rows if r["scoring"] == scoring], system)
+    if named.empty:
+        return pd.DataFrame()
+    return pd.crosstab(named["target"], named["got"]).rename_axis(index="asked for", columns="got")
