@@ -77,7 +77,7 @@ def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
     assert _explicit(tmp_path, models, "--table", str(tmp_path / "table.csv")) == 0
     printed = capsys.readouterr().out
     assert "run 'x': 4 images over 1 model(s), 4 prompt(s)" in printed
-    assert "4 image(s) scored; 4 in run 'x'" in printed
+    assert "4 new image(s) judged; 4 in run 'x'" in printed
     db = runs.connect(tmp_path / "db.sqlite")
     items = runs.items(db, "x")
     assert [i["status"] for i in items] == ["segmented"] * 4
@@ -100,7 +100,7 @@ def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
     assert _explicit(tmp_path, models) == 0
     again = capsys.readouterr().out
     assert "run 'x': 4 images over 1 model(s), 4 prompt(s)" in again
-    assert "0 image(s) scored; 4 in run 'x'" in again
+    assert "0 new image(s) judged; 4 in run 'x'" in again
     assert runs.explicit_results(db, run="x") == results
 
 

@@ -199,7 +199,7 @@ def main(args: argparse.Namespace) -> int:
         _generate(db, args, config, device)
     done = _score(db, args, segmenter, device) if runs.pending_items(db, args.run, "segment") else 0
     images = image_verdicts(runs.explicit_results(db, run=args.run), scoring=args.scoring)
-    print(f"{done} image(s) scored; {len(images)} in run {args.run!r}")
+    print(f"{done} new image(s) judged; {len(images)} in run {args.run!r}")
     with pd.option_context(
         "display.width", 160, "display.max_columns", 20, "display.float_format", "{:.2f}".format
     ):
