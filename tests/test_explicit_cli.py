@@ -157,3 +157,24 @@ def test_score_stage_on_synthetic_images_calls_the_right_color_correct(tmp_path,
         "tiny-random": {"color_name": 100.0, "numeric": 100.0, "average": 100.0}
     }
     assert score_explicit(db, "syn", work) == 0
+
+
+def test_lazy_work_pickles_without_its_models(tmp_path, models):
+    """What a Ray executor ships to its workers: the specs, not the loaded detector and SAM."""
+    import pickle
+
+    from evaluation.explicit.pipeline import LazyExplicitWork
+    from evaluation.pipeline.jobs import SegmenterSpec
+
+    spec = SegmenterSpec(str(models / "tiny-grounding-dino"), str(models / "tiny-sam"), 0.0, 0.0)
+    work = LazyExplicitWork(spec, tmp_path, {}, device="cpu", presence_threshold=0.0)
+    assert work([]) == [] and work._work is not None and work._work.presence_threshold == 0.0
+    shipped = pickle.loads(pickle.dumps(work))
+    assert shipped._work is None
+    assert (shipped.segmenter, shipped.device, shipped.presence, shipped.options) == (
+        spec,
+        "cpu",
+        "detection",
+        {"presence_threshold": 0.0},
+    )
+    assert len(pickle.dumps(work)) < 10_000

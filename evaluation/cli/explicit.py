@@ -6,7 +6,8 @@ generated image is masked per object (GroundingDINO + SAM minus the object's neg
 checked for presence (the detection score, or a VQA model with --presence), and its dominant
 color scored against the target's candidate set under both the paper's and the released code's
 rules; the accuracy table (model x task, each color system weighing the same) is printed for
---scoring and written as CSV with --table. Running again continues where it stopped.
+--scoring and written as CSV with --table. Running again continues where it stopped; with --executor ray the generate and score
+stages run on a Ray cluster (only this process writes the database).
 
 Example:
   python -m evaluation explicit --run demo --model tiny-random --tasks color_name,numeric \\
@@ -18,7 +19,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import add_device_arguments, add_storage_arguments, open_db, progress_bar, resolve_device
+from evaluation.cli import (
+    add_device_arguments,
+    add_executor_arguments,
+    add_storage_arguments,
+    open_db,
+    print_workers,
+    progress_bar,
+    resolve_device,
+    stage_executor,
+)
 from evaluation.cli import generate as generate_cli
 from evaluation.cli import segment as segment_cli
 
@@ -96,6 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--table", type=Path, default=None, help="write the accuracy table to this CSV file")
     add_device_arguments(parser)
+    add_executor_arguments(parser)
     add_storage_arguments(parser)
     parser.set_defaults(styles="natural")  # for the shared model options of `generate`
 
@@ -138,7 +149,7 @@ def _segmenter(args: argparse.Namespace):
     return segment_cli.segmenter_spec(args)
 
 
-def _generate(db, args: argparse.Namespace, config: dict, device: str) -> None:
+def _generate(db, args: argparse.Namespace, config: dict, device: str, executor) -> None:
     from evaluation.pipeline.stages import GenerationWork, run_stage
 
     dtype = None
@@ -150,36 +161,37 @@ def _generate(db, args: argparse.Namespace, config: dict, device: str) -> None:
     batch_size = args.batch_size or min(spec.batch_size for spec in work.specs.values())
     update, close = progress_bar("generate")
     try:
-        run_stage(db, args.run, "generate", work, batch_size, progress=update, data_dir=args.data_dir)
+        run_stage(
+            db,
+            args.run,
+            "generate",
+            work,
+            batch_size,
+            progress=update,
+            data_dir=args.data_dir,
+            executor=executor,
+        )
     finally:
         close()
+        print_workers(executor)
 
 
-def _score(db, args: argparse.Namespace, segmenter, device: str) -> int:
-    from evaluation.explicit.pipeline import ExplicitWork, score_explicit
-    from evaluation.explicit.presence import PRESENCE_THRESHOLD, load_vqa
+def _score(db, args: argparse.Namespace, segmenter, device: str, executor) -> int:
+    from evaluation.explicit.pipeline import LazyExplicitWork, score_explicit
+    from evaluation.explicit.presence import PRESENCE_THRESHOLD
     from evaluation.pipeline import runs
-    from evaluation.pipeline.jobs import _segmentation_work
 
-    masking = _segmentation_work(segmenter, args.data_dir, device)
-    presence = None if args.presence == "detection" else load_vqa(args.presence, device=device)
     threshold = PRESENCE_THRESHOLD if args.presence_threshold is None else args.presence_threshold
     prompts = {row["prompt_id"]: row for row in runs.explicit_prompts(db, args.run)}
-    work = ExplicitWork(
-        masking.detector,
-        masking.sam,
-        args.data_dir,
-        prompts,
-        box_threshold=segmenter.box_threshold,
-        text_threshold=segmenter.text_threshold,
-        presence=presence,
-        presence_threshold=threshold,
+    work = LazyExplicitWork(
+        segmenter, args.data_dir, prompts, device=device, presence=args.presence, presence_threshold=threshold
     )
     update, close = progress_bar("score")
     try:
-        return score_explicit(db, args.run, work, progress=update)
+        return score_explicit(db, args.run, work, executor=executor, progress=update)
     finally:
         close()
+        print_workers(executor)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -190,14 +202,18 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.pipeline import runs
     from evaluation.pipeline.jobs import check_weights
 
+    generate_on = stage_executor(args, "generate")  # before storing anything: no cluster, no run
     db = open_db(args)
     config = create_or_resume(db, args)
     segmenter = _segmenter(args)
-    check_weights(config, segmenter)
-    device = resolve_device(args.device)
+    if generate_on is None:  # on a cluster the workers hold the weights, not this machine
+        check_weights(config, segmenter)
+    device = resolve_device(args.device) if generate_on is None else args.device
     if runs.pending_items(db, args.run, "generate"):
-        _generate(db, args, config, device)
-    done = _score(db, args, segmenter, device) if runs.pending_items(db, args.run, "segment") else 0
+        _generate(db, args, config, device, generate_on)
+    done = 0
+    if runs.pending_items(db, args.run, "segment"):
+        done = _score(db, args, segmenter, device, stage_executor(args, "segment"))
     images = image_verdicts(runs.explicit_results(db, run=args.run), scoring=args.scoring)
     print(f"{done} new image(s) judged; {len(images)} in run {args.run!r}")
     with pd.option_context(

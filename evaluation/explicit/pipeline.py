@@ -249,6 +249,71 @@ class ExplicitWork:
         return [self._one(item) for item in batch]
 
 
+class LazyExplicitWork:
+    """`ExplicitWork` whose detector, SAM and VQA model load on the first batch, where it runs.
+
+    Pickles without its models, so a distributed executor (Ray) ships it to workers that each
+    load them once (device ``"auto"``: the GPU Ray gave the worker).
+
+    Parameters
+    ----------
+    segmenter : `evaluation.pipeline.jobs.SegmenterSpec`
+        Detector, SAM and thresholds.
+    data_dir : str or Path
+    prompts : Mapping
+        Prompt id -> stored prompt row.
+    device : str
+    presence : str
+        ``"detection"``, or a VQA model's hub id or folder (`evaluation.explicit.presence.load_vqa`).
+    **options
+        ``presence_threshold``, ``scorings``, ``k`` of `ExplicitWork`.
+    """
+
+    def __init__(
+        self,
+        segmenter: Any,
+        data_dir: str | Path,
+        prompts: Mapping[str, Mapping[str, Any]],
+        *,
+        device: str = "auto",
+        presence: str = "detection",
+        **options: Any,
+    ):
+        self.segmenter, self.data_dir, self.prompts = segmenter, location(data_dir), dict(prompts)
+        self.device, self.presence, self.options = device, presence, options
+        self._work: ExplicitWork | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_work": None}
+
+    def _load(self) -> ExplicitWork:
+        from evaluation.explicit.presence import load_vqa
+        from evaluation.pipeline.jobs import _segmentation_work
+        from evaluation.pipeline.stages import resolve_device
+
+        masking = _segmentation_work(self.segmenter, self.data_dir, self.device)
+        vqa = (
+            None
+            if self.presence == "detection"
+            else load_vqa(self.presence, device=resolve_device(self.device))
+        )
+        return ExplicitWork(
+            masking.detector,
+            masking.sam,
+            self.data_dir,
+            self.prompts,
+            box_threshold=self.segmenter.box_threshold,
+            text_threshold=self.segmenter.text_threshold,
+            presence=vqa,
+            **self.options,
+        )
+
+    def __call__(self, batch: Batch) -> Batch:
+        if self._work is None:
+            self._work = self._load()
+        return self._work(batch)
+
+
 def score_explicit(
     db: sqlite_utils.Database,
     run: str,
