@@ -2,11 +2,13 @@
 
 import numpy as np
 import pytest
+from segment_anything import SamPredictor
 
 from evaluation.explicit.presence import PRESENCE_THRESHOLD, Presence, presence_from_detection
 from evaluation.models import segmentation
 from evaluation.models.segmentation import (
     NEGATIVE_MAX_IOU,
+    SegmentAnythingSam,
     Segmentation,
     detect,
     load_detector,
@@ -14,7 +16,7 @@ from evaluation.models.segmentation import (
     segment,
     segment_object,
 )
-from evaluation.models.tiny import build_tiny_grounding_dino, build_tiny_sam
+from evaluation.models.tiny import build_tiny_grounding_dino, build_tiny_sam, tiny_segment_anything_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -117,8 +119,27 @@ def test_without_negatives_or_detection_segment_object_is_segment(detector, imag
     assert missing == Segmentation(status="no_detection", mask=None, box=None, score=None)
 
 
-def test_segment_object_with_the_tiny_sam_keeps_a_subset_of_the_plain_mask(detector, image, tmp_path):
-    sam = load_sam(build_tiny_sam(tmp_path / "sam"), device="cpu")
+@pytest.fixture(scope="module")
+def sams(tmp_path_factory):
+    transformers_sam = load_sam(build_tiny_sam(tmp_path_factory.mktemp("sam") / "s"), device="cpu")
+    return {
+        "transformers": transformers_sam,
+        "segment-anything": SegmentAnythingSam(SamPredictor(tiny_segment_anything_model())),
+    }
+
+
+@pytest.mark.parametrize("backend", ["transformers", "segment-anything"])
+def test_masks_from_boxes_is_mask_from_box_for_each_box(detector, image, sams, backend):
+    sam = sams[backend]
+    boxes, _ = detect(image, "window. wheel", detector, 0.0, 0.0)
+    masks = sam.masks_from_boxes(image, boxes[:5])
+    assert masks.shape == (5, 48, 64) and masks.dtype == bool
+    for box, mask in zip(boxes[:5], masks):
+        np.testing.assert_array_equal(mask, sam.mask_from_box(image, tuple(float(v) for v in box)))
+
+
+def test_segment_object_with_the_tiny_sam_keeps_a_subset_of_the_plain_mask(detector, image, sams):
+    sam = sams["transformers"]
     plain = segment(image, "car", 0.0, 0.0, detector=detector, sam=sam)
     result = segment_object(image, "car", ["window", "wheel", "tyre"], 0.0, 0.0, detector=detector, sam=sam)
     assert result.mask.shape == (48, 64) and not (result.mask & ~plain.mask).any()

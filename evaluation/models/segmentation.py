@@ -67,6 +67,26 @@ class TransformersSam:
         )
         return masks[0][0, 0].numpy().astype(bool)
 
+    def masks_from_boxes(self, image: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+        """Single-mask SAM predictions for K boxes in one forward pass (the image is encoded
+        once): (H, W, 3) uint8 and (K, 4) pixel boxes -> (K, H, W) bool, K >= 1."""
+        import torch
+
+        inputs = self.processor(
+            images=image, input_boxes=[[list(map(float, b)) for b in boxes]], return_tensors="pt"
+        )
+        dtype = next(self.model.parameters()).dtype
+        with torch.inference_mode():
+            out = self.model(
+                pixel_values=inputs["pixel_values"].to(self.device, dtype),
+                input_boxes=inputs["input_boxes"].to(self.device, dtype),
+                multimask_output=False,
+            )
+        masks = self.processor.image_processor.post_process_masks(
+            out.pred_masks.float().cpu(), inputs["original_sizes"], inputs["reshaped_input_sizes"]
+        )
+        return masks[0][:, 0].numpy().astype(bool)
+
 
 @dataclass(frozen=True)
 class SegmentAnythingSam:
@@ -79,6 +99,16 @@ class SegmentAnythingSam:
         self.predictor.set_image(np.ascontiguousarray(image), image_format="RGB")
         masks, _, _ = self.predictor.predict(box=np.asarray(box, dtype=np.float32), multimask_output=False)
         return masks[0].astype(bool)
+
+    def masks_from_boxes(self, image: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+        """Single-mask predictions for K boxes, the image embedded once; (K, H, W) bool."""
+        self.predictor.set_image(np.ascontiguousarray(image), image_format="RGB")
+        return np.stack(
+            [
+                self.predictor.predict(box=np.asarray(box, dtype=np.float32), multimask_output=False)[0][0]
+                for box in boxes
+            ]
+        ).astype(bool)
 
 
 @dataclass(frozen=True)
@@ -358,10 +388,16 @@ def segment_object(
     boxes = boxes[np.argsort(-scores, kind="stable")]
     boxes = boxes[_overlapping(boxes, result.box)][:MAX_NEGATIVE_BOXES]
 
-    # 3. Subtract each part's mask unless it is the object again.
+    # 3. Subtract each part's mask unless it is the object again (one SAM pass for all parts
+    #    where the backend has `masks_from_boxes`).
+    if not len(boxes):
+        return result
     mask = result.mask.copy()
-    for box in boxes:
-        part = sam.mask_from_box(image, tuple(float(v) for v in box))
+    if hasattr(sam, "masks_from_boxes"):
+        parts = sam.masks_from_boxes(image, boxes)
+    else:
+        parts = [sam.mask_from_box(image, tuple(float(v) for v in box)) for box in boxes]
+    for part in parts:
         union = np.logical_or(part, result.mask).sum()
         if union and np.logical_and(part, result.mask).sum() / union < NEGATIVE_MAX_IOU:
             mask &= ~part
