@@ -4,6 +4,7 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -120,9 +121,10 @@ def test_a_concept_run_is_refused_by_explicit(tmp_path, models, capsys):
     assert "not an explicit-color run" in capsys.readouterr().err
 
 
-def test_score_stage_on_synthetic_images_calls_the_right_color_correct(tmp_path, monkeypatch):
-    """Images are synthetic renders of each prompt's target color with exact masks: the stage
-    must call them all correct, and the tables must say 100%."""
+@pytest.fixture
+def synthetic_run(tmp_path, monkeypatch):
+    """An explicit run whose images are synthetic renders of each prompt's target color, with
+    the masking patched to their exact masks; returns (db, work)."""
     from evaluation.color.systems import load_system
     from evaluation.explicit import pipeline
     from evaluation.models.segmentation import Segmentation
@@ -148,7 +150,12 @@ def test_score_stage_on_synthetic_images_calls_the_right_color_correct(tmp_path,
 
     monkeypatch.setattr(pipeline, "segment_object", exact_mask)
     stored = {row["prompt_id"]: row for row in runs.explicit_prompts(db, "syn")}
-    work = ExplicitWork(None, BoxSam(), tmp_path, stored)  # detection is patched out
+    return db, ExplicitWork(None, BoxSam(), tmp_path, stored)  # detection is patched out
+
+
+def test_score_stage_on_synthetic_images_calls_the_right_color_correct(synthetic_run):
+    """The stage must call every render of its target correct, and the tables say 100%."""
+    db, work = synthetic_run
     assert score_explicit(db, "syn", work) == 58
     images = image_verdicts(runs.explicit_results(db, run="syn"))
     assert len(images) == 58 and images["scored"].all() and images["correct"].all()
@@ -157,6 +164,36 @@ def test_score_stage_on_synthetic_images_calls_the_right_color_correct(tmp_path,
         "tiny-random": {"color_name": 100.0, "numeric": 100.0, "average": 100.0}
     }
     assert score_explicit(db, "syn", work) == 0
+
+
+def test_prompt_view_shows_the_dominant_color_beside_the_target_and_candidates(synthetic_run):
+    from evaluation.explicit.browser import prompt_view
+
+    db, work = synthetic_run
+    assert prompt_view(db, "syn", "color_name/iscc-nbs-l2/red/car") == []
+    score_explicit(db, "syn", work)
+    views = prompt_view(db, "syn", "color_name/iscc-nbs-l2/red/car")
+    assert len(views) == 1 and views[0].scored and views[0].correct
+    assert views[0].model == "tiny-random" and views[0].image_path.startswith("runs/syn/images/")
+    (red,) = views[0].objects
+    assert red.object == "car" and red.target == "red" and red.present and red.segment_status == "ok"
+    assert red.candidates == (  # iscc_nbs_l2.csv: (185, 40, 66), (122, 44, 38), (186, 43, 119), (215, 71, 42)
+        ("red", "#b92842"),
+        ("reddish brown", "#7a2c26"),
+        ("purplish red", "#ba2b77"),
+        ("reddish orange", "#d7472a"),
+    )
+    assert red.mask_path.startswith("runs/syn/masks/") and red.verdicts == {
+        "chroma_pass": True,
+        "e00_pass": True,
+        "hue_pass": True,
+        "correct": True,
+    }
+    assert red.metrics["delta_e00"] < 5.0 and red.dominant_hex.startswith("#")
+    dominant = np.array([int(red.dominant_hex[i : i + 2], 16) for i in (1, 3, 5)])
+    assert np.abs(dominant - [0xB9, 0x28, 0x42]).max() < 20
+    with pytest.raises(ValueError, match="`scoring`"):
+        prompt_view(db, "syn", "color_name/iscc-nbs-l2/red/car", scoring="blender")
 
 
 def test_lazy_work_pickles_without_its_models(tmp_path, models):

@@ -16,7 +16,9 @@ from evaluation.explicit.tables import (
     dominant_color_bias,
     group_accuracy,
     image_verdicts,
+    to_html,
     write_csv,
+    write_html,
 )
 
 
@@ -155,3 +157,11 @@ def test_write_csv_round_trips(tmp_path):
     path = write_csv(table, tmp_path / "out" / "t.csv")
     back = pd.read_csv(path, index_col=0)
     pd.testing.assert_frame_equal(back, table)
+
+
+def test_html_export_escapes_labels_and_shows_missing_cells(tmp_path):
+    table = pd.DataFrame({"color_name": [50.0, np.nan]}, index=pd.Index(["<b>a</b>", "b"], name="model"))
+    page = to_html(table)
+    assert "&lt;b&gt;a&lt;/b&gt;" in page and "<b>a</b>" not in page
+    assert "<td>50.00</td>" in page and "<td>-</td>" in page
+    assert write_html(table, tmp_path / "t.html").read_text(encoding="utf-8") == page

@@ -127,6 +127,18 @@ def write_csv(table: pd.DataFrame, path: str | Path) -> Path:
     return path
 
 
+def to_html(table: pd.DataFrame, *, digits: int = 2) -> str:
+    """`table` as an HTML table (labels escaped, NaN shown as "-")."""
+    return table.to_html(float_format=lambda v: f"{v:.{digits}f}", na_rep="-", escape=True)
+
+
+def write_html(table: pd.DataFrame, path: str | Path, *, digits: int = 2) -> Path:
+    """Write :func:`to_html` of `table` to `path`, atomically; return the path."""
+    path = Path(path)
+    write_atomic(path, to_html(table, digits=digits).encode("utf-8"))
+    return path
+
+
 # Color groups of Figure 5: basic vs intermediate (ISCC-NBS L2), and L3 modifiers.
 
 MODIFIERS = ("light", "dark", "-ish")

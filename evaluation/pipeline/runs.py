@@ -532,15 +532,20 @@ def store_explicit_results(db: sqlite_utils.Database, rows: Iterable[Mapping[str
 
 
 def explicit_results(
-    db: sqlite_utils.Database, *, run: str | None = None, scoring: str | None = None
+    db: sqlite_utils.Database,
+    *,
+    run: str | None = None,
+    scoring: str | None = None,
+    prompt_id: str | None = None,
 ) -> list[dict]:
-    """Per-object verdicts with their image's and prompt's fields, in item and object order.
+    """Per-object verdicts with their image's and prompt's fields, in item and object order,
+    optionally of one run, one rule set and/or one prompt.
 
     Each row: the ``explicit_results`` columns plus ``model, cfg, sample, image_path`` of the
     image and ``prompt_id, task, level, system, category, notation, text`` of its prompt.
     """
     where, params = [], []
-    for column, value in (("e.run", run), ("e.scoring", scoring)):
+    for column, value in (("e.run", run), ("e.scoring", scoring), ("i.concept", prompt_id)):
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
