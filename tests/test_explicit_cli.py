@@ -215,3 +215,16 @@ def test_lazy_work_pickles_without_its_models(tmp_path, models):
         {"presence_threshold": 0.0},
     )
     assert len(pickle.dumps(work)) < 10_000
+
+
+def test_default_guidance_is_the_pipelines_own_else_the_middle_of_the_sweep():
+    from evaluation.explicit.pipeline import default_guidance
+
+    tiny = get_model("tiny-random", load_registry())
+    assert default_guidance(tiny) == 7.5  # StableDiffusionPipeline's guidance_scale default
+    elsewhere = dataclasses.replace(
+        tiny, pipeline="no_such_package.module:Pipeline", cfg_scales=(1.0, 2.0, 9.0)
+    )
+    assert default_guidance(elsewhere) == 2.0
+    renamed = dataclasses.replace(tiny, guidance_param="cfg_weight")
+    assert default_guidance(renamed) == 4.5

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from evaluation.cli import (
@@ -57,7 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--source", default=None, help="load the (single) model from this hub id or directory"
     )
     parser.add_argument(
-        "--cfg", default=None, help="comma-separated guidance scales (default: the model's 7)"
+        "--cfg",
+        default=None,
+        help="comma-separated guidance scales (default: the pipeline's own default, one)",
     )
     parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: the model's)")
     parser.add_argument(
@@ -113,12 +116,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def create_or_resume(db, args: argparse.Namespace) -> dict:
     """Store the run that the options describe (with --model), then return its configuration."""
-    from evaluation.explicit.pipeline import create_explicit_run
+    from evaluation.explicit.pipeline import create_explicit_run, default_guidance
     from evaluation.explicit.prompts import build_prompts
     from evaluation.pipeline import runs
 
     if args.model:
         specs, _ = generate_cli._specs(args)
+        if not args.cfg:  # the model's default guidance, no sweep (the paper's setting)
+            specs = [replace(spec, cfg_scales=(default_guidance(spec),)) for spec in specs]
         selection = {
             "tasks": _names(args.tasks),
             "systems": _names(args.systems),

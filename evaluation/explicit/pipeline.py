@@ -49,6 +49,27 @@ STYLE = "explicit"
 SAMPLES = 4
 
 
+def default_guidance(spec: ModelSpec) -> float:
+    """The one guidance scale a model is evaluated at in the explicit mode.
+
+    The paper keeps each model's default hyper-parameters (§4.1), so no CFG sweep: the default
+    of the pipeline class's ``spec.guidance_param`` argument, read from its signature (no weights
+    are loaded); the middle of the registry's sweep when the class is missing or gives no
+    positive number.
+    """
+    import inspect
+
+    from evaluation.models.registry import RegistryError, pipeline_class
+
+    try:
+        default = inspect.signature(pipeline_class(spec).__call__).parameters[spec.guidance_param].default
+    except (RegistryError, KeyError, TypeError, ValueError):
+        default = None
+    if isinstance(default, int | float) and not isinstance(default, bool) and default > 0:
+        return float(default)
+    return float(sorted(spec.cfg_scales)[len(spec.cfg_scales) // 2])
+
+
 def plan_explicit_run(
     models: Sequence[ModelSpec], prompts: Sequence[Any], samples: int, settings: Mapping[str, Any]
 ) -> tuple[list[dict], dict]:
