@@ -228,3 +228,22 @@ def test_default_guidance_is_the_pipelines_own_else_the_middle_of_the_sweep():
     assert default_guidance(elsewhere) == 2.0
     renamed = dataclasses.replace(tiny, guidance_param="cfg_weight")
     assert default_guidance(renamed) == 4.5
+
+
+def test_plan_summary_counts_prompts_images_objects_and_time():
+    from evaluation.explicit.pipeline import at_default_guidance, plan_explicit_run, plan_summary
+
+    prompts = build_prompts(
+        tasks=["color_name", "multi_object"], systems=["iscc-nbs-l1"], colors=["red"], objects=["car"], size=1
+    )
+    (spec,) = at_default_guidance([get_model("tiny-random", load_registry())])
+    assert spec.cfg_scales == (7.5,)
+    items, config = plan_explicit_run([spec], prompts, 2, {"prompts": "two"})
+    plan = plan_summary(items, prompts, "cpu")
+    assert (plan.prompts, plan.images, plan.objects) == (2, 4, 6)
+    assert plan.estimate.seconds == pytest.approx(4 * 0.35)
+    assert (
+        config["mode"] == "explicit" and config["samples"] == 2 and config["explicit"] == {"prompts": "two"}
+    )
+    with pytest.raises(ValueError, match="`samples`"):
+        plan_explicit_run([spec], prompts, 0, {})

@@ -17,7 +17,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 
 from evaluation.cli import (
@@ -116,14 +115,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def create_or_resume(db, args: argparse.Namespace) -> dict:
     """Store the run that the options describe (with --model), then return its configuration."""
-    from evaluation.explicit.pipeline import create_explicit_run, default_guidance
+    from evaluation.explicit.pipeline import at_default_guidance, create_explicit_run
     from evaluation.explicit.prompts import build_prompts
     from evaluation.pipeline import runs
 
     if args.model:
         specs, _ = generate_cli._specs(args)
         if not args.cfg:  # the model's default guidance, no sweep (the paper's setting)
-            specs = [replace(spec, cfg_scales=(default_guidance(spec),)) for spec in specs]
+            specs = at_default_guidance(specs)
         selection = {
             "tasks": _names(args.tasks),
             "systems": _names(args.systems),
@@ -229,6 +228,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"accuracy (%) per task, {args.scoring} rules, color systems averaged:")
         table = accuracy_table(images)
         print(table.to_string())
+        print(f"accuracy (%) per object category, {args.scoring} rules:")
+        print(accuracy_table(images, columns="category").to_string())
     if args.table is not None:
         print(f"table written to {write_csv(table, args.table)}")
     return 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,51 @@ def plan_explicit_run(
     return items, config
 
 
+def at_default_guidance(specs: Sequence[ModelSpec]) -> list[ModelSpec]:
+    """Each spec with its one :func:`default_guidance` scale instead of its sweep."""
+    return [replace(spec, cfg_scales=(default_guidance(spec),)) for spec in specs]
+
+
+@dataclass(frozen=True)
+class ExplicitPlan:
+    """The size and expected time of an explicit run, for the Evaluate tab and the CLI.
+
+    Attributes
+    ----------
+    prompts, images : int
+        Prompts, and images (models x prompts x cfg x samples).
+    objects : int
+        Objects to mask and score (a multi-object or implicit prompt's image has two).
+    estimate : `evaluation.pipeline.planning.Estimate`
+        Generation plus one masking per image (`evaluation.pipeline.planning.estimate_seconds`);
+        a second object and the negative labels add masking time it does not count.
+    """
+
+    prompts: int
+    images: int
+    objects: int
+    estimate: Any
+
+
+def plan_summary(
+    items: Sequence[Mapping[str, Any]],
+    prompts: Sequence[Any],
+    device_kind: str,
+    measured: Mapping[str, float] | None = None,
+) -> ExplicitPlan:
+    """Size and time of the run `items` (from :func:`plan_explicit_run`) over `prompts`, on a
+    ``"cuda"`` or ``"cpu"`` device, with per-model seconds `measured` on this installation."""
+    from evaluation.pipeline.planning import estimate_seconds
+
+    per_prompt = {prompt.id: len(prompt.objects) for prompt in prompts}
+    return ExplicitPlan(
+        prompts=len(prompts),
+        images=len(items),
+        objects=sum(per_prompt[item["concept"]] for item in items),
+        estimate=estimate_seconds(items, device_kind, measured),
+    )
+
+
 def create_explicit_run(
     db: sqlite_utils.Database,
     name: str,
@@ -176,12 +222,8 @@ class ExplicitWork:
     ):
         for name in scorings:
             get_rules(name)
-        self.detector, self.sam, self.data_dir, self.prompts = (
-            detector,
-            sam,
-            location(data_dir),
-            dict(prompts),
-        )
+        self.detector, self.sam = detector, sam
+        self.data_dir, self.prompts = location(data_dir), dict(prompts)
         self.box_threshold, self.text_threshold = box_threshold, text_threshold
         self.presence, self.presence_threshold = presence, presence_threshold
         self.scorings, self.k = tuple(scorings), k
@@ -210,7 +252,8 @@ class ExplicitWork:
         return out
 
     def _object(self, item: dict, image: np.ndarray, index: int, noun: str, target: str, system: str) -> list:
-        """Mask, presence and verdicts of one object: (mask fields, rows per rule set)."""
+        """Mask, presence and verdicts of one object: its ``explicit_results`` rows, one per rule set
+        (without metrics when it is absent or has no usable mask)."""
         negatives = object_named(noun).negatives
         result = segment_object(
             image,
@@ -221,8 +264,10 @@ class ExplicitWork:
             detector=self.detector,
             sam=self.sam,
         )
-        check = self.presence(image, noun) if self.presence is not None else None
-        present = check if check is not None else presence_from_detection(result, self.presence_threshold)
+        if self.presence is not None:
+            present = self.presence(image, noun)
+        else:
+            present = presence_from_detection(result, self.presence_threshold)
         base = {
             "item_id": item["id"],
             "object_index": index,

@@ -194,7 +194,7 @@ def _pick(options: Sequence, draw: float):
     return options[min(int(draw * len(options)), len(options) - 1)]
 
 
-def _one(task, system, row, first, partners, draw) -> Prompt:
+def _cell_prompt(task, system, row, first, partners, draw) -> Prompt:
     """The prompt for one (task, system, color, object) cell, given its draws."""
     level = {"color_object": 2, "multi_object": 3, "implicit": 4}.get(task, 1)
     if task == "color_name" and draw["level"] < CONTEXTUAL_SHARE:
@@ -323,7 +323,7 @@ def build_prompts(
                 for row in rows:
                     column = draws["order"][row, round_]
                     draw = {key: value[row, column] for key, value in draws.items() if key != "order"}
-                    prompts.append(_one(task, system, row, pool[column], partners, draw))
+                    prompts.append(_cell_prompt(task, system, row, pool[column], partners, draw))
     if not prompts:
         raise ValueError(f"`colors` {list(colors or [])} are in none of the systems {list(systems)}")
     return prompts
