@@ -84,9 +84,9 @@ def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
     assert [i["status"] for i in items] == ["segmented"] * 4
     assert {i["style"] for i in items} == {"explicit"}
     results = runs.explicit_results(db, run="x")
-    # 2 single-object + 2 two-object prompts, one image each, two rule sets
-    assert len(results) == (2 * 1 + 2 * 2) * 2
-    assert {r["scoring"] for r in results} == {"paper", "released"}
+    # 2 single-object + 2 two-object prompts, one image each, three rule sets
+    assert len(results) == (2 * 1 + 2 * 2) * 3
+    assert {r["scoring"] for r in results} == {"paper", "released", "released-closest"}
     assert all(r["present"] == 1 and r["segment_status"] == "ok" for r in results)
     assert all(r["delta_e00"] is not None and r["correct"] in (0, 1) for r in results)
     assert {(r["task"], r["system"]) for r in results} == {

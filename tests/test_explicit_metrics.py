@@ -83,9 +83,16 @@ def test_rules_paper_and_released_differ_where_the_issue_says():
     assert (released.jnd, released.hue_threshold, released.hue_gate_chroma) == (5.0, 30.0, 5.0)
     assert (released.achromatic_chroma, released.achromatic_keep_chroma) == (10.0, 15.0)
     assert (released.axis_iqr, released.chroma_percentile) == (1.5, 50.0)
+    closest = RULES["released-closest"]
+    assert closest == dataclasses.replace(released, name="released-closest", closest_fraction=0.05)
+    assert (paper.closest_fraction, released.closest_fraction) == (None, None)
     assert get_rules(paper) is paper
     with pytest.raises(ValueError, match="`scoring`"):
         get_rules("blender")
+    with pytest.raises(ValueError, match="`closest_fraction`"):
+        dataclasses.replace(paper, closest_fraction=0.0)
+    with pytest.raises(ValueError, match="`projection`"):
+        dataclasses.replace(paper, projection="median")
 
 
 @pytest.mark.parametrize(
@@ -156,9 +163,18 @@ def test_released_rules_drop_outliers_across_the_axis_and_the_less_chromatic_hal
     assert_allclose(result.lab, [50.0, 35.5, 0.0], atol=1e-12)
 
 
+def test_released_closest_rules_average_the_pixels_nearest_the_target():
+    """The released-closest rules on a chroma ramp keep the 5% of pixels nearest the target."""
+    lab = np.column_stack([np.full(100, 50.0), np.arange(1.0, 101.0), np.zeros(100)])
+    result = dominant_color(lab, scoring="released-closest", target=[50.0, 90.0, 0.0])
+    assert result.pixels == 3  # the chroma filter keeps 50 pixels, 5% of them is 3 (rounded up)
+    assert_allclose(result.lab, [50.0, 90.0, 0.0], atol=1e-9)
+
+
 def test_closest_fraction_averages_the_pixels_nearest_the_target():
     lab = np.column_stack([np.full(100, 50.0), np.arange(1.0, 101.0), np.zeros(100)])
-    result = dominant_color(lab, scoring="paper", target=[50.0, 3.0, 0.0], closest_fraction=0.05)
+    closest = dataclasses.replace(RULES["paper"], closest_fraction=0.05)
+    result = dominant_color(lab, scoring=closest, target=[50.0, 3.0, 0.0])
     assert result.pixels == 5
     assert_allclose(result.lab, [50.0, 3.0, 0.0], atol=1e-9)
 
@@ -176,8 +192,7 @@ def test_masked_lab_takes_the_masked_pixels_only():
         ({"lab": np.zeros((0, 3))}, "`lab`"),
         ({"lab": np.zeros((4, 2))}, "`lab`"),
         ({"lab": [[50.0, np.nan, 0.0]]}, "`lab`"),
-        ({"lab": np.zeros((4, 3)), "closest_fraction": 0.05}, "`target`"),
-        ({"lab": np.zeros((4, 3)), "target": [0.0, 0.0, 0.0], "closest_fraction": 0.0}, "`closest_fraction`"),
+        ({"lab": np.zeros((4, 3)), "scoring": "released-closest"}, "`target`"),
         ({"lab": np.zeros((4, 3)), "target": [0.0, 0.0]}, "`target`"),
         ({"lab": np.zeros((4, 3)), "scoring": "blender"}, "`scoring`"),
     ],

@@ -4,10 +4,11 @@ A new run needs --model and a prompt selection (tasks, color systems, subset siz
 optionally colors, objects and categories); `--run NAME` alone resumes a stored run. Every
 generated image is masked per object (GroundingDINO + SAM minus the object's negative labels),
 checked for presence (the detection score, or a VQA model with --presence), and its dominant
-color scored against the target's candidate set under both the paper's and the released code's
-rules; the accuracy table (model x task, each color system weighing the same) is printed for
---scoring and written as CSV with --table. Running again continues where it stopped; with --executor ray the generate and score
-stages run on a Ray cluster (only this process writes the database).
+color scored against the target's candidate set under the paper's and the released code's
+rules (paper, released, released-closest); the accuracy table (model x task, each color system
+weighing the same) is printed for --scoring and written as CSV with --table. Running again
+continues where it stopped; with --executor ray the generate and score stages run on a Ray
+cluster (only this process writes the database).
 
 Example:
   python -m evaluation explicit --run demo --model tiny-random --tasks color_name,numeric \\

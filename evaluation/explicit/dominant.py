@@ -106,7 +106,7 @@ def _closest(lab: np.ndarray, target: np.ndarray, fraction: float) -> np.ndarray
     return lab[order[:count]]
 
 
-def _check_inputs(lab: np.ndarray, target: np.ndarray | None, closest_fraction: float | None) -> tuple:
+def _check_inputs(lab: np.ndarray, target: np.ndarray | None, rules: Rules) -> tuple:
     lab = np.asarray(lab, dtype=np.float64)
     if lab.ndim != 2 or lab.shape[1] != 3:
         raise ValueError(f"`lab` must have shape (N, 3), got {lab.shape}")
@@ -114,11 +114,8 @@ def _check_inputs(lab: np.ndarray, target: np.ndarray | None, closest_fraction: 
         raise ValueError("`lab` must hold at least one pixel, got none (empty mask?)")
     if not np.all(np.isfinite(lab)):
         raise ValueError("`lab` must hold finite values, got NaN or inf")
-    if closest_fraction is not None:
-        if not 0.0 < closest_fraction <= 1.0:
-            raise ValueError(f"`closest_fraction` must lie in (0, 1], got {closest_fraction!r}")
-        if target is None:
-            raise ValueError("`target` is required with `closest_fraction`, got None")
+    if rules.closest_fraction is not None and target is None:
+        raise ValueError(f"`target` is required by the {rules.name!r} rules (closest_fraction), got None")
     if target is not None:
         target = np.asarray(target, dtype=np.float64)
         if target.shape != (3,):
@@ -131,7 +128,6 @@ def dominant_color(
     *,
     scoring: str | Rules = "paper",
     target: np.ndarray | None = None,
-    closest_fraction: float | None = None,
 ) -> DominantColor:
     """Dominant color of an object's pixels (Witzel & Dewis, as in GenColorBench).
 
@@ -139,14 +135,13 @@ def dominant_color(
     ----------
     lab : array_like, shape (N, 3)
         The object's pixels in CIELAB (D65, 2°), N >= 1.
-    scoring : {"paper", "released"} or Rules
+    scoring : {"paper", "released", "released-closest"} or Rules
         Rule set (:mod:`evaluation.explicit.rules`): when an object is achromatic and which
         pixels are averaged.
     target : array_like, shape (3,), optional
-        The target's CIELAB color; needed only with ``closest_fraction``.
-    closest_fraction : float in (0, 1], optional
-        The released code's option: after the rules' filters, average only this fraction of
-        pixels closest (CIEDE2000) to ``target`` (it uses 0.05). None: off.
+        The target's CIELAB color; needed by rules with a ``closest_fraction`` (the released
+        code's option: after the filters, average only that fraction of pixels closest to the
+        target, CIEDE2000), ignored by the others.
 
     Returns
     -------
@@ -155,8 +150,8 @@ def dominant_color(
     Raises
     ------
     ValueError
-        If ``lab`` is not (N, 3) with N >= 1 finite rows, ``scoring`` is unknown,
-        ``closest_fraction`` is outside (0, 1] or given without ``target``.
+        If ``lab`` is not (N, 3) with N >= 1 finite rows, ``scoring`` is unknown, or the rules
+        need ``target`` and it is missing or not one color.
 
     Examples
     --------
@@ -164,8 +159,8 @@ def dominant_color(
     >>> dominant_color(pixels).lab.round(6)
     array([50., 30.,  0.])
     """
-    lab, target = _check_inputs(lab, target, closest_fraction)
     rules = get_rules(scoring)
+    lab, target = _check_inputs(lab, target, rules)
     chroma = np.hypot(lab[:, 1], lab[:, 2])
     achromatic = bool(np.median(chroma) < rules.achromatic_chroma)
     if achromatic:
@@ -175,8 +170,8 @@ def dominant_color(
     else:
         axis, second = _principal_axes(lab[:, 1:])
         lab = lab[_chromatic_filters(lab, second, rules)]
-    if closest_fraction is not None:
-        lab = _closest(lab, target, closest_fraction)
+    if rules.closest_fraction is not None:
+        lab = _closest(lab, target, rules.closest_fraction)
     mean = lab.mean(axis=0)
     if not achromatic and rules.projection == "origin":
         mean[1:] = (mean[1:] @ axis) * axis

@@ -11,7 +11,7 @@ extract: for each generated image and each scored object of its prompt it
 2. checks presence (the detection score, or a VQA model: `evaluation.explicit.presence`);
 3. takes the dominant color of the masked pixels (`evaluation.explicit.dominant`) and scores
    it against the target's candidate set (`evaluation.explicit.scoring`) under every rule set
-   of the run (``paper`` and ``released`` by default);
+   of the run (all of :data:`evaluation.explicit.rules.SCORINGS` by default);
 
 and records one ``explicit_results`` row per (image, object, rule set), the item turning
 ``segmented`` (its ``mask_path`` is the first object's mask) in the same transaction. A run
@@ -234,7 +234,7 @@ class ExplicitWork:
         candidates = candidate_lab(load_system(system), target, self.k)
         out = {}
         for name in self.scorings:
-            dominant = dominant_color(lab, scoring=name)
+            dominant = dominant_color(lab, scoring=name, target=candidates[0])
             verdict = score(dominant.lab, candidates, scoring=name)
             out[name] = {
                 "dominant_l": float(dominant.lab[0]),

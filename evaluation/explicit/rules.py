@@ -1,4 +1,4 @@
-"""The two scoring rule sets of the explicit-color mode: the paper's and the released code's.
+"""The scoring rule sets of the explicit-color mode: the paper's and the released code's.
 
 GenColorBench's paper (§3.4) and its released code score differently in places. Both are
 offered: ``"paper"`` is the default, ``"released"`` lets users compare with numbers produced by
@@ -17,16 +17,17 @@ field                      paper        released     source
 ``axis_iqr``               None         1.5          released code (IQR on the 2nd axis)
 ``chroma_percentile``      None         50           released code
 ``projection``             centred      centred      ours (see :mod:`.dominant`)
+``closest_fraction``       None         None         released code, optional (0.05)
 =========================  ===========  ===========  ==========================================
 
 The released code can also keep only the 5% of pixels closest (CIEDE2000) to the target before
-averaging; that is the separate ``closest_fraction`` option of
-:func:`evaluation.explicit.dominant.dominant_color`, off by default in both rule sets.
+averaging: the third rule set, ``"released-closest"``, is ``"released"`` with
+``closest_fraction = 0.05``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Rules:
     Attributes
     ----------
     name : str
-        ``"paper"`` or ``"released"``.
+        A key of :data:`RULES`.
     jnd : float
         ΔChroma and CIEDE2000 pass when strictly below this.
     hue_threshold : float
@@ -57,6 +58,14 @@ class Rules:
     projection : {"centred", "origin"}
         Through which point chromaticities are projected on the first principal axis
         (:mod:`evaluation.explicit.dominant` explains both; "centred" leaves the mean).
+    closest_fraction : float in (0, 1] or None
+        After the filters, average only this fraction of pixels closest (CIEDE2000) to the
+        target (None: all).
+
+    Raises
+    ------
+    ValueError
+        If ``projection`` or ``closest_fraction`` is out of range.
     """
 
     name: str
@@ -68,11 +77,20 @@ class Rules:
     axis_iqr: float | None
     chroma_percentile: float | None
     projection: str = "centred"
+    closest_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.projection not in ("centred", "origin"):
+            raise ValueError(f"`projection` must be 'centred' or 'origin', got {self.projection!r}")
+        if self.closest_fraction is not None and not 0.0 < self.closest_fraction <= 1.0:
+            raise ValueError(f"`closest_fraction` must lie in (0, 1], got {self.closest_fraction!r}")
 
 
+_RELEASED = Rules("released", 5.0, 30.0, 5.0, 10.0, 15.0, 1.5, 50.0)
 RULES = {
     "paper": Rules("paper", 5.0, 5.0, 5.0, 5.0, None, None, None),
-    "released": Rules("released", 5.0, 30.0, 5.0, 10.0, 15.0, 1.5, 50.0),
+    "released": _RELEASED,
+    "released-closest": replace(_RELEASED, name="released-closest", closest_fraction=0.05),
 }
 SCORINGS = tuple(RULES)
 
