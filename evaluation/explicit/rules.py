@@ -1,8 +1,8 @@
 """The scoring rule sets of the explicit-color mode: the paper's and the released code's.
 
 GenColorBench's paper (§3.4) and its released code score differently in places. Both are
-offered: ``"paper"`` is the default, ``"released"`` lets users compare with numbers produced by
-that code. Every threshold lives here, one line each, and is read by
+offered: ``"paper"`` is the default; ``"released"`` (and ``"released-closest"``, below) let users
+compare with numbers produced by that code. Every threshold lives here, one line each, and is read by
 :mod:`evaluation.explicit.dominant` (which pixels count, when an object is achromatic) and
 :mod:`evaluation.explicit.scoring` (when a metric passes).
 
