@@ -165,3 +165,33 @@ def test_html_export_escapes_labels_and_shows_missing_cells(tmp_path):
     assert "&lt;b&gt;a&lt;/b&gt;" in page and "<b>a</b>" not in page
     assert "<td>50.00</td>" in page and "<td>-</td>" in page
     assert write_html(table, tmp_path / "t.html").read_text(encoding="utf-8") == page
+
+
+def test_figures_carry_the_tables_numbers():
+    from evaluation.explicit.figures import accuracy_bars, bias_bars, confusion_heatmap
+
+    table = pd.DataFrame(
+        {"color_name": [50.0, 25.0], "numeric": [10.0, np.nan]}, index=pd.Index(["m", "n"], name="model")
+    )
+    bars = accuracy_bars(table, title="Table 4")
+    assert [(t.name, list(t.x)) for t in bars.data] == [
+        ("m", ["color_name", "numeric"]),
+        ("n", ["color_name", "numeric"]),
+    ]
+    assert list(bars.data[0].y) == [50.0, 10.0]
+    assert bars.data[1].y[0] == 25.0 and math.isnan(bars.data[1].y[1])
+    assert bars.layout.title.text == "Table 4"
+
+    rows = [_row(i, name, 1) for i, name in enumerate(["gray", "gray", "black", "red"], start=1)]
+    bias = dominant_color_bias(rows, top=2)
+    stacked = bias_bars(bias, "m")
+    l2 = load_system("iscc-nbs-l2")
+    assert [(list(t.x), list(t.y), list(t.text), list(t.marker.color)) for t in stacked.data] == [
+        (["vehicles"], [50.0], ["gray"], [l2.hex[l2.index("gray")]]),
+        (["vehicles"], [25.0], ["black"], [l2.hex[l2.index("black")]]),
+    ]
+    with pytest.raises(ValueError, match="`model`"):
+        bias_bars(bias, "nobody")
+
+    heat = confusion_heatmap(confusion(rows))
+    assert list(heat.data[0].y) == ["black", "gray", "red"] and heat.data[0].z.sum() == 4
