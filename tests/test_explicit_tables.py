@@ -195,3 +195,21 @@ def test_figures_carry_the_tables_numbers():
 
     heat = confusion_heatmap(confusion(rows))
     assert list(heat.data[0].y) == ["black", "gray", "red"] and heat.data[0].z.sum() == 4
+
+
+def test_accuracy_by_task_system_category_and_model():
+    rows = [
+        _row(1, "red", 1),
+        _row(2, "red", 0, category="animals"),
+        _row(3, "red", 1, system="css3"),
+        _row(4, "blue", 0, system="css3", task="numeric"),
+    ]
+    images = image_verdicts(rows)
+    by_system = accuracy_table(images, columns="system")
+    assert by_system.to_dict("index") == {"m": {"css3": 50.0, "iscc-nbs-l2": 50.0}}
+    cells = accuracy_table(images, index=["model", "category"], columns="task")
+    assert cells.loc[("m", "vehicles"), "color_name"] == 100.0
+    assert cells.loc[("m", "animals"), "color_name"] == 0.0
+    assert cells.loc[("m", "vehicles"), "numeric"] == 0.0 and math.isnan(
+        cells.loc[("m", "animals"), "numeric"]
+    )
