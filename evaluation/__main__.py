@@ -17,6 +17,7 @@ COMMANDS = {
     "segment": "evaluation.cli.segment",
     "extract": "evaluation.cli.extract",
     "run": "evaluation.cli.pipeline",
+    "explicit": "evaluation.cli.explicit",
     "score": "evaluation.cli.score",
     "build-tiny": "evaluation.cli.build_tiny",
     "judgments": "evaluation.analysis.judgment_report",

@@ -519,6 +519,65 @@ def _v8_batches(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v9_explicit_color(db: sqlite_utils.Database) -> None:
+    """The explicit-color mode (issue 17, GenColorBench): a run's prompts, and one verdict per
+    (image, object, scoring rule set). ``objects`` and ``targets`` are JSON arrays of the
+    prompt's scored objects and their target color names; an object that failed the presence
+    check or masking has a row with ``present`` 0 or a ``segment_status`` other than ``ok`` and
+    no metrics (counted, not scored). Written by `evaluation.pipeline.runs`."""
+    db["explicit_prompts"].create(
+        {
+            "run": str,
+            "prompt_id": str,
+            "task": str,
+            "level": int,
+            "system": str,
+            "template": int,
+            "text": str,
+            "objects": str,
+            "targets": str,
+            "notation": str,
+            "category": str,
+        },
+        pk=("run", "prompt_id"),
+        not_null={"task", "level", "system", "text", "objects", "targets", "notation", "category"},
+        foreign_keys=[("run", "runs", "name")],
+    )
+    db["explicit_results"].create(
+        {
+            "item_id": int,
+            "object_index": int,
+            "scoring": str,
+            "run": str,
+            "object": str,
+            "target": str,
+            "present": int,
+            "presence_score": float,
+            "presence_answer": str,
+            "segment_status": str,
+            "mask_path": str,
+            "mask_sha256": str,
+            "n_pixels": int,
+            "dominant_l": float,
+            "dominant_a": float,
+            "dominant_b": float,
+            "achromatic": int,
+            "delta_chroma": float,
+            "delta_e00": float,
+            "hue_error": float,
+            "chroma_pass": int,
+            "e00_pass": int,
+            "hue_pass": int,
+            "correct": int,
+            "created_at": str,
+        },
+        pk=("item_id", "object_index", "scoring"),
+        not_null={"run", "object", "target", "present", "created_at"},
+        foreign_keys=[("item_id", "run_items", "id"), ("run", "runs", "name")],
+    )
+    db["explicit_results"].create_index(["run", "scoring"])
+
+
 # Ordered forward migrations: version i+1 is MIGRATIONS[i].
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("initial tables", _v1_initial),
@@ -529,6 +588,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("stored scores", _v6_scores),
     ("audit index for sign-in throttling", _v7_audit_action_index),
     ("batch sizes: reserve a few tasks ahead", _v8_batches),
+    ("explicit-color prompts and verdicts", _v9_explicit_color),
 )
 
 

@@ -30,10 +30,10 @@ from evaluation.color.colorspace import srgb_as_float
 SHAPES = ("sphere", "box", "cylinder", "cone", "torus")
 BACKGROUNDS = ("plain", "gradient", "floor", "checker", "noise")
 
-AMBIENT = 0.35
-DIFFUSE = 0.75
-SPECULAR = 0.45
-SHININESS = 60.0
+AMBIENT = 0.55
+DIFFUSE = 0.55
+SPECULAR = 0.5
+SHININESS = 250.0
 NOISE = 1.0
 SHADOW_DARKENING = 0.55
 

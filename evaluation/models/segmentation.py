@@ -67,6 +67,26 @@ class TransformersSam:
         )
         return masks[0][0, 0].numpy().astype(bool)
 
+    def masks_from_boxes(self, image: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+        """Single-mask SAM predictions for K boxes in one forward pass (the image is encoded
+        once): (H, W, 3) uint8 and (K, 4) pixel boxes -> (K, H, W) bool, K >= 1."""
+        import torch
+
+        inputs = self.processor(
+            images=image, input_boxes=[[list(map(float, b)) for b in boxes]], return_tensors="pt"
+        )
+        dtype = next(self.model.parameters()).dtype
+        with torch.inference_mode():
+            out = self.model(
+                pixel_values=inputs["pixel_values"].to(self.device, dtype),
+                input_boxes=inputs["input_boxes"].to(self.device, dtype),
+                multimask_output=False,
+            )
+        masks = self.processor.image_processor.post_process_masks(
+            out.pred_masks.float().cpu(), inputs["original_sizes"], inputs["reshaped_input_sizes"]
+        )
+        return masks[0][:, 0].numpy().astype(bool)
+
 
 @dataclass(frozen=True)
 class SegmentAnythingSam:
@@ -79,6 +99,16 @@ class SegmentAnythingSam:
         self.predictor.set_image(np.ascontiguousarray(image), image_format="RGB")
         masks, _, _ = self.predictor.predict(box=np.asarray(box, dtype=np.float32), multimask_output=False)
         return masks[0].astype(bool)
+
+    def masks_from_boxes(self, image: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+        """Single-mask predictions for K boxes, the image embedded once; (K, H, W) bool."""
+        self.predictor.set_image(np.ascontiguousarray(image), image_format="RGB")
+        return np.stack(
+            [
+                self.predictor.predict(box=np.asarray(box, dtype=np.float32), multimask_output=False)[0][0]
+                for box in boxes
+            ]
+        ).astype(bool)
 
 
 @dataclass(frozen=True)
@@ -256,3 +286,120 @@ def segment(
     mask = sam.mask_from_box(image, box)
     status = "ok" if mask.any() else "empty_mask"
     return Segmentation(status=status, mask=mask, box=box, score=float(scores[best]))
+
+
+#: Negative labels: at most this many of their boxes (the best-scoring that overlap the
+#: object's box) are masked and subtracted per object.
+MAX_NEGATIVE_BOXES = 8
+#: A negative label's mask is subtracted only when its IoU with the object's mask is below
+#: this: a "part" covering most of the object is the object found again, not a part of it.
+NEGATIVE_MAX_IOU = 0.5
+
+
+def _check_negatives(negatives: Any) -> tuple[str, ...]:
+    if isinstance(negatives, str) or not all(isinstance(n, str) and n.strip() for n in negatives):
+        raise ValueError(f"`negatives` must be a sequence of non-empty captions, got {negatives!r}")
+    return tuple(n.lower().strip() for n in negatives)
+
+
+def _caption_chunks(negatives: tuple[str, ...], detector: Detector) -> list[str]:
+    """Captions of consecutive negative labels, each within the detector's text length.
+
+    GroundingDINO reads at most ``config.max_text_len`` tokens (256 for the published models):
+    longer captions are split; a label too long on its own is left out.
+    """
+    limit = getattr(detector.model.config, "max_text_len", 256)
+
+    def fits(labels: list[str]) -> bool:
+        return len(detector.processor.tokenizer(". ".join(labels) + ".")["input_ids"]) <= limit
+
+    chunks: list[list[str]] = []
+    for label in negatives:
+        if chunks and fits([*chunks[-1], label]):
+            chunks[-1].append(label)
+        elif fits([label]):
+            chunks.append([label])
+    return [". ".join(chunk) for chunk in chunks]
+
+
+def _overlapping(boxes: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
+    """Which of `boxes` (K, 4) have a positive area and overlap `box`."""
+    x0, y0, x1, y1 = box
+    positive = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+    overlap = (boxes[:, 0] < x1) & (boxes[:, 2] > x0) & (boxes[:, 1] < y1) & (boxes[:, 3] > y0)
+    return positive & overlap
+
+
+def segment_object(
+    image: np.ndarray,
+    noun: str,
+    negatives: tuple[str, ...] | list[str] = (),
+    box_threshold: float = BOX_THRESHOLD,
+    text_threshold: float = TEXT_THRESHOLD,
+    *,
+    detector: Detector,
+    sam: SamBackend,
+) -> Segmentation:
+    """Mask the object `noun`, minus the parts named by its negative labels (GenColorBench §3.4).
+
+    Parameters
+    ----------
+    image : ndarray, shape (H, W, 3)
+        sRGB uint8 [0, 255].
+    noun : str
+        The object ("car").
+    negatives : sequence of str
+        Captions of its parts that do not carry its color ("window", "wheel", ...; see
+        `evaluation.explicit.objects`). Empty: the plain `segment`.
+    box_threshold, text_threshold : float
+        In [0, 1], for the object and its negative labels alike.
+    detector, sam
+        As for `segment`.
+
+    Returns
+    -------
+    Segmentation
+        The object's `segment` result with the negative parts removed from its mask:
+        GroundingDINO is asked for the negative captions (in as few calls as its text length
+        allows: 256 tokens for the published models); each of the best
+        `MAX_NEGATIVE_BOXES` boxes overlapping the object's box is masked by SAM, and its
+        mask is subtracted where it overlaps the object's unless its IoU with the object's
+        mask reaches `NEGATIVE_MAX_IOU`. ``"empty_mask"`` when nothing is left.
+
+    Raises
+    ------
+    ValueError
+        For the inputs `segment` rejects, or `negatives` not a sequence of non-empty strings.
+    """
+    # 1. Check inputs; mask the object.
+    negatives = _check_negatives(negatives)
+    result = segment(image, noun, box_threshold, text_threshold, detector=detector, sam=sam)
+    if result.status != "ok" or not negatives:
+        return result
+
+    # 2. Boxes of the negative labels (one detection call per caption that fits the detector's
+    #    text length), best first, those overlapping the object.
+    found = [
+        detect(image, caption, detector, box_threshold, text_threshold)
+        for caption in _caption_chunks(negatives, detector)
+    ]
+    boxes = np.concatenate([b for b, _ in found]) if found else np.zeros((0, 4))
+    scores = np.concatenate([s for _, s in found]) if found else np.zeros(0)
+    boxes = boxes[np.argsort(-scores, kind="stable")]
+    boxes = boxes[_overlapping(boxes, result.box)][:MAX_NEGATIVE_BOXES]
+
+    # 3. Subtract each part's mask unless it is the object again (one SAM pass for all parts
+    #    where the backend has `masks_from_boxes`).
+    if not len(boxes):
+        return result
+    mask = result.mask.copy()
+    if hasattr(sam, "masks_from_boxes"):
+        parts = sam.masks_from_boxes(image, boxes)
+    else:
+        parts = [sam.mask_from_box(image, tuple(float(v) for v in box)) for box in boxes]
+    for part in parts:
+        union = np.logical_or(part, result.mask).sum()
+        if union and np.logical_and(part, result.mask).sum() / union < NEGATIVE_MAX_IOU:
+            mask &= ~part
+    status = "ok" if mask.any() else "empty_mask"
+    return Segmentation(status=status, mask=mask, box=result.box, score=result.score)

@@ -468,3 +468,94 @@ def concept_items(
         ORDER BY r.created_at DESC, i.run, i.model, i.style, i.cfg, i.sample LIMIT :limit
     """
     return [dict(row) for row in db.query(sql, {"concept": concept, "style": style, "limit": limit})]
+
+
+# Explicit-color mode (issue 17): a run's prompts and its per-object verdicts (schema v9).
+
+EXPLICIT_PROMPT_FIELDS = (
+    "task",
+    "level",
+    "system",
+    "template",
+    "text",
+    "objects",
+    "targets",
+    "notation",
+    "category",
+)
+
+
+def store_explicit_prompts(db: sqlite_utils.Database, run: str, prompts: Iterable[Any]) -> int:
+    """Store the prompts of explicit run `run` (kept as they are if already stored).
+
+    Parameters
+    ----------
+    prompts : iterable of `evaluation.explicit.prompts.Prompt`
+        Anything with ``id`` and the attributes of `EXPLICIT_PROMPT_FIELDS`.
+
+    Returns
+    -------
+    int
+        The number of prompts given.
+    """
+    rows = [
+        {
+            "run": run,
+            "prompt_id": p.id,
+            **{k: getattr(p, k) for k in EXPLICIT_PROMPT_FIELDS if k not in ("objects", "targets")},
+            "objects": json.dumps(list(p.objects)),
+            "targets": json.dumps(list(p.targets)),
+        }
+        for p in prompts
+    ]
+    with transaction(db):
+        db["explicit_prompts"].insert_all(rows, pk=("run", "prompt_id"), ignore=True, batch_size=500)
+    return len(rows)
+
+
+def explicit_prompts(db: sqlite_utils.Database, run: str) -> list[dict]:
+    """The stored prompts of `run` in prompt-id order, ``objects`` and ``targets`` decoded to lists."""
+    sql = "SELECT * FROM explicit_prompts WHERE run = ? ORDER BY prompt_id"
+    return [
+        {**row, "objects": json.loads(row["objects"]), "targets": json.loads(row["targets"])}
+        for row in db.query(sql, [run])
+    ]
+
+
+def store_explicit_results(db: sqlite_utils.Database, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Insert or replace per-object verdicts (keys: the ``explicit_results`` columns), in one
+    transaction; ``created_at`` is set here."""
+    now = _now()
+    records = [{**dict(row), "created_at": now} for row in rows]
+    with transaction(db):
+        db["explicit_results"].upsert_all(records, pk=("item_id", "object_index", "scoring"))
+
+
+def explicit_results(
+    db: sqlite_utils.Database,
+    *,
+    run: str | None = None,
+    scoring: str | None = None,
+    prompt_id: str | None = None,
+) -> list[dict]:
+    """Per-object verdicts with their image's and prompt's fields, in item and object order,
+    optionally of one run, one rule set and/or one prompt.
+
+    Each row: the ``explicit_results`` columns plus ``model, cfg, sample, image_path`` of the
+    image and ``prompt_id, task, level, system, category, notation, text`` of its prompt.
+    """
+    where, params = [], []
+    for column, value in (("e.run", run), ("e.scoring", scoring), ("i.concept", prompt_id)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    sql = f"""
+        SELECT e.*, i.model, i.cfg, i.sample, i.image_path, p.prompt_id, p.task, p.level,
+               p.system, p.category, p.notation, p.text
+        FROM explicit_results e
+        JOIN run_items i ON i.id = e.item_id
+        JOIN explicit_prompts p ON p.run = e.run AND p.prompt_id = i.concept
+        {"WHERE " + " AND ".join(where) if where else ""}
+        ORDER BY e.item_id, e.object_index, e.scoring
+    """
+    return [dict(row) for row in db.query(sql, params)]

@@ -1,0 +1,236 @@
+"""Explicit-color evaluation (GenColorBench): prompts, images, masks, dominant colors, scores, tables.
+
+A new run needs --model and a prompt selection (tasks, color systems, subset size, seed, and
+optionally colors, objects and categories); `--run NAME` alone resumes a stored run. Every
+generated image is masked per object (GroundingDINO + SAM minus the object's negative labels),
+checked for presence (the detection score, or a VQA model with --presence), and its dominant
+color scored against the target's candidate set under the paper's and the released code's
+rules (paper, released, released-closest); the accuracy table (model x task, each color system
+weighing the same) is printed for --scoring and written as CSV with --table. Running again
+continues where it stopped; with --executor ray the generate and score stages run on a Ray
+cluster (only this process writes the database).
+
+Example:
+  python -m evaluation explicit --run demo --model tiny-random --tasks color_name,numeric \\
+      --systems iscc-nbs-l2 --size 1 --objects car,apple --samples 1 --segmenter tiny-random
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evaluation.cli import (
+    add_device_arguments,
+    add_executor_arguments,
+    add_storage_arguments,
+    open_db,
+    print_workers,
+    progress_bar,
+    resolve_device,
+    stage_executor,
+)
+from evaluation.cli import generate as generate_cli
+from evaluation.cli import segment as segment_cli
+
+HELP = "explicit-color evaluation (GenColorBench): prompts to accuracy tables (resumable)"
+
+
+def _names(text: str | None) -> list[str] | None:
+    return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _size(text: str) -> str | int:
+    return int(text) if text.isdigit() else text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `explicit`: the run and its models, the prompt selection, masking, scoring."""
+    from evaluation.explicit.prompts import DEFAULT_SYSTEMS, TASKS
+    from evaluation.explicit.rules import SCORINGS
+
+    parser.add_argument("--run", required=True, help="run name (folder data/runs/<run>/)")
+    parser.add_argument(
+        "--model", action="append", default=[], help="registry key; repeat for several models"
+    )
+    parser.add_argument("--registry", default=None, help="registry TOML (default: evaluation/models.toml)")
+    parser.add_argument(
+        "--source", default=None, help="load the (single) model from this hub id or directory"
+    )
+    parser.add_argument(
+        "--cfg",
+        default=None,
+        help="comma-separated guidance scales (default: the pipeline's own default, one)",
+    )
+    parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: the model's)")
+    parser.add_argument(
+        "--resolution", type=int, default=None, help="image side in pixels (default: the model's)"
+    )
+    parser.add_argument("--batch-size", type=int, default=None, help="images per pipeline call")
+    parser.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default=None)
+    parser.add_argument(
+        "--tasks", default=None, help=f"comma-separated subset of {', '.join(TASKS)} (default: all)"
+    )
+    parser.add_argument(
+        "--systems",
+        default=None,
+        help=f"comma-separated color systems (default: {','.join(DEFAULT_SYSTEMS)})",
+    )
+    parser.add_argument(
+        "--size",
+        type=_size,
+        default="compact",
+        help="compact (default, < 10K prompts), full (44K), or N rounds per color",
+    )
+    parser.add_argument("--prompt-seed", type=int, default=0, help="seed of the prompt set (default: 0)")
+    parser.add_argument("--colors", default=None, help="comma-separated color names (default: all)")
+    parser.add_argument("--objects", default=None, help="comma-separated object names (default: all 100)")
+    parser.add_argument(
+        "--categories", default=None, help="comma-separated object categories (default: all 7)"
+    )
+    parser.add_argument("--samples", type=int, default=4, help="images per (prompt, cfg) (default: 4)")
+    segment_cli.add_masking_arguments(parser)
+    parser.add_argument(
+        "--segmenter",
+        choices=["paper", "tiny-random"],
+        default=None,
+        help="masking preset (default: --detector/--sam)",
+    )
+    parser.add_argument(
+        "--presence",
+        default="detection",
+        help="'detection' (default: detection score) or a VQA model's hub id or folder",
+    )
+    parser.add_argument(
+        "--presence-threshold", type=float, default=None, help="detection score for presence (default: 0.35)"
+    )
+    parser.add_argument(
+        "--scoring", choices=SCORINGS, default="paper", help="rule set of the printed table (both are stored)"
+    )
+    parser.add_argument("--table", type=Path, default=None, help="write the accuracy table to this CSV file")
+    add_device_arguments(parser)
+    add_executor_arguments(parser)
+    add_storage_arguments(parser)
+    parser.set_defaults(styles="natural")  # for the shared model options of `generate`
+
+
+def create_or_resume(db, args: argparse.Namespace) -> dict:
+    """Store the run that the options describe (with --model), then return its configuration."""
+    from evaluation.explicit.pipeline import at_default_guidance, create_explicit_run
+    from evaluation.explicit.prompts import build_prompts
+    from evaluation.pipeline import runs
+
+    if args.model:
+        specs, _ = generate_cli._specs(args)
+        if not args.cfg:  # the model's default guidance, no sweep (the paper's setting)
+            specs = at_default_guidance(specs)
+        selection = {
+            "tasks": _names(args.tasks),
+            "systems": _names(args.systems),
+            "size": args.size,
+            "seed": args.prompt_seed,
+            "colors": _names(args.colors),
+            "objects": _names(args.objects),
+            "categories": _names(args.categories),
+        }
+        prompts = build_prompts(**selection)
+        n = create_explicit_run(
+            db, args.run, specs, prompts, samples=args.samples, settings={"prompts": selection}
+        )
+        print(f"run {args.run!r}: {n} images over {len(specs)} model(s), {len(prompts)} prompt(s)")
+    config = runs.run_config(db, args.run)
+    if config.get("mode") != "explicit":
+        raise ValueError(f"run {args.run!r} is not an explicit-color run; use `python -m evaluation run`")
+    return config
+
+
+def _segmenter(args: argparse.Namespace):
+    from evaluation.pipeline.jobs import segmenter_preset
+
+    if args.segmenter:
+        return segmenter_preset(
+            args.segmenter, args.data_dir / "models", args.box_threshold, args.text_threshold
+        )
+    return segment_cli.segmenter_spec(args)
+
+
+def _generate(db, args: argparse.Namespace, config: dict, device: str, executor) -> None:
+    from evaluation.pipeline.stages import GenerationWork, run_stage
+
+    dtype = None
+    if args.dtype:
+        import torch
+
+        dtype = getattr(torch, args.dtype)
+    work = GenerationWork.from_run(config, args.data_dir, device=device, dtype=dtype)
+    batch_size = args.batch_size or min(spec.batch_size for spec in work.specs.values())
+    update, close = progress_bar("generate")
+    try:
+        run_stage(
+            db,
+            args.run,
+            "generate",
+            work,
+            batch_size,
+            progress=update,
+            data_dir=args.data_dir,
+            executor=executor,
+        )
+    finally:
+        close()
+        print_workers(executor)
+
+
+def _score(db, args: argparse.Namespace, segmenter, device: str, executor) -> int:
+    from evaluation.explicit.pipeline import LazyExplicitWork, score_explicit
+    from evaluation.explicit.presence import PRESENCE_THRESHOLD
+    from evaluation.pipeline import runs
+
+    threshold = PRESENCE_THRESHOLD if args.presence_threshold is None else args.presence_threshold
+    prompts = {row["prompt_id"]: row for row in runs.explicit_prompts(db, args.run)}
+    work = LazyExplicitWork(
+        segmenter, args.data_dir, prompts, device=device, presence=args.presence, presence_threshold=threshold
+    )
+    update, close = progress_bar("score")
+    try:
+        return score_explicit(db, args.run, work, executor=executor, progress=update)
+    finally:
+        close()
+        print_workers(executor)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Create or resume the run, generate its images, score them, print the tables."""
+    import pandas as pd
+
+    from evaluation.explicit.tables import accuracy_table, coverage_table, image_verdicts, write_csv
+    from evaluation.pipeline import runs
+    from evaluation.pipeline.jobs import check_weights
+
+    generate_on = stage_executor(args, "generate")  # before storing anything: no cluster, no run
+    db = open_db(args)
+    config = create_or_resume(db, args)
+    segmenter = _segmenter(args)
+    if generate_on is None:  # on a cluster the workers hold the weights, not this machine
+        check_weights(config, segmenter)
+    device = resolve_device(args.device) if generate_on is None else args.device
+    if runs.pending_items(db, args.run, "generate"):
+        _generate(db, args, config, device, generate_on)
+    done = 0
+    if runs.pending_items(db, args.run, "segment"):
+        done = _score(db, args, segmenter, device, stage_executor(args, "segment"))
+    images = image_verdicts(runs.explicit_results(db, run=args.run), scoring=args.scoring)
+    print(f"{done} new image(s) judged; {len(images)} in run {args.run!r}")
+    with pd.option_context(
+        "display.width", 160, "display.max_columns", 20, "display.float_format", "{:.2f}".format
+    ):
+        print("images scored (the others failed the presence check or masking, counted, not scored):")
+        print(coverage_table(images).to_string())
+        print(f"accuracy (%) per task, {args.scoring} rules, color systems averaged:")
+        table = accuracy_table(images)
+        print(table.to_string())
+        print(f"accuracy (%) per object category, {args.scoring} rules:")
+        print(accuracy_table(images, columns="category").to_string())
+    if args.table is not None:
+        print(f"table written to {write_csv(table, args.table)}")
+    return 0

@@ -1,0 +1,110 @@
+"""The scoring rule sets of the explicit-color mode: the paper's and the released code's.
+
+GenColorBench's paper (§3.4) and its released code score differently in places. Both are
+offered: ``"paper"`` is the default; ``"released"`` (and ``"released-closest"``, below) let users
+compare with numbers produced by that code. Every threshold lives here, one line each, and is read by
+:mod:`evaluation.explicit.dominant` (which pixels count, when an object is achromatic) and
+:mod:`evaluation.explicit.scoring` (when a metric passes).
+
+=========================  ===========  ===========  ==========================================
+field                      paper        released     source
+=========================  ===========  ===========  ==========================================
+``jnd``                    5            5            paper: "JND threshold (typically 5)"
+``hue_threshold``          5°           30°          paper: the same JND; released: 6 x JND
+``hue_gate_chroma``        5            5            released code; the paper gives no value
+``achromatic_chroma``      5            10           released code; paper: ours (= the gate)
+``achromatic_keep_chroma`` None         15           released code
+``axis_iqr``               None         1.5          released code (IQR on the 2nd axis)
+``chroma_percentile``      None         50           released code
+``projection``             centred      centred      ours (see :mod:`.dominant`)
+``closest_fraction``       None         None         released code, optional (0.05)
+=========================  ===========  ===========  ==========================================
+
+The released code can also keep only the 5% of pixels closest (CIEDE2000) to the target before
+averaging: the third rule set, ``"released-closest"``, is ``"released"`` with
+``closest_fraction = 0.05``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Thresholds of one scoring rule set (units: CIELAB units unless said otherwise).
+
+    Attributes
+    ----------
+    name : str
+        A key of :data:`RULES`.
+    jnd : float
+        ΔChroma and CIEDE2000 pass when strictly below this.
+    hue_threshold : float
+        The hue error (degrees) passes when strictly below this.
+    hue_gate_chroma : float
+        The hue error counts as 0 when the dominant color or the candidate has a chroma below
+        this (hue is meaningless near the neutral axis).
+    achromatic_chroma : float
+        An object whose median pixel chroma is below this is achromatic: its dominant color is
+        the plain mean, with no principal axis (see :mod:`evaluation.explicit.dominant`).
+    achromatic_keep_chroma : float or None
+        For an achromatic object, average only the pixels of chroma below this (None: all).
+    axis_iqr : float or None
+        Keep only pixels whose coordinate on the second principal axis lies within this many
+        interquartile ranges of the quartiles (None: no such filter).
+    chroma_percentile : float or None
+        Then keep only pixels at or above this percentile (0-100) of chroma (None: all).
+    projection : {"centred", "origin"}
+        Through which point chromaticities are projected on the first principal axis
+        (:mod:`evaluation.explicit.dominant` explains both; "centred" leaves the mean).
+    closest_fraction : float in (0, 1] or None
+        After the filters, average only this fraction of pixels closest (CIEDE2000) to the
+        target (None: all).
+
+    Raises
+    ------
+    ValueError
+        If ``projection`` or ``closest_fraction`` is out of range.
+    """
+
+    name: str
+    jnd: float
+    hue_threshold: float
+    hue_gate_chroma: float
+    achromatic_chroma: float
+    achromatic_keep_chroma: float | None
+    axis_iqr: float | None
+    chroma_percentile: float | None
+    projection: str = "centred"
+    closest_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.projection not in ("centred", "origin"):
+            raise ValueError(f"`projection` must be 'centred' or 'origin', got {self.projection!r}")
+        if self.closest_fraction is not None and not 0.0 < self.closest_fraction <= 1.0:
+            raise ValueError(f"`closest_fraction` must lie in (0, 1], got {self.closest_fraction!r}")
+
+
+_RELEASED = Rules("released", 5.0, 30.0, 5.0, 10.0, 15.0, 1.5, 50.0)
+RULES = {
+    "paper": Rules("paper", 5.0, 5.0, 5.0, 5.0, None, None, None),
+    "released": _RELEASED,
+    "released-closest": replace(_RELEASED, name="released-closest", closest_fraction=0.05),
+}
+SCORINGS = tuple(RULES)
+
+
+def get_rules(scoring: str | Rules) -> Rules:
+    """The rule set named ``scoring`` (one of :data:`SCORINGS`), or ``scoring`` itself.
+
+    Raises
+    ------
+    ValueError
+        If ``scoring`` is neither a :class:`Rules` nor a known name.
+    """
+    if isinstance(scoring, Rules):
+        return scoring
+    if scoring not in RULES:
+        raise ValueError(f"`scoring` must be one of {', '.join(SCORINGS)}; got {scoring!r}")
+    return RULES[scoring]
