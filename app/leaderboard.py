@@ -11,9 +11,11 @@ import gradio as gr
 
 from annotation.research.views import leaderboard_analyses
 from app.browser import source_dropdown
-from app.common import AppContext, escape, handler, wire
+from app.common import AppContext, escape, handler, whole_number, wire
+from evaluation.analysis.bootstrap import N_RESAMPLES, SEED, Resampling
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
 from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
+from evaluation.analysis.uncertainty import interval_table, significance_note
 from evaluation.concepts import load_concepts
 from storage import human
 
@@ -22,7 +24,8 @@ TITLE = "Leaderboards"
 ROLES = ("researcher",)
 LEGEND = (
     "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
-    f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey.</p>"
+    f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey. "
+    "[lo, hi]: bootstrap interval (below the tables: how it was drawn).</p>"
 )
 
 
@@ -44,9 +47,18 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
             elem_id="leaderboard_aggregate",
         )
     with gr.Row():
+        resamples = gr.Textbox(str(N_RESAMPLES), label="Bootstrap resamples", elem_id="leaderboard_resamples")
+        seed = gr.Textbox(str(SEED), label="Bootstrap seed", elem_id="leaderboard_seed")
+        colorings = gr.Textbox(
+            "0",
+            label="P_H replicates per concept from its colorings (designers; 0: resample concepts only)",
+            elem_id="leaderboard_colorings",
+        )
+    with gr.Row():
         show = gr.Button("Compute", variant="primary", elem_id="leaderboard_show")
         export = gr.Button("Export every table (CSV) and figure (HTML)", elem_id="leaderboard_export")
     note = gr.Markdown(elem_id="leaderboard_note")
+    intervals = gr.Markdown(elem_id="leaderboard_intervals")
     gr.Markdown("### Table 1: probabilistic distribution alignment")
     table1 = gr.HTML(elem_id="leaderboard_table1")
     gr.Markdown("### Table 2: dominant color alignment")
@@ -72,12 +84,12 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="leaderboard_files"
     )
 
-    inputs = [session_token, source, cfg, aggregate]
+    inputs = [session_token, source, cfg, aggregate, resamples, seed, colorings]
     wire(
         show.click,
         allowed(_show(ctx, concepts)),
         inputs,
-        [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8],
+        [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8, intervals],
         note=note,
         api_name="leaderboard_show",
     )
@@ -92,19 +104,40 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     )
 
 
-def _analyses(ctx: AppContext, concepts, db, source: str, cfg: str, aggregate: str):
-    return leaderboard_analyses(db, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
+def resampling(resamples, seed, colorings) -> Resampling:
+    """The bootstrap settings typed into the tab (ValueError naming the field)."""
+    return Resampling(
+        n_resamples=whole_number(resamples, "Bootstrap resamples"),
+        seed=whole_number(seed, "Bootstrap seed"),
+        colorings=whole_number(colorings, "P_H replicates per concept"),
+    )
+
+
+def _analyses(ctx: AppContext, concepts, db, source, cfg, aggregate, resamples, seed, colorings):
+    settings = resampling(resamples, seed, colorings)
+    return leaderboard_analyses(
+        db, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate, resampling=settings
+    )
 
 
 def _show(ctx: AppContext, concepts):
-    def show(db, actor, source: str, cfg: str, aggregate: str):
-        """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`."""
-        result = _analyses(ctx, concepts, db, source, cfg, aggregate)
+    def show(db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str):
+        """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`, with
+        bootstrap intervals and the significance of each ranking (10th output)."""
+        result = _analyses(ctx, concepts, db, source, cfg, aggregate, resamples, seed, colorings)
         figs = analysis_figures(result)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
         pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
         note = f"{escape(human.describe(db, source))}  \n{pooled}Guidance scale per model: {scales}."
-        tables = (_shown(t) for t in (result.table6, result.table7, result.table8))
+        tables = (
+            _shown(*args)
+            for args in (
+                (result.table6_ci, "model", "style"),
+                (result.table7_ci, "model", "modifier_type"),
+                (result.table8_ci, "modifier_type", "style"),
+            )
+        )
+        intervals = f"{escape(result.resampling.describe())}\n\n{escape(significance_note(result.ranking))}"
         return (
             note,
             LEGEND + result.table1.to_html(),
@@ -113,19 +146,25 @@ def _show(ctx: AppContext, concepts):
             figs["sensitivity"],
             figs["shift_scatter"],
             *tables,
+            intervals,
         )
 
     return show
 
 
-def _shown(table):
-    return table.round(3).reset_index()
+def _shown(long, index: str, columns: str):
+    """A sensitivity table with each cell ``value [lo, hi]``."""
+    if long.empty:
+        return long
+    return interval_table(long, index, columns).reset_index().rename_axis(columns=None)
 
 
 def _export(ctx: AppContext, concepts):
-    def export(db, actor, source: str, cfg: str, aggregate: str) -> list[str]:
+    def export(
+        db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
+    ) -> list[str]:
         """Every table as CSV and every figure as HTML, under the data folder's exports/."""
-        result = _analyses(ctx, concepts, db, source, cfg, aggregate)
+        result = _analyses(ctx, concepts, db, source, cfg, aggregate, resamples, seed, colorings)
         paths = export_analyses(
             result, analysis_figures(result), ctx.config.data_dir / "exports" / "research"
         )
