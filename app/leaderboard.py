@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import gradio as gr
 
-from annotation.research.views import leaderboard_analyses
+from annotation.research.views import leaderboard_analyses, robustness_report
 from app.browser import source_dropdown
 from app.common import AppContext, escape, handler, whole_number, wire
 from evaluation.analysis.bootstrap import N_RESAMPLES, SEED, Resampling
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
+from evaluation.analysis.robustness import CHOICES
 from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
 from evaluation.analysis.uncertainty import interval_table, significance_note
 from evaluation.concepts import load_concepts
@@ -26,6 +27,17 @@ LEGEND = (
     "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
     f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey. "
     "[lo, hi]: bootstrap interval (below the tables: how it was drawn).</p>"
+)
+
+
+ROBUSTNESS_LEGEND = (
+    "Each open choice has one default (used by every table above) and named alternatives; "
+    "this recomputes the leaderboard under each alternative, one choice at a time, and "
+    "reports per metric the largest change of any cell and Kendall's τ between the model "
+    "rankings with the pairs that swap. Extraction choices are re-extracted from the runs' "
+    "pixel summaries (and, for the designers, from the colorings). Defaults: "
+    + "; ".join(f"{name} = {default} (else {', '.join(alt)})" for name, (default, alt) in CHOICES.items())
+    + "."
 )
 
 
@@ -83,6 +95,16 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     files = gr.File(
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="leaderboard_files"
     )
+    with gr.Accordion("Robustness of the paper's open choices", open=False):
+        gr.Markdown(ROBUSTNESS_LEGEND)
+        with gr.Row():
+            sample = gr.Textbox(
+                "", label="Base concepts to sample (empty: all)", elem_id="leaderboard_robust_sample"
+            )
+            sample_seed = gr.Textbox("0", label="Sample seed", elem_id="leaderboard_robust_seed")
+            check = gr.Button("Check robustness", elem_id="leaderboard_robustness")
+        robust_note = gr.Markdown(elem_id="leaderboard_robust_note")
+        robust_table = gr.Dataframe(interactive=False, elem_id="leaderboard_robust_table")
 
     inputs = [session_token, source, cfg, aggregate, resamples, seed, colorings]
     wire(
@@ -94,6 +116,14 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         api_name="leaderboard_show",
     )
     wire(
+        check.click,
+        allowed(_robustness(ctx, concepts)),
+        [session_token, source, sample, sample_seed],
+        [robust_note, robust_table],
+        note=robust_note,
+        api_name="leaderboard_robustness",
+    )
+    wire(
         export.click,
         allowed(_export(ctx, concepts)),
         inputs,
@@ -102,6 +132,23 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         clear_note=False,
         api_name="leaderboard_export",
     )
+
+
+def _robustness(ctx: AppContext, concepts):
+    def check(db, actor, source: str, sample: str, seed: str):
+        """The leaderboard under each alternative: a summary and one row per (choice,
+        alternative, metric) with the largest change, Kendall τ and swapped models."""
+        report, text = robustness_report(
+            db,
+            ctx.config.data_dir,
+            concepts,
+            source or "",
+            sample=None if not str(sample).strip() else whole_number(sample, "Base concepts to sample"),
+            seed=whole_number(seed, "Sample seed"),
+        )
+        return escape(text), report.round(4)
+
+    return check
 
 
 def resampling(resamples, seed, colorings) -> Resampling:

@@ -20,6 +20,7 @@ COMMANDS = {
     "score": "evaluation.cli.score",
     "build-tiny": "evaluation.cli.build_tiny",
     "judgments": "evaluation.analysis.judgment_report",
+    "robustness": "evaluation.cli.robustness",
 }
 
 

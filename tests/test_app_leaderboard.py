@@ -153,8 +153,52 @@ def test_leaderboard_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
         _store(config)
         tokens = sign_in(client, ADMIN_PASSWORD, "designer", "expert", "participant")
         args = ["lab", "recommended", "ratio_of_means", *BOOT]
-        calls = {"/leaderboard_show": args, "/leaderboard_export": args}
+        calls = {
+            "/leaderboard_show": args,
+            "/leaderboard_export": args,
+            "/leaderboard_robustness": ["lab", "", "0"],
+        }
         others = {who: tokens[who] for who in ("designer", "expert", "participant")}
         assert_every_endpoint_refuses(
             client, config, "/leaderboard_", calls, {**others, "nobody": "", "forged": "f" * 43}
         )
+
+
+def test_the_robustness_panel_reports_the_models_a_choice_swaps(tmp_path):
+    from evaluation.color.colorspace import srgb_to_lab
+    from evaluation.color.palette import nearest_uw71
+
+    red, orange, black, brown = (200, 30, 30), (225, 120, 40), (3, 3, 3), (110, 70, 30)
+    bins = {c: int(nearest_uw71(srgb_to_lab(np.array(c, dtype=np.uint8)))) for c in (red, brown)}
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        db = open_db(config.db_path)
+        try:
+            truth = {
+                "apple": one_hot(bins[red], 0.9, bins[brown]),
+                "rotten apple": one_hot(bins[brown], 0.9, bins[red]),
+            }
+            human_rows.store_reference(db, "lab", truth, "two concepts")
+            cells = {
+                ("m-dark", "apple", "natural", 5.0): [black, black, red],
+                ("m-orange", "apple", "natural", 5.0): [orange, red, red],
+                ("m-dark", "rotten apple", "natural", 5.0): [brown],
+                ("m-orange", "rotten apple", "natural", 5.0): [brown],
+            }
+            store_segmented_run(db, config.data_dir, "grid", cells)
+        finally:
+            db.close()
+        researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+        note, table = client.predict(researcher, "lab", "", "0", api_name="/leaderboard_robustness")
+        sampled, _ = client.predict(researcher, "lab", "1", "3", api_name="/leaderboard_robustness")
+        from gradio_client.exceptions import AppError
+
+        with pytest.raises(AppError, match="`Base concepts to sample` must be a whole number, got 'some'"):
+            client.predict(researcher, "lab", "some", "0", api_name="/leaderboard_robustness")
+    assert (
+        "pixel_filter none → gencolor: **pcc: m-orange ↔ m-dark (τ = -1.00); emd: m-orange ↔ m-dark" in note
+    )
+    rows = pd.DataFrame(table["data"], columns=table["headers"])
+    swap = rows[(rows["choice"] == "pixel_filter") & (rows["metric"] == "emd")].iloc[0]
+    assert swap["swapped"] == "m-orange ↔ m-dark" and swap["kendall_tau"] == -1.0
+    assert "2 concepts (seeded sample)" in sampled

@@ -19,7 +19,7 @@ import sqlite_utils
 from annotation.coloring import human as coloring_human
 from annotation.concepts import unknown_concept
 from annotation.errors import NotFound
-from evaluation.analysis import bootstrap, comparison, results, scoring, tables
+from evaluation.analysis import bootstrap, comparison, results, robustness, scoring, tables
 from evaluation.concepts import Concept
 from evaluation.pipeline import runs
 from evaluation.pipeline.overlay import item_overlays
@@ -190,3 +190,40 @@ def colorings_pixels(db: sqlite_utils.Database, keys: set[str]) -> dict[str, lis
             by_concept.setdefault(coloring["concept_key"], []).append(coloring["id"])
     found = coloring_human.samples(db, [i for ids in by_concept.values() for i in ids]) if by_concept else {}
     return {k: [found[i] for i in ids if i in found] for k, ids in by_concept.items()}
+
+
+def robustness_report(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    concepts: Sequence[Concept],
+    source: str,
+    *,
+    sample: int | None = None,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, str]:
+    """`evaluation.analysis.robustness.robustness` of the stored runs against `source`.
+
+    Model distributions are re-extracted from the runs' pixel summaries; with the
+    designers' source, so is P_H from the counted colorings' pixel samples. `sample`
+    restricts everything to that many base concepts drawn with `seed`.
+
+    Returns
+    -------
+    report : pandas.DataFrame
+        `evaluation.analysis.robustness.REPORT_COLUMNS` and ``seconds``.
+    text : str
+        `evaluation.analysis.robustness.describe` of it (Markdown).
+    """
+    human.check_source(db, source)
+    rows = runs.model_distributions(db)
+    keys = robustness.sample_families(concepts, {r["concept"] for r in rows}, sample, seed)
+    rows = [r for r in rows if r["concept"] in keys]
+    report = robustness.robustness(
+        rows,
+        human.vectors(db, source),
+        concepts,
+        model_pixels=robustness.stored_pixels(db, data_dir, rows),
+        human_pixels=colorings_pixels(db, keys) if source == human.DESIGNERS else None,
+        keys=None if sample is None else keys,
+    )
+    return report, robustness.describe(report)
