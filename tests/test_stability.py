@@ -9,11 +9,10 @@ import pytest
 from annotation import assignment
 from annotation.coloring import stability
 from annotation.coloring import tasks as work
-from annotation.concepts import sync_concepts
 from annotation.errors import InvalidInput, QuotaExceeded
-from evaluation.concepts import load_concepts
 from storage import iso
 from tests.qc_data import add_coloring, people
+from tests.test_assignment import _setup
 
 T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.UTC)
 KEYS = ("dog", "cat", "cow")
@@ -24,18 +23,7 @@ ADAPTIVE = stability.Mode(adaptive=True, min_k=2, cap=4, threshold=1.0)
 @pytest.fixture
 def pool(db, tmp_path):
     """Three concepts with selected sketches; dog colored twice alike, cat twice apart."""
-    sync_concepts(db, [c for c in load_concepts() if c.key in KEYS])
-    for base in KEYS:
-        db["sketches"].insert(
-            {
-                "base": base,
-                "path": f"sketches/{base}.png",
-                "sha256": "0" * 64,
-                "source": "test",
-                "selected": 1,
-                "created": iso(T0),
-            }
-        )
+    _setup(db, keys=KEYS)
     designers = people(db, 8, "designer")
     for designer, cat in zip(designers[:2], (RED, BLUE)):
         add_coloring(db, tmp_path, designer, "dog", RED)
