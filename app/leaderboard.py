@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from annotation.coloring.stability import stability_view
 from annotation.research.views import leaderboard_analyses, robustness_report
 from app.browser import source_dropdown
 from app.common import AppContext, escape, handler, whole_number, wire
@@ -105,6 +106,13 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
             check = gr.Button("Check robustness", elem_id="leaderboard_robustness")
         robust_note = gr.Markdown(elem_id="leaderboard_robust_note")
         robust_table = gr.Dataframe(interactive=False, elem_id="leaderboard_robust_table")
+    with gr.Accordion("Designers' P_H stability per concept", open=False):
+        stable_show = gr.Button("Show stability", elem_id="leaderboard_stability")
+        stable_note = gr.Markdown(elem_id="leaderboard_stability_note")
+        stable_histogram = gr.Plot(
+            label="Concepts by P_H stability", elem_id="leaderboard_stability_histogram"
+        )
+        stable_table = gr.Dataframe(interactive=False, elem_id="leaderboard_stability_table")
 
     inputs = [session_token, source, cfg, aggregate, resamples, seed, colorings]
     wire(
@@ -122,6 +130,14 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         [robust_note, robust_table],
         note=robust_note,
         api_name="leaderboard_robustness",
+    )
+    wire(
+        stable_show.click,
+        allowed(_stability),
+        session_token,
+        [stable_note, stable_histogram, stable_table],
+        note=stable_note,
+        api_name="leaderboard_stability",
     )
     wire(
         export.click,
@@ -149,6 +165,12 @@ def _robustness(ctx: AppContext, concepts):
         return escape(text), report.round(4)
 
     return check
+
+
+def _stability(db, actor):
+    """Each concept's designers' P_H stability: summary, histogram and table."""
+    view = stability_view(db)
+    return escape(view.text), view.figure, view.table
 
 
 def resampling(resamples, seed, colorings) -> Resampling:

@@ -157,6 +157,7 @@ def test_leaderboard_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
             "/leaderboard_show": args,
             "/leaderboard_export": args,
             "/leaderboard_robustness": ["lab", "", "0"],
+            "/leaderboard_stability": [],
         }
         others = {who: tokens[who] for who in ("designer", "expert", "participant")}
         assert_every_endpoint_refuses(

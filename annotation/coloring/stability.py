@@ -248,3 +248,26 @@ def extra_targets(
             if len(picked) == n:
                 break
     return picked
+
+
+@dataclass(frozen=True)
+class StabilityView:
+    """What the admin and researcher see: a summary line, the per-concept table, the histogram."""
+
+    text: str
+    table: pd.DataFrame
+    figure: go.Figure
+
+
+def stability_view(db: sqlite_utils.Database) -> StabilityView:
+    """`stability_table` (computing stale values), its histogram and a summary under the stored mode."""
+    mode = read_mode(db)
+    table = stability_table(db, mode)
+    unstable = int((table["status"] == "unstable").sum())
+    text = (
+        f"Assignment mode: {mode.describe()}.  \n"
+        f"{len(table)} concepts with counted colorings; {unstable} above {mode.threshold:g} ΔE "
+        f"(stability: the {QUANTILE:.0%} quantile of the EMD between P_H resampled over its "
+        f"colorings and the full P_H; {N_RESAMPLES} resamples, seed {SEED} with the concept key)."
+    )
+    return StabilityView(text, table, stability_histogram(table, mode.threshold))
