@@ -117,4 +117,4 @@ def test_a_mode_names_the_field_it_refuses():
         stability.Mode(adaptive=True, min_k=5, cap=4)
     with pytest.raises(InvalidInput, match="`threshold` must be a number >= 0"):
         stability.Mode(threshold=float("nan"))
-    assert "up to 8" in stability.Mode(adaptive=True).describe()
+    assert "then up to 10 while" in stability.Mode(adaptive=True).describe()

@@ -52,7 +52,7 @@ PREFIX = "ph_stability:"
 MODE_KEY = "assignment_mode"
 #: Stability values (ΔE) above which a concept's P_H counts as unstable by default; see
 #: BENCHMARKS.md, "Adaptive collection", for how it was chosen.
-DEFAULT_THRESHOLD = 8.0
+DEFAULT_THRESHOLD = 20.0
 #: Stale stabilities `extra_targets` may compute in one reservation (~0.3 s each).
 COMPUTE_BUDGET = 5
 
@@ -74,8 +74,8 @@ class Mode:
     """
 
     adaptive: bool = False
-    min_k: int = 3
-    cap: int = 8
+    min_k: int = 4
+    cap: int = 10
     threshold: float = DEFAULT_THRESHOLD
 
     def __post_init__(self):
