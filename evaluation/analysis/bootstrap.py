@@ -167,9 +167,14 @@ def group_means(
         group with a value).
     """
     codes, groups = _codes(frame, by)
-    j = frame["concept"].map(boot.index).to_numpy()
+    j = pd.Index(boot.keys).get_indexer(frame["concept"])
     n, g = len(boot.keys), len(groups)
-    values = np.stack(frame[column].to_numpy()).astype(float) if len(frame) else np.empty(0)
+    column_values = frame[column]
+    values = (
+        np.stack(column_values.to_numpy()).astype(float)
+        if column_values.dtype == object and len(frame)
+        else column_values.to_numpy(float)
+    )
     if values.ndim == 1:
         sums, counts = _accumulate(values, j, codes, n, g)
         point = sums.sum(0) / counts.sum(0) if g else np.empty(0)
@@ -189,9 +194,9 @@ def _codes(frame: pd.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, pd.DataF
 
 def _accumulate(values, j, codes, n, g) -> tuple[np.ndarray, np.ndarray]:
     defined = ~np.isnan(values)
-    sums, counts = np.zeros((n, g)), np.zeros((n, g))
-    np.add.at(sums, (j[defined], codes[defined]), values[defined])
-    np.add.at(counts, (j[defined], codes[defined]), 1.0)
+    cell = j[defined] * g + codes[defined]
+    sums = np.bincount(cell, weights=values[defined], minlength=n * g).reshape(n, g)
+    counts = np.bincount(cell, minlength=n * g).astype(float).reshape(n, g)
     return sums, counts
 
 
