@@ -198,3 +198,46 @@ def test_shift_intervals_resample_the_variants():
     boot = bootstrap.draws(shifts, bootstrap.Resampling(n_resamples=50))
     out, reps = uncertainty.sensitivity(shifts, ("model",), boot)
     assert_allclose(out["ratio"], [1.0]) and assert_allclose(reps, 1.0)
+
+
+def test_the_leaderboard_view_resamples_the_designers_colorings(db, tmp_path):
+    from annotation.concepts import sync_concepts
+    from annotation.research.views import colorings_pixels, leaderboard_analyses
+    from evaluation.concepts import load_concepts
+    from tests.qc_data import add_coloring, people
+    from tests.research_data import store_segmented_run
+
+    sync_concepts(db)
+    red, blue, green = (200, 30, 30), (30, 60, 200), (40, 150, 50)
+    for designer, other in zip(people(db, 3, "designer"), (red, blue, green)):
+        add_coloring(db, tmp_path, designer, "apple", red)
+        add_coloring(db, tmp_path, designer, "banana", other)
+    cells = {
+        (m, k, "natural", 5.0): [c]
+        for m, c in (("m-red", red), ("m-blue", blue))
+        for k in ("apple", "banana")
+    }
+    store_segmented_run(db, tmp_path, "grid", cells)
+    assert {k: len(v) for k, v in colorings_pixels(db, {"apple", "banana", "cat"}).items()} == {
+        "apple": 3,
+        "banana": 3,
+    }
+    plain = leaderboard_analyses(
+        db, load_concepts(), "designers", resampling=bootstrap.Resampling(n_resamples=50)
+    )
+    two = leaderboard_analyses(
+        db, load_concepts(), "designers", resampling=bootstrap.Resampling(n_resamples=50, colorings=20)
+    )
+    assert two.resampling.colorings == 20 and "20 P_H replicates per concept" in two.resampling.describe()
+    assert_allclose(two.table1.values, plain.table1.values)
+    emd = ("original", "natural", "emd")
+    # apple's colorings agree, banana's do not: only the second stage widens m-red's interval
+    assert (two.table1.hi - two.table1.lo).loc["m-red", emd] > (plain.table1.hi - plain.table1.lo).loc[
+        "m-red", emd
+    ]
+    from evaluation.analysis.results import analysis_figures
+
+    trace = analysis_figures(plain)["cfg_sweep"].data[0]
+    part = plain.sweep[plain.sweep["model"] == trace.name]
+    assert_allclose(trace.error_y.array, part["emd_hi"] - part["emd"])
+    assert_allclose(trace.error_y.arrayminus, part["emd"] - part["emd_lo"])
