@@ -118,3 +118,11 @@ def test_a_mode_names_the_field_it_refuses():
     with pytest.raises(InvalidInput, match="`threshold` must be a number >= 0"):
         stability.Mode(threshold=float("nan"))
     assert "then up to 10 while" in stability.Mode(adaptive=True).describe()
+
+
+def test_a_view_computes_a_bounded_number_and_says_how_many_are_left(pool):
+    db, _, _ = pool
+    first = stability.stability_view(db, max_compute=1)
+    assert len(first.table) == 1 and "1 concepts not computed yet: show again to continue." in first.text
+    second = stability.stability_view(db, max_compute=1)
+    assert second.table["concept"].tolist() == ["cat", "dog"] and "not computed yet" not in second.text

@@ -55,6 +55,8 @@ MODE_KEY = "assignment_mode"
 DEFAULT_THRESHOLD = 20.0
 #: Stale stabilities `extra_targets` may compute in one reservation (~0.3 s each).
 COMPUTE_BUDGET = 5
+#: Stale stabilities one view computes (about 20 s); the next view continues.
+VIEW_COMPUTE = 60
 
 
 @dataclass(frozen=True)
@@ -159,12 +161,17 @@ def _compute(db, concept: str, ids: list[int]) -> Stability:
 
 
 def stabilities(
-    db: sqlite_utils.Database, keys: Iterable[str] | None = None, *, compute: bool = True
+    db: sqlite_utils.Database,
+    keys: Iterable[str] | None = None,
+    *,
+    compute: bool = True,
+    max_compute: int | None = None,
 ) -> list[Stability]:
     """The stability of each concept (of `keys`, default all) with counted colorings.
 
     Cached values are used while their colorings still count; others are computed (about
-    0.3 s per concept with 5 colorings) and cached, or left out when `compute` is False.
+    0.3 s per concept with 5 colorings) and cached, at most `max_compute` of them (default
+    no limit), or left out when `compute` is False.
     """
     counted = (
         human.counted_colorings(db)
@@ -174,19 +181,22 @@ def stabilities(
     by_concept: dict[str, list[int]] = {}
     for coloring in counted:
         by_concept.setdefault(coloring["concept_key"], []).append(coloring["id"])
-    out = []
+    out, budget = [], np.inf if max_compute is None else max_compute
     for concept, ids in sorted(by_concept.items()):
         found = _cached(db, concept, ids)
-        if found is None and compute:
-            found = _compute(db, concept, ids)
+        if found is None and compute and budget > 0:
+            found, budget = _compute(db, concept, ids), budget - 1
         if found is not None:
             out.append(found)
     return out
 
 
-def stability_table(db: sqlite_utils.Database, mode: Mode | None = None) -> pd.DataFrame:
+def stability_table(
+    db: sqlite_utils.Database, mode: Mode | None = None, *, max_compute: int | None = None
+) -> pd.DataFrame:
     """Per concept: ``concept, colorings, stability`` (ΔE) and ``status`` (``unstable`` above
-    the mode's threshold, else ``stable``), least stable first."""
+    the mode's threshold, else ``stable``), least stable first; see `stabilities` for
+    `max_compute`."""
     mode = mode or read_mode(db)
     rows = [
         {
@@ -195,7 +205,7 @@ def stability_table(db: sqlite_utils.Database, mode: Mode | None = None) -> pd.D
             "stability": round(s.value, 3),
             "status": "unstable" if s.value > mode.threshold else "stable",
         }
-        for s in stabilities(db)
+        for s in stabilities(db, max_compute=max_compute)
     ]
     frame = pd.DataFrame(rows, columns=["concept", "colorings", "stability", "status"])
     return frame.sort_values(["stability", "concept"], ascending=[False, True], ignore_index=True)
@@ -259,14 +269,17 @@ class StabilityView:
     figure: go.Figure
 
 
-def stability_view(db: sqlite_utils.Database) -> StabilityView:
-    """`stability_table` (computing stale values), its histogram and a summary under the stored mode."""
+def stability_view(db: sqlite_utils.Database, *, max_compute: int = VIEW_COMPUTE) -> StabilityView:
+    """`stability_table` (computing up to `max_compute` stale values, so a request stays
+    short), its histogram and a summary under the stored mode that says how many are left."""
     mode = read_mode(db)
-    table = stability_table(db, mode)
+    table = stability_table(db, mode, max_compute=max_compute)
     unstable = int((table["status"] == "unstable").sum())
+    left = len({c["concept_key"] for c in human.counted_colorings(db)}) - len(table)
     text = (
         f"Assignment mode: {mode.describe()}.  \n"
-        f"{len(table)} concepts with counted colorings; {unstable} above {mode.threshold:g} ΔE "
+        + (f"{left} concepts not computed yet: show again to continue.  \n" if left else "")
+        + f"{len(table)} concepts with counted colorings; {unstable} above {mode.threshold:g} ΔE "
         f"(stability: the {QUANTILE:.0%} quantile of the EMD between P_H resampled over its "
         f"colorings and the full P_H; {N_RESAMPLES} resamples, seed {SEED} with the concept key)."
     )
