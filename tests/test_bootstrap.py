@@ -241,3 +241,22 @@ def test_the_leaderboard_view_resamples_the_designers_colorings(db, tmp_path):
     part = plain.sweep[plain.sweep["model"] == trace.name]
     assert_allclose(trace.error_y.array, part["emd_hi"] - part["emd"])
     assert_allclose(trace.error_y.arrayminus, part["emd"] - part["emd_lo"])
+
+
+def test_without_colorings_to_resample_the_stated_scheme_is_concepts_only():
+    rng = np.random.default_rng(2)
+    frame = synthetic_frame(rng, {"a": 0.5, "b": 0.6}, n_per_type=5)
+    no_shifts = pd.DataFrame(
+        columns=["model", "style", "base", "concept", "modifier_type", "human_shift", "model_shift"]
+    )
+    found = uncertainty.analyse(
+        frame,
+        table1(frame),
+        table2(frame),
+        None,
+        no_shifts.astype({"human_shift": float, "model_shift": float}),
+        bootstrap.Resampling(n_resamples=20, colorings=5),
+    )
+    assert found.resampling.colorings == 0 and "colorings" not in found.resampling.describe()
+    with pytest.raises(ValueError, match="`frame` names concepts the draws do not"):
+        bootstrap.group_means(frame, ["model"], "pcc", bootstrap.draws(frame.iloc[:3], found.resampling))

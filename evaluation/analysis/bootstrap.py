@@ -129,10 +129,6 @@ class Draws:
     picks: np.ndarray | None
     resampling: Resampling
 
-    @property
-    def index(self) -> dict[str, int]:
-        return {k: i for i, k in enumerate(self.keys)}
-
 
 def draws(concepts: pd.DataFrame, resampling: Resampling) -> Draws:
     """The replicates for the concepts of `concepts` (columns ``concept, modifier_type``)."""
@@ -168,6 +164,10 @@ def group_means(
     """
     codes, groups = _codes(frame, by)
     j = pd.Index(boot.keys).get_indexer(frame["concept"])
+    if (j < 0).any():
+        raise ValueError(
+            f"`frame` names concepts the draws do not: {sorted(set(frame['concept'][j < 0]))[:5]}"
+        )
     n, g = len(boot.keys), len(groups)
     column_values = frame[column]
     values = (

@@ -269,7 +269,7 @@ def analyses(
         table7_ci=found.table7,
         table8_ci=found.table8,
         ranking=found.ranking,
-        resampling=resampling,
+        resampling=found.resampling,
     )
 
 

@@ -41,7 +41,8 @@ class Uncertainty:
     Attributes
     ----------
     resampling : bootstrap.Resampling
-        Resample count, seed, level and scheme (say them with ``.describe()``).
+        Resample count, seed, level and scheme as applied (say them with ``.describe()``):
+        ``colorings`` is 0 when there were no colorings to resample.
     table1, table2 : tables.Leaderboard
         With ``lo`` and ``hi``.
     ranking : pandas.DataFrame
@@ -233,8 +234,9 @@ def analyse(
     data = tables.select_cfg(tables.with_dca(frame), table_cfg)
     if resampling.colorings and human and model_p is not None and not isinstance(table_cfg, str):
         data = replicate_metrics(data, model_p, human)
-    else:
-        boot = replace(boot, picks=None)
+    else:  # no colorings to resample (a reference set, or scales pooled): concepts only
+        resampling = replace(resampling, colorings=0)
+        boot = replace(boot, picks=None, resampling=resampling)
     board1, rank1 = leaderboard(table1, data, boot, "table1")
     board2, rank2 = leaderboard(table2, data, boot, "table2")
     plain = replace(boot, picks=None)
