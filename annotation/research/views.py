@@ -222,6 +222,7 @@ def robustness_report(
         rows,
         human.vectors(db, source),
         concepts,
+        frame=results.latest_scores(scoring.stored_scores(db, source, concepts)),
         model_pixels=robustness.stored_pixels(db, data_dir, rows),
         human_pixels=colorings_pixels(db, keys) if source == human.DESIGNERS else None,
         keys=None if sample is None else keys,

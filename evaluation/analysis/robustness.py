@@ -188,9 +188,17 @@ def _shifts(rows: Sequence[Mapping], human: Mapping[str, np.ndarray], concepts, 
 
 
 def _leaderboard(
-    rows, human, concepts, *, cfg=results.RECOMMENDED, aggregate=tables.RATIO_OF_MEANS, grey_hue="exclude"
+    rows,
+    human,
+    concepts,
+    *,
+    frame=None,
+    cfg=results.RECOMMENDED,
+    aggregate=tables.RATIO_OF_MEANS,
+    grey_hue="exclude",
 ):
-    frame = results.metrics_frame(rows, human, concepts)
+    """`summary` of `rows` against `human` (scored here unless `frame` is given)."""
+    frame = results.metrics_frame(rows, human, concepts) if frame is None else frame
     data, chosen = _frame_at(frame, cfg)
     if grey_hue != "exclude":
         data = data.assign(hue_diff=hue_differences(data, grey_hue))
@@ -240,6 +248,7 @@ def robustness(
     model_pixels: Mapping[tuple, Sequence[np.ndarray]] | None = None,
     human_pixels: Mapping[str, Sequence[np.ndarray]] | None = None,
     keys: set[str] | None = None,
+    frame: pd.DataFrame | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """The leaderboard under every alternative of `CHOICES`, compared with the defaults.
@@ -259,6 +268,9 @@ def robustness(
         stored under every extraction choice.
     keys : set of str, optional
         Concepts to use (`sample_families`); default every concept.
+    frame : pandas.DataFrame, optional
+        The metrics frame of `model_rows` when already known (stored scores,
+        `evaluation.analysis.results.latest_scores`); default: scored here once.
     progress : callable, optional
         Called with each choice's name as it starts.
 
@@ -278,7 +290,11 @@ def robustness(
     scope = (
         "every concept" if keys is None else f"{len({r['concept'] for r in rows})} concepts (seeded sample)"
     )
-    base = _leaderboard(rows, human, concepts)
+    if frame is None:
+        frame = results.metrics_frame(rows, human, concepts)
+    elif keys is not None:
+        frame = frame[frame["concept"].isin(keys)]
+    base = _leaderboard(rows, human, concepts, frame=frame)
     start = time.perf_counter()
     # every extraction choice is compared with the same default re-extraction
     extracted = (
@@ -304,7 +320,7 @@ def robustness(
                 options = {choice: alternative}
                 alt = _leaderboard(*reextracted(rows, model_pixels, human, human_pixels, options), concepts)
             else:
-                alt = _leaderboard(rows, human, concepts, **{_KEYWORD[choice]: alternative})
+                alt = _leaderboard(rows, human, concepts, frame=frame, **{_KEYWORD[choice]: alternative})
             found = compare(reference, alt).assign(
                 choice=choice,
                 default=default,
