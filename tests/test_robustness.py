@@ -137,3 +137,24 @@ def test_the_command_prints_the_swap_and_writes_the_report(stored, tmp_path, cap
     assert set(written["choice"]) == set(robustness.CHOICES)
     assert main(["robustness", "--db", db_path, "--reference", "nobody"]) == 2
     assert "nobody" in capsys.readouterr().err
+
+
+def test_the_robustness_report_re_extracts_the_designers_p_h_too(db, tmp_path):
+    from annotation.concepts import sync_concepts
+    from annotation.research.views import robustness_report
+    from evaluation.concepts import load_concepts
+    from tests.qc_data import add_coloring, people
+    from tests.research_data import store_segmented_run
+
+    sync_concepts(db)
+    red, blue = (200, 30, 30), (30, 60, 200)
+    for designer in people(db, 2, "designer"):
+        add_coloring(db, tmp_path, designer, "apple", red)
+    cells = {(m, "apple", "natural", 5.0): [c, red] for m, c in (("m-red", red), ("m-blue", blue))}
+    store_segmented_run(db, tmp_path, "grid", cells)
+    report, text = robustness_report(db, tmp_path, load_concepts(), "designers")
+    how = report.drop_duplicates("choice").set_index("choice")["recomputed"]
+    assert how["bin_color"] == "re-extracted from pixel summaries, every concept, P_H too"
+    assert how["pixel_filter"] == "re-extracted from pixel summaries, every concept"
+    assert how["cfg"] == "from the scores, every concept"
+    assert "- bin_color mean → centre:" in text
