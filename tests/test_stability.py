@@ -13,6 +13,7 @@ from annotation.errors import InvalidInput, QuotaExceeded
 from storage import iso
 from tests.qc_data import add_coloring, people
 from tests.test_assignment import _setup
+from tests.test_coloring_tasks import store  # noqa: F401
 
 T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.UTC)
 KEYS = ("dog", "cat", "cow")
@@ -126,3 +127,26 @@ def test_a_view_computes_a_bounded_number_and_says_how_many_are_left(pool):
     assert len(first.table) == 1 and "1 concepts not computed yet: show again to continue." in first.text
     second = stability.stability_view(db, max_compute=1)
     assert second.table["concept"].tolist() == ["cat", "dog"] and "not computed yet" not in second.text
+
+
+def test_a_designer_submits_an_extra_coloring_through_the_canvas_in_adaptive_mode(store):  # noqa: F811
+    from annotation.coloring.store import get_coloring
+    from tests.test_coloring_tasks import _submit
+
+    db, data = store
+    first, second, third = people(db, 3, "designer")
+    add_coloring(db, data, first, "apple", RED)
+    add_coloring(db, data, second, "apple", BLUE)
+    stability.set_mode(
+        db, stability.Mode(adaptive=True, min_k=2, cap=3, threshold=1.0), actor="admin", now=T0
+    )
+    rng = np.random.default_rng(0)
+    tasks = work.start_batch(db, third, rng, 60, ahead=60, k=2, now=T0)  # the whole pool
+    assert "apple" in _keys(tasks)  # past min K = 2 but unstable: an extra designer
+    apple = next(t for t in tasks if t.concept_key == "apple")
+    item = work.work_item(db, apple)
+    coloring_id, task = _submit(db, data, third, item, k=2, now=T0)
+    assert task.id == apple.id and get_coloring(db, coloring_id)["concept_key"] == "apple"
+    # the cap is reached: nobody else is handed apple
+    (fourth,) = people(db, 1, "designer")
+    assert "apple" not in _keys(work.start_batch(db, fourth, rng, 60, ahead=60, k=2, now=T0))
