@@ -110,6 +110,8 @@ def test_every_table_gets_intervals_that_hold_its_values():
 def test_resampling_options_are_checked_and_described():
     with pytest.raises(ValueError, match="`n_resamples` must be a whole number of at least 10, got 5"):
         bootstrap.Resampling(n_resamples=5)
+    with pytest.raises(ValueError, match="`colorings` must be at most 200, got 5000"):
+        bootstrap.Resampling(colorings=5000)
     with pytest.raises(ValueError, match=r"`ci` must be in \(0, 1\), got 1.5"):
         bootstrap.Resampling(ci=1.5)
     text = bootstrap.Resampling(n_resamples=200, seed=7, colorings=20).describe()

@@ -38,6 +38,9 @@ from evaluation.color.palette import N_BINS, nearest_uw71
 N_RESAMPLES = 1000
 SEED = 0
 CI = 0.95
+#: Upper bounds that keep one request of the web app to seconds (memory grows with both).
+MAX_RESAMPLES = 20_000
+MAX_COLORINGS = 200
 
 
 @dataclass(frozen=True)
@@ -47,13 +50,14 @@ class Resampling:
     Attributes
     ----------
     n_resamples : int
-        Bootstrap replicates (>= 10).
+        Bootstrap replicates, 10 to `MAX_RESAMPLES`.
     seed : int
         Seed of the `numpy.random.Generator` (>= 0).
     ci : float
         Confidence level in (0, 1).
     colorings : int
-        P_H replicates per concept for the two-stage scheme (0: concepts only).
+        P_H replicates per concept for the two-stage scheme (0: concepts only), at most
+        `MAX_COLORINGS`.
     """
 
     n_resamples: int = N_RESAMPLES
@@ -62,10 +66,16 @@ class Resampling:
     colorings: int = 0
 
     def __post_init__(self):
-        for name, low in (("n_resamples", 10), ("seed", 0), ("colorings", 0)):
+        for name, low, high in (
+            ("n_resamples", 10, MAX_RESAMPLES),
+            ("seed", 0, 2**63 - 1),
+            ("colorings", 0, MAX_COLORINGS),
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ValueError(f"`{name}` must be a whole number of at least {low}, got {value!r}")
+            if value > high:
+                raise ValueError(f"`{name}` must be at most {high}, got {value!r}")
         if not (isinstance(self.ci, (int, float)) and 0 < self.ci < 1):
             raise ValueError(f"`ci` must be in (0, 1), got {self.ci!r}")
 
