@@ -3,6 +3,10 @@
 Every stored model distribution is scored against the chosen human source. Tables 1
 and 2 mark the best value of each column in bold and the second underlined; tables are
 exported as CSV and figures as standalone HTML (`evaluation.analysis.results.export_analyses`).
+Every table and plotted mean carries a bootstrap interval, with the adjacent models that
+are distinguishable (`evaluation.analysis.uncertainty`); two panels below check the
+leaderboard under the paper's open choices (`evaluation.analysis.robustness`) and show
+each concept's P_H stability (`annotation.coloring.stability`).
 """
 
 from __future__ import annotations
@@ -27,10 +31,8 @@ ROLES = ("researcher",)
 LEGEND = (
     "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
     f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey. "
-    "[lo, hi]: bootstrap interval (below the tables: how it was drawn).</p>"
+    "[lo, hi]: bootstrap interval (under Table 2: how it was drawn).</p>"
 )
-
-
 ROBUSTNESS_LEGEND = (
     "Each open choice has one default (used by every table above) and named alternatives; "
     "this recomputes the leaderboard under each alternative, one choice at a time, and "
@@ -71,11 +73,11 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         show = gr.Button("Compute", variant="primary", elem_id="leaderboard_show")
         export = gr.Button("Export every table (CSV) and figure (HTML)", elem_id="leaderboard_export")
     note = gr.Markdown(elem_id="leaderboard_note")
-    intervals = gr.Markdown(elem_id="leaderboard_intervals")
     gr.Markdown("### Table 1: probabilistic distribution alignment")
     table1 = gr.HTML(elem_id="leaderboard_table1")
     gr.Markdown("### Table 2: dominant color alignment")
     table2 = gr.HTML(elem_id="leaderboard_table2")
+    intervals = gr.Markdown(elem_id="leaderboard_intervals")
     sweep = gr.Plot(label="Figure 5: EMD and PCC against guidance scale", elem_id="leaderboard_sweep")
     sensitivity = gr.Plot(
         label="Figure 4 (left): model shift ÷ human shift", elem_id="leaderboard_sensitivity"
