@@ -262,3 +262,10 @@ def test_without_colorings_to_resample_the_stated_scheme_is_concepts_only():
     assert found.resampling.colorings == 0 and "colorings" not in found.resampling.describe()
     with pytest.raises(ValueError, match="`frame` names concepts the draws do not"):
         bootstrap.group_means(frame, ["model"], "pcc", bootstrap.draws(frame.iloc[:3], found.resampling))
+
+
+def test_models_equal_up_to_rounding_are_not_distinguishable():
+    groups = pd.DataFrame({"model": ["a", "b"], "value": [-0.02, -0.02 - 1e-17]})
+    replicates = np.tile([-0.02, -0.02 - 1e-17], (50, 1))
+    found = bootstrap.ranking_significance(groups, replicates, True, 0.95)
+    assert not found["distinguishable"].iloc[0]

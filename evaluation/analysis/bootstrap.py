@@ -41,6 +41,8 @@ CI = 0.95
 #: Upper bounds that keep one request of the web app to seconds (memory grows with both).
 MAX_RESAMPLES = 20_000
 MAX_COLORINGS = 200
+#: Differences within this of 0 are ties (two models equal up to rounding), never distinguishable.
+TIE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -268,7 +270,8 @@ def ranking_significance(
     pandas.DataFrame
         One row per adjacent pair in rank order: ``better, worse, difference`` (better −
         worse in the metric's better direction, >= 0), ``difference_lo``,
-        ``difference_hi`` and ``distinguishable`` (the interval excludes 0).
+        ``difference_hi`` and ``distinguishable`` (the interval excludes 0 by more than
+        `TIE`).
     """
     values = groups["value"].to_numpy(float)
     order = [
@@ -288,7 +291,7 @@ def ranking_significance(
                 "difference": sign * (values[a] - values[b]),
                 "difference_lo": float(lo),
                 "difference_hi": float(hi),
-                "distinguishable": bool(lo > 0 or hi < 0),
+                "distinguishable": bool(lo > TIE or hi < -TIE),
             }
         )
     return pd.DataFrame(
