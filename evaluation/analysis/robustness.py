@@ -138,6 +138,7 @@ def compare(base: pd.DataFrame, alt: pd.DataFrame) -> pd.DataFrame:
         part = merged[merged["metric"] == metric]
         defined = part.dropna(subset=["change"])
         top = defined.loc[defined["change"].idxmax()] if len(defined) else None
+        moved = top is not None and top["change"] > 1e-12
         overall = part[part["cell"] == "all"].set_index("model")
         both = overall.dropna(subset=["value_base", "value_alt"])
         before, after = _ranking(both["value_base"], metric), _ranking(both["value_alt"], metric)
@@ -158,7 +159,7 @@ def compare(base: pd.DataFrame, alt: pd.DataFrame) -> pd.DataFrame:
             {
                 "metric": metric,
                 "largest_change": np.nan if top is None else float(top["change"]),
-                "where": "" if top is None else f"{top['model']} {top['cell']}",
+                "where": f"{top['model']} {top['cell']}" if moved else "",
                 "kendall_tau": float(tau),
                 "swapped": "; ".join(swapped),
             }
