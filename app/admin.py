@@ -11,6 +11,7 @@ import pandas as pd
 
 from annotation import overview
 from annotation.backup import backup_archive
+from annotation.coloring import stability
 from annotation.export import download_archive_path, export_archive
 from annotation.files import resolve
 from annotation.people import accounts, onboarding, throttle
@@ -45,6 +46,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     _invite_section(ctx, session_token, admin)
     _practice_section(ctx, session_token, admin, refresh, refresh_note)
     _people_section(ctx, session_token, admin, refresh, refresh_note)
+    _stability_section(session_token, admin)
     gr.Markdown(
         "## Failed sign-ins\nThe latest wrong admin passwords and invite links, "
         "by address. An address that keeps failing waits longer before each try "
@@ -348,3 +350,68 @@ def _export(ctx: AppContext):
         return str(export_archive(db, ctx.config.data_dir, target))
 
     return export
+
+
+# --- P_H stability and the assignment mode (issue 19, item 4) ---------------------------
+
+
+def _stability_section(session_token: gr.Textbox, admin) -> None:
+    gr.Markdown(
+        "## P_H stability and assignment mode\nHow much each concept's designers' P_H moves when "
+        "its colorings are resampled. The fixed mode (the paper's protocol) is the default; the "
+        "adaptive mode gives unstable concepts more designers, up to a cap."
+    )
+    with gr.Row():
+        mode = gr.Radio(["fixed", "adaptive"], value="fixed", label="Assignment mode", elem_id="admin_mode")
+        min_k = gr.Textbox(
+            str(stability.Mode().min_k), label="Designers first (min K)", elem_id="admin_min_k"
+        )
+        cap = gr.Textbox(str(stability.Mode().cap), label="Most designers (cap)", elem_id="admin_cap")
+        threshold = gr.Textbox(
+            str(stability.DEFAULT_THRESHOLD), label="Unstable above (ΔE)", elem_id="admin_threshold"
+        )
+    with gr.Row():
+        save = gr.Button("Save mode", elem_id="admin_save_mode")
+        show = gr.Button("Show stability", elem_id="admin_stability")
+    note = note_area("admin_stability_note")
+    summary = gr.Markdown(elem_id="admin_stability_summary")
+    histogram = gr.Plot(label="Concepts by P_H stability", elem_id="admin_stability_histogram")
+    table = gr.Dataframe(interactive=False, elem_id="admin_stability_table")
+    wire(
+        save.click,
+        admin(_set_mode),
+        [session_token, mode, min_k, cap, threshold],
+        note,
+        note=note,
+        api_name="admin_set_mode",
+    )
+    wire(
+        show.click,
+        admin(_stability),
+        session_token,
+        [summary, histogram, table],
+        note=note,
+        api_name="admin_stability",
+    )
+
+
+def _set_mode(db, actor, mode: str, min_k: str, cap: str, threshold: str) -> str:
+    """Store the assignment mode; returns it in words."""
+    try:
+        limit = float(threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"`Unstable above (ΔE)` must be a number, got {threshold!r}") from None
+    chosen = stability.Mode(
+        adaptive=mode == "adaptive",
+        min_k=whole_number(min_k, "Designers first (min K)"),
+        cap=whole_number(cap, "Most designers (cap)"),
+        threshold=limit,
+    )
+    stability.set_mode(db, chosen, actor=actor.pseudonym)
+    return f"Saved. {escape(chosen.describe())}."
+
+
+def _stability(db, actor):
+    """The summary, the histogram and the per-concept table."""
+    view = stability.stability_view(db)
+    return escape(view.text), view.figure, view.table

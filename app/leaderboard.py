@@ -3,17 +3,25 @@
 Every stored model distribution is scored against the chosen human source. Tables 1
 and 2 mark the best value of each column in bold and the second underlined; tables are
 exported as CSV and figures as standalone HTML (`evaluation.analysis.results.export_analyses`).
+Every table and plotted mean carries a bootstrap interval, with the adjacent models that
+are distinguishable (`evaluation.analysis.uncertainty`); two panels below check the
+leaderboard under the paper's open choices (`evaluation.analysis.robustness`) and show
+each concept's P_H stability (`annotation.coloring.stability`).
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
-from annotation.research.views import leaderboard_analyses
+from annotation.coloring.stability import stability_view
+from annotation.research.views import leaderboard_analyses, robustness_report
 from app.browser import source_dropdown
-from app.common import AppContext, escape, handler, wire
+from app.common import AppContext, escape, handler, whole_number, wire
+from evaluation.analysis.bootstrap import N_RESAMPLES, SEED, Resampling
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
+from evaluation.analysis.robustness import CHOICES
 from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
+from evaluation.analysis.uncertainty import interval_table, significance_note
 from evaluation.concepts import load_concepts
 from storage import human
 
@@ -22,7 +30,17 @@ TITLE = "Leaderboards"
 ROLES = ("researcher",)
 LEGEND = (
     "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
-    f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey.</p>"
+    f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey. "
+    "[lo, hi]: bootstrap interval (under Table 2: how it was drawn).</p>"
+)
+ROBUSTNESS_LEGEND = (
+    "Each open choice has one default (used by every table above) and named alternatives; "
+    "this recomputes the leaderboard under each alternative, one choice at a time, and "
+    "reports per metric the largest change of any cell and Kendall's τ between the model "
+    "rankings with the pairs that swap. Extraction choices are re-extracted from the runs' "
+    "pixel summaries (and, for the designers, from the colorings). Defaults: "
+    + "; ".join(f"{name} = {default} (else {', '.join(alt)})" for name, (default, alt) in CHOICES.items())
+    + "."
 )
 
 
@@ -44,6 +62,14 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
             elem_id="leaderboard_aggregate",
         )
     with gr.Row():
+        resamples = gr.Textbox(str(N_RESAMPLES), label="Bootstrap resamples", elem_id="leaderboard_resamples")
+        seed = gr.Textbox(str(SEED), label="Bootstrap seed", elem_id="leaderboard_seed")
+        colorings = gr.Textbox(
+            "0",
+            label="P_H replicates per concept from its colorings (designers; 0: resample concepts only)",
+            elem_id="leaderboard_colorings",
+        )
+    with gr.Row():
         show = gr.Button("Compute", variant="primary", elem_id="leaderboard_show")
         export = gr.Button("Export every table (CSV) and figure (HTML)", elem_id="leaderboard_export")
     note = gr.Markdown(elem_id="leaderboard_note")
@@ -51,6 +77,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     table1 = gr.HTML(elem_id="leaderboard_table1")
     gr.Markdown("### Table 2: dominant color alignment")
     table2 = gr.HTML(elem_id="leaderboard_table2")
+    intervals = gr.Markdown(elem_id="leaderboard_intervals")
     sweep = gr.Plot(label="Figure 5: EMD and PCC against guidance scale", elem_id="leaderboard_sweep")
     sensitivity = gr.Plot(
         label="Figure 4 (left): model shift ÷ human shift", elem_id="leaderboard_sensitivity"
@@ -71,15 +98,48 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     files = gr.File(
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="leaderboard_files"
     )
+    with gr.Accordion("Robustness of the paper's open choices", open=False):
+        gr.Markdown(ROBUSTNESS_LEGEND)
+        with gr.Row():
+            sample = gr.Textbox(
+                "", label="Base concepts to sample (empty: all)", elem_id="leaderboard_robust_sample"
+            )
+            sample_seed = gr.Textbox("0", label="Sample seed", elem_id="leaderboard_robust_seed")
+            check = gr.Button("Check robustness", elem_id="leaderboard_robustness")
+        robust_note = gr.Markdown(elem_id="leaderboard_robust_note")
+        robust_table = gr.Dataframe(interactive=False, elem_id="leaderboard_robust_table")
+    with gr.Accordion("Designers' P_H stability per concept", open=False):
+        stable_show = gr.Button("Show stability", elem_id="leaderboard_stability")
+        stable_note = gr.Markdown(elem_id="leaderboard_stability_note")
+        stable_histogram = gr.Plot(
+            label="Concepts by P_H stability", elem_id="leaderboard_stability_histogram"
+        )
+        stable_table = gr.Dataframe(interactive=False, elem_id="leaderboard_stability_table")
 
-    inputs = [session_token, source, cfg, aggregate]
+    inputs = [session_token, source, cfg, aggregate, resamples, seed, colorings]
     wire(
         show.click,
         allowed(_show(ctx, concepts)),
         inputs,
-        [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8],
+        [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8, intervals],
         note=note,
         api_name="leaderboard_show",
+    )
+    wire(
+        check.click,
+        allowed(_robustness(ctx, concepts)),
+        [session_token, source, sample, sample_seed],
+        [robust_note, robust_table],
+        note=robust_note,
+        api_name="leaderboard_robustness",
+    )
+    wire(
+        stable_show.click,
+        allowed(_stability),
+        session_token,
+        [stable_note, stable_histogram, stable_table],
+        note=stable_note,
+        api_name="leaderboard_stability",
     )
     wire(
         export.click,
@@ -92,19 +152,63 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     )
 
 
-def _analyses(ctx: AppContext, concepts, db, source: str, cfg: str, aggregate: str):
-    return leaderboard_analyses(db, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
+def _robustness(ctx: AppContext, concepts):
+    def check(db, actor, source: str, sample: str, seed: str):
+        """The leaderboard under each alternative: a summary and one row per (choice,
+        alternative, metric) with the largest change, Kendall τ and swapped models."""
+        report, text = robustness_report(
+            db,
+            ctx.config.data_dir,
+            concepts,
+            source or "",
+            sample=None if not str(sample).strip() else whole_number(sample, "Base concepts to sample"),
+            seed=whole_number(seed, "Sample seed"),
+        )
+        return escape(text), report.round(4)
+
+    return check
+
+
+def _stability(db, actor):
+    """Each concept's designers' P_H stability: summary, histogram and table."""
+    view = stability_view(db)
+    return escape(view.text), view.figure, view.table
+
+
+def resampling(resamples, seed, colorings) -> Resampling:
+    """The bootstrap settings typed into the tab (ValueError naming the field)."""
+    return Resampling(
+        n_resamples=whole_number(resamples, "Bootstrap resamples"),
+        seed=whole_number(seed, "Bootstrap seed"),
+        colorings=whole_number(colorings, "P_H replicates per concept"),
+    )
+
+
+def _analyses(ctx: AppContext, concepts, db, source, cfg, aggregate, resamples, seed, colorings):
+    settings = resampling(resamples, seed, colorings)
+    return leaderboard_analyses(
+        db, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate, resampling=settings
+    )
 
 
 def _show(ctx: AppContext, concepts):
-    def show(db, actor, source: str, cfg: str, aggregate: str):
-        """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`."""
-        result = _analyses(ctx, concepts, db, source, cfg, aggregate)
+    def show(db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str):
+        """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`, with
+        bootstrap intervals and the significance of each ranking (10th output)."""
+        result = _analyses(ctx, concepts, db, source, cfg, aggregate, resamples, seed, colorings)
         figs = analysis_figures(result)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
         pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
         note = f"{escape(human.describe(db, source))}  \n{pooled}Guidance scale per model: {scales}."
-        tables = (_shown(t) for t in (result.table6, result.table7, result.table8))
+        tables = (
+            _shown(*args)
+            for args in (
+                (result.table6_ci, "model", "style"),
+                (result.table7_ci, "model", "modifier_type"),
+                (result.table8_ci, "modifier_type", "style"),
+            )
+        )
+        intervals = f"{escape(result.resampling.describe())}\n\n{escape(significance_note(result.ranking))}"
         return (
             note,
             LEGEND + result.table1.to_html(),
@@ -113,19 +217,25 @@ def _show(ctx: AppContext, concepts):
             figs["sensitivity"],
             figs["shift_scatter"],
             *tables,
+            intervals,
         )
 
     return show
 
 
-def _shown(table):
-    return table.round(3).reset_index()
+def _shown(long, index: str, columns: str):
+    """A sensitivity table with each cell ``value [lo, hi]``."""
+    if long.empty:
+        return long
+    return interval_table(long, index, columns).reset_index().rename_axis(columns=None)
 
 
 def _export(ctx: AppContext, concepts):
-    def export(db, actor, source: str, cfg: str, aggregate: str) -> list[str]:
+    def export(
+        db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
+    ) -> list[str]:
         """Every table as CSV and every figure as HTML, under the data folder's exports/."""
-        result = _analyses(ctx, concepts, db, source, cfg, aggregate)
+        result = _analyses(ctx, concepts, db, source, cfg, aggregate, resamples, seed, colorings)
         paths = export_analyses(
             result, analysis_figures(result), ctx.config.data_dir / "exports" / "research"
         )

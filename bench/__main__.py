@@ -19,13 +19,15 @@ scale       `bench.bench_scale.run`: the research views, the whole vote queue, s
             (1,278 concepts x 5 colorings of 1024² PNGs); also rewrites "Full study size"
 scale-out   `bench.bench_scale_out.run`: the tiny-model run in-process vs a local Ray
             cluster with 1 and 2 workers, Ray's cost per item; rewrites "Scale-out (Ray)"
+adaptive    `bench.bench_adaptive.run`: adaptive collection against fixed K = 5, simulated
+            designers around the Schloss-lab ratings; rewrites "Adaptive collection"
 
 Only text between a pair of markers (``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``)
 is rewritten: ``summary`` (machine, date, command and one row per figure; with ``--only``
 the rows of the benchmarks not run are kept, and the table says so) and ``load``.
 Other sections of BENCHMARKS.md belong to their benchmarks' authors.
 
-    python -m bench [--only core,load,pace,light,generation,review,scale,scale-out] [--quick] [--dry-run]
+    python -m bench [--only core,load,pace,light,generation,review,scale,scale-out,adaptive] [--quick] [--dry-run]
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ TITLES = {
     "light": "Light endpoints during a burst",
     "scale": "Full study size",
     "scale-out": "Scale-out (Ray)",
+    "adaptive": "Adaptive collection",
 }
 
 
@@ -353,6 +356,24 @@ def scale_out(quick: bool) -> tuple[list[Row], dict[str, str]]:
     return rows, {"scale-out": bench_scale_out.markdown(f)}
 
 
+def adaptive(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_adaptive.run`, and the "Adaptive collection" section."""
+    from bench import bench_adaptive
+
+    f = bench_adaptive.run(3 if quick else 20)
+    best, ref = f["best"]["mean_error"], f["reference"]
+    value = "not reached" if best is None else f"{best['colorings']:.1f} vs {ref['colorings']:.0f}"
+    return [
+        Row(
+            "adaptive",
+            "Colorings for fixed K = 5's mean P_H error, adaptive vs fixed",
+            value,
+            f"{f['concepts']} concepts, simulated designers around the Schloss-lab ratings, "
+            f"{f['repeats']} collections per setting",
+        )
+    ], {"adaptive": bench_adaptive.markdown(f)}
+
+
 BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
     "core": core,
     "load": load,
@@ -362,6 +383,7 @@ BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
     "review": review,
     "scale": scale,
     "scale-out": scale_out,
+    "adaptive": adaptive,
 }
 
 

@@ -22,6 +22,7 @@ COMMANDS = {
     "build-tiny": "evaluation.cli.build_tiny",
     "judgments": "evaluation.analysis.judgment_report",
     "judge-audit": "evaluation.cli.judge_audit",
+    "robustness": "evaluation.cli.robustness",
 }
 
 

@@ -2,10 +2,12 @@
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
+from evaluation.analysis.bootstrap import Resampling
 from evaluation.analysis.results import analyses
 from evaluation.concepts import load_concepts
 from evaluation.pipeline import runs
@@ -21,6 +23,7 @@ HUMAN = {
     "cabin": one_hot(8, 0.5, 30),
 }
 COLORS = {"m-red": (200, 30, 30), "m-grey": (120, 120, 120)}
+BOOT = ("200", "3", "0")  # bootstrap resamples, seed, P_H replicates per concept
 
 
 def _store(config):
@@ -34,7 +37,12 @@ def _store(config):
                     shade = tuple(min(255, c + int(10 * cfg) * ("rotten" in concept)) for c in color)
                     cells[(model, concept, "natural", cfg)] = [shade, color]
         store_segmented_run(db, config.data_dir, "grid", cells)
-        return analyses(runs.model_distributions(db), HUMAN, load_concepts())
+        return analyses(
+            runs.model_distributions(db),
+            HUMAN,
+            load_concepts(),
+            resampling=Resampling(n_resamples=200, seed=3),
+        )
     finally:
         db.close()
 
@@ -44,11 +52,11 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
     with running_app(config) as (client, _):
         expected = _store(config)
         researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
-        note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8 = client.predict(
-            researcher, "lab", "recommended", "ratio_of_means", api_name="/leaderboard_show"
+        note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8, intervals = client.predict(
+            researcher, "lab", "recommended", "ratio_of_means", *BOOT, api_name="/leaderboard_show"
         )
         files = client.predict(
-            researcher, "lab", "recommended", "ratio_of_means", api_name="/leaderboard_export"
+            researcher, "lab", "recommended", "ratio_of_means", *BOOT, api_name="/leaderboard_export"
         )
     assert (
         "Guidance scale per model: m-grey at 4, m-red at 4." in note
@@ -74,7 +82,12 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
     assert set(bars) == {"Visual state", "Emotional"}
     assert_allclose(bars["Emotional"].y, expected.sensitivity.query("modifier_type == 'emotional'")["ratio"])
     assert table7["headers"] == ["model", "emotional", "visual_state"]
-    assert_allclose([row[1:] for row in table7["data"]], expected.table7.round(3).to_numpy())
+    shown = [[float(cell.split(" [")[0]) for cell in row[1:]] for row in table7["data"]]
+    assert_allclose(shown, expected.table7[["emotional", "visual_state"]].round(3).to_numpy())
+    assert all(cell.count("[") == 1 for row in table7["data"] for cell in row[1:])
+    assert intervals.startswith("95% percentile intervals from 200 bootstrap resamples of concepts")
+    assert "seed 3" in intervals and "Adjacent models:" in intervals
+    assert table1.count("<small>[") == np.isfinite(expected.table1.lo.to_numpy(float)).sum()
     assert table6["headers"] == ["model", "natural"] and table8["headers"] == [
         "modifier_type",
         "natural",
@@ -91,6 +104,10 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
         "table6.csv",
         "table7.csv",
         "table8.csv",
+        "table6_ci.csv",
+        "table7_ci.csv",
+        "table8_ci.csv",
+        "ranking.csv",
         "cfg_sweep.html",
         "sensitivity.html",
         "shift_scatter.html",
@@ -103,7 +120,7 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
         .sort_index(),
     )
     assert "shift_scatter" in Path(exported["shift_scatter.html"]).read_text(encoding="utf-8")
-    assert len(list((config.data_dir / "exports" / "research").iterdir())) == 12
+    assert len(list((config.data_dir / "exports" / "research").iterdir())) == 16
 
 
 def test_a_scale_no_model_has_is_a_clear_error(tmp_path):
@@ -117,9 +134,17 @@ def test_a_scale_no_model_has_is_a_clear_error(tmp_path):
             AppError,
             match=r"`cfg` 3 is not a stored guidance scale of every model; stored scales: \{'m-grey': \[2.0, 4.0, 6.0\]",
         ):
-            client.predict(researcher, "lab", "3", "ratio_of_means", api_name="/leaderboard_show")
+            client.predict(researcher, "lab", "3", "ratio_of_means", *BOOT, api_name="/leaderboard_show")
         with pytest.raises(AppError, match="is not in the list of choices"):
-            client.predict(researcher, "lab", "4", "median", api_name="/leaderboard_show")
+            client.predict(researcher, "lab", "4", "median", *BOOT, api_name="/leaderboard_show")
+        with pytest.raises(AppError, match=r"`Bootstrap resamples` must be a whole number, got '1.5'"):
+            client.predict(
+                researcher, "lab", "4", "ratio_of_means", "1.5", "0", "0", api_name="/leaderboard_show"
+            )
+        with pytest.raises(AppError, match=r"`n_resamples` must be a whole number of at least 10, got 3"):
+            client.predict(
+                researcher, "lab", "4", "ratio_of_means", "3", "0", "0", api_name="/leaderboard_show"
+            )
 
 
 def test_leaderboard_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
@@ -127,9 +152,54 @@ def test_leaderboard_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
     with running_app(config) as (client, _):
         _store(config)
         tokens = sign_in(client, ADMIN_PASSWORD, "designer", "expert", "participant")
-        args = ["lab", "recommended", "ratio_of_means"]
-        calls = {"/leaderboard_show": args, "/leaderboard_export": args}
+        args = ["lab", "recommended", "ratio_of_means", *BOOT]
+        calls = {
+            "/leaderboard_show": args,
+            "/leaderboard_export": args,
+            "/leaderboard_robustness": ["lab", "", "0"],
+            "/leaderboard_stability": [],
+        }
         others = {who: tokens[who] for who in ("designer", "expert", "participant")}
         assert_every_endpoint_refuses(
             client, config, "/leaderboard_", calls, {**others, "nobody": "", "forged": "f" * 43}
         )
+
+
+def test_the_robustness_panel_reports_the_models_a_choice_swaps(tmp_path):
+    from evaluation.color.colorspace import srgb_to_lab
+    from evaluation.color.palette import nearest_uw71
+
+    red, orange, black, brown = (200, 30, 30), (225, 120, 40), (3, 3, 3), (110, 70, 30)
+    bins = {c: int(nearest_uw71(srgb_to_lab(np.array(c, dtype=np.uint8)))) for c in (red, brown)}
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        db = open_db(config.db_path)
+        try:
+            truth = {
+                "apple": one_hot(bins[red], 0.9, bins[brown]),
+                "rotten apple": one_hot(bins[brown], 0.9, bins[red]),
+            }
+            human_rows.store_reference(db, "lab", truth, "two concepts")
+            cells = {
+                ("m-dark", "apple", "natural", 5.0): [black, black, red],
+                ("m-orange", "apple", "natural", 5.0): [orange, red, red],
+                ("m-dark", "rotten apple", "natural", 5.0): [brown],
+                ("m-orange", "rotten apple", "natural", 5.0): [brown],
+            }
+            store_segmented_run(db, config.data_dir, "grid", cells)
+        finally:
+            db.close()
+        researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+        note, table = client.predict(researcher, "lab", "", "0", api_name="/leaderboard_robustness")
+        sampled, _ = client.predict(researcher, "lab", "1", "3", api_name="/leaderboard_robustness")
+        from gradio_client.exceptions import AppError
+
+        with pytest.raises(AppError, match="`Base concepts to sample` must be a whole number, got 'some'"):
+            client.predict(researcher, "lab", "some", "0", api_name="/leaderboard_robustness")
+    assert (
+        "pixel_filter none → gencolor: **pcc: m-orange ↔ m-dark (τ = -1.00); emd: m-orange ↔ m-dark" in note
+    )
+    rows = pd.DataFrame(table["data"], columns=table["headers"])
+    swap = rows[(rows["choice"] == "pixel_filter") & (rows["metric"] == "emd")].iloc[0]
+    assert swap["swapped"] == "m-orange ↔ m-dark" and swap["kendall_tau"] == -1.0
+    assert "2 concepts (seeded sample)" in sampled

@@ -47,7 +47,8 @@ def test_unknown_benchmark_names_are_refused(capsys):
     with pytest.raises(SystemExit):
         main(["--only", "core,nope", "--dry-run"])
     assert (
-        "--only must name some of ['core', 'load', 'pace', 'light', 'generation', 'review', 'scale', 'scale-out'], got "
+        "--only must name some of ['core', 'load', 'pace', 'light', 'generation', 'review', 'scale', 'scale-out', "
+        "'adaptive'], got "
         "'core,nope'"
     ) in capsys.readouterr().err
 

@@ -16,6 +16,9 @@ def test_researcher_computes_the_leaderboards_and_sees_tables_and_figures(live_a
     pick(page, "leaderboard_source", "lab")
     page.click("#leaderboard_show")
     expect(page.locator("#leaderboard_note")).to_contain_text("four concepts rated by our lab")
+    expect(page.locator("#leaderboard_intervals")).to_contain_text("1000 bootstrap resamples")
+    expect(page.locator("#leaderboard_intervals")).to_contain_text("Adjacent models")
+    expect(page.locator("#leaderboard_table1")).to_contain_text("[")
     for table in ("table1", "table2"):
         rows = page.locator(f"#leaderboard_{table} tbody tr")
         expect(rows.first).to_be_visible()

@@ -12,6 +12,9 @@ Words
 - A *round task* is a ``coloring`` task with ``coloring_id`` set: it redoes that coloring
   as the next round (`annotation.coloring.store`). Experts create them with a note
   (`annotation.qc.review.request_recolor`); designers create them with `request_redo`.
+- *Assignment mode*: fixed `k` designers per concept (default, the paper's protocol) or
+  adaptive (`annotation.coloring.stability`): ``min_k`` designers, then more for concepts
+  whose P_H is still unstable, up to a cap; set by the admin, read at every reservation.
 - *Redo window* (the paper is silent): a designer may redo their latest round of a concept
   of their current batch while it is still ``submitted`` (not yet reviewed), until they
   start the next batch. Every round is kept.
@@ -38,6 +41,7 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.assignment import Task, expire, open_tasks, reserve
+from annotation.coloring import stability
 from annotation.coloring.fill import (
     RawCanvas,
     blank_color_layer,
@@ -203,7 +207,7 @@ def start_batch(
             raise Conflict("your current batch still has open tasks; finish them first")
         rounds = sum(t.coloring_id is not None for t in held)
         wanted = min(ahead, batch_size)
-        tasks = reserve(db, "coloring", annotator_id, rng, wanted + rounds, k=k, minutes=minutes, now=now)
+        tasks = _reserve(db, annotator_id, rng, wanted + rounds, k=k, minutes=minutes, now=now)
         fresh = [t for t in tasks if t.coloring_id is None]
         if fresh:
             db["batches"].insert(
@@ -240,10 +244,42 @@ def top_up(
         expire(db, now=now)
         stamp = _batch_stamps(db, annotator_id)[-1]
         held = len(open_tasks(db, "coloring", annotator_id, now=now))
-        tasks = reserve(
-            db, "coloring", annotator_id, rng, held + wanted, k=k, minutes=minutes, now=now, created=stamp
-        )
+        tasks = _reserve(db, annotator_id, rng, held + wanted, k=k, minutes=minutes, now=now, created=stamp)
         return len(tasks) - held
+
+
+def _reserve(
+    db, annotator_id: int, rng, total: int, *, k: int, minutes: float, now: dt.datetime, created=None
+) -> list[Task]:
+    """`annotation.assignment.reserve` of coloring tasks under the stored assignment mode:
+    `k` designers per concept (fixed), or ``min_k`` then extra designers for unstable
+    concepts (adaptive, `annotation.coloring.stability`). Runs in the caller's transaction."""
+    mode = stability.read_mode(db)
+    options = {"minutes": minutes, "now": now, "created": created}
+    if not mode.adaptive:
+        return reserve(db, "coloring", annotator_id, rng, total, k=k, **options)
+    tasks = reserve(db, "coloring", annotator_id, rng, total, k=mode.min_k, **options)
+    extra = stability.extra_targets(db, annotator_id, mode, rng, total - len(tasks))
+    for concept in extra:
+        db["tasks"].insert(
+            {
+                "kind": "coloring",
+                "annotator_id": annotator_id,
+                "concept_key": concept,
+                "practice": 0,
+                "status": "reserved",
+                "created": iso(now) if created is None else created,
+                "expires": iso(now + dt.timedelta(minutes=minutes)),
+            }
+        )
+    return open_tasks(db, "coloring", annotator_id, now=now) if extra else tasks
+
+
+def slot_quota(db: sqlite_utils.Database, k: int) -> int:
+    """The designers a concept may have when a coloring is submitted: `k` (fixed mode), or
+    the adaptive mode's ``cap`` (who may take a concept is decided when it is reserved)."""
+    mode = stability.read_mode(db)
+    return mode.cap if mode.adaptive else k
 
 
 def _top_up_wanted(db, annotator_id: int, ahead: int, now: dt.datetime) -> int:
@@ -425,7 +461,7 @@ def submit_canvas(
     min_painted_fraction : float
         See `check_painted_area`.
     k : int
-        Colorings per concept.
+        Colorings per concept (fixed mode; adaptive: the mode's cap, see `slot_quota`).
     pool : ColoringPool, optional
         Where the decoding, paint check, extraction and PNG encoding run
         (`prepare_canvas`); by default in this thread.
@@ -478,7 +514,7 @@ def submit_canvas(
         seconds_spent=raw.elapsed_s,
         task=task,
         sketch_id=sketch["id"],
-        k=k,
+        k=slot_quota(db, k),
         then=None
         if reservation_minutes is None
         else lambda db_: top_up(

@@ -16,9 +16,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import sqlite_utils
 
+from annotation.coloring import human as coloring_human
 from annotation.concepts import unknown_concept
 from annotation.errors import NotFound
-from evaluation.analysis import comparison, results, scoring, tables
+from evaluation.analysis import bootstrap, comparison, results, robustness, scoring, tables
 from evaluation.concepts import Concept
 from evaluation.pipeline import runs
 from evaluation.pipeline.overlay import item_overlays
@@ -146,20 +147,84 @@ def leaderboard_analyses(
     *,
     cfg: str | float = results.RECOMMENDED,
     aggregate: str = tables.RATIO_OF_MEANS,
+    resampling: bootstrap.Resampling | None = bootstrap.DEFAULT,
 ) -> results.Analyses:
     """`evaluation.analysis.results.analyses` of every stored model distribution against `source`.
 
     Human distributions are read as stored (`storage.human`), and so are the metrics
     (`evaluation.analysis.scoring.stored_scores`, rescoring only what changed); only the model
-    distributions at the scales the tables use are decoded, for the shifts.
+    distributions at the scales the tables use are decoded, for the shifts. With
+    ``resampling.colorings`` and the designers' source, each concept's P_H is also
+    resampled over its counted colorings (their stored pixel samples), for Tables 1-2.
     """
     human.check_source(db, source)
     frame = results.latest_scores(scoring.stored_scores(db, source, concepts))
     if frame.empty:
-        return results.analyses([], {}, concepts, cfg=cfg, aggregate=aggregate, frame=frame)
+        return results.analyses(
+            [], {}, concepts, cfg=cfg, aggregate=aggregate, frame=frame, resampling=resampling
+        )
     pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
     chosen = results.resolve_cfg(frame, results.RECOMMENDED if pooled else cfg)
     rows = runs.model_distributions(db, cfgs=chosen)
+    replicates = None
+    if resampling is not None and resampling.colorings and source == human.DESIGNERS:
+        replicates = bootstrap.human_replicates(colorings_pixels(db, set(frame["concept"])), resampling)
     return results.analyses(
-        rows, human.vectors(db, source), concepts, cfg=cfg, aggregate=aggregate, frame=frame
+        rows,
+        human.vectors(db, source),
+        concepts,
+        cfg=cfg,
+        aggregate=aggregate,
+        frame=frame,
+        resampling=resampling,
+        human_replicates=replicates,
     )
+
+
+def colorings_pixels(db: sqlite_utils.Database, keys: set[str]) -> dict[str, list[np.ndarray]]:
+    """The stored pixel samples of each concept's counted colorings (`storage.human.COUNTING_RULE`),
+    in coloring id order, for the concepts of `keys` that have any."""
+    by_concept: dict[str, list[int]] = {}
+    for coloring in human.counted_colorings(db):
+        if coloring["concept_key"] in keys:
+            by_concept.setdefault(coloring["concept_key"], []).append(coloring["id"])
+    found = coloring_human.samples(db, [i for ids in by_concept.values() for i in ids]) if by_concept else {}
+    return {k: [found[i] for i in ids if i in found] for k, ids in by_concept.items()}
+
+
+def robustness_report(
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    concepts: Sequence[Concept],
+    source: str,
+    *,
+    sample: int | None = None,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, str]:
+    """`evaluation.analysis.robustness.robustness` of the stored runs against `source`.
+
+    Model distributions are re-extracted from the runs' pixel summaries; with the
+    designers' source, so is P_H from the counted colorings' pixel samples. `sample`
+    restricts everything to that many base concepts drawn with `seed`.
+
+    Returns
+    -------
+    report : pandas.DataFrame
+        `evaluation.analysis.robustness.REPORT_COLUMNS` and ``seconds``.
+    text : str
+        `evaluation.analysis.robustness.describe` of it (Markdown).
+    """
+    human.check_source(db, source)
+    rows = runs.model_distributions(db)
+    keys = robustness.sample_families(concepts, {r["concept"] for r in rows}, sample, seed)
+    rows = [r for r in rows if r["concept"] in keys]
+    report = robustness.robustness(
+        rows,
+        human.vectors(db, source),
+        concepts,
+        frame=results.latest_scores(scoring.stored_scores(db, source, concepts)),
+        model_pixels=robustness.stored_pixels(db, data_dir, rows),
+        human_pixels=colorings_pixels(db, keys) if source == human.DESIGNERS else None,
+        keys=None if sample is None else keys,
+    )
+    return report, robustness.describe(report)

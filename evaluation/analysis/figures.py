@@ -183,6 +183,19 @@ def group_strip(groups, *, title: str = "", unit: str = "images") -> go.Figure:
     return dominant_strip(colors, [g.n_images for g in groups], title=title, unit=unit)
 
 
+def error_bars(part: pd.DataFrame, column: str) -> dict | None:
+    """Plotly ``error_y`` of `column` from its ``_lo``/``_hi`` columns (None without them)."""
+    if f"{column}_lo" not in part:
+        return None
+    y = part[column].to_numpy(float)
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": part[f"{column}_hi"].to_numpy(float) - y,
+        "arrayminus": y - part[f"{column}_lo"].to_numpy(float),
+    }
+
+
 def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Figure:
     """Metric against guidance scale, one line per model (Figure 5).
 
@@ -197,7 +210,9 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
     Returns
     -------
     plotly.graph_objects.Figure
-        Per panel one scatter-line trace per (model, style), x = cfg, y = metric mean.
+        Per panel one scatter-line trace per (model, style), x = cfg, y = metric mean,
+        with error bars from ``<metric>_lo``/``<metric>_hi`` where `sweep` has them
+        (`evaluation.analysis.uncertainty.sweep`).
     """
     require_columns(sweep, ("model", "style", "cfg", *metric_names), "sweep")
     several_styles = sweep["style"].nunique() > 1
@@ -211,6 +226,7 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
                     x=part["cfg"],
                     y=part[metric],
                     mode="lines+markers",
+                    error_y=error_bars(part, metric),
                     name=name,
                     legendgroup=name,
                     showlegend=col == 1,
@@ -239,8 +255,9 @@ def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type")
     Returns
     -------
     plotly.graph_objects.Figure
-        One `go.Bar` trace per group value, x = model, y = ratio, and a dashed line at
-        1 (the human baseline).
+        One `go.Bar` trace per group value, x = model, y = ratio (error bars from
+        ``ratio_lo``/``ratio_hi`` where present), and a dashed line at 1 (the human
+        baseline).
     """
     require_columns(sensitivity, ("model", group, "ratio", "model_shift", "human_shift"), "sensitivity")
     fig = go.Figure()
@@ -249,6 +266,7 @@ def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type")
             go.Bar(
                 x=part["model"],
                 y=part["ratio"],
+                error_y=error_bars(part, "ratio"),
                 name=MODIFIER_LABELS.get(value, str(value)),
                 customdata=part[["model_shift", "human_shift"]].to_numpy(),
                 hovertemplate="%{x}<br>ratio %{y:.3f}<br>model shift %{customdata[0]:.2f}"

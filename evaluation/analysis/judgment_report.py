@@ -128,20 +128,19 @@ def analyse(
 
     Notes
     -----
-    A pair enters a metric's correlations and agreement only where the metric is
-    defined for both models: ΔHue is NaN when a dominant bin is achromatic, so its
-    ``n_pairs`` may be smaller than the others'.
+    A pair enters the metric tables only where the metrics file has a row for both
+    models; a pair enters one metric's correlations and agreement only where that
+    metric is defined for both models (ΔHue is NaN when a dominant bin is achromatic),
+    and is counted in that metric's ``n_undefined`` otherwise, exactly as a direct call
+    of `evaluation.analysis.judgments.metric_validation` does.
     """
     options = {"exclude_flagged": exclude_flagged, "max_failures": max_failures}
     tables = {}
     if metrics is not None:
-        names = [
+        names = tuple(
             m for m in judgments.METRIC_TYPES if m in metrics or (m == "dca" and "dominant_model" in metrics)
-        ]
-        validation = pd.concat(
-            [_validate(votes, metrics, name, rng, n_boot, ci, exclude_ties, options) for name in names],
-            ignore_index=True,
         )
+        validation = _validate(votes, metrics, names, rng, n_boot, ci, exclude_ties, options)
         tables["table3"] = judgments.table3(validation).reset_index()
         tables["validation"] = validation
     tables["pairs"] = judgments.pair_preferences(votes, **options)
@@ -150,18 +149,13 @@ def analyse(
     return tables
 
 
-def _validate(votes, metrics, name, rng, n_boot, ci, exclude_ties, options) -> pd.DataFrame:
-    """`metric_validation` of one metric over the pairs where it is defined."""
-    values = (
-        metrics
-        if name != "dca" or "dca" in metrics
-        else metrics.assign(dca=(metrics["dominant_model"] == metrics["dominant_human"]).astype(float))
-    )
-    defined = {(c, m) for c, m, v in zip(values["concept"], values["model"], values[name]) if pd.notna(v)}
+def _validate(votes, metrics, names, rng, n_boot, ci, exclude_ties, options) -> pd.DataFrame:
+    """`metric_validation` over the pairs whose two models have a row in `metrics`."""
+    present = set(zip(metrics["concept"], metrics["model"]))
     check = votes["attention_check"].astype(bool).to_numpy()
     keep = check | np.array(
         [
-            (c, a) in defined and (c, b) in defined
+            (c, a) in present and (c, b) in present
             for c, a, b in zip(votes["concept"], votes["model_a"], votes["model_b"])
         ],
         bool,
@@ -170,19 +164,15 @@ def _validate(votes, metrics, name, rng, n_boot, ci, exclude_ties, options) -> p
     if n_pairs < 2:
         return pd.DataFrame(
             [
-                {
-                    "metric": name,
-                    "label": METRICS[name][0],
-                    "type": judgments.METRIC_TYPES[name],
-                    "n_pairs": n_pairs,
-                }
+                {"metric": n, "label": METRICS[n][0], "type": judgments.METRIC_TYPES[n], "n_pairs": n_pairs}
+                for n in names
             ]
         )
     return judgments.metric_validation(
         votes[keep],
-        values[["concept", "model", name]],
+        metrics,
         rng=rng,
-        metric_names=(name,),
+        metric_names=names,
         n_boot=n_boot,
         ci=ci,
         exclude_ties=exclude_ties,

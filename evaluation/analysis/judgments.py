@@ -248,9 +248,12 @@ def metric_validation(
     Returns
     -------
     pandas.DataFrame
-        One row per metric: ``metric, label, type, n_pairs``, ``pearson``, ``spearman``,
-        ``agreement`` each with ``_lo``/``_hi`` bounds, ``metric_ties`` (pairs where
-        the two models score equal) and ``human_ties`` (pairs split evenly).
+        One row per metric: ``metric, label, type``, ``n_pairs`` (pairs where the metric
+        is defined for both models), ``n_undefined`` (pairs left out because a value is
+        NaN: ΔHue of an achromatic dominant bin), ``pearson``, ``spearman``,
+        ``agreement`` each with ``_lo``/``_hi`` bounds (NaN with fewer than 2 defined
+        pairs), ``metric_ties`` (pairs where the two models score equal) and
+        ``human_ties`` (pairs split evenly).
 
     Notes
     -----
@@ -259,8 +262,11 @@ def metric_validation(
     the share of votes for a. Each pair enters the correlations in both orientations,
     (d, s) and (−d, 1 − s), so the coefficients do not depend on which model is called
     a. The metric's pick is sign(d), the majority's sign(s − 0.5); agreement is the
-    share of pairs where both are defined and equal. Intervals are bootstrap
-    percentiles over pairs resampled with replacement.
+    share of pairs where both are defined and equal. A pair whose metric value is NaN
+    for either model is left out of that metric only, and counted in ``n_undefined``
+    (``python -m evaluation judgments`` reports the same). Intervals are bootstrap
+    percentiles over the metric's defined pairs resampled with replacement, drawn from
+    `rng` metric by metric.
     """
     if n_boot < 1 or not 0 < ci < 1:
         raise ValueError(f"`n_boot` must be >= 1 and `ci` in (0, 1), got {n_boot} and {ci}")
@@ -268,32 +274,41 @@ def metric_validation(
     if len(prefs) < 2:
         raise ValueError(f"`votes` must cover at least 2 pairs, got {len(prefs)}")
     diffs = _pair_differences(prefs, _metric_table(metric_values, metric_names))
-    s = prefs["share_a"].to_numpy(float)
-    idx = rng.integers(0, len(prefs), size=(n_boot, len(prefs)))
+    shares = prefs["share_a"].to_numpy(float)
     rows = []
     for name in metric_names:
-        d = diffs[name].to_numpy(float)
-        pearson, spearman = _coefficients(d[None], s[None])
-        boot_p, boot_s = _coefficients(d[idx], s[idx])
+        d_all = diffs[name].to_numpy(float)
+        defined = ~np.isnan(d_all)
+        d, s = d_all[defined], shares[defined]
         row = {
             "metric": name,
             "label": METRICS[name][0],
             "type": METRIC_TYPES.get(name, ""),
-            "n_pairs": len(prefs),
-            "pearson": pearson[0],
-            "spearman": spearman[0],
-            "agreement": float(_agreement(d, s, exclude_ties)),
+            "n_pairs": int(defined.sum()),
+            "n_undefined": int((~defined).sum()),
         }
-        for key, samples in (
-            ("pearson", boot_p),
-            ("spearman", boot_s),
-            ("agreement", _agreement(d[idx], s[idx], exclude_ties)),
-        ):
-            row[f"{key}_lo"], row[f"{key}_hi"] = _interval(samples, ci)
-        row["metric_ties"] = int(np.sum(d == 0))
-        row["human_ties"] = int(np.sum(s == 0.5))
+        if len(d) >= 2:
+            row.update(_validated(d, s, rng.integers(0, len(d), size=(n_boot, len(d))), ci, exclude_ties))
         rows.append(row)
-    return pd.DataFrame(rows)
+    columns = ["metric", "label", "type", "n_pairs", "n_undefined"]
+    columns += [f"{k}{end}" for k in ("pearson", "spearman", "agreement") for end in ("", "_lo", "_hi")]
+    return pd.DataFrame(rows).reindex(columns=[*columns, "metric_ties", "human_ties"])
+
+
+def _validated(d: np.ndarray, s: np.ndarray, idx: np.ndarray, ci: float, exclude_ties: bool) -> dict:
+    """Coefficients, agreement and their bootstrap intervals for defined pairs (d, s)."""
+    pearson, spearman = _coefficients(d[None], s[None])
+    boot_p, boot_s = _coefficients(d[idx], s[idx])
+    row = {"pearson": pearson[0], "spearman": spearman[0], "agreement": float(_agreement(d, s, exclude_ties))}
+    for key, samples in (
+        ("pearson", boot_p),
+        ("spearman", boot_s),
+        ("agreement", _agreement(d[idx], s[idx], exclude_ties)),
+    ):
+        row[f"{key}_lo"], row[f"{key}_hi"] = _interval(samples, ci)
+    row["metric_ties"] = int(np.sum(d == 0))
+    row["human_ties"] = int(np.sum(s == 0.5))
+    return row
 
 
 def table3(validation: pd.DataFrame) -> pd.DataFrame:

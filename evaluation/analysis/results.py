@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from evaluation.analysis import figures, scoring, tables
+from evaluation.analysis import bootstrap, figures, scoring, tables, uncertainty
 from evaluation.concepts import Concept
 from evaluation.pipeline.fileio import write_atomic
 
@@ -126,6 +126,12 @@ class Analyses:
 
     ``cfg`` is the scale per model of the shifts and sensitivity tables, and of Tables 1
     and 2 unless ``pooled`` (then these average each concept over all its scales).
+
+    With ``resampling`` (the default), Tables 1-2 carry bootstrap intervals (``lo``,
+    ``hi``), ``sweep`` and ``sensitivity`` carry ``<metric>_lo``/``_hi`` columns,
+    ``table6_ci`` to ``table8_ci`` hold Tables 6-8 in long form with ``ratio_lo`` and
+    ``ratio_hi``, and ``ranking`` says which adjacent models are distinguishable
+    (`evaluation.analysis.uncertainty`); without, those frames are empty.
     """
 
     metrics: pd.DataFrame
@@ -139,6 +145,11 @@ class Analyses:
     table6: pd.DataFrame
     table7: pd.DataFrame
     table8: pd.DataFrame
+    table6_ci: pd.DataFrame
+    table7_ci: pd.DataFrame
+    table8_ci: pd.DataFrame
+    ranking: pd.DataFrame
+    resampling: bootstrap.Resampling | None
 
 
 def _at_cfg(rows: Sequence[Mapping], cfg: Mapping[str, float]) -> pd.DataFrame:
@@ -161,6 +172,8 @@ def analyses(
     cfg: str | float = RECOMMENDED,
     aggregate: str = tables.RATIO_OF_MEANS,
     frame: pd.DataFrame | None = None,
+    resampling: bootstrap.Resampling | None = bootstrap.DEFAULT,
+    human_replicates: Mapping[str, np.ndarray] | None = None,
 ) -> Analyses:
     """Score and tabulate.
 
@@ -181,6 +194,12 @@ def analyses(
     frame : pandas.DataFrame, optional
         The metrics frame when it is already known (`latest_scores` of the stored
         scores); default: scored here from `model_rows`.
+    resampling : bootstrap.Resampling or None
+        How the intervals are drawn (default: `bootstrap.N_RESAMPLES` resamples of the
+        concepts, seed `bootstrap.SEED`); None leaves them out.
+    human_replicates : Mapping of str to ndarray, shape (R, 71), optional
+        P_H replicates per concept from its resampled colorings
+        (`bootstrap.human_replicates`), for ``resampling.colorings``.
 
     Raises
     ------
@@ -204,7 +223,7 @@ def analyses(
     )
     # An empty result (no variant pair in the source) comes back with text-typed shift columns.
     shifts = shifts.astype({"human_shift": float, "model_shift": float})
-    return Analyses(
+    result = Analyses(
         metrics=frame,
         cfg=chosen,
         pooled=pooled,
@@ -216,11 +235,47 @@ def analyses(
         table6=tables.table6(shifts, aggregate=aggregate),
         table7=tables.table7(shifts, aggregate=aggregate),
         table8=tables.table8(shifts, aggregate=aggregate),
+        table6_ci=pd.DataFrame(),
+        table7_ci=pd.DataFrame(),
+        table8_ci=pd.DataFrame(),
+        ranking=pd.DataFrame(columns=list(uncertainty.RANKING_COLUMNS)),
+        resampling=None,
+    )
+    if resampling is None:
+        return result
+    model_p = {
+        (r["model"], r["concept"], r["style"]): r["p"]
+        for r in latest_distributions(model_rows)
+        if r["model"] in chosen and np.isclose(float(r["cfg"]), chosen[r["model"]])
+    }
+    found = uncertainty.analyse(
+        frame,
+        table1,
+        table2,
+        table_cfg,
+        shifts,
+        resampling,
+        aggregate=aggregate,
+        model_p=model_p,
+        human=human_replicates,
+    )
+    return replace(
+        result,
+        table1=found.table1,
+        table2=found.table2,
+        sweep=found.sweep,
+        sensitivity=found.sensitivity,
+        table6_ci=found.table6,
+        table7_ci=found.table7,
+        table8_ci=found.table8,
+        ranking=found.ranking,
+        resampling=found.resampling,
     )
 
 
 def analysis_figures(result: Analyses) -> dict[str, go.Figure]:
-    """Figure 5 (CFG sweep), Figure 4 left (sensitivity bars) and right (shift scatter)."""
+    """Figure 5 (CFG sweep), Figure 4 left (sensitivity bars) and right (shift scatter);
+    the sweep and the bars carry error bars where `result` has intervals."""
     return {
         "cfg_sweep": figures.cfg_sweep_figure(result.sweep),
         "sensitivity": figures.sensitivity_bars(result.sensitivity, group="modifier_type"),
@@ -244,8 +299,9 @@ def export_analyses(result: Analyses, figs: Mapping[str, go.Figure], directory: 
     Returns
     -------
     list of Path
-        Tables first (metrics, table1, table2, cfg_sweep, shifts, sensitivity, table6-8),
-        then figures.
+        Tables first (metrics, table1, table2, cfg_sweep, shifts, sensitivity, table6-8,
+        then, with intervals, table6_ci-table8_ci and ranking), then figures. Tables 1-2,
+        the sweep and the sensitivity carry their interval columns.
     """
     directory = Path(directory)
     paths = []
@@ -255,6 +311,8 @@ def export_analyses(result: Analyses, figs: Mapping[str, go.Figure], directory: 
             value = value.to_csv_frame()
         if isinstance(value, pd.DataFrame):
             index = field.name in ("table6", "table7", "table8")
+            if value.empty and field.name.endswith(("_ci", "ranking")):
+                continue
             paths.append(_write(directory, field.name, ".csv", value.to_csv(index=index).encode("utf-8")))
     for name, fig in figs.items():
         page = fig.to_html(include_plotlyjs=True, full_html=True, div_id=name)

@@ -177,16 +177,26 @@ class Leaderboard:
     marks : pandas.DataFrame
         Same shape: ``"best"``, ``"second"`` or ``""``. Ties share a mark (dense ranks
         in the metric's better direction).
+    lo, hi : pandas.DataFrame or None
+        Same shape: bootstrap interval bounds of each cell
+        (`evaluation.analysis.bootstrap`), or None when not computed.
     """
 
     values: pd.DataFrame
     marks: pd.DataFrame
+    lo: pd.DataFrame | None = None
+    hi: pd.DataFrame | None = None
 
     def to_csv_frame(self) -> pd.DataFrame:
-        """Long form for CSV export: model, modifier_type, style, metric, value, mark."""
-        v = self.values.stack(list(range(3)), future_stack=True).rename("value")
-        m = self.marks.stack(list(range(3)), future_stack=True).rename("mark")
-        return pd.concat([v, m], axis=1).reset_index()
+        """Long form for CSV export: model, modifier_type, style, metric, value, mark (and
+        ``lo``, ``hi`` when the intervals are known)."""
+        named = {"value": self.values, "mark": self.marks, "lo": self.lo, "hi": self.hi}
+        parts = [
+            frame.stack(list(range(3)), future_stack=True).rename(name)
+            for name, frame in named.items()
+            if frame is not None
+        ]
+        return pd.concat(parts, axis=1).reset_index()
 
     def to_text(self, *, digits: int = 3) -> str:
         """A plain-text rendering for the terminal in the paper's full layout.
@@ -206,7 +216,8 @@ class Leaderboard:
     def to_html(self, *, digits: int = 3) -> str:
         """An HTML table with the best value bold and the second underlined (escaped).
 
-        An undefined value (ΔHue where every dominant color is grey) shows as `NOT_DEFINED`.
+        An undefined value (ΔHue where every dominant color is grey) shows as `NOT_DEFINED`;
+        with intervals each value is followed by ``[lo, hi]`` in small type.
         """
         head = "".join(
             f"<th>{html.escape(f'{MODIFIER_LABELS[t]} {STYLE_LABELS[s]} {METRICS[k][0]}')}"
@@ -221,9 +232,15 @@ class Leaderboard:
                 start, end = tags[self.marks.at[model, col]]
                 value = self.values.at[model, col]
                 shown = NOT_DEFINED if pd.isna(value) else f"{value:.{digits}f}"
-                cells.append(f"<td>{start}{html.escape(shown)}{end}</td>")
+                cells.append(f"<td>{start}{html.escape(shown)}{end}{self._interval(model, col, digits)}</td>")
             rows.append(f"<tr><td>{html.escape(str(model))}</td>{''.join(cells)}</tr>")
         return f"<table><tr><th>Model</th>{head}</tr>{''.join(rows)}</table>"
+
+    def _interval(self, model, col, digits: int) -> str:
+        if self.lo is None or pd.isna(self.lo.at[model, col]):
+            return ""
+        lo, hi = self.lo.at[model, col], self.hi.at[model, col]
+        return f"<br><small>[{lo:.{digits}f}, {hi:.{digits}f}]</small>"
 
 
 def _marks(values: pd.DataFrame) -> pd.DataFrame:

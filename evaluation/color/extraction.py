@@ -27,7 +27,10 @@ Choices where the paper is silent (each one line to change):
   100 pixels is repeated, not interpolated). If a very thin mask keeps no pixel after
   sampling, all masked pixels of the crop are used instead.
 - No lightness or saturation filter is applied: masks already remove the background,
-  and black, white and greys are UW-71 colors.
+  and black, white and greys are UW-71 colors (``pixel_filter="gencolor"`` drops
+  L* <= 5 and L* > 99 as GenColor does).
+- Step 3 links images by single linkage (connected components), the transitive reading
+  of "group"; ``linkage="average"`` cuts an average-linkage tree at the threshold instead.
 - Pixels outside a group's 20 most populated bins are dropped, and the group's
   distribution is normalised over the 20 kept bins.
 - A merge candidate joins the nearest existing merged color (by ΔE00 to its current
@@ -42,7 +45,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.cluster import hierarchy
 from scipy.sparse.csgraph import connected_components
+from scipy.spatial.distance import squareform
 
 from evaluation.color.colorspace import delta_e_2000, lab_to_srgb_uint8, srgb_to_lab
 from evaluation.color.palette import N_BINS, nearest_uw71
@@ -53,6 +58,15 @@ METHOD = "appendix-c3 v2 (bin means)"
 #: How step 4 represents each of a group's top 8x8x8 bins: the mean of the pixels in it
 #: (default), or the bin's centre (``"centre"``, the literal reading of Appendix C.3).
 BIN_COLORS = ("mean", "centre")
+#: How step 3 links images into groups: ``"single"`` (default, connected components: a
+#: chain of close images joins images far more than the threshold apart) or
+#: ``"average"`` (average linkage cut at the threshold: no such chains).
+LINKAGES = ("single", "average")
+#: Pixels dropped before step 2: none (default: masks already remove the background, and
+#: black, white and greys are UW-71 colors), or ``"gencolor"``: L* <= 5 or L* > 99, as
+#: GenColor (by the paper's authors) filters model images.
+PIXEL_FILTERS = ("none", "gencolor")
+GENCOLOR_LIGHTNESS = (5.0, 99.0)
 
 
 @dataclass(frozen=True)
@@ -202,8 +216,10 @@ def dominant_color(pixels: np.ndarray, *, bins: int = 16) -> np.ndarray:
     return srgb_to_lab(_bin_centres(np.array(top), bins))
 
 
-def group_images(dominant_lab: np.ndarray, *, threshold: float = 12.0) -> list[list[int]]:
-    """Step 3: connected components of images whose dominant colors are within ΔE00.
+def group_images(
+    dominant_lab: np.ndarray, *, threshold: float = 12.0, linkage: str = "single"
+) -> list[list[int]]:
+    """Step 3: group images whose dominant colors are within ΔE00.
 
     Parameters
     ----------
@@ -211,14 +227,21 @@ def group_images(dominant_lab: np.ndarray, *, threshold: float = 12.0) -> list[l
         CIELAB dominant color per image.
     threshold : float
         Largest ΔE00 that links two images (paper: 12).
+    linkage : {'single', 'average'}
+        ``single``: connected components of the pairs within `threshold`; ``average``:
+        clusters whose mean pairwise ΔE00 stays within `threshold` (average linkage).
 
     Returns
     -------
     list of list of int
         Image indices per group (ascending), largest group first, then by first image.
     """
-    linked = delta_e_2000(dominant_lab[:, None, :], dominant_lab[None, :, :]) <= threshold
-    _, labels = connected_components(linked, directed=False)
+    distance = delta_e_2000(dominant_lab[:, None, :], dominant_lab[None, :, :])
+    if linkage == "average" and len(dominant_lab) > 1:
+        tree = hierarchy.linkage(squareform(distance, checks=False), method="average")
+        labels = hierarchy.fcluster(tree, t=threshold, criterion="distance") - 1
+    else:
+        _, labels = connected_components(distance <= threshold, directed=False)
     groups = [np.flatnonzero(labels == g).tolist() for g in range(labels.max() + 1)]
     return sorted(groups, key=lambda g: (-len(g), g[0]))
 
@@ -305,6 +328,8 @@ def distribution_from_pixels(
     top_colors: int = 20,
     merge_threshold: float = 7.0,
     bin_color: str = "mean",
+    linkage: str = "single",
+    pixel_filter: str = "none",
 ) -> ConceptDistribution:
     """Steps 2-5 on per-image pixel sets (the output of `image_pixels`).
 
@@ -327,6 +352,11 @@ def distribution_from_pixels(
         centre. A flat color whose pixel noise straddles a bin boundary keeps one color
         with ``"mean"``; with ``"centre"`` it becomes two bin centres up to ~9 ΔE00 apart,
         too far to merge, and its mass splits over two UW-71 bins.
+    linkage : {'single', 'average'}
+        Step 3's grouping, see `group_images`.
+    pixel_filter : {'none', 'gencolor'}
+        ``gencolor`` drops pixels with L* <= 5 or L* > 99 first (`PIXEL_FILTERS`); an
+        image left with no pixel is left out.
 
     Returns
     -------
@@ -335,12 +365,18 @@ def distribution_from_pixels(
     Raises
     ------
     ValueError
-        If `pixels` is empty or an entry is not a non-empty (N, 3) uint8 array.
+        If `pixels` is empty, an entry is not a non-empty (N, 3) uint8 array, an option
+        is unknown, or the filter leaves no pixel.
     """
     if len(pixels) == 0:
         raise ValueError("`pixels` is empty: a distribution needs at least one image")
-    if bin_color not in BIN_COLORS:
-        raise ValueError(f"`bin_color` must be one of {BIN_COLORS}, got {bin_color!r}")
+    for name, value, allowed in (
+        ("bin_color", bin_color, BIN_COLORS),
+        ("linkage", linkage, LINKAGES),
+        ("pixel_filter", pixel_filter, PIXEL_FILTERS),
+    ):
+        if value not in allowed:
+            raise ValueError(f"`{name}` must be one of {allowed}, got {value!r}")
     for i, px in enumerate(pixels):
         if not (
             isinstance(px, np.ndarray)
@@ -353,6 +389,10 @@ def distribution_from_pixels(
                 f"`pixels[{i}]` must be a non-empty (N, 3) uint8 array, got "
                 f"{getattr(px, 'shape', type(px))} {getattr(px, 'dtype', '')}"
             )
+    if pixel_filter == "gencolor":
+        pixels = [kept for kept in (_lightness_filtered(px) for px in pixels) if len(kept)]
+        if not pixels:
+            raise ValueError("`pixel_filter` 'gencolor' left no pixel (every L* <= 5 or > 99)")
     dominants = np.array([dominant_color(px, bins=dominant_bins) for px in pixels])
     groups = tuple(
         _group_palette(
@@ -363,10 +403,17 @@ def distribution_from_pixels(
             merge_threshold=merge_threshold,
             bin_color=bin_color,
         )
-        for members in group_images(dominants, threshold=group_threshold)
+        for members in group_images(dominants, threshold=group_threshold, linkage=linkage)
     )
     p = sum(g.n_images / len(pixels) * g.p for g in groups)
     return ConceptDistribution(p=p / p.sum(), groups=groups, n_images=len(pixels))
+
+
+def _lightness_filtered(pixels: np.ndarray) -> np.ndarray:
+    """The pixels with GenColor's lightness 5 < L* <= 99."""
+    lightness = srgb_to_lab(pixels)[:, 0]
+    low, high = GENCOLOR_LIGHTNESS
+    return pixels[(lightness > low) & (lightness <= high)]
 
 
 def concept_distribution(

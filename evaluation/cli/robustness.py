@@ -1,0 +1,77 @@
+"""Recompute the leaderboard under each alternative of the paper's open choices.
+
+For every choice of `evaluation.analysis.robustness.CHOICES` (pixel filter, bin colour,
+image linkage, guidance scale, sensitivity ratio, ΔHue of grey bins) prints, per metric,
+the largest change of any Table 1-2 cell or model mean and Kendall's τ between the model
+rankings with the pairs that swap, and writes robustness.csv. The extraction choices are
+re-extracted from the runs' per-image pixel summaries (`--sample N` restricts them, and
+everything else, to N base concepts drawn with `--seed`); the designers' P_H stays as
+stored here (the Leaderboards tab re-extracts it from the colorings too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from evaluation.cli import add_storage_arguments, open_db
+
+HELP = "the leaderboard under each alternative of the open choices (Kendall τ, swaps)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `robustness`."""
+    from evaluation.analysis.reference import UW71_RATINGS_SOURCE
+
+    parser.add_argument(
+        "--reference",
+        default=UW71_RATINGS_SOURCE,
+        help=f"human source: 'designers' or a reference label (default: {UW71_RATINGS_SOURCE})",
+    )
+    parser.add_argument("--sample", type=int, default=None, help="use N base concepts (default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default: 0)")
+    parser.add_argument(
+        "--no-reextract", action="store_true", help="skip the choices that need re-extraction"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="CSV folder (default: data/robustness)")
+    add_storage_arguments(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Compute, print and write the report."""
+    from evaluation.analysis import robustness
+    from evaluation.analysis.reference import ensure_shipped_reference
+    from evaluation.concepts import load_concepts
+    from evaluation.pipeline import runs
+    from storage import human
+
+    db = open_db(args)
+    ensure_shipped_reference(db)
+    human.check_source(db, args.reference)
+    concepts = load_concepts()
+    rows = runs.model_distributions(db)
+    if not rows:
+        raise ValueError("no model distributions stored; run `extract` first")
+    truth = human.vectors(db, args.reference)
+    keys = robustness.sample_families(concepts, {r["concept"] for r in rows}, args.sample, args.seed)
+    rows = [r for r in rows if r["concept"] in keys]
+    start = time.perf_counter()
+    pixels = None if args.no_reextract else robustness.stored_pixels(db, args.data_dir, rows)
+    if pixels is not None:
+        print(f"read {sum(map(len, pixels.values()))} pixel summaries in {time.perf_counter() - start:.1f} s")
+    report = robustness.robustness(
+        rows,
+        truth,
+        concepts,
+        model_pixels=pixels,
+        keys=None if args.sample is None else keys,
+        progress=lambda choice: print(f"  {choice} ...", flush=True),
+    )
+    print(robustness.describe(report))
+    print(report.drop(columns=["recomputed"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    out = args.out or args.data_dir / "robustness"
+    out.mkdir(parents=True, exist_ok=True)
+    report.to_csv(out / "robustness.csv", index=False)
+    print(f"wrote {out / 'robustness.csv'}")
+    return 0

@@ -1,0 +1,48 @@
+"""P_H stability and the assignment mode in the app: the admin's section and the researcher's panel."""
+
+import pytest
+from gradio_client.exceptions import AppError
+
+from annotation.coloring import stability
+from storage import open_db
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.qc_data import add_coloring, people
+from tests.research_data import sign_in
+
+RED, BLUE = (200, 30, 30), (30, 60, 200)
+
+
+def test_admin_sets_the_adaptive_mode_and_both_roles_see_each_concepts_stability(tmp_path):
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        db = open_db(config.db_path)
+        try:
+            for designer, other in zip(people(db, 2, "designer"), (RED, BLUE)):
+                add_coloring(db, config.data_dir, designer, "dog", RED)
+                add_coloring(db, config.data_dir, designer, "cat", other)
+        finally:
+            db.close()
+        tokens = sign_in(client, ADMIN_PASSWORD, "researcher")
+        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        with pytest.raises(AppError, match=r"`Unstable above \(ΔE\)` must be a number, got 'lots'"):
+            client.predict(admin, "adaptive", "2", "4", "lots", api_name="/admin_set_mode")
+        with pytest.raises(AppError, match="`cap` must be at least `min_k` \\(3\\), got 2"):
+            client.predict(admin, "adaptive", "3", "2", "5", api_name="/admin_set_mode")
+        db = open_db(config.db_path)
+        try:
+            assert stability.read_mode(db) == stability.Mode()
+        finally:
+            db.close()
+        saved = client.predict(admin, "adaptive", "2", "4", "1.5", api_name="/admin_set_mode")
+        summary, histogram, table = client.predict(admin, api_name="/admin_stability")
+        seen, _, researcher_table = client.predict(tokens["researcher"], api_name="/leaderboard_stability")
+    assert saved.startswith("Saved. adaptive: 2 designers per concept, then up to 4")
+    assert "2 concepts with counted colorings; 1 above 1.5 ΔE" in summary and summary == seen
+    assert [row[0] for row in table["data"]] == ["cat", "dog"]
+    assert [row[3] for row in table["data"]] == ["unstable", "stable"]
+    assert researcher_table["data"] == table["data"]
+    db = open_db(config.db_path)
+    try:
+        assert stability.read_mode(db) == stability.Mode(adaptive=True, min_k=2, cap=4, threshold=1.5)
+    finally:
+        db.close()
