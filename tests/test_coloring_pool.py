@@ -45,7 +45,9 @@ def test_a_refusal_in_a_worker_arrives_as_the_same_refusal(pool):
     with pytest.raises(InvalidInput, match="Nothing is colored yet"):
         pool.run(work.prepare_canvas, blank, APPLE_FILE, 0.005)
     with pytest.raises(InvalidInput, match="reload the page"):
-        pool.run(work.prepare_canvas, blank._replace(color_layer="data:image/png;base64,AAAA"), APPLE_FILE, 0.005)
+        pool.run(
+            work.prepare_canvas, blank._replace(color_layer="data:image/png;base64,AAAA"), APPLE_FILE, 0.005
+        )
 
 
 def test_a_killed_worker_costs_no_request_and_the_pool_is_replaced(pool):
