@@ -9,11 +9,12 @@ a pairwise study of min(150, concepts) concepts (`annotation.study.design`) with
 pair from participants (`annotation.study.judging`). Then it times, on that database:
 
 - ``browser_s``: the Concept browser for one concept (`concept_view`);
-- ``leaderboards_s``: Tables 1-2, the CFG sweep and the sensitivity tables
-  (`leaderboard_analyses`) against the designers' stored P_H, as every view after the
-  first sees them; ``leaderboards_cold_s``: the first view after all the model
-  distributions were stored, which scores every one of them once
-  (`evaluation.analysis.scoring.stored_scores`);
+- ``leaderboards_s``: Tables 1-2, the CFG sweep and the sensitivity tables with their
+  bootstrap intervals (`leaderboard_analyses`) against the designers' stored P_H, as every
+  view after the first sees them (kept until a distribution changes);
+  ``leaderboards_cold_s``: the first view after all the model distributions were stored,
+  which scores every one of them once (`evaluation.analysis.scoring.stored_scores`) and
+  computes the tables and intervals;
 - ``agreement_s``: the QC agreement panel (`votes.agreement_panel`);
 - ``queue_s``: opening the blind vote queue for every concept (`open_review_queue`
   with ``top_fraction=1``: SCD plausibility of every coloring);

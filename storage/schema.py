@@ -578,6 +578,33 @@ def _v9_explicit_color(db: sqlite_utils.Database) -> None:
     db["explicit_results"].create_index(["run", "scoring"])
 
 
+DISTRIBUTIONS_CHANGED = "distributions"
+"""The `change_counters` row that every insert, update or delete of a model or human
+distribution bumps (`storage.schema.change_count`)."""
+
+
+def _v10_change_counters(db: sqlite_utils.Database) -> None:
+    """Research views keep what they computed until a distribution changes: triggers bump a
+    counter on every change to a model or human distribution, whichever process (the app,
+    the CLI) writes it, so a cached result is never served after its inputs changed."""
+    db["change_counters"].create({"name": str, "n": int}, pk="name", not_null={"n"})
+    db["change_counters"].insert({"name": DISTRIBUTIONS_CHANGED, "n": 0})
+    for table in ("model_distributions", "human_distributions"):
+        for event in ("insert", "update", "delete"):
+            db.execute(
+                f"create trigger bump_{table}_{event} after {event} on {table} begin "
+                f"update change_counters set n = n + 1 where name = '{DISTRIBUTIONS_CHANGED}'; end"
+            )
+
+
+def change_count(db: sqlite_utils.Database, name: str = DISTRIBUTIONS_CHANGED) -> int:
+    """How many changes the triggers of `_v10_change_counters` have counted (a cache key)."""
+    row = db.execute("select n from change_counters where name = ?", [name]).fetchone()
+    if row is None:
+        raise ValueError(f"no change counter named {name!r}")
+    return int(row[0])
+
+
 # Ordered forward migrations: version i+1 is MIGRATIONS[i].
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("initial tables", _v1_initial),
@@ -589,6 +616,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("audit index for sign-in throttling", _v7_audit_action_index),
     ("batch sizes: reserve a few tasks ahead", _v8_batches),
     ("explicit-color prompts and verdicts", _v9_explicit_color),
+    ("change counters for cached research views", _v10_change_counters),
 )
 
 

@@ -19,6 +19,7 @@ from evaluation.models.registry import load_registry
 from evaluation.pipeline import runs
 from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
 from storage import human as human_rows
+from storage.schema import change_count
 from tests.qc_data import add_coloring, painted, people
 from tests.research_data import one_hot, store_segmented_run
 
@@ -217,3 +218,28 @@ def test_stored_scores_equal_fresh_scores_and_follow_every_change_of_either_side
     row = scoring.stored_scores(db, "lab", CONCEPTS).set_index(key).loc[("m-red", "apple", "natural", 5.0)]
     assert (row["emd"], row["dominant_model"], row["dominant_human"]) == (0.0, 3, 3)
     assert runs.unscored_distributions(db, "lab") == [] and db["scores"].count == 4
+
+
+def test_leaderboards_are_kept_until_a_distribution_changes_and_each_caller_gets_a_copy(db, tmp_path):
+    human_rows.store_reference(db, "lab", HUMAN, "test ratings")
+    cells = {("m-red", c, "natural", 5.0): [(200, 30, 30)] for c in ("apple", "rotten apple")}
+    store_segmented_run(db, tmp_path / "data", "kept", cells)
+    before = change_count(db)
+    first = leaderboard_analyses(db, CONCEPTS, "lab", resampling=None)
+    assert change_count(db) == before  # scoring on the first view changes no distribution
+    first.table1.values.iloc[:, :] = -1.0  # a caller's edit stays with that caller
+    again = leaderboard_analyses(db, CONCEPTS, "lab", resampling=None)
+    assert_frame_equal(
+        again.table1.values, leaderboard_analyses(db, CONCEPTS, "lab", resampling=None).table1.values
+    )
+    assert (again.table1.values.to_numpy() != -1.0).any()
+    emd = again.table1.values.xs("emd", axis=1, level=-1).iloc[0, 0]
+    # Every kind of change to a distribution is counted by the triggers, and the next view
+    # is computed afresh: a new model row, a changed human row, a deleted row.
+    runs.store_model_distribution(db, "kept", "m-red", "apple", "natural", 5.0, HUMAN["apple"], 1, 0)
+    assert change_count(db) == before + 1
+    closer = leaderboard_analyses(db, CONCEPTS, "lab", resampling=None)
+    assert closer.table1.values.xs("emd", axis=1, level=-1).iloc[0, 0] < emd
+    human_rows.store_reference(db, "lab", {"apple": one_hot(60)}, "test ratings")
+    db.execute("delete from model_distributions where concept = 'rotten apple'")
+    assert change_count(db) >= before + 3

@@ -7,6 +7,9 @@ Each function reads the stored model distributions and one human source
 
 from __future__ import annotations
 
+import copy
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,7 @@ from evaluation.concepts import Concept
 from evaluation.pipeline import runs
 from evaluation.pipeline.overlay import item_overlays
 from storage import human
+from storage.schema import change_count
 
 #: Masked images shown per concept in the browser (newest runs first).
 GALLERY_LIMIT = 24
@@ -156,7 +160,51 @@ def leaderboard_analyses(
     distributions at the scales the tables use are decoded, for the shifts. With
     ``resampling.colorings`` and the designers' source, each concept's P_H is also
     resampled over its counted colorings (their stored pixel samples), for Tables 1-2.
+
+    The result is kept (per database, source and options, `LEADERBOARD_CACHE` of them) until
+    a model or human distribution changes (`storage.schema.change_count`, bumped by
+    triggers whichever process writes): at the full study's size the tables and their
+    bootstrap intervals take seconds, and researchers reopen them far more often than the
+    distributions change. Each call gets its own copy.
     """
+    key = (
+        db.execute("pragma database_list").fetchone()[2],
+        source,
+        cfg,
+        aggregate,
+        resampling,
+        tuple(c.key for c in concepts),
+        change_count(db),
+    )
+    with _LEADERBOARDS_LOCK:
+        found = _LEADERBOARDS.get(key)
+        if found is not None:
+            _LEADERBOARDS.move_to_end(key)
+    if found is None:
+        found = _leaderboard_analyses(
+            db, concepts, source, cfg=cfg, aggregate=aggregate, resampling=resampling
+        )
+        with _LEADERBOARDS_LOCK:
+            _LEADERBOARDS[key] = found
+            while len(_LEADERBOARDS) > LEADERBOARD_CACHE:
+                _LEADERBOARDS.popitem(last=False)
+    return copy.deepcopy(found)
+
+
+LEADERBOARD_CACHE = 8
+_LEADERBOARDS: OrderedDict = OrderedDict()
+_LEADERBOARDS_LOCK = threading.Lock()
+
+
+def _leaderboard_analyses(
+    db: sqlite_utils.Database,
+    concepts: Sequence[Concept],
+    source: str,
+    *,
+    cfg: str | float,
+    aggregate: str,
+    resampling: bootstrap.Resampling | None,
+) -> results.Analyses:
     human.check_source(db, source)
     frame = results.latest_scores(scoring.stored_scores(db, source, concepts))
     if frame.empty:
