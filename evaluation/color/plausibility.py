@@ -127,16 +127,21 @@ def hs_bin_index(rgb, *, config: SCDConfig = SCD) -> np.ndarray:
     return _bins(unit.reshape(-1, 3), config).reshape(unit.shape[:-1])
 
 
-def _distinct(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _distinct(rgb: np.ndarray, inverse: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """Distinct colors of uint8 pixels as floats in [0, 1], shape (k, 3), with each pixel's
-    color (flat inverse index) and each color's pixel count. A coloring holds a few flat
-    paints, so binning its k colors instead of its ~10^4 pixels gives the same bins."""
+    color (flat inverse index; None unless `inverse`) and each color's pixel count. A
+    coloring holds a few flat paints, so binning its k colors instead of its ~10^4 pixels
+    gives the same bins."""
     flat = rgb.reshape(-1, 3).astype(np.uint32)
-    codes, inverse, counts = np.unique(
-        (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2], return_inverse=True, return_counts=True
-    )
+    codes = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]
+    if inverse:
+        codes, where, counts = np.unique(codes, return_inverse=True, return_counts=True)
+        where = where.reshape(-1)
+    else:
+        codes, counts = np.unique(codes, return_counts=True)
+        where = None
     colors = np.stack([codes >> 16, (codes >> 8) & 255, codes & 255], axis=-1)
-    return colors.astype(np.float64) / 255.0, inverse.reshape(-1), counts
+    return colors.astype(np.float64) / 255.0, where, counts
 
 
 def _bins(unit: np.ndarray, config: SCDConfig) -> np.ndarray:
@@ -174,7 +179,7 @@ def hs_histogram(rgb, *, config: SCDConfig = SCD) -> np.ndarray:
     pixels = np.asarray(rgb)
     if pixels.dtype == np.uint8 and pixels.size:
         srgb_as_float(pixels, "rgb")
-        colors, _, counts = _distinct(pixels)
+        colors, _, counts = _distinct(pixels, inverse=False)
         return np.bincount(_bins(colors, config), weights=counts, minlength=config.n_bins) / counts.sum()
     idx = hs_bin_index(rgb, config=config).ravel()
     if idx.size == 0:
