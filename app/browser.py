@@ -23,7 +23,7 @@ TITLE = "Concept browser"
 ROLES = ("researcher",)
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Concept browser inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     concepts = load_concepts()

@@ -12,6 +12,7 @@ message naming only the exception's class (`UNEXPECTED`), never its text or a pa
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import inspect
 import logging
@@ -45,6 +46,13 @@ UNEXPECTED = (
 )
 _LOG = logging.getLogger(__name__)
 MAX_WHOLE = 10**18 - 1  # within SQLite's 64-bit integers, so an id never overflows a query
+# A table inside `empty_note` shows its note, not bare headers, while it has no rows
+# (Gradio marks an empty table's container ``no-rows``).
+CSS = """
+.empty-aware:has(.table-container:not(.no-rows)) > .empty-note { display: none !important; }
+.empty-aware .table-container.no-rows .table-wrap { display: none; }
+.empty-aware > .empty-note { color: var(--body-text-color-subdued); font-style: italic; }
+"""
 
 
 @dataclass(frozen=True)
@@ -206,6 +214,24 @@ def wire(
 def note_area(elem_id: str) -> gr.Markdown:
     """The Markdown beside an action where `wire` shows its refusals."""
     return gr.Markdown(elem_id=elem_id, elem_classes=["action-note"])
+
+
+@contextlib.contextmanager
+def empty_note(text: str, elem_id: str) -> Iterator[None]:
+    """Lay out a `gr.Dataframe` in the block; while it has no rows, ``text`` (Markdown, a
+    "nothing yet" note that says what fills it) shows under its label instead of bare
+    headers. The note's element is ``elem_id``; which one shows is decided by `CSS`, so
+    every way the table changes (load, refresh, a tab opened) keeps them in step.
+    """
+    with gr.Column(elem_classes=["empty-aware"]):
+        yield
+        gr.Markdown(text, elem_id=elem_id, elem_classes=["empty-note"])
+
+
+def on_open(tab: gr.Tab, *triggers) -> Callable:
+    """A listener (for `wire`) that fires when ``tab`` is opened and on each of ``triggers``
+    (e.g. a Refresh button's ``click``), so a tab shows its lists without a click."""
+    return functools.partial(gr.on, [tab.select, *triggers])
 
 
 def whole_number(value: object, name: str) -> int:

@@ -106,7 +106,7 @@ _HEADER_CSS = """
 """
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Coloring tab inside the current `gr.Tab`."""
     consent_text, consent_sha = onboarding.read_text(onboarding.CONSENT_FILE)
     parts = _layout(consent_text)

@@ -33,7 +33,7 @@ RUNS_SHOWN = 20
 REJECTED_HEADERS = ["file", "reason"]
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Evaluate tab inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     device = planning.detect_device()

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from annotation.research.views import leaderboard_analyses
+from annotation.research.views import NothingScored, leaderboard_analyses
 from app.browser import source_dropdown
-from app.common import AppContext, escape, handler, wire
+from app.common import AppContext, empty_note, escape, handler, wire
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
 from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
 from evaluation.concepts import load_concepts
@@ -20,13 +20,17 @@ from storage import human
 NAME = "leaderboard"
 TITLE = "Leaderboards"
 ROLES = ("researcher",)
+NOTHING_YET = (
+    "No model distribution is scored yet, so there is nothing to rank. Run a model on the "
+    "Evaluate tab (or import a run); its scores show here when its extraction ends."
+)
 LEGEND = (
     "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
     f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey.</p>"
 )
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Leaderboards tab inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     concepts = load_concepts()
@@ -59,28 +63,23 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         label="Figure 4 (right): per-concept shift, model against human", elem_id="leaderboard_scatter"
     )
     with gr.Row():
-        table6 = gr.Dataframe(
-            label="Table 6: sensitivity by style", interactive=False, elem_id="leaderboard_table6"
-        )
-        table7 = gr.Dataframe(
-            label="Table 7: by modifier type", interactive=False, elem_id="leaderboard_table7"
-        )
-        table8 = gr.Dataframe(
-            label="Table 8: type × style, mean over models", interactive=False, elem_id="leaderboard_table8"
+        table6, table7, table8 = (
+            _table(label, f"leaderboard_table{n}")
+            for n, label in (
+                (6, "Table 6: sensitivity by style"),
+                (7, "Table 7: by modifier type"),
+                (8, "Table 8: type × style, mean over models"),
+            )
         )
     files = gr.File(
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="leaderboard_files"
     )
 
     inputs = [session_token, source, cfg, aggregate]
-    wire(
-        show.click,
-        allowed(_show(ctx, concepts)),
-        inputs,
-        [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8],
-        note=note,
-        api_name="leaderboard_show",
-    )
+    shown = [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8]
+    wire(show.click, allowed(_show(ctx, concepts)), inputs, shown, note=note, api_name="leaderboard_show")
+    # Opening the tab computes the same, and an empty study is a note, not a refusal.
+    wire(tab.select, allowed(_show(ctx, concepts, opened=True)), inputs, shown, note=note)
     wire(
         export.click,
         allowed(_export(ctx, concepts)),
@@ -96,10 +95,15 @@ def _analyses(ctx: AppContext, concepts, db, source: str, cfg: str, aggregate: s
     return leaderboard_analyses(db, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate)
 
 
-def _show(ctx: AppContext, concepts):
+def _show(ctx: AppContext, concepts, *, opened: bool = False):
     def show(db, actor, source: str, cfg: str, aggregate: str):
         """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`."""
-        result = _analyses(ctx, concepts, db, source, cfg, aggregate)
+        try:
+            result = _analyses(ctx, concepts, db, source, cfg, aggregate)
+        except NothingScored:
+            if not opened:
+                raise
+            return f"{NOTHING_YET}  \n{escape(human.describe(db, source))}", *(gr.skip(),) * 8
         figs = analysis_figures(result)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
         pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
@@ -116,6 +120,11 @@ def _show(ctx: AppContext, concepts):
         )
 
     return show
+
+
+def _table(label: str, elem_id: str) -> gr.Dataframe:
+    with empty_note("Nothing to show yet.", f"{elem_id}_empty"):
+        return gr.Dataframe(label=label, interactive=False, elem_id=elem_id)
 
 
 def _shown(table):

@@ -61,7 +61,7 @@ if (!window.__participantKeys) {
 """
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Judge tab inside the current `gr.Tab`."""
     gr.Markdown(INSTRUCTIONS)
     background = gr.Radio(

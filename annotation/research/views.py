@@ -139,6 +139,10 @@ def concept_view(
     )
 
 
+class NothingScored(NotFound):
+    """No model distribution is scored against the source yet: the leaderboards are empty."""
+
+
 def leaderboard_analyses(
     db: sqlite_utils.Database,
     concepts: Sequence[Concept],
@@ -152,11 +156,19 @@ def leaderboard_analyses(
     Human distributions are read as stored (`storage.human`), and so are the metrics
     (`evaluation.analysis.scoring.stored_scores`, rescoring only what changed); only the model
     distributions at the scales the tables use are decoded, for the shifts.
+
+    Raises
+    ------
+    NothingScored
+        If no model distribution is scored against `source` yet.
     """
     human.check_source(db, source)
     frame = results.latest_scores(scoring.stored_scores(db, source, concepts))
     if frame.empty:
-        return results.analyses([], {}, concepts, cfg=cfg, aggregate=aggregate, frame=frame)
+        raise NothingScored(
+            "no stored model distribution has a human distribution in this source: "
+            "finish an evaluation, or pick a source that covers its concepts"
+        )
     pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
     chosen = results.resolve_cfg(frame, results.RECOMMENDED if pooled else cfg)
     rows = runs.model_distributions(db, cfgs=chosen)
