@@ -107,6 +107,10 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
         "allowed_paths": [str(folder) for folder in served],
         "blocked_paths": [str(secret) for secret in secrets],
         "css": css,
+        "js": common.JS,
+        # Gradio 6 has no English text for the key its status tracker announces when an
+        # event ends (a screen-reader live region), so it would read out "common.complete".
+        "i18n": gr.I18n(en={"common.complete": "Done"}),
         "app_kwargs": {"middleware": [Middleware(media.FileGuard, policy=policy)]},
     }
 

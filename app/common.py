@@ -53,6 +53,16 @@ CSS = """
 .empty-aware .table-container.no-rows .table-wrap { display: none; }
 .empty-aware > .empty-note { color: var(--body-text-color-subdued); font-style: italic; }
 """
+# Run once on page load (`launch(js=...)`): clicking into a `ChoiceSearch` selects its text,
+# so what is typed replaces the choice and searches, rather than being appended to it.
+JS = """
+() => {
+  document.addEventListener("focusin", (event) => {
+    const input = event.target;
+    if (input.matches?.(".choice-search input")) setTimeout(() => input.select(), 0);
+  });
+}
+"""
 
 
 @dataclass(frozen=True)
@@ -232,6 +242,30 @@ def on_open(tab: gr.Tab, *triggers) -> Callable:
     """A listener (for `wire`) that fires when ``tab`` is opened and on each of ``triggers``
     (e.g. a Refresh button's ``click``), so a tab shows its lists without a click."""
     return functools.partial(gr.on, [tab.select, *triggers])
+
+
+def choice_search(choices, **kwargs) -> gr.Dropdown:
+    """A `gr.Dropdown` to search a long list: it starts empty, typing replaces the choice and
+    filters the choices (`JS`), and the page keeps it to its choices. ``kwargs`` go to
+    `gr.Dropdown`.
+
+    The server leaves checking a value to the handler's library function, which answers an
+    unknown one briefly: Gradio's own check would answer an API client with the value
+    echoed and every choice listed (1,278 for the concepts).
+    """
+    classes = kwargs.pop("elem_classes", None) or []
+    dropdown = gr.Dropdown(
+        choices,
+        value=None,
+        filterable=True,
+        allow_custom_value=False,
+        elem_classes=["choice-search", *classes],
+        **kwargs,
+    )
+    # On this one component, not a subclass: Gradio writes a .pyi file beside any module
+    # that subclasses a component.
+    dropdown.preprocess = lambda payload: payload
+    return dropdown
 
 
 def whole_number(value: object, name: str) -> int:

@@ -23,6 +23,7 @@ from annotation.qc import review, votes
 from annotation.qc import stats as qc
 from app.common import (
     AppContext,
+    choice_search,
     empty_note,
     escape,
     handler,
@@ -238,7 +239,7 @@ def _build_grid_section() -> dict:
         "the EMD to a designer's previous round shows whether they are self-consistent."
     )
     with gr.Row():
-        concept = gr.Dropdown([], label="Concept", allow_custom_value=True, scale=3, elem_id="expert_concept")
+        concept = choice_search([], label="Concept (type to search)", scale=3, elem_id="expert_concept")
         load = gr.Button("Load concepts", elem_id="expert_load")
         reveal = gr.Checkbox(False, label="Reveal designers (admin)", visible=False, elem_id="expert_reveal")
         show = gr.Button("Show colorings", variant="primary", elem_id="expert_show")
@@ -354,9 +355,7 @@ def _build_statistics_section() -> dict:
     with empty_note("No expert has voted yet.", "expert_raters_empty"):
         raters = gr.Dataframe(headers=RATER_HEADERS, interactive=False, elem_id="expert_raters")
     with gr.Row():
-        concept = gr.Dropdown(
-            [], label="Concept", allow_custom_value=True, scale=3, elem_id="expert_truth_concept"
-        )
+        concept = choice_search([], label="Concept (type to search)", scale=3, elem_id="expert_truth_concept")
         show = gr.Button("Show P_H(x|c)", elem_id="expert_truth")
     truth_note = note_area("expert_truth_note")
     basis = gr.Markdown(elem_id="expert_truth_basis")
