@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB
 
 ENV_MAX_SUBMISSIONS = "COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE"
+ENV_SWATCHES = "COLORCONCEPT_SWATCHES"
 
 # Concepts of the three practice sketches (Appendix B.3 says three, not which): one
 # original, one visual-state and one emotional variant, all with simple line art.
@@ -53,6 +55,10 @@ class AppConfig:
     max_submissions_per_minute : int
         The most colorings one designer may submit in any minute (env
         `ENV_MAX_SUBMISSIONS`); a person needs far longer for one, so more is a script.
+    swatches : tuple of str
+        Preset colors ``"#rrggbb"`` the designers' picker offers (env `ENV_SWATCHES`,
+        comma-separated). None by default: a preset palette steers the colors the study
+        measures (README, "Preset swatches").
     """
 
     db_path: Path = DEFAULT_DB_PATH
@@ -72,6 +78,7 @@ class AppConfig:
     max_upload_bytes: int = 32 * 1024 * 1024
     min_painted_fraction: float = 0.005
     max_submissions_per_minute: int = 20
+    swatches: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (
@@ -90,6 +97,11 @@ class AppConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"`{name}` must be a positive number, got {value!r}")
+        swatches = tuple(self.swatches)
+        for swatch in swatches:
+            if not isinstance(swatch, str) or not re.fullmatch(r"#[0-9a-fA-F]{6}", swatch):
+                raise ValueError(f"`swatches` must be colors such as '#d62828', got {swatch!r}")
+        object.__setattr__(self, "swatches", tuple(s.lower() for s in swatches))
         object.__setattr__(self, "db_path", Path(self.db_path))
         object.__setattr__(self, "data_dir", Path(self.data_dir))
 
@@ -103,6 +115,8 @@ class AppConfig:
             values["data_dir"] = Path(os.environ[ENV_DATA_DIR])
         if os.environ.get(ENV_MAX_SUBMISSIONS):
             values["max_submissions_per_minute"] = int(os.environ[ENV_MAX_SUBMISSIONS])
+        if os.environ.get(ENV_SWATCHES):
+            values["swatches"] = tuple(s.strip() for s in os.environ[ENV_SWATCHES].split(",") if s.strip())
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

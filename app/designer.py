@@ -109,7 +109,7 @@ _HEADER_CSS = """
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Coloring tab inside the current `gr.Tab`."""
     consent_text, consent_sha = onboarding.read_text(onboarding.CONSENT_FILE)
-    parts = _layout(consent_text)
+    parts = _layout(consent_text, ctx.config.swatches)
     designer = handler(ctx, *ROLES)
     views = {
         "designer_state": (_state(ctx), [session_token], None),
@@ -171,7 +171,7 @@ _VIEW_PARTS = (
 )
 
 
-def _layout(consent_text: str) -> dict:
+def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
     parts: dict = {}
     # Above every box, so that what a step answers shows whichever box comes next.
     parts["message"] = gr.Markdown(elem_id="designer_message")
@@ -231,7 +231,7 @@ def _layout(consent_text: str) -> dict:
                 elem_id="designer_previous",
             )
         with gr.Column(scale=4, min_width=480):
-            parts["canvas"] = coloring_canvas(elem_id="designer_canvas")
+            parts["canvas"] = coloring_canvas(swatches=swatches, elem_id="designer_canvas")
     parts["task"] = gr.Textbox("", visible="hidden", label="task", elem_id="designer_task")
     parts["refresh"] = gr.Button("Reload", visible=False, elem_id="designer_refresh")
     with gr.Accordion(

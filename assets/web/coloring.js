@@ -10,7 +10,8 @@
 // pixels so the anti-aliased fringe along lines is colored (no white halo).
 //
 // props in: task_id, sketch_src (PNG data URL or URL), tolerance, line_threshold,
-// edge_grow, forget_task_id (a submitted task whose saved work is dropped). props.value
+// edge_grow, forget_task_id (a submitted task whose saved work is dropped), swatches
+// (preset colors a study may offer, "#rrggbb"; none by default). props.value
 // out: JSON {task_id, color_layer (PNG data URL, "" if nothing is painted), elapsed_s},
 // written COMMIT_DELAY_MS after the last edit; element.coloringCanvas.flush() writes it at
 // once and returns it (events that send the value call it first). Work in progress is
@@ -47,7 +48,7 @@ const ctx = canvas.getContext("2d", { willReadFrequently: true });
 const S = {
   W: 0, H: 0, lum: null, line: null, layer: null, display: null, region: null, queue: null,
   taskId: "", src: "", lastValue: props.value || "", ready: false,
-  tool: "fill", color: "#d62828", size: 24, tolerance: Number(props.tolerance ?? 32),
+  tool: "fill", color: "#d62828", hsv: [0, 0.81, 0.84], size: 24, tolerance: Number(props.tolerance ?? 32),
   undo: [], redo: [], undoBytes: 0, edit: 0, historyEdit: -1,
   scale: 1, fit: 1, panX: 0, panY: 0,
   stroke: null, pan: null, pointer: null, spaceDown: false,
@@ -477,12 +478,84 @@ function pickAt(p) {
   status("Picked " + S.color + ".");
 }
 
-// ---------- colors ----------
-function setColor(hex) {
+// ---------- colors: hue bar, saturation/value square, hex and RGB fields ----------
+function hsvToRgb(h, s, v) {
+  const f = (n) => {
+    const k = (n + h / 60) % 6;
+    return Math.round(255 * (v - v * s * Math.max(0, Math.min(k, 4 - k, 1))));
+  };
+  return [f(5), f(3), f(1)];
+}
+function rgbToHsv(r, g, b) {
+  [r, g, b] = [r / 255, g / 255, b / 255];
+  const max = Math.max(r, g, b), d = max - Math.min(r, g, b);
+  let h = 0;
+  if (d) h = max === r ? ((g - b) / d) % 6 : max === g ? (b - r) / d + 2 : (r - g) / d + 4;
+  return [(h * 60 + 360) % 360, max ? d / max : 0, max];
+}
+// `hsv` is given when the color comes from the square or the bar, so that the hue of a
+// grey or of black (which has none) stays where the person left it.
+function setColor(hex, hsv = null) {
   S.color = hex;
-  $(".cc-color").value = hex;
+  const rgb = hexToRgb(hex);
+  if (hsv) S.hsv = hsv;
+  else {
+    const next = rgbToHsv(...rgb);
+    if (!next[1] || !next[2]) next[0] = S.hsv[0];
+    S.hsv = next;
+  }
+  const [h, sat, v] = S.hsv;
   $(".cc-hex").value = hex;
   $(".cc-hex").classList.remove("cc-invalid");
+  ["r", "g", "b"].forEach((c, i) => { $(".cc-" + c).value = rgb[i]; });
+  $(".cc-current-swatch").style.background = hex;
+  $(".cc-sv").style.backgroundColor = `hsl(${h} 100% 50%)`;
+  $(".cc-sv-knob").style.left = sat * 100 + "%";
+  $(".cc-sv-knob").style.top = (1 - v) * 100 + "%";
+  $(".cc-sv").setAttribute("aria-valuetext", `saturation ${Math.round(sat * 100)}%, brightness ${Math.round(v * 100)}%`);
+  $(".cc-hue-knob").style.left = (h / 360) * 100 + "%";
+  $(".cc-hue").setAttribute("aria-valuenow", String(Math.round(h)));
+}
+function setHsv(h, s, v) {
+  const hsv = [clamp(h, 0, 359.999), clamp(s, 0, 1), clamp(v, 0, 1)];
+  setColor(rgbToHex(...hsvToRgb(...hsv)), hsv);
+}
+// Drag on the square or the bar: `pick(fx, fy)` gets the pointer's place as fractions.
+function dragArea(area, pick) {
+  const at = (ev) => {
+    const r = area.getBoundingClientRect();
+    pick(clamp((ev.clientX - r.left) / r.width, 0, 1), clamp((ev.clientY - r.top) / r.height, 0, 1));
+  };
+  area.addEventListener("pointerdown", (ev) => {
+    area.setPointerCapture(ev.pointerId);
+    area.focus({ preventScroll: true });
+    at(ev);
+  });
+  area.addEventListener("pointermove", (ev) => { if (area.hasPointerCapture(ev.pointerId)) at(ev); });
+}
+function arrowKeys(area, move) {
+  area.addEventListener("keydown", (ev) => {
+    const step = ev.shiftKey ? 10 : 1;
+    const d = { ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, step], ArrowDown: [0, -step] }[ev.key];
+    if (!d) return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    move(...d);
+  });
+}
+function rgbEntered() {
+  const rgb = ["r", "g", "b"].map((c) => Number($(".cc-" + c).value));
+  if (rgb.some((v) => !Number.isInteger(v) || v < 0 || v > 255)) {
+    status("Red, green and blue are whole numbers from 0 to 255.", "warn");
+    setColor(S.color);
+    return;
+  }
+  setColor(rgbToHex(...rgb));
+}
+function drawPresets() {
+  const list = (Array.isArray(props.swatches) ? props.swatches : []).map(normHex).filter(Boolean);
+  $(".cc-presets-box").hidden = !list.length;
+  $(".cc-presets").replaceChildren(...list.map(swatchButton));
 }
 function recentColors() {
   try {
@@ -499,18 +572,18 @@ function rememberColor(hex) {
   } catch (e) { /* the list is a convenience */ }
   drawRecent(list);
 }
+function swatchButton(hex) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "cc-swatch";
+  b.style.background = hex;
+  b.title = hex;
+  b.dataset.color = hex;
+  b.setAttribute("aria-label", "Use " + hex);
+  return b;
+}
 function drawRecent(list = recentColors()) {
-  const box = $(".cc-recent");
-  box.replaceChildren(...list.map((hex) => {
-    const b = document.createElement("button");
-    b.type = "button";
-    b.className = "cc-swatch";
-    b.style.background = hex;
-    b.title = hex;
-    b.dataset.color = hex;
-    b.setAttribute("aria-label", "Use " + hex);
-    return b;
-  }));
+  $(".cc-recent").replaceChildren(...list.map(swatchButton));
 }
 
 // ---------- value and work in progress ----------
@@ -692,7 +765,11 @@ root.addEventListener("click", (ev) => {
   else if (action === "zoom-out") zoomAt(0.8, ...mid);
   else if (action === "fit") fitView();
 });
-$(".cc-color").addEventListener("input", (ev) => setColor(ev.target.value));
+dragArea($(".cc-sv"), (fx, fy) => setHsv(S.hsv[0], fx, 1 - fy));
+dragArea($(".cc-hue"), (fx) => setHsv(fx * 360, S.hsv[1], S.hsv[2]));
+arrowKeys($(".cc-sv"), (dx, dy) => setHsv(S.hsv[0], S.hsv[1] + dx / 100, S.hsv[2] + dy / 100));
+arrowKeys($(".cc-hue"), (dx) => setHsv((S.hsv[0] + dx + 360) % 360, S.hsv[1], S.hsv[2]));
+root.querySelectorAll(".cc-rgb input").forEach((input) => input.addEventListener("change", rgbEntered));
 $(".cc-hex").addEventListener("change", (ev) => {
   const hex = normHex(ev.target.value);
   if (hex) setColor(hex);
@@ -734,6 +811,7 @@ function forgetWork() {
   }
 }
 
+watch(["swatches"], drawPresets);
 watch(["task_id", "sketch_src", "value", "forget_task_id"], () => {
   forgetWork();
   const taskChanged = String(props.task_id ?? "") !== S.taskId || String(props.sketch_src ?? "") !== S.src;
@@ -766,6 +844,7 @@ element.coloringCanvas = {
 };
 
 setColor(S.color);
+drawPresets();
 setSize(S.size);
 setTolerance(S.tolerance);
 setTool("fill");
