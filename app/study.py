@@ -30,6 +30,7 @@ from app.common import (
 )
 from app.landing import current_actor
 from evaluation.analysis.figures import table3_figure
+from evaluation.models.generation import STYLES
 from storage.human import COUNTING_RULE
 from storage.human import sources as human_sources
 
@@ -56,15 +57,21 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     gr.Markdown("## Set up a study\nPress **Load choices** after new runs or ground truths.")
     with gr.Row():
         name = gr.Textbox(label="Name", elem_id="study_name")
-        style = gr.Radio(list(study.STYLES), value=study.DEFAULT_STYLE, label="Style", elem_id="study_style")
+        # Labelled as on the Evaluate tab and the Concept browser.
+        style = gr.Radio(
+            [(STYLES[key], key) for key in study.STYLES],
+            value=study.DEFAULT_STYLE,
+            label="Style",
+            elem_id="study_style",
+        )
         truth = gr.Dropdown(
             [],
             label="Ground truth",
             allow_custom_value=True,
-            info=f"designers: {COUNTING_RULE}",
             elem_id="study_ground_truth",
         )
         load = gr.Button("Load choices", elem_id="study_load", scale=0)
+    gr.Markdown(f"Ground truth *designers*: {COUNTING_RULE}", elem_id="study_counting_rule")
     sources = gr.Dropdown(
         [],
         multiselect=True,
