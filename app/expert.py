@@ -312,7 +312,8 @@ def _build_vote_section() -> dict:
         "concept? Most suspicious colorings come first."
     )
     next_button = gr.Button("Next coloring", elem_id="expert_next")
-    task = gr.Number(label="Task", interactive=False, elem_id="expert_task")
+    # The review task on screen: what a verdict answers (kept off screen: a vote is blind).
+    task = gr.Number(label="Task", interactive=False, visible="hidden", elem_id="expert_task")
     concept = gr.Markdown(elem_id="expert_vote_concept")
     with gr.Row():
         image = gr.Image(
@@ -348,7 +349,7 @@ def _build_statistics_section() -> dict:
     refresh = gr.Button("Refresh statistics", elem_id="expert_refresh")
     refresh_note = note_area("expert_refresh_note")
     summary = gr.Markdown(elem_id="expert_summary")
-    with empty_note("No review has all its votes yet.", "expert_table5_empty"):
+    with empty_note("Table 5 fills in as reviews get all their votes.", "expert_table5_empty"):
         table5 = gr.Dataframe(
             headers=["expert_votes", "interpretation", "count"], interactive=False, elem_id="expert_table5"
         )
