@@ -2,8 +2,9 @@
 
 A tab module in ``app/`` defines ``NAME`` (used in ``elem_id``s and ``api_name``s as
 ``<NAME>_<action>``), ``TITLE``, ``ROLES`` (who sees the tab; the admin sees every tab)
-and ``build(ctx, session_token)``, which lays out the tab inside the current `gr.Tab` and
-wires its events; it may define ``CSS``, a style sheet passed to ``launch`` (see
+and ``build(ctx, session_token, tab)``, which lays out the tab inside `tab` (the current
+`gr.Tab`) and wires its events (``tab.select`` loads what the tab shows when it is opened); it
+may define ``CSS``, a style sheet passed to ``launch`` (see
 `launch_options`). Every handler takes ``session_token`` as its first input and checks the
 role on the server (see `app.common.handler`).
 """
@@ -21,6 +22,7 @@ from annotation.people.passwords import ENV_PASSWORD_FILE
 from app import (
     admin,
     browser,
+    common,
     designer,
     evaluate,
     expert,
@@ -74,7 +76,7 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
             tabs = []
             for module in TAB_MODULES:
                 with gr.Tab(module.TITLE, id=module.NAME, visible=False) as tab:
-                    module.build(ctx, session_token)
+                    module.build(ctx, session_token, tab)
                 tabs.append((tab, module.ROLES))
 
         landing.wire(ctx, demo, session_token, stored, start, tabs, tab_set)
@@ -112,11 +114,15 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
         gradio_folders=[get_upload_folder(), get_cache_folder()],
         public=media.page_files(demo.config),
     )
-    css = "\n".join(getattr(m, "CSS", "") for m in TAB_MODULES)
+    css = "\n".join([common.CSS, *(getattr(m, "CSS", "") for m in TAB_MODULES)])
     return {
         "allowed_paths": [str(folder) for folder in served],
         "blocked_paths": [str(secret) for secret in secrets],
         "css": css,
+        "js": common.JS,
+        # Gradio 6 has no English text for the key its status tracker announces when an
+        # event ends (a screen-reader live region), so it would read out "common.complete".
+        "i18n": gr.I18n(en={"common.complete": "Done"}),
         "app_kwargs": {"middleware": [Middleware(media.FileGuard, policy=policy)]},
     }
 

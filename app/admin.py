@@ -16,7 +16,17 @@ from annotation.export import download_archive_path, export_archive
 from annotation.files import resolve
 from annotation.people import accounts, onboarding, throttle
 from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
-from app.common import AppContext, escape, handler, id_field, note_area, whole_number, wire
+from app.common import (
+    AppContext,
+    empty_note,
+    escape,
+    handler,
+    id_field,
+    note_area,
+    on_open,
+    whole_number,
+    wire,
+)
 from storage import iso
 
 NAME = "admin"
@@ -38,14 +48,16 @@ FAILURE_HEADERS = ["time_utc", "address", "kind"]
 _BACKGROUND = {"unknown": None, "yes": True, "no": False}
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Admin tab inside the current `gr.Tab`."""
     admin = handler(ctx, *ROLES)
     refresh = gr.Button("Refresh lists", elem_id="admin_refresh")
     refresh_note = note_area("admin_refresh_note")
+    # The lists load when the tab is opened, and again on Refresh.
+    loads = on_open(tab, refresh.click)
     _invite_section(ctx, session_token, admin)
-    _practice_section(ctx, session_token, admin, refresh, refresh_note)
-    _people_section(ctx, session_token, admin, refresh, refresh_note)
+    _practice_section(ctx, session_token, admin, loads, refresh_note)
+    _people_section(ctx, session_token, admin, loads, refresh_note)
     _stability_section(session_token, admin)
     gr.Markdown(
         "## Failed sign-ins\nThe latest wrong admin passwords and invite links, "
@@ -53,9 +65,10 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         f"(after {throttle.FREE_FAILURES} failures in {throttle.WINDOW_S / 60:.0f} "
         "minutes)."
     )
-    failures = gr.Dataframe(headers=FAILURE_HEADERS, interactive=False, elem_id="admin_failed_sign_ins")
+    with empty_note("No failed sign-in yet.", "admin_failed_sign_ins_empty"):
+        failures = gr.Dataframe(headers=FAILURE_HEADERS, interactive=False, elem_id="admin_failed_sign_ins")
     wire(
-        refresh.click,
+        loads,
         admin(_failed_sign_ins),
         session_token,
         failures,
@@ -103,7 +116,11 @@ def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
         days = gr.Number(ctx.config.invite_days, label="Link valid for (days)", elem_id="admin_days")
     create = gr.Button("Create invite links", variant="primary", elem_id="admin_create")
     note = note_area("admin_create_note")
-    invites = gr.Dataframe(headers=INVITE_HEADERS, interactive=False, wrap=True, elem_id="admin_invites")
+    with empty_note(
+        "No links made yet in this visit: each batch's links show here once, as they are made.",
+        "admin_invites_empty",
+    ):
+        invites = gr.Dataframe(headers=INVITE_HEADERS, interactive=False, wrap=True, elem_id="admin_invites")
     links_file = gr.File(
         label="These links as CSV (they cannot be shown again later)",
         interactive=False,
@@ -133,10 +150,14 @@ def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
 
 
 def _practice_section(
-    ctx: AppContext, session_token: gr.Textbox, admin, refresh: gr.Button, refresh_note: gr.Markdown
+    ctx: AppContext, session_token: gr.Textbox, admin, loads, refresh_note: gr.Markdown
 ) -> None:
     gr.Markdown("## Practice colorings waiting for approval")
-    pending = gr.Dataframe(headers=PENDING_HEADERS, interactive=False, elem_id="admin_pending")
+    with empty_note(
+        "Nobody is waiting: designers' practice colorings show here once they have done them.",
+        "admin_pending_empty",
+    ):
+        pending = gr.Dataframe(headers=PENDING_HEADERS, interactive=False, elem_id="admin_pending")
     gallery = gr.Gallery(label="Practice colorings", columns=6, elem_id="admin_gallery")
     with gr.Row():
         reviewed = id_field("Annotator id", "admin_reviewed")
@@ -145,7 +166,7 @@ def _practice_section(
     review = gr.Button("Record decision", elem_id="admin_review")
     message = gr.Markdown(elem_id="admin_review_message")
     wire(
-        refresh.click,
+        loads,
         admin(_practice_pending(ctx)),
         session_token,
         [pending, gallery],
@@ -163,18 +184,19 @@ def _practice_section(
 
 
 def _people_section(
-    ctx: AppContext, session_token: gr.Textbox, admin, refresh: gr.Button, refresh_note: gr.Markdown
+    ctx: AppContext, session_token: gr.Textbox, admin, loads, refresh_note: gr.Markdown
 ) -> None:
     gr.Markdown("## People and progress")
     coverage = gr.Markdown(elem_id="admin_coverage")
-    annotators = gr.Dataframe(headers=ANNOTATOR_HEADERS, interactive=False, elem_id="admin_annotators")
+    with empty_note("Nobody is invited yet: create invite links above.", "admin_annotators_empty"):
+        annotators = gr.Dataframe(headers=ANNOTATOR_HEADERS, interactive=False, elem_id="admin_annotators")
     with gr.Row():
         revoked = id_field("Annotator id to close", "admin_revoked")
         revoke_why = gr.Textbox(label="Why", elem_id="admin_revoke_why")
         revoke = gr.Button("Close account", variant="stop", elem_id="admin_revoke")
     message = gr.Markdown(elem_id="admin_revoke_message")
     wire(
-        refresh.click,
+        loads,
         admin(_list_annotators),
         session_token,
         annotators,
@@ -182,7 +204,7 @@ def _people_section(
         api_name="admin_list_annotators",
     )
     wire(
-        refresh.click,
+        loads,
         admin(_coverage(ctx)),
         session_token,
         coverage,

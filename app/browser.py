@@ -11,7 +11,7 @@ from __future__ import annotations
 import gradio as gr
 
 from annotation.research.views import concept_view
-from app.common import AppContext, escape, handler, visible_to, wire
+from app.common import AppContext, choice_search, empty_note, escape, handler, visible_to, wire
 from app.landing import current_actor
 from evaluation.analysis.results import RECOMMENDED
 from evaluation.concepts import load_concepts
@@ -21,21 +21,20 @@ from storage import human
 NAME = "browser"
 TITLE = "Concept browser"
 ROLES = ("researcher",)
+NO_SHIFT = (
+    "No shift to show: a shift compares **{base}** with one of its variants in the same "
+    "source, and here no variant has a distribution beside the base concept's yet."
+)
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Concept browser inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     concepts = load_concepts()
     with gr.Row():
-        # Checked by the library (a short message); Gradio's own check would echo the value
-        # and list all 1,278 concepts.
-        concept = gr.Dropdown(
+        concept = choice_search(
             [c.key for c in concepts],
-            value="apple",
-            filterable=True,
-            allow_custom_value=True,
-            label="Concept (type to search)",
+            label=f"Concept (type to search the {len(concepts):,})",
             elem_id="browser_concept",
             scale=2,
         )
@@ -50,16 +49,18 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     label = gr.Markdown(elem_id="browser_label")
     distributions = gr.Plot(label="UW-71 distributions (same axis)", elem_id="browser_distributions")
     strips = gr.Plot(label="Dominant colors per visual group, with sample counts", elem_id="browser_strips")
-    metrics = gr.Dataframe(
-        label="Metrics against the human distribution", interactive=False, elem_id="browser_metrics"
-    )
+    with empty_note("No model distribution of this concept to compare yet.", "browser_metrics_empty"):
+        metrics = gr.Dataframe(
+            label="Metrics against the human distribution", interactive=False, elem_id="browser_metrics"
+        )
     gallery = gr.Gallery(
         label="Images with their masks", columns=6, height="fit-content", elem_id="browser_gallery"
     )
     variants_title = gr.Markdown(elem_id="browser_variants_title")
-    shifts = gr.Dataframe(
-        label="Shift EMD from the base concept", interactive=False, elem_id="browser_shifts"
-    )
+    with empty_note("No shift to show yet.", "browser_shifts_empty"):
+        shifts = gr.Dataframe(
+            label="Shift EMD from the base concept", interactive=False, elem_id="browser_shifts"
+        )
     shift_plot = gr.Plot(label="Shift EMD per variant", elem_id="browser_shift_plot")
 
     outputs = [label, distributions, strips, metrics, gallery, variants_title, shifts, shift_plot]
@@ -70,12 +71,14 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         outputs,
         note=label,
         api_name="browser_show",
-    )
+    ).then(_plot_shown, shift_plot, shift_plot, api_visibility="private")
 
 
 def _show(ctx: AppContext, concepts):
     def show(db, actor, concept: str, source: str, style: str, cfg: str):
         """Human and model distributions, strips, metrics, masked images and variant shifts of `concept`."""
+        if not concept:
+            raise ValueError("Pick a concept first: type part of its name in the Concept box.")
         view = concept_view(
             db, ctx.config.data_dir, concepts, concept, source or "", style, cfg or RECOMMENDED
         )
@@ -85,12 +88,18 @@ def _show(ctx: AppContext, concepts):
             view.strips,
             view.metrics.round(4),
             view.overlays,
-            f"### Base concept **{escape(view.base)}** and its variants",
+            f"### Base concept **{escape(view.base)}** and its variants"
+            + ("" if view.shift_figure else "\n" + NO_SHIFT.format(base=escape(view.base))),
             view.shifts.round(3),
             view.shift_figure,
         )
 
     return show
+
+
+def _plot_shown(figure) -> gr.Plot:
+    """An empty chart is hidden (the note above says why), never drawn as empty axes."""
+    return gr.Plot(visible=figure is not None)
 
 
 def source_dropdown(ctx: AppContext, session_token: gr.Textbox, elem_id: str) -> gr.Dropdown:

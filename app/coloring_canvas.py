@@ -2,8 +2,9 @@
 
 `coloring_canvas` returns a ``gr.HTML`` that hosts ``assets/web/coloring.html``,
 ``coloring.css`` and ``coloring.js``: a canvas with bucket fill (the same algorithm as
-`annotation.coloring.fill.fill_region`), brush, eraser, color picker with hex entry, recent
-colors, undo/redo, reset and zoom/pan, all on the client. Its value is the JSON text
+`annotation.coloring.fill.fill_region`), brush, eraser, a color picker (hue bar,
+saturation/value square, hex and RGB fields, eyedropper, recent colors and optional
+preset swatches), undo/redo, reset and zoom/pan, all on the client. Its value is the JSON text
 that `annotation.coloring.fill.parse_canvas_value` reads: task id, the color layer as a PNG
 data URL (lossless) and seconds spent. Work in progress stays in the browser's
 localStorage under the task id until the server moves the canvas to another task.
@@ -47,6 +48,7 @@ def coloring_canvas(
     sketch_src: str = "",
     value: str = "",
     tolerance: int = DEFAULT_TOLERANCE,
+    swatches: tuple[str, ...] = (),
     elem_id: str | None = None,
     **kwargs,
 ) -> gr.HTML:
@@ -64,6 +66,9 @@ def coloring_canvas(
         under review; "" starts from the work in progress saved in the browser, if any.
     tolerance : int
         Initial bucket tolerance, luminance levels in [0, 127].
+    swatches : tuple of str
+        Preset colors ``"#rrggbb"`` the picker offers beside the person's recent colors;
+        none by default (a preset palette steers the colors a study measures: README).
     elem_id : str, optional
         DOM id of the component.
     **kwargs
@@ -84,6 +89,7 @@ def coloring_canvas(
         apply_default_css=False,
         elem_id=elem_id,
         tolerance=tolerance,
+        swatches=list(swatches),
         **_task_props(task_id, sketch_src),
         **kwargs,
     )

@@ -12,6 +12,7 @@ message naming only the exception's class (`UNEXPECTED`), never its text or a pa
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import inspect
 import logging
@@ -46,6 +47,23 @@ UNEXPECTED = (
 )
 _LOG = logging.getLogger(__name__)
 MAX_WHOLE = 10**18 - 1  # within SQLite's 64-bit integers, so an id never overflows a query
+# A table inside `empty_note` shows its note, not bare headers, while it has no rows
+# (Gradio marks an empty table's container ``no-rows``).
+CSS = """
+.empty-aware:has(.table-container:not(.no-rows)) > .empty-note { display: none !important; }
+.empty-aware .table-container.no-rows .table-wrap { display: none; }
+.empty-aware > .empty-note { color: var(--body-text-color-subdued); font-style: italic; }
+"""
+# Run once on page load (`launch(js=...)`): clicking into a `ChoiceSearch` selects its text,
+# so what is typed replaces the choice and searches, rather than being appended to it.
+JS = """
+() => {
+  document.addEventListener("focusin", (event) => {
+    const input = event.target;
+    if (input.matches?.(".choice-search input")) setTimeout(() => input.select(), 0);
+  });
+}
+"""
 
 
 @dataclass(frozen=True)
@@ -213,6 +231,48 @@ def wire(
 def note_area(elem_id: str) -> gr.Markdown:
     """The Markdown beside an action where `wire` shows its refusals."""
     return gr.Markdown(elem_id=elem_id, elem_classes=["action-note"])
+
+
+@contextlib.contextmanager
+def empty_note(text: str, elem_id: str) -> Iterator[None]:
+    """Lay out a `gr.Dataframe` in the block; while it has no rows, ``text`` (Markdown, a
+    "nothing yet" note that says what fills it) shows under its label instead of bare
+    headers. The note's element is ``elem_id``; which one shows is decided by `CSS`, so
+    every way the table changes (load, refresh, a tab opened) keeps them in step.
+    """
+    with gr.Column(elem_classes=["empty-aware"]):
+        yield
+        gr.Markdown(text, elem_id=elem_id, elem_classes=["empty-note"])
+
+
+def on_open(tab: gr.Tab, *triggers) -> Callable:
+    """A listener (for `wire`) that fires when ``tab`` is opened and on each of ``triggers``
+    (e.g. a Refresh button's ``click``), so a tab shows its lists without a click."""
+    return functools.partial(gr.on, [tab.select, *triggers])
+
+
+def choice_search(choices, **kwargs) -> gr.Dropdown:
+    """A `gr.Dropdown` to search a long list: it starts empty, typing replaces the choice and
+    filters the choices (`JS`), and the page keeps it to its choices. ``kwargs`` go to
+    `gr.Dropdown`.
+
+    The server leaves checking a value to the handler's library function, which answers an
+    unknown one briefly: Gradio's own check would answer an API client with the value
+    echoed and every choice listed (1,278 for the concepts).
+    """
+    classes = kwargs.pop("elem_classes", None) or []
+    dropdown = gr.Dropdown(
+        choices,
+        value=None,
+        filterable=True,
+        allow_custom_value=False,
+        elem_classes=["choice-search", *classes],
+        **kwargs,
+    )
+    # On this one component, not a subclass: Gradio writes a .pyi file beside any module
+    # that subclasses a component.
+    dropdown.preprocess = lambda payload: payload
+    return dropdown
 
 
 def whole_number(value: object, name: str) -> int:

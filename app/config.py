@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from annotation.coloring.pool import default_workers
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB
 
 ENV_MAX_SUBMISSIONS = "COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE"
+ENV_SWATCHES = "COLORCONCEPT_SWATCHES"
 
 # Concepts of the three practice sketches (Appendix B.3 says three, not which): one
 # original, one visual-state and one emotional variant, all with simple line art.
@@ -58,6 +60,10 @@ class AppConfig:
         Processes that decode, check and extract submitted colorings
         (`annotation.coloring.pool`; env ``COLORCONCEPT_WORKERS``, default one per core);
         0 does that work in the request's thread.
+    swatches : tuple of str
+        Preset colors ``"#rrggbb"`` the designers' picker offers (env `ENV_SWATCHES`,
+        comma-separated). None by default: a preset palette steers the colors the study
+        measures (README, "Preset swatches").
     """
 
     db_path: Path = DEFAULT_DB_PATH
@@ -78,6 +84,7 @@ class AppConfig:
     min_painted_fraction: float = 0.005
     max_submissions_per_minute: int = 20
     workers: int = 0
+    swatches: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (
@@ -98,6 +105,11 @@ class AppConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"`{name}` must be a positive number, got {value!r}")
+        swatches = tuple(self.swatches)
+        for swatch in swatches:
+            if not isinstance(swatch, str) or not re.fullmatch(r"#[0-9a-fA-F]{6}", swatch):
+                raise ValueError(f"`swatches` must be colors such as '#d62828', got {swatch!r}")
+        object.__setattr__(self, "swatches", tuple(s.lower() for s in swatches))
         object.__setattr__(self, "db_path", Path(self.db_path))
         object.__setattr__(self, "data_dir", Path(self.data_dir))
 
@@ -114,6 +126,8 @@ class AppConfig:
             values["data_dir"] = Path(os.environ[ENV_DATA_DIR])
         if os.environ.get(ENV_MAX_SUBMISSIONS):
             values["max_submissions_per_minute"] = int(os.environ[ENV_MAX_SUBMISSIONS])
+        if os.environ.get(ENV_SWATCHES):
+            values["swatches"] = tuple(s.strip() for s in os.environ[ENV_SWATCHES].split(",") if s.strip())
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

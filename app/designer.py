@@ -97,7 +97,7 @@ _MODIFIER = {"visual_state": "visual state", "emotional": "emotion"}
 _HEADER_CSS = """
 .dz-head { display: flex; flex-direction: column; gap: 4px; padding: 4px 2px 8px; }
 .dz-progress { color: #57606a; font-size: 14px; font-weight: 600; letter-spacing: .02em; }
-.dz-concept { font-size: 40px; line-height: 1.1; font-weight: 700; color: #1f2328; }
+.dz-concept { font-size: 34px; line-height: 1.1; font-weight: 700; color: #1f2328; }
 .dz-meta { font-size: 16px; color: #3d444d; }
 .dz-meta b { color: #1f2328; }
 .dz-note { margin-top: 6px; padding: 8px 12px; border-left: 4px solid #bf8700;
@@ -106,10 +106,10 @@ _HEADER_CSS = """
 """
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Coloring tab inside the current `gr.Tab`."""
     consent_text, consent_sha = onboarding.read_text(onboarding.CONSENT_FILE)
-    parts = _layout(consent_text)
+    parts = _layout(consent_text, ctx.config.swatches)
     designer = handler(ctx, *ROLES)
     views = {
         "designer_state": (_state(ctx), [session_token], None),
@@ -171,8 +171,10 @@ _VIEW_PARTS = (
 )
 
 
-def _layout(consent_text: str) -> dict:
+def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
     parts: dict = {}
+    # Above every box, so that what a step answers shows whichever box comes next.
+    parts["message"] = gr.Markdown(elem_id="designer_message")
     with gr.Column(visible=False, elem_id="designer_consent_box") as parts["consent_box"]:
         gr.Markdown(consent_text, elem_id="designer_consent_text")
         parts["agreed"] = gr.Checkbox(
@@ -207,10 +209,18 @@ def _layout(consent_text: str) -> dict:
         with gr.Row(equal_height=True):
             parts["continue"] = gr.Button("Check again", variant="primary", elem_id="designer_continue")
             parts["continue_note"] = note_area("designer_continue_note")
-    with gr.Column(visible=False, elem_id="designer_task_box") as parts["task_box"]:
-        with gr.Row(equal_height=False):
+    # The task beside the canvas, Submit under it: the whole task fits one screen (the
+    # canvas takes the window's height, `assets/web/coloring.js`).
+    with (
+        gr.Column(visible=False, elem_id="designer_task_box") as parts["task_box"],
+        gr.Row(equal_height=False),
+    ):
+        with gr.Column(scale=1, min_width=260, elem_id="designer_task_side"):
             parts["header"] = gr.HTML(
-                "", css_template=_HEADER_CSS, js_on_load=None, scale=4, elem_id="designer_header"
+                "", css_template=_HEADER_CSS, js_on_load=None, elem_id="designer_header"
+            )
+            parts["submit"] = gr.Button(
+                "Submit this coloring", variant="primary", size="lg", elem_id="designer_submit"
             )
             parts["previous"] = gr.Image(
                 label="Your previous round",
@@ -218,14 +228,10 @@ def _layout(consent_text: str) -> dict:
                 interactive=False,
                 visible=False,
                 height=200,
-                scale=1,
                 elem_id="designer_previous",
             )
-        parts["canvas"] = coloring_canvas(elem_id="designer_canvas")
-        parts["submit"] = gr.Button(
-            "Submit this coloring", variant="primary", size="lg", elem_id="designer_submit"
-        )
-    parts["message"] = gr.Markdown(elem_id="designer_message")
+        with gr.Column(scale=4, min_width=480):
+            parts["canvas"] = coloring_canvas(swatches=swatches, elem_id="designer_canvas")
     parts["task"] = gr.Textbox("", visible="hidden", label="task", elem_id="designer_task")
     parts["refresh"] = gr.Button("Reload", visible=False, elem_id="designer_refresh")
     with gr.Accordion(

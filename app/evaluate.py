@@ -31,9 +31,10 @@ ROLES = ("researcher",)
 POLL_SECONDS = 5.0
 RUNS_SHOWN = 20
 REJECTED_HEADERS = ["file", "reason"]
+FORM_STORAGE_KEY = "colorconcept_evaluate_form"
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Evaluate tab inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     device = planning.detect_device()
@@ -121,6 +122,24 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         api_name="evaluate_import",
     )
     session_token.change(_on_session(ctx), session_token, [timer, run_pick], api_visibility="private")
+    _kept_over_reload(ctx, tab, [run_name, *selection, *segmenter, *executor])
+
+
+def _kept_over_reload(ctx: AppContext, tab: gr.Tab, fields: list[gr.components.Component]) -> None:
+    """Keep the form's values in this browser (`gr.BrowserState`, i.e. local storage): each
+    change is saved, and opening the tab puts the saved values back, after a reload too."""
+    saved = gr.BrowserState({}, storage_key=FORM_STORAGE_KEY, secret=ctx.browser_secret)
+    names = [field.elem_id for field in fields]
+
+    def save(*values) -> dict:
+        return dict(zip(names, values))
+
+    def restore(stored: dict | None) -> tuple:
+        stored = stored if isinstance(stored, dict) else {}
+        return tuple(stored[name] if name in stored else gr.skip() for name in names)
+
+    gr.on([field.change for field in fields], save, fields, saved, api_visibility="private")
+    tab.select(restore, saved, fields, api_visibility="private")
 
 
 def _selection_inputs(registry, concepts) -> list[gr.components.Component]:

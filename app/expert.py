@@ -21,7 +21,18 @@ from annotation.concepts import get_concept
 from annotation.files import resolve
 from annotation.qc import review, votes
 from annotation.qc import stats as qc
-from app.common import AppContext, escape, handler, id_field, note_area, whole_number, wire
+from app.common import (
+    AppContext,
+    choice_search,
+    empty_note,
+    escape,
+    handler,
+    id_field,
+    note_area,
+    on_open,
+    whole_number,
+    wire,
+)
 from app.landing import current_actor
 from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
 from storage import human
@@ -48,7 +59,7 @@ CSS = """
 """
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Expert tab inside the current `gr.Tab`.
 
     Each section shows its messages next to its own buttons. The admin-only parts (the
@@ -75,7 +86,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         ],
         api_visibility="private",
     )
-    _wire_review(ctx, session_token, grid, ranking, stats)
+    _wire_review(ctx, session_token, tab, grid, ranking, stats)
     _wire_votes(ctx, session_token, queue)
     admin_only = handler(ctx, "admin")
     wire(
@@ -96,10 +107,13 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     )
 
 
-def _wire_review(ctx: AppContext, session_token: gr.Textbox, grid: dict, ranking: dict, stats: dict) -> None:
+def _wire_review(
+    ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab, grid: dict, ranking: dict, stats: dict
+) -> None:
     reviewer = handler(ctx, *REVIEWERS)
+    # The concept lists and the statistics are read again whenever the tab is opened.
     wire(
-        grid["load"].click,
+        on_open(tab, grid["load"].click),
         reviewer(_concepts),
         session_token,
         [grid["concept"], stats["concept"]],
@@ -148,7 +162,7 @@ def _wire_review(ctx: AppContext, session_token: gr.Textbox, grid: dict, ranking
         api_name="expert_open_queue",
     )
     wire(
-        stats["refresh"].click,
+        on_open(tab, stats["refresh"].click),
         reviewer(_statistics),
         session_token,
         [stats["table5"], stats["summary"], stats["raters"]],
@@ -225,14 +239,17 @@ def _build_grid_section() -> dict:
         "the EMD to a designer's previous round shows whether they are self-consistent."
     )
     with gr.Row():
-        concept = gr.Dropdown([], label="Concept", allow_custom_value=True, scale=3, elem_id="expert_concept")
+        concept = choice_search([], label="Concept (type to search)", scale=3, elem_id="expert_concept")
         load = gr.Button("Load concepts", elem_id="expert_load")
         reveal = gr.Checkbox(False, label="Reveal designers (admin)", visible=False, elem_id="expert_reveal")
         show = gr.Button("Show colorings", variant="primary", elem_id="expert_show")
     pick_note = note_area("expert_grid_note")
     gallery = gr.Gallery(label="Colorings", columns=5, object_fit="contain", elem_id="expert_gallery")
     # "str" cells are shown as text, so the designer-facing note stays inert.
-    table = gr.Dataframe(headers=GRID_HEADERS, datatype="str", interactive=False, elem_id="expert_grid_table")
+    with empty_note("Pick a concept and press *Show colorings*.", "expert_grid_table_empty"):
+        table = gr.Dataframe(
+            headers=GRID_HEADERS, datatype="str", interactive=False, elem_id="expert_grid_table"
+        )
     plot = gr.Plot(label="UW-71 distributions", elem_id="expert_grid_plot")
     with gr.Row():
         coloring = id_field("Coloring id", "expert_coloring")
@@ -271,7 +288,11 @@ def _build_ranking_section(ctx: AppContext) -> dict:
         )
         compute = gr.Button("Rank concepts", elem_id="expert_compute")
         open_queue = gr.Button("Open the vote queue for high-variance concepts", elem_id="expert_open")
-    table = gr.Dataframe(headers=RANKING_HEADERS, interactive=False, elem_id="expert_ranking")
+    with empty_note(
+        "No ranking yet: *Rank concepts* ranks the concepts that have the colorings needed.",
+        "expert_ranking_empty",
+    ):
+        table = gr.Dataframe(headers=RANKING_HEADERS, interactive=False, elem_id="expert_ranking")
     message = gr.Markdown(elem_id="expert_ranking_message")
     histogram = gr.Plot(label="Consistency scores", elem_id="expert_histogram")
     return {
@@ -291,7 +312,8 @@ def _build_vote_section() -> dict:
         "concept? Most suspicious colorings come first."
     )
     next_button = gr.Button("Next coloring", elem_id="expert_next")
-    task = gr.Number(label="Task", interactive=False, elem_id="expert_task")
+    # The review task on screen: what a verdict answers (kept off screen: a vote is blind).
+    task = gr.Number(label="Task", interactive=False, visible="hidden", elem_id="expert_task")
     concept = gr.Markdown(elem_id="expert_vote_concept")
     with gr.Row():
         image = gr.Image(
@@ -327,14 +349,14 @@ def _build_statistics_section() -> dict:
     refresh = gr.Button("Refresh statistics", elem_id="expert_refresh")
     refresh_note = note_area("expert_refresh_note")
     summary = gr.Markdown(elem_id="expert_summary")
-    table5 = gr.Dataframe(
-        headers=["expert_votes", "interpretation", "count"], interactive=False, elem_id="expert_table5"
-    )
-    raters = gr.Dataframe(headers=RATER_HEADERS, interactive=False, elem_id="expert_raters")
-    with gr.Row():
-        concept = gr.Dropdown(
-            [], label="Concept", allow_custom_value=True, scale=3, elem_id="expert_truth_concept"
+    with empty_note("Table 5 fills in as reviews get all their votes.", "expert_table5_empty"):
+        table5 = gr.Dataframe(
+            headers=["expert_votes", "interpretation", "count"], interactive=False, elem_id="expert_table5"
         )
+    with empty_note("No expert has voted yet.", "expert_raters_empty"):
+        raters = gr.Dataframe(headers=RATER_HEADERS, interactive=False, elem_id="expert_raters")
+    with gr.Row():
+        concept = choice_search([], label="Concept (type to search)", scale=3, elem_id="expert_truth_concept")
         show = gr.Button("Show P_H(x|c)", elem_id="expert_truth")
     truth_note = note_area("expert_truth_note")
     basis = gr.Markdown(elem_id="expert_truth_basis")
@@ -357,7 +379,10 @@ def _build_admin_section() -> dict:
     with gr.Column(visible=False) as box:
         gr.Markdown("## 5. Excluded colorings (admin)")
         list_button = gr.Button("List excluded colorings", elem_id="expert_list_excluded")
-        table = gr.Dataframe(headers=EXCLUDED_HEADERS, interactive=False, elem_id="expert_excluded")
+        with empty_note(
+            "No excluded coloring listed: press *List excluded colorings*.", "expert_excluded_empty"
+        ):
+            table = gr.Dataframe(headers=EXCLUDED_HEADERS, interactive=False, elem_id="expert_excluded")
         with gr.Row():
             coloring = id_field("Coloring id", "expert_reinstated")
             why = gr.Textbox(label="Why reinstate", scale=3, elem_id="expert_reinstate_why")

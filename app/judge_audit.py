@@ -31,7 +31,7 @@ JUDGES_HELP = (
 )
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Judge audit tab inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     with gr.Row():

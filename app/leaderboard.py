@@ -14,9 +14,9 @@ from __future__ import annotations
 import gradio as gr
 
 from annotation.coloring.stability import stability_view
-from annotation.research.views import leaderboard_analyses, robustness_report
+from annotation.research.views import NothingScored, leaderboard_analyses, robustness_report
 from app.browser import source_dropdown
-from app.common import AppContext, escape, handler, whole_number, wire
+from app.common import AppContext, empty_note, escape, handler, whole_number, wire
 from evaluation.analysis.bootstrap import N_RESAMPLES, SEED, Resampling
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
 from evaluation.analysis.robustness import CHOICES
@@ -28,6 +28,10 @@ from storage import human
 NAME = "leaderboard"
 TITLE = "Leaderboards"
 ROLES = ("researcher",)
+NOTHING_YET = (
+    "No model distribution is scored yet, so there is nothing to rank. Run a model on the "
+    "Evaluate tab (or import a run); its scores show here when its extraction ends."
+)
 LEGEND = (
     "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
     f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey. "
@@ -44,7 +48,7 @@ ROBUSTNESS_LEGEND = (
 )
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Leaderboards tab inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     concepts = load_concepts()
@@ -86,14 +90,13 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         label="Figure 4 (right): per-concept shift, model against human", elem_id="leaderboard_scatter"
     )
     with gr.Row():
-        table6 = gr.Dataframe(
-            label="Table 6: sensitivity by style", interactive=False, elem_id="leaderboard_table6"
-        )
-        table7 = gr.Dataframe(
-            label="Table 7: by modifier type", interactive=False, elem_id="leaderboard_table7"
-        )
-        table8 = gr.Dataframe(
-            label="Table 8: type × style, mean over models", interactive=False, elem_id="leaderboard_table8"
+        table6, table7, table8 = (
+            _table(label, f"leaderboard_table{n}")
+            for n, label in (
+                (6, "Table 6: sensitivity by style"),
+                (7, "Table 7: by modifier type"),
+                (8, "Table 8: type × style, mean over models"),
+            )
         )
     files = gr.File(
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="leaderboard_files"
@@ -117,14 +120,10 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         stable_table = gr.Dataframe(interactive=False, elem_id="leaderboard_stability_table")
 
     inputs = [session_token, source, cfg, aggregate, resamples, seed, colorings]
-    wire(
-        show.click,
-        allowed(_show(ctx, concepts)),
-        inputs,
-        [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8, intervals],
-        note=note,
-        api_name="leaderboard_show",
-    )
+    shown = [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8, intervals]
+    wire(show.click, allowed(_show(ctx, concepts)), inputs, shown, note=note, api_name="leaderboard_show")
+    # Opening the tab computes the same, and an empty study is a note, not a refusal.
+    wire(tab.select, allowed(_show(ctx, concepts, opened=True)), inputs, shown, note=note)
     wire(
         check.click,
         allowed(_robustness(ctx, concepts)),
@@ -191,11 +190,16 @@ def _analyses(ctx: AppContext, concepts, db, source, cfg, aggregate, resamples, 
     )
 
 
-def _show(ctx: AppContext, concepts):
+def _show(ctx: AppContext, concepts, *, opened: bool = False):
     def show(db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str):
         """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`, with
         bootstrap intervals and the significance of each ranking (10th output)."""
-        result = _analyses(ctx, concepts, db, source, cfg, aggregate, resamples, seed, colorings)
+        try:
+            result = _analyses(ctx, concepts, db, source, cfg, aggregate, resamples, seed, colorings)
+        except NothingScored:
+            if not opened:
+                raise
+            return f"{NOTHING_YET}  \n{escape(human.describe(db, source))}", *(gr.skip(),) * 9
         figs = analysis_figures(result)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
         pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
@@ -221,6 +225,11 @@ def _show(ctx: AppContext, concepts):
         )
 
     return show
+
+
+def _table(label: str, elem_id: str) -> gr.Dataframe:
+    with empty_note("Nothing to show yet.", f"{elem_id}_empty"):
+        return gr.Dataframe(label=label, interactive=False, elem_id=elem_id)
 
 
 def _shown(long, index: str, columns: str):

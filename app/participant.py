@@ -22,14 +22,15 @@ NAME = "participant"
 TITLE = "Judge"
 ROLES = ("participant",)
 _BACKGROUND = {"yes": True, "no": False}
+CHART_PX, STRIP_PX = 300, 150
 
 INSTRUCTIONS = """\
 ## Which model matches people's colors better?
 
-At the top you see the **human ground truth** for a concept: how designers colored it,
-as a bar chart over 71 colors, its dominant colors with the number of colorings behind
-each, and a few of the colorings. Below are two models' results, **left** and **right**,
-each with its generated images and its own color chart.
+First you see the **human ground truth** for a concept: how designers colored it, as a
+bar chart over 71 colors; beside it two models' results, **left** and **right**, each
+as its own color chart. Under the charts: the ground truth's dominant colors with the
+number of colorings behind each, a few of the colorings, and each model's images.
 
 - **Judge by the color distribution**: pick the side whose chart matches the ground
   truth's chart better.
@@ -61,7 +62,7 @@ if (!window.__participantKeys) {
 """
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Judge tab inside the current `gr.Tab`."""
     gr.Markdown(INSTRUCTIONS)
     background = gr.Radio(
@@ -70,32 +71,15 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
     with gr.Row():
         progress = gr.Markdown("Press **Start** to see your first trial.", elem_id="participant_progress")
         start = gr.Button("Start / continue", elem_id="participant_start", scale=0)
-    gr.Markdown("### Human ground truth")
+    # The three charts side by side, where one look compares them, and the answer right
+    # under them; the images, for reference only, below: the trial fits one screen.
     with gr.Row(equal_height=True):
-        truth_plot = gr.Plot(label="Ground truth distribution", elem_id="participant_truth_plot", scale=3)
-        with gr.Column(scale=2):
-            truth_strip = gr.Plot(
-                label="Dominant colors, with the colorings behind each", elem_id="participant_truth_strip"
-            )
-            colorings = gr.Gallery(
-                label="Designers' colorings", columns=3, height=220, elem_id="participant_colorings"
-            )
-    outputs = [progress, background, truth_plot, truth_strip, colorings]
-    with gr.Row():
-        for side in judging.SIDES:
-            with gr.Column():
-                gr.Markdown(f"### {side.capitalize()}")
-                outputs.append(
-                    gr.Gallery(
-                        label=f"{side.capitalize()} images",
-                        columns=4,
-                        height=200,
-                        elem_id=f"participant_{side}_images",
-                    )
-                )
-                outputs.append(
-                    gr.Plot(label=f"{side.capitalize()} distribution", elem_id=f"participant_{side}_plot")
-                )
+        charts = {}
+        for side, heading in (("truth", "Human ground truth"), *((s, s.capitalize()) for s in judging.SIDES)):
+            with gr.Column(min_width=300):
+                gr.Markdown(f"### {heading}")
+                label = "Ground truth distribution" if side == "truth" else f"{heading} distribution"
+                charts[side] = gr.Plot(label=label, elem_id=f"participant_{side}_plot")
     with gr.Row():
         buttons = [
             gr.Button(
@@ -107,6 +91,26 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
             for side, key in zip(judging.SIDES, ("← or 1", "→ or 2"))
         ]
         vote_note = note_area("participant_vote_note")
+    with gr.Row(equal_height=False):
+        with gr.Column(min_width=300):
+            truth_strip = gr.Plot(
+                label="Dominant colors, with the colorings behind each", elem_id="participant_truth_strip"
+            )
+            colorings = gr.Gallery(
+                label="Designers' colorings", columns=4, height=130, elem_id="participant_colorings"
+            )
+        images = {
+            side: gr.Gallery(
+                label=f"{side.capitalize()} images",
+                columns=4,
+                height=130,
+                elem_id=f"participant_{side}_images",
+            )
+            for side in judging.SIDES
+        }
+    outputs = [progress, background, charts["truth"], truth_strip, colorings]
+    for side in judging.SIDES:
+        outputs += [images[side], charts[side]]
     task_id = gr.Number(visible="hidden", label="task_id", elem_id="participant_task")
     shown_at = gr.Textbox(visible="hidden", label="shown_at", elem_id="participant_shown_at")
     sides = [gr.Textbox(side, visible="hidden", label="side") for side in judging.SIDES]
@@ -211,15 +215,15 @@ def _view(ctx: AppContext, db, actor) -> tuple:
     )
     based_on = f"{truth.n_colorings} colorings" if truth.n_colorings else "an imported reference set"
     sides = [
-        (_gallery(ctx, side.images), distribution_bar(side.p, y_max=y_max, title=title))
+        (_gallery(ctx, side.images), _chart(side.p, y_max, title))
         for side, title in ((trial.left, "Left"), (trial.right, "Right"))
     ]
     return (
         f"**Trial {trial.number} of {trial.total}** · concept: **{escape(trial.concept)}**"
         f" · ground truth from {based_on}",
         asked,
-        distribution_bar(truth.p, y_max=y_max, title="Ground truth"),
-        strip,
+        _chart(truth.p, y_max, "Ground truth"),
+        None if strip is None else strip.update_layout(height=STRIP_PX),
         _gallery(ctx, truth.colorings),
         *sides[0],
         *sides[1],
@@ -247,6 +251,11 @@ def _empty() -> tuple:
         gr.Button(interactive=False),
         gr.Button(interactive=False),
     )
+
+
+def _chart(p, y_max: float, title: str):
+    """A distribution chart at the height that keeps a trial on one screen."""
+    return distribution_bar(p, y_max=y_max, title=title).update_layout(height=CHART_PX)
 
 
 def _gallery(ctx: AppContext, paths) -> list[str]:

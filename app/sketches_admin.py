@@ -33,7 +33,7 @@ SKETCH_HEADERS = ["sketch_id", "source", "selected", "size", "created", "details
 _FROM_NAMES = "(from the file names)"
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Sketches tab inside the current `gr.Tab`."""
     admin = handler(ctx, *ROLES)
     with ctx.db() as db:

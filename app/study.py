@@ -17,9 +17,20 @@ import numpy as np
 from annotation.study import design as study
 from annotation.study import judging
 from annotation.study.design import ModelSource
-from app.common import AppContext, handler, id_field, note_area, visible_to, whole_number, wire
+from app.common import (
+    AppContext,
+    empty_note,
+    handler,
+    id_field,
+    note_area,
+    on_open,
+    visible_to,
+    whole_number,
+    wire,
+)
 from app.landing import current_actor
 from evaluation.analysis.figures import table3_figure
+from evaluation.models.generation import STYLES
 from storage.human import COUNTING_RULE
 from storage.human import sources as human_sources
 
@@ -41,20 +52,26 @@ STUDY_HEADERS = [
 ]
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> None:
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Study tab inside the current `gr.Tab`."""
     gr.Markdown("## Set up a study\nPress **Load choices** after new runs or ground truths.")
     with gr.Row():
         name = gr.Textbox(label="Name", elem_id="study_name")
-        style = gr.Radio(list(study.STYLES), value=study.DEFAULT_STYLE, label="Style", elem_id="study_style")
+        # Labelled as on the Evaluate tab and the Concept browser.
+        style = gr.Radio(
+            [(STYLES[key], key) for key in study.STYLES],
+            value=study.DEFAULT_STYLE,
+            label="Style",
+            elem_id="study_style",
+        )
         truth = gr.Dropdown(
             [],
             label="Ground truth",
             allow_custom_value=True,
-            info=f"designers: {COUNTING_RULE}",
             elem_id="study_ground_truth",
         )
         load = gr.Button("Load choices", elem_id="study_load", scale=0)
+    gr.Markdown(f"Ground truth *designers*: {COUNTING_RULE}", elem_id="study_counting_rule")
     sources = gr.Dropdown(
         [],
         multiselect=True,
@@ -87,7 +104,8 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         show = gr.Button("Show design", elem_id="study_show")
         open_ = gr.Button("Open (freeze the design)", variant="stop", elem_id="study_open")
     message = gr.Markdown(elem_id="study_message")
-    studies = gr.Dataframe(headers=STUDY_HEADERS, interactive=False, elem_id="study_list")
+    with empty_note("No study yet: create a draft above.", "study_list_empty"):
+        studies = gr.Dataframe(headers=STUDY_HEADERS, interactive=False, elem_id="study_list")
     design = gr.JSON(label="Design", elem_id="study_design")
 
     gr.Markdown("## Analysis")
@@ -99,19 +117,23 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         boot_seed = gr.Number(0, label="Bootstrap seed", elem_id="study_boot_seed")
         analyse = gr.Button("Analyse", variant="primary", elem_id="study_analyse")
     analyse_note = note_area("study_analyse_note")
-    table3 = gr.Dataframe(
-        label="Table 3: metric alignment with human judgment", interactive=False, elem_id="study_table3"
-    )
+    with empty_note("**Table 3**: nothing yet: press *Analyse* on a study with votes.", "study_table3_empty"):
+        table3 = gr.Dataframe(
+            label="Table 3: metric alignment with human judgment", interactive=False, elem_id="study_table3"
+        )
     figure = gr.Plot(label="Table 3 with bootstrap intervals", elem_id="study_figure")
-    bt = gr.Dataframe(
-        label="Bradley–Terry strength per model (all, design, non-design)",
-        interactive=False,
-        elem_id="study_bradley_terry",
-    )
-    participants = gr.Dataframe(
-        label="Participants and attention checks", interactive=False, elem_id="study_participants"
-    )
-    pairs = gr.Dataframe(label="Vote shares per pair", interactive=False, elem_id="study_pairs")
+    with empty_note("**Bradley–Terry strengths**: nothing yet.", "study_bradley_terry_empty"):
+        bt = gr.Dataframe(
+            label="Bradley–Terry strength per model (all, design, non-design)",
+            interactive=False,
+            elem_id="study_bradley_terry",
+        )
+    with empty_note("**Participants and attention checks**: nothing yet.", "study_participants_empty"):
+        participants = gr.Dataframe(
+            label="Participants and attention checks", interactive=False, elem_id="study_participants"
+        )
+    with empty_note("**Vote shares per pair**: nothing yet.", "study_pairs_empty"):
+        pairs = gr.Dataframe(label="Vote shares per pair", interactive=False, elem_id="study_pairs")
     files = gr.File(label="CSV downloads", file_count="multiple", elem_id="study_files")
 
     guard = handler(ctx, *ALLOWED)
@@ -132,7 +154,9 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> None:
         note=message,
         api_name="study_create",
     )
-    wire(refresh.click, guard(_list), session_token, studies, note=message, api_name="study_list")
+    wire(
+        on_open(tab, refresh.click), guard(_list), session_token, studies, note=message, api_name="study_list"
+    )
     wire(show.click, guard(_design), [session_token, study_id], design, note=message, api_name="study_design")
     wire(
         open_.click,

@@ -272,3 +272,14 @@ def test_a_redo_is_a_new_round_and_an_experts_recolor_note_is_shown_inert(quick_
     assert table["data"][0][3] == "recolor_requested" and table["data"][0][7] == "<b>browner</b>"
     view, _ = study.submit(token, view, PAIRS[2])
     assert [r["round"] for r in study.rows("colorings", "practice = 0")] == [1, 2, 3]
+
+
+def test_preset_swatches_are_off_by_default_and_read_from_the_environment(monkeypatch):
+    from app.config import ENV_SWATCHES, AppConfig
+
+    monkeypatch.delenv(ENV_SWATCHES, raising=False)
+    assert AppConfig.from_env().swatches == ()
+    monkeypatch.setenv(ENV_SWATCHES, "#8B5A2B, #2e7d32")
+    assert AppConfig.from_env().swatches == ("#8b5a2b", "#2e7d32")
+    with pytest.raises(ValueError, match="`swatches` must be colors such as '#d62828', got 'brown'"):
+        AppConfig(swatches=("brown",))

@@ -19,9 +19,9 @@ from annotation.coloring.fill import (
     painted_color_counts,
     parse_canvas_value,
 )
-from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
+from annotation.sketches.importing import SKETCH_DIR, load_sketch_png, png_data_url
 from app.coloring_canvas import build_demo, canvas_update, coloring_canvas, flush_js, inspect_canvas_value
-from tests.browser import chromium_browser
+from tests.browser import chromium_browser, playwright_api
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 APPLE = load_sketch_png(SKETCH_DIR / "apple.png")
@@ -304,6 +304,7 @@ def test_canvas_update_sends_every_prop_the_script_reads():
     canvas = coloring_canvas(task_id="task-1", elem_id="c")
     assert canvas.props == {
         "tolerance": 32,
+        "swatches": [],
         "task_id": "task-1",
         "sketch_src": "",
         "line_threshold": 128,
@@ -328,3 +329,84 @@ def test_flush_js_sends_the_flushed_value_in_the_canvas_place_and_refuses_bad_ar
         flush_js('a")', 0, 1)
     with pytest.raises(ValueError, match=r"`position` must be in \[0, 2\), got 2"):
         flush_js("c", 2, 2)
+
+
+def _palette_state(page, elem_id="demo_canvas"):
+    return page.evaluate(
+        """id => {
+            const root = document.querySelector('#' + id + ' .cc-root');
+            const value = (c) => root.querySelector('.cc-' + c).value;
+            return {color: root.parentElement.coloringCanvas.state().color, hex: value('hex'),
+                    rgb: [value('r'), value('g'), value('b')]};
+        }""",
+        elem_id,
+    )
+
+
+def _click_fraction(page, selector, fx, fy):
+    box = page.locator(selector).bounding_box()
+    page.mouse.click(box["x"] + fx * (box["width"] - 1), box["y"] + fy * (box["height"] - 1))
+
+
+def test_the_picker_sets_colors_from_the_square_the_hue_bar_rgb_and_hex(page):
+    palette = page.locator("#demo_canvas .cc-palette")
+    expect = playwright_api.expect
+    expect(palette).to_be_visible()
+    expect(page.locator("#demo_canvas .cc-presets-box")).to_be_hidden()  # no preset swatches by default
+    square, hue = page.locator("#demo_canvas .cc-sv"), page.locator("#demo_canvas .cc-hue")
+    for _ in range(10):  # keys move the square's knob to full saturation and brightness
+        square.press("Shift+ArrowRight")
+        square.press("Shift+ArrowUp")
+    assert _palette_state(page) == {"color": "#ff0000", "hex": "#ff0000", "rgb": ["255", "0", "0"]}
+    hue.press("ArrowRight")  # one degree on: a touch of green
+    assert _palette_state(page)["color"] == "#ff0400"
+    _click_fraction(page, "#demo_canvas .cc-hue", 0.5, 0.5)  # the middle of the bar: cyan
+    r, g, b = (int(v) for v in _palette_state(page)["rgb"])
+    assert (r, g) == (0, 255) and b > 240
+    _click_fraction(page, "#demo_canvas .cc-sv", 0.5, 0.5)  # half saturation, half brightness
+    r, g, b = (int(v) for v in _palette_state(page)["rgb"])
+    assert abs(r - 64) <= 2 and abs(g - 128) <= 2 and abs(b - 128) <= 3
+    for channel, number in zip("rgb", (10, 20, 30)):
+        page.fill(f"#demo_canvas .cc-{channel}", str(number))
+        page.press(f"#demo_canvas .cc-{channel}", "Enter")
+    assert _palette_state(page) == {"color": "#0a141e", "hex": "#0a141e", "rgb": ["10", "20", "30"]}
+    page.fill("#demo_canvas .cc-g", "300")
+    page.press("#demo_canvas .cc-g", "Enter")
+    assert "from 0 to 255" in page.inner_text("#demo_canvas .cc-status")
+    assert _palette_state(page)["color"] == "#0a141e"
+    _click_image(page, *BODY)  # a fill puts the color among the recent ones
+    recent = page.locator("#demo_canvas .cc-recent .cc-swatch").first
+    assert recent.get_attribute("data-color") == "#0a141e"
+    page.fill("#demo_canvas .cc-hex", "#1d4ed8")
+    page.press("#demo_canvas .cc-hex", "Enter")
+    recent.click()
+    assert _palette_state(page)["color"] == "#0a141e"
+    palette.screenshot(path=str(ARTIFACTS / "canvas-color-picker.png"))
+    _, layer = _server_view(page)
+    assert tuple(layer[BODY[1], BODY[0], :3]) == (10, 20, 30)
+
+
+def test_organisers_preset_swatches_show_in_the_picker(browser):
+    with gr.Blocks() as demo:
+        coloring_canvas(
+            task_id="presets",
+            sketch_src=png_data_url((SKETCH_DIR / "apple.png").read_bytes()),
+            swatches=("#123456", "#abcdef"),
+            elem_id="demo_canvas",
+        )
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        _open(page, url)
+        presets = page.locator("#demo_canvas .cc-presets .cc-swatch")
+        playwright_api.expect(presets).to_have_count(2)
+        assert presets.evaluate_all("els => els.map((e) => e.dataset.color)") == ["#123456", "#abcdef"]
+        presets.nth(1).click()
+        assert _palette_state(page)["color"] == "#abcdef"
+        page.locator("#demo_canvas .cc-palette").screenshot(
+            path=str(ARTIFACTS / "canvas-preset-swatches.png")
+        )
+    finally:
+        context.close()
+        demo.close()

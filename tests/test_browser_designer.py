@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from annotation.coloring.fill import fill_region, painted_color_counts
+from annotation.coloring.fill import fill_region, painted_color_counts, parse_canvas_value
 from annotation.coloring.store import load_pixels
 from annotation.coloring.tasks import layer_of_coloring
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
@@ -162,4 +162,57 @@ def test_a_submit_clicked_right_after_the_last_fill_stores_that_fill(live_app, p
     counts = painted_color_counts(layer_of_coloring(image, mask), BANANA)
     assert counts == {YELLOW: fill_region(BANANA, PEEL).sum(), GREEN: fill_region(BANANA, STEM).sum()}
     assert unflushed, "the fill was written before the click: the race was not exercised"
+    assert page.js_errors == []
+
+
+def _fits(page) -> dict:
+    """Where the canvas, its last line and Submit end, with the page scrolled to its top."""
+    return page.evaluate(
+        """() => {
+            window.scrollTo(0, 0);
+            const bottom = (sel) => document.querySelector(sel).getBoundingClientRect().bottom;
+            const api = document.querySelector('#designer_canvas .cc-root').parentElement.coloringCanvas;
+            return {
+                window: window.innerHeight,
+                canvas: bottom('#designer_canvas .cc-viewport'),
+                help: bottom('#designer_canvas .cc-help'),
+                submit: bottom('#designer_submit'),
+                scale: api.state().scale,
+                fit: api.state().fit,
+                label: document.querySelector('#designer_canvas .cc-zoom-level').textContent,
+            };
+        }"""
+    )
+
+
+def test_the_task_fits_the_window_shows_the_true_zoom_and_undo_survives_a_reload(live_app, page):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    _start_practice(live_app, page)
+    for width, height in ((1400, 1000), (1366, 768)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_function(
+            "h => document.querySelector('#designer_canvas .cc-help').getBoundingClientRect().bottom"
+            " <= h && document.querySelector('#designer_canvas .cc-viewport').clientHeight > 320",
+            arg=height,
+        )
+        fit = _fits(page)
+        page.screenshot(path=str(ARTIFACTS / f"designer-fit-{width}x{height}.png"))
+        assert max(fit["canvas"], fit["help"], fit["submit"]) <= fit["window"], fit
+        # The fit view of the 1024 px sketch is smaller than life, and the label says how much.
+        assert fit["scale"] == pytest.approx(fit["fit"]) and fit["scale"] < 1
+        assert fit["label"] == f"{round(fit['scale'] * 100)}%"
+    _fill(page, PEEL, YELLOW)
+    _fill(page, STEM, GREEN)
+    page.reload()
+    open_tab(page, "Coloring")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    undo = page.locator("#designer_canvas [data-action=undo]")
+    expect(undo).to_be_enabled()  # the history came back with the work
+    api = "document.querySelector('#designer_canvas .cc-root').parentElement.coloringCanvas"
+    assert page.evaluate(f"() => {api}.state().undo") == 2
+    _committed(page, undo.click)
+    value = json.loads(page.evaluate(f"() => {api}.flush()"))
+    layer = parse_canvas_value(json.dumps(value), BANANA.shape).color_layer
+    assert layer[PEEL[1], PEEL[0], 3] == 255 and layer[STEM[1], STEM[0], 3] == 0
+    expect(page.locator("#designer_canvas [data-action=redo]")).to_be_enabled()
     assert page.js_errors == []

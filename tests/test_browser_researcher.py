@@ -4,7 +4,18 @@ each model's, as charts, in a real browser."""
 import pytest
 
 from storage import open_db
-from tests.browser import expect, live_app, open_tab, page, pick, sign_in, table_rows  # noqa: F401
+from storage.human import COUNTING_RULE
+from tests.browser import (  # noqa: F401
+    ARTIFACTS,
+    expect,
+    live_app,
+    open_tab,
+    page,
+    pick,
+    sign_in,
+    table_rows,
+)
+from tests.qc_data import add_coloring
 from tests.research_data import store_segmented_run
 
 pytestmark = pytest.mark.browser
@@ -30,6 +41,7 @@ def test_researcher_opens_a_concept_and_sees_human_and_model_charts(live_app, pa
     sign_in(page, link)
     open_tab(page, "Concept browser")
     pick(page, "browser_source", "uw71-ratings")
+    search(page, "browser_concept", "apple")
     page.click("#browser_show")
     expect(page.locator("#browser_label")).to_contain_text("Human ground truth: reference set 'uw71-ratings'")
     for chart in ("distributions", "strips", "shift_plot"):
@@ -44,4 +56,99 @@ def test_researcher_opens_a_concept_and_sees_human_and_model_charts(live_app, pa
     assert sorted(row[0] for row in table_rows(page, "browser_metrics")) == ["model-a", "model-b"]
     expect(page.locator("#browser_gallery img")).to_have_count(5)
     expect(page.locator("#browser_variants_title")).to_contain_text("Base concept apple")
+    assert page.js_errors == []
+
+
+def search(page, elem_id: str, option: str, typed: str | None = None) -> None:
+    """Click the search box `elem_id`, type `typed` (default `option`) and choose `option`."""
+    field = page.locator(f"#{elem_id} input")
+    field.click()
+    page.keyboard.type(option if typed is None else typed)
+    page.get_by_role("option", name=option, exact=True).click()
+    expect(field).to_have_value(option)
+
+
+def test_the_concept_box_starts_empty_and_typing_replaces_and_searches(live_app, page):
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Concept browser")
+    field = page.locator("#browser_concept input")
+    expect(field).to_have_value("")
+    expect(page.locator("#browser_concept")).to_contain_text("type to search the 1,278")
+    page.click("#browser_show")  # nothing chosen: a note beside the action, not an error sheet
+    expect(page.locator("#browser_label")).to_contain_text("Pick a concept first")
+    search(page, "browser_concept", "carrot", typed="carr")
+    field.click()  # typing again replaces the choice ("carrotrott" before) and filters
+    page.keyboard.type("rotten ap")
+    expect(field).to_have_value("rotten ap")
+    options = page.get_by_role("option")
+    expect(options.first).to_be_visible()
+    assert all("rotten ap" in text for text in options.all_inner_texts())
+    page.screenshot(path=str(ARTIFACTS / "concept-search.png"))
+    page.get_by_role("option", name="rotten apple", exact=True).click()
+    expect(field).to_have_value("rotten apple")
+    page.click("#browser_show")
+    expect(page.locator("#browser_variants_title")).to_contain_text("Base concept apple")
+    assert page.js_errors == []
+
+
+def test_the_human_side_says_which_colorings_count_and_an_empty_shift_chart_is_a_note(live_app, page):
+    designers = [annotator for annotator, _ in live_app.invite("designer", 2)]
+    db = open_db(live_app.config.db_path)
+    try:
+        ids = [
+            add_coloring(db, live_app.config.data_dir, d, "apple", rgb)
+            for d, rgb in zip(designers, [RED, BROWN])
+        ]
+    finally:
+        db.close()
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Concept browser")
+    search(page, "browser_concept", "apple")
+    page.click("#browser_show")
+    label = page.locator("#browser_label")
+    expect(label).to_contain_text(
+        "Human ground truth: designer colorings (n = 2) of 'apple' that count now: "
+        f"2 submitted and 0 accepted (#{ids[0]}, #{ids[1]})."
+    )
+    expect(label).to_contain_text(COUNTING_RULE)  # the rule, worded where it lives
+    assert "Accepted colorings" not in label.inner_text()
+    # Only the base concept has colorings: no shift to draw, so a note and no empty axes.
+    expect(page.locator("#browser_variants_title")).to_contain_text("No shift to show")
+    expect(page.locator("#browser_shift_plot")).to_be_hidden()
+    expect(page.locator("#browser_shifts_empty")).to_be_visible()
+    expect(page.locator("#browser_metrics_empty")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "browser-human-label.png"), full_page=True)
+    search(page, "browser_concept", "rotten apple", typed="rotten ap")
+    page.click("#browser_show")
+    expect(label).to_contain_text("No designer coloring of 'rotten apple' counts yet")
+    assert page.js_errors == []
+
+
+def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announced(live_app, page):
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Evaluate")
+    page.get_by_label("Tiny random SD (test model) (tiny-random)").check()
+    page.locator("#evaluate_seeds input").fill("2")
+    page.locator("#evaluate_cfg textarea, #evaluate_cfg input").first.fill("7.5")
+    page.get_by_role("button", name="Count images and time").click()
+    expect(page.locator("#evaluate_plan")).to_contain_text("images")
+    # Gradio's live region says an event has ended; it must not read out an i18n key.
+    announced = set()
+    for _ in range(40):
+        announced |= set(page.locator("[role=status]").all_text_contents())
+        page.wait_for_timeout(150)
+    assert "common.complete" not in " ".join(announced)
+    assert "common.complete" not in page.locator("body").inner_text()
+    page.reload()
+    expect(page.locator("#start_status")).to_contain_text("Signed in as")
+    open_tab(page, "Evaluate")
+    expect(page.locator("#evaluate_seeds input")).to_have_value("2")
+    expect(page.locator("#evaluate_cfg textarea, #evaluate_cfg input").first).to_have_value("7.5")
+    expect(page.get_by_label("Tiny random SD (test model) (tiny-random)")).to_be_checked()
+    page.get_by_text("Masking (GroundingDINO + SAM)").click()
+    expect(page.locator("#evaluate_segmenter").get_by_label("tiny-random")).to_be_checked()
+    page.screenshot(path=str(ARTIFACTS / "evaluate-after-reload.png"))
     assert page.js_errors == []

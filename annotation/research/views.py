@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +51,8 @@ class ConceptView:
         The concept's base concept.
     shifts : pandas.DataFrame
         Shift EMD from the base to each variant: one row per variant, a column per source.
-    shift_figure : plotly Figure
+    shift_figure : plotly Figure or None
+        None when no variant has a shift to show (`shifts` is empty).
     """
 
     human_label: str
@@ -61,7 +62,7 @@ class ConceptView:
     metrics: pd.DataFrame
     base: str
     shifts: pd.DataFrame
-    shift_figure: go.Figure
+    shift_figure: go.Figure | None
 
 
 def _concept(concepts: Sequence[Concept], key: str) -> Concept:
@@ -126,22 +127,42 @@ def concept_view(
         if truth
         else pd.DataFrame(columns=comparison.METRIC_COLUMNS)
     )
+    shift_table = comparison.variant_shift_table(shifts)
     return ConceptView(
-        human_label=(
-            f"Human ground truth: {truth.label}"
-            if truth
-            else f"The source '{source}' has no human distribution for '{concept}'."
-        ),
+        human_label=_human_label(db, source, concept, truth),
         distributions=comparison.distributions_figure(panels) if panels else None,
         strips=comparison.strips_figure(panels) if panels else None,
         overlays=item_overlays(data_dir, items),
         metrics=metrics,
         base=found.base,
-        shifts=comparison.variant_shift_table(shifts),
-        shift_figure=comparison.variant_shift_figure(
+        shifts=shift_table,
+        shift_figure=None
+        if shift_table.empty
+        else comparison.variant_shift_figure(
             shifts, title=f"Shift from '{found.base}' to its variants ({style})"
         ),
     )
+
+
+def _human_label(
+    db: sqlite_utils.Database, source: str, concept: str, truth: human.HumanDistribution | None
+) -> str:
+    """Which human distribution the view compares with; for the designers, how many colorings
+    it rests on, by status, and which (the rule itself is `storage.human.COUNTING_RULE`)."""
+    if truth is None:
+        if source == human.DESIGNERS:
+            return f"No designer coloring of '{concept}' counts yet, so it has no human distribution."
+        return f"The source '{source}' has no human distribution for '{concept}'."
+    if source != human.DESIGNERS:
+        return f"Human ground truth: {truth.label}"
+    statuses = Counter(row["status"] for row in human.counted_colorings(db, concept))
+    counted = " and ".join(f"{statuses[status]} {status}" for status in human.COUNTED_STATUSES)
+    ids = ", ".join(f"#{i}" for i in truth.coloring_ids)
+    return f"Human ground truth: {truth.label} of '{concept}' that count now: {counted} ({ids})."
+
+
+class NothingScored(NotFound):
+    """No model distribution is scored against the source yet: the leaderboards are empty."""
 
 
 def leaderboard_analyses(
@@ -166,6 +187,11 @@ def leaderboard_analyses(
     triggers whichever process writes): at the full study's size the tables and their
     bootstrap intervals take seconds, and researchers reopen them far more often than the
     distributions change. Each call gets its own copy.
+
+    Raises
+    ------
+    NothingScored
+        If no model distribution is scored against `source` yet.
     """
     key = (
         db.execute("pragma database_list").fetchone()[2],
@@ -208,8 +234,9 @@ def _leaderboard_analyses(
     human.check_source(db, source)
     frame = results.latest_scores(scoring.stored_scores(db, source, concepts))
     if frame.empty:
-        return results.analyses(
-            [], {}, concepts, cfg=cfg, aggregate=aggregate, frame=frame, resampling=resampling
+        raise NothingScored(
+            "no stored model distribution has a human distribution in this source: "
+            "finish an evaluation, or pick a source that covers its concepts"
         )
     pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
     chosen = results.resolve_cfg(frame, results.RECOMMENDED if pooled else cfg)

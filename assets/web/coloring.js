@@ -10,11 +10,17 @@
 // pixels so the anti-aliased fringe along lines is colored (no white halo).
 //
 // props in: task_id, sketch_src (PNG data URL or URL), tolerance, line_threshold,
-// edge_grow, forget_task_id (a submitted task whose saved work is dropped). props.value
+// edge_grow, forget_task_id (a submitted task whose saved work is dropped), swatches
+// (preset colors a study may offer, "#rrggbb"; none by default). props.value
 // out: JSON {task_id, color_layer (PNG data URL, "" if nothing is painted), elapsed_s},
 // written COMMIT_DELAY_MS after the last edit; element.coloringCanvas.flush() writes it at
 // once and returns it (events that send the value call it first). Work in progress is
-// kept in localStorage per task id.
+// kept in localStorage per task id, and its undo and redo history in IndexedDB (typed
+// arrays, too large for localStorage), so both survive a reload.
+//
+// The view fits the window: the drawing area takes the height left below its top, so the
+// whole tool is on one screen, and the zoom label gives sketch pixels per screen pixel
+// (the fit view of a large sketch shows less than 100%).
 
 const WIP_PREFIX = "colorconcept:wip:";
 const RECENT_KEY = "colorconcept:recent-colors";
@@ -23,6 +29,11 @@ const MAX_RECENT = 12;
 const MAX_UNDO_BYTES = 160e6;
 const COMMIT_DELAY_MS = 250;
 const MIN_ZOOM_OF_FIT = 0.5;
+const MIN_VIEWPORT_PX = 320;
+const BOTTOM_MARGIN_PX = 12;
+const HISTORY_DB = "colorconcept-canvas";
+const HISTORY_STORE = "history";
+const MAX_SAVED_UNDO_BYTES = 48e6;
 const MAX_SCALE = 32;
 const GRAY = [0.2125, 0.7154, 0.0721]; // skimage.color.rgb2gray
 
@@ -37,8 +48,8 @@ const ctx = canvas.getContext("2d", { willReadFrequently: true });
 const S = {
   W: 0, H: 0, lum: null, line: null, layer: null, display: null, region: null, queue: null,
   taskId: "", src: "", lastValue: props.value || "", ready: false,
-  tool: "fill", color: "#d62828", size: 24, tolerance: Number(props.tolerance ?? 32),
-  undo: [], redo: [], undoBytes: 0,
+  tool: "fill", color: "#d62828", hsv: [0, 0.81, 0.84], size: 24, tolerance: Number(props.tolerance ?? 32),
+  undo: [], redo: [], undoBytes: 0, edit: 0, historyEdit: -1,
   scale: 1, fit: 1, panX: 0, panY: 0,
   stroke: null, pan: null, pointer: null, spaceDown: false,
   elapsedBase: 0, openedAt: performance.now(), commitTimer: null,
@@ -130,6 +141,8 @@ async function loadTask() {
   S.undo = [];
   S.redo = [];
   S.undoBytes = 0;
+  S.edit = 0;
+  S.historyEdit = -1;
   S.elapsedBase = 0;
   S.openedAt = performance.now();
   await restoreWork(taskId);
@@ -162,11 +175,65 @@ async function restoreWork(taskId) {
     const img = await loadImage(source.color_layer);
     if (img.naturalWidth !== S.W || img.naturalHeight !== S.H) throw new Error("size");
     S.layer.set(imageData(img, false));
+    if (source === saved) {
+      S.edit = Number(saved.edit) || 0;
+      await restoreHistory(taskId, S.edit);
+    }
     status(source === saved ? "Restored your unsaved work for this sketch." : "Loaded the saved coloring.");
   } catch (e) {
     status("Saved work for this sketch could not be restored.", "error");
   }
   commitNow();
+}
+
+// ---------- undo history kept over a reload (IndexedDB) ----------
+let historyDb = null;
+function openHistory() {
+  historyDb ??= new Promise((resolve, reject) => {
+    const request = indexedDB.open(HISTORY_DB, 1);
+    request.onupgradeneeded = () => request.result.createObjectStore(HISTORY_STORE);
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error);
+  });
+  return historyDb;
+}
+async function historyRequest(mode, act) {
+  const db = await openHistory();
+  return new Promise((resolve, reject) => {
+    const request = act(db.transaction(HISTORY_STORE, mode).objectStore(HISTORY_STORE));
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error);
+  });
+}
+// The newest undo steps up to MAX_SAVED_UNDO_BYTES and the redo steps, stamped with the
+// edit they end at (`S.edit`, also in the saved work): a reload restores them only beside
+// that very work. Saved when an edit was made since, not on every commit.
+function saveHistory(taskId, stamp) {
+  let bytes = 0, first = S.undo.length;
+  while (first > 0 && bytes + S.undo[first - 1].before.length * 2 <= MAX_SAVED_UNDO_BYTES) {
+    first -= 1;
+    bytes += S.undo[first].before.length * 2;
+  }
+  const record = { stamp, undo: S.undo.slice(first), redo: S.redo.slice() };
+  historyRequest("readwrite", (store) => store.put(record, taskId)).catch(() => {
+    /* the history is a convenience: the work itself is in localStorage */
+  });
+}
+async function restoreHistory(taskId, stamp) {
+  let record = null;
+  try {
+    record = await historyRequest("readonly", (store) => store.get(taskId));
+  } catch (e) {
+    return;
+  }
+  if (!record || record.stamp !== stamp || S.taskId !== taskId) return;
+  S.historyEdit = stamp;
+  S.undo = record.undo;
+  S.redo = record.redo;
+  S.undoBytes = S.undo.reduce((sum, e) => sum + e.before.length * 2, 0);
+}
+function forgetHistory(taskId) {
+  historyRequest("readwrite", (store) => store.delete(taskId)).catch(() => {});
 }
 
 // ---------- rendering and view ----------
@@ -193,16 +260,29 @@ function render(x0, y0, x1, y1) {
   ctx.putImageData(S.display, 0, 0, x0, y0, x1 - x0, y1 - y0);
 }
 
+// The drawing area's height: what the window has left below the area's top (the page
+// scrolled to its top) after the lines under it, never taller than the sketch needs at
+// this width, never below MIN_VIEWPORT_PX.
 function sizeViewport() {
-  if (!S.W) return;
-  const width = viewport.clientWidth || 800;
-  const maxH = Math.max(320, window.innerHeight * 0.78);
-  viewport.style.height = Math.round(clamp((width * S.H) / S.W, 320, maxH)) + "px";
+  if (!S.W || !viewport.clientWidth) return;
+  const box = viewport.getBoundingClientRect();
+  const below = root.getBoundingClientRect().bottom - box.bottom;
+  const room = window.innerHeight - (box.top + window.scrollY) - below - BOTTOM_MARGIN_PX;
+  const needed = (viewport.clientWidth * S.H) / S.W;
+  viewport.style.height = Math.round(Math.max(MIN_VIEWPORT_PX, Math.min(room, needed))) + "px";
+}
+// Fit again after the window or the area changed size, keeping the zoom relative to the fit.
+function relayout() {
+  const keep = S.scale / (S.fit || 1);
+  sizeViewport();
+  fitView();
+  if (keep !== 1) zoomAt(keep, viewport.clientWidth / 2, viewport.clientHeight / 2);
 }
 function applyView() {
   stage.style.transform = `translate(${S.panX}px, ${S.panY}px) scale(${S.scale})`;
   canvas.classList.toggle("cc-pixelated", S.scale >= 2);
-  $(".cc-zoom-level").textContent = Math.round((S.scale / S.fit) * 100) + "%";
+  $(".cc-zoom-level").textContent = Math.round(S.scale * 100) + "%";
+  $(".cc-zoom-level").title = "Screen pixels per sketch pixel" + (Math.abs(S.scale - S.fit) < 1e-9 ? " (fit)" : "");
   updateCursor();
 }
 function fitView() {
@@ -254,9 +334,14 @@ function endOp(before, box, label) {
     S.undoBytes -= old.before.length * 2;
   }
   S.redo = [];
+  edited();
+  return true;
+}
+// Every change of the layer or of its history: a new edit stamp, buttons, a commit soon.
+function edited() {
+  S.edit = Date.now() + Math.random();
   updateButtons();
   scheduleCommit();
-  return true;
 }
 function putRect(entry, data) {
   for (let y = 0; y < entry.h; y++) {
@@ -272,8 +357,7 @@ function undo() {
   putRect(e, e.before);
   S.redo.push(e);
   status("Undid " + e.label + ".");
-  updateButtons();
-  scheduleCommit();
+  edited();
 }
 function redo() {
   const e = S.redo.pop();
@@ -282,8 +366,7 @@ function redo() {
   S.undo.push(e);
   S.undoBytes += e.before.length * 2;
   status("Redid " + e.label + ".");
-  updateButtons();
-  scheduleCommit();
+  edited();
 }
 function resetAll() {
   if (!S.ready) return;
@@ -395,12 +478,84 @@ function pickAt(p) {
   status("Picked " + S.color + ".");
 }
 
-// ---------- colors ----------
-function setColor(hex) {
+// ---------- colors: hue bar, saturation/value square, hex and RGB fields ----------
+function hsvToRgb(h, s, v) {
+  const f = (n) => {
+    const k = (n + h / 60) % 6;
+    return Math.round(255 * (v - v * s * Math.max(0, Math.min(k, 4 - k, 1))));
+  };
+  return [f(5), f(3), f(1)];
+}
+function rgbToHsv(r, g, b) {
+  [r, g, b] = [r / 255, g / 255, b / 255];
+  const max = Math.max(r, g, b), d = max - Math.min(r, g, b);
+  let h = 0;
+  if (d) h = max === r ? ((g - b) / d) % 6 : max === g ? (b - r) / d + 2 : (r - g) / d + 4;
+  return [(h * 60 + 360) % 360, max ? d / max : 0, max];
+}
+// `hsv` is given when the color comes from the square or the bar, so that the hue of a
+// grey or of black (which has none) stays where the person left it.
+function setColor(hex, hsv = null) {
   S.color = hex;
-  $(".cc-color").value = hex;
+  const rgb = hexToRgb(hex);
+  if (hsv) S.hsv = hsv;
+  else {
+    const next = rgbToHsv(...rgb);
+    if (!next[1] || !next[2]) next[0] = S.hsv[0];
+    S.hsv = next;
+  }
+  const [h, sat, v] = S.hsv;
   $(".cc-hex").value = hex;
   $(".cc-hex").classList.remove("cc-invalid");
+  ["r", "g", "b"].forEach((c, i) => { $(".cc-" + c).value = rgb[i]; });
+  $(".cc-current-swatch").style.background = hex;
+  $(".cc-sv").style.backgroundColor = `hsl(${h} 100% 50%)`;
+  $(".cc-sv-knob").style.left = sat * 100 + "%";
+  $(".cc-sv-knob").style.top = (1 - v) * 100 + "%";
+  $(".cc-sv").setAttribute("aria-valuetext", `saturation ${Math.round(sat * 100)}%, brightness ${Math.round(v * 100)}%`);
+  $(".cc-hue-knob").style.left = (h / 360) * 100 + "%";
+  $(".cc-hue").setAttribute("aria-valuenow", String(Math.round(h)));
+}
+function setHsv(h, s, v) {
+  const hsv = [clamp(h, 0, 359.999), clamp(s, 0, 1), clamp(v, 0, 1)];
+  setColor(rgbToHex(...hsvToRgb(...hsv)), hsv);
+}
+// Drag on the square or the bar: `pick(fx, fy)` gets the pointer's place as fractions.
+function dragArea(area, pick) {
+  const at = (ev) => {
+    const r = area.getBoundingClientRect();
+    pick(clamp((ev.clientX - r.left) / r.width, 0, 1), clamp((ev.clientY - r.top) / r.height, 0, 1));
+  };
+  area.addEventListener("pointerdown", (ev) => {
+    area.setPointerCapture(ev.pointerId);
+    area.focus({ preventScroll: true });
+    at(ev);
+  });
+  area.addEventListener("pointermove", (ev) => { if (area.hasPointerCapture(ev.pointerId)) at(ev); });
+}
+function arrowKeys(area, move) {
+  area.addEventListener("keydown", (ev) => {
+    const step = ev.shiftKey ? 10 : 1;
+    const d = { ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, step], ArrowDown: [0, -step] }[ev.key];
+    if (!d) return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    move(...d);
+  });
+}
+function rgbEntered() {
+  const rgb = ["r", "g", "b"].map((c) => Number($(".cc-" + c).value));
+  if (rgb.some((v) => !Number.isInteger(v) || v < 0 || v > 255)) {
+    status("Red, green and blue are whole numbers from 0 to 255.", "warn");
+    setColor(S.color);
+    return;
+  }
+  setColor(rgbToHex(...rgb));
+}
+function drawPresets() {
+  const list = (Array.isArray(props.swatches) ? props.swatches : []).map(normHex).filter(Boolean);
+  $(".cc-presets-box").hidden = !list.length;
+  $(".cc-presets").replaceChildren(...list.map(swatchButton));
 }
 function recentColors() {
   try {
@@ -417,18 +572,18 @@ function rememberColor(hex) {
   } catch (e) { /* the list is a convenience */ }
   drawRecent(list);
 }
+function swatchButton(hex) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "cc-swatch";
+  b.style.background = hex;
+  b.title = hex;
+  b.dataset.color = hex;
+  b.setAttribute("aria-label", "Use " + hex);
+  return b;
+}
 function drawRecent(list = recentColors()) {
-  const box = $(".cc-recent");
-  box.replaceChildren(...list.map((hex) => {
-    const b = document.createElement("button");
-    b.type = "button";
-    b.className = "cc-swatch";
-    b.style.background = hex;
-    b.title = hex;
-    b.dataset.color = hex;
-    b.setAttribute("aria-label", "Use " + hex);
-    return b;
-  }));
+  $(".cc-recent").replaceChildren(...list.map(swatchButton));
 }
 
 // ---------- value and work in progress ----------
@@ -457,6 +612,10 @@ function commitNow() {
   S.lastValue = value;
   props.value = value;
   saveWork(url);
+  if (S.edit !== S.historyEdit) {
+    saveHistory(S.taskId, S.edit);
+    S.historyEdit = S.edit;
+  }
   root.dataset.committed = String(Date.now());
 }
 // The value with every edit in it, written now: what a submit must send (see
@@ -468,7 +627,7 @@ function flush() {
 }
 function saveWork(url) {
   const key = WIP_PREFIX + S.taskId;
-  const entry = JSON.stringify({ color_layer: url, elapsed_s: elapsed(), saved_at: Date.now() });
+  const entry = JSON.stringify({ color_layer: url, elapsed_s: elapsed(), saved_at: Date.now(), edit: S.edit });
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       localStorage.setItem(key, entry);
@@ -490,7 +649,10 @@ function pruneWork(keep, current) {
     }
   }
   entries.sort((a, b) => b[0] - a[0]);
-  for (const [, k] of entries.slice(Math.max(0, keep - 1))) localStorage.removeItem(k);
+  for (const [, k] of entries.slice(Math.max(0, keep - 1))) {
+    localStorage.removeItem(k);
+    forgetHistory(k.slice(WIP_PREFIX.length));
+  }
 }
 
 // ---------- UI wiring ----------
@@ -603,7 +765,11 @@ root.addEventListener("click", (ev) => {
   else if (action === "zoom-out") zoomAt(0.8, ...mid);
   else if (action === "fit") fitView();
 });
-$(".cc-color").addEventListener("input", (ev) => setColor(ev.target.value));
+dragArea($(".cc-sv"), (fx, fy) => setHsv(S.hsv[0], fx, 1 - fy));
+dragArea($(".cc-hue"), (fx) => setHsv(fx * 360, S.hsv[1], S.hsv[2]));
+arrowKeys($(".cc-sv"), (dx, dy) => setHsv(S.hsv[0], S.hsv[1] + dx / 100, S.hsv[2] + dy / 100));
+arrowKeys($(".cc-hue"), (dx) => setHsv((S.hsv[0] + dx + 360) % 360, S.hsv[1], S.hsv[2]));
+root.querySelectorAll(".cc-rgb input").forEach((input) => input.addEventListener("change", rgbEntered));
 $(".cc-hex").addEventListener("change", (ev) => {
   const hex = normHex(ev.target.value);
   if (hex) setColor(hex);
@@ -633,19 +799,19 @@ root.addEventListener("keydown", onKey);
 root.addEventListener("keyup", (ev) => {
   if (ev.key === " ") { S.spaceDown = false; root.classList.remove("cc-space"); updateCursor(); }
 });
-new ResizeObserver(() => {
-  const keep = S.scale / (S.fit || 1);
-  sizeViewport();
-  fitView();
-  if (keep !== 1) zoomAt(keep, viewport.clientWidth / 2, viewport.clientHeight / 2);
-}).observe(viewport);
+new ResizeObserver(relayout).observe(viewport);
+window.addEventListener("resize", relayout);
 window.addEventListener("pagehide", () => { if (S.ready) commitNow(); });
 
 function forgetWork() {
   const id = String(props.forget_task_id ?? "");
-  if (id && id !== S.taskId) localStorage.removeItem(WIP_PREFIX + id);
+  if (id && id !== S.taskId) {
+    localStorage.removeItem(WIP_PREFIX + id);
+    forgetHistory(id);
+  }
 }
 
+watch(["swatches"], drawPresets);
 watch(["task_id", "sketch_src", "value", "forget_task_id"], () => {
   forgetWork();
   const taskChanged = String(props.task_id ?? "") !== S.taskId || String(props.sketch_src ?? "") !== S.src;
@@ -660,6 +826,7 @@ watch(["task_id", "sketch_src", "value", "forget_task_id"], () => {
     S.layer.fill(0);
     render(0, 0, S.W, S.H);
     S.undo = []; S.redo = []; S.undoBytes = 0;
+    S.edit = Date.now() + Math.random();
     updateButtons();
     commitNow();
   } else {
@@ -671,12 +838,13 @@ element.coloringCanvas = {
   imageToClient,
   state: () => ({ ready: S.ready, taskId: S.taskId, width: S.W, height: S.H, tool: S.tool,
     color: S.color, size: S.size, tolerance: S.tolerance, scale: S.scale, undo: S.undo.length,
-    redo: S.redo.length }),
+    redo: S.redo.length, fit: S.fit }),
   commitNow,
   flush,
 };
 
 setColor(S.color);
+drawPresets();
 setSize(S.size);
 setTolerance(S.tolerance);
 setTool("fill");

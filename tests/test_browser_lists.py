@@ -1,0 +1,59 @@
+"""Lists that start empty (issue 14.7), in a real browser: a tab shows what it lists when it
+is opened, without a Refresh click; an empty table shows a note saying what fills it, never
+bare headers; a summary reads as sentences."""
+
+import pytest
+
+from storage import open_db
+from tests.browser import ADMIN_PASSWORD, ARTIFACTS, expect, live_app, open_tab, page  # noqa: F401
+from tests.qc_data import add_coloring
+
+pytestmark = pytest.mark.browser
+
+
+def _sign_in_as_admin(page, url: str) -> None:
+    page.goto(url)
+    page.fill("#start_password input", ADMIN_PASSWORD)
+    page.get_by_role("button", name="Sign in as admin").click()
+    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+
+
+def test_tabs_load_their_lists_when_opened_and_empty_tables_say_what_fills_them(live_app, page):
+    designers = [annotator for annotator, _ in live_app.invite("designer", 2)]
+    db = open_db(live_app.config.db_path)
+    try:
+        for designer, rgb in zip(designers, [(200, 30, 40), (190, 40, 30)]):
+            add_coloring(db, live_app.config.data_dir, designer, "apple", rgb)
+    finally:
+        db.close()
+    _sign_in_as_admin(page, live_app.url)
+
+    open_tab(page, "Admin")  # no Refresh click: the tab loads its lists as it opens
+    expect(page.locator("#admin_annotators [role=row][data-index]")).to_have_count(2)
+    expect(page.locator("#admin_annotators_empty")).to_be_hidden()
+    expect(page.locator("#admin_coverage")).to_contain_text("concepts have 5 colorings")
+    expect(page.locator("#admin_coverage")).to_contain_text("2 submitted")
+    assert "{" not in page.locator("#admin_coverage").inner_text()
+    for empty in ("admin_pending", "admin_failed_sign_ins", "admin_invites"):
+        expect(page.locator(f"#{empty}_empty")).to_be_visible()
+        expect(page.locator(f"#{empty} [role=grid]")).to_be_hidden()
+    expect(page.locator("#admin_pending_empty")).to_contain_text("Nobody is waiting")
+    page.screenshot(path=str(ARTIFACTS / "lists-admin.png"))
+
+    open_tab(page, "Expert review")
+    concept = page.locator("#expert_concept input")
+    concept.click()
+    expect(page.get_by_role("option", name="apple (2 designers, 2 colorings)")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page.locator("#expert_grid_table_empty")).to_contain_text("Pick a concept")
+    expect(page.locator("#expert_summary")).to_have_text("No review has all its votes yet.")
+
+    open_tab(page, "Leaderboards")
+    note = page.locator("#leaderboard_note")
+    expect(note).to_contain_text("No model distribution is scored yet")
+    for n in (6, 7, 8):
+        expect(page.locator(f"#leaderboard_table{n}_empty")).to_have_text("Nothing to show yet.")
+        expect(page.locator(f"#leaderboard_table{n} [role=columnheader]").first).to_be_hidden()
+    expect(page.locator(".toast-body")).to_have_count(0)  # an empty study is no refusal
+    page.screenshot(path=str(ARTIFACTS / "lists-leaderboards.png"))
+    assert page.js_errors == []
