@@ -38,10 +38,12 @@ from annotation.errors import (
     QuotaExceeded,
     ReservationExpired,
 )
-from annotation.overview import COUNTED_STATUSES
 from storage import iso, transaction, utcnow
 
 RESERVATION_MINUTES = 120.0
+#: Colorings that fill a concept's quota: excluded ones do not, so the concept returns to
+#: the pool; a recolor request is redone by the same designer, so it keeps its slot.
+COUNTED_STATUSES = ("submitted", "accepted", "recolor_requested")
 _COUNTED = "('" + "', '".join(COUNTED_STATUSES) + "')"
 _TARGET = {"coloring": "concept_key", "review": "coloring_id", "judgment": "pair_id"}
 _ROLE = {"coloring": "designer", "review": "expert", "judgment": "participant"}
