@@ -83,6 +83,8 @@ def concept_view(
     source: str,
     style: str,
     cfg: str | float = results.RECOMMENDED,
+    *,
+    resampling: bootstrap.Resampling = bootstrap.SHIFT_DEFAULT,
 ) -> ConceptView:
     """Human ground truth (from `source`) and every model side by side for `concept`.
 
@@ -96,6 +98,10 @@ def concept_view(
         ``natural`` or ``clipart``.
     cfg : str or float
         ``"recommended"`` or one guidance scale (see `evaluation.analysis.results`).
+    resampling : bootstrap.Resampling
+        With the designers' source, the people's shifts get intervals from each family
+        concept's counted colorings resampled (`bootstrap.shift_intervals`), stated in
+        the chart's caption; a reference set has none.
 
     Raises
     ------
@@ -117,6 +123,12 @@ def concept_view(
         if (i["run"], i["model"], float(i["cfg"])) in shown
     ][:GALLERY_LIMIT]
     shifts = comparison.variant_shifts(found.base, concepts, {k: h.p for k, h in humans.items()}, family_rows)
+    shown_resampling = resampling if source == human.DESIGNERS else None
+    if shown_resampling is not None:
+        pixels = colorings_pixels(db, set(family))
+        shifts = comparison.with_human_intervals(
+            shifts, bootstrap.shift_intervals(pixels, found.base, shown_resampling)
+        )
     metrics = (
         comparison.concept_metrics(concept, truth.p, rows, concepts)
         if truth
@@ -135,7 +147,9 @@ def concept_view(
         base=found.base,
         shifts=comparison.variant_shift_table(shifts),
         shift_figure=comparison.variant_shift_figure(
-            shifts, title=f"Shift from '{found.base}' to its variants ({style})"
+            shifts,
+            title=f"Shift from '{found.base}' to its variants ({style})",
+            caption=comparison.shift_caption(shown_resampling),
         ),
     )
 
