@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from evaluation.color.colorspace import srgb_to_lab
-from evaluation.color.extraction import _bin_index, dominant_color, group_images, merge_colors
+from evaluation.color.extraction import bin_index, dominant_color, group_images, merge_colors
 from evaluation.color.palette import N_BINS, nearest_uw71
 
 #: Default resamples, seed and confidence level of every interval in the app and CLI.
@@ -340,10 +340,10 @@ def resampled_distributions(
         raise ValueError("`pixels` is empty: a distribution needs at least one coloring")
     n = len(pixels)
     dominants = np.array([dominant_color(px) for px in pixels])
-    counts = np.stack([np.bincount(_bin_index(px, 8), minlength=512) for px in pixels]).astype(float)
+    counts = np.stack([np.bincount(bin_index(px, 8), minlength=512) for px in pixels]).astype(float)
     sums = np.stack(
         [
-            np.stack([np.bincount(_bin_index(px, 8), weights=px[:, c], minlength=512) for c in range(3)], -1)
+            np.stack([np.bincount(bin_index(px, 8), weights=px[:, c], minlength=512) for c in range(3)], -1)
             for px in pixels
         ]
     )
