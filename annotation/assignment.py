@@ -38,10 +38,12 @@ from annotation.errors import (
     QuotaExceeded,
     ReservationExpired,
 )
-from annotation.overview import COUNTED_STATUSES
 from storage import iso, transaction, utcnow
 
 RESERVATION_MINUTES = 120.0
+#: Colorings that fill a concept's quota: excluded ones do not, so the concept returns to
+#: the pool; a recolor request is redone by the same designer, so it keeps its slot.
+COUNTED_STATUSES = ("submitted", "accepted", "recolor_requested")
 _COUNTED = "('" + "', '".join(COUNTED_STATUSES) + "')"
 _TARGET = {"coloring": "concept_key", "review": "coloring_id", "judgment": "pair_id"}
 _ROLE = {"coloring": "designer", "review": "expert", "judgment": "participant"}
@@ -321,7 +323,7 @@ def _open(db, kind: str, annotator_id: int, practice: int = 0) -> list[Task]:
 
 def _pick(db, kind: str, annotator_id: int, rng: np.random.Generator, n: int, k: int) -> list:
     """Up to `n` targets the person may take, least filled first, random among equals."""
-    rows = _pool_rows(db, kind, annotator_id, k)
+    rows = pool_rows(db, kind, annotator_id, k)
     if not rows:
         return []
     order = rng.permutation(len(rows))
@@ -329,7 +331,26 @@ def _pick(db, kind: str, annotator_id: int, rng: np.random.Generator, n: int, k:
     return [rows[i][0] for i in ranked[:n]]
 
 
-def _pool_rows(db, kind: str, annotator_id: int, k: int) -> list[tuple]:
+def pool_rows(db: sqlite_utils.Database, kind: str, annotator_id: int, k: int) -> list[tuple]:
+    """The targets of `kind` the person may take now, with how full each is.
+
+    A target is open while its fill (results counted against the quota plus live and
+    expired-but-unmarked reservations; call `expire` first) is under its quota, and the
+    person has neither a result for it nor a reservation of it.
+
+    Parameters
+    ----------
+    db : sqlite_utils.Database
+    kind : {'coloring', 'review', 'judgment'}
+    annotator_id : int
+    k : int
+        The quota of a concept (``coloring`` only; other kinds read theirs from the database).
+
+    Returns
+    -------
+    list of (target, fill)
+        Concept key, coloring id or pair id, and its fill (int), in target order.
+    """
     column = _TARGET[kind]
     done = _DONE[kind].replace(":t", "pool.t")
     done_by = _DONE_BY[kind].replace(":t", "pool.t")

@@ -329,17 +329,26 @@ def _revoke(db, actor, annotator_id: float, why: str) -> str:
 
 def _coverage(ctx: AppContext):
     def coverage(db, actor) -> str:
-        """Concept coverage and people per role, as Markdown."""
+        """Concept coverage under the assignment mode's rule and people per role, as Markdown."""
         k = ctx.config.colorings_per_concept
         figures = overview.coverage(db, k)
-        histogram = ", ".join(f"{n}{'+' if n == k else ''}: {m}" for n, m in figures["histogram"].items())
+        top = max(figures["histogram"])
+        histogram = ", ".join(f"{n}{'+' if n == top else ''}: {m}" for n, m in figures["histogram"].items())
+        adaptive = figures["adaptive"]
+        head = (
+            f"**{figures['complete']} of {figures['concepts']}** concepts are complete"
+            if adaptive
+            else f"**{figures['complete']} of {figures['concepts']}** concepts have {k} colorings"
+        )
         return "\n".join(
             [
-                f"**{figures['complete']} of {figures['concepts']}** concepts have {k} colorings.",
+                f"{head}; **{figures['needing']:,}** need designers.",
+                f"- {escape(figures['rule'])}",
+                "- Concepts by state: " + _counts(figures["states"]),
                 f"- Concepts by number of colorings: {histogram}",
-                "- Coloring slots of the main task ({k} per concept with a chosen sketch): "
+                "- Coloring slots of the main task ({quota} per concept with a chosen sketch): "
                 "{total:,} in all, **{free:,} free**, {reserved:,} reserved by designers now, "
-                "{done:,} done".format(k=k, **figures["slots"]),
+                "{done:,} done".format(quota="the mode's quota" if adaptive else k, **figures["slots"]),
                 "- Colorings by status: " + _counts(figures["colorings_by_status"]),
                 "- Active people by role: " + _counts(figures["annotators_by_role"]),
             ]

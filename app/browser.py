@@ -61,7 +61,11 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         shifts = gr.Dataframe(
             label="Shift EMD from the base concept", interactive=False, elem_id="browser_shifts"
         )
-    shift_plot = gr.Plot(label="Shift EMD per variant", elem_id="browser_shift_plot")
+    shift_plot = gr.Plot(
+        label="Shift EMD per variant (people's shifts with bootstrap intervals when P_H comes from "
+        "designers; the caption says how they were drawn)",
+        elem_id="browser_shift_plot",
+    )
 
     outputs = [label, distributions, strips, metrics, gallery, variants_title, shifts, shift_plot]
     wire(

@@ -269,3 +269,70 @@ def test_models_equal_up_to_rounding_are_not_distinguishable():
     replicates = np.tile([-0.02, -0.02 - 1e-17], (50, 1))
     found = bootstrap.ranking_significance(groups, replicates, True, 0.95)
     assert not found["distinguishable"].iloc[0]
+
+
+def _flat(rgb, n=400):
+    return np.broadcast_to(np.asarray(rgb, dtype=np.uint8), (n, 3)).copy()
+
+
+def test_people_s_shift_intervals_span_the_draws_of_each_concept_s_colorings():
+    from evaluation.color.metrics import emd
+
+    red, brown = (200, 30, 30), (110, 70, 30)
+    pixels = {
+        "apple": [_flat(red), _flat(red)],
+        "rotten apple": [_flat(brown), _flat(brown), _flat(brown)],  # agree: no spread
+        "unripe apple": [_flat(brown), _flat(red)],  # all red, mixed or all brown
+        "ripe apple": [],
+    }
+    full = distribution_from_pixels([_flat(red)]).p
+    d = emd(full, distribution_from_pixels([_flat(brown)]).p)
+    resampling = bootstrap.Resampling(n_resamples=200, seed=3)
+    found = bootstrap.shift_intervals(pixels, "apple", resampling)
+    assert found.columns.tolist() == ["concept", "shift_lo", "shift_hi"]
+    assert found["concept"].tolist() == ["rotten apple", "unripe apple"]
+    assert_allclose(found[["shift_lo", "shift_hi"]].to_numpy(), [[d, d], [0.0, d]], atol=1e-9)
+    pd.testing.assert_frame_equal(found, bootstrap.shift_intervals(pixels, "apple", resampling))
+    assert bootstrap.shift_intervals({"rotten apple": pixels["rotten apple"]}, "apple", resampling).empty
+
+
+def test_the_concept_browser_puts_intervals_on_the_designers_shifts_and_says_so(db, tmp_path):
+    from annotation.concepts import sync_concepts
+    from annotation.research.views import concept_view
+    from evaluation.analysis.comparison import HUMAN
+    from evaluation.concepts import load_concepts
+    from tests.qc_data import add_coloring, people
+    from tests.research_data import store_segmented_run
+
+    sync_concepts(db)
+    red, brown = (200, 30, 30), (110, 70, 30)
+    for designer, rotten in zip(people(db, 3, "designer"), (brown, brown, red)):
+        add_coloring(db, tmp_path, designer, "apple", red)
+        add_coloring(db, tmp_path, designer, "rotten apple", rotten)
+    cells = {("m", k, "natural", 5.0): [c] for k, c in (("apple", red), ("rotten apple", brown))}
+    store_segmented_run(db, tmp_path, "grid", cells)
+    concepts = load_concepts()
+    resampling = bootstrap.Resampling(n_resamples=100, seed=1)
+    view = concept_view(db, tmp_path, concepts, "apple", "designers", "natural", resampling=resampling)
+    human_trace, model_trace = view.shift_figure.data
+    assert (human_trace.name, model_trace.name) == (HUMAN, "m · natural")
+    expected = bootstrap.shift_intervals(
+        {"apple": [_flat(red)] * 3, "rotten apple": [_flat(brown)] * 2 + [_flat(red)]}, "apple", resampling
+    )
+    shift = human_trace.y[0]
+    assert_allclose(human_trace.error_y.array, [expected["shift_hi"].iloc[0] - shift], atol=1e-6)
+    assert_allclose(human_trace.error_y.arrayminus, [shift - expected["shift_lo"].iloc[0]], atol=1e-6)
+    assert model_trace.error_y.array is None  # the models' shifts have no interval
+    caption = (
+        "Error bars on people's shifts: 95% percentile intervals from 100 bootstrap resamples of "
+        "each concept's colorings, seed 1."
+    )
+    assert view.shift_figure.layout.title.text.endswith(f"<br><sup>{caption}</sup>")
+    from storage import human
+
+    human.store_reference(db, "lab", {"apple": np.eye(71)[0], "rotten apple": np.eye(71)[5]}, "ours")
+    reference = concept_view(db, tmp_path, concepts, "apple", "lab", "natural", resampling=resampling)
+    assert reference.shift_figure.data[0].error_y.array is None
+    assert "No intervals: only the designers' P_H has colorings to resample." in (
+        reference.shift_figure.layout.title.text
+    )

@@ -91,12 +91,11 @@ def test_generate_segment_extract_score_end_to_end(tmp_path, models, capsys):
         "Table 1: probabilistic distribution alignment" in printed
         and "Table 2: deterministic feature alignment" in printed
     )
-    header = [line.split() for line in printed.splitlines() if line.startswith(("type", "style", "metric"))]
-    assert header[0] == ["type", "Original", "Visual", "state", "Emotional"]
-    assert header[1] == ["style"] + ["Natural", "Clipart"] * 3
-    assert (
-        header[2] == ["metric"] + ["PCC", "EMD", "ED"] * 6 and header[5] == ["metric"] + ["DCA", "ΔHue"] * 6
-    )
+    table1, table2 = printed.split("Table 2:")[0], printed.split("Table 2:")[1].split("intervals")[0]
+    assert _header(table1, "type") == ["Original", "Visual", "state", "Emotional"]
+    assert _header(table1, "style") == ["Natural", "Clipart"] * 3
+    assert _header(table1, "metric") == ["PCC", "EMD", "ED"] * 6
+    assert _header(table2, "metric") == ["DCA", "ΔHue"] * 6
     long = pd.read_csv(out_dir / "scores_long.csv")
     assert len(long) == 8 and set(long["concept"]) == {"apple", "banana"}
     names = names_of_uw71().set_index("color_index")
@@ -104,11 +103,17 @@ def test_generate_segment_extract_score_end_to_end(tmp_path, models, capsys):
         at = list(long.columns).index(column)
         assert list(long.columns[at + 1 : at + 3]) == [f"{column}_name", f"{column}_basic"]
         assert list(long[f"{column}_basic"]) == list(names.loc[long[column], "basic_term"])
-    table1 = pd.read_csv(out_dir / "table1.csv", header=[0, 1, 2], index_col=0)
-    assert list(table1.index) == ["tiny-random"]
+    table1 = pd.read_csv(out_dir / "table1.csv")
+    assert set(table1["model"]) == {"tiny-random"} and set(table1["n_resamples"]) == {1000}
     assert pd.read_csv(out_dir / "exclusions.csv").to_dict("records") == [
         {"model": "tiny-random", "n_segmented": 16, "n_ok": 16, "n_no_detection": 0, "n_empty_mask": 0}
     ]
+
+
+def _header(text: str, level: str) -> list[str]:
+    """The labels of one header row of a printed table, over all its wrapped blocks."""
+    words = [w for line in text.splitlines() if line.startswith(level) for w in line.split()[1:]]
+    return [w for w in words if w != "\\"]
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -151,3 +156,86 @@ def test_every_command_has_help_and_the_module_runs():
     )
     for name in COMMANDS:
         assert name in result.stdout
+
+
+def _scored_grid(tmp_path):
+    """Two models over three scales; m-a paints apples red only at its middle scale 4."""
+    import numpy as np
+    import sqlite_utils
+
+    import storage
+    from evaluation.color.colorspace import srgb_to_lab
+    from evaluation.color.palette import nearest_uw71
+    from storage import human
+    from tests.research_data import one_hot, store_segmented_run
+
+    red, green, yellow = (200, 30, 30), (40, 160, 60), (230, 210, 40)
+    db = sqlite_utils.Database(tmp_path / "db.sqlite")
+    storage.ensure_schema(db)
+    cells = {}
+    for cfg in (2.0, 4.0, 6.0):
+        cells[("m-a", "apple", "natural", cfg)] = [red, red] if cfg == 4.0 else [green, green]
+        cells[("m-b", "apple", "natural", cfg)] = [green, red]
+        cells[("m-a", "banana", "natural", cfg)] = [yellow, yellow]
+        cells[("m-b", "banana", "natural", cfg)] = [yellow, yellow, green]
+    store_segmented_run(db, tmp_path / "data", "grid", cells)
+    bin_of = {rgb: int(nearest_uw71(srgb_to_lab(np.array(rgb, dtype=np.uint8)))) for rgb in (red, yellow)}
+    truth = {"apple": one_hot(bin_of[red]), "banana": one_hot(bin_of[yellow])}
+    human.store_reference(db, "lab", truth, "two concepts rated by our lab")
+    return db, truth
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_score_uses_the_leaderboards_scale_and_states_its_intervals(tmp_path, capsys):
+    from evaluation.analysis import bootstrap, results
+    from evaluation.concepts import load_concepts
+    from evaluation.pipeline import runs
+
+    db, truth = _scored_grid(tmp_path)
+    out = tmp_path / "scores"
+    argv = ["score", "--reference", "lab", "--out", str(out), *_storage(tmp_path)]
+    assert main([*argv, "--resamples", "200", "--seed", "7"]) == 0
+    printed = capsys.readouterr().out
+    assert "Tables 1-2 at each model's recommended guidance scale (its middle stored one): m-a 4, m-b 4." in (
+        printed
+    )
+    stated = bootstrap.Resampling(n_resamples=200, seed=7).describe()
+    assert stated in printed and "Adjacent models:" in printed
+    assert "1.000 [1.000, 1.000]" in printed  # m-a's apple and banana at scale 4: PCC 1, no spread
+    # the same tables and intervals as the Leaderboards tab computes (results.analyses)
+    app = results.analyses(
+        runs.model_distributions(db),
+        truth,
+        load_concepts(),
+        resampling=bootstrap.Resampling(n_resamples=200, seed=7),
+    )
+    written = pd.read_csv(out / "table1.csv")
+    expected = app.table1.to_csv_frame().assign(ci=0.95, n_resamples=200, seed=7)
+    pd.testing.assert_frame_equal(written, expected, check_dtype=False)
+    pcc = written.set_index(["model", "metric"]).loc[("m-b", "pcc")]
+    assert pcc["lo"] < pcc["value"] < pcc["hi"]  # m-b differs between apple and banana
+    ranking = pd.read_csv(out / "ranking.csv")
+    assert set(ranking[["better", "worse"]].itertuples(index=False, name=None)) == {("m-a", "m-b")}
+    assert set(ranking["n_resamples"]) == {200} and set(ranking["seed"]) == {7}
+
+    assert main([*argv, "--cfg", "mean", "--resamples", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert "Tables 1-2 average each concept over its guidance scales (--cfg mean)." in printed
+    assert "No intervals (--resamples 0)." in printed
+    pooled = pd.read_csv(out / "table1.csv").set_index(["model", "metric"])
+    assert pooled.loc[("m-a", "pcc"), "value"] < 1.0 and "lo" not in pooled.columns
+    assert pooled["n_resamples"].isna().all()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--resamples", "5"], "--resamples/--seed: `n_resamples` must be a whole number of at least 10"),
+        (["--seed", "-1"], "--resamples/--seed: `seed` must be a whole number of at least 0"),
+        (["--cfg", "lots"], "--cfg must be 'recommended', 'mean' or a guidance scale, got 'lots'"),
+    ],
+)
+def test_score_refuses_bad_intervals_and_scales_before_reading(tmp_path, capsys, extra, message):
+    assert main(["score", *extra, *_storage(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "db.sqlite").exists()

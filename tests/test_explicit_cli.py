@@ -15,7 +15,7 @@ from evaluation.explicit.synthetic import render
 from evaluation.explicit.tables import accuracy_table, image_verdicts
 from evaluation.models.registry import get_model, load_registry
 from evaluation.pipeline import runs
-from evaluation.pipeline.stages import _png_bytes, _save_by_hash
+from evaluation.pipeline.stages import png_bytes, save_by_hash
 from tests.test_explicit_masking import BoxSam
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -138,14 +138,14 @@ def synthetic_run(tmp_path, monkeypatch):
         prompt = next(p for p in prompts if p.id == item["concept"])
         system = load_system(prompt.system)
         image, mask = render(system.rgb[system.index(prompt.targets[0])], "sphere", size=96, seed=item["id"])
-        path, digest = _save_by_hash(tmp_path, Path("runs/syn/images"), _png_bytes(image), ".png")
+        path, digest = save_by_hash(tmp_path, Path("runs/syn/images"), png_bytes(image), ".png")
         runs.record_items(
             db, [{"id": item["id"], "status": "generated", "image_path": path, "image_sha256": digest}]
         )
         masks[digest] = mask
 
     def exact_mask(image, noun, negatives, box_threshold, text_threshold, *, detector, sam):
-        mask = masks[hashlib.sha256(_png_bytes(image)).hexdigest()]
+        mask = masks[hashlib.sha256(png_bytes(image)).hexdigest()]
         return Segmentation(status="ok", mask=mask, box=(0.0, 0.0, 96.0, 96.0), score=0.9)
 
     monkeypatch.setattr(pipeline, "segment_object", exact_mask)

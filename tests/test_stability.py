@@ -150,3 +150,50 @@ def test_a_designer_submits_an_extra_coloring_through_the_canvas_in_adaptive_mod
     # the cap is reached: nobody else is handed apple
     (fourth,) = people(db, 1, "designer")
     assert "apple" not in _keys(work.start_batch(db, fourth, rng, 60, ahead=60, k=2, now=T0))
+
+
+def test_coverage_follows_the_mode_min_k_and_stable_or_the_cap(pool):
+    from types import SimpleNamespace
+
+    from annotation import overview
+    from app.admin import _coverage
+
+    db, data_dir, designers = pool
+    fixed = overview.coverage(db, 2)
+    assert (fixed["adaptive"], fixed["complete"], fixed["needing"]) == (False, 2, 1)
+    assert fixed["states"] == {"below k": 1, "complete": 2}
+    assert fixed["rule"] == "Fixed mode (the paper's protocol): a concept is complete with 2 colorings."
+    assert fixed["slots"] == {"total": 6, "done": 4, "reserved": 0, "free": 2}
+
+    stability.set_mode(db, ADAPTIVE, actor="admin", now=T0)
+    # dog and cat have min K colorings but no stability yet: they still need designers
+    unmeasured = overview.coverage(db, 2)
+    assert (unmeasured["complete"], unmeasured["needing"]) == (0, 3)
+    assert unmeasured["states"] == {
+        "below min K": 1,
+        "not measured yet": 2,
+        "unstable": 0,
+        "stable": 0,
+        "at the cap": 0,
+    }
+    stability.stabilities(db)  # dog's colorings agree (stable), cat's do not (unstable)
+    measured = overview.coverage(db, 2)
+    assert (measured["complete"], measured["needing"]) == (1, 2)
+    assert measured["states"]["stable"] == 1 and measured["states"]["unstable"] == 1
+    # slots: cow 2 (min K), dog 2 (stable, done), cat up to its cap of 4
+    assert measured["slots"] == {"total": 8, "done": 4, "reserved": 0, "free": 4}
+    for designer in designers[2:4]:
+        add_coloring(db, data_dir, designer, "cat", YELLOW)
+    capped = overview.coverage(db, 2)
+    assert (capped["complete"], capped["needing"]) == (2, 1)
+    assert capped["states"]["at the cap"] == 1
+    assert capped["histogram"] == {0: 1, 1: 0, 2: 1, 3: 0, 4: 1}
+
+    text = _coverage(SimpleNamespace(config=SimpleNamespace(colorings_per_concept=5)))(db, None)
+    assert text.splitlines()[:3] == [
+        "**2 of 3** concepts are complete; **1** need designers.",
+        "- Adaptive mode: a concept is complete with at least 2 colorings and a P_H stability at or "
+        "under 1 ΔE, or with 4 colorings (the cap).",
+        "- Concepts by state: 1 below min K, 0 not measured yet, 0 unstable, 1 stable, 1 at the cap",
+    ]
+    assert "- Concepts by number of colorings: 0: 1, 1: 0, 2: 1, 3: 0, 4+: 1" in text

@@ -245,3 +245,18 @@ def test_leaderboard_text_shows_the_full_paper_layout_with_dashes_for_empty_cell
     assert text[0].split() == ["type", "Original", "Visual", "state", "Emotional"]
     assert text[2].split() == ["metric"] + ["PCC", "EMD", "ED"] * 6
     assert text[-1].split()[0] == "sdxl" and text[-1].split()[-1] == "-"
+
+
+def test_leaderboard_text_with_intervals_shows_value_and_bounds_in_each_cell():
+    from dataclasses import replace
+
+    frame = metrics_frame(np.random.default_rng(12))
+    frame = frame[frame.modifier_type == "original"]
+    board = table1(frame)
+    board = replace(board, lo=board.values - 0.25, hi=board.values + 0.5)
+    text = board.to_text(digits=2, line_width=10_000).splitlines()
+    model = board.values.index[0]
+    pcc = board.values.at[model, ("original", "natural", "pcc")]
+    row = next(line for line in text if line.startswith(model))
+    assert row.split()[1:4] == [f"{pcc:.2f}", f"[{pcc - 0.25:.2f},", f"{pcc + 0.5:.2f}]"]
+    assert row.split()[-1] == "-"  # an empty cell stays a dash, without bounds

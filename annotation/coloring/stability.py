@@ -39,6 +39,7 @@ import plotly.graph_objects as go
 import sqlite_utils
 
 from annotation import audit
+from annotation.assignment import pool_rows
 from annotation.coloring import human as coloring_human
 from annotation.errors import InvalidInput
 from evaluation.analysis import bootstrap
@@ -236,16 +237,14 @@ def extra_targets(
 
     Candidates are the pool's concepts under ``cap`` (counted colorings and live
     reservations) that the designer has neither colored nor reserved
-    (`annotation.assignment`'s rule), with at least ``min_k`` counted colorings and a
+    (`annotation.assignment.pool_rows`), with at least ``min_k`` counted colorings and a
     stability above ``threshold``; least covered first, ties in random order. At most
     `COMPUTE_BUDGET` stale stabilities are computed per call (it runs inside the
     reservation's transaction); a concept left uncomputed is skipped this time.
     """
-    from annotation.assignment import _pool_rows
-
     if n <= 0:
         return []
-    rows = _pool_rows(db, "coloring", annotator_id, mode.cap)
+    rows = pool_rows(db, "coloring", annotator_id, mode.cap)
     order = sorted(rng.permutation(len(rows)), key=lambda i: rows[i][1])
     picked, computed = [], 0
     for i in order:

@@ -88,6 +88,8 @@ def concept_view(
     source: str,
     style: str,
     cfg: str | float = results.RECOMMENDED,
+    *,
+    resampling: bootstrap.Resampling = bootstrap.SHIFT_DEFAULT,
 ) -> ConceptView:
     """Human ground truth (from `source`) and every model side by side for `concept`.
 
@@ -101,6 +103,10 @@ def concept_view(
         ``natural`` or ``clipart``.
     cfg : str or float
         ``"recommended"`` or one guidance scale (see `evaluation.analysis.results`).
+    resampling : bootstrap.Resampling
+        With the designers' source, the people's shifts get intervals from each family
+        concept's counted colorings resampled (`bootstrap.shift_intervals`), stated in
+        the chart's caption; a reference set has none.
 
     Raises
     ------
@@ -122,6 +128,12 @@ def concept_view(
         if (i["run"], i["model"], float(i["cfg"])) in shown
     ][:GALLERY_LIMIT]
     shifts = comparison.variant_shifts(found.base, concepts, {k: h.p for k, h in humans.items()}, family_rows)
+    shown_resampling = resampling if source == human.DESIGNERS else None
+    if shown_resampling is not None:
+        pixels = colorings_pixels(db, set(family))
+        shifts = comparison.with_human_intervals(
+            shifts, bootstrap.shift_intervals(pixels, found.base, shown_resampling)
+        )
     metrics = (
         comparison.concept_metrics(concept, truth.p, rows, concepts)
         if truth
@@ -139,7 +151,9 @@ def concept_view(
         shift_figure=None
         if shift_table.empty
         else comparison.variant_shift_figure(
-            shifts, title=f"Shift from '{found.base}' to its variants ({style})"
+            shifts,
+            title=f"Shift from '{found.base}' to its variants ({style})",
+            caption=comparison.shift_caption(shown_resampling),
         ),
     )
 

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from evaluation.color.colorspace import srgb_to_lab
-from evaluation.color.extraction import _bin_index, dominant_color, group_images, merge_colors
+from evaluation.color.extraction import bin_index, dominant_color, group_images, merge_colors
 from evaluation.color.palette import N_BINS, nearest_uw71
 
 #: Default resamples, seed and confidence level of every interval in the app and CLI.
@@ -41,6 +41,10 @@ CI = 0.95
 #: Upper bounds that keep one request of the web app to seconds (memory grows with both).
 MAX_RESAMPLES = 20_000
 MAX_COLORINGS = 200
+#: Resamples of the Concept browser's intervals on people's shifts (`shift_intervals`): each
+#: distinct draw of a concept's colorings costs one extraction (~4 ms), and with more than
+#: 5 colorings (adaptive mode) nearly every resample is distinct.
+SHIFT_RESAMPLES = 200
 #: Differences within this of 0 are ties (two models equal up to rounding), never distinguishable.
 TIE = 1e-9
 
@@ -94,6 +98,8 @@ class Resampling:
 
 #: The intervals every view shows unless asked otherwise.
 DEFAULT = Resampling()
+#: The Concept browser's intervals on people's shifts.
+SHIFT_DEFAULT = Resampling(n_resamples=SHIFT_RESAMPLES)
 
 
 def concept_weights(strata: Sequence[str], n_resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -334,10 +340,10 @@ def resampled_distributions(
         raise ValueError("`pixels` is empty: a distribution needs at least one coloring")
     n = len(pixels)
     dominants = np.array([dominant_color(px) for px in pixels])
-    counts = np.stack([np.bincount(_bin_index(px, 8), minlength=512) for px in pixels]).astype(float)
+    counts = np.stack([np.bincount(bin_index(px, 8), minlength=512) for px in pixels]).astype(float)
     sums = np.stack(
         [
-            np.stack([np.bincount(_bin_index(px, 8), weights=px[:, c], minlength=512) for c in range(3)], -1)
+            np.stack([np.bincount(bin_index(px, 8), weights=px[:, c], minlength=512) for c in range(3)], -1)
             for px in pixels
         ]
     )
@@ -376,6 +382,49 @@ def stability(replicates: np.ndarray, full: np.ndarray, *, quantile: float = 0.9
 
     distances = emd_rows(replicates, np.broadcast_to(full, replicates.shape), workers=1)
     return float(np.quantile(distances, quantile))
+
+
+def shift_intervals(
+    pixels_by_concept: Mapping[str, Sequence[np.ndarray]], base: str, resampling: Resampling
+) -> pd.DataFrame:
+    """Intervals of the human shift from `base` to each variant, resampling each concept's colorings.
+
+    Each concept's P_H is replaced by ``resampling.n_resamples`` replicates
+    (`resampled_distributions`: its colorings drawn with replacement, independently per
+    concept, since different designers colored them); replicate b of a variant's shift is
+    EMD(base replicate b, variant replicate b). Concepts are drawn in key order from one
+    generator seeded with ``[resampling.seed, 2]``.
+
+    Parameters
+    ----------
+    pixels_by_concept : Mapping of str to sequence of ndarray, each (N_i, 3) uint8
+        Each concept's colorings' sampled pixels (sRGB [0, 255]): the base and any of its
+        variants; concepts with no coloring are left out.
+    base : str
+        The base concept's key.
+    resampling : Resampling
+        Resample count, seed and level (``colorings`` is not used).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``concept, shift_lo, shift_hi`` (CIELAB ΔE units), one row per variant of
+        `pixels_by_concept` in key order; empty when the base has no colorings.
+    """
+    from evaluation.color.metrics import emd_rows
+
+    columns = ["concept", "shift_lo", "shift_hi"]
+    keys = sorted(k for k, v in pixels_by_concept.items() if len(v))
+    if base not in keys:
+        return pd.DataFrame(columns=columns)
+    rng = np.random.default_rng([resampling.seed, 2])
+    reps = {k: resampled_distributions(pixels_by_concept[k], resampling.n_resamples, rng) for k in keys}
+    rows = []
+    for key in keys:
+        if key != base:
+            lo, hi = percentile_interval(emd_rows(reps[base], reps[key], workers=1), resampling.ci)
+            rows.append({"concept": key, "shift_lo": float(lo), "shift_hi": float(hi)})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def human_replicates(

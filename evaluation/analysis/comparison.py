@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from evaluation.analysis import figures
+from evaluation.analysis import bootstrap, figures
 from evaluation.analysis.results import latest_distributions, parse_cfg, resolve_cfg
 from evaluation.analysis.scoring import score
 from evaluation.analysis.tables import with_dca
@@ -278,14 +278,40 @@ def variant_shift_table(shifts: pd.DataFrame) -> pd.DataFrame:
     return wide[ordered].reset_index().rename_axis(columns=None)
 
 
-def variant_shift_figure(shifts: pd.DataFrame, *, title: str = "") -> go.Figure:
+def shift_caption(resampling: bootstrap.Resampling | None) -> str:
+    """What the error bars of `variant_shift_figure` are, for its caption (None: no intervals)."""
+    if resampling is None:
+        return "No intervals: only the designers' P_H has colorings to resample."
+    return (
+        f"Error bars on people's shifts: {resampling.ci:.0%} percentile intervals from "
+        f"{resampling.n_resamples} bootstrap resamples of each concept's colorings, seed {resampling.seed}."
+    )
+
+
+def with_human_intervals(shifts: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFrame:
+    """`shifts` with ``shift_lo``/``shift_hi`` on the people's rows from `intervals`
+    (`evaluation.analysis.bootstrap.shift_intervals`); NaN on the models' rows and on
+    variants without an interval."""
+    human = intervals.set_index("concept")
+    is_human = shifts["source"] == HUMAN
+    return shifts.assign(
+        shift_lo=shifts["concept"].map(human["shift_lo"]).where(is_human).astype(float),
+        shift_hi=shifts["concept"].map(human["shift_hi"]).where(is_human).astype(float),
+    )
+
+
+def variant_shift_figure(shifts: pd.DataFrame, *, title: str = "", caption: str = "") -> go.Figure:
     """Grouped bars: x = variant, one bar trace per source, y = shift EMD (hover: concept, source, value).
 
     The legend names the sources even when there is only one, and people's bars are grey
-    (`HUMAN_COLOR`) so that they read as the baseline next to the models' colors.
+    (`HUMAN_COLOR`) so that they read as the baseline next to the models' colors. Where
+    `shifts` has ``shift_lo``/``shift_hi`` (`with_human_intervals`), the bars with an
+    interval get error bars; `caption`, which should say how they were drawn, is written
+    under the title.
     """
     fig = go.Figure()
     for source, part in shifts.groupby("source", sort=False):
+        has_interval = "shift_lo" in part and part["shift_lo"].notna().any()
         fig.add_trace(
             go.Bar(
                 x=part["concept"],
@@ -293,11 +319,13 @@ def variant_shift_figure(shifts: pd.DataFrame, *, title: str = "") -> go.Figure:
                 name=source,
                 customdata=part[["modifier_type"]].to_numpy(),
                 marker_color=HUMAN_COLOR if source == HUMAN else None,
+                error_y=figures.error_bars(part, "shift") if has_interval else None,
                 hovertemplate=f"%{{x}} (%{{customdata[0]}})<br>{source}<br>shift EMD %{{y:.2f}}<extra></extra>",
             )
         )
+    heading = f"{title}<br><sup>{caption}</sup>" if caption else title
     fig.update_layout(
-        **figures.titled(title),
+        **figures.titled(heading),
         barmode="group",
         yaxis_title="shift EMD from the base concept",
         xaxis_title="variant",

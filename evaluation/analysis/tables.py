@@ -198,20 +198,34 @@ class Leaderboard:
         ]
         return pd.concat(parts, axis=1).reset_index()
 
-    def to_text(self, *, digits: int = 3) -> str:
+    def to_text(self, *, digits: int = 3, line_width: int = 160) -> str:
         """A plain-text rendering for the terminal in the paper's full layout.
 
         Every modifier type × style cell is shown, ``-`` where no concept falls in it;
-        labels as in the paper; marks omitted.
+        labels as in the paper; marks omitted. With intervals each cell reads
+        ``value [lo, hi]`` and the columns wrap at `line_width` characters.
         """
         metric_names = list(dict.fromkeys(k for _, _, k in self.values.columns))
-        full = [(t, s, k) for t in MODIFIER_TYPES for s in STYLES for k in metric_names]
-        labelled = self.values.reindex(columns=pd.MultiIndex.from_tuples(full))
-        labelled.columns = pd.MultiIndex.from_tuples(
+        full = pd.MultiIndex.from_tuples(
+            [(t, s, k) for t in MODIFIER_TYPES for s in STYLES for k in metric_names]
+        )
+        labels = pd.MultiIndex.from_tuples(
             [(MODIFIER_LABELS[t], STYLE_LABELS[s], METRICS[k][0]) for t, s, k in full],
             names=["type", "style", "metric"],
         )
-        return labelled.to_string(float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
+        labelled = self.values.reindex(columns=full).set_axis(labels, axis=1)
+        if self.lo is None:
+            return labelled.to_string(float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
+        bounds = [frame.reindex(columns=full).set_axis(labels, axis=1) for frame in (self.lo, self.hi)]
+        shown = labelled.copy().astype(object)
+        for col in labels:
+            shown[col] = [
+                "-"
+                if pd.isna(v)
+                else f"{v:.{digits}f}" + ("" if pd.isna(lo) else f" [{lo:.{digits}f}, {hi:.{digits}f}]")
+                for v, lo, hi in zip(labelled[col], bounds[0][col], bounds[1][col])
+            ]
+        return shown.to_string(line_width=line_width)
 
     def to_html(self, *, digits: int = 3) -> str:
         """An HTML table with the best value bold and the second underlined (escaped).

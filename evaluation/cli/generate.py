@@ -90,7 +90,23 @@ def select_concepts(concepts, keys=None, modifier_types=None, limit=None):
     return concepts
 
 
-def _specs(args: argparse.Namespace) -> tuple[list, list[str]]:
+def model_specs(args: argparse.Namespace) -> tuple[list, list[str]]:
+    """The models and styles that ``--model``, ``--source``, ``--cfg``, ``--steps``,
+    ``--resolution``, ``--batch-size``, ``--registry`` and ``--styles`` ask for.
+
+    Returns
+    -------
+    specs : list of evaluation.models.registry.ModelSpec
+        One per ``--model``, with the overrides applied (``--cfg``: comma-separated
+        guidance scales) and ``--source`` as the weights of the single model.
+    styles : list of str
+        Keys of `evaluation.models.generation.STYLES`.
+
+    Raises
+    ------
+    ValueError
+        For an unknown model, ``--source`` with several models, or unknown styles.
+    """
     from evaluation.models.generation import STYLES
     from evaluation.models.registry import get_model, load_registry, with_source
 
@@ -115,6 +131,10 @@ def _specs(args: argparse.Namespace) -> tuple[list, list[str]]:
     return specs, styles
 
 
+#: The old private name, still called by `evaluation.cli.explicit` until it uses `model_specs`.
+_specs = model_specs
+
+
 def create_or_resume(db, args: argparse.Namespace) -> dict:
     """Store the run that the options describe (with --model), then return its configuration."""
     from evaluation.concepts import load_concepts
@@ -122,7 +142,7 @@ def create_or_resume(db, args: argparse.Namespace) -> dict:
     from evaluation.pipeline.stages import plan_run
 
     if args.model:
-        specs, styles = _specs(args)
+        specs, styles = model_specs(args)
         concepts = select_concepts(load_concepts(), args.concepts, args.modifier_type, args.limit)
         items, config = plan_run(specs, concepts, styles, args.samples)
         n = runs.create_run(db, args.run, items, config)

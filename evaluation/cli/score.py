@@ -3,7 +3,14 @@
 Human distributions come from a stored source (`storage.human`): `designers` (the
 project's colorings, kept current by the app) or a reference set. `--reference-csv` first
 loads a CSV over UW-71 under the label `--reference`; the shipped `uw71-ratings` set
-(Schloss et al.'s mean ratings in assets/reference/) is stored when missing. Writes scores_long.csv, table1.csv, table2.csv and exclusions.csv.
+(Schloss et al.'s mean ratings in assets/reference/) is stored when missing.
+
+The tables are the Leaderboards tab's (`evaluation.analysis.results.analyses`): by default
+each model's recommended guidance scale (`--cfg`), and every cell with a bootstrap
+interval over the concepts (`--resamples`, `--seed`; `evaluation.analysis.bootstrap`),
+stated under the tables and in the CSVs. Writes scores_long.csv, table1.csv and
+table2.csv (long form: value, mark, lo, hi and the resampling), ranking.csv (which
+adjacent models are distinguishable) and exclusions.csv.
 """
 
 from __future__ import annotations
@@ -13,12 +20,15 @@ from pathlib import Path
 
 from evaluation.cli import add_storage_arguments, open_db
 
-HELP = "score distributions, print Table 1 / Table 2, write CSV"
+HELP = "score distributions, print Table 1 / Table 2 with intervals, write CSV"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `score`."""
+    from evaluation.analysis.bootstrap import N_RESAMPLES, SEED
     from evaluation.analysis.reference import UW71_RATINGS_SOURCE
+    from evaluation.analysis.results import RECOMMENDED
+    from evaluation.analysis.tables import POOL_CFG
 
     parser.add_argument("--run", default=None, help="score this run only (default: every stored run)")
     parser.add_argument("--model", default=None, help="score this model only")
@@ -33,10 +43,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provenance", default=None, help="provenance text stored with --reference-csv")
     parser.add_argument(
         "--cfg",
-        type=float,
-        default=None,
-        help="tables for one guidance scale (default: each concept's mean over scales)",
+        default=RECOMMENDED,
+        help=f"guidance scale of the tables: {RECOMMENDED!r} (each model's middle stored scale, as "
+        f"the Leaderboards tab; default), {POOL_CFG!r} (each concept averaged over its scales) "
+        "or one scale",
     )
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=N_RESAMPLES,
+        help=f"bootstrap resamples of the concepts for the intervals (default: {N_RESAMPLES}; 0: none)",
+    )
+    parser.add_argument("--seed", type=int, default=SEED, help=f"bootstrap seed (default: {SEED})")
     parser.add_argument(
         "--out", type=Path, default=None, help="CSV folder (default: data/scores/<run or all>)"
     )
@@ -55,15 +73,54 @@ def _human(db, args: argparse.Namespace) -> dict:
     return human.vectors(db, args.reference)
 
 
+def _resampling(args: argparse.Namespace):
+    """The intervals asked for (None for ``--resamples 0``); checked before any work."""
+    from evaluation.analysis.bootstrap import Resampling
+
+    if args.resamples == 0:
+        return None
+    try:
+        return Resampling(n_resamples=args.resamples, seed=args.seed)
+    except ValueError as exc:
+        raise ValueError(f"--resamples/--seed: {exc} (--resamples 0 leaves the intervals out)") from None
+
+
+def _check_cfg(choice: str) -> None:
+    from evaluation.analysis.results import parse_cfg
+    from evaluation.analysis.tables import POOL_CFG
+
+    if choice.strip() != POOL_CFG:
+        try:
+            parse_cfg(choice)
+        except ValueError:
+            raise ValueError(
+                f"--cfg must be 'recommended', {POOL_CFG!r} or a guidance scale, got {choice!r}"
+            ) from None
+
+
+def _scale_note(found, choice: str) -> str:
+    """Which guidance scales Tables 1-2 use (`found`: `results.Analyses`), in words."""
+    from evaluation.analysis.results import RECOMMENDED
+
+    scales = ", ".join(f"{model} {cfg:g}" for model, cfg in sorted(found.cfg.items()))
+    if found.pooled:
+        return f"Tables 1-2 average each concept over its guidance scales (--cfg {choice})."
+    if choice.strip() == RECOMMENDED:
+        return f"Tables 1-2 at each model's recommended guidance scale (its middle stored one): {scales}."
+    return f"Tables 1-2 at guidance scale {next(iter(found.cfg.values())):g} for every model."
+
+
 def main(args: argparse.Namespace) -> int:
     """Compute, print and write the scores."""
     import pandas as pd
 
-    from evaluation.analysis import scoring, tables
+    from evaluation.analysis import results, uncertainty
     from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
     from evaluation.concepts import load_concepts
     from evaluation.pipeline import runs
 
+    resampling = _resampling(args)
+    _check_cfg(args.cfg)
     db = open_db(args)
     human = _human(db, args)
     rows = runs.model_distributions(db, run=args.run, model=args.model)
@@ -71,24 +128,38 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(
             f"no model distributions stored for run={args.run!r}, model={args.model!r}; run `extract` first"
         )
-    long = scoring.score(rows, human, load_concepts())
+    found = results.analyses(rows, human, load_concepts(), cfg=args.cfg, resampling=resampling)
     exclusions = pd.DataFrame(runs.exclusion_counts(db, run=args.run))
     out = args.out or args.data_dir / "scores" / (args.run or "all")
     out.mkdir(parents=True, exist_ok=True)
-    cfg = tables.POOL_CFG if args.cfg is None else args.cfg
-    boards = {
-        "table1": ("Table 1: probabilistic distribution alignment", tables.table1(long, cfg=cfg)),
-        "table2": ("Table 2: deterministic feature alignment", tables.table2(long, cfg=cfg)),
-    }
     print(
-        f"{len(long)} distribution(s) scored against {args.reference!r} "
-        f"({len({r['concept'] for r in rows} & set(human))} concept(s) with a human distribution)"
+        f"{len(found.metrics)} distribution(s) scored against {args.reference!r} "
+        f"({found.metrics['concept'].nunique()} concept(s) with a human distribution)\n"
+        f"{_scale_note(found, args.cfg)}"
     )
+    stated = found.resampling.describe() if found.resampling else "No intervals (--resamples 0)."
+    boards = {
+        "table1": ("Table 1: probabilistic distribution alignment", found.table1),
+        "table2": ("Table 2: deterministic feature alignment", found.table2),
+    }
     for name, (title, board) in boards.items():
         print(f"\n{title}\n{board.to_text()}")
-        board.values.to_csv(out / f"{name}.csv")
+        _with_resampling(board.to_csv_frame(), found.resampling).to_csv(out / f"{name}.csv", index=False)
+    written = ["scores_long.csv", "table1.csv", "table2.csv"]
+    print(f"\n{stated}")
+    if found.resampling:
+        print(uncertainty.significance_note(found.ranking))
+        _with_resampling(found.ranking, found.resampling).to_csv(out / "ranking.csv", index=False)
+        written.append("ranking.csv")
     print(f"\nExcluded images (no detection / empty mask) per model\n{exclusions.to_string(index=False)}")
-    with_bin_names(long, DOMINANT_COLUMNS).to_csv(out / "scores_long.csv", index=False)
+    with_bin_names(found.metrics, DOMINANT_COLUMNS).to_csv(out / "scores_long.csv", index=False)
     exclusions.to_csv(out / "exclusions.csv", index=False)
-    print(f"\nwrote {out}/scores_long.csv, table1.csv, table2.csv, exclusions.csv")
+    print(f"\nwrote {', '.join(f'{out}/{name}' for name in [*written, 'exclusions.csv'])}")
     return 0
+
+
+def _with_resampling(frame, resampling):
+    """`frame` with the level, resample count and seed of its intervals as columns (empty without)."""
+    if resampling is None:
+        return frame.assign(ci=None, n_resamples=None, seed=None)
+    return frame.assign(ci=resampling.ci, n_resamples=resampling.n_resamples, seed=resampling.seed)

@@ -184,7 +184,30 @@ def _masked_pixels(image, mask, size: int, names: tuple[str, str]) -> np.ndarray
     return rgb[ys[:, None], xs][keep]
 
 
-def _bin_index(pixels: np.ndarray, bins: int) -> np.ndarray:
+def bin_index(pixels: np.ndarray, bins: int) -> np.ndarray:
+    """The flat index of each pixel's ``bins³`` RGB bin (step 2's and step 4's quantization).
+
+    Channel value v falls in bin ``v * bins // 256``; the flat index is
+    ``(r_bin * bins + g_bin) * bins + b_bin``, so red varies slowest.
+
+    Parameters
+    ----------
+    pixels : ndarray, shape (N, 3), uint8
+        sRGB in [0, 255].
+    bins : int
+        Bins per channel, 1 to 256 (the paper: 16 for the dominant color, 8 for the
+        palette step).
+
+    Returns
+    -------
+    ndarray, shape (N,), int64
+        In [0, bins³).
+
+    Examples
+    --------
+    >>> bin_index(np.array([[0, 0, 0], [255, 0, 31], [32, 0, 0]], dtype=np.uint8), 8).tolist()
+    [0, 448, 64]
+    """
     q = (pixels.astype(np.int64) * bins) >> 8
     return (q[:, 0] * bins + q[:, 1]) * bins + q[:, 2]
 
@@ -212,7 +235,7 @@ def dominant_color(pixels: np.ndarray, *, bins: int = 16) -> np.ndarray:
     ndarray, shape (3,), float64
         CIELAB; L* in [0, 100].
     """
-    top = np.argmax(np.bincount(_bin_index(pixels, bins), minlength=bins**3))
+    top = np.argmax(np.bincount(bin_index(pixels, bins), minlength=bins**3))
     return srgb_to_lab(_bin_centres(np.array(top), bins))
 
 
@@ -300,7 +323,7 @@ def _group_palette(
     pixels: np.ndarray, image_indices, *, bins: int, top: int, merge_threshold: float, bin_color: str
 ) -> ColorGroup:
     """Step 4 and the first half of step 5 for one group's pooled pixels."""
-    index = _bin_index(pixels, bins)
+    index = bin_index(pixels, bins)
     counts = np.bincount(index, minlength=bins**3)
     kept = np.argsort(-counts, kind="stable")[:top]
     kept = kept[counts[kept] > 0]

@@ -42,7 +42,7 @@ from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD, Detect
 from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Batch, Executor, InProcessExecutor
 from evaluation.pipeline.ray_storage import location
-from evaluation.pipeline.stages import _png_bytes, _save_by_hash, read_image
+from evaluation.pipeline.stages import png_bytes, read_image, save_by_hash
 from storage import transaction
 
 STYLE = "explicit"
@@ -284,7 +284,7 @@ class ExplicitWork:
         }
         if result.mask is not None:
             folder = Path("runs") / item["run"] / "masks"
-            path, digest = _save_by_hash(self.data_dir, folder, _png_bytes(result.mask), ".png")
+            path, digest = save_by_hash(self.data_dir, folder, png_bytes(result.mask), ".png")
             base.update(mask_path=path, mask_sha256=digest, n_pixels=int(result.mask.sum()))
         verdicts = {}
         if present.present and result.status == "ok":
@@ -354,10 +354,10 @@ class LazyExplicitWork:
 
     def _load(self) -> ExplicitWork:
         from evaluation.explicit.presence import load_vqa
-        from evaluation.pipeline.jobs import _segmentation_work
+        from evaluation.pipeline.jobs import segmentation_work
         from evaluation.pipeline.stages import resolve_device
 
-        masking = _segmentation_work(self.segmenter, self.data_dir, self.device)
+        masking = segmentation_work(self.segmenter, self.data_dir, self.device)
         vqa = (
             None
             if self.presence == "detection"

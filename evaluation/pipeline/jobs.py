@@ -114,7 +114,23 @@ def _build_tiny_segmenter(segmenter: SegmenterSpec) -> None:
                 build(path)
 
 
-def _segmentation_work(segmenter: SegmenterSpec, data_dir, device: str) -> SegmentationWork:
+def segmentation_work(segmenter: SegmenterSpec, data_dir, device: str) -> SegmentationWork:
+    """Load `segmenter`'s detector and SAM on `device` and return the segment stage's work.
+
+    The tiny preset's models are built first when missing (`SegmenterSpec.tiny_dir`).
+
+    Parameters
+    ----------
+    segmenter : SegmenterSpec
+    data_dir : str, Path or Location
+        Where the run's images are read and masks and pixel summaries written.
+    device : str
+        ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (`evaluation.pipeline.stages.resolve_device`).
+
+    Returns
+    -------
+    evaluation.pipeline.stages.SegmentationWork
+    """
     from evaluation.models.segmentation import load_detector, load_sam, load_segment_anything
     from evaluation.pipeline.stages import resolve_device
 
@@ -144,7 +160,7 @@ class LazySegmentationWork:
 
     def __call__(self, batch: list[dict]) -> list[dict]:
         if self._work is None:
-            self._work = _segmentation_work(self.segmenter, self.data_dir, self.device)
+            self._work = segmentation_work(self.segmenter, self.data_dir, self.device)
         return self._work(batch)
 
 
@@ -305,7 +321,7 @@ def run_pipeline(
     if runs.pending_items(db, run, "segment"):
         _announce(on_stage, "segment")
         if cluster is None:
-            work = _segmentation_work(segmenter, data_dir, device)
+            work = segmentation_work(segmenter, data_dir, device)
         else:
             _build_tiny_segmenter(segmenter)
             work = LazySegmentationWork(segmenter, data_dir)

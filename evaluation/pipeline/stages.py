@@ -32,13 +32,48 @@ from evaluation.pipeline.ray_storage import Location, location, read_file, remov
 Progress = Callable[[int, int], None]
 
 
-def _png_bytes(array: np.ndarray) -> bytes:
+def png_bytes(array: np.ndarray) -> bytes:
+    """`array` encoded as a PNG file.
+
+    Parameters
+    ----------
+    array : ndarray, shape (H, W, 3) uint8 sRGB in [0, 255], or (H, W) bool
+        An image, or a mask (written as a 1-bit PNG, which `read_image` reads back as bool).
+
+    Returns
+    -------
+    bytes
+        The PNG file's content.
+    """
     buffer = io.BytesIO()
     Image.fromarray(array).save(buffer, format="PNG")  # a bool mask becomes a 1-bit PNG
     return buffer.getvalue()
 
 
-def _save_by_hash(data_dir: Location, folder: Path, data: bytes, suffix: str) -> tuple[str, str]:
+def save_by_hash(data_dir: Location, folder: Path, data: bytes, suffix: str) -> tuple[str, str]:
+    """Write `data` under `data_dir`/`folder`, named by its SHA-256, and say where.
+
+    Writing the same content twice writes the same file (whole, see
+    `evaluation.pipeline.ray_storage.write_file`), so a retried item never leaves a second copy.
+
+    Parameters
+    ----------
+    data_dir : Location
+        A folder or an object-store URI (`evaluation.pipeline.ray_storage`).
+    folder : Path
+        Relative to `data_dir`, e.g. ``runs/<run>/images``.
+    data : bytes
+        The file's content.
+    suffix : str
+        File name suffix with its dot, e.g. ``".png"``.
+
+    Returns
+    -------
+    relative : str
+        ``<folder>/<sha256 hex><suffix>``, POSIX separators, relative to `data_dir`.
+    digest : str
+        The SHA-256 of `data`, 64 hex digits.
+    """
     digest = hashlib.sha256(data).hexdigest()
     relative = folder / f"{digest}{suffix}"
     write_file(data_dir, relative.as_posix(), data)
@@ -174,7 +209,7 @@ class GenerationWork:
         folder = Path("runs") / batch[0]["run"] / "images"
         results = []
         for item, image in zip(batch, out.images):
-            path, digest = _save_by_hash(self.data_dir, folder, _png_bytes(image), ".png")
+            path, digest = save_by_hash(self.data_dir, folder, png_bytes(image), ".png")
             results.append(
                 {
                     "id": item["id"],
@@ -232,7 +267,7 @@ class SegmentationWork:
         }
         if result.mask is not None:
             masks = Path("runs") / item["run"] / "masks"
-            mask_path, digest = _save_by_hash(self.data_dir, masks, _png_bytes(result.mask), ".png")
+            mask_path, digest = save_by_hash(self.data_dir, masks, png_bytes(result.mask), ".png")
             update.update(mask_path=mask_path, mask_sha256=digest, n_pixels=int(result.mask.sum()))
         if result.status == "ok":
             update["summary_path"] = self._write_summary(item, image, result, update["mask_sha256"])
