@@ -13,6 +13,7 @@ import gradio as gr
 from annotation.research.views import concept_view
 from app.common import AppContext, choice_search, empty_note, escape, handler, visible_to, wire
 from app.landing import current_actor
+from evaluation.analysis.bootstrap import SHIFT_DEFAULT
 from evaluation.analysis.results import RECOMMENDED
 from evaluation.concepts import load_concepts
 from evaluation.models.generation import STYLES
@@ -45,7 +46,14 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         cfg = gr.Textbox(
             RECOMMENDED, label="Guidance scale ('recommended' or a number)", elem_id="browser_cfg"
         )
-    show = gr.Button("Show", variant="primary", elem_id="browser_show")
+    with gr.Row():
+        show = gr.Button("Show", variant="primary", elem_id="browser_show")
+        intervals = gr.Checkbox(
+            False,
+            label="Intervals on people's shifts (bootstrap over the designers' colorings; "
+            "adds about 0.2 s per variant)",
+            elem_id="browser_intervals",
+        )
     label = gr.Markdown(elem_id="browser_label")
     distributions = gr.Plot(label="UW-71 distributions (same axis)", elem_id="browser_distributions")
     strips = gr.Plot(label="Dominant colors per visual group, with sample counts", elem_id="browser_strips")
@@ -71,7 +79,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     wire(
         show.click,
         allowed(_show(ctx, concepts)),
-        [session_token, concept, source, style, cfg],
+        [session_token, concept, source, style, cfg, intervals],
         outputs,
         note=label,
         api_name="browser_show",
@@ -79,12 +87,20 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
 
 
 def _show(ctx: AppContext, concepts):
-    def show(db, actor, concept: str, source: str, style: str, cfg: str):
-        """Human and model distributions, strips, metrics, masked images and variant shifts of `concept`."""
+    def show(db, actor, concept: str, source: str, style: str, cfg: str, intervals: bool = False):
+        """Human and model distributions, strips, metrics, masked images and variant shifts of
+        `concept`; with `intervals`, bootstrap intervals on the people's shifts."""
         if not concept:
             raise ValueError("Pick a concept first: type part of its name in the Concept box.")
         view = concept_view(
-            db, ctx.config.data_dir, concepts, concept, source or "", style, cfg or RECOMMENDED
+            db,
+            ctx.config.data_dir,
+            concepts,
+            concept,
+            source or "",
+            style,
+            cfg or RECOMMENDED,
+            resampling=SHIFT_DEFAULT if intervals is True else None,
         )
         return (
             escape(view.human_label) + "  \n" + escape(human.describe(db, source)),

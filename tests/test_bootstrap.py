@@ -336,3 +336,6 @@ def test_the_concept_browser_puts_intervals_on_the_designers_shifts_and_says_so(
     assert "No intervals: only the designers' P_H has colorings to resample." in (
         reference.shift_figure.layout.title.text
     )
+    plain = concept_view(db, tmp_path, concepts, "apple", "designers", "natural")
+    assert plain.shift_figure.data[0].error_y.array is None  # intervals only when asked for
+    assert "not asked for" in plain.shift_figure.layout.title.text
