@@ -150,7 +150,7 @@ def _browser_section():
         open_prompt = gr.Button("Show prompt", elem_id="explicit_open_prompt")
     prompt_note = note_area("explicit_prompt_note")
     gallery = gr.Gallery(
-        label="Images with each object's mask (tinted)",
+        label="Images with each object's mask outlined (magenta)",
         columns=4,
         height="fit-content",
         visible=False,

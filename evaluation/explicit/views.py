@@ -34,6 +34,8 @@ from evaluation.pipeline.stages import read_image
 ALL_SYSTEMS = "all systems"
 #: Dominant colors of Figure 3 are named in this system (the paper's 29 ISCC-NBS L2 names).
 BIAS_SYSTEM = "iscc-nbs-l2"
+#: The browser outlines each mask without tinting it: a tint would change the colors judged.
+MASK_ALPHA = 0.0
 METRIC_COLUMNS = (
     "image",
     "model",
@@ -246,7 +248,7 @@ class BrowserView:
     images : list of ImageView
         `evaluation.explicit.browser.prompt_view`.
     overlays : list of (ndarray, str)
-        Each judged image with each object's mask tinted (`evaluation.pipeline.overlay`), and a
+        Each judged image with each object's mask outlined (`evaluation.pipeline.overlay`), and a
         caption: model, sample, object and verdict.
     metrics : DataFrame
         One row per image and object, columns `METRIC_COLUMNS`.
@@ -285,7 +287,7 @@ def browser_view(
             caption = f"#{number} {image.model} · sample {image.sample} · {view.object}: {verdict}"
             if view.mask_path:
                 mask = read_image(data_dir, view.mask_path).astype(bool)
-                overlays.append((overlay_mask(picture, mask), caption))
+                overlays.append((overlay_mask(picture, mask, MASK_ALPHA), caption))
             else:
                 overlays.append((picture, caption))
             records.append(_metric_row(number, image, view))

@@ -1,0 +1,34 @@
+"""A researcher opens the Explicit colors tab in a real browser: Table 4, the charts and a prompt."""
+
+import pytest
+
+from tests.browser import expect, live_app, open_tab, page, sign_in, table_rows  # noqa: F401
+from tests.test_app_explicit import RUN, build_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+
+def test_researcher_sees_table4_the_charts_and_a_prompts_images_and_swatches(live_app, page):
+    build_run(live_app.config.db_path, live_app.config.data_dir)
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Explicit colors")
+    expect(page.locator("#explicit_note")).to_contain_text("1 explicit run(s)")
+    expect(page.locator("#explicit_run input")).to_have_value(RUN)
+    page.click("#explicit_show")
+    expect(page.locator("#explicit_note")).to_contain_text("16 scored images in iscc-nbs-l2")
+    expect(page.locator("#explicit_table4 [role=row][data-index]").first).to_be_visible()
+    rows = table_rows(page, "explicit_table4")
+    assert [row[0] for row in rows] == ["right", "wrong"]
+    assert rows[0][1:] == ["100"] * 6 and rows[1][1:] == ["0"] * 6
+    for chart in ("category", "basic", "bias", "confusion"):
+        expect(page.locator(f"#explicit_{chart} .js-plotly-plot")).to_be_visible()
+    expect(page.locator("#explicit_groups_note")).to_contain_text("Light / dark / -ish needs")
+    expect(page.locator("#explicit_prompt input")).to_have_value("color_name/iscc-nbs-l2/blue/car")
+    page.click("#explicit_open_prompt")
+    expect(page.locator("#explicit_prompt_note")).to_contain_text("a blue car")
+    expect(page.locator("#explicit_swatches")).to_contain_text("target: blue")
+    expect(page.locator("#explicit_swatches")).to_contain_text("strong blue, blue")
+    expect(page.locator("#explicit_gallery img")).to_have_count(2)
+    page.locator("#explicit_swatches").scroll_into_view_if_needed()
+    assert page.js_errors == []
