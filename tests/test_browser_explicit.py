@@ -32,3 +32,27 @@ def test_researcher_sees_table4_the_charts_and_a_prompts_images_and_swatches(liv
     expect(page.locator("#explicit_gallery img")).to_have_count(2)
     page.locator("#explicit_swatches").scroll_into_view_if_needed()
     assert page.js_errors == []
+
+
+def test_the_evaluate_tab_switches_to_the_explicit_mode_and_counts_its_images(live_app, page):
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Evaluate")
+    expect(page.locator("#evaluate_concepts")).to_be_visible()
+    expect(page.locator("#evaluate_x_systems")).to_be_hidden()
+    page.get_by_label("Explicit colors (GenColorBench)").check()
+    expect(page.locator("#evaluate_x_systems")).to_be_visible()
+    expect(page.locator("#evaluate_concepts")).to_be_hidden()
+    expect(page.locator("#evaluate_styles")).to_be_hidden()
+    page.get_by_label("Tiny random SD (test model) (tiny-random)").check()
+    page.locator("#evaluate_x_size textarea, #evaluate_x_size input").first.fill("2")
+    page.click("#evaluate_preview")
+    expect(page.locator("#evaluate_plan")).to_contain_text("images per prompt")
+    # default systems (L2 29 + L3 260 + CSS 148 colors) x five tasks x 2 rounds, 4 images each;
+    # multi-object and implicit prompts have two objects each
+    expect(page.locator("#evaluate_plan")).to_contain_text(
+        "17480 images (1 models × 4370 prompts × 1 guidance scales × 4 images per prompt), "
+        "24472 objects to mask and score, about"
+    )
+    page.locator("#evaluate_plan").scroll_into_view_if_needed()
+    assert page.js_errors == []
