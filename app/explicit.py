@@ -48,7 +48,8 @@ CSS = """
 
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None) -> None:
-    """Lay out and wire the Explicit colors tab inside the current `gr.Tab` (`tab` unused)."""
+    """Lay out and wire the Explicit colors tab inside the current `gr.Tab` (`tab`, when
+    given, lists the runs again each time it is opened)."""
     allowed = handler(ctx, *ROLES, "admin")
     with gr.Row():
         run = gr.Dropdown([], label="Explicit run", allow_custom_value=True, elem_id="explicit_run")
@@ -105,6 +106,9 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None)
         api_name="explicit_prompt",
     )
     session_token.change(_on_session(ctx), session_token, [run, note], api_visibility="private")
+    # Runs started after sign-in: listed again when the picker (or, given, the tab) is opened.
+    for opened in (run.focus, *([tab.select] if tab is not None else [])):
+        opened(_refresh_runs(ctx), [session_token, run], run, api_visibility="private")
 
 
 def _report_section() -> list[gr.components.Component]:
@@ -291,6 +295,20 @@ def _swatches_html(images) -> str:
                 f"{escape(view.object)}</b>: {metrics}<div class='explicit-swatches'>{''.join(swatches)}</div></div>"
             )
     return "".join(parts)
+
+
+def _refresh_runs(ctx: AppContext):
+    def refresh(token: str, current: str) -> gr.Dropdown:
+        """The explicit runs again, keeping the one chosen."""
+        if not visible_to(current_actor(ctx, token), ROLES):
+            return gr.Dropdown()
+        with ctx.db() as db:
+            names = views.explicit_runs(db)
+        return gr.Dropdown(
+            choices=names, value=current if current in names else (names[0] if names else None)
+        )
+
+    return refresh
 
 
 def _on_session(ctx: AppContext):

@@ -71,6 +71,14 @@ def app(tmp_path_factory):
     config = make_config(tmp_path_factory.mktemp("explicit-app"))
     config.data_dir.mkdir(parents=True, exist_ok=True)
     build_run(config.db_path, config.data_dir)
+    db = runs.connect(config.db_path)  # and a run with nothing generated yet
+    prompts = build_prompts(
+        tasks=["color_name"], systems=["css3"], colors=["aquamarine"], objects=["car"], size=1
+    )
+    create_explicit_run(
+        db, "empty", [get_model("tiny-random", load_registry())], prompts, samples=1, settings={}
+    )
+    db.close()
     with running_app(config) as (client, _):
         yield client, config, sign_in(client, ADMIN_PASSWORD, "researcher", "designer")
 
@@ -144,7 +152,9 @@ def test_export_writes_csv_and_html_under_exports(app):
 def test_bad_input_names_the_field(app):
     client, _, tokens = app
     token = tokens["researcher"]
-    with pytest.raises(AppError, match="`run` must name an explicit-color run \\(\\['syn'\\]\\), got 'nope'"):
+    with pytest.raises(
+        AppError, match="`run` must name an explicit-color run \\(\\['empty', 'syn'\\]\\), got 'nope'"
+    ):
         client.predict(token, "nope", "paper", "", api_name="/explicit_show")
     with pytest.raises(AppError, match="`confusion system` must be one with scored images"):
         client.predict(token, RUN, "paper", "css3", api_name="/explicit_show")
@@ -152,6 +162,23 @@ def test_bad_input_names_the_field(app):
         client.predict(token, RUN, "paper", "no/such", api_name="/explicit_prompt")
     with pytest.raises(AppError, match="`model` must be one with scored objects"):
         client.predict(token, RUN, "paper", "ghost", api_name="/explicit_bias")
+
+
+def test_a_run_with_nothing_scored_shows_notes_not_empty_tables(app):
+    client, _, tokens = app
+    token = tokens["researcher"]
+    out = client.predict(token, "empty", "paper", "", api_name="/explicit_show")
+    assert out[0].startswith("Run **empty** has no scored image yet under the paper rules: the tables fill")
+    assert [shown(update) for update in out[1:6] + out[8:11]] == [None] * 8
+    assert out[11]["value"] == "color_name/css3/aquamarine/car"
+    with pytest.raises(AppError, match="run 'empty' has no scored image yet: nothing to export"):
+        client.predict(token, "empty", "paper", "", api_name="/explicit_export")
+    note, gallery, swatches, metrics = client.predict(
+        token, "empty", "paper", "color_name/css3/aquamarine/car", api_name="/explicit_prompt"
+    )
+    assert note.endswith("No image of this prompt is judged yet: it fills as the run's job scores it.")
+    assert "targets: aquamarine" in note and shown(gallery) is None and shown(metrics) is None
+    assert swatches == ""
 
 
 def test_other_roles_are_refused_and_nothing_is_written(app):

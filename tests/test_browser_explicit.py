@@ -2,19 +2,19 @@
 
 import pytest
 
-from tests.browser import expect, live_app, open_tab, page, sign_in, table_rows  # noqa: F401
+from tests.browser import expect, live_app, open_tab, page, pick, sign_in, table_rows  # noqa: F401
 from tests.test_app_explicit import RUN, build_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
 
 def test_researcher_sees_table4_the_charts_and_a_prompts_images_and_swatches(live_app, page):
-    build_run(live_app.config.db_path, live_app.config.data_dir)
     [(_, link)] = live_app.invite("researcher")
     sign_in(page, link)
     open_tab(page, "Explicit colors")
-    expect(page.locator("#explicit_note")).to_contain_text("1 explicit run(s)")
-    expect(page.locator("#explicit_run input")).to_have_value(RUN)
+    expect(page.locator("#explicit_note")).to_contain_text("No explicit-color run yet: start one")
+    build_run(live_app.config.db_path, live_app.config.data_dir)  # after sign-in: listed on opening
+    pick(page, "explicit_run", RUN)
     page.click("#explicit_show")
     expect(page.locator("#explicit_note")).to_contain_text("16 scored images in iscc-nbs-l2")
     expect(page.locator("#explicit_table4 [role=row][data-index]").first).to_be_visible()
