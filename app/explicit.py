@@ -20,7 +20,6 @@ from app.landing import current_actor
 from evaluation.color.systems import SYSTEMS
 from evaluation.explicit import views
 from evaluation.explicit.rules import SCORINGS
-from evaluation.pipeline import runs
 
 NAME = "explicit"
 TITLE = "Explicit colors"
@@ -105,6 +104,13 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None)
         note=prompt_note,
         api_name="explicit_prompt",
     )
+    wire(
+        prompt.input,
+        allowed(_prompt(ctx)),
+        [session_token, run, scoring, prompt],
+        [prompt_note, *prompt_outputs],
+        note=prompt_note,
+    )
     session_token.change(_on_session(ctx), session_token, [run, note], api_visibility="private")
     # Runs started after sign-in: listed again when the picker (or, given, the tab) is opened.
     for opened in (run.focus, *([tab.select] if tab is not None else [])):
@@ -149,7 +155,12 @@ def _browser_section():
     gr.Markdown("### Per-prompt browser")
     with gr.Row():
         prompt = gr.Dropdown(
-            [], label="Prompt", allow_custom_value=True, filterable=True, elem_id="explicit_prompt", scale=3
+            [],
+            label="Prompt (type to search its text; correct / scored images)",
+            allow_custom_value=True,
+            filterable=True,
+            elem_id="explicit_prompt",
+            scale=3,
         )
         open_prompt = gr.Button("Show prompt", elem_id="explicit_open_prompt")
     prompt_note = note_area("explicit_prompt_note")
@@ -182,8 +193,8 @@ def _show(ctx: AppContext):
             db, (run or "").strip(), scoring=scoring, confusion_system=system or None
         )
         found, figs = report.tables, report.figures
-        prompts = [p["prompt_id"] for p in runs.explicit_prompts(db, report.run)]
-        picker = gr.Dropdown(choices=prompts, value=prompts[0] if prompts else None)
+        prompts = views.prompt_choices(db, report)
+        picker = gr.Dropdown(choices=prompts, value=prompts[0][1] if prompts else None)
         coverage = found["coverage"]
         if "table4" not in found:
             note = NOTHING_SCORED.format(run=escape(report.run), scoring=escape(scoring))

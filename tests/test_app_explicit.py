@@ -111,6 +111,9 @@ def test_show_gives_table4_coverage_figures_and_the_confusion(app):
     asked = {(row[0].split(" (")[0], row[1].split(" (")[0]): row[2] for row in pairs["data"]}
     assert asked == {**{(c, c): 2 for c in COLORS}, **{(c, SHIFTED[c]): 2 for c in COLORS}}
     assert prompt == "color_name/iscc-nbs-l2/blue/car"
+    labels = {value: label for label, value in out[11]["choices"]}
+    assert len(labels) == 8 and labels[prompt].endswith(" · color_name · iscc-nbs-l2 — 1/2 correct")
+    assert "blue car" in labels[prompt]
 
 
 def test_bias_of_another_model_and_the_prompt_browser(app):
@@ -171,6 +174,7 @@ def test_a_run_with_nothing_scored_shows_notes_not_empty_tables(app):
     assert out[0].startswith("Run **empty** has no scored image yet under the paper rules: the tables fill")
     assert [shown(update) for update in out[1:6] + out[8:11]] == [None] * 8
     assert out[11]["value"] == "color_name/css3/aquamarine/car"
+    assert out[11]["choices"][0][0].endswith(" · color_name · css3 — not judged yet")
     with pytest.raises(AppError, match="run 'empty' has no scored image yet: nothing to export"):
         client.predict(token, "empty", "paper", "", api_name="/explicit_export")
     note, gallery, swatches, metrics = client.predict(

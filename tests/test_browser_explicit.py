@@ -1,5 +1,7 @@
 """A researcher opens the Explicit colors tab in a real browser: Table 4, the charts and a prompt."""
 
+import re
+
 import pytest
 
 from tests.browser import expect, live_app, open_tab, page, pick, sign_in, table_rows  # noqa: F401
@@ -24,12 +26,17 @@ def test_researcher_sees_table4_the_charts_and_a_prompts_images_and_swatches(liv
     for chart in ("category", "basic", "bias", "confusion"):
         expect(page.locator(f"#explicit_{chart} .js-plotly-plot")).to_be_visible()
     expect(page.locator("#explicit_groups_note")).to_contain_text("Light / dark / -ish needs")
-    expect(page.locator("#explicit_prompt input")).to_have_value("color_name/iscc-nbs-l2/blue/car")
+    expect(page.locator("#explicit_prompt input")).to_have_value(re.compile(r"blue car.* — 1/2 correct$"))
     page.click("#explicit_open_prompt")
     expect(page.locator("#explicit_prompt_note")).to_contain_text("a blue car")
     expect(page.locator("#explicit_swatches")).to_contain_text("target: blue")
     expect(page.locator("#explicit_swatches")).to_contain_text("strong blue, blue")
     expect(page.locator("#explicit_gallery img")).to_have_count(2)
+    # choosing another prompt shows it at once
+    page.locator("#explicit_prompt input").click()
+    page.get_by_role("option", name=re.compile(r"^a red car · color_name ")).click()
+    expect(page.locator("#explicit_swatches")).to_contain_text("target: red")
+    expect(page.locator("#explicit_prompt_note")).to_contain_text("targets: red")
     page.locator("#explicit_swatches").scroll_into_view_if_needed()
     assert page.js_errors == []
 

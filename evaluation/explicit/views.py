@@ -331,6 +331,26 @@ def hex_label(hex_color: str) -> str:
     return color_label([int(hex_color[i : i + 2], 16) for i in (1, 3, 5)])
 
 
+def prompt_choices(db: sqlite_utils.Database, report: ExplicitReport) -> list[tuple[str, str]]:
+    """(label, prompt id) of every prompt of `report`'s run, in prompt-id order, for a picker:
+    the label is the prompt's text, task and system, and its correct / scored images
+    (``"a red car · color_name · iscc-nbs-l2 — 1/2 correct"``; "not judged yet" when none is)."""
+    images = report.images
+    counts = images.groupby("prompt_id").agg(
+        judged=("scored", "size"), scored=("scored", "sum"), correct=("correct", "sum")
+    )
+    choices = []
+    for prompt in runs.explicit_prompts(db, report.run):
+        label = f"{prompt['text']} · {prompt['task']} · {prompt['system']}"
+        if prompt["prompt_id"] in counts.index:
+            row = counts.loc[prompt["prompt_id"]]
+            label += f" — {int(row['correct'])}/{int(row['scored'])} correct"
+        else:
+            label += " — not judged yet"
+        choices.append((label, prompt["prompt_id"]))
+    return choices
+
+
 def confusion_pairs(confusion: pd.DataFrame) -> pd.DataFrame:
     """The cells of a confusion table as rows ``asked for, got, images``, the most frequent
     first (ties by name); cells with no image are left out."""
