@@ -96,21 +96,16 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None)
         clear_note=False,
         api_name="explicit_export",
     )
-    wire(
-        open_prompt.click,
-        allowed(_prompt(ctx)),
-        [session_token, run, scoring, prompt],
-        [prompt_note, *prompt_outputs],
-        note=prompt_note,
-        api_name="explicit_prompt",
-    )
-    wire(
-        prompt.input,
-        allowed(_prompt(ctx)),
-        [session_token, run, scoring, prompt],
-        [prompt_note, *prompt_outputs],
-        note=prompt_note,
-    )
+    # The button (and API) shows a prompt; so does choosing one in the picker.
+    for listener, api_name in ((open_prompt.click, "explicit_prompt"), (prompt.input, None)):
+        wire(
+            listener,
+            allowed(_prompt(ctx)),
+            [session_token, run, scoring, prompt],
+            [prompt_note, *prompt_outputs],
+            note=prompt_note,
+            api_name=api_name,
+        )
     session_token.change(_on_session(ctx), session_token, [run, note], api_visibility="private")
     # Runs started after sign-in: listed again when the picker (or, given, the tab) is opened.
     for opened in (run.focus, *([tab.select] if tab is not None else [])):
