@@ -1,5 +1,11 @@
 """The Evaluate tab: plan a run, start it in the background, watch it, cancel, resume, import.
 
+Two modes: implicit concepts (ColorConceptBench: models x concepts x styles x guidance
+scales x seeds) and explicit colors (GenColorBench: models x prompts from color systems,
+tasks and a subset size x images per prompt; `evaluation.explicit.jobs`). Both plan with the
+same image count and time estimate, check the weights before a job starts and run on the
+same job queue.
+
 A run is generated, masked and scored by the server's `evaluation.pipeline.jobs.JobManager` (one
 per app, one job at a time); closing the browser does not stop it, and its progress is
 read from the database, so any researcher sees it, after a reload too. Images made
@@ -18,11 +24,18 @@ import gradio as gr
 from annotation.research import records as research
 from app.common import AppContext, escape, handler, note_area, uploaded, visible_to, whole_number, wire
 from app.landing import current_actor
+from evaluation.color.systems import SYSTEMS
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
+from evaluation.explicit import jobs as explicit_jobs
+from evaluation.explicit.objects import load_objects
+from evaluation.explicit.pipeline import SAMPLES, plan_summary
+from evaluation.explicit.presence import PRESENCE_THRESHOLD
+from evaluation.explicit.prompts import DEFAULT_SYSTEMS, TASKS
 from evaluation.models.generation import STYLES
 from evaluation.models.registry import load_registry
 from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD
 from evaluation.pipeline import jobs, planning, runs
+from storage import transaction
 
 NAME = "evaluate"
 TITLE = "Evaluate"
@@ -32,19 +45,26 @@ POLL_SECONDS = 5.0
 RUNS_SHOWN = 20
 REJECTED_HEADERS = ["file", "reason"]
 FORM_STORAGE_KEY = "colorconcept_evaluate_form"
+MODES = (
+    ("Implicit concepts (ColorConceptBench)", "implicit"),
+    ("Explicit colors (GenColorBench)", "explicit"),
+)
 
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Evaluate tab inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     device = planning.detect_device()
-    manager = jobs.JobManager(ctx.db, ctx.config.data_dir, device=device.device)
+    # One queue for both modes: explicit runs go through generate -> score.
+    manager = explicit_jobs.ExplicitJobManager(ctx.db, ctx.config.data_dir, device=device.device)
     registry, concepts = load_registry(), load_concepts()
     gr.Markdown(
         f"**Device:** {escape(device.name)}"
         + (" (no GPU: only tiny models run at a useful speed)" if device.kind == "cpu" else "")
     )
-    selection = _selection_inputs(registry, concepts)
+    mode = gr.Radio(list(MODES), value="implicit", label="Mode", elem_id="evaluate_mode")
+    selection, implicit_only = _selection_inputs(registry, concepts)
+    explicit_box, explicit = _explicit_inputs()
     segmenter = _segmenter_inputs()
     executor, check_cluster, cluster = _executor_inputs()
     with gr.Row():
@@ -58,7 +78,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     wire(
         preview.click,
         allowed(_preview(registry, concepts, ctx, device)),
-        [session_token, *selection],
+        [session_token, *selection, mode, *explicit],
         plan,
         note=plan,
         api_name="evaluate_preview",
@@ -82,7 +102,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     wire(
         start.click,
         allowed(_start(registry, concepts, ctx, manager)),
-        [session_token, run_name, *selection, *segmenter, *executor],
+        [session_token, run_name, *selection, *segmenter, *executor, mode, *explicit],
         [plan, run_pick],
         note=plan,
         api_name="evaluate_start",
@@ -122,7 +142,16 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         api_name="evaluate_import",
     )
     session_token.change(_on_session(ctx), session_token, [timer, run_pick], api_visibility="private")
-    _kept_over_reload(ctx, tab, [run_name, *selection, *segmenter, *executor])
+    mode.change(
+        lambda chosen: (
+            [gr.update(visible=chosen != "explicit")] * len(implicit_only)
+            + [gr.update(visible=chosen == "explicit")]
+        ),
+        mode,
+        [*implicit_only, explicit_box],
+        api_visibility="private",
+    )
+    _kept_over_reload(ctx, tab, [run_name, *selection, *segmenter, *executor, mode, *explicit])
 
 
 def _kept_over_reload(ctx: AppContext, tab: gr.Tab, fields: list[gr.components.Component]) -> None:
@@ -142,8 +171,11 @@ def _kept_over_reload(ctx: AppContext, tab: gr.Tab, fields: list[gr.components.C
     tab.select(restore, saved, fields, api_visibility="private")
 
 
-def _selection_inputs(registry, concepts) -> list[gr.components.Component]:
-    gr.Markdown(
+def _selection_inputs(
+    registry, concepts
+) -> tuple[list[gr.components.Component], list[gr.components.Component]]:
+    """The implicit mode's inputs, and the parts of the layout that only it shows."""
+    intro = gr.Markdown(
         "## New evaluation\nModels × concepts × styles × guidance scales × seeds; every cell is one image."
     )
     with gr.Row():
@@ -155,6 +187,16 @@ def _selection_inputs(registry, concepts) -> list[gr.components.Component]:
         styles = gr.CheckboxGroup(
             [(v, k) for k, v in STYLES.items()], value=list(STYLES), label="Styles", elem_id="evaluate_styles"
         )
+    with gr.Column() as concept_box:
+        keys, categories, types, search, sample, sample_seed, cfg, seeds = _concept_inputs(concepts)
+    return [models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds], [
+        intro,
+        styles,
+        concept_box,
+    ]
+
+
+def _concept_inputs(concepts) -> list[gr.components.Component]:
     # allow_custom_value: `planning.select_concepts` names unknown keys briefly; Gradio's own
     # check would echo them and list all 1,278 concepts.
     keys = gr.Dropdown(
@@ -176,7 +218,77 @@ def _selection_inputs(registry, concepts) -> list[gr.components.Component]:
             label="Guidance scales (comma-separated; empty: each model's 7)", elem_id="evaluate_cfg"
         )
         seeds = gr.Number(5, label="Seeds per cell", elem_id="evaluate_seeds")
-    return [models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds]
+    return [keys, categories, types, search, sample, sample_seed, cfg, seeds]
+
+
+def _explicit_inputs() -> tuple[gr.Column, list[gr.components.Component]]:
+    """The explicit mode's inputs (shown in that mode), in `_explicit_request`'s order."""
+    with gr.Column(visible=False) as box:
+        gr.Markdown(
+            "## New explicit-color evaluation\nModels × prompts (color systems × tasks × subset) × images "
+            "per prompt, at each model's default guidance; each object is masked and its dominant color "
+            "scored against the target's candidate set (docs/explicit.md)."
+        )
+        with gr.Row():
+            systems = gr.CheckboxGroup(
+                list(SYSTEMS),
+                value=list(DEFAULT_SYSTEMS),
+                label="Color systems",
+                elem_id="evaluate_x_systems",
+            )
+            tasks = gr.CheckboxGroup(
+                list(TASKS), value=list(TASKS), label="Tasks", elem_id="evaluate_x_tasks"
+            )
+        with gr.Row():
+            size = gr.Textbox(
+                "compact",
+                label="Subset: compact (< 10K prompts), full (44K) or rounds per color",
+                elem_id="evaluate_x_size",
+            )
+            samples = gr.Number(SAMPLES, label="Images per prompt", elem_id="evaluate_x_samples")
+            seed = gr.Number(0, label="Prompt seed", elem_id="evaluate_x_seed")
+            cfg = gr.Textbox(
+                "", label="Guidance scales (empty: each model's own default)", elem_id="evaluate_x_cfg"
+            )
+        with gr.Row():
+            colors = gr.Textbox(
+                "", label="Only these colors (comma-separated names; empty: all)", elem_id="evaluate_x_colors"
+            )
+            objects = gr.Dropdown(
+                [o.name for o in load_objects()],
+                value=[],
+                multiselect=True,
+                filterable=True,
+                label="Only these objects (empty: all 100)",
+                elem_id="evaluate_x_objects",
+            )
+            presence = gr.Number(
+                PRESENCE_THRESHOLD, label="Presence: detection score at least", elem_id="evaluate_x_presence"
+            )
+    return box, [tasks, systems, size, samples, seed, cfg, colors, objects, presence]
+
+
+def _explicit_request(models, tasks, systems, size, samples, seed, cfg, colors, objects, presence):
+    """The explicit run the form describes (ValueError naming a field)."""
+    size = (size or "").strip()
+    return explicit_jobs.ExplicitRequest(
+        models=tuple(models or ()),
+        tasks=tuple(tasks or ()),
+        systems=tuple(systems or ()),
+        size=whole_number(size, "subset") if size[:1].isdigit() else size,
+        seed=whole_number(seed, "prompt seed"),
+        samples=whole_number(samples, "images per prompt"),
+        cfg_scales=planning.parse_scales(cfg),
+        colors=tuple(c.strip() for c in (colors or "").split(",") if c.strip()),
+        objects=tuple(objects or ()),
+        presence_threshold=_fraction(presence, "presence threshold"),
+    )
+
+
+def _fraction(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"`{name}` must be a number in [0, 1], got {value!r}")
+    return float(value)
 
 
 def _segmenter_inputs() -> list[gr.components.Component]:
@@ -292,14 +404,78 @@ def _run_name(name: str | None, prefix: str) -> str:
 
 
 def _preview(registry, concepts, ctx: AppContext, device: planning.DeviceInfo):
-    def preview(db, actor, *selection) -> str:
+    def preview(
+        db,
+        actor,
+        models,
+        keys,
+        categories,
+        types,
+        search,
+        sample,
+        sample_seed,
+        styles,
+        cfg,
+        seeds,
+        mode="implicit",
+        x_tasks=TASKS,
+        x_systems=DEFAULT_SYSTEMS,
+        x_size="compact",
+        x_samples=SAMPLES,
+        x_seed=0,
+        x_cfg=None,
+        x_colors=None,
+        x_objects=None,
+        x_presence=PRESENCE_THRESHOLD,
+    ) -> str:
         """The number of images the selection implies and the time they should take here."""
-        request = _request(*selection)
+        explicit = (x_tasks, x_systems, x_size, x_samples, x_seed, x_cfg, x_colors, x_objects, x_presence)
+        if _mode(mode) == "explicit":
+            return _explicit_plan(db, registry, ctx, device, models, explicit)
+        request = _request(models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds)
         items, config = planning.plan_request(request, registry, concepts, ctx.config.data_dir / "models")
         estimate = planning.estimate_seconds(items, device.kind, runs.measured_seconds(db))
         return _plan_markdown(items, config, estimate, planning.cpu_warning(device, request.models), device)
 
     return preview
+
+
+def _mode(mode: str) -> str:
+    """The form's mode, checked."""
+    if mode not in dict(map(reversed, MODES)):
+        raise ValueError(f"`mode` must be one of {[m for _, m in MODES]}, got {mode!r}")
+    return mode
+
+
+def _explicit_items(registry, ctx: AppContext, models, explicit):
+    """The explicit run the form describes: request, items, configuration and prompts."""
+    request = _explicit_request(models, *explicit)
+    planned = explicit_jobs.plan_explicit_request(request, registry, ctx.config.data_dir / "models")
+    return (request, *planned)
+
+
+def _explicit_plan(db, registry, ctx: AppContext, device: planning.DeviceInfo, models, explicit) -> str:
+    """The explicit run's size and time on `device`, as Markdown."""
+    request, items, config, prompts = _explicit_items(registry, ctx, models, explicit)
+    plan = plan_summary(items, prompts, device.kind, runs.measured_seconds(db))
+    scales = len({item["cfg"] for item in items})
+    lines = [
+        f"**{plan.images} images** ({len(config['models'])} models × {plan.prompts} prompts × {scales} "
+        f"guidance scales × {config['samples']} images per prompt), {plan.objects} objects to mask and score, "
+        f"about **{planning.format_duration(plan.estimate.seconds)}** on {escape(device.name)}."
+    ]
+    lines += _model_lines(plan.estimate)
+    warning = planning.cpu_warning(device, request.models)
+    if warning:
+        lines.append(f"\n⚠️ {escape(warning)}")
+    return "\n".join(lines)
+
+
+def _model_lines(estimate) -> list[str]:
+    return [
+        f"- {escape(model)}: {n} images × {each:.2g} s ({origin})"
+        for model, (n, each, origin) in estimate.per_model.items()
+    ]
 
 
 def _plan_markdown(items, config, estimate, warning: str, device: planning.DeviceInfo) -> str:
@@ -309,10 +485,7 @@ def _plan_markdown(items, config, estimate, warning: str, device: planning.Devic
         f"{len(config['styles'])} styles × {scales} guidance scales × {config['samples']} seeds), "
         f"about **{planning.format_duration(estimate.seconds)}** on {escape(device.name)}."
     ]
-    lines += [
-        f"- {escape(model)}: {n} images × {each:.2g} s ({origin})"
-        for model, (n, each, origin) in estimate.per_model.items()
-    ]
+    lines += _model_lines(estimate)
     if warning:
         lines.append(f"\n⚠️ {escape(warning)}")
     return "\n".join(lines)
@@ -342,18 +515,36 @@ def _start(registry, concepts, ctx: AppContext, manager: jobs.JobManager):
         text,
         kind="in-process",
         address=None,
+        mode="implicit",
+        x_tasks=TASKS,
+        x_systems=DEFAULT_SYSTEMS,
+        x_size="compact",
+        x_samples=SAMPLES,
+        x_seed=0,
+        x_cfg=None,
+        x_colors=None,
+        x_objects=None,
+        x_presence=PRESENCE_THRESHOLD,
     ):
         """Store the run and queue its job; returns a message and the run picker."""
         selection = (models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds)
-        run = _run_name(name, "eval")
-        items, config = planning.plan_request(
-            _request(*selection), registry, concepts, ctx.config.data_dir / "models"
-        )
+        explicit = (x_tasks, x_systems, x_size, x_samples, x_seed, x_cfg, x_colors, x_objects, x_presence)
+        explicit_mode = _mode(mode) == "explicit"
+        run = _run_name(name, "explicit" if explicit_mode else "eval")
+        if explicit_mode:
+            _, items, config, prompts = _explicit_items(registry, ctx, models, explicit)
+        else:
+            items, config = planning.plan_request(
+                _request(*selection), registry, concepts, ctx.config.data_dir / "models"
+            )
         segmenter = _segmenter(ctx, preset, box, text)
         executor, where = _executor_choice(kind, address)
         if executor.kind == "in-process":  # on a cluster the workers hold the weights
             jobs.check_weights(config, segmenter)
-        n = research.create_evaluation_run(db, actor.pseudonym, run, items, config)
+        with transaction(db):
+            n = research.create_evaluation_run(db, actor.pseudonym, run, items, config)
+            if explicit_mode:
+                runs.store_explicit_prompts(db, run, prompts)
         state = manager.submit(run, segmenter, executor)
         return f"Run **{escape(run)}**: {n} images, job {state.state}." + (
             f" {where}" if where else ""
@@ -371,7 +562,13 @@ def _progress(manager: jobs.JobManager):
     def progress(db, actor) -> str:
         """Progress bars of the newest runs, with the job state on this server."""
         rows = [
-            (r, runs.run_progress(db, r["name"]), manager.state(r["name"]), manager.workers(r["name"]))
+            (
+                r,
+                runs.run_progress(db, r["name"]),
+                manager.state(r["name"]),
+                manager.workers(r["name"]),
+                explicit_jobs.is_explicit(runs.run_config(db, r["name"])),
+            )
             for r in runs.list_runs(db)[:RUNS_SHOWN]
         ]
         return _progress_html(rows)
@@ -383,18 +580,26 @@ def _progress_html(rows) -> str:
     if not rows:
         return "<p>No runs yet.</p>"
     body = []
-    for run, done, job, workers in rows:
+    for run, done, job, workers, explicit in rows:
+        fraction, complete = (
+            explicit_jobs.explicit_progress(done) if explicit else (done.fraction, done.complete)
+        )
         state = (
-            job.state
-            if job.state != "idle"
-            else ("complete" if done.complete else "stopped (resume to continue)")
+            job.state if job.state != "idle" else ("complete" if complete else "stopped (resume to continue)")
         )
         note = (f" · {job.stage}" if job.stage else "") + (f" — {job.message}" if job.message else "")
+        counts = (
+            f"{done.generated}/{done.items} images, {done.segmented} scored ({done.usable} masked), "
+            f"{done.failed} failed"
+            if explicit
+            else f"{done.generated}/{done.items} images, {done.segmented} masked ({done.usable} usable), "
+            f"{done.failed} failed, {done.extracted}/{done.groups} distributions"
+        )
+        kind = "explicit" if explicit else run["kind"]
         body.append(
-            f"<tr><td>{html.escape(run['name'])}</td><td>{html.escape(run['kind'])}</td>"
-            f"<td><progress max='1' value='{done.fraction:.4f}'></progress> {100 * done.fraction:.0f}%</td>"
-            f"<td>{done.generated}/{done.items} images, {done.segmented} masked ({done.usable} usable), "
-            f"{done.failed} failed, {done.extracted}/{done.groups} distributions{_worker_lines(workers)}</td>"
+            f"<tr><td>{html.escape(run['name'])}</td><td>{html.escape(kind)}</td>"
+            f"<td><progress max='1' value='{fraction:.4f}'></progress> {100 * fraction:.0f}%</td>"
+            f"<td>{counts}{_worker_lines(workers)}</td>"
             f"<td data-state='{html.escape(state)}'>{html.escape(state + note)}</td></tr>"
         )
     head = "<tr><th>Run</th><th>Kind</th><th>Progress</th><th>Counts</th><th>Job</th></tr>"

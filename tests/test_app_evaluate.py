@@ -155,3 +155,62 @@ def test_evaluate_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
         assert_every_endpoint_refuses(
             client, config, "/evaluate_", calls, {**others, "nobody": "", "forged": "f" * 43}
         )
+
+
+#: The explicit mode's fields: mode, tasks, systems, subset, images per prompt, prompt seed,
+#: guidance scales, colors, objects, presence threshold (random weights: every object present).
+EXPLICIT = ["explicit", ["color_name"], ["iscc-nbs-l1"], "1", 1, 0, "", "red, blue", ["car", "apple"], 0]
+
+
+def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_path, tiny_models):  # noqa: F811
+    config = make_config(tmp_path)
+    install_tiny(tiny_models, config.data_dir)
+    with running_app(config) as (client, _):
+        researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+        plan = client.predict(researcher, *_selection(), *EXPLICIT, api_name="/evaluate_preview")
+        assert plan.startswith(
+            "**2 images** (1 models × 2 prompts × 1 guidance scales × 1 images per prompt), "
+            "2 objects to mask and score, about **"
+        )
+        with pytest.raises(AppError, match="The run was not started: .*choose the tiny-random masking"):
+            client.predict(
+                researcher,
+                "x-paper",
+                *_selection(),
+                "paper",
+                0,
+                0,
+                "in-process",
+                "",
+                *EXPLICIT,
+                api_name="/evaluate_start",
+            )
+        with pytest.raises(AppError, match="`images per prompt` must be a whole number, got 1.5"):
+            bad = [*EXPLICIT[:4], 1.5, *EXPLICIT[5:]]
+            client.predict(researcher, *_selection(), *bad, api_name="/evaluate_preview")
+        message, picker = client.predict(
+            researcher,
+            "x-tiny",
+            *_selection(),
+            *TINY,
+            "in-process",
+            "",
+            *EXPLICIT,
+            api_name="/evaluate_start",
+        )
+        assert message == "Run **x-tiny**: 2 images, job queued." and picker["value"] == "x-tiny"
+        state, row = _wait(client, researcher, "x-tiny")
+        assert state == "finished"
+        assert "<td>explicit</td>" in row and "2/2 images, 2 scored (2 masked), 0 failed" in row
+        assert "value='1.0000'" in row
+        shown = client.predict(researcher, "x-tiny", "paper", "", api_name="/explicit_show")
+        assert shown[0].startswith("Run **x-tiny**, paper rules: 2 scored images in iscc-nbs-l1")
+    db = open_db(config.db_path)
+    try:
+        prompts = [(p["task"], p["system"], p["targets"]) for p in runs.explicit_prompts(db, "x-tiny")]
+        audit = [r["object_id"] for r in db["audit"].rows_where("action = 'start_evaluation'")]
+        stored = [r["name"] for r in runs.list_runs(db)]
+    finally:
+        db.close()
+    assert prompts == [("color_name", "iscc-nbs-l1", ["blue"]), ("color_name", "iscc-nbs-l1", ["red"])]
+    assert audit == ["x-tiny"] and stored == ["x-tiny"]

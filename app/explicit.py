@@ -1,0 +1,330 @@
+"""Explicit colors: the GenColorBench views of an explicit-color run (issue 17).
+
+A researcher chooses an explicit run (started on the Evaluate tab, or by ``python -m
+evaluation explicit``) and a rule set, and sees the paper's Table 4 (accuracy per color
+system and task, per model), accuracy per object category (Figure 2), basic vs intermediate
+colors and the light / dark / -ish modifiers (Figure 5), each model's top-10 dominant colors
+per category (Figure 3) and the "asked for X, got Y" confusion; below, the per-prompt browser
+shows each image with its objects' masks, the dominant color's swatch beside the target and
+its candidates (each named: ISCC-NBS level 3 name and basic term), each metric and its
+verdict. Every table and figure exports as CSV and HTML under the data folder's
+``exports/explicit/``. The data come from `evaluation.explicit.views`.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from app.common import AppContext, escape, handler, note_area, visible_to, wire
+from app.landing import current_actor
+from evaluation.color.systems import SYSTEMS
+from evaluation.explicit import views
+from evaluation.explicit.rules import SCORINGS
+
+NAME = "explicit"
+TITLE = "Explicit colors"
+ROLES = ("researcher",)
+EMPTY_RUNS = (
+    "No explicit-color run yet: start one on the **Evaluate** tab (mode *Explicit colors*) or "
+    "with `python -m evaluation explicit`; its tables fill here as its images are scored."
+)
+NOTHING_SCORED = (
+    "Run **{run}** has no scored image yet under the {scoring} rules: the tables fill as its "
+    "job generates and scores images (progress on the Evaluate tab). Images whose object is "
+    "absent or unmasked are counted below, not scored."
+)
+GROUPS_HELP = {
+    "basic": "Basic vs intermediate colors needs color_name prompts in ISCC-NBS L2.",
+    "modifier": "Light / dark / -ish needs color_name prompts in ISCC-NBS L3.",
+}
+CSS = """
+.explicit-swatches { display: flex; flex-wrap: wrap; gap: 6px; align-items: flex-start; }
+.explicit-swatch { width: 118px; font-size: 0.8em; line-height: 1.2; }
+.explicit-swatch span { display: block; height: 40px; border: 1px solid #8888; border-radius: 4px; }
+.explicit-swatch.dominant span { height: 64px; }
+.explicit-object { margin: 0.4em 0 0.8em; }
+"""
+
+
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None) -> None:
+    """Lay out and wire the Explicit colors tab inside the current `gr.Tab` (`tab`, when
+    given, lists the runs again each time it is opened)."""
+    allowed = handler(ctx, *ROLES, "admin")
+    with gr.Row():
+        run = gr.Dropdown([], label="Explicit run", allow_custom_value=True, elem_id="explicit_run")
+        scoring = gr.Radio(list(SCORINGS), value="paper", label="Rule set", elem_id="explicit_scoring")
+        system = gr.Dropdown(
+            ["", *SYSTEMS],
+            value="",
+            label="Confusion: color system (empty: the first scored)",
+            elem_id="explicit_confusion_system",
+        )
+    with gr.Row():
+        show = gr.Button("Show", variant="primary", elem_id="explicit_show")
+        export = gr.Button("Export every table (CSV, HTML) and figure (HTML)", elem_id="explicit_export")
+    note = gr.Markdown(EMPTY_RUNS, elem_id="explicit_note")
+    shown = _report_section()
+    files = gr.File(
+        label="Exports", file_count="multiple", interactive=False, height=140, elem_id="explicit_files"
+    )
+    prompt, open_prompt, prompt_note, *prompt_outputs = _browser_section()
+
+    report_inputs = [session_token, run, scoring, system]
+    wire(
+        show.click,
+        allowed(_show(ctx)),
+        report_inputs,
+        [note, *shown, prompt],
+        note=note,
+        api_name="explicit_show",
+    )
+    bias_model, bias_plot = shown[6], shown[7]
+    wire(
+        bias_model.input,
+        allowed(_bias),
+        [session_token, run, scoring, bias_model],
+        bias_plot,
+        note=note,
+        api_name="explicit_bias",
+    )
+    wire(
+        export.click,
+        allowed(_export(ctx)),
+        report_inputs,
+        files,
+        note=note,
+        clear_note=False,
+        api_name="explicit_export",
+    )
+    # The button (and API) shows a prompt; so does choosing one in the picker.
+    for listener, api_name in ((open_prompt.click, "explicit_prompt"), (prompt.input, None)):
+        wire(
+            listener,
+            allowed(_prompt(ctx)),
+            [session_token, run, scoring, prompt],
+            [prompt_note, *prompt_outputs],
+            note=prompt_note,
+            api_name=api_name,
+        )
+    session_token.change(_on_session(ctx), session_token, [run, note], api_visibility="private")
+    # Runs started after sign-in: listed again when the picker (or, given, the tab) is opened.
+    for opened in (run.focus, *([tab.select] if tab is not None else [])):
+        opened(_refresh_runs(ctx), [session_token, run], run, api_visibility="private")
+
+
+def _report_section() -> list[gr.components.Component]:
+    gr.Markdown("### Table 4: accuracy (%) per color system and task")
+    table4 = gr.Dataframe(interactive=False, visible=False, elem_id="explicit_table4")
+    coverage = gr.Dataframe(
+        label="Images scored (the others failed presence or masking: counted, not scored)",
+        interactive=False,
+        visible=False,
+        elem_id="explicit_coverage",
+    )
+    category = gr.Plot(
+        label="Figure 2: accuracy per object category", visible=False, elem_id="explicit_category"
+    )
+    with gr.Row():
+        basic = gr.Plot(
+            label="Figure 5 (left): basic vs intermediate", visible=False, elem_id="explicit_basic"
+        )
+        modifier = gr.Plot(
+            label="Figure 5 (right): light, dark, -ish", visible=False, elem_id="explicit_modifier"
+        )
+    groups_note = gr.Markdown(elem_id="explicit_groups_note")
+    gr.Markdown("### Figure 3: top-10 dominant colors per category (named in ISCC-NBS L2)")
+    bias_model = gr.Dropdown([], label="Model", allow_custom_value=True, elem_id="explicit_bias_model")
+    bias = gr.Plot(visible=False, elem_id="explicit_bias")
+    gr.Markdown("### Asked for X, got Y (colors named: ISCC-NBS level 3, basic term)")
+    confusion = gr.Plot(visible=False, elem_id="explicit_confusion")
+    pairs = gr.Dataframe(
+        label="Most frequent (asked for, got) pairs",
+        interactive=False,
+        visible=False,
+        elem_id="explicit_pairs",
+    )
+    return [table4, coverage, category, basic, modifier, groups_note, bias_model, bias, confusion, pairs]
+
+
+def _browser_section():
+    gr.Markdown("### Per-prompt browser")
+    with gr.Row():
+        prompt = gr.Dropdown(
+            [],
+            label="Prompt (type to search its text; correct / scored images)",
+            allow_custom_value=True,
+            filterable=True,
+            elem_id="explicit_prompt",
+            scale=3,
+        )
+        open_prompt = gr.Button("Show prompt", elem_id="explicit_open_prompt")
+    prompt_note = note_area("explicit_prompt_note")
+    gallery = gr.Gallery(
+        label="Images with each object's mask outlined (magenta)",
+        columns=4,
+        height="fit-content",
+        visible=False,
+        elem_id="explicit_gallery",
+    )
+    swatches = gr.HTML(elem_id="explicit_swatches")
+    metrics = gr.Dataframe(
+        label="Metrics and verdicts (minimum over the candidate set)",
+        interactive=False,
+        visible=False,
+        elem_id="explicit_metrics",
+    )
+    return prompt, open_prompt, prompt_note, gallery, swatches, metrics
+
+
+def _shown(value, ok: bool):
+    """An output filled with `value`, or hidden when there is nothing to show."""
+    return gr.update(value=value, visible=True) if ok else gr.update(value=None, visible=False)
+
+
+def _show(ctx: AppContext):
+    def show(db, actor, run: str, scoring: str, system: str):
+        """Table 4, coverage, Figures 2, 5 and 3, the confusion and the run's prompt list."""
+        report = views.explicit_report(
+            db, (run or "").strip(), scoring=scoring, confusion_system=system or None
+        )
+        found, figs = report.tables, report.figures
+        prompts = views.prompt_choices(db, report)
+        picker = gr.Dropdown(choices=prompts, value=prompts[0][1] if prompts else None)
+        coverage = found["coverage"]
+        if "table4" not in found:
+            note = NOTHING_SCORED.format(run=escape(report.run), scoring=escape(scoring))
+            hidden = [_shown(None, False)] * 3
+            return (
+                note,
+                _shown(None, False),
+                _shown(coverage.reset_index(), not coverage.empty),
+                *hidden,
+                "",
+                gr.Dropdown(choices=[], value=None),
+                *[_shown(None, False)] * 3,
+                picker,
+            )
+        models = sorted(set(found["bias"]["model"]))
+        missing = [GROUPS_HELP[g] for g in ("basic", "modifier") if found[g].empty]
+        return (
+            f"Run **{escape(report.run)}**, {escape(scoring)} rules: {int(report.images['scored'].sum())} scored "
+            f"images in {', '.join(map(escape, report.systems))}; each system weighs the same in *all systems*.",
+            _shown(views.flat_columns(found["table4"]), True),
+            _shown(coverage.reset_index(), True),
+            _shown(figs["category"], True),
+            _shown(figs.get("basic"), "basic" in figs),
+            _shown(figs.get("modifier"), "modifier" in figs),
+            " ".join(missing),
+            gr.Dropdown(choices=models, value=models[0] if models else None),
+            _shown(figs.get(f"bias {models[0]}") if models else None, bool(models)),
+            _shown(figs.get("confusion"), "confusion" in figs),
+            _shown(views.confusion_pairs(found["confusion"]), not found["confusion"].empty),
+            picker,
+        )
+
+    return show
+
+
+def _bias(db, actor, run: str, scoring: str, model: str):
+    """Figure 3 of one model of the run: its top-10 dominant colors per category."""
+    return _shown(views.bias_view(db, (run or "").strip(), model or "", scoring=scoring), True)
+
+
+def _export(ctx: AppContext):
+    def export(db, actor, run: str, scoring: str, system: str) -> list[str]:
+        """Every table as CSV and HTML and every figure as HTML, under exports/explicit/."""
+        report = views.explicit_report(
+            db, (run or "").strip(), scoring=scoring, confusion_system=system or None
+        )
+        if "table4" not in report.tables:
+            raise ValueError(f"run {report.run!r} has no scored image yet: nothing to export")
+        return [str(p) for p in views.export_report(report, ctx.config.data_dir / "exports" / "explicit")]
+
+    return export
+
+
+def _prompt(ctx: AppContext):
+    def prompt(db, actor, run: str, scoring: str, prompt_id: str):
+        """One prompt: its text, its images with masks, the swatches and the metrics."""
+        view = views.browser_view(
+            db, ctx.config.data_dir, (run or "").strip(), prompt_id or "", scoring=scoring
+        )
+        text = view.prompt
+        head = (
+            f"**{escape(text['text'])}**  \n{escape(text['task'])} · level {text['level']} · "
+            f"{escape(text['system'])} · {escape(text['category'])} · targets: "
+            + ", ".join(escape(t) for t in text["targets"])
+        )
+        if not view.images:
+            head += "  \nNo image of this prompt is judged yet: it fills as the run's job scores it."
+        return (
+            head,
+            _shown(view.overlays, bool(view.overlays)),
+            _swatches_html(view.images),
+            _shown(view.metrics, not view.metrics.empty),
+        )
+
+    return prompt
+
+
+def _swatch(hex_color: str, title: str, kind: str = "") -> str:
+    return (
+        f"<div class='explicit-swatch {kind}'><span style='background:{escape(hex_color)}'></span>"
+        f"<b>{escape(title)}</b><br>{escape(hex_color)}<br>{escape(views.hex_label(hex_color))}</div>"
+    )
+
+
+def _mark(passed) -> str:
+    return "–" if passed is None else ("✓" if passed else "✗")
+
+
+def _swatches_html(images) -> str:
+    """Per image and object: the dominant color beside the target and its candidates."""
+    parts = []
+    for number, image in enumerate(images, start=1):
+        for view in image.objects:
+            m, v = view.metrics, view.verdicts
+            metrics = (
+                f"ΔChroma {m['delta_chroma']:.2f} {_mark(v['chroma_pass'])} · ΔE00 {m['delta_e00']:.2f} "
+                f"{_mark(v['e00_pass'])} · Δhue {m['hue_error']:.1f}° {_mark(v['hue_pass'])} · "
+                f"{'correct' if v['correct'] else 'wrong'}"
+                if view.dominant_hex
+                else "not scored (" + ("absent" if not view.present else escape(view.segment_status)) + ")"
+            )
+            swatches = [_swatch(view.dominant_hex, "dominant", "dominant")] if view.dominant_hex else []
+            swatches += [
+                _swatch(hex_color, ("target: " if i == 0 else "") + name)
+                for i, (name, hex_color) in enumerate(view.candidates)
+            ]
+            parts.append(
+                f"<div class='explicit-object'><b>#{number} {escape(image.model)} · sample {image.sample} · "
+                f"{escape(view.object)}</b>: {metrics}<div class='explicit-swatches'>{''.join(swatches)}</div></div>"
+            )
+    return "".join(parts)
+
+
+def _refresh_runs(ctx: AppContext):
+    def refresh(token: str, current: str) -> gr.Dropdown:
+        """The explicit runs again, keeping the one chosen."""
+        if not visible_to(current_actor(ctx, token), ROLES):
+            return gr.Dropdown()
+        with ctx.db() as db:
+            names = views.explicit_runs(db)
+        return gr.Dropdown(
+            choices=names, value=current if current in names else (names[0] if names else None)
+        )
+
+    return refresh
+
+
+def _on_session(ctx: AppContext):
+    def on_session(token: str) -> tuple[gr.Dropdown, str]:
+        """List the explicit runs only for people who may see them."""
+        if not visible_to(current_actor(ctx, token), ROLES):
+            return gr.Dropdown(choices=[], value=None), EMPTY_RUNS
+        with ctx.db() as db:
+            names = views.explicit_runs(db)
+        note = f"{len(names)} explicit run(s): choose one and press **Show**." if names else EMPTY_RUNS
+        return gr.Dropdown(choices=names, value=names[0] if names else None), note
+
+    return on_session

@@ -1,0 +1,243 @@
+"""Explicit-color runs as background jobs, on the Evaluate tab's job machinery.
+
+`evaluation.pipeline.jobs.JobManager` takes a run through generate -> segment -> extract. An
+explicit run (configuration ``mode == "explicit"``) has two stages instead: generate (the
+same) and score (`evaluation.explicit.pipeline.score_explicit`: masks, presence, dominant
+color and verdicts). `run_explicit_pipeline` is that pipeline with `jobs.run_pipeline`'s
+arguments, and `ExplicitJobManager` is a `JobManager` that sends explicit runs to it and
+every other run to `jobs.run_pipeline`: one queue, one job at a time, for both modes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlite_utils
+
+from evaluation.explicit.presence import PRESENCE_THRESHOLD
+from evaluation.models.registry import ModelSpec
+from evaluation.pipeline import jobs, runs
+from evaluation.pipeline.executors import Executor
+from evaluation.pipeline.ray_storage import location
+from evaluation.pipeline.stages import GenerationWork, run_stage
+
+MODE = "explicit"
+IN_PROCESS = jobs.ExecutorChoice()
+
+
+def is_explicit(config: dict) -> bool:
+    """Whether a run configuration (`evaluation.pipeline.runs.run_config`) is an explicit run's."""
+    return config.get("mode") == MODE
+
+
+@dataclass(frozen=True)
+class ExplicitRequest:
+    """An explicit run as the Evaluate tab describes it (checked by `plan_explicit_request`).
+
+    Attributes
+    ----------
+    models : tuple of str
+        Registry keys, at least one.
+    tasks, systems : tuple of str
+        Subsets of `evaluation.explicit.prompts.TASKS` and of the color systems; empty means
+        every task, and the default systems (`evaluation.explicit.prompts.DEFAULT_SYSTEMS`).
+    size : str or int
+        ``"compact"``, ``"full"`` or rounds per color (`evaluation.explicit.prompts.build_prompts`).
+    seed : int
+        Seed of the prompt set.
+    samples : int
+        Images per prompt (and guidance scale), >= 1.
+    cfg_scales : tuple of float
+        Guidance scales; empty: each model's own default (`pipeline.default_guidance`).
+    colors, objects : tuple of str
+        Only these color names / objects; empty: all.
+    presence_threshold : float
+        Detection score an object needs to count as present, in [0, 1].
+    """
+
+    models: tuple[str, ...]
+    tasks: tuple[str, ...] = ()
+    systems: tuple[str, ...] = ()
+    size: str | int = "compact"
+    seed: int = 0
+    samples: int = 4
+    cfg_scales: tuple[float, ...] = ()
+    colors: tuple[str, ...] = ()
+    objects: tuple[str, ...] = ()
+    presence_threshold: float = PRESENCE_THRESHOLD
+
+
+def plan_explicit_request(
+    request: ExplicitRequest, registry: Mapping[str, ModelSpec], models_dir: str | Path
+) -> tuple[list[dict], dict, list]:
+    """Items, configuration and prompts of the explicit run `request` describes.
+
+    Every choice is checked first (ValueError naming the field); the configuration stores the
+    prompt selection and the presence check, so the run is the same when resumed.
+    """
+    from evaluation.explicit.pipeline import at_default_guidance, plan_explicit_run
+    from evaluation.explicit.prompts import build_prompts
+    from evaluation.pipeline.planning import resolve_models
+
+    if not 0.0 <= request.presence_threshold <= 1.0:
+        raise ValueError(f"`presence threshold` must be in [0, 1], got {request.presence_threshold}")
+    specs = resolve_models(registry, request.models, models_dir, cfg_scales=request.cfg_scales)
+    if not request.cfg_scales:
+        specs = at_default_guidance(specs)
+    selection = {
+        "tasks": list(request.tasks) or None,
+        "systems": list(request.systems) or None,
+        "size": request.size,
+        "seed": request.seed,
+        "colors": list(request.colors) or None,
+        "objects": list(request.objects) or None,
+        "categories": None,
+    }
+    prompts = build_prompts(**selection)
+    settings = {
+        "prompts": selection,
+        "presence": "detection",
+        "presence_threshold": request.presence_threshold,
+    }
+    items, config = plan_explicit_run(specs, prompts, request.samples, settings)
+    return items, config, prompts
+
+
+def explicit_progress(done: runs.RunProgress) -> tuple[float, bool]:
+    """The fraction of an explicit run's work done, in [0, 1], and whether it is complete.
+
+    An explicit run has two stages (generate, score) and no distributions, so its
+    `RunProgress` counts ``generated`` and ``segmented`` (scored) images; it is complete when
+    every item is scored.
+    """
+    if done.items == 0:
+        return 0.0, False
+    return (done.generated + done.segmented) / (2 * done.items), done.segmented == done.items
+
+
+def presence_settings(config: dict) -> dict:
+    """The presence check stored in an explicit run's configuration, as keyword arguments of
+    `evaluation.explicit.pipeline.LazyExplicitWork`: ``presence`` (``"detection"``, the
+    default, or a VQA model's hub id or folder) and ``presence_threshold`` (the detection
+    score; default `evaluation.explicit.presence.PRESENCE_THRESHOLD`)."""
+    settings = config.get("explicit", {})
+    return {
+        "presence": settings.get("presence", "detection"),
+        "presence_threshold": float(settings.get("presence_threshold", PRESENCE_THRESHOLD)),
+    }
+
+
+def run_explicit_pipeline(
+    db: sqlite_utils.Database,
+    run: str,
+    data_dir: str | Path,
+    segmenter: jobs.SegmenterSpec,
+    *,
+    device: str,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_stage: Callable[[str], None] | None = None,
+    executor: jobs.ExecutorChoice = IN_PROCESS,
+    on_executor: Callable[[str, Executor], None] | None = None,
+) -> None:
+    """Take explicit run `run` through its pending work: generate, then score.
+
+    Arguments as `evaluation.pipeline.jobs.run_pipeline`. The presence check is the run's
+    own, stored in its configuration's ``explicit`` settings (`presence_settings`), so a
+    resumed run checks presence as it started.
+
+    Raises
+    ------
+    evaluation.pipeline.runs.RunError
+        If `run` is not an explicit run.
+    evaluation.pipeline.jobs.Cancelled
+        If `should_stop` returned True (what was recorded stays).
+    """
+    from evaluation.explicit.pipeline import LazyExplicitWork, score_explicit
+
+    data_dir = location(data_dir)
+    config = runs.run_config(db, run)
+    if not is_explicit(config):
+        raise runs.RunError(f"run {run!r} is not an explicit-color run")
+    cluster = None
+    if executor.kind == "ray":
+        from evaluation.pipeline.ray_executor import connect
+
+        cluster = connect(executor.address)
+
+    def check(done: int, total: int) -> None:
+        if should_stop():
+            raise jobs.Cancelled(f"run {run!r} cancelled")
+
+    # 1. Generate the pending (or failed) images, as for a concept run.
+    if runs.pending_items(db, run, "generate"):
+        _announce(on_stage, "generate")
+        work = GenerationWork.from_run(config, data_dir, device=device if cluster is None else "auto")
+        on_gpu = device.startswith("cuda") if cluster is None else cluster.gpus > 0
+        batch = min(spec.batch_size for spec in work.specs.values()) if on_gpu else 1
+        if cluster is not None:
+            jobs._build_tiny_pipelines(work)
+        generate_on = jobs._stage_executor(executor, cluster, "generate", on_executor)
+        run_stage(db, run, "generate", work, batch, progress=check, data_dir=data_dir, executor=generate_on)
+        del work
+        jobs._free_memory(device)
+    check(0, 0)
+    # 2. Mask, check presence and score every generated image.
+    if runs.pending_items(db, run, "segment"):
+        _announce(on_stage, "score")
+        jobs._build_tiny_segmenter(segmenter)
+        prompts = {row["prompt_id"]: row for row in runs.explicit_prompts(db, run)}
+        work = LazyExplicitWork(
+            segmenter,
+            data_dir,
+            prompts,
+            device=device if cluster is None else "auto",
+            **presence_settings(config),
+        )
+        score_on = jobs._stage_executor(executor, cluster, "segment", on_executor)
+        score_explicit(db, run, work, jobs.SEGMENT_BATCH, executor=score_on, progress=check)
+
+
+def _announce(on_stage: Callable[[str], None] | None, stage: str) -> None:
+    if on_stage is not None:
+        on_stage(stage)
+
+
+class ExplicitJobManager(jobs.JobManager):
+    """A `JobManager` whose jobs run explicit runs through `run_explicit_pipeline` and any
+    other run through `evaluation.pipeline.jobs.run_pipeline` (one queue for both)."""
+
+    def _run_one(self, run: str, segmenter: jobs.SegmenterSpec, executor: jobs.ExecutorChoice) -> None:
+        try:
+            with self.connect() as db:
+                explicit = is_explicit(runs.run_config(db, run))
+        except runs.RunError:
+            explicit = False  # the concept pipeline reports the unknown run
+        if not explicit:
+            super()._run_one(run, segmenter, executor)
+            return
+        stop = self._stop[run]
+        if stop.is_set():
+            self._set(run, "cancelled", message="cancelled before it started")
+            return
+        self._set(run, "running")
+        try:
+            with self.connect() as db:
+                run_explicit_pipeline(
+                    db,
+                    run,
+                    self.data_dir,
+                    segmenter,
+                    device=self.device,
+                    should_stop=stop.is_set,
+                    on_stage=lambda stage: self._set(run, "running", stage),
+                    executor=executor,
+                    on_executor=lambda stage, ex: self._set_executor(run, ex),
+                )
+        except jobs.Cancelled:
+            self._set(run, "cancelled", message="cancelled; resume to continue")
+        except Exception as error:  # noqa: BLE001 - any failure ends this job, not the worker
+            self._set(run, "failed", message=f"{type(error).__name__}: {error}")
+        else:
+            self._set(run, "finished")

@@ -1,0 +1,380 @@
+"""What the app's Explicit colors tab shows, one call per view, so that its handlers stay short.
+
+`explicit_report` gathers a run's tables (the paper's Table 4, Figures 2, 3 and 5, the
+"asked for X, got Y" confusion, the coverage) from `evaluation.explicit.tables` and their
+figures from `evaluation.explicit.figures`; `export_report` writes them as CSV and HTML;
+`browser_view` gives the per-prompt browser its overlays, swatches and metric rows. Colors are
+named wherever they are shown with `evaluation.color.naming` (ISCC-NBS level 3 name and basic
+term). Nothing here imports Gradio.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import sqlite_utils
+
+from evaluation.color.naming import name_srgb
+from evaluation.color.systems import load_system
+from evaluation.explicit import figures, tables
+from evaluation.explicit.browser import ImageView, prompt_view
+from evaluation.explicit.jobs import is_explicit
+from evaluation.explicit.rules import get_rules
+from evaluation.pipeline import runs
+from evaluation.pipeline.fileio import write_atomic
+from evaluation.pipeline.overlay import overlay_mask
+from evaluation.pipeline.stages import read_image
+
+#: Column group of Table 4 holding the mean over color systems.
+ALL_SYSTEMS = "all systems"
+#: Dominant colors of Figure 3 are named in this system (the paper's 29 ISCC-NBS L2 names).
+BIAS_SYSTEM = "iscc-nbs-l2"
+#: The browser outlines each mask without tinting it: a tint would change the colors judged.
+MASK_ALPHA = 0.0
+METRIC_COLUMNS = (
+    "image",
+    "model",
+    "sample",
+    "object",
+    "target",
+    "dominant",
+    "ΔChroma",
+    "ΔChroma pass",
+    "ΔE00",
+    "ΔE00 pass",
+    "Δhue (°)",
+    "Δhue pass",
+    "correct",
+)
+
+
+class NoExplicitRun(ValueError):
+    """A name that is not an explicit-color run."""
+
+
+def explicit_runs(db: sqlite_utils.Database) -> list[str]:
+    """Names of the stored explicit-color runs, newest first."""
+    return [r["name"] for r in runs.list_runs(db) if is_explicit(runs.run_config(db, r["name"]))]
+
+
+def check_run(db: sqlite_utils.Database, run: str) -> str:
+    """`run` if it names an explicit-color run, else `NoExplicitRun` naming the field `run`."""
+    known = explicit_runs(db)
+    if run not in known:
+        shown = f"{known[:10]}" + (" ..." if len(known) > 10 else "") if known else "none yet"
+        raise NoExplicitRun(f"`run` must name an explicit-color run ({shown}), got {run!r}")
+    return run
+
+
+def color_label(rgb) -> str:
+    """``"level 3 name, basic term"`` of one sRGB uint8 color, e.g. ``"vivid red, red"``."""
+    names = name_srgb(np.asarray(rgb, dtype=np.uint8).reshape(1, 3))
+    return f"{names.l3[0]}, {names.basic[0]}"
+
+
+def system_color_label(system: str, name: str) -> str:
+    """A color name of `system` with its naming: ``"aquamarine (very light bluish green, green)"``;
+    an ISCC-NBS level 3 name shows only its basic term."""
+    table = load_system(system)
+    l3, basic = color_label(table.rgb[table.index(name)]).split(", ")
+    return f"{name} ({basic})" if l3 == name else f"{name} ({l3}, {basic})"
+
+
+def table4(images: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 4: models x (color system, task) accuracy (%), each system's tasks and
+    their average, then the mean over systems (`ALL_SYSTEMS`, each system weighing the same)."""
+    blocks = {system: tables.accuracy_table(images, systems=[system]) for system in _systems(images)}
+    blocks[ALL_SYSTEMS] = tables.accuracy_table(images)
+    table = pd.concat(blocks, axis=1, names=["system", "task"])
+    return table
+
+
+def _systems(images: pd.DataFrame) -> list[str]:
+    order = {key: i for i, key in enumerate(("iscc-nbs-l1", "iscc-nbs-l2", "iscc-nbs-l3", "css3"))}
+    present = images.loc[images["scored"].astype(bool), "system"].unique()
+    return sorted(present, key=lambda key: order.get(key, len(order)))
+
+
+def flat_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with its index as columns and (system, task) headers joined: ``"css3 · numeric"``,
+    rounded to 2 decimals (for a grid that cannot show grouped headers)."""
+    flat = table.round(2).copy()
+    if isinstance(flat.columns, pd.MultiIndex):
+        flat.columns = [" · ".join(str(part) for part in key) for key in flat.columns]
+    else:
+        flat.columns = [str(c) for c in flat.columns]
+    return flat.reset_index()
+
+
+def named_confusion(rows: list[dict], system: str, *, scoring: str = "paper") -> pd.DataFrame:
+    """ "Asked for X, got Y" counts among `system`'s targets (dominant colors named in `system`),
+    both axes labelled by `system_color_label`."""
+    chosen = [r for r in rows if r["system"] == system]
+    table = tables.confusion(chosen, scoring=scoring, system=system)
+    if table.empty:
+        return table
+    table.index = [system_color_label(system, n) for n in table.index]
+    table.columns = [system_color_label(system, n) for n in table.columns]
+    return table.rename_axis(index="asked for", columns="got")
+
+
+@dataclass(frozen=True)
+class ExplicitReport:
+    """Every table of one explicit run under one rule set, with its figures.
+
+    Attributes
+    ----------
+    run, scoring : str
+    rows : list of dict
+        The run's verdict rows (`evaluation.pipeline.runs.explicit_results`) of `scoring`.
+    images : DataFrame
+        `tables.image_verdicts`.
+    tables : dict of str to DataFrame
+        ``table4`` (columns (system, task)), ``category`` (Figure 2), ``basic`` and
+        ``modifier`` (Figure 5), ``bias`` (Figure 3, long), ``confusion`` (of `systems`' first),
+        ``coverage``; an empty frame where nothing is scored.
+    figures : dict of str to go.Figure
+        ``category``, ``basic``, ``modifier``, ``confusion`` and ``bias <model>`` per model.
+    systems : list of str
+        Color systems with scored images.
+    """
+
+    run: str
+    scoring: str
+    rows: list[dict]
+    images: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    figures: dict[str, go.Figure] = field(default_factory=dict)
+    systems: list[str] = field(default_factory=list)
+
+
+def explicit_report(
+    db: sqlite_utils.Database, run: str, *, scoring: str = "paper", confusion_system: str | None = None
+) -> ExplicitReport:
+    """The tables and figures of explicit run `run` under rule set `scoring`.
+
+    Parameters
+    ----------
+    confusion_system : str, optional
+        Color system of the confusion view (default: the first with scored images).
+
+    Raises
+    ------
+    NoExplicitRun
+        If `run` is not an explicit run.
+    ValueError
+        If `scoring` is unknown or `confusion_system` has no scored image.
+    """
+    get_rules(scoring)
+    check_run(db, run)
+    rows = runs.explicit_results(db, run=run, scoring=scoring)
+    images = tables.image_verdicts(rows, scoring=scoring)
+    systems = _systems(images)
+    if confusion_system and confusion_system not in systems:
+        raise ValueError(
+            f"`confusion system` must be one with scored images {systems}, got {confusion_system!r}"
+        )
+    if not systems:
+        return ExplicitReport(run, scoring, rows, images, tables={"coverage": tables.coverage_table(images)})
+    chosen = confusion_system or systems[0]
+    found = {
+        "table4": table4(images),
+        "category": tables.accuracy_table(images, columns="category"),
+        "basic": tables.group_accuracy(images, rows, grouping="basic"),
+        "modifier": tables.group_accuracy(images, rows, grouping="modifier"),
+        "bias": tables.dominant_color_bias(rows, scoring=scoring, system=BIAS_SYSTEM),
+        "confusion": named_confusion(rows, chosen, scoring=scoring),
+        "coverage": tables.coverage_table(images),
+    }
+    return ExplicitReport(run, scoring, rows, images, found, _figures(found, chosen), systems)
+
+
+def _figures(found: dict[str, pd.DataFrame], system: str) -> dict[str, go.Figure]:
+    out = {"category": figures.accuracy_bars(found["category"], title="Accuracy per object category")}
+    for name, title in (("basic", "Basic and intermediate colors"), ("modifier", "Light, dark and -ish")):
+        if not found[name].empty:
+            out[name] = figures.accuracy_bars(found[name], title=title)
+    if not found["confusion"].empty:
+        out["confusion"] = figures.confusion_heatmap(
+            found["confusion"], title=f"Asked for X, got Y ({system})"
+        )
+    for model in sorted(set(found["bias"]["model"])):
+        title = f"{model}: top-10 dominant colors per category"
+        out[f"bias {model}"] = figures.bias_bars(found["bias"], model, system=BIAS_SYSTEM, title=title)
+    return out
+
+
+def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
+    """Every table of `report` as CSV and HTML, and every figure as a standalone HTML page.
+
+    Files are named ``<run>-<scoring>-<table>-<12 hex of their SHA-256>.<csv|html>`` under
+    `folder`, so exports never overwrite one another. Returns the paths, tables first.
+    """
+    folder = Path(folder)
+    paths = []
+    for name, table in report.tables.items():
+        if table.empty:
+            continue
+        paths.append(
+            _write(folder, f"{report.run}-{report.scoring}-{name}", ".csv", table.to_csv(float_format="%.2f"))
+        )
+        paths.append(_write(folder, f"{report.run}-{report.scoring}-{name}", ".html", tables.to_html(table)))
+    for name, figure in report.figures.items():
+        page = figure.to_html(include_plotlyjs=True, full_html=True)
+        paths.append(_write(folder, f"{report.run}-{report.scoring}-{name.replace(' ', '-')}", ".html", page))
+    return paths
+
+
+def _write(folder: Path, stem: str, suffix: str, text: str) -> Path:
+    data = text.encode("utf-8")
+    path = folder / f"{stem}-{hashlib.sha256(data).hexdigest()[:12]}{suffix}"
+    write_atomic(path, data)
+    return path
+
+
+@dataclass(frozen=True)
+class BrowserView:
+    """One prompt of a run, for the per-prompt browser.
+
+    Attributes
+    ----------
+    prompt : dict
+        The stored prompt (`evaluation.pipeline.runs.explicit_prompts` row).
+    images : list of ImageView
+        `evaluation.explicit.browser.prompt_view`.
+    overlays : list of (ndarray, str)
+        Each judged image with each object's mask outlined (`evaluation.pipeline.overlay`), and a
+        caption: model, sample, object and verdict.
+    metrics : DataFrame
+        One row per image and object, columns `METRIC_COLUMNS`.
+    """
+
+    prompt: dict
+    images: list[ImageView]
+    overlays: list[tuple[np.ndarray, str]]
+    metrics: pd.DataFrame
+
+
+def browser_view(
+    db: sqlite_utils.Database, data_dir: str | Path, run: str, prompt_id: str, *, scoring: str = "paper"
+) -> BrowserView:
+    """Images, masks, swatches' data and metrics of prompt `prompt_id` of explicit run `run`.
+
+    Raises
+    ------
+    NoExplicitRun
+        If `run` is not an explicit run.
+    ValueError
+        If `prompt_id` is not one of its prompts, or `scoring` is unknown.
+    """
+    check_run(db, run)
+    prompts = {row["prompt_id"]: row for row in runs.explicit_prompts(db, run)}
+    if prompt_id not in prompts:
+        raise ValueError(
+            f"`prompt` must be a prompt id of run {run!r} (e.g. {next(iter(prompts), 'none')!r}), got {prompt_id!r}"
+        )
+    images = prompt_view(db, run, prompt_id, scoring=scoring)
+    overlays, records = [], []
+    for number, image in enumerate(images, start=1):
+        picture = read_image(data_dir, image.image_path)[..., :3]
+        for view in image.objects:
+            verdict = _verdict(view.verdicts["correct"], view.present, view.segment_status)
+            caption = f"#{number} {image.model} · sample {image.sample} · {view.object}: {verdict}"
+            if view.mask_path:
+                mask = read_image(data_dir, view.mask_path).astype(bool)
+                overlays.append((overlay_mask(picture, mask, MASK_ALPHA), caption))
+            else:
+                overlays.append((picture, caption))
+            records.append(_metric_row(number, image, view))
+    metrics = pd.DataFrame(records, columns=list(METRIC_COLUMNS))
+    return BrowserView(prompts[prompt_id], images, overlays, metrics)
+
+
+def _verdict(correct: bool | None, present: bool, status: str) -> str:
+    if not present:
+        return "absent (not scored)"
+    if status != "ok":
+        return f"{status.replace('_', ' ')} (not scored)"
+    return "correct" if correct else "wrong"
+
+
+def _metric_row(number: int, image: ImageView, view) -> list:
+    metrics, verdicts = view.metrics, view.verdicts
+
+    def rounded(value):
+        return None if value is None else round(float(value), 2)
+
+    return [
+        number,
+        image.model,
+        image.sample,
+        view.object,
+        view.target,
+        view.dominant_hex,
+        rounded(metrics["delta_chroma"]),
+        verdicts["chroma_pass"],
+        rounded(metrics["delta_e00"]),
+        verdicts["e00_pass"],
+        rounded(metrics["hue_error"]),
+        verdicts["hue_pass"],
+        verdicts["correct"],
+    ]
+
+
+def hex_label(hex_color: str) -> str:
+    """`color_label` of a ``#rrggbb`` color."""
+    return color_label([int(hex_color[i : i + 2], 16) for i in (1, 3, 5)])
+
+
+def prompt_choices(db: sqlite_utils.Database, report: ExplicitReport) -> list[tuple[str, str]]:
+    """(label, prompt id) of every prompt of `report`'s run, in prompt-id order, for a picker:
+    the label is the prompt's text, task and system, and its correct / scored images
+    (``"a red car · color_name · iscc-nbs-l2 — 1/2 correct"``; "not judged yet" when none is)."""
+    images = report.images
+    counts = images.groupby("prompt_id").agg(
+        judged=("scored", "size"), scored=("scored", "sum"), correct=("correct", "sum")
+    )
+    choices = []
+    for prompt in runs.explicit_prompts(db, report.run):
+        label = f"{prompt['text']} · {prompt['task']} · {prompt['system']}"
+        if prompt["prompt_id"] in counts.index:
+            row = counts.loc[prompt["prompt_id"]]
+            label += f" — {int(row['correct'])}/{int(row['scored'])} correct"
+        else:
+            label += " — not judged yet"
+        choices.append((label, prompt["prompt_id"]))
+    return choices
+
+
+def confusion_pairs(confusion: pd.DataFrame) -> pd.DataFrame:
+    """The cells of a confusion table as rows ``asked for, got, images``, the most frequent
+    first (ties by name); cells with no image are left out."""
+    if confusion.empty:
+        return pd.DataFrame(columns=["asked for", "got", "images"])
+    long = confusion.rename_axis(index="asked for", columns="got").stack().rename("images").reset_index()
+    long = long[long["images"] > 0].sort_values(["images", "asked for", "got"], ascending=[False, True, True])
+    return long.reset_index(drop=True)
+
+
+def bias_view(db: sqlite_utils.Database, run: str, model: str, *, scoring: str = "paper") -> go.Figure:
+    """Figure 3 of `model` in explicit run `run`: its top-10 dominant colors per category.
+
+    Raises
+    ------
+    ValueError
+        If `model` has no scored object in the run (the message lists those that have).
+    """
+    get_rules(scoring)
+    check_run(db, run)
+    bias = tables.dominant_color_bias(runs.explicit_results(db, run=run, scoring=scoring), scoring=scoring)
+    if model not in set(bias["model"]):
+        raise ValueError(
+            f"`model` must be one with scored objects {sorted(set(bias['model']))}, got {model!r}"
+        )
+    title = f"{model}: top-10 dominant colors per category"
+    return figures.bias_bars(bias, model, system=BIAS_SYSTEM, title=title)
