@@ -16,7 +16,7 @@ from evaluation.explicit.synthetic import render
 from evaluation.models.registry import get_model, load_registry
 from evaluation.models.segmentation import Segmentation
 from evaluation.pipeline import runs
-from evaluation.pipeline.stages import _png_bytes, _save_by_hash
+from evaluation.pipeline.stages import png_bytes, save_by_hash
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import assert_every_endpoint_refuses, figure, sign_in
 from tests.test_explicit_masking import BoxSam
@@ -49,14 +49,14 @@ def build_run(db_path: Path, data_dir: Path, run: str = RUN) -> None:
         target = next(p for p in prompts if p.id == item["concept"]).targets[0]
         shown = target if item["model"] == "right" else SHIFTED[target]
         image, mask = render(system.rgb[system.index(shown)], "sphere", size=96, seed=item["id"])
-        path, digest = _save_by_hash(data_dir, Path(f"runs/{run}/images"), _png_bytes(image), ".png")
+        path, digest = save_by_hash(data_dir, Path(f"runs/{run}/images"), png_bytes(image), ".png")
         runs.record_items(
             db, [{"id": item["id"], "status": "generated", "image_path": path, "image_sha256": digest}]
         )
         masks[digest] = mask
 
     def exact_mask(image, noun, negatives, box_threshold, text_threshold, *, detector, sam):
-        mask = masks[hashlib.sha256(_png_bytes(image)).hexdigest()]
+        mask = masks[hashlib.sha256(png_bytes(image)).hexdigest()]
         return Segmentation(status="ok", mask=mask, box=(0.0, 0.0, 96.0, 96.0), score=0.9)
 
     stored = {row["prompt_id"]: row for row in runs.explicit_prompts(db, run)}

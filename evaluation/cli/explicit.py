@@ -121,7 +121,7 @@ def create_or_resume(db, args: argparse.Namespace) -> dict:
     from evaluation.pipeline import runs
 
     if args.model:
-        specs, _ = generate_cli._specs(args)
+        specs, _ = generate_cli.model_specs(args)
         if not args.cfg:  # the model's default guidance, no sweep (the paper's setting)
             specs = at_default_guidance(specs)
         selection = {

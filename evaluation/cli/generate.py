@@ -131,10 +131,6 @@ def model_specs(args: argparse.Namespace) -> tuple[list, list[str]]:
     return specs, styles
 
 
-#: The old private name, still called by `evaluation.cli.explicit` until it uses `model_specs`.
-_specs = model_specs
-
-
 def create_or_resume(db, args: argparse.Namespace) -> dict:
     """Store the run that the options describe (with --model), then return its configuration."""
     from evaluation.concepts import load_concepts
