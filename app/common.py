@@ -19,6 +19,7 @@ import logging
 import math
 import re
 import secrets
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +94,10 @@ class AppContext:
             secret = _browser_secret(db)
         pool = ColoringPool(config.workers) if config.workers else None
         if pool is not None:
-            pool.warm()
+            # The workers start (and import the submit path) beside the server's own start;
+            # a submission that comes first waits for them. A start refused later (a secret
+            # in a served folder) is not held up by them.
+            threading.Thread(target=pool.warm, name="warm-coloring-pool", daemon=True).start()
         return cls(config, secret, pool)
 
     @contextlib.contextmanager

@@ -63,7 +63,11 @@ def search(page, elem_id: str, option: str, typed: str | None = None) -> None:
     """Click the search box `elem_id`, type `typed` (default `option`) and choose `option`."""
     field = page.locator(f"#{elem_id} input")
     field.click()
-    page.keyboard.type(option if typed is None else typed)
+    typed = option if typed is None else typed
+    page.keyboard.type(typed)
+    # Wait for the list to be filtered before clicking: under load it can still be
+    # re-ordering, and a click lands on the option that moved under the pointer.
+    expect(page.get_by_role("option").filter(has_not_text=typed)).to_have_count(0)
     page.get_by_role("option", name=option, exact=True).click()
     expect(field).to_have_value(option)
 
