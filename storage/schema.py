@@ -586,7 +586,13 @@ distribution bumps (`storage.schema.change_count`)."""
 def _v10_change_counters(db: sqlite_utils.Database) -> None:
     """Research views keep what they computed until a distribution changes: triggers bump a
     counter on every change to a model or human distribution, whichever process (the app,
-    the CLI) writes it, so a cached result is never served after its inputs changed."""
+    the CLI) writes it, so a cached result is never served after its inputs changed.
+
+    Also an index for the latest round of a designer's coloring of a concept (the counting
+    rule's subquery, `storage.human.counted_colorings`): without it every counted coloring
+    scanned all of its designer's colorings, 4.1 s instead of 0.08 s at the full study's size.
+    """
+    db["colorings"].create_index(["annotator_id", "concept_key", "practice", "round"], if_not_exists=True)
     db["change_counters"].create({"name": str, "n": int}, pk="name", not_null={"n"})
     db["change_counters"].insert({"name": DISTRIBUTIONS_CHANGED, "n": 0})
     for table in ("model_distributions", "human_distributions"):
@@ -616,7 +622,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("audit index for sign-in throttling", _v7_audit_action_index),
     ("batch sizes: reserve a few tasks ahead", _v8_batches),
     ("explicit-color prompts and verdicts", _v9_explicit_color),
-    ("change counters for cached research views", _v10_change_counters),
+    ("change counters for cached research views; coloring rounds index", _v10_change_counters),
 )
 
 
