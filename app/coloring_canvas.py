@@ -4,7 +4,11 @@
 ``coloring.css`` and ``coloring.js``: a canvas with bucket fill (the same algorithm as
 `annotation.coloring.fill.fill_region`), brush, eraser, a color picker (hue bar,
 saturation/value square, hex and RGB fields, eyedropper, recent colors and optional
-preset swatches), undo/redo, reset and zoom/pan, all on the client. Its value is the JSON text
+preset swatches), undo/redo, reset and zoom/pan, all on the client. The current color is
+named beside its swatch and every swatch names its color on hover ("moderate olive brown ·
+brown"): the page receives `evaluation.color.naming`'s lookup table once (`color_names`,
+~48 kB of the page's config, never resent with a handler's update) and looks colors up in
+it, so the names are the ones the charts and exports use, to the table's precision. Its value is the JSON text
 that `annotation.coloring.fill.parse_canvas_value` reads: task id, the color layer as a PNG
 data URL (lossless) and seconds spent. Work in progress stays in the browser's
 localStorage under the task id until the server moves the canvas to another task.
@@ -21,6 +25,8 @@ and a button that shows what the server receives.
 from __future__ import annotations
 
 import argparse
+import base64
+import functools
 import json
 import re
 from pathlib import Path
@@ -38,6 +44,7 @@ from annotation.coloring.fill import (
     parse_canvas_value,
 )
 from annotation.sketches.importing import load_manifest, load_sketch_png, png_data_url
+from evaluation.color import naming
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "assets" / "web"
 
@@ -90,6 +97,7 @@ def coloring_canvas(
         elem_id=elem_id,
         tolerance=tolerance,
         swatches=list(swatches),
+        color_names=color_names(),
         **_task_props(task_id, sketch_src),
         **kwargs,
     )
@@ -147,6 +155,28 @@ def flush_js(elem_id: str, position: int, n_inputs: int) -> str:
         "  return values;\n"
         "}"
     )
+
+
+@functools.cache
+def color_names() -> dict:
+    """The ``color_names`` prop: `evaluation.color.naming`'s lookup table for the page.
+
+    Returns
+    -------
+    dict
+        ``bits`` (`naming.LOOKUP_BITS`), ``table`` (base64 of `naming.lookup_table_bytes`,
+        zlib-compressed little-endian uint16: the level 3 row of each cell, indexed as
+        `naming.lookup_cell`), and ``l3`` and ``basic``: the level 3 names and their basic
+        terms by level 3 row (the page shows these two; level 1 is left out to keep it light).
+        Built once per process; the same object is handed to every canvas.
+    """
+    l3, _, basic = naming.level3_names()
+    return {
+        "bits": naming.LOOKUP_BITS,
+        "table": base64.b64encode(naming.lookup_table_bytes()).decode("ascii"),
+        "l3": list(l3),
+        "basic": list(basic),
+    }
 
 
 def _task_props(task_id: str, sketch_src: str) -> dict:

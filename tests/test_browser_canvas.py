@@ -20,7 +20,14 @@ from annotation.coloring.fill import (
     parse_canvas_value,
 )
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png, png_data_url
-from app.coloring_canvas import build_demo, canvas_update, coloring_canvas, flush_js, inspect_canvas_value
+from app.coloring_canvas import (
+    build_demo,
+    canvas_update,
+    color_names,
+    coloring_canvas,
+    flush_js,
+    inspect_canvas_value,
+)
 from tests.browser import chromium_browser, playwright_api
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -309,6 +316,7 @@ def test_canvas_update_sends_every_prop_the_script_reads():
         "sketch_src": "",
         "line_threshold": 128,
         "edge_grow": 2,
+        "color_names": color_names(),
     }
     with pytest.raises(ValueError, match="tolerance"):
         coloring_canvas(tolerance=200)
@@ -386,6 +394,23 @@ def test_the_picker_sets_colors_from_the_square_the_hue_bar_rgb_and_hex(page):
     assert tuple(layer[BODY[1], BODY[0], :3]) == (10, 20, 30)
 
 
+def test_the_current_and_recent_colors_show_their_names(page):
+    expect = playwright_api.expect
+    name = page.locator("#demo_canvas .cc-current-name")
+    expect(name).to_have_text("vivid red · red")  # the default #d62828
+    page.fill("#demo_canvas .cc-hex", "#705420")
+    page.press("#demo_canvas .cc-hex", "Enter")
+    expect(name).to_have_text("moderate olive brown · brown")
+    assert page.get_attribute("#demo_canvas .cc-current-swatch", "title") == "moderate olive brown · brown"
+    _click_image(page, *BODY)  # the fill puts the color among the recent ones, named on hover
+    recent = page.locator("#demo_canvas .cc-recent .cc-swatch").first
+    expect(recent).to_have_attribute("title", "moderate olive brown · brown (#705420)")
+    assert recent.get_attribute("aria-label") == "Use moderate olive brown · brown, #705420"
+    page.fill("#demo_canvas .cc-hex", "#ffffff")
+    page.press("#demo_canvas .cc-hex", "Enter")
+    expect(name).to_have_text("greenish white · white")
+
+
 def test_organisers_preset_swatches_show_in_the_picker(browser):
     with gr.Blocks() as demo:
         coloring_canvas(
@@ -402,6 +427,8 @@ def test_organisers_preset_swatches_show_in_the_picker(browser):
         presets = page.locator("#demo_canvas .cc-presets .cc-swatch")
         playwright_api.expect(presets).to_have_count(2)
         assert presets.evaluate_all("els => els.map((e) => e.dataset.color)") == ["#123456", "#abcdef"]
+        playwright_api.expect(presets.nth(0)).to_have_attribute("title", "dark blue · blue (#123456)")
+        assert presets.nth(1).get_attribute("title") == "very light blue · blue (#abcdef)"
         presets.nth(1).click()
         assert _palette_state(page)["color"] == "#abcdef"
         page.locator("#demo_canvas .cc-palette").screenshot(

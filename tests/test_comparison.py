@@ -20,6 +20,7 @@ from evaluation.analysis.comparison import (
 )
 from evaluation.color import metrics
 from evaluation.color.extraction import concept_distribution
+from evaluation.color.naming import names_of_uw71
 from evaluation.color.palette import load_uw71
 from evaluation.concepts import load_concepts
 from tests.research_data import centre_mask, one_hot, solid
@@ -148,6 +149,10 @@ def test_concept_metrics_are_the_metrics_of_each_model_against_the_human_distrib
     assert_allclose(table["pcc"], [metrics.pcc(human, r["p"]) for r in rows[:2]])
     assert_allclose(table["emd"], [metrics.emd(human, r["p"]) for r in rows[:2]])
     assert table["dca"].tolist() == [1.0, 0.0]
+    names = names_of_uw71()
+    assert table["dominant_model"].tolist() == [3, 40] and table["dominant_human"].tolist() == [3, 3]
+    assert table["dominant_model_name"].tolist() == names["iscc_nbs_l3"][[3, 40]].tolist()
+    assert table["dominant_human_basic"].tolist() == [names["basic_term"][3]] * 2
 
 
 def test_variant_shifts_compare_the_base_with_each_variant_for_people_and_models():

@@ -11,7 +11,8 @@
 //
 // props in: task_id, sketch_src (PNG data URL or URL), tolerance, line_threshold,
 // edge_grow, forget_task_id (a submitted task whose saved work is dropped), swatches
-// (preset colors a study may offer, "#rrggbb"; none by default). props.value
+// (preset colors a study may offer, "#rrggbb"; none by default), color_names
+// (evaluation.color.naming's lookup table and its names: app.coloring_canvas). props.value
 // out: JSON {task_id, color_layer (PNG data URL, "" if nothing is painted), elapsed_s},
 // written COMMIT_DELAY_MS after the last edit; element.coloringCanvas.flush() writes it at
 // once and returns it (events that send the value call it first). Work in progress is
@@ -509,6 +510,8 @@ function setColor(hex, hsv = null) {
   $(".cc-hex").classList.remove("cc-invalid");
   ["r", "g", "b"].forEach((c, i) => { $(".cc-" + c).value = rgb[i]; });
   $(".cc-current-swatch").style.background = hex;
+  $(".cc-current-swatch").title = colorName(hex) || hex;
+  $(".cc-current-name").textContent = colorName(hex);
   $(".cc-sv").style.backgroundColor = `hsl(${h} 100% 50%)`;
   $(".cc-sv-knob").style.left = sat * 100 + "%";
   $(".cc-sv-knob").style.top = (1 - v) * 100 + "%";
@@ -576,14 +579,45 @@ function swatchButton(hex) {
   const b = document.createElement("button");
   b.type = "button";
   b.className = "cc-swatch";
+  const name = colorName(hex);
   b.style.background = hex;
-  b.title = hex;
+  b.title = name ? `${name} (${hex})` : hex;
   b.dataset.color = hex;
-  b.setAttribute("aria-label", "Use " + hex);
+  b.setAttribute("aria-label", "Use " + (name ? `${name}, ${hex}` : hex));
   return b;
 }
 function drawRecent(list = recentColors()) {
   $(".cc-recent").replaceChildren(...list.map(swatchButton));
+}
+
+// ---------- color names: evaluation.color.naming's table, looked up, never recomputed ----------
+// props.color_names: {bits, table (base64 of zlib-compressed little-endian uint16, the level 3
+// row of each cell of sRGB cut to `bits` bits per channel), l3, basic (lists by row)}.
+const NAMES = { spec: null, rows: null };
+async function loadNames() {
+  const spec = props.color_names;
+  if (!spec || !spec.table || typeof DecompressionStream === "undefined") return;
+  try {
+    const packed = Uint8Array.from(atob(spec.table), (c) => c.charCodeAt(0));
+    const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("deflate"));
+    const view = new DataView(await new Response(stream).arrayBuffer());
+    const rows = new Uint16Array(view.byteLength / 2);
+    for (let i = 0; i < rows.length; i++) rows[i] = view.getUint16(2 * i, true);
+    NAMES.spec = spec;
+    NAMES.rows = rows;
+  } catch (e) {
+    return; // colors stay unnamed: the names are a help, not part of the task
+  }
+  setColor(S.color, S.hsv);
+  drawPresets();
+  drawRecent();
+}
+// "moderate olive brown · brown", or "" until the table is loaded.
+function colorName(hex) {
+  if (!NAMES.rows) return "";
+  const bits = NAMES.spec.bits, s = 8 - bits, [r, g, b] = hexToRgb(hex);
+  const row = NAMES.rows[((r >> s) << (2 * bits)) | ((g >> s) << bits) | (b >> s)];
+  return NAMES.spec.l3[row] + " · " + NAMES.spec.basic[row];
 }
 
 // ---------- value and work in progress ----------
@@ -851,3 +885,4 @@ setTool("fill");
 drawRecent();
 updateButtons();
 loadTask();
+loadNames();

@@ -23,6 +23,7 @@ from evaluation.analysis.results import latest_distributions, parse_cfg, resolve
 from evaluation.analysis.scoring import score
 from evaluation.analysis.tables import with_dca
 from evaluation.color import metrics
+from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
 from evaluation.concepts import Concept
 
 HUMAN = "human"
@@ -32,7 +33,16 @@ CHART_ROW_PX = 220  # plot height per row of distribution charts, CSS pixels
 CHART_GAP_PX = 90  # between chart rows: tick labels, the x title and the next panel title
 STRIP_ROW_PX = 80  # swatch height per strip row, CSS pixels
 STRIP_GAP_PX = 50  # between strip rows: room for the panel title
-METRIC_COLUMNS = ["model", "style", "cfg", "n_images", "n_excluded", "pcc", "emd", "ed", "dca", "hue_diff"]
+# Each dominant bin is followed by its names (`evaluation.color.naming.with_bin_names`).
+METRIC_COLUMNS = (
+    ["model", "style", "cfg", "n_images", "n_excluded", "pcc", "emd", "ed", "dca"]
+    + [
+        f"{column}{suffix}"
+        for column in ("dominant_model", "dominant_human")
+        for suffix in ("", "_name", "_basic")
+    ]
+    + ["hue_diff"]
+)
 
 
 @dataclass(frozen=True)
@@ -215,15 +225,17 @@ def strips_figure(panels: Sequence[Panel]) -> go.Figure:
 def concept_metrics(
     concept: str, human_p: np.ndarray, rows: Sequence[Mapping], concepts: Sequence[Concept]
 ) -> pd.DataFrame:
-    """PCC, EMD, ED, DCA and ΔHue of each model row of `concept` against `human_p`.
+    """PCC, EMD, ED, DCA, the dominant colors and ΔHue of each model row of `concept` against `human_p`.
 
     Returns
     -------
     pandas.DataFrame
-        Columns `METRIC_COLUMNS`, one row per model row with a distribution.
+        Columns `METRIC_COLUMNS`, one row per model row with a distribution; each dominant
+        UW-71 bin is followed by its level 3 name and basic term
+        (`evaluation.color.naming.with_bin_names`).
     """
     long = score([r for r in rows if r["concept"] == concept], {concept: human_p}, concepts)
-    return with_dca(long)[METRIC_COLUMNS].reset_index(drop=True)
+    return with_bin_names(with_dca(long), DOMINANT_COLUMNS)[METRIC_COLUMNS].reset_index(drop=True)
 
 
 def variant_shifts(
