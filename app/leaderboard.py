@@ -14,7 +14,12 @@ from __future__ import annotations
 import gradio as gr
 
 from annotation.coloring.stability import stability_view
-from annotation.research.views import NothingScored, leaderboard_analyses, robustness_report
+from annotation.research.views import (
+    NothingScored,
+    keep_leaderboards_fresh,
+    leaderboard_analyses,
+    robustness_report,
+)
 from app.browser import source_dropdown
 from app.common import AppContext, empty_note, escape, handler, whole_number, wire
 from evaluation.analysis.bootstrap import N_RESAMPLES, SEED, Resampling
@@ -52,6 +57,8 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Leaderboards tab inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     concepts = load_concepts()
+    # Tables someone has opened are recomputed in the background once a change has settled.
+    keep_leaderboards_fresh(ctx.config.db_path, ctx.db, concepts)
     with gr.Row():
         source = source_dropdown(ctx, session_token, "leaderboard_source")
         cfg = gr.Textbox(

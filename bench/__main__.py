@@ -319,8 +319,9 @@ def scale(quick: bool) -> tuple[list[Row], dict[str, str]]:
         Row("scale", label, f"{full[key]:.2f} s", setting)
         for key, label in (
             ("browser_s", "Concept browser, one concept"),
-            ("leaderboards_s", "Leaderboards"),
-            ("leaderboards_cold_s", "Leaderboards, first view after the runs (scores them)"),
+            ("scoring_s", "Scoring every model distribution once (by the job, after its extraction)"),
+            ("leaderboards_changed_s", "Leaderboards, first view after a change (computed in the request)"),
+            ("leaderboards_s", "Leaderboards (kept; refreshed in the background after a change)"),
             ("agreement_s", "QC agreement panel"),
             ("queue_s", "Open the whole vote queue"),
             ("study_setup_s", "Study set-up (150 concepts)"),

@@ -268,5 +268,11 @@ def _distribution(row: dict) -> HumanDistribution:
 def vectors(
     db: sqlite_utils.Database, source: str, concepts: Iterable[str] | None = None
 ) -> dict[str, np.ndarray]:
-    """Just the (71,) vectors of `read`, for `evaluation.analysis.scoring.score`."""
-    return {key: h.p for key, h in read(db, source, concepts).items()}
+    """Just the (71,) vectors of `read`, for `evaluation.analysis.scoring.score` (only ``p`` is
+    read and decoded: the groups behind 1,278 distributions cost 0.2 s)."""
+    check_source(db, source)
+    rows = dict(
+        db.execute("select concept_key, p from human_distributions where source = ?", [source]).fetchall()
+    )
+    keys = sorted(rows) if concepts is None else [k for k in dict.fromkeys(concepts) if k in rows]
+    return {key: decode(rows[key]) for key in keys}

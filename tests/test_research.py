@@ -1,5 +1,10 @@
 """annotation.research.records, storage.human and annotation.research.views on a real database."""
 
+import concurrent.futures
+import contextlib
+import threading
+import time
+
 import pytest
 from numpy.testing import assert_allclose
 from pandas.testing import assert_frame_equal
@@ -7,6 +12,7 @@ from pandas.testing import assert_frame_equal
 from annotation.concepts import sync_concepts
 from annotation.errors import NotFound
 from annotation.research import records as research
+from annotation.research import views
 from annotation.research.views import concept_view, leaderboard_analyses
 from evaluation.analysis import scoring
 from evaluation.analysis.comparison import strip_of
@@ -19,6 +25,7 @@ from evaluation.models.registry import load_registry
 from evaluation.pipeline import runs
 from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
 from storage import human as human_rows
+from storage import open_db
 from storage.schema import change_count
 from tests.qc_data import add_coloring, painted, people
 from tests.research_data import one_hot, store_segmented_run
@@ -243,3 +250,77 @@ def test_leaderboards_are_kept_until_a_distribution_changes_and_each_caller_gets
     human_rows.store_reference(db, "lab", {"apple": one_hot(60)}, "test ratings")
     db.execute("delete from model_distributions where concept = 'rotten apple'")
     assert change_count(db) >= before + 3
+
+
+def _emd(result):
+    return result.table1.values.xs("emd", axis=1, level=-1).iloc[0, 0]
+
+
+def test_kept_leaderboards_are_refreshed_after_a_change_and_computed_once_for_callers_at_once(
+    db, tmp_path, monkeypatch
+):
+    human_rows.store_reference(db, "lab", HUMAN, "test ratings")
+    cells = {("m-red", c, "natural", 5.0): [(200, 30, 30)] for c in ("apple", "rotten apple")}
+    store_segmented_run(db, tmp_path / "data", "fresh", cells)
+    computed = []
+    real = views._leaderboard_analyses
+    monkeypatch.setattr(views, "_leaderboard_analyses", lambda *a, **k: computed.append(1) or real(*a, **k))
+    # Nothing asked for yet: nothing is kept, nothing refreshed.
+    assert views.kept_leaderboards(views.db_path(db)) == 0
+    assert views.refresh_leaderboards(db, CONCEPTS) == 0
+    before = _emd(leaderboard_analyses(db, CONCEPTS, "lab", resampling=None))
+    assert views.kept_leaderboards(views.db_path(db)) == 1 and len(computed) == 1
+    assert views.refresh_leaderboards(db, CONCEPTS) == 0  # still current
+    runs.store_model_distribution(db, "fresh", "m-red", "apple", "natural", 5.0, HUMAN["apple"], 1, 0)
+    assert views.refresh_leaderboards(db, CONCEPTS) == 1 and len(computed) == 2
+    # The view after the refresh is served as kept, and shows the change.
+    after = leaderboard_analyses(db, CONCEPTS, "lab", resampling=None)
+    assert len(computed) == 2 and _emd(after) < before
+    # Four callers at once after a change: one computes, the others wait for its result.
+    runs.store_model_distribution(db, "fresh", "m-red", "rotten apple", "natural", 5.0, HUMAN["apple"], 1, 0)
+    path = views.db_path(db)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+
+        def view(_):
+            own = open_db(path)
+            try:
+                return _emd(leaderboard_analyses(own, CONCEPTS, "lab", resampling=None))
+            finally:
+                own.close()
+
+        emds = list(pool.map(view, range(4)))
+    assert len(computed) == 3 and len(set(emds)) == 1
+
+
+def test_the_background_refresher_brings_a_kept_leaderboard_up_to_date_once_changes_settle(db, tmp_path):
+    human_rows.store_reference(db, "lab", HUMAN, "test ratings")
+    cells = {("m-red", c, "natural", 5.0): [(200, 30, 30)] for c in ("apple", "rotten apple")}
+    store_segmented_run(db, tmp_path / "data", "quiet", cells)
+    path = views.db_path(db)
+    leaderboard_analyses(db, CONCEPTS, "lab", resampling=None)
+    stop = threading.Event()
+
+    @contextlib.contextmanager
+    def connect():
+        own = open_db(path)
+        try:
+            yield own
+        finally:
+            own.close()
+
+    thread = views.keep_leaderboards_fresh(path, connect, CONCEPTS, period_s=0.05, quiet_s=0.2, stop=stop)
+    try:
+        runs.store_model_distribution(db, "quiet", "m-red", "apple", "natural", 5.0, HUMAN["apple"], 1, 0)
+        count = change_count(db)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with views._LEADERBOARDS_LOCK:
+                kept = [c for o, (c, _) in views._LEADERBOARDS.items() if o[0] == path]
+            if kept == [count]:
+                break
+            time.sleep(0.05)
+        assert kept == [count]
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()

@@ -8,9 +8,13 @@ Each function reads the stored model distributions and one human source
 from __future__ import annotations
 
 import copy
+import logging
+import os
 import threading
+import time
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +32,8 @@ from evaluation.pipeline import runs
 from evaluation.pipeline.overlay import item_overlays
 from storage import human
 from storage.schema import change_count
+
+_LOG = logging.getLogger(__name__)
 
 #: Masked images shown per concept in the browser (newest runs first).
 GALLERY_LIMIT = 24
@@ -203,40 +209,137 @@ def leaderboard_analyses(
     The result is kept (per database, source and options, `LEADERBOARD_CACHE` of them) until
     a model or human distribution changes (`storage.schema.change_count`, bumped by
     triggers whichever process writes): at the full study's size the tables and their
-    bootstrap intervals take seconds, and researchers reopen them far more often than the
-    distributions change. Each call gets its own copy.
+    bootstrap intervals take one to two seconds, and researchers reopen them far more often
+    than the distributions change. A kept result whose data changed is brought up to date
+    by `refresh_leaderboards` (the app calls it once the data has been quiet a while), so
+    the next view finds it ready. Callers asking for the same options at once compute it
+    once: the second waits for the first. Each call gets its own copy.
 
     Raises
     ------
     NothingScored
         If no model distribution is scored against `source` yet.
     """
-    key = (
-        db.execute("pragma database_list").fetchone()[2],
-        source,
-        cfg,
-        aggregate,
-        resampling,
-        tuple(c.key for c in concepts),
-        change_count(db),
-    )
+    options = (db_path(db), source, cfg, aggregate, resampling, tuple(c.key for c in concepts))
+    return copy.deepcopy(_kept(db, options, concepts))
+
+
+def _kept(db: sqlite_utils.Database, options: tuple, concepts: Sequence[Concept]) -> results.Analyses:
     with _LEADERBOARDS_LOCK:
-        found = _LEADERBOARDS.get(key)
-        if found is not None:
-            _LEADERBOARDS.move_to_end(key)
-    if found is None:
-        found = _leaderboard_analyses(
-            db, concepts, source, cfg=cfg, aggregate=aggregate, resampling=resampling
-        )
+        flight = _FLIGHTS.setdefault(options, threading.Lock())
+    with flight:
+        count = change_count(db)
         with _LEADERBOARDS_LOCK:
-            _LEADERBOARDS[key] = found
+            found = _LEADERBOARDS.get(options)
+            if found is not None:
+                _LEADERBOARDS.move_to_end(options)
+        if found is not None and found[0] == count:
+            return found[1]
+        _, source, cfg, aggregate, resampling, _ = options
+        try:
+            result = _leaderboard_analyses(
+                db, concepts, source, cfg=cfg, aggregate=aggregate, resampling=resampling
+            )
+        except Exception:
+            with _LEADERBOARDS_LOCK:
+                _LEADERBOARDS.pop(options, None)
+            raise
+        with _LEADERBOARDS_LOCK:
+            _LEADERBOARDS[options] = (count, result)
+            _LEADERBOARDS.move_to_end(options)
             while len(_LEADERBOARDS) > LEADERBOARD_CACHE:
-                _LEADERBOARDS.popitem(last=False)
-    return copy.deepcopy(found)
+                dropped, _ = _LEADERBOARDS.popitem(last=False)
+                _FLIGHTS.pop(dropped, None)
+        return result
+
+
+def refresh_leaderboards(db: sqlite_utils.Database, concepts: Sequence[Concept]) -> int:
+    """Recompute every kept `leaderboard_analyses` result of this database whose data changed.
+
+    Only option sets someone has asked for are kept, so this recomputes what people look
+    at and nothing else; a result that can no longer be computed (say, its runs were
+    deleted) is dropped. Returns how many were recomputed.
+    """
+    path, keys = db_path(db), tuple(c.key for c in concepts)
+    count = change_count(db)
+    with _LEADERBOARDS_LOCK:
+        stale = [
+            o for o, (kept, _) in _LEADERBOARDS.items() if o[0] == path and o[5] == keys and kept != count
+        ]
+    refreshed = 0
+    for options in stale:
+        try:
+            _kept(db, options, concepts)
+        except (NothingScored, ValueError):
+            continue
+        refreshed += 1
+    return refreshed
+
+
+def kept_leaderboards(path: str | Path) -> int:
+    """How many `leaderboard_analyses` results of the database file `path` are kept."""
+    path = os.path.realpath(path)
+    with _LEADERBOARDS_LOCK:
+        return sum(1 for o in _LEADERBOARDS if o[0] == path)
+
+
+def db_path(db: sqlite_utils.Database) -> str:
+    """The file behind `db` (the key under which its results are kept)."""
+    return os.path.realpath(db.execute("pragma database_list").fetchone()[2])
+
+
+#: Seconds between two looks at the change count, and how long the distributions must stay
+#: unchanged before kept leaderboards are recomputed: while a study runs, every submission
+#: changes a P_H, and recomputing then would take the designers' CPU for tables nobody reads.
+REFRESH_PERIOD_S = 5.0
+REFRESH_QUIET_S = 15.0
+
+
+def keep_leaderboards_fresh(
+    path: str | Path,
+    connect: Callable[[], AbstractContextManager[sqlite_utils.Database]],
+    concepts: Sequence[Concept],
+    *,
+    period_s: float = REFRESH_PERIOD_S,
+    quiet_s: float = REFRESH_QUIET_S,
+    stop: threading.Event | None = None,
+) -> threading.Thread:
+    """Start a daemon thread that runs `refresh_leaderboards` once the data is quiet.
+
+    Every `period_s` it reads the change count of the database at `path` (opened with
+    `connect`), but only while a leaderboard of it is kept; once the count has stayed the
+    same for `quiet_s`, the kept results are recomputed, so that the next view is served
+    from memory. The thread ends when `stop` is set or the database file is gone.
+    """
+    stop = threading.Event() if stop is None else stop
+
+    def loop() -> None:
+        seen, since = None, time.monotonic()
+        while not stop.wait(period_s):
+            if not os.path.exists(path):
+                return
+            if not kept_leaderboards(path):
+                continue
+            try:
+                with connect() as db:
+                    count, now = change_count(db), time.monotonic()
+                    if count != seen:
+                        seen, since = count, now
+                    elif now - since >= quiet_s:
+                        refresh_leaderboards(db, concepts)
+            except Exception:
+                _LOG.exception("refreshing the leaderboards of %s failed", path)
+
+    thread = threading.Thread(target=loop, name="refresh-leaderboards", daemon=True)
+    thread.start()
+    return thread
 
 
 LEADERBOARD_CACHE = 8
+#: options -> (change count it was computed at, result), least recently used first.
 _LEADERBOARDS: OrderedDict = OrderedDict()
+#: options -> lock held while that result is computed (one computation per options at once).
+_FLIGHTS: dict = {}
 _LEADERBOARDS_LOCK = threading.Lock()
 
 
@@ -258,7 +361,7 @@ def _leaderboard_analyses(
         )
     pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
     chosen = results.resolve_cfg(frame, results.RECOMMENDED if pooled else cfg)
-    rows = runs.model_distributions(db, cfgs=chosen)
+    rows = runs.model_distributions(db, cfgs=chosen, groups=False)
     replicates = None
     if resampling is not None and resampling.colorings and source == human.DESIGNERS:
         replicates = bootstrap.human_replicates(colorings_pixels(db, set(frame["concept"])), resampling)

@@ -20,6 +20,7 @@ Choices where the paper is silent:
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -153,7 +154,11 @@ class Analyses:
 
 
 def _at_cfg(rows: Sequence[Mapping], cfg: Mapping[str, float]) -> pd.DataFrame:
-    kept = [r for r in rows if r["model"] in cfg and np.isclose(float(r["cfg"]), cfg[r["model"]])]
+    kept = [
+        r
+        for r in rows
+        if r["model"] in cfg and math.isclose(float(r["cfg"]), cfg[r["model"]], rel_tol=1e-5, abs_tol=1e-8)
+    ]
     return pd.DataFrame(
         {
             "model": [r["model"] for r in kept],
@@ -246,7 +251,8 @@ def analyses(
     model_p = {
         (r["model"], r["concept"], r["style"]): r["p"]
         for r in latest_distributions(model_rows)
-        if r["model"] in chosen and np.isclose(float(r["cfg"]), chosen[r["model"]])
+        if r["model"] in chosen
+        and math.isclose(float(r["cfg"]), chosen[r["model"]], rel_tol=1e-5, abs_tol=1e-8)
     }
     found = uncertainty.analyse(
         frame,

@@ -141,14 +141,15 @@ def stored_scores(db, source: str, concepts: Sequence[Concept]) -> pd.DataFrame:
         for i, row in enumerate(missing):
             row.update({name: values[i].item() for name, values in computed.items()})
         runs.store_scores(db, source, missing)
-    rows = [r for r in runs.scored_distributions(db, source) if r["scored"]]
+    frame = runs.scored_distributions(db, source)
+    frame = frame[frame["scored"].astype(bool)].reset_index(drop=True)
     by_key = {c.key: c for c in concepts}
-    unknown = sorted({r["concept"] for r in rows} - set(by_key))
+    unknown = sorted(set(frame["concept"].unique()) - set(by_key))
     if unknown:
         raise ValueError(f"stored distributions name concepts missing from `concepts`: {unknown[:5]}")
-    frame = pd.DataFrame(rows, columns=[*LONG_COLUMNS, "created_at"])
-    frame["base"] = [by_key[k].base for k in frame["concept"]]
-    frame["modifier_type"] = [by_key[k].modifier_type for k in frame["concept"]]
+    frame = frame.reindex(columns=[*LONG_COLUMNS, "created_at"])
+    frame["base"] = frame["concept"].map({k: c.base for k, c in by_key.items()})
+    frame["modifier_type"] = frame["concept"].map({k: c.modifier_type for k, c in by_key.items()})
     frame["cfg"] = frame["cfg"].astype(float)
     frame["hue_diff"] = frame["hue_diff"].astype(float)
     return frame[[*LONG_COLUMNS, "created_at"]]

@@ -159,7 +159,7 @@ def select_cfg(frame: pd.DataFrame, cfg=None) -> pd.DataFrame:
         return frame
     wanted = frame["model"].map(cfg) if isinstance(cfg, Mapping) else pd.Series(cfg, index=frame.index)
     out = frame[np.isclose(frame["cfg"].astype(float), wanted.astype(float))]
-    absent = sorted(set(frame["model"]) - set(out["model"]))
+    absent = sorted(set(frame["model"].unique()) - set(out["model"].unique()))
     if absent:
         raise ValueError(f"no rows at `cfg`={cfg!r} for models {absent}")
     return out

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import sqlite_utils
 
 import storage
@@ -226,12 +227,14 @@ def model_distributions(
     model: str | None = None,
     concepts: Sequence[str] | None = None,
     cfgs: Mapping[str, float] | None = None,
+    groups: bool = True,
 ) -> list[dict]:
     """Stored model distributions, optionally of one run, one model, some concept keys and/or
     one guidance scale per model (`cfgs`: model -> scale; other models left out).
 
-    ``p`` is decoded to a (71,) float64 array or None, ``groups`` to dicts or None; with
-    `concepts` only those concepts' rows are read (an index search, not a scan).
+    ``p`` is decoded to a (71,) float64 array or None, ``groups`` to dicts or None (not read
+    at all with ``groups=False``: the tables need only ``p``); with `concepts` only those
+    concepts' rows are read (an index search, not a scan).
     """
     where, params = [], []
     for column, value in (("run", run), ("model", model)):
@@ -249,12 +252,13 @@ def model_distributions(
             return []
         where.append("(" + " OR ".join("(model = ? AND abs(cfg - ?) < 1e-9)" for _ in cfgs) + ")")
         params.extend(x for pair in cfgs.items() for x in (pair[0], float(pair[1])))
-    sql = "SELECT * FROM model_distributions" + (" WHERE " + " AND ".join(where) if where else "")
+    columns = "*" if groups else ", ".join(c for c in db["model_distributions"].columns_dict if c != "groups")
+    sql = f"SELECT {columns} FROM model_distributions" + (" WHERE " + " AND ".join(where) if where else "")
     rows = []
     for row in db.query(sql + " ORDER BY run, model, concept, style, cfg", params):
-        row = dict(row)
         row["p"] = decode(row["p"])
-        row["groups"] = decode_groups(row["groups"]) or None
+        if groups:
+            row["groups"] = decode_groups(row["groups"]) or None
         rows.append(row)
     return rows
 
@@ -262,13 +266,14 @@ def model_distributions(
 SCORE_COLUMNS = ("pcc", "emd", "ed", "dominant_human", "dominant_model", "hue_diff")
 
 
-def scored_distributions(db: sqlite_utils.Database, source: str) -> list[dict]:
+def scored_distributions(db: sqlite_utils.Database, source: str) -> pd.DataFrame:
     """Every stored model distribution with a human distribution of `source`, and its score.
 
     One row per model row that has a ``p`` and whose concept `source` covers: the model
-    row's keys, ``n_images, n_excluded, created_at``, the human row's ``updated``, and the
-    `SCORE_COLUMNS` of the stored score when it was computed from these very two rows
-    (else None). No distribution is decoded.
+    row's keys, ``n_images, n_excluded, created_at``, the human row's ``human_updated``,
+    ``scored`` (0/1) and the `SCORE_COLUMNS` of the stored score when it was computed from
+    these very two rows (else None). No distribution is decoded; the rows go straight into
+    a frame (at the full study's size, 54,000 rows, dicts per row cost 0.3 s).
     """
     sql = """
         SELECT m.run, m.model, m.concept, m.style, m.cfg, m.n_images, m.n_excluded,
@@ -281,7 +286,8 @@ def scored_distributions(db: sqlite_utils.Database, source: str) -> list[dict]:
              AND s.model_created = m.created_at AND s.human_updated = h.updated
         WHERE m.p IS NOT NULL
     """
-    return [dict(row) for row in db.query(sql, {"source": source})]
+    cursor = db.execute(sql, {"source": source})
+    return pd.DataFrame.from_records(cursor.fetchall(), columns=[d[0] for d in cursor.description])
 
 
 def unscored_distributions(db: sqlite_utils.Database, source: str) -> list[dict]:
