@@ -245,11 +245,14 @@ def read(
         If `source` is unknown.
     """
     check_source(db, source)
-    rows = {
-        row["concept_key"]: row
-        for row in db.query("select * from human_distributions where source = ?", [source])
-    }
-    keys = sorted(rows) if concepts is None else [k for k in dict.fromkeys(concepts) if k in rows]
+    sql, params = "select * from human_distributions where source = ?", [source]
+    if concepts is not None:
+        concepts = list(dict.fromkeys(concepts))
+        if len(concepts) <= 500:  # one concept's view reads one row, not every row
+            sql += f" and concept_key in ({', '.join('?' * len(concepts))})"
+            params += concepts
+    rows = {row["concept_key"]: row for row in db.query(sql, params)}
+    keys = sorted(rows) if concepts is None else [k for k in concepts if k in rows]
     return {key: _distribution(rows[key]) for key in keys}
 
 

@@ -184,11 +184,14 @@ def ground_truth_source(db: sqlite_utils.Database, name: str) -> GroundTruthSour
 def available_sources(db: sqlite_utils.Database, style: str) -> list[tuple[ModelSource, int]]:
     """Model sources with stored distributions in `style`, and how many concepts each has."""
     _check_choice("style", style, STYLES)
-    counts: dict[ModelSource, int] = {}
-    for row in runs.model_distributions(db):
-        if row["style"] == style and row["p"] is not None:
-            source = ModelSource(row["model"], row["run"], float(row["cfg"]))
-            counts[source] = counts.get(source, 0) + 1
+    # Counted in SQL: decoding every stored distribution to count them took seconds at the
+    # full study's size.
+    rows = db.execute(
+        "select model, run, cfg, count(*) from model_distributions where style = ? and p is not null "
+        "group by model, run, cfg",
+        [style],
+    ).fetchall()
+    counts = {ModelSource(model, run, float(cfg)): n for model, run, cfg, n in rows}
     return sorted(counts.items(), key=lambda item: (item[0].model, item[0].run, item[0].cfg))
 
 
@@ -342,7 +345,9 @@ def _outputs(db, source: ModelSource, style: str) -> dict[str, dict]:
     """Per concept key: the source's distribution row, with ``images`` (usable, by sample)."""
     rows = {
         r["concept"]: r
-        for r in runs.model_distributions(db, run=source.run, model=source.model)
+        for r in runs.model_distributions(
+            db, run=source.run, model=source.model, cfgs={source.model: source.cfg}
+        )
         if r["style"] == style and float(r["cfg"]) == source.cfg and r["p"] is not None
     }
     if not rows:
@@ -351,15 +356,8 @@ def _outputs(db, source: ModelSource, style: str) -> dict[str, dict]:
             f"{source.model!r} in run {source.run!r} at cfg {source.cfg}"
         )
     images: dict[str, list[tuple[int, str]]] = {}
-    for item in runs.items(db, source.run):
-        if (
-            item["model"] == source.model
-            and item["style"] == style
-            and float(item["cfg"]) == source.cfg
-            and item["status"] == "segmented"
-            and item["segment_status"] == "ok"
-            and item["image_path"]
-        ):
+    for item in runs.items(db, source.run, model=source.model, style=style, cfg=source.cfg):
+        if item["status"] == "segmented" and item["segment_status"] == "ok" and item["image_path"]:
             images.setdefault(item["concept"], []).append((item["sample"], item["image_path"]))
     for key, row in rows.items():
         row["images"] = [path for _, path in sorted(images.get(key, []))]

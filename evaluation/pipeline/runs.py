@@ -159,9 +159,24 @@ def record_items(db: sqlite_utils.Database, updates: Iterable[Mapping[str, Any]]
             db["run_items"].update(update["id"], {**fields, "updated_at": now})
 
 
-def items(db: sqlite_utils.Database, run: str) -> list[dict]:
-    """All items of `run`, in id order."""
-    return [dict(row) for row in db.query("SELECT * FROM run_items WHERE run = ? ORDER BY id", [run])]
+def items(
+    db: sqlite_utils.Database,
+    run: str,
+    *,
+    model: str | None = None,
+    style: str | None = None,
+    cfg: float | None = None,
+) -> list[dict]:
+    """The items of `run`, in id order: all, or one model's, style's and/or guidance scale's."""
+    where, params = ["run = ?"], [run]
+    for column, value in (("model", model), ("style", style)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if cfg is not None:
+        where.append("abs(cfg - ?) < 1e-9")
+        params.append(float(cfg))
+    return list(db.query(f"SELECT * FROM run_items WHERE {' AND '.join(where)} ORDER BY id", params))
 
 
 def segmented_groups(db: sqlite_utils.Database, run: str) -> Iterator[tuple[tuple, list[dict]]]:
