@@ -38,6 +38,11 @@ from app import (
 from app.common import AppContext
 from app.config import AppConfig
 
+# Gradio recomputes a pandas summary of its last 10,000 events after every event, for its
+# /monitoring pages only (off here, see `launch_options`): 2-8 ms of the main process's
+# CPU per event once a study has run a while. Set before any Blocks (and queue) exists.
+os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(10**9))
+
 TAB_MODULES = (
     designer,
     expert,
@@ -126,6 +131,9 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
         # event ends (a screen-reader live region), so it would read out "common.complete".
         "i18n": gr.I18n(en={"common.complete": "Done"}),
         "app_kwargs": {"middleware": [Middleware(media.FileGuard, policy=policy)]},
+        # Gradio's traffic monitoring answers anyone (it knows no roles) with every
+        # handler's name, call count and timings; nobody here reads it.
+        "enable_monitoring": False,
     }
 
 

@@ -153,3 +153,17 @@ def test_a_secret_inside_a_served_folder_refuses_the_start_and_says_why(tmp_path
     )
     assert done.returncode != 0
     assert f"Refusing to start: {secret} lies inside {data.resolve() / inside}" in done.stderr
+
+
+def test_gradio_monitoring_is_off_and_its_per_event_summary_is_not_recomputed(shared_app):
+    client, _ = shared_app
+    # The summary names every handler with its call count and timings, to anyone.
+    assert httpx.get(f"{client.src}monitoring/summary").status_code == 403
+    # Importing the app tells Gradio's queue not to rebuild that summary after each event.
+    import gradio as gr
+
+    import app  # noqa: F401
+
+    with gr.Blocks() as blocks:
+        gr.Markdown("x")
+    assert blocks._queue.ANAYLTICS_CACHE_FREQUENCY >= 10**6
