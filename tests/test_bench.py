@@ -84,3 +84,31 @@ def test_summary_rows_reads_back_the_table_so_only_keeps_the_other_benchmarks_ro
     assert summary_rows(text) == rows
     assert "Command: `python -m bench --only load`. Rows of core: kept from an earlier run" in text
     assert summary_rows("# Benchmarks\n") == []
+
+
+def test_generation_variants_are_timed_on_the_same_pipeline_and_compared_with_the_first():
+    from bench.bench_generation import bench_generation, format_markdown
+
+    result = bench_generation(
+        model="sdxl-tiny",
+        device="cpu",
+        batch_sizes=(2,),
+        steps=(1, 2),
+        repeats=1,
+        variants=("baseline", "sdpa-off", "vae-slicing+channels-last", "baseline"),
+    )
+    rows = result["rows"]
+    assert [r["variant"] for r in rows] == ["baseline", "sdpa-off", "vae-slicing+channels-last", "baseline"]
+    assert all(r["batch"] == 2 and r["images_per_s_50_steps"] > 0 for r in rows)
+    # Undone before the next: the second baseline makes the first one's images exactly.
+    assert rows[0]["max_abs_diff"] == rows[3]["max_abs_diff"] == 0
+    assert all(r["max_abs_diff"] <= 1 for r in rows)  # the same images, to rounding on a CPU
+    table = format_markdown(result)
+    assert "| baseline (again) | 2 |" in table and "| sdpa-off | 2 |" in table
+
+
+def test_an_unknown_generation_variant_is_refused_before_any_model_loads():
+    from bench.bench_generation import bench_generation
+
+    with pytest.raises(ValueError, match="unknown variant 'fast'; known: baseline, sdpa-off"):
+        bench_generation(variants=("baseline", "compile+fast"), device="cpu")
