@@ -13,8 +13,9 @@ Seconds per image (generation plus GroundingDINO + SAM masking) come from, in or
    (measured on this installation, passed in as `measured`);
 2. the defaults below, per device kind. Masking is 0.45 s per 1024x1024 image on one
    H200 (grounding-dino-base + sam-vit-huge architectures in float32,
-   ``bench/bench_research.py segment``); SDXL generation is 2.0 s per image on one H100
-   at 50 steps, 4 images per call (BENCHMARKS.md, "Generation"). The other full-size
+   ``bench/bench_research.py segment``); SDXL's generate stage is 2.4 s per image on one
+   H100 at 50 steps, 4 images per call, PNG written and row stored (2.0 s for the bare
+   pipeline call; BENCHMARKS.md, "Generation" and "Scale-out (Ray)"). The other full-size
    models are scaled from SDXL by their size and published speed: rough figures, to be
    replaced by measured ones. ``tiny-random`` on a CPU is the whole job measured by
    ``bench/bench_research.py job``. CPU figures of full-size models multiply the GPU
@@ -40,7 +41,7 @@ from evaluation.pipeline.stages import plan_run
 
 #: Seconds per image on one H100-class GPU (generation + masking) for the registry's settings.
 GPU_SECONDS_PER_IMAGE = {
-    "sdxl": 2.5,
+    "sdxl": 2.9,
     "sd3": 3.0,
     "sd35": 3.5,
     "flux-dev": 12.0,
