@@ -21,7 +21,6 @@ from evaluation.models.registry import ModelSpec
 from evaluation.pipeline import jobs, runs
 from evaluation.pipeline.executors import Executor
 from evaluation.pipeline.ray_storage import location
-from evaluation.pipeline.stages import GenerationWork, run_stage
 
 MODE = "explicit"
 IN_PROCESS = jobs.ExecutorChoice()
@@ -160,33 +159,14 @@ def run_explicit_pipeline(
     config = runs.run_config(db, run)
     if not is_explicit(config):
         raise runs.RunError(f"run {run!r} is not an explicit-color run")
-    cluster = None
-    if executor.kind == "ray":
-        from evaluation.pipeline.ray_executor import connect
-
-        cluster = connect(executor.address)
-
-    def check(done: int, total: int) -> None:
-        if should_stop():
-            raise jobs.Cancelled(f"run {run!r} cancelled")
-
+    cluster = jobs.cluster_of(executor)
+    check = jobs.stop_check(run, should_stop)
     # 1. Generate the pending (or failed) images, as for a concept run.
-    if runs.pending_items(db, run, "generate"):
-        _announce(on_stage, "generate")
-        work = GenerationWork.from_run(config, data_dir, device=device if cluster is None else "auto")
-        on_gpu = device.startswith("cuda") if cluster is None else cluster.gpus > 0
-        batch = min(spec.batch_size for spec in work.specs.values()) if on_gpu else 1
-        if cluster is not None:
-            jobs._build_tiny_pipelines(work)
-        generate_on = jobs._stage_executor(executor, cluster, "generate", on_executor)
-        run_stage(db, run, "generate", work, batch, progress=check, data_dir=data_dir, executor=generate_on)
-        del work
-        jobs._free_memory(device)
-    check(0, 0)
+    jobs.generate_pending(db, run, data_dir, device, cluster, executor, check, on_stage, on_executor)
     # 2. Mask, check presence and score every generated image.
     if runs.pending_items(db, run, "segment"):
-        _announce(on_stage, "score")
-        jobs._build_tiny_segmenter(segmenter)
+        jobs.announce(on_stage, "score")
+        jobs.build_tiny_segmenter(segmenter)
         prompts = {row["prompt_id"]: row for row in runs.explicit_prompts(db, run)}
         work = LazyExplicitWork(
             segmenter,
@@ -195,49 +175,17 @@ def run_explicit_pipeline(
             device=device if cluster is None else "auto",
             **presence_settings(config),
         )
-        score_on = jobs._stage_executor(executor, cluster, "segment", on_executor)
+        score_on = jobs.stage_executor(executor, cluster, "segment", on_executor)
         score_explicit(db, run, work, jobs.SEGMENT_BATCH, executor=score_on, progress=check)
-
-
-def _announce(on_stage: Callable[[str], None] | None, stage: str) -> None:
-    if on_stage is not None:
-        on_stage(stage)
 
 
 class ExplicitJobManager(jobs.JobManager):
     """A `JobManager` whose jobs run explicit runs through `run_explicit_pipeline` and any
     other run through `evaluation.pipeline.jobs.run_pipeline` (one queue for both)."""
 
-    def _run_one(self, run: str, segmenter: jobs.SegmenterSpec, executor: jobs.ExecutorChoice) -> None:
+    def pipeline_for(self, db: sqlite_utils.Database, run: str) -> Callable[..., None]:
         try:
-            with self.connect() as db:
-                explicit = is_explicit(runs.run_config(db, run))
+            explicit = is_explicit(runs.run_config(db, run))
         except runs.RunError:
             explicit = False  # the concept pipeline reports the unknown run
-        if not explicit:
-            super()._run_one(run, segmenter, executor)
-            return
-        stop = self._stop[run]
-        if stop.is_set():
-            self._set(run, "cancelled", message="cancelled before it started")
-            return
-        self._set(run, "running")
-        try:
-            with self.connect() as db:
-                run_explicit_pipeline(
-                    db,
-                    run,
-                    self.data_dir,
-                    segmenter,
-                    device=self.device,
-                    should_stop=stop.is_set,
-                    on_stage=lambda stage: self._set(run, "running", stage),
-                    executor=executor,
-                    on_executor=lambda stage, ex: self._set_executor(run, ex),
-                )
-        except jobs.Cancelled:
-            self._set(run, "cancelled", message="cancelled; resume to continue")
-        except Exception as error:  # noqa: BLE001 - any failure ends this job, not the worker
-            self._set(run, "failed", message=f"{type(error).__name__}: {error}")
-        else:
-            self._set(run, "finished")
+        return run_explicit_pipeline if explicit else jobs.run_pipeline

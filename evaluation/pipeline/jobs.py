@@ -105,7 +105,7 @@ def segmenter_preset(
     )
 
 
-def _build_tiny_segmenter(segmenter: SegmenterSpec) -> None:
+def build_tiny_segmenter(segmenter: SegmenterSpec) -> None:
     if segmenter.tiny_dir:
         from evaluation.models.tiny import build_tiny_grounding_dino, build_tiny_sam
 
@@ -134,7 +134,7 @@ def segmentation_work(segmenter: SegmenterSpec, data_dir, device: str) -> Segmen
     from evaluation.models.segmentation import load_detector, load_sam, load_segment_anything
     from evaluation.pipeline.stages import resolve_device
 
-    _build_tiny_segmenter(segmenter)
+    build_tiny_segmenter(segmenter)
     device = resolve_device(device)
     detector = load_detector(segmenter.detector, device=device)
     if segmenter.sam_checkpoint:
@@ -190,7 +190,7 @@ class ExecutorChoice:
             raise ValueError(f"`workers` must be a positive integer, got {self.workers}")
 
 
-def _stage_executor(choice: ExecutorChoice, cluster, stage: str, on_executor) -> Executor | None:
+def stage_executor(choice: ExecutorChoice, cluster, stage: str, on_executor) -> Executor | None:
     if cluster is None:
         return None
     from evaluation.pipeline.ray_executor import RayExecutor
@@ -285,20 +285,77 @@ def run_pipeline(
         If Ray is chosen but not installed or no cluster answers.
     """
     data_dir = location(data_dir)
-    config = runs.run_config(db, run)
-    cluster = None
-    if executor.kind == "ray":
-        from evaluation.pipeline.ray_executor import connect
+    runs.run_config(db, run)  # an unknown run fails here, before a cluster is joined
+    cluster = cluster_of(executor)
+    check = stop_check(run, should_stop)
+    # 1. Generate the pending (or failed) images; an imported run has none.
+    generate_pending(db, run, data_dir, device, cluster, executor, check, on_stage, on_executor)
+    # 2. Mask every generated image.
+    if runs.pending_items(db, run, "segment"):
+        announce(on_stage, "segment")
+        if cluster is None:
+            work = segmentation_work(segmenter, data_dir, device)
+        else:
+            build_tiny_segmenter(segmenter)
+            work = LazySegmentationWork(segmenter, data_dir)
+        run_stage(
+            db,
+            run,
+            "segment",
+            work,
+            SEGMENT_BATCH,
+            progress=check,
+            data_dir=data_dir,
+            executor=stage_executor(executor, cluster, "segment", on_executor),
+        )
+        del work
+        _free_memory(device)
+    check(0, 0)
+    # 3. One distribution per fully segmented (model, concept, style, cfg).
+    announce(on_stage, "extract")
+    if extract(
+        db, run, data_dir, progress=check, executor=stage_executor(executor, cluster, "extract", on_executor)
+    ):
+        # 4. Score the new distributions against every human source now, not at the first view.
+        score_every_source(db, load_concepts())
 
-        cluster = connect(executor.address)
+
+def cluster_of(executor: ExecutorChoice):
+    """The Ray cluster `executor` names (joined or started), or None for the in-process executor."""
+    if executor.kind != "ray":
+        return None
+    from evaluation.pipeline.ray_executor import connect
+
+    return connect(executor.address)
+
+
+def stop_check(run: str, should_stop: Callable[[], bool]) -> Callable[[int, int], None]:
+    """A stage's ``progress`` callback that raises `Cancelled` once `should_stop()` is True."""
 
     def check(done: int, total: int) -> None:
         if should_stop():
             raise Cancelled(f"run {run!r} cancelled")
 
-    # 1. Generate the pending (or failed) images; an imported run has none.
+    return check
+
+
+def generate_pending(
+    db: sqlite_utils.Database,
+    run: str,
+    data_dir,
+    device: str,
+    cluster,
+    executor: ExecutorChoice,
+    check: Callable[[int, int], None],
+    on_stage: Callable[[str], None] | None,
+    on_executor: Callable[[str, Executor], None] | None,
+) -> None:
+    """The generate stage of `run` for its pending (or failed) items, as every kind of run
+    has it (`run_pipeline`, `evaluation.explicit.jobs.run_explicit_pipeline`); arguments as
+    `run_pipeline`, with `cluster` from `cluster_of` and `check` from `stop_check`."""
     if runs.pending_items(db, run, "generate"):
-        _announce(on_stage, "generate")
+        announce(on_stage, "generate")
+        config = runs.run_config(db, run)
         work = GenerationWork.from_run(config, data_dir, device=device if cluster is None else "auto")
         on_gpu = device.startswith("cuda") if cluster is None else cluster.gpus > 0
         batch = min(spec.batch_size for spec in work.specs.values()) if on_gpu else 1
@@ -312,42 +369,15 @@ def run_pipeline(
             batch,
             progress=check,
             data_dir=data_dir,
-            executor=_stage_executor(executor, cluster, "generate", on_executor),
+            executor=stage_executor(executor, cluster, "generate", on_executor),
         )
         del work
         _free_memory(device)
     check(0, 0)
-    # 2. Mask every generated image.
-    if runs.pending_items(db, run, "segment"):
-        _announce(on_stage, "segment")
-        if cluster is None:
-            work = segmentation_work(segmenter, data_dir, device)
-        else:
-            _build_tiny_segmenter(segmenter)
-            work = LazySegmentationWork(segmenter, data_dir)
-        run_stage(
-            db,
-            run,
-            "segment",
-            work,
-            SEGMENT_BATCH,
-            progress=check,
-            data_dir=data_dir,
-            executor=_stage_executor(executor, cluster, "segment", on_executor),
-        )
-        del work
-        _free_memory(device)
-    check(0, 0)
-    # 3. One distribution per fully segmented (model, concept, style, cfg).
-    _announce(on_stage, "extract")
-    if extract(
-        db, run, data_dir, progress=check, executor=_stage_executor(executor, cluster, "extract", on_executor)
-    ):
-        # 4. Score the new distributions against every human source now, not at the first view.
-        score_every_source(db, load_concepts())
 
 
-def _announce(on_stage: Callable[[str], None] | None, stage: str) -> None:
+def announce(on_stage: Callable[[str], None] | None, stage: str) -> None:
+    """Tell `on_stage` (if any) that `stage` starts."""
     if on_stage is not None:
         on_stage(stage)
 
@@ -472,7 +502,7 @@ class JobManager:
         self._set(run, "running")
         try:
             with self.connect() as db:
-                run_pipeline(
+                self.pipeline_for(db, run)(
                     db,
                     run,
                     self.data_dir,
@@ -489,6 +519,10 @@ class JobManager:
             self._set(run, "failed", message=f"{type(error).__name__}: {error}")
         else:
             self._set(run, "finished")
+
+    def pipeline_for(self, db: sqlite_utils.Database, run: str) -> Callable[..., None]:
+        """The function that takes `run` through its stages (`run_pipeline`'s arguments)."""
+        return run_pipeline
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until no job is queued or running, at most `timeout` seconds; True if idle."""
