@@ -54,7 +54,10 @@ STUDY_HEADERS = [
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Study tab inside the current `gr.Tab`."""
-    gr.Markdown("## Set up a study\nPress **Load choices** after new runs or ground truths.")
+    gr.Markdown(
+        "## Set up a study\nThe choices load when the tab opens; press **Load choices** after "
+        "runs or ground truths that finished since."
+    )
     with gr.Row():
         name = gr.Textbox(label="Name", elem_id="study_name")
         # Labelled as on the Evaluate tab and the Concept browser.
@@ -146,6 +149,15 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         note=choices_note,
         api_name="study_choices",
     )
+    # The choices are cheap (counted in SQL), so they load when the tab opens and follow the
+    # style; Load choices stays for runs that finish while the tab is open.
+    wire(
+        on_open(tab, style.change),
+        guard(_choices_kept),
+        [session_token, style, truth, sources],
+        [truth, sources],
+        note=choices_note,
+    )
     wire(
         create.click,
         guard(_create(ctx)),
@@ -178,14 +190,26 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
 
 def _choices(db, actor, style: str) -> tuple:
     """Ground truths and model outputs that a study in `style` can use."""
+    return _offer(db, style, None, None)
+
+
+def _choices_kept(db, actor, style: str, truth: str | None, sources: list[str] | None) -> tuple:
+    """`_choices` when the tab opens or the style changes: what the person chose stays
+    chosen while it is still offered."""
+    return _offer(db, style, truth, sources)
+
+
+def _offer(db, style: str, truth: str | None, sources: list[str] | None) -> tuple:
     truths = human_sources(db)
     options = [
         (f"{s.model} · {s.run} · CFG {s.cfg:g} ({n} concepts)", s.key)
         for s, n in study.available_sources(db, style)
     ]
+    keys = [key for _, key in options]
+    kept = [key for key in sources or [] if key in keys]
     return (
-        gr.Dropdown(choices=truths, value=truths[0] if truths else None),
-        gr.Dropdown(choices=options, value=[key for _, key in options[: study.DEFAULT_MODELS]]),
+        gr.Dropdown(choices=truths, value=truth if truth in truths else (truths[0] if truths else None)),
+        gr.Dropdown(choices=options, value=kept or keys[: study.DEFAULT_MODELS]),
     )
 
 

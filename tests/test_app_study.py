@@ -10,6 +10,7 @@ from gradio_client.exceptions import AppError
 
 from annotation.people.accounts import Actor
 from annotation.study import judging
+from annotation.study.design import DEFAULT_MODELS
 from storage import ensure_schema, open_db
 from storage import human as human_rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -167,3 +168,26 @@ def test_study_and_participant_endpoints_refuse_other_roles_and_write_nothing(tm
                     with pytest.raises(AppError, match="needs the role|not signed in"):
                         client.predict(tokens.get(who, ""), *inputs.get(name, []), api_name=name)
         assert _dump(config) == before
+
+
+def test_choices_offered_on_opening_keep_what_the_person_chose_while_it_is_offered(tmp_path):
+    from app import study as study_tab
+
+    config = make_config(tmp_path)
+    _prepare(config)
+    db = open_db(config.db_path)
+    try:
+        researcher = Actor(None, "r", frozenset({"researcher"}))
+        truth, sources = study_tab._choices_kept(db, researcher, "clipart", None, None)
+        offered = [key for _, key in sources.choices]
+        assert len(offered) == len(MODELS) and sources.value == offered[:DEFAULT_MODELS]
+        assert truth.value == "designers"  # the first offered
+        # Chosen before (the tab reopened): kept; one no longer offered is dropped.
+        truth, sources = study_tab._choices_kept(
+            db, researcher, "clipart", TRUTH, [offered[2], "gone · run · CFG 1"]
+        )
+        assert truth.value == TRUTH and sources.value == [offered[2]]
+        truth, _ = study_tab._choices_kept(db, researcher, "clipart", "deleted-truth", [])
+        assert truth.value == "designers"
+    finally:
+        db.close()
