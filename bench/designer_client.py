@@ -15,6 +15,8 @@ import json
 import re
 import threading
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,6 +191,25 @@ def designer_session(
         if stop is None or not stop.is_set():
             raise
     return acks
+
+
+def designers_in_threads(
+    url: str,
+    designers: Sequence[tuple[int, str]],
+    seeds: Sequence[int],
+    layers: SketchLayers,
+    count: int,
+    **options,
+) -> list[Ack]:
+    """`designer_session` for each ``(annotator id, invite token)`` of `designers` at once,
+    one thread and client each, seeded by `seeds` (one per designer); their acks in the
+    order of `designers`. `options` go to every `designer_session`."""
+    with ThreadPoolExecutor(max_workers=max(1, len(designers))) as pool:
+        futures = [
+            pool.submit(designer_session, url, designer, invite, layers, count, seed=seed, **options)
+            for (designer, invite), seed in zip(designers, seeds, strict=True)
+        ]
+        return [ack for future in futures for ack in future.result()]
 
 
 def _check_retry_refused(client: Client, token: str, value: str, task_id: int) -> None:
