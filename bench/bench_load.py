@@ -44,7 +44,6 @@ from pathlib import Path
 
 import numpy as np
 import sqlite_utils
-from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from annotation.concepts import get_concept, sync_concepts
@@ -56,7 +55,7 @@ from app.common import ORPHAN_MIN_AGE_S
 from app.config import AppConfig
 from bench.app_process import ROOT, AppProcess
 from bench.client_processes import ClientProcesses
-from bench.designer_client import Ack, SketchLayers, designer_session, designers_in_threads
+from bench.designer_client import Ack, SketchLayers, designer_session, designers_in_threads, new_client
 from bench.run_resume import build_tiny_models, kill_and_resume_run
 from bench.store_checks import check_store
 from storage import ensure_schema, open_db, transaction
@@ -496,7 +495,7 @@ def _probe_light_calls(
     the participant's; `cpus`, if given, pins this thread."""
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
-    client = Client(url, verbose=False)
+    client = new_client(url)
     tokens = {
         role: client.predict(invites[role], api_name="/login_invite")[0] for role in ("expert", "participant")
     }

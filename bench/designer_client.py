@@ -31,6 +31,9 @@ from storage import open_db
 
 VIEW = ("notice", "header", "previous", "canvas", "task", "message")
 _SAVED = re.compile(r"\(#(\d+)\)")
+CLIENT_TIMEOUT_S = 120.0
+"""Seconds a client's plain HTTP calls may wait (gradio_client's default, 5 s, is too short
+for 30 clients fetching ``/config`` at once from a server on 2 cores)."""
 
 
 @dataclass(frozen=True)
@@ -96,9 +99,14 @@ def view(client: Client, api_name: str, *args) -> dict:
     return dict(zip(VIEW, client.predict(*args, api_name=api_name)))
 
 
+def new_client(url: str) -> Client:
+    """A `gradio_client.Client` of the app at `url`, waiting up to `CLIENT_TIMEOUT_S`."""
+    return Client(url, verbose=False, httpx_kwargs={"timeout": CLIENT_TIMEOUT_S})
+
+
 def sign_in(url: str, invite: str) -> tuple[Client, str]:
     """A client of the app at `url` and the session token its invite link gives."""
-    client = Client(url, verbose=False)
+    client = new_client(url)
     token, _ = client.predict(invite, api_name="/login_invite")
     return client, token
 
