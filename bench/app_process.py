@@ -13,12 +13,28 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.app_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 240.0
+
+
+@contextmanager
+def _affinity(cpus: Iterable[int] | None) -> Iterator[None]:
+    """The calling thread restricted to `cpus` meanwhile (a process it starts inherits it)."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(cpus))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 class AppProcess:
@@ -37,6 +53,9 @@ class AppProcess:
         worktree of an older commit to measure it in the same run).
     env : dict, optional
         Extra environment variables (``COLORCONCEPT_WORKERS`` for instance).
+    cpus : iterable of int, optional
+        CPU numbers the process may run on (Linux affinity, inherited by its coloring
+        workers, whose default count is then one per CPU here); default: all.
     """
 
     def __init__(
@@ -48,6 +67,7 @@ class AppProcess:
         log_path: str | Path | None = None,
         root: str | Path = ROOT,
         env: dict[str, str] | None = None,
+        cpus: Iterable[int] | None = None,
     ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -75,7 +95,10 @@ class AppProcess:
         # Open for the process's lifetime; `stop` closes it.
         self._log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115
         self.started = time.perf_counter()
-        self.process = subprocess.Popen(argv, cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        with _affinity(cpus):
+            self.process = subprocess.Popen(
+                argv, cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT
+            )
         self.ready_s = self._wait_ready()
 
     def _wait_ready(self) -> float:

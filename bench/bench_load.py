@@ -27,6 +27,7 @@ quotas kept, no partial rows, no orphaned files, ``PRAGMA integrity_check`` ok):
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -35,13 +36,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import sqlite_utils
-from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from annotation.concepts import get_concept, sync_concepts
@@ -52,7 +54,8 @@ from annotation.sketches.library import add_sketch, sync_shipped_sketches
 from app.common import ORPHAN_MIN_AGE_S
 from app.config import AppConfig
 from bench.app_process import ROOT, AppProcess
-from bench.designer_client import Ack, SketchLayers, designer_session
+from bench.client_processes import ClientProcesses
+from bench.designer_client import Ack, SketchLayers, designer_session, designers_in_threads, new_client
 from bench.run_resume import build_tiny_models, kill_and_resume_run
 from bench.store_checks import check_store
 from storage import ensure_schema, open_db, transaction
@@ -162,32 +165,26 @@ def concurrent_designers(
     stop: threading.Event | None = None,
     pace: tuple[float, float] | None = None,
     until: float | None = None,
+    clients: ClientProcesses | None = None,
 ) -> list[Ack]:
     """Every designer of `study` at once against the app at `url`; all their acks.
 
     Each designer runs `bench.designer_client.designer_session` in its own thread with
-    its own client, up to `count` main-task submissions.
+    its own client, up to `count` main-task submissions: threads of this process, or,
+    given `clients`, threads of those processes (the same seeds; `on_ack` and `stop`
+    then cannot be used).
     """
+    seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(len(study.designers))]
+    if clients is not None:
+        if on_ack is not None or stop is not None:
+            raise ValueError("`on_ack` and `stop` work only in this process, not with `clients`")
+        return clients.run(
+            url, study.db_path, study.data_dir, study.designers, seeds, count, pace=pace, until=until
+        )
     layers = SketchLayers(study.db_path, study.data_dir)
-    seeds = np.random.SeedSequence(seed).spawn(len(study.designers))
-    with ThreadPoolExecutor(max_workers=len(study.designers)) as pool:
-        futures = [
-            pool.submit(
-                designer_session,
-                url,
-                designer,
-                invite,
-                layers,
-                count,
-                seed=int(s.generate_state(1)[0]),
-                on_ack=on_ack,
-                stop=stop,
-                pace=pace,
-                until=until,
-            )
-            for (designer, invite), s in zip(study.designers, seeds)
-        ]
-        return [ack for future in futures for ack in future.result()]
+    return designers_in_threads(
+        url, study.designers, seeds, layers, count, on_ack=on_ack, stop=stop, pace=pace, until=until
+    )
 
 
 def kill_app(
@@ -405,6 +402,7 @@ def run(
 
 BASELINE_REV = "7ec3e9c"
 """main before any change for issue 13 (the code its 5.7 submissions/s were measured on)."""
+VARIANTS = ("baseline", "no_pool", "pool")
 LIGHT_CALLS = ("/login_invite", "/designer_state", "/expert_next", "/participant_next")
 
 
@@ -416,6 +414,8 @@ def light_during_burst(
     seed: int = 0,
     root: str | Path | None = None,
     env: dict[str, str] | None = None,
+    server_cpus: Iterable[int] | None = None,
+    client_processes: int = 0,
 ) -> dict:
     """Designers submitting as fast as answers come, and meanwhile three more people in
     turn, every 0.25 s: a designer signing in (``/login_invite``) and reloading the task
@@ -424,9 +424,14 @@ def light_during_burst(
     calls while submissions queue, and the burst's throughput (issue 13).
 
     `root` and `env` go to `bench.app_process.AppProcess` (an older checkout, a worker
-    count). A light call that the app refuses (an empty queue) counts as answered.
+    count), and so does `server_cpus` (the app pinned to those CPUs; the designers and
+    the prober then run on the others). `client_processes` > 0 spreads the designers over
+    that many `bench.client_processes.ClientProcesses`, started before the clock; 0 runs
+    them as threads of this process. A light call that the app refuses (an empty queue)
+    counts as answered.
     """
-    with tempfile.TemporaryDirectory() as tmp:
+    client_cpus = None if server_cpus is None else sorted(os.sched_getaffinity(0) - set(server_cpus))
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         tmp = Path(tmp)
         study, expert_invite, participant_invite = _prepare_light_study(
             Path(root or ROOT), tmp, designers + 1, _pool_size(designers), side
@@ -435,42 +440,37 @@ def light_during_burst(
             study.designers[-1],
             Study(**{**study.__dict__, "designers": study.designers[:-1]}),
         )
+        clients = (
+            stack.enter_context(ClientProcesses(client_processes, cpus=client_cpus))
+            if client_processes
+            else None
+        )
         options = {"root": root} if root is not None else {}
-        with AppProcess(study.db_path, study.data_dir, log_path=tmp / "light.log", env=env, **options) as app:
-            stop = threading.Event()
-            timings: dict[str, list[float]] = {api: [] for api in LIGHT_CALLS}
-
-            def probe() -> None:
-                client = Client(app.url, verbose=False)
-                tokens = {
-                    role: client.predict(invite, api_name="/login_invite")[0]
-                    for role, invite in (("expert", expert_invite), ("participant", participant_invite))
-                }
-                while not stop.is_set():
-                    for api in LIGHT_CALLS:
-                        args = {
-                            "/login_invite": (probe_invite,),
-                            "/designer_state": (tokens.get("designer", ""),),
-                            "/expert_next": (tokens["expert"],),
-                            "/participant_next": (tokens["participant"],),
-                        }[api]
-                        start = time.perf_counter()
-                        try:
-                            result = client.predict(*args, api_name=api)
-                        except AppError:  # an expected refusal (nothing to vote on) is an answer too
-                            result = None
-                        timings[api].append(time.perf_counter() - start)
-                        if api == "/login_invite" and result:
-                            tokens["designer"] = result[0]
-                        time.sleep(0.25)
-
-            prober = threading.Thread(target=probe)
-            start = time.perf_counter()
-            prober.start()
-            acks = concurrent_designers(app.url, crowd, submissions, seed=seed)
+        app = stack.enter_context(
+            AppProcess(
+                study.db_path,
+                study.data_dir,
+                log_path=tmp / "light.log",
+                env=env,
+                cpus=server_cpus,
+                **options,
+            )
+        )
+        stop = threading.Event()
+        timings: dict[str, list[float]] = {api: [] for api in LIGHT_CALLS}
+        invites = {"/login_invite": probe_invite, "expert": expert_invite, "participant": participant_invite}
+        prober = threading.Thread(
+            target=_probe_light_calls, args=(app.url, invites, stop, timings, client_cpus)
+        )
+        start = time.perf_counter()
+        prober.start()
+        try:
+            acks = concurrent_designers(app.url, crowd, submissions, seed=seed, clients=clients)
             wall = time.perf_counter() - start
+        finally:
             stop.set()
             prober.join()
+        stack.close()
         problems = check_store(study.db_path, study.data_dir, acks, k=study.k)
     figures = {f"light_{k}": v for k, v in _latency_figures(acks, wall).items()}
     for api, seconds in timings.items():
@@ -478,7 +478,44 @@ def light_during_burst(
         figures[f"light_{name}_n"] = len(seconds)
         figures[f"light_{name}_p95_ms"] = 1e3 * float(np.percentile(seconds, 95)) if seconds else math.nan
         figures[f"light_{name}_max_ms"] = 1e3 * max(seconds) if seconds else math.nan
-    return figures | {"light_designers": designers, "light_problems": problems}
+    setup = {
+        "light_server_cpus": None if server_cpus is None else sorted(server_cpus),
+        "light_client_processes": client_processes,
+        "light_client_cpus": len(client_cpus) if client_cpus is not None else None,
+    }
+    return figures | setup | {"light_designers": designers, "light_problems": problems}
+
+
+def _probe_light_calls(
+    url: str, invites: dict[str, str], stop: threading.Event, timings: dict[str, list[float]], cpus
+) -> None:
+    """Until `stop`: each of `LIGHT_CALLS` in turn, 0.25 s apart, timed into `timings`.
+
+    `invites` holds the probing designer's (under ``"/login_invite"``), the expert's and
+    the participant's; `cpus`, if given, pins this thread."""
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
+    client = new_client(url)
+    tokens = {
+        role: client.predict(invites[role], api_name="/login_invite")[0] for role in ("expert", "participant")
+    }
+    while not stop.is_set():
+        for api in LIGHT_CALLS:
+            args = {
+                "/login_invite": (invites["/login_invite"],),
+                "/designer_state": (tokens.get("designer", ""),),
+                "/expert_next": (tokens["expert"],),
+                "/participant_next": (tokens["participant"],),
+            }[api]
+            start = time.perf_counter()
+            try:
+                result = client.predict(*args, api_name=api)
+            except AppError:  # an expected refusal (nothing to vote on) is an answer too
+                result = None
+            timings[api].append(time.perf_counter() - start)
+            if api == "/login_invite" and result:
+                tokens["designer"] = result[0]
+            time.sleep(0.25)
 
 
 _PREPARE = """
@@ -520,62 +557,98 @@ def _prepare_light_study(root: Path, tmp: Path, n_designers: int, n_concepts: in
     return study, *made["extra"]
 
 
-def burst_comparison(*, designers: int = 30, submissions: int = 20, side: int = 512, seed: int = 0) -> dict:
+def burst_comparison(
+    *,
+    designers: int = 30,
+    submissions: int = 20,
+    side: int = 512,
+    seed: int = 0,
+    baseline_dir: str | Path | None = None,
+    server_cpus: Iterable[int] | None = None,
+    client_processes: int = 0,
+    variants: Iterable[str] = VARIANTS,
+) -> dict:
     """`light_during_burst` three times in one run: main before issue 13 (`BASELINE_REV`,
-    checked out into a temporary git worktree), today's code with the coloring pool off
-    (``COLORCONCEPT_WORKERS=0``), and today's code as it starts by default (one worker
-    per core). Returns ``{"baseline": figures, "no_pool": figures, "pool": figures}``."""
-    variants: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        worktree = Path(tmp) / "baseline"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(worktree), BASELINE_REV],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        )
-        try:
-            runs = {
-                "baseline": {"root": worktree},
-                "no_pool": {"env": {"COLORCONCEPT_WORKERS": "0"}},
-                "pool": {},
-            }
-            for name, options in runs.items():
-                variants[name] = light_during_burst(
-                    designers=designers, submissions=submissions, side=side, seed=seed, **options
+    checked out into a temporary git worktree, or the checkout at `baseline_dir`), today's
+    code with the coloring pool off (``COLORCONCEPT_WORKERS=0``), and today's code as it
+    starts by default (one worker per core it may use). `server_cpus` and
+    `client_processes` go to each run; `variants` picks some of `VARIANTS`. Returns
+    ``{"baseline": figures, "no_pool": figures, "pool": figures}``."""
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        raise ValueError(f"`variants` must be among {VARIANTS}, got {sorted(unknown)}")
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        if "baseline" in variants and baseline_dir is None:
+            baseline_dir = stack.enter_context(_baseline_worktree(Path(tmp) / "baseline"))
+        runs = {
+            "baseline": {"root": baseline_dir},
+            "no_pool": {"env": {"COLORCONCEPT_WORKERS": "0"}},
+            "pool": {},
+        }
+        for name in VARIANTS:
+            if name in variants:
+                results[name] = light_during_burst(
+                    designers=designers,
+                    submissions=submissions,
+                    side=side,
+                    seed=seed,
+                    server_cpus=server_cpus,
+                    client_processes=client_processes,
+                    **runs[name],
                 )
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT, check=False)
-    return variants
+    return results
+
+
+@contextmanager
+def _baseline_worktree(path: Path) -> Iterator[Path]:
+    """`BASELINE_REV` checked out at `path` (a git worktree of this checkout) meanwhile."""
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", str(path), BASELINE_REV],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
 
 
 def light_markdown(f: dict) -> str:
     """The "Light endpoints during a burst" section body for BENCHMARKS.md, from
-    `burst_comparison`'s figures."""
+    `burst_comparison`'s figures (the last column needs both "baseline" and "pool")."""
     names = {
         "baseline": f"main before issue 13 ({BASELINE_REV})",
         "no_pool": "today, pool off",
         "pool": "today",
     }
     ok = {k: "yes" if not v["light_problems"] else "NO" for k, v in f.items()}
-    pool, base = f["pool"], f["baseline"]
+    pool, base = f.get("pool"), f.get("baseline")
+    first = next(iter(f.values()))
+
+    def ratio(key: str, what: str = "") -> str:
+        return f"{pool[key] / base[key]:.2f}x{what}" if pool and base else "–"
+
     lines = [
-        f"A real `python app.py` process; {pool['light_designers']} designers submit 20 main-task "
+        f"A real `python app.py` process; {first['light_designers']} designers submit "
+        f"{first['light_stored'] // first['light_designers']} main-task "
         "colorings each as fast as answers come (512² sketches), and meanwhile three more people "
         "take turns every 0.25 s through their own `gradio_client`: a designer signing in "
         "(`/login_invite`) and reloading the task view (`/designer_state`), an expert opening "
         "the vote queue (`/expert_next`), a participant asking for a trial (`/participant_next`). "
-        "Clients and server share the machine's cores. Three variants in one run, one after the "
-        "other: " + "; ".join(f"**{names[k]}**" for k in f) + ".",
+        f"{_setup_sentence(first)} Variants in one run, one after the other: "
+        + "; ".join(f"**{names[k]}**" for k in f)
+        + ".",
         "",
         "| figure | " + " | ".join(names[k] for k in f) + " | today / before |",
         "|---|" + "---:|" * (len(f) + 1),
         "| submissions/s (store checks pass) | "
         + " | ".join(f"{v['light_submissions_per_s']:.1f} ({ok[k]})" for k, v in f.items())
-        + f" | {pool['light_submissions_per_s'] / base['light_submissions_per_s']:.2f}x |",
+        + f" | {ratio('light_submissions_per_s')} |",
         "| submit p50 / p95 (ms) | "
         + " | ".join(f"{v['light_p50_ms']:.0f} / {v['light_p95_ms']:.0f}" for v in f.values())
-        + f" | {pool['light_p95_ms'] / base['light_p95_ms']:.2f}x (p95) |",
+        + f" | {ratio('light_p95_ms', ' (p95)')} |",
     ]
     for api in LIGHT_CALLS:
         name = api.strip("/")
@@ -584,9 +657,22 @@ def light_markdown(f: dict) -> str:
             + " | ".join(
                 f"{v[f'light_{name}_p95_ms']:.0f} / {v[f'light_{name}_max_ms']:.0f}" for v in f.values()
             )
-            + f" | {pool[f'light_{name}_p95_ms'] / base[f'light_{name}_p95_ms']:.2f}x (p95) |"
+            + f" | {ratio(f'light_{name}_p95_ms', ' (p95)')} |"
         )
     return "\n".join(lines)
+
+
+def _setup_sentence(f: dict) -> str:
+    if f.get("light_server_cpus") is None:
+        where = "Clients and server share the machine's cores."
+    else:
+        where = (
+            f"The server (and its coloring workers) is pinned to CPUs {f['light_server_cpus']}; "
+            f"the clients run on the other {f['light_client_cpus']}."
+        )
+    if f.get("light_client_processes"):
+        where += f" The designers are threads of {f['light_client_processes']} client processes."
+    return where
 
 
 def working_pace(
@@ -747,3 +833,44 @@ def markdown(figures: dict) -> str:
             f"uninterrupted | {ok[figures['run_identical']]} |"
         )
     return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.bench_load burst [options]``: `burst_comparison`, its figures as
+    JSON and its markdown."""
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_load", description=main.__doc__)
+    parser.add_argument("scenario", choices=["burst"])
+    parser.add_argument("--designers", type=int, default=30)
+    parser.add_argument("--submissions", type=int, default=20)
+    parser.add_argument("--side", type=int, default=512)
+    parser.add_argument("--server-cpus", type=_cpu_list, help="e.g. 0,1 (default: not pinned)")
+    parser.add_argument("--client-processes", type=int, default=0, help="0: designer threads in this process")
+    parser.add_argument(
+        "--baseline-dir", type=Path, help=f"a checkout of {BASELINE_REV} (default: a git worktree)"
+    )
+    parser.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS))
+    parser.add_argument("--json", type=Path, help="also write the figures there")
+    args = parser.parse_args(argv)
+    figures = {}
+    for name in args.variants:  # one at a time, each printed as it ends
+        figures |= burst_comparison(
+            designers=args.designers,
+            submissions=args.submissions,
+            side=args.side,
+            baseline_dir=args.baseline_dir.resolve() if args.baseline_dir else None,
+            server_cpus=args.server_cpus,
+            client_processes=args.client_processes,
+            variants=[name],
+        )
+        print(json.dumps({name: figures[name]}, default=str), flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=1, default=str))
+    print(light_markdown(figures), flush=True)
+
+
+def _cpu_list(text: str) -> list[int]:
+    return [int(cpu) for cpu in text.split(",")]
+
+
+if __name__ == "__main__":
+    main()

@@ -15,6 +15,8 @@ import json
 import re
 import threading
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +31,9 @@ from storage import open_db
 
 VIEW = ("notice", "header", "previous", "canvas", "task", "message")
 _SAVED = re.compile(r"\(#(\d+)\)")
+CLIENT_TIMEOUT_S = 120.0
+"""Seconds a client's plain HTTP calls may wait (gradio_client's default, 5 s, is too short
+for 30 clients fetching ``/config`` at once from a server on 2 cores)."""
 
 
 @dataclass(frozen=True)
@@ -94,9 +99,14 @@ def view(client: Client, api_name: str, *args) -> dict:
     return dict(zip(VIEW, client.predict(*args, api_name=api_name)))
 
 
+def new_client(url: str) -> Client:
+    """A `gradio_client.Client` of the app at `url`, waiting up to `CLIENT_TIMEOUT_S`."""
+    return Client(url, verbose=False, httpx_kwargs={"timeout": CLIENT_TIMEOUT_S})
+
+
 def sign_in(url: str, invite: str) -> tuple[Client, str]:
     """A client of the app at `url` and the session token its invite link gives."""
-    client = Client(url, verbose=False)
+    client = new_client(url)
     token, _ = client.predict(invite, api_name="/login_invite")
     return client, token
 
@@ -189,6 +199,25 @@ def designer_session(
         if stop is None or not stop.is_set():
             raise
     return acks
+
+
+def designers_in_threads(
+    url: str,
+    designers: Sequence[tuple[int, str]],
+    seeds: Sequence[int],
+    layers: SketchLayers,
+    count: int,
+    **options,
+) -> list[Ack]:
+    """`designer_session` for each ``(annotator id, invite token)`` of `designers` at once,
+    one thread and client each, seeded by `seeds` (one per designer); their acks in the
+    order of `designers`. `options` go to every `designer_session`."""
+    with ThreadPoolExecutor(max_workers=max(1, len(designers))) as pool:
+        futures = [
+            pool.submit(designer_session, url, designer, invite, layers, count, seed=seed, **options)
+            for (designer, invite), seed in zip(designers, seeds, strict=True)
+        ]
+        return [ack for future in futures for ack in future.result()]
 
 
 def _check_retry_refused(client: Client, token: str, value: str, task_id: int) -> None:

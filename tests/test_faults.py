@@ -23,7 +23,8 @@ from annotation.files import resolve, store_png
 from annotation.integrity import QUARANTINE, orphaned_files, sweep_orphans
 from annotation.people.accounts import create_annotators
 from bench.app_process import AppProcess
-from bench.bench_load import concurrent_designers, kill_app, prepare_study
+from bench.bench_load import _pool_size, concurrent_designers, kill_app, prepare_study
+from bench.client_processes import ClientProcesses
 from bench.designer_client import Ack
 from bench.run_resume import build_tiny_models, kill_and_resume_run
 from bench.store_checks import check_store
@@ -54,6 +55,20 @@ def test_concurrent_designers_through_the_endpoint_store_each_submission_once_wi
     assert sum(main.values()) <= supply and min(main.values()) < 8, "the pool runs dry: designers compete"
     # Only a few tasks are reserved ahead, so the pool is used up to those reservations.
     assert sum(main.values()) >= supply - 6 * RESERVE_AHEAD
+
+
+def test_designers_spread_over_client_processes_are_stored_once_in_order_with_the_app_pinned(tmp_path):
+    study = prepare_study(tmp_path / "s.sqlite", tmp_path / "data", 3, _pool_size(3), side=128)
+    first, last = min(os.sched_getaffinity(0)), max(os.sched_getaffinity(0))
+    with (
+        AppProcess(study.db_path, study.data_dir, log_path=tmp_path / "app.log", cpus=[first]) as app,
+        ClientProcesses(2, cpus=[last]) as clients,
+    ):
+        assert os.sched_getaffinity(app.process.pid) == {first}
+        acks = concurrent_designers(app.url, study, 2, seed=1, clients=clients)
+    assert check_store(study.db_path, study.data_dir, acks, k=study.k) == []
+    assert [a.designer for a in acks] == [d for d, _ in study.designers for _ in range(3 + 2)]
+    assert os.sched_getaffinity(0) >= {first, last}, "the caller's own affinity is restored"
 
 
 def test_app_sigkilled_inside_a_write_keeps_every_acknowledged_coloring_and_sweeps_its_files(tmp_path):
