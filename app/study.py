@@ -209,7 +209,7 @@ def _offer(db, style: str, truth: str | None, sources: list[str] | None) -> tupl
     kept = [key for key in sources or [] if key in keys]
     return (
         gr.Dropdown(choices=truths, value=truth if truth in truths else (truths[0] if truths else None)),
-        gr.Dropdown(choices=options, value=kept or keys[: study.DEFAULT_MODELS]),
+        gr.Dropdown(choices=options, value=kept or keys[: study.DEFAULT_MODELS], multiselect=True),
     )
 
 

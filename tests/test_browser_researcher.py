@@ -59,10 +59,24 @@ def test_researcher_opens_a_concept_and_sees_human_and_model_charts(live_app, pa
     assert page.js_errors == []
 
 
+def click_to_replace(page, elem_id: str) -> None:
+    """Click the search box `elem_id`; once its text (if any) is selected, typing replaces it.
+
+    The page selects the text a moment after the click (`app.common.JS`); a person types later
+    than that, so the test waits for it.
+    """
+    page.locator(f"#{elem_id} input").click()
+    page.wait_for_function(
+        "(id) => { const i = document.querySelector(`#${id} input`);"
+        " return i.value.length === 0 || (i.selectionStart === 0 && i.selectionEnd === i.value.length); }",
+        arg=elem_id,
+    )
+
+
 def search(page, elem_id: str, option: str, typed: str | None = None) -> None:
     """Click the search box `elem_id`, type `typed` (default `option`) and choose `option`."""
     field = page.locator(f"#{elem_id} input")
-    field.click()
+    click_to_replace(page, elem_id)
     typed = option if typed is None else typed
     page.keyboard.type(typed)
     # Wait for the list to be filtered before clicking: under load it can still be
@@ -82,7 +96,7 @@ def test_the_concept_box_starts_empty_and_typing_replaces_and_searches(live_app,
     page.click("#browser_show")  # nothing chosen: a note beside the action, not an error sheet
     expect(page.locator("#browser_label")).to_contain_text("Pick a concept first")
     search(page, "browser_concept", "carrot", typed="carr")
-    field.click()  # typing again replaces the choice ("carrotrott" before) and filters
+    click_to_replace(page, "browser_concept")  # typing again replaces ("carrotrott" before) and filters
     page.keyboard.type("rotten ap")
     expect(field).to_have_value("rotten ap")
     options = page.get_by_role("option")
