@@ -191,6 +191,7 @@ def wire(
     note: gr.Markdown,
     api_name: str | None = None,
     clear_note: bool = True,
+    limit: tuple[str, int] | None = None,
     **page_kwargs,
 ):
     """Wire ``fn`` (a `handler`) to ``listener`` (e.g. ``button.click``) for the page, and
@@ -203,6 +204,8 @@ def wire(
     ``note`` is one of ``outputs`` (then ``fn`` sets it) or ``clear_note`` is False (a
     follow-up step keeps the message of the step before). API clients call a twin of the
     event on a hidden trigger, which raises as before: their contract is unchanged.
+    ``limit=(name, n)`` lets at most ``n`` calls of the page event and its twin together run
+    at once (a Gradio ``concurrency_id``), instead of the queue's default per event.
 
     Returns the page event, for ``.then`` chains (which also run after a refusal).
     """
@@ -224,10 +227,11 @@ def wire(
     # Gradio names an event after its function; the page's must not take ``api_name``.
     on_page.__name__ = f"page_{api_name or getattr(fn, '__name__', 'event')}"
     on_page.__signature__ = inspect.signature(fn)  # Gradio passes gr.Request by annotation
-    event = listener(on_page, inputs, page_outputs, api_visibility="private", **page_kwargs)
+    shared = {} if limit is None else {"concurrency_id": limit[0], "concurrency_limit": limit[1]}
+    event = listener(on_page, inputs, page_outputs, api_visibility="private", **shared, **page_kwargs)
     if api_name is not None:
         gr.Button(visible=False, elem_id=f"api_{api_name}").click(
-            fn, inputs, outputs or None, api_name=api_name
+            fn, inputs, outputs or None, api_name=api_name, **shared
         )
     return event
 

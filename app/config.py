@@ -13,6 +13,7 @@ from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB
 
 ENV_MAX_SUBMISSIONS = "COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE"
 ENV_SWATCHES = "COLORCONCEPT_SWATCHES"
+ENV_SUBMIT_CONCURRENCY = "COLORCONCEPT_SUBMIT_CONCURRENCY"
 
 # Concepts of the three practice sketches (Appendix B.3 says three, not which): one
 # original, one visual-state and one emotional variant, all with simple line art.
@@ -60,6 +61,12 @@ class AppConfig:
         Processes that decode, check and extract submitted colorings
         (`annotation.coloring.pool`; env ``COLORCONCEPT_WORKERS``, default one per core);
         0 does that work in the request's thread.
+    submit_concurrency : int
+        Designer submissions handled at once (env ``COLORCONCEPT_SUBMIT_CONCURRENCY``); the
+        others wait their turn in Gradio's queue, and sign-in, task views, experts and
+        participants have queues of their own. Two keep the coloring workers busy while
+        one submission writes; more only make the writer wait for the GIL behind the
+        others (`BENCHMARKS.md`, "Submissions at once").
     swatches : tuple of str
         Preset colors ``"#rrggbb"`` the designers' picker offers (env `ENV_SWATCHES`,
         comma-separated). None by default: a preset palette steers the colors the study
@@ -84,6 +91,7 @@ class AppConfig:
     min_painted_fraction: float = 0.005
     max_submissions_per_minute: int = 20
     workers: int = 0
+    submit_concurrency: int = 2
     swatches: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -95,6 +103,7 @@ class AppConfig:
             "max_upload_pixels",
             "max_upload_bytes",
             "max_submissions_per_minute",
+            "submit_concurrency",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -126,6 +135,8 @@ class AppConfig:
             values["data_dir"] = Path(os.environ[ENV_DATA_DIR])
         if os.environ.get(ENV_MAX_SUBMISSIONS):
             values["max_submissions_per_minute"] = int(os.environ[ENV_MAX_SUBMISSIONS])
+        if os.environ.get(ENV_SUBMIT_CONCURRENCY):
+            values["submit_concurrency"] = int(os.environ[ENV_SUBMIT_CONCURRENCY])
         if os.environ.get(ENV_SWATCHES):
             values["swatches"] = tuple(s.strip() for s in os.environ[ENV_SWATCHES].split(",") if s.strip())
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -139,6 +139,9 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
             note=notes.get(api_name, parts["message"]),
             api_name=api_name,
             js=js,
+            limit=("designer_submit", ctx.config.submit_concurrency)
+            if api_name == "designer_submit"
+            else None,
         )
         if api_name in ("designer_submit", "designer_redo"):
             wire(event.then, submissions, session_token, listing, note=parts["redo_note"], clear_note=False)

@@ -20,6 +20,11 @@ quotas kept, no partial rows, no orphaned files, ``PRAGMA integrity_check`` ok):
   folder back by twice that margin, as if the restart came ten minutes after the crash.
 - `bench.run_resume.kill_and_resume_run`: ``python -m evaluation generate`` SIGKILLed
   and resumed ends with the rows and files of an uninterrupted run.
+- `light_during_burst`: designers submitting as fast as they can while three more people
+  sign in, open the task view, the vote queue and a trial; ``python -m bench.bench_load
+  burst`` compares it with the code before issue 13, and ``python -m bench.bench_load
+  concurrency --limits 1,2,4,8`` runs it once per submissions-at-once limit with the app's
+  write lock timed (`concurrency_sweep`).
 
 ``python -m bench --only load`` calls `run` and writes `markdown` into BENCHMARKS.md;
 ``tests/test_faults.py`` runs the same scenarios at small sizes and asserts correctness.
@@ -615,6 +620,94 @@ def _baseline_worktree(path: Path) -> Iterator[Path]:
         subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
 
 
+LOCK_TRACER = Path(__file__).parent / "write_lock"
+"""A ``sitecustomize`` that times the app's write lock (see its docstring)."""
+
+
+def concurrency_sweep(
+    limits: Iterable[int] = (1, 2, 4, 8),
+    *,
+    designers: int = 30,
+    submissions: int = 20,
+    side: int = 512,
+    seed: int = 0,
+    server_cpus: Iterable[int] | None = None,
+    client_processes: int = 0,
+) -> dict[int, dict]:
+    """`light_during_burst` of today's code once per submissions-at-once limit
+    (``COLORCONCEPT_SUBMIT_CONCURRENCY``), one after the other, with the app's write lock
+    timed (`LOCK_TRACER`): per limit the burst's figures plus ``lock_n`` (write
+    transactions), ``lock_wait_p50_ms`` / ``lock_wait_p90_ms``, ``lock_hold_p50_ms`` /
+    ``lock_hold_p90_ms`` and ``lock_held_share`` (the lock's total hold over the burst's
+    wall time)."""
+    results: dict[int, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for limit in limits:
+            trace = Path(tmp) / f"lock-{limit}.json"
+            env = {
+                "COLORCONCEPT_SUBMIT_CONCURRENCY": str(limit),
+                "COLORCONCEPT_BENCH_LOCK_TRACE": str(trace),
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(LOCK_TRACER), str(ROOT), os.environ.get("PYTHONPATH")])
+                ),
+            }
+            figures = light_during_burst(
+                designers=designers,
+                submissions=submissions,
+                side=side,
+                seed=seed,
+                env=env,
+                server_cpus=server_cpus,
+                client_processes=client_processes,
+            )
+            lock = json.loads(trace.read_text())
+            waits, holds = 1e3 * np.array(lock["waits"]), 1e3 * np.array(lock["holds"])
+            results[limit] = figures | {
+                "lock_n": len(holds),
+                "lock_wait_p50_ms": float(np.median(waits)),
+                "lock_wait_p90_ms": float(np.percentile(waits, 90)),
+                "lock_hold_p50_ms": float(np.median(holds)),
+                "lock_hold_p90_ms": float(np.percentile(holds, 90)),
+                "lock_held_share": float(holds.sum() / 1e3 / figures["light_wall_s"]),
+            }
+    return results
+
+
+def _light_cell(name: str):
+    return lambda f: f"{f[f'light_{name}_p95_ms']:.0f} ({f[f'light_{name}_n']})"
+
+
+def concurrency_markdown(results: dict[int, dict]) -> str:
+    """A table of `concurrency_sweep`'s figures, one column per limit."""
+    limits = sorted(results)
+    rows = [
+        (
+            "submissions/s (store checks pass)",
+            lambda f: f"{f['light_submissions_per_s']:.1f} ({'no' if f['light_problems'] else 'yes'})",
+        ),
+        ("submit p50 / p95 (ms)", lambda f: f"{f['light_p50_ms']:.0f} / {f['light_p95_ms']:.0f}"),
+    ]
+    rows += [(f"`{api}` p95 (ms; calls)", _light_cell(api.strip("/"))) for api in LIGHT_CALLS]
+    rows += [
+        (
+            "write lock: wait p50 / p90 (ms)",
+            lambda f: f"{f['lock_wait_p50_ms']:.1f} / {f['lock_wait_p90_ms']:.1f}",
+        ),
+        (
+            "write lock: hold p50 / p90 (ms)",
+            lambda f: f"{f['lock_hold_p50_ms']:.1f} / {f['lock_hold_p90_ms']:.1f}",
+        ),
+        (
+            "write lock held (share of the burst; transactions)",
+            lambda f: f"{f['lock_held_share']:.0%} ({f['lock_n']})",
+        ),
+    ]
+    header = "| figure | " + " | ".join(f"{n} at once" for n in limits) + " |"
+    lines = [header, "|---|" + "---:|" * len(limits)]
+    lines += [f"| {name} | " + " | ".join(cell(results[n]) for n in limits) + " |" for name, cell in rows]
+    return "\n".join(lines)
+
+
 def light_markdown(f: dict) -> str:
     """The "Light endpoints during a burst" section body for BENCHMARKS.md, from
     `burst_comparison`'s figures (the last column needs both "baseline" and "pool")."""
@@ -839,7 +932,7 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m bench.bench_load burst [options]``: `burst_comparison`, its figures as
     JSON and its markdown."""
     parser = argparse.ArgumentParser(prog="python -m bench.bench_load", description=main.__doc__)
-    parser.add_argument("scenario", choices=["burst"])
+    parser.add_argument("scenario", choices=["burst", "concurrency"])
     parser.add_argument("--designers", type=int, default=30)
     parser.add_argument("--submissions", type=int, default=20)
     parser.add_argument("--side", type=int, default=512)
@@ -850,7 +943,26 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS))
     parser.add_argument("--json", type=Path, help="also write the figures there")
+    parser.add_argument(
+        "--limits",
+        type=_cpu_list,
+        default=[1, 2, 4, 8],
+        help="concurrency: submissions at once, e.g. 1,2,4,8",
+    )
     args = parser.parse_args(argv)
+    if args.scenario == "concurrency":
+        results = concurrency_sweep(
+            args.limits,
+            designers=args.designers,
+            submissions=args.submissions,
+            side=args.side,
+            server_cpus=args.server_cpus,
+            client_processes=args.client_processes,
+        )
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1, default=str))
+        print(concurrency_markdown(results), flush=True)
+        return
     figures = {}
     for name in args.variants:  # one at a time, each printed as it ends
         figures |= burst_comparison(
@@ -868,7 +980,7 @@ def main(argv: list[str] | None = None) -> None:
     print(light_markdown(figures), flush=True)
 
 
-def _cpu_list(text: str) -> list[int]:
+def _cpu_list(text: str) -> list[int]:  # also the --limits list
     return [int(cpu) for cpu in text.split(",")]
 
 

@@ -283,3 +283,26 @@ def test_preset_swatches_are_off_by_default_and_read_from_the_environment(monkey
     assert AppConfig.from_env().swatches == ("#8b5a2b", "#2e7d32")
     with pytest.raises(ValueError, match="`swatches` must be colors such as '#d62828', got 'brown'"):
         AppConfig(swatches=("brown",))
+
+
+def test_submissions_at_once_default_to_two_and_are_read_from_the_environment(monkeypatch):
+    from app.config import ENV_SUBMIT_CONCURRENCY, AppConfig
+
+    monkeypatch.delenv(ENV_SUBMIT_CONCURRENCY, raising=False)
+    assert AppConfig.from_env().submit_concurrency == 2
+    monkeypatch.setenv(ENV_SUBMIT_CONCURRENCY, "5")
+    assert AppConfig.from_env().submit_concurrency == 5
+    with pytest.raises(ValueError, match="submit_concurrency"):
+        AppConfig(submit_concurrency=0)
+
+
+def test_the_page_and_api_submit_share_one_queue_group_that_other_requests_stay_out_of(tmp_path):
+    from app import build_app
+
+    demo = build_app(make_config(tmp_path, submit_concurrency=3))
+    groups = {}
+    for fn in demo.fns.values():
+        groups.setdefault(fn.concurrency_id, []).append((fn.api_name, fn.concurrency_limit))
+    assert sorted(groups["designer_submit"]) == [("designer_submit", 3), ("page_designer_submit", 3)]
+    others = [name for group, fns in groups.items() if group != "designer_submit" for name, _ in fns]
+    assert "login_invite" in others and "designer_state" in others
