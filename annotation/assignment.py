@@ -38,7 +38,7 @@ from annotation.errors import (
     QuotaExceeded,
     ReservationExpired,
 )
-from storage import iso, transaction, utcnow
+from storage import insert_row, iso, select, transaction, utcnow
 
 RESERVATION_MINUTES = 120.0
 #: Colorings that fill a concept's quota: excluded ones do not, so the concept returns to
@@ -162,7 +162,9 @@ def reserve(
             expires = iso(now + dt.timedelta(minutes=minutes))
             for target in _pick(db, kind, annotator_id, rng, wanted, k):
                 left = str(rng.choice(["a", "b"])) if kind == "judgment" else None
-                db["tasks"].insert(
+                insert_row(
+                    db,
+                    "tasks",
                     {
                         "kind": kind,
                         "annotator_id": annotator_id,
@@ -172,7 +174,7 @@ def reserve(
                         "status": "reserved",
                         "created": iso(now) if created is None else created,
                         "expires": expires,
-                    }
+                    },
                 )
         return _open(db, kind, annotator_id)
 
@@ -206,7 +208,9 @@ def reserve_practice(
                 [annotator_id, key, annotator_id, key],
             ).fetchone()[0]
             if not standing:
-                db["tasks"].insert(
+                insert_row(
+                    db,
+                    "tasks",
                     {
                         "kind": "coloring",
                         "annotator_id": annotator_id,
@@ -215,7 +219,7 @@ def reserve_practice(
                         "status": "reserved",
                         "created": iso(now),
                         "expires": iso(now + dt.timedelta(minutes=minutes)),
-                    }
+                    },
                 )
         return _open(db, "coloring", annotator_id, practice=1)
 
@@ -261,7 +265,10 @@ def submit(
         if not task.practice:
             _check_slot(db, task, k, now)
         result_id = write(db, task)
-        db["tasks"].update(task.id, {"status": "submitted", "finished": iso(now), "result_id": result_id})
+        db.execute(
+            "update tasks set status = 'submitted', finished = ?, result_id = ? where id = ?",
+            [iso(now), result_id, task.id],
+        )
         return result_id
 
 
@@ -293,10 +300,11 @@ def open_tasks(
 ) -> list[Task]:
     """The person's reserved, unexpired tasks of `kind`, oldest first."""
     _check_kind(kind)
-    rows = db["tasks"].rows_where(
-        "kind = ? and annotator_id = ? and practice = ? and status = 'reserved' and expires > ?",
+    rows = select(
+        db,
+        "select * from tasks where kind = ? and annotator_id = ? and practice = ? "
+        "and status = 'reserved' and expires > ? order by id",
         [kind, annotator_id, int(practice), iso(now)],
-        order_by="id",
     )
     return [Task.from_row(r) for r in rows]
 
@@ -313,10 +321,11 @@ def submitted_count(
 
 
 def _open(db, kind: str, annotator_id: int, practice: int = 0) -> list[Task]:
-    rows = db["tasks"].rows_where(
-        "kind = ? and annotator_id = ? and practice = ? and status = 'reserved'",
+    rows = select(
+        db,
+        "select * from tasks where kind = ? and annotator_id = ? and practice = ? "
+        "and status = 'reserved' order by id",
         [kind, annotator_id, practice],
-        order_by="id",
     )
     return [Task.from_row(r) for r in rows]
 
@@ -395,7 +404,7 @@ def check_submittable(
 
 
 def _task_for(db, task_id: int, annotator_id: int) -> Task:
-    rows = list(db["tasks"].rows_where("id = ?", [task_id]))
+    rows = select(db, "select * from tasks where id = ?", [task_id])
     if not rows:
         raise NotFound(f"unknown task id {task_id!r}")
     return _held(Task.from_row(rows[0]), annotator_id)
@@ -439,7 +448,7 @@ def _check_slot(db, task: Task, k: int, now: dt.datetime) -> None:
 
 
 def _check_annotator(db, annotator_id: int, role: str) -> None:
-    rows = list(db["annotators"].rows_where("id = ?", [annotator_id]))
+    rows = select(db, "select * from annotators where id = ?", [annotator_id])
     if not rows:
         raise NotFound(f"unknown annotator id {annotator_id!r}")
     if rows[0]["status"] != "active" or f'"{role}"' not in rows[0]["roles"]:

@@ -1,7 +1,8 @@
 """The storage floor under both libraries: the one place that knows how data is kept.
 
 - `storage.db`: opening a database (`open_db`), the one transaction helper
-  (`transaction`), the one timestamp format (`iso`, `parse_iso`, `utcnow`) and the
+  (`transaction`; `insert_row`, `upsert_row` and `select` for statements under the lock
+  that must be one statement each), the one timestamp format (`iso`, `parse_iso`, `utcnow`) and the
   default paths;
 - `storage.schema`: every table of the project, annotation and evaluation alike, as one
   ordered list of forward migrations (`ensure_schema`);
@@ -17,10 +18,13 @@ from storage.db import (
     DEFAULT_DB_PATH,
     ENV_DATA_DIR,
     ENV_DB,
+    insert_row,
     iso,
     open_db,
     parse_iso,
+    select,
     transaction,
+    upsert_row,
     utcnow,
 )
 from storage.schema import SchemaTooNew, ensure_schema, schema_version
@@ -33,10 +37,13 @@ __all__ = [
     "ENV_DB",
     "SchemaTooNew",
     "ensure_schema",
+    "insert_row",
     "iso",
     "open_db",
     "parse_iso",
     "schema_version",
+    "select",
     "transaction",
+    "upsert_row",
     "utcnow",
 ]

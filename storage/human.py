@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import sqlite_utils
 
-from storage.db import iso, transaction
+from storage.db import iso, select, transaction, upsert_row
 from storage.distributions import decode, decode_groups, encode, encode_groups
 
 DESIGNERS = "designers"
@@ -97,7 +97,8 @@ def counted_colorings(db: sqlite_utils.Database, concept_key: str | None = None)
     marks = ", ".join("?" * len(COUNTED_STATUSES))
     return [
         {**row, "p": decode(row["p"])}
-        for row in db.query(
+        for row in select(
+            db,
             "select c.*, d.p from colorings c join coloring_distributions d on d.coloring_id = "
             f"c.id where c.practice = 0 and c.status in ({marks}) {where} and c.round = (select "
             "max(l.round) from colorings l where l.practice = 0 and l.annotator_id = "
@@ -129,7 +130,9 @@ def write_designers(
             )
             return
         ids = sorted(int(i) for i in coloring_ids)
-        db["human_distributions"].upsert(
+        upsert_row(
+            db,
+            "human_distributions",
             {
                 "source": DESIGNERS,
                 "concept_key": concept_key,
@@ -251,7 +254,7 @@ def read(
         if len(concepts) <= 500:  # one concept's view reads one row, not every row
             sql += f" and concept_key in ({', '.join('?' * len(concepts))})"
             params += concepts
-    rows = {row["concept_key"]: row for row in db.query(sql, params)}
+    rows = {row["concept_key"]: row for row in select(db, sql, params)}
     keys = sorted(rows) if concepts is None else [k for k in concepts if k in rows]
     return {key: _distribution(rows[key]) for key in keys}
 

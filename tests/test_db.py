@@ -4,7 +4,19 @@ import pytest
 
 import storage.db as annotation_db
 import storage.schema as schema_module
-from storage import SchemaTooNew, ensure_schema, iso, open_db, parse_iso, schema_version, transaction, utcnow
+from storage import (
+    SchemaTooNew,
+    ensure_schema,
+    insert_row,
+    iso,
+    open_db,
+    parse_iso,
+    schema_version,
+    select,
+    transaction,
+    upsert_row,
+    utcnow,
+)
 from storage.schema import MIGRATIONS
 
 EXPECTED_SCHEMA = {
@@ -239,3 +251,32 @@ def test_iso_timestamps_sort_as_time_and_round_trip():
     assert iso(now) < iso(now.replace(year=now.year + 1))
     with pytest.raises(ValueError, match="time-zone aware"):
         iso(now.replace(tzinfo=None))
+
+
+def test_one_statement_writes_and_reads_match_what_sqlite_utils_stores(tmp_path):
+    db = open_db(tmp_path / "s.sqlite")
+    db["things"].create({"id": int, "name": str, "size": float, "blob": bytes}, pk="id")
+    db["pairs"].create({"a": str, "b": str, "n": int, "note": str}, pk=("a", "b"))
+    statements = []
+    db.conn.set_trace_callback(statements.append)
+    with transaction(db):
+        first = insert_row(db, "things", {"name": "apple", "size": 1.5, "blob": b"\x00\x01"})
+        second = insert_row(db, "things", {"name": 'it\'s "quoted"', "size": None})
+        upsert_row(db, "pairs", {"a": "x", "b": "y", "n": 1, "note": "first"}, pk=("a", "b"))
+        upsert_row(db, "pairs", {"a": "x", "b": "y", "n": 2}, pk=("a", "b"))  # note kept
+        read = select(db, "select * from things where id >= ? order by id", [first])
+    db.conn.set_trace_callback(None)
+    assert (first, second) == (1, 2)
+    assert (
+        read
+        == list(db.query("select * from things order by id"))
+        == [
+            {"id": 1, "name": "apple", "size": 1.5, "blob": b"\x00\x01"},
+            {"id": 2, "name": 'it\'s "quoted"', "size": None, "blob": None},
+        ]
+    )
+    assert list(db["pairs"].rows) == [{"a": "x", "b": "y", "n": 2, "note": "first"}]
+    # One statement each between BEGIN and COMMIT: no schema look-ups, no savepoints.
+    assert len(statements) == 1 + 5 + 1
+    assert select(db, "select * from things where id = ?", [99]) == []
+    db.close()

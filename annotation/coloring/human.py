@@ -21,7 +21,7 @@ import sqlite_utils
 
 from evaluation.color import extraction
 from storage import human as rows
-from storage import transaction
+from storage import select, transaction, upsert_row
 
 #: Largest difference between a stored and a recomputed P_H entry that `check` accepts.
 CHECK_TOLERANCE = 1e-9
@@ -35,20 +35,22 @@ def sample_pixels(color_image: np.ndarray, painted_mask: np.ndarray) -> np.ndarr
 def store_sample(db: sqlite_utils.Database, coloring_id: int, pixels: np.ndarray) -> None:
     """Keep `pixels` (from `sample_pixels`) for `coloring_id`, zlib-compressed."""
     pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
-    db["coloring_samples"].upsert(
+    upsert_row(
+        db,
+        "coloring_samples",
         {
             "coloring_id": int(coloring_id),
             "n_pixels": len(pixels),
             "pixels": zlib.compress(pixels.tobytes(), 6),
         },
-        pk="coloring_id",
+        pk=("coloring_id",),
     )
 
 
 def samples(db: sqlite_utils.Database, coloring_ids: list[int]) -> dict[int, np.ndarray]:
     """The stored pixel samples of `coloring_ids`: id -> (N, 3) uint8 sRGB (missing ids absent)."""
     marks = ", ".join("?" * len(coloring_ids))
-    found = db.query(f"select * from coloring_samples where coloring_id in ({marks})", coloring_ids)
+    found = select(db, f"select * from coloring_samples where coloring_id in ({marks})", coloring_ids)
     return {
         r["coloring_id"]: np.frombuffer(zlib.decompress(r["pixels"]), dtype=np.uint8).reshape(
             r["n_pixels"], 3

@@ -37,7 +37,7 @@ from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.files import StoredFile, decode_image, png_bytes, resolve, store_bytes
 from evaluation.color import extraction
-from storage import iso, transaction, utcnow
+from storage import insert_row, iso, transaction, utcnow
 from storage.distributions import check_distribution, decode, encode
 from storage.schema import COLORING_STATUSES
 
@@ -277,28 +277,28 @@ def record_coloring(
         raise InvalidInput(f"`round` must be a whole number >= 1, got {round!r}")
     stamp = iso(now)
     with transaction(db):
-        coloring_id = (
-            db["colorings"]
-            .insert(
-                {
-                    "annotator_id": annotator_id,
-                    "concept_key": concept_key,
-                    "sketch_id": sketch_id,
-                    "image_path": image.path,
-                    "image_sha256": image.sha256,
-                    "mask_path": None if mask is None else mask.path,
-                    "mask_sha256": None if mask is None else mask.sha256,
-                    "practice": int(bool(practice)),
-                    "round": round,
-                    "status": "submitted",
-                    "seconds_spent": seconds_spent,
-                    "created": stamp,
-                }
-            )
-            .last_pk
+        coloring_id = insert_row(
+            db,
+            "colorings",
+            {
+                "annotator_id": annotator_id,
+                "concept_key": concept_key,
+                "sketch_id": sketch_id,
+                "image_path": image.path,
+                "image_sha256": image.sha256,
+                "mask_path": None if mask is None else mask.path,
+                "mask_sha256": None if mask is None else mask.sha256,
+                "practice": int(bool(practice)),
+                "round": round,
+                "status": "submitted",
+                "seconds_spent": seconds_spent,
+                "created": stamp,
+            },
         )
-        db["coloring_distributions"].insert(
-            {"coloring_id": coloring_id, "p": encode(p), "method": method, "created": stamp}
+        insert_row(
+            db,
+            "coloring_distributions",
+            {"coloring_id": coloring_id, "p": encode(p), "method": method, "created": stamp},
         )
         human.store_sample(db, coloring_id, sample)
         if not practice:
