@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 import tempfile
 import time
@@ -411,6 +412,8 @@ def _bench_batch(
     timed = {s: [_time_call(pipe, batch, s, resolution, guidance) for _ in range(repeats)] for s in steps}
     best = {s: min(t for t, _ in timed[s]) for s in steps}
     per_step = (best[steps[1]] - best[steps[0]]) / (steps[1] - steps[0])
+    if per_step <= 0:  # noise larger than the steps' cost (a busy CPU): no extrapolation
+        per_step = math.nan
     fixed = best[steps[0]] - per_step * steps[0]
     seconds_50 = fixed + PROTOCOL_STEPS * per_step
     return {
