@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from app import SecretServed, build_app, launch_options
+from app import SecretServed, build_app, check_secrets, launch_options
 from app.config import ENV_DB, AppConfig
 
 
@@ -31,11 +31,12 @@ def main(argv: list[str] | None = None) -> None:
         public_url=args.public_url or f"http://{args.host}:{args.port}",
         auto_approve_practice=args.auto_approve_practice or None,
     )
-    demo = build_app(config)
     try:
-        options = launch_options(config, demo)
+        check_secrets(config)  # before any start-up work: a refused start writes nothing
     except SecretServed as error:
         raise SystemExit(f"Refusing to start: {error}.") from None
+    demo = build_app(config)
+    options = launch_options(config, demo)
     demo.queue(default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, **options)
 

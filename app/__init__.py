@@ -91,15 +91,17 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
     return demo
 
 
-def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
-    """Keyword arguments `gr.Blocks.launch` needs to serve `demo` (from `build_app(config)`).
+def check_secrets(config: AppConfig) -> tuple[list[Path], list[Path]]:
+    """The folders the app serves and the secret files it must never serve, for `config`.
 
-    Gradio serves every file under an allowed path to anyone who names it, so only the
-    data folder's `app.media.SERVED_FOLDERS` are allowed, and every request for a file
-    passes `app.media.FileGuard`, which checks the person's role (see `app.media`).
-    Secrets (the database with its journals, the admin password file) are blocked as
-    well, and a configuration that puts one inside a served folder is refused
-    (`SecretServed`). A tab module may define ``CSS``; Gradio 6 takes style sheets at launch.
+    `app.py` calls it before any start-up work, so a refused configuration writes nothing;
+    `launch_options` calls it again.
+
+    Raises
+    ------
+    SecretServed
+        If a secret (the database or one of its journals, the admin password file) lies
+        inside a served folder.
     """
     data_dir = Path(config.data_dir).resolve()
     served = [data_dir / folder for folder in media.SERVED_FOLDERS]
@@ -116,6 +118,20 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
                     "app serves to the page; move it out of "
                     f"{', '.join(media.SERVED_FOLDERS)} under the data folder"
                 )
+    return served, secrets
+
+
+def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
+    """Keyword arguments `gr.Blocks.launch` needs to serve `demo` (from `build_app(config)`).
+
+    Gradio serves every file under an allowed path to anyone who names it, so only the
+    data folder's `app.media.SERVED_FOLDERS` are allowed, and every request for a file
+    passes `app.media.FileGuard`, which checks the person's role (see `app.media`).
+    Secrets (the database with its journals, the admin password file) are blocked as
+    well, and a configuration that puts one inside a served folder is refused
+    (`SecretServed`). A tab module may define ``CSS``; Gradio 6 takes style sheets at launch.
+    """
+    served, secrets = check_secrets(config)
     policy = media.FilePolicy(
         demo.colorconcept_ctx,
         gradio_folders=[get_upload_folder(), get_cache_folder()],

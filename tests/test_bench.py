@@ -113,3 +113,41 @@ def test_an_unknown_generation_variant_is_refused_before_any_model_loads():
 
     with pytest.raises(ValueError, match="unknown variant 'fast'; known: baseline, sdpa-off"):
         bench_generation(variants=("baseline", "compile+fast"), device="cpu")
+
+
+def test_the_write_lock_tracer_times_each_transaction_of_a_process_and_writes_them_when_terminated(tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from bench.app_process import ROOT
+    from bench.bench_load import LOCK_TRACER
+
+    trace = tmp_path / "lock.json"
+    script = (
+        "import sys, time\n"
+        "from storage import open_db, transaction\n"
+        f"db = open_db({str(tmp_path / 's.sqlite')!r})\n"
+        "for i in range(3):\n"
+        "    with transaction(db):\n"
+        "        time.sleep(0.05)\n"
+        "print('done', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{LOCK_TRACER}{os.pathsep}{ROOT}",
+        "COLORCONCEPT_BENCH_LOCK_TRACE": str(trace),
+    }
+    process = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "done"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == -signal.SIGTERM  # dumped, then ended as SIGTERM does
+    finally:
+        process.kill()
+    lock = json.loads(trace.read_text())
+    assert len(lock["waits"]) == len(lock["holds"]) == 3
+    assert all(hold >= 0.05 for hold in lock["holds"]) and all(wait >= 0 for wait in lock["waits"])

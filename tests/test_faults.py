@@ -23,7 +23,7 @@ from annotation.files import resolve, store_png
 from annotation.integrity import QUARANTINE, orphaned_files, sweep_orphans
 from annotation.people.accounts import create_annotators
 from bench.app_process import AppProcess
-from bench.bench_load import _pool_size, concurrency_sweep, concurrent_designers, kill_app, prepare_study
+from bench.bench_load import _pool_size, concurrent_designers, kill_app, prepare_study
 from bench.client_processes import ClientProcesses
 from bench.designer_client import Ack
 from bench.run_resume import build_tiny_models, kill_and_resume_run
@@ -69,16 +69,6 @@ def test_designers_spread_over_client_processes_are_stored_once_in_order_with_th
     assert check_store(study.db_path, study.data_dir, acks, k=study.k) == []
     assert [a.designer for a in acks] == [d for d, _ in study.designers for _ in range(3 + 2)]
     assert os.sched_getaffinity(0) >= {first, last}, "the caller's own affinity is restored"
-
-
-def test_the_concurrency_sweep_times_every_write_of_the_app_and_stores_each_submission_once():
-    # 2 designers x (3 practice + 2 main): each submission is one write transaction at least,
-    # and sign-ins, consents and reservations are more.
-    (figures,) = concurrency_sweep([1], designers=2, submissions=2, side=128).values()
-    assert figures["light_problems"] == [] and figures["light_stored"] == 4
-    assert figures["lock_n"] > 2 * (3 + 2)
-    assert 0 < figures["lock_hold_p50_ms"] <= figures["lock_hold_p90_ms"]
-    assert 0 < figures["lock_held_share"] < 1
 
 
 def test_app_sigkilled_inside_a_write_keeps_every_acknowledged_coloring_and_sweeps_its_files(tmp_path):

@@ -153,6 +153,7 @@ def test_a_secret_inside_a_served_folder_refuses_the_start_and_says_why(tmp_path
     )
     assert done.returncode != 0
     assert f"Refusing to start: {secret} lies inside {data.resolve() / inside}" in done.stderr
+    assert not (tmp_path / "s.sqlite").exists(), "refused before any start-up work"
 
 
 def test_gradio_monitoring_is_off_and_its_per_event_summary_is_not_recomputed(shared_app):
