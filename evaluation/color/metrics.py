@@ -15,6 +15,11 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+
+# POT imports torch for a backend when torch is installed (1.6 s and a few hundred MB in
+# every process that scores: the app, its coloring workers, the CLI); this module hands
+# it numpy arrays only. An earlier import of POT elsewhere keeps its own choice.
+os.environ.setdefault("POT_BACKEND_DISABLE_PYTORCH", "1")
 from ot.lp.emd_wrap import emd_c
 from scipy.special import entr
 
