@@ -70,6 +70,9 @@ def page(browser, demo_url):
 def _open(page, url):
     page.goto(url)
     page.wait_for_selector("#demo_canvas .cc-root[data-ready=true]", timeout=30_000)
+    # The rest of the page (fonts, Gradio's late components) may still move the canvas on a
+    # busy machine; a click aimed before that lands beside the point and commits nothing.
+    page.wait_for_load_state("networkidle")
 
 
 def _to_client(page, x, y):
@@ -123,7 +126,7 @@ class _committing:
             self.page.wait_for_function(
                 "b => document.querySelector('#demo_canvas .cc-root').dataset.committed !== b",
                 arg=self.before,
-                timeout=10_000,
+                timeout=30_000,
             )
 
 
@@ -225,6 +228,7 @@ def test_work_survives_a_reload_and_undo_redo_round_trip(page, demo_url):
     _click_image(page, *BODY)
     page.reload()
     page.wait_for_selector("#demo_canvas .cc-root[data-ready=true]", timeout=30_000)
+    page.wait_for_load_state("networkidle")
     assert "Restored" in page.inner_text("#demo_canvas .cc-status")
     _, layer = _server_view(page)
     np.testing.assert_array_equal(layer[..., 3] > 0, fill_region(APPLE, BODY))
