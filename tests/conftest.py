@@ -30,3 +30,19 @@ def one_torch_thread():
 
     with one_cpu_thread():
         yield
+
+
+# `--dist loadfile` hands modules to the two processes in collection order, so a heavy
+# module collected late keeps one process busy while the other has nothing left (the Ray
+# module alone is 100 s). The heaviest go first; the rest keep their order.
+HEAVY_FIRST = (
+    "test_ray_executor.py",
+    "test_faults.py",
+    "test_browser_scenario.py",
+    "test_browser_researcher.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
