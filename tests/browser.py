@@ -96,8 +96,9 @@ def sign_in(page, link: str) -> str:
     page.goto(link)
     status = page.locator("#start_status")
     expect(status).to_contain_text("Signed in as")
-    # An invite opens the person's own tab, so the Start tab's text may be hidden now.
-    return status.text_content().strip().removeprefix("Signed in as").strip(" .")
+    # An invite opens the person's own tab, so the Start tab's text may be hidden now; it may
+    # also still carry Gradio's "processing | 0.3s" while a follow-up event runs.
+    return re.search(r"Signed in as (\S+?)\.?$", status.text_content().strip()).group(1)
 
 
 def pick(page, elem_id: str, option: str, *, tries: int = 5) -> None:

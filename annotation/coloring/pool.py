@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import select
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -82,10 +83,18 @@ class ColoringPool:
         )
 
     def warm(self) -> None:
-        """Start every worker now rather than on the first submissions."""
-        futures = [self._executor.submit(os.getpid) for _ in range(self.workers)]
-        for future in futures:
-            future.result()
+        """Start every worker now rather than on the first submissions.
+
+        The executor starts a worker for a call only when none is idle, so a call that
+        ends at once can leave the others unstarted; each round keeps every worker busy
+        for a moment, until all of them run (a few rounds at most).
+        """
+        for _ in range(20):
+            if len(self.pids()) >= self.workers:
+                return
+            futures = [self._executor.submit(time.sleep, 0.05) for _ in range(self.workers)]
+            for future in futures:
+                future.result()
 
     def pids(self) -> list[int]:
         """Process ids of the current workers (for tests and the fault benchmark)."""
