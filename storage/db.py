@@ -103,9 +103,12 @@ def insert_row(db: sqlite_utils.Database, table: str, row: dict) -> int:
     what SQLite stores as they are (int, float, str, bytes, None); `table` and the column
     names are the code's own, never user input.
     """
+    return db.execute(_insert_sql(table, row), list(row.values())).lastrowid
+
+
+def _insert_sql(table: str, row: dict) -> str:
     names = ", ".join(f'"{name}"' for name in row)
-    marks = ", ".join("?" * len(row))
-    return db.execute(f'insert into "{table}" ({names}) values ({marks})', list(row.values())).lastrowid
+    return f'insert into "{table}" ({names}) values ({", ".join("?" * len(row))})'
 
 
 def select(db: sqlite_utils.Database, sql: str, params=()) -> list[dict]:
@@ -120,14 +123,9 @@ def select(db: sqlite_utils.Database, sql: str, params=()) -> list[dict]:
 def upsert_row(db: sqlite_utils.Database, table: str, row: dict, pk: tuple[str, ...]) -> None:
     """Insert `row` into `table`, or update the row with its primary key `pk` (column
     names); one statement, as `insert_row`."""
-    names = ", ".join(f'"{name}"' for name in row)
-    marks = ", ".join("?" * len(row))
     keys = ", ".join(f'"{name}"' for name in pk)
     updates = ", ".join(f'"{name}" = excluded."{name}"' for name in row if name not in pk)
-    db.execute(
-        f'insert into "{table}" ({names}) values ({marks}) on conflict ({keys}) do update set {updates}',
-        list(row.values()),
-    )
+    db.execute(f"{_insert_sql(table, row)} on conflict ({keys}) do update set {updates}", list(row.values()))
 
 
 def utcnow() -> dt.datetime:
