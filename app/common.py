@@ -225,8 +225,10 @@ def wire(
         return (*values, "" if clear_note else gr.skip())
 
     # Gradio names an event after its function; the page's must not take ``api_name``.
+    # Gradio fills gr.Request by annotation and counts the other parameters against
+    # ``inputs``: both read ``fn``'s signature and type hints through ``__wrapped__``.
+    functools.update_wrapper(on_page, fn, assigned=("__module__", "__doc__", "__annotations__"), updated=())
     on_page.__name__ = f"page_{api_name or getattr(fn, '__name__', 'event')}"
-    on_page.__signature__ = inspect.signature(fn)  # Gradio passes gr.Request by annotation
     shared = {} if limit is None else {"concurrency_id": limit[0], "concurrency_limit": limit[1]}
     event = listener(on_page, inputs, page_outputs, api_visibility="private", **shared, **page_kwargs)
     if api_name is not None:
