@@ -32,14 +32,29 @@ def one_torch_thread():
         yield
 
 
-# `--dist loadfile` hands modules to the two processes in collection order, so a heavy
-# module collected late keeps one process busy while the other has nothing left (the Ray
-# module alone is 100 s). The heaviest go first; the rest keep their order.
+# `--dist loadfile` hands modules to the two processes in queue order, one at a time as
+# each process runs dry (test.sh passes --no-loadscope-reorder: xdist's default reorder puts
+# modules with many tests first, which sent the 100 s single-test scenario out last while
+# the other process idled). So the heaviest go first, in the order of their time in a full
+# run (`./test.sh --durations=0`, summed per module, 2026-11-26); the rest keep their order
+# and fill the gaps.
 HEAVY_FIRST = (
+    "test_browser_scenario.py",
     "test_ray_executor.py",
     "test_faults.py",
-    "test_browser_scenario.py",
     "test_browser_researcher.py",
+    "test_browser_canvas.py",
+    "test_app_designer.py",
+    "test_bad_input.py",
+    "test_browser_designer.py",
+    "test_browser_refusals.py",
+    "test_browser_explicit.py",
+    "test_served_files.py",
+    "test_app_landing.py",
+    "test_app_participant.py",
+    "test_app_admin.py",
+    "test_app_expert.py",
+    "test_browser_expert.py",
 )
 
 

@@ -153,13 +153,22 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
     page.get_by_label("Tiny random SD (test model) (tiny-random)").check()
     page.locator("#evaluate_seeds input").fill("2")
     page.locator("#evaluate_cfg textarea, #evaluate_cfg input").first.fill("7.5")
+    # Gradio's live region says an event has ended; it must not read out an i18n key. Every
+    # text any live region takes from the click on is recorded in the page.
+    page.evaluate(
+        """() => {
+            window.announced = [];
+            const record = () => document.querySelectorAll('[role=status]')
+                .forEach((region) => window.announced.push(region.textContent));
+            new MutationObserver(record).observe(document.body,
+                {subtree: true, childList: true, characterData: true});
+        }"""
+    )
     page.get_by_role("button", name="Count images and time").click()
     expect(page.locator("#evaluate_plan")).to_contain_text("images")
-    # Gradio's live region says an event has ended; it must not read out an i18n key.
-    announced = set()
-    for _ in range(40):
-        announced |= set(page.locator("[role=status]").all_text_contents())
-        page.wait_for_timeout(150)
+    page.wait_for_timeout(1000)  # the announcement follows the event's end
+    announced = page.evaluate("() => window.announced")
+    assert announced, "the observer saw no live region change"
     assert "common.complete" not in " ".join(announced)
     assert "common.complete" not in page.locator("body").inner_text()
     page.reload()
