@@ -2,6 +2,7 @@
 
 import json
 
+import httpx
 import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
@@ -237,6 +238,30 @@ def test_a_reload_shows_the_same_task_and_progress(quick_study):
     first, second = (quick_study.view("/designer_state", token) for _ in range(2))
     assert first["task"] == second["task"] == view["task"] != ""
     assert "Batch 1 · 1 of 3 done" in first["header"] and first["header"] == second["header"]
+
+
+def test_the_plain_http_api_route_answers_every_designer_view_with_the_canvas_props(quick_study):
+    """``/gradio_api/call/<name>`` (plain HTTP, no client library) encodes its answer with
+    the standard JSON encoder: every canvas update must be plain JSON (an HTML component's
+    quoted prop names once came back as event triggers and broke the stream)."""
+    _, token = quick_study.person()
+    url = quick_study.client.src
+    answers = {}
+    for api, args in (
+        ("designer_consent", [True]),
+        ("designer_instructions_read", []),
+        ("designer_state", []),
+    ):
+        event = httpx.post(f"{url}gradio_api/call/{api}", json={"data": [token, *args]}).json()
+        stream = httpx.get(f"{url}gradio_api/call/{api}/{event['event_id']}", timeout=60).text
+        assert "event: complete" in stream, (api, stream[-300:])
+        answers[api] = json.loads(stream.split("event: complete\ndata:", 1)[1].strip())
+    # The route answers every output of the event, the layout's visibility updates too.
+    [canvas] = [a for a in answers["designer_state"] if isinstance(a, dict) and "props" in a]
+    [task] = [json.loads(a) for a in answers["designer_state"] if str(a).startswith('{"canvas_key"')]
+    assert set(canvas) == {"props", "value", "__type__"}
+    assert canvas["props"]["task_id"] == task["canvas_key"] and canvas["props"]["sketch_src"]
+    assert answers["designer_state"] == answers["designer_instructions_read"]
 
 
 def test_a_redo_is_a_new_round_and_an_experts_recolor_note_is_shown_inert(quick_study):

@@ -846,7 +846,11 @@ function forgetWork() {
 }
 
 watch(["swatches"], drawPresets);
-watch(["task_id", "sketch_src", "value", "forget_task_id"], () => {
+// One string split, not quoted names: gr.HTML takes a name quoted on its own in this script
+// for a custom event and copies that event's trigger into every update setting a prop of
+// the name, which the plain-JSON API route (/gradio_api/call) cannot encode.
+const TASK_PROPS = "task_id sketch_src value forget_task_id".split(" ");
+watch(TASK_PROPS, () => {
   forgetWork();
   const taskChanged = String(props.task_id ?? "") !== S.taskId || String(props.sketch_src ?? "") !== S.src;
   if (taskChanged) {
