@@ -62,5 +62,8 @@ def _install(path: str) -> None:
     signal.signal(signal.SIGTERM, on_term)
 
 
-if PATH:
+# Only the process started with the variable traces: the app's coloring workers inherit
+# it, and their empty records would overwrite the main process's file.
+_OWNER = "COLORCONCEPT_BENCH_LOCK_TRACE_OWNER"
+if PATH and os.environ.setdefault(_OWNER, str(os.getpid())) == str(os.getpid()):
     _install(PATH)
