@@ -24,7 +24,9 @@ quotas kept, no partial rows, no orphaned files, ``PRAGMA integrity_check`` ok):
   sign in, open the task view, the vote queue and a trial; ``python -m bench.bench_load
   burst`` compares it with the code before issue 13, and ``python -m bench.bench_load
   concurrency --limits 1,2,4,8`` runs it once per submissions-at-once limit with the app's
-  write lock timed (`concurrency_sweep`).
+  write lock timed (`concurrency_sweep`). With ``--light-clients`` their designers and
+  prober use light clients (`bench.designer_client.HttpClient`, canvas values encoded
+  before the clock), so that the load generator costs the machine's cores little.
 
 ``python -m bench --only load`` calls `run` and writes `markdown` into BENCHMARKS.md;
 ``tests/test_faults.py`` runs the same scenarios at small sizes and asserts correctness.
@@ -60,7 +62,16 @@ from app.common import ORPHAN_MIN_AGE_S
 from app.config import AppConfig
 from bench.app_process import ROOT, AppProcess
 from bench.client_processes import ClientProcesses
-from bench.designer_client import Ack, SketchLayers, designer_session, designers_in_threads, new_client
+from bench.designer_client import (
+    TRANSPORTS,
+    Ack,
+    PreparedValues,
+    SketchLayers,
+    designer_session,
+    designers_in_threads,
+    layer_counts,
+    new_client,
+)
 from bench.run_resume import build_tiny_models, kill_and_resume_run
 from bench.store_checks import check_store
 from storage import ensure_schema, open_db, transaction
@@ -171,25 +182,37 @@ def concurrent_designers(
     pace: tuple[float, float] | None = None,
     until: float | None = None,
     clients: ClientProcesses | None = None,
+    transport: str = "gradio_client",
+    prepared: PreparedValues | None = None,
 ) -> list[Ack]:
     """Every designer of `study` at once against the app at `url`; all their acks.
 
     Each designer runs `bench.designer_client.designer_session` in its own thread with
-    its own client, up to `count` main-task submissions: threads of this process, or,
-    given `clients`, threads of those processes (the same seeds; `on_ack` and `stop`
-    then cannot be used).
+    its own client (`transport`: ``"gradio_client"`` or ``"http"``), up to `count`
+    main-task submissions: threads of this process, or, given `clients`, threads of those
+    processes (the same seeds; `on_ack` and `stop` then cannot be used). Given
+    `prepared` (`prepare_values`), canvas values take their color layers from there.
     """
     seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(len(study.designers))]
+    options = {"pace": pace, "until": until, "transport": transport}
     if clients is not None:
         if on_ack is not None or stop is not None:
             raise ValueError("`on_ack` and `stop` work only in this process, not with `clients`")
         return clients.run(
-            url, study.db_path, study.data_dir, study.designers, seeds, count, pace=pace, until=until
+            url, study.db_path, study.data_dir, study.designers, seeds, count, prepared=prepared, **options
         )
-    layers = SketchLayers(study.db_path, study.data_dir)
+    layers = SketchLayers(study.db_path, study.data_dir, prepared)
     return designers_in_threads(
-        url, study.designers, seeds, layers, count, on_ack=on_ack, stop=stop, pace=pace, until=until
+        url, study.designers, seeds, layers, count, on_ack=on_ack, stop=stop, **options
     )
+
+
+def prepare_values(study: Study, seed: int = 0) -> PreparedValues:
+    """Color layers of `study`'s selected sketches encoded ahead of the clock, enough for
+    every submission its pool and its designers' practice can take
+    (`bench.designer_client.layer_counts`), each distinct."""
+    counts = layer_counts(study.db_path, len(study.designers), study.k, AppConfig().practice_concepts)
+    return SketchLayers(study.db_path, study.data_dir).prepare(counts, seed)
 
 
 def kill_app(
@@ -421,6 +444,8 @@ def light_during_burst(
     env: dict[str, str] | None = None,
     server_cpus: Iterable[int] | None = None,
     client_processes: int = 0,
+    transport: str = "gradio_client",
+    prepared: bool = False,
 ) -> dict:
     """Designers submitting as fast as answers come, and meanwhile three more people in
     turn, every 0.25 s: a designer signing in (``/login_invite``) and reloading the task
@@ -432,8 +457,10 @@ def light_during_burst(
     count), and so does `server_cpus` (the app pinned to those CPUs; the designers and
     the prober then run on the others). `client_processes` > 0 spreads the designers over
     that many `bench.client_processes.ClientProcesses`, started before the clock; 0 runs
-    them as threads of this process. A light call that the app refuses (an empty queue)
-    counts as answered.
+    them as threads of this process. `transport` is the designers' and the prober's client
+    (``"gradio_client"`` or ``"http"``, `bench.designer_client.new_client`); `prepared`
+    encodes the designers' color layers before the clock (`prepare_values`). A light call
+    that the app refuses (an empty queue) counts as answered.
     """
     client_cpus = None if server_cpus is None else sorted(os.sched_getaffinity(0) - set(server_cpus))
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
@@ -450,6 +477,7 @@ def light_during_burst(
             if client_processes
             else None
         )
+        values = prepare_values(crowd, seed) if prepared else None
         options = {"root": root} if root is not None else {}
         app = stack.enter_context(
             AppProcess(
@@ -465,12 +493,14 @@ def light_during_burst(
         timings: dict[str, list[float]] = {api: [] for api in LIGHT_CALLS}
         invites = {"/login_invite": probe_invite, "expert": expert_invite, "participant": participant_invite}
         prober = threading.Thread(
-            target=_probe_light_calls, args=(app.url, invites, stop, timings, client_cpus)
+            target=_probe_light_calls, args=(app.url, invites, stop, timings, client_cpus, transport)
         )
         start = time.perf_counter()
         prober.start()
         try:
-            acks = concurrent_designers(app.url, crowd, submissions, seed=seed, clients=clients)
+            acks = concurrent_designers(
+                app.url, crowd, submissions, seed=seed, clients=clients, transport=transport, prepared=values
+            )
             wall = time.perf_counter() - start
         finally:
             stop.set()
@@ -487,20 +517,29 @@ def light_during_burst(
         "light_server_cpus": None if server_cpus is None else sorted(server_cpus),
         "light_client_processes": client_processes,
         "light_client_cpus": len(client_cpus) if client_cpus is not None else None,
+        "light_client_transport": transport,
+        "light_values_prepared": values.prepared if values is not None else 0,
+        "light_values_encoded_at_submit": values.fallbacks if values is not None else None,
     }
     return figures | setup | {"light_designers": designers, "light_problems": problems}
 
 
 def _probe_light_calls(
-    url: str, invites: dict[str, str], stop: threading.Event, timings: dict[str, list[float]], cpus
+    url: str,
+    invites: dict[str, str],
+    stop: threading.Event,
+    timings: dict[str, list[float]],
+    cpus,
+    transport: str = "gradio_client",
 ) -> None:
     """Until `stop`: each of `LIGHT_CALLS` in turn, 0.25 s apart, timed into `timings`.
 
     `invites` holds the probing designer's (under ``"/login_invite"``), the expert's and
-    the participant's; `cpus`, if given, pins this thread."""
+    the participant's; `cpus`, if given, pins this thread; `transport` picks the client
+    (`bench.designer_client.new_client`)."""
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
-    client = new_client(url)
+    client = new_client(url, transport)
     tokens = {
         role: client.predict(invites[role], api_name="/login_invite")[0] for role in ("expert", "participant")
     }
@@ -572,13 +611,15 @@ def burst_comparison(
     server_cpus: Iterable[int] | None = None,
     client_processes: int = 0,
     variants: Iterable[str] = VARIANTS,
+    transport: str = "gradio_client",
+    prepared: bool = False,
 ) -> dict:
     """`light_during_burst` three times in one run: main before issue 13 (`BASELINE_REV`,
     checked out into a temporary git worktree, or the checkout at `baseline_dir`), today's
     code with the coloring pool off (``COLORCONCEPT_WORKERS=0``), and today's code as it
-    starts by default (one worker per core it may use). `server_cpus` and
-    `client_processes` go to each run; `variants` picks some of `VARIANTS`. Returns
-    ``{"baseline": figures, "no_pool": figures, "pool": figures}``."""
+    starts by default (one worker per core it may use). `server_cpus`,
+    `client_processes`, `transport` and `prepared` go to each run; `variants` picks some of
+    `VARIANTS`. Returns ``{"baseline": figures, "no_pool": figures, "pool": figures}``."""
     unknown = set(variants) - set(VARIANTS)
     if unknown:
         raise ValueError(f"`variants` must be among {VARIANTS}, got {sorted(unknown)}")
@@ -600,6 +641,8 @@ def burst_comparison(
                     seed=seed,
                     server_cpus=server_cpus,
                     client_processes=client_processes,
+                    transport=transport,
+                    prepared=prepared,
                     **runs[name],
                 )
     return results
@@ -633,10 +676,13 @@ def concurrency_sweep(
     seed: int = 0,
     server_cpus: Iterable[int] | None = None,
     client_processes: int = 0,
+    transport: str = "gradio_client",
+    prepared: bool = False,
 ) -> dict[int, dict]:
     """`light_during_burst` of today's code once per submissions-at-once limit
     (``COLORCONCEPT_SUBMIT_CONCURRENCY``), one after the other, with the app's write lock
-    timed (`LOCK_TRACER`): per limit the burst's figures plus ``lock_n`` (write
+    timed (`LOCK_TRACER`; `server_cpus`, `client_processes`, `transport` and `prepared` go
+    to each run): per limit the burst's figures plus ``lock_n`` (write
     transactions), ``lock_wait_p50_ms`` / ``lock_wait_p90_ms``, ``lock_hold_p50_ms`` /
     ``lock_hold_p90_ms`` and ``lock_held_share`` (the lock's total hold over the burst's
     wall time)."""
@@ -659,6 +705,8 @@ def concurrency_sweep(
                 env=env,
                 server_cpus=server_cpus,
                 client_processes=client_processes,
+                transport=transport,
+                prepared=prepared,
             )
             lock = json.loads(trace.read_text())
             waits, holds = 1e3 * np.array(lock["waits"]), 1e3 * np.array(lock["holds"])
@@ -727,7 +775,7 @@ def light_markdown(f: dict) -> str:
         f"A real `python app.py` process; {first['light_designers']} designers submit "
         f"{first['light_stored'] // first['light_designers']} main-task "
         "colorings each as fast as answers come (512² sketches), and meanwhile three more people "
-        "take turns every 0.25 s through their own `gradio_client`: a designer signing in "
+        f"take turns every 0.25 s through their own {_client_name(first)}: a designer signing in "
         "(`/login_invite`) and reloading the task view (`/designer_state`), an expert opening "
         "the vote queue (`/expert_next`), a participant asking for a trial (`/participant_next`). "
         f"{_setup_sentence(first)} Variants in one run, one after the other: "
@@ -765,7 +813,31 @@ def _setup_sentence(f: dict) -> str:
         )
     if f.get("light_client_processes"):
         where += f" The designers are threads of {f['light_client_processes']} client processes."
-    return where
+    return f"{where} {_clients_sentence(f)}"
+
+
+def _client_name(f: dict) -> str:
+    return "HTTP client" if f.get("light_client_transport") == "http" else "`gradio_client`"
+
+
+def _clients_sentence(f: dict) -> str:
+    """How the clients talk and encode (older figures lack the keys: `gradio_client`)."""
+    if f.get("light_client_transport") == "http":
+        talk = (
+            "The clients are light: each speaks Gradio's queue protocol over one keep-alive "
+            "connection (`bench.designer_client.HttpClient`) instead of `gradio_client`"
+        )
+    else:
+        talk = "Each client is a `gradio_client.Client`"
+    if f.get("light_values_prepared"):
+        encode = (
+            f"the designers' color layers were encoded before the clock "
+            f"({f['light_values_prepared']} prepared; {f['light_values_encoded_at_submit']} "
+            "encoded at submit time because their sketch's had run out)"
+        )
+    else:
+        encode = "each designer encodes its canvas's PNG at submit time"
+    return f"{talk}; {encode}."
 
 
 def working_pace(
@@ -929,8 +1001,9 @@ def markdown(figures: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m bench.bench_load burst [options]``: `burst_comparison`, its figures as
-    JSON and its markdown."""
+    """``python -m bench.bench_load burst|concurrency [options]``: `burst_comparison` or
+    `concurrency_sweep`, its figures as JSON and its markdown (``--light-clients``: light
+    clients, see `light_during_burst`)."""
     parser = argparse.ArgumentParser(prog="python -m bench.bench_load", description=main.__doc__)
     parser.add_argument("scenario", choices=["burst", "concurrency"])
     parser.add_argument("--designers", type=int, default=30)
@@ -938,6 +1011,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--side", type=int, default=512)
     parser.add_argument("--server-cpus", type=_cpu_list, help="e.g. 0,1 (default: not pinned)")
     parser.add_argument("--client-processes", type=int, default=0, help="0: designer threads in this process")
+    parser.add_argument(
+        "--transport", choices=TRANSPORTS, default="gradio_client", help="the clients' protocol"
+    )
+    parser.add_argument(
+        "--prepared-values", action="store_true", help="encode the canvas values' layers before the clock"
+    )
+    parser.add_argument(
+        "--light-clients", action="store_true", help="both: --transport http --prepared-values"
+    )
     parser.add_argument(
         "--baseline-dir", type=Path, help=f"a checkout of {BASELINE_REV} (default: a git worktree)"
     )
@@ -950,6 +1032,10 @@ def main(argv: list[str] | None = None) -> None:
         help="concurrency: submissions at once, e.g. 1,2,4,8",
     )
     args = parser.parse_args(argv)
+    clients = {
+        "transport": "http" if args.light_clients else args.transport,
+        "prepared": args.light_clients or args.prepared_values,
+    }
     if args.scenario == "concurrency":
         results = concurrency_sweep(
             args.limits,
@@ -958,6 +1044,7 @@ def main(argv: list[str] | None = None) -> None:
             side=args.side,
             server_cpus=args.server_cpus,
             client_processes=args.client_processes,
+            **clients,
         )
         if args.json:
             args.json.write_text(json.dumps(results, indent=1, default=str))
@@ -973,6 +1060,7 @@ def main(argv: list[str] | None = None) -> None:
             server_cpus=args.server_cpus,
             client_processes=args.client_processes,
             variants=[name],
+            **clients,
         )
         print(json.dumps({name: figures[name]}, default=str), flush=True)
         if args.json:

@@ -2,11 +2,12 @@
 
 One Python process of designer threads (`bench.designer_client.designers_in_threads`)
 is bound by its GIL at about 14 submissions/s (about 72 ms of client CPU each,
-`bench.bench_cpu`), so on its own it cannot show a server faster than that.
+`bench.bench_cpu`), so on its own it cannot show a server faster than that. (Light
+clients, ``transport="http"`` with canvas values prepared before, cost about 5 ms each.)
 `ClientProcesses` starts `processes` spawned processes before anything is timed; each
 imports the client code, then waits. `ClientProcesses.run` hands each a contiguous share
-of the designers (threads inside it, as in one process) and gathers their acks back in
-the order of the designers::
+of the designers (threads inside it, as in one process), and of the canvas values prepared
+before the clock if any, and gathers their acks back in the order of the designers::
 
     with ClientProcesses(6, cpus=range(2, 16)) as clients:
         acks = clients.run(url, db_path, data_dir, designers, seeds, count=20)
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.designer_client import Ack, SketchLayers, designers_in_threads
+from bench.designer_client import Ack, PreparedValues, SketchLayers, designers_in_threads
 
 START_TIMEOUT_S = 120.0
 
@@ -63,24 +64,34 @@ class ClientProcesses:
         designers: Sequence[tuple[int, str]],
         seeds: Sequence[int],
         count: int,
+        *,
+        prepared: PreparedValues | None = None,
         **options,
     ) -> list[Ack]:
         """Every designer at once against `url`, shared out over the processes; all acks.
 
         `designers` are ``(annotator id, invite token)``, `seeds` one per designer;
-        `options` (``pace``, ``until``) go to every `bench.designer_client.designer_session`.
+        `prepared`, if given, is shared out too (each process gets a disjoint share, in
+        proportion to its designers) and its `PreparedValues.fallbacks` grows by the
+        processes' own; `options` (``pace``, ``until``, ``transport``) go to every
+        `bench.designer_client.designer_session`.
         """
         shares = np.array_split(np.arange(len(designers)), len(self._processes))
-        for jobs, share in zip(self._jobs, shares, strict=True):
+        values = (
+            prepared.share_out([len(s) for s in shares]) if prepared is not None else [None] * len(shares)
+        )
+        for jobs, share, own in zip(self._jobs, shares, values, strict=True):
             chosen = [tuple(designers[j]) for j in share]
-            jobs.put(
-                (url, str(db_path), str(data_dir), chosen, [int(seeds[j]) for j in share], count, options)
-            )
-        acks = dict(self._receive("acks") for _ in shares)
-        return [ack for i in range(len(shares)) for ack in acks[i]]
+            seeded = [int(seeds[j]) for j in share]
+            jobs.put((url, str(db_path), str(data_dir), chosen, seeded, count, own, options))
+        done = dict(self._receive("acks") for _ in shares)
+        if prepared is not None:
+            prepared.fallbacks += sum(fallbacks for _, fallbacks in done.values())
+        return [ack for i in range(len(shares)) for ack in done[i][0]]
 
     def _receive(self, kind: str):
-        """The next ``(process index, payload)`` of `kind` (``"ready"``, ``"acks"``)."""
+        """The next ``(process index, payload)`` of `kind` (``"ready"``, ``"acks"``: the
+        acks and how many canvas values were encoded on the spot)."""
         waited = 0.0
         while True:
             try:
@@ -118,11 +129,11 @@ def _serve(index: int, cpus: list[int] | None, jobs, results) -> None:
         os.sched_setaffinity(0, cpus)
     results.put((index, "ready", os.getpid()))
     while (job := jobs.get()) is not None:
-        url, db_path, data_dir, designers, seeds, count, options = job
+        url, db_path, data_dir, designers, seeds, count, own, options = job
         try:
-            layers = SketchLayers(db_path, data_dir)
-            results.put(
-                (index, "acks", designers_in_threads(url, designers, seeds, layers, count, **options))
-            )
+            prepared = PreparedValues(own) if own is not None else None
+            layers = SketchLayers(db_path, data_dir, prepared)
+            acks = designers_in_threads(url, designers, seeds, layers, count, **options)
+            results.put((index, "acks", (acks, prepared.fallbacks if prepared is not None else 0)))
         except Exception:
             results.put((index, "error", traceback.format_exc()))
