@@ -105,6 +105,10 @@ def test_a_designer_colors_submits_and_a_reload_keeps_progress_and_work(live_app
     expect(header.locator(".dz-concept")).to_have_text("rotten apple")
     expect(header.locator(".dz-progress")).to_have_text("Practice · 1 of 3 done")
     assert page.evaluate("k => localStorage.getItem('colorconcept:wip:' + k)", key) is None
+    # "My submissions" is built when it opens (not after each submission while closed).
+    page.locator("#designer_submissions_box").get_by_text("My submissions").first.click()
+    expect(page.locator("#designer_table [role=row][data-index]")).to_have_count(1)
+    expect(page.locator("#designer_gallery img")).to_have_count(1)
 
     page.wait_for_selector(f"{CANVAS}[data-ready=true]")
     _fill(page, (500, 600), "#704a28")  # work in progress on the rotten apple
