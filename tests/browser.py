@@ -6,10 +6,11 @@ Scenario files (``tests/test_browser_*.py``) import the fixtures they use::
 
 - ``live_app``: a real server on a fresh database under ``tmp_path`` (`tests.app_server`),
   as a `LiveApp` with a `gradio_client.Client` for set-up through the public API.
-- ``page``: a Playwright page in a fresh headless Chromium (own user-data folder, so no
-  state leaks between tests). When the test ends, pass or fail, the page's final state is
-  saved to ``test-artifacts/<test name>.png`` and JavaScript errors the page raised are
-  listed in ``page.js_errors``.
+- ``page``: a Playwright page in a fresh browser context (own cookies and storage, so no
+  state leaks between tests) of one headless Chromium per module (starting Chromium with a
+  fresh profile for every test cost about a second each). When the test ends, pass or fail,
+  the page's final state is saved to ``test-artifacts/<test name>.png`` and JavaScript
+  errors the page raised are listed in ``page.js_errors``.
 
 Chromium is Debian's (``/usr/bin/chromium``, or ``$CHROMIUM_PATH``), launched through
 ``executable_path``: Playwright's own browser download does not work on our machines.
@@ -139,7 +140,8 @@ def _require_chromium() -> None:
 def chromium_browser() -> Iterator[object]:
     """A headless Debian Chromium (`playwright.sync_api.Browser`), for tests that open
     several contexts in one browser; closed (and Playwright stopped) when the block ends.
-    The one other way this project launches Chromium is `chromium`."""
+    Playwright's sync API runs an event loop in this thread meanwhile, so nothing in the
+    block may call ``asyncio.run``."""
     _require_chromium()
     with playwright_api.sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(CHROMIUM_ARGS))
@@ -147,31 +149,6 @@ def chromium_browser() -> Iterator[object]:
             yield browser
         finally:
             browser.close()
-
-
-@contextlib.contextmanager
-def chromium(user_data_dir: str | Path) -> Iterator[object]:
-    """A headless Debian Chromium with a fresh profile in `user_data_dir`.
-
-    Yields
-    ------
-    playwright.sync_api.BrowserContext
-        Closed (and Playwright stopped) when the block ends.
-    """
-    _require_chromium()
-    with playwright_api.sync_playwright() as driver:
-        context = driver.chromium.launch_persistent_context(
-            str(user_data_dir),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=list(CHROMIUM_ARGS),
-            viewport=VIEWPORT,
-        )
-        try:
-            context.set_default_timeout(TIMEOUT_MS)
-            yield context
-        finally:
-            context.close()
 
 
 def table_rows(page, elem_id: str) -> list[list[str]]:
@@ -198,14 +175,18 @@ def live_app(tmp_path) -> Iterator[LiveApp]:
 
 
 @pytest.fixture
-def page(request, tmp_path) -> Iterator[object]:
-    """A page in a fresh Chromium; its final state is saved as the test's screenshot."""
-    with chromium(tmp_path / "chromium-profile") as context:
-        browser_page = context.pages[0] if context.pages else context.new_page()
-        browser_page.js_errors = []
-        browser_page.on("pageerror", lambda error: browser_page.js_errors.append(str(error)))
-        try:
-            yield browser_page
-        finally:
-            ARTIFACTS.mkdir(exist_ok=True)
-            browser_page.screenshot(path=str(artifact_path(request.node.name)), full_page=True)
+def page(request, module_chromium) -> Iterator[object]:
+    """A page in a fresh browser context (its own cookies and storage) of the module's
+    Chromium (``module_chromium``, `tests.conftest`); its final state is saved as the
+    test's screenshot."""
+    context = module_chromium.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(TIMEOUT_MS)
+    browser_page = context.new_page()
+    browser_page.js_errors = []
+    browser_page.on("pageerror", lambda error: browser_page.js_errors.append(str(error)))
+    try:
+        yield browser_page
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        browser_page.screenshot(path=str(artifact_path(request.node.name)), full_page=True)
+        context.close()

@@ -32,6 +32,15 @@ def one_torch_thread():
         yield
 
 
+@pytest.fixture(scope="module")
+def module_chromium():
+    """One headless Chromium for a module's ``page`` tests (`tests.browser`)."""
+    from tests.browser import chromium_browser
+
+    with chromium_browser() as browser:
+        yield browser
+
+
 # `--dist loadfile` hands modules to the two processes in queue order, one at a time as
 # each process runs dry (test.sh passes --no-loadscope-reorder: xdist's default reorder puts
 # modules with many tests first, which sent the 100 s single-test scenario out last while
