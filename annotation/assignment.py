@@ -360,11 +360,16 @@ def pool_rows(db: sqlite_utils.Database, kind: str, annotator_id: int, k: int) -
     list of (target, fill)
         Concept key, coloring id or pair id, and its fill (int), in target order.
     """
+    return db.execute(_pool_sql(kind), {"kind": kind, "a": annotator_id, "k": k}).fetchall()
+
+
+def _pool_sql(kind: str) -> str:
+    """`pool_rows`' statement for `kind` (parameters ``:kind``, ``:a``, ``:k``)."""
     column = _TARGET[kind]
     done = _DONE[kind].replace(":t", "pool.t")
     done_by = _DONE_BY[kind].replace(":t", "pool.t")
     quota = _QUOTA[kind].replace(":t", "pool.t")
-    sql = (
+    return (
         f"select t, fill from (select pool.t as t, ({done}) + (select count(*) from tasks r "
         f"where r.kind = :kind and r.practice = 0 and r.status = 'reserved' and "
         f"r.{column} = pool.t) as fill, ({quota}) as quota from ({_POOL[kind]}) pool "
@@ -372,7 +377,6 @@ def pool_rows(db: sqlite_utils.Database, kind: str, annotator_id: int, k: int) -
         f"and m.status = 'reserved' and m.annotator_id = :a and m.{column} = pool.t) "
         f"and ({done_by}) = 0) where fill < quota order by t"
     )
-    return db.execute(sql, {"kind": kind, "a": annotator_id, "k": k}).fetchall()
 
 
 def check_submittable(

@@ -603,6 +603,15 @@ def _v10_change_counters(db: sqlite_utils.Database) -> None:
             )
 
 
+def _v11_reservations_by_target_indexes(db: sqlite_utils.Database) -> None:
+    """The open pool counts each target's live reservations (`annotation.assignment.pool_rows`),
+    inside the write transaction of every submission (the next task is reserved there):
+    without an index by target each count scanned every reservation of the kind, 30 ms per
+    submission at the full study's 1,278 concepts instead of 3 ms."""
+    for target in ("concept_key", "coloring_id", "pair_id"):
+        db["tasks"].create_index([target, "kind", "status"], if_not_exists=True)
+
+
 def change_count(db: sqlite_utils.Database, name: str = DISTRIBUTIONS_CHANGED) -> int:
     """How many changes the triggers of `_v10_change_counters` have counted (a cache key)."""
     row = db.execute("select n from change_counters where name = ?", [name]).fetchone()
@@ -623,6 +632,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("batch sizes: reserve a few tasks ahead", _v8_batches),
     ("explicit-color prompts and verdicts", _v9_explicit_color),
     ("change counters for cached research views; coloring rounds index", _v10_change_counters),
+    ("reservations by target indexes", _v11_reservations_by_target_indexes),
 )
 
 
