@@ -74,7 +74,7 @@ from bench.designer_client import (
 )
 from bench.run_resume import build_tiny_models, kill_and_resume_run
 from bench.store_checks import check_store
-from storage import ensure_schema, open_db, transaction
+from storage import BUSY_TIMEOUT_MS, ensure_schema, open_db, transaction
 
 LOCK_WAIT_S = 120.0
 
@@ -335,29 +335,38 @@ def _alive_after(pids: list[int], seconds: float) -> list[int]:
 def _kill_inside_a_write(study: Study, app: AppProcess, stop: threading.Event) -> list[str]:
     """Hold the write lock until a submission's files are on disk, then SIGKILL the app.
 
+    The app may need the lock for something else first (a submission's answer starts
+    the designer's next batch, a write that comes before any file of the next submission);
+    held past the app's busy timeout, that write would fail. So the lock is held at most a
+    third of `storage.db.BUSY_TIMEOUT_MS` at a time, then let go briefly, until
+    `LOCK_WAIT_S` in all.
+
     Returns the relative paths of the files written under the lock (no row names them).
     """
+    deadline = time.perf_counter() + LOCK_WAIT_S
     db = open_db(study.db_path)
     try:
-        db.execute("BEGIN IMMEDIATE")
-        before = set(orphaned_files(db, study.data_dir))
-        deadline = time.perf_counter() + LOCK_WAIT_S
-        written: list[str] = []
-        while len(written) < 2:
-            if time.perf_counter() > deadline:
-                raise RuntimeError("no submission wrote its files while the lock was held")
-            time.sleep(0.05)
-            written = [
-                p
-                for p in orphaned_files(db, study.data_dir)
-                if p not in before and not Path(p).name.startswith(".")
-            ]
-        stop.set()
-        app.kill()
-        db.execute("ROLLBACK")
+        while time.perf_counter() < deadline:
+            db.execute("BEGIN IMMEDIATE")
+            before = set(orphaned_files(db, study.data_dir))
+            release = min(deadline, time.perf_counter() + BUSY_TIMEOUT_MS / 3000)
+            while time.perf_counter() < release:
+                time.sleep(0.05)
+                written = [
+                    p
+                    for p in orphaned_files(db, study.data_dir)
+                    if p not in before and not Path(p).name.startswith(".")
+                ]
+                if len(written) >= 2:
+                    stop.set()
+                    app.kill()
+                    db.execute("ROLLBACK")
+                    return written
+            db.execute("ROLLBACK")
+            time.sleep(0.5)
     finally:
         db.close()
-    return written
+    raise RuntimeError("no submission wrote its files while the lock was held")
 
 
 def _date_back(data_dir: Path, seconds: float) -> None:
