@@ -8,14 +8,6 @@ pytestmark = pytest.mark.browser
 playwright = pytest.importorskip("playwright.sync_api")
 
 
-@pytest.fixture
-def browser():
-    from tests.browser import chromium_browser
-
-    with chromium_browser() as chromium:
-        yield chromium
-
-
 def _expect_signed_in(page, expect, signed_in: bool) -> None:
     """Sign-in boxes while nobody is signed in; Sign out (on the Start tab) while someone is."""
     if signed_in:
@@ -28,13 +20,13 @@ def _expect_signed_in(page, expect, signed_in: bool) -> None:
     (expect(sign_out).to_be_visible if signed_in else expect(sign_out).to_be_hidden)(timeout=20_000)
 
 
-def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, browser):
+def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, module_chromium):
     config = make_config(tmp_path)
     expect = playwright.expect
     with running_app(config) as (client, _):
         admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
         link = client.predict(admin, "designer", 1, "yes", 7, api_name="/admin_create_invites")["data"][0][3]
-        page = browser.new_page()
+        page = module_chromium.new_page()
         page.goto(client.src)
         _expect_signed_in(page, expect, False)
         page.goto(link.replace(config.public_url + "/", client.src))
@@ -65,10 +57,10 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, browser):
         expect(page.locator("#start_password input")).to_have_value("", timeout=20_000)
 
 
-def test_forged_invite_link_shows_why_and_signs_nobody_in(tmp_path, browser):
+def test_forged_invite_link_shows_why_and_signs_nobody_in(tmp_path, module_chromium):
     config = make_config(tmp_path)
     with running_app(config) as (client, _):
-        page = browser.new_page()
+        page = module_chromium.new_page()
         page.goto(client.src + "?invite=forged-token")
         playwright.expect(page.locator("#start_status")).to_contain_text(
             "Your invite link did not work: this invite link is not valid", timeout=20_000

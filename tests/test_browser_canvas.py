@@ -28,7 +28,7 @@ from app.coloring_canvas import (
     flush_js,
     inspect_canvas_value,
 )
-from tests.browser import chromium_browser, playwright_api
+from tests.browser import playwright_api
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 APPLE = load_sketch_png(SKETCH_DIR / "apple.png")
@@ -49,15 +49,9 @@ def demo_url():
         demo.close()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with chromium_browser() as chromium:
-        yield chromium
-
-
 @pytest.fixture
-def page(browser, demo_url):
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+def page(module_chromium, demo_url):
+    context = module_chromium.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda error: errors.append(error))
@@ -415,7 +409,7 @@ def test_the_current_and_recent_colors_show_their_names(page):
     expect(name).to_have_text("greenish white · white")
 
 
-def test_organisers_preset_swatches_show_in_the_picker(browser):
+def test_organisers_preset_swatches_show_in_the_picker(module_chromium):
     with gr.Blocks() as demo:
         coloring_canvas(
             task_id="presets",
@@ -424,7 +418,7 @@ def test_organisers_preset_swatches_show_in_the_picker(browser):
             elem_id="demo_canvas",
         )
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True)
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context = module_chromium.new_context(viewport={"width": 1280, "height": 900})
     try:
         page = context.new_page()
         _open(page, url)
