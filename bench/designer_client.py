@@ -34,7 +34,15 @@ from gradio_client.exceptions import AppError
 from gradio_client.utils import SKIP_COMPONENTS
 from skimage.measure import label, regionprops
 
-from annotation.coloring.fill import blank_color_layer, canvas_value, flood_fill, line_mask
+from annotation.coloring.fill import (
+    blank_color_layer,
+    canvas_text,
+    canvas_value,
+    color_layer_to_png,
+    flood_fill,
+    line_mask,
+)
+from annotation.sketches.importing import png_data_url
 from annotation.sketches.library import get_sketch, load_sketch
 from storage import open_db
 
@@ -123,8 +131,7 @@ class SketchLayers:
         url = self.prepared.take(sketch_id) if self.prepared is not None else None
         if url is None:
             return canvas_value(canvas_key, self.painted(sketch_id, rng), elapsed_s)
-        # The JSON of `canvas_value` around a layer encoded before.
-        return json.dumps({"task_id": str(canvas_key), "color_layer": url, "elapsed_s": float(elapsed_s)})
+        return canvas_text(canvas_key, url, elapsed_s)
 
     def painted(self, sketch_id: int, rng: np.random.Generator) -> np.ndarray:
         """A color layer (H, W, 4) of the sketch: 1 to 3 of its regions in random colors."""
@@ -141,7 +148,7 @@ class SketchLayers:
         for sketch, count in counts.items():
             urls: dict[str, None] = {}  # ordered and distinct
             while len(urls) < count:
-                urls[json.loads(canvas_value("", self.painted(sketch, rng)))["color_layer"]] = None
+                urls[png_data_url(color_layer_to_png(self.painted(sketch, rng)))] = None
             by_sketch[sketch] = list(urls)
         return PreparedValues(by_sketch)
 

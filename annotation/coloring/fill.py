@@ -350,7 +350,15 @@ def canvas_value(task_id: str, color_layer: np.ndarray | None, elapsed_s: float 
     url = ""
     if color_layer is not None and np.any(np.asarray(color_layer)[..., 3]):
         url = _PNG_DATA_URL + base64.b64encode(color_layer_to_png(color_layer)).decode("ascii")
-    return json.dumps({"task_id": str(task_id), "color_layer": url, "elapsed_s": float(elapsed_s)})
+    return canvas_text(task_id, url, elapsed_s)
+
+
+def canvas_text(task_id: str, color_layer_url: str, elapsed_s: float = 0.0) -> str:
+    """The canvas value text around a color layer already encoded (`canvas_value`'s
+    ``color_layer`` field: a PNG data URL, or "" for nothing painted)."""
+    return json.dumps(
+        {"task_id": str(task_id), "color_layer": color_layer_url, "elapsed_s": float(elapsed_s)}
+    )
 
 
 def parse_canvas_value(text: str | None, shape: tuple[int, ...]) -> CanvasValue:
