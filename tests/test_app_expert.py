@@ -7,7 +7,7 @@ from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.qc_data import add_coloring
 from tests.test_app_admin import _dump
-from tests.test_app_landing import browser, playwright  # noqa: F401 (fixture)
+from tests.test_app_landing import playwright
 
 GREYS = [(70, 70, 75), (110, 110, 110), (50, 52, 60), (130, 128, 125)]
 PINK = (255, 105, 180)
@@ -163,7 +163,7 @@ def test_expert_vote_is_documented_with_its_three_inputs_and_checks_the_verdict(
 
 
 @pytest.mark.browser
-def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(study, browser):
+def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(study, module_chromium):
     client, config, expect = study["client"], study["config"], playwright.expect
     note = "<img src=x onerror=alert(1)> browner"
     client.predict(study["admin"], study["apples"][0], note, api_name="/expert_recolor")
@@ -171,7 +171,7 @@ def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(stud
     link = client.predict(study["admin"], "expert", 1, "yes", 7, api_name="/admin_create_invites")["data"][0][
         3
     ]
-    page = browser.new_page()
+    page = module_chromium.new_page()
     page.goto(link.replace(config.public_url + "/", client.src))
     page.get_by_role("tab", name="Expert review").click()
     page.locator("#expert_concept input").click()
