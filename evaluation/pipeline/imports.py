@@ -39,6 +39,7 @@ from evaluation.pipeline import runs
 from evaluation.pipeline.fileio import write_atomic
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
+from storage import transaction
 
 MANIFEST = "manifest.csv"
 NAME_FIELDS = ("model", "concept", "style", "cfg", "seed")
@@ -342,7 +343,7 @@ def import_images(
         "concepts": sorted({i["concept"] for i in items}),
         "styles": sorted({i["style"] for i in items}),
     }
-    with db.atomic():
+    with transaction(db):
         runs.create_run(db, run, items, config)
         ids = {
             (r["model"], r["concept"], r["style"], r["cfg"], r["seed"]): r["id"] for r in runs.items(db, run)

@@ -28,6 +28,7 @@ from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD, Detect
 from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Batch, Executor, InProcessExecutor
 from evaluation.pipeline.ray_storage import Location, location, read_file, remove_run_temporaries, write_file
+from storage import transaction
 
 Progress = Callable[[int, int], None]
 
@@ -398,7 +399,7 @@ def extract(
 
     def on_result(results: Batch) -> None:
         nonlocal written
-        with db.atomic():
+        with transaction(db):
             for r in results:
                 runs.store_model_distribution(
                     db,
