@@ -612,6 +612,18 @@ def _v11_reservations_by_target_indexes(db: sqlite_utils.Database) -> None:
         db["tasks"].create_index([target, "kind", "status"], if_not_exists=True)
 
 
+def _v12_session_invites(db: sqlite_utils.Database) -> None:
+    """A session records the invite that opened it (``invite_hash``, the invite's
+    ``token_hash``; null for the admin's) and why it was ended (``end_reason``, with
+    ``revoked`` its time): a new link or a revoke ends the sessions of the earlier links, and
+    a person's oldest live session ends when one more opens than they may hold
+    (`annotation.people.accounts`). Sessions opened before keep both null. The index finds
+    a person's live sessions."""
+    db["sessions"].add_column("invite_hash", str)
+    db["sessions"].add_column("end_reason", str)
+    db["sessions"].create_index(["annotator_id", "revoked"], if_not_exists=True)
+
+
 def change_count(db: sqlite_utils.Database, name: str = DISTRIBUTIONS_CHANGED) -> int:
     """How many changes the triggers of `_v10_change_counters` have counted (a cache key)."""
     row = db.execute("select n from change_counters where name = ?", [name]).fetchone()
@@ -633,6 +645,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("explicit-color prompts and verdicts", _v9_explicit_color),
     ("change counters for cached research views; coloring rounds index", _v10_change_counters),
     ("reservations by target indexes", _v11_reservations_by_target_indexes),
+    ("sessions record their invite and why they ended", _v12_session_invites),
 )
 
 

@@ -142,3 +142,90 @@ def test_new_invite_replaces_a_lost_link(db):
     assert login_with_invite(db, fresh).annotator_id == annotator["id"]
     with pytest.raises(InvalidToken, match="this invite link was revoked"):
         login_with_invite(db, old)
+
+
+def _live_sessions(db, annotator_id):
+    return [
+        r["token_hash"]
+        for r in db.query(
+            "select token_hash from sessions where annotator_id = ? and revoked is null order by rowid",
+            [annotator_id],
+        )
+    ]
+
+
+def test_a_new_invite_ends_every_session_of_the_earlier_link(db):
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    ((annotator, old),) = create_annotators(db, 1, "designer", now=start)
+    phone, laptop = (login_with_invite(db, old, now=start) for _ in range(2))
+    fresh = new_invite(db, annotator["id"], now=start + dt.timedelta(hours=1))
+    for session in (phone, laptop):
+        with pytest.raises(InvalidToken, match="opened with an invite link that has since been replaced"):
+            require(db, session.token, "designer", now=start + dt.timedelta(hours=2))
+    ended = {r["token_hash"]: (r["revoked"], r["end_reason"]) for r in db["sessions"].rows}
+    assert ended == {
+        hash_token(s.token): ("2025-01-01T01:00:00.000000Z", "new_invite") for s in (phone, laptop)
+    }
+    session = login_with_invite(db, fresh, now=start + dt.timedelta(hours=2))
+    assert db["sessions"].get(hash_token(session.token))["invite_hash"] == hash_token(fresh)
+    assert (
+        require(db, session.token, "designer", now=start + dt.timedelta(hours=2)).annotator_id
+        == (annotator["id"])
+    )
+    assert json.loads(db["audit"].get(2)["details"]) == {"revoked_invites": 1, "ended_sessions": 2}
+
+
+def test_revoking_a_person_ends_all_their_sessions_and_no_one_elses(db):
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    (mine, old), (theirs, other) = create_annotators(db, 2, "expert", now=start)
+    sessions = [login_with_invite(db, old, now=start) for _ in range(3)]
+    fresh = new_invite(db, mine["id"], now=start)
+    sessions.append(login_with_invite(db, fresh, now=start))
+    bystander = login_with_invite(db, other, now=start)
+    revoke_annotator(db, mine["id"], ADMIN, "left the study", now=start)
+    assert _live_sessions(db, mine["id"]) == []
+    with pytest.raises(InvalidToken, match="the study admin closed your account"):
+        require(db, sessions[-1].token, now=start)
+    assert require(db, bystander.token, "expert", now=start).annotator_id == theirs["id"]
+
+
+def test_opening_a_link_six_times_keeps_five_live_sessions_and_ends_the_oldest(db):
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    ((annotator, token),) = create_annotators(db, 1, "participant", now=start)
+    sessions = [login_with_invite(db, token, now=start + dt.timedelta(minutes=i)) for i in range(6)]
+    assert _live_sessions(db, annotator["id"]) == [hash_token(s.token) for s in sessions[1:]]
+    with pytest.raises(InvalidToken, match="more than 5 devices or browsers and this was the oldest"):
+        require(db, sessions[0].token, now=start + dt.timedelta(minutes=6))
+    for session in sessions[1:]:
+        require(db, session.token, "participant", now=start + dt.timedelta(minutes=6))
+    assert db["sessions"].get(hash_token(sessions[0].token))["end_reason"] == "too_many"
+
+
+def test_expired_sessions_do_not_count_against_the_cap(db):
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    ((annotator, token),) = create_annotators(db, 1, "designer", now=start)
+    for _ in range(5):
+        login_with_invite(db, token, session_days=1, now=start)
+    later = start + dt.timedelta(days=2)
+    sessions = [login_with_invite(db, token, now=later) for _ in range(5)]
+    for session in sessions:
+        require(db, session.token, now=later)
+    assert db.execute("select count(*) from sessions where end_reason is not null").fetchone()[0] == 0
+
+
+def test_a_signed_out_session_says_so(db):
+    ((_, token),) = create_annotators(db, 1, "designer")
+    session = login_with_invite(db, token)
+    logout(db, session.token)
+    with pytest.raises(InvalidToken, match="your session is not valid any more: you signed out"):
+        require(db, session.token)
+
+
+def test_a_refusal_quotes_at_most_80_characters_of_a_huge_value(db):
+    role = "r" * 1_000_000
+    with pytest.raises(InvalidInput) as raised:
+        create_annotators(db, 1, role)
+    assert str(raised.value) == (
+        f"`role` must be one of {('designer', 'expert', 'participant', 'researcher')}, "
+        f"got {'r' * 80!r}… (1000000 characters)"
+    )

@@ -4,6 +4,7 @@ images give through any sequence of changes."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import sqlite3
@@ -84,6 +85,36 @@ def test_a_database_from_the_previous_code_migrates_forward_with_every_row_kept(
         new = moved[(old["source"], old["concept"])]
         assert (new["p"], new["provenance"]) == (old["p"], old["provenance"])
         assert new["updated"] == old["created_at"][:19] + ".000000Z"
+
+
+def test_a_session_opened_before_sessions_recorded_their_invite_survives_the_migration(tmp_path):
+    """Schema version 12 adds ``sessions.invite_hash`` and ``end_reason``: an old session keeps
+    working, and a new link for its person still ends it (it was opened with an earlier link)."""
+    from annotation.errors import InvalidToken
+    from annotation.people.accounts import hash_token, new_invite, require
+
+    now = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    data = _legacy_copy(tmp_path)
+    old = {
+        "token_hash": hash_token("old-session"),
+        "annotator_id": 1,
+        "roles": '["designer"]',
+        "created": "2026-10-30T12:00:00.000000Z",
+        "expires": "2026-11-13T12:00:00.000000Z",
+        "last_seen": "2026-10-30T12:00:00.000000Z",
+        "revoked": None,
+    }
+    conn = sqlite3.connect(data / "colorconcept.sqlite")
+    conn.execute("insert into sessions values (?, ?, ?, ?, ?, ?, ?)", list(old.values()))
+    conn.commit()
+    conn.close()
+    db = storage.open_db(data / "colorconcept.sqlite")
+    storage.ensure_schema(db)
+    assert list(db["sessions"].rows) == [{**old, "invite_hash": None, "end_reason": None}]
+    assert require(db, "old-session", "designer", now=now).pseudonym == "D0001"
+    new_invite(db, 1, now=now)
+    with pytest.raises(InvalidToken, match="opened with an invite link that has since been replaced"):
+        require(db, "old-session", now=now)
 
 
 def test_designers_p_h_of_a_migrated_database_equals_the_images_and_skips_the_recolor(tmp_path):

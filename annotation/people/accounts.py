@@ -6,6 +6,12 @@ token the browser keeps. Invite and session tokens are random (`secrets.token_ur
 and only their sha256 is stored. An invite stays usable until it expires or is revoked,
 so a person can sign in again from another device with the same link (choice: the study
 runs over days; the paper is silent).
+
+A session records the invite that opened it. A new link for a person (`new_invite`) and
+revoking the person (`revoke_annotator`) end every session opened with an earlier link,
+so whoever found a lost link is signed out with it. A person holds at most
+`MAX_LIVE_SESSIONS` live sessions: opening one more ends their oldest. `require` tells
+the holder of an ended session why it ended (`END_REASONS`).
 """
 
 from __future__ import annotations
@@ -19,7 +25,15 @@ from dataclasses import dataclass
 import sqlite_utils
 
 from annotation import audit
-from annotation.errors import Conflict, InvalidInput, InvalidToken, NotFound, PermissionDenied, check_length
+from annotation.errors import (
+    Conflict,
+    InvalidInput,
+    InvalidToken,
+    NotFound,
+    PermissionDenied,
+    check_length,
+    shown,
+)
 from storage import iso, transaction, utcnow
 
 ROLES = ("designer", "expert", "participant", "researcher", "admin")
@@ -29,6 +43,21 @@ INVITE_DAYS = 30
 SESSION_DAYS = 14
 MAX_BULK = 500
 _MAX_TOKEN_LENGTH = 256
+MAX_LIVE_SESSIONS = 5
+"""Live sessions one annotator may hold at once (a phone, a laptop, a second browser...);
+opening one more ends the oldest. The admin's sessions are not capped: each needs the
+password and lasts a day."""
+
+_ENDED = "your session is not valid any more"
+END_REASONS = {
+    "new_invite": f"{_ENDED}: it was opened with an invite link that has since been replaced; "
+    "open the newest link the study admin gave you",
+    "revoked": f"{_ENDED}: the study admin closed your account",
+    "too_many": f"{_ENDED}: you signed in on more than {MAX_LIVE_SESSIONS} devices or browsers "
+    "and this was the oldest session; open your invite link again",
+    "logout": f"{_ENDED}: you signed out; open your invite link again",
+}
+"""Why a session ended (the ``sessions.end_reason`` values), as `require` says it."""
 
 
 @dataclass(frozen=True)
@@ -138,7 +167,8 @@ def new_invite(
     now: dt.datetime | None = None,
 ) -> str:
     """Issue a fresh invite token for an existing annotator (e.g. a lost link); the
-    annotator's earlier invites are revoked, so a lost link cannot be used by a finder.
+    annotator's earlier invites are revoked and every session they opened is ended, so
+    a finder of the lost link can neither sign in with it nor stay signed in.
 
     Raises
     ------
@@ -157,6 +187,7 @@ def new_invite(
             "update invites set revoked = ? where annotator_id = ? and revoked is null",
             [iso(now), annotator_id],
         ).rowcount
+        ended = _end_sessions(db, annotator_id, "new_invite", now)
         token = _insert_invite(db, annotator_id, json.loads(annotator["roles"])[0], expires_days, now)
         audit.record(
             db,
@@ -164,7 +195,7 @@ def new_invite(
             "new_invite",
             "annotator",
             annotator_id,
-            details={"revoked_invites": revoked},
+            details={"revoked_invites": revoked, "ended_sessions": ended},
             now=now,
         )
     return token
@@ -172,11 +203,11 @@ def new_invite(
 
 def _check_bulk(n: int, role: str, expires_days: float) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_BULK:
-        raise InvalidInput(f"`n` must be a whole number from 1 to {MAX_BULK}, got {n!r}")
+        raise InvalidInput(f"`n` must be a whole number from 1 to {MAX_BULK}, got {shown(n)}")
     if role not in INVITABLE_ROLES:
-        raise InvalidInput(f"`role` must be one of {INVITABLE_ROLES}, got {role!r}")
+        raise InvalidInput(f"`role` must be one of {INVITABLE_ROLES}, got {shown(role)}")
     if not isinstance(expires_days, (int, float)) or not 0 < expires_days <= 3650:
-        raise InvalidInput(f"`expires_days` must be in (0, 3650], got {expires_days!r}")
+        raise InvalidInput(f"`expires_days` must be in (0, 3650], got {shown(expires_days)}")
 
 
 def _insert_invite(db, annotator_id: int, role: str, expires_days: float, now: dt.datetime) -> str:
@@ -202,6 +233,9 @@ def login_with_invite(
     now: dt.datetime | None = None,
 ) -> Session:
     """Sign in with an invite token and open a session.
+
+    The annotator's oldest live sessions end (reason ``too_many``) so that, with this one,
+    they hold at most `MAX_LIVE_SESSIONS`.
 
     Raises
     ------
@@ -233,6 +267,7 @@ def login_with_invite(
                 "first_used": invite["first_used"] or iso(now),
             },
         )
+        _end_sessions(db, annotator["id"], "too_many", now, keep=MAX_LIVE_SESSIONS - 1)
         return _open_session(
             db,
             annotator["id"],
@@ -240,6 +275,7 @@ def login_with_invite(
             tuple(json.loads(annotator["roles"])),
             session_days,
             now,
+            invite_hash=token_hash,
         )
 
 
@@ -259,6 +295,8 @@ def _open_session(
     roles: tuple[str, ...],
     session_days: float,
     now: dt.datetime,
+    *,
+    invite_hash: str | None = None,
 ) -> Session:
     token = secrets.token_urlsafe(32)
     expires = iso(now + dt.timedelta(days=session_days))
@@ -270,9 +308,20 @@ def _open_session(
             "created": iso(now),
             "expires": expires,
             "last_seen": iso(now),
+            "invite_hash": invite_hash,
         }
     )
     return Session(token, annotator_id, pseudonym, roles, expires)
+
+
+def _end_sessions(db, annotator_id: int, reason: str, now: dt.datetime, *, keep: int = 0) -> int:
+    """End `annotator_id`'s live sessions but the newest `keep`, giving `reason`; how many ended."""
+    return db.execute(
+        "update sessions set revoked = ?, end_reason = ? where token_hash in ("
+        "select token_hash from sessions where annotator_id = ? and revoked is null and expires > ? "
+        "order by created desc, rowid desc limit -1 offset ?)",
+        [iso(now), reason, annotator_id, iso(now), keep],
+    ).rowcount
 
 
 def require(
@@ -297,7 +346,8 @@ def require(
     PermissionDenied
         If nobody is signed in or the person lacks every listed role.
     InvalidToken
-        If the session is unknown, revoked or expired, or its annotator was revoked.
+        If the session is unknown, ended (the message says why: `END_REASONS`) or
+        expired, or its annotator was revoked.
     """
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
@@ -317,9 +367,12 @@ def require(
 
 def _session_actor(db, token_hash: str, now: dt.datetime) -> Actor:
     rows = list(db["sessions"].rows_where("token_hash = ?", [token_hash]))
-    if not rows or rows[0]["revoked"]:
-        raise InvalidToken("your session is not valid any more; open your invite link again")
+    if not rows:
+        raise InvalidToken(f"{_ENDED}; open your invite link again")
     session = rows[0]
+    if session["revoked"]:
+        # Sessions ended before they recorded why (schema version 12) give no reason.
+        raise InvalidToken(END_REASONS.get(session["end_reason"], f"{_ENDED}; open your invite link again"))
     if session["expires"] <= iso(now):
         raise InvalidToken("your session expired; open your invite link (or sign in as admin) again")
     if session["annotator_id"] is None:
@@ -333,7 +386,8 @@ def logout(db: sqlite_utils.Database, session_token: str, *, now: dt.datetime | 
     token_hash = _hash_checked(session_token, "session")
     with transaction(db):
         db.execute(
-            "update sessions set revoked = ? where token_hash = ? and revoked is null", [iso(now), token_hash]
+            "update sessions set revoked = ?, end_reason = 'logout' where token_hash = ? and revoked is null",
+            [iso(now), token_hash],
         )
 
 
@@ -343,14 +397,14 @@ def revoke_annotator(
     """Revoke an annotator with their invites and sessions; their data stays."""
     check_length(why, "why")
     get_annotator(db, annotator_id)
-    stamp = iso(now)
+    now = utcnow() if now is None else now
     with transaction(db):
         db["annotators"].update(annotator_id, {"status": "revoked"})
-        for table in ("invites", "sessions"):
-            db.execute(
-                f"update {table} set revoked = ? where annotator_id = ? and revoked is null",
-                [stamp, annotator_id],
-            )
+        db.execute(
+            "update invites set revoked = ? where annotator_id = ? and revoked is null",
+            [iso(now), annotator_id],
+        )
+        _end_sessions(db, annotator_id, "revoked", now)
         audit.record(db, actor.pseudonym, "revoke_annotator", "annotator", annotator_id, why, now=now)
 
 
@@ -358,7 +412,7 @@ def get_annotator(db: sqlite_utils.Database, annotator_id: int) -> dict:
     """The ``annotators`` row of `annotator_id`; raises `NotFound`."""
     rows = list(db["annotators"].rows_where("id = ?", [annotator_id]))
     if not rows:
-        raise NotFound(f"unknown annotator id {annotator_id!r}")
+        raise NotFound(f"unknown annotator id {shown(annotator_id)}")
     return rows[0]
 
 
