@@ -624,6 +624,18 @@ def _v12_session_invites(db: sqlite_utils.Database) -> None:
     db["sessions"].create_index(["annotator_id", "revoked"], if_not_exists=True)
 
 
+def _v13_pilot_concepts(db: sqlite_utils.Database) -> None:
+    """The pilot study's concepts (`annotation.pilot`): while any are stored, designers are
+    handed these first (`annotation.assignment.pool_rows` looks each concept up here by its
+    key, the primary key, inside every reservation). ``added`` is when it joined the pilot."""
+    db["pilot_concepts"].create(
+        {"concept_key": str, "added": str},
+        pk="concept_key",
+        not_null={"added"},
+        foreign_keys=[("concept_key", "concepts", "key")],
+    )
+
+
 def change_count(db: sqlite_utils.Database, name: str = DISTRIBUTIONS_CHANGED) -> int:
     """How many changes the triggers of `_v10_change_counters` have counted (a cache key)."""
     row = db.execute("select n from change_counters where name = ?", [name]).fetchone()
@@ -646,6 +658,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("change counters for cached research views; coloring rounds index", _v10_change_counters),
     ("reservations by target indexes", _v11_reservations_by_target_indexes),
     ("sessions record their invite and why they ended", _v12_session_invites),
+    ("pilot study concepts", _v13_pilot_concepts),
 )
 
 
