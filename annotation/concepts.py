@@ -6,7 +6,7 @@ import dataclasses
 
 import sqlite_utils
 
-from annotation.errors import NotFound
+from annotation.errors import NotFound, shown
 from evaluation.concepts import Concept, load_concepts
 from storage import transaction
 
@@ -49,4 +49,4 @@ def get_concept(db: sqlite_utils.Database, key: str) -> dict:
 
 def unknown_concept(key) -> str:
     """The one message for a concept key that names no concept."""
-    return f"unknown concept {key!r}; expected a key such as 'rotten apple'"
+    return f"unknown concept {shown(key)}; expected a key such as 'rotten apple'"

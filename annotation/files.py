@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import io
+import struct
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from annotation.errors import InvalidImage, InvalidInput
+from annotation.errors import InvalidImage, InvalidInput, shown
 from evaluation.pipeline.fileio import write_atomic
 
 # A 4096 x 4096 image; sketches and colorings are 1024 x 1024 or smaller.
@@ -107,6 +108,94 @@ def store_png(data_dir: str | Path, image: np.ndarray | Image.Image, *, folder: 
     return store_bytes(data_dir, png_bytes(image), suffix=".png", folder=folder)
 
 
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_COLOR_TYPES = {0: "grayscale", 2: "RGB", 3: "palette", 4: "grayscale+alpha", 6: "RGBA"}
+
+
+@dataclass(frozen=True)
+class _PngHeader:
+    """What a PNG's chunks before its pixel data say about it.
+
+    Attributes
+    ----------
+    width, height : int
+        Pixels.
+    bit_depth : int
+        Bits per channel (per palette index for palette PNGs): 1, 2, 4, 8 or 16.
+    color_type : int
+        The IHDR color type, a key of ``_PNG_COLOR_TYPES`` (6 is RGBA).
+    transparency : bool
+        Whether a ``tRNS`` chunk gives transparency to a palette or a color key.
+    frames : int
+        Frames of an animated PNG (``acTL``), 1 for a still image.
+    """
+
+    width: int
+    height: int
+    bit_depth: int
+    color_type: int
+    transparency: bool
+    frames: int
+
+    def describe(self) -> str:
+        """E.g. ``"a 16-bit grayscale PNG of 1024×1024"``, ``"an animated 8-bit RGBA PNG of
+        1024×1024 with 2 frames"``."""
+        kind = _PNG_COLOR_TYPES.get(self.color_type, f"color type {self.color_type}")
+        text = f"{'animated ' if self.frames != 1 else ''}{self.bit_depth}-bit {kind} PNG"
+        text += f" of {self.width}×{self.height}"
+        text += f" with {self.frames} frames" if self.frames != 1 else ""
+        text += " with transparency" if self.transparency else ""
+        return f"{'an' if text.startswith(('8', 'a')) else 'a'} {text}"
+
+
+def _png_header(data: bytes) -> _PngHeader:
+    """Read a PNG's header chunks (up to its first ``IDAT``) without decoding any pixel.
+
+    Raises
+    ------
+    InvalidImage
+        If `data` is not a PNG or its chunks before the pixel data are cut short; the
+        message says what arrived as a noun phrase, for `check_rgba_png`.
+    """
+    if not data.startswith(_PNG_SIGNATURE):
+        raise InvalidImage("data that is not a PNG")
+    chunks, offset = {}, len(_PNG_SIGNATURE)
+    while offset + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[offset : offset + 8])
+        if kind == b"IDAT" or kind == b"IEND":
+            break
+        chunks.setdefault(kind, data[offset + 8 : offset + 8 + length])
+        offset += 12 + length
+    ihdr, actl = chunks.get(b"IHDR", b""), chunks.get(b"acTL", b"\0\0\0\1")
+    if len(ihdr) != 13 or len(actl) < 4:
+        raise InvalidImage("a PNG whose header is cut short or corrupt")
+    width, height, bit_depth, color_type = struct.unpack(">IIBB", ihdr[:10])
+    frames = struct.unpack(">I", actl[:4])[0]
+    return _PngHeader(width, height, bit_depth, color_type, b"tRNS" in chunks, frames)
+
+
+def check_rgba_png(data: bytes, width: int, height: int, *, name: str) -> None:
+    """Refuse anything but a single-frame 8-bit RGBA PNG of `width` x `height` pixels.
+
+    What a browser's canvas sends (``toDataURL("image/png")``). Checked from the header,
+    before any pixel is decoded: an image of another size (a decompression bomb too) is
+    refused without decoding it.
+
+    Raises
+    ------
+    InvalidImage
+        Naming `name`, what was expected and what arrived, e.g. "`canvas` must be an 8-bit
+        RGBA PNG of 1024×1024 pixels, got a 16-bit grayscale PNG of 1024×1024".
+    """
+    expected = f"`{name}` must be an 8-bit RGBA PNG of {width}×{height} pixels"
+    try:
+        header = _png_header(data)
+    except InvalidImage as error:
+        raise InvalidImage(f"{expected}, got {error}") from None
+    if header != _PngHeader(width, height, 8, 6, False, 1):
+        raise InvalidImage(f"{expected}, got {header.describe()}")
+
+
 def resolve(data_dir: str | Path, relative: str) -> Path:
     """The absolute path of `relative` inside `data_dir`, refusing to leave it.
 
@@ -117,14 +206,14 @@ def resolve(data_dir: str | Path, relative: str) -> Path:
         outside `data_dir`.
     """
     if not isinstance(relative, str) or not relative.strip():
-        raise InvalidInput(f"file path must be a non-empty relative path, got {relative!r}")
+        raise InvalidInput(f"file path must be a non-empty relative path, got {shown(relative)}")
     parts = PurePosixPath(relative.replace("\\", "/"))
     if parts.is_absolute() or ".." in parts.parts or ":" in relative:
-        raise InvalidInput(f"file path must stay inside the data folder, got {relative!r}")
+        raise InvalidInput(f"file path must stay inside the data folder, got {shown(relative)}")
     root = Path(data_dir).resolve()
     target = (root / parts).resolve()
     if not target.is_relative_to(root):
-        raise InvalidInput(f"file path must stay inside the data folder, got {relative!r}")
+        raise InvalidInput(f"file path must stay inside the data folder, got {shown(relative)}")
     return target
 
 

@@ -1,6 +1,9 @@
 """A designer's work in the store: stored images, paint checks, batches, submits, redos."""
 
+import base64
 import datetime as dt
+import json
+import re
 import shutil
 
 import numpy as np
@@ -20,6 +23,7 @@ from annotation.sketches.library import load_sketch, sync_shipped_sketches
 from evaluation.color.colorspace import srgb_to_lab
 from evaluation.color.extraction import image_distribution
 from evaluation.color.palette import nearest_uw71
+from tests.png_modes import WRONG_PNGS, rgba_png, wrong_png
 from tests.qc_data import actor, people
 
 T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.UTC)
@@ -348,3 +352,41 @@ def test_sixty_designers_in_two_waves_all_get_work_while_free_slots_exist(db, tm
         "group by concept_key"
     ).fetchall()
     assert all(n == distinct <= 5 for _, n, distinct in rows)
+
+
+def _png_value(key, png):
+    layer = "data:image/png;base64," + base64.b64encode(png).decode()
+    return json.dumps({"task_id": key, "color_layer": layer, "elapsed_s": 5.0})
+
+
+def _files(data):
+    return sorted(p.relative_to(data) for p in data.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_PNGS))
+def test_a_canvas_png_of_another_kind_is_refused_by_name_before_anything_is_written(store, name):
+    db, data = store
+    designer = _designer(db)
+    work.start_batch(db, designer, np.random.default_rng(0), 2)
+    item = work.next_item(db, designer, practice=False)
+    height, width = load_sketch(data, item.sketch).shape
+    png, message = wrong_png(name, width, height)
+    key = work.canvas_key(INSTANCE, item.task.id, item.sketch["id"])
+    before = (list(db.conn.iterdump()), _files(data))
+    with pytest.raises(InvalidInput) as raised:
+        work.submit_canvas(db, data, designer, _png_value(key, png), instance=INSTANCE, main_open=True)
+    assert re.fullmatch(message, str(raised.value)), str(raised.value)
+    assert (list(db.conn.iterdump()), _files(data)) == before
+
+
+def test_a_uniform_8_bit_rgba_canvas_png_is_still_stored(store):
+    db, data = store
+    designer = _designer(db)
+    work.start_batch(db, designer, np.random.default_rng(0), 2)
+    item = work.next_item(db, designer, practice=False)
+    height, width = load_sketch(data, item.sketch).shape
+    key = work.canvas_key(INSTANCE, item.task.id, item.sketch["id"])
+    value = _png_value(key, rgba_png(width, height))
+    submitted = work.submit_canvas(db, data, designer, value, instance=INSTANCE, main_open=True)
+    bins = nearest_uw71(srgb_to_lab(np.array([RED]) / 255.0))
+    assert np.flatnonzero(get_coloring(db, submitted.coloring_id)["p"]).tolist() == bins.tolist()

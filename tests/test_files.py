@@ -1,5 +1,6 @@
 import hashlib
 import io
+import re
 import struct
 import zlib
 
@@ -8,7 +9,8 @@ import pytest
 from PIL import Image
 
 from annotation.errors import InvalidImage, InvalidInput
-from annotation.files import decode_image, resolve, store_bytes, store_png
+from annotation.files import check_rgba_png, decode_image, resolve, store_bytes, store_png
+from tests.png_modes import WRONG_PNGS, rgba_png, wrong_png
 
 
 def _png_bytes(array):
@@ -107,3 +109,34 @@ def test_decode_image_refuses_missing_and_oversized_files(tmp_path):
     big.write_bytes(b"\0" * 2048)
     with pytest.raises(InvalidImage, match="2048 bytes; at most 1024"):
         decode_image(big, max_bytes=1024)
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_PNGS))
+def test_check_rgba_png_refuses_every_other_kind_and_names_what_arrived(name):
+    png, message = wrong_png(name, 64, 48)
+    with pytest.raises(InvalidImage) as raised:
+        check_rgba_png(png, 64, 48, name="canvas")
+    assert re.fullmatch(message, str(raised.value)), str(raised.value)
+
+
+def test_check_rgba_png_passes_a_single_frame_8_bit_rgba_png_of_the_size():
+    check_rgba_png(rgba_png(64, 48), 64, 48, name="canvas")
+
+
+@pytest.mark.parametrize(
+    "data, arrived",
+    [
+        (b"GIF89a" + bytes(64), "data that is not a PNG"),
+        (rgba_png(64, 48)[:20], "a PNG whose header is cut short or corrupt"),
+    ],
+)
+def test_check_rgba_png_refuses_what_is_not_a_png(data, arrived):
+    with pytest.raises(
+        InvalidImage, match=f"^`canvas` must be an 8-bit RGBA PNG of 64×48 pixels, got {arrived}$"
+    ):
+        check_rgba_png(data, 64, 48, name="canvas")
+
+
+def test_check_rgba_png_refuses_a_bomb_from_its_header_alone():
+    with pytest.raises(InvalidImage, match="got an 8-bit RGB PNG of 100000×100000$"):
+        check_rgba_png(_png_header_only(100_000, 100_000), 64, 48, name="canvas")

@@ -34,7 +34,7 @@ from annotation.assignment import Task, check_submittable, submit
 from annotation.coloring import human
 from annotation.coloring.fill import MAX_SECONDS_SPENT
 from annotation.concepts import get_concept
-from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, shown
 from annotation.files import StoredFile, decode_image, png_bytes, resolve, store_bytes
 from evaluation.color import extraction
 from storage import insert_row, iso, transaction, utcnow
@@ -211,7 +211,7 @@ def store_prepared(
     def write(db_, task: Task | None) -> int:
         expected = _expected_round(db_, task)
         if round is not None and round != expected:
-            raise InvalidInput(f"`round` must be {expected} for this coloring, got {round!r}")
+            raise InvalidInput(f"`round` must be {expected} for this coloring, got {shown(round)}")
         return record_coloring(
             db_, files[0], files[1], prepared.p, prepared.sample, **fields, round=expected, now=now
         )
@@ -274,7 +274,7 @@ def record_coloring(
             f"`sample` must be a non-empty (N, 3) uint8 array, got {sample.dtype} {sample.shape}"
         )
     if isinstance(round, bool) or not isinstance(round, int) or round < 1:
-        raise InvalidInput(f"`round` must be a whole number >= 1, got {round!r}")
+        raise InvalidInput(f"`round` must be a whole number >= 1, got {shown(round)}")
     stamp = iso(now)
     with transaction(db):
         coloring_id = insert_row(
@@ -321,7 +321,7 @@ def set_status(db: sqlite_utils.Database, coloring: dict, status: str) -> None:
         One of `storage.schema.COLORING_STATUSES`.
     """
     if status not in COLORING_STATUSES:
-        raise InvalidInput(f"`status` must be one of {COLORING_STATUSES}, got {status!r}")
+        raise InvalidInput(f"`status` must be one of {COLORING_STATUSES}, got {shown(status)}")
     with transaction(db):
         db["colorings"].update(coloring["id"], {"status": status})
         if not coloring["practice"]:
@@ -344,7 +344,7 @@ def get_coloring(db: sqlite_utils.Database, coloring_id: int) -> dict:
         )
     )
     if not rows:
-        raise NotFound(f"unknown coloring id {coloring_id!r}")
+        raise NotFound(f"unknown coloring id {shown(coloring_id)}")
     return _with_p(rows[0])
 
 
@@ -395,7 +395,7 @@ def _expected_round(db, task: Task | None) -> int:
 def _coloring_task(db, task_id: int, concept_key: str, practice: bool) -> Task:
     rows = list(db["tasks"].rows_where("id = ?", [task_id]))
     if not rows:
-        raise NotFound(f"unknown task id {task_id!r}")
+        raise NotFound(f"unknown task id {shown(task_id)}")
     task = Task.from_row(rows[0])
     if task.kind != "coloring" or task.concept_key != concept_key or task.practice != practice:
         raise InvalidInput(
@@ -458,7 +458,7 @@ def _check_seconds(seconds_spent) -> None:
     ):
         raise InvalidInput(
             f"`seconds_spent` must be from 0 to {MAX_SECONDS_SPENT:.0f} seconds "
-            f"(7 days), got {seconds_spent!r}"
+            f"(7 days), got {shown(seconds_spent)}"
         )
 
 

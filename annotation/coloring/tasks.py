@@ -30,6 +30,8 @@ from the stored files; the line art stays visible for people looking at it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import math
 from collections.abc import Sequence
@@ -55,8 +57,8 @@ from annotation.coloring.fill import (
 from annotation.coloring.pool import ColoringPool
 from annotation.coloring.store import PreparedColoring, get_coloring, prepare_coloring, store_prepared
 from annotation.concepts import get_concept
-from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
-from annotation.files import resolve
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, shown
+from annotation.files import check_rgba_png, resolve
 from annotation.qc.review import recolor_note
 from annotation.sketches.library import get_sketch, selected_sketch, sketch_file_pixels
 from storage import iso, transaction, utcnow
@@ -127,7 +129,7 @@ def parse_canvas_key(text: str, instance: str) -> tuple[int, int]:
     parts = str(text).split(":")
     if len(parts) != 3 or parts[0] != instance or not all(p.isdigit() and len(p) <= 18 for p in parts[1:]):
         raise InvalidInput(
-            f"the canvas names task {str(text)[:60]!r}, which is not a task of this study; reload the page"
+            f"the canvas names task {shown(str(text), 60)}, which is not a task of this study; reload the page"
         )
     return int(parts[1]), int(parts[2])
 
@@ -312,7 +314,7 @@ def _batch_size(db, annotator_id: int, stamp: str) -> int | None:
 
 def _check_ahead(ahead: int) -> None:
     if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 1:
-        raise InvalidInput(f"`ahead` must be a whole number >= 1, got {ahead!r}")
+        raise InvalidInput(f"`ahead` must be a whole number >= 1, got {shown(ahead)}")
 
 
 def coloring_image(
@@ -376,7 +378,7 @@ def check_painted_area(
         Saying how much is painted and how much is needed.
     """
     if not isinstance(min_fraction, (int, float)) or not 0 < min_fraction <= 1:
-        raise InvalidInput(f"`min_fraction` must be in (0, 1], got {min_fraction!r}")
+        raise InvalidInput(f"`min_fraction` must be in (0, 1], got {shown(min_fraction)}")
     if mask is None:
         mask = painted_mask(color_layer, sketch)
     painted, colorable = int(mask.sum()), int((~line_mask(sketch)).sum())
@@ -413,9 +415,11 @@ def prepare_canvas(raw: RawCanvas, sketch_file: str, min_painted_fraction: float
     Raises
     ------
     InvalidInput
-        An undecodable or wrongly sized layer, or too little paint.
+        A layer that is not a single-frame 8-bit RGBA PNG of the sketch's size, or is
+        undecodable, or too little paint.
     """
     lines = sketch_file_pixels(sketch_file)
+    _check_canvas_png(raw, lines.shape)
     try:
         value = decode_canvas(raw, lines.shape)
     except ValueError as error:
@@ -424,6 +428,19 @@ def prepare_canvas(raw: RawCanvas, sketch_file: str, min_painted_fraction: float
     check_painted_area(value.color_layer, lines, min_painted_fraction, mask=mask)
     image, mask = coloring_image(value.color_layer, lines, mask)
     return prepare_coloring(image, mask)
+
+
+def _check_canvas_png(raw: RawCanvas, shape: tuple[int, ...]) -> None:
+    # The decoder converts any PNG to RGBA, so a 16-bit, palette or animated PNG would be
+    # stored as a coloring; only what the page's canvas sends passes (issue 25).
+    head, _, body = raw.color_layer.partition(",")
+    if head != "data:image/png;base64":
+        return  # nothing painted (""), or a prefix `decode_canvas` refuses by name
+    try:
+        png = base64.b64decode(body, validate=True)
+    except binascii.Error:
+        return  # `decode_canvas` refuses it by name
+    check_rgba_png(png, shape[1], shape[0], name="canvas")
 
 
 @dataclass(frozen=True)
@@ -586,7 +603,7 @@ def request_redo(
         If it is outside the redo window (see the module docstring); the message says why.
     """
     if not isinstance(minutes, (int, float)) or not minutes > 0:
-        raise InvalidInput(f"`minutes` must be a positive number, got {minutes!r}")
+        raise InvalidInput(f"`minutes` must be a positive number, got {shown(minutes)}")
     now = utcnow() if now is None else now
     with transaction(db):
         coloring = get_coloring(db, coloring_id)
@@ -662,7 +679,7 @@ def _own_task(db, task_id: int, annotator_id: int) -> Task:
     try:
         task = Task.from_row(db["tasks"].get(task_id))
     except sqlite_utils.db.NotFoundError:
-        raise NotFound(f"unknown task id {task_id!r}") from None
+        raise NotFound(f"unknown task id {shown(task_id)}") from None
     if task.annotator_id != annotator_id:
         raise PermissionDenied(f"task {task_id} was handed to someone else")
     if task.kind != "coloring":
