@@ -3,6 +3,10 @@
 
 The database is ``--db PATH``, else ``$COLORCONCEPT_DB``, else ``data/colorconcept.sqlite``;
 the data folder is ``--data-dir``, else ``$COLORCONCEPT_DATA_DIR``, else ``data/``.
+
+Every command but ``restore`` holds the database's shared lock while it runs
+(`storage.serving`), so a restore waits for none of them and never runs under them;
+``restore`` refuses while the app, an evaluation run or another command holds it.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from annotation.coloring import human
 from annotation.errors import AnnotationError
 from annotation.export import export
 from annotation.people.passwords import set_admin_password
-from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, ensure_schema, open_db
+from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, ensure_schema, open_db, serving
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     save.add_argument("folder", help="a new or empty folder to write to")
     load = commands.add_parser(
-        "restore", help="verify a backup's hashes, then make it the database and files (stop the app first)"
+        "restore",
+        help="verify a backup's hashes, then make it the database and files; refused while the app "
+        "or an evaluation run uses the database (stop them first)",
     )
     load.add_argument("folder", help="a folder written by `backup`")
     return parser
@@ -73,22 +79,40 @@ def _check_distributions(db, data_dir: str, repair: bool) -> int:
     return 1 if found and not repair else 0
 
 
+def _restore(args: argparse.Namespace) -> int:
+    try:
+        done = backup.restore(args.folder, args.db, args.data_dir)
+    except AnnotationError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    kept = (
+        f"previous database kept as {done['previous']}"
+        if done["previous"]
+        else "there was no previous database"
+    )
+    print(
+        f"restored schema version {done['schema_version']} with {len(done['files'])} "
+        f"files ({done['copied']} copied); {kept}"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "restore":
-        try:
-            done = backup.restore(args.folder, args.db, args.data_dir)
-        except AnnotationError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-        print(
-            f"restored schema version {done['schema_version']} with {len(done['files'])} "
-            f"files ({done['copied']} copied); previous database kept as {done['previous']}"
-        )
-        return 0
+        return _restore(args)
     if args.command in ("export", "check-distributions", "backup") and not Path(args.db).is_file():
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
         return 2
+    try:
+        with serving.shared(args.db):
+            return _run(args)
+    except serving.RestoreRunning as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     db = open_db(args.db)
     try:
         ensure_schema(db)

@@ -11,15 +11,24 @@ A backup folder holds::
     manifest.json         schema version, time, and the sha256 and size of the database
                           copy and of every file
 
-`restore` checks every hash of the manifest before it replaces anything; a backup that
-fails a check changes nothing. Restore into a stopped app: the database file is replaced
-(the previous one is kept beside it as ``<name>.before-restore-<time>``), and files are
-copied into the data folder where they are missing (they are content-addressed, so an
-existing file of the same name and hash is the same file).
+`restore` refuses while anything serves or writes the database: the app and the
+long-running evaluation commands hold a shared lock on ``<database>.lock`` for their
+life, and restore takes it alone without waiting (`storage.serving`). It checks every
+hash of the manifest before it replaces anything; a backup that fails a check changes
+nothing. Files are copied into the data folder where they are missing (they are
+content-addressed, so an existing file of the same name and hash is the same file). The
+previous database is kept beside it as ``<name>.before-restore-<time>`` *with* its
+``-wal`` (renamed with it, then checkpointed into it), so a transaction committed before
+an unclean stop is in the kept copy. The restored database is checked after it is in
+place: its sha256 against the manifest and SQLite's ``integrity_check``.
+
+A backup or export that cannot be written (a full disk) raises `WriteFailed`, one line
+naming the folder, and leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -33,9 +42,9 @@ from pathlib import Path
 import sqlite_utils
 
 from annotation.errors import InvalidInput
-from annotation.export import file_columns
+from annotation.export import file_columns, reported_write_errors, staged_folder
 from annotation.files import resolve
-from storage import iso
+from storage import iso, serving
 
 DB_NAME = "colorconcept.sqlite"
 MANIFEST = "manifest.json"
@@ -105,13 +114,16 @@ def backup(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
     ------
     BackupError
         If `folder` holds files, or a file the snapshot names is missing.
+    annotation.export.WriteFailed
+        If the backup cannot be written (a full disk); nothing is left behind.
     """
     folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise BackupError(f"backup folder must be new or empty, got {str(folder)!r}")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-partial-"))
-    try:
+    with reported_write_errors(folder, "backup"):
+        return _backup(db, data_dir, folder)
+
+
+def _backup(db: sqlite_utils.Database, data_dir: str | Path, folder: Path) -> BackupSummary:
+    with staged_folder(folder, "backup", refusal=BackupError) as staging:
         snapshot = staging / DB_NAME
         db.execute("VACUUM INTO ?", [str(snapshot)])
         entries, total = [], 0
@@ -138,12 +150,6 @@ def backup(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
             "files": entries,
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
-        if folder.exists():
-            folder.rmdir()
-        os.replace(staging, folder)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return BackupSummary(folder, version, len(entries), total)
 
 
@@ -167,27 +173,58 @@ def verify(folder: str | Path) -> dict:
         path = folder / name
         if ".." in Path(name).parts or not path.is_file():
             raise BackupError(f"backup file {name!r} is missing; nothing was restored")
-        if path.stat().st_size != entry["bytes"] or _sha256(path) != entry["sha256"]:
-            raise BackupError(
-                f"backup file {name!r} does not match its sha256 in the manifest; nothing was restored"
-            )
+        _check_copy(path, entry, f"backup file {name!r}", "nothing was restored")
     return manifest
+
+
+def _check_copy(path: Path, entry: dict, name: str, consequence: str) -> None:
+    if path.stat().st_size != entry["bytes"] or _sha256(path) != entry["sha256"]:
+        raise BackupError(f"{name} does not match its sha256 in the manifest; {consequence}")
 
 
 def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> dict:
     """Restore the backup in `folder` as the database `db_path` and its files.
 
-    Every hash is checked first (`verify`); only then are the files copied into
-    `data_dir` (those missing) and the database file replaced. Run it with the app stopped.
+    Steps: refuse unless no process holds `db_path`'s lock (`storage.serving.exclusive`);
+    check every hash (`verify`); copy the missing files into `data_dir`; stage the
+    database copy beside `db_path` and check it (sha256, ``integrity_check``); keep the
+    previous database with its ``-wal`` (`_keep_previous`); move the copy into place and
+    check it there again.
 
     Returns
     -------
     dict
         The manifest, plus ``previous`` (where the replaced database was kept, or None)
         and ``copied`` (files written into the data folder).
+
+    Raises
+    ------
+    BackupError
+        If the app or an evaluation run holds the database (nothing is changed), a file
+        of the backup differs from its manifest (nothing is changed), or the restored
+        database fails its check (the message says where the previous one is kept).
     """
     folder, db_path, data_dir = Path(folder), Path(db_path), Path(data_dir)
-    manifest = verify(folder)
+    try:
+        with serving.exclusive(db_path):
+            manifest = verify(folder)
+            copied = _restore_files(folder, manifest, data_dir)
+            staged = _stage_database(folder, manifest, db_path)
+            previous = _keep_previous(db_path)
+            os.replace(staged, db_path)
+            where = (
+                f"the previous database is kept as {str(previous)!r}"
+                if previous
+                else "no database was replaced"
+            )
+            _check_copy(db_path, manifest["database"], f"the restored database {str(db_path)!r}", where)
+    except serving.DatabaseInUse as error:
+        raise BackupError(f"{error}; nothing was restored") from None
+    return {**manifest, "previous": previous, "copied": copied}
+
+
+def _restore_files(folder: Path, manifest: dict, data_dir: Path) -> int:
+    """Copy the backup's files missing from `data_dir` into it, each checked; how many."""
     copied = 0
     for entry in manifest["files"]:
         target = resolve(data_dir, entry["path"])
@@ -196,33 +233,73 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(f".{target.name}.restoring")
         shutil.copyfile(folder / "files" / entry["path"], temp)
+        _check_copy(temp, entry, f"the copy of {entry['path']!r}", "the database was not replaced")
         os.replace(temp, target)
         copied += 1
+    return copied
+
+
+def _stage_database(folder: Path, manifest: dict, db_path: Path) -> Path:
+    """The backup's database copied beside `db_path`, its hash and integrity checked."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
-    temp = db_path.with_name(f".{db_path.name}.restoring")
-    shutil.copyfile(folder / manifest["database"]["path"], temp)
-    previous = None
-    if db_path.exists():
-        previous = db_path.with_name(
-            f"{db_path.name}.before-restore-{iso().replace(':', '').replace('-', '')[:15]}"
+    staged = db_path.with_name(f".{db_path.name}.restoring")
+    shutil.copyfile(folder / manifest["database"]["path"], staged)
+    _check_copy(staged, manifest["database"], "the copied database", "the database was not replaced")
+    conn = sqlite3.connect(f"{staged.as_uri()}?mode=ro", uri=True)
+    try:
+        found = conn.execute("pragma integrity_check").fetchall()
+    finally:
+        conn.close()
+    if found != [("ok",)]:
+        staged.unlink()
+        raise BackupError(
+            f"the backup's database fails SQLite's integrity_check ({found[0][0]}); nothing was replaced"
         )
-        os.replace(db_path, previous)
+    return staged
+
+
+def _keep_previous(db_path: Path) -> Path | None:
+    """Move the database at `db_path` aside with its ``-wal`` and ``-shm``; where it went.
+
+    Renaming keeps every byte, so a transaction committed to the WAL before an unclean stop
+    (never checkpointed) is kept. The kept copy is then checkpointed and set to rollback
+    journaling, so it is one self-contained file; if SQLite cannot open it, its ``-wal``
+    stays beside it under the new name, where SQLite finds it.
+    """
+    if not db_path.exists():
+        return None
+    stamp = iso().replace(":", "").replace("-", "")[:15]
+    previous = db_path.with_name(f"{db_path.name}.before-restore-{stamp}")
+    os.replace(db_path, previous)
     for journal in ("-wal", "-shm"):
-        Path(f"{db_path}{journal}").unlink(missing_ok=True)
-    os.replace(temp, db_path)
-    return {**manifest, "previous": previous, "copied": copied}
+        if Path(f"{db_path}{journal}").exists():
+            os.replace(f"{db_path}{journal}", f"{previous}{journal}")
+    with contextlib.suppress(sqlite3.Error):
+        conn = sqlite3.connect(previous)
+        try:
+            conn.execute("pragma journal_mode = delete").fetchone()
+        finally:
+            conn.close()
+    return previous
 
 
 def backup_archive(db: sqlite_utils.Database, data_dir: str | Path, archive: str | Path) -> Path:
-    """Write a backup as one zip file `archive` (for the Admin tab's download); returns it."""
+    """Write a backup as one zip file `archive` (for the Admin tab's download); returns it.
+
+    Raises
+    ------
+    annotation.export.WriteFailed
+        If it cannot be written (a full disk), naming `archive`'s folder; nothing is left.
+    """
     archive = Path(archive)
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=archive.parent) as temp:
-        summary = backup(db, data_dir, Path(temp) / "backup")
-        built = Path(temp) / "archive.zip"
-        with zipfile.ZipFile(built, "w", compression=zipfile.ZIP_STORED) as out:
-            for path in sorted(summary.folder.rglob("*")):
-                if path.is_file():
-                    out.write(path, path.relative_to(summary.folder).as_posix())
-        os.replace(built, archive)
+    with reported_write_errors(archive.parent, "backup"):
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=archive.parent) as temp:
+            summary = _backup(db, data_dir, Path(temp) / "backup")
+            built = Path(temp) / "archive.zip"
+            with zipfile.ZipFile(built, "w", compression=zipfile.ZIP_STORED) as out:
+                for path in sorted(summary.folder.rglob("*")):
+                    if path.is_file():
+                        out.write(path, path.relative_to(summary.folder).as_posix())
+            os.replace(built, archive)
     return archive

@@ -14,9 +14,13 @@ Layout of an export folder::
                              column, path, sha256 (stored), status (``ok``, ``missing`` or
                              ``sha256_mismatch``)
 
+Every CSV is written by `storage.spreadsheet` (text that a spreadsheet would run as a
+formula gets a leading ``'``); the Parquet files keep the raw values.
+
 All tables are read in one read transaction, so the export is one consistent snapshot
 even while people keep working. Secrets stay out: the ``settings`` table (admin password
-hash) and the ``token_hash`` columns of ``invites`` and ``sessions`` are not exported.
+hash), the ``token_hash`` columns of ``invites`` and ``sessions`` and ``sessions.invite_hash``
+(the token hash of the invite a session was opened with) are not exported.
 ``coloring_samples`` (binary pixel samples derived from the exported images, rebuilt by
 ``python -m annotation check-distributions --repair``) is left out too; the stored human
 distributions are in ``human_distributions``.
@@ -25,12 +29,11 @@ distributions are in ``human_distributions``.
 from __future__ import annotations
 
 import contextlib
-import csv
 import hashlib
-import io
 import os
 import secrets
 import shutil
+import sqlite3
 import tempfile
 import zipfile
 from collections.abc import Iterator
@@ -43,10 +46,16 @@ import sqlite_utils
 from annotation.errors import InvalidInput
 from annotation.files import resolve
 from evaluation.color.naming import DOMINANT_COLUMNS, names_of_uw71, with_bin_names
+from storage.spreadsheet import csv_text, write_csv
 
 SKIPPED_TABLES = ("settings", "coloring_samples")
-SECRET_COLUMNS = ("token_hash",)
+SECRET_COLUMNS = ("token_hash", "invite_hash")
 MANIFEST_COLUMNS = ["table", "row_id", "column", "path", "sha256", "status"]
+
+
+class WriteFailed(InvalidInput):
+    """An export or backup could not be written (a full disk, a read-only folder); nothing
+    of it was left behind. The message names the folder and the reason."""
 
 
 @dataclass(frozen=True)
@@ -71,27 +80,78 @@ def export(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
     ------
     InvalidInput
         If `folder` exists and is not an empty folder.
+    WriteFailed
+        If writing fails (a full disk); nothing is left behind.
     """
     folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise InvalidInput(
-            f"export folder must be new or empty, got {str(folder)!r} which already holds files"
-        )
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-partial-"))
-    try:
+    with reported_write_errors(folder, "export"):
+        return _export(db, data_dir, folder)
+
+
+def _export(db: sqlite_utils.Database, data_dir: str | Path, folder: Path) -> ExportSummary:
+    with staged_folder(folder, "export") as staging:
         with _snapshot(db):
             tables = {name: _table_frame(db, name) for name in db.table_names() if name not in SKIPPED_TABLES}
         rows = {name: _write_table(frame, staging, name) for name, frame in tables.items()}
         images = _write_images(tables, Path(data_dir), staging / "images.zip")
-        names_of_uw71().drop(columns="delta_e").to_csv(staging / "uw71_names.csv", index=False)
+        write_csv(names_of_uw71().drop(columns="delta_e"), staging / "uw71_names.csv", index=False)
+    return ExportSummary(folder, rows, images)
+
+
+@contextlib.contextmanager
+def staged_folder(folder: Path, what: str, *, refusal: type[InvalidInput] = InvalidInput) -> Iterator[Path]:
+    """A hidden folder beside `folder` to assemble `what` in, renamed to `folder` at the end.
+
+    `folder` never holds half of it: the block writes into the staging folder, which is
+    removed if the block raises.
+
+    Parameters
+    ----------
+    folder : Path
+        A new or empty folder.
+    what : str
+        What is written (``"export"``, ``"backup"``), for the message.
+    refusal : type
+        The `InvalidInput` class raised for a folder that holds files.
+
+    Raises
+    ------
+    InvalidInput
+        (`refusal`) If `folder` exists and is not an empty folder.
+    """
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise refusal(f"{what} folder must be new or empty, got {str(folder)!r} which already holds files")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-partial-"))
+    try:
+        yield staging
         if folder.exists():
             folder.rmdir()
         os.replace(staging, folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return ExportSummary(folder, rows, images)
+
+
+@contextlib.contextmanager
+def reported_write_errors(folder: Path, what: str) -> Iterator[None]:
+    """Turn a failed write of `what` into `folder` (a full disk) into one `WriteFailed` line.
+
+    The block must leave nothing partial behind when it raises (`staged_folder`).
+
+    Raises
+    ------
+    WriteFailed
+        For an `OSError` or an `sqlite3.Error` (``VACUUM INTO`` on a full disk says
+        "database or disk is full") raised in the block, naming `folder` and the reason.
+    """
+    try:
+        yield
+    except (OSError, sqlite3.Error) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise WriteFailed(
+            f"could not write the {what} to {str(folder)!r}: {reason}; nothing was left there"
+        ) from error
 
 
 def download_archive_path(data_dir: str | Path, *, now: str) -> Path:
@@ -112,11 +172,12 @@ def download_archive_path(data_dir: str | Path, *, now: str) -> Path:
 def export_archive(db: sqlite_utils.Database, data_dir: str | Path, archive: str | Path) -> Path:
     """Write the export as one zip file `archive` (for a download button); returns it."""
     archive = Path(archive)
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=archive.parent) as temp:
-        summary = export(db, data_dir, Path(temp) / "export")
-        built = shutil.make_archive(str(Path(temp) / "archive"), "zip", summary.folder)
-        os.replace(built, archive)
+    with reported_write_errors(archive.parent, "export"):
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=archive.parent) as temp:
+            summary = _export(db, data_dir, Path(temp) / "export")
+            built = shutil.make_archive(str(Path(temp) / "archive"), "zip", summary.folder)
+            os.replace(built, archive)
     return archive
 
 
@@ -141,7 +202,7 @@ def _write_table(frame: pd.DataFrame, folder: Path, name: str) -> int:
     (folder / "csv").mkdir(exist_ok=True)
     (folder / "parquet").mkdir(exist_ok=True)
     named = with_bin_names(frame, [c for c in DOMINANT_COLUMNS if c in frame.columns])
-    named.to_csv(folder / "csv" / f"{name}.csv", index=False)
+    write_csv(named, folder / "csv" / f"{name}.csv", index=False)
     frame.to_parquet(folder / "parquet" / f"{name}.parquet", index=False)
     return len(frame)
 
@@ -169,9 +230,9 @@ def _write_images(tables: dict[str, pd.DataFrame], data_dir: Path, target: Path)
                     expected = row[sha_column] if sha_column else None
                     status = _add_file(archive, data_dir, row[column], expected, written)
                     manifest.append([name, row[key], column, row[column], expected, status])
-        buffer = io.StringIO()
-        csv.writer(buffer).writerows([MANIFEST_COLUMNS, *manifest])
-        archive.writestr("manifest.csv", buffer.getvalue())
+        archive.writestr(
+            "manifest.csv", csv_text(pd.DataFrame(manifest, columns=MANIFEST_COLUMNS), index=False)
+        )
     counts: dict[str, int] = {}
     for entry in manifest:
         counts[entry[-1]] = counts.get(entry[-1], 0) + 1

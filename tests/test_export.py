@@ -15,7 +15,7 @@ import pytest
 from annotation.__main__ import main
 from annotation.concepts import sync_concepts
 from annotation.errors import InvalidInput
-from annotation.export import DOMINANT_COLUMNS, SKIPPED_TABLES, export, export_archive
+from annotation.export import DOMINANT_COLUMNS, SECRET_COLUMNS, SKIPPED_TABLES, export, export_archive
 from annotation.files import store_png
 from annotation.people.accounts import create_annotators, login_with_invite
 from annotation.people.passwords import set_admin_password
@@ -100,7 +100,7 @@ def test_export_round_trips_every_table_and_every_image(tmp_path, db):
     assert set(parquet) == set(csvs) == tables
     for name in tables:
         stored = pd.read_sql_query(f'select * from "{name}"', db.conn, dtype_backend="numpy_nullable").drop(
-            columns=["token_hash"], errors="ignore"
+            columns=list(SECRET_COLUMNS), errors="ignore"
         )
         pd.testing.assert_frame_equal(parquet[name], stored, check_dtype=False)
         as_text = stored.astype("string").fillna("").astype(object)
@@ -130,6 +130,7 @@ def test_export_leaves_secrets_out(tmp_path, db):
     export(db, data_dir, tmp_path / "out")
     content = b"".join(p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file())
     hashes = [r["token_hash"] for r in db["invites"].rows] + [r["token_hash"] for r in db["sessions"].rows]
+    assert hashes and all(hashes)
     secrets_ = [token, db["settings"].get("admin_password_hash")["value"], *hashes]
     assert not any(s.encode() in content for s in secrets_)
 

@@ -35,6 +35,7 @@ from evaluation.analysis.tables import dca_column
 from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
 from storage import iso, parse_iso, transaction, utcnow
 from storage.distributions import decode
+from storage.spreadsheet import write_csv
 
 SIDES = ("left", "right")
 BATCH_SIZE = 10
@@ -374,7 +375,7 @@ def export_votes(db: sqlite_utils.Database, path: str | Path, *, study_id: int |
     frames = [votes_frame(db, i) for i in ids]
     frame = pd.concat(frames) if frames else pd.DataFrame(columns=list(VOTE_COLUMNS + EXTRA_COLUMNS))
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
+    write_csv(frame, path, index=False)
     return len(frame)
 
 
@@ -394,7 +395,7 @@ def export_study(db: sqlite_utils.Database, study_id: int, folder: str | Path) -
         "design": folder / "design.json",
     }
     export_votes(db, paths["votes"], study_id=study_id)
-    with_bin_names(study_metrics(db, study_id), DOMINANT_COLUMNS).to_csv(paths["metrics"], index=False)
+    write_csv(with_bin_names(study_metrics(db, study_id), DOMINANT_COLUMNS), paths["metrics"], index=False)
     paths["design"].write_text(json.dumps(study_design(db, study_id), indent=2), encoding="utf-8")
     return paths
 

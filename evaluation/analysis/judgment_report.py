@@ -23,6 +23,7 @@ import pandas as pd
 
 from evaluation.analysis import judgments
 from evaluation.analysis.tables import METRICS
+from storage.spreadsheet import write_csv
 
 HELP = "Table 3: metric agreement with pairwise human judgments, from exported votes"
 TABLES = ("table3", "validation", "pairs", "bradley_terry", "participants")
@@ -187,7 +188,7 @@ def write_tables(tables: dict[str, pd.DataFrame], folder: str | Path) -> dict[st
     paths = {}
     for name, table in tables.items():
         paths[name] = folder / f"{name}.csv"
-        table.to_csv(paths[name], index=False)
+        write_csv(table, paths[name], index=False)
     return paths
 
 

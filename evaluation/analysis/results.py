@@ -32,6 +32,7 @@ import plotly.graph_objects as go
 from evaluation.analysis import bootstrap, figures, scoring, tables, uncertainty
 from evaluation.concepts import Concept
 from evaluation.pipeline.fileio import write_atomic
+from storage.spreadsheet import csv_text
 
 RECOMMENDED = "recommended"
 
@@ -319,7 +320,7 @@ def export_analyses(result: Analyses, figs: Mapping[str, go.Figure], directory: 
             index = field.name in ("table6", "table7", "table8")
             if value.empty and field.name.endswith(("_ci", "ranking")):
                 continue
-            paths.append(_write(directory, field.name, ".csv", value.to_csv(index=index).encode("utf-8")))
+            paths.append(_write(directory, field.name, ".csv", csv_text(value, index=index).encode("utf-8")))
     for name, fig in figs.items():
         page = fig.to_html(include_plotlyjs=True, full_html=True, div_id=name)
         paths.append(_write(directory, name, ".html", page.encode("utf-8")))

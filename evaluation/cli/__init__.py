@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DB
+from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DB, serving
 
 
 def default_db() -> Path:
@@ -89,10 +89,16 @@ def print_workers(executor) -> None:
 
 
 def open_db(args: argparse.Namespace):
-    """The run database named by ``--db``, with the evaluation schema ensured."""
+    """The run database named by ``--db``, with the evaluation schema ensured.
+
+    The command holds the database's shared lock until it exits, so ``python -m annotation
+    restore`` refuses to run under it (`storage.serving`).
+    """
     from evaluation.pipeline.runs import connect
 
-    return connect(args.db or default_db())
+    path = args.db or default_db()
+    serving.hold_shared(path)
+    return connect(path)
 
 
 def resolve_device(name: str) -> str:

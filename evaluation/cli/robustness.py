@@ -45,6 +45,7 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.concepts import load_concepts
     from evaluation.pipeline import runs
     from storage import human
+    from storage.spreadsheet import write_csv
 
     db = open_db(args)
     ensure_shipped_reference(db)
@@ -72,6 +73,6 @@ def main(args: argparse.Namespace) -> int:
     print(report.drop(columns=["recomputed"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     out = args.out or args.data_dir / "robustness"
     out.mkdir(parents=True, exist_ok=True)
-    report.to_csv(out / "robustness.csv", index=False)
+    write_csv(report, out / "robustness.csv", index=False)
     print(f"wrote {out / 'robustness.csv'}")
     return 0

@@ -118,6 +118,7 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
     from evaluation.concepts import load_concepts
     from evaluation.pipeline import runs
+    from storage.spreadsheet import write_csv
 
     resampling = _resampling(args)
     _check_cfg(args.cfg)
@@ -144,16 +145,16 @@ def main(args: argparse.Namespace) -> int:
     }
     for name, (title, board) in boards.items():
         print(f"\n{title}\n{board.to_text()}")
-        _with_resampling(board.to_csv_frame(), found.resampling).to_csv(out / f"{name}.csv", index=False)
+        write_csv(_with_resampling(board.to_csv_frame(), found.resampling), out / f"{name}.csv", index=False)
     written = ["scores_long.csv", "table1.csv", "table2.csv"]
     print(f"\n{stated}")
     if found.resampling:
         print(uncertainty.significance_note(found.ranking))
-        _with_resampling(found.ranking, found.resampling).to_csv(out / "ranking.csv", index=False)
+        write_csv(_with_resampling(found.ranking, found.resampling), out / "ranking.csv", index=False)
         written.append("ranking.csv")
     print(f"\nExcluded images (no detection / empty mask) per model\n{exclusions.to_string(index=False)}")
-    with_bin_names(found.metrics, DOMINANT_COLUMNS).to_csv(out / "scores_long.csv", index=False)
-    exclusions.to_csv(out / "exclusions.csv", index=False)
+    write_csv(with_bin_names(found.metrics, DOMINANT_COLUMNS), out / "scores_long.csv", index=False)
+    write_csv(exclusions, out / "exclusions.csv", index=False)
     print(f"\nwrote {', '.join(f'{out}/{name}' for name in [*written, 'exclusions.csv'])}")
     return 0
 

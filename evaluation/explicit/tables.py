@@ -23,6 +23,7 @@ import pandas as pd
 from evaluation.explicit.prompts import TASKS
 from evaluation.explicit.rules import get_rules
 from evaluation.pipeline.fileio import write_atomic
+from storage.spreadsheet import csv_text
 
 IMAGE_COLUMNS = ("run", "item_id", "model", "prompt_id", "task", "level", "system", "category", "notation")
 AVERAGE = "average"
@@ -123,7 +124,7 @@ def coverage_table(images: pd.DataFrame, *, index: str | Sequence[str] = "model"
 def write_csv(table: pd.DataFrame, path: str | Path) -> Path:
     """Write `table` (with its index) as CSV, atomically; return the path."""
     path = Path(path)
-    write_atomic(path, table.to_csv(float_format="%.2f").encode("utf-8"))
+    write_atomic(path, csv_text(table, float_format="%.2f").encode("utf-8"))
     return path
 
 

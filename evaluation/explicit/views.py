@@ -29,6 +29,7 @@ from evaluation.pipeline import runs
 from evaluation.pipeline.fileio import write_atomic
 from evaluation.pipeline.overlay import overlay_mask
 from evaluation.pipeline.stages import read_image
+from storage.spreadsheet import csv_text
 
 #: Column group of Table 4 holding the mean over color systems.
 ALL_SYSTEMS = "all systems"
@@ -222,7 +223,7 @@ def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
         if table.empty:
             continue
         paths.append(
-            _write(folder, f"{report.run}-{report.scoring}-{name}", ".csv", table.to_csv(float_format="%.2f"))
+            _write(folder, f"{report.run}-{report.scoring}-{name}", ".csv", csv_text(table, float_format="%.2f"))
         )
         paths.append(_write(folder, f"{report.run}-{report.scoring}-{name}", ".html", tables.to_html(table)))
     for name, figure in report.figures.items():

@@ -26,6 +26,7 @@ from evaluation.analysis.figures import judge_failure_heatmap
 from evaluation.judges.audit import failure_matrix, run_audit, summary
 from evaluation.judges.judges import load_judge, parse_judge
 from evaluation.judges.probes import ProbeItem
+from storage.spreadsheet import write_csv
 
 
 @dataclass(frozen=True)
@@ -132,13 +133,13 @@ def write_audit(
     folder.mkdir(parents=True, exist_ok=True)
     table = summary(pairs, chance)
     paths = [folder / "pairs.csv", folder / "summary.csv"]
-    pairs.to_csv(paths[0], index=False)
-    table.to_csv(paths[1], index=False)
+    write_csv(pairs, paths[0], index=False)
+    write_csv(table, paths[1], index=False)
     sections = []
     for i, (judge, part) in enumerate(pairs.groupby("judge", sort=False)):
         matrix = failure_matrix(part)
         path = folder / f"failures-{file_safe(str(judge))}.csv"
-        matrix.to_csv(path)
+        write_csv(matrix, path)
         paths.append(path)
         fig = judge_failure_heatmap(matrix, title=f"{judge}: failure rate of replacement foils")
         sections.append(fig.to_html(include_plotlyjs=i == 0, full_html=False, div_id=f"judge-{i}"))

@@ -1,0 +1,146 @@
+"""Who is using a database: a lock file beside it that servers share and restore takes alone.
+
+Every process that writes the database for a long time (the web app, the long-running
+``python -m evaluation`` commands) holds a *shared* `fcntl.flock` on ``<database>.lock``
+for its whole life (`hold_shared`); short commands hold it for their block (`shared`).
+`exclusive` takes the lock alone without waiting, so a restore refuses while anything
+holds it (`DatabaseInUse`), and a server refuses to start while a restore runs
+(`RestoreRunning`).
+
+The kernel releases a flock when the last descriptor of its open file is closed, which
+includes the death of the process by any signal: a crashed or SIGKILLed app never blocks
+a restore, and nothing needs to be cleaned up. The lock file itself stays; it is empty.
+Processes that do not take the lock (a ``sqlite3`` shell) are not seen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+LOCK_SUFFIX = ".lock"
+
+# Shared locks held for the life of this process, one per lock file (`hold_shared`);
+# kept here so the open files are never garbage collected (closing one drops the lock).
+_HELD: dict[str, BinaryIO] = {}
+
+
+class DatabaseInUse(RuntimeError):
+    """The database is served or written by another process; the message names who."""
+
+
+class RestoreRunning(RuntimeError):
+    """A restore holds the database alone; start again when it has finished."""
+
+
+def lock_path(db_path: str | Path) -> Path:
+    """The lock file of the database at `db_path`: ``<db_path>.lock`` beside it."""
+    return Path(f"{db_path}{LOCK_SUFFIX}")
+
+
+def hold_shared(db_path: str | Path) -> BinaryIO | None:
+    """Hold a shared lock on `db_path`'s lock file until this process ends.
+
+    Idempotent: calling it again for the same file (building the app many times in one
+    process) returns the lock already held.
+
+    Parameters
+    ----------
+    db_path : str or Path
+        The database file; ``":memory:"`` needs no lock (None is returned).
+
+    Returns
+    -------
+    file or None
+        The open lock file; it is kept open by this module, so callers may drop it.
+
+    Raises
+    ------
+    RestoreRunning
+        If a restore holds the lock alone.
+    """
+    if str(db_path) == ":memory:":
+        return None
+    key = os.path.realpath(lock_path(db_path))
+    if key not in _HELD:
+        _HELD[key] = _locked(db_path, fcntl.LOCK_SH)
+    return _HELD[key]
+
+
+@contextlib.contextmanager
+def shared(db_path: str | Path) -> Iterator[None]:
+    """Hold a shared lock on `db_path`'s lock file for the block (a short command).
+
+    Raises
+    ------
+    RestoreRunning
+        If a restore holds the lock alone.
+    """
+    if str(db_path) == ":memory:":
+        yield
+        return
+    with _locked(db_path, fcntl.LOCK_SH):
+        yield
+
+
+@contextlib.contextmanager
+def exclusive(db_path: str | Path) -> Iterator[None]:
+    """Hold `db_path`'s lock file alone for the block, or refuse at once.
+
+    Raises
+    ------
+    DatabaseInUse
+        If any process, this one included, holds a shared lock: the message names the
+        lock file, the processes holding it where the system says (Linux ``/proc/locks``),
+        and what to do.
+    """
+    with _locked(db_path, fcntl.LOCK_EX):
+        yield
+
+
+def _locked(db_path: str | Path, kind: int) -> BinaryIO:
+    path = lock_path(db_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+b")  # noqa: SIM115 -- kept open for as long as the lock is held
+    try:
+        fcntl.flock(handle, kind | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holders = _holders(handle)
+        handle.close()
+        if kind == fcntl.LOCK_SH:
+            raise RestoreRunning(
+                f"the database {str(db_path)!r} is being restored (by {holders}); "
+                "start again when the restore has finished"
+            ) from None
+        raise DatabaseInUse(
+            f"the database {str(db_path)!r} is in use (its lock {path.name} is held by {holders}); "
+            "stop the app (and any evaluation run) first"
+        ) from None
+    return handle
+
+
+def _holders(handle: BinaryIO) -> str:
+    """The processes holding a flock on `handle`'s file, e.g. ``process 12 (python -m app)``."""
+    info = os.fstat(handle.fileno())
+    inode = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    pids = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == inode:
+                pids.append(fields[4])
+    if not pids:
+        return "another process"
+    return ", ".join(f"process {pid}{_command(pid)}" for pid in sorted(set(pids), key=int))
+
+
+def _command(pid: str) -> str:
+    with contextlib.suppress(OSError):
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        text = " ".join(w.decode(errors="replace") for w in words if w)
+        return f" ({text[:80]})" if text else ""
+    return ""

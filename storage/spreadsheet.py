@@ -1,0 +1,96 @@
+"""Every CSV the project writes, safe to open in a spreadsheet.
+
+A spreadsheet (Excel, LibreOffice Calc, Google Sheets) runs a cell as a formula when its
+text starts with ``=``, ``+``, ``-`` or ``@``, and some also after a leading tab or
+carriage return: an expert's note ``=HYPERLINK("http://…"&A1,"click")`` in an export
+would run on the researcher's machine. As OWASP recommends ("CSV Injection"), such a
+text cell is written with a single quote ``'`` in front, which spreadsheets read as
+"this is text" and do not show. Only text is touched: numbers (a negative score) stay
+numbers, and column names and index labels follow the same rule as cells.
+
+All CSV writers go through `write_csv` or `csv_text` (a test scans the source for any
+other); Parquet files keep the raw values, since their types say what is text.
+
+References
+----------
+.. [1] OWASP, "CSV Injection", https://owasp.org/www-community/attacks/CSV_Injection
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+TEXT_MARK = "'"
+
+
+def safe_cell(value):
+    """`value`, with a leading ``'`` if it is text a spreadsheet would run as a formula.
+
+    Parameters
+    ----------
+    value : object
+        A cell. Only `str` values that start with one of `FORMULA_STARTS` change;
+        numbers, None and everything else are returned as they are.
+
+    Examples
+    --------
+    >>> safe_cell('=HYPERLINK("http://x","click")')
+    '\\'=HYPERLINK("http://x","click")'
+    >>> safe_cell(-1.5), safe_cell("-1.5"), safe_cell("apple")
+    (-1.5, "'-1.5", 'apple')
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return TEXT_MARK + value
+    return value
+
+
+def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of `frame` with `safe_cell` applied to every text cell, column name and label."""
+    safe = frame.copy()
+    for position in range(safe.shape[1]):
+        column = safe.iloc[:, position]
+        if isinstance(column.dtype, (pd.StringDtype, pd.CategoricalDtype)) or column.dtype == object:
+            safe.isetitem(position, column.map(safe_cell, na_action="ignore"))
+    safe.columns = _safe_labels(safe.columns)
+    safe.index = _safe_labels(safe.index)
+    return safe
+
+
+def _safe_labels(labels: pd.Index) -> pd.Index:
+    if isinstance(labels, pd.MultiIndex):
+        return pd.MultiIndex.from_tuples(
+            [tuple(safe_cell(v) for v in label) for label in labels], names=labels.names
+        )
+    return labels.map(safe_cell)
+
+
+def csv_text(frame: pd.DataFrame, **to_csv) -> str:
+    """`frame` as CSV text, text cells made safe (`safe_frame`).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The table; it is not changed.
+    **to_csv
+        Passed to `pandas.DataFrame.to_csv` (``index``, ``float_format``, ...).
+    """
+    return safe_frame(frame).to_csv(**to_csv)
+
+
+def write_csv(frame: pd.DataFrame, path: str | Path, **to_csv) -> Path:
+    """Write `frame` as a CSV file at `path`, text cells made safe (`safe_frame`); the path.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The table; it is not changed.
+    path : str or Path
+        The file to write (its folder must exist).
+    **to_csv
+        Passed to `pandas.DataFrame.to_csv` (``index``, ``float_format``, ...).
+    """
+    safe_frame(frame).to_csv(path, **to_csv)
+    return Path(path)
