@@ -18,7 +18,10 @@ Rules (issue 3, paper §3.2, Appendix B.3, B.4, D)
   drawn per task and stored (``tasks.left_item``, then ``judgments.left_item``).
 
 Least-covered targets come first (fill = results + live reservations); ties are broken at
-random with the `numpy.random.Generator` passed in.
+random with the `numpy.random.Generator` passed in. While a pilot study is set
+(`annotation.pilot`), its concepts come before every other concept (least covered first
+among them), so designers overlap on them: with a pilot no larger than a batch, each
+designer colors every pilot concept and k designers give each one k colorings.
 """
 
 from __future__ import annotations
@@ -66,13 +69,15 @@ _QUOTA = {
     "judgment": "select s.votes_per_pair from study_pairs p join studies s on s.id = "
     "p.study_id where p.id = :t and s.frozen is not null",
 }
+# Per kind: the targets (t) and whether each comes first (priority 1: a pilot concept).
 _POOL = {
-    "coloring": "select c.key as t from concepts c where exists (select 1 from sketches s "
+    "coloring": "select c.key as t, exists (select 1 from pilot_concepts l where "
+    "l.concept_key = c.key) as priority from concepts c where exists (select 1 from sketches s "
     "where s.base = c.base and s.selected = 1)",
-    "review": "select r.coloring_id as t from reviews r join colorings g on g.id = "
+    "review": "select r.coloring_id as t, 0 as priority from reviews r join colorings g on g.id = "
     "r.coloring_id where r.status = 'open' and g.annotator_id != :a",
-    "judgment": "select p.id as t from study_pairs p join studies s on s.id = p.study_id "
-    "where s.frozen is not null",
+    "judgment": "select p.id as t, 0 as priority from study_pairs p join studies s on s.id = "
+    "p.study_id where s.frozen is not null",
 }
 
 
@@ -331,12 +336,13 @@ def _open(db, kind: str, annotator_id: int, practice: int = 0) -> list[Task]:
 
 
 def _pick(db, kind: str, annotator_id: int, rng: np.random.Generator, n: int, k: int) -> list:
-    """Up to `n` targets the person may take, least filled first, random among equals."""
+    """Up to `n` targets the person may take: pilot concepts first, least filled first,
+    random among equals."""
     rows = pool_rows(db, kind, annotator_id, k)
     if not rows:
         return []
     order = rng.permutation(len(rows))
-    ranked = sorted(order, key=lambda i: rows[i][1])
+    ranked = sorted(order, key=lambda i: (not rows[i][2], rows[i][1]))
     return [rows[i][0] for i in ranked[:n]]
 
 
@@ -357,8 +363,10 @@ def pool_rows(db: sqlite_utils.Database, kind: str, annotator_id: int, k: int) -
 
     Returns
     -------
-    list of (target, fill)
-        Concept key, coloring id or pair id, and its fill (int), in target order.
+    list of (target, fill, priority)
+        Concept key, coloring id or pair id; its fill (int); and whether it is handed out
+        before the others (1 for a concept of the pilot study, `annotation.pilot`; else 0).
+        In target order.
     """
     return db.execute(_pool_sql(kind), {"kind": kind, "a": annotator_id, "k": k}).fetchall()
 
@@ -370,7 +378,8 @@ def _pool_sql(kind: str) -> str:
     done_by = _DONE_BY[kind].replace(":t", "pool.t")
     quota = _QUOTA[kind].replace(":t", "pool.t")
     return (
-        f"select t, fill from (select pool.t as t, ({done}) + (select count(*) from tasks r "
+        f"select t, fill, priority from (select pool.t as t, pool.priority as priority, ({done}) + "
+        f"(select count(*) from tasks r "
         f"where r.kind = :kind and r.practice = 0 and r.status = 'reserved' and "
         f"r.{column} = pool.t) as fill, ({quota}) as quota from ({_POOL[kind]}) pool "
         f"where not exists (select 1 from tasks m where m.kind = :kind and m.practice = 0 "

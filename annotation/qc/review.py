@@ -320,7 +320,10 @@ def _counted_by_concept(db: sqlite_utils.Database) -> dict[str, list[dict]]:
 
 def _ranking(by_concept: dict[str, list[dict]], top_fraction: float, min_colorings: int) -> pd.DataFrame:
     if isinstance(min_colorings, bool) or not isinstance(min_colorings, int) or min_colorings < 2:
-        raise InvalidInput(f"`min_colorings` must be a whole number >= 2, got {min_colorings!r}")
+        raise InvalidInput(
+            f"Colorings needed per concept must be a whole number, {MIN_COLORINGS} or more, "
+            f"got {min_colorings!r}"
+        )
     columns = ["rank", "concept", "n", "consistency_emd", "high_variance"]
     ranked = {k: np.stack([r["p"] for r in v]) for k, v in by_concept.items() if len(v) >= min_colorings}
     if not ranked:

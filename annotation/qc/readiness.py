@@ -1,0 +1,179 @@
+"""What each stage of expert review waits for, in numbers read from the database.
+
+The stages (paper Appendix B.4): (1) designers color; a concept can be ranked for the vote
+once it has `min_colorings` counted colorings (`storage.human.COUNTING_RULE`), each from
+another designer; (2) an expert ranks the concepts and opens the vote queue
+(`annotation.qc.review.open_review_queue`): every coloring of the most disputed concepts
+gets a review; (3) experts vote, and a review is decided once it has its ``votes_needed``
+votes from different experts; (4) the agreement statistics (P̄, Fleiss' κ, Krippendorff's
+α) show once a review is decided. `readiness` counts where each stage stands and
+`Readiness.lines` says, in words, what opens the next one: "2 more colorings of 'warm
+sunset' open its vote", "No review has all its votes yet: 3 votes on 2 colorings are
+missing".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import sqlite_utils
+
+from annotation.pilot import read_pilot
+from annotation.qc.review import MIN_COLORINGS
+from storage.human import COUNTED_STATUSES
+
+#: Concepts named in "N more colorings of ... open its vote".
+SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Where expert review stands.
+
+    Attributes
+    ----------
+    min_colorings : int
+        Counted colorings a concept needs to be ranked for the vote, >= 2.
+    concepts : tuple of (str, int)
+        The concepts the numbers name, with their counted colorings: the pilot's concepts
+        when a pilot is set (`annotation.pilot`), else those with at least one counted
+        coloring; fewest missing first, then by key.
+    pilot : bool
+        Whether `concepts` are a pilot's.
+    rankable : int
+        Concepts with `min_colorings` counted colorings or more.
+    rankable_at_least : int
+        Concepts with `MIN_COLORINGS` (2, the least a ranking takes) or more.
+    reviews_open, reviews_decided : int
+        Colorings waiting for votes, and those whose vote is decided.
+    votes_missing : int
+        Votes the open reviews still need, all together.
+    votes_needed : int
+        The most votes an open review needs (0 when none is open).
+    experts : int
+        Active experts (a coloring's votes come from different experts).
+    """
+
+    min_colorings: int
+    concepts: tuple[tuple[str, int], ...]
+    pilot: bool
+    rankable: int
+    rankable_at_least: int
+    reviews_open: int
+    reviews_decided: int
+    votes_missing: int
+    votes_needed: int
+    experts: int
+
+    def lines(self) -> list[str]:
+        """What opens each stage next, one sentence per stage that is not open yet (plain
+        text; concept names are quoted, escape before showing as Markdown)."""
+        lines = [self._colorings_line()]
+        if self.rankable and not self.reviews_open + self.reviews_decided:
+            lines.append(
+                "No coloring is open for a vote yet: an expert ranks the concepts and opens the "
+                "vote queue (Expert review, section 2); the most disputed concepts go to the vote."
+            )
+        if self.reviews_open:
+            missing = (
+                f"{_n(self.votes_missing, 'vote')} on {_n(self.reviews_open, 'coloring')} "
+                f"{'is' if self.votes_missing == 1 else 'are'} missing"
+            )
+            lines.append(
+                f"No review has all its votes yet: {missing}."
+                if not self.reviews_decided
+                else f"{_n(self.reviews_decided, 'review')} decided; {missing}."
+            )
+            if self.experts < self.votes_needed:
+                lines.append(
+                    f"Only {_n(self.experts, 'expert')} can vote and each coloring needs "
+                    f"{self.votes_needed} votes from different experts: invite "
+                    f"{self.votes_needed - self.experts} more."
+                )
+        elif self.reviews_decided:
+            lines.append(f"{_n(self.reviews_decided, 'review')} decided; no vote is missing.")
+        return lines
+
+    def _colorings_line(self) -> str:
+        m = self.min_colorings
+        short = [(key, m - n) for key, n in self.concepts if n < m][:SHOWN]
+        steps = "; ".join(
+            f"{_n(more, 'more coloring') if i == 0 else f'{more} more'} of '{key}' "
+            f"{'opens' if more == 1 else 'open'} its vote"
+            for i, (key, more) in enumerate(short)
+        )
+        if self.rankable:
+            head = f"{_n(self.rankable, 'concept')} {'has' if self.rankable == 1 else 'have'} the {m} colorings a vote needs"
+            return f"{head}; {steps}." if steps and self.pilot else f"{head}."
+        if not self.concepts:
+            head = (
+                f"No concept has a coloring yet: a concept's vote opens once {m} designers have colored it."
+            )
+        else:
+            where = "No pilot concept" if self.pilot else "No concept"
+            head = f"{where} has the {m} colorings from different designers a vote needs yet: {steps}."
+        if self.rankable_at_least and m > MIN_COLORINGS:
+            head += (
+                f" {_n(self.rankable_at_least, 'concept')} {'has' if self.rankable_at_least == 1 else 'have'} "
+                f"{MIN_COLORINGS} or more: set “Colorings needed per concept” to {MIN_COLORINGS} "
+                "to rank them now."
+            )
+        return head
+
+
+def readiness(db: sqlite_utils.Database, min_colorings: int = MIN_COLORINGS) -> Readiness:
+    """Count where each stage of expert review stands (see `Readiness`).
+
+    Parameters
+    ----------
+    min_colorings : int
+        Counted colorings a concept needs to be ranked for the vote (the Expert tab's
+        "Colorings needed per concept"), >= 2.
+    """
+    counts = counted_per_concept(db)
+    pilot = read_pilot(db)
+    named = [(key, counts.get(key, 0)) for key in pilot] if pilot else list(counts.items())
+    named.sort(key=lambda item: (max(0, min_colorings - item[1]), item[0]))
+    reviews = db.execute(
+        "select coalesce(sum(status = 'open'), 0), coalesce(sum(status = 'decided'), 0), "
+        "coalesce(sum(case when status = 'open' then max(0, votes_needed - (select count(*) "
+        "from qc_votes v where v.coloring_id = r.coloring_id)) end), 0), "
+        "coalesce(max(case when status = 'open' then votes_needed end), 0) from reviews r"
+    ).fetchone()
+    experts = sum(
+        "expert" in json.loads(row[0])
+        for row in db.execute("select roles from annotators where status = 'active'")
+    )
+    return Readiness(
+        min_colorings=min_colorings,
+        concepts=tuple(named),
+        pilot=bool(pilot),
+        rankable=sum(n >= min_colorings for n in counts.values()),
+        rankable_at_least=sum(n >= MIN_COLORINGS for n in counts.values()),
+        reviews_open=int(reviews[0]),
+        reviews_decided=int(reviews[1]),
+        votes_missing=int(reviews[2]),
+        votes_needed=int(reviews[3]),
+        experts=int(experts),
+    )
+
+
+def counted_per_concept(db: sqlite_utils.Database) -> dict[str, int]:
+    """Per concept with any, its counted colorings under `storage.human.COUNTING_RULE` (the
+    ones the consistency ranking uses)."""
+    marks = ", ".join("?" * len(COUNTED_STATUSES))
+    return dict(
+        db.execute(
+            "select c.concept_key, count(*) from colorings c join coloring_distributions d on "
+            f"d.coloring_id = c.id where c.practice = 0 and c.status in ({marks}) and c.round = "
+            "(select max(l.round) from colorings l where l.practice = 0 and l.annotator_id = "
+            "c.annotator_id and l.concept_key = c.concept_key) group by c.concept_key",
+            COUNTED_STATUSES,
+        ).fetchall()
+    )
+
+
+def _n(count: int, noun: str) -> str:
+    """``_n(1, "vote")`` is "1 vote", ``_n(3, "vote")`` is "3 votes"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
