@@ -243,19 +243,31 @@ def _stage_database(folder: Path, manifest: dict, db_path: Path) -> Path:
     """The backup's database copied beside `db_path`, its hash and integrity checked."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
     staged = db_path.with_name(f".{db_path.name}.restoring")
-    shutil.copyfile(folder / manifest["database"]["path"], staged)
-    _check_copy(staged, manifest["database"], "the copied database", "the database was not replaced")
-    conn = sqlite3.connect(f"{staged.as_uri()}?mode=ro", uri=True)
     try:
-        found = conn.execute("pragma integrity_check").fetchall()
-    finally:
-        conn.close()
-    if found != [("ok",)]:
-        staged.unlink()
-        raise BackupError(
-            f"the backup's database fails SQLite's integrity_check ({found[0][0]}); nothing was replaced"
-        )
+        shutil.copyfile(folder / manifest["database"]["path"], staged)
+        _check_copy(staged, manifest["database"], "the copied database", "the database was not replaced")
+        problem = _integrity_problem(staged)
+        if problem:
+            raise BackupError(
+                f"the backup's database fails SQLite's integrity_check ({problem}); the database was not replaced"
+            )
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
     return staged
+
+
+def _integrity_problem(path: Path) -> str | None:
+    """What SQLite's ``integrity_check`` finds wrong with the database at `path`, or None."""
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            found = conn.execute("pragma integrity_check").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        return str(error)
+    return None if found == [("ok",)] else found[0][0]
 
 
 def _keep_previous(db_path: Path) -> Path | None:

