@@ -38,7 +38,7 @@ from annotation.people.passwords import ensure_admin_password
 from annotation.sketches.library import sync_shipped_sketches
 from app.config import AppConfig
 from evaluation.analysis.reference import ensure_shipped_reference
-from storage import ensure_schema, open_db, transaction
+from storage import ensure_schema, open_db, serving, transaction
 
 _BROWSER_SECRET = "browser_state_secret"
 ORPHAN_MIN_AGE_S = 300.0
@@ -79,6 +79,8 @@ class AppContext:
     @classmethod
     def prepare(cls, config: AppConfig) -> AppContext:
         """Create or migrate the database, load concepts, make sure an admin password exists."""
+        # For the life of the process: `restore` refuses while it is held (storage.serving).
+        serving.hold_shared(config.db_path)
         with cls._open(config) as db:
             ensure_schema(db)
             # Files a killed writer left without a row; the age margin spares files that a
