@@ -45,7 +45,8 @@ def coverage(db: sqlite_utils.Database, k: int, *, now: dt.datetime | None = Non
         ``histogram`` (``{n: variants with n counted colorings}`` for n in 0..top, where
         n = top means top or more; top is `k`, or the cap in the adaptive mode);
         ``colorings_by_status`` (main task, every status in
-        `storage.schema.COLORING_STATUSES`), ``annotators_by_role`` and ``slots``
+        `storage.schema.COLORING_STATUSES`); ``practice_colorings`` (practice colorings of
+        any status: they count towards no concept); ``annotators_by_role`` and ``slots``
         (`coloring_slots` with the mode's quota per concept).
     """
     mode = stability.read_mode(db)
@@ -77,6 +78,7 @@ def coverage(db: sqlite_utils.Database, k: int, *, now: dt.datetime | None = Non
         "states": {s: by_state[s] for s in (ADAPTIVE_STATES if mode.adaptive else FIXED_STATES)},
         "histogram": {n: histogram[n] for n in range(top + 1)},
         "colorings_by_status": dict(statuses),
+        "practice_colorings": db["colorings"].count_where("practice = 1"),
         "annotators_by_role": dict(roles),
         "slots": coloring_slots(db, k, quotas=quotas, now=now),
     }

@@ -1,21 +1,24 @@
-"""The Admin tab: invites in bulk, annotators, practice approval, coverage."""
+"""The Admin tab: invites in bulk, annotators, practice approval, coverage, a pilot study."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import tempfile
 from pathlib import Path
 
 import gradio as gr
+import numpy as np
 import pandas as pd
 
-from annotation import overview
+from annotation import overview, pilot
 from annotation.backup import backup_archive
 from annotation.coloring import stability
 from annotation.export import download_archive_path, export_archive
 from annotation.files import resolve
 from annotation.people import accounts, onboarding, throttle
 from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
+from annotation.qc.readiness import readiness
 from app.common import (
     AppContext,
     empty_note,
@@ -55,9 +58,13 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     refresh_note = note_area("admin_refresh_note")
     # The lists load when the tab is opened, and again on Refresh.
     loads = on_open(tab, refresh.click)
-    _invite_section(ctx, session_token, admin)
+    invites = _invite_section(ctx, session_token, admin)
     _practice_section(ctx, session_token, admin, loads, refresh_note)
-    _people_section(ctx, session_token, admin, loads, refresh_note)
+    # The people and the coverage also load when invite links were made.
+    coverage = _people_section(
+        ctx, session_token, admin, on_open(tab, refresh.click, invites.change), refresh_note
+    )
+    _pilot_section(ctx, session_token, admin, coverage)
     _stability_section(session_token, admin)
     gr.Markdown(
         "## Failed sign-ins\nThe latest wrong admin passwords and invite links, "
@@ -105,7 +112,8 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     )
 
 
-def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
+def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> gr.Dataframe:
+    """Invites in bulk and a new link for one person; returns the table of new links."""
     gr.Markdown("## Invite people\nEach row is one person; send each their own link.")
     with gr.Row():
         role = gr.Dropdown(list(INVITABLE_ROLES), value="designer", label="Role", elem_id="admin_role")
@@ -138,15 +146,19 @@ def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> None:
     with gr.Row():
         lost = id_field("Annotator id", "admin_lost")
         renew = gr.Button("New invite link", elem_id="admin_new_link")
+    renew_note = note_area("admin_new_link_note")
     renewed = gr.Markdown(elem_id="admin_new_link_message")
+    # The earlier link goes first, so a refusal never sits beside another person's link.
+    cleared = renew.click(lambda: "", None, renewed, api_visibility="private", queue=False)
     wire(
-        renew.click,
+        cleared.then,
         admin(_new_link(ctx)),
         [session_token, lost, days],
         renewed,
-        note=renewed,
+        note=renew_note,
         api_name="admin_new_invite",
     )
+    return invites
 
 
 def _practice_section(
@@ -185,7 +197,8 @@ def _practice_section(
 
 def _people_section(
     ctx: AppContext, session_token: gr.Textbox, admin, loads, refresh_note: gr.Markdown
-) -> None:
+) -> gr.Markdown:
+    """The annotators, closing an account, and the coverage (returned)."""
     gr.Markdown("## People and progress")
     coverage = gr.Markdown(elem_id="admin_coverage")
     with empty_note("Nobody is invited yet: create invite links above.", "admin_annotators_empty"):
@@ -219,6 +232,7 @@ def _people_section(
         note=message,
         api_name="admin_revoke",
     )
+    return coverage
 
 
 def _create_invites(ctx: AppContext):
@@ -349,12 +363,27 @@ def _coverage(ctx: AppContext):
                 "- Coloring slots of the main task ({quota} per concept with a chosen sketch): "
                 "{total:,} in all, **{free:,} free**, {reserved:,} reserved by designers now, "
                 "{done:,} done".format(quota="the mode's quota" if adaptive else k, **figures["slots"]),
-                "- Colorings by status: " + _counts(figures["colorings_by_status"]),
+                "- Colorings by status: " + _statuses(figures),
                 "- Active people by role: " + _counts(figures["annotators_by_role"]),
+                f"- {_pilot_line(db)}",
+                "",
+                "**What expert review waits for:**",
+                *(f"- {escape(line)}" for line in readiness(db).lines()),
             ]
         )
 
     return coverage
+
+
+def _statuses(figures: dict) -> str:
+    """Main-task colorings by status, saying that practice colorings are not counted."""
+    text = _counts(figures["colorings_by_status"])
+    practice = figures["practice_colorings"]
+    if not practice:
+        return text
+    noun = "coloring is" if practice == 1 else "colorings are"
+    head, _, rest = text.partition(" submitted")
+    return f"{head} submitted ({practice:,} practice {noun} not counted){rest}"
 
 
 def _counts(counts: dict) -> str:
@@ -366,10 +395,10 @@ def _counts(counts: dict) -> str:
 
 def _backup(ctx: AppContext):
     def make_backup(db, actor) -> str:
-        """Build a backup zip outside the served data folder and offer it for download."""
-        folder = Path(tempfile.mkdtemp(prefix="colorconcept-backup-"))
+        """Build a backup zip among the admin's downloads and offer it for download."""
         stamp = iso().replace(":", "").replace("-", "")[:15]
-        return str(backup_archive(db, ctx.config.data_dir, folder / f"colorconcept-backup-{stamp}.zip"))
+        target = download_path(ctx.config.data_dir, "backups", f"colorconcept-backup-{stamp}.zip")
+        return str(backup_archive(db, ctx.config.data_dir, target))
 
     return make_backup
 
@@ -446,3 +475,83 @@ def _stability(db, actor):
     """The summary, the histogram and the per-concept table."""
     view = stability.stability_view(db)
     return escape(view.text), view.figure, view.table
+
+
+# --- A pilot study (issue 26) -------------------------------------------------------------
+
+
+def _pilot_section(ctx: AppContext, session_token: gr.Textbox, admin, coverage: gr.Markdown) -> None:
+    gr.Markdown(
+        "## Pilot study\nA few concepts that every designer is handed before any other, so "
+        f"designers overlap: k designers give each pilot concept k colorings, and expert review "
+        f"opens after a handful of colorings. Pick {pilot.MIN_SIZE} to {pilot.MAX_SIZE} concepts "
+        f"({pilot.SUGGESTED[0]}-{pilot.SUGGESTED[1]} suggested) by name, or draw them at random. "
+        "Without a pilot (the default) designers get the least covered concepts of the whole "
+        "study first; ending the pilot returns to that order."
+    )
+    names = gr.Textbox(
+        label="Pilot concepts (names, one per line or separated by commas)",
+        lines=2,
+        elem_id="admin_pilot_concepts",
+    )
+    with gr.Row():
+        size = gr.Number(pilot.SUGGESTED[0], label="Or draw this many at random", elem_id="admin_pilot_size")
+        seed = gr.Number(0, label="Seed of the draw", elem_id="admin_pilot_seed")
+    with gr.Row():
+        picked = gr.Button("Set pilot from these names", elem_id="admin_pilot_set")
+        drawn = gr.Button("Draw a pilot", elem_id="admin_pilot_draw")
+        ended = gr.Button("End pilot", variant="stop", elem_id="admin_pilot_end")
+    # The message and the coverage, which names the pilot's concepts and what they still need.
+    outputs = [gr.Markdown(elem_id="admin_pilot_message"), coverage]
+    for button, fn, inputs, api_name in (
+        (picked, _set_pilot, [session_token, names], "admin_set_pilot"),
+        (drawn, _draw_pilot, [session_token, size, seed], "admin_draw_pilot"),
+        (ended, _end_pilot, [session_token], "admin_end_pilot"),
+    ):
+        wire(
+            button.click, admin(_with_coverage(ctx, fn)), inputs, outputs, note=outputs[0], api_name=api_name
+        )
+
+
+def _with_coverage(ctx: AppContext, fn):
+    """`fn`'s message, and the coverage read after it."""
+
+    def changed(db, actor, *inputs) -> tuple[str, str]:
+        return fn(db, actor, *inputs), _coverage(ctx)(db, actor)
+
+    changed.__name__, changed.__doc__ = fn.__name__, fn.__doc__
+    changed.__signature__ = inspect.signature(fn)
+    return changed
+
+
+def _set_pilot(db, actor, names: str) -> str:
+    """Make the concepts named (one per line or comma-separated) the pilot."""
+    keys = [key for line in (names or "").splitlines() for key in line.split(",")]
+    chosen = pilot.set_pilot(db, keys, actor=actor.pseudonym)
+    return f"Pilot set: {_named(chosen)}."
+
+
+def _draw_pilot(db, actor, size: float, seed: float) -> str:
+    """Draw a pilot of `size` concepts at random (the same `seed` draws the same ones)."""
+    n = whole_number(size, "Or draw this many at random")
+    rng = np.random.default_rng(whole_number(seed, "Seed of the draw"))
+    return f"Pilot drawn: {_named(pilot.draw_pilot(db, n, rng, actor=actor.pseudonym))}."
+
+
+def _end_pilot(db, actor) -> str:
+    """End the pilot: designers get the least covered concepts of the whole study first."""
+    n = pilot.clear_pilot(db, actor=actor.pseudonym)
+    ended = f"The pilot of {n} concepts ended" if n else "No pilot was set"
+    return f"{ended}: designers get the least covered concepts of the whole study first."
+
+
+def _pilot_line(db) -> str:
+    """The pilot in the coverage, as one Markdown line."""
+    keys = pilot.read_pilot(db)
+    if not keys:
+        return "No pilot: designers get the least covered concepts of the whole study first."
+    return f"Pilot: designers get these {len(keys)} concepts before any other: {_named(keys)}."
+
+
+def _named(keys: list[str]) -> str:
+    return ", ".join(f"“{escape(key)}”" for key in keys)

@@ -1,9 +1,17 @@
 """The admin in a real browser: sign in with the password, create invite links."""
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
 
+from annotation.assignment import reserve
+from storage import open_db
 from tests.browser import ADMIN_PASSWORD, expect, live_app, page, table_rows  # noqa: F401
+from tests.qc_data import add_coloring
+
+SHOTS = Path("/tmp/shots")
 
 pytestmark = pytest.mark.browser
 
@@ -55,4 +63,100 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
         ("E0002", "expert", "yes", "active", "1"),
         ("E0003", "expert", "yes", "active", "1"),
     ]
+    assert page.js_errors == []
+
+
+PILOT = ["apple", "forbidding castle", "rotten apple"]
+
+
+def _sign_in_admin(page, live_app) -> None:
+    page.goto(live_app.url)
+    page.fill("#start_password input", ADMIN_PASSWORD)
+    page.get_by_role("button", name="Sign in as admin").click()
+    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+    page.get_by_role("tab", name="Admin").click()
+
+
+def test_invites_fill_the_people_list_and_a_refused_new_link_clears_the_earlier_one(live_app, page):
+    _sign_in_admin(page, live_app)
+    expect(page.locator("#admin_annotators_empty")).to_be_visible()
+    page.locator("#admin_count input").fill("2")
+    page.get_by_role("button", name="Create invite links").click()
+    # The people list follows the new links without "Refresh lists".
+    expect(page.locator("#admin_annotators [role=row][data-index]")).to_have_count(2)
+    expect(page.locator("#admin_annotators_empty")).to_be_hidden()
+    expect(page.locator("#admin_coverage")).to_contain_text("Active people by role: 2 designer")
+    page.locator("#admin_lost input").fill("2")
+    page.get_by_role("button", name="New invite link").click()
+    renewed = page.locator("#admin_new_link_message")
+    expect(renewed).to_contain_text("New link for annotator 2")
+    page.locator("#admin_lost input").fill("999")
+    page.get_by_role("button", name="New invite link").click()
+    expect(page.locator("#admin_new_link_note")).to_contain_text("unknown annotator id 999")
+    expect(renewed).not_to_contain_text("New link")
+    expect(renewed.locator(".error")).to_have_count(0)
+    # Still usable: the next request makes a link again.
+    page.locator("#admin_lost input").fill("1")
+    page.get_by_role("button", name="New invite link").click()
+    expect(renewed).to_contain_text("New link for annotator 1")
+    expect(page.locator("#admin_new_link_note")).to_have_text("")
+    assert page.js_errors == []
+
+
+def test_the_admin_sets_a_pilot_and_the_coverage_says_what_opens_the_vote(live_app, page):
+    designers = [annotator for annotator, _ in live_app.invite("designer", 3)]
+    db = open_db(live_app.config.db_path)
+    try:
+        # A practice coloring counts towards no concept, and the coverage says so.
+        add_coloring(db, live_app.config.data_dir, designers[0], "cat", (200, 180, 40), practice=True)
+    finally:
+        db.close()
+    _sign_in_admin(page, live_app)
+    coverage = page.locator("#admin_coverage")
+    expect(coverage).to_contain_text("0 submitted (1 practice coloring is not counted), 0 accepted")
+    expect(coverage).to_contain_text("No pilot: designers get the least covered concepts")
+    page.locator("#admin_pilot_concepts textarea").fill("apple, forbidding castle\nrotten apple")
+    page.get_by_role("button", name="Set pilot from these names").click()
+    message = page.locator("#admin_pilot_message")
+    expect(message).to_have_text("Pilot set: “apple”, “forbidding castle”, “rotten apple”.")
+    expect(coverage).to_contain_text("Pilot: designers get these 3 concepts before any other")
+    expect(coverage).to_contain_text(
+        "No pilot concept has the 2 colorings from different designers a vote needs yet: "
+        "2 more colorings of 'apple' open its vote"
+    )
+    assert [r["concept_key"] for r in live_app.query("select concept_key from pilot_concepts")] == PILOT
+    # Three designers color two concepts each, as assignment hands them out.
+    db = open_db(live_app.config.db_path)
+    try:
+        for i, designer in enumerate(designers):
+            for task in reserve(db, "coloring", designer, np.random.default_rng(i), 2):
+                add_coloring(
+                    db,
+                    live_app.config.data_dir,
+                    designer,
+                    task.concept_key,
+                    (40 * i, 90, 200),
+                    task_id=task.id,
+                )
+    finally:
+        db.close()
+    page.get_by_role("button", name="Refresh lists").click()
+    expect(coverage).to_contain_text("3 concepts have the 2 colorings a vote needs.")
+    expect(coverage).to_contain_text("No coloring is open for a vote yet: an expert ranks the concepts")
+    expect(coverage).to_contain_text("6 submitted (1 practice coloring is not counted)")
+    # A refused draw replaces the earlier message and leaves the pilot as it was.
+    page.locator("#admin_pilot_size input").fill("50")
+    page.get_by_role("button", name="Draw a pilot").click()
+    expect(message).to_contain_text("a pilot needs 1 to 20 concepts")
+    expect(message.locator(".error")).to_have_count(0)
+    expect(coverage).to_contain_text("Pilot: designers get these 3 concepts")
+    coverage.scroll_into_view_if_needed()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "admin-pilot-coverage.png"), full_page=True)
+    page.get_by_role("button", name="End pilot").click()
+    expect(message).to_have_text(
+        "The pilot of 3 concepts ended: designers get the least covered concepts of the whole study first."
+    )
+    expect(coverage).to_contain_text("No pilot: designers get the least covered concepts")
+    assert live_app.query("select concept_key from pilot_concepts") == []
     assert page.js_errors == []
