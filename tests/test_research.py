@@ -179,8 +179,17 @@ def test_concept_view_puts_the_labelled_human_distribution_beside_each_model(db,
         metrics.shift(HUMAN["apple"], HUMAN["rotten apple"])
     )
     missing = concept_view(db, data_dir, CONCEPTS, "banana", "lab", "natural")
-    assert missing.human_label == "The source 'lab' has no human distribution for 'banana'."
+    assert missing.human_label == (
+        "The source 'lab' has no human distribution for 'banana': choose another Human ground truth "
+        "('designers' once it is colored)."
+    )
     assert missing.distributions is None and missing.metrics.empty
+    assert missing.metrics_note == (
+        "No metrics: no model has a natural distribution of 'banana' at guidance scale 'recommended' "
+        "yet: run a model on it on the Evaluate tab (or import a run), or pick another style or scale; "
+        "and there is no human distribution to compare with (see the line at the top)."
+    )
+    assert view.metrics_note == ""
     with pytest.raises(ValueError, match="`style` must be one of"):
         concept_view(db, data_dir, CONCEPTS, "apple", "lab", "oil")
     with pytest.raises(NotFound, match="unknown concept 'unicorn'; expected a key such as"):
@@ -324,3 +333,51 @@ def test_the_background_refresher_brings_a_kept_leaderboard_up_to_date_once_chan
         stop.set()
         thread.join(10)
     assert not thread.is_alive()
+
+
+def test_views_fall_back_from_empty_designers_to_the_reference_set_that_covers_the_concepts(db, tmp_path):
+    """README step 5: a model evaluated on concepts no designer has colored yet."""
+    data_dir = tmp_path / "data"
+    sync_concepts(db)
+    ensure_shipped_reference(db)
+    human_rows.store_reference(db, "lab", {"apple": HUMAN["apple"]}, "test ratings")
+    cells = {("m-red", c, "natural", 5.0): [(200, 30, 30)] for c in ("apple", "banana")}
+    store_segmented_run(db, data_dir, "first", cells)
+    assert views.evaluated_concepts(db) == ["apple", "banana"]
+    choice = views.pick_source(db, human_rows.DESIGNERS, ["apple", "banana"])
+    assert choice == views.SourceChoice(
+        UW71_RATINGS_SOURCE,
+        "No designer coloring of 'apple', 'banana' counts yet, so the reference set 'uw71-ratings' is "
+        "the human ground truth here instead (it covers 2 of these 2 concepts). Choose 'designers' "
+        "again once designers have colored them.",
+    )
+    # A reference set chosen is kept, and so is the designers' source once it covers a concept.
+    assert views.pick_source(db, "lab", ["banana"]) == views.SourceChoice("lab")
+    assert views.pick_source(db, human_rows.DESIGNERS, ["unicorn"]) == views.SourceChoice(
+        human_rows.DESIGNERS
+    )
+    view = concept_view(db, data_dir, CONCEPTS, "banana", human_rows.DESIGNERS, "natural")
+    assert view.source == UW71_RATINGS_SOURCE
+    assert view.human_label.startswith("No designer coloring of 'banana' counts yet, so the reference set")
+    assert view.human_label.endswith("Human ground truth: reference set 'uw71-ratings'")
+    assert view.metrics["model"].tolist() == ["m-red"] and view.metrics_note == ""
+    assert "m-red" in leaderboard_analyses(db, CONCEPTS, choice.source).table1.to_html()
+    (red,) = people(db, 1, "designer")
+    add_coloring(db, data_dir, red, "apple", (200, 30, 30))
+    assert views.pick_source(db, human_rows.DESIGNERS, ["apple", "banana"]) == views.SourceChoice(
+        human_rows.DESIGNERS
+    )
+
+
+def test_an_empty_leaderboard_says_which_source_covers_the_evaluated_concepts(db, tmp_path):
+    ensure_shipped_reference(db)
+    with pytest.raises(views.NothingScored, match="^There is no stored model distribution yet: run a model"):
+        leaderboard_analyses(db, CONCEPTS, human_rows.DESIGNERS)
+    store_segmented_run(db, tmp_path / "data", "first", {("m", "banana", "natural", 5.0): [(230, 220, 0)]})
+    human_rows.store_reference(db, "lab", {"apple": HUMAN["apple"]}, "test ratings")
+    with pytest.raises(views.NothingScored) as nothing:
+        leaderboard_analyses(db, CONCEPTS, "lab")
+    assert str(nothing.value) == (
+        "None of the evaluated concepts ('banana') has a human distribution in 'lab' yet: choose "
+        "'uw71-ratings' (1 of them) as Human ground truth."
+    )

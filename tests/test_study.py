@@ -20,6 +20,7 @@ from evaluation.analysis.judgment_report import analyse, read_metrics, read_vote
 from evaluation.analysis.judgments import pair_preferences, participant_flags
 from evaluation.color import metrics
 from evaluation.color.naming import names_of_uw71
+from evaluation.pipeline import runs
 from tests.study_data import CFG, MODELS, RUN, populate, sources, truth_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,8 +117,15 @@ def test_too_few_eligible_concepts_is_a_clear_error_and_stores_nothing(setup):
     "change, message",
     [
         ({"name": " "}, "`name` must be a non-empty text"),
-        ({"sources": sources()[:1]}, "`sources` must be two or more ModelSource"),
-        ({"sources": [*sources()[:2], ModelSource("sana", RUN, 7.0)]}, "distinct models"),
+        (
+            {"sources": sources()[:1]},
+            r"^Model outputs \(`sources`\): choose two or more, each from a different model \(a study "
+            r"compares models\); chosen: omnigen\. Choose one output per model\.$",
+        ),
+        (
+            {"sources": [*sources()[:2], ModelSource("sana", RUN, 7.0)]},
+            r"each from a different model .*; chosen: omnigen, sana, sana\.",
+        ),
         (
             {"sources": [*sources()[:2], ModelSource("dalle", RUN, CFG)]},
             "no clipart distributions stored for model 'dalle'",
@@ -515,3 +523,75 @@ def test_a_metric_undefined_on_most_pairs_is_validated_on_the_rest(setup):
     row = tables["validation"].set_index("metric").loc["hue_diff"]
     assert row["n_pairs"] == 1 and np.isnan(row["pearson"]) and np.isnan(row["agreement"])
     assert tables["table3"]["Metric"].tolist() == ["PCC", "EMD", "ED", "DCA", "ΔHue"]
+
+
+def test_a_study_with_one_model_says_to_run_a_second_and_stores_nothing(db, tmp_path):
+    truths, _ = populate(db, tmp_path / "data", 6, np.random.default_rng(0), models=("tiny-random",))
+    before = _dump(db)
+    with pytest.raises(InvalidInput) as refused:
+        study.create_study(
+            db,
+            "s",
+            [ModelSource("tiny-random", RUN, CFG)] * 2,
+            truth_source(tmp_path / "data", truths),
+            seed=0,
+            n_concepts=4,
+        )
+    assert str(refused.value) == (
+        "Model outputs (`sources`): choose two or more, each from a different model (a study compares "
+        "models); chosen: tiny-random, tiny-random. Only one model (tiny-random) has clip-art cartoon "
+        "outputs: run a second model (e.g. tiny-random-b) on the same concepts on the Evaluate tab first."
+    )
+    assert _dump(db) == before
+    assert study.source_advice(db, "natural") == (
+        "No model has natural photo outputs yet: run two models on the same concepts on the Evaluate "
+        "tab first (offline: tiny-random and tiny-random-b)."
+    )
+    assert study.source_advice(db, "clipart").startswith("Only one model (tiny-random)")
+
+
+def test_the_default_outputs_are_one_per_model_and_the_style_is_one_with_outputs(setup):
+    db, _, _ = setup
+    # A second scale of one model: still one output per model, the one with the most concepts.
+    for key in ("apple", "banana"):
+        runs.store_model_distribution(db, RUN, "sana", key, "clipart", 9.0, np.full(71, 1 / 71), 2, 0)
+    offered = study.available_sources(db, "clipart")
+    assert len(offered) == len(MODELS) + 1
+    assert study.default_sources(offered) == sources()
+    assert study.default_sources(offered, 2) == sources()[:2]
+    # Every output is clip-art: asked for natural (none), the style with outputs is clip-art.
+    assert study.style_with_outputs(db, "natural") == "clipart"
+    assert study.style_with_outputs(db, "clipart") == "clipart"
+
+
+def test_a_design_smaller_than_asked_says_so_in_words(setup):
+    db, data_dir, truths = setup
+    small = study.create_study(
+        db,
+        "small",
+        sources(MODELS[:2]),
+        truth_source(data_dir, truths),
+        seed=0,
+        n_concepts=4,
+        attention_rate=0.1,
+        trials_per_participant=10,
+    )
+    design = study.study_design(db, small)
+    assert (design["pairs"], design["attention_checks"]) == (4, 0)
+    assert study.design_notes(design) == [
+        "Each participant sees at most 4 trials, not the 10 asked for: 4 concepts × 2 models give 4 "
+        "pairs, and no one judges a pair twice. More concepts or models give more.",
+        "No attention check: 10% of 4 pairs rounds to none. Raise the attention-check share or the "
+        "number of concepts to get one.",
+    ]
+    roomy = study.create_study(
+        db,
+        "roomy",
+        sources(),
+        truth_source(data_dir, truths),
+        seed=0,
+        n_concepts=20,
+        trials_per_participant=10,
+    )
+    assert study.study_design(db, roomy)["attention_checks"] > 0
+    assert study.design_notes(study.study_design(db, roomy)) == []

@@ -46,13 +46,18 @@ class ConceptView:
     Attributes
     ----------
     human_label : str
-        Where the human distribution comes from, or why there is none.
+        Where the human distribution comes from, or why there is none (and, when the view fell
+        back from the designers to a reference set, that it did: `pick_source`).
+    source : str
+        The human source shown (`pick_source`).
     distributions, strips : plotly Figure or None
         Bar charts on one axis and dominant-color strips: human first, then each model.
     overlays : list of (ndarray, str)
         Masked images (H, W, 3) uint8 with captions.
     metrics : pandas.DataFrame
         `evaluation.analysis.comparison.METRIC_COLUMNS`, one row per model.
+    metrics_note : str
+        Empty when `metrics` has rows; else what is missing and which action fills it.
     base : str
         The concept's base concept.
     shifts : pandas.DataFrame
@@ -62,10 +67,12 @@ class ConceptView:
     """
 
     human_label: str
+    source: str
     distributions: go.Figure | None
     strips: go.Figure | None
     overlays: list[tuple[np.ndarray, str]]
     metrics: pd.DataFrame
+    metrics_note: str
     base: str
     shifts: pd.DataFrame
     shift_figure: go.Figure | None
@@ -116,12 +123,17 @@ def concept_view(
         Off by default: it re-extracts P_H per resample, about 0.2 s per family concept,
         while the rest of the view takes under a second at the full study's size.
 
+    With the designers' source and no counted coloring of `concept`, the view falls back to
+    a reference set that has it (`pick_source`) and says so in ``human_label``.
+
     Raises
     ------
     NotFound
         If `concept` is not a key of `concepts` (the message is short: no list of keys).
     """
     found = _concept(concepts, concept)
+    choice = pick_source(db, source, [concept])
+    source = choice.source
     family = [c.key for c in concepts if c.base == found.base]
     humans = human.read(db, source, family)
     truth = humans.get(concept)
@@ -149,11 +161,13 @@ def concept_view(
     )
     shift_table = comparison.variant_shift_table(shifts)
     return ConceptView(
-        human_label=_human_label(db, source, concept, truth),
+        human_label=" ".join(filter(None, [choice.note, _human_label(db, source, concept, truth)])),
+        source=source,
         distributions=comparison.distributions_figure(panels) if panels else None,
         strips=comparison.strips_figure(panels) if panels else None,
         overlays=item_overlays(data_dir, items),
         metrics=metrics,
+        metrics_note=_metrics_note(concept, style, cfg, truth is not None, bool(rows)),
         base=found.base,
         shifts=shift_table,
         shift_figure=None
@@ -175,14 +189,93 @@ def _human_label(
     it rests on, by status, and which (the rule itself is `storage.human.COUNTING_RULE`)."""
     if truth is None:
         if source == human.DESIGNERS:
-            return f"No designer coloring of '{concept}' counts yet, so it has no human distribution."
-        return f"The source '{source}' has no human distribution for '{concept}'."
+            return (
+                f"No designer coloring of '{concept}' counts yet, so it has no human distribution: "
+                "it gets one once a designer's coloring of it is submitted (Coloring tab)."
+            )
+        return (
+            f"The source '{source}' has no human distribution for '{concept}': choose another "
+            "Human ground truth ('designers' once it is colored)."
+        )
     if source != human.DESIGNERS:
         return f"Human ground truth: {truth.label}"
     statuses = Counter(row["status"] for row in human.counted_colorings(db, concept))
     counted = " and ".join(f"{statuses[status]} {status}" for status in human.COUNTED_STATUSES)
     ids = ", ".join(f"#{i}" for i in truth.coloring_ids)
     return f"Human ground truth: {truth.label} of '{concept}' that count now: {counted} ({ids})."
+
+
+def _metrics_note(concept: str, style: str, cfg, has_truth: bool, has_models: bool) -> str:
+    """Why a concept's metrics table is empty, and which action fills it."""
+    if has_truth and has_models:
+        return ""
+    missing = []
+    if not has_models:
+        missing.append(
+            f"no model has a {style} distribution of '{concept}' at guidance scale '{cfg}' yet: "
+            "run a model on it on the Evaluate tab (or import a run), or pick another style or scale"
+        )
+    if not has_truth:
+        missing.append("there is no human distribution to compare with (see the line at the top)")
+    return "No metrics: " + "; and ".join(missing) + "."
+
+
+@dataclass(frozen=True)
+class SourceChoice:
+    """Which human source a research view compares with, and why, in words.
+
+    Attributes
+    ----------
+    source : str
+        The source used: the one asked for, or the reference set `pick_source` fell back to.
+    note : str
+        Empty when `source` is the one asked for; else a sentence saying that the designers
+        have no distribution of the evaluated concepts and which source is shown instead.
+    """
+
+    source: str
+    note: str = ""
+
+
+def evaluated_concepts(db: sqlite_utils.Database) -> list[str]:
+    """Keys of the concepts that have a stored model distribution (any run), sorted."""
+    return [
+        row[0]
+        for row in db.execute(
+            "select distinct concept from model_distributions where p is not null order by 1"
+        )
+    ]
+
+
+def pick_source(db: sqlite_utils.Database, source: str, keys: Sequence[str]) -> SourceChoice:
+    """The human source to compare `keys` with: `source`, unless it is the designers' and they
+    have no distribution of any of `keys` while a reference set has.
+
+    A newcomer's first evaluation (README, step 5) runs a model on a few concepts before any
+    designer has colored them; the research views then open on the designers' source with
+    nothing in it. Here they fall back to the reference set covering most of `keys` (ties: the
+    first label) and say so. A reference set the person chose is always kept.
+
+    Raises
+    ------
+    storage.human.UnknownSource
+        If `source` is not a known source.
+    """
+    human.check_source(db, source)
+    keys = list(dict.fromkeys(keys))
+    if source != human.DESIGNERS or not keys or human.vectors(db, source, keys):
+        return SourceChoice(source)
+    covered = {label: len(human.vectors(db, label, keys)) for label in human.reference_sources(db)}
+    best = max(covered, key=covered.get, default=None)  # the first of equals: sources are sorted
+    if best is None or not covered[best]:
+        return SourceChoice(source)
+    shown = ", ".join(f"'{k}'" for k in keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+    return SourceChoice(
+        best,
+        f"No designer coloring of {shown} counts yet, so the reference set '{best}' is the human "
+        f"ground truth here instead (it covers {covered[best]} of these {len(keys)} concepts). "
+        "Choose 'designers' again once designers have colored them.",
+    )
 
 
 class NothingScored(NotFound):
@@ -355,10 +448,7 @@ def _leaderboard_analyses(
     human.check_source(db, source)
     frame = results.latest_scores(scoring.stored_scores(db, source, concepts))
     if frame.empty:
-        raise NothingScored(
-            "no stored model distribution has a human distribution in this source: "
-            "finish an evaluation, or pick a source that covers its concepts"
-        )
+        raise NothingScored(_nothing_scored(db, source))
     pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
     chosen = results.resolve_cfg(frame, results.RECOMMENDED if pooled else cfg)
     rows = runs.model_distributions(db, cfgs=chosen, groups=False)
@@ -374,6 +464,32 @@ def _leaderboard_analyses(
         frame=frame,
         resampling=resampling,
         human_replicates=replicates,
+    )
+
+
+def _nothing_scored(db: sqlite_utils.Database, source: str) -> str:
+    """Why no model distribution is scored against `source`, and which action fills the tables."""
+    keys = evaluated_concepts(db)
+    if not keys:
+        return (
+            "There is no stored model distribution yet: run a model on the Evaluate tab (or import "
+            "a run); its scores show here when its extraction ends."
+        )
+    shown = ", ".join(f"'{k}'" for k in keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+    covering = [
+        f"'{label}' ({n} of them)"
+        for label in human.sources(db)
+        if label != source and (n := len(human.vectors(db, label, keys)))
+    ]
+    return (
+        f"None of the evaluated concepts ({shown}) has a human distribution in '{source}' "
+        "yet: "
+        + (
+            f"choose {' or '.join(covering)} as Human ground truth"
+            if covering
+            else "evaluate concepts that designers have colored, or that a reference set covers"
+        )
+        + "."
     )
 
 

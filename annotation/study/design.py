@@ -245,9 +245,8 @@ def create_study(
         A study called `name` exists.
     """
     check_length(name, "name", 200)
-    _check_design(
-        name, sources, seed, n_concepts, style, votes_per_pair, attention_rate, trials_per_participant
-    )
+    _check_design(name, seed, n_concepts, style, votes_per_pair, attention_rate, trials_per_participant)
+    _check_sources(db, sources, style)
     outputs = [_outputs(db, source, style) for source in sources]
     eligible = sorted(set.intersection(*(set(o) for o in outputs)) & _concept_keys(db))
     rng = np.random.default_rng(seed)
@@ -300,15 +299,10 @@ def create_study(
 
 
 def _check_design(
-    name, sources, seed, n_concepts, style, votes_per_pair, attention_rate, trials_per_participant
+    name, seed, n_concepts, style, votes_per_pair, attention_rate, trials_per_participant
 ) -> None:
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput(f"`name` must be a non-empty text, got {name!r}")
-    models = [getattr(s, "model", None) for s in sources]
-    if len(models) < 2 or not all(isinstance(s, ModelSource) for s in sources):
-        raise InvalidInput(f"`sources` must be two or more ModelSource, got {list(sources)!r}")
-    if len(set(models)) != len(models) or GROUND_TRUTH in models:
-        raise InvalidInput(f"`sources` must name distinct models other than {GROUND_TRUTH!r}, got {models}")
     for label, value in (
         ("seed", seed),
         ("n_concepts", n_concepts),
@@ -325,6 +319,84 @@ def _check_design(
         raise InvalidInput(
             f"`attention_rate` must be a number in [0, {MAX_ATTENTION_RATE}], got {attention_rate!r}"
         )
+
+
+def _check_sources(db: sqlite_utils.Database, sources: Sequence[ModelSource], style: str) -> None:
+    """Two or more model outputs of different models; the message says what to do, in words."""
+    if not all(isinstance(s, ModelSource) for s in sources):
+        raise InvalidInput(f"`sources` must be ModelSource values, got {list(sources)!r}")
+    models = [s.model for s in sources]
+    if GROUND_TRUTH in models:
+        raise InvalidInput(f"Model outputs (`sources`): no model may be called {GROUND_TRUTH!r}")
+    if len(models) >= 2 and len(set(models)) == len(models):
+        return
+    chosen = ", ".join(models) if models else "none"
+    advice = source_advice(db, style)
+    raise InvalidInput(
+        "Model outputs (`sources`): choose two or more, each from a different model (a study "
+        f"compares models); chosen: {chosen}. " + (advice or "Choose one output per model.")
+    )
+
+
+def source_advice(db: sqlite_utils.Database, style: str) -> str:
+    """What to do when fewer than two models have outputs in `style`, in words; else ``""``."""
+    models = sorted({source.model for source, _ in available_sources(db, style)})
+    label = GENERATION_STYLES[style]
+    if len(models) >= 2:
+        return ""
+    if not models:
+        return (
+            f"No model has {label} outputs yet: run two models on the same concepts on the "
+            "Evaluate tab first (offline: tiny-random and tiny-random-b)."
+        )
+    second = "tiny-random-b" if models[0] != "tiny-random-b" else "tiny-random"
+    return (
+        f"Only one model ({models[0]}) has {label} outputs: run a second model (e.g. {second}) "
+        "on the same concepts on the Evaluate tab first."
+    )
+
+
+def style_with_outputs(db: sqlite_utils.Database, preferred: str) -> str:
+    """`preferred` if two or more models have outputs in it, else the style with the most
+    models that have outputs (`preferred` when no style does better)."""
+    counts = {style: len({source.model for source, _ in available_sources(db, style)}) for style in STYLES}
+    if counts[preferred] >= 2:
+        return preferred
+    best = max(STYLES, key=lambda style: (counts[style], style == preferred))
+    return best if counts[best] > counts[preferred] else preferred
+
+
+def default_sources(offered: Sequence[tuple[ModelSource, int]], n: int = DEFAULT_MODELS) -> list[ModelSource]:
+    """Up to `n` of `offered` (`available_sources` output), one per model: each model's output
+    with the most concepts (then the first run and scale), models in name order."""
+    best: dict[str, tuple[ModelSource, int]] = {}
+    for source, count in offered:
+        if source.model not in best or count > best[source.model][1]:
+            best[source.model] = (source, count)
+    return [best[model][0] for model in sorted(best)][:n]
+
+
+def design_notes(design: dict) -> list[str]:
+    """Where a design gives less than was asked for, in words (`study_design` output).
+
+    A participant sees at most the study's pairs, so asking for more trials per participant
+    than that gives fewer; the attention-check share is rounded to whole checks, so a small
+    study may get none.
+    """
+    trials = design["pairs"] + design["attention_checks"]
+    notes = []
+    if design["trials_per_participant"] > trials:
+        notes.append(
+            f"Each participant sees at most {trials} trials, not the {design['trials_per_participant']} "
+            f"asked for: {design['n_concepts']} concepts × {len(design['sources'])} models give "
+            f"{design['pairs']} pairs, and no one judges a pair twice. More concepts or models give more."
+        )
+    if design["attention_rate"] > 0 and design["attention_checks"] == 0:
+        notes.append(
+            f"No attention check: {design['attention_rate']:.0%} of {design['pairs']} pairs rounds to "
+            "none. Raise the attention-check share or the number of concepts to get one."
+        )
+    return notes
 
 
 def _check_whole(label: str, value, minimum: int) -> None:
@@ -352,8 +424,9 @@ def _outputs(db, source: ModelSource, style: str) -> dict[str, dict]:
     }
     if not rows:
         raise InvalidInput(
-            f"`sources`: no {style} distributions stored for model "
-            f"{source.model!r} in run {source.run!r} at cfg {source.cfg}"
+            f"Model outputs (`sources`): no {style} distributions stored for model "
+            f"{source.model!r} in run {source.run!r} at cfg {source.cfg:g}; press Load choices "
+            "to see the outputs there are"
         )
     images: dict[str, list[tuple[int, str]]] = {}
     for item in runs.items(db, source.run, model=source.model, style=style, cfg=source.cfg):
@@ -380,9 +453,11 @@ def _sample_with_truth(
             if len(chosen) == n:
                 return chosen
     raise InvalidInput(
-        f"`n_concepts`: only {len(chosen)} concepts have a ground truth "
-        f"({ground_truth.name}) and an output of every model source "
-        f"({len(eligible)} have the outputs); got n_concepts={n}"
+        f"Concepts (`n_concepts`): only {len(chosen)} concepts have a ground truth "
+        f"({ground_truth.name}) and an output of every chosen model "
+        f"({len(eligible)} have the outputs); got n_concepts={n}. "
+        + (f"Set Concepts to {len(chosen)} or fewer, or" if chosen else "Choose another ground truth, or")
+        + " evaluate more concepts with these models."
     )
 
 

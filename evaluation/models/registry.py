@@ -60,6 +60,10 @@ class ModelSpec:
     params, requires, build : str
         Parameter count (display), extra requirements, and ``"tiny"`` for a model that
         the project builds itself.
+    build_seed : int
+        For a ``build = "tiny"`` model, the seed of its random weights
+        (`evaluation.models.tiny.build_tiny_pipeline`): two tiny models that differ only in
+        it are two different models.
     """
 
     key: str
@@ -77,6 +81,7 @@ class ModelSpec:
     params: str = ""
     requires: str = ""
     build: str = ""
+    build_seed: int = 0
 
     @property
     def is_local(self) -> bool:
@@ -100,6 +105,9 @@ def _check_entry(key: str, entry: Mapping[str, Any]) -> None:
         value = entry.get(name, 1)
         if not isinstance(value, int) or value < 1:
             raise RegistryError(f"model {key!r}: {name} must be a positive integer, got {value!r}")
+    seed = entry.get("build_seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise RegistryError(f"model {key!r}: build_seed must be a whole number >= 0, got {seed!r}")
     if entry["resolution"] % 8:
         raise RegistryError(f"model {key!r}: resolution must be a multiple of 8, got {entry['resolution']}")
     scales = entry["cfg_scales"]
@@ -199,7 +207,7 @@ def load_pipeline(spec: ModelSpec, *, device: str, dtype: torch.dtype | None = N
         if spec.build == "tiny" and not (path / "model_index.json").exists():
             from evaluation.models.tiny import build_tiny_pipeline
 
-            build_tiny_pipeline(path)
+            build_tiny_pipeline(path, seed=spec.build_seed)
         source = str(path)
     dtype = torch_dtype(spec, device) if dtype is None else dtype
     pipe = pipeline_class(spec).from_pretrained(source, dtype=dtype, **spec.load_kwargs)

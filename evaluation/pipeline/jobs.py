@@ -238,7 +238,7 @@ def _build_tiny_pipelines(work: GenerationWork) -> None:
 
     for spec in work.specs.values():
         if spec.build == "tiny" and spec.is_local and not (spec.local_path() / "model_index.json").exists():
-            build_tiny_pipeline(spec.local_path())
+            build_tiny_pipeline(spec.local_path(), seed=spec.build_seed)
 
 
 def run_pipeline(

@@ -9,8 +9,10 @@ Time estimates
 --------------
 Seconds per image (generation plus GroundingDINO + SAM masking) come from, in order:
 
-1. the mean of the ``gen_seconds + seg_seconds`` of items already done for that model
-   (measured on this installation, passed in as `measured`);
+1. the typical ``gen_seconds + seg_seconds`` of items already done for that model
+   (measured on this installation by `measured_seconds`, passed in as `measured`): the
+   median, leaving out the first image of each run, which also paid for warming the newly
+   loaded model up (a short try-out's mean was several times a long run's per-image time);
 2. the defaults below, per device kind. Masking is 0.45 s per 1024x1024 image on one
    H200 (grounding-dino-base + sam-vit-huge architectures in float32,
    ``bench/bench_research.py segment``); SDXL's generate stage is 2.4 s per image on one
@@ -49,15 +51,16 @@ GPU_SECONDS_PER_IMAGE = {
     "qwen-image": 40.0,
     "omnigen2": 30.0,
     "tiny-random": 0.1,
+    "tiny-random-b": 0.1,
 }
 #: How much slower a CPU is than one H100 for the full-size models (order of magnitude).
 CPU_SLOWDOWN = 150.0
 #: Measured on a shared 2-core CPU (one torch thread): the 64x64, 2-step tiny model's whole job.
-CPU_SECONDS_PER_IMAGE = {"tiny-random": 0.35}
+CPU_SECONDS_PER_IMAGE = {"tiny-random": 0.35, "tiny-random-b": 0.35}
 #: GPU seconds per image assumed for a model absent from the table.
 UNKNOWN_MODEL_SECONDS = 20.0
 #: Models that run in seconds on a CPU; every other model gets a CPU warning.
-CPU_FRIENDLY = frozenset({"tiny-random"})
+CPU_FRIENDLY = frozenset({"tiny-random", "tiny-random-b"})
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,26 @@ class Estimate:
 
     seconds: float
     per_model: dict[str, tuple[int, float, str]]
+
+
+def measured_seconds(db: sqlite_utils.Database) -> dict[str, float]:
+    """Typical generation + masking seconds per image, per model, measured on this installation.
+
+    The median over run items that have both times, leaving out the first item (by id) of
+    each run and model that has more than one: its generation was the freshly loaded
+    pipeline's first call, which also warms it up. Model loading itself is never timed.
+    """
+    sql = (
+        "SELECT run, model, gen_seconds + seg_seconds FROM run_items "
+        "WHERE gen_seconds IS NOT NULL AND seg_seconds IS NOT NULL ORDER BY run, model, id"
+    )
+    by_run: dict[tuple[str, str], list[float]] = {}
+    for run, model, seconds in db.execute(sql).fetchall():
+        by_run.setdefault((run, model), []).append(float(seconds))
+    by_model: dict[str, list[float]] = {}
+    for (_, model), seconds in by_run.items():
+        by_model.setdefault(model, []).extend(seconds[1:] if len(seconds) > 1 else seconds)
+    return {model: float(np.median(seconds)) for model, seconds in by_model.items()}
 
 
 def seconds_per_image(
