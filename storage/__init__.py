@@ -7,7 +7,11 @@
 - `storage.schema`: every table of the project, annotation and evaluation alike, as one
   ordered list of forward migrations (`ensure_schema`);
 - `storage.distributions`: the one check (`check_distribution`, `check_masses`) and
-  the one codec (`encode`, `decode`) of a distribution over the 71 UW-71 bins.
+  the one codec (`encode`, `decode`) of a distribution over the 71 UW-71 bins;
+- `storage.serving`: the lock beside the database that the app and the commands share
+  and a restore takes alone (`hold_shared`, `shared`, `exclusive`);
+- `storage.spreadsheet`: the one CSV writer (`write_csv`, `csv_text`), safe to open in a
+  spreadsheet.
 
 `annotation/` and `evaluation/` both import it; it imports neither.
 """
