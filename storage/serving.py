@@ -10,7 +10,8 @@ holds it (`DatabaseInUse`), and a server refuses to start while a restore runs
 The kernel releases a flock when the last descriptor of its open file is closed, which
 includes the death of the process by any signal: a crashed or SIGKILLed app never blocks
 a restore, and nothing needs to be cleaned up. The lock file itself stays; it is empty.
-Processes that do not take the lock (a ``sqlite3`` shell) are not seen.
+Processes that do not take the lock (a ``sqlite3`` shell) are not seen, and deleting the
+lock file while a process holds it defeats the check (the next one locks a new file).
 """
 
 from __future__ import annotations
