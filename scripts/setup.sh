@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Create .venv and install a requirements file into it, once.
+# Create .venv and install a requirements file into it, once, at the exact versions of
+# requirements.lock (a constraints file: see the README to refresh it).
 # Usage: scripts/setup.sh REQUIREMENTS_FILE
-# A second run with unchanged requirements installs nothing: the hash of every
-# requirements file read is stamped into .venv after a successful install.
+# A second run with unchanged requirements and lock installs nothing: the hash of every
+# requirements file and of the lock is stamped into .venv after a successful install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 req="${1:-requirements.txt}"
@@ -18,7 +19,7 @@ if [ ! -x .venv/bin/python ]; then
     "$py" -m venv .venv
 fi
 stamp=".venv/.installed-$(basename "$req").sha256"
-want=$(cat requirements*.txt | sha256sum | cut -d' ' -f1)
+want=$(cat requirements*.txt requirements.lock | sha256sum | cut -d' ' -f1)
 # requirements-dev.txt includes requirements.txt, so its stamp covers both.
 for s in "$stamp" .venv/.installed-requirements-dev.txt.sha256; do
     if [ -f "$s" ] && [ "$(cat "$s")" = "$want" ]; then
@@ -27,5 +28,5 @@ for s in "$stamp" .venv/.installed-requirements-dev.txt.sha256; do
 done
 echo "Installing $req into .venv (first run: a few minutes)"
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -r "$req"
+.venv/bin/python -m pip install -q -r "$req" -c requirements.lock
 echo "$want" > "$stamp"
