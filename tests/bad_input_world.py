@@ -13,7 +13,6 @@ import datetime as dt
 import hashlib
 import io
 import json
-import struct
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from annotation.people.accounts import create_annotators, login_with_invite
 from annotation.sketches.library import get_sketch, load_sketch, selected_sketch
 from storage import open_db, utcnow
 from tests.app_server import ADMIN_PASSWORD
+from tests.png_modes import raw_png
 
 SCRIPT = "<script>alert('x')</script>"
 IMG = '<img src=x onerror="alert(1)">'
@@ -79,14 +79,7 @@ def bomb_png(side: int = 40_000) -> bytes:
     raw = zlib.compressobj(9)
     row = b"\x00" * (side // 8 + 1)
     data = b"".join(raw.compress(row) for _ in range(side)) + raw.flush()
-    header = struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
-
-
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return (
-        struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-    )
+    return raw_png(side, side, 1, 0, data)
 
 
 def _zip(path: Path, entries: dict[str, bytes]) -> str:
@@ -178,7 +171,21 @@ def build_world(config, client, uploads: Path) -> World:
         (Path(__file__).resolve().parent.parent / "assets" / "sketches" / "apple.png").read_bytes()
     )
     files = {**bad_uploads(uploads), **bad_sketch_files(uploads), "sketch-outside": str(outside)}
-    return World(config, client, admin, tokens, links, files, _designer_tasks(client, config, tokens))
+    designer = _designer_tasks(client, config, tokens)
+    _ended_sessions(client, admin, tokens, links)
+    return World(config, client, admin, tokens, links, files, designer)
+
+
+def _ended_sessions(client, admin: str, tokens: dict[str, str], links: dict[str, str]) -> None:
+    """``replaced``: a session of a link the admin replaced with a new one (and that link);
+    ``crowded``: the oldest of 6 sessions of one link, ended by the cap of 5."""
+    replaced = client.predict(admin, "designer", 1, "unknown", 7, api_name="/admin_create_invites")["data"][0]
+    links["replaced"] = replaced[3]
+    tokens["replaced"] = client.predict(replaced[3], api_name="/login_invite")[0]
+    client.predict(admin, replaced[0], 7, api_name="/admin_new_invite")
+    crowded = client.predict(admin, "expert", 1, "unknown", 7, api_name="/admin_create_invites")["data"][0]
+    sessions = [client.predict(crowded[3], api_name="/login_invite")[0] for _ in range(6)]
+    tokens["crowded"] = sessions[0]
 
 
 def _designer_tasks(client, config, tokens: dict[str, str]) -> dict:

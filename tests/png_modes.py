@@ -33,17 +33,16 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
 
 
+def raw_png(width: int, height: int, bit_depth: int, color_type: int, idat: bytes) -> bytes:
+    """A PNG written by the specification: its header and `idat` (compressed rows) as given."""
+    header = struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
+
+
 def rgba16_png(width: int, height: int) -> bytes:
-    """A 16-bit RGBA PNG (PIL cannot write one), by the PNG specification."""
+    """A 16-bit RGBA PNG (PIL cannot write one)."""
     pixel = b"".join(struct.pack(">H", v * 257) for v in (*RED, 255))
-    rows = (b"\x00" + pixel * width) * height
-    header = struct.pack(">IIBBBBB", width, height, 16, 6, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + _chunk(b"IHDR", header)
-        + _chunk(b"IDAT", zlib.compress(rows))
-        + _chunk(b"IEND", b"")
-    )
+    return raw_png(width, height, 16, 6, zlib.compress((b"\x00" + pixel * width) * height))
 
 
 def _palette(width: int, height: int) -> bytes:

@@ -5,16 +5,19 @@ module (`tests.bad_input_world.World`) and a pattern the error message must matc
 every row the test checks that the call fails with that message (HTML-escaped: no raw
 tag comes back), that nothing stored changed (a dump of every table and the data
 folder's files, by content), and that the app keeps serving (a follow-up call answers as
-before). Sketch imports answer bad files with a result row, not an error: their own
-table checks the row's reason the same way.
+before). A refusal never sends a huge input back: each message stays under
+`MAX_MESSAGE_CHARS`. Sketch imports answer bad files with a result row, not an error:
+their own table checks the row's reason the same way.
 
-Rows are added as tabs land; endpoints of tabs not in this build skip.
+A row whose endpoint the app does not have fails, naming the endpoint: a renamed or
+removed endpoint must not silently drop its rows.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -38,6 +41,26 @@ from tests.bad_input_world import (
     upload_args,
     value_with_png,
 )
+from tests.png_modes import WRONG_PNGS, wrong_png
+
+HUGE = 1_000_000
+MAX_MESSAGE_CHARS = 1_000
+
+
+def _wrong_canvas(name: str) -> Callable[[dict], str]:
+    """The canvas value of the designer's task with the wrong PNG `name` at the sketch's size."""
+
+    def value(task: dict) -> str:
+        height, width = task["sketch"].shape[:2]
+        return value_with_png(task["key"], wrong_png(name, width, height)[0])
+
+    return value
+
+
+def _any_size(arrived: str) -> str:
+    size = {"w": r"\d+", "h": r"\d+", "w1": r"\d+"}
+    return rf"^`canvas` must be an 8-bit RGBA PNG of \d+×\d+ pixels, got {arrived.format(**size)}$"
+
 
 CASES = [
     # Invite links: forged, expired, revoked, malformed, hostile text.
@@ -110,7 +133,26 @@ CASES = [
         "session-of-closed-account",
         "/admin_list_annotators",
         as_role("closed"),
-        "session is not valid any more",
+        "^your session is not valid any more: the study admin closed your account$",
+    ),
+    # A new link ends the sessions of the old one; a person holds at most 5 live sessions.
+    Case(
+        "session-of-a-replaced-link",
+        "/designer_submissions",
+        as_role("replaced"),
+        "^your session is not valid any more: it was opened with an invite link that has since been replaced",
+    ),
+    Case(
+        "invite-replaced-link",
+        "/login_invite",
+        lambda w: (w.links["replaced"],),
+        "this invite link was revoked",
+    ),
+    Case(
+        "session-beyond-the-cap",
+        "/expert_concepts",
+        as_role("crowded"),
+        "^your session is not valid any more: you signed in on more than 5 devices or browsers",
     ),
     # Admin inputs out of range or of the wrong kind.
     Case(
@@ -413,6 +455,26 @@ CASES = [
         r"^`keys` names unknown concepts \['unicorn', .{0,60}\]; keys are the concept text",
     ),
     Case(
+        "browser-huge-concept",
+        "/browser_show",
+        as_role("researcher", "u" * HUGE, "uw71-ratings", "natural", "recommended"),
+        rf"^unknown concept 'u{{80}}'… \({HUGE} characters\); expected a key such as 'rotten apple'$",
+    ),
+    Case(
+        "revoke-huge-annotator-id",
+        "/admin_revoke",
+        as_role("admin", "x" * HUGE, "left"),
+        rf"^`annotator id` must be a whole number, got 'x{{80}}'… \({HUGE} characters\)$",
+        known_defect="app.common.whole_number quotes the whole value back (issue 25 item 10)",
+    ),
+    Case(
+        "revoke-huge-digits-annotator-id",
+        "/admin_revoke",
+        as_role("admin", "1" * HUGE, "left"),
+        rf"^`annotator id` must be a whole number of at most 18 digits, got '1{{80}}'… \({HUGE} characters\)$",
+        known_defect="app.common.whole_number calls int() on a million digits: Python's own refusal comes back",
+    ),
+    Case(
         "browser-cfg-not-a-number",
         "/browser_show",
         as_role("researcher", "apple", "uw71-ratings", "natural", "lots"),
@@ -471,7 +533,16 @@ CASES = [
         "designer-layer-not-a-png",
         "/designer_submit",
         designer_submit(lambda d: value_with_png(d["key"], b"GIF89a" + bytes(64))),
-        "`png` is not a readable image",
+        _any_size("data that is not a PNG"),
+    ),
+    *(
+        Case(
+            f"designer-layer-{name}",
+            "/designer_submit",
+            designer_submit(_wrong_canvas(name)),
+            _any_size(arrived),
+        )
+        for name, (_, arrived) in WRONG_PNGS.items()
     ),
     Case(
         "designer-layer-jpeg",
@@ -497,13 +568,13 @@ CASES = [
         designer_submit(
             lambda d: canvas_value(d["key"], painted_layer(np.full((64, 48), 255, np.uint8)), 5.0)
         ),
-        r"the color layer is 48x64 but the sketch is \d+x\d+ \(width x height\)",
+        _any_size("an 8-bit RGBA PNG of 48×64"),
     ),
     Case(
         "designer-layer-decompression-bomb",
         "/designer_submit",
         designer_submit(lambda d: value_with_png(d["key"], bomb_png())),
-        "`png` is not a readable image: .*decompression bomb",
+        _any_size("a 1-bit grayscale PNG of 40000×40000"),
     ),
     Case(
         "designer-elapsed-html",
@@ -618,15 +689,15 @@ def _params(cases: list[Case]) -> list:
 
 @pytest.mark.parametrize("case", _params(CASES))
 def test_bad_input_gets_a_clear_message_changes_nothing_and_the_app_keeps_serving(world, case):
-    if case.api_name not in _endpoints(world.client):
-        pytest.skip(f"{case.api_name} is not in this build (its tab has not landed)")
+    assert case.api_name in _endpoints(world.client), f"the app has no endpoint {case.api_name}"
     follow_up = world.client.predict(world.admin, api_name="/admin_coverage")
     _unthrottled(world.config)
     before = snapshot(world.config)
     with pytest.raises(AppError) as raised:
         world.client.predict(*case.args(world), api_name=case.api_name)
     message = str(raised.value)
-    assert re.search(case.message, message), message
+    assert re.search(case.message, message), message[:MAX_MESSAGE_CHARS]
+    assert len(message) <= MAX_MESSAGE_CHARS, f"{len(message)} characters: {message[:MAX_MESSAGE_CHARS]}"
     if not case.echoed_by_gradio:
         assert not re.search(r"<\s*(script|img)", message, re.IGNORECASE), message
     after = snapshot(world.config)
@@ -663,8 +734,7 @@ SKETCH_CASES = [
 
 @pytest.mark.parametrize("case, reason", SKETCH_CASES, ids=[c[0] for c in SKETCH_CASES])
 def test_a_bad_sketch_file_is_refused_with_its_reason_and_nothing_is_stored(world, case, reason):
-    if "/sketches_import" not in _endpoints(world.client):
-        pytest.skip("/sketches_import is not in this build")
+    assert "/sketches_import" in _endpoints(world.client), "the app has no endpoint /sketches_import"
     before = snapshot(world.config)
     table = world.client.predict(
         world.admin, [handle_file(world.files[f"sketch-{case}"])], "apple", True, api_name="/sketches_import"

@@ -1,7 +1,6 @@
 import hashlib
 import io
 import re
-import struct
 import zlib
 
 import numpy as np
@@ -10,7 +9,7 @@ from PIL import Image
 
 from annotation.errors import InvalidImage, InvalidInput
 from annotation.files import check_rgba_png, decode_image, resolve, store_bytes, store_png
-from tests.png_modes import WRONG_PNGS, rgba_png, wrong_png
+from tests.png_modes import WRONG_PNGS, raw_png, rgba_png, wrong_png
 
 
 def _png_bytes(array):
@@ -21,22 +20,7 @@ def _png_bytes(array):
 
 def _png_header_only(width, height):
     """A PNG whose header claims width x height pixels but holds almost no data."""
-
-    def chunk(kind, data):
-        return (
-            struct.pack(">I", len(data))
-            + kind
-            + data
-            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-        )
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", ihdr)
-        + chunk(b"IDAT", zlib.compress(b"\x00" * 16))
-        + chunk(b"IEND", b"")
-    )
+    return raw_png(width, height, 8, 2, zlib.compress(b"\x00" * 16))
 
 
 def test_store_bytes_names_file_by_content_hash_and_stores_it_once(tmp_path):
