@@ -11,6 +11,10 @@ the admin sees the recent failures. Within `WINDOW_S`:
 
 A refused (throttled) attempt is not checked at all, so it cannot succeed and does
 not count as a failure.
+
+The address is the one uvicorn reports: behind a reverse proxy it comes from
+``X-Forwarded-For`` only for proxies listed in ``FORWARDED_ALLOW_IPS`` (default loopback);
+docs/security.md ("Sessions and invite links") says what an operator must set.
 """
 
 from __future__ import annotations
