@@ -67,7 +67,12 @@ def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     an open transaction this nests as a savepoint.
 
     Note that ``with db.conn:`` is not enough: if the block's first write is a
-    sqlite-utils call, that call opens and commits its own transaction.
+    sqlite-utils call, that call opens and commits its own transaction. Nor is sqlite-utils'
+    ``db.atomic()``: its deferred ``BEGIN`` reads first, and a commit by another connection
+    before its first write fails that write at once with "database is locked"
+    (SQLITE_BUSY_SNAPSHOT, which the busy timeout does not cover). This is the one way the
+    project opens a write transaction; tests/test_transactions.py refuses ``.atomic(``
+    outside `storage`.
     """
     if db.conn.in_transaction:
         with db.atomic():

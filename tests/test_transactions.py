@@ -39,7 +39,7 @@ def test_only_the_storage_floor_opens_transactions():
 
 
 def test_the_scan_sees_the_storage_floors_own_call():
-    assert [call.split(":")[0] for call in atomic_calls(("storage",))] == ["storage/db.py"]
+    assert {call.split(":")[0] for call in atomic_calls(("storage",))} == {"storage/db.py"}
 
 
 @pytest.fixture
