@@ -108,14 +108,34 @@ def test_score_bad_shapes_raise_value_error_naming_the_field(dominant, candidate
 
 
 def test_dominant_color_of_a_shaded_hue_line_is_its_mean_on_that_hue():
-    """Pixels along one hue (a shaded object): the first axis is that hue, the result the mean."""
+    """Pixels along one hue (a shaded object): the first axis is that hue, the plain mean's
+    result the mean."""
     chroma = np.linspace(20.0, 60.0, 41)
     hue = np.radians(40.0)
     lab = np.stack([np.linspace(30.0, 70.0, 41), chroma * np.cos(hue), chroma * np.sin(hue)], axis=-1)
-    result = dominant_color(lab)
+    result = dominant_color(lab, scoring="paper-mean")
     assert_allclose(result.lab, [50.0, 40 * np.cos(hue), 40 * np.sin(hue)], atol=1e-9)
     assert_allclose(np.abs(result.axis), [np.cos(hue), np.sin(hue)], atol=1e-9)
     assert not result.achromatic and result.pixels == 41
+
+
+def test_default_rules_average_the_lit_side_without_its_highlight():
+    """A shaded surface (L* + 16, a*, b* in proportion, as scaling its XYZ does) plus a white
+    highlight: the default rules drop the highlight (low C* / (L* + 16)) and average the
+    brighter half of the rest, L* at or above its 50th percentile and below its 95th."""
+    steps = np.arange(32.0, 65.0)  # L* + 16 from 32 to 64, C* half of it: the ratio is 1/2 exactly
+    body = np.column_stack([steps - 16.0, steps / 2, np.zeros_like(steps)])
+    highlight = np.column_stack([np.linspace(50.0, 95.0, 10), np.linspace(20.0, 2.0, 10), np.zeros(10)])
+    result = dominant_color(np.vstack([body, highlight]))
+    lit = body[(body[:, 0] >= np.percentile(body[:, 0], 50, method="nearest"))]
+    lit = lit[lit[:, 0] <= np.percentile(body[:, 0], 95, method="nearest")]
+    assert_allclose(result.lab, lit.mean(axis=0), atol=1e-9)
+    assert result.pixels == len(lit) and not result.achromatic
+    assert_allclose(dominant_color(body, scoring="paper-mean").lab, body.mean(axis=0), atol=1e-12)
+    with pytest.raises(ValueError, match="`lit_band`"):
+        dataclasses.replace(RULES["paper"], lit_band=(90.0, 50.0))
+    with pytest.raises(ValueError, match="`lit_ratio_percentile`"):
+        dataclasses.replace(RULES["paper"], lit_ratio_percentile=100.0)
 
 
 def test_dominant_color_projects_through_the_mean_or_through_the_origin():
@@ -137,7 +157,7 @@ def test_dominant_color_of_one_flat_color_is_that_color():
 def test_achromatic_object_is_the_plain_mean_without_an_axis():
     rng = np.random.default_rng(0)
     lab = np.column_stack([rng.uniform(20, 80, 200), rng.normal(0, 1.5, 200), rng.normal(1.0, 1.5, 200)])
-    result = dominant_color(lab)
+    result = dominant_color(lab, scoring="paper-mean")
     assert result.achromatic and result.pixels == 200
     assert_allclose(result.lab, lab.mean(axis=0), atol=1e-12)
     assert_allclose(result.axis, [0.0, 0.0])
@@ -173,7 +193,7 @@ def test_released_closest_rules_average_the_pixels_nearest_the_target():
 
 def test_closest_fraction_averages_the_pixels_nearest_the_target():
     lab = np.column_stack([np.full(100, 50.0), np.arange(1.0, 101.0), np.zeros(100)])
-    closest = dataclasses.replace(RULES["paper"], closest_fraction=0.05)
+    closest = dataclasses.replace(RULES["paper-mean"], closest_fraction=0.05)
     result = dominant_color(lab, scoring=closest, target=[50.0, 3.0, 0.0])
     assert result.pixels == 5
     assert_allclose(result.lab, [50.0, 3.0, 0.0], atol=1e-9)

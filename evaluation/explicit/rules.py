@@ -2,7 +2,16 @@
 
 GenColorBench's paper (§3.4) and its released code score differently in places. Both are
 offered: ``"paper"`` is the default; ``"released"`` (and ``"released-closest"``, below) let users
-compare with numbers produced by that code. Every threshold lives here, one line each, and is read by
+compare with numbers produced by that code.
+
+``"paper"`` reads the paper's dominant color as the color an observer attributes to the object
+("human observers typically abstract these variations, attributing a single representative
+color"): the surface under the full light, not the average over its shading. Its pixels are the
+object's lit side without highlights (``lit_ratio_percentile``, ``lit_band``; see
+:mod:`evaluation.explicit.dominant`). ``"paper-mean"`` is the literal reading, the mean over
+every pixel; it recovers the albedo only when the shading averages to 1 over the object, and on
+renders not exposed that way it calls most objects too dark (BENCHMARKS.md, "Explicit-color
+scorer on validation renders"). Every threshold lives here, one line each, and is read by
 :mod:`evaluation.explicit.dominant` (which pixels count, when an object is achromatic) and
 :mod:`evaluation.explicit.scoring` (when a metric passes).
 
@@ -18,7 +27,11 @@ field                      paper        released     source
 ``chroma_percentile``      None         50           released code
 ``projection``             centred      centred      ours (see :mod:`.dominant`)
 ``closest_fraction``       None         None         released code, optional (0.05)
+``lit_ratio_percentile``   30           None         ours: drop highlights (see :mod:`.dominant`)
+``lit_band``               (50, 95)     None         ours: L* percentiles of the lit side
 =========================  ===========  ===========  ==========================================
+
+``"paper-mean"`` is ``"paper"`` without the two ``lit_`` fields.
 
 The released code can also keep only the 5% of pixels closest (CIEDE2000) to the target before
 averaging: the third rule set, ``"released-closest"``, is ``"released"`` with
@@ -61,11 +74,19 @@ class Rules:
     closest_fraction : float in (0, 1] or None
         After the filters, average only this fraction of pixels closest (CIEDE2000) to the
         target (None: all).
+    lit_ratio_percentile : float in [0, 100) or None
+        Of a chromatic object keep only the pixels whose C* / (L* + 16) is at or above this
+        percentile: shading leaves that ratio unchanged, a white highlight lowers it (None: all).
+    lit_band : (float, float) or None
+        Then keep only the pixels whose L* lies between these two percentiles (0-100) of the
+        remaining pixels' L*: the side facing the light (None: all). Achromatic objects take the
+        band over all their pixels.
 
     Raises
     ------
     ValueError
-        If ``projection`` or ``closest_fraction`` is out of range.
+        If ``projection``, ``closest_fraction``, ``lit_ratio_percentile`` or ``lit_band`` is out
+        of range.
     """
 
     name: str
@@ -78,21 +99,47 @@ class Rules:
     chroma_percentile: float | None
     projection: str = "centred"
     closest_fraction: float | None = None
+    lit_ratio_percentile: float | None = None
+    lit_band: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.projection not in ("centred", "origin"):
             raise ValueError(f"`projection` must be 'centred' or 'origin', got {self.projection!r}")
         if self.closest_fraction is not None and not 0.0 < self.closest_fraction <= 1.0:
             raise ValueError(f"`closest_fraction` must lie in (0, 1], got {self.closest_fraction!r}")
+        if self.lit_ratio_percentile is not None and not 0.0 <= self.lit_ratio_percentile < 100.0:
+            raise ValueError(
+                f"`lit_ratio_percentile` must lie in [0, 100), got {self.lit_ratio_percentile!r}"
+            )
+        if self.lit_band is not None and not (
+            len(self.lit_band) == 2 and 0.0 <= self.lit_band[0] < self.lit_band[1] <= 100.0
+        ):
+            raise ValueError(
+                f"`lit_band` must be two percentiles 0 <= low < high <= 100, got {self.lit_band!r}"
+            )
 
 
 _RELEASED = Rules("released", 5.0, 30.0, 5.0, 10.0, 15.0, 1.5, 50.0)
+_PAPER_MEAN = Rules("paper-mean", 5.0, 5.0, 5.0, 5.0, None, None, None)
 RULES = {
-    "paper": Rules("paper", 5.0, 5.0, 5.0, 5.0, None, None, None),
+    "paper": replace(_PAPER_MEAN, name="paper", lit_ratio_percentile=30.0, lit_band=(50.0, 95.0)),
+    "paper-mean": _PAPER_MEAN,
     "released": _RELEASED,
     "released-closest": replace(_RELEASED, name="released-closest", closest_fraction=0.05),
 }
 SCORINGS = tuple(RULES)
+DEFAULT_SCORING = "paper"
+#: What each rule set's verdicts mean, in words, for tables that show them.
+DESCRIPTIONS = {
+    "paper": "paper, lit side (default): the brighter half of the object's pixels, without highlights, "
+    "against the target and its 3 nearest colors; ΔChroma, CIEDE2000 and hue each below 5",
+    "paper-mean": "paper, plain mean: the mean of every pixel of the object (right only when the "
+    "shading averages to 1); ΔChroma, CIEDE2000 and hue each below 5",
+    "released": "GenColorBench's released code: the more chromatic half of the pixels; ΔChroma "
+    "and CIEDE2000 below 5, hue below 30°",
+    "released-closest": "released code, 5 % closest pixels: only the pixels nearest the target "
+    "count (more false passes); thresholds as released",
+}
 
 
 def get_rules(scoring: str | Rules) -> Rules:
