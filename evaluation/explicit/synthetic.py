@@ -26,6 +26,9 @@ from collections.abc import Callable
 import numpy as np
 
 from evaluation.color.colorspace import srgb_as_float
+from evaluation.explicit.validation_renders import linear_to_srgb as _linear_to_srgb
+from evaluation.explicit.validation_renders import srgb_to_linear as _srgb_to_linear
+from evaluation.explicit.validation_renders import unit as _unit
 
 SHAPES = ("sphere", "box", "cylinder", "cone", "torus")
 BACKGROUNDS = ("plain", "gradient", "floor", "checker", "noise")
@@ -36,19 +39,6 @@ SPECULAR = 0.5
 SHININESS = 250.0
 NOISE = 1.0
 SHADOW_DARKENING = 0.55
-
-
-def _srgb_to_linear(rgb: np.ndarray) -> np.ndarray:
-    return np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-
-
-def _linear_to_srgb(linear: np.ndarray) -> np.ndarray:
-    linear = np.clip(linear, 0.0, 1.0)
-    return np.where(linear <= 0.0031308, linear * 12.92, 1.055 * linear ** (1 / 2.4) - 0.055)
-
-
-def _normalize(vectors: np.ndarray) -> np.ndarray:
-    return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
 
 
 # Each shape maps pixel coordinates (x right, y up, in units of the shape's radius, centred on
@@ -75,8 +65,8 @@ def _box(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     )
     normals = np.zeros(x.shape + (3,))
     normals[front] = (0.0, 0.0, 1.0)
-    normals[top] = _normalize(np.array([0.0, 1.0, 0.45]))
-    normals[right] = _normalize(np.array([1.0, 0.0, 0.45]))
+    normals[top] = _unit(np.array([0.0, 1.0, 0.45]))
+    normals[right] = _unit(np.array([1.0, 0.0, 0.45]))
     return front | top | right, normals
 
 
@@ -91,7 +81,7 @@ def _cylinder(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     normals = np.zeros(x.shape + (3,))
     side_normals = np.stack([u, np.zeros_like(u), np.sqrt(np.clip(1.0 - u**2, 0.0, None))], axis=-1)
     normals[side] = side_normals[side]
-    normals[cap] = _normalize(np.array([0.0, 1.0, 0.3]))
+    normals[cap] = _unit(np.array([0.0, 1.0, 0.3]))
     return side | cap, normals
 
 
@@ -233,13 +223,13 @@ def render(
     rows, cols = np.indices((size, size)) + 0.5
     x, y = (cols - cx) / radius, (cy - rows) / radius
     mask, normals = _SHAPE_FUNCTIONS[shape](x, y)
-    normals = _normalize(np.where(mask[..., None], normals, (0.0, 0.0, 1.0)))
+    normals = _unit(np.where(mask[..., None], normals, (0.0, 0.0, 1.0)))
 
     # 2. Light from the upper left front, jittered; Lambert + ambient, exposed on the object.
-    light = _normalize(np.array([-0.45, 0.55, 0.7]) + rng.uniform(-0.15, 0.15, size=3))
+    light = _unit(np.array([-0.45, 0.55, 0.7]) + rng.uniform(-0.15, 0.15, size=3))
     shade = AMBIENT + DIFFUSE * np.clip(normals @ light, 0.0, None)
     shade = shade / shade[mask].mean()
-    halfway = _normalize(light + np.array([0.0, 0.0, 1.0]))
+    halfway = _unit(light + np.array([0.0, 0.0, 1.0]))
     specular = SPECULAR * np.clip(normals @ halfway, 0.0, None) ** SHININESS
 
     # 3. Soft cast shadow on the background, away from the light.
