@@ -166,6 +166,22 @@ def test_score_stage_on_synthetic_images_calls_the_right_color_correct(synthetic
     assert score_explicit(db, "syn", work) == 0
 
 
+def test_robustness_command_compares_an_explicit_runs_rule_sets(synthetic_run, tmp_path, capsys):
+    """Every rule set is stored per object; the command reports each against the default."""
+    db, work = synthetic_run
+    score_explicit(db, "syn", work)
+    db_path = db.conn.execute("pragma database_list").fetchone()[2]
+    argv = ["robustness", "--db", db_path, "--data-dir", str(tmp_path), "--out", str(tmp_path / "out")]
+    assert main([*argv, "--explicit-run", "syn"]) == 0
+    printed = capsys.readouterr().out
+    assert "- explicit_rules paper → paper-mean: no ranking changes (from the stored verdicts)" in printed
+    written = pd.read_csv(tmp_path / "out" / "explicit-robustness.csv")
+    assert written["alternative"].tolist() == ["paper-mean", "released", "released-closest"]
+    assert set(written["metric"]) == {"accuracy"}
+    assert main([*argv, "--explicit-run", "nothing"]) == 2
+    assert "`run` must name an explicit-color run" in capsys.readouterr().err
+
+
 def test_prompt_view_shows_the_dominant_color_beside_the_target_and_candidates(synthetic_run):
     from evaluation.explicit.browser import prompt_view
 

@@ -159,3 +159,52 @@ def test_the_robustness_report_re_extracts_the_designers_p_h_too(db, tmp_path):
     assert how["pixel_filter"] == "re-extracted from pixel summaries, every concept"
     assert how["cfg"] == "from the scores, every concept"
     assert "- bin_color mean → centre:" in text
+
+
+def _verdict(item: int, model: str, scoring: str, correct: int, system: str = "iscc-nbs-l2") -> dict:
+    """One object's verdict row as `runs.explicit_results` gives it (the fields the tables read)."""
+    return {
+        "run": "x",
+        "item_id": item,
+        "model": model,
+        "prompt_id": f"p{item}",
+        "task": "color_name",
+        "level": 1,
+        "system": system,
+        "category": "vehicles",
+        "notation": "name",
+        "scoring": scoring,
+        "object": "car",
+        "present": 1,
+        "segment_status": "ok",
+        "correct": correct,
+    }
+
+
+def test_explicit_rule_sets_are_an_open_choice_whose_swaps_are_reported():
+    """m-lit is right on 3 of 4 images under the default rules and m-flat on 1; under the
+    plain mean it is the other way round; the released rules keep the order."""
+    outcomes = {  # model -> rule set -> verdicts of its 4 images
+        "m-lit": {"paper": [1, 1, 1, 0], "paper-mean": [0, 0, 0, 1], "released": [1, 1, 0, 0]},
+        "m-flat": {"paper": [1, 0, 0, 0], "paper-mean": [1, 1, 0, 0], "released": [1, 0, 0, 0]},
+    }
+    rows = [
+        _verdict(10 * i + j, model, scoring, correct)
+        for i, (model, by_rules) in enumerate(outcomes.items())
+        for scoring, verdicts in [*by_rules.items(), ("released-closest", by_rules["released"])]
+        for j, correct in enumerate(verdicts)
+    ]
+    report = robustness.explicit_robustness(rows).set_index("alternative")
+    assert list(report.index) == ["paper-mean", "released", "released-closest"]
+    assert set(report["choice"]) == set(robustness.EXPLICIT_CHOICES) and set(report["default"]) == {"paper"}
+    assert set(report["metric"]) == {"accuracy"}
+    assert report.loc["paper-mean", "swapped"] == "m-lit ↔ m-flat"
+    assert report.loc["paper-mean", "kendall_tau"] == pytest.approx(-1.0)
+    assert report.loc["paper-mean", "largest_change"] == pytest.approx(50.0)
+    assert report.loc["released", "swapped"] == "" and report.loc["released", "kendall_tau"] == pytest.approx(
+        1.0
+    )
+    assert report.loc["released", "largest_change"] == pytest.approx(25.0)
+    assert report.loc["released", "where"] == "m-lit iscc-nbs-l2/color_name"
+    with pytest.raises(ValueError, match="'paper' rules"):
+        robustness.explicit_robustness([r for r in rows if r["scoring"] != "paper"])

@@ -7,6 +7,11 @@ rankings with the pairs that swap, and writes robustness.csv. The extraction cho
 re-extracted from the runs' per-image pixel summaries (`--sample N` restricts them, and
 everything else, to N base concepts drawn with `--seed`); the designers' P_H stays as
 stored here (the Leaderboards tab re-extracts it from the colorings too).
+
+With ``--explicit-run RUN`` it answers the same question for an explicit-color (GenColorBench)
+run instead: does the ranking of its models by accuracy survive the scoring rule set (the
+default ``paper`` against ``paper-mean``, ``released``, ``released-closest``;
+`evaluation.analysis.robustness.explicit_robustness`), and writes explicit-robustness.csv.
 """
 
 from __future__ import annotations
@@ -34,6 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-reextract", action="store_true", help="skip the choices that need re-extraction"
     )
+    parser.add_argument(
+        "--explicit-run",
+        default=None,
+        metavar="RUN",
+        help="an explicit-color run: compare its models' rankings under each scoring rule set instead",
+    )
     parser.add_argument("--out", type=Path, default=None, help="CSV folder (default: data/robustness)")
     add_storage_arguments(parser)
 
@@ -48,6 +59,8 @@ def main(args: argparse.Namespace) -> int:
     from storage.spreadsheet import write_csv
 
     db = open_db(args)
+    if args.explicit_run is not None:
+        return _explicit(db, args)
     ensure_shipped_reference(db)
     human.check_source(db, args.reference)
     concepts = load_concepts()
@@ -75,4 +88,21 @@ def main(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_csv(report, out / "robustness.csv", index=False)
     print(f"wrote {out / 'robustness.csv'}")
+    return 0
+
+
+def _explicit(db, args: argparse.Namespace) -> int:
+    """The rule-set choice of one explicit-color run: print and write explicit-robustness.csv."""
+    from evaluation.analysis import robustness
+    from evaluation.explicit.views import check_run
+    from evaluation.pipeline import runs
+    from storage.spreadsheet import write_csv
+
+    report = robustness.explicit_robustness(runs.explicit_results(db, run=check_run(db, args.explicit_run)))
+    print(robustness.describe(report))
+    print(report.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    out = args.out or args.data_dir / "robustness"
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(report, out / "explicit-robustness.csv", index=False)
+    print(f"wrote {out / 'explicit-robustness.csv'}")
     return 0
