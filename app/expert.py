@@ -1,10 +1,11 @@
 """The Expert tab: quality control of colorings (paper Appendix B.4, Figure 10).
 
-Sections: (1) a concept's colorings in a grid with their distributions and the EMD
-between a designer's rounds, and recolor requests; (2) the Eq. 6 consistency ranking and
-opening the blind vote queue for high-variance concepts; (3) the blind vote queue,
-Consistent / Inconsistent; (4) agreement statistics (Table 5) and the ground truth
-P_H(x|c) of a concept; (5) admin only: excluded colorings and reinstating them.
+At the top, what each stage still waits for (`annotation.qc.readiness`). Sections: (1) a
+concept's colorings in a grid with their distributions and the EMD between a designer's
+rounds, and recolor requests; (2) the Eq. 6 consistency ranking and opening the blind vote
+queue for high-variance concepts; (3) the blind vote queue, Consistent / Inconsistent;
+(4) agreement statistics (Table 5) and the ground truth P_H(x|c) of a concept; (5) admin
+only: excluded colorings and reinstating them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from annotation.concepts import get_concept
 from annotation.files import resolve
 from annotation.qc import review, votes
 from annotation.qc import stats as qc
+from annotation.qc.readiness import readiness
 from app.common import (
     AppContext,
     choice_search,
@@ -50,7 +52,7 @@ VOTE_IMAGE_PX = 360
 NOTHING_TO_VOTE = (
     "Nothing to vote on right now. The queue holds the colorings of concepts opened for a "
     "vote in section 2 (“Open the vote queue”), once at least two designers have colored "
-    "them; you never vote twice on one coloring. Thank you!"
+    "them; you never vote twice on one coloring, nor on your own."
 )
 # Gradio shows an image at most at its natural size; a coloring is scaled to fill its pane.
 CSS = """
@@ -66,6 +68,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     reveal checkbox, section 5) are shown to the admin alone; their handlers check the
     role on the server all the same.
     """
+    needs = gr.Markdown(elem_id="expert_needs")
     grid = _build_grid_section()
     ranking = _build_ranking_section(ctx)
     queue = _build_vote_section()
@@ -86,7 +89,8 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         ],
         api_visibility="private",
     )
-    _wire_review(ctx, session_token, tab, grid, ranking, stats)
+    _wire_review(ctx, session_token, tab, grid, ranking, stats, needs)
+    _wire_needs(ctx, session_token, tab, needs, ranking, stats)
     _wire_votes(ctx, session_token, queue)
     admin_only = handler(ctx, "admin")
     wire(
@@ -108,7 +112,13 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
 
 
 def _wire_review(
-    ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab, grid: dict, ranking: dict, stats: dict
+    ctx: AppContext,
+    session_token: gr.Textbox,
+    tab: gr.Tab,
+    grid: dict,
+    ranking: dict,
+    stats: dict,
+    needs: gr.Markdown,
 ) -> None:
     reviewer = handler(ctx, *REVIEWERS)
     # The concept lists and the statistics are read again whenever the tab is opened.
@@ -157,7 +167,7 @@ def _wire_review(
         ranking["open"].click,
         reviewer(_open_queue(ctx)),
         ranking_inputs,
-        ranking["message"],
+        [ranking["message"], needs],
         note=ranking["message"],
         api_name="expert_open_queue",
     )
@@ -176,6 +186,21 @@ def _wire_review(
         [stats["plot"], stats["basis"]],
         note=stats["truth_note"],
         api_name="expert_ground_truth",
+    )
+
+
+def _wire_needs(
+    ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab, needs: gr.Markdown, ranking: dict, stats: dict
+) -> None:
+    """What each stage waits for, for the "Colorings needed per concept" shown: read when the
+    tab opens and on *Refresh statistics* (opening the vote queue shows it too)."""
+    wire(
+        on_open(tab, stats["refresh"].click),
+        handler(ctx, *REVIEWERS)(_needs),
+        [session_token, ranking["minimum"]],
+        needs,
+        note=stats["refresh_note"],
+        api_name="expert_needs",
     )
 
 
@@ -489,7 +514,7 @@ def _accept(db, actor, coloring_id: float, note: str) -> str:
 def _ranking(db, actor, fraction: float, minimum: float) -> tuple:
     """The Eq. 6 ranking table and its histogram with the high-variance cutoff."""
     table = review.consistency_ranking(
-        db, top_fraction=_fraction(fraction), min_colorings=whole_number(minimum, "colorings needed")
+        db, top_fraction=_fraction(fraction), min_colorings=_colorings_needed(minimum)
     )
     if table.empty:
         return table, go.Figure(layout=LAYOUT)
@@ -499,18 +524,25 @@ def _ranking(db, actor, fraction: float, minimum: float) -> tuple:
 
 
 def _open_queue(ctx: AppContext):
-    def open_queue(db, actor, fraction: float, minimum: float) -> str:
-        """Open blind reviews for every coloring of the high-variance concepts."""
+    def open_queue(db, actor, fraction: float, minimum: float) -> tuple[str, str]:
+        """Open blind reviews for every coloring of the high-variance concepts; how many, and
+        what review waits for now."""
         opened = review.open_review_queue(
             db,
             actor,
             top_fraction=_fraction(fraction),
-            min_colorings=whole_number(minimum, "colorings needed"),
+            min_colorings=_colorings_needed(minimum),
             votes_needed=ctx.config.votes_per_review,
         )
-        return f"Opened {opened} new reviews."
+        return f"Opened {opened} new reviews.", _needs(db, actor, minimum)
 
     return open_queue
+
+
+def _needs(db, actor, minimum: float) -> str:
+    """What each stage of review waits for, with `minimum` colorings per ranked concept."""
+    state = readiness(db, _colorings_needed(minimum))
+    return "**What review waits for:**\n" + "\n".join(f"- {escape(line)}" for line in state.lines())
 
 
 def _next_item(ctx: AppContext):
@@ -518,7 +550,10 @@ def _next_item(ctx: AppContext):
         """The expert's most suspicious open review task: id, concept, image, chart."""
         queue = votes.vote_queue(db, actor, np.random.default_rng())
         if not queue:
-            return None, NOTHING_TO_VOTE, None, None
+            state = readiness(db, ctx.config.colorings_per_concept)
+            # Once reviews are open, what the votes wait for; before, what opens them.
+            lines = state.lines()[1:] if state.reviews_open + state.reviews_decided else state.lines()
+            return None, " ".join([NOTHING_TO_VOTE, *map(escape, lines)]), None, None
         item = queue[0]
         return (
             item.task_id,
@@ -542,7 +577,9 @@ def _statistics(db, actor) -> tuple:
     """Table 5, P̄, Fleiss' kappa, Krippendorff's alpha and each expert's agreement."""
     summary = votes.agreement_panel(db)
     if summary is None:
-        return [], "No review has all its votes yet.", []
+        state = readiness(db)
+        waiting = [line for line in state.lines() if line.startswith("No review has all")]
+        return [], escape(waiting[0] if waiting else "No review has all its votes yet."), []
     text = (
         f"**{summary.n_colorings}** colorings reviewed, **{summary.n_discarded}** "
         f"discarded. Mean observed agreement P̄ = **{summary.mean_observed_agreement:.3f}**; "
@@ -594,3 +631,13 @@ def _fraction(value: float | None) -> float:
     if not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise ValueError(f"`high-variance share` must be in (0, 1], got {value!r}")
     return float(value)
+
+
+def _colorings_needed(value: float | None) -> int:
+    """The "Colorings needed per concept" field as a whole number, 2 or more."""
+    n = whole_number(value, "Colorings needed per concept")
+    if n < review.MIN_COLORINGS:
+        raise ValueError(
+            f"Colorings needed per concept must be a whole number, {review.MIN_COLORINGS} or more, got {n}"
+        )
+    return n

@@ -77,7 +77,9 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     ranking, _ = client.predict(experts[0], 0.5, 2, api_name="/expert_consistency")
     assert [r[1] for r in ranking["data"]] == ["forbidding castle", "apple"]
     assert [r[4] for r in ranking["data"]] == [True, False]
-    assert client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue") == "Opened 5 new reviews."
+    opened, needs = client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue")
+    assert opened == "Opened 5 new reviews."
+    assert "No review has all its votes yet: 15 votes on 5 colorings are missing." in needs
 
     for token in experts:
         task, concept, image, _ = client.predict(token, api_name="/expert_next")
@@ -119,6 +121,7 @@ def test_expert_endpoints_refuse_a_designer_and_write_nothing(study):
         "/expert_ground_truth",
         "/expert_excluded",
         "/expert_reinstate",
+        "/expert_needs",
     }
     inputs = {
         "/expert_grid": ["forbidding castle", False],
@@ -129,6 +132,7 @@ def test_expert_endpoints_refuse_a_designer_and_write_nothing(study):
         "/expert_vote": [1, "Inconsistent"],
         "/expert_ground_truth": ["apple"],
         "/expert_reinstate": [study["castle"][0], "why"],
+        "/expert_needs": [2],
     }
     before = _dump(config)
     for name in endpoints:
@@ -186,3 +190,37 @@ def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(stud
     page.click("#expert_inconsistent")
     expect(page.locator("#expert_vote_message")).to_have_text("Vote recorded.", timeout=20_000)
     expect(page.locator("#expert_vote_concept")).to_contain_text("4 in your queue", timeout=20_000)
+
+
+def test_the_expert_reads_what_review_waits_for_and_a_too_small_count_is_refused(study):
+    client, config, expert = study["client"], study["config"], study["experts"][0]
+    # Five designers colored the castle and three the apple; three experts are active.
+    assert client.predict(expert, 5, api_name="/expert_needs") == (
+        "**What review waits for:**\n"
+        "- 1 concept has the 5 colorings a vote needs.\n"
+        "- No coloring is open for a vote yet: an expert ranks the concepts and opens the vote "
+        "queue (Expert review, section 2); the most disputed concepts go to the vote."
+    )
+    assert client.predict(expert, 2, api_name="/expert_needs").splitlines()[1] == (
+        "- 2 concepts have the 2 colorings a vote needs."
+    )
+    task, concept, _, _ = client.predict(expert, api_name="/expert_next")
+    assert task is None and concept.startswith("Nothing to vote on right now.")
+    assert concept.endswith(
+        "1 concept has the 5 colorings a vote needs. No coloring is open for a vote yet: an "
+        "expert ranks the concepts and opens the vote queue (Expert review, section 2); the most "
+        "disputed concepts go to the vote."
+    )
+    before = _dump(config)
+    for api_name, inputs in (
+        ("/expert_needs", [1]),
+        ("/expert_consistency", [0.5, 1]),
+        ("/expert_open_queue", [0.5, 1]),
+    ):
+        with pytest.raises(
+            AppError, match="Colorings needed per concept must be a whole number, 2 or more, got 1"
+        ):
+            client.predict(expert, *inputs, api_name=api_name)
+    with pytest.raises(AppError, match="`Colorings needed per concept` must be a whole number, got 2.5"):
+        client.predict(expert, 0.5, 2.5, api_name="/expert_open_queue")
+    assert _dump(config) == before

@@ -2,14 +2,13 @@
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
 
-from annotation.assignment import reserve
 from storage import open_db
 from tests.browser import ADMIN_PASSWORD, expect, live_app, page, table_rows  # noqa: F401
 from tests.qc_data import add_coloring
+from tests.test_pilot import PILOT, color_as_assigned
 
 SHOTS = Path("/tmp/shots")
 
@@ -64,9 +63,6 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
         ("E0003", "expert", "yes", "active", "1"),
     ]
     assert page.js_errors == []
-
-
-PILOT = ["apple", "forbidding castle", "rotten apple"]
 
 
 def _sign_in_admin(page, live_app) -> None:
@@ -129,15 +125,7 @@ def test_the_admin_sets_a_pilot_and_the_coverage_says_what_opens_the_vote(live_a
     db = open_db(live_app.config.db_path)
     try:
         for i, designer in enumerate(designers):
-            for task in reserve(db, "coloring", designer, np.random.default_rng(i), 2):
-                add_coloring(
-                    db,
-                    live_app.config.data_dir,
-                    designer,
-                    task.concept_key,
-                    (40 * i, 90, 200),
-                    task_id=task.id,
-                )
+            color_as_assigned(db, live_app.config.data_dir, designer, (40 * i, 90, 200), seed=i, now=None)
     finally:
         db.close()
     page.get_by_role("button", name="Refresh lists").click()

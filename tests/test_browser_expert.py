@@ -1,15 +1,20 @@
 """An expert votes in a real browser: next coloring in the blind queue, Inconsistent."""
 
+from pathlib import Path
+
 import pytest
 
+from annotation.pilot import set_pilot
 from storage import open_db
 from tests.browser import ADMIN_PASSWORD, expect, live_app, open_tab, page, sign_in  # noqa: F401
 from tests.qc_data import add_coloring, painted
+from tests.test_pilot import PILOT, color_as_assigned
 
 pytestmark = pytest.mark.browser
 GREYS = [(70, 70, 75), (110, 110, 110), (50, 52, 60), (130, 128, 125)]
 PINK = (255, 105, 180)
 SIDE = painted(PINK)[0].shape[1]
+SHOTS = Path("/tmp/shots")
 
 
 def _inconsistent_castle(live_app) -> list[int]:
@@ -94,3 +99,55 @@ def _assert_side_by_side(button, status) -> None:
     """`status` sits on the button's row, right of it (not far below it)."""
     b, s = button.bounding_box(), status.bounding_box()
     assert s["x"] >= b["x"] + b["width"] and s["y"] < b["y"] + b["height"], (b, s)
+
+
+def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, page):
+    designers = [annotator for annotator, _ in live_app.invite("designer", 3)]
+    db = open_db(live_app.config.db_path)
+    try:
+        set_pilot(db, PILOT, actor="admin")
+        # Three designers color two concepts each, as assignment hands them out.
+        for i, designer in enumerate(designers):
+            color_as_assigned(db, live_app.config.data_dir, designer, [*GREYS, PINK][i], seed=i, now=None)
+    finally:
+        db.close()
+    [(_, link)] = live_app.invite("expert")
+    sign_in(page, link)
+    open_tab(page, "Expert review")
+    needs = page.locator("#expert_needs")
+    # The form asks for 5 colorings per concept (the paper's); the pilot gave each 2.
+    expect(needs).to_contain_text(
+        "No pilot concept has the 5 colorings from different designers a vote needs yet: 3 more "
+        "colorings of 'apple' open its vote; 3 more of 'forbidding castle' open its vote; 3 more "
+        "of 'rotten apple' open its vote. 3 concepts have 2 or more: set “Colorings needed per "
+        "concept” to 2 to rank them now."
+    )
+    page.locator("#expert_minimum input").fill("1")
+    page.click("#expert_open")
+    expect(page.locator("#expert_ranking_message")).to_contain_text(
+        "Colorings needed per concept must be a whole number, 2 or more, got 1"
+    )
+    page.locator("#expert_minimum input").fill("2")
+    page.click("#expert_open")
+    expect(page.locator("#expert_ranking_message")).to_have_text("Opened 2 new reviews.")
+    expect(needs).to_contain_text("No review has all its votes yet: 6 votes on 2 colorings are missing.")
+    expect(needs).to_contain_text(
+        "Only 1 expert can vote and each coloring needs 3 votes from different experts: invite 2 more."
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "expert-pilot-needs.png"), full_page=True)
+    page.click("#expert_next")
+    concept = page.locator("#expert_vote_concept")
+    expect(concept).to_contain_text("2 in your queue")
+    for left in (2, 1):
+        expect(concept).to_contain_text(f"{left} in your queue")
+        page.click("#expert_consistent")
+    expect(concept).to_contain_text("Nothing to vote on right now.")
+    expect(concept).to_contain_text("No review has all its votes yet: 4 votes on 2 colorings are missing.")
+    page.get_by_role("button", name="Refresh statistics").click()
+    expect(page.locator("#expert_summary")).to_have_text(
+        "No review has all its votes yet: 4 votes on 2 colorings are missing."
+    )
+    expect(needs).to_contain_text("4 votes on 2 colorings are missing")
+    page.screenshot(path=str(SHOTS / "expert-pilot-after-votes.png"), full_page=True)
+    assert page.js_errors == []

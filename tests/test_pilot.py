@@ -21,11 +21,12 @@ PILOT = ["apple", "forbidding castle", "rotten apple"]
 COLORS = [(200, 20, 30), (60, 60, 70), (255, 105, 180)]
 
 
-def _color(db, data_dir, designer, rgb, n=2, seed=0):
-    """The designer reserves `n` concepts and colors each with `rgb`; the keys colored."""
-    tasks = reserve(db, "coloring", designer, np.random.default_rng(seed), n, now=T0)
+def color_as_assigned(db, data_dir, designer, rgb, n=2, seed=0, now=T0):
+    """The designer reserves `n` concepts (`reserve`, as the Coloring tab does) and colors
+    each with `rgb`; the keys colored. Also used by the browser tests."""
+    tasks = reserve(db, "coloring", designer, np.random.default_rng(seed), n, now=now)
     for task in tasks:
-        add_coloring(db, data_dir, designer, task.concept_key, rgb, task_id=task.id, now=T0)
+        add_coloring(db, data_dir, designer, task.concept_key, rgb, task_id=task.id, now=now)
     return [t.concept_key for t in tasks]
 
 
@@ -47,7 +48,7 @@ def test_three_designers_on_a_three_concept_pilot_give_each_concept_two_coloring
     assert pilot.set_pilot(db, [PILOT[2], PILOT[0], PILOT[1], PILOT[0]], actor="admin") == PILOT
     designers = people(db, 3, "designer")
     for i, (designer, rgb) in enumerate(zip(designers, COLORS)):
-        _color(db, tmp_path, designer, rgb, seed=i)
+        color_as_assigned(db, tmp_path, designer, rgb, seed=i)
     assert _counts(db) == dict.fromkeys(PILOT, 2)
     opened = review.open_review_queue(db, ADMIN, min_colorings=2, now=T0)
     assert opened == 2
@@ -60,7 +61,7 @@ def test_without_a_pilot_the_same_designers_leave_every_concept_one_coloring(db,
     # The issue's starting point: least covered first spreads six colorings over six concepts.
     _setup(db)
     for i, (designer, rgb) in enumerate(zip(people(db, 3, "designer"), COLORS)):
-        _color(db, tmp_path, designer, rgb, seed=i)
+        color_as_assigned(db, tmp_path, designer, rgb, seed=i)
     assert sorted(_counts(db).values()) == [1] * 6
     assert review.consistency_ranking(db, min_colorings=2).empty
 
@@ -91,7 +92,7 @@ def test_pilot_concepts_come_before_less_covered_ones_least_covered_first_among_
     _setup(db)
     pilot.set_pilot(db, PILOT[:2], actor="admin")
     first, second = people(db, 2, "designer")
-    assert _color(db, tmp_path, first, COLORS[0], n=1) in ([PILOT[0]], [PILOT[1]])
+    assert color_as_assigned(db, tmp_path, first, COLORS[0], n=1) in ([PILOT[0]], [PILOT[1]])
     colored = set(_counts(db))
     picked = [t.concept_key for t in reserve(db, "coloring", second, np.random.default_rng(0), 3, now=T0)]
     # The pilot concept nobody has colored, then the one colored once (over 1,000 concepts
