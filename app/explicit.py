@@ -19,7 +19,7 @@ from app.common import AppContext, escape, handler, note_area, visible_to, wire
 from app.landing import current_actor
 from evaluation.color.systems import SYSTEMS
 from evaluation.explicit import views
-from evaluation.explicit.rules import SCORINGS
+from evaluation.explicit.rules import DEFAULT_SCORING, DESCRIPTIONS, SCORINGS
 
 NAME = "explicit"
 TITLE = "Explicit colors"
@@ -52,7 +52,13 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None)
     allowed = handler(ctx, *ROLES, "admin")
     with gr.Row():
         run = gr.Dropdown([], label="Explicit run", allow_custom_value=True, elem_id="explicit_run")
-        scoring = gr.Radio(list(SCORINGS), value="paper", label="Rule set", elem_id="explicit_scoring")
+        scoring = gr.Radio(
+            list(SCORINGS),
+            value=DEFAULT_SCORING,
+            label="Rule set",
+            info="Every table below uses this one; the note above them says what it is.",
+            elem_id="explicit_scoring",
+        )
         system = gr.Dropdown(
             ["", *SYSTEMS],
             value="",
@@ -208,8 +214,9 @@ def _show(ctx: AppContext):
         missing = [GROUPS_HELP[g] for g in ("basic", "modifier") if found[g].empty]
         return (
             f"Run **{escape(report.run)}**, {escape(scoring)} rules: {int(report.images['scored'].sum())} scored "
-            f"images in {', '.join(map(escape, report.systems))}; each system weighs the same in *all systems*.",
-            _shown(views.flat_columns(found["table4"]), True),
+            f"images in {', '.join(map(escape, report.systems))}; each system weighs the same in *all systems*.  \n"
+            f"{_rules_in_words(scoring)}",
+            gr.update(value=views.flat_columns(found["table4"]), visible=True, label=f"Rule set: {scoring}"),
             _shown(coverage.reset_index(), True),
             _shown(figs["category"], True),
             _shown(figs.get("basic"), "basic" in figs),
@@ -223,6 +230,11 @@ def _show(ctx: AppContext):
         )
 
     return show
+
+
+def _rules_in_words(scoring: str) -> str:
+    """Which rule set the tables use, in words (an unknown name is refused before this)."""
+    return f"Rule set *{escape(scoring)}*: {escape(DESCRIPTIONS.get(scoring, scoring))}."
 
 
 def _bias(db, actor, run: str, scoring: str, model: str):
