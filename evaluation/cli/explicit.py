@@ -5,7 +5,8 @@ optionally colors, objects and categories); `--run NAME` alone resumes a stored 
 generated image is masked per object (GroundingDINO + SAM minus the object's negative labels),
 checked for presence (the detection score, or a VQA model with --presence), and its dominant
 color scored against the target's candidate set under the paper's and the released code's
-rules (paper, released, released-closest); the accuracy table (model x task, each color system
+rules (paper, the default: the object's lit side; paper-mean, the plain mean; released,
+released-closest); the accuracy table (model x task, each color system
 weighing the same) is printed for --scoring and written as CSV with --table. Running again
 continues where it stopped; with --executor ray the generate and score stages run on a Ray
 cluster (only this process writes the database).
@@ -47,7 +48,7 @@ def _size(text: str) -> str | int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `explicit`: the run and its models, the prompt selection, masking, scoring."""
     from evaluation.explicit.prompts import DEFAULT_SYSTEMS, TASKS
-    from evaluation.explicit.rules import SCORINGS
+    from evaluation.explicit.rules import DEFAULT_SCORING, SCORINGS
 
     parser.add_argument("--run", required=True, help="run name (folder data/runs/<run>/)")
     parser.add_argument(
@@ -105,7 +106,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--presence-threshold", type=float, default=None, help="detection score for presence (default: 0.35)"
     )
     parser.add_argument(
-        "--scoring", choices=SCORINGS, default="paper", help="rule set of the printed table (both are stored)"
+        "--scoring",
+        choices=SCORINGS,
+        default=DEFAULT_SCORING,
+        help=f"rule set of the printed table (default: {DEFAULT_SCORING}; every rule set is stored)",
     )
     parser.add_argument("--table", type=Path, default=None, help="write the accuracy table to this CSV file")
     add_device_arguments(parser)
