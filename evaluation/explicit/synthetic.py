@@ -1,6 +1,6 @@
-"""Synthetic renders of simple shapes in a known color, with exact object masks.
+"""Exposure-normalised renders of simple shapes in a known color, with exact object masks.
 
-The validation set of the explicit-color mode (and of color naming): a sphere, box, cylinder,
+Test images for the explicit-color mode, the tiny segmenter and color naming: a sphere, box, cylinder,
 cone or torus whose albedo is a given sRGB color, lit by one directional light (Lambertian
 diffuse plus an ambient term), with a Blinn-Phong specular highlight, casting a soft shadow on
 a seeded background. Everything is plain NumPy on the CPU; a 256 x 256 render takes a few
@@ -13,6 +13,8 @@ Shading is computed in linear RGB: ``albedo * shade + specular``, where
 mean over the object is 1 (the object is "correctly exposed", as a photographer meters on the
 subject), so the albedo is the object's average color up to highlights, clipping and noise.
 A light Gaussian sensor noise (``NOISE`` in 8-bit levels) is added after encoding to sRGB.
+That scaling is the one condition under which the plain mean of the object's pixels is the
+albedo, so these renders are no validation of a scorer; :mod:`.validation_renders` is.
 The mask is exact: a pixel is the object's when the object's surface covers the pixel centre,
 and pixels are not anti-aliased, so no background leaks into masked pixels.
 
