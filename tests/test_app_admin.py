@@ -195,3 +195,45 @@ def test_admin_sees_and_approves_practice_colorings(tmp_path):
         assert message == f"Recorded: approve for annotator {designer_id}."
         table, gallery = client.predict(admin, api_name="/admin_practice_pending")
         assert table["data"] == [] and gallery == []
+
+
+def test_the_admin_sets_draws_and_ends_a_pilot_and_a_refused_one_writes_nothing(shared_app):
+    client, config = shared_app
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    db = open_db(config.db_path)
+    try:
+        (bare,) = db.execute(
+            "select key from concepts c where not exists (select 1 from sketches s where s.base = "
+            "c.base and s.selected = 1) order by key limit 1"
+        ).fetchone()
+    finally:
+        db.close()
+    before = _dump(config)
+    for api_name, inputs, message in (
+        ("/admin_set_pilot", ["apple, no such"], "no concept is called"),
+        (
+            "/admin_set_pilot",
+            [f"apple\n{bare}"],
+            "cannot be colored yet: choose a sketch of its base concept",
+        ),
+        ("/admin_set_pilot", [""], r"a pilot needs 1 to 20 concepts \(5-20 suggested\), got 0"),
+        ("/admin_draw_pilot", [21, 0], "a pilot needs 1 to 20 concepts"),
+        ("/admin_draw_pilot", [2.5, 0], "`Or draw this many at random` must be a whole number, got 2.5"),
+    ):
+        with pytest.raises(AppError, match=message):
+            client.predict(admin, *inputs, api_name=api_name)
+    assert _dump(config) == before
+    message, coverage = client.predict(admin, " apple ,forbidding castle\n", api_name="/admin_set_pilot")
+    assert message == "Pilot set: “apple”, “forbidding castle”."
+    assert (
+        "- Pilot: designers get these 2 concepts before any other: “apple”, “forbidding castle”." in coverage
+    )
+    assert "No pilot concept has the 2 colorings from different designers a vote needs yet" in coverage
+    drawn = [client.predict(admin, 6, 7, api_name="/admin_draw_pilot")[0] for _ in range(2)]
+    assert drawn[0] == drawn[1] and drawn[0].startswith("Pilot drawn: ") and drawn[0].count("”") == 6
+    message, coverage = client.predict(admin, api_name="/admin_end_pilot")
+    assert (
+        message
+        == "The pilot of 6 concepts ended: designers get the least covered concepts of the whole study first."
+    )
+    assert "- No pilot: designers get the least covered concepts of the whole study first." in coverage
