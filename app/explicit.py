@@ -74,6 +74,10 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None)
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="explicit_files"
     )
     prompt, open_prompt, prompt_note, *prompt_outputs = _browser_section()
+    with gr.Accordion("Does the ranking of models survive the rule set?", open=False):
+        robust = gr.Button("Compare the rule sets", elem_id="explicit_robustness")
+        robust_note = gr.Markdown(elem_id="explicit_robust_note")
+        robust_table = gr.Dataframe(interactive=False, elem_id="explicit_robust_table")
 
     report_inputs = [session_token, run, scoring, system]
     wire(
@@ -101,6 +105,14 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None)
         note=note,
         clear_note=False,
         api_name="explicit_export",
+    )
+    wire(
+        robust.click,
+        allowed(_robustness),
+        [session_token, run],
+        [robust_note, robust_table],
+        note=robust_note,
+        api_name="explicit_robustness",
     )
     # The button (and API) shows a prompt; so does choosing one in the picker.
     for listener, api_name in ((open_prompt.click, "explicit_prompt"), (prompt.input, None)):
@@ -235,6 +247,13 @@ def _show(ctx: AppContext):
 def _rules_in_words(scoring: str) -> str:
     """Which rule set the tables use, in words (an unknown name is refused before this)."""
     return f"Rule set *{escape(scoring)}*: {escape(DESCRIPTIONS.get(scoring, scoring))}."
+
+
+def _robustness(db, actor, run: str):
+    """Each rule set against the default: largest change of an accuracy cell, Kendall's τ
+    between the models' rankings and the models that swap."""
+    report, text = views.rule_set_robustness(db, (run or "").strip())
+    return escape(text), report.round(4)
 
 
 def _bias(db, actor, run: str, scoring: str, model: str):

@@ -93,13 +93,11 @@ def main(args: argparse.Namespace) -> int:
 
 def _explicit(db, args: argparse.Namespace) -> int:
     """The rule-set choice of one explicit-color run: print and write explicit-robustness.csv."""
-    from evaluation.analysis import robustness
-    from evaluation.explicit.views import check_run
-    from evaluation.pipeline import runs
+    from evaluation.explicit.views import rule_set_robustness
     from storage.spreadsheet import write_csv
 
-    report = robustness.explicit_robustness(runs.explicit_results(db, run=check_run(db, args.explicit_run)))
-    print(robustness.describe(report))
+    report, text = rule_set_robustness(db, args.explicit_run)
+    print(text)
     print(report.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     out = args.out or args.data_dir / "robustness"
     out.mkdir(parents=True, exist_ok=True)

@@ -73,6 +73,29 @@ def check_run(db: sqlite_utils.Database, run: str) -> str:
     return run
 
 
+def rule_set_robustness(db: sqlite_utils.Database, run: str) -> tuple[pd.DataFrame, str]:
+    """Does the ranking of the run's models survive the rule set?
+
+    Returns
+    -------
+    report : pandas.DataFrame
+        `evaluation.analysis.robustness.explicit_robustness` of the run's stored verdicts.
+    text : str
+        `evaluation.analysis.robustness.describe` of it (Markdown).
+
+    Raises
+    ------
+    NoExplicitRun
+        If `run` is not an explicit-color run.
+    ValueError
+        If it has no verdict under the default rules yet.
+    """
+    from evaluation.analysis import robustness
+
+    report = robustness.explicit_robustness(runs.explicit_results(db, run=check_run(db, run)))
+    return report, robustness.describe(report)
+
+
 def color_label(rgb) -> str:
     """``"level 3 name, basic term"`` of one sRGB uint8 color, e.g. ``"vivid red, red"``."""
     names = name_srgb(np.asarray(rgb, dtype=np.uint8).reshape(1, 3))
