@@ -1,7 +1,8 @@
 """Explicit-color scores on validation renders the scorer was not tuned to (issue 27).
 
 Run: ``python -m bench.bench_explicit_validation [--quick] [--write]``; ``--write`` puts the
-tables between the ``<!-- bench:explicit-validation -->`` markers of BENCHMARKS.md.
+tables between the ``<!-- bench:explicit-validation -->`` markers of BENCHMARKS.md
+(:func:`bench` gives ``python -m bench`` its rows and that section).
 
 Renders: :mod:`evaluation.explicit.validation_renders`, every color of ISCC-NBS L2, L3 and
 CSS3/X11 on each of its five shapes, 96 px. Two sets, both drawn with seed 27 (the default
@@ -36,7 +37,7 @@ from evaluation.color.systems import load_system
 from evaluation.explicit import validation_renders as vr
 from evaluation.explicit.candidates import candidate_indices
 from evaluation.explicit.dominant import dominant_color, masked_lab
-from evaluation.explicit.rules import SCORINGS, get_rules
+from evaluation.explicit.rules import DEFAULT_SCORING, SCORINGS, get_rules
 from evaluation.explicit.scoring import score
 
 SYSTEMS = ("iscc-nbs-l2", "iscc-nbs-l3", "css3")
@@ -198,6 +199,26 @@ def markdown(frames: dict[str, pd.DataFrame]) -> str:
             f"| {r['exposure']:+g} | {counts[r['exposure']]} | " + " | ".join(r[s] for s in SCORINGS) + " |"
         )
     return "\n".join(lines)
+
+
+def bench(quick: bool, row: type) -> tuple[list, dict[str, str]]:
+    """For ``python -m bench``: summary rows (of type ``row``, its ``Row``) and the section.
+
+    One row per color system: the default rule set's share correct and false passes on the
+    conditions set; the section holds every table of :func:`markdown`.
+    """
+    frames = run(quick)
+    head = rates(frames["conditions"], ["system"])
+    rows = [
+        row(
+            "explicit-validation",
+            f"Default rules ({DEFAULT_SCORING}) on validation renders, {SYSTEM_NAMES[r.system]}: correct / false passes",
+            f"{r.correct:.1%} / {r.false:.1%}",
+            f"{r.renders} renders metered on the key light, other conditions drawn, seed {SEED}",
+        )
+        for r in head[head["scoring"] == DEFAULT_SCORING].itertuples()
+    ]
+    return rows, {"explicit-validation": markdown(frames)}
 
 
 def main() -> None:
