@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import anyio
 import gradio as gr
 from gradio.utils import get_cache_folder, get_upload_folder
 from starlette.middleware import Middleware
@@ -27,15 +28,15 @@ from app import (
     evaluate,
     expert,
     explicit,
+    guard,
     judge_audit,
     landing,
     leaderboard,
-    media,
     participant,
     sketches_admin,
     study,
 )
-from app.common import AppContext
+from app.common import BROWSER_STATE_KEY, AppContext, audit_functions
 from app.config import AppConfig
 
 # Gradio recomputes a pandas summary of its last 10,000 events after every event, for its
@@ -69,14 +70,14 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
     """
     ctx = AppContext.prepare(AppConfig.from_env() if config is None else config)
     # Files in these folders are served in place (not copied to Gradio's cache), so that
-    # `app.media.FileGuard` knows what each one is when it decides who may fetch it.
-    gr.set_static_paths([Path(ctx.config.data_dir).resolve() / f for f in media.SERVED_FOLDERS])
+    # `app.guard.Guard` knows what each one is when it decides who may fetch it.
+    gr.set_static_paths([Path(ctx.config.data_dir).resolve() / f for f in guard.SERVED_FOLDERS])
     with gr.Blocks(title="ColorConcept Lab") as demo:
         session_token = gr.Textbox("", visible="hidden", label="session_token", elem_id="session_token")
-        stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=ctx.browser_secret)
-        # The browser fetches images itself, with the session in a cookie (`app.media`);
+        stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=BROWSER_STATE_KEY)
+        # The browser fetches images itself, with the session in a cookie (`app.guard`);
         # registered first, so that the cookie is set before any tab's own reaction.
-        session_token.change(None, session_token, None, js=media.COOKIE_JS, api_visibility="private")
+        session_token.change(None, session_token, None, js=guard.COOKIE_JS, api_visibility="private")
         with gr.Tabs() as tab_set:
             with gr.Tab(landing.TITLE, id=landing.NAME):
                 start = landing.build(ctx, session_token)
@@ -87,6 +88,7 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
                 tabs.append((tab, module.ROLES))
 
         landing.wire(ctx, demo, session_token, stored, start, tabs, tab_set)
+    audit_functions(demo)
     demo.colorconcept_ctx = ctx
     return demo
 
@@ -104,7 +106,7 @@ def check_secrets(config: AppConfig) -> tuple[list[Path], list[Path]]:
         inside a served folder.
     """
     data_dir = Path(config.data_dir).resolve()
-    served = [data_dir / folder for folder in media.SERVED_FOLDERS]
+    served = [data_dir / folder for folder in guard.SERVED_FOLDERS]
     db = Path(config.db_path).resolve()
     secrets = [db.with_name(db.name + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
     for name in (config.admin_password_file, os.environ.get(ENV_PASSWORD_FILE)):
@@ -116,7 +118,7 @@ def check_secrets(config: AppConfig) -> tuple[list[Path], list[Path]]:
                 raise SecretServed(
                     f"{secret} lies inside {folder}, a folder whose files the "
                     "app serves to the page; move it out of "
-                    f"{', '.join(media.SERVED_FOLDERS)} under the data folder"
+                    f"{', '.join(guard.SERVED_FOLDERS)} under the data folder"
                 )
     return served, secrets
 
@@ -124,19 +126,21 @@ def check_secrets(config: AppConfig) -> tuple[list[Path], list[Path]]:
 def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
     """Keyword arguments `gr.Blocks.launch` needs to serve `demo` (from `build_app(config)`).
 
-    Gradio serves every file under an allowed path to anyone who names it, so only the
-    data folder's `app.media.SERVED_FOLDERS` are allowed, and every request for a file
-    passes `app.media.FileGuard`, which checks the person's role (see `app.media`).
-    Secrets (the database with its journals, the admin password file) are blocked as
-    well, and a configuration that puts one inside a served folder is refused
-    (`SecretServed`). A tab module may define ``CSS``; Gradio 6 takes style sheets at launch.
+    Every request passes `app.guard.Guard` (an allow-list of routes; files by role; uploads
+    by role and size), and every answer of a page function records the cache files in it
+    as the caller's (`app.guard.FilePolicy.issue`). Only the data folder's
+    `app.guard.SERVED_FOLDERS` are allowed paths; secrets (the database with its journals,
+    the admin password file) are blocked as well, and a configuration that puts one inside
+    a served folder is refused (`SecretServed`). A tab module may define ``CSS``; Gradio 6
+    takes style sheets at launch.
     """
     served, secrets = check_secrets(config)
-    policy = media.FilePolicy(
+    policy = guard.FilePolicy(
         demo.colorconcept_ctx,
         gradio_folders=[get_upload_folder(), get_cache_folder()],
-        public=media.page_files(demo.config),
+        public=guard.page_files(demo.config),
     )
+    _issue_outputs(demo, policy)
     css = "\n".join([common.CSS, *(getattr(m, "CSS", "") for m in TAB_MODULES)])
     return {
         "allowed_paths": [str(folder) for folder in served],
@@ -146,11 +150,32 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
         # Gradio 6 has no English text for the key its status tracker announces when an
         # event ends (a screen-reader live region), so it would read out "common.complete".
         "i18n": gr.I18n(en={"common.complete": "Done"}),
-        "app_kwargs": {"middleware": [Middleware(media.FileGuard, policy=policy)]},
+        "app_kwargs": {"middleware": [Middleware(guard.Guard, policy=policy)]},
+        "max_file_size": config.max_file_upload_bytes,
         # Gradio's traffic monitoring answers anyone (it knows no roles) with every
         # handler's name, call count and timings; nobody here reads it.
         "enable_monitoring": False,
     }
+
+
+def _issue_outputs(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
+    """Record, for every answer of a page function, which files of Gradio's cache went to
+    whom (the session cookie of the request), so that the guard serves each only to them."""
+    if getattr(demo, "colorconcept_issuing", False):
+        return
+    process_api = demo.process_api
+
+    async def issuing(*args, **kwargs):
+        result = await process_api(*args, **kwargs)
+        token = guard.request_cookie(kwargs.get("request"))
+        paths = list(guard.file_paths(result.get("data")))
+        if token and paths:
+            actor = await anyio.to_thread.run_sync(policy.actor, token)
+            policy.issue(paths, actor)
+        return result
+
+    demo.process_api = issuing
+    demo.colorconcept_issuing = True
 
 
 class SecretServed(RuntimeError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import html
 import inspect
 import logging
@@ -31,7 +32,7 @@ from gradio.utils import get_upload_folder
 from annotation.coloring import human
 from annotation.coloring.pool import ColoringPool
 from annotation.concepts import sync_concepts
-from annotation.errors import AnnotationError
+from annotation.errors import AnnotationError, shown
 from annotation.integrity import sweep_orphans
 from annotation.people.accounts import Actor, require
 from annotation.people.passwords import ensure_admin_password
@@ -40,7 +41,7 @@ from app.config import AppConfig
 from evaluation.analysis.reference import ensure_shipped_reference
 from storage import ensure_schema, open_db, serving, transaction
 
-_BROWSER_SECRET = "browser_state_secret"
+_INSTANCE_SECRET = "browser_state_secret"  # its name from when it keyed the browser state
 ORPHAN_MIN_AGE_S = 300.0
 UNEXPECTED = (
     "Something went wrong on the server ({kind}); it has been logged. Please try "
@@ -67,14 +68,98 @@ JS = """
 """
 
 
+ROLE, OWN_SESSION, PUBLIC, UI = "role", "own session", "public", "ui"
+BROWSER_STATE_KEY = "colorconcept-browser-state"
+"""What `gr.BrowserState` encrypts the page's local storage with. Gradio sends this key to
+every visitor in the page's configuration, so it is public by design, not a secret: what
+keeps the session token in local storage from others is the browser's same-origin rule,
+as for the session cookie (docs/security.md)."""
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may run a function wired to the page, recorded on the function (``cc_access``).
+
+    Gradio runs any function of the page for whoever names its index, hidden ("private")
+    ones too, so `audit_functions` refuses to build a page with a function that has none.
+
+    Attributes
+    ----------
+    kind : str
+        `ROLE`: checks the caller's session and role before anything else (`handler`);
+        `OWN_SESSION`: reads only the caller's own session to choose what to show, and
+        writes nothing; `PUBLIC`: signing in or out (throttled, `app.landing`); `UI`:
+        computes UI updates from its inputs alone, touching no data.
+    roles : tuple of str
+        For `ROLE`, the roles allowed (the admin always is).
+    """
+
+    kind: str
+    roles: tuple[str, ...] = ()
+
+
+def _marked(kind: str):
+    def mark(fn: Callable) -> Callable:
+        fn.cc_access = Access(kind)
+        return fn
+
+    return mark
+
+
+ui_only = _marked(UI)
+"""Mark a function that computes UI updates from its inputs alone (no data read or written)."""
+own_session = _marked(OWN_SESSION)
+"""Mark a function that reads only the caller's own session to choose what to show."""
+public = _marked(PUBLIC)
+"""Mark a sign-in or sign-out function: anyone may call it (`app.landing` throttles)."""
+
+
+def same_access(fn: Callable, like: Callable) -> Callable:
+    """`fn`, a thin wrapper around `like`, marked with `like`'s `Access`."""
+    fn.cc_access = like.cc_access
+    return fn
+
+
+def audit_functions(demo: gr.Blocks) -> None:
+    """Refuse a page with a function that does not say who may run it (`Access`).
+
+    Raises
+    ------
+    UnguardedFunction
+        Naming every such function, at build time, before anything is served.
+    """
+    missing = sorted(
+        {
+            getattr(block_fn.fn, "__qualname__", repr(block_fn.fn))
+            for block_fn in demo.fns.values()
+            if block_fn.fn is not None and not isinstance(getattr(block_fn.fn, "cc_access", None), Access)
+        }
+    )
+    if missing:
+        raise UnguardedFunction(
+            "these page functions say nothing of who may run them (wrap each with "
+            f"app.common.handler, or mark it ui_only, own_session or public): {', '.join(missing)}"
+        )
+
+
+class UnguardedFunction(RuntimeError):
+    """A function is wired to the page without an `Access`."""
+
+
 @dataclass(frozen=True)
 class AppContext:
-    """What `build_app` hands to every tab: the config, the browser-state secret and the
-    coloring pool (None when ``config.workers`` is 0)."""
+    """What `build_app` hands to every tab: the config, this database's instance secret
+    (never sent to the page; `instance_name` is its public digest) and the coloring pool
+    (None when ``config.workers`` is 0)."""
 
     config: AppConfig
-    browser_secret: str
+    instance_secret: str
     pool: ColoringPool | None = None
+
+    @property
+    def instance_name(self) -> str:
+        """A short public name of this database (e.g. part of every canvas key)."""
+        return hashlib.sha256(self.instance_secret.encode("utf-8")).hexdigest()[:10]
 
     @classmethod
     def prepare(cls, config: AppConfig) -> AppContext:
@@ -93,7 +178,7 @@ class AppContext:
             ensure_shipped_reference(db)
             human.backfill(db, config.data_dir)
             ensure_admin_password(db, password_file=config.admin_password_file)
-            secret = _browser_secret(db)
+            secret = _instance_secret(db)
         pool = ColoringPool(config.workers) if config.workers else None
         if pool is not None:
             # The workers start (and import the submit path) beside the server's own start;
@@ -118,20 +203,27 @@ class AppContext:
             db.close()
 
 
-def _browser_secret(db: sqlite_utils.Database) -> str:
-    # Stable across restarts, so a reload after a restart keeps people signed in.
+def _instance_secret(db: sqlite_utils.Database) -> str:
+    # Stable across restarts, so the canvas keys (`AppContext.instance_name`) stay the same.
     with transaction(db):
-        rows = list(db["settings"].rows_where("key = ?", [_BROWSER_SECRET]))
+        rows = list(db["settings"].rows_where("key = ?", [_INSTANCE_SECRET]))
         if rows:
             return rows[0]["value"]
         secret = secrets.token_urlsafe(24)
-        db["settings"].insert({"key": _BROWSER_SECRET, "value": secret})
+        db["settings"].insert({"key": _INSTANCE_SECRET, "value": secret})
         return secret
 
 
+MAX_MESSAGE_CHARS = 600
+
+
 def as_gr_error(error: Exception) -> gr.Error:
-    """The `gr.Error` that shows `error`'s message (escaped: Gradio renders it as HTML)."""
-    return gr.Error(html.escape(str(error), quote=False), print_exception=False)
+    """The `gr.Error` that shows `error`'s message (escaped: Gradio renders it as HTML), cut
+    at `MAX_MESSAGE_CHARS` so that no refusal sends a long input back."""
+    text = str(error)
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = f"{text[:MAX_MESSAGE_CHARS]}… (message cut: {len(text):,} characters)"
+    return gr.Error(html.escape(text, quote=False), print_exception=False)
 
 
 @contextlib.contextmanager
@@ -174,6 +266,7 @@ def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
         token = inspect.Parameter("session_token", inspect.Parameter.POSITIONAL_OR_KEYWORD)
         wrapper.__signature__ = signature.replace(parameters=[token, *params])
         wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+        wrapper.cc_access = Access(ROLE, roles)
         return wrapper
 
     return decorate
@@ -231,6 +324,8 @@ def wire(
     # ``inputs``: both read ``fn``'s signature and type hints through ``__wrapped__``.
     functools.update_wrapper(on_page, fn, assigned=("__module__", "__doc__", "__annotations__"), updated=())
     on_page.__name__ = f"page_{api_name or getattr(fn, '__name__', 'event')}"
+    if hasattr(fn, "cc_access"):
+        on_page.cc_access = fn.cc_access
     shared = {} if limit is None else {"concurrency_id": limit[0], "concurrency_limit": limit[1]}
     event = listener(on_page, inputs, page_outputs, api_visibility="private", **shared, **page_kwargs)
     if api_name is not None:
@@ -296,6 +391,8 @@ def whole_number(value: object, name: str) -> int:
     """
     number = value.strip() if isinstance(value, str) else value
     if isinstance(number, str) and re.fullmatch(r"[+-]?\d+", number):
+        if len(number.lstrip("+-")) > 18:
+            raise ValueError(f"`{name}` must be a whole number of at most 18 digits, got {shown(value)}")
         number = int(number)
     if (
         isinstance(number, bool)
@@ -303,10 +400,10 @@ def whole_number(value: object, name: str) -> int:
         or not math.isfinite(number)
         or number != int(number)
     ):
-        shown = "nothing" if number is None or number == "" else repr(value)
-        raise ValueError(f"`{name}` must be a whole number, got {shown}")
+        got = "nothing" if number is None or number == "" else shown(value)
+        raise ValueError(f"`{name}` must be a whole number, got {got}")
     if not -MAX_WHOLE <= number <= MAX_WHOLE:
-        raise ValueError(f"`{name}` must be a whole number of at most 18 digits, got {value!r}")
+        raise ValueError(f"`{name}` must be a whole number of at most 18 digits, got {shown(value)}")
     return int(number)
 
 

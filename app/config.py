@@ -52,6 +52,10 @@ class AppConfig:
         A file whose first line is the admin password (see `annotation.people.passwords`).
     max_upload_pixels, max_upload_bytes : int
         Limits on uploaded images.
+    max_file_upload_bytes : int
+        The largest file anyone may upload at all (Gradio's ``max_file_size``; a zip of
+        model images to import is the largest the page takes). Only signed-in researchers
+        and the admin upload (`app.guard`).
     min_painted_fraction : float
         Share of a sketch's non-line pixels a designer must paint before submitting.
     max_submissions_per_minute : int
@@ -88,6 +92,7 @@ class AppConfig:
     admin_password_file: Path | None = None
     max_upload_pixels: int = 4096 * 4096
     max_upload_bytes: int = 32 * 1024 * 1024
+    max_file_upload_bytes: int = 1024**3
     min_painted_fraction: float = 0.005
     max_submissions_per_minute: int = 20
     workers: int = 0
@@ -102,6 +107,7 @@ class AppConfig:
             "votes_per_pair",
             "max_upload_pixels",
             "max_upload_bytes",
+            "max_file_upload_bytes",
             "max_submissions_per_minute",
             "submit_concurrency",
         ):

@@ -15,7 +15,7 @@ from annotation.errors import AnnotationError, InvalidInput, InvalidToken, Permi
 from annotation.people import throttle
 from annotation.people.accounts import Actor, login_with_invite, logout, require
 from annotation.people.passwords import login_admin
-from app.common import AppContext, escape, shown_errors, visible_to
+from app.common import AppContext, escape, own_session, public, shown_errors, ui_only, visible_to
 from app.common import wire as wire_event
 
 NAME = "start"
@@ -90,6 +90,7 @@ def wire(
     ``start_logout(session_token) -> ("", message)``.
     """
 
+    @own_session
     def show(token: str) -> tuple:
         actor = current_actor(ctx, token)
         visible = [visible_to(actor, roles) for _, roles in tabs]
@@ -107,6 +108,7 @@ def wire(
             selected,
         )
 
+    @public
     def restore_on_load(stored_token: str, request: gr.Request) -> tuple:
         # One step, so that a slow page load cannot hide the tabs of a sign-in made meanwhile.
         token, message = restore(ctx, stored_token, request)
@@ -119,9 +121,11 @@ def wire(
     )
     status = parts["status"]
 
+    @public
     def login_invite(text: str, request: gr.Request) -> tuple[str, str]:
         return sign_in_with_invite(ctx, text, client_address(request))
 
+    @public
     def login_password(password: str, request: gr.Request) -> tuple[str, str]:
         return sign_in_as_admin(ctx, password, client_address(request))
 
@@ -140,10 +144,12 @@ def wire(
         signed,
         note=status,
         api_name="login_admin",
-    ).then(show, session_token, shown, **_PRIVATE).then(lambda: "", None, parts["password"], **_PRIVATE)
+    ).then(show, session_token, shown, **_PRIVATE).then(
+        ui_only(lambda: ""), None, parts["password"], **_PRIVATE
+    )
     wire_event(
         parts["logout_button"].click,
-        lambda token: sign_out(ctx, token),
+        public(lambda token: sign_out(ctx, token)),
         session_token,
         signed,
         note=status,

@@ -15,7 +15,7 @@ from gradio_client import Client
 
 from app import build_app, launch_options
 from app.config import AppConfig
-from app.media import COOKIE
+from app.guard import COOKIE
 
 ADMIN_PASSWORD = "correct horse battery"
 
@@ -59,7 +59,7 @@ def running_app(config: AppConfig) -> Iterator[tuple[Client, object]]:
 class SessionClient(Client):
     """A `gradio_client.Client` that downloads output files as the caller of each request.
 
-    The server checks who fetches a file from the session cookie (`app.media`), which a
+    The server checks who fetches a file from the session cookie (`app.guard`), which a
     page keeps in step with its session. An API client sets the same cookie; this one sets
     it to the first argument of each call, which is the session token of every endpoint
     that needs one (for the sign-in endpoints the cookie is then no session: harmless).

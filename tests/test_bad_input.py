@@ -465,14 +465,12 @@ CASES = [
         "/admin_revoke",
         as_role("admin", "x" * HUGE, "left"),
         rf"^`annotator id` must be a whole number, got 'x{{80}}'… \({HUGE} characters\)$",
-        known_defect="app.common.whole_number quotes the whole value back (issue 25 item 10)",
     ),
     Case(
         "revoke-huge-digits-annotator-id",
         "/admin_revoke",
         as_role("admin", "1" * HUGE, "left"),
         rf"^`annotator id` must be a whole number of at most 18 digits, got '1{{80}}'… \({HUGE} characters\)$",
-        known_defect="app.common.whole_number calls int() on a million digits: Python's own refusal comes back",
     ),
     Case(
         "browser-cfg-not-a-number",
@@ -651,12 +649,8 @@ CASES = [
         "unknown coloring id 99999",
     ),
     # Sketch imports: files that are not where an upload may come from.
-    Case(
-        "designer-imports-sketches",
-        "/sketches_import",
-        lambda w: (w.tokens["designer"], [handle_file(w.files["sketch-photo"])], "apple", True),
-        "needs the role admin",
-    ),
+    # A designer's sketch upload is refused at the upload route, before any handler
+    # (tests/test_guard.py, test_uploads_are_for_signed_in_researchers_and_the_admin_only).
 ]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.media import COOKIE
+from app.guard import COOKIE
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.bad_input_world import snapshot
 
@@ -53,7 +53,9 @@ def test_an_upload_named_with_dot_dot_stays_in_the_upload_folder(server, tmp_pat
     config, url, admin = server
     name = "../../../escaped/apple.png"
     [stored] = httpx.post(
-        f"{url}gradio_api/upload", files={"files": (name, SKETCH.read_bytes(), "image/png")}
+        f"{url}gradio_api/upload",
+        files={"files": (name, SKETCH.read_bytes(), "image/png")},
+        cookies={COOKIE: admin},
     ).json()
     assert Path(stored).name == "apple.png" and ".." not in Path(stored).parts
     # Every folder the name could have climbed to (its folder and the three above it); a

@@ -1,7 +1,7 @@
 """Who may fetch which file (issue 15.1-15.2), through raw HTTP as an attacker would.
 
 A path is not a secret: every request for a file is checked against the session cookie
-(`app.media`). The database, its journals and the admin password file are never served,
+(`app.guard`). The database, its journals and the admin password file are never served,
 whatever the configuration, and a configuration that would put a secret in a served
 folder is refused at start.
 """
@@ -12,9 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from gradio.utils import get_upload_folder
 
-from app.media import COOKIE, file_of
+from app.guard import COOKIE
 from bench.app_process import ROOT, AppProcess
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, shared_app  # noqa: F401 (fixture)
@@ -87,21 +86,19 @@ def test_model_images_go_to_researchers_and_participants_and_downloads_to_their_
     path = Path(config.data_dir) / image
     assert _get(client, path, designer).status_code == 403
     assert _get(client, path, researcher).status_code == 200
-    # A download is copied into Gradio's cache: the maker's role is checked there too.
+    # A backup (the whole database) is served in place, from the admin's downloads, to the
+    # admin alone: not to researchers, who may read exports.
     admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
     backup = Path(client.predict(admin, api_name="/admin_backup"))
-    served = next(Path(get_upload_folder()).rglob(backup.name))
-    assert _get(client, served, None).status_code == 403
-    assert _get(client, served, designer).status_code == 403
-    assert _get(client, served, admin).status_code == 200
-
-
-def test_the_file_route_is_recognised_however_it_is_written():
-    assert file_of("/gradio_api/file=/srv/data/a.png") == "/srv/data/a.png"
-    assert file_of("/lab/gradio_api/file=data/a.png") == "data/a.png"
-    assert file_of("/file=/etc/passwd") == "/etc/passwd"
-    assert file_of("/gradio_api/upload") is None
-    assert file_of("/assets/index.js") is None
+    served = next((Path(config.data_dir) / "downloads" / "backups").rglob(backup.name))
+    assert {
+        token: _get(client, served, token).status_code for token in (None, designer, researcher, admin)
+    } == {
+        None: 403,
+        designer: 403,
+        researcher: 403,
+        admin: 200,
+    }
 
 
 def test_a_password_file_in_the_data_folder_is_never_served(tmp_path, monkeypatch):

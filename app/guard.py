@@ -1,0 +1,473 @@
+"""The one guard in front of everything the app serves: an allow-list, deny by default.
+
+Every HTTP request passes `Guard` before Gradio sees it. The guard finds the route the
+request reaches exactly as the router will (each route's own ``matches``, on the decoded
+path), looks the route's path template up in `ROUTES` and acts on its kind:
+
+``page``      the page shell, its configuration and Gradio's queue and API endpoints:
+              served to anyone (the functions they run check roles themselves, see
+              `app.common.access` and `audit_functions`);
+``package``   Gradio's own front-end files (``/assets``, ``/static``, ``/svelte``): served
+              to anyone, never a path that climbs out (``..``) or is absolute;
+``file``      a file named by its path (every shape Gradio has: ``/file=PATH``,
+              ``/file/PATH``): `FilePolicy` decides, from the session cookie, by `DATA_RULES`;
+``upload``    signed-in roles that upload something (`UPLOAD_ROLES`), under Gradio's
+              ``max_file_size`` (`app.launch_options`); what arrives is issued to its uploader;
+anything else refused (403), including every route a new Gradio adds until it is
+              classified here, and a path with a NUL byte (400).
+
+Files in Gradio's own cache (what a handler returned as an image or file that does not
+lie in a served folder) are served only to the person they were issued to: `Issued`
+records, for every answer a function gives, the cache files in it and who asked
+(`issue_outputs`). The files the page is built with (instruction examples) are public.
+
+`role_table_markdown` renders `DATA_RULES` for docs/security.md, whose table a test
+compares with it, so the code and the page cannot disagree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import shutil
+import threading
+import time
+import urllib.parse
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import anyio
+
+from annotation.errors import AnnotationError
+from annotation.people.accounts import Actor, require
+
+COOKIE = "cc_session"
+# The page keeps the cookie in step with its session: set on sign-in, cleared on sign-out.
+COOKIE_JS = f"""(token) => {{
+    const secure = location.protocol === 'https:' ? '; Secure' : '';
+    document.cookie = token
+        ? '{COOKIE}=' + encodeURIComponent(token) + '; path=/; SameSite=Strict' + secure
+        : '{COOKIE}=; path=/; max-age=0; SameSite=Strict' + secure;
+    return [];
+}}"""
+
+
+@dataclass(frozen=True)
+class DataRule:
+    """Who may read the files under one folder of the data folder.
+
+    Attributes
+    ----------
+    roles : frozenset of str
+        Roles that may (the admin always may).
+    owner : bool
+        Whether the designer who made a coloring may read its files as well.
+    what : str
+        What the folder holds, for the docs.
+    """
+
+    roles: frozenset[str]
+    what: str
+    owner: bool = False
+
+
+ADMIN_ONLY = frozenset()
+DATA_RULES: dict[str, DataRule] = {
+    "colorings": DataRule(
+        frozenset({"expert", "researcher", "participant"}),
+        "colorings and their masks (participants judge against them)",
+        owner=True,
+    ),
+    "sketches": DataRule(frozenset({"designer", "expert", "researcher", "participant"}), "line art"),
+    "runs": DataRule(frozenset({"researcher", "participant"}), "model images and masks"),
+    "exports": DataRule(frozenset({"researcher"}), "exports, tables and figures"),
+    "downloads/backups": DataRule(ADMIN_ONLY, "backup zips (the whole database)"),
+    "downloads/invites": DataRule(ADMIN_ONLY, "invite links as CSV"),
+}
+"""Folder (relative to the data folder) → who may read it. Anything else under the data
+folder (the database, the password file, model weights, imports) is served to nobody."""
+
+SERVED_FOLDERS = tuple(sorted({rule.split("/")[0] for rule in DATA_RULES}))
+"""The data folder's folders given to Gradio as static paths (files in them are served in
+place, not copied to Gradio's cache, so the guard knows what each one is)."""
+
+DOWNLOADS = "downloads"
+DOWNLOAD_KEEP_S = 3600.0
+"""Seconds a download (backup zip, invites CSV) stays on disk before the next one of its
+kind removes it."""
+UPLOAD_ROLES = frozenset({"researcher"})
+"""Who may upload (besides the admin): researchers import model images as a zip."""
+
+PAGE, PACKAGE, FILE, UPLOAD = "page", "package", "file", "upload"
+_API = "/gradio_api"
+ROUTES: dict[str, str] = {
+    "/": PAGE,
+    "/config": PAGE,
+    "/config/": PAGE,
+    "/theme.css": PAGE,
+    "/favicon.ico": PAGE,
+    "/manifest.json": PAGE,
+    "/robots.txt": PAGE,
+    "/pwa_icon": PAGE,
+    "/pwa_icon/{size}": PAGE,
+    "/assets/{path:path}": PACKAGE,
+    "/static/{path:path}": PACKAGE,
+    "/svelte/{path:path}": PACKAGE,
+    **{
+        _API + path: PAGE
+        for path in (
+            "/info",
+            "/info/",
+            "/theme.css",
+            "/startup-events",
+            "/heartbeat/{session_hash}",
+            "/queue/join",
+            "/queue/data",
+            "/queue/status",
+            "/cancel",
+            "/upload_progress",
+            "/call/{api_name}",
+            "/call/{api_name}/",
+            "/call/{api_name}/{event_id}",
+            "/call/v2/{api_name}",
+            "/call/v2/{api_name}/",
+            "/call/v2/{api_name}/{event_id}",
+            "/run/{api_name}",
+            "/run/{api_name}/",
+            "/api/{api_name}",
+            "/api/{api_name}/",
+        )
+    },
+    _API + "/file={path_or_url:path}": FILE,
+    _API + "/file/{path:path}": FILE,
+    _API + "/upload": UPLOAD,
+}
+"""Every route the app answers, by its path template. A route not named here is refused:
+Gradio's login, monitoring, proxy, streams, custom components, component server, run
+history, recording and vibe-editing routes, and whatever a later Gradio adds."""
+
+
+def app_routes(app) -> list:
+    """Every route of a Starlette/FastAPI `app`, included routers flattened, in order."""
+    found: list = []
+
+    def walk(routes: Iterable) -> None:
+        for route in routes:
+            if hasattr(route, "effective_candidates"):  # FastAPI's included router
+                walk(route.effective_candidates())
+                walk(route.effective_low_priority_routes())
+            else:
+                found.append(route)
+
+    walk(app.router.routes)
+    return found
+
+
+def route_of(app, scope) -> tuple[object | None, dict]:
+    """The route a request reaches and its path parameters, as the router decides (the
+    first full match; else the first partial one, e.g. a wrong method); ``(None, {})``."""
+    from starlette.routing import Match
+
+    partial = None
+    for route in app_routes(app):
+        match, child = route.matches(scope)
+        if match == Match.FULL:
+            return route, child.get("path_params", {})
+        if match == Match.PARTIAL and partial is None:
+            partial = (route, child.get("path_params", {}))
+    return partial or (None, {})
+
+
+def unclassified(app) -> list[str]:
+    """The path templates of `app`'s routes that `ROUTES` does not name (refused)."""
+    return sorted({route.path for route in app_routes(app) if getattr(route, "path", None) not in ROUTES})
+
+
+class Issued:
+    """Which files in Gradio's cache were handed to whom (``viewer`` keys), most recent
+    `capacity` files; a file not here is served to nobody."""
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self.capacity = capacity
+        self._viewers: OrderedDict[Path, set[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, path: Path, viewer: str) -> None:
+        with self._lock:
+            self._viewers.setdefault(path, set()).add(viewer)
+            self._viewers.move_to_end(path)
+            while len(self._viewers) > self.capacity:
+                self._viewers.popitem(last=False)
+
+    def holds(self, path: Path, viewer: str) -> bool:
+        with self._lock:
+            return viewer in self._viewers.get(path, ())
+
+
+def file_paths(value) -> Iterator[str]:
+    """Every ``"path"`` of a file in a function's answer (Gradio's FileData dicts)."""
+    if isinstance(value, dict):
+        if isinstance(value.get("path"), str):
+            yield value["path"]
+        for item in value.values():
+            yield from file_paths(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from file_paths(item)
+
+
+class FilePolicy:
+    """Decides, for the holder of a session token (or nobody), whether a file may be served.
+
+    Parameters
+    ----------
+    ctx : app.common.AppContext
+    gradio_folders : iterable of path
+        Gradio's cache and upload folders.
+    public : iterable of Path
+        Files the page is built with (resolved), served to anyone.
+    """
+
+    def __init__(self, ctx, *, gradio_folders: Iterable[str | Path], public: Iterable[Path] = ()) -> None:
+        self.ctx = ctx
+        self.data_dir = Path(ctx.config.data_dir).resolve()
+        self.gradio_folders = [Path(f).resolve() for f in gradio_folders]
+        self.public = set(public)
+        self.issued = Issued()
+
+    def actor(self, token: str | None) -> Actor | None:
+        """The person of a session token, checked now (a revoked session is nobody)."""
+        if not token:
+            return None
+        try:
+            with self.ctx.db() as db:
+                return require(db, token)
+        except (AnnotationError, ValueError):
+            return None
+
+    def allows(self, file: str, token: str | None) -> bool:
+        """Whether the holder of session `token` may fetch `file` (as the route names it)."""
+        path = resolved(file)
+        if path is None:
+            return False
+        if path.is_relative_to(self.data_dir):
+            return self._data_file(path.relative_to(self.data_dir), self.actor(token))
+        if self.in_gradio_folders(path):
+            if path in self.public:
+                return True
+            actor = self.actor(token)
+            return actor is not None and self.issued.holds(path, viewer(actor))
+        return False
+
+    def in_gradio_folders(self, path: Path) -> bool:
+        return any(path.is_relative_to(folder) for folder in self.gradio_folders)
+
+    def issue(self, paths: Iterable[str], actor: Actor | None) -> None:
+        """Record that the files at `paths` (those in Gradio's folders) went to `actor`."""
+        if actor is None:
+            return
+        for file in paths:
+            path = resolved(file)
+            if path is not None and self.in_gradio_folders(path):
+                self.issued.add(path, viewer(actor))
+
+    def _data_file(self, relative: Path, actor: Actor | None) -> bool:
+        rule = data_rule(relative)
+        if actor is None or rule is None:
+            return False
+        if actor.is_admin or actor.roles & rule.roles:
+            return True
+        if rule.owner and "designer" in actor.roles:
+            return self._own_coloring_file(actor, relative.as_posix())
+        return False
+
+    def _own_coloring_file(self, actor: Actor, relative: str) -> bool:
+        with self.ctx.db() as db:
+            rows = db.execute(
+                "select 1 from colorings where annotator_id = ? and "
+                "(image_path = ? or mask_path = ?) limit 1",
+                [actor.annotator_id, relative, relative],
+            ).fetchall()
+        return bool(rows)
+
+
+def data_rule(relative: Path | PurePosixPath) -> DataRule | None:
+    """The rule of the deepest `DATA_RULES` folder holding `relative` (a file's path under
+    the data folder), or None: served to nobody."""
+    parts = PurePosixPath(Path(relative).as_posix()).parts
+    for depth in range(len(parts) - 1, 0, -1):
+        rule = DATA_RULES.get("/".join(parts[:depth]))
+        if rule is not None:
+            return rule
+    return None
+
+
+def download_path(data_dir: str | Path, kind: str, name: str, *, now: float | None = None) -> Path:
+    """Where a download of `kind` (``"backups"`` or ``"invites"``) named `name` is written.
+
+    Under ``downloads/<kind>/<random>/`` in the data folder, served in place to whom
+    `DATA_RULES` names (the admin); folders of that kind older than `DOWNLOAD_KEEP_S` are
+    removed first, so nothing piles up.
+    """
+    if f"{DOWNLOADS}/{kind}" not in DATA_RULES:
+        raise ValueError(
+            f"`kind` must be one of {[k.split('/')[1] for k in DATA_RULES if '/' in k]}, got {kind!r}"
+        )
+    root = Path(data_dir) / DOWNLOADS / kind
+    now = time.time() if now is None else now
+    if root.is_dir():
+        for folder in root.iterdir():
+            if folder.is_dir() and now - folder.stat().st_mtime > DOWNLOAD_KEEP_S:
+                shutil.rmtree(folder, ignore_errors=True)
+    folder = root / secrets.token_hex(16)
+    folder.mkdir(parents=True)
+    return folder / name
+
+
+def viewer(actor: Actor) -> str:
+    """The key a cache file is issued under: the person (any of their sessions)."""
+    return "admin" if actor.is_admin else f"annotator:{actor.annotator_id}"
+
+
+def resolved(file: str) -> Path | None:
+    """`file` as an absolute, resolved path, or None when it cannot name a file here."""
+    if not file or "\x00" in file:
+        return None
+    path = Path(file)
+    if not path.is_absolute():
+        path = Path.cwd() / path
+    try:
+        return path.resolve()
+    except (OSError, ValueError, RuntimeError):
+        return None
+
+
+def page_files(config: dict) -> set[Path]:
+    """Every file path in a Blocks config: the files the page is built with."""
+    return {p for p in (resolved(f) for f in file_paths(config.get("components", []))) if p is not None}
+
+
+class Guard:
+    """ASGI middleware: every request is classified by `ROUTES` and checked, else refused.
+
+    Parameters
+    ----------
+    app : ASGI app
+        The rest of the middleware stack.
+    policy : FilePolicy
+    """
+
+    def __init__(self, app, policy: FilePolicy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if "\x00" in scope.get("path", ""):
+            await _refuse(send, 400, "A path with a NUL byte names no file.")
+            return
+        route, params = route_of(scope["app"], scope)
+        kind = ROUTES.get(getattr(route, "path", None)) if route is not None else None
+        token = _cookie(scope, COOKIE)
+        if kind == PAGE or kind == PACKAGE and _inside(params):
+            await self.app(scope, receive, send)
+        elif kind == FILE:
+            file = next(iter(params.values()), "")
+            if await anyio.to_thread.run_sync(self.policy.allows, file, token):
+                await self.app(scope, receive, send)
+            else:
+                await _refuse(
+                    send,
+                    403,
+                    "Not allowed: sign in with a role that may see this file "
+                    "(files are shown only to the people whose role allows it).",
+                )
+        elif kind == UPLOAD:
+            actor = await anyio.to_thread.run_sync(self.policy.actor, token)
+            if actor is not None and (actor.is_admin or actor.roles & UPLOAD_ROLES):
+                await self.app(scope, receive, self._issuing(send, actor))
+            else:
+                await _refuse(
+                    send, 403, "Not allowed: only signed-in researchers and the admin upload files."
+                )
+        elif route is None:
+            await _refuse(send, 404, "Not found.")
+        else:
+            await _refuse(send, 403, "Not allowed: this address is switched off in this app.")
+
+    def _issuing(self, send, actor: Actor):
+        """`send`, recording the uploaded files (the JSON list Gradio answers) as the uploader's."""
+        body = bytearray()
+
+        async def sending(message) -> None:
+            if message["type"] == "http.response.body":
+                body.extend(message.get("body", b""))
+                if not message.get("more_body"):
+                    with contextlib.suppress(ValueError):  # not Gradio's list of paths: nothing to issue
+                        self.policy.issue(uploaded_paths(json.loads(bytes(body))), actor)
+            await send(message)
+
+        return sending
+
+
+def uploaded_paths(answer) -> list[str]:
+    """The paths in Gradio's answer to an upload (a JSON list of paths), else none."""
+    return [p for p in answer if isinstance(p, str)] if isinstance(answer, list) else []
+
+
+def _inside(params: dict) -> bool:
+    """Whether every path parameter stays inside its folder (relative, no ``..``)."""
+    return all(
+        not PurePosixPath(str(v)).is_absolute() and ".." not in PurePosixPath(str(v)).parts
+        for v in params.values()
+    )
+
+
+async def _refuse(send, status: int, text: str) -> None:
+    body = text.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _cookie(scope, name: str) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == b"cookie":
+            for part in value.decode("latin-1").split(";"):
+                k, _, v = part.strip().partition("=")
+                if k == name:
+                    return urllib.parse.unquote(v) or None
+    return None
+
+
+def request_cookie(request, name: str = COOKIE) -> str | None:
+    """The session cookie of a Gradio request (a `gr.Request`, or a list of them)."""
+    if isinstance(request, list):
+        request = request[0] if request else None
+    cookies = getattr(request, "cookies", None) or {}
+    return cookies.get(name) or None
+
+
+def role_table_markdown() -> str:
+    """`DATA_RULES` as the Markdown table docs/security.md shows."""
+    lines = ["| Folder under the data folder | What it holds | Who may fetch it |", "|---|---|---|"]
+    for folder, rule in DATA_RULES.items():
+        who = sorted(rule.roles)
+        if rule.owner:
+            who.insert(0, "the designer who made it")
+        lines.append(f"| `{folder}/` | {rule.what} | {', '.join([*who, 'admin'])} |")
+    lines.append("| anything else | the database, password file, weights, imports | nobody |")
+    return "\n".join(lines)
