@@ -11,6 +11,7 @@ import pytest
 from evaluation.__main__ import main
 from evaluation.explicit.pipeline import ExplicitWork, create_explicit_run, score_explicit
 from evaluation.explicit.prompts import build_prompts
+from evaluation.explicit.rules import SCORINGS
 from evaluation.explicit.synthetic import render
 from evaluation.explicit.tables import accuracy_table, image_verdicts
 from evaluation.models.registry import get_model, load_registry
@@ -84,9 +85,9 @@ def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
     assert [i["status"] for i in items] == ["segmented"] * 4
     assert {i["style"] for i in items} == {"explicit"}
     results = runs.explicit_results(db, run="x")
-    # 2 single-object + 2 two-object prompts, one image each, three rule sets
-    assert len(results) == (2 * 1 + 2 * 2) * 3
-    assert {r["scoring"] for r in results} == {"paper", "released", "released-closest"}
+    # 2 single-object + 2 two-object prompts, one image each, every rule set
+    assert len(results) == (2 * 1 + 2 * 2) * len(SCORINGS)
+    assert {r["scoring"] for r in results} == {"paper", "paper-mean", "released", "released-closest"}
     assert all(r["present"] == 1 and r["segment_status"] == "ok" for r in results)
     assert all(r["delta_e00"] is not None and r["correct"] in (0, 1) for r in results)
     assert {(r["task"], r["system"]) for r in results} == {
