@@ -112,7 +112,7 @@ def score(dominant: np.ndarray, candidates: np.ndarray, *, scoring: str | Rules 
         The object's dominant color, CIELAB (D65, 2°).
     candidates : array_like, shape (K, 3)
         The target and its neighbours, CIELAB; K >= 1.
-    scoring : {"paper", "released", "released-closest"} or Rules
+    scoring : {"paper", "paper-mean", "released", "released-closest"} or Rules
         Thresholds (:mod:`evaluation.explicit.rules`).
 
     Returns
