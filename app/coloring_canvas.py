@@ -8,10 +8,18 @@ preset swatches), undo/redo, reset and zoom/pan, all on the client. The current 
 named beside its swatch and every swatch names its color on hover ("moderate olive brown ·
 brown"): the page receives `evaluation.color.naming`'s lookup table once (`color_names`,
 ~48 kB of the page's config, never resent with a handler's update) and looks colors up in
-it, so the names are the ones the charts and exports use, to the table's precision. Its value is the JSON text
-that `annotation.coloring.fill.parse_canvas_value` reads: task id, the color layer as a PNG
-data URL (lossless) and seconds spent. Work in progress stays in the browser's
-localStorage under the task id until the server moves the canvas to another task.
+it, so the names are the ones the charts and exports use, to the table's precision.
+
+The settings read once (tolerance, swatches, the names' table) travel in the script's
+source (`_script`), not as props: a ``gr.HTML`` hidden when the page loads (the Coloring
+tab's task box) is mounted when it is first shown, and its script then gets the props of
+the update that showed it, not those it was built with.
+
+Its value is the JSON text that `annotation.coloring.fill.parse_canvas_value` reads: task
+id, the color layer as a PNG data URL (lossless) and seconds spent. Work in progress stays
+in the browser's localStorage under the task id until the server moves the canvas to
+another task. A new task opens with the bucket fill chosen and the page scrolled to its
+top, where the whole tool fits the window.
 
 Handlers move the canvas to a task with `canvas_update`. Task ids must be unique per
 coloring round, since they key the saved work in progress. The canvas writes its value a
@@ -92,12 +100,9 @@ def coloring_canvas(
         value=value,
         html_template=(WEB_DIR / "coloring.html").read_text(encoding="utf-8"),
         css_template=(WEB_DIR / "coloring.css").read_text(encoding="utf-8"),
-        js_on_load=(WEB_DIR / "coloring.js").read_text(encoding="utf-8"),
+        js_on_load=_script(tolerance, swatches),
         apply_default_css=False,
         elem_id=elem_id,
-        tolerance=tolerance,
-        swatches=list(swatches),
-        color_names=color_names(),
         **_task_props(task_id, sketch_src),
         **kwargs,
     )
@@ -159,7 +164,7 @@ def flush_js(elem_id: str, position: int, n_inputs: int) -> str:
 
 @functools.cache
 def color_names() -> dict:
-    """The ``color_names`` prop: `evaluation.color.naming`'s lookup table for the page.
+    """The ``color_names`` setting: `evaluation.color.naming`'s lookup table for the page.
 
     Returns
     -------
@@ -177,6 +182,18 @@ def color_names() -> dict:
         "l3": list(l3),
         "basic": list(basic),
     }
+
+
+def _script(tolerance: int, swatches: tuple[str, ...]) -> str:
+    """``coloring.js`` behind ``const SETTINGS = {...};``: the settings the script reads once.
+
+    The script comes from the page's config whatever the updates, whereas a canvas first
+    shown by an update gets only that update's props (module docstring). ``SETTINGS``:
+    ``tolerance``, ``swatches`` and ``color_names`` (`color_names`).
+    """
+    settings = {"tolerance": tolerance, "swatches": list(swatches), "color_names": color_names()}
+    source = (WEB_DIR / "coloring.js").read_text(encoding="utf-8")
+    return f"const SETTINGS = {json.dumps(settings)};\n{source}"
 
 
 def _task_props(task_id: str, sketch_src: str) -> dict:

@@ -307,17 +307,22 @@ def test_canvas_update_sends_every_prop_the_script_reads():
         "edge_grow": 2,
     }
     canvas = coloring_canvas(task_id="task-1", elem_id="c")
-    assert canvas.props == {
-        "tolerance": 32,
-        "swatches": [],
-        "task_id": "task-1",
-        "sketch_src": "",
-        "line_threshold": 128,
-        "edge_grow": 2,
-        "color_names": color_names(),
-    }
+    assert canvas.props == {"task_id": "task-1", "sketch_src": "", "line_threshold": 128, "edge_grow": 2}
     with pytest.raises(ValueError, match="tolerance"):
         coloring_canvas(tolerance=200)
+
+
+def test_the_settings_read_once_travel_in_the_script_not_in_the_props():
+    # A canvas first shown by an update gets that update's props only (the Coloring tab's):
+    # the settings it reads once come with its script, which no update replaces.
+    canvas = coloring_canvas(tolerance=12, swatches=("#123456",))
+    first, rest = canvas.js_on_load.split("\n", 1)
+    assert first.startswith("const SETTINGS = ") and first.endswith(";")
+    settings = json.loads(first.removeprefix("const SETTINGS = ").removesuffix(";"))
+    assert settings == {"tolerance": 12, "swatches": ["#123456"], "color_names": color_names()}
+    assert rest == (Path(__file__).resolve().parent.parent / "assets/web/coloring.js").read_text(
+        encoding="utf-8"
+    )
 
 
 def test_inspect_canvas_value_reports_bad_values_to_the_user():
@@ -432,6 +437,29 @@ def test_organisers_preset_swatches_show_in_the_picker(module_chromium):
         page.locator("#demo_canvas .cc-palette").screenshot(
             path=str(ARTIFACTS / "canvas-preset-swatches.png")
         )
+    finally:
+        context.close()
+        demo.close()
+
+
+def test_a_canvas_first_shown_by_an_update_names_colors_and_offers_the_presets(module_chromium):
+    # The Coloring tab's canvas sits in a box hidden until a handler shows it with a task.
+    src = png_data_url((SKETCH_DIR / "apple.png").read_bytes())
+    with gr.Blocks() as demo:
+        with gr.Column(visible=False) as box:
+            canvas = coloring_canvas(swatches=("#123456",), elem_id="demo_canvas")
+        show = gr.Button("Show", elem_id="demo_show")
+        show.click(lambda: (gr.Column(visible=True), canvas_update("shown", src)), None, [box, canvas])
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True)
+    context = module_chromium.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(url)
+        page.click("#demo_show")
+        page.wait_for_selector("#demo_canvas .cc-root[data-ready=true]")
+        playwright_api.expect(page.locator("#demo_canvas .cc-current-name")).to_have_text("vivid red · red")
+        preset = page.locator("#demo_canvas .cc-presets .cc-swatch")
+        playwright_api.expect(preset).to_have_attribute("title", "dark blue · blue (#123456)")
     finally:
         context.close()
         demo.close()

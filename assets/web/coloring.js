@@ -1,5 +1,9 @@
 // ColorConcept Lab coloring canvas: the body of gr.HTML's js_on_load, called with
-// (element, trigger, props, server, upload, watch). app/coloring_canvas.py hosts it.
+// (element, trigger, props, server, upload, watch). app/coloring_canvas.py hosts it, behind
+// `const SETTINGS = {...};`: tolerance, swatches (preset colors a study may offer,
+// "#rrggbb"; none by default) and color_names (evaluation.color.naming's lookup table and
+// its names), read once. They are not props: a canvas first shown by a handler's update
+// (the Coloring tab's) gets that update's props only.
 //
 // Layers: the sketch (line art, never changed) and a color layer (RGBA, alpha 255 where
 // painted, 0 elsewhere). The view shows them as annotation.coloring.composite does: a
@@ -9,11 +13,8 @@
 // pixels (luminance < line_threshold), then edge_grow 4-connected steps into non-line
 // pixels so the anti-aliased fringe along lines is colored (no white halo).
 //
-// props in: task_id, sketch_src (PNG data URL or URL), tolerance, line_threshold,
-// edge_grow, forget_task_id (a submitted task whose saved work is dropped), swatches
-// (preset colors a study may offer, "#rrggbb"; none by default), color_names
-// (evaluation.color.naming's lookup table and its names: app.coloring_canvas). props.value
-// out: JSON {task_id, color_layer (PNG data URL, "" if nothing is painted), elapsed_s},
+// props in: task_id, sketch_src (PNG data URL or URL), line_threshold, edge_grow,
+// forget_task_id (a submitted task whose saved work is dropped). props.value out: JSON {task_id, color_layer (PNG data URL, "" if nothing is painted), elapsed_s},
 // written COMMIT_DELAY_MS after the last edit; element.coloringCanvas.flush() writes it at
 // once and returns it (events that send the value call it first). Work in progress is
 // kept in localStorage per task id, and its undo and redo history in IndexedDB (typed
@@ -21,7 +22,9 @@
 //
 // The view fits the window: the drawing area takes the height left below its top, so the
 // whole tool is on one screen, and the zoom label gives sketch pixels per screen pixel
-// (the fit view of a large sketch shows less than 100%).
+// (the fit view of a large sketch shows less than 100%). A new task opens with the page
+// scrolled to its top, where that height was measured, and with DEFAULT_TOOL: otherwise
+// the scroll of the long instructions page, or the last sketch's brush, carried over.
 
 const WIP_PREFIX = "colorconcept:wip:";
 const RECENT_KEY = "colorconcept:recent-colors";
@@ -37,6 +40,7 @@ const HISTORY_STORE = "history";
 const MAX_SAVED_UNDO_BYTES = 48e6;
 const MAX_SCALE = 32;
 const GRAY = [0.2125, 0.7154, 0.0721]; // skimage.color.rgb2gray
+const DEFAULT_TOOL = "fill";
 
 const root = element.querySelector(".cc-root");
 const $ = (sel) => root.querySelector(sel);
@@ -49,7 +53,7 @@ const ctx = canvas.getContext("2d", { willReadFrequently: true });
 const S = {
   W: 0, H: 0, lum: null, line: null, layer: null, display: null, region: null, queue: null,
   taskId: "", src: "", lastValue: props.value || "", ready: false,
-  tool: "fill", color: "#d62828", hsv: [0, 0.81, 0.84], size: 24, tolerance: Number(props.tolerance ?? 32),
+  tool: DEFAULT_TOOL, color: "#d62828", hsv: [0, 0.81, 0.84], size: 24, tolerance: Number(SETTINGS.tolerance ?? 32),
   undo: [], redo: [], undoBytes: 0, edit: 0, historyEdit: -1,
   scale: 1, fit: 1, panX: 0, panY: 0,
   stroke: null, pan: null, pointer: null, spaceDown: false,
@@ -148,6 +152,7 @@ async function loadTask() {
   S.openedAt = performance.now();
   await restoreWork(taskId);
   if (S.taskId !== taskId) return;
+  if (window.scrollY) window.scrollTo(0, 0);
   render(0, 0, S.W, S.H);
   sizeViewport();
   fitView();
@@ -556,7 +561,7 @@ function rgbEntered() {
   setColor(rgbToHex(...rgb));
 }
 function drawPresets() {
-  const list = (Array.isArray(props.swatches) ? props.swatches : []).map(normHex).filter(Boolean);
+  const list = (Array.isArray(SETTINGS.swatches) ? SETTINGS.swatches : []).map(normHex).filter(Boolean);
   $(".cc-presets-box").hidden = !list.length;
   $(".cc-presets").replaceChildren(...list.map(swatchButton));
 }
@@ -591,11 +596,11 @@ function drawRecent(list = recentColors()) {
 }
 
 // ---------- color names: evaluation.color.naming's table, looked up, never recomputed ----------
-// props.color_names: {bits, table (base64 of zlib-compressed little-endian uint16, the level 3
+// SETTINGS.color_names: {bits, table (base64 of zlib-compressed little-endian uint16, the level 3
 // row of each cell of sRGB cut to `bits` bits per channel), l3, basic (lists by row)}.
 const NAMES = { spec: null, rows: null };
 async function loadNames() {
-  const spec = props.color_names;
+  const spec = SETTINGS.color_names;
   if (!spec || !spec.table || typeof DecompressionStream === "undefined") return;
   try {
     const packed = Uint8Array.from(atob(spec.table), (c) => c.charCodeAt(0));
@@ -845,7 +850,6 @@ function forgetWork() {
   }
 }
 
-watch(["swatches"], drawPresets);
 // One string split, not quoted names: gr.HTML takes a name quoted on its own in this script
 // for a custom event and copies that event's trigger into every update setting a prop of
 // the name, which the plain-JSON API route (/gradio_api/call) cannot encode.
@@ -854,6 +858,7 @@ watch(TASK_PROPS, () => {
   forgetWork();
   const taskChanged = String(props.task_id ?? "") !== S.taskId || String(props.sketch_src ?? "") !== S.src;
   if (taskChanged) {
+    setTool(DEFAULT_TOOL);
     loadTask();
     return;
   }
@@ -885,7 +890,7 @@ setColor(S.color);
 drawPresets();
 setSize(S.size);
 setTolerance(S.tolerance);
-setTool("fill");
+setTool(DEFAULT_TOOL);
 drawRecent();
 updateButtons();
 loadTask();
