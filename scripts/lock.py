@@ -1,71 +1,67 @@
-"""Print the lock file: the exact version of every package a requirements file pulls in.
-
-Run it with the Python of the environment to lock; it reads what is installed there, walks
-the requirements of `requirements-dev.txt` (and the files it includes) with their extras and
-environment markers, and prints ``name==version`` for each package reached, sorted by name.
-Packages installed by hand beside them (a profiler, the project itself) are left out, and so
-is pip, which installs the rest and is upgraded by scripts/setup.sh before it does.
+"""Print the lock file: every package requirements-dev.txt pulls in, at the exact version
+installed in the environment that runs this script, with the SHA-256 of its file.
 
     .venv/bin/python scripts/lock.py > requirements.lock
+
+pip resolves requirements-dev.txt (and the files it includes) again, without installing,
+constrained to what is installed here (``pip freeze --all``), and reports the file it would
+take for each package with its hash. Packages installed by hand beside them (a profiler, the
+project itself) are left out. The hashes are those of the files pip takes on this platform
+(Linux x86_64, CPython 3.11 on the project's machines); scripts/setup.sh installs with
+``--require-hashes``, so a machine that needs other files needs a lock made on it.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
-from importlib import metadata
+import tempfile
 from pathlib import Path
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
-
 HEADER = """\
-# Exact versions resolved from requirements-dev.txt (and requirements.txt), for
-# `pip install -r requirements-dev.txt -c requirements.lock` (scripts/setup.sh does this).
-# Made by scripts/lock.py; to refresh it, see the README ("Two commands").
+# Exact versions and file hashes resolved from requirements-dev.txt (and requirements.txt), for
+# `pip install --require-hashes -r requirements-dev.txt -c requirements.lock` (scripts/setup.sh).
+# Made by scripts/lock.py on Linux x86_64, CPython 3.11; to refresh it, see the README.
 """
 
 
-def top_level(path: Path) -> list[Requirement]:
-    """The requirements written in `path`, following ``-r`` includes."""
-    found = []
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line.startswith("-r"):
-            found += top_level(path.parent / line[2:].strip())
-        elif line:
-            found.append(Requirement(line))
-    return found
+def pip(*args: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "pip", *args], capture_output=True, text=True, check=True
+    ).stdout
 
 
-def closure(roots: list[Requirement]) -> dict[str, str]:
-    """Canonical name -> installed version of `roots` and everything they require here."""
-    versions: dict[str, str] = {}
-    todo = [(req, frozenset(req.extras)) for req in roots]
-    seen: set[tuple[str, frozenset]] = set()
-    while todo:
-        req, extras = todo.pop()
-        name = canonicalize_name(req.name)
-        if (name, extras) in seen:
-            continue
-        seen.add((name, extras))
-        dist = metadata.distribution(req.name)
-        versions[name] = dist.version
-        for text in dist.requires or []:
-            child = Requirement(text)
-            wanted = child.marker is None or any(
-                child.marker.evaluate({"extra": extra}) for extra in (extras or {""})
-            )
-            if wanted:
-                todo.append((child, frozenset(child.extras)))
-    return versions
+def resolved(requirements: Path) -> list[tuple[str, str, str]]:
+    """(name, version, sha256) of each package pip takes for `requirements` here."""
+    with tempfile.TemporaryDirectory() as folder:
+        installed = Path(folder, "installed.txt")
+        installed.write_text(pip("freeze", "--all", "--exclude-editable"))
+        report = Path(folder, "report.json")
+        pip(
+            "install", "--quiet", "--dry-run", "--ignore-installed", "--report", str(report),
+            "-r", str(requirements), "-c", str(installed),
+        )  # fmt: skip
+        items = json.loads(report.read_text())["install"]
+    return sorted(
+        (item["metadata"]["name"].lower(), item["metadata"]["version"], _sha256(item)) for item in items
+    )
+
+
+def _sha256(item: dict) -> str:
+    hashes = item["download_info"].get("archive_info", {}).get("hashes", {})
+    if "sha256" not in hashes:
+        raise SystemExit(
+            f"pip reported no sha256 for {item['metadata']['name']} ({item['download_info']['url']})"
+        )
+    return hashes["sha256"]
 
 
 def main() -> None:
     root = Path(__file__).resolve().parent.parent
-    versions = closure(top_level(root / "requirements-dev.txt"))
     sys.stdout.write(HEADER)
-    for name in sorted(set(versions) - {"pip"}):
-        sys.stdout.write(f"{name}=={versions[name]}\n")
+    for name, version, sha256 in resolved(root / "requirements-dev.txt"):
+        sys.stdout.write(f"{name}=={version} --hash=sha256:{sha256}\n")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install a requirements file into it, once, at the exact versions of
-# requirements.lock (a constraints file: see the README to refresh it).
+# Create .venv and install a requirements file into it, once, at the exact versions and
+# file hashes of requirements.lock (a constraints file: see the README to refresh it).
 # Usage: scripts/setup.sh REQUIREMENTS_FILE
 # A second run with unchanged requirements and lock installs nothing: the hash of every
 # requirements file and of the lock is stamped into .venv after a successful install.
@@ -28,5 +28,5 @@ for s in "$stamp" .venv/.installed-requirements-dev.txt.sha256; do
 done
 echo "Installing $req into .venv (first run: a few minutes)"
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -r "$req" -c requirements.lock
+.venv/bin/python -m pip install -q --require-hashes -r "$req" -c requirements.lock
 echo "$want" > "$stamp"
