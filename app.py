@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import socket
 
-from app import SecretServed, build_app, check_secrets, launch_options
+from app import SecretServed, build_app, check_secrets, launch_options, mark_ready
 from app.config import ENV_DB, AppConfig
 
 
@@ -35,10 +36,31 @@ def main(argv: list[str] | None = None) -> None:
         check_secrets(config)  # before any start-up work: a refused start writes nothing
     except SecretServed as error:
         raise SystemExit(f"Refusing to start: {error}.") from None
+    _check_port(args.host, args.port)
     demo = build_app(config)
     options = launch_options(config, demo)
     demo.queue(default_concurrency_limit=8)
-    demo.launch(server_name=args.host, server_port=args.port, **options)
+    try:
+        demo.launch(server_name=args.host, server_port=args.port, prevent_thread_lock=True, **options)
+    except (OSError, ValueError) as error:
+        demo.close()
+        raise SystemExit(f"Could not start on {args.host}:{args.port}: {error}") from None
+    mark_ready(demo)
+    print(f"Ready: http://{args.host}:{args.port}/healthz answers 200", flush=True)
+    demo.block_thread()
+
+
+def _check_port(host: str, port: int) -> None:
+    """Exit at once, naming the address, when it cannot be listened on (before the minute of
+    start-up work that would otherwise come first)."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as error:
+        raise SystemExit(
+            f"Could not start on {host}:{port}: {error.strerror or error} (is another app on it?)"
+        ) from None
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ role on the server (see `app.common.handler`).
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import anyio
@@ -90,6 +91,7 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
         landing.wire(ctx, demo, session_token, stored, start, tabs, tab_set)
     audit_functions(demo)
     demo.colorconcept_ctx = ctx
+    demo.colorconcept_ready = threading.Event()
     return demo
 
 
@@ -150,7 +152,7 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
         # Gradio 6 has no English text for the key its status tracker announces when an
         # event ends (a screen-reader live region), so it would read out "common.complete".
         "i18n": gr.I18n(en={"common.complete": "Done"}),
-        "app_kwargs": {"middleware": [Middleware(guard.Guard, policy=policy)]},
+        "app_kwargs": {"middleware": [Middleware(guard.Guard, policy=policy, ready=demo.colorconcept_ready)]},
         "max_file_size": config.max_file_upload_bytes,
         # Gradio's traffic monitoring answers anyone (it knows no roles) with every
         # handler's name, call count and timings; nobody here reads it.
@@ -176,6 +178,11 @@ def _issue_outputs(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
 
     demo.process_api = issuing
     demo.colorconcept_issuing = True
+
+
+def mark_ready(demo: gr.Blocks) -> None:
+    """Say the launched `demo` serves: ``/healthz`` answers 200 from now on."""
+    demo.colorconcept_ready.set()
 
 
 class SecretServed(RuntimeError):

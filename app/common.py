@@ -313,7 +313,9 @@ def wire(
             result = fn(*args)
         except gr.Error as error:
             gr.Warning(error.message)
-            return tuple(refusal_text(error.message) if o is note else gr.skip() for o in page_outputs)
+            refused = tuple(refusal_text(error.message) if o is note else gr.skip() for o in page_outputs)
+            # Gradio takes a lone output's value bare: a 1-tuple would be that value, and fail.
+            return refused[0] if len(page_outputs) == 1 else refused
         if note_is_output:
             return result
         values = (result,) if len(outputs) == 1 else tuple(result or ())

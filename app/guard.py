@@ -16,6 +16,10 @@ path), looks the route's path template up in `ROUTES` and acts on its kind:
 anything else refused (403), including every route a new Gradio adds until it is
               classified here, and a path with a NUL byte (400).
 
+The guard answers two requests itself: `HEALTH` (``/healthz``: 200 once the app serves, 503
+before) and ``HEAD /``, Gradio's start-up check, which must answer within 3 s however busy
+the machine is (rendering the page may not).
+
 Files in Gradio's own cache (what a handler returned as an image or file that does not
 lie in a served folder) are served only to the person they were issued to: `Issued`
 records, for every answer a function gives, the cache files in it and who asked
@@ -102,6 +106,8 @@ UPLOAD_ROLES = frozenset({"researcher"})
 """Who may upload (besides the admin): researchers import model images as a zip."""
 
 PAGE, PACKAGE, FILE, UPLOAD = "page", "package", "file", "upload"
+HEALTH = "/healthz"
+"""Answered by the guard itself: 200 "ready" once the app serves (`app.mark_ready`), else 503."""
 _API = "/gradio_api"
 ROUTES: dict[str, str] = {
     "/": PAGE,
@@ -360,9 +366,10 @@ class Guard:
     policy : FilePolicy
     """
 
-    def __init__(self, app, policy: FilePolicy) -> None:
+    def __init__(self, app, policy: FilePolicy, ready: threading.Event | None = None) -> None:
         self.app = app
         self.policy = policy
+        self.ready = ready or threading.Event()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -370,6 +377,15 @@ class Guard:
             return
         if "\x00" in scope.get("path", ""):
             await _refuse(send, 400, "A path with a NUL byte names no file.")
+            return
+        if scope.get("path") == HEALTH:
+            ready = self.ready.is_set()
+            await _refuse(send, 200 if ready else 503, "ready" if ready else "starting")
+            return
+        if scope.get("method") == "HEAD" and scope.get("path") == "/":
+            # Gradio's start-up check: a HEAD of the page that must answer within 3 s, which
+            # rendering the page (its whole configuration) may not do on a busy machine.
+            await _refuse(send, 200, "")
             return
         route, params = route_of(scope["app"], scope)
         kind = ROUTES.get(getattr(route, "path", None)) if route is not None else None

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from app import build_app, launch_options
+from app import build_app, launch_options, mark_ready
 from app.config import AppConfig
 from app.guard import COOKIE
 
@@ -51,6 +51,7 @@ def running_app(config: AppConfig) -> Iterator[tuple[Client, object]]:
             quiet=True,
             **launch_options(config, demo),
         )
+        mark_ready(demo)
         yield SessionClient(f"http://127.0.0.1:{port}/", verbose=False), demo
     finally:
         demo.close()
