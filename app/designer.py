@@ -104,6 +104,18 @@ _HEADER_CSS = """
            background: #fff8c5; color: #3b2300; white-space: pre-wrap; }
 .dz-rules { margin: 6px 0 0 18px; padding: 0; color: #3d444d; font-size: 14px; }
 """
+# The second click of a double click on Submit (the browser's count: `detail` 2 or more)
+# stops before Gradio sees it. The first click submits and opens the next sketch; the
+# second, once the first was answered, would submit that untouched sketch and greet the
+# designer with "Nothing is colored yet". Run by the header, mounted with Submit beside it.
+_SUBMIT_ONCE_JS = """
+element.closest('#designer_task_side').addEventListener('click', (event) => {
+  if (event.detail > 1 && event.target.closest('#designer_submit')) {
+    event.stopPropagation();
+    event.preventDefault();
+  }
+}, true);
+"""
 
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
@@ -262,7 +274,7 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
     ):
         with gr.Column(scale=1, min_width=260, elem_id="designer_task_side"):
             parts["header"] = gr.HTML(
-                "", css_template=_HEADER_CSS, js_on_load=None, elem_id="designer_header"
+                "", css_template=_HEADER_CSS, js_on_load=_SUBMIT_ONCE_JS, elem_id="designer_header"
             )
             parts["submit"] = gr.Button(
                 "Submit this coloring", variant="primary", size="lg", elem_id="designer_submit"

@@ -1,5 +1,6 @@
 """A designer's first session in Chromium: invite, consent, fill and brush, submit, reload;
-and a submit clicked right after the last fill keeps that fill."""
+a submit clicked right after the last fill keeps that fill; the canvas names colors, a
+double click submits once, and each new sketch opens with the bucket fill, at the page's top."""
 
 import json
 
@@ -9,7 +10,9 @@ from annotation.coloring.fill import fill_region, painted_color_counts, parse_ca
 from annotation.coloring.store import load_pixels
 from annotation.coloring.tasks import layer_of_coloring
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
-from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, sign_in  # noqa: F401
+from evaluation.color import naming
+from tests.app_server import shared_app  # noqa: F401  (pytest fixture)
+from tests.browser import ARTIFACTS, LiveApp, expect, live_app, open_tab, page, sign_in  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 CANVAS = "#designer_canvas .cc-root"
@@ -130,16 +133,25 @@ def test_a_designer_colors_submits_and_a_reload_keeps_progress_and_work(live_app
     assert coloring["seconds_spent"] > 0
 
 
-def _start_practice(live_app, page) -> None:
-    """A new designer signs in, agrees, reads the instructions: the first practice task."""
-    [(_, link)] = live_app.invite("designer", background="yes")
+def _start_practice(live_app, page) -> int:
+    """A new designer signs in, agrees, reads the instructions: the first practice task.
+    Returns the designer's annotator id."""
+    annotator_id = _read_instructions(live_app, page)
+    page.get_by_role("button", name="I have read the instructions").click()
+    expect(page.locator("#designer_header .dz-concept")).to_have_text("banana")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    return annotator_id
+
+
+def _read_instructions(live_app, page) -> int:
+    """A new designer signs in and agrees: the instructions show. Returns their annotator id."""
+    [(annotator_id, link)] = live_app.invite("designer", background="yes")
     sign_in(page, link)
     open_tab(page, "Coloring")
     page.get_by_label("I have read this information").check()
     page.get_by_role("button", name="I agree: continue").click()
-    page.get_by_role("button", name="I have read the instructions").click()
-    expect(page.locator("#designer_header .dz-concept")).to_have_text("banana")
-    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    expect(page.locator("#designer_instructions_text")).to_contain_text("How to color")
+    return annotator_id
 
 
 def test_a_submit_clicked_right_after_the_last_fill_stores_that_fill(live_app, page):
@@ -219,4 +231,180 @@ def test_the_task_fits_the_window_shows_the_true_zoom_and_undo_survives_a_reload
     layer = parse_canvas_value(json.dumps(value), BANANA.shape).color_layer
     assert layer[PEEL[1], PEEL[0], 3] == 255 and layer[STEM[1], STEM[0], 3] == 0
     expect(page.locator("#designer_canvas [data-action=redo]")).to_be_enabled()
+    assert page.js_errors == []
+
+
+# ---------- one server for the tests below: each signs a new designer in ----------
+SHOTS = ARTIFACTS / "designer-1366x768"
+SMALL_SCREEN = {"width": 1366, "height": 768}
+
+
+@pytest.fixture(scope="module")
+def shared_live(shared_app):  # noqa: F811  (the imported fixture)
+    client, config = shared_app
+    return LiveApp(config, client)
+
+
+def _named(hex_color: str) -> str:
+    """The name `evaluation.color.naming` gives the color through its shipped lookup table
+    (the precision the page promises), as the canvas writes it."""
+    rgb = [int(hex_color[i : i + 2], 16) for i in (1, 3, 5)]
+    row = naming.lookup_table()[naming.lookup_cell(rgb)]
+    l3, _, basic = naming.level3_names()
+    return f"{l3[row]} · {basic[row]}"
+
+
+def _shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def test_the_coloring_tab_names_the_current_color_and_the_recent_ones(shared_live, page):
+    page.set_viewport_size(SMALL_SCREEN)
+    _start_practice(shared_live, page)
+    name = page.locator("#designer_canvas .cc-current-name")
+    swatch = page.locator("#designer_canvas .cc-current-swatch")
+    expect(name).to_have_text(_named("#d62828"))  # the color the canvas starts with
+    _color(page, YELLOW)  # hex entry
+    expect(name).to_have_text(_named(YELLOW))
+    assert swatch.get_attribute("title") == _named(YELLOW)
+    _fill(page, PEEL, YELLOW)
+    expect(name).to_have_text(_named(YELLOW))
+    recent = page.locator("#designer_canvas .cc-recent .cc-swatch").first
+    recent.hover()
+    expect(recent).to_have_attribute("title", f"{_named(YELLOW)} ({YELLOW})")
+
+    box = page.locator("#designer_canvas .cc-sv").bounding_box()  # the picker's square
+    page.mouse.click(box["x"] + 0.3 * box["width"], box["y"] + 0.4 * box["height"])
+    picked = page.input_value("#designer_canvas .cc-hex")
+    assert picked not in ("#d62828", YELLOW)
+    expect(name).to_have_text(_named(picked))
+    for channel, number in zip("rgb", (42, 111, 155)):  # the RGB fields
+        page.fill(f"#designer_canvas .cc-{channel}", str(number))
+        page.press(f"#designer_canvas .cc-{channel}", "Enter")
+    expect(name).to_have_text(_named("#2a6f9b"))
+
+    _tool(page, "picker")  # the eyedropper, on the yellow peel
+    page.mouse.click(*_to_client(page, PEEL[0] + 0.5, PEEL[1] + 0.5))
+    expect(page.locator("#designer_canvas .cc-hex")).to_have_value(YELLOW)
+    expect(name).to_have_text(_named(YELLOW))
+    page.evaluate("window.scrollTo(0, 0)")
+    recent.hover()
+    _shot(page, "names-beside-the-swatch")
+    assert page.js_errors == []
+
+
+def _second_click(page, locator) -> None:
+    """Press and release the mouse on `locator` as the second click of a double click
+    (Chromium's input events with a click count of 2: ``detail`` 2, then ``dblclick``)."""
+    box = locator.bounding_box()
+    at = {"x": box["x"] + box["width"] / 2, "y": box["y"] + box["height"] / 2}
+    cdp = page.context.new_cdp_session(page)
+    for kind in ("mousePressed", "mouseReleased"):
+        cdp.send("Input.dispatchMouseEvent", {"type": kind, "button": "left", "clickCount": 2, **at})
+    cdp.detach()
+
+
+def test_a_double_click_on_submit_submits_once_and_never_the_next_sketch(shared_live, page):
+    page.set_viewport_size(SMALL_SCREEN)
+    annotator_id = _start_practice(shared_live, page)
+    sent = []  # the submissions the page sends: only the submit event carries the canvas
+    page.on(
+        "request",
+        lambda r: sent.append(r) if "/queue/join" in r.url and "color_layer" in (r.post_data or "") else None,
+    )
+    page.evaluate(
+        """() => {
+            window.ccMessages = [];
+            new MutationObserver(() => {
+                window.ccMessages.push(document.querySelector('#designer_message').textContent);
+            }).observe(document.querySelector('#designer_message'),
+                       {childList: true, subtree: true, characterData: true});
+        }"""
+    )
+    header, message = page.locator("#designer_header"), page.locator("#designer_message")
+    submit = page.locator("#designer_submit")
+
+    _fill(page, PEEL, YELLOW)
+    submit.dblclick()  # both clicks before the answer
+    expect(message).to_contain_text("Saved your coloring of banana")
+    expect(header.locator(".dz-concept")).to_have_text("rotten apple")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+
+    _fill(page, (500, 600), "#704a28")
+    # A double click whose second click comes after the answer (a quick server): the
+    # browser counts it as the second click (detail 2) of the same double click.
+    submit.click()
+    expect(message).to_contain_text("Saved your coloring of rotten apple")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    _second_click(page, submit)
+    _shot(page, "double-click-submit")
+
+    # The next deliberate submit is answered with a save: had the stray click gone out, it
+    # would have been sent and answered first (a click on a pending event is dropped).
+    concept = header.locator(".dz-concept").text_content()
+    _fill(page, (5, 5), "#2a6f9b")
+    submit.click()
+    expect(message).to_contain_text(f"Saved your coloring of {concept}")
+    assert len(sent) == 3
+    assert not [m for m in page.evaluate("window.ccMessages") if "Nothing is colored yet" in m]
+    rows = shared_live.query(
+        "select concept_key from colorings where annotator_id = ? order by id", (annotator_id,)
+    )
+    assert [r["concept_key"] for r in rows] == ["banana", "rotten apple", concept]
+    assert page.js_errors == []
+
+
+def test_each_new_sketch_opens_with_the_bucket_fill(shared_live, page):
+    _start_practice(shared_live, page)
+    fill, brush = (page.locator(f"#designer_canvas button[data-tool={t}]") for t in ("fill", "brush"))
+    expect(fill).to_have_attribute("aria-pressed", "true")  # what the page starts with
+    _fill(page, PEEL, YELLOW)
+    _brush(page, (STEM[0] - 6, STEM[1] - 20), (STEM[0] + 4, STEM[1] + 20), GREEN)
+    expect(brush).to_have_attribute("aria-pressed", "true")
+    page.locator("#designer_submit").click()
+    expect(page.locator("#designer_header .dz-concept")).to_have_text("rotten apple")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    expect(fill).to_have_attribute("aria-pressed", "true")
+    expect(brush).to_have_attribute("aria-pressed", "false")
+    api = "document.querySelector('#designer_canvas .cc-root').parentElement.coloringCanvas"
+    assert page.evaluate(f"() => {api}.state().tool") == "fill"
+    page.set_viewport_size(SMALL_SCREEN)
+    page.evaluate("window.scrollTo(0, 0)")
+    _shot(page, "fill-on-the-next-sketch")
+    assert page.js_errors == []
+
+
+def _tab_bar_top(page) -> float:
+    return page.get_by_role("tab", name="Coloring").bounding_box()["y"]
+
+
+def test_each_sketch_opens_with_the_tab_bar_in_view_at_1366x768(shared_live, page):
+    page.set_viewport_size(SMALL_SCREEN)
+    _read_instructions(shared_live, page)
+    start = page.get_by_role("button", name="I have read the instructions")
+    start.scroll_into_view_if_needed()  # below the long instructions, as a reader meets it
+    assert page.evaluate("window.scrollY") > 0
+    start.click()
+    expect(page.locator("#designer_header .dz-concept")).to_have_text("banana")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    assert _tab_bar_top(page) >= 0
+    _shot(page, "practice-opens-at-the-top")
+
+    _fill(page, PEEL, YELLOW)
+    page.locator("#designer_submit").click()
+    expect(page.locator("#designer_header .dz-concept")).to_have_text("rotten apple")
+    page.locator("#designer_submissions_box").get_by_text("My submissions").first.click()
+    expect(page.locator("#designer_gallery img")).to_have_count(1)  # the page is longer now
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    _fill(page, (500, 600), "#704a28")
+    # Scrolled down a little, with Submit still in view: the next sketch opens at the top.
+    page.evaluate("window.scrollTo(0, 150)")
+    submit = page.locator("#designer_submit")
+    assert _tab_bar_top(page) < 0 and submit.bounding_box()["y"] >= 0
+    submit.click()
+    expect(page.locator("#designer_message")).to_contain_text("Saved your coloring of rotten apple")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    assert _tab_bar_top(page) >= 0
+    _shot(page, "next-sketch-opens-at-the-top")
     assert page.js_errors == []
