@@ -378,6 +378,14 @@ def adaptive(quick: bool) -> tuple[list[Row], dict[str, str]]:
     ], {"adaptive": bench_adaptive.markdown(f)}
 
 
+def explicit_validation(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_explicit_validation.bench`, and its section (the explicit-color
+    rule sets on renders the scorer was not tuned to)."""
+    from bench import bench_explicit_validation
+
+    return bench_explicit_validation.bench(quick, Row)
+
+
 BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
     "core": core,
     "load": load,
@@ -388,6 +396,7 @@ BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
     "scale": scale,
     "scale-out": scale_out,
     "adaptive": adaptive,
+    "explicit-validation": explicit_validation,
 }
 
 

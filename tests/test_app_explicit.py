@@ -133,7 +133,7 @@ def test_bias_of_another_model_and_the_prompt_browser(app):
     ]
     assert metrics["headers"][3:7] == ["object", "target", "dominant", "dominant name"]
     right, wrong = metrics["data"]
-    assert right[5:7] == ["#b82a42", "strong red, red"]
+    assert right[5:7] == ["#c72b47", "strong red, red"]
     assert right[-1] is True and wrong[-1] is False and right[4] == wrong[4] == "red"
     assert "target: red" in swatches and "#b92842" in swatches and "strong red, red" in swatches
     assert swatches.count("class='explicit-swatch dominant'") == 2
@@ -193,6 +193,7 @@ def test_other_roles_are_refused_and_nothing_is_written(app):
         "/explicit_bias": [RUN, "paper", "right"],
         "/explicit_export": [RUN, "paper", ""],
         "/explicit_prompt": [RUN, "paper", "color_name/iscc-nbs-l2/red/car"],
+        "/explicit_robustness": [RUN],
     }
     assert_every_endpoint_refuses(
         client, config, "/explicit_", calls, {"designer": tokens["designer"], "nobody": ""}
