@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import tempfile
-from pathlib import Path
 
 import gradio as gr
 import numpy as np
@@ -27,10 +25,13 @@ from app.common import (
     id_field,
     note_area,
     on_open,
+    ui_only,
     whole_number,
     wire,
 )
+from app.guard import download_path
 from storage import iso
+from storage.spreadsheet import write_csv
 
 NAME = "admin"
 TITLE = "Admin"
@@ -141,7 +142,7 @@ def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> gr.Dat
         invites,
         note=note,
         api_name="admin_create_invites",
-    ).then(_invites_csv, invites, links_file, api_visibility="private")
+    ).then(admin(_invites_csv(ctx)), [session_token, invites], links_file, api_visibility="private")
     gr.Markdown("A lost link: make a new one for that person (their earlier links stop working).")
     with gr.Row():
         lost = id_field("Annotator id", "admin_lost")
@@ -149,7 +150,7 @@ def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> gr.Dat
     renew_note = note_area("admin_new_link_note")
     renewed = gr.Markdown(elem_id="admin_new_link_message")
     # The earlier link goes first, so a refusal never sits beside another person's link.
-    cleared = renew.click(lambda: "", None, renewed, api_visibility="private", queue=False)
+    cleared = renew.click(ui_only(lambda: ""), None, renewed, api_visibility="private", queue=False)
     wire(
         cleared.then,
         admin(_new_link(ctx)),
@@ -258,19 +259,25 @@ def _create_invites(ctx: AppContext):
     return create_invites
 
 
-def _invites_csv(table) -> str | None:
-    """The invite table just shown, as a CSV file to keep (tokens are stored only hashed)."""
-    frame = (
-        table
-        if isinstance(table, pd.DataFrame)
-        else pd.DataFrame((table or {}).get("data", []), columns=INVITE_HEADERS)
-    )
-    if frame.empty or "invite_link" not in frame or not frame["invite_link"].astype(str).str.len().any():
-        return None
-    stamp = iso().replace(":", "").replace("-", "")[:15]
-    path = Path(tempfile.mkdtemp(prefix="colorconcept-invites-")) / f"invites-{stamp}.csv"
-    frame.to_csv(path, index=False)
-    return str(path)
+def _invites_csv(ctx: AppContext):
+    def invites_csv(db, actor, table) -> str | None:
+        """The invite table just shown, as a CSV file to keep (tokens are stored only
+        hashed), under the admin's downloads (`app.guard.download_path`)."""
+        frame = (
+            table
+            if isinstance(table, pd.DataFrame)
+            else pd.DataFrame((table or {}).get("data", []), columns=INVITE_HEADERS)
+        )
+        if frame.empty or "invite_link" not in frame or not frame["invite_link"].astype(str).str.len().any():
+            return None
+        stamp = iso().replace(":", "").replace("-", "")[:15]
+        return str(
+            write_csv(
+                frame, download_path(ctx.config.data_dir, "invites", f"invites-{stamp}.csv"), index=False
+            )
+        )
+
+    return invites_csv
 
 
 def _new_link(ctx: AppContext):

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import json
 
 import gradio as gr
@@ -40,7 +39,18 @@ from annotation.people import onboarding
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 from annotation.sketches.library import sketch_data_url
 from app.coloring_canvas import canvas_update, coloring_canvas, flush_js
-from app.common import AppContext, escape, handler, id_field, note_area, whole_number, wire
+from app.common import (
+    AppContext,
+    escape,
+    handler,
+    id_field,
+    note_area,
+    own_session,
+    same_access,
+    ui_only,
+    whole_number,
+    wire,
+)
 from storage import iso, utcnow
 
 NAME = "designer"
@@ -168,8 +178,8 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     # server's main process per submission for a designer with 34 colorings), and when
     # it is opened.
     box = parts["submissions_box"]
-    box.expand(lambda: True, None, parts["listing_open"], api_visibility="private")
-    box.collapse(lambda: False, None, parts["listing_open"], api_visibility="private")
+    box.expand(ui_only(lambda: True), None, parts["listing_open"], api_visibility="private")
+    box.collapse(ui_only(lambda: False), None, parts["listing_open"], api_visibility="private")
     wire(box.expand, submissions, session_token, listing, note=parts["redo_note"])
     wire(
         parts["list"].click,
@@ -212,13 +222,14 @@ def _while_open(listing):
     def refresh(session_token: str, is_open: bool):
         return listing(session_token) if is_open else (gr.skip(), gr.skip())
 
-    return refresh
+    return same_access(refresh, listing)
 
 
 def _listing_on_sign_in(listing):
     """ "My submissions" when someone signs in or out: built if it is open and they are a
     designer, else emptied (it is built when opened)."""
 
+    @own_session
     def refresh(session_token: str, is_open: bool):
         if is_open:
             with contextlib.suppress(gr.Error):
@@ -326,7 +337,7 @@ def _reference_examples() -> list[tuple[np.ndarray, str]]:
 
 def _instance(ctx: AppContext) -> str:
     """A short public name of this database, part of every canvas key."""
-    return hashlib.sha256(ctx.browser_secret.encode("utf-8")).hexdigest()[:10]
+    return ctx.instance_name
 
 
 def _view(
@@ -660,6 +671,7 @@ def _submissions(ctx: AppContext):
 def _for_anyone(fn, otherwise):
     """`fn` for the sign-in refresh: whoever is not a designer gets ``otherwise(token)``."""
 
+    @own_session
     def refresh(session_token):
         try:
             return fn(session_token)

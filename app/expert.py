@@ -32,6 +32,9 @@ from app.common import (
     id_field,
     note_area,
     on_open,
+    own_session,
+    same_access,
+    ui_only,
     whole_number,
     wire,
 )
@@ -228,6 +231,7 @@ def _wire_votes(ctx: AppContext, session_token: gr.Textbox, queue: dict) -> None
         )
 
 
+@ui_only
 def _voteable(task) -> tuple:
     """The verdict buttons work only while a coloring is shown."""
     return (gr.Button(interactive=task not in (None, "")),) * len(VERDICTS)
@@ -248,14 +252,14 @@ def _vote_endpoint(vote: Callable[[str, float, str], str]) -> Callable[[str, flo
         """
         return vote(session_token, task_id, verdict)
 
-    return expert_vote
+    return same_access(expert_vote, vote)
 
 
 def _pressed(vote: Callable[[str, float, str], str], verdict: str) -> Callable[[str, float], str]:
     def press(session_token: str, task_id: float) -> str:
         return vote(session_token, task_id, verdict)
 
-    return press
+    return same_access(press, vote)
 
 
 def _build_grid_section() -> dict:
@@ -434,6 +438,7 @@ def _concepts(db, actor) -> tuple:
 
 
 def _on_sign_in(ctx: AppContext):
+    @own_session
     def on_sign_in(session_token: str) -> tuple:
         """After a sign-in or sign-out: the new person's concept lists, an empty vote pane,
         and the admin-only parts shown to the admin alone."""

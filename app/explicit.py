@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.common import AppContext, escape, handler, note_area, visible_to, wire
+from app.common import AppContext, escape, handler, note_area, own_session, visible_to, wire
 from app.landing import current_actor
 from evaluation.color.systems import SYSTEMS
 from evaluation.explicit import views
@@ -335,6 +335,7 @@ def _swatches_html(images) -> str:
 
 
 def _refresh_runs(ctx: AppContext):
+    @own_session
     def refresh(token: str, current: str) -> gr.Dropdown:
         """The explicit runs again, keeping the one chosen."""
         if not visible_to(current_actor(ctx, token), ROLES):
@@ -349,6 +350,7 @@ def _refresh_runs(ctx: AppContext):
 
 
 def _on_session(ctx: AppContext):
+    @own_session
     def on_session(token: str) -> tuple[gr.Dropdown, str]:
         """List the explicit runs only for people who may see them."""
         if not visible_to(current_actor(ctx, token), ROLES):
