@@ -11,7 +11,17 @@ from __future__ import annotations
 import gradio as gr
 
 from annotation.research.views import concept_view
-from app.common import AppContext, choice_search, empty_note, escape, handler, visible_to, wire
+from app.common import (
+    AppContext,
+    choice_search,
+    empty_note,
+    escape,
+    handler,
+    own_session,
+    ui_only,
+    visible_to,
+    wire,
+)
 from app.landing import current_actor
 from evaluation.analysis.bootstrap import SHIFT_DEFAULT
 from evaluation.analysis.results import RECOMMENDED
@@ -24,7 +34,9 @@ TITLE = "Concept browser"
 ROLES = ("researcher",)
 NO_SHIFT = (
     "No shift to show: a shift compares **{base}** with one of its variants in the same "
-    "source, and here no variant has a distribution beside the base concept's yet."
+    "source, and here no variant has a distribution beside the base concept's yet. Evaluate a "
+    "variant ({variants}) with the same model, and give it a human "
+    "distribution (the reference sets cover base concepts only: designer colorings do)."
 )
 
 
@@ -57,15 +69,25 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     label = gr.Markdown(elem_id="browser_label")
     distributions = gr.Plot(label="UW-71 distributions (same axis)", elem_id="browser_distributions")
     strips = gr.Plot(label="Dominant colors per visual group, with sample counts", elem_id="browser_strips")
-    with empty_note("No model distribution of this concept to compare yet.", "browser_metrics_empty"):
+    with empty_note(
+        "No metrics for this concept: the lines at the top say what is missing and what fills it.",
+        "browser_metrics_empty",
+    ):
         metrics = gr.Dataframe(
             label="Metrics against the human distribution", interactive=False, elem_id="browser_metrics"
         )
     gallery = gr.Gallery(
-        label="Images with their masks", columns=6, height="fit-content", elem_id="browser_gallery"
+        label="Images with their masks (magenta: the pixels the mask kept; at most their own size)",
+        columns=6,
+        height="fit-content",
+        object_fit="scale-down",
+        # Lossless: WebP (Gradio's default) smears the mask's one-pixel outline away.
+        format="png",
+        allow_preview=False,
+        elem_id="browser_gallery",
     )
     variants_title = gr.Markdown(elem_id="browser_variants_title")
-    with empty_note("No shift to show yet.", "browser_shifts_empty"):
+    with empty_note("No shift to show yet: the line above says what fills it.", "browser_shifts_empty"):
         shifts = gr.Dataframe(
             label="Shift EMD from the base concept", interactive=False, elem_id="browser_shifts"
         )
@@ -102,14 +124,15 @@ def _show(ctx: AppContext, concepts):
             cfg or RECOMMENDED,
             resampling=SHIFT_DEFAULT if intervals is True else None,
         )
+        lines = [view.human_label, human.describe(db, view.source), view.metrics_note]
         return (
-            escape(view.human_label) + "  \n" + escape(human.describe(db, source)),
+            "  \n".join(escape(line) for line in lines if line),
             view.distributions,
             view.strips,
             view.metrics.round(4),
             view.overlays,
             f"### Base concept **{escape(view.base)}** and its variants"
-            + ("" if view.shift_figure else "\n" + NO_SHIFT.format(base=escape(view.base))),
+            + ("" if view.shift_figure else "\n" + _no_shift(concepts, view.base)),
             view.shifts.round(3),
             view.shift_figure,
         )
@@ -117,6 +140,13 @@ def _show(ctx: AppContext, concepts):
     return show
 
 
+def _no_shift(concepts, base: str) -> str:
+    variants = [c.key for c in concepts if c.base == base and c.key != base]
+    named = ", ".join(f"'{escape(v)}'" for v in variants[:3]) + (", …" if len(variants) > 3 else "")
+    return NO_SHIFT.format(base=escape(base), variants=named or "none is listed")
+
+
+@ui_only
 def _plot_shown(figure) -> gr.Plot:
     """An empty chart is hidden (the note above says why), never drawn as empty axes."""
     return gr.Plot(visible=figure is not None)
@@ -130,6 +160,7 @@ def source_dropdown(ctx: AppContext, session_token: gr.Textbox, elem_id: str) ->
         known, value=known[0], allow_custom_value=True, label="Human ground truth", elem_id=elem_id
     )
 
+    @own_session
     def refresh(token: str, current: str) -> gr.Dropdown:
         if not visible_to(current_actor(ctx, token), ROLES):
             return gr.Dropdown()

@@ -22,7 +22,19 @@ from pathlib import Path
 import gradio as gr
 
 from annotation.research import records as research
-from app.common import AppContext, escape, handler, note_area, uploaded, visible_to, whole_number, wire
+from app.common import (
+    BROWSER_STATE_KEY,
+    AppContext,
+    escape,
+    handler,
+    note_area,
+    own_session,
+    ui_only,
+    uploaded,
+    visible_to,
+    whole_number,
+    wire,
+)
 from app.landing import current_actor
 from evaluation.color.systems import SYSTEMS
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
@@ -94,7 +106,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     # A tiny test model is masked by tiny test models: the paper's need downloaded weights.
     tiny = {key for key, spec in registry.items() if spec.build == "tiny"}
     selection[0].input(
-        lambda chosen: gr.Radio(value="tiny-random" if chosen and set(chosen) <= tiny else "paper"),
+        ui_only(lambda chosen: gr.Radio(value="tiny-random" if chosen and set(chosen) <= tiny else "paper")),
         selection[0],
         segmenter[0],
         api_visibility="private",
@@ -143,9 +155,11 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     )
     session_token.change(_on_session(ctx), session_token, [timer, run_pick], api_visibility="private")
     mode.change(
-        lambda chosen: (
-            [gr.update(visible=chosen != "explicit")] * len(implicit_only)
-            + [gr.update(visible=chosen == "explicit")]
+        ui_only(
+            lambda chosen: (
+                [gr.update(visible=chosen != "explicit")] * len(implicit_only)
+                + [gr.update(visible=chosen == "explicit")]
+            )
         ),
         mode,
         [*implicit_only, explicit_box],
@@ -157,12 +171,14 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
 def _kept_over_reload(ctx: AppContext, tab: gr.Tab, fields: list[gr.components.Component]) -> None:
     """Keep the form's values in this browser (`gr.BrowserState`, i.e. local storage): each
     change is saved, and opening the tab puts the saved values back, after a reload too."""
-    saved = gr.BrowserState({}, storage_key=FORM_STORAGE_KEY, secret=ctx.browser_secret)
+    saved = gr.BrowserState({}, storage_key=FORM_STORAGE_KEY, secret=BROWSER_STATE_KEY)
     names = [field.elem_id for field in fields]
 
+    @ui_only
     def save(*values) -> dict:
         return dict(zip(names, values))
 
+    @ui_only
     def restore(stored: dict | None) -> tuple:
         stored = stored if isinstance(stored, dict) else {}
         return tuple(stored[name] if name in stored else gr.skip() for name in names)
@@ -434,7 +450,7 @@ def _preview(registry, concepts, ctx: AppContext, device: planning.DeviceInfo):
             return _explicit_plan(db, registry, ctx, device, models, explicit)
         request = _request(models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds)
         items, config = planning.plan_request(request, registry, concepts, ctx.config.data_dir / "models")
-        estimate = planning.estimate_seconds(items, device.kind, runs.measured_seconds(db))
+        estimate = planning.estimate_seconds(items, device.kind, planning.measured_seconds(db))
         return _plan_markdown(items, config, estimate, planning.cpu_warning(device, request.models), device)
 
     return preview
@@ -457,7 +473,7 @@ def _explicit_items(registry, ctx: AppContext, models, explicit):
 def _explicit_plan(db, registry, ctx: AppContext, device: planning.DeviceInfo, models, explicit) -> str:
     """The explicit run's size and time on `device`, as Markdown."""
     request, items, config, prompts = _explicit_items(registry, ctx, models, explicit)
-    plan = plan_summary(items, prompts, device.kind, runs.measured_seconds(db))
+    plan = plan_summary(items, prompts, device.kind, planning.measured_seconds(db))
     scales = len({item["cfg"] for item in items})
     lines = [
         f"**{plan.images} images** ({len(config['models'])} models × {plan.prompts} prompts × {scales} "
@@ -465,15 +481,31 @@ def _explicit_plan(db, registry, ctx: AppContext, device: planning.DeviceInfo, m
         f"about **{planning.format_duration(plan.estimate.seconds)}** on {escape(device.name)}."
     ]
     lines += _model_lines(plan.estimate)
+    if not (request.colors or request.objects):
+        lines.append(f"\n{QUICK_TRY}")
     warning = planning.cpu_warning(device, request.models)
     if warning:
         lines.append(f"\n⚠️ {escape(warning)}")
     return "\n".join(lines)
 
 
+#: Under an explicit plan that uses every color and object.
+QUICK_TRY = (
+    "For a quick try-out, narrow the subset with **Only these colors** (say `red, navy`) and "
+    "**Only these objects** (say car, apple): only their prompts are kept, tens of images "
+    "instead of thousands."
+)
+#: How each origin of a per-image time reads under a plan.
+ORIGINS = {
+    "measured": "measured here: median per image, without loading the model or a run's first image",
+    "default": "default for this device",
+    "unknown model": "no figure for this model: a guess",
+}
+
+
 def _model_lines(estimate) -> list[str]:
     return [
-        f"- {escape(model)}: {n} images × {each:.2g} s ({origin})"
+        f"- {escape(model)}: {n} images × {each:.2g} s ({ORIGINS.get(origin, origin)})"
         for model, (n, each, origin) in estimate.per_model.items()
     ]
 
@@ -672,6 +704,7 @@ def _import_source(ctx: AppContext, upload, folder) -> tuple[str, list[Path]]:
 
 
 def _on_session(ctx: AppContext):
+    @own_session
     def on_session(token: str) -> tuple[gr.Timer, gr.Dropdown]:
         """Poll progress and list the runs only for people who may see them."""
         if not visible_to(current_actor(ctx, token), ROLES):

@@ -11,13 +11,18 @@ each concept's P_H stability (`annotation.coloring.stability`).
 
 from __future__ import annotations
 
+import textwrap
+
 import gradio as gr
 
 from annotation.coloring.stability import stability_view
 from annotation.research.views import (
     NothingScored,
+    SourceChoice,
+    evaluated_concepts,
     keep_leaderboards_fresh,
     leaderboard_analyses,
+    pick_source,
     robustness_report,
 )
 from app.browser import source_dropdown
@@ -33,9 +38,11 @@ from storage import human
 NAME = "leaderboard"
 TITLE = "Leaderboards"
 ROLES = ("researcher",)
-NOTHING_YET = (
-    "No model distribution is scored yet, so there is nothing to rank. Run a model on the "
-    "Evaluate tab (or import a run); its scores show here when its extraction ends."
+NO_SHIFTS = (
+    "Nothing to show yet: sensitivity compares a model's shift from a base concept to its "
+    "variants (apple → rotten apple) with people's. It fills once a model has evaluated a base "
+    "concept and a variant that both have a human distribution in this source (designer "
+    "colorings; the reference sets cover base concepts only)."
 )
 LEGEND = (
     "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
@@ -162,15 +169,16 @@ def _robustness(ctx: AppContext, concepts):
     def check(db, actor, source: str, sample: str, seed: str):
         """The leaderboard under each alternative: a summary and one row per (choice,
         alternative, metric) with the largest change, Kendall τ and swapped models."""
+        choice = _source(db, source)
         report, text = robustness_report(
             db,
             ctx.config.data_dir,
             concepts,
-            source or "",
+            choice.source,
             sample=None if not str(sample).strip() else whole_number(sample, "Base concepts to sample"),
             seed=whole_number(seed, "Sample seed"),
         )
-        return escape(text), report.round(4)
+        return "\n\n".join(escape(t) for t in (choice.note, text) if t), report.round(4)
 
     return check
 
@@ -190,10 +198,16 @@ def resampling(resamples, seed, colorings) -> Resampling:
     )
 
 
+def _source(db, source: str) -> SourceChoice:
+    """The chosen human source, or the reference set covering the evaluated concepts when the
+    designers' has none of them (`annotation.research.views.pick_source`)."""
+    return pick_source(db, source or "", evaluated_concepts(db))
+
+
 def _analyses(ctx: AppContext, concepts, db, source, cfg, aggregate, resamples, seed, colorings):
     settings = resampling(resamples, seed, colorings)
     return leaderboard_analyses(
-        db, concepts, source or "", cfg=cfg or RECOMMENDED, aggregate=aggregate, resampling=settings
+        db, concepts, source, cfg=cfg or RECOMMENDED, aggregate=aggregate, resampling=settings
     )
 
 
@@ -201,16 +215,23 @@ def _show(ctx: AppContext, concepts, *, opened: bool = False):
     def show(db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str):
         """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`, with
         bootstrap intervals and the significance of each ranking (10th output)."""
+        choice = _source(db, source)
         try:
-            result = _analyses(ctx, concepts, db, source, cfg, aggregate, resamples, seed, colorings)
-        except NothingScored:
+            result = _analyses(ctx, concepts, db, choice.source, cfg, aggregate, resamples, seed, colorings)
+        except NothingScored as error:
             if not opened:
                 raise
-            return f"{NOTHING_YET}  \n{escape(human.describe(db, source))}", *(gr.skip(),) * 9
+            return f"{escape(str(error))}  \n{escape(human.describe(db, choice.source))}", *(gr.skip(),) * 9
         figs = analysis_figures(result)
+        if result.shifts.empty:
+            for name in ("sensitivity", "shift_scatter"):
+                figs[name] = _noted(figs[name], NO_SHIFTS)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
         pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
-        note = f"{escape(human.describe(db, source))}  \n{pooled}Guidance scale per model: {scales}."
+        note = (
+            "  \n".join(escape(line) for line in (choice.note, human.describe(db, choice.source)) if line)
+            + f"  \n{pooled}Guidance scale per model: {scales}."
+        )
         tables = (
             _shown(*args)
             for args in (
@@ -234,8 +255,16 @@ def _show(ctx: AppContext, concepts, *, opened: bool = False):
     return show
 
 
+def _noted(figure, text: str):
+    """`figure` with `text` written across its empty plot area (what would fill it)."""
+    wrapped = "<br>".join(textwrap.wrap(text, 90))
+    return figure.add_annotation(
+        text=wrapped, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 13}
+    )
+
+
 def _table(label: str, elem_id: str) -> gr.Dataframe:
-    with empty_note("Nothing to show yet.", f"{elem_id}_empty"):
+    with empty_note(NO_SHIFTS, f"{elem_id}_empty"):
         return gr.Dataframe(label=label, interactive=False, elem_id=elem_id)
 
 
@@ -251,7 +280,8 @@ def _export(ctx: AppContext, concepts):
         db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
     ) -> list[str]:
         """Every table as CSV and every figure as HTML, under the data folder's exports/."""
-        result = _analyses(ctx, concepts, db, source, cfg, aggregate, resamples, seed, colorings)
+        choice = _source(db, source)
+        result = _analyses(ctx, concepts, db, choice.source, cfg, aggregate, resamples, seed, colorings)
         paths = export_analyses(
             result, analysis_figures(result), ctx.config.data_dir / "exports" / "research"
         )

@@ -14,7 +14,7 @@ import numpy as np
 
 from annotation.files import resolve
 from annotation.study import judging
-from app.common import AppContext, escape, handler, note_area, whole_number, wire
+from app.common import AppContext, escape, handler, note_area, ui_only, whole_number, wire
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from storage import iso
 
@@ -27,10 +27,13 @@ CHART_PX, STRIP_PX = 300, 150
 INSTRUCTIONS = """\
 ## Which model matches people's colors better?
 
-First you see the **human ground truth** for a concept: how designers colored it, as a
-bar chart over 71 colors; beside it two models' results, **left** and **right**, each
-as its own color chart. Under the charts: the ground truth's dominant colors with the
-number of colorings behind each, a few of the colorings, and each model's images.
+First you see the **human ground truth** for a concept: how people colored or rated it,
+as a bar chart over 71 colors; beside it two models' results, **left** and **right**, each
+as its own color chart. **Each chart has its own vertical scale**, so that small bars
+still show: compare where the colors are and their proportions, not the bars' heights
+across charts. Under the charts: when the ground truth comes from designers' colorings,
+its dominant colors with the number of colorings behind each and a few of the colorings;
+and each model's images.
 
 - **Judge by the color distribution**: pick the side whose chart matches the ground
   truth's chart better.
@@ -119,7 +122,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
 
     # Whoever signs in next starts from a blank view, not the previous person's trial.
     session_token.change(
-        lambda _: ("Press **Start** to see your next trial.", gr.Radio(), *_empty()),
+        ui_only(lambda _: ("Press **Start** to see your next trial.", gr.Radio(), *_empty())),
         session_token,
         outputs,
         api_visibility="private",
@@ -149,6 +152,20 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
             note=vote_note,
             api_name="participant_vote" if side.value == "left" else None,
         )
+    # A reference set of ratings has no colorings and no dominant colors: no blank panels then.
+    gr.on(
+        [truth_strip.change, colorings.change],
+        _truth_panels_shown,
+        [truth_strip, colorings],
+        [truth_strip, colorings],
+        api_visibility="private",
+    )
+
+
+@ui_only
+def _truth_panels_shown(strip, colorings) -> tuple:
+    """Show the dominant-color strip and the colorings only when the trial has them."""
+    return gr.Plot(visible=strip is not None), gr.Gallery(visible=bool(colorings))
 
 
 def _next(ctx: AppContext):
@@ -206,23 +223,26 @@ def _view(ctx: AppContext, db, actor) -> tuple:
             "Please come back later."
         )
         return (message, asked, *_empty())
-    y_max = 1.05 * max(float(np.max(p)) for p in (trial.truth.p, trial.left.p, trial.right.p))
     truth = trial.truth
     strip = (
         dominant_strip([h for h, _ in truth.dominant], [n for _, n in truth.dominant], unit="colorings")
         if truth.dominant
         else None
     )
-    based_on = f"{truth.n_colorings} colorings" if truth.n_colorings else "an imported reference set"
+    based_on = (
+        f"{truth.n_colorings} colorings"
+        if truth.n_colorings
+        else "a reference set of people's ratings (no colorings to show)"
+    )
     sides = [
-        (_gallery(ctx, side.images), _chart(side.p, y_max, title))
+        (_gallery(ctx, side.images), _chart(side.p, title))
         for side, title in ((trial.left, "Left"), (trial.right, "Right"))
     ]
     return (
         f"**Trial {trial.number} of {trial.total}** · concept: **{escape(trial.concept)}**"
-        f" · ground truth from {based_on}",
+        f" · ground truth from {based_on} · each chart has its own scale",
         asked,
-        _chart(truth.p, y_max, "Ground truth"),
+        _chart(truth.p, "Ground truth"),
         None if strip is None else strip.update_layout(height=STRIP_PX),
         _gallery(ctx, truth.colorings),
         *sides[0],
@@ -253,9 +273,11 @@ def _empty() -> tuple:
     )
 
 
-def _chart(p, y_max: float, title: str):
-    """A distribution chart at the height that keeps a trial on one screen."""
-    return distribution_bar(p, y_max=y_max, title=title).update_layout(height=CHART_PX)
+def _chart(p, title: str):
+    """A distribution chart on its own scale (its highest bar 5 % under the top), at the
+    height that keeps a trial on one screen."""
+    y_max = 1.05 * float(np.max(p))
+    return distribution_bar(p, y_max=y_max, title=f"{title} (own scale)").update_layout(height=CHART_PX)
 
 
 def _gallery(ctx: AppContext, paths) -> list[str]:

@@ -14,16 +14,19 @@ import datetime as dt
 import gradio as gr
 import numpy as np
 
+from annotation.research.views import evaluated_concepts, pick_source
 from annotation.study import design as study
 from annotation.study import judging
 from annotation.study.design import ModelSource
 from app.common import (
     AppContext,
     empty_note,
+    escape,
     handler,
     id_field,
     note_area,
     on_open,
+    own_session,
     visible_to,
     whole_number,
     wire,
@@ -31,6 +34,7 @@ from app.common import (
 from app.landing import current_actor
 from evaluation.analysis.figures import table3_figure
 from evaluation.models.generation import STYLES
+from storage import human as human_rows
 from storage.human import COUNTING_RULE
 from storage.human import sources as human_sources
 
@@ -141,21 +145,25 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
 
     guard = handler(ctx, *ALLOWED)
     session_token.change(_list_on_sign_in(ctx), session_token, studies, api_visibility="private")
+    # The choices are cheap (counted in SQL), so they load when the tab opens and follow the
+    # style; Load choices stays for runs that finish while the tab is open. Each keeps what the
+    # person chose while it is still offered; opening the tab also moves the style to one
+    # with outputs of two models when the chosen one has none.
+    choice_inputs = [session_token, style, truth, sources]
     wire(
         load.click,
         guard(_choices),
-        [session_token, style],
-        [truth, sources],
+        choice_inputs,
+        [truth, sources, choices_note],
         note=choices_note,
         api_name="study_choices",
     )
-    # The choices are cheap (counted in SQL), so they load when the tab opens and follow the
-    # style; Load choices stays for runs that finish while the tab is open.
+    wire(style.input, guard(_choices), choice_inputs, [truth, sources, choices_note], note=choices_note)
     wire(
-        on_open(tab, style.change),
-        guard(_choices_kept),
-        [session_token, style, truth, sources],
-        [truth, sources],
+        tab.select,
+        guard(_choices_on_open),
+        choice_inputs,
+        [style, truth, sources, choices_note],
         note=choices_note,
     )
     wire(
@@ -188,28 +196,46 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     )
 
 
-def _choices(db, actor, style: str) -> tuple:
-    """Ground truths and model outputs that a study in `style` can use."""
-    return _offer(db, style, None, None)
-
-
-def _choices_kept(db, actor, style: str, truth: str | None, sources: list[str] | None) -> tuple:
-    """`_choices` when the tab opens or the style changes: what the person chose stays
-    chosen while it is still offered."""
+def _choices(db, actor, style: str, truth: str | None = None, sources: list[str] | None = None) -> tuple:
+    """Ground truths and model outputs that a study in `style` can use, and a note saying
+    what is missing; what the person chose stays chosen while it is still offered (outputs:
+    while they are of two or more models, else one output per model is offered)."""
     return _offer(db, style, truth, sources)
+
+
+def _choices_on_open(db, actor, style: str, truth: str | None, sources: list[str] | None) -> tuple:
+    """`_choices` when the tab opens, first moving the style to one where two models have
+    outputs if `style` has fewer (the note says so)."""
+    shown = study.style_with_outputs(db, style)
+    truth_update, sources_update, note = _offer(db, shown, truth, sources)
+    if shown != style:
+        note = f"Style: {STYLES[shown]}, where model outputs are (there are fewer in {STYLES[style]})." + (
+            f"  \n{note}" if note else ""
+        )
+    return gr.Radio(value=shown), truth_update, sources_update, note
 
 
 def _offer(db, style: str, truth: str | None, sources: list[str] | None) -> tuple:
     truths = human_sources(db)
-    options = [
-        (f"{s.model} · {s.run} · CFG {s.cfg:g} ({n} concepts)", s.key)
-        for s, n in study.available_sources(db, style)
-    ]
+    offered = study.available_sources(db, style)
+    options = [(f"{s.model} · {s.run} · CFG {s.cfg:g} ({n} concepts)", s.key) for s, n in offered]
     keys = [key for _, key in options]
     kept = [key for key in sources or [] if key in keys]
+    if len({ModelSource.from_key(key).model for key in kept}) < 2:
+        kept = []  # no study can use it: offer one output per model instead
+    notes = [study.source_advice(db, style)]
+    if truth not in truths:
+        choice = pick_source(db, human_rows.DESIGNERS, evaluated_concepts(db))
+        truth = choice.source
+        notes.append(choice.note)
     return (
-        gr.Dropdown(choices=truths, value=truth if truth in truths else (truths[0] if truths else None)),
-        gr.Dropdown(choices=options, value=kept or keys[: study.DEFAULT_MODELS], multiselect=True),
+        gr.Dropdown(choices=truths, value=truth),
+        gr.Dropdown(
+            choices=options,
+            value=kept or [s.key for s in study.default_sources(offered)],
+            multiselect=True,
+        ),
+        "  \n".join(escape(n) for n in notes if n),
     )
 
 
@@ -241,10 +267,13 @@ def _create(ctx: AppContext):
             trials_per_participant=whole_number(trials, "trials_per_participant"),
             created_by=actor.pseudonym,
         )
+        design = study.study_design(db, study_id)
+        notes = "".join(f"  \n⚠️ {escape(note)}" for note in study.design_notes(design))
         return (
             _list(db, actor),
-            study.study_design(db, study_id),
-            f"Draft study {study_id} stored. Open it to start the trials.",
+            design,
+            f"Draft study {study_id} stored: {design['pairs']} pairs and {design['attention_checks']} "
+            f"attention checks. Open it to start the trials.{notes}",
         )
 
     return create
@@ -270,6 +299,7 @@ def _list(db, actor) -> list[list]:
 
 
 def _list_on_sign_in(ctx: AppContext):
+    @own_session
     def list_on_sign_in(token: str) -> list[list]:
         """The study list for a researcher or admin who just signed in; empty for anyone else."""
         actor = current_actor(ctx, token)

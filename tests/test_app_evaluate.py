@@ -214,3 +214,41 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
         db.close()
     assert prompts == [("color_name", "iscc-nbs-l1", ["blue"]), ("color_name", "iscc-nbs-l1", ["red"])]
     assert audit == ["x-tiny"] and stored == ["x-tiny"]
+
+
+def test_an_explicit_plan_uses_the_typical_measured_time_and_suggests_a_quick_try_out(db, tmp_path):
+    """A try-out whose first image took 7.8 s (the model warming up) does not make every image
+    of the compact subset cost 7.8 s; a plan with every color and object says how to narrow it."""
+    from types import SimpleNamespace
+
+    from app import evaluate
+    from evaluation.models.registry import load_registry
+    from evaluation.pipeline.planning import DeviceInfo
+
+    items = [
+        {"model": "tiny-random", "concept": "apple", "noun": "apple", "style": "natural", "cfg": 7.5}
+        | {"sample": i, "seed": i, "prompt": "an apple"}
+        for i in range(3)
+    ]
+    runs.create_run(db, "try", items, {"test": "try"})
+    runs.record_items(
+        db,
+        [
+            {"id": item["id"], "status": "generated", "gen_seconds": s, "seg_seconds": 0.0}
+            for item, s in zip(runs.items(db, "try"), (7.8, 0.4, 0.5))
+        ],
+    )
+    ctx = SimpleNamespace(config=SimpleNamespace(data_dir=tmp_path))
+    device = DeviceInfo("cpu", "CPU")
+    everything = [["color_name"], ["iscc-nbs-l1"], "compact", 1, 0, "", "", [], 0.3]
+    plan = evaluate._explicit_plan(db, load_registry(), ctx, device, ["tiny-random"], everything)
+    lines = plan.split("\n")
+    assert re.fullmatch(
+        r"- tiny-random: [\d,]+ images × 0\.45 s \(measured here: median per image, without loading "
+        r"the model or a run's first image\)",
+        lines[1],
+    )
+    assert evaluate.QUICK_TRY in plan
+    narrowed = [*everything[:6], "red", ["car"], 0.3]
+    plan = evaluate._explicit_plan(db, load_registry(), ctx, device, ["tiny-random"], narrowed)
+    assert plan.startswith("**1 images**") and evaluate.QUICK_TRY not in plan

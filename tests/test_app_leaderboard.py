@@ -203,3 +203,35 @@ def test_the_robustness_panel_reports_the_models_a_choice_swaps(tmp_path):
     swap = rows[(rows["choice"] == "pixel_filter") & (rows["metric"] == "emd")].iloc[0]
     assert swap["swapped"] == "m-orange ↔ m-dark" and swap["kendall_tau"] == -1.0
     assert "2 concepts (seeded sample)" in sampled
+
+
+def test_after_a_first_evaluation_the_research_views_use_the_reference_set_that_covers_it(tmp_path):
+    """README step 5: a model on apple and banana, no designer coloring yet; the views open on
+    the designers' source and show the shipped uw71-ratings instead, saying so."""
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _):
+        db = open_db(config.db_path)
+        try:
+            cells = {
+                ("m-red", c, "natural", 7.5): [(200, 30, 30), (190, 40, 30)] for c in ("apple", "banana")
+            }
+            store_segmented_run(db, config.data_dir, "first", cells)
+        finally:
+            db.close()
+        researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+        note, table1, *_ = client.predict(
+            researcher, "designers", "recommended", "ratio_of_means", *BOOT, api_name="/leaderboard_show"
+        )
+        label, bars, _, metrics, *_ = client.predict(
+            researcher, "apple", "designers", "natural", "recommended", api_name="/browser_show"
+        )
+    fallback = (
+        "No designer coloring of &#x27;apple&#x27;, &#x27;banana&#x27; counts yet, so the reference set "
+        "&#x27;uw71-ratings&#x27; is the human ground truth here instead (it has both)."
+    )
+    assert note.startswith(fallback) and "Imported reference set &#x27;uw71-ratings&#x27;" in note
+    assert "m-red" in table1
+    assert label.startswith("No designer coloring of &#x27;apple&#x27; counts yet, so the reference set")
+    assert "Human ground truth: reference set &#x27;uw71-ratings&#x27;" in label
+    assert [row[0] for row in metrics["data"]] == ["m-red"]
+    assert len(figure(bars).data) == 2  # people's distribution, then the model's

@@ -3,11 +3,14 @@
 import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
+from numpy.testing import assert_allclose
 
 from annotation.people.accounts import Actor
 from annotation.study import design as study
 from storage import ensure_schema, open_db
+from storage import human as human_rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.research_data import figure
 from tests.study_data import populate, sources, truth_source
 
 # Output positions of the participant endpoints (see app.participant.build).
@@ -26,17 +29,20 @@ from tests.study_data import populate, sources, truth_source
 ) = range(11)
 
 
-def _open_study(config, n_concepts=4):
-    """Prepare the app's database with an open study; returns its pair count."""
+def _open_study(config, n_concepts=4, reference=False):
+    """Prepare the app's database with an open study; returns its pair count. With
+    `reference`, the ground truth is a reference set of ratings (no colorings)."""
     db = open_db(config.db_path)
     try:
         ensure_schema(db)
         truths, _ = populate(db, config.data_dir, 8, np.random.default_rng(0))
+        if reference:
+            human_rows.store_reference(db, "lab", truths, "ratings, for tests")
         study_id = study.create_study(
             db,
             "pilot",
             sources(),
-            truth_source(config.data_dir, truths),
+            study.reference_ground_truth(db, "lab") if reference else truth_source(config.data_dir, truths),
             seed=0,
             n_concepts=n_concepts,
             attention_rate=0.1,
@@ -139,3 +145,20 @@ def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
             expect(progress).to_contain_text(f"Trial {number} of", timeout=20_000)
     choices = [r["choice"] for r in _rows(config, "select choice from judgments order by id")]
     assert choices == ["left", "right", "left", "right"]
+
+
+def test_each_chart_has_its_own_scale_and_a_reference_trial_has_no_blank_panels(tmp_path):
+    config = make_config(tmp_path)
+    _open_study(config, reference=True)
+    with running_app(config) as (client, _):
+        token, _ = client.predict(_invite(client, "participant", "no"), api_name="/login_invite")
+        view = client.predict(token, api_name="/participant_next")
+    assert view[PROGRESS].endswith(
+        "ground truth from a reference set of people's ratings (no colorings to show) · each chart has "
+        "its own scale"
+    )
+    assert view[COLORINGS] == [] and view[STRIP] is None
+    for position, title in ((TRUTH_PLOT, "Ground truth"), (LEFT_PLOT, "Left"), (RIGHT_PLOT, "Right")):
+        chart = figure(view[position])
+        assert chart.layout.title.text == f"{title} (own scale)"
+        assert_allclose(chart.layout.yaxis.range, (0, 1.05 * max(chart.data[0].y)))

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from gradio_client.exceptions import AppError
 
+from annotation.errors import InvalidInput
 from annotation.people.accounts import Actor
 from annotation.study import judging
 from annotation.study.design import DEFAULT_MODELS
@@ -42,8 +43,11 @@ def _tokens(client, roles):
 
 def _choices(client, token):
     """The ground truth and model outputs the set-up form preselects (its updates' values)."""
-    truth, sources = client.predict(token, "clipart", api_name="/study_choices")
+    truth, sources, note = client.predict(token, "clipart", None, [], api_name="/study_choices")
     assert [value for _, value in truth["choices"]] == ["designers", TRUTH, "uw71-ratings"]
+    # No designer has colored the evaluated concepts: the reference set covering most of them.
+    assert truth["value"] == TRUTH
+    assert note.startswith("No designer coloring of &#x27;bear&#x27;, &#x27;bird&#x27;,")
     assert [label for label, _ in sources["choices"]] == [
         f"{m} · {RUN} · CFG {CFG:g} (12 concepts)" for m in MODELS
     ]
@@ -153,7 +157,7 @@ def test_study_and_participant_endpoints_refuse_other_roles_and_write_nothing(tm
             "/study_open": [1],
             "/study_design": [1],
             "/study_analyse": [1, False, 10, 0],
-            "/study_choices": ["clipart"],
+            "/study_choices": ["clipart", None, []],
             "/participant_set_background": ["yes"],
             "/participant_vote": [1, "left", "2025-01-01T00:00:00.000000Z"],
         }
@@ -170,24 +174,68 @@ def test_study_and_participant_endpoints_refuse_other_roles_and_write_nothing(tm
         assert _dump(config) == before
 
 
-def test_choices_offered_on_opening_keep_what_the_person_chose_while_it_is_offered(tmp_path):
-    from app import study as study_tab
-
+@pytest.fixture
+def prepared_db(tmp_path):
+    """The database of `_prepare`, open, without a server."""
     config = make_config(tmp_path)
     _prepare(config)
     db = open_db(config.db_path)
     try:
-        researcher = Actor(None, "r", frozenset({"researcher"}))
-        truth, sources = study_tab._choices_kept(db, researcher, "clipart", None, None)
-        offered = [key for _, key in sources.choices]
-        assert len(offered) == len(MODELS) and sources.value == offered[:DEFAULT_MODELS]
-        assert truth.value == "designers"  # the first offered
-        # Chosen before (the tab reopened): kept; one no longer offered is dropped.
-        truth, sources = study_tab._choices_kept(
-            db, researcher, "clipart", TRUTH, [offered[2], "gone · run · CFG 1"]
-        )
-        assert truth.value == TRUTH and sources.value == [offered[2]]
-        truth, _ = study_tab._choices_kept(db, researcher, "clipart", "deleted-truth", [])
-        assert truth.value == "designers"
+        yield db
     finally:
         db.close()
+
+
+RESEARCHER = Actor(None, "r", frozenset({"researcher"}))
+
+
+def test_choices_offered_on_opening_keep_what_the_person_chose_while_it_is_offered(prepared_db):
+    from app import study as study_tab
+
+    db, researcher = prepared_db, RESEARCHER
+    truth, sources, _ = study_tab._choices(db, researcher, "clipart", None, None)
+    offered = [key for _, key in sources.choices]
+    assert len(offered) == len(MODELS) and sources.value == offered[:DEFAULT_MODELS]
+    assert truth.value == TRUTH  # the source that covers the evaluated concepts
+    # Chosen before (the tab reopened, Load choices pressed): kept; one no longer offered
+    # is dropped.
+    truth, sources, _ = study_tab._choices(
+        db, researcher, "clipart", "designers", [offered[2], offered[0], "gone · run · CFG 1"]
+    )
+    assert truth.value == "designers" and sources.value == [offered[2], offered[0]]
+    # One output is no study: one per model is offered instead.
+    _, sources, _ = study_tab._choices(db, researcher, "clipart", "designers", [offered[2]])
+    assert sources.value == offered[:DEFAULT_MODELS]
+    truth, _, _ = study_tab._choices(db, researcher, "clipart", "deleted-truth", [])
+    assert truth.value == TRUTH
+    # Opening the tab on a style without outputs moves to the one with them, and says so.
+    style, truth, sources, note = study_tab._choices_on_open(db, researcher, "natural", None, None)
+    assert style.value == "clipart" and sources.value == offered[:DEFAULT_MODELS]
+    assert note.startswith(
+        "Style: clip-art cartoon, where model outputs are (there are fewer in natural photo)."
+    )
+    style, *_ = study_tab._choices_on_open(db, researcher, "clipart", TRUTH, offered[:2])
+    assert style.value == "clipart"
+    _, _, note = study_tab._choices(db, researcher, "natural", TRUTH, [])
+    assert note == (
+        "No model has natural photo outputs yet: run two models on the same concepts on the "
+        "Evaluate tab first (offline: tiny-random and tiny-random-b)."
+    )
+
+
+def test_a_one_model_study_and_a_small_design_are_explained_in_words(prepared_db):
+    from app import study as study_tab
+
+    db, researcher = prepared_db, RESEARCHER
+    create = study_tab._create(None)
+    _, sources, _ = study_tab._choices(db, researcher, "clipart", TRUTH, None)
+    with pytest.raises(InvalidInput, match=r"choose two or more, each from a different model"):
+        create(db, researcher, "s", TRUTH, "clipart", sources.value[:1], 4, 6, 0.1, 10, 0)
+    _, _, message = create(db, researcher, "small", TRUTH, "clipart", sources.value[:2], 4, 6, 0.1, 10, 0)
+    assert message == (
+        "Draft study 1 stored: 4 pairs and 0 attention checks. Open it to start the trials.  \n"
+        "⚠️ Each participant sees at most 4 trials, not the 10 asked for: 4 concepts × 2 models give 4 "
+        "pairs, and no one judges a pair twice. More concepts or models give more.  \n"
+        "⚠️ No attention check: 10% of 4 pairs rounds to none. Raise the attention-check share or the "
+        "number of concepts to get one."
+    )

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.browser import expect, live_app, open_tab, page, sign_in  # noqa: F401
+from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, sign_in  # noqa: F401
 from tests.test_app_participant import _open_study
 
 pytestmark = pytest.mark.browser
@@ -32,4 +32,27 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
     assert [(r["task"], r["choice"]) for r in judged] == list(zip(tasks, ["left", "right"]))
     assert all(r["participant_id"] == participant for r in judged)
     assert all((r["winner"] == r["left_item"]) == (r["choice"] == "left") for r in judged)
+    assert page.js_errors == []
+
+
+def test_a_trial_against_ratings_hides_the_colorings_and_each_chart_has_its_own_scale(live_app, page):
+    _open_study(live_app.config, reference=True)
+    [(_, link)] = live_app.invite("participant", background="no")
+    sign_in(page, link)
+    open_tab(page, "Judge")
+    page.click("#participant_start")
+    progress = page.locator("#participant_progress")
+    expect(progress).to_contain_text(
+        "ground truth from a reference set of people's ratings (no colorings to show)"
+    )
+    expect(page.locator("#participant_colorings")).to_be_hidden()
+    expect(page.locator("#participant_truth_strip")).to_be_hidden()
+    for side in ("truth", "left", "right"):
+        expect(page.locator(f"#participant_{side}_plot .js-plotly-plot")).to_be_visible()
+        top, highest = page.locator(f"#participant_{side}_plot .js-plotly-plot").evaluate(
+            "(plot) => [plot._fullLayout.yaxis.range[1], Math.max(...Array.from(plot._fullData[0].y))]"
+        )
+        assert top == pytest.approx(1.05 * highest)
+    expect(page.locator("#participant_truth_plot .gtitle")).to_have_text("Ground truth (own scale)")
+    page.screenshot(path=str(ARTIFACTS / "judge-reference-trial.png"), full_page=True)
     assert page.js_errors == []

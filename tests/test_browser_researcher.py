@@ -28,9 +28,14 @@ def _two_models_on_apples(live_app) -> None:
         ("model-b", "apple", "natural", 7.5): [GREEN, GREEN],
         ("model-a", "rotten apple", "natural", 7.5): [BROWN, BROWN],
     }
+    store_run(live_app, "pilot", cells)
+
+
+def store_run(live_app, run: str, cells: dict) -> None:
+    """`tests.research_data.store_segmented_run` on the live app's database."""
     db = open_db(live_app.config.db_path)
     try:
-        store_segmented_run(db, live_app.config.data_dir, "pilot", cells)
+        store_segmented_run(db, live_app.config.data_dir, run, cells)
     finally:
         db.close()
 
@@ -180,4 +185,56 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
     page.get_by_text("Masking (GroundingDINO + SAM)").click()
     expect(page.locator("#evaluate_segmenter").get_by_label("tiny-random")).to_be_checked()
     page.screenshot(path=str(ARTIFACTS / "evaluate-after-reload.png"))
+    assert page.js_errors == []
+
+
+MAGENTA = (255, 0, 255)
+
+
+def test_after_a_first_evaluation_the_browser_shows_the_reference_set_and_images_at_their_own_size(
+    live_app, page
+):
+    """README step 5: a model on apple and banana, no designer coloring; the browser opens on
+    'designers', compares with the shipped uw71-ratings and says so; each 32-px image is drawn
+    at 32 px with its mask's magenta outline, and a click does not blow it up."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    store_run(live_app, "first", {("model-a", c, "natural", 7.5): [RED, GREEN] for c in ("apple", "banana")})
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Concept browser")
+    expect(page.locator("#browser_source input")).to_have_value("designers")
+    search(page, "browser_concept", "apple")
+    page.click("#browser_show")
+    label = page.locator("#browser_label")
+    expect(label).to_contain_text(
+        "No designer coloring of 'apple' counts yet, so the reference set 'uw71-ratings' is the human "
+        "ground truth here instead (it has it)."
+    )
+    expect(label).to_contain_text("Human ground truth: reference set 'uw71-ratings'")
+    expect(page.locator("#browser_metrics [role=row][data-index]")).to_have_count(1)
+    expect(page.locator("#browser_metrics_empty")).to_be_hidden()
+    images = page.locator("#browser_gallery img")
+    expect(images).to_have_count(2)
+    sizes = images.evaluate_all(
+        "(imgs) => imgs.map((i) => [i.naturalWidth, i.getBoundingClientRect().width,"
+        " getComputedStyle(i).objectFit])"
+    )
+    # scale-down: drawn at the natural size whenever the cell is larger, never enlarged.
+    assert all(natural == 32 and box >= natural and fit == "scale-down" for natural, box, fit in sizes)
+    first = images.first
+    first.scroll_into_view_if_needed()
+    box = first.bounding_box()
+    shown = np.asarray(Image.open(io.BytesIO(first.screenshot())).convert("RGB")).reshape(-1, 3)
+    is_magenta = np.all(np.abs(shown.astype(int) - MAGENTA) <= 40, axis=1)
+    # The mask's outline (16 x 16 centre square: 60 pixels) at 1:1, and the tinted inside.
+    assert 40 <= is_magenta.sum() <= 120
+    first.click()
+    page.wait_for_timeout(500)
+    assert first.bounding_box()["width"] == pytest.approx(box["width"], abs=1)
+    expect(page.locator("#browser_gallery .preview")).to_have_count(0)
+    page.screenshot(path=str(ARTIFACTS / "browser-first-evaluation.png"), full_page=True)
     assert page.js_errors == []

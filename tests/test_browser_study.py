@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.browser import expect, live_app, open_tab, page, sign_in, table_rows  # noqa: F401
+from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, pick, sign_in, table_rows  # noqa: F401
 from tests.test_app_study import _choices, _prepare, _vote_everything
 
 pytestmark = pytest.mark.browser
@@ -37,4 +37,55 @@ def test_researcher_analyses_a_study_and_sees_table3_its_figure_and_the_votes(li
         "Spearman ρ",
     ]
     expect(page.locator("#study_pairs [role=row][data-index]").first).to_be_visible()
+    assert page.js_errors == []
+
+
+def _outputs(live_app, models):
+    """`models` evaluated on four concepts with a uw71-ratings reference, natural style only."""
+    from tests.test_browser_researcher import store_run
+
+    cells = {
+        (model, concept, "natural", 7.5): [(200, 30, 30), (60, 160, 60)]
+        for model in models
+        for concept in ("apple", "banana", "lemon", "carrot")
+    }
+    store_run(live_app, "-".join(models), cells)
+
+
+def test_the_study_set_up_after_the_readme_run_picks_its_style_keeps_choices_and_explains(live_app, page):
+    """README step 5 in the Study tab: one model says to run a second; with two, opening the
+    tab moves the style to natural (clip-art, the default, has no outputs), Load choices keeps
+    the ground truth chosen, and a design smaller than asked says so."""
+    _outputs(live_app, ["tiny-random"])
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Study")
+    note = page.locator("#study_choices_note")
+    expect(note).to_contain_text(
+        "Only one model (tiny-random) has natural photo outputs: run a second model (e.g. tiny-random-b)"
+    )
+    _outputs(live_app, ["tiny-random-b"])
+    open_tab(page, "Evaluate")
+    open_tab(page, "Study")  # opening the tab again offers what arrived since
+    expect(page.locator("#study_sources")).to_contain_text("tiny-random · tiny-random · CFG 7.5 (4 concepts)")
+    expect(page.locator("#study_sources")).to_contain_text(
+        "tiny-random-b · tiny-random-b · CFG 7.5 (4 concepts)"
+    )
+    expect(note).not_to_contain_text("Only one model")
+    expect(page.locator("#study_style").get_by_label("natural photo")).to_be_checked()
+    expect(page.locator("#study_ground_truth input")).to_have_value("uw71-ratings")
+    pick(page, "study_ground_truth", "designers")
+    page.click("#study_load")
+    page.wait_for_timeout(1000)
+    expect(page.locator("#study_ground_truth input")).to_have_value("designers")
+    pick(page, "study_ground_truth", "uw71-ratings")
+    page.locator("#study_name textarea, #study_name input").first.fill("pilot")
+    page.locator("#study_n_concepts input").fill("4")
+    page.locator("#study_trials input").fill("10")
+    page.click("#study_create")
+    message = page.locator("#study_message")
+    expect(message).to_contain_text("Draft study 1 stored: 4 pairs and 0 attention checks.")
+    expect(message).to_contain_text("Each participant sees at most 4 trials, not the 10 asked for")
+    expect(message).to_contain_text("No attention check: 10% of 4 pairs rounds to none.")
+    page.screenshot(path=str(ARTIFACTS / "study-after-readme-run.png"), full_page=True)
     assert page.js_errors == []

@@ -348,8 +348,8 @@ def test_views_fall_back_from_empty_designers_to_the_reference_set_that_covers_t
     assert choice == views.SourceChoice(
         UW71_RATINGS_SOURCE,
         "No designer coloring of 'apple', 'banana' counts yet, so the reference set 'uw71-ratings' is "
-        "the human ground truth here instead (it covers 2 of these 2 concepts). Choose 'designers' "
-        "again once designers have colored them.",
+        "the human ground truth here instead (it has both). Choose 'designers' again once designers "
+        "have colored them.",
     )
     # A reference set chosen is kept, and so is the designers' source once it covers a concept.
     assert views.pick_source(db, "lab", ["banana"]) == views.SourceChoice("lab")

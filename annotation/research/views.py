@@ -273,8 +273,8 @@ def pick_source(db: sqlite_utils.Database, source: str, keys: Sequence[str]) -> 
     return SourceChoice(
         best,
         f"No designer coloring of {shown} counts yet, so the reference set '{best}' is the human "
-        f"ground truth here instead (it covers {covered[best]} of these {len(keys)} concepts). "
-        "Choose 'designers' again once designers have colored them.",
+        f"ground truth here instead ({_covers(covered[best], len(keys))}). Choose 'designers' "
+        "again once designers have colored " + ("it." if len(keys) == 1 else "them."),
     )
 
 
@@ -465,6 +465,12 @@ def _leaderboard_analyses(
         resampling=resampling,
         human_replicates=replicates,
     )
+
+
+def _covers(covered: int, asked: int) -> str:
+    if covered == asked:
+        return {1: "it has it", 2: "it has both"}.get(asked, f"it has all {asked}")
+    return f"it has {covered} of the {asked}"
 
 
 def _nothing_scored(db: sqlite_utils.Database, source: str) -> str:
