@@ -259,7 +259,14 @@ def _noted(figure, text: str):
     """`figure` with `text` written across its empty plot area (what would fill it)."""
     wrapped = "<br>".join(textwrap.wrap(text, 90))
     return figure.add_annotation(
-        text=wrapped, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 13}
+        text=wrapped,
+        xref="paper",
+        yref="paper",
+        x=0.5,
+        y=0.5,
+        showarrow=False,
+        font={"size": 13},
+        bgcolor="rgba(255, 255, 255, 0.9)",
     )
 
 
