@@ -190,3 +190,21 @@ def page(request, module_chromium) -> Iterator[object]:
         ARTIFACTS.mkdir(exist_ok=True)
         browser_page.screenshot(path=str(artifact_path(request.node.name)), full_page=True)
         context.close()
+
+
+def start_evaluation(page, labels, concepts, run: str, *, cfg: str = "7.5", seeds: int = 1) -> None:
+    """On the Evaluate tab (open), start an implicit run of natural photos: the models whose
+    checkboxes read `labels`, each of `concepts` typed and chosen, guidance scales `cfg`,
+    `seeds` per cell, named `run`. The plan and progress are the caller's to check."""
+    for label in labels:
+        page.get_by_label(label, exact=True).check()
+    concept_box = page.locator("#evaluate_concepts input")
+    for key in concepts:
+        concept_box.click()
+        page.keyboard.type(key)
+        page.get_by_role("option", name=key, exact=True).click()
+    page.locator("#evaluate_styles").get_by_label("clip-art cartoon").uncheck()
+    page.locator("#evaluate_cfg textarea, #evaluate_cfg input").first.fill(cfg)
+    page.locator("#evaluate_seeds input").fill(str(seeds))
+    page.locator("#evaluate_run_name textarea").fill(run)
+    page.get_by_role("button", name="Start").click()

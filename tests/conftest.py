@@ -48,6 +48,7 @@ def module_chromium():
 # run (`./test.sh --durations=0`, summed per module, 2026-11-26); the rest keep their order
 # and fill the gaps.
 HEAVY_FIRST = (
+    "test_browser_pilot.py",
     "test_browser_scenario.py",
     "test_ray_executor.py",
     "test_faults.py",
