@@ -172,7 +172,11 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
             "**2 images** (1 models × 2 prompts × 1 guidance scales × 1 images per prompt), "
             "2 objects to mask and score, about **"
         )
-        with pytest.raises(AppError, match="The run was not started: .*choose the tiny-random masking"):
+        with pytest.raises(
+            AppError,
+            match=r"^The run was not started: for a tiny test model, choose the tiny-random masking\. "
+            r"Missing: GroundingDINO",
+        ):
             client.predict(
                 researcher,
                 "x-paper",

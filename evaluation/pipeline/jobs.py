@@ -226,10 +226,11 @@ def check_weights(config: Mapping[str, Any] | None, segmenter: SegmenterSpec | N
         sam_checkpoint=segmenter.sam_checkpoint if masks else "",
     )
     if problems:
+        # What to do comes first: the app cuts a long refusal, and these reasons are long.
         hint = ""
         if masks and specs and all(s.build == "tiny" for s in specs):
-            hint = " For a tiny test model, choose the tiny-random masking."
-        raise JobError("The run was not started: " + "; ".join(problems) + "." + hint)
+            hint = "for a tiny test model, choose the tiny-random masking. Missing: "
+        raise JobError("The run was not started: " + hint + "; ".join(problems) + ".")
 
 
 def _build_tiny_pipelines(work: GenerationWork) -> None:
