@@ -259,12 +259,12 @@ def _create(ctx: AppContext):
             name,
             [ModelSource.from_key(key) for key in sources or []],
             study.ground_truth_source(db, truth),
-            seed=whole_number(seed, "seed"),
-            n_concepts=whole_number(n_concepts, "n_concepts"),
+            seed=whole_number(seed, "Seed"),
+            n_concepts=whole_number(n_concepts, "Concepts"),
             style=style,
-            votes_per_pair=whole_number(votes, "votes_per_pair"),
+            votes_per_pair=whole_number(votes, "Votes per pair"),
             attention_rate=float(rate),
-            trials_per_participant=whole_number(trials, "trials_per_participant"),
+            trials_per_participant=whole_number(trials, "Trials per participant"),
             created_by=actor.pseudonym,
         )
         design = study.study_design(db, study_id)
@@ -313,27 +313,27 @@ def _list_on_sign_in(ctx: AppContext):
 
 def _design(db, actor, study_id: float) -> dict:
     """The recorded design of a study."""
-    return study.study_design(db, whole_number(study_id, "study id"))
+    return study.study_design(db, whole_number(study_id, "Study id"))
 
 
 def _open(db, actor, study_id: float) -> tuple:
     """Freeze a draft study and start handing out its pairs."""
-    design = study.open_study(db, whole_number(study_id, "study id"), actor)
+    design = study.open_study(db, whole_number(study_id, "Study id"), actor)
     return _list(db, actor), design, f"Study {design['id']} is open; its design is frozen."
 
 
 def _analyse(ctx: AppContext):
     def analyse(db, actor, study_id: float, exclude_flagged: bool, n_boot: float, seed: float) -> tuple:
         """Table 3, its figure, Bradley–Terry, flags, pair shares, and the CSV files."""
-        study_id = whole_number(study_id, "study id")
+        study_id = whole_number(study_id, "Study id")
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
         folder = ctx.config.data_dir / "exports" / f"study-{study_id}" / stamp
         tables, paths = judging.analyse_study(
             db,
             study_id,
             folder,
-            rng=np.random.default_rng(whole_number(seed, "seed")),
-            n_boot=whole_number(n_boot, "n_boot"),
+            rng=np.random.default_rng(whole_number(seed, "Bootstrap seed")),
+            n_boot=whole_number(n_boot, "Bootstrap resamples"),
             exclude_flagged=bool(exclude_flagged),
         )
         return (

@@ -231,6 +231,11 @@ def test_a_one_model_study_and_a_small_design_are_explained_in_words(prepared_db
     _, sources, _ = study_tab._choices(db, researcher, "clipart", TRUTH, None)
     with pytest.raises(InvalidInput, match=r"choose two or more, each from a different model"):
         create(db, researcher, "s", TRUTH, "clipart", sources.value[:1], 4, 6, 0.1, 10, 0)
+    # Fields are named by their labels on the form.
+    with pytest.raises(ValueError, match=r"^`Concepts` must be a whole number, got 2\.5$"):
+        create(db, researcher, "s", TRUTH, "clipart", sources.value[:2], 2.5, 6, 0.1, 10, 0)
+    with pytest.raises(ValueError, match=r"^`Trials per participant` must be a whole number, got nothing$"):
+        create(db, researcher, "s", TRUTH, "clipart", sources.value[:2], 4, 6, 0.1, None, 0)
     _, _, message = create(db, researcher, "small", TRUTH, "clipart", sources.value[:2], 4, 6, 0.1, 10, 0)
     assert message == (
         "Draft study 1 stored: 4 pairs and 0 attention checks. Open it to start the trials.  \n"
