@@ -258,6 +258,10 @@ def _participant_judges_every_trial(app: LiveApp, browser, link: str, n: int) ->
     page.locator("#participant_background").get_by_text("no").click()
     progress = page.locator("#participant_progress")
     expect(progress).to_contain_text(f"Trial 1 of {len(PILOT)}")
+    for chart in ("truth_plot", "left_plot", "right_plot"):
+        expect(page.locator(f"#participant_{chart} .js-plotly-plot")).to_be_visible()
+    if n == 1:
+        _shot(page, "participant-trial")
     page.locator("body").click(position={"x": 5, "y": 5})
     for number in range(1, len(PILOT) + 1):
         expect(progress).to_contain_text(f"Trial {number} of {len(PILOT)}")
@@ -265,7 +269,7 @@ def _participant_judges_every_trial(app: LiveApp, browser, link: str, n: int) ->
     expect(progress).to_contain_text(f"All done: you judged {len(PILOT)} of {len(PILOT)} trials")
     assert page.js_errors == []
     if n == 1:
-        _shot(page, "participant")
+        _shot(page, "participant-done")
     page.context.close()
 
 
