@@ -214,7 +214,7 @@ def _instance_secret(db: sqlite_utils.Database) -> str:
         return secret
 
 
-MAX_MESSAGE_CHARS = 600
+MAX_MESSAGE_CHARS = 900
 
 
 def as_gr_error(error: Exception) -> gr.Error:

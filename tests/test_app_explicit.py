@@ -156,9 +156,7 @@ def test_export_writes_csv_and_html_under_exports(app):
 def test_bad_input_names_the_field(app):
     client, _, tokens = app
     token = tokens["researcher"]
-    with pytest.raises(
-        AppError, match="`run` must name an explicit-color run \\(\\['empty', 'syn'\\]\\), got 'nope'"
-    ):
+    with pytest.raises(AppError, match="Pick an explicit-color run \\('empty', 'syn'\\); got 'nope'"):
         client.predict(token, "nope", "paper", "", api_name="/explicit_show")
     with pytest.raises(AppError, match="`confusion system` must be one with scored images"):
         client.predict(token, RUN, "paper", "css3", api_name="/explicit_show")

@@ -65,9 +65,8 @@ def test_a_tiny_model_with_the_papers_masking_is_refused_before_a_row_is_written
         selection = [["tiny-random"], ["apple"], [], [], "", 0, 0, ["natural"], "7.5", 1]
         with pytest.raises(
             AppError,
-            match=rf"The run was not started: GroundingDINO "
-            rf"\({DEFAULT_DETECTOR}\) is not on this machine.*"
-            "choose the tiny-random masking",
+            match=rf"^The run was not started: for a tiny test model, choose the tiny-random masking\. "
+            rf"Missing: GroundingDINO \({DEFAULT_DETECTOR}\) is not on this machine",
         ):
             client.predict(
                 researcher, "tiny-paper", *selection, "paper", 0.3, 0.25, api_name="/evaluate_start"

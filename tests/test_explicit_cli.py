@@ -180,7 +180,7 @@ def test_robustness_command_compares_an_explicit_runs_rule_sets(synthetic_run, t
     assert written["alternative"].tolist() == ["paper-mean", "released", "released-closest"]
     assert set(written["metric"]) == {"accuracy"}
     assert main([*argv, "--explicit-run", "nothing"]) == 2
-    assert "`run` must name an explicit-color run" in capsys.readouterr().err
+    assert "explicit-color run" in capsys.readouterr().err
 
 
 def test_prompt_view_shows_the_dominant_color_beside_the_target_and_candidates(synthetic_run):

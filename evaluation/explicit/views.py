@@ -67,9 +67,13 @@ def explicit_runs(db: sqlite_utils.Database) -> list[str]:
 def check_run(db: sqlite_utils.Database, run: str) -> str:
     """`run` if it names an explicit-color run, else `NoExplicitRun` naming the field `run`."""
     known = explicit_runs(db)
+    if not known:
+        raise NoExplicitRun(
+            "No explicit-color run yet: start one on the Evaluate tab (mode Explicit colors), then pick it here"
+        )
     if run not in known:
-        shown = f"{known[:10]}" + (" ..." if len(known) > 10 else "") if known else "none yet"
-        raise NoExplicitRun(f"`run` must name an explicit-color run ({shown}), got {run!r}")
+        listed = ", ".join(repr(k) for k in known[:10]) + (" ..." if len(known) > 10 else "")
+        raise NoExplicitRun(f"Pick an explicit-color run ({listed}); got {str(run)[:80]!r}")
     return run
 
 
@@ -246,7 +250,9 @@ def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
         if table.empty:
             continue
         paths.append(
-            _write(folder, f"{report.run}-{report.scoring}-{name}", ".csv", csv_text(table, float_format="%.2f"))
+            _write(
+                folder, f"{report.run}-{report.scoring}-{name}", ".csv", csv_text(table, float_format="%.2f")
+            )
         )
         paths.append(_write(folder, f"{report.run}-{report.scoring}-{name}", ".html", tables.to_html(table)))
     for name, figure in report.figures.items():
