@@ -57,7 +57,17 @@ EXPECTED_SCHEMA = {
         [("annotator_id", "annotators", "id")],
     ),
     "sessions": (
-        ["token_hash", "annotator_id", "roles", "created", "expires", "last_seen", "revoked", "invite_hash", "end_reason"],
+        [
+            "token_hash",
+            "annotator_id",
+            "roles",
+            "created",
+            "expires",
+            "last_seen",
+            "revoked",
+            "invite_hash",
+            "end_reason",
+        ],
         [("annotator_id", "annotators", "id")],
     ),
     "consents": (
