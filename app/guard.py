@@ -127,6 +127,8 @@ ROUTES: dict[str, str] = {
         for path in (
             "/info",
             "/info/",
+            "/app_id",
+            "/app_id/",
             "/theme.css",
             "/startup-events",
             "/heartbeat/{session_hash}",
@@ -372,7 +374,11 @@ class Guard:
         self.ready = ready or threading.Event()
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        if scope["type"] == "websocket":
+            # No route of the app takes a websocket: refuse every one, unclassified as it is.
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
         if "\x00" in scope.get("path", ""):

@@ -101,7 +101,7 @@ def test_text_beyond_its_limit_is_refused_with_the_field_and_the_limit(app, api_
             ("admin", str(2**64), "spite"),
             "`annotator id` must be a whole number of at most 18 digits",
         ),
-        ("/study_design", ("researcher", "9" * 40), "`study id` must be a whole number of at most 18 digits"),
+        ("/study_design", ("researcher", "9" * 40), "`Study id` must be a whole number of at most 18 digits"),
     ],
 )
 def test_ids_beyond_64_bits_get_a_message_naming_the_field(app, api_name, args, message):

@@ -56,6 +56,10 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     assert live_app.client.predict(new_link, api_name="/login_invite")[1] == "Signed in as **E0003**."
     page.get_by_role("button", name="Refresh lists").click()
     expect(page.locator("#admin_annotators [role=row][data-index]")).to_have_count(3)
+    # The list already showed (it follows new links): wait for the refresh, not its count.
+    for index, sign_ins in enumerate(("0", "1", "1")):
+        cells = page.locator(f"#admin_annotators [role=row][data-index='{index}'] [role=gridcell]")
+        expect(cells.nth(7)).to_have_text(sign_ins)
     people = table_rows(page, "admin_annotators")
     assert [(r[1], r[2], r[3], r[4], r[7]) for r in people] == [
         ("E0001", "expert", "yes", "active", "0"),

@@ -50,9 +50,9 @@ def test_tabs_load_their_lists_when_opened_and_empty_tables_say_what_fills_them(
 
     open_tab(page, "Leaderboards")
     note = page.locator("#leaderboard_note")
-    expect(note).to_contain_text("No model distribution is scored yet")
+    expect(note).to_contain_text("There is no stored model distribution yet: run a model on the Evaluate tab")
     for n in (6, 7, 8):
-        expect(page.locator(f"#leaderboard_table{n}_empty")).to_have_text("Nothing to show yet.")
+        expect(page.locator(f"#leaderboard_table{n}_empty")).to_contain_text("Nothing to show yet")
         expect(page.locator(f"#leaderboard_table{n} [role=columnheader]").first).to_be_hidden()
     expect(page.locator(".toast-body")).to_have_count(0)  # an empty study is no refusal
     page.screenshot(path=str(ARTIFACTS / "lists-leaderboards.png"))

@@ -219,6 +219,10 @@ def test_after_a_first_evaluation_the_browser_shows_the_reference_set_and_images
     expect(page.locator("#browser_metrics_empty")).to_be_hidden()
     images = page.locator("#browser_gallery img")
     expect(images).to_have_count(2)
+    # Under load the images may still be loading: wait until both are decoded.
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#browser_gallery img')].every((i) => i.complete && i.naturalWidth > 0)"
+    )
     sizes = images.evaluate_all(
         "(imgs) => imgs.map((i) => [i.naturalWidth, i.getBoundingClientRect().width,"
         " getComputedStyle(i).objectFit])"

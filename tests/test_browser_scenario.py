@@ -22,7 +22,7 @@ from annotation.coloring.fill import line_mask
 from annotation.sketches.library import load_sketch
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.browser import ARTIFACTS, LiveApp, chromium_browser, expect, table_rows
+from tests.browser import ARTIFACTS, LiveApp, chromium_browser, expect, start_evaluation, table_rows
 from tests.qc_data import add_coloring
 from tests.research_data import install_tiny, store_segmented_run, tiny_models  # noqa: F401
 
@@ -219,17 +219,7 @@ def _researcher_runs_the_tiny_model_and_builds_a_study(app: LiveApp, browser, co
     [(_, link)] = app.invite("researcher")
     page = _person(browser, link)
     page.get_by_role("tab", name="Evaluate").click()
-    page.get_by_label("Tiny random SD (test model) (tiny-random)").check()
-    concept_box = page.locator("#evaluate_concepts input")
-    for key in keys:
-        concept_box.click()
-        page.keyboard.type(key)
-        page.get_by_role("option", name=key, exact=True).click()
-    page.locator("#evaluate_styles").get_by_label("clip-art cartoon").uncheck()
-    page.locator("#evaluate_cfg textarea, #evaluate_cfg input").first.fill("7.5")
-    page.locator("#evaluate_seeds input").fill("1")
-    page.locator("#evaluate_run_name textarea").fill("tiny")
-    page.get_by_role("button", name="Start").click()
+    start_evaluation(page, ["Tiny random SD (test model) (tiny-random)"], keys, "tiny")
     expect(page.locator("#evaluate_plan")).to_contain_text("Run tiny: 5 images, job queued.")
     progress = page.locator("#evaluate_progress")
     expect(progress).to_contain_text("5/5 distributions", timeout=120_000)
@@ -243,7 +233,16 @@ def _researcher_runs_the_tiny_model_and_builds_a_study(app: LiveApp, browser, co
     page.locator("#study_style").get_by_label("natural photo").check()
     page.get_by_role("button", name="Load choices").click()
     expect(page.locator("#study_ground_truth input")).to_have_value("designers")
-    expect(page.locator("#study_sources .token")).to_have_count(3)
+    # One output per model is offered; what the researcher chose before stays chosen, so
+    # make sure each of the three models is in.
+    tokens = page.locator("#study_sources .token")
+    expect(tokens.first).to_be_visible()
+    for model in ("model-b", "model-c", "tiny-random"):
+        if not any(text.startswith(f"{model} ·") for text in tokens.all_inner_texts()):
+            page.locator("#study_sources input").click()
+            page.get_by_role("option", name=re.compile(rf"^{re.escape(model)} ·")).first.click()
+            page.keyboard.press("Escape")
+    expect(tokens).to_have_count(3)
     page.locator("#study_n_concepts input").fill("5")
     page.locator("#study_trials input").fill("10")
     page.get_by_role("button", name="Create draft").click()

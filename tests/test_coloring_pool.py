@@ -44,7 +44,9 @@ def test_a_refusal_in_a_worker_arrives_as_the_same_refusal(pool):
     blank = read_canvas(canvas_value("key", None, 1.0))
     with pytest.raises(InvalidInput, match="Nothing is colored yet"):
         pool.run(work.prepare_canvas, blank, APPLE_FILE, 0.005)
-    with pytest.raises(InvalidInput, match="reload the page"):
+    with pytest.raises(
+        InvalidInput, match="`canvas` must be an 8-bit RGBA PNG .* got data that is not a PNG"
+    ):
         pool.run(
             work.prepare_canvas, blank._replace(color_layer="data:image/png;base64,AAAA"), APPLE_FILE, 0.005
         )

@@ -94,7 +94,7 @@ def test_item_seeds_differ_over_a_grid():
 
 def test_registry_holds_the_papers_seven_models_at_protocol_defaults():
     registry = load_registry()
-    assert PAPER_MODELS | {"tiny-random"} == set(registry)
+    assert PAPER_MODELS | {"tiny-random", "tiny-random-b"} == set(registry)
     for key in PAPER_MODELS:
         spec = registry[key]
         assert (spec.steps, spec.resolution, len(spec.cfg_scales)) == (50, 1024, 7), key

@@ -3,6 +3,7 @@
 import hashlib
 import json
 
+import httpx
 import numpy as np
 import pytest
 from gradio_client import handle_file
@@ -225,8 +226,10 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
             ("/sketches_missing", ()),
             ("/sketches_list", ("rose",)),
             ("/sketches_select", (tulip, "")),
-            ("/sketches_import", ([handle_file(svg)], "tulip", True)),
             ("/sketches_generate", ("tiny-random", "tulip")),
         ):
             with pytest.raises(AppError, match="needs the role admin"):
                 client.predict(designer, *args, api_name=api)
+        # A designer's upload is refused at the upload route, before the handler (app.guard).
+        with pytest.raises(httpx.HTTPStatusError, match="403 Forbidden"):
+            client.predict(designer, [handle_file(svg)], "tulip", True, api_name="/sketches_import")

@@ -1,0 +1,80 @@
+"""Start-up: time to ready and to the first page, quiet and beside a CPU hog (issue 28.1).
+
+``python -m bench.bench_startup [--hogs N]`` starts ``app.py`` on a fresh database twice: on
+the machine as it is, then beside `N` busy-loop processes (default twice the cores), and
+prints, for each start, the seconds until ``/healthz`` answers 200 (`bench.app_process`), the
+seconds and bytes of the first ``GET /`` and ``GET /config``, and the 1-minute load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.app_process import AppProcess
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+def one_start(root: Path) -> dict[str, float]:
+    """Start the app on a fresh database under `root`; its start-up figures (s, bytes)."""
+    password = root / "admin_password.txt"
+    password.write_text("bench startup password\n", encoding="utf-8")
+    env = {"COLORCONCEPT_ADMIN_PASSWORD_FILE": str(password)}
+    with AppProcess(root / "study.sqlite", root / "data", env=env) as app:
+        figures = {"ready_s": app.ready_s, "load_1min": os.getloadavg()[0]}
+        for name, path in (("page", ""), ("config", "config")):
+            start = time.perf_counter()
+            response = httpx.get(app.url + path, timeout=300)
+            figures[f"{name}_s"] = time.perf_counter() - start
+            figures[f"{name}_bytes"] = len(response.content)
+    return figures
+
+
+def run(hogs: int) -> dict[str, dict[str, float]]:
+    """`one_start` quiet, then beside `hogs` busy loops."""
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        results["quiet"] = one_start(Path(tmp) / "quiet")
+        spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(hogs)]
+        for spinner in spinners:
+            spinner.start()
+        try:
+            results[f"beside {hogs} busy loops"] = one_start(Path(tmp) / "busy")
+        finally:
+            for spinner in spinners:
+                spinner.kill()
+                spinner.join()
+    return results
+
+
+def markdown(results: dict[str, dict[str, float]]) -> str:
+    lines = [
+        "| start | ready (s) | first page (s) | page (kB) | /config (s) | /config (kB) | load (1 min) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, f in results.items():
+        lines.append(
+            f"| {name} | {f['ready_s']:.1f} | {f['page_s']:.2f} | {f['page_bytes'] / 1000:.0f} | "
+            f"{f['config_s']:.2f} | {f['config_bytes'] / 1000:.0f} | {f['load_1min']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hogs", type=int, default=2 * (os.cpu_count() or 1))
+    print(markdown(run(parser.parse_args().hogs)))
+
+
+if __name__ == "__main__":
+    main()
