@@ -27,6 +27,7 @@ def _spin() -> None:
 
 def one_start(root: Path) -> dict[str, float]:
     """Start the app on a fresh database under `root`; its start-up figures (s, bytes)."""
+    root.mkdir(parents=True)
     password = root / "admin_password.txt"
     password.write_text("bench startup password\n", encoding="utf-8")
     env = {"COLORCONCEPT_ADMIN_PASSWORD_FILE": str(password)}
