@@ -335,11 +335,6 @@ def _reference_examples() -> list[tuple[np.ndarray, str]]:
     return [(work.colored_example(sketches[slug], fills), caption) for slug, caption, fills in EXAMPLES]
 
 
-def _instance(ctx: AppContext) -> str:
-    """A short public name of this database, part of every canvas key."""
-    return ctx.instance_name
-
-
 def _view(
     ctx: AppContext, db, actor, *, message: str = "", forget: str = "", prefill_task: int | None = None
 ) -> tuple:
@@ -435,7 +430,7 @@ def _batch_done(batch: work.Progress | None, message: str) -> tuple:
 def _task_view(
     ctx: AppContext, item: work.WorkItem, progress: str, *, message: str, forget: str, prefill: bool
 ) -> tuple:
-    key = work.canvas_key(_instance(ctx), item.task.id, item.sketch["id"])
+    key = work.canvas_key(ctx.instance_name, item.task.id, item.sketch["id"])
     value = ""
     if prefill and item.previous is not None:
         image, mask = load_pixels(ctx.config.data_dir, item.previous)
@@ -586,7 +581,7 @@ def _submit(ctx: AppContext):
             config.data_dir,
             actor.annotator_id,
             value,
-            instance=_instance(ctx),
+            instance=ctx.instance_name,
             main_open=_stage(ctx, db, actor) == "main",
             min_painted_fraction=config.min_painted_fraction,
             k=config.colorings_per_concept,

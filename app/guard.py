@@ -382,16 +382,16 @@ class Guard:
             await self.app(scope, receive, send)
             return
         if "\x00" in scope.get("path", ""):
-            await _refuse(send, 400, "A path with a NUL byte names no file.")
+            await _answer(send, 400, "A path with a NUL byte names no file.")
             return
         if scope.get("path") == HEALTH:
             ready = self.ready.is_set()
-            await _refuse(send, 200 if ready else 503, "ready" if ready else "starting")
+            await _answer(send, 200 if ready else 503, "ready" if ready else "starting")
             return
         if scope.get("method") == "HEAD" and scope.get("path") == "/":
             # Gradio's start-up check: a HEAD of the page that must answer within 3 s, which
             # rendering the page (its whole configuration) may not do on a busy machine.
-            await _refuse(send, 200, "")
+            await _answer(send, 200, "")
             return
         route, params = route_of(scope["app"], scope)
         kind = ROUTES.get(getattr(route, "path", None)) if route is not None else None
@@ -403,7 +403,7 @@ class Guard:
             if await anyio.to_thread.run_sync(self.policy.allows, file, token):
                 await self.app(scope, receive, send)
             else:
-                await _refuse(
+                await _answer(
                     send,
                     403,
                     "Not allowed: sign in with a role that may see this file "
@@ -414,13 +414,13 @@ class Guard:
             if actor is not None and (actor.is_admin or actor.roles & UPLOAD_ROLES):
                 await self.app(scope, receive, self._issuing(send, actor))
             else:
-                await _refuse(
+                await _answer(
                     send, 403, "Not allowed: only signed-in researchers and the admin upload files."
                 )
         elif route is None:
-            await _refuse(send, 404, "Not found.")
+            await _answer(send, 404, "Not found.")
         else:
-            await _refuse(send, 403, "Not allowed: this address is switched off in this app.")
+            await _answer(send, 403, "Not allowed: this address is switched off in this app.")
 
     def _issuing(self, send, actor: Actor):
         """`send`, recording the uploaded files (the JSON list Gradio answers) as the uploader's."""
@@ -450,7 +450,8 @@ def _inside(params: dict) -> bool:
     )
 
 
-async def _refuse(send, status: int, text: str) -> None:
+async def _answer(send, status: int, text: str) -> None:
+    """Answer the request here, with `status` and plain `text`, without the app."""
     body = text.encode()
     await send(
         {

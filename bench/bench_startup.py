@@ -9,10 +9,12 @@ seconds and bytes of the first ``GET /`` and ``GET /config``, and the 1-minute l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,6 +25,20 @@ from bench.app_process import AppProcess
 def _spin() -> None:
     while True:
         pass
+
+
+@contextlib.contextmanager
+def busy_loops(n: int) -> Iterator[None]:
+    """`n` processes spinning on a core each while the block runs (a CPU hog)."""
+    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(n)]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.join()
 
 
 def one_start(root: Path) -> dict[str, float]:
@@ -46,15 +62,8 @@ def run(hogs: int) -> dict[str, dict[str, float]]:
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         results["quiet"] = one_start(Path(tmp) / "quiet")
-        spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(hogs)]
-        for spinner in spinners:
-            spinner.start()
-        try:
+        with busy_loops(hogs):
             results[f"beside {hogs} busy loops"] = one_start(Path(tmp) / "busy")
-        finally:
-            for spinner in spinners:
-                spinner.kill()
-                spinner.join()
     return results
 
 

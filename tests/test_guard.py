@@ -9,7 +9,6 @@ own, so that the check "nothing was written" covers every folder it could write 
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from pathlib import Path
@@ -332,7 +331,3 @@ def test_a_page_function_without_an_access_mark_refuses_the_build(tmp_path):
         box.change(lambda text: text.upper(), box, box, api_visibility="private")
     with pytest.raises(UnguardedFunction, match="lambda"):
         audit_functions(demo)
-
-
-if os.environ.get("GUARD_DEBUG"):  # pragma: no cover
-    print(role_table_markdown())

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import socket
 import subprocess
@@ -13,12 +12,8 @@ import httpx
 
 from app import build_app, launch_options, mark_ready
 from bench.app_process import ROOT, AppProcess
+from bench.bench_startup import busy_loops
 from tests.app_server import free_port, make_config
-
-
-def _spin() -> None:
-    while True:
-        pass
 
 
 def test_healthz_answers_only_once_the_app_serves(tmp_path):
@@ -39,22 +34,11 @@ def test_healthz_answers_only_once_the_app_serves(tmp_path):
 def test_the_app_starts_and_serves_beside_a_cpu_hog_of_twice_the_cores(tmp_path):
     """Gradio's start-up check gives the page 3 s; on a loaded machine rendering the page took
     longer and the start failed every time (issue 28.1)."""
-    hogs = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(2 * (os.cpu_count() or 1))]
-    for hog in hogs:
-        hog.start()
-    try:
-        config = make_config(tmp_path)
-        env = {
-            "COLORCONCEPT_ADMIN_PASSWORD_FILE": str(config.admin_password_file),
-            "COLORCONCEPT_WORKERS": "0",
-        }
-        with AppProcess(config.db_path, config.data_dir, env=env) as app:
-            assert httpx.get(f"{app.url}healthz", timeout=60).text == "ready"
-            assert httpx.get(app.url, timeout=120).status_code == 200
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.join()
+    config = make_config(tmp_path)
+    env = {"COLORCONCEPT_ADMIN_PASSWORD_FILE": str(config.admin_password_file), "COLORCONCEPT_WORKERS": "0"}
+    with busy_loops(2 * (os.cpu_count() or 1)), AppProcess(config.db_path, config.data_dir, env=env) as app:
+        assert httpx.get(f"{app.url}healthz", timeout=60).text == "ready"
+        assert httpx.get(app.url, timeout=120).status_code == 200
 
 
 def test_a_start_on_a_taken_port_exits_at_once_naming_it(tmp_path):
