@@ -56,10 +56,14 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> dict[str, gr.components
     with gr.Column(elem_id="start_sign_in") as sign_in_box:
         with gr.Row():
             invite = gr.Textbox(label="Invite link or code", elem_id="start_invite", scale=3)
-            invite_button = gr.Button("Sign in with invite", elem_id="start_invite_button")
+            # Both buttons wait for the page-load sign-in (`wire`): a sign-in made before it
+            # answered would be undone by its "not signed in".
+            invite_button = gr.Button("Sign in with invite", elem_id="start_invite_button", interactive=False)
         with gr.Row():
             password = gr.Textbox(label="Admin password", type="password", elem_id="start_password", scale=3)
-            password_button = gr.Button("Sign in as admin", elem_id="start_password_button")
+            password_button = gr.Button(
+                "Sign in as admin", elem_id="start_password_button", interactive=False
+            )
     logout_button = gr.Button("Sign out", elem_id="start_logout", variant="secondary", visible=False)
     return {
         "status": status,
@@ -112,11 +116,12 @@ def wire(
     def restore_on_load(stored_token: str, request: gr.Request) -> tuple:
         # One step, so that a slow page load cannot hide the tabs of a sign-in made meanwhile.
         token, message = restore(ctx, stored_token, request)
-        return token, message, *show(token)
+        return token, message, *show(token), *(gr.Button(interactive=True),) * len(buttons)
 
     shown = [stored, parts["sign_in"], parts["logout_button"], *(tab for tab, _ in tabs), tab_set]
     signed = [session_token, parts["status"]]
-    demo.load(restore_on_load, stored, [*signed, *shown], api_name="start_restore", **_PRIVATE).then(
+    buttons = [parts["invite_button"], parts["password_button"]]
+    demo.load(restore_on_load, stored, [*signed, *shown, *buttons], api_name="start_restore", **_PRIVATE).then(
         None, js=_FORGET_INVITE_JS, **_PRIVATE
     )
     status = parts["status"]
