@@ -121,9 +121,9 @@ def wire(
     shown = [stored, parts["sign_in"], parts["logout_button"], *(tab for tab, _ in tabs), tab_set]
     signed = [session_token, parts["status"]]
     buttons = [parts["invite_button"], parts["password_button"]]
-    demo.load(restore_on_load, stored, [*signed, *shown, *buttons], api_name="start_restore", **_PRIVATE).then(
-        None, js=_FORGET_INVITE_JS, **_PRIVATE
-    )
+    demo.load(
+        restore_on_load, stored, [*signed, *shown, *buttons], api_name="start_restore", **_PRIVATE
+    ).then(None, js=_FORGET_INVITE_JS, **_PRIVATE)
     status = parts["status"]
 
     @public
