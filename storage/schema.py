@@ -636,6 +636,78 @@ def _v13_pilot_concepts(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v14_crowd_links(db: sqlite_utils.Database) -> None:
+    """Open study links for crowd platforms (`annotation.study.crowd`).
+
+    ``crowd_links``: one open link of a frozen study; only the sha256 of its token is kept
+    (``token_hash``). ``quota`` places, ``minutes`` per person, open until ``ends`` unless
+    ``closed``; the researcher's ``completion_code`` and ``screenout_code``, the query
+    parameter that carries the platform's participant id (``id_param``, e.g.
+    ``PROLIFIC_PID``), the ``return_url`` with ``{code}`` where the code goes,
+    ``max_failed_checks`` (attention checks a person may fail before being screened out)
+    and ``joins_per_address`` (new people per client address per hour).
+
+    ``crowd_participants``: the participant account a link made for one external id
+    (unique per link: a second visit resumes), the platform's study and session ids,
+    ``started``/``finished`` and ``status`` (active, completed, screened_out, timed_out,
+    returned) with the ``address`` that joined (for the per-address limit)."""
+    db["crowd_links"].create(
+        {
+            "id": int,
+            "token_hash": str,
+            "study_id": int,
+            "label": str,
+            "quota": int,
+            "minutes": float,
+            "ends": str,
+            "closed": str,
+            "completion_code": str,
+            "screenout_code": str,
+            "id_param": str,
+            "return_url": str,
+            "max_failed_checks": int,
+            "joins_per_address": int,
+            "created": str,
+            "created_by": str,
+        },
+        pk="id",
+        not_null={
+            "token_hash",
+            "study_id",
+            "quota",
+            "minutes",
+            "ends",
+            "completion_code",
+            "screenout_code",
+            "id_param",
+            "return_url",
+            "max_failed_checks",
+            "joins_per_address",
+            "created",
+        },
+        foreign_keys=[("study_id", "studies", "id")],
+    )
+    db["crowd_links"].create_index(["token_hash"], unique=True)
+    db["crowd_participants"].create(
+        {
+            "annotator_id": int,
+            "link_id": int,
+            "external_id": str,
+            "platform_study_id": str,
+            "platform_session_id": str,
+            "address": str,
+            "started": str,
+            "finished": str,
+            "status": str,
+        },
+        pk="annotator_id",
+        not_null={"link_id", "external_id", "started", "status"},
+        foreign_keys=[("annotator_id", "annotators", "id"), ("link_id", "crowd_links", "id")],
+    )
+    db["crowd_participants"].create_index(["link_id", "external_id"], unique=True)
+    db["crowd_participants"].create_index(["address", "started"])
+
+
 def change_count(db: sqlite_utils.Database, name: str = DISTRIBUTIONS_CHANGED) -> int:
     """How many changes the triggers of `_v10_change_counters` have counted (a cache key)."""
     row = db.execute("select n from change_counters where name = ?", [name]).fetchone()
@@ -659,6 +731,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("reservations by target indexes", _v11_reservations_by_target_indexes),
     ("sessions record their invite and why they ended", _v12_session_invites),
     ("pilot study concepts", _v13_pilot_concepts),
+    ("open study links for crowd platforms", _v14_crowd_links),
 )
 
 

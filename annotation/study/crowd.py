@@ -1,0 +1,675 @@
+"""Open study links for crowd platforms (Prolific, MTurk, CloudResearch, SONA).
+
+A researcher makes an open link for a frozen study (`create_link`): a quota of places, a
+time limit per person, an end date, the completion and screen-out codes, the query
+parameter that carries the platform's participant id (``PROLIFIC_PID`` by default) and
+the URL people are sent back to (``{code}`` is replaced by their code). Only the sha256 of
+the link's token is stored.
+
+Whoever opens the link (`join`) with an external id gets a fresh participant account and
+a session, never another role; the same id on the same link resumes its account. Places,
+time, end date and the closed flag are checked on the server, in the one write
+transaction that creates the account:
+
+- a place is taken by a person who is ``active`` or ``completed``; a person who times
+  out (`expire_overdue`), returns (`mark_returned`) or is screened out frees it, and
+  their reserved trials go back to the pool (their votes stay, tagged by the payment
+  table's status);
+- new people per client address are limited to the link's ``joins_per_address`` per
+  hour (`JOIN_WINDOW_S`);
+- after each vote `settle` screens a person out once they have failed more than
+  ``max_failed_checks`` attention checks, or marks them completed when every trial
+  asked of them is judged.
+
+`payment_rows` is the approval table (one row per external id), `payment_csv` its CSV,
+`approval_ids` and `bonus_csv` the two files Prolific's bulk approval and bulk bonus take,
+`live_counts` the figures the Admin tab refreshes.
+
+The external ids are personal data (docs/security.md): they are kept here only, shown to
+researchers and admins in the payment table, and never in the votes export.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import secrets
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+import sqlite_utils
+
+from annotation import audit
+from annotation.errors import (
+    Conflict,
+    InvalidInput,
+    InvalidToken,
+    NotFound,
+    QuotaExceeded,
+    check_length,
+    shown,
+)
+from annotation.people.accounts import (
+    Actor,
+    Session,
+    create_annotators,
+    hash_token,
+    login_with_invite,
+    new_invite,
+)
+from annotation.study.design import GROUND_TRUTH, get_study
+from annotation.study.judging import progress
+from storage import iso, parse_iso, transaction, utcnow
+from storage.spreadsheet import csv_text
+
+STATUSES = ("active", "completed", "screened_out", "timed_out", "returned")
+FINISHED = ("completed", "screened_out")
+HOLDS_PLACE = ("active", "completed")
+DEFAULT_ID_PARAM = "PROLIFIC_PID"
+STUDY_PARAM, SESSION_PARAM = "STUDY_ID", "SESSION_ID"
+PROLIFIC_RETURN_URL = "https://app.prolific.com/submissions/complete?cc={code}"
+DEFAULT_MINUTES = 30.0
+DEFAULT_JOINS_PER_ADDRESS = 10
+JOIN_WINDOW_S = 3600.0
+MAX_QUOTA = 10_000
+MAX_EXTERNAL_ID = 64
+_ID_CHARS = re.compile(r"[A-Za-z0-9_.\-]+")
+_CODE_CHARS = re.compile(r"[A-Za-z0-9_\-]{1,40}")
+_PARAM_CHARS = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
+PAYMENT_COLUMNS = (
+    "participant_id",
+    "status",
+    "study_id",
+    "session_id",
+    "started",
+    "finished",
+    "minutes",
+    "trials",
+    "checks_passed",
+    "checks_failed",
+    "code",
+)
+
+
+class LinkClosed(Conflict):
+    """The open link takes nobody now: closed, past its end date or full."""
+
+
+class TooManyJoins(QuotaExceeded):
+    """Too many new people joined from one address within `JOIN_WINDOW_S`."""
+
+
+@dataclass(frozen=True)
+class CrowdState:
+    """Where a crowd participant stands.
+
+    Attributes
+    ----------
+    status : str
+        One of `STATUSES`.
+    code : str
+        The completion code when completed, the screen-out code when screened out, else "".
+    return_url : str
+        Where to send the person with their code ("" until they finished).
+    deadline : str
+        When their time runs out (`storage.iso` text, UTC).
+    external_id : str
+    """
+
+    status: str
+    code: str
+    return_url: str
+    deadline: str
+    external_id: str
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+@dataclass(frozen=True)
+class Joined:
+    """A `join`: the new `session`, whether it `resumed` an account, and its `state`."""
+
+    session: Session
+    resumed: bool
+    state: CrowdState
+
+
+def create_link(
+    db: sqlite_utils.Database,
+    study_id: int,
+    actor: Actor,
+    *,
+    quota: int,
+    completion_code: str,
+    screenout_code: str,
+    minutes: float = DEFAULT_MINUTES,
+    ends: dt.datetime | None = None,
+    id_param: str = DEFAULT_ID_PARAM,
+    return_url: str = PROLIFIC_RETURN_URL,
+    max_failed_checks: int = 0,
+    joins_per_address: int = DEFAULT_JOINS_PER_ADDRESS,
+    label: str = "",
+    now: dt.datetime | None = None,
+) -> tuple[dict, str]:
+    """Make an open link for the frozen study `study_id`.
+
+    Parameters
+    ----------
+    quota : int
+        Places, 1 to `MAX_QUOTA`.
+    completion_code, screenout_code : str
+        Codes shown to people who finish or are screened out: 1-40 letters, digits, ``_``
+        or ``-``, different from each other.
+    minutes : float
+        Time per person from joining, in (0, 1440].
+    ends : datetime, optional
+        When the link stops taking people (UTC); default 30 days from `now`.
+    id_param : str
+        The query parameter with the platform's participant id (``PROLIFIC_PID``,
+        ``workerId``, ``id``...).
+    return_url : str
+        An ``http(s)://`` URL; ``{code}`` in it is replaced by the person's code.
+    max_failed_checks : int
+        Attention checks a person may fail before being screened out, >= 0.
+    joins_per_address : int
+        New people per client address per hour, 1 to `MAX_QUOTA`.
+
+    Returns
+    -------
+    (dict, str)
+        The ``crowd_links`` row and the raw token (shown once; only its hash is kept).
+
+    Raises
+    ------
+    InvalidInput
+        A bad setting, named; or the study is still a draft. Nothing is written then.
+    """
+    now = utcnow() if now is None else now
+    ends = now + dt.timedelta(days=30) if ends is None else ends
+    _check_whole("quota", quota, 1, MAX_QUOTA)
+    _check_whole("max_failed_checks", max_failed_checks, 0, 1000)
+    _check_whole("joins_per_address", joins_per_address, 1, MAX_QUOTA)
+    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not 0 < minutes <= 1440:
+        raise InvalidInput(f"`minutes` must be a number in (0, 1440], got {shown(minutes)}")
+    for name, code in (("completion_code", completion_code), ("screenout_code", screenout_code)):
+        if not isinstance(code, str) or not _CODE_CHARS.fullmatch(code):
+            raise InvalidInput(f"`{name}` must be 1-40 letters, digits, _ or -, got {shown(code)}")
+    if completion_code == screenout_code:
+        raise InvalidInput("`screenout_code` must differ from `completion_code`")
+    if not isinstance(id_param, str) or not _PARAM_CHARS.fullmatch(id_param) or id_param == "study":
+        raise InvalidInput(
+            f"`id_param` must be a query parameter name such as PROLIFIC_PID, got {shown(id_param)}"
+        )
+    check_length(return_url, "return_url", 500)
+    if not re.fullmatch(r"https?://[^\s<>\"']+", return_url or ""):
+        raise InvalidInput(f"`return_url` must be an http:// or https:// URL, got {shown(return_url)}")
+    if not isinstance(ends, dt.datetime) or ends <= now:
+        raise InvalidInput(f"`ends` must be a time after now, got {shown(ends)}")
+    check_length(label, "label", 200)
+    study = get_study(db, study_id)
+    if not study["frozen"]:
+        raise InvalidInput(f"study {study['name']!r} is a draft; open (freeze) it before making a link")
+    token = secrets.token_urlsafe(32)
+    with transaction(db):
+        link_id = (
+            db["crowd_links"]
+            .insert(
+                {
+                    "token_hash": hash_token(token),
+                    "study_id": study_id,
+                    "label": label,
+                    "quota": quota,
+                    "minutes": float(minutes),
+                    "ends": iso(ends),
+                    "closed": None,
+                    "completion_code": completion_code,
+                    "screenout_code": screenout_code,
+                    "id_param": id_param,
+                    "return_url": return_url,
+                    "max_failed_checks": max_failed_checks,
+                    "joins_per_address": joins_per_address,
+                    "created": iso(now),
+                    "created_by": actor.pseudonym,
+                }
+            )
+            .last_pk
+        )
+        audit.record(db, actor.pseudonym, "create_crowd_link", "crowd_link", link_id, now=now)
+    return db["crowd_links"].get(link_id), token
+
+
+def link_url(base_url: str, token: str, id_param: str = DEFAULT_ID_PARAM) -> str:
+    """The URL to paste into the platform, with Prolific's placeholders for its ids.
+
+    For Prolific: ``BASE/?study=TOKEN&PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID=...``;
+    for another `id_param` only that parameter, with the placeholder ``{{%NAME%}}`` to be
+    replaced by the platform's own syntax (docs/crowd.md).
+    """
+    url = f"{base_url.rstrip('/')}/?study={token}&{id_param}={{{{%{id_param}%}}}}"
+    if id_param == DEFAULT_ID_PARAM:
+        url += f"&{STUDY_PARAM}={{{{%{STUDY_PARAM}%}}}}&{SESSION_PARAM}={{{{%{SESSION_PARAM}%}}}}"
+    return url
+
+
+def close_link(
+    db: sqlite_utils.Database, link_id: int, actor: Actor, *, now: dt.datetime | None = None
+) -> dict:
+    """Close a link: nobody new joins; people already in may finish. Returns the row.
+
+    Raises
+    ------
+    NotFound
+        An unknown link.
+    Conflict
+        It is closed already.
+    """
+    with transaction(db):
+        link = get_link(db, link_id)
+        if link["closed"]:
+            raise Conflict(f"open link {link_id} was closed on {link['closed'][:16]} UTC already")
+        db["crowd_links"].update(link["id"], {"closed": iso(now)})
+        audit.record(db, actor.pseudonym, "close_crowd_link", "crowd_link", link["id"], now=now)
+    return get_link(db, link_id)
+
+
+def get_link(db: sqlite_utils.Database, link_id: int) -> dict:
+    """The ``crowd_links`` row of `link_id`; raises `NotFound`."""
+    _check_whole("link_id", link_id, 1, 10**18)
+    rows = list(db["crowd_links"].rows_where("id = ?", [int(link_id)]))
+    if not rows:
+        raise NotFound(f"unknown open link id {shown(link_id)}")
+    return rows[0]
+
+
+def list_links(db: sqlite_utils.Database) -> list[dict]:
+    """Every link (newest first) with its study name and places taken."""
+    return [
+        dict(row)
+        for row in db.query(
+            "select l.id, l.label, s.name as study, l.quota, l.minutes, l.ends, l.closed, l.id_param, "
+            "(select count(*) from crowd_participants c where c.link_id = l.id and c.status in "
+            "('active', 'completed')) as taken from crowd_links l join studies s on s.id = l.study_id "
+            "order by l.id desc"
+        )
+    ]
+
+
+def join(
+    db: sqlite_utils.Database,
+    token: str,
+    params: Mapping[str, str],
+    *,
+    address: str,
+    session_days: float = 1.0,
+    now: dt.datetime | None = None,
+) -> Joined:
+    """Take a person in through an open link, or resume their account.
+
+    Parameters
+    ----------
+    token : str
+        The link's ``study`` parameter.
+    params : mapping of str to str
+        The page's query parameters: the link's ``id_param`` (required), ``STUDY_ID`` and
+        ``SESSION_ID`` (kept when present).
+    address : str
+        The client's address, for the per-address limit.
+
+    Raises
+    ------
+    InvalidToken
+        A malformed or unknown link token.
+    InvalidInput
+        The id parameter is missing or not 1-64 letters, digits, ``.``, ``_`` or ``-``.
+    LinkClosed
+        The link is closed, past its end date, or all its places are taken.
+    Conflict
+        This id timed out or returned the study before.
+    TooManyJoins
+        The address has reached the link's ``joins_per_address`` this hour.
+
+    Nothing is written when it raises.
+    """
+    now = utcnow() if now is None else now
+    if not isinstance(token, str) or not 1 <= len(token) <= 256:
+        raise InvalidToken("this study link is malformed; open the link from the study page again")
+    with transaction(db):
+        rows = list(db["crowd_links"].rows_where("token_hash = ?", [hash_token(token)]))
+        if not rows:
+            raise InvalidToken(
+                "this study link is not valid (unknown or mistyped); open it from the study page"
+            )
+        link = rows[0]
+        external_id = _external_id(params, link["id_param"])
+        previous = list(
+            db["crowd_participants"].rows_where("link_id = ? and external_id = ?", [link["id"], external_id])
+        )
+        if previous:
+            return _resume(db, link, previous[0], session_days, now)
+        _check_open(db, link, now)
+        recent = db.execute(
+            "select count(*) from crowd_participants where address = ? and link_id = ? and started > ?",
+            [address, link["id"], iso(now - dt.timedelta(seconds=JOIN_WINDOW_S))],
+        ).fetchone()[0]
+        if recent >= link["joins_per_address"]:
+            raise TooManyJoins(
+                f"{recent} people joined this study from your address within the hour, its limit; try later"
+            )
+        ((annotator, invite),) = create_annotators(
+            db, 1, "participant", expires_days=1, created_by=f"open link {link['id']}", now=now
+        )
+        session = login_with_invite(db, invite, session_days=session_days, now=now)
+        db["crowd_participants"].insert(
+            {
+                "annotator_id": annotator["id"],
+                "link_id": link["id"],
+                "external_id": external_id,
+                "platform_study_id": _optional_id(params, STUDY_PARAM),
+                "platform_session_id": _optional_id(params, SESSION_PARAM),
+                "address": address,
+                "started": iso(now),
+                "finished": None,
+                "status": "active",
+            }
+        )
+        audit.record(
+            db,
+            "system",
+            "crowd_join",
+            "crowd_link",
+            link["id"],
+            details={"annotator": annotator["id"]},
+            now=now,
+        )
+        return Joined(session, False, _state(link, db["crowd_participants"].get(annotator["id"])))
+
+
+def _resume(db, link: dict, person: dict, session_days: float, now: dt.datetime) -> Joined:
+    person = _timed_out_if_overdue(db, link, person, now)
+    if person["status"] == "timed_out":
+        raise Conflict(
+            "your time for this study ran out; it cannot be taken again (return it on the platform)"
+        )
+    if person["status"] == "returned":
+        raise Conflict("you returned this study; it cannot be taken again")
+    invite = new_invite(
+        db, person["annotator_id"], expires_days=1, created_by=f"open link {link['id']}", now=now
+    )
+    session = login_with_invite(db, invite, session_days=session_days, now=now)
+    return Joined(session, True, _state(link, person))
+
+
+def _check_open(db, link: dict, now: dt.datetime) -> None:
+    if link["closed"]:
+        raise LinkClosed("this study is closed and takes no new participants; thank you for your interest")
+    if link["ends"] <= iso(now):
+        raise LinkClosed(f"this study ended on {link['ends'][:10]} and takes no new participants")
+    expire_overdue(db, now=now, link_id=link["id"])
+    taken = db.execute(
+        "select count(*) from crowd_participants where link_id = ? and status in ('active', 'completed')",
+        [link["id"]],
+    ).fetchone()[0]
+    if taken >= link["quota"]:
+        raise LinkClosed(
+            f"this study is full: all {link['quota']} places are taken; please return it on the platform"
+        )
+
+
+def _external_id(params: Mapping[str, str], name: str) -> str:
+    value = params.get(name)
+    if not value:
+        raise InvalidInput(
+            f"the study link needs your participant id in `{name}`; open it from the study page"
+        )
+    if len(value) > MAX_EXTERNAL_ID or not _ID_CHARS.fullmatch(value):
+        raise InvalidInput(
+            f"`{name}` must be 1-{MAX_EXTERNAL_ID} letters, digits, '.', '_' or '-', got {shown(value)}"
+        )
+    return value
+
+
+def _optional_id(params: Mapping[str, str], name: str) -> str | None:
+    value = params.get(name)
+    if value and len(value) <= MAX_EXTERNAL_ID and _ID_CHARS.fullmatch(value):
+        return value
+    return None
+
+
+def crowd_person(db: sqlite_utils.Database, actor: Actor) -> tuple[dict, dict] | None:
+    """``(link, crowd_participants row)`` of the actor, or None if no open link made them."""
+    if actor.annotator_id is None:
+        return None
+    rows = list(db["crowd_participants"].rows_where("annotator_id = ?", [actor.annotator_id]))
+    if not rows:
+        return None
+    return get_link(db, rows[0]["link_id"]), rows[0]
+
+
+def state(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> CrowdState | None:
+    """The actor's `CrowdState` (timing them out when their time ran out), or None."""
+    found = crowd_person(db, actor)
+    if found is None:
+        return None
+    link, person = found
+    return _state(link, _timed_out_if_overdue(db, link, person, utcnow() if now is None else now))
+
+
+def check_active(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> None:
+    """Refuse a crowd participant who is no longer judging (finished, timed out, returned).
+
+    Raises
+    ------
+    Conflict
+        Saying why; people not from an open link pass.
+    """
+    current = state(db, actor, now=now)
+    if current is None or current.status == "active":
+        return
+    reasons = {
+        "completed": f"you completed this study; your completion code is {current.code}",
+        "screened_out": f"this study has ended for you; your code is {current.code}",
+        "timed_out": "your time for this study ran out; no more votes are taken",
+        "returned": "you returned this study; no more votes are taken",
+    }
+    raise Conflict(reasons[current.status])
+
+
+def settle(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> CrowdState | None:
+    """After a vote: screen the person out or mark them completed when due; their state."""
+    found = crowd_person(db, actor)
+    if found is None:
+        return None
+    link, person = found
+    now = utcnow() if now is None else now
+    if person["status"] != "active":
+        return _state(link, person)
+    _, failed = _checks(db, person["annotator_id"])
+    done, total = progress(db, actor)
+    status = "screened_out" if failed > link["max_failed_checks"] else "completed" if done >= total else None
+    if status is not None:
+        person = _finish(db, person, status, now)
+    return _state(link, person)
+
+
+def mark_returned(
+    db: sqlite_utils.Database, link_id: int, external_id: str, actor: Actor, *, now: dt.datetime | None = None
+) -> dict:
+    """Record that `external_id` returned the study on the platform: their place and
+    reserved trials are freed. Returns their row.
+
+    Raises
+    ------
+    NotFound
+        Nobody with that id joined this link.
+    Conflict
+        They completed or were screened out already.
+    """
+    link = get_link(db, link_id)
+    with transaction(db):
+        rows = list(
+            db["crowd_participants"].rows_where("link_id = ? and external_id = ?", [link["id"], external_id])
+        )
+        if not rows:
+            raise NotFound(f"nobody with the id {shown(external_id)} joined open link {link['id']}")
+        if rows[0]["status"] in FINISHED:
+            raise Conflict(
+                f"{shown(external_id)} has status {rows[0]['status']}; it is not changed to returned"
+            )
+        person = _finish(db, rows[0], "returned", utcnow() if now is None else now)
+        audit.record(db, actor.pseudonym, "crowd_returned", "annotator", person["annotator_id"], now=now)
+    return person
+
+
+def expire_overdue(
+    db: sqlite_utils.Database, *, now: dt.datetime | None = None, link_id: int | None = None
+) -> int:
+    """Time out every active person past their time limit; returns how many."""
+    now = utcnow() if now is None else now
+    where = "c.status = 'active'" + ("" if link_id is None else " and c.link_id = ?")
+    rows = db.query(
+        f"select c.*, l.minutes from crowd_participants c join crowd_links l on l.id = c.link_id where {where}",
+        [] if link_id is None else [link_id],
+    )
+    overdue = [dict(r) for r in rows if _deadline(r["started"], r["minutes"]) <= now]
+    if overdue:
+        with transaction(db):
+            for person in overdue:
+                _finish(db, person, "timed_out", _deadline(person["started"], person["minutes"]))
+    return len(overdue)
+
+
+def _timed_out_if_overdue(db, link: dict, person: dict, now: dt.datetime) -> dict:
+    if person["status"] == "active" and _deadline(person["started"], link["minutes"]) <= now:
+        with transaction(db):
+            return _finish(db, person, "timed_out", _deadline(person["started"], link["minutes"]))
+    return person
+
+
+def _finish(db, person: dict, status: str, when: dt.datetime) -> dict:
+    """Set a person's final status; free their reserved trials unless they completed."""
+    with transaction(db):
+        db["crowd_participants"].update(person["annotator_id"], {"status": status, "finished": iso(when)})
+        db.execute(
+            "update tasks set status = 'released', finished = ? where annotator_id = ? and "
+            "kind = 'judgment' and status = 'reserved'",
+            [iso(when), person["annotator_id"]],
+        )
+    return db["crowd_participants"].get(person["annotator_id"])
+
+
+def _deadline(started: str, minutes: float) -> dt.datetime:
+    return parse_iso(started) + dt.timedelta(minutes=minutes)
+
+
+def _state(link: dict, person: dict) -> CrowdState:
+    code = {"completed": link["completion_code"], "screened_out": link["screenout_code"]}.get(
+        person["status"], ""
+    )
+    return CrowdState(
+        person["status"],
+        code,
+        link["return_url"].replace("{code}", code) if code else "",
+        iso(_deadline(person["started"], link["minutes"])),
+        person["external_id"],
+    )
+
+
+def _checks(db, annotator_id: int) -> tuple[int, int]:
+    passed, failed = db.execute(
+        "select coalesce(sum(j.winner = 'b'), 0), coalesce(sum(j.winner != 'b'), 0) from judgments j "
+        "join study_pairs p on p.id = j.pair_id where j.participant_id = ? and p.b = ?",
+        [annotator_id, GROUND_TRUTH],
+    ).fetchone()
+    return passed, failed
+
+
+def payment_rows(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | None = None) -> pd.DataFrame:
+    """The approval table of a link: one row per external id, in joining order.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns `PAYMENT_COLUMNS`: the platform's ``participant_id``, ``study_id`` and
+        ``session_id``; ``status`` (one of `STATUSES`, after timing out the overdue);
+        ``started``/``finished`` (UTC); ``minutes`` spent (to now while active, 0.1
+        precision); ``trials`` judged; attention ``checks_passed``/``checks_failed``;
+        the ``code`` they were given ("" unless completed or screened out).
+    """
+    link = get_link(db, link_id)
+    now = utcnow() if now is None else now
+    expire_overdue(db, now=now, link_id=link["id"])
+    rows = db.execute(
+        "select c.external_id, c.status, c.platform_study_id, c.platform_session_id, c.started, c.finished, "
+        "count(j.id), coalesce(sum(p.b = ? and j.winner = 'b'), 0), coalesce(sum(p.b = ? and j.winner != 'b'), 0) "
+        "from crowd_participants c left join judgments j on j.participant_id = c.annotator_id "
+        "left join study_pairs p on p.id = j.pair_id where c.link_id = ? "
+        "group by c.annotator_id order by c.started, c.annotator_id",
+        [GROUND_TRUTH, GROUND_TRUTH, link["id"]],
+    ).fetchall()
+    codes = {"completed": link["completion_code"], "screened_out": link["screenout_code"]}
+    records = [
+        {
+            "participant_id": pid,
+            "status": status,
+            "study_id": study or "",
+            "session_id": session or "",
+            "started": started,
+            "finished": finished or "",
+            "minutes": round(
+                ((parse_iso(finished) if finished else now) - parse_iso(started)).total_seconds() / 60, 1
+            ),
+            "trials": trials,
+            "checks_passed": passed,
+            "checks_failed": failed,
+            "code": codes.get(status, ""),
+        }
+        for pid, status, study, session, started, finished, trials, passed, failed in rows
+    ]
+    return pd.DataFrame(records, columns=list(PAYMENT_COLUMNS))
+
+
+def payment_csv(table: pd.DataFrame) -> str:
+    """The approval table as CSV text (header first, spreadsheet-safe)."""
+    return csv_text(table, index=False)
+
+
+def approval_ids(table: pd.DataFrame, statuses: tuple[str, ...] = ("completed",)) -> str:
+    """The ids to approve, one a line: what Prolific's "bulk approve" box takes."""
+    return "".join(f"{pid}\n" for pid in table.loc[table["status"].isin(statuses), "participant_id"])
+
+
+def bonus_csv(table: pd.DataFrame, per_trial: float, statuses: tuple[str, ...] = ("completed",)) -> str:
+    """``participant_id,amount`` lines, no header, amount = `per_trial` x trials in the
+    platform's currency with 2 decimals: the form Prolific's bulk bonus takes."""
+    if isinstance(per_trial, bool) or not isinstance(per_trial, (int, float)) or not 0 < per_trial <= 100:
+        raise InvalidInput(f"`per_trial` must be a number in (0, 100], got {shown(per_trial)}")
+    chosen = table[table["status"].isin(statuses)]
+    return "".join(
+        f"{pid},{per_trial * n:.2f}\n" for pid, n in zip(chosen["participant_id"], chosen["trials"])
+    )
+
+
+def live_counts(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | None = None) -> dict:
+    """Started, each status, places left, median minutes of the completed and the
+    attention failure rate (failed / answered checks; None before any), for a link."""
+    link = get_link(db, link_id)
+    table = payment_rows(db, link_id, now=now)
+    counts = {status: int((table["status"] == status).sum()) for status in STATUSES}
+    answered = int(table["checks_passed"].sum() + table["checks_failed"].sum())
+    completed = table.loc[table["status"] == "completed", "minutes"].tolist()
+    return {
+        "started": len(table),
+        **counts,
+        "places_left": max(0, link["quota"] - counts["active"] - counts["completed"]),
+        "median_minutes": statistics.median(completed) if completed else None,
+        "attention_failure_rate": None if not answered else int(table["checks_failed"].sum()) / answered,
+    }
+
+
+def _check_whole(name: str, value, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"`{name}` must be a whole number from {low} to {high}, got {shown(value)}")

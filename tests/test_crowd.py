@@ -1,0 +1,299 @@
+"""Open study links in the library: places, time, end date, resume, codes, payment table."""
+
+import datetime as dt
+import json
+
+import numpy as np
+import pytest
+
+from annotation.errors import Conflict, InvalidInput, InvalidToken
+from annotation.people.accounts import Actor, require
+from annotation.study import crowd, judging
+from annotation.study import design as study
+from annotation.study.design import GROUND_TRUTH
+from storage import iso, utcnow
+from tests.study_data import populate, sources, truth_source
+
+ADMIN = Actor(None, "admin", frozenset({"admin"}))
+T0 = utcnow().replace(microsecond=0)
+CODES = {"completion_code": "C0MPLETE", "screenout_code": "SCREEN-1"}
+
+
+@pytest.fixture
+def setup(db, tmp_path):
+    """A frozen study of 3 concepts (9 pairs and 1 attention check); every participant
+    is asked for all 10 trials."""
+    data_dir = tmp_path / "data"
+    truths, _ = populate(db, data_dir, 6, np.random.default_rng(0))
+    study_id = study.create_study(
+        db,
+        "crowd",
+        sources(),
+        truth_source(data_dir, truths),
+        seed=1,
+        n_concepts=3,
+        trials_per_participant=10,
+    )
+    study.open_study(db, study_id, ADMIN)
+    return db, study_id
+
+
+def _link(db, study_id, **options):
+    settings = {"quota": 10, "minutes": 30, **CODES, **options}
+    return crowd.create_link(db, study_id, ADMIN, now=T0 - dt.timedelta(hours=2), **settings)
+
+
+def _join(db, token, pid, *, address="1.2.3.4", minutes_ago=0.0, **params):
+    query = {"PROLIFIC_PID": pid, "STUDY_ID": "S1", "SESSION_ID": f"sess-{pid}", **params}
+    return crowd.join(db, token, query, address=address, now=T0 - dt.timedelta(minutes=minutes_ago))
+
+
+def _actor(db, joined):
+    return require(db, joined.session.token, now=T0 - dt.timedelta(hours=1))
+
+
+def _judge(db, actor, n, *, pass_checks=True, at=None):
+    """Judge up to `n` trials; a check is passed or failed as asked. Returns trials judged."""
+    judging.set_background(db, actor, True)
+    done = 0
+    while done < n and (trial := judging.next_trial(db, actor, np.random.default_rng(done), now=at)):
+        truth_left = trial.left.item == GROUND_TRUTH
+        check = GROUND_TRUTH in (trial.left.item, trial.right.item)
+        side = "left" if truth_left == (pass_checks or not check) else "right"
+        judging.record_judgment(db, actor, trial.task_id, side, 3.0, now=at)
+        done += 1
+        if check and not pass_checks:
+            break
+    return done
+
+
+def _dump(db):
+    return list(db.conn.iterdump())
+
+
+def test_a_link_makes_participants_only_and_keeps_only_the_token_hash(setup):
+    db, study_id = setup
+    link, token = _link(db, study_id)
+    joined = _join(db, token, "pid-a")
+    actor = _actor(db, joined)
+    assert actor.roles == frozenset({"participant"})
+    assert json.loads(db["annotators"].get(actor.annotator_id)["roles"]) == ["participant"]
+    dump = "\n".join(_dump(db))
+    assert token not in dump and joined.session.token not in dump
+    assert link["token_hash"] in dump
+    assert crowd.link_url("http://host:7860/", token) == (
+        f"http://host:7860/?study={token}&PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
+        "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+    )
+
+
+def test_the_same_pid_resumes_its_account_and_its_trials(setup):
+    db, study_id = setup
+    _, token = _link(db, study_id)
+    first = _join(db, token, "pid-a", minutes_ago=5)
+    actor = _actor(db, first)
+    assert _judge(db, actor, 3) == 3
+    again = _join(db, token, "pid-a")
+    assert again.resumed and not first.resumed
+    assert _actor(db, again) == actor
+    assert judging.progress(db, actor) == (3, 10)
+    with pytest.raises(InvalidToken, match="has since been replaced"):
+        require(db, first.session.token)
+    assert db["crowd_participants"].count == 1
+
+
+@pytest.mark.parametrize(
+    "options, when, message",
+    [
+        ({"quota": 1}, None, "this study is full: all 1 places are taken"),
+        ({}, "closed", "this study is closed"),
+        ({"ends": T0 - dt.timedelta(minutes=1)}, None, "this study ended on"),
+    ],
+)
+def test_a_full_closed_or_ended_link_refuses_the_next_person_and_writes_nothing(
+    setup, options, when, message
+):
+    db, study_id = setup
+    ends = options.pop("ends", None)
+    link, token = _link(db, study_id, **options)
+    _join(db, token, "pid-a", minutes_ago=10)
+    if when == "closed":
+        crowd.close_link(db, link["id"], ADMIN, now=T0 - dt.timedelta(minutes=5))
+    if ends is not None:
+        db["crowd_links"].update(link["id"], {"ends": iso(ends)})
+    before = _dump(db)
+    with pytest.raises(crowd.LinkClosed, match=message):
+        _join(db, token, "pid-b")
+    assert _dump(db) == before
+
+
+def test_a_place_freed_by_a_time_out_or_a_return_is_taken_again(setup):
+    db, study_id = setup
+    link, token = _link(db, study_id, quota=1)
+    _join(db, token, "pid-a", minutes_ago=31)
+    assert not _join(db, token, "pid-b").resumed
+    crowd.mark_returned(db, link["id"], "pid-b", ADMIN, now=T0)
+    assert not _join(db, token, "pid-c").resumed
+    with pytest.raises(Conflict, match="your time for this study ran out"):
+        _join(db, token, "pid-a")
+    with pytest.raises(Conflict, match="you returned this study"):
+        _join(db, token, "pid-b")
+
+
+def test_bad_links_and_ids_are_refused_with_the_field_named(setup):
+    db, study_id = setup
+    _, token = _link(db, study_id, id_param="workerId")
+    with pytest.raises(InvalidToken, match="not valid"):
+        _join(db, token + "x", "pid-a", workerId="w1")
+    with pytest.raises(InvalidInput, match="participant id in `workerId`"):
+        _join(db, token, "pid-a")
+    with pytest.raises(InvalidInput, match="`workerId` must be 1-64 letters"):
+        _join(db, token, "pid-a", workerId="<script>")
+    assert _join(db, token, "ignored", workerId="A1B2").state.external_id == "A1B2"
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"quota": 0}, "`quota` must be a whole number from 1 to 10000, got 0"),
+        ({"minutes": 0}, r"`minutes` must be a number in \(0, 1440\]"),
+        ({"completion_code": "a b"}, "`completion_code` must be 1-40 letters"),
+        ({"screenout_code": CODES["completion_code"]}, "`screenout_code` must differ"),
+        ({"id_param": "1x"}, "`id_param` must be a query parameter name"),
+        ({"return_url": "javascript:alert(1)"}, "`return_url` must be an http:// or https:// URL"),
+    ],
+)
+def test_bad_link_settings_are_refused_with_the_setting_named(setup, change, message):
+    db, study_id = setup
+    before = _dump(db)
+    with pytest.raises(InvalidInput, match=message):
+        _link(db, study_id, **change)
+    assert _dump(db) == before
+
+
+def test_joins_are_limited_per_address(setup):
+    db, study_id = setup
+    _, token = _link(db, study_id, joins_per_address=2)
+    _join(db, token, "pid-a", minutes_ago=2)
+    _join(db, token, "pid-b", minutes_ago=1)
+    before = _dump(db)
+    with pytest.raises(crowd.TooManyJoins, match="2 people joined this study from your address"):
+        _join(db, token, "pid-c")
+    assert _dump(db) == before
+    assert _join(db, token, "pid-a").resumed  # resuming is not a new join
+    _join(db, token, "pid-c", address="5.6.7.8")
+    _join(db, token, "pid-d", minutes_ago=-61)
+
+
+def test_a_failed_check_screens_out_and_a_finished_person_votes_no_more(setup):
+    db, study_id = setup
+    _, token = _link(db, study_id)
+    failing = _actor(db, _join(db, token, "pid-b"))
+    _judge(db, failing, 10, pass_checks=False)
+    state = crowd.settle(db, failing, now=T0)
+    assert (state.status, state.code, state.return_url) == (
+        "screened_out",
+        "SCREEN-1",
+        "https://app.prolific.com/submissions/complete?cc=SCREEN-1",
+    )
+    assert not list(
+        db["tasks"].rows_where("annotator_id = ? and status = 'reserved'", [failing.annotator_id])
+    )
+    with pytest.raises(Conflict, match="your code is SCREEN-1"):
+        crowd.check_active(db, failing)
+    passing = _actor(db, _join(db, token, "pid-a"))
+    assert _judge(db, passing, 10) == 10
+    assert crowd.settle(db, passing, now=T0).code == "C0MPLETE"
+    assert _join(db, token, "pid-a").state.code == "C0MPLETE"
+
+
+def test_the_payment_table_of_a_small_crowd_row_by_row(setup):
+    db, study_id = setup
+    link, token = _link(db, study_id, return_url="http://127.0.0.1:9/done?code={code}")
+    minutes = {"pid-c": 40, "pid-a": 20, "pid-b": 10, "pid-d": 5}
+    actors = {"pid-c": _actor(db, _join(db, token, "pid-c", minutes_ago=40))}
+    _judge(db, actors["pid-c"], 2, at=T0 - dt.timedelta(minutes=39))
+    actors |= {pid: _actor(db, _join(db, token, pid, minutes_ago=m)) for pid, m in list(minutes.items())[1:]}
+    assert _judge(db, actors["pid-a"], 10) == 10
+    crowd.settle(db, actors["pid-a"], now=T0 + dt.timedelta(minutes=1))
+    trials_b = _judge(db, actors["pid-b"], 10, pass_checks=False)
+    crowd.settle(db, actors["pid-b"], now=T0)
+    _judge(db, actors["pid-d"], 1)
+    crowd.mark_returned(db, link["id"], "pid-d", ADMIN, now=T0)
+    table = crowd.payment_rows(db, link["id"], now=T0 + dt.timedelta(minutes=2))
+    started = {pid: iso(T0 - dt.timedelta(minutes=m)) for pid, m in minutes.items()}
+    expected = [
+        [
+            "pid-c",
+            "timed_out",
+            "S1",
+            "sess-pid-c",
+            started["pid-c"],
+            iso(T0 - dt.timedelta(minutes=10)),
+            30.0,
+            2,
+            0,
+            0,
+            "",
+        ],
+        [
+            "pid-a",
+            "completed",
+            "S1",
+            "sess-pid-a",
+            started["pid-a"],
+            iso(T0 + dt.timedelta(minutes=1)),
+            21.0,
+            10,
+            1,
+            0,
+            "C0MPLETE",
+        ],
+        [
+            "pid-b",
+            "screened_out",
+            "S1",
+            "sess-pid-b",
+            started["pid-b"],
+            iso(T0),
+            10.0,
+            trials_b,
+            0,
+            1,
+            "SCREEN-1",
+        ],
+        ["pid-d", "returned", "S1", "sess-pid-d", started["pid-d"], iso(T0), 5.0, 1, 0, 0, ""],
+    ]
+    # pid-c's two trials: neither was the check (it would be counted above otherwise)
+    checks_c = db.execute(
+        "select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
+        "where j.participant_id = ? and p.b = ?",
+        [actors["pid-c"].annotator_id, GROUND_TRUTH],
+    ).fetchone()[0]
+    expected[0][8] = checks_c
+    assert table.values.tolist() == expected
+    lines = crowd.payment_csv(table).splitlines()
+    assert lines[0] == ",".join(crowd.PAYMENT_COLUMNS)
+    assert (
+        lines[2]
+        == f"pid-a,completed,S1,sess-pid-a,{started['pid-a']},{iso(T0 + dt.timedelta(minutes=1))},21.0,10,1,0,C0MPLETE"
+    )
+    assert crowd.approval_ids(table) == "pid-a\n"
+    assert crowd.bonus_csv(table, 0.05) == "pid-a,0.50\n"
+    counts = crowd.live_counts(db, link["id"], now=T0 + dt.timedelta(minutes=2))
+    assert counts == {
+        "started": 4,
+        "active": 0,
+        "completed": 1,
+        "screened_out": 1,
+        "timed_out": 1,
+        "returned": 1,
+        "places_left": 9,
+        "median_minutes": 21.0,
+        "attention_failure_rate": 1 / (2 + checks_c),
+    }
+    # the timed-out and returned people's reservations went back to the pool
+    for pid in ("pid-c", "pid-d"):
+        assert not list(
+            db["tasks"].rows_where("annotator_id = ? and status = 'reserved'", [actors[pid].annotator_id])
+        )
