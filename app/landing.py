@@ -15,15 +15,15 @@ from annotation.errors import AnnotationError, InvalidInput, InvalidToken, Permi
 from annotation.people import throttle
 from annotation.people.accounts import Actor, login_with_invite, logout, require
 from annotation.people.passwords import login_admin
+from annotation.study import crowd
 from app.common import AppContext, escape, own_session, public, shown_errors, ui_only, visible_to
 from app.common import wire as wire_event
 
 NAME = "start"
 TITLE = "Start"
 # After the page-load sign-in, drop ?invite= from the address bar (and so from history).
-_FORGET_INVITE_JS = (
-    "() => { if (location.search.includes('invite=')) history.replaceState(null, '', location.pathname); }"
-)
+# An open study link's ``?study=`` (with the platform's ids) goes the same way.
+_FORGET_INVITE_JS = "() => { if (/[?&](invite|study)=/.test(location.search)) history.replaceState(null, '', location.pathname); }"
 _PRIVATE = {"api_visibility": "private"}
 
 INTRO = """\
@@ -186,6 +186,29 @@ def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[
     return session.token, f"Signed in as **{escape(session.pseudonym)}**."
 
 
+def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[str, str]:
+    """``(session_token, message)`` for an open study link's query parameters (``study`` and
+    the platform's ids): a new participant, or the same external id resumed; raises `gr.Error`.
+
+    Unknown link tokens count as failed sign-ins of `address` (`annotation.people.throttle`);
+    new people per address are limited by the link (`annotation.study.crowd.join`)."""
+    with shown_errors("join_open_link"), ctx.db() as db:
+        throttle.check(db, address)
+        try:
+            joined = crowd.join(db, params.get("study", ""), params, address=address)
+        except InvalidToken:
+            throttle.record_failure(db, address, "study link")
+            raise
+    name = escape(joined.session.pseudonym)
+    if joined.state.finished:
+        return joined.session.token, f"Welcome back, **{name}**: you have finished this study."
+    welcome = "Welcome back" if joined.resumed else "Welcome"
+    return joined.session.token, (
+        f"{welcome}, you take part as **{name}**. Your time for this study ends at "
+        f"{joined.state.deadline[11:16]} UTC. The **Judge** tab has the instructions and your trials."
+    )
+
+
 def sign_in_as_admin(ctx: AppContext, password: str, address: str = "") -> tuple[str, str]:
     """``(session_token, message)`` for the admin password; raises `gr.Error`.
 
@@ -225,6 +248,11 @@ def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[s
     A bad invite shows its message instead of failing the page.
     """
     params = dict(request.query_params) if request is not None else {}
+    if params.get("study"):
+        try:
+            return join_open_link(ctx, params, client_address(request))
+        except gr.Error as error:
+            return stored or "", f"**This study link did not work:** {error.message}"
     if params.get("invite"):
         try:
             return sign_in_with_invite(ctx, params["invite"], client_address(request))

@@ -13,7 +13,7 @@ import gradio as gr
 import numpy as np
 
 from annotation.files import resolve
-from annotation.study import judging
+from annotation.study import crowd, judging
 from app.common import AppContext, escape, handler, note_area, ui_only, whole_number, wire
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from storage import iso
@@ -43,6 +43,7 @@ and each model's images.
 - Some trials check attention: there one side is the ground truth itself.
 """
 
+_GO_BACK_JS = "(url) => { if (url) window.location.assign(url); }"
 # Keyboard shortcuts; capture phase, so tab-list arrow keys do not also switch tabs.
 _KEYS_JS = """
 if (!window.__participantKeys) {
@@ -118,7 +119,9 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     shown_at = gr.Textbox(visible="hidden", label="shown_at", elem_id="participant_shown_at")
     sides = [gr.Textbox(side, visible="hidden", label="side") for side in judging.SIDES]
     gr.HTML("", js_on_load=_KEYS_JS, elem_id="participant_keys")
-    outputs += [task_id, shown_at, *buttons]
+    # A crowd participant who finished is sent back to their platform with their code.
+    return_url = gr.Textbox(visible="hidden", label="return_url", elem_id="participant_return_url")
+    outputs += [task_id, shown_at, *buttons, return_url]
 
     # Whoever signs in next starts from a blank view, not the previous person's trial.
     session_token.change(
@@ -152,6 +155,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
             note=vote_note,
             api_name="participant_vote" if side.value == "left" else None,
         )
+    return_url.change(None, return_url, None, js=_GO_BACK_JS, api_visibility="private")
     # A reference set of ratings has no colorings and no dominant colors: no blank panels then.
     gr.on(
         [truth_strip.change, colorings.change],
@@ -201,7 +205,9 @@ def _vote(ctx: AppContext):
         if task_id is None or task_id == "":
             raise ValueError("`task_id` is empty: press Start to see a trial first")
         trial = whole_number(task_id, "task_id")
+        crowd.check_active(db, actor)
         judging.record_judgment(db, actor, trial, side, judging.seconds_since(shown_at))
+        crowd.settle(db, actor)
         return _view(ctx, db, actor)
 
     return vote
@@ -209,6 +215,9 @@ def _vote(ctx: AppContext):
 
 def _view(ctx: AppContext, db, actor) -> tuple:
     """Every output of the tab, in the order `build` lists them."""
+    finished = crowd.state(db, actor)
+    if finished is not None and finished.status != "active":
+        return (_crowd_message(finished), gr.Radio(visible=False), *_empty(finished.return_url))
     background = judging.design_background(db, actor)
     asked = gr.Radio(value=None, visible=background is None)
     if background is None:
@@ -251,13 +260,32 @@ def _view(ctx: AppContext, db, actor) -> tuple:
         iso(),
         gr.Button(interactive=True),
         gr.Button(interactive=True),
+        "",
     )
 
 
 _WAIT_FOR_BACKGROUND = "**Before your first trial:** do you have a design or art background? Answer above."
 
 
-def _empty() -> tuple:
+def _crowd_message(state: crowd.CrowdState) -> str:
+    """What a crowd participant who is no longer judging reads, with their code."""
+    if state.status == "completed":
+        head = "**All done, thank you!**"
+    elif state.status == "screened_out":
+        head = "**This study has ended for you**: some answers did not pass the attention checks."
+    elif state.status == "timed_out":
+        return (
+            "**Your time for this study ran out.** No more votes are taken; please return it on the platform."
+        )
+    else:
+        return "**You returned this study.** No more votes are taken."
+    return (
+        f"{head} Your code is **{escape(state.code)}**. You are being sent back to the study platform; "
+        f"if nothing happens, [continue here]({escape(state.return_url)})."
+    )
+
+
+def _empty(return_url: str = "") -> tuple:
     return (
         None,
         None,
@@ -270,6 +298,7 @@ def _empty() -> tuple:
         "",
         gr.Button(interactive=False),
         gr.Button(interactive=False),
+        return_url,
     )
 
 

@@ -18,6 +18,7 @@ from annotation.research.views import evaluated_concepts, pick_source
 from annotation.study import design as study
 from annotation.study import judging
 from annotation.study.design import ModelSource
+from app import crowd as crowd_links
 from app.common import (
     AppContext,
     empty_note,
@@ -194,6 +195,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         note=analyse_note,
         api_name="study_analyse",
     )
+    crowd_links.build(ctx, session_token, tab)
 
 
 def _choices(db, actor, style: str, truth: str | None = None, sources: list[str] | None = None) -> tuple:

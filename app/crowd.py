@@ -1,0 +1,229 @@
+"""Open study links on the Study tab: make and close them, follow and pay the crowd.
+
+A researcher or admin makes an open link for a frozen study (`annotation.study.crowd`):
+places, minutes per person, days open, the completion and screen-out codes, the id
+parameter and the return URL of the platform. The link is shown once. The payment table
+of a link (one row per external id) refreshes by itself every `REFRESH_S` seconds once
+shown, with the live counts above it; **Download** writes it as CSV beside the ids to
+approve and (with a bonus per trial) the bonus lines, the files Prolific's bulk approval
+and bulk bonus take. **Mark returned** frees the place of someone who returned the study
+on the platform.
+
+Endpoints (researcher or admin): ``crowd_make_link``, ``crowd_links``, ``crowd_close_link``,
+``crowd_payments``, ``crowd_download``, ``crowd_returned``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import gradio as gr
+
+from annotation.errors import InvalidInput
+from annotation.study import crowd
+from app.common import (
+    AppContext,
+    empty_note,
+    escape,
+    handler,
+    id_field,
+    note_area,
+    on_open,
+    whole_number,
+    wire,
+)
+from storage import utcnow
+
+ROLES = ("researcher", "admin")
+REFRESH_S = 5.0
+LINK_HEADERS = ["id", "label", "study", "quota", "taken", "minutes", "ends", "closed", "id_param"]
+
+
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
+    """Lay out and wire the open-link section inside the current tab."""
+    guard = handler(ctx, *ROLES)
+    gr.Markdown(
+        "## Open study links (Prolific and other crowd platforms)\nAnyone who opens the link gets a "
+        "fresh participant account for the open study; see docs/crowd.md. Codes: 1-40 letters, digits, "
+        "_ or -. `{code}` in the return URL is replaced by the person's code."
+    )
+    with gr.Row():
+        study_id = id_field("Study id (open)", "crowd_study_id", placeholder="from the list of studies")
+        label = gr.Textbox(label="Label", elem_id="crowd_label")
+        quota = gr.Number(100, label="quota (places)", elem_id="crowd_quota")
+        minutes = gr.Number(crowd.DEFAULT_MINUTES, label="minutes per person", elem_id="crowd_minutes")
+        days = gr.Number(14, label="days open", elem_id="crowd_days")
+    with gr.Row():
+        completion = gr.Textbox(label="completion_code", elem_id="crowd_completion_code")
+        screenout = gr.Textbox(label="screenout_code", elem_id="crowd_screenout_code")
+        failures = gr.Number(0, label="max_failed_checks", elem_id="crowd_max_failed")
+        per_address = gr.Number(
+            crowd.DEFAULT_JOINS_PER_ADDRESS, label="joins_per_address (per hour)", elem_id="crowd_per_address"
+        )
+    with gr.Row():
+        id_param = gr.Textbox(crowd.DEFAULT_ID_PARAM, label="id_param", elem_id="crowd_id_param")
+        return_url = gr.Textbox(
+            crowd.PROLIFIC_RETURN_URL, label="return_url", elem_id="crowd_return_url", scale=3
+        )
+    make = gr.Button("Make open link", variant="primary", elem_id="crowd_make")
+    make_note = note_area("crowd_make_note")
+    url = gr.Textbox(label="Open link (shown once: paste it into the platform)", elem_id="crowd_url")
+    with gr.Row():
+        link_id = id_field("Link id", "crowd_link_id", placeholder="from the list of links")
+        close = gr.Button("Close link", variant="stop", elem_id="crowd_close")
+        show = gr.Button("Show payments (refreshes itself)", elem_id="crowd_show")
+    links_note = note_area("crowd_links_note")
+    with empty_note("No open link yet: make one above.", "crowd_links_empty"):
+        links = gr.Dataframe(headers=LINK_HEADERS, interactive=False, elem_id="crowd_links")
+    counts = gr.Markdown(elem_id="crowd_counts")
+    with empty_note("Nobody joined this link yet.", "crowd_payments_empty"):
+        payments = gr.Dataframe(
+            headers=list(crowd.PAYMENT_COLUMNS), interactive=False, elem_id="crowd_payments"
+        )
+    timer = gr.Timer(REFRESH_S, active=False)
+    with gr.Row():
+        bonus = gr.Number(0, label="Bonus per trial (0: none)", elem_id="crowd_bonus")
+        download = gr.Button("Download CSV", elem_id="crowd_download")
+        external_id = gr.Textbox(label="External id that returned", elem_id="crowd_external_id")
+        returned = gr.Button("Mark returned", elem_id="crowd_returned")
+    pay_note = note_area("crowd_pay_note")
+    files = gr.File(label="Payment files", file_count="multiple", elem_id="crowd_files")
+
+    form = [session_token, study_id, label, quota, minutes, days, completion, screenout]
+    form += [failures, per_address, id_param, return_url]
+    wire(make.click, guard(_make(ctx)), form, [url, links], note=make_note, api_name="crowd_make_link")
+    wire(on_open(tab), guard(_links), session_token, links, note=links_note, api_name="crowd_links")
+    wire(
+        close.click,
+        guard(_close),
+        [session_token, link_id],
+        links,
+        note=links_note,
+        api_name="crowd_close_link",
+    )
+    wire(
+        show.click,
+        guard(_payments),
+        [session_token, link_id],
+        [counts, payments, timer],
+        note=pay_note,
+        api_name="crowd_payments",
+    )
+    wire(timer.tick, guard(_payments), [session_token, link_id], [counts, payments, timer], note=pay_note)
+    wire(
+        download.click,
+        guard(_download(ctx)),
+        [session_token, link_id, bonus],
+        files,
+        note=pay_note,
+        api_name="crowd_download",
+    )
+    wire(
+        returned.click,
+        guard(_returned),
+        [session_token, link_id, external_id],
+        [counts, payments, timer],
+        note=pay_note,
+        api_name="crowd_returned",
+    )
+
+
+def _make(ctx: AppContext):
+    def make_link(
+        db,
+        actor,
+        study_id,
+        label: str,
+        quota,
+        minutes,
+        days,
+        completion: str,
+        screenout: str,
+        max_failed,
+        per_address,
+        id_param: str,
+        return_url: str,
+    ) -> tuple:
+        """Make an open link; returns the link (shown once) and the list of links."""
+        days = _finite(days, "days open")
+        if not 0 < days <= 3650:
+            raise InvalidInput(f"`days open` must be in (0, 3650], got {days}")
+        _, token = crowd.create_link(
+            db,
+            whole_number(study_id, "Study id"),
+            actor,
+            quota=whole_number(quota, "quota"),
+            minutes=_finite(minutes, "minutes per person"),
+            ends=utcnow() + dt.timedelta(days=days),
+            completion_code=(completion or "").strip(),
+            screenout_code=(screenout or "").strip(),
+            id_param=(id_param or "").strip(),
+            return_url=(return_url or "").strip(),
+            max_failed_checks=whole_number(max_failed, "max_failed_checks"),
+            joins_per_address=whole_number(per_address, "joins_per_address"),
+            label=label or "",
+        )
+        return crowd.link_url(ctx.config.public_url, token, (id_param or "").strip()), _links(db, actor)
+
+    return make_link
+
+
+def _links(db, actor) -> list[list]:
+    """Every open link, newest first."""
+    return [[row[h] for h in LINK_HEADERS] for row in crowd.list_links(db)]
+
+
+def _close(db, actor, link_id) -> list[list]:
+    """Close a link: nobody new joins; people in it may finish."""
+    crowd.close_link(db, whole_number(link_id, "Link id"), actor)
+    return _links(db, actor)
+
+
+def _payments(db, actor, link_id) -> tuple:
+    """The live counts and payment table of a link; keeps the refresh running."""
+    link_id = whole_number(link_id, "Link id")
+    table = crowd.payment_rows(db, link_id)
+    return _counts_text(crowd.live_counts(db, link_id)), table, gr.Timer(active=True)
+
+
+def _returned(db, actor, link_id, external_id: str) -> tuple:
+    """Mark that an external id returned the study on the platform."""
+    crowd.mark_returned(db, whole_number(link_id, "Link id"), (external_id or "").strip(), actor)
+    return _payments(db, actor, link_id)
+
+
+def _download(ctx: AppContext):
+    def download(db, actor, link_id, bonus) -> list[str]:
+        """payments.csv, approve.txt (ids to approve) and, with a bonus, bonus.csv."""
+        link_id = whole_number(link_id, "Link id")
+        per_trial = _finite(bonus, "Bonus per trial")
+        table = crowd.payment_rows(db, link_id)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
+        folder = ctx.config.data_dir / "exports" / f"crowd-{link_id}" / stamp
+        folder.mkdir(parents=True, exist_ok=True)
+        texts = {"payments.csv": crowd.payment_csv(table), "approve.txt": crowd.approval_ids(table)}
+        if per_trial:
+            texts["bonus.csv"] = crowd.bonus_csv(table, per_trial)
+        for name, text in texts.items():
+            (folder / name).write_text(text, encoding="utf-8", newline="")
+        return [str(folder / name) for name in texts]
+
+    return download
+
+
+def _counts_text(counts: dict) -> str:
+    median = "–" if counts["median_minutes"] is None else f"{counts['median_minutes']:.1f}"
+    rate = counts["attention_failure_rate"]
+    return escape(
+        f"Started {counts['started']} · active {counts['active']} · completed {counts['completed']} · "
+        f"screened out {counts['screened_out']} · timed out {counts['timed_out']} · returned "
+        f"{counts['returned']} · places left {counts['places_left']} · median minutes (completed) "
+        f"{median} · attention failure rate {'–' if rate is None else f'{rate:.0%}'}"
+    )
+
+
+def _finite(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidInput(f"`{name}` must be a number, got {value!r}")
+    return float(value)
