@@ -24,26 +24,31 @@ hash), the ``token_hash`` columns of ``invites`` and ``sessions`` and ``sessions
 ``coloring_samples`` (binary pixel samples derived from the exported images, rebuilt by
 ``python -m annotation check-distributions --repair``) is left out too; the stored human
 distributions are in ``human_distributions``.
+
+`BackgroundExport` builds `export_archive` on its own thread with its own connection, one
+at a time, so the app's request only starts it and later polls for the zip.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import secrets
 import shutil
 import sqlite3
 import tempfile
+import threading
 import zipfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 import sqlite_utils
 
-from annotation.errors import InvalidInput
+from annotation.errors import AnnotationError, Conflict, InvalidInput
 from annotation.files import resolve
 from evaluation.color.naming import DOMINANT_COLUMNS, names_of_uw71, with_bin_names
 from storage.spreadsheet import csv_text, write_csv
@@ -51,6 +56,15 @@ from storage.spreadsheet import csv_text, write_csv
 SKIPPED_TABLES = ("settings", "coloring_samples")
 SECRET_COLUMNS = ("token_hash", "invite_hash")
 MANIFEST_COLUMNS = ["table", "row_id", "column", "path", "sha256", "status"]
+_LOG = logging.getLogger(__name__)
+
+Progress = Callable[[str, int, int], None]
+"""``progress(step, done, total)``: an export reports each step ("tables", "images",
+"archive") with how much of it is done."""
+
+
+def _silent(step: str, done: int, total: int) -> None:
+    """The `Progress` that reports nowhere."""
 
 
 class WriteFailed(InvalidInput):
@@ -88,12 +102,21 @@ def export(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
         return _export(db, data_dir, folder)
 
 
-def _export(db: sqlite_utils.Database, data_dir: str | Path, folder: Path) -> ExportSummary:
+def _export(
+    db: sqlite_utils.Database, data_dir: str | Path, folder: Path, progress: Progress = _silent
+) -> ExportSummary:
     with staged_folder(folder, "export") as staging:
         with _snapshot(db):
-            tables = {name: _table_frame(db, name) for name in db.table_names() if name not in SKIPPED_TABLES}
-        rows = {name: _write_table(frame, staging, name) for name, frame in tables.items()}
-        images = _write_images(tables, Path(data_dir), staging / "images.zip")
+            names = [name for name in db.table_names() if name not in SKIPPED_TABLES]
+            tables = {}
+            for name in names:
+                progress("tables", len(tables), 2 * len(names))
+                tables[name] = _table_frame(db, name)
+        rows = {}
+        for name, frame in tables.items():
+            progress("tables", len(names) + len(rows), 2 * len(names))
+            rows[name] = _write_table(frame, staging, name)
+        images = _write_images(tables, Path(data_dir), staging / "images.zip", progress)
         write_csv(names_of_uw71().drop(columns="delta_e"), staging / "uw71_names.csv", index=False)
     return ExportSummary(folder, rows, images)
 
@@ -169,16 +192,173 @@ def download_archive_path(data_dir: str | Path, *, now: str) -> Path:
     return Path(data_dir) / "exports" / f"colorconcept-export-{stamp}-{secrets.token_hex(16)}.zip"
 
 
-def export_archive(db: sqlite_utils.Database, data_dir: str | Path, archive: str | Path) -> Path:
-    """Write the export as one zip file `archive` (for a download button); returns it."""
+def export_archive(
+    db: sqlite_utils.Database, data_dir: str | Path, archive: str | Path, *, progress: Progress = _silent
+) -> Path:
+    """Write the export as one zip file `archive` (for a download button); returns it.
+
+    Parameters
+    ----------
+    progress : callable, optional
+        Called as ``progress(step, done, total)`` as the export goes (`Progress`).
+    """
     archive = Path(archive)
     with reported_write_errors(archive.parent, "export"):
         archive.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=archive.parent) as temp:
-            summary = _export(db, data_dir, Path(temp) / "export")
+            summary = _export(db, data_dir, Path(temp) / "export", progress)
+            progress("archive", 0, 1)
             built = shutil.make_archive(str(Path(temp) / "archive"), "zip", summary.folder)
             os.replace(built, archive)
+            progress("archive", 1, 1)
     return archive
+
+
+class ExportRunning(Conflict):
+    """An export is already being built; one runs at a time."""
+
+
+class ExportFailed(AnnotationError):
+    """A background export ended without its zip; the message says why."""
+
+
+@dataclass(frozen=True)
+class ExportState:
+    """Where the background export stands (`BackgroundExport.state`).
+
+    Attributes
+    ----------
+    status : str
+        ``"idle"`` (none started), ``"running"``, ``"done"`` or ``"failed"``.
+    started : str or None
+        When the latest export started (`storage.iso` text).
+    step : str
+        The step running: ``"tables"``, ``"images"`` or ``"archive"`` ("" before the first).
+    fraction : float
+        Share of the export done, in [0, 1] (an estimate: tables count 10 %, the image
+        files 70 %, zipping the whole 20 %).
+    archive : Path or None
+        The finished zip, once ``done``.
+    error : str or None
+        Why it failed, once ``failed`` (a message for the admin, no traceback).
+    """
+
+    status: str = "idle"
+    started: str | None = None
+    step: str = ""
+    fraction: float = 0.0
+    archive: Path | None = None
+    error: str | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether an export is being built now."""
+        return self.status == "running"
+
+
+# Each step's share of the whole, in order: what `ExportState.fraction` adds up.
+_STEP_SHARES = {"tables": (0.0, 0.1), "images": (0.1, 0.7), "archive": (0.8, 0.2)}
+UNEXPECTED_FAILURE = "the export failed unexpectedly ({kind}); it has been logged"
+
+
+class BackgroundExport:
+    """Builds `export_archive` on a thread of its own, one export at a time.
+
+    Parameters
+    ----------
+    connect : callable
+        ``connect()`` is a context manager giving the export thread its own connection
+        (a connection belongs to one thread), e.g. `app.common.AppContext.db`.
+    data_dir : str or Path
+        The data folder the rows' files are under.
+    target : callable
+        ``target(now)``: where the zip of an export started at `now` goes; default
+        `download_archive_path` under `data_dir`.
+    build : callable
+        ``build(db, data_dir, archive, progress=...)``, default `export_archive` (tests
+        pass one that waits).
+
+    Notes
+    -----
+    The state lives in this object (one per app), not in the database: an export that
+    the app's end interrupts leaves no zip, and the admin starts another.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], contextlib.AbstractContextManager[sqlite_utils.Database]],
+        data_dir: str | Path,
+        *,
+        target: Callable[[str], Path] | None = None,
+        build: Callable[..., Path] = export_archive,
+    ):
+        self._connect = connect
+        self._data_dir = Path(data_dir)
+        self._target = target or (lambda now: download_archive_path(self._data_dir, now=now))
+        self._build = build
+        self._lock = threading.Lock()
+        self._state = ExportState()
+        self._thread: threading.Thread | None = None
+
+    def state(self) -> ExportState:
+        """Where the latest export stands."""
+        with self._lock:
+            return self._state
+
+    def start(self, *, now: str) -> ExportState:
+        """Start an export now; returns at once with its state (``running``).
+
+        Parameters
+        ----------
+        now : str
+            The start time (`storage.iso` text): it names the zip and is shown.
+
+        Raises
+        ------
+        ExportRunning
+            If an export is being built; nothing is started.
+        """
+        with self._lock:
+            if self._state.running:
+                raise ExportRunning(
+                    f"an export is already being built (started {self._state.started}, "
+                    f"{self._state.fraction:.0%} done); its file shows here when it is ready"
+                )
+            self._state = ExportState("running", now)
+            self._thread = threading.Thread(target=self._run, args=(now,), name="export", daemon=True)
+            self._thread.start()
+            return self._state
+
+    def wait(self, timeout: float | None = None) -> ExportState:
+        """Wait until the export running (if any) ends, at most `timeout` seconds; its state."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return self.state()
+
+    def _progress(self, step: str, done: int, total: int) -> None:
+        first, share = _STEP_SHARES.get(step, (0.0, 0.0))
+        fraction = first + share * (done / total if total else 1.0)
+        with self._lock:
+            self._state = replace(self._state, step=step, fraction=min(1.0, fraction))
+
+    def _run(self, now: str) -> None:
+        try:
+            with self._connect() as db:
+                archive = self._build(db, self._data_dir, self._target(now), progress=self._progress)
+        except AnnotationError as error:
+            self._finish(error=str(error))
+        except Exception as error:  # the thread is the last place to catch it: log, then say
+            _LOG.exception("the background export failed")
+            self._finish(error=UNEXPECTED_FAILURE.format(kind=type(error).__name__))
+        else:
+            self._finish(archive=Path(archive))
+
+    def _finish(self, *, archive: Path | None = None, error: str | None = None) -> None:
+        with self._lock:
+            status = "failed" if error is not None else "done"
+            fraction = 1.0 if error is None else self._state.fraction
+            self._state = replace(self._state, status=status, fraction=fraction, archive=archive, error=error)
 
 
 @contextlib.contextmanager
@@ -220,16 +400,26 @@ def file_columns(columns) -> list[tuple[str, str | None]]:
     return pairs
 
 
-def _write_images(tables: dict[str, pd.DataFrame], data_dir: Path, target: Path) -> dict[str, int]:
+def _write_images(
+    tables: dict[str, pd.DataFrame], data_dir: Path, target: Path, progress: Progress = _silent
+) -> dict[str, int]:
     manifest, written = [], set()
+    files = [
+        (name, column, sha_column)
+        for name, frame in tables.items()
+        for column, sha_column in file_columns(frame.columns)
+    ]
+    total = sum(int(tables[name][column].notna().sum()) for name, column, _ in files)
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_STORED) as archive:
-        for name, frame in tables.items():
+        for name, column, sha_column in files:
+            frame = tables[name]
             key = frame.columns[0]
-            for column, sha_column in file_columns(frame.columns):
-                for _, row in frame[frame[column].notna()].iterrows():
-                    expected = row[sha_column] if sha_column else None
-                    status = _add_file(archive, data_dir, row[column], expected, written)
-                    manifest.append([name, row[key], column, row[column], expected, status])
+            for _, row in frame[frame[column].notna()].iterrows():
+                if len(manifest) % 100 == 0:
+                    progress("images", len(manifest), total)
+                expected = row[sha_column] if sha_column else None
+                status = _add_file(archive, data_dir, row[column], expected, written)
+                manifest.append([name, row[key], column, row[column], expected, status])
         archive.writestr(
             "manifest.csv", csv_text(pd.DataFrame(manifest, columns=MANIFEST_COLUMNS), index=False)
         )

@@ -12,7 +12,7 @@ import pandas as pd
 from annotation import overview, pilot
 from annotation.backup import backup_archive
 from annotation.coloring import stability
-from annotation.export import download_archive_path, export_archive
+from annotation.export import BackgroundExport, ExportFailed, ExportState
 from annotation.files import resolve
 from annotation.people import accounts, onboarding, throttle
 from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
@@ -25,6 +25,8 @@ from app.common import (
     id_field,
     note_area,
     on_open,
+    refusal_text,
+    same_access,
     ui_only,
     whole_number,
     wire,
@@ -50,6 +52,12 @@ ANNOTATOR_HEADERS = [
 PENDING_HEADERS = ["annotator_id", "pseudonym", "practice_coloring_ids"]
 FAILURE_HEADERS = ["time_utc", "address", "kind"]
 _BACKGROUND = {"unknown": None, "yes": True, "no": False}
+EXPORT_POLL_SECONDS = 1.0
+EXPORT_STEPS = {
+    "tables": "reading and writing the tables",
+    "images": "copying the images",
+    "archive": "zipping",
+}
 
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
@@ -83,18 +91,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         note=refresh_note,
         api_name="admin_failed_sign_ins",
     )
-    gr.Markdown("## Export\nCSV and Parquet of every table and a zip of the images, in one file.")
-    export = gr.Button("Build export", elem_id="admin_export")
-    export_note = note_area("admin_export_note")
-    export_file = gr.File(label="Export", interactive=False, elem_id="admin_export_file")
-    wire(
-        export.click,
-        admin(_export(ctx)),
-        session_token,
-        export_file,
-        note=export_note,
-        api_name="admin_export",
-    )
+    _export_section(ctx, session_token, admin, tab)
     gr.Markdown(
         "## Backup\nThe database and every file it names, with a manifest of hashes; "
         "safe while people work. Restore it with `python -m annotation restore DIR` "
@@ -410,13 +407,124 @@ def _backup(ctx: AppContext):
     return make_backup
 
 
-def _export(ctx: AppContext):
+# --- Export: built in the background, the page polls (issue 28) -------------------------
+
+
+def _export_section(ctx: AppContext, session_token: gr.Textbox, admin, tab: gr.Tab) -> None:
+    """*Build export* starts `annotation.export.BackgroundExport` and returns at once; a timer
+    polls it while it runs (and once when the tab opens), showing the progress and then the
+    zip. ``/admin_export_start`` and ``/admin_export_poll`` are the API's twins;
+    ``/admin_export`` starts one and answers with the zip once it is built."""
+    jobs = BackgroundExport(ctx.db, ctx.config.data_dir)
+    gr.Markdown("## Export\nCSV and Parquet of every table and a zip of the images, in one file.")
+    export = gr.Button("Build export", elem_id="admin_export")
+    export_note = note_area("admin_export_note")
+    status = gr.Markdown(elem_id="admin_export_status")
+    export_file = gr.File(label="Export", interactive=False, elem_id="admin_export_file")
+    timer = gr.Timer(EXPORT_POLL_SECONDS, active=False)
+    wire(
+        export.click,
+        admin(_export_start(jobs)),
+        session_token,
+        [status, export_file],
+        note=export_note,
+        api_name="admin_export_start",
+    ).then(_export_polling, None, timer, api_visibility="private")
+    state = admin(_export_state(jobs))
+    timer.tick(
+        _export_tick(state),
+        session_token,
+        [status, export_file, timer, export_note],
+        api_visibility="private",
+    )
+    tab.select(_export_polling, None, timer, api_visibility="private")
+    wire(
+        gr.Button(visible=False, elem_id="admin_export_poll").click,
+        admin(_export_poll(jobs)),
+        session_token,
+        [status, export_file],
+        note=export_note,
+        clear_note=False,
+        api_name="admin_export_poll",
+    )
+    gr.Button(visible=False, elem_id="api_admin_export").click(
+        admin(_export_waited(jobs)), session_token, export_file, api_name="admin_export"
+    )
+
+
+def _export_start(jobs: BackgroundExport):
+    def export_start(db, actor) -> tuple[str, None]:
+        """Start building the export zip in the background (one at a time); returns at once
+        with a line on it (and clears the file shown)."""
+        return _export_line(jobs.start(now=iso())), None
+
+    return export_start
+
+
+def _export_state(jobs: BackgroundExport):
+    def export_state(db, actor) -> ExportState:
+        """Where the export stands (for the page's poll)."""
+        return jobs.state()
+
+    return export_state
+
+
+def _export_poll(jobs: BackgroundExport):
+    def export_poll(db, actor) -> tuple[str, str | None]:
+        """Where the export stands, and its zip once it is built."""
+        return _export_outputs(jobs.state())
+
+    return export_poll
+
+
+def _export_waited(jobs: BackgroundExport):
     def export(db, actor) -> str:
-        """Build the export zip under the data folder and offer it for download."""
-        target = download_archive_path(ctx.config.data_dir, now=iso())
-        return str(export_archive(db, ctx.config.data_dir, target))
+        """Build the export zip in the background and answer with it once it is built."""
+        jobs.start(now=iso())
+        state = jobs.wait()
+        if state.archive is None:
+            raise ExportFailed(state.error or "the export did not finish")
+        return str(state.archive)
 
     return export
+
+
+def _export_tick(state_of):
+    def export_tick(session_token: str) -> tuple:
+        """The timer's poll: the line and, once built, the zip. The timer stops once nothing
+        runs, and on a refusal (its message goes beside the button): never an error sheet."""
+        try:
+            state = state_of(session_token)
+        except gr.Error as error:
+            return gr.skip(), gr.skip(), gr.Timer(active=False), refusal_text(error.message)
+        line, archive = _export_outputs(state)
+        if state.running:
+            return line, gr.skip(), gr.Timer(active=True), gr.skip()
+        return line, archive, gr.Timer(active=False), ""
+
+    return same_access(export_tick, state_of)
+
+
+@ui_only
+def _export_polling() -> gr.Timer:
+    """Poll the export (after *Build export* and when the tab opens); the poll stops itself."""
+    return gr.Timer(active=True)
+
+
+def _export_outputs(state: ExportState) -> tuple[str, str | None]:
+    """A line on where the export stands (Markdown), and its zip once built."""
+    return _export_line(state), None if state.archive is None else str(state.archive)
+
+
+def _export_line(state: ExportState) -> str:
+    if state.status == "running":
+        step = EXPORT_STEPS.get(state.step, "starting")
+        return f"Building the export (started {state.started}): {step}, about {state.fraction:.0%} done."
+    if state.status == "done":
+        return f"The export started {state.started} is ready below."
+    if state.status == "failed":
+        return refusal_text(escape(f"The export started {state.started} failed: {state.error}"))
+    return ""
 
 
 # --- P_H stability and the assignment mode (issue 19, item 4) ---------------------------

@@ -1,14 +1,20 @@
 import hashlib
+import io
 import json
+import threading
+import time
 import zipfile
 
+import httpx
 import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
 
+from annotation import export as export_module
 from annotation.files import store_png
 from app import build_app
 from app.config import AppConfig
+from app.guard import COOKIE
 from storage import iso, open_db
 from storage.schema import MIGRATIONS
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app, shared_app  # noqa: F401
@@ -237,3 +243,64 @@ def test_the_admin_sets_draws_and_ends_a_pilot_and_a_refused_one_writes_nothing(
         == "The pilot of 6 concepts ended: designers get the least covered concepts of the whole study first."
     )
     assert "- No pilot: designers get the least covered concepts of the whole study first." in coverage
+
+
+def _zip_contents(archive) -> dict[str, bytes]:
+    """Every member of an export zip, the inner images.zip opened member by member."""
+    with zipfile.ZipFile(archive) as z:
+        contents = {name: z.read(name) for name in z.namelist() if name != "images.zip"}
+        with zipfile.ZipFile(io.BytesIO(z.read("images.zip"))) as images:
+            contents |= {f"images.zip/{name}": images.read(name) for name in images.namelist()}
+    return contents
+
+
+def test_the_export_builds_in_the_background_one_at_a_time_for_the_admin_alone(shared_app, monkeypatch):
+    client, config = shared_app
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    link = client.predict(admin, "expert", 1, "unknown", 7, api_name="/admin_create_invites")["data"][0][3]
+    expert, _ = client.predict(link, api_name="/login_invite")
+    # The export waits at its start until the test lets it go: "running" for as long as needed.
+    gate, entered = threading.Event(), threading.Event()
+    real = export_module._export
+
+    def gated(*args, **kwargs):
+        entered.set()
+        assert gate.wait(120), "the test never let the export go"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(export_module, "_export", gated)
+    line, archive = client.predict(admin, api_name="/admin_export_start")
+    assert line.startswith("Building the export (started ") and archive is None
+    assert entered.wait(120)
+    with pytest.raises(AppError, match=r"an export is already being built \(started .*\)"):
+        client.predict(admin, api_name="/admin_export_start")
+    with pytest.raises(AppError, match="already being built"):
+        client.predict(admin, api_name="/admin_export")
+    line, archive = client.predict(admin, api_name="/admin_export_poll")
+    assert line.startswith("Building the export") and archive is None
+    for token in (expert, ""):
+        for name in ("/admin_export_start", "/admin_export_poll", "/admin_export"):
+            with pytest.raises(AppError, match="needs the role admin|not signed in"):
+                client.predict(token, api_name=name)
+    snapshot = _dump(config)
+    gate.set()
+    for _ in range(600):  # a condition, not a clock: the zip shows once the job is done
+        line, archive = client.predict(admin, api_name="/admin_export_poll")
+        if archive is not None:
+            break
+        time.sleep(0.2)
+    assert line.startswith("The export started ") and line.endswith(" is ready below.")
+    # The same zip as the synchronous export of the same rows.
+    assert _dump(config) == snapshot
+    db = open_db(config.db_path)
+    try:
+        synchronous = export_module.export_archive(db, config.data_dir, config.data_dir / "sync.zip")
+    finally:
+        db.close()
+    assert _zip_contents(archive) == _zip_contents(synchronous)
+    # Served in place under exports/ (unguessable name), to the admin and not to the expert.
+    [served] = (config.data_dir / "exports").glob("*.zip")
+    url = f"{client.src.rstrip('/')}/gradio_api/file={served}"
+    assert httpx.get(url, cookies={COOKIE: expert}).status_code == 403
+    answer = httpx.get(url, cookies={COOKIE: admin})
+    assert answer.status_code == 200 and answer.content == served.read_bytes()

@@ -1,3 +1,4 @@
+import contextlib
 import csv
 import hashlib
 import io
@@ -5,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import zipfile
 from pathlib import Path
 
@@ -15,7 +17,17 @@ import pytest
 from annotation.__main__ import main
 from annotation.concepts import sync_concepts
 from annotation.errors import InvalidInput
-from annotation.export import DOMINANT_COLUMNS, SECRET_COLUMNS, SKIPPED_TABLES, export, export_archive
+from annotation.export import (
+    DOMINANT_COLUMNS,
+    SECRET_COLUMNS,
+    SKIPPED_TABLES,
+    BackgroundExport,
+    ExportRunning,
+    ExportState,
+    WriteFailed,
+    export,
+    export_archive,
+)
 from annotation.files import store_png
 from annotation.people.accounts import create_annotators, login_with_invite
 from annotation.people.passwords import set_admin_password
@@ -247,3 +259,103 @@ def test_export_csvs_neutralise_spreadsheet_formulas_and_keep_numbers_numbers(tm
     assert colorings["seconds_spent"].tolist() == [-93.5]
     parquet = pd.read_parquet(tmp_path / "out" / "parquet" / "audit.parquet")
     assert parquet["why"].tolist()[-len(FORMULAS) :] == FORMULAS  # typed: kept as they are
+
+
+# --- The background export (issue 28): the app starts it and polls --------------------
+
+
+def _connect(path):
+    from storage import open_db
+
+    return lambda: contextlib.closing(open_db(path))
+
+
+def _zip_contents(archive) -> dict[str, bytes]:
+    """Every member of an export zip, the inner images.zip opened member by member (its
+    entries carry the time they were written)."""
+    with zipfile.ZipFile(archive) as z:
+        contents = {name: z.read(name) for name in z.namelist() if name != "images.zip"}
+        with zipfile.ZipFile(io.BytesIO(z.read("images.zip"))) as images:
+            contents |= {f"images.zip/{name}": images.read(name) for name in images.namelist()}
+    return contents
+
+
+def _gated_build(gate: threading.Event, entered: threading.Event):
+    """An export build that waits for `gate` before it writes anything."""
+
+    def build(db, data_dir, archive, *, progress):
+        entered.set()
+        assert gate.wait(60), "the test never opened the gate"
+        return export_archive(db, data_dir, archive, progress=progress)
+
+    return build
+
+
+def test_a_background_export_returns_at_once_refuses_a_second_and_ends_with_the_synchronous_zip(tmp_path, db):
+    data_dir = tmp_path / "data"
+    _fill(db, data_dir)
+    gate, entered = threading.Event(), threading.Event()
+    jobs = BackgroundExport(
+        _connect(tmp_path / "a.sqlite"),
+        data_dir,
+        target=lambda now: tmp_path / "exports" / f"{now}.zip",
+        build=_gated_build(gate, entered),
+    )
+    assert jobs.state() == ExportState()
+    started = jobs.start(now="first")
+    assert started.status == "running" and started.started == "first" and started.archive is None
+    assert entered.wait(60)
+    with pytest.raises(ExportRunning, match=r"already being built \(started first, 0% done\)"):
+        jobs.start(now="second")
+    assert jobs.state().running and not (tmp_path / "exports").exists()
+    gate.set()
+    done = jobs.wait(60)
+    assert done.status == "done" and done.fraction == 1.0 and done.error is None
+    assert done.archive == tmp_path / "exports" / "first.zip"
+    assert [p.name for p in (tmp_path / "exports").iterdir()] == ["first.zip"]
+    synchronous = export_archive(db, data_dir, tmp_path / "sync" / "export.zip")
+    assert _zip_contents(done.archive) == _zip_contents(synchronous)
+    # Once it is done, another may start.
+    assert jobs.start(now="third").running
+    assert jobs.wait(60).archive == tmp_path / "exports" / "third.zip"
+
+
+def test_a_background_export_reports_its_steps_in_order(tmp_path, db):
+    _fill(db, tmp_path / "data")
+    seen = []
+
+    def build(db_, data_dir, archive, *, progress):
+        def spy(step, done, total):
+            progress(step, done, total)
+            seen.append((step, jobs.state().fraction))
+
+        return export_archive(db_, data_dir, archive, progress=spy)
+
+    jobs = BackgroundExport(_connect(tmp_path / "a.sqlite"), tmp_path / "data", build=build)
+    jobs.start(now="2026-11-26T12:00:00.000000Z")
+    state = jobs.wait(60)
+    steps = list(dict.fromkeys(step for step, _ in seen))
+    assert steps == ["tables", "images", "archive"]
+    fractions = [f for _, f in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert state.status == "done" and state.archive.parent == tmp_path / "data" / "exports"
+
+
+@pytest.mark.parametrize(
+    "error, message",
+    [
+        (WriteFailed("could not write the export to 'x': No space left on device"), "No space left"),
+        (RuntimeError("/secret/path"), r"failed unexpectedly \(RuntimeError\)"),
+    ],
+)
+def test_a_failed_background_export_says_why_and_another_may_start(tmp_path, db, error, message):
+    def build(db_, data_dir, archive, *, progress):
+        raise error
+
+    jobs = BackgroundExport(_connect(tmp_path / "a.sqlite"), tmp_path / "data", build=build)
+    jobs.start(now="t")
+    failed = jobs.wait(60)
+    assert failed.status == "failed" and failed.archive is None
+    assert re.search(message, failed.error) and "/secret/path" not in failed.error
+    jobs.start(now="again")
+    assert jobs.wait(60).status == "failed"
