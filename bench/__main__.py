@@ -22,6 +22,9 @@ scale-out   `bench.bench_scale_out.run`: the tiny-model run in-process vs a loca
             cluster with 1 and 2 workers, Ray's cost per item; rewrites "Scale-out (Ray)"
 adaptive    `bench.bench_adaptive.run`: adaptive collection against fixed K = 5, simulated
             designers around the Schloss-lab ratings; rewrites "Adaptive collection"
+crowd       `bench.bench_crowd.run`: 200 participants open a study link within a minute and
+            vote every 3-8 s (light clients); page load, vote latency, lost or duplicated
+            votes; rewrites "Crowd"
 
 Only text between a pair of markers (``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``)
 is rewritten: ``summary`` (machine, date, command and one row per figure; with ``--only``
@@ -53,6 +56,7 @@ TITLES = {
     "scale": "Full study size",
     "scale-out": "Scale-out (Ray)",
     "adaptive": "Adaptive collection",
+    "crowd": "Crowd",
 }
 
 
@@ -378,6 +382,25 @@ def adaptive(quick: bool) -> tuple[list[Row], dict[str, str]]:
     ], {"adaptive": bench_adaptive.markdown(f)}
 
 
+def crowd(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_crowd.run`, and the "Crowd" section."""
+    from bench import bench_crowd
+
+    n = 20 if quick else 200
+    f = bench_crowd.run(n, 20.0 if quick else 60.0, 30.0 if quick else 120.0)
+    setting = (
+        f"{n} participants joining in {f['join_s']:.0f} s, a vote every 3-8 s; load {f['load_start']:.1f}"
+    )
+    rows = [
+        Row("crowd", "Page load (join) p95", f"{f['page_p95_s'] or float('nan'):.2f} s", setting),
+        Row("crowd", "Vote p95", f"{f['vote_p95_ms'] or float('nan'):.0f} ms", setting),
+        Row("crowd", "Votes lost or duplicated", str(len(f["problems"])), f"{f['votes']} votes acknowledged"),
+    ]
+    return rows, {
+        "crowd": bench_crowd.section([f], f"python -m bench --only crowd{' --quick' if quick else ''}")
+    }
+
+
 def explicit_validation(quick: bool) -> tuple[list[Row], dict[str, str]]:
     """Rows from `bench.bench_explicit_validation.bench`, and its section (the explicit-color
     rule sets on renders the scorer was not tuned to)."""
@@ -396,6 +419,7 @@ BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
     "scale": scale,
     "scale-out": scale_out,
     "adaptive": adaptive,
+    "crowd": crowd,
     "explicit-validation": explicit_validation,
 }
 

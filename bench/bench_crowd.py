@@ -313,3 +313,23 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+HEADER = (
+    "| participants | joined | page load p50 / p95 | votes | vote p50 / p95 | store problems | client errors "
+    "| load average start / max / end |\n|---:|---:|---:|---:|---:|---:|---:|---|"
+)
+
+
+def section(figures: list[dict], command: str) -> str:
+    """The "Crowd" section of BENCHMARKS.md: how it was run, then a row per run."""
+    f = figures[0]
+    return (
+        f"Command: `{command}`; {f['date']}; each run: the participants open the link within "
+        f"{f['join_s']:.0f} s and vote every 3-8 s until {f['vote_s']:.0f} s after the start; "
+        "light clients in threads of one process on the same machine as the app. Targets: page "
+        "load p95 < 2 s, vote p95 < 300 ms, no store problem.\n\n"
+        + HEADER
+        + "\n"
+        + "\n".join(markdown(f) for f in figures)
+    )
