@@ -142,6 +142,41 @@ EXPECTED_SCHEMA = {
     ),
     "audit": (["id", "created", "actor", "action", "object_type", "object_id", "why", "details"], []),
     "batches": (["annotator_id", "created", "size"], [("annotator_id", "annotators", "id")]),
+    "crowd_links": (
+        [
+            "id",
+            "token_hash",
+            "study_id",
+            "label",
+            "quota",
+            "minutes",
+            "ends",
+            "closed",
+            "completion_code",
+            "screenout_code",
+            "id_param",
+            "return_url",
+            "max_failed_checks",
+            "joins_per_address",
+            "created",
+            "created_by",
+        ],
+        [("study_id", "studies", "id")],
+    ),
+    "crowd_participants": (
+        [
+            "annotator_id",
+            "link_id",
+            "external_id",
+            "platform_study_id",
+            "platform_session_id",
+            "address",
+            "started",
+            "finished",
+            "status",
+        ],
+        [("annotator_id", "annotators", "id"), ("link_id", "crowd_links", "id")],
+    ),
 }
 
 
