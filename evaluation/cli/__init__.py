@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,8 +58,24 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         default=None,
-        help="Ray workers per stage (default: one per GPU, or per CPU without GPUs)",
+        help="Ray workers per stage (default: one per GPU, or per CPU without GPUs, and more as nodes join)",
     )
+    parser.add_argument(
+        "--ray-wait",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long a Ray stage with no live worker (its nodes died) waits for one to come back "
+        "or a node to join before it stops, resumably (default: 600)",
+    )
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The command that resumes this one: the command line itself when it ran as ``python -m evaluation``."""
+    argv = sys.argv[1:] if Path(sys.argv[0]).parent.name == "evaluation" else []
+    if argv and argv[0] == getattr(args, "command", None):
+        return "python -m evaluation " + shlex.join(argv)
+    return f"python -m evaluation {getattr(args, 'command', 'run')} --run {getattr(args, 'run', 'NAME')} with the same options"
 
 
 def stage_executor(args: argparse.Namespace, stage: str):
@@ -72,19 +90,27 @@ def stage_executor(args: argparse.Namespace, stage: str):
 
     cluster = connect(args.ray_address)
     print(f"Ray cluster: {cluster.describe()}")
+    options = {"capacity_wait_s": args.ray_wait, "resume": resume_command(args)}
     if getattr(args, "device", "auto") == "cpu":
-        return RayExecutor(args.workers)
-    return RayExecutor.for_stage(stage, cluster, args.workers)
+        return RayExecutor(args.workers, **options)
+    return RayExecutor.for_stage(stage, cluster, args.workers, **options)
 
 
 def print_workers(executor) -> None:
-    """One line per Ray worker: items, node, restarts (nothing for the in-process executor)."""
+    """One line per Ray worker: items, node (Ray node id and IP), restarts as Ray counts them,
+    and whether it was lost; then the batches sent again (nothing for the in-process executor)."""
     if executor is None:
         return
     for name, worker in sorted(executor.progress().items()):
+        state = {"down": ", down at the end", "lost": ", lost"}.get(worker.state, "")
         print(
-            f"  {name} on {worker.node}: {worker.items} item(s) in {worker.batches} batch(es), "
-            f"{worker.restarts} restart(s)"
+            f"  {name} on {worker.node or 'no node'}: {worker.items} item(s) in {worker.batches} batch(es), "
+            f"{worker.restarts} restart(s){state}"
+        )
+    if executor.redone_batches:
+        print(
+            f"  {executor.redone_batches} batch(es), {executor.redone_items} item(s), sent again after their "
+            "worker died"
         )
 
 

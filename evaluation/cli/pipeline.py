@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import generate, open_db, print_workers, segment
+from evaluation.cli import generate, open_db, print_workers, resume_command, segment
 
 HELP = "generate, segment and extract a run in one go (resumable; --executor ray for a cluster)"
 
@@ -40,7 +40,13 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.pipeline.jobs import ExecutorChoice, check_weights, run_pipeline, segmenter_preset
     from evaluation.pipeline.ray_storage import is_uri
 
-    choice = ExecutorChoice(args.executor, args.ray_address, args.workers)
+    choice = ExecutorChoice(
+        args.executor,
+        args.ray_address,
+        args.workers,
+        capacity_wait_s=args.ray_wait,
+        resume=resume_command(args),
+    )
     if choice.kind == "ray":  # before storing anything: no cluster, no run
         from evaluation.pipeline.ray_executor import connect
 

@@ -28,7 +28,7 @@ from evaluation.models.registry import spec_from_dict
 from evaluation.models.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, TEXT_THRESHOLD
 from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Executor
-from evaluation.pipeline.ray_storage import location
+from evaluation.pipeline.ray_storage import is_uri, location
 from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, run_stage
 
 Connect = Callable[[], contextlib.AbstractContextManager[sqlite_utils.Database]]
@@ -176,12 +176,20 @@ class ExecutorChoice:
         For ``ray``: the cluster's ``host:port``; ``""`` means ``$RAY_ADDRESS``, else a
         local cluster (`evaluation.pipeline.ray_executor.connect`).
     workers : int, optional
-        For ``ray``: workers per stage (default: one per GPU, or per CPU without GPUs).
+        For ``ray``: workers per stage (default: one per GPU, or per CPU without GPUs, and
+        more as nodes join).
+    capacity_wait_s : float
+        For ``ray``: how long a stage with no live worker waits for one before it stops
+        (`evaluation.pipeline.ray_executor.RayStageFailed`).
+    resume : str
+        For ``ray``: the command that resumes the run, named if a stage has to stop.
     """
 
     kind: str = "in-process"
     address: str = ""
     workers: int | None = None
+    capacity_wait_s: float = 600.0
+    resume: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
@@ -195,7 +203,9 @@ def stage_executor(choice: ExecutorChoice, cluster, stage: str, on_executor) -> 
         return None
     from evaluation.pipeline.ray_executor import RayExecutor
 
-    executor = RayExecutor.for_stage(stage, cluster, choice.workers)
+    executor = RayExecutor.for_stage(
+        stage, cluster, choice.workers, capacity_wait_s=choice.capacity_wait_s, resume=choice.resume
+    )
     if on_executor is not None:
         on_executor(stage, executor)
     return executor
@@ -288,6 +298,31 @@ def run_pipeline(
     data_dir = location(data_dir)
     runs.run_config(db, run)  # an unknown run fails here, before a cluster is joined
     cluster = cluster_of(executor)
+    with ray_connection_held(cluster):
+        if cluster is not None:
+            data_dir = data_dir if is_uri(data_dir) else data_dir.resolve()  # workers' cwd differs
+            from evaluation.pipeline.ray_preflight import preflight
+
+            needs_masks = runs.pending_items(db, run, "generate") or runs.pending_items(db, run, "segment")
+            preflight(data_dir, runs.run_config(db, run), segmenter if needs_masks else None)
+        _run_stages(
+            db, run, data_dir, segmenter, device, cluster, executor, should_stop, on_stage, on_executor
+        )
+
+
+def ray_connection_held(cluster) -> contextlib.AbstractContextManager:
+    """While a job runs on `cluster`, this process's Ray connection is not given up for
+    another address (`evaluation.pipeline.ray_executor.holding`); nothing in-process."""
+    if cluster is None:
+        return contextlib.nullcontext()
+    from evaluation.pipeline.ray_executor import holding
+
+    return holding()
+
+
+def _run_stages(
+    db, run, data_dir, segmenter, device, cluster, executor, should_stop, on_stage, on_executor
+) -> None:
     check = stop_check(run, should_stop)
     # 1. Generate the pending (or failed) images; an imported run has none.
     generate_pending(db, run, data_dir, device, cluster, executor, check, on_stage, on_executor)
@@ -327,7 +362,7 @@ def cluster_of(executor: ExecutorChoice):
         return None
     from evaluation.pipeline.ray_executor import connect
 
-    return connect(executor.address)
+    return connect(executor.address, switch=True)
 
 
 def stop_check(run: str, should_stop: Callable[[], bool]) -> Callable[[int, int], None]:

@@ -1,0 +1,100 @@
+"""A Ray run survives a node: a two-node local cluster (`bench.bench_ray_node_loss.LocalCluster`,
+two ``ray start`` nodes of one CPU each on this machine, token authentication on), the
+second node's raylet SIGKILLed mid-run.
+
+The run goes through ``python -m evaluation run --executor ray`` in a child process, as an
+operator starts it, and must end with the rows and files of the in-process run (nothing
+lost, nothing twice), with the lost worker's restart and its redone batches in the
+summary. The same cluster then refuses a client without the token (saying that auth
+failed) and a run whose weights are missing on its nodes (naming the nodes). Every wait
+is on a condition; the cluster's processes are killed by their temp folders at the end.
+"""
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from bench.bench_ray_node_loss import LocalCluster, outcome, redone, run_argv, run_cli  # noqa: E402
+from evaluation.__main__ import main as evaluation_main  # noqa: E402
+from evaluation.models.tiny import build_all  # noqa: E402
+
+pytestmark = [
+    pytest.mark.usefixtures("one_torch_thread"),
+    pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(2) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return build_all(tmp_path_factory.mktemp("node-loss-models"))
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder / "data").as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((folder / "data" / "runs").rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_node_killed_mid_run_leaves_the_run_to_the_other_node_with_the_same_rows(cluster, models, tmp_path):
+    reference = tmp_path / "in-process"
+    assert evaluation_main(run_argv(models, reference)[3:-2]) == 0  # the same run in this process
+
+    folder = tmp_path / "ray"
+    result = run_cli(cluster, run_argv(models, folder), kill_node=1)
+    assert result["rc"] == 0, result["stderr"][-3000:]
+    assert result["killed_at"] is not None and result["killed_at"] < 16  # killed mid-generate
+    assert outcome(folder) == outcome(reference)  # every item once, the same rows and distributions
+    assert _files(folder) == _files(reference)
+
+    out = result["stdout"]
+    assert "Ray cluster: 2 node(s), 2 CPU(s), 0 GPU(s)" in out
+    generate = out.split("generate on Ray:\n")[1].split("segment on Ray:")[0]
+    workers = re.findall(
+        r"  worker (\d) on node (\w{8}) at ([\d.]+): (\d+) item\(s\) .*?(\d+) restart\(s\)", generate
+    )
+    assert len(workers) == 2 and len({w[1] for w in workers}) == 2  # placed by Ray node id: two nodes
+    restarted = [w for w in workers if int(w[4]) >= 1]
+    assert len(restarted) == 1  # the worker of the killed node, counted though it came back to nothing
+    batches, items = redone(generate)
+    assert batches >= 1 and items == batches  # its batches went to the other worker
+    assert sum(int(w[3]) for w in workers) == 16  # each image recorded once
+    assert re.search(r"Ray: worker \d on node \w{8} at [\d.]+ died \(", result["stderr"])
+
+
+def test_a_client_without_the_token_is_told_that_auth_failed(cluster, models, tmp_path):
+    result = run_cli(cluster, run_argv(models, tmp_path), auth=False)
+    assert result["rc"] == 2
+    lines = result["stderr"].strip().splitlines()
+    assert lines[-1].startswith(
+        f"python -m evaluation run: error: the Ray cluster at '{cluster.address}' answered but refused this "
+        "process: token authentication failed (RAY_AUTH_MODE is unset); set RAY_AUTH_MODE=token"
+    )
+    assert "Traceback" not in result["stderr"] and "no Ray cluster reachable" not in result["stderr"]
+    assert not (tmp_path / "db.sqlite").exists()  # refused before anything was stored
+
+
+def test_the_preflight_refuses_a_run_whose_nodes_lack_the_weights_and_names_them(cluster, models, tmp_path):
+    argv = run_argv(models, tmp_path)
+    argv[argv.index("--sam") + 1] = str(tmp_path / "no-sam-here")
+    result = run_cli(cluster, argv)
+    assert result["rc"] == 2, result["stderr"][-3000:]
+    last = result["stderr"].strip().splitlines()[-1]
+    assert last.startswith("python -m evaluation run: error: the run was not started on Ray: node ")
+    alive = int(re.search(r"Ray cluster: (\d+) node\(s\)", result["stdout"]).group(1))
+    nodes = re.findall(r"node (\w{8}) at [\d.]+ lacks weights: [^;]*no-sam-here", last)
+    assert len(set(nodes)) == len(nodes) == alive  # every alive node named, once
+    assert "Traceback" not in result["stderr"]
+    assert not list((tmp_path / "data").glob(".preflight/*"))  # probes removed
