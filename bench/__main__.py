@@ -20,6 +20,9 @@ scale       `bench.bench_scale.run`: the research views, the whole vote queue, s
             (1,278 concepts x 5 colorings of 1024² PNGs); also rewrites "Full study size"
 scale-out   `bench.bench_scale_out.run`: the tiny-model run in-process vs a local Ray
             cluster with 1 and 2 workers, Ray's cost per item; rewrites "Scale-out (Ray)"
+ray-node-loss `bench.bench_ray_node_loss.run`: the tiny run on a two-node local Ray cluster
+            with and without the second node's raylet SIGKILLed mid-run (items done and
+            redone, wall time); rewrites its part of "Scale-out (Ray)"
 adaptive    `bench.bench_adaptive.run`: adaptive collection against fixed K = 5, simulated
             designers around the Schloss-lab ratings; rewrites "Adaptive collection"
 crowd       `bench.bench_crowd.run`: 200 participants open a study link within a minute and
@@ -337,6 +340,22 @@ def scale(quick: bool) -> tuple[list[Row], dict[str, str]]:
     ], {"scale": bench_scale.markdown(rows)}
 
 
+def ray_node_loss(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_ray_node_loss.run`, and its part of "Scale-out (Ray)"."""
+    from bench import bench_ray_node_loss
+
+    f = bench_ray_node_loss.run(samples=2 if quick else 4)
+    killed, intact = f["cases"]["node killed"], f["cases"]["intact"]
+    row = Row(
+        "ray-node-loss",
+        "Two-node Ray run, second node killed mid-run",
+        f"{killed['wall_s']:.1f} s vs {intact['wall_s']:.1f} s intact",
+        f"{killed['items_done']}/{killed['items']} items done, {killed['redone_items']} redone; "
+        f"same rows: {'yes' if f['same_rows'] else 'NO'}",
+    )
+    return [row], {"ray-node-loss": bench_ray_node_loss.markdown(f)}
+
+
 def scale_out(quick: bool) -> tuple[list[Row], dict[str, str]]:
     """Rows from `bench.bench_scale_out.run`, and the "Scale-out (Ray)" section."""
     from bench import bench_scale_out
@@ -418,6 +437,7 @@ BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
     "review": review,
     "scale": scale,
     "scale-out": scale_out,
+    "ray-node-loss": ray_node_loss,
     "adaptive": adaptive,
     "crowd": crowd,
     "explicit-validation": explicit_validation,
