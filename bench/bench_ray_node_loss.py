@@ -272,6 +272,7 @@ def run(samples: int = 4) -> dict:
     """The tiny run on a two-node local cluster without and with a node killed; figures as a dict."""
     from evaluation.models.tiny import build_all
 
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="node-loss-") as tmp, LocalCluster(2) as cluster:
         root = Path(tmp)
         models = build_all(root / "models")
@@ -296,17 +297,50 @@ def run(samples: int = 4) -> dict:
                 "outcome": (items, stored),
             }
         same = cases["intact"].pop("outcome") == cases["node killed"].pop("outcome")
-    return {"samples": samples, "same_rows": same, "cases": cases, "load": os.getloadavg()}
+    return {
+        "samples": samples,
+        "same_rows": same,
+        "cases": cases,
+        "load": os.getloadavg(),
+        "load_before": load,
+    }
+
+
+def markdown(figures: dict) -> str:
+    """The table of BENCHMARKS.md's node-loss part (between its ``ray-node-loss`` markers)."""
+    lines = [
+        "| case | items done | batches / items sent again | CLI exit | wall s (whole `run` command) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, case in figures["cases"].items():
+        lines.append(
+            f"| {label} | {case['items_done']} / {case['items']} | {case['redone_batches']} / "
+            f"{case['redone_items']} | {case['rc']} | {case['wall_s']:.1f} |"
+        )
+    killed = figures["cases"]["node killed"]
+    lines += [
+        "",
+        f"Killed when {killed['killed_at']} of {killed['items']} images were recorded. "
+        f"Same rows, files' hashes and distributions in both cases: {'yes' if figures['same_rows'] else 'NO'}. "
+        f"Load average (1 min) {figures['load_before'][0]:.1f} before, {figures['load'][0]:.1f} after.",
+        "",
+        "Per-worker lines of the killed case (CLI summary):",
+        "",
+        "```",
+        *killed["workers"],
+        *killed["events"],
+        "```",
+    ]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=4)
     args = parser.parse_args(argv)
-    load_before = os.getloadavg()
     figures = run(args.samples)
-    figures["load_before"] = load_before
     print(json.dumps(figures, indent=1))
+    print(markdown(figures))
     return 0 if figures["same_rows"] else 1
 
 

@@ -98,3 +98,46 @@ def test_the_preflight_refuses_a_run_whose_nodes_lack_the_weights_and_names_them
     assert len(set(nodes)) == len(nodes) == alive  # every alive node named, once
     assert "Traceback" not in result["stderr"]
     assert not list((tmp_path / "data").glob(".preflight/*"))  # probes removed
+
+
+def test_with_no_node_left_the_run_ends_in_one_line_and_resumes_when_a_node_joins(models, tmp_path):
+    with LocalCluster(2, head_cpus=0) as only_one:  # the head runs no worker: node 1 holds them all
+        argv = run_argv(models, tmp_path, "--ray-wait", "2")
+        result = run_cli(only_one, argv, kill_node=1)
+        assert result["rc"] == 2
+        assert result["killed_at"] is not None and result["killed_at"] < 16
+        last = result["stderr"].strip().splitlines()[-1]
+        assert re.fullmatch(
+            r"python -m evaluation run: error: the stage stopped on Ray: no Ray worker came up within 2 s "
+            r"\(worker 0 lost, \d+ batch\(es\) left\); what was recorded stays, resume with: "
+            r"python -m evaluation run --run grid .* --executor ray --ray-wait 2 --ray-address "
+            + re.escape(only_one.address),
+            last,
+        )
+        assert "Traceback" not in result["stderr"]
+        assert "Ray: no worker up and" in result["stderr"]  # the wait was announced
+
+        only_one.add_node()
+        resumed = run_cli(only_one, argv)
+        assert resumed["rc"] == 0, resumed["stderr"][-3000:]
+    items, stored = outcome(tmp_path)
+    assert len(items) == 16 and {r["status"] for r in items} == {"segmented"} and len(stored) == 8
+    assert len({r["image_sha256"] for r in items}) == 16
+
+
+def test_a_job_holding_the_connection_keeps_it_while_another_address_is_described(cluster, monkeypatch):
+    from evaluation.pipeline.ray_executor import RayUnavailable, connect, holding, shutdown
+
+    mine = connect("local", num_cpus=1)
+    try:
+        for name, value in cluster.auth.items():  # the other cluster's token, for the child process
+            monkeypatch.setenv(name, value)
+        with holding():
+            other = connect(cluster.address)
+            assert other.address.endswith(f":{cluster.port}") and other.address != mine.address
+            assert ray.is_initialized() and ray.get_runtime_context().gcs_address == mine.address
+            with pytest.raises(RayUnavailable, match="a job of this process runs on the Ray cluster at"):
+                connect(cluster.address, switch=True)
+        assert ray.get_runtime_context().gcs_address == mine.address
+    finally:
+        shutdown()
