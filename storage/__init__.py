@@ -10,6 +10,8 @@
   the one codec (`encode`, `decode`) of a distribution over the 71 UW-71 bins;
 - `storage.serving`: the lock beside the database that the app and the commands share
   and a restore takes alone (`hold_shared`, `shared`, `exclusive`);
+- `storage.files`: the one content-addressed file store (`put_bytes`, `put_png`, the one
+  PNG encoder `png_bytes`, the defensive `open_image`, `write_atomic`, `resolve`);
 - `storage.spreadsheet`: the one CSV writer (`write_csv`, `csv_text`), safe to open in a
   spreadsheet.
 

@@ -20,7 +20,6 @@ the allowed roots given by the caller, and zip entries must stay inside the arch
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import re
 import zipfile
@@ -31,23 +30,21 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 import sqlite_utils
-from PIL import Image
 
 from evaluation.concepts import Concept
 from evaluation.models.generation import STYLES, build_prompt
 from evaluation.pipeline import runs
-from evaluation.pipeline.fileio import write_atomic
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
 from storage import transaction
+from storage.files import MAX_BYTES, MAX_PIXELS, open_image, put_png
 
 MANIFEST = "manifest.csv"
 NAME_FIELDS = ("model", "concept", "style", "cfg", "seed")
 MANIFEST_COLUMNS = ("file", *NAME_FIELDS)
 SEPARATOR = "__"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
-MAX_IMAGE_BYTES = 32 * 1024 * 1024
-MAX_PIXELS = 4096 * 4096
+MAX_IMAGE_BYTES = MAX_BYTES
 MAX_FILES = 200_000
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -222,21 +219,9 @@ def _labels_from_manifest(
 
 
 def _decode(data: bytes) -> np.ndarray:
-    image = Image.open(io.BytesIO(data))
-    if image.width * image.height > MAX_PIXELS:
-        raise ValueError(f"{image.width}x{image.height} is more than {MAX_PIXELS} pixels")
-    image.load()
+    """`data` decoded within the import caps (`storage.files.open_image`), as (H, W, 3) uint8."""
+    image = open_image(data, max_pixels=MAX_PIXELS, max_bytes=MAX_IMAGE_BYTES, name="the file")
     return np.asarray(image.convert("RGB"), dtype=np.uint8)
-
-
-def _store_png(image: np.ndarray, data_dir: Path, run: str) -> tuple[str, str]:
-    buffer = io.BytesIO()
-    Image.fromarray(image).save(buffer, format="PNG")
-    data = buffer.getvalue()
-    digest = hashlib.sha256(data).hexdigest()
-    relative = (PurePosixPath("runs") / run / "images" / f"{digest}.png").as_posix()
-    write_atomic(data_dir / relative, data)
-    return relative, digest
 
 
 def _read_images(entries: Sequence[Entry], known: set[str], data_dir: Path, run: str) -> tuple[dict, list]:
@@ -260,7 +245,8 @@ def _read_images(entries: Sequence[Entry], known: set[str], data_dir: Path, run:
             rejected.append((name, "another file has the same model, concept, style, cfg and seed"))
         else:
             try:
-                stored[label] = _store_png(_decode(readers[name]()), data_dir, run)
+                file = put_png(data_dir, _decode(readers[name]()), folder=f"runs/{run}/images")
+                stored[label] = (file.path, file.sha256)
             except Exception as error:  # noqa: BLE001 - PIL raises many kinds for corrupt files
                 rejected.append((name, f"corrupt or unreadable image: {error}"))
     return stored, sorted(rejected)
@@ -309,7 +295,8 @@ def import_images(
     source : str or Path
         A folder or ``.zip``; see the module notes for labels.
     data_dir : str or Path
-        Images go to ``data_dir/runs/<run>/images/`` as PNG named by their SHA-256.
+        Images go to ``data_dir/runs/<run>/images/`` as PNG named by their SHA-256
+        (`storage.files.put_png`).
     concepts : sequence of Concept
         The concept list that labels must name.
     allowed_roots : sequence of path

@@ -1,7 +1,7 @@
 """The three stages of a run: generate images, segment them, extract distributions.
 
 A run's files live under ``<data_dir>/runs/<run>/``: ``images/`` and ``masks/`` (PNG,
-named by the SHA-256 of their bytes) and ``pixels/`` (one ``.npz`` pixel summary per
+named by the SHA-256 of their bytes in the one layout of `storage.files`) and ``pixels/`` (one ``.npz`` pixel summary per
 segmented image). Every file is written to a temporary name and renamed into place, and
 the item's row is updated only after its files exist, so a run killed at any moment
 resumes cleanly and redoes at most the batch in flight.
@@ -9,7 +9,6 @@ resumes cleanly and redoes at most the batch in flight.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import sqlite_utils
-from PIL import Image
 
 from evaluation.color.extraction import distribution_from_pixels, image_pixels
 from evaluation.concepts import Concept
@@ -28,31 +26,14 @@ from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD, Detect
 from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Batch, Executor, InProcessExecutor
 from evaluation.pipeline.ray_storage import Location, location, read_file, remove_run_temporaries, write_file
-from storage import transaction
+from storage import files, transaction
+from storage.files import png_bytes
 
 Progress = Callable[[int, int], None]
 
 
-def png_bytes(array: np.ndarray) -> bytes:
-    """`array` encoded as a PNG file.
-
-    Parameters
-    ----------
-    array : ndarray, shape (H, W, 3) uint8 sRGB in [0, 255], or (H, W) bool
-        An image, or a mask (written as a 1-bit PNG, which `read_image` reads back as bool).
-
-    Returns
-    -------
-    bytes
-        The PNG file's content.
-    """
-    buffer = io.BytesIO()
-    Image.fromarray(array).save(buffer, format="PNG")  # a bool mask becomes a 1-bit PNG
-    return buffer.getvalue()
-
-
 def save_by_hash(data_dir: Location, folder: Path, data: bytes, suffix: str) -> tuple[str, str]:
-    """Write `data` under `data_dir`/`folder`, named by its SHA-256, and say where.
+    """Store `data` under `data_dir`/`folder` by its SHA-256 (`storage.files.put_bytes`), and say where.
 
     Writing the same content twice writes the same file (whole, see
     `evaluation.pipeline.ray_storage.write_file`), so a retried item never leaves a second copy.
@@ -71,22 +52,22 @@ def save_by_hash(data_dir: Location, folder: Path, data: bytes, suffix: str) -> 
     Returns
     -------
     relative : str
-        ``<folder>/<sha256 hex><suffix>``, POSIX separators, relative to `data_dir`.
+        ``<folder>/<sha[:2]>/<sha256 hex><suffix>`` (`storage.files.content_path`), POSIX
+        separators, relative to `data_dir`.
     digest : str
         The SHA-256 of `data`, 64 hex digits.
     """
-    digest = hashlib.sha256(data).hexdigest()
-    relative = folder / f"{digest}{suffix}"
-    write_file(data_dir, relative.as_posix(), data)
-    return relative.as_posix(), digest
+    stored = files.put_bytes(data_dir, data, folder=Path(folder).as_posix(), suffix=suffix, write=write_file)
+    return stored.path, stored.sha256
 
 
 def read_image(data_dir: str | Path, relative: str) -> np.ndarray:
     """An item's image as (H, W, 3) uint8, or its mask as (H, W) bool (by file content).
 
-    `data_dir` is a folder or a URI (`evaluation.pipeline.ray_storage`).
+    `data_dir` is a folder or a URI (`evaluation.pipeline.ray_storage`); the file is
+    decoded within `storage.files.open_image`'s byte and pixel caps.
     """
-    with Image.open(io.BytesIO(read_file(data_dir, relative))) as image:
+    with files.open_image(read_file(data_dir, relative), name=relative) as image:
         return np.array(image) if image.mode != "1" else np.array(image, dtype=bool)
 
 

@@ -1,0 +1,162 @@
+import hashlib
+import io
+import re
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from storage import files
+from storage.files import (
+    FileRefused,
+    ImageRefused,
+    StoredFile,
+    content_path,
+    open_image,
+    png_bytes,
+    put_bytes,
+    put_png,
+    remove_temporaries,
+    resolve,
+    write_atomic,
+)
+from tests.png_modes import raw_png
+
+
+def _tree(folder):
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def test_same_bytes_get_the_same_sharded_path_and_are_stored_once(tmp_path):
+    data = b"\x89PNG not really"
+    digest = hashlib.sha256(data).hexdigest()
+    first = put_bytes(tmp_path, data, folder="colorings")
+    second = put_bytes(tmp_path, data, folder="colorings")
+    assert first == second == StoredFile(f"colorings/{digest[:2]}/{digest}.png", digest)
+    assert content_path(data, folder="colorings", suffix=".png") == first
+    assert _tree(tmp_path) == [first.path]
+    assert (tmp_path / first.path).read_bytes() == data
+
+
+def test_put_bytes_hands_the_file_to_a_given_writer_whole(tmp_path):
+    written = []
+    stored = put_bytes("s3://bucket/data", b"abc", folder="runs/r/masks", write=lambda *a: written.append(a))
+    assert written == [("s3://bucket/data", stored.path, b"abc")]
+    assert stored.path.startswith("runs/r/masks/") and _tree(tmp_path) == []
+
+
+@pytest.mark.parametrize("data", [b"", "text", None, bytearray()])
+def test_put_bytes_refuses_what_is_not_non_empty_bytes_and_writes_nothing(tmp_path, data):
+    with pytest.raises(FileRefused, match="`data` must be non-empty bytes"):
+        put_bytes(tmp_path, data)
+    assert _tree(tmp_path) == []
+
+
+@pytest.mark.parametrize("folder", ["../up", "/abs", "a/../../b", "C:\\x", ""])
+def test_put_bytes_refuses_a_folder_leaving_the_data_folder_and_writes_nothing(tmp_path, folder):
+    with pytest.raises(FileRefused, match="file path"):
+        put_bytes(tmp_path / "data", b"abc", folder=folder)
+    assert _tree(tmp_path) == []
+
+
+def test_stored_paths_of_the_older_flat_layout_still_resolve(tmp_path):
+    flat = "runs/r/images/" + "a" * 64 + ".png"
+    write_atomic(tmp_path / flat, b"old")
+    assert resolve(tmp_path, flat).read_bytes() == b"old"
+    with pytest.raises(FileRefused, match="inside the data folder"):
+        resolve(tmp_path, "runs/../../x.png")
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        np.random.default_rng(0).integers(0, 256, (7, 9, 3), dtype=np.uint8),
+        np.random.default_rng(1).integers(0, 256, (7, 9, 4), dtype=np.uint8),
+        np.random.default_rng(2).integers(0, 256, (7, 9), dtype=np.uint8),
+    ],
+    ids=["rgb", "rgba", "gray"],
+)
+def test_put_png_and_open_image_round_trip_the_pixels(tmp_path, image):
+    stored = put_png(tmp_path, image, folder="images")
+    assert stored.sha256 == hashlib.sha256((tmp_path / stored.path).read_bytes()).hexdigest()
+    np.testing.assert_array_equal(np.asarray(open_image(tmp_path / stored.path)), image)
+    np.testing.assert_array_equal(np.asarray(open_image(png_bytes(image))), image)
+
+
+def test_a_bool_mask_round_trips_as_a_1_bit_png():
+    mask = np.random.default_rng(3).integers(0, 2, (11, 13)).astype(bool)
+    image = open_image(png_bytes(mask))
+    assert image.mode == "1"
+    np.testing.assert_array_equal(np.array(image, dtype=bool), mask)
+
+
+def test_png_bytes_is_pillows_default_png_at_level_6():
+    image = np.random.default_rng(4).integers(0, 256, (16, 16, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="PNG")
+    assert png_bytes(image) == buffer.getvalue() == png_bytes(Image.fromarray(image))
+
+
+@pytest.mark.parametrize(
+    "array", [np.zeros((4, 4), np.float32), np.zeros((4, 4, 2), np.uint8), np.zeros((2, 4, 4, 3), np.uint8)]
+)
+def test_png_bytes_refuses_other_arrays_naming_what_arrived(array):
+    with pytest.raises(
+        FileRefused, match="`image` must be .*" + re.escape(f"got {array.dtype} {array.shape}")
+    ):
+        png_bytes(array)
+
+
+def test_open_image_refuses_over_the_pixel_cap_from_the_header_naming_the_cap():
+    header_only = raw_png(5000, 5000, 8, 2, zlib.compress(b"\x00" * 16))
+    with pytest.raises(
+        ImageRefused, match=r"^upload is 5000x5000 = 25000000 pixels; at most 16777216 are allowed$"
+    ):
+        open_image(header_only)
+
+
+def test_open_image_refuses_over_the_byte_cap_naming_the_cap(tmp_path):
+    data = png_bytes(np.zeros((8, 8, 3), np.uint8))
+    with pytest.raises(ImageRefused, match=rf"^sketch is {len(data)} bytes; at most 10 are allowed$"):
+        open_image(data, max_bytes=10, name="sketch")
+    (tmp_path / "big.png").write_bytes(data)
+    with pytest.raises(ImageRefused, match=rf"is {len(data)} bytes; at most 10 are allowed$"):
+        open_image(tmp_path / "big.png", max_bytes=10)
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"", "is empty"),
+        (b"text", "is not an image file"),
+        (png_bytes(np.zeros((64, 64, 3), np.uint8))[:60], "corrupt"),
+    ],
+)
+def test_open_image_refuses_what_is_not_an_image(data, message):
+    with pytest.raises(ImageRefused, match=message):
+        open_image(data)
+
+
+def test_write_atomic_leaves_no_partial_file_when_the_write_fails(tmp_path, monkeypatch):
+    target = tmp_path / "runs" / "r" / "x.png"
+    write_atomic(target, b"old and whole")
+
+    def broken_fsync(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(files.os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(target, b"new")
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(tmp_path / "runs" / "r" / "y.png", b"new")
+    assert _tree(tmp_path) == ["runs/r/x.png"]
+    assert target.read_bytes() == b"old and whole"
+
+
+def test_remove_temporaries_removes_only_what_a_killed_write_left(tmp_path):
+    write_atomic(tmp_path / "a" / "kept.png", b"whole")
+    (tmp_path / "a" / ".kept.png.x1.tmp").write_bytes(b"par")
+    assert remove_temporaries(tmp_path) == [tmp_path / "a" / ".kept.png.x1.tmp"]
+    assert _tree(tmp_path) == ["a/kept.png"]
+    assert remove_temporaries(tmp_path / "missing") == []
