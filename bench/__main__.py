@@ -28,13 +28,15 @@ adaptive    `bench.bench_adaptive.run`: adaptive collection against fixed K = 5,
 crowd       `bench.bench_crowd.run`: 200 participants open a study link within a minute and
             vote every 3-8 s (light clients); page load, vote latency, lost or duplicated
             votes; rewrites "Crowd"
+page-size   `bench.bench_page_size.run`: bytes of the page, /config and /gradio_api/info,
+            and the first render of the page, at the shipped concept list's size
 
 Only text between a pair of markers (``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``)
 is rewritten: ``summary`` (machine, date, command and one row per figure; with ``--only``
 the rows of the benchmarks not run are kept, and the table says so) and ``load``.
 Other sections of BENCHMARKS.md belong to their benchmarks' authors.
 
-    python -m bench [--only core,load,pace,light,generation,review,scale,scale-out,adaptive] [--quick] [--dry-run]
+    python -m bench [--only core,load,pace,light,generation,review,scale,scale-out,adaptive,page-size] [--quick] [--dry-run]
 """
 
 from __future__ import annotations
@@ -428,6 +430,27 @@ def explicit_validation(quick: bool) -> tuple[list[Row], dict[str, str]]:
     return bench_explicit_validation.bench(quick, Row)
 
 
+def page_size(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_page_size.run` (the page's weight and first render)."""
+    from bench import bench_page_size
+
+    f = bench_page_size.run(1 if quick else 5)
+    return [
+        Row(
+            "page-size",
+            "Page / config / API description",
+            f"{f['page_bytes'] / 1000:.0f} / {f['config_bytes'] / 1000:.0f} / {f['info_bytes'] / 1000:.0f} kB",
+            f"{f['components']} components, {f['dependencies']} dependencies; all 1,278 concepts shipped",
+        ),
+        Row(
+            "page-size",
+            "First render of the page",
+            f"{f['first_render_s']:.2f} s",
+            f"one GET / on a launched app, in process; median of the next {f['render_median_s']:.2f} s",
+        ),
+    ], {}
+
+
 BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
     "core": core,
     "load": load,
@@ -441,6 +464,7 @@ BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
     "adaptive": adaptive,
     "crowd": crowd,
     "explicit-validation": explicit_validation,
+    "page-size": page_size,
 }
 
 
