@@ -7,13 +7,15 @@ import pytest
 from numpy.testing import assert_allclose
 
 from annotation.assignment import open_tasks
-from annotation.coloring.store import get_coloring
+from annotation.coloring.store import get_coloring, store_coloring
 from annotation.concepts import sync_concepts
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.people.accounts import Actor
+from annotation.qc import plausibility as qc_plausibility
 from annotation.qc import review, votes
 from evaluation.color import metrics
 from evaluation.color.palette import load_uw71
+from evaluation.color.plausibility import SCD, bin_plausibility
 from storage import ensure_schema, iso, open_db
 from storage import human as human_rows
 from tests.qc_data import ADMIN, actor, add_coloring, add_handmade, one_hot, people
@@ -322,3 +324,117 @@ def test_library_calls_refuse_a_designer_and_write_nothing(store, call):
     with pytest.raises(PermissionDenied):
         call(db, designer, ids[0], task)
     assert _rows(db) == before
+
+
+# --- The whole queue at once (issue 28): the same reviews as concept by concept ----------
+
+QUEUE_CONCEPTS = ("apple", "lonely cabin", "rotten apple", "forbidding castle", "cozy cabin", "banana")
+
+
+def _varied_colorings(db, data, rng, n_designers=4, concepts=QUEUE_CONCEPTS):
+    """Colorings like the canvas makes them: bands of 2-3 flat paints, plus a patch of
+    scattered colors (short runs) in some; per concept, by `n_designers` designers."""
+    designers = people(db, n_designers, "designer")
+    for concept in concepts:
+        paints = rng.integers(0, 256, size=(4, 3))
+        for designer in designers:
+            image = np.zeros((40, 40, 3), np.uint8)
+            cuts = np.sort(rng.integers(4, 36, size=2))
+            for (top, bottom), rgb in zip(
+                [(1, cuts[0]), (cuts[0], cuts[1]), (cuts[1], 39)], paints[rng.permutation(4)]
+            ):
+                image[top:bottom, 1:39] = rgb
+            if rng.random() < 0.5:
+                image[10:18, 10:18] = rng.integers(0, 256, size=(8, 8, 3))
+            mask = np.zeros((40, 40), bool)
+            mask[1:39, 1:39] = True
+            store_coloring(db, data, designer, concept, image, mask, seconds_spent=60.0)
+
+
+def _concept_by_concept(db):
+    """What the queue stored before issue 28: each concept's colorings scored on their own
+    through `evaluation.color.plausibility.plausibility_ranking`."""
+    counted = {}
+    for row in human_rows.counted_colorings(db):
+        counted.setdefault(row["concept_key"], []).append(row)
+    return {k: review.plausibility_scores(db, rows) for k, rows in counted.items()}
+
+
+def test_the_whole_queue_holds_the_reviews_and_order_of_scoring_concept_by_concept(store):
+    db, data = store
+    _varied_colorings(db, data, np.random.default_rng(7))
+    expected = _concept_by_concept(db)
+    [first, *rest] = [r["id"] for r in human_rows.counted_colorings(db, "apple")]
+    review.open_reviews(db, ADMIN, [first], reason="test", now=T0)
+    opened = review.open_review_queue(db, ADMIN, top_fraction=1.0, now=T0)
+    assert opened == sum(map(len, expected.values())) - 1
+    stored = {r["coloring_id"]: r for r in db["reviews"].rows}
+    assert stored[first]["plausibility"] is None and stored[first]["reason"] == "test"
+    scores = {i: s for per_concept in expected.values() for i, s in per_concept.items() if i != first}
+    assert set(stored) == {first, *scores}
+    assert_allclose([stored[i]["plausibility"] for i in scores], list(scores.values()), rtol=1e-12, atol=0)
+    assert {
+        (r["reason"], r["votes_needed"], r["status"], r["created"]) for i, r in stored.items() if i != first
+    } == {(review.HIGH_VARIANCE_REASON, 3, "open", iso(T0))}
+    # One audit row per concept, naming the colorings it opened, in the ranking's order.
+    ranking = review.consistency_ranking(db, top_fraction=1.0)
+    rows = list(db["audit"].rows_where("action = 'open_reviews'", order_by="id"))
+    assert [json.loads(r["details"]) for r in rows[1:]] == [
+        {"coloring_ids": sorted(i for i in expected[c] if i != first), "votes_needed": 3}
+        for c in ranking["concept"]
+    ]
+    assert {(r["actor"], r["object_type"], r["object_id"], r["why"], r["created"]) for r in rows[1:]} == {
+        ("admin", "colorings", None, review.HIGH_VARIANCE_REASON, iso(T0))
+    }
+    # An expert is handed them most suspicious first, as the scores order them.
+    [expert] = [actor(db, e) for e in people(db, 1, "expert")]
+    queue = votes.vote_queue(db, expert, np.random.default_rng(0), batch_size=100, now=T0)
+    by_score = sorted(scores, key=lambda i: (scores[i], i))
+    assert [i.coloring_id for i in queue] == [*by_score, first]
+    # Opening again opens nothing and writes nothing.
+    before = _rows(db)
+    assert review.open_review_queue(db, ADMIN, top_fraction=1.0, now=T0) == 0
+    assert _rows(db) == before
+
+
+def test_a_coloring_without_its_sample_is_left_unscored_as_before(store):
+    db, data = store
+    _varied_colorings(db, data, np.random.default_rng(8), concepts=("apple", "banana"))
+    [lost, *_] = [r["id"] for r in human_rows.counted_colorings(db, "apple")]
+    db["coloring_samples"].delete(lost)
+    expected = _concept_by_concept(db)
+    assert review.open_review_queue(db, ADMIN, top_fraction=1.0, now=T0) == 8
+    stored = {r["coloring_id"]: r["plausibility"] for r in db["reviews"].rows}
+    assert stored[lost] is None
+    scores = {i: s for per_concept in expected.values() for i, s in per_concept.items()}
+    assert lost not in scores and set(stored) == {lost, *scores}
+    assert_allclose([stored[i] for i in scores], list(scores.values()), rtol=1e-12, atol=0)
+
+
+def test_batched_scores_equal_each_concept_scored_alone_whatever_the_batch(store, monkeypatch):
+    db, data = store
+    _varied_colorings(db, data, np.random.default_rng(9), n_designers=3)
+    counted = {}
+    for row in human_rows.counted_colorings(db):
+        counted.setdefault(row["concept_key"], []).append(row["id"])
+    groups = [*counted.values(), counted["apple"][:1], []]
+    whole = qc_plausibility.scores_by_concept(db, groups)
+    assert whole[-2:] == [{}, {}]
+    for ids, scores in zip(groups, whole):
+        reference = review.plausibility_scores(db, [{"id": i} for i in ids])
+        assert scores.keys() == reference.keys()
+        assert_allclose(list(scores.values()), [reference[i] for i in scores], rtol=1e-12, atol=0)
+    monkeypatch.setattr(qc_plausibility, "BATCH_COLORINGS", 2)
+    assert qc_plausibility.scores_by_concept(db, groups) == whole
+
+
+def test_batched_bin_plausibility_is_bin_plausibility_of_each_row():
+    rng = np.random.default_rng(3)
+    priors = rng.dirichlet(np.ones(SCD.n_bins) * 0.1, size=20)
+    priors[3, 1:] = 0.0  # all achromatic
+    priors[4] = np.eye(SCD.n_bins)[-1]  # one bin at the saturation edge
+    rows = qc_plausibility.bin_plausibility_rows(priors)
+    assert rows.shape == priors.shape
+    assert_allclose(rows, [bin_plausibility(p) for p in priors], rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="positive mass"):
+        qc_plausibility.bin_plausibility_rows(np.zeros((2, SCD.n_bins)))

@@ -297,7 +297,7 @@ def consistency_scores(distributions_by_concept: Mapping[str, np.ndarray]) -> pd
         If a concept has fewer than two distributions or a distribution is malformed
         (the latter raised by `evaluation.color.metrics.emd_rows`).
     """
-    scores = {}
+    firsts, seconds, pairs = [], [], []
     for concept, dists in distributions_by_concept.items():
         arr = np.asarray(dists, dtype=float)
         if arr.ndim != 2 or arr.shape[0] < 2:
@@ -305,7 +305,15 @@ def consistency_scores(distributions_by_concept: Mapping[str, np.ndarray]) -> pd
                 f"concept {concept!r} needs an (n >= 2, 71) array of distributions, got shape {arr.shape}"
             )
         i, j = np.array(list(combinations(range(arr.shape[0]), 2))).T
-        scores[concept] = float(np.mean(metrics.emd_rows(arr[i], arr[j])))
+        firsts.append(arr[i])
+        seconds.append(arr[j])
+        pairs.append(len(i))
+    if not pairs:
+        return pd.Series({}, name="consistency_emd", dtype=float)
+    # Every pair of every concept in one batch (each pair is solved on its own, so the
+    # values are those of one call per concept, without 1,278 calls' overhead).
+    emds = np.split(metrics.emd_rows(np.concatenate(firsts), np.concatenate(seconds)), np.cumsum(pairs)[:-1])
+    scores = {concept: float(np.mean(e)) for concept, e in zip(distributions_by_concept, emds)}
     return pd.Series(scores, name="consistency_emd", dtype=float)
 
 
@@ -336,6 +344,7 @@ def high_variance(scores: pd.Series, top_fraction: float = HIGH_VARIANCE_FRACTIO
     if len(scores) == 0 or scores.isna().any():
         raise ValueError("`scores` must be non-empty and free of NaN")
     k = math.ceil(top_fraction * len(scores))
-    order = sorted(scores.index, key=lambda key: (-scores[key], str(key)))
+    values = dict(zip(scores.index, scores.to_numpy()))
+    order = sorted(values, key=lambda key: (-values[key], str(key)))
     flagged = set(order[:k])
     return pd.Series([key in flagged for key in scores.index], index=scores.index, name="high_variance")
