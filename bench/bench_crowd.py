@@ -57,6 +57,7 @@ class Outcome:
     tasks it voted on that the server acknowledged, and errors."""
 
     page_s: float | None = None
+    html_s: float | None = None
     vote_s: list[float] = field(default_factory=list)
     acked: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -164,16 +165,20 @@ def participant(
         {"study": token, "PROLIFIC_PID": pid, "STUDY_ID": "bench", "SESSION_ID": pid}
     )
     at = events["positions"]
+    stage = "page load"
     try:
         time.sleep(max(0.0, start - time.perf_counter()))
         began = time.perf_counter()
         client = PageClient(url)
         client.page(query)
+        outcome.html_s = time.perf_counter() - began
         session = client.event(events["restore"], [""], query)[0]
         outcome.page_s = time.perf_counter() - began
         if not session:
             raise RuntimeError("the study link signed nobody in")
+        stage = "background"
         view = client.event(events["background"], [session, "no"])
+        stage = "vote"
         while time.perf_counter() < until and view[at["task"]] not in (None, ""):
             time.sleep(rng.uniform(*PACE_S))
             task = int(view[at["task"]])
@@ -185,7 +190,7 @@ def participant(
             outcome.acked.append(task)
         client.close()
     except Exception as error:  # noqa: BLE001 (a client's failure is a result)
-        outcome.errors.append(f"{pid}: {type(error).__name__}: {error}"[:300])
+        outcome.errors.append(f"{pid} at {stage}: {type(error).__name__}: {error}"[:300])
     return outcome
 
 
@@ -264,6 +269,7 @@ def run(
                 thread.join(timeout=5.0)
     acked = [t for o in outcomes for t in o.acked]
     pages = [o.page_s for o in outcomes if o.page_s is not None]
+    htmls = [o.html_s for o in outcomes if o.html_s is not None]
     votes = [v for o in outcomes for v in o.vote_s]
     errors = [e for o in outcomes for e in o.errors]
     return {
@@ -273,6 +279,8 @@ def run(
         "vote_s": vote_s,
         "page_p50_s": float(np.percentile(pages, 50)) if pages else None,
         "page_p95_s": float(np.percentile(pages, 95)) if pages else None,
+        "html_p50_s": float(np.percentile(htmls, 50)) if htmls else None,
+        "html_p95_s": float(np.percentile(htmls, 95)) if htmls else None,
         "votes": len(votes),
         "vote_p50_ms": float(np.percentile(votes, 50) * 1000) if votes else None,
         "vote_p95_ms": float(np.percentile(votes, 95) * 1000) if votes else None,

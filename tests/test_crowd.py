@@ -147,8 +147,9 @@ def test_bad_links_and_ids_are_refused_with_the_field_named(setup):
         _join(db, token + "x", "pid-a", workerId="w1")
     with pytest.raises(InvalidInput, match="participant id in `workerId`"):
         _join(db, token, "pid-a")
-    with pytest.raises(InvalidInput, match="`workerId` must be 1-64 letters"):
-        _join(db, token, "pid-a", workerId="<script>")
+    for bad in ("<script>", "-A1+B2", "x" * 65):
+        with pytest.raises(InvalidInput, match="`workerId` must be 1-64 letters"):
+            _join(db, token, "pid-a", workerId=bad)
     assert _join(db, token, "ignored", workerId="A1B2").state.external_id == "A1B2"
 
 

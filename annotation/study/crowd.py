@@ -75,7 +75,7 @@ DEFAULT_JOINS_PER_ADDRESS = 10
 JOIN_WINDOW_S = 3600.0
 MAX_QUOTA = 10_000
 MAX_EXTERNAL_ID = 64
-_ID_CHARS = re.compile(r"[A-Za-z0-9_.\-]+")
+_ID_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # no formula start in a CSV
 _CODE_CHARS = re.compile(r"[A-Za-z0-9_\-]{1,40}")
 _PARAM_CHARS = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
 PAYMENT_COLUMNS = (
@@ -427,7 +427,8 @@ def _external_id(params: Mapping[str, str], name: str) -> str:
         )
     if len(value) > MAX_EXTERNAL_ID or not _ID_CHARS.fullmatch(value):
         raise InvalidInput(
-            f"`{name}` must be 1-{MAX_EXTERNAL_ID} letters, digits, '.', '_' or '-', got {shown(value)}"
+            f"`{name}` must be 1-{MAX_EXTERNAL_ID} letters, digits, '.', '_' or '-' (a letter or digit first), "
+            f"got {shown(value)}"
         )
     return value
 
