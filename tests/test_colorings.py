@@ -178,3 +178,33 @@ def test_stored_human_distribution_rests_on_the_latest_standing_round_of_each_de
     with pytest.raises(InvalidInput, match="`status` must be one of"):
         set_status(db, get_coloring(db, ids[0]), "lost")
     assert _stored_p_h(db, "apple").coloring_ids == tuple(ids[:2])
+
+
+def test_a_submission_does_not_check_its_extracted_distribution_again(store, monkeypatch):
+    from annotation.coloring import store as coloring_store
+    from storage.distributions import check_distribution
+
+    db, data = store
+    (designer,) = people(db, 1, "designer")
+    image, mask = painted((200, 30, 40), size=40)
+    image[10:20, 10:30] = (20, 120, 220)
+    prepared = coloring_store.prepare_coloring(image, mask)
+    calls = []
+    monkeypatch.setattr(
+        coloring_store, "check_distribution", lambda p: calls.append(p) or check_distribution(p)
+    )
+    coloring_id = coloring_store.store_prepared(db, data, designer, "apple", prepared, seconds_spent=3.0)
+    assert calls == []  # checked once where it is stored (`storage.distributions.encode`)
+    row = get_coloring(db, coloring_id)
+    np.testing.assert_array_equal(row["p"], check_distribution(prepared.p))
+    again = coloring_store.record_coloring(
+        db,
+        coloring_store.StoredFile(row["image_path"], row["image_sha256"]),
+        coloring_store.StoredFile(row["mask_path"], row["mask_sha256"]),
+        prepared.p,
+        prepared.sample,
+        annotator_id=designer,
+        concept_key="apple",
+    )
+    assert len(calls) == 1  # the public edge checks what it is given
+    assert get_coloring(db, again)["p"].tolist() == row["p"].tolist()

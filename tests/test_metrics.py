@@ -183,3 +183,70 @@ def test_metrics_module_uses_no_assert_for_validation():
     import inspect
 
     assert "assert " not in inspect.getsource(metrics)
+
+
+def _unnormalised_random(rng, n):
+    """Sparse rows scaled by random totals, so the one check at the edge normalises them."""
+    return _sparse_random(rng, n) * rng.uniform(0.2, 5.0, (n, 1))
+
+
+def test_concept_metrics_equals_the_public_metrics_bit_for_bit_on_random_rows():
+    from evaluation.analysis.scoring import concept_metrics
+
+    rng = np.random.default_rng(20261126)
+    P, Q = _unnormalised_random(rng, 40), _unnormalised_random(rng, 40)
+    Q[3] = P[3]  # equal rows: emd 0, pcc 1
+    Q[5] = np.full(71, 2.0)  # a uniform row: pcc NaN
+    Q[7] = _point(26)  # an achromatic dominant bin: hue NaN
+    got = concept_metrics(P, Q)
+    expected = {
+        "pcc": pcc(P, Q),
+        "emd": emd_rows(P, Q),
+        "ed": entropy_difference(P, Q),
+        "dominant_human": dominant_bins(P),
+        "dominant_model": dominant_bins(Q),
+        "hue_diff": hue_differences(P, Q),
+    }
+    assert list(got) == list(expected)
+    for name in expected:
+        assert_array_equal(got[name], expected[name], strict=True, err_msg=name)
+    assert_array_equal([emd(p, q) for p, q in zip(P, Q)], got["emd"], strict=True)
+    assert_array_equal([shift(p, q) for p, q in zip(P, Q)], got["emd"], strict=True)
+
+
+def test_public_metrics_equal_their_kernels_on_checked_input_bit_for_bit():
+    rng = np.random.default_rng(7)
+    P, Q = _unnormalised_random(rng, 25), _unnormalised_random(rng, 25)
+    Pc, Qc = metrics.check_pair(P, Q)
+    assert_array_equal(pcc(P, Q), metrics._pcc(Pc, Qc), strict=True)
+    assert_array_equal(emd_rows(P, Q), metrics._emd_rows(Pc, Qc), strict=True)
+    assert_array_equal(entropy_difference(P, Q), metrics._entropy_difference(Pc, Qc), strict=True)
+    assert_array_equal(dominant_bins(P), metrics._dominant(Pc), strict=True)
+    hue = metrics._hue_differences(metrics._dominant(Pc), metrics._dominant(Qc))
+    assert_array_equal(hue_differences(P, Q), hue, strict=True)
+    assert pcc(P[0], Q[0]) == float(metrics._pcc(Pc[0], Qc[0]))
+
+
+def test_concept_metrics_checks_each_array_once_and_names_it(monkeypatch):
+    from evaluation.analysis import scoring
+
+    calls = []
+    real = metrics.check_masses
+    monkeypatch.setattr(metrics, "check_masses", lambda p, name: calls.append(name) or real(p, name))
+    rng = np.random.default_rng(1)
+    scoring.concept_metrics(_sparse_random(rng, 4), _sparse_random(rng, 4))
+    assert calls == ["human", "model"]
+    bad = _sparse_random(rng, 4)
+    bad[2] = 0.0
+    with pytest.raises(ValueError, match="`model` has zero total mass in row 2"):
+        scoring.concept_metrics(_sparse_random(rng, 4), bad)
+    with pytest.raises(ValueError, match=r"`human` \(3, 71\) and `model` \(4, 71\) must have the same shape"):
+        scoring.concept_metrics(_sparse_random(rng, 3), _sparse_random(rng, 4))
+
+
+def test_shift_checks_each_argument_once(monkeypatch):
+    calls = []
+    real = metrics.check_masses
+    monkeypatch.setattr(metrics, "check_masses", lambda p, name: calls.append(name) or real(p, name))
+    shift(_point(3), _point(40))
+    assert calls == ["p_base", "p_modified"]

@@ -212,7 +212,8 @@ def store_prepared(
         expected = _expected_round(db_, task)
         if round is not None and round != expected:
             raise InvalidInput(f"`round` must be {expected} for this coloring, got {shown(round)}")
-        return record_coloring(
+        # `prepared` comes from `prepare_coloring`: its p and sample are trusted, not re-checked.
+        return _insert_coloring(
             db_, files[0], files[1], prepared.p, prepared.sample, **fields, round=expected, now=now
         )
 
@@ -275,6 +276,41 @@ def record_coloring(
         )
     if isinstance(round, bool) or not isinstance(round, int) or round < 1:
         raise InvalidInput(f"`round` must be a whole number >= 1, got {shown(round)}")
+    return _insert_coloring(
+        db,
+        image,
+        mask,
+        p,
+        sample,
+        annotator_id=annotator_id,
+        concept_key=concept_key,
+        practice=practice,
+        round=round,
+        seconds_spent=seconds_spent,
+        sketch_id=sketch_id,
+        method=method,
+        now=now,
+    )
+
+
+def _insert_coloring(
+    db: sqlite_utils.Database,
+    image: StoredFile,
+    mask: StoredFile | None,
+    p: np.ndarray,
+    sample: np.ndarray,
+    *,
+    annotator_id: int,
+    concept_key: str,
+    practice: bool,
+    round: int,
+    seconds_spent: float | None,
+    sketch_id: int | None,
+    method: str = DISTRIBUTION_METHOD,
+    now: dt.datetime | None,
+) -> int:
+    """The kernel of `record_coloring`: its rows, for a `p`, `sample` and `round` it checked
+    (or `prepare_coloring` made and `store_prepared` computed)."""
     stamp = iso(now)
     with transaction(db):
         coloring_id = insert_row(

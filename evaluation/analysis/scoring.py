@@ -39,21 +39,35 @@ LONG_COLUMNS = [
 def concept_metrics(human: np.ndarray, model: np.ndarray) -> dict[str, np.ndarray]:
     """Row-wise metrics of (N, 71) human and model distributions (EMD solved in one batch).
 
+    Both arrays are checked once (`evaluation.color.metrics.check_pair`); the metrics are
+    its kernels, so the values equal the public metrics' bit for bit.
+
+    Parameters
+    ----------
+    human, model : array_like, shape (N, 71)
+        Mass vectors (`storage.distributions.check_masses`), row i against row i.
+
     Returns
     -------
     dict of str to ndarray
         Each (N,): ``pcc``, ``emd`` (CIELAB ΔE), ``ed`` (nats), ``dominant_human``,
         ``dominant_model`` (``color_index``) and ``hue_diff`` (degrees, NaN where a
         dominant bin is achromatic).
+
+    Raises
+    ------
+    ValueError
+        On invalid masses or different shapes, naming `human` or `model`.
     """
-    dominant_h, dominant_m = metrics.dominant_bins(human), metrics.dominant_bins(model)
+    human, model = metrics.check_pair(np.atleast_2d(human), np.atleast_2d(model), ("human", "model"))
+    dominant_h, dominant_m = metrics._dominant(human), metrics._dominant(model)
     return {
-        "pcc": np.atleast_1d(metrics.pcc(human, model)),
-        "emd": metrics.emd_rows(human, model),
-        "ed": np.atleast_1d(metrics.entropy_difference(human, model)),
+        "pcc": metrics._pcc(human, model),
+        "emd": metrics._emd_rows(human, model),
+        "ed": metrics._entropy_difference(human, model),
         "dominant_human": dominant_h,
         "dominant_model": dominant_m,
-        "hue_diff": metrics.hue_differences(human, model),
+        "hue_diff": metrics._hue_differences(dominant_h, dominant_m),
     }
 
 

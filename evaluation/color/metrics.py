@@ -5,6 +5,12 @@
 concepts). Masses must be finite and non-negative with a positive total; every metric
 normalises them to sum 1 first (see `storage.distributions.check_masses`). Paper §4.3, equations
 (1)-(5); §5.1 for `shift`.
+
+Validation happens once, at the edge: each public function checks its arrays
+(`check_pair`) and calls a private kernel (`_pcc`, `_emd_rows`, `_entropy_difference`,
+`_dominant`, `_hue_differences`) that trusts its input: float64 masses already checked
+and normalised. Callers inside `evaluation/` that compute several metrics of one pair
+(`evaluation.analysis.scoring.concept_metrics`) check once and call the kernels.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from storage.distributions import check_masses
 
 __all__ = [
     "EMDSolverError",
+    "check_pair",
     "pcc",
     "emd",
     "emd_rows",
@@ -48,8 +55,26 @@ class EMDSolverError(RuntimeError):
     """POT's network simplex ended without an optimal solution (POT only warns)."""
 
 
-def _pair(p, q, names=("p", "q")) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a pair given either as two (71,) vectors or two (n, 71) arrays."""
+def check_pair(p, q, names=("p", "q")) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a pair given either as two (71,) vectors or two (n, 71) arrays.
+
+    Parameters
+    ----------
+    p, q : array_like, shape (71,) or (n, 71)
+        Mass vectors (`storage.distributions.check_masses`).
+    names : tuple of str
+        The arguments' names in error messages.
+
+    Returns
+    -------
+    p, q : ndarray, float64
+        Normalised to sum 1 per row: the input every kernel of this module trusts.
+
+    Raises
+    ------
+    ValueError
+        On invalid masses or, for 2-D input, different shapes.
+    """
     p_arr = np.asarray(p)
     if p_arr.ndim == 1:
         return check_masses(p, names[0]), check_masses(q, names[1])
@@ -72,13 +97,16 @@ def pcc(p: np.ndarray, q: np.ndarray) -> float | np.ndarray:
     float or ndarray, shape (n,)
         In [-1, 1]; NaN where a distribution is uniform (zero variance, PCC undefined).
     """
-    p, q = _pair(p, q)
+    r = _pcc(*check_pair(p, q))
+    return float(r) if r.ndim == 0 else r
+
+
+def _pcc(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     pc = p - p.mean(axis=-1, keepdims=True)
     qc = q - q.mean(axis=-1, keepdims=True)
     den = np.sqrt(_rowdot(pc, pc) * _rowdot(qc, qc))
     constant = (np.ptp(p, axis=-1) == 0) | (np.ptp(q, axis=-1) == 0)
-    r = np.where(constant, np.nan, _rowdot(pc, qc) / np.where(constant, 1.0, den))
-    return float(r) if r.ndim == 0 else r
+    return np.where(constant, np.nan, _rowdot(pc, qc) / np.where(constant, 1.0, den))
 
 
 def emd_rows(
@@ -130,6 +158,18 @@ def emd_rows(
     P, Q = check_masses(P, "P"), check_masses(Q, "Q")
     if P.shape != Q.shape:
         raise ValueError(f"`P` {P.shape} and `Q` {Q.shape} must have the same shape")
+    return _emd_rows(P, Q, num_itermax=num_itermax, workers=workers, min_rows_per_worker=min_rows_per_worker)
+
+
+def _emd_rows(
+    P: np.ndarray,
+    Q: np.ndarray,
+    *,
+    num_itermax: int = 100_000,
+    workers: int | None = None,
+    min_rows_per_worker: int = 4096,
+) -> np.ndarray:
+    """The kernel of `emd_rows`, on checked (n, 71) rows; same options."""
     return _emd_support_rows(
         P,
         Q,
@@ -163,11 +203,7 @@ def emd(p: np.ndarray, q: np.ndarray, *, num_itermax: int = 100_000) -> float:
         If the solver does not reach an optimal solution.
     """
     p, q = check_masses(p, "p"), check_masses(q, "q")
-    return float(
-        _emd_support_rows(p[None], q[None], load_uw71().ground_distance, num_itermax=num_itermax, workers=1)[
-            0
-        ]
-    )
+    return float(_emd_rows(p[None], q[None], num_itermax=num_itermax, workers=1)[0])
 
 
 def shift(p_base: np.ndarray, p_modified: np.ndarray) -> float:
@@ -175,7 +211,7 @@ def shift(p_base: np.ndarray, p_modified: np.ndarray) -> float:
     to the modified concept's, in ΔE units. Same arguments as `emd`."""
     p_base = check_masses(p_base, "p_base")
     p_modified = check_masses(p_modified, "p_modified")
-    return emd(p_base, p_modified)
+    return float(_emd_rows(p_base[None], p_modified[None], workers=1)[0])
 
 
 def entropy(p: np.ndarray) -> float | np.ndarray:
@@ -215,9 +251,12 @@ def entropy_difference(p: np.ndarray, q: np.ndarray) -> float | np.ndarray:
     float or ndarray, shape (n,)
         In [0, log 71] nats.
     """
-    p, q = _pair(p, q)
-    d = np.abs(_entropy(p) - _entropy(q))
+    d = _entropy_difference(*check_pair(p, q))
     return float(d) if np.ndim(d) == 0 else d
+
+
+def _entropy_difference(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return np.abs(_entropy(p) - _entropy(q))
 
 
 def dominant_bins(P: np.ndarray) -> np.ndarray:
@@ -231,7 +270,10 @@ def dominant_bins(P: np.ndarray) -> np.ndarray:
     -------
     ndarray of int64, shape () or (n,)
     """
-    P = check_masses(P, "p" if np.asarray(P).ndim == 1 else "P")
+    return _dominant(check_masses(P, "p" if np.asarray(P).ndim == 1 else "P"))
+
+
+def _dominant(P: np.ndarray) -> np.ndarray:
     return np.argmax(P, axis=-1)
 
 
@@ -248,8 +290,8 @@ def dca(P: np.ndarray, Q: np.ndarray) -> float:
     float
         In [0, 1].
     """
-    P, Q = _pair(np.atleast_2d(P), np.atleast_2d(Q), ("P", "Q"))
-    return float(np.mean(np.argmax(P, axis=1) == np.argmax(Q, axis=1)))
+    P, Q = check_pair(np.atleast_2d(P), np.atleast_2d(Q), ("P", "Q"))
+    return float(np.mean(_dominant(P) == _dominant(Q)))
 
 
 def hue_differences(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
@@ -269,9 +311,14 @@ def hue_differences(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     ndarray, shape (n,), float64
         Degrees in [0, 180], NaN where either dominant bin is achromatic.
     """
-    P, Q = _pair(np.atleast_2d(P), np.atleast_2d(Q), ("P", "Q"))
+    P, Q = check_pair(np.atleast_2d(P), np.atleast_2d(Q), ("P", "Q"))
+    return _hue_differences(_dominant(P), _dominant(Q))
+
+
+def _hue_differences(dominant_p: np.ndarray, dominant_q: np.ndarray) -> np.ndarray:
+    """The kernel of `hue_differences`, on the dominant bins of checked rows."""
     hue = load_uw71().hue_deg
-    diff = np.abs(hue[np.argmax(P, axis=1)] - hue[np.argmax(Q, axis=1)])
+    diff = np.abs(hue[dominant_p] - hue[dominant_q])
     return np.minimum(diff, 360.0 - diff)
 
 
