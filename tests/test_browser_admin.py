@@ -152,3 +152,19 @@ def test_the_admin_sets_a_pilot_and_the_coverage_says_what_opens_the_vote(live_a
     expect(coverage).to_contain_text("No pilot: designers get the least covered concepts")
     assert live_app.query("select concept_key from pilot_concepts") == []
     assert page.js_errors == []
+
+
+def test_build_export_returns_at_once_and_the_page_shows_the_zip_when_it_is_built(live_app, page):
+    page.goto(live_app.url)
+    page.fill("#start_password input", ADMIN_PASSWORD)
+    page.get_by_role("button", name="Sign in as admin").click()
+    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+    page.get_by_role("tab", name="Admin").click()
+    page.get_by_role("button", name="Build export").click()
+    # The timer polls the background export until its zip is ready, then shows the file.
+    expect(page.locator("#admin_export_status")).to_contain_text("is ready below.", timeout=120_000)
+    link = page.locator("#admin_export_file a").first
+    expect(link).to_be_visible()
+    answer = page.request.get(link.get_attribute("href"))
+    assert answer.status == 200 and answer.body()[:2] == b"PK"
+    expect(page.locator("#admin_export_note")).to_have_text("")
