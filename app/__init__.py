@@ -90,6 +90,7 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
 
         landing.wire(ctx, demo, session_token, stored, start, tabs, tab_set)
     audit_functions(demo)
+    common.lean_config(demo)
     demo.colorconcept_ctx = ctx
     demo.colorconcept_ready = threading.Event()
     return demo

@@ -46,11 +46,13 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     concepts = load_concepts()
     with gr.Row():
         concept = choice_search(
-            [c.key for c in concepts],
+            [],
             label=f"Concept (type to search the {len(concepts):,})",
             elem_id="browser_concept",
             scale=2,
+            interactive=False,
         )
+        concept_choices(ctx, session_token, concept, [c.key for c in concepts], ROLES)
         source = source_dropdown(ctx, session_token, "browser_source")
         style = gr.Radio(
             [(v, k) for k, v in STYLES.items()], value="natural", label="Style", elem_id="browser_style"
@@ -150,6 +152,28 @@ def _no_shift(concepts, base: str) -> str:
 def _plot_shown(figure) -> gr.Plot:
     """An empty chart is hidden (the note above says why), never drawn as empty axes."""
     return gr.Plot(visible=figure is not None)
+
+
+def concept_choices(
+    ctx: AppContext, session_token: gr.Textbox, dropdown: gr.Dropdown, keys: list[str], roles: tuple[str, ...]
+) -> None:
+    """Fill `dropdown` with the concept `keys` at each sign-in of a person with one of `roles`
+    (the admin too), and empty it for anyone else.
+
+    The page is built without them: 1,278 choices, each listed once in the choices and once
+    in the API schema, made a concept picker about 105 kB of the page (issue 28.1). Build
+    `dropdown` with ``interactive=False``: it takes typing once its choices are there, so
+    what was typed before is never left unfiltered by their arrival.
+    """
+
+    @own_session
+    def fill(token: str) -> gr.Dropdown:
+        if visible_to(current_actor(ctx, token), roles):
+            return gr.Dropdown(choices=keys, interactive=True)
+        return gr.Dropdown(choices=[], interactive=False)
+
+    fill.__name__ = f"fill_{dropdown.elem_id}"
+    session_token.change(fill, session_token, dropdown, api_visibility="private")
 
 
 def source_dropdown(ctx: AppContext, session_token: gr.Textbox, elem_id: str) -> gr.Dropdown:

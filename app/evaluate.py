@@ -22,6 +22,7 @@ from pathlib import Path
 import gradio as gr
 
 from annotation.research import records as research
+from app.browser import concept_choices
 from app.common import (
     BROWSER_STATE_KEY,
     AppContext,
@@ -75,7 +76,8 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         + (" (no GPU: only tiny models run at a useful speed)" if device.kind == "cpu" else "")
     )
     mode = gr.Radio(list(MODES), value="implicit", label="Mode", elem_id="evaluate_mode")
-    selection, implicit_only = _selection_inputs(registry, concepts)
+    selection, implicit_only = _selection_inputs(registry)
+    concept_choices(ctx, session_token, selection[1], [c.key for c in concepts], ROLES)
     explicit_box, explicit = _explicit_inputs()
     segmenter = _segmenter_inputs()
     executor, check_cluster, cluster = _executor_inputs()
@@ -187,9 +189,7 @@ def _kept_over_reload(ctx: AppContext, tab: gr.Tab, fields: list[gr.components.C
     tab.select(restore, saved, fields, api_visibility="private")
 
 
-def _selection_inputs(
-    registry, concepts
-) -> tuple[list[gr.components.Component], list[gr.components.Component]]:
+def _selection_inputs(registry) -> tuple[list[gr.components.Component], list[gr.components.Component]]:
     """The implicit mode's inputs, and the parts of the layout that only it shows."""
     intro = gr.Markdown(
         "## New evaluation\nModels × concepts × styles × guidance scales × seeds; every cell is one image."
@@ -204,7 +204,7 @@ def _selection_inputs(
             [(v, k) for k, v in STYLES.items()], value=list(STYLES), label="Styles", elem_id="evaluate_styles"
         )
     with gr.Column() as concept_box:
-        keys, categories, types, search, sample, sample_seed, cfg, seeds = _concept_inputs(concepts)
+        keys, categories, types, search, sample, sample_seed, cfg, seeds = _concept_inputs()
     return [models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds], [
         intro,
         styles,
@@ -212,17 +212,20 @@ def _selection_inputs(
     ]
 
 
-def _concept_inputs(concepts) -> list[gr.components.Component]:
+def _concept_inputs() -> list[gr.components.Component]:
     # allow_custom_value: `planning.select_concepts` names unknown keys briefly; Gradio's own
     # check would echo them and list all 1,278 concepts.
     keys = gr.Dropdown(
-        [c.key for c in concepts],
+        [],
         multiselect=True,
         filterable=True,
         allow_custom_value=True,
         label="Concepts (empty: all, then the filters below)",
         elem_id="evaluate_concepts",
+        interactive=False,
     )
+    # Its choices come at sign-in (`concept_choices`), and with them typing: the API takes any keys.
+    keys.api_info = lambda: {"type": "array", "items": {"type": "string"}}
     with gr.Row():
         categories = gr.CheckboxGroup(list(CATEGORIES), label="Categories", elem_id="evaluate_categories")
         types = gr.CheckboxGroup(list(MODIFIER_TYPES), label="Modifier types", elem_id="evaluate_types")
