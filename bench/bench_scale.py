@@ -20,10 +20,13 @@ pair from participants (`annotation.study.judging`). Then it times, on that data
   up to date in the background once a change has settled);
 - ``agreement_s``: the QC agreement panel (`votes.agreement_panel`);
 - ``queue_s``: opening the blind vote queue for every concept (`open_review_queue`
-  with ``top_fraction=1``: SCD plausibility of every coloring);
+  with ``top_fraction=1``: Eq. 6 of every concept, SCD plausibility of every coloring,
+  scored in batches by `annotation.qc.plausibility`);
 - ``study_setup_s``: setting up a 150-concept study (`create_study`);
 - ``export_s``: a full export (`annotation.export.export`: CSV + Parquet of every table,
-  images zip with manifest).
+  images zip with manifest). Not a view: the Admin tab builds it in the background
+  (`annotation.export.BackgroundExport`; *Build export* returns at once and the page
+  polls for the zip).
 
     python -m bench.bench_scale [--fractions 0.1,0.5,1.0] [--side 1024]
 """
