@@ -7,7 +7,7 @@ import signal
 import numpy as np
 import pytest
 
-from annotation.coloring import tasks as work
+from annotation.coloring import canvas
 from annotation.coloring.fill import blank_color_layer, canvas_value, flood_fill, read_canvas
 from annotation.coloring.pool import ENV_WORKERS, ColoringPool, default_workers
 from annotation.errors import InvalidInput
@@ -32,8 +32,8 @@ def _apple_canvas(rgb=(208, 48, 48)):
 
 def test_a_worker_prepares_exactly_what_the_request_thread_would(pool):
     raw = _apple_canvas()
-    here = work.prepare_canvas(raw, APPLE_FILE, 0.005)
-    there = pool.run(work.prepare_canvas, raw, APPLE_FILE, 0.005)
+    here = canvas.prepare_canvas(raw, APPLE_FILE, 0.005)
+    there = pool.run(canvas.prepare_canvas, raw, APPLE_FILE, 0.005)
     assert there.image_png == here.image_png and there.mask_png == here.mask_png
     np.testing.assert_array_equal(there.p, here.p)
     np.testing.assert_array_equal(there.sample, here.sample)
@@ -43,12 +43,12 @@ def test_a_worker_prepares_exactly_what_the_request_thread_would(pool):
 def test_a_refusal_in_a_worker_arrives_as_the_same_refusal(pool):
     blank = read_canvas(canvas_value("key", None, 1.0))
     with pytest.raises(InvalidInput, match="Nothing is colored yet"):
-        pool.run(work.prepare_canvas, blank, APPLE_FILE, 0.005)
+        pool.run(canvas.prepare_canvas, blank, APPLE_FILE, 0.005)
     with pytest.raises(
         InvalidInput, match="`canvas` must be an 8-bit RGBA PNG .* got data that is not a PNG"
     ):
         pool.run(
-            work.prepare_canvas, blank._replace(color_layer="data:image/png;base64,AAAA"), APPLE_FILE, 0.005
+            canvas.prepare_canvas, blank._replace(color_layer="data:image/png;base64,AAAA"), APPLE_FILE, 0.005
         )
 
 
@@ -57,7 +57,7 @@ def test_a_killed_worker_costs_no_request_and_the_pool_is_replaced(pool):
     assert len(before) == 2
     os.kill(before[0], signal.SIGKILL)
     raw = _apple_canvas((40, 90, 200))
-    results = [pool.run(work.prepare_canvas, raw, APPLE_FILE, 0.005) for _ in range(3)]
+    results = [pool.run(canvas.prepare_canvas, raw, APPLE_FILE, 0.005) for _ in range(3)]
     assert all(r.image_png == results[0].image_png for r in results)
     pool.warm()
     after = pool.pids()

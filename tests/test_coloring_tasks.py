@@ -12,6 +12,7 @@ from numpy.testing import assert_allclose
 
 from annotation import overview
 from annotation.assignment import open_tasks
+from annotation.coloring import canvas
 from annotation.coloring import tasks as work
 from annotation.coloring.fill import blank_color_layer, canvas_value, composite, flood_fill
 from annotation.coloring.store import get_coloring
@@ -77,7 +78,7 @@ def _counts(db):
 
 def test_the_stored_image_holds_the_exact_paint_where_the_canvas_darkens_edges():
     layer = _two_color_layer(APPLE, "apple")
-    image, mask = work.coloring_image(layer, APPLE)
+    image, mask = canvas.coloring_image(layer, APPLE)
     np.testing.assert_array_equal(image[mask], layer[mask][:, :3])
     np.testing.assert_array_equal(image[~mask], np.repeat(APPLE[~mask][:, None], 3, axis=1))
     shown = composite(layer, APPLE)
@@ -91,7 +92,7 @@ def test_the_stored_image_holds_the_exact_paint_where_the_canvas_darkens_edges()
 
 def test_a_stored_coloring_reopens_as_the_same_layer():
     layer = _two_color_layer(APPLE, "apple")
-    image, mask = work.coloring_image(layer, APPLE)
+    image, mask = canvas.coloring_image(layer, APPLE)
     reopened = work.layer_of_coloring(image, mask)
     np.testing.assert_array_equal(reopened[mask], layer[mask])
     assert not reopened[~mask].any()
@@ -100,7 +101,7 @@ def test_a_stored_coloring_reopens_as_the_same_layer():
 def test_the_painted_area_check_says_what_is_missing():
     colorable = int((APPLE >= 128).sum())
     with pytest.raises(InvalidInput, match=r"Nothing is colored yet: fill at least 0\.5% "):
-        work.check_painted_area(blank_color_layer(APPLE.shape), APPLE)
+        canvas.check_painted_area(blank_color_layer(APPLE.shape), APPLE)
     few = blank_color_layer(APPLE.shape)
     few[600:610, 500:510] = (*RED, 255)
     with pytest.raises(
@@ -108,10 +109,10 @@ def test_the_painted_area_check_says_what_is_missing():
         match=rf"Only 100 pixels .* at least 0\.5% "
         rf"\({int(np.ceil(0.005 * colorable)):,} pixels\)",
     ):
-        work.check_painted_area(few, APPLE)
-    work.check_painted_area(few, APPLE, 100 / colorable)
+        canvas.check_painted_area(few, APPLE)
+    canvas.check_painted_area(few, APPLE, 100 / colorable)
     with pytest.raises(InvalidInput, match="min_fraction"):
-        work.check_painted_area(few, APPLE, 0.0)
+        canvas.check_painted_area(few, APPLE, 0.0)
 
 
 def test_canvas_keys_name_their_study_task_and_sketch():

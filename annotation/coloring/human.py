@@ -8,6 +8,8 @@ coloring, without decoding any PNG. Every change to which colorings count (submi
 acceptance, exclusion, reinstatement, a recolor request, a new round) calls `refresh` in
 its own transaction. `check` recomputes everything from the image files and reports
 every stored row that differs; `backfill` brings a database from older code up to date.
+Both read a coloring's files with `load_pixels`, which lives here so that
+`annotation.coloring.store` (which calls `refresh`) and this module import in one direction.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
+from annotation.files import decode_image, resolve
 from evaluation.color import extraction
 from storage import human as rows
 from storage import select, transaction, upsert_row
@@ -95,6 +98,26 @@ def refresh(db: sqlite_utils.Database, concept_key: str) -> rows.HumanDistributi
     return rows.read(db, rows.DESIGNERS, [concept_key])[concept_key]
 
 
+def load_pixels(data_dir: str | Path, coloring: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A stored coloring's image, shape (H, W, 3) uint8 sRGB, and painted mask (H, W) bool.
+
+    A coloring stored without a mask counts every non-white pixel as painted.
+    """
+    image = np.asarray(
+        decode_image(resolve(data_dir, coloring["image_path"]), name=f"coloring {coloring['id']}").convert(
+            "RGB"
+        )
+    )
+    if coloring["mask_path"]:
+        mask = np.asarray(
+            decode_image(
+                resolve(data_dir, coloring["mask_path"]), name=f"mask of coloring {coloring['id']}"
+            ).convert("L")
+        )
+        return image, mask > 127
+    return image, np.any(image < 250, axis=-1)
+
+
 @dataclass(frozen=True)
 class Difference:
     """One stored P_H that differs from what the images give."""
@@ -120,8 +143,6 @@ def check(db: sqlite_utils.Database, data_dir: str | Path, *, repair: bool = Fal
         One per concept whose stored row is missing, stale, different by more than
         `CHECK_TOLERANCE`, or present without any counted coloring; empty when all agree.
     """
-    from annotation.coloring.store import load_pixels  # colorings imports this module
-
     counted = rows.counted_colorings(db)
     by_concept: dict[str, list[dict]] = {}
     for coloring in counted:
@@ -143,8 +164,6 @@ def check(db: sqlite_utils.Database, data_dir: str | Path, *, repair: bool = Fal
 
 
 def _from_images(data_dir, colorings: list[dict]) -> np.ndarray:
-    from annotation.coloring.store import load_pixels  # colorings imports this module
-
     pixels = [sample_pixels(*load_pixels(data_dir, c)) for c in colorings]
     return extraction.distribution_from_pixels(pixels).p
 
@@ -168,8 +187,6 @@ def backfill(db: sqlite_utils.Database, data_dir: str | Path) -> int:
     """Give every coloring without a sample one (from its images) and refresh the concepts
     whose stored P_H is missing or stale (other colorings, or computed by another
     `evaluation.color.extraction.METHOD`); called at start-up. Returns concepts refreshed."""
-    from annotation.coloring.store import load_pixels  # colorings imports this module
-
     missing = [
         dict(r)
         for r in db.query(

@@ -1,7 +1,7 @@
 """A process pool for the CPU-bound half of a designer's submission.
 
 Decoding the canvas, the paint check, the composite, the extraction and the PNG encodes
-(`annotation.coloring.tasks.prepare_canvas`) hold the GIL: in the app's request threads
+(`annotation.coloring.canvas.prepare_canvas`) hold the GIL: in the app's request threads
 they run one at a time and make every other request (sign-in, the task view, votes)
 wait behind them. In a pool of processes they use every core, and the server thread
 keeps only what must stay there: the database reads before, the two file writes and the
@@ -27,6 +27,10 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
+# Imported here so that each spawned worker, which imports this module to start, has the
+# submit path loaded before the first submission reaches it.
+from annotation.coloring import canvas  # noqa: F401
+
 _LOG = logging.getLogger(__name__)
 _T = TypeVar("_T")
 ENV_WORKERS = "COLORCONCEPT_WORKERS"
@@ -43,9 +47,7 @@ def default_workers() -> int:
 
 
 def _worker_start(app_pid: int) -> None:
-    """In each worker: import the submit path now, and exit when the app process ends."""
-    import annotation.coloring.tasks  # noqa: F401  (the first submission should not pay for it)
-
+    """In each worker: exit when the app process ends (the submit path is imported with this module)."""
     try:
         watched = os.pidfd_open(app_pid)
     except ProcessLookupError:

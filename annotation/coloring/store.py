@@ -33,9 +33,10 @@ import sqlite_utils
 from annotation.assignment import Task, check_submittable, submit
 from annotation.coloring import human
 from annotation.coloring.fill import MAX_SECONDS_SPENT
+from annotation.coloring.human import load_pixels  # noqa: F401  (app.designer reads it from here)
 from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, shown
-from annotation.files import StoredFile, decode_image, png_bytes, resolve, store_bytes
+from annotation.files import StoredFile, png_bytes, store_bytes
 from evaluation.color import extraction
 from storage import insert_row, iso, transaction, utcnow
 from storage.distributions import check_distribution, decode, encode
@@ -402,24 +403,18 @@ def concept_colorings(db: sqlite_utils.Database, concept_key: str) -> list[dict]
     return [_with_p(r) for r in rows]
 
 
-def load_pixels(data_dir: str | Path, coloring: dict) -> tuple[np.ndarray, np.ndarray]:
-    """A stored coloring's image, shape (H, W, 3) uint8 sRGB, and painted mask (H, W) bool.
-
-    A coloring stored without a mask counts every non-white pixel as painted.
-    """
-    image = np.asarray(
-        decode_image(resolve(data_dir, coloring["image_path"]), name=f"coloring {coloring['id']}").convert(
-            "RGB"
+def recolor_note(db: sqlite_utils.Database, coloring_id: int) -> str:
+    """The note of the latest recolor request on `coloring_id` ("" if none); it is user
+    text: escape it before display."""
+    rows = list(
+        db["audit"].rows_where(
+            "action = 'request_recolor' and object_type = 'coloring' and object_id = ?",
+            [str(coloring_id)],
+            order_by="id desc",
+            limit=1,
         )
     )
-    if coloring["mask_path"]:
-        mask = np.asarray(
-            decode_image(
-                resolve(data_dir, coloring["mask_path"]), name=f"mask of coloring {coloring['id']}"
-            ).convert("L")
-        )
-        return image, mask > 127
-    return image, np.any(image < 250, axis=-1)
+    return rows[0]["why"] if rows else ""
 
 
 def _expected_round(db, task: Task | None) -> int:

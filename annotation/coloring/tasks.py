@@ -19,21 +19,17 @@ Words
   of their current batch while it is still ``submitted`` (not yet reviewed), until they
   start the next batch. Every round is kept.
 
-Stored images
--------------
-`coloring_image` stores the paint colors exactly: each painted pixel holds its color as
-painted (not darkened by the anti-aliased line under it, as the canvas shows it), every
-other pixel the sketch's grey. The extraction pipeline therefore measures the exact
-paint, both in `annotation.coloring.store.store_coloring` and when P_H(x|c) is recomputed
-from the stored files; the line art stays visible for people looking at it.
+Submitting a canvas
+-------------------
+`submit_canvas` reads top to bottom: the canvas value and its key, the designer's task
+and sketch, the CPU half (`annotation.coloring.canvas.prepare_canvas`, in the coloring
+pool when there is one), then `annotation.coloring.store.store_prepared` (two files, one
+transaction). The stored image is `annotation.coloring.canvas.coloring_image`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,27 +40,16 @@ import sqlite_utils
 from annotation import audit
 from annotation.assignment import Task, expire, open_tasks, reserve
 from annotation.coloring import stability
-from annotation.coloring.fill import (
-    RawCanvas,
-    blank_color_layer,
-    composite,
-    decode_canvas,
-    flood_fill,
-    line_mask,
-    painted_mask,
-    read_canvas,
-)
+from annotation.coloring.canvas import MIN_PAINTED_FRACTION, prepare_canvas
+from annotation.coloring.fill import blank_color_layer, composite, flood_fill, read_canvas
 from annotation.coloring.pool import ColoringPool
-from annotation.coloring.store import PreparedColoring, get_coloring, prepare_coloring, store_prepared
+from annotation.coloring.store import get_coloring, recolor_note, store_prepared
 from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, shown
-from annotation.files import check_rgba_png, resolve
-from annotation.qc.review import recolor_note
-from annotation.sketches.library import get_sketch, selected_sketch, sketch_file_pixels
+from annotation.files import resolve
+from annotation.sketches.library import get_sketch, selected_sketch
 from storage import iso, transaction, utcnow
 
-MIN_PAINTED_FRACTION = 0.005
-"""Default share of a sketch's non-line pixels that must be painted before a submit."""
 RESERVE_AHEAD = 3
 """Open tasks of a batch reserved at once: the one on the canvas and two ready after it.
 With 30 designers that holds 90 slots, whatever the batch size (the paper is silent)."""
@@ -317,130 +302,12 @@ def _check_ahead(ahead: int) -> None:
         raise InvalidInput(f"`ahead` must be a whole number >= 1, got {shown(ahead)}")
 
 
-def coloring_image(
-    color_layer: np.ndarray, sketch: np.ndarray, mask: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The image and mask a coloring is stored as (see the module docstring).
-
-    Parameters
-    ----------
-    color_layer : ndarray, shape (H, W, 4), uint8
-        The canvas's color layer (`annotation.coloring.fill`).
-    sketch : ndarray, shape (H, W), uint8
-        The line art, luminance [0, 255].
-    mask : ndarray, shape (H, W), bool, optional
-        `annotation.coloring.fill.painted_mask` of the two, when the caller has it.
-
-    Returns
-    -------
-    image : ndarray, shape (H, W, 3), uint8
-        sRGB [0, 255]: the exact paint color on painted pixels, the sketch elsewhere.
-    mask : ndarray, shape (H, W), bool
-        `annotation.coloring.fill.painted_mask`: painted and not line art.
-    """
-    if mask is None:
-        mask = painted_mask(color_layer, sketch)
-    lines = np.asarray(sketch, dtype=np.uint8)[..., None]
-    return np.where(mask[..., None], color_layer[..., :3], lines), mask
-
-
 def layer_of_coloring(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """The color layer ``(H, W, 4)`` uint8 of a stored coloring, to reopen it in the canvas."""
     layer = blank_color_layer(mask.shape)
     layer[mask, :3] = image[mask]
     layer[mask, 3] = 255
     return layer
-
-
-def painted_share(color_layer: np.ndarray, sketch: np.ndarray) -> tuple[int, int]:
-    """``(painted, colorable)`` pixels: painted non-line pixels, and all non-line pixels."""
-    return int(painted_mask(color_layer, sketch).sum()), int((~line_mask(sketch)).sum())
-
-
-def check_painted_area(
-    color_layer: np.ndarray,
-    sketch: np.ndarray,
-    min_fraction: float = MIN_PAINTED_FRACTION,
-    *,
-    mask: np.ndarray | None = None,
-) -> None:
-    """Raise unless at least `min_fraction` of the sketch's non-line pixels are painted.
-
-    Parameters
-    ----------
-    mask : ndarray, shape (H, W), bool, optional
-        `annotation.coloring.fill.painted_mask` of the layer and sketch, when the caller
-        has it.
-
-    Raises
-    ------
-    InvalidInput
-        Saying how much is painted and how much is needed.
-    """
-    if not isinstance(min_fraction, (int, float)) or not 0 < min_fraction <= 1:
-        raise InvalidInput(f"`min_fraction` must be in (0, 1], got {shown(min_fraction)}")
-    if mask is None:
-        mask = painted_mask(color_layer, sketch)
-    painted, colorable = int(mask.sum()), int((~line_mask(sketch)).sum())
-    needed = math.ceil(min_fraction * colorable)
-    if painted == 0:
-        raise InvalidInput(
-            f"Nothing is colored yet: fill at least {min_fraction:.1%} of the "
-            f"drawing (about {needed:,} pixels) with the concept's colors, "
-            "then submit."
-        )
-    if painted < needed:
-        raise InvalidInput(
-            f"Only {painted:,} pixels ({painted / colorable:.2%} of the drawing) "
-            f"are colored; at least {min_fraction:.1%} ({needed:,} pixels) is "
-            "needed. Fill the regions that belong to the concept."
-        )
-
-
-def prepare_canvas(raw: RawCanvas, sketch_file: str, min_painted_fraction: float) -> PreparedColoring:
-    """Decode a canvas value for a sketch, check its paint and prepare the coloring.
-
-    The CPU-bound half of `submit_canvas`, on plain data so that a process pool can run
-    it (`annotation.coloring.pool`).
-
-    Parameters
-    ----------
-    raw : RawCanvas
-        From `annotation.coloring.fill.read_canvas`.
-    sketch_file : str
-        Absolute path of the sketch PNG (content-addressed, so it is read once per process).
-    min_painted_fraction : float
-        See `check_painted_area`.
-
-    Raises
-    ------
-    InvalidInput
-        A layer that is not a single-frame 8-bit RGBA PNG of the sketch's size, or is
-        undecodable, or too little paint.
-    """
-    lines = sketch_file_pixels(sketch_file)
-    _check_canvas_png(raw, lines.shape)
-    try:
-        value = decode_canvas(raw, lines.shape)
-    except ValueError as error:
-        raise InvalidInput(f"{error}; reload the page") from None
-    mask = painted_mask(value.color_layer, lines)
-    check_painted_area(value.color_layer, lines, min_painted_fraction, mask=mask)
-    image, mask = coloring_image(value.color_layer, lines, mask)
-    return prepare_coloring(image, mask)
-
-
-def _check_canvas_png(raw: RawCanvas, shape: tuple[int, ...]) -> None:
-    # The decoder converts any PNG to RGBA, so a 16-bit, palette or animated PNG would be
-    # stored as a coloring; only what the page's canvas sends passes (issue 25).
-    head, _, body = raw.color_layer.partition(",")
-    if head != "data:image/png;base64":
-        return  # nothing painted (""), or a prefix `decode_canvas` refuses by name
-    try:
-        png = base64.b64decode(body, validate=True)
-    except binascii.Error:
-        return  # `decode_canvas` refuses it by name
-    check_rgba_png(png, shape[1], shape[0], name="canvas")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.coloring import human
-from annotation.coloring.store import concept_colorings, get_coloring, set_status
+from annotation.coloring.store import concept_colorings, get_coloring, recolor_note, set_status
 from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, check_length
 from annotation.people.accounts import Actor
@@ -272,20 +272,6 @@ def accept_coloring(
             raise Conflict(f"coloring {coloring_id} is {coloring['status']}, not submitted")
         set_status(db, coloring, "accepted")
         audit.record(db, actor.pseudonym, "accept_coloring", "coloring", coloring_id, note or "", now=now)
-
-
-def recolor_note(db: sqlite_utils.Database, coloring_id: int) -> str:
-    """The note of the latest recolor request on `coloring_id` ("" if none); it is user
-    text: escape it before display."""
-    rows = list(
-        db["audit"].rows_where(
-            "action = 'request_recolor' and object_type = 'coloring' and object_id = ?",
-            [str(coloring_id)],
-            order_by="id desc",
-            limit=1,
-        )
-    )
-    return rows[0]["why"] if rows else ""
 
 
 def consistency_ranking(
