@@ -9,6 +9,10 @@ the keys ← / 1 and → / 2. Model names are never shown.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
 import gradio as gr
 import numpy as np
 
@@ -23,6 +27,7 @@ TITLE = "Judge"
 ROLES = ("participant",)
 _BACKGROUND = {"yes": True, "no": False}
 CHART_PX, STRIP_PX = 300, 150
+CHARTS_KEPT = 4096
 
 INSTRUCTIONS = """\
 ## Which model matches people's colors better?
@@ -69,6 +74,7 @@ if (!window.__participantKeys) {
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Judge tab inside the current `gr.Tab`."""
     gr.Markdown(INSTRUCTIONS)
+    kept_charts = TrialCharts()
     background = gr.Radio(
         list(_BACKGROUND), label="Do you have a design or art background?", elem_id="participant_background"
     )
@@ -132,7 +138,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     )
     wire(
         start.click,
-        handler(ctx, *ROLES)(_next(ctx)),
+        handler(ctx, *ROLES)(_next(ctx, kept_charts)),
         session_token,
         outputs,
         note=progress,
@@ -140,7 +146,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     )
     wire(
         background.input,
-        handler(ctx, *ROLES)(_set_background(ctx)),
+        handler(ctx, *ROLES)(_set_background(ctx, kept_charts)),
         [session_token, background],
         outputs,
         note=progress,
@@ -149,7 +155,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     for button, side in zip(buttons, sides):
         wire(
             button.click,
-            handler(ctx, *ROLES)(_vote(ctx)),
+            handler(ctx, *ROLES)(_vote(ctx, kept_charts)),
             [session_token, task_id, side, shown_at],
             outputs,
             note=vote_note,
@@ -172,26 +178,26 @@ def _truth_panels_shown(strip, colorings) -> tuple:
     return gr.Plot(visible=strip is not None), gr.Gallery(visible=bool(colorings))
 
 
-def _next(ctx: AppContext):
+def _next(ctx: AppContext, charts: TrialCharts):
     def next_trial(db, actor) -> tuple:
         """The next trial (or why there is none), with the progress count."""
-        return _view(ctx, db, actor)
+        return _view(ctx, db, actor, charts)
 
     return next_trial
 
 
-def _set_background(ctx: AppContext):
+def _set_background(ctx: AppContext, charts: TrialCharts):
     def set_background(db, actor, answer: str) -> tuple:
         """Record the design/art background answer ('yes' or 'no'), then show a trial."""
         if answer not in _BACKGROUND:
             raise ValueError(f"`answer` must be one of {list(_BACKGROUND)}, got {answer!r}")
         judging.set_background(db, actor, _BACKGROUND[answer])
-        return _view(ctx, db, actor)
+        return _view(ctx, db, actor, charts)
 
     return set_background
 
 
-def _vote(ctx: AppContext):
+def _vote(ctx: AppContext, charts: TrialCharts):
     def vote(db, actor, task_id: float | str, side: str, shown_at: str) -> tuple:
         """Record 'left' or 'right' for the held trial, then show the next trial.
 
@@ -208,12 +214,12 @@ def _vote(ctx: AppContext):
         crowd.check_active(db, actor)
         judging.record_judgment(db, actor, trial, side, judging.seconds_since(shown_at))
         crowd.settle(db, actor)
-        return _view(ctx, db, actor)
+        return _view(ctx, db, actor, charts)
 
     return vote
 
 
-def _view(ctx: AppContext, db, actor) -> tuple:
+def _view(ctx: AppContext, db, actor, charts: TrialCharts) -> tuple:
     """Every output of the tab, in the order `build` lists them."""
     finished = crowd.state(db, actor)
     if finished is not None and finished.status != "active":
@@ -234,7 +240,12 @@ def _view(ctx: AppContext, db, actor) -> tuple:
         return (message, asked, *_empty())
     truth = trial.truth
     strip = (
-        dominant_strip([h for h, _ in truth.dominant], [n for _, n in truth.dominant], unit="colorings")
+        charts.get(
+            (trial.study_id, trial.concept, "dominant colors"),
+            lambda: dominant_strip(
+                [h for h, _ in truth.dominant], [n for _, n in truth.dominant], unit="colorings"
+            ).update_layout(height=STRIP_PX),
+        )
         if truth.dominant
         else None
     )
@@ -244,15 +255,15 @@ def _view(ctx: AppContext, db, actor) -> tuple:
         else "a reference set of people's ratings (no colorings to show)"
     )
     sides = [
-        (_gallery(ctx, side.images), _chart(side.p, title))
+        (_gallery(ctx, side.images), charts.chart((trial.study_id, trial.concept, side.item), side.p, title))
         for side, title in ((trial.left, "Left"), (trial.right, "Right"))
     ]
     return (
         f"**Trial {trial.number} of {trial.total}** · concept: **{escape(trial.concept)}**"
         f" · ground truth from {based_on} · each chart has its own scale",
         asked,
-        _chart(truth.p, "Ground truth"),
-        None if strip is None else strip.update_layout(height=STRIP_PX),
+        charts.chart((trial.study_id, trial.concept, "ground truth"), truth.p, "Ground truth"),
+        strip,
         _gallery(ctx, truth.colorings),
         *sides[0],
         *sides[1],
@@ -300,6 +311,39 @@ def _empty(return_url: str = "") -> tuple:
         gr.Button(interactive=False),
         return_url,
     )
+
+
+class TrialCharts:
+    """The charts of trials, built once and kept (the `CHARTS_KEPT` most recently shown).
+
+    A trial's content is copied when its study is set up and frozen when it opens
+    (`annotation.study.design`), so a chart keyed by (study, concept, item, title) never
+    goes stale; building one costs about 30 ms of server CPU, three or four per trial shown,
+    which bounded the votes per second (BENCHMARKS.md, "Crowd"). One per app (`build`).
+    """
+
+    def __init__(self, kept: int = CHARTS_KEPT):
+        self._kept = kept
+        self._charts: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, make: Callable[[], object]):
+        """The figure kept under `key`, made by ``make()`` the first time (figures are only
+        read afterwards: Gradio serialises them per answer)."""
+        with self._lock:
+            if key in self._charts:
+                self._charts.move_to_end(key)
+                return self._charts[key]
+        figure = make()
+        with self._lock:
+            self._charts[key] = figure
+            while len(self._charts) > self._kept:
+                self._charts.popitem(last=False)
+        return figure
+
+    def chart(self, key: tuple, p, title: str):
+        """`_chart` of `p` titled `title`, kept under ``(*key, title)``."""
+        return self.get((*key, title), lambda: _chart(p, title))
 
 
 def _chart(p, title: str):

@@ -71,3 +71,25 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
             client.predict(admin, 1, api_name="/crowd_close_link")
     with pytest.raises(crowd.LinkClosed, match="this study is closed"):
         _join(config, token, "pidC")
+
+
+def test_trial_charts_are_built_once_per_key_and_the_oldest_shown_leave_first():
+    from app.participant import TrialCharts
+
+    charts, made = TrialCharts(kept=2), []
+
+    def maker(name):
+        def make():
+            made.append(name)
+            return {"figure": name}
+
+        return make
+
+    first = charts.get("a", maker("a"))
+    assert charts.get("a", maker("a2")) is first
+    charts.get("b", maker("b"))
+    charts.get("a", maker("a3"))  # "a" shown again: "b" is now the oldest
+    charts.get("c", maker("c"))
+    assert charts.get("a", maker("a4")) is first
+    charts.get("b", maker("b2"))
+    assert made == ["a", "b", "c", "b2"]
