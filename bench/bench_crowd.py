@@ -301,7 +301,8 @@ def markdown(f: dict) -> str:
         return "–" if v is None else format(v, fmt)
 
     return (
-        f"| {f['participants']} | {f['joined']} | {num(f['page_p50_s'], '.2f')} / {num(f['page_p95_s'], '.2f')} s | "
+        f"| {f['participants']} | {f['joined']} | {num(f['page_p50_s'], '.2f')} / {num(f['page_p95_s'], '.2f')} s "
+        f"({num(f['html_p50_s'], '.2f')} / {num(f['html_p95_s'], '.2f')} s) | "
         f"{f['votes']} | {num(f['vote_p50_ms'], '.0f')} / {num(f['vote_p95_ms'], '.0f')} ms | "
         f"{len(f['problems'])} | {f['n_errors']} | {f['load_start']:.1f} / {f['load_max']:.1f} / {f['load_end']:.1f} |"
     )
@@ -324,8 +325,8 @@ if __name__ == "__main__":
 
 
 HEADER = (
-    "| participants | joined | page load p50 / p95 | votes | vote p50 / p95 | store problems | client errors "
-    "| load average start / max / end |\n|---:|---:|---:|---:|---:|---:|---:|---|"
+    "| participants | joined | page load p50 / p95 (HTML p50 / p95) | votes acknowledged | vote p50 / p95 "
+    "| store problems | client errors | load average |\n|---:|---:|---:|---:|---:|---:|---:|---|"
 )
 
 
