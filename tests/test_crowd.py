@@ -298,3 +298,18 @@ def test_the_payment_table_of_a_small_crowd_row_by_row(setup):
         assert not list(
             db["tasks"].rows_where("annotator_id = ? and status = 'reserved'", [actors[pid].annotator_id])
         )
+
+
+def test_external_ids_map_pseudonyms_for_an_export_that_asks(setup):
+    db, study_id = setup
+    link, token = _link(db, study_id)
+    a = _join(db, token, "pid-a", minutes_ago=2)
+    b = _join(db, token, "pid-b", minutes_ago=1)
+    assert crowd.external_ids(db).values.tolist() == [
+        [a.session.pseudonym, link["id"], "pid-a", "S1", "sess-pid-a", "active"],
+        [b.session.pseudonym, link["id"], "pid-b", "S1", "sess-pid-b", "active"],
+    ]
+    _judge(db, _actor(db, a), 2)
+    votes = judging.votes_frame(db, study_id)
+    assert list(votes["participant"].unique()) == [a.session.pseudonym]
+    assert "pid-a" not in votes.to_csv()

@@ -654,6 +654,33 @@ def bonus_csv(table: pd.DataFrame, per_trial: float, statuses: tuple[str, ...] =
     )
 
 
+EXTERNAL_ID_COLUMNS = (
+    "participant",
+    "link_id",
+    "external_id",
+    "platform_study_id",
+    "platform_session_id",
+    "status",
+)
+
+
+def external_ids(db: sqlite_utils.Database) -> pd.DataFrame:
+    """Pseudonym to external id of every crowd participant, for an export that asks for
+    them (personal data: docs/security.md); the votes export names pseudonyms only.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns `EXTERNAL_ID_COLUMNS` (``participant`` is the pseudonym, as in the votes
+        export), in joining order.
+    """
+    rows = db.execute(
+        "select a.pseudonym, c.link_id, c.external_id, c.platform_study_id, c.platform_session_id, c.status "
+        "from crowd_participants c join annotators a on a.id = c.annotator_id order by c.started, c.annotator_id"
+    ).fetchall()
+    return pd.DataFrame(rows, columns=list(EXTERNAL_ID_COLUMNS))
+
+
 def live_counts(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | None = None) -> dict:
     """Started, each status, places left, median minutes of the completed and the
     attention failure rate (failed / answered checks; None before any), for a link."""
