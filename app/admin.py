@@ -17,6 +17,7 @@ from annotation.files import resolve
 from annotation.people import accounts, onboarding, throttle
 from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
 from annotation.qc.readiness import readiness
+from app import crowd as crowd_links
 from app.common import (
     AppContext,
     empty_note,
@@ -75,6 +76,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     )
     _pilot_section(ctx, session_token, admin, coverage)
     _stability_section(session_token, admin)
+    crowd_links.build_summary(ctx, session_token, tab)
     gr.Markdown(
         "## Failed sign-ins\nThe latest wrong admin passwords and invite links, "
         "by address. An address that keeps failing waits longer before each try "

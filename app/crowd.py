@@ -10,7 +10,8 @@ and bulk bonus take. **Mark returned** frees the place of someone who returned t
 on the platform.
 
 Endpoints (researcher or admin): ``crowd_make_link``, ``crowd_links``, ``crowd_close_link``,
-``crowd_payments``, ``crowd_download``, ``crowd_returned``.
+``crowd_payments``, ``crowd_download``, ``crowd_returned``. The Admin tab shows every link's
+live counts (`build_summary`, ``admin_crowd_counts``).
 """
 
 from __future__ import annotations
@@ -127,6 +128,41 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         note=pay_note,
         api_name="crowd_returned",
     )
+
+
+SUMMARY_HEADERS = ["id", "label", "study", "quota", "started", *crowd.STATUSES]
+SUMMARY_HEADERS += ["places_left", "median_minutes", "attention_failure_rate"]
+
+
+def build_summary(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
+    """The Admin tab's live counts of every open link: they load when the tab opens and
+    then refresh by themselves every `REFRESH_S` seconds. Endpoint (admin):
+    ``admin_crowd_counts``."""
+    guard = handler(ctx, "admin")
+    gr.Markdown(
+        "## Crowd studies\nLive counts of every open study link, refreshed every "
+        f"{REFRESH_S:.0f} s. Links, the payment table and its CSV are on the Study tab, under "
+        "*Open study links*."
+    )
+    note = note_area("admin_crowd_note")
+    with empty_note("No open study link yet: make one on the Study tab.", "admin_crowd_empty"):
+        table = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, elem_id="admin_crowd")
+    timer = gr.Timer(REFRESH_S, active=False)
+    wire(
+        on_open(tab), guard(_summary), session_token, [table, timer], note=note, api_name="admin_crowd_counts"
+    )
+    wire(timer.tick, guard(_summary), session_token, [table, timer], note=note)
+
+
+def _summary(db, actor) -> tuple:
+    """Every link's live counts (`annotation.study.crowd.live_counts`), newest first."""
+    rows = []
+    for link in crowd.list_links(db):
+        counts = crowd.live_counts(db, link["id"])
+        rate = counts["attention_failure_rate"]
+        counts["attention_failure_rate"] = None if rate is None else round(rate, 3)
+        rows.append([link[h] for h in SUMMARY_HEADERS[:4]] + [counts[h] for h in SUMMARY_HEADERS[4:]])
+    return rows, gr.Timer(active=True)
 
 
 def _make(ctx: AppContext):

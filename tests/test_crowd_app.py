@@ -7,6 +7,7 @@ import pytest
 from gradio_client.exceptions import AppError
 
 from annotation.study import crowd
+from app.crowd import SUMMARY_HEADERS
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.test_app_participant import _invite, _open_study, _rows
@@ -64,6 +65,11 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         assert texts["approve.txt"] == texts["bonus.csv"] == ""
         with pytest.raises(AppError, match="needs the role researcher or admin"):
             client.predict(participant, 1, api_name="/crowd_payments")
+        summary, _ = client.predict(admin, api_name="/admin_crowd_counts")
+        assert summary["headers"] == SUMMARY_HEADERS
+        assert summary["data"] == [[1, "wave 1", "pilot", 2, 2, 1, 0, 0, 0, 1, 1, None, None]]
+        with pytest.raises(AppError, match="needs the role admin"):
+            client.predict(participant, api_name="/admin_crowd_counts")
 
         links = client.predict(admin, 1, api_name="/crowd_close_link")
         assert links["data"][0][7]  # closed
