@@ -139,9 +139,30 @@ class LocalCluster:
                 continue
         raise LookupError(f"no raylet of node {node} under {self.temp_dirs[node]}")
 
+    def has_stage_worker(self, node: int) -> bool:
+        """Whether a stage's worker (a ``ray::_StageWorker`` actor) runs on node `node`."""
+        import psutil
+
+        try:
+            children = psutil.Process(self.raylet_pid(node)).children(recursive=True)
+        except (psutil.NoSuchProcess, LookupError):
+            return False
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                if any("_StageWorker" in part for part in child.cmdline()):
+                    return True
+        return False
+
     def kill_node(self, node: int) -> None:
-        """SIGKILL node `node`'s raylet, as when its machine goes away."""
-        os.kill(self.raylet_pid(node), signal.SIGKILL)
+        """SIGKILL node `node`'s raylet and the worker processes it started, at once, as when
+        its machine goes away. (A worker outlives a killed raylet for a while and answers
+        the calls already sent to it, so killing the raylet alone may go unseen by a run.)"""
+        import psutil
+
+        raylet = psutil.Process(self.raylet_pid(node))
+        for proc in [raylet, *raylet.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
 
     def stop(self) -> None:
         """Kill every process of this cluster (by its temp folders), then remove them."""
@@ -206,8 +227,8 @@ def recorded(db_path: Path) -> int:
 def run_cli(
     cluster: LocalCluster, argv: list[str], *, kill_node: int | None = None, auth: bool = True
 ) -> dict:
-    """Run `argv` against `cluster`; with `kill_node`, SIGKILL that node's raylet once the
-    first image is recorded. Returns the exit code, stdout, stderr, wall seconds and
+    """Run `argv` against `cluster`; with `kill_node`, kill that node (`LocalCluster.kill_node`)
+    once the first image is recorded and a stage's worker runs there. Returns the exit code, stdout, stderr, wall seconds and
     whether the kill happened while images were still pending."""
     db_path = Path(argv[argv.index("--db") + 1])
     out = cluster.root / f"cli-{time.monotonic_ns()}"
@@ -223,7 +244,9 @@ def run_cli(
         killed_at = None
         try:
             if kill_node is not None:
-                while child.poll() is None and recorded(db_path) == 0:
+                while child.poll() is None and not (
+                    recorded(db_path) > 0 and cluster.has_stage_worker(kill_node)
+                ):
                     time.sleep(0.05)
                 if child.poll() is None:
                     killed_at = recorded(db_path)
@@ -292,7 +315,13 @@ def run(samples: int = 4) -> dict:
                 "redone_items": items_redone,
                 "wall_s": round(result["wall_s"], 1),
                 "killed_at": result["killed_at"],
-                "workers": [line.strip() for line in result["stdout"].splitlines() if line.startswith("  ")],
+                "workers": [
+                    line.strip()
+                    for line in result["stdout"].splitlines()
+                    if line.startswith(("  worker ", "  task "))
+                    or line.endswith(" on Ray:")
+                    or "sent again" in line
+                ],
                 "events": [line for line in result["stderr"].splitlines() if line.startswith("Ray: ")],
                 "outcome": (items, stored),
             }

@@ -55,22 +55,22 @@ def test_a_node_killed_mid_run_leaves_the_run_to_the_other_node_with_the_same_ro
     folder = tmp_path / "ray"
     result = run_cli(cluster, run_argv(models, folder), kill_node=1)
     assert result["rc"] == 0, result["stderr"][-3000:]
-    assert result["killed_at"] is not None and result["killed_at"] < 16  # killed mid-generate
+    assert result["killed_at"] is not None and result["killed_at"] < 16  # killed mid-run
     assert outcome(folder) == outcome(reference)  # every item once, the same rows and distributions
     assert _files(folder) == _files(reference)
 
     out = result["stdout"]
     assert "Ray cluster: 2 node(s), 2 CPU(s), 0 GPU(s)" in out
-    generate = out.split("generate on Ray:\n")[1].split("segment on Ray:")[0]
-    workers = re.findall(
-        r"  worker (\d) on node (\w{8}) at ([\d.]+): (\d+) item\(s\) .*?(\d+) restart\(s\)", generate
+    lines = re.findall(
+        r"  worker (\d) on node (\w{8}) at ([\d.]+): (\d+) item\(s\) .*?(\d+) restart\(s\)", out
     )
-    assert len(workers) == 2 and len({w[1] for w in workers}) == 2  # placed by Ray node id: two nodes
-    restarted = [w for w in workers if int(w[4]) >= 1]
+    assert len({line[1] for line in lines}) == 2  # placed by Ray node id: two nodes on one machine differ
+    restarted = [line for line in lines if int(line[4]) >= 1]
     assert len(restarted) == 1  # the worker of the killed node, counted though it came back to nothing
-    batches, items = redone(generate)
-    assert batches >= 1 and items == batches  # its batches went to the other worker
-    assert sum(int(w[3]) for w in workers) == 16  # each image recorded once
+    batches, items = redone(out)
+    assert batches >= 1 and items >= batches  # its batches went to the other worker
+    generate = out.split("generate on Ray:\n")[1].split("segment on Ray:")[0]
+    assert sum(int(n) for n in re.findall(r": (\d+) item\(s\)", generate)) == 16  # each image recorded once
     assert re.search(r"Ray: worker \d on node \w{8} at [\d.]+ died \(", result["stderr"])
 
 
@@ -104,7 +104,9 @@ def test_with_no_node_left_the_run_ends_in_one_line_and_resumes_when_a_node_join
     with LocalCluster(2, head_cpus=0) as only_one:  # the head runs no worker: node 1 holds them all
         argv = run_argv(models, tmp_path, "--ray-wait", "2")
         result = run_cli(only_one, argv, kill_node=1)
-        assert result["rc"] == 2
+        assert result["rc"] == 2 and result["killed_at"] is not None, (
+            result["stderr"][-3000:] + result["stdout"][-1000:]
+        )
         assert result["killed_at"] is not None and result["killed_at"] < 16
         last = result["stderr"].strip().splitlines()[-1]
         assert re.fullmatch(

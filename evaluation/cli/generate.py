@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from pathlib import Path
 
 from evaluation.cli import (
     add_device_arguments,
@@ -160,6 +161,13 @@ def main(args: argparse.Namespace) -> int:
         from evaluation.pipeline.jobs import check_weights
 
         check_weights(config, None)
+    else:  # every node: the data folder and the weights, before the first batch
+        from evaluation.pipeline.ray_preflight import preflight
+        from evaluation.pipeline.ray_storage import is_uri
+
+        if not is_uri(args.data_dir):  # a worker's working folder is not this one's
+            args.data_dir = Path(args.data_dir).resolve()
+        preflight(args.data_dir, config, None)
     device = resolve_device(args.device) if executor is None else args.device
     dtype = None
     if args.dtype:

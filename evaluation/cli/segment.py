@@ -7,6 +7,7 @@ Running again skips images already segmented.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from evaluation.cli import (
     add_device_arguments,
@@ -98,6 +99,13 @@ def main(args: argparse.Namespace) -> int:
     spec = segmenter_spec(args)
     if executor is None:  # on a cluster the workers hold the weights, not this machine
         check_weights(None, spec)
+    else:  # every node: the data folder and the weights, before the first batch
+        from evaluation.pipeline.ray_preflight import preflight
+        from evaluation.pipeline.ray_storage import is_uri
+
+        if not is_uri(args.data_dir):  # a worker's working folder is not this one's
+            args.data_dir = Path(args.data_dir).resolve()
+        preflight(args.data_dir, None, spec)
     work = LazySegmentationWork(spec, args.data_dir, device)
     update, close = progress_bar("segment")
     try:

@@ -462,6 +462,15 @@ class RayExecutor:
             return self.workers
         return max(self._free_workers(), 1)
 
+    def _fits_cluster(self) -> bool:
+        """Whether the alive nodes together have room for one worker (busy or not)."""
+        import ray
+
+        total = ray.cluster_resources()
+        if self.gpus > 0:
+            return total.get("GPU", 0) + 1e-9 >= self.gpus
+        return total.get("CPU", 0) + 1e-9 >= self.cpus
+
     def _free_workers(self) -> int:
         import ray
 
@@ -571,6 +580,7 @@ class _Dispatch:
         self.calls: dict[Any, tuple[_Slot, tuple[int, Batch] | None]] = {}  # ref -> (slot, batch or ping)
         self.attempts: dict[int, int] = {}
         self.waiting_since: float | None = None
+        self.waiting_for = ""
         self.announced = False
         self.next_look = 0.0
 
@@ -638,7 +648,7 @@ class _Dispatch:
             self.x._count_restarts([slot])
             return
         where, rows = result
-        name = f"{describe_node(*where[:2])} pid {where[2]}" if self.x._by_process else slot.name
+        name = f"task pid {where[2]}" if self.x._by_process else slot.name
         self.x._note(name, where, len(rows))
         if slot.state == "starting":
             slot.state = "up"
@@ -709,30 +719,38 @@ class _Dispatch:
             slot = self.add_worker()  # one at a time: its placement shows at the next look
             self.x.notify(f"Ray: free capacity on the cluster (a node joined?), {slot.name} added")
 
-    #: Seconds without a worker up before the wait is announced when none has died (start-up).
+    #: Seconds the workers of a stage may take to start where the cluster seems to have room.
+    START_WAIT_S = 600.0
+    #: Seconds of start-up without a worker up before the wait is announced.
     QUIET_START_S = 30.0
 
     def check_waiting(self) -> None:
-        """No worker up while batches wait: say so, wait up to ``capacity_wait_s``, then fail."""
+        """No worker up while batches wait: after a worker died, or with no room for one on
+        the cluster, wait ``capacity_wait_s``; while workers start where there is room, at
+        least `START_WAIT_S`. Say so on the way, then fail with `RayStageFailed`."""
         if not self.pending or any(slot.state == "up" for slot in self.slots):
-            if self.waiting_since is not None:
-                self.waiting_since, self.announced = None, False
+            self.waiting_since, self.waiting_for, self.announced = None, "", False
             return
-        now = time.monotonic()
-        if self.waiting_since is None:
-            self.waiting_since, self.announced = now, False
         died = any(slot.state in ("down", "lost") for slot in self.slots)
-        if not self.announced and (died or now - self.waiting_since >= self.QUIET_START_S):
+        reason = "capacity" if died or not self.x._fits_cluster() else "start"
+        now = time.monotonic()
+        if self.waiting_for != reason:
+            self.waiting_since, self.waiting_for, self.announced = now, reason, False
+        limit = (
+            self.x.capacity_wait_s if reason == "capacity" else max(self.x.capacity_wait_s, self.START_WAIT_S)
+        )
+        if not self.announced and (reason == "capacity" or now - self.waiting_since >= self.QUIET_START_S):
             self.announced = True
             self.x.notify(
                 f"Ray: no worker up and {len(self.pending)} batch(es) left; waiting up to "
-                f"{self.x.capacity_wait_s:g} s for a worker to (re)start or a node to join"
+                f"{limit:g} s for a worker to (re)start or a node to join"
             )
-        if now - self.waiting_since >= self.x.capacity_wait_s:
+        if now - self.waiting_since >= limit:
             lost = [s.name for s in self.slots if s.state in ("down", "lost")]
             raise RayStageFailed(
                 self.x.fail_message(
-                    f"no Ray worker came up within {self.x.capacity_wait_s:g} s "
-                    f"({', '.join(lost) or 'none'} lost, {len(self.pending)} batch(es) left)"
+                    f"no Ray worker came up within {limit:g} s "
+                    f"({', '.join(lost) + ' lost' if lost else 'no worker could start'}, "
+                    f"{len(self.pending)} batch(es) left)"
                 )
             )
