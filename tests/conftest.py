@@ -50,8 +50,11 @@ def module_chromium():
 HEAVY_FIRST = (
     "test_browser_pilot.py",
     "test_browser_scenario.py",
+    "test_ray_node_loss.py",
     "test_ray_executor.py",
     "test_faults.py",
+    "test_browser_crowd.py",
+    "test_crowd_bench.py",
     "test_browser_researcher.py",
     "test_browser_canvas.py",
     "test_app_designer.py",
