@@ -134,7 +134,8 @@ def test_the_write_lock_tracer_times_each_transaction_of_a_process_and_writes_th
         "    with transaction(db):\n"
         "        time.sleep(0.05)\n"
         "print('done', flush=True)\n"
-        "time.sleep(60)\n"
+        "while True:\n"
+        "    time.sleep(0.2)\n"
     )
     env = {
         **os.environ,

@@ -37,7 +37,9 @@ class TimedLock:
         self.lock.release()
 
     def dump(self, path: str) -> None:
-        temporary = f"{path}.{os.getpid()}.tmp"
+        temporary = (
+            f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"  # the timer and the handler may both write
+        )
         with open(temporary, "w", encoding="utf-8") as file:
             json.dump({"waits": list(self.waits), "holds": list(self.holds)}, file)
         os.replace(temporary, path)
@@ -49,6 +51,9 @@ def _install(path: str) -> None:
     timed = storage.db._WRITERS = TimedLock(storage.db._WRITERS)
 
     def every_second() -> None:
+        # SIGTERM must reach the main thread, where Python runs its handler: a signal the
+        # kernel hands to this thread would wait until the main thread next runs bytecode.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         while True:
             time.sleep(1.0)
             timed.dump(path)
