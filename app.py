@@ -47,7 +47,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"Could not start on {args.host}:{args.port}: {error}") from None
     mark_ready(demo)
     print(f"Ready: http://{args.host}:{args.port}/healthz answers 200", flush=True)
-    demo.block_thread()
+    try:
+        demo.block_thread()
+    finally:
+        demo.close()  # the app's services too (`app.common.AppContext.close`)
 
 
 def _check_port(host: str, port: int) -> None:

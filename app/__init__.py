@@ -6,7 +6,9 @@ and ``build(ctx, session_token, tab)``, which lays out the tab inside `tab` (the
 `gr.Tab`) and wires its events (``tab.select`` loads what the tab shows when it is opened); it
 may define ``CSS``, a style sheet passed to ``launch`` (see
 `launch_options`). Every handler takes ``session_token`` as its first input and checks the
-role on the server (see `app.common.handler`).
+role on the server (see `app.common.handler`). A tab takes the app's services (the job
+manager, the coloring pool, the leaderboard cache) from ``ctx`` and starts none of its own:
+`build_app` starts them and ``demo.close()`` stops them (`app.common.AppContext`).
 """
 
 from __future__ import annotations
@@ -70,6 +72,19 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
         Default `AppConfig.from_env()`.
     """
     ctx = AppContext.prepare(AppConfig.from_env() if config is None else config)
+    ctx.start()
+    try:
+        demo = _blocks(ctx)
+    except BaseException:
+        ctx.close()
+        raise
+    _close_with(demo, ctx)
+    demo.colorconcept_ctx = ctx
+    demo.colorconcept_ready = threading.Event()
+    return demo
+
+
+def _blocks(ctx: AppContext) -> gr.Blocks:
     # Files in these folders are served in place (not copied to Gradio's cache), so that
     # `app.guard.Guard` knows what each one is when it decides who may fetch it.
     gr.set_static_paths([Path(ctx.config.data_dir).resolve() / f for f in guard.SERVED_FOLDERS])
@@ -91,9 +106,27 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
         landing.wire(ctx, demo, session_token, stored, start, tabs, tab_set)
     audit_functions(demo)
     common.lean_config(demo)
-    demo.colorconcept_ctx = ctx
-    demo.colorconcept_ready = threading.Event()
     return demo
+
+
+def _close_with(demo: gr.Blocks, ctx: AppContext) -> None:
+    """Make ``demo.close()`` also close `ctx`'s services (`AppContext.close`).
+
+    Gradio has no hook for the end of an app: ``Blocks.unload`` runs per visitor whose
+    page closes, and the server's shutdown calls nothing of ours. ``Blocks.close`` is what
+    ends a launched app (`app.py` on any exit, the tests' `running_app`), so it is wrapped
+    on this instance; unlike Gradio's, it closes the services of an app that was built
+    but never launched too.
+    """
+    gradio_close = demo.close
+
+    def close(verbose: bool = True) -> None:
+        try:
+            gradio_close(verbose)
+        finally:
+            ctx.close()
+
+    demo.close = close
 
 
 def check_secrets(config: AppConfig) -> tuple[list[Path], list[Path]]:

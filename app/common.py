@@ -22,7 +22,7 @@ import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
@@ -37,9 +37,14 @@ from annotation.errors import AnnotationError, shown
 from annotation.integrity import sweep_orphans
 from annotation.people.accounts import Actor, require
 from annotation.people.passwords import ensure_admin_password
+from annotation.research.views import LeaderboardCache, keep_leaderboards_fresh
 from annotation.sketches.library import sync_shipped_sketches
 from app.config import AppConfig
 from evaluation.analysis.reference import ensure_shipped_reference
+from evaluation.concepts import load_concepts
+from evaluation.explicit.jobs import ExplicitJobManager
+from evaluation.pipeline import planning
+from evaluation.pipeline.planning import DeviceInfo
 from storage import ensure_schema, open_db, serving, transaction
 
 _INSTANCE_SECRET = "browser_state_secret"  # its name from when it keyed the browser state
@@ -147,15 +152,40 @@ class UnguardedFunction(RuntimeError):
     """A function is wired to the page without an `Access`."""
 
 
+#: Seconds `AppContext.close` waits for each service thread to end.
+CLOSE_TIMEOUT_S = 30.0
+
+
+class _Running:
+    """The services an `AppContext` starts (`AppContext.start`) and stops (`AppContext.close`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started = self.closed = False
+        self.stop = threading.Event()  # ends the leaderboard refresher
+        self.device: DeviceInfo | None = None
+        self.jobs: ExplicitJobManager | None = None
+        self.threads: list[threading.Thread] = []
+
+
 @dataclass(frozen=True)
 class AppContext:
-    """What `build_app` hands to every tab: the config, this database's instance secret
-    (never sent to the page; `instance_name` is its public digest) and the coloring pool
-    (None when ``config.workers`` is 0)."""
+    """What `build_app` hands to every tab, and the services of one app.
+
+    The config, this database's instance secret (never sent to the page; `instance_name`
+    is its public digest), the coloring pool (None when ``config.workers`` is 0) and the
+    leaderboard cache are made by `prepare`; `start` (called by `build_app`) makes the
+    evaluation job manager (`jobs`) and starts the threads (the pool's warm-up, the
+    leaderboard refresher); `close` (run when the app's Blocks are closed) stops them
+    all. Tabs take these services from here and never make their own, so two apps in one
+    process share none.
+    """
 
     config: AppConfig
     instance_secret: str
     pool: ColoringPool | None = None
+    leaderboards: LeaderboardCache = field(default_factory=LeaderboardCache)
+    _running: _Running = field(default_factory=_Running, init=False, repr=False, compare=False)
 
     @property
     def instance_name(self) -> str:
@@ -181,12 +211,86 @@ class AppContext:
             ensure_admin_password(db, password_file=config.admin_password_file)
             secret = _instance_secret(db)
         pool = ColoringPool(config.workers) if config.workers else None
-        if pool is not None:
-            # The workers start (and import the submit path) beside the server's own start;
-            # a submission that comes first waits for them. A start refused later (a secret
-            # in a served folder) is not held up by them.
-            threading.Thread(target=pool.warm, name="warm-coloring-pool", daemon=True).start()
         return cls(config, secret, pool)
+
+    def start(self) -> None:
+        """Make the job manager and start the service threads (once; `build_app` calls it).
+
+        Raises
+        ------
+        RuntimeError
+            If this context was closed.
+        """
+        running = self._running
+        with running.lock:
+            if running.closed:
+                raise RuntimeError("this AppContext was closed; prepare a new one")
+            if running.started:
+                return
+            running.started = True
+            running.device = planning.detect_device()
+            # One queue for both modes: explicit runs go through generate -> score.
+            running.jobs = ExplicitJobManager(
+                functools.partial(self._open, self.config), self.config.data_dir, device=running.device.device
+            )
+            if self.pool is not None:
+                # The workers start (and import the submit path) beside the server's own
+                # start; a submission that comes first waits for them. A start refused later
+                # (a secret in a served folder) is not held up by them.
+                running.threads.append(_thread(self._warm, "warm-coloring-pool"))
+            # Tables someone has opened are recomputed in the background once a change has settled.
+            running.threads.append(
+                keep_leaderboards_fresh(
+                    self.config.db_path, self.db, load_concepts(), stop=running.stop, cache=self.leaderboards
+                )
+            )
+
+    def _warm(self) -> None:
+        try:
+            self.pool.warm()
+        except Exception:
+            if not self._running.closed:  # `close` shut the pool down under it: expected
+                _LOG.exception("warming the coloring pool failed")
+
+    @property
+    def device(self) -> DeviceInfo:
+        """Where evaluation jobs run (known once `start` ran)."""
+        return self._started().device
+
+    @property
+    def jobs(self) -> ExplicitJobManager:
+        """The evaluation job manager of this app: implicit and explicit runs, one queue."""
+        return self._started().jobs
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        """The service threads `start` started (ended ones too)."""
+        return list(self._running.threads)
+
+    def _started(self) -> _Running:
+        if not self._running.started:
+            raise RuntimeError("the app's services are not started (AppContext.start)")
+        return self._running
+
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """Stop every service: no new evaluation job, running ones asked to stop after their
+        batch, the refresher and warm-up ended, the coloring workers shut down. Waits at most
+        `timeout_s` for each thread; closing twice does nothing more.
+        """
+        running = self._running
+        with running.lock:
+            if running.closed:
+                return
+            running.closed = True
+        running.stop.set()
+        if running.jobs is not None and not running.jobs.close(timeout_s):
+            _LOG.warning("an evaluation job was still in its batch after %.0f s", timeout_s)
+        if self.pool is not None:
+            self.pool.close()  # a warm-up under way fails at once (`_warm` stays silent)
+        for thread in running.threads:
+            thread.join(timeout_s)
+            if thread.is_alive():
+                _LOG.warning("service thread %s did not end within %.0f s", thread.name, timeout_s)
 
     @contextlib.contextmanager
     def db(self) -> Iterator[sqlite_utils.Database]:
@@ -202,6 +306,12 @@ class AppContext:
             yield db
         finally:
             db.close()
+
+
+def _thread(target: Callable[[], None], name: str) -> threading.Thread:
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 def _instance_secret(db: sqlite_utils.Database) -> str:

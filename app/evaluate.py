@@ -6,8 +6,9 @@ tasks and a subset size x images per prompt; `evaluation.explicit.jobs`). Both p
 same image count and time estimate, check the weights before a job starts and run on the
 same job queue.
 
-A run is generated, masked and scored by the server's `evaluation.pipeline.jobs.JobManager` (one
-per app, one job at a time); closing the browser does not stop it, and its progress is
+A run is generated, masked and scored by the app's job manager (`app.common.AppContext.jobs`,
+an `evaluation.explicit.jobs.ExplicitJobManager`: one per app, one job at a time, stopped
+when the app closes); closing the browser does not stop it, and its progress is
 read from the database, so any researcher sees it, after a reload too. Images made
 elsewhere can be imported as a run instead (`evaluation.pipeline.imports`): an uploaded zip, or a
 folder under ``<data_dir>/imports/``.
@@ -67,9 +68,8 @@ MODES = (
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Evaluate tab inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
-    device = planning.detect_device()
-    # One queue for both modes: explicit runs go through generate -> score.
-    manager = explicit_jobs.ExplicitJobManager(ctx.db, ctx.config.data_dir, device=device.device)
+    # The app's job manager (one queue for both modes), made and stopped by `AppContext`.
+    device, manager = ctx.device, ctx.jobs
     registry, concepts = load_registry(), load_concepts()
     gr.Markdown(
         f"**Device:** {escape(device.name)}"

@@ -20,7 +20,6 @@ from annotation.research.views import (
     NothingScored,
     SourceChoice,
     evaluated_concepts,
-    keep_leaderboards_fresh,
     leaderboard_analyses,
     pick_source,
     robustness_report,
@@ -64,8 +63,6 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Leaderboards tab inside the current `gr.Tab`."""
     allowed = handler(ctx, *ROLES, "admin")
     concepts = load_concepts()
-    # Tables someone has opened are recomputed in the background once a change has settled.
-    keep_leaderboards_fresh(ctx.config.db_path, ctx.db, concepts)
     with gr.Row():
         source = source_dropdown(ctx, session_token, "leaderboard_source")
         cfg = gr.Textbox(
@@ -206,8 +203,15 @@ def _source(db, source: str) -> SourceChoice:
 
 def _analyses(ctx: AppContext, concepts, db, source, cfg, aggregate, resamples, seed, colorings):
     settings = resampling(resamples, seed, colorings)
+    # The app's cache, kept fresh by its refresher (`AppContext.start`).
     return leaderboard_analyses(
-        db, concepts, source, cfg=cfg or RECOMMENDED, aggregate=aggregate, resampling=settings
+        db,
+        concepts,
+        source,
+        cfg=cfg or RECOMMENDED,
+        aggregate=aggregate,
+        resampling=settings,
+        cache=ctx.leaderboards,
     )
 
 

@@ -290,6 +290,7 @@ def leaderboard_analyses(
     cfg: str | float = results.RECOMMENDED,
     aggregate: str = tables.RATIO_OF_MEANS,
     resampling: bootstrap.Resampling | None = bootstrap.DEFAULT,
+    cache: LeaderboardCache | None = None,
 ) -> results.Analyses:
     """`evaluation.analysis.results.analyses` of every stored model distribution against `source`.
 
@@ -299,81 +300,140 @@ def leaderboard_analyses(
     ``resampling.colorings`` and the designers' source, each concept's P_H is also
     resampled over its counted colorings (their stored pixel samples), for Tables 1-2.
 
-    The result is kept (per database, source and options, `LEADERBOARD_CACHE` of them) until
-    a model or human distribution changes (`storage.schema.change_count`, bumped by
-    triggers whichever process writes): at the full study's size the tables and their
-    bootstrap intervals take one to two seconds, and researchers reopen them far more often
-    than the distributions change. A kept result whose data changed is brought up to date
-    by `refresh_leaderboards` (the app calls it once the data has been quiet a while), so
-    the next view finds it ready. Callers asking for the same options at once compute it
-    once: the second waits for the first. Each call gets its own copy.
+    The result is kept in `cache` (the app's own, `app.common.AppContext.leaderboards`;
+    default `DEFAULT_CACHE`, for the CLI, benchmarks and scripts), see `LeaderboardCache`.
+    Each call gets its own copy.
 
     Raises
     ------
     NothingScored
         If no model distribution is scored against `source` yet.
     """
-    options = (db_path(db), source, cfg, aggregate, resampling, tuple(c.key for c in concepts))
-    return copy.deepcopy(_kept(db, options, concepts))
+    return (DEFAULT_CACHE if cache is None else cache).analyses(
+        db, concepts, source, cfg=cfg, aggregate=aggregate, resampling=resampling
+    )
 
 
-def _kept(db: sqlite_utils.Database, options: tuple, concepts: Sequence[Concept]) -> results.Analyses:
-    with _LEADERBOARDS_LOCK:
-        flight = _FLIGHTS.setdefault(options, threading.Lock())
-    with flight:
-        count = change_count(db)
-        with _LEADERBOARDS_LOCK:
-            found = _LEADERBOARDS.get(options)
-            if found is not None:
-                _LEADERBOARDS.move_to_end(options)
-        if found is not None and found[0] == count:
-            return found[1]
-        _, source, cfg, aggregate, resampling, _ = options
-        try:
-            result = _leaderboard_analyses(
-                db, concepts, source, cfg=cfg, aggregate=aggregate, resampling=resampling
-            )
-        except Exception:
-            with _LEADERBOARDS_LOCK:
-                _LEADERBOARDS.pop(options, None)
-            raise
-        with _LEADERBOARDS_LOCK:
-            _LEADERBOARDS[options] = (count, result)
-            _LEADERBOARDS.move_to_end(options)
-            while len(_LEADERBOARDS) > LEADERBOARD_CACHE:
-                dropped, _ = _LEADERBOARDS.popitem(last=False)
-                _FLIGHTS.pop(dropped, None)
-        return result
+#: How many `leaderboard_analyses` results a `LeaderboardCache` keeps by default.
+LEADERBOARD_CACHE = 8
 
 
-def refresh_leaderboards(db: sqlite_utils.Database, concepts: Sequence[Concept]) -> int:
-    """Recompute every kept `leaderboard_analyses` result of this database whose data changed.
+class LeaderboardCache:
+    """Kept `leaderboard_analyses` results, per database, source and options.
 
-    Only option sets someone has asked for are kept, so this recomputes what people look
-    at and nothing else; a result that can no longer be computed (say, its runs were
-    deleted) is dropped. Returns how many were recomputed.
+    A result is kept (`size` of them, least recently used dropped first) until a model or
+    human distribution changes (`storage.schema.change_count`, bumped by triggers whichever
+    process writes): at the full study's size the tables and their bootstrap intervals take
+    one to two seconds, and researchers reopen them far more often than the distributions
+    change. A kept result whose data changed is brought up to date by `refresh` (the app's
+    `keep_leaderboards_fresh` thread calls it once the data has been quiet a while), so the
+    next view finds it ready. Callers asking for the same options at once compute it once: the second
+    waits for the first.
+
+    Parameters
+    ----------
+    size : int
+        How many results are kept at most.
     """
-    path, keys = db_path(db), tuple(c.key for c in concepts)
-    count = change_count(db)
-    with _LEADERBOARDS_LOCK:
-        stale = [
-            o for o, (kept, _) in _LEADERBOARDS.items() if o[0] == path and o[5] == keys and kept != count
-        ]
-    refreshed = 0
-    for options in stale:
-        try:
-            _kept(db, options, concepts)
-        except (NothingScored, ValueError):
-            continue
-        refreshed += 1
-    return refreshed
+
+    def __init__(self, size: int = LEADERBOARD_CACHE):
+        self.size = size
+        self._lock = threading.Lock()
+        #: options -> (change count it was computed at, result), least recently used first.
+        self._kept: OrderedDict = OrderedDict()
+        #: options -> lock held while that result is computed (one computation per options at once).
+        self._flights: dict = {}
+
+    def analyses(
+        self,
+        db: sqlite_utils.Database,
+        concepts: Sequence[Concept],
+        source: str,
+        *,
+        cfg: str | float = results.RECOMMENDED,
+        aggregate: str = tables.RATIO_OF_MEANS,
+        resampling: bootstrap.Resampling | None = bootstrap.DEFAULT,
+    ) -> results.Analyses:
+        """`leaderboard_analyses` through this cache: a copy of the kept result, or a new one."""
+        options = (db_path(db), source, cfg, aggregate, resampling, tuple(c.key for c in concepts))
+        return copy.deepcopy(self._result(db, options, concepts))
+
+    def _result(
+        self, db: sqlite_utils.Database, options: tuple, concepts: Sequence[Concept]
+    ) -> results.Analyses:
+        with self._lock:
+            flight = self._flights.setdefault(options, threading.Lock())
+        with flight:
+            count = change_count(db)
+            with self._lock:
+                found = self._kept.get(options)
+                if found is not None:
+                    self._kept.move_to_end(options)
+            if found is not None and found[0] == count:
+                return found[1]
+            _, source, cfg, aggregate, resampling, _ = options
+            try:
+                result = _leaderboard_analyses(
+                    db, concepts, source, cfg=cfg, aggregate=aggregate, resampling=resampling
+                )
+            except Exception:
+                with self._lock:
+                    self._kept.pop(options, None)
+                raise
+            with self._lock:
+                self._kept[options] = (count, result)
+                self._kept.move_to_end(options)
+                while len(self._kept) > self.size:
+                    dropped, _ = self._kept.popitem(last=False)
+                    self._flights.pop(dropped, None)
+            return result
+
+    def refresh(self, db: sqlite_utils.Database, concepts: Sequence[Concept]) -> int:
+        """Recompute every kept result of this database whose data changed.
+
+        Only option sets someone has asked for are kept, so this recomputes what people look
+        at and nothing else; a result that can no longer be computed (say, its runs were
+        deleted) is dropped. Returns how many were recomputed.
+        """
+        path, keys = db_path(db), tuple(c.key for c in concepts)
+        count = change_count(db)
+        with self._lock:
+            stale = [
+                o for o, (kept, _) in self._kept.items() if o[0] == path and o[5] == keys and kept != count
+            ]
+        refreshed = 0
+        for options in stale:
+            try:
+                self._result(db, options, concepts)
+            except (NothingScored, ValueError):
+                continue
+            refreshed += 1
+        return refreshed
+
+    def kept(self, path: str | Path) -> int:
+        """How many results of the database file `path` are kept."""
+        path = os.path.realpath(path)
+        with self._lock:
+            return sum(1 for o in self._kept if o[0] == path)
 
 
-def kept_leaderboards(path: str | Path) -> int:
-    """How many `leaderboard_analyses` results of the database file `path` are kept."""
-    path = os.path.realpath(path)
-    with _LEADERBOARDS_LOCK:
-        return sum(1 for o in _LEADERBOARDS if o[0] == path)
+DEFAULT_CACHE = LeaderboardCache()
+"""The cache of callers that bring none (the CLI, benchmarks, scripts); an app keeps its own
+(`app.common.AppContext.leaderboards`), so two apps in one process share nothing."""
+# The default cache's lock and results under their old names (a test watches them).
+_LEADERBOARDS_LOCK, _LEADERBOARDS = DEFAULT_CACHE._lock, DEFAULT_CACHE._kept
+
+
+def refresh_leaderboards(
+    db: sqlite_utils.Database, concepts: Sequence[Concept], cache: LeaderboardCache | None = None
+) -> int:
+    """`LeaderboardCache.refresh` of `cache` (default `DEFAULT_CACHE`)."""
+    return (DEFAULT_CACHE if cache is None else cache).refresh(db, concepts)
+
+
+def kept_leaderboards(path: str | Path, cache: LeaderboardCache | None = None) -> int:
+    """`LeaderboardCache.kept` of `cache` (default `DEFAULT_CACHE`)."""
+    return (DEFAULT_CACHE if cache is None else cache).kept(path)
 
 
 def db_path(db: sqlite_utils.Database) -> str:
@@ -396,22 +456,27 @@ def keep_leaderboards_fresh(
     period_s: float = REFRESH_PERIOD_S,
     quiet_s: float = REFRESH_QUIET_S,
     stop: threading.Event | None = None,
+    cache: LeaderboardCache | None = None,
 ) -> threading.Thread:
-    """Start a daemon thread that runs `refresh_leaderboards` once the data is quiet.
+    """Start a daemon thread that refreshes `cache`'s results of `path` once the data is quiet.
 
     Every `period_s` it reads the change count of the database at `path` (opened with
-    `connect`), but only while a leaderboard of it is kept; once the count has stayed the
-    same for `quiet_s`, the kept results are recomputed, so that the next view is served
-    from memory. The thread ends when `stop` is set or the database file is gone.
+    `connect`), but only while a leaderboard of it is kept in `cache` (default
+    `DEFAULT_CACHE`); once the count has stayed the same for `quiet_s`, the kept results
+    are recomputed (`LeaderboardCache.refresh`), so that the next view is served from
+    memory. The thread ends when `stop` is set (at its next look, or between two
+    recomputed results) or the database file is gone; whoever starts it should keep
+    `stop` to end it (`app.common.AppContext.close` does).
     """
     stop = threading.Event() if stop is None else stop
+    cache = DEFAULT_CACHE if cache is None else cache
 
     def loop() -> None:
         seen, since = None, time.monotonic()
         while not stop.wait(period_s):
             if not os.path.exists(path):
                 return
-            if not kept_leaderboards(path):
+            if not cache.kept(path):
                 continue
             try:
                 with connect() as db:
@@ -419,21 +484,13 @@ def keep_leaderboards_fresh(
                     if count != seen:
                         seen, since = count, now
                     elif now - since >= quiet_s:
-                        refresh_leaderboards(db, concepts)
+                        cache.refresh(db, concepts)
             except Exception:
                 _LOG.exception("refreshing the leaderboards of %s failed", path)
 
     thread = threading.Thread(target=loop, name="refresh-leaderboards", daemon=True)
     thread.start()
     return thread
-
-
-LEADERBOARD_CACHE = 8
-#: options -> (change count it was computed at, result), least recently used first.
-_LEADERBOARDS: OrderedDict = OrderedDict()
-#: options -> lock held while that result is computed (one computation per options at once).
-_FLIGHTS: dict = {}
-_LEADERBOARDS_LOCK = threading.Lock()
 
 
 def _leaderboard_analyses(

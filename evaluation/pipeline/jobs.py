@@ -471,12 +471,15 @@ class JobManager:
         self._executors: dict[str, Executor] = {}
         self._stop: dict[str, threading.Event] = {}
         self._worker: threading.Thread | None = None
+        self._closed = False
 
     def submit(
         self, run: str, segmenter: SegmenterSpec, executor: ExecutorChoice = ExecutorChoice()
     ) -> JobState:
         """Queue run `run` (stored already) on `executor`; raises JobError if it is queued or running."""
         with self._lock:
+            if self._closed:
+                raise JobError(f"run {run!r} cannot start: the server is shutting down")
             if self._states.get(run, JobState("idle")).active:
                 raise JobError(f"run {run!r} is already {self._states[run].state}")
             self._states[run] = JobState("queued")
@@ -559,6 +562,16 @@ class JobManager:
     def pipeline_for(self, db: sqlite_utils.Database, run: str) -> Callable[..., None]:
         """The function that takes `run` through its stages (`run_pipeline`'s arguments)."""
         return run_pipeline
+
+    def close(self, timeout: float) -> bool:
+        """Refuse new jobs, ask every queued or running one to stop (a running one ends after
+        its current batch, as `cancel`), and wait at most `timeout` seconds for the worker
+        thread to end. True if it has (a job still in its batch keeps it alive)."""
+        with self._lock:
+            self._closed = True
+            for stop in self._stop.values():
+                stop.set()
+        return self.wait_idle(timeout)
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until no job is queued or running, at most `timeout` seconds; True if idle."""
