@@ -25,6 +25,12 @@ hash), the ``token_hash`` columns of ``invites`` and ``sessions`` and ``sessions
 ``python -m annotation check-distributions --repair``) is left out too; the stored human
 distributions are in ``human_distributions``.
 
+Personal data of crowd participants (docs/security.md) stays out unless asked for: the
+``crowd_participants`` table is exported without its `PERSONAL_COLUMNS` (the platform's
+participant, study and session ids and the client address). With ``external_ids=True``
+the export adds ``crowd_external_ids`` (`annotation.study.crowd.external_ids`: pseudonym,
+link, platform ids, status), the one table that names them.
+
 `BackgroundExport` builds `export_archive` on its own thread with its own connection, one
 at a time, so the app's request only starts it and later polls for the zip.
 """
@@ -55,6 +61,10 @@ from storage.spreadsheet import csv_text, write_csv
 
 SKIPPED_TABLES = ("settings", "coloring_samples")
 SECRET_COLUMNS = ("token_hash", "invite_hash")
+PERSONAL_COLUMNS = {
+    "crowd_participants": ("external_id", "platform_study_id", "platform_session_id", "address")
+}
+EXTERNAL_IDS_TABLE = "crowd_external_ids"
 MANIFEST_COLUMNS = ["table", "row_id", "column", "path", "sha256", "status"]
 _LOG = logging.getLogger(__name__)
 
@@ -81,7 +91,9 @@ class ExportSummary:
     images: dict[str, int]
 
 
-def export(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) -> ExportSummary:
+def export(
+    db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path, *, external_ids: bool = False
+) -> ExportSummary:
     """Write the export of `db` (and the files under `data_dir` it names) to `folder`.
 
     Parameters
@@ -89,6 +101,9 @@ def export(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
     folder : str or Path
         A folder that does not exist yet or is empty. The export is assembled next to it
         and renamed into place, so `folder` never holds half an export.
+    external_ids : bool
+        Add the table ``crowd_external_ids`` (personal data); without it no platform id
+        of a crowd participant is written anywhere.
 
     Raises
     ------
@@ -99,11 +114,16 @@ def export(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
     """
     folder = Path(folder)
     with reported_write_errors(folder, "export"):
-        return _export(db, data_dir, folder)
+        return _export(db, data_dir, folder, external_ids=external_ids)
 
 
 def _export(
-    db: sqlite_utils.Database, data_dir: str | Path, folder: Path, progress: Progress = _silent
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    folder: Path,
+    progress: Progress = _silent,
+    *,
+    external_ids: bool = False,
 ) -> ExportSummary:
     with staged_folder(folder, "export") as staging:
         with _snapshot(db):
@@ -112,6 +132,11 @@ def _export(
             for name in names:
                 progress("tables", len(tables), 2 * len(names))
                 tables[name] = _table_frame(db, name)
+            if external_ids and "crowd_participants" in tables:
+                from annotation.study.crowd import external_ids as crowd_external_ids
+
+                tables[EXTERNAL_IDS_TABLE] = crowd_external_ids(db)
+                names.append(EXTERNAL_IDS_TABLE)
         rows = {}
         for name, frame in tables.items():
             progress("tables", len(names) + len(rows), 2 * len(names))
@@ -193,7 +218,12 @@ def download_archive_path(data_dir: str | Path, *, now: str) -> Path:
 
 
 def export_archive(
-    db: sqlite_utils.Database, data_dir: str | Path, archive: str | Path, *, progress: Progress = _silent
+    db: sqlite_utils.Database,
+    data_dir: str | Path,
+    archive: str | Path,
+    *,
+    progress: Progress = _silent,
+    external_ids: bool = False,
 ) -> Path:
     """Write the export as one zip file `archive` (for a download button); returns it.
 
@@ -201,12 +231,14 @@ def export_archive(
     ----------
     progress : callable, optional
         Called as ``progress(step, done, total)`` as the export goes (`Progress`).
+    external_ids : bool
+        Add the crowd participants' platform ids (`export`).
     """
     archive = Path(archive)
     with reported_write_errors(archive.parent, "export"):
         archive.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=archive.parent) as temp:
-            summary = _export(db, data_dir, Path(temp) / "export", progress)
+            summary = _export(db, data_dir, Path(temp) / "export", progress, external_ids=external_ids)
             progress("archive", 0, 1)
             built = shutil.make_archive(str(Path(temp) / "archive"), "zip", summary.folder)
             os.replace(built, archive)
@@ -241,6 +273,8 @@ class ExportState:
         The finished zip, once ``done``.
     error : str or None
         Why it failed, once ``failed`` (a message for the admin, no traceback).
+    external_ids : bool
+        Whether it holds the crowd participants' platform ids (personal data).
     """
 
     status: str = "idle"
@@ -249,6 +283,7 @@ class ExportState:
     fraction: float = 0.0
     archive: Path | None = None
     error: str | None = None
+    external_ids: bool = False
 
     @property
     def running(self) -> bool:
@@ -275,8 +310,8 @@ class BackgroundExport:
         ``target(now)``: where the zip of an export started at `now` goes; default
         `download_archive_path` under `data_dir`.
     build : callable
-        ``build(db, data_dir, archive, progress=...)``, default `export_archive` (tests
-        pass one that waits).
+        ``build(db, data_dir, archive, progress=..., external_ids=...)``, default
+        `export_archive` (tests pass one that waits).
 
     Notes
     -----
@@ -305,13 +340,15 @@ class BackgroundExport:
         with self._lock:
             return self._state
 
-    def start(self, *, now: str) -> ExportState:
+    def start(self, *, now: str, external_ids: bool = False) -> ExportState:
         """Start an export now; returns at once with its state (``running``).
 
         Parameters
         ----------
         now : str
             The start time (`storage.iso` text): it names the zip and is shown.
+        external_ids : bool
+            Add the crowd participants' platform ids (`export`).
 
         Raises
         ------
@@ -324,8 +361,10 @@ class BackgroundExport:
                     f"an export is already being built (started {self._state.started}, "
                     f"{self._state.fraction:.0%} done); its file shows here when it is ready"
                 )
-            self._state = ExportState("running", now)
-            self._thread = threading.Thread(target=self._run, args=(now,), name="export", daemon=True)
+            self._state = ExportState("running", now, external_ids=bool(external_ids))
+            self._thread = threading.Thread(
+                target=self._run, args=(now, bool(external_ids)), name="export", daemon=True
+            )
             self._thread.start()
             return self._state
 
@@ -342,10 +381,12 @@ class BackgroundExport:
         with self._lock:
             self._state = replace(self._state, step=step, fraction=min(1.0, fraction))
 
-    def _run(self, now: str) -> None:
+    def _run(self, now: str, external_ids: bool) -> None:
         try:
             with self._connect() as db:
-                archive = self._build(db, self._data_dir, self._target(now), progress=self._progress)
+                archive = self._build(
+                    db, self._data_dir, self._target(now), progress=self._progress, external_ids=external_ids
+                )
         except AnnotationError as error:
             self._finish(error=str(error))
         except Exception as error:  # the thread is the last place to catch it: log, then say
@@ -375,7 +416,8 @@ def _snapshot(db: sqlite_utils.Database) -> Iterator[None]:
 
 def _table_frame(db: sqlite_utils.Database, name: str) -> pd.DataFrame:
     frame = pd.read_sql_query(f'select * from "{name}"', db.conn, dtype_backend="numpy_nullable")
-    return frame.drop(columns=[c for c in SECRET_COLUMNS if c in frame.columns])
+    left_out = (*SECRET_COLUMNS, *PERSONAL_COLUMNS.get(name, ()))
+    return frame.drop(columns=[c for c in left_out if c in frame.columns])
 
 
 def _write_table(frame: pd.DataFrame, folder: Path, name: str) -> int:
@@ -418,6 +460,7 @@ def _write_images(
                 if len(manifest) % 100 == 0:
                     progress("images", len(manifest), total)
                 expected = row[sha_column] if sha_column else None
+                expected = None if pd.isna(expected) else expected  # a row may lack its hash
                 status = _add_file(archive, data_dir, row[column], expected, written)
                 manifest.append([name, row[key], column, row[column], expected, status])
         archive.writestr(

@@ -415,10 +415,16 @@ def _backup(ctx: AppContext):
 def _export_section(ctx: AppContext, session_token: gr.Textbox, admin, tab: gr.Tab) -> None:
     """*Build export* starts `annotation.export.BackgroundExport` and returns at once; a timer
     polls it while it runs (and once when the tab opens), showing the progress and then the
-    zip. ``/admin_export_start`` and ``/admin_export_poll`` are the API's twins;
-    ``/admin_export`` starts one and answers with the zip once it is built."""
+    zip. ``/admin_export_start`` (its option: the crowd participants' external ids, off
+    unless asked for) and ``/admin_export_poll`` are the API's twins; ``/admin_export``
+    starts one without external ids and answers with the zip once it is built."""
     jobs = BackgroundExport(ctx.db, ctx.config.data_dir)
     gr.Markdown("## Export\nCSV and Parquet of every table and a zip of the images, in one file.")
+    external_ids = gr.Checkbox(
+        False,
+        label="Include the crowd participants' external ids (Prolific ids: personal data, docs/security.md)",
+        elem_id="admin_export_external_ids",
+    )
     export = gr.Button("Build export", elem_id="admin_export")
     export_note = note_area("admin_export_note")
     status = gr.Markdown(elem_id="admin_export_status")
@@ -427,7 +433,7 @@ def _export_section(ctx: AppContext, session_token: gr.Textbox, admin, tab: gr.T
     wire(
         export.click,
         admin(_export_start(jobs)),
-        session_token,
+        [session_token, external_ids],
         [status, export_file],
         note=export_note,
         api_name="admin_export_start",
@@ -455,10 +461,12 @@ def _export_section(ctx: AppContext, session_token: gr.Textbox, admin, tab: gr.T
 
 
 def _export_start(jobs: BackgroundExport):
-    def export_start(db, actor) -> tuple[str, None]:
+    def export_start(db, actor, external_ids: bool = False) -> tuple[str, None]:
         """Start building the export zip in the background (one at a time); returns at once
-        with a line on it (and clears the file shown)."""
-        return _export_line(jobs.start(now=iso())), None
+        with a line on it (and clears the file shown). ``external_ids`` (default false) adds
+        the crowd participants' platform ids as the table ``crowd_external_ids``; only
+        ``true`` does (personal data: nothing else, "yes" or 1 included, asks for them)."""
+        return _export_line(jobs.start(now=iso(), external_ids=external_ids is True)), None
 
     return export_start
 
@@ -523,7 +531,8 @@ def _export_line(state: ExportState) -> str:
         step = EXPORT_STEPS.get(state.step, "starting")
         return f"Building the export (started {state.started}): {step}, about {state.fraction:.0%} done."
     if state.status == "done":
-        return f"The export started {state.started} is ready below."
+        holds = " It holds the crowd participants' external ids." if state.external_ids else ""
+        return f"The export started {state.started} is ready below.{holds}"
     if state.status == "failed":
         return refusal_text(escape(f"The export started {state.started} failed: {state.error}"))
     return ""

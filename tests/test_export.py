@@ -19,6 +19,7 @@ from annotation.concepts import sync_concepts
 from annotation.errors import InvalidInput
 from annotation.export import (
     DOMINANT_COLUMNS,
+    PERSONAL_COLUMNS,
     SECRET_COLUMNS,
     SKIPPED_TABLES,
     BackgroundExport,
@@ -112,7 +113,7 @@ def test_export_round_trips_every_table_and_every_image(tmp_path, db):
     assert set(parquet) == set(csvs) == tables
     for name in tables:
         stored = pd.read_sql_query(f'select * from "{name}"', db.conn, dtype_backend="numpy_nullable").drop(
-            columns=list(SECRET_COLUMNS), errors="ignore"
+            columns=[*SECRET_COLUMNS, *PERSONAL_COLUMNS.get(name, ())], errors="ignore"
         )
         pd.testing.assert_frame_equal(parquet[name], stored, check_dtype=False)
         as_text = stored.astype("string").fillna("").astype(object)
@@ -283,10 +284,10 @@ def _zip_contents(archive) -> dict[str, bytes]:
 def _gated_build(gate: threading.Event, entered: threading.Event):
     """An export build that waits for `gate` before it writes anything."""
 
-    def build(db, data_dir, archive, *, progress):
+    def build(db, data_dir, archive, *, progress, **options):
         entered.set()
         assert gate.wait(60), "the test never opened the gate"
-        return export_archive(db, data_dir, archive, progress=progress)
+        return export_archive(db, data_dir, archive, progress=progress, **options)
 
     return build
 
@@ -324,12 +325,12 @@ def test_a_background_export_reports_its_steps_in_order(tmp_path, db):
     _fill(db, tmp_path / "data")
     seen = []
 
-    def build(db_, data_dir, archive, *, progress):
+    def build(db_, data_dir, archive, *, progress, **options):
         def spy(step, done, total):
             progress(step, done, total)
             seen.append((step, jobs.state().fraction))
 
-        return export_archive(db_, data_dir, archive, progress=spy)
+        return export_archive(db_, data_dir, archive, progress=spy, **options)
 
     jobs = BackgroundExport(_connect(tmp_path / "a.sqlite"), tmp_path / "data", build=build)
     jobs.start(now="2026-11-26T12:00:00.000000Z")
@@ -349,7 +350,7 @@ def test_a_background_export_reports_its_steps_in_order(tmp_path, db):
     ],
 )
 def test_a_failed_background_export_says_why_and_another_may_start(tmp_path, db, error, message):
-    def build(db_, data_dir, archive, *, progress):
+    def build(db_, data_dir, archive, *, progress, **options):
         raise error
 
     jobs = BackgroundExport(_connect(tmp_path / "a.sqlite"), tmp_path / "data", build=build)
@@ -359,3 +360,86 @@ def test_a_failed_background_export_says_why_and_another_may_start(tmp_path, db,
     assert re.search(message, failed.error) and "/secret/path" not in failed.error
     jobs.start(now="again")
     assert jobs.wait(60).status == "failed"
+
+
+def _crowd(db, data_dir):
+    """A frozen study with an open link and two crowd participants with platform ids."""
+    from annotation.people.accounts import Actor
+    from annotation.study import crowd
+    from annotation.study import design as study
+    from tests.study_data import populate, sources, truth_source
+
+    admin = Actor(None, "admin", frozenset({"admin"}))
+    truths, _ = populate(db, data_dir, 6, np.random.default_rng(0))
+    study_id = study.create_study(
+        db, "crowd", sources(), truth_source(data_dir, truths), seed=1, n_concepts=2, trials_per_participant=4
+    )
+    study.open_study(db, study_id, admin)
+    _, token = crowd.create_link(db, study_id, admin, quota=5, completion_code="DONE", screenout_code="OUT")
+    for n in (1, 2):
+        query = {"PROLIFIC_PID": f"PIDXQ{n}ZZ", "STUDY_ID": f"STUDYQQ{n}", "SESSION_ID": f"SESSZZ{n}"}
+        crowd.join(db, token, query, address=f"203.0.113.7{n}")
+
+
+def _all_text(archive: Path) -> str:
+    """Every member of an export zip as text: CSVs as they are, Parquet files as the CSV of
+    their rows, the inner images.zip member by member (raw bytes as latin-1)."""
+    texts = []
+    with zipfile.ZipFile(archive) as outer:
+        for name in outer.namelist():
+            data = outer.read(name)
+            if name.endswith(".parquet"):
+                texts.append(pd.read_parquet(io.BytesIO(data)).to_csv())
+            elif name.endswith(".zip"):
+                with zipfile.ZipFile(io.BytesIO(data)) as inner:
+                    texts += [inner.read(n).decode("latin-1") for n in inner.namelist()]
+            else:
+                texts.append(data.decode("latin-1"))
+            texts.append(name)
+    return "\n".join(texts)
+
+
+PERSONAL = ("PIDXQ1ZZ", "PIDXQ2ZZ", "STUDYQQ1", "SESSZZ2", "203.0.113.71", "203.0.113.72")
+
+
+def test_an_export_holds_no_external_id_unless_asked_and_then_one_table_of_them(tmp_path, db):
+    data_dir = tmp_path / "data"
+    _crowd(db, data_dir)
+    plain = export_archive(db, data_dir, tmp_path / "plain" / "export.zip")
+    text = _all_text(plain)
+    assert [value for value in PERSONAL if value in text] == []
+    with zipfile.ZipFile(plain) as archive:
+        people = pd.read_csv(io.BytesIO(archive.read("csv/crowd_participants.csv")))
+        assert "csv/crowd_external_ids.csv" not in archive.namelist()
+    assert people["status"].tolist() == ["active", "active"]  # the table stays, its personal columns go
+    assert not {"external_id", "platform_study_id", "platform_session_id", "address"} & set(people.columns)
+
+    jobs = BackgroundExport(
+        _connect(tmp_path / "a.sqlite"), data_dir, target=lambda now: tmp_path / f"{now}.zip"
+    )
+    assert jobs.start(now="with", external_ids=True).external_ids
+    done = jobs.wait(60)
+    assert done.status == "done" and done.external_ids
+    with zipfile.ZipFile(done.archive) as archive:
+        ids = pd.read_csv(io.BytesIO(archive.read("csv/crowd_external_ids.csv")), dtype=str)
+        parquet = pd.read_parquet(io.BytesIO(archive.read("parquet/crowd_external_ids.parquet")))
+        people = pd.read_csv(io.BytesIO(archive.read("csv/crowd_participants.csv")))
+    pseudonyms = [
+        r["pseudonym"]
+        for r in db.query(
+            "select a.pseudonym from crowd_participants c join annotators a on a.id = c.annotator_id order by c.started"
+        )
+    ]
+    assert ids.values.tolist() == [
+        [pseudonyms[0], "1", "PIDXQ1ZZ", "STUDYQQ1", "SESSZZ1", "active"],
+        [pseudonyms[1], "1", "PIDXQ2ZZ", "STUDYQQ2", "SESSZZ2", "active"],
+    ]
+    assert (
+        list(ids.columns)
+        == list(parquet.columns)
+        == ["participant", "link_id", "external_id", "platform_study_id", "platform_session_id", "status"]
+    )
+    assert "external_id" not in people.columns  # only the table asked for names them
+    assert "203.0.113.71" not in _all_text(done.archive)  # the address is never exported
+    assert jobs.start(now="without").external_ids is False
+    assert "PIDXQ1ZZ" not in _all_text(jobs.wait(60).archive)
