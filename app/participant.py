@@ -5,21 +5,35 @@ its dominant colors with sample counts, a few designers' colorings) and two cand
 left and right as the task recorded, each with its images and distribution. The
 participant picks the side whose color distribution matches better, with the buttons or
 the keys ← / 1 and → / 2. Model names are never shown.
+
+A participant who came through an open study link (`annotation.study.crowd`) first sees
+the link's consent text (as typed: never as HTML or Markdown), their pseudonym and short
+instructions; **I agree** lets them judge (``participant_consent``), **I do not agree**
+ends their part as returned and shows the platform's link without a code.
+
+A chart is serialised once per trial content and kept (`TrialCharts`), and made without
+building a plotly figure (`chart_data`): a vote's answer costs no figure work. (Leaving
+out the charts that did not change was measured and not done: consecutive trials share a
+concept in 2 % of votes, and the API's answer would change.)
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
 import gradio as gr
 import numpy as np
+from gradio.components.plot import PlotData
 
 from annotation.files import resolve
 from annotation.study import crowd, judging
 from app.common import AppContext, escape, handler, note_area, ui_only, whole_number, wire
 from evaluation.analysis.figures import distribution_bar, dominant_strip
+from evaluation.color.palette import N_BINS
 from storage import iso
 
 NAME = "participant"
@@ -46,6 +60,14 @@ and each model's images.
   there for reference only.
 - Answer with the buttons or the keys **← or 1** (left) and **→ or 2** (right).
 - Some trials check attention: there one side is the ground truth itself.
+"""
+
+CROWD_INSTRUCTIONS = """\
+**How it works.** Each trial shows the human ground truth's color chart and two models'
+charts, left and right. Pick the side whose colors match the ground truth better, with the
+buttons or the keys **← or 1** and **→ or 2**; judge the colors only, not the images. Some
+trials check attention. When you are done you get your completion code and are sent back to
+the platform. Full instructions are at the top of this tab.
 """
 
 _GO_BACK_JS = "(url) => { if (url) window.location.assign(url); }"
@@ -81,6 +103,18 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     with gr.Row():
         progress = gr.Markdown("Press **Start** to see your first trial.", elem_id="participant_progress")
         start = gr.Button("Start / continue", elem_id="participant_start", scale=0)
+    with gr.Column(visible=False, elem_id="participant_consent") as consent_box:
+        gr.Markdown("## Before you start: consent")
+        consent_who = gr.Markdown(elem_id="participant_consent_who")
+        # A Textbox, not Markdown: the researcher's text is shown as typed, never rendered.
+        consent_text = gr.Textbox(
+            label="Consent", interactive=False, lines=10, max_lines=40, elem_id="participant_consent_text"
+        )
+        gr.Markdown(CROWD_INSTRUCTIONS)
+        with gr.Row():
+            agree = gr.Button("I agree", variant="primary", elem_id="participant_agree")
+            decline = gr.Button("I do not agree", elem_id="participant_decline")
+        consent_note = note_area("participant_consent_note")
     # The three charts side by side, where one look compares them, and the answer right
     # under them; the images, for reference only, below: the trial fits one screen.
     with gr.Row(equal_height=True):
@@ -128,19 +162,24 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     # A crowd participant who finished is sent back to their platform with their code.
     return_url = gr.Textbox(visible="hidden", label="return_url", elem_id="participant_return_url")
     outputs += [task_id, shown_at, *buttons, return_url]
+    # The consent panel changes only on Start, the background answer and the consent
+    # answer; a vote's answer leaves it out.
+    with_consent = [*outputs, consent_box, consent_who, consent_text]
 
     # Whoever signs in next starts from a blank view, not the previous person's trial.
     session_token.change(
-        ui_only(lambda _: ("Press **Start** to see your next trial.", gr.Radio(), *_empty())),
+        ui_only(
+            lambda _: ("Press **Start** to see your next trial.", gr.Radio(), *_empty(), *_CONSENT_HIDDEN)
+        ),
         session_token,
-        outputs,
+        with_consent,
         api_visibility="private",
     )
     wire(
         start.click,
         handler(ctx, *ROLES)(_next(ctx, kept_charts)),
         session_token,
-        outputs,
+        with_consent,
         note=progress,
         api_name="participant_next",
     )
@@ -148,10 +187,19 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         background.input,
         handler(ctx, *ROLES)(_set_background(ctx, kept_charts)),
         [session_token, background],
-        outputs,
+        with_consent,
         note=progress,
         api_name="participant_set_background",
     )
+    for button, answer in ((agree, True), (decline, False)):
+        wire(
+            button.click,
+            handler(ctx, *ROLES)(_consent(ctx, kept_charts)),
+            [session_token, gr.Checkbox(answer, visible="hidden", label="agree")],
+            with_consent,
+            note=consent_note,
+            api_name="participant_consent" if answer else None,
+        )
     for button, side in zip(buttons, sides):
         wire(
             button.click,
@@ -180,8 +228,9 @@ def _truth_panels_shown(strip, colorings) -> tuple:
 
 def _next(ctx: AppContext, charts: TrialCharts):
     def next_trial(db, actor) -> tuple:
-        """The next trial (or why there is none), with the progress count."""
-        return _view(ctx, db, actor, charts)
+        """The next trial (or why there is none), with the progress count; a crowd
+        participant who has not consented yet gets the consent panel instead."""
+        return _page(ctx, db, actor, charts)
 
     return next_trial
 
@@ -191,10 +240,45 @@ def _set_background(ctx: AppContext, charts: TrialCharts):
         """Record the design/art background answer ('yes' or 'no'), then show a trial."""
         if answer not in _BACKGROUND:
             raise ValueError(f"`answer` must be one of {list(_BACKGROUND)}, got {answer!r}")
+        crowd.check_active(db, actor)
         judging.set_background(db, actor, _BACKGROUND[answer])
-        return _view(ctx, db, actor, charts)
+        return _page(ctx, db, actor, charts)
 
     return set_background
+
+
+def _consent(ctx: AppContext, charts: TrialCharts):
+    def consent(db, actor, agree: bool) -> tuple:
+        """A crowd participant's answer to the consent text: ``true`` (I agree) shows the
+        first step of the study; ``false`` (I do not agree) ends their part as returned."""
+        crowd.consent(db, actor, agree)
+        return _page(ctx, db, actor, charts)
+
+    return consent
+
+
+_CONSENT_HIDDEN = (gr.Column(visible=False), gr.skip(), gr.skip())
+
+
+def _page(ctx: AppContext, db, actor, charts: TrialCharts) -> tuple:
+    """`_view` and the consent panel (shown to a crowd participant who has not agreed yet)."""
+    found = crowd.crowd_person(db, actor)
+    current = crowd.state(db, actor)
+    if found is not None and current.status == "active" and not current.consented:
+        link, _ = found
+        who = (
+            f"You take part as **{escape(actor.pseudonym)}**; your time for this study ends at "
+            f"{current.deadline[11:16]} UTC. Please read the text below and choose."
+        )
+        return (
+            "**Before your first trial:** please read the consent text below.",
+            gr.Radio(visible=False),
+            *_empty(),
+            gr.Column(visible=True),
+            who,
+            crowd.consent_text(link),
+        )
+    return (*_view(ctx, db, actor, charts, current), *_CONSENT_HIDDEN)
 
 
 def _vote(ctx: AppContext, charts: TrialCharts):
@@ -213,15 +297,15 @@ def _vote(ctx: AppContext, charts: TrialCharts):
         trial = whole_number(task_id, "task_id")
         crowd.check_active(db, actor)
         judging.record_judgment(db, actor, trial, side, judging.seconds_since(shown_at))
-        crowd.settle(db, actor)
-        return _view(ctx, db, actor, charts)
+        return _view(ctx, db, actor, charts, crowd.settle(db, actor))
 
     return vote
 
 
-def _view(ctx: AppContext, db, actor, charts: TrialCharts) -> tuple:
-    """Every output of the tab, in the order `build` lists them."""
-    finished = crowd.state(db, actor)
+def _view(ctx: AppContext, db, actor, charts: TrialCharts, finished=False) -> tuple:
+    """Every output of the tab, in the order `build` lists them (`finished`: the actor's
+    `crowd.state` when the caller has it, None for someone not from an open link)."""
+    finished = crowd.state(db, actor) if finished is False else finished
     if finished is not None and finished.status != "active":
         return (_crowd_message(finished), gr.Radio(visible=False), *_empty(finished.return_url))
     background = judging.design_background(db, actor)
@@ -242,9 +326,11 @@ def _view(ctx: AppContext, db, actor, charts: TrialCharts) -> tuple:
     strip = (
         charts.get(
             (trial.study_id, trial.concept, "dominant colors"),
-            lambda: dominant_strip(
-                [h for h, _ in truth.dominant], [n for _, n in truth.dominant], unit="colorings"
-            ).update_layout(height=STRIP_PX),
+            lambda: _plot_data(
+                dominant_strip(
+                    [h for h, _ in truth.dominant], [n for _, n in truth.dominant], unit="colorings"
+                ).update_layout(height=STRIP_PX)
+            ),
         )
         if truth.dominant
         else None
@@ -258,13 +344,16 @@ def _view(ctx: AppContext, db, actor, charts: TrialCharts) -> tuple:
         (_gallery(ctx, side.images), charts.chart((trial.study_id, trial.concept, side.item), side.p, title))
         for side, title in ((trial.left, "Left"), (trial.right, "Right"))
     ]
+    truth_panels = (
+        charts.chart((trial.study_id, trial.concept, "ground truth"), truth.p, "Ground truth"),
+        strip,
+        _gallery(ctx, truth.colorings),
+    )
     return (
         f"**Trial {trial.number} of {trial.total}** · concept: **{escape(trial.concept)}**"
         f" · ground truth from {based_on} · each chart has its own scale",
         asked,
-        charts.chart((trial.study_id, trial.concept, "ground truth"), truth.p, "Ground truth"),
-        strip,
-        _gallery(ctx, truth.colorings),
+        *truth_panels,
         *sides[0],
         *sides[1],
         trial.task_id,
@@ -287,6 +376,12 @@ def _crowd_message(state: crowd.CrowdState) -> str:
     elif state.status == "timed_out":
         return (
             "**Your time for this study ran out.** No more votes are taken; please return it on the platform."
+        )
+    elif not state.consented:
+        return (
+            "**You did not agree, so you do not take part.** Nothing of yours is used and you get no "
+            "code: please return the study on the platform (no submission). "
+            f"[Back to the platform]({escape(state.platform_url)})"
         )
     else:
         return "**You returned this study.** No more votes are taken."
@@ -314,12 +409,14 @@ def _empty(return_url: str = "") -> tuple:
 
 
 class TrialCharts:
-    """The charts of trials, built once and kept (the `CHARTS_KEPT` most recently shown).
+    """The charts of trials, serialised once and kept (the `CHARTS_KEPT` most recently shown).
 
     A trial's content is copied when its study is set up and frozen when it opens
     (`annotation.study.design`), so a chart keyed by (study, concept, item, title) never
-    goes stale; building one costs about 30 ms of server CPU, three or four per trial shown,
-    which bounded the votes per second (BENCHMARKS.md, "Crowd"). One per app (`build`).
+    goes stale. Building a distribution chart through plotly cost about 30 ms of server CPU
+    (70 ms under load), three per trial shown, which bounded the votes per second
+    (BENCHMARKS.md, "Crowd"); `chart_data` patches one built figure instead (under 1 ms).
+    One per app (`build`).
     """
 
     def __init__(self, kept: int = CHARTS_KEPT):
@@ -341,9 +438,9 @@ class TrialCharts:
                 self._charts.popitem(last=False)
         return figure
 
-    def chart(self, key: tuple, p, title: str):
-        """`_chart` of `p` titled `title`, kept under ``(*key, title)``."""
-        return self.get((*key, title), lambda: _chart(p, title))
+    def chart(self, key: tuple, p, title: str) -> PlotData:
+        """`chart_data` of `p` titled `title`, kept under ``(*key, title)``."""
+        return self.get((*key, title), lambda: chart_data(p, title))
 
 
 def _chart(p, title: str):
@@ -351,6 +448,44 @@ def _chart(p, title: str):
     height that keeps a trial on one screen."""
     y_max = 1.05 * float(np.max(p))
     return distribution_bar(p, y_max=y_max, title=f"{title} (own scale)").update_layout(height=CHART_PX)
+
+
+_BASES: dict[str, dict] = {}
+
+
+def chart_data(p, title: str) -> PlotData:
+    """`_chart` of `p`, serialised as `gr.Plot` sends it, without building a plotly figure.
+
+    The figure of a title differs between distributions only in the bars' heights
+    (``data[0].y``, float64 as plotly encodes arrays) and the y range; both are patched
+    into the serialised figure of one built chart per title.
+
+    Parameters
+    ----------
+    p : array_like, shape (71,)
+        Probabilities in ``color_index`` order, each in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        As `distribution_bar`: a wrong shape or a value outside [0, 1].
+    """
+    values = np.asarray(p, dtype=float)
+    if values.shape != (N_BINS,) or not np.all((values >= 0) & (values <= 1)):
+        raise ValueError(f"`p` must have shape ({N_BINS},) with values in [0, 1], got shape {values.shape}")
+    base = _BASES.get(title)
+    if base is None:
+        base = _BASES.setdefault(title, json.loads(_chart(np.full(N_BINS, 1 / N_BINS), title).to_json()))
+    heights = base64.b64encode(values.astype("<f8").tobytes()).decode("ascii")
+    trace = {**base["data"][0], "y": {"dtype": "f8", "bdata": heights}}
+    layout = base["layout"]
+    layout = {**layout, "yaxis": {**layout["yaxis"], "range": [0, 1.05 * float(values.max())]}}
+    return PlotData(type="plotly", plot=json.dumps({"data": [trace], "layout": layout}))
+
+
+def _plot_data(figure) -> PlotData:
+    """A plotly figure serialised once, as `gr.Plot` sends it."""
+    return PlotData(type="plotly", plot=figure.to_json())
 
 
 def _gallery(ctx: AppContext, paths) -> list[str]:

@@ -708,6 +708,16 @@ def _v14_crowd_links(db: sqlite_utils.Database) -> None:
     db["crowd_participants"].create_index(["address", "started"])
 
 
+def _v15_crowd_consent(db: sqlite_utils.Database) -> None:
+    """Consent of crowd participants (`annotation.study.crowd.consent`): the consent text
+    a researcher sets with an open link (``crowd_links.consent_text``; null: the default
+    text) and when a person agreed to it (``crowd_participants.consented``, UTC; null until
+    they agree). People who joined before this version have not consented: they see the
+    consent screen before their next trial."""
+    db["crowd_links"].add_column("consent_text", str)
+    db["crowd_participants"].add_column("consented", str)
+
+
 def change_count(db: sqlite_utils.Database, name: str = DISTRIBUTIONS_CHANGED) -> int:
     """How many changes the triggers of `_v10_change_counters` have counted (a cache key)."""
     row = db.execute("select n from change_counters where name = ?", [name]).fetchone()
@@ -732,6 +742,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("sessions record their invite and why they ended", _v12_session_invites),
     ("pilot study concepts", _v13_pilot_concepts),
     ("open study links for crowd platforms", _v14_crowd_links),
+    ("consent of crowd participants", _v15_crowd_consent),
 )
 
 

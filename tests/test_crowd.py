@@ -313,3 +313,66 @@ def test_external_ids_map_pseudonyms_for_an_export_that_asks(setup):
     votes = judging.votes_frame(db, study_id)
     assert list(votes["participant"].unique()) == [a.session.pseudonym]
     assert "pid-a" not in votes.to_csv()
+
+
+def test_consent_is_asked_once_stored_and_needed_before_a_vote(setup):
+    db, study_id = setup
+    _, token = _link(db, study_id, consent_text="  <b>Our</b> **study**: [x](javascript:alert(1))  ")
+    link = crowd.get_link(db, 1)
+    assert crowd.consent_text(link) == "<b>Our</b> **study**: [x](javascript:alert(1))"  # stored as typed
+    actor = _actor(db, _join(db, token, "pid-a"))
+    assert crowd.state(db, actor).consented == ""
+    with pytest.raises(Conflict, match="consent text and choose I agree"):
+        crowd.check_active(db, actor)
+    state = crowd.consent(db, actor, True, now=T0)
+    assert (state.status, state.consented) == ("active", iso(T0))
+    assert db["crowd_participants"].get(actor.annotator_id)["consented"] == iso(T0)
+    crowd.check_active(db, actor)
+    # Agreeing again keeps the first time; a resume of the same id is consented already.
+    assert crowd.consent(db, actor, True, now=T0 + dt.timedelta(minutes=1)).consented == iso(T0)
+    assert _join(db, token, "pid-a").state.consented == iso(T0)
+    with pytest.raises(Conflict, match="you agreed already"):
+        crowd.consent(db, actor, False)
+    with pytest.raises(InvalidInput, match="`agree` must be true or false"):
+        crowd.consent(db, actor, "yes")
+    assert [r["action"] for r in db.query("select action from audit where action like 'crowd_con%'")] == [
+        "crowd_consent"
+    ]
+
+
+def test_not_agreeing_returns_the_study_frees_the_place_and_gives_no_code(setup):
+    db, study_id = setup
+    link, token = _link(db, study_id, quota=1)
+    actor = _actor(db, _join(db, token, "pid-a"))
+    state = crowd.consent(db, actor, False, now=T0)
+    assert (state.status, state.code, state.return_url, state.consented) == ("returned", "", "", "")
+    assert state.platform_url == "https://app.prolific.com/submissions/complete?cc="
+    with pytest.raises(Conflict, match="you returned this study"):
+        crowd.check_active(db, actor)
+    with pytest.raises(Conflict, match="you returned this study"):
+        crowd.consent(db, actor, True)
+    with pytest.raises(Conflict, match="you returned this study; it cannot be taken again"):
+        _join(db, token, "pid-a")
+    _join(db, token, "pid-b")  # the one place is free again
+    assert crowd.payment_rows(db, link["id"], now=T0)["status"].tolist() == ["returned", "active"]
+
+
+def test_the_default_consent_text_and_its_bound(setup):
+    db, study_id = setup
+    link, _ = _link(db, study_id)
+    assert link["consent_text"] is None and crowd.consent_text(link) == crowd.DEFAULT_CONSENT
+    before = _dump(db)
+    with pytest.raises(InvalidInput, match="`consent_text` may hold at most 5000 characters"):
+        _link(db, study_id, consent_text="x" * 5001)
+    assert _dump(db) == before
+
+
+def test_a_person_from_an_invite_is_not_asked_for_consent(setup):
+    db, study_id = setup
+    from annotation.people.accounts import create_annotators, login_with_invite
+
+    ((_, invite),) = create_annotators(db, 1, "participant", expires_days=1, created_by="admin")
+    actor = require(db, login_with_invite(db, invite).token)
+    crowd.check_active(db, actor)
+    with pytest.raises(crowd.NotFound, match="open study link only"):
+        crowd.consent(db, actor, True)

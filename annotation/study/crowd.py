@@ -7,7 +7,11 @@ the URL people are sent back to (``{code}`` is replaced by their code). Only the
 the link's token is stored.
 
 Whoever opens the link (`join`) with an external id gets a fresh participant account and
-a session, never another role; the same id on the same link resumes its account. Places,
+a session, never another role; the same id on the same link resumes its account. Before
+the first trial the person reads the link's consent text (`consent_text`, the researcher's
+or `DEFAULT_CONSENT`) and agrees or not (`consent`): agreeing stores the time and lets them
+judge; not agreeing ends their part as ``returned``. `check_active` refuses a vote from
+anyone who has not agreed. Places,
 time, end date and the closed flag are checked on the server, in the one write
 transaction that creates the account:
 
@@ -75,6 +79,25 @@ DEFAULT_JOINS_PER_ADDRESS = 10
 JOIN_WINDOW_S = 3600.0
 MAX_QUOTA = 10_000
 MAX_EXTERNAL_ID = 64
+MAX_CONSENT_CHARS = 5000
+DEFAULT_CONSENT = """\
+You are invited to take part in a research study on how people associate colors with
+concepts. In each trial you compare two color charts with a chart of people's colors and
+say which of the two matches it better. It takes at most the time the study page on the
+platform states.
+
+Taking part is voluntary. You may stop at any time without giving a reason: close this
+page and return the study on the platform.
+
+What is kept: your answers, how long each took, and whether you have a design or art
+background, under the pseudonym shown here; and your platform id, only to pay you and kept
+apart from your answers. The answers are analysed and published under pseudonyms only;
+your platform id is never published.
+
+Questions about the study go to the researcher named on the study page on the platform.
+
+By choosing "I agree" you confirm that you are 18 or older, have read this text and agree
+to take part."""
 _ID_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # no formula start in a CSV
 _CODE_CHARS = re.compile(r"[A-Za-z0-9_\-]{1,40}")
 _PARAM_CHARS = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
@@ -116,6 +139,10 @@ class CrowdState:
     deadline : str
         When their time runs out (`storage.iso` text, UTC).
     external_id : str
+    consented : str
+        When they agreed to the consent text (`storage.iso` text, UTC); "" until then.
+    platform_url : str
+        The return URL without a code, for someone who did not agree (`consent`).
     """
 
     status: str
@@ -123,6 +150,8 @@ class CrowdState:
     return_url: str
     deadline: str
     external_id: str
+    consented: str = ""
+    platform_url: str = ""
 
     @property
     def finished(self) -> bool:
@@ -153,6 +182,7 @@ def create_link(
     max_failed_checks: int = 0,
     joins_per_address: int = DEFAULT_JOINS_PER_ADDRESS,
     label: str = "",
+    consent_text: str = "",
     now: dt.datetime | None = None,
 ) -> tuple[dict, str]:
     """Make an open link for the frozen study `study_id`.
@@ -177,6 +207,10 @@ def create_link(
         Attention checks a person may fail before being screened out, >= 0.
     joins_per_address : int
         New people per client address per hour, 1 to `MAX_QUOTA`.
+    consent_text : str
+        What people read and agree to before their first trial, plain text (shown as
+        typed, never as HTML or Markdown), at most `MAX_CONSENT_CHARS`; "" or blanks:
+        `DEFAULT_CONSENT`.
 
     Returns
     -------
@@ -210,6 +244,9 @@ def create_link(
     if not isinstance(ends, dt.datetime) or ends <= now:
         raise InvalidInput(f"`ends` must be a time after now, got {shown(ends)}")
     check_length(label, "label", 200)
+    if not isinstance(consent_text, str):
+        raise InvalidInput(f"`consent_text` must be text, got {shown(consent_text)}")
+    check_length(consent_text, "consent_text", MAX_CONSENT_CHARS)
     study = get_study(db, study_id)
     if not study["frozen"]:
         raise InvalidInput(f"study {study['name']!r} is a draft; open (freeze) it before making a link")
@@ -234,6 +271,7 @@ def create_link(
                     "joins_per_address": joins_per_address,
                     "created": iso(now),
                     "created_by": actor.pseudonym,
+                    "consent_text": consent_text.strip() or None,
                 }
             )
             .last_pk
@@ -460,7 +498,8 @@ def state(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = 
 
 
 def check_active(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> None:
-    """Refuse a crowd participant who is no longer judging (finished, timed out, returned).
+    """Refuse a crowd participant who may not judge: one who has not agreed to the consent
+    text yet, or is no longer judging (finished, timed out, returned).
 
     Raises
     ------
@@ -468,15 +507,73 @@ def check_active(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | 
         Saying why; people not from an open link pass.
     """
     current = state(db, actor, now=now)
-    if current is None or current.status == "active":
+    if current is None:
         return
-    reasons = {
-        "completed": f"you completed this study; your completion code is {current.code}",
-        "screened_out": f"this study has ended for you; your code is {current.code}",
-        "timed_out": "your time for this study ran out; no more votes are taken",
-        "returned": "you returned this study; no more votes are taken",
-    }
-    raise Conflict(reasons[current.status])
+    if current.status != "active":
+        raise Conflict(_NOT_JUDGING[current.status].format(code=current.code))
+    if not current.consented:
+        raise Conflict("please read the consent text and choose I agree before your first trial")
+
+
+_NOT_JUDGING = {
+    "completed": "you completed this study; your completion code is {code}",
+    "screened_out": "this study has ended for you; your code is {code}",
+    "timed_out": "your time for this study ran out; no more votes are taken",
+    "returned": "you returned this study; no more votes are taken",
+}
+
+
+def consent_text(link: dict) -> str:
+    """The consent text people of `link` (a ``crowd_links`` row) read: the researcher's,
+    else `DEFAULT_CONSENT`. Plain text: show it inert (escaped), never as HTML or Markdown."""
+    return link.get("consent_text") or DEFAULT_CONSENT
+
+
+def consent(
+    db: sqlite_utils.Database, actor: Actor, agree: bool, *, now: dt.datetime | None = None
+) -> CrowdState:
+    """Record a crowd participant's answer to the consent text.
+
+    Agreeing stores the time (``crowd_participants.consented``) and lets them judge; not
+    agreeing ends their part as ``returned``: their place and reserved trials are freed and
+    they get no code (`CrowdState.platform_url` is where to send them back).
+
+    Raises
+    ------
+    NotFound
+        The actor did not come through an open link.
+    Conflict
+        They are no longer judging (finished, timed out, returned), or they agreed already
+        and now decline (they return the study on the platform instead).
+    InvalidInput
+        `agree` is not a bool.
+    """
+    if not isinstance(agree, bool):
+        raise InvalidInput(f"`agree` must be true or false, got {shown(agree)}")
+    now = utcnow() if now is None else now
+    with transaction(db):
+        found = crowd_person(db, actor)
+        if found is None:
+            raise NotFound("consent is asked of people who came through an open study link only")
+        link, person = found
+        person = _timed_out_if_overdue(db, link, person, now)
+        if person["status"] != "active":
+            raise Conflict(_NOT_JUDGING[person["status"]].format(code=_code(link, person["status"])))
+        if agree:
+            if not person.get("consented"):
+                db["crowd_participants"].update(person["annotator_id"], {"consented": iso(now)})
+                audit.record(
+                    db, actor.pseudonym, "crowd_consent", "annotator", person["annotator_id"], now=now
+                )
+            person = db["crowd_participants"].get(person["annotator_id"])
+        else:
+            if person.get("consented"):
+                raise Conflict(
+                    "you agreed already; to stop, close this page and return the study on the platform"
+                )
+            person = _finish(db, person, "returned", now)
+            audit.record(db, actor.pseudonym, "crowd_declined", "annotator", person["annotator_id"], now=now)
+    return _state(link, person)
 
 
 def settle(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> CrowdState | None:
@@ -566,16 +663,20 @@ def _deadline(started: str, minutes: float) -> dt.datetime:
     return parse_iso(started) + dt.timedelta(minutes=minutes)
 
 
+def _code(link: dict, status: str) -> str:
+    return {"completed": link["completion_code"], "screened_out": link["screenout_code"]}.get(status, "")
+
+
 def _state(link: dict, person: dict) -> CrowdState:
-    code = {"completed": link["completion_code"], "screened_out": link["screenout_code"]}.get(
-        person["status"], ""
-    )
+    code = _code(link, person["status"])
     return CrowdState(
         person["status"],
         code,
         link["return_url"].replace("{code}", code) if code else "",
         iso(_deadline(person["started"], link["minutes"])),
         person["external_id"],
+        person.get("consented") or "",
+        link["return_url"].replace("{code}", ""),
     )
 
 
