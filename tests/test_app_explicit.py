@@ -133,7 +133,7 @@ def test_bias_of_another_model_and_the_prompt_browser(app):
     ]
     assert metrics["headers"][3:7] == ["object", "target", "dominant", "dominant name"]
     right, wrong = metrics["data"]
-    assert right[5:7] == ["#c72b47", "strong red, red"]
+    assert right[5:7] == ["#b62740", "strong red, red"]
     assert right[-1] is True and wrong[-1] is False and right[4] == wrong[4] == "red"
     assert "target: red" in swatches and "#b92842" in swatches and "strong red, red" in swatches
     assert swatches.count("class='explicit-swatch dominant'") == 2

@@ -119,21 +119,31 @@ def test_dominant_color_of_a_shaded_hue_line_is_its_mean_on_that_hue():
     assert not result.achromatic and result.pixels == 41
 
 
-def test_default_rules_average_the_lit_side_without_its_highlight():
+def test_default_rules_read_the_lit_side_and_the_body_without_the_highlight():
     """A shaded surface (L* + 16, a*, b* in proportion, as scaling its XYZ does) plus a white
-    highlight: the default rules drop the highlight (low C* / (L* + 16)) and average the
-    brighter half of the rest, L* at or above its 50th percentile and below its 95th."""
+    highlight: the default rules drop the highlight (low C* / (L* + 16)) and take two readings
+    of the rest, the lit side (L* between its 75th and 95th percentiles) and the body (below
+    its 95th); without a target the dominant color is the lit one, with a target the nearer."""
     steps = np.arange(32.0, 65.0)  # L* + 16 from 32 to 64, C* half of it: the ratio is 1/2 exactly
     body = np.column_stack([steps - 16.0, steps / 2, np.zeros_like(steps)])
     highlight = np.column_stack([np.linspace(50.0, 95.0, 10), np.linspace(20.0, 2.0, 10), np.zeros(10)])
-    result = dominant_color(np.vstack([body, highlight]))
-    lit = body[(body[:, 0] >= np.percentile(body[:, 0], 50, method="nearest"))]
-    lit = lit[lit[:, 0] <= np.percentile(body[:, 0], 95, method="nearest")]
+    lab = np.vstack([body, highlight])
+    low, lit_high = np.percentile(body[:, 0], [75, 95], method="nearest")
+    lit = body[(body[:, 0] >= low) & (body[:, 0] <= lit_high)]
+    whole = body[body[:, 0] <= lit_high]
+    result = dominant_color(lab)
     assert_allclose(result.lab, lit.mean(axis=0), atol=1e-9)
-    assert result.pixels == len(lit) and not result.achromatic
+    assert_allclose(result.readings, [lit.mean(axis=0), whole.mean(axis=0)], atol=1e-9)
+    assert result.reading == "lit" and result.pixels == len(lit) and not result.achromatic
+    darker = dominant_color(lab, target=whole.mean(axis=0) - [1.0, 0.0, 0.0])
+    assert darker.reading == "body" and darker.pixels == len(whole)
+    assert_allclose(darker.lab, whole.mean(axis=0), atol=1e-9)
+    assert dominant_color(lab, target=lit.mean(axis=0) + [1.0, 0.0, 0.0]).reading == "lit"
     assert_allclose(dominant_color(body, scoring="paper-mean").lab, body.mean(axis=0), atol=1e-12)
-    with pytest.raises(ValueError, match="`lit_band`"):
-        dataclasses.replace(RULES["paper"], lit_band=(90.0, 50.0))
+    assert dominant_color(body, scoring="paper-mean").readings.shape == (1, 3)
+    for field in ("lit_band", "body_band"):
+        with pytest.raises(ValueError, match=f"`{field}`"):
+            dataclasses.replace(RULES["paper"], **{field: (90.0, 50.0)})
     with pytest.raises(ValueError, match="`lit_ratio_percentile`"):
         dataclasses.replace(RULES["paper"], lit_ratio_percentile=100.0)
 
@@ -142,8 +152,8 @@ def test_dominant_color_projects_through_the_mean_or_through_the_origin():
     """Chromaticities (10, 10) and (30, 10): first axis a*. Centred projection keeps the mean
     (20, 10); the origin projection drops the b* offset across the axis: (20, 0)."""
     lab = np.array([[40.0, 10.0, 10.0], [60.0, 30.0, 10.0]])
-    assert_allclose(dominant_color(lab).lab, [50.0, 20.0, 10.0], atol=1e-12)
-    origin = dataclasses.replace(RULES["paper"], projection="origin")
+    assert_allclose(dominant_color(lab, scoring="paper-mean").lab, [50.0, 20.0, 10.0], atol=1e-12)
+    origin = dataclasses.replace(RULES["paper-mean"], projection="origin")
     assert_allclose(dominant_color(lab, scoring=origin).lab, [50.0, 20.0, 0.0], atol=1e-12)
 
 

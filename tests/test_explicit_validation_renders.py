@@ -122,7 +122,8 @@ def test_conditions_out_of_range_raise_value_error_naming_the_axis(axis, level):
 
 
 # The default rule set on a fixed subset: every STEP-th color of each system on every shape,
-# metered exposure, the other axes drawn (seed 11; the rules were chosen on seed 1).
+# metered exposure, the other axes drawn (seed 11; the rules were chosen on seed 1, the
+# benchmark reports seed 27).
 STEP = {"iscc-nbs-l2": 1, "iscc-nbs-l3": 13, "css3": 6}
 
 
@@ -134,35 +135,35 @@ def default_on_subset():
         rows = list(range(0, len(colors), step))
         rng = np.random.default_rng([11, step])
         renders = vr.validation_set(colors[rows], rng=rng, size=96, exposure=0.0)
-        frames.append(score_renders(key, renders, rng=rng, rows=rows, scorings=("paper",), foreign=2))
-    return rates(pd.concat(frames), ["system"]).set_index("system")
+        frames.append(
+            score_renders(key, renders, rng=rng, rows=rows, scorings=("paper", "paper-mean"), foreign=2)
+        )
+    return rates(pd.concat(frames), ["system"]).set_index(["system", "scoring"])
 
 
 TARGETS = {"iscc-nbs-l2": 0.95, "iscc-nbs-l3": 0.90, "css3": 0.90}  # issue 27
-SHORT = "the default misses this target (full set: L2 93.1 %, CSS 89.5 %; BENCHMARKS.md)"
 
 
-@pytest.mark.parametrize(
-    "key",
-    [
-        pytest.param("iscc-nbs-l2", marks=pytest.mark.xfail(strict=True, reason=SHORT)),
-        "iscc-nbs-l3",
-        pytest.param("css3", marks=pytest.mark.xfail(strict=True, reason=SHORT)),
-    ],
-)
+@pytest.mark.parametrize("key", list(STEP))
 def test_default_rules_reach_the_issue_targets_on_validation_renders(default_on_subset, key):
-    correct = default_on_subset.loc[key, "correct"]
+    """On the subset the default scores 98.6 % (L2), 95.0 % (L3), 91.2 % (CSS); the plain mean
+    41 %, 56 %, 54 %."""
+    correct = default_on_subset.loc[(key, "paper"), "correct"]
     assert correct >= TARGETS[key], f"{key}: {correct:.1%} correct, want >= {TARGETS[key]:.0%}"
-
-
-@pytest.mark.parametrize(("key", "floor"), [("iscc-nbs-l2", 0.90), ("iscc-nbs-l3", 0.90), ("css3", 0.85)])
-def test_default_rules_keep_todays_accuracy_on_validation_renders(default_on_subset, key, floor):
-    """Today's figures on the subset (91.0 %, 92.0 %, 88.0 %), with a little room."""
-    correct = default_on_subset.loc[key, "correct"]
-    assert correct >= floor, f"{key}: {correct:.1%} correct, want >= {floor:.0%}"
 
 
 @pytest.mark.parametrize("key", list(STEP))
 def test_default_rules_rarely_pass_a_render_as_a_foreign_color(default_on_subset, key):
-    false = default_on_subset.loc[key, "false"]
+    false = default_on_subset.loc[(key, "paper"), "false"]
     assert false <= 0.02, f"{key}: {false:.1%} false passes, want <= 2%"
+
+
+@pytest.mark.parametrize("key", list(STEP))
+def test_two_readings_cost_little_against_the_nearest_foreign_color(default_on_subset, key):
+    """The default accepts the lit side or the mean: against the nearest foreign color (a
+    lighter or darker sibling) it passes more renders than the plain mean (subset: CSS 23.2 %
+    against 13.6 %, L3 10 % against 9 %), a cost kept within 10 points."""
+    paper, mean = (default_on_subset.loc[(key, s), "nearest"] for s in ("paper", "paper-mean"))
+    assert paper <= mean + 0.10, (
+        f"{key}: {paper:.1%} against the nearest foreign color ({mean:.1%} plain mean)"
+    )

@@ -5,7 +5,7 @@ optionally colors, objects and categories); `--run NAME` alone resumes a stored 
 generated image is masked per object (GroundingDINO + SAM minus the object's negative labels),
 checked for presence (the detection score, or a VQA model with --presence), and its dominant
 color scored against the target's candidate set under the paper's and the released code's
-rules (paper, the default: the object's lit side; paper-mean, the plain mean; released,
+rules (paper, the default: the object's lit side or mean color, the nearer; paper-mean, the plain mean; released,
 released-closest); the accuracy table (model x task, each color system
 weighing the same) is printed for --scoring and written as CSV with --table. Running again
 continues where it stopped; with --executor ray the generate and score stages run on a Ray

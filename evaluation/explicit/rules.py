@@ -6,12 +6,14 @@ compare with numbers produced by that code.
 
 ``"paper"`` reads the paper's dominant color as the color an observer attributes to the object
 ("human observers typically abstract these variations, attributing a single representative
-color"): the surface under the full light, not the average over its shading. Its pixels are the
-object's lit side without highlights (``lit_ratio_percentile``, ``lit_band``; see
-:mod:`evaluation.explicit.dominant`). ``"paper-mean"`` is the literal reading, the mean over
-every pixel; it recovers the albedo only when the shading averages to 1 over the object, and on
-renders not exposed that way it calls most objects too dark (BENCHMARKS.md, "Explicit-color
-scorer on validation renders"). Every threshold lives here, one line each, and is read by
+color"): the surface's own color, not the average over its shading. Where that color sits among
+the pixels depends on the exposure (the lit side when the camera is metered on the key light,
+the mean when the object is exposed to average its color), so the rules take two readings of
+the body reflection without highlights, the lit side (``lit_band``) and the whole body
+(``body_band``), and keep the one nearer the target (see :mod:`evaluation.explicit.dominant`).
+``"paper-mean"`` is the literal reading, the mean over every pixel; it recovers the albedo only
+when the shading averages to 1 over the object, and on renders not exposed that way it calls
+most objects too dark (BENCHMARKS.md, "Explicit-color scorer on validation renders"). Every threshold lives here, one line each, and is read by
 :mod:`evaluation.explicit.dominant` (which pixels count, when an object is achromatic) and
 :mod:`evaluation.explicit.scoring` (when a metric passes).
 
@@ -28,10 +30,11 @@ field                      paper        released     source
 ``projection``             centred      centred      ours (see :mod:`.dominant`)
 ``closest_fraction``       None         None         released code, optional (0.05)
 ``lit_ratio_percentile``   30           None         ours: drop highlights (see :mod:`.dominant`)
-``lit_band``               (50, 95)     None         ours: L* percentiles of the lit side
+``lit_band``               (75, 95)     None         ours: L* percentiles of the lit side
+``body_band``              (0, 95)      None         ours: L* percentiles of the body reading
 =========================  ===========  ===========  ==========================================
 
-``"paper-mean"`` is ``"paper"`` without the two ``lit_`` fields.
+``"paper-mean"`` is ``"paper"`` without the ``lit_`` and ``body_`` fields.
 
 The released code can also keep only the 5% of pixels closest (CIEDE2000) to the target before
 averaging: the third rule set, ``"released-closest"``, is ``"released"`` with
@@ -81,12 +84,17 @@ class Rules:
         Then keep only the pixels whose L* lies between these two percentiles (0-100) of the
         remaining pixels' L*: the side facing the light (None: all). Achromatic objects take the
         band over all their pixels.
+    body_band : (float, float) or None
+        A second reading of the same pixels (after the highlight filter): the mean of those
+        whose L* lies between these two percentiles, the body reflection as a whole. When set,
+        the dominant color is whichever of the two readings is nearer the target (CIEDE2000),
+        the lit one when no target is given (None: one reading).
 
     Raises
     ------
     ValueError
-        If ``projection``, ``closest_fraction``, ``lit_ratio_percentile`` or ``lit_band`` is out
-        of range.
+        If ``projection``, ``closest_fraction``, ``lit_ratio_percentile``, ``lit_band`` or
+        ``body_band`` is out of range.
     """
 
     name: str
@@ -101,6 +109,7 @@ class Rules:
     closest_fraction: float | None = None
     lit_ratio_percentile: float | None = None
     lit_band: tuple[float, float] | None = None
+    body_band: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.projection not in ("centred", "origin"):
@@ -111,18 +120,23 @@ class Rules:
             raise ValueError(
                 f"`lit_ratio_percentile` must lie in [0, 100), got {self.lit_ratio_percentile!r}"
             )
-        if self.lit_band is not None and not (
-            len(self.lit_band) == 2 and 0.0 <= self.lit_band[0] < self.lit_band[1] <= 100.0
-        ):
-            raise ValueError(
-                f"`lit_band` must be two percentiles 0 <= low < high <= 100, got {self.lit_band!r}"
-            )
+        for field in ("lit_band", "body_band"):
+            band = getattr(self, field)
+            if band is not None and not (len(band) == 2 and 0.0 <= band[0] < band[1] <= 100.0):
+                raise ValueError(f"`{field}` must be two percentiles 0 <= low < high <= 100, got {band!r}")
+
+    @property
+    def uses_target(self) -> bool:
+        """Whether the dominant color depends on the target (so it is computed per target)."""
+        return self.closest_fraction is not None or self.body_band is not None
 
 
 _RELEASED = Rules("released", 5.0, 30.0, 5.0, 10.0, 15.0, 1.5, 50.0)
 _PAPER_MEAN = Rules("paper-mean", 5.0, 5.0, 5.0, 5.0, None, None, None)
 RULES = {
-    "paper": replace(_PAPER_MEAN, name="paper", lit_ratio_percentile=30.0, lit_band=(50.0, 95.0)),
+    "paper": replace(
+        _PAPER_MEAN, name="paper", lit_ratio_percentile=30.0, lit_band=(75.0, 95.0), body_band=(0.0, 95.0)
+    ),
     "paper-mean": _PAPER_MEAN,
     "released": _RELEASED,
     "released-closest": replace(_RELEASED, name="released-closest", closest_fraction=0.05),
@@ -131,7 +145,8 @@ SCORINGS = tuple(RULES)
 DEFAULT_SCORING = "paper"
 #: What each rule set's verdicts mean, in words, for tables that show them.
 DESCRIPTIONS = {
-    "paper": "paper, lit side (default): the brighter half of the object's pixels, without highlights, "
+    "paper": "paper, two readings (default): the object's lit side or its mean color, highlights out, "
+    "whichever is nearer the target (the exposure decides which one is the object's color), "
     "against the target and its 3 nearest colors; ΔChroma, CIEDE2000 and hue each below 5",
     "paper-mean": "paper, plain mean: the mean of every pixel of the object (right only when the "
     "shading averages to 1); ΔChroma, CIEDE2000 and hue each below 5",
