@@ -59,9 +59,13 @@ def _validate(key: str) -> dict[str, tuple[float, float]]:
             other = candidates[int(rng.choice(foreign))]
             renders += 1
             for name, (rules, grown) in VARIANTS.items():
-                # rules that keep the pixels closest to the target see each target once
+                # rules that read the pixels against the target see each target once; the
+                # others give one dominant color whatever the target, computed once
+                per_target = getattr(rules, "uses_target", True)
+                dominant = None
                 for counts, cands in ((own, candidates[row]), (outside, other)):
-                    dominant = dominant_color(labs[grown], scoring=rules, target=system.lab[cands[0]]).lab
+                    if per_target or dominant is None:
+                        dominant = dominant_color(labs[grown], scoring=rules, target=system.lab[cands[0]]).lab
                     counts[name] += score(dominant, system.lab[cands], scoring=rules).correct
     return {name: (own[name] / renders, outside[name] / renders) for name in VARIANTS} | {"renders": renders}
 
