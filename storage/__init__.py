@@ -1,9 +1,11 @@
 """The storage floor under both libraries: the one place that knows how data is kept.
 
 - `storage.db`: opening a database (`open_db`), the one transaction helper
-  (`transaction`; `insert_row`, `upsert_row` and `select` for statements under the lock
-  that must be one statement each), the one timestamp format (`iso`, `parse_iso`, `utcnow`) and the
-  default paths;
+  (`transaction`), the one write API (`insert_row`, `insert_rows`, `upsert_row`,
+  `upsert_rows`, `update_rows`, `delete_rows`: one statement each, only inside
+  `transaction`, else `OutsideTransaction`; names checked as identifiers, values bound) and
+  `select` (a read without sqlite-utils' savepoint), the one timestamp format (`iso`,
+  `parse_iso`, `utcnow`) and the default paths;
 - `storage.schema`: every table of the project, annotation and evaluation alike, as one
   ordered list of forward migrations (`ensure_schema`);
 - `storage.distributions`: the one check (`check_distribution`, `check_masses`) and
@@ -24,13 +26,18 @@ from storage.db import (
     DEFAULT_DB_PATH,
     ENV_DATA_DIR,
     ENV_DB,
+    OutsideTransaction,
+    delete_rows,
     insert_row,
+    insert_rows,
     iso,
     open_db,
     parse_iso,
     select,
     transaction,
+    update_rows,
     upsert_row,
+    upsert_rows,
     utcnow,
 )
 from storage.schema import SchemaTooNew, ensure_schema, schema_version
@@ -41,15 +48,20 @@ __all__ = [
     "DEFAULT_DB_PATH",
     "ENV_DATA_DIR",
     "ENV_DB",
+    "OutsideTransaction",
     "SchemaTooNew",
+    "delete_rows",
     "ensure_schema",
     "insert_row",
+    "insert_rows",
     "iso",
     "open_db",
     "parse_iso",
     "schema_version",
     "select",
     "transaction",
+    "update_rows",
     "upsert_row",
+    "upsert_rows",
     "utcnow",
 ]

@@ -8,12 +8,35 @@ app therefore opens one short-lived connection per request with `open_db` and cl
 when the handler returns; see `app.common`. Concurrent writers are serialised by SQLite
 itself: `transaction` takes the write lock up front (``BEGIN IMMEDIATE``) and waits up to
 `BUSY_TIMEOUT_MS` for it.
+
+Writing a row
+-------------
+One write API: `insert_row`, `insert_rows`, `upsert_row`, `upsert_rows`, `update_rows`,
+`delete_rows`. Each runs inside ``with transaction(db):`` (else `OutsideTransaction`),
+is one statement (one prepared statement for the batches), binds every value as a
+parameter, and takes table and column names only as plain identifiers (checked, then
+quoted), so nothing can be injected; SQLite checks them against the live schema when it
+prepares the statement, before any row changes ("no such table", "has no column named").
+Looking the schema up ourselves would cost statements under the lock, which this API
+exists to save.
+
+Why not sqlite-utils' table methods: each call reads the schema first, under the write
+lock (sqlite-utils 4.2, counted with a trace callback inside `transaction`): ``insert``
+and ``delete_where`` three ``sqlite_master`` reads and a savepoint around the write (6
+statements); ``upsert`` five ``sqlite_master`` reads and two ``PRAGMA table_info`` (11),
+and on a connection's first upsert a probe table created, filled and dropped (17);
+``update`` seven reads including a ``select`` of the row (11). Each statement is one
+more time the writer gives up the GIL and waits to get it back while other requests
+run. Values are stored as they are (int, float, str, bytes, None): unlike sqlite-utils,
+nothing is turned into JSON or a date text behind the caller's back (a dict, list or
+date is refused).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,7 +98,7 @@ def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     outside `storage`.
     """
     if db.conn.in_transaction:
-        with db.atomic():
+        with db.atomic(), _marked(db):
             yield db
         return
     # Writers of this process take turns here: a thread waiting for SQLite's write lock
@@ -86,7 +109,8 @@ def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     with _WRITERS:
         db.conn.execute("BEGIN IMMEDIATE")
         try:
-            yield db
+            with _marked(db):
+                yield db
         except BaseException:
             db.rollback()
             raise
@@ -98,22 +122,164 @@ def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
                 raise
 
 
+class OutsideTransaction(RuntimeError):
+    """A write API call ran outside ``with storage.transaction(db):``."""
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_OPERATORS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in")
+_NOT_STORED = (dict, list, tuple, set, dt.date, dt.time, dt.timedelta)
+_OPEN = threading.local()  # id(connection) -> depth of `transaction` blocks on it
+
+
+def _depths() -> dict[int, int]:
+    try:
+        return _OPEN.depths
+    except AttributeError:
+        _OPEN.depths = {}
+        return _OPEN.depths
+
+
+@contextlib.contextmanager
+def _marked(db: sqlite_utils.Database) -> Iterator[None]:
+    depths, key = _depths(), id(db.conn)
+    depths[key] = depths.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        depths[key] -= 1
+        if not depths[key]:
+            del depths[key]
+
+
+def _check_write(db: sqlite_utils.Database, table: str, names) -> None:
+    """Refuse a write outside `transaction` and names that are not plain identifiers."""
+    if not (db.conn.in_transaction and id(db.conn) in _depths()):
+        raise OutsideTransaction(
+            f"a write to {table!r} must run inside `with storage.transaction(db):` "
+            "(it takes the write lock with BEGIN IMMEDIATE)"
+        )
+    for name in (table, *names):
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(
+                f"table and column names must be plain identifiers, got {name!r} (table {table!r})"
+            )
+
+
+def _values(table: str, row: dict) -> list:
+    for name, value in row.items():
+        if isinstance(value, _NOT_STORED):
+            raise TypeError(
+                f"column {name!r} of {table!r} got a {type(value).__name__}; store what SQLite keeps "
+                "as it is (int, float, str, bytes, None): JSON text from json.dumps, a time from iso()"
+            )
+    return list(row.values())
+
+
+def _insert_sql(table: str, names, verb: str = "insert") -> str:
+    columns = ", ".join(f'"{name}"' for name in names)
+    return f'{verb} into "{table}" ({columns}) values ({", ".join("?" * len(names))})'
+
+
+def _upsert_sql(table: str, names, pk: tuple[str, ...]) -> str:
+    keys = ", ".join(f'"{name}"' for name in pk)
+    updates = ", ".join(f'"{name}" = excluded."{name}"' for name in names if name not in pk)
+    action = f"do update set {updates}" if updates else "do nothing"
+    return f"{_insert_sql(table, names)} on conflict ({keys}) {action}"
+
+
 def insert_row(db: sqlite_utils.Database, table: str, row: dict) -> int:
     """Insert `row` (column -> value) into `table` with one statement; its rowid.
 
-    For the submit path's writes, which run under the write lock: sqlite-utils' ``insert``
-    and ``upsert`` read ``sqlite_master`` and ``PRAGMA table_info`` on every call (40-odd
-    extra statements per submission), and each statement is one more time the writer
-    gives up the GIL and waits to get it back while other requests run. Values must be
-    what SQLite stores as they are (int, float, str, bytes, None); `table` and the column
-    names are the code's own, never user input.
+    Raises
+    ------
+    OutsideTransaction
+        Not inside ``with storage.transaction(db):``.
+    ValueError, TypeError
+        A name that is not a plain identifier; a value SQLite would not store as it is.
+    sqlite3.OperationalError, sqlite3.IntegrityError
+        From SQLite: an unknown table or column, a broken constraint.
     """
-    return db.execute(_insert_sql(table, row), list(row.values())).lastrowid
+    _check_write(db, table, row)
+    return db.conn.execute(_insert_sql(table, row), _values(table, row)).lastrowid
 
 
-def _insert_sql(table: str, row: dict) -> str:
-    names = ", ".join(f'"{name}"' for name in row)
-    return f'insert into "{table}" ({names}) values ({", ".join("?" * len(row))})'
+def _batch(rows) -> tuple[list[str], list[dict]]:
+    """The columns of `rows` (every key any row has, in first-seen order) and the rows, each
+    with None where it lacks a column (NULL, as sqlite-utils' ``insert_all`` stores it)."""
+    rows = list(rows)
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    return names, [row if len(row) == len(names) else {n: row.get(n) for n in names} for row in rows]
+
+
+def insert_rows(db: sqlite_utils.Database, table: str, rows, *, ignore: bool = False) -> int:
+    """Insert `rows` (dicts; a column a row lacks is NULL) into `table` with one prepared
+    statement; how many were inserted. ``ignore=True`` skips a row that breaks a uniqueness
+    constraint (``insert or ignore``)."""
+    names, rows = _batch(rows)
+    if not rows:
+        return 0
+    _check_write(db, table, names)
+    sql = _insert_sql(table, names, "insert or ignore" if ignore else "insert")
+    return db.conn.executemany(sql, [_values(table, {n: row[n] for n in names}) for row in rows]).rowcount
+
+
+def upsert_row(db: sqlite_utils.Database, table: str, row: dict, pk: tuple[str, ...]) -> None:
+    """Insert `row` into `table`, or update the row with its primary key `pk` (column
+    names; the columns not in `row` keep their values); one statement, as `insert_row`."""
+    upsert_rows(db, table, [row], pk)
+
+
+def upsert_rows(db: sqlite_utils.Database, table: str, rows, pk: tuple[str, ...]) -> None:
+    """`upsert_row` for each of `rows` with one prepared statement; a column that some rows
+    have and a row lacks is set to NULL on that row (as sqlite-utils' ``upsert_all``)."""
+    names, rows = _batch(rows)
+    if not rows:
+        return
+    _check_write(db, table, (*names, *pk))
+    sql = _upsert_sql(table, names, tuple(pk))
+    db.conn.executemany(sql, [_values(table, {n: row[n] for n in names}) for row in rows])
+
+
+def _where_sql(table: str, where: dict) -> tuple[str, list, list]:
+    """``where`` as SQL: each key is a column (``=``; None means ``is null``) or a column and
+    an operator (``"expires <="``, ``"id !="``, ``"token_hash in"`` with a sequence)."""
+    if not where:
+        raise ValueError(f"`where` must name at least one column of {table!r}, got {where!r}")
+    parts, params, names = [], [], []
+    for key, value in where.items():
+        name, _, operator = key.strip().partition(" ")
+        operator = " ".join(operator.split()) or "="
+        if operator not in _OPERATORS:
+            raise ValueError(f"`where` operator must be one of {_OPERATORS}, got {key!r} (table {table!r})")
+        names.append(name)
+        if operator in ("in", "not in"):
+            values = list(value)
+            parts.append(f'"{name}" {operator} ({", ".join("?" * len(values))})')
+            params.extend(values)
+        elif value is None and operator in ("=", "!="):
+            parts.append(f'"{name}" is {"not " if operator == "!=" else ""}null')
+        else:
+            parts.append(f'"{name}" {operator} ?')
+            params.append(value)
+    return " and ".join(parts), params, names
+
+
+def update_rows(db: sqlite_utils.Database, table: str, where: dict, values: dict) -> int:
+    """Set `values` (column -> value) on the rows of `table` that match `where` (see
+    `_where_sql`); how many rows matched. One statement."""
+    condition, params, names = _where_sql(table, where)
+    _check_write(db, table, (*values, *names))
+    sets = ", ".join(f'"{name}" = ?' for name in values)
+    sql = f'update "{table}" set {sets} where {condition}'
+    return db.conn.execute(sql, [*_values(table, values), *params]).rowcount
+
+
+def delete_rows(db: sqlite_utils.Database, table: str, where: dict) -> int:
+    """Delete the rows of `table` that match `where` (see `_where_sql`); how many. One statement."""
+    condition, params, names = _where_sql(table, where)
+    _check_write(db, table, names)
+    return db.conn.execute(f'delete from "{table}" where {condition}', params).rowcount
 
 
 def select(db: sqlite_utils.Database, sql: str, params=()) -> list[dict]:
@@ -123,14 +289,6 @@ def select(db: sqlite_utils.Database, sql: str, params=()) -> list[dict]:
     cursor = db.conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor]
-
-
-def upsert_row(db: sqlite_utils.Database, table: str, row: dict, pk: tuple[str, ...]) -> None:
-    """Insert `row` into `table`, or update the row with its primary key `pk` (column
-    names); one statement, as `insert_row`."""
-    keys = ", ".join(f'"{name}"' for name in pk)
-    updates = ", ".join(f'"{name}" = excluded."{name}"' for name in row if name not in pk)
-    db.execute(f"{_insert_sql(table, row)} on conflict ({keys}) do update set {updates}", list(row.values()))
 
 
 def utcnow() -> dt.datetime:
