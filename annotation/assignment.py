@@ -41,7 +41,7 @@ from annotation.errors import (
     QuotaExceeded,
     ReservationExpired,
 )
-from storage import insert_row, iso, select, transaction, utcnow
+from storage import insert_row, iso, select, transaction, update_rows, utcnow
 
 RESERVATION_MINUTES = 120.0
 #: Colorings that fill a concept's quota: excluded ones do not, so the concept returns to
@@ -270,9 +270,11 @@ def submit(
         if not task.practice:
             _check_slot(db, task, k, now)
         result_id = write(db, task)
-        db.execute(
-            "update tasks set status = 'submitted', finished = ?, result_id = ? where id = ?",
-            [iso(now), result_id, task.id],
+        update_rows(
+            db,
+            "tasks",
+            {"id": task.id},
+            {"status": "submitted", "finished": iso(now), "result_id": result_id},
         )
         return result_id
 
@@ -283,16 +285,18 @@ def release(
     """Give a reserved task back to the pool (the person skips it)."""
     with transaction(db):
         task = _task_for(db, task_id, annotator_id)
-        db["tasks"].update(task.id, {"status": "released", "finished": iso(now)})
+        update_rows(db, "tasks", {"id": task.id}, {"status": "released", "finished": iso(now)})
 
 
 def expire(db: sqlite_utils.Database, *, now: dt.datetime | None = None) -> int:
     """Mark every reservation past its deadline ``expired``; returns how many."""
     with transaction(db):
-        return db.execute(
-            "update tasks set status = 'expired', finished = ? where status = 'reserved' and expires <= ?",
-            [iso(now), iso(now)],
-        ).rowcount
+        return update_rows(
+            db,
+            "tasks",
+            {"status": "reserved", "expires <=": iso(now)},
+            {"status": "expired", "finished": iso(now)},
+        )
 
 
 def open_tasks(

@@ -44,7 +44,7 @@ from annotation.coloring import human as coloring_human
 from annotation.errors import InvalidInput
 from evaluation.analysis import bootstrap
 from evaluation.analysis.figures import LAYOUT
-from storage import human, iso, transaction
+from storage import human, iso, transaction, upsert_row
 
 N_RESAMPLES = 100
 SEED = 0
@@ -113,7 +113,7 @@ def read_mode(db: sqlite_utils.Database) -> Mode:
 def set_mode(db: sqlite_utils.Database, mode: Mode, *, actor: str, now: dt.datetime | None = None) -> None:
     """Store `mode` (and an audit row naming `actor`)."""
     with transaction(db):
-        db["settings"].upsert({"key": MODE_KEY, "value": json.dumps(asdict(mode))}, pk="key")
+        upsert_row(db, "settings", {"key": MODE_KEY, "value": json.dumps(asdict(mode))}, pk=("key",))
         audit.record(db, actor, "set_assignment_mode", "settings", MODE_KEY, details=asdict(mode), now=now)
 
 
@@ -149,14 +149,16 @@ def _compute(db, concept: str, ids: list[int]) -> Stability:
     full = stored.p if stored is not None else replicates.mean(axis=0)
     value = bootstrap.stability(replicates, full, quantile=QUANTILE)
     with transaction(db):
-        db["settings"].upsert(
+        upsert_row(
+            db,
+            "settings",
             {
                 "key": PREFIX + concept,
                 "value": json.dumps(
                     {"ids": ids, "value": value, "n_resamples": N_RESAMPLES, "seed": SEED, "computed": iso()}
                 ),
             },
-            pk="key",
+            pk=("key",),
         )
     return Stability(concept, len(ids), value, tuple(ids))
 

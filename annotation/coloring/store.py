@@ -38,7 +38,7 @@ from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, shown
 from annotation.files import StoredFile, png_bytes, store_bytes
 from evaluation.color import extraction
-from storage import insert_row, iso, transaction, utcnow
+from storage import insert_row, iso, transaction, update_rows, utcnow
 from storage.distributions import check_distribution, decode, encode
 from storage.schema import COLORING_STATUSES
 
@@ -360,7 +360,7 @@ def set_status(db: sqlite_utils.Database, coloring: dict, status: str) -> None:
     if status not in COLORING_STATUSES:
         raise InvalidInput(f"`status` must be one of {COLORING_STATUSES}, got {shown(status)}")
     with transaction(db):
-        db["colorings"].update(coloring["id"], {"status": status})
+        update_rows(db, "colorings", {"id": coloring["id"]}, {"status": status})
         if not coloring["practice"]:
             human.refresh(db, coloring["concept_key"])
 
@@ -401,6 +401,39 @@ def concept_colorings(db: sqlite_utils.Database, concept_key: str) -> list[dict]
         [concept_key],
     )
     return [_with_p(r) for r in rows]
+
+
+def check_submission_rate(
+    db: sqlite_utils.Database, annotator_id: int, per_minute: int, *, now: dt.datetime | None = None
+) -> None:
+    """Refuse a designer's submission beyond `per_minute` colorings in the minute before
+    `now` (checked before anything is decoded or written).
+
+    Raises
+    ------
+    Conflict
+        If `annotator_id` stored `per_minute` colorings or more in that minute.
+    """
+    since = iso((utcnow() if now is None else now) - dt.timedelta(minutes=1))
+    recent = db.execute(
+        "select count(*) from colorings where annotator_id = ? and created > ?", [annotator_id, since]
+    ).fetchone()[0]
+    if recent >= per_minute:
+        raise Conflict(
+            f"you submitted {recent} colorings in the last minute, the most this "
+            "study takes; wait a moment and submit again (your work stays on the "
+            "canvas)"
+        )
+
+
+def owns_coloring_file(db: sqlite_utils.Database, annotator_id: int, relative: str) -> bool:
+    """Whether `relative` (a path under the data folder, POSIX) is the image or mask of one
+    of `annotator_id`'s colorings."""
+    rows = db.execute(
+        "select 1 from colorings where annotator_id = ? and (image_path = ? or mask_path = ?) limit 1",
+        [annotator_id, relative, relative],
+    ).fetchall()
+    return bool(rows)
 
 
 def recolor_note(db: sqlite_utils.Database, coloring_id: int) -> str:
@@ -457,7 +490,12 @@ def _submit_recolor(db, task: Task, annotator_id: int, write, now: dt.datetime |
         row = db["tasks"].get(task.id)
         _check_recolor((row["annotator_id"], row["status"], row["expires"]), task, annotator_id, now)
         coloring_id = write(db, task)
-        db["tasks"].update(task.id, {"status": "submitted", "finished": iso(now), "result_id": coloring_id})
+        update_rows(
+            db,
+            "tasks",
+            {"id": task.id},
+            {"status": "submitted", "finished": iso(now), "result_id": coloring_id},
+        )
         return coloring_id
 
 

@@ -48,7 +48,7 @@ from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, shown
 from annotation.files import resolve
 from annotation.sketches.library import get_sketch, selected_sketch
-from storage import iso, transaction, utcnow
+from storage import insert_row, iso, transaction, utcnow
 
 RESERVE_AHEAD = 3
 """Open tasks of a batch reserved at once: the one on the canvas and two ready after it.
@@ -197,8 +197,8 @@ def start_batch(
         tasks = _reserve(db, annotator_id, rng, wanted + rounds, k=k, minutes=minutes, now=now)
         fresh = [t for t in tasks if t.coloring_id is None]
         if fresh:
-            db["batches"].insert(
-                {"annotator_id": annotator_id, "created": fresh[0].created, "size": batch_size}
+            insert_row(
+                db, "batches", {"annotator_id": annotator_id, "created": fresh[0].created, "size": batch_size}
             )
         return fresh
 
@@ -248,7 +248,9 @@ def _reserve(
     tasks = reserve(db, "coloring", annotator_id, rng, total, k=mode.min_k, **options)
     extra = stability.extra_targets(db, annotator_id, mode, rng, total - len(tasks))
     for concept in extra:
-        db["tasks"].insert(
+        insert_row(
+            db,
+            "tasks",
             {
                 "kind": "coloring",
                 "annotator_id": annotator_id,
@@ -257,7 +259,7 @@ def _reserve(
                 "status": "reserved",
                 "created": iso(now) if created is None else created,
                 "expires": iso(now + dt.timedelta(minutes=minutes)),
-            }
+            },
         )
     return open_tasks(db, "coloring", annotator_id, now=now) if extra else tasks
 
@@ -479,21 +481,19 @@ def request_redo(
         why = redo_refusal(db, annotator_id, coloring, now=now)
         if why:
             raise Conflict(f"coloring {coloring_id} cannot be redone: {why}")
-        task_id = (
-            db["tasks"]
-            .insert(
-                {
-                    "kind": "coloring",
-                    "annotator_id": annotator_id,
-                    "concept_key": coloring["concept_key"],
-                    "coloring_id": coloring_id,
-                    "practice": 0,
-                    "status": "reserved",
-                    "created": iso(now),
-                    "expires": iso(now + dt.timedelta(minutes=minutes)),
-                }
-            )
-            .last_pk
+        task_id = insert_row(
+            db,
+            "tasks",
+            {
+                "kind": "coloring",
+                "annotator_id": annotator_id,
+                "concept_key": coloring["concept_key"],
+                "coloring_id": coloring_id,
+                "practice": 0,
+                "status": "reserved",
+                "created": iso(now),
+                "expires": iso(now + dt.timedelta(minutes=minutes)),
+            },
         )
         audit.record(
             db,

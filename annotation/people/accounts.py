@@ -34,7 +34,7 @@ from annotation.errors import (
     check_length,
     shown,
 )
-from storage import iso, transaction, utcnow
+from storage import insert_row, iso, select, transaction, update_rows, utcnow
 
 ROLES = ("designer", "expert", "participant", "researcher", "admin")
 INVITABLE_ROLES = ROLES[:-1]
@@ -128,22 +128,20 @@ def create_annotators(
     created = []
     with transaction(db):
         for _ in range(n):
-            annotator_id = (
-                db["annotators"]
-                .insert(
-                    {
-                        "pseudonym": f"new-{secrets.token_hex(8)}",
-                        "roles": json.dumps([role]),
-                        "design_background": None if design_background is None else int(design_background),
-                        "status": "active",
-                        "created": iso(now),
-                        "created_by": created_by,
-                    }
-                )
-                .last_pk
+            annotator_id = insert_row(
+                db,
+                "annotators",
+                {
+                    "pseudonym": f"new-{secrets.token_hex(8)}",
+                    "roles": json.dumps([role]),
+                    "design_background": None if design_background is None else int(design_background),
+                    "status": "active",
+                    "created": iso(now),
+                    "created_by": created_by,
+                },
             )
             pseudonym = f"{_PSEUDONYM_PREFIX[role]}{annotator_id:04d}"
-            db["annotators"].update(annotator_id, {"pseudonym": pseudonym})
+            update_rows(db, "annotators", {"id": annotator_id}, {"pseudonym": pseudonym})
             token = _insert_invite(db, annotator_id, role, expires_days, now)
             created.append((db["annotators"].get(annotator_id), token))
         audit.record(
@@ -183,10 +181,9 @@ def new_invite(
     _check_bulk(1, json.loads(annotator["roles"])[0], expires_days)
     now = utcnow() if now is None else now
     with transaction(db):
-        revoked = db.execute(
-            "update invites set revoked = ? where annotator_id = ? and revoked is null",
-            [iso(now), annotator_id],
-        ).rowcount
+        revoked = update_rows(
+            db, "invites", {"annotator_id": annotator_id, "revoked": None}, {"revoked": iso(now)}
+        )
         ended = _end_sessions(db, annotator_id, "new_invite", now)
         token = _insert_invite(db, annotator_id, json.loads(annotator["roles"])[0], expires_days, now)
         audit.record(
@@ -212,7 +209,9 @@ def _check_bulk(n: int, role: str, expires_days: float) -> None:
 
 def _insert_invite(db, annotator_id: int, role: str, expires_days: float, now: dt.datetime) -> str:
     token = secrets.token_urlsafe(32)
-    db["invites"].insert(
+    insert_row(
+        db,
+        "invites",
         {
             "token_hash": hash_token(token),
             "annotator_id": annotator_id,
@@ -220,7 +219,7 @@ def _insert_invite(db, annotator_id: int, role: str, expires_days: float, now: d
             "created": iso(now),
             "expires": iso(now + dt.timedelta(days=expires_days)),
             "uses": 0,
-        }
+        },
     )
     return token
 
@@ -259,8 +258,10 @@ def login_with_invite(
                 f"this invite link expired on {invite['expires'][:10]}; ask the study admin for a new one"
             )
         annotator = _active_annotator(db, invite["annotator_id"])
-        db["invites"].update(
-            token_hash,
+        update_rows(
+            db,
+            "invites",
+            {"token_hash": token_hash},
             {
                 "uses": invite["uses"] + 1,
                 "last_used": iso(now),
@@ -300,7 +301,9 @@ def _open_session(
 ) -> Session:
     token = secrets.token_urlsafe(32)
     expires = iso(now + dt.timedelta(days=session_days))
-    db["sessions"].insert(
+    insert_row(
+        db,
+        "sessions",
         {
             "token_hash": hash_token(token),
             "annotator_id": annotator_id,
@@ -309,19 +312,23 @@ def _open_session(
             "expires": expires,
             "last_seen": iso(now),
             "invite_hash": invite_hash,
-        }
+        },
     )
     return Session(token, annotator_id, pseudonym, roles, expires)
 
 
 def _end_sessions(db, annotator_id: int, reason: str, now: dt.datetime, *, keep: int = 0) -> int:
     """End `annotator_id`'s live sessions but the newest `keep`, giving `reason`; how many ended."""
-    return db.execute(
-        "update sessions set revoked = ?, end_reason = ? where token_hash in ("
+    ended = select(
+        db,
         "select token_hash from sessions where annotator_id = ? and revoked is null and expires > ? "
-        "order by created desc, rowid desc limit -1 offset ?)",
-        [iso(now), reason, annotator_id, iso(now), keep],
-    ).rowcount
+        "order by created desc, rowid desc limit -1 offset ?",
+        [annotator_id, iso(now), keep],
+    )
+    if not ended:
+        return 0
+    hashes = [row["token_hash"] for row in ended]
+    return update_rows(db, "sessions", {"token_hash in": hashes}, {"revoked": iso(now), "end_reason": reason})
 
 
 def require(
@@ -385,9 +392,11 @@ def logout(db: sqlite_utils.Database, session_token: str, *, now: dt.datetime | 
     """Revoke a session (signing out); unknown tokens are ignored."""
     token_hash = _hash_checked(session_token, "session")
     with transaction(db):
-        db.execute(
-            "update sessions set revoked = ?, end_reason = 'logout' where token_hash = ? and revoked is null",
-            [iso(now), token_hash],
+        update_rows(
+            db,
+            "sessions",
+            {"token_hash": token_hash, "revoked": None},
+            {"revoked": iso(now), "end_reason": "logout"},
         )
 
 
@@ -399,11 +408,8 @@ def revoke_annotator(
     get_annotator(db, annotator_id)
     now = utcnow() if now is None else now
     with transaction(db):
-        db["annotators"].update(annotator_id, {"status": "revoked"})
-        db.execute(
-            "update invites set revoked = ? where annotator_id = ? and revoked is null",
-            [iso(now), annotator_id],
-        )
+        update_rows(db, "annotators", {"id": annotator_id}, {"status": "revoked"})
+        update_rows(db, "invites", {"annotator_id": annotator_id, "revoked": None}, {"revoked": iso(now)})
         _end_sessions(db, annotator_id, "revoked", now)
         audit.record(db, actor.pseudonym, "revoke_annotator", "annotator", annotator_id, why, now=now)
 

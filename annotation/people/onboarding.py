@@ -20,7 +20,7 @@ from annotation import audit
 from annotation.errors import Conflict, InvalidInput, check_length
 from annotation.people.accounts import Actor, get_annotator
 from evaluation.concepts import ASSETS
-from storage import iso, transaction
+from storage import insert_row, iso, transaction, update_rows
 
 TEXTS = ASSETS / "texts"
 CONSENT_FILE = TEXTS / "consent.md"
@@ -59,17 +59,15 @@ def record_consent(
         raise InvalidInput(f"`form_sha256` must be a 64-character hex digest, got {form_sha256!r}")
     get_annotator(db, annotator_id)
     with transaction(db):
-        return (
-            db["consents"]
-            .insert(
-                {
-                    "annotator_id": annotator_id,
-                    "form_sha256": form_sha256,
-                    "agreed": int(bool(agreed)),
-                    "created": iso(now),
-                }
-            )
-            .last_pk
+        return insert_row(
+            db,
+            "consents",
+            {
+                "annotator_id": annotator_id,
+                "form_sha256": form_sha256,
+                "agreed": int(bool(agreed)),
+                "created": iso(now),
+            },
         )
 
 
@@ -79,7 +77,7 @@ def mark_instructions_read(
     """Record that the annotator finished reading the instructions."""
     get_annotator(db, annotator_id)
     with transaction(db):
-        db["annotators"].update(annotator_id, {"instructions_read": iso(now)})
+        update_rows(db, "annotators", {"id": annotator_id}, {"instructions_read": iso(now)})
 
 
 def practice_colorings(db: sqlite_utils.Database, annotator_id: int) -> list[dict]:
@@ -158,13 +156,21 @@ def review_practice(
         standing = practice_colorings(db, annotator_id)
         _check_reviewable(annotator, len(standing), practice_count if approve else 1)
         if approve:
-            db["annotators"].update(
-                annotator_id, {"practice_approved": iso(now), "practice_approved_by": actor.pseudonym}
+            update_rows(
+                db,
+                "annotators",
+                {"id": annotator_id},
+                {"practice_approved": iso(now), "practice_approved_by": actor.pseudonym},
             )
         else:
-            db["annotators"].update(annotator_id, {"practice_approved": None, "practice_approved_by": None})
+            update_rows(
+                db,
+                "annotators",
+                {"id": annotator_id},
+                {"practice_approved": None, "practice_approved_by": None},
+            )
             for row in standing:
-                db["colorings"].update(row["id"], {"status": "recolor_requested"})
+                update_rows(db, "colorings", {"id": row["id"]}, {"status": "recolor_requested"})
         audit.record(
             db,
             actor.pseudonym,

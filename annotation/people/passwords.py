@@ -22,7 +22,7 @@ import sqlite_utils
 from annotation import audit
 from annotation.errors import InvalidInput, PermissionDenied
 from annotation.people.accounts import Session, open_admin_session
-from storage import transaction
+from storage import transaction, upsert_row
 
 ENV_PASSWORD = "COLORCONCEPT_ADMIN_PASSWORD"
 ENV_PASSWORD_FILE = "COLORCONCEPT_ADMIN_PASSWORD_FILE"
@@ -60,7 +60,7 @@ def set_admin_password(
             f"got {len(password) if isinstance(password, str) else type(password).__name__}"
         )
     with transaction(db):
-        db["settings"].upsert({"key": _SETTING, "value": hash_password(password)}, pk="key")
+        upsert_row(db, "settings", {"key": _SETTING, "value": hash_password(password)}, pk=("key",))
         audit.record(
             db, "system", "set_admin_password", "setting", _SETTING, details={"source": source}, now=now
         )

@@ -29,7 +29,7 @@ from annotation.errors import Conflict, InvalidInput, PermissionDenied, check_le
 from annotation.people.accounts import Actor
 from annotation.qc import stats as qc
 from annotation.qc.review import require_role
-from storage import iso, transaction
+from storage import insert_row, iso, transaction, update_rows
 
 # Review tasks an expert holds at once (the paper is silent); the queue is refilled
 # after each vote.
@@ -146,18 +146,16 @@ def cast_vote(
         coloring = get_coloring(db_, task.coloring_id)
         if coloring["annotator_id"] == expert_id:
             raise PermissionDenied(f"coloring {coloring['id']} is your own; you cannot vote on it")
-        vote_id = (
-            db_["qc_votes"]
-            .insert(
-                {
-                    "coloring_id": coloring["id"],
-                    "expert_id": expert_id,
-                    "vote": qc.CONSISTENT if consistent else qc.INCONSISTENT,
-                    "comment": comment or None,
-                    "created": iso(now),
-                }
-            )
-            .last_pk
+        vote_id = insert_row(
+            db_,
+            "qc_votes",
+            {
+                "coloring_id": coloring["id"],
+                "expert_id": expert_id,
+                "vote": qc.CONSISTENT if consistent else qc.INCONSISTENT,
+                "comment": comment or None,
+                "created": iso(now),
+            },
         )
         decision.append(_decide(db_, coloring, now))
         return vote_id
@@ -178,7 +176,7 @@ def _decide(db, coloring: dict, now: dt.datetime | None) -> str | None:
         raise Conflict(
             f"coloring {coloring['id']} has a tied vote {counts}; reviews need an odd number of votes"
         )
-    db["reviews"].update(coloring["id"], {"status": "decided"})
+    update_rows(db, "reviews", {"coloring_id": coloring["id"]}, {"status": "decided"})
     status = "excluded" if decision == qc.INCONSISTENT else "accepted"
     if coloring["status"] != status:
         set_status(db, coloring, status)

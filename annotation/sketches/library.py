@@ -51,7 +51,7 @@ from annotation.sketches.importing import (
     png_data_url,
     sketch_prompt,
 )
-from storage import iso, transaction
+from storage import insert_row, iso, transaction, update_rows
 
 SOURCES = ("shipped", "imported", "generated")
 IMPORT_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".svg")
@@ -187,22 +187,20 @@ def add_sketch(
         if rows:
             sketch_id = rows[0]["id"]
         else:
-            sketch_id = (
-                db["sketches"]
-                .insert(
-                    {
-                        "base": base,
-                        "path": stored.path,
-                        "sha256": stored.sha256,
-                        "source": source,
-                        "selected": 0,
-                        "width": width,
-                        "height": height,
-                        "meta": json.dumps(meta or {}, sort_keys=True),
-                        "created": iso(now),
-                    }
-                )
-                .last_pk
+            sketch_id = insert_row(
+                db,
+                "sketches",
+                {
+                    "base": base,
+                    "path": stored.path,
+                    "sha256": stored.sha256,
+                    "source": source,
+                    "selected": 0,
+                    "width": width,
+                    "height": height,
+                    "meta": json.dumps(meta or {}, sort_keys=True),
+                    "created": iso(now),
+                },
             )
             audit.record(
                 db,
@@ -236,8 +234,8 @@ def select_sketch(
     check_length(why, "why")
     row = get_sketch(db, sketch_id)
     with transaction(db):
-        db.execute("update sketches set selected = 0 where base = ? and id != ?", [row["base"], sketch_id])
-        db["sketches"].update(sketch_id, {"selected": 1})
+        update_rows(db, "sketches", {"base": row["base"], "id !=": sketch_id}, {"selected": 0})
+        update_rows(db, "sketches", {"id": sketch_id}, {"selected": 1})
         audit.record(
             db, actor, "select_sketch", "sketch", sketch_id, why, details={"base": row["base"]}, now=now
         )

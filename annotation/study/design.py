@@ -47,7 +47,7 @@ from annotation.people.accounts import Actor
 from evaluation.models.generation import STYLES as GENERATION_STYLES
 from evaluation.pipeline import runs
 from storage import human as human_rows
-from storage import iso, transaction
+from storage import insert_row, insert_rows, iso, transaction, update_rows
 from storage.distributions import check_distribution
 
 GROUND_TRUTH = "ground truth"
@@ -272,17 +272,15 @@ def create_study(
     with transaction(db):
         if db["studies"].count_where("name = ?", [name]):
             raise Conflict(f"a study called {name!r} exists; choose another name")
-        study_id = (
-            db["studies"]
-            .insert(
-                {
-                    "name": name,
-                    "votes_per_pair": votes_per_pair,
-                    "meta": json.dumps(design),
-                    "created": iso(now),
-                }
-            )
-            .last_pk
+        study_id = insert_row(
+            db,
+            "studies",
+            {
+                "name": name,
+                "votes_per_pair": votes_per_pair,
+                "meta": json.dumps(design),
+                "created": iso(now),
+            },
         )
         _store_content(db, study_id, chosen, sources, outputs, rng)
         _store_pairs(db, study_id, sorted(chosen), [s.model for s in sources], checks)
@@ -482,7 +480,9 @@ def _store_content(
     for key in sorted(chosen):
         truth = chosen[key]
         shown = [truth.colorings[i] for i in sorted(rng.permutation(len(truth.colorings))[:COLORINGS_SHOWN])]
-        db["study_ground_truths"].insert(
+        insert_row(
+            db,
+            "study_ground_truths",
             {
                 "study_id": study_id,
                 "concept_key": key,
@@ -491,11 +491,13 @@ def _store_content(
                 "dominant": json.dumps([[h, int(n)] for h, n in truth.dominant]),
                 "colorings": json.dumps(shown),
                 "source": json.dumps({"all": len(truth.colorings)}),
-            }
+            },
         )
         for source, rows in zip(sources, outputs):
             row = rows[key]
-            db["study_candidates"].insert(
+            insert_row(
+                db,
+                "study_candidates",
                 {
                     "study_id": study_id,
                     "concept_key": key,
@@ -504,7 +506,7 @@ def _store_content(
                     "n_images": row["n_images"],
                     "images": json.dumps(row["images"][:IMAGES_SHOWN]),
                     "source": json.dumps(asdict(source)),
-                }
+                },
             )
 
 
@@ -539,7 +541,7 @@ def _store_pairs(
         }
         for key, model in checks
     ]
-    db["study_pairs"].insert_all(rows)
+    insert_rows(db, "study_pairs", rows)
 
 
 def study_size(db: sqlite_utils.Database, study_id: int) -> dict[str, int]:
@@ -597,8 +599,11 @@ def update_study(
     with transaction(db):
         study = _draft(db, study_id)
         design = {**json.loads(study["meta"]), **changes}
-        db["studies"].update(
-            study_id, {"meta": json.dumps(design), "votes_per_pair": design["votes_per_pair"]}
+        update_rows(
+            db,
+            "studies",
+            {"id": study_id},
+            {"meta": json.dumps(design), "votes_per_pair": design["votes_per_pair"]},
         )
         audit.record(db, actor.pseudonym, "update_study", "study", study_id, details=changes, now=now)
     return study_design(db, study_id)
@@ -616,7 +621,7 @@ def open_study(
     """
     with transaction(db):
         _draft(db, study_id)
-        db["studies"].update(study_id, {"frozen": iso(now)})
+        update_rows(db, "studies", {"id": study_id}, {"frozen": iso(now)})
         audit.record(db, actor.pseudonym, "open_study", "study", study_id, now=now)
     return study_design(db, study_id)
 

@@ -33,7 +33,7 @@ from evaluation.analysis.judgments import VOTE_COLUMNS
 from evaluation.analysis.scoring import concept_metrics
 from evaluation.analysis.tables import dca_column
 from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
-from storage import iso, parse_iso, transaction, utcnow
+from storage import insert_row, iso, parse_iso, transaction, update_rows, utcnow
 from storage.distributions import decode
 from storage.spreadsheet import write_csv
 
@@ -113,7 +113,7 @@ def set_background(
         raise InvalidInput(f"`has_background` must be True or False, got {has_background!r}")
     annotator_id = _participant(actor)
     with transaction(db):
-        db["annotators"].update(annotator_id, {"design_background": int(has_background)})
+        update_rows(db, "annotators", {"id": annotator_id}, {"design_background": int(has_background)})
         audit.record(
             db,
             actor.pseudonym,
@@ -276,20 +276,18 @@ def record_judgment(
 
     def write(conn, task: assignment.Task) -> int:
         other = "b" if task.left_item == "a" else "a"
-        return (
-            conn["judgments"]
-            .insert(
-                {
-                    "pair_id": task.pair_id,
-                    "participant_id": annotator_id,
-                    "left_item": task.left_item,
-                    "choice": chosen_side,
-                    "winner": task.left_item if chosen_side == "left" else other,
-                    "seconds_spent": float(seconds),
-                    "created": iso(now),
-                }
-            )
-            .last_pk
+        return insert_row(
+            conn,
+            "judgments",
+            {
+                "pair_id": task.pair_id,
+                "participant_id": annotator_id,
+                "left_item": task.left_item,
+                "choice": chosen_side,
+                "winner": task.left_item if chosen_side == "left" else other,
+                "seconds_spent": float(seconds),
+                "created": iso(now),
+            },
         )
 
     return assignment.submit(db, int(task_id), annotator_id, write, now=now)

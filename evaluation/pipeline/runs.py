@@ -25,8 +25,8 @@ import pandas as pd
 import sqlite_utils
 
 import storage
+from storage import insert_row, insert_rows, transaction, update_rows, upsert_row, upsert_rows
 from storage import iso as _now
-from storage import transaction
 from storage.distributions import decode, decode_groups, encode, encode_groups
 
 ITEM_STATUSES = ("pending", "generated", "segmented", "failed")
@@ -111,8 +111,8 @@ def create_run(
     now = _now()
     rows = [{**dict(item), "run": name, "status": "pending", "updated_at": now} for item in items]
     with transaction(db):
-        db["runs"].insert({"name": name, "created_at": now, "config": config_json})
-        db["run_items"].insert_all(rows, batch_size=500)
+        insert_row(db, "runs", {"name": name, "created_at": now, "config": config_json})
+        insert_rows(db, "run_items", rows)
     return len(rows)
 
 
@@ -156,7 +156,8 @@ def record_items(db: sqlite_utils.Database, updates: Iterable[Mapping[str, Any]]
             fields = {k: v for k, v in update.items() if k != "id"}
             if fields.get("status", "pending") not in ITEM_STATUSES:
                 raise ValueError(f"item status must be one of {ITEM_STATUSES}, got {fields['status']!r}")
-            db["run_items"].update(update["id"], {**fields, "updated_at": now})
+            if not update_rows(db, "run_items", {"id": update["id"]}, {**fields, "updated_at": now}):
+                raise sqlite_utils.db.NotFoundError(f"no run item with id {update['id']!r}")
 
 
 def items(
@@ -232,7 +233,7 @@ def store_model_distribution(
         "created_at": _now(),
     }
     with transaction(db):
-        db["model_distributions"].upsert(row, pk=("run", "model", "concept", "style", "cfg"))
+        upsert_row(db, "model_distributions", row, pk=("run", "model", "concept", "style", "cfg"))
 
 
 def model_distributions(
@@ -343,7 +344,7 @@ def store_scores(db: sqlite_utils.Database, source: str, rows: Iterable[Mapping[
         for r in rows
     ]
     with transaction(db):
-        db["scores"].upsert_all(records, pk=("source", "run", "model", "concept", "style", "cfg"))
+        upsert_rows(db, "scores", records, pk=("source", "run", "model", "concept", "style", "cfg"))
 
 
 def exclusion_counts(db: sqlite_utils.Database, *, run: str | None = None) -> list[dict]:
@@ -530,7 +531,7 @@ def store_explicit_prompts(db: sqlite_utils.Database, run: str, prompts: Iterabl
         for p in prompts
     ]
     with transaction(db):
-        db["explicit_prompts"].insert_all(rows, pk=("run", "prompt_id"), ignore=True, batch_size=500)
+        insert_rows(db, "explicit_prompts", rows, ignore=True)
     return len(rows)
 
 
@@ -549,7 +550,7 @@ def store_explicit_results(db: sqlite_utils.Database, rows: Iterable[Mapping[str
     now = _now()
     records = [{**dict(row), "created_at": now} for row in rows]
     with transaction(db):
-        db["explicit_results"].upsert_all(records, pk=("item_id", "object_index", "scoring"))
+        upsert_rows(db, "explicit_results", records, pk=("item_id", "object_index", "scoring"))
 
 
 def explicit_results(
