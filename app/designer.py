@@ -23,7 +23,6 @@ with values: notice, header, previous, canvas, task, message).
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 
 import gradio as gr
@@ -32,7 +31,7 @@ import numpy as np
 from annotation.assignment import reserve_practice
 from annotation.coloring import tasks as work
 from annotation.coloring.fill import canvas_value
-from annotation.coloring.store import load_pixels
+from annotation.coloring.store import check_submission_rate, load_pixels
 from annotation.errors import Conflict
 from annotation.files import resolve
 from annotation.people import onboarding
@@ -51,7 +50,6 @@ from app.common import (
     whole_number,
     wire,
 )
-from storage import iso, utcnow
 
 NAME = "designer"
 TITLE = "Coloring"
@@ -603,16 +601,7 @@ def _submit(ctx: AppContext):
 def _check_rate(db, actor, per_minute: int) -> None:
     """Refuse a designer's submission beyond `per_minute` in the last minute (nothing is
     decoded or written)."""
-    since = iso(utcnow() - dt.timedelta(minutes=1))
-    recent = db.execute(
-        "select count(*) from colorings where annotator_id = ? and created > ?", [actor.annotator_id, since]
-    ).fetchone()[0]
-    if recent >= per_minute:
-        raise Conflict(
-            f"you submitted {recent} colorings in the last minute, the most this "
-            "study takes; wait a moment and submit again (your work stays on the "
-            "canvas)"
-        )
+    check_submission_rate(db, actor.annotator_id, per_minute)
 
 
 def _redo(ctx: AppContext):

@@ -45,6 +45,7 @@ from pathlib import Path, PurePosixPath
 
 import anyio
 
+from annotation.coloring.store import owns_coloring_file
 from annotation.errors import AnnotationError
 from annotation.people.accounts import Actor, require
 
@@ -294,12 +295,7 @@ class FilePolicy:
 
     def _own_coloring_file(self, actor: Actor, relative: str) -> bool:
         with self.ctx.db() as db:
-            rows = db.execute(
-                "select 1 from colorings where annotator_id = ? and "
-                "(image_path = ? or mask_path = ?) limit 1",
-                [actor.annotator_id, relative, relative],
-            ).fetchall()
-        return bool(rows)
+            return owns_coloring_file(db, actor.annotator_id, relative)
 
 
 def data_rule(relative: Path | PurePosixPath) -> DataRule | None:
