@@ -2,7 +2,9 @@
 
 A researcher or admin makes an open link for a frozen study (`annotation.study.crowd`):
 places, minutes per person, days open, the completion and screen-out codes, the id
-parameter and the return URL of the platform. The link is shown once. The payment table
+parameter and the return URL of the platform, and the consent text people read before
+their first trial (plain text; empty: `annotation.study.crowd.DEFAULT_CONSENT`). The link
+is shown once. The payment table
 of a link (one row per external id) refreshes by itself every `REFRESH_S` seconds once
 shown, with the live counts above it; **Download** writes it as CSV beside the ids to
 approve and (with a bonus per trial) the bonus lines, the files Prolific's bulk approval
@@ -67,6 +69,13 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         return_url = gr.Textbox(
             crowd.PROLIFIC_RETURN_URL, label="return_url", elem_id="crowd_return_url", scale=3
         )
+    consent = gr.Textbox(
+        label=f"Consent text (plain text, at most {crowd.MAX_CONSENT_CHARS} characters; empty: the default)",
+        placeholder=crowd.DEFAULT_CONSENT,
+        lines=4,
+        max_lines=20,
+        elem_id="crowd_consent",
+    )
     make = gr.Button("Make open link", variant="primary", elem_id="crowd_make")
     make_note = note_area("crowd_make_note")
     url = gr.Textbox(label="Open link (shown once: paste it into the platform)", elem_id="crowd_url")
@@ -92,7 +101,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     files = gr.File(label="Payment files", file_count="multiple", elem_id="crowd_files")
 
     form = [session_token, study_id, label, quota, minutes, days, completion, screenout]
-    form += [failures, per_address, id_param, return_url]
+    form += [failures, per_address, id_param, return_url, consent]
     wire(make.click, guard(_make(ctx)), form, [url, links], note=make_note, api_name="crowd_make_link")
     wire(on_open(tab), guard(_links), session_token, links, note=links_note, api_name="crowd_links")
     wire(
@@ -180,8 +189,10 @@ def _make(ctx: AppContext):
         per_address,
         id_param: str,
         return_url: str,
+        consent: str = "",
     ) -> tuple:
-        """Make an open link; returns the link (shown once) and the list of links."""
+        """Make an open link; returns the link (shown once) and the list of links.
+        ``consent`` is the consent text (plain; "" for the default)."""
         days = _finite(days, "days open")
         if not 0 < days <= 3650:
             raise InvalidInput(f"`days open` must be in (0, 3650], got {days}")
@@ -199,6 +210,7 @@ def _make(ctx: AppContext):
             max_failed_checks=whole_number(max_failed, "max_failed_checks"),
             joins_per_address=whole_number(per_address, "joins_per_address"),
             label=label or "",
+            consent_text=consent or "",
         )
         return crowd.link_url(ctx.config.public_url, token, (id_param or "").strip()), _links(db, actor)
 

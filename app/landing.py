@@ -205,7 +205,8 @@ def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[st
     welcome = "Welcome back" if joined.resumed else "Welcome"
     return joined.session.token, (
         f"{welcome}, you take part as **{name}**. Your time for this study ends at "
-        f"{joined.state.deadline[11:16]} UTC. The **Judge** tab has the instructions and your trials."
+        f"{joined.state.deadline[11:16]} UTC. On the **Judge** tab, press *Start*: "
+        + ("your trials follow." if joined.state.consented else "first the consent text, then your trials.")
     )
 
 

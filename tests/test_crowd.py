@@ -376,3 +376,47 @@ def test_a_person_from_an_invite_is_not_asked_for_consent(setup):
     crowd.check_active(db, actor)
     with pytest.raises(crowd.NotFound, match="open study link only"):
         crowd.consent(db, actor, True)
+
+
+def test_a_v14_database_gains_the_consent_columns_and_its_people_are_asked(tmp_path, monkeypatch):
+    """People who joined before schema v15 keep their row and are asked for consent."""
+    from storage import open_db
+    from storage import schema as schema_module
+
+    db = open_db(tmp_path / "old.sqlite")
+    v14 = schema_module.MIGRATIONS[:14]
+    assert v14[-1][0] == "open study links for crowd platforms"
+    monkeypatch.setattr(schema_module, "MIGRATIONS", v14)
+    assert schema_module.ensure_schema(db) == 14
+    assert "consented" not in db["crowd_participants"].columns_dict
+    monkeypatch.undo()
+    data_dir = tmp_path / "data"
+    truths, _ = populate(db, data_dir, 6, np.random.default_rng(0))
+    study_id = study.create_study(
+        db, "old", sources(), truth_source(data_dir, truths), seed=1, n_concepts=2, trials_per_participant=4
+    )
+    study.open_study(db, study_id, ADMIN)
+    from annotation.people.accounts import create_annotators, login_with_invite
+
+    ((annotator, invite),) = create_annotators(db, 1, "participant", expires_days=1, created_by="open link 1")
+    link = {"token_hash": "0" * 64, "study_id": study_id, "label": "", "quota": 5, "minutes": 30.0}
+    link |= {
+        "ends": iso(T0 + dt.timedelta(days=1)),
+        "closed": None,
+        "completion_code": "C",
+        "screenout_code": "S",
+    }
+    link |= {"id_param": "PROLIFIC_PID", "return_url": crowd.PROLIFIC_RETURN_URL, "max_failed_checks": 0}
+    link |= {"joins_per_address": 10, "created": iso(T0), "created_by": "admin"}
+    link_id = db["crowd_links"].insert(link).last_pk
+    db["crowd_participants"].insert(
+        {"annotator_id": annotator["id"], "link_id": link_id, "external_id": "old-pid", "started": iso(T0)}
+        | {"status": "active", "address": "x"}
+    )
+    assert schema_module.ensure_schema(db) == len(schema_module.MIGRATIONS)
+    assert db["crowd_participants"].get(annotator["id"])["consented"] is None
+    assert crowd.consent_text(crowd.get_link(db, link_id)) == crowd.DEFAULT_CONSENT
+    actor = require(db, login_with_invite(db, invite).token)
+    with pytest.raises(Conflict, match="consent text and choose I agree"):
+        crowd.check_active(db, actor, now=T0)
+    assert crowd.consent(db, actor, True, now=T0).consented == iso(T0)

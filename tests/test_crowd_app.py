@@ -29,12 +29,26 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
     with running_app(config) as (client, _):
         admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
         participant, _ = client.predict(_invite(client, "participant"), api_name="/login_invite")
-        form = [1, "wave 1", 2, 30, 7, "DONE1", "OUT1", 0, 10, "PROLIFIC_PID", crowd.PROLIFIC_RETURN_URL]
+        form = [
+            1,
+            "wave 1",
+            2,
+            30,
+            7,
+            "DONE1",
+            "OUT1",
+            0,
+            10,
+            "PROLIFIC_PID",
+            crowd.PROLIFIC_RETURN_URL,
+            "Ours <b>",
+        ]
         refusals = [
             (admin, {2: 0}, "`quota` must be a whole number from 1 to 10000, got 0"),
             (admin, {4: -1}, r"`days open` must be in \(0, 3650\], got -1"),
             (admin, {6: "OUT 1"}, "`screenout_code` must be 1-40 letters"),
             (admin, {0: 99}, "unknown study id 99"),
+            (admin, {11: "x" * 5001}, "`consent_text` may hold at most 5000 characters"),
             (participant, {}, "needs the role researcher or admin"),
         ]
         for token, change, message in refusals:
@@ -48,6 +62,7 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         token = query["study"][0]
         assert query["PROLIFIC_PID"] == ["{{%PROLIFIC_PID%}}"]
         assert [row[:5] for row in links["data"]] == [[1, "wave 1", "pilot", 2, 0]]
+        assert _rows(config, "select consent_text from crowd_links") == [{"consent_text": "Ours <b>"}]
         _join(config, token, "pidA")
         _join(config, token, "pidB")
 
