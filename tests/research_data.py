@@ -1,18 +1,23 @@
 """Shared set-up of the research tests: tiny models built once, stored runs with known colors.
 
 `tiny_models` builds the engine's tiny random models (`evaluation.models.tiny.build_all`) once per
-test session under pytest's base temporary folder; `install_tiny` copies them where an
-app's data folder expects them. `store_segmented_run` stores a run whose images and masks
-are drawn here (solid colors), then extracts its distributions with the real pipeline.
+test session (once for all of pytest-xdist's processes: `built_once`); `install_tiny` copies
+them where an app's data folder expects them; `tiny_grid_reference` is the in-process run of
+the tiny grid that the Ray tests compare their runs with, made once per session as well.
+`store_segmented_run` stores a run whose images and masks are drawn here (solid colors), then
+extracts its distributions with the real pipeline.
 """
 
 from __future__ import annotations
 
 import base64
+import fcntl
 import io
 import json
+import os
 import shutil
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -29,18 +34,71 @@ from evaluation.pipeline.stages import extract, pixel_summary
 TINY_NAMES = ("tiny-random", "tiny-grounding-dino", "tiny-sam")
 
 
+def session_folder(tmp_path_factory, name: str) -> Path:
+    """``name`` under the session's temporary folder that every pytest-xdist process of this
+    run shares (the parent of each process's own; the process's own without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
+def built_once(folder: Path, build: Callable[[Path], object]) -> Path:
+    """`folder`, filled by ``build(folder)`` unless an earlier call (in any process of this
+    session) finished it; a lock file beside it makes the other processes wait for it."""
+    done = folder / ".built"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a process that died left half-built
+            folder.mkdir(parents=True)
+            build(folder)
+            done.touch()
+    return folder
+
+
+def _build_tiny(root: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        build_all(root)
+
+
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> Path:
-    """Folder holding the three tiny models (built on first use in this session)."""
-    root = tmp_path_factory.getbasetemp() / "research-tiny-models"
-    if not all(
-        (root / name / "config.json").exists() or (root / name / "model_index.json").exists()
-        for name in TINY_NAMES
-    ):
-        with warnings.catch_warnings():
+    """Folder holding the three tiny models (built on first use in this session, ~5 CPU-s;
+    read-only: copy them (`install_tiny`) where a test writes)."""
+    return built_once(session_folder(tmp_path_factory, "research-tiny-models"), _build_tiny)
+
+
+def tiny_paths(root: Path) -> dict[str, Path]:
+    """The tiny models under `root` by name, as `evaluation.models.tiny.build_all` returns them."""
+    return {name: root / name for name in TINY_NAMES}
+
+
+def tiny_grid_argv(models: dict[str, Path], folder: Path) -> list[str]:
+    """``python -m evaluation`` arguments (after the module) of the tiny grid the Ray tests run:
+    2 concepts x 2 styles x 2 CFG x 2 seeds, one image per batch, into `folder`; the same
+    run as `bench.bench_ray_node_loss.run_argv` without its executor."""
+    from bench.bench_ray_node_loss import run_argv
+
+    argv = run_argv(models, folder)
+    assert argv[3] == "run" and argv[-2:] == ["--executor", "ray"]
+    return argv[3:-2]
+
+
+@pytest.fixture(scope="session")
+def tiny_grid_reference(tiny_models, tmp_path_factory) -> Path:
+    """A folder with ``db.sqlite`` and ``data/`` of the tiny grid run in-process (torch on one
+    thread, as Ray's one-CPU workers run it, so the PNG bytes are theirs), made once per
+    session from `tiny_models`; read-only."""
+    from evaluation.__main__ import main as evaluation_main
+    from evaluation.models.tiny import one_cpu_thread
+
+    def run(folder: Path) -> None:
+        with one_cpu_thread(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            build_all(root)
-    return root
+            assert evaluation_main(tiny_grid_argv(tiny_paths(tiny_models), folder)) == 0
+
+    return built_once(session_folder(tmp_path_factory, "tiny-grid-in-process"), run)
 
 
 def install_tiny(tiny_root: Path, data_dir: Path) -> None:

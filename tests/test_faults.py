@@ -26,9 +26,10 @@ from bench.app_process import AppProcess
 from bench.bench_load import _pool_size, concurrent_designers, kill_app, prepare_study
 from bench.client_processes import ClientProcesses
 from bench.designer_client import Ack
-from bench.run_resume import build_tiny_models, kill_and_resume_run
+from bench.run_resume import kill_and_resume_run
 from bench.store_checks import check_store
 from storage import open_db
+from tests.research_data import tiny_models  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -102,8 +103,8 @@ def _rows(db_path, table):
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return build_tiny_models(tmp_path_factory.mktemp("models"))
+def tiny_model(tiny_models):
+    return tiny_models / "tiny-random"  # built once per test session (tests.research_data)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")

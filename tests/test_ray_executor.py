@@ -26,11 +26,11 @@ ray = pytest.importorskip("ray")
 from evaluation.__main__ import build_parser  # noqa: E402
 from evaluation.__main__ import main as evaluation_main  # noqa: E402
 from evaluation.cli import generate, open_db  # noqa: E402
-from evaluation.models.tiny import build_all  # noqa: E402
 from evaluation.pipeline import runs  # noqa: E402
 from evaluation.pipeline.jobs import SegmenterSpec, run_pipeline  # noqa: E402
 from evaluation.pipeline.ray_executor import RayExecutor, RayUnavailable, connect, shutdown  # noqa: E402
 from evaluation.pipeline.stages import GenerationWork, run_stage  # noqa: E402
+from tests.research_data import tiny_grid_argv, tiny_grid_reference, tiny_models, tiny_paths  # noqa: E402, F401
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = "grid"
@@ -50,8 +50,8 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return build_all(tmp_path_factory.mktemp("ray-models"))
+def models(tiny_models):
+    return tiny_paths(tiny_models)
 
 
 def _argv(models, folder: Path, *extra: str) -> list[str]:
@@ -120,10 +120,11 @@ def _assert_same(outcome, reference) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(one_torch_thread, models, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("in-process")
-    assert evaluation_main(_argv(models, folder)) == 0
-    outcome = _outcome(folder)
+def reference(models, tiny_grid_reference):
+    # The in-process run of this grid, made once per test session (tests.research_data):
+    # tests/test_ray_node_loss.py compares its run with the same one.
+    assert tiny_grid_argv(models, Path("X")) == _argv(models, Path("X"))
+    outcome = _outcome(tiny_grid_reference)
     assert {(r["status"], r["segment_status"]) for r in outcome[0]} == {("segmented", "ok")}
     return outcome
 

@@ -19,8 +19,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from bench.bench_ray_node_loss import LocalCluster, outcome, redone, run_argv, run_cli  # noqa: E402
-from evaluation.__main__ import main as evaluation_main  # noqa: E402
-from evaluation.models.tiny import build_all  # noqa: E402
+from tests.research_data import tiny_grid_reference, tiny_models, tiny_paths  # noqa: E402, F401
 
 pytestmark = [
     pytest.mark.usefixtures("one_torch_thread"),
@@ -36,8 +35,8 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return build_all(tmp_path_factory.mktemp("node-loss-models"))
+def models(tiny_models):
+    return tiny_paths(tiny_models)
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -48,9 +47,10 @@ def _files(folder: Path) -> dict[str, str]:
     }
 
 
-def test_a_node_killed_mid_run_leaves_the_run_to_the_other_node_with_the_same_rows(cluster, models, tmp_path):
-    reference = tmp_path / "in-process"
-    assert evaluation_main(run_argv(models, reference)[3:-2]) == 0  # the same run in this process
+def test_a_node_killed_mid_run_leaves_the_run_to_the_other_node_with_the_same_rows(
+    cluster, models, tiny_grid_reference, tmp_path
+):
+    reference = tiny_grid_reference  # the same run in-process (made once per session)
 
     folder = tmp_path / "ray"
     result = run_cli(cluster, run_argv(models, folder), kill_node=1)
