@@ -148,6 +148,7 @@ def test_study_and_participant_endpoints_refuse_other_roles_and_write_nothing(tm
             "/study_analyse",
         }
         assert set(participant_calls) == {
+            "/participant_consent",
             "/participant_next",
             "/participant_set_background",
             "/participant_vote",
@@ -159,6 +160,7 @@ def test_study_and_participant_endpoints_refuse_other_roles_and_write_nothing(tm
             "/study_analyse": [1, False, 10, 0],
             "/study_choices": ["clipart", None, []],
             "/participant_set_background": ["yes"],
+            "/participant_consent": [True],
             "/participant_vote": [1, "left", "2025-01-01T00:00:00.000000Z"],
         }
         before = _dump(config)
