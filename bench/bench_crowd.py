@@ -1,8 +1,10 @@
 """Crowd scale: many participants open one study link within a minute and vote at a human pace.
 
-``python -m bench.bench_crowd [--participants 200] [--join-s 60] [--vote-s 120]`` (also
-``python -m bench --only crowd``); ``--participants 25,50,100,200`` runs a sweep, one size
-after the other, each on a fresh database and app process. One app process (`bench.app_process.AppProcess`) on a
+``python -m bench.bench_crowd [--participants 200] [--join-s 60] [--vote-s 120]
+[--server-cpus 0,1] [--client-processes 6]`` (also ``python -m bench --only crowd``);
+``--participants 25,50,100,200`` runs a sweep, one size after the other, each on a fresh
+database and app process; ``--server-cpus`` pins the app to those CPUs and the clients to
+the others (the issue's "one machine with two cores" measured without the clients' own CPU). One app process (`bench.app_process.AppProcess`) on a
 synthetic open study (`tests`-free: `prepare` builds it with the engine's own
 bookkeeping); `participants` light clients (threads speaking Gradio's queue protocol over
 keep-alive, `bench.designer_client.HttpClient`) each:
@@ -24,14 +26,18 @@ pair's count exact, no participant twice on a pair, none over its votes per pair
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import contextlib
 import datetime as dt
 import json
+import multiprocessing
 import os
 import tempfile
 import threading
 import time
 import urllib.parse
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,35 +260,95 @@ def vote_problems(db_path: Path, acked: list[int]) -> list[str]:
         db.close()
 
 
+def _group(url: str, token: str, events: dict, jobs: list[tuple[int, float]], until: float) -> list[Outcome]:
+    """Participants ``(i, moment)`` of one client process, each in a thread; their outcomes
+    in the order of `jobs`. `moment` and `until` are `time.perf_counter` values (the system's
+    monotonic clock, the same in every process)."""
+    outcomes: list[Outcome] = [Outcome() for _ in jobs]
+
+    def one(k: int) -> None:
+        i, moment = jobs[k]
+        outcomes[k] = participant(url, token, f"pid{i:04d}", events, moment, until, 100 + i)
+
+    threads = [threading.Thread(target=one, args=(k,), daemon=True) for k in range(len(jobs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def _pin(cpus: list[int] | None) -> None:
+    """A client process's CPUs (Linux affinity); None keeps them."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
+def _ready(_: int = 0) -> int:
+    """Nothing: a task that makes a client process start and import this module."""
+    time.sleep(0.5)
+    return os.getpid()
+
+
 def run(
-    participants: int = 200, join_s: float = 60.0, vote_s: float = 120.0, *, folder: Path | None = None
+    participants: int = 200,
+    join_s: float = 60.0,
+    vote_s: float = 120.0,
+    *,
+    folder: Path | None = None,
+    server_cpus: list[int] | None = None,
+    client_processes: int = 1,
 ) -> dict:
-    """Run the scenario (module docstring); returns its figures."""
+    """Run the scenario (module docstring); returns its figures.
+
+    `server_cpus` pins the app (and what it starts) to those CPUs and the clients to the
+    others; `client_processes` > 1 spreads the clients' threads over that many processes
+    (started and ready before the clock), so that one interpreter's lock does not time the
+    clients instead of the server.
+    """
     folder = Path(tempfile.mkdtemp(prefix="bench-crowd-")) if folder is None else folder
     db_path, data_dir = folder / "crowd.sqlite", folder / "data"
     trials = int(vote_s / PACE_S[0]) + 5
     token = prepare(db_path, data_dir, participants, trials)
     loads = [os.getloadavg()[0]]
-    with AppProcess(db_path, data_dir, log_path=folder / "app.log") as app:
+    client_cpus = None if server_cpus is None else sorted(os.sched_getaffinity(0) - set(server_cpus))
+    with contextlib.ExitStack() as stack:
+        app = stack.enter_context(
+            AppProcess(db_path, data_dir, log_path=folder / "app.log", cpus=server_cpus)
+        )
+        _pin(client_cpus)
+        pool = None
+        if client_processes > 1:
+            pool = stack.enter_context(
+                ProcessPoolExecutor(
+                    client_processes,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_pin,
+                    initargs=(client_cpus,),
+                )
+            )
+            list(pool.map(_ready, range(client_processes)))  # every process started and imported
         events = page_events(app.url)
         rng = np.random.default_rng(1)
         start = time.perf_counter() + 1.0
         until = start + vote_s
-        offsets = np.sort(rng.uniform(0, join_s, participants))
+        moments = start + np.sort(rng.uniform(0, join_s, participants))
+        jobs = [(i, float(moments[i])) for i in range(participants)]
+        groups = [jobs[k::client_processes] for k in range(client_processes)]
         outcomes: list[Outcome] = [Outcome() for _ in range(participants)]
-
-        def one(i: int) -> None:
-            outcomes[i] = participant(
-                app.url, token, f"pid{i:04d}", events, start + offsets[i], until, 100 + i
-            )
-
-        threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(participants)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            while thread.is_alive():
+        if pool is None:
+            futures = [None]
+            done = [_group(app.url, token, events, jobs, until)]
+        else:
+            futures = [pool.submit(_group, app.url, token, events, group, until) for group in groups]
+            while not all(f.done() for f in futures):
                 loads.append(os.getloadavg()[0])
-                thread.join(timeout=5.0)
+                concurrent.futures.wait(futures, timeout=5.0)
+            done = [f.result() for f in futures]
+        for group, results in zip(groups if pool is not None else [jobs], done):
+            for (i, _), outcome in zip(group, results):
+                outcomes[i] = outcome
+        loads.append(os.getloadavg()[0])
     acked = [t for o in outcomes for t in o.acked]
     pages = [o.page_s for o in outcomes if o.page_s is not None]
     htmls = [o.html_s for o in outcomes if o.html_s is not None]
@@ -306,6 +372,8 @@ def run(
         "load_start": loads[0],
         "load_max": max(loads),
         "load_end": os.getloadavg()[0],
+        "server_cpus": server_cpus,
+        "client_processes": client_processes,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -332,10 +400,27 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--join-s", type=float, default=60.0)
     parser.add_argument("--vote-s", type=float, default=120.0)
+    parser.add_argument(
+        "--server-cpus",
+        type=_cpus,
+        default=None,
+        help="CPUs the app runs on (e.g. 0,1); the clients then run on the others",
+    )
+    parser.add_argument(
+        "--client-processes", type=int, default=1, help="processes the clients' threads are spread over"
+    )
     args = parser.parse_args(argv)
+    if args.client_processes < 1:
+        parser.error(f"--client-processes must be a whole number >= 1, got {args.client_processes}")
     done = []
     for size in args.participants:
-        figures = run(size, args.join_s, args.vote_s)
+        figures = run(
+            size,
+            args.join_s,
+            args.vote_s,
+            server_cpus=args.server_cpus,
+            client_processes=args.client_processes,
+        )
         figures["meets_targets"] = meets_targets(figures)
         print(json.dumps(figures, indent=2), flush=True)
         print(markdown(figures), flush=True)
@@ -360,6 +445,22 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
+def _cpus(text: str) -> list[int]:
+    """``"0,1"`` as ``[0, 1]``: CPUs this process may use, at least one left for the clients."""
+    try:
+        cpus = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--server-cpus must be CPU numbers separated by commas, got {text!r}"
+        ) from None
+    allowed = os.sched_getaffinity(0)
+    if not cpus or not set(cpus) < allowed:
+        raise argparse.ArgumentTypeError(
+            f"--server-cpus must name some, not all, of this process's CPUs {sorted(allowed)}, got {text!r}"
+        )
+    return cpus
+
+
 TARGETS = {"page_p95_s": 2.0, "vote_p95_ms": 300.0}
 
 
@@ -380,13 +481,23 @@ HEADER = (
 )
 
 
+def _where(f: dict) -> str:
+    """Where the clients and the app ran, as a sentence."""
+    processes = f.get("client_processes", 1)
+    clients = "one process" if processes == 1 else f"{processes} processes"
+    if f.get("server_cpus"):
+        return f"the app pinned to CPUs {','.join(map(str, f['server_cpus']))}, light clients in threads of {clients} on the other CPUs."
+    return f"light clients in threads of {clients} on the same CPUs as the app."
+
+
 def section(figures: list[dict], command: str) -> str:
     """The "Crowd" section of BENCHMARKS.md: how it was run, then a row per run."""
     f = figures[0]
     return (
         f"Command: `{command}`; {f['date']}; each run: the participants open the link within "
         f"{f['join_s']:.0f} s and vote every 3-8 s until {f['vote_s']:.0f} s after the start; "
-        "light clients in threads of one process on the same machine as the app. Targets: page "
+        + _where(f)
+        + " Targets: page "
         "load p95 < 2 s, vote p95 < 300 ms, no store problem.\n\n"
         + HEADER
         + "\n"
