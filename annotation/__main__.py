@@ -42,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     out = commands.add_parser("export", help="CSV + Parquet of every table, images.zip")
     out.add_argument("folder", help="a new or empty folder to write to")
+    out.add_argument(
+        "--external-ids",
+        action="store_true",
+        help="add the table crowd_external_ids: crowd participants' platform ids (personal data)",
+    )
     password = commands.add_parser(
         "set-admin-password", help="choose a new admin password (read from the terminal)"
     )
@@ -126,7 +131,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "check-distributions":
             return _check_distributions(db, args.data_dir, args.repair)
         if args.command == "export":
-            summary = export(db, args.data_dir, args.folder)
+            summary = export(db, args.data_dir, args.folder, external_ids=args.external_ids)
             print(
                 f"exported {len(summary.rows)} tables ({sum(summary.rows.values())} rows) "
                 f"and images {summary.images} to {summary.folder}"

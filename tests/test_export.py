@@ -443,3 +443,16 @@ def test_an_export_holds_no_external_id_unless_asked_and_then_one_table_of_them(
     assert "203.0.113.71" not in _all_text(done.archive)  # the address is never exported
     assert jobs.start(now="without").external_ids is False
     assert "PIDXQ1ZZ" not in _all_text(jobs.wait(60).archive)
+
+
+def test_the_command_line_export_adds_external_ids_only_with_its_option(tmp_path, db):
+    data_dir = tmp_path / "data"
+    _crowd(db, data_dir)
+    base = ["--db", str(tmp_path / "a.sqlite"), "--data-dir", str(data_dir), "export"]
+    assert main([*base, str(tmp_path / "plain")]) == 0
+    assert not (tmp_path / "plain" / "csv" / "crowd_external_ids.csv").exists()
+    plain = "\n".join(p.read_text("latin-1") for p in (tmp_path / "plain" / "csv").glob("*.csv"))
+    assert [value for value in PERSONAL if value in plain] == []
+    assert main([*base, "--external-ids", str(tmp_path / "asked")]) == 0
+    ids = pd.read_csv(tmp_path / "asked" / "csv" / "crowd_external_ids.csv", dtype=str)
+    assert sorted(ids["external_id"]) == ["PIDXQ1ZZ", "PIDXQ2ZZ"]
