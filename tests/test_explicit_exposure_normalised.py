@@ -112,7 +112,7 @@ def test_scorer_rejects_renders_scored_against_a_color_outside_the_candidate_set
 
 
 @pytest.mark.parametrize("key", ["iscc-nbs-l2", "css3"])
-def test_default_lit_side_rules_are_no_worse_here_than_the_plain_mean(figures, key):
+def test_the_default_rules_are_no_worse_here_than_the_plain_mean(figures, key):
     """Issue 27: the default re-reading keeps the plain mean's figures on these renders
     (100 % L2, 93.65 % CSS before it) and its false passes stay under 2 %."""
     lit, mean = figures[key]["paper"], figures[key]["paper-mean"]
