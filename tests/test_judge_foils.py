@@ -3,6 +3,7 @@
 import pytest
 
 from evaluation.color.naming import BASIC_TERMS
+from evaluation.color.wheel import ADJACENT, COMPLEMENTARY, relation
 from evaluation.judges.foils import (
     Foil,
     RefusedDescription,
@@ -12,7 +13,6 @@ from evaluation.judges.foils import (
     replacement_foils,
     swap_foil,
 )
-from evaluation.judges.wheel import ADJACENT, COMPLEMENTARY, relation
 
 
 def test_replacement_foils_replace_the_color_by_each_other_basic_term():

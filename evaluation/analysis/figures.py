@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from evaluation.analysis.tables import METRICS, MODIFIER_LABELS, SHIFT_COLUMNS, require_columns
 from evaluation.color.naming import name_lab, name_srgb
 from evaluation.color.palette import N_BINS, Palette, load_uw71
-from evaluation.judges.wheel import relation
+from evaluation.color.wheel import relation
 
 BAR_OUTLINE = "#9e9e9e"  # keeps white and very light bars visible on a white background
 LAYOUT = {"template": "plotly_white", "margin": {"l": 50, "r": 20, "t": 50, "b": 40}}
@@ -420,7 +420,7 @@ def judge_failure_heatmap(matrix: pd.DataFrame, *, title: str = "") -> go.Figure
         One `go.Heatmap`: z = `matrix` (unchanged), x = foil terms, y = true terms (top to
         bottom in the matrix's order), color scale fixed to [0, 1]; each cell is marked
         ``~`` (adjacent) or ``⚡`` (complementary) on the color wheel
-        (`evaluation.judges.wheel`), and its hover shows both terms, the relation and the
+        (`evaluation.color.wheel`), and its hover shows both terms, the relation and the
         failure rate.
     """
     if list(matrix.index) == [] or matrix.shape[0] != matrix.shape[1]:

@@ -1,1 +1,1 @@
-"""Color science on arrays: the UW-71 palette, color spaces, extraction of a distribution from pixels, the metrics, SCD plausibility."""
+"""Color science on arrays: the UW-71 palette, color spaces, extraction of a distribution from pixels, the metrics, SCD plausibility, color names and systems, and the color-wheel relations of basic terms (`wheel`)."""

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from evaluation.color.naming import BASIC_TERMS
+from evaluation.color.wheel import relation
 from evaluation.judges.probes import ProbeItem
-from evaluation.judges.wheel import relation
 
 PAIR_COLUMNS = (
     "judge",
