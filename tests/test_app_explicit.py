@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from gradio_client.exceptions import AppError
 
+from evaluation.color.synthetic import render
 from evaluation.color.systems import load_system
 from evaluation.explicit import pipeline
 from evaluation.explicit.pipeline import ExplicitWork, create_explicit_run, score_explicit
 from evaluation.explicit.prompts import build_prompts
-from evaluation.explicit.synthetic import render
 from evaluation.models.registry import get_model, load_registry
 from evaluation.models.segmentation import Segmentation
 from evaluation.pipeline import runs

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from evaluation.__main__ import main
+from evaluation.color.synthetic import render
 from evaluation.explicit.pipeline import ExplicitWork, create_explicit_run, score_explicit
 from evaluation.explicit.prompts import build_prompts
 from evaluation.explicit.rules import SCORINGS
-from evaluation.explicit.synthetic import render
 from evaluation.explicit.tables import accuracy_table, image_verdicts
 from evaluation.models.registry import get_model, load_registry
 from evaluation.pipeline import runs

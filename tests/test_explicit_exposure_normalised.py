@@ -1,11 +1,11 @@
 """The scorer on exposure-normalised renders: every ISCC-NBS L2 and CSS3/X11 color on five shapes.
 
-The renders of :mod:`evaluation.explicit.synthetic` scale their shading so that its mean over
+The renders of :mod:`evaluation.color.synthetic` scale their shading so that its mean over
 the object is 1, the one condition under which the plain mean of the pixels (``paper-mean``)
 is the albedo: a check that the scorers are no worse there than before, not a validation (that
 is ``tests/test_explicit_validation_renders.py`` on renders the scorer was not tuned to).
 
-Each color is rendered on each shape of :data:`evaluation.explicit.synthetic.SHAPES` (seeded
+Each color is rendered on each shape of :data:`evaluation.color.synthetic.SHAPES` (seeded
 backgrounds, light and placement), its dominant color is scored against its own candidate set
 (should be correct) and against the candidate set of a color drawn from outside it (should not).
 The paper reports 96.46% (L2) and 92.00% (CSS) on its Blender renders; the figures print in the
@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
+from evaluation.color.synthetic import SHAPES, render
 from evaluation.color.systems import load_system
 from evaluation.explicit.candidates import candidate_indices
 from evaluation.explicit.dominant import dominant_color, masked_lab
 from evaluation.explicit.rules import RULES
 from evaluation.explicit.scoring import score
-from evaluation.explicit.synthetic import SHAPES, render
 
 # name -> (rules, pixels the exact mask is grown by: background leaking in, as along SAM's edges)
 VARIANTS = {

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from evaluation.color.colorspace import delta_e_2000, srgb_to_lab
-from evaluation.explicit.synthetic import BACKGROUNDS, SHAPES, render
+from evaluation.color.synthetic import BACKGROUNDS, SHAPES, render
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -10,9 +10,10 @@ from numpy.testing import assert_allclose
 from scipy import ndimage
 
 from bench.bench_explicit_validation import rates, score_renders
+from evaluation.color.synthetic import linear_to_srgb, srgb_to_linear
 from evaluation.color.systems import load_system
 from evaluation.explicit import validation_renders as vr
-from evaluation.explicit.validation_renders import Conditions, linear_to_srgb, render, srgb_to_linear
+from evaluation.explicit.validation_renders import Conditions, render
 
 GREY = np.array([120, 120, 120], dtype=np.uint8)
 PLAIN = Conditions(lights="one", ambient=0.2, exposure=0.0, shadow="hard", specular="matte")

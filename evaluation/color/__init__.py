@@ -1,1 +1,1 @@
-"""Color science on arrays: the UW-71 palette, color spaces, extraction of a distribution from pixels, the metrics, SCD plausibility, color names and systems, and the color-wheel relations of basic terms (`wheel`)."""
+"""Color science on arrays: the UW-71 palette, color spaces, extraction of a distribution from pixels, the metrics, SCD plausibility, color names and systems, the color-wheel relations of basic terms (`wheel`) and exposure-normalised renders of shapes in a known color (`synthetic`)."""

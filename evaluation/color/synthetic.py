@@ -1,10 +1,10 @@
 """Exposure-normalised renders of simple shapes in a known color, with exact object masks.
 
-Test images for the explicit-color mode, the tiny segmenter and color naming: a sphere, box, cylinder,
-cone or torus whose albedo is a given sRGB color, lit by one directional light (Lambertian
-diffuse plus an ambient term), with a Blinn-Phong specular highlight, casting a soft shadow on
-a seeded background. Everything is plain NumPy on the CPU; a 256 x 256 render takes a few
-milliseconds.
+Test images for the explicit-color mode, the tiny models, color naming and the judge audit's
+probe items: a sphere, box, cylinder, cone or torus whose albedo is a given sRGB color, lit by
+one directional light (Lambertian diffuse plus an ambient term), with a Blinn-Phong specular
+highlight, casting a soft shadow on a seeded background. Everything is plain NumPy on the CPU;
+a 256 x 256 render takes a few milliseconds.
 
 Rendering model
 ---------------
@@ -14,8 +14,9 @@ mean over the object is 1 (the object is "correctly exposed", as a photographer 
 subject), so the albedo is the object's average color up to highlights, clipping and noise.
 A light Gaussian sensor noise (``NOISE`` in 8-bit levels) is added after encoding to sRGB.
 That scaling is the one condition under which the plain mean of the object's pixels is the
-albedo, so these renders are no validation of a scorer; :mod:`.validation_renders` is.
-The mask is exact: a pixel is the object's when the object's surface covers the pixel centre,
+albedo, so these renders are no validation of a scorer;
+:mod:`evaluation.explicit.validation_renders` is (it uses the sRGB transfer functions and
+`unit` defined here). The mask is exact: a pixel is the object's when the object's surface covers the pixel centre,
 and pixels are not anti-aliased, so no background leaks into masked pixels.
 
 The cast shadow falls on the background only (it darkens the background, never the mask).
@@ -28,9 +29,6 @@ from collections.abc import Callable
 import numpy as np
 
 from evaluation.color.colorspace import srgb_as_float
-from evaluation.explicit.validation_renders import linear_to_srgb as _linear_to_srgb
-from evaluation.explicit.validation_renders import srgb_to_linear as _srgb_to_linear
-from evaluation.explicit.validation_renders import unit as _unit
 
 SHAPES = ("sphere", "box", "cylinder", "cone", "torus")
 BACKGROUNDS = ("plain", "gradient", "floor", "checker", "noise")
@@ -41,6 +39,22 @@ SPECULAR = 0.5
 SHININESS = 250.0
 NOISE = 1.0
 SHADOW_DARKENING = 0.55
+
+
+def srgb_to_linear(rgb: np.ndarray) -> np.ndarray:
+    """sRGB in [0, 1] to linear RGB in [0, 1] (IEC 61966-2-1), any shape."""
+    return np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+
+
+def linear_to_srgb(linear: np.ndarray) -> np.ndarray:
+    """Linear RGB to sRGB in [0, 1], clipping to [0, 1] first (IEC 61966-2-1), any shape."""
+    linear = np.clip(linear, 0.0, 1.0)
+    return np.where(linear <= 0.0031308, linear * 12.92, 1.055 * linear ** (1 / 2.4) - 0.055)
+
+
+def unit(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` (..., 3) scaled to unit length along the last axis."""
+    return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
 
 
 # Each shape maps pixel coordinates (x right, y up, in units of the shape's radius, centred on
@@ -67,8 +81,8 @@ def _box(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     )
     normals = np.zeros(x.shape + (3,))
     normals[front] = (0.0, 0.0, 1.0)
-    normals[top] = _unit(np.array([0.0, 1.0, 0.45]))
-    normals[right] = _unit(np.array([1.0, 0.0, 0.45]))
+    normals[top] = unit(np.array([0.0, 1.0, 0.45]))
+    normals[right] = unit(np.array([1.0, 0.0, 0.45]))
     return front | top | right, normals
 
 
@@ -83,7 +97,7 @@ def _cylinder(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     normals = np.zeros(x.shape + (3,))
     side_normals = np.stack([u, np.zeros_like(u), np.sqrt(np.clip(1.0 - u**2, 0.0, None))], axis=-1)
     normals[side] = side_normals[side]
-    normals[cap] = _unit(np.array([0.0, 1.0, 0.3]))
+    normals[cap] = unit(np.array([0.0, 1.0, 0.3]))
     return side | cap, normals
 
 
@@ -128,7 +142,7 @@ def _random_color(rng: np.random.Generator) -> np.ndarray:
     """A background color in linear RGB: mostly muted, sometimes saturated."""
     base = rng.uniform(0.15, 0.85)
     spread = rng.choice([0.05, 0.15, 0.35])
-    return _srgb_to_linear(np.clip(base + rng.uniform(-spread, spread, size=3), 0.0, 1.0))
+    return srgb_to_linear(np.clip(base + rng.uniform(-spread, spread, size=3), 0.0, 1.0))
 
 
 def _background(kind: str, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -214,7 +228,7 @@ def render(
     >>> image.shape, image.dtype, mask.dtype
     ((64, 64, 3), dtype('uint8'), dtype('bool'))
     """
-    albedo = _srgb_to_linear(_check_inputs(rgb, shape, size, background))
+    albedo = srgb_to_linear(_check_inputs(rgb, shape, size, background))
     rng = np.random.default_rng(seed)
     kind = background if background is not None else BACKGROUNDS[int(rng.integers(len(BACKGROUNDS)))]
     scene = _background(kind, size, rng)
@@ -225,13 +239,13 @@ def render(
     rows, cols = np.indices((size, size)) + 0.5
     x, y = (cols - cx) / radius, (cy - rows) / radius
     mask, normals = _SHAPE_FUNCTIONS[shape](x, y)
-    normals = _unit(np.where(mask[..., None], normals, (0.0, 0.0, 1.0)))
+    normals = unit(np.where(mask[..., None], normals, (0.0, 0.0, 1.0)))
 
     # 2. Light from the upper left front, jittered; Lambert + ambient, exposed on the object.
-    light = _unit(np.array([-0.45, 0.55, 0.7]) + rng.uniform(-0.15, 0.15, size=3))
+    light = unit(np.array([-0.45, 0.55, 0.7]) + rng.uniform(-0.15, 0.15, size=3))
     shade = AMBIENT + DIFFUSE * np.clip(normals @ light, 0.0, None)
     shade = shade / shade[mask].mean()
-    halfway = _unit(light + np.array([0.0, 0.0, 1.0]))
+    halfway = unit(light + np.array([0.0, 0.0, 1.0]))
     specular = SPECULAR * np.clip(normals @ halfway, 0.0, None) ** SHININESS
 
     # 3. Soft cast shadow on the background, away from the light.
@@ -243,5 +257,5 @@ def render(
     # 4. Compose, encode to sRGB, add sensor noise.
     lit = albedo * shade[..., None] + specular[..., None]
     linear = np.where(mask[..., None], lit, scene)
-    image = _linear_to_srgb(linear) * 255.0 + rng.normal(0.0, NOISE, size=linear.shape)
+    image = linear_to_srgb(linear) * 255.0 + rng.normal(0.0, NOISE, size=linear.shape)
     return np.clip(np.round(image), 0, 255).astype(np.uint8), mask

@@ -2,7 +2,7 @@
 
 An object of known albedo on a simple set (a wall and a floor), rendered under conditions that
 a generated image may show, each one a named axis of :data:`AXES` so that a table can say where
-a rule set breaks. Unlike the exposure-normalised renders of :mod:`evaluation.explicit.synthetic`
+a rule set breaks. Unlike the exposure-normalised renders of :mod:`evaluation.color.synthetic`
 (whose shading is scaled so that its mean over the object is 1, the one condition under which the
 plain mean of the pixels recovers the albedo), nothing here is scaled to suit a scorer: this
 module knows the scene, not the scorer, and imports nothing from it.
@@ -46,6 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
+
+from evaluation.color.synthetic import linear_to_srgb, srgb_to_linear, unit
 
 SHAPES = ("sphere", "egg", "cylinder", "cube", "torus")
 
@@ -147,22 +149,6 @@ class ValidationRender:
     irradiance: np.ndarray
     shape: str
     conditions: Conditions
-
-
-def srgb_to_linear(rgb: np.ndarray) -> np.ndarray:
-    """sRGB in [0, 1] to linear RGB in [0, 1] (IEC 61966-2-1), any shape."""
-    return np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-
-
-def linear_to_srgb(linear: np.ndarray) -> np.ndarray:
-    """Linear RGB to sRGB in [0, 1], clipping to [0, 1] first (IEC 61966-2-1), any shape."""
-    linear = np.clip(linear, 0.0, 1.0)
-    return np.where(linear <= 0.0031308, linear * 12.92, 1.055 * linear ** (1 / 2.4) - 0.055)
-
-
-def unit(vectors: np.ndarray) -> np.ndarray:
-    """``vectors`` (..., 3) scaled to unit length along the last axis."""
-    return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
 
 
 # Shapes: pixel coordinates (x right, y up, in units of the object's radius) -> (mask, normals).

@@ -3,7 +3,7 @@ description and its foils.
 
 Two sources:
 
-* `synthetic_items`: one or two shapes rendered by `evaluation.explicit.synthetic.render`
+* `synthetic_items`: one or two shapes rendered by `evaluation.color.synthetic.render`
   in a prototype color of a basic term (`PROTOTYPES`), side by side on one background
   kind; the description names each shape's color ("a red sphere and a blue box").
 * `item_from_regions`: any image with object masks whose colors the project knows, such
@@ -123,7 +123,7 @@ def synthetic_items(
     list of ProbeItem
         Item ids ``synthetic-0`` ...; source ``"synthetic"``.
     """
-    from evaluation.explicit.synthetic import BACKGROUNDS, SHAPES, render
+    from evaluation.color.synthetic import BACKGROUNDS, SHAPES, render
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"`n` must be a positive integer, got {n!r}")
@@ -164,7 +164,7 @@ def region_color(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Per-channel median sRGB of the masked pixels, uint8, shape (3,).
 
     The median ignores highlights and deep shade, so a shaded object measures near its
-    albedo (`evaluation.explicit.synthetic` exposes renders on the object).
+    albedo (`evaluation.color.synthetic` exposes renders on the object).
     """
     return np.median(image[mask], axis=0).round().astype(np.uint8)
 

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from evaluation.color.naming import BASIC_TERMS
-from evaluation.explicit.synthetic import SHAPES
+from evaluation.color.synthetic import SHAPES
 
 #: Side of the square images the tiny models are built for, in pixels.
 TINY_RESOLUTION = 64
