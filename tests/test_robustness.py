@@ -10,6 +10,7 @@ from evaluation.color.colorspace import srgb_to_lab
 from evaluation.color.extraction import distribution_from_pixels, group_images
 from evaluation.color.palette import nearest_uw71
 from evaluation.concepts import load_concepts
+from evaluation.explicit.views import EXPLICIT_CHOICES, explicit_robustness
 from evaluation.pipeline import runs
 from tests.research_data import one_hot, store_segmented_run
 
@@ -194,9 +195,9 @@ def test_explicit_rule_sets_are_an_open_choice_whose_swaps_are_reported():
         for scoring, verdicts in [*by_rules.items(), ("released-closest", by_rules["released"])]
         for j, correct in enumerate(verdicts)
     ]
-    report = robustness.explicit_robustness(rows).set_index("alternative")
+    report = explicit_robustness(rows).set_index("alternative")
     assert list(report.index) == ["paper-mean", "released", "released-closest"]
-    assert set(report["choice"]) == set(robustness.EXPLICIT_CHOICES) and set(report["default"]) == {"paper"}
+    assert set(report["choice"]) == set(EXPLICIT_CHOICES) and set(report["default"]) == {"paper"}
     assert set(report["metric"]) == {"accuracy"}
     assert report.loc["paper-mean", "swapped"] == "m-lit ↔ m-flat"
     assert report.loc["paper-mean", "kendall_tau"] == pytest.approx(-1.0)
@@ -207,4 +208,4 @@ def test_explicit_rule_sets_are_an_open_choice_whose_swaps_are_reported():
     assert report.loc["released", "largest_change"] == pytest.approx(25.0)
     assert report.loc["released", "where"] == "m-lit iscc-nbs-l2/color_name"
     with pytest.raises(ValueError, match="'paper' rules"):
-        robustness.explicit_robustness([r for r in rows if r["scoring"] != "paper"])
+        explicit_robustness([r for r in rows if r["scoring"] != "paper"])

@@ -32,12 +32,9 @@ default is recomputed the same way, so every comparison is like for like. It cos
 as much as the run's extract stage at one scale, so `sample_families` can restrict it to a
 seeded sample of base concepts with all their variants (the report says which).
 
-The explicit-color mode (GenColorBench) has one open choice of its own, the scoring rule set
-(`EXPLICIT_CHOICES`: the default ``paper`` reading against ``paper-mean``, ``released`` and
-``released-closest``, `evaluation.explicit.rules`). `explicit_robustness` compares the models'
-accuracy (Table 4 cells: color system × task, and each model's mean) under each alternative
-with the same report columns; every rule set's verdicts are stored per object, so nothing is
-rescored.
+The explicit-color mode (GenColorBench) asks the same question of its scoring rule set with
+`compare` and these report columns (`evaluation.explicit.views.explicit_robustness`); its
+metric, `EXPLICIT_METRIC`, is one `compare` knows.
 """
 
 from __future__ import annotations
@@ -54,8 +51,6 @@ from evaluation.analysis import results, tables
 from evaluation.color.extraction import distribution_from_pixels
 from evaluation.color.palette import load_uw71
 from evaluation.concepts import Concept
-from evaluation.explicit import tables as explicit_tables
-from evaluation.explicit.rules import DEFAULT_SCORING, SCORINGS
 from evaluation.pipeline import runs
 from evaluation.pipeline.ray_storage import read_file
 
@@ -68,16 +63,13 @@ CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "sensitivity": (tables.RATIO_OF_MEANS, (tables.MEAN_OF_RATIOS,)),
     "grey_hue": ("exclude", ("atan2", "match")),
 }
-#: The explicit-color mode's choice -> (default, alternatives); see `explicit_robustness`.
-EXPLICIT_CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "explicit_rules": (DEFAULT_SCORING, tuple(s for s in SCORINGS if s != DEFAULT_SCORING)),
-}
 EXTRACTION_CHOICES = ("pixel_filter", "bin_color", "linkage")
 #: Extraction choices that apply to the designers' paint as well (the filter is GenColor's
 #: for model images only).
 HUMAN_CHOICES = ("bin_color", "linkage")
 SUMMARY_METRICS = ("pcc", "emd", "ed", "dca", "hue_diff", "sensitivity")
-#: The explicit-color mode's metric: percent of scored images correct (higher is better).
+#: The explicit-color mode's metric: percent of scored images correct (higher is better;
+#: `evaluation.explicit.views.explicit_summary` produces it).
 EXPLICIT_METRIC = "accuracy"
 REPORT_COLUMNS = (
     "choice",
@@ -352,54 +344,6 @@ def robustness(
 
 
 _KEYWORD = {"cfg": "cfg", "sensitivity": "aggregate", "grey_hue": "grey_hue"}
-
-
-def explicit_summary(rows: Sequence[Mapping], scoring: str) -> pd.DataFrame:
-    """Long form ``model, cell, metric, value`` of explicit-color accuracy under `scoring`:
-    Table 4's cells (``system/task``, percent) and each model's mean over systems and tasks
-    (cell ``all``, each system weighing the same)."""
-    images = explicit_tables.image_verdicts(rows, scoring=scoring)
-    cells = explicit_tables.accuracy_table(images, index=["model", "system"], columns="task")
-    overall = explicit_tables.accuracy_table(images, index="model", columns="task")[explicit_tables.AVERAGE]
-    cells = cells.drop(columns=explicit_tables.AVERAGE).stack().rename("value").reset_index()
-    cells["cell"] = cells["system"] + "/" + cells["task"]
-    parts = [cells[["model", "cell", "value"]], overall.rename("value").reset_index().assign(cell="all")]
-    return pd.concat(parts, ignore_index=True).assign(metric=EXPLICIT_METRIC)[
-        ["model", "cell", "metric", "value"]
-    ]
-
-
-def explicit_robustness(rows: Sequence[Mapping]) -> pd.DataFrame:
-    """Does the ranking of models by explicit-color accuracy survive the rule set?
-
-    Parameters
-    ----------
-    rows : sequence of Mapping
-        `evaluation.pipeline.runs.explicit_results` rows of one or more runs (every rule set).
-
-    Returns
-    -------
-    pandas.DataFrame
-        `REPORT_COLUMNS`, one row per alternative rule set of `EXPLICIT_CHOICES`: the largest
-        change of any accuracy cell (percentage points), Kendall's τ between the models'
-        rankings by mean accuracy, and the pairs that swap.
-
-    Raises
-    ------
-    ValueError
-        If `rows` hold no verdict of the default rule set.
-    """
-    ((choice, (default, alternatives)),) = EXPLICIT_CHOICES.items()
-    base = explicit_summary(rows, default)
-    if base.empty:
-        raise ValueError(f"no explicit-color verdicts under the {default!r} rules: nothing to compare")
-    report = [
-        compare(base, explicit_summary(rows, alternative)).assign(
-            choice=choice, default=default, alternative=alternative, recomputed="from the stored verdicts"
-        )
-        for alternative in alternatives
-    ]
-    return pd.concat(report, ignore_index=True)[list(REPORT_COLUMNS)]
 
 
 def stored_pixels(db, data_dir, model_rows: Sequence[Mapping]) -> dict[tuple, list[np.ndarray]]:

@@ -11,7 +11,7 @@ stored here (the Leaderboards tab re-extracts it from the colorings too).
 With ``--explicit-run RUN`` it answers the same question for an explicit-color (GenColorBench)
 run instead: does the ranking of its models by accuracy survive the scoring rule set (the
 default ``paper`` against ``paper-mean``, ``released``, ``released-closest``;
-`evaluation.analysis.robustness.explicit_robustness`), and writes explicit-robustness.csv.
+`evaluation.explicit.views.explicit_robustness`), and writes explicit-robustness.csv.
 """
 
 from __future__ import annotations

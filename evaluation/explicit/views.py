@@ -5,12 +5,18 @@
 figures from `evaluation.explicit.figures`; `export_report` writes them as CSV and HTML;
 `browser_view` gives the per-prompt browser its overlays, swatches and metric rows. Colors are
 named wherever they are shown with `evaluation.color.naming` (ISCC-NBS level 3 name and basic
-term). Nothing here imports Gradio.
+term). `explicit_robustness` asks whether the ranking of models survives the scoring rule set
+(`EXPLICIT_CHOICES`: the default ``paper`` reading against ``paper-mean``, ``released`` and
+``released-closest``, `evaluation.explicit.rules`), comparing the models' accuracy (Table 4
+cells: color system x task, and each model's mean) with `evaluation.analysis.robustness.compare`;
+every rule set's verdicts are stored per object, so nothing is rescored. Nothing here imports
+Gradio.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,12 +25,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import sqlite_utils
 
+from evaluation.analysis import robustness
 from evaluation.color.naming import name_srgb
 from evaluation.color.systems import load_system
 from evaluation.explicit import figures, tables
 from evaluation.explicit.browser import ImageView, prompt_view
 from evaluation.explicit.jobs import is_explicit
-from evaluation.explicit.rules import get_rules
+from evaluation.explicit.rules import DEFAULT_SCORING, SCORINGS, get_rules
 from evaluation.pipeline import runs
 from evaluation.pipeline.fileio import write_atomic
 from evaluation.pipeline.overlay import overlay_mask
@@ -77,13 +84,67 @@ def check_run(db: sqlite_utils.Database, run: str) -> str:
     return run
 
 
+#: The explicit-color mode's choice -> (default, alternatives); see `explicit_robustness`.
+EXPLICIT_CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "explicit_rules": (DEFAULT_SCORING, tuple(s for s in SCORINGS if s != DEFAULT_SCORING)),
+}
+
+
+def explicit_summary(rows: Sequence[Mapping], scoring: str) -> pd.DataFrame:
+    """Long form ``model, cell, metric, value`` of explicit-color accuracy under `scoring`:
+    Table 4's cells (``system/task``, percent) and each model's mean over systems and tasks
+    (cell ``all``, each system weighing the same)."""
+    images = tables.image_verdicts(rows, scoring=scoring)
+    cells = tables.accuracy_table(images, index=["model", "system"], columns="task")
+    overall = tables.accuracy_table(images, index="model", columns="task")[tables.AVERAGE]
+    cells = cells.drop(columns=tables.AVERAGE).stack().rename("value").reset_index()
+    cells["cell"] = cells["system"] + "/" + cells["task"]
+    parts = [cells[["model", "cell", "value"]], overall.rename("value").reset_index().assign(cell="all")]
+    return pd.concat(parts, ignore_index=True).assign(metric=robustness.EXPLICIT_METRIC)[
+        ["model", "cell", "metric", "value"]
+    ]
+
+
+def explicit_robustness(rows: Sequence[Mapping]) -> pd.DataFrame:
+    """Does the ranking of models by explicit-color accuracy survive the rule set?
+
+    Parameters
+    ----------
+    rows : sequence of Mapping
+        `evaluation.pipeline.runs.explicit_results` rows of one or more runs (every rule set).
+
+    Returns
+    -------
+    pandas.DataFrame
+        `evaluation.analysis.robustness.REPORT_COLUMNS`, one row per alternative rule set of
+        `EXPLICIT_CHOICES`: the largest change of any accuracy cell (percentage points),
+        Kendall's τ between the models' rankings by mean accuracy, and the pairs that swap.
+
+    Raises
+    ------
+    ValueError
+        If `rows` hold no verdict of the default rule set.
+    """
+    ((choice, (default, alternatives)),) = EXPLICIT_CHOICES.items()
+    base = explicit_summary(rows, default)
+    if base.empty:
+        raise ValueError(f"no explicit-color verdicts under the {default!r} rules: nothing to compare")
+    report = [
+        robustness.compare(base, explicit_summary(rows, alternative)).assign(
+            choice=choice, default=default, alternative=alternative, recomputed="from the stored verdicts"
+        )
+        for alternative in alternatives
+    ]
+    return pd.concat(report, ignore_index=True)[list(robustness.REPORT_COLUMNS)]
+
+
 def rule_set_robustness(db: sqlite_utils.Database, run: str) -> tuple[pd.DataFrame, str]:
     """Does the ranking of the run's models survive the rule set?
 
     Returns
     -------
     report : pandas.DataFrame
-        `evaluation.analysis.robustness.explicit_robustness` of the run's stored verdicts.
+        `explicit_robustness` of the run's stored verdicts.
     text : str
         `evaluation.analysis.robustness.describe` of it (Markdown).
 
@@ -94,9 +155,7 @@ def rule_set_robustness(db: sqlite_utils.Database, run: str) -> tuple[pd.DataFra
     ValueError
         If it has no verdict under the default rules yet.
     """
-    from evaluation.analysis import robustness
-
-    report = robustness.explicit_robustness(runs.explicit_results(db, run=check_run(db, run)))
+    report = explicit_robustness(runs.explicit_results(db, run=check_run(db, run)))
     return report, robustness.describe(report)
 
 
