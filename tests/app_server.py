@@ -38,6 +38,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+HTTP_TIMEOUT_S = 120.0
+
+
 @contextlib.contextmanager
 def running_app(config: AppConfig) -> Iterator[tuple[Client, object]]:
     """Build and launch the app for `config`; yield a connected `gradio_client.Client`."""
@@ -64,7 +67,15 @@ class SessionClient(Client):
     page keeps in step with its session. An API client sets the same cookie; this one sets
     it to the first argument of each call, which is the session token of every endpoint
     that needs one (for the sign-in endpoints the cookie is then no session: harmless).
+
+    Plain HTTP calls (the API description the client reads first, uploads) wait up to
+    `HTTP_TIMEOUT_S` instead of httpx's 5 s: on a machine busy with other tests the first
+    ``/info`` of a large app took longer (CI). A waiting limit, not a measured time.
     """
+
+    def __init__(self, src: str, **kwargs):
+        kwargs.setdefault("httpx_kwargs", {"timeout": HTTP_TIMEOUT_S})
+        super().__init__(src, **kwargs)
 
     def predict(self, *args, **kwargs):
         if args and isinstance(args[0], str):
