@@ -10,7 +10,7 @@ pair from participants (`annotation.study.judging`). Then it times, on that data
 
 - ``browser_s``: the Concept browser for one concept (`concept_view`);
 - ``scoring_s``: scoring every model distribution against every human source once
-  (`evaluation.analysis.scoring.score_every_source`), which an evaluation job does when its
+  (`evaluation.pipeline.scoring.score_every_source`), which an evaluation job does when its
   extraction ends; not a view, but what makes the views below a query;
 - ``leaderboards_changed_s``: Tables 1-2, the CFG sweep and the sensitivity tables with their
   bootstrap intervals (`leaderboard_analyses`) against the designers' stored P_H, computed
@@ -48,10 +48,10 @@ from annotation.qc import review, votes
 from annotation.research.views import concept_view, leaderboard_analyses
 from annotation.study import design as study
 from annotation.study import judging
-from evaluation.analysis.scoring import score_every_source
 from evaluation.color.palette import load_uw71
 from evaluation.concepts import load_concepts
 from evaluation.pipeline import runs
+from evaluation.pipeline.scoring import score_every_source
 from storage import ensure_schema, open_db
 from storage.human import DESIGNERS
 

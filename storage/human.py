@@ -274,7 +274,7 @@ def _distribution(row: dict) -> HumanDistribution:
 def vectors(
     db: sqlite_utils.Database, source: str, concepts: Iterable[str] | None = None
 ) -> dict[str, np.ndarray]:
-    """Just the (71,) vectors of `read`, for `evaluation.analysis.scoring.score` (only ``p`` is
+    """Just the (71,) vectors of `read`, for `evaluation.pipeline.scoring.score` (only ``p`` is
     read and decoded: the groups behind 1,278 distributions cost 0.2 s)."""
     check_source(db, source)
     rows = dict(

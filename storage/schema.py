@@ -477,7 +477,7 @@ def _v6_scores(db: sqlite_utils.Database) -> None:
 
     A row is valid while the two distributions it was computed from are unchanged: it
     records the model row's ``created_at`` and the human row's ``updated`` and is ignored
-    (and recomputed) once either differs (`evaluation.analysis.scoring.stored_scores`).
+    (and recomputed) once either differs (`evaluation.pipeline.scoring.stored_scores`).
     """
     db["scores"].create(
         {

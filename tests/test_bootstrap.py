@@ -4,11 +4,12 @@ import pytest
 from numpy.testing import assert_allclose
 from scipy import stats
 
-from evaluation.analysis import bootstrap, scoring, uncertainty
+from evaluation.analysis import bootstrap, uncertainty
 from evaluation.analysis.judgment_report import analyse
 from evaluation.analysis.judgments import metric_validation
 from evaluation.analysis.tables import concept_shifts, select_cfg, sensitivity, table1, table2, with_dca
 from evaluation.color.extraction import distribution_from_pixels
+from evaluation.pipeline import scoring
 from tests.test_judgments import emd_driven, simulate_votes, synthetic_metrics
 
 TYPES = ("original", "visual_state", "emotional")

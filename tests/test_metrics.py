@@ -191,7 +191,7 @@ def _unnormalised_random(rng, n):
 
 
 def test_concept_metrics_equals_the_public_metrics_bit_for_bit_on_random_rows():
-    from evaluation.analysis.scoring import concept_metrics
+    from evaluation.pipeline.scoring import concept_metrics
 
     rng = np.random.default_rng(20261126)
     P, Q = _unnormalised_random(rng, 40), _unnormalised_random(rng, 40)
@@ -228,7 +228,7 @@ def test_public_metrics_equal_their_kernels_on_checked_input_bit_for_bit():
 
 
 def test_concept_metrics_checks_each_array_once_and_names_it(monkeypatch):
-    from evaluation.analysis import scoring
+    from evaluation.pipeline import scoring
 
     calls = []
     real = metrics.check_masses

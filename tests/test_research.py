@@ -14,7 +14,6 @@ from annotation.errors import NotFound
 from annotation.research import records as research
 from annotation.research import views
 from annotation.research.views import concept_view, leaderboard_analyses
-from evaluation.analysis import scoring
 from evaluation.analysis.comparison import strip_of
 from evaluation.analysis.reference import UW71_RATINGS_SOURCE, ensure_shipped_reference, load_reference_csv
 from evaluation.analysis.results import analyses
@@ -22,7 +21,7 @@ from evaluation.color import metrics
 from evaluation.color.extraction import concept_distribution
 from evaluation.concepts import load_concepts
 from evaluation.models.registry import load_registry
-from evaluation.pipeline import runs
+from evaluation.pipeline import runs, scoring
 from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
 from storage import human as human_rows
 from storage import open_db

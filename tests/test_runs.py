@@ -9,7 +9,7 @@ import pytest
 import sqlite_utils
 
 import storage
-from evaluation.analysis import scoring, tables
+from evaluation.analysis import tables
 from evaluation.analysis.reference import UW71_RATINGS_CSV, ReferenceError, load_reference_csv
 from evaluation.color import metrics
 from evaluation.color.extraction import concept_distribution, image_pixels
@@ -18,7 +18,7 @@ from evaluation.models.generation import item_seed
 from evaluation.models.registry import load_registry, with_source
 from evaluation.models.segmentation import load_detector, load_sam
 from evaluation.models.tiny import build_all
-from evaluation.pipeline import runs
+from evaluation.pipeline import runs, scoring
 from evaluation.pipeline.stages import (
     GenerationWork,
     SegmentationWork,

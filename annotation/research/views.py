@@ -26,9 +26,9 @@ import sqlite_utils
 from annotation.coloring import human as coloring_human
 from annotation.concepts import unknown_concept
 from annotation.errors import NotFound
-from evaluation.analysis import bootstrap, comparison, results, robustness, scoring, tables
+from evaluation.analysis import bootstrap, comparison, results, robustness, tables
 from evaluation.concepts import Concept
-from evaluation.pipeline import runs
+from evaluation.pipeline import runs, scoring
 from evaluation.pipeline.overlay import item_overlays
 from storage import human
 from storage.schema import change_count
@@ -295,7 +295,7 @@ def leaderboard_analyses(
     """`evaluation.analysis.results.analyses` of every stored model distribution against `source`.
 
     Human distributions are read as stored (`storage.human`), and so are the metrics
-    (`evaluation.analysis.scoring.stored_scores`, rescoring only what changed); only the model
+    (`evaluation.pipeline.scoring.stored_scores`, rescoring only what changed); only the model
     distributions at the scales the tables use are decoded, for the shifts. With
     ``resampling.colorings`` and the designers' source, each concept's P_H is also
     resampled over its counted colorings (their stored pixel samples), for Tables 1-2.

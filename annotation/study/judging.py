@@ -30,9 +30,9 @@ from annotation.people.accounts import Actor
 from annotation.study.design import GROUND_TRUTH, GroundTruth, get_study, study_design
 from evaluation.analysis.judgment_report import analyse, write_tables
 from evaluation.analysis.judgments import VOTE_COLUMNS
-from evaluation.analysis.scoring import concept_metrics
 from evaluation.analysis.tables import dca_column
 from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
+from evaluation.pipeline.scoring import concept_metrics
 from storage import insert_row, iso, parse_iso, transaction, update_rows, utcnow
 from storage.distributions import decode
 from storage.spreadsheet import write_csv
@@ -342,7 +342,7 @@ def study_metrics(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
         Columns `EXPORT_METRIC_COLUMNS`, one row per candidate: PCC in [-1, 1], EMD in CIELAB
         ΔE units, ED in nats, the dominant UW-71 bins, DCA 1.0 when they agree else 0.0,
         and ``hue_diff`` in degrees [0, 180] (NaN when a dominant bin is achromatic), all
-        from `evaluation.analysis.scoring.concept_metrics`.
+        from `evaluation.pipeline.scoring.concept_metrics`.
     """
     get_study(db, study_id)
     rows = list(

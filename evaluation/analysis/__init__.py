@@ -1,1 +1,1 @@
-"""From stored distributions to results: scoring, Tables 1-2 and 6-8, figures, the concept comparison, reference sets, judgment analysis."""
+"""From the metrics frame to results: Tables 1-2 and 6-8, figures, the concept comparison, reference sets, judgment analysis, robustness; the scores themselves come from `evaluation.pipeline.scoring`."""

@@ -20,11 +20,11 @@ from plotly.subplots import make_subplots
 
 from evaluation.analysis import bootstrap, figures
 from evaluation.analysis.results import latest_distributions, parse_cfg, resolve_cfg
-from evaluation.analysis.scoring import score
 from evaluation.analysis.tables import with_dca
 from evaluation.color import metrics
 from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
 from evaluation.concepts import Concept
+from evaluation.pipeline.scoring import score
 
 HUMAN = "human"
 HUMAN_COLOR = "#555555"

@@ -1,7 +1,7 @@
 """The research tabs' analyses: stored model distributions against one human source.
 
 `analyses` scores the latest stored P_M(x|c) of every (model, concept, style, cfg)
-against P_H(x|c) (`evaluation.analysis.scoring.score`) and derives the paper's Tables 1, 2 and
+against P_H(x|c) (`evaluation.pipeline.scoring.score`) and derives the paper's Tables 1, 2 and
 6-8, the CFG sweep of Figure 5 and the shifts of Figure 4 (`evaluation.analysis.tables`);
 `analysis_figures` draws them (`evaluation.analysis.figures`) and `export_analyses` writes every
 table as CSV and every figure as HTML.
@@ -29,8 +29,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from evaluation.analysis import bootstrap, figures, scoring, tables, uncertainty
+from evaluation.analysis import bootstrap, figures, tables, uncertainty
 from evaluation.concepts import Concept
+from evaluation.pipeline import scoring
 from evaluation.pipeline.fileio import write_atomic
 from storage.spreadsheet import csv_text
 
@@ -48,7 +49,7 @@ def latest_distributions(model_rows: Sequence[Mapping]) -> list[dict]:
 def metrics_frame(
     model_rows: Sequence[Mapping], human: Mapping[str, np.ndarray], concepts: Sequence[Concept]
 ) -> pd.DataFrame:
-    """Per-concept metrics (`evaluation.analysis.scoring.score`) of the newest distribution of each cell.
+    """Per-concept metrics (`evaluation.pipeline.scoring.score`) of the newest distribution of each cell.
 
     Parameters
     ----------
@@ -61,15 +62,15 @@ def metrics_frame(
     Returns
     -------
     pandas.DataFrame
-        `evaluation.analysis.scoring.LONG_COLUMNS`: the metrics frame of `evaluation.analysis.tables`.
+        `evaluation.pipeline.scoring.LONG_COLUMNS`: the metrics frame of `evaluation.analysis.tables`.
     """
     return scoring.score(latest_distributions(model_rows), human, concepts)
 
 
 def latest_scores(frame: pd.DataFrame) -> pd.DataFrame:
-    """`evaluation.analysis.scoring.stored_scores` rows reduced to the newest of each (model,
+    """`evaluation.pipeline.scoring.stored_scores` rows reduced to the newest of each (model,
     concept, style, cfg), as `latest_distributions` does for distributions: the metrics
-    frame (`evaluation.analysis.scoring.LONG_COLUMNS`)."""
+    frame (`evaluation.pipeline.scoring.LONG_COLUMNS`)."""
     newest = frame.sort_values("created_at", kind="stable").drop_duplicates(
         ["model", "concept", "style", "cfg"], keep="last"
     )

@@ -1,6 +1,6 @@
 """The paper's tables from per-concept metric values (Tables 1, 2, 6–8, Figures 4–5).
 
-Input is the long-form metrics frame that `evaluation.analysis.scoring` produces, one row per
+Input is the long-form metrics frame that `evaluation.pipeline.scoring` produces, one row per
 (model, concept, style, cfg), with the columns of `METRICS_FRAME_COLUMNS`:
 
 ========================  ======================================================

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from evaluation.analysis import bootstrap, tables
-from evaluation.analysis.scoring import concept_metrics
+from evaluation.pipeline.scoring import concept_metrics
 
 RANKING_COLUMNS = (
     "table",

@@ -44,8 +44,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"{written} distribution(s) written for run {args.run!r}")
     print_workers(executor)
     if written:
-        from evaluation.analysis.scoring import score_every_source
         from evaluation.concepts import load_concepts
+        from evaluation.pipeline.scoring import score_every_source
 
         score_every_source(db, load_concepts())
         print("scored against every stored human source")

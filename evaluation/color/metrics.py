@@ -10,7 +10,7 @@ Validation happens once, at the edge: each public function checks its arrays
 (`check_pair`) and calls a private kernel (`_pcc`, `_emd_rows`, `_entropy_difference`,
 `_dominant`, `_hue_differences`) that trusts its input: float64 masses already checked
 and normalised. Callers inside `evaluation/` that compute several metrics of one pair
-(`evaluation.analysis.scoring.concept_metrics`) check once and call the kernels.
+(`evaluation.pipeline.scoring.concept_metrics`) check once and call the kernels.
 """
 
 from __future__ import annotations

@@ -271,7 +271,7 @@ def _uw71_names() -> pd.DataFrame:
 
 
 DOMINANT_COLUMNS = ("dominant_human", "dominant_model")
-"""The bin-index columns of metric tables (`evaluation.analysis.scoring`) that exports name."""
+"""The bin-index columns of metric tables (`evaluation.pipeline.scoring`) that exports name."""
 
 
 def with_bin_names(frame: pd.DataFrame, columns) -> pd.DataFrame:

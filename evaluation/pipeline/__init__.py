@@ -1,1 +1,1 @@
-"""Evaluation runs: the run tables, planning, the three stages, executors, background jobs, imports of images made elsewhere."""
+"""Evaluation runs: the run tables, planning, the three stages, executors, background jobs, imports of images made elsewhere, and scoring a run's distributions against every human source (`scoring`, the metrics frame)."""

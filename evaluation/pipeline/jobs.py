@@ -21,7 +21,6 @@ from typing import Any
 
 import sqlite_utils
 
-from evaluation.analysis.scoring import score_every_source
 from evaluation.concepts import load_concepts
 from evaluation.models.availability import missing_weights
 from evaluation.models.registry import spec_from_dict
@@ -29,6 +28,7 @@ from evaluation.models.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFA
 from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Executor
 from evaluation.pipeline.ray_storage import is_uri, location
+from evaluation.pipeline.scoring import score_every_source
 from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, run_stage
 
 Connect = Callable[[], contextlib.AbstractContextManager[sqlite_utils.Database]]
