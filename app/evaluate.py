@@ -361,12 +361,24 @@ def _cluster(db, actor, kind: str, address: str) -> str:
     return _executor_choice(kind, address)[1]
 
 
+WORKER_STATES = {"down": "died, Ray is restarting it", "lost": "gone, Ray gave it up"}
+
+
 def _worker_lines(workers: dict) -> str:
-    return "".join(
-        f"<br>{html.escape(name)} on {html.escape(w.node)}: {w.items} items"
-        + (f", {w.restarts} restarts" if w.restarts else "")
-        for name, w in sorted(workers.items())
-    )
+    """One line per Ray worker: where it runs, items done, and what it lost (HTML, escaped)."""
+    lines = []
+    for name, w in sorted(workers.items()):
+        line = f"<br>{html.escape(name)} on {html.escape(w.node)}: {w.items} items"
+        line += f", {w.restarts} restart{'s' * (w.restarts != 1)}" if w.restarts else ""
+        if w.lost_batches:
+            line += (
+                f", {w.lost_batches} batch{'es' * (w.lost_batches != 1)} ({w.lost_items} items) "
+                "lost with it and redone"
+            )
+        if w.state in WORKER_STATES:
+            line += f" ({WORKER_STATES[w.state]})"
+        lines.append(line)
+    return "".join(lines)
 
 
 def _progress_section():

@@ -23,6 +23,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from app.evaluate import _worker_lines  # noqa: E402
 from evaluation.__main__ import build_parser  # noqa: E402
 from evaluation.__main__ import main as evaluation_main  # noqa: E402
 from evaluation.cli import generate, open_db  # noqa: E402
@@ -165,6 +166,12 @@ def test_a_worker_killed_mid_run_is_retried_and_the_result_is_identical(cluster,
     worker = executor.progress()["worker 0"]
     assert killed and worker.pids[0] == killed[0] and worker.restarts >= 1
     assert sum(p.items for p in executor.progress().values()) == 16
+    # its batch in flight was lost with it and redone; the Evaluate tab's line says so
+    assert worker.lost_batches >= 1 and executor.redone_batches == sum(
+        p.lost_batches for p in executor.progress().values()
+    )
+    line = _worker_lines({"worker 0": worker})
+    assert f"{worker.lost_batches} batch" in line and "lost with it and redone" in line
     run_pipeline(db, RUN, folder, segmenter, device="cpu")  # masks and distributions in-process
     db.close()
     _assert_same(_outcome(tmp_path), reference)

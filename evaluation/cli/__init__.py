@@ -103,6 +103,8 @@ def print_workers(executor) -> None:
         return
     for name, worker in sorted(executor.progress().items()):
         state = {"down": ", down at the end", "lost": ", lost"}.get(worker.state, "")
+        if worker.lost_batches:
+            state += f", {worker.lost_batches} batch(es) lost with it"
         print(
             f"  {name} on {worker.node or 'no node'}: {worker.items} item(s) in {worker.batches} batch(es), "
             f"{worker.restarts} restart(s){state}"

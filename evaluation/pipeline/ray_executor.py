@@ -87,6 +87,8 @@ class WorkerProgress:
         Restarts in Ray's actor table (``NumRestarts``).
     deaths : int
         Times the head saw its process (or node) die: its calls failed.
+    lost_batches, lost_items : int
+        Batches (and their items) that were in flight when it died, sent again to a worker.
     """
 
     node: str = ""
@@ -97,6 +99,8 @@ class WorkerProgress:
     state: str = "up"
     ray_restarts: int = 0
     deaths: int = 0
+    lost_batches: int = 0
+    lost_items: int = 0
 
     @property
     def restarts(self) -> int:
@@ -497,6 +501,15 @@ class RayExecutor:
             entry.deaths += entry.state == "up" and state in ("down", "lost")
             entry.state = state
 
+    def _lost(self, name: str, n_items: int) -> None:
+        """Count one batch of `n_items` that worker `name` held when it died (it is redone)."""
+        with self._lock:
+            entry = self._progress.setdefault(name, WorkerProgress())
+            entry.lost_batches += 1
+            entry.lost_items += n_items
+            self.redone_batches += 1
+            self.redone_items += n_items
+
     def _count_restarts(self, slots: list[_Slot]) -> None:
         """Each actor's restarts as Ray's actor table counts them (a process Ray restarted
         counts even if it never returned a batch)."""
@@ -667,8 +680,7 @@ class _Dispatch:
                     )
                 )
             self.pending.appendleft(entry)
-            self.x.redone_batches += 1
-            self.x.redone_items += len(batch)
+            self.x._lost(slot.name, len(batch))
         if self.x._by_process or slot.state == "lost":
             return
         if entry is None:
