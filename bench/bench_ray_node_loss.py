@@ -20,6 +20,8 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
+import shutil
 import signal
 import socket
 import sqlite3
@@ -51,6 +53,18 @@ def _processes_under(marker: str) -> list[int]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return [pid for pid in found if pid != os.getpid()]
+
+
+def can_hide_folders() -> bool:
+    """Whether this process may start a node in a mount namespace of its own (`LocalCluster.add_node`'s `without`)."""
+    if shutil.which("unshare") is None:
+        return False
+    with tempfile.TemporaryDirectory() as folder:
+        script = f"mount -t tmpfs none {shlex.quote(folder)}"
+        probe = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script], capture_output=True
+        )
+    return probe.returncode == 0
 
 
 class LocalCluster:
@@ -89,11 +103,12 @@ class LocalCluster:
         """The environment of a process that uses the cluster (without `auth`: no token settings)."""
         return {**self.env, **(self.auth if auth else {}), "PYTHONPATH": str(ROOT)}
 
-    def _start(self, *args: str, cpus: int, env: dict | None = None) -> None:
+    def _start(self, *args: str, cpus: int, env: dict | None = None, prefix: tuple[str, ...] = ()) -> None:
         temp = self.root / f"n{len(self.temp_dirs)}"
         self.temp_dirs.append(temp)
         started = subprocess.run(
             [
+                *prefix,
                 str(RAY),
                 "start",
                 *args,
@@ -123,9 +138,21 @@ class LocalCluster:
             self.add_node()
         return self
 
-    def add_node(self, env: dict | None = None) -> None:
-        """Join one more node (its own temp folder, `env` added to its environment)."""
-        self._start(f"--address={self.address}", "--node-ip-address=127.0.0.1", cpus=self.cpus, env=env)
+    def add_node(self, env: dict | None = None, *, without: Path | None = None) -> None:
+        """Join one more node (its own temp folder, `env` added to its environment).
+
+        With `without` (an existing folder), the node runs in a mount namespace of its own
+        in which an empty tmpfs covers that folder: a machine whose shared mount is missing
+        sees a local folder of the same path (needs ``unshare -m``, i.e. root; see
+        `can_hide_folders`)."""
+        prefix: tuple[str, ...] = ()
+        if without is not None:
+            folder = shlex.quote(str(Path(without).resolve()))
+            script = f'mount -t tmpfs -o size=64m none {folder} && exec "$@"'
+            prefix = ("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh")
+        self._start(
+            f"--address={self.address}", "--node-ip-address=127.0.0.1", cpus=self.cpus, env=env, prefix=prefix
+        )
 
     def raylet_pid(self, node: int) -> int:
         """The pid of node `node`'s raylet (0: the head)."""

@@ -18,7 +18,14 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from bench.bench_ray_node_loss import LocalCluster, outcome, redone, run_argv, run_cli  # noqa: E402
+from bench.bench_ray_node_loss import (  # noqa: E402
+    LocalCluster,
+    can_hide_folders,
+    outcome,
+    redone,
+    run_argv,
+    run_cli,
+)
 from tests.research_data import tiny_grid_reference, tiny_models, tiny_paths  # noqa: E402, F401
 
 pytestmark = [
@@ -98,6 +105,25 @@ def test_the_preflight_refuses_a_run_whose_nodes_lack_the_weights_and_names_them
     assert len(set(nodes)) == len(nodes) == alive  # every alive node named, once
     assert "Traceback" not in result["stderr"]
     assert not list((tmp_path / "data").glob(".preflight/*"))  # probes removed
+
+
+@pytest.mark.skipif(not can_hide_folders(), reason="needs mount namespaces (unshare -m, root)")
+def test_the_preflight_names_a_node_whose_data_folder_is_not_the_shared_one(models, tmp_path):
+    """A node started where the shared mount is missing (its own empty folder at the same
+    path) is named before the first batch; nothing is generated."""
+    (tmp_path / "data").mkdir()
+    with LocalCluster(1) as cluster:
+        cluster.add_node(without=tmp_path / "data")
+        result = run_cli(cluster, run_argv(models, tmp_path))
+    assert result["rc"] == 2, result["stderr"][-3000:]
+    last = result["stderr"].strip().splitlines()[-1]
+    assert last.startswith("python -m evaluation run: error: the run was not started on Ray: node ")
+    data = re.escape(repr(str((tmp_path / "data").resolve())))
+    blind = re.findall(rf"node (\w{{8}}) at [\d.]+ does not see the data folder {data}", last)
+    assert len(blind) == 1, last  # the one node behind its own mount, not the head
+    assert "lacks weights" not in last and "Traceback" not in result["stderr"]
+    assert not list((tmp_path / "data" / "runs").rglob("*.png"))  # nothing generated
+    assert not list((tmp_path / "data").glob(".preflight/*"))  # the head's probes removed
 
 
 def test_with_no_node_left_the_run_ends_in_one_line_and_resumes_when_a_node_joins(models, tmp_path):
