@@ -1,4 +1,4 @@
-"""Start ColorConcept Lab: ``python app.py [--db PATH] [--data-dir DIR] [--host H] [--port P]``."""
+"""Start ColorConcept Lab: ``python app.py [--db PATH] [--data-dir DIR] [--host H] [--port P] [--seed N]``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import socket
 
 from app import SecretServed, build_app, check_secrets, launch_options, mark_ready
-from app.config import ENV_DB, AppConfig
+from app.config import ENV_DB, ENV_SEED, AppConfig, parse_seed
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -21,17 +21,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="open the main task right after the practice colorings",
     )
+    parser.add_argument(
+        "--seed",
+        type=_seed,
+        help=f"seed of the app's random draws (assignments, vote queues, trial orders), a whole "
+        f"number >= 0 (default: ${ENV_SEED}, else unseeded)",
+    )
     return parser.parse_args(argv)
+
+
+def _seed(text: str) -> int:
+    try:
+        return parse_seed(text, "--seed")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    config = AppConfig.from_env(
-        db_path=args.db,
-        data_dir=args.data_dir,
-        public_url=args.public_url or f"http://{args.host}:{args.port}",
-        auto_approve_practice=args.auto_approve_practice or None,
-    )
+    try:
+        config = AppConfig.from_env(
+            db_path=args.db,
+            data_dir=args.data_dir,
+            public_url=args.public_url or f"http://{args.host}:{args.port}",
+            auto_approve_practice=args.auto_approve_practice or None,
+            seed=args.seed,
+        )
+    except ValueError as error:
+        raise SystemExit(f"Refusing to start: {error}.") from None
     try:
         check_secrets(config)  # before any start-up work: a refused start writes nothing
     except SecretServed as error:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
+import numpy as np
 import sqlite_utils
 from gradio.utils import get_upload_folder
 from gradio_client import utils as client_utils
@@ -179,13 +180,23 @@ class AppContext:
     leaderboard refresher); `close` (run when the app's Blocks are closed) stops them
     all. Tabs take these services from here and never make their own, so two apps in one
     process share none.
+
+    `rng` is the app's one random generator, made from ``config.seed`` (unseeded when it
+    is None): every handler that draws (assignments, vote queues, trial orders, sketch
+    candidates) draws from it, so a seeded app replays the same calls the same way.
     """
 
     config: AppConfig
     instance_secret: str
     pool: ColoringPool | None = None
     leaderboards: LeaderboardCache = field(default_factory=LeaderboardCache)
+    # Shared by the request threads: a Generator's draws hold its bit generator's lock.
+    rng: np.random.Generator | None = field(default=None, repr=False, compare=False)
     _running: _Running = field(default_factory=_Running, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.rng is None:
+            object.__setattr__(self, "rng", np.random.default_rng(self.config.seed))
 
     @property
     def instance_name(self) -> str:

@@ -14,6 +14,7 @@ from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB
 ENV_MAX_SUBMISSIONS = "COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE"
 ENV_SWATCHES = "COLORCONCEPT_SWATCHES"
 ENV_SUBMIT_CONCURRENCY = "COLORCONCEPT_SUBMIT_CONCURRENCY"
+ENV_SEED = "COLORCONCEPT_SEED"
 
 # Concepts of the three practice sketches (Appendix B.3 says three, not which): one
 # original, one visual-state and one emotional variant, all with simple line art.
@@ -75,6 +76,11 @@ class AppConfig:
         Preset colors ``"#rrggbb"`` the designers' picker offers (env `ENV_SWATCHES`,
         comma-separated). None by default: a preset palette steers the colors the study
         measures (README, "Preset swatches").
+    seed : int or None
+        Seed of the app's one random generator (`app.common.AppContext.rng`), from which
+        every assignment, vote queue and trial order is drawn (env `ENV_SEED`, flag
+        ``--seed``); a whole number >= 0. None (the default) draws fresh entropy; with a
+        seed, the same calls in the same order over the same database give the same draws.
     """
 
     db_path: Path = DEFAULT_DB_PATH
@@ -98,6 +104,7 @@ class AppConfig:
     workers: int = 0
     submit_concurrency: int = 2
     swatches: tuple[str, ...] = ()
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -120,6 +127,10 @@ class AppConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"`{name}` must be a positive number, got {value!r}")
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
+        ):
+            raise ValueError(f"`seed` must be a whole number >= 0, got {self.seed!r}")
         swatches = tuple(self.swatches)
         for swatch in swatches:
             if not isinstance(swatch, str) or not re.fullmatch(r"#[0-9a-fA-F]{6}", swatch):
@@ -143,6 +154,8 @@ class AppConfig:
             values["max_submissions_per_minute"] = int(os.environ[ENV_MAX_SUBMISSIONS])
         if os.environ.get(ENV_SUBMIT_CONCURRENCY):
             values["submit_concurrency"] = int(os.environ[ENV_SUBMIT_CONCURRENCY])
+        if os.environ.get(ENV_SEED):
+            values["seed"] = parse_seed(os.environ[ENV_SEED], ENV_SEED)
         if os.environ.get(ENV_SWATCHES):
             values["swatches"] = tuple(s.strip() for s in os.environ[ENV_SWATCHES].split(",") if s.strip())
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -151,3 +164,24 @@ class AppConfig:
     def replace(self, **changes) -> AppConfig:
         """A copy with `changes` applied."""
         return dataclasses.replace(self, **changes)
+
+
+def parse_seed(text: str, source: str = "seed") -> int:
+    """The seed written in `text` (from the environment or the command line).
+
+    Parameters
+    ----------
+    text : str
+        Decimal digits, e.g. ``"42"``; surrounding spaces are ignored.
+    source : str
+        Where `text` came from, named in the message (``"COLORCONCEPT_SEED"``, ``"--seed"``).
+
+    Raises
+    ------
+    ValueError
+        If `text` is not a whole number >= 0.
+    """
+    stripped = text.strip()
+    if not stripped.isascii() or not stripped.isdigit():
+        raise ValueError(f"`seed` ({source}) must be a whole number >= 0, got {text!r}")
+    return int(stripped)

@@ -389,7 +389,7 @@ def _start_batch(ctx: AppContext, db, actor) -> None:
         work.start_batch(
             db,
             actor.annotator_id,
-            np.random.default_rng(),
+            ctx.rng,
             config.batch_size,
             k=config.colorings_per_concept,
             minutes=config.reservation_minutes,
@@ -402,7 +402,7 @@ def _top_up(ctx: AppContext, db, actor) -> None:
     work.top_up(
         db,
         actor.annotator_id,
-        np.random.default_rng(),
+        ctx.rng,
         k=config.colorings_per_concept,
         minutes=config.reservation_minutes,
     )
@@ -585,6 +585,7 @@ def _submit(ctx: AppContext):
             k=config.colorings_per_concept,
             pool=ctx.pool,
             reservation_minutes=config.reservation_minutes,
+            rng=ctx.rng,
         )
         return _view(
             ctx,

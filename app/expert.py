@@ -553,7 +553,7 @@ def _needs(db, actor, minimum: float) -> str:
 def _next_item(ctx: AppContext):
     def next_item(db, actor) -> tuple:
         """The expert's most suspicious open review task: id, concept, image, chart."""
-        queue = votes.vote_queue(db, actor, np.random.default_rng())
+        queue = votes.vote_queue(db, actor, ctx.rng)
         if not queue:
             state = readiness(db, ctx.config.colorings_per_concept)
             # Once reviews are open, what the votes wait for; before, what opens them.

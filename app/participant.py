@@ -312,7 +312,7 @@ def _view(ctx: AppContext, db, actor, charts: TrialCharts, finished=False) -> tu
     asked = gr.Radio(value=None, visible=background is None)
     if background is None:
         return (_WAIT_FOR_BACKGROUND, asked, *_empty())
-    trial = judging.next_trial(db, actor, np.random.default_rng())
+    trial = judging.next_trial(db, actor, ctx.rng)
     if trial is None:
         done, total = judging.progress(db, actor)
         message = (

@@ -281,7 +281,7 @@ def _generate(ctx: AppContext):
             ctx.config.data_dir,
             base,
             pipeline,
-            np.random.default_rng(),
+            ctx.rng,
             guidance_scale=spec.cfg_scales[len(spec.cfg_scales) // 2],
             steps=spec.steps,
             resolution=spec.resolution,

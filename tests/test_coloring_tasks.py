@@ -284,10 +284,14 @@ def test_a_submission_reads_its_concept_once_and_tops_up_its_batch_in_the_same_c
     work.start_batch(db, designer, np.random.default_rng(0), 5, now=T0)
     assert len(open_tasks(db, "coloring", designer, now=T0)) == work.RESERVE_AHEAD
     item = work.next_item(db, designer, practice=False, now=T0)
+    before = _counts(db)
+    with pytest.raises(TypeError, match="^`rng` is needed with `reservation_minutes`"):
+        _submit(db, data, designer, item, reservation_minutes=120, now=T0)
+    assert _counts(db) == before and not (data / "colorings").exists()
     statements = []
     db.conn.set_trace_callback(statements.append)
     try:
-        _submit(db, data, designer, item, reservation_minutes=120, now=T0)
+        _submit(db, data, designer, item, reservation_minutes=120, rng=np.random.default_rng(2), now=T0)
     finally:
         db.conn.set_trace_callback(None)
     assert sum(s.strip().upper() == "COMMIT" for s in statements) == 1

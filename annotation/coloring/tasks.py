@@ -333,6 +333,7 @@ def submit_canvas(
     k: int = 5,
     pool: ColoringPool | None = None,
     reservation_minutes: float | None = None,
+    rng: np.random.Generator | None = None,
     now: dt.datetime | None = None,
 ) -> Submitted:
     """Store the coloring the canvas sends for one of the designer's tasks.
@@ -354,6 +355,8 @@ def submit_canvas(
     reservation_minutes : float, optional
         When given, the designer's batch is topped up (`top_up`, reservations of this
         length) in the same transaction as the coloring: one commit instead of two.
+    rng : numpy.random.Generator, optional
+        The draw of that top-up's concepts (`top_up`); needed with `reservation_minutes`.
 
     Returns
     -------
@@ -367,7 +370,13 @@ def submit_canvas(
     NotFound, PermissionDenied, Conflict, ReservationExpired
         An unknown task, someone else's, one already submitted, one whose slot is gone,
         or a main task before onboarding is done.
+    TypeError
+        If `reservation_minutes` is given without `rng`.
     """
+    if reservation_minutes is not None and rng is None:
+        raise TypeError(
+            "`rng` is needed with `reservation_minutes`: the top-up draws the concepts it reserves"
+        )
     try:
         raw = read_canvas(canvas_text)
     except ValueError as error:
@@ -403,9 +412,7 @@ def submit_canvas(
         k=slot_quota(db, k),
         then=None
         if reservation_minutes is None
-        else lambda db_: top_up(
-            db_, annotator_id, np.random.default_rng(), k=k, minutes=reservation_minutes, now=now
-        ),
+        else lambda db_: top_up(db_, annotator_id, rng, k=k, minutes=reservation_minutes, now=now),
         now=now,
     )
     return Submitted(coloring_id, task, raw.task_id)
