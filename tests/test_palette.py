@@ -1,8 +1,14 @@
+"""The UW-71 palette against references computed here from the shipped CSV's CIELAB
+columns (scikit-image conversions, SciPy distances, brute-force search), not against
+numbers taken from the palette code's own output."""
+
 import csv
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from scipy.spatial.distance import cdist
+from skimage.color import lab2lch, lab2rgb
 
 from evaluation.color.palette import UW71_CSV, load_uw71, nearest_uw71
 
@@ -12,15 +18,23 @@ def _csv_rows():
         return sorted(csv.DictReader(f), key=lambda r: int(r["color_index"]))
 
 
+def _csv_lab() -> np.ndarray:
+    """The CSV's L, a, b columns, shape (71, 3), in ``color_index`` order."""
+    return np.array([[float(r[k]) for k in ("L", "a", "b")] for r in _csv_rows()])
+
+
 def test_uw71_has_71_bins_in_color_index_order():
     pal = load_uw71()
     rows = _csv_rows()
     assert pal.lab.shape == (71, 3) and pal.lch.shape == (71, 3) and pal.rgb.shape == (71, 3)
     assert len(pal) == 71 and len(pal.hex) == 71
     assert pal.rgb.dtype == np.uint8 and pal.lab.dtype == np.float64
-    assert_array_equal(pal.lab[0], [50, 28.891, -73.589])
-    assert pal.hex[0] == "#2f6ef6" and pal.hex == tuple(r["color_hex"] for r in rows)
-    assert_array_equal(pal.rgb[0], [47, 110, 246])
+    assert_array_equal(pal.lab, _csv_lab())
+    assert pal.hex == tuple(r["color_hex"] for r in rows)
+    # Every bin is inside sRGB: scikit-image's CIELAB -> sRGB (D65, 2 degrees) of the CSV's
+    # coordinates, rounded to 0-255, is exactly the shipped color.
+    assert_array_equal(pal.rgb, np.round(lab2rgb(_csv_lab()) * 255).astype(np.uint8))
+    assert pal.hex == tuple("#{:02x}{:02x}{:02x}".format(*rgb) for rgb in pal.rgb)
 
 
 def test_rgb_matches_the_csv_0_255_columns_rounded():
@@ -30,10 +44,16 @@ def test_rgb_matches_the_csv_0_255_columns_rounded():
 
 def test_achromatic_bins_are_the_six_greys_with_nan_hue():
     pal = load_uw71()
-    assert_array_equal(np.flatnonzero(pal.achromatic), [24, 25, 26, 27, 28, 29])
+    lab = _csv_lab()
+    greys = np.flatnonzero((lab[:, 1] == 0) & (lab[:, 2] == 0))  # a* = b* = 0 in the CSV
+    assert len(greys) == 6
+    assert_array_equal(np.flatnonzero(pal.achromatic), greys)
     assert np.all(np.isnan(pal.hue_deg[pal.achromatic]))
     assert not np.any(np.isnan(pal.hue_deg[~pal.achromatic]))
-    assert_allclose(pal.hue_deg[0], 291.4349439, rtol=1e-12)
+    # The CSV's hue column (7 decimals) against scikit-image's hue of its a*, b*: they agree
+    # to 5e-8 degrees, so 1e-7 is the rounding of the column, no more.
+    hue = np.degrees(lab2lch(lab)[:, 2])
+    assert_allclose(pal.hue_deg[~pal.achromatic], hue[~pal.achromatic], rtol=0, atol=1e-7)
     assert np.all((pal.hue_deg[~pal.achromatic] >= 0) & (pal.hue_deg[~pal.achromatic] < 360))
 
 
@@ -51,8 +71,10 @@ def test_ground_distance_is_cielab_euclidean_and_a_metric():
     pal = load_uw71()
     d = pal.ground_distance
     assert d.shape == (71, 71)
-    assert_allclose(d[24, 28], 100.0)  # black to white
-    assert_allclose(d[0, 1], np.linalg.norm(pal.lab[0] - pal.lab[1]), rtol=1e-15)
+    assert_allclose(d, cdist(_csv_lab(), _csv_lab()), rtol=1e-15, atol=0)
+    # Black to white: L* runs from 0 to 100 by CIELAB's definition, a* = b* = 0 for both.
+    black, white = (int(np.flatnonzero(np.all(pal.lab == c, axis=1))[0]) for c in ([0, 0, 0], [100, 0, 0]))
+    assert d[black, white] == 100.0
     assert_array_equal(d, d.T)
     assert_array_equal(np.diag(d), 0)
     assert np.all(d[:, :, None] <= d[:, None, :] + d.T[None, :, :] + 1e-9)
@@ -70,7 +92,8 @@ def test_nearest_uw71_maps_each_bin_to_itself_over_any_leading_shape():
     assert_array_equal(nearest_uw71(pal.lab), np.arange(71))
     grid = pal.lab[::-1].reshape(71, 1, 3) + np.array([0.5, -0.5, 0.3])
     assert_array_equal(nearest_uw71(grid), np.arange(71)[::-1].reshape(71, 1))
-    assert nearest_uw71(np.array([99.0, 0.1, -0.2])) == 28
+    near_white = np.array([99.0, 0.1, -0.2])
+    assert nearest_uw71(near_white) == np.argmin(cdist(near_white[None], _csv_lab())[0])
 
 
 def test_nearest_uw71_handles_more_rows_than_one_chunk():
