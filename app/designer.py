@@ -573,7 +573,7 @@ def _submit(ctx: AppContext):
     def submit(db, actor, value: str) -> tuple:
         """Store the canvas's coloring for its task, then show the next task."""
         config = ctx.config
-        _check_rate(db, actor, config.max_submissions_per_minute)
+        check_submission_rate(db, actor.annotator_id, config.max_submissions_per_minute)
         submitted = work.submit_canvas(
             db,
             config.data_dir,
@@ -597,12 +597,6 @@ def _submit(ctx: AppContext):
         )
 
     return submit
-
-
-def _check_rate(db, actor, per_minute: int) -> None:
-    """Refuse a designer's submission beyond `per_minute` in the last minute (nothing is
-    decoded or written)."""
-    check_submission_rate(db, actor.annotator_id, per_minute)
 
 
 def _redo(ctx: AppContext):

@@ -262,10 +262,9 @@ _CONSENT_HIDDEN = (gr.Column(visible=False), gr.skip(), gr.skip())
 
 def _page(ctx: AppContext, db, actor, charts: TrialCharts) -> tuple:
     """`_view` and the consent panel (shown to a crowd participant who has not agreed yet)."""
-    found = crowd.crowd_person(db, actor)
     current = crowd.state(db, actor)
-    if found is not None and current.status == "active" and not current.consented:
-        link, _ = found
+    if current is not None and current.status == "active" and not current.consented:
+        link, _ = crowd.crowd_person(db, actor)
         who = (
             f"You take part as **{escape(actor.pseudonym)}**; your time for this study ends at "
             f"{current.deadline[11:16]} UTC. Please read the text below and choose."

@@ -24,7 +24,7 @@ START_TIMEOUT_S = 240.0
 
 
 @contextmanager
-def _affinity(cpus: Iterable[int] | None) -> Iterator[None]:
+def affinity(cpus: Iterable[int] | None) -> Iterator[None]:
     """The calling thread restricted to `cpus` meanwhile (a process it starts inherits it)."""
     if cpus is None:
         yield
@@ -95,7 +95,7 @@ class AppProcess:
         # Open for the process's lifetime; `stop` closes it.
         self._log = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115
         self.started = time.perf_counter()
-        with _affinity(cpus):
+        with affinity(cpus):
             self.process = subprocess.Popen(
                 argv, cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT
             )

@@ -37,7 +37,7 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +47,7 @@ import numpy as np
 from annotation.people.accounts import Actor
 from annotation.study import crowd
 from annotation.study import design as study
-from bench.app_process import AppProcess
+from bench.app_process import AppProcess, affinity
 from bench.designer_client import CLIENT_TIMEOUT_S, HttpClient
 from evaluation.pipeline import runs
 from storage import ensure_schema, open_db
@@ -316,10 +316,9 @@ def run(
         app = stack.enter_context(
             AppProcess(db_path, data_dir, log_path=folder / "app.log", cpus=server_cpus)
         )
-        _pin(client_cpus)
-        pool = None
+        stack.enter_context(affinity(client_cpus))
         if client_processes > 1:
-            pool = stack.enter_context(
+            clients = stack.enter_context(
                 ProcessPoolExecutor(
                     client_processes,
                     mp_context=multiprocessing.get_context("spawn"),
@@ -327,7 +326,9 @@ def run(
                     initargs=(client_cpus,),
                 )
             )
-            list(pool.map(_ready, range(client_processes)))  # every process started and imported
+            list(clients.map(_ready, range(client_processes)))  # every process started and imported
+        else:
+            clients = stack.enter_context(ThreadPoolExecutor(1))
         events = page_events(app.url)
         rng = np.random.default_rng(1)
         start = time.perf_counter() + 1.0
@@ -335,18 +336,13 @@ def run(
         moments = start + np.sort(rng.uniform(0, join_s, participants))
         jobs = [(i, float(moments[i])) for i in range(participants)]
         groups = [jobs[k::client_processes] for k in range(client_processes)]
+        futures = [clients.submit(_group, app.url, token, events, group, until) for group in groups]
+        while not all(f.done() for f in futures):
+            loads.append(os.getloadavg()[0])
+            concurrent.futures.wait(futures, timeout=5.0)
         outcomes: list[Outcome] = [Outcome() for _ in range(participants)]
-        if pool is None:
-            futures = [None]
-            done = [_group(app.url, token, events, jobs, until)]
-        else:
-            futures = [pool.submit(_group, app.url, token, events, group, until) for group in groups]
-            while not all(f.done() for f in futures):
-                loads.append(os.getloadavg()[0])
-                concurrent.futures.wait(futures, timeout=5.0)
-            done = [f.result() for f in futures]
-        for group, results in zip(groups if pool is not None else [jobs], done):
-            for (i, _), outcome in zip(group, results):
+        for group, future in zip(groups, futures):
+            for (i, _), outcome in zip(group, future.result()):
                 outcomes[i] = outcome
         loads.append(os.getloadavg()[0])
     acked = [t for o in outcomes for t in o.acked]

@@ -55,15 +55,17 @@ def _processes_under(marker: str) -> list[int]:
     return [pid for pid in found if pid != os.getpid()]
 
 
+#: A command run after this in a mount namespace of its own (its mounts are not seen outside).
+PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "private")
+
+
 def can_hide_folders() -> bool:
     """Whether this process may start a node in a mount namespace of its own (`LocalCluster.add_node`'s `without`)."""
     if shutil.which("unshare") is None:
         return False
     with tempfile.TemporaryDirectory() as folder:
         script = f"mount -t tmpfs none {shlex.quote(folder)}"
-        probe = subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script], capture_output=True
-        )
+        probe = subprocess.run([*PRIVATE_MOUNTS, "sh", "-c", script], capture_output=True)
     return probe.returncode == 0
 
 
@@ -149,7 +151,7 @@ class LocalCluster:
         if without is not None:
             folder = shlex.quote(str(Path(without).resolve()))
             script = f'mount -t tmpfs -o size=64m none {folder} && exec "$@"'
-            prefix = ("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh")
+            prefix = (*PRIVATE_MOUNTS, "sh", "-c", script, "sh")
         self._start(
             f"--address={self.address}", "--node-ip-address=127.0.0.1", cpus=self.cpus, env=env, prefix=prefix
         )

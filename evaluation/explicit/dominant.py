@@ -166,14 +166,15 @@ def _readings(lab: np.ndarray, rules: Rules, achromatic: bool) -> list[np.ndarra
     if rules.lit_ratio_percentile is not None and not achromatic:
         ratio = np.hypot(lab[:, 1], lab[:, 2]) / (lab[:, 0] + 16.0)
         body &= ratio >= np.percentile(ratio, rules.lit_ratio_percentile, method="nearest")
+    bands = (rules.lit_band,) if rules.body_band is None else (rules.lit_band, rules.body_band)
     masks = []
-    for band in (rules.lit_band, rules.body_band):
+    for band in bands:
         keep = body.copy()
         if band is not None:
             low, high = np.percentile(lab[body, 0], band, method="nearest")
             keep &= (lab[:, 0] >= low) & (lab[:, 0] <= high)
         masks.append(keep)
-    return masks if rules.body_band is not None else masks[:1]
+    return masks
 
 
 def _closest(lab: np.ndarray, target: np.ndarray, fraction: float) -> np.ndarray:
@@ -252,7 +253,7 @@ def dominant_color(
     else:
         axis, second = _principal_axes(lab[:, 1:])
         lab = lab[_chromatic_filters(lab, second, rules)]
-    readings = []
+    means, counts = [], []
     for keep in _readings(lab, rules, achromatic):
         kept = lab[keep]
         if rules.closest_fraction is not None:
@@ -260,17 +261,18 @@ def dominant_color(
         mean = kept.mean(axis=0)
         if not achromatic and rules.projection == "origin":
             mean[1:] = (mean[1:] @ axis) * axis
-        readings.append((mean, len(kept)))
+        means.append(mean)
+        counts.append(len(kept))
+    readings = np.array(means)
     chosen = 0
     if len(readings) > 1 and target is not None:
-        chosen = int(np.argmin(delta_e_2000(np.array([m for m, _ in readings]), target)))
-    mean, pixels = readings[chosen]
+        chosen = int(np.argmin(delta_e_2000(readings, target)))
     return DominantColor(
-        lab=mean,
+        lab=means[chosen],
         achromatic=achromatic,
         axis=axis,
-        pixels=pixels,
-        readings=np.array([m for m, _ in readings]),
+        pixels=counts[chosen],
+        readings=readings,
         reading=("lit", "body")[chosen],
     )
 
