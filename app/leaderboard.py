@@ -132,9 +132,20 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
 
     inputs = [session_token, source, cfg, aggregate, resamples, seed, colorings]
     shown = [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8, intervals]
-    wire(show.click, allowed(_show(ctx, concepts)), inputs, shown, note=note, api_name="leaderboard_show")
-    # Opening the tab computes the same, and an empty study is a note, not a refusal.
-    wire(tab.select, allowed(_show(ctx, concepts, opened=True)), inputs, shown, note=note)
+    # The page answers at once with what is kept or the point estimates (`first_look`), then
+    # brings the view up to date; `pending` says whether that second step has work.
+    pending = gr.State(False)
+    complete = allowed(_complete(ctx, concepts))
+    for listener, opened in ((show.click, False), (tab.select, True)):
+        # Opening the tab computes the same, and an empty study is a note, not a refusal.
+        first = wire(
+            listener, allowed(_first(ctx, concepts, opened=opened)), inputs, [*shown, pending], note=note
+        )
+        wire(first.then, complete, [*inputs, pending], [*shown, pending], note=note, clear_note=False)
+    # API clients get the whole view in one call.
+    gr.Button(visible=False, elem_id="api_leaderboard_show").click(
+        allowed(_show(ctx, concepts)), inputs, shown, api_name="leaderboard_show"
+    )
     wire(
         check.click,
         allowed(_robustness(ctx, concepts)),
@@ -215,27 +226,87 @@ def _analyses(ctx: AppContext, concepts, db, source, cfg, aggregate, resamples, 
     )
 
 
-def _show(ctx: AppContext, concepts, *, opened: bool = False):
+def _show(ctx: AppContext, concepts):
     def show(db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str):
         """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`, with
         bootstrap intervals and the significance of each ranking (10th output)."""
         choice = _source(db, source)
+        result = _analyses(ctx, concepts, db, choice.source, cfg, aggregate, resamples, seed, colorings)
+        return _view(db, choice, result, "current")
+
+    return show
+
+
+def _first(ctx: AppContext, concepts, *, opened: bool = False):
+    def first_look(
+        db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
+    ):
+        """The view at once: the kept result (even from before the latest change), or else
+        the point estimates without intervals; the 11th output says whether `complete` has
+        work left (`annotation.research.views.LeaderboardCache.first_look`)."""
+        choice, settings = _source(db, source), resampling(resamples, seed, colorings)
         try:
-            result = _analyses(ctx, concepts, db, choice.source, cfg, aggregate, resamples, seed, colorings)
+            result, state = ctx.leaderboards.first_look(
+                db, concepts, choice.source, cfg=cfg or RECOMMENDED, aggregate=aggregate, resampling=settings
+            )
         except NothingScored as error:
             if not opened:
                 raise
-            return f"{escape(str(error))}  \n{escape(human.describe(db, choice.source))}", *(gr.skip(),) * 9
-        figs = analysis_figures(result)
-        if result.shifts.empty:
-            for name in ("sensitivity", "shift_scatter"):
-                figs[name] = _noted(figs[name], NO_SHIFTS)
-        scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
-        pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
-        note = (
-            "  \n".join(escape(line) for line in (choice.note, human.describe(db, choice.source)) if line)
-            + f"  \n{pooled}Guidance scale per model: {scales}."
+            note = f"{escape(str(error))}  \n{escape(human.describe(db, choice.source))}"
+            return note, *(gr.skip(),) * 9, False
+        return *_view(db, choice, result, state, settings), state != "current"
+
+    return first_look
+
+
+def _complete(ctx: AppContext, concepts):
+    def complete(
+        db,
+        actor,
+        source: str,
+        cfg: str,
+        aggregate: str,
+        resamples: str,
+        seed: str,
+        colorings: str,
+        pending: bool,
+    ):
+        """After `first_look`: the view brought up to date, when it was not already."""
+        if not pending:
+            return *(gr.skip(),) * 10, False
+        choice = _source(db, source)
+        result = _analyses(ctx, concepts, db, choice.source, cfg, aggregate, resamples, seed, colorings)
+        return *_view(db, choice, result, "current"), False
+
+    return complete
+
+
+#: What the intervals panel says while `complete` draws them.
+DRAWING = "Being drawn: {how} The tables gain their intervals in a moment."
+#: The line the note gains when the kept result predates the latest change.
+EARLIER = "Shown as computed before the latest change to a distribution: being brought up to date."
+
+
+def _view(db, choice: SourceChoice, result, state: str, asked: Resampling | None = None) -> tuple:
+    """The 10 outputs of the view of `result` (`first_look`'s `state`); `asked`: the
+    intervals being drawn when `result` has none yet."""
+    figs = analysis_figures(result)
+    if result.shifts.empty:
+        for name in ("sensitivity", "shift_scatter"):
+            figs[name] = _noted(figs[name], NO_SHIFTS)
+    scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
+    pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
+    earlier = EARLIER if state == "earlier" else ""
+    note = (
+        "  \n".join(
+            escape(line) for line in (earlier, choice.note, human.describe(db, choice.source)) if line
         )
+        + f"  \n{pooled}Guidance scale per model: {scales}."
+    )
+    if result.resampling is None:
+        tables = (_points(t) for t in (result.table6, result.table7, result.table8))
+        intervals = DRAWING.format(how=escape(asked.describe())) if asked is not None else ""
+    else:
         tables = (
             _shown(*args)
             for args in (
@@ -245,18 +316,23 @@ def _show(ctx: AppContext, concepts, *, opened: bool = False):
             )
         )
         intervals = f"{escape(result.resampling.describe())}\n\n{escape(significance_note(result.ranking))}"
-        return (
-            note,
-            LEGEND + result.table1.to_html(),
-            LEGEND + result.table2.to_html(),
-            figs["cfg_sweep"],
-            figs["sensitivity"],
-            figs["shift_scatter"],
-            *tables,
-            intervals,
-        )
+    return (
+        note,
+        LEGEND + result.table1.to_html(),
+        LEGEND + result.table2.to_html(),
+        figs["cfg_sweep"],
+        figs["sensitivity"],
+        figs["shift_scatter"],
+        *tables,
+        intervals,
+    )
 
-    return show
+
+def _points(table):
+    """A sensitivity table of point estimates (Tables 6-8 before their intervals are drawn)."""
+    if table.empty:
+        return table
+    return table.round(3).reset_index().rename_axis(columns=None)
 
 
 def _noted(figure, text: str):

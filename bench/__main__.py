@@ -332,7 +332,9 @@ def scale(quick: bool) -> tuple[list[Row], dict[str, str]]:
         for key, label in (
             ("browser_s", "Concept browser, one concept"),
             ("scoring_s", "Scoring every model distribution once (by the job, after its extraction)"),
-            ("leaderboards_changed_s", "Leaderboards, first view after a change (computed in the request)"),
+            ("leaderboards_first_s", "Leaderboards page after a change, first look (point estimates)"),
+            ("leaderboards_intervals_s", "Leaderboards page after a change, then its bootstrap intervals"),
+            ("leaderboards_changed_s", "Leaderboards in one call after a change (API, CLI)"),
             ("leaderboards_s", "Leaderboards (kept; refreshed in the background after a change)"),
             ("agreement_s", "QC agreement panel"),
             ("queue_s", "Open the whole vote queue"),

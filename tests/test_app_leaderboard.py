@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import gradio as gr
 import numpy as np
 import pandas as pd
 import pytest
@@ -121,6 +122,42 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
     )
     assert "shift_scatter" in Path(exported["shift_scatter.html"]).read_text(encoding="utf-8")
     assert len(list((config.data_dir / "exports" / "research").iterdir())) == 16
+
+
+def _page(demo, name: str):
+    """The page function `name` of the Leaderboards tab (the first of its registrations)."""
+    return next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == f"page_{name}")
+
+
+def test_the_page_shows_point_estimates_at_once_then_the_intervals_and_then_keeps_the_whole_view(
+    tmp_path,
+):
+    config = make_config(tmp_path)
+    with running_app(config) as (client, demo):
+        expected = _store(config)
+        db = open_db(config.db_path)
+        try:
+            plain = analyses(runs.model_distributions(db), HUMAN, load_concepts(), resampling=None)
+        finally:
+            db.close()
+        researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+        asked = (researcher, "lab", "recommended", "ratio_of_means", *BOOT)
+        first, complete = _page(demo, "first_look"), _page(demo, "complete")
+        *shown, pending = first(*asked)
+        # Nothing kept yet: the point estimates, the intervals announced, Tables 6-8 as numbers.
+        assert pending is True and shown[1].endswith(plain.table1.to_html())
+        assert shown[9].startswith("Being drawn: 95% percentile intervals from 200 bootstrap resamples")
+        assert shown[6].set_index("model").to_dict() == plain.table6.round(3).to_dict()
+        *whole, pending = complete(*asked, True)
+        assert pending is False and whole[1].endswith(expected.table1.to_html())
+        assert "200 bootstrap resamples" in whole[9] and not whole[9].startswith("Being drawn")
+        assert all("[" in cell for cell in whole[6]["natural"])
+        # The next look is the whole view, kept: nothing left for the second step.
+        *again, pending = first(*asked)
+        assert pending is False and again[1] == whole[1] and again[9] == whole[9]
+        assert all(isinstance(value, type(gr.skip())) for value in complete(*asked, False)[:10])
+        # API clients get the whole view in one call.
+        assert client.predict(*asked, api_name="/leaderboard_show")[1] == whole[1]
 
 
 def test_a_scale_no_model_has_is_a_clear_error(tmp_path):

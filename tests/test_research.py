@@ -14,6 +14,7 @@ from annotation.errors import NotFound
 from annotation.research import records as research
 from annotation.research import views
 from annotation.research.views import concept_view, leaderboard_analyses
+from evaluation.analysis.bootstrap import Resampling
 from evaluation.analysis.comparison import strip_of
 from evaluation.analysis.reference import UW71_RATINGS_SOURCE, ensure_shipped_reference, load_reference_csv
 from evaluation.analysis.results import analyses
@@ -298,6 +299,58 @@ def test_kept_leaderboards_are_refreshed_after_a_change_and_computed_once_for_ca
 
         emds = list(pool.map(view, range(4)))
     assert len(computed) == 3 and len(set(emds)) == 1
+
+
+def _same(a, b) -> bool:
+    """The two `Analyses` hold equal frames, field by field."""
+    for name in (
+        "metrics",
+        "sweep",
+        "shifts",
+        "sensitivity",
+        "table6_ci",
+        "table7_ci",
+        "table8_ci",
+        "ranking",
+    ):
+        assert_frame_equal(getattr(a, name), getattr(b, name), check_dtype=False)
+    for name in ("table1", "table2"):
+        assert_frame_equal(getattr(a, name).values, getattr(b, name).values)
+    return (a.cfg, a.pooled, a.resampling) == (b.cfg, b.pooled, b.resampling)
+
+
+def test_a_first_look_shows_point_estimates_at_once_and_the_intervals_follow_without_recomputing(
+    db, tmp_path, monkeypatch
+):
+    human_rows.store_reference(db, "lab", HUMAN, "test ratings")
+    cells = {("m-red", c, "natural", 5.0): [(200, 30, 30)] for c in ("apple", "rotten apple")}
+    cells |= {("m-blue", c, "natural", 5.0): [(30, 30, 200)] for c in ("apple", "rotten apple")}
+    store_segmented_run(db, tmp_path / "data", "look", cells)
+    resampling = Resampling(n_resamples=40, seed=3, colorings=0)
+    # The reference: the full result and the point estimates, from caches of their own.
+    whole = views.LeaderboardCache().analyses(db, CONCEPTS, "lab", resampling=resampling)
+    plain = views.LeaderboardCache().analyses(db, CONCEPTS, "lab", resampling=None)
+    assert whole.resampling == resampling and not whole.table6_ci.empty
+    cache, computed = views.LeaderboardCache(), []
+    real = views._leaderboard_analyses
+    monkeypatch.setattr(views, "_leaderboard_analyses", lambda *a, **k: computed.append(1) or real(*a, **k))
+    points, state = cache.first_look(db, CONCEPTS, "lab", resampling=resampling)
+    assert state == "points" and _same(points, plain) and points.table6_ci.empty
+    assert cache.kept(views.db_path(db)) == 0  # point estimates are not a kept result
+    # The full view of the same options draws only the intervals, and equals the reference.
+    full = cache.analyses(db, CONCEPTS, "lab", resampling=resampling)
+    assert computed == [] and _same(full, whole)
+    assert cache.first_look(db, CONCEPTS, "lab", resampling=resampling)[1] == "current"
+    # After a change the kept result is shown as it was, marked earlier, until recomputed.
+    runs.store_model_distribution(db, "look", "m-red", "apple", "natural", 5.0, HUMAN["apple"], 1, 0)
+    earlier, state = cache.first_look(db, CONCEPTS, "lab", resampling=resampling)
+    assert state == "earlier" and _same(earlier, whole)
+    fresh = cache.analyses(db, CONCEPTS, "lab", resampling=resampling)
+    emds = [r.table1.values.xs("emd", axis=1, level=-1).to_numpy().sum() for r in (fresh, whole)]
+    assert len(computed) == 1 and emds[0] < emds[1]  # m-red's apple now matches people's exactly
+    assert cache.first_look(db, CONCEPTS, "lab", resampling=resampling)[1] == "current"
+    # Without intervals asked for, the first look is the result itself.
+    assert cache.first_look(db, CONCEPTS, "lab", resampling=None)[1] == "current"
 
 
 def test_the_background_refresher_brings_a_kept_leaderboard_up_to_date_once_changes_settle(db, tmp_path):

@@ -328,7 +328,9 @@ class LeaderboardCache:
     change. A kept result whose data changed is brought up to date by `refresh` (the app's
     `keep_leaderboards_fresh` thread calls it once the data has been quiet a while), so the
     next view finds it ready. Callers asking for the same options at once compute it once: the second
-    waits for the first.
+    waits for the first. A view that must answer at once asks `first_look` first: the kept
+    result even if the data changed since, or else the point estimates without intervals,
+    which the next `analyses` of those options completes with only the intervals to draw.
 
     Parameters
     ----------
@@ -343,6 +345,9 @@ class LeaderboardCache:
         self._kept: OrderedDict = OrderedDict()
         #: options -> lock held while that result is computed (one computation per options at once).
         self._flights: dict = {}
+        #: options -> (change count, point estimates, their model rows) from `first_look`, for
+        #: the next computation of the same options to draw only the intervals.
+        self._points: dict = {}
 
     def analyses(
         self,
@@ -355,8 +360,58 @@ class LeaderboardCache:
         resampling: bootstrap.Resampling | None = bootstrap.DEFAULT,
     ) -> results.Analyses:
         """`leaderboard_analyses` through this cache: a copy of the kept result, or a new one."""
-        options = (db_path(db), source, cfg, aggregate, resampling, tuple(c.key for c in concepts))
+        options = _options(db, concepts, source, cfg, aggregate, resampling)
         return copy.deepcopy(self._result(db, options, concepts))
+
+    def first_look(
+        self,
+        db: sqlite_utils.Database,
+        concepts: Sequence[Concept],
+        source: str,
+        *,
+        cfg: str | float = results.RECOMMENDED,
+        aggregate: str = tables.RATIO_OF_MEANS,
+        resampling: bootstrap.Resampling | None = bootstrap.DEFAULT,
+    ) -> tuple[results.Analyses, str]:
+        """What a view can show at once, and whether it is final.
+
+        Returns ``(result, state)``, `result` a copy:
+
+        - ``"current"``: the kept result, and the data has not changed since;
+        - ``"earlier"``: the kept result, computed before the latest change to a distribution
+          (`analyses` brings it up to date);
+        - ``"points"``: nothing kept: the point estimates, without intervals (``resampling``
+          is None in them); `analyses` with the same options then draws only the intervals.
+
+        With `resampling` None the point estimates are the result (``"current"``).
+
+        Raises
+        ------
+        NothingScored
+            If no model distribution is scored against `source` yet.
+        """
+        options = _options(db, concepts, source, cfg, aggregate, resampling)
+        with self._lock:
+            found = self._kept.get(options)
+        if found is not None:
+            state = "current" if found[0] == change_count(db) else "earlier"
+            return copy.deepcopy(found[1]), state
+        if resampling is None:
+            return copy.deepcopy(self._result(db, options, concepts)), "current"
+        with self._lock:
+            flight = self._flights.setdefault(options, threading.Lock())
+        with flight:
+            count = change_count(db)
+            with self._lock:
+                stashed = self._points.get(options)
+            if stashed is None or stashed[0] != count:
+                points, rows = _points(db, concepts, source, cfg=cfg, aggregate=aggregate)
+                stashed = (count, points, rows)
+                with self._lock:
+                    self._points[options] = stashed
+                    while len(self._points) > self.size:
+                        self._points.pop(next(iter(self._points)))
+            return copy.deepcopy(stashed[1]), "points"
 
     def _result(
         self, db: sqlite_utils.Database, options: tuple, concepts: Sequence[Concept]
@@ -372,10 +427,15 @@ class LeaderboardCache:
             if found is not None and found[0] == count:
                 return found[1]
             _, source, cfg, aggregate, resampling, _ = options
+            with self._lock:
+                stashed = self._points.pop(options, None)
             try:
-                result = _leaderboard_analyses(
-                    db, concepts, source, cfg=cfg, aggregate=aggregate, resampling=resampling
-                )
+                if stashed is not None and stashed[0] == count:
+                    result = _intervals(db, stashed[1], stashed[2], source, aggregate, resampling)
+                else:
+                    result = _leaderboard_analyses(
+                        db, concepts, source, cfg=cfg, aggregate=aggregate, resampling=resampling
+                    )
             except Exception:
                 with self._lock:
                     self._kept.pop(options, None)
@@ -386,6 +446,7 @@ class LeaderboardCache:
                 while len(self._kept) > self.size:
                     dropped, _ = self._kept.popitem(last=False)
                     self._flights.pop(dropped, None)
+                    self._points.pop(dropped, None)
             return result
 
     def refresh(self, db: sqlite_utils.Database, concepts: Sequence[Concept]) -> int:
@@ -493,6 +554,11 @@ def keep_leaderboards_fresh(
     return thread
 
 
+def _options(db, concepts, source, cfg, aggregate, resampling) -> tuple:
+    """The key of a `LeaderboardCache` result."""
+    return (db_path(db), source, cfg, aggregate, resampling, tuple(c.key for c in concepts))
+
+
 def _leaderboard_analyses(
     db: sqlite_utils.Database,
     concepts: Sequence[Concept],
@@ -502,6 +568,16 @@ def _leaderboard_analyses(
     aggregate: str,
     resampling: bootstrap.Resampling | None,
 ) -> results.Analyses:
+    points, rows = _points(db, concepts, source, cfg=cfg, aggregate=aggregate)
+    if resampling is None:
+        return points
+    return _intervals(db, points, rows, source, aggregate, resampling)
+
+
+def _points(
+    db: sqlite_utils.Database, concepts: Sequence[Concept], source: str, *, cfg: str | float, aggregate: str
+) -> tuple[results.Analyses, list[dict]]:
+    """The analyses without intervals, and the model rows they read (for `_intervals`)."""
     human.check_source(db, source)
     frame = results.latest_scores(scoring.stored_scores(db, source, concepts))
     if frame.empty:
@@ -509,18 +585,28 @@ def _leaderboard_analyses(
     pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
     chosen = results.resolve_cfg(frame, results.RECOMMENDED if pooled else cfg)
     rows = runs.model_distributions(db, cfgs=chosen, groups=False)
+    points = results.analyses(
+        rows, human.vectors(db, source), concepts, cfg=cfg, aggregate=aggregate, frame=frame, resampling=None
+    )
+    return points, rows
+
+
+def _intervals(
+    db: sqlite_utils.Database,
+    points: results.Analyses,
+    rows: list[dict],
+    source: str,
+    aggregate: str,
+    resampling: bootstrap.Resampling,
+) -> results.Analyses:
+    """`points` (from `_points`) with their bootstrap intervals."""
     replicates = None
-    if resampling is not None and resampling.colorings and source == human.DESIGNERS:
-        replicates = bootstrap.human_replicates(colorings_pixels(db, set(frame["concept"])), resampling)
-    return results.analyses(
-        rows,
-        human.vectors(db, source),
-        concepts,
-        cfg=cfg,
-        aggregate=aggregate,
-        frame=frame,
-        resampling=resampling,
-        human_replicates=replicates,
+    if resampling.colorings and source == human.DESIGNERS:
+        replicates = bootstrap.human_replicates(
+            colorings_pixels(db, set(points.metrics["concept"])), resampling
+        )
+    return results.with_intervals(
+        copy.deepcopy(points), rows, resampling, aggregate=aggregate, human_replicates=replicates
     )
 
 

@@ -250,6 +250,40 @@ def analyses(
     )
     if resampling is None:
         return result
+    return with_intervals(
+        result, model_rows, resampling, aggregate=aggregate, human_replicates=human_replicates
+    )
+
+
+def with_intervals(
+    result: Analyses,
+    model_rows: Sequence[Mapping],
+    resampling: bootstrap.Resampling,
+    *,
+    aggregate: str = tables.RATIO_OF_MEANS,
+    human_replicates: Mapping[str, np.ndarray] | None = None,
+) -> Analyses:
+    """`result` (`analyses` without intervals) with its bootstrap intervals drawn.
+
+    ``analyses(..., resampling=r)`` is ``with_intervals(analyses(..., resampling=None), ...,
+    r)``: a view can show the point estimates first and the intervals once drawn, without
+    computing the tables twice.
+
+    Parameters
+    ----------
+    result : Analyses
+        Computed with ``resampling=None`` and the same `aggregate`.
+    model_rows : sequence of Mapping
+        The model rows `result` was computed from (at least those at ``result.cfg``).
+    resampling : bootstrap.Resampling
+    aggregate : str
+        The sensitivity ratio `result` was computed with.
+    human_replicates : Mapping of str to ndarray, shape (R, 71), optional
+        As in `analyses`.
+    """
+    if result.resampling is not None:
+        raise ValueError("`result` already has intervals: pass one computed with resampling=None")
+    chosen = result.cfg
     model_p = {
         (r["model"], r["concept"], r["style"]): r["p"]
         for r in latest_distributions(model_rows)
@@ -257,11 +291,11 @@ def analyses(
         and math.isclose(float(r["cfg"]), chosen[r["model"]], rel_tol=1e-5, abs_tol=1e-8)
     }
     found = uncertainty.analyse(
-        frame,
-        table1,
-        table2,
-        table_cfg,
-        shifts,
+        result.metrics,
+        result.table1,
+        result.table2,
+        tables.POOL_CFG if result.pooled else chosen,
+        result.shifts,
         resampling,
         aggregate=aggregate,
         model_p=model_p,
