@@ -5,6 +5,9 @@ A tab handler is written as ``fn(db, actor, *inputs)`` and wrapped with
 opens a database connection for this request (connections are not shared between
 threads), checks the role with `annotation.people.accounts.require`, calls ``fn`` and turns any
 `AnnotationError` or `ValueError` into a `gr.Error` whose message is shown, HTML-escaped.
+A tab written as a class (`app.designer.DesignerTab`) marks each method
+``fn(self, db, actor, *inputs)`` with `role(*roles)` instead: the same check, with the
+tab's ``self.ctx``, so the method says who may call it.
 Any other exception is a bug: its traceback goes to the log and the person sees a short
 message naming only the exception's class (`UNEXPECTED`), never its text or a path.
 """
@@ -379,19 +382,56 @@ def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
 
     def decorate(fn: Callable) -> Callable:
         def wrapper(session_token, *inputs):
-            with shown_errors(fn.__name__), ctx.db() as db:
-                actor = require(db, session_token, *roles)
-                return fn(db, actor, *inputs)
+            return _as_role(ctx, roles, fn, session_token, (), inputs)
 
-        signature = inspect.signature(fn)
-        params = list(signature.parameters.values())[2:]
-        token = inspect.Parameter("session_token", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        wrapper.__signature__ = signature.replace(parameters=[token, *params])
-        wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
-        wrapper.cc_access = Access(ROLE, roles)
-        return wrapper
+        return _guarded(wrapper, fn, roles, kept=0)
 
     return decorate
+
+
+def role(*roles: str) -> Callable[[Callable], Callable]:
+    """Decorate a tab's method ``fn(self, db, actor, *inputs)`` into a Gradio handler
+    ``(self, session_token, *inputs)`` that only `roles` (and the admin) may call.
+
+    The check is `handler`'s, made with the tab's ``self.ctx``: no session, a revoked or
+    forged one, or a role not in `roles` is refused before ``fn`` runs (nothing read or
+    written), and what ``fn`` raises is shown as `handler` shows it. So the method itself
+    says who may call it, and the bound method (``tab.fn``) is what the page wires.
+
+    Parameters
+    ----------
+    *roles : str
+        Roles allowed to call it (see `annotation.people.accounts.require`).
+    """
+
+    def decorate(fn: Callable) -> Callable:
+        def method(self, session_token, *inputs):
+            return _as_role(self.ctx, roles, fn, session_token, (self,), inputs)
+
+        return _guarded(method, fn, roles, kept=1)
+
+    return decorate
+
+
+def _as_role(
+    ctx: AppContext, roles: tuple[str, ...], fn: Callable, session_token, first: tuple, inputs: tuple
+):
+    """``fn(*first, db, actor, *inputs)`` once `require` let the session's holder through."""
+    with shown_errors(fn.__name__), ctx.db() as db:
+        actor = require(db, session_token, *roles)
+        return fn(*first, db, actor, *inputs)
+
+
+def _guarded(wrapper: Callable, fn: Callable, roles: tuple[str, ...], *, kept: int) -> Callable:
+    """`wrapper` with `fn`'s signature (its first `kept` parameters, the session token in place
+    of ``db, actor``, then its inputs), name and docstring, marked `ROLE` for `roles`."""
+    signature = inspect.signature(fn)
+    params = list(signature.parameters.values())
+    token = inspect.Parameter("session_token", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    wrapper.__signature__ = signature.replace(parameters=[*params[:kept], token, *params[kept + 2 :]])
+    wrapper.__name__, wrapper.__qualname__, wrapper.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    wrapper.cc_access = Access(ROLE, roles)
+    return wrapper
 
 
 def refusal_text(message: str) -> str:
@@ -424,6 +464,12 @@ def wire(
     ``limit=(name, n)`` lets at most ``n`` calls of the page event and its twin together run
     at once (a Gradio ``concurrency_id``), instead of the queue's default per event.
 
+    ``fn`` returns its outputs' values either in the order of ``outputs`` (a tuple, or the
+    bare value of a lone output) or as named updates, ``{component: update}`` (a component
+    it leaves out is not changed; every key must be one of ``outputs``). A refusal answers
+    ``{note: message}`` either way; the twin hands API clients the values in the order of
+    ``outputs``, whichever way ``fn`` returned them.
+
     Returns the page event, for ``.then`` chains (which also run after a refusal).
     """
     outputs = [] if outputs is None else list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
@@ -435,11 +481,11 @@ def wire(
             result = fn(*args)
         except gr.Error as error:
             gr.Warning(error.message)
-            refused = tuple(refusal_text(error.message) if o is note else gr.skip() for o in page_outputs)
-            # Gradio takes a lone output's value bare: a 1-tuple would be that value, and fail.
-            return refused[0] if len(page_outputs) == 1 else refused
+            return {note: refusal_text(error.message)}  # Gradio skips every other output
         if note_is_output:
             return result
+        if _named_updates(result):
+            return {**result, note: ""} if clear_note else result
         values = (result,) if len(outputs) == 1 else tuple(result or ())
         return (*values, "" if clear_note else gr.skip())
 
@@ -457,6 +503,12 @@ def wire(
             fn, inputs, outputs or None, api_name=api_name, **shared
         )
     return event
+
+
+def _named_updates(result: object) -> bool:
+    """Whether a handler's `result` is ``{component: update}`` (not the value of a lone output,
+    e.g. a `gr.JSON`'s dict)."""
+    return isinstance(result, dict) and bool(result) and all(isinstance(k, gr.blocks.Block) for k in result)
 
 
 def note_area(elem_id: str) -> gr.Markdown:
