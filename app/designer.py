@@ -7,8 +7,12 @@ coloring canvas (`app.coloring_canvas`), in batches of ``AppConfig.batch_size``
 (`annotation.coloring.tasks`), with recolor requests from experts first; "My
 submissions" lists every coloring and redoes one while its batch is open.
 
-Every view comes from the database (`_view`), so a reload shows the same task and
-progress; the canvas keeps unsubmitted work in the browser under the task's key.
+Every view comes from the database (`DesignerTab._view`), so a reload shows the same task
+and progress; the canvas keeps unsubmitted work in the browser under the task's key.
+
+The tab is a `DesignerTab`: its handlers are methods that name who may call them
+(`app.common.role`) and return ``{part: update}``; every view is built by one method
+(`DesignerTab.show`), which names each part; `EVENTS` is the tab's whole wiring.
 
 Endpoints (all need the designer role): ``designer_state``, ``designer_consent(agreed)``,
 ``designer_instructions_read``, ``designer_continue``, ``designer_submit(canvas_value)``,
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 
 import gradio as gr
 import numpy as np
@@ -41,10 +46,10 @@ from app.coloring_canvas import canvas_update, coloring_canvas, flush_js
 from app.common import (
     AppContext,
     escape,
-    handler,
     id_field,
     note_area,
     own_session,
+    role,
     same_access,
     ui_only,
     whole_number,
@@ -130,74 +135,10 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Coloring tab inside the current `gr.Tab`."""
     consent_text, consent_sha = onboarding.read_text(onboarding.CONSENT_FILE)
     parts = _layout(consent_text, ctx.config.swatches)
-    designer = handler(ctx, *ROLES)
-    views = {
-        "designer_state": (_state(ctx), [session_token], None),
-        "designer_consent": (_consent(ctx, consent_sha), [session_token, parts["agreed"]], parts["agree"]),
-        "designer_instructions_read": (_instructions_read(ctx), [session_token], parts["read"]),
-        "designer_continue": (_continue(ctx), [session_token], parts["continue"]),
-        "designer_submit": (_submit(ctx), [session_token, parts["canvas"]], parts["submit"]),
-        "designer_redo": (_redo(ctx), [session_token, parts["redo_id"]], parts["redo"]),
-    }
-    outputs = [parts[name] for name in _VIEW_PARTS]
-    submissions = designer(_submissions(ctx))
-    listing = [parts["table"], parts["gallery"]]
-    notes = {
-        "designer_consent": parts["agree_note"],
-        "designer_instructions_read": parts["read_note"],
-        "designer_continue": parts["continue_note"],
-        "designer_redo": parts["redo_note"],
-    }
-    for api_name, (fn, inputs, button) in views.items():
-        # The submit sends the canvas as it is at the click, not its value of 250 ms ago.
-        js = flush_js("designer_canvas", 1, 2) if api_name == "designer_submit" else None
-        event = wire(
-            (button or parts["refresh"]).click,
-            designer(fn),
-            inputs,
-            outputs,
-            note=notes.get(api_name, parts["message"]),
-            api_name=api_name,
-            js=js,
-            limit=("designer_submit", ctx.config.submit_concurrency)
-            if api_name == "designer_submit"
-            else None,
-        )
-        if api_name in ("designer_submit", "designer_redo"):
-            wire(
-                event.then,
-                _while_open(submissions),
-                [session_token, parts["listing_open"]],
-                listing,
-                note=parts["redo_note"],
-                clear_note=False,
-            )
-    # The list is rebuilt after a submission only while it is open (about 30 ms of the
-    # server's main process per submission for a designer with 34 colorings), and when
-    # it is opened.
-    box = parts["submissions_box"]
-    box.expand(ui_only(lambda: True), None, parts["listing_open"], api_visibility="private")
-    box.collapse(ui_only(lambda: False), None, parts["listing_open"], api_visibility="private")
-    wire(box.expand, submissions, session_token, listing, note=parts["redo_note"])
-    wire(
-        parts["list"].click,
-        submissions,
-        session_token,
-        listing,
-        note=parts["redo_note"],
-        api_name="designer_submissions",
-    )
-    session_token.change(
-        _for_anyone(designer(_state(ctx)), _outsider_view), session_token, outputs, api_visibility="private"
-    ).then(
-        _listing_on_sign_in(submissions),
-        [session_token, parts["listing_open"]],
-        listing,
-        api_visibility="private",
-    )
+    DesignerTab(ctx, {"session_token": session_token, **parts}, consent_sha).wire()
 
 
-_VIEW_PARTS = (
+VIEW = (
     "consent_box",
     "instructions_box",
     "notice_box",
@@ -211,30 +152,408 @@ _VIEW_PARTS = (
     "message",
     "submissions_box",
 )
+"""The parts every view updates (`DesignerTab.show`), in the order API clients receive them."""
+LISTING = ("table", "gallery")
+"""The parts of the "My submissions" list (`DesignerTab.submissions`)."""
 
 
-def _while_open(listing):
-    """`listing` (token → table, gallery) when the "My submissions" list is open, else no
-    change."""
+@dataclass(frozen=True)
+class On:
+    """One event of the tab: when `trigger` fires, the tab's `method` runs on `inputs`.
 
-    def refresh(session_token: str, is_open: bool):
-        return listing(session_token) if is_open else (gr.skip(), gr.skip())
+    Attributes
+    ----------
+    trigger : str
+        ``"<part>.<event>"`` (e.g. ``"submit.click"``), or ``"then"``: after the event above.
+    method : str
+        The `DesignerTab` method that answers it.
+    inputs, outputs : tuple of str
+        Names of parts (``session_token`` among them).
+    note : str or None
+        The part where `app.common.wire` shows a refusal; None for a private event that
+        refuses nobody (it computes UI alone, or chooses by the caller's own session).
+    api_name : str or None
+        The endpoint's name for API clients (`app.common.wire` registers the twin).
+    clear_note : bool
+        Whether a success clears `note` (False: a follow-up keeps the step's message).
+    js : str or None
+        A preprocessor run in the browser before the page's event is sent.
+    limited : bool
+        At most ``AppConfig.submit_concurrency`` calls (page and API together) run at once.
+    """
 
-    return same_access(refresh, listing)
+    trigger: str
+    method: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    note: str | None = None
+    api_name: str | None = None
+    clear_note: bool = True
+    js: str | None = None
+    limited: bool = False
 
 
-def _listing_on_sign_in(listing):
-    """ "My submissions" when someone signs in or out: built if it is open and they are a
-    designer, else emptied (it is built when opened)."""
+_TOKEN = ("session_token",)
+EVENTS = (
+    On("refresh.click", "state", _TOKEN, VIEW, "message", "designer_state"),
+    On("agree.click", "consent", (*_TOKEN, "agreed"), VIEW, "agree_note", "designer_consent"),
+    On("read.click", "instructions_read", _TOKEN, VIEW, "read_note", "designer_instructions_read"),
+    On("continue.click", "continue_", _TOKEN, VIEW, "continue_note", "designer_continue"),
+    # The submit sends the canvas as it is at the click, not its value of 250 ms ago.
+    On(
+        "submit.click",
+        "submit",
+        (*_TOKEN, "canvas"),
+        VIEW,
+        "message",
+        "designer_submit",
+        js=flush_js("designer_canvas", 1, 2),
+        limited=True,
+    ),
+    On("then", "submissions_if_open", (*_TOKEN, "listing_open"), LISTING, "redo_note", clear_note=False),
+    On("redo.click", "redo", (*_TOKEN, "redo_id"), VIEW, "redo_note", "designer_redo"),
+    On("then", "submissions_if_open", (*_TOKEN, "listing_open"), LISTING, "redo_note", clear_note=False),
+    # The list is rebuilt after a submission only while it is open (about 30 ms of the
+    # server's main process per submission for a designer with 34 colorings), and when
+    # it is opened.
+    On("submissions_box.expand", "listing_opened", (), ("listing_open",)),
+    On("submissions_box.collapse", "listing_closed", (), ("listing_open",)),
+    On("submissions_box.expand", "submissions", _TOKEN, LISTING, "redo_note"),
+    On("list.click", "submissions", _TOKEN, LISTING, "redo_note", "designer_submissions"),
+    On("session_token.change", "on_sign_in", _TOKEN, VIEW),
+    On("then", "submissions_on_sign_in", (*_TOKEN, "listing_open"), LISTING),
+)
+"""The tab's wiring, in the order Gradio registers it (`DesignerTab.wire`)."""
+OUTSIDER = "This tab is for designers: sign in with a designer's invite link to color."
+
+
+class DesignerTab:
+    """The Coloring tab of one app: its parts by name, and the handlers `EVENTS` wires.
+
+    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
+    ``(session_token, *inputs)``; each returns ``{part: update}`` (`show` for the views).
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The laid-out components by name (`_layout`) and ``session_token``.
+    consent_sha256 : str
+        The digest of the consent text shown, recorded with an agreement.
+    """
+
+    def __init__(self, ctx: AppContext, parts: dict, consent_sha256: str) -> None:
+        self.ctx, self.parts, self.consent_sha256 = ctx, parts, consent_sha256
+
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
+        event = None
+        for on in EVENTS:
+            if on.trigger == "then":
+                listener = event.then
+            else:
+                part, event_name = on.trigger.split(".")
+                listener = getattr(self.parts[part], event_name)
+            fn = getattr(self, on.method)
+            inputs = [self.parts[name] for name in on.inputs]
+            outputs = [self.parts[name] for name in on.outputs]
+            if on.note is None:
+                event = listener(fn, inputs, outputs, api_visibility="private")
+                continue
+            limit = ("designer_submit", self.ctx.config.submit_concurrency) if on.limited else None
+            event = wire(
+                listener,
+                fn,
+                inputs,
+                outputs,
+                note=self.parts[on.note],
+                api_name=on.api_name,
+                clear_note=on.clear_note,
+                limit=limit,
+                js=on.js,
+            )
+
+    def show(
+        self,
+        *,
+        consent_box: bool = False,
+        instructions_box: bool = False,
+        notice_box: bool = False,
+        notice: str = "",
+        continue_: str | None = None,
+        task_box: bool = False,
+        header: str = "",
+        previous: str | None = None,
+        canvas: dict | None = None,
+        task: str = "",
+        message: str = "",
+        submissions_box: bool = False,
+    ) -> dict:
+        """A view: every part of `VIEW` updated, hidden or empty unless named.
+
+        Parameters
+        ----------
+        consent_box, instructions_box, notice_box, task_box, submissions_box : bool
+            Which boxes show.
+        notice, header, task, message : str
+            Their texts (``task``: the task as JSON, `_task_view`).
+        continue_ : str or None
+            The label of the notice's button; None hides it.
+        previous : str or None
+            The previous round's image (a path), shown with the task box; with the task box
+            hidden the image is hidden and keeps its value.
+        canvas : dict or None
+            The canvas's update (`app.coloring_canvas.canvas_update`); None leaves it as is.
+        """
+        updates = {
+            "consent_box": gr.Column(visible=consent_box),
+            "instructions_box": gr.Column(visible=instructions_box),
+            "notice_box": gr.Column(visible=notice_box),
+            "notice": notice,
+            "continue": gr.Button(visible=False) if continue_ is None else gr.Button(continue_, visible=True),
+            "task_box": gr.Column(visible=task_box),
+            "header": header,
+            "previous": gr.Image(value=previous, visible=previous is not None)
+            if task_box
+            else gr.Image(visible=False),
+            "canvas": gr.update() if canvas is None else canvas,
+            "task": task,
+            "message": message,
+            "submissions_box": gr.Accordion(visible=submissions_box),
+        }
+        return {self.parts[name]: updates[name] for name in VIEW}
+
+    @role("designer")
+    def state(self, db, actor) -> dict:
+        """The designer's current view: onboarding step, task, or notice."""
+        return self._view(db, actor)
+
+    @role("designer")
+    def consent(self, db, actor, agreed: bool) -> dict:
+        """Record the designer's agreement to the consent text shown."""
+        if agreed is not True:
+            raise ValueError(
+                "Tick the box to agree to the consent text, or close the page if "
+                "you do not want to take part."
+            )
+        onboarding.record_consent(db, actor.annotator_id, self.consent_sha256, True)
+        return self._view(db, actor)
+
+    @role("designer")
+    def instructions_read(self, db, actor) -> dict:
+        """Record that the designer read the instructions; opens the practice."""
+        onboarding.mark_instructions_read(db, actor.annotator_id)
+        return self._view(db, actor)
+
+    @role("designer")
+    def continue_(self, db, actor) -> dict:
+        """Start the next batch when the current one is all done; otherwise show the view
+        (which reserves what the current batch still needs, when free slots exist)."""
+        ctx = self.ctx
+        if (
+            _stage(ctx, db, actor) == "main"
+            and work.next_item(db, actor.annotator_id, practice=False) is None
+        ):
+            batch = work.batch_progress(db, actor.annotator_id)
+            if batch is None or batch.done >= batch.total:
+                _start_batch(ctx, db, actor)
+        return self._view(db, actor)
+
+    @role("designer")
+    def submit(self, db, actor, value: str) -> dict:
+        """Store the canvas's coloring for its task, then show the next task."""
+        ctx, config = self.ctx, self.ctx.config
+        check_submission_rate(db, actor.annotator_id, config.max_submissions_per_minute)
+        submitted = work.submit_canvas(
+            db,
+            config.data_dir,
+            actor.annotator_id,
+            value,
+            instance=ctx.instance_name,
+            main_open=_stage(ctx, db, actor) == "main",
+            min_painted_fraction=config.min_painted_fraction,
+            k=config.colorings_per_concept,
+            pool=ctx.pool,
+            reservation_minutes=config.reservation_minutes,
+            rng=ctx.rng,
+        )
+        return self._view(
+            db,
+            actor,
+            forget=submitted.canvas_key,  # that browser draft is done
+            message=f"Saved your coloring of **{escape(submitted.task.concept_key)}** "
+            f"(#{submitted.coloring_id}).",
+        )
+
+    @role("designer")
+    def redo(self, db, actor, coloring_id: str) -> dict:
+        """Queue a redo of one of the designer's colorings and open it on the canvas."""
+        coloring_id = whole_number(coloring_id, "coloring id")
+        task_id = work.request_redo(
+            db, actor.annotator_id, coloring_id, minutes=self.ctx.config.reservation_minutes
+        )
+        return self._view(
+            db,
+            actor,
+            prefill_task=task_id,
+            message=f"Redo coloring #{coloring_id}: your earlier round stays "
+            "stored; submit the new one when it is ready.",
+        )
+
+    @role("designer")
+    def submissions(self, db, actor) -> dict:
+        """The designer's colorings: a table (with redo status and expert notes) and images."""
+        rows = work.my_colorings(db, actor.annotator_id)
+        table = [
+            [
+                str(r["id"]),
+                r["concept_key"] + (" (practice)" if r["practice"] else ""),
+                str(r["round"]),
+                r["status"],
+                r["created"][:16].replace("T", " "),
+                "" if r["seconds_spent"] is None else f"{r['seconds_spent'] / 60:.1f}",
+                "yes" if not r["redo"] else f"no: {r['redo']}",
+                r["note"],
+            ]
+            for r in rows
+        ]
+        images = [
+            (
+                str(resolve(self.ctx.config.data_dir, r["image_path"])),
+                f"#{r['id']} {r['concept_key']} · round {r['round']}",
+            )
+            for r in rows
+        ]
+        return self._listing(table, images)
+
+    def submissions_if_open(self, session_token: str, is_open: bool) -> dict:
+        """`submissions` while the "My submissions" list is open, else no change."""
+        return self.submissions(session_token) if is_open else self._listing(gr.skip(), gr.skip())
+
+    # Closed, it reads and writes nothing; open, `submissions` checks the caller.
+    submissions_if_open = same_access(submissions_if_open, submissions)
 
     @own_session
-    def refresh(session_token: str, is_open: bool):
+    def submissions_on_sign_in(self, session_token: str, is_open: bool) -> dict:
+        """ "My submissions" when someone signs in or out: built if it is open and they are a
+        designer, else emptied (it is built when opened)."""
         if is_open:
             with contextlib.suppress(gr.Error):
-                return listing(session_token)
-        return [], []
+                return self.submissions(session_token)
+        return self._listing([], [])
 
-    return refresh
+    @own_session
+    def on_sign_in(self, session_token: str) -> dict:
+        """The view for whoever signs in or out: a designer's own, anyone else's `OUTSIDER`."""
+        try:
+            return self.state(session_token)
+        except gr.Error:
+            return self.show(message=OUTSIDER if session_token else "")
+
+    @staticmethod
+    @ui_only
+    def listing_opened() -> bool:
+        return True
+
+    @staticmethod
+    @ui_only
+    def listing_closed() -> bool:
+        return False
+
+    def _listing(self, table, gallery) -> dict:
+        return {self.parts["table"]: table, self.parts["gallery"]: gallery}
+
+    def _view(
+        self, db, actor, *, message: str = "", forget: str = "", prefill_task: int | None = None
+    ) -> dict:
+        """Everything the tab shows for this designer now (`show`)."""
+        ctx = self.ctx
+        config = ctx.config
+        stage = _stage(ctx, db, actor)
+        if stage == "consent":
+            return self.show(consent_box=True, message=message)
+        if stage == "instructions":
+            return self.show(instructions_box=True, message=message)
+        if stage == "awaiting_approval":
+            return self._notice(
+                "**Thank you: your three practice drawings are in.** The study "
+                "organisers look at them before the main task opens; come back "
+                "later, or press the button to check now.",
+                "Check again",
+                message,
+            )
+        if stage == "practice":
+            reserve_practice(
+                db, actor.annotator_id, config.practice_concepts, minutes=config.reservation_minutes
+            )
+            item = work.next_item(db, actor.annotator_id, practice=True)
+            done = len(onboarding.practice_colorings(db, actor.annotator_id))
+            progress = f"Practice · {done} of {len(config.practice_concepts)} done"
+        else:
+            _top_up(ctx, db, actor)
+            item = work.next_item(db, actor.annotator_id, practice=False)
+            batch = work.batch_progress(db, actor.annotator_id)
+            if item is None and batch is None:
+                _start_batch(ctx, db, actor)
+                item = work.next_item(db, actor.annotator_id, practice=False)
+                batch = work.batch_progress(db, actor.annotator_id)
+            if item is None:
+                return self._batch_done(batch, message)
+            progress = (
+                f"Batch {batch.batch} · {batch.done} of {batch.total} done" if batch is not None else ""
+            )
+        return self._task_view(
+            item, progress, message=message, forget=forget, prefill=item.task.id == prefill_task
+        )
+
+    def _batch_done(self, batch: work.Progress | None, message: str) -> dict:
+        # Nothing open in a batch that is not all done: every free slot is taken for now.
+        if batch is None or batch.total == 0 or batch.done < batch.total:
+            return self._notice(
+                "**No concept is waiting for you right now.** Thank you! More may open later.",
+                "Check again",
+                message,
+            )
+        return self._notice(
+            f"**Batch {batch.batch} is done: you colored {batch.done} of "
+            f"{batch.total}.** You can look over your colorings under *My "
+            "submissions* and redo one before you start the next batch.",
+            "Start the next batch",
+            message,
+        )
+
+    def _notice(self, text: str, button: str, message: str) -> dict:
+        return self.show(
+            notice_box=True, notice=text, continue_=button, message=message, submissions_box=True
+        )
+
+    def _task_view(
+        self, item: work.WorkItem, progress: str, *, message: str, forget: str, prefill: bool
+    ) -> dict:
+        data_dir = self.ctx.config.data_dir
+        key = work.canvas_key(self.ctx.instance_name, item.task.id, item.sketch["id"])
+        value = ""
+        if prefill and item.previous is not None:
+            image, mask = load_pixels(data_dir, item.previous)
+            value = canvas_value(key, work.layer_of_coloring(image, mask))
+        task = json.dumps(
+            {
+                "canvas_key": key,
+                "task_id": item.task.id,
+                "sketch_id": item.sketch["id"],
+                "concept": item.concept["key"],
+                "kind": item.kind,
+            }
+        )
+        return self.show(
+            task_box=True,
+            header=_header(item, progress),
+            previous=None if item.previous is None else str(resolve(data_dir, item.previous["image_path"])),
+            canvas=canvas_update(key, sketch_data_url(data_dir, item.sketch), value, forget_task_id=forget),
+            task=task,
+            message=message,
+            submissions_box=True,
+        )
 
 
 def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
@@ -333,45 +652,6 @@ def _reference_examples() -> list[tuple[np.ndarray, str]]:
     return [(work.colored_example(sketches[slug], fills), caption) for slug, caption, fills in EXAMPLES]
 
 
-def _view(
-    ctx: AppContext, db, actor, *, message: str = "", forget: str = "", prefill_task: int | None = None
-) -> tuple:
-    """Everything the tab shows for this designer now, in `_VIEW_PARTS` order."""
-    config = ctx.config
-    stage = _stage(ctx, db, actor)
-    if stage == "consent":
-        return _boxes(consent=True, message=message)
-    if stage == "instructions":
-        return _boxes(instructions=True, message=message)
-    if stage == "awaiting_approval":
-        return _notice(
-            "**Thank you: your three practice drawings are in.** The study "
-            "organisers look at them before the main task opens; come back "
-            "later, or press the button to check now.",
-            "Check again",
-            message,
-        )
-    if stage == "practice":
-        reserve_practice(db, actor.annotator_id, config.practice_concepts, minutes=config.reservation_minutes)
-        item = work.next_item(db, actor.annotator_id, practice=True)
-        done = len(onboarding.practice_colorings(db, actor.annotator_id))
-        progress = f"Practice · {done} of {len(config.practice_concepts)} done"
-    else:
-        _top_up(ctx, db, actor)
-        item = work.next_item(db, actor.annotator_id, practice=False)
-        batch = work.batch_progress(db, actor.annotator_id)
-        if item is None and batch is None:
-            _start_batch(ctx, db, actor)
-            item = work.next_item(db, actor.annotator_id, practice=False)
-            batch = work.batch_progress(db, actor.annotator_id)
-        if item is None:
-            return _batch_done(batch, message)
-        progress = f"Batch {batch.batch} · {batch.done} of {batch.total} done" if batch is not None else ""
-    return _task_view(
-        ctx, item, progress, message=message, forget=forget, prefill=item.task.id == prefill_task
-    )
-
-
 def _stage(ctx: AppContext, db, actor) -> str:
     """The designer's onboarding stage (`annotation.people.onboarding.STAGES`) under this config."""
     return onboarding.onboarding_stage(
@@ -408,62 +688,6 @@ def _top_up(ctx: AppContext, db, actor) -> None:
     )
 
 
-def _batch_done(batch: work.Progress | None, message: str) -> tuple:
-    # Nothing open in a batch that is not all done: every free slot is taken for now.
-    if batch is None or batch.total == 0 or batch.done < batch.total:
-        return _notice(
-            "**No concept is waiting for you right now.** Thank you! More may open later.",
-            "Check again",
-            message,
-        )
-    return _notice(
-        f"**Batch {batch.batch} is done: you colored {batch.done} of "
-        f"{batch.total}.** You can look over your colorings under *My "
-        "submissions* and redo one before you start the next batch.",
-        "Start the next batch",
-        message,
-    )
-
-
-def _task_view(
-    ctx: AppContext, item: work.WorkItem, progress: str, *, message: str, forget: str, prefill: bool
-) -> tuple:
-    key = work.canvas_key(ctx.instance_name, item.task.id, item.sketch["id"])
-    value = ""
-    if prefill and item.previous is not None:
-        image, mask = load_pixels(ctx.config.data_dir, item.previous)
-        value = canvas_value(key, work.layer_of_coloring(image, mask))
-    previous = (
-        str(resolve(ctx.config.data_dir, item.previous["image_path"])) if item.previous is not None else None
-    )
-    task = json.dumps(
-        {
-            "canvas_key": key,
-            "task_id": item.task.id,
-            "sketch_id": item.sketch["id"],
-            "concept": item.concept["key"],
-            "kind": item.kind,
-        }
-    )
-    canvas = canvas_update(
-        key, sketch_data_url(ctx.config.data_dir, item.sketch), value, forget_task_id=forget
-    )
-    return (
-        gr.Column(visible=False),
-        gr.Column(visible=False),
-        gr.Column(visible=False),
-        "",
-        gr.Button(visible=False),
-        gr.Column(visible=True),
-        _header(item, progress),
-        gr.Image(value=previous, visible=previous is not None),
-        canvas,
-        task,
-        message,
-        gr.Accordion(visible=True),
-    )
-
-
 def _header(item: work.WorkItem, progress: str) -> str:
     """The task header as HTML; every text from the database is escaped."""
     concept = item.concept
@@ -485,184 +709,4 @@ def _header(item: work.WorkItem, progress: str) -> str:
         f'<div class="dz-head"><div class="dz-progress">{escape(kind)}</div>'
         f'<div class="dz-concept">{escape(concept["key"])}</div>'
         f'<div class="dz-meta">{meta}</div>{note}<ul class="dz-rules">{rules}</ul></div>'
-    )
-
-
-def _boxes(*, consent: bool = False, instructions: bool = False, message: str = "") -> tuple:
-    return (
-        gr.Column(visible=consent),
-        gr.Column(visible=instructions),
-        gr.Column(visible=False),
-        "",
-        gr.Button(visible=False),
-        gr.Column(visible=False),
-        "",
-        gr.Image(visible=False),
-        gr.update(),
-        "",
-        message,
-        gr.Accordion(visible=False),
-    )
-
-
-def _notice(text: str, button: str, message: str) -> tuple:
-    return (
-        gr.Column(visible=False),
-        gr.Column(visible=False),
-        gr.Column(visible=True),
-        text,
-        gr.Button(button, visible=True),
-        gr.Column(visible=False),
-        "",
-        gr.Image(visible=False),
-        gr.update(),
-        "",
-        message,
-        gr.Accordion(visible=True),
-    )
-
-
-def _state(ctx: AppContext):
-    def state(db, actor) -> tuple:
-        """The designer's current view: onboarding step, task, or notice."""
-        return _view(ctx, db, actor)
-
-    return state
-
-
-def _consent(ctx: AppContext, form_sha256: str):
-    def consent(db, actor, agreed: bool) -> tuple:
-        """Record the designer's agreement to the consent text shown."""
-        if agreed is not True:
-            raise ValueError(
-                "Tick the box to agree to the consent text, or close the page if "
-                "you do not want to take part."
-            )
-        onboarding.record_consent(db, actor.annotator_id, form_sha256, True)
-        return _view(ctx, db, actor)
-
-    return consent
-
-
-def _instructions_read(ctx: AppContext):
-    def instructions_read(db, actor) -> tuple:
-        """Record that the designer read the instructions; opens the practice."""
-        onboarding.mark_instructions_read(db, actor.annotator_id)
-        return _view(ctx, db, actor)
-
-    return instructions_read
-
-
-def _continue(ctx: AppContext):
-    def continue_(db, actor) -> tuple:
-        """Start the next batch when the current one is all done; otherwise show the view
-        (which reserves what the current batch still needs, when free slots exist)."""
-        if (
-            _stage(ctx, db, actor) == "main"
-            and work.next_item(db, actor.annotator_id, practice=False) is None
-        ):
-            batch = work.batch_progress(db, actor.annotator_id)
-            if batch is None or batch.done >= batch.total:
-                _start_batch(ctx, db, actor)
-        return _view(ctx, db, actor)
-
-    return continue_
-
-
-def _submit(ctx: AppContext):
-    def submit(db, actor, value: str) -> tuple:
-        """Store the canvas's coloring for its task, then show the next task."""
-        config = ctx.config
-        check_submission_rate(db, actor.annotator_id, config.max_submissions_per_minute)
-        submitted = work.submit_canvas(
-            db,
-            config.data_dir,
-            actor.annotator_id,
-            value,
-            instance=ctx.instance_name,
-            main_open=_stage(ctx, db, actor) == "main",
-            min_painted_fraction=config.min_painted_fraction,
-            k=config.colorings_per_concept,
-            pool=ctx.pool,
-            reservation_minutes=config.reservation_minutes,
-            rng=ctx.rng,
-        )
-        return _view(
-            ctx,
-            db,
-            actor,
-            forget=submitted.canvas_key,  # that browser draft is done
-            message=f"Saved your coloring of **{escape(submitted.task.concept_key)}** "
-            f"(#{submitted.coloring_id}).",
-        )
-
-    return submit
-
-
-def _redo(ctx: AppContext):
-    def redo(db, actor, coloring_id: str) -> tuple:
-        """Queue a redo of one of the designer's colorings and open it on the canvas."""
-        coloring_id = whole_number(coloring_id, "coloring id")
-        task_id = work.request_redo(
-            db, actor.annotator_id, coloring_id, minutes=ctx.config.reservation_minutes
-        )
-        return _view(
-            ctx,
-            db,
-            actor,
-            prefill_task=task_id,
-            message=f"Redo coloring #{coloring_id}: your earlier round stays "
-            "stored; submit the new one when it is ready.",
-        )
-
-    return redo
-
-
-def _submissions(ctx: AppContext):
-    def submissions(db, actor) -> tuple[list[list], list[tuple[str, str]]]:
-        """The designer's colorings: a table (with redo status and expert notes) and images."""
-        rows = work.my_colorings(db, actor.annotator_id)
-        table = [
-            [
-                str(r["id"]),
-                r["concept_key"] + (" (practice)" if r["practice"] else ""),
-                str(r["round"]),
-                r["status"],
-                r["created"][:16].replace("T", " "),
-                "" if r["seconds_spent"] is None else f"{r['seconds_spent'] / 60:.1f}",
-                "yes" if not r["redo"] else f"no: {r['redo']}",
-                r["note"],
-            ]
-            for r in rows
-        ]
-        images = [
-            (
-                str(resolve(ctx.config.data_dir, r["image_path"])),
-                f"#{r['id']} {r['concept_key']} · round {r['round']}",
-            )
-            for r in rows
-        ]
-        return table, images
-
-    return submissions
-
-
-def _for_anyone(fn, otherwise):
-    """`fn` for the sign-in refresh: whoever is not a designer gets ``otherwise(token)``."""
-
-    @own_session
-    def refresh(session_token):
-        try:
-            return fn(session_token)
-        except gr.Error:
-            return otherwise(session_token)
-
-    return refresh
-
-
-def _outsider_view(session_token: str) -> tuple:
-    return _boxes(
-        message="This tab is for designers: sign in with a designer's invite link to color."
-        if session_token
-        else ""
     )
