@@ -7,7 +7,7 @@ import json
 
 import sqlite_utils
 
-from storage import iso
+from storage import insert_row, iso, transaction
 
 
 def record(
@@ -45,4 +45,7 @@ def record(
         "why": why,
         "details": json.dumps(details or {}, sort_keys=True),
     }
-    return db["audit"].insert(row).last_pk
+    if db.conn.in_transaction:  # the caller's `storage.transaction`: one statement in it
+        return insert_row(db, "audit", row)
+    with transaction(db):
+        return insert_row(db, "audit", row)

@@ -8,7 +8,7 @@ import sqlite_utils
 
 from annotation.errors import NotFound, shown
 from evaluation.concepts import Concept, load_concepts
-from storage import transaction
+from storage import transaction, upsert_rows
 
 
 def sync_concepts(db: sqlite_utils.Database, concepts: list[Concept] | None = None) -> int:
@@ -29,7 +29,7 @@ def sync_concepts(db: sqlite_utils.Database, concepts: list[Concept] | None = No
     """
     concepts = load_concepts() if concepts is None else concepts
     with transaction(db):
-        db["concepts"].upsert_all((dataclasses.asdict(c) for c in concepts), pk="key")
+        upsert_rows(db, "concepts", (dataclasses.asdict(c) for c in concepts), pk=("key",))
     return db["concepts"].count
 
 

@@ -24,7 +24,7 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.errors import InvalidInput, NotFound
-from storage import iso, transaction
+from storage import insert_rows, iso, transaction
 
 MIN_SIZE = 1
 MAX_SIZE = 20
@@ -145,7 +145,7 @@ def clear_pilot(db: sqlite_utils.Database, *, actor: str, now: dt.datetime | Non
 def _replace(db, keys: list[str], actor: str, details: dict, now: dt.datetime | None) -> None:
     """Store `keys` as the whole pilot; inside the caller's transaction."""
     db.execute("delete from pilot_concepts")
-    db["pilot_concepts"].insert_all({"concept_key": key, "added": iso(now)} for key in keys)
+    insert_rows(db, "pilot_concepts", ({"concept_key": key, "added": iso(now)} for key in keys))
     audit.record(
         db, actor, "set_pilot", "settings", "pilot", details={"concepts": sorted(keys), **details}, now=now
     )

@@ -65,7 +65,7 @@ from annotation.people.accounts import (
 )
 from annotation.study.design import GROUND_TRUTH, get_study
 from annotation.study.judging import progress
-from storage import iso, parse_iso, transaction, utcnow
+from storage import insert_row, iso, parse_iso, transaction, update_rows, utcnow
 from storage.spreadsheet import csv_text
 
 STATUSES = ("active", "completed", "screened_out", "timed_out", "returned")
@@ -309,7 +309,7 @@ def close_link(
         link = get_link(db, link_id)
         if link["closed"]:
             raise Conflict(f"open link {link_id} was closed on {link['closed'][:16]} UTC already")
-        db["crowd_links"].update(link["id"], {"closed": iso(now)})
+        update_rows(db, "crowd_links", {"id": link["id"]}, {"closed": iso(now)})
         audit.record(db, actor.pseudonym, "close_crowd_link", "crowd_link", link["id"], now=now)
     return get_link(db, link_id)
 
@@ -401,7 +401,9 @@ def join(
             db, 1, "participant", expires_days=1, created_by=f"open link {link['id']}", now=now
         )
         session = login_with_invite(db, invite, session_days=session_days, now=now)
-        db["crowd_participants"].insert(
+        insert_row(
+            db,
+            "crowd_participants",
             {
                 "annotator_id": annotator["id"],
                 "link_id": link["id"],
@@ -412,7 +414,7 @@ def join(
                 "started": iso(now),
                 "finished": None,
                 "status": "active",
-            }
+            },
         )
         audit.record(
             db,
@@ -561,7 +563,12 @@ def consent(
             raise Conflict(_NOT_JUDGING[person["status"]].format(code=_code(link, person["status"])))
         if agree:
             if not person.get("consented"):
-                db["crowd_participants"].update(person["annotator_id"], {"consented": iso(now)})
+                update_rows(
+                    db,
+                    "crowd_participants",
+                    {"annotator_id": person["annotator_id"]},
+                    {"consented": iso(now)},
+                )
                 audit.record(
                     db, actor.pseudonym, "crowd_consent", "annotator", person["annotator_id"], now=now
                 )
@@ -650,7 +657,12 @@ def _timed_out_if_overdue(db, link: dict, person: dict, now: dt.datetime) -> dic
 def _finish(db, person: dict, status: str, when: dt.datetime) -> dict:
     """Set a person's final status; free their reserved trials unless they completed."""
     with transaction(db):
-        db["crowd_participants"].update(person["annotator_id"], {"status": status, "finished": iso(when)})
+        update_rows(
+            db,
+            "crowd_participants",
+            {"annotator_id": person["annotator_id"]},
+            {"status": status, "finished": iso(when)},
+        )
         db.execute(
             "update tasks set status = 'released', finished = ? where annotator_id = ? and "
             "kind = 'judgment' and status = 'reserved'",
