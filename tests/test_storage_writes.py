@@ -155,3 +155,36 @@ def test_a_nested_transaction_writes_and_rolls_back_as_a_savepoint(db):
     with pytest.raises(OutsideTransaction):
         insert_row(db, "things", {"name": "outside again"})
     assert [row[1] for row in _things(db)] == ["outer", "after"]
+
+
+def test_a_setting_is_read_written_in_a_transaction_and_made_once(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from storage import ensure_schema
+    from storage.settings import read_setting, setting_once, write_setting
+
+    path = tmp_path / "s.sqlite"
+    first = open_db(path)
+    ensure_schema(first)
+    assert read_setting(first, "k") is None
+    with pytest.raises(OutsideTransaction):
+        write_setting(first, "k", "v")
+    assert read_setting(first, "k") is None
+    with transaction(first):
+        write_setting(first, "k", "v")
+        write_setting(first, "k", "w")  # replaces
+    assert read_setting(first, "k") == "w"
+    first.close()
+    # Eight connections ask for one value at once: one makes it, all get it.
+    made = []
+
+    def ask(n):
+        own = open_db(path)
+        try:
+            return setting_once(own, "secret", lambda: made.append(n) or f"value-{n}")
+        finally:
+            own.close()
+
+    with ThreadPoolExecutor(8) as pool:
+        values = list(pool.map(ask, range(8)))
+    assert len(made) == 1 and values == [f"value-{made[0]}"] * 8

@@ -44,7 +44,8 @@ from annotation.coloring import human as coloring_human
 from annotation.errors import InvalidInput
 from evaluation.analysis import bootstrap
 from evaluation.analysis.figures import LAYOUT
-from storage import human, iso, transaction, upsert_row
+from storage import human, iso, transaction
+from storage.settings import read_setting, write_setting
 
 N_RESAMPLES = 100
 SEED = 0
@@ -106,14 +107,14 @@ class Mode:
 
 def read_mode(db: sqlite_utils.Database) -> Mode:
     """The stored assignment mode (`Mode()`, fixed, when none is stored)."""
-    row = db.execute("select value from settings where key = ?", [MODE_KEY]).fetchone()
-    return Mode(**json.loads(row[0])) if row else Mode()
+    value = read_setting(db, MODE_KEY)
+    return Mode(**json.loads(value)) if value is not None else Mode()
 
 
 def set_mode(db: sqlite_utils.Database, mode: Mode, *, actor: str, now: dt.datetime | None = None) -> None:
     """Store `mode` (and an audit row naming `actor`)."""
     with transaction(db):
-        upsert_row(db, "settings", {"key": MODE_KEY, "value": json.dumps(asdict(mode))}, pk=("key",))
+        write_setting(db, MODE_KEY, json.dumps(asdict(mode)))
         audit.record(db, actor, "set_assignment_mode", "settings", MODE_KEY, details=asdict(mode), now=now)
 
 
@@ -128,10 +129,10 @@ class Stability:
 
 
 def _cached(db, concept: str, ids: list[int]) -> Stability | None:
-    row = db.execute("select value from settings where key = ?", [PREFIX + concept]).fetchone()
-    if row is None:
+    value = read_setting(db, PREFIX + concept)
+    if value is None:
         return None
-    stored = json.loads(row[0])
+    stored = json.loads(value)
     if stored["ids"] != ids or stored["n_resamples"] != N_RESAMPLES or stored["seed"] != SEED:
         return None
     return Stability(concept, len(ids), stored["value"], tuple(ids))
@@ -149,16 +150,12 @@ def _compute(db, concept: str, ids: list[int]) -> Stability:
     full = stored.p if stored is not None else replicates.mean(axis=0)
     value = bootstrap.stability(replicates, full, quantile=QUANTILE)
     with transaction(db):
-        upsert_row(
+        write_setting(
             db,
-            "settings",
-            {
-                "key": PREFIX + concept,
-                "value": json.dumps(
-                    {"ids": ids, "value": value, "n_resamples": N_RESAMPLES, "seed": SEED, "computed": iso()}
-                ),
-            },
-            pk=("key",),
+            PREFIX + concept,
+            json.dumps(
+                {"ids": ids, "value": value, "n_resamples": N_RESAMPLES, "seed": SEED, "computed": iso()}
+            ),
         )
     return Stability(concept, len(ids), value, tuple(ids))
 

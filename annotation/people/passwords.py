@@ -22,7 +22,8 @@ import sqlite_utils
 from annotation import audit
 from annotation.errors import InvalidInput, PermissionDenied
 from annotation.people.accounts import Session, open_admin_session
-from storage import transaction, upsert_row
+from storage import transaction
+from storage.settings import read_setting, write_setting
 
 ENV_PASSWORD = "COLORCONCEPT_ADMIN_PASSWORD"
 ENV_PASSWORD_FILE = "COLORCONCEPT_ADMIN_PASSWORD_FILE"
@@ -60,7 +61,7 @@ def set_admin_password(
             f"got {len(password) if isinstance(password, str) else type(password).__name__}"
         )
     with transaction(db):
-        upsert_row(db, "settings", {"key": _SETTING, "value": hash_password(password)}, pk=("key",))
+        write_setting(db, _SETTING, hash_password(password))
         audit.record(
             db, "system", "set_admin_password", "setting", _SETTING, details={"source": source}, now=now
         )
@@ -139,8 +140,7 @@ def _configured_password(
 
 
 def _stored_hash(db: sqlite_utils.Database) -> str | None:
-    rows = list(db["settings"].rows_where("key = ?", [_SETTING]))
-    return rows[0]["value"] if rows else None
+    return read_setting(db, _SETTING)
 
 
 def _announcement(password: str) -> str:

@@ -252,29 +252,27 @@ def create_link(
         raise InvalidInput(f"study {study['name']!r} is a draft; open (freeze) it before making a link")
     token = secrets.token_urlsafe(32)
     with transaction(db):
-        link_id = (
-            db["crowd_links"]
-            .insert(
-                {
-                    "token_hash": hash_token(token),
-                    "study_id": study_id,
-                    "label": label,
-                    "quota": quota,
-                    "minutes": float(minutes),
-                    "ends": iso(ends),
-                    "closed": None,
-                    "completion_code": completion_code,
-                    "screenout_code": screenout_code,
-                    "id_param": id_param,
-                    "return_url": return_url,
-                    "max_failed_checks": max_failed_checks,
-                    "joins_per_address": joins_per_address,
-                    "created": iso(now),
-                    "created_by": actor.pseudonym,
-                    "consent_text": consent_text.strip() or None,
-                }
-            )
-            .last_pk
+        link_id = insert_row(
+            db,
+            "crowd_links",
+            {
+                "token_hash": hash_token(token),
+                "study_id": study_id,
+                "label": label,
+                "quota": quota,
+                "minutes": float(minutes),
+                "ends": iso(ends),
+                "closed": None,
+                "completion_code": completion_code,
+                "screenout_code": screenout_code,
+                "id_param": id_param,
+                "return_url": return_url,
+                "max_failed_checks": max_failed_checks,
+                "joins_per_address": joins_per_address,
+                "created": iso(now),
+                "created_by": actor.pseudonym,
+                "consent_text": consent_text.strip() or None,
+            },
         )
         audit.record(db, actor.pseudonym, "create_crowd_link", "crowd_link", link_id, now=now)
     return db["crowd_links"].get(link_id), token
@@ -663,10 +661,11 @@ def _finish(db, person: dict, status: str, when: dt.datetime) -> dict:
             {"annotator_id": person["annotator_id"]},
             {"status": status, "finished": iso(when)},
         )
-        db.execute(
-            "update tasks set status = 'released', finished = ? where annotator_id = ? and "
-            "kind = 'judgment' and status = 'reserved'",
-            [iso(when), person["annotator_id"]],
+        update_rows(
+            db,
+            "tasks",
+            {"annotator_id": person["annotator_id"], "kind": "judgment", "status": "reserved"},
+            {"status": "released", "finished": iso(when)},
         )
     return db["crowd_participants"].get(person["annotator_id"])
 
