@@ -12,6 +12,10 @@ Scenario files (``tests/test_browser_*.py``) import the fixtures they use::
   the page's final state is saved to ``test-artifacts/<test name>.png`` and JavaScript
   errors the page raised are listed in ``page.js_errors``.
 
+A check that something did *not* happen after an action waits first with `settled` (no Gradio
+event pending on the page, or the action's event finished), never for a fixed time: a fixed
+sleep is too short on a busy machine, where the check then runs before the event and cannot fail.
+
 Chromium is Debian's (``/usr/bin/chromium``, or ``$CHROMIUM_PATH``), launched through
 ``executable_path``: Playwright's own browser download does not work on our machines.
 ``scripts/ensure_chromium.sh`` installs it; without it these tests skip and say how.
@@ -23,7 +27,7 @@ import contextlib
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,25 +106,69 @@ def sign_in(page, link: str) -> str:
     return re.search(r"Signed in as (\S+?)\.?$", status.text_content().strip()).group(1)
 
 
+# A Gradio status tracker (one per component, `statustracker` in Gradio 6's frontend) drops its
+# ``hide`` class while an event that outputs to its component is pending or generating; it keeps
+# showing (without ``hide``) an error or a validation message after its event has ended.
+_EVENT_PENDING = """() => [...document.querySelectorAll('[data-testid="status-tracker"]')].some(
+    (tracker) => !tracker.classList.contains("hide")
+        && !tracker.querySelector(".error, .validation-error"))"""
+SETTLE_TIMEOUT_MS = 60_000
+
+
+def settled(page, action: Callable[[], object] | None = None) -> None:
+    """Wait until no Gradio event is pending on `page`; with `action`, until the event(s) that
+    `action` (a click, say) starts have finished.
+
+    The condition is the page's own: Gradio draws a status tracker over each output of an
+    event from the moment the event is dispatched (before it is sent) until its outputs are
+    set, and a ``.then`` step is dispatched before the step it follows is marked done, so a
+    chain shows as pending throughout. Without `action`, the wait first lets the browser
+    render two frames, so that what an earlier click changed on the page (its handlers and
+    the DOM updates they queue, events they dispatch included) has happened; then it waits
+    until no tracker shows an event as pending. With `action`, the page is settled first,
+    `action` runs, and the wait is for a tracker to have shown an event as pending since and
+    for none to show one now: `action` must start an event with at least one output that
+    shows progress, or this times out. Events with ``show_progress="hidden"`` (timer ticks)
+    show no tracker and are not waited for. `SETTLE_TIMEOUT_MS` is a ceiling on waiting on a
+    busy machine, not a time that anything is expected to take.
+    """
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    page.wait_for_function(f"() => !({_EVENT_PENDING})()", timeout=SETTLE_TIMEOUT_MS)
+    if action is None:
+        return
+    page.evaluate(
+        f"""() => {{
+            const pending = {_EVENT_PENDING};
+            const record = () => {{ if (pending()) window.settleSeen = true; }};
+            window.settleSeen = false;
+            window.settleObserver?.disconnect();
+            window.settleObserver = new MutationObserver(record);
+            window.settleObserver.observe(document.body,
+                {{subtree: true, childList: true, attributes: true, attributeFilter: ["class"]}});
+        }}"""
+    )
+    action()
+    page.wait_for_function(f"() => window.settleSeen && !({_EVENT_PENDING})()", timeout=SETTLE_TIMEOUT_MS)
+    page.evaluate("() => window.settleObserver.disconnect()")
+
+
 def pick(page, elem_id: str, option: str, *, tries: int = 5) -> None:
     """Choose `option` in the `gr.Dropdown` with `elem_id`, and check that it stays chosen.
 
     A dropdown whose choices are refreshed on sign-in (``session_token.change``) may be
-    reset by that refresh if it lands after the click, so the choice is made again until
-    the input shows it.
+    reset by that refresh if it lands after the click, so the choice is made on a settled
+    page and checked once the events it may have started (and any still running) have
+    ended (`settled`), and made again while something reset it.
     """
     field = page.locator(f"#{elem_id} input")
     for _ in range(tries):
+        settled(page)
         field.click()
         page.get_by_role("option", name=option).click()
-        try:
-            expect(field).to_have_value(option, timeout=2000)
-            page.wait_for_timeout(300)
-            expect(field).to_have_value(option, timeout=500)
+        settled(page)
+        if field.input_value() == option:
             return
-        except AssertionError:
-            continue
-    expect(field).to_have_value(option)
+    assert field.input_value() == option, f"#{elem_id} did not keep {option!r} after {tries} tries"
 
 
 def open_tab(page, title: str) -> None:

@@ -12,6 +12,7 @@ from tests.browser import (  # noqa: F401
     open_tab,
     page,
     pick,
+    settled,
     sign_in,
     table_rows,
 )
@@ -158,6 +159,7 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
     page.get_by_label("Tiny random SD (test model) (tiny-random)").check()
     page.locator("#evaluate_seeds input").fill("2")
     page.locator("#evaluate_cfg textarea, #evaluate_cfg input").first.fill("7.5")
+    settled(page)  # the events of opening the tab have ended
     # Gradio's live region says an event has ended; it must not read out an i18n key. Every
     # text any live region takes from the click on is recorded in the page.
     page.evaluate(
@@ -169,9 +171,13 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
                 {subtree: true, childList: true, characterData: true});
         }"""
     )
-    page.get_by_role("button", name="Count images and time").click()
+    settled(page, lambda: page.get_by_role("button", name="Count images and time").click())
     expect(page.locator("#evaluate_plan")).to_contain_text("images")
-    page.wait_for_timeout(1000)  # the announcement follows the event's end
+    # The live region says the event ended at most one announcement per 5 s, so it may come
+    # seconds after the event: wait until it has, in the app's words or as the bare key.
+    page.wait_for_function(
+        "() => window.announced.some((text) => text.includes('Done') || text.includes('common.complete'))"
+    )
     announced = page.evaluate("() => window.announced")
     assert announced, "the observer saw no live region change"
     assert "common.complete" not in " ".join(announced)
@@ -237,7 +243,7 @@ def test_after_a_first_evaluation_the_browser_shows_the_reference_set_and_images
     # The mask's outline (16 x 16 centre square: 60 pixels) at 1:1, and the tinted inside.
     assert 40 <= is_magenta.sum() <= 120
     first.click()
-    page.wait_for_timeout(500)
+    settled(page)  # the click has been handled and drawn (and started no event)
     assert first.bounding_box()["width"] == pytest.approx(box["width"], abs=1)
     expect(page.locator("#browser_gallery .preview")).to_have_count(0)
     page.screenshot(path=str(ARTIFACTS / "browser-first-evaluation.png"), full_page=True)

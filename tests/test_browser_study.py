@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, pick, sign_in, table_rows  # noqa: F401
+from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, pick, settled, sign_in, table_rows  # noqa: F401
 from tests.test_app_study import _choices, _prepare, _vote_everything
 
 pytestmark = pytest.mark.browser
@@ -75,8 +75,7 @@ def test_the_study_set_up_after_the_readme_run_picks_its_style_keeps_choices_and
     expect(page.locator("#study_style").get_by_label("natural photo")).to_be_checked()
     expect(page.locator("#study_ground_truth input")).to_have_value("uw71-ratings")
     pick(page, "study_ground_truth", "designers")
-    page.click("#study_load")
-    page.wait_for_timeout(1000)
+    settled(page, lambda: page.click("#study_load"))  # Load choices has set its outputs
     expect(page.locator("#study_ground_truth input")).to_have_value("designers")
     pick(page, "study_ground_truth", "uw71-ratings")
     page.locator("#study_name textarea, #study_name input").first.fill("pilot")
