@@ -562,7 +562,8 @@ def _stability_section(session_token: gr.Textbox, admin) -> None:
     note = note_area("admin_stability_note")
     summary = gr.Markdown(elem_id="admin_stability_summary")
     histogram = gr.Plot(label="Concepts by P_H stability", elem_id="admin_stability_histogram")
-    table = gr.Dataframe(interactive=False, elem_id="admin_stability_table")
+    with empty_note("Nothing yet: press *Show stability*.", "admin_stability_table_empty"):
+        table = gr.Dataframe(interactive=False, elem_id="admin_stability_table")
     wire(
         save.click,
         admin(_set_mode),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.common import AppContext, escape, handler, note_area, own_session, visible_to, wire
+from app.common import AppContext, empty_note, escape, handler, note_area, own_session, visible_to, wire
 from app.landing import current_actor
 from evaluation.color.systems import SYSTEMS
 from evaluation.explicit import views
@@ -77,7 +77,8 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None)
     with gr.Accordion("Does the ranking of models survive the rule set?", open=False):
         robust = gr.Button("Compare the rule sets", elem_id="explicit_robustness")
         robust_note = gr.Markdown(elem_id="explicit_robust_note")
-        robust_table = gr.Dataframe(interactive=False, elem_id="explicit_robust_table")
+        with empty_note("Nothing yet: press *Compare the rule sets*.", "explicit_robust_table_empty"):
+            robust_table = gr.Dataframe(interactive=False, elem_id="explicit_robust_table")
 
     report_inputs = [session_token, run, scoring, system]
     wire(

@@ -121,14 +121,16 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
             sample_seed = gr.Textbox("0", label="Sample seed", elem_id="leaderboard_robust_seed")
             check = gr.Button("Check robustness", elem_id="leaderboard_robustness")
         robust_note = gr.Markdown(elem_id="leaderboard_robust_note")
-        robust_table = gr.Dataframe(interactive=False, elem_id="leaderboard_robust_table")
+        with empty_note("Nothing yet: press *Check robustness*.", "leaderboard_robust_table_empty"):
+            robust_table = gr.Dataframe(interactive=False, elem_id="leaderboard_robust_table")
     with gr.Accordion("Designers' P_H stability per concept", open=False):
         stable_show = gr.Button("Show stability", elem_id="leaderboard_stability")
         stable_note = gr.Markdown(elem_id="leaderboard_stability_note")
         stable_histogram = gr.Plot(
             label="Concepts by P_H stability", elem_id="leaderboard_stability_histogram"
         )
-        stable_table = gr.Dataframe(interactive=False, elem_id="leaderboard_stability_table")
+        with empty_note("Nothing yet: press *Show stability*.", "leaderboard_stability_table_empty"):
+            stable_table = gr.Dataframe(interactive=False, elem_id="leaderboard_stability_table")
 
     inputs = [session_token, source, cfg, aggregate, resamples, seed, colorings]
     shown = [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8, intervals]

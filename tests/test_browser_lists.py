@@ -38,6 +38,9 @@ def test_tabs_load_their_lists_when_opened_and_empty_tables_say_what_fills_them(
         expect(page.locator(f"#{empty}_empty")).to_be_visible()
         expect(page.locator(f"#{empty} [role=grid]")).to_be_hidden()
     expect(page.locator("#admin_pending_empty")).to_contain_text("Nobody is waiting")
+    # A table filled by a button says which, instead of an empty grid headed "1 2 3".
+    expect(page.locator("#admin_stability_table_empty")).to_have_text("Nothing yet: press Show stability.")
+    expect(page.locator("#admin_stability_table [role=grid]")).to_be_hidden()
     page.screenshot(path=str(ARTIFACTS / "lists-admin.png"))
 
     open_tab(page, "Expert review")
@@ -54,6 +57,11 @@ def test_tabs_load_their_lists_when_opened_and_empty_tables_say_what_fills_them(
     for n in (6, 7, 8):
         expect(page.locator(f"#leaderboard_table{n}_empty")).to_contain_text("Nothing to show yet")
         expect(page.locator(f"#leaderboard_table{n} [role=columnheader]").first).to_be_hidden()
+    page.get_by_text("Robustness of the paper's open choices").click()
+    expect(page.locator("#leaderboard_robust_table_empty")).to_have_text(
+        "Nothing yet: press Check robustness."
+    )
+    expect(page.locator("#leaderboard_robust_table [role=grid]")).to_be_hidden()
     expect(page.locator(".toast-body")).to_have_count(0)  # an empty study is no refusal
     page.screenshot(path=str(ARTIFACTS / "lists-leaderboards.png"))
     assert page.js_errors == []
