@@ -159,27 +159,13 @@ LISTING = ("table", "gallery")
 
 @dataclass(frozen=True)
 class On:
-    """One event of the tab: when `trigger` fires, the tab's `method` runs on `inputs`.
-
-    Attributes
-    ----------
-    trigger : str
-        ``"<part>.<event>"`` (e.g. ``"submit.click"``), or ``"then"``: after the event above.
-    method : str
-        The `DesignerTab` method that answers it.
-    inputs, outputs : tuple of str
-        Names of parts (``session_token`` among them).
-    note : str or None
-        The part where `app.common.wire` shows a refusal; None for a private event that
-        refuses nobody (it computes UI alone, or chooses by the caller's own session).
-    api_name : str or None
-        The endpoint's name for API clients (`app.common.wire` registers the twin).
-    clear_note : bool
-        Whether a success clears `note` (False: a follow-up keeps the step's message).
-    js : str or None
-        A preprocessor run in the browser before the page's event is sent.
-    limited : bool
-        At most ``AppConfig.submit_concurrency`` calls (page and API together) run at once.
+    """One event of the tab: when `trigger` (``"<part>.<event>"``, or ``"then"``: after the
+    event above) fires, the `DesignerTab` method `method` runs on the parts `inputs` and
+    updates `outputs`. With a `note`, `app.common.wire` registers it: refusals are shown in
+    that part, which a success clears unless `clear_note` is False; `api_name` names it for
+    API clients, `js` runs in the browser first, `limited` allows at most
+    ``AppConfig.submit_concurrency`` calls at once. Without a `note` it is a private event
+    that refuses nobody (it computes UI alone, or chooses by the caller's own session).
     """
 
     trigger: str
