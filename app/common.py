@@ -49,7 +49,8 @@ from evaluation.concepts import load_concepts
 from evaluation.explicit.jobs import ExplicitJobManager
 from evaluation.pipeline import planning
 from evaluation.pipeline.planning import DeviceInfo
-from storage import ensure_schema, open_db, serving, transaction
+from storage import ensure_schema, open_db, serving
+from storage.settings import setting_once
 
 _INSTANCE_SECRET = "browser_state_secret"  # its name from when it keyed the browser state
 ORPHAN_MIN_AGE_S = 300.0
@@ -330,13 +331,7 @@ def _thread(target: Callable[[], None], name: str) -> threading.Thread:
 
 def _instance_secret(db: sqlite_utils.Database) -> str:
     # Stable across restarts, so the canvas keys (`AppContext.instance_name`) stay the same.
-    with transaction(db):
-        rows = list(db["settings"].rows_where("key = ?", [_INSTANCE_SECRET]))
-        if rows:
-            return rows[0]["value"]
-        secret = secrets.token_urlsafe(24)
-        db["settings"].insert({"key": _INSTANCE_SECRET, "value": secret})
-        return secret
+    return setting_once(db, _INSTANCE_SECRET, lambda: secrets.token_urlsafe(24))
 
 
 MAX_MESSAGE_CHARS = 900

@@ -15,32 +15,12 @@ RAW_WRITE = re.compile(
     r"^\s*(insert\s+(or\s+\w+\s+)?into|replace\s+into|update\s+\S+\s+set|delete\s+from)\b", re.I
 )
 
-# app/ functions that still touch the database directly, in files this step did not own.
-APP_LEFT = {
-    # the instance secret, read and written at start-up; its file belongs to the services step
-    ("app/common.py", "_instance_secret"),
-}
 # Raw write statements outside storage/, each with why it is not the write API.
 RAW_ALLOWED = {
     # a load benchmark resets the sketch selection of a whole copied database in one statement
     ("bench/bench_load.py", "update sketches set selected = 0"),
-    # written by another step at the same time (issue 29 item 5 left it for a later step)
-    ("annotation/study/crowd.py", "update tasks set status = 'released'"),
+    # the pilot list is replaced whole: every row goes, in one statement
     ("annotation/pilot.py", "delete from pilot_concepts"),
-}
-
-# sqlite-utils table writes left outside storage/ in files this step did not own (issue 29
-# item 5, for a later step); nothing may join them.
-TABLE_WRITES_LEFT = {
-    ("annotation/audit.py", "record"),
-    ("annotation/concepts.py", "sync_concepts"),
-    ("annotation/pilot.py", "_replace"),
-    ("annotation/study/crowd.py", "create_link"),
-    ("annotation/study/crowd.py", "close_link"),
-    ("annotation/study/crowd.py", "join"),
-    ("annotation/study/crowd.py", "consent"),
-    ("annotation/study/crowd.py", "_finish"),
-    ("app/common.py", "_instance_secret"),
 }
 
 
@@ -108,9 +88,7 @@ def test_no_handler_in_app_runs_sql_or_writes_a_table():
         for path in _python_files("app")
         for function, line, what in db_calls(path)
     }
-    assert {c for c in calls if c[:2] not in APP_LEFT} == set(), (
-        "move the query into annotation/ or evaluation/"
-    )
+    assert calls == set(), "move the query into annotation/ or evaluation/"
 
 
 def test_rows_are_written_through_the_storage_write_api_only():
@@ -130,7 +108,7 @@ def test_no_new_sqlite_utils_table_write_outside_storage():
         for function, _, what in db_calls(path)
         if what in TABLE_WRITES
     }
-    assert found - TABLE_WRITES_LEFT == set(), "write rows with storage.insert_row / update_rows / upsert_row"
+    assert found == set(), "write rows with storage.insert_row / update_rows / upsert_row"
 
 
 def test_the_scans_see_what_they_look_for(tmp_path):
