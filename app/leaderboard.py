@@ -306,7 +306,7 @@ def _view(db, choice: SourceChoice, result, state: str, asked: Resampling | None
         + f"  \n{pooled}Guidance scale per model: {scales}."
     )
     if result.resampling is None:
-        tables = (_points(t) for t in (result.table6, result.table7, result.table8))
+        tables = (_point_table(t) for t in (result.table6, result.table7, result.table8))
         intervals = DRAWING.format(how=escape(asked.describe())) if asked is not None else ""
     else:
         tables = (
@@ -330,7 +330,7 @@ def _view(db, choice: SourceChoice, result, state: str, asked: Resampling | None
     )
 
 
-def _points(table):
+def _point_table(table):
     """A sensitivity table of point estimates (Tables 6-8 before their intervals are drawn)."""
     if table.empty:
         return table

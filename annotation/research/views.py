@@ -605,9 +605,7 @@ def _intervals(
         replicates = bootstrap.human_replicates(
             colorings_pixels(db, set(points.metrics["concept"])), resampling
         )
-    return results.with_intervals(
-        copy.deepcopy(points), rows, resampling, aggregate=aggregate, human_replicates=replicates
-    )
+    return results.with_intervals(points, rows, resampling, aggregate=aggregate, human_replicates=replicates)
 
 
 def _covers(covered: int, asked: int) -> str:
