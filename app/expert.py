@@ -87,6 +87,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
             queue["concept"],
             queue["image"],
             queue["plot"],
+            queue["next"],
             grid["reveal"],
             admin["box"],
         ],
@@ -340,7 +341,9 @@ def _build_vote_section() -> dict:
         "## 3. Blind vote\nIs this coloring consistent with the meaning of the "
         "concept? Most suspicious colorings come first."
     )
-    next_button = gr.Button("Next coloring", elem_id="expert_next")
+    # Usable once the page knows who signed in: the sign-in's empty pane must not land on
+    # the first coloring shown (the two events run side by side on the server).
+    next_button = gr.Button("Next coloring", interactive=False, elem_id="expert_next")
     # The review task on screen: what a verdict answers (kept off screen: a vote is blind).
     task = gr.Number(label="Task", interactive=False, visible="hidden", elem_id="expert_task")
     concept = gr.Markdown(elem_id="expert_vote_concept")
@@ -440,8 +443,9 @@ def _concepts(db, actor) -> tuple:
 def _on_sign_in(ctx: AppContext):
     @own_session
     def on_sign_in(session_token: str) -> tuple:
-        """After a sign-in or sign-out: the new person's concept lists, an empty vote pane,
-        and the admin-only parts shown to the admin alone."""
+        """After a sign-in or sign-out: the new person's concept lists, an empty vote pane
+        whose *Next coloring* works for an expert (or the admin), and the admin-only parts
+        shown to the admin alone."""
         actor = current_actor(ctx, session_token)
         if actor is None or not actor.roles & set(REVIEWERS):
             pickers = gr.Dropdown(choices=[], value=None), gr.Dropdown(choices=[], value=None)
@@ -449,12 +453,14 @@ def _on_sign_in(ctx: AppContext):
             with ctx.db() as db:
                 pickers = _concepts(db, actor)
         is_admin = actor is not None and actor.is_admin
+        votes_here = is_admin or (actor is not None and "expert" in actor.roles)
         return (
             *pickers,
             None,
             "",
             None,
             None,
+            gr.Button(interactive=votes_here),
             gr.Checkbox(value=False, visible=is_admin),
             gr.Column(visible=is_admin),
         )

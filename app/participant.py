@@ -102,7 +102,9 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     )
     with gr.Row():
         progress = gr.Markdown("Press **Start** to see your first trial.", elem_id="participant_progress")
-        start = gr.Button("Start / continue", elem_id="participant_start", scale=0)
+        # Usable once the sign-in's blank view is on screen: it must not land on the
+        # first trial shown (the two events run side by side on the server).
+        start = gr.Button("Start / continue", interactive=False, elem_id="participant_start", scale=0)
     with gr.Column(visible=False, elem_id="participant_consent") as consent_box:
         gr.Markdown("## Before you start: consent")
         consent_who = gr.Markdown(elem_id="participant_consent_who")
@@ -166,15 +168,7 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     # answer; a vote's answer leaves it out.
     with_consent = [*outputs, consent_box, consent_who, consent_text]
 
-    # Whoever signs in next starts from a blank view, not the previous person's trial.
-    session_token.change(
-        ui_only(
-            lambda _: ("Press **Start** to see your next trial.", gr.Radio(), *_empty(), *_CONSENT_HIDDEN)
-        ),
-        session_token,
-        with_consent,
-        api_visibility="private",
-    )
+    session_token.change(_signed_in, session_token, [*with_consent, start], api_visibility="private")
     wire(
         start.click,
         handler(ctx, *ROLES)(_next(ctx, kept_charts)),
@@ -258,6 +252,14 @@ def _consent(ctx: AppContext, charts: TrialCharts):
 
 
 _CONSENT_HIDDEN = (gr.Column(visible=False), gr.skip(), gr.skip())
+
+
+@ui_only
+def _signed_in(session_token: str) -> tuple:
+    """Whoever signs in next starts from a blank view, not the previous person's trial, and
+    *Start* works while someone is signed in."""
+    blank = ("Press **Start** to see your next trial.", gr.Radio(), *_empty(), *_CONSENT_HIDDEN)
+    return (*blank, gr.Button(interactive=bool(session_token)))
 
 
 def _page(ctx: AppContext, db, actor, charts: TrialCharts) -> tuple:

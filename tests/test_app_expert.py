@@ -41,13 +41,14 @@ def _center_rgb(path):
 @pytest.fixture
 def study(tmp_path):
     config = make_config(tmp_path)
-    with running_app(config) as (client, _):
+    with running_app(config) as (client, demo):
         admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
         designers, designer_tokens = _sign_in(client, admin, "designer", 5)
         _, experts = _sign_in(client, admin, "expert", 3)
         castle, apples = _colorings(config, designers)
         yield {
             "client": client,
+            "demo": demo,
             "config": config,
             "admin": admin,
             "experts": experts,
@@ -224,3 +225,31 @@ def test_the_expert_reads_what_review_waits_for_and_a_too_small_count_is_refused
     with pytest.raises(AppError, match="`Colorings needed per concept` must be a whole number, got 2.5"):
         client.predict(expert, 0.5, 2.5, api_name="/expert_open_queue")
     assert _dump(config) == before
+
+
+def _sign_in_update(demo, elem_id: str):
+    """The page's sign-in function that sets `elem_id`, and `elem_id`'s place in its outputs."""
+    [(fn, place)] = [
+        (f.fn, [o.elem_id for o in f.outputs].index(elem_id))
+        for f in demo.fns.values()
+        if elem_id in [o.elem_id for o in f.outputs]
+    ]
+    return lambda token: fn(token)[place]
+
+
+def test_next_coloring_and_start_work_only_once_the_page_knows_who_signed_in(study):
+    # The sign-in's empty pane and the first coloring shown are two events running side by
+    # side on the server; a button usable before the sign-in lands let the empty pane win.
+    demo = study["demo"]
+    initial = {c["props"].get("elem_id"): c["props"] for c in demo.config["components"]}
+    assert initial["expert_next"]["interactive"] is False
+    assert initial["participant_start"]["interactive"] is False
+    expert_next = _sign_in_update(demo, "expert_next")
+    assert [expert_next(t).interactive for t in ("", study["designer"], study["experts"][0], study["admin"])] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    start = _sign_in_update(demo, "participant_start")
+    assert [start(t).interactive for t in ("", study["experts"][0])] == [False, True]
