@@ -245,7 +245,9 @@ def test_next_coloring_and_start_work_only_once_the_page_knows_who_signed_in(stu
     assert initial["expert_next"]["interactive"] is False
     assert initial["participant_start"]["interactive"] is False
     expert_next = _sign_in_update(demo, "expert_next")
-    assert [expert_next(t).interactive for t in ("", study["designer"], study["experts"][0], study["admin"])] == [
+    assert [
+        expert_next(t).interactive for t in ("", study["designer"], study["experts"][0], study["admin"])
+    ] == [
         False,
         False,
         True,
