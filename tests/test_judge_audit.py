@@ -11,7 +11,7 @@ from numpy.testing import assert_allclose
 from evaluation.analysis.figures import judge_failure_heatmap
 from evaluation.color.naming import BASIC_TERMS
 from evaluation.color.systems import load_system
-from evaluation.judges.audit import (
+from evaluation.judges.accuracy import (
     PAIR_COLUMNS,
     SUMMARY_COLUMNS,
     accuracy,

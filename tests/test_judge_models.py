@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from evaluation.__main__ import main
-from evaluation.judges.audit import PAIR_COLUMNS, run_audit, summary
+from evaluation.judges.accuracy import PAIR_COLUMNS, run_audit, summary
 from evaluation.judges.judges import ContrastiveJudge, YesNoJudge, parse_judge
 from evaluation.judges.probes import synthetic_items
 from evaluation.judges.report import write_audit

@@ -409,7 +409,7 @@ def judge_failure_heatmap(matrix: pd.DataFrame, *, title: str = "") -> go.Figure
     Parameters
     ----------
     matrix : pandas.DataFrame
-        Output of `evaluation.judges.audit.failure_matrix`: index ``true_term``, columns
+        Output of `evaluation.judges.accuracy.failure_matrix`: index ``true_term``, columns
         ``foil_term``, values 1 - pair-wise accuracy in [0, 1] (NaN without pairs).
     title : str
         Figure title.

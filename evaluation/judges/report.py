@@ -3,8 +3,8 @@
 Files written to a folder (created if missing; files of the same names replaced):
 
 =========================  ===============================================================
-``pairs.csv``              the pairs frame of every judge (`evaluation.judges.audit`)
-``summary.csv``            accuracy per judge and split (`evaluation.judges.audit.summary`)
+``pairs.csv``              the pairs frame of every judge (`evaluation.judges.accuracy`)
+``summary.csv``            accuracy per judge and split (`evaluation.judges.accuracy.summary`)
 ``failures-<judge>.csv``   per judge: the true term x foil term failure matrix
                            (replacement foils), ``<judge>`` made file-safe
 ``report.html``            the summary table and one failure heatmap per judge, opening
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from evaluation.analysis.figures import judge_failure_heatmap
-from evaluation.judges.audit import failure_matrix, run_audit, summary
+from evaluation.judges.accuracy import failure_matrix, run_audit, summary
 from evaluation.judges.judges import load_judge, parse_judge
 from evaluation.judges.probes import ProbeItem
 from storage.spreadsheet import write_csv
@@ -36,7 +36,7 @@ class AuditReport:
     Attributes
     ----------
     summary : pandas.DataFrame
-        `evaluation.judges.audit.summary` of every judge.
+        `evaluation.judges.accuracy.summary` of every judge.
     matrices : dict of str to pandas.DataFrame
         Judge name -> its failure matrix (replacement foils), in the order judged.
     paths : list of Path
@@ -119,7 +119,7 @@ def write_audit(
     Parameters
     ----------
     pairs : pandas.DataFrame
-        Pairs frames of `evaluation.judges.audit.run_audit`, concatenated.
+        Pairs frames of `evaluation.judges.accuracy.run_audit`, concatenated.
     folder : str or Path
     chance : dict, optional
         Judge name -> chance pair-wise accuracy, for the summary's ``chance`` column.
