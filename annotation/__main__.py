@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from annotation import backup
-from annotation.coloring import human
+from annotation.coloring import ground_truth
 from annotation.errors import AnnotationError
 from annotation.export import export
 from annotation.people.passwords import set_admin_password
@@ -73,11 +73,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_distributions(db, data_dir: str, repair: bool) -> int:
-    found = human.check(db, data_dir, repair=repair)
+    found = ground_truth.check(db, data_dir, repair=repair)
     for difference in found:
         print(f"{difference.concept}: {difference.problem}")
     n = db.execute(
-        "select count(*) from human_distributions where source = ?", [human.rows.DESIGNERS]
+        "select count(*) from human_distributions where source = ?", [ground_truth.rows.DESIGNERS]
     ).fetchone()[0]
     verb = "repaired" if repair else "found"
     print(f"{len(found)} differences {verb}; {n} stored designers' distributions")

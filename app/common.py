@@ -34,7 +34,7 @@ import sqlite_utils
 from gradio.utils import get_upload_folder
 from gradio_client import utils as client_utils
 
-from annotation.coloring import human
+from annotation.coloring import ground_truth
 from annotation.coloring.pool import ColoringPool
 from annotation.concepts import sync_concepts
 from annotation.errors import AnnotationError, shown
@@ -222,7 +222,7 @@ class AppContext:
             # Human distributions: the shipped reference set, and designers' P_H for
             # colorings stored by code older than the stored P_H (a no-op once current).
             ensure_shipped_reference(db)
-            human.backfill(db, config.data_dir)
+            ground_truth.backfill(db, config.data_dir)
             ensure_admin_password(db, password_file=config.admin_password_file)
             secret = _instance_secret(db)
         pool = ColoringPool(config.workers) if config.workers else None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from annotation.coloring import human
+from annotation.coloring import ground_truth
 from annotation.coloring.store import store_coloring
 from annotation.concepts import sync_concepts
 from annotation.qc import review, votes
@@ -54,7 +54,7 @@ def bench_colorings(db, data: Path, n_concepts: int, rng: np.random.Generator, *
             took, _ = _timed(store_coloring, db, data, d, concept, *_coloring(rng, side), seconds_spent=60.0)
             seconds.append(took)
     queue_s, opened = _timed(review.open_review_queue, db, ADMIN, top_fraction=1.0)
-    truth_s, truth = _timed(human.refresh, db, concepts[0])
+    truth_s, truth = _timed(ground_truth.refresh, db, concepts[0])
     return {
         "side": side,
         "store_coloring_s": float(np.median(seconds)),

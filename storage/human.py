@@ -4,13 +4,13 @@ Every human distribution the app shows or scores with is a ``human_distributions
 keyed by (source, concept):
 
 - source ``designers`` (kind ``designers``): the extraction pipeline over the concept's
-  *counted colorings* (`COUNTING_RULE`), kept current by `annotation.coloring.human.refresh`
+  *counted colorings* (`COUNTING_RULE`), kept current by `annotation.coloring.ground_truth.refresh`
   in the same transaction as every change to which colorings count;
 - any other source is an imported reference set (kind ``reference``), e.g.
   ``uw71-ratings``, Schloss et al.'s mean ratings shipped in ``assets/reference/``.
 
 Sources are never mixed, and every distribution carries its source and a label saying
-where it comes from. Nothing here computes a distribution: `annotation.coloring.human` does.
+where it comes from. Nothing here computes a distribution: `annotation.coloring.ground_truth` does.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def write_designers(
 ) -> None:
     """Store (or, with `p` None, remove) the designers' P_H of one concept.
 
-    Called by `annotation.coloring.human.refresh` inside the transaction that changed the
+    Called by `annotation.coloring.ground_truth.refresh` inside the transaction that changed the
     concept's counted colorings; `method` names the extraction that computed `p` (kept as
     the row's ``provenance``).
     """

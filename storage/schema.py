@@ -434,7 +434,7 @@ def _v5_human_distributions(db: sqlite_utils.Database) -> None:
 
     ``human_distributions`` replaces ``reference_distributions`` (its rows are copied,
     source ``kind`` ``reference``) and adds the designers' P_H (``kind`` ``designers``),
-    which `annotation.coloring.human` keeps current in the transaction of every change to a
+    which `annotation.coloring.ground_truth` keeps current in the transaction of every change to a
     concept's counted colorings. ``coloring_samples`` holds each coloring's sampled
     painted pixels (the extraction's step 1), so P_H is recomputed without decoding PNGs.
     """

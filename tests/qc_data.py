@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from annotation.coloring.human import sample_pixels
+from annotation.coloring.ground_truth import sample_pixels
 from annotation.coloring.store import record_coloring, store_coloring
 from annotation.files import store_png
 from annotation.people.accounts import Actor, create_annotators

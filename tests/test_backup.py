@@ -86,11 +86,11 @@ def test_a_backup_during_a_stream_of_submissions_restores_everything_acknowledge
     conn.close()
     assert paths and all((restored_data / p).is_file() for p in paths)
     # The restored database is a working store: its P_H agrees with its images.
-    from annotation.coloring import human
+    from annotation.coloring import ground_truth
 
     restored = storage.open_db(restored_db)
     storage.ensure_schema(restored)
-    assert human.check(restored, restored_data) == []
+    assert ground_truth.check(restored, restored_data) == []
 
 
 def test_a_tampered_backup_is_refused_naming_the_file_and_nothing_is_replaced(tmp_path):

@@ -17,7 +17,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 import storage
-from annotation.coloring import human
+from annotation.coloring import ground_truth
 from annotation.coloring.store import get_coloring, load_pixels, set_status
 from annotation.qc import votes
 from annotation.qc.review import accept_coloring, request_recolor
@@ -61,7 +61,7 @@ def test_a_database_from_the_previous_code_migrates_forward_with_every_row_kept(
     assert max(r["version"] for r in before["schema_version"]) == 3
     db = storage.open_db(data / "colorconcept.sqlite")
     assert storage.ensure_schema(db) == len(storage.schema.MIGRATIONS)
-    assert human.backfill(db, data) == 3
+    assert ground_truth.backfill(db, data) == 3
     db.close()
     after = _dump(data / "colorconcept.sqlite")
     for table, rows in before.items():
@@ -121,21 +121,21 @@ def test_designers_p_h_of_a_migrated_database_equals_the_images_and_skips_the_re
     data = _legacy_copy(tmp_path)
     db = storage.open_db(data / "colorconcept.sqlite")
     storage.ensure_schema(db)
-    human.backfill(db, data)
+    ground_truth.backfill(db, data)
     stored = human_rows.read(db, human_rows.DESIGNERS)
     assert sorted(stored) == ["apple", "banana", "rotten apple"]
     recolored = [r["id"] for r in db.query("select id from colorings where status = 'recolor_requested'")]
     assert stored["apple"].n_colorings == 2 and recolored[0] not in stored["apple"].coloring_ids
     for concept, truth in stored.items():
         assert_allclose(truth.p, _expected_p(data, db, concept), rtol=0, atol=1e-12)
-    assert human.check(db, data) == []
-    assert human.backfill(db, data) == 0
+    assert ground_truth.check(db, data) == []
+    assert ground_truth.backfill(db, data) == 0
     # Rows computed under other extraction defaults are stale: start-up recomputes them.
     db.execute(
         "update human_distributions set provenance = 'appendix-c3 v0' where "
         "source = 'designers' and concept_key = 'banana'"
     )
-    assert human.backfill(db, data) == 1
+    assert ground_truth.backfill(db, data) == 1
     assert human_rows.read(db, human_rows.DESIGNERS)["banana"].provenance == METHOD
 
 
@@ -204,7 +204,7 @@ def test_the_codec_round_trips_exactly_and_keeps_none():
 def test_stored_p_h_equals_the_images_after_a_long_random_sequence_of_changes(tmp_path):
     """Submissions, acceptances, recolor requests and new rounds, blind votes that exclude,
     reinstatements: after each step the stored P_H of every concept equals a recompute
-    from the images (`human.check` finds nothing)."""
+    from the images (`ground_truth.check` finds nothing)."""
     from annotation.concepts import sync_concepts
 
     data = tmp_path / "data"
@@ -255,7 +255,7 @@ def test_stored_p_h_equals_the_images_after_a_long_random_sequence_of_changes(tm
             excluded = [c for c in stored if get_coloring(db, c)["status"] == "excluded"]
             if excluded:
                 votes.reinstate(db, ADMIN, int(rng.choice(excluded)), "on reflection")
-        assert human.check(db, data) == [], f"step {step}"
+        assert ground_truth.check(db, data) == [], f"step {step}"
     statuses = {r["status"] for r in db.query("select status from colorings")}
     assert {"submitted", "accepted", "excluded", "recolor_requested"} <= statuses
     assert len(human_rows.read(db, human_rows.DESIGNERS)) >= 2

@@ -40,7 +40,7 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.assignment import pool_rows
-from annotation.coloring import human as coloring_human
+from annotation.coloring import ground_truth
 from annotation.errors import InvalidInput
 from evaluation.analysis import bootstrap
 from evaluation.analysis.figures import LAYOUT
@@ -139,7 +139,7 @@ def _cached(db, concept: str, ids: list[int]) -> Stability | None:
 
 
 def _compute(db, concept: str, ids: list[int]) -> Stability:
-    pixels = coloring_human.samples(db, ids)
+    pixels = ground_truth.samples(db, ids)
     missing = [i for i in ids if i not in pixels]
     if missing:
         raise LookupError(f"colorings {missing} of {concept!r} have no stored pixel sample")

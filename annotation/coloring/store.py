@@ -16,7 +16,7 @@ number of rounds (`annotation.assignment` counts distinct designers).
 
 Which colorings make up a concept's human distribution P_H is said once, in
 `storage.human.COUNTING_RULE`; writing a coloring stores its sampled pixels and
-refreshes the concept's stored P_H in the same transaction (`annotation.coloring.human`).
+refreshes the concept's stored P_H in the same transaction (`annotation.coloring.ground_truth`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import numpy as np
 import sqlite_utils
 
 from annotation.assignment import Task, check_submittable, submit
-from annotation.coloring import human
+from annotation.coloring import ground_truth
 from annotation.coloring.fill import MAX_SECONDS_SPENT
-from annotation.coloring.human import load_pixels  # noqa: F401  (app.designer reads it from here)
+from annotation.coloring.ground_truth import load_pixels  # noqa: F401  (app.designer reads it from here)
 from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, shown
 from annotation.files import StoredFile, png_bytes, store_bytes
@@ -60,7 +60,7 @@ class PreparedColoring:
     p : ndarray, shape (71,), float64
         The coloring's UW-71 distribution (`evaluation.color.extraction`).
     sample : ndarray, shape (N, 3), uint8
-        Its sampled painted pixels (`annotation.coloring.human.sample_pixels`).
+        Its sampled painted pixels (`annotation.coloring.ground_truth.sample_pixels`).
     """
 
     image_png: bytes
@@ -85,7 +85,7 @@ def prepare_coloring(color_image: np.ndarray, painted_mask: np.ndarray) -> Prepa
         Malformed pixels or nothing painted.
     """
     image, mask = _check_pixels(color_image, painted_mask)
-    sample = human.sample_pixels(image, mask)
+    sample = ground_truth.sample_pixels(image, mask)
     p = extraction.distribution_from_pixels([sample]).p
     return PreparedColoring(png_bytes(image), png_bytes(mask), p, sample)
 
@@ -251,7 +251,7 @@ def record_coloring(
     The lower half of `store_coloring`, for files already stored and a distribution
     already computed (for instance imported colorings): the ``colorings`` row, its
     ``coloring_distributions`` row, its pixel sample, and the concept's P_H
-    (`annotation.coloring.human.refresh`; a practice coloring changes no P_H).
+    (`annotation.coloring.ground_truth.refresh`; a practice coloring changes no P_H).
 
     Parameters
     ----------
@@ -260,7 +260,7 @@ def record_coloring(
     p : array_like, shape (71,)
         Non-negative, summing to 1 within 1e-6 (stored renormalised).
     sample : ndarray, shape (N, 3), uint8
-        The coloring's sampled painted pixels (`annotation.coloring.human.sample_pixels`).
+        The coloring's sampled painted pixels (`annotation.coloring.ground_truth.sample_pixels`).
     method : str
         How `p` was computed.
 
@@ -337,9 +337,9 @@ def _insert_coloring(
             "coloring_distributions",
             {"coloring_id": coloring_id, "p": encode(p), "method": method, "created": stamp},
         )
-        human.store_sample(db, coloring_id, sample)
+        ground_truth.store_sample(db, coloring_id, sample)
         if not practice:
-            human.refresh(db, concept_key)
+            ground_truth.refresh(db, concept_key)
     return coloring_id
 
 
@@ -362,7 +362,7 @@ def set_status(db: sqlite_utils.Database, coloring: dict, status: str) -> None:
     with transaction(db):
         update_rows(db, "colorings", {"id": coloring["id"]}, {"status": status})
         if not coloring["practice"]:
-            human.refresh(db, coloring["concept_key"])
+            ground_truth.refresh(db, coloring["concept_key"])
 
 
 def get_coloring(db: sqlite_utils.Database, coloring_id: int) -> dict:

@@ -24,7 +24,7 @@ import pandas as pd
 import sqlite_utils
 
 from annotation import audit
-from annotation.coloring import human
+from annotation.coloring import ground_truth
 from annotation.coloring.store import concept_colorings, get_coloring, recolor_note, set_status
 from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, check_length
@@ -395,12 +395,12 @@ def plausibility_scores(db: sqlite_utils.Database, colorings: list[dict]) -> dic
     -----
     The pixels are those the extraction pipeline sees (`evaluation.color.extraction.image_pixels`:
     the painted area sampled to 100 × 100), read from each coloring's stored sample
-    (`annotation.coloring.human.samples`) rather than decoded from its PNG; a 1024² coloring costs
+    (`annotation.coloring.ground_truth.samples`) rather than decoded from its PNG; a 1024² coloring costs
     10⁴ pixels, not 10⁶ (choice: the SCD paper scores every pixel of small images).
     """
     if len(colorings) < 2:
         return {}
-    pixels = human.samples(db, [row["id"] for row in colorings])
+    pixels = ground_truth.samples(db, [row["id"] for row in colorings])
     ranking = plausibility_ranking(pixels)
     return dict(zip(ranking["coloring"].astype(int), ranking["score"].astype(float)))
 

@@ -23,7 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import sqlite_utils
 
-from annotation.coloring import human as coloring_human
+from annotation.coloring import ground_truth
 from annotation.concepts import unknown_concept
 from annotation.errors import NotFound
 from evaluation.analysis import bootstrap, comparison, results, robustness, tables
@@ -647,7 +647,7 @@ def colorings_pixels(db: sqlite_utils.Database, keys: set[str]) -> dict[str, lis
     for coloring in human.counted_colorings(db):
         if coloring["concept_key"] in keys:
             by_concept.setdefault(coloring["concept_key"], []).append(coloring["id"])
-    found = coloring_human.samples(db, [i for ids in by_concept.values() for i in ids]) if by_concept else {}
+    found = ground_truth.samples(db, [i for ids in by_concept.values() for i in ids]) if by_concept else {}
     return {k: [found[i] for i in ids if i in found] for k, ids in by_concept.items()}
 
 
