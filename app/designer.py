@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
 
 import gradio as gr
 import numpy as np
@@ -53,8 +52,8 @@ from app.common import (
     same_access,
     ui_only,
     whole_number,
-    wire,
 )
+from app.tabs import On, wire_events
 
 NAME = "designer"
 TITLE = "Coloring"
@@ -157,28 +156,6 @@ LISTING = ("table", "gallery")
 """The parts of the "My submissions" list (`DesignerTab.submissions`)."""
 
 
-@dataclass(frozen=True)
-class On:
-    """One event of the tab: when `trigger` (``"<part>.<event>"``, or ``"then"``: after the
-    event above) fires, the `DesignerTab` method `method` runs on the parts `inputs` and
-    updates `outputs`. With a `note`, `app.common.wire` registers it: refusals are shown in
-    that part, which a success clears unless `clear_note` is False; `api_name` names it for
-    API clients, `js` runs in the browser first, `limited` allows at most
-    ``AppConfig.submit_concurrency`` calls at once. Without a `note` it is a private event
-    that refuses nobody (it computes UI alone, or chooses by the caller's own session).
-    """
-
-    trigger: str
-    method: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    note: str | None = None
-    api_name: str | None = None
-    clear_note: bool = True
-    js: str | None = None
-    limited: bool = False
-
-
 _TOKEN = ("session_token",)
 EVENTS = (
     On("refresh.click", "state", _TOKEN, VIEW, "message", "designer_state"),
@@ -233,31 +210,7 @@ class DesignerTab:
 
     def wire(self) -> None:
         """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
-        event = None
-        for on in EVENTS:
-            if on.trigger == "then":
-                listener = event.then
-            else:
-                part, event_name = on.trigger.split(".")
-                listener = getattr(self.parts[part], event_name)
-            fn = getattr(self, on.method)
-            inputs = [self.parts[name] for name in on.inputs]
-            outputs = [self.parts[name] for name in on.outputs]
-            if on.note is None:
-                event = listener(fn, inputs, outputs, api_visibility="private")
-                continue
-            limit = ("designer_submit", self.ctx.config.submit_concurrency) if on.limited else None
-            event = wire(
-                listener,
-                fn,
-                inputs,
-                outputs,
-                note=self.parts[on.note],
-                api_name=on.api_name,
-                clear_note=on.clear_note,
-                limit=limit,
-                js=on.js,
-            )
+        wire_events(self, EVENTS)
 
     def show(
         self,

@@ -1,0 +1,76 @@
+"""A tab as an object: its events as one declarative table of `On` rows, registered by
+`wire_events` with the tab's bound methods.
+
+A tab class (`app.designer.DesignerTab`, `app.participant.ParticipantTab`) is built with
+the app's `AppContext` (``self.ctx``) and its laid-out components by name (``self.parts``,
+``session_token`` included). Its handlers are methods that say who may call them
+(`app.common.role`) and return ``{part: update}``; its module's ``EVENTS`` table names,
+for each event, the trigger, the method and the parts it reads and updates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.common import wire
+
+
+@dataclass(frozen=True)
+class On:
+    """One event of a tab: when `trigger` (``"<part>.<event>"``, or ``"then"``: after the
+    event above) fires, the tab's method `method` runs on the parts `inputs` and updates
+    `outputs`. With a `note`, `app.common.wire` registers it: refusals are shown in that
+    part, which a success clears unless `clear_note` is False; `api_name` names it for API
+    clients, `js` runs in the browser first, `limited` allows at most
+    ``AppConfig.submit_concurrency`` calls at once (named after `api_name`). Without a
+    `note` it is a private event that refuses nobody (it computes UI alone, or chooses by
+    the caller's own session).
+    """
+
+    trigger: str
+    method: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    note: str | None = None
+    api_name: str | None = None
+    clear_note: bool = True
+    js: str | None = None
+    limited: bool = False
+
+
+def wire_events(tab, events: tuple[On, ...]) -> None:
+    """Register `events` with Gradio for `tab` (inside the Blocks that hold its parts), in
+    their order.
+
+    Parameters
+    ----------
+    tab : object
+        A tab object with ``ctx`` (`AppContext`), ``parts`` (components by name) and the
+        methods `events` name.
+    events : tuple of On
+    """
+    event = None
+    for on in events:
+        if on.trigger == "then":
+            listener = event.then
+        else:
+            part, event_name = on.trigger.split(".")
+            listener = getattr(tab.parts[part], event_name)
+        fn = getattr(tab, on.method)
+        inputs = [tab.parts[name] for name in on.inputs]
+        outputs = [tab.parts[name] for name in on.outputs]
+        if on.note is None:
+            event = listener(fn, inputs, outputs, api_visibility="private")
+            continue
+        limit = (on.api_name, tab.ctx.config.submit_concurrency) if on.limited else None
+        event = wire(
+            listener,
+            fn,
+            inputs,
+            outputs,
+            note=tab.parts[on.note],
+            api_name=on.api_name,
+            clear_note=on.clear_note,
+            limit=limit,
+            js=on.js,
+        )
