@@ -41,8 +41,8 @@ from app.landing import current_actor
 from evaluation.color.systems import SYSTEMS
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
 from evaluation.explicit import jobs as explicit_jobs
+from evaluation.explicit.mode import SAMPLES, plan_summary
 from evaluation.explicit.objects import load_objects
-from evaluation.explicit.pipeline import SAMPLES, plan_summary
 from evaluation.explicit.presence import PRESENCE_THRESHOLD
 from evaluation.explicit.prompts import DEFAULT_SYSTEMS, TASKS
 from evaluation.models.generation import STYLES

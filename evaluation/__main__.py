@@ -16,7 +16,7 @@ COMMANDS = {
     "generate": "evaluation.cli.generate",
     "segment": "evaluation.cli.segment",
     "extract": "evaluation.cli.extract",
-    "run": "evaluation.cli.pipeline",
+    "run": "evaluation.cli.run",
     "explicit": "evaluation.cli.explicit",
     "score": "evaluation.cli.score",
     "build-tiny": "evaluation.cli.build_tiny",

@@ -10,8 +10,8 @@ from gradio_client.exceptions import AppError
 
 from evaluation.color.synthetic import render
 from evaluation.color.systems import load_system
-from evaluation.explicit import pipeline
-from evaluation.explicit.pipeline import ExplicitWork, create_explicit_run, score_explicit
+from evaluation.explicit import mode
+from evaluation.explicit.mode import ExplicitWork, create_explicit_run, score_explicit
 from evaluation.explicit.prompts import build_prompts
 from evaluation.models.registry import get_model, load_registry
 from evaluation.models.segmentation import Segmentation
@@ -61,7 +61,7 @@ def build_run(db_path: Path, data_dir: Path, run: str = RUN) -> None:
 
     stored = {row["prompt_id"]: row for row in runs.explicit_prompts(db, run)}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pipeline, "segment_object", exact_mask)
+        patch.setattr(mode, "segment_object", exact_mask)
         assert score_explicit(db, run, ExplicitWork(None, BoxSam(), data_dir, stored)) == 16
     db.close()
 

@@ -10,7 +10,7 @@ import pytest
 
 from evaluation.__main__ import main
 from evaluation.color.synthetic import render
-from evaluation.explicit.pipeline import ExplicitWork, create_explicit_run, score_explicit
+from evaluation.explicit.mode import ExplicitWork, create_explicit_run, score_explicit
 from evaluation.explicit.prompts import build_prompts
 from evaluation.explicit.rules import SCORINGS
 from evaluation.explicit.tables import accuracy_table, image_verdicts
@@ -127,7 +127,7 @@ def synthetic_run(tmp_path, monkeypatch):
     """An explicit run whose images are synthetic renders of each prompt's target color, with
     the masking patched to their exact masks; returns (db, work)."""
     from evaluation.color.systems import load_system
-    from evaluation.explicit import pipeline
+    from evaluation.explicit import mode
     from evaluation.models.segmentation import Segmentation
 
     db = runs.connect(tmp_path / "db.sqlite")
@@ -149,7 +149,7 @@ def synthetic_run(tmp_path, monkeypatch):
         mask = masks[hashlib.sha256(png_bytes(image)).hexdigest()]
         return Segmentation(status="ok", mask=mask, box=(0.0, 0.0, 96.0, 96.0), score=0.9)
 
-    monkeypatch.setattr(pipeline, "segment_object", exact_mask)
+    monkeypatch.setattr(mode, "segment_object", exact_mask)
     stored = {row["prompt_id"]: row for row in runs.explicit_prompts(db, "syn")}
     return db, ExplicitWork(None, BoxSam(), tmp_path, stored)  # detection is patched out
 
@@ -217,7 +217,7 @@ def test_lazy_work_pickles_without_its_models(tmp_path, models):
     """What a Ray executor ships to its workers: the specs, not the loaded detector and SAM."""
     import pickle
 
-    from evaluation.explicit.pipeline import LazyExplicitWork
+    from evaluation.explicit.mode import LazyExplicitWork
     from evaluation.pipeline.jobs import SegmenterSpec
 
     spec = SegmenterSpec(str(models / "tiny-grounding-dino"), str(models / "tiny-sam"), 0.0, 0.0)
@@ -235,7 +235,7 @@ def test_lazy_work_pickles_without_its_models(tmp_path, models):
 
 
 def test_default_guidance_is_the_pipelines_own_else_the_middle_of_the_sweep():
-    from evaluation.explicit.pipeline import default_guidance
+    from evaluation.explicit.mode import default_guidance
 
     tiny = get_model("tiny-random", load_registry())
     assert default_guidance(tiny) == 7.5  # StableDiffusionPipeline's guidance_scale default
@@ -248,7 +248,7 @@ def test_default_guidance_is_the_pipelines_own_else_the_middle_of_the_sweep():
 
 
 def test_plan_summary_counts_prompts_images_objects_and_time():
-    from evaluation.explicit.pipeline import at_default_guidance, plan_explicit_run, plan_summary
+    from evaluation.explicit.mode import at_default_guidance, plan_explicit_run, plan_summary
 
     prompts = build_prompts(
         tasks=["color_name", "multi_object"], systems=["iscc-nbs-l1"], colors=["red"], objects=["car"], size=1

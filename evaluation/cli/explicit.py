@@ -120,7 +120,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def create_or_resume(db, args: argparse.Namespace) -> dict:
     """Store the run that the options describe (with --model), then return its configuration."""
-    from evaluation.explicit.pipeline import at_default_guidance, create_explicit_run
+    from evaluation.explicit.mode import at_default_guidance, create_explicit_run
     from evaluation.explicit.prompts import build_prompts
     from evaluation.pipeline import runs
 
@@ -186,7 +186,7 @@ def _generate(db, args: argparse.Namespace, config: dict, device: str, executor)
 
 
 def _score(db, args: argparse.Namespace, segmenter, device: str, executor) -> int:
-    from evaluation.explicit.pipeline import LazyExplicitWork, score_explicit
+    from evaluation.explicit.mode import LazyExplicitWork, score_explicit
     from evaluation.explicit.presence import PRESENCE_THRESHOLD
     from evaluation.pipeline import runs
 

@@ -2,7 +2,7 @@
 
 `evaluation.pipeline.jobs.JobManager` takes a run through generate -> segment -> extract. An
 explicit run (configuration ``mode == "explicit"``) has two stages instead: generate (the
-same) and score (`evaluation.explicit.pipeline.score_explicit`: masks, presence, dominant
+same) and score (`evaluation.explicit.mode.score_explicit`: masks, presence, dominant
 color and verdicts). `run_explicit_pipeline` is that pipeline with `jobs.run_pipeline`'s
 arguments, and `ExplicitJobManager` is a `JobManager` that sends explicit runs to it and
 every other run to `jobs.run_pipeline`: one queue, one job at a time, for both modes.
@@ -49,7 +49,7 @@ class ExplicitRequest:
     samples : int
         Images per prompt (and guidance scale), >= 1.
     cfg_scales : tuple of float
-        Guidance scales; empty: each model's own default (`pipeline.default_guidance`).
+        Guidance scales; empty: each model's own default (`mode.default_guidance`).
     colors, objects : tuple of str
         Only these color names / objects; empty: all.
     presence_threshold : float
@@ -76,7 +76,7 @@ def plan_explicit_request(
     Every choice is checked first (ValueError naming the field); the configuration stores the
     prompt selection and the presence check, so the run is the same when resumed.
     """
-    from evaluation.explicit.pipeline import at_default_guidance, plan_explicit_run
+    from evaluation.explicit.mode import at_default_guidance, plan_explicit_run
     from evaluation.explicit.prompts import build_prompts
     from evaluation.pipeline.planning import resolve_models
 
@@ -118,7 +118,7 @@ def explicit_progress(done: runs.RunProgress) -> tuple[float, bool]:
 
 def presence_settings(config: dict) -> dict:
     """The presence check stored in an explicit run's configuration, as keyword arguments of
-    `evaluation.explicit.pipeline.LazyExplicitWork`: ``presence`` (``"detection"``, the
+    `evaluation.explicit.mode.LazyExplicitWork`: ``presence`` (``"detection"``, the
     default, or a VQA model's hub id or folder) and ``presence_threshold`` (the detection
     score; default `evaluation.explicit.presence.PRESENCE_THRESHOLD`)."""
     settings = config.get("explicit", {})
@@ -153,7 +153,7 @@ def run_explicit_pipeline(
     evaluation.pipeline.jobs.Cancelled
         If `should_stop` returned True (what was recorded stays).
     """
-    from evaluation.explicit.pipeline import LazyExplicitWork, score_explicit
+    from evaluation.explicit.mode import LazyExplicitWork, score_explicit
 
     data_dir = location(data_dir)
     config = runs.run_config(db, run)
