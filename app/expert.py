@@ -6,12 +6,22 @@ rounds, and recolor requests; (2) the Eq. 6 consistency ranking and opening the 
 queue for high-variance concepts; (3) the blind vote queue, Consistent / Inconsistent;
 (4) agreement statistics (Table 5) and the ground truth P_H(x|c) of a concept; (5) admin
 only: excluded colorings and reinstating them.
+
+The tab is an `ExpertTab`: its handlers are methods that name who may call them
+(`app.common.role`) and return ``{part: update}``; `EVENTS` is the tab's whole wiring.
+
+Endpoints, for an expert or the admin: ``expert_concepts``, ``expert_grid(concept,
+reveal)``, ``expert_recolor(coloring_id, note)``, ``expert_accept(coloring_id, note)``,
+``expert_consistency(fraction, minimum)``, ``expert_open_queue(fraction, minimum)``,
+``expert_statistics``, ``expert_ground_truth(concept)``, ``expert_needs(minimum)``,
+``expert_next`` and ``expert_vote(task_id, verdict)``; for the admin alone:
+``expert_excluded`` and ``expert_reinstate(coloring_id, why)``. Each takes the session
+token first.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import gradio as gr
 import numpy as np
@@ -28,17 +38,16 @@ from app.common import (
     choice_search,
     empty_note,
     escape,
-    handler,
     id_field,
     note_area,
-    on_open,
     own_session,
+    role,
     same_access,
     ui_only,
     whole_number,
-    wire,
 )
 from app.landing import current_actor
+from app.tabs import On, wire_events
 from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
 from storage import human
 
@@ -71,408 +80,172 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     reveal checkbox, section 5) are shown to the admin alone; their handlers check the
     role on the server all the same.
     """
-    needs = gr.Markdown(elem_id="expert_needs")
-    grid = _build_grid_section()
-    ranking = _build_ranking_section(ctx)
-    queue = _build_vote_section()
-    stats = _build_statistics_section()
-    admin = _build_admin_section()
-    pickers = [grid["concept"], stats["concept"]]
-    session_token.change(
-        _on_sign_in(ctx),
-        session_token,
-        [
-            *pickers,
-            queue["task"],
-            queue["concept"],
-            queue["image"],
-            queue["plot"],
-            queue["next"],
-            grid["reveal"],
-            admin["box"],
-        ],
-        api_visibility="private",
-    )
-    _wire_review(ctx, session_token, tab, grid, ranking, stats, needs)
-    _wire_needs(ctx, session_token, tab, needs, ranking, stats)
-    _wire_votes(ctx, session_token, queue)
-    admin_only = handler(ctx, "admin")
-    wire(
-        admin["list"].click,
-        admin_only(_excluded),
-        session_token,
-        admin["table"],
-        note=admin["message"],
-        api_name="expert_excluded",
-    )
-    wire(
-        admin["reinstate"].click,
-        admin_only(_reinstate),
-        [session_token, admin["coloring"], admin["why"]],
-        admin["message"],
-        note=admin["message"],
-        api_name="expert_reinstate",
-    )
+    parts = _layout(ctx.config.colorings_per_concept)
+    ExpertTab(ctx, {"session_token": session_token, "tab": tab, **parts}).wire()
 
 
-def _wire_review(
-    ctx: AppContext,
-    session_token: gr.Textbox,
-    tab: gr.Tab,
-    grid: dict,
-    ranking: dict,
-    stats: dict,
-    needs: gr.Markdown,
-) -> None:
-    reviewer = handler(ctx, *REVIEWERS)
-    # The concept lists and the statistics are read again whenever the tab is opened.
-    wire(
-        on_open(tab, grid["load"].click),
-        reviewer(_concepts),
-        session_token,
-        [grid["concept"], stats["concept"]],
-        note=grid["pick_note"],
-        api_name="expert_concepts",
-    )
-    wire(
-        grid["show"].click,
-        reviewer(_grid(ctx)),
-        [session_token, grid["concept"], grid["reveal"]],
-        [grid["gallery"], grid["table"], grid["plot"]],
-        note=grid["pick_note"],
-        api_name="expert_grid",
-    )
-    wire(
-        grid["recolor"].click,
-        reviewer(_recolor),
-        [session_token, grid["coloring"], grid["note"]],
-        grid["message"],
-        note=grid["message"],
-        api_name="expert_recolor",
-    )
-    wire(
-        grid["accept"].click,
-        reviewer(_accept),
-        [session_token, grid["coloring"], grid["note"]],
-        grid["message"],
-        note=grid["message"],
-        api_name="expert_accept",
-    )
-    ranking_inputs = [session_token, ranking["fraction"], ranking["minimum"]]
-    wire(
-        ranking["compute"].click,
-        reviewer(_ranking),
-        ranking_inputs,
-        [ranking["table"], ranking["histogram"]],
-        note=ranking["message"],
-        api_name="expert_consistency",
-    )
-    wire(
-        ranking["open"].click,
-        reviewer(_open_queue(ctx)),
-        ranking_inputs,
-        [ranking["message"], needs],
-        note=ranking["message"],
-        api_name="expert_open_queue",
-    )
-    wire(
-        on_open(tab, stats["refresh"].click),
-        reviewer(_statistics),
-        session_token,
-        [stats["table5"], stats["summary"], stats["raters"]],
-        note=stats["refresh_note"],
-        api_name="expert_statistics",
-    )
-    wire(
-        stats["show"].click,
-        reviewer(_ground_truth(ctx)),
-        [session_token, stats["concept"]],
-        [stats["plot"], stats["basis"]],
-        note=stats["truth_note"],
-        api_name="expert_ground_truth",
-    )
+PICKERS = ("concept", "truth_concept")
+"""The two concept pickers (sections 1 and 4), filled together (`ExpertTab.concepts`)."""
+PANE = ("task", "vote_concept", "vote_image", "vote_plot")
+"""The vote pane (`ExpertTab.pane`), in the order API clients receive it from ``expert_next``."""
+VERDICT_BUTTONS = ("consistent", "inconsistent")
+_TOKEN = ("session_token",)
+_RANKING = (*_TOKEN, "fraction", "minimum")
+# The concept lists and the statistics are read again whenever the tab is opened.
+_OPENED = "tab.select"
+EVENTS = (
+    On("session_token.change", "on_sign_in", _TOKEN, (*PICKERS, *PANE, "next", "reveal", "admin_box")),
+    On((_OPENED, "load.click"), "concepts", _TOKEN, PICKERS, "grid_note", "expert_concepts"),
+    On(
+        "show.click",
+        "grid",
+        (*_TOKEN, "concept", "reveal"),
+        ("gallery", "grid_table", "grid_plot"),
+        "grid_note",
+        "expert_grid",
+    ),
+    On(
+        "recolor.click",
+        "recolor",
+        (*_TOKEN, "coloring", "note"),
+        ("grid_message",),
+        "grid_message",
+        "expert_recolor",
+    ),
+    On(
+        "accept.click",
+        "accept",
+        (*_TOKEN, "coloring", "note"),
+        ("grid_message",),
+        "grid_message",
+        "expert_accept",
+    ),
+    On(
+        "rank.click",
+        "consistency",
+        _RANKING,
+        ("ranking", "histogram"),
+        "ranking_message",
+        "expert_consistency",
+    ),
+    On(
+        "open_queue.click",
+        "open_queue",
+        _RANKING,
+        ("ranking_message", "needs"),
+        "ranking_message",
+        "expert_open_queue",
+    ),
+    On(
+        (_OPENED, "refresh.click"),
+        "statistics",
+        _TOKEN,
+        ("table5", "summary", "raters"),
+        "refresh_note",
+        "expert_statistics",
+    ),
+    On(
+        "truth.click",
+        "ground_truth",
+        (*_TOKEN, "truth_concept"),
+        ("truth_plot", "truth_basis"),
+        "truth_note",
+        "expert_ground_truth",
+    ),
+    # What each stage waits for, for the "Colorings needed per concept" shown (opening the
+    # vote queue shows it too).
+    On((_OPENED, "refresh.click"), "needs", (*_TOKEN, "minimum"), ("needs",), "refresh_note", "expert_needs"),
+    On("next.click", "next_item", _TOKEN, PANE, "vote_message", "expert_next"),
+    On("then", "voteable", ("task",), VERDICT_BUTTONS),
+    # API clients name the verdict; on the page each button casts its own, then shows the
+    # next coloring.
+    On("api", "vote_endpoint", (), (), api_name="expert_vote"),
+    On("consistent.click", "consistent", (*_TOKEN, "task"), ("vote_message",), "vote_message"),
+    On("then", "next_item", _TOKEN, PANE, "vote_message", clear_note=False),
+    On("then", "voteable", ("task",), VERDICT_BUTTONS),
+    On("inconsistent.click", "inconsistent", (*_TOKEN, "task"), ("vote_message",), "vote_message"),
+    On("then", "next_item", _TOKEN, PANE, "vote_message", clear_note=False),
+    On("then", "voteable", ("task",), VERDICT_BUTTONS),
+    On("list_excluded.click", "excluded", _TOKEN, ("excluded",), "admin_message", "expert_excluded"),
+    On(
+        "reinstate.click",
+        "reinstate",
+        (*_TOKEN, "reinstated", "reinstate_why"),
+        ("admin_message",),
+        "admin_message",
+        "expert_reinstate",
+    ),
+)
+"""The tab's wiring, in the order Gradio registers it (`ExpertTab.wire`)."""
 
 
-def _wire_needs(
-    ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab, needs: gr.Markdown, ranking: dict, stats: dict
-) -> None:
-    """What each stage waits for, for the "Colorings needed per concept" shown: read when the
-    tab opens and on *Refresh statistics* (opening the vote queue shows it too)."""
-    wire(
-        on_open(tab, stats["refresh"].click),
-        handler(ctx, *REVIEWERS)(_needs),
-        [session_token, ranking["minimum"]],
-        needs,
-        note=stats["refresh_note"],
-        api_name="expert_needs",
-    )
+class ExpertTab:
+    """The Expert tab of one app: its parts by name, and the handlers `EVENTS` wires.
 
+    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
+    ``(session_token, *inputs)``; each page handler returns ``{part: update}``.
 
-def _wire_votes(ctx: AppContext, session_token: gr.Textbox, queue: dict) -> None:
-    """``/expert_next`` and ``/expert_vote(session_token, task_id, verdict)``; each button
-    casts its own verdict through the same handler, then shows the next coloring."""
-    next_item = handler(ctx, "expert")(_next_item(ctx))
-    vote = handler(ctx, "expert")(_vote)
-    outputs = [queue["task"], queue["concept"], queue["image"], queue["plot"]]
-    buttons = [queue[verdict] for verdict in VERDICTS]
-    wire(
-        queue["next"].click, next_item, session_token, outputs, note=queue["message"], api_name="expert_next"
-    ).then(_voteable, queue["task"], buttons, api_visibility="private")
-    gr.api(_vote_endpoint(vote), api_name="expert_vote")
-    for verdict in VERDICTS:
-        voted = wire(
-            queue[verdict].click,
-            _pressed(vote, verdict),
-            [session_token, queue["task"]],
-            queue["message"],
-            note=queue["message"],
-        )
-        wire(voted.then, next_item, session_token, outputs, note=queue["message"], clear_note=False).then(
-            _voteable, queue["task"], buttons, api_visibility="private"
-        )
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The laid-out components by name (`_layout`), ``session_token`` and ``tab``.
+    """
 
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
 
-@ui_only
-def _voteable(task) -> tuple:
-    """The verdict buttons work only while a coloring is shown."""
-    return (gr.Button(interactive=task not in (None, "")),) * len(VERDICTS)
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
+        wire_events(self, EVENTS)
 
+    def pane(
+        self,
+        *,
+        task: int | None = None,
+        concept: str = "",
+        image: str | None = None,
+        plot: go.Figure | None = None,
+    ) -> dict:
+        """The vote pane, empty unless named: the review task on screen (what a verdict
+        answers; kept off screen, a vote is blind), its concept (Markdown), the coloring (a
+        path) and its chart."""
+        values = {"task": task, "vote_concept": concept, "vote_image": image, "vote_plot": plot}
+        return {self.parts[name]: values[name] for name in PANE}
 
-def _vote_endpoint(vote: Callable[[str, float, str], str]) -> Callable[[str, float, str], str]:
-    def expert_vote(session_token: str, task_id: float, verdict: str) -> str:
-        """Cast a blind vote on one of your review tasks.
-
-        Parameters
-        ----------
-        session_token : str
-            From ``/login_invite``.
-        task_id : float
-            A whole number: the task ``/expert_next`` handed you.
-        verdict : str
-            ``"Consistent"`` or ``"Inconsistent"``.
-        """
-        return vote(session_token, task_id, verdict)
-
-    return same_access(expert_vote, vote)
-
-
-def _pressed(vote: Callable[[str, float, str], str], verdict: str) -> Callable[[str, float], str]:
-    def press(session_token: str, task_id: float) -> str:
-        return vote(session_token, task_id, verdict)
-
-    return same_access(press, vote)
-
-
-def _build_grid_section() -> dict:
-    gr.Markdown(
-        "## 1. Review colorings by concept\nDesigners are shown as *designer A, B…*; "
-        "the EMD to a designer's previous round shows whether they are self-consistent."
-    )
-    with gr.Row():
-        concept = choice_search([], label="Concept (type to search)", scale=3, elem_id="expert_concept")
-        load = gr.Button("Load concepts", elem_id="expert_load")
-        reveal = gr.Checkbox(False, label="Reveal designers (admin)", visible=False, elem_id="expert_reveal")
-        show = gr.Button("Show colorings", variant="primary", elem_id="expert_show")
-    pick_note = note_area("expert_grid_note")
-    gallery = gr.Gallery(label="Colorings", columns=5, object_fit="contain", elem_id="expert_gallery")
-    # "str" cells are shown as text, so the designer-facing note stays inert.
-    with empty_note("Pick a concept and press *Show colorings*.", "expert_grid_table_empty"):
-        table = gr.Dataframe(
-            headers=GRID_HEADERS, datatype="str", interactive=False, elem_id="expert_grid_table"
-        )
-    plot = gr.Plot(label="UW-71 distributions", elem_id="expert_grid_plot")
-    with gr.Row():
-        coloring = id_field("Coloring id", "expert_coloring")
-        note = gr.Textbox(label="Note to the designer", scale=3, elem_id="expert_note")
-        recolor = gr.Button("Ask for a recolor", elem_id="expert_recolor_button")
-        accept = gr.Button("Mark as fine", elem_id="expert_accept_button")
-    message = gr.Markdown(elem_id="expert_grid_message")
-    return {
-        "concept": concept,
-        "load": load,
-        "reveal": reveal,
-        "show": show,
-        "gallery": gallery,
-        "table": table,
-        "plot": plot,
-        "coloring": coloring,
-        "note": note,
-        "recolor": recolor,
-        "accept": accept,
-        "message": message,
-        "pick_note": pick_note,
-    }
-
-
-def _build_ranking_section(ctx: AppContext) -> dict:
-    gr.Markdown(
-        "## 2. Consistency across designers (Eq. 6)\nMean pairwise EMD of each "
-        "concept's colorings; the highest are high-variance and go to the blind vote."
-    )
-    with gr.Row():
-        fraction = gr.Number(
-            qc.HIGH_VARIANCE_FRACTION, label="High-variance share (top)", elem_id="expert_fraction"
-        )
-        minimum = gr.Number(
-            ctx.config.colorings_per_concept, label="Colorings needed per concept", elem_id="expert_minimum"
-        )
-        compute = gr.Button("Rank concepts", elem_id="expert_compute")
-        open_queue = gr.Button("Open the vote queue for high-variance concepts", elem_id="expert_open")
-    with empty_note(
-        "No ranking yet: *Rank concepts* ranks the concepts that have the colorings needed.",
-        "expert_ranking_empty",
-    ):
-        table = gr.Dataframe(headers=RANKING_HEADERS, interactive=False, elem_id="expert_ranking")
-    message = gr.Markdown(elem_id="expert_ranking_message")
-    histogram = gr.Plot(label="Consistency scores", elem_id="expert_histogram")
-    return {
-        "fraction": fraction,
-        "minimum": minimum,
-        "compute": compute,
-        "open": open_queue,
-        "table": table,
-        "histogram": histogram,
-        "message": message,
-    }
-
-
-def _build_vote_section() -> dict:
-    gr.Markdown(
-        "## 3. Blind vote\nIs this coloring consistent with the meaning of the "
-        "concept? Most suspicious colorings come first."
-    )
-    # Usable once the page knows who signed in: the sign-in's empty pane must not land on
-    # the first coloring shown (the two events run side by side on the server).
-    next_button = gr.Button("Next coloring", interactive=False, elem_id="expert_next")
-    # The review task on screen: what a verdict answers (kept off screen: a vote is blind).
-    task = gr.Number(label="Task", interactive=False, visible="hidden", elem_id="expert_task")
-    concept = gr.Markdown(elem_id="expert_vote_concept")
-    with gr.Row():
-        image = gr.Image(
-            label="Coloring",
-            type="filepath",
-            interactive=False,
-            height=VOTE_IMAGE_PX,
-            elem_id="expert_vote_image",
-        )
-        plot = gr.Plot(label="Its UW-71 distribution", elem_id="expert_vote_plot")
-    with gr.Row(equal_height=True):
-        consistent = gr.Button(
-            "Consistent", variant="primary", interactive=False, elem_id="expert_consistent"
-        )
-        inconsistent = gr.Button(
-            "Inconsistent", variant="stop", interactive=False, elem_id="expert_inconsistent"
-        )
-        message = gr.Markdown(elem_id="expert_vote_message")
-    return {
-        "next": next_button,
-        "task": task,
-        "concept": concept,
-        "image": image,
-        "plot": plot,
-        "Consistent": consistent,
-        "Inconsistent": inconsistent,
-        "message": message,
-    }
-
-
-def _build_statistics_section() -> dict:
-    gr.Markdown("## 4. Agreement and ground truth")
-    refresh = gr.Button("Refresh statistics", elem_id="expert_refresh")
-    refresh_note = note_area("expert_refresh_note")
-    summary = gr.Markdown(elem_id="expert_summary")
-    with empty_note("Table 5 fills in as reviews get all their votes.", "expert_table5_empty"):
-        table5 = gr.Dataframe(
-            headers=["expert_votes", "interpretation", "count"], interactive=False, elem_id="expert_table5"
-        )
-    with empty_note("No expert has voted yet.", "expert_raters_empty"):
-        raters = gr.Dataframe(headers=RATER_HEADERS, interactive=False, elem_id="expert_raters")
-    with gr.Row():
-        concept = choice_search([], label="Concept (type to search)", scale=3, elem_id="expert_truth_concept")
-        show = gr.Button("Show P_H(x|c)", elem_id="expert_truth")
-    truth_note = note_area("expert_truth_note")
-    basis = gr.Markdown(elem_id="expert_truth_basis")
-    plot = gr.Plot(label="Ground truth", elem_id="expert_truth_plot")
-    return {
-        "refresh": refresh,
-        "summary": summary,
-        "table5": table5,
-        "raters": raters,
-        "concept": concept,
-        "show": show,
-        "basis": basis,
-        "plot": plot,
-        "refresh_note": refresh_note,
-        "truth_note": truth_note,
-    }
-
-
-def _build_admin_section() -> dict:
-    with gr.Column(visible=False) as box:
-        gr.Markdown("## 5. Excluded colorings (admin)")
-        list_button = gr.Button("List excluded colorings", elem_id="expert_list_excluded")
-        with empty_note(
-            "No excluded coloring listed: press *List excluded colorings*.", "expert_excluded_empty"
-        ):
-            table = gr.Dataframe(headers=EXCLUDED_HEADERS, interactive=False, elem_id="expert_excluded")
-        with gr.Row():
-            coloring = id_field("Coloring id", "expert_reinstated")
-            why = gr.Textbox(label="Why reinstate", scale=3, elem_id="expert_reinstate_why")
-            reinstate = gr.Button("Reinstate", elem_id="expert_reinstate_button")
-        message = gr.Markdown(elem_id="expert_admin_message")
-    return {
-        "box": box,
-        "list": list_button,
-        "table": table,
-        "coloring": coloring,
-        "why": why,
-        "reinstate": reinstate,
-        "message": message,
-    }
-
-
-def _concepts(db, actor) -> tuple:
-    """Concepts with colorings, for both concept pickers."""
-    choices = [
-        (f"{r['concept_key']} ({r['designers']} designers, {r['colorings']} colorings)", r["concept_key"])
-        for r in review.reviewable_concepts(db)
-    ]
-    return gr.Dropdown(choices=choices), gr.Dropdown(choices=choices)
-
-
-def _on_sign_in(ctx: AppContext):
     @own_session
-    def on_sign_in(session_token: str) -> tuple:
+    def on_sign_in(self, session_token: str) -> dict:
         """After a sign-in or sign-out: the new person's concept lists, an empty vote pane
         whose *Next coloring* works for an expert (or the admin), and the admin-only parts
         shown to the admin alone."""
+        ctx = self.ctx
         actor = current_actor(ctx, session_token)
         if actor is None or not actor.roles & set(REVIEWERS):
-            pickers = gr.Dropdown(choices=[], value=None), gr.Dropdown(choices=[], value=None)
+            pickers = self._pickers(choices=[], value=None)
         else:
             with ctx.db() as db:
-                pickers = _concepts(db, actor)
+                pickers = self._pickers(choices=_concept_choices(db))
         is_admin = actor is not None and actor.is_admin
         votes_here = is_admin or (actor is not None and "expert" in actor.roles)
-        return (
-            *pickers,
-            None,
-            "",
-            None,
-            None,
-            gr.Button(interactive=votes_here),
-            gr.Checkbox(value=False, visible=is_admin),
-            gr.Column(visible=is_admin),
-        )
+        parts = self.parts
+        return {
+            **pickers,
+            **self.pane(),
+            parts["next"]: gr.Button(interactive=votes_here),
+            parts["reveal"]: gr.Checkbox(value=False, visible=is_admin),
+            parts["admin_box"]: gr.Column(visible=is_admin),
+        }
 
-    return on_sign_in
+    @role(*REVIEWERS)
+    def concepts(self, db, actor) -> dict:
+        """Concepts with colorings, for both concept pickers."""
+        return self._pickers(choices=_concept_choices(db))
 
-
-def _grid(ctx: AppContext):
-    def grid(db, actor, concept: str, reveal: bool) -> tuple:
+    @role(*REVIEWERS)
+    def grid(self, db, actor, concept: str, reveal: bool) -> dict:
         """A concept's colorings: gallery, table and distribution charts."""
         items = review.coloring_grid(db, actor, concept, reveal=bool(reveal))
-        gallery = [(str(resolve(ctx.config.data_dir, i.image_path)), _caption(i)) for i in items]
+        data_dir = self.ctx.config.data_dir
         rows = [
             [
                 i.coloring_id,
@@ -484,9 +257,346 @@ def _grid(ctx: AppContext):
             ]
             for i in items
         ]
-        return gallery, rows, _stacked_distributions(items)
+        return self._updates(
+            gallery=[(str(resolve(data_dir, i.image_path)), _caption(i)) for i in items],
+            grid_table=rows,
+            grid_plot=_stacked_distributions(items),
+        )
 
-    return grid
+    @role(*REVIEWERS)
+    def recolor(self, db, actor, coloring_id: float, note: str) -> dict:
+        """Ask the designer of a coloring for a new round."""
+        coloring_id = whole_number(coloring_id, "coloring id")
+        task_id = review.request_recolor(db, actor, coloring_id, note or "")
+        return self._updates(
+            grid_message=f"Recolor requested for coloring {coloring_id} (designer task {task_id})."
+        )
+
+    @role(*REVIEWERS)
+    def accept(self, db, actor, coloring_id: float, note: str) -> dict:
+        """Mark a coloring as reviewed and fine."""
+        coloring_id = whole_number(coloring_id, "coloring id")
+        review.accept_coloring(db, actor, coloring_id, note or "")
+        return self._updates(grid_message=f"Coloring {coloring_id} marked as fine.")
+
+    @role(*REVIEWERS)
+    def consistency(self, db, actor, fraction: float, minimum: float) -> dict:
+        """The Eq. 6 ranking table and its histogram with the high-variance cutoff."""
+        table = review.consistency_ranking(
+            db, top_fraction=_fraction(fraction), min_colorings=_colorings_needed(minimum)
+        )
+        if table.empty:
+            return self._updates(ranking=table, histogram=go.Figure(layout=LAYOUT))
+        scores = table.set_index("concept")["consistency_emd"]
+        figure = consistency_histogram(scores, table.set_index("concept")["high_variance"])
+        return self._updates(ranking=table.round({"consistency_emd": 2}), histogram=figure)
+
+    @role(*REVIEWERS)
+    def open_queue(self, db, actor, fraction: float, minimum: float) -> dict:
+        """Open blind reviews for every coloring of the high-variance concepts; how many, and
+        what review waits for now."""
+        opened = review.open_review_queue(
+            db,
+            actor,
+            top_fraction=_fraction(fraction),
+            min_colorings=_colorings_needed(minimum),
+            votes_needed=self.ctx.config.votes_per_review,
+        )
+        return self._updates(ranking_message=f"Opened {opened} new reviews.", needs=_needs(db, minimum))
+
+    @role(*REVIEWERS)
+    def needs(self, db, actor, minimum: float) -> dict:
+        """What each stage of review waits for, with `minimum` colorings per ranked concept."""
+        return self._updates(needs=_needs(db, minimum))
+
+    @role(*REVIEWERS)
+    def statistics(self, db, actor) -> dict:
+        """Table 5, P̄, Fleiss' kappa, Krippendorff's alpha and each expert's agreement."""
+        summary = votes.agreement_panel(db)
+        if summary is None:
+            state = readiness(db)
+            waiting = [line for line in state.lines() if line.startswith("No review has all")]
+            text = escape(waiting[0] if waiting else "No review has all its votes yet.")
+            return self._updates(table5=[], summary=text, raters=[])
+        text = (
+            f"**{summary.n_colorings}** colorings reviewed, **{summary.n_discarded}** "
+            f"discarded. Mean observed agreement P̄ = **{summary.mean_observed_agreement:.3f}**; "
+            f"Fleiss' κ = {_number(summary.fleiss_kappa)}; Krippendorff's α = "
+            f"{_number(summary.krippendorff_alpha)}."
+        )
+        raters = [[r.rater, r.n_votes, _number(r.agreement)] for r in summary.rater_agreement or ()]
+        return self._updates(table5=summary.table5(), summary=text, raters=raters)
+
+    @role(*REVIEWERS)
+    def ground_truth(self, db, actor, concept: str) -> dict:
+        """P_H(x|c) of a concept as stored, how many colorings it rests on, and which count."""
+        get_concept(db, concept or "")
+        truth = human.read(db, human.DESIGNERS, [concept]).get(concept)
+        if truth is None:
+            return self._updates(
+                truth_plot=go.Figure(layout=LAYOUT),
+                truth_basis=f"**{escape(concept)}** has no counted coloring yet. {human.COUNTING_RULE}",
+            )
+        return self._updates(
+            truth_plot=distribution_bar(truth.p, title=f"P_H(x | {concept})"),
+            truth_basis=f"P_H(x | **{escape(concept)}**) rests on **{truth.n_colorings}** "
+            f"colorings in {len(truth.groups)} visual groups. {human.COUNTING_RULE}",
+        )
+
+    @role("expert")
+    def next_item(self, db, actor) -> dict:
+        """The expert's most suspicious open review task: id, concept, image, chart."""
+        return self.pane(**_next_review(self.ctx, db, actor))
+
+    @role("expert")
+    def vote(self, db, actor, task_id: float, verdict: str) -> str:
+        """Record a blind vote (Consistent or Inconsistent) on a review task."""
+        if verdict not in VERDICTS:
+            raise ValueError(f"`verdict` must be one of {list(VERDICTS)}, got {verdict!r}")
+        decision = votes.cast_vote(db, actor, whole_number(task_id, "task"), VERDICTS[verdict])
+        return "Vote recorded." + ("" if decision is None else " The coloring's review is complete.")
+
+    def vote_endpoint(self, session_token: str, task_id: float, verdict: str) -> str:
+        """Cast a blind vote on one of your review tasks.
+
+        Parameters
+        ----------
+        session_token : str
+            From ``/login_invite``.
+        task_id : float
+            A whole number: the task ``/expert_next`` handed you.
+        verdict : str
+            ``"Consistent"`` or ``"Inconsistent"``.
+        """
+        return self.vote(session_token, task_id, verdict)
+
+    def consistent(self, session_token: str, task_id: float) -> dict:
+        """The *Consistent* button: `vote` with that verdict."""
+        return self._updates(vote_message=self.vote(session_token, task_id, "Consistent"))
+
+    def inconsistent(self, session_token: str, task_id: float) -> dict:
+        """The *Inconsistent* button: `vote` with that verdict."""
+        return self._updates(vote_message=self.vote(session_token, task_id, "Inconsistent"))
+
+    # Thin wrappers: `vote` checks the caller.
+    vote_endpoint = same_access(vote_endpoint, vote)
+    consistent = same_access(consistent, vote)
+    inconsistent = same_access(inconsistent, vote)
+
+    @ui_only
+    def voteable(self, task) -> dict:
+        """The verdict buttons work only while a coloring is shown."""
+        usable = gr.Button(interactive=task not in (None, ""))
+        return {self.parts[name]: usable for name in VERDICT_BUTTONS}
+
+    @role("admin")
+    def excluded(self, db, actor) -> dict:
+        """Excluded colorings with their designers and votes (admin)."""
+        return self._updates(
+            excluded=[
+                [
+                    r["coloring_id"],
+                    r["concept_key"],
+                    r["pseudonym"],
+                    r["round"],
+                    r["consistent"],
+                    r["inconsistent"],
+                ]
+                for r in votes.excluded_colorings(db)
+            ]
+        )
+
+    @role("admin")
+    def reinstate(self, db, actor, coloring_id: float, why: str) -> dict:
+        """Reverse an exclusion (admin)."""
+        coloring_id = whole_number(coloring_id, "coloring id")
+        votes.reinstate(db, actor, coloring_id, why or "")
+        return self._updates(admin_message=f"Coloring {coloring_id} is reinstated.")
+
+    def _pickers(self, **update) -> dict:
+        return {self.parts[name]: gr.Dropdown(**update) for name in PICKERS}
+
+    def _updates(self, **values) -> dict:
+        """``{part: value}`` for the parts named."""
+        return {self.parts[name]: value for name, value in values.items()}
+
+
+def _layout(colorings_per_concept: int) -> dict:
+    parts = {"needs": gr.Markdown(elem_id="expert_needs")}
+    parts.update(_grid_section())
+    parts.update(_ranking_section(colorings_per_concept))
+    parts.update(_vote_section())
+    parts.update(_statistics_section())
+    parts.update(_admin_section())
+    return parts
+
+
+def _grid_section() -> dict:
+    gr.Markdown(
+        "## 1. Review colorings by concept\nDesigners are shown as *designer A, B…*; "
+        "the EMD to a designer's previous round shows whether they are self-consistent."
+    )
+    parts: dict = {}
+    with gr.Row():
+        parts["concept"] = choice_search(
+            [], label="Concept (type to search)", scale=3, elem_id="expert_concept"
+        )
+        parts["load"] = gr.Button("Load concepts", elem_id="expert_load")
+        parts["reveal"] = gr.Checkbox(
+            False, label="Reveal designers (admin)", visible=False, elem_id="expert_reveal"
+        )
+        parts["show"] = gr.Button("Show colorings", variant="primary", elem_id="expert_show")
+    parts["grid_note"] = note_area("expert_grid_note")
+    parts["gallery"] = gr.Gallery(
+        label="Colorings", columns=5, object_fit="contain", elem_id="expert_gallery"
+    )
+    # "str" cells are shown as text, so the designer-facing note stays inert.
+    with empty_note("Pick a concept and press *Show colorings*.", "expert_grid_table_empty"):
+        parts["grid_table"] = gr.Dataframe(
+            headers=GRID_HEADERS, datatype="str", interactive=False, elem_id="expert_grid_table"
+        )
+    parts["grid_plot"] = gr.Plot(label="UW-71 distributions", elem_id="expert_grid_plot")
+    with gr.Row():
+        parts["coloring"] = id_field("Coloring id", "expert_coloring")
+        parts["note"] = gr.Textbox(label="Note to the designer", scale=3, elem_id="expert_note")
+        parts["recolor"] = gr.Button("Ask for a recolor", elem_id="expert_recolor_button")
+        parts["accept"] = gr.Button("Mark as fine", elem_id="expert_accept_button")
+    parts["grid_message"] = gr.Markdown(elem_id="expert_grid_message")
+    return parts
+
+
+def _ranking_section(colorings_per_concept: int) -> dict:
+    gr.Markdown(
+        "## 2. Consistency across designers (Eq. 6)\nMean pairwise EMD of each "
+        "concept's colorings; the highest are high-variance and go to the blind vote."
+    )
+    parts: dict = {}
+    with gr.Row():
+        parts["fraction"] = gr.Number(
+            qc.HIGH_VARIANCE_FRACTION, label="High-variance share (top)", elem_id="expert_fraction"
+        )
+        parts["minimum"] = gr.Number(
+            colorings_per_concept, label="Colorings needed per concept", elem_id="expert_minimum"
+        )
+        parts["rank"] = gr.Button("Rank concepts", elem_id="expert_compute")
+        parts["open_queue"] = gr.Button(
+            "Open the vote queue for high-variance concepts", elem_id="expert_open"
+        )
+    with empty_note(
+        "No ranking yet: *Rank concepts* ranks the concepts that have the colorings needed.",
+        "expert_ranking_empty",
+    ):
+        parts["ranking"] = gr.Dataframe(headers=RANKING_HEADERS, interactive=False, elem_id="expert_ranking")
+    parts["ranking_message"] = gr.Markdown(elem_id="expert_ranking_message")
+    parts["histogram"] = gr.Plot(label="Consistency scores", elem_id="expert_histogram")
+    return parts
+
+
+def _vote_section() -> dict:
+    gr.Markdown(
+        "## 3. Blind vote\nIs this coloring consistent with the meaning of the "
+        "concept? Most suspicious colorings come first."
+    )
+    parts: dict = {}
+    # Usable once the page knows who signed in: the sign-in's empty pane must not land on
+    # the first coloring shown (the two events run side by side on the server).
+    parts["next"] = gr.Button("Next coloring", interactive=False, elem_id="expert_next")
+    parts["task"] = gr.Number(label="Task", interactive=False, visible="hidden", elem_id="expert_task")
+    parts["vote_concept"] = gr.Markdown(elem_id="expert_vote_concept")
+    with gr.Row():
+        parts["vote_image"] = gr.Image(
+            label="Coloring",
+            type="filepath",
+            interactive=False,
+            height=VOTE_IMAGE_PX,
+            elem_id="expert_vote_image",
+        )
+        parts["vote_plot"] = gr.Plot(label="Its UW-71 distribution", elem_id="expert_vote_plot")
+    with gr.Row(equal_height=True):
+        parts["consistent"] = gr.Button(
+            "Consistent", variant="primary", interactive=False, elem_id="expert_consistent"
+        )
+        parts["inconsistent"] = gr.Button(
+            "Inconsistent", variant="stop", interactive=False, elem_id="expert_inconsistent"
+        )
+        parts["vote_message"] = gr.Markdown(elem_id="expert_vote_message")
+    return parts
+
+
+def _statistics_section() -> dict:
+    gr.Markdown("## 4. Agreement and ground truth")
+    parts: dict = {}
+    parts["refresh"] = gr.Button("Refresh statistics", elem_id="expert_refresh")
+    parts["refresh_note"] = note_area("expert_refresh_note")
+    parts["summary"] = gr.Markdown(elem_id="expert_summary")
+    with empty_note("Table 5 fills in as reviews get all their votes.", "expert_table5_empty"):
+        parts["table5"] = gr.Dataframe(
+            headers=["expert_votes", "interpretation", "count"], interactive=False, elem_id="expert_table5"
+        )
+    with empty_note("No expert has voted yet.", "expert_raters_empty"):
+        parts["raters"] = gr.Dataframe(headers=RATER_HEADERS, interactive=False, elem_id="expert_raters")
+    with gr.Row():
+        parts["truth_concept"] = choice_search(
+            [], label="Concept (type to search)", scale=3, elem_id="expert_truth_concept"
+        )
+        parts["truth"] = gr.Button("Show P_H(x|c)", elem_id="expert_truth")
+    parts["truth_note"] = note_area("expert_truth_note")
+    parts["truth_basis"] = gr.Markdown(elem_id="expert_truth_basis")
+    parts["truth_plot"] = gr.Plot(label="Ground truth", elem_id="expert_truth_plot")
+    return parts
+
+
+def _admin_section() -> dict:
+    parts: dict = {}
+    with gr.Column(visible=False) as parts["admin_box"]:
+        gr.Markdown("## 5. Excluded colorings (admin)")
+        parts["list_excluded"] = gr.Button("List excluded colorings", elem_id="expert_list_excluded")
+        with empty_note(
+            "No excluded coloring listed: press *List excluded colorings*.", "expert_excluded_empty"
+        ):
+            parts["excluded"] = gr.Dataframe(
+                headers=EXCLUDED_HEADERS, interactive=False, elem_id="expert_excluded"
+            )
+        with gr.Row():
+            parts["reinstated"] = id_field("Coloring id", "expert_reinstated")
+            parts["reinstate_why"] = gr.Textbox(
+                label="Why reinstate", scale=3, elem_id="expert_reinstate_why"
+            )
+            parts["reinstate"] = gr.Button("Reinstate", elem_id="expert_reinstate_button")
+        parts["admin_message"] = gr.Markdown(elem_id="expert_admin_message")
+    return parts
+
+
+def _concept_choices(db) -> list[tuple[str, str]]:
+    """The concepts with colorings as ``(label, key)`` choices for the concept pickers."""
+    return [
+        (f"{r['concept_key']} ({r['designers']} designers, {r['colorings']} colorings)", r["concept_key"])
+        for r in review.reviewable_concepts(db)
+    ]
+
+
+def _next_review(ctx: AppContext, db, actor) -> dict:
+    """What the vote pane shows the expert next (`ExpertTab.pane`'s keywords): their most
+    suspicious open review task, drawn with ``ctx.rng``, or what the votes wait for."""
+    queue = votes.vote_queue(db, actor, ctx.rng)
+    if not queue:
+        state = readiness(db, ctx.config.colorings_per_concept)
+        # Once reviews are open, what the votes wait for; before, what opens them.
+        lines = state.lines()[1:] if state.reviews_open + state.reviews_decided else state.lines()
+        return {"concept": " ".join([NOTHING_TO_VOTE, *map(escape, lines)])}
+    item = queue[0]
+    return {
+        "task": item.task_id,
+        "concept": f"### {escape(item.concept_key)}\n{len(queue)} in your queue",
+        "image": str(resolve(ctx.config.data_dir, item.image_path)),
+        "plot": distribution_bar(item.p, title="UW-71 distribution"),
+    }
+
+
+def _needs(db, minimum: float) -> str:
+    """What each stage of review waits for, with `minimum` colorings per ranked concept."""
+    state = readiness(db, _colorings_needed(minimum))
+    return "**What review waits for:**\n" + "\n".join(f"- {escape(line)}" for line in state.lines())
 
 
 def _caption(item: review.GridItem) -> str:
@@ -506,132 +616,6 @@ def _stacked_distributions(items: list[review.GridItem]) -> go.Figure:
         figure.update_yaxes(range=[0, top], row=row, col=1)
     figure.update_layout(height=180 * len(items), showlegend=False, **LAYOUT)
     return figure
-
-
-def _recolor(db, actor, coloring_id: float, note: str) -> str:
-    """Ask the designer of a coloring for a new round."""
-    coloring_id = whole_number(coloring_id, "coloring id")
-    task_id = review.request_recolor(db, actor, coloring_id, note or "")
-    return f"Recolor requested for coloring {coloring_id} (designer task {task_id})."
-
-
-def _accept(db, actor, coloring_id: float, note: str) -> str:
-    """Mark a coloring as reviewed and fine."""
-    coloring_id = whole_number(coloring_id, "coloring id")
-    review.accept_coloring(db, actor, coloring_id, note or "")
-    return f"Coloring {coloring_id} marked as fine."
-
-
-def _ranking(db, actor, fraction: float, minimum: float) -> tuple:
-    """The Eq. 6 ranking table and its histogram with the high-variance cutoff."""
-    table = review.consistency_ranking(
-        db, top_fraction=_fraction(fraction), min_colorings=_colorings_needed(minimum)
-    )
-    if table.empty:
-        return table, go.Figure(layout=LAYOUT)
-    scores = table.set_index("concept")["consistency_emd"]
-    figure = consistency_histogram(scores, table.set_index("concept")["high_variance"])
-    return table.round({"consistency_emd": 2}), figure
-
-
-def _open_queue(ctx: AppContext):
-    def open_queue(db, actor, fraction: float, minimum: float) -> tuple[str, str]:
-        """Open blind reviews for every coloring of the high-variance concepts; how many, and
-        what review waits for now."""
-        opened = review.open_review_queue(
-            db,
-            actor,
-            top_fraction=_fraction(fraction),
-            min_colorings=_colorings_needed(minimum),
-            votes_needed=ctx.config.votes_per_review,
-        )
-        return f"Opened {opened} new reviews.", _needs(db, actor, minimum)
-
-    return open_queue
-
-
-def _needs(db, actor, minimum: float) -> str:
-    """What each stage of review waits for, with `minimum` colorings per ranked concept."""
-    state = readiness(db, _colorings_needed(minimum))
-    return "**What review waits for:**\n" + "\n".join(f"- {escape(line)}" for line in state.lines())
-
-
-def _next_item(ctx: AppContext):
-    def next_item(db, actor) -> tuple:
-        """The expert's most suspicious open review task: id, concept, image, chart."""
-        queue = votes.vote_queue(db, actor, ctx.rng)
-        if not queue:
-            state = readiness(db, ctx.config.colorings_per_concept)
-            # Once reviews are open, what the votes wait for; before, what opens them.
-            lines = state.lines()[1:] if state.reviews_open + state.reviews_decided else state.lines()
-            return None, " ".join([NOTHING_TO_VOTE, *map(escape, lines)]), None, None
-        item = queue[0]
-        return (
-            item.task_id,
-            f"### {escape(item.concept_key)}\n{len(queue)} in your queue",
-            str(resolve(ctx.config.data_dir, item.image_path)),
-            distribution_bar(item.p, title="UW-71 distribution"),
-        )
-
-    return next_item
-
-
-def _vote(db, actor, task_id: float, verdict: str) -> str:
-    """Record a blind vote (Consistent or Inconsistent) on a review task."""
-    if verdict not in VERDICTS:
-        raise ValueError(f"`verdict` must be one of {list(VERDICTS)}, got {verdict!r}")
-    decision = votes.cast_vote(db, actor, whole_number(task_id, "task"), VERDICTS[verdict])
-    return "Vote recorded." + ("" if decision is None else " The coloring's review is complete.")
-
-
-def _statistics(db, actor) -> tuple:
-    """Table 5, P̄, Fleiss' kappa, Krippendorff's alpha and each expert's agreement."""
-    summary = votes.agreement_panel(db)
-    if summary is None:
-        state = readiness(db)
-        waiting = [line for line in state.lines() if line.startswith("No review has all")]
-        return [], escape(waiting[0] if waiting else "No review has all its votes yet."), []
-    text = (
-        f"**{summary.n_colorings}** colorings reviewed, **{summary.n_discarded}** "
-        f"discarded. Mean observed agreement P̄ = **{summary.mean_observed_agreement:.3f}**; "
-        f"Fleiss' κ = {_number(summary.fleiss_kappa)}; Krippendorff's α = "
-        f"{_number(summary.krippendorff_alpha)}."
-    )
-    raters = [[r.rater, r.n_votes, _number(r.agreement)] for r in summary.rater_agreement or ()]
-    return summary.table5(), text, raters
-
-
-def _ground_truth(ctx: AppContext):
-    def ground_truth(db, actor, concept: str) -> tuple:
-        """P_H(x|c) of a concept as stored, how many colorings it rests on, and which count."""
-        get_concept(db, concept or "")
-        truth = human.read(db, human.DESIGNERS, [concept]).get(concept)
-        if truth is None:
-            return go.Figure(layout=LAYOUT), (
-                f"**{escape(concept)}** has no counted coloring yet. {human.COUNTING_RULE}"
-            )
-        figure = distribution_bar(truth.p, title=f"P_H(x | {concept})")
-        return figure, (
-            f"P_H(x | **{escape(concept)}**) rests on **{truth.n_colorings}** "
-            f"colorings in {len(truth.groups)} visual groups. {human.COUNTING_RULE}"
-        )
-
-    return ground_truth
-
-
-def _excluded(db, actor) -> list[list]:
-    """Excluded colorings with their designers and votes (admin)."""
-    return [
-        [r["coloring_id"], r["concept_key"], r["pseudonym"], r["round"], r["consistent"], r["inconsistent"]]
-        for r in votes.excluded_colorings(db)
-    ]
-
-
-def _reinstate(db, actor, coloring_id: float, why: str) -> str:
-    """Reverse an exclusion (admin)."""
-    coloring_id = whole_number(coloring_id, "coloring id")
-    votes.reinstate(db, actor, coloring_id, why or "")
-    return f"Coloring {coloring_id} is reinstated."
 
 
 def _number(value: float) -> str:

@@ -10,24 +10,29 @@ for each event, the trigger, the method and the parts it reads and updates.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+
+import gradio as gr
 
 from app.common import wire
 
 
 @dataclass(frozen=True)
 class On:
-    """One event of a tab: when `trigger` (``"<part>.<event>"``, or ``"then"``: after the
-    event above) fires, the tab's method `method` runs on the parts `inputs` and updates
-    `outputs`. With a `note`, `app.common.wire` registers it: refusals are shown in that
-    part, which a success clears unless `clear_note` is False; `api_name` names it for API
-    clients, `js` runs in the browser first, `limited` allows at most
-    ``AppConfig.submit_concurrency`` calls at once (named after `api_name`). Without a
-    `note` it is a private event that refuses nobody (it computes UI alone, or chooses by
-    the caller's own session).
+    """One event of a tab: when `trigger` fires, the tab's method `method` runs on the parts
+    `inputs` and updates `outputs`. The trigger is ``"<part>.<event>"``, a tuple of them
+    (any one fires it), or ``"then"``: after the event above. With a `note`,
+    `app.common.wire` registers it: refusals are shown in that part, which a success clears
+    unless `clear_note` is False; `api_name` names it for API clients, `js` runs in the
+    browser first, `limited` allows at most ``AppConfig.submit_concurrency`` calls at once
+    (named after `api_name`). Without a `note` it is a private event that refuses nobody (it
+    computes UI alone, or chooses by the caller's own session). The trigger ``"api"`` makes
+    an endpoint for API clients alone, named `api_name`, whose parameters are the method's
+    own (`gradio.api`: no `inputs`, `outputs` or `note`).
     """
 
-    trigger: str
+    trigger: str | tuple[str, ...]
     method: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -51,12 +56,17 @@ def wire_events(tab, events: tuple[On, ...]) -> None:
     """
     event = None
     for on in events:
+        fn = getattr(tab, on.method)
+        if on.trigger == "api":
+            gr.api(fn, api_name=on.api_name)
+            event = None
+            continue
         if on.trigger == "then":
             listener = event.then
+        elif isinstance(on.trigger, tuple):
+            listener = functools.partial(gr.on, [_trigger(tab, name) for name in on.trigger])
         else:
-            part, event_name = on.trigger.split(".")
-            listener = getattr(tab.parts[part], event_name)
-        fn = getattr(tab, on.method)
+            listener = _trigger(tab, on.trigger)
         inputs = [tab.parts[name] for name in on.inputs]
         outputs = [tab.parts[name] for name in on.outputs]
         if on.note is None:
@@ -74,3 +84,9 @@ def wire_events(tab, events: tuple[On, ...]) -> None:
             limit=limit,
             js=on.js,
         )
+
+
+def _trigger(tab, name: str):
+    """The event listener ``"<part>.<event>"`` names, e.g. ``tab.parts["list"].click``."""
+    part, event_name = name.split(".")
+    return getattr(tab.parts[part], event_name)

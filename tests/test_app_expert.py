@@ -228,13 +228,20 @@ def test_the_expert_reads_what_review_waits_for_and_a_too_small_count_is_refused
 
 
 def _sign_in_update(demo, elem_id: str):
-    """The page's sign-in function that sets `elem_id`, and `elem_id`'s place in its outputs."""
-    [(fn, place)] = [
-        (f.fn, [o.elem_id for o in f.outputs].index(elem_id))
+    """The page's sign-in function that sets `elem_id`, as a function of the session token to
+    `elem_id`'s update (the function returns named updates or values in its outputs' order)."""
+    [(fn, output, place)] = [
+        (f.fn, output, place)
         for f in demo.fns.values()
-        if elem_id in [o.elem_id for o in f.outputs]
+        for place, output in enumerate(f.outputs)
+        if output.elem_id == elem_id
     ]
-    return lambda token: fn(token)[place]
+
+    def update(token):
+        result = fn(token)
+        return result[output] if isinstance(result, dict) else result[place]
+
+    return update
 
 
 def test_next_coloring_and_start_work_only_once_the_page_knows_who_signed_in(study):

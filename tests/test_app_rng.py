@@ -66,7 +66,7 @@ def _draws(template, folder: Path, seed: int | None) -> dict[str, list[tuple]]:
     ctx = AppContext.prepare(make_config(folder, seed=seed))
     with ctx.db() as db:
         designer._start_batch(ctx, db, actor(db, ids["designer"]))
-        task_id = expert._next_item(ctx)(db, actor(db, ids["expert"]))[0]
+        task_id = expert._next_review(ctx, db, actor(db, ids["expert"]))["task"]
         assert task_id is not None
         trial = participant._next(ctx, participant.TrialCharts())(db, actor(db, ids["participant"]))
         assert trial[0].startswith("**Trial 1 of")
