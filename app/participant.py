@@ -11,6 +11,11 @@ the link's consent text (as typed: never as HTML or Markdown), their pseudonym a
 instructions; **I agree** lets them judge (``participant_consent``), **I do not agree**
 ends their part as returned and shows the platform's link without a code.
 
+The tab is a `ParticipantTab` (the shape of `app.tabs`): its handlers are methods that
+name who may call them and return ``{part: update}``; every view is built by
+`ParticipantTab.show`, which names each part; `EVENTS` is the tab's wiring. *Start* works
+once the sign-in's blank view has landed.
+
 A chart is serialised once per trial content and kept (`TrialCharts`), and made without
 building a plotly figure (`chart_data`): a vote's answer costs no figure work. (Leaving
 out the charts that did not change was measured and not done: consecutive trials share a
@@ -31,7 +36,8 @@ from gradio.components.plot import PlotData
 
 from annotation.files import resolve
 from annotation.study import crowd, judging
-from app.common import AppContext, escape, handler, note_area, ui_only, whole_number, wire
+from app.common import AppContext, escape, note_area, role, ui_only, whole_number
+from app.tabs import On, wire_events
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
 from storage import iso
@@ -42,6 +48,8 @@ ROLES = ("participant",)
 _BACKGROUND = {"yes": True, "no": False}
 CHART_PX, STRIP_PX = 300, 150
 CHARTS_KEPT = 4096
+_CONSENT_HIDDEN = (gr.Column(visible=False), gr.skip(), gr.skip())
+"""The consent panel hidden (its who-line and text left as they are)."""
 
 INSTRUCTIONS = """\
 ## Which model matches people's colors better?
@@ -95,15 +103,284 @@ if (!window.__participantKeys) {
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Judge tab inside the current `gr.Tab`."""
+    ParticipantTab(ctx, {"session_token": session_token, **_layout()}).wire()
+
+
+VIEW = (
+    "progress",
+    "background",
+    "truth_chart",
+    "truth_strip",
+    "colorings",
+    "left_images",
+    "left_chart",
+    "right_images",
+    "right_chart",
+    "task_id",
+    "shown_at",
+    "left",
+    "right",
+    "return_url",
+)
+"""The parts every view updates (`ParticipantTab.show`), in the order API clients receive them."""
+CONSENT = ("consent_box", "consent_who", "consent_text")
+"""The consent panel: it changes only on Start, the background answer and the consent answer
+(a vote's answer leaves it out); API clients receive it after `VIEW`."""
+WITH_CONSENT = (*VIEW, *CONSENT)
+
+_TOKEN = ("session_token",)
+EVENTS = (
+    On("session_token.change", "on_sign_in", _TOKEN, (*WITH_CONSENT, "start")),
+    On("start.click", "next_trial", _TOKEN, WITH_CONSENT, "progress", "participant_next"),
+    On(
+        "background.input",
+        "set_background",
+        (*_TOKEN, "background"),
+        WITH_CONSENT,
+        "progress",
+        "participant_set_background",
+    ),
+    On("agree.click", "consent", (*_TOKEN, "agreed"), WITH_CONSENT, "consent_note", "participant_consent"),
+    On("decline.click", "consent", (*_TOKEN, "declined"), WITH_CONSENT, "consent_note"),
+    On(
+        "left.click",
+        "vote",
+        (*_TOKEN, "task_id", "left_side", "shown_at"),
+        VIEW,
+        "vote_note",
+        "participant_vote",
+    ),
+    On("right.click", "vote", (*_TOKEN, "task_id", "right_side", "shown_at"), VIEW, "vote_note"),
+)
+"""The tab's wiring, in the order Gradio registers it (`ParticipantTab.wire`)."""
+
+
+class ParticipantTab:
+    """The Judge tab of one app: its parts by name, and the handlers `EVENTS` wires.
+
+    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
+    ``(session_token, *inputs)``; each returns ``{part: update}`` (`show`).
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The laid-out components by name (`_layout`) and ``session_token``.
+    """
+
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
+        self.charts = TrialCharts()
+
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio, then the two page-only effects: a crowd
+        participant who finished is sent back to their platform, and a reference set of
+        ratings (no colorings, no dominant colors) shows no blank panels."""
+        wire_events(self, EVENTS)
+        parts = self.parts
+        parts["return_url"].change(None, parts["return_url"], None, js=_GO_BACK_JS, api_visibility="private")
+        truth_panels = [parts["truth_strip"], parts["colorings"]]
+        gr.on(
+            [parts["truth_strip"].change, parts["colorings"].change],
+            _truth_panels_shown,
+            truth_panels,
+            truth_panels,
+            api_visibility="private",
+        )
+
+    def show(
+        self,
+        progress: str,
+        *,
+        background: gr.Radio | None = None,
+        trial: dict | None = None,
+        return_url: str = "",
+        consent: tuple | None = _CONSENT_HIDDEN,
+    ) -> dict:
+        """A view: every part of `VIEW` (and of `CONSENT` unless `consent` is None) updated.
+
+        Parameters
+        ----------
+        progress : str
+            The line above the trial (Markdown).
+        background : gr.Radio or None
+            The background question's update; None leaves it as it is.
+        trial : dict or None
+            The trial's parts by name (charts, images, ``task_id``, ``shown_at``); None shows
+            no trial, and its answer buttons do not work.
+        return_url : str
+            Where a crowd participant who finished is sent ("" for nowhere).
+        consent : tuple or None
+            The consent panel's box, who-line and text updates; None leaves it out.
+        """
+        updates = {
+            "progress": progress,
+            "background": gr.Radio() if background is None else background,
+            "truth_chart": None,
+            "truth_strip": None,
+            "colorings": [],
+            "left_images": [],
+            "left_chart": None,
+            "right_images": [],
+            "right_chart": None,
+            "task_id": None,
+            "shown_at": "",
+            **(trial or {}),
+            "left": gr.Button(interactive=trial is not None),
+            "right": gr.Button(interactive=trial is not None),
+            "return_url": return_url,
+        }
+        view = {self.parts[name]: updates[name] for name in VIEW}
+        if consent is not None:
+            view.update(zip((self.parts[name] for name in CONSENT), consent))
+        return view
+
+    @ui_only
+    def on_sign_in(self, session_token: str) -> dict:
+        """Whoever signs in next starts from a blank view, not the previous person's trial,
+        and *Start* works while someone is signed in (the two events run side by side on
+        the server: a Start usable before the blank view lands could lose its trial)."""
+        blank = self.show("Press **Start** to see your next trial.")
+        return {**blank, self.parts["start"]: gr.Button(interactive=bool(session_token))}
+
+    @role(*ROLES)
+    def next_trial(self, db, actor) -> dict:
+        """The next trial (or why there is none), with the progress count; a crowd
+        participant who has not consented yet gets the consent panel instead."""
+        return self._page(db, actor)
+
+    @role(*ROLES)
+    def set_background(self, db, actor, answer: str) -> dict:
+        """Record the design/art background answer ('yes' or 'no'), then show a trial."""
+        if answer not in _BACKGROUND:
+            raise ValueError(f"`answer` must be one of {list(_BACKGROUND)}, got {answer!r}")
+        crowd.check_active(db, actor)
+        judging.set_background(db, actor, _BACKGROUND[answer])
+        return self._page(db, actor)
+
+    @role(*ROLES)
+    def consent(self, db, actor, agree: bool) -> dict:
+        """A crowd participant's answer to the consent text: ``true`` (I agree) shows the
+        first step of the study; ``false`` (I do not agree) ends their part as returned."""
+        crowd.consent(db, actor, agree)
+        return self._page(db, actor)
+
+    @role(*ROLES)
+    def vote(self, db, actor, task_id: float | str, side: str, shown_at: str) -> dict:
+        """Record 'left' or 'right' for the held trial, then show the next trial.
+
+        API: ``participant_vote(session_token, task_id, side, shown_at)``. ``task_id`` is
+        the trial's task id as ``participant_next`` returns it (a number, or its digits as
+        text: ``4``, ``4.0`` and ``"4"`` are the same trial); ``side`` is ``"left"`` or
+        ``"right"`` (which of the two images, as shown); ``shown_at`` is the time
+        ``participant_next`` returned with the trial, unchanged (ISO 8601, UTC), from which
+        the seconds spent are counted.
+        """
+        if task_id is None or task_id == "":
+            raise ValueError("`task_id` is empty: press Start to see a trial first")
+        trial = whole_number(task_id, "task_id")
+        crowd.check_active(db, actor)
+        judging.record_judgment(db, actor, trial, side, judging.seconds_since(shown_at))
+        return self._view(db, actor, crowd.settle(db, actor), consent=None)
+
+    def _page(self, db, actor) -> dict:
+        """`_view` and the consent panel (shown to a crowd participant who has not agreed yet)."""
+        current = crowd.state(db, actor)
+        if current is not None and current.status == "active" and not current.consented:
+            link, _ = crowd.crowd_person(db, actor)
+            who = (
+                f"You take part as **{escape(actor.pseudonym)}**; your time for this study ends at "
+                f"{current.deadline[11:16]} UTC. Please read the text below and choose."
+            )
+            return self.show(
+                "**Before your first trial:** please read the consent text below.",
+                background=gr.Radio(visible=False),
+                consent=(gr.Column(visible=True), who, crowd.consent_text(link)),
+            )
+        return self._view(db, actor, current)
+
+    def _view(self, db, actor, finished=False, consent: tuple | None = _CONSENT_HIDDEN) -> dict:
+        """The trial or why there is none (`finished`: the actor's `crowd.state` when the
+        caller has it, None for someone not from an open link)."""
+        finished = crowd.state(db, actor) if finished is False else finished
+        if finished is not None and finished.status != "active":
+            return self.show(
+                _crowd_message(finished),
+                background=gr.Radio(visible=False),
+                return_url=finished.return_url,
+                consent=consent,
+            )
+        background = judging.design_background(db, actor)
+        asked = gr.Radio(value=None, visible=background is None)
+        if background is None:
+            return self.show(_WAIT_FOR_BACKGROUND, background=asked, consent=consent)
+        trial = judging.next_trial(db, actor, self.ctx.rng)
+        if trial is None:
+            done, total = judging.progress(db, actor)
+            message = (
+                f"**All done: you judged {done} of {total} trials. Thank you!**"
+                if done >= total
+                else f"**No pair is waiting for you right now** ({done} of {total} judged). "
+                "Please come back later."
+            )
+            return self.show(message, background=asked, consent=consent)
+        based_on = (
+            f"{trial.truth.n_colorings} colorings"
+            if trial.truth.n_colorings
+            else "a reference set of people's ratings (no colorings to show)"
+        )
+        return self.show(
+            f"**Trial {trial.number} of {trial.total}** · concept: **{escape(trial.concept)}**"
+            f" · ground truth from {based_on} · each chart has its own scale",
+            background=asked,
+            trial=self._trial_parts(trial),
+            consent=consent,
+        )
+
+    def _trial_parts(self, trial) -> dict:
+        """A trial's charts (kept in `charts`), images, task id and the time it is shown."""
+        truth, charts = trial.truth, self.charts
+        strip = (
+            charts.get(
+                (trial.study_id, trial.concept, "dominant colors"),
+                lambda: _plot_data(
+                    dominant_strip(
+                        [h for h, _ in truth.dominant], [n for _, n in truth.dominant], unit="colorings"
+                    ).update_layout(height=STRIP_PX)
+                ),
+            )
+            if truth.dominant
+            else None
+        )
+        parts = {
+            "truth_chart": charts.chart(
+                (trial.study_id, trial.concept, "ground truth"), truth.p, "Ground truth"
+            ),
+            "truth_strip": strip,
+            "colorings": self._gallery(truth.colorings),
+            "task_id": trial.task_id,
+            "shown_at": iso(),
+        }
+        for side, title in ((trial.left, "Left"), (trial.right, "Right")):
+            parts[f"{title.lower()}_images"] = self._gallery(side.images)
+            parts[f"{title.lower()}_chart"] = charts.chart(
+                (trial.study_id, trial.concept, side.item), side.p, title
+            )
+        return parts
+
+    def _gallery(self, paths) -> list[str]:
+        return [str(resolve(self.ctx.config.data_dir, path)) for path in paths]
+
+
+def _layout() -> dict:
+    """The tab's components, by the names `EVENTS` and `ParticipantTab.show` use."""
     gr.Markdown(INSTRUCTIONS)
-    kept_charts = TrialCharts()
     background = gr.Radio(
         list(_BACKGROUND), label="Do you have a design or art background?", elem_id="participant_background"
     )
     with gr.Row():
         progress = gr.Markdown("Press **Start** to see your first trial.", elem_id="participant_progress")
-        # Usable once the sign-in's blank view is on screen: it must not land on the
-        # first trial shown (the two events run side by side on the server).
+        # Usable once the sign-in's blank view is on screen (`ParticipantTab.on_sign_in`).
         start = gr.Button("Start / continue", interactive=False, elem_id="participant_start", scale=0)
     with gr.Column(visible=False, elem_id="participant_consent") as consent_box:
         gr.Markdown("## Before you start: consent")
@@ -119,23 +396,21 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         consent_note = note_area("participant_consent_note")
     # The three charts side by side, where one look compares them, and the answer right
     # under them; the images, for reference only, below: the trial fits one screen.
+    parts = {}
     with gr.Row(equal_height=True):
-        charts = {}
         for side, heading in (("truth", "Human ground truth"), *((s, s.capitalize()) for s in judging.SIDES)):
             with gr.Column(min_width=300):
                 gr.Markdown(f"### {heading}")
                 label = "Ground truth distribution" if side == "truth" else f"{heading} distribution"
-                charts[side] = gr.Plot(label=label, elem_id=f"participant_{side}_plot")
+                parts[f"{side}_chart"] = gr.Plot(label=label, elem_id=f"participant_{side}_plot")
     with gr.Row():
-        buttons = [
-            gr.Button(
+        for side, key in zip(judging.SIDES, ("← or 1", "→ or 2")):
+            parts[side] = gr.Button(
                 f"{side.capitalize()} matches better ({key})",
                 variant="primary",
                 interactive=False,
                 elem_id=f"participant_{side}",
             )
-            for side, key in zip(judging.SIDES, ("← or 1", "→ or 2"))
-        ]
         vote_note = note_area("participant_vote_note")
     with gr.Row(equal_height=False):
         with gr.Column(min_width=300):
@@ -145,224 +420,42 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
             colorings = gr.Gallery(
                 label="Designers' colorings", columns=4, height=130, elem_id="participant_colorings"
             )
-        images = {
-            side: gr.Gallery(
+        for side in judging.SIDES:
+            parts[f"{side}_images"] = gr.Gallery(
                 label=f"{side.capitalize()} images",
                 columns=4,
                 height=130,
                 elem_id=f"participant_{side}_images",
             )
-            for side in judging.SIDES
-        }
-    outputs = [progress, background, charts["truth"], truth_strip, colorings]
-    for side in judging.SIDES:
-        outputs += [images[side], charts[side]]
-    task_id = gr.Number(visible="hidden", label="task_id", elem_id="participant_task")
-    shown_at = gr.Textbox(visible="hidden", label="shown_at", elem_id="participant_shown_at")
-    sides = [gr.Textbox(side, visible="hidden", label="side") for side in judging.SIDES]
     gr.HTML("", js_on_load=_KEYS_JS, elem_id="participant_keys")
-    # A crowd participant who finished is sent back to their platform with their code.
-    return_url = gr.Textbox(visible="hidden", label="return_url", elem_id="participant_return_url")
-    outputs += [task_id, shown_at, *buttons, return_url]
-    # The consent panel changes only on Start, the background answer and the consent
-    # answer; a vote's answer leaves it out.
-    with_consent = [*outputs, consent_box, consent_who, consent_text]
-
-    session_token.change(_signed_in, session_token, [*with_consent, start], api_visibility="private")
-    wire(
-        start.click,
-        handler(ctx, *ROLES)(_next(ctx, kept_charts)),
-        session_token,
-        with_consent,
-        note=progress,
-        api_name="participant_next",
-    )
-    wire(
-        background.input,
-        handler(ctx, *ROLES)(_set_background(ctx, kept_charts)),
-        [session_token, background],
-        with_consent,
-        note=progress,
-        api_name="participant_set_background",
-    )
-    for button, answer in ((agree, True), (decline, False)):
-        wire(
-            button.click,
-            handler(ctx, *ROLES)(_consent(ctx, kept_charts)),
-            [session_token, gr.Checkbox(answer, visible="hidden", label="agree")],
-            with_consent,
-            note=consent_note,
-            api_name="participant_consent" if answer else None,
-        )
-    for button, side in zip(buttons, sides):
-        wire(
-            button.click,
-            handler(ctx, *ROLES)(_vote(ctx, kept_charts)),
-            [session_token, task_id, side, shown_at],
-            outputs,
-            note=vote_note,
-            api_name="participant_vote" if side.value == "left" else None,
-        )
-    return_url.change(None, return_url, None, js=_GO_BACK_JS, api_visibility="private")
-    # A reference set of ratings has no colorings and no dominant colors: no blank panels then.
-    gr.on(
-        [truth_strip.change, colorings.change],
-        _truth_panels_shown,
-        [truth_strip, colorings],
-        [truth_strip, colorings],
-        api_visibility="private",
-    )
+    return {
+        **parts,
+        "progress": progress,
+        "start": start,
+        "background": background,
+        "consent_box": consent_box,
+        "consent_who": consent_who,
+        "consent_text": consent_text,
+        "agree": agree,
+        "decline": decline,
+        "agreed": gr.Checkbox(True, visible="hidden", label="agree"),
+        "declined": gr.Checkbox(False, visible="hidden", label="agree"),
+        "consent_note": consent_note,
+        "vote_note": vote_note,
+        "truth_strip": truth_strip,
+        "colorings": colorings,
+        "task_id": gr.Number(visible="hidden", label="task_id", elem_id="participant_task"),
+        "shown_at": gr.Textbox(visible="hidden", label="shown_at", elem_id="participant_shown_at"),
+        **{f"{side}_side": gr.Textbox(side, visible="hidden", label="side") for side in judging.SIDES},
+        # A crowd participant who finished is sent back to their platform with their code.
+        "return_url": gr.Textbox(visible="hidden", label="return_url", elem_id="participant_return_url"),
+    }
 
 
 @ui_only
 def _truth_panels_shown(strip, colorings) -> tuple:
     """Show the dominant-color strip and the colorings only when the trial has them."""
     return gr.Plot(visible=strip is not None), gr.Gallery(visible=bool(colorings))
-
-
-def _next(ctx: AppContext, charts: TrialCharts):
-    def next_trial(db, actor) -> tuple:
-        """The next trial (or why there is none), with the progress count; a crowd
-        participant who has not consented yet gets the consent panel instead."""
-        return _page(ctx, db, actor, charts)
-
-    return next_trial
-
-
-def _set_background(ctx: AppContext, charts: TrialCharts):
-    def set_background(db, actor, answer: str) -> tuple:
-        """Record the design/art background answer ('yes' or 'no'), then show a trial."""
-        if answer not in _BACKGROUND:
-            raise ValueError(f"`answer` must be one of {list(_BACKGROUND)}, got {answer!r}")
-        crowd.check_active(db, actor)
-        judging.set_background(db, actor, _BACKGROUND[answer])
-        return _page(ctx, db, actor, charts)
-
-    return set_background
-
-
-def _consent(ctx: AppContext, charts: TrialCharts):
-    def consent(db, actor, agree: bool) -> tuple:
-        """A crowd participant's answer to the consent text: ``true`` (I agree) shows the
-        first step of the study; ``false`` (I do not agree) ends their part as returned."""
-        crowd.consent(db, actor, agree)
-        return _page(ctx, db, actor, charts)
-
-    return consent
-
-
-_CONSENT_HIDDEN = (gr.Column(visible=False), gr.skip(), gr.skip())
-
-
-@ui_only
-def _signed_in(session_token: str) -> tuple:
-    """Whoever signs in next starts from a blank view, not the previous person's trial, and
-    *Start* works while someone is signed in."""
-    blank = ("Press **Start** to see your next trial.", gr.Radio(), *_empty(), *_CONSENT_HIDDEN)
-    return (*blank, gr.Button(interactive=bool(session_token)))
-
-
-def _page(ctx: AppContext, db, actor, charts: TrialCharts) -> tuple:
-    """`_view` and the consent panel (shown to a crowd participant who has not agreed yet)."""
-    current = crowd.state(db, actor)
-    if current is not None and current.status == "active" and not current.consented:
-        link, _ = crowd.crowd_person(db, actor)
-        who = (
-            f"You take part as **{escape(actor.pseudonym)}**; your time for this study ends at "
-            f"{current.deadline[11:16]} UTC. Please read the text below and choose."
-        )
-        return (
-            "**Before your first trial:** please read the consent text below.",
-            gr.Radio(visible=False),
-            *_empty(),
-            gr.Column(visible=True),
-            who,
-            crowd.consent_text(link),
-        )
-    return (*_view(ctx, db, actor, charts, current), *_CONSENT_HIDDEN)
-
-
-def _vote(ctx: AppContext, charts: TrialCharts):
-    def vote(db, actor, task_id: float | str, side: str, shown_at: str) -> tuple:
-        """Record 'left' or 'right' for the held trial, then show the next trial.
-
-        API: ``participant_vote(session_token, task_id, side, shown_at)``. ``task_id`` is
-        the trial's task id as ``participant_next`` returns it (a number, or its digits as
-        text: ``4``, ``4.0`` and ``"4"`` are the same trial); ``side`` is ``"left"`` or
-        ``"right"`` (which of the two images, as shown); ``shown_at`` is the time
-        ``participant_next`` returned with the trial, unchanged (ISO 8601, UTC), from which
-        the seconds spent are counted.
-        """
-        if task_id is None or task_id == "":
-            raise ValueError("`task_id` is empty: press Start to see a trial first")
-        trial = whole_number(task_id, "task_id")
-        crowd.check_active(db, actor)
-        judging.record_judgment(db, actor, trial, side, judging.seconds_since(shown_at))
-        return _view(ctx, db, actor, charts, crowd.settle(db, actor))
-
-    return vote
-
-
-def _view(ctx: AppContext, db, actor, charts: TrialCharts, finished=False) -> tuple:
-    """Every output of the tab, in the order `build` lists them (`finished`: the actor's
-    `crowd.state` when the caller has it, None for someone not from an open link)."""
-    finished = crowd.state(db, actor) if finished is False else finished
-    if finished is not None and finished.status != "active":
-        return (_crowd_message(finished), gr.Radio(visible=False), *_empty(finished.return_url))
-    background = judging.design_background(db, actor)
-    asked = gr.Radio(value=None, visible=background is None)
-    if background is None:
-        return (_WAIT_FOR_BACKGROUND, asked, *_empty())
-    trial = judging.next_trial(db, actor, ctx.rng)
-    if trial is None:
-        done, total = judging.progress(db, actor)
-        message = (
-            f"**All done: you judged {done} of {total} trials. Thank you!**"
-            if done >= total
-            else f"**No pair is waiting for you right now** ({done} of {total} judged). "
-            "Please come back later."
-        )
-        return (message, asked, *_empty())
-    truth = trial.truth
-    strip = (
-        charts.get(
-            (trial.study_id, trial.concept, "dominant colors"),
-            lambda: _plot_data(
-                dominant_strip(
-                    [h for h, _ in truth.dominant], [n for _, n in truth.dominant], unit="colorings"
-                ).update_layout(height=STRIP_PX)
-            ),
-        )
-        if truth.dominant
-        else None
-    )
-    based_on = (
-        f"{truth.n_colorings} colorings"
-        if truth.n_colorings
-        else "a reference set of people's ratings (no colorings to show)"
-    )
-    sides = [
-        (_gallery(ctx, side.images), charts.chart((trial.study_id, trial.concept, side.item), side.p, title))
-        for side, title in ((trial.left, "Left"), (trial.right, "Right"))
-    ]
-    truth_panels = (
-        charts.chart((trial.study_id, trial.concept, "ground truth"), truth.p, "Ground truth"),
-        strip,
-        _gallery(ctx, truth.colorings),
-    )
-    return (
-        f"**Trial {trial.number} of {trial.total}** · concept: **{escape(trial.concept)}**"
-        f" · ground truth from {based_on} · each chart has its own scale",
-        asked,
-        *truth_panels,
-        *sides[0],
-        *sides[1],
-        trial.task_id,
-        iso(),
-        gr.Button(interactive=True),
-        gr.Button(interactive=True),
-        "",
-    )
 
 
 _WAIT_FOR_BACKGROUND = "**Before your first trial:** do you have a design or art background? Answer above."
@@ -389,23 +482,6 @@ def _crowd_message(state: crowd.CrowdState) -> str:
     return (
         f"{head} Your code is **{escape(state.code)}**. You are being sent back to the study platform; "
         f"if nothing happens, [continue here]({escape(state.return_url)})."
-    )
-
-
-def _empty(return_url: str = "") -> tuple:
-    return (
-        None,
-        None,
-        [],
-        [],
-        None,
-        [],
-        None,
-        None,
-        "",
-        gr.Button(interactive=False),
-        gr.Button(interactive=False),
-        return_url,
     )
 
 
@@ -487,7 +563,3 @@ def chart_data(p, title: str) -> PlotData:
 def _plot_data(figure) -> PlotData:
     """A plotly figure serialised once, as `gr.Plot` sends it."""
     return PlotData(type="plotly", plot=figure.to_json())
-
-
-def _gallery(ctx: AppContext, paths) -> list[str]:
-    return [str(resolve(ctx.config.data_dir, path)) for path in paths]
