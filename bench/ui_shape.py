@@ -17,7 +17,10 @@ closure factories
 twin sites
     Calls of ``wire(...)`` (a bare name or an attribute ``….wire``) with an ``api_name=``
     keyword that is not the literal None: each registers the page event and its API twin.
-    A call inside a loop counts once (a count of source sites, not of endpoints).
+    A call inside a loop counts once (a count of source sites, not of endpoints). A row
+    of a tab's event table, ``On(...)`` (`app.tabs`), with a `note` and an `api_name` (by
+    position, the 5th and 6th arguments, or by keyword) that are not the literal None,
+    counts as well: `app.tabs.wire_events` registers it through ``wire``.
 """
 
 from __future__ import annotations
@@ -93,10 +96,18 @@ def _is_twin_site(node: ast.AST) -> bool:
     if not isinstance(node, ast.Call):
         return False
     name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
-    return name == "wire" and any(
-        k.arg == "api_name" and not (isinstance(k.value, ast.Constant) and k.value.value is None)
-        for k in node.keywords
-    )
+    if name == "wire":
+        return _given(node, "api_name", None)
+    return name == "On" and _given(node, "note", 4) and _given(node, "api_name", 5)
+
+
+def _given(call: ast.Call, keyword: str, position: int | None) -> bool:
+    """Whether `call` passes `keyword` (or the argument at `position`) as something other
+    than the literal None."""
+    values = [k.value for k in call.keywords if k.arg == keyword]
+    if position is not None and len(call.args) > position:
+        values.append(call.args[position])
+    return any(not (isinstance(v, ast.Constant) and v.value is None) for v in values)
 
 
 def measure_folder(folder: Path) -> dict[str, Shape]:

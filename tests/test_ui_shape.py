@@ -45,6 +45,14 @@ def build(ctx, parts):
     wire(parts.click, state, [], [], note=None, api_name=None)
     wire(parts.click, state, [], [], note=None)
     other(parts.click, api_name="x")
+    EVENTS = (
+        On("a.click", "state", (), (), "note", "designer_state"),
+        On("b.click", "state", (), (), note="note", api_name="designer_b"),
+        On("c.click", "state", (), (), "note"),
+        On("d.click", "state", (), ()),
+        On("e.click", "state", (), (), None, "private"),
+        On("api", "state", (), (), api_name="designer_api"),
+    )
     skip = lambda: (1, 2, 3)
     short = lambda: (1, 2)
 """
@@ -57,8 +65,9 @@ def test_counts_of_a_known_source():
         tuple_returns=5,
         # make_state only: make_other takes no ctx, decorate_only returns a call's result
         closure_factories=1,
-        # the first two wire calls (the loop counts once)
-        twin_sites=2,
+        # the first two wire calls (the loop counts once) and the two On rows with a note
+        # and an api_name
+        twin_sites=4,
     )
 
 
