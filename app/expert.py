@@ -10,13 +10,13 @@ only: excluded colorings and reinstating them.
 The tab is an `ExpertTab`: its handlers are methods that name who may call them
 (`app.common.role`) and return ``{part: update}``; `EVENTS` is the tab's whole wiring.
 
-Endpoints, for an expert or the admin: ``expert_concepts``, ``expert_grid(concept,
-reveal)``, ``expert_recolor(coloring_id, note)``, ``expert_accept(coloring_id, note)``,
-``expert_consistency(fraction, minimum)``, ``expert_open_queue(fraction, minimum)``,
-``expert_statistics``, ``expert_ground_truth(concept)``, ``expert_needs(minimum)``,
-``expert_next`` and ``expert_vote(task_id, verdict)``; for the admin alone:
-``expert_excluded`` and ``expert_reinstate(coloring_id, why)``. Each takes the session
-token first.
+Endpoints (each takes the session token first). For an expert or the admin:
+``expert_concepts``, ``expert_grid(concept, reveal)``, ``expert_recolor(coloring_id, note)``,
+``expert_accept(coloring_id, note)``, ``expert_consistency(fraction, minimum)``,
+``expert_open_queue(fraction, minimum)``, ``expert_statistics``,
+``expert_ground_truth(concept)`` and ``expert_needs(minimum)``; for an expert:
+``expert_next`` and ``expert_vote(task_id, verdict)``; for the admin: ``expert_excluded``
+and ``expert_reinstate(coloring_id, why)``.
 """
 
 from __future__ import annotations
