@@ -1,8 +1,14 @@
-"""The Admin tab: invites in bulk, annotators, practice approval, coverage, a pilot study."""
+"""The Admin tab: invites in bulk, annotators, practice approval, coverage, a pilot study.
+
+The tab is an `AdminTab` (the shape of `app.tabs`): its handlers are methods marked
+`app.common.role` (the admin alone) that return ``{part: update}``; `EVENTS` is the tab's
+wiring. Two events it cannot express are registered by hand in `AdminTab.wire`: clearing
+the new-link message off the queue before ``/admin_new_invite`` runs, and
+``/admin_export``, an endpoint for API clients alone.
+"""
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import gradio as gr
@@ -22,17 +28,17 @@ from app.common import (
     AppContext,
     empty_note,
     escape,
-    handler,
     id_field,
     note_area,
-    on_open,
     refusal_text,
+    role,
     same_access,
     ui_only,
     whole_number,
     wire,
 )
 from app.guard import download_path
+from app.tabs import On, wire_events
 from storage import iso
 from storage.spreadsheet import write_csv
 
@@ -63,19 +69,407 @@ EXPORT_STEPS = {
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Admin tab inside the current `gr.Tab`."""
-    admin = handler(ctx, *ROLES)
-    refresh = gr.Button("Refresh lists", elem_id="admin_refresh")
-    refresh_note = note_area("admin_refresh_note")
-    # The lists load when the tab is opened, and again on Refresh.
-    loads = on_open(tab, refresh.click)
-    invites = _invite_section(ctx, session_token, admin)
-    _practice_section(ctx, session_token, admin, loads, refresh_note)
-    # The people and the coverage also load when invite links were made.
-    coverage = _people_section(
-        ctx, session_token, admin, on_open(tab, refresh.click, invites.change), refresh_note
-    )
-    _pilot_section(ctx, session_token, admin, coverage)
-    _stability_section(session_token, admin)
+    AdminTab(ctx, {"session_token": session_token, "tab": tab, **_layout(ctx, session_token, tab)}).wire()
+
+
+_TOKEN = ("session_token",)
+# The lists load when the tab is opened, and again on Refresh; the people and the
+# coverage also when invite links were made.
+_OPENED = ("tab.select", "refresh.click")
+_OPENED_OR_INVITED = (*_OPENED, "invites.change")
+PILOT = ("pilot_message", "coverage")
+"""A pilot action's outputs: its message, and the coverage, which names the pilot's concepts
+and what they still need."""
+EXPORT = ("export_status", "export_file")
+"""Where the export stands (a line) and its zip once built (`_export_outputs`)."""
+EVENTS = (
+    On(
+        "create.click",
+        "create_invites",
+        (*_TOKEN, "role", "count", "background", "days"),
+        ("invites",),
+        "create_note",
+        "admin_create_invites",
+    ),
+    On("then", "invites_csv", (*_TOKEN, "invites"), ("links_file",)),
+    On(_OPENED, "practice_pending", _TOKEN, ("pending", "gallery"), "refresh_note", "admin_practice_pending"),
+    On(
+        "review.click",
+        "review_practice",
+        (*_TOKEN, "reviewed", "decision", "why"),
+        ("review_message",),
+        "review_message",
+        "admin_review_practice",
+    ),
+    On(
+        _OPENED_OR_INVITED,
+        "list_annotators",
+        _TOKEN,
+        ("annotators",),
+        "refresh_note",
+        "admin_list_annotators",
+    ),
+    On(_OPENED_OR_INVITED, "coverage", _TOKEN, ("coverage",), "refresh_note", "admin_coverage"),
+    On(
+        "revoke.click",
+        "revoke",
+        (*_TOKEN, "revoked", "revoke_why"),
+        ("revoke_message",),
+        "revoke_message",
+        "admin_revoke",
+    ),
+    On("pilot_set.click", "set_pilot", (*_TOKEN, "pilot_names"), PILOT, "pilot_message", "admin_set_pilot"),
+    On(
+        "pilot_draw.click",
+        "draw_pilot",
+        (*_TOKEN, "pilot_size", "pilot_seed"),
+        PILOT,
+        "pilot_message",
+        "admin_draw_pilot",
+    ),
+    On("pilot_end.click", "end_pilot", _TOKEN, PILOT, "pilot_message", "admin_end_pilot"),
+    On(
+        "save_mode.click",
+        "set_mode",
+        (*_TOKEN, "mode", "min_k", "cap", "threshold"),
+        ("stability_note",),
+        "stability_note",
+        "admin_set_mode",
+    ),
+    On(
+        "show_stability.click",
+        "stability",
+        _TOKEN,
+        ("stability_summary", "stability_histogram", "stability_table"),
+        "stability_note",
+        "admin_stability",
+    ),
+    On(_OPENED, "failed_sign_ins", _TOKEN, ("failures",), "refresh_note", "admin_failed_sign_ins"),
+    # *Build export* returns at once; a timer polls while it runs (and once when the tab
+    # opens), and stops itself.
+    On(
+        "export.click", "export_start", (*_TOKEN, "external_ids"), EXPORT, "export_note", "admin_export_start"
+    ),
+    On("then", "export_polling", (), ("timer",)),
+    On("timer.tick", "export_tick", _TOKEN, (*EXPORT, "timer", "export_note")),
+    On("tab.select", "export_polling", (), ("timer",)),
+    # A hidden trigger: the page polls by the timer; this is the API's twin of the poll.
+    On(
+        "export_poll.click",
+        "export_poll",
+        _TOKEN,
+        EXPORT,
+        "export_note",
+        "admin_export_poll",
+        clear_note=False,
+    ),
+    On("backup.click", "backup", _TOKEN, ("backup_file",), "backup_note", "admin_backup"),
+)
+"""The tab's wiring, in the order Gradio registers it (`AdminTab.wire`, which adds two
+events by hand)."""
+
+
+class AdminTab:
+    """The Admin tab of one app: its parts by name, and the handlers `EVENTS` wires.
+
+    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
+    ``(session_token, *inputs)``; each returns ``{part: update}`` with every output of its
+    event (API clients receive them in the order of the event's outputs).
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The laid-out components by name (`_layout`), ``session_token`` and ``tab``.
+    """
+
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
+        self.exports = BackgroundExport(ctx.db, ctx.config.data_dir)
+
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio, then two events an `On` row cannot express."""
+        wire_events(self, EVENTS)
+        parts = self.parts
+        # The earlier link goes first (off the queue: `On` has no ``queue``), so a refusal
+        # never sits beside another person's link; then the new link, page event and twin.
+        cleared = parts["renew"].click(
+            self.clear_new_link, None, parts["renewed"], api_visibility="private", queue=False
+        )
+        wire(
+            cleared.then,
+            self.new_link,
+            [parts[name] for name in (*_TOKEN, "lost", "days")],
+            parts["renewed"],
+            note=parts["renew_note"],
+            api_name="admin_new_invite",
+        )
+        # An endpoint for API clients alone, not a twin of a page event: it starts an export
+        # and answers with the zip (`On("api", ...)` would describe its answer as a string,
+        # not as the file it is).
+        gr.Button(visible=False, elem_id="api_admin_export").click(
+            self.export, parts["session_token"], parts["export_file"], api_name="admin_export"
+        )
+
+    def _updates(self, **values) -> dict:
+        """``{part: update}`` from the parts' names."""
+        return {self.parts[name]: value for name, value in values.items()}
+
+    # --- Invites ---------------------------------------------------------------------------
+
+    @role(*ROLES)
+    def create_invites(self, db, actor, role: str, count: float, background: str, days: float) -> dict:
+        """Create `count` annotators of `role`; one invite link each."""
+        if background not in _BACKGROUND:
+            raise ValueError(f"`background` must be one of {list(_BACKGROUND)}, got {background!r}")
+        n = whole_number(count, "count")
+        if not 1 <= n <= accounts.MAX_BULK:
+            raise ValueError(f"`count` must be from 1 to {accounts.MAX_BULK}, got {n}")
+        config = self.ctx.config
+        rows = create_annotators(
+            db,
+            n,
+            role,
+            design_background=_BACKGROUND[background],
+            expires_days=float(days or config.invite_days),
+            created_by=actor.pseudonym,
+        )
+        return self._updates(
+            invites=[
+                [a["id"], a["pseudonym"], role, invite_url(config.public_url, token)] for a, token in rows
+            ]
+        )
+
+    @role(*ROLES)
+    def invites_csv(self, db, actor, table) -> dict:
+        """The invite table just shown, as a CSV file to keep (tokens are stored only
+        hashed), under the admin's downloads (`app.guard.download_path`)."""
+        frame = (
+            table
+            if isinstance(table, pd.DataFrame)
+            else pd.DataFrame((table or {}).get("data", []), columns=INVITE_HEADERS)
+        )
+        if frame.empty or "invite_link" not in frame or not frame["invite_link"].astype(str).str.len().any():
+            return self._updates(links_file=None)
+        stamp = iso().replace(":", "").replace("-", "")[:15]
+        path = download_path(self.ctx.config.data_dir, "invites", f"invites-{stamp}.csv")
+        return self._updates(links_file=str(write_csv(frame, path, index=False)))
+
+    @ui_only
+    def clear_new_link(self) -> dict:
+        """The new-link message emptied, before a new link is made."""
+        return self._updates(renewed="")
+
+    @role(*ROLES)
+    def new_link(self, db, actor, annotator_id: str, days: float) -> dict:
+        """A new invite link for an existing person; their earlier links are revoked."""
+        annotator_id = whole_number(annotator_id, "annotator id")
+        config = self.ctx.config
+        token = accounts.new_invite(
+            db, annotator_id, expires_days=float(days or config.invite_days), created_by=actor.pseudonym
+        )
+        link = invite_url(config.public_url, token)
+        return self._updates(
+            renewed=f"New link for annotator {annotator_id} (copy it now: it is shown once): `{escape(link)}`"
+        )
+
+    # --- Practice, people, coverage ---------------------------------------------------------
+
+    @role(*ROLES)
+    def practice_pending(self, db, actor) -> dict:
+        """Designers waiting for approval, and their practice colorings as a gallery."""
+        waiting = onboarding.awaiting_approval(db)
+        table = [[a["id"], a["pseudonym"], " ".join(str(c["id"]) for c in a["colorings"])] for a in waiting]
+        images = [
+            (str(resolve(self.ctx.config.data_dir, c["image_path"])), f"{a['pseudonym']}: {c['concept_key']}")
+            for a in waiting
+            for c in a["colorings"]
+        ]
+        return self._updates(pending=table, gallery=images)
+
+    @role(*ROLES)
+    def review_practice(self, db, actor, annotator_id: float, decision: str, why: str) -> dict:
+        """Approve a designer's practice colorings, or ask for them again."""
+        if decision not in ("approve", "redo"):
+            raise ValueError(f"`decision` must be 'approve' or 'redo', got {decision!r}")
+        annotator_id = whole_number(annotator_id, "annotator id")
+        onboarding.review_practice(db, annotator_id, actor, decision == "approve", why or "")
+        return self._updates(review_message=f"Recorded: {decision} for annotator {annotator_id}.")
+
+    @role(*ROLES)
+    def list_annotators(self, db, actor) -> dict:
+        """Every annotator with their roles, status and number of sign-ins."""
+        return self._updates(
+            annotators=[
+                [
+                    r["id"],
+                    r["pseudonym"],
+                    ", ".join(json.loads(r["roles"])),
+                    {None: "unknown", 1: "yes", 0: "no"}[r["design_background"]],
+                    r["status"],
+                    r["created"],
+                    r["practice_approved"] or "",
+                    r["sign_ins"],
+                ]
+                for r in accounts.list_annotators(db)
+            ]
+        )
+
+    @role(*ROLES)
+    def coverage(self, db, actor) -> dict:
+        """Concept coverage under the assignment mode's rule and people per role, as Markdown."""
+        return self._updates(coverage=coverage_markdown(db, self.ctx.config.colorings_per_concept))
+
+    @role(*ROLES)
+    def revoke(self, db, actor, annotator_id: float, why: str) -> dict:
+        """Close an annotator's account (their data stays)."""
+        if not (why or "").strip():
+            raise ValueError("`why` must say why the account is closed; got an empty text")
+        annotator_id = whole_number(annotator_id, "annotator id")
+        accounts.revoke_annotator(db, annotator_id, actor, why)
+        return self._updates(revoke_message=f"Closed the account of annotator {annotator_id}.")
+
+    @role(*ROLES)
+    def failed_sign_ins(self, db, actor) -> dict:
+        """The latest failed sign-ins, newest first."""
+        return self._updates(
+            failures=[[r["created"], r["address"], r["kind"]] for r in throttle.recent_failures(db)]
+        )
+
+    # --- A pilot study (issue 26) -------------------------------------------------------------
+
+    @role(*ROLES)
+    def set_pilot(self, db, actor, names: str) -> dict:
+        """Make the concepts named (one per line or comma-separated) the pilot."""
+        keys = [key for line in (names or "").splitlines() for key in line.split(",")]
+        chosen = pilot.set_pilot(db, keys, actor=actor.pseudonym)
+        return self._pilot_changed(db, f"Pilot set: {_named(chosen)}.")
+
+    @role(*ROLES)
+    def draw_pilot(self, db, actor, size: float, seed: float) -> dict:
+        """Draw a pilot of `size` concepts at random (the same `seed` draws the same ones)."""
+        n = whole_number(size, "Or draw this many at random")
+        rng = np.random.default_rng(whole_number(seed, "Seed of the draw"))
+        return self._pilot_changed(
+            db, f"Pilot drawn: {_named(pilot.draw_pilot(db, n, rng, actor=actor.pseudonym))}."
+        )
+
+    @role(*ROLES)
+    def end_pilot(self, db, actor) -> dict:
+        """End the pilot: designers get the least covered concepts of the whole study first."""
+        n = pilot.clear_pilot(db, actor=actor.pseudonym)
+        ended = f"The pilot of {n} concepts ended" if n else "No pilot was set"
+        return self._pilot_changed(
+            db, f"{ended}: designers get the least covered concepts of the whole study first."
+        )
+
+    def _pilot_changed(self, db, message: str) -> dict:
+        """A pilot action's `message`, and the coverage read after it."""
+        return self._updates(
+            pilot_message=message, coverage=coverage_markdown(db, self.ctx.config.colorings_per_concept)
+        )
+
+    # --- P_H stability and the assignment mode (issue 19, item 4) ---------------------------
+
+    @role(*ROLES)
+    def set_mode(self, db, actor, mode: str, min_k: str, cap: str, threshold: str) -> dict:
+        """Store the assignment mode; returns it in words."""
+        try:
+            limit = float(threshold)
+        except (TypeError, ValueError):
+            raise ValueError(f"`Unstable above (ΔE)` must be a number, got {threshold!r}") from None
+        chosen = stability.Mode(
+            adaptive=mode == "adaptive",
+            min_k=whole_number(min_k, "Designers first (min K)"),
+            cap=whole_number(cap, "Most designers (cap)"),
+            threshold=limit,
+        )
+        stability.set_mode(db, chosen, actor=actor.pseudonym)
+        return self._updates(stability_note=f"Saved. {escape(chosen.describe())}.")
+
+    @role(*ROLES)
+    def stability(self, db, actor) -> dict:
+        """The summary, the histogram and the per-concept table."""
+        view = stability.stability_view(db)
+        return self._updates(
+            stability_summary=escape(view.text), stability_histogram=view.figure, stability_table=view.table
+        )
+
+    # --- Export: built in the background, the page polls (issue 28) -------------------------
+
+    @role(*ROLES)
+    def export_start(self, db, actor, external_ids: bool = False) -> dict:
+        """Start building the export zip in the background (one at a time); returns at once
+        with a line on it (and clears the file shown). ``external_ids`` (default false) adds
+        the crowd participants' platform ids as the table ``crowd_external_ids``; only
+        ``true`` does (personal data: nothing else, "yes" or 1 included, asks for them)."""
+        line = _export_line(self.exports.start(now=iso(), external_ids=external_ids is True))
+        return self._updates(export_status=line, export_file=None)
+
+    @role(*ROLES)
+    def export_state(self, db, actor) -> ExportState:
+        """Where the export stands (for the page's poll)."""
+        return self.exports.state()
+
+    def export_tick(self, session_token: str) -> dict:
+        """The timer's poll: the line and, once built, the zip. The timer stops once nothing
+        runs, and on a refusal (its message goes beside the button): never an error sheet."""
+        try:
+            state = self.export_state(session_token)
+        except gr.Error as error:
+            return self._updates(timer=gr.Timer(active=False), export_note=refusal_text(error.message))
+        line, archive = _export_outputs(state)
+        if state.running:
+            return self._updates(export_status=line, timer=gr.Timer(active=True))
+        return self._updates(
+            export_status=line, export_file=archive, timer=gr.Timer(active=False), export_note=""
+        )
+
+    # It reads the export's state through `export_state`, which checks the caller.
+    export_tick = same_access(export_tick, export_state)
+
+    @ui_only
+    def export_polling(self) -> dict:
+        """Poll the export (after *Build export* and when the tab opens); the poll stops itself."""
+        return self._updates(timer=gr.Timer(active=True))
+
+    @role(*ROLES)
+    def export_poll(self, db, actor) -> dict:
+        """Where the export stands, and its zip once it is built."""
+        line, archive = _export_outputs(self.exports.state())
+        return self._updates(export_status=line, export_file=archive)
+
+    @role(*ROLES)
+    def export(self, db, actor) -> dict:
+        """Build the export zip in the background and answer with it once it is built."""
+        self.exports.start(now=iso())
+        state = self.exports.wait()
+        if state.archive is None:
+            raise ExportFailed(state.error or "the export did not finish")
+        return self._updates(export_file=str(state.archive))
+
+    # --- Backup ------------------------------------------------------------------------------
+
+    @role(*ROLES)
+    def backup(self, db, actor) -> dict:
+        """Build a backup zip among the admin's downloads and offer it for download."""
+        stamp = iso().replace(":", "").replace("-", "")[:15]
+        data_dir = self.ctx.config.data_dir
+        target = download_path(data_dir, "backups", f"colorconcept-backup-{stamp}.zip")
+        return self._updates(backup_file=str(backup_archive(db, data_dir, target)))
+
+
+def _layout(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> dict:
+    """The tab's components, by the names `EVENTS` and `AdminTab` use."""
+    parts = {
+        "refresh": gr.Button("Refresh lists", elem_id="admin_refresh"),
+        "refresh_note": note_area("admin_refresh_note"),
+        **_invite_section(ctx),
+        **_practice_section(),
+        **_people_section(),
+        **_pilot_section(),
+        **_stability_section(),
+    }
     crowd_links.build_summary(ctx, session_token, tab)
     gr.Markdown(
         "## Failed sign-ins\nThe latest wrong admin passwords and invite links, "
@@ -84,46 +478,33 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         "minutes)."
     )
     with empty_note("No failed sign-in yet.", "admin_failed_sign_ins_empty"):
-        failures = gr.Dataframe(headers=FAILURE_HEADERS, interactive=False, elem_id="admin_failed_sign_ins")
-    wire(
-        loads,
-        admin(_failed_sign_ins),
-        session_token,
-        failures,
-        note=refresh_note,
-        api_name="admin_failed_sign_ins",
-    )
-    _export_section(ctx, session_token, admin, tab)
+        parts["failures"] = gr.Dataframe(
+            headers=FAILURE_HEADERS, interactive=False, elem_id="admin_failed_sign_ins"
+        )
+    parts.update(_export_section())
     gr.Markdown(
         "## Backup\nThe database and every file it names, with a manifest of hashes; "
         "safe while people work. Restore it with `python -m annotation restore DIR` "
         "(app stopped)."
     )
-    make_backup = gr.Button("Build backup", elem_id="admin_backup")
-    backup_note = note_area("admin_backup_note")
-    backup_file = gr.File(label="Backup", interactive=False, elem_id="admin_backup_file")
-    wire(
-        make_backup.click,
-        admin(_backup(ctx)),
-        session_token,
-        backup_file,
-        note=backup_note,
-        api_name="admin_backup",
-    )
+    parts["backup"] = gr.Button("Build backup", elem_id="admin_backup")
+    parts["backup_note"] = note_area("admin_backup_note")
+    parts["backup_file"] = gr.File(label="Backup", interactive=False, elem_id="admin_backup_file")
+    return parts
 
 
-def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> gr.Dataframe:
-    """Invites in bulk and a new link for one person; returns the table of new links."""
+def _invite_section(ctx: AppContext) -> dict:
+    """Invites in bulk, and a new link for one person."""
     gr.Markdown("## Invite people\nEach row is one person; send each their own link.")
     with gr.Row():
-        role = gr.Dropdown(list(INVITABLE_ROLES), value="designer", label="Role", elem_id="admin_role")
+        invite_role = gr.Dropdown(list(INVITABLE_ROLES), value="designer", label="Role", elem_id="admin_role")
         count = gr.Number(5, label="How many", elem_id="admin_count")
         background = gr.Radio(
             list(_BACKGROUND), value="unknown", label="Design/art background", elem_id="admin_background"
         )
         days = gr.Number(ctx.config.invite_days, label="Link valid for (days)", elem_id="admin_days")
     create = gr.Button("Create invite links", variant="primary", elem_id="admin_create")
-    note = note_area("admin_create_note")
+    create_note = note_area("admin_create_note")
     with empty_note(
         "No links made yet in this visit: each batch's links show here once, as they are made.",
         "admin_invites_empty",
@@ -134,36 +515,27 @@ def _invite_section(ctx: AppContext, session_token: gr.Textbox, admin) -> gr.Dat
         interactive=False,
         elem_id="admin_invites_csv",
     )
-    wire(
-        create.click,
-        admin(_create_invites(ctx)),
-        [session_token, role, count, background, days],
-        invites,
-        note=note,
-        api_name="admin_create_invites",
-    ).then(admin(_invites_csv(ctx)), [session_token, invites], links_file, api_visibility="private")
     gr.Markdown("A lost link: make a new one for that person (their earlier links stop working).")
     with gr.Row():
         lost = id_field("Annotator id", "admin_lost")
         renew = gr.Button("New invite link", elem_id="admin_new_link")
-    renew_note = note_area("admin_new_link_note")
-    renewed = gr.Markdown(elem_id="admin_new_link_message")
-    # The earlier link goes first, so a refusal never sits beside another person's link.
-    cleared = renew.click(ui_only(lambda: ""), None, renewed, api_visibility="private", queue=False)
-    wire(
-        cleared.then,
-        admin(_new_link(ctx)),
-        [session_token, lost, days],
-        renewed,
-        note=renew_note,
-        api_name="admin_new_invite",
-    )
-    return invites
+    return {
+        "role": invite_role,
+        "count": count,
+        "background": background,
+        "days": days,
+        "create": create,
+        "create_note": create_note,
+        "invites": invites,
+        "links_file": links_file,
+        "lost": lost,
+        "renew": renew,
+        "renew_note": note_area("admin_new_link_note"),
+        "renewed": gr.Markdown(elem_id="admin_new_link_message"),
+    }
 
 
-def _practice_section(
-    ctx: AppContext, session_token: gr.Textbox, admin, loads, refresh_note: gr.Markdown
-) -> None:
+def _practice_section() -> dict:
     gr.Markdown("## Practice colorings waiting for approval")
     with empty_note(
         "Nobody is waiting: designers' practice colorings show here once they have done them.",
@@ -175,30 +547,19 @@ def _practice_section(
         reviewed = id_field("Annotator id", "admin_reviewed")
         decision = gr.Radio(["approve", "redo"], value="approve", label="Decision", elem_id="admin_decision")
         why = gr.Textbox(label="Note to keep (why)", elem_id="admin_why")
-    review = gr.Button("Record decision", elem_id="admin_review")
-    message = gr.Markdown(elem_id="admin_review_message")
-    wire(
-        loads,
-        admin(_practice_pending(ctx)),
-        session_token,
-        [pending, gallery],
-        note=refresh_note,
-        api_name="admin_practice_pending",
-    )
-    wire(
-        review.click,
-        admin(_review_practice),
-        [session_token, reviewed, decision, why],
-        message,
-        note=message,
-        api_name="admin_review_practice",
-    )
+    return {
+        "pending": pending,
+        "gallery": gallery,
+        "reviewed": reviewed,
+        "decision": decision,
+        "why": why,
+        "review": gr.Button("Record decision", elem_id="admin_review"),
+        "review_message": gr.Markdown(elem_id="admin_review_message"),
+    }
 
 
-def _people_section(
-    ctx: AppContext, session_token: gr.Textbox, admin, loads, refresh_note: gr.Markdown
-) -> gr.Markdown:
-    """The annotators, closing an account, and the coverage (returned)."""
+def _people_section() -> dict:
+    """The annotators, closing an account, and the coverage."""
     gr.Markdown("## People and progress")
     coverage = gr.Markdown(elem_id="admin_coverage")
     with empty_note("Nobody is invited yet: create invite links above.", "admin_annotators_empty"):
@@ -207,407 +568,17 @@ def _people_section(
         revoked = id_field("Annotator id to close", "admin_revoked")
         revoke_why = gr.Textbox(label="Why", elem_id="admin_revoke_why")
         revoke = gr.Button("Close account", variant="stop", elem_id="admin_revoke")
-    message = gr.Markdown(elem_id="admin_revoke_message")
-    wire(
-        loads,
-        admin(_list_annotators),
-        session_token,
-        annotators,
-        note=refresh_note,
-        api_name="admin_list_annotators",
-    )
-    wire(
-        loads,
-        admin(_coverage(ctx)),
-        session_token,
-        coverage,
-        note=refresh_note,
-        api_name="admin_coverage",
-    )
-    wire(
-        revoke.click,
-        admin(_revoke),
-        [session_token, revoked, revoke_why],
-        message,
-        note=message,
-        api_name="admin_revoke",
-    )
-    return coverage
-
-
-def _create_invites(ctx: AppContext):
-    def create_invites(db, actor, role: str, count: float, background: str, days: float) -> list[list]:
-        """Create `count` annotators of `role`; one invite link each."""
-        if background not in _BACKGROUND:
-            raise ValueError(f"`background` must be one of {list(_BACKGROUND)}, got {background!r}")
-        n = whole_number(count, "count")
-        if not 1 <= n <= accounts.MAX_BULK:
-            raise ValueError(f"`count` must be from 1 to {accounts.MAX_BULK}, got {n}")
-        rows = create_annotators(
-            db,
-            n,
-            role,
-            design_background=_BACKGROUND[background],
-            expires_days=float(days or ctx.config.invite_days),
-            created_by=actor.pseudonym,
-        )
-        return [
-            [a["id"], a["pseudonym"], role, invite_url(ctx.config.public_url, token)] for a, token in rows
-        ]
-
-    return create_invites
-
-
-def _invites_csv(ctx: AppContext):
-    def invites_csv(db, actor, table) -> str | None:
-        """The invite table just shown, as a CSV file to keep (tokens are stored only
-        hashed), under the admin's downloads (`app.guard.download_path`)."""
-        frame = (
-            table
-            if isinstance(table, pd.DataFrame)
-            else pd.DataFrame((table or {}).get("data", []), columns=INVITE_HEADERS)
-        )
-        if frame.empty or "invite_link" not in frame or not frame["invite_link"].astype(str).str.len().any():
-            return None
-        stamp = iso().replace(":", "").replace("-", "")[:15]
-        return str(
-            write_csv(
-                frame, download_path(ctx.config.data_dir, "invites", f"invites-{stamp}.csv"), index=False
-            )
-        )
-
-    return invites_csv
-
-
-def _new_link(ctx: AppContext):
-    def new_link(db, actor, annotator_id: str, days: float) -> str:
-        """A new invite link for an existing person; their earlier links are revoked."""
-        annotator_id = whole_number(annotator_id, "annotator id")
-        token = accounts.new_invite(
-            db, annotator_id, expires_days=float(days or ctx.config.invite_days), created_by=actor.pseudonym
-        )
-        link = invite_url(ctx.config.public_url, token)
-        return f"New link for annotator {annotator_id} (copy it now: it is shown once): `{escape(link)}`"
-
-    return new_link
-
-
-def _failed_sign_ins(db, actor) -> list[list]:
-    """The latest failed sign-ins, newest first."""
-    return [[r["created"], r["address"], r["kind"]] for r in throttle.recent_failures(db)]
-
-
-def _list_annotators(db, actor) -> list[list]:
-    """Every annotator with their roles, status and number of sign-ins."""
-    return [
-        [
-            r["id"],
-            r["pseudonym"],
-            ", ".join(json.loads(r["roles"])),
-            {None: "unknown", 1: "yes", 0: "no"}[r["design_background"]],
-            r["status"],
-            r["created"],
-            r["practice_approved"] or "",
-            r["sign_ins"],
-        ]
-        for r in accounts.list_annotators(db)
-    ]
-
-
-def _practice_pending(ctx: AppContext):
-    def practice_pending(db, actor) -> tuple[list[list], list[tuple[str, str]]]:
-        """Designers waiting for approval, and their practice colorings as a gallery."""
-        waiting = onboarding.awaiting_approval(db)
-        table = [[a["id"], a["pseudonym"], " ".join(str(c["id"]) for c in a["colorings"])] for a in waiting]
-        images = [
-            (str(resolve(ctx.config.data_dir, c["image_path"])), f"{a['pseudonym']}: {c['concept_key']}")
-            for a in waiting
-            for c in a["colorings"]
-        ]
-        return table, images
-
-    return practice_pending
-
-
-def _review_practice(db, actor, annotator_id: float, decision: str, why: str) -> str:
-    """Approve a designer's practice colorings, or ask for them again."""
-    if decision not in ("approve", "redo"):
-        raise ValueError(f"`decision` must be 'approve' or 'redo', got {decision!r}")
-    annotator_id = whole_number(annotator_id, "annotator id")
-    onboarding.review_practice(db, annotator_id, actor, decision == "approve", why or "")
-    return f"Recorded: {decision} for annotator {annotator_id}."
-
-
-def _revoke(db, actor, annotator_id: float, why: str) -> str:
-    """Close an annotator's account (their data stays)."""
-    if not (why or "").strip():
-        raise ValueError("`why` must say why the account is closed; got an empty text")
-    annotator_id = whole_number(annotator_id, "annotator id")
-    accounts.revoke_annotator(db, annotator_id, actor, why)
-    return f"Closed the account of annotator {annotator_id}."
-
-
-def _coverage(ctx: AppContext):
-    def coverage(db, actor) -> str:
-        """Concept coverage under the assignment mode's rule and people per role, as Markdown."""
-        k = ctx.config.colorings_per_concept
-        figures = overview.coverage(db, k)
-        top = max(figures["histogram"])
-        histogram = ", ".join(f"{n}{'+' if n == top else ''}: {m}" for n, m in figures["histogram"].items())
-        adaptive = figures["adaptive"]
-        head = (
-            f"**{figures['complete']} of {figures['concepts']}** concepts are complete"
-            if adaptive
-            else f"**{figures['complete']} of {figures['concepts']}** concepts have {k} colorings"
-        )
-        return "\n".join(
-            [
-                f"{head}; **{figures['needing']:,}** need designers.",
-                f"- {escape(figures['rule'])}",
-                "- Concepts by state: " + _counts(figures["states"]),
-                f"- Concepts by number of colorings: {histogram}",
-                "- Coloring slots of the main task ({quota} per concept with a chosen sketch): "
-                "{total:,} in all, **{free:,} free**, {reserved:,} reserved by designers now, "
-                "{done:,} done".format(quota="the mode's quota" if adaptive else k, **figures["slots"]),
-                "- Colorings by status: " + _statuses(figures),
-                "- Active people by role: " + _counts(figures["annotators_by_role"]),
-                f"- {_pilot_line(db)}",
-                "",
-                "**What expert review waits for:**",
-                *(f"- {escape(line)}" for line in readiness(db).lines()),
-            ]
-        )
-
-    return coverage
-
-
-def _statuses(figures: dict) -> str:
-    """Main-task colorings by status, saying that practice colorings are not counted."""
-    text = _counts(figures["colorings_by_status"])
-    practice = figures["practice_colorings"]
-    if not practice:
-        return text
-    noun = "coloring is" if practice == 1 else "colorings are"
-    head, _, rest = text.partition(" submitted")
-    return f"{head} submitted ({practice:,} practice {noun} not counted){rest}"
-
-
-def _counts(counts: dict) -> str:
-    """``{"submitted": 3, "accepted": 0}`` as "3 submitted, 0 accepted" (or "none yet")."""
-    return (
-        ", ".join(f"{n:,} {escape(str(name).replace('_', ' '))}" for name, n in counts.items()) or "none yet"
-    )
-
-
-def _backup(ctx: AppContext):
-    def make_backup(db, actor) -> str:
-        """Build a backup zip among the admin's downloads and offer it for download."""
-        stamp = iso().replace(":", "").replace("-", "")[:15]
-        target = download_path(ctx.config.data_dir, "backups", f"colorconcept-backup-{stamp}.zip")
-        return str(backup_archive(db, ctx.config.data_dir, target))
-
-    return make_backup
-
-
-# --- Export: built in the background, the page polls (issue 28) -------------------------
-
-
-def _export_section(ctx: AppContext, session_token: gr.Textbox, admin, tab: gr.Tab) -> None:
-    """*Build export* starts `annotation.export.BackgroundExport` and returns at once; a timer
-    polls it while it runs (and once when the tab opens), showing the progress and then the
-    zip. ``/admin_export_start`` (its option: the crowd participants' external ids, off
-    unless asked for) and ``/admin_export_poll`` are the API's twins; ``/admin_export``
-    starts one without external ids and answers with the zip once it is built."""
-    jobs = BackgroundExport(ctx.db, ctx.config.data_dir)
-    gr.Markdown("## Export\nCSV and Parquet of every table and a zip of the images, in one file.")
-    external_ids = gr.Checkbox(
-        False,
-        label="Include the crowd participants' external ids (Prolific ids: personal data, docs/security.md)",
-        elem_id="admin_export_external_ids",
-    )
-    export = gr.Button("Build export", elem_id="admin_export")
-    export_note = note_area("admin_export_note")
-    status = gr.Markdown(elem_id="admin_export_status")
-    export_file = gr.File(label="Export", interactive=False, elem_id="admin_export_file")
-    timer = gr.Timer(EXPORT_POLL_SECONDS, active=False)
-    wire(
-        export.click,
-        admin(_export_start(jobs)),
-        [session_token, external_ids],
-        [status, export_file],
-        note=export_note,
-        api_name="admin_export_start",
-    ).then(_export_polling, None, timer, api_visibility="private")
-    state = admin(_export_state(jobs))
-    timer.tick(
-        _export_tick(state),
-        session_token,
-        [status, export_file, timer, export_note],
-        api_visibility="private",
-    )
-    tab.select(_export_polling, None, timer, api_visibility="private")
-    wire(
-        gr.Button(visible=False, elem_id="admin_export_poll").click,
-        admin(_export_poll(jobs)),
-        session_token,
-        [status, export_file],
-        note=export_note,
-        clear_note=False,
-        api_name="admin_export_poll",
-    )
-    gr.Button(visible=False, elem_id="api_admin_export").click(
-        admin(_export_waited(jobs)), session_token, export_file, api_name="admin_export"
-    )
-
-
-def _export_start(jobs: BackgroundExport):
-    def export_start(db, actor, external_ids: bool = False) -> tuple[str, None]:
-        """Start building the export zip in the background (one at a time); returns at once
-        with a line on it (and clears the file shown). ``external_ids`` (default false) adds
-        the crowd participants' platform ids as the table ``crowd_external_ids``; only
-        ``true`` does (personal data: nothing else, "yes" or 1 included, asks for them)."""
-        return _export_line(jobs.start(now=iso(), external_ids=external_ids is True)), None
-
-    return export_start
-
-
-def _export_state(jobs: BackgroundExport):
-    def export_state(db, actor) -> ExportState:
-        """Where the export stands (for the page's poll)."""
-        return jobs.state()
-
-    return export_state
-
-
-def _export_poll(jobs: BackgroundExport):
-    def export_poll(db, actor) -> tuple[str, str | None]:
-        """Where the export stands, and its zip once it is built."""
-        return _export_outputs(jobs.state())
-
-    return export_poll
-
-
-def _export_waited(jobs: BackgroundExport):
-    def export(db, actor) -> str:
-        """Build the export zip in the background and answer with it once it is built."""
-        jobs.start(now=iso())
-        state = jobs.wait()
-        if state.archive is None:
-            raise ExportFailed(state.error or "the export did not finish")
-        return str(state.archive)
-
-    return export
-
-
-def _export_tick(state_of):
-    def export_tick(session_token: str) -> tuple:
-        """The timer's poll: the line and, once built, the zip. The timer stops once nothing
-        runs, and on a refusal (its message goes beside the button): never an error sheet."""
-        try:
-            state = state_of(session_token)
-        except gr.Error as error:
-            return gr.skip(), gr.skip(), gr.Timer(active=False), refusal_text(error.message)
-        line, archive = _export_outputs(state)
-        if state.running:
-            return line, gr.skip(), gr.Timer(active=True), gr.skip()
-        return line, archive, gr.Timer(active=False), ""
-
-    return same_access(export_tick, state_of)
-
-
-@ui_only
-def _export_polling() -> gr.Timer:
-    """Poll the export (after *Build export* and when the tab opens); the poll stops itself."""
-    return gr.Timer(active=True)
-
-
-def _export_outputs(state: ExportState) -> tuple[str, str | None]:
-    """A line on where the export stands (Markdown), and its zip once built."""
-    return _export_line(state), None if state.archive is None else str(state.archive)
-
-
-def _export_line(state: ExportState) -> str:
-    if state.status == "running":
-        step = EXPORT_STEPS.get(state.step, "starting")
-        return f"Building the export (started {state.started}): {step}, about {state.fraction:.0%} done."
-    if state.status == "done":
-        holds = " It holds the crowd participants' external ids." if state.external_ids else ""
-        return f"The export started {state.started} is ready below.{holds}"
-    if state.status == "failed":
-        return refusal_text(escape(f"The export started {state.started} failed: {state.error}"))
-    return ""
-
-
-# --- P_H stability and the assignment mode (issue 19, item 4) ---------------------------
-
-
-def _stability_section(session_token: gr.Textbox, admin) -> None:
-    gr.Markdown(
-        "## P_H stability and assignment mode\nHow much each concept's designers' P_H moves when "
-        "its colorings are resampled. The fixed mode (the paper's protocol) is the default; the "
-        "adaptive mode gives unstable concepts more designers, up to a cap."
-    )
-    with gr.Row():
-        mode = gr.Radio(["fixed", "adaptive"], value="fixed", label="Assignment mode", elem_id="admin_mode")
-        min_k = gr.Textbox(
-            str(stability.Mode().min_k), label="Designers first (min K)", elem_id="admin_min_k"
-        )
-        cap = gr.Textbox(str(stability.Mode().cap), label="Most designers (cap)", elem_id="admin_cap")
-        threshold = gr.Textbox(
-            str(stability.DEFAULT_THRESHOLD), label="Unstable above (ΔE)", elem_id="admin_threshold"
-        )
-    with gr.Row():
-        save = gr.Button("Save mode", elem_id="admin_save_mode")
-        show = gr.Button("Show stability", elem_id="admin_stability")
-    note = note_area("admin_stability_note")
-    summary = gr.Markdown(elem_id="admin_stability_summary")
-    histogram = gr.Plot(label="Concepts by P_H stability", elem_id="admin_stability_histogram")
-    with empty_note("Nothing yet: press *Show stability*.", "admin_stability_table_empty"):
-        table = gr.Dataframe(interactive=False, elem_id="admin_stability_table")
-    wire(
-        save.click,
-        admin(_set_mode),
-        [session_token, mode, min_k, cap, threshold],
-        note,
-        note=note,
-        api_name="admin_set_mode",
-    )
-    wire(
-        show.click,
-        admin(_stability),
-        session_token,
-        [summary, histogram, table],
-        note=note,
-        api_name="admin_stability",
-    )
-
-
-def _set_mode(db, actor, mode: str, min_k: str, cap: str, threshold: str) -> str:
-    """Store the assignment mode; returns it in words."""
-    try:
-        limit = float(threshold)
-    except (TypeError, ValueError):
-        raise ValueError(f"`Unstable above (ΔE)` must be a number, got {threshold!r}") from None
-    chosen = stability.Mode(
-        adaptive=mode == "adaptive",
-        min_k=whole_number(min_k, "Designers first (min K)"),
-        cap=whole_number(cap, "Most designers (cap)"),
-        threshold=limit,
-    )
-    stability.set_mode(db, chosen, actor=actor.pseudonym)
-    return f"Saved. {escape(chosen.describe())}."
-
-
-def _stability(db, actor):
-    """The summary, the histogram and the per-concept table."""
-    view = stability.stability_view(db)
-    return escape(view.text), view.figure, view.table
-
-
-# --- A pilot study (issue 26) -------------------------------------------------------------
-
-
-def _pilot_section(ctx: AppContext, session_token: gr.Textbox, admin, coverage: gr.Markdown) -> None:
+    return {
+        "coverage": coverage,
+        "annotators": annotators,
+        "revoked": revoked,
+        "revoke_why": revoke_why,
+        "revoke": revoke,
+        "revoke_message": gr.Markdown(elem_id="admin_revoke_message"),
+    }
+
+
+def _pilot_section() -> dict:
     gr.Markdown(
         "## Pilot study\nA few concepts that every designer is handed before any other, so "
         f"designers overlap: k designers give each pilot concept k colorings, and expert review "
@@ -628,48 +599,137 @@ def _pilot_section(ctx: AppContext, session_token: gr.Textbox, admin, coverage: 
         picked = gr.Button("Set pilot from these names", elem_id="admin_pilot_set")
         drawn = gr.Button("Draw a pilot", elem_id="admin_pilot_draw")
         ended = gr.Button("End pilot", variant="stop", elem_id="admin_pilot_end")
-    # The message and the coverage, which names the pilot's concepts and what they still need.
-    outputs = [gr.Markdown(elem_id="admin_pilot_message"), coverage]
-    for button, fn, inputs, api_name in (
-        (picked, _set_pilot, [session_token, names], "admin_set_pilot"),
-        (drawn, _draw_pilot, [session_token, size, seed], "admin_draw_pilot"),
-        (ended, _end_pilot, [session_token], "admin_end_pilot"),
-    ):
-        wire(
-            button.click, admin(_with_coverage(ctx, fn)), inputs, outputs, note=outputs[0], api_name=api_name
+    return {
+        "pilot_names": names,
+        "pilot_size": size,
+        "pilot_seed": seed,
+        "pilot_set": picked,
+        "pilot_draw": drawn,
+        "pilot_end": ended,
+        "pilot_message": gr.Markdown(elem_id="admin_pilot_message"),
+    }
+
+
+def _stability_section() -> dict:
+    gr.Markdown(
+        "## P_H stability and assignment mode\nHow much each concept's designers' P_H moves when "
+        "its colorings are resampled. The fixed mode (the paper's protocol) is the default; the "
+        "adaptive mode gives unstable concepts more designers, up to a cap."
+    )
+    with gr.Row():
+        mode = gr.Radio(["fixed", "adaptive"], value="fixed", label="Assignment mode", elem_id="admin_mode")
+        min_k = gr.Textbox(
+            str(stability.Mode().min_k), label="Designers first (min K)", elem_id="admin_min_k"
         )
+        cap = gr.Textbox(str(stability.Mode().cap), label="Most designers (cap)", elem_id="admin_cap")
+        threshold = gr.Textbox(
+            str(stability.DEFAULT_THRESHOLD), label="Unstable above (ΔE)", elem_id="admin_threshold"
+        )
+    with gr.Row():
+        save = gr.Button("Save mode", elem_id="admin_save_mode")
+        show = gr.Button("Show stability", elem_id="admin_stability")
+    parts = {
+        "mode": mode,
+        "min_k": min_k,
+        "cap": cap,
+        "threshold": threshold,
+        "save_mode": save,
+        "show_stability": show,
+        "stability_note": note_area("admin_stability_note"),
+        "stability_summary": gr.Markdown(elem_id="admin_stability_summary"),
+        "stability_histogram": gr.Plot(
+            label="Concepts by P_H stability", elem_id="admin_stability_histogram"
+        ),
+    }
+    with empty_note("Nothing yet: press *Show stability*.", "admin_stability_table_empty"):
+        parts["stability_table"] = gr.Dataframe(interactive=False, elem_id="admin_stability_table")
+    return parts
 
 
-def _with_coverage(ctx: AppContext, fn):
-    """`fn`'s message, and the coverage read after it."""
-
-    def changed(db, actor, *inputs) -> tuple[str, str]:
-        return fn(db, actor, *inputs), _coverage(ctx)(db, actor)
-
-    changed.__name__, changed.__doc__ = fn.__name__, fn.__doc__
-    changed.__signature__ = inspect.signature(fn)
-    return changed
-
-
-def _set_pilot(db, actor, names: str) -> str:
-    """Make the concepts named (one per line or comma-separated) the pilot."""
-    keys = [key for line in (names or "").splitlines() for key in line.split(",")]
-    chosen = pilot.set_pilot(db, keys, actor=actor.pseudonym)
-    return f"Pilot set: {_named(chosen)}."
-
-
-def _draw_pilot(db, actor, size: float, seed: float) -> str:
-    """Draw a pilot of `size` concepts at random (the same `seed` draws the same ones)."""
-    n = whole_number(size, "Or draw this many at random")
-    rng = np.random.default_rng(whole_number(seed, "Seed of the draw"))
-    return f"Pilot drawn: {_named(pilot.draw_pilot(db, n, rng, actor=actor.pseudonym))}."
+def _export_section() -> dict:
+    """*Build export* (``/admin_export_start``, its option: the crowd participants' external
+    ids, off unless asked for), where it stands and its zip; a timer polls it (its API twin:
+    ``/admin_export_poll``, on a hidden trigger)."""
+    gr.Markdown("## Export\nCSV and Parquet of every table and a zip of the images, in one file.")
+    return {
+        "external_ids": gr.Checkbox(
+            False,
+            label="Include the crowd participants' external ids (Prolific ids: personal data, docs/security.md)",
+            elem_id="admin_export_external_ids",
+        ),
+        "export": gr.Button("Build export", elem_id="admin_export"),
+        "export_note": note_area("admin_export_note"),
+        "export_status": gr.Markdown(elem_id="admin_export_status"),
+        "export_file": gr.File(label="Export", interactive=False, elem_id="admin_export_file"),
+        "timer": gr.Timer(EXPORT_POLL_SECONDS, active=False),
+        "export_poll": gr.Button(visible=False, elem_id="admin_export_poll"),
+    }
 
 
-def _end_pilot(db, actor) -> str:
-    """End the pilot: designers get the least covered concepts of the whole study first."""
-    n = pilot.clear_pilot(db, actor=actor.pseudonym)
-    ended = f"The pilot of {n} concepts ended" if n else "No pilot was set"
-    return f"{ended}: designers get the least covered concepts of the whole study first."
+def coverage_markdown(db, k: int) -> str:
+    """Concept coverage under the assignment mode's rule (`k` colorings per concept in the
+    fixed mode), the pilot, people per role and what expert review waits for, as Markdown."""
+    figures = overview.coverage(db, k)
+    top = max(figures["histogram"])
+    histogram = ", ".join(f"{n}{'+' if n == top else ''}: {m}" for n, m in figures["histogram"].items())
+    adaptive = figures["adaptive"]
+    head = (
+        f"**{figures['complete']} of {figures['concepts']}** concepts are complete"
+        if adaptive
+        else f"**{figures['complete']} of {figures['concepts']}** concepts have {k} colorings"
+    )
+    return "\n".join(
+        [
+            f"{head}; **{figures['needing']:,}** need designers.",
+            f"- {escape(figures['rule'])}",
+            "- Concepts by state: " + _counts(figures["states"]),
+            f"- Concepts by number of colorings: {histogram}",
+            "- Coloring slots of the main task ({quota} per concept with a chosen sketch): "
+            "{total:,} in all, **{free:,} free**, {reserved:,} reserved by designers now, "
+            "{done:,} done".format(quota="the mode's quota" if adaptive else k, **figures["slots"]),
+            "- Colorings by status: " + _statuses(figures),
+            "- Active people by role: " + _counts(figures["annotators_by_role"]),
+            f"- {_pilot_line(db)}",
+            "",
+            "**What expert review waits for:**",
+            *(f"- {escape(line)}" for line in readiness(db).lines()),
+        ]
+    )
+
+
+def _statuses(figures: dict) -> str:
+    """Main-task colorings by status, saying that practice colorings are not counted."""
+    text = _counts(figures["colorings_by_status"])
+    practice = figures["practice_colorings"]
+    if not practice:
+        return text
+    noun = "coloring is" if practice == 1 else "colorings are"
+    head, _, rest = text.partition(" submitted")
+    return f"{head} submitted ({practice:,} practice {noun} not counted){rest}"
+
+
+def _counts(counts: dict) -> str:
+    """``{"submitted": 3, "accepted": 0}`` as "3 submitted, 0 accepted" (or "none yet")."""
+    return (
+        ", ".join(f"{n:,} {escape(str(name).replace('_', ' '))}" for name, n in counts.items()) or "none yet"
+    )
+
+
+def _export_outputs(state: ExportState) -> tuple[str, str | None]:
+    """A line on where the export stands (Markdown), and its zip once built."""
+    return _export_line(state), None if state.archive is None else str(state.archive)
+
+
+def _export_line(state: ExportState) -> str:
+    if state.status == "running":
+        step = EXPORT_STEPS.get(state.step, "starting")
+        return f"Building the export (started {state.started}): {step}, about {state.fraction:.0%} done."
+    if state.status == "done":
+        holds = " It holds the crowd participants' external ids." if state.external_ids else ""
+        return f"The export started {state.started} is ready below.{holds}"
+    if state.status == "failed":
+        return refusal_text(escape(f"The export started {state.started} failed: {state.error}"))
+    return ""
 
 
 def _pilot_line(db) -> str:

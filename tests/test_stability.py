@@ -153,10 +153,8 @@ def test_a_designer_submits_an_extra_coloring_through_the_canvas_in_adaptive_mod
 
 
 def test_coverage_follows_the_mode_min_k_and_stable_or_the_cap(pool):
-    from types import SimpleNamespace
-
     from annotation import overview
-    from app.admin import _coverage
+    from app.admin import coverage_markdown
 
     db, data_dir, designers = pool
     fixed = overview.coverage(db, 2)
@@ -189,7 +187,7 @@ def test_coverage_follows_the_mode_min_k_and_stable_or_the_cap(pool):
     assert capped["states"]["at the cap"] == 1
     assert capped["histogram"] == {0: 1, 1: 0, 2: 1, 3: 0, 4: 1}
 
-    text = _coverage(SimpleNamespace(config=SimpleNamespace(colorings_per_concept=5)))(db, None)
+    text = coverage_markdown(db, 5)
     assert text.splitlines()[:3] == [
         "**2 of 3** concepts are complete; **1** need designers.",
         "- Adaptive mode: a concept is complete with at least 2 colorings and a P_H stability at or "
