@@ -9,14 +9,19 @@ shows each image with its objects' masks, the dominant color's swatch beside the
 its candidates (each named: ISCC-NBS level 3 name and basic term), each metric and its
 verdict. Every table and figure exports as CSV and HTML under the data folder's
 ``exports/explicit/``. The data come from `evaluation.explicit.views`.
+
+The tab is an `ExplicitTab` (the shape of `app.tabs`): its handlers are methods that name
+who may call them (`app.common.role`) and return ``{part: update}``; the report's view is
+built by `ExplicitTab.show`, which names each part; `EVENTS` is the tab's wiring.
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
-from app.common import AppContext, empty_note, escape, handler, note_area, own_session, visible_to, wire
+from app.common import AppContext, empty_note, escape, note_area, own_session, role, visible_to
 from app.landing import current_actor
+from app.tabs import On, wire_events
 from evaluation.color.systems import SYSTEMS
 from evaluation.explicit import views
 from evaluation.explicit.rules import DEFAULT_SCORING, DESCRIPTIONS, SCORINGS
@@ -49,7 +54,227 @@ CSS = """
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None) -> None:
     """Lay out and wire the Explicit colors tab inside the current `gr.Tab` (`tab`, when
     given, lists the runs again each time it is opened)."""
-    allowed = handler(ctx, *ROLES, "admin")
+    parts = {"session_token": session_token, **_layout()}
+    if tab is not None:
+        parts["tab"] = tab
+    ExplicitTab(ctx, parts).wire()
+
+
+REPORT = (
+    "table4",
+    "coverage",
+    "category",
+    "basic",
+    "modifier",
+    "groups_note",
+    "bias_model",
+    "bias",
+    "confusion",
+    "pairs",
+)
+"""The report's tables and figures (`ExplicitTab.show`), in the order API clients receive them."""
+VIEW = ("note", *REPORT, "prompt")
+"""What *Show* updates: the note above the report, the report and the prompt picker."""
+BROWSER = ("prompt_note", "gallery", "swatches", "metrics")
+"""The per-prompt browser (`ExplicitTab.prompt`), in the order API clients receive it."""
+_TOKEN = ("session_token",)
+_REPORT_INPUTS = (*_TOKEN, "run", "scoring", "system")
+_PROMPT_INPUTS = (*_TOKEN, "run", "scoring", "prompt")
+_CLEARED = ("table4", "coverage", "category", "bias")
+"""The report's tables and figures that `ExplicitTab.show` empties and hides when not named;
+the other figures and the pairs it only hides, their values left as they are (what API clients
+have always received)."""
+_HIDDEN = ("basic", "modifier", "confusion", "pairs")
+EVENTS = (
+    On("show.click", "report", _REPORT_INPUTS, VIEW, "note", "explicit_show"),
+    On(
+        "bias_model.input",
+        "bias",
+        (*_TOKEN, "run", "scoring", "bias_model"),
+        ("bias",),
+        "note",
+        "explicit_bias",
+    ),
+    On("export.click", "export", _REPORT_INPUTS, ("files",), "note", "explicit_export", clear_note=False),
+    On(
+        "robust.click",
+        "robustness",
+        (*_TOKEN, "run"),
+        ("robust_note", "robust_table"),
+        "robust_note",
+        "explicit_robustness",
+    ),
+    # The button (and API) shows a prompt; so does choosing one in the picker.
+    On("open_prompt.click", "prompt", _PROMPT_INPUTS, BROWSER, "prompt_note", "explicit_prompt"),
+    On("prompt.input", "prompt", _PROMPT_INPUTS, BROWSER, "prompt_note"),
+    On("session_token.change", "on_sign_in", _TOKEN, ("run", "note")),
+    # Runs started after sign-in: listed again when the picker (or, given, the tab) is opened.
+    On("run.focus", "runs", (*_TOKEN, "run"), ("run",)),
+    On("tab.select", "runs", (*_TOKEN, "run"), ("run",)),
+)
+"""The tab's wiring, in the order Gradio registers it (`ExplicitTab.wire`)."""
+
+
+class ExplicitTab:
+    """The Explicit colors tab of one app: its parts by name, and the handlers `EVENTS` wires.
+
+    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
+    ``(session_token, *inputs)``; each returns ``{part: update}``.
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The laid-out components by name (`_layout`), ``session_token`` and, when the tab is
+        given, ``tab``.
+    """
+
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
+
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts); without a
+        ``tab`` part, its row (the runs listed again when the tab is opened) is left out."""
+        opened = "tab" in self.parts
+        wire_events(self, tuple(on for on in EVENTS if opened or on.trigger != "tab.select"))
+
+    def show(self, note: str, *, prompts: list | None = None, **report) -> dict:
+        """A view: the note, every part of `REPORT` and the prompt picker, hidden or empty
+        unless named.
+
+        Parameters
+        ----------
+        note : str
+            The note above the report (Markdown).
+        prompts : list or None
+            The prompt picker's choices, (label, id) pairs; the first is chosen.
+        **report
+            Updates of parts of `REPORT` by name; a table or figure left out is hidden
+            (emptied too if in `_CLEARED`), the groups note empty and the bias model picker
+            without choices.
+        """
+        prompts = prompts or []
+        updates = {
+            **{name: _shown(None, False) for name in _CLEARED},
+            **{name: gr.update(visible=False) for name in _HIDDEN},
+            "groups_note": "",
+            "bias_model": gr.Dropdown(choices=[], value=None),
+            **report,
+        }
+        view = {self.parts["note"]: note}
+        view.update((self.parts[name], updates[name]) for name in REPORT)
+        view[self.parts["prompt"]] = gr.Dropdown(choices=prompts, value=prompts[0][1] if prompts else None)
+        return view
+
+    @role(*ROLES, "admin")
+    def report(self, db, actor, run: str, scoring: str, system: str) -> dict:
+        """Table 4, coverage, Figures 2, 5 and 3, the confusion and the run's prompt list."""
+        report = views.explicit_report(
+            db, (run or "").strip(), scoring=scoring, confusion_system=system or None
+        )
+        found, figs = report.tables, report.figures
+        prompts = views.prompt_choices(db, report)
+        coverage = found["coverage"]
+        if "table4" not in found:
+            note = NOTHING_SCORED.format(run=escape(report.run), scoring=escape(scoring))
+            return self.show(
+                note, prompts=prompts, coverage=_shown(coverage.reset_index(), not coverage.empty)
+            )
+        models = sorted(set(found["bias"]["model"]))
+        missing = [GROUPS_HELP[g] for g in ("basic", "modifier") if found[g].empty]
+        return self.show(
+            f"Run **{escape(report.run)}**, {escape(scoring)} rules: {int(report.images['scored'].sum())} scored "
+            f"images in {', '.join(map(escape, report.systems))}; each system weighs the same in *all systems*.  \n"
+            f"{_rules_in_words(scoring)}",
+            prompts=prompts,
+            table4=gr.update(
+                value=views.flat_columns(found["table4"]), visible=True, label=f"Rule set: {scoring}"
+            ),
+            coverage=_shown(coverage.reset_index(), True),
+            category=_shown(figs["category"], True),
+            basic=_shown(figs.get("basic"), "basic" in figs),
+            modifier=_shown(figs.get("modifier"), "modifier" in figs),
+            groups_note=" ".join(missing),
+            bias_model=gr.Dropdown(choices=models, value=models[0] if models else None),
+            bias=_shown(figs.get(f"bias {models[0]}") if models else None, bool(models)),
+            confusion=_shown(figs.get("confusion"), "confusion" in figs),
+            pairs=_shown(views.confusion_pairs(found["confusion"]), not found["confusion"].empty),
+        )
+
+    @role(*ROLES, "admin")
+    def bias(self, db, actor, run: str, scoring: str, model: str) -> dict:
+        """Figure 3 of one model of the run: its top-10 dominant colors per category."""
+        figure = views.bias_view(db, (run or "").strip(), model or "", scoring=scoring)
+        return {self.parts["bias"]: _shown(figure, True)}
+
+    @role(*ROLES, "admin")
+    def export(self, db, actor, run: str, scoring: str, system: str) -> dict:
+        """Every table as CSV and HTML and every figure as HTML, under exports/explicit/."""
+        report = views.explicit_report(
+            db, (run or "").strip(), scoring=scoring, confusion_system=system or None
+        )
+        if "table4" not in report.tables:
+            raise ValueError(f"run {report.run!r} has no scored image yet: nothing to export")
+        paths = views.export_report(report, self.ctx.config.data_dir / "exports" / "explicit")
+        return {self.parts["files"]: [str(p) for p in paths]}
+
+    @role(*ROLES, "admin")
+    def robustness(self, db, actor, run: str) -> dict:
+        """Each rule set against the default: largest change of an accuracy cell, Kendall's τ
+        between the models' rankings and the models that swap."""
+        report, text = views.rule_set_robustness(db, (run or "").strip())
+        return {self.parts["robust_note"]: escape(text), self.parts["robust_table"]: report.round(4)}
+
+    @role(*ROLES, "admin")
+    def prompt(self, db, actor, run: str, scoring: str, prompt_id: str) -> dict:
+        """One prompt: its text, its images with masks, the swatches and the metrics."""
+        view = views.browser_view(
+            db, self.ctx.config.data_dir, (run or "").strip(), prompt_id or "", scoring=scoring
+        )
+        text = view.prompt
+        head = (
+            f"**{escape(text['text'])}**  \n{escape(text['task'])} · level {text['level']} · "
+            f"{escape(text['system'])} · {escape(text['category'])} · targets: "
+            + ", ".join(escape(t) for t in text["targets"])
+        )
+        if not view.images:
+            head += "  \nNo image of this prompt is judged yet: it fills as the run's job scores it."
+        updates = {
+            "prompt_note": head,
+            "gallery": _shown(view.overlays, bool(view.overlays)),
+            "swatches": _swatches_html(view.images),
+            "metrics": _shown(view.metrics, not view.metrics.empty),
+        }
+        return {self.parts[name]: updates[name] for name in BROWSER}
+
+    @own_session
+    def on_sign_in(self, session_token: str) -> dict:
+        """List the explicit runs only for people who may see them."""
+        run, note = self.parts["run"], self.parts["note"]
+        if not visible_to(current_actor(self.ctx, session_token), ROLES):
+            return {run: gr.Dropdown(choices=[], value=None), note: EMPTY_RUNS}
+        with self.ctx.db() as db:
+            names = views.explicit_runs(db)
+        listed = f"{len(names)} explicit run(s): choose one and press **Show**." if names else EMPTY_RUNS
+        return {run: gr.Dropdown(choices=names, value=names[0] if names else None), note: listed}
+
+    @own_session
+    def runs(self, session_token: str, current: str) -> dict:
+        """The explicit runs again, keeping the one chosen."""
+        run = self.parts["run"]
+        if not visible_to(current_actor(self.ctx, session_token), ROLES):
+            return {run: gr.Dropdown()}
+        with self.ctx.db() as db:
+            names = views.explicit_runs(db)
+        return {
+            run: gr.Dropdown(
+                choices=names, value=current if current in names else (names[0] if names else None)
+            )
+        }
+
+
+def _layout() -> dict:
+    """The tab's components, by the names `EVENTS` and `ExplicitTab.show` use."""
     with gr.Row():
         run = gr.Dropdown([], label="Explicit run", allow_custom_value=True, elem_id="explicit_run")
         scoring = gr.Radio(
@@ -69,69 +294,34 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None)
         show = gr.Button("Show", variant="primary", elem_id="explicit_show")
         export = gr.Button("Export every table (CSV, HTML) and figure (HTML)", elem_id="explicit_export")
     note = gr.Markdown(EMPTY_RUNS, elem_id="explicit_note")
-    shown = _report_section()
+    report = _report_section()
     files = gr.File(
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="explicit_files"
     )
-    prompt, open_prompt, prompt_note, *prompt_outputs = _browser_section()
+    browser = _browser_section()
     with gr.Accordion("Does the ranking of models survive the rule set?", open=False):
         robust = gr.Button("Compare the rule sets", elem_id="explicit_robustness")
         robust_note = gr.Markdown(elem_id="explicit_robust_note")
         with empty_note("Nothing yet: press *Compare the rule sets*.", "explicit_robust_table_empty"):
             robust_table = gr.Dataframe(interactive=False, elem_id="explicit_robust_table")
-
-    report_inputs = [session_token, run, scoring, system]
-    wire(
-        show.click,
-        allowed(_show(ctx)),
-        report_inputs,
-        [note, *shown, prompt],
-        note=note,
-        api_name="explicit_show",
-    )
-    bias_model, bias_plot = shown[6], shown[7]
-    wire(
-        bias_model.input,
-        allowed(_bias),
-        [session_token, run, scoring, bias_model],
-        bias_plot,
-        note=note,
-        api_name="explicit_bias",
-    )
-    wire(
-        export.click,
-        allowed(_export(ctx)),
-        report_inputs,
-        files,
-        note=note,
-        clear_note=False,
-        api_name="explicit_export",
-    )
-    wire(
-        robust.click,
-        allowed(_robustness),
-        [session_token, run],
-        [robust_note, robust_table],
-        note=robust_note,
-        api_name="explicit_robustness",
-    )
-    # The button (and API) shows a prompt; so does choosing one in the picker.
-    for listener, api_name in ((open_prompt.click, "explicit_prompt"), (prompt.input, None)):
-        wire(
-            listener,
-            allowed(_prompt(ctx)),
-            [session_token, run, scoring, prompt],
-            [prompt_note, *prompt_outputs],
-            note=prompt_note,
-            api_name=api_name,
-        )
-    session_token.change(_on_session(ctx), session_token, [run, note], api_visibility="private")
-    # Runs started after sign-in: listed again when the picker (or, given, the tab) is opened.
-    for opened in (run.focus, *([tab.select] if tab is not None else [])):
-        opened(_refresh_runs(ctx), [session_token, run], run, api_visibility="private")
+    return {
+        "run": run,
+        "scoring": scoring,
+        "system": system,
+        "show": show,
+        "export": export,
+        "note": note,
+        **report,
+        "files": files,
+        **browser,
+        "robust": robust,
+        "robust_note": robust_note,
+        "robust_table": robust_table,
+    }
 
 
-def _report_section() -> list[gr.components.Component]:
+def _report_section() -> dict:
+    """The report's parts (`REPORT`) by name."""
     gr.Markdown("### Table 4: accuracy (%) per color system and task")
     table4 = gr.Dataframe(interactive=False, visible=False, elem_id="explicit_table4")
     coverage = gr.Dataframe(
@@ -162,10 +352,22 @@ def _report_section() -> list[gr.components.Component]:
         visible=False,
         elem_id="explicit_pairs",
     )
-    return [table4, coverage, category, basic, modifier, groups_note, bias_model, bias, confusion, pairs]
+    return {
+        "table4": table4,
+        "coverage": coverage,
+        "category": category,
+        "basic": basic,
+        "modifier": modifier,
+        "groups_note": groups_note,
+        "bias_model": bias_model,
+        "bias": bias,
+        "confusion": confusion,
+        "pairs": pairs,
+    }
 
 
-def _browser_section():
+def _browser_section() -> dict:
+    """The per-prompt browser's parts by name: the picker, its button and `BROWSER`."""
     gr.Markdown("### Per-prompt browser")
     with gr.Row():
         prompt = gr.Dropdown(
@@ -192,7 +394,14 @@ def _browser_section():
         visible=False,
         elem_id="explicit_metrics",
     )
-    return prompt, open_prompt, prompt_note, gallery, swatches, metrics
+    return {
+        "prompt": prompt,
+        "open_prompt": open_prompt,
+        "prompt_note": prompt_note,
+        "gallery": gallery,
+        "swatches": swatches,
+        "metrics": metrics,
+    }
 
 
 def _shown(value, ok: bool):
@@ -200,103 +409,9 @@ def _shown(value, ok: bool):
     return gr.update(value=value, visible=True) if ok else gr.update(value=None, visible=False)
 
 
-def _show(ctx: AppContext):
-    def show(db, actor, run: str, scoring: str, system: str):
-        """Table 4, coverage, Figures 2, 5 and 3, the confusion and the run's prompt list."""
-        report = views.explicit_report(
-            db, (run or "").strip(), scoring=scoring, confusion_system=system or None
-        )
-        found, figs = report.tables, report.figures
-        prompts = views.prompt_choices(db, report)
-        picker = gr.Dropdown(choices=prompts, value=prompts[0][1] if prompts else None)
-        coverage = found["coverage"]
-        if "table4" not in found:
-            note = NOTHING_SCORED.format(run=escape(report.run), scoring=escape(scoring))
-            hidden = [_shown(None, False)] * 3
-            return (
-                note,
-                _shown(None, False),
-                _shown(coverage.reset_index(), not coverage.empty),
-                *hidden,
-                "",
-                gr.Dropdown(choices=[], value=None),
-                *[_shown(None, False)] * 3,
-                picker,
-            )
-        models = sorted(set(found["bias"]["model"]))
-        missing = [GROUPS_HELP[g] for g in ("basic", "modifier") if found[g].empty]
-        return (
-            f"Run **{escape(report.run)}**, {escape(scoring)} rules: {int(report.images['scored'].sum())} scored "
-            f"images in {', '.join(map(escape, report.systems))}; each system weighs the same in *all systems*.  \n"
-            f"{_rules_in_words(scoring)}",
-            gr.update(value=views.flat_columns(found["table4"]), visible=True, label=f"Rule set: {scoring}"),
-            _shown(coverage.reset_index(), True),
-            _shown(figs["category"], True),
-            _shown(figs.get("basic"), "basic" in figs),
-            _shown(figs.get("modifier"), "modifier" in figs),
-            " ".join(missing),
-            gr.Dropdown(choices=models, value=models[0] if models else None),
-            _shown(figs.get(f"bias {models[0]}") if models else None, bool(models)),
-            _shown(figs.get("confusion"), "confusion" in figs),
-            _shown(views.confusion_pairs(found["confusion"]), not found["confusion"].empty),
-            picker,
-        )
-
-    return show
-
-
 def _rules_in_words(scoring: str) -> str:
     """Which rule set the tables use, in words (an unknown name is refused before this)."""
     return f"Rule set *{escape(scoring)}*: {escape(DESCRIPTIONS.get(scoring, scoring))}."
-
-
-def _robustness(db, actor, run: str):
-    """Each rule set against the default: largest change of an accuracy cell, Kendall's τ
-    between the models' rankings and the models that swap."""
-    report, text = views.rule_set_robustness(db, (run or "").strip())
-    return escape(text), report.round(4)
-
-
-def _bias(db, actor, run: str, scoring: str, model: str):
-    """Figure 3 of one model of the run: its top-10 dominant colors per category."""
-    return _shown(views.bias_view(db, (run or "").strip(), model or "", scoring=scoring), True)
-
-
-def _export(ctx: AppContext):
-    def export(db, actor, run: str, scoring: str, system: str) -> list[str]:
-        """Every table as CSV and HTML and every figure as HTML, under exports/explicit/."""
-        report = views.explicit_report(
-            db, (run or "").strip(), scoring=scoring, confusion_system=system or None
-        )
-        if "table4" not in report.tables:
-            raise ValueError(f"run {report.run!r} has no scored image yet: nothing to export")
-        return [str(p) for p in views.export_report(report, ctx.config.data_dir / "exports" / "explicit")]
-
-    return export
-
-
-def _prompt(ctx: AppContext):
-    def prompt(db, actor, run: str, scoring: str, prompt_id: str):
-        """One prompt: its text, its images with masks, the swatches and the metrics."""
-        view = views.browser_view(
-            db, ctx.config.data_dir, (run or "").strip(), prompt_id or "", scoring=scoring
-        )
-        text = view.prompt
-        head = (
-            f"**{escape(text['text'])}**  \n{escape(text['task'])} · level {text['level']} · "
-            f"{escape(text['system'])} · {escape(text['category'])} · targets: "
-            + ", ".join(escape(t) for t in text["targets"])
-        )
-        if not view.images:
-            head += "  \nNo image of this prompt is judged yet: it fills as the run's job scores it."
-        return (
-            head,
-            _shown(view.overlays, bool(view.overlays)),
-            _swatches_html(view.images),
-            _shown(view.metrics, not view.metrics.empty),
-        )
-
-    return prompt
 
 
 def _swatch(hex_color: str, title: str, kind: str = "") -> str:
@@ -333,32 +448,3 @@ def _swatches_html(images) -> str:
                 f"{escape(view.object)}</b>: {metrics}<div class='explicit-swatches'>{''.join(swatches)}</div></div>"
             )
     return "".join(parts)
-
-
-def _refresh_runs(ctx: AppContext):
-    @own_session
-    def refresh(token: str, current: str) -> gr.Dropdown:
-        """The explicit runs again, keeping the one chosen."""
-        if not visible_to(current_actor(ctx, token), ROLES):
-            return gr.Dropdown()
-        with ctx.db() as db:
-            names = views.explicit_runs(db)
-        return gr.Dropdown(
-            choices=names, value=current if current in names else (names[0] if names else None)
-        )
-
-    return refresh
-
-
-def _on_session(ctx: AppContext):
-    @own_session
-    def on_session(token: str) -> tuple[gr.Dropdown, str]:
-        """List the explicit runs only for people who may see them."""
-        if not visible_to(current_actor(ctx, token), ROLES):
-            return gr.Dropdown(choices=[], value=None), EMPTY_RUNS
-        with ctx.db() as db:
-            names = views.explicit_runs(db)
-        note = f"{len(names)} explicit run(s): choose one and press **Show**." if names else EMPTY_RUNS
-        return gr.Dropdown(choices=names, value=names[0] if names else None), note
-
-    return on_session
