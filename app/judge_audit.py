@@ -6,6 +6,9 @@ the number of synthetic probe items and a seed. The tab runs the audit
 accuracy table, the failure heatmap of the first judge listed, and the files it wrote (CSV
 and an HTML report) under the data folder's ``exports/judge-audit/``. Model judges load on
 the server by hub id or folder, on its GPU when it has one; a large model takes minutes.
+
+The tab is a `JudgeAuditTab` (the shape of `app.tabs`): its handler is a method that names
+who may call it (`app.common.role`) and returns ``{part: update}``; `EVENTS` is its wiring.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import secrets
 import gradio as gr
 import numpy as np
 
-from app.common import AppContext, handler, note_area, whole_number, wire
+from app.common import AppContext, note_area, role, whole_number
+from app.tabs import On, wire_events
 from evaluation.analysis.figures import judge_failure_heatmap
 from evaluation.judges.probes import synthetic_items
 from evaluation.judges.report import audit
@@ -33,7 +37,64 @@ JUDGES_HELP = (
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Judge audit tab inside the current `gr.Tab`."""
-    allowed = handler(ctx, *ROLES, "admin")
+    JudgeAuditTab(ctx, {"session_token": session_token, **_layout()}).wire()
+
+
+RESULTS = ("table", "heatmap", "files")
+"""What an audit shows (`JudgeAuditTab.run`), in the order API clients receive it."""
+EVENTS = (
+    On(
+        "run.click",
+        "run",
+        ("session_token", "judges", "items", "seed"),
+        RESULTS,
+        "note",
+        "judge_audit_run",
+    ),
+)
+"""The tab's wiring (`JudgeAuditTab.wire`)."""
+
+
+class JudgeAuditTab:
+    """The Judge audit tab of one app: its parts by name, and the handler `EVENTS` wires.
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The laid-out components by name (`_layout`) and ``session_token``.
+    """
+
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
+
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
+        wire_events(self, EVENTS)
+
+    @role(*ROLES, "admin")
+    def run(self, db, actor, judges: str, items, seed) -> dict:
+        """Audit the listed judges on synthetic items; the table, a heatmap and the file paths."""
+        specs = [line.strip() for line in (judges or "").splitlines() if line.strip()]
+        n, seed = whole_number(items, "items"), whole_number(seed, "seed")
+        if not 1 <= n <= MAX_ITEMS or seed < 0:
+            raise ValueError(f"`items` must lie in 1-{MAX_ITEMS} and `seed` be >= 0, got {n} and {seed}")
+        rng = np.random.default_rng(seed)
+        folder = (
+            self.ctx.config.data_dir
+            / "exports"
+            / "judge-audit"
+            / f"{iso()[:19].replace(':', '')}-{secrets.token_hex(16)}"
+        )
+        report = audit(specs, synthetic_items(n, rng=rng), folder, rng=rng, device=_device())
+        first, matrix = next(iter(report.matrices.items()))
+        fig = judge_failure_heatmap(matrix, title=f"{first}: failure rate of replacement foils")
+        shown = {"table": report.summary.round(3), "heatmap": fig, "files": [str(p) for p in report.paths]}
+        return {self.parts[name]: shown[name] for name in RESULTS}
+
+
+def _layout() -> dict:
+    """The tab's components, by the names `EVENTS` uses."""
     with gr.Row():
         judges = gr.Textbox("pixel\nrandom", lines=4, label=JUDGES_HELP, elem_id="judge_audit_judges")
         with gr.Column():
@@ -54,36 +115,16 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     files = gr.File(
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="judge_audit_files"
     )
-    wire(
-        run.click,
-        allowed(_run(ctx)),
-        [session_token, judges, items, seed],
-        [table, heatmap, files],
-        note=note,
-        api_name="judge_audit_run",
-    )
-
-
-def _run(ctx: AppContext):
-    def run(db, actor, judges: str, items, seed):
-        """Audit the listed judges on synthetic items; the table, a heatmap and the file paths."""
-        specs = [line.strip() for line in (judges or "").splitlines() if line.strip()]
-        n, seed = whole_number(items, "items"), whole_number(seed, "seed")
-        if not 1 <= n <= MAX_ITEMS or seed < 0:
-            raise ValueError(f"`items` must lie in 1-{MAX_ITEMS} and `seed` be >= 0, got {n} and {seed}")
-        rng = np.random.default_rng(seed)
-        folder = (
-            ctx.config.data_dir
-            / "exports"
-            / "judge-audit"
-            / f"{iso()[:19].replace(':', '')}-{secrets.token_hex(16)}"
-        )
-        report = audit(specs, synthetic_items(n, rng=rng), folder, rng=rng, device=_device())
-        first, matrix = next(iter(report.matrices.items()))
-        fig = judge_failure_heatmap(matrix, title=f"{first}: failure rate of replacement foils")
-        return report.summary.round(3), fig, [str(p) for p in report.paths]
-
-    return run
+    return {
+        "judges": judges,
+        "items": items,
+        "seed": seed,
+        "run": run,
+        "note": note,
+        "table": table,
+        "heatmap": heatmap,
+        "files": files,
+    }
 
 
 def _device() -> str:
