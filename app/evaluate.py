@@ -12,12 +12,21 @@ when the app closes); closing the browser does not stop it, and its progress is
 read from the database, so any researcher sees it, after a reload too. Images made
 elsewhere can be imported as a run instead (`evaluation.pipeline.imports`): an uploaded zip, or a
 folder under ``<data_dir>/imports/``.
+
+The tab is an `EvaluateTab` (the shape of `app.tabs`): its handlers are methods that name
+who may call them and return ``{part: update}``; `EVENTS` is the tab's wiring. The run
+form's fields arrive as one `RunForm`, used by the plan and the start alike; API clients
+still call ``evaluate_preview`` and ``evaluate_start`` with the fields by position
+(`_form_fields` gives the methods that signature).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import html
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
@@ -28,16 +37,16 @@ from app.common import (
     BROWSER_STATE_KEY,
     AppContext,
     escape,
-    handler,
     note_area,
     own_session,
+    role,
     ui_only,
     uploaded,
     visible_to,
     whole_number,
-    wire,
 )
 from app.landing import current_actor
+from app.tabs import On, wire_events
 from evaluation.color.systems import SYSTEMS
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
 from evaluation.explicit import jobs as explicit_jobs
@@ -54,6 +63,8 @@ from storage import transaction
 NAME = "evaluate"
 TITLE = "Evaluate"
 ROLES = ("researcher",)
+ALLOWED = (*ROLES, "admin")
+"""Who may call the tab's handlers (the admin as well, as the tab was always wired)."""
 #: Progress refresh period; a poll costs about 75 ms per 100,000 items (bench/bench_research.py).
 POLL_SECONDS = 5.0
 RUNS_SHOWN = 20
@@ -67,130 +78,375 @@ MODES = (
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Evaluate tab inside the current `gr.Tab`."""
-    allowed = handler(ctx, *ROLES, "admin")
-    # The app's job manager (one queue for both modes), made and stopped by `AppContext`.
-    device, manager = ctx.device, ctx.jobs
     registry, concepts = load_registry(), load_concepts()
+    parts = _layout(ctx.device, registry)
+    EvaluateTab(ctx, registry, concepts, {"session_token": session_token, "tab": tab, **parts}).wire()
+
+
+@dataclasses.dataclass(frozen=True)
+class RunForm:
+    """The run form as the page holds it: one field per part, named as the part is in
+    `EVENTS` and as API clients name the parameter; values unchecked until a method reads
+    them (a bad one raises a ValueError naming the field by its label).
+
+    The defaults are the API's for the parameters it lets clients leave out (from ``kind``
+    on), and the page's initial values for the parts `PREVIEW` does not read.
+    """
+
+    name: str | None = None
+    models: list[str] | None = None
+    keys: list[str] | None = None
+    categories: list[str] | None = None
+    types: list[str] | None = None
+    search: str | None = None
+    sample: float | None = None
+    sample_seed: float | None = None
+    styles: list[str] | None = None
+    cfg: str | None = None
+    seeds: float | None = None
+    preset: str = "paper"
+    box: float = BOX_THRESHOLD
+    text: float = TEXT_THRESHOLD
+    kind: str = "in-process"
+    address: str | None = None
+    mode: str = "implicit"
+    x_tasks: tuple[str, ...] | list[str] = TASKS
+    x_systems: tuple[str, ...] | list[str] = DEFAULT_SYSTEMS
+    x_size: str = "compact"
+    x_samples: float = SAMPLES
+    x_seed: float = 0
+    x_cfg: str | None = None
+    x_colors: str | None = None
+    x_objects: list[str] | None = None
+    x_presence: float = PRESENCE_THRESHOLD
+
+    @property
+    def explicit(self) -> bool:
+        """Whether the form asks for an explicit-color run (ValueError for an unknown mode)."""
+        if self.mode not in dict(map(reversed, MODES)):
+            raise ValueError(f"`mode` must be one of {[m for _, m in MODES]}, got {self.mode!r}")
+        return self.mode == "explicit"
+
+    def request(self) -> planning.EvaluationRequest:
+        """The implicit run the form describes."""
+        query = planning.ConceptQuery(
+            tuple(self.keys or ()),
+            tuple(self.categories or ()),
+            tuple(self.types or ()),
+            self.search or "",
+            whole_number(self.sample, "sample size"),
+            whole_number(self.sample_seed, "sample seed"),
+        )
+        return planning.EvaluationRequest(
+            tuple(self.models or ()),
+            query,
+            tuple(self.styles or ()),
+            planning.parse_scales(self.cfg),
+            whole_number(self.seeds, "seeds per cell"),
+        )
+
+    def explicit_request(self) -> explicit_jobs.ExplicitRequest:
+        """The explicit run the form describes."""
+        size = (self.x_size or "").strip()
+        return explicit_jobs.ExplicitRequest(
+            models=tuple(self.models or ()),
+            tasks=tuple(self.x_tasks or ()),
+            systems=tuple(self.x_systems or ()),
+            size=whole_number(size, "subset") if size[:1].isdigit() else size,
+            seed=whole_number(self.x_seed, "prompt seed"),
+            samples=whole_number(self.x_samples, "images per prompt"),
+            cfg_scales=planning.parse_scales(self.x_cfg),
+            colors=tuple(c.strip() for c in (self.x_colors or "").split(",") if c.strip()),
+            objects=tuple(self.x_objects or ()),
+            presence_threshold=_fraction(self.x_presence, "presence threshold"),
+        )
+
+
+FORM = tuple(field.name for field in dataclasses.fields(RunForm))
+"""The form's parts, in the order of ``evaluate_start``'s parameters (and of the saved form)."""
+PREVIEW = (*FORM[1:11], *FORM[16:])
+"""The parts the plan reads (no run name, masking or executor), in ``evaluate_preview``'s order."""
+
+
+def _form_fields(fields: tuple[str, ...], optional_from: str) -> Callable[[Callable], Callable]:
+    """Decorate ``method(self, db, actor, form: RunForm)`` into a handler called with the
+    form's `fields` one by one, by position or name, as API clients always called it: the
+    fields before `optional_from` have no default, it and those after it `RunForm`'s.
+
+    So the endpoint keeps its parameters (names, order, defaults) while the method reads
+    one form; `app.common.role` takes the signature made here.
+    """
+    defaults = {field.name: field.default for field in dataclasses.fields(RunForm)}
+    required = fields.index(optional_from)
+    plain = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    signature = inspect.Signature(
+        [
+            *(inspect.Parameter(name, plain) for name in ("self", "db", "actor")),
+            *(
+                inspect.Parameter(
+                    name, plain, default=inspect.Parameter.empty if i < required else defaults[name]
+                )
+                for i, name in enumerate(fields)
+            ),
+        ]
+    )
+
+    def decorate(method: Callable) -> Callable:
+        def edge(self, db, actor, *values, **named):
+            bound = signature.bind(self, db, actor, *values, **named)
+            bound.apply_defaults()
+            return method(self, db, actor, RunForm(**{name: bound.arguments[name] for name in fields}))
+
+        edge.__signature__ = signature
+        edge.__name__, edge.__qualname__, edge.__doc__ = method.__name__, method.__qualname__, method.__doc__
+        return edge
+
+    return decorate
+
+
+_TOKEN = ("session_token",)
+_MASKING = ("preset", "box", "text", "kind", "address")
+IMPLICIT_ONLY = ("intro", "styles", "concept_box")
+"""The parts only the implicit mode shows (`EvaluateTab.show_mode`)."""
+EVENTS = (
+    On("preview.click", "preview", (*_TOKEN, *PREVIEW), ("plan",), "plan", "evaluate_preview"),
+    On(
+        "check_cluster.click",
+        "cluster",
+        (*_TOKEN, "kind", "address"),
+        ("cluster",),
+        "cluster",
+        "evaluate_cluster",
+    ),
+    On("models.input", "masking_for", ("models",), ("preset",)),
+    On("start.click", "start", (*_TOKEN, *FORM), ("plan", "run"), "plan", "evaluate_start"),
+    On("refresh.click", "progress", _TOKEN, ("progress",), "progress_note", "evaluate_progress"),
+    On("timer.tick", "progress", _TOKEN, ("progress",), "progress_note"),
+    On("cancel.click", "cancel", (*_TOKEN, "run"), ("plan",), "plan", "evaluate_cancel"),
+    On("resume.click", "resume", (*_TOKEN, "run", *_MASKING), ("plan",), "plan", "evaluate_resume"),
+    On(
+        "import_button.click",
+        "import_images",
+        (*_TOKEN, "import_name", "upload", "folder", *_MASKING),
+        ("report", "rejected", "run"),
+        "report",
+        "evaluate_import",
+    ),
+    On("session_token.change", "on_session", _TOKEN, ("timer", "run")),
+    On("mode.change", "show_mode", ("mode",), (*IMPLICIT_ONLY, "explicit_box")),
+    # The form is kept in this browser (`gr.BrowserState`, i.e. local storage): each change
+    # is saved, and opening the tab puts the saved values back, after a reload too.
+    On(tuple(f"{name}.change" for name in FORM), "save_form", FORM, ("saved",)),
+    On("tab.select", "restore_form", ("saved",), FORM),
+)
+"""The tab's wiring, in the order Gradio registers it (`EvaluateTab.wire`)."""
+
+
+class EvaluateTab:
+    """The Evaluate tab of one app: its parts by name, and the handlers `EVENTS` wires.
+
+    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
+    ``(session_token, *inputs)``; each returns ``{part: update}``. The job manager and the
+    device are the app's (`AppContext.jobs`, `AppContext.device`).
+
+    Parameters
+    ----------
+    ctx : AppContext
+    registry : dict
+        The model registry (`evaluation.models.registry.load_registry`).
+    concepts : list
+        The concepts (`evaluation.concepts.load_concepts`).
+    parts : dict
+        The laid-out components by name (`_layout`), ``session_token`` and ``tab``.
+    """
+
+    def __init__(self, ctx: AppContext, registry: dict, concepts: list, parts: dict) -> None:
+        self.ctx, self.registry, self.concepts, self.parts = ctx, registry, concepts, parts
+        self.models_dir = ctx.config.data_dir / "models"
+        # A tiny test model is masked by tiny test models: the paper's need downloaded weights.
+        self.tiny = {key for key, spec in registry.items() if spec.build == "tiny"}
+
+    def wire(self) -> None:
+        """Fill the concept picker at sign-in (`app.browser.concept_choices`), then register
+        `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
+        concept_choices(
+            self.ctx, self.parts["session_token"], self.parts["keys"], [c.key for c in self.concepts], ROLES
+        )
+        wire_events(self, EVENTS)
+
+    @role(*ALLOWED)
+    @_form_fields(PREVIEW, optional_from="mode")
+    def preview(self, db, actor, form: RunForm) -> dict:
+        """The number of images the selection implies and the time they should take here."""
+        device = self.ctx.device
+        if form.explicit:
+            return {self.parts["plan"]: _explicit_plan(db, self.registry, self.models_dir, device, form)}
+        request = form.request()
+        items, config = planning.plan_request(request, self.registry, self.concepts, self.models_dir)
+        estimate = planning.estimate_seconds(items, device.kind, planning.measured_seconds(db))
+        warning = planning.cpu_warning(device, request.models)
+        return {self.parts["plan"]: _plan_markdown(items, config, estimate, warning, device)}
+
+    @role(*ALLOWED)
+    def cluster(self, db, actor, kind: str, address: str) -> dict:
+        """The resources of the Ray cluster at `address` (nodes, CPUs, GPUs), before a run starts."""
+        if (kind or "in-process") != "ray":
+            shown = "In-process: jobs run in this server's job thread, one at a time."
+        else:
+            shown = _executor_choice(kind, address)[1]
+        return {self.parts["cluster"]: shown}
+
+    @ui_only
+    def masking_for(self, chosen: list[str] | None) -> dict:
+        """Tiny test models are masked by the tiny test masking models, others by the paper's."""
+        preset = "tiny-random" if chosen and set(chosen) <= self.tiny else "paper"
+        return {self.parts["preset"]: gr.Radio(value=preset)}
+
+    @role(*ALLOWED)
+    @_form_fields(FORM, optional_from="kind")
+    def start(self, db, actor, form: RunForm) -> dict:
+        """Store the run and queue its job; returns a message and the run picker."""
+        explicit_mode = form.explicit
+        run = _run_name(form.name, "explicit" if explicit_mode else "eval")
+        if explicit_mode:
+            _, items, config, prompts = _explicit_items(self.registry, self.models_dir, form)
+        else:
+            items, config = planning.plan_request(
+                form.request(), self.registry, self.concepts, self.models_dir
+            )
+        segmenter = _segmenter(self.models_dir, form.preset, form.box, form.text)
+        executor, where = _executor_choice(form.kind, form.address)
+        if executor.kind == "in-process":  # on a cluster the workers hold the weights
+            jobs.check_weights(config, segmenter)
+        with transaction(db):
+            n = research.create_evaluation_run(db, actor.pseudonym, run, items, config)
+            if explicit_mode:
+                runs.store_explicit_prompts(db, run, prompts)
+        state = self.ctx.jobs.submit(run, segmenter, executor)
+        message = f"Run **{escape(run)}**: {n} images, job {state.state}." + (f" {where}" if where else "")
+        return {self.parts["plan"]: message, self.parts["run"]: _run_choices(db, run)}
+
+    @role(*ALLOWED)
+    def progress(self, db, actor) -> dict:
+        """Progress bars of the newest runs, with the job state on this server."""
+        manager = self.ctx.jobs
+        rows = [
+            (
+                r,
+                runs.run_progress(db, r["name"]),
+                manager.state(r["name"]),
+                manager.workers(r["name"]),
+                explicit_jobs.is_explicit(runs.run_config(db, r["name"])),
+            )
+            for r in runs.list_runs(db)[:RUNS_SHOWN]
+        ]
+        return {self.parts["progress"]: _progress_html(rows)}
+
+    @role(*ALLOWED)
+    def cancel(self, db, actor, run: str) -> dict:
+        """Ask the run's job to stop after its current batch (what is done stays)."""
+        state = self.ctx.jobs.cancel(run or "")
+        research.record_job_action(db, actor.pseudonym, "cancel_evaluation", run)
+        return {self.parts["plan"]: f"Run **{escape(run)}**: {state.state}."}
+
+    @role(*ALLOWED)
+    def resume(
+        self,
+        db,
+        actor,
+        run: str,
+        preset: str,
+        box: float,
+        text: float,
+        kind: str = "in-process",
+        address: str | None = None,
+    ) -> dict:
+        """Queue a stopped run again; it continues where it stopped."""
+        executor, where = _executor_choice(kind, address)
+        segmenter = _segmenter(self.models_dir, preset, box, text)
+        if executor.kind == "in-process":
+            jobs.check_weights(runs.run_config(db, run) if run else None, segmenter)
+        research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
+        state = self.ctx.jobs.submit(run, segmenter, executor)
+        return {
+            self.parts["plan"]: f"Run **{escape(run)}**: job {state.state}." + (f" {where}" if where else "")
+        }
+
+    @role(*ALLOWED)
+    def import_images(
+        self, db, actor, name, upload, folder, preset, box, text, kind="in-process", address=None
+    ) -> dict:
+        """Import a zip or folder of labelled images as a run and queue its masking and scoring."""
+        run, segmenter = _run_name(name, "import"), _segmenter(self.models_dir, preset, box, text)
+        executor, _ = _executor_choice(kind, address)
+        if executor.kind == "in-process":
+            jobs.check_weights(None, segmenter)
+        data_dir = self.ctx.config.data_dir
+        source, roots = _import_source(data_dir, upload, folder)
+        report = research.import_run(
+            db, actor.pseudonym, run, source, data_dir, self.concepts, allowed_roots=roots
+        )
+        self.ctx.jobs.submit(run, segmenter, executor)
+        message = (
+            f"Run **{escape(run)}**: {report.imported} images imported, {len(report.rejected)} left out; "
+            "masking and scoring queued."
+        )
+        return {
+            self.parts["report"]: message,
+            self.parts["rejected"]: [list(r) for r in report.rejected],
+            self.parts["run"]: _run_choices(db, run),
+        }
+
+    @own_session
+    def on_session(self, token: str) -> dict:
+        """Poll progress and list the runs only for people who may see them."""
+        timer, run = self.parts["timer"], self.parts["run"]
+        if not visible_to(current_actor(self.ctx, token), ROLES):
+            return {timer: gr.Timer(active=False), run: gr.Dropdown(choices=[], value=None)}
+        with self.ctx.db() as db:
+            return {timer: gr.Timer(active=True), run: _run_choices(db)}
+
+    @ui_only
+    def show_mode(self, mode: str) -> dict:
+        """The implicit mode's parts, or the explicit mode's box."""
+        shown = dict.fromkeys(IMPLICIT_ONLY, mode != "explicit") | {"explicit_box": mode == "explicit"}
+        return {self.parts[name]: gr.update(visible=visible) for name, visible in shown.items()}
+
+    @ui_only
+    def save_form(self, *values) -> dict:
+        """The form's values by their parts' element ids (what the browser keeps)."""
+        return dict(zip((self.parts[name].elem_id for name in FORM), values))
+
+    @ui_only
+    def restore_form(self, stored: dict | None) -> dict:
+        """The saved values put back; a part with none saved is left as it is."""
+        stored = stored if isinstance(stored, dict) else {}
+        parts = (self.parts[name] for name in FORM)
+        return {part: stored[part.elem_id] if part.elem_id in stored else gr.skip() for part in parts}
+
+
+def _layout(device: planning.DeviceInfo, registry: dict) -> dict:
+    """The tab's components, by the names `EVENTS` and `RunForm` use."""
     gr.Markdown(
         f"**Device:** {escape(device.name)}"
         + (" (no GPU: only tiny models run at a useful speed)" if device.kind == "cpu" else "")
     )
     mode = gr.Radio(list(MODES), value="implicit", label="Mode", elem_id="evaluate_mode")
-    selection, implicit_only = _selection_inputs(registry)
-    concept_choices(ctx, session_token, selection[1], [c.key for c in concepts], ROLES)
-    explicit_box, explicit = _explicit_inputs()
-    segmenter = _segmenter_inputs()
-    executor, check_cluster, cluster = _executor_inputs()
+    parts = {"mode": mode, **_selection_inputs(registry), **_explicit_inputs()}
+    parts |= _segmenter_inputs() | _executor_inputs()
     with gr.Row():
-        run_name = gr.Textbox(label="Run name (empty: a dated name)", elem_id="evaluate_run_name")
-        preview = gr.Button("Count images and time", elem_id="evaluate_preview")
-        start = gr.Button("Start", variant="primary", elem_id="evaluate_start")
-    plan = gr.Markdown(elem_id="evaluate_plan")
-    progress, run_pick, cancel, resume, refresh, timer = _progress_section()
-    upload, folder, import_name, import_button, report, rejected = _import_section()
-
-    wire(
-        preview.click,
-        allowed(_preview(registry, concepts, ctx, device)),
-        [session_token, *selection, mode, *explicit],
-        plan,
-        note=plan,
-        api_name="evaluate_preview",
-    )
-    wire(
-        check_cluster.click,
-        allowed(_cluster),
-        [session_token, *executor],
-        cluster,
-        note=cluster,
-        api_name="evaluate_cluster",
-    )
-    # A tiny test model is masked by tiny test models: the paper's need downloaded weights.
-    tiny = {key for key, spec in registry.items() if spec.build == "tiny"}
-    selection[0].input(
-        ui_only(lambda chosen: gr.Radio(value="tiny-random" if chosen and set(chosen) <= tiny else "paper")),
-        selection[0],
-        segmenter[0],
-        api_visibility="private",
-    )
-    wire(
-        start.click,
-        allowed(_start(registry, concepts, ctx, manager)),
-        [session_token, run_name, *selection, *segmenter, *executor, mode, *explicit],
-        [plan, run_pick],
-        note=plan,
-        api_name="evaluate_start",
-    )
-    progress_note = note_area("evaluate_progress_note")
-    wire(
-        refresh.click,
-        allowed(_progress(manager)),
-        session_token,
-        progress,
-        note=progress_note,
-        api_name="evaluate_progress",
-    )
-    wire(timer.tick, allowed(_progress(manager)), session_token, progress, note=progress_note)
-    wire(
-        cancel.click,
-        allowed(_cancel(manager)),
-        [session_token, run_pick],
-        plan,
-        note=plan,
-        api_name="evaluate_cancel",
-    )
-    wire(
-        resume.click,
-        allowed(_resume(ctx, manager)),
-        [session_token, run_pick, *segmenter, *executor],
-        plan,
-        note=plan,
-        api_name="evaluate_resume",
-    )
-    wire(
-        import_button.click,
-        allowed(_import(ctx, concepts, manager)),
-        [session_token, import_name, upload, folder, *segmenter, *executor],
-        [report, rejected, run_pick],
-        note=report,
-        api_name="evaluate_import",
-    )
-    session_token.change(_on_session(ctx), session_token, [timer, run_pick], api_visibility="private")
-    mode.change(
-        ui_only(
-            lambda chosen: (
-                [gr.update(visible=chosen != "explicit")] * len(implicit_only)
-                + [gr.update(visible=chosen == "explicit")]
-            )
-        ),
-        mode,
-        [*implicit_only, explicit_box],
-        api_visibility="private",
-    )
-    _kept_over_reload(ctx, tab, [run_name, *selection, *segmenter, *executor, mode, *explicit])
+        parts["name"] = gr.Textbox(label="Run name (empty: a dated name)", elem_id="evaluate_run_name")
+        parts["preview"] = gr.Button("Count images and time", elem_id="evaluate_preview")
+        parts["start"] = gr.Button("Start", variant="primary", elem_id="evaluate_start")
+    parts["plan"] = gr.Markdown(elem_id="evaluate_plan")
+    parts |= _progress_section() | _import_section()
+    parts["progress_note"] = note_area("evaluate_progress_note")
+    parts["saved"] = gr.BrowserState({}, storage_key=FORM_STORAGE_KEY, secret=BROWSER_STATE_KEY)
+    return parts
 
 
-def _kept_over_reload(ctx: AppContext, tab: gr.Tab, fields: list[gr.components.Component]) -> None:
-    """Keep the form's values in this browser (`gr.BrowserState`, i.e. local storage): each
-    change is saved, and opening the tab puts the saved values back, after a reload too."""
-    saved = gr.BrowserState({}, storage_key=FORM_STORAGE_KEY, secret=BROWSER_STATE_KEY)
-    names = [field.elem_id for field in fields]
-
-    @ui_only
-    def save(*values) -> dict:
-        return dict(zip(names, values))
-
-    @ui_only
-    def restore(stored: dict | None) -> tuple:
-        stored = stored if isinstance(stored, dict) else {}
-        return tuple(stored[name] if name in stored else gr.skip() for name in names)
-
-    gr.on([field.change for field in fields], save, fields, saved, api_visibility="private")
-    tab.select(restore, saved, fields, api_visibility="private")
-
-
-def _selection_inputs(registry) -> tuple[list[gr.components.Component], list[gr.components.Component]]:
-    """The implicit mode's inputs, and the parts of the layout that only it shows."""
+def _selection_inputs(registry) -> dict:
+    """The implicit mode's inputs, and the parts of the layout that only it shows (`IMPLICIT_ONLY`)."""
     intro = gr.Markdown(
         "## New evaluation\nModels × concepts × styles × guidance scales × seeds; every cell is one image."
     )
@@ -204,15 +460,11 @@ def _selection_inputs(registry) -> tuple[list[gr.components.Component], list[gr.
             [(v, k) for k, v in STYLES.items()], value=list(STYLES), label="Styles", elem_id="evaluate_styles"
         )
     with gr.Column() as concept_box:
-        keys, categories, types, search, sample, sample_seed, cfg, seeds = _concept_inputs()
-    return [models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds], [
-        intro,
-        styles,
-        concept_box,
-    ]
+        concept = _concept_inputs()
+    return {"intro": intro, "models": models, "styles": styles, "concept_box": concept_box, **concept}
 
 
-def _concept_inputs() -> list[gr.components.Component]:
+def _concept_inputs() -> dict:
     # allow_custom_value: `planning.select_concepts` names unknown keys briefly; Gradio's own
     # check would echo them and list all 1,278 concepts.
     keys = gr.Dropdown(
@@ -237,11 +489,20 @@ def _concept_inputs() -> list[gr.components.Component]:
             label="Guidance scales (comma-separated; empty: each model's 7)", elem_id="evaluate_cfg"
         )
         seeds = gr.Number(5, label="Seeds per cell", elem_id="evaluate_seeds")
-    return [keys, categories, types, search, sample, sample_seed, cfg, seeds]
+    return {
+        "keys": keys,
+        "categories": categories,
+        "types": types,
+        "search": search,
+        "sample": sample,
+        "sample_seed": sample_seed,
+        "cfg": cfg,
+        "seeds": seeds,
+    }
 
 
-def _explicit_inputs() -> tuple[gr.Column, list[gr.components.Component]]:
-    """The explicit mode's inputs (shown in that mode), in `_explicit_request`'s order."""
+def _explicit_inputs() -> dict:
+    """The explicit mode's inputs (``x_*``, shown in that mode) and their box."""
     with gr.Column(visible=False) as box:
         gr.Markdown(
             "## New explicit-color evaluation\nModels × prompts (color systems × tasks × subset) × images "
@@ -284,24 +545,18 @@ def _explicit_inputs() -> tuple[gr.Column, list[gr.components.Component]]:
             presence = gr.Number(
                 PRESENCE_THRESHOLD, label="Presence: detection score at least", elem_id="evaluate_x_presence"
             )
-    return box, [tasks, systems, size, samples, seed, cfg, colors, objects, presence]
-
-
-def _explicit_request(models, tasks, systems, size, samples, seed, cfg, colors, objects, presence):
-    """The explicit run the form describes (ValueError naming a field)."""
-    size = (size or "").strip()
-    return explicit_jobs.ExplicitRequest(
-        models=tuple(models or ()),
-        tasks=tuple(tasks or ()),
-        systems=tuple(systems or ()),
-        size=whole_number(size, "subset") if size[:1].isdigit() else size,
-        seed=whole_number(seed, "prompt seed"),
-        samples=whole_number(samples, "images per prompt"),
-        cfg_scales=planning.parse_scales(cfg),
-        colors=tuple(c.strip() for c in (colors or "").split(",") if c.strip()),
-        objects=tuple(objects or ()),
-        presence_threshold=_fraction(presence, "presence threshold"),
-    )
+    return {
+        "explicit_box": box,
+        "x_tasks": tasks,
+        "x_systems": systems,
+        "x_size": size,
+        "x_samples": samples,
+        "x_seed": seed,
+        "x_cfg": cfg,
+        "x_colors": colors,
+        "x_objects": objects,
+        "x_presence": presence,
+    }
 
 
 def _fraction(value, name: str) -> float:
@@ -310,7 +565,7 @@ def _fraction(value, name: str) -> float:
     return float(value)
 
 
-def _segmenter_inputs() -> list[gr.components.Component]:
+def _segmenter_inputs() -> dict:
     with gr.Accordion("Masking (GroundingDINO + SAM)", open=False), gr.Row():
         preset = gr.Radio(
             list(jobs.SEGMENTER_PRESETS),
@@ -321,10 +576,10 @@ def _segmenter_inputs() -> list[gr.components.Component]:
         )
         box = gr.Number(BOX_THRESHOLD, label="Box threshold", elem_id="evaluate_box")
         text = gr.Number(TEXT_THRESHOLD, label="Text threshold", elem_id="evaluate_text")
-    return [preset, box, text]
+    return {"preset": preset, "box": box, "text": text}
 
 
-def _executor_inputs() -> tuple[list[gr.components.Component], gr.Button, gr.Markdown]:
+def _executor_inputs() -> dict:
     with gr.Accordion("Where it runs (executor)", open=False):
         with gr.Row():
             kind = gr.Radio(
@@ -340,7 +595,7 @@ def _executor_inputs() -> tuple[list[gr.components.Component], gr.Button, gr.Mar
             )
             check = gr.Button("Check cluster", elem_id="evaluate_check_cluster")
         cluster = gr.Markdown(elem_id="evaluate_cluster")
-    return [kind, address], check, cluster
+    return {"kind": kind, "address": address, "check_cluster": check, "cluster": cluster}
 
 
 def _executor_choice(kind: str, address: str) -> tuple[jobs.ExecutorChoice, str]:
@@ -354,11 +609,76 @@ def _executor_choice(kind: str, address: str) -> tuple[jobs.ExecutorChoice, str]
     return choice, f"Ray cluster: {escape(connect(choice.address).describe())}."
 
 
-def _cluster(db, actor, kind: str, address: str) -> str:
-    """The resources of the Ray cluster at `address` (nodes, CPUs, GPUs), before a run starts."""
-    if (kind or "in-process") != "ray":
-        return "In-process: jobs run in this server's job thread, one at a time."
-    return _executor_choice(kind, address)[1]
+def _progress_section() -> dict:
+    gr.Markdown("## Runs\nProgress is read from the database: jobs keep running when this page closes.")
+    progress = gr.HTML(elem_id="evaluate_progress")
+    with gr.Row():
+        run = gr.Dropdown([], label="Run", allow_custom_value=True, elem_id="evaluate_run")
+        cancel = gr.Button("Cancel", variant="stop", elem_id="evaluate_cancel")
+        resume = gr.Button("Resume", elem_id="evaluate_resume")
+        refresh = gr.Button("Refresh", elem_id="evaluate_refresh")
+    timer = gr.Timer(POLL_SECONDS, active=False)
+    return {
+        "progress": progress,
+        "run": run,
+        "cancel": cancel,
+        "resume": resume,
+        "refresh": refresh,
+        "timer": timer,
+    }
+
+
+def _import_section() -> dict:
+    gr.Markdown(
+        "## Import images made elsewhere\nName files `model__concept__style__cfg__seed.png` or "
+        "list them in a `manifest.csv` (columns file, model, concept, style, cfg, seed). Upload a zip, "
+        "or name a folder under the server's `imports/` data folder."
+    )
+    with gr.Row():
+        upload = gr.File(label="Zip of images", file_types=[".zip"], elem_id="evaluate_upload")
+        folder = gr.Textbox(label="…or folder under imports/", elem_id="evaluate_folder")
+        name = gr.Textbox(label="Run name (empty: a dated name)", elem_id="evaluate_import_name")
+    button = gr.Button("Import, mask and score", elem_id="evaluate_import")
+    report = gr.Markdown(elem_id="evaluate_import_report")
+    rejected = gr.Dataframe(headers=REJECTED_HEADERS, interactive=False, elem_id="evaluate_rejected")
+    return {
+        "upload": upload,
+        "folder": folder,
+        "import_name": name,
+        "import_button": button,
+        "report": report,
+        "rejected": rejected,
+    }
+
+
+def _explicit_items(registry, models_dir: Path, form: RunForm):
+    """The explicit run the form describes: request, items, configuration and prompts."""
+    request = form.explicit_request()
+    planned = explicit_jobs.plan_explicit_request(request, registry, models_dir)
+    return (request, *planned)
+
+
+def _explicit_plan(db, registry, models_dir: Path, device: planning.DeviceInfo, form: RunForm) -> str:
+    """The explicit run's size and time on `device`, as Markdown."""
+    request, items, config, prompts = _explicit_items(registry, models_dir, form)
+    plan = plan_summary(items, prompts, device.kind, planning.measured_seconds(db))
+    scales = len({item["cfg"] for item in items})
+    lines = [
+        f"**{plan.images} images** ({len(config['models'])} models × {plan.prompts} prompts × {scales} "
+        f"guidance scales × {config['samples']} images per prompt), {plan.objects} objects to mask and score, "
+        f"about **{planning.format_duration(plan.estimate.seconds)}** on {escape(device.name)}."
+    ]
+    lines += _model_lines(plan.estimate)
+    if not (request.colors or request.objects):
+        lines.append(f"\n{QUICK_TRY}")
+    warning = planning.cpu_warning(device, request.models)
+    if warning:
+        lines.append(f"\n⚠️ {escape(warning)}")
+    return "\n".join(lines)
+
+
+def _segmenter(models_dir: Path, preset: str, box: float, text: float) -> jobs.SegmenterSpec:
+    return jobs.segmenter_preset(preset, models_dir, float(box), float(text))
 
 
 WORKER_STATES = {"down": "died, Ray is restarting it", "lost": "gone, Ray gave it up"}
@@ -381,130 +701,11 @@ def _worker_lines(workers: dict) -> str:
     return "".join(lines)
 
 
-def _progress_section():
-    gr.Markdown("## Runs\nProgress is read from the database: jobs keep running when this page closes.")
-    progress = gr.HTML(elem_id="evaluate_progress")
-    with gr.Row():
-        run_pick = gr.Dropdown([], label="Run", allow_custom_value=True, elem_id="evaluate_run")
-        cancel = gr.Button("Cancel", variant="stop", elem_id="evaluate_cancel")
-        resume = gr.Button("Resume", elem_id="evaluate_resume")
-        refresh = gr.Button("Refresh", elem_id="evaluate_refresh")
-    timer = gr.Timer(POLL_SECONDS, active=False)
-    return progress, run_pick, cancel, resume, refresh, timer
-
-
-def _import_section():
-    gr.Markdown(
-        "## Import images made elsewhere\nName files `model__concept__style__cfg__seed.png` or "
-        "list them in a `manifest.csv` (columns file, model, concept, style, cfg, seed). Upload a zip, "
-        "or name a folder under the server's `imports/` data folder."
-    )
-    with gr.Row():
-        upload = gr.File(label="Zip of images", file_types=[".zip"], elem_id="evaluate_upload")
-        folder = gr.Textbox(label="…or folder under imports/", elem_id="evaluate_folder")
-        name = gr.Textbox(label="Run name (empty: a dated name)", elem_id="evaluate_import_name")
-    button = gr.Button("Import, mask and score", elem_id="evaluate_import")
-    report = gr.Markdown(elem_id="evaluate_import_report")
-    rejected = gr.Dataframe(headers=REJECTED_HEADERS, interactive=False, elem_id="evaluate_rejected")
-    return upload, folder, name, button, report, rejected
-
-
-def _request(
-    models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds
-) -> planning.EvaluationRequest:
-    query = planning.ConceptQuery(
-        tuple(keys or ()),
-        tuple(categories or ()),
-        tuple(types or ()),
-        search or "",
-        whole_number(sample, "sample size"),
-        whole_number(sample_seed, "sample seed"),
-    )
-    return planning.EvaluationRequest(
-        tuple(models or ()),
-        query,
-        tuple(styles or ()),
-        planning.parse_scales(cfg),
-        whole_number(seeds, "seeds per cell"),
-    )
-
-
 def _run_name(name: str | None, prefix: str) -> str:
     name = (name or "").strip()
     return runs.check_run_name(name or f"{prefix}-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}")
 
 
-def _preview(registry, concepts, ctx: AppContext, device: planning.DeviceInfo):
-    def preview(
-        db,
-        actor,
-        models,
-        keys,
-        categories,
-        types,
-        search,
-        sample,
-        sample_seed,
-        styles,
-        cfg,
-        seeds,
-        mode="implicit",
-        x_tasks=TASKS,
-        x_systems=DEFAULT_SYSTEMS,
-        x_size="compact",
-        x_samples=SAMPLES,
-        x_seed=0,
-        x_cfg=None,
-        x_colors=None,
-        x_objects=None,
-        x_presence=PRESENCE_THRESHOLD,
-    ) -> str:
-        """The number of images the selection implies and the time they should take here."""
-        explicit = (x_tasks, x_systems, x_size, x_samples, x_seed, x_cfg, x_colors, x_objects, x_presence)
-        if _mode(mode) == "explicit":
-            return _explicit_plan(db, registry, ctx, device, models, explicit)
-        request = _request(models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds)
-        items, config = planning.plan_request(request, registry, concepts, ctx.config.data_dir / "models")
-        estimate = planning.estimate_seconds(items, device.kind, planning.measured_seconds(db))
-        return _plan_markdown(items, config, estimate, planning.cpu_warning(device, request.models), device)
-
-    return preview
-
-
-def _mode(mode: str) -> str:
-    """The form's mode, checked."""
-    if mode not in dict(map(reversed, MODES)):
-        raise ValueError(f"`mode` must be one of {[m for _, m in MODES]}, got {mode!r}")
-    return mode
-
-
-def _explicit_items(registry, ctx: AppContext, models, explicit):
-    """The explicit run the form describes: request, items, configuration and prompts."""
-    request = _explicit_request(models, *explicit)
-    planned = explicit_jobs.plan_explicit_request(request, registry, ctx.config.data_dir / "models")
-    return (request, *planned)
-
-
-def _explicit_plan(db, registry, ctx: AppContext, device: planning.DeviceInfo, models, explicit) -> str:
-    """The explicit run's size and time on `device`, as Markdown."""
-    request, items, config, prompts = _explicit_items(registry, ctx, models, explicit)
-    plan = plan_summary(items, prompts, device.kind, planning.measured_seconds(db))
-    scales = len({item["cfg"] for item in items})
-    lines = [
-        f"**{plan.images} images** ({len(config['models'])} models × {plan.prompts} prompts × {scales} "
-        f"guidance scales × {config['samples']} images per prompt), {plan.objects} objects to mask and score, "
-        f"about **{planning.format_duration(plan.estimate.seconds)}** on {escape(device.name)}."
-    ]
-    lines += _model_lines(plan.estimate)
-    if not (request.colors or request.objects):
-        lines.append(f"\n{QUICK_TRY}")
-    warning = planning.cpu_warning(device, request.models)
-    if warning:
-        lines.append(f"\n⚠️ {escape(warning)}")
-    return "\n".join(lines)
-
-
-#: Under an explicit plan that uses every color and object.
 QUICK_TRY = (
     "For a quick try-out, narrow the subset with **Only these colors** (say `red, navy`) and "
     "**Only these objects** (say car, apple): only their prompts are kept, tens of images "
@@ -538,89 +739,9 @@ def _plan_markdown(items, config, estimate, warning: str, device: planning.Devic
     return "\n".join(lines)
 
 
-def _segmenter(ctx: AppContext, preset: str, box: float, text: float) -> jobs.SegmenterSpec:
-    return jobs.segmenter_preset(preset, ctx.config.data_dir / "models", float(box), float(text))
-
-
-def _start(registry, concepts, ctx: AppContext, manager: jobs.JobManager):
-    def start(
-        db,
-        actor,
-        name,
-        models,
-        keys,
-        categories,
-        types,
-        search,
-        sample,
-        sample_seed,
-        styles,
-        cfg,
-        seeds,
-        preset,
-        box,
-        text,
-        kind="in-process",
-        address=None,
-        mode="implicit",
-        x_tasks=TASKS,
-        x_systems=DEFAULT_SYSTEMS,
-        x_size="compact",
-        x_samples=SAMPLES,
-        x_seed=0,
-        x_cfg=None,
-        x_colors=None,
-        x_objects=None,
-        x_presence=PRESENCE_THRESHOLD,
-    ):
-        """Store the run and queue its job; returns a message and the run picker."""
-        selection = (models, keys, categories, types, search, sample, sample_seed, styles, cfg, seeds)
-        explicit = (x_tasks, x_systems, x_size, x_samples, x_seed, x_cfg, x_colors, x_objects, x_presence)
-        explicit_mode = _mode(mode) == "explicit"
-        run = _run_name(name, "explicit" if explicit_mode else "eval")
-        if explicit_mode:
-            _, items, config, prompts = _explicit_items(registry, ctx, models, explicit)
-        else:
-            items, config = planning.plan_request(
-                _request(*selection), registry, concepts, ctx.config.data_dir / "models"
-            )
-        segmenter = _segmenter(ctx, preset, box, text)
-        executor, where = _executor_choice(kind, address)
-        if executor.kind == "in-process":  # on a cluster the workers hold the weights
-            jobs.check_weights(config, segmenter)
-        with transaction(db):
-            n = research.create_evaluation_run(db, actor.pseudonym, run, items, config)
-            if explicit_mode:
-                runs.store_explicit_prompts(db, run, prompts)
-        state = manager.submit(run, segmenter, executor)
-        return f"Run **{escape(run)}**: {n} images, job {state.state}." + (
-            f" {where}" if where else ""
-        ), _run_choices(db, run)
-
-    return start
-
-
 def _run_choices(db, selected: str | None = None) -> gr.Dropdown:
     names = [r["name"] for r in runs.list_runs(db)]
     return gr.Dropdown(choices=names, value=selected if selected in names else None)
-
-
-def _progress(manager: jobs.JobManager):
-    def progress(db, actor) -> str:
-        """Progress bars of the newest runs, with the job state on this server."""
-        rows = [
-            (
-                r,
-                runs.run_progress(db, r["name"]),
-                manager.state(r["name"]),
-                manager.workers(r["name"]),
-                explicit_jobs.is_explicit(runs.run_config(db, r["name"])),
-            )
-            for r in runs.list_runs(db)[:RUNS_SHOWN]
-        ]
-        return _progress_html(rows)
-
-    return progress
 
 
 def _progress_html(rows) -> str:
@@ -653,78 +774,12 @@ def _progress_html(rows) -> str:
     return f"<table class='evaluate-runs'>{head}{''.join(body)}</table>"
 
 
-def _cancel(manager: jobs.JobManager):
-    def cancel(db, actor, run: str) -> str:
-        """Ask the run's job to stop after its current batch (what is done stays)."""
-        state = manager.cancel(run or "")
-        research.record_job_action(db, actor.pseudonym, "cancel_evaluation", run)
-        return f"Run **{escape(run)}**: {state.state}."
-
-    return cancel
-
-
-def _resume(ctx: AppContext, manager: jobs.JobManager):
-    def resume(
-        db,
-        actor,
-        run: str,
-        preset: str,
-        box: float,
-        text: float,
-        kind: str = "in-process",
-        address: str | None = None,
-    ) -> str:
-        """Queue a stopped run again; it continues where it stopped."""
-        executor, where = _executor_choice(kind, address)
-        segmenter = _segmenter(ctx, preset, box, text)
-        if executor.kind == "in-process":
-            jobs.check_weights(runs.run_config(db, run) if run else None, segmenter)
-        research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
-        state = manager.submit(run, segmenter, executor)
-        return f"Run **{escape(run)}**: job {state.state}." + (f" {where}" if where else "")
-
-    return resume
-
-
-def _import(ctx: AppContext, concepts, manager: jobs.JobManager):
-    def import_images(db, actor, name, upload, folder, preset, box, text, kind="in-process", address=None):
-        """Import a zip or folder of labelled images as a run and queue its masking and scoring."""
-        run, segmenter = _run_name(name, "import"), _segmenter(ctx, preset, box, text)
-        executor, _ = _executor_choice(kind, address)
-        if executor.kind == "in-process":
-            jobs.check_weights(None, segmenter)
-        source, roots = _import_source(ctx, upload, folder)
-        report = research.import_run(
-            db, actor.pseudonym, run, source, ctx.config.data_dir, concepts, allowed_roots=roots
-        )
-        manager.submit(run, segmenter, executor)
-        message = (
-            f"Run **{escape(run)}**: {report.imported} images imported, {len(report.rejected)} left out; "
-            "masking and scoring queued."
-        )
-        return message, [list(r) for r in report.rejected], _run_choices(db, run)
-
-    return import_images
-
-
-def _import_source(ctx: AppContext, upload, folder) -> tuple[str, list[Path]]:
+def _import_source(data_dir: Path, upload, folder) -> tuple[str, list[Path]]:
     if upload and (folder or "").strip():
         raise ValueError("give either a zip upload or a folder, not both")
     if upload:
         return uploaded(str(upload), "upload"), [Path(gr.utils.get_upload_folder())]
     if not (folder or "").strip():
         raise ValueError("`folder` must name a folder under imports/ (or upload a zip), got nothing")
-    root = ctx.config.data_dir / "imports"
+    root = data_dir / "imports"
     return str(root / folder.strip()), [root]
-
-
-def _on_session(ctx: AppContext):
-    @own_session
-    def on_session(token: str) -> tuple[gr.Timer, gr.Dropdown]:
-        """Poll progress and list the runs only for people who may see them."""
-        if not visible_to(current_actor(ctx, token), ROLES):
-            return gr.Timer(active=False), gr.Dropdown(choices=[], value=None)
-        with ctx.db() as db:
-            return gr.Timer(active=True), _run_choices(db)
-
-    return on_session

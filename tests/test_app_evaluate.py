@@ -1,5 +1,6 @@
 """The Evaluate tab through gradio_client on a launched app, with the tiny models on the CPU."""
 
+import dataclasses
 import re
 import time
 import zipfile
@@ -223,8 +224,6 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
 def test_an_explicit_plan_uses_the_typical_measured_time_and_suggests_a_quick_try_out(db, tmp_path):
     """A try-out whose first image took 7.8 s (the model warming up) does not make every image
     of the compact subset cost 7.8 s; a plan with every color and object says how to narrow it."""
-    from types import SimpleNamespace
-
     from app import evaluate
     from evaluation.models.registry import load_registry
     from evaluation.pipeline.planning import DeviceInfo
@@ -242,10 +241,20 @@ def test_an_explicit_plan_uses_the_typical_measured_time_and_suggests_a_quick_tr
             for item, s in zip(runs.items(db, "try"), (7.8, 0.4, 0.5))
         ],
     )
-    ctx = SimpleNamespace(config=SimpleNamespace(data_dir=tmp_path))
     device = DeviceInfo("cpu", "CPU")
-    everything = [["color_name"], ["iscc-nbs-l1"], "compact", 1, 0, "", "", [], 0.3]
-    plan = evaluate._explicit_plan(db, load_registry(), ctx, device, ["tiny-random"], everything)
+    everything = evaluate.RunForm(
+        models=["tiny-random"],
+        x_tasks=["color_name"],
+        x_systems=["iscc-nbs-l1"],
+        x_size="compact",
+        x_samples=1,
+        x_seed=0,
+        x_cfg="",
+        x_colors="",
+        x_objects=[],
+        x_presence=0.3,
+    )
+    plan = evaluate._explicit_plan(db, load_registry(), tmp_path / "models", device, everything)
     lines = plan.split("\n")
     assert re.fullmatch(
         r"- tiny-random: [\d,]+ images × 0\.45 s \(measured here: median per image, without loading "
@@ -253,6 +262,6 @@ def test_an_explicit_plan_uses_the_typical_measured_time_and_suggests_a_quick_tr
         lines[1],
     )
     assert evaluate.QUICK_TRY in plan
-    narrowed = [*everything[:6], "red", ["car"], 0.3]
-    plan = evaluate._explicit_plan(db, load_registry(), ctx, device, ["tiny-random"], narrowed)
+    narrowed = dataclasses.replace(everything, x_colors="red", x_objects=["car"])
+    plan = evaluate._explicit_plan(db, load_registry(), tmp_path / "models", device, narrowed)
     assert plan.startswith("**1 images**") and evaluate.QUICK_TRY not in plan
