@@ -16,13 +16,13 @@ from app.common import (
     choice_search,
     empty_note,
     escape,
-    handler,
     own_session,
+    role,
     ui_only,
     visible_to,
-    wire,
 )
 from app.landing import current_actor
+from app.tabs import On, wire_events
 from evaluation.analysis.bootstrap import SHIFT_DEFAULT
 from evaluation.analysis.results import RECOMMENDED
 from evaluation.concepts import load_concepts
@@ -42,43 +42,123 @@ NO_SHIFT = (
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Concept browser inside the current `gr.Tab`."""
-    allowed = handler(ctx, *ROLES, "admin")
-    concepts = load_concepts()
+    BrowserTab(ctx, {"session_token": session_token, **_layout(ctx, session_token)}).wire()
+
+
+VIEW = ("label", "distributions", "strips", "metrics", "gallery", "variants_title", "shifts", "shift_plot")
+"""The parts a concept's view updates (`BrowserTab.show`), in the order API clients receive them."""
+EVENTS = (
+    On(
+        "show.click",
+        "show",
+        ("session_token", "concept", "source", "style", "cfg", "intervals"),
+        VIEW,
+        "label",
+        "browser_show",
+    ),
+    On("then", "plot_shown", ("shift_plot",), ("shift_plot",)),
+)
+"""The tab's wiring, in the order Gradio registers it (`BrowserTab.wire`)."""
+
+
+class BrowserTab:
+    """The Concept browser of one app: its parts by name, and the handlers `EVENTS` wires.
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The laid-out components by name (`_layout`) and ``session_token``.
+    """
+
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
+        self.concepts = load_concepts()
+
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
+        wire_events(self, EVENTS)
+
+    @role(*ROLES, "admin")
+    def show(
+        self, db, actor, concept: str, source: str, style: str, cfg: str, intervals: bool = False
+    ) -> dict:
+        """Human and model distributions, strips, metrics, masked images and variant shifts of
+        `concept`; with `intervals`, bootstrap intervals on the people's shifts."""
+        if not concept:
+            raise ValueError("Pick a concept first: type part of its name in the Concept box.")
+        view = concept_view(
+            db,
+            self.ctx.config.data_dir,
+            self.concepts,
+            concept,
+            source or "",
+            style,
+            cfg or RECOMMENDED,
+            resampling=SHIFT_DEFAULT if intervals is True else None,
+        )
+        lines = [view.human_label, human.describe(db, view.source), view.metrics_note]
+        updates = {
+            "label": "  \n".join(escape(line) for line in lines if line),
+            "distributions": view.distributions,
+            "strips": view.strips,
+            "metrics": view.metrics.round(4),
+            "gallery": view.overlays,
+            "variants_title": f"### Base concept **{escape(view.base)}** and its variants"
+            + ("" if view.shift_figure else "\n" + _no_shift(self.concepts, view.base)),
+            "shifts": view.shifts.round(3),
+            "shift_plot": view.shift_figure,
+        }
+        return {self.parts[name]: updates[name] for name in VIEW}
+
+    @staticmethod
+    @ui_only
+    def plot_shown(figure) -> gr.Plot:
+        """An empty chart is hidden (the note above says why), never drawn as empty axes."""
+        return gr.Plot(visible=figure is not None)
+
+
+def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
+    """The tab's components, by the names `EVENTS` and `BrowserTab.show` use."""
+    keys = [c.key for c in load_concepts()]
+    parts: dict = {}
     with gr.Row():
-        concept = choice_search(
+        parts["concept"] = choice_search(
             [],
-            label=f"Concept (type to search the {len(concepts):,})",
+            label=f"Concept (type to search the {len(keys):,})",
             elem_id="browser_concept",
             scale=2,
             interactive=False,
         )
-        concept_choices(ctx, session_token, concept, [c.key for c in concepts], ROLES)
-        source = source_dropdown(ctx, session_token, "browser_source")
-        style = gr.Radio(
+        concept_choices(ctx, session_token, parts["concept"], keys, ROLES)
+        parts["source"] = source_dropdown(ctx, session_token, "browser_source")
+        parts["style"] = gr.Radio(
             [(v, k) for k, v in STYLES.items()], value="natural", label="Style", elem_id="browser_style"
         )
-        cfg = gr.Textbox(
+        parts["cfg"] = gr.Textbox(
             RECOMMENDED, label="Guidance scale ('recommended' or a number)", elem_id="browser_cfg"
         )
     with gr.Row():
-        show = gr.Button("Show", variant="primary", elem_id="browser_show")
-        intervals = gr.Checkbox(
+        parts["show"] = gr.Button("Show", variant="primary", elem_id="browser_show")
+        parts["intervals"] = gr.Checkbox(
             False,
             label="Intervals on people's shifts (bootstrap over the designers' colorings; "
             "adds about 0.2 s per variant)",
             elem_id="browser_intervals",
         )
-    label = gr.Markdown(elem_id="browser_label")
-    distributions = gr.Plot(label="UW-71 distributions (same axis)", elem_id="browser_distributions")
-    strips = gr.Plot(label="Dominant colors per visual group, with sample counts", elem_id="browser_strips")
+    parts["label"] = gr.Markdown(elem_id="browser_label")
+    parts["distributions"] = gr.Plot(label="UW-71 distributions (same axis)", elem_id="browser_distributions")
+    parts["strips"] = gr.Plot(
+        label="Dominant colors per visual group, with sample counts", elem_id="browser_strips"
+    )
     with empty_note(
         "No metrics for this concept: the lines at the top say what is missing and what fills it.",
         "browser_metrics_empty",
     ):
-        metrics = gr.Dataframe(
+        parts["metrics"] = gr.Dataframe(
             label="Metrics against the human distribution", interactive=False, elem_id="browser_metrics"
         )
-    gallery = gr.Gallery(
+    parts["gallery"] = gr.Gallery(
         label="Images with their masks (magenta: the pixels the mask kept; at most their own size)",
         columns=6,
         height="fit-content",
@@ -88,70 +168,23 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         allow_preview=False,
         elem_id="browser_gallery",
     )
-    variants_title = gr.Markdown(elem_id="browser_variants_title")
+    parts["variants_title"] = gr.Markdown(elem_id="browser_variants_title")
     with empty_note("No shift to show yet: the line above says what fills it.", "browser_shifts_empty"):
-        shifts = gr.Dataframe(
+        parts["shifts"] = gr.Dataframe(
             label="Shift EMD from the base concept", interactive=False, elem_id="browser_shifts"
         )
-    shift_plot = gr.Plot(
+    parts["shift_plot"] = gr.Plot(
         label="Shift EMD per variant (people's shifts with bootstrap intervals when P_H comes from "
         "designers; the caption says how they were drawn)",
         elem_id="browser_shift_plot",
     )
-
-    outputs = [label, distributions, strips, metrics, gallery, variants_title, shifts, shift_plot]
-    wire(
-        show.click,
-        allowed(_show(ctx, concepts)),
-        [session_token, concept, source, style, cfg, intervals],
-        outputs,
-        note=label,
-        api_name="browser_show",
-    ).then(_plot_shown, shift_plot, shift_plot, api_visibility="private")
-
-
-def _show(ctx: AppContext, concepts):
-    def show(db, actor, concept: str, source: str, style: str, cfg: str, intervals: bool = False):
-        """Human and model distributions, strips, metrics, masked images and variant shifts of
-        `concept`; with `intervals`, bootstrap intervals on the people's shifts."""
-        if not concept:
-            raise ValueError("Pick a concept first: type part of its name in the Concept box.")
-        view = concept_view(
-            db,
-            ctx.config.data_dir,
-            concepts,
-            concept,
-            source or "",
-            style,
-            cfg or RECOMMENDED,
-            resampling=SHIFT_DEFAULT if intervals is True else None,
-        )
-        lines = [view.human_label, human.describe(db, view.source), view.metrics_note]
-        return (
-            "  \n".join(escape(line) for line in lines if line),
-            view.distributions,
-            view.strips,
-            view.metrics.round(4),
-            view.overlays,
-            f"### Base concept **{escape(view.base)}** and its variants"
-            + ("" if view.shift_figure else "\n" + _no_shift(concepts, view.base)),
-            view.shifts.round(3),
-            view.shift_figure,
-        )
-
-    return show
+    return parts
 
 
 def _no_shift(concepts, base: str) -> str:
     variants = [c.key for c in concepts if c.base == base and c.key != base]
     named = ", ".join(f"'{escape(v)}'" for v in variants[:3]) + (", …" if len(variants) > 3 else "")
     return NO_SHIFT.format(base=escape(base), variants=named or "none is listed")
-
-
-@ui_only
-def _plot_shown(figure) -> gr.Plot:
-    """An empty chart is hidden (the note above says why), never drawn as empty axes."""
-    return gr.Plot(visible=figure is not None)
 
 
 def concept_choices(

@@ -25,7 +25,8 @@ from annotation.research.views import (
     robustness_report,
 )
 from app.browser import source_dropdown
-from app.common import AppContext, empty_note, escape, handler, whole_number, wire
+from app.common import AppContext, empty_note, escape, role, whole_number
+from app.tabs import On, wire_events
 from evaluation.analysis.bootstrap import N_RESAMPLES, SEED, Resampling
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
 from evaluation.analysis.robustness import CHOICES
@@ -61,142 +62,317 @@ ROBUSTNESS_LEGEND = (
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Leaderboards tab inside the current `gr.Tab`."""
-    allowed = handler(ctx, *ROLES, "admin")
-    concepts = load_concepts()
+    LeaderboardTab(ctx, {"session_token": session_token, "tab": tab, **_layout(ctx, session_token)}).wire()
+
+
+SETTINGS = ("session_token", "source", "cfg", "aggregate", "resamples", "seed", "colorings")
+"""What every analysis reads: the caller, the human source and the settings typed in."""
+VIEW = (
+    "note",
+    "table1",
+    "table2",
+    "sweep",
+    "sensitivity",
+    "scatter",
+    "table6",
+    "table7",
+    "table8",
+    "intervals",
+)
+"""The parts every view updates (`LeaderboardTab.show`), in the order API clients receive them."""
+STEP = (*VIEW, "pending")
+"""A page step's outputs: the view and whether the second step has work (`first_look`)."""
+
+EVENTS = (
+    # The page answers at once with what is kept or the point estimates (`first_look`), then
+    # brings the view up to date; `pending` says whether that second step has work.
+    On("show.click", "first_look", SETTINGS, STEP, "note"),
+    On("then", "complete", (*SETTINGS, "pending"), STEP, "note", clear_note=False),
+    # Opening the tab computes the same, and an empty study is a note, not a refusal.
+    On("tab.select", "first_look_on_open", SETTINGS, STEP, "note"),
+    On("then", "complete", (*SETTINGS, "pending"), STEP, "note", clear_note=False),
+    On(
+        "check.click",
+        "robustness",
+        ("session_token", "source", "sample", "sample_seed"),
+        ("robust_note", "robust_table"),
+        "robust_note",
+        "leaderboard_robustness",
+    ),
+    On(
+        "stable_show.click",
+        "stability",
+        ("session_token",),
+        ("stable_note", "stable_histogram", "stable_table"),
+        "stable_note",
+        "leaderboard_stability",
+    ),
+    On("export.click", "export", SETTINGS, ("files",), "note", "leaderboard_export", clear_note=False),
+)
+"""The tab's wiring, in the order Gradio registers it (`LeaderboardTab.wire`)."""
+
+
+class LeaderboardTab:
+    """The Leaderboards tab of one app: its parts by name, and the handlers `EVENTS` wires.
+
+    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
+    ``(session_token, *inputs)``; each returns ``{part: update}`` (`show` for the views).
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The laid-out components by name (`_layout`), ``session_token`` and ``tab``.
+    """
+
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
+        self.concepts = load_concepts()
+
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio, then ``leaderboard_show``: API clients get the
+        whole view in one call (an endpoint of its own, not a twin of a page event)."""
+        wire_events(self, EVENTS)
+        gr.Button(visible=False, elem_id="api_leaderboard_show").click(
+            self.compute,
+            [self.parts[name] for name in SETTINGS],
+            [self.parts[name] for name in VIEW],
+            api_name="leaderboard_show",
+        )
+
+    def show(self, db, choice: SourceChoice, result, state: str, asked: Resampling | None = None) -> dict:
+        """The view of `result` (`first_look`'s `state`); `asked`: the intervals being drawn
+        when `result` has none yet."""
+        figs = analysis_figures(result)
+        if result.shifts.empty:
+            for name in ("sensitivity", "shift_scatter"):
+                figs[name] = _noted(figs[name], NO_SHIFTS)
+        scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
+        pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
+        earlier = EARLIER if state == "earlier" else ""
+        note = (
+            "  \n".join(
+                escape(line) for line in (earlier, choice.note, human.describe(db, choice.source)) if line
+            )
+            + f"  \n{pooled}Guidance scale per model: {scales}."
+        )
+        if result.resampling is None:
+            tables = [_point_table(t) for t in (result.table6, result.table7, result.table8)]
+            intervals = DRAWING.format(how=escape(asked.describe())) if asked is not None else ""
+        else:
+            tables = [
+                _shown(*args)
+                for args in (
+                    (result.table6_ci, "model", "style"),
+                    (result.table7_ci, "model", "modifier_type"),
+                    (result.table8_ci, "modifier_type", "style"),
+                )
+            ]
+            intervals = (
+                f"{escape(result.resampling.describe())}\n\n{escape(significance_note(result.ranking))}"
+            )
+        return self._parts(
+            note=note,
+            table1=LEGEND + result.table1.to_html(),
+            table2=LEGEND + result.table2.to_html(),
+            sweep=figs["cfg_sweep"],
+            sensitivity=figs["sensitivity"],
+            scatter=figs["shift_scatter"],
+            table6=tables[0],
+            table7=tables[1],
+            table8=tables[2],
+            intervals=intervals,
+        )
+
+    @role(*ROLES, "admin")
+    def compute(
+        self, db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
+    ) -> dict:
+        """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`, with
+        bootstrap intervals and the significance of each ranking (10th output)."""
+        choice = _source(db, source)
+        result = self._analyses(db, choice.source, cfg, aggregate, resamples, seed, colorings)
+        return self.show(db, choice, result, "current")
+
+    @role(*ROLES, "admin")
+    def first_look(
+        self, db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
+    ) -> dict:
+        """The view at once: the kept result (even from before the latest change), or else
+        the point estimates without intervals; `pending` says whether `complete` has work
+        left (`annotation.research.views.LeaderboardCache.first_look`)."""
+        return self._first(db, source, cfg, aggregate, resamples, seed, colorings)
+
+    @role(*ROLES, "admin")
+    def first_look_on_open(
+        self, db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
+    ) -> dict:
+        """`first_look` as the tab opens, where an empty study is a note, not a refusal."""
+        try:
+            return self._first(db, source, cfg, aggregate, resamples, seed, colorings)
+        except NothingScored as error:
+            choice = _source(db, source)
+            note = f"{escape(str(error))}  \n{escape(human.describe(db, choice.source))}"
+            return {self.parts["note"]: note, self.parts["pending"]: False}
+
+    @role(*ROLES, "admin")
+    def complete(
+        self,
+        db,
+        actor,
+        source: str,
+        cfg: str,
+        aggregate: str,
+        resamples: str,
+        seed: str,
+        colorings: str,
+        pending: bool,
+    ) -> dict:
+        """After `first_look`: the view brought up to date, when it was not already."""
+        if not pending:
+            return {self.parts["pending"]: False}
+        choice = _source(db, source)
+        result = self._analyses(db, choice.source, cfg, aggregate, resamples, seed, colorings)
+        return {**self.show(db, choice, result, "current"), self.parts["pending"]: False}
+
+    @role(*ROLES, "admin")
+    def robustness(self, db, actor, source: str, sample: str, seed: str) -> dict:
+        """The leaderboard under each alternative: a summary and one row per (choice,
+        alternative, metric) with the largest change, Kendall τ and swapped models."""
+        choice = _source(db, source)
+        report, text = robustness_report(
+            db,
+            self.ctx.config.data_dir,
+            self.concepts,
+            choice.source,
+            sample=None if not str(sample).strip() else whole_number(sample, "Base concepts to sample"),
+            seed=whole_number(seed, "Sample seed"),
+        )
+        return self._parts(
+            robust_note="\n\n".join(escape(t) for t in (choice.note, text) if t), robust_table=report.round(4)
+        )
+
+    @role(*ROLES, "admin")
+    def stability(self, db, actor) -> dict:
+        """Each concept's designers' P_H stability: summary, histogram and table."""
+        view = stability_view(db)
+        return self._parts(
+            stable_note=escape(view.text), stable_histogram=view.figure, stable_table=view.table
+        )
+
+    @role(*ROLES, "admin")
+    def export(
+        self, db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
+    ) -> dict:
+        """Every table as CSV and every figure as HTML, under the data folder's exports/."""
+        choice = _source(db, source)
+        result = self._analyses(db, choice.source, cfg, aggregate, resamples, seed, colorings)
+        paths = export_analyses(
+            result, analysis_figures(result), self.ctx.config.data_dir / "exports" / "research"
+        )
+        return self._parts(files=[str(p) for p in paths])
+
+    def _first(self, db, source, cfg, aggregate, resamples, seed, colorings) -> dict:
+        choice, settings = _source(db, source), resampling(resamples, seed, colorings)
+        result, state = self.ctx.leaderboards.first_look(
+            db, self.concepts, choice.source, cfg=cfg or RECOMMENDED, aggregate=aggregate, resampling=settings
+        )
+        return {**self.show(db, choice, result, state, settings), self.parts["pending"]: state != "current"}
+
+    def _parts(self, **updates) -> dict:
+        return {self.parts[name]: update for name, update in updates.items()}
+
+    def _analyses(self, db, source, cfg, aggregate, resamples, seed, colorings):
+        settings = resampling(resamples, seed, colorings)
+        # The app's cache, kept fresh by its refresher (`AppContext.start`).
+        return leaderboard_analyses(
+            db,
+            self.concepts,
+            source,
+            cfg=cfg or RECOMMENDED,
+            aggregate=aggregate,
+            resampling=settings,
+            cache=self.ctx.leaderboards,
+        )
+
+
+def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
+    """The tab's components, by the names `EVENTS` and `LeaderboardTab.show` use."""
+    parts: dict = {}
     with gr.Row():
-        source = source_dropdown(ctx, session_token, "leaderboard_source")
-        cfg = gr.Textbox(
+        parts["source"] = source_dropdown(ctx, session_token, "leaderboard_source")
+        parts["cfg"] = gr.Textbox(
             RECOMMENDED,
             label="Guidance scale ('recommended', 'mean' over scales, or a number)",
             elem_id="leaderboard_cfg",
         )
-        aggregate = gr.Radio(
+        parts["aggregate"] = gr.Radio(
             [RATIO_OF_MEANS, MEAN_OF_RATIOS],
             value=RATIO_OF_MEANS,
             label="Sensitivity ratio",
             elem_id="leaderboard_aggregate",
         )
     with gr.Row():
-        resamples = gr.Textbox(str(N_RESAMPLES), label="Bootstrap resamples", elem_id="leaderboard_resamples")
-        seed = gr.Textbox(str(SEED), label="Bootstrap seed", elem_id="leaderboard_seed")
-        colorings = gr.Textbox(
+        parts["resamples"] = gr.Textbox(
+            str(N_RESAMPLES), label="Bootstrap resamples", elem_id="leaderboard_resamples"
+        )
+        parts["seed"] = gr.Textbox(str(SEED), label="Bootstrap seed", elem_id="leaderboard_seed")
+        parts["colorings"] = gr.Textbox(
             "0",
             label="P_H replicates per concept from its colorings (designers; 0: resample concepts only)",
             elem_id="leaderboard_colorings",
         )
     with gr.Row():
-        show = gr.Button("Compute", variant="primary", elem_id="leaderboard_show")
-        export = gr.Button("Export every table (CSV) and figure (HTML)", elem_id="leaderboard_export")
-    note = gr.Markdown(elem_id="leaderboard_note")
+        parts["show"] = gr.Button("Compute", variant="primary", elem_id="leaderboard_show")
+        parts["export"] = gr.Button(
+            "Export every table (CSV) and figure (HTML)", elem_id="leaderboard_export"
+        )
+    parts["note"] = gr.Markdown(elem_id="leaderboard_note")
     gr.Markdown("### Table 1: probabilistic distribution alignment")
-    table1 = gr.HTML(elem_id="leaderboard_table1")
+    parts["table1"] = gr.HTML(elem_id="leaderboard_table1")
     gr.Markdown("### Table 2: dominant color alignment")
-    table2 = gr.HTML(elem_id="leaderboard_table2")
-    intervals = gr.Markdown(elem_id="leaderboard_intervals")
-    sweep = gr.Plot(label="Figure 5: EMD and PCC against guidance scale", elem_id="leaderboard_sweep")
-    sensitivity = gr.Plot(
+    parts["table2"] = gr.HTML(elem_id="leaderboard_table2")
+    parts["intervals"] = gr.Markdown(elem_id="leaderboard_intervals")
+    parts["sweep"] = gr.Plot(
+        label="Figure 5: EMD and PCC against guidance scale", elem_id="leaderboard_sweep"
+    )
+    parts["sensitivity"] = gr.Plot(
         label="Figure 4 (left): model shift ÷ human shift", elem_id="leaderboard_sensitivity"
     )
-    scatter = gr.Plot(
+    parts["scatter"] = gr.Plot(
         label="Figure 4 (right): per-concept shift, model against human", elem_id="leaderboard_scatter"
     )
     with gr.Row():
-        table6, table7, table8 = (
-            _table(label, f"leaderboard_table{n}")
-            for n, label in (
-                (6, "Table 6: sensitivity by style"),
-                (7, "Table 7: by modifier type"),
-                (8, "Table 8: type × style, mean over models"),
-            )
-        )
-    files = gr.File(
+        for n, label in (
+            (6, "Table 6: sensitivity by style"),
+            (7, "Table 7: by modifier type"),
+            (8, "Table 8: type × style, mean over models"),
+        ):
+            parts[f"table{n}"] = _table(label, f"leaderboard_table{n}")
+    parts["files"] = gr.File(
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="leaderboard_files"
     )
     with gr.Accordion("Robustness of the paper's open choices", open=False):
         gr.Markdown(ROBUSTNESS_LEGEND)
         with gr.Row():
-            sample = gr.Textbox(
+            parts["sample"] = gr.Textbox(
                 "", label="Base concepts to sample (empty: all)", elem_id="leaderboard_robust_sample"
             )
-            sample_seed = gr.Textbox("0", label="Sample seed", elem_id="leaderboard_robust_seed")
-            check = gr.Button("Check robustness", elem_id="leaderboard_robustness")
-        robust_note = gr.Markdown(elem_id="leaderboard_robust_note")
+            parts["sample_seed"] = gr.Textbox("0", label="Sample seed", elem_id="leaderboard_robust_seed")
+            parts["check"] = gr.Button("Check robustness", elem_id="leaderboard_robustness")
+        parts["robust_note"] = gr.Markdown(elem_id="leaderboard_robust_note")
         with empty_note("Nothing yet: press *Check robustness*.", "leaderboard_robust_table_empty"):
-            robust_table = gr.Dataframe(interactive=False, elem_id="leaderboard_robust_table")
+            parts["robust_table"] = gr.Dataframe(interactive=False, elem_id="leaderboard_robust_table")
     with gr.Accordion("Designers' P_H stability per concept", open=False):
-        stable_show = gr.Button("Show stability", elem_id="leaderboard_stability")
-        stable_note = gr.Markdown(elem_id="leaderboard_stability_note")
-        stable_histogram = gr.Plot(
+        parts["stable_show"] = gr.Button("Show stability", elem_id="leaderboard_stability")
+        parts["stable_note"] = gr.Markdown(elem_id="leaderboard_stability_note")
+        parts["stable_histogram"] = gr.Plot(
             label="Concepts by P_H stability", elem_id="leaderboard_stability_histogram"
         )
         with empty_note("Nothing yet: press *Show stability*.", "leaderboard_stability_table_empty"):
-            stable_table = gr.Dataframe(interactive=False, elem_id="leaderboard_stability_table")
-
-    inputs = [session_token, source, cfg, aggregate, resamples, seed, colorings]
-    shown = [note, table1, table2, sweep, sensitivity, scatter, table6, table7, table8, intervals]
-    # The page answers at once with what is kept or the point estimates (`first_look`), then
-    # brings the view up to date; `pending` says whether that second step has work.
-    pending = gr.State(False)
-    complete = allowed(_complete(ctx, concepts))
-    for listener, opened in ((show.click, False), (tab.select, True)):
-        # Opening the tab computes the same, and an empty study is a note, not a refusal.
-        first = wire(
-            listener, allowed(_first(ctx, concepts, opened=opened)), inputs, [*shown, pending], note=note
-        )
-        wire(first.then, complete, [*inputs, pending], [*shown, pending], note=note, clear_note=False)
-    # API clients get the whole view in one call.
-    gr.Button(visible=False, elem_id="api_leaderboard_show").click(
-        allowed(_show(ctx, concepts)), inputs, shown, api_name="leaderboard_show"
-    )
-    wire(
-        check.click,
-        allowed(_robustness(ctx, concepts)),
-        [session_token, source, sample, sample_seed],
-        [robust_note, robust_table],
-        note=robust_note,
-        api_name="leaderboard_robustness",
-    )
-    wire(
-        stable_show.click,
-        allowed(_stability),
-        session_token,
-        [stable_note, stable_histogram, stable_table],
-        note=stable_note,
-        api_name="leaderboard_stability",
-    )
-    wire(
-        export.click,
-        allowed(_export(ctx, concepts)),
-        inputs,
-        files,
-        note=note,
-        clear_note=False,
-        api_name="leaderboard_export",
-    )
-
-
-def _robustness(ctx: AppContext, concepts):
-    def check(db, actor, source: str, sample: str, seed: str):
-        """The leaderboard under each alternative: a summary and one row per (choice,
-        alternative, metric) with the largest change, Kendall τ and swapped models."""
-        choice = _source(db, source)
-        report, text = robustness_report(
-            db,
-            ctx.config.data_dir,
-            concepts,
-            choice.source,
-            sample=None if not str(sample).strip() else whole_number(sample, "Base concepts to sample"),
-            seed=whole_number(seed, "Sample seed"),
-        )
-        return "\n\n".join(escape(t) for t in (choice.note, text) if t), report.round(4)
-
-    return check
-
-
-def _stability(db, actor):
-    """Each concept's designers' P_H stability: summary, histogram and table."""
-    view = stability_view(db)
-    return escape(view.text), view.figure, view.table
+            parts["stable_table"] = gr.Dataframe(interactive=False, elem_id="leaderboard_stability_table")
+    parts["pending"] = gr.State(False)
+    return parts
 
 
 def resampling(resamples, seed, colorings) -> Resampling:
@@ -214,120 +390,10 @@ def _source(db, source: str) -> SourceChoice:
     return pick_source(db, source or "", evaluated_concepts(db))
 
 
-def _analyses(ctx: AppContext, concepts, db, source, cfg, aggregate, resamples, seed, colorings):
-    settings = resampling(resamples, seed, colorings)
-    # The app's cache, kept fresh by its refresher (`AppContext.start`).
-    return leaderboard_analyses(
-        db,
-        concepts,
-        source,
-        cfg=cfg or RECOMMENDED,
-        aggregate=aggregate,
-        resampling=settings,
-        cache=ctx.leaderboards,
-    )
-
-
-def _show(ctx: AppContext, concepts):
-    def show(db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str):
-        """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`, with
-        bootstrap intervals and the significance of each ranking (10th output)."""
-        choice = _source(db, source)
-        result = _analyses(ctx, concepts, db, choice.source, cfg, aggregate, resamples, seed, colorings)
-        return _view(db, choice, result, "current")
-
-    return show
-
-
-def _first(ctx: AppContext, concepts, *, opened: bool = False):
-    def first_look(
-        db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
-    ):
-        """The view at once: the kept result (even from before the latest change), or else
-        the point estimates without intervals; the 11th output says whether `complete` has
-        work left (`annotation.research.views.LeaderboardCache.first_look`)."""
-        choice, settings = _source(db, source), resampling(resamples, seed, colorings)
-        try:
-            result, state = ctx.leaderboards.first_look(
-                db, concepts, choice.source, cfg=cfg or RECOMMENDED, aggregate=aggregate, resampling=settings
-            )
-        except NothingScored as error:
-            if not opened:
-                raise
-            note = f"{escape(str(error))}  \n{escape(human.describe(db, choice.source))}"
-            return note, *(gr.skip(),) * 9, False
-        return *_view(db, choice, result, state, settings), state != "current"
-
-    return first_look
-
-
-def _complete(ctx: AppContext, concepts):
-    def complete(
-        db,
-        actor,
-        source: str,
-        cfg: str,
-        aggregate: str,
-        resamples: str,
-        seed: str,
-        colorings: str,
-        pending: bool,
-    ):
-        """After `first_look`: the view brought up to date, when it was not already."""
-        if not pending:
-            return *(gr.skip(),) * 10, False
-        choice = _source(db, source)
-        result = _analyses(ctx, concepts, db, choice.source, cfg, aggregate, resamples, seed, colorings)
-        return *_view(db, choice, result, "current"), False
-
-    return complete
-
-
 #: What the intervals panel says while `complete` draws them.
 DRAWING = "Being drawn: {how} The tables gain their intervals in a moment."
 #: The line the note gains when the kept result predates the latest change.
 EARLIER = "Shown as computed before the latest change to a distribution: being brought up to date."
-
-
-def _view(db, choice: SourceChoice, result, state: str, asked: Resampling | None = None) -> tuple:
-    """The 10 outputs of the view of `result` (`first_look`'s `state`); `asked`: the
-    intervals being drawn when `result` has none yet."""
-    figs = analysis_figures(result)
-    if result.shifts.empty:
-        for name in ("sensitivity", "shift_scatter"):
-            figs[name] = _noted(figs[name], NO_SHIFTS)
-    scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
-    pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
-    earlier = EARLIER if state == "earlier" else ""
-    note = (
-        "  \n".join(
-            escape(line) for line in (earlier, choice.note, human.describe(db, choice.source)) if line
-        )
-        + f"  \n{pooled}Guidance scale per model: {scales}."
-    )
-    if result.resampling is None:
-        tables = (_point_table(t) for t in (result.table6, result.table7, result.table8))
-        intervals = DRAWING.format(how=escape(asked.describe())) if asked is not None else ""
-    else:
-        tables = (
-            _shown(*args)
-            for args in (
-                (result.table6_ci, "model", "style"),
-                (result.table7_ci, "model", "modifier_type"),
-                (result.table8_ci, "modifier_type", "style"),
-            )
-        )
-        intervals = f"{escape(result.resampling.describe())}\n\n{escape(significance_note(result.ranking))}"
-    return (
-        note,
-        LEGEND + result.table1.to_html(),
-        LEGEND + result.table2.to_html(),
-        figs["cfg_sweep"],
-        figs["sensitivity"],
-        figs["shift_scatter"],
-        *tables,
-        intervals,
-    )
 
 
 def _point_table(table):
@@ -362,18 +428,3 @@ def _shown(long, index: str, columns: str):
     if long.empty:
         return long
     return interval_table(long, index, columns).reset_index().rename_axis(columns=None)
-
-
-def _export(ctx: AppContext, concepts):
-    def export(
-        db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
-    ) -> list[str]:
-        """Every table as CSV and every figure as HTML, under the data folder's exports/."""
-        choice = _source(db, source)
-        result = _analyses(ctx, concepts, db, choice.source, cfg, aggregate, resamples, seed, colorings)
-        paths = export_analyses(
-            result, analysis_figures(result), ctx.config.data_dir / "exports" / "research"
-        )
-        return [str(p) for p in paths]
-
-    return export
