@@ -386,7 +386,8 @@ def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
 
 def role(*roles: str) -> Callable[[Callable], Callable]:
     """Decorate a tab's method ``fn(self, db, actor, *inputs)`` into a Gradio handler
-    ``(self, session_token, *inputs)`` that only `roles` (and the admin) may call.
+    ``(self, session_token, *inputs)`` that only `roles` may call (the admin only where
+    ``"admin"`` is one of them: `annotation.people.accounts.require` implies no role).
 
     The check is `handler`'s, made with the tab's ``self.ctx``: no session, a revoked or
     forged one, or a role not in `roles` is refused before ``fn`` runs (nothing read or

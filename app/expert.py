@@ -216,8 +216,8 @@ class ExpertTab:
     @own_session
     def on_sign_in(self, session_token: str) -> dict:
         """After a sign-in or sign-out: the new person's concept lists, an empty vote pane
-        whose *Next coloring* works for an expert (or the admin), and the admin-only parts
-        shown to the admin alone."""
+        whose *Next coloring* works for whoever `next_item` serves (an expert), and the
+        admin-only parts shown to the admin alone."""
         ctx = self.ctx
         actor = current_actor(ctx, session_token)
         if actor is None or not actor.roles & set(REVIEWERS):
@@ -226,7 +226,7 @@ class ExpertTab:
             with ctx.db() as db:
                 pickers = self._pickers(choices=_concept_choices(db))
         is_admin = actor is not None and actor.is_admin
-        votes_here = is_admin or (actor is not None and "expert" in actor.roles)
+        votes_here = actor is not None and "expert" in actor.roles
         parts = self.parts
         return {
             **pickers,

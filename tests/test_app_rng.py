@@ -68,8 +68,10 @@ def _draws(template, folder: Path, seed: int | None) -> dict[str, list[tuple]]:
         designer._start_batch(ctx, db, actor(db, ids["designer"]))
         task_id = expert._next_review(ctx, db, actor(db, ids["expert"]))["task"]
         assert task_id is not None
-        trial = participant._next(ctx, participant.TrialCharts())(db, actor(db, ids["participant"]))
-        assert trial[0].startswith("**Trial 1 of")
+        # The tab's parts named by their names: its views come back keyed by name.
+        judge = participant.ParticipantTab(ctx, {name: name for name in participant.WITH_CONSENT})
+        trial = judge._page(db, actor(db, ids["participant"]))
+        assert trial["progress"].startswith("**Trial 1 of")
         rows = db.execute(
             "select kind, annotator_id, concept_key, coloring_id, pair_id, left_item from tasks "
             "where status = 'reserved' order by id"
