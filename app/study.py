@@ -5,6 +5,10 @@ of concepts, votes per pair, the attention-check rate and a seed; it stores a dr
 Opening freezes the design. The analysis shows Table 3 with bootstrap intervals, the
 vote shares per pair, Bradley–Terry strengths by background and the attention-check
 flags, each also as a CSV file.
+
+The tab is a `StudyTab`: its handlers are methods that name who may call them
+(`app.common.role`) and return ``{part: update}``; `EVENTS` is its whole wiring. Its
+open-link section is `app.crowd.CrowdLinks`.
 """
 
 from __future__ import annotations
@@ -23,16 +27,15 @@ from app.common import (
     AppContext,
     empty_note,
     escape,
-    handler,
     id_field,
     note_area,
-    on_open,
     own_session,
+    role,
     visible_to,
     whole_number,
-    wire,
 )
 from app.landing import current_actor
+from app.tabs import On, wire_events
 from evaluation.analysis.figures import table3_figure
 from evaluation.models.generation import STYLES
 from storage import human as human_rows
@@ -58,7 +61,188 @@ STUDY_HEADERS = [
 
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
-    """Lay out and wire the Study tab inside the current `gr.Tab`."""
+    """Lay out and wire the Study tab inside the current `gr.Tab`, its open-link section last."""
+    StudyTab(ctx, {"session_token": session_token, "tab": tab, **_layout()}).wire()
+    crowd_links.build(ctx, session_token, tab)
+
+
+_TOKEN = ("session_token",)
+_CHOICES = (*_TOKEN, "style", "truth", "sources")
+OFFER = ("truth", "sources", "choices_note")
+"""What the set-up form offers (`StudyTab.choices`): ground truths, model outputs, a note."""
+LISTED = ("studies", "design", "message")
+"""A study stored or opened: the list of studies, its design and a message."""
+ANALYSIS = ("table3", "figure", "bradley_terry", "participants", "pairs", "files")
+"""The analysis (`StudyTab.analyse`), in the order API clients receive it."""
+FORM = ("name", "truth", "style", "sources", "n_concepts", "votes", "rate", "trials", "seed")
+"""The set-up form, in the order ``study_create`` takes it."""
+
+EVENTS = (
+    On("session_token.change", "list_on_sign_in", _TOKEN, ("studies",)),
+    # The choices are cheap (counted in SQL), so they load when the tab opens and follow the
+    # style; Load choices stays for runs that finish while the tab is open. Each keeps what the
+    # person chose while it is still offered; opening the tab also moves the style to one
+    # with outputs of two models when the chosen one has none.
+    On("load.click", "choices", _CHOICES, OFFER, "choices_note", "study_choices"),
+    On("style.input", "choices", _CHOICES, OFFER, "choices_note"),
+    On("tab.select", "choices_on_open", _CHOICES, ("style", *OFFER), "choices_note"),
+    On("create.click", "create", (*_TOKEN, *FORM), LISTED, "message", "study_create"),
+    On(("tab.select", "refresh.click"), "list_studies", _TOKEN, ("studies",), "message", "study_list"),
+    On("show.click", "design", (*_TOKEN, "study_id"), ("design",), "message", "study_design"),
+    On("open.click", "open_", (*_TOKEN, "study_id"), LISTED, "message", "study_open"),
+    On(
+        "analyse.click",
+        "analyse",
+        (*_TOKEN, "study_id", "exclude", "n_boot", "boot_seed"),
+        ANALYSIS,
+        "analyse_note",
+        "study_analyse",
+    ),
+)
+"""The tab's wiring, in the order Gradio registers it (`StudyTab.wire`)."""
+
+
+class StudyTab:
+    """The Study tab of one app: its parts by name, and the handlers `EVENTS` wires.
+
+    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
+    ``(session_token, *inputs)``; each returns ``{part: update}`` (`show`).
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The laid-out components by name (`_layout`), ``session_token`` and ``tab`` (the
+        `gr.Tab`, whose opening loads the choices and the list of studies).
+    """
+
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
+
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
+        wire_events(self, EVENTS)
+
+    def show(self, **updates) -> dict:
+        """``{part: update}`` of the parts named (the others are left as they are)."""
+        return {self.parts[name]: update for name, update in updates.items()}
+
+    @role(*ALLOWED)
+    def choices(
+        self, db, actor, style: str, truth: str | None = None, sources: list[str] | None = None
+    ) -> dict:
+        """Ground truths and model outputs that a study in `style` can use, and a note saying
+        what is missing; what the person chose stays chosen while it is still offered (outputs:
+        while they are of two or more models, else one output per model is offered)."""
+        return self.show(**_offer(db, style, truth, sources))
+
+    @role(*ALLOWED)
+    def choices_on_open(self, db, actor, style: str, truth: str | None, sources: list[str] | None) -> dict:
+        """`choices` when the tab opens, first moving the style to one where two models have
+        outputs if `style` has fewer (the note says so)."""
+        shown = study.style_with_outputs(db, style)
+        offer = _offer(db, shown, truth, sources)
+        if shown != style:
+            note = offer["choices_note"]
+            offer["choices_note"] = (
+                f"Style: {STYLES[shown]}, where model outputs are (there are fewer in {STYLES[style]})."
+                + (f"  \n{note}" if note else "")
+            )
+        return self.show(style=gr.Radio(value=shown), **offer)
+
+    @role(*ALLOWED)
+    def create(
+        self,
+        db,
+        actor,
+        name: str,
+        truth: str,
+        style: str,
+        sources: list[str],
+        n_concepts: float,
+        votes: float,
+        rate: float,
+        trials: float,
+        seed: float,
+    ) -> dict:
+        """Store a draft study; returns the study list, its design and a message."""
+        study_id = study.create_study(
+            db,
+            name,
+            [ModelSource.from_key(key) for key in sources or []],
+            study.ground_truth_source(db, truth),
+            seed=whole_number(seed, "Seed"),
+            n_concepts=whole_number(n_concepts, "Concepts"),
+            style=style,
+            votes_per_pair=whole_number(votes, "Votes per pair"),
+            attention_rate=float(rate),
+            trials_per_participant=whole_number(trials, "Trials per participant"),
+            created_by=actor.pseudonym,
+        )
+        design = study.study_design(db, study_id)
+        notes = "".join(f"  \n⚠️ {escape(note)}" for note in study.design_notes(design))
+        return self.show(
+            studies=_study_rows(db),
+            design=design,
+            message=f"Draft study {study_id} stored: {design['pairs']} pairs and "
+            f"{design['attention_checks']} attention checks. Open it to start the trials.{notes}",
+        )
+
+    @role(*ALLOWED)
+    def list_studies(self, db, actor) -> dict:
+        """Every study with its progress."""
+        return self.show(studies=_study_rows(db))
+
+    @own_session
+    def list_on_sign_in(self, session_token: str) -> dict:
+        """The study list for a researcher or admin who just signed in; empty for anyone else."""
+        actor = current_actor(self.ctx, session_token)
+        if not visible_to(actor, ROLES):
+            return self.show(studies=[])
+        with self.ctx.db() as db:
+            return self.show(studies=_study_rows(db))
+
+    @role(*ALLOWED)
+    def design(self, db, actor, study_id: float) -> dict:
+        """The recorded design of a study."""
+        return self.show(design=study.study_design(db, whole_number(study_id, "Study id")))
+
+    @role(*ALLOWED)
+    def open_(self, db, actor, study_id: float) -> dict:
+        """Freeze a draft study and start handing out its pairs."""
+        design = study.open_study(db, whole_number(study_id, "Study id"), actor)
+        return self.show(
+            studies=_study_rows(db),
+            design=design,
+            message=f"Study {design['id']} is open; its design is frozen.",
+        )
+
+    @role(*ALLOWED)
+    def analyse(self, db, actor, study_id: float, exclude_flagged: bool, n_boot: float, seed: float) -> dict:
+        """Table 3, its figure, Bradley–Terry, flags, pair shares, and the CSV files."""
+        study_id = whole_number(study_id, "Study id")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
+        folder = self.ctx.config.data_dir / "exports" / f"study-{study_id}" / stamp
+        tables, paths = judging.analyse_study(
+            db,
+            study_id,
+            folder,
+            rng=np.random.default_rng(whole_number(seed, "Bootstrap seed")),
+            n_boot=whole_number(n_boot, "Bootstrap resamples"),
+            exclude_flagged=bool(exclude_flagged),
+        )
+        return self.show(
+            table3=tables["table3"].round(4),
+            figure=table3_figure(tables["validation"]),
+            bradley_terry=tables["bradley_terry"].round(4),
+            participants=tables["participants"],
+            pairs=tables["pairs"].round(4),
+            files=[str(p) for p in paths],
+        )
+
+
+def _layout() -> dict:
+    """The tab's components, by the names `EVENTS` and `StudyTab` use."""
     gr.Markdown(
         "## Set up a study\nThe choices load when the tab opens; press **Load choices** after "
         "runs or ground truths that finished since."
@@ -144,80 +328,42 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         pairs = gr.Dataframe(label="Vote shares per pair", interactive=False, elem_id="study_pairs")
     files = gr.File(label="CSV downloads", file_count="multiple", elem_id="study_files")
 
-    guard = handler(ctx, *ALLOWED)
-    session_token.change(_list_on_sign_in(ctx), session_token, studies, api_visibility="private")
-    # The choices are cheap (counted in SQL), so they load when the tab opens and follow the
-    # style; Load choices stays for runs that finish while the tab is open. Each keeps what the
-    # person chose while it is still offered; opening the tab also moves the style to one
-    # with outputs of two models when the chosen one has none.
-    choice_inputs = [session_token, style, truth, sources]
-    wire(
-        load.click,
-        guard(_choices),
-        choice_inputs,
-        [truth, sources, choices_note],
-        note=choices_note,
-        api_name="study_choices",
-    )
-    wire(style.input, guard(_choices), choice_inputs, [truth, sources, choices_note], note=choices_note)
-    wire(
-        tab.select,
-        guard(_choices_on_open),
-        choice_inputs,
-        [style, truth, sources, choices_note],
-        note=choices_note,
-    )
-    wire(
-        create.click,
-        guard(_create(ctx)),
-        [session_token, name, truth, style, sources, n_concepts, votes, rate, trials, seed],
-        [studies, design, message],
-        note=message,
-        api_name="study_create",
-    )
-    wire(
-        on_open(tab, refresh.click), guard(_list), session_token, studies, note=message, api_name="study_list"
-    )
-    wire(show.click, guard(_design), [session_token, study_id], design, note=message, api_name="study_design")
-    wire(
-        open_.click,
-        guard(_open),
-        [session_token, study_id],
-        [studies, design, message],
-        note=message,
-        api_name="study_open",
-    )
-    wire(
-        analyse.click,
-        guard(_analyse(ctx)),
-        [session_token, study_id, exclude, n_boot, boot_seed],
-        [table3, figure, bt, participants, pairs, files],
-        note=analyse_note,
-        api_name="study_analyse",
-    )
-    crowd_links.build(ctx, session_token, tab)
+    return {
+        "name": name,
+        "style": style,
+        "truth": truth,
+        "load": load,
+        "sources": sources,
+        "choices_note": choices_note,
+        "n_concepts": n_concepts,
+        "votes": votes,
+        "rate": rate,
+        "trials": trials,
+        "seed": seed,
+        "create": create,
+        "study_id": study_id,
+        "refresh": refresh,
+        "show": show,
+        "open": open_,
+        "message": message,
+        "studies": studies,
+        "design": design,
+        "exclude": exclude,
+        "n_boot": n_boot,
+        "boot_seed": boot_seed,
+        "analyse": analyse,
+        "analyse_note": analyse_note,
+        "table3": table3,
+        "figure": figure,
+        "bradley_terry": bt,
+        "participants": participants,
+        "pairs": pairs,
+        "files": files,
+    }
 
 
-def _choices(db, actor, style: str, truth: str | None = None, sources: list[str] | None = None) -> tuple:
-    """Ground truths and model outputs that a study in `style` can use, and a note saying
-    what is missing; what the person chose stays chosen while it is still offered (outputs:
-    while they are of two or more models, else one output per model is offered)."""
-    return _offer(db, style, truth, sources)
-
-
-def _choices_on_open(db, actor, style: str, truth: str | None, sources: list[str] | None) -> tuple:
-    """`_choices` when the tab opens, first moving the style to one where two models have
-    outputs if `style` has fewer (the note says so)."""
-    shown = study.style_with_outputs(db, style)
-    truth_update, sources_update, note = _offer(db, shown, truth, sources)
-    if shown != style:
-        note = f"Style: {STYLES[shown]}, where model outputs are (there are fewer in {STYLES[style]})." + (
-            f"  \n{note}" if note else ""
-        )
-    return gr.Radio(value=shown), truth_update, sources_update, note
-
-
-def _offer(db, style: str, truth: str | None, sources: list[str] | None) -> tuple:
+def _offer(db, style: str, truth: str | None, sources: list[str] | None) -> dict:
+    """The updates of `OFFER`, by name, for a study in `style` (`StudyTab.choices`)."""
     truths = human_sources(db)
     offered = study.available_sources(db, style)
     options = [(f"{s.model} · {s.run} · CFG {s.cfg:g} ({n} concepts)", s.key) for s, n in offered]
@@ -230,59 +376,19 @@ def _offer(db, style: str, truth: str | None, sources: list[str] | None) -> tupl
         choice = pick_source(db, human_rows.DESIGNERS, evaluated_concepts(db))
         truth = choice.source
         notes.append(choice.note)
-    return (
-        gr.Dropdown(choices=truths, value=truth),
-        gr.Dropdown(
+    return {
+        "truth": gr.Dropdown(choices=truths, value=truth),
+        "sources": gr.Dropdown(
             choices=options,
             value=kept or [s.key for s in study.default_sources(offered)],
             multiselect=True,
         ),
-        "  \n".join(escape(n) for n in notes if n),
-    )
+        "choices_note": "  \n".join(escape(n) for n in notes if n),
+    }
 
 
-def _create(ctx: AppContext):
-    def create(
-        db,
-        actor,
-        name: str,
-        truth: str,
-        style: str,
-        sources: list[str],
-        n_concepts: float,
-        votes: float,
-        rate: float,
-        trials: float,
-        seed: float,
-    ) -> tuple:
-        """Store a draft study; returns the study list, its design and a message."""
-        study_id = study.create_study(
-            db,
-            name,
-            [ModelSource.from_key(key) for key in sources or []],
-            study.ground_truth_source(db, truth),
-            seed=whole_number(seed, "Seed"),
-            n_concepts=whole_number(n_concepts, "Concepts"),
-            style=style,
-            votes_per_pair=whole_number(votes, "Votes per pair"),
-            attention_rate=float(rate),
-            trials_per_participant=whole_number(trials, "Trials per participant"),
-            created_by=actor.pseudonym,
-        )
-        design = study.study_design(db, study_id)
-        notes = "".join(f"  \n⚠️ {escape(note)}" for note in study.design_notes(design))
-        return (
-            _list(db, actor),
-            design,
-            f"Draft study {study_id} stored: {design['pairs']} pairs and {design['attention_checks']} "
-            f"attention checks. Open it to start the trials.{notes}",
-        )
-
-    return create
-
-
-def _list(db, actor) -> list[list]:
-    """Every study with its progress."""
+def _study_rows(db) -> list[list]:
+    """Every study with its progress, as the list of studies shows it (`STUDY_HEADERS`)."""
     return [
         [
             s["id"],
@@ -298,53 +404,3 @@ def _list(db, actor) -> list[list]:
         ]
         for s in study.list_studies(db)
     ]
-
-
-def _list_on_sign_in(ctx: AppContext):
-    @own_session
-    def list_on_sign_in(token: str) -> list[list]:
-        """The study list for a researcher or admin who just signed in; empty for anyone else."""
-        actor = current_actor(ctx, token)
-        if not visible_to(actor, ROLES):
-            return []
-        with ctx.db() as db:
-            return _list(db, actor)
-
-    return list_on_sign_in
-
-
-def _design(db, actor, study_id: float) -> dict:
-    """The recorded design of a study."""
-    return study.study_design(db, whole_number(study_id, "Study id"))
-
-
-def _open(db, actor, study_id: float) -> tuple:
-    """Freeze a draft study and start handing out its pairs."""
-    design = study.open_study(db, whole_number(study_id, "Study id"), actor)
-    return _list(db, actor), design, f"Study {design['id']} is open; its design is frozen."
-
-
-def _analyse(ctx: AppContext):
-    def analyse(db, actor, study_id: float, exclude_flagged: bool, n_boot: float, seed: float) -> tuple:
-        """Table 3, its figure, Bradley–Terry, flags, pair shares, and the CSV files."""
-        study_id = whole_number(study_id, "Study id")
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-        folder = ctx.config.data_dir / "exports" / f"study-{study_id}" / stamp
-        tables, paths = judging.analyse_study(
-            db,
-            study_id,
-            folder,
-            rng=np.random.default_rng(whole_number(seed, "Bootstrap seed")),
-            n_boot=whole_number(n_boot, "Bootstrap resamples"),
-            exclude_flagged=bool(exclude_flagged),
-        )
-        return (
-            tables["table3"].round(4),
-            table3_figure(tables["validation"]),
-            tables["bradley_terry"].round(4),
-            tables["participants"],
-            tables["pairs"].round(4),
-            [str(p) for p in paths],
-        )
-
-    return analyse

@@ -1,17 +1,20 @@
 """The Study tab against a real launched app: set-up, freeze, analysis, role checks."""
 
 import json
+import re
 from pathlib import Path
 
+import gradio as gr
 import numpy as np
 import pandas as pd
 import pytest
 from gradio_client.exceptions import AppError
 
 from annotation.errors import InvalidInput
-from annotation.people.accounts import Actor
+from annotation.people.accounts import Actor, create_annotators, login_with_invite
 from annotation.study import judging
 from annotation.study.design import DEFAULT_MODELS
+from app.common import AppContext
 from storage import ensure_schema, open_db
 from storage import human as human_rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -177,68 +180,88 @@ def test_study_and_participant_endpoints_refuse_other_roles_and_write_nothing(tm
 
 
 @pytest.fixture
-def prepared_db(tmp_path):
-    """The database of `_prepare`, open, without a server."""
+def study_tab(tmp_path):
+    """The Study tab (its parts laid out, no server) on the database of `_prepare`, and a
+    researcher's session token."""
+    from app.study import StudyTab, _layout
+
     config = make_config(tmp_path)
     _prepare(config)
-    db = open_db(config.db_path)
-    try:
-        yield db
-    finally:
-        db.close()
+    ctx = AppContext.prepare(config)
+    with ctx.db() as db:
+        [(_, invite)] = create_annotators(db, 1, "researcher")
+        token = login_with_invite(db, invite).token
+    with gr.Blocks():
+        parts = {"session_token": gr.Textbox(), **_layout()}
+    return StudyTab(ctx, parts), token
 
 
-RESEARCHER = Actor(None, "r", frozenset({"researcher"}))
+def _updates(tab, updates: dict, names: tuple[str, ...]) -> tuple:
+    """The updates of the parts `names`, in that order; they must be all `updates` holds."""
+    assert set(updates) == {tab.parts[name] for name in names}
+    return tuple(updates[tab.parts[name]] for name in names)
 
 
-def test_choices_offered_on_opening_keep_what_the_person_chose_while_it_is_offered(prepared_db):
-    from app import study as study_tab
+def _refusal(call, *args) -> gr.Error:
+    """What the tab shows when `call(*args)` is refused (the error behind it is its cause)."""
+    with pytest.raises(gr.Error) as raised:
+        call(*args)
+    return raised.value
 
-    db, researcher = prepared_db, RESEARCHER
-    truth, sources, _ = study_tab._choices(db, researcher, "clipart", None, None)
+
+def test_choices_offered_on_opening_keep_what_the_person_chose_while_it_is_offered(study_tab):
+    from app.study import OFFER
+
+    tab, token = study_tab
+    truth, sources, _ = _updates(tab, tab.choices(token, "clipart", None, None), OFFER)
     offered = [key for _, key in sources.choices]
     assert len(offered) == len(MODELS) and sources.value == offered[:DEFAULT_MODELS]
     assert truth.value == TRUTH  # the source that covers the evaluated concepts
     # Chosen before (the tab reopened, Load choices pressed): kept; one no longer offered
     # is dropped.
-    truth, sources, _ = study_tab._choices(
-        db, researcher, "clipart", "designers", [offered[2], offered[0], "gone · run · CFG 1"]
+    truth, sources, _ = _updates(
+        tab, tab.choices(token, "clipart", "designers", [offered[2], offered[0], "gone · run · CFG 1"]), OFFER
     )
     assert truth.value == "designers" and sources.value == [offered[2], offered[0]]
     # One output is no study: one per model is offered instead.
-    _, sources, _ = study_tab._choices(db, researcher, "clipart", "designers", [offered[2]])
+    _, sources, _ = _updates(tab, tab.choices(token, "clipart", "designers", [offered[2]]), OFFER)
     assert sources.value == offered[:DEFAULT_MODELS]
-    truth, _, _ = study_tab._choices(db, researcher, "clipart", "deleted-truth", [])
+    truth, _, _ = _updates(tab, tab.choices(token, "clipart", "deleted-truth", []), OFFER)
     assert truth.value == TRUTH
     # Opening the tab on a style without outputs moves to the one with them, and says so.
-    style, truth, sources, note = study_tab._choices_on_open(db, researcher, "natural", None, None)
+    on_open = ("style", *OFFER)
+    style, truth, sources, note = _updates(tab, tab.choices_on_open(token, "natural", None, None), on_open)
     assert style.value == "clipart" and sources.value == offered[:DEFAULT_MODELS]
     assert note.startswith(
         "Style: clip-art cartoon, where model outputs are (there are fewer in natural photo)."
     )
-    style, *_ = study_tab._choices_on_open(db, researcher, "clipart", TRUTH, offered[:2])
+    style, *_ = _updates(tab, tab.choices_on_open(token, "clipart", TRUTH, offered[:2]), on_open)
     assert style.value == "clipart"
-    _, _, note = study_tab._choices(db, researcher, "natural", TRUTH, [])
+    _, _, note = _updates(tab, tab.choices(token, "natural", TRUTH, []), OFFER)
     assert note == (
         "No model has natural photo outputs yet: run two models on the same concepts on the "
         "Evaluate tab first (offline: tiny-random and tiny-random-b)."
     )
 
 
-def test_a_one_model_study_and_a_small_design_are_explained_in_words(prepared_db):
-    from app import study as study_tab
+def test_a_one_model_study_and_a_small_design_are_explained_in_words(study_tab):
+    from app.study import LISTED, OFFER
 
-    db, researcher = prepared_db, RESEARCHER
-    create = study_tab._create(None)
-    _, sources, _ = study_tab._choices(db, researcher, "clipart", TRUTH, None)
-    with pytest.raises(InvalidInput, match=r"choose two or more, each from a different model"):
-        create(db, researcher, "s", TRUTH, "clipart", sources.value[:1], 4, 6, 0.1, 10, 0)
+    tab, token = study_tab
+    _, sources, _ = _updates(tab, tab.choices(token, "clipart", TRUTH, None), OFFER)
+    refused = _refusal(tab.create, token, "s", TRUTH, "clipart", sources.value[:1], 4, 6, 0.1, 10, 0)
+    assert isinstance(refused.__cause__, InvalidInput)
+    assert re.search(r"choose two or more, each from a different model", refused.message)
     # Fields are named by their labels on the form.
-    with pytest.raises(ValueError, match=r"^`Concepts` must be a whole number, got 2\.5$"):
-        create(db, researcher, "s", TRUTH, "clipart", sources.value[:2], 2.5, 6, 0.1, 10, 0)
-    with pytest.raises(ValueError, match=r"^`Trials per participant` must be a whole number, got nothing$"):
-        create(db, researcher, "s", TRUTH, "clipart", sources.value[:2], 4, 6, 0.1, None, 0)
-    _, _, message = create(db, researcher, "small", TRUTH, "clipart", sources.value[:2], 4, 6, 0.1, 10, 0)
+    refused = _refusal(tab.create, token, "s", TRUTH, "clipart", sources.value[:2], 2.5, 6, 0.1, 10, 0)
+    assert isinstance(refused.__cause__, ValueError)
+    assert re.fullmatch(r"`Concepts` must be a whole number, got 2\.5", refused.message)
+    refused = _refusal(tab.create, token, "s", TRUTH, "clipart", sources.value[:2], 4, 6, 0.1, None, 0)
+    assert isinstance(refused.__cause__, ValueError)
+    assert re.fullmatch(r"`Trials per participant` must be a whole number, got nothing", refused.message)
+    _, _, message = _updates(
+        tab, tab.create(token, "small", TRUTH, "clipart", sources.value[:2], 4, 6, 0.1, 10, 0), LISTED
+    )
     assert message == (
         "Draft study 1 stored: 4 pairs and 0 attention checks. Open it to start the trials.  \n"
         "⚠️ Each participant sees at most 4 trials, not the 10 asked for: 4 concepts × 2 models give 4 "
