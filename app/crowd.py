@@ -14,6 +14,10 @@ on the platform.
 Endpoints (researcher or admin): ``crowd_make_link``, ``crowd_links``, ``crowd_close_link``,
 ``crowd_payments``, ``crowd_download``, ``crowd_returned``. The Admin tab shows every link's
 live counts (`build_summary`, ``admin_crowd_counts``).
+
+The section is a `CrowdLinks` and the Admin tab's counts a `CrowdCounts`: their handlers are
+methods that name who may call them (`app.common.role`) and return ``{part: update}``;
+`EVENTS` and `SUMMARY_EVENTS` are their whole wiring.
 """
 
 from __future__ import annotations
@@ -25,17 +29,8 @@ import gradio as gr
 
 from annotation.errors import InvalidInput
 from annotation.study import crowd
-from app.common import (
-    AppContext,
-    empty_note,
-    escape,
-    handler,
-    id_field,
-    note_area,
-    on_open,
-    whole_number,
-    wire,
-)
+from app.common import AppContext, empty_note, escape, id_field, note_area, role, whole_number
+from app.tabs import On, wire_events
 from storage import utcnow
 
 ROLES = ("researcher", "admin")
@@ -45,7 +40,152 @@ LINK_HEADERS = ["id", "label", "study", "quota", "taken", "minutes", "ends", "cl
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the open-link section inside the current tab."""
-    guard = handler(ctx, *ROLES)
+    CrowdLinks(ctx, {"session_token": session_token, "tab": tab, **_layout()}).wire()
+
+
+_TOKEN = ("session_token",)
+FORM = ("study_id", "label", "quota", "minutes", "days", "completion", "screenout")
+FORM += ("failures", "per_address", "id_param", "return_url", "consent")
+"""The open-link form, in the order ``crowd_make_link`` takes it."""
+PAYMENTS = ("counts", "payments", "timer")
+"""A link's live counts, its payment table and their refresh (`CrowdLinks.payments`)."""
+
+EVENTS = (
+    On("make.click", "make_link", (*_TOKEN, *FORM), ("url", "links"), "make_note", "crowd_make_link"),
+    On(("tab.select",), "links", _TOKEN, ("links",), "links_note", "crowd_links"),
+    On("close.click", "close_link", (*_TOKEN, "link_id"), ("links",), "links_note", "crowd_close_link"),
+    On("show.click", "payments", (*_TOKEN, "link_id"), PAYMENTS, "pay_note", "crowd_payments"),
+    On("timer.tick", "payments", (*_TOKEN, "link_id"), PAYMENTS, "pay_note"),
+    On("download.click", "download", (*_TOKEN, "link_id", "bonus"), ("files",), "pay_note", "crowd_download"),
+    On(
+        "returned.click",
+        "returned",
+        (*_TOKEN, "link_id", "external_id"),
+        PAYMENTS,
+        "pay_note",
+        "crowd_returned",
+    ),
+)
+"""The section's wiring, in the order Gradio registers it (`CrowdLinks.wire`)."""
+
+
+class CrowdLinks:
+    """The open-link section of one app's Study tab: its parts by name, and the handlers
+    `EVENTS` wires.
+
+    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
+    ``(session_token, *inputs)``; each returns ``{part: update}``.
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The laid-out components by name (`_layout`), ``session_token`` and ``tab`` (the
+        Study tab, whose opening loads the list of links).
+    """
+
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
+
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
+        wire_events(self, EVENTS)
+
+    def show(self, **updates) -> dict:
+        """``{part: update}`` of the parts named (the others are left as they are)."""
+        return {self.parts[name]: update for name, update in updates.items()}
+
+    @role(*ROLES)
+    def make_link(
+        self,
+        db,
+        actor,
+        study_id,
+        label: str,
+        quota,
+        minutes,
+        days,
+        completion: str,
+        screenout: str,
+        max_failed,
+        per_address,
+        id_param: str,
+        return_url: str,
+        consent: str = "",
+    ) -> dict:
+        """Make an open link; returns the link (shown once) and the list of links.
+        ``consent`` is the consent text (plain; "" for the default)."""
+        days = _finite(days, "days open")
+        if not 0 < days <= 3650:
+            raise InvalidInput(f"`days open` must be in (0, 3650], got {days}")
+        _, token = crowd.create_link(
+            db,
+            whole_number(study_id, "Study id"),
+            actor,
+            quota=whole_number(quota, "quota"),
+            minutes=_finite(minutes, "minutes per person"),
+            ends=utcnow() + dt.timedelta(days=days),
+            completion_code=(completion or "").strip(),
+            screenout_code=(screenout or "").strip(),
+            id_param=(id_param or "").strip(),
+            return_url=(return_url or "").strip(),
+            max_failed_checks=whole_number(max_failed, "max_failed_checks"),
+            joins_per_address=whole_number(per_address, "joins_per_address"),
+            label=label or "",
+            consent_text=consent or "",
+        )
+        url = crowd.link_url(self.ctx.config.public_url, token, (id_param or "").strip())
+        return self.show(url=url, links=_link_rows(db))
+
+    @role(*ROLES)
+    def links(self, db, actor) -> dict:
+        """Every open link, newest first."""
+        return self.show(links=_link_rows(db))
+
+    @role(*ROLES)
+    def close_link(self, db, actor, link_id) -> dict:
+        """Close a link: nobody new joins; people in it may finish."""
+        crowd.close_link(db, whole_number(link_id, "Link id"), actor)
+        return self.show(links=_link_rows(db))
+
+    @role(*ROLES)
+    def payments(self, db, actor, link_id) -> dict:
+        """The live counts and payment table of a link; keeps the refresh running."""
+        return self._payments(db, link_id)
+
+    @role(*ROLES)
+    def returned(self, db, actor, link_id, external_id: str) -> dict:
+        """Mark that an external id returned the study on the platform."""
+        crowd.mark_returned(db, whole_number(link_id, "Link id"), (external_id or "").strip(), actor)
+        return self._payments(db, link_id)
+
+    @role(*ROLES)
+    def download(self, db, actor, link_id, bonus) -> dict:
+        """payments.csv, approve.txt (ids to approve) and, with a bonus, bonus.csv."""
+        link_id = whole_number(link_id, "Link id")
+        per_trial = _finite(bonus, "Bonus per trial")
+        table = crowd.payment_rows(db, link_id)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
+        folder = self.ctx.config.data_dir / "exports" / f"crowd-{link_id}" / stamp
+        folder.mkdir(parents=True, exist_ok=True)
+        texts = {"payments.csv": crowd.payment_csv(table), "approve.txt": crowd.approval_ids(table)}
+        if per_trial:
+            texts["bonus.csv"] = crowd.bonus_csv(table, per_trial)
+        for name, text in texts.items():
+            (folder / name).write_text(text, encoding="utf-8", newline="")
+        return self.show(files=[str(folder / name) for name in texts])
+
+    def _payments(self, db, link_id) -> dict:
+        """The updates of `PAYMENTS` for link `link_id` (checked here)."""
+        link_id = whole_number(link_id, "Link id")
+        table = crowd.payment_rows(db, link_id)
+        return self.show(
+            counts=_counts_text(crowd.live_counts(db, link_id)), payments=table, timer=gr.Timer(active=True)
+        )
+
+
+def _layout() -> dict:
+    """The section's components, by the names `EVENTS` and `CrowdLinks` use."""
     gr.Markdown(
         "## Open study links (Prolific and other crowd platforms)\nAnyone who opens the link gets a "
         "fresh participant account for the open study; see docs/crowd.md. Codes: 1-40 letters, digits, "
@@ -100,54 +240,54 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     pay_note = note_area("crowd_pay_note")
     files = gr.File(label="Payment files", file_count="multiple", elem_id="crowd_files")
 
-    form = [session_token, study_id, label, quota, minutes, days, completion, screenout]
-    form += [failures, per_address, id_param, return_url, consent]
-    wire(make.click, guard(_make(ctx)), form, [url, links], note=make_note, api_name="crowd_make_link")
-    wire(on_open(tab), guard(_links), session_token, links, note=links_note, api_name="crowd_links")
-    wire(
-        close.click,
-        guard(_close),
-        [session_token, link_id],
-        links,
-        note=links_note,
-        api_name="crowd_close_link",
-    )
-    wire(
-        show.click,
-        guard(_payments),
-        [session_token, link_id],
-        [counts, payments, timer],
-        note=pay_note,
-        api_name="crowd_payments",
-    )
-    wire(timer.tick, guard(_payments), [session_token, link_id], [counts, payments, timer], note=pay_note)
-    wire(
-        download.click,
-        guard(_download(ctx)),
-        [session_token, link_id, bonus],
-        files,
-        note=pay_note,
-        api_name="crowd_download",
-    )
-    wire(
-        returned.click,
-        guard(_returned),
-        [session_token, link_id, external_id],
-        [counts, payments, timer],
-        note=pay_note,
-        api_name="crowd_returned",
-    )
+    return {
+        "study_id": study_id,
+        "label": label,
+        "quota": quota,
+        "minutes": minutes,
+        "days": days,
+        "completion": completion,
+        "screenout": screenout,
+        "failures": failures,
+        "per_address": per_address,
+        "id_param": id_param,
+        "return_url": return_url,
+        "consent": consent,
+        "make": make,
+        "make_note": make_note,
+        "url": url,
+        "link_id": link_id,
+        "close": close,
+        "show": show,
+        "links_note": links_note,
+        "links": links,
+        "counts": counts,
+        "payments": payments,
+        "timer": timer,
+        "bonus": bonus,
+        "download": download,
+        "external_id": external_id,
+        "returned": returned,
+        "pay_note": pay_note,
+        "files": files,
+    }
 
 
 SUMMARY_HEADERS = ["id", "label", "study", "quota", "started", *crowd.STATUSES]
 SUMMARY_HEADERS += ["places_left", "median_minutes", "attention_failure_rate"]
 
 
+SUMMARY_EVENTS = (
+    On(("tab.select",), "summary", _TOKEN, ("table", "timer"), "note", "admin_crowd_counts"),
+    On("timer.tick", "summary", _TOKEN, ("table", "timer"), "note"),
+)
+"""The Admin tab's crowd counts' wiring, in the order Gradio registers it (`CrowdCounts.wire`)."""
+
+
 def build_summary(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """The Admin tab's live counts of every open link: they load when the tab opens and
     then refresh by themselves every `REFRESH_S` seconds. Endpoint (admin):
     ``admin_crowd_counts``."""
-    guard = handler(ctx, "admin")
     gr.Markdown(
         "## Crowd studies\nLive counts of every open study link, refreshed every "
         f"{REFRESH_S:.0f} s. Links, the payment table and its CSV are on the Study tab, under "
@@ -157,107 +297,43 @@ def build_summary(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> No
     with empty_note("No open study link yet: make one on the Study tab.", "admin_crowd_empty"):
         table = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, elem_id="admin_crowd")
     timer = gr.Timer(REFRESH_S, active=False)
-    wire(
-        on_open(tab), guard(_summary), session_token, [table, timer], note=note, api_name="admin_crowd_counts"
-    )
-    wire(timer.tick, guard(_summary), session_token, [table, timer], note=note)
+    parts = {"session_token": session_token, "tab": tab, "note": note, "table": table, "timer": timer}
+    CrowdCounts(ctx, parts).wire()
 
 
-def _summary(db, actor) -> tuple:
-    """Every link's live counts (`annotation.study.crowd.live_counts`), newest first."""
-    rows = []
-    for link in crowd.list_links(db):
-        counts = crowd.live_counts(db, link["id"])
-        rate = counts["attention_failure_rate"]
-        counts["attention_failure_rate"] = None if rate is None else round(rate, 3)
-        rows.append([link[h] for h in SUMMARY_HEADERS[:4]] + [counts[h] for h in SUMMARY_HEADERS[4:]])
-    return rows, gr.Timer(active=True)
+class CrowdCounts:
+    """The Admin tab's live counts of every open link (`build_summary`), and the handler
+    `SUMMARY_EVENTS` wires.
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        ``session_token``, ``tab`` (the Admin tab), ``note``, ``table`` and ``timer``.
+    """
+
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
+
+    def wire(self) -> None:
+        """Register `SUMMARY_EVENTS` with Gradio (inside the Blocks that hold the parts)."""
+        wire_events(self, SUMMARY_EVENTS)
+
+    @role("admin")
+    def summary(self, db, actor) -> dict:
+        """Every link's live counts (`annotation.study.crowd.live_counts`), newest first."""
+        rows = []
+        for link in crowd.list_links(db):
+            counts = crowd.live_counts(db, link["id"])
+            rate = counts["attention_failure_rate"]
+            counts["attention_failure_rate"] = None if rate is None else round(rate, 3)
+            rows.append([link[h] for h in SUMMARY_HEADERS[:4]] + [counts[h] for h in SUMMARY_HEADERS[4:]])
+        return {self.parts["table"]: rows, self.parts["timer"]: gr.Timer(active=True)}
 
 
-def _make(ctx: AppContext):
-    def make_link(
-        db,
-        actor,
-        study_id,
-        label: str,
-        quota,
-        minutes,
-        days,
-        completion: str,
-        screenout: str,
-        max_failed,
-        per_address,
-        id_param: str,
-        return_url: str,
-        consent: str = "",
-    ) -> tuple:
-        """Make an open link; returns the link (shown once) and the list of links.
-        ``consent`` is the consent text (plain; "" for the default)."""
-        days = _finite(days, "days open")
-        if not 0 < days <= 3650:
-            raise InvalidInput(f"`days open` must be in (0, 3650], got {days}")
-        _, token = crowd.create_link(
-            db,
-            whole_number(study_id, "Study id"),
-            actor,
-            quota=whole_number(quota, "quota"),
-            minutes=_finite(minutes, "minutes per person"),
-            ends=utcnow() + dt.timedelta(days=days),
-            completion_code=(completion or "").strip(),
-            screenout_code=(screenout or "").strip(),
-            id_param=(id_param or "").strip(),
-            return_url=(return_url or "").strip(),
-            max_failed_checks=whole_number(max_failed, "max_failed_checks"),
-            joins_per_address=whole_number(per_address, "joins_per_address"),
-            label=label or "",
-            consent_text=consent or "",
-        )
-        return crowd.link_url(ctx.config.public_url, token, (id_param or "").strip()), _links(db, actor)
-
-    return make_link
-
-
-def _links(db, actor) -> list[list]:
-    """Every open link, newest first."""
+def _link_rows(db) -> list[list]:
+    """Every open link, newest first, as the list of links shows it (`LINK_HEADERS`)."""
     return [[row[h] for h in LINK_HEADERS] for row in crowd.list_links(db)]
-
-
-def _close(db, actor, link_id) -> list[list]:
-    """Close a link: nobody new joins; people in it may finish."""
-    crowd.close_link(db, whole_number(link_id, "Link id"), actor)
-    return _links(db, actor)
-
-
-def _payments(db, actor, link_id) -> tuple:
-    """The live counts and payment table of a link; keeps the refresh running."""
-    link_id = whole_number(link_id, "Link id")
-    table = crowd.payment_rows(db, link_id)
-    return _counts_text(crowd.live_counts(db, link_id)), table, gr.Timer(active=True)
-
-
-def _returned(db, actor, link_id, external_id: str) -> tuple:
-    """Mark that an external id returned the study on the platform."""
-    crowd.mark_returned(db, whole_number(link_id, "Link id"), (external_id or "").strip(), actor)
-    return _payments(db, actor, link_id)
-
-
-def _download(ctx: AppContext):
-    def download(db, actor, link_id, bonus) -> list[str]:
-        """payments.csv, approve.txt (ids to approve) and, with a bonus, bonus.csv."""
-        link_id = whole_number(link_id, "Link id")
-        per_trial = _finite(bonus, "Bonus per trial")
-        table = crowd.payment_rows(db, link_id)
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-        folder = ctx.config.data_dir / "exports" / f"crowd-{link_id}" / stamp
-        folder.mkdir(parents=True, exist_ok=True)
-        texts = {"payments.csv": crowd.payment_csv(table), "approve.txt": crowd.approval_ids(table)}
-        if per_trial:
-            texts["bonus.csv"] = crowd.bonus_csv(table, per_trial)
-        for name, text in texts.items():
-            (folder / name).write_text(text, encoding="utf-8", newline="")
-        return [str(folder / name) for name in texts]
-
-    return download
 
 
 def _counts_text(counts: dict) -> str:
