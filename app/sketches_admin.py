@@ -8,9 +8,12 @@ one designers color; (4) where a text-to-image model of ``evaluation/models.toml
 loaded, five candidates from the paper's sketch prompt (Appendix B.2), of which the line
 art ones are stored for (3).
 
-Endpoints (admin only): ``sketches_missing``, ``sketches_import(files, concept, select)``,
-``sketches_list(concept)``, ``sketches_select(sketch_id, why)`` and
-``sketches_generate(model, concept)``.
+Endpoints (admin only): ``sketches_missing``, ``sketches_import(files, base, select)``,
+``sketches_list(base)``, ``sketches_select(sketch_id, why)`` and
+``sketches_generate(model, base)`` (``base``: a base concept).
+
+The tab is a `SketchesTab` (the shape of `app.tabs`): its handlers are methods marked
+`app.common.role` (the admin alone) that return ``{part: update}``; `EVENTS` is its wiring.
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ from __future__ import annotations
 import json
 
 import gradio as gr
-import numpy as np
 
 from annotation.files import resolve
 from annotation.sketches import library as sketch_store
-from app.common import AppContext, handler, id_field, note_area, uploaded, whole_number, wire
+from app.common import AppContext, id_field, note_area, role, uploaded, whole_number
+from app.tabs import On, wire_events
 
 NAME = "sketches"
 TITLE = "Sketches"
@@ -35,7 +38,6 @@ _FROM_NAMES = "(from the file names)"
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Sketches tab inside the current `gr.Tab`."""
-    admin = handler(ctx, *ROLES)
     with ctx.db() as db:
         bases = sketch_store.base_concepts(db)
     parts = {
@@ -43,47 +45,170 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         **_import_section(bases),
         **_browse_section(bases),
         **_generate_section(bases),
+        # The two notes sit under the last section, where they have always been.
+        "import_note": note_area("sketches_import_note"),
+        "generate_note": note_area("sketches_generate_note"),
     }
-    wire(
-        parts["refresh"].click,
-        admin(_missing),
-        session_token,
-        [parts["coverage"], parts["missing"]],
-        note=parts["coverage"],
-        api_name="sketches_missing",
-    )
-    wire(
-        parts["import"].click,
-        admin(_import(ctx)),
-        [session_token, parts["files"], parts["import_base"], parts["select"]],
-        parts["results"],
-        note=note_area("sketches_import_note"),
-        api_name="sketches_import",
-    )
-    wire(
-        parts["show"].click,
-        admin(_list(ctx)),
-        [session_token, parts["base"]],
-        [parts["gallery"], parts["table"]],
-        note=parts["message"],
-        api_name="sketches_list",
-    )
-    wire(
-        parts["use"].click,
-        admin(_select),
-        [session_token, parts["sketch_id"], parts["why"]],
-        parts["message"],
-        note=parts["message"],
-        api_name="sketches_select",
-    )
-    wire(
-        parts["generate"].click,
-        admin(_generate(ctx)),
-        [session_token, parts["model"], parts["generate_base"]],
-        parts["candidates"],
-        note=note_area("sketches_generate_note"),
-        api_name="sketches_generate",
-    )
+    SketchesTab(ctx, {"session_token": session_token, **parts}).wire()
+
+
+_TOKEN = ("session_token",)
+EVENTS = (
+    On("refresh.click", "missing", _TOKEN, ("coverage", "missing"), "coverage", "sketches_missing"),
+    On(
+        "import.click",
+        "import_files",
+        (*_TOKEN, "files", "import_base", "select"),
+        ("results",),
+        "import_note",
+        "sketches_import",
+    ),
+    On("show.click", "list_sketches", (*_TOKEN, "base"), ("gallery", "table"), "message", "sketches_list"),
+    On("use.click", "select", (*_TOKEN, "sketch_id", "why"), ("message",), "message", "sketches_select"),
+    On(
+        "generate.click",
+        "generate",
+        (*_TOKEN, "model", "generate_base"),
+        ("candidates",),
+        "generate_note",
+        "sketches_generate",
+    ),
+)
+"""The tab's wiring, in the order Gradio registers it (`SketchesTab.wire`)."""
+
+
+class SketchesTab:
+    """The Sketches tab of one app: its parts by name, and the handlers `EVENTS` wires.
+
+    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
+    ``(session_token, *inputs)``; each returns ``{part: update}`` with every output of its
+    event.
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The laid-out components by name (the ``_*_section`` functions, the two notes) and
+        ``session_token``.
+    """
+
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
+
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
+        wire_events(self, EVENTS)
+
+    def _updates(self, **values) -> dict:
+        """``{part: update}`` from the parts' names."""
+        return {self.parts[name]: value for name, value in values.items()}
+
+    @role(*ROLES)
+    def missing(self, db, actor) -> dict:
+        """How many base concepts have a sketch, and those that lack one."""
+        missing = sketch_store.bases_without_sketch(db)
+        total = len(sketch_store.base_concepts(db))
+        return self._updates(
+            coverage=f"**{total - len(missing)} of {total}** base concepts have a sketch.",
+            missing=[[r["base"], r["category"]] for r in missing],
+        )
+
+    @role(*ROLES)
+    def import_files(self, db, actor, files: list | None, base: str, select: bool) -> dict:
+        """Vet, normalise and store uploaded sketch files; one result row per file."""
+        if not files:
+            raise ValueError("`files` is empty: choose one or more PNG, JPEG, WebP or SVG files")
+        paths = [uploaded(f if isinstance(f, str) else f.name, "files") for f in files]
+        target = None if base in (None, "", _FROM_NAMES) else base
+        config = self.ctx.config
+        results = sketch_store.import_sketches(
+            db,
+            config.data_dir,
+            paths,
+            base=target,
+            select=bool(select),
+            actor=actor.pseudonym,
+            max_pixels=config.max_upload_pixels,
+            max_bytes=config.max_upload_bytes,
+        )
+        return self._updates(
+            results=[
+                [
+                    r.name,
+                    r.base or "",
+                    f"imported as sketch {r.sketch_id}" if r.ok else f"refused: {r.reason}",
+                ]
+                for r in results
+            ]
+        )
+
+    @role(*ROLES)
+    def list_sketches(self, db, actor, base: str) -> dict:
+        """A base concept's sketches: images and a table."""
+        if not base:
+            raise ValueError("`concept` is empty: pick a base concept")
+        rows = sketch_store.sketches_of(db, base)
+        gallery = [
+            (
+                str(resolve(self.ctx.config.data_dir, r["path"])),
+                f"#{r['id']} {r['source']}{' · selected' if r['selected'] else ''}",
+            )
+            for r in rows
+        ]
+        table = [
+            [
+                str(r["id"]),
+                r["source"],
+                "yes" if r["selected"] else "",
+                f"{r['width']}x{r['height']}",
+                r["created"][:16].replace("T", " "),
+                ", ".join(f"{k}: {v}" for k, v in json.loads(r["meta"]).items()),
+            ]
+            for r in rows
+        ]
+        return self._updates(gallery=gallery, table=table)
+
+    @role(*ROLES)
+    def select(self, db, actor, sketch_id: str, why: str) -> dict:
+        """Make a sketch its base concept's sketch for new tasks."""
+        sketch_id = whole_number(sketch_id, "sketch id")
+        sketch_store.select_sketch(db, sketch_id, actor=actor.pseudonym, why=why or "")
+        row = sketch_store.get_sketch(db, sketch_id)
+        return self._updates(message=f"Sketch {row['id']} is now the sketch of **{row['base']}**.")
+
+    @role(*ROLES)
+    def generate(self, db, actor, model: str, base: str) -> dict:
+        """Generate five candidates for a base concept with a registry model."""
+        from evaluation.models.registry import get_model, load_pipeline
+
+        if not model or not base:
+            raise ValueError("pick a model and a base concept first")
+        spec = get_model(model)
+        # The paper gives no guidance scale for sketches: the middle of the model's sweep.
+        pipeline = load_pipeline(spec, device=_device())
+        candidates = sketch_store.generate_candidates(
+            db,
+            self.ctx.config.data_dir,
+            base,
+            pipeline,
+            self.ctx.rng,
+            guidance_scale=spec.cfg_scales[len(spec.cfg_scales) // 2],
+            steps=spec.steps,
+            resolution=spec.resolution,
+            guidance_param=spec.guidance_param,
+            model=spec.key,
+            call_kwargs=dict(spec.call_kwargs),
+            actor=actor.pseudonym,
+        )
+        return self._updates(
+            candidates=[
+                (
+                    c.image,
+                    f"stored as sketch {c.sketch_id}" if c.sketch_id is not None else f"refused: {c.reason}",
+                )
+                for c in candidates
+            ]
+        )
 
 
 def _coverage_section() -> dict:
@@ -194,111 +319,6 @@ def _models() -> list[tuple[str, str]]:
     except ModuleNotFoundError:
         return []
     return [(f"{spec.name} ({key})", key) for key, spec in load_registry().items()]
-
-
-def _missing(db, actor) -> tuple[str, list[list]]:
-    """How many base concepts have a sketch, and those that lack one."""
-    missing = sketch_store.bases_without_sketch(db)
-    total = len(sketch_store.base_concepts(db))
-    summary = f"**{total - len(missing)} of {total}** base concepts have a sketch."
-    return summary, [[r["base"], r["category"]] for r in missing]
-
-
-def _import(ctx: AppContext):
-    def import_files(db, actor, files: list | None, base: str, select: bool) -> list[list]:
-        """Vet, normalise and store uploaded sketch files; one result row per file."""
-        if not files:
-            raise ValueError("`files` is empty: choose one or more PNG, JPEG, WebP or SVG files")
-        paths = [uploaded(f if isinstance(f, str) else f.name, "files") for f in files]
-        target = None if base in (None, "", _FROM_NAMES) else base
-        results = sketch_store.import_sketches(
-            db,
-            ctx.config.data_dir,
-            paths,
-            base=target,
-            select=bool(select),
-            actor=actor.pseudonym,
-            max_pixels=ctx.config.max_upload_pixels,
-            max_bytes=ctx.config.max_upload_bytes,
-        )
-        return [
-            [r.name, r.base or "", f"imported as sketch {r.sketch_id}" if r.ok else f"refused: {r.reason}"]
-            for r in results
-        ]
-
-    return import_files
-
-
-def _list(ctx: AppContext):
-    def list_sketches(db, actor, base: str) -> tuple[list[tuple[str, str]], list[list]]:
-        """A base concept's sketches: images and a table."""
-        if not base:
-            raise ValueError("`concept` is empty: pick a base concept")
-        rows = sketch_store.sketches_of(db, base)
-        gallery = [
-            (
-                str(resolve(ctx.config.data_dir, r["path"])),
-                f"#{r['id']} {r['source']}{' · selected' if r['selected'] else ''}",
-            )
-            for r in rows
-        ]
-        table = [
-            [
-                str(r["id"]),
-                r["source"],
-                "yes" if r["selected"] else "",
-                f"{r['width']}x{r['height']}",
-                r["created"][:16].replace("T", " "),
-                ", ".join(f"{k}: {v}" for k, v in json.loads(r["meta"]).items()),
-            ]
-            for r in rows
-        ]
-        return gallery, table
-
-    return list_sketches
-
-
-def _select(db, actor, sketch_id: str, why: str) -> str:
-    """Make a sketch its base concept's sketch for new tasks."""
-    sketch_id = whole_number(sketch_id, "sketch id")
-    sketch_store.select_sketch(db, sketch_id, actor=actor.pseudonym, why=why or "")
-    row = sketch_store.get_sketch(db, sketch_id)
-    return f"Sketch {row['id']} is now the sketch of **{row['base']}**."
-
-
-def _generate(ctx: AppContext):
-    def generate(db, actor, model: str, base: str) -> list[tuple[np.ndarray, str]]:
-        """Generate five candidates for a base concept with a registry model."""
-        from evaluation.models.registry import get_model, load_pipeline
-
-        if not model or not base:
-            raise ValueError("pick a model and a base concept first")
-        spec = get_model(model)
-        # The paper gives no guidance scale for sketches: the middle of the model's sweep.
-        pipeline = load_pipeline(spec, device=_device())
-        candidates = sketch_store.generate_candidates(
-            db,
-            ctx.config.data_dir,
-            base,
-            pipeline,
-            ctx.rng,
-            guidance_scale=spec.cfg_scales[len(spec.cfg_scales) // 2],
-            steps=spec.steps,
-            resolution=spec.resolution,
-            guidance_param=spec.guidance_param,
-            model=spec.key,
-            call_kwargs=dict(spec.call_kwargs),
-            actor=actor.pseudonym,
-        )
-        return [
-            (
-                c.image,
-                f"stored as sketch {c.sketch_id}" if c.sketch_id is not None else f"refused: {c.reason}",
-            )
-            for c in candidates
-        ]
-
-    return generate
 
 
 def _device() -> str:
