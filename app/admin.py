@@ -205,8 +205,8 @@ class AdminTab:
             api_name="admin_new_invite",
         )
         # An endpoint for API clients alone, not a twin of a page event: it starts an export
-        # and answers with the zip (`On("api", ...)` would describe its answer as a string,
-        # not as the file it is).
+        # and answers with the zip. `On("api", ...)` (`gradio.api`) would describe it from
+        # the method's type hints instead of its components, changing its API description.
         gr.Button(visible=False, elem_id="api_admin_export").click(
             self.export, parts["session_token"], parts["export_file"], api_name="admin_export"
         )
