@@ -275,102 +275,68 @@ class ExplicitTab:
 
 def _layout() -> dict:
     """The tab's components, by the names `EVENTS` and `ExplicitTab.show` use."""
+    parts = {}
     with gr.Row():
-        run = gr.Dropdown([], label="Explicit run", allow_custom_value=True, elem_id="explicit_run")
-        scoring = gr.Radio(
+        parts["run"] = gr.Dropdown([], label="Explicit run", allow_custom_value=True, elem_id="explicit_run")
+        parts["scoring"] = gr.Radio(
             list(SCORINGS),
             value=DEFAULT_SCORING,
             label="Rule set",
             info="Every table below uses this one; the note above them says what it is.",
             elem_id="explicit_scoring",
         )
-        system = gr.Dropdown(
+        parts["system"] = gr.Dropdown(
             ["", *SYSTEMS],
             value="",
             label="Confusion: color system (empty: the first scored)",
             elem_id="explicit_confusion_system",
         )
     with gr.Row():
-        show = gr.Button("Show", variant="primary", elem_id="explicit_show")
-        export = gr.Button("Export every table (CSV, HTML) and figure (HTML)", elem_id="explicit_export")
-    note = gr.Markdown(EMPTY_RUNS, elem_id="explicit_note")
-    report = _report_section()
-    files = gr.File(
-        label="Exports", file_count="multiple", interactive=False, height=140, elem_id="explicit_files"
-    )
-    browser = _browser_section()
-    with gr.Accordion("Does the ranking of models survive the rule set?", open=False):
-        robust = gr.Button("Compare the rule sets", elem_id="explicit_robustness")
-        robust_note = gr.Markdown(elem_id="explicit_robust_note")
-        with empty_note("Nothing yet: press *Compare the rule sets*.", "explicit_robust_table_empty"):
-            robust_table = gr.Dataframe(interactive=False, elem_id="explicit_robust_table")
-    return {
-        "run": run,
-        "scoring": scoring,
-        "system": system,
-        "show": show,
-        "export": export,
-        "note": note,
-        **report,
-        "files": files,
-        **browser,
-        "robust": robust,
-        "robust_note": robust_note,
-        "robust_table": robust_table,
-    }
-
-
-def _report_section() -> dict:
-    """The report's parts (`REPORT`) by name."""
+        parts["show"] = gr.Button("Show", variant="primary", elem_id="explicit_show")
+        parts["export"] = gr.Button(
+            "Export every table (CSV, HTML) and figure (HTML)", elem_id="explicit_export"
+        )
+    parts["note"] = gr.Markdown(EMPTY_RUNS, elem_id="explicit_note")
+    # The report (`REPORT`).
     gr.Markdown("### Table 4: accuracy (%) per color system and task")
-    table4 = gr.Dataframe(interactive=False, visible=False, elem_id="explicit_table4")
-    coverage = gr.Dataframe(
+    parts["table4"] = gr.Dataframe(interactive=False, visible=False, elem_id="explicit_table4")
+    parts["coverage"] = gr.Dataframe(
         label="Images scored (the others failed presence or masking: counted, not scored)",
         interactive=False,
         visible=False,
         elem_id="explicit_coverage",
     )
-    category = gr.Plot(
+    parts["category"] = gr.Plot(
         label="Figure 2: accuracy per object category", visible=False, elem_id="explicit_category"
     )
     with gr.Row():
-        basic = gr.Plot(
+        parts["basic"] = gr.Plot(
             label="Figure 5 (left): basic vs intermediate", visible=False, elem_id="explicit_basic"
         )
-        modifier = gr.Plot(
+        parts["modifier"] = gr.Plot(
             label="Figure 5 (right): light, dark, -ish", visible=False, elem_id="explicit_modifier"
         )
-    groups_note = gr.Markdown(elem_id="explicit_groups_note")
+    parts["groups_note"] = gr.Markdown(elem_id="explicit_groups_note")
     gr.Markdown("### Figure 3: top-10 dominant colors per category (named in ISCC-NBS L2)")
-    bias_model = gr.Dropdown([], label="Model", allow_custom_value=True, elem_id="explicit_bias_model")
-    bias = gr.Plot(visible=False, elem_id="explicit_bias")
+    parts["bias_model"] = gr.Dropdown(
+        [], label="Model", allow_custom_value=True, elem_id="explicit_bias_model"
+    )
+    parts["bias"] = gr.Plot(visible=False, elem_id="explicit_bias")
     gr.Markdown("### Asked for X, got Y (colors named: ISCC-NBS level 3, basic term)")
-    confusion = gr.Plot(visible=False, elem_id="explicit_confusion")
-    pairs = gr.Dataframe(
+    parts["confusion"] = gr.Plot(visible=False, elem_id="explicit_confusion")
+    parts["pairs"] = gr.Dataframe(
         label="Most frequent (asked for, got) pairs",
         interactive=False,
         visible=False,
         elem_id="explicit_pairs",
     )
-    return {
-        "table4": table4,
-        "coverage": coverage,
-        "category": category,
-        "basic": basic,
-        "modifier": modifier,
-        "groups_note": groups_note,
-        "bias_model": bias_model,
-        "bias": bias,
-        "confusion": confusion,
-        "pairs": pairs,
-    }
-
-
-def _browser_section() -> dict:
-    """The per-prompt browser's parts by name: the picker, its button and `BROWSER`."""
+    parts["files"] = gr.File(
+        label="Exports", file_count="multiple", interactive=False, height=140, elem_id="explicit_files"
+    )
+    # The per-prompt browser: the picker, its button and `BROWSER`.
     gr.Markdown("### Per-prompt browser")
     with gr.Row():
-        prompt = gr.Dropdown(
+        parts["prompt"] = gr.Dropdown(
             [],
             label="Prompt (type to search its text; correct / scored images)",
             allow_custom_value=True,
@@ -378,30 +344,28 @@ def _browser_section() -> dict:
             elem_id="explicit_prompt",
             scale=3,
         )
-        open_prompt = gr.Button("Show prompt", elem_id="explicit_open_prompt")
-    prompt_note = note_area("explicit_prompt_note")
-    gallery = gr.Gallery(
+        parts["open_prompt"] = gr.Button("Show prompt", elem_id="explicit_open_prompt")
+    parts["prompt_note"] = note_area("explicit_prompt_note")
+    parts["gallery"] = gr.Gallery(
         label="Images with each object's mask outlined (magenta)",
         columns=4,
         height="fit-content",
         visible=False,
         elem_id="explicit_gallery",
     )
-    swatches = gr.HTML(elem_id="explicit_swatches")
-    metrics = gr.Dataframe(
+    parts["swatches"] = gr.HTML(elem_id="explicit_swatches")
+    parts["metrics"] = gr.Dataframe(
         label="Metrics and verdicts (minimum over the candidate set)",
         interactive=False,
         visible=False,
         elem_id="explicit_metrics",
     )
-    return {
-        "prompt": prompt,
-        "open_prompt": open_prompt,
-        "prompt_note": prompt_note,
-        "gallery": gallery,
-        "swatches": swatches,
-        "metrics": metrics,
-    }
+    with gr.Accordion("Does the ranking of models survive the rule set?", open=False):
+        parts["robust"] = gr.Button("Compare the rule sets", elem_id="explicit_robustness")
+        parts["robust_note"] = gr.Markdown(elem_id="explicit_robust_note")
+        with empty_note("Nothing yet: press *Compare the rule sets*.", "explicit_robust_table_empty"):
+            parts["robust_table"] = gr.Dataframe(interactive=False, elem_id="explicit_robust_table")
+    return parts
 
 
 def _shown(value, ok: bool):

@@ -95,36 +95,30 @@ class JudgeAuditTab:
 
 def _layout() -> dict:
     """The tab's components, by the names `EVENTS` uses."""
+    parts = {}
     with gr.Row():
-        judges = gr.Textbox("pixel\nrandom", lines=4, label=JUDGES_HELP, elem_id="judge_audit_judges")
+        parts["judges"] = gr.Textbox(
+            "pixel\nrandom", lines=4, label=JUDGES_HELP, elem_id="judge_audit_judges"
+        )
         with gr.Column():
-            items = gr.Number(
+            parts["items"] = gr.Number(
                 200, label=f"Synthetic probe items (1-{MAX_ITEMS})", elem_id="judge_audit_items"
             )
-            seed = gr.Number(0, label="Seed", elem_id="judge_audit_seed")
-    run = gr.Button("Run the audit", variant="primary", elem_id="judge_audit_run")
-    note = note_area("judge_audit_note")
-    table = gr.Dataframe(
+            parts["seed"] = gr.Number(0, label="Seed", elem_id="judge_audit_seed")
+    parts["run"] = gr.Button("Run the audit", variant="primary", elem_id="judge_audit_run")
+    parts["note"] = note_area("judge_audit_note")
+    parts["table"] = gr.Dataframe(
         label="Pair-wise accuracy (match accepted and foil rejected) and plain accuracy per split",
         interactive=False,
         elem_id="judge_audit_table",
     )
-    heatmap = gr.Plot(
+    parts["heatmap"] = gr.Plot(
         label="Where the first judge fails (~ adjacent, ⚡ complementary)", elem_id="judge_audit_heatmap"
     )
-    files = gr.File(
+    parts["files"] = gr.File(
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="judge_audit_files"
     )
-    return {
-        "judges": judges,
-        "items": items,
-        "seed": seed,
-        "run": run,
-        "note": note,
-        "table": table,
-        "heatmap": heatmap,
-        "files": files,
-    }
+    return parts
 
 
 def _device() -> str:
