@@ -164,7 +164,9 @@ class RunForm:
 
 FORM = tuple(field.name for field in dataclasses.fields(RunForm))
 """The form's parts, in the order of ``evaluate_start``'s parameters (and of the saved form)."""
-PREVIEW = (*FORM[1:11], *FORM[16:])
+_MASKING = ("preset", "box", "text", "kind", "address")
+"""The masking models and thresholds, and the executor: a start's, a resume's and an import's."""
+PREVIEW = tuple(name for name in FORM if name not in ("name", *_MASKING))
 """The parts the plan reads (no run name, masking or executor), in ``evaluate_preview``'s order."""
 
 
@@ -205,7 +207,6 @@ def _form_fields(fields: tuple[str, ...], optional_from: str) -> Callable[[Calla
 
 
 _TOKEN = ("session_token",)
-_MASKING = ("preset", "box", "text", "kind", "address")
 IMPLICIT_ONLY = ("intro", "styles", "concept_box")
 """The parts only the implicit mode shows (`EvaluateTab.show_mode`)."""
 EVENTS = (
@@ -447,21 +448,23 @@ def _layout(device: planning.DeviceInfo, registry: dict) -> dict:
 
 def _selection_inputs(registry) -> dict:
     """The implicit mode's inputs, and the parts of the layout that only it shows (`IMPLICIT_ONLY`)."""
-    intro = gr.Markdown(
-        "## New evaluation\nModels × concepts × styles × guidance scales × seeds; every cell is one image."
-    )
+    parts = {
+        "intro": gr.Markdown(
+            "## New evaluation\nModels × concepts × styles × guidance scales × seeds; every cell is one image."
+        )
+    }
     with gr.Row():
-        models = gr.CheckboxGroup(
+        parts["models"] = gr.CheckboxGroup(
             [(f"{s.name} ({key})", key) for key, s in registry.items()],
             label="Models",
             elem_id="evaluate_models",
         )
-        styles = gr.CheckboxGroup(
+        parts["styles"] = gr.CheckboxGroup(
             [(v, k) for k, v in STYLES.items()], value=list(STYLES), label="Styles", elem_id="evaluate_styles"
         )
-    with gr.Column() as concept_box:
-        concept = _concept_inputs()
-    return {"intro": intro, "models": models, "styles": styles, "concept_box": concept_box, **concept}
+    with gr.Column() as parts["concept_box"]:
+        parts |= _concept_inputs()
+    return parts
 
 
 def _concept_inputs() -> dict:
@@ -478,63 +481,62 @@ def _concept_inputs() -> dict:
     )
     # Its choices come at sign-in (`concept_choices`), and with them typing: the API takes any keys.
     keys.api_info = lambda: {"type": "array", "items": {"type": "string"}}
+    parts = {"keys": keys}
     with gr.Row():
-        categories = gr.CheckboxGroup(list(CATEGORIES), label="Categories", elem_id="evaluate_categories")
-        types = gr.CheckboxGroup(list(MODIFIER_TYPES), label="Modifier types", elem_id="evaluate_types")
-        search = gr.Textbox(label="Concept text contains", elem_id="evaluate_search")
+        parts["categories"] = gr.CheckboxGroup(
+            list(CATEGORIES), label="Categories", elem_id="evaluate_categories"
+        )
+        parts["types"] = gr.CheckboxGroup(
+            list(MODIFIER_TYPES), label="Modifier types", elem_id="evaluate_types"
+        )
+        parts["search"] = gr.Textbox(label="Concept text contains", elem_id="evaluate_search")
     with gr.Row():
-        sample = gr.Number(0, label="Random sample of N concepts (0: all)", elem_id="evaluate_sample")
-        sample_seed = gr.Number(0, label="Sample seed", elem_id="evaluate_sample_seed")
-        cfg = gr.Textbox(
+        parts["sample"] = gr.Number(
+            0, label="Random sample of N concepts (0: all)", elem_id="evaluate_sample"
+        )
+        parts["sample_seed"] = gr.Number(0, label="Sample seed", elem_id="evaluate_sample_seed")
+        parts["cfg"] = gr.Textbox(
             label="Guidance scales (comma-separated; empty: each model's 7)", elem_id="evaluate_cfg"
         )
-        seeds = gr.Number(5, label="Seeds per cell", elem_id="evaluate_seeds")
-    return {
-        "keys": keys,
-        "categories": categories,
-        "types": types,
-        "search": search,
-        "sample": sample,
-        "sample_seed": sample_seed,
-        "cfg": cfg,
-        "seeds": seeds,
-    }
+        parts["seeds"] = gr.Number(5, label="Seeds per cell", elem_id="evaluate_seeds")
+    return parts
 
 
 def _explicit_inputs() -> dict:
     """The explicit mode's inputs (``x_*``, shown in that mode) and their box."""
-    with gr.Column(visible=False) as box:
+    parts = {}
+    with gr.Column(visible=False) as parts["explicit_box"]:
         gr.Markdown(
             "## New explicit-color evaluation\nModels × prompts (color systems × tasks × subset) × images "
             "per prompt, at each model's default guidance; each object is masked and its dominant color "
             "scored against the target's candidate set (docs/explicit.md)."
         )
         with gr.Row():
-            systems = gr.CheckboxGroup(
+            parts["x_systems"] = gr.CheckboxGroup(
                 list(SYSTEMS),
                 value=list(DEFAULT_SYSTEMS),
                 label="Color systems",
                 elem_id="evaluate_x_systems",
             )
-            tasks = gr.CheckboxGroup(
+            parts["x_tasks"] = gr.CheckboxGroup(
                 list(TASKS), value=list(TASKS), label="Tasks", elem_id="evaluate_x_tasks"
             )
         with gr.Row():
-            size = gr.Textbox(
+            parts["x_size"] = gr.Textbox(
                 "compact",
                 label="Subset: compact (< 10K prompts), full (44K) or rounds per color",
                 elem_id="evaluate_x_size",
             )
-            samples = gr.Number(SAMPLES, label="Images per prompt", elem_id="evaluate_x_samples")
-            seed = gr.Number(0, label="Prompt seed", elem_id="evaluate_x_seed")
-            cfg = gr.Textbox(
+            parts["x_samples"] = gr.Number(SAMPLES, label="Images per prompt", elem_id="evaluate_x_samples")
+            parts["x_seed"] = gr.Number(0, label="Prompt seed", elem_id="evaluate_x_seed")
+            parts["x_cfg"] = gr.Textbox(
                 "", label="Guidance scales (empty: each model's own default)", elem_id="evaluate_x_cfg"
             )
         with gr.Row():
-            colors = gr.Textbox(
+            parts["x_colors"] = gr.Textbox(
                 "", label="Only these colors (comma-separated names; empty: all)", elem_id="evaluate_x_colors"
             )
-            objects = gr.Dropdown(
+            parts["x_objects"] = gr.Dropdown(
                 [o.name for o in load_objects()],
                 value=[],
                 multiselect=True,
@@ -542,21 +544,10 @@ def _explicit_inputs() -> dict:
                 label="Only these objects (empty: all 100)",
                 elem_id="evaluate_x_objects",
             )
-            presence = gr.Number(
+            parts["x_presence"] = gr.Number(
                 PRESENCE_THRESHOLD, label="Presence: detection score at least", elem_id="evaluate_x_presence"
             )
-    return {
-        "explicit_box": box,
-        "x_tasks": tasks,
-        "x_systems": systems,
-        "x_size": size,
-        "x_samples": samples,
-        "x_seed": seed,
-        "x_cfg": cfg,
-        "x_colors": colors,
-        "x_objects": objects,
-        "x_presence": presence,
-    }
+    return parts
 
 
 def _fraction(value, name: str) -> float:
@@ -566,36 +557,38 @@ def _fraction(value, name: str) -> float:
 
 
 def _segmenter_inputs() -> dict:
+    parts = {}
     with gr.Accordion("Masking (GroundingDINO + SAM)", open=False), gr.Row():
-        preset = gr.Radio(
+        parts["preset"] = gr.Radio(
             list(jobs.SEGMENTER_PRESETS),
             value="paper",
             label="Models",
             info="paper: grounding-dino-base + sam-vit-huge; tiny-random: test models",
             elem_id="evaluate_segmenter",
         )
-        box = gr.Number(BOX_THRESHOLD, label="Box threshold", elem_id="evaluate_box")
-        text = gr.Number(TEXT_THRESHOLD, label="Text threshold", elem_id="evaluate_text")
-    return {"preset": preset, "box": box, "text": text}
+        parts["box"] = gr.Number(BOX_THRESHOLD, label="Box threshold", elem_id="evaluate_box")
+        parts["text"] = gr.Number(TEXT_THRESHOLD, label="Text threshold", elem_id="evaluate_text")
+    return parts
 
 
 def _executor_inputs() -> dict:
+    parts = {}
     with gr.Accordion("Where it runs (executor)", open=False):
         with gr.Row():
-            kind = gr.Radio(
+            parts["kind"] = gr.Radio(
                 list(jobs.EXECUTORS),
                 value="in-process",
                 label="Executor",
                 info="in-process: this server's job thread; ray: a Ray cluster (docs/scale-out.md)",
                 elem_id="evaluate_executor",
             )
-            address = gr.Textbox(
+            parts["address"] = gr.Textbox(
                 label="Ray cluster address (host:port; empty: $RAY_ADDRESS or a local cluster)",
                 elem_id="evaluate_ray_address",
             )
-            check = gr.Button("Check cluster", elem_id="evaluate_check_cluster")
-        cluster = gr.Markdown(elem_id="evaluate_cluster")
-    return {"kind": kind, "address": address, "check_cluster": check, "cluster": cluster}
+            parts["check_cluster"] = gr.Button("Check cluster", elem_id="evaluate_check_cluster")
+        parts["cluster"] = gr.Markdown(elem_id="evaluate_cluster")
+    return parts
 
 
 def _executor_choice(kind: str, address: str) -> tuple[jobs.ExecutorChoice, str]:
@@ -611,21 +604,14 @@ def _executor_choice(kind: str, address: str) -> tuple[jobs.ExecutorChoice, str]
 
 def _progress_section() -> dict:
     gr.Markdown("## Runs\nProgress is read from the database: jobs keep running when this page closes.")
-    progress = gr.HTML(elem_id="evaluate_progress")
+    parts = {"progress": gr.HTML(elem_id="evaluate_progress")}
     with gr.Row():
-        run = gr.Dropdown([], label="Run", allow_custom_value=True, elem_id="evaluate_run")
-        cancel = gr.Button("Cancel", variant="stop", elem_id="evaluate_cancel")
-        resume = gr.Button("Resume", elem_id="evaluate_resume")
-        refresh = gr.Button("Refresh", elem_id="evaluate_refresh")
-    timer = gr.Timer(POLL_SECONDS, active=False)
-    return {
-        "progress": progress,
-        "run": run,
-        "cancel": cancel,
-        "resume": resume,
-        "refresh": refresh,
-        "timer": timer,
-    }
+        parts["run"] = gr.Dropdown([], label="Run", allow_custom_value=True, elem_id="evaluate_run")
+        parts["cancel"] = gr.Button("Cancel", variant="stop", elem_id="evaluate_cancel")
+        parts["resume"] = gr.Button("Resume", elem_id="evaluate_resume")
+        parts["refresh"] = gr.Button("Refresh", elem_id="evaluate_refresh")
+    parts["timer"] = gr.Timer(POLL_SECONDS, active=False)
+    return parts
 
 
 def _import_section() -> dict:
@@ -634,21 +620,17 @@ def _import_section() -> dict:
         "list them in a `manifest.csv` (columns file, model, concept, style, cfg, seed). Upload a zip, "
         "or name a folder under the server's `imports/` data folder."
     )
+    parts = {}
     with gr.Row():
-        upload = gr.File(label="Zip of images", file_types=[".zip"], elem_id="evaluate_upload")
-        folder = gr.Textbox(label="…or folder under imports/", elem_id="evaluate_folder")
-        name = gr.Textbox(label="Run name (empty: a dated name)", elem_id="evaluate_import_name")
-    button = gr.Button("Import, mask and score", elem_id="evaluate_import")
-    report = gr.Markdown(elem_id="evaluate_import_report")
-    rejected = gr.Dataframe(headers=REJECTED_HEADERS, interactive=False, elem_id="evaluate_rejected")
-    return {
-        "upload": upload,
-        "folder": folder,
-        "import_name": name,
-        "import_button": button,
-        "report": report,
-        "rejected": rejected,
-    }
+        parts["upload"] = gr.File(label="Zip of images", file_types=[".zip"], elem_id="evaluate_upload")
+        parts["folder"] = gr.Textbox(label="…or folder under imports/", elem_id="evaluate_folder")
+        parts["import_name"] = gr.Textbox(
+            label="Run name (empty: a dated name)", elem_id="evaluate_import_name"
+        )
+    parts["import_button"] = gr.Button("Import, mask and score", elem_id="evaluate_import")
+    parts["report"] = gr.Markdown(elem_id="evaluate_import_report")
+    parts["rejected"] = gr.Dataframe(headers=REJECTED_HEADERS, interactive=False, elem_id="evaluate_rejected")
+    return parts
 
 
 def _explicit_items(registry, models_dir: Path, form: RunForm):
