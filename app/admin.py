@@ -38,7 +38,7 @@ from app.common import (
     wire,
 )
 from app.guard import download_path
-from app.tabs import On, wire_events
+from app.tabs import On, Tab
 from storage import iso
 from storage.spreadsheet import write_csv
 
@@ -169,27 +169,21 @@ EVENTS = (
 events by hand)."""
 
 
-class AdminTab:
+class AdminTab(Tab):
     """The Admin tab of one app: its parts by name, and the handlers `EVENTS` wires.
 
-    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
-    ``(session_token, *inputs)``; each returns ``{part: update}`` with every output of its
-    event (API clients receive them in the order of the event's outputs).
-
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        The laid-out components by name (`_layout`), ``session_token`` and ``tab``.
+    Its ``parts``: the laid-out components by name (`_layout`), ``session_token`` and ``tab``.
     """
 
+    EVENTS = EVENTS
+
     def __init__(self, ctx: AppContext, parts: dict) -> None:
-        self.ctx, self.parts = ctx, parts
+        super().__init__(ctx, parts)
         self.exports = BackgroundExport(ctx.db, ctx.config.data_dir)
 
     def wire(self) -> None:
         """Register `EVENTS` with Gradio, then two events an `On` row cannot express."""
-        wire_events(self, EVENTS)
+        super().wire()
         parts = self.parts
         # The earlier link goes first (off the queue: `On` has no ``queue``), so a refusal
         # never sits beside another person's link; then the new link, page event and twin.
@@ -211,10 +205,6 @@ class AdminTab:
             self.export, parts["session_token"], parts["export_file"], api_name="admin_export"
         )
 
-    def _updates(self, **values) -> dict:
-        """``{part: update}`` from the parts' names."""
-        return {self.parts[name]: value for name, value in values.items()}
-
     # --- Invites ---------------------------------------------------------------------------
 
     @role(*ROLES)
@@ -234,7 +224,7 @@ class AdminTab:
             expires_days=float(days or config.invite_days),
             created_by=actor.pseudonym,
         )
-        return self._updates(
+        return self.named(
             invites=[
                 [a["id"], a["pseudonym"], role, invite_url(config.public_url, token)] for a, token in rows
             ]
@@ -250,15 +240,15 @@ class AdminTab:
             else pd.DataFrame((table or {}).get("data", []), columns=INVITE_HEADERS)
         )
         if frame.empty or "invite_link" not in frame or not frame["invite_link"].astype(str).str.len().any():
-            return self._updates(links_file=None)
+            return self.named(links_file=None)
         stamp = iso().replace(":", "").replace("-", "")[:15]
         path = download_path(self.ctx.config.data_dir, "invites", f"invites-{stamp}.csv")
-        return self._updates(links_file=str(write_csv(frame, path, index=False)))
+        return self.named(links_file=str(write_csv(frame, path, index=False)))
 
     @ui_only
     def clear_new_link(self) -> dict:
         """The new-link message emptied, before a new link is made."""
-        return self._updates(renewed="")
+        return self.named(renewed="")
 
     @role(*ROLES)
     def new_link(self, db, actor, annotator_id: str, days: float) -> dict:
@@ -269,7 +259,7 @@ class AdminTab:
             db, annotator_id, expires_days=float(days or config.invite_days), created_by=actor.pseudonym
         )
         link = invite_url(config.public_url, token)
-        return self._updates(
+        return self.named(
             renewed=f"New link for annotator {annotator_id} (copy it now: it is shown once): `{escape(link)}`"
         )
 
@@ -285,7 +275,7 @@ class AdminTab:
             for a in waiting
             for c in a["colorings"]
         ]
-        return self._updates(pending=table, gallery=images)
+        return self.named(pending=table, gallery=images)
 
     @role(*ROLES)
     def review_practice(self, db, actor, annotator_id: float, decision: str, why: str) -> dict:
@@ -294,12 +284,12 @@ class AdminTab:
             raise ValueError(f"`decision` must be 'approve' or 'redo', got {decision!r}")
         annotator_id = whole_number(annotator_id, "annotator id")
         onboarding.review_practice(db, annotator_id, actor, decision == "approve", why or "")
-        return self._updates(review_message=f"Recorded: {decision} for annotator {annotator_id}.")
+        return self.named(review_message=f"Recorded: {decision} for annotator {annotator_id}.")
 
     @role(*ROLES)
     def list_annotators(self, db, actor) -> dict:
         """Every annotator with their roles, status and number of sign-ins."""
-        return self._updates(
+        return self.named(
             annotators=[
                 [
                     r["id"],
@@ -318,7 +308,7 @@ class AdminTab:
     @role(*ROLES)
     def coverage(self, db, actor) -> dict:
         """Concept coverage under the assignment mode's rule and people per role, as Markdown."""
-        return self._updates(coverage=coverage_markdown(db, self.ctx.config.colorings_per_concept))
+        return self.named(coverage=coverage_markdown(db, self.ctx.config.colorings_per_concept))
 
     @role(*ROLES)
     def revoke(self, db, actor, annotator_id: float, why: str) -> dict:
@@ -327,12 +317,12 @@ class AdminTab:
             raise ValueError("`why` must say why the account is closed; got an empty text")
         annotator_id = whole_number(annotator_id, "annotator id")
         accounts.revoke_annotator(db, annotator_id, actor, why)
-        return self._updates(revoke_message=f"Closed the account of annotator {annotator_id}.")
+        return self.named(revoke_message=f"Closed the account of annotator {annotator_id}.")
 
     @role(*ROLES)
     def failed_sign_ins(self, db, actor) -> dict:
         """The latest failed sign-ins, newest first."""
-        return self._updates(
+        return self.named(
             failures=[[r["created"], r["address"], r["kind"]] for r in throttle.recent_failures(db)]
         )
 
@@ -365,7 +355,7 @@ class AdminTab:
 
     def _pilot_changed(self, db, message: str) -> dict:
         """A pilot action's `message`, and the coverage read after it."""
-        return self._updates(
+        return self.named(
             pilot_message=message, coverage=coverage_markdown(db, self.ctx.config.colorings_per_concept)
         )
 
@@ -385,13 +375,13 @@ class AdminTab:
             threshold=limit,
         )
         stability.set_mode(db, chosen, actor=actor.pseudonym)
-        return self._updates(stability_note=f"Saved. {escape(chosen.describe())}.")
+        return self.named(stability_note=f"Saved. {escape(chosen.describe())}.")
 
     @role(*ROLES)
     def stability(self, db, actor) -> dict:
         """The summary, the histogram and the per-concept table."""
         view = stability.stability_view(db)
-        return self._updates(
+        return self.named(
             stability_summary=escape(view.text), stability_histogram=view.figure, stability_table=view.table
         )
 
@@ -404,7 +394,7 @@ class AdminTab:
         the crowd participants' platform ids as the table ``crowd_external_ids``; only
         ``true`` does (personal data: nothing else, "yes" or 1 included, asks for them)."""
         line = _export_line(self.exports.start(now=iso(), external_ids=external_ids is True))
-        return self._updates(export_status=line, export_file=None)
+        return self.named(export_status=line, export_file=None)
 
     @role(*ROLES)
     def export_state(self, db, actor) -> ExportState:
@@ -417,11 +407,11 @@ class AdminTab:
         try:
             state = self.export_state(session_token)
         except gr.Error as error:
-            return self._updates(timer=gr.Timer(active=False), export_note=refusal_text(error.message))
+            return self.named(timer=gr.Timer(active=False), export_note=refusal_text(error.message))
         line, archive = _export_outputs(state)
         if state.running:
-            return self._updates(export_status=line, timer=gr.Timer(active=True))
-        return self._updates(
+            return self.named(export_status=line, timer=gr.Timer(active=True))
+        return self.named(
             export_status=line, export_file=archive, timer=gr.Timer(active=False), export_note=""
         )
 
@@ -431,13 +421,13 @@ class AdminTab:
     @ui_only
     def export_polling(self) -> dict:
         """Poll the export (after *Build export* and when the tab opens); the poll stops itself."""
-        return self._updates(timer=gr.Timer(active=True))
+        return self.named(timer=gr.Timer(active=True))
 
     @role(*ROLES)
     def export_poll(self, db, actor) -> dict:
         """Where the export stands, and its zip once it is built."""
         line, archive = _export_outputs(self.exports.state())
-        return self._updates(export_status=line, export_file=archive)
+        return self.named(export_status=line, export_file=archive)
 
     @role(*ROLES)
     def export(self, db, actor) -> dict:
@@ -446,7 +436,7 @@ class AdminTab:
         state = self.exports.wait()
         if state.archive is None:
             raise ExportFailed(state.error or "the export did not finish")
-        return self._updates(export_file=str(state.archive))
+        return self.named(export_file=str(state.archive))
 
     # --- Backup ------------------------------------------------------------------------------
 
@@ -456,7 +446,7 @@ class AdminTab:
         stamp = iso().replace(":", "").replace("-", "")[:15]
         data_dir = self.ctx.config.data_dir
         target = download_path(data_dir, "backups", f"colorconcept-backup-{stamp}.zip")
-        return self._updates(backup_file=str(backup_archive(db, data_dir, target)))
+        return self.named(backup_file=str(backup_archive(db, data_dir, target)))
 
 
 def _layout(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> dict:

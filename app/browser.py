@@ -22,7 +22,7 @@ from app.common import (
     visible_to,
 )
 from app.landing import current_actor
-from app.tabs import On, wire_events
+from app.tabs import On, Tab
 from evaluation.analysis.bootstrap import SHIFT_DEFAULT
 from evaluation.analysis.results import RECOMMENDED
 from evaluation.concepts import load_concepts
@@ -61,23 +61,17 @@ EVENTS = (
 """The tab's wiring, in the order Gradio registers it (`BrowserTab.wire`)."""
 
 
-class BrowserTab:
+class BrowserTab(Tab):
     """The Concept browser of one app: its parts by name, and the handlers `EVENTS` wires.
 
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        The laid-out components by name (`_layout`) and ``session_token``.
+    Its ``parts``: the laid-out components by name (`_layout`) and ``session_token``.
     """
 
-    def __init__(self, ctx: AppContext, parts: dict) -> None:
-        self.ctx, self.parts = ctx, parts
-        self.concepts = load_concepts()
+    EVENTS = EVENTS
 
-    def wire(self) -> None:
-        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
-        wire_events(self, EVENTS)
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        super().__init__(ctx, parts)
+        self.concepts = load_concepts()
 
     @role(*ROLES, "admin")
     def show(

@@ -30,7 +30,7 @@ import gradio as gr
 from annotation.errors import InvalidInput
 from annotation.study import crowd
 from app.common import AppContext, empty_note, escape, id_field, note_area, role, whole_number
-from app.tabs import On, wire_events
+from app.tabs import On, Tab
 from storage import utcnow
 
 ROLES = ("researcher", "admin")
@@ -69,31 +69,15 @@ EVENTS = (
 """The section's wiring, in the order Gradio registers it (`CrowdLinks.wire`)."""
 
 
-class CrowdLinks:
+class CrowdLinks(Tab):
     """The open-link section of one app's Study tab: its parts by name, and the handlers
     `EVENTS` wires.
 
-    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
-    ``(session_token, *inputs)``; each returns ``{part: update}``.
-
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        The laid-out components by name (`_layout`), ``session_token`` and ``tab`` (the
-        Study tab, whose opening loads the list of links).
+    Its ``parts``: the laid-out components by name (`_layout`), ``session_token`` and ``tab`` (the
+    Study tab, whose opening loads the list of links).
     """
 
-    def __init__(self, ctx: AppContext, parts: dict) -> None:
-        self.ctx, self.parts = ctx, parts
-
-    def wire(self) -> None:
-        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
-        wire_events(self, EVENTS)
-
-    def show(self, **updates) -> dict:
-        """``{part: update}`` of the parts named (the others are left as they are)."""
-        return {self.parts[name]: update for name, update in updates.items()}
+    EVENTS = EVENTS
 
     @role(*ROLES)
     def make_link(
@@ -135,18 +119,18 @@ class CrowdLinks:
             consent_text=consent or "",
         )
         url = crowd.link_url(self.ctx.config.public_url, token, (id_param or "").strip())
-        return self.show(url=url, links=_link_rows(db))
+        return self.named(url=url, links=_link_rows(db))
 
     @role(*ROLES)
     def links(self, db, actor) -> dict:
         """Every open link, newest first."""
-        return self.show(links=_link_rows(db))
+        return self.named(links=_link_rows(db))
 
     @role(*ROLES)
     def close_link(self, db, actor, link_id) -> dict:
         """Close a link: nobody new joins; people in it may finish."""
         crowd.close_link(db, whole_number(link_id, "Link id"), actor)
-        return self.show(links=_link_rows(db))
+        return self.named(links=_link_rows(db))
 
     @role(*ROLES)
     def payments(self, db, actor, link_id) -> dict:
@@ -173,13 +157,13 @@ class CrowdLinks:
             texts["bonus.csv"] = crowd.bonus_csv(table, per_trial)
         for name, text in texts.items():
             (folder / name).write_text(text, encoding="utf-8", newline="")
-        return self.show(files=[str(folder / name) for name in texts])
+        return self.named(files=[str(folder / name) for name in texts])
 
     def _payments(self, db, link_id) -> dict:
         """The updates of `PAYMENTS` for link `link_id` (checked here)."""
         link_id = whole_number(link_id, "Link id")
         table = crowd.payment_rows(db, link_id)
-        return self.show(
+        return self.named(
             counts=_counts_text(crowd.live_counts(db, link_id)), payments=table, timer=gr.Timer(active=True)
         )
 
@@ -301,23 +285,14 @@ def build_summary(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> No
     CrowdCounts(ctx, parts).wire()
 
 
-class CrowdCounts:
+class CrowdCounts(Tab):
     """The Admin tab's live counts of every open link (`build_summary`), and the handler
     `SUMMARY_EVENTS` wires.
 
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        ``session_token``, ``tab`` (the Admin tab), ``note``, ``table`` and ``timer``.
+    Its ``parts``: ``session_token``, ``tab`` (the Admin tab), ``note``, ``table`` and ``timer``.
     """
 
-    def __init__(self, ctx: AppContext, parts: dict) -> None:
-        self.ctx, self.parts = ctx, parts
-
-    def wire(self) -> None:
-        """Register `SUMMARY_EVENTS` with Gradio (inside the Blocks that hold the parts)."""
-        wire_events(self, SUMMARY_EVENTS)
+    EVENTS = SUMMARY_EVENTS
 
     @role("admin")
     def summary(self, db, actor) -> dict:

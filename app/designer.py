@@ -53,7 +53,7 @@ from app.common import (
     ui_only,
     whole_number,
 )
-from app.tabs import On, wire_events
+from app.tabs import On, Tab
 
 NAME = "designer"
 TITLE = "Coloring"
@@ -190,27 +190,18 @@ EVENTS = (
 OUTSIDER = "This tab is for designers: sign in with a designer's invite link to color."
 
 
-class DesignerTab:
+class DesignerTab(Tab):
     """The Coloring tab of one app: its parts by name, and the handlers `EVENTS` wires.
 
-    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
-    ``(session_token, *inputs)``; each returns ``{part: update}`` (`show` for the views).
-
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        The laid-out components by name (`_layout`) and ``session_token``.
-    consent_sha256 : str
-        The digest of the consent text shown, recorded with an agreement.
+    Its ``parts``: the laid-out components by name (`_layout`) and ``session_token``;
+    ``consent_sha256``: the digest of the consent text shown, recorded with an agreement.
     """
 
-    def __init__(self, ctx: AppContext, parts: dict, consent_sha256: str) -> None:
-        self.ctx, self.parts, self.consent_sha256 = ctx, parts, consent_sha256
+    EVENTS = EVENTS
 
-    def wire(self) -> None:
-        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
-        wire_events(self, EVENTS)
+    def __init__(self, ctx: AppContext, parts: dict, consent_sha256: str) -> None:
+        super().__init__(ctx, parts)
+        self.consent_sha256 = consent_sha256
 
     def show(
         self,

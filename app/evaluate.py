@@ -46,7 +46,7 @@ from app.common import (
     whole_number,
 )
 from app.landing import current_actor
-from app.tabs import On, wire_events
+from app.tabs import On, Tab
 from evaluation.color.systems import SYSTEMS
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
 from evaluation.explicit import jobs as explicit_jobs
@@ -243,26 +243,20 @@ EVENTS = (
 """The tab's wiring, in the order Gradio registers it (`EvaluateTab.wire`)."""
 
 
-class EvaluateTab:
+class EvaluateTab(Tab):
     """The Evaluate tab of one app: its parts by name, and the handlers `EVENTS` wires.
 
-    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
-    ``(session_token, *inputs)``; each returns ``{part: update}``. The job manager and the
-    device are the app's (`AppContext.jobs`, `AppContext.device`).
-
-    Parameters
-    ----------
-    ctx : AppContext
-    registry : dict
-        The model registry (`evaluation.models.registry.load_registry`).
-    concepts : list
-        The concepts (`evaluation.concepts.load_concepts`).
-    parts : dict
-        The laid-out components by name (`_layout`), ``session_token`` and ``tab``.
+    The job manager and the device are the app's (`AppContext.jobs`, `AppContext.device`).
+    Its ``parts``: the laid-out components by name (`_layout`), ``session_token`` and
+    ``tab``; ``registry``: the model registry (`evaluation.models.registry.load_registry`);
+    ``concepts``: `evaluation.concepts.load_concepts`.
     """
 
+    EVENTS = EVENTS
+
     def __init__(self, ctx: AppContext, registry: dict, concepts: list, parts: dict) -> None:
-        self.ctx, self.registry, self.concepts, self.parts = ctx, registry, concepts, parts
+        super().__init__(ctx, parts)
+        self.registry, self.concepts = registry, concepts
         self.models_dir = ctx.config.data_dir / "models"
         # A tiny test model is masked by tiny test models: the paper's need downloaded weights.
         self.tiny = {key for key, spec in registry.items() if spec.build == "tiny"}
@@ -273,7 +267,7 @@ class EvaluateTab:
         concept_choices(
             self.ctx, self.parts["session_token"], self.parts["keys"], [c.key for c in self.concepts], ROLES
         )
-        wire_events(self, EVENTS)
+        super().wire()
 
     @role(*ALLOWED)
     @_form_fields(PREVIEW, optional_from="mode")

@@ -47,7 +47,7 @@ from app.common import (
     whole_number,
 )
 from app.landing import current_actor
-from app.tabs import On, wire_events
+from app.tabs import On, Tab
 from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
 from storage import human
 
@@ -179,25 +179,13 @@ EVENTS = (
 """The tab's wiring, in the order Gradio registers it (`ExpertTab.wire`)."""
 
 
-class ExpertTab:
+class ExpertTab(Tab):
     """The Expert tab of one app: its parts by name, and the handlers `EVENTS` wires.
 
-    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
-    ``(session_token, *inputs)``; each page handler returns ``{part: update}``.
-
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        The laid-out components by name (`_layout`), ``session_token`` and ``tab``.
+    Its ``parts``: the laid-out components by name (`_layout`), ``session_token`` and ``tab``.
     """
 
-    def __init__(self, ctx: AppContext, parts: dict) -> None:
-        self.ctx, self.parts = ctx, parts
-
-    def wire(self) -> None:
-        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
-        wire_events(self, EVENTS)
+    EVENTS = EVENTS
 
     def pane(
         self,
@@ -257,7 +245,7 @@ class ExpertTab:
             ]
             for i in items
         ]
-        return self._updates(
+        return self.named(
             gallery=[(str(resolve(data_dir, i.image_path)), _caption(i)) for i in items],
             grid_table=rows,
             grid_plot=_stacked_distributions(items),
@@ -268,7 +256,7 @@ class ExpertTab:
         """Ask the designer of a coloring for a new round."""
         coloring_id = whole_number(coloring_id, "coloring id")
         task_id = review.request_recolor(db, actor, coloring_id, note or "")
-        return self._updates(
+        return self.named(
             grid_message=f"Recolor requested for coloring {coloring_id} (designer task {task_id})."
         )
 
@@ -277,7 +265,7 @@ class ExpertTab:
         """Mark a coloring as reviewed and fine."""
         coloring_id = whole_number(coloring_id, "coloring id")
         review.accept_coloring(db, actor, coloring_id, note or "")
-        return self._updates(grid_message=f"Coloring {coloring_id} marked as fine.")
+        return self.named(grid_message=f"Coloring {coloring_id} marked as fine.")
 
     @role(*REVIEWERS)
     def consistency(self, db, actor, fraction: float, minimum: float) -> dict:
@@ -286,10 +274,10 @@ class ExpertTab:
             db, top_fraction=_fraction(fraction), min_colorings=_colorings_needed(minimum)
         )
         if table.empty:
-            return self._updates(ranking=table, histogram=go.Figure(layout=LAYOUT))
+            return self.named(ranking=table, histogram=go.Figure(layout=LAYOUT))
         scores = table.set_index("concept")["consistency_emd"]
         figure = consistency_histogram(scores, table.set_index("concept")["high_variance"])
-        return self._updates(ranking=table.round({"consistency_emd": 2}), histogram=figure)
+        return self.named(ranking=table.round({"consistency_emd": 2}), histogram=figure)
 
     @role(*REVIEWERS)
     def open_queue(self, db, actor, fraction: float, minimum: float) -> dict:
@@ -302,12 +290,12 @@ class ExpertTab:
             min_colorings=_colorings_needed(minimum),
             votes_needed=self.ctx.config.votes_per_review,
         )
-        return self._updates(ranking_message=f"Opened {opened} new reviews.", needs=_needs(db, minimum))
+        return self.named(ranking_message=f"Opened {opened} new reviews.", needs=_needs(db, minimum))
 
     @role(*REVIEWERS)
     def needs(self, db, actor, minimum: float) -> dict:
         """What each stage of review waits for, with `minimum` colorings per ranked concept."""
-        return self._updates(needs=_needs(db, minimum))
+        return self.named(needs=_needs(db, minimum))
 
     @role(*REVIEWERS)
     def statistics(self, db, actor) -> dict:
@@ -317,7 +305,7 @@ class ExpertTab:
             state = readiness(db)
             waiting = [line for line in state.lines() if line.startswith("No review has all")]
             text = escape(waiting[0] if waiting else "No review has all its votes yet.")
-            return self._updates(table5=[], summary=text, raters=[])
+            return self.named(table5=[], summary=text, raters=[])
         text = (
             f"**{summary.n_colorings}** colorings reviewed, **{summary.n_discarded}** "
             f"discarded. Mean observed agreement P̄ = **{summary.mean_observed_agreement:.3f}**; "
@@ -325,7 +313,7 @@ class ExpertTab:
             f"{_number(summary.krippendorff_alpha)}."
         )
         raters = [[r.rater, r.n_votes, _number(r.agreement)] for r in summary.rater_agreement or ()]
-        return self._updates(table5=summary.table5(), summary=text, raters=raters)
+        return self.named(table5=summary.table5(), summary=text, raters=raters)
 
     @role(*REVIEWERS)
     def ground_truth(self, db, actor, concept: str) -> dict:
@@ -333,11 +321,11 @@ class ExpertTab:
         get_concept(db, concept or "")
         truth = human.read(db, human.DESIGNERS, [concept]).get(concept)
         if truth is None:
-            return self._updates(
+            return self.named(
                 truth_plot=go.Figure(layout=LAYOUT),
                 truth_basis=f"**{escape(concept)}** has no counted coloring yet. {human.COUNTING_RULE}",
             )
-        return self._updates(
+        return self.named(
             truth_plot=distribution_bar(truth.p, title=f"P_H(x | {concept})"),
             truth_basis=f"P_H(x | **{escape(concept)}**) rests on **{truth.n_colorings}** "
             f"colorings in {len(truth.groups)} visual groups. {human.COUNTING_RULE}",
@@ -372,11 +360,11 @@ class ExpertTab:
 
     def consistent(self, session_token: str, task_id: float) -> dict:
         """The *Consistent* button: `vote` with that verdict."""
-        return self._updates(vote_message=self.vote(session_token, task_id, "Consistent"))
+        return self.named(vote_message=self.vote(session_token, task_id, "Consistent"))
 
     def inconsistent(self, session_token: str, task_id: float) -> dict:
         """The *Inconsistent* button: `vote` with that verdict."""
-        return self._updates(vote_message=self.vote(session_token, task_id, "Inconsistent"))
+        return self.named(vote_message=self.vote(session_token, task_id, "Inconsistent"))
 
     # Thin wrappers: `vote` checks the caller.
     vote_endpoint = same_access(vote_endpoint, vote)
@@ -392,7 +380,7 @@ class ExpertTab:
     @role("admin")
     def excluded(self, db, actor) -> dict:
         """Excluded colorings with their designers and votes (admin)."""
-        return self._updates(
+        return self.named(
             excluded=[
                 [
                     r["coloring_id"],
@@ -411,14 +399,10 @@ class ExpertTab:
         """Reverse an exclusion (admin)."""
         coloring_id = whole_number(coloring_id, "coloring id")
         votes.reinstate(db, actor, coloring_id, why or "")
-        return self._updates(admin_message=f"Coloring {coloring_id} is reinstated.")
+        return self.named(admin_message=f"Coloring {coloring_id} is reinstated.")
 
     def _pickers(self, **update) -> dict:
         return {self.parts[name]: gr.Dropdown(**update) for name in PICKERS}
-
-    def _updates(self, **values) -> dict:
-        """``{part: value}`` for the parts named."""
-        return {self.parts[name]: value for name, value in values.items()}
 
 
 def _layout(colorings_per_concept: int) -> dict:

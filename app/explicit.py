@@ -21,7 +21,7 @@ import gradio as gr
 
 from app.common import AppContext, empty_note, escape, note_area, own_session, role, visible_to
 from app.landing import current_actor
-from app.tabs import On, wire_events
+from app.tabs import On, Tab, wire_events
 from evaluation.color.systems import SYSTEMS
 from evaluation.explicit import views
 from evaluation.explicit.rules import DEFAULT_SCORING, DESCRIPTIONS, SCORINGS
@@ -115,28 +115,20 @@ EVENTS = (
 """The tab's wiring, in the order Gradio registers it (`ExplicitTab.wire`)."""
 
 
-class ExplicitTab:
+class ExplicitTab(Tab):
     """The Explicit colors tab of one app: its parts by name, and the handlers `EVENTS` wires.
 
-    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
-    ``(session_token, *inputs)``; each returns ``{part: update}``.
-
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        The laid-out components by name (`_layout`), ``session_token`` and, when the tab is
-        given, ``tab``.
+    Its ``parts``: the laid-out components by name (`_layout`), ``session_token`` and, when the tab
+    is given, ``tab``.
     """
 
-    def __init__(self, ctx: AppContext, parts: dict) -> None:
-        self.ctx, self.parts = ctx, parts
+    EVENTS = EVENTS
 
     def wire(self) -> None:
         """Register `EVENTS` with Gradio (inside the Blocks that hold the parts); without a
         ``tab`` part, its row (the runs listed again when the tab is opened) is left out."""
         opened = "tab" in self.parts
-        wire_events(self, tuple(on for on in EVENTS if opened or on.trigger != "tab.select"))
+        wire_events(self, tuple(on for on in self.EVENTS if opened or on.trigger != "tab.select"))
 
     def show(self, note: str, *, prompts: list | None = None, **report) -> dict:
         """A view: the note, every part of `REPORT` and the prompt picker, hidden or empty

@@ -19,7 +19,7 @@ import gradio as gr
 import numpy as np
 
 from app.common import AppContext, note_area, role, whole_number
-from app.tabs import On, wire_events
+from app.tabs import On, Tab
 from evaluation.analysis.figures import judge_failure_heatmap
 from evaluation.judges.probes import synthetic_items
 from evaluation.judges.report import audit
@@ -55,22 +55,13 @@ EVENTS = (
 """The tab's wiring (`JudgeAuditTab.wire`)."""
 
 
-class JudgeAuditTab:
+class JudgeAuditTab(Tab):
     """The Judge audit tab of one app: its parts by name, and the handler `EVENTS` wires.
 
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        The laid-out components by name (`_layout`) and ``session_token``.
+    Its ``parts``: the laid-out components by name (`_layout`) and ``session_token``.
     """
 
-    def __init__(self, ctx: AppContext, parts: dict) -> None:
-        self.ctx, self.parts = ctx, parts
-
-    def wire(self) -> None:
-        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
-        wire_events(self, EVENTS)
+    EVENTS = EVENTS
 
     @role(*ROLES, "admin")
     def run(self, db, actor, judges: str, items, seed) -> dict:

@@ -26,7 +26,7 @@ from annotation.research.views import (
 )
 from app.browser import source_dropdown
 from app.common import AppContext, empty_note, escape, role, whole_number
-from app.tabs import On, wire_events
+from app.tabs import On, Tab
 from evaluation.analysis.bootstrap import N_RESAMPLES, SEED, Resampling
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
 from evaluation.analysis.robustness import CHOICES
@@ -112,27 +112,22 @@ EVENTS = (
 """The tab's wiring, in the order Gradio registers it (`LeaderboardTab.wire`)."""
 
 
-class LeaderboardTab:
+class LeaderboardTab(Tab):
     """The Leaderboards tab of one app: its parts by name, and the handlers `EVENTS` wires.
 
-    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
-    ``(session_token, *inputs)``; each returns ``{part: update}`` (`show` for the views).
-
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        The laid-out components by name (`_layout`), ``session_token`` and ``tab``.
+    Its ``parts``: the laid-out components by name (`_layout`), ``session_token`` and ``tab``.
     """
 
+    EVENTS = EVENTS
+
     def __init__(self, ctx: AppContext, parts: dict) -> None:
-        self.ctx, self.parts = ctx, parts
+        super().__init__(ctx, parts)
         self.concepts = load_concepts()
 
     def wire(self) -> None:
         """Register `EVENTS` with Gradio, then ``leaderboard_show``: API clients get the
         whole view in one call (an endpoint of its own, not a twin of a page event)."""
-        wire_events(self, EVENTS)
+        super().wire()
         gr.Button(visible=False, elem_id="api_leaderboard_show").click(
             self.compute,
             [self.parts[name] for name in SETTINGS],
@@ -171,7 +166,7 @@ class LeaderboardTab:
             intervals = (
                 f"{escape(result.resampling.describe())}\n\n{escape(significance_note(result.ranking))}"
             )
-        return self._parts(
+        return self.named(
             note=note,
             table1=LEGEND + result.table1.to_html(),
             table2=LEGEND + result.table2.to_html(),
@@ -248,7 +243,7 @@ class LeaderboardTab:
             sample=None if not str(sample).strip() else whole_number(sample, "Base concepts to sample"),
             seed=whole_number(seed, "Sample seed"),
         )
-        return self._parts(
+        return self.named(
             robust_note="\n\n".join(escape(t) for t in (choice.note, text) if t), robust_table=report.round(4)
         )
 
@@ -256,7 +251,7 @@ class LeaderboardTab:
     def stability(self, db, actor) -> dict:
         """Each concept's designers' P_H stability: summary, histogram and table."""
         view = stability_view(db)
-        return self._parts(
+        return self.named(
             stable_note=escape(view.text), stable_histogram=view.figure, stable_table=view.table
         )
 
@@ -270,7 +265,7 @@ class LeaderboardTab:
         paths = export_analyses(
             result, analysis_figures(result), self.ctx.config.data_dir / "exports" / "research"
         )
-        return self._parts(files=[str(p) for p in paths])
+        return self.named(files=[str(p) for p in paths])
 
     def _first(self, db, source, cfg, aggregate, resamples, seed, colorings) -> dict:
         choice, settings = _source(db, source), resampling(resamples, seed, colorings)
@@ -278,9 +273,6 @@ class LeaderboardTab:
             db, self.concepts, choice.source, cfg=cfg or RECOMMENDED, aggregate=aggregate, resampling=settings
         )
         return {**self.show(db, choice, result, state, settings), self.parts["pending"]: state != "current"}
-
-    def _parts(self, **updates) -> dict:
-        return {self.parts[name]: update for name, update in updates.items()}
 
     def _analyses(self, db, source, cfg, aggregate, resamples, seed, colorings):
         settings = resampling(resamples, seed, colorings)

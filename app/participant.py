@@ -37,7 +37,7 @@ from gradio.components.plot import PlotData
 from annotation.files import resolve
 from annotation.study import crowd, judging
 from app.common import AppContext, escape, note_area, role, ui_only, whole_number
-from app.tabs import On, wire_events
+from app.tabs import On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
 from storage import iso
@@ -155,28 +155,23 @@ EVENTS = (
 """The tab's wiring, in the order Gradio registers it (`ParticipantTab.wire`)."""
 
 
-class ParticipantTab:
+class ParticipantTab(Tab):
     """The Judge tab of one app: its parts by name, and the handlers `EVENTS` wires.
 
-    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
-    ``(session_token, *inputs)``; each returns ``{part: update}`` (`show`).
-
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        The laid-out components by name (`_layout`) and ``session_token``.
+    Its ``parts``: the laid-out components by name (`_layout`) and ``session_token``.
     """
 
+    EVENTS = EVENTS
+
     def __init__(self, ctx: AppContext, parts: dict) -> None:
-        self.ctx, self.parts = ctx, parts
+        super().__init__(ctx, parts)
         self.charts = TrialCharts()
 
     def wire(self) -> None:
         """Register `EVENTS` with Gradio, then the two page-only effects: a crowd
         participant who finished is sent back to their platform, and a reference set of
         ratings (no colorings, no dominant colors) shows no blank panels."""
-        wire_events(self, EVENTS)
+        super().wire()
         parts = self.parts
         parts["return_url"].change(None, parts["return_url"], None, js=_GO_BACK_JS, api_visibility="private")
         truth_panels = [parts["truth_strip"], parts["colorings"]]

@@ -25,7 +25,7 @@ import gradio as gr
 from annotation.files import resolve
 from annotation.sketches import library as sketch_store
 from app.common import AppContext, id_field, note_area, role, uploaded, whole_number
-from app.tabs import On, wire_events
+from app.tabs import On, Tab
 
 NAME = "sketches"
 TITLE = "Sketches"
@@ -77,38 +77,21 @@ EVENTS = (
 """The tab's wiring, in the order Gradio registers it (`SketchesTab.wire`)."""
 
 
-class SketchesTab:
+class SketchesTab(Tab):
     """The Sketches tab of one app: its parts by name, and the handlers `EVENTS` wires.
 
-    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
-    ``(session_token, *inputs)``; each returns ``{part: update}`` with every output of its
-    event.
-
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        The laid-out components by name (the ``_*_section`` functions, the two notes) and
-        ``session_token``.
+    Its ``parts``: the laid-out components by name (the ``_*_section`` functions, the two notes) and
+    ``session_token``.
     """
 
-    def __init__(self, ctx: AppContext, parts: dict) -> None:
-        self.ctx, self.parts = ctx, parts
-
-    def wire(self) -> None:
-        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
-        wire_events(self, EVENTS)
-
-    def _updates(self, **values) -> dict:
-        """``{part: update}`` from the parts' names."""
-        return {self.parts[name]: value for name, value in values.items()}
+    EVENTS = EVENTS
 
     @role(*ROLES)
     def missing(self, db, actor) -> dict:
         """How many base concepts have a sketch, and those that lack one."""
         missing = sketch_store.bases_without_sketch(db)
         total = len(sketch_store.base_concepts(db))
-        return self._updates(
+        return self.named(
             coverage=f"**{total - len(missing)} of {total}** base concepts have a sketch.",
             missing=[[r["base"], r["category"]] for r in missing],
         )
@@ -131,7 +114,7 @@ class SketchesTab:
             max_pixels=config.max_upload_pixels,
             max_bytes=config.max_upload_bytes,
         )
-        return self._updates(
+        return self.named(
             results=[
                 [
                     r.name,
@@ -166,7 +149,7 @@ class SketchesTab:
             ]
             for r in rows
         ]
-        return self._updates(gallery=gallery, table=table)
+        return self.named(gallery=gallery, table=table)
 
     @role(*ROLES)
     def select(self, db, actor, sketch_id: str, why: str) -> dict:
@@ -174,7 +157,7 @@ class SketchesTab:
         sketch_id = whole_number(sketch_id, "sketch id")
         sketch_store.select_sketch(db, sketch_id, actor=actor.pseudonym, why=why or "")
         row = sketch_store.get_sketch(db, sketch_id)
-        return self._updates(message=f"Sketch {row['id']} is now the sketch of **{row['base']}**.")
+        return self.named(message=f"Sketch {row['id']} is now the sketch of **{row['base']}**.")
 
     @role(*ROLES)
     def generate(self, db, actor, model: str, base: str) -> dict:
@@ -200,7 +183,7 @@ class SketchesTab:
             call_kwargs=dict(spec.call_kwargs),
             actor=actor.pseudonym,
         )
-        return self._updates(
+        return self.named(
             candidates=[
                 (
                     c.image,

@@ -35,7 +35,7 @@ from app.common import (
     whole_number,
 )
 from app.landing import current_actor
-from app.tabs import On, wire_events
+from app.tabs import On, Tab
 from evaluation.analysis.figures import table3_figure
 from evaluation.models.generation import STYLES
 from storage import human as human_rows
@@ -102,30 +102,14 @@ EVENTS = (
 """The tab's wiring, in the order Gradio registers it (`StudyTab.wire`)."""
 
 
-class StudyTab:
+class StudyTab(Tab):
     """The Study tab of one app: its parts by name, and the handlers `EVENTS` wires.
 
-    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
-    ``(session_token, *inputs)``; each returns ``{part: update}`` (`show`).
-
-    Parameters
-    ----------
-    ctx : AppContext
-    parts : dict
-        The laid-out components by name (`_layout`), ``session_token`` and ``tab`` (the
-        `gr.Tab`, whose opening loads the choices and the list of studies).
+    Its ``parts``: the laid-out components by name (`_layout`), ``session_token`` and ``tab`` (the
+    `gr.Tab`, whose opening loads the choices and the list of studies).
     """
 
-    def __init__(self, ctx: AppContext, parts: dict) -> None:
-        self.ctx, self.parts = ctx, parts
-
-    def wire(self) -> None:
-        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
-        wire_events(self, EVENTS)
-
-    def show(self, **updates) -> dict:
-        """``{part: update}`` of the parts named (the others are left as they are)."""
-        return {self.parts[name]: update for name, update in updates.items()}
+    EVENTS = EVENTS
 
     @role(*ALLOWED)
     def choices(
@@ -134,7 +118,7 @@ class StudyTab:
         """Ground truths and model outputs that a study in `style` can use, and a note saying
         what is missing; what the person chose stays chosen while it is still offered (outputs:
         while they are of two or more models, else one output per model is offered)."""
-        return self.show(**_offer(db, style, truth, sources))
+        return self.named(**_offer(db, style, truth, sources))
 
     @role(*ALLOWED)
     def choices_on_open(self, db, actor, style: str, truth: str | None, sources: list[str] | None) -> dict:
@@ -148,7 +132,7 @@ class StudyTab:
                 f"Style: {STYLES[shown]}, where model outputs are (there are fewer in {STYLES[style]})."
                 + (f"  \n{note}" if note else "")
             )
-        return self.show(style=gr.Radio(value=shown), **offer)
+        return self.named(style=gr.Radio(value=shown), **offer)
 
     @role(*ALLOWED)
     def create(
@@ -181,7 +165,7 @@ class StudyTab:
         )
         design = study.study_design(db, study_id)
         notes = "".join(f"  \n⚠️ {escape(note)}" for note in study.design_notes(design))
-        return self.show(
+        return self.named(
             studies=_study_rows(db),
             design=design,
             message=f"Draft study {study_id} stored: {design['pairs']} pairs and "
@@ -191,27 +175,27 @@ class StudyTab:
     @role(*ALLOWED)
     def list_studies(self, db, actor) -> dict:
         """Every study with its progress."""
-        return self.show(studies=_study_rows(db))
+        return self.named(studies=_study_rows(db))
 
     @own_session
     def list_on_sign_in(self, session_token: str) -> dict:
         """The study list for a researcher or admin who just signed in; empty for anyone else."""
         actor = current_actor(self.ctx, session_token)
         if not visible_to(actor, ROLES):
-            return self.show(studies=[])
+            return self.named(studies=[])
         with self.ctx.db() as db:
-            return self.show(studies=_study_rows(db))
+            return self.named(studies=_study_rows(db))
 
     @role(*ALLOWED)
     def design(self, db, actor, study_id: float) -> dict:
         """The recorded design of a study."""
-        return self.show(design=study.study_design(db, whole_number(study_id, "Study id")))
+        return self.named(design=study.study_design(db, whole_number(study_id, "Study id")))
 
     @role(*ALLOWED)
     def open_(self, db, actor, study_id: float) -> dict:
         """Freeze a draft study and start handing out its pairs."""
         design = study.open_study(db, whole_number(study_id, "Study id"), actor)
-        return self.show(
+        return self.named(
             studies=_study_rows(db),
             design=design,
             message=f"Study {design['id']} is open; its design is frozen.",
@@ -231,7 +215,7 @@ class StudyTab:
             n_boot=whole_number(n_boot, "Bootstrap resamples"),
             exclude_flagged=bool(exclude_flagged),
         )
-        return self.show(
+        return self.named(
             table3=tables["table3"].round(4),
             figure=table3_figure(tables["validation"]),
             bradley_terry=tables["bradley_terry"].round(4),

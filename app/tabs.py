@@ -1,11 +1,12 @@
-"""A tab as an object: its events as one declarative table of `On` rows, registered by
-`wire_events` with the tab's bound methods.
+"""A tab as an object (`Tab`): its events as one declarative table of `On` rows, registered
+by `wire_events` with the tab's bound methods.
 
-A tab class (`app.designer.DesignerTab`, `app.participant.ParticipantTab`) is built with
-the app's `AppContext` (``self.ctx``) and its laid-out components by name (``self.parts``,
-``session_token`` included). Its handlers are methods that say who may call them
-(`app.common.role`) and return ``{part: update}``; its module's ``EVENTS`` table names,
-for each event, the trigger, the method and the parts it reads and updates.
+Every tab of `app.TAB_MODULES` is a `Tab` subclass (`app.designer.DesignerTab`,
+`app.expert.ExpertTab`, ...) built with the app's `AppContext` (``self.ctx``) and its
+laid-out components by name (``self.parts``, ``session_token`` included). Its handlers are
+methods that say who may call them (`app.common.role`) and return ``{part: update}``; its
+module's ``EVENTS`` table names, for each event, the trigger, the method and the parts it
+reads and updates.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from app.common import wire
+from app.common import AppContext, wire
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,37 @@ class On:
     clear_note: bool = True
     js: str | None = None
     limited: bool = False
+
+
+class Tab:
+    """A tab object: the app's context, the tab's parts by name, and the handlers `EVENTS`
+    wires.
+
+    A handler marked `app.common.role` is written ``(self, db, actor, *inputs)`` and called
+    ``(session_token, *inputs)``; it returns ``{part: update}`` with every output of its
+    event (API clients receive them in the order of the event's outputs; `named` builds
+    one from names). A subclass sets `EVENTS` and may extend `wire` with what an `On` row
+    cannot express.
+
+    Parameters
+    ----------
+    ctx : AppContext
+    parts : dict
+        The tab's components by name (its module's ``_layout``) and ``session_token``.
+    """
+
+    EVENTS: tuple[On, ...] = ()
+
+    def __init__(self, ctx: AppContext, parts: dict) -> None:
+        self.ctx, self.parts = ctx, parts
+
+    def wire(self) -> None:
+        """Register `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
+        wire_events(self, self.EVENTS)
+
+    def named(self, **updates) -> dict:
+        """``{part: update}`` of the parts named in `updates`."""
+        return {self.parts[name]: update for name, update in updates.items()}
 
 
 def wire_events(tab, events: tuple[On, ...]) -> None:
