@@ -6,7 +6,7 @@ and ``build(ctx, session_token, tab)``, which lays out the tab inside `tab` (the
 `gr.Tab`) and wires its events (``tab.select`` loads what the tab shows when it is opened); it
 may define ``CSS``, a style sheet passed to ``launch`` (see
 `launch_options`). Every handler takes ``session_token`` as its first input and checks the
-role on the server (see `app.common.handler`). A tab takes the app's services (the job
+role on the server (see `app.common.role`). A tab takes the app's services (the job
 manager, the coloring pool, the leaderboard cache) from ``ctx`` and starts none of its own:
 `build_app` starts them and ``demo.close()`` stops them (`app.common.AppContext`).
 """

@@ -1,13 +1,11 @@
 """What every tab shares: the per-request database, the role check, error display.
 
-A tab handler is written as ``fn(db, actor, *inputs)`` and wrapped with
-``handler(ctx, *roles)(fn)``: the wrapper takes the session token as its first input,
-opens a database connection for this request (connections are not shared between
-threads), checks the role with `annotation.people.accounts.require`, calls ``fn`` and turns any
-`AnnotationError` or `ValueError` into a `gr.Error` whose message is shown, HTML-escaped.
-A tab written as a class (`app.designer.DesignerTab`) marks each method
-``fn(self, db, actor, *inputs)`` with `role(*roles)` instead: the same check, with the
-tab's ``self.ctx``, so the method says who may call it.
+A tab handler is a method of a tab object (`app.tabs.Tab`) written
+``fn(self, db, actor, *inputs)`` and marked `role(*roles)`: the page calls it with the
+session token as its first input; the wrapper opens a database connection for this
+request (connections are not shared between threads), checks the role with
+`annotation.people.accounts.require`, calls ``fn`` and turns any `AnnotationError` or
+`ValueError` into a `gr.Error` whose message is shown, HTML-escaped.
 Any other exception is a bug: its traceback goes to the log and the person sees a short
 message naming only the exception's class (`UNEXPECTED`), never its text or a path.
 """
@@ -97,7 +95,7 @@ class Access:
     Attributes
     ----------
     kind : str
-        `ROLE`: checks the caller's session and role before anything else (`handler`);
+        `ROLE`: checks the caller's session and role before anything else (`role`);
         `OWN_SESSION`: reads only the caller's own session to choose what to show, and
         writes nothing; `PUBLIC`: signing in or out (throttled, `app.landing`); `UI`:
         computes UI updates from its inputs alone, touching no data.
@@ -149,7 +147,7 @@ def audit_functions(demo: gr.Blocks) -> None:
     if missing:
         raise UnguardedFunction(
             "these page functions say nothing of who may run them (wrap each with "
-            f"app.common.handler, or mark it ui_only, own_session or public): {', '.join(missing)}"
+            f"app.common.role, or mark it ui_only, own_session or public): {', '.join(missing)}"
         )
 
 
@@ -365,34 +363,15 @@ def shown_errors(action: str) -> Iterator[None]:
         raise gr.Error(UNEXPECTED.format(kind=type(error).__name__), print_exception=False) from error
 
 
-def handler(ctx: AppContext, *roles: str) -> Callable[[Callable], Callable]:
-    """Decorate ``fn(db, actor, *inputs)`` into a Gradio handler ``(session_token, *inputs)``.
-
-    Parameters
-    ----------
-    ctx : AppContext
-    *roles : str
-        Roles allowed to call it (see `annotation.people.accounts.require`).
-    """
-
-    def decorate(fn: Callable) -> Callable:
-        def wrapper(session_token, *inputs):
-            return _as_role(ctx, roles, fn, session_token, (), inputs)
-
-        return _guarded(wrapper, fn, roles, kept=0)
-
-    return decorate
-
-
 def role(*roles: str) -> Callable[[Callable], Callable]:
     """Decorate a tab's method ``fn(self, db, actor, *inputs)`` into a Gradio handler
     ``(self, session_token, *inputs)`` that only `roles` may call (the admin only where
     ``"admin"`` is one of them: `annotation.people.accounts.require` implies no role).
 
-    The check is `handler`'s, made with the tab's ``self.ctx``: no session, a revoked or
-    forged one, or a role not in `roles` is refused before ``fn`` runs (nothing read or
-    written), and what ``fn`` raises is shown as `handler` shows it. So the method itself
-    says who may call it, and the bound method (``tab.fn``) is what the page wires.
+    The check is made with the tab's ``self.ctx``: no session, a revoked or forged one, or
+    a role not in `roles` is refused before ``fn`` runs (nothing read or written), and what
+    ``fn`` raises is shown as `shown_errors` shows it. So the method itself says who may
+    call it, and the bound method (``tab.fn``) is what the page wires.
 
     Parameters
     ----------
@@ -447,11 +426,11 @@ def wire(
     limit: tuple[str, int] | None = None,
     **page_kwargs,
 ):
-    """Wire ``fn`` (a `handler`) to ``listener`` (e.g. ``button.click``) for the page, and
+    """Wire ``fn`` (a `role` method) to ``listener`` (e.g. ``button.click``) for the page, and
     as the API endpoint ``api_name``.
 
     An event that raises makes Gradio cover each of its outputs with an error sheet that only
-    a reload clears. So on the page a refusal (the `gr.Error` that `handler` raises) changes
+    a reload clears. So on the page a refusal (the `gr.Error` that `role` raises) changes
     none of ``outputs``: its message goes to ``note``, a Markdown beside the action, and to a
     warning toast; every control stays visible and usable. A success clears ``note`` unless
     ``note`` is one of ``outputs`` (then ``fn`` sets it) or ``clear_note`` is False (a

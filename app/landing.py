@@ -17,14 +17,13 @@ from annotation.people.accounts import Actor, login_with_invite, logout, require
 from annotation.people.passwords import login_admin
 from annotation.study import crowd
 from app.common import AppContext, escape, own_session, public, shown_errors, ui_only, visible_to
-from app.common import wire as wire_event
+from app.tabs import On, Tab
 
 NAME = "start"
 TITLE = "Start"
 # After the page-load sign-in, drop ?invite= from the address bar (and so from history).
 # An open study link's ``?study=`` (with the platform's ids) goes the same way.
 _FORGET_INVITE_JS = "() => { if (/[?&](invite|study)=/.test(location.search)) history.replaceState(null, '', location.pathname); }"
-_PRIVATE = {"api_visibility": "private"}
 
 INTRO = """\
 # ColorConcept Lab
@@ -85,81 +84,111 @@ def wire(
     tabs: list[tuple[gr.Tab, tuple[str, ...]]],
     tab_set: gr.Tabs,
 ) -> None:
-    """Wire page load, sign-in and sign-out; each ends by showing what fits the person:
-    their tabs (opening the first one that is theirs, except for the admin, who stays on
-    Start), and either the sign-in boxes or the Sign out button.
+    """Wire page load, sign-in and sign-out (`StartTab`) with `parts` (`build`'s), the app's
+    `tabs` (each with the roles that see it) and the `gr.Tabs` that holds them."""
+    frame = {"demo": demo, "session_token": session_token, "stored": stored, "tab_set": tab_set}
+    StartTab(ctx, {**parts, **frame, **{_tab_part(tab): tab for tab, _ in tabs}}, tabs).wire()
+
+
+SIGNED = ("session_token", "status")
+"""What a sign-in or sign-out sets: the session and the line that says who is signed in."""
+BUTTONS = ("invite_button", "password_button")
+
+
+def _tab_part(tab: gr.Tab) -> str:
+    return f"tab_{tab.id}"
+
+
+class StartTab(Tab):
+    """Page load, sign-in and sign-out; each ends by showing what fits the person: their
+    tabs (opening the first one that is theirs, except for the admin, who stays on Start),
+    and either the sign-in boxes or the Sign out button.
 
     Public endpoints: ``login_invite(text) -> (session_token, message)``,
     ``login_admin(password) -> (session_token, message)`` and
     ``start_logout(session_token) -> ("", message)``.
+
+    Its ``parts``: `build`'s, ``demo``, ``session_token``, ``stored`` (the browser's copy of
+    the session), ``tab_set`` and each tab of `tabs` (``tab_<id>``); ``tabs``: the app's
+    tabs, each with the roles that see it.
     """
 
+    def __init__(self, ctx: AppContext, parts: dict, tabs: list[tuple[gr.Tab, tuple[str, ...]]]) -> None:
+        super().__init__(ctx, parts)
+        self.tabs = tabs
+        shown = ("stored", "sign_in", "logout_button", *(_tab_part(tab) for tab, _ in tabs), "tab_set")
+        self.EVENTS = (
+            # One step, so that a slow page load cannot hide the tabs of a sign-in made meanwhile.
+            On(
+                "demo.load",
+                "restore_on_load",
+                ("stored",),
+                (*SIGNED, *shown, *BUTTONS),
+                api_name="start_restore",
+            ),
+            On("then", None, (), (), js=_FORGET_INVITE_JS),
+            On("invite_button.click", "login_invite", ("invite",), SIGNED, "status", "login_invite"),
+            On("then", "show", ("session_token",), shown),
+            On("password_button.click", "login_password", ("password",), SIGNED, "status", "login_admin"),
+            On("then", "show", ("session_token",), shown),
+            On("then", "forget_password", (), ("password",)),
+            On("logout_button.click", "logout", ("session_token",), SIGNED, "status", "start_logout"),
+            On("then", "show", ("session_token",), shown),
+        )
+
     @own_session
-    def show(token: str) -> tuple:
-        actor = current_actor(ctx, token)
-        visible = [visible_to(actor, roles) for _, roles in tabs]
+    def show(self, token: str) -> dict:
+        """The person's tabs, the sign-in boxes or Sign out, and the session the browser keeps."""
+        actor = current_actor(self.ctx, token)
+        visible = [visible_to(actor, roles) for _, roles in self.tabs]
         if actor is None:
             selected = gr.Tabs(selected=NAME)
         elif actor.is_admin or not any(visible):
             selected = gr.Tabs()
         else:
-            selected = gr.Tabs(selected=tabs[visible.index(True)][0].id)
-        return (
-            token if actor else "",
-            gr.Column(visible=actor is None),
-            gr.Button(visible=actor is not None),
-            *(gr.Tab(visible=v) for v in visible),
-            selected,
-        )
+            selected = gr.Tabs(selected=self.tabs[visible.index(True)][0].id)
+        tabs = {self.parts[_tab_part(tab)]: gr.Tab(visible=v) for (tab, _), v in zip(self.tabs, visible)}
+        return {
+            **self.named(
+                stored=token if actor else "",
+                sign_in=gr.Column(visible=actor is None),
+                logout_button=gr.Button(visible=actor is not None),
+                tab_set=selected,
+            ),
+            **tabs,
+        }
 
     @public
-    def restore_on_load(stored_token: str, request: gr.Request) -> tuple:
-        # One step, so that a slow page load cannot hide the tabs of a sign-in made meanwhile.
-        token, message = restore(ctx, stored_token, request)
-        return token, message, *show(token), *(gr.Button(interactive=True),) * len(buttons)
-
-    shown = [stored, parts["sign_in"], parts["logout_button"], *(tab for tab, _ in tabs), tab_set]
-    signed = [session_token, parts["status"]]
-    buttons = [parts["invite_button"], parts["password_button"]]
-    demo.load(
-        restore_on_load, stored, [*signed, *shown, *buttons], api_name="start_restore", **_PRIVATE
-    ).then(None, js=_FORGET_INVITE_JS, **_PRIVATE)
-    status = parts["status"]
+    def restore_on_load(self, stored_token: str, request: gr.Request) -> dict:
+        """The page's first step: the stored session or an invite in the address, its view,
+        and the sign-in buttons made usable (a sign-in made before would be undone)."""
+        token, message = restore(self.ctx, stored_token, request)
+        usable = gr.Button(interactive=True)
+        return {
+            **self.named(session_token=token, status=message),
+            **self.show(token),
+            **self.named(**dict.fromkeys(BUTTONS, usable)),
+        }
 
     @public
-    def login_invite(text: str, request: gr.Request) -> tuple[str, str]:
-        return sign_in_with_invite(ctx, text, client_address(request))
+    def login_invite(self, text: str, request: gr.Request) -> dict:
+        token, message = sign_in_with_invite(self.ctx, text, client_address(request))
+        return self.named(session_token=token, status=message)
 
     @public
-    def login_password(password: str, request: gr.Request) -> tuple[str, str]:
-        return sign_in_as_admin(ctx, password, client_address(request))
+    def login_password(self, password: str, request: gr.Request) -> dict:
+        token, message = sign_in_as_admin(self.ctx, password, client_address(request))
+        return self.named(session_token=token, status=message)
 
-    wire_event(
-        parts["invite_button"].click,
-        login_invite,
-        parts["invite"],
-        signed,
-        note=status,
-        api_name="login_invite",
-    ).then(show, session_token, shown, **_PRIVATE)
-    wire_event(
-        parts["password_button"].click,
-        login_password,
-        parts["password"],
-        signed,
-        note=status,
-        api_name="login_admin",
-    ).then(show, session_token, shown, **_PRIVATE).then(
-        ui_only(lambda: ""), None, parts["password"], **_PRIVATE
-    )
-    wire_event(
-        parts["logout_button"].click,
-        public(lambda token: sign_out(ctx, token)),
-        session_token,
-        signed,
-        note=status,
-        api_name="start_logout",
-    ).then(show, session_token, shown, **_PRIVATE)
+    @public
+    def logout(self, token: str) -> dict:
+        token, message = sign_out(self.ctx, token)
+        return self.named(session_token=token, status=message)
+
+    @staticmethod
+    @ui_only
+    def forget_password() -> str:
+        return ""
 
 
 def invite_token(text: str) -> str:

@@ -127,6 +127,7 @@ CONSENT = ("consent_box", "consent_who", "consent_text")
 """The consent panel: it changes only on Start, the background answer and the consent answer
 (a vote's answer leaves it out); API clients receive it after `VIEW`."""
 WITH_CONSENT = (*VIEW, *CONSENT)
+TRUTH_PANELS = ("truth_strip", "colorings")
 
 _TOKEN = ("session_token",)
 EVENTS = (
@@ -151,6 +152,10 @@ EVENTS = (
         "participant_vote",
     ),
     On("right.click", "vote", (*_TOKEN, "task_id", "right_side", "shown_at"), VIEW, "vote_note"),
+    # A crowd participant who finished is sent back to their platform (in the browser).
+    On("return_url.change", None, ("return_url",), (), js=_GO_BACK_JS),
+    # A reference set of ratings has no colorings and no dominant colors: no blank panels then.
+    On(("truth_strip.change", "colorings.change"), "truth_panels_shown", TRUTH_PANELS, TRUTH_PANELS),
 )
 """The tab's wiring, in the order Gradio registers it (`ParticipantTab.wire`)."""
 
@@ -166,22 +171,6 @@ class ParticipantTab(Tab):
     def __init__(self, ctx: AppContext, parts: dict) -> None:
         super().__init__(ctx, parts)
         self.charts = TrialCharts()
-
-    def wire(self) -> None:
-        """Register `EVENTS` with Gradio, then the two page-only effects: a crowd
-        participant who finished is sent back to their platform, and a reference set of
-        ratings (no colorings, no dominant colors) shows no blank panels."""
-        super().wire()
-        parts = self.parts
-        parts["return_url"].change(None, parts["return_url"], None, js=_GO_BACK_JS, api_visibility="private")
-        truth_panels = [parts["truth_strip"], parts["colorings"]]
-        gr.on(
-            [parts["truth_strip"].change, parts["colorings"].change],
-            _truth_panels_shown,
-            truth_panels,
-            truth_panels,
-            api_visibility="private",
-        )
 
     def show(
         self,
@@ -229,6 +218,13 @@ class ParticipantTab(Tab):
         if consent is not None:
             view.update(zip((self.parts[name] for name in CONSENT), consent))
         return view
+
+    @ui_only
+    def truth_panels_shown(self, strip, colorings) -> dict:
+        """Show the dominant-color strip and the colorings only when the trial has them."""
+        return self.named(
+            truth_strip=gr.Plot(visible=strip is not None), colorings=gr.Gallery(visible=bool(colorings))
+        )
 
     @ui_only
     def on_sign_in(self, session_token: str) -> dict:
@@ -445,12 +441,6 @@ def _layout() -> dict:
         # A crowd participant who finished is sent back to their platform with their code.
         "return_url": gr.Textbox(visible="hidden", label="return_url", elem_id="participant_return_url"),
     }
-
-
-@ui_only
-def _truth_panels_shown(strip, colorings) -> tuple:
-    """Show the dominant-color strip and the colorings only when the trial has them."""
-    return gr.Plot(visible=strip is not None), gr.Gallery(visible=bool(colorings))
 
 
 _WAIT_FOR_BACKGROUND = "**Before your first trial:** do you have a design or art background? Answer above."

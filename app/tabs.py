@@ -28,13 +28,15 @@ class On:
     unless `clear_note` is False; `api_name` names it for API clients, `js` runs in the
     browser first, `limited` allows at most ``AppConfig.submit_concurrency`` calls at once
     (named after `api_name`). Without a `note` it is a private event that refuses nobody (it
-    computes UI alone, or chooses by the caller's own session). The trigger ``"api"`` makes
-    an endpoint for API clients alone, named `api_name`, whose parameters are the method's
-    own (`gradio.api`: no `inputs`, `outputs` or `note`).
+    computes UI alone, or chooses by the caller's own session); its `api_name`, if any, only
+    names its function (it stays private), and a `method` of None runs `js` alone, in the
+    browser. The trigger ``"api"`` makes an endpoint for API clients alone, named
+    `api_name`, whose parameters are the method's own (`gradio.api`: no `inputs`, `outputs`
+    or `note`).
     """
 
     trigger: str | tuple[str, ...]
-    method: str
+    method: str | None
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     note: str | None = None
@@ -88,7 +90,7 @@ def wire_events(tab, events: tuple[On, ...]) -> None:
     """
     event = None
     for on in events:
-        fn = getattr(tab, on.method)
+        fn = None if on.method is None else getattr(tab, on.method)
         if on.trigger == "api":
             gr.api(fn, api_name=on.api_name)
             event = None
@@ -102,7 +104,8 @@ def wire_events(tab, events: tuple[On, ...]) -> None:
         inputs = [tab.parts[name] for name in on.inputs]
         outputs = [tab.parts[name] for name in on.outputs]
         if on.note is None:
-            event = listener(fn, inputs, outputs, api_visibility="private")
+            named = {} if on.api_name is None else {"api_name": on.api_name}
+            event = listener(fn, inputs, outputs, js=on.js, api_visibility="private", **named)
             continue
         limit = (on.api_name, tab.ctx.config.submit_concurrency) if on.limited else None
         event = wire(

@@ -1,4 +1,4 @@
-"""`app.common.handler`: role check, per-request database, what a person sees of an error."""
+"""`app.common.role`: role check, per-request database, what a person sees of an error."""
 
 import logging
 
@@ -7,7 +7,8 @@ import pytest
 
 from annotation.errors import Conflict
 from annotation.people.passwords import login_admin
-from app.common import UNEXPECTED, AppContext, handler, whole_number
+from app.common import UNEXPECTED, AppContext, role, whole_number
+from app.tabs import Tab
 from tests.app_server import ADMIN_PASSWORD, make_config
 
 SECRET = "/srv/colorconcept/data/private.sqlite"
@@ -22,44 +23,53 @@ def signed_in(tmp_path):
     return ctx, token
 
 
-def _lookup(db, actor, key: str) -> str:
-    """A handler with a bug: it looks `key` up in an empty mapping."""
-    return {}[f"{SECRET}:{key}"]
+class Probe(Tab):
+    """A tab whose handlers fail in the ways a real one can."""
+
+    @role("admin")
+    def lookup(self, db, actor, key: str) -> str:
+        """A handler with a bug: it looks `key` up in an empty mapping."""
+        return {}[f"{SECRET}:{key}"]
+
+    @role("expert")
+    def lookup_as_expert(self, db, actor, key: str) -> str:
+        return {}[key]
+
+    @role("admin")
+    def conflict(self, db, actor):
+        raise Conflict("coloring <b>7</b> is excluded")
+
+    @role("admin")
+    def own_error(self, db, actor):
+        raise gr.Error("already a gr.Error")
 
 
 def test_an_unexpected_exception_is_logged_and_shown_by_its_class_only(signed_in, caplog):
     ctx, token = signed_in
-    wrapped = handler(ctx, "admin")(_lookup)
     with caplog.at_level(logging.ERROR, logger="app.common"), pytest.raises(gr.Error) as raised:
-        wrapped(token, "<b>x</b>")
+        Probe(ctx, {}).lookup(token, "<b>x</b>")
     assert raised.value.message == UNEXPECTED.format(kind="KeyError")
     assert raised.value.message.startswith(
         "Something went wrong on the server (KeyError); it has been logged."
     )
     assert SECRET not in raised.value.message and "<b>" not in raised.value.message
     [record] = caplog.records
-    assert record.getMessage() == "unexpected error in _lookup"
+    assert record.getMessage() == "unexpected error in lookup"
     assert record.exc_info[0] is KeyError and SECRET in str(record.exc_info[1])
 
 
 def test_domain_errors_show_their_escaped_message_and_are_not_logged(signed_in, caplog):
     ctx, token = signed_in
-
-    def conflict(db, actor):
-        raise Conflict("coloring <b>7</b> is excluded")
-
-    def own_error(db, actor):
-        raise gr.Error("already a gr.Error")
-
+    probe = Probe(ctx, {})
     with caplog.at_level(logging.ERROR, logger="app.common"):
         with pytest.raises(gr.Error) as raised:
-            handler(ctx, "admin")(conflict)(token)
+            probe.conflict(token)
         assert raised.value.message == "coloring &lt;b&gt;7&lt;/b&gt; is excluded"
         with pytest.raises(gr.Error) as raised:
-            handler(ctx, "admin")(own_error)(token)
+            probe.own_error(token)
         assert raised.value.message == "already a gr.Error"
         with pytest.raises(gr.Error) as raised:
-            handler(ctx, "expert")(_lookup)(token, "x")
+            probe.lookup_as_expert(token, "x")
         assert "needs the role expert" in raised.value.message
     assert caplog.records == []
 
