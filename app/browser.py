@@ -42,7 +42,9 @@ NO_SHIFT = (
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Concept browser inside the current `gr.Tab`."""
-    BrowserTab(ctx, {"session_token": session_token, **_layout(ctx, session_token)}).wire()
+    concepts = load_concepts()
+    parts = _layout(ctx, session_token, [c.key for c in concepts])
+    BrowserTab(ctx, {"session_token": session_token, **parts}, concepts).wire()
 
 
 VIEW = ("label", "distributions", "strips", "metrics", "gallery", "variants_title", "shifts", "shift_plot")
@@ -64,14 +66,15 @@ EVENTS = (
 class BrowserTab(Tab):
     """The Concept browser of one app: its parts by name, and the handlers `EVENTS` wires.
 
-    Its ``parts``: the laid-out components by name (`_layout`) and ``session_token``.
+    Its ``parts``: the laid-out components by name (`_layout`) and ``session_token``;
+    ``concepts``: `evaluation.concepts.load_concepts`, read once per app.
     """
 
     EVENTS = EVENTS
 
-    def __init__(self, ctx: AppContext, parts: dict) -> None:
+    def __init__(self, ctx: AppContext, parts: dict, concepts: list) -> None:
         super().__init__(ctx, parts)
-        self.concepts = load_concepts()
+        self.concepts = concepts
 
     @role(*ROLES, "admin")
     def show(
@@ -112,9 +115,9 @@ class BrowserTab(Tab):
         return gr.Plot(visible=figure is not None)
 
 
-def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
-    """The tab's components, by the names `EVENTS` and `BrowserTab.show` use."""
-    keys = [c.key for c in load_concepts()]
+def _layout(ctx: AppContext, session_token: gr.Textbox, keys: list[str]) -> dict:
+    """The tab's components, by the names `EVENTS` and `BrowserTab.show` use (`keys`: the
+    concepts the picker offers)."""
     parts: dict = {}
     with gr.Row():
         parts["concept"] = choice_search(
