@@ -185,8 +185,7 @@ class LeaderboardTab(Tab):
     ) -> dict:
         """Tables 1, 2, 6-8 and Figures 4 and 5 against the human `source`, with
         bootstrap intervals and the significance of each ranking (10th output)."""
-        choice = _source(db, source)
-        result = self._analyses(db, choice.source, cfg, aggregate, resamples, seed, colorings)
+        choice, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
         return self.show(db, choice, result, "current")
 
     @role(*ROLES, "admin")
@@ -226,8 +225,7 @@ class LeaderboardTab(Tab):
         """After `first_look`: the view brought up to date, when it was not already."""
         if not pending:
             return {self.parts["pending"]: False}
-        choice = _source(db, source)
-        result = self._analyses(db, choice.source, cfg, aggregate, resamples, seed, colorings)
+        choice, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
         return {**self.show(db, choice, result, "current"), self.parts["pending"]: False}
 
     @role(*ROLES, "admin")
@@ -260,8 +258,7 @@ class LeaderboardTab(Tab):
         self, db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
     ) -> dict:
         """Every table as CSV and every figure as HTML, under the data folder's exports/."""
-        choice = _source(db, source)
-        result = self._analyses(db, choice.source, cfg, aggregate, resamples, seed, colorings)
+        _, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
         paths = export_analyses(
             result, analysis_figures(result), self.ctx.config.data_dir / "exports" / "research"
         )
@@ -274,13 +271,14 @@ class LeaderboardTab(Tab):
         )
         return {**self.show(db, choice, result, state, settings), self.parts["pending"]: state != "current"}
 
-    def _analyses(self, db, source, cfg, aggregate, resamples, seed, colorings):
-        settings = resampling(resamples, seed, colorings)
+    def _analyses(self, db, source, cfg, aggregate, resamples, seed, colorings) -> tuple:
+        """The chosen human source (`_source`) and the whole analyses against it."""
+        choice, settings = _source(db, source), resampling(resamples, seed, colorings)
         # The app's cache, kept fresh by its refresher (`AppContext.start`).
-        return leaderboard_analyses(
+        return choice, leaderboard_analyses(
             db,
             self.concepts,
-            source,
+            choice.source,
             cfg=cfg or RECOMMENDED,
             aggregate=aggregate,
             resampling=settings,
