@@ -229,19 +229,11 @@ def test_the_expert_reads_what_review_waits_for_and_a_too_small_count_is_refused
 
 def _sign_in_update(demo, elem_id: str):
     """The page's sign-in function that sets `elem_id`, as a function of the session token to
-    `elem_id`'s update (the function returns named updates or values in its outputs' order)."""
-    [(fn, output, place)] = [
-        (f.fn, output, place)
-        for f in demo.fns.values()
-        for place, output in enumerate(f.outputs)
-        if output.elem_id == elem_id
+    `elem_id`'s update (the function returns named updates)."""
+    [(fn, output)] = [
+        (f.fn, output) for f in demo.fns.values() for output in f.outputs if output.elem_id == elem_id
     ]
-
-    def update(token):
-        result = fn(token)
-        return result[output] if isinstance(result, dict) else result[place]
-
-    return update
+    return lambda token: fn(token)[output]
 
 
 def test_next_coloring_and_start_work_only_once_the_page_knows_who_signed_in(study):
