@@ -1,6 +1,6 @@
 """The real app as a separate process: ``python app.py --db ... --data-dir ... --port ...``.
 
-Load and fault scenarios (`bench.bench_load`, ``tests/test_faults.py``) talk to it only
+Load and fault scenarios (`bench.bench_load`, ``tests/app/test_faults.py``) talk to it only
 through HTTP (`gradio_client`), as people's browsers do, and may SIGKILL it.
 """
 

@@ -20,8 +20,8 @@ from annotation.coloring.fill import canvas_value
 from annotation.concepts import sync_concepts
 from annotation.sketches.library import sync_shipped_sketches
 from storage import ensure_schema, open_db
+from tests.app.test_designer import PAIRS, Study, finish_practice, paint
 from tests.app_server import make_config, running_app
-from tests.test_app_designer import PAIRS, Study, finish_practice, paint
 
 
 def _timed(fn, *args, **kwargs) -> tuple[float, object]:

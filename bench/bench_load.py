@@ -29,7 +29,7 @@ quotas kept, no partial rows, no orphaned files, ``PRAGMA integrity_check`` ok):
   before the clock), so that the load generator costs the machine's cores little.
 
 ``python -m bench --only load`` calls `run` and writes `markdown` into BENCHMARKS.md;
-``tests/test_faults.py`` runs the same scenarios at small sizes and asserts correctness.
+``tests/app/test_faults.py`` runs the same scenarios at small sizes and asserts correctness.
 """
 
 from __future__ import annotations

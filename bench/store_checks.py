@@ -1,6 +1,6 @@
 """What must hold of the annotation store after load or a crash, as a list of problems.
 
-Used by ``bench/bench_load.py`` and ``tests/test_faults.py``: an empty list means every
+Used by ``bench/bench_load.py`` and ``tests/app/test_faults.py``: an empty list means every
 acknowledged submission is stored exactly once, within its quota, with its files, and
 nothing else is left behind.
 """

@@ -10,14 +10,14 @@ venv="${LOWER_BOUNDS_VENV:-/tmp/colorconcept-lower-bounds}"
 py="${PYTHON:-python3}"
 fast_tests=(
     tests/test_doctests.py
-    tests/test_colorspace.py
-    tests/test_metrics.py
-    tests/test_db.py
-    tests/test_transactions.py
-    tests/test_imports.py
-    tests/test_runs.py
-    tests/test_app_common.py
-    tests/test_app_stability.py
+    tests/evaluation/color/test_colorspace.py
+    tests/evaluation/color/test_metrics.py
+    tests/storage/test_db.py
+    tests/evaluation/pipeline/test_transactions.py
+    tests/evaluation/pipeline/test_imports.py
+    tests/evaluation/pipeline/test_runs.py
+    tests/app/test_common.py
+    tests/app/test_stability.py
 )
 
 "$py" -m venv --clear "$venv"

@@ -94,7 +94,7 @@ def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     ``db.atomic()``: its deferred ``BEGIN`` reads first, and a commit by another connection
     before its first write fails that write at once with "database is locked"
     (SQLITE_BUSY_SNAPSHOT, which the busy timeout does not cover). This is the one way the
-    project opens a write transaction; tests/test_transactions.py refuses ``.atomic(``
+    project opens a write transaction; tests/evaluation/pipeline/test_transactions.py refuses ``.atomic(``
     outside `storage`.
     """
     if db.conn.in_transaction:

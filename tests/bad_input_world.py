@@ -1,7 +1,7 @@
 """The world the bad-input table acts in: a server's people, their tasks, bad files and values.
 
 `build_world` sets up, through the public API where it can, everyone the rows of
-``tests/test_bad_input.py`` act as; `snapshot` dumps every table and the data folder so
+``tests/app/test_bad_input.py`` act as; `snapshot` dumps every table and the data folder so
 a row can check that nothing stored changed. The bad uploads, canvas values and sketch
 files are built here, each wrong in one way.
 """

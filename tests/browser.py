@@ -1,6 +1,6 @@
 """The shared real-browser harness: Debian Chromium through Playwright, a live app per test.
 
-Scenario files (``tests/test_browser_*.py``) import the fixtures they use::
+Scenario files (``tests/e2e/test_*.py``) import the fixtures they use::
 
     from tests.browser import live_app, page  # noqa: F401  (pytest fixtures)
 

@@ -48,29 +48,40 @@ def module_chromium():
 # run (`./test.sh --durations=0`, summed per module, 2026-11-26); the rest keep their order
 # and fill the gaps.
 HEAVY_FIRST = (
-    "test_browser_pilot.py",
-    "test_browser_scenario.py",
-    "test_ray_node_loss.py",
-    "test_ray_executor.py",
-    "test_faults.py",
-    "test_browser_crowd.py",
-    "test_crowd_bench.py",
-    "test_browser_researcher.py",
-    "test_browser_canvas.py",
-    "test_app_designer.py",
-    "test_bad_input.py",
-    "test_browser_designer.py",
-    "test_browser_refusals.py",
-    "test_browser_explicit.py",
-    "test_served_files.py",
-    "test_app_landing.py",
-    "test_app_participant.py",
-    "test_app_admin.py",
-    "test_app_expert.py",
-    "test_browser_expert.py",
+    "tests/e2e/test_pilot.py",
+    "tests/e2e/test_scenario.py",
+    "tests/evaluation/pipeline/test_ray_node_loss.py",
+    "tests/evaluation/pipeline/test_ray_executor.py",
+    "tests/app/test_faults.py",
+    "tests/e2e/test_crowd.py",
+    "tests/bench/test_crowd.py",
+    "tests/e2e/test_researcher.py",
+    "tests/e2e/test_canvas.py",
+    "tests/app/test_designer.py",
+    "tests/app/test_bad_input.py",
+    "tests/e2e/test_designer.py",
+    "tests/e2e/test_refusals.py",
+    "tests/e2e/test_explicit.py",
+    "tests/app/test_served_files.py",
+    "tests/e2e/test_landing.py",
+    "tests/app/test_participant.py",
+    "tests/app/test_admin.py",
+    "tests/app/test_expert.py",
+    "tests/e2e/test_expert.py",
 )
 
 
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    unknown = [name for name in HEAVY_FIRST if not (config.rootpath / name).is_file()]
+    if unknown:  # a moved module would silently lose its place
+        raise pytest.UsageError(f"tests/conftest.py HEAVY_FIRST names no test module: {sorted(unknown)}")
+    unmarked = [
+        item.nodeid
+        for item in items
+        if item.path.is_relative_to(config.rootpath / "tests" / "e2e")
+        and not item.get_closest_marker("browser")
+    ]
+    if unmarked:  # `-m "not browser"` must leave out every Chromium walk
+        raise pytest.UsageError(f"tests/e2e/ holds Chromium tests, each marked browser; unmarked: {unmarked}")
+    items.sort(key=lambda item: rank.get(item.path.relative_to(config.rootpath).as_posix(), len(rank)))

@@ -11,7 +11,7 @@ The workers write nothing, so a SIGKILL of the app while they are busy cannot le
 partial row or file. They are spawned (not forked: the app has threads) and each
 watches its parent through a pidfd, exiting as soon as the app is gone, however it
 ended (`multiprocessing`'s own queues keep a dead parent's workers waiting forever, and a
-fork server outlives its parent; measured in ``tests/test_faults.py``).
+fork server outlives its parent; measured in ``tests/app/test_faults.py``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ designers' P_H, from which designers colored them. Two resampling schemes:
 
 Intervals are percentile intervals of the replicates (`percentile_interval`); the
 resample count, seed and level travel with them (`Resampling.describe`). The coverage
-is checked on synthetic data with a known mean in ``tests/test_bootstrap.py``.
+is checked on synthetic data with a known mean in ``tests/evaluation/analysis/test_bootstrap.py``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ is not penalized. The paper gives neither k nor the distance. Ours:
 - ``K_NEIGHBOURS = 3``: the target and 3 neighbours. With k = 3 a render of the target itself
   is called correct in >= 95% of ISCC-NBS L2 and >= 90% of CSS3/X11 exposure-normalised
   renders, while a render of a color outside the set passes in well under 5%
-  (``tests/test_explicit_exposure_normalised.py`` prints the figures; ``BENCHMARKS.md``
+  (``tests/evaluation/explicit/test_exposure_normalised.py`` prints the figures; ``BENCHMARKS.md``
   records them, with the validation renders of ``bench/bench_explicit_validation.py``).
 - ``DISTANCE = "ciede2000"``: neighbours by CIEDE2000 between the systems' CIELAB centroids
   (D65, 2°), the same distance the scorer uses; ties (CSS3 has equal colors under two names,

@@ -18,7 +18,7 @@ readings differ:
   chromaticities is stretched radially and the two agree; but clipping of bright saturated
   colors and sensor noise on low-chroma ones tilt v1 away from the hue, and the origin
   projection then loses chroma: on the exposure-normalised renders it calls 67% of CSS3 renders
-  correct against 94% for the centred one (``tests/test_explicit_exposure_normalised.py``
+  correct against 94% for the centred one (``tests/evaluation/explicit/test_exposure_normalised.py``
   prints both).
 
 The sign of v1 does not matter to either.

@@ -1,0 +1,235 @@
+"""Sketches in the store: the shipped library, imports, generated candidates, the admin tab."""
+
+import hashlib
+import json
+
+import httpx
+import numpy as np
+import pytest
+from gradio_client import handle_file
+from gradio_client.exceptions import AppError
+from PIL import Image
+
+from annotation.concepts import sync_concepts
+from annotation.errors import InvalidInput, NotFound
+from annotation.files import resolve
+from annotation.sketches import library as store
+from annotation.sketches.importing import LONG_SIDE, SKETCH_DIR, load_manifest, load_sketch_png
+from evaluation.concepts import load_concepts
+from evaluation.models.registry import load_registry
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.evaluation.models.test_generation import tiny_pipe  # noqa: F401 (fixture)
+
+SHIPPED = {e.concept for e in load_manifest()}
+N_BASES = len({c.base for c in load_concepts()})
+LINE_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="200" height="100">'
+    '<rect width="200" height="100" fill="white"/>'
+    '<ellipse cx="100" cy="50" rx="80" ry="35" fill="none" stroke="black" '
+    'stroke-width="3"/></svg>'
+)
+
+
+@pytest.fixture
+def loaded(db, tmp_path):
+    sync_concepts(db)
+    data = tmp_path / "data"
+    store.sync_shipped_sketches(db, data)
+    return db, data
+
+
+def _photo(path, seed=0):
+    """A smooth colored picture, like a photo: not line art."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:256, 0:256] / 255.0
+    rgb = np.stack([x, y, 1 - x * y], axis=-1) * 200 + rng.normal(0, 10, (256, 256, 3))
+    Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8)).save(path)
+    return path
+
+
+def _audit_actions(db):
+    return [r["action"] for r in db["audit"].rows_where(order_by="id")]
+
+
+def test_the_shipped_library_loads_once_each_sketch_selected(loaded, tmp_path):
+    db, data = loaded
+    rows = list(db["sketches"].rows_where(order_by="id"))
+    assert {r["base"] for r in rows} == SHIPPED and len(rows) == len(SHIPPED)
+    assert {(r["source"], r["selected"], max(r["width"], r["height"])) for r in rows} == {
+        ("shipped", 1, LONG_SIDE)
+    }
+    for row in rows:
+        data_bytes = resolve(data, row["path"]).read_bytes()
+        assert hashlib.sha256(data_bytes).hexdigest() == row["sha256"]
+        shipped_file = SKETCH_DIR / json.loads(row["meta"])["file"].split("/")[-1]
+        assert data_bytes == shipped_file.read_bytes()
+    assert store.sync_shipped_sketches(db, data) == 0 and db["sketches"].count == len(SHIPPED)
+    missing = store.bases_without_sketch(db)
+    assert len(missing) == N_BASES - len(SHIPPED) and not SHIPPED & {m["base"] for m in missing}
+
+
+def test_a_wiped_data_folder_gets_the_shipped_files_back(loaded):
+    db, data = loaded
+    apple = store.selected_sketch(db, "apple")
+    resolve(data, apple["path"]).unlink()
+    assert store.sync_shipped_sketches(db, data) == 0
+    np.testing.assert_array_equal(store.load_sketch(data, apple), load_sketch_png(SKETCH_DIR / "apple.png"))
+
+
+def test_an_imported_svg_is_normalised_and_becomes_the_concepts_sketch(loaded, tmp_path):
+    db, data = loaded
+    svg = tmp_path / "Bell Pepper.svg"
+    svg.write_text(LINE_SVG, encoding="utf-8")
+    [result] = store.import_sketches(db, data, [svg], actor="admin")
+    assert (result.ok, result.base, result.reason) == (True, "bell pepper", "")
+    row = store.selected_sketch(db, "bell pepper")
+    assert (row["id"], row["source"], row["width"]) == (result.sketch_id, "imported", LONG_SIDE)
+    pixels = store.load_sketch(data, row)
+    assert pixels.shape == (row["height"], LONG_SIDE) and pixels.max() == 255 and pixels.min() < 64
+    assert "bell pepper" not in {m["base"] for m in store.bases_without_sketch(db)}
+    assert _audit_actions(db)[-2:] == ["add_sketch", "select_sketch"]
+
+
+def test_a_photo_is_refused_with_the_reason_and_nothing_changes(loaded, tmp_path):
+    db, data = loaded
+    before = store.selected_sketch(db, "lemon")
+    count = db["sketches"].count
+    results = store.import_sketches(
+        db,
+        data,
+        [
+            _photo(tmp_path / "lemon.png"),
+            _photo(tmp_path / "not a concept.png"),
+            _photo(tmp_path / "lemon.gif"),
+        ],
+    )
+    assert [r.ok for r in results] == [False, False, False]
+    assert results[0].reason.startswith("lemon.png: not line art:")
+    assert "no base concept is named like this file" in results[1].reason
+    assert results[2].reason == "lemon.gif: expected one of .png, .jpg, .jpeg, .webp, .svg, got .gif"
+    assert db["sketches"].count == count and store.selected_sketch(db, "lemon") == before
+
+
+def test_a_folder_imports_each_file_by_its_name(loaded, tmp_path):
+    db, data = loaded
+    folder = tmp_path / "drawings"
+    folder.mkdir()
+    (folder / "tulip.svg").write_text(LINE_SVG, encoding="utf-8")
+    _photo(folder / "pumpkin.jpg")
+    (folder / "notes.txt").write_text("not a sketch", encoding="utf-8")
+    results = store.import_sketch_folder(db, data, folder, select=False)
+    assert [(r.name, r.base, r.ok) for r in results] == [
+        ("pumpkin.jpg", "pumpkin", False),
+        ("tulip.svg", "tulip", True),
+    ]
+    assert store.sketches_of(db, "tulip")[0]["selected"] == 0
+    with pytest.raises(InvalidInput, match="must be a folder"):
+        store.import_sketch_folder(db, data, folder / "notes.txt")
+
+
+def test_an_import_names_a_base_concept_not_a_variant(loaded, tmp_path):
+    db, data = loaded
+    svg = tmp_path / "x.svg"
+    svg.write_text(LINE_SVG, encoding="utf-8")
+    with pytest.raises(InvalidInput, match="`base` must be a base concept such as 'apple'"):
+        store.import_sketches(db, data, [svg], base="rotten apple")
+    with pytest.raises(NotFound, match="unknown concept 'applesauce'"):
+        store.import_sketches(db, data, [svg], base="applesauce")
+
+
+def test_selecting_a_sketch_deselects_the_others_of_its_base(loaded, tmp_path):
+    db, data = loaded
+    shipped = store.selected_sketch(db, "apple")
+    svg = tmp_path / "apple.svg"
+    svg.write_text(LINE_SVG, encoding="utf-8")
+    [result] = store.import_sketches(db, data, [svg], select=False)
+    assert store.selected_sketch(db, "apple")["id"] == shipped["id"]
+    store.select_sketch(db, result.sketch_id, actor="admin", why="rounder")
+    assert [(r["id"], r["selected"]) for r in store.sketches_of(db, "apple")] == [
+        (result.sketch_id, 1),
+        (shipped["id"], 0),
+    ]
+    assert store.sync_shipped_sketches(db, data) == 0
+    assert store.selected_sketch(db, "apple")["id"] == result.sketch_id
+    with pytest.raises(NotFound, match="unknown sketch id 999"):
+        store.select_sketch(db, 999)
+
+
+def test_generated_candidates_that_are_line_art_are_stored_unselected(loaded):
+    db, data = loaded
+    apple = np.repeat(load_sketch_png(SKETCH_DIR / "apple.png")[..., None], 3, axis=2)
+    noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    candidates = store.store_candidates(
+        db, data, "banana", [apple, noise], [11, 12], meta={"prompt": "p", "model": "m"}
+    )
+    assert [c.seed for c in candidates] == [11, 12]
+    assert candidates[1].sketch_id is None and candidates[1].reason.startswith("not line art")
+    row = store.get_sketch(db, candidates[0].sketch_id)
+    assert (row["base"], row["source"], row["selected"]) == ("banana", "generated", 0)
+    assert json.loads(row["meta"]) == {"prompt": "p", "model": "m", "seed": 11}
+
+
+def test_five_candidates_from_a_real_pipeline_are_vetted(loaded, tiny_pipe):
+    db, data = loaded
+    spec = load_registry()["tiny-random"]
+    count = db["sketches"].count
+    candidates = store.generate_candidates(
+        db,
+        data,
+        "apple",
+        tiny_pipe,
+        np.random.default_rng(7),
+        steps=spec.steps,
+        resolution=spec.resolution,
+        model=spec.key,
+    )
+    expected_seeds = np.random.default_rng(7).integers(0, 2**63 - 1, size=5).tolist()
+    assert [c.seed for c in candidates] == expected_seeds
+    assert {c.image.shape for c in candidates} == {(spec.resolution, spec.resolution, 3)}
+    # Random weights draw colored noise: every candidate is refused, none is stored.
+    assert all(c.sketch_id is None and c.reason.startswith("not line art") for c in candidates)
+    assert db["sketches"].count == count
+
+
+def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path):
+    config = make_config(tmp_path)
+    svg = tmp_path / "tulip.svg"
+    svg.write_text(LINE_SVG, encoding="utf-8")
+    with running_app(config) as (client, _):
+        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        summary, missing = client.predict(admin, api_name="/sketches_missing")
+        assert summary == f"**{len(SHIPPED)} of {N_BASES}** base concepts have a sketch."
+        assert len(missing["data"]) == N_BASES - len(SHIPPED)
+        photo = _photo(tmp_path / "rose.png")
+        results = client.predict(
+            admin,
+            [handle_file(svg), handle_file(photo)],
+            "(from the file names)",
+            True,
+            api_name="/sketches_import",
+        )
+        assert [r[:2] for r in results["data"]] == [["tulip.svg", "tulip"], ["rose.png", "rose"]]
+        assert results["data"][0][2].startswith("imported as sketch ")
+        assert results["data"][1][2].startswith("refused: rose.png: not line art")
+        gallery, table = client.predict(admin, "rose", api_name="/sketches_list")
+        assert [r[1:3] for r in table["data"]] == [["shipped", "yes"]] and len(gallery) == 1
+        tulip = int(results["data"][0][2].rsplit(" ", 1)[1])
+        message = client.predict(admin, tulip, "clean lines", api_name="/sketches_select")
+        assert message == f"Sketch {tulip} is now the sketch of **tulip**."
+        table = client.predict(admin, [handle_file(svg)], "daisy", False, api_name="/sketches_import")["data"]
+        assert table[0][1] == "daisy"
+        designer = client.predict(
+            client.predict(admin, "designer", 1, "yes", 7, api_name="/admin_create_invites")["data"][0][3],
+            api_name="/login_invite",
+        )[0]
+        for api, args in (
+            ("/sketches_missing", ()),
+            ("/sketches_list", ("rose",)),
+            ("/sketches_select", (tulip, "")),
+            ("/sketches_generate", ("tiny-random", "tulip")),
+        ):
+            with pytest.raises(AppError, match="needs the role admin"):
+                client.predict(designer, *args, api_name=api)
+        # A designer's upload is refused at the upload route, before the handler (app.guard).
+        with pytest.raises(httpx.HTTPStatusError, match="403 Forbidden"):
+            client.predict(designer, [handle_file(svg)], "tulip", True, api_name="/sketches_import")

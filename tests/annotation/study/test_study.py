@@ -1,0 +1,597 @@
+"""The pairwise study in the library: design, freeze rule, assignment, votes, analysis."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose
+
+from annotation.errors import InvalidInput, PermissionDenied
+from annotation.people.accounts import Actor, create_annotators
+from annotation.study import design as study
+from annotation.study import judging
+from annotation.study.design import GROUND_TRUTH, ModelSource, StudyFrozen
+from evaluation.analysis.judgment_report import analyse, read_metrics, read_votes
+from evaluation.analysis.judgments import pair_preferences, participant_flags
+from evaluation.color import metrics
+from evaluation.color.naming import names_of_uw71
+from evaluation.pipeline import runs
+from tests.study_data import CFG, MODELS, RUN, populate, sources, truth_source
+
+ROOT = Path(__file__).resolve().parents[3]
+ADMIN = Actor(None, "admin", frozenset({"admin"}))
+
+
+@pytest.fixture
+def setup(db, tmp_path):
+    """A database with 40 concepts of outputs and ground truths; returns (db, data_dir, truths)."""
+    data_dir = tmp_path / "data"
+    truths, _ = populate(db, data_dir, 40, np.random.default_rng(0))
+    return db, data_dir, truths
+
+
+def _study(db, data_dir, truths, *, n_concepts=20, seed=1, open_it=True, **options):
+    study_id = study.create_study(
+        db, "s", sources(), truth_source(data_dir, truths), seed=seed, n_concepts=n_concepts, **options
+    )
+    if open_it:
+        study.open_study(db, study_id, ADMIN)
+    return study_id
+
+
+def _participants(db, n, background=True):
+    actors = [
+        Actor(a["id"], a["pseudonym"], frozenset({"participant"}))
+        for a, _ in create_annotators(db, n, "participant")
+    ]
+    for actor in actors:
+        if background is not None:
+            judging.set_background(db, actor, background)
+    return actors
+
+
+def _judge_all(db, actors, choose, rng):
+    """Every participant judges until nothing is left; `choose(trial)` -> 'left'/'right'."""
+    shown = []
+    for actor in actors:
+        while (trial := judging.next_trial(db, actor, rng)) is not None:
+            shown.append(trial)
+            judging.record_judgment(db, actor, trial.task_id, choose(trial), 2.5)
+    return shown
+
+
+def _dump(db):
+    return list(db.conn.iterdump())
+
+
+def test_design_samples_concepts_with_truth_and_outputs_and_is_recorded(setup):
+    db, data_dir, truths = setup
+    limited = {k: truths[k] for k in sorted(truths)[:30]}
+    study_id = _study(db, data_dir, limited, n_concepts=20, open_it=False)
+    design = study.study_design(db, study_id)
+    assert len(design["concepts"]) == 20 and set(design["concepts"]) <= set(limited)
+    assert design["eligible_concepts"] == 40 and design["seed"] == 1
+    assert design["sources"] == [{"model": m, "run": RUN, "cfg": CFG} for m in MODELS]
+    assert (design["style"], design["votes_per_pair"], design["ground_truth"]) == (
+        "clipart",
+        6,
+        "synthetic colorings",
+    )
+    assert design["pairs"] == 60 and design["frozen"] is None
+    # About 10 % of trials are checks: round(0.1 / 0.9 * 60) = 7 check pairs.
+    assert design["attention_checks"] == 7 == len(design["attention_check_pairs"])
+    pairs = list(db["study_pairs"].rows_where("study_id = ?", [study_id]))
+    study_pairs = {(p["concept_key"], p["a"], p["b"]) for p in pairs if p["b"] != GROUND_TRUTH}
+    assert study_pairs == {
+        (k, a, b)
+        for k in design["concepts"]
+        for a, b in [("omnigen", "sana"), ("omnigen", "sdxl"), ("sana", "sdxl")]
+    }
+    checks = [(p["concept_key"], p["a"]) for p in pairs if p["b"] == GROUND_TRUTH]
+    assert sorted(checks) == sorted(map(tuple, design["attention_check_pairs"]))
+    assert all(json.loads(p["meta"])["attention_check"] == (p["b"] == GROUND_TRUTH) for p in pairs)
+    again = study.create_study(db, "s2", sources(), truth_source(data_dir, limited), seed=1, n_concepts=20)
+    assert study.study_design(db, again)["concepts"] == design["concepts"]
+    other = study.create_study(db, "s3", sources(), truth_source(data_dir, limited), seed=2, n_concepts=20)
+    assert study.study_design(db, other)["concepts"] != design["concepts"]
+
+
+def test_too_few_eligible_concepts_is_a_clear_error_and_stores_nothing(setup):
+    db, data_dir, truths = setup
+    before = _dump(db)
+    with pytest.raises(
+        InvalidInput,
+        match=r"only 40 concepts have a ground truth .* "
+        r"got n_concepts=41",
+    ):
+        _study(db, data_dir, truths, n_concepts=41)
+    assert _dump(db) == before
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"name": " "}, "`name` must be a non-empty text"),
+        (
+            {"sources": sources()[:1]},
+            r"^Model outputs \(`sources`\): choose two or more, each from a different model \(a study "
+            r"compares models\); chosen: omnigen\. Choose one output per model\.$",
+        ),
+        (
+            {"sources": [*sources()[:2], ModelSource("sana", RUN, 7.0)]},
+            r"each from a different model .*; chosen: omnigen, sana, sana\.",
+        ),
+        (
+            {"sources": [*sources()[:2], ModelSource("dalle", RUN, CFG)]},
+            "no clipart distributions stored for model 'dalle'",
+        ),
+        ({"n_concepts": 0}, "`n_concepts` must be a whole number >= 1, got 0"),
+        ({"style": "photo"}, "`style` must be one of"),
+        ({"votes_per_pair": 2.5}, "`votes_per_pair` must be a whole number"),
+        ({"attention_rate": 0.7}, r"`attention_rate` must be a number in \[0, 0.5\], got 0.7"),
+    ],
+)
+def test_bad_design_arguments_are_refused_with_the_argument_named(setup, change, message):
+    db, data_dir, truths = setup
+    arguments = {
+        "name": "s",
+        "sources": sources(),
+        "n_concepts": 5,
+        "style": "clipart",
+        "votes_per_pair": 6,
+        "attention_rate": 0.1,
+        **change,
+    }
+    before = _dump(db)
+    with pytest.raises(InvalidInput, match=message):
+        study.create_study(
+            db,
+            arguments.pop("name"),
+            arguments.pop("sources"),
+            truth_source(data_dir, truths),
+            seed=0,
+            **arguments,
+        )
+    assert _dump(db) == before
+
+
+def test_an_open_study_cannot_change_in_code_or_in_sql(setup):
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=5, open_it=False)
+    assert study.update_study(db, study_id, ADMIN, votes_per_pair=4)["votes_per_pair"] == 4
+    design = study.open_study(db, study_id, ADMIN)
+    assert design["frozen"] and design["votes_per_pair"] == 4
+    before = _dump(db)
+    with pytest.raises(StudyFrozen, match="was opened on .* its design is frozen"):
+        study.update_study(db, study_id, ADMIN, votes_per_pair=6)
+    with pytest.raises(StudyFrozen):
+        study.open_study(db, study_id, ADMIN)
+    for sql in (
+        "update studies set votes_per_pair = 3",
+        "update studies set frozen = null",
+        "delete from studies",
+        "update study_pairs set a = 'x'",
+        "insert into study_pairs (study_id, concept_key, a, b) values (1, 'apple', 'p', 'q')",
+        "delete from study_ground_truths",
+        "update study_candidates set p = '[]'",
+    ):
+        with pytest.raises(sqlite3.IntegrityError, match="this study is open"):
+            db.execute(sql)
+    assert _dump(db) == before
+
+
+def test_pairs_are_handed_out_only_once_the_study_is_open(setup):
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=5, open_it=False)
+    (actor,) = _participants(db, 1)
+    assert judging.next_trial(db, actor, np.random.default_rng(0)) is None
+    assert judging.progress(db, actor) == (0, 0)
+    study.open_study(db, study_id, ADMIN)
+    assert judging.next_trial(db, actor, np.random.default_rng(0)) is not None
+
+
+def test_each_pair_gets_its_votes_from_distinct_participants_and_nobody_repeats(setup):
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=10, trials_per_participant=200)
+    actors = _participants(db, 8)
+    shown = _judge_all(db, actors, lambda t: "left", np.random.default_rng(3))
+    votes = judging.votes_frame(db, study_id)
+    n_pairs = sum(study.study_size(db, study_id).values())
+    assert len(votes) == len(shown) == 6 * n_pairs
+    per_pair = votes.groupby("pair_id")["participant_id"]
+    assert (per_pair.size() == 6).all() and (per_pair.nunique() == 6).all()
+    assert not votes.duplicated(["pair_id", "participant_id"]).any()
+    # Asked for 200, but nobody can judge more than the study's pairs.
+    assert judging.progress(db, actors[0]) == (
+        votes["participant_id"].eq(actors[0].annotator_id).sum(),
+        n_pairs,
+    )
+
+
+def test_placement_is_recorded_per_trial_and_balanced(setup):
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=30, trials_per_participant=500)
+    actors = _participants(db, 7)
+    rng = np.random.default_rng(11)
+    shown = _judge_all(db, actors, lambda t: "left" if rng.random() < 0.5 else "right", rng)
+    rows = list(
+        db.query(
+            "select j.*, t.left_item as task_left, p.a, p.b from judgments j "
+            "join tasks t on t.result_id = j.id and t.kind = 'judgment' "
+            "join study_pairs p on p.id = j.pair_id order by j.id"
+        )
+    )
+    assert len(rows) == len(shown) == 600
+    assert all(r["left_item"] == r["task_left"] for r in rows)
+    assert all(
+        r["winner"] == (r["left_item"] if r["choice"] == "left" else ({"a", "b"} - {r["left_item"]}).pop())
+        for r in rows
+    )
+    for trial, row in zip(shown, rows):
+        assert trial.left.item == row[row["left_item"]]
+    # Binomial(600, 1/2): 4 standard deviations are 49 trials.
+    left_a = sum(r["left_item"] == "a" for r in rows)
+    assert abs(left_a - 300) < 4 * np.sqrt(600 / 4)
+    votes = judging.votes_frame(db, study_id)
+    assert (votes["left_model"] == [t.left.item for t in shown]).all()
+
+
+def test_a_trial_shows_the_ground_truth_and_both_candidates_as_placed(setup):
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=5, attention_rate=0.0)
+    (actor,) = _participants(db, 1)
+    trial = judging.next_trial(db, actor, np.random.default_rng(0))
+    task = db["tasks"].get(trial.task_id)
+    pair = db["study_pairs"].get(task["pair_id"])
+    assert (trial.study_id, trial.concept, trial.number, trial.total) == (
+        study_id,
+        pair["concept_key"],
+        1,
+        15,
+    )
+    assert_allclose(trial.truth.p, truths[trial.concept], rtol=1e-12)
+    assert trial.truth.n_colorings == 5 and len(trial.truth.colorings) == study.COLORINGS_SHOWN
+    assert [n for _, n in trial.truth.dominant] == [3, 2]
+    placed = (pair["a"], pair["b"]) if task["left_item"] == "a" else (pair["b"], pair["a"])
+    assert (trial.left.item, trial.right.item) == placed
+    for side in (trial.left, trial.right):
+        stored = db.execute(
+            "select p from model_distributions where model = ? and concept = ?", [side.item, trial.concept]
+        ).fetchone()[0]
+        assert_allclose(side.p, json.loads(stored), rtol=1e-12)
+        assert len(side.images) == 2 and all((data_dir / path).is_file() for path in side.images)
+
+
+def test_votes_wait_for_the_background_answer_and_bad_votes_store_nothing(setup):
+    db, data_dir, truths = setup
+    _study(db, data_dir, truths, n_concepts=5)
+    actor, other = _participants(db, 2, background=None)
+    assert judging.design_background(db, actor) is None
+    trial = judging.next_trial(db, actor, np.random.default_rng(0))
+    before = _dump(db)
+    with pytest.raises(InvalidInput, match="design or art background"):
+        judging.record_judgment(db, actor, trial.task_id, "left", 1.0)
+    judging.set_background(db, actor, False)
+    before = _dump(db)
+    for args, message in [
+        ((trial.task_id, "up", 1.0), "`chosen_side` must be one of"),
+        ((trial.task_id, "left", -1.0), "`seconds` must be a finite number"),
+        ((trial.task_id + 999, "left", 1.0), "not a pair handed to you"),
+    ]:
+        with pytest.raises(InvalidInput, match=message):
+            judging.record_judgment(db, actor, *args)
+    judging.set_background(db, other, True)
+    with pytest.raises(InvalidInput, match="not a pair handed to you"):
+        judging.record_judgment(db, other, trial.task_id, "left", 1.0)
+    with pytest.raises(PermissionDenied, match="needs a participant account"):
+        judging.next_trial(db, ADMIN, np.random.default_rng(0))
+    assert [line for line in _dump(db) if "judgments" in line] == [
+        line for line in before if "judgments" in line
+    ]
+    judging.record_judgment(db, actor, trial.task_id, "right", 1.0)
+    assert judging.votes_frame(db, 1)["design_background"].tolist() == [False]
+
+
+def test_failed_attention_checks_flag_the_participant_and_keep_the_votes(setup):
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=10, attention_rate=0.3, trials_per_participant=200)
+    actors = _participants(db, 7)
+
+    def choose(trial, cheat):
+        truth_side = "left" if trial.left.item == GROUND_TRUTH else "right"
+        if GROUND_TRUTH not in (trial.left.item, trial.right.item):
+            return "left"
+        return ({"left", "right"} - {truth_side}).pop() if cheat else truth_side
+
+    rng = np.random.default_rng(0)
+    _judge_all(db, actors[:1], lambda t: choose(t, True), rng)
+    _judge_all(db, actors[1:], lambda t: choose(t, False), rng)
+    votes = judging.votes_frame(db, study_id)
+    checks = votes[votes["attention_check"]]
+    assert len(checks) == 6 * study.study_size(db, study_id)["attention_checks"] > 0
+    assert (
+        checks["attention_passed"].tolist() == (checks["participant_id"] != actors[0].annotator_id).tolist()
+    )
+    assert votes.loc[~votes["attention_check"], "attention_passed"].isna().all()
+    flags = participant_flags(votes)
+    assert flags["flagged"].to_dict() == {
+        a.annotator_id: a is actors[0] for a in actors if a.annotator_id in flags.index
+    }
+    kept = pair_preferences(votes)["n_votes"].sum()
+    dropped = pair_preferences(votes, exclude_flagged=True)["n_votes"].sum()
+    own = ((votes["participant_id"] == actors[0].annotator_id) & ~votes["attention_check"]).sum()
+    assert kept == 6 * study.study_size(db, study_id)["pairs"] and dropped == kept - own > 0
+
+
+def _emd_chooser(rng, scale):
+    def choose(trial):
+        d_left, d_right = (metrics.emd(trial.truth.p, s.p) for s in (trial.left, trial.right))
+        p_left = 1.0 / (1.0 + np.exp((d_left - d_right) / scale))
+        return "left" if rng.random() < p_left else "right"
+
+    return choose
+
+
+def _synthetic_study(tmp_path, choose_factory, seed):
+    from storage import ensure_schema, open_db
+
+    db = open_db(tmp_path / f"analysis-{seed}.sqlite")
+    ensure_schema(db)
+    data_dir = tmp_path / f"data-{seed}"
+    truths, _ = populate(db, data_dir, 60, np.random.default_rng(seed))
+    study_id = _study(db, data_dir, truths, n_concepts=60, attention_rate=0.05, trials_per_participant=400)
+    rng = np.random.default_rng(seed + 1)
+    _judge_all(db, _participants(db, 8), choose_factory(rng), rng)
+    return db, study_id
+
+
+def test_votes_driven_by_emd_give_emd_the_highest_agreement(tmp_path):
+    db, study_id = _synthetic_study(tmp_path, lambda rng: _emd_chooser(rng, 3.0), 5)
+    tables = analyse(
+        judging.votes_frame(db, study_id),
+        judging.study_metrics(db, study_id),
+        rng=np.random.default_rng(0),
+        n_boot=200,
+    )
+    result = tables["validation"].set_index("metric")
+    assert result.loc["emd", "n_pairs"] == 180
+    assert result["agreement"].idxmax() == "emd" and result.loc["emd", "agreement"] > 0.8
+    assert result["pearson"].idxmax() == "emd" and result["spearman"].idxmax() == "emd"
+    assert result.loc["emd", "pearson_lo"] > 0.5
+    checks = tables["participants"]["n_checks"].sum()
+    assert checks > 0 and tables["participants"]["n_failed"].sum() < 0.2 * checks
+
+
+def test_votes_from_a_coin_give_correlations_near_zero(tmp_path):
+    db, study_id = _synthetic_study(
+        tmp_path, lambda rng: lambda trial: "left" if rng.random() < 0.5 else "right", 6
+    )
+    tables = analyse(
+        judging.votes_frame(db, study_id),
+        judging.study_metrics(db, study_id),
+        rng=np.random.default_rng(1),
+        n_boot=300,
+        ci=0.99,
+    )
+    result = tables["validation"]
+    # 180 pairs: the standard error of r is about 0.075, so 0.25 is over 3 of them.
+    for key in ("pearson", "spearman"):
+        assert (result[key].abs() < 0.25).all(), result
+        assert ((result[f"{key}_lo"] <= 0) & (result[f"{key}_hi"] >= 0)).all(), result
+
+
+def test_export_and_command_line_reproduce_the_in_app_analysis(setup, tmp_path):
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=10, trials_per_participant=200)
+    rng = np.random.default_rng(2)
+    _judge_all(db, _participants(db, 7), lambda t: "left" if rng.random() < 0.6 else "right", rng)
+    folder = tmp_path / "export"
+    tables, paths = judging.analyse_study(db, study_id, folder, rng=np.random.default_rng(0), n_boot=100)
+    assert {p.name for p in paths} == {
+        "table3.csv",
+        "validation.csv",
+        "pairs.csv",
+        "bradley_terry.csv",
+        "participants.csv",
+        "votes.csv",
+        "metrics.csv",
+        "design.json",
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evaluation",
+            "judgments",
+            str(folder),
+            "--n-boot",
+            "100",
+            "--seed",
+            "0",
+            "--out",
+            str(tmp_path / "cli"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "EMD" in done.stdout and "wrote table3.csv" in done.stdout
+    metrics = pd.read_csv(folder / "metrics.csv")
+    assert list(metrics["dominant_model_name"]) == list(
+        names_of_uw71().set_index("color_index").loc[metrics["dominant_model"], "iscc_nbs_l3"]
+    )
+    for name in ("table3", "pairs", "bradley_terry", "participants"):
+        from_cli = pd.read_csv(tmp_path / "cli" / f"{name}.csv")
+        in_app = pd.read_csv(folder / f"{name}.csv")
+        pd.testing.assert_frame_equal(from_cli, in_app)
+    votes = read_votes(folder / "votes.csv")
+    assert (
+        votes[list(judging.VOTE_COLUMNS)]
+        .astype(str)
+        .equals(judging.votes_frame(db, study_id)[list(judging.VOTE_COLUMNS)].astype(str))
+    )
+
+
+def test_command_line_narrows_a_long_metrics_file_to_the_design(tmp_path):
+    long = pd.DataFrame(
+        {
+            "run": ["r", "r", "r", "r"],
+            "model": ["a", "a", "b", "b"],
+            "concept": ["apple"] * 4,
+            "style": ["clipart"] * 4,
+            "cfg": [4.5, 7.0, 4.5, 3.0],
+            "emd": [1.0, 2.0, 3.0, 4.0],
+            "hue_diff": [10.0, 20.0, 30.0, 40.0],
+        }
+    )
+    long.to_csv(tmp_path / "long.csv", index=False)
+    narrowed = read_metrics(
+        tmp_path / "long.csv",
+        sources=[{"model": "a", "run": "r", "cfg": 4.5}, {"model": "b", "run": "r", "cfg": 3.0}],
+    )
+    assert narrowed[["model", "emd", "hue_diff"]].values.tolist() == [["a", 1.0, 10.0], ["b", 4.0, 40.0]]
+    assert read_metrics(tmp_path / "long.csv", cfg=4.5)["emd"].tolist() == [1.0, 3.0]
+
+
+def test_the_evaluation_side_imports_nothing_from_annotation():
+    code = (
+        "import sys, evaluation.analysis.judgment_report; "
+        "print([m for m in sys.modules if m.split('.')[0] in ('annotation', 'app', 'gradio')])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_designer_colorings_give_the_ground_truth_with_its_groups(setup):
+    from annotation.coloring.store import store_coloring
+    from evaluation.color.palette import load_uw71
+    from storage import human as human_rows
+
+    db, data_dir, truths = setup
+    keys = [
+        row["concept"]
+        for row in db.query(
+            "select concept from model_distributions group by concept order by concept limit 3"
+        )
+    ]
+    uncolored = next(k for k in truths if k not in keys)
+    designers = [a["id"] for a, _ in create_annotators(db, 3, "designer")]
+    hexes = load_uw71().hex
+    for key in keys:
+        for designer, index in zip(designers, (5, 5, 40)):
+            rgb = np.array([int(hexes[index][i : i + 2], 16) for i in (1, 3, 5)], np.uint8)
+            image = np.full((16, 16, 3), 255, np.uint8)
+            image[:8] = rgb
+            mask = np.zeros((16, 16), bool)
+            mask[:8] = True
+            store_coloring(db, data_dir, designer, key, image, mask, seconds_spent=60.0)
+    source = study.ground_truth_source(db, "designers")
+    assert source.get(db, uncolored) is None
+    truth = source.get(db, keys[0])
+    human = human_rows.read(db, human_rows.DESIGNERS, [keys[0]])[keys[0]]
+    assert_allclose(truth.p, human.p, rtol=1e-12)
+    assert truth.n_colorings == 3 and sorted(n for _, n in truth.dominant) == [1, 2]
+    assert len(truth.colorings) == 3 and all((data_dir / p).is_file() for p in truth.colorings)
+    study_id = study.create_study(db, "from colorings", sources(), source, seed=0, n_concepts=3)
+    assert study.study_design(db, study_id)["concepts"] == sorted(keys)
+    with pytest.raises(InvalidInput, match="only 3 concepts have a ground truth"):
+        study.create_study(db, "too many", sources(), source, seed=0, n_concepts=4)
+
+
+def test_a_metric_undefined_on_most_pairs_is_validated_on_the_rest(setup):
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=10, trials_per_participant=100)
+    rng = np.random.default_rng(4)
+    _judge_all(db, _participants(db, 6), lambda t: ("left", "right")[rng.integers(2)], rng)
+    votes, values = judging.votes_frame(db, study_id), judging.study_metrics(db, study_id)
+    concepts = sorted(values["concept"].unique())
+    hue = pd.Series(np.arange(len(values), dtype=float), index=values.index)
+    partly = values.assign(hue_diff=hue.where(values["concept"].isin(concepts[:4])))
+    result = analyse(votes, partly, rng=np.random.default_rng(0), n_boot=20)["validation"]
+    assert result.set_index("metric").loc["hue_diff", "n_pairs"] == 12
+    assert result.set_index("metric").loc["emd", "n_pairs"] == 30
+    one_pair = (values["concept"] == concepts[0]) & (values["model"] != "sdxl")
+    tables = analyse(
+        votes, values.assign(hue_diff=hue.where(one_pair)), rng=np.random.default_rng(0), n_boot=20
+    )
+    row = tables["validation"].set_index("metric").loc["hue_diff"]
+    assert row["n_pairs"] == 1 and np.isnan(row["pearson"]) and np.isnan(row["agreement"])
+    assert tables["table3"]["Metric"].tolist() == ["PCC", "EMD", "ED", "DCA", "ΔHue"]
+
+
+def test_a_study_with_one_model_says_to_run_a_second_and_stores_nothing(db, tmp_path):
+    truths, _ = populate(db, tmp_path / "data", 6, np.random.default_rng(0), models=("tiny-random",))
+    before = _dump(db)
+    with pytest.raises(InvalidInput) as refused:
+        study.create_study(
+            db,
+            "s",
+            [ModelSource("tiny-random", RUN, CFG)] * 2,
+            truth_source(tmp_path / "data", truths),
+            seed=0,
+            n_concepts=4,
+        )
+    assert str(refused.value) == (
+        "Model outputs (`sources`): choose two or more, each from a different model (a study compares "
+        "models); chosen: tiny-random, tiny-random. Only one model (tiny-random) has clip-art cartoon "
+        "outputs: run a second model (e.g. tiny-random-b) on the same concepts on the Evaluate tab first."
+    )
+    assert _dump(db) == before
+    assert study.source_advice(db, "natural") == (
+        "No model has natural photo outputs yet: run two models on the same concepts on the Evaluate "
+        "tab first (offline: tiny-random and tiny-random-b)."
+    )
+    assert study.source_advice(db, "clipart").startswith("Only one model (tiny-random)")
+
+
+def test_the_default_outputs_are_one_per_model_and_the_style_is_one_with_outputs(setup):
+    db, _, _ = setup
+    # A second scale of one model: still one output per model, the one with the most concepts.
+    for key in ("apple", "banana"):
+        runs.store_model_distribution(db, RUN, "sana", key, "clipart", 9.0, np.full(71, 1 / 71), 2, 0)
+    offered = study.available_sources(db, "clipart")
+    assert len(offered) == len(MODELS) + 1
+    assert study.default_sources(offered) == sources()
+    assert study.default_sources(offered, 2) == sources()[:2]
+    # Every output is clip-art: asked for natural (none), the style with outputs is clip-art.
+    assert study.style_with_outputs(db, "natural") == "clipart"
+    assert study.style_with_outputs(db, "clipart") == "clipart"
+
+
+def test_a_design_smaller_than_asked_says_so_in_words(setup):
+    db, data_dir, truths = setup
+    small = study.create_study(
+        db,
+        "small",
+        sources(MODELS[:2]),
+        truth_source(data_dir, truths),
+        seed=0,
+        n_concepts=4,
+        attention_rate=0.1,
+        trials_per_participant=10,
+    )
+    design = study.study_design(db, small)
+    assert (design["pairs"], design["attention_checks"]) == (4, 0)
+    assert study.design_notes(design) == [
+        "Each participant sees at most 4 trials, not the 10 asked for: 4 concepts × 2 models give 4 "
+        "pairs, and no one judges a pair twice. More concepts or models give more.",
+        "No attention check: 10% of 4 pairs rounds to none. Raise the attention-check share or the "
+        "number of concepts to get one.",
+    ]
+    roomy = study.create_study(
+        db,
+        "roomy",
+        sources(),
+        truth_source(data_dir, truths),
+        seed=0,
+        n_concepts=20,
+        trials_per_participant=10,
+    )
+    assert study.study_design(db, roomy)["attention_checks"] > 0
+    assert study.design_notes(study.study_design(db, roomy)) == []

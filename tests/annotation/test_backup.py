@@ -1,0 +1,359 @@
+"""Backup while people keep submitting, restore after every hash is checked; restore
+refused while the database is served, keeping a crashed writer's WAL; full disks."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import resource
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import storage
+from annotation import backup
+from annotation.concepts import sync_concepts
+from annotation.export import WriteFailed
+from tests.qc_data import add_coloring, people
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _store(tmp_path):
+    data = tmp_path / "data"
+    db = storage.open_db(data / "colorconcept.sqlite")
+    storage.ensure_schema(db)
+    sync_concepts(db)
+    return db, data
+
+
+def test_a_backup_during_a_stream_of_submissions_restores_everything_acknowledged_before_it(tmp_path):
+    db, data = _store(tmp_path)
+    designers = people(db, 4, "designer")
+    concepts = [r["key"] for r in db["concepts"].rows_where(order_by="key", limit=30)]
+    acknowledged: list[int] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def designer(index: int) -> None:
+        conn = storage.open_db(data / "colorconcept.sqlite")
+        rng = np.random.default_rng(index)
+        for concept in concepts:
+            if stop.is_set():
+                break
+            coloring_id = add_coloring(
+                conn, data, designers[index], concept, tuple(int(v) for v in rng.integers(0, 256, 3))
+            )
+            with lock:
+                acknowledged.append(coloring_id)
+        conn.close()
+
+    threads = [threading.Thread(target=designer, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    while len(acknowledged) < 12:
+        threading.Event().wait(0.01)
+    with lock:
+        before = list(acknowledged)
+    summary = backup.backup(db, data, tmp_path / "backup")
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert len(acknowledged) > len(before)  # submissions went on around the backup
+    restored_db, restored_data = tmp_path / "restored" / "db.sqlite", tmp_path / "restored" / "data"
+    done = backup.restore(tmp_path / "backup", restored_db, restored_data)
+    assert done["previous"] is None and done["copied"] == summary.files
+    conn = sqlite3.connect(restored_db)
+    assert conn.execute("pragma integrity_check").fetchone()[0] == "ok"
+    kept = {r[0] for r in conn.execute("select id from colorings")}
+    assert set(before) <= kept
+    paths = [
+        r[0]
+        for r in conn.execute(
+            "select image_path from colorings union "
+            "select mask_path from colorings where mask_path is not null"
+        )
+    ]
+    conn.close()
+    assert paths and all((restored_data / p).is_file() for p in paths)
+    # The restored database is a working store: its P_H agrees with its images.
+    from annotation.coloring import ground_truth
+
+    restored = storage.open_db(restored_db)
+    storage.ensure_schema(restored)
+    assert ground_truth.check(restored, restored_data) == []
+
+
+def test_a_tampered_backup_is_refused_naming_the_file_and_nothing_is_replaced(tmp_path):
+    db, data = _store(tmp_path)
+    designer = people(db, 1, "designer")[0]
+    add_coloring(db, data, designer, "apple", (200, 30, 30))
+    backup.backup(db, data, tmp_path / "backup")
+    manifest = json.loads((tmp_path / "backup" / backup.MANIFEST).read_text())
+    victim = tmp_path / "backup" / "files" / manifest["files"][0]["path"]
+    victim.write_bytes(victim.read_bytes()[:-1] + b"\x00")
+    target_db = tmp_path / "live" / "db.sqlite"
+    target_db.parent.mkdir()
+    target_db.write_bytes(b"the live database")
+    with pytest.raises(
+        backup.BackupError,
+        match=rf"backup file 'files/{manifest['files'][0]['path']}' "
+        "does not match its sha256",
+    ):
+        backup.restore(tmp_path / "backup", target_db, tmp_path / "live" / "data")
+    assert target_db.read_bytes() == b"the live database"
+    assert not (tmp_path / "live" / "data").exists()
+    with pytest.raises(backup.BackupError, match="must be new or empty"):
+        backup.backup(db, data, tmp_path / "backup")
+
+
+def test_backup_and_restore_commands(tmp_path):
+    db, data = _store(tmp_path)
+    add_coloring(db, data, people(db, 1, "designer")[0], "banana", (240, 200, 20))
+    db.close()
+    base = [
+        sys.executable,
+        "-m",
+        "annotation",
+        "--db",
+        str(data / "colorconcept.sqlite"),
+        "--data-dir",
+        str(data),
+    ]
+    done = subprocess.run(
+        base + ["backup", str(tmp_path / "b")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "and 2 files" in done.stdout
+    done = subprocess.run(
+        base + ["restore", str(tmp_path / "b")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "previous database kept as" in done.stdout and "0 copied" in done.stdout
+    done = subprocess.run(
+        base + ["restore", str(tmp_path / "nothing")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1 and "holds no readable manifest.json" in done.stderr
+
+
+def _cli(db_path: Path, data: Path, *command: str, **options) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "annotation", "--db", str(db_path), "--data-dir", str(data), *command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **options,
+    )
+
+
+def _start(code: str, ready: Path, *args: str) -> subprocess.Popen:
+    """A Python process running `code` (argv: `ready`, `args`), once it has written `ready`.
+
+    The code writes `ready` when it holds what the test needs, then blocks reading stdin.
+    """
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, str(ready), *args], cwd=ROOT, stdin=subprocess.PIPE, text=True
+    )
+    while not ready.exists():
+        assert process.poll() is None, (
+            f"the helper process ended with {process.returncode} before it was ready"
+        )
+        threading.Event().wait(0.05)
+    return process
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """sha256 of every file under `folder`, by relative path."""
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _rows(db_path: Path) -> dict[str, list[tuple]]:
+    """Every row of every table of the database at `db_path`, read without writing to it."""
+    conn = sqlite3.connect(f"{db_path.as_uri()}?mode=ro", uri=True)
+    try:
+        names = [
+            r[0] for r in conn.execute("select name from sqlite_master where type = 'table' order by name")
+        ]
+        return {name: conn.execute(f'select * from "{name}" order by rowid').fetchall() for name in names}
+    finally:
+        conn.close()
+
+
+SERVING_APP = """
+import sys
+from pathlib import Path
+from app.common import AppContext
+from tests.app_server import make_config
+AppContext.prepare(make_config(Path(sys.argv[2]), workers=0))
+Path(sys.argv[1]).write_text("serving")
+sys.stdin.read()
+"""
+
+
+def test_restore_is_refused_while_the_app_serves_the_database_and_changes_nothing(tmp_path):
+    db, data = _store(tmp_path / "source")
+    add_coloring(db, data, people(db, 1, "designer")[0], "banana", (240, 200, 20))
+    backup.backup(db, data, tmp_path / "backup")
+    db.close()
+    live = tmp_path / "live"
+    live.mkdir()
+    app = _start(SERVING_APP, tmp_path / "ready", str(live))
+    try:
+        rows, files = _rows(live / "study.sqlite"), _files(live)
+        done = _cli(live / "study.sqlite", live / "data", "restore", str(tmp_path / "backup"))
+        assert (_files(live), _rows(live / "study.sqlite")) == (files, rows)
+    finally:
+        app.communicate("")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert f"process {app.pid} (" in done.stderr
+    assert done.stderr.rstrip().endswith("stop the app (and any evaluation run) first; nothing was restored")
+    assert {"study.sqlite", "study.sqlite.lock"} <= set(files) and len(rows["concepts"]) > 1000
+
+
+def test_an_evaluation_command_holds_the_database_against_restore(tmp_path):
+    from evaluation.cli import open_db
+
+    db, data = _store(tmp_path / "source")
+    backup.backup(db, data, tmp_path / "backup")
+    db.close()
+    live = tmp_path / "live" / "db.sqlite"
+    open_db(argparse.Namespace(db=live)).close()
+    before = _files(live.parent)
+    with pytest.raises(
+        backup.BackupError, match=r"is in use .*stop the app \(and any evaluation run\) first"
+    ):
+        backup.restore(tmp_path / "backup", live, tmp_path / "live" / "data")
+    assert _files(live.parent) == before
+
+
+UNCLEAN_WRITER = """
+import json, sys
+from pathlib import Path
+import storage
+from storage import serving
+from tests.qc_data import add_coloring
+ready, db_path, data = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+serving.hold_shared(db_path)
+db = storage.open_db(db_path)
+db.execute("PRAGMA wal_autocheckpoint = 0")
+ids = [add_coloring(db, data, 1, concept, (90, 140, 30)) for concept in ("apple", "banana", "lime")]
+rows = [list(r) for r in db.execute("select * from colorings order by id").fetchall()]
+Path(ready).write_text(json.dumps(rows))
+sys.stdin.read()
+"""
+
+
+def test_restore_after_an_unclean_stop_keeps_the_wal_transactions_in_the_previous_database(tmp_path):
+    db, data = _store(tmp_path / "source")
+    backup.backup(db, data, tmp_path / "backup")
+    db.close()
+    live_db, live_data = _store(tmp_path / "live")
+    people(live_db, 1, "designer")
+    live_db.close()
+    live = tmp_path / "live" / "data" / "colorconcept.sqlite"
+    ready = tmp_path / "ready"
+    writer = _start(UNCLEAN_WRITER, ready, str(live), str(live_data))
+    committed = [tuple(row) for row in json.loads(ready.read_text())]
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    assert writer.returncode == -signal.SIGKILL and len(committed) == 3
+    # The commits are in the WAL only: the database file alone does not hold them.
+    assert Path(f"{live}-wal").stat().st_size > 0
+    alone = tmp_path / "alone.sqlite"
+    alone.write_bytes(live.read_bytes())
+    assert _rows(alone)["colorings"] == []
+
+    done = backup.restore(tmp_path / "backup", live, live_data)
+
+    previous = done["previous"]
+    assert previous.name.startswith("colorconcept.sqlite.before-restore-")
+    assert _rows(previous)["colorings"] == committed
+    assert not Path(f"{previous}-wal").exists()  # checkpointed: one self-contained file
+    assert not Path(f"{live}-wal").exists() or Path(f"{live}-wal").stat().st_size == 0
+    assert _rows(live)["colorings"] == []  # the backup's, which has none
+
+
+def test_a_backup_database_that_fails_integrity_check_is_not_restored(tmp_path):
+    db, data = _store(tmp_path / "source")
+    backup.backup(db, data, tmp_path / "backup")
+    db.close()
+    copy = tmp_path / "backup" / backup.DB_NAME
+    broken = bytearray(copy.read_bytes())
+    broken[4096 : 4096 * 3] = bytes(4096 * 2)  # the first table pages, zeroed
+    copy.write_bytes(bytes(broken))
+    manifest = json.loads((tmp_path / "backup" / backup.MANIFEST).read_text())
+    manifest["database"]["sha256"] = hashlib.sha256(broken).hexdigest()
+    (tmp_path / "backup" / backup.MANIFEST).write_text(json.dumps(manifest))
+    live = tmp_path / "live" / "db.sqlite"
+    live.parent.mkdir()
+    live.write_bytes(b"the live database")
+    with pytest.raises(
+        backup.BackupError, match="fails SQLite's integrity_check .*; the database was not replaced"
+    ):
+        backup.restore(tmp_path / "backup", live, tmp_path / "live" / "data")
+    assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite", "db.sqlite.lock"]
+    assert live.read_bytes() == b"the live database"
+
+
+@contextlib.contextmanager
+def _tiny_tmpfs(folder: Path):
+    """A 64 KiB tmpfs mounted at `folder` (skips the test where mounting is not allowed)."""
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def _file_size_limit() -> None:
+    # Any file grown past 40 kB fails with EFBIG (Python ignores SIGXFSZ); the source
+    # database is only read, and its -shm is 32 kB.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (40_000, 40_000))
+
+
+@pytest.mark.parametrize("command", ["backup", "export"])
+@pytest.mark.parametrize("disk", ["full tmpfs", "file size limit"])
+def test_backup_and_export_onto_a_full_disk_say_so_in_one_line_and_leave_nothing(tmp_path, command, disk):
+    db, data = _store(tmp_path)
+    add_coloring(db, data, people(db, 1, "designer")[0], "banana", (240, 200, 20))
+    db.close()
+    with contextlib.ExitStack() as stack:
+        if disk == "full tmpfs":
+            target, options = stack.enter_context(_tiny_tmpfs(tmp_path / "disk")) / command, {}
+        else:
+            target, options = tmp_path / "disk" / command, {"preexec_fn": _file_size_limit}
+        done = _cli(data / "colorconcept.sqlite", data, command, str(target), **options)
+        left = sorted(target.parent.iterdir())
+    assert done.returncode == 1 and done.stdout == "" and left == []
+    assert done.stderr.startswith(f"error: could not write the {command} to {str(target)!r}: ")
+    assert done.stderr.endswith("; nothing was left there\n") and done.stderr.count("\n") == 1
+
+
+def test_the_admin_backup_download_onto_a_full_disk_names_its_folder_and_leaves_nothing(tmp_path):
+    db, data = _store(tmp_path)
+    with _tiny_tmpfs(tmp_path / "disk") as disk:
+        with pytest.raises(
+            WriteFailed, match=rf"^could not write the backup to {str(disk)!r}: .*nothing was left"
+        ):
+            backup.backup_archive(db, data, disk / "backup.zip")
+        assert list(disk.iterdir()) == []

@@ -1,0 +1,183 @@
+"""Abuse through the public API (issue 15.3-15.6): a designer submitting as fast as a
+script can, guessed passwords and invite links, oversized text, numbers out of range.
+
+Each refusal names the field and the limit, leaves every table and data file unchanged,
+and the app answers the next call.
+"""
+
+import datetime as dt
+import json
+
+import pytest
+from gradio_client.exceptions import AppError
+
+from annotation.coloring.fill import canvas_value
+from annotation.errors import MAX_TEXT_CHARS
+from annotation.people import throttle
+from storage import ensure_schema, open_db
+from tests.app.test_designer import Study, paint
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.bad_input_world import snapshot
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    config = make_config(
+        tmp_path_factory.mktemp("abuse"), auto_approve_practice=True, max_submissions_per_minute=2
+    )
+    with running_app(config) as (client, _):
+        yield client, config
+
+
+def _designer(client, config) -> tuple[Study, str, dict]:
+    """A designer past consent and instructions: the study helper, token and first view."""
+    study = Study(client, config)
+    _, token = study.person()
+    return study, token, study.onboarded(token)
+
+
+def _painted_value(study: Study, view: dict) -> str:
+    """The canvas value of the view's task with its largest region painted mid-gray."""
+    task = json.loads(view["task"])
+    return canvas_value(task["canvas_key"], paint(study.sketch(task), [(128, 128, 128)]), 40.0)
+
+
+def test_a_designer_beyond_the_submission_rate_is_refused_and_nothing_is_written(app):
+    client, config = app
+    study, token, view = _designer(client, config)
+    for _ in range(2):
+        view = study.view("/designer_submit", token, _painted_value(study, view))
+    value = _painted_value(study, view)
+    before = snapshot(config)
+    with pytest.raises(AppError, match="you submitted 2 colorings in the last minute"):
+        client.predict(token, value, api_name="/designer_submit")
+    assert snapshot(config) == before
+    assert client.predict(token, api_name="/designer_state")
+
+
+@pytest.mark.parametrize(
+    ("api_name", "args", "field"),
+    [
+        ("/expert_recolor", ("expert", "1", "x" * (MAX_TEXT_CHARS + 1)), "note"),
+        ("/expert_accept", ("expert", "1", "x" * (MAX_TEXT_CHARS + 1)), "note"),
+        ("/admin_revoke", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
+        ("/admin_review_practice", ("admin", "1", "redo", "x" * (MAX_TEXT_CHARS + 1)), "why"),
+        ("/expert_reinstate", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
+        ("/sketches_select", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
+    ],
+)
+def test_text_beyond_its_limit_is_refused_with_the_field_and_the_limit(app, api_name, args, field):
+    client, config = app
+    role, *rest = args
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    if role == "admin":
+        token = admin
+    else:
+        [row] = client.predict(admin, role, 1, "yes", 7, api_name="/admin_create_invites")["data"]
+        token, _ = client.predict(row[3], api_name="/login_invite")
+    before = snapshot(config)
+    with pytest.raises(
+        AppError, match=f"`{field}` may hold at most {MAX_TEXT_CHARS} characters, got {MAX_TEXT_CHARS + 1}"
+    ):
+        client.predict(token, *rest, api_name=api_name)
+    assert snapshot(config) == before
+
+
+@pytest.mark.parametrize(
+    ("api_name", "args", "message"),
+    [
+        (
+            "/designer_redo",
+            ("designer", str(2**63)),
+            "`coloring id` must be a whole number of at most 18 digits",
+        ),
+        (
+            "/expert_vote",
+            ("expert", 2.0**70, "Consistent"),
+            "`task` must be a whole number of at most 18 digits",
+        ),
+        (
+            "/admin_revoke",
+            ("admin", str(2**64), "spite"),
+            "`annotator id` must be a whole number of at most 18 digits",
+        ),
+        ("/study_design", ("researcher", "9" * 40), "`Study id` must be a whole number of at most 18 digits"),
+    ],
+)
+def test_ids_beyond_64_bits_get_a_message_naming_the_field(app, api_name, args, message):
+    client, config = app
+    role, *rest = args
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    if role == "admin":
+        token = admin
+    elif role == "designer":
+        token = _designer(client, config)[1]
+    else:
+        [row] = client.predict(admin, role, 1, "yes", 7, api_name="/admin_create_invites")["data"]
+        token, _ = client.predict(row[3], api_name="/login_invite")
+    before = snapshot(config)
+    with pytest.raises(AppError, match=message):
+        client.predict(token, *rest, api_name=api_name)
+    assert snapshot(config) == before
+
+
+def test_forged_canvas_values_name_what_is_wrong(app):
+    client, config = app
+    study, token, view = _designer(client, config)
+    value = json.loads(_painted_value(study, view))
+    head, _ = value["color_layer"].split(",", 1)
+    cases = [
+        ({**value, "elapsed_s": 1e308}, "`elapsed_s` must be from 0 to 604800 seconds"),
+        ({**value, "task_id": "x:" + "9" * 30 + ":1"}, "not a task of this study"),
+        (
+            {**value, "color_layer": head + "," + value["color_layer"].split(",", 1)[1][:400]},
+            "`color_layer`|`png`",
+        ),
+    ]
+    before = snapshot(config)
+    for forged, message in cases:
+        with pytest.raises(AppError, match=message):
+            client.predict(token, json.dumps(forged), api_name="/designer_submit")
+    assert snapshot(config) == before
+
+
+def test_sign_in_failures_are_throttled_recorded_and_shown_to_the_admin(tmp_path):
+    with running_app(make_config(tmp_path)) as (client, demo):
+        for _ in range(throttle.FREE_FAILURES + 1):
+            with pytest.raises(AppError, match="wrong admin password"):
+                client.predict("guess", api_name="/login_admin")
+        # Now even the right password waits: a throttled attempt is not checked at all.
+        with pytest.raises(AppError, match="too many failed sign-ins from your address"):
+            client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        with pytest.raises(AppError, match="too many failed sign-ins"):
+            client.predict("http://x/?invite=forged", api_name="/login_invite")
+        db = open_db(demo.colorconcept_ctx.config.db_path)
+        try:
+            failures = throttle.recent_failures(db)
+            assert len(failures) == throttle.FREE_FAILURES + 1
+            assert {f["kind"] for f in failures} == {"admin password"}
+            assert {f["address"] for f in failures} == {"127.0.0.1"}
+            # The wait doubles with each failure beyond the free ones and ends.
+            assert throttle.wait_s(db, "127.0.0.1") > 0
+            later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
+            assert throttle.wait_s(db, "127.0.0.1", now=later) == 0
+            assert throttle.wait_s(db, "10.0.0.9") == 0
+        finally:
+            db.close()
+
+
+def test_the_wait_grows_with_failures_and_a_spread_out_attack_slows_everyone(tmp_path):
+    db = open_db(tmp_path / "t.sqlite")
+    ensure_schema(db)
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    waits = []
+    for _ in range(8):
+        throttle.record_failure(db, "198.51.100.7", "invite", now=t0)
+        waits.append(throttle.wait_s(db, "198.51.100.7", now=t0))
+    assert waits == [0, 0, 0, 0, 0, 2, 4, 8]
+    after_window = t0 + dt.timedelta(seconds=throttle.WINDOW_S + 1)
+    assert throttle.wait_s(db, "198.51.100.7", now=after_window) == 0
+    for i in range(throttle.GLOBAL_FAILURES):
+        throttle.record_failure(db, f"203.0.113.{i % 250}", "admin password", now=t0)
+    assert throttle.wait_s(db, "192.0.2.1", now=t0) == throttle.GLOBAL_WAIT_S
+    db.close()

@@ -1,0 +1,793 @@
+"""Bad input through the public API of a real server: one table, one row per bad input.
+
+Each row names an endpoint, how to build its arguments from the people set up for the
+module (`tests.bad_input_world.World`) and a pattern the error message must match. For
+every row the test checks that the call fails with that message (HTML-escaped: no raw
+tag comes back), that nothing stored changed (a dump of every table and the data
+folder's files, by content), and that the app keeps serving (a follow-up call answers as
+before). A refusal never sends a huge input back: each message stays under
+`MAX_MESSAGE_CHARS`. Sketch imports answer bad files with a result row, not an error:
+their own table checks the row's reason the same way.
+
+A row whose endpoint the app does not have fails, naming the endpoint: a renamed or
+removed endpoint must not silently drop its rows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from gradio_client import handle_file
+from gradio_client.exceptions import AppError
+
+from annotation.coloring.fill import canvas_value
+from storage import ensure_schema, open_db, transaction
+from tests.app_server import make_config, running_app
+from tests.bad_input_world import (
+    FORGED,
+    IMG,
+    SCRIPT,
+    Case,
+    as_role,
+    bomb_png,
+    build_world,
+    designer_submit,
+    painted_layer,
+    snapshot,
+    upload_args,
+    value_with_png,
+)
+from tests.png_modes import WRONG_PNGS, wrong_png
+
+HUGE = 1_000_000
+MAX_MESSAGE_CHARS = 1_000
+
+
+def _wrong_canvas(name: str) -> Callable[[dict], str]:
+    """The canvas value of the designer's task with the wrong PNG `name` at the sketch's size."""
+
+    def value(task: dict) -> str:
+        height, width = task["sketch"].shape[:2]
+        return value_with_png(task["key"], wrong_png(name, width, height)[0])
+
+    return value
+
+
+def _any_size(arrived: str) -> str:
+    size = {"w": r"\d+", "h": r"\d+", "w1": r"\d+"}
+    return rf"^`canvas` must be an 8-bit RGBA PNG of \d+×\d+ pixels, got {arrived.format(**size)}$"
+
+
+CASES = [
+    # Invite links: forged, expired, revoked, malformed, hostile text.
+    Case("invite-forged-token", "/login_invite", lambda w: (FORGED,), "invite link is not valid"),
+    Case(
+        "invite-forged-link",
+        "/login_invite",
+        lambda w: (f"{w.config.public_url}/?invite={FORGED}",),
+        "invite link is not valid",
+    ),
+    Case(
+        "invite-expired",
+        "/login_invite",
+        lambda w: (w.links["expired"],),
+        r"this invite link expired on \d{4}-\d\d-\d\d",
+    ),
+    Case(
+        "invite-of-closed-account",
+        "/login_invite",
+        lambda w: (w.links["closed"],),
+        "this invite link was revoked",
+    ),
+    Case("invite-empty", "/login_invite", lambda w: ("",), "invite token is malformed"),
+    Case(
+        "invite-overlong", "/login_invite", lambda w: ("a" * 300,), "invite token is malformed: .* length 300"
+    ),
+    Case("invite-script", "/login_invite", lambda w: (SCRIPT,), "invite link is not valid"),
+    Case(
+        "invite-path-traversal",
+        "/login_invite",
+        lambda w: ("../../../etc/passwd",),
+        "invite link is not valid",
+    ),
+    # The admin password.
+    Case("admin-wrong-password", "/login_admin", lambda w: ("not the password",), "wrong admin password"),
+    Case("admin-empty-password", "/login_admin", lambda w: ("",), "wrong admin password"),
+    Case("admin-password-html", "/login_admin", lambda w: (IMG,), "wrong admin password"),
+    # Actions outside a role, or with a bad session.
+    Case(
+        "designer-creates-invites",
+        "/admin_create_invites",
+        as_role("designer", "designer", 1, "unknown", 7),
+        "needs the role admin; .* D0001",
+    ),
+    Case("expert-exports", "/admin_export", as_role("expert"), "needs the role admin"),
+    Case(
+        "participant-lists-people", "/admin_list_annotators", as_role("participant"), "needs the role admin"
+    ),
+    Case(
+        "researcher-closes-account",
+        "/admin_revoke",
+        as_role("researcher", 1, "spite"),
+        "needs the role admin",
+    ),
+    Case("nobody-reads-coverage", "/admin_coverage", lambda w: ("",), "you are not signed in"),
+    Case("forged-session", "/admin_practice_pending", lambda w: (FORGED,), "session is not valid any more"),
+    Case(
+        "expired-session",
+        "/admin_create_invites",
+        as_role("expired", "designer", 1, "yes", 7),
+        "your session expired",
+    ),
+    Case(
+        "signed-out-session",
+        "/admin_review_practice",
+        as_role("signed_out", 1, "approve", ""),
+        "session is not valid any more",
+    ),
+    Case(
+        "session-of-closed-account",
+        "/admin_list_annotators",
+        as_role("closed"),
+        "^your session is not valid any more: the study admin closed your account$",
+    ),
+    # A new link ends the sessions of the old one; a person holds at most 5 live sessions.
+    Case(
+        "session-of-a-replaced-link",
+        "/designer_submissions",
+        as_role("replaced"),
+        "^your session is not valid any more: it was opened with an invite link that has since been replaced",
+    ),
+    Case(
+        "invite-replaced-link",
+        "/login_invite",
+        lambda w: (w.links["replaced"],),
+        "this invite link was revoked",
+    ),
+    Case(
+        "session-beyond-the-cap",
+        "/expert_concepts",
+        as_role("crowded"),
+        "^your session is not valid any more: you signed in on more than 5 devices or browsers",
+    ),
+    # Admin inputs out of range or of the wrong kind.
+    Case(
+        "invite-count-zero",
+        "/admin_create_invites",
+        as_role("admin", "designer", 0, "yes", 7),
+        "`count` must be from 1 to 500, got 0",
+    ),
+    Case(
+        "invite-count-too-many",
+        "/admin_create_invites",
+        as_role("admin", "designer", 501, "yes", 7),
+        "`count` must be from 1 to 500, got 501",
+    ),
+    Case(
+        "invite-role-admin",
+        "/admin_create_invites",
+        as_role("admin", "admin", 1, "yes", 7),
+        "admin.* is not in the list of choices",
+        echoed_by_gradio=True,
+    ),
+    Case(
+        "invite-role-script",
+        "/admin_create_invites",
+        as_role("admin", SCRIPT, 1, "yes", 7),
+        "is not in the list of choices",
+        echoed_by_gradio=True,
+    ),
+    Case(
+        "invite-background-unknown",
+        "/admin_create_invites",
+        as_role("admin", "designer", 1, "maybe", 7),
+        "'maybe' .* is not in the list of choices",
+        echoed_by_gradio=True,
+    ),
+    Case(
+        "invite-days-negative",
+        "/admin_create_invites",
+        as_role("admin", "designer", 1, "yes", -1),
+        r"`expires_days` must be in \(0, 3650\], got -1",
+    ),
+    Case(
+        "invite-days-huge",
+        "/admin_create_invites",
+        as_role("admin", "designer", 1, "yes", 1e9),
+        r"`expires_days` must be in \(0, 3650\]",
+    ),
+    Case(
+        "practice-unknown-annotator",
+        "/admin_review_practice",
+        as_role("admin", 99, "approve", "ok"),
+        "unknown annotator id 99",
+    ),
+    Case(
+        "practice-bad-decision",
+        "/admin_review_practice",
+        as_role("admin", 1, "delete", "ok"),
+        "'delete' .* is not in the list of choices",
+        echoed_by_gradio=True,
+    ),
+    Case(
+        "invite-count-fraction",
+        "/admin_create_invites",
+        as_role("admin", "designer", 1.5, "yes", 7),
+        "`count` must be a whole number, got 1.5",
+    ),
+    Case(
+        "practice-fractional-annotator",
+        "/admin_review_practice",
+        as_role("admin", 1.5, "approve", "ok"),
+        "`annotator id` must be a whole number, got '1.5'",
+    ),
+    Case(
+        "revoke-fractional-annotator",
+        "/admin_revoke",
+        as_role("admin", 1.5, "left"),
+        "`annotator id` must be a whole number, got '1.5'",
+    ),
+    Case(
+        "revoke-annotator-script",
+        "/admin_revoke",
+        as_role("admin", SCRIPT, "left"),
+        "`annotator id` must be a whole number, got",
+    ),
+    Case(
+        "revoke-empty-annotator",
+        "/admin_revoke",
+        as_role("admin", None, "left"),
+        "`annotator id` must be a whole number, got nothing",
+    ),
+    Case(
+        "practice-approve-an-expert",
+        "/admin_review_practice",
+        as_role("admin", 2, "approve", "ok"),
+        r"annotator 2 \(E\d+\) is not a designer \(roles: expert\)",
+    ),
+    Case(
+        "practice-redo-without-colorings",
+        "/admin_review_practice",
+        as_role("admin", 1, "redo", "ok"),
+        r"annotator 1 \(D0001\) has no practice colorings",
+    ),
+    Case(
+        "revoke-without-why",
+        "/admin_revoke",
+        as_role("admin", 1, "  "),
+        "`why` must say why the account is closed",
+    ),
+    Case(
+        "revoke-unknown-annotator-html-why",
+        "/admin_revoke",
+        as_role("admin", 99, IMG),
+        "unknown annotator id 99",
+    ),
+    # Expert review.
+    Case(
+        "designer-reveals-designers",
+        "/expert_grid",
+        as_role("designer", "apple", True),
+        "needs the role expert or admin",
+    ),
+    Case(
+        "expert-grid-unknown-concept",
+        "/expert_grid",
+        as_role("expert", "unicorn", False),
+        "unknown concept 'unicorn'",
+    ),
+    Case("expert-grid-script-concept", "/expert_grid", as_role("expert", SCRIPT, False), "unknown concept"),
+    Case(
+        "expert-recolor-unknown-coloring",
+        "/expert_recolor",
+        as_role("expert", 99999, "browner"),
+        "unknown coloring id 99999",
+    ),
+    Case(
+        "expert-recolor-empty-note",
+        "/expert_recolor",
+        as_role("expert", 99999, " "),
+        "`note` must say what to reconsider|unknown coloring id 99999",
+    ),
+    # /expert_vote(session_token, task_id, verdict): the verdict is checked on the server.
+    Case(
+        "expert-vote-unknown-task",
+        "/expert_vote",
+        as_role("expert", 99999, "Consistent"),
+        "unknown task id 99999",
+    ),
+    Case(
+        "expert-vote-bad-verdict",
+        "/expert_vote",
+        as_role("expert", 99999, SCRIPT),
+        "`verdict` must be one of \\['Consistent', 'Inconsistent'\\]",
+    ),
+    Case(
+        "participant-votes-as-expert",
+        "/expert_vote",
+        as_role("participant", 1, "Consistent"),
+        "needs the role expert",
+    ),
+    Case(
+        "expert-recolor-fractional-coloring",
+        "/expert_recolor",
+        as_role("expert", 1.5, "browner"),
+        "`coloring id` must be a whole number, got '1.5'",
+    ),
+    Case(
+        "participant-vote-fractional-task",
+        "/participant_vote",
+        as_role("judge", 1.5, "left", "2025-01-01T00:00:00.000000Z"),
+        "`task_id` must be a whole number, got 1.5",
+    ),
+    Case("expert-reinstates", "/expert_reinstate", as_role("expert", 1, "mistake"), "needs the role admin"),
+    Case(
+        "expert-ranking-share-zero",
+        "/expert_consistency",
+        as_role("expert", 0, 5),
+        r"`high-variance share` must be in \(0, 1\], got 0",
+    ),
+    # Pairwise judgments.
+    Case(
+        "participant-vote-unknown-task",
+        "/participant_vote",
+        as_role("judge", 99999, "left", "2025-01-01T00:00:00.000000Z"),
+        "`task_id` 99999 is not a pair handed to you",
+    ),
+    Case(
+        "participant-vote-bad-side",
+        "/participant_vote",
+        as_role("judge", 99999, "middle", "2025-01-01T00:00:00.000000Z"),
+        "`chosen_side` must be one of|is not a pair handed to you",
+    ),
+    Case(
+        "participant-vote-bad-time",
+        "/participant_vote",
+        as_role("judge", 1, "left", IMG),
+        "`shown_at` must be a time|is not a pair handed to you",
+    ),
+    Case("expert-judges", "/participant_next", as_role("expert"), "needs the role participant"),
+    # Studies.
+    Case("study-open-unknown", "/study_open", as_role("researcher", 999), "unknown study id 999"),
+    Case(
+        "study-analyse-unknown",
+        "/study_analyse",
+        as_role("researcher", 999, False, 100, 0),
+        "unknown study id 999",
+    ),
+    Case(
+        "study-create-html-name-no-sources",
+        "/study_create",
+        as_role("researcher", SCRIPT, "uw71-ratings", "natural", [], 4, 6, 0.1, 20, 0),
+        "`sources`|`ground_truth`",
+    ),
+    Case(
+        "designer-creates-study",
+        "/study_create",
+        as_role("designer", "x", "uw71-ratings", "natural", [], 4, 6, 0.1, 20, 0),
+        "needs the role researcher or admin",
+    ),
+    # Evaluation imports: uploads and folders.
+    Case(
+        "import-path-traversal",
+        "/evaluate_import",
+        as_role("researcher", "", None, "../../../etc", "tiny-random", 0.3, 0.25),
+        r"^'imports/\.\./\.\./\.\./etc' is outside the allowed import folders \(imports/\)$",
+    ),
+    Case(
+        "import-absolute-path",
+        "/evaluate_import",
+        as_role("researcher", "", None, "/etc", "tiny-random", 0.3, 0.25),
+        r"^'/etc' is outside the allowed import folders \(imports/\)$",
+    ),
+    Case(
+        "import-missing-folder",
+        "/evaluate_import",
+        as_role("researcher", "", None, "nothing-here", "tiny-random", 0.3, 0.25),
+        r"^'imports/nothing-here' must be an existing folder or \.zip file$",
+    ),
+    Case(
+        "import-run-name-script",
+        "/evaluate_import",
+        as_role("researcher", SCRIPT, None, "x", "tiny-random", 0.3, 0.25),
+        "`run` name must be 1-.* letters, digits",
+    ),
+    Case(
+        "import-nothing",
+        "/evaluate_import",
+        as_role("researcher", "", None, "", "tiny-random", 0.3, 0.25),
+        "`folder` must name a folder",
+    ),
+    Case("import-corrupt-zip", "/evaluate_import", upload_args("corrupt.zip"), "zip"),
+    Case("import-empty-file", "/evaluate_import", upload_args("empty.zip"), "zip|empty"),
+    Case("import-non-image", "/evaluate_import", upload_args("text.zip"), "no usable image"),
+    Case("import-truncated-png", "/evaluate_import", upload_args("truncated.zip"), "no usable image"),
+    Case(
+        "import-decompression-bomb",
+        "/evaluate_import",
+        upload_args("bomb.zip"),
+        "no usable image in 'bomb.zip'.*decompression bomb",
+    ),
+    Case(
+        "import-oversized-file",
+        "/evaluate_import",
+        upload_args("oversized.zip"),
+        r"no usable image in 'oversized.zip'.*34603008 bytes, more than 33554432",
+    ),
+    Case("import-zip-slip", "/evaluate_import", upload_args("slip.zip"), "would leave the archive folder"),
+    Case(
+        "import-upload-and-folder",
+        "/evaluate_import",
+        lambda w: (
+            w.tokens["researcher"],
+            "",
+            handle_file(w.files["text.zip"]),
+            "x",
+            "tiny-random",
+            0.3,
+            0.25,
+        ),
+        "either a zip upload or a folder, not both",
+    ),
+    # Research views.
+    Case(
+        "browser-unknown-concept",
+        "/browser_show",
+        as_role("researcher", "unicorn", "uw71-ratings", "natural", "recommended"),
+        r"^unknown concept 'unicorn'; expected a key such as 'rotten apple'$",
+    ),
+    Case(
+        "browser-script-concept",
+        "/browser_show",
+        as_role("researcher", SCRIPT, "uw71-ratings", "natural", "recommended"),
+        "^unknown concept .{0,80}; expected a key",
+    ),
+    Case(
+        "evaluate-unknown-concepts",
+        "/evaluate_preview",
+        as_role(
+            "researcher", ["tiny-random"], ["apple", "unicorn", IMG], [], [], "", 0, 0, ["natural"], "7.5", 1
+        ),
+        r"^`keys` names unknown concepts \['unicorn', .{0,60}\]; keys are the concept text",
+    ),
+    Case(
+        "browser-huge-concept",
+        "/browser_show",
+        as_role("researcher", "u" * HUGE, "uw71-ratings", "natural", "recommended"),
+        rf"^unknown concept 'u{{80}}'… \({HUGE} characters\); expected a key such as 'rotten apple'$",
+    ),
+    Case(
+        "revoke-huge-annotator-id",
+        "/admin_revoke",
+        as_role("admin", "x" * HUGE, "left"),
+        rf"^`annotator id` must be a whole number, got 'x{{80}}'… \({HUGE} characters\)$",
+    ),
+    Case(
+        "revoke-huge-digits-annotator-id",
+        "/admin_revoke",
+        as_role("admin", "1" * HUGE, "left"),
+        rf"^`annotator id` must be a whole number of at most 18 digits, got '1{{80}}'… \({HUGE} characters\)$",
+    ),
+    Case(
+        "browser-cfg-not-a-number",
+        "/browser_show",
+        as_role("researcher", "apple", "uw71-ratings", "natural", "lots"),
+        "`cfg` must be 'recommended' or a guidance scale, got 'lots'",
+    ),
+    Case(
+        "leaderboard-nothing-stored",
+        "/leaderboard_show",
+        as_role("researcher", "uw71-ratings", "recommended", "ratio_of_means"),
+        "no stored model distribution",
+    ),
+    Case(
+        "designer-opens-leaderboard",
+        "/leaderboard_show",
+        as_role("designer", "uw71-ratings", "recommended", "ratio_of_means"),
+        "needs the role researcher or admin",
+    ),
+    Case(
+        "sketches-select-fractional",
+        "/sketches_select",
+        as_role("admin", 1.5, "why"),
+        "`sketch id` must be a whole number, got '1.5'",
+    ),
+    Case(
+        "designer-redo-fractional",
+        "/designer_redo",
+        as_role("designer", "1.5"),
+        "`coloring id` must be a whole number, got '1.5'",
+    ),
+    # The designer's coloring: canvas values, task ids and the designer's other inputs.
+    Case(
+        "designer-blank-coloring",
+        "/designer_submit",
+        designer_submit(lambda d: canvas_value(d["key"], None, 5.0)),
+        r"Nothing is colored yet: fill at least 0\.5% of the drawing",
+    ),
+    Case(
+        "designer-below-minimum-area",
+        "/designer_submit",
+        designer_submit(lambda d: canvas_value(d["key"], painted_layer(d["sketch"], 40), 5.0)),
+        r"Only 40 pixels \(0\.00% of the drawing\) are colored; at least 0\.5%",
+    ),
+    Case(
+        "designer-value-not-json",
+        "/designer_submit",
+        designer_submit(lambda d: "{not json"),
+        "the canvas value must be JSON with task_id, color_layer and elapsed_s",
+    ),
+    Case(
+        "designer-value-empty",
+        "/designer_submit",
+        designer_submit(lambda d: ""),
+        "the canvas value is empty: the coloring tool has not loaded a task",
+    ),
+    Case(
+        "designer-layer-not-a-png",
+        "/designer_submit",
+        designer_submit(lambda d: value_with_png(d["key"], b"GIF89a" + bytes(64))),
+        _any_size("data that is not a PNG"),
+    ),
+    *(
+        Case(
+            f"designer-layer-{name}",
+            "/designer_submit",
+            designer_submit(_wrong_canvas(name)),
+            _any_size(arrived),
+        )
+        for name, (_, arrived) in WRONG_PNGS.items()
+    ),
+    Case(
+        "designer-layer-jpeg",
+        "/designer_submit",
+        designer_submit(
+            lambda d: value_with_png(d["key"], b"\xff\xd8\xff", prefix="data:image/jpeg;base64,")
+        ),
+        "`color_layer` must start with 'data:image/png;base64,'",
+    ),
+    Case(
+        "designer-layer-not-base64",
+        "/designer_submit",
+        designer_submit(
+            lambda d: json.dumps(
+                {"task_id": d["key"], "elapsed_s": 1, "color_layer": "data:image/png;base64,@@"}
+            )
+        ),
+        "`color_layer` is not valid base64",
+    ),
+    Case(
+        "designer-layer-wrong-size",
+        "/designer_submit",
+        designer_submit(
+            lambda d: canvas_value(d["key"], painted_layer(np.full((64, 48), 255, np.uint8)), 5.0)
+        ),
+        _any_size("an 8-bit RGBA PNG of 48×64"),
+    ),
+    Case(
+        "designer-layer-decompression-bomb",
+        "/designer_submit",
+        designer_submit(lambda d: value_with_png(d["key"], bomb_png())),
+        _any_size("a 1-bit grayscale PNG of 40000×40000"),
+    ),
+    Case(
+        "designer-elapsed-html",
+        "/designer_submit",
+        designer_submit(lambda d: json.dumps({"task_id": d["key"], "color_layer": "", "elapsed_s": IMG})),
+        "the canvas value must be JSON with task_id, color_layer and elapsed_s",
+    ),
+    Case(
+        "designer-elapsed-negative",
+        "/designer_submit",
+        designer_submit(lambda d: json.dumps({"task_id": d["key"], "color_layer": "", "elapsed_s": -5})),
+        r"`elapsed_s` must be from 0 to 604800 seconds \(7 days\), got -5",
+    ),
+    Case(
+        "designer-unknown-task",
+        "/designer_submit",
+        designer_submit(
+            lambda d: canvas_value(f"{d['instance']}:99999:{d['sketch_id']}", painted_layer(d["sketch"]), 5.0)
+        ),
+        "unknown task id 99999",
+    ),
+    Case(
+        "designer-forged-task-key",
+        "/designer_submit",
+        designer_submit(lambda d: canvas_value("forged", painted_layer(d["sketch"]), 5.0)),
+        "the canvas names task 'forged', which is not a task of this study",
+    ),
+    Case(
+        "designer-task-key-script",
+        "/designer_submit",
+        designer_submit(lambda d: canvas_value(SCRIPT, None, 5.0)),
+        "which is not a task of this study",
+    ),
+    Case(
+        "designer-someone-elses-task",
+        "/designer_submit",
+        designer_submit(lambda d: canvas_value(d["theirs"], painted_layer(d["sketch"]), 5.0)),
+        r"task \d+ was handed to someone else",
+    ),
+    Case(
+        "designer-task-of-another-database",
+        "/designer_submit",
+        designer_submit(
+            lambda d: canvas_value(
+                f"0123456789:{d['task_id']}:{d['sketch_id']}", painted_layer(d["sketch"]), 5.0
+            )
+        ),
+        "the canvas names task '0123456789:.*which is not a task of this study",
+    ),
+    Case(
+        "designer-sketch-of-another-concept",
+        "/designer_submit",
+        designer_submit(
+            lambda d: canvas_value(f"{d['instance']}:{d['task_id']}:{d['other_sketch']}", None, 5.0)
+        ),
+        r"sketch \d+ is a sketch of '\w+', not of '\w+'; reload the page",
+    ),
+    Case(
+        "expert-submits-a-coloring",
+        "/designer_submit",
+        lambda w: (w.tokens["expert"], canvas_value(w.designer["key"], None, 1.0)),
+        "needs the role designer",
+    ),
+    Case(
+        "designer-consent-script",
+        "/designer_consent",
+        as_role("designer", SCRIPT),
+        "Tick the box to agree to the consent text",
+    ),
+    Case(
+        "designer-redo-unknown-coloring",
+        "/designer_redo",
+        as_role("designer", 99999),
+        "unknown coloring id 99999",
+    ),
+    # Sketch imports: files that are not where an upload may come from.
+    # A designer's sketch upload is refused at the upload route, before any handler
+    # (tests/app/test_guard.py, test_uploads_are_for_signed_in_researchers_and_the_admin_only).
+]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    config = make_config(tmp_path_factory.mktemp("bad_input"))
+    with running_app(config) as (client, _):
+        yield build_world(config, client, tmp_path_factory.mktemp("uploads"))
+
+
+def _endpoints(client) -> set[str]:
+    return set(client.view_api(return_format="dict", print_info=False)["named_endpoints"])
+
+
+def test_the_table_covers_at_least_25_bad_inputs():
+    assert len([case for case in CASES if not case.known_defect]) >= 25
+    assert len({case.id for case in CASES}) == len(CASES)
+
+
+def _params(cases: list[Case]) -> list:
+    return [
+        pytest.param(
+            case,
+            id=case.id,
+            marks=[pytest.mark.xfail(strict=True, reason=case.known_defect)] if case.known_defect else [],
+        )
+        for case in cases
+    ]
+
+
+@pytest.mark.parametrize("case", _params(CASES))
+def test_bad_input_gets_a_clear_message_changes_nothing_and_the_app_keeps_serving(world, case):
+    assert case.api_name in _endpoints(world.client), f"the app has no endpoint {case.api_name}"
+    follow_up = world.client.predict(world.admin, api_name="/admin_coverage")
+    _unthrottled(world.config)
+    before = snapshot(world.config)
+    with pytest.raises(AppError) as raised:
+        world.client.predict(*case.args(world), api_name=case.api_name)
+    message = str(raised.value)
+    assert re.search(case.message, message), message[:MAX_MESSAGE_CHARS]
+    assert len(message) <= MAX_MESSAGE_CHARS, f"{len(message)} characters: {message[:MAX_MESSAGE_CHARS]}"
+    if not case.echoed_by_gradio:
+        assert not re.search(r"<\s*(script|img)", message, re.IGNORECASE), message
+    after = snapshot(world.config)
+    assert after[1] == before[1]
+    # A failed sign-in leaves its record for the throttle (tests/app/test_abuse.py), nothing else.
+    assert [row for row in after[0] if "'sign_in_failed'" not in row] == before[0]
+    assert world.client.predict(world.admin, api_name="/admin_coverage") == follow_up
+
+
+def _unthrottled(config) -> None:
+    """Each case starts with no failed sign-ins on record: the table has more bad sign-ins
+    from one address than the throttle lets through (its own tests are in test_abuse)."""
+    db = open_db(config.db_path)
+    try:
+        with transaction(db):
+            db.execute("delete from audit where action = 'sign_in_failed'")
+    finally:
+        db.close()
+
+
+SKETCH_CASES = [
+    ("photo", r"not line art: .* (colored|mid-grey)"),
+    ("truncated", "is a corrupt or truncated image"),
+    ("corrupt", "is not an image file"),
+    ("non-image", "is not an image file"),
+    ("bomb", "is too large to decode safely: .*decompression bomb"),
+    ("svg-image", "the SVG contains a <image> element"),
+    ("svg-script", "the SVG contains a <script> element"),
+    ("svg-external-use", "the SVG refers to something outside the file .*file:///etc/passwd"),
+    ("svg-entity", "the SVG declares XML entities"),
+    ("svg-malformed", "the SVG is not well-formed XML"),
+]
+
+
+@pytest.mark.parametrize("case, reason", SKETCH_CASES, ids=[c[0] for c in SKETCH_CASES])
+def test_a_bad_sketch_file_is_refused_with_its_reason_and_nothing_is_stored(world, case, reason):
+    assert "/sketches_import" in _endpoints(world.client), "the app has no endpoint /sketches_import"
+    before = snapshot(world.config)
+    table = world.client.predict(
+        world.admin, [handle_file(world.files[f"sketch-{case}"])], "apple", True, api_name="/sketches_import"
+    )
+    [[name, base, result]] = table["data"]
+    assert (name.rsplit(".", 1)[0], base) == ("apple", "apple")
+    assert result.startswith("refused: ") and re.search(reason, result), result
+    assert snapshot(world.config) == before
+    assert world.client.predict(world.admin, api_name="/sketches_missing")[0].startswith("**")
+
+
+def _reference_csv(*rows: list[str], header: list[str] | None = None) -> str:
+    head = header if header is not None else [str(i) for i in range(71)]
+    return "\n".join(",".join(row) for row in [["", *head], *rows]) + "\n"
+
+
+def _row(name: str, **cells: str) -> list[str]:
+    """A reference row of 71 values, 0.5 except the `cells` given as ``c<index>=value``."""
+    values = ["0.5"] * 71
+    for key, value in cells.items():
+        values[int(key[1:])] = value
+    return [name, *values]
+
+
+# Reference data is imported with ``python -m evaluation score --reference-csv``.
+REFERENCE_CASES = [
+    ("nan", _reference_csv(_row("apple", c3="nan")), r"row 2 \('apple'\): color 3 is nan"),
+    ("infinite", _reference_csv(_row("apple", c70="inf")), "color 70 is inf"),
+    (
+        "zero-mass",
+        _reference_csv(["apple", *["0"] * 71]),
+        "all 71 values are zero, so the row has no distribution",
+    ),
+    ("negative", _reference_csv(_row("apple", c0="-0.1")), r"color 0 is negative \(-0.1\)"),
+    ("not-a-number", _reference_csv(_row("apple", c5="red")), "color 5 is not a number, got 'red'"),
+    ("short-row", _reference_csv(_row("apple")[:-1]), "expected 71 values after the concept, got 70"),
+    ("duplicate", _reference_csv(_row("apple"), _row("apple")), "concept 'apple' appears twice"),
+    ("bad-header", _reference_csv(_row("apple"), header=["a", "b"]), "header must list color indices 0..70"),
+    ("empty", "", "is empty; expected a header and one row per concept"),
+]
+
+
+@pytest.mark.parametrize(
+    "text, message", [c[1:] for c in REFERENCE_CASES], ids=[c[0] for c in REFERENCE_CASES]
+)
+def test_bad_reference_data_is_refused_by_name_and_stores_nothing(tmp_path, capsys, text, message):
+    from evaluation.__main__ import main
+
+    storage = ["--db", str(tmp_path / "db.sqlite"), "--data-dir", str(tmp_path / "data")]
+    bad, good = tmp_path / "ratings.csv", tmp_path / "good.csv"
+    bad.write_text(text, encoding="utf-8")
+    good.write_text(_reference_csv(_row("apple")), encoding="utf-8")
+    config = make_config(tmp_path).replace(db_path=tmp_path / "db.sqlite")
+    db = open_db(config.db_path)
+    ensure_schema(db)
+    db.close()
+    before = snapshot(config)
+    assert main(["score", "--reference", "mine", "--reference-csv", str(bad), *storage]) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert snapshot(config) == before
+    assert main(["score", "--reference", "mine", "--reference-csv", str(good), *storage]) == 2
+    assert "stored 1 reference distributions as 'mine'" in capsys.readouterr().out

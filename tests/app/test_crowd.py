@@ -1,0 +1,205 @@
+"""Open study links on the Study tab, through the launched app's API."""
+
+import time
+import urllib.parse
+import zipfile
+from pathlib import Path
+
+import pytest
+from gradio_client.exceptions import AppError
+
+from annotation.study import crowd
+from app.crowd import SUMMARY_HEADERS
+from storage import open_db
+from tests.app.test_participant import _invite, _open_study, _rows
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+
+
+def _join(config, token: str, pid: str) -> None:
+    db = open_db(config.db_path)
+    try:
+        crowd.join(db, token, {"PROLIFIC_PID": pid, "SESSION_ID": f"s-{pid}"}, address="10.0.0.1")
+    finally:
+        db.close()
+
+
+def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
+    config = make_config(tmp_path)
+    _open_study(config)
+    with running_app(config) as (client, _):
+        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        participant, _ = client.predict(_invite(client, "participant"), api_name="/login_invite")
+        form = [
+            1,
+            "wave 1",
+            2,
+            30,
+            7,
+            "DONE1",
+            "OUT1",
+            0,
+            10,
+            "PROLIFIC_PID",
+            crowd.PROLIFIC_RETURN_URL,
+            "Ours <b>",
+        ]
+        refusals = [
+            (admin, {2: 0}, "`quota` must be a whole number from 1 to 10000, got 0"),
+            (admin, {4: -1}, r"`days open` must be in \(0, 3650\], got -1"),
+            (admin, {6: "OUT 1"}, "`screenout_code` must be 1-40 letters"),
+            (admin, {0: 99}, "unknown study id 99"),
+            (admin, {11: "x" * 5001}, "`consent_text` may hold at most 5000 characters"),
+            (participant, {}, "needs the role researcher or admin"),
+        ]
+        for token, change, message in refusals:
+            values = [change.get(i, v) for i, v in enumerate(form)]
+            with pytest.raises(AppError, match=message):
+                client.predict(token, *values, api_name="/crowd_make_link")
+        assert _rows(config, "select * from crowd_links") == []
+
+        url, links = client.predict(admin, *form, api_name="/crowd_make_link")
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)
+        token = query["study"][0]
+        assert query["PROLIFIC_PID"] == ["{{%PROLIFIC_PID%}}"]
+        assert [row[:5] for row in links["data"]] == [[1, "wave 1", "pilot", 2, 0]]
+        assert _rows(config, "select consent_text from crowd_links") == [{"consent_text": "Ours <b>"}]
+        _join(config, token, "pidA")
+        _join(config, token, "pidB")
+
+        counts, table, _ = client.predict(admin, 1, api_name="/crowd_payments")
+        assert counts.startswith("Started 2 · active 2 · completed 0")
+        assert [row[:3] for row in table["data"]] == [["pidA", "active", ""], ["pidB", "active", ""]]
+        counts, table, _ = client.predict(admin, 1, "pidB", api_name="/crowd_returned")
+        assert "returned 1 · places left 1" in counts
+        files = client.predict(admin, 1, 0.1, api_name="/crowd_download")
+        texts = {Path(f).name: Path(f).read_text(encoding="utf-8") for f in files}
+        assert sorted(texts) == ["approve.txt", "bonus.csv", "payments.csv"]
+        assert texts["payments.csv"].splitlines()[0] == ",".join(crowd.PAYMENT_COLUMNS)
+        assert [line.split(",")[:2] for line in texts["payments.csv"].splitlines()[1:]] == [
+            ["pidA", "active"],
+            ["pidB", "returned"],
+        ]
+        assert texts["approve.txt"] == texts["bonus.csv"] == ""
+        with pytest.raises(AppError, match="needs the role researcher or admin"):
+            client.predict(participant, 1, api_name="/crowd_payments")
+        summary, _ = client.predict(admin, api_name="/admin_crowd_counts")
+        assert summary["headers"] == SUMMARY_HEADERS
+        assert summary["data"] == [[1, "wave 1", "pilot", 2, 2, 1, 0, 0, 0, 1, 1, None, None]]
+        with pytest.raises(AppError, match="needs the role admin"):
+            client.predict(participant, api_name="/admin_crowd_counts")
+
+        links = client.predict(admin, 1, api_name="/crowd_close_link")
+        assert links["data"][0][7]  # closed
+        with pytest.raises(AppError, match="was closed on .* already"):
+            client.predict(admin, 1, api_name="/crowd_close_link")
+    with pytest.raises(crowd.LinkClosed, match="this study is closed"):
+        _join(config, token, "pidC")
+
+
+def test_trial_charts_are_built_once_per_key_and_the_oldest_shown_leave_first():
+    from app.participant import TrialCharts
+
+    charts, made = TrialCharts(kept=2), []
+
+    def maker(name):
+        def make():
+            made.append(name)
+            return {"figure": name}
+
+        return make
+
+    first = charts.get("a", maker("a"))
+    assert charts.get("a", maker("a2")) is first
+    charts.get("b", maker("b"))
+    charts.get("a", maker("a3"))  # "a" shown again: "b" is now the oldest
+    charts.get("c", maker("c"))
+    assert charts.get("a", maker("a4")) is first
+    charts.get("b", maker("b2"))
+    assert made == ["a", "b", "c", "b2"]
+
+
+def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_vote(tmp_path):
+    from tests.app.test_participant import PROGRESS, SHOWN_AT, TASK
+
+    config = make_config(tmp_path)
+    _open_study(config)
+    db = open_db(config.db_path)
+    try:
+        study_id = db.execute("select id from studies").fetchone()[0]
+        admin = crowd.Actor(None, "admin", frozenset({"admin"}))
+        _, link = crowd.create_link(
+            db,
+            study_id,
+            admin,
+            quota=5,
+            completion_code="C1",
+            screenout_code="S1",
+            consent_text="<i>ours</i>",
+        )
+        agreeing = crowd.join(db, link, {"PROLIFIC_PID": "pidA"}, address="10.0.0.1").session.token
+        declining = crowd.join(db, link, {"PROLIFIC_PID": "pidB"}, address="10.0.0.1").session.token
+    finally:
+        db.close()
+    with running_app(config) as (client, _):
+        view = client.predict(agreeing, api_name="/participant_next")
+        assert "read the consent text" in view[PROGRESS] and view[TASK] is None
+        assert "<i>ours</i>" in view and any("You take part as **" in str(v) for v in view)
+        refused = "consent text and choose I agree"
+        with pytest.raises(AppError, match=refused):
+            client.predict(agreeing, 1, "left", "2025-01-01T00:00:00.000000Z", api_name="/participant_vote")
+        with pytest.raises(AppError, match=refused):
+            client.predict(agreeing, "no", api_name="/participant_set_background")
+        assert _rows(config, "select id from tasks where kind = 'judgment'") == []
+        assert _rows(config, "select count(*) as n from judgments") == [{"n": 0}]
+
+        view = client.predict(agreeing, True, api_name="/participant_consent")
+        assert "design or art background" in view[PROGRESS]
+        view = client.predict(agreeing, "no", api_name="/participant_set_background")
+        assert view[PROGRESS].startswith("**Trial 1 of")
+        view = client.predict(agreeing, view[TASK], "left", view[SHOWN_AT], api_name="/participant_vote")
+        assert view[PROGRESS].startswith("**Trial 2 of")
+
+        view = client.predict(declining, False, api_name="/participant_consent")
+        assert "You did not agree" in view[PROGRESS] and "cc=)" in view[PROGRESS]
+        with pytest.raises(AppError, match="you returned this study"):
+            client.predict(declining, True, api_name="/participant_consent")
+
+        # The Admin tab's export names the external ids only when asked to.
+        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        for asked in (False, True):
+            client.predict(admin, asked, api_name="/admin_export_start")
+            for _ in range(1200):  # a condition, not a clock: the zip shows once it is built
+                line, archive = client.predict(admin, api_name="/admin_export_poll")
+                if archive is not None:
+                    break
+                time.sleep(0.1)
+            assert line.endswith("It holds the crowd participants' external ids.") == asked
+            with zipfile.ZipFile(archive) as export:
+                names = export.namelist()
+                text = "".join(export.read(n).decode("latin-1") for n in names if n.startswith("csv/"))
+            assert ("csv/crowd_external_ids.csv" in names) == asked
+            assert ("pidA" in text, "pidB" in text) == (asked, asked)
+    people = _rows(config, "select external_id, status, consented from crowd_participants order by started")
+    assert [(p["external_id"], p["status"], bool(p["consented"])) for p in people] == [
+        ("pidA", "active", True),
+        ("pidB", "returned", False),
+    ]
+
+
+def test_a_chart_made_without_plotly_is_the_figure_plotly_serialises():
+    import json
+
+    import numpy as np
+
+    from app.participant import _chart, chart_data
+
+    rng = np.random.default_rng(3)
+    for title in ("Left", "Ground truth"):
+        for p in (rng.dirichlet(np.ones(71)), np.eye(71)[5], rng.dirichlet(np.ones(71) * 0.1)):
+            fast = chart_data(p, title)
+            assert fast.type == "plotly"
+            assert json.loads(fast.plot) == json.loads(_chart(p, title).to_json())
+    with pytest.raises(ValueError, match=r"must have shape \(71,\)"):
+        chart_data(np.ones(70) / 70, "Left")
+    with pytest.raises(ValueError, match=r"values in \[0, 1\]"):
+        chart_data(np.full(71, 2.0), "Left")

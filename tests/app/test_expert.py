@@ -1,0 +1,259 @@
+import numpy as np
+import pytest
+from gradio_client.exceptions import AppError
+from PIL import Image
+
+from storage import open_db
+from tests.app.test_admin import _dump
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.e2e.test_landing import playwright
+from tests.qc_data import add_coloring
+
+GREYS = [(70, 70, 75), (110, 110, 110), (50, 52, 60), (130, 128, 125)]
+PINK = (255, 105, 180)
+REDS = [(200, 20, 30), (190, 30, 40), (205, 25, 35)]
+
+
+def _sign_in(client, admin, role, n):
+    table = client.predict(admin, role, n, "yes", 7, api_name="/admin_create_invites")
+    people = [(row[0], client.predict(row[3], api_name="/login_invite")[0]) for row in table["data"]]
+    return [p for p, _ in people], [t for _, t in people]
+
+
+def _colorings(config, designers):
+    db = open_db(config.db_path)
+    try:
+        castle = [
+            add_coloring(db, config.data_dir, d, "forbidding castle", rgb)
+            for d, rgb in zip(designers, [*GREYS, PINK])
+        ]
+        apples = [add_coloring(db, config.data_dir, d, "apple", rgb) for d, rgb in zip(designers, REDS)]
+    finally:
+        db.close()
+    return castle, apples
+
+
+def _center_rgb(path):
+    image = np.asarray(Image.open(path).convert("RGB"))
+    return tuple(int(v) for v in image[image.shape[0] // 2, image.shape[1] // 2])
+
+
+@pytest.fixture
+def study(tmp_path):
+    config = make_config(tmp_path)
+    with running_app(config) as (client, demo):
+        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        designers, designer_tokens = _sign_in(client, admin, "designer", 5)
+        _, experts = _sign_in(client, admin, "expert", 3)
+        castle, apples = _colorings(config, designers)
+        yield {
+            "client": client,
+            "demo": demo,
+            "config": config,
+            "admin": admin,
+            "experts": experts,
+            "designer": designer_tokens[0],
+            "castle": castle,
+            "apples": apples,
+        }
+
+
+def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
+    client, admin, experts = study["client"], study["admin"], study["experts"]
+    castle, apples = study["castle"], study["apples"]
+    update = client.predict(experts[0], api_name="/expert_concepts")[0]
+    assert [c[1] for c in update["choices"]] == ["apple", "forbidding castle"]
+    gallery, table, _ = client.predict(experts[0], "forbidding castle", False, api_name="/expert_grid")
+    assert len(gallery) == 5
+    assert [r[:4] for r in table["data"]] == [
+        [c, f"designer {x}", 1, "submitted"] for c, x in zip(castle, "ABCDE")
+    ]
+    with pytest.raises(AppError, match="only the admin"):
+        client.predict(experts[0], "forbidding castle", True, api_name="/expert_grid")
+    message = client.predict(experts[0], apples[0], "<b>browner</b>", api_name="/expert_recolor")
+    assert f"coloring {apples[0]}" in message
+    table = client.predict(experts[0], "apple", False, api_name="/expert_grid")[1]
+    assert table["data"][0][3:] == ["recolor_requested", None, "<b>browner</b>"]
+
+    ranking, _ = client.predict(experts[0], 0.5, 2, api_name="/expert_consistency")
+    assert [r[1] for r in ranking["data"]] == ["forbidding castle", "apple"]
+    assert [r[4] for r in ranking["data"]] == [True, False]
+    opened, needs = client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue")
+    assert opened == "Opened 5 new reviews."
+    assert "No review has all its votes yet: 15 votes on 5 colorings are missing." in needs
+
+    for token in experts:
+        task, concept, image, _ = client.predict(token, api_name="/expert_next")
+        assert "forbidding castle" in concept and _center_rgb(image) == PINK
+        client.predict(token, task, "Inconsistent", api_name="/expert_vote")
+    table5, summary, raters = client.predict(experts[0], api_name="/expert_statistics")
+    assert [r[2] for r in table5["data"]] == [0, 0, 0, 1, 1]
+    assert "**1** colorings reviewed, **1** discarded" in summary and "**1.000**" in summary
+    assert all(r[2] == "1.000" for r in raters["data"])
+    _, basis = client.predict(experts[0], "forbidding castle", api_name="/expert_ground_truth")
+    assert "rests on **4** colorings" in basis
+
+    excluded = client.predict(admin, api_name="/expert_excluded")
+    assert [r[0] for r in excluded["data"]] == [castle[4]]
+    with pytest.raises(AppError, match="needs the role admin"):
+        client.predict(experts[0], castle[4], "pink can forbid", api_name="/expert_reinstate")
+    client.predict(admin, castle[4], "pink can forbid", api_name="/expert_reinstate")
+    _, basis = client.predict(admin, "forbidding castle", api_name="/expert_ground_truth")
+    assert "rests on **5** colorings" in basis
+
+
+def test_expert_endpoints_refuse_a_designer_and_write_nothing(study):
+    client, config = study["client"], study["config"]
+    endpoints = {
+        name: info
+        for name, info in client.view_api(return_format="dict", print_info=False)["named_endpoints"].items()
+        if name.startswith("/expert_")
+    }
+    assert set(endpoints) == {
+        "/expert_concepts",
+        "/expert_grid",
+        "/expert_recolor",
+        "/expert_accept",
+        "/expert_consistency",
+        "/expert_open_queue",
+        "/expert_next",
+        "/expert_vote",
+        "/expert_statistics",
+        "/expert_ground_truth",
+        "/expert_excluded",
+        "/expert_reinstate",
+        "/expert_needs",
+    }
+    inputs = {
+        "/expert_grid": ["forbidding castle", False],
+        "/expert_recolor": [study["castle"][0], "note"],
+        "/expert_accept": [study["castle"][0], "note"],
+        "/expert_consistency": [1.0, 2],
+        "/expert_open_queue": [1.0, 2],
+        "/expert_vote": [1, "Inconsistent"],
+        "/expert_ground_truth": ["apple"],
+        "/expert_reinstate": [study["castle"][0], "why"],
+        "/expert_needs": [2],
+    }
+    before = _dump(config)
+    for name in endpoints:
+        for token in (study["designer"], "", "f" * 43):
+            with pytest.raises(AppError, match="needs the role|not signed in|not valid"):
+                client.predict(token, *inputs.get(name, []), api_name=name)
+    assert _dump(config) == before
+
+
+def test_expert_vote_is_documented_with_its_three_inputs_and_checks_the_verdict(study):
+    client, config, expert = study["client"], study["config"], study["experts"][0]
+    info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    assert [(p["parameter_name"], p["python_type"]["type"]) for p in info["/expert_vote"]["parameters"]] == [
+        ("session_token", "str"),
+        ("task_id", "float"),
+        ("verdict", "str"),
+    ]
+    client.predict(study["admin"], 0.5, 2, api_name="/expert_open_queue")
+    task = client.predict(expert, api_name="/expert_next")[0]
+    before = _dump(config)
+    with pytest.raises(TypeError, match="No value provided for required argument: verdict"):
+        client.predict(expert, task, api_name="/expert_vote")
+    for verdict in ("consistent", "Yes", None):
+        with pytest.raises(
+            AppError,
+            match=r"`verdict` must be one of \['Consistent', "
+            r"'Inconsistent'\]",
+        ):
+            client.predict(expert, task, verdict, api_name="/expert_vote")
+    assert _dump(config) == before
+    assert client.predict(expert, task, "Consistent", api_name="/expert_vote") == "Vote recorded."
+
+
+@pytest.mark.browser
+def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(study, module_chromium):
+    client, config, expect = study["client"], study["config"], playwright.expect
+    note = "<img src=x onerror=alert(1)> browner"
+    client.predict(study["admin"], study["apples"][0], note, api_name="/expert_recolor")
+    client.predict(study["admin"], 0.5, 2, api_name="/expert_open_queue")
+    link = client.predict(study["admin"], "expert", 1, "yes", 7, api_name="/admin_create_invites")["data"][0][
+        3
+    ]
+    page = module_chromium.new_page()
+    page.goto(link.replace(config.public_url + "/", client.src))
+    page.get_by_role("tab", name="Expert review").click()
+    page.locator("#expert_concept input").click()
+    expect(page.get_by_role("option", name="apple (3 designers, 3 colorings)")).to_be_visible(timeout=20_000)
+    page.get_by_role("option", name="apple (3 designers, 3 colorings)").click()
+    page.click("#expert_show")
+    grid = page.locator("#expert_grid_table").get_by_role("grid")
+    expect(grid.get_by_role("row").nth(1)).to_contain_text(note, timeout=20_000)
+    expect(grid.locator("img")).to_have_count(0)
+    page.click("#expert_next")
+    expect(page.locator("#expert_vote_concept")).to_contain_text("5 in your queue", timeout=20_000)
+    page.click("#expert_inconsistent")
+    expect(page.locator("#expert_vote_message")).to_have_text("Vote recorded.", timeout=20_000)
+    expect(page.locator("#expert_vote_concept")).to_contain_text("4 in your queue", timeout=20_000)
+
+
+def test_the_expert_reads_what_review_waits_for_and_a_too_small_count_is_refused(study):
+    client, config, expert = study["client"], study["config"], study["experts"][0]
+    # Five designers colored the castle and three the apple; three experts are active.
+    assert client.predict(expert, 5, api_name="/expert_needs") == (
+        "**What review waits for:**\n"
+        "- 1 concept has the 5 colorings a vote needs.\n"
+        "- No coloring is open for a vote yet: an expert ranks the concepts and opens the vote "
+        "queue (Expert review, section 2); the most disputed concepts go to the vote."
+    )
+    assert client.predict(expert, 2, api_name="/expert_needs").splitlines()[1] == (
+        "- 2 concepts have the 2 colorings a vote needs."
+    )
+    task, concept, _, _ = client.predict(expert, api_name="/expert_next")
+    assert task is None and concept.startswith("Nothing to vote on right now.")
+    assert concept.endswith(
+        "1 concept has the 5 colorings a vote needs. No coloring is open for a vote yet: an "
+        "expert ranks the concepts and opens the vote queue (Expert review, section 2); the most "
+        "disputed concepts go to the vote."
+    )
+    before = _dump(config)
+    for api_name, inputs in (
+        ("/expert_needs", [1]),
+        ("/expert_consistency", [0.5, 1]),
+        ("/expert_open_queue", [0.5, 1]),
+    ):
+        with pytest.raises(
+            AppError, match="Colorings needed per concept must be a whole number, 2 or more, got 1"
+        ):
+            client.predict(expert, *inputs, api_name=api_name)
+    with pytest.raises(AppError, match="`Colorings needed per concept` must be a whole number, got 2.5"):
+        client.predict(expert, 0.5, 2.5, api_name="/expert_open_queue")
+    assert _dump(config) == before
+
+
+def _sign_in_update(demo, elem_id: str):
+    """The page's sign-in function that sets `elem_id`, as a function of the session token to
+    `elem_id`'s update (the function returns named updates)."""
+    [(fn, output)] = [
+        (f.fn, output) for f in demo.fns.values() for output in f.outputs if output.elem_id == elem_id
+    ]
+    return lambda token: fn(token)[output]
+
+
+def test_next_coloring_and_start_work_only_once_the_page_knows_who_signed_in(study):
+    # The sign-in's empty pane and the first coloring shown are two events running side by
+    # side on the server; a button usable before the sign-in lands let the empty pane win.
+    demo = study["demo"]
+    initial = {c["props"].get("elem_id"): c["props"] for c in demo.config["components"]}
+    assert initial["expert_next"]["interactive"] is False
+    assert initial["participant_start"]["interactive"] is False
+    expert_next = _sign_in_update(demo, "expert_next")
+    tokens = ("", study["designer"], study["experts"][0], study["admin"])
+    served = []
+    for token in tokens:
+        try:
+            study["client"].predict(token, api_name="/expert_next")
+            served.append(True)
+        except AppError:
+            served.append(False)
+    # Usable exactly for whom the server serves the next coloring: an expert, not the admin.
+    assert served == [False, False, True, False]
+    assert [expert_next(t).interactive for t in tokens] == served
+    start = _sign_in_update(demo, "participant_start")
+    assert [start(t).interactive for t in ("", study["experts"][0])] == [False, True]

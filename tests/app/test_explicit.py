@@ -1,0 +1,198 @@
+"""The Explicit colors tab through gradio_client on a launched app, over a small explicit run
+built by the library: synthetic renders with exact masks (no model), scored by the score stage."""
+
+import dataclasses
+import hashlib
+from pathlib import Path
+
+import pytest
+from gradio_client.exceptions import AppError
+
+from evaluation.color.synthetic import render
+from evaluation.color.systems import load_system
+from evaluation.explicit import mode
+from evaluation.explicit.mode import ExplicitWork, create_explicit_run, score_explicit
+from evaluation.explicit.prompts import build_prompts
+from evaluation.models.registry import get_model, load_registry
+from evaluation.models.segmentation import Segmentation
+from evaluation.pipeline import runs
+from evaluation.pipeline.stages import png_bytes, save_by_hash
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.evaluation.explicit.test_masking import BoxSam
+from tests.research_data import assert_every_endpoint_refuses, figure, sign_in
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+COLORS = ("red", "blue", "yellow", "green")
+#: "wrong" renders every prompt of its model in the color two places on in COLORS (far apart).
+SHIFTED = {c: COLORS[(i + 2) % len(COLORS)] for i, c in enumerate(COLORS)}
+RUN = "syn"
+
+
+def shown(update):
+    """The value of an output the tab shows or hides (a Gradio update), None when hidden."""
+    assert update["__type__"] == "update"
+    return update["value"] if update["visible"] else None
+
+
+def build_run(db_path: Path, data_dir: Path, run: str = RUN) -> None:
+    """An explicit run of two models over 8 L2 prompts (color_name, numeric), one image each:
+    ``right`` renders the target color, ``wrong`` the color `SHIFTED` names; masks are exact."""
+    db = runs.connect(db_path)
+    prompts = build_prompts(
+        tasks=["color_name", "numeric"], systems=["iscc-nbs-l2"], colors=list(COLORS), objects=["car"], size=1
+    )
+    tiny = dataclasses.replace(get_model("tiny-random", load_registry()), cfg_scales=(2.0,))
+    specs = [dataclasses.replace(tiny, key=key) for key in ("right", "wrong")]
+    create_explicit_run(db, run, specs, prompts, samples=1, settings={"note": "synthetic"})
+    system, masks = load_system("iscc-nbs-l2"), {}
+    for item in runs.items(db, run):
+        target = next(p for p in prompts if p.id == item["concept"]).targets[0]
+        shown = target if item["model"] == "right" else SHIFTED[target]
+        image, mask = render(system.rgb[system.index(shown)], "sphere", size=96, seed=item["id"])
+        path, digest = save_by_hash(data_dir, Path(f"runs/{run}/images"), png_bytes(image), ".png")
+        runs.record_items(
+            db, [{"id": item["id"], "status": "generated", "image_path": path, "image_sha256": digest}]
+        )
+        masks[digest] = mask
+
+    def exact_mask(image, noun, negatives, box_threshold, text_threshold, *, detector, sam):
+        mask = masks[hashlib.sha256(png_bytes(image)).hexdigest()]
+        return Segmentation(status="ok", mask=mask, box=(0.0, 0.0, 96.0, 96.0), score=0.9)
+
+    stored = {row["prompt_id"]: row for row in runs.explicit_prompts(db, run)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mode, "segment_object", exact_mask)
+        assert score_explicit(db, run, ExplicitWork(None, BoxSam(), data_dir, stored)) == 16
+    db.close()
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    config = make_config(tmp_path_factory.mktemp("explicit-app"))
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    build_run(config.db_path, config.data_dir)
+    db = runs.connect(config.db_path)  # and a run with nothing generated yet
+    prompts = build_prompts(
+        tasks=["color_name"], systems=["css3"], colors=["aquamarine"], objects=["car"], size=1
+    )
+    create_explicit_run(
+        db, "empty", [get_model("tiny-random", load_registry())], prompts, samples=1, settings={}
+    )
+    db.close()
+    with running_app(config) as (client, _):
+        yield client, config, sign_in(client, ADMIN_PASSWORD, "researcher", "designer")
+
+
+def test_show_gives_table4_coverage_figures_and_the_confusion(app):
+    client, _, tokens = app
+    out = client.predict(tokens["researcher"], RUN, "paper", "", api_name="/explicit_show")
+    note, groups, bias_model, prompt = out[0], out[6], out[7]["value"], out[11]["value"]
+    table4, coverage, category, basic, modifier, bias, confusion, pairs = map(shown, out[1:6] + out[8:11])
+    assert note.startswith("Run **syn**, paper rules: 16 scored images in iscc-nbs-l2")
+    assert table4["headers"] == [
+        "model",
+        *(f"{s} · {t}" for s in ("iscc-nbs-l2", "all systems") for t in ("color_name", "numeric", "average")),
+    ]
+    assert table4["data"] == [["right", *[100.0] * 6], ["wrong", *[0.0] * 6]]
+    assert coverage["headers"] == ["model", "images", "scored", "not_scored", "correct"]
+    assert coverage["data"] == [["right", 8, 8, 0, 8], ["wrong", 8, 8, 0, 0]]
+    bars = figure(category)
+    assert [trace.name for trace in bars.data] == ["right", "wrong"]
+    assert [list(trace.y) for trace in bars.data] == [[100.0], [0.0]]
+    assert figure(basic).data[0].x == ("basic",)  # red, blue, yellow, green are all basic
+    assert modifier is None and groups == "Light / dark / -ish needs color_name prompts in ISCC-NBS L3."
+    assert bias_model == "right" and figure(bias).data[0].x == ("vehicles",)
+    heat = figure(confusion)
+    labels = ("blue (strong blue, blue)", "green (brilliant green, green)", "red (strong red, red)")
+    assert heat.data[0].y == heat.data[0].x == (*labels, "yellow (strong yellow, yellow)")
+    assert heat.data[0].z.tolist() == [[2, 2, 0, 0], [2, 2, 0, 0], [0, 0, 2, 2], [0, 0, 2, 2]]
+    assert pairs["headers"] == ["asked for", "got", "images"]
+    # each asked color is got right twice by `right` (two tasks), and by `wrong` as SHIFTED says
+    asked = {(row[0].split(" (")[0], row[1].split(" (")[0]): row[2] for row in pairs["data"]}
+    assert asked == {**{(c, c): 2 for c in COLORS}, **{(c, SHIFTED[c]): 2 for c in COLORS}}
+    assert prompt == "color_name/iscc-nbs-l2/blue/car"
+    labels = {value: label for label, value in out[11]["choices"]}
+    assert len(labels) == 8 and labels[prompt].endswith(" · color_name · iscc-nbs-l2 — 1/2 correct")
+    assert "blue car" in labels[prompt]
+
+
+def test_bias_of_another_model_and_the_prompt_browser(app):
+    client, _, tokens = app
+    token = tokens["researcher"]
+    bias = figure(shown(client.predict(token, RUN, "paper", "wrong", api_name="/explicit_bias")))
+    shares = {trace.text[0]: trace.y[0] for trace in bias.data}
+    assert shares == pytest.approx(dict.fromkeys(COLORS, 25.0))
+    note, gallery, swatches, metrics = client.predict(
+        token, RUN, "paper", "color_name/iscc-nbs-l2/red/car", api_name="/explicit_prompt"
+    )
+    gallery, metrics = shown(gallery), shown(metrics)
+    assert note.startswith("**") and "color_name · level" in note and "targets: red" in note
+    assert [item["caption"] for item in gallery] == [
+        "#1 right · sample 0 · car: correct",
+        "#2 wrong · sample 0 · car: wrong",
+    ]
+    assert metrics["headers"][3:7] == ["object", "target", "dominant", "dominant name"]
+    right, wrong = metrics["data"]
+    assert right[5:7] == ["#b62740", "strong red, red"]
+    assert right[-1] is True and wrong[-1] is False and right[4] == wrong[4] == "red"
+    assert "target: red" in swatches and "#b92842" in swatches and "strong red, red" in swatches
+    assert swatches.count("class='explicit-swatch dominant'") == 2
+
+
+def test_export_writes_csv_and_html_under_exports(app):
+    client, config, tokens = app
+    files = client.predict(tokens["researcher"], RUN, "paper", "", api_name="/explicit_export")
+    names = sorted(Path(f).name.rsplit("-", 1)[0] + Path(f).suffix for f in files)
+    assert "syn-paper-table4.csv" in names and "syn-paper-table4.html" in names
+    assert "syn-paper-confusion.html" in names and "syn-paper-bias-right.html" in names
+    written = list((config.data_dir / "exports" / "explicit").iterdir())
+    table4 = next(p for p in written if p.name.startswith("syn-paper-table4-") and p.suffix == ".csv")
+    assert table4.read_text().splitlines()[:2] == [
+        "system,iscc-nbs-l2,iscc-nbs-l2,iscc-nbs-l2,all systems,all systems,all systems",
+        "task,color_name,numeric,average,color_name,numeric,average",
+    ]
+
+
+def test_bad_input_names_the_field(app):
+    client, _, tokens = app
+    token = tokens["researcher"]
+    with pytest.raises(AppError, match="Pick an explicit-color run \\('empty', 'syn'\\); got 'nope'"):
+        client.predict(token, "nope", "paper", "", api_name="/explicit_show")
+    with pytest.raises(AppError, match="`confusion system` must be one with scored images"):
+        client.predict(token, RUN, "paper", "css3", api_name="/explicit_show")
+    with pytest.raises(AppError, match="`prompt` must be a prompt id of run 'syn'"):
+        client.predict(token, RUN, "paper", "no/such", api_name="/explicit_prompt")
+    with pytest.raises(AppError, match="`model` must be one with scored objects"):
+        client.predict(token, RUN, "paper", "ghost", api_name="/explicit_bias")
+
+
+def test_a_run_with_nothing_scored_shows_notes_not_empty_tables(app):
+    client, _, tokens = app
+    token = tokens["researcher"]
+    out = client.predict(token, "empty", "paper", "", api_name="/explicit_show")
+    assert out[0].startswith("Run **empty** has no scored image yet under the paper rules: the tables fill")
+    assert [shown(update) for update in out[1:6] + out[8:11]] == [None] * 8
+    assert out[11]["value"] == "color_name/css3/aquamarine/car"
+    assert out[11]["choices"][0][0].endswith(" · color_name · css3 — not judged yet")
+    with pytest.raises(AppError, match="run 'empty' has no scored image yet: nothing to export"):
+        client.predict(token, "empty", "paper", "", api_name="/explicit_export")
+    note, gallery, swatches, metrics = client.predict(
+        token, "empty", "paper", "color_name/css3/aquamarine/car", api_name="/explicit_prompt"
+    )
+    assert note.endswith("No image of this prompt is judged yet: it fills as the run's job scores it.")
+    assert "targets: aquamarine" in note and shown(gallery) is None and shown(metrics) is None
+    assert swatches == ""
+
+
+def test_other_roles_are_refused_and_nothing_is_written(app):
+    client, config, tokens = app
+    calls = {
+        "/explicit_show": [RUN, "paper", ""],
+        "/explicit_bias": [RUN, "paper", "right"],
+        "/explicit_export": [RUN, "paper", ""],
+        "/explicit_prompt": [RUN, "paper", "color_name/iscc-nbs-l2/red/car"],
+        "/explicit_robustness": [RUN],
+    }
+    assert_every_endpoint_refuses(
+        client, config, "/explicit_", calls, {"designer": tokens["designer"], "nobody": ""}
+    )

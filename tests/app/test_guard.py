@@ -1,0 +1,333 @@
+"""Deny by default (issue 25), from the outside: every route the launched app has, and every
+function of its page, called as a visitor with no session, a forged or revoked one, and each
+role, through raw HTTP as an attacker would.
+
+The server runs in its own process with Gradio's upload folder and the temp folder of its
+own, so that the check "nothing was written" covers every folder it could write to.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.common import OWN_SESSION, PUBLIC, ROLE, UI, Access
+from app.guard import COOKIE, DATA_RULES, FILE, ROUTES, app_routes, role_table_markdown, unclassified
+from bench.app_process import AppProcess
+from storage import open_db
+from tests.app_server import ADMIN_PASSWORD, make_config
+from tests.qc_data import add_coloring
+
+ROLES = ("designer", "expert", "participant", "researcher")
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+
+
+class World:
+    """A running app (own process and folders) with one person of each role and one file of
+    each kind: a coloring, a sketch, an export and a backup."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.config = make_config(root)
+        self.folders = [root / "data", root / "gradio-temp", root / "tmp"]
+        for folder in self.folders[1:]:
+            folder.mkdir()
+        self.process = AppProcess(
+            self.config.db_path,
+            self.config.data_dir,
+            env={
+                "COLORCONCEPT_ADMIN_PASSWORD_FILE": str(self.config.admin_password_file),
+                "GRADIO_TEMP_DIR": str(self.folders[1]),
+                "TMPDIR": str(self.folders[2]),
+                "COLORCONCEPT_WORKERS": "0",
+            },
+        )
+
+    def __enter__(self) -> World:
+        self.process.__enter__()
+        self.url = self.process.url
+        self.http = httpx.Client(base_url=self.url, timeout=120)
+        self.admin = self.call("login_admin", ADMIN_PASSWORD)[0]
+        self.tokens = {role: self._person(role) for role in ROLES}
+        self.revoked = self._person("designer")
+        self.call("start_logout", self.revoked)
+        db = open_db(self.config.db_path)
+        try:
+            designer_id = db.execute(
+                "select annotator_id from sessions where revoked is null and roles like '%designer%' limit 1"
+            ).fetchone()[0]
+            coloring = add_coloring(db, self.config.data_dir, designer_id, "forbidding castle", (90, 90, 95))
+            image = db.execute("select image_path from colorings where id = ?", [coloring]).fetchone()[0]
+        finally:
+            db.close()
+        data = Path(self.config.data_dir)
+        self.files = {
+            "coloring": data / image,
+            "sketch": next((data / "sketches").rglob("*.png")),
+            "export": Path(self.call("admin_export", self.admin)[0]["path"]),
+            "backup": Path(self.call("admin_backup", self.admin)[0]["path"]),
+        }
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.http.close()
+        self.process.__exit__(*exc)
+
+    def _person(self, role: str) -> str:
+        rows = self.call("admin_create_invites", self.admin, role, 1, "unknown", 7)[0]["data"]
+        return self.call("login_invite", rows[0][3])[0]
+
+    def call(self, api_name: str, *data, token: str | None = None) -> list:
+        """Call a named endpoint through the plain HTTP API; its output list (raises on refusal)."""
+        cookies = {COOKIE: token or (data[0] if data and isinstance(data[0], str) else "")}
+        with httpx.Client(base_url=self.url, cookies=cookies, timeout=120) as http:
+            event = http.post(f"gradio_api/call/{api_name}", json={"data": list(data)}).json()["event_id"]
+            text = http.get(f"gradio_api/call/{api_name}/{event}").text
+        kind, payload = re.findall(r"event: (\w+)\ndata: (.*)", text)[-1]
+        assert kind == "complete", (api_name, text[-300:])
+        return json.loads(payload)
+
+    def run(self, fn_index: int, calls: list[tuple[list, str | None]]) -> list[str]:
+        """Run the page's function `fn_index` as the page would (Gradio's queue), once per
+        ``(data, session cookie)`` in `calls`, all joined before any answer is read; the
+        kind of each call's last message (``process_completed`` …)."""
+        session = uuid.uuid4().hex
+        events = []
+        for data, token in calls:
+            joined = self.http.post(
+                "gradio_api/queue/join",
+                json={"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None},
+                headers={"cookie": f"{COOKIE}={token}"} if token else {},
+            )
+            assert joined.status_code == 200, joined.text
+            events.append(joined.json()["event_id"])
+        done: dict[str, str] = {}
+        with self.http.stream("GET", "gradio_api/queue/data", params={"session_hash": session}) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data:"):
+                    message = json.loads(line[5:])
+                    if message.get("msg") in ("process_completed", "unexpected_error"):
+                        done[message.get("event_id")] = message["msg"]
+                        if len(done) == len(events):
+                            break
+        return [done.get(event, "lost") for event in events]
+
+    def state(self) -> tuple[dict, dict]:
+        """Every table's rows, and every file (size, modification time) in the app's folders."""
+        db = open_db(self.config.db_path)
+        try:
+            tables = {t: sorted(map(repr, db[t].rows)) for t in db.table_names()}
+        finally:
+            db.close()
+        files = {}
+        for folder in self.folders:
+            for path in folder.rglob("*"):
+                if path.is_file() and not path.name.endswith(("-wal", "-shm")):
+                    stat = path.stat()
+                    files[str(path)] = (stat.st_size, stat.st_mtime_ns)
+        return tables, files
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    with World(tmp_path_factory.mktemp("guard")) as running:
+        yield running
+
+
+def _expected(folder: str, who: str) -> int:
+    """What the role table answers `who` (a role, or admin) for a file under `folder`."""
+    return 200 if who == "admin" or who in DATA_RULES[folder].roles else 403
+
+
+def test_every_file_route_answers_exactly_the_role_table(world):
+    """Each route that serves a file by its path, every shape of it, for every caller."""
+    callers = {
+        "nobody": None,
+        "forged": "not-a-session",
+        "revoked": world.revoked,
+        "admin": world.admin,
+        **world.tokens,
+    }
+    folders = {
+        "coloring": "colorings",
+        "sketch": "sketches",
+        "export": "exports",
+        "backup": "downloads/backups",
+    }
+    file_routes = [path for path, kind in ROUTES.items() if kind == FILE]
+    assert {"/gradio_api/file={path_or_url:path}", "/gradio_api/file/{path:path}"} <= set(file_routes)
+    for template in file_routes:
+        for kind, path in world.files.items():
+            url = re.sub(r"\{[^}]+\}", str(path), template)
+            want = {
+                who: 403 if who in ("nobody", "forged", "revoked") else _expected(folders[kind], who)
+                for who in callers
+            }
+            # The designer who made the coloring may see it; the one signed in here did.
+            if kind == "coloring":
+                want["designer"] = 200
+            got = {
+                who: httpx.get(world.url.rstrip("/") + url, cookies={COOKIE: t} if t else {}).status_code
+                for who, t in callers.items()
+            }
+            assert got == want, (template, kind)
+            ok = httpx.get(world.url.rstrip("/") + url, cookies={COOKIE: world.admin})
+            assert ok.content == path.read_bytes()
+
+
+def test_every_route_of_the_launched_app_is_classified_or_refused(world, tmp_path):
+    """A route the guard does not know is refused, whatever it would serve; and no route
+    hands a coloring's bytes to a visitor with no session, however the path is written."""
+    from app import build_app
+
+    demo = build_app(make_config(tmp_path))
+    demo.launch(prevent_thread_lock=True, quiet=True)
+    try:
+        routes = app_routes(demo.server_app if hasattr(demo, "server_app") else demo.app)
+        paths = {route.path for route in routes}
+    finally:
+        demo.close()
+    assert set(ROUTES) - paths == set(), "ROUTES names routes this Gradio does not have"
+    secret = world.files["coloring"]
+    body = secret.read_bytes()
+    for template in sorted(paths):
+        for shape in (str(secret), str(secret).lstrip("/"), str(secret).replace("/", "%2F")):
+            url = re.sub(r"\{[^}]+\}", shape, template)
+            for method in ("GET", "POST"):
+                response = httpx.request(method, world.url.rstrip("/") + url, params={"path": str(secret)})
+                assert body not in response.content, (template, method, shape)
+                if template not in ROUTES:
+                    assert response.status_code in (403, 404), (template, method, response.status_code)
+
+
+def test_a_route_added_later_is_refused_until_classified(world, tmp_path):
+    """What a future Gradio might add: a new route that serves any file it is named."""
+    from fastapi.responses import FileResponse
+
+    from app import build_app, launch_options
+
+    config = make_config(tmp_path)
+    demo = build_app(config)
+    try:
+        demo.launch(prevent_thread_lock=True, quiet=True, **launch_options(config, demo))
+        app = demo.server_app if hasattr(demo, "server_app") else demo.app
+        app.add_api_route(
+            "/gradio_api/new_files/{anything:path}", lambda anything: FileResponse("/" + anything)
+        )
+        assert "/gradio_api/new_files/{anything:path}" in unclassified(app)
+        response = httpx.get(f"{demo.local_url}gradio_api/new_files{world.files['backup']}")
+        assert response.status_code == 403 and b"PK" not in response.content[:2]
+    finally:
+        demo.close()
+
+
+def test_a_nul_byte_or_a_climb_out_of_gradios_assets_is_refused_not_an_error(world):
+    assert httpx.get(f"{world.url}gradio_api/file=/etc/passwd%00.png").status_code == 400
+    assert httpx.get(f"{world.url}assets/%2E%2E/%2E%2E/app.py").status_code in (403, 404)
+    assert httpx.get(world.url).status_code == 200  # still serving
+
+
+def test_uploads_are_for_signed_in_researchers_and_the_admin_only(world):
+    files = {"files": ("a.zip", b"PK\x05\x06" + bytes(18), "application/zip")}
+    before = world.state()[1]
+    for token in (None, "forged", world.revoked, world.tokens["designer"], world.tokens["participant"]):
+        response = httpx.post(
+            f"{world.url}gradio_api/upload", files=files, cookies={COOKIE: token} if token else {}
+        )
+        assert response.status_code == 403
+    assert world.state()[1] == before, "a refused upload left a file"
+    [stored] = httpx.post(
+        f"{world.url}gradio_api/upload", files=files, cookies={COOKIE: world.tokens["researcher"]}
+    ).json()
+    # What was uploaded is served back to its uploader only.
+    assert (
+        httpx.get(
+            f"{world.url}gradio_api/file={stored}", cookies={COOKIE: world.tokens["researcher"]}
+        ).status_code
+        == 200
+    )
+    assert (
+        httpx.get(
+            f"{world.url}gradio_api/file={stored}", cookies={COOKIE: world.tokens["expert"]}
+        ).status_code
+        == 403
+    )
+
+
+def test_the_page_config_carries_no_secret(world):
+    config = httpx.get(f"{world.url}config").text
+    db = open_db(world.config.db_path)
+    try:
+        secrets = [row[0] for row in db.execute("select value from settings")]
+    finally:
+        db.close()
+    assert secrets and not any(len(s) >= 16 and s in config for s in secrets)
+    assert ADMIN_PASSWORD not in config
+
+
+def test_every_page_function_refuses_callers_without_its_role_and_writes_nothing(world):
+    """Every dependency of the page by index, named or private, with no session and each
+    wrong role: no row and no file changes, nobody is signed out; a sign-in function may only
+    record the refused sign-in (an audit row), as it must."""
+    from app import build_app
+
+    demo = build_app(world.config)
+    config = httpx.get(f"{world.url}config").json()
+    values = {c["id"]: c.get("props", {}).get("value") for c in config["components"]}
+    token_box = next(
+        c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "session_token"
+    )
+    dependencies = config["dependencies"]
+    assert len(dependencies) == len(demo.fns) > 100
+    before = world.state()
+    checked = 0
+    for index, dependency in enumerate(dependencies):
+        fn = demo.fns[index].fn
+        if fn is None:
+            continue
+        access: Access = fn.cc_access
+        if access.kind == ROLE:
+            callers = [None, "forged", world.revoked] + [
+                world.tokens[r] for r in ROLES if r not in access.roles
+            ]
+        elif access.kind == PUBLIC:
+            callers = [None]
+        else:
+            assert access.kind in (OWN_SESSION, UI)
+            callers = [None, world.tokens["participant"]]
+        calls = [
+            ([token if i == token_box else values.get(i) for i in dependency["inputs"]], token)
+            for token in callers
+        ]
+        assert "lost" not in world.run(index, calls)
+        tables, files = world.state()
+        name = (index, getattr(fn, "__qualname__", fn))
+        if access.kind == PUBLIC:
+            added = set(tables["audit"]) - set(before[0]["audit"])
+            assert all("sign_in_failed" in row for row in added), name
+            before = ({**before[0], "audit": tables["audit"]}, before[1])
+        assert tables == before[0], name
+        assert files == before[1], name
+        checked += 1
+    assert checked > 100  # the sessions table is part of every comparison: nobody was signed out
+
+
+def test_docs_show_the_role_table_the_code_enforces():
+    assert role_table_markdown() in DOCS.read_text(encoding="utf-8")
+
+
+def test_a_page_function_without_an_access_mark_refuses_the_build(tmp_path):
+    import gradio as gr
+
+    from app.common import UnguardedFunction, audit_functions
+
+    with gr.Blocks() as demo:
+        box = gr.Textbox()
+        box.change(lambda text: text.upper(), box, box, api_visibility="private")
+    with pytest.raises(UnguardedFunction, match="lambda"):
+        audit_functions(demo)

@@ -1,0 +1,1 @@
+"""End-to-end walks in a real Chromium (every test marked ``browser``)."""

@@ -1,0 +1,170 @@
+"""The admin in a real browser: sign in with the password, create invite links."""
+
+from pathlib import Path
+
+import pytest
+from gradio_client.exceptions import AppError
+
+from storage import open_db
+from tests.annotation.test_pilot import PILOT, color_as_assigned
+from tests.browser import ADMIN_PASSWORD, expect, live_app, page, table_rows  # noqa: F401
+from tests.qc_data import add_coloring
+
+SHOTS = Path("/tmp/shots")
+
+pytestmark = pytest.mark.browser
+
+
+def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
+    page.goto(live_app.url)
+    page.fill("#start_password input", ADMIN_PASSWORD)
+    page.get_by_role("button", name="Sign in as admin").click()
+    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+    page.get_by_role("tab", name="Admin").click()
+    page.locator("#admin_role input").click()
+    page.get_by_role("option", name="expert").click()
+    page.locator("#admin_count input").fill("3")
+    page.get_by_text("yes", exact=True).click()
+    page.get_by_role("button", name="Create invite links").click()
+    expect(page.locator("#admin_invites [role=row][data-index]")).to_have_count(3)
+    rows = table_rows(page, "admin_invites")
+    assert [row[:3] for row in rows] == [
+        ["1", "E0001", "expert"],
+        ["2", "E0002", "expert"],
+        ["3", "E0003", "expert"],
+    ]
+    links = [row[3] for row in rows]
+    assert all(link.startswith(live_app.config.public_url + "/?invite=") for link in links)
+    assert len(set(links)) == 3
+    # The batch's links as a CSV to keep: the table above is the only other time they show.
+    download = page.locator("#admin_invites_csv a").first
+    expect(download).to_be_visible()
+    csv = page.request.get(download.get_attribute("href")).text().splitlines()
+    assert csv[0] == "annotator_id,pseudonym,role,invite_link"
+    assert [line.split(",")[3] for line in csv[1:]] == links
+    token, message = live_app.client.predict(links[1], api_name="/login_invite")
+    assert token and message == "Signed in as **E0002**."
+    # A lost link: a new one for E0003, and the old one stops working.
+    page.locator("#admin_lost input").fill("3")
+    page.get_by_role("button", name="New invite link").click()
+    renewed = page.locator("#admin_new_link_message")
+    expect(renewed).to_contain_text("New link for annotator 3")
+    new_link = renewed.locator("code").inner_text()
+    assert new_link.startswith(live_app.config.public_url + "/?invite=") and new_link != links[2]
+    with pytest.raises(AppError, match="this invite link was revoked"):
+        live_app.client.predict(links[2], api_name="/login_invite")
+    assert live_app.client.predict(new_link, api_name="/login_invite")[1] == "Signed in as **E0003**."
+    page.get_by_role("button", name="Refresh lists").click()
+    expect(page.locator("#admin_annotators [role=row][data-index]")).to_have_count(3)
+    # The list already showed (it follows new links): wait for the refresh, not its count.
+    for index, sign_ins in enumerate(("0", "1", "1")):
+        cells = page.locator(f"#admin_annotators [role=row][data-index='{index}'] [role=gridcell]")
+        expect(cells.nth(7)).to_have_text(sign_ins)
+    people = table_rows(page, "admin_annotators")
+    assert [(r[1], r[2], r[3], r[4], r[7]) for r in people] == [
+        ("E0001", "expert", "yes", "active", "0"),
+        ("E0002", "expert", "yes", "active", "1"),
+        ("E0003", "expert", "yes", "active", "1"),
+    ]
+    assert page.js_errors == []
+
+
+def _sign_in_admin(page, live_app) -> None:
+    page.goto(live_app.url)
+    page.fill("#start_password input", ADMIN_PASSWORD)
+    page.get_by_role("button", name="Sign in as admin").click()
+    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+    page.get_by_role("tab", name="Admin").click()
+
+
+def test_invites_fill_the_people_list_and_a_refused_new_link_clears_the_earlier_one(live_app, page):
+    _sign_in_admin(page, live_app)
+    expect(page.locator("#admin_annotators_empty")).to_be_visible()
+    page.locator("#admin_count input").fill("2")
+    page.get_by_role("button", name="Create invite links").click()
+    # The people list follows the new links without "Refresh lists".
+    expect(page.locator("#admin_annotators [role=row][data-index]")).to_have_count(2)
+    expect(page.locator("#admin_annotators_empty")).to_be_hidden()
+    expect(page.locator("#admin_coverage")).to_contain_text("Active people by role: 2 designer")
+    page.locator("#admin_lost input").fill("2")
+    page.get_by_role("button", name="New invite link").click()
+    renewed = page.locator("#admin_new_link_message")
+    expect(renewed).to_contain_text("New link for annotator 2")
+    page.locator("#admin_lost input").fill("999")
+    page.get_by_role("button", name="New invite link").click()
+    expect(page.locator("#admin_new_link_note")).to_contain_text("unknown annotator id 999")
+    expect(renewed).not_to_contain_text("New link")
+    expect(renewed.locator(".error")).to_have_count(0)
+    # Still usable: the next request makes a link again.
+    page.locator("#admin_lost input").fill("1")
+    page.get_by_role("button", name="New invite link").click()
+    expect(renewed).to_contain_text("New link for annotator 1")
+    expect(page.locator("#admin_new_link_note")).to_have_text("")
+    assert page.js_errors == []
+
+
+def test_the_admin_sets_a_pilot_and_the_coverage_says_what_opens_the_vote(live_app, page):
+    designers = [annotator for annotator, _ in live_app.invite("designer", 3)]
+    db = open_db(live_app.config.db_path)
+    try:
+        # A practice coloring counts towards no concept, and the coverage says so.
+        add_coloring(db, live_app.config.data_dir, designers[0], "cat", (200, 180, 40), practice=True)
+    finally:
+        db.close()
+    _sign_in_admin(page, live_app)
+    coverage = page.locator("#admin_coverage")
+    expect(coverage).to_contain_text("0 submitted (1 practice coloring is not counted), 0 accepted")
+    expect(coverage).to_contain_text("No pilot: designers get the least covered concepts")
+    page.locator("#admin_pilot_concepts textarea").fill("apple, forbidding castle\nrotten apple")
+    page.get_by_role("button", name="Set pilot from these names").click()
+    message = page.locator("#admin_pilot_message")
+    expect(message).to_have_text("Pilot set: “apple”, “forbidding castle”, “rotten apple”.")
+    expect(coverage).to_contain_text("Pilot: designers get these 3 concepts before any other")
+    expect(coverage).to_contain_text(
+        "No pilot concept has the 2 colorings from different designers a vote needs yet: "
+        "2 more colorings of 'apple' open its vote"
+    )
+    assert [r["concept_key"] for r in live_app.query("select concept_key from pilot_concepts")] == PILOT
+    # Three designers color two concepts each, as assignment hands them out.
+    db = open_db(live_app.config.db_path)
+    try:
+        for i, designer in enumerate(designers):
+            color_as_assigned(db, live_app.config.data_dir, designer, (40 * i, 90, 200), seed=i, now=None)
+    finally:
+        db.close()
+    page.get_by_role("button", name="Refresh lists").click()
+    expect(coverage).to_contain_text("3 concepts have the 2 colorings a vote needs.")
+    expect(coverage).to_contain_text("No coloring is open for a vote yet: an expert ranks the concepts")
+    expect(coverage).to_contain_text("6 submitted (1 practice coloring is not counted)")
+    # A refused draw replaces the earlier message and leaves the pilot as it was.
+    page.locator("#admin_pilot_size input").fill("50")
+    page.get_by_role("button", name="Draw a pilot").click()
+    expect(message).to_contain_text("a pilot needs 1 to 20 concepts")
+    expect(message.locator(".error")).to_have_count(0)
+    expect(coverage).to_contain_text("Pilot: designers get these 3 concepts")
+    coverage.scroll_into_view_if_needed()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "admin-pilot-coverage.png"), full_page=True)
+    page.get_by_role("button", name="End pilot").click()
+    expect(message).to_have_text(
+        "The pilot of 3 concepts ended: designers get the least covered concepts of the whole study first."
+    )
+    expect(coverage).to_contain_text("No pilot: designers get the least covered concepts")
+    assert live_app.query("select concept_key from pilot_concepts") == []
+    assert page.js_errors == []
+
+
+def test_build_export_returns_at_once_and_the_page_shows_the_zip_when_it_is_built(live_app, page):
+    page.goto(live_app.url)
+    page.fill("#start_password input", ADMIN_PASSWORD)
+    page.get_by_role("button", name="Sign in as admin").click()
+    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+    page.get_by_role("tab", name="Admin").click()
+    page.get_by_role("button", name="Build export").click()
+    # The timer polls the background export until its zip is ready, then shows the file.
+    expect(page.locator("#admin_export_status")).to_contain_text("is ready below.", timeout=120_000)
+    link = page.locator("#admin_export_file a").first
+    expect(link).to_be_visible()
+    answer = page.request.get(link.get_attribute("href"))
+    assert answer.status == 200 and answer.body()[:2] == b"PK"
+    expect(page.locator("#admin_export_note")).to_have_text("")

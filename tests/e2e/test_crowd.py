@@ -1,0 +1,187 @@
+"""Crowd participants come in through an open study link with Prolific's parameters, in Chromium."""
+
+import http.server
+import threading
+
+import pytest
+
+from annotation.people.accounts import Actor
+from annotation.study import crowd
+from annotation.study.design import GROUND_TRUTH
+from storage import open_db
+from tests.app.test_participant import _open_study
+from tests.browser import expect, live_app, open_tab, page  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+class _Stub(http.server.BaseHTTPRequestHandler):
+    """The platform's return page: answers every GET with a short page."""
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        body = b"<html><body><p id='stub'>back on the platform</p></body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def platform():
+    """A local stand-in for the platform's return URL; yields its base address."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _link(config, return_url: str, quota: int) -> str:
+    db = open_db(config.db_path)
+    try:
+        study_id = db.execute("select id from studies").fetchone()[0]
+        _, token = crowd.create_link(
+            db,
+            study_id,
+            Actor(None, "admin", frozenset({"admin"})),
+            quota=quota,
+            completion_code="DONE42",
+            screenout_code="SCREENED7",
+            return_url=return_url,
+            consent_text=CONSENT,
+        )
+        return token
+    finally:
+        db.close()
+
+
+CONSENT = "Our <b>study</b> of **colors**.\n<img src=x onerror=alert(1)> [link](javascript:alert(1))"
+
+
+def _start(page) -> None:
+    """Open the Judge tab and press Start once the page has settled on the new session (its
+    reset of the tab, which hides the consent panel, has run: it would hide the panel that
+    Start shows if it ran after)."""
+    open_tab(page, "Judge")
+    expect(page.locator("#participant_progress")).to_contain_text("to see your next trial")
+    page.click("#participant_start")
+
+
+def _consent(page, *, agree: bool = True) -> None:
+    """The consent panel shows the text as typed and the pseudonym; answer it."""
+    expect(page.locator("#participant_consent")).to_be_visible()
+    expect(page.locator("#participant_consent_text textarea")).to_have_value(CONSENT)
+    expect(page.locator("#participant_consent_who")).to_contain_text("You take part as ")
+    expect(page.locator("#participant_consent img")).to_have_count(0)
+    expect(page.locator("#participant_consent a[href^='javascript']")).to_have_count(0)
+    page.click("#participant_agree" if agree else "#participant_decline")
+
+
+def _open(page, live_app, token: str, pid: str) -> None:
+    page.goto(f"{live_app.url}?study={token}&PROLIFIC_PID={pid}&STUDY_ID=st1&SESSION_ID=se-{pid}")
+
+
+def _vote(page, live_app, *, fail_check: bool = False) -> bool:
+    """Answer the trial on screen (the check failed if asked); whether it was a check."""
+    task = int(page.locator("#participant_task input").input_value())
+    [row] = live_app.query(
+        "select p.b, t.left_item from tasks t join study_pairs p on p.id = t.pair_id where t.id = ?", (task,)
+    )
+    check = row["b"] == GROUND_TRUTH
+    truth_side = "left" if row["left_item"] == "b" else "right"
+    other = "right" if truth_side == "left" else "left"
+    page.click(f"#participant_{other if check and fail_check else truth_side}")
+    return check
+
+
+def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refuses(live_app, page, platform):
+    total = _open_study(live_app.config, n_concepts=2)
+    token = _link(live_app.config, f"{platform}/done?cc={{code}}", quota=3)
+    progress = page.locator("#participant_progress")
+
+    # A: joins, judges every trial, lands on the platform with the completion code.
+    _open(page, live_app, token, "pidA")
+    expect(page.locator("#start_status")).to_contain_text("Welcome, you take part as")
+    expect(page.locator("#start_status")).to_contain_text("first the consent text, then your trials")
+    _start(page)
+    expect(progress).to_contain_text("read the consent text")
+    expect(page.locator("#participant_background")).to_be_hidden()
+    _consent(page)
+    expect(page.locator("#participant_consent")).to_be_hidden()
+    page.locator("#participant_background").get_by_text("no").click()
+    for number in range(1, total):
+        expect(progress).to_contain_text(f"Trial {number} of {total}")
+        _vote(page, live_app)
+    expect(progress).to_contain_text(f"Trial {total} of {total}")
+    _vote(page, live_app)
+    page.wait_for_url(f"{platform}/done?cc=DONE42")
+    expect(page.locator("#stub")).to_be_visible()
+
+    # B: judges two trials, opens the link again and goes on where they were.
+    _open(page, live_app, token, "pidB")
+    _start(page)
+    _consent(page)
+    page.locator("#participant_background").get_by_text("yes").click()
+    for number in (1, 2):
+        expect(progress).to_contain_text(f"Trial {number} of {total}")
+        _vote(page, live_app)
+    expect(progress).to_contain_text(f"Trial 3 of {total}")
+    _open(page, live_app, token, "pidB")
+    expect(page.locator("#start_status")).to_contain_text("Welcome back, you take part as")
+    expect(page.locator("#start_status")).to_contain_text("your trials follow")
+    _start(page)
+    expect(progress).to_contain_text(f"Trial 3 of {total}")  # consented before: straight on
+    expect(page.locator("#participant_consent")).to_be_hidden()
+
+    # C: fails the attention check and lands on the platform with the screen-out code.
+    _open(page, live_app, token, "pidC")
+    expect(page.locator("#start_status")).to_contain_text("Welcome, you take part as")
+    _start(page)
+    _consent(page)
+    page.locator("#participant_background").get_by_text("no").click()
+    for number in range(1, total + 1):
+        expect(progress).to_contain_text(f"Trial {number} of {total}")
+        if _vote(page, live_app, fail_check=True):
+            break
+    page.wait_for_url(f"{platform}/done?cc=SCREENED7")
+
+    # X takes the place C freed, does not agree: returned, no code, the place is free again.
+    _open(page, live_app, token, "pidX")
+    expect(page.locator("#start_status")).to_contain_text("Welcome, you take part as")
+    _start(page)
+    _consent(page, agree=False)
+    expect(progress).to_contain_text("You did not agree, so you do not take part")
+    expect(progress.locator("a")).to_have_attribute("href", f"{platform}/done?cc=")
+    expect(page.locator("#participant_consent")).to_be_hidden()
+    expect(page.locator("#participant_left")).to_be_disabled()
+
+    # D takes the place X freed; then all three are taken (A, B, D) and E is refused.
+    _open(page, live_app, token, "pidD")
+    expect(page.locator("#start_status")).to_contain_text("Welcome, you take part as")
+    _open(page, live_app, token, "pidE")
+    expect(page.locator("#start_status")).to_contain_text("this study is full: all 3 places are taken")
+    people = live_app.query(
+        "select c.external_id, c.status, c.platform_session_id, a.roles, c.consented is not null as agreed "
+        "from crowd_participants c join annotators a on a.id = c.annotator_id order by c.started"
+    )
+    assert [
+        (p["external_id"], p["status"], p["platform_session_id"], p["roles"], p["agreed"]) for p in people
+    ] == [
+        ("pidA", "completed", "se-pidA", '["participant"]', 1),
+        ("pidB", "active", "se-pidB", '["participant"]', 1),
+        ("pidC", "screened_out", "se-pidC", '["participant"]', 1),
+        ("pidX", "returned", "se-pidX", '["participant"]', 0),
+        ("pidD", "active", "se-pidD", '["participant"]', 0),
+    ]
+    assert live_app.query(
+        "select count(*) as n from judgments j join crowd_participants c on "
+        "c.annotator_id = j.participant_id where c.external_id = 'pidX'"
+    ) == [{"n": 0}]
+    assert page.js_errors == []

@@ -1,0 +1,153 @@
+"""An expert votes in a real browser: next coloring in the blind queue, Inconsistent."""
+
+from pathlib import Path
+
+import pytest
+
+from annotation.pilot import set_pilot
+from storage import open_db
+from tests.annotation.test_pilot import PILOT, color_as_assigned
+from tests.browser import ADMIN_PASSWORD, expect, live_app, open_tab, page, sign_in  # noqa: F401
+from tests.qc_data import add_coloring, painted
+
+pytestmark = pytest.mark.browser
+GREYS = [(70, 70, 75), (110, 110, 110), (50, 52, 60), (130, 128, 125)]
+PINK = (255, 105, 180)
+SIDE = painted(PINK)[0].shape[1]
+SHOTS = Path("/tmp/shots")
+
+
+def _inconsistent_castle(live_app) -> list[int]:
+    """Five designers color 'forbidding castle', one of them pink; the vote queue opens."""
+    designers = [annotator for annotator, _ in live_app.invite("designer", 5)]
+    db = open_db(live_app.config.db_path)
+    try:
+        ids = [
+            add_coloring(db, live_app.config.data_dir, d, "forbidding castle", rgb)
+            for d, rgb in zip(designers, [*GREYS, PINK])
+        ]
+    finally:
+        db.close()
+    live_app.client.predict(live_app.admin_token(), 1.0, 2, api_name="/expert_open_queue")
+    return ids
+
+
+def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_app, page):
+    colorings = _inconsistent_castle(live_app)
+    [(expert, link)] = live_app.invite("expert")
+    assert sign_in(page, link) == "E0006"
+    open_tab(page, "Expert review")
+    page.click("#expert_next")
+    concept = page.locator("#expert_vote_concept")
+    expect(concept).to_contain_text("forbidding castle")
+    expect(concept).to_contain_text("5 in your queue")
+    expect(page.locator("#expert_vote_image img")).to_be_visible()
+    _assert_scaled_to_its_pane(page.locator("#expert_vote_image img"))
+    expect(page.locator("#expert_vote_plot .js-plotly-plot")).to_be_visible()
+    task = int(page.locator("#expert_task input").input_value())
+    page.click("#expert_inconsistent")
+    status = page.locator("#expert_vote_message")
+    expect(status).to_have_text("Vote recorded.")
+    _assert_side_by_side(page.locator("#expert_inconsistent"), status)
+    expect(concept).to_contain_text("4 in your queue")
+    votes = live_app.query("select coloring_id, expert_id, vote from qc_votes")
+    [reviewed] = live_app.query("select coloring_id from tasks where id = ?", (task,))
+    assert votes == [{"coloring_id": reviewed["coloring_id"], "expert_id": expert, "vote": "inconsistent"}]
+    assert reviewed["coloring_id"] == colorings[-1], "the pink coloring is the most suspicious"
+    for admin_only in ("#expert_list_excluded", "#expert_reinstate_button", "#expert_reveal"):
+        expect(page.locator(admin_only)).to_be_hidden()
+    assert page.js_errors == []
+
+
+def test_the_admin_sees_the_excluded_colorings_and_scaled_colorings_in_the_grid(live_app, page):
+    _inconsistent_castle(live_app)
+    page.goto(live_app.url)
+    page.fill("#start_password input", ADMIN_PASSWORD)
+    page.get_by_role("button", name="Sign in as admin").click()
+    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+    open_tab(page, "Expert review")
+    expect(page.locator("#expert_list_excluded")).to_be_visible()
+    expect(page.locator("#expert_reveal")).to_be_visible()
+    page.click("#expert_list_excluded")
+    expect(page.locator("#expert_excluded")).to_be_visible()
+    page.locator("#expert_concept input").click()
+    page.keyboard.type("forbidding")
+    page.get_by_role("option", name="forbidding castle (5 designers, 5 colorings)").click()
+    page.click("#expert_show")
+    thumbnails = page.locator("#expert_gallery img")
+    expect(thumbnails).to_have_count(5)
+    for i in range(5):
+        _assert_scaled_to_its_pane(thumbnails.nth(i))
+    open_tab(page, "Start")
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#start_status")).to_have_text("You are signed out.")
+    expect(page.get_by_role("tab", name="Expert review")).to_have_count(0)
+    assert page.js_errors == []
+
+
+def _assert_scaled_to_its_pane(image) -> None:
+    """The coloring (natural size `SIDE` px) is drawn at least twice as large."""
+    # A thumbnail is in the DOM before its bytes arrive: wait for it to decode.
+    image.page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
+    natural = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
+    box = image.bounding_box()
+    assert natural == [SIDE, SIDE]
+    assert min(box["width"], box["height"]) >= 2 * SIDE, (natural, box)
+
+
+def _assert_side_by_side(button, status) -> None:
+    """`status` sits on the button's row, right of it (not far below it)."""
+    b, s = button.bounding_box(), status.bounding_box()
+    assert s["x"] >= b["x"] + b["width"] and s["y"] < b["y"] + b["height"], (b, s)
+
+
+def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, page):
+    designers = [annotator for annotator, _ in live_app.invite("designer", 3)]
+    db = open_db(live_app.config.db_path)
+    try:
+        set_pilot(db, PILOT, actor="admin")
+        # Three designers color two concepts each, as assignment hands them out.
+        for i, designer in enumerate(designers):
+            color_as_assigned(db, live_app.config.data_dir, designer, [*GREYS, PINK][i], seed=i, now=None)
+    finally:
+        db.close()
+    [(_, link)] = live_app.invite("expert")
+    sign_in(page, link)
+    open_tab(page, "Expert review")
+    needs = page.locator("#expert_needs")
+    # The form asks for 5 colorings per concept (the paper's); the pilot gave each 2.
+    expect(needs).to_contain_text(
+        "No pilot concept has the 5 colorings from different designers a vote needs yet: 3 more "
+        "colorings of 'apple' open its vote; 3 more of 'forbidding castle' open its vote; 3 more "
+        "of 'rotten apple' open its vote. 3 concepts have 2 or more: set “Colorings needed per "
+        "concept” to 2 to rank them now."
+    )
+    page.locator("#expert_minimum input").fill("1")
+    page.click("#expert_open")
+    expect(page.locator("#expert_ranking_message")).to_contain_text(
+        "Colorings needed per concept must be a whole number, 2 or more, got 1"
+    )
+    page.locator("#expert_minimum input").fill("2")
+    page.click("#expert_open")
+    expect(page.locator("#expert_ranking_message")).to_have_text("Opened 2 new reviews.")
+    expect(needs).to_contain_text("No review has all its votes yet: 6 votes on 2 colorings are missing.")
+    expect(needs).to_contain_text(
+        "Only 1 expert can vote and each coloring needs 3 votes from different experts: invite 2 more."
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "expert-pilot-needs.png"), full_page=True)
+    page.click("#expert_next")
+    concept = page.locator("#expert_vote_concept")
+    expect(concept).to_contain_text("2 in your queue")
+    for left in (2, 1):
+        expect(concept).to_contain_text(f"{left} in your queue")
+        page.click("#expert_consistent")
+    expect(concept).to_contain_text("Nothing to vote on right now.")
+    expect(concept).to_contain_text("No review has all its votes yet: 4 votes on 2 colorings are missing.")
+    page.get_by_role("button", name="Refresh statistics").click()
+    expect(page.locator("#expert_summary")).to_have_text(
+        "No review has all its votes yet: 4 votes on 2 colorings are missing."
+    )
+    expect(needs).to_contain_text("4 votes on 2 colorings are missing")
+    page.screenshot(path=str(SHOTS / "expert-pilot-after-votes.png"), full_page=True)
+    assert page.js_errors == []

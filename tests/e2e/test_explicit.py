@@ -1,0 +1,65 @@
+"""A researcher opens the Explicit colors tab in a real browser: Table 4, the charts and a prompt."""
+
+import re
+
+import pytest
+
+from tests.app.test_explicit import RUN, build_run
+from tests.browser import expect, live_app, open_tab, page, pick, sign_in, table_rows  # noqa: F401
+
+pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+
+def test_researcher_sees_table4_the_charts_and_a_prompts_images_and_swatches(live_app, page):
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Explicit colors")
+    expect(page.locator("#explicit_note")).to_contain_text("No explicit-color run yet: start one")
+    build_run(live_app.config.db_path, live_app.config.data_dir)  # after sign-in: listed on opening
+    pick(page, "explicit_run", RUN)
+    page.click("#explicit_show")
+    expect(page.locator("#explicit_note")).to_contain_text("16 scored images in iscc-nbs-l2")
+    expect(page.locator("#explicit_table4 [role=row][data-index]").first).to_be_visible()
+    rows = table_rows(page, "explicit_table4")
+    assert [row[0] for row in rows] == ["right", "wrong"]
+    assert rows[0][1:] == ["100"] * 6 and rows[1][1:] == ["0"] * 6
+    for chart in ("category", "basic", "bias", "confusion"):
+        expect(page.locator(f"#explicit_{chart} .js-plotly-plot")).to_be_visible()
+    expect(page.locator("#explicit_groups_note")).to_contain_text("Light / dark / -ish needs")
+    expect(page.locator("#explicit_prompt input")).to_have_value(re.compile(r"blue car.* — 1/2 correct$"))
+    page.click("#explicit_open_prompt")
+    expect(page.locator("#explicit_prompt_note")).to_contain_text("a blue car")
+    expect(page.locator("#explicit_swatches")).to_contain_text("target: blue")
+    expect(page.locator("#explicit_swatches")).to_contain_text("strong blue, blue")
+    expect(page.locator("#explicit_gallery img")).to_have_count(2)
+    # choosing another prompt shows it at once
+    page.locator("#explicit_prompt input").click()
+    page.get_by_role("option", name=re.compile(r"^a red car · color_name ")).click()
+    expect(page.locator("#explicit_swatches")).to_contain_text("target: red")
+    expect(page.locator("#explicit_prompt_note")).to_contain_text("targets: red")
+    page.locator("#explicit_swatches").scroll_into_view_if_needed()
+    assert page.js_errors == []
+
+
+def test_the_evaluate_tab_switches_to_the_explicit_mode_and_counts_its_images(live_app, page):
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Evaluate")
+    expect(page.locator("#evaluate_concepts")).to_be_visible()
+    expect(page.locator("#evaluate_x_systems")).to_be_hidden()
+    page.get_by_label("Explicit colors (GenColorBench)").check()
+    expect(page.locator("#evaluate_x_systems")).to_be_visible()
+    expect(page.locator("#evaluate_concepts")).to_be_hidden()
+    expect(page.locator("#evaluate_styles")).to_be_hidden()
+    page.get_by_label("Tiny random SD (test model) (tiny-random)").check()
+    page.locator("#evaluate_x_size textarea, #evaluate_x_size input").first.fill("2")
+    page.click("#evaluate_preview")
+    expect(page.locator("#evaluate_plan")).to_contain_text("images per prompt")
+    # default systems (L2 29 + L3 260 + CSS 148 colors) x five tasks x 2 rounds, 4 images each;
+    # multi-object and implicit prompts have two objects each
+    expect(page.locator("#evaluate_plan")).to_contain_text(
+        "17480 images (1 models × 4370 prompts × 1 guidance scales × 4 images per prompt), "
+        "24472 objects to mask and score, about"
+    )
+    page.locator("#evaluate_plan").scroll_into_view_if_needed()
+    assert page.js_errors == []

@@ -1,0 +1,45 @@
+"""Free text people typed is shown as text in the browser, never run: an expert's recolor
+note in the designer's "My submissions" table and task header (issue 15, item 7)."""
+
+import pytest
+
+from tests.app.test_designer import PAIRS, Study, finish_practice
+from tests.app_server import make_config, running_app
+from tests.browser import LiveApp, expect, open_tab, page, sign_in, table_rows  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+NOTE = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"> browner <b>please</b>'
+
+
+@pytest.fixture
+def quick_app(tmp_path):
+    config = make_config(tmp_path, batch_size=3, auto_approve_practice=True)
+    with running_app(config) as (client, _):
+        yield LiveApp(config, client)
+
+
+def test_a_recolor_note_with_markup_is_shown_as_text_in_my_submissions(quick_app, page):
+    study = Study(quick_app.client, quick_app.config)
+    [(_, link)] = quick_app.invite("designer")
+    token, _ = quick_app.client.predict(link, api_name="/login_invite")
+    view = finish_practice(study, token, study.onboarded(token))
+    study.submit(token, view, PAIRS[0])
+    [coloring] = study.rows("colorings", "practice = 0")
+    _, expert = study.person("expert")
+    quick_app.client.predict(expert, coloring["id"], NOTE, api_name="/expert_recolor")
+
+    sign_in(page, link)
+    open_tab(page, "Coloring")
+    expect(page.locator("#designer_header .dz-note")).to_contain_text(NOTE)
+    page.locator("#designer_submissions_box").get_by_text("My submissions").first.click()
+    page.click("#designer_list")
+    table = page.locator("#designer_table")
+    expect(table.get_by_role("row").nth(1)).to_contain_text("browner", timeout=20_000)
+    [newest] = [row for row in table_rows(page, "designer_table") if row[0] == str(coloring["id"])]
+    assert newest[-1] == NOTE
+    # Nothing of the note became markup: no image, script or bold element, and no script ran.
+    for where in ("#designer_table", "#designer_header .dz-note"):
+        assert page.locator(f"{where} img, {where} script, {where} b").count() == 0
+    assert page.evaluate("window.__xss") is None
+    assert page.js_errors == []

@@ -1,0 +1,58 @@
+"""A participant judges pairs with the keyboard in a real browser."""
+
+import pytest
+
+from tests.app.test_participant import _open_study
+from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, sign_in  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
+    n_pairs = _open_study(live_app.config)
+    [(participant, link)] = live_app.invite("participant")
+    sign_in(page, link)
+    open_tab(page, "Judge")
+    page.click("#participant_start")
+    page.locator("#participant_background").get_by_text("no").click()
+    progress = page.locator("#participant_progress")
+    expect(progress).to_contain_text(f"Trial 1 of {n_pairs}")
+    page.locator("body").click(position={"x": 5, "y": 5})
+    tasks = []
+    for number, key in ((2, "ArrowLeft"), (3, "2")):
+        tasks.append(int(page.locator("#participant_task input").input_value()))
+        page.keyboard.press(key)
+        expect(progress).to_contain_text(f"Trial {number} of {n_pairs}")
+    for chart in ("truth_plot", "truth_strip", "left_plot", "right_plot"):
+        expect(page.locator(f"#participant_{chart} .js-plotly-plot")).to_be_visible()
+    judged = live_app.query(
+        "select t.id as task, j.choice, j.winner, j.left_item, j.participant_id from judgments j "
+        "join tasks t on t.result_id = j.id and t.kind = 'judgment' order by j.id"
+    )
+    assert [(r["task"], r["choice"]) for r in judged] == list(zip(tasks, ["left", "right"]))
+    assert all(r["participant_id"] == participant for r in judged)
+    assert all((r["winner"] == r["left_item"]) == (r["choice"] == "left") for r in judged)
+    assert page.js_errors == []
+
+
+def test_a_trial_against_ratings_hides_the_colorings_and_each_chart_has_its_own_scale(live_app, page):
+    _open_study(live_app.config, reference=True)
+    [(_, link)] = live_app.invite("participant", background="no")
+    sign_in(page, link)
+    open_tab(page, "Judge")
+    page.click("#participant_start")
+    progress = page.locator("#participant_progress")
+    expect(progress).to_contain_text(
+        "ground truth from a reference set of people's ratings (no colorings to show)"
+    )
+    expect(page.locator("#participant_colorings")).to_be_hidden()
+    expect(page.locator("#participant_truth_strip")).to_be_hidden()
+    for side in ("truth", "left", "right"):
+        expect(page.locator(f"#participant_{side}_plot .js-plotly-plot")).to_be_visible()
+        top, highest = page.locator(f"#participant_{side}_plot .js-plotly-plot").evaluate(
+            "(plot) => [plot._fullLayout.yaxis.range[1], Math.max(...Array.from(plot._fullData[0].y))]"
+        )
+        assert top == pytest.approx(1.05 * highest)
+    expect(page.locator("#participant_truth_plot .gtitle")).to_have_text("Ground truth (own scale)")
+    page.screenshot(path=str(ARTIFACTS / "judge-reference-trial.png"), full_page=True)
+    assert page.js_errors == []
