@@ -38,6 +38,7 @@ from app import (
     participant,
     sketches_admin,
     study,
+    weight,
 )
 from app.common import BROWSER_STATE_KEY, AppContext, audit_functions
 from app.config import AppConfig
@@ -105,7 +106,7 @@ def _blocks(ctx: AppContext) -> gr.Blocks:
 
         landing.wire(ctx, demo, session_token, stored, start, tabs, tab_set)
     audit_functions(demo)
-    common.lean_config(demo)
+    weight.lean_config(demo)
     return demo
 
 
@@ -186,7 +187,13 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
         # Gradio 6 has no English text for the key its status tracker announces when an
         # event ends (a screen-reader live region), so it would read out "common.complete".
         "i18n": gr.I18n(en={"common.complete": "Done"}),
-        "app_kwargs": {"middleware": [Middleware(guard.Guard, policy=policy, ready=demo.colorconcept_ready)]},
+        "app_kwargs": {
+            "middleware": [
+                Middleware(guard.Guard, policy=policy, ready=demo.colorconcept_ready),
+                Middleware(weight.CompressText),
+                Middleware(weight.ClientConfig),
+            ]
+        },
         "max_file_size": config.max_file_upload_bytes,
         # Gradio's traffic monitoring answers anyone (it knows no roles) with every
         # handler's name, call count and timings; nobody here reads it.

@@ -30,7 +30,6 @@ import gradio as gr
 import numpy as np
 import sqlite_utils
 from gradio.utils import get_upload_folder
-from gradio_client import utils as client_utils
 
 from annotation.coloring import ground_truth
 from annotation.coloring.pool import ColoringPool
@@ -533,60 +532,6 @@ def choice_search(choices, **kwargs) -> gr.Dropdown:
     # Choices given later (at sign-in) are not the built ones: the API takes any text.
     dropdown.api_info = lambda: {"type": "string"}
     return dropdown
-
-
-_UNREAD = ("api_info_as_input", "api_info_as_output", "example_inputs")
-
-
-def lean_config(demo: gr.Blocks) -> None:
-    """Send the page each component's API schema at most once, and only where it is read.
-
-    Gradio puts three copies of every component's schema in the page's configuration
-    (``api_info``, ``api_info_as_input``, ``api_info_as_output``, mostly equal) and an
-    example value; the page reads none of them (its script gets the API description
-    separately), and `gradio_client` reads only ``api_info``, to know which inputs are
-    files it must upload. So the configuration keeps ``api_info`` for the components whose
-    value holds a file, and nothing else of it; the API description (``/gradio_api/info``,
-    and the page's copy of it) is computed from the whole configuration behind the latest
-    lean one, and is unchanged. This made ``/config`` about 0.3 MB lighter (issue 28.1).
-
-    Replaces `demo`'s ``get_config_file`` and ``get_api_info`` on this instance only.
-    """
-    if getattr(demo, "colorconcept_lean", False):
-        return
-    whole_config = demo.get_config_file
-    latest: list[dict] = []  # the whole configuration behind the latest lean one
-
-    def get_config_file():
-        whole = whole_config()
-        latest[:] = [whole]
-        lean = dict(whole)
-        lean["components"] = [
-            {
-                key: value
-                for key, value in component.items()
-                if key not in _UNREAD and (key != "api_info" or client_utils.value_is_file(value))
-            }
-            for component in whole["components"]
-        ]
-        return lean
-
-    def get_api_info(all_endpoints: bool = False, page: str | None = None):
-        whole = latest[0] if latest else whole_config()
-        return gr.Blocks.get_api_info(_WholeConfig(demo, whole), all_endpoints=all_endpoints, page=page)
-
-    demo.get_config_file, demo.get_api_info = get_config_file, get_api_info
-    demo.colorconcept_lean = True
-
-
-class _WholeConfig:
-    """`demo` seen with its whole configuration (every schema), for `Blocks.get_api_info`."""
-
-    def __init__(self, demo: gr.Blocks, config: dict):
-        self._demo, self.config = demo, config
-
-    def __getattr__(self, name: str):
-        return getattr(self._demo, name)
 
 
 def whole_number(value: object, name: str) -> int:

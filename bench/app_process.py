@@ -6,6 +6,7 @@ through HTTP (`gradio_client`), as people's browsers do, and may SIGKILL it.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,10 +18,22 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
+
 from tests.app_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 240.0
+PAGE_CONFIG = "window.gradio_config = "
+
+
+def page_config(url: str, timeout: float = 120.0) -> dict:
+    """The configuration a browser's page at `url` runs on, as the page carries it inline
+    (``window.gradio_config``, with every component's props); ``/config`` gives API clients
+    only what they read (`app.weight.client_config`)."""
+    text = httpx.get(url, timeout=timeout).raise_for_status().text
+    start = text.index(PAGE_CONFIG) + len(PAGE_CONFIG)
+    return json.loads(text[start : text.index(";</script>", start)])
 
 
 @contextmanager

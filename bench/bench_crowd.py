@@ -47,7 +47,7 @@ import numpy as np
 from annotation.people.accounts import Actor
 from annotation.study import crowd
 from annotation.study import design as study
-from bench.app_process import AppProcess, affinity
+from bench.app_process import AppProcess, affinity, page_config
 from bench.designer_client import CLIENT_TIMEOUT_S, HttpClient
 from evaluation.pipeline import runs
 from storage import ensure_schema, open_db
@@ -161,7 +161,7 @@ class PageClient(HttpClient):
 
 def page_events(url: str) -> dict:
     """Indices of the events a participant's page runs and the output positions read."""
-    config = httpx.get(f"{url}config", timeout=CLIENT_TIMEOUT_S).raise_for_status().json()
+    config = page_config(url, timeout=CLIENT_TIMEOUT_S)
     elem = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
     deps = {d.get("api_name"): (i, d) for i, d in enumerate(config["dependencies"]) if d.get("api_name")}
     vote_index, vote = deps["participant_vote"]

@@ -3,9 +3,11 @@
 ``python -m bench.bench_page_size [--renders N]`` builds the app in this process on a fresh
 database with the shipped concept list (all 1,278 concepts, as a real study has), launches
 it, and reports the bytes of ``/`` (the page, its configuration and API description
-inline), ``/config`` and ``/gradio_api/info``, the seconds of the first ``GET /`` and the
-median of `N` more (a quiet machine's first render), the 1-minute load average, and what
-makes ``/config`` large: the largest components and dependencies and the bytes per field.
+inline), ``/config`` (what API clients read) and ``/gradio_api/info``, the bytes of the
+page and of ``/config`` on the wire to a browser (gzip), the seconds of the first ``GET /``
+and the median of `N` more (a quiet machine's first render), the 1-minute load average, and
+what makes the page's configuration large: the largest components and dependencies and the
+bytes per field.
 ``python -m bench --only page-size`` prints the same figures (no section is rewritten).
 """
 
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.app_process import page_config
 from tests.app_server import make_config, running_app
 
 PATHS = {"page": "", "config": "config", "info": "gradio_api/info"}
@@ -32,7 +35,7 @@ def _size(value: object) -> int:
 
 
 def breakdown(config: dict, top: int = 8) -> dict[str, list[tuple[str, int]]]:
-    """What makes `config` (a Blocks config as ``/config`` sends it) large, in bytes of JSON.
+    """What makes `config` (a Blocks config as the page carries it) large, in bytes of JSON.
 
     Returns the `top` largest components (``type#elem_id``) and dependencies (``api_name``),
     and the bytes per component field and per dependency field over the whole config.
@@ -66,6 +69,15 @@ def breakdown(config: dict, top: int = 8) -> dict[str, list[tuple[str, int]]]:
     }
 
 
+def wire_bytes(url: str) -> int:
+    """Bytes of the answer to ``GET url`` as they travel to a browser that accepts gzip."""
+    with (
+        httpx.Client(timeout=300) as http,
+        http.stream("GET", url, headers={"accept-encoding": "gzip"}) as answer,
+    ):
+        return sum(len(chunk) for chunk in answer.iter_raw())
+
+
 def run(renders: int = 5) -> dict:
     """Build and launch the app on a fresh database; its page sizes and render times."""
     with (
@@ -85,19 +97,23 @@ def run(renders: int = 5) -> dict:
         for name, path in PATHS.items():
             if name != "page":
                 figures[f"{name}_bytes"] = len(httpx.get(url + path, timeout=300).content)
-        figures["breakdown"] = breakdown(httpx.get(url + "config", timeout=300).json())
+            figures[f"{name}_wire_bytes"] = wire_bytes(url + path)
+        figures["breakdown"] = breakdown(page_config(url, timeout=300))
     return figures
 
 
 def markdown(figures: dict) -> str:
     lines = [
-        "| page (kB) | /config (kB) | /gradio_api/info (kB) | first render (s) | median of the next (s) | load (1 min) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| page (kB) | /config (kB) | /gradio_api/info (kB) | page, gzip (kB) | /config, gzip (kB) "
+        "| first render (s) | median of the next (s) | load (1 min) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
         f"| {figures['page_bytes'] / 1000:.0f} | {figures['config_bytes'] / 1000:.0f} | "
-        f"{figures['info_bytes'] / 1000:.0f} | {figures['first_render_s']:.3f} | "
+        f"{figures['info_bytes'] / 1000:.0f} | {figures['page_wire_bytes'] / 1000:.0f} | "
+        f"{figures['config_wire_bytes'] / 1000:.0f} | {figures['first_render_s']:.3f} | "
         f"{figures['render_median_s']:.3f} | {figures['load_1min']:.1f} |",
         "",
-        f"{figures['components']} components, {figures['dependencies']} dependencies. Largest in /config (bytes):",
+        f"{figures['components']} components, {figures['dependencies']} dependencies. Largest in the page's "
+        "configuration (bytes):",
     ]
     for title, items in figures["breakdown"].items():
         lines.append(f"- {title}: " + ", ".join(f"{name} {size:,}" for name, size in items))

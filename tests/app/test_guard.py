@@ -18,7 +18,7 @@ import pytest
 
 from app.common import OWN_SESSION, PUBLIC, ROLE, UI, Access
 from app.guard import COOKIE, DATA_RULES, FILE, ROUTES, app_routes, role_table_markdown, unclassified
-from bench.app_process import AppProcess
+from bench.app_process import AppProcess, page_config
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config
 from tests.qc_data import add_coloring
@@ -260,7 +260,7 @@ def test_uploads_are_for_signed_in_researchers_and_the_admin_only(world):
 
 
 def test_the_page_config_carries_no_secret(world):
-    config = httpx.get(f"{world.url}config").text
+    config = httpx.get(world.url).text + httpx.get(f"{world.url}config").text
     db = open_db(world.config.db_path)
     try:
         secrets = [row[0] for row in db.execute("select value from settings")]
@@ -277,7 +277,7 @@ def test_every_page_function_refuses_callers_without_its_role_and_writes_nothing
     from app import build_app
 
     demo = build_app(world.config)
-    config = httpx.get(f"{world.url}config").json()
+    config = page_config(world.url)
     values = {c["id"]: c.get("props", {}).get("value") for c in config["components"]}
     token_box = next(
         c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "session_token"

@@ -1,0 +1,196 @@
+"""What the page and the API clients are sent: each what it reads, no more (issue 28.1).
+
+Three places where Gradio sends more than its reader uses:
+
+- **The components' API schemas** (`lean_config`): Gradio puts three copies of every
+  component's schema in the configuration (``api_info``, ``api_info_as_input``,
+  ``api_info_as_output``, mostly equal) and an example value. The page reads none of them
+  and `gradio_client` reads only ``api_info``, to know which inputs are files it must
+  upload; so the configuration keeps ``api_info`` for those components only.
+- **The page's copy of the API description.** Gradio writes the whole of
+  ``/gradio_api/info`` (every endpoint's parameters and code snippets, ~310 kB) into every
+  page, for its script's client, which calls the page's own events by index and needs none
+  of it. The page gets an empty description; the *Use via API* view fetches
+  ``/gradio_api/info`` itself when opened, and that answer is whole.
+- **``/config``** is what API clients read (`gradio_client`, `bench.designer_client`); the
+  page never fetches it, since its configuration is written into the page itself
+  (``window.gradio_config``; Gradio's script fetches ``/config`` only in its dev mode).
+  `ClientConfig` answers it with what a client reads (`client_config`): each component's
+  id, type and file schema, each event's id, name, visibility, inputs, outputs and cancels;
+  none of the props, layout or page script. Whoever needs what a page runs on reads the
+  page (`bench.app_process.page_config`).
+
+And the text answers (page, configuration, API description) go out compressed
+(`CompressText`) to browsers that accept gzip, which all do.
+"""
+
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+from gradio_client import utils as client_utils
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_UNREAD = ("api_info_as_input", "api_info_as_output", "example_inputs")
+
+#: The page's own copy of the API description: no endpoint (module docstring).
+PAGE_API_INFO = {"named_endpoints": {}, "unnamed_endpoints": {}}
+
+#: What `gradio_client.Client` reads of a component and of an event in ``/config``.
+CLIENT_COMPONENT_KEYS = ("id", "type", "skip_api", "api_info")
+CLIENT_EVENT_KEYS = (
+    "id",
+    "api_name",
+    "api_visibility",
+    "show_api",
+    "inputs",
+    "outputs",
+    "backend_fn",
+    "cancels",
+)
+#: Top-level fields of the configuration that describe the page's layout, not the API.
+PAGE_ONLY = ("layout", "page", "css", "js", "head", "theme", "stylesheets", "body_css", "i18n_translations")
+
+#: Paths whose answers `CompressText` gzips: the page, its configuration, the API description.
+COMPRESSED_PATHS = frozenset({"/", "/config", "/config/", "/gradio_api/info", "/gradio_api/info/"})
+
+
+def lean_config(demo: gr.Blocks) -> None:
+    """Keep in `demo`'s configuration only the schemas something reads, and give the page an
+    empty API description (module docstring).
+
+    The API description (``/gradio_api/info``) is computed from the whole configuration
+    behind the latest lean one, and is unchanged. Replaces `demo`'s ``get_config_file`` and
+    ``get_api_info`` on this instance only.
+    """
+    if getattr(demo, "colorconcept_lean", False):
+        return
+    whole_config = demo.get_config_file
+    latest: list[dict] = []  # the whole configuration behind the latest lean one
+
+    def get_config_file():
+        whole = whole_config()
+        latest[:] = [whole]
+        lean = dict(whole)
+        lean["components"] = [
+            {
+                key: value
+                for key, value in component.items()
+                if key not in _UNREAD and (key != "api_info" or client_utils.value_is_file(value))
+            }
+            for component in whole["components"]
+        ]
+        return lean
+
+    def get_api_info(all_endpoints: bool = False, page: str | None = None):
+        # Gradio asks with ``page=""`` for the copy it writes into the page (the app has one
+        # page); ``/gradio_api/info`` and ``gradio_client`` ask with no page.
+        if page == "":
+            return {key: dict(value) for key, value in PAGE_API_INFO.items()}
+        whole = latest[0] if latest else whole_config()
+        return gr.Blocks.get_api_info(_WholeConfig(demo, whole), all_endpoints=all_endpoints, page=page)
+
+    demo.get_config_file, demo.get_api_info = get_config_file, get_api_info
+    demo.colorconcept_lean = True
+
+
+class _WholeConfig:
+    """`demo` seen with its whole configuration (every schema), for `Blocks.get_api_info`."""
+
+    def __init__(self, demo: gr.Blocks, config: dict):
+        self._demo, self.config = demo, config
+
+    def __getattr__(self, name: str):
+        return getattr(self._demo, name)
+
+
+def client_config(config: dict) -> dict:
+    """`config` (a Blocks configuration as Gradio serves it) with what an API client reads.
+
+    Parameters
+    ----------
+    config : dict
+        The configuration: ``components`` and ``dependencies`` lists and top-level fields.
+
+    Returns
+    -------
+    dict
+        A new dict: the top-level fields but `PAGE_ONLY`, each component with its
+        `CLIENT_COMPONENT_KEYS` and each event with its `CLIENT_EVENT_KEYS` (where present).
+    """
+    lean = {key: value for key, value in config.items() if key not in PAGE_ONLY}
+    lean["components"] = [
+        {key: component[key] for key in CLIENT_COMPONENT_KEYS if key in component}
+        for component in config.get("components", [])
+    ]
+    lean["dependencies"] = [
+        {key: event[key] for key in CLIENT_EVENT_KEYS if key in event}
+        for event in config.get("dependencies", [])
+    ]
+    return lean
+
+
+class ClientConfig:
+    """ASGI middleware: ``GET /config`` answers with `client_config` of Gradio's answer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["path"] not in ("/config", "/config/")
+            or scope["method"] != "GET"
+        ):
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        body: list[bytes] = []
+
+        async def collect(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+            elif message["type"] == "http.response.body":
+                body.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    await _send_lean(send, start, b"".join(body))
+
+        await self.app(scope, receive, collect)
+
+
+async def _send_lean(send: Send, start: Message | None, body: bytes) -> None:
+    """Send Gradio's ``/config`` answer (`start`, `body`), made `client_config` when it is
+    the configuration (a 200 JSON answer); anything else goes out as it came."""
+    assert start is not None
+    if start["status"] == 200 and Headers(raw=start["headers"]).get("content-type", "").startswith(
+        "application/json"
+    ):
+        body = json.dumps(client_config(json.loads(body)), separators=(",", ":")).encode()
+        headers = MutableHeaders(raw=list(start["headers"]))
+        headers["content-length"] = str(len(body))
+        start = {**start, "headers": headers.raw}
+    await send(start)
+    await send({"type": "http.response.body", "body": body})
+
+
+class CompressText:
+    """ASGI middleware: gzip the answers of `COMPRESSED_PATHS` for clients that accept it.
+
+    Only those: the images, zips and Gradio's own scripts are either compressed already or
+    cached by the browser, and compressing them would spend the server's two cores for
+    little; the event streams must not be buffered.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.gzip = GZipMiddleware(app, minimum_size=1024, compresslevel=6)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in COMPRESSED_PATHS:
+            await self.gzip(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
