@@ -191,7 +191,7 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
             "middleware": [
                 Middleware(guard.Guard, policy=policy, ready=demo.colorconcept_ready),
                 Middleware(weight.CompressText),
-                Middleware(weight.ClientConfig),
+                Middleware(weight.ClientConfig, client=demo.colorconcept_client_config),
             ]
         },
         "max_file_size": config.max_file_upload_bytes,

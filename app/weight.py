@@ -4,9 +4,10 @@ Three places where Gradio sends more than its reader uses:
 
 - **The components' API schemas** (`lean_config`): Gradio puts three copies of every
   component's schema in the configuration (``api_info``, ``api_info_as_input``,
-  ``api_info_as_output``, mostly equal) and an example value. The page reads none of them
-  and `gradio_client` reads only ``api_info``, to know which inputs are files it must
-  upload; so the configuration keeps ``api_info`` for those components only.
+  ``api_info_as_output``, mostly equal), an example value and ``skip_api``. The page reads
+  none of them, so its configuration has none; `gradio_client` reads ``skip_api`` and
+  ``api_info`` (to know which inputs are files it must upload), so ``/config`` keeps those,
+  ``api_info`` only where the value holds a file.
 - **The page's copy of the API description.** Gradio writes the whole of
   ``/gradio_api/info`` (every endpoint's parameters and code snippets, ~310 kB) into every
   page, for its script's client, which calls the page's own events by index and needs none
@@ -15,9 +16,9 @@ Three places where Gradio sends more than its reader uses:
 - **``/config``** is what API clients read (`gradio_client`, `bench.designer_client`); the
   page never fetches it, since its configuration is written into the page itself
   (``window.gradio_config``; Gradio's script fetches ``/config`` only in its dev mode).
-  `ClientConfig` answers it with what a client reads (`client_config`): each component's
-  id, type and file schema, each event's id, name, visibility, inputs, outputs and cancels;
-  none of the props, layout or page script. Whoever needs what a page runs on reads the
+  `ClientConfig` answers it with what a client reads (`client_config` of the whole
+  configuration): each component's id, type and file schema, each event's id, name,
+  visibility, inputs, outputs and cancels; none of the props, layout or page script. Whoever needs what a page runs on reads the
   page (`bench.app_process.page_config`).
 
 And the text answers (page, configuration, API description) go out compressed
@@ -27,6 +28,7 @@ And the text answers (page, configuration, API description) go out compressed
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import gradio as gr
 from gradio_client import utils as client_utils
@@ -34,7 +36,8 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-_UNREAD = ("api_info_as_input", "api_info_as_output", "example_inputs")
+#: What Gradio puts in each component's configuration for API clients; the page reads none.
+_API_ONLY = ("api_info", "api_info_as_input", "api_info_as_output", "example_inputs", "skip_api")
 
 #: The page's own copy of the API description: no endpoint (module docstring).
 PAGE_API_INFO = {"named_endpoints": {}, "unnamed_endpoints": {}}
@@ -59,41 +62,41 @@ COMPRESSED_PATHS = frozenset({"/", "/config", "/config/", "/gradio_api/info", "/
 
 
 def lean_config(demo: gr.Blocks) -> None:
-    """Keep in `demo`'s configuration only the schemas something reads, and give the page an
-    empty API description (module docstring).
+    """Give the page a configuration without API schemas and an empty API description, and
+    keep the whole configuration for API clients (module docstring).
 
-    The API description (``/gradio_api/info``) is computed from the whole configuration
-    behind the latest lean one, and is unchanged. Replaces `demo`'s ``get_config_file`` and
-    ``get_api_info`` on this instance only.
+    The API description (``/gradio_api/info``) and ``/config`` (`ClientConfig`, through
+    ``demo.colorconcept_client_config``) are computed from the whole configuration behind
+    the latest page one, and are unchanged for clients. Replaces `demo`'s
+    ``get_config_file`` and ``get_api_info`` on this instance only.
     """
     if getattr(demo, "colorconcept_lean", False):
         return
     whole_config = demo.get_config_file
-    latest: list[dict] = []  # the whole configuration behind the latest lean one
+    latest: list[dict] = []  # the whole configuration behind the latest page one
 
     def get_config_file():
         whole = whole_config()
         latest[:] = [whole]
-        lean = dict(whole)
-        lean["components"] = [
-            {
-                key: value
-                for key, value in component.items()
-                if key not in _UNREAD and (key != "api_info" or client_utils.value_is_file(value))
-            }
+        page = dict(whole)
+        page["components"] = [
+            {key: value for key, value in component.items() if key not in _API_ONLY}
             for component in whole["components"]
         ]
-        return lean
+        return page
+
+    def whole() -> dict:
+        return latest[0] if latest else whole_config()
 
     def get_api_info(all_endpoints: bool = False, page: str | None = None):
         # Gradio asks with ``page=""`` for the copy it writes into the page (the app has one
         # page); ``/gradio_api/info`` and ``gradio_client`` ask with no page.
         if page == "":
             return {key: dict(value) for key, value in PAGE_API_INFO.items()}
-        whole = latest[0] if latest else whole_config()
-        return gr.Blocks.get_api_info(_WholeConfig(demo, whole), all_endpoints=all_endpoints, page=page)
+        return gr.Blocks.get_api_info(_WholeConfig(demo, whole()), all_endpoints=all_endpoints, page=page)
 
     demo.get_config_file, demo.get_api_info = get_config_file, get_api_info
+    demo.colorconcept_client_config = lambda: client_config(whole())
     demo.colorconcept_lean = True
 
 
@@ -119,11 +122,16 @@ def client_config(config: dict) -> dict:
     -------
     dict
         A new dict: the top-level fields but `PAGE_ONLY`, each component with its
-        `CLIENT_COMPONENT_KEYS` and each event with its `CLIENT_EVENT_KEYS` (where present).
+        `CLIENT_COMPONENT_KEYS` (``api_info`` only where the value holds a file) and each
+        event with its `CLIENT_EVENT_KEYS`, where present.
     """
     lean = {key: value for key, value in config.items() if key not in PAGE_ONLY}
     lean["components"] = [
-        {key: component[key] for key in CLIENT_COMPONENT_KEYS if key in component}
+        {
+            key: component[key]
+            for key in CLIENT_COMPONENT_KEYS
+            if key in component and (key != "api_info" or client_utils.value_is_file(component[key]))
+        }
         for component in config.get("components", [])
     ]
     lean["dependencies"] = [
@@ -134,10 +142,15 @@ def client_config(config: dict) -> dict:
 
 
 class ClientConfig:
-    """ASGI middleware: ``GET /config`` answers with `client_config` of Gradio's answer."""
+    """ASGI middleware: ``GET /config`` answers with what API clients read.
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    Gradio's answer gives the fields of this request (``root``, ``username`` and the other
+    top-level ones, less `PAGE_ONLY`); `client` (``demo.colorconcept_client_config``, set by
+    `lean_config`) gives the components and events, from the whole configuration.
+    """
+
+    def __init__(self, app: ASGIApp, client: Callable[[], dict]) -> None:
+        self.app, self.client = app, client
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -157,24 +170,25 @@ class ClientConfig:
             elif message["type"] == "http.response.body":
                 body.append(message.get("body", b""))
                 if not message.get("more_body", False):
-                    await _send_lean(send, start, b"".join(body))
+                    await self._send(send, start, b"".join(body))
 
         await self.app(scope, receive, collect)
 
-
-async def _send_lean(send: Send, start: Message | None, body: bytes) -> None:
-    """Send Gradio's ``/config`` answer (`start`, `body`), made `client_config` when it is
-    the configuration (a 200 JSON answer); anything else goes out as it came."""
-    assert start is not None
-    if start["status"] == 200 and Headers(raw=start["headers"]).get("content-type", "").startswith(
-        "application/json"
-    ):
-        body = json.dumps(client_config(json.loads(body)), separators=(",", ":")).encode()
-        headers = MutableHeaders(raw=list(start["headers"]))
-        headers["content-length"] = str(len(body))
-        start = {**start, "headers": headers.raw}
-    await send(start)
-    await send({"type": "http.response.body", "body": body})
+    async def _send(self, send: Send, start: Message | None, body: bytes) -> None:
+        """Send Gradio's answer (`start`, `body`) made the client's configuration when it is
+        the configuration (a 200 JSON answer); anything else goes out as it came."""
+        assert start is not None
+        headers = Headers(raw=start["headers"])
+        if start["status"] == 200 and headers.get("content-type", "").startswith("application/json"):
+            answer = {key: value for key, value in json.loads(body).items() if key not in PAGE_ONLY}
+            client = self.client()
+            answer.update(components=client["components"], dependencies=client["dependencies"])
+            body = json.dumps(answer, separators=(",", ":")).encode()
+            lean_headers = MutableHeaders(raw=list(start["headers"]))
+            lean_headers["content-length"] = str(len(body))
+            start = {**start, "headers": lean_headers.raw}
+        await send(start)
+        await send({"type": "http.response.body", "body": body})
 
 
 class CompressText:

@@ -79,6 +79,7 @@ def test_config_gives_clients_what_they_read_and_the_page_keeps_every_prop(serve
         (d["id"], d["inputs"], d["outputs"]) for d in page["dependencies"]
     ]
     assert {c["props"].get("elem_id") for c in page["components"]} >= {"session_token", "designer_canvas"}
+    assert not [key for c in page["components"] for key in c if "api_info" in key or key == "skip_api"]
     assert page["layout"] == demo.config["layout"]
 
 
