@@ -6,14 +6,17 @@
 saturation/value square, hex and RGB fields, eyedropper, recent colors and optional
 preset swatches), undo/redo, reset and zoom/pan, all on the client. The current color is
 named beside its swatch and every swatch names its color on hover ("moderate olive brown ·
-brown"): the page receives `evaluation.color.naming`'s lookup table once (`color_names`,
-~48 kB of the page's config, never resent with a handler's update) and looks colors up in
-it, so the names are the ones the charts and exports use, to the table's precision.
+brown"): the page looks colors up in `evaluation.color.naming`'s lookup table
+(`color_names`), so the names are the ones the charts and exports use, to the table's
+precision.
 
-The settings read once (tolerance, swatches, the names' table) travel in the script's
-source (`_script`), not as props: a ``gr.HTML`` hidden when the page loads (the Coloring
-tab's task box) is mounted when it is first shown, and its script then gets the props of
-the update that showed it, not those it was built with.
+The component's ``js_on_load`` is a small loader (``coloring_loader.js``, `_loader`): the
+canvas's script and the names table (86 kB together) are files the page fetches once, when a
+canvas first loads (`served_files`), not part of the page's configuration, which every
+visitor receives. The settings read once (tolerance, swatches) travel in the loader's source,
+not as props: a ``gr.HTML`` hidden when the page loads (the Coloring tab's task box) is
+mounted when it is first shown, and its script then gets the props of the update that showed
+it, not those it was built with.
 
 Its value is the JSON text that `annotation.coloring.fill.parse_canvas_value` reads: task
 id, the color layer as a PNG data URL (lossless) and seconds spent. Work in progress stays
@@ -35,12 +38,14 @@ from __future__ import annotations
 import argparse
 import base64
 import functools
+import hashlib
 import json
 import re
 from pathlib import Path
 
 import gradio as gr
 import numpy as np
+from gradio.utils import get_upload_folder
 
 from annotation.coloring.fill import (
     DEFAULT_TOLERANCE,
@@ -53,8 +58,11 @@ from annotation.coloring.fill import (
 )
 from annotation.sketches.importing import load_manifest, load_sketch_png, png_data_url
 from evaluation.color import naming
+from storage.files import write_atomic
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "assets" / "web"
+SERVED_FOLDER = "colorconcept-canvas"
+"""The folder, under Gradio's upload folder (``GRADIO_TEMP_DIR``), of `served_files`."""
 
 
 def coloring_canvas(
@@ -100,7 +108,7 @@ def coloring_canvas(
         value=value,
         html_template=(WEB_DIR / "coloring.html").read_text(encoding="utf-8"),
         css_template=(WEB_DIR / "coloring.css").read_text(encoding="utf-8"),
-        js_on_load=_script(tolerance, swatches),
+        js_on_load=_loader(tolerance, swatches),
         apply_default_css=False,
         elem_id=elem_id,
         **_task_props(task_id, sketch_src),
@@ -164,7 +172,7 @@ def flush_js(elem_id: str, position: int, n_inputs: int) -> str:
 
 @functools.cache
 def color_names() -> dict:
-    """The ``color_names`` setting: `evaluation.color.naming`'s lookup table for the page.
+    """`evaluation.color.naming`'s lookup table for the page (``SETTINGS.color_names``).
 
     Returns
     -------
@@ -173,7 +181,7 @@ def color_names() -> dict:
         zlib-compressed little-endian uint16: the level 3 row of each cell, indexed as
         `naming.lookup_cell`), and ``l3`` and ``basic``: the level 3 names and their basic
         terms by level 3 row (the page shows these two; level 1 is left out to keep it light).
-        Built once per process; the same object is handed to every canvas.
+        Built once per process; the page fetches it as JSON (`served_files`).
     """
     l3, _, basic = naming.level3_names()
     return {
@@ -184,16 +192,61 @@ def color_names() -> dict:
     }
 
 
-def _script(tolerance: int, swatches: tuple[str, ...]) -> str:
-    """``coloring.js`` behind ``const SETTINGS = {...};``: the settings the script reads once.
+def served_files() -> dict[str, Path]:
+    """The files a canvas's loader fetches when it first loads.
 
-    The script comes from the page's config whatever the updates, whereas a canvas first
-    shown by an update gets only that update's props (module docstring). ``SETTINGS``:
-    ``tolerance``, ``swatches`` and ``color_names`` (`color_names`).
+    ``coloring.<hash>.js`` is ``assets/web/coloring.js`` as it is; ``color-names.<hash>.json``
+    is `color_names` as JSON. Each is named by the first 16 hex digits of its sha256, so a
+    browser's cached copy cannot be stale after an upgrade, and lies in `SERVED_FOLDER` under
+    Gradio's upload folder. Both are Gradio static files (served in place, inline, with
+    their media type, by ``/gradio_api/file=``); `app.guard` serves them, and nothing else
+    in their folder, to anyone: they hold no secret. Written at the first call, and again
+    by a later call that finds one gone (a cleaner of temporary folders may remove it
+    while the app runs for weeks; `app.guard` calls this for every file request).
+
+    Returns
+    -------
+    dict
+        ``script`` and ``color_names``: the resolved path of each file.
     """
-    settings = {"tolerance": tolerance, "swatches": list(swatches), "color_names": color_names()}
-    source = (WEB_DIR / "coloring.js").read_text(encoding="utf-8")
-    return f"const SETTINGS = {json.dumps(settings)};\n{source}"
+    files = {}
+    for key, (path, data) in _served_contents().items():
+        if not path.is_file():
+            write_atomic(path, data)
+        files[key] = path
+    return files
+
+
+@functools.cache
+def _served_contents() -> dict[str, tuple[Path, bytes]]:
+    """`served_files`'s paths and bytes, written once per process (and made Gradio static files)."""
+    folder = Path(get_upload_folder()).resolve() / SERVED_FOLDER
+    contents = {
+        "script": ("coloring", ".js", (WEB_DIR / "coloring.js").read_bytes()),
+        "color_names": ("color-names", ".json", json.dumps(color_names(), separators=(",", ":")).encode()),
+    }
+    files = {}
+    for key, (stem, suffix, data) in contents.items():
+        path = folder / f"{stem}.{hashlib.sha256(data).hexdigest()[:16]}{suffix}"
+        if not path.is_file() or path.read_bytes() != data:
+            write_atomic(path, data)
+        files[key] = (path, data)
+    gr.set_static_paths([path for path, _ in files.values()])
+    return files
+
+
+def _loader(tolerance: int, swatches: tuple[str, ...]) -> str:
+    """``coloring_loader.js`` behind ``const CANVAS = {...};``: what the loader reads.
+
+    The loader comes from the page's config whatever the updates, whereas a canvas first
+    shown by an update gets only that update's props (module docstring). ``CANVAS``:
+    ``settings`` (``tolerance``, ``swatches``), and ``script`` and ``color_names``, the
+    paths of `served_files`.
+    """
+    files = {key: str(path) for key, path in served_files().items()}
+    spec = {"settings": {"tolerance": tolerance, "swatches": list(swatches)}, **files}
+    source = (WEB_DIR / "coloring_loader.js").read_text(encoding="utf-8")
+    return f"const CANVAS = {json.dumps(spec)};\n{source}"
 
 
 def _task_props(task_id: str, sketch_src: str) -> dict:

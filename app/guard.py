@@ -11,6 +11,7 @@ path), looks the route's path template up in `ROUTES` and acts on its kind:
               to anyone, never a path that climbs out (``..``) or is absolute;
 ``file``      a file named by its path (every shape Gradio has: ``/file=PATH``,
               ``/file/PATH``): `FilePolicy` decides, from the session cookie, by `DATA_RULES`;
+              the files the page's scripts fetch (`shipped_files`) are served to anyone;
 ``upload``    signed-in roles that upload something (`UPLOAD_ROLES`), under Gradio's
               ``max_file_size`` (`app.launch_options`); what arrives is issued to its uploader;
 anything else refused (403), including every route a new Gradio adds until it is
@@ -23,7 +24,9 @@ the machine is (rendering the page may not).
 Files in Gradio's own cache (what a handler returned as an image or file that does not
 lie in a served folder) are served only to the person they were issued to: `Issued`
 records, for every answer a function gives, the cache files in it and who asked
-(`issue_outputs`). The files the page is built with (instruction examples) are public.
+(`issue_outputs`). The files the page is built with (instruction examples) are public, and
+so are the files its scripts fetch (`shipped_files`: the coloring canvas's script and color
+names table), each by its exact path, nothing else in their folder.
 
 `role_table_markdown` renders `DATA_RULES` for docs/security.md, whose table a test
 compares with it, so the code and the page cannot disagree.
@@ -48,6 +51,7 @@ import anyio
 from annotation.coloring.store import owns_coloring_file
 from annotation.errors import AnnotationError
 from annotation.people.accounts import Actor, require
+from app.coloring_canvas import served_files
 
 COOKIE = "cc_session"
 # The page keeps the cookie in step with its session: set on sign-in, cleared on sign-out.
@@ -262,6 +266,8 @@ class FilePolicy:
         path = resolved(file)
         if path is None:
             return False
+        if path in shipped_files():
+            return True
         if path.is_relative_to(self.data_dir):
             return self._data_file(path.relative_to(self.data_dir), self.actor(token))
         if self.in_gradio_folders(path):
@@ -347,6 +353,13 @@ def resolved(file: str) -> Path | None:
         return path.resolve()
     except (OSError, ValueError, RuntimeError):
         return None
+
+
+def shipped_files() -> frozenset[Path]:
+    """The fixed, public files the page's scripts fetch, resolved: the coloring canvas's
+    script and color names table, content-hashed (`app.coloring_canvas.served_files`, which
+    writes one again if it was removed)."""
+    return frozenset(served_files().values())
 
 
 def page_files(config: dict) -> set[Path]:

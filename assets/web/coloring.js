@@ -1,8 +1,9 @@
 // ColorConcept Lab coloring canvas: the body of gr.HTML's js_on_load, called with
-// (element, trigger, props, server, upload, watch). app/coloring_canvas.py hosts it, behind
-// `const SETTINGS = {...};`: tolerance, swatches (preset colors a study may offer,
-// "#rrggbb"; none by default) and color_names (evaluation.color.naming's lookup table and
-// its names), read once. They are not props: a canvas first shown by a handler's update
+// (element, trigger, props, server, upload, watch, SETTINGS) by coloring_loader.js, the
+// component's js_on_load (app/coloring_canvas.py), which fetches this file when a canvas first
+// loads. SETTINGS: tolerance, swatches (preset colors a study may offer, "#rrggbb"; none by
+// default) and color_names (evaluation.color.naming's lookup table and its names, null if it
+// did not load), read once. They are not props: a canvas first shown by a handler's update
 // (the Coloring tab's) gets that update's props only.
 //
 // Layers: the sketch (line art, never changed) and a color layer (RGBA, alpha 255 where

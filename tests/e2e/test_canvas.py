@@ -27,10 +27,12 @@ from app.coloring_canvas import (
     coloring_canvas,
     flush_js,
     inspect_canvas_value,
+    served_files,
 )
 from tests.browser import playwright_api
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+WEB = Path(__file__).resolve().parents[2] / "assets" / "web"
 APPLE = load_sketch_png(SKETCH_DIR / "apple.png")
 BODY = (512, 600)
 RED, BLUE = (0xD6, 0x28, 0x28), (0x1D, 0x4E, 0xD8)  # the default color and one typed in
@@ -312,17 +314,24 @@ def test_canvas_update_sends_every_prop_the_script_reads():
         coloring_canvas(tolerance=200)
 
 
-def test_the_settings_read_once_travel_in_the_script_not_in_the_props():
+def test_the_settings_read_once_travel_in_the_loader_and_the_script_and_names_are_fetched():
     # A canvas first shown by an update gets that update's props only (the Coloring tab's):
-    # the settings it reads once come with its script, which no update replaces.
+    # the settings it reads once come with its loader, which no update replaces. The script
+    # and the names table are files the loader fetches (`served_files`), not in the page.
     canvas = coloring_canvas(tolerance=12, swatches=("#123456",))
     first, rest = canvas.js_on_load.split("\n", 1)
-    assert first.startswith("const SETTINGS = ") and first.endswith(";")
-    settings = json.loads(first.removeprefix("const SETTINGS = ").removesuffix(";"))
-    assert settings == {"tolerance": 12, "swatches": ["#123456"], "color_names": color_names()}
-    assert rest == (Path(__file__).resolve().parents[2] / "assets/web/coloring.js").read_text(
-        encoding="utf-8"
-    )
+    assert first.startswith("const CANVAS = ") and first.endswith(";")
+    spec = json.loads(first.removeprefix("const CANVAS = ").removesuffix(";"))
+    files = served_files()
+    assert spec == {
+        "settings": {"tolerance": 12, "swatches": ["#123456"]},
+        "script": str(files["script"]),
+        "color_names": str(files["color_names"]),
+    }
+    assert rest == (WEB / "coloring_loader.js").read_text(encoding="utf-8")
+    assert files["script"].read_bytes() == (WEB / "coloring.js").read_bytes()
+    assert json.loads(files["color_names"].read_bytes()) == color_names()
+    assert len(canvas.js_on_load) < 3_000
 
 
 def test_inspect_canvas_value_reports_bad_values_to_the_user():

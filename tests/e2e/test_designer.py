@@ -10,9 +10,19 @@ from annotation.coloring.fill import fill_region, painted_color_counts, parse_ca
 from annotation.coloring.store import load_pixels
 from annotation.coloring.tasks import layer_of_coloring
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
+from app.coloring_canvas import SERVED_FOLDER, served_files
 from evaluation.color import naming
 from tests.app_server import shared_app  # noqa: F401  (pytest fixture)
-from tests.browser import ARTIFACTS, LiveApp, expect, live_app, open_tab, page, sign_in  # noqa: F401
+from tests.browser import (  # noqa: F401
+    ARTIFACTS,
+    LiveApp,
+    expect,
+    live_app,
+    open_tab,
+    page,
+    settled,
+    sign_in,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 CANVAS = "#designer_canvas .cc-root"
@@ -82,6 +92,14 @@ def _brush(page, start, end, hex_color):
 
 def test_a_designer_colors_submits_and_a_reload_keeps_progress_and_work(live_app, page):
     [(_, link)] = live_app.invite("designer", background="yes")
+    # The canvas's script and names table are not in the page: it fetches them (through the
+    # guard) when the canvas first loads, once per page; a visitor's page has no canvas.
+    fetched = []
+    page.on("request", lambda request: fetched.append(request.url) if SERVED_FOLDER in request.url else None)
+    page.goto(live_app.url)
+    expect(page.locator("#start_status")).to_be_visible()
+    settled(page)
+    assert page.locator(CANVAS).count() == 0 and fetched == []
     assert sign_in(page, link) == "D0001"
     open_tab(page, "Coloring")
     expect(page.locator("#designer_consent_text")).to_contain_text("Consent to take part")
@@ -98,6 +116,7 @@ def test_a_designer_colors_submits_and_a_reload_keeps_progress_and_work(live_app
     expect(header.locator(".dz-concept")).to_have_text("banana")
     expect(header.locator(".dz-progress")).to_have_text("Practice · 0 of 3 done")
     page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    assert sorted(url.rsplit("/", 1)[1] for url in fetched) == sorted(p.name for p in served_files().values())
     _fill(page, PEEL, YELLOW)
     _brush(page, (STEM[0] - 6, STEM[1] - 20), (STEM[0] + 4, STEM[1] + 20), GREEN)
     page.screenshot(path=str(ARTIFACTS / "designer-task-view.png"), full_page=True)

@@ -8,17 +8,13 @@ module's documented word rules, written out again below; never numbers read off 
 own output.
 """
 
-import base64
 import csv
-import json
-import zlib
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from skimage.color import deltaE_ciede2000, rgb2lab
 
-from app.coloring_canvas import color_names
 from evaluation.color.naming import (
     LOOKUP_BITS,
     LOOKUP_FILE,
@@ -158,12 +154,3 @@ def test_build_lookup_table_orders_cells_as_lookup_cell_and_checks_bits():
     for bits in (0, 9, 6.0):
         with pytest.raises(ValueError, match=r"`bits` must be an integer in \[1, 8\]"):
             build_lookup_table(bits)
-
-
-def test_the_canvas_receives_the_table_and_names_within_the_page_budget():
-    spec = color_names()
-    table = np.frombuffer(zlib.decompress(base64.b64decode(spec["table"])), dtype="<u2")
-    assert (table == lookup_table()).all()
-    l3, _, basic = level3_names()
-    assert spec["bits"] == LOOKUP_BITS and spec["l3"] == list(l3) and spec["basic"] == list(basic)
-    assert len(json.dumps(spec)) < 50_000
