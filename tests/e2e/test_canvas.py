@@ -472,3 +472,41 @@ def test_a_canvas_first_shown_by_an_update_names_colors_and_offers_the_presets(m
     finally:
         context.close()
         demo.close()
+
+
+def test_a_canvas_says_when_its_script_did_not_load_and_works_unnamed_without_the_table(
+    module_chromium, tmp_path
+):
+    src = png_data_url((SKETCH_DIR / "apple.png").read_bytes())
+    files = served_files()
+    with gr.Blocks() as demo:
+        for elem_id, key in (("no_script", "script"), ("no_names", "color_names")):
+            canvas = coloring_canvas(task_id=elem_id, sketch_src=src, elem_id=elem_id)
+            missing = tmp_path / f"missing-{files[key].name}"  # never written: Gradio answers 403
+            canvas.js_on_load = canvas.js_on_load.replace(
+                json.dumps(str(files[key])), json.dumps(str(missing)), 1
+            )
+            assert str(missing) in canvas.js_on_load
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True)
+    context = module_chromium.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(error))
+        page.goto(url)
+        page.wait_for_selector("#no_names .cc-root[data-ready=true]")
+        playwright_api.expect(page.locator("#no_script .cc-status")).to_contain_text(
+            "The coloring tool did not load (HTTP 403"
+        )
+        assert page.get_attribute("#no_script .cc-root", "data-ready") == "false"
+        assert page.inner_text("#no_names .cc-current-name") == ""  # unnamed, but it loaded its sketch
+        assert (
+            page.evaluate(
+                "() => document.querySelector('#no_names .cc-root').parentElement.coloringCanvas.state().width"
+            )
+            == 1024
+        )
+        assert errors == []
+    finally:
+        context.close()
+        demo.close()
