@@ -121,8 +121,10 @@ def concept_weights(strata: Sequence[str], n_resamples: int, rng: np.random.Gene
     weights = np.zeros((n_resamples, len(strata)))
     for stratum in sorted(set(strata.tolist())):
         members = np.flatnonzero(strata == stratum)
-        draws = rng.integers(0, len(members), size=(n_resamples, len(members)))
-        np.add.at(weights, (np.arange(n_resamples)[:, None], members[draws]), 1.0)
+        m = len(members)
+        draws = rng.integers(0, m, size=(n_resamples, m))
+        cells = (np.arange(n_resamples)[:, None] * m + draws).ravel()  # (replicate, member)
+        weights[:, members] = np.bincount(cells, minlength=n_resamples * m).reshape(n_resamples, m)
     return weights
 
 
@@ -180,27 +182,62 @@ def group_means(
         The weighted means of each replicate (NaN where a replicate draws no row of the
         group with a value).
     """
+    grouped = _grouped(frame, by, boot)
+    point, reps = _means(grouped, _values(frame[column]))
+    return grouped.groups.assign(value=point), reps
+
+
+@dataclass
+class _Grouped:
+    """The rows of one frame in groups, for several `_means` of its columns.
+
+    ``codes`` (N,) is each row's group, ``groups`` the `by` values of each group (sorted),
+    ``j`` (N,) each row's concept as a column of ``boot.weights``; ``counted`` keeps the
+    replicated row counts of a column without NaN, the same for every such column.
+    """
+
+    codes: np.ndarray
+    groups: pd.DataFrame
+    j: np.ndarray
+    boot: Draws
+    counted: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _grouped(frame: pd.DataFrame, by: Sequence[str], boot: Draws) -> _Grouped:
     codes, groups = _codes(frame, by)
     j = pd.Index(boot.keys).get_indexer(frame["concept"])
     if (j < 0).any():
         raise ValueError(
             f"`frame` names concepts the draws do not: {sorted(set(frame['concept'][j < 0]))[:5]}"
         )
-    n, g = len(boot.keys), len(groups)
-    column_values = frame[column]
-    values = (
-        np.stack(column_values.to_numpy()).astype(float)
-        if column_values.dtype == object and len(frame)
-        else column_values.to_numpy(float)
-    )
-    if values.ndim == 1:
-        sums, counts = _accumulate(values, j, codes, n, g)
-        point = sums.sum(0) / counts.sum(0) if g else np.empty(0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps = (boot.weights @ sums) / (boot.weights @ counts)
+    return _Grouped(codes, groups, j, boot)
+
+
+def _values(column: pd.Series) -> np.ndarray:
+    """A metric column as (N,) floats, or (N, R) where it holds (R,) arrays."""
+    if column.dtype == object and len(column):
+        return np.stack(column.to_numpy()).astype(float)
+    return column.to_numpy(float)
+
+
+def _means(grouped: _Grouped, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Point means (G,) and replicate means (B, G) of `values` (N,) or (N, R) in `grouped`."""
+    j, codes, boot = grouped.j, grouped.codes, grouped.boot
+    n, g = len(boot.keys), len(grouped.groups)
+    if values.ndim > 1:
+        return _picked_means(values, j, codes, n, g, boot)
+    sums, counts = _accumulate(values, j, codes, n, g)
+    complete = not np.isnan(values).any()
+    if complete and grouped.counted is not None:
+        total, replicated = grouped.counted
     else:
-        point, reps = _picked_means(values, j, codes, n, g, boot)
-    return groups.assign(value=point), reps
+        total, replicated = counts.sum(0), boot.weights @ counts
+        if complete:
+            grouped.counted = (total, replicated)
+    point = sums.sum(0) / total if g else np.empty(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = (boot.weights @ sums) / replicated
+    return point, reps
 
 
 def _codes(frame: pd.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, pd.DataFrame]:
@@ -234,9 +271,24 @@ def _picked_means(values, j, codes, n, g, boot: Draws) -> tuple[np.ndarray, np.n
 def percentile_interval(replicates: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper percentile bounds of (B, ...) replicates along axis 0 (NaN skipped;
     NaN where every replicate is NaN)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        lo, hi = np.nanpercentile(replicates, [50 * (1 - ci), 50 * (1 + ci)], axis=0)
+    q = [50 * (1 - ci), 50 * (1 + ci)]
+    values = np.asarray(replicates)
+    if values.dtype != np.float64 or values.ndim < 2 or values.size == 0:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lo, hi = np.nanpercentile(values, q, axis=0)
+        return lo, hi
+    # `nanpercentile` handles a column at a time; a column without NaN gets the same
+    # bounds from `percentile` (the same order statistics and interpolation), all at once.
+    flat = values.reshape(len(values), -1)
+    gaps = np.isnan(flat).any(axis=0)
+    bounds = np.empty((2, flat.shape[1]))
+    bounds[:, ~gaps] = np.percentile(flat[:, ~gaps], q, axis=0)
+    if gaps.any():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            bounds[:, gaps] = np.nanpercentile(flat[:, gaps], q, axis=0)
+    lo, hi = bounds.reshape((2, *values.shape[1:]))
     return lo, hi
 
 
@@ -247,14 +299,19 @@ def mean_intervals(
 
     Returns the frame (sorted by `by`) and each metric's replicates (B, G).
     """
+    grouped = _grouped(frame, by, boot)
     out, reps = None, {}
     for name in metric_names:
-        groups, replicates = group_means(frame, by, name, boot)
+        point, replicates = _means(grouped, _values(frame[name]))
         lo, hi = percentile_interval(replicates, boot.resampling.ci)
-        part = groups.rename(columns={"value": name}).assign(**{f"{name}_lo": lo, f"{name}_hi": hi})
+        part = grouped.groups.assign(**{name: point, f"{name}_lo": lo, f"{name}_hi": hi})
         out = part if out is None else out.merge(part, on=list(by), how="outer")
         reps[name] = replicates
     return out, reps
+
+
+#: The columns of `ranking_significance`.
+PAIR_COLUMNS = ("better", "worse", "difference", "difference_lo", "difference_hi", "distinguishable")
 
 
 def ranking_significance(
@@ -279,30 +336,35 @@ def ranking_significance(
         ``difference_hi`` and ``distinguishable`` (the interval excludes 0 by more than
         `TIE`).
     """
-    values = groups["value"].to_numpy(float)
+    rows = _adjacent_pairs(
+        groups["model"].tolist(), groups["value"].to_numpy(float), replicates, higher_is_better, ci
+    )
+    return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
+
+
+def _adjacent_pairs(models, values, replicates, higher_is_better, ci) -> list[dict]:
+    """The rows of `ranking_significance`: `models` (G,), `values` (G,), `replicates` (B, G)."""
     order = [
         i
         for i in np.argsort(-values if higher_is_better else values, kind="stable")
         if np.isfinite(values[i])
     ]
+    if len(order) < 2:
+        return []
     sign = 1.0 if higher_is_better else -1.0
-    rows = []
-    for a, b in zip(order[:-1], order[1:]):
-        diff = sign * (replicates[:, a] - replicates[:, b])
-        lo, hi = percentile_interval(diff, ci)
-        rows.append(
-            {
-                "better": groups["model"].iloc[a],
-                "worse": groups["model"].iloc[b],
-                "difference": sign * (values[a] - values[b]),
-                "difference_lo": float(lo),
-                "difference_hi": float(hi),
-                "distinguishable": bool(lo > TIE or hi < -TIE),
-            }
-        )
-    return pd.DataFrame(
-        rows, columns=["better", "worse", "difference", "difference_lo", "difference_hi", "distinguishable"]
-    )
+    better, worse = np.array(order[:-1]), np.array(order[1:])
+    lows, highs = percentile_interval(sign * (replicates[:, better] - replicates[:, worse]), ci)
+    return [
+        {
+            "better": models[a],
+            "worse": models[b],
+            "difference": sign * (values[a] - values[b]),
+            "difference_lo": float(lo),
+            "difference_hi": float(hi),
+            "distinguishable": bool(lo > TIE or hi < -TIE),
+        }
+        for a, b, lo, hi in zip(better, worse, lows, highs)
+    ]
 
 
 def resampled_distributions(

@@ -224,7 +224,10 @@ def analyses(
     pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
     chosen = resolve_cfg(frame, RECOMMENDED if pooled else cfg)
     table_cfg = tables.POOL_CFG if pooled else chosen
-    table1, table2 = tables.table1(frame, cfg=table_cfg), tables.table2(frame, cfg=table_cfg)
+    checked = tables.with_dca(frame)
+    selected = tables.select_cfg(checked, table_cfg)
+    table1 = tables._leaderboard(selected, tables.TABLE1_METRICS)
+    table2 = tables._leaderboard(selected, tables.TABLE2_METRICS)
     shifts = tables.concept_shifts(
         human, _at_cfg(latest_distributions(model_rows), chosen), concepts=concepts
     )
@@ -236,7 +239,7 @@ def analyses(
         pooled=pooled,
         table1=table1,
         table2=table2,
-        sweep=tables.cfg_sweep(frame, ("emd", "pcc")),
+        sweep=tables._cfg_sweep(checked, ("emd", "pcc")),
         shifts=shifts,
         sensitivity=tables.sensitivity(shifts, ("model", "modifier_type"), aggregate=aggregate),
         table6=tables.table6(shifts, aggregate=aggregate),
@@ -284,12 +287,14 @@ def with_intervals(
     if result.resampling is not None:
         raise ValueError("`result` already has intervals: pass one computed with resampling=None")
     chosen = result.cfg
-    model_p = {
-        (r["model"], r["concept"], r["style"]): r["p"]
-        for r in latest_distributions(model_rows)
-        if r["model"] in chosen
-        and math.isclose(float(r["cfg"]), chosen[r["model"]], rel_tol=1e-5, abs_tol=1e-8)
-    }
+    model_p = None  # only the colorings scheme scores the model distributions again
+    if resampling.colorings and human_replicates and not result.pooled:
+        model_p = {
+            (r["model"], r["concept"], r["style"]): r["p"]
+            for r in latest_distributions(model_rows)
+            if r["model"] in chosen
+            and math.isclose(float(r["cfg"]), chosen[r["model"]], rel_tol=1e-5, abs_tol=1e-8)
+        }
     found = uncertainty.analyse(
         result.metrics,
         result.table1,

@@ -258,13 +258,12 @@ class Leaderboard:
 
 
 def _marks(values: pd.DataFrame) -> pd.DataFrame:
-    marks = pd.DataFrame("", index=values.index, columns=values.columns)
-    for col in values.columns:
-        higher = METRICS[col[2]][1]
-        rank = values[col].rank(method="dense", ascending=not higher)
-        marks.loc[rank == 1, col] = "best"
-        marks.loc[rank == 2, col] = "second"
-    return marks
+    # Dense ranks in each column's better direction: negating a column reverses its order
+    # and keeps its ties.
+    better_first = np.array([-1.0 if METRICS[k][1] else 1.0 for _, _, k in values.columns])
+    rank = (values * better_first).rank(method="dense").to_numpy()
+    marks = np.where(rank == 1, "best", np.where(rank == 2, "second", ""))
+    return pd.DataFrame(marks, index=values.index, columns=values.columns)
 
 
 def leaderboard(frame: pd.DataFrame, metric_names=TABLE1_METRICS, *, cfg=None) -> Leaderboard:
@@ -287,7 +286,11 @@ def leaderboard(frame: pd.DataFrame, metric_names=TABLE1_METRICS, *, cfg=None) -
     unknown = [m for m in metric_names if m not in METRICS]
     if unknown:
         raise ValueError(f"`metric_names` has unknown metrics {unknown}; expected some of {list(METRICS)}")
-    data = select_cfg(with_dca(frame), cfg)
+    return _leaderboard(select_cfg(with_dca(frame), cfg), metric_names)
+
+
+def _leaderboard(data: pd.DataFrame, metric_names) -> Leaderboard:
+    """`leaderboard` of rows already checked (`with_dca`) and selected (`select_cfg`)."""
     means = data.groupby(["model", "modifier_type", "style"])[list(metric_names)].mean()
     values = means.unstack(["modifier_type", "style"])
     values.columns = values.columns.reorder_levels([1, 2, 0])
@@ -325,7 +328,11 @@ def cfg_sweep(frame: pd.DataFrame, metric_names=("emd", "pcc")) -> pd.DataFrame:
         Columns ``model, style, cfg``, one per metric (mean over concepts, NaN skipped)
         and ``n_concepts``; sorted by model, style, cfg.
     """
-    data = with_dca(frame)
+    return _cfg_sweep(with_dca(frame), metric_names)
+
+
+def _cfg_sweep(data: pd.DataFrame, metric_names) -> pd.DataFrame:
+    """`cfg_sweep` of a frame already checked by `with_dca`."""
     grouped = data.groupby(["model", "style", "cfg"])
     out = grouped[list(metric_names)].mean()
     out["n_concepts"] = grouped["concept"].nunique()
@@ -384,11 +391,14 @@ def concept_shifts(
         raise ValueError("`model_dists` repeats a (model, style, concept); select one cfg first")
     variants = _variant_bases(load_concepts() if concepts is None else concepts)
     variants = variants[variants["concept"].isin(human.keys()) & variants["base"].isin(human.keys())]
-    rows = model_dists.merge(variants, on="concept")
-    base_p = model_dists.rename(columns={"concept": "base", "p": "p_base"})
-    rows = rows.merge(base_p[["model", "style", "base", "p_base"]], on=["model", "style", "base"])
+    model_p = _stack(list(model_dists["p"]), "model_dists")
+    # Rows of model_dists by position: each variant row, then its base's row.
+    at = model_dists[["model", "style", "concept"]].assign(row=np.arange(len(model_dists)))
+    rows = at.merge(variants, on="concept")
+    bases = at.rename(columns={"concept": "base", "row": "base_row"})
+    rows = rows.merge(bases, on=["model", "style", "base"])
     rows["model_shift"] = metrics.emd_rows(
-        _stack(list(rows["p_base"]), "model_dists"), _stack(list(rows["p"]), "model_dists")
+        model_p[rows["base_row"].to_numpy()], model_p[rows["row"].to_numpy()]
     )
     h_base = _stack([human[k] for k in variants["base"]], "human")
     h_var = _stack([human[k] for k in variants["concept"]], "human")

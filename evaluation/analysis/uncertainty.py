@@ -82,34 +82,64 @@ def leaderboard(
     name : str
         ``"table1"`` or ``"table2"``, for the ranking rows.
     """
-    lo = pd.DataFrame(np.nan, index=board.values.index, columns=board.values.columns)
-    hi = lo.copy()
-    ranking = []
-    by = ["modifier_type", "style", "model"]
-    for metric in dict.fromkeys(k for _, _, k in board.values.columns):
-        groups, reps = bootstrap.group_means(data, by, metric, boot)
-        # the table's own values (under the two-stage scheme `group_means` averages replicates)
-        groups["value"] = [
-            board.values.at[m, (t, s, metric)] for t, s, m in groups[by].itertuples(index=False)
-        ]
-        low, high = bootstrap.percentile_interval(reps, boot.resampling.ci)
-        for i, (t, s, model) in enumerate(groups[by].itertuples(index=False)):
-            lo.at[model, (t, s, metric)], hi.at[model, (t, s, metric)] = low[i], high[i]
-        for (t, s), part in groups.groupby(["modifier_type", "style"], sort=False):
-            sig = bootstrap.ranking_significance(
-                part.reset_index(drop=True),
-                reps[:, part.index],
-                tables.METRICS[metric][1],
-                boot.resampling.ci,
+    return _leaderboard(board, data, bootstrap._grouped(data, _BOARD_BY, boot), name)
+
+
+_BOARD_BY = ["modifier_type", "style", "model"]
+
+
+def _leaderboard(
+    board: tables.Leaderboard, data: pd.DataFrame, grouped: bootstrap._Grouped, name: str
+) -> tuple[tables.Leaderboard, pd.DataFrame]:
+    """`leaderboard` with `data` already grouped by `_BOARD_BY` (Tables 1 and 2 share it)."""
+    values, ci = board.values, grouped.boot.resampling.ci
+    lo, hi = np.full(values.shape, np.nan), np.full(values.shape, np.nan)
+    types, styles = grouped.groups["modifier_type"].tolist(), grouped.groups["style"].tolist()
+    models = np.array(grouped.groups["model"].tolist(), dtype=object)
+    rows = values.index.get_indexer(models)
+    cells: dict[tuple, list[int]] = {}  # (type, style) -> positions of its groups
+    for i, cell in enumerate(zip(types, styles)):
+        cells.setdefault(cell, []).append(i)
+    ranking, parts, unranked = [], 0, 0
+    for metric in dict.fromkeys(k for _, _, k in values.columns):
+        _, reps = bootstrap._means(grouped, bootstrap._values(data[metric]))
+        columns = values.columns.get_indexer([(t, s, metric) for t, s in zip(types, styles)])
+        if (rows < 0).any() or (columns < 0).any():
+            raise ValueError(f"`data` has groups that `board` lacks ({name}, {metric})")
+        # the table's own values (under the two-stage scheme `_means` averages replicates)
+        shown = values.to_numpy()[rows, columns]
+        lo[rows, columns], hi[rows, columns] = bootstrap.percentile_interval(reps, ci)
+        for (t, s), idx in cells.items():
+            pairs = bootstrap._adjacent_pairs(
+                models[idx], shown[idx], reps[:, idx], tables.METRICS[metric][1], ci
             )
-            ranking.append(sig.assign(table=name, modifier_type=t, style=s, metric=metric))
-    frame = pd.concat(ranking, ignore_index=True) if ranking else pd.DataFrame()
-    return replace(board, lo=lo, hi=hi), frame.reindex(columns=list(RANKING_COLUMNS))
+            parts, unranked = parts + 1, unranked + (not pairs)
+            ranking += [{**p, "table": name, "modifier_type": t, "style": s, "metric": metric} for p in pairs]
+    frames = [pd.DataFrame(b, index=values.index, columns=values.columns) for b in (lo, hi)]
+    return replace(board, lo=frames[0], hi=frames[1]), _ranking_frame(ranking, parts, unranked)
+
+
+def _ranking_frame(rows: list[dict], parts: int, unranked: int) -> pd.DataFrame:
+    """`RANKING_COLUMNS` of `rows`, typed as the per-column frames of
+    `bootstrap.ranking_significance` concatenate: a column with fewer than two ranked
+    models gives an empty frame, whose untyped columns make the pairs' columns objects."""
+    if not parts:
+        return pd.DataFrame().reindex(columns=list(RANKING_COLUMNS))
+    frame = pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
+    if unranked:
+        frame = frame.astype(dict.fromkeys(bootstrap.PAIR_COLUMNS, object))
+    if not rows:
+        frame = frame.astype(dict.fromkeys(("table", "modifier_type", "style", "metric"), "str"))
+    return frame
 
 
 def sweep(frame: pd.DataFrame, boot: bootstrap.Draws, metric_names=("emd", "pcc")) -> pd.DataFrame:
     """`tables.cfg_sweep` with ``<metric>_lo``/``_hi`` per (model, style, cfg)."""
-    data = tables.with_dca(frame)
+    return _sweep(tables.with_dca(frame), boot, metric_names)
+
+
+def _sweep(data: pd.DataFrame, boot: bootstrap.Draws, metric_names) -> pd.DataFrame:
+    """`sweep` of a frame already checked by `tables.with_dca`."""
     out, _ = bootstrap.mean_intervals(data, ["model", "style", "cfg"], metric_names, boot)
     counts = data.groupby(["model", "style", "cfg"])["concept"].nunique().rename("n_concepts")
     return out.merge(counts.reset_index(), on=["model", "style", "cfg"]).sort_values(
@@ -130,13 +160,14 @@ def sensitivity(
     if shifts.empty:
         return point.assign(ratio_lo=np.nan, ratio_hi=np.nan), np.empty((len(boot.weights), 0))
     data = shifts.assign(ratio=shifts["model_shift"] / shifts["human_shift"].where(shifts["human_shift"] > 0))
+    grouped = bootstrap._grouped(data, by, boot)
     if aggregate == tables.RATIO_OF_MEANS:
-        _, model = bootstrap.group_means(data, by, "model_shift", boot)
-        _, human = bootstrap.group_means(data, by, "human_shift", boot)
+        _, model = bootstrap._means(grouped, bootstrap._values(data["model_shift"]))
+        _, human = bootstrap._means(grouped, bootstrap._values(data["human_shift"]))
         with np.errstate(invalid="ignore", divide="ignore"):
             reps = model / human
     else:
-        _, reps = bootstrap.group_means(data, by, "ratio", boot)
+        _, reps = bootstrap._means(grouped, bootstrap._values(data["ratio"]))
     lo, hi = bootstrap.percentile_interval(reps, boot.resampling.ci)
     return point.assign(ratio_lo=lo, ratio_hi=hi), reps
 
@@ -231,14 +262,16 @@ def analyse(
     boot = bootstrap.draws(
         pd.concat([frame[["concept", "modifier_type"]], shifts[["concept", "modifier_type"]]]), resampling
     )
-    data = tables.select_cfg(tables.with_dca(frame), table_cfg)
+    checked = tables.with_dca(frame)
+    data = tables.select_cfg(checked, table_cfg)
     if resampling.colorings and human and model_p is not None and not isinstance(table_cfg, str):
         data = replicate_metrics(data, model_p, human)
     else:  # no colorings to resample (a reference set, or scales pooled): concepts only
         resampling = replace(resampling, colorings=0)
         boot = replace(boot, picks=None, resampling=resampling)
-    board1, rank1 = leaderboard(table1, data, boot, "table1")
-    board2, rank2 = leaderboard(table2, data, boot, "table2")
+    grouped = bootstrap._grouped(data, _BOARD_BY, boot)
+    board1, rank1 = _leaderboard(table1, data, grouped, "table1")
+    board2, rank2 = _leaderboard(table2, data, grouped, "table2")
     plain = replace(boot, picks=None)
     sens, _ = sensitivity(shifts, ("model", "modifier_type"), plain, aggregate=aggregate)
     return Uncertainty(
@@ -246,10 +279,10 @@ def analyse(
         table1=board1,
         table2=board2,
         ranking=pd.concat([rank1, rank2], ignore_index=True),
-        sweep=sweep(frame, plain),
+        sweep=_sweep(checked, plain, ("emd", "pcc")),
         sensitivity=sens,
         table6=sensitivity(shifts, ("model", "style"), plain, aggregate=aggregate)[0],
-        table7=sensitivity(shifts, ("model", "modifier_type"), plain, aggregate=aggregate)[0],
+        table7=sens.copy(),  # Table 7 is the sensitivity by model and modifier type
         table8=table8(shifts, plain, aggregate=aggregate),
     )
 

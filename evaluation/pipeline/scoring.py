@@ -147,7 +147,10 @@ def stored_scores(db, source: str, concepts: Sequence[Concept]) -> pd.DataFrame:
         As `score` returns it (`LONG_COLUMNS`), one row per stored model row (every run),
         plus ``created_at`` (the model row's, to pick the newest of a cell).
     """
-    missing = runs.unscored_distributions(db, source)
+    frame = runs.scored_distributions(db, source)
+    # Usually every score is valid already; else the unscored rows (read with their
+    # distributions) are scored, stored, and the frame read again.
+    missing = [] if frame["scored"].astype(bool).all() else runs.unscored_distributions(db, source)
     if missing:
         computed = concept_metrics(
             np.stack([r["human_p"] for r in missing]), np.stack([r["p"] for r in missing])
@@ -155,7 +158,7 @@ def stored_scores(db, source: str, concepts: Sequence[Concept]) -> pd.DataFrame:
         for i, row in enumerate(missing):
             row.update({name: values[i].item() for name, values in computed.items()})
         runs.store_scores(db, source, missing)
-    frame = runs.scored_distributions(db, source)
+        frame = runs.scored_distributions(db, source)
     frame = frame[frame["scored"].astype(bool)].reset_index(drop=True)
     by_key = {c.key: c for c in concepts}
     unknown = sorted(set(frame["concept"].unique()) - set(by_key))
