@@ -26,6 +26,7 @@ from annotation.qc.readiness import readiness
 from app import crowd as crowd_links
 from app.common import (
     AppContext,
+    api_button,
     empty_note,
     escape,
     id_field,
@@ -201,7 +202,7 @@ class AdminTab(Tab):
         # An endpoint for API clients alone, not a twin of a page event: it starts an export
         # and answers with the zip. `On("api", ...)` (`gradio.api`) would describe it from
         # the method's type hints instead of its components, changing its API description.
-        gr.Button(visible=False, elem_id="api_admin_export").click(
+        api_button("admin_export").click(
             self.export, parts["session_token"], parts["export_file"], api_name="admin_export"
         )
 

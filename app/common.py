@@ -473,10 +473,19 @@ def wire(
     shared = {} if limit is None else {"concurrency_id": limit[0], "concurrency_limit": limit[1]}
     event = listener(on_page, inputs, page_outputs, api_visibility="private", **shared, **page_kwargs)
     if api_name is not None:
-        gr.Button(visible=False, elem_id=f"api_{api_name}").click(
-            fn, inputs, outputs or None, api_name=api_name, **shared
-        )
+        api_button(api_name).click(fn, inputs, outputs or None, api_name=api_name, **shared)
     return event
+
+
+#: The start of the ``elem_id`` of every button that exists only for an API endpoint.
+API_BUTTON = "api_"
+
+
+def api_button(api_name: str) -> gr.Button:
+    """The hidden button an endpoint for API clients alone hangs on (a `wire` twin, or an
+    endpoint of its own): never shown, never clicked on the page, so the page's
+    configuration leaves it and its event out (`app.weight`)."""
+    return gr.Button(visible=False, elem_id=f"{API_BUTTON}{api_name}")
 
 
 def _named_updates(result: object) -> bool:

@@ -25,7 +25,7 @@ from annotation.research.views import (
     robustness_report,
 )
 from app.browser import source_dropdown
-from app.common import AppContext, empty_note, escape, role, whole_number
+from app.common import AppContext, api_button, empty_note, escape, role, whole_number
 from app.tabs import On, Tab
 from evaluation.analysis.bootstrap import N_RESAMPLES, SEED, Resampling
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
@@ -128,7 +128,7 @@ class LeaderboardTab(Tab):
         """Register `EVENTS` with Gradio, then ``leaderboard_show``: API clients get the
         whole view in one call (an endpoint of its own, not a twin of a page event)."""
         super().wire()
-        gr.Button(visible=False, elem_id="api_leaderboard_show").click(
+        api_button("leaderboard_show").click(
             self.compute,
             [self.parts[name] for name in SETTINGS],
             [self.parts[name] for name in VIEW],

@@ -8,6 +8,10 @@ Three places where Gradio sends more than its reader uses:
   none of them, so its configuration has none; `gradio_client` reads ``skip_api`` and
   ``api_info`` (to know which inputs are files it must upload), so ``/config`` keeps those,
   ``api_info`` only where the value holds a file.
+- **The buttons API endpoints hang on** (`app.common.api_button`: every `wire` twin and the
+  endpoints for API clients alone, ~80 hidden buttons and their events, ~80 kB): the page
+  never shows or clicks them, so its configuration leaves them out (`page_config`); the
+  server keeps them, and ``/config`` lists them for clients.
 - **The page's copy of the API description.** Gradio writes the whole of
   ``/gradio_api/info`` (every endpoint's parameters and code snippets, ~310 kB) into every
   page, for its script's client, which calls the page's own events by index and needs none
@@ -35,6 +39,8 @@ from gradio_client import utils as client_utils
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.common import API_BUTTON
 
 #: What Gradio puts in each component's configuration for API clients; the page reads none.
 _API_ONLY = ("api_info", "api_info_as_input", "api_info_as_output", "example_inputs", "skip_api")
@@ -78,12 +84,7 @@ def lean_config(demo: gr.Blocks) -> None:
     def get_config_file():
         whole = whole_config()
         latest[:] = [whole]
-        page = dict(whole)
-        page["components"] = [
-            {key: value for key, value in component.items() if key not in _API_ONLY}
-            for component in whole["components"]
-        ]
-        return page
+        return page_config(whole)
 
     def whole() -> dict:
         return latest[0] if latest else whole_config()
@@ -98,6 +99,65 @@ def lean_config(demo: gr.Blocks) -> None:
     demo.get_config_file, demo.get_api_info = get_config_file, get_api_info
     demo.colorconcept_client_config = lambda: client_config(whole())
     demo.colorconcept_lean = True
+
+
+def page_config(config: dict) -> dict:
+    """`config` (a whole Blocks configuration) as the page needs it.
+
+    Without the components' API fields (`_API_ONLY`) and without the buttons that exist only
+    for API clients (``elem_id`` starting with `app.common.API_BUTTON`: hidden, never
+    clicked on the page), their places in the layout and their events.
+
+    Parameters
+    ----------
+    config : dict
+        ``components``, ``dependencies``, ``layout`` and ``page`` (Gradio's page map) and
+        top-level fields.
+
+    Returns
+    -------
+    dict
+        A new dict; `config` is not changed.
+    """
+    api_only = {
+        component["id"]
+        for component in config["components"]
+        if str(component.get("props", {}).get("elem_id") or "").startswith(API_BUTTON)
+    }
+    events = [
+        event
+        for event in config["dependencies"]
+        if not (event["targets"] and all(target in api_only for target, _ in event["targets"]))
+    ]
+    page = dict(config)
+    page["components"] = [
+        {key: value for key, value in component.items() if key not in _API_ONLY}
+        for component in config["components"]
+        if component["id"] not in api_only
+    ]
+    page["dependencies"] = events
+    page["layout"] = _without(config["layout"], api_only)
+    kept = {event["id"] for event in events}
+    page["page"] = {
+        name: {
+            **section,
+            "layout": _without(section["layout"], api_only),
+            "components": [i for i in section["components"] if i not in api_only],
+            "dependencies": [i for i in section["dependencies"] if i in kept],
+        }
+        for name, section in config.get("page", {}).items()
+    }
+    return page
+
+
+def _without(layout: dict, ids: set[int]) -> dict:
+    """A copy of the layout tree `layout` without the nodes whose ``id`` is in `ids`."""
+    if "children" not in layout:
+        return dict(layout)
+    return {
+        **layout,
+        "children": [_without(child, ids) for child in layout["children"] if child["id"] not in ids],
+    }
 
 
 class _WholeConfig:

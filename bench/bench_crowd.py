@@ -161,9 +161,11 @@ class PageClient(HttpClient):
 
 def page_events(url: str) -> dict:
     """Indices of the events a participant's page runs and the output positions read."""
-    config = page_config(url, timeout=CLIENT_TIMEOUT_S)
-    elem = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
-    deps = {d.get("api_name"): (i, d) for i, d in enumerate(config["dependencies"]) if d.get("api_name")}
+    elem = {
+        c["id"]: c["props"].get("elem_id") for c in page_config(url, timeout=CLIENT_TIMEOUT_S)["components"]
+    }
+    events = httpx.get(f"{url}config", timeout=CLIENT_TIMEOUT_S).raise_for_status().json()["dependencies"]
+    deps = {d.get("api_name"): (i, d) for i, d in enumerate(events) if d.get("api_name")}
     vote_index, vote = deps["participant_vote"]
     positions = {name: [elem[o] for o in vote["outputs"]].index(eid) for name, eid in ELEM_IDS.items()}
     return {

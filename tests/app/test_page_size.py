@@ -12,6 +12,7 @@ import re
 import httpx
 import pytest
 
+from app.common import API_BUTTON
 from app.weight import CLIENT_COMPONENT_KEYS, CLIENT_EVENT_KEYS, PAGE_API_INFO
 from bench.app_process import page_config
 from evaluation.concepts import load_concepts
@@ -72,15 +73,37 @@ def test_config_gives_clients_what_they_read_and_the_page_keeps_every_prop(serve
     lean = json.loads(configuration)
     assert "layout" not in lean and all(set(c) <= set(CLIENT_COMPONENT_KEYS) for c in lean["components"])
     assert all(set(d) <= set(CLIENT_EVENT_KEYS) for d in lean["dependencies"])
-    # Same components and events, in the same order, as the page has them.
+    # The page has the same components and events, in the same order, but for the buttons
+    # API endpoints hang on (hidden, never clicked on the page) and their events.
     page = page_config(client.src)
-    assert [c["id"] for c in lean["components"]] == [c["id"] for c in page["components"]]
-    assert [(d["id"], d["inputs"], d["outputs"]) for d in lean["dependencies"]] == [
-        (d["id"], d["inputs"], d["outputs"]) for d in page["dependencies"]
+    api_buttons = {
+        b._id for b in demo.blocks.values() if str(getattr(b, "elem_id", None) or "").startswith(API_BUTTON)
+    }
+    assert len(api_buttons) > 70 and all(
+        type(demo.blocks[i]).__name__ == "Button" and demo.blocks[i].visible is False for i in api_buttons
+    )
+    assert [c["id"] for c in page["components"]] == [
+        c["id"] for c in lean["components"] if c["id"] not in api_buttons
     ]
+    on_page = [(d["id"], d["inputs"], d["outputs"]) for d in page["dependencies"]]
+    assert on_page == [
+        (d["id"], d["inputs"], d["outputs"])
+        for d in lean["dependencies"]
+        if not _api_only(demo, d["id"], api_buttons)
+    ]
+    assert api_buttons.isdisjoint(_ids(page["layout"]))
     assert {c["props"].get("elem_id") for c in page["components"]} >= {"session_token", "designer_canvas"}
     assert not [key for c in page["components"] for key in c if "api_info" in key or key == "skip_api"]
     assert page["layout"] == demo.config["layout"]
+
+
+def _api_only(demo, event_id: int, api_buttons: set[int]) -> bool:
+    targets = demo.fns[event_id].targets
+    return bool(targets) and all(target in api_buttons for target, _ in targets)
+
+
+def _ids(layout: dict) -> set[int]:
+    return {layout["id"]}.union(*(_ids(child) for child in layout.get("children", [])))
 
 
 def test_text_answers_go_out_gzipped_and_images_and_streams_as_they_are(served):
