@@ -1,6 +1,6 @@
 """What the page and the API clients are sent: each what it reads, no more (issue 28.1).
 
-Three places where Gradio sends more than its reader uses:
+Where Gradio sends more than its reader uses:
 
 - **The components' API schemas** (`lean_config`): Gradio puts three copies of every
   component's schema in the configuration (``api_info``, ``api_info_as_input``,
@@ -22,8 +22,8 @@ Three places where Gradio sends more than its reader uses:
   (``window.gradio_config``; Gradio's script fetches ``/config`` only in its dev mode).
   `ClientConfig` answers it with what a client reads (`client_config` of the whole
   configuration): each component's id, type and file schema, each event's id, name,
-  visibility, inputs, outputs and cancels; none of the props, layout or page script. Whoever needs what a page runs on reads the
-  page (`bench.app_process.page_config`).
+  visibility, inputs, outputs and cancels; none of the props, layout or page script.
+  Whoever needs what a page runs on reads the page (`bench.app_process.page_config`).
 
 And the text answers (page, configuration, API description) go out compressed
 (`CompressText`) to browsers that accept gzip, which all do.
@@ -79,11 +79,13 @@ def lean_config(demo: gr.Blocks) -> None:
     if getattr(demo, "colorconcept_lean", False):
         return
     whole_config = demo.get_config_file
-    latest: list[dict] = []  # the whole configuration behind the latest page one
+    # The whole configuration behind the latest page one, and what clients get of it
+    # (computed here, once per configuration, not on every ``/config`` request).
+    latest: list[dict] = []
 
     def get_config_file():
         whole = whole_config()
-        latest[:] = [whole]
+        latest[:] = [whole, client_config(whole)]
         return page_config(whole)
 
     def whole() -> dict:
@@ -97,7 +99,7 @@ def lean_config(demo: gr.Blocks) -> None:
         return gr.Blocks.get_api_info(_WholeConfig(demo, whole()), all_endpoints=all_endpoints, page=page)
 
     demo.get_config_file, demo.get_api_info = get_config_file, get_api_info
-    demo.colorconcept_client_config = lambda: client_config(whole())
+    demo.colorconcept_client_config = lambda: latest[1] if latest else client_config(whole_config())
     demo.colorconcept_lean = True
 
 
