@@ -535,10 +535,17 @@ def choice_search(choices, **kwargs) -> gr.Dropdown:
         elem_classes=["choice-search", *classes],
         **kwargs,
     )
+    return checked_by_handler(dropdown)
+
+
+def checked_by_handler(dropdown: gr.Dropdown) -> gr.Dropdown:
+    """`dropdown`, whose value the server hands on as it came, for the handler's library
+    function to check (Gradio would check it against the choices the component was built
+    with, which are not those a picker filled at sign-in gets); the API describes it as any
+    text. Returns `dropdown`."""
     # On this one component, not a subclass: Gradio writes a .pyi file beside any module
     # that subclasses a component.
     dropdown.preprocess = lambda payload: payload
-    # Choices given later (at sign-in) are not the built ones: the API takes any text.
     dropdown.api_info = lambda: {"type": "string"}
     return dropdown
 

@@ -24,7 +24,8 @@ import gradio as gr
 
 from annotation.files import resolve
 from annotation.sketches import library as sketch_store
-from app.common import AppContext, id_field, note_area, role, uploaded, whole_number
+from app.browser import concept_choices
+from app.common import AppContext, checked_by_handler, id_field, note_area, role, uploaded, whole_number
 from app.tabs import On, Tab
 
 NAME = "sketches"
@@ -42,13 +43,18 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         bases = sketch_store.base_concepts(db)
     parts = {
         **_coverage_section(),
-        **_import_section(bases),
-        **_browse_section(bases),
-        **_generate_section(bases),
+        **_import_section(),
+        **_browse_section(),
+        **_generate_section(),
         # The two notes sit under the last section, where they have always been.
         "import_note": note_area("sketches_import_note"),
         "generate_note": note_area("sketches_generate_note"),
     }
+    # The concept pickers get their choices at an admin's sign-in, as the Browser's do
+    # (~13 kB of the page otherwise, issue 28.1).
+    concept_choices(ctx, session_token, parts["import_base"], [_FROM_NAMES, *bases], ROLES)
+    for name in ("base", "generate_base"):
+        concept_choices(ctx, session_token, parts[name], bases, ROLES)
     SketchesTab(ctx, {"session_token": session_token, **parts}).wire()
 
 
@@ -167,6 +173,7 @@ class SketchesTab(Tab):
         if not model or not base:
             raise ValueError("pick a model and a base concept first")
         spec = get_model(model)
+        sketch_store.check_base(db, base)  # before the model loads
         # The paper gives no guidance scale for sketches: the middle of the model's sweep.
         pipeline = load_pipeline(spec, device=_device())
         candidates = sketch_store.generate_candidates(
@@ -207,7 +214,7 @@ def _coverage_section() -> dict:
     return {"refresh": refresh, "coverage": coverage, "missing": missing}
 
 
-def _import_section(bases: list[str]) -> dict:
+def _import_section() -> dict:
     gr.Markdown(
         "## Import sketches\nBlack outlines on white with closed regions. Each file "
         "is named after its base concept (`bell pepper.png`), or pick the concept "
@@ -220,8 +227,14 @@ def _import_section(bases: list[str]) -> dict:
         elem_id="sketches_files",
     )
     with gr.Row():
-        base = gr.Dropdown(
-            [_FROM_NAMES, *bases], value=_FROM_NAMES, label="Concept", elem_id="sketches_import_base"
+        base = checked_by_handler(
+            gr.Dropdown(
+                [_FROM_NAMES],
+                value=_FROM_NAMES,
+                label="Concept",
+                elem_id="sketches_import_base",
+                interactive=False,
+            )
         )
         select = gr.Checkbox(True, label="Use as the concept's sketch", elem_id="sketches_select")
         run = gr.Button("Import", variant="primary", elem_id="sketches_import")
@@ -231,13 +244,15 @@ def _import_section(bases: list[str]) -> dict:
     return {"files": files, "import_base": base, "select": select, "import": run, "results": results}
 
 
-def _browse_section(bases: list[str]) -> dict:
+def _browse_section() -> dict:
     gr.Markdown(
         "## A concept's sketches\nDesigners color the selected one; colorings keep "
         "the sketch they were made on."
     )
     with gr.Row():
-        base = gr.Dropdown(bases, value=None, label="Base concept", elem_id="sketches_base")
+        base = checked_by_handler(
+            gr.Dropdown([], value=None, label="Base concept", elem_id="sketches_base", interactive=False)
+        )
         show = gr.Button("Show sketches", elem_id="sketches_show")
     gallery = gr.Gallery(
         label="Sketches",
@@ -267,7 +282,7 @@ def _browse_section(bases: list[str]) -> dict:
     }
 
 
-def _generate_section(bases: list[str]) -> dict:
+def _generate_section() -> dict:
     gr.Markdown(
         "## Generate candidates\nFive images from the paper's prompt (\"A simple "
         "cartoon black outline drawing of [concept], without coloring, without "
@@ -282,7 +297,11 @@ def _generate_section(bases: list[str]) -> dict:
             label="Text-to-image model (evaluation/models.toml)",
             elem_id="sketches_model",
         )
-        base = gr.Dropdown(bases, value=None, label="Base concept", elem_id="sketches_generate_base")
+        base = checked_by_handler(
+            gr.Dropdown(
+                [], value=None, label="Base concept", elem_id="sketches_generate_base", interactive=False
+            )
+        )
         generate = gr.Button("Generate 5 candidates", elem_id="sketches_generate")
     candidates = gr.Gallery(
         label="Candidates",

@@ -37,7 +37,7 @@ from PIL import Image
 
 from annotation import audit
 from annotation.concepts import get_concept
-from annotation.errors import InvalidInput, NotFound, check_length
+from annotation.errors import InvalidInput, NotFound, check_length, shown
 from annotation.files import MAX_BYTES, MAX_PIXELS, decode_image, resolve, store_bytes
 from annotation.sketches.importing import (
     MANIFEST_CSV,
@@ -178,7 +178,7 @@ def add_sketch(
     """
     if source not in SOURCES:
         raise InvalidInput(f"`source` must be one of {SOURCES}, got {source!r}")
-    _check_base(db, base)
+    check_base(db, base)
     with Image.open(io.BytesIO(png)) as image:
         width, height = image.size
     stored = store_bytes(data_dir, png, folder=_FOLDER)
@@ -264,7 +264,8 @@ def selected_sketch(db: sqlite_utils.Database, base: str) -> dict:
 
 
 def sketches_of(db: sqlite_utils.Database, base: str) -> list[dict]:
-    """Every sketch of a base concept, selected first, then newest first."""
+    """Every sketch of a base concept, selected first, then newest first (`check_base`)."""
+    check_base(db, base)
     return list(db["sketches"].rows_where("base = ?", [base], order_by="selected desc, id desc"))
 
 
@@ -346,7 +347,7 @@ def import_sketches(
     if len(names) != len(files):
         raise InvalidInput(f"`names` has {len(names)} entries but `files` has {len(files)}")
     if base is not None:
-        _check_base(db, base)
+        check_base(db, base)
     bases = base_concepts(db)
     results = []
     for path, name in zip(files, names):
@@ -454,7 +455,7 @@ def generate_candidates(
     """
     from evaluation.models.generation import generate
 
-    _check_base(db, base)
+    check_base(db, base)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidInput(f"`n` must be a whole number >= 1, got {n!r}")
     prompt = sketch_prompt(base)
@@ -525,7 +526,11 @@ def _selected_row(db, base: str) -> dict | None:
     return rows[0] if rows else None
 
 
-def _check_base(db, base: str) -> None:
+def check_base(db: sqlite_utils.Database, base: str) -> None:
+    """Raise unless `base` names a base concept of the store (`InvalidInput` for text that is
+    not one, or a variant; `NotFound` for an unknown key)."""
+    if not isinstance(base, str) or not base.strip():
+        raise InvalidInput(f"`base` must name a base concept, got {shown(base)}")
     concept = get_concept(db, base)
     if concept["modifier_type"] != "original":
         raise InvalidInput(

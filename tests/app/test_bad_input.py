@@ -496,6 +496,44 @@ CASES = [
         as_role("admin", 1.5, "why"),
         "`sketch id` must be a whole number, got '1.5'",
     ),
+    # The Sketches tab's concept pickers fill at sign-in, so the server hands their value on
+    # as it came (`app.common.checked_by_handler`) and the library checks it.
+    Case(
+        "sketches-list-unknown-concept",
+        "/sketches_list",
+        as_role("admin", "no such fruit"),
+        "unknown concept 'no such fruit'",
+    ),
+    Case(
+        "sketches-list-variant",
+        "/sketches_list",
+        as_role("admin", "rotten apple"),
+        "`base` must be a base concept such as 'apple', got the variant 'rotten apple'",
+    ),
+    Case(
+        "sketches-list-script",
+        "/sketches_list",
+        as_role("admin", SCRIPT),
+        "unknown concept",
+    ),
+    Case(
+        "sketches-list-not-text",
+        "/sketches_list",
+        as_role("admin", ["apple"]),
+        r"`base` must name a base concept, got \['apple'\]",
+    ),
+    Case(
+        "sketches-generate-unknown-concept",
+        "/sketches_generate",
+        as_role("admin", "tiny-random", "no such fruit"),
+        "unknown concept 'no such fruit'",
+    ),
+    Case(
+        "sketches-import-unknown-concept",
+        "/sketches_import",
+        lambda w: (w.tokens["admin"], [handle_file(w.files["sketch-photo"])], "no such fruit", True),
+        "unknown concept 'no such fruit'",
+    ),
     Case(
         "designer-redo-fractional",
         "/designer_redo",
