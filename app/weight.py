@@ -12,6 +12,12 @@ Where Gradio sends more than its reader uses:
   endpoints for API clients alone, ~80 hidden buttons and their events, ~80 kB): the page
   never shows or clicks them, so its configuration leaves them out (`page_config`); the
   server keeps them, and ``/config`` lists them for clients.
+- **What the page's script never reads** (`page_config`; read in Gradio 6's bundled script):
+  the gradio class hash of every built-in component (the script loads a built-in by its
+  type when the hash is absent), ``preserved_by_key`` and a null ``key`` (used only by
+  ``gr.render``, which the app does not use), the top-level ``layout`` (the script takes the
+  layout from ``page``), and the event fields it never reads or reads only as "set or not",
+  where they hold the value they have when absent (`EVENT_DEFAULTS`). ~110 kB of ~410.
 - **The page's copy of the API description.** Gradio writes the whole of
   ``/gradio_api/info`` (every endpoint's parameters and code snippets, ~310 kB) into every
   page, for its script's client, which calls the page's own events by index and needs none
@@ -31,6 +37,7 @@ And the text answers (page, configuration, API description) go out compressed
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 
@@ -62,6 +69,27 @@ CLIENT_EVENT_KEYS = (
 )
 #: Top-level fields of the configuration that describe the page's layout, not the API.
 PAGE_ONLY = ("layout", "page", "css", "js", "head", "theme", "stylesheets", "body_css", "i18n_translations")
+
+#: Component fields the page's script never reads (``preserved_by_key`` serves ``gr.render``
+#: on the server).
+UNREAD_PROPS = ("preserved_by_key",)
+#: Event fields the page's script never reads, whatever their value.
+UNREAD_EVENT_FIELDS = ("collects_event_data", "max_batch_size")
+#: Event fields the script reads as "set or not" (``x || []``, ``x ? … : …``, ``x?.length``)
+#: or not at all, with the value that means the same as no field: left out where they hold
+#: it. (``trigger_after`` is not here: the script tells null from absent.)
+EVENT_DEFAULTS = {
+    "trigger_only_on_success": False,
+    "trigger_only_on_failure": False,
+    "component_prop_inputs": [],
+    "js_implementation": None,
+    "show_progress_on": None,
+    "api_description": None,
+    "event_specific_args": None,
+    "time_limit": None,
+    "render_id": None,
+    "rendered_in": None,
+}
 
 #: Paths whose answers `CompressText` gzips: the page, its configuration, the API description.
 COMPRESSED_PATHS = frozenset({"/", "/config", "/config/", "/gradio_api/info", "/gradio_api/info/"})
@@ -106,9 +134,12 @@ def lean_config(demo: gr.Blocks) -> None:
 def page_config(config: dict) -> dict:
     """`config` (a whole Blocks configuration) as the page needs it.
 
-    Without the components' API fields (`_API_ONLY`) and without the buttons that exist only
+    Without the components' API fields (`_API_ONLY`), without the buttons that exist only
     for API clients (``elem_id`` starting with `app.common.API_BUTTON`: hidden, never
-    clicked on the page), their places in the layout and their events.
+    clicked on the page), their places in the layout and their events, and without what
+    the page's script never reads (module docstring): built-in components' class hashes,
+    `UNREAD_PROPS`, null keys, `UNREAD_EVENT_FIELDS`, event fields at their
+    `EVENT_DEFAULTS`, and the top-level ``layout`` (``page`` holds each page's).
 
     Parameters
     ----------
@@ -131,14 +162,16 @@ def page_config(config: dict) -> dict:
         for event in config["dependencies"]
         if not (event["targets"] and all(target in api_only for target, _ in event["targets"]))
     ]
-    page = dict(config)
+    # The script takes the layout from ``page`` (Gradio's page map) where there is one.
+    page = {
+        key: value for key, value in config.items() if not (key == "layout" and "" in config.get("page", {}))
+    }
+    if "layout" in page:
+        page["layout"] = _without(config["layout"], api_only)
     page["components"] = [
-        {key: value for key, value in component.items() if key not in _API_ONLY}
-        for component in config["components"]
-        if component["id"] not in api_only
+        _lean_component(component) for component in config["components"] if component["id"] not in api_only
     ]
-    page["dependencies"] = events
-    page["layout"] = _without(config["layout"], api_only)
+    page["dependencies"] = [_lean_event(event) for event in events]
     kept = {event["id"] for event in events}
     page["page"] = {
         name: {
@@ -150,6 +183,41 @@ def page_config(config: dict) -> dict:
         for name, section in config.get("page", {}).items()
     }
     return page
+
+
+def _lean_component(component: dict) -> dict:
+    """`component`'s configuration without what the page's script does not read."""
+    lean = {
+        key: value
+        for key, value in component.items()
+        if key not in _API_ONLY
+        and not (key == "key" and value is None)
+        and not (key == "component_class_id" and value in _builtin_class_ids())
+    }
+    if "props" in component:
+        lean["props"] = {key: value for key, value in component["props"].items() if key not in UNREAD_PROPS}
+    return lean
+
+
+def _lean_event(event: dict) -> dict:
+    """`event`'s configuration without the fields the page's script reads as absent."""
+    return {
+        key: value
+        for key, value in event.items()
+        if key not in UNREAD_EVENT_FIELDS and not (key in EVENT_DEFAULTS and value == EVENT_DEFAULTS[key])
+    }
+
+
+@functools.cache
+def _builtin_class_ids() -> frozenset[str]:
+    """Gradio's class hashes of its own blocks: the page's script finds those by type."""
+    found, todo = set(), [gr.blocks.Block]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__module__.split(".")[0] == "gradio":
+            found.add(cls.get_component_class_id())
+    return frozenset(found)
 
 
 def _without(layout: dict, ids: set[int]) -> dict:
