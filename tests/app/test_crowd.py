@@ -119,7 +119,8 @@ def test_trial_charts_are_built_once_per_key_and_the_oldest_shown_leave_first():
 
 
 def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_vote(tmp_path):
-    from tests.app.test_participant import PROGRESS, SHOWN_AT, TASK
+    from annotation.study.design import COLORINGS_SHOWN
+    from tests.app.test_participant import PROGRESS, RIGHT_IMAGES, SHOWN_AT, TASK
 
     config = make_config(tmp_path)
     _open_study(config)
@@ -156,7 +157,10 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
         assert "design or art background" in view[PROGRESS]
         view = client.predict(agreeing, "no", api_name="/participant_set_background")
         assert view[PROGRESS].startswith("**Trial 1 of")
-        view = client.predict(agreeing, view[TASK], "left", view[SHOWN_AT], api_name="/participant_vote")
+        # The first trial may be an attention check (the app's draws are unseeded): its truth
+        # side, the one showing colorings, is the answer that keeps the participant in.
+        side = "right" if len(view[RIGHT_IMAGES]) == COLORINGS_SHOWN else "left"
+        view = client.predict(agreeing, view[TASK], side, view[SHOWN_AT], api_name="/participant_vote")
         assert view[PROGRESS].startswith("**Trial 2 of")
 
         view = client.predict(declining, False, api_name="/participant_consent")
