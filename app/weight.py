@@ -15,9 +15,10 @@ Where Gradio sends more than its reader uses:
 - **What the page's script never reads** (`page_config`; read in Gradio 6's bundled script):
   the gradio class hash of every built-in component (the script loads a built-in by its
   type when the hash is absent), ``preserved_by_key`` and a null ``key`` (used only by
-  ``gr.render``, which the app does not use), the top-level ``layout`` (the script takes the
-  layout from ``page``), and the event fields it never reads or reads only as "set or not",
-  where they hold the value they have when absent (`EVENT_DEFAULTS`). ~110 kB of ~410.
+  ``gr.render``, which the app does not use), and the event fields it never reads or reads
+  only as "set or not", where they hold the value they have when absent (`EVENT_DEFAULTS`).
+  ~120 kB of ~410. (The top-level ``layout`` is a copy of ``page[""]``'s, which is the one
+  the script reads, but Gradio's page route writes it into each page afresh.)
 - **The page's copy of the API description.** Gradio writes the whole of
   ``/gradio_api/info`` (every endpoint's parameters and code snippets, ~310 kB) into every
   page, for its script's client, which calls the page's own events by index and needs none
@@ -138,8 +139,8 @@ def page_config(config: dict) -> dict:
     for API clients (``elem_id`` starting with `app.common.API_BUTTON`: hidden, never
     clicked on the page), their places in the layout and their events, and without what
     the page's script never reads (module docstring): built-in components' class hashes,
-    `UNREAD_PROPS`, null keys, `UNREAD_EVENT_FIELDS`, event fields at their
-    `EVENT_DEFAULTS`, and the top-level ``layout`` (``page`` holds each page's).
+    `UNREAD_PROPS`, null keys, `UNREAD_EVENT_FIELDS` and event fields at their
+    `EVENT_DEFAULTS`.
 
     Parameters
     ----------
@@ -162,12 +163,8 @@ def page_config(config: dict) -> dict:
         for event in config["dependencies"]
         if not (event["targets"] and all(target in api_only for target, _ in event["targets"]))
     ]
-    # The script takes the layout from ``page`` (Gradio's page map) where there is one.
-    page = {
-        key: value for key, value in config.items() if not (key == "layout" and "" in config.get("page", {}))
-    }
-    if "layout" in page:
-        page["layout"] = _without(config["layout"], api_only)
+    page = dict(config)
+    page["layout"] = _without(config["layout"], api_only)
     page["components"] = [
         _lean_component(component) for component in config["components"] if component["id"] not in api_only
     ]

@@ -90,8 +90,8 @@ def test_the_page_leaves_out_only_what_gradios_script_does_not_read(served):
         assert event == kept
     # ``trigger_after`` stays even where null: the script tells null from absent.
     assert all("trigger_after" in event for event in page["dependencies"])
-    # The script reads the layout from ``page``; Gradio copies it to the top on each page.
-    assert served_page["page"][""]["layout"] == served_page["layout"] and "layout" not in page
+    # The script reads the layout from ``page``; the top-level one is the same.
+    assert served_page["page"][""]["layout"] == served_page["layout"] == page["layout"]
     # A Gradio whose script starts reading a name the page leaves out fails here.
     script = "".join(
         path.read_text(encoding="utf-8", errors="ignore")
@@ -135,7 +135,7 @@ def test_config_gives_clients_what_they_read_and_the_page_keeps_every_prop(serve
     assert api_buttons.isdisjoint(_ids(page["layout"]))
     assert {c["props"].get("elem_id") for c in page["components"]} >= {"session_token", "designer_canvas"}
     assert not [key for c in page["components"] for key in c if "api_info" in key or key == "skip_api"]
-    assert page["layout"] == demo.config["page"][""]["layout"]
+    assert page["layout"] == demo.config["layout"] == demo.config["page"][""]["layout"]
 
 
 def _api_only(demo, event_id: int, api_buttons: set[int]) -> bool:
