@@ -182,14 +182,15 @@ def group_means(
         The weighted means of each replicate (NaN where a replicate draws no row of the
         group with a value).
     """
-    grouped = _grouped(frame, by, boot)
-    point, reps = _means(grouped, _values(frame[column]))
-    return grouped.groups.assign(value=point), reps
+    groups = group_rows(frame, by, boot)
+    point, reps = groups.means(frame[column])
+    return groups.groups.assign(value=point), reps
 
 
 @dataclass
-class _Grouped:
-    """The rows of one frame in groups, for several `_means` of its columns.
+class Groups:
+    """The rows of one frame in groups (`group_rows`), for the means of several of its
+    columns (`means`) without grouping it again.
 
     ``codes`` (N,) is each row's group, ``groups`` the `by` values of each group (sorted),
     ``j`` (N,) each row's concept as a column of ``boot.weights``; ``counted`` keeps the
@@ -202,15 +203,37 @@ class _Grouped:
     boot: Draws
     counted: tuple[np.ndarray, np.ndarray] | None = None
 
+    def means(self, column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+        """Point means (G,) and replicate means (B, G) of `column` (numbers, or (R,) arrays
+        under the colorings scheme; NaN skipped), as `group_means` gives them."""
+        values = _values(column)
+        n, g = len(self.boot.keys), len(self.groups)
+        if values.ndim > 1:
+            return _picked_means(values, self.j, self.codes, n, g, self.boot)
+        sums, counts = _accumulate(values, self.j, self.codes, n, g)
+        complete = not np.isnan(values).any()
+        if complete and self.counted is not None:
+            total, replicated = self.counted
+        else:
+            total, replicated = counts.sum(0), self.boot.weights @ counts
+            if complete:
+                self.counted = (total, replicated)
+        point = sums.sum(0) / total if g else np.empty(0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps = (self.boot.weights @ sums) / replicated
+        return point, reps
 
-def _grouped(frame: pd.DataFrame, by: Sequence[str], boot: Draws) -> _Grouped:
+
+def group_rows(frame: pd.DataFrame, by: Sequence[str], boot: Draws) -> Groups:
+    """`frame`'s rows (with ``concept`` and the `by` columns) in groups by `by`, each row
+    tied to its concept's column of `boot`'s weights (ValueError for a concept `boot` lacks)."""
     codes, groups = _codes(frame, by)
     j = pd.Index(boot.keys).get_indexer(frame["concept"])
     if (j < 0).any():
         raise ValueError(
             f"`frame` names concepts the draws do not: {sorted(set(frame['concept'][j < 0]))[:5]}"
         )
-    return _Grouped(codes, groups, j, boot)
+    return Groups(codes, groups, j, boot)
 
 
 def _values(column: pd.Series) -> np.ndarray:
@@ -218,26 +241,6 @@ def _values(column: pd.Series) -> np.ndarray:
     if column.dtype == object and len(column):
         return np.stack(column.to_numpy()).astype(float)
     return column.to_numpy(float)
-
-
-def _means(grouped: _Grouped, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Point means (G,) and replicate means (B, G) of `values` (N,) or (N, R) in `grouped`."""
-    j, codes, boot = grouped.j, grouped.codes, grouped.boot
-    n, g = len(boot.keys), len(grouped.groups)
-    if values.ndim > 1:
-        return _picked_means(values, j, codes, n, g, boot)
-    sums, counts = _accumulate(values, j, codes, n, g)
-    complete = not np.isnan(values).any()
-    if complete and grouped.counted is not None:
-        total, replicated = grouped.counted
-    else:
-        total, replicated = counts.sum(0), boot.weights @ counts
-        if complete:
-            grouped.counted = (total, replicated)
-    point = sums.sum(0) / total if g else np.empty(0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reps = (boot.weights @ sums) / replicated
-    return point, reps
 
 
 def _codes(frame: pd.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, pd.DataFrame]:
@@ -299,10 +302,10 @@ def mean_intervals(
 
     Returns the frame (sorted by `by`) and each metric's replicates (B, G).
     """
-    grouped = _grouped(frame, by, boot)
+    grouped = group_rows(frame, by, boot)
     out, reps = None, {}
     for name in metric_names:
-        point, replicates = _means(grouped, _values(frame[name]))
+        point, replicates = grouped.means(frame[name])
         lo, hi = percentile_interval(replicates, boot.resampling.ci)
         part = grouped.groups.assign(**{name: point, f"{name}_lo": lo, f"{name}_hi": hi})
         out = part if out is None else out.merge(part, on=list(by), how="outer")
@@ -336,14 +339,15 @@ def ranking_significance(
         ``difference_hi`` and ``distinguishable`` (the interval excludes 0 by more than
         `TIE`).
     """
-    rows = _adjacent_pairs(
+    rows = adjacent_pairs(
         groups["model"].tolist(), groups["value"].to_numpy(float), replicates, higher_is_better, ci
     )
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
 
 
-def _adjacent_pairs(models, values, replicates, higher_is_better, ci) -> list[dict]:
-    """The rows of `ranking_significance`: `models` (G,), `values` (G,), `replicates` (B, G)."""
+def adjacent_pairs(models, values, replicates, higher_is_better, ci) -> list[dict]:
+    """The rows of `ranking_significance` as dicts (`PAIR_COLUMNS`), for callers that rank
+    many groups at once: `models` (G,), `values` (G,), `replicates` (B, G)."""
     order = [
         i
         for i in np.argsort(-values if higher_is_better else values, kind="stable")

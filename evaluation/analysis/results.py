@@ -226,8 +226,8 @@ def analyses(
     table_cfg = tables.POOL_CFG if pooled else chosen
     checked = tables.with_dca(frame)
     selected = tables.select_cfg(checked, table_cfg)
-    table1 = tables._leaderboard(selected, tables.TABLE1_METRICS)
-    table2 = tables._leaderboard(selected, tables.TABLE2_METRICS)
+    table1 = tables.checked_leaderboard(selected, tables.TABLE1_METRICS)
+    table2 = tables.checked_leaderboard(selected, tables.TABLE2_METRICS)
     shifts = tables.concept_shifts(
         human, _at_cfg(latest_distributions(model_rows), chosen), concepts=concepts
     )
@@ -239,7 +239,7 @@ def analyses(
         pooled=pooled,
         table1=table1,
         table2=table2,
-        sweep=tables._cfg_sweep(checked, ("emd", "pcc")),
+        sweep=tables.checked_cfg_sweep(checked, ("emd", "pcc")),
         shifts=shifts,
         sensitivity=tables.sensitivity(shifts, ("model", "modifier_type"), aggregate=aggregate),
         table6=tables.table6(shifts, aggregate=aggregate),

@@ -286,11 +286,12 @@ def leaderboard(frame: pd.DataFrame, metric_names=TABLE1_METRICS, *, cfg=None) -
     unknown = [m for m in metric_names if m not in METRICS]
     if unknown:
         raise ValueError(f"`metric_names` has unknown metrics {unknown}; expected some of {list(METRICS)}")
-    return _leaderboard(select_cfg(with_dca(frame), cfg), metric_names)
+    return checked_leaderboard(select_cfg(with_dca(frame), cfg), metric_names)
 
 
-def _leaderboard(data: pd.DataFrame, metric_names) -> Leaderboard:
-    """`leaderboard` of rows already checked (`with_dca`) and selected (`select_cfg`)."""
+def checked_leaderboard(data: pd.DataFrame, metric_names) -> Leaderboard:
+    """`leaderboard` of rows already checked (`with_dca`) and selected (`select_cfg`), for a
+    caller that builds several tables from the same rows (`results.analyses`)."""
     means = data.groupby(["model", "modifier_type", "style"])[list(metric_names)].mean()
     values = means.unstack(["modifier_type", "style"])
     values.columns = values.columns.reorder_levels([1, 2, 0])
@@ -328,11 +329,12 @@ def cfg_sweep(frame: pd.DataFrame, metric_names=("emd", "pcc")) -> pd.DataFrame:
         Columns ``model, style, cfg``, one per metric (mean over concepts, NaN skipped)
         and ``n_concepts``; sorted by model, style, cfg.
     """
-    return _cfg_sweep(with_dca(frame), metric_names)
+    return checked_cfg_sweep(with_dca(frame), metric_names)
 
 
-def _cfg_sweep(data: pd.DataFrame, metric_names) -> pd.DataFrame:
-    """`cfg_sweep` of a frame already checked by `with_dca`."""
+def checked_cfg_sweep(data: pd.DataFrame, metric_names) -> pd.DataFrame:
+    """`cfg_sweep` of a frame already checked by `with_dca` (its caller checked it once for
+    several tables)."""
     grouped = data.groupby(["model", "style", "cfg"])
     out = grouped[list(metric_names)].mean()
     out["n_concepts"] = grouped["concept"].nunique()

@@ -66,6 +66,10 @@ class Uncertainty:
     table8: pd.DataFrame
 
 
+#: The groups of Tables 1 and 2's cells: one per model in each (modifier type, style) column.
+_BOARD_BY = ["modifier_type", "style", "model"]
+
+
 def leaderboard(
     board: tables.Leaderboard, data: pd.DataFrame, boot: bootstrap.Draws, name: str
 ) -> tuple[tables.Leaderboard, pd.DataFrame]:
@@ -82,14 +86,11 @@ def leaderboard(
     name : str
         ``"table1"`` or ``"table2"``, for the ranking rows.
     """
-    return _leaderboard(board, data, bootstrap._grouped(data, _BOARD_BY, boot), name)
-
-
-_BOARD_BY = ["modifier_type", "style", "model"]
+    return _leaderboard(board, data, bootstrap.group_rows(data, _BOARD_BY, boot), name)
 
 
 def _leaderboard(
-    board: tables.Leaderboard, data: pd.DataFrame, grouped: bootstrap._Grouped, name: str
+    board: tables.Leaderboard, data: pd.DataFrame, grouped: bootstrap.Groups, name: str
 ) -> tuple[tables.Leaderboard, pd.DataFrame]:
     """`leaderboard` with `data` already grouped by `_BOARD_BY` (Tables 1 and 2 share it)."""
     values, ci = board.values, grouped.boot.resampling.ci
@@ -102,15 +103,15 @@ def _leaderboard(
         cells.setdefault(cell, []).append(i)
     ranking, parts, unranked = [], 0, 0
     for metric in dict.fromkeys(k for _, _, k in values.columns):
-        _, reps = bootstrap._means(grouped, bootstrap._values(data[metric]))
+        _, reps = grouped.means(data[metric])
         columns = values.columns.get_indexer([(t, s, metric) for t, s in zip(types, styles)])
         if (rows < 0).any() or (columns < 0).any():
             raise ValueError(f"`data` has groups that `board` lacks ({name}, {metric})")
-        # the table's own values (under the two-stage scheme `_means` averages replicates)
+        # the table's own values (under the two-stage scheme `Groups.means` averages replicates)
         shown = values.to_numpy()[rows, columns]
         lo[rows, columns], hi[rows, columns] = bootstrap.percentile_interval(reps, ci)
         for (t, s), idx in cells.items():
-            pairs = bootstrap._adjacent_pairs(
+            pairs = bootstrap.adjacent_pairs(
                 models[idx], shown[idx], reps[:, idx], tables.METRICS[metric][1], ci
             )
             parts, unranked = parts + 1, unranked + (not pairs)
@@ -160,14 +161,14 @@ def sensitivity(
     if shifts.empty:
         return point.assign(ratio_lo=np.nan, ratio_hi=np.nan), np.empty((len(boot.weights), 0))
     data = shifts.assign(ratio=shifts["model_shift"] / shifts["human_shift"].where(shifts["human_shift"] > 0))
-    grouped = bootstrap._grouped(data, by, boot)
+    grouped = bootstrap.group_rows(data, by, boot)
     if aggregate == tables.RATIO_OF_MEANS:
-        _, model = bootstrap._means(grouped, bootstrap._values(data["model_shift"]))
-        _, human = bootstrap._means(grouped, bootstrap._values(data["human_shift"]))
+        _, model = grouped.means(data["model_shift"])
+        _, human = grouped.means(data["human_shift"])
         with np.errstate(invalid="ignore", divide="ignore"):
             reps = model / human
     else:
-        _, reps = bootstrap._means(grouped, bootstrap._values(data["ratio"]))
+        _, reps = grouped.means(data["ratio"])
     lo, hi = bootstrap.percentile_interval(reps, boot.resampling.ci)
     return point.assign(ratio_lo=lo, ratio_hi=hi), reps
 
@@ -269,7 +270,7 @@ def analyse(
     else:  # no colorings to resample (a reference set, or scales pooled): concepts only
         resampling = replace(resampling, colorings=0)
         boot = replace(boot, picks=None, resampling=resampling)
-    grouped = bootstrap._grouped(data, _BOARD_BY, boot)
+    grouped = bootstrap.group_rows(data, _BOARD_BY, boot)
     board1, rank1 = _leaderboard(table1, data, grouped, "table1")
     board2, rank2 = _leaderboard(table2, data, grouped, "table2")
     plain = replace(boot, picks=None)
