@@ -127,7 +127,7 @@ def _layout(ctx: AppContext, session_token: gr.Textbox, keys: list[str]) -> dict
             scale=2,
             interactive=False,
         )
-        concept_choices(ctx, session_token, parts["concept"], keys, ROLES)
+        concept_choices(ctx, session_token, {parts["concept"]: keys}, ROLES)
         parts["source"] = source_dropdown(ctx, session_token, "browser_source")
         parts["style"] = gr.Radio(
             [(v, k) for k, v in STYLES.items()], value="natural", label="Style", elem_id="browser_style"
@@ -185,25 +185,29 @@ def _no_shift(concepts, base: str) -> str:
 
 
 def concept_choices(
-    ctx: AppContext, session_token: gr.Textbox, dropdown: gr.Dropdown, keys: list[str], roles: tuple[str, ...]
+    ctx: AppContext, session_token: gr.Textbox, choices: dict[gr.Dropdown, list[str]], roles: tuple[str, ...]
 ) -> None:
-    """Fill `dropdown` with the concept `keys` at each sign-in of a person with one of `roles`
-    (the admin too), and empty it for anyone else.
+    """Fill each dropdown of `choices` with its concept keys at each sign-in of a person with
+    one of `roles` (the admin too), and empty them for anyone else: one event for them all.
 
     The page is built without them: 1,278 choices, each listed once in the choices and once
     in the API schema, made a concept picker about 105 kB of the page (issue 28.1). Build
-    `dropdown` with ``interactive=False``: it takes typing once its choices are there, so
+    each dropdown with ``interactive=False``: it takes typing once its choices are there, so
     what was typed before is never left unfiltered by their arrival.
     """
 
     @own_session
-    def fill(token: str) -> gr.Dropdown:
-        if visible_to(current_actor(ctx, token), roles):
-            return gr.Dropdown(choices=keys, interactive=True)
-        return gr.Dropdown(choices=[], interactive=False)
+    def fill(token: str) -> dict:
+        allowed = visible_to(current_actor(ctx, token), roles)
+        return {
+            dropdown: gr.Dropdown(choices=keys, interactive=True)
+            if allowed
+            else gr.Dropdown(choices=[], interactive=False)
+            for dropdown, keys in choices.items()
+        }
 
-    fill.__name__ = f"fill_{dropdown.elem_id}"
-    session_token.change(fill, session_token, dropdown, api_visibility="private")
+    fill.__name__ = "fill_" + "_".join(dropdown.elem_id for dropdown in choices)
+    session_token.change(fill, session_token, list(choices), api_visibility="private")
 
 
 def source_dropdown(ctx: AppContext, session_token: gr.Textbox, elem_id: str) -> gr.Dropdown:

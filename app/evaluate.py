@@ -265,7 +265,7 @@ class EvaluateTab(Tab):
         """Fill the concept picker at sign-in (`app.browser.concept_choices`), then register
         `EVENTS` with Gradio (inside the Blocks that hold the parts)."""
         concept_choices(
-            self.ctx, self.parts["session_token"], self.parts["keys"], [c.key for c in self.concepts], ROLES
+            self.ctx, self.parts["session_token"], {self.parts["keys"]: [c.key for c in self.concepts]}, ROLES
         )
         super().wire()
 

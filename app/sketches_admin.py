@@ -52,9 +52,12 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     }
     # The concept pickers get their choices at an admin's sign-in, as the Browser's do
     # (~13 kB of the page otherwise, issue 28.1).
-    concept_choices(ctx, session_token, parts["import_base"], [_FROM_NAMES, *bases], ROLES)
-    for name in ("base", "generate_base"):
-        concept_choices(ctx, session_token, parts[name], bases, ROLES)
+    concept_choices(
+        ctx,
+        session_token,
+        {parts["import_base"]: [_FROM_NAMES, *bases], parts["base"]: bases, parts["generate_base"]: bases},
+        ROLES,
+    )
     SketchesTab(ctx, {"session_token": session_token, **parts}).wire()
 
 

@@ -49,9 +49,12 @@ def served(tmp_path_factory):
         yield client, demo, page, configuration
 
 
-def _fill(demo, elem_id: str):
-    [fn] = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == f"fill_{elem_id}"]
-    return fn
+def _fill(demo, *elem_ids: str):
+    """The sign-in fill of the pickers `elem_ids` (one event), as a function of a session
+    token to their new choices, in the order of `elem_ids`."""
+    [fn] = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "fill_" + "_".join(elem_ids)]
+    pickers = [next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == e) for e in elem_ids]
+    return lambda token: [fn(token)[picker].choices for picker in pickers]
 
 
 def test_the_page_and_its_configuration_stay_under_their_bounds(served):
@@ -170,12 +173,21 @@ def test_a_visitor_gets_no_concept_list_and_a_researcher_gets_it_at_sign_in(serv
     tokens = sign_in(client, ADMIN_PASSWORD, "researcher", "designer")
     for elem_id in ("browser_concept", "evaluate_concepts"):
         fill = _fill(demo, elem_id)
-        shown = {who: len(fill(token).choices) for who, token in tokens.items()}
-        assert (shown, len(fill("").choices), len(fill("forged").choices)) == (
+        shown = {who: len(fill(token)[0]) for who, token in tokens.items()}
+        assert (shown, len(fill("")[0]), len(fill("forged")[0])) == (
             {"admin": 1_278, "researcher": 1_278, "designer": 0},
             0,
             0,
         )
+    # The Sketches tab's three pickers fill in one event, for the admin alone.
+    fill = _fill(demo, "sketches_import_base", "sketches_base", "sketches_generate_base")
+    bases = sorted(c.key for c in load_concepts() if c.modifier_type == "original")
+    assert [[value for value, _ in choices] for choices in fill(tokens["admin"])] == [
+        ["(from the file names)", *bases],
+        bases,
+        bases,
+    ]
+    assert [fill(tokens["researcher"]), fill(tokens["designer"]), fill("")] == [[[], [], []]] * 3
 
 
 def test_the_configuration_keeps_file_schemas_for_clients_and_the_api_description_whole(served):
