@@ -106,6 +106,7 @@ def _blocks(ctx: AppContext) -> gr.Blocks:
 
         landing.wire(ctx, demo, session_token, stored, start, tabs, tab_set)
     audit_functions(demo)
+    weight.progress_on_components(demo)
     weight.lean_config(demo)
     return demo
 

@@ -32,6 +32,10 @@ Where Gradio sends more than its reader uses:
   visibility, inputs, outputs and cancels; none of the props, layout or page script.
   Whoever needs what a page runs on reads the page (`bench.app_process.page_config`).
 
+And what the page does per event: no event keeps a loading status on a layout block
+(`progress_on_components`), since Gradio's script copies the state of everything inside one
+at each status change of any later event.
+
 And the text answers (page, configuration, API description) go out compressed
 (`CompressText`) to browsers that accept gzip, which all do.
 """
@@ -94,6 +98,31 @@ EVENT_DEFAULTS = {
 
 #: Paths whose answers `CompressText` gzips: the page, its configuration, the API description.
 COMPRESSED_PATHS = frozenset({"/", "/config", "/config/", "/gradio_api/info", "/gradio_api/info/"})
+
+
+def progress_on_components(demo: gr.Blocks) -> None:
+    """Make every event of `demo` show its progress on its output components only, never on a
+    layout block (a tab, the tab set, a column, an accordion) it shows or hides.
+
+    Gradio's script keeps the loading status of every output of every event that has run,
+    and at each status change of any event (pending, then done: two or more per event) it
+    re-reads the state of each of them and, for a layout block, of everything inside it,
+    copying each component's properties (``structuredClone``). The sign-in events output
+    the tab set and every tab, so from the first sign-in on every event copied the whole
+    page several times: most of the browser's time in a walk through the app. An event's
+    ``show_progress_on`` names what its loading status is kept for; its outputs are set as
+    before. An event whose outputs are all layout blocks keeps no loading status.
+    """
+    for fn in demo.fns.values():
+        if fn.show_progress_on is not None:
+            continue
+        layout = [block for block in fn.outputs if _is_layout(block)]
+        if layout:
+            fn.show_progress_on = [block for block in fn.outputs if not _is_layout(block)]
+
+
+def _is_layout(block) -> bool:
+    return isinstance(block, gr.blocks.BlockContext) and not isinstance(block, gr.components.Component)
 
 
 def lean_config(demo: gr.Blocks) -> None:

@@ -24,8 +24,10 @@ from app.weight import (
     UNREAD_PROPS,
 )
 from bench.app_process import page_config
+from bench.bench_page_work import COUNT_COPIES
 from evaluation.concepts import load_concepts
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.browser import expect, open_tab, page, settled  # noqa: F401  (page: a fixture)
 from tests.research_data import sign_in
 
 # Issue 28's bounds. 1,475 kB / 1,004 kB at first, ~950 kB / ~620 kB once the concept lists
@@ -101,6 +103,62 @@ def test_the_page_leaves_out_only_what_gradios_script_does_not_read(served):
         for path in (Path(gr.__file__).parent / "templates" / "frontend" / "assets").glob("*.js")
     )
     assert "get_page_config" in script and [name for name in UNREAD if name in script] == []
+
+
+#: Types of the layout blocks in a page configuration (what holds components, no value).
+LAYOUT_TYPES = {"tabs", "tabitem", "column", "row", "group", "accordion", "form", "sidebar"}
+
+
+def test_no_event_keeps_a_loading_status_on_a_layout_block(served):
+    """`app.weight.progress_on_components`: an event that shows or hides a tab, the tab set
+    or a column shows its progress on its other outputs only, so that Gradio's script never
+    copies a whole tab at each status change of any later event."""
+    client, _, _, _ = served
+    page = page_config(client.src)
+    kinds = {c["id"]: c["type"] for c in page["components"]}
+    with_layout = 0
+    for event in page["dependencies"]:
+        # As the script reads it: ``show_progress_on || outputs`` (null or absent: the outputs).
+        targets = event["outputs"] if event.get("show_progress_on") is None else event["show_progress_on"]
+        assert [kinds[t] for t in targets if kinds[t] in LAYOUT_TYPES] == [], event["id"]
+        if any(kinds[o] in LAYOUT_TYPES for o in event["outputs"]):
+            with_layout += 1
+            assert targets == [o for o in event["outputs"] if kinds[o] not in LAYOUT_TYPES]
+    # The sign-in events still set the tab set and the tabs (their outputs are unchanged).
+    assert sum("tabs" in {kinds[o] for o in e["outputs"]} for e in page["dependencies"]) >= 4
+    assert with_layout >= 10  # the designer, participant and expert tabs' own columns too
+    script = "".join(
+        path.read_text(encoding="utf-8", errors="ignore")
+        for path in (Path(gr.__file__).parent / "templates" / "frontend" / "assets").glob("*.js")
+    )
+    # What the rule relies on in Gradio's script: the loading status is kept for
+    # ``show_progress_on`` when set. A Gradio that reads it otherwise fails here.
+    assert "get progress_targets(){return this.show_progress_on||this.outputs}" in script
+
+
+#: The values Gradio's script copied (`bench.bench_page_work.COUNT_COPIES`) while one
+#: "Refresh lists" ran after an admin's sign-in: 86,000-197,000 when the sign-in events kept a
+#: loading status on the tabs, ~8,200 since (2026-11-27). A count, not a time.
+MAX_COPIES_PER_EVENT = 40_000
+
+
+@pytest.mark.browser
+def test_an_event_after_sign_in_copies_its_outputs_not_the_whole_page(served, page):
+    client, _, _, _ = served
+    page.context.add_init_script(COUNT_COPIES)
+    page.goto(client.src)
+    page.fill("#start_password input", ADMIN_PASSWORD)
+    page.get_by_role("button", name="Sign in as admin").click()
+    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+    open_tab(page, "Admin")
+    settled(page)
+    counts = []
+    for _ in range(2):
+        page.evaluate("() => { window.__copies = 0; }")
+        settled(page, lambda: page.get_by_role("button", name="Refresh lists").click())
+        counts.append(page.evaluate("() => window.__copies"))
+    assert 0 < max(counts) < MAX_COPIES_PER_EVENT, counts
+    assert page.js_errors == []
 
 
 def test_the_page_carries_an_empty_api_description_and_the_api_route_the_whole(served):
