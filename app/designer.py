@@ -27,6 +27,7 @@ with values: notice, header, previous, canvas, task, message).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 
 import gradio as gr
@@ -505,7 +506,7 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
             onboarding.read_text(onboarding.INSTRUCTIONS_FILE)[0], elem_id="designer_instructions_text"
         )
         gr.Gallery(
-            _reference_examples(),
+            list(_reference_examples()),
             label="Reference examples",
             columns=3,
             height="auto",
@@ -577,9 +578,17 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
     return parts
 
 
-def _reference_examples() -> list[tuple[np.ndarray, str]]:
+@functools.cache
+def _reference_examples() -> tuple[tuple[np.ndarray, str], ...]:
+    """The colored reference examples (image, caption), drawn once per process: they come from
+    shipped sketches and `EXAMPLES` alone, and each app build (every test's server) showed them."""
     sketches = {slug: load_sketch_png(SKETCH_DIR / f"{slug}.png") for slug, _, _ in EXAMPLES}
-    return [(work.colored_example(sketches[slug], fills), caption) for slug, caption, fills in EXAMPLES]
+    examples = tuple(
+        (work.colored_example(sketches[slug], fills), caption) for slug, caption, fills in EXAMPLES
+    )
+    for image, _ in examples:
+        image.setflags(write=False)
+    return examples
 
 
 def _stage(ctx: AppContext, db, actor) -> str:
