@@ -6,7 +6,8 @@ on the wrong node reaches the stage that needs it, maybe days into a run. `prefl
 each alive node, with a task pinned to it, to write a probe file into the data folder and
 to look for the weights; the head then reads every probe back. A node whose probe does
 not reach the head, that cannot write, that lacks weights or that does not answer is
-named in one `PreflightFailed` line.
+named in one `PreflightFailed` line. A node that Ray still lists but places no task on (its
+raylet has just died: Ray notices some seconds later) is left out, with a line on stderr.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -75,7 +77,8 @@ def preflight(
     Returns
     -------
     list of str
-        The nodes checked, as `evaluation.pipeline.ray_executor.describe_node` names them.
+        The nodes checked, as `evaluation.pipeline.ray_executor.describe_node` names them
+        (without those left out as gone).
 
     Raises
     ------
@@ -102,7 +105,7 @@ def preflight(
         for n in nodes
     }
     done, late = ray.wait(list(calls), num_returns=len(calls), timeout=timeout_s)
-    problems = []
+    problems, gone = [], []
     try:
         for ref in late:
             ray.cancel(ref, force=True)
@@ -115,6 +118,17 @@ def preflight(
             where = describe_node(node["NodeID"], node["NodeManagerAddress"])
             try:
                 answer = ray.get(ref)
+            except ray.exceptions.TaskUnschedulableError:
+                # Ray lists a node whose raylet has died as alive for some seconds more, but no
+                # task is placed on it, so no worker of the run would be either.
+                gone.append(node)
+                print(
+                    f"Ray: {where} is listed but takes no tasks (it has just died or is leaving); "
+                    "the run goes on without it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                continue
             except ray.exceptions.RayError as exc:
                 problems.append(f"{where} failed the check ({type(exc).__name__})")
                 continue
@@ -133,7 +147,7 @@ def preflight(
         _remove_probes(data_dir, token)
     if problems:
         raise PreflightFailed("the run was not started on Ray: " + "; ".join(problems))
-    return [describe_node(n["NodeID"], n["NodeManagerAddress"]) for n in nodes]
+    return [describe_node(n["NodeID"], n["NodeManagerAddress"]) for n in nodes if n not in gone]
 
 
 def _reads_back(data_dir: Location, relative: str, token: str) -> bool:
