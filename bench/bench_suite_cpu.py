@@ -1,0 +1,168 @@
+"""Where the test suite's CPU goes: per test module, per kind of process (issue 28).
+
+``python -m bench.bench_suite_cpu [PYTEST ARGS]`` runs ``./test.sh`` (the README's test
+command, two xdist workers) with `bench.suite_timer` loaded, and meanwhile samples every
+process's CPU time from ``/proc`` every 0.5 s. Each sample's CPU is charged to the test
+running in the xdist worker the process descends from (the worker itself, the browser it
+drives, the subprocesses it starts); processes that belong to no worker (a Ray cluster
+started with ``ray start``) are charged to the Ray tests running at the time, anything else
+is reported apart. Prints the totals per kind (the worker itself, Chromium, Ray, other
+children), then the modules by CPU seconds with their wall time.
+
+The suite is CPU-bound on two cores, so its length follows its CPU seconds; this says which
+to cut. A process that lives less than one sample is partly missed (a few per cent).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER_MARK = "exec(eval(sys.stdin.readline()))"  # how execnet starts an xdist worker
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _processes() -> dict[int, tuple[float, int, str, str]]:
+    """pid to (CPU seconds, parent pid, command line, start tick) of every process now."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        cpu = (int(fields[11]) + int(fields[12])) / TICKS
+        found[int(name)] = (cpu, int(fields[1]), f"{comm} {cmdline}", fields[19])
+    return found
+
+
+def _kind(command: str) -> str:
+    if "chrom" in command:
+        return "chromium"
+    if "ray" in command or "raylet" in command or "gcs_server" in command:
+        return "ray"
+    return "child"
+
+
+def sample(stop: threading.Event, every_s: float = 0.5) -> list[tuple[float, dict[str, float]]]:
+    """Until `stop` is set: per sample, CPU seconds since the last one by ``"<worker pid>:<kind>"``
+    (kind ``self`` for the worker itself) or ``"none:<kind>"``."""
+    samples, before, first = [], {}, True
+    while not stop.is_set():
+        now = _processes()
+        workers = {pid for pid, info in now.items() if WORKER_MARK in info[2]}
+        spent: dict[str, float] = collections.Counter()
+        seen = {}
+        for pid, (cpu, _, command, started) in now.items():
+            key = (pid, started)
+            seen[key] = cpu
+            delta = cpu - before.get(key, cpu if first else 0.0)
+            if delta <= 0:
+                continue
+            ancestor, owner = pid, None
+            for _ in range(16):
+                if ancestor in workers:
+                    owner = ancestor
+                    break
+                if ancestor not in now:
+                    break
+                ancestor = now[ancestor][1]
+            kind = "self" if pid == owner else _kind(command)
+            spent[f"{owner or 'none'}:{kind}"] += delta
+        samples.append((time.time(), dict(spent)))
+        before, first = seen, False
+        stop.wait(every_s)
+    return samples
+
+
+def _intervals(folder: Path) -> dict[int, list[tuple[float, float, str]]]:
+    """Per worker pid, its tests as (start, end, node id), from `bench.suite_timer`'s files."""
+    runs = collections.defaultdict(list)
+    for path in folder.glob("tests-*.jsonl"):
+        started = {}
+        for line in path.read_text().splitlines():
+            kind, at, pid, nodeid = json.loads(line)
+            if kind == "start":
+                started[nodeid] = at
+            else:
+                runs[pid].append((started.pop(nodeid, at), at, nodeid))
+    return {pid: sorted(tests) for pid, tests in runs.items()}
+
+
+def charge(samples, intervals) -> tuple[dict[str, collections.Counter], collections.Counter]:
+    """CPU seconds per module and kind, and what no test could be charged with."""
+    modules: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    apart: collections.Counter = collections.Counter()
+    for at, spent in samples:
+        for key, seconds in spent.items():
+            owner, kind = key.split(":")
+            if owner == "none":
+                running = [n for tests in intervals.values() for (a, b, n) in tests if a <= at <= b + 0.5]
+                ray_tests = [n for n in running if "ray" in n.split("::")[0]]
+                if kind == "ray" and ray_tests:
+                    for nodeid in ray_tests:
+                        modules[nodeid.split("::")[0]][kind] += seconds / len(ray_tests)
+                else:
+                    apart[kind] += seconds
+                continue
+            running = [n for (a, b, n) in intervals.get(int(owner), []) if a - 0.5 <= at <= b + 0.5]
+            if running:
+                modules[running[-1].split("::")[0]][kind] += seconds
+            else:
+                apart[f"worker between tests: {kind}"] += seconds
+    return modules, apart
+
+
+def main(argv: list[str] | None = None) -> int:
+    pytest_args = sys.argv[1:] if argv is None else argv
+    with tempfile.TemporaryDirectory(prefix="suite-cpu") as folder:
+        stop = threading.Event()
+        collected: list = []
+        sampler = threading.Thread(target=lambda: collected.extend(sample(stop)), daemon=True)
+        load = os.getloadavg()[0]
+        started = time.time()
+        sampler.start()
+        env = {**os.environ, "SUITE_CPU_DIR": folder, "PYTHONPATH": str(ROOT)}
+        rc = subprocess.call([str(ROOT / "test.sh"), "-p", "bench.suite_timer", *pytest_args], env=env)
+        stop.set()
+        sampler.join()
+        wall = time.time() - started
+        intervals = _intervals(Path(folder))
+    modules, apart = charge(collected, intervals)
+    walls: collections.Counter = collections.Counter()
+    kinds: collections.Counter = collections.Counter()
+    for tests in intervals.values():
+        for a, b, nodeid in tests:
+            walls[nodeid.split("::")[0]] += b - a
+    for counts in modules.values():
+        kinds.update(counts)
+    print(
+        f"\n./test.sh exited {rc}; {wall:.0f} s in all (set-up and lint included); 1-min load at start {load:.2f}"
+    )
+    print("CPU seconds charged to tests: " + ", ".join(f"{k} {v:.0f}" for k, v in kinds.most_common()))
+    print("not charged to a test: " + (", ".join(f"{k} {v:.0f}" for k, v in apart.most_common()) or "none"))
+    print(
+        f"{'module':60s} {'CPU s':>6s} {'wall s':>6s} {'self':>6s} {'chromium':>8s} {'ray':>5s} {'child':>6s}"
+    )
+    for name, counts in sorted(modules.items(), key=lambda item: -sum(item[1].values()))[:40]:
+        print(
+            f"{name:60s} {sum(counts.values()):6.0f} {walls[name]:6.0f} {counts['self']:6.0f} "
+            f"{counts['chromium']:8.0f} {counts['ray']:5.0f} {counts['child']:6.0f}"
+        )
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
