@@ -1,15 +1,19 @@
-"""Start ColorConcept Lab: ``python app.py [--db PATH] [--data-dir DIR] [--host H] [--port P] [--seed N]``."""
+"""Start ColorConcept Lab: ``python app.py [--db PATH] [--data-dir DIR] [--host H] [--port P] [--seed N]``.
+
+The app is imported inside the functions, not at the top: the coloring pool's workers are
+spawned, and a spawned process runs this file again (as ``__mp_main__``) before it takes
+work, so a top-level import of `app` loaded Gradio and every tab into each worker.
+"""
 
 from __future__ import annotations
 
 import argparse
 import socket
 
-from app import SecretServed, build_app, check_secrets, launch_options, mark_ready
-from app.config import ENV_DB, ENV_SEED, AppConfig, parse_seed
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from app.config import ENV_DB, ENV_SEED
+
     parser = argparse.ArgumentParser(description="ColorConcept Lab web app")
     parser.add_argument("--db", help=f"SQLite file (default: ${ENV_DB} or data/colorconcept.sqlite)")
     parser.add_argument("--data-dir", help="folder for images and other written files")
@@ -31,6 +35,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _seed(text: str) -> int:
+    from app.config import parse_seed
+
     try:
         return parse_seed(text, "--seed")
     except ValueError as error:
@@ -38,6 +44,9 @@ def _seed(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from app import SecretServed, build_app, check_secrets, launch_options, mark_ready
+    from app.config import AppConfig
+
     args = parse_args(argv)
     try:
         config = AppConfig.from_env(

@@ -3,7 +3,9 @@
 ``python -m bench.bench_startup [--hogs N]`` starts ``app.py`` on a fresh database twice: on
 the machine as it is, then beside `N` busy-loop processes (default twice the cores), and
 prints, for each start, the seconds until ``/healthz`` answers 200 (`bench.app_process`), the
-seconds and bytes of the first ``GET /`` and ``GET /config``, and the 1-minute load average.
+seconds and bytes of the first ``GET /`` and ``GET /config``, the CPU seconds and memory
+(RSS) of each coloring worker once its start is over (`annotation.coloring.pool`; one per
+core), and the 1-minute load average.
 """
 
 from __future__ import annotations
@@ -54,7 +56,36 @@ def one_start(root: Path) -> dict[str, float]:
             response = httpx.get(app.url + path, timeout=300)
             figures[f"{name}_s"] = time.perf_counter() - start
             figures[f"{name}_bytes"] = len(response.content)
+        workers = _started_workers(app.process.pid)
+        figures["worker_cpu_s"] = max((cpu for cpu, _ in workers), default=0.0)
+        figures["worker_rss_mib"] = max((rss for _, rss in workers), default=0.0)
     return figures
+
+
+def _started_workers(pid: int, timeout_s: float = 120.0) -> list[tuple[float, float]]:
+    """(CPU seconds, RSS in MiB) of each spawned child of `pid` that imports Python (the
+    coloring workers; not `multiprocessing`'s resource tracker), once their CPU time has
+    stopped growing for a second: their start is over."""
+    import psutil
+
+    def workers() -> list[tuple[float, float]]:
+        found = []
+        for child in psutil.Process(pid).children():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if "spawn_main" in " ".join(child.cmdline()):
+                    times = child.cpu_times()
+                    found.append((times.user + times.system, child.memory_info().rss / 2**20))
+        return found
+
+    deadline = time.monotonic() + timeout_s
+    before = workers()
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = workers()
+        if now and [cpu for cpu, _ in now] == [cpu for cpu, _ in before]:
+            return now
+        before = now
+    return before
 
 
 def run(hogs: int) -> dict[str, dict[str, float]]:
@@ -69,13 +100,15 @@ def run(hogs: int) -> dict[str, dict[str, float]]:
 
 def markdown(results: dict[str, dict[str, float]]) -> str:
     lines = [
-        "| start | ready (s) | first page (s) | page (kB) | /config (s) | /config (kB) | load (1 min) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| start | ready (s) | first page (s) | page (kB) | /config (s) | /config (kB) "
+        "| a coloring worker's start (CPU s) | its memory (MiB) | load (1 min) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, f in results.items():
         lines.append(
             f"| {name} | {f['ready_s']:.1f} | {f['page_s']:.2f} | {f['page_bytes'] / 1000:.0f} | "
-            f"{f['config_s']:.2f} | {f['config_bytes'] / 1000:.0f} | {f['load_1min']:.1f} |"
+            f"{f['config_s']:.2f} | {f['config_bytes'] / 1000:.0f} | {f['worker_cpu_s']:.1f} | "
+            f"{f['worker_rss_mib']:.0f} | {f['load_1min']:.1f} |"
         )
     return "\n".join(lines)
 

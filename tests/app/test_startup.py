@@ -63,3 +63,16 @@ def test_a_start_on_a_taken_port_exits_at_once_naming_it(tmp_path):
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"Could not start on 127.0.0.1:{port}:"), done.stderr[-2000:]
+
+
+def test_a_spawned_coloring_worker_does_not_load_the_app():
+    """A spawned process runs ``app.py`` again as ``__mp_main__`` before its work (what
+    `multiprocessing`'s spawn does for a script), so whatever the script imports at its
+    top, each coloring worker loads too; Gradio and the tabs took seconds of CPU there."""
+    code = (
+        "import runpy, sys; runpy.run_path('app.py', run_name='__mp_main__'); "
+        "print(sorted(m for m in ('gradio', 'app', 'torch') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
