@@ -114,10 +114,7 @@ def progress_on_components(demo: gr.Blocks) -> None:
     before. An event whose outputs are all layout blocks keeps no loading status.
     """
     for fn in demo.fns.values():
-        if fn.show_progress_on is not None:
-            continue
-        layout = [block for block in fn.outputs if _is_layout(block)]
-        if layout:
+        if fn.show_progress_on is None and any(_is_layout(block) for block in fn.outputs):
             fn.show_progress_on = [block for block in fn.outputs if not _is_layout(block)]
 
 

@@ -19,8 +19,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.browser import VIEWPORT, chromium_browser, expect, open_tab, settled
+from tests.app_server import make_config, running_app
+from tests.browser import VIEWPORT, chromium_browser, open_tab, settled, sign_in_admin
 
 #: Counts the values copied on the page (`module docstring`); read and reset by `_step`.
 COUNT_COPIES = """window.__copies = 0;
@@ -63,13 +63,7 @@ def measure(events: int = 5) -> dict[str, tuple[float, int]]:
         cdp = context.new_cdp_session(page)
         cdp.send("Performance.enable")
         steps["page load"] = _step(page, cdp, lambda: page.goto(client.src))
-
-        def sign_in() -> None:
-            page.fill("#start_password input", ADMIN_PASSWORD)
-            page.get_by_role("button", name="Sign in as admin").click()
-            expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
-
-        steps["admin sign-in"] = _step(page, cdp, sign_in)
+        steps["admin sign-in"] = _step(page, cdp, lambda: sign_in_admin(page))
         steps["open the Admin tab"] = _step(page, cdp, lambda: open_tab(page, "Admin"))
         refresh = page.get_by_role("button", name="Refresh lists")
         runs = [_step(page, cdp, lambda: settled(page, refresh.click)) for _ in range(events)]

@@ -106,6 +106,13 @@ def sign_in(page, link: str) -> str:
     return re.search(r"Signed in as (\S+?)\.?$", status.text_content().strip()).group(1)
 
 
+def sign_in_admin(page) -> None:
+    """On the Start tab of an opened page, sign in as the admin with the password."""
+    page.fill("#start_password input", ADMIN_PASSWORD)
+    page.get_by_role("button", name="Sign in as admin").click()
+    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+
+
 # A Gradio status tracker (one per component, `statustracker` in Gradio 6's frontend) drops its
 # ``hide`` class while an event that outputs to its component is pending or generating; it keeps
 # showing (without ``hide``) an error or a validation message after its event has ended.

@@ -27,7 +27,7 @@ from bench.app_process import page_config
 from bench.bench_page_work import COUNT_COPIES
 from evaluation.concepts import load_concepts
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.browser import expect, open_tab, page, settled  # noqa: F401  (page: a fixture)
+from tests.browser import open_tab, page, settled, sign_in_admin  # noqa: F401  (page: a fixture)
 from tests.research_data import sign_in
 
 # Issue 28's bounds. 1,475 kB / 1,004 kB at first, ~950 kB / ~620 kB once the concept lists
@@ -39,6 +39,14 @@ from tests.research_data import sign_in
 PAGE_BYTES, CONFIG_BYTES = 300_000, 200_000
 # Names the page leaves out whatever their value, because Gradio's script never reads them.
 UNREAD = UNREAD_PROPS + UNREAD_EVENT_FIELDS
+
+
+def _gradio_script() -> str:
+    """The installed Gradio's bundled page script (every file of it), which reads the page."""
+    return "".join(
+        path.read_text(encoding="utf-8", errors="ignore")
+        for path in (Path(gr.__file__).parent / "templates" / "frontend" / "assets").glob("*.js")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -98,10 +106,7 @@ def test_the_page_leaves_out_only_what_gradios_script_does_not_read(served):
     # The script reads the layout from ``page``; the top-level one is the same.
     assert served_page["page"][""]["layout"] == served_page["layout"] == page["layout"]
     # A Gradio whose script starts reading a name the page leaves out fails here.
-    script = "".join(
-        path.read_text(encoding="utf-8", errors="ignore")
-        for path in (Path(gr.__file__).parent / "templates" / "frontend" / "assets").glob("*.js")
-    )
+    script = _gradio_script()
     assert "get_page_config" in script and [name for name in UNREAD if name in script] == []
 
 
@@ -127,10 +132,7 @@ def test_no_event_keeps_a_loading_status_on_a_layout_block(served):
     # The sign-in events still set the tab set and the tabs (their outputs are unchanged).
     assert sum("tabs" in {kinds[o] for o in e["outputs"]} for e in page["dependencies"]) >= 4
     assert with_layout >= 10  # the designer, participant and expert tabs' own columns too
-    script = "".join(
-        path.read_text(encoding="utf-8", errors="ignore")
-        for path in (Path(gr.__file__).parent / "templates" / "frontend" / "assets").glob("*.js")
-    )
+    script = _gradio_script()
     # What the rule relies on in Gradio's script: the loading status is kept for
     # ``show_progress_on`` when set. A Gradio that reads it otherwise fails here.
     assert "get progress_targets(){return this.show_progress_on||this.outputs}" in script
@@ -147,9 +149,7 @@ def test_an_event_after_sign_in_copies_its_outputs_not_the_whole_page(served, pa
     client, _, _, _ = served
     page.context.add_init_script(COUNT_COPIES)
     page.goto(client.src)
-    page.fill("#start_password input", ADMIN_PASSWORD)
-    page.get_by_role("button", name="Sign in as admin").click()
-    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+    sign_in_admin(page)
     open_tab(page, "Admin")
     settled(page)
     counts = []

@@ -7,7 +7,7 @@ from gradio_client.exceptions import AppError
 
 from storage import open_db
 from tests.annotation.test_pilot import PILOT, color_as_assigned
-from tests.browser import ADMIN_PASSWORD, expect, live_app, page, table_rows  # noqa: F401
+from tests.browser import expect, live_app, page, sign_in_admin, table_rows  # noqa: F401
 from tests.qc_data import add_coloring
 
 SHOTS = Path("/tmp/shots")
@@ -16,11 +16,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
-    page.goto(live_app.url)
-    page.fill("#start_password input", ADMIN_PASSWORD)
-    page.get_by_role("button", name="Sign in as admin").click()
-    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
-    page.get_by_role("tab", name="Admin").click()
+    _sign_in_admin(page, live_app)
     page.locator("#admin_role input").click()
     page.get_by_role("option", name="expert").click()
     page.locator("#admin_count input").fill("3")
@@ -71,9 +67,7 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
 
 def _sign_in_admin(page, live_app) -> None:
     page.goto(live_app.url)
-    page.fill("#start_password input", ADMIN_PASSWORD)
-    page.get_by_role("button", name="Sign in as admin").click()
-    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
+    sign_in_admin(page)
     page.get_by_role("tab", name="Admin").click()
 
 
@@ -155,11 +149,7 @@ def test_the_admin_sets_a_pilot_and_the_coverage_says_what_opens_the_vote(live_a
 
 
 def test_build_export_returns_at_once_and_the_page_shows_the_zip_when_it_is_built(live_app, page):
-    page.goto(live_app.url)
-    page.fill("#start_password input", ADMIN_PASSWORD)
-    page.get_by_role("button", name="Sign in as admin").click()
-    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
-    page.get_by_role("tab", name="Admin").click()
+    _sign_in_admin(page, live_app)
     page.get_by_role("button", name="Build export").click()
     # The timer polls the background export until its zip is ready, then shows the file.
     expect(page.locator("#admin_export_status")).to_contain_text("is ready below.", timeout=120_000)

@@ -5,17 +5,10 @@ bare headers; a summary reads as sentences."""
 import pytest
 
 from storage import open_db
-from tests.browser import ADMIN_PASSWORD, ARTIFACTS, expect, live_app, open_tab, page  # noqa: F401
+from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, sign_in_admin  # noqa: F401
 from tests.qc_data import add_coloring
 
 pytestmark = pytest.mark.browser
-
-
-def _sign_in_as_admin(page, url: str) -> None:
-    page.goto(url)
-    page.fill("#start_password input", ADMIN_PASSWORD)
-    page.get_by_role("button", name="Sign in as admin").click()
-    expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
 
 
 def test_tabs_load_their_lists_when_opened_and_empty_tables_say_what_fills_them(live_app, page):
@@ -26,7 +19,8 @@ def test_tabs_load_their_lists_when_opened_and_empty_tables_say_what_fills_them(
             add_coloring(db, live_app.config.data_dir, designer, "apple", rgb)
     finally:
         db.close()
-    _sign_in_as_admin(page, live_app.url)
+    page.goto(live_app.url)
+    sign_in_admin(page)
 
     open_tab(page, "Admin")  # no Refresh click: the tab loads its lists as it opens
     expect(page.locator("#admin_annotators [role=row][data-index]")).to_have_count(2)
