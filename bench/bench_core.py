@@ -102,6 +102,33 @@ def bench_emd(P: np.ndarray, Q: np.ndarray, loop_pairs: int) -> dict:
     }
 
 
+def cpu_model() -> str:
+    """The processor's model name as ``/proc/cpuinfo`` gives it (``"unknown"`` elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def machine_speed(pairs: int = 3_000, seed: int = 0) -> float:
+    """The speed of this machine today: pairs per second of a plain ``ot.emd2`` loop, one
+    process, on fixed realistic pairs (the loop `bench_emd` compares `emd_rows` with).
+
+    The same 2-core machines differ from day to day (issue 28 saw 2,200-2,500 pairs/s on a
+    slow day, 3,800 on another), so a suite time is quoted with this figure beside it.
+    """
+    P, Q = realistic_distributions(np.random.default_rng(seed), pairs // 7 + 1, 7)
+    D = load_uw71().ground_distance
+    ot.emd2(P[0], Q[0], D)  # the first call sets POT up
+    started = time.perf_counter()
+    for p, q in zip(P[:pairs], Q[:pairs]):
+        ot.emd2(p, q, D)
+    return pairs / (time.perf_counter() - started)
+
+
 def _all_metrics(P: np.ndarray, Q: np.ndarray, n_tables: int) -> float:
     emd_all = emd_rows(P, Q)
     pcc_all, ed_all = pcc(P, Q), entropy_difference(P, Q)

@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+from bench.bench_core import cpu_model, machine_speed
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_MARK = "exec(eval(sys.stdin.readline()))"  # how execnet starts an xdist worker
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -125,20 +127,35 @@ def charge(samples, intervals) -> tuple[dict[str, collections.Counter], collecti
     return modules, apart
 
 
+def busy_seconds() -> tuple[float, float]:
+    """Seconds the machine's cores have been busy and idle since boot (``/proc/stat``)."""
+    fields = [int(x) / TICKS for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields[:8]) - idle, idle
+
+
 def main(argv: list[str] | None = None) -> int:
     pytest_args = sys.argv[1:] if argv is None else argv
+    speed = machine_speed()
+    print(
+        f"machine: {cpu_model()}, {os.cpu_count()} cores; a plain ot.emd2 loop at {speed:,.0f} pairs/s "
+        f"(bench.bench_core.machine_speed; issue 28's slow day: 2,200-2,500)",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="suite-cpu") as folder:
         stop = threading.Event()
         collected: list = []
         sampler = threading.Thread(target=lambda: collected.extend(sample(stop)), daemon=True)
         load = os.getloadavg()[0]
         started = time.time()
+        busy_before = busy_seconds()
         sampler.start()
         env = {**os.environ, "SUITE_CPU_DIR": folder, "PYTHONPATH": str(ROOT)}
         rc = subprocess.call([str(ROOT / "test.sh"), "-p", "bench.suite_timer", *pytest_args], env=env)
         stop.set()
         sampler.join()
         wall = time.time() - started
+        busy, idle = (after - before for after, before in zip(busy_seconds(), busy_before))
         intervals = _intervals(Path(folder))
     modules, apart = charge(collected, intervals)
     walls: collections.Counter = collections.Counter()
@@ -151,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n./test.sh exited {rc}; {wall:.0f} s in all (set-up and lint included); 1-min load at start {load:.2f}"
     )
+    print(f"the cores were busy {busy / (busy + idle):.0%} of the run ({busy:.0f} CPU-s, every process)")
     print("CPU seconds charged to tests: " + ", ".join(f"{k} {v:.0f}" for k, v in kinds.most_common()))
     print("not charged to a test: " + (", ".join(f"{k} {v:.0f}" for k, v in apart.most_common()) or "none"))
     print(

@@ -1,8 +1,9 @@
 """`bench.bench_suite_cpu` charges each sample's CPU to the test that was running, by worker."""
 
 import json
+import time
 
-from bench.bench_suite_cpu import _intervals, _kind, charge
+from bench.bench_suite_cpu import TICKS, _intervals, _kind, busy_seconds, charge
 
 
 def test_cpu_goes_to_the_test_running_in_the_worker_and_ray_to_the_ray_tests(tmp_path):
@@ -35,3 +36,14 @@ def test_processes_are_told_apart_by_their_command_line():
     assert _kind("chromium /usr/lib/chromium/chromium --type=renderer") == "chromium"
     assert _kind("raylet /tmp/rn/session/raylet") == "ray"
     assert _kind("python app.py --db x.sqlite") == "child"
+
+
+def test_the_machine_busy_time_covers_the_cpu_this_process_spends():
+    before_busy, _ = busy_seconds()
+    before_cpu = time.process_time()
+    total = 0
+    while time.process_time() - before_cpu < 0.3:
+        total += sum(range(1000))
+    spent = time.process_time() - before_cpu
+    after_busy, _ = busy_seconds()
+    assert after_busy - before_busy >= spent - 2 / TICKS  # /proc/stat counts in ticks
