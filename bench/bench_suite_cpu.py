@@ -11,11 +11,19 @@ children), then the modules by CPU seconds with their wall time.
 
 The suite is CPU-bound on two cores, so its length follows its CPU seconds; this says which
 to cut. A process that lives less than one sample is partly missed (a few per cent).
+
+``python -m bench.bench_suite_cpu --share 0.57 [PYTEST ARGS]`` runs the suite on that share
+of the machine's cores (a Linux cgroup's CPU quota, v2 ``cpu.max`` or v1
+``cpu.cfs_quota_us``; root only): a slow day on a fast one. The quota caps the CPU time of
+all the suite's processes together, as fewer cores would, while each still runs at the
+core's own speed; a slower core also slows single-threaded waits, so this is the lower
+bound of a slow day, not its double.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import subprocess
@@ -23,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from bench.bench_core import cpu_model, machine_speed
@@ -134,8 +143,65 @@ def busy_seconds() -> tuple[float, float]:
     return sum(fields[:8]) - idle, idle
 
 
+CGROUP_V2, CGROUP_V1 = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/cpu")
+PERIOD_US = 100_000
+
+
+@contextlib.contextmanager
+def cpu_share(share: float) -> Iterator[Path]:
+    """A new cgroup whose processes together get `share` of this machine's cores.
+
+    Yields the cgroup's folder; a process joins it by writing its pid to ``cgroup.procs``
+    (its children then stay in it). The cgroup is removed at the end.
+
+    Raises
+    ------
+    ValueError
+        If `share` is not in (0, 1].
+    PermissionError
+        If no CPU cgroup can be made here (not root, or no cpu controller).
+    """
+    if not 0 < share <= 1:
+        raise ValueError(f"--share must be a fraction of the machine's cores in (0, 1], got {share}")
+    quota = max(1000, int(share * os.cpu_count() * PERIOD_US))
+    v2 = "cpu" in _read(CGROUP_V2 / "cgroup.controllers").split()
+    parent = CGROUP_V2 if v2 else CGROUP_V1
+    if not (parent / "cgroup.procs").is_file() or not os.access(parent, os.W_OK):
+        raise PermissionError(f"--share needs a writable CPU cgroup (run as root): {parent} is not one")
+    group = parent / f"colorconcept-suite-{os.getpid()}"
+    group.mkdir()
+    try:
+        if v2:
+            (group / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+        else:
+            (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (group / "cpu.cfs_quota_us").write_text(str(quota))
+        yield group
+    finally:
+        for pid in _read(group / "cgroup.procs").split():  # leftovers back to the parent
+            with contextlib.suppress(OSError):
+                (parent / "cgroup.procs").write_text(pid)
+        group.rmdir()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 def main(argv: list[str] | None = None) -> int:
-    pytest_args = sys.argv[1:] if argv is None else argv
+    pytest_args = list(sys.argv[1:] if argv is None else argv)
+    share = None
+    if pytest_args[:1] == ["--share"]:
+        share, pytest_args = float(pytest_args[1]), pytest_args[2:]
+    with contextlib.ExitStack() as stack:
+        group = stack.enter_context(cpu_share(share)) if share is not None else None
+        return _run(pytest_args, share, group)
+
+
+def _run(pytest_args: list[str], share: float | None, group: Path | None) -> int:
     speed = machine_speed()
     print(
         f"machine: {cpu_model()}, {os.cpu_count()} cores; a plain ot.emd2 loop at {speed:,.0f} pairs/s "
@@ -151,7 +217,12 @@ def main(argv: list[str] | None = None) -> int:
         busy_before = busy_seconds()
         sampler.start()
         env = {**os.environ, "SUITE_CPU_DIR": folder, "PYTHONPATH": str(ROOT)}
-        rc = subprocess.call([str(ROOT / "test.sh"), "-p", "bench.suite_timer", *pytest_args], env=env)
+        if group is not None:
+            print(f"the suite runs on {share:.0%} of the cores (cgroup {group})", flush=True)
+        join = (lambda: (group / "cgroup.procs").write_text(str(os.getpid()))) if group else None
+        rc = subprocess.call(
+            [str(ROOT / "test.sh"), "-p", "bench.suite_timer", *pytest_args], env=env, preexec_fn=join
+        )
         stop.set()
         sampler.join()
         wall = time.time() - started

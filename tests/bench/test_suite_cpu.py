@@ -1,9 +1,15 @@
 """`bench.bench_suite_cpu` charges each sample's CPU to the test that was running, by worker."""
 
+import contextlib
 import json
+import os
+import subprocess
+import sys
 import time
 
-from bench.bench_suite_cpu import TICKS, _intervals, _kind, busy_seconds, charge
+import pytest
+
+from bench.bench_suite_cpu import TICKS, _intervals, _kind, busy_seconds, charge, cpu_share
 
 
 def test_cpu_goes_to_the_test_running_in_the_worker_and_ray_to_the_ray_tests(tmp_path):
@@ -47,3 +53,22 @@ def test_the_machine_busy_time_covers_the_cpu_this_process_spends():
     spent = time.process_time() - before_cpu
     after_busy, _ = busy_seconds()
     assert after_busy - before_busy >= spent - 2 / TICKS  # /proc/stat counts in ticks
+
+
+def test_a_cpu_share_throttles_the_processes_that_join_it_and_is_removed_after():
+    with contextlib.ExitStack() as stack:
+        try:
+            group = stack.enter_context(cpu_share(0.05))
+        except PermissionError as exc:  # not root, or no CPU cgroup on this machine
+            pytest.skip(str(exc))
+        code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
+        join = lambda: (group / "cgroup.procs").write_text(str(os.getpid()))  # noqa: E731
+        assert subprocess.run([sys.executable, "-c", code], preexec_fn=join).returncode == 0
+        stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
+        assert int(stat["nr_throttled"]) > 0  # 0.5 CPU-s against 5 % of the cores: held back
+    assert not group.exists()
+
+
+def test_a_share_outside_0_to_1_is_refused_naming_the_option():
+    with pytest.raises(ValueError, match=r"--share must be .* got 1.5"), cpu_share(1.5):
+        pass
