@@ -31,7 +31,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.bench_core import cpu_model, machine_speed
@@ -151,8 +151,8 @@ PERIOD_US = 100_000
 def cpu_share(share: float) -> Iterator[Path]:
     """A new cgroup whose processes together get `share` of this machine's cores.
 
-    Yields the cgroup's folder; a process joins it by writing its pid to ``cgroup.procs``
-    (its children then stay in it). The cgroup is removed at the end.
+    Yields the cgroup's folder; a process joins it with `join` (its children then stay in
+    it). The cgroup is removed at the end.
 
     Raises
     ------
@@ -184,6 +184,11 @@ def cpu_share(share: float) -> Iterator[Path]:
         group.rmdir()
 
 
+def join(group: Path) -> Callable[[], None]:
+    """A ``preexec_fn`` that puts the starting process into the cgroup `group`."""
+    return lambda: (group / "cgroup.procs").write_text(str(os.getpid()))
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text()
@@ -195,9 +200,17 @@ def main(argv: list[str] | None = None) -> int:
     pytest_args = list(sys.argv[1:] if argv is None else argv)
     share = None
     if pytest_args[:1] == ["--share"]:
-        share, pytest_args = float(pytest_args[1]), pytest_args[2:]
+        try:
+            share, pytest_args = float(pytest_args[1]), pytest_args[2:]
+        except (IndexError, ValueError):
+            raise SystemExit(
+                f"--share needs a fraction of the machine's cores, got {pytest_args[1:2]}"
+            ) from None
     with contextlib.ExitStack() as stack:
-        group = stack.enter_context(cpu_share(share)) if share is not None else None
+        try:
+            group = stack.enter_context(cpu_share(share)) if share is not None else None
+        except (ValueError, PermissionError) as exc:  # a bad share, or no cgroup here: one line
+            raise SystemExit(str(exc)) from None
         return _run(pytest_args, share, group)
 
 
@@ -219,9 +232,10 @@ def _run(pytest_args: list[str], share: float | None, group: Path | None) -> int
         env = {**os.environ, "SUITE_CPU_DIR": folder, "PYTHONPATH": str(ROOT)}
         if group is not None:
             print(f"the suite runs on {share:.0%} of the cores (cgroup {group})", flush=True)
-        join = (lambda: (group / "cgroup.procs").write_text(str(os.getpid()))) if group else None
         rc = subprocess.call(
-            [str(ROOT / "test.sh"), "-p", "bench.suite_timer", *pytest_args], env=env, preexec_fn=join
+            [str(ROOT / "test.sh"), "-p", "bench.suite_timer", *pytest_args],
+            env=env,
+            preexec_fn=join(group) if group else None,
         )
         stop.set()
         sampler.join()

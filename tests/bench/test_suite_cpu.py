@@ -2,14 +2,13 @@
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import time
 
 import pytest
 
-from bench.bench_suite_cpu import TICKS, _intervals, _kind, busy_seconds, charge, cpu_share
+from bench.bench_suite_cpu import TICKS, _intervals, _kind, busy_seconds, charge, cpu_share, join
 
 
 def test_cpu_goes_to_the_test_running_in_the_worker_and_ray_to_the_ray_tests(tmp_path):
@@ -62,8 +61,7 @@ def test_a_cpu_share_throttles_the_processes_that_join_it_and_is_removed_after()
         except PermissionError as exc:  # not root, or no CPU cgroup on this machine
             pytest.skip(str(exc))
         code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
-        join = lambda: (group / "cgroup.procs").write_text(str(os.getpid()))  # noqa: E731
-        assert subprocess.run([sys.executable, "-c", code], preexec_fn=join).returncode == 0
+        assert subprocess.run([sys.executable, "-c", code], preexec_fn=join(group)).returncode == 0
         stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
         assert int(stat["nr_throttled"]) > 0  # 0.5 CPU-s against 5 % of the cores: held back
     assert not group.exists()
