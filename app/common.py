@@ -163,6 +163,7 @@ class _Running:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.device_lock = threading.Lock()  # held while torch is imported (`AppContext.device`)
         self.started = self.closed = False
         self.stop = threading.Event()  # ends the leaderboard refresher
         self.device: DeviceInfo | None = None
@@ -240,11 +241,6 @@ class AppContext:
             if running.started:
                 return
             running.started = True
-            running.device = planning.detect_device()
-            # One queue for both modes: explicit runs go through generate -> score.
-            running.jobs = ExplicitJobManager(
-                functools.partial(self._open, self.config), self.config.data_dir, device=running.device.device
-            )
             if self.pool is not None:
                 # The workers start (and import the submit path) beside the server's own
                 # start; a submission that comes first waits for them. A start refused later
@@ -266,13 +262,32 @@ class AppContext:
 
     @property
     def device(self) -> DeviceInfo:
-        """Where evaluation jobs run (known once `start` ran)."""
-        return self._started().device
+        """Where evaluation jobs run, found when first asked for after `start`.
+
+        Finding it imports torch (1.5 CPU-s of a 5 CPU-s start here), which only researchers
+        need: the app starts without it (issue 28: a start on a busy machine).
+        """
+        running = self._started()
+        with running.device_lock:
+            if running.device is None:
+                running.device = planning.detect_device()
+            return running.device
 
     @property
     def jobs(self) -> ExplicitJobManager:
-        """The evaluation job manager of this app: implicit and explicit runs, one queue."""
-        return self._started().jobs
+        """The evaluation job manager of this app: implicit and explicit runs, one queue
+        (made when first asked for after `start`, on `device`)."""
+        running = self._started()
+        device = self.device.device
+        with running.lock:
+            if running.jobs is None:
+                # One queue for both modes: explicit runs go through generate -> score.
+                running.jobs = ExplicitJobManager(
+                    functools.partial(self._open, self.config), self.config.data_dir, device=device
+                )
+                if running.closed:  # asked for after `close`: it refuses work, as if `close` had stopped it
+                    running.jobs.close(0)
+            return running.jobs
 
     @property
     def threads(self) -> list[threading.Thread]:

@@ -79,7 +79,7 @@ MODES = (
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
     """Lay out and wire the Evaluate tab inside the current `gr.Tab`."""
     registry, concepts = load_registry(), load_concepts()
-    parts = _layout(ctx.device, registry)
+    parts = _layout(registry)
     EvaluateTab(ctx, registry, concepts, {"session_token": session_token, "tab": tab, **parts}).wire()
 
 
@@ -233,7 +233,7 @@ EVENTS = (
         "report",
         "evaluate_import",
     ),
-    On("session_token.change", "on_session", _TOKEN, ("timer", "run")),
+    On("session_token.change", "on_session", _TOKEN, ("timer", "run", "device")),
     On("mode.change", "show_mode", ("mode",), (*IMPLICIT_ONLY, "explicit_box")),
     # The form is kept in this browser (`gr.BrowserState`, i.e. local storage): each change
     # is saved, and opening the tab puts the saved values back, after a reload too.
@@ -394,12 +394,16 @@ class EvaluateTab(Tab):
 
     @own_session
     def on_session(self, token: str) -> dict:
-        """Poll progress and list the runs only for people who may see them."""
-        timer, run = self.parts["timer"], self.parts["run"]
+        """Poll progress, list the runs and say the device only for people who may see them."""
+        timer, run, device = self.parts["timer"], self.parts["run"], self.parts["device"]
         if not visible_to(current_actor(self.ctx, token), ROLES):
-            return {timer: gr.Timer(active=False), run: gr.Dropdown(choices=[], value=None)}
+            return {timer: gr.Timer(active=False), run: gr.Dropdown(choices=[], value=None), device: ""}
         with self.ctx.db() as db:
-            return {timer: gr.Timer(active=True), run: _run_choices(db)}
+            return {
+                timer: gr.Timer(active=True),
+                run: _run_choices(db),
+                device: _device_line(self.ctx.device),
+            }
 
     @ui_only
     def show_mode(self, mode: str) -> dict:
@@ -420,14 +424,19 @@ class EvaluateTab(Tab):
         return {part: stored[part.elem_id] if part.elem_id in stored else gr.skip() for part in parts}
 
 
-def _layout(device: planning.DeviceInfo, registry: dict) -> dict:
-    """The tab's components, by the names `EVENTS` and `RunForm` use."""
-    gr.Markdown(
-        f"**Device:** {escape(device.name)}"
-        + (" (no GPU: only tiny models run at a useful speed)" if device.kind == "cpu" else "")
+def _device_line(device: planning.DeviceInfo) -> str:
+    """Where runs go, as Markdown (the first line of the tab)."""
+    return f"**Device:** {escape(device.name)}" + (
+        " (no GPU: only tiny models run at a useful speed)" if device.kind == "cpu" else ""
     )
+
+
+def _layout(registry: dict) -> dict:
+    """The tab's components, by the names `EVENTS` and `RunForm` use. The device line is
+    filled at sign-in (`EvaluateTab.on_session`): finding the device imports torch."""
+    device = gr.Markdown(elem_id="evaluate_device")
     mode = gr.Radio(list(MODES), value="implicit", label="Mode", elem_id="evaluate_mode")
-    parts = {"mode": mode, **_selection_inputs(registry), **_explicit_inputs()}
+    parts = {"device": device, "mode": mode, **_selection_inputs(registry), **_explicit_inputs()}
     parts |= _segmenter_inputs() | _executor_inputs()
     with gr.Row():
         parts["name"] = gr.Textbox(label="Run name (empty: a dated name)", elem_id="evaluate_run_name")

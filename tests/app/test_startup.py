@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 
@@ -39,6 +40,9 @@ def test_the_app_starts_and_serves_beside_a_cpu_hog_of_twice_the_cores(tmp_path)
     with busy_loops(2 * (os.cpu_count() or 1)), AppProcess(config.db_path, config.data_dir, env=env) as app:
         assert httpx.get(f"{app.url}healthz", timeout=60).text == "ready"
         assert httpx.get(app.url, timeout=120).status_code == 200
+        # torch (1.5 CPU-s of the start) is loaded when a researcher first needs the device
+        maps = Path(f"/proc/{app.process.pid}/maps").read_text()
+        assert "libtorch" not in maps and "_multiarray_umath" in maps  # numpy is, for one
 
 
 def test_a_start_on_a_taken_port_exits_at_once_naming_it(tmp_path):

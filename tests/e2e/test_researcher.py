@@ -156,6 +156,10 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
     [(_, link)] = live_app.invite("researcher")
     sign_in(page, link)
     open_tab(page, "Evaluate")
+    # Found at sign-in, not at the app's start (it imports torch): this machine has no GPU.
+    expect(page.locator("#evaluate_device")).to_have_text(
+        "Device: CPU (no GPU: only tiny models run at a useful speed)"
+    )
     page.get_by_label("Tiny random SD (test model) (tiny-random)").check()
     page.locator("#evaluate_seeds input").fill("2")
     page.locator("#evaluate_cfg textarea, #evaluate_cfg input").first.fill("7.5")
