@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil  # installed with accelerate
 
 from bench.app_process import AppProcess
 
@@ -46,8 +47,6 @@ def busy_loops(n: int) -> Iterator[None]:
 
 def one_start(root: Path) -> dict[str, float]:
     """Start the app on a fresh database under `root`; its start-up figures (s, bytes)."""
-    import psutil  # installed with accelerate
-
     root.mkdir(parents=True)
     password = root / "admin_password.txt"
     password.write_text("bench startup password\n", encoding="utf-8")
@@ -74,7 +73,6 @@ def _started_workers(pid: int, timeout_s: float = 120.0) -> list[tuple[float, fl
     """(CPU seconds, RSS in MiB) of each spawned child of `pid` that imports Python (the
     coloring workers; not `multiprocessing`'s resource tracker), once their CPU time has
     stopped growing for a second: their start is over."""
-    import psutil
 
     def workers() -> list[tuple[float, float]]:
         found = []

@@ -3,6 +3,7 @@ each model's, as charts, in a real browser."""
 
 import pytest
 
+from evaluation.pipeline.planning import detect_device
 from storage import open_db
 from storage.human import COUNTING_RULE
 from tests.browser import (  # noqa: F401
@@ -156,9 +157,11 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
     [(_, link)] = live_app.invite("researcher")
     sign_in(page, link)
     open_tab(page, "Evaluate")
-    # Found at sign-in, not at the app's start (it imports torch): this machine has no GPU.
+    # Found at sign-in, not at the app's start (it imports torch); on CI, no GPU.
+    device = detect_device()
     expect(page.locator("#evaluate_device")).to_have_text(
-        "Device: CPU (no GPU: only tiny models run at a useful speed)"
+        f"Device: {device.name}"
+        + (" (no GPU: only tiny models run at a useful speed)" if device.kind == "cpu" else "")
     )
     page.get_by_label("Tiny random SD (test model) (tiny-random)").check()
     page.locator("#evaluate_seeds input").fill("2")
