@@ -42,6 +42,7 @@ from app import (
 )
 from app.common import BROWSER_STATE_KEY, AppContext, audit_functions
 from app.config import AppConfig
+from app.tabs import SessionReactions
 
 # Gradio recomputes a pandas summary of its last 10,000 events after every event, for its
 # /monitoring pages only (off here, see `launch_options`): 2-8 ms of the main process's
@@ -95,6 +96,7 @@ def _blocks(ctx: AppContext) -> gr.Blocks:
         # The browser fetches images itself, with the session in a cookie (`app.guard`);
         # registered first, so that the cookie is set before any tab's own reaction.
         session_token.change(None, session_token, None, js=guard.COOKIE_JS, api_visibility="private")
+        reactions = SessionReactions(session_token)
         with gr.Tabs() as tab_set:
             with gr.Tab(landing.TITLE, id=landing.NAME):
                 start = landing.build(ctx, session_token)
@@ -103,6 +105,7 @@ def _blocks(ctx: AppContext) -> gr.Blocks:
                 with gr.Tab(module.TITLE, id=module.NAME, visible=False) as tab:
                     module.build(ctx, session_token, tab)
                 tabs.append((tab, module.ROLES))
+        reactions.wire()
 
         landing.wire(ctx, demo, session_token, stored, start, tabs, tab_set)
     audit_functions(demo)

@@ -22,7 +22,7 @@ from app.common import (
     visible_to,
 )
 from app.landing import current_actor
-from app.tabs import On, Tab
+from app.tabs import On, SessionReactions, Tab
 from evaluation.analysis.bootstrap import SHIFT_DEFAULT
 from evaluation.analysis.results import RECOMMENDED
 from evaluation.concepts import load_concepts
@@ -207,7 +207,7 @@ def concept_choices(
         }
 
     fill.__name__ = "fill_" + "_".join(dropdown.elem_id for dropdown in choices)
-    session_token.change(fill, session_token, list(choices), api_visibility="private")
+    SessionReactions.of(session_token).change(fill, session_token, list(choices))
 
 
 def source_dropdown(ctx: AppContext, session_token: gr.Textbox, elem_id: str) -> gr.Dropdown:
@@ -227,5 +227,5 @@ def source_dropdown(ctx: AppContext, session_token: gr.Textbox, elem_id: str) ->
         # Keep a choice the person already made while the refresh was on its way.
         return gr.Dropdown(choices=names, value=current if current in names else names[0])
 
-    session_token.change(refresh, [session_token, dropdown], dropdown, api_visibility="private")
+    SessionReactions.of(session_token).change(refresh, [session_token, dropdown], dropdown)
     return dropdown

@@ -54,7 +54,7 @@ from app.common import (
     ui_only,
     whole_number,
 )
-from app.tabs import On, Tab
+from app.tabs import SESSION_CHANGE, On, Tab
 
 NAME = "designer"
 TITLE = "Coloring"
@@ -184,7 +184,7 @@ EVENTS = (
     On("submissions_box.collapse", "listing_closed", (), ("listing_open",)),
     On("submissions_box.expand", "submissions", _TOKEN, LISTING, "redo_note"),
     On("list.click", "submissions", _TOKEN, LISTING, "redo_note", "designer_submissions"),
-    On("session_token.change", "on_sign_in", _TOKEN, VIEW),
+    On(SESSION_CHANGE, "on_sign_in", _TOKEN, VIEW),
     On("then", "submissions_on_sign_in", (*_TOKEN, "listing_open"), LISTING),
 )
 """The tab's wiring, in the order Gradio registers it (`DesignerTab.wire`)."""

@@ -46,7 +46,7 @@ from app.common import (
     whole_number,
 )
 from app.landing import current_actor
-from app.tabs import On, Tab
+from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.color.systems import SYSTEMS
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
 from evaluation.explicit import jobs as explicit_jobs
@@ -233,7 +233,7 @@ EVENTS = (
         "report",
         "evaluate_import",
     ),
-    On("session_token.change", "on_session", _TOKEN, ("timer", "run", "device")),
+    On(SESSION_CHANGE, "on_session", _TOKEN, ("timer", "run", "device")),
     On("mode.change", "show_mode", ("mode",), (*IMPLICIT_ONLY, "explicit_box")),
     # The form is kept in this browser (`gr.BrowserState`, i.e. local storage): each change
     # is saved, and opening the tab puts the saved values back, after a reload too.

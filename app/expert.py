@@ -47,7 +47,7 @@ from app.common import (
     whole_number,
 )
 from app.landing import current_actor
-from app.tabs import On, Tab
+from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
 from storage import human
 
@@ -94,7 +94,7 @@ _RANKING = (*_TOKEN, "fraction", "minimum")
 # The concept lists and the statistics are read again whenever the tab is opened.
 _OPENED = "tab.select"
 EVENTS = (
-    On("session_token.change", "on_sign_in", _TOKEN, (*PICKERS, *PANE, "next", "reveal", "admin_box")),
+    On(SESSION_CHANGE, "on_sign_in", _TOKEN, (*PICKERS, *PANE, "next", "reveal", "admin_box")),
     On((_OPENED, "load.click"), "concepts", _TOKEN, PICKERS, "grid_note", "expert_concepts"),
     On(
         "show.click",

@@ -21,7 +21,7 @@ import gradio as gr
 
 from app.common import AppContext, empty_note, escape, note_area, own_session, role, visible_to
 from app.landing import current_actor
-from app.tabs import On, Tab, wire_events
+from app.tabs import SESSION_CHANGE, On, Tab, wire_events
 from evaluation.color.systems import SYSTEMS
 from evaluation.explicit import views
 from evaluation.explicit.rules import DEFAULT_SCORING, DESCRIPTIONS, SCORINGS
@@ -107,7 +107,7 @@ EVENTS = (
     # The button (and API) shows a prompt; so does choosing one in the picker.
     On("open_prompt.click", "prompt", _PROMPT_INPUTS, BROWSER, "prompt_note", "explicit_prompt"),
     On("prompt.input", "prompt", _PROMPT_INPUTS, BROWSER, "prompt_note"),
-    On("session_token.change", "on_sign_in", _TOKEN, ("run", "note")),
+    On(SESSION_CHANGE, "on_sign_in", _TOKEN, ("run", "note")),
     # Runs started after sign-in: listed again when the picker (or, given, the tab) is opened.
     On("run.focus", "runs", (*_TOKEN, "run"), ("run",)),
     On("tab.select", "runs", (*_TOKEN, "run"), ("run",)),

@@ -37,7 +37,7 @@ from gradio.components.plot import PlotData
 from annotation.files import resolve
 from annotation.study import crowd, judging
 from app.common import AppContext, escape, note_area, role, ui_only, whole_number
-from app.tabs import On, Tab
+from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
 from storage import iso
@@ -131,7 +131,7 @@ TRUTH_PANELS = ("truth_strip", "colorings")
 
 _TOKEN = ("session_token",)
 EVENTS = (
-    On("session_token.change", "on_sign_in", _TOKEN, (*WITH_CONSENT, "start")),
+    On(SESSION_CHANGE, "on_sign_in", _TOKEN, (*WITH_CONSENT, "start")),
     On("start.click", "next_trial", _TOKEN, WITH_CONSENT, "progress", "participant_next"),
     On(
         "background.input",

@@ -35,7 +35,7 @@ from app.common import (
     whole_number,
 )
 from app.landing import current_actor
-from app.tabs import On, Tab
+from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import table3_figure
 from evaluation.models.generation import STYLES
 from storage import human as human_rows
@@ -78,7 +78,7 @@ FORM = ("name", "truth", "style", "sources", "n_concepts", "votes", "rate", "tri
 """The set-up form, in the order ``study_create`` takes it."""
 
 EVENTS = (
-    On("session_token.change", "list_on_sign_in", _TOKEN, ("studies",)),
+    On(SESSION_CHANGE, "list_on_sign_in", _TOKEN, ("studies",)),
     # The choices are cheap (counted in SQL), so they load when the tab opens and follow the
     # style; Load choices stays for runs that finish while the tab is open. Each keeps what the
     # person chose while it is still offered; opening the tab also moves the style to one

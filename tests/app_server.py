@@ -34,6 +34,20 @@ def make_config(tmp_path: Path, **changes) -> AppConfig:
     )
 
 
+def session_event(demo):
+    """The one page function of `demo` (`app.build_app`'s) that runs on the server when the
+    session changes (`app.tabs.SessionReactions`), as a function of a session token to its
+    ``{component: update}``; its Gradio ``BlockFunction`` is its ``block_fn``."""
+    [token_box] = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "session_token"]
+    [event] = [f for f in demo.fns.values() if f.fn is not None and (token_box._id, "change") in f.targets]
+
+    def react(token: str) -> dict:
+        return event.fn(*[token if block is token_box else None for block in event.inputs])
+
+    react.block_fn = event
+    return react
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

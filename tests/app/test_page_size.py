@@ -26,7 +26,7 @@ from app.weight import (
 from bench.app_process import page_config
 from bench.bench_page_work import COUNT_COPIES
 from evaluation.concepts import load_concepts
-from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app, session_event
 from tests.browser import open_tab, page, settled, sign_in_admin  # noqa: F401  (page: a fixture)
 from tests.research_data import sign_in
 
@@ -60,11 +60,11 @@ def served(tmp_path_factory):
 
 
 def _fill(demo, *elem_ids: str):
-    """The sign-in fill of the pickers `elem_ids` (one event), as a function of a session
-    token to their new choices, in the order of `elem_ids`."""
-    [fn] = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "fill_" + "_".join(elem_ids)]
+    """The new choices of the pickers `elem_ids` at a change of session (one event for the
+    whole page), as a function of a session token, in the order of `elem_ids`."""
+    react = session_event(demo)
     pickers = [next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == e) for e in elem_ids]
-    return lambda token: [fn(token)[picker].choices for picker in pickers]
+    return lambda token: [react(token)[picker].choices for picker in pickers]
 
 
 def test_the_page_and_its_configuration_stay_under_their_bounds(served):
