@@ -5,7 +5,7 @@ from PIL import Image
 
 from storage import open_db
 from tests.app.test_admin import _dump
-from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app, session_event
 from tests.e2e.test_landing import playwright
 from tests.qc_data import add_coloring
 
@@ -228,12 +228,11 @@ def test_the_expert_reads_what_review_waits_for_and_a_too_small_count_is_refused
 
 
 def _sign_in_update(demo, elem_id: str):
-    """The page's sign-in function that sets `elem_id`, as a function of the session token to
-    `elem_id`'s update (the function returns named updates)."""
-    [(fn, output)] = [
-        (f.fn, output) for f in demo.fns.values() for output in f.outputs if output.elem_id == elem_id
-    ]
-    return lambda token: fn(token)[output]
+    """What the page's one sign-in event (`app.tabs.SessionReactions`) sets `elem_id` to, as a
+    function of the session token."""
+    react = session_event(demo)
+    [output] = [output for output in react.block_fn.outputs if output.elem_id == elem_id]
+    return lambda token: react(token)[output]
 
 
 def test_next_coloring_and_start_work_only_once_the_page_knows_who_signed_in(study):
