@@ -206,7 +206,6 @@ def concept_choices(
             for dropdown, keys in choices.items()
         }
 
-    fill.__name__ = "fill_" + "_".join(dropdown.elem_id for dropdown in choices)
     SessionReactions.of(session_token).change(fill, session_token, list(choices))
 
 

@@ -13,13 +13,6 @@ from evaluation.concepts import load_concepts
 from tests.app_server import ADMIN_PASSWORD, make_config, session_event
 
 
-def _session_events(demo: gr.Blocks, session_token: gr.Textbox) -> list:
-    """The page functions that run on the server when `session_token` changes."""
-    return [
-        fn for fn in demo.fns.values() if fn.fn is not None and (session_token._id, "change") in fn.targets
-    ]
-
-
 @ui_only
 def _as_tuple(token, extra):
     return f"first {token}", f"second {extra}"
@@ -62,7 +55,7 @@ def _small_page():
 
 def test_the_reactions_run_as_one_event_with_their_follow_ups_after_it(caplog):
     demo, token, extra, parts = _small_page()
-    [event] = _session_events(demo, token)
+    event = session_event(demo).block_fn
     assert event.inputs == [token, extra]
     assert event.outputs == [parts[n] for n in ("named", "first", "second", "bare", "broken")]
     with caplog.at_level(logging.ERROR, logger="app.tabs"):
