@@ -105,9 +105,8 @@ def _blocks(ctx: AppContext) -> gr.Blocks:
                 with gr.Tab(module.TITLE, id=module.NAME, visible=False) as tab:
                     module.build(ctx, session_token, tab)
                 tabs.append((tab, module.ROLES))
-        reactions.wire()
-
         landing.wire(ctx, demo, session_token, stored, start, tabs, tab_set)
+        reactions.wire()
     audit_functions(demo)
     weight.progress_on_components(demo)
     weight.lean_config(demo)

@@ -185,7 +185,7 @@ EVENTS = (
     On("submissions_box.expand", "submissions", _TOKEN, LISTING, "redo_note"),
     On("list.click", "submissions", _TOKEN, LISTING, "redo_note", "designer_submissions"),
     On(SESSION_CHANGE, "on_sign_in", _TOKEN, VIEW),
-    On("then", "submissions_on_sign_in", (*_TOKEN, "listing_open"), LISTING),
+    On(SESSION_CHANGE, "submissions_on_sign_in", (*_TOKEN, "listing_open"), LISTING),
 )
 """The tab's wiring, in the order Gradio registers it (`DesignerTab.wire`)."""
 OUTSIDER = "This tab is for designers: sign in with a designer's invite link to color."

@@ -16,14 +16,16 @@ from annotation.people import throttle
 from annotation.people.accounts import Actor, login_with_invite, logout, require
 from annotation.people.passwords import login_admin
 from annotation.study import crowd
-from app.common import AppContext, escape, own_session, public, shown_errors, ui_only, visible_to
-from app.tabs import On, Tab
+from app.common import AppContext, escape, own_session, public, shown_errors, visible_to
+from app.tabs import SESSION_CHANGE, On, Tab
 
 NAME = "start"
 TITLE = "Start"
 # After the page-load sign-in, drop ?invite= from the address bar (and so from history).
 # An open study link's ``?study=`` (with the platform's ids) goes the same way.
 _FORGET_INVITE_JS = "() => { if (/[?&](invite|study)=/.test(location.search)) history.replaceState(null, '', location.pathname); }"
+_FORGET_PASSWORD_JS = "() => ''"
+"""Empties the password box after a sign-in, in the browser (no server round trip)."""
 
 INTRO = """\
 # ColorConcept Lab
@@ -118,22 +120,23 @@ class StartTab(Tab):
         self.tabs = tabs
         shown = ("stored", "sign_in", "logout_button", *(_tab_part(tab) for tab, _ in tabs), "tab_set")
         self.EVENTS = (
-            # One step, so that a slow page load cannot hide the tabs of a sign-in made meanwhile.
+            # The sign-in buttons become usable only here, so that a slow page load cannot undo
+            # a sign-in made meanwhile; a restored session shows its tabs as a sign-in does.
             On(
                 "demo.load",
                 "restore_on_load",
                 ("stored",),
-                (*SIGNED, *shown, *BUTTONS),
+                (*SIGNED, "stored", *BUTTONS),
                 api_name="start_restore",
             ),
             On("then", None, (), (), js=_FORGET_INVITE_JS),
             On("invite_button.click", "login_invite", ("invite",), SIGNED, "status", "login_invite"),
-            On("then", "show", ("session_token",), shown),
             On("password_button.click", "login_password", ("password",), SIGNED, "status", "login_admin"),
-            On("then", "show", ("session_token",), shown),
-            On("then", "forget_password", (), ("password",)),
+            On("then", None, (), ("password",), js=_FORGET_PASSWORD_JS),
             On("logout_button.click", "logout", ("session_token",), SIGNED, "status", "start_logout"),
-            On("then", "show", ("session_token",), shown),
+            # A sign-in, a restored session or a sign-out: one step of the page's one event for
+            # a change of session (`app.tabs.SessionReactions`).
+            On(SESSION_CHANGE, "show", ("session_token",), shown),
         )
 
     @own_session
@@ -160,15 +163,12 @@ class StartTab(Tab):
 
     @public
     def restore_on_load(self, stored_token: str, request: gr.Request) -> dict:
-        """The page's first step: the stored session or an invite in the address, its view,
-        and the sign-in buttons made usable (a sign-in made before would be undone)."""
+        """The page's first step: the stored session or an invite in the address (its view
+        follows as the session changes; a stale stored one is forgotten), and the sign-in
+        buttons made usable (a sign-in made before would be undone)."""
         token, message = restore(self.ctx, stored_token, request)
         usable = gr.Button(interactive=True)
-        return {
-            **self.named(session_token=token, status=message),
-            **self.show(token),
-            **self.named(**dict.fromkeys(BUTTONS, usable)),
-        }
+        return self.named(session_token=token, status=message, stored=token, **dict.fromkeys(BUTTONS, usable))
 
     @public
     def login_invite(self, text: str, request: gr.Request) -> dict:
@@ -184,11 +184,6 @@ class StartTab(Tab):
     def logout(self, token: str) -> dict:
         token, message = sign_out(self.ctx, token)
         return self.named(session_token=token, status=message)
-
-    @staticmethod
-    @ui_only
-    def forget_password() -> str:
-        return ""
 
 
 def invite_token(text: str) -> str:
