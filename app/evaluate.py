@@ -318,7 +318,8 @@ class EvaluateTab(Tab):
             if explicit_mode:
                 runs.store_explicit_prompts(db, run, prompts)
         state = self.ctx.jobs.submit(run, segmenter, executor)
-        message = f"Run **{escape(run)}**: {n} images, job {state.state}." + (f" {where}" if where else "")
+        images = f"{n} image" + ("" if n == 1 else "s")
+        message = f"Run **{escape(run)}**: {images}, job {state.state}." + (f" {where}" if where else "")
         return {self.parts["plan"]: message, self.parts["run"]: _run_choices(db, run)}
 
     @role(*ALLOWED)
