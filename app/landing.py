@@ -120,13 +120,14 @@ class StartTab(Tab):
         self.tabs = tabs
         shown = ("stored", "sign_in", "logout_button", *(_tab_part(tab) for tab, _ in tabs), "tab_set")
         self.EVENTS = (
-            # The sign-in buttons become usable only here, so that a slow page load cannot undo
-            # a sign-in made meanwhile; a restored session shows its tabs as a sign-in does.
+            # One step, so that a slow page load cannot hide the tabs of a sign-in made meanwhile
+            # (the sign-in buttons become usable here) and the status line never says who is
+            # signed in before their tabs show.
             On(
                 "demo.load",
                 "restore_on_load",
                 ("stored",),
-                (*SIGNED, "stored", *BUTTONS),
+                (*SIGNED, *shown, *BUTTONS),
                 api_name="start_restore",
             ),
             On("then", None, (), (), js=_FORGET_INVITE_JS),
@@ -134,19 +135,24 @@ class StartTab(Tab):
             On("password_button.click", "login_password", ("password",), SIGNED, "status", "login_admin"),
             On("then", None, (), ("password",), js=_FORGET_PASSWORD_JS),
             On("logout_button.click", "logout", ("session_token",), SIGNED, "status", "start_logout"),
-            # A sign-in, a restored session or a sign-out: one step of the page's one event for
-            # a change of session (`app.tabs.SessionReactions`).
-            On(SESSION_CHANGE, "show", ("session_token",), shown),
+            # A sign-in or a sign-out: one step of the page's one event for a change of session
+            # (`app.tabs.SessionReactions`), which a restored session also sets off.
+            On(SESSION_CHANGE, "show", ("session_token", "stored"), shown),
         )
 
     @own_session
-    def show(self, token: str) -> dict:
-        """The person's tabs, the sign-in boxes or Sign out, and the session the browser keeps."""
+    def show(self, token: str, stored: str = "") -> dict:
+        """The person's tabs, the sign-in boxes or Sign out, and the session the browser keeps.
+
+        `stored` is the session the page showed last: when it is `token` (a page load showed
+        it in its own step before the session event), the open tab stays as it is, so that a
+        tab the person opened meanwhile is not switched away from.
+        """
         actor = current_actor(self.ctx, token)
         visible = [visible_to(actor, roles) for _, roles in self.tabs]
         if actor is None:
             selected = gr.Tabs(selected=NAME)
-        elif actor.is_admin or not any(visible):
+        elif actor.is_admin or not any(visible) or token == stored:
             selected = gr.Tabs()
         else:
             selected = gr.Tabs(selected=self.tabs[visible.index(True)][0].id)
@@ -163,12 +169,15 @@ class StartTab(Tab):
 
     @public
     def restore_on_load(self, stored_token: str, request: gr.Request) -> dict:
-        """The page's first step: the stored session or an invite in the address (its view
-        follows as the session changes; a stale stored one is forgotten), and the sign-in
-        buttons made usable (a sign-in made before would be undone)."""
+        """The page's first step: the stored session or an invite in the address, its view,
+        and the sign-in buttons made usable (a sign-in made before would be undone)."""
         token, message = restore(self.ctx, stored_token, request)
         usable = gr.Button(interactive=True)
-        return self.named(session_token=token, status=message, stored=token, **dict.fromkeys(BUTTONS, usable))
+        return {
+            **self.named(session_token=token, status=message),
+            **self.show(token),
+            **self.named(**dict.fromkeys(BUTTONS, usable)),
+        }
 
     @public
     def login_invite(self, text: str, request: gr.Request) -> dict:

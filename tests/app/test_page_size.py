@@ -129,10 +129,10 @@ def test_no_event_keeps_a_loading_status_on_a_layout_block(served):
         if any(kinds[o] in LAYOUT_TYPES for o in event["outputs"]):
             with_layout += 1
             assert targets == [o for o in event["outputs"] if kinds[o] not in LAYOUT_TYPES]
-    # The one event for a change of session (a sign-in, a restored session, a sign-out) sets
+    # The page load and the one event for a change of session (a sign-in, a sign-out) set
     # the tab set and every tab but Start (which everyone sees).
     setting_tabs = [e for e in page["dependencies"] if "tabs" in {kinds[o] for o in e["outputs"]}]
-    assert sorted(name for e in setting_tabs for _, name in e["targets"]) == ["change"]
+    assert sorted(name for e in setting_tabs for _, name in e["targets"]) == ["change", "load"]
     n_tabs = sum(kind == "tabitem" for kind in kinds.values())
     assert all(sum(kinds[o] == "tabitem" for o in e["outputs"]) == n_tabs - 1 for e in setting_tabs)
     assert with_layout >= 10  # the designer, participant and expert tabs' own columns too
