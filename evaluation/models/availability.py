@@ -8,13 +8,14 @@ each such model and how to get it, so that the job is refused before it starts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from huggingface_hub import try_to_load_from_cache
 from huggingface_hub.constants import HF_HUB_CACHE
 
-from evaluation.models.registry import ModelSpec
+from evaluation.models.registry import ModelSpec, spec_from_dict
 
 
 def _on_disk(source: str, index_file: str, cache_dir: str | Path | None) -> bool:
@@ -82,3 +83,31 @@ def missing_weights(
     elif sam is not None and not _on_disk(sam, "config.json", cache_dir):
         problems.append(f"SAM ({sam}) is not on this machine: " + _how_to_get(sam))
     return problems
+
+
+def weights_refusal(models: Iterable[Mapping[str, Any]], masking: tuple[str, str, str] | None) -> str:
+    """The sentence that refuses a run whose weights are not on this machine; ``""`` when
+    they all are.
+
+    Takes plain values (`evaluation.pipeline.jobs.weights_request` makes them from a run's
+    configuration and masking), so that a Ray preflight probe checks a node without
+    importing the pipeline.
+
+    Parameters
+    ----------
+    models : iterable of mapping
+        The run's text-to-image models as `evaluation.models.registry.spec_to_dict` writes them.
+    masking : tuple of str, or None
+        ``(detector, sam, sam_checkpoint)`` of the masking models; None when nothing is
+        masked or the tiny masking (which builds its own) is used.
+    """
+    specs = [spec_from_dict(fields) for fields in models]
+    detector, sam, checkpoint = masking if masking is not None else (None, None, "")
+    problems = missing_weights(specs, detector, sam, sam_checkpoint=checkpoint)
+    if not problems:
+        return ""
+    # What to do comes first: the app cuts a long refusal, and these reasons are long.
+    hint = ""
+    if masking is not None and specs and all(s.build == "tiny" for s in specs):
+        hint = "for a tiny test model, choose the tiny-random masking. Missing: "
+    return "The run was not started: " + hint + "; ".join(problems) + "."

@@ -22,8 +22,7 @@ from typing import Any
 import sqlite_utils
 
 from evaluation.concepts import load_concepts
-from evaluation.models.availability import missing_weights
-from evaluation.models.registry import spec_from_dict
+from evaluation.models.availability import weights_refusal
 from evaluation.models.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, TEXT_THRESHOLD
 from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Executor
@@ -211,6 +210,17 @@ def stage_executor(choice: ExecutorChoice, cluster, stage: str, on_executor) -> 
     return executor
 
 
+def weights_request(
+    config: Mapping[str, Any] | None, segmenter: SegmenterSpec | None
+) -> tuple[list[dict], tuple[str, str, str] | None]:
+    """The weights a job needs, as plain values for `evaluation.models.availability.weights_refusal`:
+    the run's model entries (none when `config` is None: nothing is generated) and
+    ``(detector, sam, sam_checkpoint)`` (None when nothing is masked or the tiny masking is used)."""
+    models = [] if config is None else [dict(fields) for fields in config.get("models", {}).values()]
+    masks = segmenter is not None and not segmenter.tiny_dir
+    return models, (segmenter.detector, segmenter.sam, segmenter.sam_checkpoint) if masks else None
+
+
 def check_weights(config: Mapping[str, Any] | None, segmenter: SegmenterSpec | None) -> None:
     """Refuse a job whose weights are not on this machine, before it is queued.
 
@@ -227,20 +237,9 @@ def check_weights(config: Mapping[str, Any] | None, segmenter: SegmenterSpec | N
     JobError
         Naming each missing model and how to get it (`evaluation.models.availability`).
     """
-    specs = [] if config is None else [spec_from_dict(f) for f in config.get("models", {}).values()]
-    masks = segmenter is not None and not segmenter.tiny_dir
-    problems = missing_weights(
-        specs,
-        segmenter.detector if masks else None,
-        segmenter.sam if masks else None,
-        sam_checkpoint=segmenter.sam_checkpoint if masks else "",
-    )
-    if problems:
-        # What to do comes first: the app cuts a long refusal, and these reasons are long.
-        hint = ""
-        if masks and specs and all(s.build == "tiny" for s in specs):
-            hint = "for a tiny test model, choose the tiny-random masking. Missing: "
-        raise JobError("The run was not started: " + hint + "; ".join(problems) + ".")
+    refusal = weights_refusal(*weights_request(config, segmenter))
+    if refusal:
+        raise JobError(refusal)
 
 
 def _build_tiny_pipelines(work: GenerationWork) -> None:

@@ -1,5 +1,8 @@
 """Weights that are not on this machine are named before a job starts (issue 14.2)."""
 
+import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,8 @@ from evaluation.models.segmentation import DEFAULT_DETECTOR, DEFAULT_SAM
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import sign_in
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _cached_repo(cache: Path, repo: str, filename: str) -> None:
@@ -76,3 +81,37 @@ def test_a_tiny_model_with_the_papers_masking_is_refused_before_a_row_is_written
         assert db.execute("select count(*) from runs").fetchone()[0] == 0
     finally:
         db.close()
+
+
+def test_a_ray_preflight_probe_checks_the_weights_from_plain_values_without_the_pipeline(tmp_path):
+    """`weights_request` is what a Ray preflight probe receives (`evaluation.pipeline.ray_preflight`):
+    unpickled in a fresh process it imports neither the pipeline nor POT, and the refusal made
+    there is the one `check_weights` raises on the head."""
+    from evaluation.models.registry import spec_to_dict
+    from evaluation.pipeline.jobs import JobError, SegmenterSpec, check_weights, weights_request
+
+    model = with_source(load_registry()["sdxl"], str(tmp_path / "no-model"))
+    config = {"models": {model.key: spec_to_dict(model)}}
+    masking = SegmenterSpec(detector=str(tmp_path / "no-detector"), sam=str(tmp_path / "no-sam"))
+    code = (
+        "import pickle, sys\n"
+        "from evaluation.models.availability import weights_refusal\n"
+        f"print(weights_refusal(*pickle.loads({pickle.dumps(weights_request(config, masking))!r})))\n"
+        "print(sorted(m for m in ('evaluation.pipeline.jobs', 'ot', 'torch') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    refusal, imported = done.stdout.strip().splitlines()
+    assert imported == "[]"
+    with pytest.raises(JobError) as refused:
+        check_weights(config, masking)
+    assert str(refused.value) == refusal
+    assert refusal.startswith("The run was not started: model 'sdxl': no diffusers pipeline in ")
+    assert (
+        f"GroundingDINO ({tmp_path / 'no-detector'})" in refusal and f"SAM ({tmp_path / 'no-sam'})" in refusal
+    )
+    assert weights_request(config, SegmenterSpec(tiny_dir=str(tmp_path)))[1] is None  # builds its own
+    with pytest.raises(
+        JobError, match=r"^The run was not started: model 'sdxl': no diffusers pipeline in [^;]*\.$"
+    ):
+        check_weights(config, SegmenterSpec(tiny_dir=str(tmp_path)))
