@@ -86,8 +86,8 @@ def missing_weights(
 
 
 def weights_refusal(models: Iterable[Mapping[str, Any]], masking: tuple[str, str, str] | None) -> str:
-    """The sentence that refuses a run whose weights are not on this machine; ``""`` when
-    they all are.
+    """Why a run whose weights are not on this machine is refused (what to do first, then each
+    missing model, ``"; "``-separated); ``""`` when they all are here.
 
     Takes plain values (`evaluation.pipeline.jobs.weights_request` makes them from a run's
     configuration and masking), so that a Ray preflight probe checks a node without
@@ -110,4 +110,4 @@ def weights_refusal(models: Iterable[Mapping[str, Any]], masking: tuple[str, str
     hint = ""
     if masking is not None and specs and all(s.build == "tiny" for s in specs):
         hint = "for a tiny test model, choose the tiny-random masking. Missing: "
-    return "The run was not started: " + hint + "; ".join(problems) + "."
+    return hint + "; ".join(problems)

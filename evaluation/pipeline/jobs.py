@@ -239,7 +239,7 @@ def check_weights(config: Mapping[str, Any] | None, segmenter: SegmenterSpec | N
     """
     refusal = weights_refusal(*weights_request(config, segmenter))
     if refusal:
-        raise JobError(refusal)
+        raise JobError(f"The run was not started: {refusal}.")
 
 
 def _build_tiny_pipelines(work: GenerationWork) -> None:

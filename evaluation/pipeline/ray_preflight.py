@@ -48,7 +48,7 @@ def _probe(folder: Location, relative: str, token: str, weights: tuple) -> dict:
     except OSError as exc:
         answer["write"] = f"{type(exc).__name__}: {exc}"
     try:
-        answer["weights"] = weights_refusal(*weights).removeprefix("The run was not started: ")
+        answer["weights"] = weights_refusal(*weights)
     except ValueError as exc:  # a model entry the registry refuses
         answer["weights"] = str(exc)
     answer["pid"] = os.getpid()
@@ -145,7 +145,7 @@ def preflight(
                     "head: mount one shared folder at the same path on every node)"
                 )
             if answer["weights"]:
-                problems.append(f"{where} lacks weights: {answer['weights'].rstrip('.')}")
+                problems.append(f"{where} lacks weights: {answer['weights']}")
     finally:
         _remove_probes(data_dir, token)
     if problems:

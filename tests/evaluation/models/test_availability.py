@@ -85,8 +85,8 @@ def test_a_tiny_model_with_the_papers_masking_is_refused_before_a_row_is_written
 
 def test_a_ray_preflight_probe_checks_the_weights_from_plain_values_without_the_pipeline(tmp_path):
     """`weights_request` is what a Ray preflight probe receives (`evaluation.pipeline.ray_preflight`):
-    unpickled in a fresh process it imports neither the pipeline nor POT, and the refusal made
-    there is the one `check_weights` raises on the head."""
+    unpickled in a fresh process it imports neither the pipeline nor POT, and the reasons found
+    there are the ones `check_weights` raises on the head."""
     from evaluation.models.registry import spec_to_dict
     from evaluation.pipeline.jobs import JobError, SegmenterSpec, check_weights, weights_request
 
@@ -105,8 +105,8 @@ def test_a_ray_preflight_probe_checks_the_weights_from_plain_values_without_the_
     assert imported == "[]"
     with pytest.raises(JobError) as refused:
         check_weights(config, masking)
-    assert str(refused.value) == refusal
-    assert refusal.startswith("The run was not started: model 'sdxl': no diffusers pipeline in ")
+    assert str(refused.value) == f"The run was not started: {refusal}."
+    assert refusal.startswith("model 'sdxl': no diffusers pipeline in ")
     assert (
         f"GroundingDINO ({tmp_path / 'no-detector'})" in refusal and f"SAM ({tmp_path / 'no-sam'})" in refusal
     )
