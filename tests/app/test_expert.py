@@ -184,13 +184,13 @@ def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(stud
     page.get_by_role("option", name="apple (3 designers, 3 colorings)").click()
     page.click("#expert_show")
     grid = page.locator("#expert_grid_table").get_by_role("grid")
-    expect(grid.get_by_role("row").nth(1)).to_contain_text(note, timeout=20_000)
+    expect(grid.get_by_role("row").nth(1)).to_contain_text(note)
     expect(grid.locator("img")).to_have_count(0)
     page.click("#expert_next")
-    expect(page.locator("#expert_vote_concept")).to_contain_text("5 in your queue", timeout=20_000)
+    expect(page.locator("#expert_vote_concept")).to_contain_text("5 in your queue")
     page.click("#expert_inconsistent")
-    expect(page.locator("#expert_vote_message")).to_have_text("Vote recorded.", timeout=20_000)
-    expect(page.locator("#expert_vote_concept")).to_contain_text("4 in your queue", timeout=20_000)
+    expect(page.locator("#expert_vote_message")).to_have_text("Vote recorded.")
+    expect(page.locator("#expert_vote_concept")).to_contain_text("4 in your queue")
 
 
 def test_the_expert_reads_what_review_waits_for_and_a_too_small_count_is_refused(study):

@@ -133,16 +133,16 @@ def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
         link = _invite(client, "participant")
         page = browser.new_page()
         page.goto(link.replace(config.public_url + "/", client.src))
-        expect(page.locator("#start_status")).to_contain_text("Signed in", timeout=20_000)
+        expect(page.locator("#start_status")).to_contain_text("Signed in")
         page.get_by_role("tab", name="Judge").click()
         page.locator("#participant_start").click()
         page.locator("#participant_background").get_by_text("yes").click()
         progress = page.locator("#participant_progress")
-        expect(progress).to_contain_text("Trial 1 of", timeout=20_000)
+        expect(progress).to_contain_text("Trial 1 of")
         page.locator("body").click(position={"x": 5, "y": 5})
         for number, key in enumerate(["ArrowLeft", "2", "1", "ArrowRight"], start=2):
             page.keyboard.press(key)
-            expect(progress).to_contain_text(f"Trial {number} of", timeout=20_000)
+            expect(progress).to_contain_text(f"Trial {number} of")
     choices = [r["choice"] for r in _rows(config, "select choice from judgments order by id")]
     assert choices == ["left", "right", "left", "right"]
 

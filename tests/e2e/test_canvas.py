@@ -29,7 +29,7 @@ from app.coloring_canvas import (
     inspect_canvas_value,
     served_files,
 )
-from tests.browser import playwright_api
+from tests.browser import TIMEOUT_MS, playwright_api
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 WEB = Path(__file__).resolve().parents[2] / "assets" / "web"
@@ -65,7 +65,7 @@ def page(module_chromium, demo_url):
 
 def _open(page, url):
     page.goto(url)
-    page.wait_for_selector("#demo_canvas .cc-root[data-ready=true]", timeout=30_000)
+    page.wait_for_selector("#demo_canvas .cc-root[data-ready=true]", timeout=TIMEOUT_MS)
     # The rest of the page (fonts, Gradio's late components) may still move the canvas on a
     # busy machine; a click aimed before that lands beside the point and commits nothing.
     page.wait_for_load_state("networkidle")
@@ -122,7 +122,7 @@ class _committing:
             self.page.wait_for_function(
                 "b => document.querySelector('#demo_canvas .cc-root').dataset.committed !== b",
                 arg=self.before,
-                timeout=30_000,
+                timeout=TIMEOUT_MS,
             )
 
 
@@ -133,7 +133,7 @@ def _server_view(page):
     page.wait_for_function(
         "old => { const v = document.querySelector('#demo_report textarea').value; return v && v !== old; }",
         arg=old,
-        timeout=30_000,
+        timeout=TIMEOUT_MS,
     )
     report = json.loads(page.input_value("#demo_report textarea"))
     layer = parse_canvas_value(json.dumps(report), APPLE.shape).color_layer
@@ -223,7 +223,7 @@ def test_a_click_on_a_line_fills_nothing_and_says_so(page):
 def test_work_survives_a_reload_and_undo_redo_round_trip(page, demo_url):
     _click_image(page, *BODY)
     page.reload()
-    page.wait_for_selector("#demo_canvas .cc-root[data-ready=true]", timeout=30_000)
+    page.wait_for_selector("#demo_canvas .cc-root[data-ready=true]", timeout=TIMEOUT_MS)
     page.wait_for_load_state("networkidle")
     assert "Restored" in page.inner_text("#demo_canvas .cc-status")
     _, layer = _server_view(page)
@@ -261,13 +261,13 @@ def test_switching_sketches_keeps_each_tasks_work(page):
     page.click("#demo_sketch input")
     page.get_by_role("option", name="cabin").click()
     page.wait_for_function(
-        f"() => {API}.state().taskId === 'demo-cabin' && {API}.state().ready", timeout=30_000
+        f"() => {API}.state().taskId === 'demo-cabin' && {API}.state().ready", timeout=TIMEOUT_MS
     )
     assert page.evaluate(f"() => {API}.state().width") == 1024
     page.click("#demo_sketch input")
     page.get_by_role("option", name="apple").click()
     page.wait_for_function(
-        f"() => {API}.state().taskId === 'demo-apple' && {API}.state().ready", timeout=30_000
+        f"() => {API}.state().taskId === 'demo-apple' && {API}.state().ready", timeout=TIMEOUT_MS
     )
     _, layer = _server_view(page)
     np.testing.assert_array_equal(layer[..., 3] > 0, fill_region(APPLE, BODY))

@@ -38,7 +38,7 @@ def test_a_recolor_note_with_markup_is_shown_as_text_in_my_submissions(quick_app
     page.locator("#designer_submissions_box").get_by_text("My submissions").first.click()
     page.click("#designer_list")
     table = page.locator("#designer_table")
-    expect(table.get_by_role("row").nth(1)).to_contain_text("browner", timeout=20_000)
+    expect(table.get_by_role("row").nth(1)).to_contain_text("browner")
     [newest] = [row for row in table_rows(page, "designer_table") if row[0] == str(coloring["id"])]
     assert newest[-1] == NOTE
     # Nothing of the note became markup: no image, script or bold element, and no script ran.

@@ -22,7 +22,15 @@ from annotation.coloring.fill import line_mask
 from annotation.sketches.library import load_sketch
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.browser import ARTIFACTS, LiveApp, chromium_browser, expect, start_evaluation, table_rows
+from tests.browser import (
+    ARTIFACTS,
+    TIMEOUT_MS,
+    LiveApp,
+    chromium_browser,
+    expect,
+    start_evaluation,
+    table_rows,
+)
 from tests.qc_data import add_coloring
 from tests.research_data import install_tiny, store_segmented_run, tiny_models  # noqa: F401
 
@@ -44,7 +52,7 @@ def _shot(page, name: str) -> None:
 def _person(browser, link: str | None = None, url: str = ""):
     """A fresh browser context (its own storage) on `link`, signed in when it is an invite."""
     context = browser.new_context(viewport=VIEWPORT)
-    context.set_default_timeout(30_000)
+    context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
     page.js_errors = []
     page.on("pageerror", lambda error: page.js_errors.append(str(error)))
