@@ -35,6 +35,7 @@ from app import (
     judge_audit,
     landing,
     leaderboard,
+    page_scripts,
     participant,
     sketches_admin,
     study,
@@ -195,6 +196,7 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
                 Middleware(guard.Guard, policy=policy, ready=demo.colorconcept_ready),
                 Middleware(weight.CompressText),
                 Middleware(weight.ClientConfig, client=demo.colorconcept_client_config),
+                Middleware(page_scripts.StatusTrackerFix),
             ]
         },
         "max_file_size": config.max_file_upload_bytes,
