@@ -70,8 +70,8 @@ def patched_scripts(assets: Path = ASSETS) -> dict[str, bytes]:
 
 class StatusTrackerFix:
     """ASGI middleware: answer ``GET``/``HEAD`` of a patched status-tracker script
-    (`patched_scripts`) with the patched bytes, gzipped for clients that accept it; every
-    other request goes on to Gradio."""
+    (`patched_scripts`) with the patched bytes, gzipped for clients that accept it, or 304
+    when the client's copy has its ETag; every other request goes on to Gradio."""
 
     def __init__(self, app: ASGIApp, scripts: dict[str, bytes] | None = None) -> None:
         self.app = app
@@ -87,8 +87,12 @@ class StatusTrackerFix:
             await self.app(scope, receive, send)
             return
         plain, zipped, etag = answer
-        accepts = dict(scope["headers"]).get(b"accept-encoding", b"")
-        body = zipped if b"gzip" in accepts else plain
+        request = dict(scope["headers"])
+        if request.get(b"if-none-match", b"").decode("latin-1") == etag:
+            await send({"type": "http.response.start", "status": 304, "headers": [(b"etag", etag.encode())]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        body = zipped if b"gzip" in request.get(b"accept-encoding", b"") else plain
         headers = [
             (b"content-type", b"application/javascript"),
             (b"content-length", str(len(body)).encode()),

@@ -46,6 +46,9 @@ def test_the_app_serves_the_patched_script_plain_and_gzipped_and_head(shared_app
     assert zipped.headers["content-encoding"] == "gzip" and zipped.content == body  # httpx decodes
     with httpx.stream("GET", url, headers={"accept-encoding": "gzip"}) as stream:
         assert gzip.decompress(b"".join(stream.iter_raw())) == body
+    cached = httpx.get(url, headers={"if-none-match": plain.headers["etag"]})
+    assert cached.status_code == 304 and cached.content == b""
+    assert httpx.get(url, headers={"if-none-match": '"other"'}).content == body
     head = httpx.head(url)
     assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == plain.headers["etag"]
     # Every other Gradio script is Gradio's own answer.
