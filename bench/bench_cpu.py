@@ -24,7 +24,8 @@ from bench import bench_load
 from bench.app_process import ROOT, AppProcess
 
 
-def _cpu(pid: int) -> float:
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process `pid` so far; 0.0 when it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -42,12 +43,12 @@ def cpu_per_submission(submissions: int = 30, workers: int = 2, side: int = 512,
         with AppProcess(study.db_path, study.data_dir, env=env) as app:
             time.sleep(5.0)  # the pool warms beside the start
             pids = [app.process.pid, *bench_load._descendants(app.process.pid)]
-            before = {pid: _cpu(pid) for pid in pids}
+            before = {pid: process_cpu(pid) for pid in pids}
             me = resource.getrusage(resource.RUSAGE_SELF)
             start = time.perf_counter()
             acks = bench_load.concurrent_designers(app.url, study, submissions, seed=0, **options)
             wall = time.perf_counter() - start
-            after = {pid: _cpu(pid) for pid in pids}
+            after = {pid: process_cpu(pid) for pid in pids}
             done = resource.getrusage(resource.RUSAGE_SELF)
     n = len(acks)
     main = app.process.pid

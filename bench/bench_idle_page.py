@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from app.page_scripts import ASSETS, patched_scripts
+from bench.bench_cpu import process_cpu
 from tests.app_server import make_config, running_app
 from tests.browser import VIEWPORT, chromium_browser, expect, settled
 
@@ -36,22 +37,28 @@ window.requestAnimationFrame = (callback) => {
 };
 """
 
-_TICKS = os.sysconf("SC_CLK_TCK")
-
 
 def gpu_process_cpu() -> float:
     """CPU seconds (user + system) of every Chromium GPU process on this machine."""
     total = 0.0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if b"--type=gpu-process" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-                continue
-            stat = Path(f"/proc/{pid}/stat").read_text()
+            if b"--type=gpu-process" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                total += process_cpu(int(pid))
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        total += (int(fields[11]) + int(fields[12])) / _TICKS
     return total
+
+
+def serve_shipped_tracker(context) -> None:
+    """Make pages of `context` load Gradio's status-tracker script as shipped, without
+    `app.page_scripts`' teardown (the "before" of this benchmark and of its test)."""
+    [(path, _)] = patched_scripts().items()
+    shipped = (ASSETS / path.rsplit("/", 1)[1]).read_bytes()
+    context.route(
+        "**" + path,
+        lambda route: route.fulfill(status=200, body=shipped, content_type="application/javascript"),
+    )
 
 
 def open_idle_page(context, url: str):
@@ -98,8 +105,6 @@ def idle(context, url: str, seconds: float) -> dict[str, float]:
 
 def measure(seconds: float = 10.0, rounds: int = 2) -> list[dict[str, dict[str, float]]]:
     """Per round, ``{"served": idle(...), "Gradio's script as shipped": idle(...)}``."""
-    [(path, _)] = patched_scripts().items()
-    shipped = (ASSETS / path.rsplit("/", 1)[1]).read_bytes()
     results = []
     with (
         tempfile.TemporaryDirectory() as folder,
@@ -112,12 +117,7 @@ def measure(seconds: float = 10.0, rounds: int = 2) -> list[dict[str, dict[str, 
                 context = browser.new_context(viewport=VIEWPORT)
                 context.add_init_script(COUNT_TRACKER_FRAMES)
                 if name != "served":
-                    context.route(
-                        "**" + path,
-                        lambda route: route.fulfill(
-                            status=200, body=shipped, content_type="application/javascript"
-                        ),
-                    )
+                    serve_shipped_tracker(context)
                 result[name] = idle(context, client.src, seconds)
                 context.close()
             results.append(result)

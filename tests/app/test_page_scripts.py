@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from app.page_scripts import ASSETS, TRACKER_GLOB, patch, patched_scripts
-from bench.bench_idle_page import COUNT_TRACKER_FRAMES, open_idle_page
+from bench.bench_idle_page import COUNT_TRACKER_FRAMES, open_idle_page, serve_shipped_tracker
 from tests.app_server import shared_app  # noqa: F401  (fixture)
 
 
@@ -79,7 +79,6 @@ def _tracker_frames_while_idle(context, url: str, frames: int = 60) -> int:
 @pytest.mark.browser
 def test_an_idle_page_runs_no_frame_loop_and_with_gradios_own_script_it_did(shared_app, module_chromium):  # noqa: F811
     client, _ = shared_app
-    [(path, _body)] = patched_scripts().items()
     context = module_chromium.new_context()
     try:
         # No loop. A one-off request may fall in the window: the tracker's screen-reader
@@ -91,11 +90,7 @@ def test_an_idle_page_runs_no_frame_loop_and_with_gradios_own_script_it_did(shar
     # pending, asks for a frame at every frame for as long as the page is open.
     context = module_chromium.new_context()
     try:
-        shipped = (ASSETS / path.rsplit("/", 1)[1]).read_bytes()
-        context.route(
-            "**" + path,
-            lambda route: route.fulfill(status=200, body=shipped, content_type="application/javascript"),
-        )
+        serve_shipped_tracker(context)
         assert _tracker_frames_while_idle(context, client.src) >= 59
     finally:
         context.close()
