@@ -37,6 +37,7 @@ from app import (
     leaderboard,
     page_scripts,
     participant,
+    session_state,
     sketches_admin,
     study,
     weight,
@@ -67,13 +68,16 @@ STORAGE_KEY = "colorconcept_session"
 
 
 def build_app(config: AppConfig | None = None) -> gr.Blocks:
-    """Prepare the database and build the app's Blocks (nothing is launched).
+    """Prepare the database and build the app's Blocks (nothing is launched). Gradio's
+    sessions in this process keep no deep-link copy of the page from now on
+    (`app.session_state`).
 
     Parameters
     ----------
     config : AppConfig, optional
         Default `AppConfig.from_env()`.
     """
+    session_state.install()
     ctx = AppContext.prepare(AppConfig.from_env() if config is None else config)
     ctx.start()
     try:
