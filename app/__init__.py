@@ -13,6 +13,10 @@ manager, the coloring pool, the leaderboard cache) from ``ctx`` and starts none 
 
 from __future__ import annotations
 
+# First of all: Gradio's import without its type-stub writer (see the module).
+from app import gradio_import  # noqa: F401
+
+# isort: split
 import os
 import threading
 from pathlib import Path
