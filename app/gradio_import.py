@@ -9,12 +9,13 @@ a bare ``import gradio`` took 4.6-4.9 CPU-s with it and 2.8-2.9 without (BENCHMA
 "Gradio's import"), paid by every process that imports the app: the app's own start, and
 each app process the tests launch.
 
-Importing this module calls `skip_stub_writing`, which installs an import hook that replaces ``create_or_modify_pyi`` with a
-function that does nothing, as soon as `gradio.component_meta` has loaded and before any
-component class is made. It must run before Gradio is first imported, so ``app/__init__.py``
-imports this module first; if Gradio is already imported it does nothing. If a Gradio release has no
-``create_or_modify_pyi``, nothing is replaced (`tests/app/test_gradio_import.py` fails then,
-the signal to remove this module).
+Importing this module calls `skip_stub_writing`, which installs an import hook that
+replaces ``create_or_modify_pyi`` with a function that does nothing, as soon as
+`gradio.component_meta` has loaded and before any component class is made. It must run
+before Gradio is first imported, so ``app/__init__.py`` imports this module first; if Gradio
+is already imported it does nothing. If a Gradio release has no ``create_or_modify_pyi``,
+nothing is replaced (`tests/app/test_gradio_import.py` fails then, the signal to remove this
+module).
 """
 
 from __future__ import annotations
@@ -51,19 +52,11 @@ class _SkipStubWriting(importlib.abc.MetaPathFinder):
         return spec
 
 
-def skip_stub_writing() -> bool:
-    """Make the coming ``import gradio`` skip Gradio's stub writer. Idempotent.
-
-    Returns
-    -------
-    bool
-        Whether the hook is in place for Gradio's import (False: Gradio was already imported).
-    """
-    if MODULE in sys.modules:
-        return getattr(sys.modules[MODULE], WRITER, None) is _no_stub
-    if not any(isinstance(finder, _SkipStubWriting) for finder in sys.meta_path):
+def skip_stub_writing() -> None:
+    """Make the coming ``import gradio`` skip Gradio's stub writer (nothing if Gradio is
+    already imported). Idempotent."""
+    if MODULE not in sys.modules and not any(isinstance(f, _SkipStubWriting) for f in sys.meta_path):
         sys.meta_path.insert(0, _SkipStubWriting())
-    return True
 
 
 skip_stub_writing()

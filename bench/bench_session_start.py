@@ -71,7 +71,6 @@ def run(calls: int = 40, rounds: int = 2) -> dict:
                         {
                             "round": round_,
                             "variant": label,
-                            "blocks": len(demo.blocks),
                             "state_cpu_ms": construction_ms(demo, kind, calls),
                             "call_wall_ms": wall,
                             "call_cpu_ms": cpu,
@@ -79,7 +78,14 @@ def run(calls: int = 40, rounds: int = 2) -> dict:
                     )
         finally:
             state_holder.SessionState = LeanSessionState
-    return {"rows": rows, "calls": calls, "load_before": load, "load_after": os.getloadavg()}
+        blocks = len(demo.blocks)
+    return {
+        "rows": rows,
+        "blocks": blocks,
+        "calls": calls,
+        "load_before": load,
+        "load_after": os.getloadavg(),
+    }
 
 
 def markdown(figures: dict) -> str:
@@ -93,7 +99,7 @@ def markdown(figures: dict) -> str:
             f"| {row['call_cpu_ms']:.1f} |"
         )
     lines.append(
-        f"\n{figures['rows'][0]['blocks']} blocks; {figures['calls']} calls per row; load average (1 min) "
+        f"\n{figures['blocks']} blocks; {figures['calls']} calls per row; load average (1 min) "
         f"{figures['load_before'][0]:.2f} before, {figures['load_after'][0]:.2f} after."
     )
     return "\n".join(lines)
