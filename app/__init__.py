@@ -204,7 +204,7 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
                 Middleware(guard.Guard, policy=policy, ready=demo.colorconcept_ready),
                 Middleware(weight.CompressText),
                 Middleware(weight.ClientConfig, client=demo.colorconcept_client_config),
-                Middleware(page_scripts.StatusTrackerFix),
+                Middleware(page_scripts.PatchedScripts),
             ]
         },
         "max_file_size": config.max_file_upload_bytes,

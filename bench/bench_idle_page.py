@@ -14,12 +14,14 @@ to quote; the load average is printed with them.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from app.page_scripts import ASSETS, patched_scripts
+from app.page_scripts import ASSETS, TRACKER_GLOB, patched_scripts
 from bench.bench_cpu import process_cpu
 from tests.app_server import make_config, running_app
 from tests.browser import VIEWPORT, chromium_browser, expect, settled
@@ -50,14 +52,24 @@ def gpu_process_cpu() -> float:
     return total
 
 
-def serve_shipped_tracker(context) -> None:
-    """Make pages of `context` load Gradio's status-tracker script as shipped, without
-    `app.page_scripts`' teardown (the "before" of this benchmark and of its test)."""
-    [(path, _)] = patched_scripts().items()
+def serve_shipped(context, glob: str = TRACKER_GLOB) -> None:
+    """Make pages of `context` load Gradio's script that `glob` names (default: the status
+    tracker's) as shipped, without `app.page_scripts`' patch (the "before" of this
+    benchmark, of `bench.bench_page_events` and of their tests)."""
+    [path] = [path for path in patched_scripts() if fnmatch.fnmatch(path.rsplit("/", 1)[1], glob)]
     shipped = (ASSETS / path.rsplit("/", 1)[1]).read_bytes()
     context.route(
         "**" + path,
         lambda route: route.fulfill(status=200, body=shipped, content_type="application/javascript"),
+    )
+
+
+def renderer_clock(context, page) -> Callable[[], float]:
+    """A function that reads the CPU seconds `page`'s renderer has used (Chrome's ``ProcessTime``)."""
+    cdp = context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    return lambda: next(
+        m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "ProcessTime"
     )
 
 
@@ -80,14 +92,7 @@ def idle(context, url: str, seconds: float) -> dict[str, float]:
         window, and ``seconds``, its length in s.
     """
     page = open_idle_page(context, url)
-    cdp = context.new_cdp_session(page)
-    cdp.send("Performance.enable")
-
-    def process_time() -> float:
-        return next(
-            m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "ProcessTime"
-        )
-
+    process_time = renderer_clock(context, page)
     frames, renderer, gpu, start = (
         page.evaluate("() => window.trackerFrames"),
         process_time(),
@@ -103,8 +108,26 @@ def idle(context, url: str, seconds: float) -> dict[str, float]:
     }
 
 
-def measure(seconds: float = 10.0, rounds: int = 2) -> list[dict[str, dict[str, float]]]:
-    """Per round, ``{"served": idle(...), "Gradio's script as shipped": idle(...)}``."""
+VARIANTS = ("served", "Gradio's script as shipped")
+
+
+def served_and_shipped(
+    rounds: int,
+    run: Callable[[object, str], dict],
+    *,
+    glob: str = TRACKER_GLOB,
+    init_script: str | None = None,
+) -> list[dict[str, dict]]:
+    """Launch the app in this process on a fresh database and, per round, call
+    ``run(context, url)`` in a fresh Chromium context for each of `VARIANTS`, in that order:
+    the page as served, then with Gradio's script that `glob` names as shipped
+    (`serve_shipped`). `init_script` runs in every page before its own scripts.
+
+    Returns
+    -------
+    list of dict
+        Per round, ``{variant: run's result}``.
+    """
     results = []
     with (
         tempfile.TemporaryDirectory() as folder,
@@ -113,15 +136,23 @@ def measure(seconds: float = 10.0, rounds: int = 2) -> list[dict[str, dict[str, 
     ):
         for _ in range(rounds):
             result = {}
-            for name in ("served", "Gradio's script as shipped"):
+            for name in VARIANTS:
                 context = browser.new_context(viewport=VIEWPORT)
-                context.add_init_script(COUNT_TRACKER_FRAMES)
+                if init_script:
+                    context.add_init_script(init_script)
                 if name != "served":
-                    serve_shipped_tracker(context)
-                result[name] = idle(context, client.src, seconds)
+                    serve_shipped(context, glob)
+                result[name] = run(context, client.src)
                 context.close()
             results.append(result)
     return results
+
+
+def measure(seconds: float = 10.0, rounds: int = 2) -> list[dict[str, dict[str, float]]]:
+    """Per round, ``{"served": idle(...), "Gradio's script as shipped": idle(...)}``."""
+    return served_and_shipped(
+        rounds, lambda context, url: idle(context, url, seconds), init_script=COUNT_TRACKER_FRAMES
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
