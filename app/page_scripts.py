@@ -16,7 +16,7 @@ built into ``core-*.js``) finds a component's node with ``find_node_by_id``, a d
 search from the root, at every ``update_state``: for each output of each event, several
 times (its loading status, then its value). Our page has 706 components behind reactive
 proxies, so each lookup walks hundreds of proxied nodes; in the pilot walk that search and
-the proxies' ``get`` were a fifth of the renderer's JavaScript time (BENCHMARKS.md, "The
+the proxies' ``get`` were a fifth of the renderer's profile (BENCHMARKS.md, "The
 page's lookups"). `patch_lookup` keeps the search and puts an index in front of it: an
 id-to-node map per root, built on first use, answered from when it holds the id and
 rebuilt when a search finds a node it lacked; ``rerender`` (``gr.render``, the one place
