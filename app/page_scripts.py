@@ -84,33 +84,39 @@ _REPLACE = re.compile(
 LOOKUP_NAMES = ("__cc_index", "__cc_search", "__cc_ids")
 
 
-def indexed_lookup(find: str) -> str:
+def renamed_search(found: re.Match, name: str) -> str:
+    """Gradio's search as `found` by `_FIND` matched it, called `name` (its recursion too)."""
+    return re.sub(rf"(?<![\w$]){re.escape(found.group('find'))}\(", f"{name}(", found.group(0))
+
+
+def indexed_lookup(find: str, search: str) -> str:
     """JavaScript that defines `find` (``find(root, id)``: the node of `id` in the tree
-    under `root`, or null) as an indexed lookup in front of the depth-first search, and the
-    names of `LOOKUP_NAMES` (module docstring). ``__cc_index=new WeakMap`` drops every map."""
-    index, search, ids = LOOKUP_NAMES
+    under `root`, or null) as an indexed lookup in front of `search`, Gradio's depth-first
+    search renamed to ``LOOKUP_NAMES[1]`` (`renamed_search`), and the other names of
+    `LOOKUP_NAMES` (module docstring). ``__cc_index=new WeakMap`` drops every map."""
+    index, search_name, ids = LOOKUP_NAMES
     return (
-        f"var {index}=new WeakMap;"
-        f"function {search}(e,t){{if(e.id===t)return e;if(e.children)for(let n of e.children)"
-        f"{{let r={search}(n,t);if(r)return r}}return null}}"
+        f"var {index}=new WeakMap;{search}"
         f"function {ids}(e){{let m=new Map,w=n=>{{m.has(n.id)||m.set(n.id,n);"
         f"if(n.children)for(let c of n.children)w(c)}};w(e);{index}.set(e,m);return m}}"
         f"function {find}(e,t){{let r=({index}.get(e)||{ids}(e)).get(t);"
-        f"if(r!==void 0)return r;r={search}(e,t);if(r)({ids}(e));return r}}"
+        f"if(r!==void 0)return r;r={search_name}(e,t);if(r)({ids}(e));return r}}"
     )
 
 
 def patch_lookup(script: str) -> str | None:
-    """The app-tree `script` with its node lookup indexed (`indexed_lookup`) and its
-    subtree replacement dropping the indexes, or None when the script does not have the
-    search and the replacement exactly once each, or already uses a name of ours."""
+    """The app-tree `script` with its node lookup indexed (`indexed_lookup`, in front of
+    Gradio's own search) and its subtree replacement dropping the indexes, or None when the
+    script does not have the search and the replacement exactly once each, or already uses
+    a name of ours."""
     finds, replaces = list(_FIND.finditer(script)), list(_REPLACE.finditer(script))
     if len(finds) != 1 or len(replaces) != 1 or any(name in script for name in LOOKUP_NAMES):
         return None
     find, replace = finds[0], replaces[0]
+    lookup = indexed_lookup(find.group("find"), renamed_search(find, LOOKUP_NAMES[1]))
     edits = sorted(
         [
-            (find.start(), find.end(), indexed_lookup(find.group("find"))),
+            (find.start(), find.end(), lookup),
             (replace.end(), replace.end(), f"{LOOKUP_NAMES[0]}=new WeakMap,"),
         ],
         reverse=True,
@@ -141,8 +147,9 @@ def patched_scripts(assets: Path = ASSETS) -> dict[str, bytes]:
 
 
 class PatchedScripts:
-    """ASGI middleware: answer ``GET``/``HEAD`` of a patched script (`patched_scripts`) with the patched bytes, gzipped for clients that accept it, or 304
-    when the client's copy has its ETag; every other request goes on to Gradio."""
+    """ASGI middleware: answer ``GET``/``HEAD`` of a patched script (`patched_scripts`) with
+    the patched bytes, gzipped for clients that accept it, or 304 when the client's copy has
+    its ETag; every other request goes on to Gradio."""
 
     def __init__(self, app: ASGIApp, scripts: dict[str, bytes] | None = None) -> None:
         self.app = app

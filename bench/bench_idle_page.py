@@ -14,14 +14,13 @@ to quote; the load average is printed with them.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import os
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.page_scripts import ASSETS, TRACKER_GLOB, patched_scripts
+from app.page_scripts import ASSETS, TRACKER_GLOB
 from bench.bench_cpu import process_cpu
 from tests.app_server import make_config, running_app
 from tests.browser import VIEWPORT, chromium_browser, expect, settled
@@ -56,10 +55,10 @@ def serve_shipped(context, glob: str = TRACKER_GLOB) -> None:
     """Make pages of `context` load Gradio's script that `glob` names (default: the status
     tracker's) as shipped, without `app.page_scripts`' patch (the "before" of this
     benchmark, of `bench.bench_page_events` and of their tests)."""
-    [path] = [path for path in patched_scripts() if fnmatch.fnmatch(path.rsplit("/", 1)[1], glob)]
-    shipped = (ASSETS / path.rsplit("/", 1)[1]).read_bytes()
+    [path] = ASSETS.glob(glob)
+    shipped = path.read_bytes()
     context.route(
-        "**" + path,
+        f"**/assets/{path.name}",
         lambda route: route.fulfill(status=200, body=shipped, content_type="application/javascript"),
     )
 

@@ -19,6 +19,7 @@ from app.page_scripts import (
     patch_lookup,
     patch_tracker,
     patched_scripts,
+    renamed_search,
 )
 from bench.bench_idle_page import COUNT_TRACKER_FRAMES, open_idle_page, serve_shipped
 from tests.app_server import shared_app  # noqa: F401  (fixture)
@@ -50,7 +51,7 @@ def test_the_app_tree_script_gets_the_indexed_lookup_and_nothing_else():
     shipped = script.read_text(encoding="utf-8")
     fixed = patched_scripts()[f"/assets/{script.name}"].decode("utf-8")
     [found] = _FIND.finditer(shipped)
-    lookup = indexed_lookup(found.group("find"))
+    lookup = indexed_lookup(found.group("find"), renamed_search(found, LOOKUP_NAMES[1]))
     assert fixed.count(lookup) == 1
     # The search replaced by the indexed lookup, and one statement added to ``rerender``:
     # dropping the indexes right after it replaces a subtree.
@@ -174,11 +175,13 @@ def test_the_indexed_lookup_finds_what_gradios_search_finds_before_and_after_the
     module_chromium,
 ):
     [found] = _FIND.finditer(next(ASSETS.glob(CORE_GLOB)).read_text(encoding="utf-8"))
-    shipped = re.sub(rf"(?<![\w$]){re.escape(found.group('find'))}\(", "shipped(", found.group(0))
+    search = renamed_search(found, LOOKUP_NAMES[1])
     context = module_chromium.new_context()
     try:
         page = context.new_page()
-        page.add_script_tag(content=shipped + ";" + indexed_lookup("indexed"))
+        page.add_script_tag(
+            content=renamed_search(found, "shipped") + ";" + indexed_lookup("indexed", search)
+        )
         result = page.evaluate(COMPARE_LOOKUPS)
     finally:
         context.close()
