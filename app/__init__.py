@@ -39,6 +39,7 @@ from app import (
     judge_audit,
     landing,
     leaderboard,
+    lean_blocks,
     page_scripts,
     participant,
     session_state,
@@ -74,7 +75,8 @@ STORAGE_KEY = "colorconcept_session"
 def build_app(config: AppConfig | None = None) -> gr.Blocks:
     """Prepare the database and build the app's Blocks (nothing is launched). Gradio's
     sessions in this process keep no deep-link copy of the page from now on
-    (`app.session_state`).
+    (`app.session_state`), and the app's Blocks gets no web app before launch
+    (`app.lean_blocks`).
 
     Parameters
     ----------
@@ -82,6 +84,7 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
         Default `AppConfig.from_env()`.
     """
     session_state.install()
+    lean_blocks.install()
     ctx = AppContext.prepare(AppConfig.from_env() if config is None else config)
     ctx.start()
     try:
@@ -99,7 +102,7 @@ def _blocks(ctx: AppContext) -> gr.Blocks:
     # Files in these folders are served in place (not copied to Gradio's cache), so that
     # `app.guard.Guard` knows what each one is when it decides who may fetch it.
     gr.set_static_paths([Path(ctx.config.data_dir).resolve() / f for f in guard.SERVED_FOLDERS])
-    with gr.Blocks(title="ColorConcept Lab") as demo:
+    with lean_blocks.AppBlocks(title="ColorConcept Lab") as demo:
         session_token = gr.Textbox("", visible="hidden", label="session_token", elem_id="session_token")
         stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=BROWSER_STATE_KEY)
         # The browser fetches images itself, with the session in a cookie (`app.guard`);
