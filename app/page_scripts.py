@@ -23,9 +23,19 @@ rebuilt when a search finds a node it lacked; ``rerender`` (``gr.render``, the o
 that replaces a subtree of a root in place) drops every map. A new root (``reload``, the
 first ``postprocess``) has no map.
 
+**The events attached to each component.** When a page loads, the app tree's
+``postprocess`` sets each node's ``attached_events`` with ``find_attached_events``, which
+filters every dependency of the page for each node: 627 nodes times 121 dependencies, read
+through reactive proxies, about an eighth of the renderer's CPU for a page load
+(BENCHMARKS.md, "A page load's attached events"). `patch_attached_events` builds a map of
+target id to event names once per pass of the tree and answers each node from it, with the
+same events in the same order; the map is dropped in the next microtask, so a later pass
+(``reload``) builds its own from the dependencies it is given.
+
 Each patch is built from the names the script itself uses, found by their shape; when the
-shape is not there exactly once (another Gradio build) the script is served as Gradio ships
-it and `patched_scripts` says so in the log. `PatchedScripts` serves the patched scripts.
+shape is not there exactly once (another Gradio build) that patch is left out, and the
+script goes out as Gradio ships it when no patch applies; `patched_scripts` says so in the
+log. `PatchedScripts` serves the patched scripts.
 """
 
 from __future__ import annotations
@@ -126,23 +136,72 @@ def patch_lookup(script: str) -> str | None:
     return script
 
 
-#: What is patched: the scripts a glob names in `ASSETS`, and the patch of each.
-PATCHES = ((TRACKER_GLOB, patch_tracker), (CORE_GLOB, patch_lookup))
+# ``find_attached_events(node,deps){let events=deps.filter(dep=>dep.targets.find(([id])=>
+# id===node.id)).map(dep=>{let target=dep.targets.find(([id])=>id===node.id);return target?
+# target[1]:null}).filter(Boolean);return node.props.shared_props.attached_events=events,node}``
+# minified (a method of the app tree's class: its name and the props' are kept).
+_ATTACHED = re.compile(
+    r"find_attached_events\((?P<node>[\w$]+),(?P<deps>[\w$]+)\)\{let (?P<events>[\w$]+)=(?P=deps)\.filter\("
+    r"(?P<d1>[\w$]+)=>(?P=d1)\.targets\.find\(\(\[(?P<i1>[\w$]+)\]\)=>(?P=i1)===(?P=node)\.id\)\)"
+    r"\.map\((?P<d2>[\w$]+)=>\{let (?P<t>[\w$]+)=(?P=d2)\.targets\.find\(\(\[(?P<i2>[\w$]+)\]\)=>"
+    r"(?P=i2)===(?P=node)\.id\);return (?P=t)\?(?P=t)\[1\]:null\}\)\.filter\(Boolean\);"
+    r"return (?P=node)\.props\.shared_props\.attached_events=(?P=events),(?P=node)\}"
+)
+#: The property the attached-events patch keeps its map in, on the app tree (absent from the
+#: script, or no patch).
+ATTACHED_NAME = "__cc_attached"
+
+
+def attached_events_method() -> str:
+    """JavaScript of the app tree's ``find_attached_events(node, deps)`` method answered from
+    a map of target id to event names, built from `deps` at the first call of a pass over the
+    tree (the map of the last call is reused while its `deps` is the same array, and dropped
+    in the next microtask): per dependency in order, the event of its first target on the
+    node's id, where that event is named, as Gradio's filter finds them."""
+    keep = f"this.{ATTACHED_NAME}"
+    return (
+        f"find_attached_events(e,t){{let c={keep};if(!c||c.t!==t){{let m=new Map;"
+        f"for(let d of t){{let s=new Set;for(let[i,v]of d.targets){{if(s.has(i))continue;s.add(i);"
+        f"if(v){{let a=m.get(i);a?a.push(v):m.set(i,[v])}}}}}}"
+        f"c={keep}={{t,m}};queueMicrotask(()=>{{{keep}=null}})}}"
+        f"return e.props.shared_props.attached_events=(c.m.get(e.id)||[]).slice(),e}}"
+    )
+
+
+def patch_attached_events(script: str) -> str | None:
+    """The app-tree `script` with `attached_events_method` in place of Gradio's
+    ``find_attached_events``, or None when the script does not have that method exactly
+    once or already uses `ATTACHED_NAME`."""
+    found = list(_ATTACHED.finditer(script))
+    if len(found) != 1 or ATTACHED_NAME in script:
+        return None
+    return script[: found[0].start()] + attached_events_method() + script[found[0].end() :]
+
+
+#: What is patched: the scripts a glob names in `ASSETS`, and the patches of each, in order.
+PATCHES = ((TRACKER_GLOB, (patch_tracker,)), (CORE_GLOB, (patch_lookup, patch_attached_events)))
 
 
 def patched_scripts(assets: Path = ASSETS) -> dict[str, bytes]:
-    """``{URL path: patched script}`` for each script of the installed Gradio that its patch
-    (`PATCHES`) applies to; a script it does not apply to is logged and left out."""
+    """``{URL path: patched script}`` for each script of the installed Gradio that a patch of
+    its own (`PATCHES`) applies to, with every such patch applied; a patch that does not
+    apply is logged and left out, and a script no patch applies to is left out too."""
     scripts = {}
-    for glob, patch in PATCHES:
+    for glob, patches in PATCHES:
         for path in sorted(assets.glob(glob)):
-            fixed = patch(path.read_text(encoding="utf-8"))
-            if fixed is None:
-                log.warning(
-                    "Gradio's %s is not of the shape %s knows; served as shipped", path.name, patch.__name__
-                )
-                continue
-            scripts[f"/assets/{path.name}"] = fixed.encode("utf-8")
+            script = shipped = path.read_text(encoding="utf-8")
+            for patch in patches:
+                fixed = patch(script)
+                if fixed is None:
+                    log.warning(
+                        "Gradio's %s is not of the shape %s knows; not patched by it",
+                        path.name,
+                        patch.__name__,
+                    )
+                    continue
+                script = fixed
+            if script != shipped:
+                scripts[f"/assets/{path.name}"] = script.encode("utf-8")
     return scripts
 
 

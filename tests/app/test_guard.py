@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from gradio.routes import App
 
 from app.common import OWN_SESSION, PUBLIC, ROLE, UI, Access
 from app.guard import COOKIE, DATA_RULES, FILE, ROUTES, app_routes, role_table_markdown, unclassified
@@ -188,7 +189,10 @@ def test_every_route_of_the_launched_app_is_classified_or_refused(world, tmp_pat
     demo = build_app(make_config(tmp_path))
     demo.launch(prevent_thread_lock=True, quiet=True)
     try:
-        routes = app_routes(demo.server_app if hasattr(demo, "server_app") else demo.app)
+        # The web app launch() built is the one served (`app.lean_blocks` skips only the
+        # throwaway builds before it); the world's app process serves its page and /healthz.
+        assert isinstance(demo.app, App) and demo.server_app is demo.app
+        routes = app_routes(demo.server_app)
         paths = {route.path for route in routes}
     finally:
         demo.close()

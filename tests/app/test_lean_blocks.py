@@ -1,14 +1,17 @@
-"""The app's Blocks gets no web app before launch, and the one it serves is whole (`app.lean_blocks`)."""
+"""The app's Blocks gets no web app before launch, and the one it serves is whole (`app.lean_blocks`).
+
+That a launched app serves the web app its launch built, with every route the guard
+classifies, is checked where an app is launched already: `tests/app/test_guard.py`'s
+route test."""
 
 import gradio as gr
-import httpx
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from gradio.routes import App
 
 from app import build_app, lean_blocks
 from app.lean_blocks import AppBlocks
-from tests.app_server import make_config, running_app
+from tests.app_server import make_config
 
 
 def test_the_built_app_has_no_web_app_and_gradios_whole_configuration(tmp_path):
@@ -25,16 +28,6 @@ def test_the_built_app_has_no_web_app_and_gradios_whole_configuration(tmp_path):
         assert (demo.config["components"], demo.config["layout"]) == (whole["components"], whole["layout"])
     finally:
         demo.close()
-
-
-def test_the_launched_app_serves_its_routes_and_its_page(tmp_path):
-    with running_app(make_config(tmp_path)) as (client, demo):
-        assert isinstance(demo.app, App) and demo.server_app is demo.app
-        paths = {getattr(route, "path", "") for route in demo.app.router.routes}
-        assert {"/", "/config", "/theme.css"} <= paths
-        page = httpx.get(client.src, timeout=60)
-        assert page.status_code == 200 and "ColorConcept Lab" in page.text
-        assert httpx.get(f"{client.src}healthz", timeout=60).status_code == 200
 
 
 def test_other_blocks_and_a_mounted_app_blocks_are_built_as_gradio_builds_them():
