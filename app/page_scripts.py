@@ -26,7 +26,7 @@ first ``postprocess``) has no map.
 **The events attached to each component.** When a page loads, the app tree's
 ``postprocess`` sets each node's ``attached_events`` with ``find_attached_events``, which
 filters every dependency of the page for each node: 627 nodes times 121 dependencies, read
-through reactive proxies, about an eighth of the renderer's CPU for a page load
+through reactive proxies, an eighth to a fifth of the renderer's CPU for a page load
 (BENCHMARKS.md, "A page load's attached events"). `patch_attached_events` builds a map of
 target id to event names once per pass of the tree and answers each node from it, with the
 same events in the same order; the map is dropped in the next microtask, so a later pass
