@@ -51,16 +51,21 @@ def gpu_process_cpu() -> float:
     return total
 
 
+def serve_script(context, name: str, body: bytes) -> None:
+    """Make pages of `context` load `body` as Gradio's script `name` (a file name in `ASSETS`)
+    instead of what the app serves (routed by Playwright)."""
+    context.route(
+        f"**/assets/{name}",
+        lambda route: route.fulfill(status=200, body=body, content_type="application/javascript"),
+    )
+
+
 def serve_shipped(context, glob: str = TRACKER_GLOB) -> None:
     """Make pages of `context` load Gradio's script that `glob` names (default: the status
     tracker's) as shipped, without `app.page_scripts`' patch (the "before" of this
     benchmark, of `bench.bench_page_events` and of their tests)."""
     [path] = ASSETS.glob(glob)
-    shipped = path.read_bytes()
-    context.route(
-        f"**/assets/{path.name}",
-        lambda route: route.fulfill(status=200, body=shipped, content_type="application/javascript"),
-    )
+    serve_script(context, path.name, path.read_bytes())
 
 
 def renderer_clock(context, page) -> Callable[[], float]:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from app.page_scripts import ASSETS, CORE_GLOB, patch_lookup
-from bench.bench_idle_page import renderer_clock
+from bench.bench_idle_page import renderer_clock, serve_script
 from tests.app_server import make_config, running_app
 from tests.browser import VIEWPORT, chromium_browser, expect, settled
 
@@ -52,10 +52,7 @@ def load(browser, url: str, name: str, body: bytes | None) -> dict[str, float]:
     context = browser.new_context(viewport=VIEWPORT)
     try:
         if body is not None:
-            context.route(
-                f"**/assets/{name}",
-                lambda route: route.fulfill(status=200, body=body, content_type="application/javascript"),
-            )
+            serve_script(context, name, body)
         page = context.new_page()
         process_time = renderer_clock(context, page)
         before, start = process_time(), time.monotonic()
