@@ -506,13 +506,15 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
             onboarding.read_text(onboarding.INSTRUCTIONS_FILE)[0], elem_id="designer_instructions_text"
         )
         gr.Gallery(
-            list(_reference_examples()),
+            list(reference_examples()),
             label="Reference examples",
             columns=3,
             height="auto",
             object_fit="contain",
             interactive=False,
             preview=False,
+            # Lossless: WebP (Gradio's default) blurred the flat fills into ~8,000 colors.
+            format="png",
             elem_id="designer_examples",
         )
         with gr.Row(equal_height=True):
@@ -579,7 +581,7 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
 
 
 @functools.cache
-def _reference_examples() -> tuple[tuple[np.ndarray, str], ...]:
+def reference_examples() -> tuple[tuple[np.ndarray, str], ...]:
     """The colored reference examples (image, caption), drawn once per process: they come from
     shipped sketches and `EXAMPLES` alone, and each app build (every test's server) showed them."""
     sketches = {slug: load_sketch_png(SKETCH_DIR / f"{slug}.png") for slug, _, _ in EXAMPLES}

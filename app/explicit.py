@@ -343,6 +343,8 @@ def _layout() -> dict:
         columns=4,
         height="fit-content",
         visible=False,
+        # Lossless: WebP (Gradio's default) smears the one-pixel outline away.
+        format="png",
         elem_id="explicit_gallery",
     )
     parts["swatches"] = gr.HTML(elem_id="explicit_swatches")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import threading
 import time
 import uuid
@@ -27,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import certifi
 import httpx
 import numpy as np
 from gradio_client import Client
@@ -48,6 +50,11 @@ from storage import open_db
 
 VIEW = ("notice", "header", "previous", "canvas", "task", "message")
 _SAVED = re.compile(r"\(#(\d+)\)")
+# gradio_client opens a new httpx client for every request, and httpx builds a new TLS
+# context for each from certifi's bundle (12-30 ms of CPU on the 2-core VM, two per
+# predict), even for a plain-http address. One context serves them all, verifying as each
+# new one would.
+TLS_CONTEXT = ssl.create_default_context(cafile=certifi.where())
 CLIENT_TIMEOUT_S = 120.0
 """Seconds a client's plain HTTP calls may wait (gradio_client's default, 5 s, is too short
 for 30 clients fetching ``/config`` at once from a server on 2 cores)."""
@@ -326,7 +333,7 @@ def new_client(url: str, transport: str = "gradio_client") -> Client | HttpClien
         return HttpClient(url)
     if transport != "gradio_client":
         raise ValueError(f"`transport` must be one of {TRANSPORTS}, got {transport!r}")
-    return Client(url, verbose=False, httpx_kwargs={"timeout": CLIENT_TIMEOUT_S})
+    return Client(url, verbose=False, httpx_kwargs={"timeout": CLIENT_TIMEOUT_S}, ssl_verify=TLS_CONTEXT)
 
 
 def sign_in(url: str, invite: str, transport: str = "gradio_client") -> tuple[Client | HttpClient, str]:

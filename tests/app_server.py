@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
-import certifi
 import pytest
 from gradio_client import Client
 
 from app import build_app, launch_options, mark_ready
 from app.config import AppConfig
 from app.guard import COOKIE
+from bench.designer_client import TLS_CONTEXT
 
 ADMIN_PASSWORD = "correct horse battery"
 
@@ -55,10 +54,6 @@ def free_port() -> int:
 
 
 HTTP_TIMEOUT_S = 120.0
-# gradio_client opens a new httpx client for every request, and httpx builds a new TLS
-# context for each from certifi's bundle (12 ms of CPU here, two per predict: a quarter of a
-# refusal test's CPU). One context serves them all; the URLs are plain http anyway.
-TLS_CONTEXT = ssl.create_default_context(cafile=certifi.where())
 
 
 @contextlib.contextmanager

@@ -5,14 +5,18 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
+from numpy.testing import assert_array_equal
+from PIL import Image
 
 from evaluation.color.synthetic import render
 from evaluation.color.systems import load_system
 from evaluation.explicit import mode
 from evaluation.explicit.mode import ExplicitWork, create_explicit_run, score_explicit
 from evaluation.explicit.prompts import build_prompts
+from evaluation.explicit.views import browser_view
 from evaluation.models.registry import get_model, load_registry
 from evaluation.models.segmentation import Segmentation
 from evaluation.pipeline import runs
@@ -117,7 +121,7 @@ def test_show_gives_table4_coverage_figures_and_the_confusion(app):
 
 
 def test_bias_of_another_model_and_the_prompt_browser(app):
-    client, _, tokens = app
+    client, config, tokens = app
     token = tokens["researcher"]
     bias = figure(shown(client.predict(token, RUN, "paper", "wrong", api_name="/explicit_bias")))
     shares = {trace.text[0]: trace.y[0] for trace in bias.data}
@@ -131,6 +135,9 @@ def test_bias_of_another_model_and_the_prompt_browser(app):
         "#1 right · sample 0 · car: correct",
         "#2 wrong · sample 0 · car: wrong",
     ]
+    view = browser_view(runs.connect(config.db_path), config.data_dir, RUN, "color_name/iscc-nbs-l2/red/car")
+    for item, (overlay, _) in zip(gallery, view.overlays, strict=True):  # lossless: the outline as drawn
+        assert_array_equal(np.asarray(Image.open(item["image"]).convert("RGB")), overlay)
     assert metrics["headers"][3:7] == ["object", "target", "dominant", "dominant name"]
     right, wrong = metrics["data"]
     assert right[5:7] == ["#b62740", "strong red, red"]

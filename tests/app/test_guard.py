@@ -20,6 +20,7 @@ from gradio.routes import App
 from app.common import OWN_SESSION, PUBLIC, ROLE, UI, Access
 from app.guard import COOKIE, DATA_RULES, FILE, ROUTES, app_routes, role_table_markdown, unclassified
 from bench.app_process import AppProcess, page_config
+from bench.designer_client import TLS_CONTEXT
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config
 from tests.qc_data import add_coloring
@@ -173,11 +174,13 @@ def test_every_file_route_answers_exactly_the_role_table(world):
             if kind == "coloring":
                 want["designer"] = 200
             got = {
-                who: httpx.get(world.url.rstrip("/") + url, cookies={COOKIE: t} if t else {}).status_code
+                who: httpx.get(
+                    world.url.rstrip("/") + url, cookies={COOKIE: t} if t else {}, verify=TLS_CONTEXT
+                ).status_code
                 for who, t in callers.items()
             }
             assert got == want, (template, kind)
-            ok = httpx.get(world.url.rstrip("/") + url, cookies={COOKIE: world.admin})
+            ok = httpx.get(world.url.rstrip("/") + url, cookies={COOKIE: world.admin}, verify=TLS_CONTEXT)
             assert ok.content == path.read_bytes()
 
 
@@ -203,7 +206,9 @@ def test_every_route_of_the_launched_app_is_classified_or_refused(world, tmp_pat
         for shape in (str(secret), str(secret).lstrip("/"), str(secret).replace("/", "%2F")):
             url = re.sub(r"\{[^}]+\}", shape, template)
             for method in ("GET", "POST"):
-                response = httpx.request(method, world.url.rstrip("/") + url, params={"path": str(secret)})
+                response = httpx.request(
+                    method, world.url.rstrip("/") + url, params={"path": str(secret)}, verify=TLS_CONTEXT
+                )
                 assert body not in response.content, (template, method, shape)
                 if template not in ROUTES:
                     assert response.status_code in (403, 404), (template, method, response.status_code)

@@ -6,15 +6,21 @@ whatever the configuration, and a configuration that would put a secret in a ser
 folder is refused at start.
 """
 
+import io
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
+from PIL import Image
 
+from app.designer import reference_examples
 from app.guard import COOKIE
-from bench.app_process import ROOT, AppProcess
+from bench.app_process import ROOT, AppProcess, page_config
+from bench.designer_client import TLS_CONTEXT
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, shared_app  # noqa: F401 (fixture)
 from tests.qc_data import add_coloring
@@ -29,7 +35,21 @@ def _people(client, role: str, n: int = 1) -> list[tuple[int, str]]:
 
 def _get(client, path, token: str | None) -> httpx.Response:
     cookies = {} if token is None else {COOKIE: token}
-    return httpx.get(f"{client.src}gradio_api/file={path}", cookies=cookies)
+    return httpx.get(f"{client.src}gradio_api/file={path}", cookies=cookies, verify=TLS_CONTEXT)
+
+
+def test_the_reference_examples_are_served_to_anyone_exactly_as_drawn(shared_app):
+    """The instructions' colored examples are public page files, served losslessly: the
+    palette colors a designer is shown are the ones the example was filled with."""
+    client, _ = shared_app
+    config = page_config(client.src)
+    [gallery] = [c for c in config["components"] if c["props"].get("elem_id") == "designer_examples"]
+    shown = gallery["props"]["value"]
+    assert [item["caption"] for item in shown] == [caption for _, caption in reference_examples()]
+    for item, (drawn, _) in zip(shown, reference_examples(), strict=True):
+        served = _get(client, item["image"]["path"], None)  # no session
+        assert served.status_code == 200 and served.headers["content-type"] == "image/png"
+        assert_array_equal(np.asarray(Image.open(io.BytesIO(served.content)).convert("RGB")), drawn)
 
 
 def test_a_coloring_is_served_to_its_designer_and_the_roles_that_review_it_only(shared_app):
