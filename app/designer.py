@@ -29,9 +29,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+from pathlib import Path
 
 import gradio as gr
 import numpy as np
+from gradio.processing_utils import save_img_array_to_cache
+from gradio.utils import get_upload_folder
 
 from annotation.assignment import reserve_practice
 from annotation.coloring import tasks as work
@@ -506,15 +509,14 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
             onboarding.read_text(onboarding.INSTRUCTIONS_FILE)[0], elem_id="designer_instructions_text"
         )
         gr.Gallery(
-            list(reference_examples()),
+            reference_example_files(),
             label="Reference examples",
             columns=3,
             height="auto",
             object_fit="contain",
             interactive=False,
             preview=False,
-            # Lossless: WebP (Gradio's default) blurred the flat fills into ~8,000 colors.
-            format="png",
+            format="png",  # what Gradio would encode them as (`reference_example_files`)
             elem_id="designer_examples",
         )
         with gr.Row(equal_height=True):
@@ -578,6 +580,30 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
             parts["redo"] = gr.Button("Redo this coloring", elem_id="designer_redo")
         parts["redo_note"] = note_area("designer_redo_note")
     return parts
+
+
+def reference_example_files() -> list[tuple[str, str]]:
+    """`reference_examples` as PNG files in Gradio's cache, (path, caption), encoded once per
+    process: Gradio encodes an image given as an array at each app build, and as WebP by
+    default, which blurred the examples' flat fills (76 colors) into some 8,000.
+
+    A file found gone (a cleaner of temporary folders, on a server that runs for weeks) is
+    written again.
+    """
+    files = _example_files()
+    if not all(Path(path).is_file() for path, _ in files):
+        _example_files.cache_clear()
+        files = _example_files()
+    return list(files)
+
+
+@functools.cache
+def _example_files() -> tuple[tuple[str, str], ...]:
+    folder = get_upload_folder()  # Gradio's cache: a path in it is served as it is, not copied
+    return tuple(
+        (save_img_array_to_cache(image, cache_dir=folder, format="png"), caption)
+        for image, caption in reference_examples()
+    )
 
 
 @functools.cache

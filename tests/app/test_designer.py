@@ -1,6 +1,7 @@
 """The Coloring tab through gradio_client: onboarding, coloring, submitting, redoing, roles."""
 
 import json
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -297,6 +298,19 @@ def test_a_redo_is_a_new_round_and_an_experts_recolor_note_is_shown_inert(quick_
     assert table["data"][0][3] == "recolor_requested" and table["data"][0][7] == "<b>browner</b>"
     view, _ = study.submit(token, view, PAIRS[2])
     assert [r["round"] for r in study.rows("colorings", "practice = 0")] == [1, 2, 3]
+
+
+def test_the_reference_example_files_are_the_drawn_examples_and_come_back_when_removed():
+    from app.designer import reference_example_files, reference_examples
+
+    files = reference_example_files()
+    assert [caption for _, caption in files] == [caption for _, caption in reference_examples()]
+    for (path, _), (drawn, _) in zip(files, reference_examples(), strict=True):
+        assert path.endswith(".png")
+        assert np.array_equal(np.asarray(Image.open(path).convert("RGB")), drawn)
+    removed = Path(files[1][0])
+    removed.unlink()  # a cleaner of temporary folders went by
+    assert reference_example_files() == files and removed.is_file()
 
 
 def test_preset_swatches_are_off_by_default_and_read_from_the_environment(monkeypatch):
