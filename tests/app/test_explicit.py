@@ -135,7 +135,11 @@ def test_bias_of_another_model_and_the_prompt_browser(app):
         "#1 right · sample 0 · car: correct",
         "#2 wrong · sample 0 · car: wrong",
     ]
-    view = browser_view(runs.connect(config.db_path), config.data_dir, RUN, "color_name/iscc-nbs-l2/red/car")
+    db = runs.connect(config.db_path)
+    try:
+        view = browser_view(db, config.data_dir, RUN, "color_name/iscc-nbs-l2/red/car")
+    finally:
+        db.close()
     for item, (overlay, _) in zip(gallery, view.overlays, strict=True):  # lossless: the outline as drawn
         assert_array_equal(np.asarray(Image.open(item["image"]).convert("RGB")), overlay)
     assert metrics["headers"][3:7] == ["object", "target", "dominant", "dominant name"]
