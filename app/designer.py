@@ -516,7 +516,6 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
             object_fit="contain",
             interactive=False,
             preview=False,
-            format="png",  # what Gradio would encode them as (`reference_example_files`)
             elem_id="designer_examples",
         )
         with gr.Row(equal_height=True):
