@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psutil  # installed with accelerate
+import psutil
 
 from bench.app_process import AppProcess
 

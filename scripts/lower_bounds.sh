@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install every requirement at its lower bound and run the fast tests against them.
-# Usage: scripts/lower_bounds.sh [PYTEST_ARGS...]  (default: a few fast test modules)
+# Usage: scripts/lower_bounds.sh [PYTEST_ARGS...]  (default: a few fast test modules, with
+# those that pin the Gradio internals the app relies on: the page's config and scripts)
 # `name>=X` (with or without a ceiling) becomes `name==X`; exact pins stay as they are. The
 # environment is a fresh venv outside the work tree (LOWER_BOUNDS_VENV, default
 # /tmp/colorconcept-lower-bounds), made anew on every run; .venv is not touched.
@@ -18,6 +19,9 @@ fast_tests=(
     tests/evaluation/pipeline/test_runs.py
     tests/app/test_common.py
     tests/app/test_stability.py
+    tests/app/test_page_size.py
+    tests/app/test_page_scripts.py
+    tests/test_requirements.py
 )
 
 "$py" -m venv --clear "$venv"

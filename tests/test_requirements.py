@@ -1,5 +1,9 @@
-"""requirements.lock agrees with the requirement files it was made from."""
+"""requirements.lock agrees with the requirement files it was made from, and those files name
+every package the code imports."""
 
+import ast
+import sys
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -7,6 +11,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
+FIRST_PARTY = {"annotation", "app", "bench", "evaluation", "scripts", "storage", "tests"}
+PRODUCT = {"app.py", "annotation", "app", "evaluation", "storage"}
+"""What a user installs with requirements.txt; the rest (tests, bench, scripts) with
+requirements-dev.txt."""
 
 
 def requirements(name: str) -> list[Requirement]:
@@ -46,3 +54,53 @@ def test_every_locked_file_has_a_sha256():
     pins = locked()
     assert len(pins) > 100
     assert {name for name, (_, digest) in pins.items() if not digest.startswith("--hash=sha256:")} == set()
+
+
+def imported(path: Path) -> set[str]:
+    """The top-level names `path` imports (``import a.b``, ``from a.b import c``), anywhere in it."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.partition(".")[0])
+    return names
+
+
+def third_party_imports() -> dict[str, dict[str, set[str]]]:
+    """``"product"``/``"dev"`` -> imported top-level name -> the files importing it; first-party
+    packages and the standard library left out."""
+    found = {"product": {}, "dev": {}}
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT)
+        if relative.parts[0] in {".venv", "data"} or relative.parts[0].startswith("."):
+            continue
+        kind = "product" if relative.parts[0] in PRODUCT else "dev"
+        for name in imported(path) - FIRST_PARTY - set(sys.stdlib_module_names) - {"__future__"}:
+            found[kind].setdefault(name, set()).add(relative.as_posix())
+    return found
+
+
+def test_every_imported_package_is_named_in_the_requirements():
+    """An import satisfied only because another package happens to bring its distribution
+    (certifi through httpx, starlette through Gradio) breaks when that package drops it."""
+    distributions = packages_distributions()
+    named = {
+        "product": {canonicalize_name(req.name) for req in requirements("requirements.txt")},
+        "dev": {canonicalize_name(req.name) for req in requirements("requirements-dev.txt")},
+    }
+    found = third_party_imports()
+    assert {"torch", "gradio", "sqlite_utils"} <= set(found["product"]) and "pytest" in found["dev"]
+    missing = {}
+    for kind, names in found.items():
+        for name, files in names.items():
+            dists = {canonicalize_name(d) for d in distributions.get(name, [])}
+            if not dists & named[kind]:
+                missing[name] = (sorted(dists) or "not installed", sorted(files)[:3])
+    assert missing == {}, "name these in requirements.txt (the app's code) or requirements-dev.txt"
+
+
+def test_the_import_scan_sees_imports_inside_functions(tmp_path):
+    source = tmp_path / "module.py"
+    source.write_text("import os.path\nfrom . import sibling\n\ndef f():\n    from certifi import where\n")
+    assert imported(source) == {"os", "certifi"}
