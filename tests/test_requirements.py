@@ -71,13 +71,13 @@ def third_party_imports() -> dict[str, dict[str, set[str]]]:
     """``"product"``/``"dev"`` -> imported top-level name -> the files importing it; first-party
     packages and the standard library left out."""
     found = {"product": {}, "dev": {}}
-    for path in ROOT.rglob("*.py"):
-        relative = path.relative_to(ROOT)
-        if relative.parts[0] in {".venv", "data"} or relative.parts[0].startswith("."):
-            continue
-        kind = "product" if relative.parts[0] in PRODUCT else "dev"
-        for name in imported(path) - FIRST_PARTY - set(sys.stdlib_module_names) - {"__future__"}:
-            found[kind].setdefault(name, set()).add(relative.as_posix())
+    tops = [top for top in ROOT.iterdir() if not top.name.startswith(".") and top.name != "data"]
+    for top in sorted(tops):  # not the virtual environment, git's folder or the app's data
+        paths = [top] if top.suffix == ".py" else sorted(top.rglob("*.py")) if top.is_dir() else []
+        kind = "product" if top.name in PRODUCT else "dev"
+        for path in paths:
+            for name in imported(path) - FIRST_PARTY - set(sys.stdlib_module_names) - {"__future__"}:
+                found[kind].setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
     return found
 
 
