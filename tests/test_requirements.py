@@ -11,7 +11,6 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
-FIRST_PARTY = {"annotation", "app", "bench", "evaluation", "scripts", "storage", "tests"}
 PRODUCT = {"app.py", "annotation", "app", "evaluation", "storage"}
 """What a user installs with requirements.txt; the rest (tests, bench, scripts) with
 requirements-dev.txt."""
@@ -68,15 +67,17 @@ def imported(path: Path) -> set[str]:
 
 
 def third_party_imports() -> dict[str, dict[str, set[str]]]:
-    """``"product"``/``"dev"`` -> imported top-level name -> the files importing it; first-party
-    packages and the standard library left out."""
+    """``"product"``/``"dev"`` -> imported top-level name -> the files importing it; the
+    repository's own packages (its top-level folders and modules) and the standard library
+    left out."""
     found = {"product": {}, "dev": {}}
     tops = [top for top in ROOT.iterdir() if not top.name.startswith(".") and top.name != "data"]
-    for top in sorted(tops):  # not the virtual environment, git's folder or the app's data
-        paths = [top] if top.suffix == ".py" else sorted(top.rglob("*.py")) if top.is_dir() else []
+    tops = [top for top in tops if top.is_dir() or top.suffix == ".py"]  # not the virtual environment
+    left_out = {top.stem for top in tops} | set(sys.stdlib_module_names) | {"__future__"}
+    for top in sorted(tops):
         kind = "product" if top.name in PRODUCT else "dev"
-        for path in paths:
-            for name in imported(path) - FIRST_PARTY - set(sys.stdlib_module_names) - {"__future__"}:
+        for path in [top] if top.is_file() else sorted(top.rglob("*.py")):
+            for name in imported(path) - left_out:
                 found[kind].setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
     return found
 
