@@ -219,14 +219,29 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
 
 def _issue_outputs(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
     """Record, for every answer of a page function, which files of Gradio's cache went to
-    whom (the session cookie of the request), so that the guard serves each only to them."""
+    whom (the session cookie of the request), so that the guard serves each only to them.
+
+    A call whose inputs name a file its caller may not fetch is refused before it runs: a
+    function that hands an input back (a form saved in the browser) would otherwise issue
+    someone else's upload, or any file of Gradio's folders, to whoever named it."""
     if getattr(demo, "colorconcept_issuing", False):
         return
     process_api = demo.process_api
 
     async def issuing(*args, **kwargs):
-        result = await process_api(*args, **kwargs)
         token = guard.request_cookie(kwargs.get("request"))
+        inputs = kwargs["inputs"] if "inputs" in kwargs else args[1] if len(args) > 1 else []
+        if any(True for _ in guard.file_paths(inputs)):
+            refused = await anyio.to_thread.run_sync(policy.unreadable_input, inputs, token)
+            if refused is not None:
+                fn = kwargs.get("block_fn", args[0] if args else None)
+                fn = demo.fns[fn] if isinstance(fn, int) else fn
+                raise gr.Error(
+                    f"Not allowed: {guard.input_name(fn, refused)} names a file this session may not "
+                    "fetch; a page sends only files it was given or uploaded.",
+                    print_exception=False,
+                )
+        result = await process_api(*args, **kwargs)
         paths = list(guard.file_paths(result.get("data")))
         if token and paths:
             actor = await anyio.to_thread.run_sync(policy.actor, token)

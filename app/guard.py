@@ -221,7 +221,8 @@ class Issued:
 
 
 def file_paths(value) -> Iterator[str]:
-    """Every ``"path"`` of a file in a function's answer (Gradio's FileData dicts)."""
+    """Every ``"path"`` of a file in `value` (Gradio's FileData dicts, at any depth): in a
+    function's answer, or in the inputs of a call."""
     if isinstance(value, dict):
         if isinstance(value.get("path"), str):
             yield value["path"]
@@ -276,6 +277,14 @@ class FilePolicy:
             actor = self.actor(token)
             return actor is not None and self.issued.holds(path, viewer(actor))
         return False
+
+    def unreadable_input(self, inputs: list, token: str | None) -> int | None:
+        """The position of the first of a call's `inputs` that names a file (a dict with a
+        ``"path"``, at any depth) the holder of session `token` may not fetch, or None."""
+        for position, value in enumerate(inputs or []):
+            if any(not self.allows(file, token) for file in file_paths(value)):
+                return position
+        return None
 
     def in_gradio_folders(self, path: Path) -> bool:
         return any(path.is_relative_to(folder) for folder in self.gradio_folders)
@@ -483,6 +492,15 @@ def _cookie(scope, name: str) -> str | None:
                 if k == name:
                     return urllib.parse.unquote(v) or None
     return None
+
+
+def input_name(fn, position: int) -> str:
+    """How a refusal names input `position` of Gradio function `fn` (a ``BlockFunction``):
+    its component's label, else its element id, else its kind and position."""
+    blocks = getattr(fn, "inputs", None) or []
+    block = blocks[position] if position < len(blocks) else None
+    name = getattr(block, "label", None) or getattr(block, "elem_id", None)
+    return f"`{name}`" if name else f"input {position + 1} ({type(block).__name__ if block else 'unknown'})"
 
 
 def request_cookie(request, name: str = COOKIE) -> str | None:

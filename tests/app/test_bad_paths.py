@@ -26,15 +26,17 @@ def server(tmp_path):
         yield config, client.src, admin
 
 
-def _call(url: str, api_name: str, data: list) -> str:
-    """The event stream of a raw ``/gradio_api/call`` request, as text."""
-    event = httpx.post(f"{url}gradio_api/call/{api_name}", json={"data": data}).json()
+def _call(url: str, api_name: str, data: list, token: str | None = None) -> str:
+    """The event stream of a raw ``/gradio_api/call`` request, as text (with the session
+    cookie of `token`, as an API client that uploads sends it)."""
+    headers = {"cookie": f"{COOKIE}={token}"} if token else {}
+    event = httpx.post(f"{url}gradio_api/call/{api_name}", json={"data": data}, headers=headers).json()
     return httpx.get(f"{url}gradio_api/call/{api_name}/{event['event_id']}", timeout=60).text
 
 
 def _import(url: str, admin: str, path: str) -> str:
     file = {"path": path, "meta": {"_type": "gradio.FileData"}}
-    return _call(url, "sketches_import", [admin, [file], "apple", False])
+    return _call(url, "sketches_import", [admin, [file], "apple", False], token=admin)
 
 
 def test_a_file_argument_naming_a_server_path_is_refused_and_stores_nothing(server):

@@ -98,6 +98,10 @@ class World:
         """Run the page's function `fn_index` as the page would (Gradio's queue), once per
         ``(data, session cookie)`` in `calls`, all joined before any answer is read; the
         kind of each call's last message (``process_completed`` …)."""
+        return [message.get("msg", "lost") for message in self.answers(fn_index, calls)]
+
+    def answers(self, fn_index: int, calls: list[tuple[list, str | None]]) -> list[dict]:
+        """As `run`, but each call's last message itself (``{}`` for one that never ended)."""
         session = uuid.uuid4().hex
         events = []
         for data, token in calls:
@@ -108,16 +112,16 @@ class World:
             )
             assert joined.status_code == 200, joined.text
             events.append(joined.json()["event_id"])
-        done: dict[str, str] = {}
+        done: dict[str, dict] = {}
         with self.http.stream("GET", "gradio_api/queue/data", params={"session_hash": session}) as stream:
             for line in stream.iter_lines():
                 if line.startswith("data:"):
                     message = json.loads(line[5:])
                     if message.get("msg") in ("process_completed", "unexpected_error"):
-                        done[message.get("event_id")] = message["msg"]
+                        done[message.get("event_id")] = message
                         if len(done) == len(events):
                             break
-        return [done.get(event, "lost") for event in events]
+        return [done.get(event, {}) for event in events]
 
     def state(self) -> tuple[dict, dict]:
         """Every table's rows, and every file (size, modification time) in the app's folders."""
@@ -263,6 +267,68 @@ def test_uploads_are_for_signed_in_researchers_and_the_admin_only(world):
     assert (
         httpx.get(
             f"{world.url}gradio_api/file={stored}", cookies={COOKIE: world.tokens["expert"]}
+        ).status_code
+        == 403
+    )
+
+
+def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(world):
+    """A call that names, in any input, a file of Gradio's folders its caller may not fetch
+    (someone else's upload, another app's file) is refused before it runs, naming the input,
+    for every function of the page; so a function that echoes its inputs (the Evaluate form
+    saved in the browser) cannot issue that file to whoever named it."""
+    from app import build_app
+
+    upload = {"files": ("mine.csv", b"model,concept\n", "text/csv")}
+    [uploaded] = world.http.post(
+        "gradio_api/upload", files=upload, headers={"cookie": f"{COOKIE}={world.tokens['researcher']}"}
+    ).json()
+    stray = world.folders[1] / "another-app" / "secret.txt"  # Gradio's upload folder, shared
+    stray.parent.mkdir()
+    stray.write_text("another app's file")
+    foreign = [{"path": p, "meta": {"_type": "gradio.FileData"}} for p in (uploaded, str(stray))]
+    page = page_config(world.url)
+    values = {c["id"]: c.get("props", {}).get("value") for c in page["components"]}
+    demo = build_app(world.config)
+    dependencies = httpx.get(f"{world.url}config").json()["dependencies"]
+    labels = {c["id"]: c.get("props", {}).get("label") for c in page["components"]}
+    before = world.state()
+    checked = 0
+    for index, dependency in enumerate(dependencies):
+        if demo.fns[index].fn is None or not dependency["inputs"]:
+            continue
+        for file in foreign:
+            data = [file] + [values.get(i) for i in dependency["inputs"][1:]]
+            for who in ("participant", "designer"):
+                [answer] = world.answers(index, [(data, world.tokens[who])])
+                assert answer.get("success") is False, (index, who, answer)
+                error = answer["output"]["error"]
+                assert (
+                    error.startswith("Not allowed: ") and "names a file this session may not fetch" in error
+                )
+                label = labels.get(dependency["inputs"][0])
+                assert label is None or f"`{label}`" in error, (index, error)
+        checked += 1
+    assert checked > 100
+    for who in ("participant", "designer", "expert"):
+        for file in foreign:
+            got = world.http.get(
+                f"gradio_api/file={file['path']}", headers={"cookie": f"{COOKIE}={world.tokens[who]}"}
+            )
+            assert got.status_code == 403, (who, file["path"])
+    assert world.state()[0] == before[0]  # no row changed
+    # The Evaluate form saved in the browser (it hands its inputs back): the researcher may
+    # name their own upload, and nobody else gains it by their call.
+    [save_form] = [i for i, fn in demo.fns.items() if getattr(fn.fn, "__name__", "") == "save_form"]
+    form = [values.get(i) for i in dependencies[save_form]["inputs"]]
+    mine = [foreign[0]] + form[1:]
+    [answer] = world.answers(save_form, [(mine, world.tokens["researcher"])])
+    assert answer.get("success") is True, answer
+    [answer] = world.answers(save_form, [(mine, world.tokens["participant"])])
+    assert answer.get("success") is False
+    assert (
+        httpx.get(
+            f"{world.url}gradio_api/file={uploaded}", cookies={COOKIE: world.tokens["participant"]}
         ).status_code
         == 403
     )
