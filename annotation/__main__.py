@@ -102,10 +102,27 @@ def _restore(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inside_data_folder(folder: str, data_dir: str) -> str | None:
+    """Why `folder` may not receive a backup or an export, or None: it lies inside the data
+    folder, parts of which the app serves to signed-in people (a backup holds every hash and
+    account; an export, the study's rows)."""
+    target, data = Path(folder).resolve(), Path(data_dir).resolve()
+    if target.is_relative_to(data):
+        return (
+            f"the folder {str(target)!r} lies inside the data folder {str(data)!r}, parts of which the "
+            "app serves to signed-in people (colorings/, sketches/, runs/, exports/, downloads/); "
+            "write it outside the data folder"
+        )
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "restore":
         return _restore(args)
+    if args.command in ("export", "backup") and (why := _inside_data_folder(args.folder, args.data_dir)):
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     if args.command in ("export", "check-distributions", "backup") and not Path(args.db).is_file():
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
         return 2

@@ -445,6 +445,31 @@ def test_an_export_holds_no_external_id_unless_asked_and_then_one_table_of_them(
     assert "PIDXQ1ZZ" not in _all_text(jobs.wait(60).archive)
 
 
+@pytest.mark.parametrize("command", ["export", "backup"])
+@pytest.mark.parametrize("inside", ["sketches/bk", "exports/x", "downloads/backups/y", "z", "."])
+def test_the_command_line_refuses_a_backup_or_export_inside_the_served_data_folder(
+    tmp_path, db, command, inside, capsys
+):
+    """The app serves parts of the data folder to signed-in people; a backup there (every
+    account and hash) or an export would be fetched by them. Nothing is written."""
+    data_dir = tmp_path / "data"
+    (data_dir / "sketches").mkdir(parents=True)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    target = data_dir / inside
+    argv = ["--db", str(tmp_path / "a.sqlite"), "--data-dir", str(data_dir), command, str(target)]
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == (
+        f"error: the folder {str(target.resolve())!r} lies inside the data folder {str(data_dir.resolve())!r}, "
+        "parts of which the app serves to signed-in people (colorings/, sketches/, runs/, exports/, "
+        "downloads/); write it outside the data folder"
+    )
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    # Beside the data folder it is written.
+    assert main([*argv[:-1], str(tmp_path / f"{command}-outside")]) == 0
+    assert any((tmp_path / f"{command}-outside").iterdir())
+
+
 def test_the_command_line_export_adds_external_ids_only_with_its_option(tmp_path, db):
     data_dir = tmp_path / "data"
     _crowd(db, data_dir)
