@@ -28,6 +28,7 @@ import math
 import gradio as gr
 
 from annotation.errors import InvalidInput
+from annotation.people.accounts import LINK_DAYS_RANGE, MAX_LINK_DAYS, MIN_LINK_DAYS
 from annotation.study import crowd
 from app.common import AppContext, empty_note, escape, id_field, note_area, role, whole_number
 from app.tabs import On, Tab
@@ -100,8 +101,8 @@ class CrowdLinks(Tab):
         """Make an open link; returns the link (shown once) and the list of links.
         ``consent`` is the consent text (plain; "" for the default)."""
         days = _finite(days, "days open")
-        if not 0 < days <= 3650:
-            raise InvalidInput(f"`days open` must be in (0, 3650], got {days}")
+        if not MIN_LINK_DAYS <= days <= MAX_LINK_DAYS:
+            raise InvalidInput(f"`days open` must be in {LINK_DAYS_RANGE}, got {days}")
         _, token = crowd.create_link(
             db,
             whole_number(study_id, "Study id"),

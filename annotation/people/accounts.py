@@ -40,6 +40,10 @@ ROLES = ("designer", "expert", "participant", "researcher", "admin")
 INVITABLE_ROLES = ROLES[:-1]
 _PSEUDONYM_PREFIX = {"designer": "D", "expert": "E", "participant": "P", "researcher": "R"}
 INVITE_DAYS = 30
+MIN_LINK_DAYS, MAX_LINK_DAYS = 1 / 24, 3650
+LINK_DAYS_RANGE = "[1/24, 3650] days (one hour to ten years)"
+"""How long an invite link (or an open study link) may stay valid: a shorter one would be
+dead on arrival, after replacing a person's old link had already ended their sessions."""
 SESSION_DAYS = 14
 MAX_BULK = 500
 _MAX_TOKEN_LENGTH = 256
@@ -203,8 +207,8 @@ def _check_bulk(n: int, role: str, expires_days: float) -> None:
         raise InvalidInput(f"`n` must be a whole number from 1 to {MAX_BULK}, got {shown(n)}")
     if role not in INVITABLE_ROLES:
         raise InvalidInput(f"`role` must be one of {INVITABLE_ROLES}, got {shown(role)}")
-    if not isinstance(expires_days, (int, float)) or not 0 < expires_days <= 3650:
-        raise InvalidInput(f"`expires_days` must be in (0, 3650], got {shown(expires_days)}")
+    if not isinstance(expires_days, (int, float)) or not MIN_LINK_DAYS <= expires_days <= MAX_LINK_DAYS:
+        raise InvalidInput(f"`expires_days` must be in {LINK_DAYS_RANGE}, got {shown(expires_days)}")
 
 
 def _insert_invite(db, annotator_id: int, role: str, expires_days: float, now: dt.datetime) -> str:

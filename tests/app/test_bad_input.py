@@ -192,13 +192,20 @@ CASES = [
         "invite-days-negative",
         "/admin_create_invites",
         as_role("admin", "designer", 1, "yes", -1),
-        r"`expires_days` must be in \(0, 3650\], got -1",
+        r"`expires_days` must be in \[1/24, 3650\] days \(one hour to ten years\), got -1",
     ),
     Case(
         "invite-days-huge",
         "/admin_create_invites",
         as_role("admin", "designer", 1, "yes", 1e9),
-        r"`expires_days` must be in \(0, 3650\]",
+        r"`expires_days` must be in \[1/24, 3650\] days",
+    ),
+    Case(
+        # A link dead on arrival would replace (and end the sessions of) the person's old one.
+        "new-link-days-tiny",
+        "/admin_new_invite",
+        as_role("admin", "1", 1e-8),
+        r"`expires_days` must be in \[1/24, 3650\] days \(one hour to ten years\), got 1e-08",
     ),
     Case(
         "practice-unknown-annotator",

@@ -126,6 +126,13 @@ def test_require_without_a_session_is_denied(db):
         (1, "admin", 30, "`role` must be one of"),
         (1, "<script>", 30, "got '<script>'"),
         (1, "designer", 0, "`expires_days` must be in"),
+        (
+            1,
+            "designer",
+            1e-8,
+            r"`expires_days` must be in \[1/24, 3650\] days \(one hour to ten years\), got 1e-08",
+        ),
+        (1, "designer", 3651, "got 3651"),
     ],
 )
 def test_create_annotators_rejects_bad_arguments_and_writes_nothing(db, n, role, days, message):
