@@ -192,7 +192,7 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
         gradio_folders=[get_upload_folder(), get_cache_folder()],
         public=guard.page_files(demo.config),
     )
-    _issue_outputs(demo, policy)
+    _guard_calls(demo, policy)
     css = "\n".join([common.CSS, *(getattr(m, "CSS", "") for m in TAB_MODULES)])
     return {
         "allowed_paths": [str(folder) for folder in served],
@@ -217,25 +217,36 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
     }
 
 
-def _issue_outputs(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
-    """Record, for every answer of a page function, which files of Gradio's cache went to
-    whom (the session cookie of the request), so that the guard serves each only to them.
+def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
+    """Check every call of a page function before it runs, and record which files of
+    Gradio's cache its answer gave to whom (the session cookie of the request), so that the
+    guard serves each only to them.
 
-    A call whose inputs name a file its caller may not fetch is refused before it runs: a
-    function that hands an input back (a form saved in the browser) would otherwise issue
-    someone else's upload, or any file of Gradio's folders, to whoever named it."""
-    if getattr(demo, "colorconcept_issuing", False):
+    Refused before the function runs, naming the input: inputs that name a file the caller
+    may not fetch (a function that hands an input back, such as the form saved in the
+    browser, would otherwise issue someone else's upload, or any file of Gradio's folders,
+    to whoever named it), and text that cannot be stored (a lone UTF-16 surrogate, which no
+    browser sends but an API client can)."""
+    if getattr(demo, "colorconcept_guarding", False):
         return
     process_api = demo.process_api
 
-    async def issuing(*args, **kwargs):
+    async def guarded(*args, **kwargs):
         token = guard.request_cookie(kwargs.get("request"))
         inputs = kwargs["inputs"] if "inputs" in kwargs else args[1] if len(args) > 1 else []
+        fn = kwargs.get("block_fn", args[0] if args else None)
+        fn = demo.fns[fn] if isinstance(fn, int) else fn
+        unstorable = guard.unstorable_input(inputs)
+        if unstorable is not None:
+            position, char = unstorable
+            raise gr.Error(
+                f"{guard.input_name(fn, position)} holds a character that cannot be stored as text "
+                f"(U+{ord(char):04X}, half of a UTF-16 pair); nothing was changed.",
+                print_exception=False,
+            )
         if any(True for _ in guard.file_paths(inputs)):
             refused = await anyio.to_thread.run_sync(policy.unreadable_input, inputs, token)
             if refused is not None:
-                fn = kwargs.get("block_fn", args[0] if args else None)
-                fn = demo.fns[fn] if isinstance(fn, int) else fn
                 raise gr.Error(
                     f"Not allowed: {guard.input_name(fn, refused)} names a file this session may not "
                     "fetch; a page sends only files it was given or uploaded.",
@@ -248,8 +259,8 @@ def _issue_outputs(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
             policy.issue(paths, actor)
         return result
 
-    demo.process_api = issuing
-    demo.colorconcept_issuing = True
+    demo.process_api = guarded
+    demo.colorconcept_guarding = True
 
 
 def mark_ready(demo: gr.Blocks) -> None:

@@ -494,6 +494,38 @@ def _cookie(scope, name: str) -> str | None:
     return None
 
 
+def unstorable_input(inputs: list) -> tuple[int, str] | None:
+    """The position of the first of a call's `inputs` holding text that UTF-8 cannot encode
+    (a lone surrogate, at any depth), with that character; or None."""
+    for position, value in enumerate(inputs or []):
+        char = _unencodable(value)
+        if char is not None:
+            return position, char
+    return None
+
+
+def _unencodable(value) -> str | None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            return value[error.start]
+        return None
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, (list, tuple))
+        else ()
+    )
+    for key, item in items:
+        found = _unencodable(key) if isinstance(key, str) else None
+        found = found or _unencodable(item)
+        if found is not None:
+            return found
+    return None
+
+
 def input_name(fn, position: int) -> str:
     """How a refusal names input `position` of Gradio function `fn` (a ``BlockFunction``):
     its component's label, else its element id, else its kind and position."""

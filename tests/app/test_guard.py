@@ -105,10 +105,12 @@ class World:
         session = uuid.uuid4().hex
         events = []
         for data, token in calls:
+            body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None}
             joined = self.http.post(
                 "gradio_api/queue/join",
-                json={"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None},
-                headers={"cookie": f"{COOKIE}={token}"} if token else {},
+                content=json.dumps(body),  # ASCII with escapes: it carries a lone surrogate as JSON does
+                headers={"content-type": "application/json"}
+                | ({"cookie": f"{COOKIE}={token}"} if token else {}),
             )
             assert joined.status_code == 200, joined.text
             events.append(joined.json()["event_id"])
@@ -291,7 +293,10 @@ def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(wo
     values = {c["id"]: c.get("props", {}).get("value") for c in page["components"]}
     demo = build_app(world.config)
     dependencies = httpx.get(f"{world.url}config").json()["dependencies"]
-    labels = {c["id"]: c.get("props", {}).get("label") for c in page["components"]}
+    names = {
+        c["id"]: c.get("props", {}).get("label") or c.get("props", {}).get("elem_id")
+        for c in page["components"]
+    }
     before = world.state()
     checked = 0
     for index, dependency in enumerate(dependencies):
@@ -306,8 +311,8 @@ def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(wo
                 assert (
                     error.startswith("Not allowed: ") and "names a file this session may not fetch" in error
                 )
-                label = labels.get(dependency["inputs"][0])
-                assert label is None or f"`{label}`" in error, (index, error)
+                name = names.get(dependency["inputs"][0])
+                assert (f"`{name}`" if name else "input 1 (") in error, (index, error)
         checked += 1
     assert checked > 100
     for who in ("participant", "designer", "expert"):
@@ -332,6 +337,38 @@ def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(wo
         ).status_code
         == 403
     )
+
+
+def test_no_page_function_takes_text_that_cannot_be_stored(world):
+    """A lone UTF-16 surrogate (valid JSON, which no browser sends) in any input of any page
+    function is refused before the function runs, naming the input; nothing changes."""
+    from app import build_app
+
+    page = page_config(world.url)
+    values = {c["id"]: c.get("props", {}).get("value") for c in page["components"]}
+    names = {
+        c["id"]: c.get("props", {}).get("label") or c.get("props", {}).get("elem_id")
+        for c in page["components"]
+    }
+    demo = build_app(world.config)
+    dependencies = httpx.get(f"{world.url}config").json()["dependencies"]
+    before = world.state()
+    checked = 0
+    for index, dependency in enumerate(dependencies):
+        inputs = dependency["inputs"]
+        if demo.fns[index].fn is None or not inputs:
+            continue
+        last = len(inputs) - 1  # after the session token, where a function has one
+        data = [values.get(i) for i in inputs[:last]] + [["fine", {"note": "a\ud800b"}]]
+        [answer] = world.answers(index, [(data, world.tokens["participant"])])
+        assert answer.get("success") is False, (index, answer)
+        error = answer["output"]["error"]
+        assert "holds a character that cannot be stored as text (U+D800, half of a UTF-16 pair)" in error
+        name = names.get(inputs[last])
+        assert (f"`{name}`" if name else f"input {last + 1} (") in error, (index, error)
+        checked += 1
+    assert checked > 100
+    assert world.state() == before
 
 
 def test_the_page_config_carries_no_secret(world):
