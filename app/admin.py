@@ -34,6 +34,7 @@ from app.common import (
     refusal_text,
     role,
     same_access,
+    seed_number,
     ui_only,
     whole_number,
     wire,
@@ -340,7 +341,7 @@ class AdminTab(Tab):
     def draw_pilot(self, db, actor, size: float, seed: float) -> dict:
         """Draw a pilot of `size` concepts at random (the same `seed` draws the same ones)."""
         n = whole_number(size, "Or draw this many at random")
-        rng = np.random.default_rng(whole_number(seed, "Seed of the draw"))
+        rng = np.random.default_rng(seed_number(seed, "Seed of the draw"))
         return self._pilot_changed(
             db, f"Pilot drawn: {_named(pilot.draw_pilot(db, n, rng, actor=actor.pseudonym))}."
         )

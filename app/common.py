@@ -590,6 +590,15 @@ def whole_number(value: object, name: str) -> int:
     return int(number)
 
 
+def seed_number(value: object, name: str) -> int:
+    """`value` as a random seed: a whole number, 0 or more (`whole_number`), else a ValueError
+    naming the field `name` (NumPy's own message, "expected non-negative integer", names none)."""
+    number = whole_number(value, name)
+    if number < 0:
+        raise ValueError(f"`{name}` must be a whole number, 0 or more (a random seed), got {number}")
+    return number
+
+
 def id_field(
     label: str, elem_id: str, *, placeholder: str = "from the table above", scale: int | None = None
 ) -> gr.Textbox:

@@ -40,6 +40,7 @@ from app.common import (
     note_area,
     own_session,
     role,
+    seed_number,
     ui_only,
     uploaded,
     visible_to,
@@ -135,7 +136,7 @@ class RunForm:
             tuple(self.types or ()),
             self.search or "",
             whole_number(self.sample, "sample size"),
-            whole_number(self.sample_seed, "sample seed"),
+            seed_number(self.sample_seed, "sample seed"),
         )
         return planning.EvaluationRequest(
             tuple(self.models or ()),
@@ -153,7 +154,7 @@ class RunForm:
             tasks=tuple(self.x_tasks or ()),
             systems=tuple(self.x_systems or ()),
             size=whole_number(size, "subset") if size[:1].isdigit() else size,
-            seed=whole_number(self.x_seed, "prompt seed"),
+            seed=seed_number(self.x_seed, "prompt seed"),
             samples=whole_number(self.x_samples, "images per prompt"),
             cfg_scales=planning.parse_scales(self.x_cfg),
             colors=tuple(c.strip() for c in (self.x_colors or "").split(",") if c.strip()),

@@ -18,7 +18,7 @@ import secrets
 import gradio as gr
 import numpy as np
 
-from app.common import AppContext, note_area, role, whole_number
+from app.common import AppContext, note_area, role, seed_number, whole_number
 from app.tabs import On, Tab
 from evaluation.analysis.figures import judge_failure_heatmap
 from evaluation.judges.probes import synthetic_items
@@ -67,7 +67,7 @@ class JudgeAuditTab(Tab):
     def run(self, db, actor, judges: str, items, seed) -> dict:
         """Audit the listed judges on synthetic items; the table, a heatmap and the file paths."""
         specs = [line.strip() for line in (judges or "").splitlines() if line.strip()]
-        n, seed = whole_number(items, "items"), whole_number(seed, "seed")
+        n, seed = whole_number(items, "items"), seed_number(seed, "seed")
         if not 1 <= n <= MAX_ITEMS or seed < 0:
             raise ValueError(f"`items` must lie in 1-{MAX_ITEMS} and `seed` be >= 0, got {n} and {seed}")
         rng = np.random.default_rng(seed)

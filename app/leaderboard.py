@@ -25,7 +25,7 @@ from annotation.research.views import (
     robustness_report,
 )
 from app.browser import source_dropdown
-from app.common import AppContext, api_button, empty_note, escape, role, whole_number
+from app.common import AppContext, api_button, empty_note, escape, role, seed_number, whole_number
 from app.tabs import On, Tab
 from evaluation.analysis.bootstrap import N_RESAMPLES, SEED, Resampling
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
@@ -239,7 +239,7 @@ class LeaderboardTab(Tab):
             self.concepts,
             choice.source,
             sample=None if not str(sample).strip() else whole_number(sample, "Base concepts to sample"),
-            seed=whole_number(seed, "Sample seed"),
+            seed=seed_number(seed, "Sample seed"),
         )
         return self.named(
             robust_note="\n\n".join(escape(t) for t in (choice.note, text) if t), robust_table=report.round(4)
@@ -369,7 +369,7 @@ def resampling(resamples, seed, colorings) -> Resampling:
     """The bootstrap settings typed into the tab (ValueError naming the field)."""
     return Resampling(
         n_resamples=whole_number(resamples, "Bootstrap resamples"),
-        seed=whole_number(seed, "Bootstrap seed"),
+        seed=seed_number(seed, "Bootstrap seed"),
         colorings=whole_number(colorings, "P_H replicates per concept"),
     )
 

@@ -31,6 +31,7 @@ from app.common import (
     note_area,
     own_session,
     role,
+    seed_number,
     visible_to,
     whole_number,
 )
@@ -155,7 +156,7 @@ class StudyTab(Tab):
             name,
             [ModelSource.from_key(key) for key in sources or []],
             study.ground_truth_source(db, truth),
-            seed=whole_number(seed, "Seed"),
+            seed=seed_number(seed, "Seed"),
             n_concepts=whole_number(n_concepts, "Concepts"),
             style=style,
             votes_per_pair=whole_number(votes, "Votes per pair"),
@@ -211,7 +212,7 @@ class StudyTab(Tab):
             db,
             study_id,
             folder,
-            rng=np.random.default_rng(whole_number(seed, "Bootstrap seed")),
+            rng=np.random.default_rng(seed_number(seed, "Bootstrap seed")),
             n_boot=whole_number(n_boot, "Bootstrap resamples"),
             exclude_flagged=bool(exclude_flagged),
         )

@@ -367,6 +367,18 @@ CASES = [
         "unknown study id 999",
     ),
     Case(
+        "study-analyse-negative-seed",
+        "/study_analyse",
+        as_role("researcher", 999, False, 100, -1),
+        r"`Bootstrap seed` must be a whole number, 0 or more \(a random seed\), got -1",
+    ),
+    Case(
+        "pilot-draw-negative-seed",
+        "/admin_draw_pilot",
+        as_role("admin", 3, -1),
+        r"`Seed of the draw` must be a whole number, 0 or more \(a random seed\), got -1",
+    ),
+    Case(
         "study-create-html-name-no-sources",
         "/study_create",
         as_role("researcher", SCRIPT, "uw71-ratings", "natural", [], 4, 6, 0.1, 20, 0),
