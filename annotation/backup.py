@@ -44,7 +44,7 @@ import sqlite_utils
 from annotation.errors import InvalidInput
 from annotation.export import file_columns, reported_write_errors, staged_folder
 from annotation.files import resolve
-from storage import iso, serving
+from storage import create_private, iso, serving
 
 DB_NAME = "colorconcept.sqlite"
 MANIFEST = "manifest.json"
@@ -125,6 +125,7 @@ def backup(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
 def _backup(db: sqlite_utils.Database, data_dir: str | Path, folder: Path) -> BackupSummary:
     with staged_folder(folder, "backup", refusal=BackupError) as staging:
         snapshot = staging / DB_NAME
+        create_private(snapshot)  # VACUUM INTO fills an empty file and keeps its mode
         db.execute("VACUUM INTO ?", [str(snapshot)])
         entries, total = [], 0
         for relative in _named_files(snapshot):
@@ -244,6 +245,8 @@ def _stage_database(folder: Path, manifest: dict, db_path: Path) -> Path:
     db_path.parent.mkdir(parents=True, exist_ok=True)
     staged = db_path.with_name(f".{db_path.name}.restoring")
     try:
+        staged.unlink(missing_ok=True)
+        create_private(staged)  # copyfile writes into it and keeps its mode
         shutil.copyfile(folder / manifest["database"]["path"], staged)
         _check_copy(staged, manifest["database"], "the copied database", "the database was not replaced")
         problem = _integrity_problem(staged)

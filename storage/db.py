@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -59,8 +60,9 @@ def open_db(path: str | Path) -> sqlite_utils.Database:
     Parameters
     ----------
     path : str or Path
-        The database file; its parent folder is created. ``":memory:"`` opens a private
-        in-memory database (no WAL).
+        The database file; a new one is created readable by its owner alone
+        (`create_private`), in a new parent folder likewise (mode 0700). ``":memory:"``
+        opens a private in-memory database (no WAL).
 
     Returns
     -------
@@ -70,7 +72,10 @@ def open_db(path: str | Path) -> sqlite_utils.Database:
         belongs to the calling thread; close it with ``db.close()``.
     """
     if str(path) != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(path).parent
+        if not folder.exists():
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        create_private(path)
     db = sqlite_utils.Database(str(path))
     db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     db.execute("PRAGMA foreign_keys = ON")
@@ -78,6 +83,18 @@ def open_db(path: str | Path) -> sqlite_utils.Database:
         db.enable_wal()
     db.execute("PRAGMA synchronous = FULL")
     return db
+
+
+def create_private(path: str | Path) -> None:
+    """Create `path` as an empty file that only its owner may read and write (mode 0600),
+    unless it exists (then it is left as it is).
+
+    The database and its copies hold every account, hash and vote: on a shared server other
+    local accounts must not read them. SQLite gives a database's ``-wal`` and ``-shm`` files
+    the database's own mode, so they follow.
+    """
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
 @contextlib.contextmanager

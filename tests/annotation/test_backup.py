@@ -11,6 +11,7 @@ import os
 import resource
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -134,11 +135,15 @@ def test_backup_and_restore_commands(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "and 2 files" in done.stdout
+    # The copy of every account and hash is readable by its owner alone, as the database is.
+    assert stat.S_IMODE((tmp_path / "b" / backup.DB_NAME).stat().st_mode) == 0o600
+    (data / "colorconcept.sqlite").chmod(0o644)  # an older install's database
     done = subprocess.run(
         base + ["restore", str(tmp_path / "b")], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert "previous database kept as" in done.stdout and "0 copied" in done.stdout
+    assert stat.S_IMODE((data / "colorconcept.sqlite").stat().st_mode) == 0o600
     done = subprocess.run(
         base + ["restore", str(tmp_path / "nothing")], cwd=ROOT, capture_output=True, text=True, timeout=120
     )

@@ -1,4 +1,5 @@
 import sqlite3
+import stat
 
 import pytest
 
@@ -327,3 +328,23 @@ def test_one_statement_writes_and_reads_match_what_sqlite_utils_stores(tmp_path)
     assert len(statements) == 1 + 5 + 1
     assert select(db, "select * from things where id = ?", [99]) == []
     db.close()
+
+
+def test_a_new_database_and_its_journals_are_readable_by_their_owner_alone(tmp_path):
+    """On a shared server other local accounts must not read the accounts, hashes and
+    votes: a new database (and a new folder for it) is private; an existing one keeps its mode."""
+    path = tmp_path / "new" / "db.sqlite"
+    db = open_db(path)
+    try:
+        with transaction(db):
+            db.execute("create table t (x)")
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
+    finally:
+        db.close()
+    assert modes == {"db.sqlite": 0o600, "db.sqlite-wal": 0o600, "db.sqlite-shm": 0o600}
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    shared = tmp_path / "shared.sqlite"
+    shared.touch(mode=0o640)
+    shared.chmod(0o640)  # chosen by its operator (a group that reads it)
+    open_db(shared).close()
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o640
