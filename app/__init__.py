@@ -249,7 +249,8 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
             if refused is not None:
                 raise gr.Error(
                     f"Not allowed: {guard.input_name(fn, refused)} names a file this session may not "
-                    "fetch; a page sends only files it was given or uploaded.",
+                    "fetch; a page sends only files it was given or uploaded (since the app last "
+                    "started: after a restart, upload it again).",
                     print_exception=False,
                 )
         result = await process_api(*args, **kwargs)
