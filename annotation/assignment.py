@@ -69,6 +69,13 @@ _QUOTA = {
     "judgment": "select s.votes_per_pair from study_pairs p join studies s on s.id = "
     "p.study_id where p.id = :t and s.frozen is not null",
 }
+JUDGED_STUDIES = (
+    "(s.id in (select l.study_id from crowd_participants c join crowd_links l on l.id = c.link_id "
+    "where c.annotator_id = :a) or not exists (select 1 from crowd_participants c where c.annotator_id = :a))"
+)
+"""SQL condition on ``studies s``: the studies participant ``:a`` judges. Someone who came
+through an open study link (`annotation.study.crowd`) judges that link's study alone, and is
+done when it is; a participant from an invite judges every open study."""
 # Per kind: the targets (t) and whether each comes first (priority 1: a pilot concept).
 _POOL = {
     "coloring": "select c.key as t, exists (select 1 from pilot_concepts l where "
@@ -77,7 +84,7 @@ _POOL = {
     "review": "select r.coloring_id as t, 0 as priority from reviews r join colorings g on g.id = "
     "r.coloring_id where r.status = 'open' and g.annotator_id != :a",
     "judgment": "select p.id as t, 0 as priority from study_pairs p join studies s on s.id = "
-    "p.study_id where s.frozen is not null",
+    f"p.study_id where s.frozen is not null and {JUDGED_STUDIES}",
 }
 
 

@@ -126,21 +126,24 @@ def set_background(
 
 
 def progress(db: sqlite_utils.Database, actor: Actor) -> tuple[int, int]:
-    """``(done, total)``: trials the participant judged in open studies, and how many they
-    are asked for: per open study its ``trials_per_participant``, at most its pairs."""
+    """``(done, total)``: trials the participant judged in the open studies they judge
+    (`annotation.assignment.JUDGED_STUDIES`: an open link's study alone for someone who came
+    through one), and how many they are asked for: per such study its
+    ``trials_per_participant``, at most its pairs."""
     annotator_id = _participant(actor)
     done = db.execute(
         "select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
         "join studies s on s.id = p.study_id where s.frozen is not null and "
-        "j.participant_id = ?",
-        [annotator_id],
+        f"j.participant_id = :a and {assignment.JUDGED_STUDIES}",
+        {"a": annotator_id},
     ).fetchone()[0]
     total = sum(
         min(json.loads(row["meta"])["trials_per_participant"], row["pairs"])
         for row in db.query(
             "select s.meta, count(p.id) as pairs from studies s join "
             "study_pairs p on p.study_id = s.id where s.frozen is not "
-            "null group by s.id"
+            f"null and {assignment.JUDGED_STUDIES} group by s.id",
+            {"a": annotator_id},
         )
     )
     return done, total

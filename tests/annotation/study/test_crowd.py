@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from annotation.errors import Conflict, InvalidInput, InvalidToken
-from annotation.people.accounts import Actor, require
+from annotation.people.accounts import Actor, create_annotators, login_with_invite, require
 from annotation.study import crowd, judging
 from annotation.study import design as study
 from annotation.study.design import GROUND_TRUTH
@@ -206,6 +206,48 @@ def test_a_failed_check_screens_out_and_a_finished_person_votes_no_more(setup):
     assert _judge(db, passing, 10) == 10
     assert crowd.settle(db, passing, now=T0).code == "C0MPLETE"
     assert _join(db, token, "pid-a").state.code == "C0MPLETE"
+
+
+def test_a_crowd_person_judges_their_links_study_alone_and_completes_with_it(db, tmp_path):
+    """With other studies open beside it, an open link's people get trials of its study only
+    and are done (and given the code) when its trials are judged; an invited participant is
+    still asked for every open study's."""
+    data_dir = tmp_path / "data"
+    truths, _ = populate(db, data_dir, 6, np.random.default_rng(0))
+    ids = [
+        study.create_study(
+            db,
+            name,
+            sources(),
+            truth_source(data_dir, truths),
+            seed=seed,
+            n_concepts=n,
+            trials_per_participant=n * 3,
+        )
+        for name, seed, n in (("linked", 1, 2), ("other", 2, 3), ("third", 3, 3))
+    ]
+    for study_id in ids:
+        study.open_study(db, study_id, ADMIN)
+    pairs = {row["id"]: row["study_id"] for row in db["study_pairs"].rows}
+    asked = {
+        s: min(
+            json.loads(db["studies"].get(s)["meta"])["trials_per_participant"], list(pairs.values()).count(s)
+        )
+        for s in ids
+    }
+    _, token = _link(db, ids[0])
+    person = _actor(db, _join(db, token, "pid-scope"))
+    assert judging.progress(db, person) == (0, asked[ids[0]])
+    assert _judge(db, person, 100) == asked[ids[0]]
+    judged = [
+        pairs[row["pair_id"]]
+        for row in db["judgments"].rows_where("participant_id = ?", [person.annotator_id])
+    ]
+    assert set(judged) == {ids[0]} and len(judged) == asked[ids[0]]
+    assert crowd.settle(db, person, now=T0).code == "C0MPLETE"
+    [(invited_id, invite)] = create_annotators(db, 1, "participant", expires_days=1, created_by="admin")
+    invited = require(db, login_with_invite(db, invite).token)
+    assert judging.progress(db, invited) == (0, sum(asked.values()))
 
 
 def test_the_payment_table_of_a_small_crowd_row_by_row(setup):
