@@ -25,7 +25,7 @@ import pandas as pd
 import sqlite_utils
 
 from annotation import assignment, audit
-from annotation.errors import InvalidInput, PermissionDenied
+from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from annotation.people.accounts import Actor
 from annotation.study.design import GROUND_TRUTH, GroundTruth, get_study, study_design
 from evaluation.analysis.judgment_report import analyse, write_tables
@@ -401,6 +401,22 @@ def export_study(db: sqlite_utils.Database, study_id: int, folder: str | Path) -
     return paths
 
 
+def _check_analysable(
+    db: sqlite_utils.Database, study_id: int, votes: pd.DataFrame, exclude_flagged: bool
+) -> None:
+    """Refuse, before anything is written, a study without a vote on a model pair to analyse."""
+    if get_study(db, study_id)["frozen"] is None:
+        raise Conflict(f"study {study_id} is a draft: open it and collect votes first; nothing was written")
+    if exclude_flagged:
+        flagged = set(votes.loc[votes["attention_passed"].eq(False), "participant_id"])
+        votes = votes[~votes["participant_id"].isin(flagged)]
+    if not (~votes["attention_check"]).any():
+        left = " once participants who failed a check are left out" if exclude_flagged else ""
+        raise Conflict(
+            f"study {study_id} has no vote on a model pair yet{left}: nothing to analyse; nothing was written"
+        )
+
+
 def analyse_study(
     db: sqlite_utils.Database,
     study_id: int,
@@ -429,10 +445,18 @@ def analyse_study(
         See `evaluation.analysis.judgment_report.analyse`.
     paths : list of Path
         The CSV and JSON files written.
+
+    Raises
+    ------
+    Conflict
+        The study is a draft, or has no vote on a model pair (after leaving out flagged
+        participants, if asked); nothing is written.
     """
+    votes = votes_frame(db, study_id)
+    _check_analysable(db, study_id, votes, exclude_flagged)
     exported = export_study(db, study_id, folder)
     tables = analyse(
-        votes_frame(db, study_id),
+        votes,
         study_metrics(db, study_id),
         rng=rng,
         n_boot=n_boot,

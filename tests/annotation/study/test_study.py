@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from annotation.errors import InvalidInput, PermissionDenied
+from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from annotation.people.accounts import Actor, create_annotators
 from annotation.study import design as study
 from annotation.study import judging
@@ -383,6 +383,39 @@ def test_votes_from_a_coin_give_correlations_near_zero(tmp_path):
     for key in ("pearson", "spearman"):
         assert (result[key].abs() < 0.25).all(), result
         assert ((result[f"{key}_lo"] <= 0) & (result[f"{key}_hi"] >= 0)).all(), result
+
+
+def test_a_study_without_a_vote_to_analyse_is_refused_and_nothing_is_written(setup, tmp_path):
+    db, data_dir, truths = setup
+    folder = tmp_path / "export"
+    draft = _study(db, data_dir, truths, n_concepts=3, open_it=False)
+    with pytest.raises(Conflict, match=f"study {draft} is a draft: open it and collect votes first"):
+        judging.analyse_study(db, draft, folder, rng=np.random.default_rng(0), n_boot=10)
+    opened = study.create_study(
+        db, "s2", sources(), truth_source(data_dir, truths), seed=2, n_concepts=3, attention_rate=0.5
+    )
+    study.open_study(db, opened, ADMIN)
+    with pytest.raises(Conflict, match=f"study {opened} has no vote on a model pair yet: nothing to analyse"):
+        judging.analyse_study(db, opened, folder, rng=np.random.default_rng(0), n_boot=10)
+    # One participant, who fails every attention check: left out, nothing remains.
+    [careless] = _participants(db, 1)
+    _judge_all(
+        db,
+        [careless],
+        lambda trial: "right" if trial.left.item == GROUND_TRUTH else "left",
+        np.random.default_rng(3),
+    )
+    votes = judging.votes_frame(db, opened)
+    assert votes["attention_passed"].eq(False).any() and (~votes["attention_check"]).any()
+    with pytest.raises(
+        Conflict, match="no vote on a model pair yet once participants who failed a check are left out"
+    ):
+        judging.analyse_study(
+            db, opened, folder, rng=np.random.default_rng(0), n_boot=10, exclude_flagged=True
+        )
+    assert not folder.exists()
+    tables, _ = judging.analyse_study(db, opened, folder, rng=np.random.default_rng(0), n_boot=10)
+    assert not tables["table3"].empty
 
 
 def test_export_and_command_line_reproduce_the_in_app_analysis(setup, tmp_path):
