@@ -565,8 +565,9 @@ def checked_by_handler(dropdown: gr.Dropdown) -> gr.Dropdown:
     return dropdown
 
 
-def whole_number(value: object, name: str) -> int:
-    """`value` as an int if it is a whole number, else a ValueError naming the field `name`.
+def whole_number(value: object, name: str, *, minimum: int | None = None) -> int:
+    """`value` as an int if it is a whole number (`minimum` or more, if given), else a
+    ValueError naming the field `name`.
 
     Number fields are declared without ``precision=0``, which would make Gradio round 1.5
     to 2 before any handler sees it; so every whole-number input is checked here. Text
@@ -587,6 +588,8 @@ def whole_number(value: object, name: str) -> int:
         raise ValueError(f"`{name}` must be a whole number, got {got}")
     if not -MAX_WHOLE <= number <= MAX_WHOLE:
         raise ValueError(f"`{name}` must be a whole number of at most 18 digits, got {shown(value)}")
+    if minimum is not None and number < minimum:
+        raise ValueError(f"`{name}` must be a whole number, {minimum} or more, got {int(number)}")
     return int(number)
 
 

@@ -325,5 +325,6 @@ def _counts_text(counts: dict) -> str:
 
 def _finite(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidInput(f"`{name}` must be a number, got {value!r}")
+        got = "nothing" if value is None or value == "" else repr(value)  # Gradio sends 1e400 as None too
+        raise InvalidInput(f"`{name}` must be a number, got {got}")
     return float(value)

@@ -157,11 +157,11 @@ class StudyTab(Tab):
             [ModelSource.from_key(key) for key in sources or []],
             study.ground_truth_source(db, truth),
             seed=seed_number(seed, "Seed"),
-            n_concepts=whole_number(n_concepts, "Concepts"),
+            n_concepts=whole_number(n_concepts, "Concepts", minimum=1),
             style=style,
-            votes_per_pair=whole_number(votes, "Votes per pair"),
+            votes_per_pair=whole_number(votes, "Votes per pair", minimum=1),
             attention_rate=float(rate),
-            trials_per_participant=whole_number(trials, "Trials per participant"),
+            trials_per_participant=whole_number(trials, "Trials per participant", minimum=1),
             created_by=actor.pseudonym,
         )
         design = study.study_design(db, study_id)

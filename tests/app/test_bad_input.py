@@ -385,6 +385,19 @@ CASES = [
         "`sources`|`ground_truth`",
     ),
     Case(
+        # The form's labels, not the library's parameter names.
+        "study-create-negative-concepts",
+        "/study_create",
+        as_role("researcher", "x", "uw71-ratings", "natural", [], -3, 6, 0.1, 20, 0),
+        "`Concepts` must be a whole number, 1 or more, got -3",
+    ),
+    Case(
+        "study-create-no-votes",
+        "/study_create",
+        as_role("researcher", "x", "uw71-ratings", "natural", [], 4, 0, 0.1, 20, 0),
+        "`Votes per pair` must be a whole number, 1 or more, got 0",
+    ),
+    Case(
         "designer-creates-study",
         "/study_create",
         as_role("designer", "x", "uw71-ratings", "natural", [], 4, 6, 0.1, 20, 0),

@@ -47,6 +47,7 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
             (admin, {2: 0}, "`quota` must be a whole number from 1 to 10000, got 0"),
             (admin, {4: -1}, r"`days open` must be in \[1/24, 3650\] days \(one hour to ten years\), got -1"),
             (admin, {6: "OUT 1"}, "`screenout_code` must be 1-40 letters"),
+            (admin, {3: None}, "`minutes per person` must be a number, got nothing"),
             (admin, {0: 99}, "unknown study id 99"),
             (admin, {11: "x" * 5001}, "`consent_text` may hold at most 5000 characters"),
             (participant, {}, "needs the role researcher or admin"),
