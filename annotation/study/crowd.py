@@ -36,6 +36,7 @@ researchers and admins in the payment table, and never in the votes export.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import secrets
 import statistics
@@ -455,6 +456,35 @@ def _check_open(db, link: dict, now: dt.datetime) -> None:
         raise LinkClosed(
             f"this study is full: all {link['quota']} places are taken; please return it on the platform"
         )
+    if not room_for_one_more(db, link["study_id"]):
+        raise LinkClosed(
+            "this study is full: its pairs have all the votes they need; please return it on the platform"
+        )
+
+
+def room_for_one_more(db: sqlite_utils.Database, study_id: int) -> bool:
+    """Whether the study still wants the votes of one more person who joins now.
+
+    The votes its pairs still need (``votes_per_pair`` less the votes cast, per pair) less
+    those owed to the people of its links already in (active: what they were asked and have
+    not judged) must cover one person's trials (``trials_per_participant``, at most its
+    pairs); otherwise a newcomer would agree, start the clock and find no trial.
+    """
+    study = db["studies"].get(study_id)
+    pairs, wanted = db.execute(
+        "select count(*), coalesce(sum(max(0, ? - (select count(*) from judgments j where j.pair_id = p.id))), 0) "
+        "from study_pairs p where p.study_id = ?",
+        [study["votes_per_pair"], study_id],
+    ).fetchone()
+    asked = min(json.loads(study["meta"])["trials_per_participant"], pairs)
+    active, done = db.execute(
+        "select count(*), coalesce(sum((select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
+        "where p.study_id = l.study_id and j.participant_id = c.annotator_id)), 0) "
+        "from crowd_participants c join crowd_links l on l.id = c.link_id "
+        "where l.study_id = ? and c.status = 'active'",
+        [study_id],
+    ).fetchone()
+    return wanted - (active * asked - done) >= asked
 
 
 def _external_id(params: Mapping[str, str], name: str) -> str:

@@ -140,6 +140,26 @@ def test_a_place_freed_by_a_time_out_or_a_return_is_taken_again(setup):
         _join(db, token, "pid-b")
 
 
+def test_a_newcomer_is_refused_once_the_pairs_votes_are_spoken_for(setup):
+    """10 pairs (9 and a check) of 6 votes each want 60 votes; each person is asked for 10:
+    six people can be given their trials, a seventh would find none, so places beyond the
+    study's votes are refused before anyone agrees and starts the clock."""
+    db, study_id = setup
+    assert db["studies"].get(study_id)["votes_per_pair"] == 6
+    link, token = _link(db, study_id, quota=100)
+    people = [_actor(db, _join(db, token, f"pid-{i}")) for i in range(6)]
+    before = _dump(db)
+    with pytest.raises(crowd.LinkClosed, match="this study is full: its pairs have all the votes they need"):
+        _join(db, token, "pid-6")
+    assert _dump(db) == before
+    assert _judge(db, people[0], 10) == 10  # what was owed is now cast: still no room
+    with pytest.raises(crowd.LinkClosed, match="its pairs have all the votes they need"):
+        _join(db, token, "pid-6")
+    crowd.mark_returned(db, link["id"], "pid-1", ADMIN, now=T0)  # their 10 votes are wanted again
+    assert not _join(db, token, "pid-6").resumed
+    assert _join(db, token, "pid-2").resumed  # someone already in always comes back
+
+
 def test_bad_links_and_ids_are_refused_with_the_field_named(setup):
     db, study_id = setup
     _, token = _link(db, study_id, id_param="workerId")
