@@ -231,7 +231,9 @@ class ParticipantTab(Tab):
         """Whoever signs in next starts from a blank view, not the previous person's trial,
         and *Start* works while someone is signed in (the two events run side by side on
         the server: a Start usable before the blank view lands could lose its trial)."""
-        blank = self.show("Press **Start** to see your next trial.")
+        # The background question waits for Start too: a crowd participant answering it first
+        # would be refused for a consent text that only Start shows.
+        blank = self.show("Press **Start** to see your next trial.", background=gr.Radio(visible=False))
         return {**blank, self.parts["start"]: gr.Button(interactive=bool(session_token))}
 
     @role(*ROLES)
@@ -367,7 +369,10 @@ def _layout() -> dict:
     """The tab's components, by the names `EVENTS` and `ParticipantTab.show` use."""
     gr.Markdown(INSTRUCTIONS)
     background = gr.Radio(
-        list(_BACKGROUND), label="Do you have a design or art background?", elem_id="participant_background"
+        list(_BACKGROUND),
+        label="Do you have a design or art background?",
+        visible=False,  # asked after Start, when the answer is needed (`ParticipantTab._view`)
+        elem_id="participant_background",
     )
     with gr.Row():
         progress = gr.Markdown("Press **Start** to see your first trial.", elem_id="participant_progress")
