@@ -60,6 +60,8 @@ END_REASONS = {
     "too_many": f"{_ENDED}: you signed in on more than {MAX_LIVE_SESSIONS} devices or browsers "
     "and this was the oldest session; open your invite link again",
     "logout": f"{_ENDED}: you signed out; open your invite link again",
+    "resumed": f"{_ENDED}: the study link was opened again in another browser or device; go on "
+    "there, or open the study link again here",
 }
 """Why a session ended (the ``sessions.end_reason`` values), as `require` says it."""
 
@@ -166,11 +168,13 @@ def new_invite(
     *,
     expires_days: float = INVITE_DAYS,
     created_by: str = "admin",
+    end_reason: str = "new_invite",
     now: dt.datetime | None = None,
 ) -> str:
     """Issue a fresh invite token for an existing annotator (e.g. a lost link); the
-    annotator's earlier invites are revoked and every session they opened is ended, so
-    a finder of the lost link can neither sign in with it nor stay signed in.
+    annotator's earlier invites are revoked and every session they opened is ended (with
+    `end_reason`, one of `END_REASONS`: what `require` tells that session), so a finder of
+    the lost link can neither sign in with it nor stay signed in.
 
     Raises
     ------
@@ -179,6 +183,8 @@ def new_invite(
     Conflict
         The annotator's account is closed.
     """
+    if end_reason not in END_REASONS:
+        raise InvalidInput(f"`end_reason` must be one of {sorted(END_REASONS)}, got {shown(end_reason)}")
     annotator = get_annotator(db, annotator_id)
     if annotator["status"] != "active":
         raise Conflict(f"annotator {annotator_id}'s account is {annotator['status']}; no new link")
@@ -188,7 +194,7 @@ def new_invite(
         revoked = update_rows(
             db, "invites", {"annotator_id": annotator_id, "revoked": None}, {"revoked": iso(now)}
         )
-        ended = _end_sessions(db, annotator_id, "new_invite", now)
+        ended = _end_sessions(db, annotator_id, end_reason, now)
         token = _insert_invite(db, annotator_id, json.loads(annotator["roles"])[0], expires_days, now)
         audit.record(
             db,

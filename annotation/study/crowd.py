@@ -436,7 +436,12 @@ def _resume(db, link: dict, person: dict, session_days: float, now: dt.datetime)
     if person["status"] == "returned":
         raise Conflict("you returned this study; it cannot be taken again")
     invite = new_invite(
-        db, person["annotator_id"], expires_days=1, created_by=f"open link {link['id']}", now=now
+        db,
+        person["annotator_id"],
+        expires_days=1,
+        created_by=f"open link {link['id']}",
+        end_reason="resumed",
+        now=now,
     )
     session = login_with_invite(db, invite, session_days=session_days, now=now)
     return Joined(session, True, _state(link, person))

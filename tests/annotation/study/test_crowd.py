@@ -97,7 +97,11 @@ def test_the_same_pid_resumes_its_account_and_its_trials(setup):
     assert again.resumed and not first.resumed
     assert _actor(db, again) == actor
     assert judging.progress(db, actor) == (3, 10)
-    with pytest.raises(InvalidToken, match="has since been replaced"):
+    with pytest.raises(
+        InvalidToken,
+        match="the study link was opened again in another browser or device; go on there, or open the study "
+        "link again here",
+    ):
         require(db, first.session.token)
     assert db["crowd_participants"].count == 1
 
