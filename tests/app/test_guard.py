@@ -8,9 +8,11 @@ own, so that the check "nothing was written" covers every folder it could write 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -27,6 +29,18 @@ from tests.qc_data import add_coloring
 
 ROLES = ("designer", "expert", "participant", "researcher")
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+
+
+@dataclass(frozen=True)
+class Page:
+    """A launched page's functions: Gradio's ``fns`` by index, ``/config``'s dependencies, each
+    component's starting value and name (label, else element id) by id, the session box's id."""
+
+    fns: dict
+    dependencies: list[dict]
+    values: dict[int, object]
+    names: dict[int, str | None]
+    token_box: int
 
 
 class World:
@@ -79,6 +93,31 @@ class World:
     def __exit__(self, *exc) -> None:
         self.http.close()
         self.process.__exit__(*exc)
+
+    @functools.cached_property
+    def page(self) -> Page:
+        """The launched page's functions and starting values (the app built once more, in
+        this process, for each function's `fn`)."""
+        from app import build_app
+
+        demo = build_app(self.config)
+        # The values the page starts with, for every event of the app (``/config``: the page's
+        # configuration leaves out the API buttons' events, which a caller can still run).
+        components = page_config(self.url)["components"]
+        props = {c["id"]: c.get("props", {}) for c in components}
+        return Page(
+            fns=demo.fns,
+            dependencies=httpx.get(f"{self.url}config").json()["dependencies"],
+            values={i: p.get("value") for i, p in props.items()},
+            names={i: p.get("label") or p.get("elem_id") for i, p in props.items()},
+            token_box=next(i for i, p in props.items() if p.get("elem_id") == "session_token"),
+        )
+
+    def fetch(self, path: str | Path, token: str | None) -> int:
+        """The status of a GET of the file at `path` through ``/gradio_api/file=``, with the
+        session cookie of `token` (none for None)."""
+        headers = {"cookie": f"{COOKIE}={token}"} if token else {}
+        return self.http.get(f"gradio_api/file={path}", headers=headers).status_code
 
     def _person(self, role: str) -> str:
         rows = self.call("admin_create_invites", self.admin, role, 1, "unknown", 7)[0]["data"]
@@ -260,18 +299,8 @@ def test_uploads_are_for_signed_in_researchers_and_the_admin_only(world):
         f"{world.url}gradio_api/upload", files=files, cookies={COOKIE: world.tokens["researcher"]}
     ).json()
     # What was uploaded is served back to its uploader only.
-    assert (
-        httpx.get(
-            f"{world.url}gradio_api/file={stored}", cookies={COOKIE: world.tokens["researcher"]}
-        ).status_code
-        == 200
-    )
-    assert (
-        httpx.get(
-            f"{world.url}gradio_api/file={stored}", cookies={COOKIE: world.tokens["expert"]}
-        ).status_code
-        == 403
-    )
+    assert world.fetch(stored, world.tokens["researcher"]) == 200
+    assert world.fetch(stored, world.tokens["expert"]) == 403
 
 
 def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(world):
@@ -279,8 +308,6 @@ def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(wo
     (someone else's upload, another app's file) is refused before it runs, naming the input,
     for every function of the page; so a function that echoes its inputs (the Evaluate form
     saved in the browser) cannot issue that file to whoever named it."""
-    from app import build_app
-
     upload = {"files": ("mine.csv", b"model,concept\n", "text/csv")}
     [uploaded] = world.http.post(
         "gradio_api/upload", files=upload, headers={"cookie": f"{COOKIE}={world.tokens['researcher']}"}
@@ -289,21 +316,14 @@ def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(wo
     stray.parent.mkdir()
     stray.write_text("another app's file")
     foreign = [{"path": p, "meta": {"_type": "gradio.FileData"}} for p in (uploaded, str(stray))]
-    page = page_config(world.url)
-    values = {c["id"]: c.get("props", {}).get("value") for c in page["components"]}
-    demo = build_app(world.config)
-    dependencies = httpx.get(f"{world.url}config").json()["dependencies"]
-    names = {
-        c["id"]: c.get("props", {}).get("label") or c.get("props", {}).get("elem_id")
-        for c in page["components"]
-    }
+    page = world.page
     before = world.state()
     checked = 0
-    for index, dependency in enumerate(dependencies):
-        if demo.fns[index].fn is None or not dependency["inputs"]:
+    for index, dependency in enumerate(page.dependencies):
+        if page.fns[index].fn is None or not dependency["inputs"]:
             continue
         for file in foreign:
-            data = [file] + [values.get(i) for i in dependency["inputs"][1:]]
+            data = [file] + [page.values.get(i) for i in dependency["inputs"][1:]]
             for who in ("participant", "designer"):
                 [answer] = world.answers(index, [(data, world.tokens[who])])
                 assert answer.get("success") is False, (index, who, answer)
@@ -311,60 +331,43 @@ def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(wo
                 assert (
                     error.startswith("Not allowed: ") and "names a file this session may not fetch" in error
                 )
-                name = names.get(dependency["inputs"][0])
+                name = page.names.get(dependency["inputs"][0])
                 assert (f"`{name}`" if name else "input 1 (") in error, (index, error)
         checked += 1
     assert checked > 100
     for who in ("participant", "designer", "expert"):
         for file in foreign:
-            got = world.http.get(
-                f"gradio_api/file={file['path']}", headers={"cookie": f"{COOKIE}={world.tokens[who]}"}
-            )
-            assert got.status_code == 403, (who, file["path"])
+            assert world.fetch(file["path"], world.tokens[who]) == 403, (who, file["path"])
     assert world.state()[0] == before[0]  # no row changed
     # The Evaluate form saved in the browser (it hands its inputs back): the researcher may
     # name their own upload, and nobody else gains it by their call.
-    [save_form] = [i for i, fn in demo.fns.items() if getattr(fn.fn, "__name__", "") == "save_form"]
-    form = [values.get(i) for i in dependencies[save_form]["inputs"]]
+    [save_form] = [i for i, fn in page.fns.items() if getattr(fn.fn, "__name__", "") == "save_form"]
+    form = [page.values.get(i) for i in page.dependencies[save_form]["inputs"]]
     mine = [foreign[0]] + form[1:]
     [answer] = world.answers(save_form, [(mine, world.tokens["researcher"])])
     assert answer.get("success") is True, answer
     [answer] = world.answers(save_form, [(mine, world.tokens["participant"])])
     assert answer.get("success") is False
-    assert (
-        httpx.get(
-            f"{world.url}gradio_api/file={uploaded}", cookies={COOKIE: world.tokens["participant"]}
-        ).status_code
-        == 403
-    )
+    assert world.fetch(uploaded, world.tokens["participant"]) == 403
 
 
 def test_no_page_function_takes_text_that_cannot_be_stored(world):
     """A lone UTF-16 surrogate (valid JSON, which no browser sends) in any input of any page
     function is refused before the function runs, naming the input; nothing changes."""
-    from app import build_app
-
-    page = page_config(world.url)
-    values = {c["id"]: c.get("props", {}).get("value") for c in page["components"]}
-    names = {
-        c["id"]: c.get("props", {}).get("label") or c.get("props", {}).get("elem_id")
-        for c in page["components"]
-    }
-    demo = build_app(world.config)
-    dependencies = httpx.get(f"{world.url}config").json()["dependencies"]
+    page = world.page
     before = world.state()
     checked = 0
-    for index, dependency in enumerate(dependencies):
+    for index, dependency in enumerate(page.dependencies):
         inputs = dependency["inputs"]
-        if demo.fns[index].fn is None or not inputs:
+        if page.fns[index].fn is None or not inputs:
             continue
         last = len(inputs) - 1  # after the session token, where a function has one
-        data = [values.get(i) for i in inputs[:last]] + [["fine", {"note": "a\ud800b"}]]
+        data = [page.values.get(i) for i in inputs[:last]] + [["fine", {"note": "a\ud800b"}]]
         [answer] = world.answers(index, [(data, world.tokens["participant"])])
         assert answer.get("success") is False, (index, answer)
         error = answer["output"]["error"]
         assert "holds a character that cannot be stored as text (U+D800, half of a UTF-16 pair)" in error
-        name = names.get(inputs[last])
+        name = page.names.get(inputs[last])
         assert (f"`{name}`" if name else f"input {last + 1} (") in error, (index, error)
         checked += 1
     assert checked > 100
@@ -386,22 +389,12 @@ def test_every_page_function_refuses_callers_without_its_role_and_writes_nothing
     """Every dependency of the page by index, named or private, with no session and each
     wrong role: no row and no file changes, nobody is signed out; a sign-in function may only
     record the refused sign-in (an audit row), as it must."""
-    from app import build_app
-
-    demo = build_app(world.config)
-    # The values the page starts with, for every event of the app (``/config``: the page's
-    # configuration leaves out the API buttons' events, which a caller can still run).
-    page = page_config(world.url)
-    values = {c["id"]: c.get("props", {}).get("value") for c in page["components"]}
-    token_box = next(
-        c["id"] for c in page["components"] if c.get("props", {}).get("elem_id") == "session_token"
-    )
-    dependencies = httpx.get(f"{world.url}config").json()["dependencies"]
-    assert len(dependencies) == len(demo.fns) > 100
+    page = world.page
+    assert len(page.dependencies) == len(page.fns) > 100
     before = world.state()
     checked = 0
-    for index, dependency in enumerate(dependencies):
-        fn = demo.fns[index].fn
+    for index, dependency in enumerate(page.dependencies):
+        fn = page.fns[index].fn
         if fn is None:
             continue
         access: Access = fn.cc_access
@@ -415,7 +408,7 @@ def test_every_page_function_refuses_callers_without_its_role_and_writes_nothing
             assert access.kind in (OWN_SESSION, UI)
             callers = [None, world.tokens["participant"]]
         calls = [
-            ([token if i == token_box else values.get(i) for i in dependency["inputs"]], token)
+            ([token if i == page.token_box else page.values.get(i) for i in dependency["inputs"]], token)
             for token in callers
         ]
         assert "lost" not in world.run(index, calls)
