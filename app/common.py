@@ -565,9 +565,9 @@ def checked_by_handler(dropdown: gr.Dropdown) -> gr.Dropdown:
     return dropdown
 
 
-def whole_number(value: object, name: str, *, minimum: int | None = None) -> int:
+def whole_number(value: object, name: str, *, minimum: int | None = None, what: str = "") -> int:
     """`value` as an int if it is a whole number (`minimum` or more, if given), else a
-    ValueError naming the field `name`.
+    ValueError naming the field `name` (and, below `minimum`, `what` it is, if given).
 
     Number fields are declared without ``precision=0``, which would make Gradio round 1.5
     to 2 before any handler sees it; so every whole-number input is checked here. Text
@@ -589,17 +589,15 @@ def whole_number(value: object, name: str, *, minimum: int | None = None) -> int
     if not -MAX_WHOLE <= number <= MAX_WHOLE:
         raise ValueError(f"`{name}` must be a whole number of at most 18 digits, got {shown(value)}")
     if minimum is not None and number < minimum:
-        raise ValueError(f"`{name}` must be a whole number, {minimum} or more, got {int(number)}")
+        meaning = f" ({what})" if what else ""
+        raise ValueError(f"`{name}` must be a whole number, {minimum} or more{meaning}, got {int(number)}")
     return int(number)
 
 
 def seed_number(value: object, name: str) -> int:
     """`value` as a random seed: a whole number, 0 or more (`whole_number`), else a ValueError
     naming the field `name` (NumPy's own message, "expected non-negative integer", names none)."""
-    number = whole_number(value, name)
-    if number < 0:
-        raise ValueError(f"`{name}` must be a whole number, 0 or more (a random seed), got {number}")
-    return number
+    return whole_number(value, name, minimum=0, what="a random seed")
 
 
 def id_field(
