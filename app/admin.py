@@ -30,6 +30,7 @@ from app.common import (
     empty_note,
     escape,
     id_field,
+    link_days,
     note_area,
     refusal_text,
     role,
@@ -47,6 +48,7 @@ from storage.spreadsheet import write_csv
 NAME = "admin"
 TITLE = "Admin"
 ROLES = ("admin",)
+DAYS_LABEL = "Link valid for (days)"
 INVITE_HEADERS = ["annotator_id", "pseudonym", "role", "invite_link"]
 ANNOTATOR_HEADERS = [
     "annotator_id",
@@ -214,16 +216,16 @@ class AdminTab(Tab):
         """Create `count` annotators of `role`; one invite link each."""
         if background not in _BACKGROUND:
             raise ValueError(f"`background` must be one of {list(_BACKGROUND)}, got {background!r}")
-        n = whole_number(count, "count")
+        n = whole_number(count, "How many")
         if not 1 <= n <= accounts.MAX_BULK:
-            raise ValueError(f"`count` must be from 1 to {accounts.MAX_BULK}, got {n}")
+            raise ValueError(f"`How many` must be from 1 to {accounts.MAX_BULK}, got {n}")
         config = self.ctx.config
         rows = create_annotators(
             db,
             n,
             role,
             design_background=_BACKGROUND[background],
-            expires_days=float(days or config.invite_days),
+            expires_days=link_days(days, DAYS_LABEL),
             created_by=actor.pseudonym,
         )
         return self.named(
@@ -255,10 +257,10 @@ class AdminTab(Tab):
     @role(*ROLES)
     def new_link(self, db, actor, annotator_id: str, days: float) -> dict:
         """A new invite link for an existing person; their earlier links are revoked."""
-        annotator_id = whole_number(annotator_id, "annotator id")
+        annotator_id = whole_number(annotator_id, "Annotator id")
         config = self.ctx.config
         token = accounts.new_invite(
-            db, annotator_id, expires_days=float(days or config.invite_days), created_by=actor.pseudonym
+            db, annotator_id, expires_days=link_days(days, DAYS_LABEL), created_by=actor.pseudonym
         )
         link = invite_url(config.public_url, token)
         return self.named(
@@ -284,7 +286,7 @@ class AdminTab(Tab):
         """Approve a designer's practice colorings, or ask for them again."""
         if decision not in ("approve", "redo"):
             raise ValueError(f"`decision` must be 'approve' or 'redo', got {decision!r}")
-        annotator_id = whole_number(annotator_id, "annotator id")
+        annotator_id = whole_number(annotator_id, "Annotator id")
         onboarding.review_practice(db, annotator_id, actor, decision == "approve", why or "")
         return self.named(review_message=f"Recorded: {decision} for annotator {annotator_id}.")
 
@@ -317,7 +319,7 @@ class AdminTab(Tab):
         """Close an annotator's account (their data stays)."""
         if not (why or "").strip():
             raise ValueError("`why` must say why the account is closed; got an empty text")
-        annotator_id = whole_number(annotator_id, "annotator id")
+        annotator_id = whole_number(annotator_id, "Annotator id to close")
         accounts.revoke_annotator(db, annotator_id, actor, why)
         return self.named(revoke_message=f"Closed the account of annotator {annotator_id}.")
 
@@ -494,7 +496,7 @@ def _invite_section(ctx: AppContext) -> dict:
         background = gr.Radio(
             list(_BACKGROUND), value="unknown", label="Design/art background", elem_id="admin_background"
         )
-        days = gr.Number(ctx.config.invite_days, label="Link valid for (days)", elem_id="admin_days")
+        days = gr.Number(ctx.config.invite_days, label=DAYS_LABEL, elem_id="admin_days")
     create = gr.Button("Create invite links", variant="primary", elem_id="admin_create")
     create_note = note_area("admin_create_note")
     with empty_note(

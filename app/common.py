@@ -36,7 +36,7 @@ from annotation.coloring.pool import ColoringPool
 from annotation.concepts import sync_concepts
 from annotation.errors import AnnotationError, shown
 from annotation.integrity import sweep_orphans
-from annotation.people.accounts import Actor, require
+from annotation.people.accounts import LINK_DAYS_RANGE, MAX_LINK_DAYS, MIN_LINK_DAYS, Actor, require
 from annotation.people.passwords import ensure_admin_password
 from annotation.research.views import LeaderboardCache, keep_leaderboards_fresh
 from annotation.sketches.library import sync_shipped_sketches
@@ -598,6 +598,21 @@ def seed_number(value: object, name: str) -> int:
     """`value` as a random seed: a whole number, 0 or more (`whole_number`), else a ValueError
     naming the field `name` (NumPy's own message, "expected non-negative integer", names none)."""
     return whole_number(value, name, minimum=0, what="a random seed")
+
+
+def link_days(value: object, name: str) -> float:
+    """`value` as how long a link stays valid, in days: a number in
+    `annotation.people.accounts.LINK_DAYS_RANGE`, else a ValueError naming the field `name`.
+
+    An empty field is refused, not read as a default: Gradio sends a number it cannot
+    hold (``1e400``) as nothing too.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        got = "nothing" if value is None or value == "" else shown(value)
+        raise ValueError(f"`{name}` must be a number of days, got {got}")
+    if not MIN_LINK_DAYS <= value <= MAX_LINK_DAYS:
+        raise ValueError(f"`{name}` must be in {LINK_DAYS_RANGE}, got {shown(value)}")
+    return float(value)
 
 
 def id_field(

@@ -28,9 +28,8 @@ import math
 import gradio as gr
 
 from annotation.errors import InvalidInput
-from annotation.people.accounts import LINK_DAYS_RANGE, MAX_LINK_DAYS, MIN_LINK_DAYS
 from annotation.study import crowd
-from app.common import AppContext, empty_note, escape, id_field, note_area, role, whole_number
+from app.common import AppContext, empty_note, escape, id_field, link_days, note_area, role, whole_number
 from app.tabs import On, Tab
 from storage import utcnow
 
@@ -100,9 +99,7 @@ class CrowdLinks(Tab):
     ) -> dict:
         """Make an open link; returns the link (shown once) and the list of links.
         ``consent`` is the consent text (plain; "" for the default)."""
-        days = _finite(days, "days open")
-        if not MIN_LINK_DAYS <= days <= MAX_LINK_DAYS:
-            raise InvalidInput(f"`days open` must be in {LINK_DAYS_RANGE}, got {days}")
+        days = link_days(days, "days open")
         _, token = crowd.create_link(
             db,
             whole_number(study_id, "Study id"),

@@ -99,7 +99,7 @@ def test_text_beyond_its_limit_is_refused_with_the_field_and_the_limit(app, api_
         (
             "/admin_revoke",
             ("admin", str(2**64), "spite"),
-            "`annotator id` must be a whole number of at most 18 digits",
+            "`Annotator id to close` must be a whole number of at most 18 digits",
         ),
         ("/study_design", ("researcher", "9" * 40), "`Study id` must be a whole number of at most 18 digits"),
     ],

@@ -121,7 +121,7 @@ def test_admin_inputs_out_of_range_show_a_message_and_write_nothing(shared_app):
     client, config = shared_app
     admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
     before = _dump(config)
-    with pytest.raises(AppError, match="`count` must be from 1 to 500, got 0"):
+    with pytest.raises(AppError, match="`How many` must be from 1 to 500, got 0"):
         client.predict(admin, "designer", 0, "yes", 7, api_name="/admin_create_invites")
     with pytest.raises(AppError, match="admin is not in the list of choices"):
         client.predict(admin, "admin", 1, "yes", 7, api_name="/admin_create_invites")
@@ -129,11 +129,11 @@ def test_admin_inputs_out_of_range_show_a_message_and_write_nothing(shared_app):
         client.predict(admin, 99, "approve", "ok", api_name="/admin_review_practice")
     with pytest.raises(AppError, match="`why` must say why"):
         client.predict(admin, 1, "", api_name="/admin_revoke")
-    with pytest.raises(AppError, match="`count` must be a whole number, got 1.5"):
+    with pytest.raises(AppError, match="`How many` must be a whole number, got 1.5"):
         client.predict(admin, "designer", 1.5, "yes", 7, api_name="/admin_create_invites")
-    with pytest.raises(AppError, match="`annotator id` must be a whole number, got '1.5'"):
+    with pytest.raises(AppError, match="`Annotator id` must be a whole number, got '1.5'"):
         client.predict(admin, 1.5, "approve", "ok", api_name="/admin_review_practice")
-    with pytest.raises(AppError, match="`annotator id` must be a whole number, got nothing"):
+    with pytest.raises(AppError, match="`Annotator id to close` must be a whole number, got nothing"):
         client.predict(admin, None, "spite", api_name="/admin_revoke")
     assert _dump(config) == before
 

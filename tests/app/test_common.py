@@ -7,7 +7,7 @@ import pytest
 
 from annotation.errors import Conflict
 from annotation.people.passwords import login_admin
-from app.common import UNEXPECTED, AppContext, role, whole_number
+from app.common import UNEXPECTED, AppContext, link_days, role, whole_number
 from app.tabs import Tab
 from tests.app_server import ADMIN_PASSWORD, make_config
 
@@ -97,3 +97,26 @@ def test_whole_number_refuses_anything_else_naming_the_field(value, shown):
     with pytest.raises(ValueError) as raised:
         whole_number(value, "annotator id")
     assert str(raised.value) == f"`annotator id` must be a whole number, got {shown}"
+
+
+@pytest.mark.parametrize("days", [1 / 24, 0.5, 7, 3650])
+def test_link_days_takes_one_hour_to_ten_years(days):
+    assert link_days(days, "Link valid for (days)") == days
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        (0, r"must be in \[1/24, 3650\] days \(one hour to ten years\), got 0$"),
+        (1 / 25, r"must be in \[1/24, 3650\] days"),
+        (3650.5, r"must be in \[1/24, 3650\] days \(one hour to ten years\), got 3650.5$"),
+        (None, "must be a number of days, got nothing$"),
+        ("", "must be a number of days, got nothing$"),
+        ("7", "must be a number of days, got '7'$"),
+        (True, "must be a number of days, got True$"),
+        (float("inf"), "must be a number of days, got inf$"),
+    ],
+)
+def test_link_days_refuses_anything_else_naming_the_field(value, problem):
+    with pytest.raises(ValueError, match=r"^`Link valid for \(days\)` " + problem):
+        link_days(value, "Link valid for (days)")
