@@ -565,9 +565,12 @@ def checked_by_handler(dropdown: gr.Dropdown) -> gr.Dropdown:
     return dropdown
 
 
-def whole_number(value: object, name: str, *, minimum: int | None = None, what: str = "") -> int:
-    """`value` as an int if it is a whole number (`minimum` or more, if given), else a
-    ValueError naming the field `name` (and, below `minimum`, `what` it is, if given).
+def whole_number(
+    value: object, name: str, *, minimum: int | None = None, maximum: int | None = None, what: str = ""
+) -> int:
+    """`value` as an int if it is a whole number (`minimum` or more and `maximum` or less, if
+    given), else a ValueError naming the field `name` (and, below `minimum`, `what` it is, if
+    given).
 
     Number fields are declared without ``precision=0``, which would make Gradio round 1.5
     to 2 before any handler sees it; so every whole-number input is checked here. Text
@@ -588,6 +591,10 @@ def whole_number(value: object, name: str, *, minimum: int | None = None, what: 
         raise ValueError(f"`{name}` must be a whole number, got {got}")
     if not -MAX_WHOLE <= number <= MAX_WHOLE:
         raise ValueError(f"`{name}` must be a whole number of at most 18 digits, got {shown(value)}")
+    if maximum is not None and not (minimum or 0) <= number <= maximum:
+        raise ValueError(
+            f"`{name}` must be a whole number from {minimum or 0} to {maximum:,}, got {int(number):,}"
+        )
     if minimum is not None and number < minimum:
         meaning = f" ({what})" if what else ""
         raise ValueError(f"`{name}` must be a whole number, {minimum} or more{meaning}, got {int(number)}")

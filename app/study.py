@@ -38,6 +38,7 @@ from app.common import (
 from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import table3_figure
+from evaluation.analysis.judgments import MAX_BOOT
 from evaluation.models.generation import STYLES
 from storage import human as human_rows
 from storage.human import COUNTING_RULE
@@ -213,7 +214,7 @@ class StudyTab(Tab):
             study_id,
             folder,
             rng=np.random.default_rng(seed_number(seed, "Bootstrap seed")),
-            n_boot=whole_number(n_boot, "Bootstrap resamples"),
+            n_boot=whole_number(n_boot, "Bootstrap resamples", minimum=1, maximum=MAX_BOOT),
             exclude_flagged=bool(exclude_flagged),
         )
         return self.named(

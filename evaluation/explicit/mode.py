@@ -42,7 +42,7 @@ from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD, Detect
 from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Batch, Executor, InProcessExecutor
 from evaluation.pipeline.ray_storage import location
-from evaluation.pipeline.stages import png_bytes, read_image, save_by_hash
+from evaluation.pipeline.stages import check_run_size, png_bytes, read_image, save_by_hash
 from storage import transaction
 
 STYLE = "explicit"
@@ -97,6 +97,7 @@ def plan_explicit_run(
         raise ValueError(f"`samples` must be a positive integer, got {samples!r}")
     if not prompts:
         raise ValueError("`prompts` must not be empty")
+    check_run_size(models, len(prompts), samples, "prompts")
     items = [
         {
             "model": spec.key,

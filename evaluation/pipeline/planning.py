@@ -27,6 +27,7 @@ Seconds per image (generation plus GroundingDINO + SAM masking) come from, in or
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -176,9 +177,9 @@ def resolve_models(
     unknown = [k for k in keys if k not in registry]
     if unknown:
         raise RegistryError(f"unknown model(s) {unknown}; the registry has {sorted(registry)}")
-    bad = [s for s in cfg_scales if not s > 0]
+    bad = [s for s in cfg_scales if not (s > 0 and math.isfinite(s))]
     if bad:
-        raise ValueError(f"`cfg_scales` must be positive numbers, got {list(cfg_scales)}")
+        raise ValueError(f"`cfg_scales` must be positive finite numbers, got {list(cfg_scales)}")
     specs = []
     for key in dict.fromkeys(keys):
         spec = registry[key]

@@ -31,6 +31,39 @@ from storage.files import png_bytes
 
 Progress = Callable[[int, int], None]
 
+MAX_RUN_IMAGES = 1_000_000
+"""The most images one run may plan. Every model of the registry over the paper's whole grid
+(7 models x 1,278 concepts x 2 styles x 7 guidance scales x 5 seeds = 626,220 images) fits;
+a typo such as 10**12 seeds is refused before a single item is built (building them would
+hold the server's memory until it is killed)."""
+
+
+def check_run_size(models: Sequence[ModelSpec], cells: int, samples: int, what: str) -> int:
+    """The number of images of a run over `models` x `cells` x each model's guidance scales x
+    `samples`, or a ValueError saying what to lower when it is over `MAX_RUN_IMAGES`.
+
+    Parameters
+    ----------
+    models : sequence of ModelSpec
+        Each sweeps its own ``cfg_scales``.
+    cells : int
+        Cells per model and guidance scale: concepts x styles, or prompts.
+    samples : int
+        Images per cell and guidance scale (seeds).
+    what : str
+        What a cell is, for the message, e.g. ``"concept-style pairs"``.
+    """
+    n = sum(len(spec.cfg_scales) for spec in models) * cells * samples
+    if n > MAX_RUN_IMAGES:
+        scales = sorted({len(spec.cfg_scales) for spec in models})
+        raise ValueError(
+            f"the run would make {n:,} images ({len(models)} model(s) x {cells:,} {what} x "
+            f"{'/'.join(map(str, scales))} guidance scale(s) x {samples:,} seed(s)); one run makes "
+            f"at most {MAX_RUN_IMAGES:,}: lower the seeds, guidance scales, concepts or models, "
+            "or split it into several runs"
+        )
+    return n
+
 
 def save_by_hash(data_dir: Location, folder: Path, data: bytes, suffix: str) -> tuple[str, str]:
     """Store `data` under `data_dir`/`folder` by its SHA-256 (`storage.files.put_bytes`), and say where.
@@ -103,6 +136,7 @@ def plan_run(
     """
     if samples < 1:
         raise ValueError(f"`samples` must be a positive integer, got {samples}")
+    check_run_size(models, len(concepts) * len(styles), samples, "concept-style pairs")
     items = [
         {
             "model": spec.key,

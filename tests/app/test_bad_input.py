@@ -386,6 +386,13 @@ CASES = [
         r"`Bootstrap seed` must be a whole number, 0 or more \(a random seed\), got -1",
     ),
     Case(
+        # Each resample is a Bradley–Terry fit: 10**12 of them would hold the server for good.
+        "study-analyse-resamples-huge",
+        "/study_analyse",
+        as_role("researcher", 999, False, 10**12, 0),
+        r"^`Bootstrap resamples` must be a whole number from 1 to 10,000, got 1,000,000,000,000$",
+    ),
+    Case(
         "pilot-draw-negative-seed",
         "/admin_draw_pilot",
         as_role("admin", 3, -1),
@@ -498,6 +505,20 @@ CASES = [
             "researcher", ["tiny-random"], ["apple", "unicorn", IMG], [], [], "", 0, 0, ["natural"], "7.5", 1
         ),
         r"^`keys` names unknown concepts \['unicorn', .{0,60}\]; keys are the concept text",
+    ),
+    Case(
+        # Built item by item, this run would have held the server's memory until it was killed.
+        "evaluate-seeds-huge",
+        "/evaluate_preview",
+        as_role("researcher", ["tiny-random"], ["apple"], [], [], "", 0, 0, ["natural"], "7.5", 10**12),
+        r"^the run would make 1,000,000,000,000 images \(1 model\(s\) x 1 concept-style pairs .* one run "
+        r"makes at most 1,000,000: lower the seeds",
+    ),
+    Case(
+        "evaluate-cfg-infinite",
+        "/evaluate_preview",
+        as_role("researcher", ["tiny-random"], ["apple"], [], [], "", 0, 0, ["natural"], "1e309", 1),
+        r"^`cfg_scales` must be positive finite numbers, got \[inf\]$",
     ),
     Case(
         "browser-huge-concept",

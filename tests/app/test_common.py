@@ -99,6 +99,15 @@ def test_whole_number_refuses_anything_else_naming_the_field(value, shown):
     assert str(raised.value) == f"`annotator id` must be a whole number, got {shown}"
 
 
+@pytest.mark.parametrize("value, shown", [(0, "0"), (10_001, "10,001"), ("99999999999", "99,999,999,999")])
+def test_whole_number_with_a_maximum_says_the_range(value, shown):
+    assert whole_number("10000", "Bootstrap resamples", minimum=1, maximum=10_000) == 10_000
+    with pytest.raises(
+        ValueError, match=rf"^`Bootstrap resamples` must be a whole number from 1 to 10,000, got {shown}$"
+    ):
+        whole_number(value, "Bootstrap resamples", minimum=1, maximum=10_000)
+
+
 @pytest.mark.parametrize("days", [1 / 24, 0.5, 7, 3650])
 def test_link_days_takes_one_hour_to_ten_years(days):
     assert link_days(days, "Link valid for (days)") == days

@@ -264,3 +264,8 @@ def test_plan_summary_counts_prompts_images_objects_and_time():
     )
     with pytest.raises(ValueError, match="`samples`"):
         plan_explicit_run([spec], prompts, 0, {})
+    # Refused before any item is built: a list of 10**12 items would never finish.
+    with pytest.raises(
+        ValueError, match=r"^the run would make 2,000,000,000,000 images \(1 model\(s\) x 2 prompts"
+    ):
+        plan_explicit_run([spec], prompts, 10**12, {})

@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from evaluation.pipeline.planning import (
     select_concepts,
 )
 from evaluation.pipeline.runs import check_run_name
+from evaluation.pipeline.stages import MAX_RUN_IMAGES
 
 CONCEPTS = load_concepts()
 
@@ -102,7 +104,16 @@ def test_plan_request_counts_models_concepts_styles_scales_and_seeds(tmp_path):
         ({"styles": ()}, ValueError, "`styles` must name at least one"),
         ({"styles": ("oil",)}, ValueError, "`styles` must be among"),
         ({"cfg_scales": (0.0,)}, ValueError, "`cfg_scales` must be positive"),
+        ({"cfg_scales": (float("inf"),)}, ValueError, "`cfg_scales` must be positive finite numbers"),
+        ({"cfg_scales": (7.5, float("nan"))}, ValueError, "`cfg_scales` must be positive finite numbers"),
         ({"seeds": 0}, ValueError, "`seeds`"),
+        # Built item by item, 10**12 seeds would hold the memory until the server is killed.
+        (
+            {"seeds": 10**12},
+            ValueError,
+            r"^the run would make 1,000,000,000,000 images \(1 model\(s\) x 1 concept-style pairs x 1 "
+            r"guidance scale\(s\) x 1,000,000,000,000 seed\(s\)\); one run makes at most 1,000,000: lower",
+        ),
     ],
 )
 def test_plan_request_rejects_bad_choices(tmp_path, changes, error, message):
@@ -110,10 +121,22 @@ def test_plan_request_rejects_bad_choices(tmp_path, changes, error, message):
         "models": ("tiny-random",),
         "query": ConceptQuery(keys=("apple",)),
         "styles": ("natural",),
+        "cfg_scales": (7.5,),
         "seeds": 1,
     }
     with pytest.raises(error, match=message):
         plan_request(EvaluationRequest(**{**fields, **changes}), load_registry(), CONCEPTS, tmp_path)
+
+
+def test_every_registry_model_over_the_papers_whole_grid_fits_in_one_run(tmp_path):
+    registry = load_registry()
+    models = tuple(key for key, spec in registry.items() if spec.build != "tiny")
+    request = EvaluationRequest(models, ConceptQuery(), ("natural", "clipart"), seeds=5)
+    items, _ = plan_request(request, registry, CONCEPTS, tmp_path)
+    assert len(items) == sum(len(registry[m].cfg_scales) for m in models) * len(CONCEPTS) * 2 * 5
+    assert len(items) == 7 * 7 * 1278 * 2 * 5 <= MAX_RUN_IMAGES
+    with pytest.raises(ValueError, match="the run would make 1,252,440 images"):
+        plan_request(dataclasses.replace(request, seeds=10), registry, CONCEPTS, tmp_path)
 
 
 def test_resolve_models_leaves_hub_models_untouched(tmp_path):
