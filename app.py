@@ -44,8 +44,10 @@ def _seed(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from annotation.errors import AnnotationError
     from app import SecretServed, build_app, check_secrets, launch_options, mark_ready
     from app.config import AppConfig
+    from storage import SchemaTooNew
 
     args = parse_args(argv)
     try:
@@ -63,7 +65,10 @@ def main(argv: list[str] | None = None) -> None:
     except SecretServed as error:
         raise SystemExit(f"Refusing to start: {error}.") from None
     _check_port(args.host, args.port)
-    demo = build_app(config)
+    try:
+        demo = build_app(config)
+    except (SchemaTooNew, AnnotationError) as error:
+        raise SystemExit(f"Refusing to start: {error}.") from None
     options = launch_options(config, demo)
     demo.queue(default_concurrency_limit=8)
     try:

@@ -22,7 +22,16 @@ from annotation.coloring import ground_truth
 from annotation.errors import AnnotationError
 from annotation.export import export
 from annotation.people.passwords import set_admin_password
-from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, ensure_schema, open_db, serving
+from storage import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_DB_PATH,
+    ENV_DATA_DIR,
+    ENV_DB,
+    SchemaTooNew,
+    ensure_schema,
+    open_db,
+    serving,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -154,12 +163,18 @@ def _run(args: argparse.Namespace) -> int:
                 f"and images {summary.images} to {summary.folder}"
             )
         else:
-            password = (
-                sys.stdin.readline().rstrip("\n") if args.stdin else getpass.getpass("New admin password: ")
-            )
+            if args.stdin:
+                password = sys.stdin.readline().rstrip("\n")
+            else:
+                password = getpass.getpass("New admin password: ")
+                if getpass.getpass("The same again: ") != password:
+                    print(
+                        "error: the two passwords differ; the admin password was not changed", file=sys.stderr
+                    )
+                    return 1
             set_admin_password(db, password, source="command line")
             print("admin password changed")
-    except AnnotationError as error:
+    except (AnnotationError, SchemaTooNew) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     finally:

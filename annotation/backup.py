@@ -14,8 +14,9 @@ A backup folder holds::
 `restore` refuses while anything serves or writes the database: the app and the
 long-running evaluation commands hold a shared lock on ``<database>.lock`` for their
 life, and restore takes it alone without waiting (`storage.serving`). It checks every
-hash of the manifest before it replaces anything; a backup that fails a check changes
-nothing. Files are copied into the data folder where they are missing (they are
+hash of the manifest, and that the database is this app's at a schema version this code
+knows (every table of that version present), before it replaces anything; a backup that
+fails a check changes nothing. Files are copied into the data folder where they are missing (they are
 content-addressed, so an existing file of the same name and hash is the same file). The
 previous database is kept beside it as ``<name>.before-restore-<time>`` *with* its
 ``-wal`` (renamed with it, then checkpointed into it), so a transaction committed before
@@ -45,6 +46,7 @@ from annotation.errors import InvalidInput
 from annotation.export import file_columns, reported_write_errors, staged_folder
 from annotation.files import resolve
 from storage import create_private, iso, serving
+from storage.schema import MIGRATIONS, tables_at
 
 DB_NAME = "colorconcept.sqlite"
 MANIFEST = "manifest.json"
@@ -187,8 +189,9 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
     """Restore the backup in `folder` as the database `db_path` and its files.
 
     Steps: refuse unless no process holds `db_path`'s lock (`storage.serving.exclusive`);
-    check every hash (`verify`); copy the missing files into `data_dir`; stage the
-    database copy beside `db_path` and check it (sha256, ``integrity_check``); keep the
+    check every hash (`verify`); stage the database copy beside `db_path` and check it
+    (sha256, ``integrity_check``, and that it is this app's database at a schema version
+    this code knows, `_schema_problem`); copy the missing files into `data_dir`; keep the
     previous database with its ``-wal`` (`_keep_previous`); move the copy into place and
     check it there again.
 
@@ -202,15 +205,20 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
     ------
     BackupError
         If the app or an evaluation run holds the database (nothing is changed), a file
-        of the backup differs from its manifest (nothing is changed), or the restored
+        of the backup differs from its manifest, its database is not this app's or is
+        newer than this code (nothing is changed either way), or the restored
         database fails its check (the message says where the previous one is kept).
     """
     folder, db_path, data_dir = Path(folder), Path(db_path), Path(data_dir)
     try:
         with serving.exclusive(db_path):
             manifest = verify(folder)
-            copied = _restore_files(folder, manifest, data_dir)
             staged = _stage_database(folder, manifest, db_path)
+            try:
+                copied = _restore_files(folder, manifest, data_dir)
+            except BaseException:
+                staged.unlink(missing_ok=True)
+                raise
             previous = _keep_previous(db_path)
             os.replace(staged, db_path)
             where = (
@@ -254,6 +262,9 @@ def _stage_database(folder: Path, manifest: dict, db_path: Path) -> Path:
             raise BackupError(
                 f"the backup's database fails SQLite's integrity_check ({problem}); the database was not replaced"
             )
+        problem = _schema_problem(staged, manifest["schema_version"])
+        if problem:
+            raise BackupError(f"the backup's database {problem}; the database was not replaced")
     except BaseException:
         staged.unlink(missing_ok=True)
         raise
@@ -271,6 +282,37 @@ def _integrity_problem(path: Path) -> str | None:
     except sqlite3.DatabaseError as error:
         return str(error)
     return None if found == [("ok",)] else found[0][0]
+
+
+def _schema_problem(path: Path, stated: object) -> str | None:
+    """Why the database at `path` is not one this code may take as its own, or None.
+
+    It must record a schema version from 1 to this code's (a newer one would stop every
+    later start), the version its manifest states, and every table a database of that
+    version has (`storage.schema.tables_at`): a SQLite file of some other program passes
+    ``integrity_check`` and its hash, and would leave the app an empty database.
+    """
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        tables = {row[0] for row in conn.execute("select name from sqlite_master where type = 'table'")}
+        if "schema_version" not in tables:
+            return "has no schema_version table: it is not a ColorConcept Lab database"
+        version = conn.execute("select coalesce(max(version), 0) from schema_version").fetchone()[0]
+    finally:
+        conn.close()
+    if not isinstance(version, int) or not 1 <= version <= len(MIGRATIONS):
+        newer = isinstance(version, int) and version > len(MIGRATIONS)
+        return f"records schema version {version!r}, " + (
+            f"newer than this code's {len(MIGRATIONS)}: update the code first"
+            if newer
+            else "which no code wrote"
+        )
+    if version != stated:
+        return f"records schema version {version}, but its manifest states {stated!r}"
+    missing = sorted(tables_at(version) - tables)
+    if missing:
+        return f"lacks tables of schema version {version}: {', '.join(missing)}"
+    return None
 
 
 def _keep_previous(db_path: Path) -> Path | None:

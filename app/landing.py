@@ -12,7 +12,7 @@ import urllib.parse
 import gradio as gr
 
 from annotation.errors import AnnotationError, InvalidInput, InvalidToken, PermissionDenied, check_length
-from annotation.people import throttle
+from annotation.people import passwords, throttle
 from annotation.people.accounts import Actor, login_with_invite, logout, require
 from annotation.people.passwords import login_admin
 from annotation.study import crowd
@@ -250,7 +250,7 @@ def sign_in_as_admin(ctx: AppContext, password: str, address: str = "") -> tuple
     with shown_errors("login_admin"), ctx.db() as db:
         throttle.check(db, address)
         try:
-            check_length(password, "password", 1000)
+            check_length(password, "password", passwords.MAX_LENGTH)
             session = login_admin(db, password)
         except (PermissionDenied, InvalidInput):
             throttle.record_failure(db, address, "admin password")

@@ -44,12 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse `argv` and run the command; a ValueError becomes a one-line error and exit code 2."""
+    """Parse `argv` and run the command; a ValueError, or a database newer than this code,
+    becomes a one-line error and exit code 2."""
+    from storage import SchemaTooNew
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except ValueError as exc:
+    except (ValueError, SchemaTooNew) as exc:
         print(f"python -m evaluation {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

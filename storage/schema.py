@@ -23,6 +23,7 @@ Conventions
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import sqlite_utils
@@ -755,6 +756,22 @@ def schema_version(db: sqlite_utils.Database) -> int:
     if not db["schema_version"].exists():
         return 0
     return db.execute("select coalesce(max(version), 0) from schema_version").fetchone()[0]
+
+
+@functools.cache
+def tables_at(version: int) -> frozenset[str]:
+    """The names of the tables a database has at schema `version` (1 to ``len(MIGRATIONS)``),
+    found by applying the first `version` migrations to an empty database in memory."""
+    if not 1 <= version <= len(MIGRATIONS):
+        raise ValueError(f"`version` must be from 1 to {len(MIGRATIONS)}, got {version}")
+    db = sqlite_utils.Database(memory=True)
+    try:
+        for _, migrate in MIGRATIONS[:version]:
+            with transaction(db):
+                migrate(db)
+        return frozenset(db.table_names()) | {"schema_version"}
+    finally:
+        db.close()
 
 
 def ensure_schema(db: sqlite_utils.Database) -> int:

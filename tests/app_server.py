@@ -6,6 +6,7 @@ The server listens on a free local port and is closed when the block ends.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +46,16 @@ def session_event(demo):
 
     react.block_fn = event
     return react
+
+
+def app_script():
+    """``app.py`` as a module (the name ``app`` is the package)."""
+    spec = importlib.util.spec_from_file_location(
+        "app_script", Path(__file__).resolve().parents[1] / "app.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def free_port() -> int:

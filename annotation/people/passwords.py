@@ -28,6 +28,8 @@ from storage.settings import read_setting, write_setting
 ENV_PASSWORD = "COLORCONCEPT_ADMIN_PASSWORD"
 ENV_PASSWORD_FILE = "COLORCONCEPT_ADMIN_PASSWORD_FILE"
 MIN_LENGTH = 8
+MAX_LENGTH = 1000
+"""The longest password sign-in takes (`app.landing`); a longer one could be set but never used."""
 _SETTING = "admin_password_hash"
 # scrypt cost: n=2**14, r=8, p=1 takes ~50 ms and 16 MiB, RFC 7914's interactive setting.
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
@@ -54,11 +56,16 @@ def verify_password(password: str, encoded: str) -> bool:
 def set_admin_password(
     db: sqlite_utils.Database, password: str, *, source: str = "manual", now: dt.datetime | None = None
 ) -> None:
-    """Store the hash of a new admin password (at least `MIN_LENGTH` characters)."""
+    """Store the hash of a new admin password (`MIN_LENGTH` to `MAX_LENGTH` characters)."""
     if not isinstance(password, str) or len(password.strip()) < MIN_LENGTH:
         raise InvalidInput(
             f"the admin password must have at least {MIN_LENGTH} characters, "
             f"got {len(password) if isinstance(password, str) else type(password).__name__}"
+        )
+    if len(password) > MAX_LENGTH:
+        raise InvalidInput(
+            f"the admin password may have at most {MAX_LENGTH} characters (sign-in takes no more), "
+            f"got {len(password):,}"
         )
     with transaction(db):
         write_setting(db, _SETTING, hash_password(password))
@@ -95,7 +102,15 @@ def ensure_admin_password(
     stored = _stored_hash(db)
     if chosen is not None:
         if stored is None or not verify_password(chosen, stored):
-            set_admin_password(db, chosen, source=source)
+            try:
+                set_admin_password(db, chosen, source=source)
+            except InvalidInput as error:
+                where = (
+                    ENV_PASSWORD
+                    if source == "env"
+                    else f"the first line of {environ.get(ENV_PASSWORD_FILE) or password_file}"
+                )
+                raise InvalidInput(f"{error} (from {where})") from None
         return None
     if stored is not None:
         return None

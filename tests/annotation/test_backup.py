@@ -315,6 +315,73 @@ def test_a_backup_database_that_fails_integrity_check_is_not_restored(tmp_path):
     assert live.read_bytes() == b"the live database"
 
 
+def _replace_database(folder: Path, change) -> None:
+    """Apply `change` (SQL, or a callable on the path) to the backup's database and set the
+    manifest's hash and size to the result, as anyone preparing a backup by hand could."""
+    copy = folder / backup.DB_NAME
+    if callable(change):
+        change(copy)
+    else:
+        with contextlib.closing(sqlite3.connect(copy)) as conn, conn:
+            conn.executescript(change)
+    manifest = json.loads((folder / backup.MANIFEST).read_text())
+    manifest["database"].update(
+        sha256=hashlib.sha256(copy.read_bytes()).hexdigest(), bytes=copy.stat().st_size
+    )
+    (folder / backup.MANIFEST).write_text(json.dumps(manifest))
+
+
+def _foreign(path: Path) -> None:
+    path.unlink()
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("create table foo (x)")
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        (_foreign, "has no schema_version table: it is not a ColorConcept Lab database"),
+        (
+            "insert into schema_version values (999, 'future', 'x')",
+            f"records schema version 999, newer than this code's {len(storage.schema.MIGRATIONS)}: update the code first",
+        ),
+        (
+            "delete from schema_version where version > 3",
+            rf"records schema version 3, but its manifest states {len(storage.schema.MIGRATIONS)}",
+        ),
+        (
+            "drop table qc_votes; drop table sessions",
+            f"lacks tables of schema version {len(storage.schema.MIGRATIONS)}: qc_votes, sessions",
+        ),
+        ("delete from schema_version", "records schema version 0, which no code wrote"),
+    ],
+    ids=[
+        "another-programs-database",
+        "newer-schema",
+        "version-not-the-manifests",
+        "tables-missing",
+        "no-version",
+    ],
+)
+def test_restore_takes_only_this_apps_database_at_a_version_this_code_knows(tmp_path, change, problem):
+    # Each passes integrity_check and its manifest's hash: a restore used to put it in place
+    # and report success, leaving the app an empty database or one no command could open.
+    db, data = _store(tmp_path / "source")
+    add_coloring(db, data, people(db, 1, "designer")[0], "apple", (200, 30, 30))
+    backup.backup(db, data, tmp_path / "backup")
+    db.close()
+    _replace_database(tmp_path / "backup", change)
+    live = tmp_path / "live" / "db.sqlite"
+    live.parent.mkdir()
+    live.write_bytes(b"the live database")
+    with pytest.raises(
+        backup.BackupError, match=rf"^the backup's database {problem}; the database was not replaced$"
+    ):
+        backup.restore(tmp_path / "backup", live, tmp_path / "live" / "data")
+    assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite", "db.sqlite.lock"]
+    assert live.read_bytes() == b"the live database"
+
+
 @contextlib.contextmanager
 def _tiny_tmpfs(folder: Path):
     """A 64 KiB tmpfs mounted at `folder` (skips the test where mounting is not allowed)."""

@@ -3,7 +3,6 @@ the same seed over two copies of one database replays the same draws (issue 29, 
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -16,11 +15,10 @@ from annotation.study import judging
 from app import designer, expert, participant
 from app.common import AppContext
 from app.config import ENV_SEED, AppConfig
-from tests.app_server import make_config
+from tests.app_server import app_script, make_config
 from tests.qc_data import ADMIN, actor, add_coloring, people
 from tests.study_data import populate, sources, truth_source
 
-ROOT = Path(__file__).resolve().parents[2]
 # More colorings under review than an expert holds at once (`annotation.qc.votes.REVIEW_BATCH`),
 # so which ones the expert gets is a draw.
 REVIEWED = 24
@@ -118,16 +116,8 @@ def test_a_seed_in_the_environment_or_the_config_is_read_as_a_whole_number(monke
             AppConfig(seed=bad)
 
 
-def _app_script():
-    """``app.py`` as a module (the name ``app`` is the package)."""
-    spec = importlib.util.spec_from_file_location("app_script", ROOT / "app.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_seed_flag_is_read_and_a_bad_one_is_refused_naming_the_flag(capsys):
-    script = _app_script()
+    script = app_script()
     assert script.parse_args(["--seed", "9"]).seed == 9
     assert script.parse_args([]).seed is None
     with pytest.raises(SystemExit) as raised:
@@ -138,7 +128,7 @@ def test_the_seed_flag_is_read_and_a_bad_one_is_refused_naming_the_flag(capsys):
 
 def test_a_bad_seed_in_the_environment_stops_the_start_with_its_message(monkeypatch, tmp_path):
     monkeypatch.setenv(ENV_SEED, "soon")
-    script = _app_script()
+    script = app_script()
     with pytest.raises(SystemExit) as raised:
         script.main(["--db", str(tmp_path / "x.sqlite"), "--data-dir", str(tmp_path / "data")])
     assert (

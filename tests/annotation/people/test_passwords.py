@@ -8,6 +8,7 @@ from annotation.people.accounts import require
 from annotation.people.passwords import (
     ENV_PASSWORD,
     ENV_PASSWORD_FILE,
+    MAX_LENGTH,
     ensure_admin_password,
     hash_password,
     login_admin,
@@ -59,6 +60,16 @@ def test_short_admin_password_is_refused(db):
     assert db["settings"].count == 0
 
 
+def test_admin_password_longer_than_sign_in_takes_is_refused(db):
+    # Sign-in refuses more than 1,000 characters: such a password would lock the admin out.
+    set_admin_password(db, "x" * MAX_LENGTH)
+    with pytest.raises(
+        InvalidInput, match=r"^the admin password may have at most 1000 characters .*, got 1,001$"
+    ):
+        set_admin_password(db, "y" * (MAX_LENGTH + 1))
+    login_admin(db, "x" * MAX_LENGTH)
+
+
 def test_password_hashes_are_salted():
     assert hash_password("same") != hash_password("same")
     assert verify_password("same", hash_password("same"))
@@ -74,3 +85,21 @@ def test_command_line_sets_a_new_admin_password(tmp_path, db, monkeypatch, capsy
     monkeypatch.setattr("sys.stdin", io.StringIO("short\n"))
     assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password", "--stdin"]) == 1
     assert "at least 8 characters" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", io.StringIO("a" * 200_000 + "\n"))
+    assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password", "--stdin"]) == 1
+    assert "at most 1000 characters (sign-in takes no more), got 200,000" in capsys.readouterr().err
+    login_admin(db, "a brand new password")
+
+
+def test_command_line_asks_twice_and_keeps_the_old_password_when_they_differ(
+    tmp_path, db, monkeypatch, capsys
+):
+    set_admin_password(db, "the old password")
+    typed = iter(["a new password", "a new pasword"])
+    monkeypatch.setattr("getpass.getpass", lambda prompt: next(typed))
+    assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password"]) == 1
+    assert capsys.readouterr().err == "error: the two passwords differ; the admin password was not changed\n"
+    login_admin(db, "the old password")
+    typed = iter(["a new password", "a new password"])
+    assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password"]) == 0
+    login_admin(db, "a new password")

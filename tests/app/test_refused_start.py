@@ -1,0 +1,83 @@
+"""What stops the app or a command before it works says so in one line: a database written
+by newer code (every entry point; nothing changed), an admin password sign-in could not take."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+import storage
+from annotation.__main__ import main as annotation_main
+from annotation.people.passwords import ENV_PASSWORD
+from evaluation.__main__ import main as evaluation_main
+from storage.schema import MIGRATIONS
+from tests.app_server import app_script, free_port
+
+NEWER = f"database schema version 999 is newer than this code's {len(MIGRATIONS)}; update the code before opening it"
+
+
+@pytest.fixture
+def newer(tmp_path):
+    """A database whose schema_version records a migration this code does not know; its bytes."""
+    path = tmp_path / "db.sqlite"
+    db = storage.open_db(path)
+    storage.ensure_schema(db)
+    with storage.transaction(db):
+        db["schema_version"].insert({"version": 999, "name": "from the future", "applied": "2030-01-01"})
+    db.execute("pragma wal_checkpoint(TRUNCATE)")
+    db.close()
+    return path, path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["export", "OUT"], ["check-distributions"], ["set-admin-password", "--stdin"], ["backup", "OUT"]],
+)
+def test_the_annotation_commands_refuse_it_in_one_line(newer, tmp_path, command, capsys, monkeypatch):
+    path, before = newer
+    monkeypatch.setattr("sys.stdin", io.StringIO("a new password\n"))
+    argv = ["--db", str(path), "--data-dir", str(tmp_path / "data"), *command]
+    assert annotation_main([str(tmp_path / "out") if a == "OUT" else a for a in argv]) == 1
+    assert capsys.readouterr().err == f"error: {NEWER}\n"
+    assert path.read_bytes() == before
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_evaluation_commands_refuse_it_in_one_line(newer, tmp_path, capsys):
+    path, before = newer
+    assert evaluation_main(["score", "--db", str(path), "--data-dir", str(tmp_path / "data")]) == 2
+    assert capsys.readouterr().err == f"python -m evaluation score: error: {NEWER}\n"
+    assert path.read_bytes() == before
+
+
+def test_the_app_refuses_to_start_on_it(newer, tmp_path):
+    path, before = newer
+    with pytest.raises(SystemExit) as raised:
+        app_script().main(
+            ["--db", str(path), "--data-dir", str(tmp_path / "data"), "--port", str(free_port())]
+        )
+    assert raised.value.code == f"Refusing to start: {NEWER}."
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "password, problem", [("abc", "at least 8 characters, got 3"), ("x" * 1001, "at most 1000")]
+)
+def test_the_app_refuses_an_admin_password_from_the_environment_that_sign_in_could_not_take(
+    tmp_path, monkeypatch, password, problem
+):
+    monkeypatch.setenv(ENV_PASSWORD, password)
+    with pytest.raises(SystemExit) as raised:
+        app_script().main(
+            [
+                "--db",
+                str(tmp_path / "db.sqlite"),
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--port",
+                str(free_port()),
+            ]
+        )
+    assert raised.value.code.startswith("Refusing to start: the admin password ")
+    assert raised.value.code.endswith(f" (from {ENV_PASSWORD}).") and problem in raised.value.code
