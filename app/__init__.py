@@ -47,7 +47,7 @@ from app import (
     study,
     weight,
 )
-from app.common import BROWSER_STATE_KEY, AppContext, audit_functions
+from app.common import BROWSER_STATE_KEY, PLUMBING, AppContext, audit_functions
 from app.config import AppConfig
 from app.tabs import SessionReactions
 
@@ -103,7 +103,9 @@ def _blocks(ctx: AppContext) -> gr.Blocks:
     # `app.guard.Guard` knows what each one is when it decides who may fetch it.
     gr.set_static_paths([Path(ctx.config.data_dir).resolve() / f for f in guard.SERVED_FOLDERS])
     with lean_blocks.AppBlocks(title="ColorConcept Lab") as demo:
-        session_token = gr.Textbox("", visible="hidden", label="session_token", elem_id="session_token")
+        session_token = gr.Textbox(
+            "", visible="hidden", elem_classes=PLUMBING, label="session_token", elem_id="session_token"
+        )
         stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=BROWSER_STATE_KEY)
         # The browser fetches images itself, with the session in a cookie (`app.guard`);
         # registered first, so that the cookie is set before any tab's own reaction.

@@ -57,9 +57,13 @@ UNEXPECTED = (
 )
 _LOG = logging.getLogger(__name__)
 MAX_WHOLE = 10**18 - 1  # within SQLite's 64-bit integers, so an id never overflows a query
+# A field that carries the page's state (a task's id or JSON, the session token) takes the
+# class `PLUMBING`: Gradio 6 shows a ``visible="hidden"`` component that sits in a tab.
+PLUMBING = "plumbing"
 # A table inside `empty_note` shows its note, not bare headers, while it has no rows
 # (Gradio marks an empty table's container ``no-rows``).
 CSS = """
+.plumbing { display: none !important; }
 .empty-aware:has(.table-container:not(.no-rows)) > .empty-note { display: none !important; }
 .empty-aware .table-container.no-rows .table-wrap { display: none; }
 .empty-aware > .empty-note { color: var(--body-text-color-subdued); font-style: italic; }

@@ -47,6 +47,7 @@ from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 from annotation.sketches.library import sketch_data_url
 from app.coloring_canvas import canvas_update, coloring_canvas, flush_js
 from app.common import (
+    PLUMBING,
     AppContext,
     escape,
     id_field,
@@ -551,7 +552,9 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
             )
         with gr.Column(scale=4, min_width=480):
             parts["canvas"] = coloring_canvas(swatches=swatches, elem_id="designer_canvas")
-    parts["task"] = gr.Textbox("", visible="hidden", label="task", elem_id="designer_task")
+    parts["task"] = gr.Textbox(
+        "", visible="hidden", elem_classes=PLUMBING, label="task", elem_id="designer_task"
+    )
     parts["refresh"] = gr.Button("Reload", visible=False, elem_id="designer_refresh")
     with gr.Accordion(
         "My submissions", open=False, visible=False, elem_id="designer_submissions_box"

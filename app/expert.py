@@ -34,6 +34,7 @@ from annotation.qc import review, votes
 from annotation.qc import stats as qc
 from annotation.qc.readiness import readiness
 from app.common import (
+    PLUMBING,
     AppContext,
     choice_search,
     empty_note,
@@ -485,7 +486,9 @@ def _vote_section() -> dict:
     # Usable once the page knows who signed in: the sign-in's empty pane must not land on
     # the first coloring shown (the two events run side by side on the server).
     parts["next"] = gr.Button("Next coloring", interactive=False, elem_id="expert_next")
-    parts["task"] = gr.Number(label="Task", interactive=False, visible="hidden", elem_id="expert_task")
+    parts["task"] = gr.Number(
+        label="Task", interactive=False, visible="hidden", elem_classes=PLUMBING, elem_id="expert_task"
+    )
     parts["vote_concept"] = gr.Markdown(elem_id="expert_vote_concept")
     with gr.Row():
         parts["vote_image"] = gr.Image(

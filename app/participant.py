@@ -36,7 +36,7 @@ from gradio.components.plot import PlotData
 
 from annotation.files import resolve
 from annotation.study import crowd, judging
-from app.common import AppContext, escape, note_area, role, ui_only, whole_number
+from app.common import PLUMBING, AppContext, escape, note_area, role, ui_only, whole_number
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
@@ -434,17 +434,26 @@ def _layout() -> dict:
         "consent_text": consent_text,
         "agree": agree,
         "decline": decline,
-        "agreed": gr.Checkbox(True, visible="hidden", label="agree"),
-        "declined": gr.Checkbox(False, visible="hidden", label="agree"),
+        "agreed": gr.Checkbox(True, visible="hidden", elem_classes=PLUMBING, label="agree"),
+        "declined": gr.Checkbox(False, visible="hidden", elem_classes=PLUMBING, label="agree"),
         "consent_note": consent_note,
         "vote_note": vote_note,
         "truth_strip": truth_strip,
         "colorings": colorings,
-        "task_id": gr.Number(visible="hidden", label="task_id", elem_id="participant_task"),
-        "shown_at": gr.Textbox(visible="hidden", label="shown_at", elem_id="participant_shown_at"),
-        **{f"{side}_side": gr.Textbox(side, visible="hidden", label="side") for side in judging.SIDES},
+        "task_id": gr.Number(
+            visible="hidden", elem_classes=PLUMBING, label="task_id", elem_id="participant_task"
+        ),
+        "shown_at": gr.Textbox(
+            visible="hidden", elem_classes=PLUMBING, label="shown_at", elem_id="participant_shown_at"
+        ),
+        **{
+            f"{side}_side": gr.Textbox(side, visible="hidden", elem_classes=PLUMBING, label="side")
+            for side in judging.SIDES
+        },
         # A crowd participant who finished is sent back to their platform with their code.
-        "return_url": gr.Textbox(visible="hidden", label="return_url", elem_id="participant_return_url"),
+        "return_url": gr.Textbox(
+            visible="hidden", elem_classes=PLUMBING, label="return_url", elem_id="participant_return_url"
+        ),
     }
 
 

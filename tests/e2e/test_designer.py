@@ -121,6 +121,8 @@ def test_a_designer_colors_submits_and_a_reload_keeps_progress_and_work(live_app
     _brush(page, (STEM[0] - 6, STEM[1] - 20), (STEM[0] + 4, STEM[1] + 20), GREEN)
     page.screenshot(path=str(ARTIFACTS / "designer-task-view.png"), full_page=True)
     key = json.loads(page.input_value("#designer_task textarea"))["canvas_key"]
+    # The task's JSON is the page's plumbing, kept in the DOM for the canvas and never shown.
+    expect(page.locator("#designer_task")).to_be_hidden()
 
     page.get_by_role("button", name="Submit this coloring").click()
     expect(page.locator("#designer_message")).to_contain_text("Saved your coloring of banana")

@@ -45,6 +45,7 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     _assert_scaled_to_its_pane(page.locator("#expert_vote_image img"))
     expect(page.locator("#expert_vote_plot .js-plotly-plot")).to_be_visible()
     task = int(page.locator("#expert_task input").input_value())
+    expect(page.locator("#expert_task")).to_be_hidden()  # the page's plumbing, never shown
     page.click("#expert_inconsistent")
     status = page.locator("#expert_vote_message")
     expect(status).to_have_text("Vote recorded.")

@@ -25,6 +25,8 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
         expect(progress).to_contain_text(f"Trial {number} of {n_pairs}")
     for chart in ("truth_plot", "truth_strip", "left_plot", "right_plot"):
         expect(page.locator(f"#participant_{chart} .js-plotly-plot")).to_be_visible()
+    for plumbing in ("task", "shown_at", "return_url"):
+        expect(page.locator(f"#participant_{plumbing}")).to_be_hidden()
     judged = live_app.query(
         "select t.id as task, j.choice, j.winner, j.left_item, j.participant_id from judgments j "
         "join tasks t on t.result_id = j.id and t.kind = 'judgment' order by j.id"
