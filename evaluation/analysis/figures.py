@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from evaluation.analysis.tables import METRICS, MODIFIER_LABELS, SHIFT_COLUMNS, require_columns
@@ -218,14 +219,21 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
     several_styles = sweep["style"].nunique() > 1
     titles = [f"{METRICS[m][0]} {'↑' if METRICS[m][1] else '↓'}" for m in metric_names]
     fig = make_subplots(rows=1, cols=len(metric_names), subplot_titles=titles)
+    # One color per line in every panel, as the legend (drawn from the first) says: left to
+    # Plotly, each panel's traces would take the next colors of the cycle.
+    colorway = pio.templates[LAYOUT["template"]].layout.colorway
     for col, metric in enumerate(metric_names, start=1):
-        for (model, style), part in sweep.sort_values("cfg").groupby(["model", "style"], sort=True):
+        lines = sweep.sort_values("cfg").groupby(["model", "style"], sort=True)
+        for i, ((model, style), part) in enumerate(lines):
             name = f"{model} · {style}" if several_styles else str(model)
+            color = colorway[i % len(colorway)]
             fig.add_trace(
                 go.Scatter(
                     x=part["cfg"],
                     y=part[metric],
                     mode="lines+markers",
+                    line={"color": color},
+                    marker={"color": color},
                     error_y=error_bars(part, metric),
                     name=name,
                     legendgroup=name,

@@ -95,6 +95,11 @@ def test_cfg_sweep_figure_has_one_line_per_model_per_metric():
     assert_allclose(emd_sana.y, [30.0, 31.0, 32.0])
     pcc_sdxl = [t for t in fig.data if t.name == "sdxl" and t.xaxis == "x2"][0]
     assert_allclose(pcc_sdxl.y, [0.72, 0.71, 0.72])
+    # Each model keeps its color in both panels: the legend is drawn from the first alone.
+    colors = {(t.name, t.xaxis): (t.line.color, t.marker.color) for t in fig.data}
+    for model in ("sana", "sdxl"):
+        assert colors[model, "x"] == colors[model, "x2"] and colors[model, "x"][0] == colors[model, "x"][1]
+    assert colors["sana", "x"] != colors["sdxl", "x"]
     assert [fig.layout[a].title.text for a in ("xaxis", "xaxis2", "yaxis", "yaxis2")] == [
         "CFG scale",
         "CFG scale",
