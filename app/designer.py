@@ -323,7 +323,7 @@ class DesignerTab(Tab):
     @role("designer")
     def redo(self, db, actor, coloring_id: str) -> dict:
         """Queue a redo of one of the designer's colorings and open it on the canvas."""
-        coloring_id = whole_number(coloring_id, "coloring id")
+        coloring_id = whole_number(coloring_id, "Coloring id")
         task_id = work.request_redo(
             db, actor.annotator_id, coloring_id, minutes=self.ctx.config.reservation_minutes
         )

@@ -255,7 +255,7 @@ class ExpertTab(Tab):
     @role(*REVIEWERS)
     def recolor(self, db, actor, coloring_id: float, note: str) -> dict:
         """Ask the designer of a coloring for a new round."""
-        coloring_id = whole_number(coloring_id, "coloring id")
+        coloring_id = whole_number(coloring_id, "Coloring id")
         task_id = review.request_recolor(db, actor, coloring_id, note or "")
         return self.named(
             grid_message=f"Recolor requested for coloring {coloring_id} (designer task {task_id})."
@@ -264,7 +264,7 @@ class ExpertTab(Tab):
     @role(*REVIEWERS)
     def accept(self, db, actor, coloring_id: float, note: str) -> dict:
         """Mark a coloring as reviewed and fine."""
-        coloring_id = whole_number(coloring_id, "coloring id")
+        coloring_id = whole_number(coloring_id, "Coloring id")
         review.accept_coloring(db, actor, coloring_id, note or "")
         return self.named(grid_message=f"Coloring {coloring_id} marked as fine.")
 
@@ -398,7 +398,7 @@ class ExpertTab(Tab):
     @role("admin")
     def reinstate(self, db, actor, coloring_id: float, why: str) -> dict:
         """Reverse an exclusion (admin)."""
-        coloring_id = whole_number(coloring_id, "coloring id")
+        coloring_id = whole_number(coloring_id, "Coloring id")
         votes.reinstate(db, actor, coloring_id, why or "")
         return self.named(admin_message=f"Coloring {coloring_id} is reinstated.")
 

@@ -89,7 +89,7 @@ def test_text_beyond_its_limit_is_refused_with_the_field_and_the_limit(app, api_
         (
             "/designer_redo",
             ("designer", str(2**63)),
-            "`coloring id` must be a whole number of at most 18 digits",
+            "`Coloring id` must be a whole number of at most 18 digits",
         ),
         (
             "/expert_vote",

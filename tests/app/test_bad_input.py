@@ -336,7 +336,7 @@ CASES = [
         "expert-recolor-fractional-coloring",
         "/expert_recolor",
         as_role("expert", 1.5, "browner"),
-        "`coloring id` must be a whole number, got '1.5'",
+        "`Coloring id` must be a whole number, got '1.5'",
     ),
     Case(
         "participant-vote-fractional-task",
@@ -604,7 +604,7 @@ CASES = [
         "designer-redo-fractional",
         "/designer_redo",
         as_role("designer", "1.5"),
-        "`coloring id` must be a whole number, got '1.5'",
+        "`Coloring id` must be a whole number, got '1.5'",
     ),
     # The designer's coloring: canvas values, task ids and the designer's other inputs.
     Case(

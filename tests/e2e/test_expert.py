@@ -57,6 +57,15 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     assert reviewed["coloring_id"] == colorings[-1], "the pink coloring is the most suspicious"
     for admin_only in ("#expert_list_excluded", "#expert_reinstate_button", "#expert_reveal"):
         expect(page.locator(admin_only)).to_be_hidden()
+    # A refused recolor request says why right under its buttons, and leaves them usable.
+    page.fill("#expert_coloring input", "abc")
+    page.click("#expert_recolor_button")
+    expect(page.locator("#expert_grid_message")).to_have_text(
+        "⚠️ Coloring id must be a whole number, got 'abc'"
+    )
+    row, note = (page.locator(f"#expert_{part}").bounding_box() for part in ("coloring", "grid_message"))
+    assert 0 <= note["y"] - (row["y"] + row["height"]) < 40, (row, note)  # right under the row
+    expect(page.locator("#expert_recolor_button")).to_be_enabled()
     assert page.js_errors == []
 
 
