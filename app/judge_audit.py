@@ -5,7 +5,9 @@ the number of synthetic probe items and a seed. The tab runs the audit
 (`evaluation.judges.report.audit`, Rainbow foils on synthetic renders) and shows the
 accuracy table, the failure heatmap of the first judge listed, and the files it wrote (CSV
 and an HTML report) under the data folder's ``exports/judge-audit/``. Model judges load on
-the server by hub id or folder, on its GPU when it has one; a large model takes minutes.
+the server, on its GPU when it has one (a large model takes minutes), by hub id from the
+Hugging Face cache or by the name of a folder in the data folder's ``models/``; any other
+path is refused (`evaluation.models.availability.served_judge_source`).
 
 The tab is a `JudgeAuditTab` (the shape of `app.tabs`): its handler is a method that names
 who may call it (`app.common.role`) and returns ``{part: update}``; `EVENTS` is its wiring.
@@ -21,8 +23,10 @@ import numpy as np
 from app.common import AppContext, note_area, role, seed_number, whole_number
 from app.tabs import On, Tab
 from evaluation.analysis.figures import judge_failure_heatmap
+from evaluation.judges.judges import parse_judge
 from evaluation.judges.probes import synthetic_items
 from evaluation.judges.report import audit
+from evaluation.models.availability import served_judge_source
 from storage import iso
 
 NAME = "judge_audit"
@@ -31,7 +35,8 @@ ROLES = ("researcher",)
 MAX_ITEMS = 2000
 JUDGES_HELP = (
     "Judges, one per line: pixel (the reference), random (chance), contrastive:MODEL (CLIP-like) "
-    "or yesno:MODEL (image-text-to-text), MODEL a hub id or a folder on the server"
+    "or yesno:MODEL (image-text-to-text), MODEL a hub id in the server's Hugging Face cache or the "
+    "name of a folder in the data folder's models/"
 )
 
 
@@ -70,6 +75,7 @@ class JudgeAuditTab(Tab):
         n, seed = whole_number(items, "items"), seed_number(seed, "seed")
         if not 1 <= n <= MAX_ITEMS or seed < 0:
             raise ValueError(f"`items` must lie in 1-{MAX_ITEMS} and `seed` be >= 0, got {n} and {seed}")
+        sources = {spec: self._source(spec) for spec in specs}
         rng = np.random.default_rng(seed)
         folder = (
             self.ctx.config.data_dir
@@ -77,11 +83,18 @@ class JudgeAuditTab(Tab):
             / "judge-audit"
             / f"{iso()[:19].replace(':', '')}-{secrets.token_hex(16)}"
         )
-        report = audit(specs, synthetic_items(n, rng=rng), folder, rng=rng, device=_device())
+        report = audit(specs, synthetic_items(n, rng=rng), folder, rng=rng, device=_device(), sources=sources)
         first, matrix = next(iter(report.matrices.items()))
         fig = judge_failure_heatmap(matrix, title=f"{first}: failure rate of replacement foils")
         shown = {"table": report.summary.round(3), "heatmap": fig, "files": [str(p) for p in report.paths]}
         return {self.parts[name]: shown[name] for name in RESULTS}
+
+    def _source(self, spec: str) -> str | None:
+        """Where the app loads `spec`'s model from (`served_judge_source`), checked before any
+        judge loads; None for pixel and random. A ValueError names a path outside the models
+        folder, or weights not on this machine."""
+        model = parse_judge(spec)[1]
+        return served_judge_source(model, self.ctx.config.data_dir / "models") if model else None
 
 
 def _layout() -> dict:

@@ -224,7 +224,9 @@ def parse_judge(spec: str) -> tuple[str, str]:
     return kind, model
 
 
-def load_judge(spec: str, *, rng: np.random.Generator, device: str = "cpu", dtype=None):
+def load_judge(
+    spec: str, *, rng: np.random.Generator, device: str = "cpu", dtype=None, source: str | None = None
+):
     """The judge a specification names (`parse_judge`), loaded; model judges are named `spec`.
 
     Parameters
@@ -236,6 +238,8 @@ def load_judge(spec: str, *, rng: np.random.Generator, device: str = "cpu", dtyp
     device : str
     dtype : torch.dtype, optional
         Model weights' dtype (None: the checkpoint's).
+    source : str, optional
+        Load a model judge from here (a hub id or folder) instead of the spec's MODEL.
     """
     kind, model = parse_judge(spec)
     if kind == "pixel":
@@ -243,4 +247,4 @@ def load_judge(spec: str, *, rng: np.random.Generator, device: str = "cpu", dtyp
     if kind == "random":
         return RandomJudge(rng)
     loader = ContrastiveJudge if kind == "contrastive" else YesNoJudge
-    return loader.from_pretrained(model, device=device, dtype=dtype, name=f"{kind}:{model}")
+    return loader.from_pretrained(source or model, device=device, dtype=dtype, name=f"{kind}:{model}")

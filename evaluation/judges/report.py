@@ -15,7 +15,7 @@ Files written to a folder (created if missing; files of the same names replaced)
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +57,7 @@ def audit(
     device: str = "cpu",
     dtype=None,
     progress: Callable[[str], tuple[Callable[[int, int], None], Callable[[], None]]] | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> AuditReport:
     """Audit the judges `specs` on `items` and write the report to `folder`.
 
@@ -75,6 +76,10 @@ def audit(
     progress : callable, optional
         ``progress(judge name) -> (update(done, total), close())``, e.g.
         `evaluation.cli.progress_bar`.
+    sources : mapping of str to str, optional
+        Where a spec's model loads from, by spec, when not from its own name (the app's
+        folders, `evaluation.models.availability.served_judge_source`); the judge keeps the
+        spec as its name.
 
     Raises
     ------
@@ -91,7 +96,7 @@ def audit(
     # 2. Load each judge and run it over the items.
     frames, chance = [], {}
     for spec in specs:
-        judge = load_judge(spec, rng=rng, device=device, dtype=dtype)
+        judge = load_judge(spec, rng=rng, device=device, dtype=dtype, source=(sources or {}).get(spec))
         update, close = progress(judge.name) if progress else (None, None)
         try:
             frames.append(run_audit(judge, items, progress=update))

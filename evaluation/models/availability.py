@@ -85,6 +85,34 @@ def missing_weights(
     return problems
 
 
+def served_judge_source(model: str, models_dir: str | Path, *, cache_dir: str | Path | None = None) -> str:
+    """Where the app loads the judge model `model` from: a folder of `models_dir` by its name,
+    or a hub id whose weights are in the Hugging Face cache.
+
+    The app takes these two alone (deny by default): a path elsewhere on the server is
+    refused before anything opens it, so a request cannot probe the server's folders or
+    load a model an operator did not put in place. The command line loads any path.
+
+    Raises
+    ------
+    ValueError
+        For a path outside `models_dir`, and for a hub id not in the cache (with how to get it).
+    """
+    root = Path(models_dir).resolve()
+    local = (root / model).resolve()
+    if local.is_relative_to(root) and local != root and (local / "config.json").is_file():
+        return str(local)
+    # `from_pretrained` reads an existing folder before the hub: "org/name" may be one too.
+    if model.startswith(("/", "~", ".")) or "\\" in model or model.count("/") > 1 or Path(model).exists():
+        raise ValueError(
+            f"judge model {model!r}: the app loads a judge from a hub id in the Hugging Face cache or a "
+            f"folder of {root} named by its name alone, not from another path on the server"
+        )
+    if not _on_disk(model, "config.json", cache_dir):
+        raise ValueError(f"judge model {model!r} is not on this machine: " + _how_to_get(model))
+    return model
+
+
 def weights_refusal(models: Iterable[Mapping[str, Any]], masking: tuple[str, str, str] | None) -> str:
     """Why a run whose weights are not on this machine is refused (what to do first, then each
     missing model, ``"; "``-separated); ``""`` when they all are here.

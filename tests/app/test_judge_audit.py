@@ -9,6 +9,7 @@ import pytest
 import app
 from app import judge_audit
 from evaluation.color.naming import BASIC_TERMS
+from evaluation.models.tiny import build_tiny_clip, one_cpu_thread
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import figure, sign_in
 
@@ -27,6 +28,25 @@ def test_a_researcher_audits_judges_and_gets_the_table_heatmap_and_files(tmp_pat
             client.predict(tokens["researcher"], "clip:x", 5, 1, api_name="/judge_audit_run")
         with pytest.raises(Exception, match="(?i)permission|role"):
             client.predict(tokens["designer"], "pixel", 5, 1, api_name="/judge_audit_run")
+        # The app loads a judge from the models folder or the hub cache alone: another path on
+        # the server is refused before anything opens it, and so is a model not on the machine.
+        for judge, problem in (
+            ("contrastive:../../etc", "not from another path on the server"),
+            ("yesno:/etc/passwd", "not from another path on the server"),
+            ("contrastive:tests", "not from another path on the server"),
+            (
+                "contrastive:openai/clip-vit-base-patch32",
+                r"not on this machine: download it .*hf download",
+            ),
+        ):
+            with pytest.raises(Exception, match=rf"^judge model '{judge.split(':')[1]}'(:| is) .*{problem}"):
+                client.predict(tokens["researcher"], f"pixel\n{judge}", 5, 1, api_name="/judge_audit_run")
+        with one_cpu_thread():
+            build_tiny_clip(config.data_dir / "models" / "tiny-clip")
+        clip = client.predict(
+            tokens["researcher"], "contrastive:tiny-clip", 5, 1, api_name="/judge_audit_run"
+        )[0]
+        assert {row[0] for row in clip["data"]} == {"contrastive:tiny-clip"}
     frame = pd.DataFrame(table["data"], columns=table["headers"])
     assert list(frame["judge"].unique()) == ["pixel", "random"]
     rows = frame.set_index(["judge", "split"])
@@ -36,6 +56,7 @@ def test_a_researcher_audits_judges_and_gets_the_table_heatmap_and_files(tmp_pat
     assert list(heat.x) == list(BASIC_TERMS) and "pixel" in figure(heatmap).layout.title.text
     names = sorted(Path(f).name for f in files)
     assert names == ["failures-pixel.csv", "failures-random.csv", "pairs.csv", "report.html", "summary.csv"]
-    written = list((config.data_dir / "exports" / "judge-audit").glob("*/summary.csv"))
-    assert len(written) == 1
-    np.testing.assert_allclose(pd.read_csv(written[0])["pairs"], frame["pairs"])
+    written = [pd.read_csv(p) for p in (config.data_dir / "exports" / "judge-audit").glob("*/summary.csv")]
+    assert len(written) == 2  # the refused audits wrote nothing
+    [first] = [w for w in written if "pixel" in set(w["judge"])]
+    np.testing.assert_allclose(first["pairs"], frame["pairs"])
