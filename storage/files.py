@@ -31,7 +31,9 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import struct
 import tempfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -275,6 +277,53 @@ def _read_limited(source: bytes | str | Path, max_bytes: int, name: str) -> byte
     return data
 
 
+_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # PNG color type -> samples per pixel
+# Adam7 passes: (first row, row step, first column, column step).
+_ADAM7 = ((0, 8, 0, 8), (0, 8, 4, 8), (4, 8, 0, 4), (0, 4, 2, 4), (2, 4, 0, 2), (0, 2, 1, 2), (1, 2, 0, 1))
+
+
+def png_data_problem(data: bytes) -> str | None:
+    """What is wrong with the pixel data of the PNG file `data`, or None when it is whole.
+
+    PIL takes a PNG whose compressed stream ends, cleanly, before the last row: the rows
+    it lacks come out blank, and a coloring would be stored with part of it erased. Here the
+    ``IDAT`` stream is inflated (never past the size the header implies) and must hold
+    exactly one filter byte and the samples of every row, of every pass when interlaced.
+    Call it after the header's size has been checked against the pixel cap.
+    """
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        return "it is not a PNG file"
+    pos, header, idat = 8, None, []
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR" and len(body) == 13:
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            break
+        pos += 12 + length
+    if header is None or header[3] not in _CHANNELS:
+        return "its header (IHDR) is missing or unreadable"
+    width, height, depth, color, _, _, interlace = header
+    bits = depth * _CHANNELS[color]
+    passes = _ADAM7 if interlace else ((0, 1, 0, 1),)
+    expected = 0
+    for row0, row_step, col0, col_step in passes:
+        rows, cols = -(-max(height - row0, 0) // row_step), -(-max(width - col0, 0) // col_step)
+        if rows and cols:
+            expected += rows * (1 + -(-cols * bits // 8))
+    inflate = zlib.decompressobj()
+    try:
+        got = len(inflate.decompress(b"".join(idat), expected + 1))
+    except zlib.error as error:
+        return f"its pixel data does not inflate ({error})"
+    if got != expected or not inflate.eof:
+        return f"its pixel data holds {got:,} of the {expected:,} bytes its {width}x{height} header implies"
+    return None
+
+
 def open_image(
     source: bytes | str | Path,
     *,
@@ -316,6 +365,9 @@ def open_image(
                 f"{name} is {width}x{height} = {width * height} pixels; at most {max_pixels} are allowed"
             )
         image.load()
+        problem = png_data_problem(data) if image.format == "PNG" else None
+        if problem:
+            raise ImageRefused(f"{name} is a corrupt or truncated image: {problem}")
     except Image.DecompressionBombError as error:
         raise ImageRefused(f"{name} is too large to decode safely: {error}") from None
     except UnidentifiedImageError:

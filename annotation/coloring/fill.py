@@ -38,6 +38,8 @@ from scipy import ndimage
 from skimage.color import rgb2gray
 from skimage.segmentation import flood
 
+from storage.files import png_data_problem
+
 LINE_THRESHOLD = 128
 """Luminance (0-255) below which a sketch pixel is line art: the middle of the range,
 so an anti-aliased pixel counts as line when the line covers more than half of it."""
@@ -325,9 +327,13 @@ def color_layer_from_png(png: bytes, shape: tuple[int, ...]) -> np.ndarray:
             f"{shape[1]}x{shape[0]} (width x height)"
         )
     try:  # PIL decodes lazily: a truncated or corrupt image fails here, not at open.
-        return np.asarray(image.convert("RGBA"), dtype=np.uint8).copy()
+        layer = np.asarray(image.convert("RGBA"), dtype=np.uint8).copy()
     except (OSError, SyntaxError, ValueError) as exc:
         raise ValueError(f"`png` is truncated or corrupt: {exc}") from None
+    problem = png_data_problem(png)  # rows PIL would leave blank
+    if problem:
+        raise ValueError(f"`png` is truncated or corrupt: {problem}")
+    return layer
 
 
 def canvas_value(task_id: str, color_layer: np.ndarray | None, elapsed_s: float = 0.0) -> str:

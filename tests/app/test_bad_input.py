@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from collections.abc import Callable
 
 import numpy as np
@@ -41,7 +42,7 @@ from tests.bad_input_world import (
     upload_args,
     value_with_png,
 )
-from tests.png_modes import WRONG_PNGS, wrong_png
+from tests.png_modes import WRONG_PNGS, raw_png, wrong_png
 
 HUGE = 1_000_000
 MAX_MESSAGE_CHARS = 1_000
@@ -55,6 +56,13 @@ def _wrong_canvas(name: str) -> Callable[[dict], str]:
         return value_with_png(task["key"], wrong_png(name, width, height)[0])
 
     return value
+
+
+def _short_canvas(task: dict) -> str:
+    """The canvas value of the designer's task: a red RGBA PNG whose rows stop a third of the way."""
+    height, width = task["sketch"].shape[:2]
+    rows = b"".join(b"\x00" + bytes([208, 48, 48, 255]) * width for _ in range(height // 3))
+    return value_with_png(task["key"], raw_png(width, height, 8, 6, zlib.compress(rows)))
 
 
 def _any_size(arrived: str) -> str:
@@ -645,6 +653,13 @@ CASES = [
             _any_size(arrived),
         )
         for name, (_, arrived) in WRONG_PNGS.items()
+    ),
+    Case(
+        # A whole zlib stream of a third of the rows: PIL would decode the rest as unpainted.
+        "designer-layer-short-rows",
+        "/designer_submit",
+        designer_submit(_short_canvas),
+        r"^`png` is truncated or corrupt: its pixel data holds [\d,]+ of the [\d,]+ bytes its \d+x\d+ header implies; reload the page$",
     ),
     Case(
         "designer-layer-jpeg",

@@ -138,6 +138,32 @@ def test_open_image_refuses_what_is_not_an_image(data, message):
         open_image(data)
 
 
+def test_open_image_refuses_a_png_whose_data_ends_before_its_last_row():
+    # A whole zlib stream of 400 of the 1024 rows its header declares: PIL decodes it with
+    # the other rows blank, so a coloring would be stored with most of it erased.
+    rows = b"".join(b"\x00" + bytes([208, 48, 48, 255]) * 1024 for _ in range(400))
+    short = raw_png(1024, 1024, 8, 6, zlib.compress(rows))
+    Image.open(io.BytesIO(short)).load()
+    with pytest.raises(
+        ImageRefused,
+        match=r"^upload is a corrupt or truncated image: its pixel data holds 1,638,800 of the 4,195,328 bytes "
+        r"its 1024x1024 header implies$",
+    ):
+        open_image(short)
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "RGB", "LA", "L", "P", "1", "I;16"])
+@pytest.mark.parametrize("interlace", [0, 1], ids=["plain", "adam7"])
+def test_every_whole_png_passes_the_row_check(mode, interlace):
+    layer = (np.random.default_rng(0).random((37, 53, 4)) * 255).astype(np.uint8)
+    image = Image.fromarray(layer, "RGBA")
+    image = Image.fromarray(layer[..., 0].astype(np.uint16) * 257) if mode == "I;16" else image.convert(mode)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", interlace=interlace)
+    assert files.png_data_problem(buffer.getvalue()) is None
+    assert open_image(buffer.getvalue()).size == (53, 37)
+
+
 def test_write_atomic_leaves_no_partial_file_when_the_write_fails(tmp_path, monkeypatch):
     target = tmp_path / "runs" / "r" / "x.png"
     write_atomic(target, b"old and whole")
