@@ -30,12 +30,17 @@ def _on_disk(source: str, index_file: str, cache_dir: str | Path | None) -> bool
     return isinstance(found, str)
 
 
-def _how_to_get(source: str) -> str:
+def _how_to_get(source: str | None = None) -> str:
+    """How to get hub model `source`, or each hub model named before (None)."""
+    what = (
+        f"it on a machine with internet (`hf download {source}`"
+        if source
+        else ("each on a machine with internet (`hf download ID`")
+    )
     return (
-        f"download it on a machine with internet (`hf download {source}`, after "
-        "accepting its licence on the hub and `hf auth login` if it is gated) and copy "
-        f"the Hugging Face cache ({HF_HUB_CACHE}) here, or point the registry at a local "
-        "folder"
+        f"download {what}, after accepting its licence on the hub and `hf auth login` if it is "
+        f"gated) and copy the Hugging Face cache ({HF_HUB_CACHE}) here, or point the registry at "
+        "a local folder"
     )
 
 
@@ -61,7 +66,16 @@ def missing_weights(
     cache_dir : str or Path, optional
         The Hugging Face hub cache (default: the one ``from_pretrained`` reads).
     """
-    problems = []
+    return [
+        problem if source is None else f"{problem} is not on this machine: " + _how_to_get(source)
+        for problem, source in _missing(models, detector, sam, sam_checkpoint, cache_dir)
+    ]
+
+
+def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str, str | None]]:
+    """``(what, hub id)`` per model not in the hub cache (``what`` names it), ``(sentence,
+    None)`` per other problem; `missing_weights` has the parameters."""
+    problems: list[tuple[str, str | None]] = []
     for spec in models:
         if spec.build == "tiny":
             continue
@@ -69,19 +83,20 @@ def missing_weights(
             folder = spec.local_path()
             if not (folder / "model_index.json").is_file():
                 problems.append(
-                    f"model {spec.key!r}: no diffusers pipeline in {folder} (model_index.json is missing)"
+                    (
+                        f"model {spec.key!r}: no diffusers pipeline in {folder} (model_index.json is missing)",
+                        None,
+                    )
                 )
         elif not _on_disk(spec.source, "model_index.json", cache_dir):
-            problems.append(
-                f"model {spec.key!r} ({spec.source}) is not on this machine: " + _how_to_get(spec.source)
-            )
+            problems.append((f"model {spec.key!r} ({spec.source})", spec.source))
     if detector is not None and not _on_disk(detector, "config.json", cache_dir):
-        problems.append(f"GroundingDINO ({detector}) is not on this machine: " + _how_to_get(detector))
+        problems.append((f"GroundingDINO ({detector})", detector))
     if sam_checkpoint:
         if not Path(sam_checkpoint).is_file():
-            problems.append(f"the SAM checkpoint {sam_checkpoint} does not exist")
+            problems.append((f"the SAM checkpoint {sam_checkpoint} does not exist", None))
     elif sam is not None and not _on_disk(sam, "config.json", cache_dir):
-        problems.append(f"SAM ({sam}) is not on this machine: " + _how_to_get(sam))
+        problems.append((f"SAM ({sam})", sam))
     return problems
 
 
@@ -131,11 +146,19 @@ def weights_refusal(models: Iterable[Mapping[str, Any]], masking: tuple[str, str
     """
     specs = [spec_from_dict(fields) for fields in models]
     detector, sam, checkpoint = masking if masking is not None else (None, None, "")
-    problems = missing_weights(specs, detector, sam, sam_checkpoint=checkpoint)
-    if not problems:
+    found = _missing(specs, detector, sam, checkpoint, None)
+    if not found:
         return ""
-    # What to do comes first: the app cuts a long refusal, and these reasons are long.
+    # What to do comes first, and the how-to once for all the hub models: the app cuts a
+    # refusal at `app.common.MAX_MESSAGE_CHARS`.
     hint = ""
     if masking is not None and specs and all(s.build == "tiny" for s in specs):
         hint = "for a tiny test model, choose the tiny-random masking. Missing: "
-    return hint + "; ".join(problems)
+    hub = [what for what, source in found if source is not None]
+    others = [what for what, source in found if source is None]
+    sources = [source for _, source in found if source is not None]
+    if len(sources) == 1:
+        others.append(f"{hub[0]} is not on this machine: " + _how_to_get(sources[0]))
+    elif sources:
+        others.append(f"{', '.join(hub)} are not on this machine: " + _how_to_get())
+    return hint + "; ".join(others)

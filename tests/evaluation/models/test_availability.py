@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from gradio_client.exceptions import AppError
 from huggingface_hub import try_to_load_from_cache
+from huggingface_hub.constants import HF_HUB_CACHE
 
-from evaluation.models.availability import missing_weights
-from evaluation.models.registry import load_registry, with_source
+from app.common import MAX_MESSAGE_CHARS
+from evaluation.models.availability import missing_weights, weights_refusal
+from evaluation.models.registry import load_registry, spec_to_dict, with_source
 from evaluation.models.segmentation import DEFAULT_DETECTOR, DEFAULT_SAM
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -71,7 +73,8 @@ def test_a_tiny_model_with_the_papers_masking_is_refused_before_a_row_is_written
         with pytest.raises(
             AppError,
             match=rf"^The run was not started: for a tiny test model, choose the tiny-random masking\. "
-            rf"Missing: GroundingDINO \({DEFAULT_DETECTOR}\) is not on this machine",
+            rf"Missing: GroundingDINO \({DEFAULT_DETECTOR}\), SAM \({DEFAULT_SAM}\) are not on this machine: "
+            r"download each .*`hf download ID`",
         ):
             client.predict(
                 researcher, "tiny-paper", *selection, "paper", 0.3, 0.25, api_name="/evaluate_start"
@@ -115,3 +118,24 @@ def test_a_ray_preflight_probe_checks_the_weights_from_plain_values_without_the_
         JobError, match=r"^The run was not started: model 'sdxl': no diffusers pipeline in [^;]*\.$"
     ):
         check_weights(config, SegmenterSpec(tiny_dir=str(tmp_path)))
+
+
+def test_a_run_of_every_model_without_any_weights_is_refused_in_full_within_what_the_app_shows():
+    # Each model used to carry its own how-to, and the app cut the refusal in the middle of them.
+    registry = load_registry()
+    hub = [spec for spec in registry.values() if spec.build != "tiny"]
+    ids = [spec.source for spec in hub] + [DEFAULT_DETECTOR, DEFAULT_SAM]
+    if any(
+        isinstance(try_to_load_from_cache(i, n), str)
+        for i in ids
+        for n in ("model_index.json", "config.json")
+    ):
+        pytest.skip("a model is in this machine's hub cache")
+    refusal = weights_refusal([spec_to_dict(spec) for spec in hub], (DEFAULT_DETECTOR, DEFAULT_SAM, ""))
+    assert len(f"The run was not started: {refusal}.") <= MAX_MESSAGE_CHARS
+    assert all(f"({i})" in refusal for i in ids)
+    assert refusal.endswith(
+        "are not on this machine: download each on a machine with internet (`hf download ID`, after "
+        "accepting its licence on the hub and `hf auth login` if it is gated) and copy the Hugging Face "
+        "cache (" + str(HF_HUB_CACHE) + ") here, or point the registry at a local folder"
+    )
