@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import html
 import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -171,6 +173,50 @@ PREVIEW = tuple(name for name in FORM if name not in ("name", *_MASKING))
 """The parts the plan reads (no run name, masking or executor), in ``evaluate_preview``'s order."""
 
 
+FORM_LABELS = {
+    "keys": "Concepts",
+    "categories": "Categories",
+    "modifier_types": "Modifier types",
+    "sample_size": "Random sample of N concepts",
+    "sample size": "Random sample of N concepts",
+    "sample seed": "Sample seed",
+    "models": "Models",
+    "styles": "Styles",
+    "cfg_scales": "Guidance scales",
+    "seeds": "Seeds per cell",
+    "seeds per cell": "Seeds per cell",
+    "tasks": "Tasks",
+    "systems": "Color systems",
+    "size": "Subset",
+    "subset": "Subset",
+    "samples": "Images per prompt",
+    "images per prompt": "Images per prompt",
+    "prompt seed": "Prompt seed",
+    "colors": "Only these colors",
+    "objects": "Only these objects",
+    "presence threshold": "Presence: detection score at least",
+}
+"""The planning libraries' names of the form's fields, and the labels the tab shows them by."""
+
+
+def _in_form_labels(method: Callable) -> Callable:
+    """`method` with every field its ValueError names (in backticks) given its label on the
+    tab (`FORM_LABELS`): the refusals come from the planning libraries, which name their
+    parameters."""
+
+    @functools.wraps(method)
+    def labelled(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except ValueError as error:
+            text = re.sub(r"`([^`]+)`", lambda m: f"`{FORM_LABELS.get(m.group(1), m.group(1))}`", str(error))
+            if text == str(error):
+                raise
+            raise ValueError(text) from error
+
+    return labelled
+
+
 def _form_fields(fields: tuple[str, ...], optional_from: str) -> Callable[[Callable], Callable]:
     """Decorate ``method(self, db, actor, form: RunForm)`` into a handler called with the
     form's `fields` one by one, by position or name, as API clients always called it: the
@@ -272,6 +318,7 @@ class EvaluateTab(Tab):
 
     @role(*ALLOWED)
     @_form_fields(PREVIEW, optional_from="mode")
+    @_in_form_labels
     def preview(self, db, actor, form: RunForm) -> dict:
         """The number of images the selection implies and the time they should take here."""
         device = self.ctx.device
@@ -300,6 +347,7 @@ class EvaluateTab(Tab):
 
     @role(*ALLOWED)
     @_form_fields(FORM, optional_from="kind")
+    @_in_form_labels
     def start(self, db, actor, form: RunForm) -> dict:
         """Store the run and queue its job; returns a message and the run picker."""
         explicit_mode = form.explicit

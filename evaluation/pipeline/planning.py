@@ -107,6 +107,17 @@ def _check_subset(name: str, values: Sequence[str], allowed: Sequence[str]) -> N
         raise ValueError(f"`{name}` must be among {list(allowed)}, got {unknown}")
 
 
+def _described(query: ConceptQuery) -> str:
+    """`query`'s filters in words, a long search text cut to 80 characters."""
+    parts = [f"{len(query.keys)} named concept(s)"] if query.keys else []
+    parts += [f"categories {list(query.categories)}"] if query.categories else []
+    parts += [f"modifier types {list(query.modifier_types)}"] if query.modifier_types else []
+    if query.search:
+        cut = f"… ({len(query.search):,} characters)" if len(query.search) > 80 else ""
+        parts.append(f"text containing {query.search[:80]!r}{cut}")
+    return " and ".join(parts) or "all concepts"
+
+
 def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Concept]:
     """The concepts `query` picks, in concept-list order (or in `query.keys` order).
 
@@ -137,7 +148,7 @@ def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Co
     if text:
         chosen = [c for c in chosen if text in c.key.lower()]
     if not chosen:
-        raise ValueError(f"no concept matches the selection {query}")
+        raise ValueError(f"no concept matches the selection: {_described(query)}")
     if 0 < query.sample_size < len(chosen):
         picked = np.random.default_rng(query.sample_seed).choice(
             len(chosen), query.sample_size, replace=False

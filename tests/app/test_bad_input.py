@@ -512,7 +512,7 @@ CASES = [
         as_role(
             "researcher", ["tiny-random"], ["apple", "unicorn", IMG], [], [], "", 0, 0, ["natural"], "7.5", 1
         ),
-        r"^`keys` names unknown concepts \['unicorn', .{0,60}\]; keys are the concept text",
+        r"^`Concepts` names unknown concepts \['unicorn', .{0,60}\]; keys are the concept text",
     ),
     Case(
         # Built item by item, this run would have held the server's memory until it was killed.
@@ -526,7 +526,21 @@ CASES = [
         "evaluate-cfg-infinite",
         "/evaluate_preview",
         as_role("researcher", ["tiny-random"], ["apple"], [], [], "", 0, 0, ["natural"], "1e309", 1),
-        r"^`cfg_scales` must be positive finite numbers, got \[inf\]$",
+        r"^`Guidance scales` must be positive finite numbers, got \[inf\]$",
+    ),
+    Case(
+        # Refusals of the planning libraries take the labels the tab shows.
+        "evaluate-cfg-text",
+        "/evaluate_preview",
+        as_role("researcher", ["tiny-random"], ["apple"], [], [], "", 0, 0, ["natural"], "abc", 1),
+        r"^`Guidance scales` must be comma-separated numbers such as '3, 7.5', got 'abc'$",
+    ),
+    Case(
+        "evaluate-nothing-matches",
+        "/evaluate_preview",
+        as_role("researcher", ["tiny-random"], [], ["fruit"], [], "z" * 100, 0, 0, ["natural"], "7.5", 1),
+        r"^no concept matches the selection: categories \['fruit'\] and text containing 'z{80}'… "
+        r"\(100 characters\)$",
     ),
     Case(
         "browser-huge-concept",

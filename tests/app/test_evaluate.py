@@ -190,7 +190,7 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
                 *EXPLICIT,
                 api_name="/evaluate_start",
             )
-        with pytest.raises(AppError, match="`images per prompt` must be a whole number, got 1.5"):
+        with pytest.raises(AppError, match="`Images per prompt` must be a whole number, got 1.5"):
             bad = [*EXPLICIT[:4], 1.5, *EXPLICIT[5:]]
             client.predict(researcher, *_selection(), *bad, api_name="/evaluate_preview")
         message, picker = client.predict(
