@@ -798,6 +798,8 @@ def _progress_html(rows) -> str:
             else f"{done.generated}/{done.items} images, {done.segmented} masked ({done.usable} usable), "
             f"{done.failed} failed, {done.extracted}/{done.groups} distributions"
         )
+        if done.failure:  # stored text: escaped
+            counts += f"<br><small>failed: {html.escape(done.failure)}</small>"
         kind = "explicit" if explicit else run["kind"]
         body.append(
             f"<tr><td>{html.escape(run['name'])}</td><td>{html.escape(kind)}</td>"

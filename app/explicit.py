@@ -25,6 +25,7 @@ from app.tabs import SESSION_CHANGE, On, Tab, wire_events
 from evaluation.color.systems import SYSTEMS
 from evaluation.explicit import views
 from evaluation.explicit.rules import DEFAULT_SCORING, DESCRIPTIONS, SCORINGS
+from evaluation.pipeline import runs
 
 NAME = "explicit"
 TITLE = "Explicit colors"
@@ -37,6 +38,10 @@ NOTHING_SCORED = (
     "Run **{run}** has no scored image yet under the {scoring} rules: the tables fill as its "
     "job generates and scores images (progress on the Evaluate tab). Images whose object is "
     "absent or unmasked are counted below, not scored."
+)
+ALL_FAILED = (
+    "Run **{run}** has no scored image: all {n} of its images failed ({failure}). Fix the cause, "
+    "then resume the run on the Evaluate tab: failed images are tried again."
 )
 GROUPS_HELP = {
     "basic": "Basic vs intermediate colors needs color_name prompts in ISCC-NBS L2.",
@@ -168,7 +173,12 @@ class ExplicitTab(Tab):
         prompts = views.prompt_choices(db, report)
         coverage = found["coverage"]
         if "table4" not in found:
-            note = NOTHING_SCORED.format(run=escape(report.run), scoring=escape(scoring))
+            done = runs.run_progress(db, report.run)
+            note = (
+                ALL_FAILED.format(run=escape(report.run), n=done.items, failure=escape(done.failure))
+                if done.items and done.failed == done.items
+                else NOTHING_SCORED.format(run=escape(report.run), scoring=escape(scoring))
+            )
             return self.show(
                 note, prompts=prompts, coverage=_shown(coverage.reset_index(), not coverage.empty)
             )

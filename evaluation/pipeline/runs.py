@@ -378,6 +378,9 @@ class RunProgress:
         (model, concept, style, cfg) cells of the run.
     extracted : int
         Cells whose distribution is stored.
+    failure : str
+        The reason failed items gave most often, with how many gave it (``"3 × ..."``), cut
+        to `FAILURE_CHARS` characters; ``""`` when none failed.
     """
 
     run: str
@@ -388,6 +391,7 @@ class RunProgress:
     failed: int
     groups: int
     extracted: int
+    failure: str = ""
 
     @property
     def fraction(self) -> float:
@@ -404,11 +408,14 @@ class RunProgress:
 
 # Each count is one index search: statuses through the (run, status) index, cells through
 # the unique (run, model, concept, style, cfg, sample) index.
+FAILURE_CHARS = 300
 _PROGRESS_SQL = {
     "statuses": "SELECT status, count(*) AS n FROM run_items WHERE run = ? GROUP BY status",
     "usable": "SELECT count(*) FROM run_items WHERE run = ? AND status = 'segmented' AND segment_status = 'ok'",
     "groups": "SELECT count(*) FROM (SELECT DISTINCT model, concept, style, cfg FROM run_items WHERE run = ?)",
     "extracted": "SELECT count(*) FROM model_distributions WHERE run = ?",
+    "failure": "SELECT error, count(*) AS n FROM run_items WHERE run = ? AND status = 'failed' "
+    "GROUP BY error ORDER BY n DESC, error LIMIT 1",
 }
 
 
@@ -418,6 +425,7 @@ def run_progress(db: sqlite_utils.Database, run: str) -> RunProgress:
     usable, groups, extracted = (
         db.execute(_PROGRESS_SQL[name], [run]).fetchone()[0] for name in ("usable", "groups", "extracted")
     )
+    failure = db.execute(_PROGRESS_SQL["failure"], [run]).fetchone()
     return RunProgress(
         run=run,
         items=sum(statuses.values()),
@@ -427,6 +435,9 @@ def run_progress(db: sqlite_utils.Database, run: str) -> RunProgress:
         failed=statuses.get("failed", 0),
         groups=groups,
         extracted=extracted,
+        failure=""
+        if failure is None
+        else f"{failure[1]} × {failure[0] or 'no reason recorded'}"[:FAILURE_CHARS],
     )
 
 

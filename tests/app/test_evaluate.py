@@ -210,6 +210,32 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
         assert "value='1.0000'" in row
         shown = client.predict(researcher, "x-tiny", "paper", "", api_name="/explicit_show")
         assert shown[0].startswith("Run **x-tiny**, paper rules: 2 scored images in iscc-nbs-l1")
+        # A run whose every image failed says so, with the reason, on both tabs (it read as
+        # still filling in).
+        db = open_db(config.db_path)
+        try:
+            keys = ("model", "concept", "noun", "style", "cfg", "sample", "seed", "prompt")
+            planned = [{k: r[k] for k in keys} for r in runs.items(db, "x-tiny")]
+            runs.create_run(db, "x-failed", planned, runs.run_config(db, "x-tiny"))
+            failed = [
+                {"id": r["id"], "status": "failed", "error": "<b>NaN</b> pixels"}
+                for r in runs.items(db, "x-failed")
+            ]
+            runs.record_items(db, failed)
+        finally:
+            db.close()
+        row = re.search(
+            r"<tr><td>x-failed</td>.*?</tr>", client.predict(researcher, api_name="/evaluate_progress")
+        )
+        assert (
+            "0/2 images, 0 scored (0 masked), 2 failed<br><small>failed: 2 × &lt;b&gt;NaN&lt;/b&gt; pixels</small>"
+            in row.group(0)
+        )
+        note = client.predict(researcher, "x-failed", "paper", "", api_name="/explicit_show")[0]
+        assert note.startswith("Run **x-failed** has no scored image: all 2 of its images failed (2 × ")
+        assert "<b>" not in note and note.endswith(
+            "resume the run on the Evaluate tab: failed images are tried again."
+        )
     db = open_db(config.db_path)
     try:
         prompts = [(p["task"], p["system"], p["targets"]) for p in runs.explicit_prompts(db, "x-tiny")]
@@ -218,7 +244,7 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
     finally:
         db.close()
     assert prompts == [("color_name", "iscc-nbs-l1", ["blue"]), ("color_name", "iscc-nbs-l1", ["red"])]
-    assert audit == ["x-tiny"] and stored == ["x-tiny"]
+    assert audit == ["x-tiny"] and stored == ["x-failed", "x-tiny"]
 
 
 def test_an_explicit_plan_uses_the_typical_measured_time_and_suggests_a_quick_try_out(db, tmp_path):

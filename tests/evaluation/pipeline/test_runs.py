@@ -144,6 +144,26 @@ def test_a_bad_item_update_writes_nothing(db, tiny):
     assert runs.items(db, "r") == before
 
 
+def test_progress_names_the_reason_most_failed_items_gave(db, tiny):
+    items, config = _plan(tiny)
+    runs.create_run(db, "r", items, config)
+    assert runs.run_progress(db, "r").failure == ""
+    ids = [row["id"] for row in runs.items(db, "r")]
+    overflow = "the pipeline returned non-finite pixels (NaN/inf)"
+    runs.record_items(
+        db,
+        [
+            *({"id": i, "status": "failed", "error": overflow} for i in ids[:3]),
+            {"id": ids[3], "status": "failed", "error": "out of memory"},
+            {"id": ids[4], "status": "failed", "error": "x" * 1000},
+        ],
+    )
+    progress = runs.run_progress(db, "r")
+    assert (progress.failed, progress.failure) == (5, f"3 × {overflow}")
+    runs.record_items(db, [{"id": i, "status": "pending", "error": None} for i in ids[:4]])
+    assert runs.run_progress(db, "r").failure == "1 × " + "x" * (runs.FAILURE_CHARS - 4)
+
+
 def test_generation_writes_content_named_images_and_rows(db, tiny, tmp_path):
     assert _generate(db, tiny, tmp_path) == 16
     rows = runs.items(db, "r")
