@@ -390,6 +390,7 @@ class EvaluateTab(Tab):
     @role(*ALLOWED)
     def cancel(self, db, actor, run: str) -> dict:
         """Ask the run's job to stop after its current batch (what is done stays)."""
+        runs.run_config(db, run or "")  # an unknown run is named as such, with the known ones
         state = self.ctx.jobs.cancel(run or "")
         research.record_job_action(db, actor.pseudonym, "cancel_evaluation", run)
         return {self.parts["plan"]: f"Run **{escape(run)}**: {state.state}."}
@@ -775,8 +776,9 @@ def _plan_markdown(items, config, estimate, warning: str, device: planning.Devic
 
 
 def _run_choices(db, selected: str | None = None) -> gr.Dropdown:
+    """The run picker: every run, newest first, with `selected` chosen (else the newest)."""
     names = [r["name"] for r in runs.list_runs(db)]
-    return gr.Dropdown(choices=names, value=selected if selected in names else None)
+    return gr.Dropdown(choices=names, value=selected if selected in names else (names[0] if names else None))
 
 
 def _progress_html(rows) -> str:

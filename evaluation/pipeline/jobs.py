@@ -535,7 +535,7 @@ class JobManager:
     def _run_one(self, run: str, segmenter: SegmenterSpec, executor: ExecutorChoice) -> None:
         stop = self._stop[run]
         if stop.is_set():
-            self._set(run, "cancelled", message="cancelled before it started")
+            self._set(run, "cancelled", message="before it started; resume to run it")
             return
         self._set(run, "running")
         try:
@@ -552,7 +552,7 @@ class JobManager:
                     on_executor=lambda stage, ex: self._set_executor(run, ex),
                 )
         except Cancelled:
-            self._set(run, "cancelled", message="cancelled; resume to continue")
+            self._set(run, "cancelled", message="resume to continue")
         except Exception as error:  # noqa: BLE001 - any failure ends this job, not the worker
             self._set(run, "failed", message=f"{type(error).__name__}: {error}")
         else:
