@@ -120,8 +120,9 @@ def served_judge_source(model: str, models_dir: str | Path, *, cache_dir: str | 
     # `from_pretrained` reads an existing folder before the hub: "org/name" may be one too.
     if model.startswith(("/", "~", ".")) or "\\" in model or model.count("/") > 1 or Path(model).exists():
         raise ValueError(
-            f"judge model {model!r}: the app loads a judge from a hub id in the Hugging Face cache or a "
-            f"folder of {root} named by its name alone, not from another path on the server"
+            f"judge model {model!r}: the app loads a judge from a hub id in the Hugging Face cache or "
+            f"from a folder in the data folder's {root.name}/ named by its name alone, not from another "
+            "path on the server"
         )
     if not _on_disk(model, "config.json", cache_dir):
         raise ValueError(f"judge model {model!r} is not on this machine: " + _how_to_get(model))

@@ -39,8 +39,11 @@ def test_a_researcher_audits_judges_and_gets_the_table_heatmap_and_files(tmp_pat
                 r"not on this machine: download it .*hf download",
             ),
         ):
-            with pytest.raises(Exception, match=rf"^judge model '{judge.split(':')[1]}'(:| is) .*{problem}"):
+            with pytest.raises(
+                Exception, match=rf"^judge model '{judge.split(':')[1]}'(:| is) .*{problem}"
+            ) as refused:
                 client.predict(tokens["researcher"], f"pixel\n{judge}", 5, 1, api_name="/judge_audit_run")
+            assert str(config.data_dir) not in str(refused.value)  # no server path on the page
         with one_cpu_thread():
             build_tiny_clip(config.data_dir / "models" / "tiny-clip")
         clip = client.predict(
