@@ -137,15 +137,15 @@ class RunForm:
             tuple(self.categories or ()),
             tuple(self.types or ()),
             self.search or "",
-            whole_number(self.sample, "sample size"),
-            seed_number(self.sample_seed, "sample seed"),
+            whole_number(self.sample, "Random sample of N concepts"),
+            seed_number(self.sample_seed, "Sample seed"),
         )
         return planning.EvaluationRequest(
             tuple(self.models or ()),
             query,
             tuple(self.styles or ()),
             planning.parse_scales(self.cfg),
-            whole_number(self.seeds, "seeds per cell"),
+            whole_number(self.seeds, "Seeds per cell"),
         )
 
     def explicit_request(self) -> explicit_jobs.ExplicitRequest:
@@ -155,13 +155,13 @@ class RunForm:
             models=tuple(self.models or ()),
             tasks=tuple(self.x_tasks or ()),
             systems=tuple(self.x_systems or ()),
-            size=whole_number(size, "subset") if size[:1].isdigit() else size,
-            seed=seed_number(self.x_seed, "prompt seed"),
-            samples=whole_number(self.x_samples, "images per prompt"),
+            size=whole_number(size, "Subset") if size[:1].isdigit() else size,
+            seed=seed_number(self.x_seed, "Prompt seed"),
+            samples=whole_number(self.x_samples, "Images per prompt"),
             cfg_scales=planning.parse_scales(self.x_cfg),
             colors=tuple(c.strip() for c in (self.x_colors or "").split(",") if c.strip()),
             objects=tuple(self.x_objects or ()),
-            presence_threshold=_fraction(self.x_presence, "presence threshold"),
+            presence_threshold=_fraction(self.x_presence, "Presence: detection score at least"),
         )
 
 
@@ -178,25 +178,20 @@ FORM_LABELS = {
     "categories": "Categories",
     "modifier_types": "Modifier types",
     "sample_size": "Random sample of N concepts",
-    "sample size": "Random sample of N concepts",
-    "sample seed": "Sample seed",
     "models": "Models",
     "styles": "Styles",
     "cfg_scales": "Guidance scales",
     "seeds": "Seeds per cell",
-    "seeds per cell": "Seeds per cell",
     "tasks": "Tasks",
     "systems": "Color systems",
     "size": "Subset",
-    "subset": "Subset",
     "samples": "Images per prompt",
-    "images per prompt": "Images per prompt",
-    "prompt seed": "Prompt seed",
     "colors": "Only these colors",
     "objects": "Only these objects",
     "presence threshold": "Presence: detection score at least",
 }
-"""The planning libraries' names of the form's fields, and the labels the tab shows them by."""
+"""The planning libraries' names of the form's fields, and the labels the tab shows them by
+(the form's own checks name the labels themselves)."""
 
 
 def _in_form_labels(method: Callable) -> Callable:
