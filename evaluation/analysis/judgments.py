@@ -317,10 +317,11 @@ def _validated(
     boot_p, boot_s, boot_a = [], [], []
     for start in range(0, n_boot, rows):
         idx = rng.integers(0, len(d), size=(min(rows, n_boot - start), len(d)))
-        block_p, block_s = _coefficients(d[idx], s[idx])
+        d_boot, s_boot = d[idx], s[idx]
+        block_p, block_s = _coefficients(d_boot, s_boot)
         boot_p.append(block_p)
         boot_s.append(block_s)
-        boot_a.append(_agreement(d[idx], s[idx], exclude_ties))
+        boot_a.append(_agreement(d_boot, s_boot, exclude_ties))
     row = {"pearson": pearson[0], "spearman": spearman[0], "agreement": float(_agreement(d, s, exclude_ties))}
     for key, samples in (
         ("pearson", np.concatenate(boot_p)),
