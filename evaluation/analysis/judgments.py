@@ -340,8 +340,9 @@ def table3(validation: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Index (Type, Metric); columns Pearson, Spearman, Agreement (%), their CI bounds
-        and the tie counts.
+        Index (Type, Metric); columns Pearson, Spearman, Agreement (%), their CI bounds,
+        the tie counts, Pairs (pairs where the metric is defined), Undefined pairs, and a
+        Note that says why a row is blank or pairs were left out (`UNDEFINED_REASONS`).
     """
     out = validation.rename(
         columns={
@@ -378,8 +379,30 @@ def table3(validation: pd.DataFrame) -> pd.DataFrame:
         "Agreement hi (%)",
         "Metric ties",
         "Human ties",
+        "Pairs",
+        "Undefined pairs",
+        "Note",
+    ]
+    out["Pairs"], out["Undefined pairs"] = out["n_pairs"], out["n_undefined"]
+    out["Note"] = [
+        _table3_note(*row) for row in out[["metric", "n_pairs", "n_undefined"]].itertuples(index=False)
     ]
     return out.set_index(["Type", "Metric"])[columns]
+
+
+# Why a metric can be undefined on a pair, by metric name; others are named generically.
+UNDEFINED_REASONS = {"hue_diff": "ΔHue is undefined where a dominant color is grey"}
+
+
+def _table3_note(metric: str, n_pairs: int, n_undefined: int) -> str:
+    """Why a Table 3 row is blank (fewer than 2 defined pairs) or covers fewer pairs."""
+    if not n_undefined and n_pairs >= 2:
+        return ""
+    total = n_pairs + n_undefined
+    reason = UNDEFINED_REASONS.get(metric, "the metric is undefined on some pairs")
+    if n_pairs < 2:
+        return f"Blank: defined on {n_pairs} of {total} pairs, at least 2 needed ({reason})."
+    return f"{n_undefined} of {total} pairs left out ({reason})."
 
 
 def _bt_group(

@@ -549,6 +549,10 @@ def test_a_metric_undefined_on_most_pairs_is_validated_on_the_rest(setup):
     result = analyse(votes, partly, rng=np.random.default_rng(0), n_boot=20)["validation"]
     assert result.set_index("metric").loc["hue_diff", "n_pairs"] == 12
     assert result.set_index("metric").loc["emd", "n_pairs"] == 30
+    partly_t3 = analyse(votes, partly, rng=np.random.default_rng(0), n_boot=20)["table3"].set_index("Metric")
+    assert partly_t3.loc["ΔHue", "Note"] == (
+        "18 of 30 pairs left out (ΔHue is undefined where a dominant color is grey)."
+    )
     one_pair = (values["concept"] == concepts[0]) & (values["model"] != "sdxl")
     tables = analyse(
         votes, values.assign(hue_diff=hue.where(one_pair)), rng=np.random.default_rng(0), n_boot=20
@@ -556,6 +560,13 @@ def test_a_metric_undefined_on_most_pairs_is_validated_on_the_rest(setup):
     row = tables["validation"].set_index("metric").loc["hue_diff"]
     assert row["n_pairs"] == 1 and np.isnan(row["pearson"]) and np.isnan(row["agreement"])
     assert tables["table3"]["Metric"].tolist() == ["PCC", "EMD", "ED", "DCA", "ΔHue"]
+    hue_row = tables["table3"].set_index("Metric").loc["ΔHue"]
+    assert (hue_row["Pairs"], hue_row["Undefined pairs"]) == (1, 29)
+    assert hue_row["Note"] == (
+        "Blank: defined on 1 of 30 pairs, at least 2 needed "
+        "(ΔHue is undefined where a dominant color is grey)."
+    )
+    assert (tables["table3"].set_index("Metric").loc[["PCC", "EMD", "ED", "DCA"], "Note"] == "").all()
 
 
 def test_a_study_with_one_model_says_to_run_a_second_and_stores_nothing(db, tmp_path):

@@ -298,6 +298,8 @@ def test_table3_layout():
     ]
     assert_allclose(t3["Agreement (%)"].to_numpy(), 100 * validation["agreement"].to_numpy())
     assert_allclose(t3["Pearson"].to_numpy(), validation["pearson"].to_numpy())
+    assert t3["Pairs"].tolist() == validation["n_pairs"].tolist()
+    assert (t3["Undefined pairs"] == 0).all() and (t3["Note"] == "").all()
 
 
 def test_dca_is_derived_from_dominant_bins_when_absent():
