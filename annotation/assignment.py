@@ -437,8 +437,10 @@ def _task_for(db, task_id: int, annotator_id: int) -> Task:
 def _held(task: Task, annotator_id: int) -> Task:
     if task.annotator_id != annotator_id:
         raise PermissionDenied(f"task {task.id} was handed to someone else")
-    if task.status in ("submitted", "released"):
-        raise Conflict(f"task {task.id} was already {task.status}")
+    if task.status == "submitted":
+        raise Conflict(f"task {task.id} was already submitted; your first answer is kept and nothing changed")
+    if task.status == "released":
+        raise Conflict(f"task {task.id} was already given back; nothing was stored")
     return task
 
 

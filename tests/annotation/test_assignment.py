@@ -303,7 +303,7 @@ def test_submit_checks_holder_state_and_rolls_back_a_failing_write(db):
     with pytest.raises(Conflict, match="already submitted"):
         submit(db, task.id, owner, _write_coloring, now=T0)
     release(db, second.id, owner, now=T0)
-    with pytest.raises(Conflict, match="already released"):
+    with pytest.raises(Conflict, match="already given back; nothing was stored"):
         submit(db, second.id, owner, _write_coloring, now=T0)
     assert db["colorings"].count == 1
 

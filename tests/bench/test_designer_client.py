@@ -44,7 +44,13 @@ def test_the_http_client_answers_as_gradio_client_does_and_raises_app_error_on_a
             with pytest.raises(AppError) as refused:
                 client.predict(token, value, api_name="/designer_submit")
             refusals.append(str(refused.value))
-        assert refusals == [f"task {task['task_id']} was already submitted"] * 2
+        assert (
+            refusals
+            == [
+                f"task {task['task_id']} was already submitted; your first answer is kept and nothing changed"
+            ]
+            * 2
+        )
 
 
 def test_prepared_values_are_distinct_each_handed_out_once_and_running_out_is_counted(tmp_path):
