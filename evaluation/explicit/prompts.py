@@ -231,8 +231,10 @@ def _cell_prompt(task, system, row, first, partners, draw) -> Prompt:
 def _choose(label: str, chosen: Sequence[str] | None, allowed: Sequence[str]) -> tuple[str, ...]:
     if chosen is None:
         return tuple(allowed)
-    if isinstance(chosen, str) or not chosen:
-        raise ValueError(f"`{label}` must be a non-empty list, got {chosen!r}")
+    if isinstance(chosen, str):
+        raise ValueError(f"`{label}` must be a list, got {chosen!r}")
+    if not chosen:
+        raise ValueError(f"`{label}` must name at least one of {', '.join(allowed)}; none is chosen")
     unknown = [value for value in chosen if value not in allowed]
     if unknown:
         raise ValueError(f"`{label}` must be among {', '.join(allowed)}; got unknown {unknown}")

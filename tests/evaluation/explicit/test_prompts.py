@@ -153,6 +153,8 @@ def test_rounds_are_capped_by_the_number_of_objects():
     [
         ({"tasks": ["colour_name"]}, "`tasks`"),
         ({"tasks": "color_name"}, "`tasks`"),
+        ({"tasks": []}, "`tasks` must name at least one of color_name, .*; none is chosen"),
+        ({"systems": ()}, "`systems` must name at least one of .*; none is chosen"),
         ({"systems": ["pantone"]}, "`systems`"),
         ({"objects": ["unicorn"]}, "`objects`"),
         ({"categories": ["plants"]}, "`categories`"),
