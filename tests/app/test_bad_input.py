@@ -70,6 +70,10 @@ def _any_size(arrived: str) -> str:
     return rf"^`canvas` must be an 8-bit RGBA PNG of \d+×\d+ pixels, got {arrived.format(**size)}$"
 
 
+# The Evaluate form up to its mode, set to explicit (`app.evaluate.PREVIEW`'s order); the
+# explicit fields follow.
+EXPLICIT_MODE = (["tiny-random"], [], [], [], "", 0, 0, ["natural"], "7.5", 1, "explicit")
+
 CASES = [
     # Invite links: forged, expired, revoked, malformed, hostile text.
     Case("invite-forged-token", "/login_invite", lambda w: (FORGED,), "invite link is not valid"),
@@ -538,44 +542,14 @@ CASES = [
     Case(
         "evaluate-explicit-no-tasks",
         "/evaluate_preview",
-        as_role(
-            "researcher",
-            ["tiny-random"],
-            [],
-            [],
-            [],
-            "",
-            0,
-            0,
-            ["natural"],
-            "7.5",
-            1,
-            "explicit",
-            [],
-            ["css3"],
-        ),
+        as_role("researcher", *EXPLICIT_MODE, [], ["css3"]),
         r"^`Tasks` must name at least one of color_name, color_object, multi_object, implicit, numeric; "
         r"none is chosen$",
     ),
     Case(
         "evaluate-explicit-no-systems",
         "/evaluate_preview",
-        as_role(
-            "researcher",
-            ["tiny-random"],
-            [],
-            [],
-            [],
-            "",
-            0,
-            0,
-            ["natural"],
-            "7.5",
-            1,
-            "explicit",
-            ["color_name"],
-            [],
-        ),
+        as_role("researcher", *EXPLICIT_MODE, ["color_name"], []),
         r"^`Color systems` must name at least one of .*css3.*; none is chosen$",
     ),
     Case(
