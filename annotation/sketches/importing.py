@@ -56,6 +56,9 @@ COLORED_CHROMA = 40
 """A pixel whose max minus min sRGB channel (0-255) reaches this counts as colored."""
 CROP_MARGIN = 0.04
 """White margin kept around the drawing when cropping, as a share of its long side."""
+MAX_ASPECT = 4.0
+"""A sketch's long side is at most this many times its short side, after cropping (ours are
+at most 4:3); a thin strip leaves nothing to color."""
 
 _SLUG = re.compile(r"[^a-z0-9]+")
 # SVG parts that could reach outside the file (resvg reads an <image>'s local path) or
@@ -259,9 +262,9 @@ def rasterize_svg(svg: str | bytes, long_side: int = LONG_SIDE) -> np.ndarray:
     if long_side < 16:
         raise ValueError(f"`long_side` must be >= 16 px, got {long_side}")
     check_svg_self_contained(text)
-    natural = Image.open(io.BytesIO(resvg_py.svg_to_bytes(svg_string=text)))
-    size = {"width": long_side} if natural.width >= natural.height else {"height": long_side}
-    png = resvg_py.svg_to_bytes(svg_string=text, background="#ffffff", **size)
+    # Fitted into a long_side square (resvg keeps the aspect ratio): never drawn at the size
+    # the file declares, which costs 4 bytes a pixel (a 223-byte SVG of 50,000 x 50,000).
+    png = resvg_py.svg_to_bytes(svg_string=text, background="#ffffff", width=long_side, height=long_side)
     return np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=np.uint8).copy()
 
 
@@ -404,7 +407,8 @@ def import_sketch_file(path: str | Path, long_side: int = LONG_SIDE) -> Imported
     Raises
     ------
     NotLineArtError
-        If the picture is not line art (see `check_line_art`).
+        If the picture is not line art (see `check_line_art`), or is a strip: once cropped,
+        its long side is over `MAX_ASPECT` times its short side.
     ValueError
         If the file cannot be read as an image.
     """
@@ -419,6 +423,11 @@ def import_sketch_file(path: str | Path, long_side: int = LONG_SIDE) -> Imported
             raise ValueError(f"`path` {path.name} is not a readable image: {exc}") from None
     stats = check_line_art(image)
     sketch = normalize_sketch(image, long_side)
+    if max(sketch.shape) > MAX_ASPECT * min(sketch.shape):
+        raise NotLineArtError(
+            f"the drawing is {sketch.shape[1]} x {sketch.shape[0]} px once cropped to its lines; its long "
+            f"side may be at most {MAX_ASPECT:g} times its short side (a thin strip leaves nothing to color)"
+        )
     png = encode_png(sketch)
     return ImportedSketch(png, hashlib.sha256(png).hexdigest(), sketch.shape[1], sketch.shape[0], stats)
 

@@ -2,6 +2,8 @@ import base64
 import csv
 import hashlib
 import io
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
@@ -116,6 +118,46 @@ def test_rasterize_svg_scales_the_long_side_and_keeps_the_aspect():
     assert art[0, 0] == 255
     assert art[256, 102] == 0  # left edge of the square: x=20 of 200
     assert art[256, 256] == 255  # inside the square
+
+
+def test_an_svg_declaring_a_huge_canvas_is_drawn_at_the_long_side_only(tmp_path):
+    """A 300-byte SVG of 40,000 x 40,000 px: drawn at its own size first (as it once was), it
+    took 6.4 GB; fitted into the long side's square, a few MB. Measured in a child process,
+    whose peak memory is its own."""
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="40000" height="40000">'
+        '<rect x="4000" y="4000" width="32000" height="32000" fill="#fff" stroke="#000" stroke-width="200"/>'
+        "</svg>"
+    )
+    (tmp_path / "huge.svg").write_text(svg)
+    child = (
+        "import resource, sys; from annotation.sketches.importing import rasterize_svg;"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
+        "art = rasterize_svg(open(sys.argv[1]).read());"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
+        "print(art.shape, art.min(), art.max(), (after - before) // 1024)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(tmp_path / "huge.svg")], capture_output=True, text=True, check=True
+    )
+    shape, low, high, grown_mb = done.stdout.strip().rsplit(" ", 3)[0], *done.stdout.split()[-3:]
+    assert (shape, int(low), int(high)) == ("(1024, 1024)", 0, 255)
+    assert int(grown_mb) < 200, done.stdout  # the declared canvas alone is 6,400 MB
+
+
+def test_a_thin_strip_is_refused_with_its_size(tmp_path):
+    strip = np.full((60, 1200), 255, np.uint8)
+    strip[10:50, 20:1180] = 0
+    strip[14:46, 24:1176] = 255  # an outlined box: line art, 29 times as wide as tall
+    path = tmp_path / "snake.png"
+    Image.fromarray(strip).save(path)
+    with pytest.raises(NotLineArtError, match=r"is 1024 x \d+ px once cropped .* at most 4 times"):
+        import_sketch_file(path)
+    wide = np.full((300, 1000), 255, np.uint8)
+    wide[20:280, 20:980] = 0
+    wide[26:274, 26:974] = 255  # 3.3 times as wide: kept
+    Image.fromarray(wide).save(path)
+    assert import_sketch_file(path).width == LONG_SIDE
 
 
 def test_rasterize_svg_rejects_markup_that_is_not_svg():
