@@ -41,6 +41,8 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from storage.shown import shown
+
 MAX_PIXELS = 4096 * 4096
 """The most pixels `open_image` decodes: 4096 x 4096 (sketches and colorings are 1024 x 1024
 or smaller, generated images 1024 x 1024)."""
@@ -50,7 +52,6 @@ PNG_COMPRESS_LEVEL = 6
 """zlib level of every PNG written (Pillow's default): level 1 encodes a 1024² coloring in 8 ms
 into 17 kB, level 6 in 12 ms into 5 kB, level 9 in 17 ms into 5 kB (bench/bench_designer.py notes)."""
 
-_SHOWN_CHARS = 80
 
 Writer = Callable[[object, str, bytes], None]
 """``write(root, relative, data)``: puts `data` at `relative` under `root` whole."""
@@ -72,18 +73,13 @@ class StoredFile:
     sha256: str
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS]}... ({len(text)} characters)"
-
-
 def _check_relative(relative: object) -> PurePosixPath:
     """`relative` as a POSIX path that cannot leave its root by its text alone."""
     if not isinstance(relative, str) or not relative.strip():
-        raise FileRefused(f"file path must be a non-empty relative path, got {_shown(relative)}")
+        raise FileRefused(f"file path must be a non-empty relative path, got {shown(relative)}")
     parts = PurePosixPath(relative.replace("\\", "/"))
     if parts.is_absolute() or ".." in parts.parts or ":" in relative:
-        raise FileRefused(f"file path must stay inside the data folder, got {_shown(relative)}")
+        raise FileRefused(f"file path must stay inside the data folder, got {shown(relative)}")
     return parts
 
 
@@ -102,7 +98,7 @@ def resolve(data_dir: str | Path, relative: str) -> Path:
     root = Path(data_dir).resolve()
     target = (root / parts).resolve()
     if not target.is_relative_to(root):
-        raise FileRefused(f"file path must stay inside the data folder, got {_shown(relative)}")
+        raise FileRefused(f"file path must stay inside the data folder, got {shown(relative)}")
     return target
 
 

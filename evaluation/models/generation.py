@@ -20,7 +20,7 @@ from evaluation.concepts import Concept
 STYLES = {"natural": "natural photo", "clipart": "clip-art cartoon"}
 #: Appendix C.2: "A [Style] of a [Adjective] [Object], centered composition."
 PROMPT_TEMPLATE = "A {style} of {article} {phrase}, centered composition."
-_MAX_SEED = 2**63 - 1
+MAX_SEED = 2**63 - 1
 
 
 class GenerationError(RuntimeError):
@@ -72,7 +72,7 @@ def item_seed(model: str, concept: str, style: str, cfg: float, sample: int) -> 
         In [0, 2**63 - 1].
     """
     text = f"{model}|{concept}|{style}|{float(cfg)!r}|{int(sample)}"
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") & _MAX_SEED
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") & MAX_SEED
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def check_inputs(
         raise ValueError(f"`prompts` must be a non-empty list of non-empty strings, got {prompts!r}")
     if len(seeds) != len(prompts):
         raise ValueError(f"`seeds` must have one seed per prompt ({len(prompts)}), got {len(seeds)}")
-    bad = [s for s in seeds if not isinstance(s, (int, np.integer)) or not 0 <= s <= _MAX_SEED]
+    bad = [s for s in seeds if not isinstance(s, (int, np.integer)) or not 0 <= s <= MAX_SEED]
     if bad:
         raise ValueError(f"`seeds` must be integers in [0, 2**63 - 1], got {bad[:3]}")
     if not guidance_scale > 0:

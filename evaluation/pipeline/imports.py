@@ -32,12 +32,13 @@ import numpy as np
 import sqlite_utils
 
 from evaluation.concepts import Concept
-from evaluation.models.generation import STYLES, build_prompt
+from evaluation.models.generation import MAX_SEED, STYLES, build_prompt
 from evaluation.pipeline import runs
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
 from storage import transaction
 from storage.files import MAX_BYTES, MAX_PIXELS, open_image, put_png
+from storage.shown import shown
 
 MANIFEST = "manifest.csv"
 NAME_FIELDS = ("model", "concept", "style", "cfg", "seed")
@@ -182,9 +183,11 @@ def parse_label(model: str, concept: str, style: str, cfg: str, seed: str, known
     try:
         cfg_value, seed_value = float(cfg), int(seed)
     except ValueError:
-        raise ValueError(f"cfg {cfg!r} must be a number and seed {seed!r} a whole number") from None
-    if not cfg_value > 0 or not np.isfinite(cfg_value) or seed_value < 0:
-        raise ValueError(f"cfg must be > 0 and seed >= 0, got cfg {cfg!r}, seed {seed!r}")
+        raise ValueError(f"cfg {shown(cfg)} must be a number and seed {shown(seed)} a whole number") from None
+    if not cfg_value > 0 or not np.isfinite(cfg_value) or not 0 <= seed_value <= MAX_SEED:
+        raise ValueError(
+            f"cfg must be > 0 and seed in [0, 2**63 - 1], got cfg {shown(cfg)}, seed {shown(seed)}"
+        )
     return Label(model, concept, style, cfg_value, seed_value)
 
 
@@ -324,6 +327,18 @@ def import_images(
     if not stored:
         shown = "; ".join(f"{n}: {why}" for n, why in rejected[:5]) or "it holds no file"
         raise ImportSourceError(f"no usable image in {Path(source).name!r}: {shown}")
+    try:
+        _store_run(db, run, source, entries, stored, by_key)
+    except BaseException:
+        # Nothing of a refused import stays: its run folder is new, so its files are its own.
+        for path, _ in stored.values():
+            (data_dir / path).unlink(missing_ok=True)
+        raise
+    return ImportReport(run, len(stored), tuple(rejected))
+
+
+def _store_run(db, run: str, source, entries, stored: dict, by_key: dict) -> None:
+    """The run's row and items, in one transaction, for the images `stored` holds."""
     items = _items(stored, by_key)
     config = {
         "imported": {"source": Path(source).name, "files": len(entries)},
@@ -347,4 +362,3 @@ def import_images(
                 for lab, (path, digest) in stored.items()
             ],
         )
-    return ImportReport(run, len(stored), tuple(rejected))

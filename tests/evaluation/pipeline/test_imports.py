@@ -147,14 +147,37 @@ def test_refusals_name_the_source_from_the_import_folder_on(tmp_path, source, sh
         ("dalle3__apple__natural__high__1.png", "must be a number"),
         ("dalle3__apple__natural__-1__1.png", "cfg must be > 0"),
         ("dall e__apple__natural__7.5__1.png", "model 'dall e' must be letters"),
+        # SQLite's INTEGER ends at 2**63 - 1: the item's row would have failed after its file was stored.
+        (
+            f"m__apple__natural__7.5__{2**63}.png",
+            "seed in [0, 2**63 - 1], got cfg '7.5', seed '9223372036854775808'",
+        ),
+        (f"m__apple__natural__7.5__{'9' * 300}.png", "seed '99999"),
+        (f"m__apple__natural__{'x' * 300}__1.png", "(300 characters) must be a number"),
     ],
 )
 def test_mislabelled_files_are_reported_with_the_reason(db, tmp_path, name, reason):
-    source = _folder(
-        tmp_path / "in", {name: _png((1, 2, 3)), "m__apple__natural__7.5__1.png": _png((1, 2, 3))}
-    )
+    source = tmp_path / "in.zip"  # a zip: file names may be longer than a folder's allow
+    with zipfile.ZipFile(source, "w") as archive:
+        archive.writestr(name, _png((1, 2, 3)))
+        archive.writestr("m__apple__natural__7.5__1.png", _png((1, 2, 3)))
     report = import_images(db, "r", source, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     assert report.imported == 1 and report.rejected[0][0] == name and reason in report.rejected[0][1]
+    assert len(report.rejected[0][1]) < 300  # a long field is quoted cut
+
+
+def test_an_import_whose_rows_fail_leaves_no_file(db, tmp_path):
+    db.execute(
+        "create trigger refuse before insert on run_items begin select raise(abort, 'disk I/O error'); end"
+    )
+    source = _folder(
+        tmp_path / "in",
+        {"m__apple__natural__7.5__1.png": _png((1, 2, 3)), "m__apple__natural__7.5__2.png": _png((4, 5, 6))},
+    )
+    with pytest.raises(sqlite_utils.db.sqlite3.IntegrityError, match="disk I/O error"):
+        import_images(db, "r", source, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    assert db["runs"].count == 0 and db["run_items"].count == 0
+    assert [p for p in (tmp_path / "data").rglob("*") if p.is_file()] == []
 
 
 def test_nothing_usable_or_a_taken_name_stores_nothing(db, tmp_path):

@@ -1,0 +1,37 @@
+"""How a refusal quotes what arrived: cut to `SHOWN_CHARS` characters (one place for every
+library; `annotation.errors` re-exports it)."""
+
+SHOWN_CHARS = 80
+"""The most characters of a refused value that a message quotes back (see `shown`)."""
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """`value` as a refusal quotes it: its ``repr``, cut to `limit` characters when longer.
+
+    A message names what arrived, but must not send a megabyte of input back (or into a
+    log): a longer text keeps its first `limit` characters and says how long it was.
+
+    Parameters
+    ----------
+    value : object
+        What arrived; text is measured in characters, anything else by its ``repr``.
+    limit : int
+        Characters of the value kept, >= 1.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> shown("unicorn")
+    "'unicorn'"
+    >>> shown("x" * 1000, limit=3)
+    "'xxx'… (1000 characters)"
+    """
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return f"{value[:limit]!r}… ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
