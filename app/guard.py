@@ -80,24 +80,38 @@ class DataRule:
 
     roles: frozenset[str]
     what: str
+    suffixes: frozenset[str]
     owner: bool = False
 
 
 ADMIN_ONLY = frozenset()
+_PNG = frozenset({".png"})
 DATA_RULES: dict[str, DataRule] = {
     "colorings": DataRule(
         frozenset({"expert", "researcher", "participant"}),
         "colorings and their masks (participants judge against them)",
+        _PNG,
         owner=True,
     ),
-    "sketches": DataRule(frozenset({"designer", "expert", "researcher", "participant"}), "line art"),
-    "runs": DataRule(frozenset({"researcher", "participant"}), "model images and masks"),
-    "exports": DataRule(frozenset({"researcher"}), "exports, tables and figures"),
-    "downloads/backups": DataRule(ADMIN_ONLY, "backup zips (the whole database)"),
-    "downloads/invites": DataRule(ADMIN_ONLY, "invite links as CSV"),
+    "sketches": DataRule(frozenset({"designer", "expert", "researcher", "participant"}), "line art", _PNG),
+    "runs": DataRule(
+        frozenset({"researcher", "participant"}),
+        "model images, masks and pixel summaries",
+        frozenset({".png", ".npz"}),
+    ),
+    "exports": DataRule(
+        frozenset({"researcher"}),
+        "exports, tables and figures",
+        frozenset({".csv", ".json", ".parquet", ".txt", ".md", ".html", ".svg", ".png", ".zip"}),
+    ),
+    "downloads/backups": DataRule(ADMIN_ONLY, "backup zips (the whole database)", frozenset({".zip"})),
+    "downloads/invites": DataRule(ADMIN_ONLY, "invite links as CSV", frozenset({".csv"})),
 }
-"""Folder (relative to the data folder) → who may read it. Anything else under the data
-folder (the database, the password file, model weights, imports) is served to nobody."""
+"""Folder (relative to the data folder) → who may read it, and the kinds of file (suffixes,
+lower case) the app writes there; a file of any other kind is served to nobody (a file put
+there by hand or by a crafted backup: an HTML page would run on the app's origin).
+Anything else under the data folder (the database, the password file, model weights,
+imports) is served to nobody."""
 
 SERVED_FOLDERS = tuple(sorted({rule.split("/")[0] for rule in DATA_RULES}))
 """The data folder's folders given to Gradio as static paths (files in them are served in
@@ -300,7 +314,7 @@ class FilePolicy:
 
     def _data_file(self, relative: Path, actor: Actor | None) -> bool:
         rule = data_rule(relative)
-        if actor is None or rule is None:
+        if actor is None or rule is None or relative.suffix.lower() not in rule.suffixes:
             return False
         if actor.is_admin or actor.roles & rule.roles:
             return True
@@ -545,11 +559,15 @@ def request_cookie(request, name: str = COOKIE) -> str | None:
 
 def role_table_markdown() -> str:
     """`DATA_RULES` as the Markdown table docs/security.md shows."""
-    lines = ["| Folder under the data folder | What it holds | Who may fetch it |", "|---|---|---|"]
+    lines = [
+        "| Folder under the data folder | What it holds | Files served | Who may fetch it |",
+        "|---|---|---|---|",
+    ]
     for folder, rule in DATA_RULES.items():
         who = sorted(rule.roles)
         if rule.owner:
             who.insert(0, "the designer who made it")
-        lines.append(f"| `{folder}/` | {rule.what} | {', '.join([*who, 'admin'])} |")
-    lines.append("| anything else | the database, password file, weights, imports | nobody |")
+        kinds = ", ".join(f"`{suffix}`" for suffix in sorted(rule.suffixes))
+        lines.append(f"| `{folder}/` | {rule.what} | {kinds} | {', '.join([*who, 'admin'])} |")
+    lines.append("| anything else | the database, password file, weights, imports | none | nobody |")
     return "\n".join(lines)

@@ -229,6 +229,30 @@ def test_every_file_route_answers_exactly_the_role_table(world):
             assert ok.content == path.read_bytes()
 
 
+def test_a_file_of_a_kind_the_app_never_writes_there_is_served_to_nobody(world):
+    """An HTML page in the sketches folder (put there by hand, or by a crafted backup)
+    would run on the app's origin: refused to the admin too, through every file route; the
+    folder's own kind beside it is served."""
+    data = Path(world.config.data_dir)
+    page = data / "sketches" / "zz" / "x.html"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text("<script>alert(document.cookie)</script>")
+    upper = data / "exports" / "x.HTML"  # an export folder's kinds are its own, not the sketches'
+    wrong = data / "runs" / "x.csv"
+    for path, text in ((upper, "<p>ok</p>"), (wrong, "a,b")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    try:
+        for template in (path for path, kind in ROUTES.items() if kind == FILE):
+            for path, status in ((page, 403), (wrong, 403), (upper, 200), (world.files["sketch"], 200)):
+                url = world.url.rstrip("/") + re.sub(r"\{[^}]+\}", str(path), template)
+                got = httpx.get(url, cookies={COOKIE: world.admin}, verify=TLS_CONTEXT)
+                assert got.status_code == status, (template, path.name)
+    finally:
+        for path in (page, upper, wrong):
+            path.unlink()
+
+
 def test_every_route_of_the_launched_app_is_classified_or_refused(world, tmp_path):
     """A route the guard does not know is refused, whatever it would serve; and no route
     hands a coloring's bytes to a visitor with no session, however the path is written."""
