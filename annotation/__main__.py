@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
         help="verify a backup's hashes, then make it the database and files; refused while the app "
         "or an evaluation run uses the database (stop them first)",
     )
-    load.add_argument("folder", help="a folder written by `backup`")
+    load.add_argument("folder", help="a folder written by `backup`, or the Admin tab's backup zip")
     return parser
 
 

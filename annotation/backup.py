@@ -33,16 +33,17 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import sqlite_utils
 
-from annotation.errors import InvalidInput
+from annotation.errors import InvalidInput, shown
 from annotation.export import file_columns, reported_write_errors, staged_folder
 from annotation.files import resolve
 from storage import create_private, iso, serving
@@ -50,6 +51,11 @@ from storage.schema import MIGRATIONS, tables_at
 
 DB_NAME = "colorconcept.sqlite"
 MANIFEST = "manifest.json"
+RESTORED_KINDS = {"colorings": (".png",), "sketches": (".png",), "runs": (".png", ".npz")}
+"""The folders of the data folder a restore writes into, and the kinds of file the app
+stores in each (what `app.guard.DATA_RULES` serves there); a backup naming any other file
+is refused whole."""
+_SAFE_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]*")
 
 
 class BackupError(InvalidInput):
@@ -167,17 +173,45 @@ def verify(folder: str | Path) -> dict:
     folder = Path(folder)
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError) as error:
+        entries = [(manifest["database"]["path"], manifest["database"])] + [
+            (f"files/{e['path']}", e) for e in manifest["files"]
+        ]
+    except (OSError, ValueError, KeyError, TypeError) as error:
         raise BackupError(f"{str(folder)!r} holds no readable {MANIFEST}: {error}") from None
-    entries = [(manifest["database"]["path"], manifest["database"])] + [
-        (f"files/{e['path']}", e) for e in manifest["files"]
-    ]
+    if entries[0][0] != DB_NAME:
+        raise BackupError(
+            f"the backup's database must be {DB_NAME!r}, got {entries[0][0]!r}; nothing was restored"
+        )
+    for name, entry in entries[1:]:
+        problem = restorable_problem(entry.get("path"))
+        if problem:
+            raise BackupError(f"backup file {name!r} {problem}; nothing was restored")
+    root = folder.resolve()
     for name, entry in entries:
         path = folder / name
-        if ".." in Path(name).parts or not path.is_file():
+        if not path.is_file():
             raise BackupError(f"backup file {name!r} is missing; nothing was restored")
+        if path.resolve() != root / name:
+            raise BackupError(
+                f"backup file {name!r} is a link; a backup holds files only; nothing was restored"
+            )
         _check_copy(path, entry, f"backup file {name!r}", "nothing was restored")
     return manifest
+
+
+def restorable_problem(path: object) -> str | None:
+    """Why a backup's file `path` (relative to the data folder) may not be restored, or None:
+    it must be a file of a kind the app stores, in a folder it stores it in (`RESTORED_KINDS`),
+    named by plain parts (letters, digits, spaces, ``. _ -``, none starting with a dot)."""
+    if not isinstance(path, str):
+        return f"has no path (got {type(path).__name__})"
+    parts = path.split("/")
+    kinds = RESTORED_KINDS.get(parts[0])
+    if kinds is None or len(parts) < 2 or not all(_SAFE_PART.fullmatch(part) for part in parts):
+        return f"is not a file the app stores (it stores files under {', '.join(f'{k}/' for k in RESTORED_KINDS)})"
+    if not path.lower().endswith(kinds):
+        return f"is not a kind of file the app stores in {parts[0]}/ ({', '.join(kinds)})"
+    return None
 
 
 def _check_copy(path: Path, entry: dict, name: str, consequence: str) -> None:
@@ -201,17 +235,21 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
         The manifest, plus ``previous`` (where the replaced database was kept, or None)
         and ``copied`` (files written into the data folder).
 
+    `folder` is a backup folder or the Admin tab's backup zip (unpacked into a private
+    temporary folder first).
+
     Raises
     ------
     BackupError
         If the app or an evaluation run holds the database (nothing is changed), a file
-        of the backup differs from its manifest, its database is not this app's or is
+        of the backup differs from its manifest, is a link or is not a file the app stores
+        (`restorable_problem`), its database is not this app's or is
         newer than this code (nothing is changed either way), or the restored
         database fails its check (the message says where the previous one is kept).
     """
     folder, db_path, data_dir = Path(folder), Path(db_path), Path(data_dir)
     try:
-        with serving.exclusive(db_path):
+        with serving.exclusive(db_path), _unpacked(folder, db_path.parent) as folder:
             manifest = verify(folder)
             staged = _stage_database(folder, manifest, db_path)
             try:
@@ -230,6 +268,33 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
     except serving.DatabaseInUse as error:
         raise BackupError(f"{error}; nothing was restored") from None
     return {**manifest, "previous": previous, "copied": copied}
+
+
+@contextlib.contextmanager
+def _unpacked(source: Path, beside: Path):
+    """`source` itself when it is a folder; a backup zip (the Admin tab's download) unpacked
+    into a private temporary folder in `beside` (the database's folder: the files go to that
+    disk anyway), removed afterwards. A zip entry that would land outside
+    that folder refuses the whole zip."""
+    if not (source.is_file() and zipfile.is_zipfile(source)):
+        yield source
+        return
+    with tempfile.TemporaryDirectory(prefix=".restore-", dir=beside) as temp:
+        try:
+            with zipfile.ZipFile(source) as archive:
+                for name in archive.namelist():
+                    parts = PurePosixPath(name).parts
+                    if name.startswith("/") or "\\" in name or ".." in parts:
+                        raise BackupError(
+                            f"the zip {source.name!r} holds {shown(name)}, which would land outside "
+                            "the backup; nothing was restored"
+                        )
+                archive.extractall(temp)
+        except (zipfile.BadZipFile, OSError) as error:
+            raise BackupError(
+                f"the zip {source.name!r} cannot be read: {error}; nothing was restored"
+            ) from None
+        yield Path(temp)
 
 
 def _restore_files(folder: Path, manifest: dict, data_dir: Path) -> int:

@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import threading
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -315,6 +316,19 @@ def test_a_backup_database_that_fails_integrity_check_is_not_restored(tmp_path):
     assert live.read_bytes() == b"the live database"
 
 
+def _one_coloring_backup(tmp_path) -> tuple[Path, Path]:
+    """A backup (folder ``tmp_path/backup``) of a store holding one coloring, and a live
+    database path holding placeholder bytes that a refused restore must leave."""
+    db, data = _store(tmp_path / "source")
+    add_coloring(db, data, people(db, 1, "designer")[0], "apple", (200, 30, 30))
+    backup.backup(db, data, tmp_path / "backup")
+    db.close()
+    live = tmp_path / "live" / "db.sqlite"
+    live.parent.mkdir()
+    live.write_bytes(b"the live database")
+    return tmp_path / "backup", live
+
+
 def _replace_database(folder: Path, change) -> None:
     """Apply `change` (SQL, or a callable on the path) to the backup's database and set the
     manifest's hash and size to the result, as anyone preparing a backup by hand could."""
@@ -366,14 +380,8 @@ def _foreign(path: Path) -> None:
 def test_restore_takes_only_this_apps_database_at_a_version_this_code_knows(tmp_path, change, problem):
     # Each passes integrity_check and its manifest's hash: a restore used to put it in place
     # and report success, leaving the app an empty database or one no command could open.
-    db, data = _store(tmp_path / "source")
-    add_coloring(db, data, people(db, 1, "designer")[0], "apple", (200, 30, 30))
-    backup.backup(db, data, tmp_path / "backup")
-    db.close()
-    _replace_database(tmp_path / "backup", change)
-    live = tmp_path / "live" / "db.sqlite"
-    live.parent.mkdir()
-    live.write_bytes(b"the live database")
+    folder, live = _one_coloring_backup(tmp_path)
+    _replace_database(folder, change)
     with pytest.raises(
         backup.BackupError, match=rf"^the backup's database {problem}; the database was not replaced$"
     ):
@@ -429,3 +437,84 @@ def test_the_admin_backup_download_onto_a_full_disk_names_its_folder_and_leaves_
         ):
             backup.backup_archive(db, data, disk / "backup.zip")
         assert list(disk.iterdir()) == []
+
+
+def _with_extra_file(folder: Path, relative: str, data: bytes) -> None:
+    """Add `relative` to a backup, with its true hash in the manifest, as anyone preparing
+    a backup by hand could (an HTML page there would be served on the app's origin)."""
+    path = folder / "files" / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    manifest = json.loads((folder / backup.MANIFEST).read_text())
+    manifest["files"].append(
+        {"path": relative, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    )
+    (folder / backup.MANIFEST).write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    "relative, problem",
+    [
+        ("sketches/zz/x.html", r"is not a kind of file the app stores in sketches/ \(\.png\)"),
+        ("colorings/ab/x.npz", r"is not a kind of file the app stores in colorings/ \(\.png\)"),
+        ("exports/x.png", "is not a file the app stores"),
+        ("sketches/.hidden/x.png", "is not a file the app stores"),
+        ("password.png", "is not a file the app stores"),
+    ],
+)
+def test_a_backup_naming_a_file_the_app_never_stores_is_refused_whole(tmp_path, relative, problem):
+    folder, live = _one_coloring_backup(tmp_path)
+    _with_extra_file(folder, relative, b"<script>alert(1)</script>")
+    with pytest.raises(
+        backup.BackupError, match=rf"^backup file 'files/{relative}' {problem}.*; nothing was restored$"
+    ):
+        backup.restore(tmp_path / "backup", live, tmp_path / "live" / "data")
+    assert live.read_bytes() == b"the live database" and not (tmp_path / "live" / "data").exists()
+
+
+def test_a_backup_file_that_is_a_link_is_refused(tmp_path):
+    folder, live = _one_coloring_backup(tmp_path)
+    outside = tmp_path / "secret.png"
+    outside.write_bytes(b"a file of the server's, not of the backup")
+    _with_extra_file(tmp_path / "backup", "sketches/zz/host.png", outside.read_bytes())
+    link = tmp_path / "backup" / "files" / "sketches" / "zz" / "host.png"
+    link.unlink()
+    link.symlink_to(outside)
+    with pytest.raises(
+        backup.BackupError, match=r"'files/sketches/zz/host.png' is a link; .*nothing was restored"
+    ):
+        backup.restore(folder, live, tmp_path / "live" / "data")
+    assert live.read_bytes() == b"the live database" and not (tmp_path / "live" / "data").exists()
+
+
+def test_the_admin_tabs_backup_zip_restores_as_its_folder_would(tmp_path):
+    db, data = _store(tmp_path / "source")
+    add_coloring(db, data, people(db, 1, "designer")[0], "apple", (200, 30, 30))
+    archive = backup.backup_archive(db, data, tmp_path / "download" / "backup.zip")
+    live = tmp_path / "live" / "db.sqlite"
+    live.parent.mkdir()
+    done = backup.restore(archive, live, tmp_path / "live" / "data")
+    assert done["copied"] == len(done["files"]) == 2  # the coloring and its mask
+    for entry in done["files"]:
+        restored = tmp_path / "live" / "data" / entry["path"]
+        assert hashlib.sha256(restored.read_bytes()).hexdigest() == entry["sha256"]
+    assert sorted(p.name for p in live.parent.iterdir()) == [
+        "data",
+        "db.sqlite",
+        "db.sqlite.lock",
+    ]  # unpacked copy gone
+    slip = tmp_path / "slip.zip"
+    with zipfile.ZipFile(archive) as good, zipfile.ZipFile(slip, "w") as bad:
+        for name in good.namelist():
+            bad.writestr(name, good.read(name))
+        bad.writestr("../outside.png", b"x")
+    with pytest.raises(backup.BackupError, match=r"holds '\.\./outside\.png', which would land outside"):
+        backup.restore(slip, live, tmp_path / "live" / "data")
+    assert not (tmp_path / "outside.png").exists()
+
+
+def test_a_restore_writes_only_what_the_app_serves_in_each_folder():
+    from app.guard import DATA_RULES
+
+    for folder, kinds in backup.RESTORED_KINDS.items():
+        assert set(kinds) == DATA_RULES[folder].suffixes, folder
