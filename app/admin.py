@@ -247,7 +247,9 @@ class AdminTab(Tab):
             return self.named(links_file=None)
         stamp = iso().replace(":", "").replace("-", "")[:15]
         path = download_path(self.ctx.config.data_dir, "invites", f"invites-{stamp}.csv")
-        return self.named(links_file=str(write_csv(frame, path, index=False)))
+        written = write_csv(frame, path, index=False)
+        written.chmod(0o600)
+        return self.named(links_file=str(written))
 
     @ui_only
     def clear_new_link(self) -> dict:
@@ -450,7 +452,9 @@ class AdminTab(Tab):
         stamp = iso().replace(":", "").replace("-", "")[:15]
         data_dir = self.ctx.config.data_dir
         target = download_path(data_dir, "backups", f"colorconcept-backup-{stamp}.zip")
-        return self.named(backup_file=str(backup_archive(db, data_dir, target)))
+        archive = backup_archive(db, data_dir, target)
+        archive.chmod(0o600)
+        return self.named(backup_file=str(archive))
 
 
 def _layout(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> dict:

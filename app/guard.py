@@ -341,9 +341,9 @@ def data_rule(relative: Path | PurePosixPath) -> DataRule | None:
 def download_path(data_dir: str | Path, kind: str, name: str, *, now: float | None = None) -> Path:
     """Where a download of `kind` (``"backups"`` or ``"invites"``) named `name` is written.
 
-    Under ``downloads/<kind>/<random>/`` in the data folder, served in place to whom
-    `DATA_RULES` names (the admin); folders of that kind older than `DOWNLOAD_KEEP_S` are
-    removed first, so nothing piles up.
+    Under ``downloads/<kind>/<random>/`` in the data folder (each folder mode 0700), served
+    in place to whom `DATA_RULES` names (the admin); folders of that kind older than
+    `DOWNLOAD_KEEP_S` are removed first, so nothing piles up.
     """
     if f"{DOWNLOADS}/{kind}" not in DATA_RULES:
         raise ValueError(
@@ -356,7 +356,11 @@ def download_path(data_dir: str | Path, kind: str, name: str, *, now: float | No
             if folder.is_dir() and now - folder.stat().st_mtime > DOWNLOAD_KEEP_S:
                 shutil.rmtree(folder, ignore_errors=True)
     folder = root / secrets.token_hex(16)
-    folder.mkdir(parents=True)
+    # Readable by the server's account alone, as the database is: a backup holds every
+    # hash, an invite list working links (folders made by older code are closed too).
+    for made in (root.parent, root, folder):
+        made.mkdir(mode=0o700, exist_ok=True)
+        made.chmod(0o700)
     return folder / name
 
 

@@ -1,9 +1,11 @@
 import hashlib
 import io
 import json
+import stat
 import threading
 import time
 import zipfile
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -14,7 +16,7 @@ from annotation import export as export_module
 from annotation.files import store_png
 from app import build_app
 from app.config import AppConfig
-from app.guard import COOKIE
+from app.guard import COOKIE, download_path
 from storage import iso, open_db
 from storage.schema import MIGRATIONS
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app, shared_app  # noqa: F401
@@ -67,6 +69,20 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
             snapshot = archive.read("colorconcept.sqlite")
         assert manifest["database"]["sha256"] == hashlib.sha256(snapshot).hexdigest()
         assert manifest["schema_version"] == len(MIGRATIONS)
+        # The backup (every hash) is the server account's alone, on a shared machine too.
+        downloads = Path(config.data_dir) / "downloads"
+        assert [p.name for p in downloads.rglob("*.zip")]
+        for path in [downloads, *downloads.rglob("*")]:
+            assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
+
+
+def test_a_download_folder_is_private_even_where_older_code_made_it_open(tmp_path):
+    opened = tmp_path / "downloads" / "invites"
+    opened.mkdir(parents=True, mode=0o755)
+    (tmp_path / "downloads").chmod(0o755)
+    target = download_path(tmp_path, "invites", "invites.csv")
+    for folder in (tmp_path / "downloads", opened, target.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
 
 
 def test_admin_endpoints_refuse_other_roles_and_write_nothing(shared_app):
