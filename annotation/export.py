@@ -27,7 +27,8 @@ distributions are in ``human_distributions``.
 
 Personal data of crowd participants (docs/security.md) stays out unless asked for: the
 ``crowd_participants`` table is exported without its `PERSONAL_COLUMNS` (the platform's
-participant, study and session ids and the client address). With ``external_ids=True``
+participant, study and session ids and the client address), and the ``audit`` rows of
+failed sign-ins, which are kept on the client's address, show `WITHHELD` in its place. With ``external_ids=True``
 the export adds ``crowd_external_ids`` (`annotation.study.crowd.external_ids`: pseudonym,
 link, platform ids, status), the one table that names them.
 
@@ -64,6 +65,10 @@ SECRET_COLUMNS = ("token_hash", "invite_hash")
 PERSONAL_COLUMNS = {
     "crowd_participants": ("external_id", "platform_study_id", "platform_session_id", "address")
 }
+PERSONAL_OBJECT_TYPE = "address"
+WITHHELD = "withheld"
+"""The ``object_id`` an exported audit row shows in place of a client address (the audit
+rows whose ``object_type`` is `PERSONAL_OBJECT_TYPE`: failed sign-ins)."""
 EXTERNAL_IDS_TABLE = "crowd_external_ids"
 MANIFEST_COLUMNS = ["table", "row_id", "column", "path", "sha256", "status"]
 _LOG = logging.getLogger(__name__)
@@ -417,7 +422,11 @@ def _snapshot(db: sqlite_utils.Database) -> Iterator[None]:
 def _table_frame(db: sqlite_utils.Database, name: str) -> pd.DataFrame:
     frame = pd.read_sql_query(f'select * from "{name}"', db.conn, dtype_backend="numpy_nullable")
     left_out = (*SECRET_COLUMNS, *PERSONAL_COLUMNS.get(name, ()))
-    return frame.drop(columns=[c for c in left_out if c in frame.columns])
+    frame = frame.drop(columns=[c for c in left_out if c in frame.columns])
+    if name == "audit":
+        # A failed sign-in is recorded on the client's address (the throttle counts by it).
+        frame.loc[frame["object_type"] == PERSONAL_OBJECT_TYPE, "object_id"] = WITHHELD
+    return frame
 
 
 def _write_table(frame: pd.DataFrame, folder: Path, name: str) -> int:

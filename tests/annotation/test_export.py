@@ -30,6 +30,7 @@ from annotation.export import (
     export_archive,
 )
 from annotation.files import store_png
+from annotation.people import throttle
 from annotation.people.accounts import create_annotators, login_with_invite
 from annotation.people.passwords import set_admin_password
 from storage import iso
@@ -399,18 +400,22 @@ def _all_text(archive: Path) -> str:
     return "\n".join(texts)
 
 
-PERSONAL = ("PIDXQ1ZZ", "PIDXQ2ZZ", "STUDYQQ1", "SESSZZ2", "203.0.113.71", "203.0.113.72")
+PERSONAL = ("PIDXQ1ZZ", "PIDXQ2ZZ", "STUDYQQ1", "SESSZZ2", "203.0.113.71", "203.0.113.72", "198.51.100.9")
 
 
 def test_an_export_holds_no_external_id_unless_asked_and_then_one_table_of_them(tmp_path, db):
     data_dir = tmp_path / "data"
     _crowd(db, data_dir)
+    throttle.record_failure(db, "198.51.100.9", "invite")  # kept on the address, for the throttle
     plain = export_archive(db, data_dir, tmp_path / "plain" / "export.zip")
     text = _all_text(plain)
     assert [value for value in PERSONAL if value in text] == []
     with zipfile.ZipFile(plain) as archive:
         people = pd.read_csv(io.BytesIO(archive.read("csv/crowd_participants.csv")))
+        audit = pd.read_csv(io.BytesIO(archive.read("csv/audit.csv")))
         assert "csv/crowd_external_ids.csv" not in archive.namelist()
+    failed = audit[audit["action"] == throttle.ACTION]
+    assert failed[["object_type", "object_id"]].values.tolist() == [["address", "withheld"]]
     assert people["status"].tolist() == ["active", "active"]  # the table stays, its personal columns go
     assert not {"external_id", "platform_study_id", "platform_session_id", "address"} & set(people.columns)
 
@@ -420,6 +425,7 @@ def test_an_export_holds_no_external_id_unless_asked_and_then_one_table_of_them(
     assert jobs.start(now="with", external_ids=True).external_ids
     done = jobs.wait(60)
     assert done.status == "done" and done.external_ids
+    assert "198.51.100.9" not in _all_text(done.archive)  # platform ids only: never an address
     with zipfile.ZipFile(done.archive) as archive:
         ids = pd.read_csv(io.BytesIO(archive.read("csv/crowd_external_ids.csv")), dtype=str)
         parquet = pd.read_parquet(io.BytesIO(archive.read("parquet/crowd_external_ids.parquet")))
