@@ -21,6 +21,9 @@ STYLES = {"natural": "natural photo", "clipart": "clip-art cartoon"}
 #: Appendix C.2: "A [Style] of a [Adjective] [Object], centered composition."
 PROMPT_TEMPLATE = "A {style} of {article} {phrase}, centered composition."
 MAX_SEED = 2**63 - 1
+MAX_GUIDANCE = 100.0
+"""The largest guidance scale accepted (a run's, an import's): the registry's sweeps end at
+12, and far beyond that a model draws saturated noise; 1e308 is a typing slip."""
 
 
 class GenerationError(RuntimeError):

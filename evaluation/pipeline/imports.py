@@ -23,16 +23,17 @@ import csv
 import io
 import re
 import zipfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 import sqlite_utils
+from PIL import Image
 
 from evaluation.concepts import Concept
-from evaluation.models.generation import MAX_SEED, STYLES, build_prompt
+from evaluation.models.generation import MAX_GUIDANCE, MAX_SEED, STYLES, build_prompt
 from evaluation.pipeline import runs
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
@@ -47,7 +48,9 @@ SEPARATOR = "__"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 MAX_IMAGE_BYTES = MAX_BYTES
 MAX_FILES = 200_000
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+MAX_MODEL_NAME = 80
+"""The most characters of an imported model's name (it heads tables and legends)."""
+_MODEL_NAME = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_MODEL_NAME - 1}}}$")
 
 
 class ImportSourceError(ValueError):
@@ -90,9 +93,12 @@ def _inside(path: Path, roots: Sequence[str | Path]) -> bool:
     return any(path.is_relative_to(Path(root).resolve()) for root in roots)
 
 
-def _zip_entries(path: Path) -> list[Entry]:
-    with zipfile.ZipFile(path) as archive:
-        infos = [info for info in archive.infolist() if not info.is_dir()]
+def _zip_entries(path: Path, shown_as: str) -> list[Entry]:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = [info for info in archive.infolist() if not info.is_dir()]
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ImportSourceError(f"{shown_as!r} cannot be read as a zip file: {error}") from None
     for info in infos:
         name = PurePosixPath(info.filename)
         if (
@@ -146,19 +152,25 @@ def open_source(source: str | Path, allowed_roots: Sequence[str | Path]) -> list
     """
     if not allowed_roots:
         raise ImportSourceError("no import folder is allowed on this server (`allowed_roots` is empty)")
-    path, shown = Path(source).resolve(), _shown(source, allowed_roots)
-    if not _inside(path, allowed_roots):
-        roots = ", ".join(f"{Path(r).name}/" for r in allowed_roots)
-        raise ImportSourceError(f"{shown!r} is outside the allowed import folders ({roots})")
-    if path.is_dir():
-        entries = _folder_entries(path)
-    elif path.is_file() and zipfile.is_zipfile(path):
-        entries = _zip_entries(path)
-    else:
-        raise ImportSourceError(f"{shown!r} must be an existing folder or .zip file")
+    try:
+        path, shown_as = Path(source).resolve(), _shown(source, allowed_roots)
+        if not _inside(path, allowed_roots):
+            roots = ", ".join(f"{Path(r).name}/" for r in allowed_roots)
+            raise ImportSourceError(f"{shown_as!r} is outside the allowed import folders ({roots})")
+        if path.is_dir():
+            entries = _folder_entries(path)
+        elif path.is_file():
+            entries = _zip_entries(path, Path(source).name)
+        else:
+            raise ImportSourceError(f"{shown_as!r} must be an existing folder or .zip file")
+    except (OSError, ValueError) as error:  # a name too long for the system, a NUL byte
+        if isinstance(error, ImportSourceError):
+            raise
+        reason = getattr(error, "strerror", None) or str(error)
+        raise ImportSourceError(f"the source {shown(str(source))} cannot be opened: {reason}") from None
     if len(entries) > MAX_FILES:
         raise ImportSourceError(
-            f"{shown!r} holds {len(entries)} files; at most {MAX_FILES} are imported at once"
+            f"{shown_as!r} holds {len(entries)} files; at most {MAX_FILES} are imported at once"
         )
     return entries
 
@@ -175,7 +187,10 @@ def _shown(source: str | Path, roots: Sequence[str | Path]) -> str:
 def parse_label(model: str, concept: str, style: str, cfg: str, seed: str, known: set[str]) -> Label:
     """Check and convert one image's label fields; raises ValueError naming the bad field."""
     if not _MODEL_NAME.match(model):
-        raise ValueError(f"model {model!r} must be letters, digits, '.', '_' or '-'")
+        raise ValueError(
+            f"model {shown(model)} must be 1 to {MAX_MODEL_NAME} letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
     if concept not in known:
         raise ValueError(f"concept {concept!r} is not in the concept list")
     if style not in STYLES:
@@ -184,9 +199,10 @@ def parse_label(model: str, concept: str, style: str, cfg: str, seed: str, known
         cfg_value, seed_value = float(cfg), int(seed)
     except ValueError:
         raise ValueError(f"cfg {shown(cfg)} must be a number and seed {shown(seed)} a whole number") from None
-    if not cfg_value > 0 or not np.isfinite(cfg_value) or not 0 <= seed_value <= MAX_SEED:
+    if not 0 < cfg_value <= MAX_GUIDANCE or not 0 <= seed_value <= MAX_SEED:
         raise ValueError(
-            f"cfg must be > 0 and seed in [0, 2**63 - 1], got cfg {shown(cfg)}, seed {shown(seed)}"
+            f"cfg must be in (0, {MAX_GUIDANCE:g}] and seed in [0, 2**63 - 1], got cfg {shown(cfg)}, "
+            f"seed {shown(seed)}"
         )
     return Label(model, concept, style, cfg_value, seed_value)
 
@@ -203,41 +219,76 @@ def _labels_from_names(names: Sequence[str], known: set[str]) -> Iterator[tuple[
             yield name, str(error)
 
 
+def _manifest_text(read: Callable[[], bytes]) -> str:
+    """The manifest's text; ImportSourceError naming it when it is too large or not UTF-8."""
+    try:
+        return read().decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ImportSourceError(f"{MANIFEST} must be UTF-8 text: {error}") from None
+    except ValueError as error:
+        raise ImportSourceError(f"{MANIFEST} is too large: {error}") from None
+
+
 def _labels_from_manifest(
-    text: str, names: Sequence[str], known: set[str]
+    text: str, names: Sequence[str], known: set[str], rejected: list
 ) -> Iterator[tuple[str, Label | str]]:
-    rows = list(csv.DictReader(io.StringIO(text)))
+    """Each image's label from the manifest's rows; rows that name no image of the source,
+    and files listed more than once, are added to `rejected`."""
+    try:
+        rows = list(csv.DictReader(io.StringIO(text)))
+    except csv.Error as error:
+        raise ImportSourceError(f"{MANIFEST} is not readable CSV: {error}") from None
     if not rows or set(MANIFEST_COLUMNS) - set(rows[0]):
         raise ImportSourceError(
             f"{MANIFEST} must have the columns {list(MANIFEST_COLUMNS)} and at least one row"
         )
-    listed = {}
+    listed: dict[str, Label | str] = {}
+    times = Counter((row["file"] or "").strip() for row in rows)
     for row in rows:
+        file = (row["file"] or "").strip()
+        if times[file] > 1:
+            listed[file] = f"listed {times[file]} times in {MANIFEST}; list it once"
+            continue
         try:
-            listed[row["file"].strip()] = parse_label(*(row[c].strip() for c in MANIFEST_COLUMNS[1:]), known)
+            listed[file] = parse_label(*((row[c] or "").strip() for c in MANIFEST_COLUMNS[1:]), known)
         except ValueError as error:
-            listed[row["file"].strip()] = str(error)
+            listed[file] = str(error)
+    rejected += [
+        (f"{MANIFEST}: {shown(file)}", "listed, but the source holds no image of this name")
+        for file in sorted(set(listed) - set(names))
+    ]
     for name in names:
         yield name, listed.get(name, f"not listed in {MANIFEST}")
 
 
 def _decode(data: bytes) -> np.ndarray:
-    """`data` decoded within the import caps (`storage.files.open_image`), as (H, W, 3) uint8."""
+    """`data` decoded within the import caps (`storage.files.open_image`), as (H, W, 3) uint8;
+    transparency is laid on white (dropping the alpha would show whatever color the
+    transparent pixels hold, often black, and that would count as the image's colors)."""
     image = open_image(data, max_pixels=MAX_PIXELS, max_bytes=MAX_IMAGE_BYTES, name="the file")
+    if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        image = Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba)
     return np.asarray(image.convert("RGB"), dtype=np.uint8)
 
 
 def _read_images(entries: Sequence[Entry], known: set[str], data_dir: Path, run: str) -> tuple[dict, list]:
     """Label, decode and store each image; returns ({Label: (path, sha)}, rejected)."""
-    readers = dict(entries)
-    images = sorted(n for n in readers if n.lower().endswith(IMAGE_SUFFIXES))
+    counts = Counter(name for name, _ in entries)
     rejected = [
+        (name, f"the source holds {n} files of this name; none of them is imported")
+        for name, n in sorted(counts.items())
+        if n > 1
+    ]
+    readers = {name: read for name, read in entries if counts[name] == 1}
+    images = sorted(n for n in readers if n.lower().endswith(IMAGE_SUFFIXES))
+    rejected += [
         (n, f"not an image file ({', '.join(IMAGE_SUFFIXES)})")
         for n in sorted(readers)
         if n not in images and n != MANIFEST
     ]
     if MANIFEST in readers:
-        labelled = _labels_from_manifest(readers[MANIFEST]().decode("utf-8-sig"), images, known)
+        labelled = _labels_from_manifest(_manifest_text(readers[MANIFEST]), images, known, rejected)
     else:
         labelled = _labels_from_names(images, known)
     stored: dict[Label, tuple[str, str]] = {}

@@ -27,7 +27,6 @@ Seconds per image (generation plus GroundingDINO + SAM masking) come from, in or
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -37,10 +36,11 @@ import numpy as np
 import sqlite_utils
 
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, Concept
-from evaluation.models.generation import STYLES
+from evaluation.models.generation import MAX_GUIDANCE, STYLES
 from evaluation.models.registry import ModelSpec, RegistryError, with_source
 from evaluation.pipeline import runs
 from evaluation.pipeline.stages import plan_run
+from storage.shown import shown
 
 #: Seconds per image on one H100-class GPU (generation + masking) for the registry's settings.
 GPU_SECONDS_PER_IMAGE = {
@@ -181,16 +181,18 @@ def resolve_models(
     Raises
     ------
     ValueError
-        For no key, an unknown key, or a scale <= 0.
+        For no key, an unknown key, or a scale outside (0, `MAX_GUIDANCE`].
     """
     if not keys:
         raise ValueError("`models` must name at least one registry model, got none")
     unknown = [k for k in keys if k not in registry]
     if unknown:
         raise RegistryError(f"unknown model(s) {unknown}; the registry has {sorted(registry)}")
-    bad = [s for s in cfg_scales if not (s > 0 and math.isfinite(s))]
+    bad = [s for s in cfg_scales if not 0 < s <= MAX_GUIDANCE]
     if bad:
-        raise ValueError(f"`cfg_scales` must be positive finite numbers, got {list(cfg_scales)}")
+        raise ValueError(
+            f"`cfg_scales` must be numbers in (0, {MAX_GUIDANCE:g}], got {shown(list(cfg_scales))}"
+        )
     specs = []
     for key in dict.fromkeys(keys):
         spec = registry[key]

@@ -28,6 +28,7 @@ import storage
 from storage import insert_row, insert_rows, transaction, update_rows, upsert_row, upsert_rows
 from storage import iso as _now
 from storage.distributions import decode, decode_groups, encode, encode_groups
+from storage.shown import shown
 
 ITEM_STATUSES = ("pending", "generated", "segmented", "failed")
 SEGMENT_STATUSES = ("ok", "no_detection", "empty_mask")
@@ -68,7 +69,7 @@ def check_run_name(name: str) -> str:
     if not isinstance(name, str) or not _RUN_NAME.match(name) or len(name) > MAX_RUN_NAME:
         raise RunError(
             f"`run` name must be 1-{MAX_RUN_NAME} letters, digits, '.', '_', '-' or spaces, "
-            f"starting with a letter or digit, got {name!r}"
+            f"starting with a letter or digit, got {shown(name)}"
         )
     return name
 

@@ -530,7 +530,7 @@ CASES = [
         "evaluate-cfg-infinite",
         "/evaluate_preview",
         as_role("researcher", ["tiny-random"], ["apple"], [], [], "", 0, 0, ["natural"], "1e309", 1),
-        r"^`Guidance scales` must be positive finite numbers, got \[inf\]$",
+        r"^`Guidance scales` must be numbers in \(0, 100\], got \[inf\]$",
     ),
     Case(
         # Refusals of the planning libraries take the labels the tab shows.

@@ -1,5 +1,6 @@
 import io
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from PIL import Image
 import storage
 from evaluation.concepts import load_concepts
 from evaluation.pipeline import runs
-from evaluation.pipeline.imports import ImportSourceError, import_images, open_source
+from evaluation.pipeline.imports import MAX_IMAGE_BYTES, ImportSourceError, import_images, open_source
 from evaluation.pipeline.stages import read_image
 from tests.research_data import solid
 
@@ -35,6 +36,14 @@ def _folder(root, files: dict):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(data)
     return root
+
+
+def _zip(path, entries) -> Path:
+    """A zip at `path` holding `entries`, ``(name, text or bytes)`` in order."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries:
+            archive.writestr(name, data)
+    return path
 
 
 def test_a_named_folder_becomes_generated_items_and_a_corrupt_image_is_reported_by_name(db, tmp_path):
@@ -71,17 +80,14 @@ def test_a_named_folder_becomes_generated_items_and_a_corrupt_image_is_reported_
 def test_a_zip_with_a_manifest_is_labelled_by_it(db, tmp_path):
     uploads = tmp_path / "uploads"
     uploads.mkdir()
-    archive = uploads / "images.zip"
-    with zipfile.ZipFile(archive, "w") as z:
-        z.writestr(
-            "manifest.csv",
-            "file,model,concept,style,cfg,seed\n"
-            "out/a.png,mj,lonely cabin,natural,5,11\n"
-            "out/b.png,mj,sky,clipart,5,12\n"
-            "out/c.png,mj,unicorn castle,natural,5,13\n",
-        )
-        for name in ("out/a.png", "out/b.png", "out/c.png", "out/d.png"):
-            z.writestr(name, _png((10, 20, 200)))
+    manifest = (
+        "file,model,concept,style,cfg,seed\n"
+        "out/a.png,mj,lonely cabin,natural,5,11\n"
+        "out/b.png,mj,sky,clipart,5,12\n"
+        "out/c.png,mj,unicorn castle,natural,5,13\n"
+    )
+    images = [(f"out/{n}.png", _png((10, 20, 200))) for n in "abcd"]
+    archive = _zip(uploads / "images.zip", [("manifest.csv", manifest), *images])
     report = import_images(db, "mj-run", archive, tmp_path / "data", CONCEPTS, allowed_roots=[uploads])
     assert report.imported == 2
     assert dict(report.rejected) == {
@@ -145,8 +151,10 @@ def test_refusals_name_the_source_from_the_import_folder_on(tmp_path, source, sh
         ("dalle3__apple__natural__7.5.png", "name must be model__concept__style__cfg__seed"),
         ("dalle3__apple__oil__7.5__1.png", "style 'oil' must be one of"),
         ("dalle3__apple__natural__high__1.png", "must be a number"),
-        ("dalle3__apple__natural__-1__1.png", "cfg must be > 0"),
-        ("dall e__apple__natural__7.5__1.png", "model 'dall e' must be letters"),
+        ("dalle3__apple__natural__-1__1.png", "cfg must be in (0, 100]"),
+        ("dalle3__apple__natural__1e308__1.png", "cfg must be in (0, 100]"),
+        ("dall e__apple__natural__7.5__1.png", "model 'dall e' must be 1 to 80 letters"),
+        (f"{'m' * 81}__apple__natural__7.5__1.png", "… (81 characters) must be 1 to 80 letters"),
         # SQLite's INTEGER ends at 2**63 - 1: the item's row would have failed after its file was stored.
         (
             f"m__apple__natural__7.5__{2**63}.png",
@@ -211,3 +219,82 @@ def test_two_files_with_the_same_label_keep_the_first(db, tmp_path):
     )
     image = read_image(tmp_path / "data", runs.items(db, "r")[0]["image_path"])
     np.testing.assert_array_equal(image[0, 0], [9, 9, 9])
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")  # zipfile warns as it writes the second
+def test_manifest_rows_that_repeat_a_file_or_name_none_are_listed_not_applied(db, tmp_path):
+    manifest = (
+        "file,model,concept,style,cfg,seed\n"
+        "a.png,mj,apple,natural,5,1\n"
+        "a.png,mj,banana,natural,5,1\n"  # the last row used to relabel a.png silently
+        "b.png,mj,sky,natural,5,2\n"
+        "zzz.png,mj,sky,natural,5,3\n"
+        "../../etc/passwd,mj,sky,natural,5,4\n"
+    )
+    images = [("a.png", _png((1, 2, 3))), ("b.png", _png((1, 2, 3)))]
+    # Two entries of one name: which is meant?
+    twins = [("c/d.png", _png((1, 2, 3))), ("c/d.png", _png((9, 9, 9)))]
+    archive = _zip(tmp_path / "in.zip", [("manifest.csv", manifest), *images, *twins])
+    report = import_images(db, "r", archive, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    assert report.imported == 1
+    assert dict(report.rejected) == {
+        "a.png": "listed 2 times in manifest.csv; list it once",
+        "c/d.png": "the source holds 2 files of this name; none of them is imported",
+        "manifest.csv: '../../etc/passwd'": "listed, but the source holds no image of this name",
+        "manifest.csv: 'zzz.png'": "listed, but the source holds no image of this name",
+    }
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (
+            lambda path: path.write_bytes(b"not a zip"),
+            r"^'x\.zip' cannot be read as a zip file: File is not a zip",
+        ),
+        (
+            lambda path: _zip_with(path, "manifest.csv", "file,model\nà.png,m\n".encode("latin-1")),
+            r"^manifest\.csv must be UTF-8 text: 'utf-8' codec can't decode",
+        ),
+        (
+            lambda path: _zip_with(path, "manifest.csv", b" " * (MAX_IMAGE_BYTES + 1)),
+            rf"^manifest\.csv is too large: {MAX_IMAGE_BYTES + 1} bytes, more than {MAX_IMAGE_BYTES}$",
+        ),
+    ],
+    ids=["not-a-zip", "latin-1-manifest", "huge-manifest"],
+)
+def test_a_source_that_cannot_be_read_is_refused_by_name_and_stores_nothing(db, tmp_path, make, message):
+    make(tmp_path / "x.zip")
+    with pytest.raises(ImportSourceError, match=message):
+        import_images(db, "r", tmp_path / "x.zip", tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    assert db["runs"].count == 0 and not (tmp_path / "data").exists()
+
+
+def _zip_with(path, name: str, data: bytes) -> None:
+    _zip(path, [(name, data), ("m__apple__natural__7.5__1.png", _png((1, 2, 3)))])
+
+
+@pytest.mark.parametrize(
+    "name, reason",
+    [("a" * 3000, "File name too long"), ("ok\x00", "embedded null byte")],
+    ids=["long", "nul"],
+)
+def test_a_folder_name_the_system_cannot_open_is_refused_in_one_line(tmp_path, name, reason):
+    (tmp_path / "imports").mkdir()
+    with pytest.raises(
+        ImportSourceError,
+        match=rf"^the source '.{{70,80}}'… \(\d+ characters\) cannot be opened: {reason}$|^the source '.*' cannot be opened: {reason}$",
+    ):
+        open_source(tmp_path / "imports" / name, [tmp_path / "imports"])
+
+
+def test_a_transparent_background_is_imported_as_white(db, tmp_path):
+    rgba = np.zeros((16, 16, 4), np.uint8)  # transparent black
+    rgba[4:12, 4:12] = (200, 30, 30, 255)  # an opaque red square
+    buffer = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(buffer, format="PNG")
+    source = _folder(tmp_path / "in", {"m__apple__natural__7.5__1.png": buffer.getvalue()})
+    import_images(db, "r", source, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    image = read_image(tmp_path / "data", runs.items(db, "r")[0]["image_path"])
+    np.testing.assert_array_equal(image[0, 0], [255, 255, 255])
+    np.testing.assert_array_equal(image[8, 8], [200, 30, 30])

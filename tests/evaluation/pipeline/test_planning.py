@@ -103,9 +103,14 @@ def test_plan_request_counts_models_concepts_styles_scales_and_seeds(tmp_path):
         ({"models": ("dall-e",)}, RegistryError, "unknown model"),
         ({"styles": ()}, ValueError, "`styles` must name at least one"),
         ({"styles": ("oil",)}, ValueError, "`styles` must be among"),
-        ({"cfg_scales": (0.0,)}, ValueError, "`cfg_scales` must be positive"),
-        ({"cfg_scales": (float("inf"),)}, ValueError, "`cfg_scales` must be positive finite numbers"),
-        ({"cfg_scales": (7.5, float("nan"))}, ValueError, "`cfg_scales` must be positive finite numbers"),
+        ({"cfg_scales": (0.0,)}, ValueError, r"`cfg_scales` must be numbers in \(0, 100\], got \[0.0\]"),
+        ({"cfg_scales": (float("inf"),)}, ValueError, r"`cfg_scales` must be numbers in \(0, 100\]"),
+        ({"cfg_scales": (7.5, float("nan"))}, ValueError, r"`cfg_scales` must be numbers in \(0, 100\]"),
+        (
+            {"cfg_scales": (7.5, 1e308)},
+            ValueError,
+            r"`cfg_scales` must be numbers in \(0, 100\], got \[7.5, 1e\+308\]",
+        ),
         ({"seeds": 0}, ValueError, "`seeds`"),
         # Built item by item, 10**12 seeds would hold the memory until the server is killed.
         (
