@@ -209,6 +209,9 @@ def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[
 
     Failed attempts are throttled per client `address` (`annotation.people.throttle`)."""
     with shown_errors("login_invite"), ctx.db() as db:
+        if isinstance(text, str) and not invite_token(text):
+            # Nothing to check: a press on an empty box is no guess, and not a failure.
+            raise InvalidInput("the invite box is empty: paste the invite link (or its code) you were sent")
         throttle.check(db, address)
         try:
             check_length(text, "invite link", 1000)
@@ -248,6 +251,8 @@ def sign_in_as_admin(ctx: AppContext, password: str, address: str = "") -> tuple
 
     Failed attempts are throttled per client `address` (`annotation.people.throttle`)."""
     with shown_errors("login_admin"), ctx.db() as db:
+        if password == "":
+            raise InvalidInput("the password box is empty: type the admin password")
         throttle.check(db, address)
         try:
             check_length(password, "password", passwords.MAX_LENGTH)

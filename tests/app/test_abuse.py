@@ -143,6 +143,11 @@ def test_forged_canvas_values_name_what_is_wrong(app):
 
 def test_sign_in_failures_are_throttled_recorded_and_shown_to_the_admin(tmp_path):
     with running_app(make_config(tmp_path)) as (client, demo):
+        # A press on an empty box is answered, and counts for nothing.
+        with pytest.raises(AppError, match="^the invite box is empty: paste the invite link"):
+            client.predict("", api_name="/login_invite")
+        with pytest.raises(AppError, match="^the password box is empty"):
+            client.predict("", api_name="/login_admin")
         for _ in range(throttle.FREE_FAILURES + 1):
             with pytest.raises(AppError, match="wrong admin password"):
                 client.predict("guess", api_name="/login_admin")

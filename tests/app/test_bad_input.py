@@ -95,7 +95,7 @@ CASES = [
         lambda w: (w.links["closed"],),
         "this invite link was revoked",
     ),
-    Case("invite-empty", "/login_invite", lambda w: ("",), "invite token is malformed"),
+    Case("invite-empty", "/login_invite", lambda w: ("",), "^the invite box is empty: paste the invite link"),
     Case(
         "invite-overlong", "/login_invite", lambda w: ("a" * 300,), "invite token is malformed: .* length 300"
     ),
