@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from huggingface_hub import try_to_load_from_cache
-from huggingface_hub.constants import HF_HUB_CACHE
 
 from evaluation.models.registry import ModelSpec, spec_from_dict
 
@@ -39,8 +38,8 @@ def _how_to_get(source: str | None = None) -> str:
     )
     return (
         f"download {what}, after accepting its licence on the hub and `hf auth login` if it is "
-        f"gated) and copy the Hugging Face cache ({HF_HUB_CACHE}) here, or point the registry at "
-        "a local folder"
+        "gated) and copy that Hugging Face cache into this server's (its `HF_HOME`, by default "
+        "~/.cache/huggingface), or point the registry at a local folder"
     )
 
 

@@ -136,6 +136,8 @@ def test_a_run_of_every_model_without_any_weights_is_refused_in_full_within_what
     assert all(f"({i})" in refusal for i in ids)
     assert refusal.endswith(
         "are not on this machine: download each on a machine with internet (`hf download ID`, after "
-        "accepting its licence on the hub and `hf auth login` if it is gated) and copy the Hugging Face "
-        "cache (" + str(HF_HUB_CACHE) + ") here, or point the registry at a local folder"
+        "accepting its licence on the hub and `hf auth login` if it is gated) and copy that Hugging Face "
+        "cache into this server's (its `HF_HOME`, by default ~/.cache/huggingface), or point the registry "
+        "at a local folder"
     )
+    assert str(HF_HUB_CACHE) not in refusal  # the app shows it to researchers: no server path
