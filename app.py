@@ -23,7 +23,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--auto-approve-practice",
         action="store_true",
-        help="open the main task right after the practice colorings",
+        help="open the main task right after the practice colorings (each approval is recorded and kept)",
     )
     parser.add_argument(
         "--seed",

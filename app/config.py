@@ -44,7 +44,8 @@ class AppConfig:
     reservation_minutes : float
         How long a handed-out task stays reserved before it returns to the pool.
     auto_approve_practice : bool
-        Open the main task right after the practice colorings, without an admin.
+        Open the main task right after the practice colorings, without an admin; each
+        approval is recorded (`annotation.people.onboarding.AUTO_APPROVER`) and kept.
     practice_concepts : tuple of str
         Concept keys of the practice colorings.
     invite_days, session_days : float

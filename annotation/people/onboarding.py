@@ -28,6 +28,8 @@ INSTRUCTIONS_FILE = TEXTS / "instructions.md"
 PRACTICE_COUNT = 3
 STAGES = ("consent", "instructions", "practice", "awaiting_approval", "main")
 _STANDING = ("submitted", "accepted")
+AUTO_APPROVER = "auto-approve-practice"
+"""Who the approvals made under ``--auto-approve-practice`` are recorded as."""
 
 
 def read_text(path: str | Path = CONSENT_FILE) -> tuple[str, str]:
@@ -104,7 +106,9 @@ def onboarding_stage(
     ----------
     auto_approve : bool
         If True, the main task opens as soon as `practice_count` practice colorings stand,
-        without an admin's approval.
+        without an admin's approval; the approval is then recorded (by `AUTO_APPROVER`,
+        with an audit row), so that it outlives the setting: a later start without it
+        does not send the designer back, and the Admin tab does not list them as waiting.
     """
     annotator = get_annotator(db, annotator_id)
     consents = list(
@@ -118,7 +122,20 @@ def onboarding_stage(
         return "main"
     if len(practice_colorings(db, annotator_id)) < practice_count:
         return "practice"
-    return "main" if auto_approve else "awaiting_approval"
+    if not auto_approve:
+        return "awaiting_approval"
+    with transaction(db):
+        if not get_annotator(db, annotator_id)["practice_approved"]:  # once, if two requests race
+            update_rows(
+                db,
+                "annotators",
+                {"id": annotator_id},
+                {"practice_approved": iso(), "practice_approved_by": AUTO_APPROVER},
+            )
+            audit.record(
+                db, AUTO_APPROVER, "approve_practice", "annotator", annotator_id, "approved automatically"
+            )
+    return "main"
 
 
 def review_practice(

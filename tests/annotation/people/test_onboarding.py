@@ -4,6 +4,7 @@ from annotation.concepts import sync_concepts
 from annotation.errors import Conflict, InvalidInput
 from annotation.people.accounts import Actor, create_annotators, revoke_annotator
 from annotation.people.onboarding import (
+    AUTO_APPROVER,
     awaiting_approval,
     mark_instructions_read,
     onboarding_stage,
@@ -60,11 +61,26 @@ def test_designer_goes_consent_instructions_practice_approval_main(db):
         assert onboarding_stage(db, designer) == "practice"
     _practice(db, designer, "cozy cabin")
     assert onboarding_stage(db, designer) == "awaiting_approval"
-    assert onboarding_stage(db, designer, auto_approve=True) == "main"
     assert [a["id"] for a in awaiting_approval(db)] == [designer]
     review_practice(db, designer, ADMIN, approve=True)
     assert onboarding_stage(db, designer) == "main"
     assert awaiting_approval(db) == []
+
+
+def test_an_automatic_approval_is_recorded_and_outlives_the_setting(db):
+    designer = _designer_through_instructions(db)
+    for key in ("banana", "rotten apple", "cozy cabin"):
+        _practice(db, designer, key)
+    assert onboarding_stage(db, designer, auto_approve=True) == "main"
+    assert onboarding_stage(db, designer, auto_approve=True) == "main"  # recorded once
+    # A later start without the setting keeps the designer at work, and no admin is asked.
+    assert onboarding_stage(db, designer) == "main"
+    assert awaiting_approval(db) == []
+    assert db["annotators"].get(designer)["practice_approved_by"] == AUTO_APPROVER
+    audit = list(db["audit"].rows_where("action = 'approve_practice'"))
+    assert [(a["actor"], a["object_id"], a["why"]) for a in audit] == [
+        (AUTO_APPROVER, str(designer), "approved automatically")
+    ]
 
 
 def test_redo_sends_designer_back_to_practice_and_keeps_the_colorings(db):
