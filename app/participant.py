@@ -127,7 +127,6 @@ CONSENT = ("consent_box", "consent_who", "consent_text")
 """The consent panel: it changes only on Start, the background answer and the consent answer
 (a vote's answer leaves it out); API clients receive it after `VIEW`."""
 WITH_CONSENT = (*VIEW, *CONSENT)
-TRUTH_PANELS = ("truth_strip", "colorings")
 
 _TOKEN = ("session_token",)
 EVENTS = (
@@ -154,8 +153,6 @@ EVENTS = (
     On("right.click", "vote", (*_TOKEN, "task_id", "right_side", "shown_at"), VIEW, "vote_note"),
     # A crowd participant who finished is sent back to their platform (in the browser).
     On("return_url.change", None, ("return_url",), (), js=_GO_BACK_JS),
-    # A reference set of ratings has no colorings and no dominant colors: no blank panels then.
-    On(("truth_strip.change", "colorings.change"), "truth_panels_shown", TRUTH_PANELS, TRUTH_PANELS),
 )
 """The tab's wiring, in the order Gradio registers it (`ParticipantTab.wire`)."""
 
@@ -214,17 +211,16 @@ class ParticipantTab(Tab):
             "right": gr.Button(interactive=trial is not None),
             "return_url": return_url,
         }
+        # A reference set of ratings has no colorings and no dominant colors: no blank panels
+        # then. Set here, not by a change event: that event would send the gallery's files
+        # back, and a browser whose session ended (the link opened elsewhere) would be
+        # refused them, with an error sheet over the gallery.
+        updates["truth_strip"] = gr.Plot(updates["truth_strip"], visible=updates["truth_strip"] is not None)
+        updates["colorings"] = gr.Gallery(updates["colorings"], visible=bool(updates["colorings"]))
         view = {self.parts[name]: updates[name] for name in VIEW}
         if consent is not None:
             view.update(zip((self.parts[name] for name in CONSENT), consent))
         return view
-
-    @ui_only
-    def truth_panels_shown(self, strip, colorings) -> dict:
-        """Show the dominant-color strip and the colorings only when the trial has them."""
-        return self.named(
-            truth_strip=gr.Plot(visible=strip is not None), colorings=gr.Gallery(visible=bool(colorings))
-        )
 
     @ui_only
     def on_sign_in(self, session_token: str) -> dict:

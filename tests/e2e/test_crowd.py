@@ -141,6 +141,17 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
         expect(progress).to_contain_text(f"Trial {number} of {total}")
         _vote(page, live_app)
     expect(progress).to_contain_text(f"Trial 3 of {total}")
+    # The link opened in another browser ends this one's session: its next vote is refused
+    # beside the buttons, and nothing else changes (no error sheet over the colorings).
+    other = page.context.browser.new_context()
+    elsewhere = other.new_page()
+    _open(elsewhere, live_app, token, "pidB")
+    expect(elsewhere.locator("#start_status")).to_contain_text("Welcome back, you take part as")
+    other.close()
+    page.click("#participant_left")
+    expect(page.locator("#participant_vote_note")).to_contain_text("your session is not valid any more")
+    expect(page.locator("[data-testid='status-tracker'] .error")).to_have_count(0)
+    expect(progress).to_contain_text(f"Trial 3 of {total}")
     _open(page, live_app, token, "pidB")
     expect(page.locator("#start_status")).to_contain_text("Welcome back, you take part as")
     expect(page.locator("#start_status")).to_contain_text("your trials follow")
