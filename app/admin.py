@@ -304,7 +304,7 @@ class AdminTab(Tab):
                     {None: "unknown", 1: "yes", 0: "no"}[r["design_background"]],
                     r["status"],
                     r["created"],
-                    r["practice_approved"] or "",
+                    _approval(r["practice_approved"], r["practice_approved_by"]),
                     r["sign_ins"],
                 ]
                 for r in accounts.list_annotators(db)
@@ -455,6 +455,13 @@ class AdminTab(Tab):
         archive = backup_archive(db, data_dir, target)
         archive.chmod(0o600)
         return self.named(backup_file=str(archive))
+
+
+def _approval(when: str | None, by: str | None) -> str:
+    """A designer's practice approval as the people table shows it: its time, and who."""
+    if not when:
+        return ""
+    return f"{when} ({'automatically' if by == onboarding.AUTO_APPROVER else f'by {by}'})"
 
 
 def _layout(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> dict:

@@ -436,7 +436,7 @@ def list_annotators(db: sqlite_utils.Database, role: str | None = None) -> list[
     """Every annotator (optionally of one role) with their number of invites used."""
     rows = db.query(
         "select a.id, a.pseudonym, a.roles, a.design_background, a.status, a.created, "
-        "a.practice_approved, coalesce(sum(i.uses), 0) as sign_ins "
+        "a.practice_approved, a.practice_approved_by, coalesce(sum(i.uses), 0) as sign_ins "
         "from annotators a left join invites i on i.annotator_id = a.id "
         "group by a.id order by a.id"
     )

@@ -1,6 +1,7 @@
 """The Coloring tab through gradio_client: onboarding, coloring, submitting, redoing, roles."""
 
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -239,6 +240,10 @@ def test_a_reload_shows_the_same_task_and_progress(quick_study):
     first, second = (quick_study.view("/designer_state", token) for _ in range(2))
     assert first["task"] == second["task"] == view["task"] != ""
     assert "Batch 1 · 1 of 3 done" in first["header"] and first["header"] == second["header"]
+    # The admin sees the approval the setting made, as such.
+    people = quick_study.client.predict(quick_study.admin, api_name="/admin_list_annotators")
+    [approved] = [row[6] for row in people["data"] if row[2] == "designer"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z? \(automatically\)", approved), approved
 
 
 def test_the_plain_http_api_route_answers_every_designer_view_with_the_canvas_props(quick_study):
