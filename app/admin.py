@@ -23,6 +23,7 @@ from annotation.files import resolve
 from annotation.people import accounts, onboarding, throttle
 from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
 from annotation.qc.readiness import readiness
+from annotation.qc.review import review_min_colorings
 from app import crowd as crowd_links
 from app.common import (
     AppContext,
@@ -673,7 +674,8 @@ def _export_section() -> dict:
 
 def coverage_markdown(db, k: int) -> str:
     """Concept coverage under the assignment mode's rule (`k` colorings per concept in the
-    fixed mode), the pilot, people per role and what expert review waits for, as Markdown."""
+    fixed mode), the pilot, people per role and what expert review waits for (counted against
+    the colorings per concept the vote queue was last opened with, else `k`), as Markdown."""
     figures = overview.coverage(db, k)
     top = max(figures["histogram"])
     histogram = ", ".join(f"{n}{'+' if n == top else ''}: {m}" for n, m in figures["histogram"].items())
@@ -697,7 +699,7 @@ def coverage_markdown(db, k: int) -> str:
             f"- {_pilot_line(db)}",
             "",
             "**What expert review waits for:**",
-            *(f"- {escape(line)}" for line in readiness(db).lines()),
+            *(f"- {escape(line)}" for line in readiness(db, review_min_colorings(db, k)).lines()),
         ]
     )
 

@@ -155,7 +155,9 @@ EVENTS = (
     ),
     # What each stage waits for, for the "Colorings needed per concept" shown (opening the
     # vote queue shows it too).
-    On((_OPENED, "refresh.click"), "needs", (*_TOKEN, "minimum"), ("needs",), "refresh_note", "expert_needs"),
+    # Opening the tab shows the number the vote queue was last opened with.
+    On(_OPENED, "needs_as_kept", _TOKEN, ("minimum", "needs"), "refresh_note"),
+    On("refresh.click", "needs", (*_TOKEN, "minimum"), ("needs",), "refresh_note", "expert_needs"),
     On("next.click", "next_item", _TOKEN, PANE, "vote_message", "expert_next"),
     On("then", "voteable", ("task",), VERDICT_BUTTONS),
     # API clients name the verdict; on the page each button casts its own, then shows the
@@ -292,6 +294,13 @@ class ExpertTab(Tab):
             votes_needed=self.ctx.config.votes_per_review,
         )
         return self.named(ranking_message=f"Opened {opened} new reviews.", needs=_needs(db, minimum))
+
+    @role(*REVIEWERS)
+    def needs_as_kept(self, db, actor) -> dict:
+        """ "Colorings needed per concept" as the vote queue was last opened with (else the
+        configured number), and what each stage of review waits for with it."""
+        minimum = review.review_min_colorings(db, self.ctx.config.colorings_per_concept)
+        return self.named(minimum=minimum, needs=_needs(db, minimum))
 
     @role(*REVIEWERS)
     def needs(self, db, actor, minimum: float) -> dict:
@@ -567,7 +576,7 @@ def _next_review(ctx: AppContext, db, actor) -> dict:
     suspicious open review task, drawn with ``ctx.rng``, or what the votes wait for."""
     queue = votes.vote_queue(db, actor, ctx.rng)
     if not queue:
-        state = readiness(db, ctx.config.colorings_per_concept)
+        state = readiness(db, review.review_min_colorings(db, ctx.config.colorings_per_concept))
         # Once reviews are open, what the votes wait for; before, what opens them.
         lines = state.lines()[1:] if state.reviews_open + state.reviews_decided else state.lines()
         return {"concept": " ".join([NOTHING_TO_VOTE, *map(escape, lines)])}

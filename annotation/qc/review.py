@@ -35,11 +35,14 @@ from evaluation.color import metrics
 from evaluation.color.plausibility import plausibility_ranking
 from storage import insert_row, insert_rows, iso, transaction, utcnow
 from storage.human import counted_colorings
+from storage.settings import read_setting, write_setting
 
 REVIEWER_ROLES = ("expert", "admin")
 # How long a designer has to redo a coloring (the paper is silent).
 RECOLOR_DAYS = 14.0
 MIN_COLORINGS = 2
+MIN_COLORINGS_SETTING = "review_min_colorings"
+"""The setting under which `open_review_queue` keeps the colorings per concept it used."""
 VOTES_PER_REVIEW = 3
 HIGH_VARIANCE_REASON = "high-variance concept"
 RECOLORABLE = ("submitted", "accepted", "recolor_requested")
@@ -342,7 +345,8 @@ def open_review_queue(
 
     Idempotent: colorings that already have a review are left alone. Each new review
     stores the coloring's SCD plausibility against the concept's other colorings, which
-    orders the queue (lowest first).
+    orders the queue (lowest first). `min_colorings` is kept (`review_min_colorings`), so
+    that every tab counts against the number the queue was opened with.
 
     Returns
     -------
@@ -366,6 +370,7 @@ def open_review_queue(
     except LookupError:  # a coloring without its sample: the concept-by-concept path says which
         scores = [plausibility_scores(db, rows) for rows in concepts]
     with transaction(db):
+        write_setting(db, MIN_COLORINGS_SETTING, str(min_colorings))
         return _open_groups(
             db,
             actor,
@@ -375,6 +380,13 @@ def open_review_queue(
             plausibility={k: v for group in scores for k, v in group.items()},
             now=now,
         )
+
+
+def review_min_colorings(db: sqlite_utils.Database, default: int) -> int:
+    """The colorings per concept the vote queue was last opened with (`open_review_queue`
+    keeps it), else `default`: what the Expert and Admin tabs count against."""
+    stored = read_setting(db, MIN_COLORINGS_SETTING)
+    return default if stored is None else int(stored)
 
 
 def plausibility_scores(db: sqlite_utils.Database, colorings: list[dict]) -> dict[int, float]:

@@ -78,9 +78,17 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     ranking, _ = client.predict(experts[0], 0.5, 2, api_name="/expert_consistency")
     assert [r[1] for r in ranking["data"]] == ["forbidding castle", "apple"]
     assert [r[4] for r in ranking["data"]] == [True, False]
+    # The Admin tab counts against the Expert tab's number: the configured 5 until the
+    # vote queue is opened, then the number it was opened with.
+    assert "- 1 concept has the 5 colorings a vote needs." in client.predict(
+        admin, api_name="/admin_coverage"
+    )
     opened, needs = client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue")
     assert opened == "Opened 5 new reviews."
     assert "No review has all its votes yet: 15 votes on 5 colorings are missing." in needs
+    assert "- 2 concepts have the 2 colorings a vote needs." in client.predict(
+        admin, api_name="/admin_coverage"
+    )
 
     for token in experts:
         task, concept, image, _ = client.predict(token, api_name="/expert_next")

@@ -115,8 +115,8 @@ def test_the_admin_sets_a_pilot_and_the_coverage_says_what_opens_the_vote(live_a
     expect(message).to_have_text("Pilot set: “apple”, “forbidding castle”, “rotten apple”.")
     expect(coverage).to_contain_text("Pilot: designers get these 3 concepts before any other")
     expect(coverage).to_contain_text(
-        "No pilot concept has the 2 colorings from different designers a vote needs yet: "
-        "2 more colorings of 'apple' open its vote"
+        "No pilot concept has the 5 colorings from different designers a vote needs yet: "
+        "5 more colorings of 'apple' open its vote"
     )
     assert [r["concept_key"] for r in live_app.query("select concept_key from pilot_concepts")] == PILOT
     # Three designers color two concepts each, as assignment hands them out.
@@ -127,8 +127,10 @@ def test_the_admin_sets_a_pilot_and_the_coverage_says_what_opens_the_vote(live_a
     finally:
         db.close()
     page.get_by_role("button", name="Refresh lists").click()
-    expect(coverage).to_contain_text("3 concepts have the 2 colorings a vote needs.")
-    expect(coverage).to_contain_text("No coloring is open for a vote yet: an expert ranks the concepts")
+    # The Expert tab's number (5 until the vote queue is opened with another).
+    expect(coverage).to_contain_text(
+        "3 concepts have 2 or more: set “Colorings needed per concept” to 2 to rank them now."
+    )
     expect(coverage).to_contain_text("6 submitted (1 practice coloring is not counted)")
     # A refused draw replaces the earlier message and leaves the pilot as it was.
     page.locator("#admin_pilot_size input").fill("50")
