@@ -27,7 +27,14 @@ from annotation.research.views import (
 from app.browser import source_dropdown
 from app.common import AppContext, api_button, empty_note, escape, role, seed_number, whole_number
 from app.tabs import On, Tab
-from evaluation.analysis.bootstrap import N_RESAMPLES, SEED, Resampling
+from evaluation.analysis.bootstrap import (
+    MAX_COLORINGS,
+    MAX_RESAMPLES,
+    MIN_RESAMPLES,
+    N_RESAMPLES,
+    SEED,
+    Resampling,
+)
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
 from evaluation.analysis.robustness import CHOICES
 from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
@@ -368,9 +375,11 @@ def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
 def resampling(resamples, seed, colorings) -> Resampling:
     """The bootstrap settings typed into the tab (ValueError naming the field)."""
     return Resampling(
-        n_resamples=whole_number(resamples, "Bootstrap resamples"),
+        n_resamples=whole_number(
+            resamples, "Bootstrap resamples", minimum=MIN_RESAMPLES, maximum=MAX_RESAMPLES
+        ),
         seed=seed_number(seed, "Bootstrap seed"),
-        colorings=whole_number(colorings, "P_H replicates per concept"),
+        colorings=whole_number(colorings, "P_H replicates per concept", minimum=0, maximum=MAX_COLORINGS),
     )
 
 

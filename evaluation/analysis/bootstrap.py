@@ -40,6 +40,8 @@ SEED = 0
 CI = 0.95
 #: Upper bounds that keep one request of the web app to seconds (memory grows with both).
 MAX_RESAMPLES = 20_000
+#: Fewer resamples give no interval worth printing.
+MIN_RESAMPLES = 10
 MAX_COLORINGS = 200
 #: Resamples of the Concept browser's intervals on people's shifts (`shift_intervals`): each
 #: distinct draw of a concept's colorings costs one extraction (~4 ms), and with more than
@@ -73,7 +75,7 @@ class Resampling:
 
     def __post_init__(self):
         for name, low, high in (
-            ("n_resamples", 10, MAX_RESAMPLES),
+            ("n_resamples", MIN_RESAMPLES, MAX_RESAMPLES),
             ("seed", 0, 2**63 - 1),
             ("colorings", 0, MAX_COLORINGS),
         ):

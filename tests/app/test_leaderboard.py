@@ -193,10 +193,17 @@ def test_a_scale_no_model_has_is_a_clear_error(tmp_path):
             client.predict(
                 researcher, "lab", "4", "ratio_of_means", "1.5", "0", "0", api_name="/leaderboard_show"
             )
-        with pytest.raises(AppError, match=r"`n_resamples` must be a whole number of at least 10, got 3"):
-            client.predict(
-                researcher, "lab", "4", "ratio_of_means", "3", "0", "0", api_name="/leaderboard_show"
-            )
+        # The tab's own labels, not the library's parameter names.
+        for boot, message in (
+            (("3", "0", "0"), r"`Bootstrap resamples` must be a whole number from 10 to 20,000, got 3$"),
+            (("0", "0", "0"), r"`Bootstrap resamples` must be a whole number from 10 to 20,000, got 0$"),
+            (
+                ("200", "0", "201"),
+                r"`P_H replicates per concept` must be a whole number from 0 to 200, got 201$",
+            ),
+        ):
+            with pytest.raises(AppError, match=message):
+                client.predict(researcher, "lab", "4", "ratio_of_means", *boot, api_name="/leaderboard_show")
 
 
 def test_leaderboard_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
