@@ -19,6 +19,7 @@ import sqlite_utils
 
 from annotation.assignment import COUNTED_STATUSES
 from annotation.coloring import stability
+from annotation.pilot import colorable_concepts
 from storage import iso
 from storage.schema import COLORING_STATUSES
 
@@ -40,7 +41,9 @@ def coverage(db: sqlite_utils.Database, k: int, *, now: dt.datetime | None = Non
     -------
     dict
         ``concepts`` (total variants); ``adaptive`` (the mode); ``complete`` and ``needing`` (variants done and
-        still needing designers under the mode's rule); ``rule`` (that rule in words);
+        still needing designers under the mode's rule); ``needing_colorable`` (those of
+        ``needing`` whose base concept has a chosen sketch: the rest wait for one, and no
+        designer can be handed them); ``rule`` (that rule in words);
         ``states`` (variants per state: `FIXED_STATES` or `ADAPTIVE_STATES`);
         ``histogram`` (``{n: variants with n counted colorings}`` for n in 0..top, where
         n = top means top or more; top is `k`, or the cap in the adaptive mode);
@@ -69,10 +72,12 @@ def coverage(db: sqlite_utils.Database, k: int, *, now: dt.datetime | None = Non
     by_state = Counter(states.values())
     complete = sum(by_state[s] for s in _COMPLETE)
     quotas = {key: _quota(state, counts[key], k, mode) for key, state in states.items()}
+    colorable = set(colorable_concepts(db))
     return {
         "concepts": len(counts),
         "complete": complete,
         "needing": len(counts) - complete,
+        "needing_colorable": sum(key in colorable for key, state in states.items() if state not in _COMPLETE),
         "adaptive": mode.adaptive,
         "rule": rule(k, mode),
         "states": {s: by_state[s] for s in (ADAPTIVE_STATES if mode.adaptive else FIXED_STATES)},

@@ -687,7 +687,7 @@ def coverage_markdown(db, k: int) -> str:
     )
     return "\n".join(
         [
-            f"{head}; **{figures['needing']:,}** need designers.",
+            f"{head}; **{figures['needing']:,}** need designers{_waiting_for_sketches(figures)}.",
             f"- {escape(figures['rule'])}",
             "- Concepts by state: " + _counts(figures["states"]),
             f"- Concepts by number of colorings: {histogram}",
@@ -701,6 +701,17 @@ def coverage_markdown(db, k: int) -> str:
             "**What expert review waits for:**",
             *(f"- {escape(line)}" for line in readiness(db, review_min_colorings(db, k)).lines()),
         ]
+    )
+
+
+def _waiting_for_sketches(figures: dict) -> str:
+    """How many of the concepts that need designers can be handed out now, when not all."""
+    needing, colorable = figures["needing"], figures["needing_colorable"]
+    if colorable == needing:
+        return ""
+    return (
+        f", **{colorable:,}** of them with a sketch to color (the other {needing - colorable:,} wait "
+        "for a sketch of their base concept: Sketches tab)"
     )
 
 

@@ -58,6 +58,11 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
         ]
         coverage = client.predict(admin, api_name="/admin_coverage")
         assert "**0 of 1278** concepts have 5 colorings" in coverage
+        # Only concepts whose base has a sketch can be handed to designers: the head says so.
+        assert (
+            "**1,278** need designers, **219** of them with a sketch to color (the other 1,059 wait "
+            "for a sketch of their base concept: Sketches tab)." in coverage
+        )
         # The shipped sketches cover 219 concepts: 1,095 slots, all free; figures as words.
         assert "1,095 in all, **1,095 free**, 0 reserved by designers now, 0 done" in coverage
         assert "Active people by role: 2 expert" in coverage and "{" not in coverage
