@@ -69,9 +69,10 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
 
 
 _TOKEN = ("session_token",)
-_CHOICES = (*_TOKEN, "style", "truth", "sources")
-OFFER = ("truth", "sources", "choices_note")
-"""What the set-up form offers (`StudyTab.choices`): ground truths, model outputs, a note."""
+_CHOICES = (*_TOKEN, "style", "truth", "sources", "preselected")
+OFFER = ("truth", "sources", "choices_note", "preselected")
+"""What the set-up form offers (`StudyTab.choices`): ground truths, model outputs, a note, and
+the outputs it preselected (a `gr.State`, which API clients neither send nor receive)."""
 LISTED = ("studies", "design", "message")
 """A study stored or opened: the list of studies, its design and a message."""
 ANALYSIS = ("table3", "figure", "bradley_terry", "participants", "pairs", "files")
@@ -83,8 +84,9 @@ EVENTS = (
     On(SESSION_CHANGE, "list_on_sign_in", _TOKEN, ("studies",)),
     # The choices are cheap (counted in SQL), so they load when the tab opens and follow the
     # style; Load choices stays for runs that finish while the tab is open. Each keeps what the
-    # person chose while it is still offered; opening the tab also moves the style to one
-    # with outputs of two models when the chosen one has none.
+    # person chose while it is still offered (outputs the tab preselected are no choice: they
+    # follow newer runs); opening the tab also moves the style to one with outputs of two
+    # models when the chosen one has none.
     On("load.click", "choices", _CHOICES, OFFER, "choices_note", "study_choices"),
     On("style.input", "choices", _CHOICES, OFFER, "choices_note"),
     On("tab.select", "choices_on_open", _CHOICES, ("style", *OFFER), "choices_note"),
@@ -115,19 +117,34 @@ class StudyTab(Tab):
 
     @role(*ALLOWED)
     def choices(
-        self, db, actor, style: str, truth: str | None = None, sources: list[str] | None = None
+        self,
+        db,
+        actor,
+        style: str,
+        truth: str | None = None,
+        sources: list[str] | None = None,
+        preselected: list[str] | None = None,
     ) -> dict:
         """Ground truths and model outputs that a study in `style` can use, and a note saying
         what is missing; what the person chose stays chosen while it is still offered (outputs:
-        while they are of two or more models, else one output per model is offered)."""
-        return self.named(**_offer(db, style, truth, sources))
+        while they are of two or more models and not just what the tab `preselected`, else one
+        output per model is preselected, `annotation.study.design.default_sources`)."""
+        return self.named(**_offer(db, style, truth, sources, preselected))
 
     @role(*ALLOWED)
-    def choices_on_open(self, db, actor, style: str, truth: str | None, sources: list[str] | None) -> dict:
+    def choices_on_open(
+        self,
+        db,
+        actor,
+        style: str,
+        truth: str | None,
+        sources: list[str] | None,
+        preselected: list[str] | None = None,
+    ) -> dict:
         """`choices` when the tab opens, first moving the style to one where two models have
         outputs if `style` has fewer (the note says so)."""
         shown = study.style_with_outputs(db, style)
-        offer = _offer(db, shown, truth, sources)
+        offer = _offer(db, shown, truth, sources, preselected)
         if shown != style:
             note = offer["choices_note"]
             offer["choices_note"] = (
@@ -258,6 +275,8 @@ def _layout() -> dict:
         elem_id="study_sources",
     )
     choices_note = note_area("study_choices_note")
+    # The outputs the tab chose itself: while the person leaves them, newer runs replace them.
+    preselected = gr.State([])
     with gr.Row():
         n_concepts = gr.Number(study.DEFAULT_CONCEPTS, label="Concepts", elem_id="study_n_concepts")
         votes = gr.Number(study.DEFAULT_VOTES, label="Votes per pair", elem_id="study_votes")
@@ -321,6 +340,7 @@ def _layout() -> dict:
         "load": load,
         "sources": sources,
         "choices_note": choices_note,
+        "preselected": preselected,
         "n_concepts": n_concepts,
         "votes": votes,
         "rate": rate,
@@ -348,15 +368,19 @@ def _layout() -> dict:
     }
 
 
-def _offer(db, style: str, truth: str | None, sources: list[str] | None) -> dict:
+def _offer(
+    db, style: str, truth: str | None, sources: list[str] | None, preselected: list[str] | None
+) -> dict:
     """The updates of `OFFER`, by name, for a study in `style` (`StudyTab.choices`)."""
     truths = human_sources(db)
     offered = study.available_sources(db, style)
     options = [(f"{s.model} · {s.run} · CFG {s.cfg:g} ({n} concepts)", s.key) for s, n in offered]
     keys = [key for _, key in options]
-    kept = [key for key in sources or [] if key in keys]
+    chosen = [] if sorted(sources or []) == sorted(preselected or []) else sources
+    kept = [key for key in chosen or [] if key in keys]
     if len({ModelSource.from_key(key).model for key in kept}) < 2:
         kept = []  # no study can use it: offer one output per model instead
+    default = [] if kept else [s.key for s in study.default_sources(offered)]
     notes = [study.source_advice(db, style)]
     if truth not in truths:
         choice = pick_source(db, human_rows.DESIGNERS, evaluated_concepts(db))
@@ -364,12 +388,9 @@ def _offer(db, style: str, truth: str | None, sources: list[str] | None) -> dict
         notes.append(choice.note)
     return {
         "truth": gr.Dropdown(choices=truths, value=truth),
-        "sources": gr.Dropdown(
-            choices=options,
-            value=kept or [s.key for s in study.default_sources(offered)],
-            multiselect=True,
-        ),
+        "sources": gr.Dropdown(choices=options, value=kept or default, multiselect=True),
         "choices_note": "  \n".join(escape(n) for n in notes if n),
+        "preselected": default,
     }
 
 

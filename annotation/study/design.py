@@ -182,17 +182,21 @@ def ground_truth_source(db: sqlite_utils.Database, name: str) -> GroundTruthSour
 
 
 def available_sources(db: sqlite_utils.Database, style: str) -> list[tuple[ModelSource, int]]:
-    """Model sources with stored distributions in `style`, and how many concepts each has."""
+    """Model sources with stored distributions in `style`, and how many concepts each has.
+
+    In model name order; a model's outputs oldest run first (by the run's creation), then
+    by run name and scale.
+    """
     _check_choice("style", style, STYLES)
     # Counted in SQL: decoding every stored distribution to count them took seconds at the
     # full study's size.
     rows = db.execute(
-        "select model, run, cfg, count(*) from model_distributions where style = ? and p is not null "
-        "group by model, run, cfg",
+        "select m.model, m.run, m.cfg, count(*) from model_distributions m "
+        "left join runs r on r.name = m.run where m.style = ? and m.p is not null "
+        "group by m.model, m.run, m.cfg order by m.model, max(r.created_at), m.run, m.cfg",
         [style],
     ).fetchall()
-    counts = {ModelSource(model, run, float(cfg)): n for model, run, cfg, n in rows}
-    return sorted(counts.items(), key=lambda item: (item[0].model, item[0].run, item[0].cfg))
+    return [(ModelSource(model, run, float(cfg)), n) for model, run, cfg, n in rows]
 
 
 def create_study(
@@ -251,6 +255,8 @@ def create_study(
     eligible = sorted(set.intersection(*(set(o) for o in outputs)) & _concept_keys(db))
     rng = np.random.default_rng(seed)
     chosen = _sample_with_truth(db, eligible, ground_truth, rng, n_concepts)
+    if len(chosen) < n_concepts:
+        raise InvalidInput(_too_few_concepts(db, style, sources, ground_truth, eligible, chosen, n_concepts))
     checks = _attention_checks(chosen, [s.model for s in sources], attention_rate, rng)
     design = {
         "name": name,
@@ -365,12 +371,28 @@ def style_with_outputs(db: sqlite_utils.Database, preferred: str) -> str:
 
 
 def default_sources(offered: Sequence[tuple[ModelSource, int]], n: int = DEFAULT_MODELS) -> list[ModelSource]:
-    """Up to `n` of `offered` (`available_sources` output), one per model: each model's output
-    with the most concepts (then the first run and scale), models in name order."""
-    best: dict[str, tuple[ModelSource, int]] = {}
+    """Up to `n` of `offered`, one per model: each model's output with the most concepts.
+
+    Parameters
+    ----------
+    offered : sequence of (ModelSource, int)
+        Outputs and their concept counts in `available_sources` order (a model's runs oldest
+        first).
+    n : int
+        At most this many models, in name order.
+
+    Returns
+    -------
+    list of ModelSource
+        Per model the output covering the most concepts; among equals the newest run, and
+        within a run the first scale.
+    """
+    best: dict[str, tuple[ModelSource, tuple[int, int]]] = {}
+    runs_seen: dict[tuple[str, str], int] = {}
     for source, count in offered:
-        if source.model not in best or count > best[source.model][1]:
-            best[source.model] = (source, count)
+        rank = (count, runs_seen.setdefault((source.model, source.run), len(runs_seen)))
+        if source.model not in best or rank > best[source.model][1]:
+            best[source.model] = (source, rank)
     return [best[model][0] for model in sorted(best)][:n]
 
 
@@ -438,7 +460,8 @@ def _outputs(db, source: ModelSource, style: str) -> dict[str, dict]:
 def _sample_with_truth(
     db, eligible: list[str], ground_truth: GroundTruthSource, rng: np.random.Generator, n: int
 ) -> dict[str, GroundTruth]:
-    """The first `n` concepts of a random order of `eligible` that have a ground truth.
+    """The first `n` concepts of a random order of `eligible` that have a ground truth (all of
+    them when fewer have one).
 
     Equivalent to a uniform sample of those with one, while asking for at most as many
     ground truths as needed.
@@ -449,14 +472,88 @@ def _sample_with_truth(
         if truth is not None:
             chosen[eligible[index]] = truth
             if len(chosen) == n:
-                return chosen
-    raise InvalidInput(
-        f"Concepts (`n_concepts`): only {len(chosen)} concepts have a ground truth "
-        f"({ground_truth.name}) and an output of every chosen model "
-        f"({len(eligible)} have the outputs); got n_concepts={n}. "
-        + (f"Set Concepts to {len(chosen)} or fewer, or" if chosen else "Choose another ground truth, or")
+                break
+    return chosen
+
+
+def _too_few_concepts(
+    db, style: str, sources: Sequence[ModelSource], ground_truth: GroundTruthSource, eligible, covered, n: int
+) -> str:
+    """The refusal when only the concepts `covered` of `eligible` have a ground truth, fewer
+    than `n`: what would give more, in the tab's words (another ground truth, other outputs)."""
+    k = len(covered)
+    head = (
+        f"Concepts (`n_concepts`): only {k} concepts have a ground truth ({ground_truth.name}) and all "
+        f"chosen Model outputs (which share {len(eligible)}); got n_concepts={n}."
+    )
+    other, more = _best_truth(db, eligible, ground_truth.name)
+    hints = [f"Ground truth {other} would give {more}."] if more > k else []
+    hints += _larger_outputs_hint(db, style, sources, ground_truth, set(eligible), covered)
+    if hints:
+        return " ".join([head, *hints]) + (f" Or set Concepts to {k} or fewer." if k else "")
+    return (
+        f"{head} "
+        + (f"Set Concepts to {k} or fewer, or" if k else "Choose another ground truth, or")
         + " evaluate more concepts with these models."
     )
+
+
+def _larger_outputs_hint(
+    db, style: str, sources: Sequence[ModelSource], ground_truth: GroundTruthSource, eligible: set, covered
+) -> list[str]:
+    """``[hint]`` naming, for each chosen model with an output covering more concepts (per model
+    the `default_sources` one), that output and the concepts it would give with `ground_truth`
+    and with the best other ground truth; ``[]`` when that gives no more than `covered`."""
+    offered = available_sources(db, style)
+    counts = dict(offered)
+    best = {s.model: s for s in default_sources(offered, len(offered))}
+    swap = [best[s.model] if counts[best[s.model]] > counts.get(s, 0) else s for s in sources]
+    changed = [new for new, old in zip(swap, sources) if new != old]
+    if not changed:
+        return []
+    shared = _shared_concepts(db, style, swap)
+    with_this = sum(
+        key in covered if key in eligible else ground_truth.get(db, key) is not None for key in shared
+    )
+    other, more = _best_truth(db, shared, ground_truth.name)
+    if max(with_this, more) <= len(covered):
+        return []
+    gives = f"{with_this} with {ground_truth.name}" + (
+        f", {more} with Ground truth {other}" if more > with_this else ""
+    )
+    return [f"Model outputs {_output_names(changed, len(sources))} share {len(shared)}: {gives}."]
+
+
+def _best_truth(db, keys, exclude: str) -> tuple[str | None, int]:
+    """The stored human source other than `exclude` covering most of `keys` (ties: the first of
+    `storage.human.sources`), and how many it covers; ``(None, 0)`` if there is none."""
+    keys = set(keys)
+    covers = dict.fromkeys([s for s in human_rows.sources(db) if s != exclude], 0)
+    rows = db.execute(
+        "select source, concept_key from human_distributions where p is not null "
+        "and (source != ? or n_colorings >= 1)",
+        [human_rows.DESIGNERS],
+    )
+    for source, key in rows:
+        if source in covers and key in keys:
+            covers[source] += 1
+    best = max(covers, key=covers.get, default=None)
+    return best, covers.get(best, 0)
+
+
+def _shared_concepts(db, style: str, sources: Sequence[ModelSource]) -> set[str]:
+    """The concepts with a stored distribution of every one of `sources` in `style`."""
+    sql = "select concept from model_distributions where model = ? and run = ? and cfg = ? and style = ? and p is not null"
+    shared = [{row[0] for row in db.execute(sql, [s.model, s.run, s.cfg, style])} for s in sources]
+    return set.intersection(*shared) & _concept_keys(db)
+
+
+def _output_names(changed: Sequence[ModelSource], n_chosen: int) -> str:
+    """`changed` as the Model outputs list labels them; "of run R (CFG c)" when they are every
+    chosen model's and share a run and scale."""
+    if len(changed) == n_chosen and len({(s.run, s.cfg) for s in changed}) == 1:
+        return f"of run {changed[0].run} (CFG {changed[0].cfg:g})"
+    return " and ".join(f"{s.model} · {s.run} · CFG {s.cfg:g}" for s in changed)
 
 
 def _attention_checks(

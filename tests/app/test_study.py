@@ -13,10 +13,12 @@ from gradio_client.exceptions import AppError
 from annotation.errors import InvalidInput
 from annotation.people.accounts import Actor, create_annotators, login_with_invite
 from annotation.study import judging
-from annotation.study.design import DEFAULT_MODELS
+from annotation.study.design import DEFAULT_MODELS, ModelSource
 from app.common import AppContext
+from evaluation.concepts import load_concepts
 from storage import ensure_schema, open_db
 from storage import human as human_rows
+from tests.annotation.study.test_study import add_run
 from tests.app.test_admin import _dump
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.study_data import CFG, MODELS, RUN, populate
@@ -213,42 +215,70 @@ def test_choices_offered_on_opening_keep_what_the_person_chose_while_it_is_offer
     from app.study import OFFER
 
     tab, token = study_tab
-    truth, sources, _ = _updates(tab, tab.choices(token, "clipart", None, None), OFFER)
+    truth, sources, _, preselected = _updates(tab, tab.choices(token, "clipart", None, None), OFFER)
     offered = [key for _, key in sources.choices]
-    assert len(offered) == len(MODELS) and sources.value == offered[:DEFAULT_MODELS]
+    assert len(offered) == len(MODELS) and sources.value == offered[:DEFAULT_MODELS] == preselected
     assert truth.value == TRUTH  # the source that covers the evaluated concepts
     # Chosen before (the tab reopened, Load choices pressed): kept; one no longer offered
     # is dropped.
-    truth, sources, _ = _updates(
-        tab, tab.choices(token, "clipart", "designers", [offered[2], offered[0], "gone · run · CFG 1"]), OFFER
+    chosen = [offered[2], offered[0], "gone · run · CFG 1"]
+    truth, sources, _, preselected = _updates(
+        tab, tab.choices(token, "clipart", "designers", chosen, offered[:DEFAULT_MODELS]), OFFER
     )
-    assert truth.value == "designers" and sources.value == [offered[2], offered[0]]
+    assert truth.value == "designers" and sources.value == [offered[2], offered[0]] and preselected == []
     # One output is no study: one per model is offered instead.
-    _, sources, _ = _updates(tab, tab.choices(token, "clipart", "designers", [offered[2]]), OFFER)
+    _, sources, _, _ = _updates(tab, tab.choices(token, "clipart", "designers", [offered[2]]), OFFER)
     assert sources.value == offered[:DEFAULT_MODELS]
-    truth, _, _ = _updates(tab, tab.choices(token, "clipart", "deleted-truth", []), OFFER)
+    truth, _, _, _ = _updates(tab, tab.choices(token, "clipart", "deleted-truth", []), OFFER)
     assert truth.value == TRUTH
     # Opening the tab on a style without outputs moves to the one with them, and says so.
     on_open = ("style", *OFFER)
-    style, truth, sources, note = _updates(tab, tab.choices_on_open(token, "natural", None, None), on_open)
+    style, truth, sources, note, _ = _updates(tab, tab.choices_on_open(token, "natural", None, None), on_open)
     assert style.value == "clipart" and sources.value == offered[:DEFAULT_MODELS]
     assert note.startswith(
         "Style: clip-art cartoon, where model outputs are (there are fewer in natural photo)."
     )
     style, *_ = _updates(tab, tab.choices_on_open(token, "clipart", TRUTH, offered[:2]), on_open)
     assert style.value == "clipart"
-    _, _, note = _updates(tab, tab.choices(token, "natural", TRUTH, []), OFFER)
+    _, _, note, _ = _updates(tab, tab.choices(token, "natural", TRUTH, []), OFFER)
     assert note == (
         "No model has natural photo outputs yet: run two models on the same concepts on the "
         "Evaluate tab first (offline: tiny-random and tiny-random-b)."
     )
 
 
+def test_load_choices_moves_preselected_outputs_to_a_larger_newer_run_and_keeps_chosen_ones(study_tab):
+    """The README run and a larger one after it: the outputs the tab preselected follow the
+    newer run; outputs the person chose stay."""
+    from app.study import OFFER
+
+    tab, token = study_tab
+    _, sources, _, preselected = _updates(tab, tab.choices(token, "clipart", TRUTH, []), OFFER)
+    assert preselected == sources.value == [ModelSource(m, RUN, CFG).key for m in MODELS]
+    with tab.ctx.db() as db:
+        keys = [c.key for c in load_concepts()[:13]]  # those of the first run and one more
+        newer = [s.key for s in add_run(db, "study-run-2", MODELS, keys, style="clipart", cfg=CFG)]
+    # Load choices with the preselection untouched: the run covering more concepts.
+    _, sources, _, preselected = _updates(
+        tab, tab.choices(token, "clipart", TRUTH, preselected, preselected), OFFER
+    )
+    assert sources.value == preselected == newer
+    assert [label for label, _ in sources.choices] == [
+        f"{m} · {run} · CFG {CFG:g} ({n} concepts)"
+        for m in MODELS
+        for run, n in ((RUN, 12), ("study-run-2", 13))
+    ]
+    # The same outputs chosen by the person (the preselection was another): kept.
+    older = [ModelSource(m, RUN, CFG).key for m in MODELS]
+    _, sources, _, preselected = _updates(tab, tab.choices(token, "clipart", TRUTH, older, newer), OFFER)
+    assert sources.value == older and preselected == []
+
+
 def test_a_one_model_study_and_a_small_design_are_explained_in_words(study_tab):
     from app.study import LISTED, OFFER
 
     tab, token = study_tab
-    _, sources, _ = _updates(tab, tab.choices(token, "clipart", TRUTH, None), OFFER)
+    _, sources, _, _ = _updates(tab, tab.choices(token, "clipart", TRUTH, None), OFFER)
     refused = _refusal(tab.create, token, "s", TRUTH, "clipart", sources.value[:1], 4, 6, 0.1, 10, 0)
     assert isinstance(refused.__cause__, InvalidInput)
     assert re.search(r"choose two or more, each from a different model", refused.message)

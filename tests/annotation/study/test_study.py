@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
+from annotation.coloring.store import store_coloring
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from annotation.people.accounts import Actor, create_annotators
 from annotation.study import design as study
@@ -20,8 +21,9 @@ from evaluation.analysis.judgment_report import analyse, read_metrics, read_vote
 from evaluation.analysis.judgments import pair_preferences, participant_flags
 from evaluation.color import metrics
 from evaluation.color.naming import names_of_uw71
+from evaluation.color.palette import load_uw71
 from evaluation.pipeline import runs
-from tests.study_data import CFG, MODELS, RUN, populate, sources, truth_source
+from tests.study_data import CFG, MODELS, RUN, populate, sources, sparse_distribution, truth_source
 
 ROOT = Path(__file__).resolve().parents[3]
 ADMIN = Actor(None, "admin", frozenset({"admin"}))
@@ -67,6 +69,55 @@ def _judge_all(db, actors, choose, rng):
 
 def _dump(db):
     return list(db.conn.iterdump())
+
+
+def add_run(db, name, models, keys, *, style="natural", cfg=7.5, seed=0):
+    """A finished run of `models` on the concepts `keys`: one distribution per (model, concept)."""
+    rng = np.random.default_rng(seed)
+    items = [
+        {"model": m, "concept": k, "noun": k, "style": style, "cfg": cfg, "sample": 0, "seed": 0, "prompt": k}
+        for m in models
+        for k in keys
+    ]
+    runs.create_run(db, name, items, {"models": list(models)})
+    for m in models:
+        for k in keys:
+            runs.store_model_distribution(db, name, m, k, style, cfg, sparse_distribution(rng), 1, 0)
+    return [ModelSource(m, name, cfg) for m in models]
+
+
+def _designers_color(db, data_dir, keys):
+    """Three designers color each of `keys` (two in one color, one in another)."""
+    designers = [a["id"] for a, _ in create_annotators(db, 3, "designer")]
+    hexes = load_uw71().hex
+    for key in keys:
+        for designer, index in zip(designers, (5, 5, 40)):
+            rgb = np.array([int(hexes[index][i : i + 2], 16) for i in (1, 3, 5)], np.uint8)
+            image = np.full((16, 16, 3), 255, np.uint8)
+            image[:8] = rgb
+            mask = np.zeros((16, 16), bool)
+            mask[:8] = True
+            store_coloring(db, data_dir, designer, key, image, mask, seconds_spent=60.0)
+
+
+TINY = ("tiny-random", "tiny-random-b")
+FRUIT = ["apple", "banana", "lemon"]
+
+
+@pytest.fixture
+def readme_runs(db, tmp_path):
+    """The README's first evaluation (apple, banana, lemon) and a second one adding carrot, of
+    the two tiny models; designers colored the three fruit, and the shipped `uw71-ratings`
+    covers all four. Returns (db, data_dir, older outputs, newer outputs)."""
+    from annotation.concepts import sync_concepts
+    from evaluation.analysis.reference import ensure_shipped_reference
+
+    sync_concepts(db)
+    ensure_shipped_reference(db)
+    older = add_run(db, "eval-20261127-092736", TINY, FRUIT)
+    newer = add_run(db, "eval-20261127-093353", TINY, [*FRUIT, "carrot"], seed=1)
+    _designers_color(db, tmp_path / "data", FRUIT)
+    return db, tmp_path / "data", older, newer
 
 
 def test_design_samples_concepts_with_truth_and_outputs_and_is_recorded(setup):
@@ -502,8 +553,6 @@ def test_the_evaluation_side_imports_nothing_from_annotation():
 
 
 def test_designer_colorings_give_the_ground_truth_with_its_groups(setup):
-    from annotation.coloring.store import store_coloring
-    from evaluation.color.palette import load_uw71
     from storage import human as human_rows
 
     db, data_dir, truths = setup
@@ -514,16 +563,7 @@ def test_designer_colorings_give_the_ground_truth_with_its_groups(setup):
         )
     ]
     uncolored = next(k for k in truths if k not in keys)
-    designers = [a["id"] for a, _ in create_annotators(db, 3, "designer")]
-    hexes = load_uw71().hex
-    for key in keys:
-        for designer, index in zip(designers, (5, 5, 40)):
-            rgb = np.array([int(hexes[index][i : i + 2], 16) for i in (1, 3, 5)], np.uint8)
-            image = np.full((16, 16, 3), 255, np.uint8)
-            image[:8] = rgb
-            mask = np.zeros((16, 16), bool)
-            mask[:8] = True
-            store_coloring(db, data_dir, designer, key, image, mask, seconds_spent=60.0)
+    _designers_color(db, data_dir, keys)
     source = study.ground_truth_source(db, "designers")
     assert source.get(db, uncolored) is None
     truth = source.get(db, keys[0])
@@ -606,6 +646,58 @@ def test_the_default_outputs_are_one_per_model_and_the_style_is_one_with_outputs
     # Every output is clip-art: asked for natural (none), the style with outputs is clip-art.
     assert study.style_with_outputs(db, "natural") == "clipart"
     assert study.style_with_outputs(db, "clipart") == "clipart"
+
+
+def test_the_default_output_per_model_covers_the_most_concepts_and_among_equals_the_newest_run(
+    readme_runs,
+):
+    db, _, older, newer = readme_runs
+    offered = study.available_sources(db, "natural")
+    assert offered == [(older[0], 3), (newer[0], 4), (older[1], 3), (newer[1], 4)]
+    assert study.default_sources(offered) == newer
+    # A rerun with as many concepts: the newest run, by when it was made (not by its name).
+    rerun = add_run(db, "a-rerun", TINY, [*FRUIT, "carrot"], seed=2)
+    offered = study.available_sources(db, "natural")
+    assert [source for source, _ in offered] == [older[0], newer[0], rerun[0], older[1], newer[1], rerun[1]]
+    assert study.default_sources(offered) == rerun
+    later = add_run(db, "eval-20261127-100000", TINY, [*FRUIT, "carrot"], seed=3)
+    assert study.default_sources(study.available_sources(db, "natural")) == later
+
+
+def test_too_few_concepts_names_the_ground_truth_and_the_outputs_that_give_more(readme_runs):
+    db, _, older, newer = readme_runs
+    designers = study.ground_truth_source(db, "designers")
+    before = _dump(db)
+    refusals = []
+    for chosen in (older, newer, [older[0], newer[1]]):
+        with pytest.raises(InvalidInput) as refused:
+            study.create_study(db, "s", chosen, designers, seed=0, n_concepts=4, style="natural")
+        refusals.append(str(refused.value))
+    assert _dump(db) == before
+    head = "Concepts (`n_concepts`): only 3 concepts have a ground truth (designers) and all chosen Model outputs "
+    assert refusals == [
+        head + "(which share 3); got n_concepts=4. Model outputs of run eval-20261127-093353 "
+        "(CFG 7.5) share 4: 3 with designers, 4 with Ground truth uw71-ratings. "
+        "Or set Concepts to 3 or fewer.",
+        head + "(which share 4); got n_concepts=4. Ground truth uw71-ratings would give 4. "
+        "Or set Concepts to 3 or fewer.",
+        head + "(which share 3); got n_concepts=4. Model outputs tiny-random · "
+        "eval-20261127-093353 · CFG 7.5 share 4: 3 with designers, 4 with Ground truth "
+        "uw71-ratings. Or set Concepts to 3 or fewer.",
+    ]
+    assert all(len(message) < 300 for message in refusals)
+    # What the first refusal names gives the study.
+    uw71 = study.ground_truth_source(db, "uw71-ratings")
+    study_id = study.create_study(db, "s", newer, uw71, seed=0, n_concepts=4, style="natural")
+    assert study.study_design(db, study_id)["concepts"] == ["apple", "banana", "carrot", "lemon"]
+    # Nothing gives more: the refusal says what is left to do, as before.
+    with pytest.raises(InvalidInput) as refused:
+        study.create_study(db, "s2", newer, uw71, seed=0, n_concepts=5, style="natural")
+    assert str(refused.value) == (
+        "Concepts (`n_concepts`): only 4 concepts have a ground truth (uw71-ratings) and all chosen "
+        "Model outputs (which share 4); got n_concepts=5. Set Concepts to 4 or "
+        "fewer, or evaluate more concepts with these models."
+    )
 
 
 def test_a_design_smaller_than_asked_says_so_in_words(setup):
