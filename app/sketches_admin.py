@@ -58,12 +58,20 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         {parts["import_base"]: [_FROM_NAMES, *bases], parts["base"]: bases, parts["generate_base"]: bases},
         ROLES,
     )
-    SketchesTab(ctx, {"session_token": session_token, **parts}).wire()
+    SketchesTab(ctx, {"session_token": session_token, "tab": tab, **parts}).wire()
 
 
 _TOKEN = ("session_token",)
 EVENTS = (
-    On("refresh.click", "missing", _TOKEN, ("coverage", "missing"), "coverage", "sketches_missing"),
+    # Filled as the tab opens, as the Leaderboards and Study tabs are; Refresh after an import.
+    On(
+        ("tab.select", "refresh.click"),
+        "missing",
+        _TOKEN,
+        ("coverage", "missing"),
+        "coverage",
+        "sketches_missing",
+    ),
     On(
         "import.click",
         "import_files",
