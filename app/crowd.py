@@ -54,8 +54,11 @@ EVENTS = (
     On("make.click", "make_link", (*_TOKEN, *FORM), ("url", "links"), "make_note", "crowd_make_link"),
     On(("tab.select",), "links", _TOKEN, ("links",), "links_note", "crowd_links"),
     On("close.click", "close_link", (*_TOKEN, "link_id"), ("links",), "links_note", "crowd_close_link"),
+    # The list of links follows the counts (its "taken" column).
     On("show.click", "payments", (*_TOKEN, "link_id"), PAYMENTS, "pay_note", "crowd_payments"),
+    On("then", "links", _TOKEN, ("links",), "links_note"),
     On("timer.tick", "payments", (*_TOKEN, "link_id"), PAYMENTS, "pay_note"),
+    On("then", "links", _TOKEN, ("links",), "links_note"),
     On("download.click", "download", (*_TOKEN, "link_id", "bonus"), ("files",), "pay_note", "crowd_download"),
     On(
         "returned.click",
@@ -209,7 +212,11 @@ def _layout() -> dict:
     with empty_note("No open link yet: make one above.", "crowd_links_empty"):
         links = gr.Dataframe(headers=LINK_HEADERS, interactive=False, elem_id="crowd_links")
     counts = gr.Markdown(elem_id="crowd_counts")
-    with empty_note("Nobody joined this link yet.", "crowd_payments_empty"):
+    with empty_note(
+        "No payments shown: type a link's id and press *Show payments* (a link nobody joined yet "
+        "shows none).",
+        "crowd_payments_empty",
+    ):
         payments = gr.Dataframe(
             headers=list(crowd.PAYMENT_COLUMNS), interactive=False, elem_id="crowd_payments"
         )

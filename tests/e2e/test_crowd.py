@@ -10,7 +10,7 @@ from annotation.study import crowd
 from annotation.study.design import GROUND_TRUTH
 from storage import open_db
 from tests.app.test_participant import _open_study
-from tests.browser import expect, live_app, open_tab, page  # noqa: F401
+from tests.browser import expect, live_app, open_tab, page, sign_in_admin, table_rows  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -210,3 +210,26 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
         "c.annotator_id = j.participant_id where c.external_id = 'pidX'"
     ) == [{"n": 0}]
     assert page.js_errors == []
+
+
+def test_the_list_of_links_follows_the_payment_counts(live_app, page, platform):
+    _open_study(live_app.config, n_concepts=2)
+    token = _link(live_app.config, f"{platform}/done?cc={{code}}", quota=3)
+    page.goto(live_app.url)
+    sign_in_admin(page)
+    open_tab(page, "Study")
+    expect(page.locator("#crowd_links [role=row][data-index]")).to_have_count(1)
+    assert table_rows(page, "crowd_links")[0][4] == "0"  # taken
+    expect(page.locator("#crowd_payments_empty")).to_contain_text("type a link's id and press Show payments")
+    db = open_db(live_app.config.db_path)  # someone joins while the list is on screen
+    try:
+        crowd.join(
+            db, token, {"PROLIFIC_PID": "pidZ", "STUDY_ID": "s", "SESSION_ID": "z"}, address="203.0.113.5"
+        )
+        link_id = db.execute("select id from crowd_links").fetchone()[0]
+    finally:
+        db.close()
+    page.fill("#crowd_link_id input", str(link_id))
+    page.click("#crowd_show")
+    expect(page.locator("#crowd_counts")).to_contain_text("Started 1")
+    expect(page.locator("#crowd_links [role=row][data-index] [role=gridcell]").nth(4)).to_have_text("1")
