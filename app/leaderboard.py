@@ -20,6 +20,7 @@ from annotation.research.views import (
     NothingScored,
     SourceChoice,
     evaluated_concepts,
+    lacking_note,
     leaderboard_analyses,
     pick_source,
     robustness_report,
@@ -154,7 +155,14 @@ class LeaderboardTab(Tab):
         earlier = EARLIER if state == "earlier" else ""
         note = (
             "  \n".join(
-                escape(line) for line in (earlier, choice.note, human.describe(db, choice.source)) if line
+                escape(line)
+                for line in (
+                    earlier,
+                    choice.note,
+                    human.describe(db, choice.source),
+                    lacking_note(db, choice.source, evaluated_concepts(db)),
+                )
+                if line
             )
             + f"  \n{pooled}Guidance scale per model: {scales}."
         )

@@ -278,6 +278,24 @@ def pick_source(db: sqlite_utils.Database, source: str, keys: Sequence[str]) -> 
     )
 
 
+def lacking_note(db: sqlite_utils.Database, source: str, keys: Sequence[str]) -> str:
+    """The sentence naming the evaluated concepts `keys` that `source` has no human
+    distribution of (the leaderboards leave them out), or "" when it has them all."""
+    keys = list(dict.fromkeys(keys))
+    have = human.vectors(db, source, keys)
+    missing = [k for k in keys if k not in have]
+    if not missing or not have:  # none at all: the empty leaderboard says so itself
+        return ""
+    shown = ", ".join(f"'{k}'" for k in missing[:5]) + (
+        f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+    )
+    return (
+        f"'{source}' has {len(have)} of the {len(keys)} evaluated concepts: {shown} "
+        f"{'is' if len(missing) == 1 else 'are'} left out of every table below (no human "
+        "distribution to compare with)."
+    )
+
+
 class NothingScored(NotFound):
     """No model distribution is scored against the source yet: the leaderboards are empty."""
 

@@ -414,11 +414,18 @@ def test_views_fall_back_from_empty_designers_to_the_reference_set_that_covers_t
     assert view.human_label.endswith("Human ground truth: reference set 'uw71-ratings'")
     assert view.metrics["model"].tolist() == ["m-red"] and view.metrics_note == ""
     assert "m-red" in leaderboard_analyses(db, CONCEPTS, choice.source).table1.to_html()
+    assert views.lacking_note(db, human_rows.DESIGNERS, ["apple", "banana"]) == ""  # none: the view says so
     (red,) = people(db, 1, "designer")
     add_coloring(db, data_dir, red, "apple", (200, 30, 30))
     assert views.pick_source(db, human_rows.DESIGNERS, ["apple", "banana"]) == views.SourceChoice(
         human_rows.DESIGNERS
     )
+    # The leaderboards then score apple alone, and say which evaluated concept they leave out.
+    assert views.lacking_note(db, human_rows.DESIGNERS, ["apple", "banana"]) == (
+        "'designers' has 1 of the 2 evaluated concepts: 'banana' is left out of every table below "
+        "(no human distribution to compare with)."
+    )
+    assert views.lacking_note(db, UW71_RATINGS_SOURCE, ["apple", "banana"]) == ""
 
 
 def test_an_empty_leaderboard_says_which_source_covers_the_evaluated_concepts(db, tmp_path):
