@@ -79,6 +79,11 @@ the platform. Full instructions are at the top of this tab.
 """
 
 _GO_BACK_JS = "(url) => { if (url) window.location.assign(url); }"
+_PANELS_JS = """(strip, colorings) => {
+  const show = (id, on) => { const el = document.getElementById(id); if (el) el.style.display = on ? '' : 'none'; };
+  show('participant_truth_strip', strip != null);
+  show('participant_colorings', Array.isArray(colorings) && colorings.length > 0);
+}"""
 # Keyboard shortcuts; capture phase, so tab-list arrow keys do not also switch tabs.
 _KEYS_JS = """
 if (!window.__participantKeys) {
@@ -153,6 +158,11 @@ EVENTS = (
     On("right.click", "vote", (*_TOKEN, "task_id", "right_side", "shown_at"), VIEW, "vote_note"),
     # A crowd participant who finished is sent back to their platform (in the browser).
     On("return_url.change", None, ("return_url",), (), js=_GO_BACK_JS),
+    # A reference set of ratings has no colorings and no dominant colors: no blank panels then.
+    # In the browser: a server event would get the gallery's files sent back, and a browser
+    # whose session ended (the link opened elsewhere) would be refused them, with an error
+    # sheet over the gallery.
+    On(("truth_strip.change", "colorings.change"), None, ("truth_strip", "colorings"), (), js=_PANELS_JS),
 )
 """The tab's wiring, in the order Gradio registers it (`ParticipantTab.wire`)."""
 
@@ -211,12 +221,6 @@ class ParticipantTab(Tab):
             "right": gr.Button(interactive=trial is not None),
             "return_url": return_url,
         }
-        # A reference set of ratings has no colorings and no dominant colors: no blank panels
-        # then. Set here, not by a change event: that event would send the gallery's files
-        # back, and a browser whose session ended (the link opened elsewhere) would be
-        # refused them, with an error sheet over the gallery.
-        updates["truth_strip"] = gr.Plot(updates["truth_strip"], visible=updates["truth_strip"] is not None)
-        updates["colorings"] = gr.Gallery(updates["colorings"], visible=bool(updates["colorings"]))
         view = {self.parts[name]: updates[name] for name in VIEW}
         if consent is not None:
             view.update(zip((self.parts[name] for name in CONSENT), consent))
