@@ -220,8 +220,9 @@ class Groups:
             total, replicated = counts.sum(0), self.boot.weights @ counts
             if complete:
                 self.counted = (total, replicated)
-        point = sums.sum(0) / total if g else np.empty(0)
+        # A group with no defined value (ΔHue where every dominant color is grey) is NaN.
         with np.errstate(invalid="ignore", divide="ignore"):
+            point = sums.sum(0) / total if g else np.empty(0)
             reps = (self.boot.weights @ sums) / replicated
         return point, reps
 
