@@ -108,7 +108,7 @@ CASES = [
     ),
     # The admin password.
     Case("admin-wrong-password", "/login_admin", lambda w: ("not the password",), "wrong admin password"),
-    Case("admin-empty-password", "/login_admin", lambda w: ("",), "wrong admin password"),
+    Case("admin-empty-password", "/login_admin", lambda w: ("",), "^the password box is empty"),
     Case("admin-password-html", "/login_admin", lambda w: (IMG,), "wrong admin password"),
     # Actions outside a role, or with a bad session.
     Case(

@@ -43,6 +43,7 @@ def test_an_out_of_range_number_and_an_empty_vote_queue(live_app, page):
     page.get_by_role("button", name="Sign in as admin").click()
     expect(page.locator("#start_status")).to_have_text("Signed in as admin.")
     open_tab(page, "Expert review")
+    expect(page.locator("#expert_needs")).to_contain_text("What review waits for")  # the tab has opened
     minimum = page.locator("#expert_minimum input")
     minimum.fill("1")
     page.click("#expert_compute")

@@ -186,6 +186,8 @@ def _experts_vote_to_p_bar(app: LiveApp, browser) -> None:
         expect(page.get_by_role("tab", name="Expert review")).to_have_attribute("aria-selected", "true")
         if n == 0:
             # Designer 1's two concepts have three colorings each; the more varied one opens.
+            # The tab has opened (its number of colorings shown) before anything is typed.
+            expect(page.locator("#expert_needs")).to_contain_text("What review waits for")
             page.locator("#expert_fraction input").fill("0.5")
             page.locator("#expert_minimum input").fill("3")
             page.get_by_role("button", name="Rank concepts").click()
