@@ -136,7 +136,7 @@ class SketchesTab(Tab):
                 [
                     r.name,
                     r.base or "",
-                    f"imported as sketch {r.sketch_id}" if r.ok else f"refused: {r.reason}",
+                    _import_outcome(r),
                 ]
                 for r in results
             ]
@@ -210,6 +210,15 @@ class SketchesTab(Tab):
                 for c in candidates
             ]
         )
+
+
+def _import_outcome(result: sketch_store.ImportResult) -> str:
+    """One file's line in the import results: stored, already there, or why it was refused."""
+    if not result.ok:
+        return f"refused: {result.reason}"
+    if result.known:
+        return f"already in the library as sketch {result.sketch_id} (the same drawing): nothing new stored"
+    return f"imported as sketch {result.sketch_id}"
 
 
 def _coverage_section() -> dict:

@@ -62,12 +62,14 @@ _FOLDER = "sketches"
 
 @dataclass(frozen=True)
 class ImportResult:
-    """What happened to one imported file: stored as `sketch_id`, or refused for `reason`."""
+    """What happened to one imported file: stored as `sketch_id`, or refused for `reason`;
+    `known` when the library held this very drawing already (nothing new was stored)."""
 
     name: str
     base: str | None
     sketch_id: int | None
     reason: str
+    known: bool = False
 
     @property
     def ok(self) -> bool:
@@ -367,10 +369,13 @@ def import_sketches(
         except (NotLineArtError, InvalidInput, ValueError) as error:
             results.append(ImportResult(name, target, None, str(error)))
             continue
+        known = db["sketches"].count_where(
+            "base = ? and sha256 = ?", [target, hashlib.sha256(png).hexdigest()]
+        )
         sketch_id = add_sketch(
             db, data_dir, target, png, source="imported", select=select, meta={"file": name}, actor=actor
         )
-        results.append(ImportResult(name, target, sketch_id, ""))
+        results.append(ImportResult(name, target, sketch_id, "", known=bool(known)))
     return results
 
 
@@ -393,7 +398,11 @@ def _vetted_png(path: Path, name: str, max_pixels: int, max_bytes: int) -> bytes
             f"{name}: expected one of {', '.join(IMPORT_SUFFIXES)}, got {suffix or 'no suffix'}"
         )
     if suffix != ".svg":
-        decode_image(path, max_pixels=max_pixels, max_bytes=max_bytes, name=name)
+        frames = getattr(
+            decode_image(path, max_pixels=max_pixels, max_bytes=max_bytes, name=name), "n_frames", 1
+        )
+        if frames > 1:  # its first frame alone would be stored, without a word
+            raise InvalidInput(f"{name} is animated ({frames} frames); a sketch is one still drawing")
     elif path.stat().st_size > max_bytes:
         raise InvalidInput(f"{name} is {path.stat().st_size} bytes; at most {max_bytes} allowed")
     local = path if path.suffix.lower() == suffix else _renamed(path, suffix)

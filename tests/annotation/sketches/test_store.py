@@ -88,6 +88,8 @@ def test_an_imported_svg_is_normalised_and_becomes_the_concepts_sketch(loaded, t
     assert pixels.shape == (row["height"], LONG_SIDE) and pixels.max() == 255 and pixels.min() < 64
     assert "bell pepper" not in {m["base"] for m in store.bases_without_sketch(db)}
     assert _audit_actions(db)[-2:] == ["add_sketch", "select_sketch"]
+    [again] = store.import_sketches(db, data, [svg], actor="admin")
+    assert (again.sketch_id, again.known, result.known) == (result.sketch_id, True, False)
 
 
 def test_a_photo_is_refused_with_the_reason_and_nothing_changes(loaded, tmp_path):
@@ -218,6 +220,11 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
         assert message == f"Sketch {tulip} is now the sketch of **tulip**."
         table = client.predict(admin, [handle_file(svg)], "daisy", False, api_name="/sketches_import")["data"]
         assert table[0][1] == "daisy"
+        # The same drawing again is no new sketch, and the result says so.
+        again = client.predict(admin, [handle_file(svg)], "daisy", False, api_name="/sketches_import")["data"]
+        assert again[0][2] == (
+            f"already in the library as sketch {table[0][2].rsplit(' ', 1)[1]} (the same drawing): nothing new stored"
+        )
         designer = client.predict(
             client.predict(admin, "designer", 1, "yes", 7, api_name="/admin_create_invites")["data"][0][3],
             api_name="/login_invite",
@@ -233,3 +240,16 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
         # A designer's upload is refused at the upload route, before the handler (app.guard).
         with pytest.raises(httpx.HTTPStatusError, match="403 Forbidden"):
             client.predict(designer, [handle_file(svg)], "tulip", True, api_name="/sketches_import")
+
+
+def test_an_animated_png_is_refused_not_cut_to_its_first_frame(loaded, tmp_path):
+    db, data = loaded
+    count = db["sketches"].count
+    frame = np.full((200, 200), 255, np.uint8)
+    frame[40:160, 40:44] = frame[40:160, 156:160] = frame[40:44, 40:160] = frame[156:160, 40:160] = 0
+    frames = [Image.fromarray(frame), Image.fromarray(255 - (255 - frame) // 2)]
+    path = tmp_path / "lemon.png"
+    frames[0].save(path, save_all=True, append_images=frames[1:])
+    [result] = store.import_sketches(db, data, [path])
+    assert result.reason == "lemon.png is animated (2 frames); a sketch is one still drawing"
+    assert db["sketches"].count == count
