@@ -8,6 +8,7 @@ work, so a top-level import of `app` loaded Gradio and every tab into each worke
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 
 
@@ -78,10 +79,17 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"Could not start on {args.host}:{args.port}: {error}") from None
     mark_ready(demo)
     print(f"Ready: http://{args.host}:{args.port}/healthz answers 200", flush=True)
+    # A supervisor's stop (SIGTERM) ends the app as Ctrl-C does: its coloring workers and
+    # their semaphores are closed, not left to the resource tracker's warning.
+    signal.signal(signal.SIGTERM, _stop)
     try:
         demo.block_thread()
     finally:
         demo.close()  # the app's services too (`app.common.AppContext.close`)
+
+
+def _stop(signum, frame) -> None:
+    raise SystemExit(0)
 
 
 def _check_port(host: str, port: int) -> None:

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -80,3 +81,36 @@ def test_a_spawned_coloring_worker_does_not_load_the_app():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_stop_signal_ends_the_app_and_its_coloring_workers_cleanly(tmp_path):
+    config = make_config(tmp_path)
+    env = {"COLORCONCEPT_ADMIN_PASSWORD_FILE": str(config.admin_password_file), "COLORCONCEPT_WORKERS": "1"}
+    log = tmp_path / "app.log"
+    app = AppProcess(config.db_path, config.data_dir, env=env, log_path=log)
+    try:
+        children = [
+            int(pid)
+            for task in Path(f"/proc/{app.process.pid}/task").iterdir()
+            for pid in (task / "children").read_text().split()
+        ]
+        assert children  # the coloring worker (and the pool's resource tracker)
+    finally:
+        app.stop()  # SIGTERM, as a supervisor sends
+    assert app.process.returncode == 0, log.read_text()[-2000:]
+    assert "leaked semaphore" not in log.read_text()
+    # The pool's resource tracker ends when it reads its pipe closed: wait for that (a ceiling).
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [pid for pid in children if _running(pid)] == []
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (an exited child of a parent that is
+    gone may wait a moment for init to reap it: a zombie runs nothing)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
