@@ -222,9 +222,10 @@ function saveHistory(taskId, stamp) {
     bytes += S.undo[first].before.length * 2;
   }
   const record = { stamp, undo: S.undo.slice(first), redo: S.redo.slice() };
-  historyRequest("readwrite", (store) => store.put(record, taskId)).catch(() => {
-    /* the history is a convenience: the work itself is in localStorage */
-  });
+  return historyRequest("readwrite", (store) => store.put(record, taskId)).then(
+    () => true,
+    () => false /* the history is a convenience: the work itself is in localStorage */
+  );
 }
 async function restoreHistory(taskId, stamp) {
   let record = null;
@@ -653,7 +654,11 @@ function commitNow() {
   props.value = value;
   saveWork(url);
   if (S.edit !== S.historyEdit) {
-    saveHistory(S.taskId, S.edit);
+    const edit = S.edit;
+    // Written a moment later (IndexedDB): a reload before then keeps the work, not its history.
+    saveHistory(S.taskId, edit).then((saved) => {
+      if (saved) root.dataset.historySaved = String(edit);
+    });
     S.historyEdit = S.edit;
   }
   root.dataset.committed = String(Date.now());
@@ -882,7 +887,7 @@ element.coloringCanvas = {
   imageToClient,
   state: () => ({ ready: S.ready, taskId: S.taskId, width: S.W, height: S.H, tool: S.tool,
     color: S.color, size: S.size, tolerance: S.tolerance, scale: S.scale, undo: S.undo.length,
-    redo: S.redo.length, fit: S.fit }),
+    redo: S.redo.length, fit: S.fit, edit: S.edit }),
   commitNow,
   flush,
 };

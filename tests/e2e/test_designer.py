@@ -240,6 +240,12 @@ def test_the_task_fits_the_window_shows_the_true_zoom_and_undo_survives_a_reload
         assert fit["label"] == f"{round(fit['scale'] * 100)}%"
     _fill(page, PEEL, YELLOW)
     _fill(page, STEM, GREEN)
+    # The undo history is written to IndexedDB a moment after the work: wait for it (a reload
+    # before then keeps the work without its history, slowly on a busy machine).
+    page.wait_for_function(
+        "() => { const r = document.querySelector('#designer_canvas .cc-root');"
+        " return r.dataset.historySaved === String(r.parentElement.coloringCanvas.state().edit); }"
+    )
     page.reload()
     open_tab(page, "Coloring")
     page.wait_for_selector(f"{CANVAS}[data-ready=true]")
