@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 COMMANDS = {
     "generate": "evaluation.cli.generate",
@@ -44,17 +46,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse `argv` and run the command; a ValueError, or a database newer than this code,
-    becomes a one-line error and exit code 2."""
+    """Parse `argv` and run the command; a ValueError, a file it cannot read or write, or a
+    database newer than this code becomes a one-line error and exit code 2; Ctrl-C or SIGTERM
+    one line and exit code 130."""
     from storage import SchemaTooNew
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    prefix = f"python -m evaluation {args.command}"
+    main_thread = threading.current_thread() is threading.main_thread()
+    # A stop (SIGTERM) ends a command as Ctrl-C does; the caller's handler comes back after.
+    before = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
     try:
         return args.handler(args)
     except (ValueError, SchemaTooNew) as exc:
-        print(f"python -m evaluation {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{prefix}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a file named on the command line is missing, a folder, or taken
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"{prefix}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            f"{prefix}: interrupted; what was recorded stays: the same command again resumes a run",
+            file=sys.stderr,
+        )
+        return 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -130,7 +131,10 @@ def open_db(args: argparse.Namespace):
 
 
 def resolve_device(name: str) -> str:
-    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; other names unchanged."""
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; other names unchanged
+    (ValueError for a name torch would not take)."""
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", name or ""):
+        raise ValueError(f"--device must be auto, cpu, cuda, cuda:N or mps, got {name!r}")
     if name != "auto":
         return name
     import torch

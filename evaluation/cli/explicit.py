@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from evaluation.cli import (
@@ -118,9 +119,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(styles="natural")  # for the shared model options of `generate`
 
 
-def create_or_resume(db, args: argparse.Namespace) -> dict:
-    """Store the run that the options describe (with --model), then return its configuration."""
-    from evaluation.explicit.mode import at_default_guidance, create_explicit_run
+def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None] | None = None) -> dict:
+    """Store the run that the options describe (with --model), then return its configuration.
+
+    `check` sees the configuration first (a missing model, say): a refused run is not stored.
+    """
+    from evaluation.explicit.mode import at_default_guidance, create_explicit_run, plan_explicit_run
     from evaluation.explicit.prompts import build_prompts
     from evaluation.pipeline import runs
 
@@ -138,6 +142,8 @@ def create_or_resume(db, args: argparse.Namespace) -> dict:
             "categories": _names(args.categories),
         }
         prompts = build_prompts(**selection)
+        if check is not None:
+            check(plan_explicit_run(specs, prompts, args.samples, {"prompts": selection})[1])
         n = create_explicit_run(
             db, args.run, specs, prompts, samples=args.samples, settings={"prompts": selection}
         )
@@ -145,6 +151,8 @@ def create_or_resume(db, args: argparse.Namespace) -> dict:
     config = runs.run_config(db, args.run)
     if config.get("mode") != "explicit":
         raise ValueError(f"run {args.run!r} is not an explicit-color run; use `python -m evaluation run`")
+    if check is not None and not args.model:
+        check(config)
     return config
 
 
@@ -212,12 +220,16 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.pipeline.jobs import check_weights
 
     generate_on = stage_executor(args, "generate")  # before storing anything: no cluster, no run
-    db = open_db(args)
-    config = create_or_resume(db, args)
-    segmenter = _segmenter(args)
-    if generate_on is None:  # on a cluster the workers hold the weights, not this machine
-        check_weights(config, segmenter)
+    # Every option is checked before the run is stored: one refused later left a stored run.
     device = resolve_device(args.device) if generate_on is None else args.device
+    if args.presence_threshold is not None and not 0 <= args.presence_threshold <= 1:
+        raise ValueError(f"--presence-threshold must be in [0, 1], got {args.presence_threshold}")
+    segmenter = _segmenter(args)
+    db = open_db(args)
+    # On a cluster the workers hold the weights, not this machine.
+    config = create_or_resume(
+        db, args, (lambda c: check_weights(c, segmenter)) if generate_on is None else None
+    )
     if runs.pending_items(db, args.run, "generate"):
         _generate(db, args, config, device, generate_on)
     done = 0

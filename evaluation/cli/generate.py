@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -115,11 +116,7 @@ def model_specs(args: argparse.Namespace) -> tuple[list, list[str]]:
     specs = [get_model(key, registry) for key in args.model]
     if args.source and len(specs) != 1:
         raise ValueError(f"--source needs exactly one --model, got {len(specs)}")
-    overrides = {
-        name: getattr(args, name) for name in ("steps", "resolution", "batch_size") if getattr(args, name)
-    }
-    if args.cfg:
-        overrides["cfg_scales"] = tuple(float(v) for v in args.cfg.split(","))
+    overrides = _overrides(args)
     specs = [replace(spec, **overrides) for spec in specs]
     if args.source:
         specs = [with_source(specs[0], args.source)]
@@ -132,8 +129,42 @@ def model_specs(args: argparse.Namespace) -> tuple[list, list[str]]:
     return specs, styles
 
 
-def create_or_resume(db, args: argparse.Namespace) -> dict:
-    """Store the run that the options describe (with --model), then return its configuration."""
+def _overrides(args: argparse.Namespace) -> dict:
+    """The registry fields ``--steps``, ``--resolution``, ``--batch-size`` and ``--cfg`` set,
+    each checked here: refused later, after the run is stored, they left a run that could
+    never run."""
+    from evaluation.pipeline.planning import MAX_GUIDANCE, parse_scales
+
+    overrides = {}
+    for name, option in (
+        ("steps", "--steps"),
+        ("resolution", "--resolution"),
+        ("batch_size", "--batch-size"),
+    ):
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if value < 1 or (name == "resolution" and value % 8):
+            what = "a positive multiple of 8" if name == "resolution" else "a whole number, 1 or more"
+            raise ValueError(f"{option} must be {what}, got {value}")
+        overrides[name] = value
+    if args.cfg is not None:
+        refusal = f"--cfg must be guidance scales in (0, {MAX_GUIDANCE:g}], comma-separated, got {args.cfg!r}"
+        try:
+            scales = parse_scales(args.cfg)
+        except ValueError:
+            raise ValueError(refusal) from None
+        if not scales or not all(0 < s <= MAX_GUIDANCE for s in scales):  # nan fails both
+            raise ValueError(refusal)
+        overrides["cfg_scales"] = scales
+    return overrides
+
+
+def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None] | None = None) -> dict:
+    """Store the run that the options describe (with --model), then return its configuration.
+
+    `check` sees the configuration first (a missing model, say): a refused run is not stored.
+    """
     from evaluation.concepts import load_concepts
     from evaluation.pipeline import runs
     from evaluation.pipeline.stages import plan_run
@@ -142,11 +173,17 @@ def create_or_resume(db, args: argparse.Namespace) -> dict:
         specs, styles = model_specs(args)
         concepts = select_concepts(load_concepts(), args.concepts, args.modifier_type, args.limit)
         items, config = plan_run(specs, concepts, styles, args.samples)
+        if check is not None:
+            check(config)
         n = runs.create_run(db, args.run, items, config)
         print(
             f"run {args.run!r}: {n} images over {len(specs)} model(s), {len(concepts)} concept(s), {len(styles)} style(s)"
         )
-    return runs.run_config(db, args.run)
+        return runs.run_config(db, args.run)
+    config = runs.run_config(db, args.run)
+    if check is not None:
+        check(config)
+    return config
 
 
 def main(args: argparse.Namespace) -> int:
@@ -155,20 +192,20 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.pipeline.stages import GenerationWork, run_stage
 
     executor = stage_executor(args, "generate")  # before storing anything: no cluster, no run
+    device = resolve_device(args.device) if executor is None else args.device
     db = open_db(args)
-    config = create_or_resume(db, args)
     if executor is None:  # on a cluster the workers hold the weights, not this machine
         from evaluation.pipeline.jobs import check_weights
 
-        check_weights(config, None)
+        config = create_or_resume(db, args, lambda planned: check_weights(planned, None))
     else:  # every node: the data folder and the weights, before the first batch
+        config = create_or_resume(db, args)
         from evaluation.pipeline.ray_preflight import preflight
         from evaluation.pipeline.ray_storage import is_uri
 
         if not is_uri(args.data_dir):  # a worker's working folder is not this one's
             args.data_dir = Path(args.data_dir).resolve()
         preflight(args.data_dir, config, None)
-    device = resolve_device(args.device) if executor is None else args.device
     dtype = None
     if args.dtype:
         import torch

@@ -51,8 +51,7 @@ def main(args: argparse.Namespace) -> int:
         from evaluation.pipeline.ray_executor import connect
 
         print(f"Ray cluster: {connect(choice.address).describe()}")
-    db = open_db(args)
-    generate.create_or_resume(db, args)
+    device = resolve_device(args.device) if choice.kind == "in-process" else args.device
     if args.segmenter:
         if is_uri(args.data_dir) and args.segmenter == "tiny-random":
             raise ValueError(
@@ -63,10 +62,12 @@ def main(args: argparse.Namespace) -> int:
         spec = segmenter_preset(args.segmenter, models_dir, args.box_threshold, args.text_threshold)
     else:
         spec = segment.segmenter_spec(args)
-    if choice.kind == "in-process":  # on a cluster the workers hold the weights, not this machine
-        check_weights(runs.run_config(db, args.run), spec)
+    db = open_db(args)
+    # On a cluster the workers hold the weights, not this machine; here they are checked
+    # before the run is stored (a run refused for them was left stored, and could not be run).
+    local = choice.kind == "in-process"
+    generate.create_or_resume(db, args, (lambda config: check_weights(config, spec)) if local else None)
     executors = {}
-    device = resolve_device(args.device) if choice.kind == "in-process" else args.device
     run_pipeline(
         db,
         args.run,

@@ -1,5 +1,6 @@
 """The command line ``python -m evaluation``, end to end on tiny models (CPU, offline)."""
 
+import sqlite3
 import subprocess
 import sys
 
@@ -22,6 +23,10 @@ def models(tmp_path_factory):
 
 def _storage(tmp_path):
     return ["--db", str(tmp_path / "db.sqlite"), "--data-dir", str(tmp_path / "data")]
+
+
+# A new run of the tiny model, on the CPU, that the cases below complete with a bad option.
+TINY_RUN = ["generate", "--run", "r", "--model", "tiny-random", "--concepts", "apple", "--device", "cpu"]
 
 
 def _generate(tmp_path, models, *extra):
@@ -139,11 +144,52 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
         ),
         (["generate", "--run", "r"], "no run named 'r'; known runs: []"),
         (["score", "--run", "r"], "no model distributions stored for run='r'"),
+        # Each refused before the run is stored: refused after, they left a run that could never run.
+        (
+            TINY_RUN + ["--cfg", "nan"],
+            "--cfg must be guidance scales in (0, 100], comma-separated, got 'nan'",
+        ),
+        (TINY_RUN + ["--cfg", "inf"], "--cfg must be guidance scales in (0, 100]"),
+        (TINY_RUN + ["--cfg", ""], "--cfg must be guidance scales in (0, 100], comma-separated, got ''"),
+        (TINY_RUN + ["--cfg=-3"], "--cfg must be guidance scales in (0, 100]"),
+        (TINY_RUN + ["--steps", "0"], "--steps must be a whole number, 1 or more, got 0"),
+        (TINY_RUN + ["--resolution", "7"], "--resolution must be a positive multiple of 8, got 7"),
+        (TINY_RUN + ["--batch-size=-2"], "--batch-size must be a whole number, 1 or more, got -2"),
+        (TINY_RUN + ["--device", "tpu"], "--device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
+        (["generate", "--run", "r", "--model", "sdxl", "--concepts", "apple"], "The run was not started"),
+        (["run", "--run", "r", "--model", "tiny-random", "--concepts", "apple"], "The run was not started"),
+        (
+            [
+                "explicit",
+                "--run",
+                "r",
+                "--model",
+                "tiny-random",
+                "--segmenter",
+                "tiny-random",
+                "--presence-threshold",
+                "nan",
+            ],
+            "--presence-threshold must be in [0, 1], got nan",
+        ),
     ],
 )
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, message):
     assert main([*argv, *_storage(tmp_path)]) == 2
     assert message in capsys.readouterr().err
+    db = tmp_path / "db.sqlite"
+    assert not db.exists() or sqlite3.connect(db).execute("select count(*) from runs").fetchone() == (0,)
+
+
+def test_a_file_the_command_cannot_write_or_read_is_one_line(tmp_path, capsys):
+    taken = tmp_path / "taken.csv"
+    taken.write_text("x")
+    assert main(["score", "--reference-csv", str(tmp_path / "nope.csv"), *_storage(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("python -m evaluation score: error: No such file or directory: ")
+        and "Traceback" not in err
+    )
 
 
 def test_every_command_has_help_and_the_module_runs():
