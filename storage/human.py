@@ -24,6 +24,7 @@ import sqlite_utils
 
 from storage.db import iso, select, transaction, upsert_row
 from storage.distributions import decode, decode_groups, encode, encode_groups
+from storage.shown import shown
 
 DESIGNERS = "designers"
 REFERENCE = "reference"
@@ -149,9 +150,20 @@ def write_designers(
 
 
 def store_reference(
-    db: sqlite_utils.Database, source: str, distributions: Mapping[str, np.ndarray], provenance: str
+    db: sqlite_utils.Database,
+    source: str,
+    distributions: Mapping[str, np.ndarray],
+    provenance: str,
+    *,
+    update: bool = False,
 ) -> int:
-    """Insert or replace a labelled reference set of human distributions, at once.
+    """Store a labelled reference set of human distributions, at once.
+
+    A label names one set: storing the same set again changes nothing, and a different set
+    under a label already taken is refused (written concept by concept over the old one, it
+    left a mix of two sources under one name, the shipped ``uw71-ratings`` too), unless
+    `update` asks for exactly that: these concepts' vectors written over the set's (a lab's
+    corrected ratings), the others kept.
 
     Returns
     -------
@@ -161,8 +173,8 @@ def store_reference(
     Raises
     ------
     ValueError
-        If `source` is empty or ``designers``, or a vector is not a distribution (the
-        message names the concept); nothing is stored then.
+        If `source` is empty or ``designers``, taken by another set, or a vector is not a
+        distribution (the message names the concept); nothing is stored then.
     """
     if not source or source == DESIGNERS:
         raise ValueError(f"`source` must be a non-empty label other than {DESIGNERS!r}, got {source!r}")
@@ -182,7 +194,22 @@ def store_reference(
         for concept, p in distributions.items()
     ]
     with transaction(db):
-        db["human_distributions"].upsert_all(rows, pk=("source", "concept_key"))
+        stored = dict(
+            db.execute("select concept_key, p from human_distributions where source = ?", [source]).fetchall()
+        )
+        if update:
+            db["human_distributions"].upsert_all(rows, pk=("source", "concept_key"))
+            return len(rows)
+        if stored and stored != {row["concept_key"]: row["p"] for row in rows}:
+            kept = db.execute(
+                "select provenance from human_distributions where source = ? limit 1", [source]
+            ).fetchone()[0]
+            raise ValueError(
+                f"the reference set {source!r} exists already ({len(stored)} concepts, {shown(kept)}) and "
+                "holds other distributions; store the new set under another label"
+            )
+        if not stored:
+            db["human_distributions"].insert_all(rows, pk=("source", "concept_key"))
     return len(rows)
 
 

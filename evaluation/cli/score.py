@@ -65,11 +65,11 @@ def _human(db, args: argparse.Namespace) -> dict:
     from evaluation.analysis.reference import ensure_shipped_reference, load_reference_csv
     from storage import human
 
+    ensure_shipped_reference(db)  # first: a CSV loaded under its label is then refused, not taken for it
     if args.reference_csv is not None:
         provenance = args.provenance or f"loaded from {args.reference_csv}"
         n = human.store_reference(db, args.reference, load_reference_csv(args.reference_csv), provenance)
         print(f"stored {n} reference distributions as {args.reference!r}")
-    ensure_shipped_reference(db)
     return human.vectors(db, args.reference)
 
 

@@ -219,7 +219,7 @@ def test_stored_scores_equal_fresh_scores_and_follow_every_change_of_either_side
     assert db["scores"].count == 4
     # A new human distribution for one concept: only its rows are rescored.
     changed = dict(HUMAN, apple=one_hot(3))
-    human_rows.store_reference(db, "lab", {"apple": changed["apple"]}, "test ratings")
+    human_rows.store_reference(db, "lab", {"apple": changed["apple"]}, "test ratings", update=True)
     assert len(runs.unscored_distributions(db, "lab")) == 2
     again = scoring.stored_scores(db, "lab", CONCEPTS)
     refreshed = scoring.score(runs.model_distributions(db), changed, CONCEPTS)
@@ -256,7 +256,7 @@ def test_leaderboards_are_kept_until_a_distribution_changes_and_each_caller_gets
     assert change_count(db) == before + 1
     closer = leaderboard_analyses(db, CONCEPTS, "lab", resampling=None)
     assert closer.table1.values.xs("emd", axis=1, level=-1).iloc[0, 0] < emd
-    human_rows.store_reference(db, "lab", {"apple": one_hot(60)}, "test ratings")
+    human_rows.store_reference(db, "lab", {"apple": one_hot(60)}, "test ratings", update=True)
     db.execute("delete from model_distributions where concept = 'rotten apple'")
     assert change_count(db) >= before + 3
 

@@ -4,6 +4,7 @@ import sqlite3
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -285,3 +286,31 @@ def test_score_refuses_bad_intervals_and_scales_before_reading(tmp_path, capsys,
     assert main(["score", *extra, *_storage(tmp_path)]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "db.sqlite").exists()
+
+
+def test_a_reference_csv_never_writes_over_another_set(tmp_path, capsys):
+    """Loaded under the shipped set's label, two rows once replaced its apple and banana, and
+    the default source of every table became a mix of two sources."""
+    from evaluation.analysis.reference import UW71_RATINGS_SOURCE
+    from storage import human, open_db
+
+    _scored_grid(tmp_path)[0].close()
+    csv = tmp_path / "ours.csv"
+    csv.write_text(",".join(["", *map(str, range(71))]) + "\napple," + ",".join(["1"] + ["0"] * 70) + "\n")
+    argv = ["score", "--reference-csv", str(csv), *_storage(tmp_path)]
+    assert main([*argv, "--reference", UW71_RATINGS_SOURCE]) == 2
+    err = capsys.readouterr().err
+    assert f"the reference set '{UW71_RATINGS_SOURCE}' exists already (70 concepts" in err
+    assert "store the new set under another label" in err
+    db = open_db(tmp_path / "db.sqlite")
+    try:
+        shipped = human.vectors(db, UW71_RATINGS_SOURCE)
+        assert len(shipped) == 70 and shipped["apple"][0] != 1.0  # untouched
+        # A new label stores the set; the same set again is no change; another set under it is refused.
+        human.store_reference(db, "ours", {"apple": np.eye(71)[0]}, "ours")
+        assert human.store_reference(db, "ours", {"apple": np.eye(71)[0]}, "ours") == 1
+        with pytest.raises(ValueError, match="the reference set 'ours' exists already"):
+            human.store_reference(db, "ours", {"banana": np.eye(71)[1]}, "ours, later")
+        assert sorted(human.vectors(db, "ours")) == ["apple"]
+    finally:
+        db.close()
