@@ -74,6 +74,11 @@ def read_metrics(
         run and scale, where the file has those columns.
     style, cfg, run : optional
         Keep rows with these values, where the file has the column.
+
+    Raises
+    ------
+    ValueError
+        When no row is left (the analysis would have nothing to validate).
     """
     metrics = pd.read_csv(path)
     judgments.require_columns(metrics, ("concept", "model"), f"metrics file {path}")
@@ -91,6 +96,15 @@ def read_metrics(
                 & np.isclose(metrics["cfg"], source["cfg"])
             ).to_numpy()
         metrics = metrics[keep]
+    if metrics.empty:
+        narrowed = ", ".join(
+            f"{k} {v!r}" for k, v in (("style", style), ("cfg", cfg), ("run", run)) if v is not None
+        )
+        raise ValueError(
+            f"metrics file {path}: no row is left for the study's model outputs"
+            + (f" with {narrowed}" if narrowed else "")
+            + "; check --style, --cfg and --run against the file's rows"
+        )
     return metrics.reset_index(drop=True)
 
 
@@ -194,6 +208,8 @@ def write_tables(tables: dict[str, pd.DataFrame], folder: str | Path) -> dict[st
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``judgments``."""
+    from evaluation.cli import seed
+
     parser.add_argument("export", type=Path, help="study export folder, or a votes CSV")
     parser.add_argument(
         "--metrics",
@@ -212,7 +228,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--ci", type=float, default=0.95, help="confidence level")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the bootstrap")
     parser.add_argument(
         "--exclude-flagged", action="store_true", help="leave out participants who failed attention checks"
     )

@@ -18,6 +18,19 @@ def default_db() -> Path:
     return Path(os.environ.get(ENV_DB, DEFAULT_DB_PATH))
 
 
+def seed(text: str) -> int:
+    """An argparse ``type`` for a random seed: a whole number from 0 to 2**63 - 1 (argparse
+    then names the option in its refusal; NumPy's own "expected non-negative integer" named
+    none)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}") from None
+    if not 0 <= value <= 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 2**63 - 1, got {value}")
+    return value
+
+
 def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
     """``--db`` and ``--data-dir``."""
     parser.add_argument(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import DEFAULT_DATA_DIR
+from evaluation.cli import DEFAULT_DATA_DIR, seed
 
 HELP = "build the tiny random test models under data/models/"
 
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_DATA_DIR / "models",
         help="output folder (default: data/models)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default: 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="weight initialisation seed (default: 0)")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ from evaluation.cli import (
     print_workers,
     progress_bar,
     resolve_device,
+    seed,
     stage_executor,
 )
 from evaluation.cli import generate as generate_cli
@@ -84,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="compact",
         help="compact (default, < 10K prompts), full (44K), or N rounds per color",
     )
-    parser.add_argument("--prompt-seed", type=int, default=0, help="seed of the prompt set (default: 0)")
+    parser.add_argument("--prompt-seed", type=seed, default=0, help="seed of the prompt set (default: 0)")
     parser.add_argument("--colors", default=None, help="comma-separated color names (default: all)")
     parser.add_argument("--objects", default=None, help="comma-separated object names (default: all 100)")
     parser.add_argument(

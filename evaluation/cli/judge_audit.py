@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import DEFAULT_DATA_DIR, add_device_arguments
+from evaluation.cli import DEFAULT_DATA_DIR, add_device_arguments, seed
 
 HELP = "audit color judges (CLIP-like, yes/no VLMs) with Rainbow foils on synthetic renders"
 DTYPES = ("float32", "float16", "bfloat16")
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.5,
         help="share of two-object items, with swap foils (default: 0.5)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seeds items and the random judge (default: 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="seeds items and the random judge (default: 0)")
     parser.add_argument(
         "--out",
         type=Path,

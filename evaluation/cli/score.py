@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import add_storage_arguments, open_db
+from evaluation.cli import add_storage_arguments, open_db, seed
 
 HELP = "score distributions, print Table 1 / Table 2 with intervals, write CSV"
 
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=N_RESAMPLES,
         help=f"bootstrap resamples of the concepts for the intervals (default: {N_RESAMPLES}; 0: none)",
     )
-    parser.add_argument("--seed", type=int, default=SEED, help=f"bootstrap seed (default: {SEED})")
+    parser.add_argument("--seed", type=seed, default=SEED, help=f"bootstrap seed (default: {SEED})")
     parser.add_argument(
         "--out", type=Path, default=None, help="CSV folder (default: data/scores/<run or all>)"
     )

@@ -506,6 +506,23 @@ def test_export_and_command_line_reproduce_the_in_app_analysis(setup, tmp_path):
         check=True,
     )
     assert "EMD" in done.stdout and "wrote table3.csv" in done.stdout
+    # A taken --out, and a metrics file narrowed to no row: one line each, no traceback.
+    long = pd.read_csv(folder / "metrics.csv").assign(style="natural")
+    long.to_csv(tmp_path / "long.csv", index=False)
+    with pytest.raises(ValueError, match=r"no row is left for the study's model outputs with style 'bogus'"):
+        read_metrics(tmp_path / "long.csv", style="bogus")
+    for extra, message in (
+        (["--out", str(folder / "votes.csv")], "File exists: "),
+        (["--metrics", str(tmp_path / "long.csv"), "--style", "bogus"], "with style 'bogus'; check --style"),
+    ):
+        refused = subprocess.run(
+            [sys.executable, "-m", "evaluation", "judgments", str(folder), "--n-boot", "10", *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr[-2000:]
+        assert "Traceback" not in refused.stderr
     metrics = pd.read_csv(folder / "metrics.csv")
     assert list(metrics["dominant_model_name"]) == list(
         names_of_uw71().set_index("color_index").loc[metrics["dominant_model"], "iscc_nbs_l3"]
