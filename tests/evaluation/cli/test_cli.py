@@ -314,3 +314,11 @@ def test_a_reference_csv_never_writes_over_another_set(tmp_path, capsys):
         assert sorted(human.vectors(db, "ours")) == ["apple"]
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("command", ["score", "robustness", "build-tiny", "judge-audit"])
+def test_a_negative_seed_is_refused_naming_its_option(tmp_path, capsys, command):
+    with pytest.raises(SystemExit) as stopped:
+        main([command, "--seed=-1"])
+    assert stopped.value.code == 2
+    assert "argument --seed: must be a whole number from 0 to 2**63 - 1, got -1" in capsys.readouterr().err
