@@ -90,13 +90,21 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
         elif not _on_disk(spec.source, "model_index.json", cache_dir):
             problems.append((f"model {spec.key!r} ({spec.source})", spec.source))
     if detector is not None and not _on_disk(detector, "config.json", cache_dir):
-        problems.append((f"GroundingDINO ({detector})", detector))
+        problems.append(_missing_model("GroundingDINO", detector))
     if sam_checkpoint:
         if not Path(sam_checkpoint).is_file():
             problems.append((f"the SAM checkpoint {sam_checkpoint} does not exist", None))
     elif sam is not None and not _on_disk(sam, "config.json", cache_dir):
-        problems.append((f"SAM ({sam})", sam))
+        problems.append(_missing_model("SAM", sam))
     return problems
+
+
+def _missing_model(what: str, source: str) -> tuple[str, str | None]:
+    """``(what, hub id)`` for a hub id not in the cache; ``(sentence, None)`` for a folder (a
+    path: "hf download PATH" would be no advice)."""
+    if source.startswith(("/", ".", "~")) or Path(source).exists():
+        return (f"{what}: no model in the folder {source} (its config.json is missing)", None)
+    return (f"{what} ({source})", source)
 
 
 def served_judge_source(model: str, models_dir: str | Path, *, cache_dir: str | Path | None = None) -> str:
