@@ -99,6 +99,18 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
     return problems
 
 
+def missing_judge(model: str, *, cache_dir: str | Path | None = None) -> str:
+    """Why the command line cannot load judge model `model` (a hub id or a folder), or "":
+    checked before any item is rendered (from_pretrained would otherwise end the audit in a
+    traceback, offline, after the judges before it ran)."""
+    if _on_disk(model, "config.json", cache_dir) or (Path(model) / "config.json").is_file():
+        return ""
+    problem, source = _missing_model(f"judge model {model!r}", model)
+    return (
+        problem if source is None else f"judge model {model!r} is not on this machine: " + _how_to_get(source)
+    )
+
+
 def _missing_model(what: str, source: str) -> tuple[str, str | None]:
     """``(what, hub id)`` for a hub id not in the cache; ``(sentence, None)`` for a folder (a
     path: "hf download PATH" would be no advice)."""

@@ -251,3 +251,19 @@ def test_judge_audit_command_probes_manifest_items_alone(tmp_path, capsys):
     assert len(pairs) == 21 and set(pairs["item_id"]) == {"c1"} and pairs["pair_correct"].all()
     assert main(["judge-audit", "--judge", "pixel", "--items", "0", "--out", str(tmp_path / "x")]) == 2
     assert "--items must be at least 1" in capsys.readouterr().err
+
+
+def test_a_judge_model_not_on_the_machine_is_named_before_anything_runs(tmp_path, capsys):
+    """Offline, `from_pretrained` ended the audit in a traceback, after the judges before it."""
+    from evaluation.__main__ import main
+
+    out = tmp_path / "out"
+    for model, message in (
+        ("openai/no-such-clip", "judge model 'openai/no-such-clip' is not on this machine: download it"),
+        (str(tmp_path / "noclip"), f"judge model '{tmp_path / 'noclip'}': no model in the folder"),
+    ):
+        argv = ["judge-audit", "--judge", "pixel", "--judge", f"contrastive:{model}", "--items", "2"]
+        assert main([*argv, "--out", str(out), "--device", "cpu"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err
+    assert not out.exists()
