@@ -130,15 +130,26 @@ def print_workers(executor) -> None:
         )
 
 
-def open_db(args: argparse.Namespace):
+def open_db(args: argparse.Namespace, *, create: bool = False):
     """The run database named by ``--db``, with the evaluation schema ensured.
 
-    The command holds the database's shared lock until it exits, so ``python -m annotation
-    restore`` refuses to run under it (`storage.serving`).
+    Only a command that stores a run (`create`) makes a new database: a mistyped ``--db``
+    made a new empty one and then said there was nothing to score. A file that is not an
+    SQLite database is refused before anything is written beside it. The command holds the
+    database's shared lock until it exits, so ``python -m annotation restore`` refuses to run
+    under it (`storage.serving`).
     """
     from evaluation.pipeline.runs import connect
 
-    path = args.db or default_db()
+    path = Path(args.db or default_db())
+    if not path.exists() and not create:
+        raise ValueError(
+            f"no database at {str(path)!r} (give --db PATH; `generate`, `run` or `explicit` make one)"
+        )
+    if path.is_file() and path.stat().st_size:
+        with open(path, "rb") as head:
+            if head.read(16) != b"SQLite format 3\x00":
+                raise ValueError(f"--db {str(path)!r} is not an SQLite database")
     serving.hold_shared(path)
     return connect(path)
 

@@ -226,7 +226,7 @@ def main(args: argparse.Namespace) -> int:
     if args.presence_threshold is not None and not 0 <= args.presence_threshold <= 1:
         raise ValueError(f"--presence-threshold must be in [0, 1], got {args.presence_threshold}")
     segmenter = _segmenter(args)
-    db = open_db(args)
+    db = open_db(args, create=True)
     # On a cluster the workers hold the weights, not this machine.
     config = create_or_resume(
         db, args, (lambda c: check_weights(c, segmenter)) if generate_on is None else None

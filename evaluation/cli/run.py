@@ -62,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
         spec = segmenter_preset(args.segmenter, models_dir, args.box_threshold, args.text_threshold)
     else:
         spec = segment.segmenter_spec(args)
-    db = open_db(args)
+    db = open_db(args, create=True)
     # On a cluster the workers hold the weights, not this machine; here they are checked
     # before the run is stored (a run refused for them was left stored, and could not be run).
     local = choice.kind == "in-process"
