@@ -29,6 +29,7 @@ from storage import (
     ENV_DB,
     SchemaTooNew,
     ensure_schema,
+    not_sqlite,
     open_db,
     serving,
 )
@@ -134,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command in ("export", "check-distributions", "backup") and not Path(args.db).is_file():
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
+        return 2
+    if not_sqlite(args.db):
+        print(f"error: --db {args.db!r} is not an SQLite database", file=sys.stderr)
         return 2
     try:
         with serving.shared(args.db):

@@ -85,6 +85,16 @@ def open_db(path: str | Path) -> sqlite_utils.Database:
     return db
 
 
+def not_sqlite(path: str | Path) -> bool:
+    """Whether `path` is a non-empty file that is not an SQLite database (a mistyped ``--db``
+    naming an image, say): checked before a lock file is written beside it."""
+    path = Path(path)
+    if not path.is_file() or not path.stat().st_size:
+        return False
+    with open(path, "rb") as head:
+        return head.read(16) != b"SQLite format 3\x00"
+
+
 def create_private(path: str | Path) -> None:
     """Create `path` as an empty file that only its owner may read and write (mode 0600),
     unless it exists (then it is left as it is).

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DB, serving
+from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DB, not_sqlite, serving
 
 
 def default_db() -> Path:
@@ -146,10 +146,8 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
         raise ValueError(
             f"no database at {str(path)!r} (give --db PATH; `generate`, `run` or `explicit` make one)"
         )
-    if path.is_file() and path.stat().st_size:
-        with open(path, "rb") as head:
-            if head.read(16) != b"SQLite format 3\x00":
-                raise ValueError(f"--db {str(path)!r} is not an SQLite database")
+    if not_sqlite(path):
+        raise ValueError(f"--db {str(path)!r} is not an SQLite database")
     serving.hold_shared(path)
     return connect(path)
 

@@ -487,3 +487,13 @@ def test_the_command_line_export_adds_external_ids_only_with_its_option(tmp_path
     assert main([*base, "--external-ids", str(tmp_path / "asked")]) == 0
     ids = pd.read_csv(tmp_path / "asked" / "csv" / "crowd_external_ids.csv", dtype=str)
     assert sorted(ids["external_id"]) == ["PIDXQ1ZZ", "PIDXQ2ZZ"]
+
+
+def test_the_command_line_refuses_a_db_that_is_not_sqlite_and_writes_nothing_beside_it(tmp_path, capsys):
+    png = tmp_path / "notdb.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    assert (
+        main(["--db", str(png), "--data-dir", str(tmp_path / "data"), "export", str(tmp_path / "out")]) == 2
+    )
+    assert capsys.readouterr().err == f"error: --db {str(png)!r} is not an SQLite database\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notdb.png"]
