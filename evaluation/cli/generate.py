@@ -72,9 +72,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def select_concepts(concepts, keys=None, modifier_types=None, limit=None):
     """Concepts named by `keys` (comma-separated, in that order), of `modifier_types`, first `limit`."""
-    if keys:
+    if keys is not None:
         by_key = {c.key: c for c in concepts}
         wanted = [k.strip() for k in keys.split(",") if k.strip()]
+        if not wanted:  # an empty --concepts ran every concept: 1,278 images per seed and scale
+            raise ValueError(f"--concepts names no concept, got {keys!r}; leave it out for all 1,278")
         missing = [k for k in wanted if k not in by_key]
         if missing:
             raise ValueError(
@@ -119,6 +121,10 @@ def model_specs(args: argparse.Namespace) -> tuple[list, list[str]]:
     overrides = _overrides(args)
     specs = [replace(spec, **overrides) for spec in specs]
     if args.source:
+        source = Path(args.source).expanduser()
+        if str(args.source).startswith(("/", ".", "~")) and not (source / "model_index.json").is_file():
+            # A tiny model is built where its folder is missing: anywhere on the disk, here.
+            raise ValueError(f"--source {args.source!r}: no diffusers pipeline there (model_index.json)")
         specs = [with_source(specs[0], args.source)]
     styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     bad = [s for s in styles if s not in STYLES]

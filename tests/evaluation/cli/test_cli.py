@@ -26,6 +26,8 @@ def _storage(tmp_path):
     return ["--db", str(tmp_path / "db.sqlite"), "--data-dir", str(tmp_path / "data")]
 
 
+# A folder no test makes: a tiny model was built there, at any path --source named.
+ROOT_MISSING = "/nonexistent/colorconcept-model"
 # A new run of the tiny model, on the CPU, that the cases below complete with a bad option.
 TINY_RUN = ["generate", "--run", "r", "--model", "tiny-random", "--concepts", "apple", "--device", "cpu"]
 
@@ -157,6 +159,14 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
         (TINY_RUN + ["--resolution", "7"], "--resolution must be a positive multiple of 8, got 7"),
         (TINY_RUN + ["--batch-size=-2"], "--batch-size must be a whole number, 1 or more, got -2"),
         (TINY_RUN + ["--device", "tpu"], "--device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
+        (
+            TINY_RUN + ["--concepts", " , "],
+            "--concepts names no concept, got ' , '; leave it out for all 1,278",
+        ),
+        (
+            TINY_RUN + ["--source", str(ROOT_MISSING)],
+            f"--source '{ROOT_MISSING}': no diffusers pipeline there",
+        ),
         (["generate", "--run", "r", "--model", "sdxl", "--concepts", "apple"], "The run was not started"),
         (["run", "--run", "r", "--model", "tiny-random", "--concepts", "apple"], "The run was not started"),
         (
