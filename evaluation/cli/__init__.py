@@ -164,6 +164,19 @@ def resolve_device(name: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def concept_run_config(db, run: str) -> dict:
+    """The stored configuration of `run`, a concept run (ValueError for an explicit-color run:
+    the concept stages would read prompts it does not have)."""
+    from evaluation.pipeline import runs
+
+    config = runs.run_config(db, run)
+    if config.get("mode") == "explicit":
+        raise ValueError(
+            f"run {run!r} is an explicit-color run; its stages run with `python -m evaluation explicit`"
+        )
+    return config
+
+
 def progress_bar(description: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
     """A tqdm bar (with rate and ETA) as a ``progress(done, total)`` callback, and its close."""
     from tqdm import tqdm

@@ -11,6 +11,7 @@ import argparse
 from evaluation.cli import (
     add_executor_arguments,
     add_storage_arguments,
+    concept_run_config,
     open_db,
     print_workers,
     progress_bar,
@@ -30,11 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Extract and store the run's distributions."""
-    from evaluation.pipeline import runs
     from evaluation.pipeline.stages import extract
 
     db = open_db(args)
-    runs.run_config(db, args.run)
+    concept_run_config(db, args.run)
     executor = stage_executor(args, "extract")
     update, close = progress_bar("extract")
     try:

@@ -13,6 +13,7 @@ from evaluation.cli import (
     add_device_arguments,
     add_executor_arguments,
     add_storage_arguments,
+    concept_run_config,
     open_db,
     print_workers,
     progress_bar,
@@ -92,8 +93,10 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.pipeline.jobs import LazySegmentationWork, check_weights
     from evaluation.pipeline.stages import run_stage
 
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size must be a whole number, 1 or more, got {args.batch_size}")
     db = open_db(args)
-    runs.run_config(db, args.run)
+    concept_run_config(db, args.run)
     executor = stage_executor(args, "segment")
     device = resolve_device(args.device) if executor is None else args.device
     spec = segmenter_spec(args)

@@ -136,7 +136,10 @@ def load_registry(path: str | Path = REGISTRY_TOML) -> dict[str, ModelSpec]:
         If an entry lacks a field or a value is out of range; the message names the model.
     """
     with open(path, "rb") as f:
-        tables = tomllib.load(f).get("models", {})
+        try:
+            tables = tomllib.load(f).get("models", {})
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+            raise RegistryError(f"registry {str(path)!r} is not valid TOML: {error}") from None
     specs = {}
     for key, entry in tables.items():
         _check_entry(key, entry)

@@ -338,3 +338,26 @@ def test_a_negative_seed_is_refused_naming_its_option(tmp_path, capsys, command)
         main([command, "--seed=-1"])
     assert stopped.value.code == 2
     assert "argument --seed: must be a whole number from 0 to 2**63 - 1, got -1" in capsys.readouterr().err
+
+
+def test_concept_stages_refuse_an_explicit_run_and_bad_registries_name_their_file(tmp_path, capsys):
+    from evaluation.explicit.mode import create_explicit_run
+    from evaluation.explicit.prompts import build_prompts
+    from evaluation.models.registry import load_registry
+    from evaluation.pipeline.runs import connect
+
+    db = connect(tmp_path / "db.sqlite")
+    prompts = build_prompts(tasks=["color_name"], systems=["iscc-nbs-l1"], size=1, seed=0)[:2]
+    create_explicit_run(db, "e1", [load_registry()["tiny-random"]], prompts, samples=1, settings={})
+    db.close()
+    for command in (["extract"], ["segment"]):
+        assert main([*command, "--run", "e1", *_storage(tmp_path)]) == 2
+        assert "run 'e1' is an explicit-color run; its stages run with `python -m evaluation explicit`" in (
+            capsys.readouterr().err
+        )
+    assert main(["segment", "--run", "e1", "--batch-size", "0", *_storage(tmp_path)]) == 2
+    assert "--batch-size must be a whole number, 1 or more, got 0" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("models = [nope")
+    assert main([*TINY_RUN, "--registry", str(bad), *_storage(tmp_path)]) == 2
+    assert f"registry '{bad}' is not valid TOML: " in capsys.readouterr().err
