@@ -1,7 +1,8 @@
 """Explicit-color evaluation (GenColorBench): prompts, images, masks, dominant colors, scores, tables.
 
 A new run needs --model and a prompt selection (tasks, color systems, subset size, seed, and
-optionally colors, objects and categories); `--run NAME` alone resumes a stored run. Every
+optionally colors, objects and categories); `--run NAME` resumes a stored run (with the
+masking options given again: they are not stored with it). Every
 generated image is masked per object (GroundingDINO + SAM minus the object's negative labels),
 checked for presence (the detection score, or a VQA model with --presence), and its dominant
 color scored against the target's candidate set under the paper's and the released code's
