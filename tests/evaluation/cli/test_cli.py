@@ -361,3 +361,10 @@ def test_concept_stages_refuse_an_explicit_run_and_bad_registries_name_their_fil
     bad.write_text("models = [nope")
     assert main([*TINY_RUN, "--registry", str(bad), *_storage(tmp_path)]) == 2
     assert f"registry '{bad}' is not valid TOML: " in capsys.readouterr().err
+
+
+def test_a_tiny_model_is_built_in_the_data_folders_models(tmp_path, capsys):
+    """The help says --data-dir holds models/; the tiny models went to the checkout's data/."""
+    assert main([*TINY_RUN, "--samples", "1", "--cfg", "7.5", *_storage(tmp_path)]) == 0
+    assert (tmp_path / "data" / "models" / "tiny-random" / "model_index.json").is_file()
+    assert "2 image(s) generated; 0 failed" in capsys.readouterr().out  # two styles
