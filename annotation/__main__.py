@@ -170,8 +170,17 @@ def _run(args: argparse.Namespace) -> int:
             if args.stdin:
                 password = sys.stdin.readline().rstrip("\n")
             else:
-                password = getpass.getpass("New admin password: ")
-                if getpass.getpass("The same again: ") != password:
+                try:
+                    password = getpass.getpass("New admin password: ")
+                    again = getpass.getpass("The same again: ")
+                except EOFError:  # no terminal, nothing piped in
+                    print(
+                        "error: no password was typed (no terminal?); pipe it in with --stdin; "
+                        "the admin password was not changed",
+                        file=sys.stderr,
+                    )
+                    return 1
+                if again != password:
                     print(
                         "error: the two passwords differ; the admin password was not changed", file=sys.stderr
                     )

@@ -1,4 +1,7 @@
 import io
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +106,17 @@ def test_command_line_asks_twice_and_keeps_the_old_password_when_they_differ(
     typed = iter(["a new password", "a new password"])
     assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password"]) == 0
     login_admin(db, "a new password")
+
+
+def test_command_line_without_a_terminal_says_to_pipe_the_password_in(tmp_path, db):
+    set_admin_password(db, "the old password")
+    done = subprocess.run(
+        [sys.executable, "-m", "annotation", "--db", str(tmp_path / "a.sqlite"), "set-admin-password"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "error: no password was typed (no terminal?); pipe it in with --stdin" in done.stderr
+    login_admin(db, "the old password")
