@@ -65,10 +65,13 @@ def _human(db, args: argparse.Namespace) -> dict:
     from evaluation.analysis.reference import ensure_shipped_reference, load_reference_csv
     from storage import human
 
-    ensure_shipped_reference(db)  # first: a CSV loaded under its label is then refused, not taken for it
-    if args.reference_csv is not None:
+    # The CSV is read (and checked) before anything is written; the shipped set is stored
+    # before it, so that a CSV loaded under the shipped set's label is refused, not taken for it.
+    loaded = load_reference_csv(args.reference_csv) if args.reference_csv is not None else None
+    ensure_shipped_reference(db)
+    if loaded is not None:
         provenance = args.provenance or f"loaded from {args.reference_csv}"
-        n = human.store_reference(db, args.reference, load_reference_csv(args.reference_csv), provenance)
+        n = human.store_reference(db, args.reference, loaded, provenance)
         print(f"stored {n} reference distributions as {args.reference!r}")
     return human.vectors(db, args.reference)
 
