@@ -208,8 +208,6 @@ def write_tables(tables: dict[str, pd.DataFrame], folder: str | Path) -> dict[st
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``judgments``."""
-    from evaluation.cli import seed
-
     parser.add_argument("export", type=Path, help="study export folder, or a votes CSV")
     parser.add_argument(
         "--metrics",
@@ -228,7 +226,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--ci", type=float, default=0.95, help="confidence level")
-    parser.add_argument("--seed", type=seed, default=0, help="seed of the bootstrap")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     parser.add_argument(
         "--exclude-flagged", action="store_true", help="leave out participants who failed attention checks"
     )
@@ -257,6 +255,8 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     """Read the export, compute and write the tables, print Table 3."""
+    if not 0 <= args.seed <= 2**63 - 1:  # NumPy's own refusal names no option
+        raise ValueError(f"--seed must be a whole number from 0 to 2**63 - 1, got {args.seed}")
     export = args.export
     if not export.exists():
         raise ValueError(

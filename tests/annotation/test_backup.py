@@ -238,7 +238,7 @@ def test_an_evaluation_command_holds_the_database_against_restore(tmp_path):
     backup.backup(db, data, tmp_path / "backup")
     db.close()
     live = tmp_path / "live" / "db.sqlite"
-    open_db(argparse.Namespace(db=live)).close()
+    open_db(argparse.Namespace(db=live), create=True).close()
     before = _files(live.parent)
     with pytest.raises(
         backup.BackupError, match=r"is in use .*stop the app \(and any evaluation run\) first"

@@ -132,7 +132,7 @@ def reference(models, tiny_grid_reference):
 
 def _created_run(models, folder: Path):
     args = build_parser().parse_args(_argv(models, folder))
-    db = open_db(args)
+    db = open_db(args, create=True)
     generate.create_or_resume(db, args)
     return db, SegmenterSpec(args.detector, args.sam, 0.0, 0.0)
 
