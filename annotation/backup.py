@@ -39,7 +39,7 @@ import sqlite3
 import tempfile
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import sqlite_utils
 
@@ -47,6 +47,7 @@ from annotation.errors import InvalidInput, shown
 from annotation.export import file_columns, reported_write_errors, staged_folder
 from annotation.files import resolve
 from storage import create_private, iso, serving
+from storage.files import leaves_archive
 from storage.schema import MIGRATIONS, tables_at
 
 DB_NAME = "colorconcept.sqlite"
@@ -283,8 +284,7 @@ def _unpacked(source: Path, beside: Path):
         try:
             with zipfile.ZipFile(source) as archive:
                 for name in archive.namelist():
-                    parts = PurePosixPath(name).parts
-                    if name.startswith("/") or "\\" in name or ".." in parts:
+                    if leaves_archive(name):
                         raise BackupError(
                             f"the zip {source.name!r} holds {shown(name)}, which would land outside "
                             "the backup; nothing was restored"

@@ -73,6 +73,13 @@ class StoredFile:
     sha256: str
 
 
+def leaves_archive(name: str) -> bool:
+    """Whether a zip entry `name` would land outside the folder it is unpacked into: an
+    absolute name, a ``..`` part, a backslash or a drive colon (zip names are ``/``-separated;
+    the two last mean another system's path, refused rather than guessed)."""
+    return name.startswith("/") or "\\" in name or ":" in name or ".." in PurePosixPath(name).parts
+
+
 def _check_relative(relative: object) -> PurePosixPath:
     """`relative` as a POSIX path that cannot leave its root by its text alone."""
     if not isinstance(relative, str) or not relative.strip():

@@ -38,7 +38,7 @@ from evaluation.pipeline import runs
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
 from storage import transaction
-from storage.files import MAX_BYTES, MAX_PIXELS, open_image, put_png
+from storage.files import MAX_BYTES, MAX_PIXELS, leaves_archive, open_image, put_png
 from storage.shown import shown
 
 MANIFEST = "manifest.csv"
@@ -100,13 +100,7 @@ def _zip_entries(path: Path, shown_as: str) -> list[Entry]:
     except (zipfile.BadZipFile, OSError) as error:
         raise ImportSourceError(f"{shown_as!r} cannot be read as a zip file: {error}") from None
     for info in infos:
-        name = PurePosixPath(info.filename)
-        if (
-            info.filename.startswith(("/", "\\"))
-            or "\\" in info.filename
-            or ".." in name.parts
-            or ":" in info.filename
-        ):
+        if leaves_archive(info.filename):
             raise ImportSourceError(
                 f"zip entry {info.filename!r} would leave the archive folder; the zip is refused"
             )
