@@ -298,6 +298,14 @@ def _distribution(row: dict) -> HumanDistribution:
     )
 
 
+def concept_keys(db: sqlite_utils.Database, source: str) -> set[str]:
+    """The concepts `source` holds a distribution of (nothing decoded)."""
+    check_source(db, source)
+    return {
+        row[0] for row in db.execute("select concept_key from human_distributions where source = ?", [source])
+    }
+
+
 def vectors(
     db: sqlite_utils.Database, source: str, concepts: Iterable[str] | None = None
 ) -> dict[str, np.ndarray]:

@@ -269,28 +269,29 @@ def pick_source(db: sqlite_utils.Database, source: str, keys: Sequence[str]) -> 
     best = max(covered, key=covered.get, default=None)  # the first of equals: sources are sorted
     if best is None or not covered[best]:
         return SourceChoice(source)
-    shown = ", ".join(f"'{k}'" for k in keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
     return SourceChoice(
         best,
-        f"No designer coloring of {shown} counts yet, so the reference set '{best}' is the human "
+        f"No designer coloring of {_listed(keys)} counts yet, so the reference set '{best}' is the human "
         f"ground truth here instead ({_covers(covered[best], len(keys))}). Choose 'designers' "
         "again once designers have colored " + ("it." if len(keys) == 1 else "them."),
     )
+
+
+def _listed(keys: Sequence[str]) -> str:
+    """Concept keys as a note names them: the first five quoted, then how many more."""
+    return ", ".join(f"'{k}'" for k in keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
 
 
 def lacking_note(db: sqlite_utils.Database, source: str, keys: Sequence[str]) -> str:
     """The sentence naming the evaluated concepts `keys` that `source` has no human
     distribution of (the leaderboards leave them out), or "" when it has them all."""
     keys = list(dict.fromkeys(keys))
-    have = human.vectors(db, source, keys)
-    missing = [k for k in keys if k not in have]
-    if not missing or not have:  # none at all: the empty leaderboard says so itself
+    held = human.concept_keys(db, source)
+    missing = [k for k in keys if k not in held]
+    if not missing or len(missing) == len(keys):  # none at all: the empty leaderboard says so itself
         return ""
-    shown = ", ".join(f"'{k}'" for k in missing[:5]) + (
-        f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-    )
     return (
-        f"'{source}' has {len(have)} of the {len(keys)} evaluated concepts: {shown} "
+        f"'{source}' has {len(keys) - len(missing)} of the {len(keys)} evaluated concepts: {_listed(missing)} "
         f"{'is' if len(missing) == 1 else 'are'} left out of every table below (no human "
         "distribution to compare with)."
     )
