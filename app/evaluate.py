@@ -153,8 +153,9 @@ class RunForm:
         size = (self.x_size or "").strip()
         return explicit_jobs.ExplicitRequest(
             models=tuple(self.models or ()),
-            tasks=_at_least_one(self.x_tasks, "Tasks", TASKS),
-            systems=_at_least_one(self.x_systems, "Color systems", SYSTEMS),
+            # None ticked is no selection, refused by the prompt library (by the tab's labels).
+            tasks=tuple(self.x_tasks or ()),
+            systems=tuple(self.x_systems or ()),
             size=whole_number(size, "Subset") if size[:1].isdigit() else size,
             seed=seed_number(self.x_seed, "Prompt seed"),
             samples=whole_number(self.x_samples, "Images per prompt"),
@@ -597,14 +598,6 @@ def _explicit_inputs() -> dict:
                 PRESENCE_THRESHOLD, label="Presence: detection score at least", elem_id="evaluate_x_presence"
             )
     return parts
-
-
-def _at_least_one(chosen: list[str] | None, name: str, allowed) -> tuple[str, ...]:
-    """The ticked boxes of a group that starts all ticked; none ticked is refused (the
-    library would read it as "all", the opposite of what the form shows)."""
-    if not chosen:
-        raise ValueError(f"`{name}` must name at least one of {', '.join(allowed)}; none is chosen")
-    return tuple(chosen)
 
 
 def _fraction(value, name: str) -> float:

@@ -39,9 +39,10 @@ class ExplicitRequest:
     ----------
     models : tuple of str
         Registry keys, at least one.
-    tasks, systems : tuple of str
-        Subsets of `evaluation.explicit.prompts.TASKS` and of the color systems; empty means
-        every task, and the default systems (`evaluation.explicit.prompts.DEFAULT_SYSTEMS`).
+    tasks, systems : tuple of str, or None
+        Subsets of `evaluation.explicit.prompts.TASKS` and of the color systems, at least one
+        each (`build_prompts` refuses none); None means every task, and the default systems
+        (`evaluation.explicit.prompts.DEFAULT_SYSTEMS`).
     size : str or int
         ``"compact"``, ``"full"`` or rounds per color (`evaluation.explicit.prompts.build_prompts`).
     seed : int
@@ -57,8 +58,8 @@ class ExplicitRequest:
     """
 
     models: tuple[str, ...]
-    tasks: tuple[str, ...] = ()
-    systems: tuple[str, ...] = ()
+    tasks: tuple[str, ...] | None = None
+    systems: tuple[str, ...] | None = None
     size: str | int = "compact"
     seed: int = 0
     samples: int = 4
@@ -86,8 +87,8 @@ def plan_explicit_request(
     if not request.cfg_scales:
         specs = at_default_guidance(specs)
     selection = {
-        "tasks": list(request.tasks) or None,
-        "systems": list(request.systems) or None,
+        "tasks": None if request.tasks is None else list(request.tasks),
+        "systems": None if request.systems is None else list(request.systems),
         "size": request.size,
         "seed": request.seed,
         "colors": list(request.colors) or None,
