@@ -171,11 +171,15 @@ class StartTab(Tab):
     def restore_on_load(self, stored_token: str, request: gr.Request) -> dict:
         """The page's first step: the stored session or an invite in the address, its view,
         and the sign-in buttons made usable (a sign-in made before would be undone)."""
-        token, message = restore(self.ctx, stored_token, request)
+        token, message, refused = restore(self.ctx, stored_token, request)
         usable = gr.Button(interactive=True)
+        shown = self.show(token)
+        if refused:
+            # The refusal is on the Start tab: land there, whoever stays signed in.
+            shown.update(self.named(tab_set=gr.Tabs(selected=NAME)))
         return {
             **self.named(session_token=token, status=message),
-            **self.show(token),
+            **shown,
             **self.named(**dict.fromkeys(BUTTONS, usable)),
         }
 
@@ -281,26 +285,33 @@ def sign_out(ctx: AppContext, session_token: str) -> tuple[str, str]:
     return "", "You are signed out."
 
 
-def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[str, str]:
-    """On page load: sign in from ``?invite=`` or keep the stored session if still valid.
+def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[str, str, bool]:
+    """On page load: sign in from ``?invite=`` or ``?study=``, or keep the stored session if
+    still valid; ``(session_token, message, refused)``.
 
-    A bad invite shows its message instead of failing the page.
+    A bad link shows its message (`refused`) instead of failing the page, and keeps the
+    stored session.
     """
     params = dict(request.query_params) if request is not None else {}
     if params.get("study"):
         try:
-            return join_open_link(ctx, params, client_address(request))
+            return *join_open_link(ctx, params, client_address(request)), False
         except gr.Error as error:
-            return stored or "", f"**This study link did not work:** {error.message}"
+            return _kept(ctx, stored), f"**This study link did not work:** {error.message}", True
     if params.get("invite"):
         try:
-            return sign_in_with_invite(ctx, params["invite"], client_address(request))
+            return *sign_in_with_invite(ctx, params["invite"], client_address(request)), False
         except gr.Error as error:
-            return stored or "", f"Your invite link did not work: {error.message}"
+            return _kept(ctx, stored), f"Your invite link did not work: {error.message}", True
     actor = current_actor(ctx, stored)
     if actor is None:
-        return "", "You are not signed in."
-    return stored, f"Signed in as **{escape(actor.pseudonym)}**."
+        return "", "You are not signed in.", False
+    return stored, f"Signed in as **{escape(actor.pseudonym)}**.", False
+
+
+def _kept(ctx: AppContext, stored: str | None) -> str:
+    """The stored session when it is still valid, else none."""
+    return stored if current_actor(ctx, stored) is not None else ""
 
 
 def current_actor(ctx: AppContext, session_token: str | None) -> Actor | None:

@@ -42,6 +42,14 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, module_ch
         expect(status).to_have_text("Signed in as D0001.", timeout=20_000)
         _expect_signed_in(page, expect, True)
         expect(page.get_by_role("tab", name="Admin")).to_have_count(0)
+        # A bad link opened while signed in: the page lands where its refusal is shown, the
+        # Start tab (not the designer's own tab), and the session stays.
+        page.goto(client.src + "?invite=forged-token")
+        expect(status).to_contain_text("Your invite link did not work", timeout=20_000)
+        expect(status).to_be_visible()
+        expect(page.get_by_role("tab", name="Start")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_role("tab", name="Coloring")).to_be_visible()
+        _expect_signed_in(page, expect, True)
         page.get_by_role("button", name="Sign out").click()
         expect(status).to_have_text("You are signed out.", timeout=20_000)
         _expect_signed_in(page, expect, False)
