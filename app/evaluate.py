@@ -408,6 +408,7 @@ class EvaluateTab(Tab):
         segmenter = _segmenter(self.models_dir, preset, box, text)
         if executor.kind == "in-process":
             jobs.check_weights(runs.run_config(db, run) if run else None, segmenter)
+        runs.claim_masking(db, run or "", jobs.masking_of(segmenter))
         research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
         state = self.ctx.jobs.submit(run, segmenter, executor)
         return {

@@ -719,6 +719,12 @@ def _v15_crowd_consent(db: sqlite_utils.Database) -> None:
     db["crowd_participants"].add_column("consented", str)
 
 
+def _v16_run_masking(db: sqlite_utils.Database) -> None:
+    """How a run's images are masked (``runs.masking``, JSON: detector, SAM, thresholds;
+    `evaluation.pipeline.runs.claim_masking`): null until a masking is given for the run."""
+    db["runs"].add_column("masking", str)
+
+
 def change_count(db: sqlite_utils.Database, name: str = DISTRIBUTIONS_CHANGED) -> int:
     """How many changes the triggers of `_v10_change_counters` have counted (a cache key)."""
     row = db.execute("select n from change_counters where name = ?", [name]).fetchone()
@@ -744,6 +750,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("pilot study concepts", _v13_pilot_concepts),
     ("open study links for crowd platforms", _v14_crowd_links),
     ("consent of crowd participants", _v15_crowd_consent),
+    ("the masking of each run", _v16_run_masking),
 )
 
 

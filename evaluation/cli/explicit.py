@@ -219,7 +219,7 @@ def main(args: argparse.Namespace) -> int:
 
     from evaluation.explicit.tables import accuracy_table, coverage_table, image_verdicts, write_csv
     from evaluation.pipeline import runs
-    from evaluation.pipeline.jobs import check_weights
+    from evaluation.pipeline.jobs import check_weights, masking_of
 
     generate_on = stage_executor(args, "generate")  # before storing anything: no cluster, no run
     # Every option is checked before the run is stored: one refused later left a stored run.
@@ -232,6 +232,7 @@ def main(args: argparse.Namespace) -> int:
     config = create_or_resume(
         db, args, (lambda c: check_weights(c, segmenter)) if generate_on is None else None
     )
+    runs.claim_masking(db, args.run, masking_of(segmenter))  # before any image is made
     if runs.pending_items(db, args.run, "generate"):
         _generate(db, args, config, device, generate_on)
     done = 0

@@ -90,7 +90,7 @@ def segmenter_spec(args: argparse.Namespace):
 def main(args: argparse.Namespace) -> int:
     """Load the detector and SAM once (per worker), then segment the run's generated images."""
     from evaluation.pipeline import runs
-    from evaluation.pipeline.jobs import LazySegmentationWork, check_weights
+    from evaluation.pipeline.jobs import LazySegmentationWork, check_weights, masking_of
     from evaluation.pipeline.stages import run_stage
 
     if args.batch_size < 1:
@@ -100,6 +100,7 @@ def main(args: argparse.Namespace) -> int:
     executor = stage_executor(args, "segment")
     device = resolve_device(args.device) if executor is None else args.device
     spec = segmenter_spec(args)
+    runs.claim_masking(db, args.run, masking_of(spec))
     if executor is None:  # on a cluster the workers hold the weights, not this machine
         check_weights(None, spec)
     else:  # every node: the data folder and the weights, before the first batch

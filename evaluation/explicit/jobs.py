@@ -160,6 +160,7 @@ def run_explicit_pipeline(
     config = runs.run_config(db, run)
     if not is_explicit(config):
         raise runs.RunError(f"run {run!r} is not an explicit-color run")
+    runs.claim_masking(db, run, jobs.masking_of(segmenter))
     cluster = jobs.cluster_of(executor)
     check = jobs.stop_check(run, should_stop)
     # 1. Generate the pending (or failed) images, as for a concept run.

@@ -76,6 +76,25 @@ class SegmenterSpec:
     sam_type: str = "vit_h"
 
 
+def masking_of(segmenter: SegmenterSpec) -> dict:
+    """What makes a run's masks what they are (`runs.claim_masking`): the detector and SAM
+    (``preset: tiny-random`` for the project's tiny models, wherever they are built) and
+    the two thresholds."""
+    record: dict = {
+        "box_threshold": float(segmenter.box_threshold),  # 0 from a form is 0.0 from a command line
+        "text_threshold": float(segmenter.text_threshold),
+    }
+    if segmenter.tiny_dir:
+        record["preset"] = "tiny-random"
+    elif segmenter.sam_checkpoint:
+        record.update(
+            detector=segmenter.detector, sam_checkpoint=segmenter.sam_checkpoint, sam_type=segmenter.sam_type
+        )
+    else:
+        record.update(detector=segmenter.detector, sam=segmenter.sam)
+    return record
+
+
 def segmenter_preset(
     name: str,
     models_dir: str | Path,
@@ -295,7 +314,8 @@ def run_pipeline(
         If Ray is chosen but not installed or no cluster answers.
     """
     data_dir = location(data_dir)
-    runs.run_config(db, run)  # an unknown run fails here, before a cluster is joined
+    # An unknown run, or one masked another way, fails here, before a cluster is joined.
+    runs.claim_masking(db, run, masking_of(segmenter))
     cluster = cluster_of(executor)
     with ray_connection_held(cluster):
         if cluster is not None:

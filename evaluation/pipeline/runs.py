@@ -126,6 +126,54 @@ def run_config(db: sqlite_utils.Database, name: str) -> dict:
     return json.loads(row[0])
 
 
+def claim_masking(db: sqlite_utils.Database, run: str, masking: Mapping[str, Any]) -> None:
+    """Record `masking` as the one that masks run `run`'s images, or refuse another.
+
+    A run's distributions must come from one masking: masks of two detectors or two
+    thresholds would be mixed in one table without a trace. Until an image of the run is
+    masked, the masking given last is kept; once one is, only the recorded masking may go on.
+    A run masked before the masking was recorded (schema 15 or older) takes the first one
+    given from then on.
+
+    Parameters
+    ----------
+    masking : Mapping
+        JSON-able description of the masking (`evaluation.pipeline.jobs.masking_of`).
+
+    Raises
+    ------
+    RunError
+        If the run is unknown, or its images were masked with another masking (the message
+        names the fields that differ and the recorded values).
+    """
+    run_config(db, run)
+    wanted = json.dumps(dict(masking), sort_keys=True)
+    with transaction(db):
+        [recorded] = db.execute("SELECT masking FROM runs WHERE name = ?", [run]).fetchone()
+        if recorded == wanted:
+            return
+        masked = db.execute(
+            "SELECT 1 FROM run_items WHERE run = ? AND status = 'segmented' LIMIT 1", [run]
+        ).fetchone()
+        if recorded is not None and masked is not None:
+            before = json.loads(recorded)
+            diff = sorted(k for k in set(before) | set(masking) if before.get(k) != masking.get(k))
+            described = ", ".join(f"{k}={v}" for k, v in sorted(before.items()))
+            raise RunError(
+                f"run {run!r} is masked with {described}; the masking given now differs in "
+                f"{diff}: give the run's own masking to go on (one run's distributions come "
+                "from one masking), or start another run"
+            )
+        db.execute("UPDATE runs SET masking = ? WHERE name = ?", [wanted, run])
+
+
+def run_masking(db: sqlite_utils.Database, run: str) -> dict | None:
+    """The masking recorded for run `run` (`claim_masking`), or None before one is given."""
+    run_config(db, run)
+    [recorded] = db.execute("SELECT masking FROM runs WHERE name = ?", [run]).fetchone()
+    return None if recorded is None else json.loads(recorded)
+
+
 def pending_items(db: sqlite_utils.Database, run: str, stage: str) -> list[dict]:
     """The items that `stage` (``"generate"`` or ``"segment"``) still has to do, in grid order."""
     if stage not in STAGE_INPUT:

@@ -76,6 +76,15 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
         )
         with pytest.raises(AppError, match="run 'tiny-two' exists already; resume it"):
             client.predict(researcher, "tiny-two", *_selection(), *TINY, api_name="/evaluate_start")
+        # Masked: resuming with another threshold is refused, naming the run's own masking.
+        with pytest.raises(
+            AppError,
+            match=r"run 'tiny-two' is masked with box_threshold=0.0, preset=tiny-random, "
+            r"text_threshold=0.0; the masking given now differs in \['box_threshold'\]",
+        ):
+            client.predict(researcher, "tiny-two", "tiny-random", 0.5, 0, api_name="/evaluate_resume")
+        client.predict(researcher, "tiny-two", *TINY, api_name="/evaluate_resume")  # its own: queued
+        assert _wait(client, researcher, "tiny-two")[0] == "finished"
     db = open_db(config.db_path)
     try:
         stored = runs.model_distributions(db, run="tiny-two")

@@ -86,6 +86,12 @@ def test_generate_segment_extract_score_end_to_end(tmp_path, models, capsys):
     assert (
         "tiny-random: 16 usable, 0 without detection, 0 with an empty mask (of 16)" in capsys.readouterr().out
     )
+    # Masked once: another threshold is refused, naming it, and changes nothing.
+    looser = [*segment]
+    looser[looser.index("--box-threshold") + 1] = "0.5"
+    assert main(looser) == 2
+    assert "differs in ['box_threshold']: give the run's own masking to go on" in capsys.readouterr().err
+    assert main(segment) == 0 and "0 image(s) segmented" in capsys.readouterr().out
     assert main(["extract", "--run", "r", *_storage(tmp_path)]) == 0
     assert "8 distribution(s) written for run 'r'" in capsys.readouterr().out
 

@@ -133,6 +133,33 @@ def test_creating_a_run_again_keeps_its_items_and_a_changed_grid_is_refused(db, 
     assert db["runs"].count == 1 and db["run_items"].count == 16
 
 
+def test_a_run_keeps_one_masking_once_an_image_is_masked(db, tiny):
+    items, config = _plan(tiny)
+    runs.create_run(db, "r", items, config)
+    assert runs.run_masking(db, "r") is None
+    paper = {"detector": "IDEA-Research/grounding-dino-base", "sam": "facebook/sam-vit-huge"}
+    first = {**paper, "box_threshold": 0.35, "text_threshold": 0.25}
+    looser = {**first, "box_threshold": 0.2}
+    runs.claim_masking(db, "r", first)
+    runs.claim_masking(db, "r", looser)  # nothing masked yet: the last one given is kept
+    assert runs.run_masking(db, "r") == looser
+    runs.record_items(db, [{"id": 1, "status": "segmented", "segment_status": "no_detection"}])
+    runs.claim_masking(db, "r", looser)  # the same again: it goes on
+    with pytest.raises(runs.RunError) as refused:
+        runs.claim_masking(db, "r", first)
+    assert str(refused.value) == (
+        "run 'r' is masked with box_threshold=0.2, detector=IDEA-Research/grounding-dino-base, "
+        "sam=facebook/sam-vit-huge, text_threshold=0.25; the masking given now differs in "
+        "['box_threshold']: give the run's own masking to go on (one run's distributions come "
+        "from one masking), or start another run"
+    )
+    with pytest.raises(runs.RunError, match=r"differs in \['detector', 'preset', 'sam'\]"):
+        runs.claim_masking(db, "r", {"preset": "tiny-random", "box_threshold": 0.2, "text_threshold": 0.25})
+    assert runs.run_masking(db, "r") == looser
+    with pytest.raises(runs.RunError, match="no run named 'x'"):
+        runs.claim_masking(db, "x", first)
+
+
 def test_a_bad_item_update_writes_nothing(db, tiny):
     items, config = _plan(tiny)
     runs.create_run(db, "r", items, config)
