@@ -55,11 +55,27 @@ from app.coloring_canvas import served_files
 
 COOKIE = "cc_session"
 # The page keeps the cookie in step with its session: set on sign-in, cleared on sign-out.
+# The cookie is the browser's, the session the tab's: a sign-in in another tab of the same
+# browser replaced it, and this tab's downloads were refused (403) while its page still
+# acted for its own session. So each tab puts its own session back as it is used (focus,
+# a press of a key or pointer, before the link it follows).
 COOKIE_JS = f"""(token) => {{
-    const secure = location.protocol === 'https:' ? '; Secure' : '';
-    document.cookie = token
-        ? '{COOKIE}=' + encodeURIComponent(token) + '; path=/; SameSite=Strict' + secure
-        : '{COOKIE}=; path=/; max-age=0; SameSite=Strict' + secure;
+    const put = (value) => {{
+        const secure = location.protocol === 'https:' ? '; Secure' : '';
+        document.cookie = value
+            ? '{COOKIE}=' + encodeURIComponent(value) + '; path=/; SameSite=Strict' + secure
+            : '{COOKIE}=; path=/; max-age=0; SameSite=Strict' + secure;
+    }};
+    window.ccSession = token;
+    put(token);
+    if (!window.ccSessionKept) {{
+        window.ccSessionKept = true;
+        const keep = () => put(window.ccSession);
+        window.addEventListener('focus', keep);
+        document.addEventListener('visibilitychange', () => {{ if (!document.hidden) keep(); }});
+        document.addEventListener('pointerdown', keep, true);
+        document.addEventListener('keydown', keep, true);
+    }}
     return [];
 }}"""
 

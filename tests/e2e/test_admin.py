@@ -62,6 +62,16 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
         ("E0002", "expert", "yes", "active", "1"),
         ("E0003", "expert", "yes", "active", "1"),
     ]
+    # Another tab of this browser signs in as E0001: this tab, still the admin's, downloads
+    # its CSV as the admin (the cookie is the browser's; each tab puts its session back).
+    other = page.context.new_page()
+    other.goto(links[0].replace(live_app.config.public_url + "/", live_app.url.rstrip("/") + "/"))
+    expect(other.locator("#start_status")).to_contain_text("Signed in as E0001")
+    page.bring_to_front()
+    with page.expect_download() as fetched:
+        download.click()
+    assert Path(fetched.value.path()).read_text().splitlines() == csv
+    other.close()
     assert page.js_errors == []
 
 
