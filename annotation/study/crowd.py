@@ -382,11 +382,20 @@ def join(
             )
         link = rows[0]
         external_id = _external_id(params, link["id_param"])
-        previous = list(
-            db["crowd_participants"].rows_where("link_id = ? and external_id = ?", [link["id"], external_id])
+        # One id, one participant of the study, through whichever of its links (a second
+        # link of a study, a top-up, took the same person in again for the same pairs).
+        previous = next(
+            db.query(
+                "select c.* from crowd_participants c join crowd_links l on l.id = c.link_id "
+                "where l.study_id = ? and l.id_param = ? and c.external_id = ? "
+                "order by c.link_id = ? desc, c.started limit 1",
+                [link["study_id"], link["id_param"], external_id, link["id"]],
+            ),
+            None,
         )
-        if previous:
-            return _resume(db, link, previous[0], session_days, now)
+        if previous is not None:
+            held = link if previous["link_id"] == link["id"] else db["crowd_links"].get(previous["link_id"])
+            return _resume(db, held, previous, session_days, now)
         _check_open(db, link, now)
         recent = db.execute(
             "select count(*) from crowd_participants where address = ? and link_id = ? and started > ?",

@@ -106,6 +106,26 @@ def test_the_same_pid_resumes_its_account_and_its_trials(setup):
     assert db["crowd_participants"].count == 1
 
 
+def test_the_same_pid_through_a_second_link_of_the_study_is_the_same_participant(setup):
+    db, study_id = setup
+    first_link, first = _link(db, study_id)
+    _, second = _link(db, study_id)
+    joined = _join(db, first, "pid-a", minutes_ago=5)
+    actor = _actor(db, joined)
+    assert _judge(db, actor, 10) == 10
+    assert crowd.settle(db, actor, now=T0).code == "C0MPLETE"  # every trial: finished
+    again = _join(db, second, "pid-a")
+    assert again.resumed and again.state.finished and _actor(db, again) == actor
+    assert db["crowd_participants"].count == 1
+    assert [r["link_id"] for r in db["crowd_participants"].rows] == [first_link["id"]]
+    # Another id through the second link is a new person of that link.
+    other = _join(db, second, "pid-b")
+    assert not other.resumed and db["crowd_participants"].count == 2
+    # The same id under another id parameter (another platform) is not this person.
+    _, third = _link(db, study_id, id_param="workerId")
+    assert not crowd.join(db, third, {"workerId": "pid-a"}, address="5.6.7.8", now=T0).resumed
+
+
 @pytest.mark.parametrize(
     "options, when, message",
     [
