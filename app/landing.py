@@ -171,11 +171,11 @@ class StartTab(Tab):
     def restore_on_load(self, stored_token: str, request: gr.Request) -> dict:
         """The page's first step: the stored session or an invite in the address, its view,
         and the sign-in buttons made usable (a sign-in made before would be undone)."""
-        token, message, refused = restore(self.ctx, stored_token, request)
+        token, message, on_start = restore(self.ctx, stored_token, request)
         usable = gr.Button(interactive=True)
         shown = self.show(token)
-        if refused:
-            # The refusal is on the Start tab: land there, whoever stays signed in.
+        if on_start:
+            # The message is on the Start tab: land there, whoever stays signed in.
             shown.update(self.named(tab_set=gr.Tabs(selected=NAME)))
         return {
             **self.named(session_token=token, status=message),
@@ -226,9 +226,10 @@ def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[
     return session.token, f"Signed in as **{escape(session.pseudonym)}**."
 
 
-def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[str, str]:
-    """``(session_token, message)`` for an open study link's query parameters (``study`` and
-    the platform's ids): a new participant, or the same external id resumed; raises `gr.Error`.
+def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[str, str, bool]:
+    """``(session_token, message, finished)`` for an open study link's query parameters
+    (``study`` and the platform's ids): a new participant, or the same external id resumed
+    (`finished`: one who has finished the study); raises `gr.Error`.
 
     Unknown link tokens count as failed sign-ins of `address` (`annotation.people.throttle`);
     new people per address are limited by the link (`annotation.study.crowd.join`)."""
@@ -241,13 +242,35 @@ def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[st
             raise
     name = escape(joined.session.pseudonym)
     if joined.state.finished:
-        return joined.session.token, f"Welcome back, **{name}**: you have finished this study."
+        return joined.session.token, f"Welcome back, **{name}**: {study_over(joined.state)}", True
     welcome = "Welcome back" if joined.resumed else "Welcome"
-    return joined.session.token, (
+    return (
+        joined.session.token,
         f"{welcome}, you take part as **{name}**. Your time for this study ends at "
         f"{joined.state.deadline[11:16]} UTC. On the **Judge** tab, press *Start*: "
-        + ("your trials follow." if joined.state.consented else "first the consent text, then your trials.")
+        + ("your trials follow." if joined.state.consented else "first the consent text, then your trials."),
+        False,
     )
+
+
+def study_over(state: crowd.CrowdState | None) -> str:
+    """What a crowd participant who no longer judges reads where the page lands (their code
+    and the way back to the platform, when they have them); "" for anyone else."""
+    if state is None or state.status == "active":
+        return ""
+    if state.finished:
+        return (
+            f"you have finished this study. Your code is **{escape(state.code)}**: "
+            f"[back to the study platform]({escape(state.return_url)})."
+        )
+    if state.status == "timed_out":
+        return "your time for this study ran out; please return it on the platform."
+    if not state.consented:
+        return (
+            "you did not agree to the consent text, so you do not take part; please return the "
+            f"study on the platform ([back to the platform]({escape(state.platform_url)}))."
+        )
+    return "you returned this study; it cannot be taken again."
 
 
 def sign_in_as_admin(ctx: AppContext, password: str, address: str = "") -> tuple[str, str]:
@@ -287,15 +310,16 @@ def sign_out(ctx: AppContext, session_token: str) -> tuple[str, str]:
 
 def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[str, str, bool]:
     """On page load: sign in from ``?invite=`` or ``?study=``, or keep the stored session if
-    still valid; ``(session_token, message, refused)``.
+    still valid; ``(session_token, message, on_start)``.
 
-    A bad link shows its message (`refused`) instead of failing the page, and keeps the
-    stored session.
+    A bad link shows its message instead of failing the page, and keeps the stored
+    session; its message, and that of a crowd participant who no longer judges, is on the
+    Start tab, where the page then lands (`on_start`).
     """
     params = dict(request.query_params) if request is not None else {}
     if params.get("study"):
         try:
-            return *join_open_link(ctx, params, client_address(request)), False
+            return join_open_link(ctx, params, client_address(request))
         except gr.Error as error:
             return _kept(ctx, stored), f"**This study link did not work:** {error.message}", True
     if params.get("invite"):
@@ -306,6 +330,10 @@ def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[s
     actor = current_actor(ctx, stored)
     if actor is None:
         return "", "You are not signed in.", False
+    with ctx.db() as db:
+        over = study_over(crowd.state(db, actor))
+    if over:  # a crowd participant who no longer judges: why, where the page lands
+        return stored, f"Signed in as **{escape(actor.pseudonym)}**: {over}", True
     return stored, f"Signed in as **{escape(actor.pseudonym)}**.", False
 
 

@@ -131,6 +131,13 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
     _vote(page, live_app)
     page.wait_for_url(f"{platform}/done?cc=DONE42")
     expect(page.locator("#stub")).to_be_visible()
+    # A comes back (the platform's page failed, say): the page lands where they read that
+    # they finished, with their code and the way back, not on a Judge tab promising trials.
+    _open(page, live_app, token, "pidA")
+    status = page.locator("#start_status")
+    expect(status).to_contain_text("you have finished this study. Your code is DONE42")
+    expect(status).to_be_visible()
+    expect(status.locator("a")).to_have_attribute("href", f"{platform}/done?cc=DONE42")
 
     # B: judges two trials, opens the link again and goes on where they were.
     _open(page, live_app, token, "pidB")
@@ -186,6 +193,10 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
     expect(page.locator("#start_status")).to_contain_text(
         "This study link did not work: you returned this study; it cannot be taken again"
     )
+    # A reload keeps X's session in this browser: the page lands where it says why no trial comes.
+    page.reload()
+    expect(page.locator("#start_status")).to_contain_text("you did not agree to the consent text")
+    expect(page.locator("#start_status")).to_be_visible()
 
     # D takes the place X freed; then all three are taken (A, B, D) and E is refused.
     _open(page, live_app, token, "pidD")
