@@ -96,7 +96,8 @@ EVENTS = (
         "create_note",
         "admin_create_invites",
     ),
-    On("then", "invites_csv", (*_TOKEN, "invites"), ("links_file",)),
+    # Its refusal (a session ended meanwhile) goes beside the button, as the step's before.
+    On("then", "invites_csv", (*_TOKEN, "invites"), ("links_file",), "create_note", clear_note=False),
     On(_OPENED, "practice_pending", _TOKEN, ("pending", "gallery"), "refresh_note", "admin_practice_pending"),
     On(
         "review.click",
@@ -156,7 +157,7 @@ EVENTS = (
         "export.click", "export_start", (*_TOKEN, "external_ids"), EXPORT, "export_note", "admin_export_start"
     ),
     On("then", "export_polling", (), ("timer",)),
-    On("timer.tick", "export_tick", _TOKEN, (*EXPORT, "timer", "export_note")),
+    On("timer.tick", "export_tick", _TOKEN, (*EXPORT, "timer", "export_note"), "export_note"),
     On("tab.select", "export_polling", (), ("timer",)),
     # A hidden trigger: the page polls by the timer; this is the API's twin of the poll.
     On(

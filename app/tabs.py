@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from app.common import OWN_SESSION, UI, AppContext, own_session, wire
+from app.common import OWN_SESSION, ROLE, UI, AppContext, own_session, wire
 
 SESSION_CHANGE = "session_token.change"
 """The trigger of a tab's reaction to a sign-in, a restored session or a sign-out, which
@@ -111,6 +111,11 @@ def wire_events(tab, events: tuple[On, ...]) -> None:
         inputs = [tab.parts[name] for name in on.inputs]
         outputs = [tab.parts[name] for name in on.outputs]
         if on.note is None:
+            if getattr(getattr(fn, "cc_access", None), "kind", None) == ROLE:
+                # It can refuse: raised, Gradio covers its outputs with an error sheet.
+                raise ValueError(
+                    f"{type(tab).__name__}.{on.method} checks roles and can refuse: its event needs a `note`"
+                )
             named = {} if on.api_name is None else {"api_name": on.api_name}
             event = listener(fn, inputs, outputs, js=on.js, api_visibility="private", **named)
             continue

@@ -388,6 +388,8 @@ def _session_actor(db, token_hash: str, now: dt.datetime) -> Actor:
         raise InvalidToken(f"{_ENDED}; open your invite link again")
     session = rows[0]
     if session["revoked"]:
+        if session["annotator_id"] is None:  # the admin has a password, not an invite link
+            raise InvalidToken(f"{_ENDED}: sign in again with the admin password on the Start tab")
         # Sessions ended before they recorded why (schema version 12) give no reason.
         raise InvalidToken(END_REASONS.get(session["end_reason"], f"{_ENDED}; open your invite link again"))
     if session["expires"] <= iso(now):

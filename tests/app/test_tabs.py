@@ -8,7 +8,7 @@ import pytest
 from annotation.people.passwords import login_admin
 from app import build_app
 from app.common import own_session, role, ui_only
-from app.tabs import SessionReactions
+from app.tabs import On, SessionReactions, Tab, wire_events
 from evaluation.concepts import load_concepts
 from tests.app_server import ADMIN_PASSWORD, make_config, session_event
 
@@ -88,6 +88,25 @@ def test_a_reaction_that_could_refuse_or_says_nothing_of_access_is_refused(fn):
         token = gr.Textbox()
         with pytest.raises(ValueError, match="own_session or ui_only"):
             SessionReactions(token).change(fn, token, gr.Textbox())
+
+
+class _Refusing(Tab):
+    @role("admin")
+    def checked(self, db, actor):
+        return {}
+
+
+def test_an_event_that_checks_roles_without_a_note_is_refused_at_build():
+    """Its refusal would raise, and Gradio would cover its outputs with an error sheet
+    (the admin's invite CSV step did, after a sign-out in another tab)."""
+    with gr.Blocks():
+        parts = {"session_token": gr.Textbox(), "go": gr.Button(), "out": gr.Textbox(), "note": gr.Markdown()}
+        tab = _Refusing(None, parts)
+        with pytest.raises(
+            ValueError, match=r"_Refusing.checked checks roles and can refuse: its event needs a `note`"
+        ):
+            wire_events(tab, (On("go.click", "checked", ("session_token",), ("out",)),))
+        wire_events(tab, (On("go.click", "checked", ("session_token",), ("out",), "note"),))
 
 
 def test_two_reactions_updating_one_part_or_a_late_one_are_refused():

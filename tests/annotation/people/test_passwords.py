@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from annotation.__main__ import main
-from annotation.errors import InvalidInput, PermissionDenied
-from annotation.people.accounts import require
+from annotation.errors import InvalidInput, InvalidToken, PermissionDenied
+from annotation.people.accounts import logout, require
 from annotation.people.passwords import (
     ENV_PASSWORD,
     ENV_PASSWORD_FILE,
@@ -34,6 +34,13 @@ def test_generated_password_is_printed_once_and_stored_only_hashed(tmp_path, db)
     assert stored.startswith("scrypt$") and verify_password(password, stored)
     session = login_admin(db, password)
     assert require(db, session.token, "admin").is_admin
+    # Signed out (in another tab, say): the way back is the password, not an invite link.
+    logout(db, session.token)
+    with pytest.raises(InvalidToken) as ended:
+        require(db, session.token)
+    assert str(ended.value) == (
+        "your session is not valid any more: sign in again with the admin password on the Start tab"
+    )
 
 
 def test_password_from_environment_or_file_replaces_the_stored_one(tmp_path, db):
