@@ -199,19 +199,37 @@ class StartTab(Tab):
         return self.named(session_token=token, status=message)
 
 
+# Tokens are URL-safe base64: these around one came with it from a sentence or quotes.
+_AROUND = ".,;:!?'\"()[]<>"
+
+
 def invite_token(text: str) -> str:
     """The token of an invite link (``.../?invite=TOKEN``) or of a bare token."""
-    text = (text or "").strip()
+    text = (text or "").strip().strip(_AROUND)
     if "invite=" in text:
         query = urllib.parse.urlparse(text).query or text.split("?", 1)[-1]
         text = urllib.parse.parse_qs(query).get("invite", [""])[0]
-    return text
+    return text.strip(_AROUND)
+
+
+def study_link_params(text: str) -> dict | None:
+    """The query parameters of an open study link (``.../?study=TOKEN&PROLIFIC_PID=...``)
+    pasted into the invite box, or None when `text` is not one."""
+    text = (text or "").strip().strip(_AROUND)
+    if "invite=" in text or "study=" not in text:
+        return None
+    query = urllib.parse.urlparse(text).query or text.split("?", 1)[-1]
+    return {key: values[0] for key, values in urllib.parse.parse_qs(query).items()}
 
 
 def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[str, str]:
     """``(session_token, message)`` for an invite link or code; raises `gr.Error`.
 
+    An open study link pasted there joins its study, as opening it does (`join_open_link`).
     Failed attempts are throttled per client `address` (`annotation.people.throttle`)."""
+    if isinstance(text, str) and len(text) <= 1000 and (params := study_link_params(text)) is not None:
+        token, message, _ = join_open_link(ctx, params, address)
+        return token, message
     with shown_errors("login_invite"), ctx.db() as db:
         if isinstance(text, str) and not invite_token(text):
             # Nothing to check: a press on an empty box is no guess, and not a failure.

@@ -169,6 +169,17 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
         with pytest.raises(AppError, match="you returned this study"):
             client.predict(declining, True, api_name="/participant_consent")
 
+        # The study link pasted into the invite box joins, as opening it does; the "." of the
+        # sentence it was copied from is no part of it. An invite link likewise.
+        pasted = f"http://127.0.0.1:7860/?study={link}&PROLIFIC_PID=pidC."
+        token, message = client.predict(pasted, api_name="/login_invite")
+        assert token and message.startswith("Welcome, you take part as **P")
+        assert client.predict(pasted, api_name="/login_invite")[1].startswith("Welcome back, you take part")
+        invite = _invite(client, "participant")
+        assert client.predict(f"({invite}).", api_name="/login_invite")[1].startswith("Signed in as **P")
+        with pytest.raises(AppError, match="this study link is not valid"):
+            client.predict(pasted.replace(link, "forged"), api_name="/login_invite")
+
         # The Admin tab's export names the external ids only when asked to.
         admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
         for asked in (False, True):
@@ -188,6 +199,7 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
     assert [(p["external_id"], p["status"], bool(p["consented"])) for p in people] == [
         ("pidA", "active", True),
         ("pidB", "returned", False),
+        ("pidC", "active", False),
     ]
 
 
