@@ -438,6 +438,11 @@ def _held(task: Task, annotator_id: int) -> Task:
     if task.annotator_id != annotator_id:
         raise PermissionDenied(f"task {task.id} was handed to someone else")
     if task.status == "submitted":
+        if task.kind == "judgment":  # a participant's words: a trial, answered in another tab
+            raise Conflict(
+                "this trial was already answered (in another tab or window, say); your first "
+                "answer is kept: press Start for your next trial"
+            )
         raise Conflict(f"task {task.id} was already submitted; your first answer is kept and nothing changed")
     if task.status == "released":
         raise Conflict(f"task {task.id} was already given back; nothing was stored")

@@ -346,6 +346,14 @@ def test_votes_wait_for_the_background_answer_and_bad_votes_store_nothing(setup)
     ]
     judging.record_judgment(db, actor, trial.task_id, "right", 1.0)
     assert judging.votes_frame(db, 1)["design_background"].tolist() == [False]
+    # The same trial answered again (a second tab): refused in a participant's words.
+    with pytest.raises(Conflict) as again:
+        judging.record_judgment(db, actor, trial.task_id, "left", 1.0)
+    assert str(again.value) == (
+        "this trial was already answered (in another tab or window, say); your first answer is "
+        "kept: press Start for your next trial"
+    )
+    assert len(judging.votes_frame(db, 1)) == 1
 
 
 def test_failed_attention_checks_flag_the_participant_and_keep_the_votes(setup):
