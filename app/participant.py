@@ -254,8 +254,12 @@ class ParticipantTab(Tab):
     @role(*ROLES)
     def consent(self, db, actor, agree: bool) -> dict:
         """A crowd participant's answer to the consent text: ``true`` (I agree) shows the
-        first step of the study; ``false`` (I do not agree) ends their part as returned."""
-        crowd.consent(db, actor, agree)
+        first step of the study; ``false`` (I do not agree) ends their part as returned.
+        Someone no longer judging (their time ran out while they read, say) is shown where
+        they stand, the form closed, instead of a refusal beside a form that stays."""
+        current = crowd.state(db, actor)
+        if current is None or current.status == "active":
+            crowd.consent(db, actor, agree)
         return self._page(db, actor)
 
     @role(*ROLES)
@@ -468,7 +472,8 @@ def _crowd_message(state: crowd.CrowdState) -> str:
         head = "**This study has ended for you**: some answers did not pass the attention checks."
     elif state.status == "timed_out":
         return (
-            "**Your time for this study ran out.** No more votes are taken; please return it on the platform."
+            "**Your time for this study ran out.** No more votes are taken; please return it on the "
+            f"platform. [Back to the platform]({escape(state.platform_url)})"
         )
     elif not state.consented:
         return (

@@ -140,6 +140,12 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
         )
         agreeing = crowd.join(db, link, {"PROLIFIC_PID": "pidA"}, address="10.0.0.1").session.token
         declining = crowd.join(db, link, {"PROLIFIC_PID": "pidB"}, address="10.0.0.1").session.token
+        late = crowd.join(db, link, {"PROLIFIC_PID": "pidL"}, address="10.0.0.1").session.token
+        # pidL's time ran out while the consent text was open.
+        db.execute(
+            "update crowd_participants set started = '2000-01-01T00:00:00.000000Z' where external_id = 'pidL'"
+        )
+        db.conn.commit()
     finally:
         db.close()
     with running_app(config) as (client, _):
@@ -166,8 +172,17 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
 
         view = client.predict(declining, False, api_name="/participant_consent")
         assert "You did not agree" in view[PROGRESS] and "cc=)" in view[PROGRESS]
-        with pytest.raises(AppError, match="you returned this study"):
-            client.predict(declining, True, api_name="/participant_consent")
+        # An answer from a consent form still open shows where they stand, the form closed.
+        view = client.predict(late, True, api_name="/participant_consent")
+        assert (
+            "Your time for this study ran out" in view[PROGRESS]
+            and "[Back to the platform](" in view[PROGRESS]
+        )
+        view = client.predict(declining, True, api_name="/participant_consent")
+        assert "You did not agree" in view[PROGRESS] and view[TASK] is None
+        assert _rows(config, "select status from crowd_participants where external_id = 'pidB'") == [
+            {"status": "returned"}
+        ]
 
         # The study link pasted into the invite box joins, as opening it does; the "." of the
         # sentence it was copied from is no part of it. An invite link likewise.
@@ -197,6 +212,7 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
             assert ("pidA" in text, "pidB" in text) == (asked, asked)
     people = _rows(config, "select external_id, status, consented from crowd_participants order by started")
     assert [(p["external_id"], p["status"], bool(p["consented"])) for p in people] == [
+        ("pidL", "timed_out", False),  # its start was set back
         ("pidA", "active", True),
         ("pidB", "returned", False),
         ("pidC", "active", False),
