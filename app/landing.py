@@ -335,19 +335,12 @@ def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[s
     Start tab, where the page then lands (`on_start`).
     """
     params = dict(request.query_params) if request is not None else {}
-    if params.get("study"):
-        try:
-            return join_open_link(ctx, params, client_address(request))
-        except gr.Error as error:
-            return _kept(ctx, stored), f"**This study link did not work:** {error.message}", True
-    if params.get("invite"):
-        try:
-            return *sign_in_with_invite(ctx, params["invite"], client_address(request)), False
-        except gr.Error as error:
-            return _kept(ctx, stored), f"Your invite link did not work: {error.message}", True
+    if params.get("study") or params.get("invite"):
+        return _from_link(ctx, params, stored, client_address(request))
     actor = current_actor(ctx, stored)
     if actor is None:
-        return "", "You are not signed in.", False
+        ended = _ended(ctx, stored)
+        return "", "You are not signed in." + (f" ({ended})" if ended else ""), False
     with ctx.db() as db:
         over = study_over(crowd.state(db, actor))
     if over:  # a crowd participant who no longer judges: why, where the page lands
@@ -355,9 +348,38 @@ def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[s
     return stored, f"Signed in as **{escape(actor.pseudonym)}**.", False
 
 
-def _kept(ctx: AppContext, stored: str | None) -> str:
-    """The stored session when it is still valid, else none."""
-    return stored if current_actor(ctx, stored) is not None else ""
+def _from_link(ctx: AppContext, params: dict, stored: str | None, address: str) -> tuple[str, str, bool]:
+    """`restore` for a page opened by a study or invite link."""
+    before = current_actor(ctx, stored)
+    try:
+        if params.get("study"):
+            token, message, on_start = join_open_link(ctx, params, address)
+        else:
+            token, message = sign_in_with_invite(ctx, params["invite"], address)
+            on_start = False
+    except gr.Error as error:
+        link = (
+            "**This study link did not work:**" if params.get("study") else "Your invite link did not work:"
+        )
+        return (stored if before else ""), f"{link} {error.message}", True
+    after = current_actor(ctx, token)
+    if before is not None and after is not None and before.pseudonym != after.pseudonym:
+        # The browser had someone else's session: the link replaced it here.
+        name = escape(before.pseudonym)
+        message += f" This browser was signed in as **{name}** before; to go back, sign in as {name} again."
+    return token, message, on_start
+
+
+def _ended(ctx: AppContext, stored: str | None) -> str:
+    """Why the browser's stored session no longer signs anyone in ("" when it kept none)."""
+    if not stored:
+        return ""
+    try:
+        with ctx.db() as db:
+            require(db, stored)
+    except AnnotationError as error:
+        return escape(str(error))
+    return ""
 
 
 def current_actor(ctx: AppContext, session_token: str | None) -> Actor | None:

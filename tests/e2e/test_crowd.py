@@ -187,16 +187,16 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
     expect(progress.locator("a")).to_have_attribute("href", f"{platform}/done?cc=")
     expect(page.locator("#participant_consent")).to_be_hidden()
     expect(page.locator("#participant_left")).to_be_disabled()
+    # A reload keeps X's session in this browser: the page lands where it says why no trial comes.
+    page.reload()
+    expect(page.locator("#start_status")).to_contain_text("you did not agree to the consent text")
+    expect(page.locator("#start_status")).to_be_visible()
     # X opens the link again: the refusal is shown where the page lands, the Start tab.
     _open(page, live_app, token, "pidX")
     expect(page.locator("#start_status")).to_be_visible()
     expect(page.locator("#start_status")).to_contain_text(
         "This study link did not work: you returned this study; it cannot be taken again"
     )
-    # A reload keeps X's session in this browser: the page lands where it says why no trial comes.
-    page.reload()
-    expect(page.locator("#start_status")).to_contain_text("you did not agree to the consent text")
-    expect(page.locator("#start_status")).to_be_visible()
 
     # D takes the place X freed; then all three are taken (A, B, D) and E is refused.
     _open(page, live_app, token, "pidD")

@@ -2,6 +2,8 @@
 
 import pytest
 
+from annotation.people.accounts import Actor, revoke_annotator
+from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 
 pytestmark = pytest.mark.browser
@@ -54,7 +56,10 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, module_ch
         expect(status).to_have_text("You are signed out.", timeout=20_000)
         _expect_signed_in(page, expect, False)
         page.reload()
-        expect(status).to_have_text("You are not signed in.", timeout=20_000)
+        expect(status).to_have_text(  # the browser still holds the ended session: why it ended
+            "You are not signed in. (your session is not valid any more: you signed out; open your invite link again)",
+            timeout=20_000,
+        )
         page.fill("#start_password input", ADMIN_PASSWORD)
         page.get_by_role("button", name="Sign in as admin").click()
         expect(status).to_have_text("Signed in as admin.", timeout=20_000)
@@ -63,6 +68,29 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, module_ch
         page.get_by_role("button", name="Sign out").click()
         _expect_signed_in(page, expect, False)
         expect(page.locator("#start_password input")).to_have_value("", timeout=20_000)
+        # The admin signs in again, then the designer's link opens in this browser: it says
+        # whom it replaced here.
+        page.fill("#start_password input", ADMIN_PASSWORD)
+        page.get_by_role("button", name="Sign in as admin").click()
+        expect(status).to_have_text("Signed in as admin.", timeout=20_000)
+        # The step that shows the Admin tab is the one that stores the session in the browser.
+        expect(page.get_by_role("tab", name="Admin")).to_be_visible(timeout=20_000)
+        page.goto(link.replace(config.public_url + "/", client.src))
+        expect(status).to_have_text(
+            "Signed in as D0001. This browser was signed in as admin before; to go back, sign in as admin again.",
+            timeout=20_000,
+        )
+        # The account is closed meanwhile: a reload says why nobody is signed in.
+        db = open_db(config.db_path)
+        try:
+            revoke_annotator(db, 1, Actor(None, "admin", frozenset({"admin"})), "left the study")
+        finally:
+            db.close()
+        page.reload()
+        expect(status).to_have_text(
+            "You are not signed in. (your session is not valid any more: the study admin closed your account)",
+            timeout=20_000,
+        )
 
 
 def test_forged_invite_link_shows_why_and_signs_nobody_in(tmp_path, module_chromium):
