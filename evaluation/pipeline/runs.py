@@ -164,7 +164,7 @@ def claim_masking(db: sqlite_utils.Database, run: str, masking: Mapping[str, Any
                 f"{diff}: give the run's own masking to go on (one run's distributions come "
                 "from one masking), or start another run"
             )
-        db.execute("UPDATE runs SET masking = ? WHERE name = ?", [wanted, run])
+        update_rows(db, "runs", {"name": run}, {"masking": wanted})
 
 
 def run_masking(db: sqlite_utils.Database, run: str) -> dict | None:
