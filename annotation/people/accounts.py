@@ -60,7 +60,7 @@ END_REASONS = {
     "too_many": f"{_ENDED}: you signed in on more than {MAX_LIVE_SESSIONS} devices or browsers "
     "and this was the oldest session; open your invite link again",
     "logout": f"{_ENDED}: you signed out; open your invite link again",
-    "resumed": f"{_ENDED}: the study link was opened again in another browser or device; go on "
+    "resumed": f"{_ENDED}: the study link was opened again in another tab, browser or device; go on "
     "there, or open the study link again here",
 }
 """Why a session ended (the ``sessions.end_reason`` values), as `require` says it."""

@@ -99,7 +99,7 @@ def test_the_same_pid_resumes_its_account_and_its_trials(setup):
     assert judging.progress(db, actor) == (3, 10)
     with pytest.raises(
         InvalidToken,
-        match="the study link was opened again in another browser or device; go on there, or open the study "
+        match="the study link was opened again in another tab, browser or device; go on there, or open the study "
         "link again here",
     ):
         require(db, first.session.token)
