@@ -394,7 +394,7 @@ def join(
             None,
         )
         if previous is not None:
-            held = link if previous["link_id"] == link["id"] else db["crowd_links"].get(previous["link_id"])
+            held = link if previous["link_id"] == link["id"] else get_link(db, previous["link_id"])
             return _resume(db, held, previous, session_days, now)
         _check_open(db, link, now)
         recent = db.execute(

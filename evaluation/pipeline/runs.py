@@ -146,17 +146,15 @@ def claim_masking(db: sqlite_utils.Database, run: str, masking: Mapping[str, Any
         If the run is unknown, or its images were masked with another masking (the message
         names the fields that differ and the recorded values).
     """
-    run_config(db, run)
-    wanted = json.dumps(dict(masking), sort_keys=True)
+    masking = dict(masking)
     with transaction(db):
-        [recorded] = db.execute("SELECT masking FROM runs WHERE name = ?", [run]).fetchone()
-        if recorded == wanted:
+        before = run_masking(db, run)
+        if before == masking:
             return
         masked = db.execute(
             "SELECT 1 FROM run_items WHERE run = ? AND status = 'segmented' LIMIT 1", [run]
         ).fetchone()
-        if recorded is not None and masked is not None:
-            before = json.loads(recorded)
+        if before is not None and masked is not None:
             diff = sorted(k for k in set(before) | set(masking) if before.get(k) != masking.get(k))
             described = ", ".join(f"{k}={v}" for k, v in sorted(before.items()))
             raise RunError(
@@ -164,11 +162,12 @@ def claim_masking(db: sqlite_utils.Database, run: str, masking: Mapping[str, Any
                 f"{diff}: give the run's own masking to go on (one run's distributions come "
                 "from one masking), or start another run"
             )
-        update_rows(db, "runs", {"name": run}, {"masking": wanted})
+        update_rows(db, "runs", {"name": run}, {"masking": json.dumps(masking, sort_keys=True)})
 
 
 def run_masking(db: sqlite_utils.Database, run: str) -> dict | None:
-    """The masking recorded for run `run` (`claim_masking`), or None before one is given."""
+    """The masking recorded for run `run` (`claim_masking`), or None before one is given;
+    raises `RunError` for an unknown run, naming the known ones (`run_config`)."""
     run_config(db, run)
     [recorded] = db.execute("SELECT masking FROM runs WHERE name = ?", [run]).fetchone()
     return None if recorded is None else json.loads(recorded)
