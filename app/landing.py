@@ -201,25 +201,35 @@ class StartTab(Tab):
 
 # Tokens are URL-safe base64: these around one came with it from a sentence or quotes.
 _AROUND = ".,;:!?'\"()[]<>"
+MAX_LINK = 1000
+"""Characters of the invite box: a link or code longer than this is refused unread."""
+
+
+def _pasted(text: str | None) -> str:
+    return (text or "").strip().strip(_AROUND)
+
+
+def _query(link: str) -> dict[str, str]:
+    """The first value of each query parameter of `link` (or of ``a=1&b=2`` alone)."""
+    query = urllib.parse.urlparse(link).query or link.split("?", 1)[-1]
+    return {key: values[0] for key, values in urllib.parse.parse_qs(query).items()}
 
 
 def invite_token(text: str) -> str:
     """The token of an invite link (``.../?invite=TOKEN``) or of a bare token."""
-    text = (text or "").strip().strip(_AROUND)
+    text = _pasted(text)
     if "invite=" in text:
-        query = urllib.parse.urlparse(text).query or text.split("?", 1)[-1]
-        text = urllib.parse.parse_qs(query).get("invite", [""])[0]
+        text = _query(text).get("invite", "")
     return text.strip(_AROUND)
 
 
 def study_link_params(text: str) -> dict | None:
     """The query parameters of an open study link (``.../?study=TOKEN&PROLIFIC_PID=...``)
     pasted into the invite box, or None when `text` is not one."""
-    text = (text or "").strip().strip(_AROUND)
+    text = _pasted(text)
     if "invite=" in text or "study=" not in text:
         return None
-    query = urllib.parse.urlparse(text).query or text.split("?", 1)[-1]
-    return {key: values[0] for key, values in urllib.parse.parse_qs(query).items()}
+    return _query(text)
 
 
 def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[str, str]:
@@ -227,7 +237,7 @@ def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[
 
     An open study link pasted there joins its study, as opening it does (`join_open_link`).
     Failed attempts are throttled per client `address` (`annotation.people.throttle`)."""
-    if isinstance(text, str) and len(text) <= 1000 and (params := study_link_params(text)) is not None:
+    if isinstance(text, str) and len(text) <= MAX_LINK and (params := study_link_params(text)) is not None:
         token, message, _ = join_open_link(ctx, params, address)
         return token, message
     with shown_errors("login_invite"), ctx.db() as db:
@@ -236,7 +246,7 @@ def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[
             raise InvalidInput("the invite box is empty: paste the invite link (or its code) you were sent")
         throttle.check(db, address)
         try:
-            check_length(text, "invite link", 1000)
+            check_length(text, "invite link", MAX_LINK)
             session = login_with_invite(db, invite_token(text), session_days=ctx.config.session_days)
         except (InvalidToken, InvalidInput):
             throttle.record_failure(db, address, "invite")
@@ -337,11 +347,13 @@ def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[s
     params = dict(request.query_params) if request is not None else {}
     if params.get("study") or params.get("invite"):
         return _from_link(ctx, params, stored, client_address(request))
-    actor = current_actor(ctx, stored)
-    if actor is None:
-        ended = _ended(ctx, stored)
-        return "", "You are not signed in." + (f" ({ended})" if ended else ""), False
+    if not stored:
+        return "", "You are not signed in.", False
     with ctx.db() as db:
+        try:
+            actor = require(db, stored)
+        except AnnotationError as error:  # the session the browser kept ended: why
+            return "", f"You are not signed in. ({escape(str(error))})", False
         over = study_over(crowd.state(db, actor))
     if over:  # a crowd participant who no longer judges: why, where the page lands
         return stored, f"Signed in as **{escape(actor.pseudonym)}**: {over}", True
@@ -368,18 +380,6 @@ def _from_link(ctx: AppContext, params: dict, stored: str | None, address: str) 
         name = escape(before.pseudonym)
         message += f" This browser was signed in as **{name}** before; to go back, sign in as {name} again."
     return token, message, on_start
-
-
-def _ended(ctx: AppContext, stored: str | None) -> str:
-    """Why the browser's stored session no longer signs anyone in ("" when it kept none)."""
-    if not stored:
-        return ""
-    try:
-        with ctx.db() as db:
-            require(db, stored)
-    except AnnotationError as error:
-        return escape(str(error))
-    return ""
 
 
 def current_actor(ctx: AppContext, session_token: str | None) -> Actor | None:
