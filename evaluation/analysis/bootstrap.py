@@ -49,6 +49,13 @@ MAX_COLORINGS = 200
 SHIFT_RESAMPLES = 200
 #: Differences within this of 0 are ties (two models equal up to rounding), never distinguishable.
 TIE = 1e-9
+#: A cell over fewer concepts has no interval: resampling one concept gives back its value.
+MIN_INTERVAL_CONCEPTS = 2
+#: Two models are called distinguishable only where both cells average at least this many
+#: concepts. From n concepts a percentile bootstrap has C(2n - 1, n) distinct resamples (3
+#: at n = 2, 35 at 4, 126 at 5): below 5 its 2.5th and 97.5th percentiles are hardly more
+#: than the extremes, and a "distinguishable" would rest on a handful of concepts.
+MIN_RANK_CONCEPTS = 5
 
 
 @dataclass(frozen=True)
@@ -348,9 +355,13 @@ def ranking_significance(
     return pd.DataFrame(rows, columns=list(PAIR_COLUMNS))
 
 
-def adjacent_pairs(models, values, replicates, higher_is_better, ci) -> list[dict]:
+def adjacent_pairs(models, values, replicates, higher_is_better, ci, counts=None) -> list[dict]:
     """The rows of `ranking_significance` as dicts (`PAIR_COLUMNS`), for callers that rank
-    many groups at once: `models` (G,), `values` (G,), `replicates` (B, G)."""
+    many groups at once: `models` (G,), `values` (G,), `replicates` (B, G).
+
+    With `counts` (G,), the concepts each value averages, each row also has ``n_concepts``
+    (the smaller count of the two) and is distinguishable only from `MIN_RANK_CONCEPTS`
+    concepts on."""
     order = [
         i
         for i in np.argsort(-values if higher_is_better else values, kind="stable")
@@ -361,7 +372,7 @@ def adjacent_pairs(models, values, replicates, higher_is_better, ci) -> list[dic
     sign = 1.0 if higher_is_better else -1.0
     better, worse = np.array(order[:-1]), np.array(order[1:])
     lows, highs = percentile_interval(sign * (replicates[:, better] - replicates[:, worse]), ci)
-    return [
+    rows = [
         {
             "better": models[a],
             "worse": models[b],
@@ -372,6 +383,11 @@ def adjacent_pairs(models, values, replicates, higher_is_better, ci) -> list[dic
         }
         for a, b, lo, hi in zip(better, worse, lows, highs)
     ]
+    if counts is not None:
+        for row, a, b in zip(rows, better, worse):
+            row["n_concepts"] = int(min(counts[a], counts[b]))
+            row["distinguishable"] &= row["n_concepts"] >= MIN_RANK_CONCEPTS
+    return rows
 
 
 def resampled_distributions(

@@ -336,6 +336,14 @@ def _write(directory: Path, name: str, suffix: str, data: bytes) -> Path:
     return path
 
 
+def with_resampling(frame: pd.DataFrame, resampling: bootstrap.Resampling | None) -> pd.DataFrame:
+    """`frame` with the level, resample count and seed of its intervals as the columns ``ci``,
+    ``n_resamples`` and ``seed`` (empty without intervals)."""
+    if resampling is None:
+        return frame.assign(ci=None, n_resamples=None, seed=None)
+    return frame.assign(ci=resampling.ci, n_resamples=resampling.n_resamples, seed=resampling.seed)
+
+
 def export_analyses(result: Analyses, figs: Mapping[str, go.Figure], directory: str | Path) -> list[Path]:
     """Write every table as CSV and every figure as a standalone HTML file.
 
@@ -348,14 +356,17 @@ def export_analyses(result: Analyses, figs: Mapping[str, go.Figure], directory: 
     list of Path
         Tables first (metrics, table1, table2, cfg_sweep, shifts, sensitivity, table6-8,
         then, with intervals, table6_ci-table8_ci and ranking), then figures. Tables 1-2,
-        the sweep and the sensitivity carry their interval columns.
+        the sweep and the sensitivity carry their interval columns; Tables 1-2 and the
+        ranking also the level, resample count and seed (`with_resampling`).
     """
     directory = Path(directory)
     paths = []
     for field in fields(result):
         value = getattr(result, field.name)
         if isinstance(value, tables.Leaderboard):
-            value = value.to_csv_frame()
+            value = with_resampling(value.to_csv_frame(), result.resampling)
+        elif field.name == "ranking":
+            value = with_resampling(value, result.resampling)
         if isinstance(value, pd.DataFrame):
             index = field.name in ("table6", "table7", "table8")
             if value.empty and field.name.endswith(("_ci", "ranking")):

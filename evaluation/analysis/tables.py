@@ -180,17 +180,28 @@ class Leaderboard:
     lo, hi : pandas.DataFrame or None
         Same shape: bootstrap interval bounds of each cell
         (`evaluation.analysis.bootstrap`), or None when not computed.
+    counts : pandas.DataFrame or None
+        Same shape, int: the concepts each cell's mean is over (those where the metric is
+        defined: PCC is undefined for a uniform distribution, ΔHue for a grey dominant
+        color), or None when not known.
     """
 
     values: pd.DataFrame
     marks: pd.DataFrame
     lo: pd.DataFrame | None = None
     hi: pd.DataFrame | None = None
+    counts: pd.DataFrame | None = None
 
     def to_csv_frame(self) -> pd.DataFrame:
         """Long form for CSV export: model, modifier_type, style, metric, value, mark (and
-        ``lo``, ``hi`` when the intervals are known)."""
-        named = {"value": self.values, "mark": self.marks, "lo": self.lo, "hi": self.hi}
+        ``lo``, ``hi`` when the intervals are known, ``n_concepts`` when the counts are)."""
+        named = {
+            "value": self.values,
+            "mark": self.marks,
+            "lo": self.lo,
+            "hi": self.hi,
+            "n_concepts": self.counts,
+        }
         parts = [
             frame.stack(list(range(3)), future_stack=True).rename(name)
             for name, frame in named.items()
@@ -203,7 +214,8 @@ class Leaderboard:
 
         Every modifier type × style cell is shown, ``-`` where no concept falls in it;
         labels as in the paper; marks omitted. With intervals each cell reads
-        ``value [lo, hi]`` and the columns wrap at `line_width` characters.
+        ``value [lo, hi]``, with counts it ends in ``n=<concepts>``, and the columns wrap at
+        `line_width` characters.
         """
         metric_names = list(dict.fromkeys(k for _, _, k in self.values.columns))
         full = pd.MultiIndex.from_tuples(
@@ -214,16 +226,22 @@ class Leaderboard:
             names=["type", "style", "metric"],
         )
         labelled = self.values.reindex(columns=full).set_axis(labels, axis=1)
-        if self.lo is None:
+        if self.lo is None and self.counts is None:
             return labelled.to_string(float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
-        bounds = [frame.reindex(columns=full).set_axis(labels, axis=1) for frame in (self.lo, self.hi)]
+        nan = pd.DataFrame(np.nan, index=self.values.index, columns=self.values.columns)
+        lo, hi, n = (
+            (nan if frame is None else frame).reindex(columns=full).set_axis(labels, axis=1)
+            for frame in (self.lo, self.hi, self.counts)
+        )
         shown = labelled.copy().astype(object)
         for col in labels:
             shown[col] = [
                 "-"
                 if pd.isna(v)
-                else f"{v:.{digits}f}" + ("" if pd.isna(lo) else f" [{lo:.{digits}f}, {hi:.{digits}f}]")
-                for v, lo, hi in zip(labelled[col], bounds[0][col], bounds[1][col])
+                else f"{v:.{digits}f}"
+                + ("" if pd.isna(a) else f" [{a:.{digits}f}, {b:.{digits}f}]")
+                + ("" if pd.isna(k) else f" n={int(k)}")
+                for v, a, b, k in zip(labelled[col], lo[col], hi[col], n[col])
             ]
         return shown.to_string(line_width=line_width)
 
@@ -231,7 +249,8 @@ class Leaderboard:
         """An HTML table with the best value bold and the second underlined (escaped).
 
         An undefined value (ΔHue where every dominant color is grey) shows as `NOT_DEFINED`;
-        with intervals each value is followed by ``[lo, hi]`` in small type.
+        with intervals each value is followed by ``[lo, hi]`` in small type, with counts by
+        ``n = <concepts>``.
         """
         head = "".join(
             f"<th>{html.escape(f'{MODIFIER_LABELS[t]} {STYLE_LABELS[s]} {METRICS[k][0]}')}"
@@ -251,10 +270,12 @@ class Leaderboard:
         return f"<table><tr><th>Model</th>{head}</tr>{''.join(rows)}</table>"
 
     def _interval(self, model, col, digits: int) -> str:
-        if self.lo is None or pd.isna(self.lo.at[model, col]):
-            return ""
-        lo, hi = self.lo.at[model, col], self.hi.at[model, col]
-        return f"<br><small>[{lo:.{digits}f}, {hi:.{digits}f}]</small>"
+        parts = []
+        if self.lo is not None and not pd.isna(self.lo.at[model, col]):
+            parts.append(f"[{self.lo.at[model, col]:.{digits}f}, {self.hi.at[model, col]:.{digits}f}]")
+        if self.counts is not None:
+            parts.append(f"n = {int(self.counts.at[model, col])}")
+        return f"<br><small>{' · '.join(parts)}</small>" if parts else ""
 
 
 def _marks(values: pd.DataFrame) -> pd.DataFrame:
@@ -292,15 +313,18 @@ def leaderboard(frame: pd.DataFrame, metric_names=TABLE1_METRICS, *, cfg=None) -
 def checked_leaderboard(data: pd.DataFrame, metric_names) -> Leaderboard:
     """`leaderboard` of rows already checked (`with_dca`) and selected (`select_cfg`), for a
     caller that builds several tables from the same rows (`results.analyses`)."""
-    means = data.groupby(["model", "modifier_type", "style"])[list(metric_names)].mean()
-    values = means.unstack(["modifier_type", "style"])
+    grouped = data.groupby(["model", "modifier_type", "style"])[list(metric_names)]
+    values = grouped.mean().unstack(["modifier_type", "style"])
     values.columns = values.columns.reorder_levels([1, 2, 0])
     order = [
         (t, s, m) for t in MODIFIER_TYPES for s in STYLES for m in metric_names if (t, s, m) in values.columns
     ]
     values = values[order]
     values.columns = pd.MultiIndex.from_tuples(order, names=["modifier_type", "style", "metric"])
-    return Leaderboard(values, _marks(values))
+    counts = grouped.count().unstack(["modifier_type", "style"])
+    counts.columns = counts.columns.reorder_levels([1, 2, 0])
+    counts = counts.reindex(index=values.index, columns=values.columns).fillna(0).astype(int)
+    return Leaderboard(values, _marks(values), counts=counts)
 
 
 def table1(frame: pd.DataFrame, *, cfg=None) -> Leaderboard:

@@ -31,6 +31,7 @@ RANKING_COLUMNS = (
     "difference_lo",
     "difference_hi",
     "distinguishable",
+    "n_concepts",
 )
 
 
@@ -46,7 +47,9 @@ class Uncertainty:
     table1, table2 : tables.Leaderboard
         With ``lo`` and ``hi``.
     ranking : pandas.DataFrame
-        `RANKING_COLUMNS`: per Table 1-2 column each adjacent pair of models in rank order.
+        `RANKING_COLUMNS`: per Table 1-2 column each adjacent pair of models in rank order;
+        ``n_concepts`` is the smaller of the two cells' concept counts, and a pair is
+        distinguishable only from `bootstrap.MIN_RANK_CONCEPTS` concepts on.
     sweep : pandas.DataFrame
         `tables.cfg_sweep` with ``<metric>_lo`` and ``<metric>_hi``.
     sensitivity : pandas.DataFrame
@@ -109,10 +112,13 @@ def _leaderboard(
             raise ValueError(f"`data` has groups that `board` lacks ({name}, {metric})")
         # the table's own values (under the two-stage scheme `Groups.means` averages replicates)
         shown = values.to_numpy()[rows, columns]
-        lo[rows, columns], hi[rows, columns] = bootstrap.percentile_interval(reps, ci)
+        counts = board.counts.to_numpy()[rows, columns]
+        bounds = np.array(bootstrap.percentile_interval(reps, ci))
+        bounds[:, counts < bootstrap.MIN_INTERVAL_CONCEPTS] = np.nan
+        lo[rows, columns], hi[rows, columns] = bounds
         for (t, s), idx in cells.items():
             pairs = bootstrap.adjacent_pairs(
-                models[idx], shown[idx], reps[:, idx], tables.METRICS[metric][1], ci
+                models[idx], shown[idx], reps[:, idx], tables.METRICS[metric][1], ci, counts[idx]
             )
             parts, unranked = parts + 1, unranked + (not pairs)
             ranking += [{**p, "table": name, "modifier_type": t, "style": s, "metric": metric} for p in pairs]
@@ -128,7 +134,7 @@ def _ranking_frame(rows: list[dict], parts: int, unranked: int) -> pd.DataFrame:
         return pd.DataFrame().reindex(columns=list(RANKING_COLUMNS))
     frame = pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
     if unranked:
-        frame = frame.astype(dict.fromkeys(bootstrap.PAIR_COLUMNS, object))
+        frame = frame.astype(dict.fromkeys((*bootstrap.PAIR_COLUMNS, "n_concepts"), object))
     if not rows:
         frame = frame.astype(dict.fromkeys(("table", "modifier_type", "style", "metric"), "str"))
     return frame
@@ -299,11 +305,15 @@ def significance_note(ranking: pd.DataFrame) -> str:
         for row in part.itertuples(index=False):
             chain += f" {'>' if row.distinguishable else '≈'} {row.worse}"
         label = f"{tables.MODIFIER_LABELS[t]} {tables.STYLE_LABELS[s]} {tables.METRICS[metric][0]}"
+        few = part["n_concepts"].min() if "n_concepts" in part else np.nan
+        if few < bootstrap.MIN_RANK_CONCEPTS:
+            chain += f" (n = {int(few)} concepts: too few to tell models apart)"
         lines.append(f"- {label}: {chain}")
     distinguishable = int(ranking["distinguishable"].sum())
     head = (
         f"Adjacent models: {distinguishable} of {len(ranking)} pairs distinguishable "
-        "('>': the difference's interval excludes 0; '≈': it does not)."
+        "('>': the difference's interval excludes 0, both cells averaging at least "
+        f"{bootstrap.MIN_RANK_CONCEPTS} concepts; '≈': it does not)."
     )
     return "\n".join([head, *lines])
 

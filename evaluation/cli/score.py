@@ -148,22 +148,17 @@ def main(args: argparse.Namespace) -> int:
     }
     for name, (title, board) in boards.items():
         print(f"\n{title}\n{board.to_text()}")
-        write_csv(_with_resampling(board.to_csv_frame(), found.resampling), out / f"{name}.csv", index=False)
+        write_csv(
+            results.with_resampling(board.to_csv_frame(), found.resampling), out / f"{name}.csv", index=False
+        )
     written = ["scores_long.csv", "table1.csv", "table2.csv"]
     print(f"\n{stated}")
     if found.resampling:
         print(uncertainty.significance_note(found.ranking))
-        write_csv(_with_resampling(found.ranking, found.resampling), out / "ranking.csv", index=False)
+        write_csv(results.with_resampling(found.ranking, found.resampling), out / "ranking.csv", index=False)
         written.append("ranking.csv")
     print(f"\nExcluded images (no detection / empty mask) per model\n{exclusions.to_string(index=False)}")
     write_csv(with_bin_names(found.metrics, DOMINANT_COLUMNS), out / "scores_long.csv", index=False)
     write_csv(exclusions, out / "exclusions.csv", index=False)
     print(f"\nwrote {', '.join(f'{out}/{name}' for name in [*written, 'exclusions.csv'])}")
     return 0
-
-
-def _with_resampling(frame, resampling):
-    """`frame` with the level, resample count and seed of its intervals as columns (empty without)."""
-    if resampling is None:
-        return frame.assign(ci=None, n_resamples=None, seed=None)
-    return frame.assign(ci=resampling.ci, n_resamples=resampling.n_resamples, seed=resampling.seed)

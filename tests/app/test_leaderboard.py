@@ -114,6 +114,15 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
         "shift_scatter.html",
     }
     long = pd.read_csv(exported["table1.csv"])
+    # what the CLI's table1.csv says too: how the intervals were drawn, and each cell's concepts
+    assert set(long["ci"]) == {0.95} and set(long["n_resamples"]) == {200} and set(long["seed"]) == {3}
+    assert_allclose(
+        long.set_index(["model", "modifier_type", "style", "metric"])["n_concepts"].sort_index(),
+        expected.table1.to_csv_frame()
+        .set_index(["model", "modifier_type", "style", "metric"])["n_concepts"]
+        .sort_index(),
+    )
+    assert set(pd.read_csv(exported["ranking.csv"])["n_resamples"]) == {200}
     assert_allclose(
         long.set_index(["model", "modifier_type", "style", "metric"])["value"].sort_index(),
         expected.table1.to_csv_frame()

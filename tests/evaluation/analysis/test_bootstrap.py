@@ -75,6 +75,48 @@ def test_a_clear_gap_is_distinguishable_and_a_tie_is_not():
     assert "Original Natural PCC: strong > tied-" in note and " ≈ tied-" in note
 
 
+def test_cells_say_how_many_concepts_they_average_and_few_concepts_rank_no_model():
+    """An outside tester's study: a clear gap on 2 concepts was called distinguishable, 1 concept
+    got the interval [v, v], and an undefined PCC (a uniform P_H) left a cell averaging 3 of
+    4 concepts without a word."""
+    rng = np.random.default_rng(5)
+    frame = synthetic_frame(rng, {"strong": 0.9, "weak": 0.1}, n_per_type=4, sd=0.01)
+    frame = frame[(frame["modifier_type"] != "visual_state") | frame["concept"].str.endswith(("-0", "-1"))]
+    frame = frame[(frame["modifier_type"] != "emotional") | frame["concept"].str.endswith("-0")]
+    frame.loc[(frame["concept"] == "original-3") & (frame["model"] == "weak"), "pcc"] = np.nan
+    board, ranking = uncertainty.leaderboard(
+        table1(frame), with_dca(frame), bootstrap.draws(frame, bootstrap.Resampling(200, seed=1)), "table1"
+    )
+    n = board.counts.xs("pcc", axis=1, level="metric")
+    assert n.loc["strong"].tolist() == [4, 2, 1] and n.loc["weak"].tolist() == [3, 2, 1]
+    assert board.counts.xs("emd", axis=1, level="metric").loc["weak"].tolist() == [4, 2, 1]
+    assert np.isnan(board.lo.at["strong", ("emotional", "natural", "pcc")])  # one concept: no interval
+    assert board.lo.at["strong", ("visual_state", "natural", "pcc")] > 0.85  # two: an interval, shown
+    pcc = ranking[ranking["metric"] == "pcc"].set_index("modifier_type").loc[list(TYPES)]
+    assert pcc["n_concepts"].tolist() == [3, 2, 1] and not pcc["distinguishable"].any()
+    assert (pcc["difference_lo"] > 0.7).all()  # the gap is clear: only the count withholds '>'
+    note = uncertainty.significance_note(ranking)
+    assert "- Visual state Natural PCC: strong ≈ weak (n = 2 concepts: too few to tell models apart)" in note
+    shown = board.to_html()
+    assert "n = 3</small>" in shown and "· n = 2</small>" in shown and "<br><small>n = 1</small>" in shown
+    strong = next(line for line in board.to_text(line_width=10_000).splitlines() if line.startswith("strong"))
+    assert strong.split()[1:5] == [
+        f"{board.values.at['strong', ('original', 'natural', 'pcc')]:.3f}",
+        *strong.split()[2:4],
+        "n=4",
+    ]
+    assert " n=1" in strong and "] n=1" not in strong  # one concept: no bounds
+    assert set(board.to_csv_frame().query("model == 'weak' and metric == 'pcc'")["n_concepts"]) == {3, 2, 1}
+
+    # From five concepts on, the same gap is told apart.
+    wide = synthetic_frame(rng, {"strong": 0.9, "weak": 0.1}, n_per_type=5, sd=0.01)
+    _, ranking = uncertainty.leaderboard(
+        table1(wide), with_dca(wide), bootstrap.draws(wide, bootstrap.Resampling(200, seed=1)), "table1"
+    )
+    assert ranking[ranking["metric"] == "pcc"]["distinguishable"].all()
+    assert "too few" not in uncertainty.significance_note(ranking)
+
+
 def test_every_table_gets_intervals_that_hold_its_values():
     rng = np.random.default_rng(9)
     frame = synthetic_frame(rng, {"a": 0.5, "b": 0.7}, n_per_type=10)

@@ -81,7 +81,7 @@ def ref_group_means(frame, by, column, boot):
 
 
 def ref_ranking_significance(groups, replicates, higher_is_better, ci):
-    values = groups["value"].to_numpy(float)
+    values, counts = groups["value"].to_numpy(float), groups["n"].to_numpy()
     order = [
         i
         for i in np.argsort(-values if higher_is_better else values, kind="stable")
@@ -98,10 +98,12 @@ def ref_ranking_significance(groups, replicates, higher_is_better, ci):
                 "difference": sign * (values[a] - values[b]),
                 "difference_lo": float(lo),
                 "difference_hi": float(hi),
-                "distinguishable": bool(lo > bootstrap.TIE or hi < -bootstrap.TIE),
+                "distinguishable": bool(lo > bootstrap.TIE or hi < -bootstrap.TIE)
+                and min(counts[a], counts[b]) >= bootstrap.MIN_RANK_CONCEPTS,
+                "n_concepts": int(min(counts[a], counts[b])),
             }
         )
-    return pd.DataFrame(rows, columns=list(bootstrap.PAIR_COLUMNS))
+    return pd.DataFrame(rows, columns=[*bootstrap.PAIR_COLUMNS, "n_concepts"])
 
 
 def ref_board_intervals(board, data, boot, name):
@@ -114,9 +116,11 @@ def ref_board_intervals(board, data, boot, name):
         groups["value"] = [
             board.values.at[m, (t, s, metric)] for t, s, m in groups[by].itertuples(index=False)
         ]
+        groups["n"] = [board.counts.at[m, (t, s, metric)] for t, s, m in groups[by].itertuples(index=False)]
         low, high = ref_interval(reps, boot.resampling.ci)
-        for i, (t, s, model) in enumerate(groups[by].itertuples(index=False)):
-            lo.at[model, (t, s, metric)], hi.at[model, (t, s, metric)] = low[i], high[i]
+        for i, (t, s, model, n) in enumerate(groups[[*by, "n"]].itertuples(index=False)):
+            if n >= bootstrap.MIN_INTERVAL_CONCEPTS:  # one concept's resamples are its value
+                lo.at[model, (t, s, metric)], hi.at[model, (t, s, metric)] = low[i], high[i]
         for (t, s), part in groups.groupby(["modifier_type", "style"], sort=False):
             sig = ref_ranking_significance(
                 part.reset_index(drop=True),
@@ -212,7 +216,11 @@ def ref_board(frame, metric_names, cfg):
     ]
     values = values[order]
     values.columns = pd.MultiIndex.from_tuples(order, names=["modifier_type", "style", "metric"])
-    return tables.Leaderboard(values, ref_marks(values))
+    defined = data[list(metric_names)].notna().assign(**data[["model", "modifier_type", "style"]])
+    counts = defined.groupby(["model", "modifier_type", "style"]).sum().unstack(["modifier_type", "style"])
+    counts.columns = counts.columns.reorder_levels([1, 2, 0])
+    counts = counts.reindex(index=values.index, columns=values.columns).fillna(0).astype(int)
+    return tables.Leaderboard(values, ref_marks(values), counts=counts)
 
 
 def ref_shifts(human, model_dists, concepts):
@@ -322,7 +330,7 @@ def assert_same(found: results.Analyses, expected: dict, aggregate: str = tables
             continue
         value, want = getattr(found, field.name), expected[field.name]
         if isinstance(value, tables.Leaderboard):
-            for part in ("values", "marks", "lo", "hi"):
+            for part in ("values", "marks", "lo", "hi", "counts"):
                 a, b = getattr(value, part), getattr(want, part)
                 if a is None or b is None:
                     assert a is None and b is None, f"{field.name}.{part}"

@@ -106,7 +106,7 @@ def test_leaderboard_exports_csv_rows_and_escaped_html():
     board = table1(frame)
     long = board.to_csv_frame()
     assert len(long) == 2 * 18
-    assert set(long.columns) == {"model", "modifier_type", "style", "metric", "value", "mark"}
+    assert set(long.columns) == {"model", "modifier_type", "style", "metric", "value", "mark", "n_concepts"}
     page = board.to_html()
     assert "&lt;b&gt;evil&lt;/b&gt;" in page and "<b>evil</b>" not in page
     assert page.count("<b>") == 18 and page.count("<u>") == 18
