@@ -176,6 +176,8 @@ def sensitivity(
     else:
         _, reps = grouped.means(data["ratio"])
     lo, hi = bootstrap.percentile_interval(reps, boot.resampling.ci)
+    few = point["n_concepts"].to_numpy() < bootstrap.MIN_INTERVAL_CONCEPTS
+    lo[few], hi[few] = np.nan, np.nan  # one variant's resamples are its own ratio
     return point.assign(ratio_lo=lo, ratio_hi=hi), reps
 
 
@@ -183,22 +185,27 @@ def table8(
     shifts: pd.DataFrame, boot: bootstrap.Draws, *, aggregate: str = tables.RATIO_OF_MEANS
 ) -> pd.DataFrame:
     """Table 8 in long form (``modifier_type, style`` and style ``average``) with intervals:
-    each replicate averages the per-model ratios of the same concept draw."""
+    each replicate averages the per-model ratios of the same concept draw. A cell whose
+    models' ratios rest on one variant each has no interval."""
     per_model, reps = sensitivity(shifts, ("model", "modifier_type", "style"), boot, aggregate=aggregate)
     cells = per_model.groupby(["modifier_type", "style"], sort=True).indices
+    counts = per_model["n_concepts"].to_numpy()
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a cell no replicate draws: NaN
         by_cell = {key: np.nanmean(reps[:, idx], axis=1) for key, idx in cells.items()}
         for (t, s), idx in cells.items():
-            rows.append((t, s, per_model["ratio"].iloc[idx].mean(), by_cell[(t, s)]))
+            rows.append((t, s, per_model["ratio"].iloc[idx].mean(), by_cell[(t, s)], counts[idx].max()))
         for t in sorted({t for t, _ in cells}):
             keys = [key for key in cells if key[0] == t]
             point = np.mean([per_model["ratio"].iloc[cells[k]].mean() for k in keys])
-            rows.append((t, "average", point, np.nanmean(np.stack([by_cell[k] for k in keys]), axis=0)))
+            most = max(counts[cells[k]].max() for k in keys)
+            rows.append((t, "average", point, np.nanmean(np.stack([by_cell[k] for k in keys]), axis=0), most))
     out = []
-    for t, s, point, replicates in rows:
+    for t, s, point, replicates, n in rows:
         lo, hi = bootstrap.percentile_interval(replicates, boot.resampling.ci)
+        if n < bootstrap.MIN_INTERVAL_CONCEPTS:
+            lo, hi = np.nan, np.nan
         out.append({"modifier_type": t, "style": s, "ratio": point, "ratio_lo": lo, "ratio_hi": hi})
     return pd.DataFrame(out, columns=["modifier_type", "style", "ratio", "ratio_lo", "ratio_hi"])
 
@@ -319,9 +326,14 @@ def significance_note(ranking: pd.DataFrame) -> str:
 
 
 def interval_table(long: pd.DataFrame, index: str, columns: str, *, digits: int = 3) -> pd.DataFrame:
-    """A pivot of ``ratio`` with each cell written ``value [lo, hi]`` (for display)."""
+    """A pivot of ``ratio`` with each cell written ``value [lo, hi]`` (for display), or
+    ``value (one variant: no interval)`` where the bounds are missing."""
     text = [
-        "n/a" if pd.isna(v) else f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+        "n/a"
+        if pd.isna(v)
+        else f"{v:.{digits}f} (one variant: no interval)"
+        if pd.isna(lo)
+        else f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
         for v, lo, hi in zip(long["ratio"], long["ratio_lo"], long["ratio_hi"])
     ]
     table = long.assign(shown=text).pivot(index=index, columns=columns, values="shown")
