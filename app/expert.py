@@ -293,7 +293,13 @@ class ExpertTab(Tab):
             min_colorings=_colorings_needed(minimum),
             votes_needed=self.ctx.config.votes_per_review,
         )
-        return self.named(ranking_message=f"Opened {opened} new reviews.", needs=_needs(db, minimum))
+        message = f"Opened {opened} new reviews."
+        if not opened:
+            message += (
+                " No high-variance concept has a coloring without a review (a concept whose "
+                "designers agree exactly, spread 0, is never high-variance)."
+            )
+        return self.named(ranking_message=message, needs=_needs(db, minimum))
 
     @role(*REVIEWERS)
     def needs_as_kept(self, db, actor) -> dict:

@@ -330,9 +330,11 @@ def high_variance(scores: pd.Series, top_fraction: float = HIGH_VARIANCE_FRACTIO
     Returns
     -------
     pandas.Series
-        Bool, same index and order as `scores`, named ``"high_variance"``. Exactly
-        ``ceil(top_fraction * n)`` concepts are marked (at least one); equal scores at
-        the cutoff are broken by concept key, ascending, so the result is deterministic.
+        Bool, same index and order as `scores`, named ``"high_variance"``. The
+        ``ceil(top_fraction * n)`` highest scores are marked (at least one); equal scores
+        at the cutoff are broken by concept key, ascending, so the result is
+        deterministic. A score of 0 (every designer gave the same distribution) is never
+        marked: there is no disagreement to review, whatever its rank.
 
     Raises
     ------
@@ -346,5 +348,5 @@ def high_variance(scores: pd.Series, top_fraction: float = HIGH_VARIANCE_FRACTIO
     k = math.ceil(top_fraction * len(scores))
     values = dict(zip(scores.index, scores.to_numpy()))
     order = sorted(values, key=lambda key: (-values[key], str(key)))
-    flagged = set(order[:k])
+    flagged = {key for key in order[:k] if values[key] > 0}
     return pd.Series([key in flagged for key in scores.index], index=scores.index, name="high_variance")

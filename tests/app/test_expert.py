@@ -86,6 +86,8 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     opened, needs = client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue")
     assert opened == "Opened 5 new reviews."
     assert "No review has all its votes yet: 15 votes on 5 colorings are missing." in needs
+    again, _ = client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue")
+    assert again.startswith("Opened 0 new reviews. No high-variance concept has a coloring without")
     assert "- 2 concepts have the 2 colorings a vote needs." in client.predict(
         admin, api_name="/admin_coverage"
     )

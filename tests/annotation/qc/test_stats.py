@@ -169,6 +169,11 @@ def test_high_variance_marks_the_top_tenth_with_deterministic_ties():
     tied = pd.Series([5.0, 9.0, 9.0, 1.0], index=["d", "b", "a", "c"])
     assert high_variance(tied, 0.25).tolist() == [False, False, True, False]
     assert high_variance(tied, 0.01).sum() == 1
+    # An outside tester's study: two concepts whose designers agreed exactly (Eq. 6 EMD 0),
+    # one of them marked as the "top 10 %" by key order.
+    agreed = pd.Series([0.0, 0.0], index=["apple", "banana"])
+    assert not high_variance(agreed, 0.1).any() and not high_variance(agreed, 1.0).any()
+    assert high_variance(pd.Series([0.0, 3.0], index=["apple", "banana"]), 1.0).tolist() == [False, True]
 
 
 @pytest.mark.parametrize("fraction", [0, 1.5, -0.1])
