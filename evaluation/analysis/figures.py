@@ -15,7 +15,7 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from evaluation.analysis.tables import METRICS, MODIFIER_LABELS, SHIFT_COLUMNS, require_columns
-from evaluation.color.naming import name_lab, name_srgb
+from evaluation.color.naming import name_lab, name_srgb, names_of_uw71
 from evaluation.color.palette import N_BINS, Palette, load_uw71
 from evaluation.color.wheel import relation
 
@@ -68,8 +68,13 @@ def distribution_bar(
     if values.shape != (N_BINS,) or not np.all((values >= 0) & (values <= 1)):
         raise ValueError(f"`p` must have shape ({N_BINS},) with values in [0, 1], got shape {values.shape}")
     pal = palette or load_uw71()
-    names = name_lab(pal.lab)
-    custom = [[h, *np.round(lab, 1), n, b] for h, lab, n, b in zip(pal.hex, pal.lab, names.l3, names.basic)]
+    if palette is None:  # UW-71's own names (its greys named without a tint)
+        uw71 = names_of_uw71()
+        l3, basic = uw71["iscc_nbs_l3"].to_numpy(), uw71["basic_term"].to_numpy()
+    else:
+        names = name_lab(pal.lab)
+        l3, basic = names.l3, names.basic
+    custom = [[h, *np.round(lab, 1), n, b] for h, lab, n, b in zip(pal.hex, pal.lab, l3, basic)]
     fig = go.Figure(
         go.Bar(
             x=np.arange(N_BINS),

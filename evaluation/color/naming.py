@@ -191,13 +191,15 @@ def _check_lab(lab) -> np.ndarray:
     return lab
 
 
-def name_lab(lab) -> ColorNames:
+def name_lab(lab, *, candidates=None) -> ColorNames:
     """Name CIELAB colors: nearest ISCC-NBS level 3 centroid (CIEDE2000), level 1, basic term.
 
     Parameters
     ----------
     lab : array_like, shape (..., 3)
         CIELAB (D65, 2° observer); L* in [0, 100].
+    candidates : array_like of int, optional
+        The level 3 rows to choose from (default: all), e.g. `NEUTRAL_ROWS`.
 
     Returns
     -------
@@ -211,12 +213,13 @@ def name_lab(lab) -> ColorNames:
     """
     lab = _check_lab(lab)
     centroids = load_system("iscc-nbs-l3").lab
+    rows = np.arange(len(centroids)) if candidates is None else np.asarray(candidates, dtype=np.int64)
     flat = lab.reshape(-1, 3)
     index = np.empty(len(flat), dtype=np.int64)
     distance = np.empty(len(flat), dtype=np.float64)
     for start in range(0, len(flat), _CHUNK):
-        d = delta_e_2000(flat[start : start + _CHUNK, None, :], centroids[None, :, :])
-        index[start : start + len(d)] = d.argmin(axis=1)
+        d = delta_e_2000(flat[start : start + _CHUNK, None, :], centroids[rows][None, :, :])
+        index[start : start + len(d)] = rows[d.argmin(axis=1)]
         distance[start : start + len(d)] = d.min(axis=1)
     l3, l1, basic = (table[index].reshape(lab.shape[:-1]) for table in _l3_tables())
     shape = lab.shape[:-1]
@@ -249,7 +252,8 @@ def names_of_uw71() -> pd.DataFrame:
     pandas.DataFrame
         71 rows in ``color_index`` order, columns ``color_index, hex, iscc_nbs_l3,
         iscc_nbs_l1, basic_term, delta_e`` (CIEDE2000 to the level 3 centroid); a new copy
-        on every call (the names are computed once per process).
+        on every call (the names are computed once per process). The six grey bins
+        (chroma 0) are named among `NEUTRALS` only.
     """
     return _uw71_names().copy()
 
@@ -258,16 +262,31 @@ def names_of_uw71() -> pd.DataFrame:
 def _uw71_names() -> pd.DataFrame:
     palette = load_uw71()
     names = name_lab(palette.lab)
-    return pd.DataFrame(
-        {
-            "color_index": np.arange(len(palette)),
-            "hex": list(palette.hex),
-            "iscc_nbs_l3": names.l3.astype(str),
-            "iscc_nbs_l1": names.l1.astype(str),
-            "basic_term": names.basic.astype(str),
-            "delta_e": names.delta_e,
-        }
-    )
+    # The six greys (chroma 0, the bins ΔHue treats as hueless) are named among the pure
+    # neutrals: ISCC-NBS's centroids are not exactly neutral, so #777777 is nearer to
+    # "greenish gray" than to "medium gray", a tint the bin does not have.
+    grey = np.flatnonzero(palette.achromatic)
+    neutral = name_lab(palette.lab[grey], candidates=neutral_rows())
+    table = {
+        "iscc_nbs_l3": names.l3.astype(str),
+        "iscc_nbs_l1": names.l1.astype(str),
+        "basic_term": names.basic.astype(str),
+        "delta_e": names.delta_e.copy(),
+    }
+    for column, values in zip(table, (neutral.l3, neutral.l1, neutral.basic, neutral.delta_e)):
+        table[column][grey] = values
+    return pd.DataFrame({"color_index": np.arange(len(palette)), "hex": list(palette.hex), **table})
+
+
+NEUTRALS = ("white", "light gray", "medium gray", "dark gray", "black")
+"""ISCC-NBS level 3's untinted neutrals (rows 263-267)."""
+
+
+@functools.cache
+def neutral_rows() -> np.ndarray:
+    """The level 3 rows of `NEUTRALS`, in that order."""
+    names = [str(n).lower() for n in _l3_tables()[0]]
+    return np.array([names.index(n) for n in NEUTRALS], dtype=np.int64)
 
 
 DOMINANT_COLUMNS = ("dominant_human", "dominant_model")

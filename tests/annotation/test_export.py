@@ -227,7 +227,7 @@ def test_export_csvs_name_each_uw71_bin_and_ship_the_bin_names(tmp_path, db):
         "dominant_model_basic",
     ]
     assert scores.loc[0, ["dominant_human_name", "dominant_human_basic"]].tolist() == ["vivid red", "red"]
-    assert scores.loc[0, ["dominant_model_name", "dominant_model_basic"]].tolist() == ["olive black", "black"]
+    assert scores.loc[0, ["dominant_model_name", "dominant_model_basic"]].tolist() == ["black", "black"]
     assert "dominant_human_name" not in _frames(tmp_path / "out", "parquet")["scores"].columns
     names = pd.read_csv(tmp_path / "out" / "uw71_names.csv")
     assert list(names.columns) == ["color_index", "hex", "iscc_nbs_l3", "iscc_nbs_l1", "basic_term"]

@@ -181,7 +181,7 @@ def test_table3_figure_bars_and_error_bars_match_the_validation():
 
 def test_distribution_bar_and_strip_hover_name_each_color():
     bar = distribution_bar(np.full(71, 1 / 71)).data[0]
-    assert list(bar.customdata[24][4:]) == ["olive black", "black"]
+    assert list(bar.customdata[24][4:]) == ["black", "black"]
     assert list(bar.customdata[49][4:]) == ["vivid red", "red"]
     assert "%{customdata[4]} (%{customdata[5]})" in bar.hovertemplate
     strip = dominant_strip(np.array([[213, 28, 60], [23, 52, 89]], dtype=np.uint8), [3, 2]).data[0]

@@ -118,6 +118,27 @@ def test_uw71_table():
     rows = table.set_index("color_index")
     assert rows.loc[24, ["hex", "basic_term"]].tolist() == ["#000000", "black"]
     assert rows.loc[28, ["hex", "basic_term"]].tolist() == ["#ffffff", "white"]
+    # The six greys have no tint: named among the untinted neutrals, not "olive black",
+    # "greenish gray", "greenish white" as the nearest centroid of all would name them
+    # (the first rows of KNOWN: the same colors, named without the rule).
+    assert rows.loc[24:29, "iscc_nbs_l3"].tolist() == [
+        "black",
+        "black",
+        "medium gray",
+        "light gray",
+        "white",
+        "white",
+    ]
+    grey = rows.loc[24:29, "hex"].map(lambda h: [int(h[i : i + 2], 16) for i in (1, 3, 5)])
+    nearest = name_srgb(np.array(grey.tolist(), dtype=np.uint8))
+    assert "olive black" in nearest.l3 and "greenish white" in nearest.l3
+    assert (rows.loc[24:29, "delta_e"].to_numpy() >= nearest.delta_e - 1e-12).all()
+    assert list(rows.loc[24:29, "basic_term"]) == list(nearest.basic)
+    from evaluation.color.palette import load_uw71
+
+    plain = name_lab(load_uw71().lab)
+    chromatic = ~load_uw71().achromatic
+    assert (rows["iscc_nbs_l3"].to_numpy()[chromatic] == plain.l3[chromatic]).all()  # only greys change
     assert rows.loc[49, ["iscc_nbs_l3", "basic_term"]].tolist() == ["vivid red", "red"]
     assert rows.loc[11, ["iscc_nbs_l3", "basic_term"]].tolist() == ["dark blue", "blue"]
     assert rows.loc[45, ["iscc_nbs_l3", "basic_term"]].tolist() == ["deep brown", "brown"]
@@ -137,7 +158,7 @@ def test_with_bin_names_puts_names_beside_each_bin_column():
         "dominant_model_basic",
         "pcc",
     ]
-    assert out["dominant_model_name"].tolist() == ["olive black", "vivid red", ""]
+    assert out["dominant_model_name"].tolist() == ["black", "vivid red", ""]
     assert out["dominant_model_basic"].tolist() == ["black", "red", ""]
     assert list(frame.columns) == ["concept", "dominant_model", "pcc"]
     with pytest.raises(ValueError, match="'dominant_human'"):
