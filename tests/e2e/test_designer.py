@@ -435,3 +435,59 @@ def test_each_sketch_opens_with_the_tab_bar_in_view_at_1366x768(shared_live, pag
     assert _tab_bar_top(page) >= 0
     _shot(page, "next-sketch-opens-at-the-top")
     assert page.js_errors == []
+
+
+def _focused(page, selector: str) -> bool:
+    return page.evaluate("s => document.activeElement?.matches(s) ?? false", selector)
+
+
+def _tab_to(page, selector: str, key: str = "Tab", presses: int = 60) -> None:
+    """Press `key` until the element `selector` has the focus (a keyboard user's path)."""
+    for _ in range(presses):
+        if _focused(page, selector):
+            return
+        page.keyboard.press(key)
+    raise AssertionError(f"{presses} presses of {key} never reached {selector}")
+
+
+def test_a_designer_colors_and_submits_with_the_keyboard_alone(shared_live, page):
+    """An outside tester could not color without a mouse: the drawing was not in the Tab order
+    and no key filled. The drawing now takes the focus; the arrow keys move a crosshair and
+    Enter fills the region under it; Submit is reached by Shift+Tab."""
+    annotator_id = _start_practice(shared_live, page)
+    _color(page, YELLOW)  # the hex field: typed and entered
+    viewport = f"{CANVAS} .cc-viewport"
+    _tab_to(page, viewport)
+    expect(page.locator(f"{CANVAS} .cc-kb")).to_be_visible()
+
+    def at() -> tuple[int, int]:
+        return tuple(int(v) for v in page.get_attribute(viewport, "data-crosshair").split())
+
+    scale = page.evaluate(
+        f"() => document.querySelector('{CANVAS}').parentElement.coloringCanvas.state().scale"
+    )
+    step = 4 / scale  # sketch pixels per press (40 with Shift)
+    for axis, back, forth in ((0, "ArrowLeft", "ArrowRight"), (1, "ArrowUp", "ArrowDown")):
+        for _ in range(200):
+            gap = PEEL[axis] - at()[axis]
+            if abs(gap) <= step / 2 + 1:
+                break
+            key = forth if gap > 0 else back
+            page.keyboard.press(f"Shift+{key}" if abs(gap) > 10 * step else key)
+    point = at()
+    assert abs(point[0] - PEEL[0]) <= step / 2 + 1 and abs(point[1] - PEEL[1]) <= step / 2 + 1, point
+    _committed(page, lambda: page.keyboard.press("Enter"))
+    expect(page.locator(f"{CANVAS} .cc-status")).to_contain_text("Filled")
+    _shot(page, "keyboard-fill")
+
+    _tab_to(page, "#designer_submit", "Shift+Tab")
+    page.keyboard.press("Enter")
+    expect(page.locator("#designer_message")).to_contain_text("Saved your coloring of banana")
+    [coloring] = shared_live.query(
+        "select * from colorings where annotator_id = ? order by id", (annotator_id,)
+    )
+    image, mask = load_pixels(shared_live.config.data_dir, coloring)
+    counts = painted_color_counts(layer_of_coloring(image, mask), BANANA)
+    assert (fill_region(BANANA, point) == fill_region(BANANA, PEEL)).all()  # the peel's stripe
+    assert counts == {YELLOW: fill_region(BANANA, PEEL).sum()}
+    assert page.js_errors == []
