@@ -93,6 +93,28 @@ def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *, min_age_s
     )
 
 
+def discard_unnamed(db: sqlite_utils.Database, data_dir: str | Path, paths) -> list[str]:
+    """Delete those of `paths` (relative to `data_dir`) that no row names.
+
+    For a writer whose transaction was refused after it stored its files: two submissions
+    of one task at the same moment both pass the checks made before writing, and the
+    second is refused inside the transaction. A content-hash file another row names (the
+    same bytes stored for an accepted coloring) is kept.
+
+    Returns
+    -------
+    list of str
+        The relative paths deleted.
+    """
+    named = referenced_paths(db)
+    gone = []
+    for relative in dict.fromkeys(paths):
+        if relative not in named:
+            (Path(data_dir) / relative).unlink(missing_ok=True)
+            gone.append(relative)
+    return gone
+
+
 def sweep_orphans(
     db: sqlite_utils.Database,
     data_dir: str | Path,

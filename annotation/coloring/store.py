@@ -35,8 +35,9 @@ from annotation.coloring import ground_truth
 from annotation.coloring.fill import MAX_SECONDS_SPENT
 from annotation.coloring.ground_truth import load_pixels  # noqa: F401  (app.designer reads it from here)
 from annotation.concepts import get_concept
-from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, shown
+from annotation.errors import AnnotationError, Conflict, InvalidInput, NotFound, PermissionDenied, shown
 from annotation.files import StoredFile, png_bytes, store_bytes
+from annotation.integrity import discard_unnamed
 from evaluation.color import extraction
 from storage import insert_row, iso, transaction, update_rows, utcnow
 from storage.distributions import check_distribution, decode, encode
@@ -218,16 +219,22 @@ def store_prepared(
             db_, files[0], files[1], prepared.p, prepared.sample, **fields, round=expected, now=now
         )
 
-    with transaction(db):
-        if task is None:
-            coloring_id = write(db, None)
-        elif task.coloring_id is None:
-            coloring_id = submit(db, task.id, annotator_id, write, k=k, now=now)
-        else:
-            coloring_id = _submit_recolor(db, task, annotator_id, write, now)
-        if then is not None:
-            then(db)
-        return coloring_id
+    try:
+        with transaction(db):
+            if task is None:
+                coloring_id = write(db, None)
+            elif task.coloring_id is None:
+                coloring_id = submit(db, task.id, annotator_id, write, k=k, now=now)
+            else:
+                coloring_id = _submit_recolor(db, task, annotator_id, write, now)
+            if then is not None:
+                then(db)
+            return coloring_id
+    except AnnotationError:
+        # Refused inside the transaction (a second submission of the task at the same
+        # moment): the refusal leaves no file either.
+        discard_unnamed(db, data_dir, [f.path for f in files])
+        raise
 
 
 def record_coloring(

@@ -25,6 +25,20 @@ def store(db, tmp_path):
     return db, tmp_path / "data"
 
 
+def _a_sketch(db):
+    """A selected sketch of apple: what a coloring task is reserved on."""
+    db["sketches"].insert(
+        {
+            "base": "apple",
+            "path": "sketches/apple.png",
+            "sha256": "0" * 64,
+            "source": "test",
+            "selected": 1,
+            "created": iso(T0),
+        }
+    )
+
+
 def _tables(db):
     return {t: list(db[t].rows) for t in ("colorings", "coloring_distributions", "tasks", "audit")}
 
@@ -88,16 +102,7 @@ def test_bad_coloring_input_is_refused_and_nothing_is_written(store, change, mes
 def test_a_reserved_task_is_completed_by_storing_its_coloring(store):
     db, data = store
     (designer,) = people(db, 1, "designer")
-    db["sketches"].insert(
-        {
-            "base": "apple",
-            "path": "sketches/apple.png",
-            "sha256": "0" * 64,
-            "source": "test",
-            "selected": 1,
-            "created": iso(T0),
-        }
-    )
+    _a_sketch(db)
     tasks = assignment.reserve(db, "coloring", designer, np.random.default_rng(0), 1)
     task = tasks[0]
     coloring_id = add_coloring(db, data, designer, task.concept_key, (90, 60, 30), task_id=task.id)
@@ -106,6 +111,27 @@ def test_a_reserved_task_is_completed_by_storing_its_coloring(store):
     other = "banana" if task.concept_key != "banana" else "apple"
     with pytest.raises(InvalidInput, match="not a coloring of"):
         add_coloring(db, data, designer, other, (90, 60, 30), task_id=task.id)
+
+
+def test_a_second_submission_refused_inside_its_transaction_leaves_no_file(store):
+    """An outside tester's two sessions of one designer submitted one task at the same moment:
+    both passed the checks made before writing, the second was refused in its transaction
+    ("already submitted"), and its image and mask stayed in the data folder, named by no row."""
+    db, data = store
+    (designer,) = people(db, 1, "designer")
+    # A practice task, whose checks before writing pass for the second submission (a main
+    # task's quota check reads the first's row; two at the very same moment both pass it).
+    [task] = assignment.reserve_practice(db, designer, ("apple",))  # read by both sessions
+    options = {"seconds_spent": 3.0, "task": task, "practice": True}
+    first = store_coloring(db, data, designer, "apple", *painted((90, 60, 30)), **options)
+    kept = {get_coloring(db, first)[k] for k in ("image_path", "mask_path")}
+    files = sorted(p.relative_to(data).as_posix() for p in (data / "colorings").rglob("*.png"))
+    assert sorted(kept) == files
+    for color in ((20, 120, 220), (90, 60, 30)):  # other bytes; then the very bytes of the first
+        with pytest.raises(Conflict, match="already submitted"):
+            store_coloring(db, data, designer, "apple", *painted(color), **options)
+        assert sorted(p.relative_to(data).as_posix() for p in (data / "colorings").rglob("*.png")) == files
+    assert db["colorings"].count == 1 and all(resolve(data, path).is_file() for path in kept)
 
 
 def test_a_recolor_is_the_next_round_and_the_designer_counts_once_towards_the_quota(store):
