@@ -57,11 +57,14 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> dict[str, gr.components
     with gr.Column(elem_id="start_sign_in") as sign_in_box:
         with gr.Row():
             invite = gr.Textbox(label="Invite link or code", elem_id="start_invite", scale=3)
-            # Both buttons wait for the page-load sign-in (`wire`): a sign-in made before it
-            # answered would be undone by its "not signed in".
+            # Both buttons (and the password box, which Enter submits) wait for the page-load
+            # sign-in (`wire`): a sign-in made before it answered would be undone by its
+            # "not signed in".
             invite_button = gr.Button("Sign in with invite", elem_id="start_invite_button", interactive=False)
         with gr.Row():
-            password = gr.Textbox(label="Admin password", type="password", elem_id="start_password", scale=3)
+            password = gr.Textbox(
+                label="Admin password", type="password", elem_id="start_password", scale=3, interactive=False
+            )
             password_button = gr.Button(
                 "Sign in as admin", elem_id="start_password_button", interactive=False
             )
@@ -95,6 +98,9 @@ def wire(
 SIGNED = ("session_token", "status")
 """What a sign-in or sign-out sets: the session and the line that says who is signed in."""
 BUTTONS = ("invite_button", "password_button")
+USABLE_ON_LOAD = (*BUTTONS, "password")
+"""What the page-load sign-in makes usable: the sign-in buttons, and the password box that
+Enter submits."""
 
 
 def _tab_part(tab: gr.Tab) -> str:
@@ -127,12 +133,19 @@ class StartTab(Tab):
                 "demo.load",
                 "restore_on_load",
                 ("stored",),
-                (*SIGNED, *shown, *BUTTONS),
+                (*SIGNED, *shown, *USABLE_ON_LOAD),
                 api_name="start_restore",
             ),
             On("then", None, (), (), js=_FORGET_INVITE_JS),
             On("invite_button.click", "login_invite", ("invite",), SIGNED, "status", "login_invite"),
-            On("password_button.click", "login_password", ("password",), SIGNED, "status", "login_admin"),
+            On(
+                ("password_button.click", "password.submit"),
+                "login_password",
+                ("password",),
+                SIGNED,
+                "status",
+                "login_admin",
+            ),
             On("then", None, (), ("password",), js=_FORGET_PASSWORD_JS),
             On("logout_button.click", "logout", ("session_token",), SIGNED, "status", "start_logout"),
             # A sign-in or a sign-out: one step of the page's one event for a change of session
@@ -180,7 +193,7 @@ class StartTab(Tab):
         return {
             **self.named(session_token=token, status=message),
             **shown,
-            **self.named(**dict.fromkeys(BUTTONS, usable)),
+            **self.named(**dict.fromkeys(BUTTONS, usable), password=gr.Textbox(interactive=True)),
         }
 
     @public
