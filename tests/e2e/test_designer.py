@@ -491,3 +491,18 @@ def test_a_designer_colors_and_submits_with_the_keyboard_alone(shared_live, page
     assert (fill_region(BANANA, point) == fill_region(BANANA, PEEL)).all()  # the peel's stripe
     assert counts == {YELLOW: fill_region(BANANA, PEEL).sum()}
     assert page.js_errors == []
+
+
+def test_on_a_phone_the_drawing_takes_the_width_and_the_picker_goes_under_it(shared_live, page):
+    """An outside tester's 390x844 phone showed the drawing 108 px wide beside the picker."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    _start_practice(shared_live, page)
+    drawing = page.locator(f"{CANVAS} .cc-viewport").bounding_box()
+    picker = page.locator(f"{CANVAS} .cc-palette").bounding_box()
+    assert drawing["width"] >= 300 and drawing["height"] >= 200, drawing
+    assert picker["y"] >= drawing["y"] + drawing["height"] - 1, (drawing, picker)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways scroll
+    _shot(page, "phone")
+    _committed(page, lambda: page.mouse.click(*_to_client(page, PEEL[0] + 0.5, PEEL[1] + 0.5)))
+    expect(page.locator(f"{CANVAS} .cc-status")).to_contain_text("Filled")
+    assert page.js_errors == []
