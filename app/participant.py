@@ -167,6 +167,26 @@ EVENTS = (
 """The tab's wiring, in the order Gradio registers it (`ParticipantTab.wire`)."""
 
 
+def _no_trial(db, actor, *, crowd: bool) -> str:
+    """Why no trial comes: all judged; pairs others hold, which may still come; or (someone
+    from an invite) every other pair has its votes, so nothing is left to wait for."""
+    done, total = judging.progress(db, actor)
+    if done >= total:
+        return f"**All done: you judged {done} of {total} trials. Thank you!**"
+    if judging.held_by_others(db, actor):
+        return (
+            f"**No pair is waiting for you right now** ({done} of {total} judged): the pairs left "
+            "are with other participants, and one comes back if its participant does not answer "
+            "in time. Please come back later."
+        )
+    if crowd:  # their place was counted on pairs for them: the study's researcher must look
+        return f"**No pair is waiting for you right now** ({done} of {total} judged). Please come back later."
+    return (
+        f"**All done: you judged {done} trials**, and every other pair already has all the votes "
+        "the study needs. Thank you!"
+    )
+
+
 class ParticipantTab(Tab):
     """The Judge tab of one app: its parts by name, and the handlers `EVENTS` wires.
 
@@ -313,14 +333,9 @@ class ParticipantTab(Tab):
             return self.show(_WAIT_FOR_BACKGROUND, background=asked, consent=consent)
         trial = judging.next_trial(db, actor, self.ctx.rng)
         if trial is None:
-            done, total = judging.progress(db, actor)
-            message = (
-                f"**All done: you judged {done} of {total} trials. Thank you!**"
-                if done >= total
-                else f"**No pair is waiting for you right now** ({done} of {total} judged). "
-                "Please come back later."
+            return self.show(
+                _no_trial(db, actor, crowd=finished is not None), background=asked, consent=consent
             )
-            return self.show(message, background=asked, consent=consent)
         based_on = (
             f"{trial.truth.n_colorings} colorings"
             if trial.truth.n_colorings

@@ -149,6 +149,22 @@ def progress(db: sqlite_utils.Database, actor: Actor) -> tuple[int, int]:
     return done, total
 
 
+def held_by_others(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> int:
+    """Pairs the participant has not judged, in the studies they judge, that other
+    participants hold now: the pairs that may still come to them (a reservation its holder
+    does not answer in time is released). When `next_trial` has none to give and this is 0,
+    nothing in the study is left for them."""
+    annotator_id = _participant(actor)
+    return db.execute(
+        "select count(distinct t.pair_id) from tasks t join study_pairs p on p.id = t.pair_id "
+        "join studies s on s.id = p.study_id where t.kind = 'judgment' and t.status = 'reserved' "
+        "and t.expires > :now and t.annotator_id != :a and s.frozen is not null and "
+        f"{assignment.JUDGED_STUDIES} and not exists (select 1 from judgments j "
+        "where j.pair_id = t.pair_id and j.participant_id = :a)",
+        {"a": annotator_id, "now": iso(utcnow() if now is None else now)},
+    ).fetchone()[0]
+
+
 def next_trial(
     db: sqlite_utils.Database,
     actor: Actor,

@@ -29,7 +29,7 @@ from tests.study_data import populate, sources, truth_source
 ) = range(11)
 
 
-def _open_study(config, n_concepts=4, reference=False):
+def _open_study(config, n_concepts=4, reference=False, **design):
     """Prepare the app's database with an open study; returns its pair count. With
     `reference`, the ground truth is a reference set of ratings (no colorings)."""
     db = open_db(config.db_path)
@@ -45,7 +45,7 @@ def _open_study(config, n_concepts=4, reference=False):
             study.reference_ground_truth(db, "lab") if reference else truth_source(config.data_dir, truths),
             seed=0,
             n_concepts=n_concepts,
-            attention_rate=0.1,
+            **{"attention_rate": 0.1, **design},
         )
         study.open_study(db, study_id, Actor(None, "admin", frozenset({"admin"})))
         return sum(study.study_size(db, study_id).values())
@@ -64,6 +64,31 @@ def _rows(config, sql):
 def _invite(client, role, background="unknown"):
     admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
     return client.predict(admin, role, 1, background, 7, api_name="/admin_create_invites")["data"][0][3]
+
+
+def test_a_participant_without_a_pair_is_told_whether_one_may_still_come(tmp_path):
+    """An outside tester was told to come back later when the pairs left all had their votes."""
+    config = make_config(tmp_path)
+    n_pairs = _open_study(config, n_concepts=2, votes_per_pair=1, attention_rate=0.0)
+    with running_app(config) as (client, _):
+        first, second = (
+            client.predict(_invite(client, "participant"), api_name="/login_invite")[0] for _ in range(2)
+        )
+        views = [
+            client.predict(token, "yes", api_name="/participant_set_background") for token in (first, second)
+        ]
+        assert views[0][PROGRESS].startswith(f"**Trial 1 of {n_pairs}**")  # the first holds every pair
+        assert views[1][PROGRESS].startswith("**No pair is waiting for you right now** (0 of ")
+        assert "with other participants" in views[1][PROGRESS] and views[1][TASK] is None
+        view = views[0]
+        for _ in range(n_pairs):
+            view = client.predict(first, view[TASK], "left", view[SHOWN_AT], api_name="/participant_vote")
+        assert view[PROGRESS].startswith(f"**All done: you judged {n_pairs} of {n_pairs}")
+        view = client.predict(second, api_name="/participant_next")
+        assert view[PROGRESS] == (
+            "**All done: you judged 0 trials**, and every other pair already has all the votes the "
+            "study needs. Thank you!"
+        )
 
 
 def test_a_participant_judges_every_pair_through_the_api(tmp_path):

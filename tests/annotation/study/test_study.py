@@ -1,5 +1,6 @@
 """The pairwise study in the library: design, freeze rule, assignment, votes, analysis."""
 
+import datetime as dt
 import json
 import sqlite3
 import subprocess
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
+from annotation import assignment
 from annotation.coloring.store import store_coloring
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from annotation.people.accounts import Actor, create_annotators
@@ -23,6 +25,7 @@ from evaluation.color import metrics
 from evaluation.color.naming import names_of_uw71
 from evaluation.color.palette import load_uw71
 from evaluation.pipeline import runs
+from storage import utcnow
 from tests.study_data import CFG, MODELS, RUN, populate, sources, sparse_distribution, truth_source
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -262,6 +265,27 @@ def test_each_pair_gets_its_votes_from_distinct_participants_and_nobody_repeats(
         votes["participant_id"].eq(actors[0].annotator_id).sum(),
         n_pairs,
     )
+
+
+def test_pairs_held_by_others_are_told_apart_from_a_study_with_nothing_left(setup):
+    """An outside tester read "Trial 1 of 7" and then "No pair is waiting for you right now
+    ... come back later" when every other pair had its votes or was held by someone else."""
+    db, data_dir, truths = setup
+    _study(db, data_dir, truths, n_concepts=2, votes_per_pair=1, trials_per_participant=7)
+    first, second = _participants(db, 2)
+    rng = np.random.default_rng(0)
+    trial = judging.next_trial(db, first, rng)  # holds its batch: every pair of this study
+    n_held = len(assignment.open_tasks(db, "judgment", first.annotator_id))
+    assert n_held >= 1 and judging.next_trial(db, second, rng) is None
+    assert judging.held_by_others(db, second) == n_held and judging.held_by_others(db, first) == 0
+    # a reservation that has run out no longer counts as a pair that may come back
+    assert judging.held_by_others(db, second, now=utcnow() + dt.timedelta(days=1)) == 0
+    judging.record_judgment(db, first, trial.task_id, "left", 2.5)
+    assert judging.held_by_others(db, second) == n_held - 1  # its one vote is in
+    while (trial := judging.next_trial(db, first, rng)) is not None:
+        judging.record_judgment(db, first, trial.task_id, "left", 2.5)
+    assert judging.held_by_others(db, second) == 0 and judging.next_trial(db, second, rng) is None
+    assert judging.progress(db, second)[0] == 0 < judging.progress(db, second)[1]  # not done: nothing left
 
 
 def test_placement_is_recorded_per_trial_and_balanced(setup):
