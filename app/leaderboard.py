@@ -24,6 +24,7 @@ from annotation.research.views import (
     leaderboard_analyses,
     pick_source,
     robustness_report,
+    thin_note,
 )
 from app.browser import source_dropdown
 from app.common import AppContext, api_button, empty_note, escape, role, seed_number, whole_number
@@ -153,6 +154,7 @@ class LeaderboardTab(Tab):
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
         pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
         earlier = EARLIER if state == "earlier" else ""
+        evaluated = evaluated_concepts(db)
         note = (
             "  \n".join(
                 escape(line)
@@ -160,7 +162,8 @@ class LeaderboardTab(Tab):
                     earlier,
                     choice.note,
                     human.describe(db, choice.source),
-                    lacking_note(db, choice.source, evaluated_concepts(db)),
+                    lacking_note(db, choice.source, evaluated),
+                    thin_note(db, choice.source, evaluated),
                 )
                 if line
             )

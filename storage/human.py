@@ -242,6 +242,16 @@ def check_source(db: sqlite_utils.Database, source: str) -> None:
         raise UnknownSource(f"`source` must be one of {known}, got {source!r}")
 
 
+def coloring_counts(db: sqlite_utils.Database) -> dict[str, int]:
+    """How many counted colorings each concept's stored designers' P_H rests on."""
+    return {
+        key: int(n)
+        for key, n in db.execute(
+            "select concept_key, n_colorings from human_distributions where source = ?", [DESIGNERS]
+        )
+    }
+
+
 def describe(db: sqlite_utils.Database, source: str) -> str:
     """One line on where `source`'s distributions come from."""
     check_source(db, source)

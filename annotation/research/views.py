@@ -30,7 +30,7 @@ from evaluation.analysis import bootstrap, comparison, results, robustness, tabl
 from evaluation.concepts import Concept
 from evaluation.pipeline import runs, scoring
 from evaluation.pipeline.overlay import item_overlays
-from storage import human
+from storage import db_path, human
 from storage.schema import change_count
 
 _LOG = logging.getLogger(__name__)
@@ -297,6 +297,32 @@ def lacking_note(db: sqlite_utils.Database, source: str, keys: Sequence[str]) ->
     )
 
 
+#: The designers per concept of the paper's study (Section 3): a P_H on fewer is named.
+PAPER_DESIGNERS = 5
+
+
+def thin_note(db: sqlite_utils.Database, source: str, keys: Sequence[str]) -> str:
+    """For the designers' source: the sentence naming the evaluated concepts `keys` whose P_H
+    rests on fewer than `PAPER_DESIGNERS` colorings (an outside tester found one resting on
+    a single unreviewed coloring in the tables, unnamed), or "" when none does."""
+    if source != human.DESIGNERS:
+        return ""
+    counts = human.coloring_counts(db)
+    held = [k for k in dict.fromkeys(keys) if k in counts]
+    thin = sorted((k for k in held if counts[k] < PAPER_DESIGNERS), key=lambda k: (counts[k], k))
+    if not thin:
+        return ""
+    named = ", ".join(f"'{k}' ({counts[k]})" for k in thin[:5]) + (
+        f" and {len(thin) - 5} more" if len(thin) > 5 else ""
+    )
+    return (
+        f"{len(thin)} of the {len(held)} concepts scored {'rests' if len(thin) == 1 else 'rest'} on "
+        f"fewer than {PAPER_DESIGNERS} designer "
+        f"colorings (the paper's study has {PAPER_DESIGNERS} per concept): {named}; their P_H changes "
+        "as colorings come in."
+    )
+
+
 class NothingScored(NotFound):
     """No model distribution is scored against the source yet: the leaderboards are empty."""
 
@@ -514,11 +540,6 @@ def refresh_leaderboards(
 def kept_leaderboards(path: str | Path, cache: LeaderboardCache | None = None) -> int:
     """`LeaderboardCache.kept` of `cache` (default `DEFAULT_CACHE`)."""
     return (DEFAULT_CACHE if cache is None else cache).kept(path)
-
-
-def db_path(db: sqlite_utils.Database) -> str:
-    """The file behind `db` (the key under which its results are kept)."""
-    return os.path.realpath(db.execute("pragma database_list").fetchone()[2])
 
 
 #: Seconds between two looks at the change count, and how long the distributions must stay

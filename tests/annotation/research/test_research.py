@@ -426,6 +426,15 @@ def test_views_fall_back_from_empty_designers_to_the_reference_set_that_covers_t
         "(no human distribution to compare with)."
     )
     assert views.lacking_note(db, UW71_RATINGS_SOURCE, ["apple", "banana"]) == ""
+    # ... and that apple's P_H rests on one coloring, not the paper's five designers.
+    assert views.thin_note(db, human_rows.DESIGNERS, ["apple", "banana"]) == (
+        "1 of the 1 concepts scored rests on fewer than 5 designer colorings (the paper's study has 5 "
+        "per concept): 'apple' (1); their P_H changes as colorings come in."
+    )
+    for d in people(db, 4, "designer"):
+        add_coloring(db, data_dir, d, "apple", (190, 40, 30))
+    assert views.thin_note(db, human_rows.DESIGNERS, ["apple", "banana"]) == ""  # five now
+    assert views.thin_note(db, UW71_RATINGS_SOURCE, ["apple", "banana"]) == ""
 
 
 def test_an_empty_leaderboard_says_which_source_covers_the_evaluated_concepts(db, tmp_path):
