@@ -369,7 +369,8 @@ class EvaluateTab(Tab):
 
     @role(*ALLOWED)
     def progress(self, db, actor) -> dict:
-        """Progress bars of the newest runs, with the job state on this server."""
+        """Progress bars of the newest runs, with the job state on this server (or that a
+        job of another process on the same database runs it)."""
         manager = self.ctx.jobs
         rows = [
             (
@@ -378,6 +379,7 @@ class EvaluateTab(Tab):
                 manager.state(r["name"]),
                 manager.workers(r["name"]),
                 explicit_jobs.is_explicit(runs.run_config(db, r["name"])),
+                runs.job_elsewhere(db, r["name"], jobs.process_owner()),
             )
             for r in runs.list_runs(db)[:RUNS_SHOWN]
         ]
@@ -409,6 +411,7 @@ class EvaluateTab(Tab):
         if executor.kind == "in-process":
             jobs.check_weights(runs.run_config(db, run) if run else None, segmenter)
         runs.claim_masking(db, run or "", jobs.masking_of(segmenter))
+        runs.refuse_job_elsewhere(db, run or "", jobs.process_owner())
         research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
         state = self.ctx.jobs.submit(run, segmenter, executor)
         return {
@@ -782,13 +785,16 @@ def _progress_html(rows) -> str:
     if not rows:
         return "<p>No runs yet.</p>"
     body = []
-    for run, done, job, workers, explicit in rows:
+    for run, done, job, workers, explicit, elsewhere in rows:
         fraction, complete = (
             explicit_jobs.explicit_progress(done) if explicit else (done.fraction, done.complete)
         )
-        state = (
-            job.state if job.state != "idle" else ("complete" if complete else "stopped (resume to continue)")
-        )
+        if job.active or (job.state != "idle" and elsewhere is None):
+            state = job.state
+        elif elsewhere is not None:  # its job here ended; another process's runs now
+            state = f"running in another process ({elsewhere[0]})"
+        else:
+            state = "complete" if complete else "stopped (resume to continue)"
         note = (f" · {job.stage}" if job.stage else "") + (f" — {job.message}" if job.message else "")
         counts = (
             f"{done.generated}/{done.items} images, {done.segmented} scored ({done.usable} masked), "

@@ -54,6 +54,11 @@ _ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 _WRITERS = threading.RLock()  # see `transaction`
 
 
+def db_path(db: sqlite_utils.Database) -> str:
+    """The file behind `db`, resolved (a cache key; what another thread opens)."""
+    return os.path.realpath(db.execute("pragma database_list").fetchone()[2])
+
+
 def open_db(path: str | Path) -> sqlite_utils.Database:
     """Open (creating if needed) the SQLite file at `path` for this thread.
 

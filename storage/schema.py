@@ -725,6 +725,15 @@ def _v16_run_masking(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("masking", str)
 
 
+def _v17_run_jobs(db: sqlite_utils.Database) -> None:
+    """Which process runs a job on a run (``runs.job_owner``, ``host:pid``) and when it last
+    said so (``runs.job_heartbeat``, UTC; `evaluation.pipeline.runs.claim_job`): null while
+    no job runs. Two processes on one database then neither show the other's job as stopped
+    nor start a second one on the same run."""
+    db["runs"].add_column("job_owner", str)
+    db["runs"].add_column("job_heartbeat", str)
+
+
 def change_count(db: sqlite_utils.Database, name: str = DISTRIBUTIONS_CHANGED) -> int:
     """How many changes the triggers of `_v10_change_counters` have counted (a cache key)."""
     row = db.execute("select n from change_counters where name = ?", [name]).fetchone()
@@ -751,6 +760,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("open study links for crowd platforms", _v14_crowd_links),
     ("consent of crowd participants", _v15_crowd_consent),
     ("the masking of each run", _v16_run_masking),
+    ("which process runs a job on each run", _v17_run_jobs),
 )
 
 

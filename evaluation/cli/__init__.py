@@ -177,6 +177,29 @@ def concept_run_config(db, run: str) -> dict:
     return config
 
 
+def leased_stage(db, args, stage: str, work, batch_size: int, executor) -> int:
+    """Run `stage` of run ``args.run`` with a progress bar, holding the run for this process
+    (`evaluation.pipeline.jobs.job_lease`); returns `run_stage`'s count."""
+    from evaluation.pipeline.jobs import job_lease
+    from evaluation.pipeline.stages import run_stage
+
+    update, close = progress_bar(stage)
+    try:
+        with job_lease(db, args.run):  # one process at a time works on a run
+            return run_stage(
+                db,
+                args.run,
+                stage,
+                work,
+                batch_size,
+                progress=update,
+                data_dir=args.data_dir,
+                executor=executor,
+            )
+    finally:
+        close()
+
+
 def progress_bar(description: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
     """A tqdm bar (with rate and ETA) as a ``progress(done, total)`` callback, and its close."""
     from tqdm import tqdm

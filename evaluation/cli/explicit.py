@@ -27,6 +27,7 @@ from evaluation.cli import (
     add_device_arguments,
     add_executor_arguments,
     add_storage_arguments,
+    leased_stage,
     open_db,
     print_workers,
     progress_bar,
@@ -169,7 +170,7 @@ def _segmenter(args: argparse.Namespace):
 
 
 def _generate(db, args: argparse.Namespace, config: dict, device: str, executor) -> None:
-    from evaluation.pipeline.stages import GenerationWork, run_stage
+    from evaluation.pipeline.stages import GenerationWork
 
     dtype = None
     if args.dtype:
@@ -178,20 +179,9 @@ def _generate(db, args: argparse.Namespace, config: dict, device: str, executor)
         dtype = getattr(torch, args.dtype)
     work = GenerationWork.from_run(config, args.data_dir, device=device, dtype=dtype)
     batch_size = args.batch_size or min(spec.batch_size for spec in work.specs.values())
-    update, close = progress_bar("generate")
     try:
-        run_stage(
-            db,
-            args.run,
-            "generate",
-            work,
-            batch_size,
-            progress=update,
-            data_dir=args.data_dir,
-            executor=executor,
-        )
+        leased_stage(db, args, "generate", work, batch_size, executor)
     finally:
-        close()
         print_workers(executor)
 
 
@@ -219,7 +209,7 @@ def main(args: argparse.Namespace) -> int:
 
     from evaluation.explicit.tables import accuracy_table, coverage_table, image_verdicts, write_csv
     from evaluation.pipeline import runs
-    from evaluation.pipeline.jobs import check_weights, masking_of
+    from evaluation.pipeline.jobs import check_weights, job_lease, masking_of
 
     generate_on = stage_executor(args, "generate")  # before storing anything: no cluster, no run
     # Every option is checked before the run is stored: one refused later left a stored run.
@@ -233,11 +223,12 @@ def main(args: argparse.Namespace) -> int:
         db, args, (lambda c: check_weights(c, segmenter)) if generate_on is None else None
     )
     runs.claim_masking(db, args.run, masking_of(segmenter))  # before any image is made
-    if runs.pending_items(db, args.run, "generate"):
-        _generate(db, args, config, device, generate_on)
     done = 0
-    if runs.pending_items(db, args.run, "segment"):
-        done = _score(db, args, segmenter, device, stage_executor(args, "segment"))
+    with job_lease(db, args.run):  # one process at a time works on a run
+        if runs.pending_items(db, args.run, "generate"):
+            _generate(db, args, config, device, generate_on)
+        if runs.pending_items(db, args.run, "segment"):
+            done = _score(db, args, segmenter, device, stage_executor(args, "segment"))
     images = image_verdicts(runs.explicit_results(db, run=args.run), scoring=args.scoring)
     print(f"{done} new image(s) judged; {len(images)} in run {args.run!r}")
     with pd.option_context(

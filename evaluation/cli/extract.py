@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Extract and store the run's distributions."""
+    from evaluation.pipeline.jobs import job_lease
     from evaluation.pipeline.stages import extract
 
     db = open_db(args)
@@ -38,7 +39,10 @@ def main(args: argparse.Namespace) -> int:
     executor = stage_executor(args, "extract")
     update, close = progress_bar("extract")
     try:
-        written = extract(db, args.run, args.data_dir, force=args.force, progress=update, executor=executor)
+        with job_lease(db, args.run):  # one process at a time works on a run
+            written = extract(
+                db, args.run, args.data_dir, force=args.force, progress=update, executor=executor
+            )
     finally:
         close()
     print(f"{written} distribution(s) written for run {args.run!r}")

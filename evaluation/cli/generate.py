@@ -19,9 +19,9 @@ from evaluation.cli import (
     add_device_arguments,
     add_executor_arguments,
     add_storage_arguments,
+    leased_stage,
     open_db,
     print_workers,
-    progress_bar,
     resolve_device,
     stage_executor,
 )
@@ -199,7 +199,7 @@ def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None]
 def main(args: argparse.Namespace) -> int:
     """Create or resume the run, then generate its pending images."""
     from evaluation.pipeline import runs
-    from evaluation.pipeline.stages import GenerationWork, run_stage
+    from evaluation.pipeline.stages import GenerationWork
 
     executor = stage_executor(args, "generate")  # before storing anything: no cluster, no run
     device = resolve_device(args.device) if executor is None else args.device
@@ -225,20 +225,7 @@ def main(args: argparse.Namespace) -> int:
     batch_size = args.batch_size or min(spec.batch_size for spec in work.specs.values())
     where = device if executor is None else f"Ray workers ({device})"
     print(f"generating on {where}, {batch_size} image(s) per pipeline call")
-    update, close = progress_bar("generate")
-    try:
-        done = run_stage(
-            db,
-            args.run,
-            "generate",
-            work,
-            batch_size,
-            progress=update,
-            data_dir=args.data_dir,
-            executor=executor,
-        )
-    finally:
-        close()
+    done = leased_stage(db, args, "generate", work, batch_size, executor)
     print(
         f"{done} image(s) generated; {sum(1 for i in runs.items(db, args.run) if i['status'] == 'failed')} failed"
     )

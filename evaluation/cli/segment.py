@@ -14,9 +14,9 @@ from evaluation.cli import (
     add_executor_arguments,
     add_storage_arguments,
     concept_run_config,
+    leased_stage,
     open_db,
     print_workers,
-    progress_bar,
     resolve_device,
     stage_executor,
 )
@@ -91,7 +91,6 @@ def main(args: argparse.Namespace) -> int:
     """Load the detector and SAM once (per worker), then segment the run's generated images."""
     from evaluation.pipeline import runs
     from evaluation.pipeline.jobs import LazySegmentationWork, check_weights, masking_of
-    from evaluation.pipeline.stages import run_stage
 
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be a whole number, 1 or more, got {args.batch_size}")
@@ -111,20 +110,7 @@ def main(args: argparse.Namespace) -> int:
             args.data_dir = Path(args.data_dir).resolve()
         preflight(args.data_dir, None, spec)
     work = LazySegmentationWork(spec, args.data_dir, device)
-    update, close = progress_bar("segment")
-    try:
-        done = run_stage(
-            db,
-            args.run,
-            "segment",
-            work,
-            args.batch_size,
-            progress=update,
-            data_dir=args.data_dir,
-            executor=executor,
-        )
-    finally:
-        close()
+    done = leased_stage(db, args, "segment", work, args.batch_size, executor)
     print(f"{done} image(s) segmented")
     for row in runs.exclusion_counts(db, run=args.run):
         print(

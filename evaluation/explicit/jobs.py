@@ -163,22 +163,23 @@ def run_explicit_pipeline(
     runs.claim_masking(db, run, jobs.masking_of(segmenter))
     cluster = jobs.cluster_of(executor)
     check = jobs.stop_check(run, should_stop)
-    # 1. Generate the pending (or failed) images, as for a concept run.
-    jobs.generate_pending(db, run, data_dir, device, cluster, executor, check, on_stage, on_executor)
-    # 2. Mask, check presence and score every generated image.
-    if runs.pending_items(db, run, "segment"):
-        jobs.announce(on_stage, "score")
-        jobs.build_tiny_segmenter(segmenter)
-        prompts = {row["prompt_id"]: row for row in runs.explicit_prompts(db, run)}
-        work = LazyExplicitWork(
-            segmenter,
-            data_dir,
-            prompts,
-            device=device if cluster is None else "auto",
-            **presence_settings(config),
-        )
-        score_on = jobs.stage_executor(executor, cluster, "segment", on_executor)
-        score_explicit(db, run, work, jobs.SEGMENT_BATCH, executor=score_on, progress=check)
+    with jobs.job_lease(db, run):  # one process at a time works on a run
+        # 1. Generate the pending (or failed) images, as for a concept run.
+        jobs.generate_pending(db, run, data_dir, device, cluster, executor, check, on_stage, on_executor)
+        # 2. Mask, check presence and score every generated image.
+        if runs.pending_items(db, run, "segment"):
+            jobs.announce(on_stage, "score")
+            jobs.build_tiny_segmenter(segmenter)
+            prompts = {row["prompt_id"]: row for row in runs.explicit_prompts(db, run)}
+            work = LazyExplicitWork(
+                segmenter,
+                data_dir,
+                prompts,
+                device=device if cluster is None else "auto",
+                **presence_settings(config),
+            )
+            score_on = jobs.stage_executor(executor, cluster, "segment", on_executor)
+            score_explicit(db, run, work, jobs.SEGMENT_BATCH, executor=score_on, progress=check)
 
 
 class ExplicitJobManager(jobs.JobManager):

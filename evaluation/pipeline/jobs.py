@@ -12,15 +12,19 @@ cancel was asked for, and the last outcome of each job it ran since the server s
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
+import sqlite3
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
+import storage
 from evaluation.concepts import load_concepts
 from evaluation.models.availability import weights_refusal
 from evaluation.models.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, TEXT_THRESHOLD
@@ -317,7 +321,7 @@ def run_pipeline(
     # An unknown run, or one masked another way, fails here, before a cluster is joined.
     runs.claim_masking(db, run, masking_of(segmenter))
     cluster = cluster_of(executor)
-    with ray_connection_held(cluster):
+    with job_lease(db, run), ray_connection_held(cluster):
         if cluster is not None:
             data_dir = data_dir if is_uri(data_dir) else data_dir.resolve()  # workers' cwd differs
             from evaluation.pipeline.ray_preflight import preflight
@@ -327,6 +331,51 @@ def run_pipeline(
         _run_stages(
             db, run, data_dir, segmenter, device, cluster, executor, should_stop, on_stage, on_executor
         )
+
+
+def process_owner() -> str:
+    """This process as a job's owner: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@contextlib.contextmanager
+def job_lease(db: sqlite_utils.Database, run: str) -> Iterator[str]:
+    """Hold run `run` for this process while the block runs (`runs.claim_job`).
+
+    A thread with its own connection renews the lease every quarter of `runs.LEASE_S`, so a
+    long step (loading a model, a slow batch) does not let it lapse; the lease is released
+    at the end. Inside a lease this process holds already (a stage of a whole run), it adds
+    nothing. Yields the owner.
+
+    Raises
+    ------
+    RunError
+        If another process's job holds the run.
+    """
+    owner = process_owner()
+    if runs.job_holder(db, run)[0] == owner:
+        yield owner
+        return
+    runs.claim_job(db, run, owner)
+    stop, path = threading.Event(), storage.db_path(db)
+
+    def beat() -> None:
+        beat_db = storage.open_db(path)
+        try:
+            while not stop.wait(runs.LEASE_S / 4):
+                with contextlib.suppress(sqlite3.OperationalError):  # busy: the next beat renews
+                    runs.renew_job(beat_db, run, owner)
+        finally:
+            beat_db.close()
+
+    thread = threading.Thread(target=beat, name=f"lease {run}", daemon=True)
+    thread.start()
+    try:
+        yield owner
+    finally:
+        stop.set()
+        thread.join()
+        runs.release_job(db, run, owner)
 
 
 def ray_connection_held(cluster) -> contextlib.AbstractContextManager:

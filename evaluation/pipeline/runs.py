@@ -12,8 +12,11 @@ failed is ``failed`` (with ``error``) and is tried again by the next run of the 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
 import re
+import socket
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
@@ -163,6 +166,92 @@ def claim_masking(db: sqlite_utils.Database, run: str, masking: Mapping[str, Any
                 "from one masking), or start another run"
             )
         update_rows(db, "runs", {"name": run}, {"masking": json.dumps(masking, sort_keys=True)})
+
+
+#: A job's lease on its run lasts this long past its last heartbeat (`claim_job`); the
+#: job renews it four times as often (`evaluation.pipeline.jobs.job_lease`).
+LEASE_S = 60.0
+
+
+def claim_job(db: sqlite_utils.Database, run: str, owner: str, *, now: dt.datetime | None = None) -> None:
+    """Record that `owner` (a process: ``host:pid``) runs a job on run `run`.
+
+    Two processes on one database (two app servers, the app and the CLI) would otherwise
+    both work on one run: each sees the other's job as stopped. A lease another owner
+    renewed within `LEASE_S` refuses the claim; an older one is a process that died.
+
+    Raises
+    ------
+    RunError
+        If the run is unknown or another process's job holds it (the message names the
+        process and how long to wait if it has died).
+    """
+    now = storage.utcnow() if now is None else now
+    with transaction(db):
+        run_config(db, run)  # an unknown run fails here
+        refuse_job_elsewhere(db, run, owner, now=now)
+        update_rows(db, "runs", {"name": run}, {"job_owner": owner, "job_heartbeat": _now(now)})
+
+
+def refuse_job_elsewhere(
+    db: sqlite_utils.Database, run: str, owner: str, *, now: dt.datetime | None = None
+) -> None:
+    """Raise `RunError` when another process's job holds run `run` (`job_elsewhere`)."""
+    holder = job_elsewhere(db, run, owner, now=now)
+    if holder is not None:
+        other, age = holder
+        raise RunError(
+            f"run {run!r} has a job running in another process ({other}, last heard from "
+            f"{age:.0f} s ago): stop it there, or, if that process has died, wait "
+            f"{max(1.0, LEASE_S - age):.0f} s"
+        )
+
+
+def renew_job(db: sqlite_utils.Database, run: str, owner: str, *, now: dt.datetime | None = None) -> None:
+    """Renew `owner`'s lease on run `run` (nothing if another owner holds it)."""
+    with transaction(db):
+        if job_holder(db, run)[0] == owner:
+            update_rows(db, "runs", {"name": run}, {"job_heartbeat": _now(now)})
+
+
+def release_job(db: sqlite_utils.Database, run: str, owner: str) -> None:
+    """End `owner`'s lease on run `run` (nothing if another owner holds it)."""
+    with transaction(db):
+        if job_holder(db, run)[0] == owner:
+            update_rows(db, "runs", {"name": run}, {"job_owner": None, "job_heartbeat": None})
+
+
+def job_holder(db: sqlite_utils.Database, run: str) -> tuple[str | None, str | None]:
+    """``(owner, heartbeat)`` of the lease on run `run`, ``(None, None)`` without one."""
+    row = db.execute("SELECT job_owner, job_heartbeat FROM runs WHERE name = ?", [run]).fetchone()
+    return (row[0], row[1]) if row else (None, None)
+
+
+def job_elsewhere(
+    db: sqlite_utils.Database, run: str, owner: str, *, now: dt.datetime | None = None
+) -> tuple[str, float] | None:
+    """``(other owner, seconds since its heartbeat)`` when another process's job holds run
+    `run` (renewed within `LEASE_S`), else None."""
+    other, heartbeat = job_holder(db, run)
+    if other is None or other == owner or heartbeat is None or _died_here(other):
+        return None
+    age = ((storage.utcnow() if now is None else now) - storage.parse_iso(heartbeat)).total_seconds()
+    return (other, max(0.0, age)) if age < LEASE_S else None
+
+
+def _died_here(owner: str) -> bool:
+    """Whether `owner` (``host:pid``) is a process of this machine that no longer runs: its
+    lease need not lapse first (a run killed here resumes at once)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 def run_masking(db: sqlite_utils.Database, run: str) -> dict | None:

@@ -83,6 +83,21 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
             r"text_threshold=0.0; the masking given now differs in \['box_threshold'\]",
         ):
             client.predict(researcher, "tiny-two", "tiny-random", 0.5, 0, api_name="/evaluate_resume")
+        # Another process on this database (a second app server, the CLI) runs a job on it: an
+        # outside tester's second app showed such a run as stopped and resumed it a second time.
+        db = open_db(config.db_path)
+        try:
+            runs.claim_job(db, "tiny-two", "elsewhere:4242")
+            html = client.predict(researcher, api_name="/evaluate_progress")
+            assert "data-state='running in another process (elsewhere:4242)'" in html
+            with pytest.raises(
+                AppError,
+                match=r"run 'tiny-two' has a job running in another process \(elsewhere:4242, last heard",
+            ):
+                client.predict(researcher, "tiny-two", *TINY, api_name="/evaluate_resume")
+            runs.release_job(db, "tiny-two", "elsewhere:4242")
+        finally:
+            db.close()
         client.predict(researcher, "tiny-two", *TINY, api_name="/evaluate_resume")  # its own: queued
         assert _wait(client, researcher, "tiny-two")[0] == "finished"
     db = open_db(config.db_path)

@@ -1,6 +1,12 @@
 """Runs: schema, items, resumable stages, distributions, reference CSVs and scores (real SQLite, tiny models)."""
 
+import datetime as dt
 import json
+import os
+import socket
+import subprocess
+import sys
+import threading
 import warnings
 from dataclasses import replace
 
@@ -158,6 +164,64 @@ def test_a_run_keeps_one_masking_once_an_image_is_masked(db, tiny):
     assert runs.run_masking(db, "r") == looser
     with pytest.raises(runs.RunError, match="no run named 'x'"):
         runs.claim_masking(db, "x", first)
+
+
+def test_one_process_at_a_time_holds_a_run_and_a_dead_ones_lease_lapses(db, tiny):
+    """An outside tester's second app server on the same database showed a running job as
+    stopped and ran the run a second time beside the first."""
+    items, config = _plan(tiny)
+    runs.create_run(db, "r", items, config)
+    t0 = storage.utcnow()
+    runs.claim_job(db, "r", "vm:1", now=t0)
+    runs.claim_job(db, "r", "vm:1", now=t0)  # its own lease: renewed
+    assert runs.job_elsewhere(db, "r", "vm:2", now=t0 + dt.timedelta(seconds=5)) == ("vm:1", 5.0)
+    assert runs.job_elsewhere(db, "r", "vm:1", now=t0) is None
+    with pytest.raises(runs.RunError) as refused:
+        runs.claim_job(db, "r", "vm:2", now=t0 + dt.timedelta(seconds=5))
+    assert str(refused.value) == (
+        "run 'r' has a job running in another process (vm:1, last heard from 5 s ago): stop it "
+        "there, or, if that process has died, wait 55 s"
+    )
+    runs.renew_job(db, "r", "vm:2", now=t0 + dt.timedelta(seconds=50))  # not the holder: nothing
+    runs.renew_job(db, "r", "vm:1", now=t0 + dt.timedelta(seconds=50))
+    assert runs.job_elsewhere(db, "r", "vm:2", now=t0 + dt.timedelta(seconds=100)) == ("vm:1", 50.0)
+    # vm:1 died: its lease lapses LEASE_S after its last heartbeat, and vm:2 may take the run
+    lapsed = t0 + dt.timedelta(seconds=50 + runs.LEASE_S)
+    assert runs.job_elsewhere(db, "r", "vm:2", now=lapsed) is None
+    runs.claim_job(db, "r", "vm:2", now=lapsed)
+    runs.release_job(db, "r", "vm:1")  # not the holder: nothing
+    assert runs.job_holder(db, "r")[0] == "vm:2"
+    runs.release_job(db, "r", "vm:2")
+    assert runs.job_holder(db, "r") == (None, None)
+    with pytest.raises(runs.RunError, match="no run named 'x'"):
+        runs.claim_job(db, "x", "vm:1")
+    # A process of this machine that has ended (killed) holds nothing, whatever its heartbeat.
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    runs.claim_job(db, "r", f"{socket.gethostname()}:{int(ended.stdout)}")
+    assert runs.job_elsewhere(db, "r", "vm:2") is None
+    runs.claim_job(db, "r", f"{socket.gethostname()}:{os.getpid()}")  # this one runs
+    assert runs.job_elsewhere(db, "r", "vm:2")[0] == f"{socket.gethostname()}:{os.getpid()}"
+
+
+def test_a_job_lease_is_renewed_while_the_job_runs_and_released_after(tmp_path, tiny, monkeypatch):
+    from evaluation.pipeline import jobs
+
+    db = runs.connect(tmp_path / "db.sqlite")  # a file: the renewing thread opens its own connection
+    items, config = _plan(tiny)
+    runs.create_run(db, "r", items, config)
+    monkeypatch.setattr(runs, "LEASE_S", 0.2)  # renewed every 0.05 s
+    with jobs.job_lease(db, "r") as owner:
+        assert owner == jobs.process_owner() and runs.job_holder(db, "r")[0] == owner
+        first = runs.job_holder(db, "r")[1]
+        for _ in range(10_000):  # wait for a renewal (a condition, not a clock)
+            if runs.job_holder(db, "r")[1] != first:
+                break
+            threading.Event().wait(0.01)
+        assert runs.job_holder(db, "r")[1] > first
+        with pytest.raises(runs.RunError, match="has a job running in another process"):
+            runs.claim_job(db, "r", "elsewhere:1")
+    assert runs.job_holder(db, "r") == (None, None)
+    db.close()
 
 
 def test_a_bad_item_update_writes_nothing(db, tiny):
