@@ -193,6 +193,10 @@ EVENTS = (
 )
 """The tab's wiring, in the order Gradio registers it (`DesignerTab.wire`)."""
 OUTSIDER = "This tab is for designers: sign in with a designer's invite link to color."
+CONSENT_FIRST = (
+    "First agree to the consent text (designer_consent); the instructions and the practice follow."
+)
+READ_FIRST = "Read the instructions, then confirm (designer_instructions_read): the practice opens."
 
 
 class DesignerTab(Tab):
@@ -405,10 +409,12 @@ class DesignerTab(Tab):
         ctx = self.ctx
         config = ctx.config
         stage = _stage(ctx, db, actor)
+        # The page shows the step's box; the message says it too, for API clients (an outside
+        # tester's `designer_state` came back empty before consent).
         if stage == "consent":
-            return self.show(consent_box=True, message=message)
+            return self.show(consent_box=True, message=message or CONSENT_FIRST)
         if stage == "instructions":
-            return self.show(instructions_box=True, message=message)
+            return self.show(instructions_box=True, message=message or READ_FIRST)
         if stage == "awaiting_approval":
             return self._notice(
                 "**Thank you: your three practice drawings are in.** The study "

@@ -24,6 +24,7 @@ from annotation.coloring.store import get_coloring, load_pixels
 from annotation.coloring.tasks import layer_of_coloring
 from annotation.people.onboarding import CONSENT_FILE, read_text
 from annotation.sketches.library import get_sketch, load_sketch
+from app import designer
 from evaluation.color.colorspace import srgb_to_lab
 from evaluation.color.palette import nearest_uw71
 from storage import open_db
@@ -139,10 +140,12 @@ def finish_practice(study: Study, token: str, view: dict) -> dict:
 
 def test_a_designer_onboards_and_three_colorings_put_their_mass_on_the_nearest_bins(study):
     designer_id, token = study.person()
-    assert study.view("/designer_state", token)["task"] == ""
+    before = study.view("/designer_state", token)
+    # An API client reads where the designer stands (the page shows the consent box).
+    assert before["task"] == "" and before["message"] == designer.CONSENT_FIRST
     with pytest.raises(AppError, match="Tick the box to agree"):
         study.client.predict(token, False, api_name="/designer_consent")
-    study.view("/designer_consent", token, True)
+    assert study.view("/designer_consent", token, True)["message"] == designer.READ_FIRST
     [consent] = study.rows("consents")
     assert (consent["annotator_id"], consent["agreed"], consent["form_sha256"]) == (
         designer_id,
