@@ -55,8 +55,10 @@ _WRITERS = threading.RLock()  # see `transaction`
 
 
 def db_path(db: sqlite_utils.Database) -> str:
-    """The file behind `db`, resolved (a cache key; what another thread opens)."""
-    return os.path.realpath(db.execute("pragma database_list").fetchone()[2])
+    """The file behind `db`, resolved (a cache key; what another thread opens); "" for a
+    database in memory."""
+    file = db.execute("pragma database_list").fetchone()[2]
+    return os.path.realpath(file) if file else ""
 
 
 def open_db(path: str | Path) -> sqlite_utils.Database:

@@ -343,8 +343,8 @@ def job_lease(db: sqlite_utils.Database, run: str) -> Iterator[str]:
     """Hold run `run` for this process while the block runs (`runs.claim_job`).
 
     A thread with its own connection renews the lease every quarter of `runs.LEASE_S`, so a
-    long step (loading a model, a slow batch) does not let it lapse; the lease is released
-    at the end. Inside a lease this process holds already (a stage of a whole run), it adds
+    long step (loading a model, a slow batch) does not let it lapse (a database in memory,
+    which no other process sees, is not renewed); the lease is released at the end. Inside a lease this process holds already (a stage of a whole run), it adds
     nothing. Yields the owner.
 
     Raises
@@ -369,12 +369,14 @@ def job_lease(db: sqlite_utils.Database, run: str) -> Iterator[str]:
             beat_db.close()
 
     thread = threading.Thread(target=beat, name=f"lease {run}", daemon=True)
-    thread.start()
+    if path:
+        thread.start()
     try:
         yield owner
     finally:
         stop.set()
-        thread.join()
+        if path:
+            thread.join()
         runs.release_job(db, run, owner)
 
 

@@ -222,6 +222,16 @@ def test_a_job_lease_is_renewed_while_the_job_runs_and_released_after(tmp_path, 
             runs.claim_job(db, "r", "elsewhere:1")
     assert runs.job_holder(db, "r") == (None, None)
     db.close()
+    memory = sqlite_utils.Database(memory=True)  # no file for a renewing thread to open
+    storage.ensure_schema(memory)
+    runs.create_run(memory, "r", items, config)
+    assert storage.db_path(memory) == ""
+    with jobs.job_lease(memory, "r") as owner:
+        assert runs.job_holder(memory, "r")[0] == owner
+        with jobs.job_lease(memory, "r"):  # a stage inside the run's lease: nothing added
+            pass
+        assert runs.job_holder(memory, "r")[0] == owner  # still held after the inner one
+    assert runs.job_holder(memory, "r") == (None, None)
 
 
 def test_a_bad_item_update_writes_nothing(db, tiny):
