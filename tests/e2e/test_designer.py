@@ -481,6 +481,8 @@ def test_a_designer_colors_and_submits_with_the_keyboard_alone(shared_live, page
     _shot(page, "keyboard-fill")
 
     _tab_to(page, "#designer_submit", "Shift+Tab")
+    # the focused button shows it plainly (an outside tester found a 1 px grey outline on orange)
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineWidth") == "3px"
     page.keyboard.press("Enter")
     expect(page.locator("#designer_message")).to_contain_text("Saved your coloring of banana")
     [coloring] = shared_live.query(
