@@ -789,10 +789,12 @@ def _progress_html(rows) -> str:
         fraction, complete = (
             explicit_jobs.explicit_progress(done) if explicit else (done.fraction, done.complete)
         )
-        if job.active or (job.state != "idle" and elsewhere is None):
+        if job.active:
             state = job.state
-        elif elsewhere is not None:  # its job here ended; another process's runs now
+        elif elsewhere is not None:  # a job here may have ended; another process's runs now
             state = f"running in another process ({elsewhere[0]})"
+        elif job.state != "idle":
+            state = job.state
         else:
             state = "complete" if complete else "stopped (resume to continue)"
         note = (f" · {job.stage}" if job.stage else "") + (f" — {job.message}" if job.message else "")

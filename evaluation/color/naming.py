@@ -199,7 +199,7 @@ def name_lab(lab, *, candidates=None) -> ColorNames:
     lab : array_like, shape (..., 3)
         CIELAB (D65, 2° observer); L* in [0, 100].
     candidates : array_like of int, optional
-        The level 3 rows to choose from (default: all), e.g. `NEUTRAL_ROWS`.
+        The level 3 rows to choose from (default: all), e.g. `neutral_rows()`.
 
     Returns
     -------
@@ -214,11 +214,12 @@ def name_lab(lab, *, candidates=None) -> ColorNames:
     lab = _check_lab(lab)
     centroids = load_system("iscc-nbs-l3").lab
     rows = np.arange(len(centroids)) if candidates is None else np.asarray(candidates, dtype=np.int64)
+    chosen = centroids[rows][None, :, :]
     flat = lab.reshape(-1, 3)
     index = np.empty(len(flat), dtype=np.int64)
     distance = np.empty(len(flat), dtype=np.float64)
     for start in range(0, len(flat), _CHUNK):
-        d = delta_e_2000(flat[start : start + _CHUNK, None, :], centroids[rows][None, :, :])
+        d = delta_e_2000(flat[start : start + _CHUNK, None, :], chosen)
         index[start : start + len(d)] = rows[d.argmin(axis=1)]
         distance[start : start + len(d)] = d.min(axis=1)
     l3, l1, basic = (table[index].reshape(lab.shape[:-1]) for table in _l3_tables())
