@@ -23,7 +23,45 @@ NAME = "start"
 TITLE = "Start"
 # After the page-load sign-in, drop ?invite= from the address bar (and so from history).
 # An open study link's ``?study=`` (with the platform's ids) goes the same way.
-_FORGET_INVITE_JS = "() => { if (/[?&](invite|study)=/.test(location.search)) history.replaceState(null, '', location.pathname); }"
+OPEN_TAB_KEY = "cc-open-tab"
+"""Where the page keeps the title of the tab its person last opened (``sessionStorage``: per
+browser tab, kept across reloads)."""
+_PLAIN_SIGN_IN = r"^Signed in as \*\*[^*]+\*\*\.$"
+"""The page-load status of a restored session with nothing more to say (`restore`)."""
+# After the page-load step: an invite or study link leaves the address (it was used) and the
+# page stays where the sign-in put it. Otherwise the tab the person last opened in this browser
+# tab opens again, by a click as theirs (so the tab loads what it shows), when it is still one
+# of theirs: a reload, or Gradio's own reload when the server comes back after a restart, no
+# longer drops them on their first tab. A restore with a message on the Start tab stays there.
+# The click that opens a tab is what is remembered; a sign-out forgets it.
+_AFTER_LOAD_JS = f"""(status) => {{
+  const key = '{OPEN_TAB_KEY}';
+  if (!window.ccTabKept) {{
+    window.ccTabKept = true;
+    document.addEventListener('click', (event) => {{
+      const tab = event.target.closest?.('[role="tab"], .overflow-dropdown button');
+      if (tab) sessionStorage.setItem(key, tab.textContent.trim());
+      else if (event.target.closest?.('#start_logout')) sessionStorage.removeItem(key);
+    }}, true);
+  }}
+  if (/[?&](invite|study)=/.test(location.search)) {{
+    history.replaceState(null, '', location.pathname);
+    sessionStorage.removeItem(key);
+    return [];
+  }}
+  const title = sessionStorage.getItem(key);
+  if (!title || !/{_PLAIN_SIGN_IN}/.test(status || '')) return [];
+  let tries = 0;
+  const reopen = () => {{
+    const tab = [...document.querySelectorAll('[role="tab"], .overflow-dropdown button')]
+      .find((button) => button.textContent.trim() === title);
+    if (tab) {{
+      if (tab.getAttribute('aria-selected') !== 'true') tab.click();
+    }} else if (++tries < 100) setTimeout(reopen, 50);
+  }};
+  reopen();
+  return [];
+}}"""
 _FORGET_PASSWORD_JS = "() => ''"
 """Empties the password box after a sign-in, in the browser (no server round trip)."""
 
@@ -136,7 +174,7 @@ class StartTab(Tab):
                 (*SIGNED, *shown, *USABLE_ON_LOAD),
                 api_name="start_restore",
             ),
-            On("then", None, (), (), js=_FORGET_INVITE_JS),
+            On("then", None, ("status",), (), js=_AFTER_LOAD_JS),
             On("invite_button.click", "login_invite", ("invite",), SIGNED, "status", "login_invite"),
             On(
                 ("password_button.click", "password.submit"),

@@ -101,3 +101,57 @@ def test_forged_invite_link_shows_why_and_signs_nobody_in(tmp_path, module_chrom
         playwright.expect(page.locator("#start_status")).to_contain_text(
             "Your invite link did not work: this invite link is not valid", timeout=20_000
         )
+
+
+def test_a_reload_reopens_the_last_tab_unless_a_link_or_a_sign_out_came_between(tmp_path, module_chromium):
+    """The tab a person opened comes back after a reload (as Gradio's page reloads itself when
+    the server returns after a restart), loaded as if clicked, in the tab bar and in its
+    overflow menu; a link opened since, or a sign-out, starts from the server's choice again."""
+    config = make_config(tmp_path)
+    expect = playwright.expect
+    with running_app(config) as (client, _):
+        admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        made = client.predict(admin, "researcher", 1, "yes", 7, api_name="/admin_create_invites")
+        link = made["data"][0][3]
+        page = module_chromium.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(client.src)
+        page.fill("#start_password input", ADMIN_PASSWORD)
+        page.get_by_role("button", name="Sign in as admin").click()
+        expect(page.locator("#start_status")).to_have_text("Signed in as admin.", timeout=20_000)
+        page.get_by_role("tab", name="Leaderboards").click()
+        note = page.locator("#leaderboard_note")
+        expect(note).to_contain_text("There is no stored model distribution yet", timeout=20_000)
+        page.reload()
+        # Opened again by the page, and loaded: the note comes from the tab's own opening step.
+        expect(page.get_by_role("tab", name="Leaderboards")).to_have_attribute("aria-selected", "true")
+        expect(note).to_contain_text("There is no stored model distribution yet")
+        # A narrow window puts the admin's last tabs in Gradio's overflow menu; one opened
+        # from there comes back too.
+        page.set_viewport_size({"width": 800, "height": 900})
+        page.get_by_role("button", name="More tabs").click()
+        page.locator(".overflow-dropdown button", has_text="Admin").click()
+        expect(page.locator("#admin_refresh")).to_be_visible()
+        page.reload()
+        expect(page.locator("#admin_refresh")).to_be_visible()
+        expect(page.get_by_role("tab", name="Start")).to_have_attribute("aria-selected", "false")
+        # An invite link lands the new person on their own first tab, whatever was open.
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.goto(link.replace(config.public_url + "/", client.src))
+        expect(page.locator("#start_status")).to_contain_text("Signed in as R0001.")
+        expect(page.get_by_role("tab", name="Study")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_role("tab", name="Admin")).to_have_count(0)
+        page.get_by_role("tab", name="Concept browser").click()
+        expect(page.locator("#browser_show")).to_be_visible()
+        page.reload()
+        expect(page.get_by_role("tab", name="Concept browser")).to_have_attribute("aria-selected", "true")
+        # After a sign-out the next person starts where the server puts them.
+        page.get_by_role("tab", name="Start").click()
+        page.get_by_role("button", name="Sign out").click()
+        expect(page.locator("#start_status")).to_have_text("You are signed out.")
+        page.fill("#start_password input", ADMIN_PASSWORD)
+        page.get_by_role("button", name="Sign in as admin").click()
+        expect(page.get_by_role("tab", name="Admin")).to_be_visible()
+        page.reload()
+        expect(page.get_by_role("tab", name="Admin")).to_be_visible()
+        expect(page.get_by_role("tab", name="Start")).to_have_attribute("aria-selected", "true")
+        assert page.evaluate("() => sessionStorage.getItem('cc-open-tab')") is None
