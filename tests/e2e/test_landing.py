@@ -5,6 +5,7 @@ import pytest
 from annotation.people.accounts import Actor, revoke_annotator
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.browser import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 playwright = pytest.importorskip("playwright.sync_api")
@@ -125,6 +126,8 @@ def test_a_reload_reopens_the_last_tab_unless_a_link_or_a_sign_out_came_between(
         # Opened again by the page, and loaded: the note comes from the tab's own opening step.
         expect(page.get_by_role("tab", name="Leaderboards")).to_have_attribute("aria-selected", "true")
         expect(note).to_contain_text("There is no stored model distribution yet")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "reload-reopens-leaderboards.png"))
         # A narrow window puts the admin's last tabs in Gradio's overflow menu; one opened
         # from there comes back too.
         page.set_viewport_size({"width": 800, "height": 900})
