@@ -18,10 +18,12 @@ hash of the manifest, and that the database is this app's at a schema version th
 knows (every table of that version present), before it replaces anything; a backup that
 fails a check changes nothing. Files are copied into the data folder where they are missing (they are
 content-addressed, so an existing file of the same name and hash is the same file). The
-previous database is kept beside it as ``<name>.before-restore-<time>`` *with* its
-``-wal`` (renamed with it, then checkpointed into it), so a transaction committed before
-an unclean stop is in the kept copy. The restored database is checked after it is in
-place: its sha256 against the manifest and SQLite's ``integrity_check``.
+previous database is kept beside it as ``<name>.before-restore-<time>``, its ``-wal``
+checkpointed into it first, so a transaction committed before an unclean stop is in the
+kept copy; the restored database then takes its place in one rename, so the database path
+never lies empty, even for a restore killed half-way (`_swap_in`). The restored database
+is checked after it is in place: its sha256 against the manifest and SQLite's
+``integrity_check``.
 
 A backup or export that cannot be written (a full disk) raises `WriteFailed`, one line
 naming the folder, and leaves nothing behind.
@@ -227,8 +229,7 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
     check every hash (`verify`); stage the database copy beside `db_path` and check it
     (sha256, ``integrity_check``, and that it is this app's database at a schema version
     this code knows, `_schema_problem`); copy the missing files into `data_dir`; keep the
-    previous database with its ``-wal`` (`_keep_previous`); move the copy into place and
-    check it there again.
+    previous database and rename the copy over it (`_swap_in`); check it there again.
 
     Returns
     -------
@@ -258,8 +259,7 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
             except BaseException:
                 staged.unlink(missing_ok=True)
                 raise
-            previous = _keep_previous(db_path)
-            os.replace(staged, db_path)
+            previous = _swap_in(staged, db_path)
             where = (
                 f"the previous database is kept as {str(previous)!r}"
                 if previous
@@ -380,28 +380,41 @@ def _schema_problem(path: Path, stated: object) -> str | None:
     return None
 
 
-def _keep_previous(db_path: Path) -> Path | None:
-    """Move the database at `db_path` aside with its ``-wal`` and ``-shm``; where it went.
+def _swap_in(staged: Path, db_path: Path) -> Path | None:
+    """Put the checked copy `staged` at `db_path` in one rename, keeping the database it
+    replaces as ``<name>.before-restore-<time>``; where that went (None if there was none).
 
-    Renaming keeps every byte, so a transaction committed to the WAL before an unclean stop
-    (never checkpointed) is kept. The kept copy is then checkpointed and set to rollback
-    journaling, so it is one self-contained file; if SQLite cannot open it, its ``-wal``
-    stays beside it under the new name, where SQLite finds it.
+    `db_path` holds a whole database at every moment, so a restore killed on the way leaves
+    either the previous database or the restored one there, never none (an empty path would
+    make the next start create a new, empty study). The previous database is first made one
+    self-contained file in place: its ``-wal`` checkpointed into it (a transaction committed
+    before an unclean stop is kept) and journaling set to rollback, which removes the
+    ``-wal``; then it gets its second name (a hard link, or a copy where links are not
+    possible), and `staged` is renamed over `db_path`. A previous database SQLite cannot open
+    keeps its ``-wal`` and ``-shm`` under the kept name, where SQLite finds them.
     """
     if not db_path.exists():
+        os.replace(staged, db_path)
         return None
-    stamp = iso().replace(":", "").replace("-", "")[:15]
-    previous = db_path.with_name(f"{db_path.name}.before-restore-{stamp}")
-    os.replace(db_path, previous)
-    for journal in ("-wal", "-shm"):
-        if Path(f"{db_path}{journal}").exists():
-            os.replace(f"{db_path}{journal}", f"{previous}{journal}")
     with contextlib.suppress(sqlite3.Error):
-        conn = sqlite3.connect(previous)
+        conn = sqlite3.connect(db_path)
         try:
             conn.execute("pragma journal_mode = delete").fetchone()
         finally:
             conn.close()
+    stamp = iso().replace(":", "").replace("-", "")[:15]
+    previous = db_path.with_name(f"{db_path.name}.before-restore-{stamp}")
+    try:
+        os.link(db_path, previous)
+    except OSError:
+        partial = previous.with_name(f".{previous.name}.partial")
+        create_private(partial)
+        shutil.copyfile(db_path, partial)
+        os.replace(partial, previous)
+    for journal in ("-wal", "-shm"):  # left only where SQLite could not open the database
+        if Path(f"{db_path}{journal}").exists():
+            os.replace(f"{db_path}{journal}", f"{previous}{journal}")
+    os.replace(staged, db_path)
     return previous
 
 

@@ -264,7 +264,10 @@ sys.stdin.read()
 """
 
 
-def test_restore_after_an_unclean_stop_keeps_the_wal_transactions_in_the_previous_database(tmp_path):
+def _unclean_stop(tmp_path) -> tuple[Path, Path, list[tuple]]:
+    """A backup of an empty study in ``backup/``, and a live database whose writer was
+    SIGKILLed after three commits that are in its WAL alone: ``(database, data folder,
+    committed coloring rows)``."""
     db, data = _store(tmp_path / "source")
     backup.backup(db, data, tmp_path / "backup")
     db.close()
@@ -278,8 +281,13 @@ def test_restore_after_an_unclean_stop_keeps_the_wal_transactions_in_the_previou
     os.kill(writer.pid, signal.SIGKILL)
     writer.wait()
     assert writer.returncode == -signal.SIGKILL and len(committed) == 3
-    # The commits are in the WAL only: the database file alone does not hold them.
     assert Path(f"{live}-wal").stat().st_size > 0
+    return live, live_data, committed
+
+
+def test_restore_after_an_unclean_stop_keeps_the_wal_transactions_in_the_previous_database(tmp_path):
+    live, live_data, committed = _unclean_stop(tmp_path)
+    # The commits are in the WAL only: the database file alone does not hold them.
     alone = tmp_path / "alone.sqlite"
     alone.write_bytes(live.read_bytes())
     assert _rows(alone)["colorings"] == []
@@ -291,6 +299,35 @@ def test_restore_after_an_unclean_stop_keeps_the_wal_transactions_in_the_previou
     assert _rows(previous)["colorings"] == committed
     assert not Path(f"{previous}-wal").exists()  # checkpointed: one self-contained file
     assert not Path(f"{live}-wal").exists() or Path(f"{live}-wal").stat().st_size == 0
+    assert _rows(live)["colorings"] == []  # the backup's, which has none
+
+
+def test_a_restore_stopped_just_before_its_swap_leaves_the_previous_database_whole_at_its_path(
+    tmp_path, monkeypatch
+):
+    """The previous database (with commits only in its WAL, as an unclean stop leaves them) is
+    kept and checkpointed before the restored one is renamed over it: a restore that dies just
+    before that rename leaves the previous database, with those commits, at its path (a start
+    then serves it, instead of making a new empty study), and the next restore finishes."""
+    live, live_data, committed = _unclean_stop(tmp_path)
+    replace = os.replace
+
+    def killed_at_the_swap(source, target):
+        if Path(target) == live:
+            raise KeyboardInterrupt  # the process dies here
+        replace(source, target)
+
+    monkeypatch.setattr(backup.os, "replace", killed_at_the_swap)
+    with pytest.raises(KeyboardInterrupt):
+        backup.restore(tmp_path / "backup", live, live_data)
+    monkeypatch.undo()
+    assert _rows(live)["colorings"] == committed  # whole, with what the WAL held
+    assert not Path(f"{live}-wal").exists()
+    (kept,) = live.parent.glob("colorconcept.sqlite.before-restore-*")
+    assert _rows(kept)["colorings"] == committed
+
+    done = backup.restore(tmp_path / "backup", live, live_data)
+    assert _rows(done["previous"])["colorings"] == committed
     assert _rows(live)["colorings"] == []  # the backup's, which has none
 
 
