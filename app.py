@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     from annotation.errors import AnnotationError
     from app import SecretServed, build_app, check_secrets, launch_options, mark_ready
     from app.config import AppConfig
-    from storage import SchemaTooNew
+    from storage import SchemaRefused
 
     args = parse_args(argv)
     try:
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     _check_port(args.host, args.port)
     try:
         demo = build_app(config)
-    except (SchemaTooNew, AnnotationError) as error:
+    except (SchemaRefused, AnnotationError) as error:
         raise SystemExit(f"Refusing to start: {error}.") from None
     options = launch_options(config, demo)
     demo.queue(default_concurrency_limit=8)

@@ -27,7 +27,7 @@ from storage import (
     DEFAULT_DB_PATH,
     ENV_DATA_DIR,
     ENV_DB,
-    SchemaTooNew,
+    SchemaRefused,
     ensure_schema,
     not_sqlite,
     open_db,
@@ -187,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
                     return 1
             set_admin_password(db, password, source="command line")
             print("admin password changed")
-    except (AnnotationError, SchemaTooNew) as error:
+    except (AnnotationError, SchemaRefused) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     finally:

@@ -44,6 +44,7 @@ from app.common import (
 from app.guard import download_path
 from app.tabs import On, Tab
 from storage import iso
+from storage.schema import UPGRADE_APPROVER
 from storage.spreadsheet import write_csv
 
 NAME = "admin"
@@ -463,7 +464,11 @@ def _approval(when: str | None, by: str | None) -> str:
     """A designer's practice approval as the people table shows it: its time, and who."""
     if not when:
         return ""
-    return f"{when} ({'automatically' if by == onboarding.AUTO_APPROVER else f'by {by}'})"
+    how = {
+        onboarding.AUTO_APPROVER: "automatically",
+        UPGRADE_APPROVER: "recorded at the upgrade: at work on the main task before approvals were recorded",
+    }
+    return f"{when} ({how.get(by, f'by {by}')})"
 
 
 def _layout(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> dict:

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     """Parse `argv` and run the command; a ValueError, a file it cannot read or write, or a
     database newer than this code becomes a one-line error and exit code 2; Ctrl-C or SIGTERM
     one line and exit code 130."""
-    from storage import SchemaTooNew
+    from storage import SchemaRefused
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     before = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
     try:
         return args.handler(args)
-    except (ValueError, SchemaTooNew) as exc:
+    except (ValueError, SchemaRefused) as exc:
         print(f"{prefix}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a file named on the command line is missing, a folder, or taken

@@ -43,7 +43,7 @@ from storage.db import (
     upsert_rows,
     utcnow,
 )
-from storage.schema import SchemaTooNew, ensure_schema, schema_version
+from storage.schema import CopyBeforeUpgradeFailed, SchemaRefused, SchemaTooNew, ensure_schema, schema_version
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -53,6 +53,8 @@ __all__ = [
     "ENV_DB",
     "OutsideTransaction",
     "SchemaTooNew",
+    "SchemaRefused",
+    "CopyBeforeUpgradeFailed",
     "create_private",
     "delete_rows",
     "ensure_schema",

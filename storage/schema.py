@@ -23,12 +23,19 @@ Conventions
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
+import os
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
 import sqlite_utils
 
-from storage.db import iso, transaction
+from storage.db import create_private, db_path, iso, transaction
+
+log = logging.getLogger(__name__)
 
 COLORING_STATUSES = ("submitted", "accepted", "recolor_requested", "excluded")
 TASK_KINDS = ("coloring", "review", "judgment")
@@ -734,6 +741,46 @@ def _v17_run_jobs(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("job_heartbeat", str)
 
 
+UPGRADE_APPROVER = "upgrade"
+"""Who the practice approvals that `_v18_recorded_approvals` records are by."""
+
+
+def _v18_recorded_approvals(db: sqlite_utils.Database) -> None:
+    """Designers at work on the main task whose approval was never stored: until version 17,
+    ``--auto-approve-practice`` opened the main task without recording an approval, so a
+    start of newer code without the flag sent them back to "waiting for approval". A designer
+    with a main-task coloring task of their own is recorded as approved when the first was
+    handed out, by `UPGRADE_APPROVER`, with an audit row; not one whose practice an admin sent
+    back to be redone after that (``redo_practice``)."""
+    rows = db.execute(
+        "select a.id, min(t.created) from annotators a join tasks t on t.annotator_id = a.id "
+        "where a.practice_approved is null and t.kind = 'coloring' and t.practice = 0 group by a.id"
+    ).fetchall()
+    for annotator_id, first in rows:
+        redone = db.execute(
+            "select 1 from audit where action = 'redo_practice' and object_type = 'annotator' "
+            "and object_id = ? and created >= ?",
+            [str(annotator_id), first],
+        ).fetchone()
+        if redone:
+            continue
+        db.execute(
+            "update annotators set practice_approved = ?, practice_approved_by = ? where id = ?",
+            [first, UPGRADE_APPROVER, annotator_id],
+        )
+        db.execute(
+            "insert into audit (created, actor, action, object_type, object_id, why, details) "
+            "values (?, ?, 'approve_practice', 'annotator', ?, ?, '{}')",
+            [
+                iso(),
+                UPGRADE_APPROVER,
+                str(annotator_id),
+                "recorded at the upgrade to schema 18: at work on the main task since "
+                f"{first}, before approvals were recorded",
+            ],
+        )
+
+
 def change_count(db: sqlite_utils.Database, name: str = DISTRIBUTIONS_CHANGED) -> int:
     """How many changes the triggers of `_v10_change_counters` have counted (a cache key)."""
     row = db.execute("select n from change_counters where name = ?", [name]).fetchone()
@@ -761,11 +808,20 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("consent of crowd participants", _v15_crowd_consent),
     ("the masking of each run", _v16_run_masking),
     ("which process runs a job on each run", _v17_run_jobs),
+    ("practice approvals of designers at work before approvals were recorded", _v18_recorded_approvals),
 )
 
 
-class SchemaTooNew(RuntimeError):
+class SchemaRefused(RuntimeError):
+    """The database cannot be brought to this code's schema; the message says why."""
+
+
+class SchemaTooNew(SchemaRefused):
     """The database was written by a newer version of this code."""
+
+
+class CopyBeforeUpgradeFailed(SchemaRefused):
+    """The copy kept before a migration could not be written; nothing was migrated."""
 
 
 def schema_version(db: sqlite_utils.Database) -> int:
@@ -795,7 +851,8 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
     """Bring `db` to the current schema; safe to call any number of times.
 
     Applies, in order and each in its own transaction, the `MIGRATIONS` that `db` has
-    not seen, recording each in the ``schema_version`` table.
+    not seen, recording each in the ``schema_version`` table. Before it migrates a database
+    of an earlier version it keeps a copy of it as it was (`_keep_before_upgrade`).
 
     Returns
     -------
@@ -806,6 +863,8 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
     ------
     SchemaTooNew
         If `db` records more migrations than this code knows.
+    CopyBeforeUpgradeFailed
+        If the copy before a migration cannot be written (a full disk); nothing is migrated.
     """
     with transaction(db):
         db["schema_version"].create(
@@ -817,6 +876,8 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
             f"database schema version {version} is newer than this code's "
             f"{len(MIGRATIONS)}; update the code before opening it"
         )
+    if 0 < version < len(MIGRATIONS):
+        _keep_before_upgrade(db, version)
     for number, (name, migrate) in enumerate(MIGRATIONS, start=1):
         with transaction(db):
             # Re-read under the write lock: another process may have migrated meanwhile.
@@ -825,3 +886,43 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
             migrate(db)
             db["schema_version"].insert({"version": number, "name": name, "applied": iso()})
     return schema_version(db)
+
+
+def _keep_before_upgrade(db: sqlite_utils.Database, version: int) -> Path | None:
+    """Copy the database file of `db`, at schema `version`, to
+    ``<name>.before-schema-<new version>-<time>`` beside it before it is migrated, and log
+    where: the way back to the earlier code (stop the app, move the copy into place, start the
+    earlier code). A database in memory has no copy.
+
+    The copy is made with ``VACUUM INTO``: one consistent file (no ``-wal``), readable by its
+    owner alone, like the database.
+    """
+    path = db_path(db)
+    if not path:
+        return None
+    stamp = iso().replace(":", "").replace("-", "")[:15]
+    copy = Path(f"{path}.before-schema-{len(MIGRATIONS)}-{stamp}")
+    try:
+        create_private(copy)
+        db.execute("VACUUM INTO ?", [str(copy)])
+    except (OSError, sqlite3.Error) as error:
+        with contextlib.suppress(OSError):
+            os.unlink(copy)
+        raise CopyBeforeUpgradeFailed(
+            f"the database {path!r} is at schema version {version} and this code would migrate it "
+            f"to {len(MIGRATIONS)}, but the copy kept before an upgrade could not be written "
+            f"({error}); nothing was migrated: free some space beside the database and start again"
+        ) from None
+    log.warning(
+        "The database %s is at schema version %d; migrating it to %d. It is kept as it was in %s: "
+        "to go back to the earlier code, stop the app, delete %s-wal and %s-shm if they are there "
+        "and move that file to %s.",
+        path,
+        version,
+        len(MIGRATIONS),
+        copy,
+        path,
+        path,
+        path,
+    )
+    return copy

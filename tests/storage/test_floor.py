@@ -64,6 +64,24 @@ def test_a_database_from_the_previous_code_migrates_forward_with_every_row_kept(
     assert ground_truth.backfill(db, data) == 3
     db.close()
     after = _dump(data / "colorconcept.sqlite")
+    # The database as it was is kept beside it, one file, row for row.
+    (kept,) = data.glob("colorconcept.sqlite.before-schema-18-*")
+    assert _dump(kept) == before and kept.stat().st_mode & 0o077 == 0
+    # Version 18: a designer at work on the main task is recorded as approved when their first
+    # main task was handed out (this code's builder made them so, as --auto-approve-practice
+    # did before approvals were recorded), with an audit row; the others are unchanged.
+    first_main = {}
+    for task in before["tasks"]:
+        if task["kind"] == "coloring" and not task["practice"]:
+            first_main[task["annotator_id"]] = min(task["created"], first_main.get(task["annotator_id"], "~"))
+    assert first_main
+    for person in before["annotators"]:
+        if person["id"] in first_main and person["practice_approved"] is None:
+            person["practice_approved"], person["practice_approved_by"] = first_main[person["id"]], "upgrade"
+    added = [r for r in after["audit"] if r["actor"] == "upgrade"]
+    assert sorted(int(r["object_id"]) for r in added) == sorted(first_main)
+    assert {r["action"] for r in added} == {"approve_practice"}
+    before["audit"] += added
     for table, rows in before.items():
         if table in ("reference_distributions", "schema_version"):
             continue
@@ -262,3 +280,111 @@ def test_stored_p_h_equals_the_images_after_a_long_random_sequence_of_changes(tm
     statuses = {r["status"] for r in db.query("select status from colorings")}
     assert {"submitted", "accepted", "excluded", "recolor_requested"} <= statuses
     assert len(human_rows.read(db, human_rows.DESIGNERS)) >= 2
+
+
+def test_designers_at_work_before_approvals_were_recorded_are_approved_by_the_upgrade(tmp_path, monkeypatch):
+    """Version 18: under ``--auto-approve-practice`` code before version 17 opened the main task
+    without storing an approval; the upgrade records one for a designer with a main task, at
+    the first one, and leaves alone a designer still in practice, one an admin approved and
+    one whose practice an admin sent back after their main task began."""
+    from annotation.concepts import sync_concepts
+    from annotation.people.onboarding import onboarding_stage
+
+    path = tmp_path / "colorconcept.sqlite"
+    db = storage.open_db(path)
+    monkeypatch.setattr(storage.schema, "MIGRATIONS", storage.schema.MIGRATIONS[:17])
+    assert storage.ensure_schema(db) == 17
+    sync_concepts(db)
+    at_work, practising, approved, sent_back = people(db, 4, "designer")
+    db.execute(
+        "update annotators set practice_approved = '2026-11-02T00:00:00.000000Z', practice_approved_by = 'admin' where id = ?",
+        [approved],
+    )
+
+    def task(person: int, practice: int, created: str) -> None:
+        db.execute(
+            "insert into tasks (kind, annotator_id, concept_key, practice, status, created, expires) "
+            "values ('coloring', ?, 'apple', ?, 'submitted', ?, ?)",
+            [person, practice, created, created],
+        )
+
+    for person in (at_work, practising, approved, sent_back):
+        task(person, 1, "2026-11-01T00:00:00.000000Z")
+    for person in (at_work, approved, sent_back):
+        task(person, 0, "2026-11-03T00:00:00.000000Z")
+        task(person, 0, "2026-11-04T00:00:00.000000Z")
+    db.execute(
+        "insert into audit (created, actor, action, object_type, object_id, why, details) "
+        "values ('2026-11-05T00:00:00.000000Z', 'admin', 'redo_practice', 'annotator', ?, '', '{}')",
+        [str(sent_back)],
+    )
+    db.execute(
+        "insert into consents (annotator_id, form_sha256, agreed, created) values (?, 'f', 1, ?)",
+        [at_work, "2026-11-01T00:00:00.000000Z"],
+    )
+    db.execute(
+        "update annotators set instructions_read = '2026-11-01T00:00:00.000000Z' where id = ?", [at_work]
+    )
+    db.conn.commit()
+    for concept in ("apple", "banana", "lemon"):
+        add_coloring(db, tmp_path / "data", at_work, concept, (200, 30, 30), practice=True)
+    assert onboarding_stage(db, at_work) == "awaiting_approval"  # what a start without the flag showed
+    monkeypatch.undo()
+
+    assert storage.ensure_schema(db) == 18
+    approvals = {r["id"]: (r["practice_approved"], r["practice_approved_by"]) for r in db["annotators"].rows}
+    assert approvals == {
+        at_work: ("2026-11-03T00:00:00.000000Z", "upgrade"),
+        practising: (None, None),
+        approved: ("2026-11-02T00:00:00.000000Z", "admin"),
+        sent_back: (None, None),
+    }
+    (row,) = db.execute("select actor, action, object_id, why from audit where actor = 'upgrade'").fetchall()
+    assert row[:3] == ("upgrade", "approve_practice", str(at_work)) and "2026-11-03" in row[3]
+    assert onboarding_stage(db, at_work) == "main"  # no longer sent back without the flag
+    # The copy kept before the upgrade is the database at version 17, one file of its own.
+    (kept,) = tmp_path.glob("colorconcept.sqlite.before-schema-18-*")
+    old = sqlite3.connect(kept)
+    assert old.execute("select max(version) from schema_version").fetchone() == (17,)
+    assert old.execute("select practice_approved from annotators where id = ?", [at_work]).fetchone() == (
+        None,
+    )
+    old.close()
+    assert not list(tmp_path.glob("*.before-schema-18-*-wal"))
+    storage.ensure_schema(db)  # up to date: no second copy
+    assert len(list(tmp_path.glob("colorconcept.sqlite.before-schema-*"))) == 1
+
+
+def test_a_migration_whose_copy_cannot_be_written_migrates_nothing(tmp_path, monkeypatch):
+    """On a disk with room for the database but not for its copy, the upgrade refuses, naming
+    the database and what to do, and the database stays at its version with no copy left."""
+    source = tmp_path / "source.sqlite"
+    db = storage.open_db(source)
+    monkeypatch.setattr(storage.schema, "MIGRATIONS", storage.schema.MIGRATIONS[:17])
+    storage.ensure_schema(db)
+    monkeypatch.undo()
+    db.close()
+    size = source.stat().st_size
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    # Room for the database, its -shm (32 kB) and a little WAL, not for a second copy.
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size + 96 * 1024}", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        path = disk / "colorconcept.sqlite"
+        shutil.copyfile(source, path)
+        db = storage.open_db(path)
+        with pytest.raises(
+            storage.CopyBeforeUpgradeFailed,
+            match=r"at schema version 17 and this code would migrate it to 18, but the copy kept before an "
+            r"upgrade could not be written \(.*full.*\); nothing was migrated: free some space",
+        ):
+            storage.ensure_schema(db)
+        assert storage.schema_version(db) == 17
+        db.close()
+        assert sorted(p.name for p in disk.iterdir() if "before-schema" in p.name) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
