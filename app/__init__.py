@@ -49,6 +49,7 @@ from app import (
 )
 from app.common import BROWSER_STATE_KEY, PLUMBING, AppContext, audit_functions
 from app.config import AppConfig
+from app.health import Health
 from app.tabs import SessionReactions
 
 # Gradio recomputes a pandas summary of its last 10,000 events after every event, for its
@@ -206,7 +207,12 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
         "i18n": gr.I18n(en={"common.complete": "Done"}),
         "app_kwargs": {
             "middleware": [
-                Middleware(guard.Guard, policy=policy, ready=demo.colorconcept_ready),
+                Middleware(
+                    guard.Guard,
+                    policy=policy,
+                    ready=demo.colorconcept_ready,
+                    health=Health(config.db_path, config.data_dir),
+                ),
                 Middleware(weight.CompressText),
                 Middleware(weight.ClientConfig, client=demo.colorconcept_client_config),
                 Middleware(page_scripts.PatchedScripts),

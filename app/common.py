@@ -13,6 +13,7 @@ message naming only the exception's class (`UNEXPECTED`), never its text or a pa
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import html
@@ -21,6 +22,7 @@ import logging
 import math
 import re
 import secrets
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -54,6 +56,19 @@ ORPHAN_MIN_AGE_S = 300.0
 UNEXPECTED = (
     "Something went wrong on the server ({kind}); it has been logged. Please try "
     "again, or tell the study organisers if it happens again."
+)
+DISK_FULL = (
+    "The server's disk is full, so this was not saved (nothing of it was stored; what is on "
+    "this page stays). Please tell the study organisers, and try again once they have made room."
+)
+DISK_ERROR = (
+    "The server could not write to its disk (it may be full), so this was not saved (nothing "
+    "of it was stored; what is on this page stays). Please tell the study organisers, and try "
+    "again later."
+)
+DATABASE_BUSY = (
+    "The database is busy (a backup, a restore or another long write holds it), so this was "
+    "not saved (nothing of it was stored; what is on this page stays). Please try again in a minute."
 )
 _LOG = logging.getLogger(__name__)
 MAX_WHOLE = 10**18 - 1  # within SQLite's 64-bit integers, so an id never overflows a query
@@ -369,7 +384,8 @@ def shown_errors(action: str) -> Iterator[None]:
     """Turn what `action` raises into a `gr.Error` a person may see.
 
     `AnnotationError` and `ValueError` (bad input, wrong role) show their message, escaped;
-    a `gr.Error` passes through; anything else is logged with its traceback and shows
+    a `gr.Error` passes through; a full disk or a locked database shows what it is
+    (`server_condition`); anything else is logged with its traceback and shows
     `UNEXPECTED`, which names only the exception's class.
     """
     try:
@@ -379,8 +395,36 @@ def shown_errors(action: str) -> Iterator[None]:
     except (AnnotationError, ValueError) as error:
         raise as_gr_error(error) from error
     except Exception as error:
+        condition = server_condition(error)
+        if condition:
+            _LOG.error("%s refused: %s (%s)", action, condition, error)
+            raise gr.Error(condition, print_exception=False) from error
         _LOG.exception("unexpected error in %s", action)
         raise gr.Error(UNEXPECTED.format(kind=type(error).__name__), print_exception=False) from error
+
+
+def server_condition(error: BaseException) -> str | None:
+    """`DISK_FULL`, `DISK_ERROR` or `DATABASE_BUSY` when `error` (or an exception it was raised
+    from) is a full disk (``ENOSPC``, ``EDQUOT``, SQLite's "database or disk is full"), a
+    failed write (``EIO``, SQLite's "disk I/O error", which it also reports when its WAL cannot
+    grow on a full disk) or a database locked past the busy timeout; else None. What a person is told of a server condition that
+    is not their doing, and that passes."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return DISK_FULL
+        if isinstance(error, OSError) and error.errno == errno.EIO:
+            return DISK_ERROR
+        if isinstance(error, sqlite3.OperationalError):
+            text = str(error)
+            if "database or disk is full" in text:
+                return DISK_FULL
+            if "disk I/O error" in text:  # what SQLite reports when its WAL cannot grow, too
+                return DISK_ERROR
+            if "database is locked" in text:
+                return DATABASE_BUSY
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
 
 
 def role(*roles: str) -> Callable[[Callable], Callable]:

@@ -17,8 +17,9 @@ path), looks the route's path template up in `ROUTES` and acts on its kind:
 anything else refused (403), including every route a new Gradio adds until it is
               classified here, and a path with a NUL byte (400).
 
-The guard answers two requests itself: `HEALTH` (``/healthz``: 200 once the app serves, 503
-before) and ``HEAD /``, Gradio's start-up check, which must answer within 3 s however busy
+The guard answers two requests itself: `HEALTH` (``/healthz``: 200 once the app serves and can
+take work, 503 before, and while its disk is full or its database takes no write:
+`app.health`) and ``HEAD /``, Gradio's start-up check, which must answer within 3 s however busy
 the machine is (rendering the page may not).
 
 Files in Gradio's own cache (what a handler returned as an image or file that does not
@@ -52,6 +53,7 @@ from annotation.coloring.store import owns_coloring_file
 from annotation.errors import AnnotationError
 from annotation.people.accounts import Actor, require
 from app.coloring_canvas import served_files
+from app.health import Health
 
 COOKIE = "cc_session"
 # The page keeps the cookie in step with its session: set on sign-in, cleared on sign-out.
@@ -142,7 +144,8 @@ UPLOAD_ROLES = frozenset({"researcher"})
 
 PAGE, PACKAGE, FILE, UPLOAD = "page", "package", "file", "upload"
 HEALTH = "/healthz"
-"""Answered by the guard itself: 200 "ready" once the app serves (`app.mark_ready`), else 503."""
+"""Answered by the guard itself: 200 "ready" once the app serves (`app.mark_ready`) and can take
+work (`app.health.Health`), else 503 "starting" or "cannot take work: <why>"."""
 _API = "/gradio_api"
 ROUTES: dict[str, str] = {
     "/": PAGE,
@@ -420,10 +423,13 @@ class Guard:
     policy : FilePolicy
     """
 
-    def __init__(self, app, policy: FilePolicy, ready: threading.Event | None = None) -> None:
+    def __init__(
+        self, app, policy: FilePolicy, ready: threading.Event | None = None, health: Health | None = None
+    ) -> None:
         self.app = app
         self.policy = policy
         self.ready = ready or threading.Event()
+        self.health = health
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "websocket":
@@ -437,8 +443,13 @@ class Guard:
             await _answer(send, 400, "A path with a NUL byte names no file.")
             return
         if scope.get("path") == HEALTH:
-            ready = self.ready.is_set()
-            await _answer(send, 200 if ready else 503, "ready" if ready else "starting")
+            if not self.ready.is_set():
+                await _answer(send, 503, "starting")
+                return
+            problem = self.health and await anyio.to_thread.run_sync(self.health.problem)
+            await _answer(
+                send, 503 if problem else 200, f"cannot take work: {problem}" if problem else "ready"
+            )
             return
         if scope.get("method") == "HEAD" and scope.get("path") == "/":
             # Gradio's start-up check: a HEAD of the page that must answer within 3 s, which

@@ -38,6 +38,7 @@ import contextlib
 import datetime as dt
 import os
 import re
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,21 @@ def open_db(path: str | Path) -> sqlite_utils.Database:
         db.enable_wal()
     db.execute("PRAGMA synchronous = FULL")
     return db
+
+
+def write_refused(path: str | Path, wait_s: float) -> str | None:
+    """Why the database at `path` takes no write now (SQLite's message), or None: a write
+    lock taken (``BEGIN IMMEDIATE``, waiting at most `wait_s` s for another writer) and given
+    back at once, writing nothing."""
+    conn = sqlite3.connect(str(path), timeout=wait_s)
+    try:
+        conn.execute("begin immediate")
+        conn.execute("rollback")
+    except sqlite3.Error as error:
+        return str(error)
+    finally:
+        conn.close()
+    return None
 
 
 def not_sqlite(path: str | Path) -> bool:

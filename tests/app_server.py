@@ -27,10 +27,12 @@ def make_config(tmp_path: Path, **changes) -> AppConfig:
     password_file = tmp_path / "admin_password.txt"
     password_file.write_text(ADMIN_PASSWORD + "\n", encoding="utf-8")
     return AppConfig(
-        db_path=tmp_path / "study.sqlite",
-        data_dir=tmp_path / "data",
-        admin_password_file=password_file,
-        **changes,
+        **{
+            "db_path": tmp_path / "study.sqlite",
+            "data_dir": tmp_path / "data",
+            "admin_password_file": password_file,
+            **changes,
+        }
     )
 
 

@@ -1,14 +1,16 @@
 """`app.common.role`: role check, per-request database, what a person sees of an error."""
 
 import logging
+import sqlite3
 
 import gradio as gr
 import pytest
 
 from annotation.errors import Conflict
 from annotation.people.passwords import login_admin
-from app.common import UNEXPECTED, AppContext, link_days, role, whole_number
+from app.common import DATABASE_BUSY, UNEXPECTED, AppContext, link_days, role, whole_number
 from app.tabs import Tab
+from storage import BUSY_TIMEOUT_MS
 from tests.app_server import ADMIN_PASSWORD, make_config
 
 SECRET = "/srv/colorconcept/data/private.sqlite"
@@ -43,6 +45,15 @@ class Probe(Tab):
     def own_error(self, db, actor):
         raise gr.Error("already a gr.Error")
 
+    @role("admin")
+    def write_at_once(self, db, actor):
+        """A write that does not wait for another writer (SQLite's busy timeout 0)."""
+        db.execute("PRAGMA busy_timeout = 0")
+        try:
+            db.execute("begin immediate")
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
 
 def test_an_unexpected_exception_is_logged_and_shown_by_its_class_only(signed_in, caplog):
     ctx, token = signed_in
@@ -56,6 +67,23 @@ def test_an_unexpected_exception_is_logged_and_shown_by_its_class_only(signed_in
     [record] = caplog.records
     assert record.getMessage() == "unexpected error in lookup"
     assert record.exc_info[0] is KeyError and SECRET in str(record.exc_info[1])
+
+
+def test_a_locked_database_is_named_as_such_not_as_something_that_went_wrong(signed_in, caplog, tmp_path):
+    ctx, token = signed_in
+    holder = sqlite3.connect(ctx.config.db_path)
+    holder.execute("begin immediate")  # another process's long write (a restore, say)
+    try:
+        with caplog.at_level(logging.ERROR, logger="app.common"), pytest.raises(gr.Error) as raised:
+            Probe(ctx, {}).write_at_once(token)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert raised.value.message == DATABASE_BUSY
+    assert raised.value.message.startswith("The database is busy (a backup, a restore or another long write")
+    [record] = caplog.records
+    assert record.getMessage() == "write_at_once refused: " + DATABASE_BUSY + " (database is locked)"
+    assert record.exc_info is None  # a condition of the server, not a bug: no traceback
 
 
 def test_domain_errors_show_their_escaped_message_and_are_not_logged(signed_in, caplog):

@@ -3,19 +3,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+import pytest
+from gradio_client.exceptions import AppError
 
 from app import build_app, launch_options, mark_ready
 from bench.app_process import ROOT, AppProcess
 from bench.bench_startup import busy_loops
-from tests.app_server import free_port, make_config
+from tests.app_server import ADMIN_PASSWORD, free_port, make_config, running_app
 
 
 def test_healthz_answers_only_once_the_app_serves(tmp_path):
@@ -31,6 +36,72 @@ def test_healthz_answers_only_once_the_app_serves(tmp_path):
         assert httpx.head(demo.local_url).status_code == 200
     finally:
         demo.close()
+
+
+def _health(url: str) -> tuple[int, str]:
+    answer = httpx.get(f"{url}healthz", timeout=60)
+    return answer.status_code, answer.text
+
+
+def _until(condition, what: str, ceiling_s: float = 120.0):
+    """Poll `condition` until it returns something true (a ceiling, not a measured time)."""
+    deadline = time.monotonic() + ceiling_s
+    while not (found := condition()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+    return found
+
+
+def test_healthz_says_when_the_disk_is_full_or_the_database_takes_no_write_and_recovers(tmp_path):
+    """A serving app whose disk fills, or whose database another process holds, cannot take
+    work: /healthz says why (503), a sign-in says the disk is full instead of "something went
+    wrong", and both answer as before once the condition passes, without a restart."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        config = make_config(tmp_path, db_path=disk / "study.sqlite")
+        with running_app(config) as (client, demo):
+            url = demo.local_url
+            assert _health(url) == (200, "ready")
+            filler = disk / "filler"
+            with open(filler, "wb") as out, contextlib.suppress(OSError):
+                while True:
+                    out.write(b"\0" * 2**20)
+                    out.flush()
+            status, text = _until(lambda: (h := _health(url))[0] == 503 and h, "/healthz never said 503")
+            assert re.fullmatch(
+                rf"cannot take work: the disk of the database '{re.escape(str(disk))}' is full "
+                r"\(\d+\.\d MB free; the app needs at least 16 MB to take work\)",
+                text,
+            ), text
+            with pytest.raises(
+                AppError,
+                match=r"^The server could not write to its disk \(it may be full\), so this was not saved|^The server's disk is full, so this was not saved",
+            ):
+                client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+            filler.unlink()
+            _until(lambda: _health(url) == (200, "ready"), "/healthz did not recover")
+            token, message = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+            assert token and message == "Signed in as **admin**."
+            holder = sqlite3.connect(config.db_path)
+            holder.execute("begin immediate")  # another process's long write
+            try:
+                status, text = _until(lambda: (h := _health(url))[0] == 503 and h, "/healthz never said 503")
+                assert text == (
+                    f"cannot take work: the database {str(config.db_path)!r} takes no write "
+                    "(database is locked; waited 5 s)"
+                )
+            finally:
+                holder.rollback()
+                holder.close()
+            _until(lambda: _health(url) == (200, "ready"), "/healthz did not recover")
+    finally:
+        subprocess.run(["umount", "--lazy", str(disk)], check=True)  # the app's threads may still close
 
 
 def test_the_app_starts_and_serves_beside_a_cpu_hog_of_twice_the_cores(tmp_path):
