@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--data-dir",
         default=os.environ.get(ENV_DATA_DIR) or str(DEFAULT_DATA_DIR),
-        help="data folder holding the images (default: data/)",
+        help="data folder holding the images (default: $COLORCONCEPT_DATA_DIR or data/)",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     out = commands.add_parser("export", help="CSV + Parquet of every table, images.zip")
@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
         "restore",
         help="verify a backup's hashes, then make it the database and files; refused while the app "
         "or an evaluation run uses the database (stop them first)",
+        description="Restore a backup as the database named by --db and the data folder named by "
+        "--data-dir (give both before `restore`: python -m annotation --db FILE --data-dir DIR restore "
+        "BACKUP); the database it replaces is kept beside it as <name>.before-restore-<time>.",
     )
     load.add_argument("folder", help="a folder written by `backup`, or the Admin tab's backup zip")
     return parser

@@ -336,6 +336,27 @@ def _stage_database(folder: Path, manifest: dict, db_path: Path) -> Path:
     return staged
 
 
+def leftovers(db_path: str | Path) -> list[str]:
+    """What an operator should know about `db_path` at a start, one line each: a staged
+    copy that an interrupted restore left (it was never put in place), and a database that
+    other accounts of the machine may read (copied or made by earlier code with the default
+    mode)."""
+    db_path = Path(db_path)
+    said = []
+    staged = db_path.with_name(f".{db_path.name}.restoring")
+    if staged.exists():
+        said.append(
+            f"{str(staged)!r} is what an interrupted restore left: it was never put in place, and "
+            f"{str(db_path)!r} is the database in use; run the restore again, or delete that file"
+        )
+    if db_path.exists() and db_path.stat().st_mode & 0o077:
+        said.append(
+            f"the database {str(db_path)!r} may be read by other accounts of this machine (mode "
+            f"{db_path.stat().st_mode & 0o777:o}: it holds every account and hash); run: chmod 600 {db_path}"
+        )
+    return said
+
+
 def _integrity_problem(path: Path) -> str | None:
     """What SQLite's ``integrity_check`` finds wrong with the database at `path`, or None."""
     try:

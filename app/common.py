@@ -33,6 +33,7 @@ import numpy as np
 import sqlite_utils
 from gradio.utils import get_upload_folder
 
+from annotation import backup
 from annotation.coloring import ground_truth
 from annotation.coloring.pool import ColoringPool
 from annotation.concepts import sync_concepts
@@ -231,6 +232,9 @@ class AppContext:
         """Create or migrate the database, load concepts, make sure an admin password exists."""
         # For the life of the process: `restore` refuses while it is held (storage.serving).
         serving.hold_shared(config.db_path)
+        if str(config.db_path) != ":memory:":
+            for line in backup.leftovers(config.db_path):
+                _LOG.warning(line)
         with cls._open(config) as db:
             ensure_schema(db)
             # Files a killed writer left without a row; the age margin spares files that a

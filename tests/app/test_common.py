@@ -86,6 +86,29 @@ def test_a_locked_database_is_named_as_such_not_as_something_that_went_wrong(sig
     assert record.exc_info is None  # a condition of the server, not a bug: no traceback
 
 
+def test_a_start_says_what_an_interrupted_restore_left_and_a_database_others_may_read(tmp_path, caplog):
+    config = make_config(tmp_path)
+    AppContext.prepare(config).close()
+    config.db_path.chmod(0o644)  # as a copy made with the default mode is
+    staged = config.db_path.with_name(f".{config.db_path.name}.restoring")
+    staged.write_bytes(b"a restore's staged copy")
+    with caplog.at_level(logging.WARNING, logger="app.common"):
+        AppContext.prepare(config).close()
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said == [
+        f"{str(staged)!r} is what an interrupted restore left: it was never put in place, and "
+        f"{str(config.db_path)!r} is the database in use; run the restore again, or delete that file",
+        f"the database {str(config.db_path)!r} may be read by other accounts of this machine (mode 644: "
+        f"it holds every account and hash); run: chmod 600 {config.db_path}",
+    ]
+    config.db_path.chmod(0o600)
+    staged.unlink()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="app.common"):
+        AppContext.prepare(config).close()
+    assert [r for r in caplog.records if r.levelno == logging.WARNING] == []
+
+
 def test_domain_errors_show_their_escaped_message_and_are_not_logged(signed_in, caplog):
     ctx, token = signed_in
     probe = Probe(ctx, {})
