@@ -76,25 +76,52 @@ MAX_WHOLE = 10**18 - 1  # within SQLite's 64-bit integers, so an id never overfl
 # A field that carries the page's state (a task's id or JSON, the session token) takes the
 # class `PLUMBING`: Gradio 6 shows a ``visible="hidden"`` component that sits in a tab.
 PLUMBING = "plumbing"
+# Primary buttons and the selected tab in a darker orange (Tailwind's orange-700): Gradio's
+# orange-500 under white text is 2.8:1, below WCAG AA's 4.5:1; this is 5.2:1.
 # A table inside `empty_note` shows its note, not bare headers, while it has no rows
 # (Gradio marks an empty table's container ``no-rows``). Keyboard focus shows as a 3 px
 # blue ring: Gradio's 1 px grey outline was hardly visible on the orange buttons.
 CSS = """
+:root, .gradio-container {
+  --button-primary-background-fill: #c2410c; --button-primary-background-fill-hover: #9a3412;
+  --button-primary-border-color: #c2410c; --button-primary-border-color-hover: #9a3412;
+  --color-accent: #c2410c;
+}
 .plumbing { display: none !important; }
-button:focus-visible, [role="tab"]:focus-visible, input:focus-visible { outline: 3px solid #0969da !important; outline-offset: 2px; }
+.visually-hidden { position: absolute !important; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+button:focus-visible, [role="tab"]:focus-visible, input:focus-visible, textarea:focus-visible { outline: 3px solid #0969da !important; outline-offset: 2px; }
 .empty-aware:has(.table-container:not(.no-rows)) > .empty-note { display: none !important; }
 .empty-aware .table-container.no-rows .table-wrap { display: none; }
 .empty-aware > .empty-note { color: var(--body-text-color-subdued); font-style: italic; }
 """
+LIVE = "cc-live"
+"""The class of a Markdown whose changes screen readers read out (`live`)."""
 # Run once on page load (`launch(js=...)`): clicking into a `ChoiceSearch` selects its text,
-# so what is typed replaces the choice and searches, rather than being appended to it.
-JS = """
-() => {
-  document.addEventListener("focusin", (event) => {
+# so what is typed replaces the choice and searches, rather than being appended to it. And
+# each Markdown marked `live` becomes a polite live region as it appears (tabs render theirs
+# when they are shown), and the charts' tool buttons (zoom, pan, download: 40 of a Judge
+# trial's 58 tab stops) leave the Tab order, checked at most every 200 ms however much the
+# page changes. The tools stay usable by pointer.
+JS = f"""
+() => {{
+  const mark = () => {{
+    marking = false;
+    document.querySelectorAll('.{LIVE} [data-testid="markdown"]:not([aria-live])').forEach((text) => {{
+      text.setAttribute('role', 'status');
+      text.setAttribute('aria-live', 'polite');
+    }});
+    document.querySelectorAll('.modebar-btn:not([tabindex])').forEach((tool) => tool.setAttribute('tabindex', '-1'));
+  }};
+  let marking = false;
+  new MutationObserver(() => {{
+    if (!marking) {{ marking = true; setTimeout(mark, 200); }}
+  }}).observe(document.body, {{ childList: true, subtree: true }});
+  mark();
+  document.addEventListener("focusin", (event) => {{
     const input = event.target;
     if (input.matches?.(".choice-search input")) setTimeout(() => input.select(), 0);
-  });
-}
+  }});
+}}
 """
 
 
@@ -561,6 +588,13 @@ def _named_updates(result: object) -> bool:
     """Whether a handler's `result` is ``{component: update}`` (not the value of a lone output,
     e.g. a `gr.JSON`'s dict)."""
     return isinstance(result, dict) and bool(result) and all(isinstance(k, gr.blocks.Block) for k in result)
+
+
+def live(markdown: gr.Markdown) -> gr.Markdown:
+    """Mark `markdown` so that screen readers read out its changes (the result of an action
+    the page shows nowhere else: a saved coloring, the next trial); returns it."""
+    markdown.elem_classes = [*(markdown.elem_classes or []), LIVE]
+    return markdown
 
 
 def note_area(elem_id: str) -> gr.Markdown:

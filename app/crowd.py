@@ -185,9 +185,11 @@ def _layout() -> dict:
     with gr.Row():
         completion = gr.Textbox(label="completion_code", elem_id="crowd_completion_code")
         screenout = gr.Textbox(label="screenout_code", elem_id="crowd_screenout_code")
-        failures = gr.Number(0, label="max_failed_checks", elem_id="crowd_max_failed")
+        failures = gr.Number(0, label="Failed checks allowed (max_failed_checks)", elem_id="crowd_max_failed")
         per_address = gr.Number(
-            crowd.DEFAULT_JOINS_PER_ADDRESS, label="joins_per_address (per hour)", elem_id="crowd_per_address"
+            crowd.DEFAULT_JOINS_PER_ADDRESS,
+            label="New people per address per hour (joins_per_address)",
+            elem_id="crowd_per_address",
         )
     with gr.Row():
         id_param = gr.Textbox(crowd.DEFAULT_ID_PARAM, label="id_param", elem_id="crowd_id_param")

@@ -51,6 +51,7 @@ from app.common import (
     AppContext,
     escape,
     id_field,
+    live,
     note_area,
     own_session,
     role,
@@ -193,10 +194,8 @@ EVENTS = (
 )
 """The tab's wiring, in the order Gradio registers it (`DesignerTab.wire`)."""
 OUTSIDER = "This tab is for designers: sign in with a designer's invite link to color."
-CONSENT_FIRST = (
-    "First agree to the consent text (designer_consent); the instructions and the practice follow."
-)
-READ_FIRST = "Read the instructions, then confirm (designer_instructions_read): the practice opens."
+CONSENT_FIRST = "First agree to the consent text; the instructions and the practice follow."
+READ_FIRST = "Read the instructions, then confirm that you have read them: the practice opens."
 
 
 class DesignerTab(Tab):
@@ -500,7 +499,7 @@ class DesignerTab(Tab):
 def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
     parts: dict = {}
     # Above every box, so that what a step answers shows whichever box comes next.
-    parts["message"] = gr.Markdown(elem_id="designer_message")
+    parts["message"] = live(gr.Markdown(elem_id="designer_message"))
     with gr.Column(visible=False, elem_id="designer_consent_box") as parts["consent_box"]:
         gr.Markdown(consent_text, elem_id="designer_consent_text")
         parts["agreed"] = gr.Checkbox(

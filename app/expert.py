@@ -40,6 +40,7 @@ from app.common import (
     empty_note,
     escape,
     id_field,
+    live,
     note_area,
     own_session,
     role,
@@ -504,7 +505,7 @@ def _vote_section() -> dict:
     parts["task"] = gr.Number(
         label="Task", interactive=False, visible="hidden", elem_classes=PLUMBING, elem_id="expert_task"
     )
-    parts["vote_concept"] = gr.Markdown(elem_id="expert_vote_concept")
+    parts["vote_concept"] = live(gr.Markdown(elem_id="expert_vote_concept"))
     with gr.Row():
         parts["vote_image"] = gr.Image(
             label="Coloring",
@@ -521,7 +522,7 @@ def _vote_section() -> dict:
         parts["inconsistent"] = gr.Button(
             "Inconsistent", variant="stop", interactive=False, elem_id="expert_inconsistent"
         )
-        parts["vote_message"] = gr.Markdown(elem_id="expert_vote_message")
+        parts["vote_message"] = live(gr.Markdown(elem_id="expert_vote_message"))
     return parts
 
 

@@ -36,7 +36,7 @@ from gradio.components.plot import PlotData
 
 from annotation.files import resolve
 from annotation.study import crowd, judging
-from app.common import PLUMBING, AppContext, escape, note_area, role, ui_only, whole_number
+from app.common import PLUMBING, AppContext, escape, live, note_area, role, ui_only, whole_number
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
@@ -394,7 +394,9 @@ def _layout() -> dict:
         elem_id="participant_background",
     )
     with gr.Row():
-        progress = gr.Markdown("Press **Start** to see your first trial.", elem_id="participant_progress")
+        progress = live(
+            gr.Markdown("Press **Start** to see your first trial.", elem_id="participant_progress")
+        )
         # Usable once the sign-in's blank view is on screen (`ParticipantTab.on_sign_in`).
         start = gr.Button("Start / continue", interactive=False, elem_id="participant_start", scale=0)
     with gr.Column(visible=False, elem_id="participant_consent") as consent_box:

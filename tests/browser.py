@@ -215,6 +215,26 @@ def chromium_browser() -> Iterator[object]:
             browser.close()
 
 
+_CONTRAST = """(element) => {
+    const rgb = (text) => text.match(/[\\d.]+/g).slice(0, 4).map(Number);
+    const luminance = ([r, g, b]) => {
+        const lin = (c) => (c /= 255) <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+        return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+    };
+    let back = element;
+    while (back && rgb(getComputedStyle(back).backgroundColor)[3] === 0) back = back.parentElement;
+    const fore = luminance(rgb(getComputedStyle(element).color));
+    const behind = back ? luminance(rgb(getComputedStyle(back).backgroundColor)) : 1;
+    return (Math.max(fore, behind) + 0.05) / (Math.min(fore, behind) + 0.05);
+}"""
+
+
+def contrast(locator) -> float:
+    """WCAG's contrast ratio of the element's text color against the first opaque background
+    behind it (white if none): 1 to 21; AA asks at least 4.5 for body text."""
+    return locator.evaluate(_CONTRAST)
+
+
 def table_rows(page, elem_id: str) -> list[list[str]]:
     """The body cells of the `gr.Dataframe` with `elem_id`, as text, row by row.
 

@@ -62,6 +62,9 @@ TABLE2_METRICS = ("dca", "hue_diff")
 MODIFIER_LABELS = {"original": "Original", "visual_state": "Visual state", "emotional": "Emotional"}
 STYLE_LABELS = {"natural": "Natural", "clipart": "Clipart"}
 NOT_DEFINED = "n/a"  # shown for an undefined cell: ΔHue where every dominant color is grey
+VISUALLY_HIDDEN = "visually-hidden"
+"""The class of words in `Leaderboard.to_html` meant for screen readers alone (the app's CSS hides
+them from sight; a page without that rule shows them)."""
 POOL_CFG = "mean"
 RATIO_OF_MEANS = "ratio_of_means"
 MEAN_OF_RATIOS = "mean_of_ratios"
@@ -246,7 +249,8 @@ class Leaderboard:
         return shown.to_string(line_width=line_width)
 
     def to_html(self, *, digits: int = 3) -> str:
-        """An HTML table with the best value bold and the second underlined (escaped).
+        """An HTML table with the best value bold and the second underlined (escaped), each
+        followed by its rank in words for screen readers ("(best)", "(second best)").
 
         An undefined value (ΔHue where every dominant color is grey) shows as `NOT_DEFINED`;
         with intervals each value is followed by ``[lo, hi]`` in small type, with counts by
@@ -257,7 +261,13 @@ class Leaderboard:
             f"{'↑' if METRICS[k][1] else '↓'}</th>"
             for t, s, k in self.values.columns
         )
-        tags = {"best": ("<b>", "</b>"), "second": ("<u>", "</u>"), "": ("", "")}
+        # Bold and underline are not read out: a screen reader hears the words, which the
+        # app's page hides from sight (`VISUALLY_HIDDEN`); an exported page shows them.
+        tags = {
+            "best": ("<b>", f'<span class="{VISUALLY_HIDDEN}"> (best)</span></b>'),
+            "second": ("<u>", f'<span class="{VISUALLY_HIDDEN}"> (second best)</span></u>'),
+            "": ("", ""),
+        }
         rows = []
         for model in self.values.index:
             cells = []

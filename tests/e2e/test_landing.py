@@ -5,7 +5,7 @@ import pytest
 from annotation.people.accounts import Actor, revoke_annotator
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.browser import ARTIFACTS
+from tests.browser import ARTIFACTS, contrast
 
 pytestmark = pytest.mark.browser
 playwright = pytest.importorskip("playwright.sync_api")
@@ -128,6 +128,9 @@ def test_a_reload_reopens_the_last_tab_unless_a_link_or_a_sign_out_came_between(
         expect(note).to_contain_text("There is no stored model distribution yet")
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "reload-reopens-leaderboards.png"))
+        # White on the primary buttons' orange, and the selected tab's label, pass WCAG AA (4.5:1).
+        assert contrast(page.locator("#leaderboard_show")) >= 4.5
+        assert contrast(page.get_by_role("tab", name="Leaderboards")) >= 4.5
         # A narrow window puts the admin's last tabs in Gradio's overflow menu; one opened
         # from there comes back too.
         page.set_viewport_size({"width": 800, "height": 900})

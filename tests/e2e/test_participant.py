@@ -17,12 +17,17 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
     page.locator("#participant_background").get_by_text("no").click()
     progress = page.locator("#participant_progress")
     expect(progress).to_contain_text(f"Trial 1 of {n_pairs}")
+    # The trial line is a polite live region: a screen reader reads each new trial's line.
+    expect(page.get_by_role("status").filter(has_text=f"Trial 1 of {n_pairs}")).to_have_attribute(
+        "aria-live", "polite"
+    )
     page.locator("body").click(position={"x": 5, "y": 5})
     tasks = []
     for number, key in ((2, "ArrowLeft"), (3, "2")):
         tasks.append(int(page.locator("#participant_task input").input_value()))
         page.keyboard.press(key)
         expect(progress).to_contain_text(f"Trial {number} of {n_pairs}")
+        expect(page.get_by_role("status").filter(has_text=f"Trial {number} of {n_pairs}")).to_have_count(1)
     for chart in ("truth_plot", "truth_strip", "left_plot", "right_plot"):
         expect(page.locator(f"#participant_{chart} .js-plotly-plot")).to_be_visible()
     for plumbing in ("task", "shown_at", "return_url"):

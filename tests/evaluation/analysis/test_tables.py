@@ -110,6 +110,8 @@ def test_leaderboard_exports_csv_rows_and_escaped_html():
     page = board.to_html()
     assert "&lt;b&gt;evil&lt;/b&gt;" in page and "<b>evil</b>" not in page
     assert page.count("<b>") == 18 and page.count("<u>") == 18
+    # Each mark is said in words too (hidden from sight by the app's CSS).
+    assert page.count("> (best)</span></b>") == 18 and page.count("> (second best)</span></u>") == 18
 
 
 def test_several_cfgs_need_a_choice():
