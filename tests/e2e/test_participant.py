@@ -30,6 +30,10 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
         expect(page.get_by_role("status").filter(has_text=f"Trial {number} of {n_pairs}")).to_have_count(1)
     for chart in ("truth_plot", "truth_strip", "left_plot", "right_plot"):
         expect(page.locator(f"#participant_{chart} .js-plotly-plot")).to_be_visible()
+    # The charts' tool buttons are out of the Tab order, so Tab reaches the vote buttons.
+    tools = page.locator("#participant_left_plot .modebar-btn")
+    expect(tools.first).to_have_attribute("tabindex", "-1")
+    expect(page.locator(".modebar-btn:not([tabindex='-1'])")).to_have_count(0)
     for plumbing in ("task", "shown_at", "return_url"):
         expect(page.locator(f"#participant_{plumbing}")).to_be_hidden()
     judged = live_app.query(
