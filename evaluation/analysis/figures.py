@@ -24,6 +24,10 @@ LAYOUT = {"template": "plotly_white", "margin": {"l": 50, "r": 20, "t": 50, "b":
 STRIP_SWATCH_PX = 110  # swatch height of a dominant-color strip, in CSS pixels
 STRIP_FONT = {"size": 15}  # sample counts on the swatches
 STRIP_MIN_FONT = 12  # counts never shrink below this (px), even with ~20 narrow swatches
+WEBGL_POINTS = 1000
+"""From this many points a scatter is drawn with WebGL (``Scattergl``), one canvas, instead of
+one SVG element per point: at the full study's size Figure 4 (right) has 6,384 points, three
+quarters of the Leaderboards tab's page, and rendering them as SVG held the browser for ~1 s."""
 
 
 def titled(title: str) -> dict:
@@ -309,15 +313,17 @@ def shift_scatter(shifts: pd.DataFrame) -> go.Figure:
     -------
     plotly.graph_objects.Figure
         Per (model, style) a marker trace, x = human shift, y = model shift, hover
-        shows the concept and both values; a dotted y = x line.
+        shows the concept and both values; a dotted y = x line. From `WEBGL_POINTS`
+        points on, the marker traces are ``Scattergl``.
     """
     require_columns(shifts, SHIFT_COLUMNS, "shifts")
     several_styles = shifts["style"].nunique() > 1
+    points = go.Scattergl if len(shifts) >= WEBGL_POINTS else go.Scatter
     fig = go.Figure()
     for (model, style), part in shifts.groupby(["model", "style"], sort=True):
         name = f"{model} · {style}" if several_styles else str(model)
         fig.add_trace(
-            go.Scatter(
+            points(
                 x=part["human_shift"],
                 y=part["model_shift"],
                 mode="markers",

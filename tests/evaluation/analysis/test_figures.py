@@ -9,6 +9,7 @@ from numpy.testing import assert_allclose
 from evaluation.analysis.figures import (
     STRIP_MIN_FONT,
     STRIP_SWATCH_PX,
+    WEBGL_POINTS,
     cfg_sweep_figure,
     consistency_histogram,
     distribution_bar,
@@ -143,6 +144,33 @@ def test_shift_scatter_points_are_the_shifts_with_concepts_in_hover():
     assert_allclose(sana.y, [7.0, 1.0])
     assert [row[0] for row in sana.customdata] == ["rotten apple", "lonely cabin"]
     assert "customdata[0]" in sana.hovertemplate
+
+
+def test_a_shift_scatter_of_many_points_is_drawn_with_webgl_and_the_same_points():
+    """From `WEBGL_POINTS` points (Figure 4, right, has 6,384 at the full study's size) the
+    markers are one WebGL canvas per trace, not one SVG element per point; below, SVG."""
+    rng = np.random.default_rng(0)
+    n = WEBGL_POINTS
+    shifts = pd.DataFrame(
+        {
+            "model": np.where(np.arange(n) % 2, "sana", "sdxl"),
+            "style": "natural",
+            "base": "apple",
+            "concept": [f"c{i}" for i in range(n)],
+            "modifier_type": "emotional",
+            "human_shift": rng.uniform(0, 100, n),
+            "model_shift": rng.uniform(0, 100, n),
+        }
+    )
+    many = shift_scatter(shifts)
+    few = shift_scatter(shifts.iloc[: n - 1])
+    assert [t.type for t in many.data] == ["scattergl", "scattergl", "scatter"]  # the y = x line stays SVG
+    assert [t.type for t in few.data] == ["scatter", "scatter", "scatter"]
+    sana = shifts[shifts["model"] == "sana"]
+    (drawn,) = [t for t in many.data if t.name == "sana"]
+    assert_allclose(drawn.x, sana["human_shift"])
+    assert_allclose(drawn.y, sana["model_shift"])
+    assert [row[0] for row in drawn.customdata] == list(sana["concept"])
 
 
 def test_consistency_histogram_marks_the_high_variance_cutoff():
