@@ -149,6 +149,16 @@ def progress(db: sqlite_utils.Database, actor: Actor) -> tuple[int, int]:
     return done, total
 
 
+def studies_judged(db: sqlite_utils.Database, actor: Actor) -> int:
+    """How many open studies the participant's `progress` counts over (an invited
+    participant judges every open study, so its total is a sum over them)."""
+    return db.execute(
+        "select count(distinct s.id) from studies s join study_pairs p on p.study_id = s.id "
+        f"where s.frozen is not null and {assignment.JUDGED_STUDIES}",
+        {"a": _participant(actor)},
+    ).fetchone()[0]
+
+
 def held_by_others(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> int:
     """Pairs the participant has not judged, in the studies they judge, that other
     participants hold now: the pairs that may still come to them (a reservation its holder

@@ -29,26 +29,32 @@ from tests.study_data import populate, sources, truth_source
 ) = range(11)
 
 
-def _open_study(config, n_concepts=4, reference=False, **design):
-    """Prepare the app's database with an open study; returns its pair count. With
-    `reference`, the ground truth is a reference set of ratings (no colorings)."""
+def _open_study(config, n_concepts=4, reference=False, studies=1, **design):
+    """Prepare the app's database with an open study (or `studies` of them); returns the pair
+    count of the first. With `reference`, the ground truth is a reference set of ratings (no
+    colorings)."""
     db = open_db(config.db_path)
     try:
         ensure_schema(db)
         truths, _ = populate(db, config.data_dir, 8, np.random.default_rng(0))
         if reference:
             human_rows.store_reference(db, "lab", truths, "ratings, for tests")
-        study_id = study.create_study(
-            db,
-            "pilot",
-            sources(),
-            study.reference_ground_truth(db, "lab") if reference else truth_source(config.data_dir, truths),
-            seed=0,
-            n_concepts=n_concepts,
-            **{"attention_rate": 0.1, **design},
-        )
-        study.open_study(db, study_id, Actor(None, "admin", frozenset({"admin"})))
-        return sum(study.study_size(db, study_id).values())
+        sizes = []
+        for number in range(studies):
+            study_id = study.create_study(
+                db,
+                "pilot" if number == 0 else f"pilot {number + 1}",
+                sources(),
+                study.reference_ground_truth(db, "lab")
+                if reference
+                else truth_source(config.data_dir, truths),
+                seed=number,
+                n_concepts=n_concepts,
+                **{"attention_rate": 0.1, **design},
+            )
+            study.open_study(db, study_id, Actor(None, "admin", frozenset({"admin"})))
+            sizes.append(sum(study.study_size(db, study_id).values()))
+        return sizes[0]
     finally:
         db.close()
 
@@ -89,6 +95,17 @@ def test_a_participant_without_a_pair_is_told_whether_one_may_still_come(tmp_pat
             "**All done: you judged 0 trials**, and every other pair already has all the votes the "
             "study needs. Thank you!"
         )
+
+
+def test_an_invited_participant_is_told_the_count_runs_over_every_open_study(tmp_path):
+    """An outside tester read "Trial 4 of 150" for a study of 75 trials: an invited participant
+    judges every open study, and the count is their sum, which the line now says."""
+    config = make_config(tmp_path)
+    n_pairs = _open_study(config, n_concepts=2, attention_rate=0.0, studies=2)
+    with running_app(config) as (client, _):
+        token, _ = client.predict(_invite(client, "participant"), api_name="/login_invite")
+        view = client.predict(token, "yes", api_name="/participant_set_background")
+        assert view[PROGRESS].startswith(f"**Trial 1 of {2 * n_pairs}** (over 2 open studies) · concept: **")
 
 
 def test_a_participant_judges_every_pair_through_the_api(tmp_path):
