@@ -7,11 +7,12 @@ in one line, or None: the disks of the database and of the data folder have at l
 `MIN_FREE_BYTES` free, and the database takes a write (``BEGIN IMMEDIATE``, rolled back at
 once, waiting at most `LOCK_WAIT_S` for another writer). One check serves every request of
 `CHECK_EVERY_S`, so asking often (or a visitor asking in a loop) adds at most one brief
-write lock a second.
+write lock a second. Anyone may ask, so the answer names no path; the log does.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 import time
@@ -23,6 +24,7 @@ MIN_FREE_BYTES = 16 * 2**20
 """Free space below which the app reports it cannot take work (a coloring is ~0.1-0.5 MB)."""
 LOCK_WAIT_S = 5.0
 CHECK_EVERY_S = 1.0
+log = logging.getLogger(__name__)
 
 
 class Health:
@@ -47,11 +49,20 @@ class Health:
         `CHECK_EVERY_S`; callers in between get the last answer)."""
         with self._lock:
             if time.monotonic() - self._checked >= CHECK_EVERY_S:
-                self._last = self._probe()
-                self._checked = time.monotonic()
+                problem = self._probe()
+                if problem and problem != self._last:  # the operator's log names the paths
+                    log.warning(
+                        "cannot take work: %s (database %s, data folder %s)",
+                        problem,
+                        self.db_path,
+                        self.data_dir,
+                    )
+                self._last, self._checked = problem, time.monotonic()
             return self._last
 
     def _probe(self) -> str | None:
+        # The answer goes to anyone who asks (a load balancer has no session): it names the
+        # folder by its role, never its path, as the page names no server path either.
         folders = [("data folder", self.data_dir)]
         if self.db_path != ":memory:":
             folders.insert(0, ("database", Path(self.db_path).resolve().parent))
@@ -59,15 +70,15 @@ class Health:
             try:
                 free = shutil.disk_usage(folder).free
             except OSError as error:
-                return f"the {what} {str(folder)!r} cannot be read ({error.strerror or error})"
+                return f"the {what}'s folder cannot be read ({error.strerror or type(error).__name__})"
             if free < MIN_FREE_BYTES:
                 return (
-                    f"the disk of the {what} {str(folder)!r} is full ({free / 2**20:.1f} MB free; "
+                    f"the disk of the {what} is full ({free / 2**20:.1f} MB free; "
                     f"the app needs at least {MIN_FREE_BYTES // 2**20} MB to take work)"
                 )
         if self.db_path == ":memory:":
             return None
         refused = write_refused(self.db_path, LOCK_WAIT_S)
         if refused:
-            return f"the database {self.db_path!r} takes no write ({refused}; waited {LOCK_WAIT_S:g} s)"
+            return f"the database takes no write ({refused}; waited {LOCK_WAIT_S:g} s)"
         return None

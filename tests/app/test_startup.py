@@ -75,7 +75,7 @@ def test_healthz_says_when_the_disk_is_full_or_the_database_takes_no_write_and_r
                     out.flush()
             status, text = _until(lambda: (h := _health(url))[0] == 503 and h, "/healthz never said 503")
             assert re.fullmatch(
-                rf"cannot take work: the disk of the database '{re.escape(str(disk))}' is full "
+                r"cannot take work: the disk of the database is full "
                 r"\(\d+\.\d MB free; the app needs at least 16 MB to take work\)",
                 text,
             ), text
@@ -92,10 +92,10 @@ def test_healthz_says_when_the_disk_is_full_or_the_database_takes_no_write_and_r
             holder.execute("begin immediate")  # another process's long write
             try:
                 status, text = _until(lambda: (h := _health(url))[0] == 503 and h, "/healthz never said 503")
-                assert text == (
-                    f"cannot take work: the database {str(config.db_path)!r} takes no write "
-                    "(database is locked; waited 5 s)"
+                assert (
+                    text == "cannot take work: the database takes no write (database is locked; waited 5 s)"
                 )
+                assert str(tmp_path) not in text  # anyone may ask: no server path in the answer
             finally:
                 holder.rollback()
                 holder.close()
