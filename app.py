@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import signal
 import socket
+import sqlite3
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     from annotation.errors import AnnotationError
     from app import SecretServed, build_app, check_secrets, launch_options, mark_ready
     from app.config import AppConfig
-    from storage import SchemaRefused
+    from storage import SchemaRefused, unwritable
 
     args = parse_args(argv)
     try:
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> None:
         demo = build_app(config)
     except (SchemaRefused, AnnotationError) as error:
         raise SystemExit(f"Refusing to start: {error}.") from None
+    except sqlite3.OperationalError as error:
+        raise SystemExit(f"Refusing to start: {unwritable(config.db_path, error)}.") from None
     options = launch_options(config, demo)
     demo.queue(default_concurrency_limit=8)
     try:

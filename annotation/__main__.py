@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from storage import (
     not_sqlite,
     open_db,
     serving,
+    unwritable,
 )
 
 
@@ -147,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
     except serving.RestoreRunning as error:
         print(f"error: {error}", file=sys.stderr)
+        return 1
+    except sqlite3.OperationalError as error:  # opening it writes (its -shm, the journal mode)
+        print(f"error: {unwritable(args.db, error)}", file=sys.stderr)
         return 1
 
 

@@ -424,7 +424,7 @@ def _swap_in(staged: Path, db_path: Path) -> Path | None:
         finally:
             conn.close()
     stamp = iso().replace(":", "").replace("-", "")[:15]
-    previous = db_path.with_name(f"{db_path.name}.before-restore-{stamp}")
+    previous = _unused(db_path.with_name(f"{db_path.name}.before-restore-{stamp}"))
     try:
         os.link(db_path, previous)
     except OSError:
@@ -437,6 +437,16 @@ def _swap_in(staged: Path, db_path: Path) -> Path | None:
             os.replace(f"{db_path}{journal}", f"{previous}{journal}")
     os.replace(staged, db_path)
     return previous
+
+
+def _unused(path: Path) -> Path:
+    """`path`, or the first of ``<path>-2``, ``<path>-3``, ... that names no file: a kept
+    database is never overwritten (two restores within one second name the same time)."""
+    candidate, number = path, 1
+    while candidate.exists() or Path(f"{candidate}-wal").exists():
+        number += 1
+        candidate = path.with_name(f"{path.name}-{number}")
+    return candidate
 
 
 def backup_archive(db: sqlite_utils.Database, data_dir: str | Path, archive: str | Path) -> Path:

@@ -59,17 +59,17 @@ UNEXPECTED = (
     "again, or tell the study organisers if it happens again."
 )
 DISK_FULL = (
-    "The server's disk is full, so this was not saved (nothing of it was stored; what is on "
+    "The server's disk is full, so this could not be done (nothing of it was stored; what is on "
     "this page stays). Please tell the study organisers, and try again once they have made room."
 )
 DISK_ERROR = (
-    "The server could not write to its disk (it may be full), so this was not saved (nothing "
-    "of it was stored; what is on this page stays). Please tell the study organisers, and try "
-    "again later."
+    "The server could not write to its disk (it may be full), so this could not be done "
+    "(nothing of it was stored; what is on this page stays). Please tell the study organisers, "
+    "and try again later."
 )
 DATABASE_BUSY = (
-    "The database is busy (a backup, a restore or another long write holds it), so this was "
-    "not saved (nothing of it was stored; what is on this page stays). Please try again in a minute."
+    "The database is busy (a backup, a restore or another long write holds it), so this could "
+    "not be done (nothing of it was stored; what is on this page stays). Please try again in a minute."
 )
 _LOG = logging.getLogger(__name__)
 MAX_WHOLE = 10**18 - 1  # within SQLite's 64-bit integers, so an id never overflows a query

@@ -5,7 +5,8 @@ people to this app. Serving pages is not enough: on a full disk, or while anothe
 holds the database's write lock, every sign-in and submission fails. `Health.problem` says so
 in one line, or None: the disks of the database and of the data folder have at least
 `MIN_FREE_BYTES` free, and the database takes a write (``BEGIN IMMEDIATE``, rolled back at
-once, waiting at most `LOCK_WAIT_S` for another writer). One check serves every request of
+once, waiting at most `LOCK_WAIT_S` for another writer: a health check's own timeout is
+often 1 s). One check serves every request of
 `CHECK_EVERY_S`, so asking often (or a visitor asking in a loop) adds at most one brief
 write lock a second. Anyone may ask, so the answer names no path; the log does.
 """
@@ -22,7 +23,7 @@ from storage.db import write_refused
 
 MIN_FREE_BYTES = 16 * 2**20
 """Free space below which the app reports it cannot take work (a coloring is ~0.1-0.5 MB)."""
-LOCK_WAIT_S = 5.0
+LOCK_WAIT_S = 0.5
 CHECK_EVERY_S = 1.0
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,8 @@ class Health:
                 return f"the {what}'s folder cannot be read ({error.strerror or type(error).__name__})"
             if free < MIN_FREE_BYTES:
                 return (
-                    f"the disk of the {what} is full ({free / 2**20:.1f} MB free; "
-                    f"the app needs at least {MIN_FREE_BYTES // 2**20} MB to take work)"
+                    f"the disk of the {what} is (nearly) full: {free / 2**20:.1f} MB free, under the "
+                    f"{MIN_FREE_BYTES // 2**20} MB the app keeps free to take work"
                 )
         if self.db_path == ":memory:":
             return None

@@ -108,6 +108,16 @@ def write_refused(path: str | Path, wait_s: float) -> str | None:
     return None
 
 
+def unwritable(path: str | Path, error: Exception) -> str:
+    """What to tell an operator whose database at `path` could not be opened or written
+    (`error`, SQLite's): opening one writes beside it (its ``-shm``, its journal mode), so a
+    full disk stops even a command that only reads it, a backup included."""
+    return (
+        f"the database {str(path)!r} could not be opened or written ({error}); if its disk is "
+        "full, free some space beside it first (even a backup must open it), then run this again"
+    )
+
+
 def not_sqlite(path: str | Path) -> bool:
     """Whether `path` is a non-empty file that is not an SQLite database (a mistyped ``--db``
     naming an image, say): checked before a lock file is written beside it."""

@@ -555,3 +555,78 @@ def test_a_restore_writes_only_what_the_app_serves_in_each_folder():
 
     for folder, kinds in backup.RESTORED_KINDS.items():
         assert set(kinds) == DATA_RULES[folder].suffixes, folder
+
+
+def test_a_kept_database_is_never_overwritten_by_a_later_restore(tmp_path):
+    """Two restores within one second name their kept copies with the same time: the second
+    takes the next free name instead of replacing the first (an outside tester's decoys)."""
+    kept = tmp_path / "colorconcept.sqlite.before-restore-20261130T174015"
+    assert backup._unused(kept) == kept
+    kept.write_bytes(b"DECOY 1")
+    Path(f"{kept}-3-wal").write_bytes(b"a kept copy's journal")
+    assert backup._unused(kept) == kept.with_name(kept.name + "-2")
+    kept.with_name(kept.name + "-2").write_bytes(b"DECOY 2")
+    assert backup._unused(kept) == kept.with_name(kept.name + "-4")
+    assert kept.read_bytes() == b"DECOY 1"
+
+    db, data = _store(tmp_path / "source")
+    backup.backup(db, data, tmp_path / "backup")
+    db.close()
+    live_db, live_data = _store(tmp_path / "live")
+    live_db.close()
+    live = tmp_path / "live" / "data" / "colorconcept.sqlite"
+    first = backup.restore(tmp_path / "backup", live, live_data)["previous"]
+    second = backup.restore(tmp_path / "backup", live, live_data)["previous"]
+    assert first != second and first.is_file() and second.is_file()
+
+
+def test_a_backup_from_a_database_on_a_full_disk_says_so_in_one_line(tmp_path):
+    """Opening a WAL database writes its -shm beside it, so on a full disk even a backup to
+    another disk cannot open it: the command says so in one line (it ended in a traceback),
+    as does a start of the app."""
+    db, data = _store(tmp_path / "source")
+    db.close()
+    with _tiny_tmpfs(tmp_path / "disk") as disk:
+        subprocess.run(["umount", str(disk)], check=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], check=True)
+        live = disk / "colorconcept.sqlite"
+        live.write_bytes((data / "colorconcept.sqlite").read_bytes())
+        with contextlib.suppress(OSError), open(disk / "filler", "wb") as out:
+            while True:
+                out.write(b"\0" * 4096)
+                out.flush()
+        done = _cli(live, data, "backup", str(tmp_path / "backup"))
+        assert done.returncode == 1 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"error: the database {str(live)!r} could not be opened or written (")
+        assert done.stderr.endswith(
+            "if its disk is full, free some space beside it first (even a backup must open it), then run this again\n"
+        )
+        assert not (tmp_path / "backup").exists()
+        started = subprocess.run(
+            [
+                sys.executable,
+                "app.py",
+                "--db",
+                str(live),
+                "--data-dir",
+                str(tmp_path / "app-data"),
+                "--port",
+                "0",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={
+                **os.environ,
+                "COLORCONCEPT_ADMIN_PASSWORD": "a-long-enough-password-1",
+                "COLORCONCEPT_WORKERS": "0",
+            },
+        )
+        assert started.returncode == 1, started.stderr[-2000:]
+        assert (
+            started.stderr.strip()
+            .splitlines()[-1]
+            .startswith(f"Refusing to start: the database {str(live)!r} could not be opened or written (")
+        ), started.stderr[-2000:]
+        assert "Traceback" not in started.stderr
