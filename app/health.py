@@ -6,9 +6,9 @@ holds the database's write lock, every sign-in and submission fails. `Health.pro
 in one line, or None: the disks of the database and of the data folder have at least
 `MIN_FREE_BYTES` free, and the database takes a write (``BEGIN IMMEDIATE``, rolled back at
 once, waiting at most `LOCK_WAIT_S` for another writer: a health check's own timeout is
-often 1 s). One check serves every request of
-`CHECK_EVERY_S`, so asking often (or a visitor asking in a loop) adds at most one brief
-write lock a second. Anyone may ask, so the answer names no path; the log does.
+often 1 s). One check serves every request of `CHECK_EVERY_S`, so asking often (or a visitor
+asking in a loop) adds at most one brief write lock a second. Anyone may ask, so the answer
+names no path; the log does.
 """
 
 from __future__ import annotations
