@@ -341,8 +341,7 @@ class ParticipantTab(Tab):
             if trial.truth.n_colorings
             else "a reference set of people's ratings (no colorings to show)"
         )
-        studies = judging.studies_judged(db, actor)
-        over = f" (over {studies} open studies)" if studies > 1 else ""
+        over = f" (over {trial.studies} open studies)" if trial.studies > 1 else ""
         return self.show(
             f"**Trial {trial.number} of {trial.total}**{over} · concept: **{escape(trial.concept)}**"
             f" · ground truth from {based_on} · each chart has its own scale",

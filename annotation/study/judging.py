@@ -78,6 +78,9 @@ class Trial:
         The candidates, placed as the task recorded (``tasks.left_item``).
     number, total : int
         This is trial `number` of the `total` the participant is asked for.
+    studies : int
+        How many open studies `total` is summed over (an invited participant judges every
+        open study).
     """
 
     task_id: int
@@ -88,6 +91,7 @@ class Trial:
     right: Side
     number: int
     total: int
+    studies: int = 1
 
 
 def _participant(actor: Actor) -> int:
@@ -130,14 +134,19 @@ def progress(db: sqlite_utils.Database, actor: Actor) -> tuple[int, int]:
     (`annotation.assignment.JUDGED_STUDIES`: an open link's study alone for someone who came
     through one), and how many they are asked for: per such study its
     ``trials_per_participant``, at most its pairs."""
-    annotator_id = _participant(actor)
+    done, asked = _progress(db, _participant(actor))
+    return done, sum(asked)
+
+
+def _progress(db: sqlite_utils.Database, annotator_id: int) -> tuple[int, list[int]]:
+    """`progress` with the trials asked per open study judged, one entry per study."""
     done = db.execute(
         "select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
         "join studies s on s.id = p.study_id where s.frozen is not null and "
         f"j.participant_id = :a and {assignment.JUDGED_STUDIES}",
         {"a": annotator_id},
     ).fetchone()[0]
-    total = sum(
+    asked = [
         min(json.loads(row["meta"])["trials_per_participant"], row["pairs"])
         for row in db.query(
             "select s.meta, count(p.id) as pairs from studies s join "
@@ -145,18 +154,8 @@ def progress(db: sqlite_utils.Database, actor: Actor) -> tuple[int, int]:
             f"null and {assignment.JUDGED_STUDIES} group by s.id",
             {"a": annotator_id},
         )
-    )
-    return done, total
-
-
-def studies_judged(db: sqlite_utils.Database, actor: Actor) -> int:
-    """How many open studies the participant's `progress` counts over (an invited
-    participant judges every open study, so its total is a sum over them)."""
-    return db.execute(
-        "select count(distinct s.id) from studies s join study_pairs p on p.study_id = s.id "
-        f"where s.frozen is not null and {assignment.JUDGED_STUDIES}",
-        {"a": _participant(actor)},
-    ).fetchone()[0]
+    ]
+    return done, asked
 
 
 def held_by_others(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> int:
@@ -201,7 +200,8 @@ def next_trial(
         None when the participant has judged what was asked or no pair is left for them.
     """
     annotator_id = _participant(actor)
-    done, total = progress(db, actor)
+    done, asked = _progress(db, annotator_id)
+    total = sum(asked)
     if done >= total:
         return None
     held = assignment.open_tasks(db, "judgment", annotator_id, now=now)
@@ -209,10 +209,20 @@ def next_trial(
         held = assignment.reserve(
             db, "judgment", annotator_id, rng, min(batch_size, total - done), minutes=minutes, now=now
         )
-    return trial(db, held[0].id, actor, number=done + 1, total=total) if held else None
+    if not held:
+        return None
+    return trial(db, held[0].id, actor, number=done + 1, total=total, studies=len(asked))
 
 
-def trial(db: sqlite_utils.Database, task_id: int, actor: Actor, *, number: int = 0, total: int = 0) -> Trial:
+def trial(
+    db: sqlite_utils.Database,
+    task_id: int,
+    actor: Actor,
+    *,
+    number: int = 0,
+    total: int = 0,
+    studies: int = 1,
+) -> Trial:
     """The `Trial` of a judgment task the participant holds."""
     task = _judgment_task(db, task_id, _participant(actor))
     pair = db["study_pairs"].get(task.pair_id)
@@ -234,6 +244,7 @@ def trial(db: sqlite_utils.Database, task_id: int, actor: Actor, *, number: int 
         sides[right],
         number,
         total,
+        studies,
     )
 
 
