@@ -48,7 +48,7 @@ import sqlite_utils
 from annotation.errors import InvalidInput, shown
 from annotation.export import file_columns, reported_write_errors, staged_folder
 from annotation.files import resolve
-from storage import create_private, iso, serving
+from storage import create_private, file_stamp, iso, serving, unused_path
 from storage.files import leaves_archive
 from storage.schema import MIGRATIONS, tables_at
 
@@ -423,8 +423,7 @@ def _swap_in(staged: Path, db_path: Path) -> Path | None:
             conn.execute("pragma journal_mode = delete").fetchone()
         finally:
             conn.close()
-    stamp = iso().replace(":", "").replace("-", "")[:15]
-    previous = _unused(db_path.with_name(f"{db_path.name}.before-restore-{stamp}"))
+    previous = unused_path(db_path.with_name(f"{db_path.name}.before-restore-{file_stamp()}"))
     try:
         os.link(db_path, previous)
     except OSError:
@@ -437,16 +436,6 @@ def _swap_in(staged: Path, db_path: Path) -> Path | None:
             os.replace(f"{db_path}{journal}", f"{previous}{journal}")
     os.replace(staged, db_path)
     return previous
-
-
-def _unused(path: Path) -> Path:
-    """`path`, or the first of ``<path>-2``, ``<path>-3``, ... that names no file: a kept
-    database is never overwritten (two restores within one second name the same time)."""
-    candidate, number = path, 1
-    while candidate.exists() or Path(f"{candidate}-wal").exists():
-        number += 1
-        candidate = path.with_name(f"{path.name}-{number}")
-    return candidate
 
 
 def backup_archive(db: sqlite_utils.Database, data_dir: str | Path, archive: str | Path) -> Path:

@@ -43,7 +43,7 @@ from app.common import (
 )
 from app.guard import download_path
 from app.tabs import On, Tab
-from storage import iso
+from storage import file_stamp, iso
 from storage.schema import UPGRADE_APPROVER
 from storage.spreadsheet import write_csv
 
@@ -248,7 +248,7 @@ class AdminTab(Tab):
         )
         if frame.empty or "invite_link" not in frame or not frame["invite_link"].astype(str).str.len().any():
             return self.named(links_file=None)
-        stamp = iso().replace(":", "").replace("-", "")[:15]
+        stamp = file_stamp()
         path = download_path(self.ctx.config.data_dir, "invites", f"invites-{stamp}.csv")
         written = write_csv(frame, path, index=False)
         written.chmod(0o600)
@@ -452,7 +452,7 @@ class AdminTab(Tab):
     @role(*ROLES)
     def backup(self, db, actor) -> dict:
         """Build a backup zip among the admin's downloads and offer it for download."""
-        stamp = iso().replace(":", "").replace("-", "")[:15]
+        stamp = file_stamp()
         data_dir = self.ctx.config.data_dir
         target = download_path(data_dir, "backups", f"colorconcept-backup-{stamp}.zip")
         archive = backup_archive(db, data_dir, target)

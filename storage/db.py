@@ -370,6 +370,24 @@ def iso(moment: dt.datetime | None = None) -> str:
     return moment.astimezone(dt.UTC).strftime(_ISO_FORMAT)
 
 
+def file_stamp(text: str | None = None) -> str:
+    """A time for a file name: `text` (an `iso` stamp; now if None) as ``20261130T174015``
+    (UTC, to the second, sorting as the time does)."""
+    return (text or iso()).replace(":", "").replace("-", "")[:15]
+
+
+def unused_path(path: str | Path) -> Path:
+    """`path`, or the first of ``<path>-2``, ``<path>-3``, ... that names no file (nor its
+    ``-wal``): a kept copy named by `file_stamp` is never overwritten by another made within
+    the same second."""
+    path = Path(path)
+    candidate, number = path, 1
+    while candidate.exists() or Path(f"{candidate}-wal").exists():
+        number += 1
+        candidate = path.with_name(f"{path.name}-{number}")
+    return candidate
+
+
 def parse_iso(text: str) -> dt.datetime:
     """Inverse of `iso`."""
     return dt.datetime.strptime(text, _ISO_FORMAT).replace(tzinfo=dt.UTC)

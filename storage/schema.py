@@ -33,7 +33,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from storage.db import create_private, db_path, iso, transaction
+from storage.db import create_private, db_path, file_stamp, iso, transaction, unused_path
 
 log = logging.getLogger(__name__)
 
@@ -900,8 +900,7 @@ def _keep_before_upgrade(db: sqlite_utils.Database, version: int) -> Path | None
     path = db_path(db)
     if not path:
         return None
-    stamp = iso().replace(":", "").replace("-", "")[:15]
-    copy = Path(f"{path}.before-schema-{len(MIGRATIONS)}-{stamp}")
+    copy = unused_path(f"{path}.before-schema-{len(MIGRATIONS)}-{file_stamp()}")
     try:
         create_private(copy)
         db.execute("VACUUM INTO ?", [str(copy)])

@@ -25,6 +25,7 @@ import storage
 from annotation import backup
 from annotation.concepts import sync_concepts
 from annotation.export import WriteFailed
+from storage import unused_path
 from tests.qc_data import add_coloring, people
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -561,12 +562,12 @@ def test_a_kept_database_is_never_overwritten_by_a_later_restore(tmp_path):
     """Two restores within one second name their kept copies with the same time: the second
     takes the next free name instead of replacing the first (an outside tester's decoys)."""
     kept = tmp_path / "colorconcept.sqlite.before-restore-20261130T174015"
-    assert backup._unused(kept) == kept
+    assert unused_path(kept) == kept
     kept.write_bytes(b"DECOY 1")
     Path(f"{kept}-3-wal").write_bytes(b"a kept copy's journal")
-    assert backup._unused(kept) == kept.with_name(kept.name + "-2")
+    assert unused_path(kept) == kept.with_name(kept.name + "-2")
     kept.with_name(kept.name + "-2").write_bytes(b"DECOY 2")
-    assert backup._unused(kept) == kept.with_name(kept.name + "-4")
+    assert unused_path(kept) == kept.with_name(kept.name + "-4")
     assert kept.read_bytes() == b"DECOY 1"
 
     db, data = _store(tmp_path / "source")
