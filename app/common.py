@@ -434,26 +434,29 @@ def shown_errors(action: str) -> Iterator[None]:
         raise gr.Error(UNEXPECTED.format(kind=type(error).__name__), print_exception=False) from error
 
 
+_ERRNO_CONDITIONS = {errno.ENOSPC: DISK_FULL, errno.EDQUOT: DISK_FULL, errno.EIO: DISK_ERROR}
+"""What `server_condition` tells for an ``OSError`` of each errno."""
+_SQLITE_CONDITIONS = {
+    "database or disk is full": DISK_FULL,
+    "disk I/O error": DISK_ERROR,  # what SQLite reports when its WAL cannot grow, too
+    "database is locked": DATABASE_BUSY,
+}
+"""What `server_condition` tells for an SQLite ``OperationalError`` whose message holds each."""
+
+
 def server_condition(error: BaseException) -> str | None:
-    """`DISK_FULL`, `DISK_ERROR` or `DATABASE_BUSY` when `error` (or an exception it was raised
-    from) is a full disk (``ENOSPC``, ``EDQUOT``, SQLite's "database or disk is full"), a
-    failed write (``EIO``, SQLite's "disk I/O error", which it also reports when its WAL cannot
-    grow on a full disk) or a database locked past the busy timeout; else None. What a person is told of a server condition that
-    is not their doing, and that passes."""
+    """`DISK_FULL`, `DISK_ERROR` or `DATABASE_BUSY` when `error` (or an exception it was
+    raised from) is a full disk, a failed write or a database locked past the busy timeout
+    (`_ERRNO_CONDITIONS`, `_SQLITE_CONDITIONS`); else None. What a person is told of a
+    server condition that is not their doing, and that passes."""
     seen = 0
     while error is not None and seen < 8:
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-            return DISK_FULL
-        if isinstance(error, OSError) and error.errno == errno.EIO:
-            return DISK_ERROR
+        if isinstance(error, OSError) and error.errno in _ERRNO_CONDITIONS:
+            return _ERRNO_CONDITIONS[error.errno]
         if isinstance(error, sqlite3.OperationalError):
-            text = str(error)
-            if "database or disk is full" in text:
-                return DISK_FULL
-            if "disk I/O error" in text:  # what SQLite reports when its WAL cannot grow, too
-                return DISK_ERROR
-            if "database is locked" in text:
-                return DATABASE_BUSY
+            for words, condition in _SQLITE_CONDITIONS.items():
+                if words in str(error):
+                    return condition
         error, seen = error.__cause__ or error.__context__, seen + 1
     return None
 
