@@ -13,7 +13,6 @@ message naming only the exception's class (`UNEXPECTED`), never its text or a pa
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import hashlib
 import html
@@ -22,7 +21,6 @@ import logging
 import math
 import re
 import secrets
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -49,7 +47,7 @@ from evaluation.concepts import load_concepts
 from evaluation.explicit.jobs import ExplicitJobManager
 from evaluation.pipeline import planning
 from evaluation.pipeline.planning import DeviceInfo
-from storage import ensure_schema, open_db, serving
+from storage import ensure_schema, open_db, serving, storage_condition
 from storage.settings import setting_once
 
 _INSTANCE_SECRET = "browser_state_secret"  # its name from when it keyed the browser state
@@ -434,31 +432,16 @@ def shown_errors(action: str) -> Iterator[None]:
         raise gr.Error(UNEXPECTED.format(kind=type(error).__name__), print_exception=False) from error
 
 
-_ERRNO_CONDITIONS = {errno.ENOSPC: DISK_FULL, errno.EDQUOT: DISK_FULL, errno.EIO: DISK_ERROR}
-"""What `server_condition` tells for an ``OSError`` of each errno."""
-_SQLITE_CONDITIONS = {
-    "database or disk is full": DISK_FULL,
-    "disk I/O error": DISK_ERROR,  # what SQLite reports when its WAL cannot grow, too
-    "database is locked": DATABASE_BUSY,
-}
-"""What `server_condition` tells for an SQLite ``OperationalError`` whose message holds each."""
+_CONDITIONS = {"full": DISK_FULL, "io": DISK_ERROR, "locked": DATABASE_BUSY}
+"""What a person is told of each `storage.storage_condition`."""
 
 
 def server_condition(error: BaseException) -> str | None:
-    """`DISK_FULL`, `DISK_ERROR` or `DATABASE_BUSY` when `error` (or an exception it was
-    raised from) is a full disk, a failed write or a database locked past the busy timeout
-    (`_ERRNO_CONDITIONS`, `_SQLITE_CONDITIONS`); else None. What a person is told of a
-    server condition that is not their doing, and that passes."""
-    seen = 0
-    while error is not None and seen < 8:
-        if isinstance(error, OSError) and error.errno in _ERRNO_CONDITIONS:
-            return _ERRNO_CONDITIONS[error.errno]
-        if isinstance(error, sqlite3.OperationalError):
-            for words, condition in _SQLITE_CONDITIONS.items():
-                if words in str(error):
-                    return condition
-        error, seen = error.__cause__ or error.__context__, seen + 1
-    return None
+    """`DISK_FULL`, `DISK_ERROR` or `DATABASE_BUSY` when `error` is a full disk, a failed
+    write or a database locked past the busy timeout (`storage.storage_condition`); else
+    None. What a person is told of a server condition that is not their doing, and that
+    passes."""
+    return _CONDITIONS.get(storage_condition(error))
 
 
 def role(*roles: str) -> Callable[[Callable], Callable]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import signal
+import sqlite3
 import sys
 import threading
 
@@ -25,6 +26,19 @@ COMMANDS = {
     "judgments": "evaluation.analysis.judgment_report",
     "judge-audit": "evaluation.cli.judge_audit",
     "robustness": "evaluation.cli.robustness",
+}
+
+#: What a command that met each `storage.storage_condition` says happened, and what to do.
+_CONDITIONS = {
+    "full": ("a disk it writes to is full", "free some space beside the database and the data folder"),
+    "io": (
+        "it could not write to its disk (it may be full)",
+        "free some space beside the database and the data folder",
+    ),
+    "locked": (
+        "the database stayed locked by another process",
+        "let the other writer (a backup, a restore, another run) finish",
+    ),
 }
 
 
@@ -46,10 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse `argv` and run the command; a ValueError, a file it cannot read or write, or a
-    database newer than this code becomes a one-line error and exit code 2; Ctrl-C or SIGTERM
-    one line and exit code 130."""
-    from storage import SchemaRefused
+    """Parse `argv` and run the command; a ValueError, a file it cannot read or write, a
+    database newer than this code, a full disk or a database locked too long becomes a
+    one-line error and exit code 2; Ctrl-C or SIGTERM one line and exit code 130."""
+    from storage import SchemaRefused, storage_condition
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -62,9 +76,21 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, SchemaRefused) as exc:
         print(f"{prefix}: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # a file named on the command line is missing, a folder, or taken
-        where = f": {exc.filename}" if exc.filename else ""
-        print(f"{prefix}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+    except (OSError, sqlite3.OperationalError) as exc:
+        condition = storage_condition(exc)
+        if condition is None and not isinstance(exc, OSError):
+            raise
+        text = getattr(exc, "strerror", None) or exc
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        if condition is None:  # a file named on the command line is missing, a folder, or taken
+            print(f"{prefix}: error: {text}{where}", file=sys.stderr)
+        else:  # what was committed stays; a run resumes where it stopped
+            what, then = _CONDITIONS[condition]
+            print(
+                f"{prefix}: error: {what} ({text}{where}); what was recorded stays: {then}, "
+                "then the same command again resumes a run",
+                file=sys.stderr,
+            )
         return 2
     except KeyboardInterrupt:
         print(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import os
 import re
 import sqlite3
@@ -105,6 +106,36 @@ def write_refused(path: str | Path, wait_s: float) -> str | None:
         return str(error)
     finally:
         conn.close()
+    return None
+
+
+#: What `storage_condition` calls an ``OSError`` of each errno.
+_ERRNO_CONDITIONS = {errno.ENOSPC: "full", errno.EDQUOT: "full", errno.EIO: "io"}
+#: What `storage_condition` calls an SQLite ``OperationalError`` whose message holds each.
+_SQLITE_CONDITIONS = {
+    "database or disk is full": "full",
+    "disk I/O error": "io",  # what SQLite reports when its WAL cannot grow, too
+    "database is locked": "locked",
+}
+
+
+def storage_condition(error: BaseException) -> str | None:
+    """``"full"``, ``"io"`` or ``"locked"`` when `error` (or an exception it was raised from)
+    is a full disk, a failed write or a database locked past the busy timeout; else None.
+
+    A condition of the machine, not of the request or the code: it passes once space is
+    freed or the other writer is done, and what was committed before it stays. The app
+    (`app.common.server_condition`) and the command lines say each in their own words.
+    """
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, OSError) and error.errno in _ERRNO_CONDITIONS:
+            return _ERRNO_CONDITIONS[error.errno]
+        if isinstance(error, sqlite3.OperationalError):
+            for words, condition in _SQLITE_CONDITIONS.items():
+                if words in str(error):
+                    return condition
+        error, seen = error.__cause__ or error.__context__, seen + 1
     return None
 
 

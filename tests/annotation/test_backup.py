@@ -26,6 +26,7 @@ from annotation import backup
 from annotation.concepts import sync_concepts
 from annotation.export import WriteFailed
 from storage import unused_path
+from tests.disks import fill, tmpfs
 from tests.qc_data import add_coloring, people
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -428,21 +429,6 @@ def test_restore_takes_only_this_apps_database_at_a_version_this_code_knows(tmp_
     assert live.read_bytes() == b"the live database"
 
 
-@contextlib.contextmanager
-def _tiny_tmpfs(folder: Path):
-    """A 64 KiB tmpfs mounted at `folder` (skips the test where mounting is not allowed)."""
-    folder.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True, check=False
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
-
-
 def _file_size_limit() -> None:
     # Any file grown past 40 kB fails with EFBIG (Python ignores SIGXFSZ); the source
     # database is only read, and its -shm is 32 kB.
@@ -457,7 +443,7 @@ def test_backup_and_export_onto_a_full_disk_say_so_in_one_line_and_leave_nothing
     db.close()
     with contextlib.ExitStack() as stack:
         if disk == "full tmpfs":
-            target, options = stack.enter_context(_tiny_tmpfs(tmp_path / "disk")) / command, {}
+            target, options = stack.enter_context(tmpfs(tmp_path / "disk", "64k")) / command, {}
         else:
             target, options = tmp_path / "disk" / command, {"preexec_fn": _file_size_limit}
         done = _cli(data / "colorconcept.sqlite", data, command, str(target), **options)
@@ -469,7 +455,7 @@ def test_backup_and_export_onto_a_full_disk_say_so_in_one_line_and_leave_nothing
 
 def test_the_admin_backup_download_onto_a_full_disk_names_its_folder_and_leaves_nothing(tmp_path):
     db, data = _store(tmp_path)
-    with _tiny_tmpfs(tmp_path / "disk") as disk:
+    with tmpfs(tmp_path / "disk", "64k") as disk:
         with pytest.raises(
             WriteFailed, match=rf"^could not write the backup to {str(disk)!r}: .*nothing was left"
         ):
@@ -587,15 +573,10 @@ def test_a_backup_from_a_database_on_a_full_disk_says_so_in_one_line(tmp_path):
     as does a start of the app."""
     db, data = _store(tmp_path / "source")
     db.close()
-    with _tiny_tmpfs(tmp_path / "disk") as disk:
-        subprocess.run(["umount", str(disk)], check=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], check=True)
+    with tmpfs(tmp_path / "disk", "2m") as disk:
         live = disk / "colorconcept.sqlite"
         live.write_bytes((data / "colorconcept.sqlite").read_bytes())
-        with contextlib.suppress(OSError), open(disk / "filler", "wb") as out:
-            while True:
-                out.write(b"\0" * 4096)
-                out.flush()
+        fill(disk)
         done = _cli(live, data, "backup", str(tmp_path / "backup"))
         assert done.returncode == 1 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
         assert done.stderr.startswith(f"error: the database {str(live)!r} could not be opened or written (")

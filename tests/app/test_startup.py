@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import socket
@@ -21,6 +20,7 @@ from app import build_app, launch_options, mark_ready
 from bench.app_process import ROOT, AppProcess
 from bench.bench_startup import busy_loops
 from tests.app_server import ADMIN_PASSWORD, free_port, make_config, running_app
+from tests.disks import fill, tmpfs
 
 
 def test_healthz_answers_only_once_the_app_serves(tmp_path):
@@ -56,23 +56,12 @@ def test_healthz_says_when_the_disk_is_full_or_the_database_takes_no_write_and_r
     """A serving app whose disk fills, or whose database another process holds, cannot take
     work: /healthz says why (503), a sign-in says the disk is full instead of "something went
     wrong", and both answer as before once the condition passes, without a restart."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "24m", lazy=True) as disk:  # the app's threads may still close
         config = make_config(tmp_path, db_path=disk / "study.sqlite")
         with running_app(config) as (client, demo):
             url = demo.local_url
             assert _health(url) == (200, "ready")
-            filler = disk / "filler"
-            with contextlib.suppress(OSError), open(filler, "wb") as out:
-                while True:
-                    out.write(b"\0" * 2**20)
-                    out.flush()
+            filler = fill(disk)
             status, text = _until(lambda: (h := _health(url))[0] == 503 and h, "/healthz never said 503")
             assert re.fullmatch(
                 r"cannot take work: the disk of the database is \(nearly\) full: \d+\.\d MB free, under the 16 MB "
@@ -100,8 +89,6 @@ def test_healthz_says_when_the_disk_is_full_or_the_database_takes_no_write_and_r
                 holder.rollback()
                 holder.close()
             _until(lambda: _health(url) == (200, "ready"), "/healthz did not recover")
-    finally:
-        subprocess.run(["umount", "--lazy", str(disk)], check=True)  # the app's threads may still close
 
 
 def test_the_app_starts_and_serves_beside_a_cpu_hog_of_twice_the_cores(tmp_path):

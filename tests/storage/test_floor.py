@@ -24,6 +24,7 @@ from annotation.qc.review import accept_coloring, request_recolor
 from evaluation.color.extraction import METHOD, concept_distribution
 from storage import human as human_rows
 from storage.distributions import InvalidDistribution, check_distribution, decode, encode
+from tests.disks import tmpfs
 from tests.qc_data import ADMIN, add_coloring, people
 
 LEGACY = Path(__file__).resolve().parents[1] / "legacy" / "legacy_v3"
@@ -365,15 +366,8 @@ def test_a_migration_whose_copy_cannot_be_written_migrates_nothing(tmp_path, mon
     monkeypatch.undo()
     db.close()
     size = source.stat().st_size
-    disk = tmp_path / "disk"
-    disk.mkdir()
     # Room for the database, its -shm (32 kB) and a little WAL, not for a second copy.
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size + 96 * 1024}", "tmpfs", str(disk)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", size + 96 * 1024) as disk:
         path = disk / "colorconcept.sqlite"
         shutil.copyfile(source, path)
         db = storage.open_db(path)
@@ -386,5 +380,3 @@ def test_a_migration_whose_copy_cannot_be_written_migrates_nothing(tmp_path, mon
         assert storage.schema_version(db) == 17
         db.close()
         assert sorted(p.name for p in disk.iterdir() if "before-schema" in p.name) == []
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)

@@ -8,9 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.bench_ray_node_loss import outcome, recorded
 from evaluation.__main__ import COMMANDS, main
 from evaluation.color.naming import names_of_uw71
 from evaluation.models.registry import PROJECT_ROOT
+from tests.disks import fill, tmpfs
+from tests.research_data import tiny_grid_argv, tiny_grid_reference, tiny_models, tiny_paths  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -214,6 +217,31 @@ def test_a_file_the_command_cannot_write_or_read_is_one_line(tmp_path, capsys):
         err.startswith("python -m evaluation score: error: No such file or directory: ")
         and "Traceback" not in err
     )
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_run_that_fills_its_disk_ends_in_one_line_and_resumes_to_the_same_rows(
+    tiny_models, tiny_grid_reference, tmp_path, capsys
+):
+    """A full disk mid-run is said in one line with what to do (it ended in a traceback), and
+    the same command after space is freed ends as the run that never met it."""
+    # lazy: a run holds its database's lock file open for the life of its process (here pytest's)
+    with tmpfs(tmp_path / "disk", "16m", lazy=True) as disk:
+        argv = tiny_grid_argv(tiny_paths(tiny_models), disk)
+        filler = fill(disk, leave=1_000_000)  # room for the schema and a few images
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        assert err.strip().splitlines()[-1] == (
+            "python -m evaluation run: error: a disk it writes to is full (database or disk is full); "
+            "what was recorded stays: free some space beside the database and the data folder, then the "
+            "same command again resumes a run"
+        )
+        assert recorded(disk / "db.sqlite") > 0  # it stopped mid-run
+        filler.unlink()
+        assert outcome(disk) != outcome(tiny_grid_reference)
+        assert main(argv) == 0
+        assert outcome(disk) == outcome(tiny_grid_reference)  # nothing lost, nothing twice
 
 
 def test_every_command_has_help_and_the_module_runs():
