@@ -28,19 +28,6 @@ COMMANDS = {
     "robustness": "evaluation.cli.robustness",
 }
 
-#: What a command that met each `storage.storage_condition` says happened, and what to do.
-_CONDITIONS = {
-    "full": ("a disk it writes to is full", "free some space beside the database and the data folder"),
-    "io": (
-        "it could not write to its disk (it may be full)",
-        "free some space beside the database and the data folder",
-    ),
-    "locked": (
-        "the database stayed locked by another process",
-        "let the other writer (a backup, a restore, another run) finish",
-    ),
-}
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-parser per entry of `COMMANDS`."""
@@ -63,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     """Parse `argv` and run the command; a ValueError, a file it cannot read or write, a
     database newer than this code, a full disk or a database locked too long becomes a
     one-line error and exit code 2; Ctrl-C or SIGTERM one line and exit code 130."""
-    from storage import SchemaRefused, storage_condition
+    from storage import OPERATOR_WORDS, SchemaRefused, storage_condition
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -85,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         if condition is None:  # a file named on the command line is missing, a folder, or taken
             print(f"{prefix}: error: {text}{where}", file=sys.stderr)
         else:  # what was committed stays; a run resumes where it stopped
-            what, then = _CONDITIONS[condition]
+            what, then = OPERATOR_WORDS[condition]
             print(
                 f"{prefix}: error: {what} ({text}{where}); what was recorded stays: {then}, "
                 "then the same command again resumes a run",

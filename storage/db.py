@@ -139,6 +139,21 @@ def storage_condition(error: BaseException) -> str | None:
     return None
 
 
+#: What an operator (a command line, an evaluation job) is told of each `storage_condition`:
+#: what happened, and what to do before the same work is resumed.
+OPERATOR_WORDS = {
+    "full": ("a disk it writes to is full", "free some space beside the database and the data folder"),
+    "io": (
+        "it could not write to its disk (it may be full)",
+        "free some space beside the database and the data folder",
+    ),
+    "locked": (
+        "the database stayed locked by another process",
+        "let the other writer (a backup, a restore, another run) finish",
+    ),
+}
+
+
 def unwritable(path: str | Path, error: Exception) -> str:
     """What to tell an operator whose database at `path` could not be opened or written
     (`error`, SQLite's): opening one writes beside it (its ``-shm``, its journal mode), so a

@@ -625,7 +625,14 @@ class JobManager:
         except Cancelled:
             self._set(run, "cancelled", message="resume to continue")
         except Exception as error:  # noqa: BLE001 - any failure ends this job, not the worker
-            self._set(run, "failed", message=f"{type(error).__name__}: {error}")
+            condition = storage.storage_condition(error)
+            if condition is None:
+                self._set(run, "failed", message=f"{type(error).__name__}: {error}")
+            else:  # the machine's condition, not the run's: it passes
+                what, then = storage.OPERATOR_WORDS[condition]
+                self._set(
+                    run, "failed", message=f"{what} ({error}); what was recorded stays: {then}, then resume"
+                )
         else:
             self._set(run, "finished")
 

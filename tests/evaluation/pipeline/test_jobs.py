@@ -19,6 +19,7 @@ from evaluation.pipeline.jobs import (
 from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
 from evaluation.pipeline.runs import run_progress
 from storage import ensure_schema, open_db
+from tests.disks import fill, tmpfs
 from tests.research_data import install_tiny, solid, tiny_models, torch_one_thread  # noqa: F401 - fixture
 
 CONCEPTS = load_concepts()
@@ -129,6 +130,37 @@ def test_a_failing_job_reports_its_error_and_leaves_the_run_resumable(setup, tmp
     manager.submit("imp", _segmenter(data_dir))
     assert manager.wait_idle(300) and manager.state("imp").state == "finished"
     assert run_progress(db, "imp").complete
+
+
+def test_a_job_that_fills_its_disk_says_so_and_resumes_once_there_is_room(tmp_path, tiny_models):  # noqa: F811
+    """The Evaluate tab shows a job's message: a full disk is named as such, with what to do
+    (it was "OperationalError: database or disk is full")."""
+    with tmpfs(tmp_path / "disk", "32m") as disk:
+        data_dir, path = disk / "data", disk / "db.sqlite"
+        install_tiny(tiny_models, data_dir)
+        with contextlib.closing(open_db(path)) as db:
+            ensure_schema(db)
+            _store(db, data_dir, "full", concepts=("apple", "banana"), seeds=2)
+
+        @contextlib.contextmanager
+        def connect():
+            with contextlib.closing(open_db(path)) as connection:
+                yield connection
+
+        filler = fill(disk, leave=100_000)
+        manager = JobManager(connect, data_dir, device="cpu")
+        manager.submit("full", _segmenter(data_dir))
+        assert manager.wait_idle(300)
+        state = manager.state("full")
+        assert state.state == "failed" and state.message == (
+            "a disk it writes to is full (database or disk is full); what was recorded stays: free some "
+            "space beside the database and the data folder, then resume"
+        )
+        filler.unlink()
+        manager.submit("full", _segmenter(data_dir))
+        assert manager.wait_idle(300) and manager.state("full").state == "finished"
+        with contextlib.closing(open_db(path)) as db:
+            assert run_progress(db, "full").complete
 
 
 def test_segmenter_presets_check_their_thresholds(tmp_path):
