@@ -230,6 +230,8 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
     (sha256, ``integrity_check``, and that it is this app's database at a schema version
     this code knows, `_schema_problem`); copy the missing files into `data_dir`; keep the
     previous database and rename the copy over it (`_swap_in`); check it there again.
+    A refusal leaves no folder and no lock file that the restore made
+    (`_left_as_found_if_refused`); files it copied into the data folder stay.
 
     Returns
     -------
@@ -250,8 +252,15 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
         database fails its check (the message says where the previous one is kept).
     """
     folder, db_path, data_dir = Path(folder), Path(db_path), Path(data_dir)
+    made = [p for p in (db_path.parent, *db_path.parent.parents) if not p.exists()]
+    lock = serving.lock_path(db_path)
+    lock_made = not lock.exists()
     try:
-        with serving.exclusive(db_path), _unpacked(folder, db_path.parent) as folder:
+        with (
+            serving.exclusive(db_path),
+            _left_as_found_if_refused(lock if lock_made else None, made),
+            _unpacked(folder, db_path.parent) as folder,
+        ):
             manifest = verify(folder)
             staged = _stage_database(folder, manifest, db_path)
             try:
@@ -269,6 +278,23 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
     except serving.DatabaseInUse as error:
         raise BackupError(f"{error}; nothing was restored") from None
     return {**manifest, "previous": previous, "copied": copied}
+
+
+@contextlib.contextmanager
+def _left_as_found_if_refused(lock: Path | None, made: list[Path]):
+    """On a refusal, remove the lock file `lock` (None: it was there before) and the folders
+    in `made` (deepest first) that the restore created and left empty, so that a refused
+    restore into a new place leaves nothing. The lock file goes while the restore still
+    holds it alone: a process that opened it meanwhile cannot lock it and refuses to start."""
+    try:
+        yield
+    except BaseException:
+        if lock is not None:
+            lock.unlink(missing_ok=True)
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: something of the restore stays there
+                folder.rmdir()
+        raise
 
 
 @contextlib.contextmanager

@@ -351,7 +351,7 @@ def test_a_backup_database_that_fails_integrity_check_is_not_restored(tmp_path):
         backup.BackupError, match="fails SQLite's integrity_check .*; the database was not replaced"
     ):
         backup.restore(tmp_path / "backup", live, tmp_path / "live" / "data")
-    assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite", "db.sqlite.lock"]
+    assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite"]  # no lock file left either
     assert live.read_bytes() == b"the live database"
 
 
@@ -425,7 +425,7 @@ def test_restore_takes_only_this_apps_database_at_a_version_this_code_knows(tmp_
         backup.BackupError, match=rf"^the backup's database {problem}; the database was not replaced$"
     ):
         backup.restore(tmp_path / "backup", live, tmp_path / "live" / "data")
-    assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite", "db.sqlite.lock"]
+    assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite"]  # no lock file left either
     assert live.read_bytes() == b"the live database"
 
 
@@ -535,6 +535,25 @@ def test_the_admin_tabs_backup_zip_restores_as_its_folder_would(tmp_path):
     with pytest.raises(backup.BackupError, match=r"holds '\.\./outside\.png', which would land outside"):
         backup.restore(slip, live, tmp_path / "live" / "data")
     assert not (tmp_path / "outside.png").exists()
+
+
+REFUSED_FILE = "does not match its sha256 in the manifest; nothing was restored"
+
+
+def test_a_refused_restore_into_a_new_place_leaves_no_folder_and_no_lock_file(tmp_path):
+    """A refusal leaves the place as it found it: the folders the restore would have made and
+    the lock file it took are gone; a lock file that was there before stays."""
+    folder, live = _one_coloring_backup(tmp_path)
+    manifest = json.loads((folder / backup.MANIFEST).read_text())
+    (folder / "files" / manifest["files"][0]["path"]).write_bytes(b"tampered")
+    new = tmp_path / "new" / "deeper" / "db.sqlite"
+    done = _cli(new, tmp_path / "new" / "deeper" / "data", "restore", str(folder))
+    assert done.returncode == 1 and REFUSED_FILE in done.stderr, done.stderr
+    assert not (tmp_path / "new").exists()
+    storage.serving.lock_path(live).touch()  # as a start of the app leaves it
+    done = _cli(live, live.parent / "data", "restore", str(folder))
+    assert done.returncode == 1 and REFUSED_FILE in done.stderr, done.stderr
+    assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite", "db.sqlite.lock"]
 
 
 def test_a_restore_writes_only_what_the_app_serves_in_each_folder():
