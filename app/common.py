@@ -99,9 +99,56 @@ LIVE = "cc-live"
 # each Markdown marked `live` becomes a polite live region as it appears (tabs render theirs
 # when they are shown), and the charts' tool buttons (zoom, pan, download: 40 of a Judge
 # trial's 58 tab stops) leave the Tab order, checked at most every 200 ms however much the
-# page changes. The tools stay usable by pointer.
-JS = f"""
-() => {{
+# page changes. The tools stay usable by pointer. Each chart becomes an image whose text
+# alternative (`_DESCRIBE_JS`) says what it shows: its title, its axes, and for each trace
+# what a reader needs first (a bar chart's five highest bars, named; a scatter's point count).
+_DESCRIBE_JS = """
+  const plain = (t) => String((t && t.text !== undefined ? t.text : t) ?? '')
+    .replace(/<[^>]*>/g, ' ').replace(/\\s+/g, ' ').trim();
+  const num = (v) => Number(v).toLocaleString('en', { maximumSignificantDigits: 3 });
+  const show = (v) => (typeof v === 'number' ? num(v) : plain(v));
+  const describe = (gd) => {
+    const layout = gd._fullLayout || {};
+    const label = gd.closest('.block')?.querySelector('[data-testid="block-label"]')?.textContent;
+    const parts = [plain(gd.layout?.title) || plain(label) || 'Chart'];  // the full layout's is a placeholder
+    const axis = (id, side) => plain(layout[`${side}axis${(id || side).slice(1)}`]?.title);
+    const axes = [axis('y', 'y'), axis('x', 'x')].filter(Boolean);
+    if (axes.length) parts.push(axes.join(' by '));
+    for (const t of (gd._fullData || []).filter((t) => t.visible === true).slice(0, 8)) {
+      const across = t.orientation === 'h';
+      const values = Array.from((across ? t.x : t.y) || [], Number);
+      const labels = Array.from((across ? t.y : t.x) || []);
+      let said;
+      if (t.type === 'bar') {
+        const named = (i) => {
+          const extra = t.customdata?.[i];  // a UW-71 bar's name (evaluation.analysis.figures)
+          return Array.isArray(extra) && typeof extra[4] === 'string' ? `${labels[i]} ${extra[4]}` : show(labels[i]);
+        };
+        const top = values.map((v, i) => [v, i]).filter(([v]) => Number.isFinite(v) && v !== 0)
+          .sort((a, b) => b[0] - a[0]).slice(0, 5);
+        said = `${values.length} bars` + (top.length ? `, highest: ${top.map(([v, i]) => `${named(i)} ${num(v)}`).join(', ')}` : '');
+      } else if (t.type === 'heatmap') {
+        said = `a grid of ${t.z?.length ?? 0} rows`;
+      } else if (t.type === 'histogram') {
+        said = `${(t.x || t.y || []).length} values`;
+      } else if (values.length && values.length <= 8) {
+        said = values.map((v, i) => `${show(labels[i])} ${num(v)}`).join(', ');
+      } else {
+        const finite = values.filter(Number.isFinite);
+        said = `${values.length} points` + (finite.length ? `, from ${num(Math.min(...finite))} to ${num(Math.max(...finite))}` : '');
+      }
+      const other = t.yaxis && t.yaxis !== 'y' ? axis(t.yaxis, 'y') : '';  // a second panel's trace
+      const name = [/^trace \\d+$/.test(t.name) ? '' : plain(t.name), other && `(${other})`].filter(Boolean).join(' ');
+      parts.push(name ? `${name}: ${said}` : said);
+    }
+    return parts.join('; ');
+  };
+"""
+JS = (
+    """
+() => {"""
+    + _DESCRIBE_JS
+    + f"""
   const mark = () => {{
     marking = false;
     document.querySelectorAll('.{LIVE} [data-testid="markdown"]:not([aria-live])').forEach((text) => {{
@@ -109,6 +156,13 @@ JS = f"""
       text.setAttribute('aria-live', 'polite');
     }});
     document.querySelectorAll('.modebar-btn:not([tabindex])').forEach((tool) => tool.setAttribute('tabindex', '-1'));
+    document.querySelectorAll('.js-plotly-plot').forEach((chart) => {{
+      const said = describe(chart);
+      if (chart.getAttribute('aria-label') !== said) {{
+        chart.setAttribute('role', 'img');
+        chart.setAttribute('aria-label', said);
+      }}
+    }});
   }};
   let marking = false;
   new MutationObserver(() => {{
@@ -121,6 +175,7 @@ JS = f"""
   }});
 }}
 """
+)
 
 
 ROLE, OWN_SESSION, PUBLIC, UI = "role", "own session", "public", "ui"

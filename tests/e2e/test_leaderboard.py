@@ -1,5 +1,7 @@
 """A researcher computes the leaderboards (Tables 1, 2, 6-8, Figures 4 and 5) in a real browser."""
 
+import re
+
 import pytest
 
 from tests.app.test_leaderboard import COLORS, _store
@@ -29,6 +31,16 @@ def test_researcher_computes_the_leaderboards_and_sees_tables_and_figures(live_a
         expect(page.locator(f"#leaderboard_{chart} .js-plotly-plot")).to_be_visible()
     sweep = page.locator("#leaderboard_sweep .js-plotly-plot")
     assert sweep.locator(".xtitle").first.text_content() == "CFG scale"
+    # A screen reader hears what each chart shows: title, axes, each model's values.
+    said = sweep.get_attribute("aria-label")
+    assert said.startswith("Figure 5: EMD and PCC against guidance scale; mean EMD by CFG scale; "), said
+    for model in COLORS:
+        assert re.search(rf"; {model}: 2 [\d.]+, 4 [\d.]+, 6 [\d.]+;", said), said
+        assert re.search(rf"; {model} \(mean PCC\): 2 -?[\d.]+, 4 -?[\d.]+, 6 -?[\d.]+(;|$)", said), said
+    said = page.locator("#leaderboard_sensitivity .js-plotly-plot").get_attribute("aria-label")
+    assert said.startswith(
+        "Figure 4 (left): model shift ÷ human shift; model shift ÷ human shift by model"
+    ), said
     assert page.js_errors == []
 
 

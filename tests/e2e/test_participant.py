@@ -1,5 +1,7 @@
 """A participant judges pairs with the keyboard in a real browser."""
 
+import re
+
 import pytest
 
 from tests.app.test_participant import _open_study
@@ -64,6 +66,19 @@ def test_a_trial_against_ratings_hides_the_colorings_and_each_chart_has_its_own_
             "(plot) => [plot._fullLayout.yaxis.range[1], Math.max(...Array.from(plot._fullData[0].y))]"
         )
         assert top == pytest.approx(1.05 * highest)
+        # A screen reader hears what the chart shows: its title, axes and highest bars, named.
+        chart = page.locator(f"#participant_{side}_plot .js-plotly-plot")
+        expect(chart).to_have_attribute("role", "img")
+        title, first = chart.evaluate(
+            "(plot) => { const y = Array.from(plot._fullData[0].y); const i = y.indexOf(Math.max(...y));"
+            " return [plot._fullLayout.title.text, `${i} ${plot._fullData[0].customdata[i][4]}`]; }"
+        )
+        expect(chart).to_have_attribute(
+            "aria-label",
+            re.compile(
+                rf"^{re.escape(title)}; probability by UW-71 color index; 71 bars, highest: {re.escape(first)} 0\.\d+, "
+            ),
+        )
     expect(page.locator("#participant_truth_plot .gtitle")).to_have_text("Ground truth (own scale)")
     page.screenshot(path=str(ARTIFACTS / "judge-reference-trial.png"), full_page=True)
     assert page.js_errors == []
