@@ -135,7 +135,7 @@ _DESCRIBE_JS = """
         said = values.map((v, i) => `${show(labels[i])} ${num(v)}`).join(', ');
       } else {
         const finite = values.filter(Number.isFinite);
-        said = `${values.length} points` + (finite.length ? `, from ${num(Math.min(...finite))} to ${num(Math.max(...finite))}` : '');
+        said = `${values.length} points` + (finite.length ? `, from ${num(finite.reduce((a, b) => Math.min(a, b)))} to ${num(finite.reduce((a, b) => Math.max(a, b)))}` : '');
       }
       const other = t.yaxis && t.yaxis !== 'y' ? axis(t.yaxis, 'y') : '';  // a second panel's trace
       const name = [/^trace \\d+$/.test(t.name) ? '' : plain(t.name), other && `(${other})`].filter(Boolean).join(' ');
@@ -157,7 +157,8 @@ JS = (
     }});
     document.querySelectorAll('.modebar-btn:not([tabindex])').forEach((tool) => tool.setAttribute('tabindex', '-1'));
     document.querySelectorAll('.js-plotly-plot').forEach((chart) => {{
-      const said = describe(chart);
+      let said;
+      try {{ said = describe(chart); }} catch (error) {{ said = 'Chart'; }}  // never stops the marking
       if (chart.getAttribute('aria-label') !== said) {{
         chart.setAttribute('role', 'img');
         chart.setAttribute('aria-label', said);
