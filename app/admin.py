@@ -41,7 +41,7 @@ from app.common import (
     whole_number,
     wire,
 )
-from app.guard import download_path
+from app.guard import new_download
 from app.tabs import On, Tab
 from storage import file_stamp, iso
 from storage.schema import UPGRADE_APPROVER
@@ -240,7 +240,7 @@ class AdminTab(Tab):
     @role(*ROLES)
     def invites_csv(self, db, actor, table) -> dict:
         """The invite table just shown, as a CSV file to keep (tokens are stored only
-        hashed), under the admin's downloads (`app.guard.download_path`)."""
+        hashed), under the admin's downloads (`app.guard.new_download`)."""
         frame = (
             table
             if isinstance(table, pd.DataFrame)
@@ -249,9 +249,9 @@ class AdminTab(Tab):
         if frame.empty or "invite_link" not in frame or not frame["invite_link"].astype(str).str.len().any():
             return self.named(links_file=None)
         stamp = file_stamp()
-        path = download_path(self.ctx.config.data_dir, "invites", f"invites-{stamp}.csv")
-        written = write_csv(frame, path, index=False)
-        written.chmod(0o600)
+        with new_download(self.ctx.config.data_dir, "invites", f"invites-{stamp}.csv") as path:
+            written = write_csv(frame, path, index=False)
+            written.chmod(0o600)
         return self.named(links_file=str(written))
 
     @ui_only
@@ -454,9 +454,9 @@ class AdminTab(Tab):
         """Build a backup zip among the admin's downloads and offer it for download."""
         stamp = file_stamp()
         data_dir = self.ctx.config.data_dir
-        target = download_path(data_dir, "backups", f"colorconcept-backup-{stamp}.zip")
-        archive = backup_archive(db, data_dir, target)
-        archive.chmod(0o600)
+        with new_download(data_dir, "backups", f"colorconcept-backup-{stamp}.zip") as target:
+            archive = backup_archive(db, data_dir, target)
+            archive.chmod(0o600)
         return self.named(backup_file=str(archive))
 
 

@@ -383,6 +383,18 @@ def download_path(data_dir: str | Path, kind: str, name: str, *, now: float | No
     return folder / name
 
 
+@contextlib.contextmanager
+def new_download(data_dir: str | Path, kind: str, name: str) -> Iterator[Path]:
+    """`download_path` for a file the block writes; when the block raises (a full disk), its
+    new folder is removed again, so a refused download leaves nothing behind."""
+    path = download_path(data_dir, kind, name)
+    try:
+        yield path
+    except BaseException:
+        shutil.rmtree(path.parent, ignore_errors=True)
+        raise
+
+
 def viewer(actor: Actor) -> str:
     """The key a cache file is issued under: the person (any of their sessions)."""
     return "admin" if actor.is_admin else f"annotator:{actor.annotator_id}"

@@ -13,13 +13,16 @@ import pytest
 from gradio_client.exceptions import AppError
 
 from annotation import export as export_module
+from annotation.backup import backup_archive
+from annotation.export import WriteFailed
 from annotation.files import store_png
 from app import build_app
 from app.config import AppConfig
-from app.guard import COOKIE, download_path
-from storage import iso, open_db
+from app.guard import COOKIE, download_path, new_download
+from storage import ensure_schema, iso, open_db
 from storage.schema import MIGRATIONS
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app, shared_app  # noqa: F401
+from tests.disks import tmpfs
 
 
 def _dump(config):
@@ -88,6 +91,21 @@ def test_a_download_folder_is_private_even_where_older_code_made_it_open(tmp_pat
     target = download_path(tmp_path, "invites", "invites.csv")
     for folder in (tmp_path / "downloads", opened, target.parent):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+def test_a_backup_download_the_disk_refuses_leaves_no_download_folder(tmp_path):
+    """The Admin tab's backup on a full disk is refused (its message says so) and leaves no
+    empty ``downloads/backups/<random>/`` folder waiting for the hourly clean-up."""
+    db = open_db(tmp_path / "db.sqlite")
+    ensure_schema(db)
+    with tmpfs(tmp_path / "disk", "64k") as disk:
+        with (
+            pytest.raises(WriteFailed, match="could not write the backup"),
+            new_download(disk, "backups", "colorconcept-backup.zip") as target,
+        ):
+            backup_archive(db, disk, target)
+        assert list((disk / "downloads" / "backups").iterdir()) == []
+    db.close()
 
 
 def test_admin_endpoints_refuse_other_roles_and_write_nothing(shared_app):
