@@ -212,7 +212,13 @@ def _layout() -> dict:
         show = gr.Button("Show payments (refreshes itself)", elem_id="crowd_show")
     links_note = note_area("crowd_links_note")
     with empty_note("No open link yet: make one above.", "crowd_links_empty"):
-        links = gr.Dataframe(headers=LINK_HEADERS, interactive=False, elem_id="crowd_links")
+        links = gr.Dataframe(
+            headers=LINK_HEADERS,
+            interactive=False,
+            elem_id="crowd_links",
+            label="Open study links",
+            show_label=False,
+        )
     counts = gr.Markdown(elem_id="crowd_counts")
     with empty_note(
         "No payments shown: type a link's id and press *Show payments* (a link nobody joined yet "
@@ -220,7 +226,11 @@ def _layout() -> dict:
         "crowd_payments_empty",
     ):
         payments = gr.Dataframe(
-            headers=list(crowd.PAYMENT_COLUMNS), interactive=False, elem_id="crowd_payments"
+            headers=list(crowd.PAYMENT_COLUMNS),
+            interactive=False,
+            elem_id="crowd_payments",
+            label="Payments per crowd participant",
+            show_label=False,
         )
     timer = gr.Timer(REFRESH_S, active=False)
     with gr.Row():
@@ -286,7 +296,13 @@ def build_summary(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> No
     )
     note = note_area("admin_crowd_note")
     with empty_note("No open study link yet: make one on the Study tab.", "admin_crowd_empty"):
-        table = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, elem_id="admin_crowd")
+        table = gr.Dataframe(
+            headers=SUMMARY_HEADERS,
+            interactive=False,
+            elem_id="admin_crowd",
+            label="Open study links of every study",
+            show_label=False,
+        )
     timer = gr.Timer(REFRESH_S, active=False)
     parts = {"session_token": session_token, "tab": tab, "note": note, "table": table, "timer": timer}
     CrowdCounts(ctx, parts).wire()

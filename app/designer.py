@@ -572,7 +572,13 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
         parts["list"] = gr.Button("Refresh", size="sm", elem_id="designer_list")
         parts["listing_open"] = gr.State(False)
         parts["table"] = gr.Dataframe(
-            headers=SUBMISSION_HEADERS, datatype="str", interactive=False, wrap=True, elem_id="designer_table"
+            headers=SUBMISSION_HEADERS,
+            datatype="str",
+            interactive=False,
+            wrap=True,
+            elem_id="designer_table",
+            label="Your submissions",
+            show_label=False,
         )
         parts["gallery"] = gr.Gallery(
             label="Your colorings",

@@ -683,7 +683,13 @@ def _import_section() -> dict:
         )
     parts["import_button"] = gr.Button("Import, mask and score", elem_id="evaluate_import")
     parts["report"] = gr.Markdown(elem_id="evaluate_import_report")
-    parts["rejected"] = gr.Dataframe(headers=REJECTED_HEADERS, interactive=False, elem_id="evaluate_rejected")
+    parts["rejected"] = gr.Dataframe(
+        headers=REJECTED_HEADERS,
+        interactive=False,
+        elem_id="evaluate_rejected",
+        label="Images not imported, and why",
+        show_label=False,
+    )
     return parts
 
 

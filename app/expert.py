@@ -454,7 +454,12 @@ def _grid_section() -> dict:
     # "str" cells are shown as text, so the designer-facing note stays inert.
     with empty_note("Pick a concept and press *Show colorings*.", "expert_grid_table_empty"):
         parts["grid_table"] = gr.Dataframe(
-            headers=GRID_HEADERS, datatype="str", interactive=False, elem_id="expert_grid_table"
+            headers=GRID_HEADERS,
+            datatype="str",
+            interactive=False,
+            elem_id="expert_grid_table",
+            label="Colorings of the concept",
+            show_label=False,
         )
     parts["grid_plot"] = gr.Plot(label="UW-71 distributions", elem_id="expert_grid_plot")
     with gr.Row():
@@ -487,7 +492,13 @@ def _ranking_section(colorings_per_concept: int) -> dict:
         "No ranking yet: *Rank concepts* ranks the concepts that have the colorings needed.",
         "expert_ranking_empty",
     ):
-        parts["ranking"] = gr.Dataframe(headers=RANKING_HEADERS, interactive=False, elem_id="expert_ranking")
+        parts["ranking"] = gr.Dataframe(
+            headers=RANKING_HEADERS,
+            interactive=False,
+            elem_id="expert_ranking",
+            label="Concepts ranked by consistency",
+            show_label=False,
+        )
     parts["ranking_message"] = gr.Markdown(elem_id="expert_ranking_message")
     parts["histogram"] = gr.Plot(label="Consistency scores", elem_id="expert_histogram")
     return parts
@@ -534,10 +545,20 @@ def _statistics_section() -> dict:
     parts["summary"] = gr.Markdown(elem_id="expert_summary")
     with empty_note("Table 5 fills in as reviews get all their votes.", "expert_table5_empty"):
         parts["table5"] = gr.Dataframe(
-            headers=["expert_votes", "interpretation", "count"], interactive=False, elem_id="expert_table5"
+            headers=["expert_votes", "interpretation", "count"],
+            interactive=False,
+            elem_id="expert_table5",
+            label="Table 5: expert votes per review",
+            show_label=False,
         )
     with empty_note("No expert has voted yet.", "expert_raters_empty"):
-        parts["raters"] = gr.Dataframe(headers=RATER_HEADERS, interactive=False, elem_id="expert_raters")
+        parts["raters"] = gr.Dataframe(
+            headers=RATER_HEADERS,
+            interactive=False,
+            elem_id="expert_raters",
+            label="Votes per expert",
+            show_label=False,
+        )
     with gr.Row():
         parts["truth_concept"] = choice_search(
             [], label="Concept (type to search)", scale=3, elem_id="expert_truth_concept"
@@ -558,7 +579,11 @@ def _admin_section() -> dict:
             "No excluded coloring listed: press *List excluded colorings*.", "expert_excluded_empty"
         ):
             parts["excluded"] = gr.Dataframe(
-                headers=EXCLUDED_HEADERS, interactive=False, elem_id="expert_excluded"
+                headers=EXCLUDED_HEADERS,
+                interactive=False,
+                elem_id="expert_excluded",
+                label="Excluded colorings",
+                show_label=False,
             )
         with gr.Row():
             parts["reinstated"] = id_field("Coloring id", "expert_reinstated")

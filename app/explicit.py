@@ -301,7 +301,13 @@ def _layout() -> dict:
     parts["note"] = gr.Markdown(EMPTY_RUNS, elem_id="explicit_note")
     # The report (`REPORT`).
     gr.Markdown("### Table 4: accuracy (%) per color system and task")
-    parts["table4"] = gr.Dataframe(interactive=False, visible=False, elem_id="explicit_table4")
+    parts["table4"] = gr.Dataframe(
+        interactive=False,
+        visible=False,
+        elem_id="explicit_table4",
+        label="Table 4: accuracy (%) per color system and task",
+        show_label=False,
+    )
     parts["coverage"] = gr.Dataframe(
         label="Images scored (the others failed presence or masking: counted, not scored)",
         interactive=False,
@@ -368,7 +374,12 @@ def _layout() -> dict:
         parts["robust"] = gr.Button("Compare the rule sets", elem_id="explicit_robustness")
         parts["robust_note"] = gr.Markdown(elem_id="explicit_robust_note")
         with empty_note("Nothing yet: press *Compare the rule sets*.", "explicit_robust_table_empty"):
-            parts["robust_table"] = gr.Dataframe(interactive=False, elem_id="explicit_robust_table")
+            parts["robust_table"] = gr.Dataframe(
+                interactive=False,
+                elem_id="explicit_robust_table",
+                label="Accuracy under each rule set",
+                show_label=False,
+            )
     return parts
 
 

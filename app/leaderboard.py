@@ -53,6 +53,8 @@ NO_SHIFTS = (
     "concept and a variant that both have a human distribution in this source (designer "
     "colorings; the reference sets cover base concepts only)."
 )
+TABLE1 = "Table 1: probabilistic distribution alignment"
+TABLE2 = "Table 2: dominant color alignment"
 LEGEND = (
     "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
     f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey. "
@@ -186,8 +188,8 @@ class LeaderboardTab(Tab):
             )
         return self.named(
             note=note,
-            table1=LEGEND + result.table1.to_html(),
-            table2=LEGEND + result.table2.to_html(),
+            table1=LEGEND + result.table1.to_html(label=TABLE1),
+            table2=LEGEND + result.table2.to_html(label=TABLE2),
             sweep=figs["cfg_sweep"],
             sensitivity=figs["sensitivity"],
             scatter=figs["shift_scatter"],
@@ -336,9 +338,9 @@ def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
             "Export every table (CSV) and figure (HTML)", elem_id="leaderboard_export"
         )
     parts["note"] = gr.Markdown(elem_id="leaderboard_note")
-    gr.Markdown("### Table 1: probabilistic distribution alignment")
+    gr.Markdown(f"### {TABLE1}")
     parts["table1"] = gr.HTML(elem_id="leaderboard_table1")
-    gr.Markdown("### Table 2: dominant color alignment")
+    gr.Markdown(f"### {TABLE2}")
     parts["table2"] = gr.HTML(elem_id="leaderboard_table2")
     parts["intervals"] = gr.Markdown(elem_id="leaderboard_intervals")
     parts["sweep"] = gr.Plot(
@@ -370,7 +372,12 @@ def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
             parts["check"] = gr.Button("Check robustness", elem_id="leaderboard_robustness")
         parts["robust_note"] = gr.Markdown(elem_id="leaderboard_robust_note")
         with empty_note("Nothing yet: press *Check robustness*.", "leaderboard_robust_table_empty"):
-            parts["robust_table"] = gr.Dataframe(interactive=False, elem_id="leaderboard_robust_table")
+            parts["robust_table"] = gr.Dataframe(
+                interactive=False,
+                elem_id="leaderboard_robust_table",
+                label="Robustness of the paper's open choices",
+                show_label=False,
+            )
     with gr.Accordion("Designers' P_H stability per concept", open=False):
         parts["stable_show"] = gr.Button("Show stability", elem_id="leaderboard_stability")
         parts["stable_note"] = gr.Markdown(elem_id="leaderboard_stability_note")
@@ -378,7 +385,12 @@ def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
             label="Concepts by P_H stability", elem_id="leaderboard_stability_histogram"
         )
         with empty_note("Nothing yet: press *Show stability*.", "leaderboard_stability_table_empty"):
-            parts["stable_table"] = gr.Dataframe(interactive=False, elem_id="leaderboard_stability_table")
+            parts["stable_table"] = gr.Dataframe(
+                interactive=False,
+                elem_id="leaderboard_stability_table",
+                label="Designers' P_H stability per concept",
+                show_label=False,
+            )
     parts["pending"] = gr.State(False)
     return parts
 

@@ -229,7 +229,13 @@ def _coverage_section() -> dict:
     refresh = gr.Button("Refresh", elem_id="sketches_refresh")
     coverage = gr.Markdown(elem_id="sketches_coverage")
     missing = gr.Dataframe(
-        headers=MISSING_HEADERS, datatype="str", interactive=False, max_height=320, elem_id="sketches_missing"
+        headers=MISSING_HEADERS,
+        datatype="str",
+        interactive=False,
+        max_height=320,
+        elem_id="sketches_missing",
+        label="Concepts without a sketch",
+        show_label=False,
     )
     return {"refresh": refresh, "coverage": coverage, "missing": missing}
 
@@ -259,7 +265,13 @@ def _import_section() -> dict:
         select = gr.Checkbox(True, label="Use as the concept's sketch", elem_id="sketches_select")
         run = gr.Button("Import", variant="primary", elem_id="sketches_import")
     results = gr.Dataframe(
-        headers=IMPORT_HEADERS, datatype="str", interactive=False, wrap=True, elem_id="sketches_results"
+        headers=IMPORT_HEADERS,
+        datatype="str",
+        interactive=False,
+        wrap=True,
+        elem_id="sketches_results",
+        label="Imported sketches",
+        show_label=False,
     )
     return {"files": files, "import_base": base, "select": select, "import": run, "results": results}
 
@@ -283,7 +295,13 @@ def _browse_section() -> dict:
         elem_id="sketches_gallery",
     )
     table = gr.Dataframe(
-        headers=SKETCH_HEADERS, datatype="str", interactive=False, wrap=True, elem_id="sketches_table"
+        headers=SKETCH_HEADERS,
+        datatype="str",
+        interactive=False,
+        wrap=True,
+        elem_id="sketches_table",
+        label="Sketches of the concept",
+        show_label=False,
     )
     with gr.Row():
         sketch_id = id_field("Sketch id", "sketches_sketch_id")

@@ -302,7 +302,9 @@ def _layout() -> dict:
         open_ = gr.Button("Open (freeze the design)", variant="stop", elem_id="study_open")
     message = gr.Markdown(elem_id="study_message")
     with empty_note("No study yet: create a draft above.", "study_list_empty"):
-        studies = gr.Dataframe(headers=STUDY_HEADERS, interactive=False, elem_id="study_list")
+        studies = gr.Dataframe(
+            headers=STUDY_HEADERS, interactive=False, elem_id="study_list", label="Studies", show_label=False
+        )
     design = gr.JSON(label="Design", elem_id="study_design")
 
     gr.Markdown("## Analysis")

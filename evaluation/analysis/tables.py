@@ -248,9 +248,10 @@ class Leaderboard:
             ]
         return shown.to_string(line_width=line_width)
 
-    def to_html(self, *, digits: int = 3) -> str:
+    def to_html(self, *, digits: int = 3, label: str = "") -> str:
         """An HTML table with the best value bold and the second underlined (escaped), each
-        followed by its rank in words for screen readers ("(best)", "(second best)").
+        followed by its rank in words for screen readers ("(best)", "(second best)"), named
+        `label` for them (``aria-label``) when given.
 
         An undefined value (ΔHue where every dominant color is grey) shows as `NOT_DEFINED`;
         with intervals each value is followed by ``[lo, hi]`` in small type, with counts by
@@ -277,7 +278,8 @@ class Leaderboard:
                 shown = NOT_DEFINED if pd.isna(value) else f"{value:.{digits}f}"
                 cells.append(f"<td>{start}{html.escape(shown)}{end}{self._interval(model, col, digits)}</td>")
             rows.append(f"<tr><td>{html.escape(str(model))}</td>{''.join(cells)}</tr>")
-        return f"<table><tr><th>Model</th>{head}</tr>{''.join(rows)}</table>"
+        named = f' aria-label="{html.escape(label)}"' if label else ""
+        return f"<table{named}><tr><th>Model</th>{head}</tr>{''.join(rows)}</table>"
 
     def _interval(self, model, col, digits: int) -> str:
         parts = []

@@ -76,6 +76,15 @@ def test_the_page_and_its_configuration_stay_under_their_bounds(served):
     )
 
 
+def test_every_table_has_a_name_a_screen_reader_says(served):
+    """Gradio names a table without a label "Dataframe" (``aria-label``); each has its own,
+    shown or not."""
+    _, demo, _, _ = served
+    tables = [b for b in demo.blocks.values() if isinstance(b, gr.Dataframe)]
+    assert len(tables) > 30
+    assert [t.elem_id for t in tables if not t.label] == []
+
+
 def test_the_page_leaves_out_only_what_gradios_script_does_not_read(served):
     client, demo, _, _ = served
     # What the server sends (`demo.config`; the page also gets its root written into file

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from app.leaderboard import TABLE1, TABLE2
 from tests.app.test_leaderboard import COLORS, _store
 from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, pick, sign_in  # noqa: F401
 
@@ -27,6 +28,9 @@ def test_researcher_computes_the_leaderboards_and_sees_tables_and_figures(live_a
         assert {
             model for model in COLORS if model in page.locator(f"#leaderboard_{table}").inner_text()
         } == set(COLORS)
+    for name in (TABLE1, TABLE2):  # named for a screen reader, as Tables 6-8 are
+        expect(page.get_by_role("table", name=name)).to_be_visible()
+    expect(page.get_by_role("grid", name="Table 6: sensitivity by style")).to_be_visible()
     for chart in ("sweep", "sensitivity", "scatter"):
         expect(page.locator(f"#leaderboard_{chart} .js-plotly-plot")).to_be_visible()
     sweep = page.locator("#leaderboard_sweep .js-plotly-plot")
