@@ -32,6 +32,7 @@ from app.common import (
     escape,
     id_field,
     link_days,
+    named_table,
     note_area,
     refusal_text,
     role,
@@ -490,13 +491,7 @@ def _layout(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> dict:
         "minutes)."
     )
     with empty_note("No failed sign-in yet.", "admin_failed_sign_ins_empty"):
-        parts["failures"] = gr.Dataframe(
-            headers=FAILURE_HEADERS,
-            interactive=False,
-            elem_id="admin_failed_sign_ins",
-            label="Failed sign-ins",
-            show_label=False,
-        )
+        parts["failures"] = named_table("Failed sign-ins", "admin_failed_sign_ins", headers=FAILURE_HEADERS)
     parts.update(_export_section())
     gr.Markdown(
         "## Backup\nThe database and every file it names, with a manifest of hashes; "
@@ -525,13 +520,8 @@ def _invite_section(ctx: AppContext) -> dict:
         "No links made yet in this visit: each batch's links show here once, as they are made.",
         "admin_invites_empty",
     ):
-        invites = gr.Dataframe(
-            headers=INVITE_HEADERS,
-            interactive=False,
-            wrap=True,
-            elem_id="admin_invites",
-            label="Invite links made in this visit",
-            show_label=False,
+        invites = named_table(
+            "Invite links made in this visit", "admin_invites", headers=INVITE_HEADERS, wrap=True
         )
     links_file = gr.File(
         label="These links as CSV (they cannot be shown again later)",
@@ -564,12 +554,8 @@ def _practice_section() -> dict:
         "Nobody is waiting: designers' practice colorings show here once they have done them.",
         "admin_pending_empty",
     ):
-        pending = gr.Dataframe(
-            headers=PENDING_HEADERS,
-            interactive=False,
-            elem_id="admin_pending",
-            label="Designers waiting for practice approval",
-            show_label=False,
+        pending = named_table(
+            "Designers waiting for practice approval", "admin_pending", headers=PENDING_HEADERS
         )
     gallery = gr.Gallery(label="Practice colorings", columns=6, elem_id="admin_gallery")
     with gr.Row():
@@ -592,13 +578,7 @@ def _people_section() -> dict:
     gr.Markdown("## People and progress")
     coverage = gr.Markdown(elem_id="admin_coverage")
     with empty_note("Nobody is invited yet: create invite links above.", "admin_annotators_empty"):
-        annotators = gr.Dataframe(
-            headers=ANNOTATOR_HEADERS,
-            interactive=False,
-            elem_id="admin_annotators",
-            label="People and progress",
-            show_label=False,
-        )
+        annotators = named_table("People and progress", "admin_annotators", headers=ANNOTATOR_HEADERS)
     with gr.Row():
         revoked = id_field("Annotator id to close", "admin_revoked")
         revoke_why = gr.Textbox(label="Why", elem_id="admin_revoke_why")
@@ -677,11 +657,8 @@ def _stability_section() -> dict:
         ),
     }
     with empty_note("Nothing yet: press *Show stability*.", "admin_stability_table_empty"):
-        parts["stability_table"] = gr.Dataframe(
-            interactive=False,
-            elem_id="admin_stability_table",
-            label="Designers' P_H stability per concept",
-            show_label=False,
+        parts["stability_table"] = named_table(
+            "Designers' P_H stability per concept", "admin_stability_table"
         )
     return parts
 

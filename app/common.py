@@ -644,6 +644,13 @@ def note_area(elem_id: str) -> gr.Markdown:
     return gr.Markdown(elem_id=elem_id, elem_classes=["action-note"])
 
 
+def named_table(name: str, elem_id: str, **options) -> gr.Dataframe:
+    """A read-only `gr.Dataframe` that a screen reader calls `name` (Gradio says "Dataframe"
+    of one without a label); the name is not shown: a heading, a note or the column headers
+    say on the page what the table is. `options` go to `gr.Dataframe` (``headers``, ``wrap``)."""
+    return gr.Dataframe(label=name, show_label=False, interactive=False, elem_id=elem_id, **options)
+
+
 @contextlib.contextmanager
 def empty_note(text: str, elem_id: str) -> Iterator[None]:
     """Lay out a `gr.Dataframe` in the block; while it has no rows, ``text`` (Markdown, a

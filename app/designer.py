@@ -52,6 +52,7 @@ from app.common import (
     escape,
     id_field,
     live,
+    named_table,
     note_area,
     own_session,
     role,
@@ -571,14 +572,8 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
         )
         parts["list"] = gr.Button("Refresh", size="sm", elem_id="designer_list")
         parts["listing_open"] = gr.State(False)
-        parts["table"] = gr.Dataframe(
-            headers=SUBMISSION_HEADERS,
-            datatype="str",
-            interactive=False,
-            wrap=True,
-            elem_id="designer_table",
-            label="Your submissions",
-            show_label=False,
+        parts["table"] = named_table(
+            "Your submissions", "designer_table", headers=SUBMISSION_HEADERS, datatype="str", wrap=True
         )
         parts["gallery"] = gr.Gallery(
             label="Your colorings",

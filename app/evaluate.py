@@ -39,6 +39,7 @@ from app.common import (
     BROWSER_STATE_KEY,
     AppContext,
     escape,
+    named_table,
     note_area,
     own_session,
     role,
@@ -683,12 +684,8 @@ def _import_section() -> dict:
         )
     parts["import_button"] = gr.Button("Import, mask and score", elem_id="evaluate_import")
     parts["report"] = gr.Markdown(elem_id="evaluate_import_report")
-    parts["rejected"] = gr.Dataframe(
-        headers=REJECTED_HEADERS,
-        interactive=False,
-        elem_id="evaluate_rejected",
-        label="Images not imported, and why",
-        show_label=False,
+    parts["rejected"] = named_table(
+        "Images not imported, and why", "evaluate_rejected", headers=REJECTED_HEADERS
     )
     return parts
 

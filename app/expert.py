@@ -41,6 +41,7 @@ from app.common import (
     escape,
     id_field,
     live,
+    named_table,
     note_area,
     own_session,
     role,
@@ -453,13 +454,8 @@ def _grid_section() -> dict:
     )
     # "str" cells are shown as text, so the designer-facing note stays inert.
     with empty_note("Pick a concept and press *Show colorings*.", "expert_grid_table_empty"):
-        parts["grid_table"] = gr.Dataframe(
-            headers=GRID_HEADERS,
-            datatype="str",
-            interactive=False,
-            elem_id="expert_grid_table",
-            label="Colorings of the concept",
-            show_label=False,
+        parts["grid_table"] = named_table(
+            "Colorings of the concept", "expert_grid_table", headers=GRID_HEADERS, datatype="str"
         )
     parts["grid_plot"] = gr.Plot(label="UW-71 distributions", elem_id="expert_grid_plot")
     with gr.Row():
@@ -492,12 +488,8 @@ def _ranking_section(colorings_per_concept: int) -> dict:
         "No ranking yet: *Rank concepts* ranks the concepts that have the colorings needed.",
         "expert_ranking_empty",
     ):
-        parts["ranking"] = gr.Dataframe(
-            headers=RANKING_HEADERS,
-            interactive=False,
-            elem_id="expert_ranking",
-            label="Concepts ranked by consistency",
-            show_label=False,
+        parts["ranking"] = named_table(
+            "Concepts ranked by consistency", "expert_ranking", headers=RANKING_HEADERS
         )
     parts["ranking_message"] = gr.Markdown(elem_id="expert_ranking_message")
     parts["histogram"] = gr.Plot(label="Consistency scores", elem_id="expert_histogram")
@@ -544,21 +536,13 @@ def _statistics_section() -> dict:
     parts["refresh_note"] = note_area("expert_refresh_note")
     parts["summary"] = gr.Markdown(elem_id="expert_summary")
     with empty_note("Table 5 fills in as reviews get all their votes.", "expert_table5_empty"):
-        parts["table5"] = gr.Dataframe(
+        parts["table5"] = named_table(
+            "Table 5: expert votes per review",
+            "expert_table5",
             headers=["expert_votes", "interpretation", "count"],
-            interactive=False,
-            elem_id="expert_table5",
-            label="Table 5: expert votes per review",
-            show_label=False,
         )
     with empty_note("No expert has voted yet.", "expert_raters_empty"):
-        parts["raters"] = gr.Dataframe(
-            headers=RATER_HEADERS,
-            interactive=False,
-            elem_id="expert_raters",
-            label="Votes per expert",
-            show_label=False,
-        )
+        parts["raters"] = named_table("Votes per expert", "expert_raters", headers=RATER_HEADERS)
     with gr.Row():
         parts["truth_concept"] = choice_search(
             [], label="Concept (type to search)", scale=3, elem_id="expert_truth_concept"
@@ -578,13 +562,7 @@ def _admin_section() -> dict:
         with empty_note(
             "No excluded coloring listed: press *List excluded colorings*.", "expert_excluded_empty"
         ):
-            parts["excluded"] = gr.Dataframe(
-                headers=EXCLUDED_HEADERS,
-                interactive=False,
-                elem_id="expert_excluded",
-                label="Excluded colorings",
-                show_label=False,
-            )
+            parts["excluded"] = named_table("Excluded colorings", "expert_excluded", headers=EXCLUDED_HEADERS)
         with gr.Row():
             parts["reinstated"] = id_field("Coloring id", "expert_reinstated")
             parts["reinstate_why"] = gr.Textbox(

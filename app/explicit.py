@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.common import AppContext, empty_note, escape, note_area, own_session, role, visible_to
+from app.common import AppContext, empty_note, escape, named_table, note_area, own_session, role, visible_to
 from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab, wire_events
 from evaluation.color.systems import SYSTEMS
@@ -301,12 +301,8 @@ def _layout() -> dict:
     parts["note"] = gr.Markdown(EMPTY_RUNS, elem_id="explicit_note")
     # The report (`REPORT`).
     gr.Markdown("### Table 4: accuracy (%) per color system and task")
-    parts["table4"] = gr.Dataframe(
-        interactive=False,
-        visible=False,
-        elem_id="explicit_table4",
-        label="Table 4: accuracy (%) per color system and task",
-        show_label=False,
+    parts["table4"] = named_table(
+        "Table 4: accuracy (%) per color system and task", "explicit_table4", visible=False
     )
     parts["coverage"] = gr.Dataframe(
         label="Images scored (the others failed presence or masking: counted, not scored)",
@@ -374,12 +370,7 @@ def _layout() -> dict:
         parts["robust"] = gr.Button("Compare the rule sets", elem_id="explicit_robustness")
         parts["robust_note"] = gr.Markdown(elem_id="explicit_robust_note")
         with empty_note("Nothing yet: press *Compare the rule sets*.", "explicit_robust_table_empty"):
-            parts["robust_table"] = gr.Dataframe(
-                interactive=False,
-                elem_id="explicit_robust_table",
-                label="Accuracy under each rule set",
-                show_label=False,
-            )
+            parts["robust_table"] = named_table("Accuracy under each rule set", "explicit_robust_table")
     return parts
 
 

@@ -27,7 +27,16 @@ from annotation.research.views import (
     thin_note,
 )
 from app.browser import source_dropdown
-from app.common import AppContext, api_button, empty_note, escape, role, seed_number, whole_number
+from app.common import (
+    AppContext,
+    api_button,
+    empty_note,
+    escape,
+    named_table,
+    role,
+    seed_number,
+    whole_number,
+)
 from app.tabs import On, Tab
 from evaluation.analysis.bootstrap import (
     MAX_COLORINGS,
@@ -372,11 +381,8 @@ def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
             parts["check"] = gr.Button("Check robustness", elem_id="leaderboard_robustness")
         parts["robust_note"] = gr.Markdown(elem_id="leaderboard_robust_note")
         with empty_note("Nothing yet: press *Check robustness*.", "leaderboard_robust_table_empty"):
-            parts["robust_table"] = gr.Dataframe(
-                interactive=False,
-                elem_id="leaderboard_robust_table",
-                label="Robustness of the paper's open choices",
-                show_label=False,
+            parts["robust_table"] = named_table(
+                "Robustness of the paper's open choices", "leaderboard_robust_table"
             )
     with gr.Accordion("Designers' P_H stability per concept", open=False):
         parts["stable_show"] = gr.Button("Show stability", elem_id="leaderboard_stability")
@@ -385,11 +391,8 @@ def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
             label="Concepts by P_H stability", elem_id="leaderboard_stability_histogram"
         )
         with empty_note("Nothing yet: press *Show stability*.", "leaderboard_stability_table_empty"):
-            parts["stable_table"] = gr.Dataframe(
-                interactive=False,
-                elem_id="leaderboard_stability_table",
-                label="Designers' P_H stability per concept",
-                show_label=False,
+            parts["stable_table"] = named_table(
+                "Designers' P_H stability per concept", "leaderboard_stability_table"
             )
     parts["pending"] = gr.State(False)
     return parts

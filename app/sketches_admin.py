@@ -25,7 +25,16 @@ import gradio as gr
 from annotation.files import resolve
 from annotation.sketches import library as sketch_store
 from app.browser import concept_choices
-from app.common import AppContext, checked_by_handler, id_field, note_area, role, uploaded, whole_number
+from app.common import (
+    AppContext,
+    checked_by_handler,
+    id_field,
+    named_table,
+    note_area,
+    role,
+    uploaded,
+    whole_number,
+)
 from app.tabs import On, Tab
 
 NAME = "sketches"
@@ -228,14 +237,12 @@ def _coverage_section() -> dict:
     )
     refresh = gr.Button("Refresh", elem_id="sketches_refresh")
     coverage = gr.Markdown(elem_id="sketches_coverage")
-    missing = gr.Dataframe(
+    missing = named_table(
+        "Concepts without a sketch",
+        "sketches_missing",
         headers=MISSING_HEADERS,
         datatype="str",
-        interactive=False,
         max_height=320,
-        elem_id="sketches_missing",
-        label="Concepts without a sketch",
-        show_label=False,
     )
     return {"refresh": refresh, "coverage": coverage, "missing": missing}
 
@@ -264,14 +271,8 @@ def _import_section() -> dict:
         )
         select = gr.Checkbox(True, label="Use as the concept's sketch", elem_id="sketches_select")
         run = gr.Button("Import", variant="primary", elem_id="sketches_import")
-    results = gr.Dataframe(
-        headers=IMPORT_HEADERS,
-        datatype="str",
-        interactive=False,
-        wrap=True,
-        elem_id="sketches_results",
-        label="Imported sketches",
-        show_label=False,
+    results = named_table(
+        "Imported sketches", "sketches_results", headers=IMPORT_HEADERS, datatype="str", wrap=True
     )
     return {"files": files, "import_base": base, "select": select, "import": run, "results": results}
 
@@ -294,14 +295,8 @@ def _browse_section() -> dict:
         preview=False,
         elem_id="sketches_gallery",
     )
-    table = gr.Dataframe(
-        headers=SKETCH_HEADERS,
-        datatype="str",
-        interactive=False,
-        wrap=True,
-        elem_id="sketches_table",
-        label="Sketches of the concept",
-        show_label=False,
+    table = named_table(
+        "Sketches of the concept", "sketches_table", headers=SKETCH_HEADERS, datatype="str", wrap=True
     )
     with gr.Row():
         sketch_id = id_field("Sketch id", "sketches_sketch_id")

@@ -28,6 +28,7 @@ from app.common import (
     empty_note,
     escape,
     id_field,
+    named_table,
     note_area,
     own_session,
     role,
@@ -302,9 +303,7 @@ def _layout() -> dict:
         open_ = gr.Button("Open (freeze the design)", variant="stop", elem_id="study_open")
     message = gr.Markdown(elem_id="study_message")
     with empty_note("No study yet: create a draft above.", "study_list_empty"):
-        studies = gr.Dataframe(
-            headers=STUDY_HEADERS, interactive=False, elem_id="study_list", label="Studies", show_label=False
-        )
+        studies = named_table("Studies", "study_list", headers=STUDY_HEADERS)
     design = gr.JSON(label="Design", elem_id="study_design")
 
     gr.Markdown("## Analysis")

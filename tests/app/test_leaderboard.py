@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
+from app.leaderboard import TABLE1, TABLE2
 from evaluation.analysis.bootstrap import Resampling
 from evaluation.analysis.results import analyses
 from evaluation.concepts import load_concepts
@@ -63,7 +64,9 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
         "Guidance scale per model: m-grey at 4, m-red at 4." in note
         and "four concepts rated by our lab" in note
     )
-    assert table1.endswith(expected.table1.to_html()) and table2.endswith(expected.table2.to_html())
+    assert table1.endswith(expected.table1.to_html(label=TABLE1)) and table2.endswith(
+        expected.table2.to_html(label=TABLE2)
+    )
     assert table1.count("<b>") == expected.table1.marks.eq("best").sum().sum()
     sweep_traces = {(t.name, t.xaxis): t for t in figure(sweep).data}
     for model in COLORS:
@@ -164,13 +167,13 @@ def test_the_page_shows_point_estimates_at_once_then_the_intervals_and_then_keep
         first, complete = _page(demo, "first_look"), _page(demo, "complete")
         shown = _named(first(*asked))
         # Nothing kept yet: the point estimates, the intervals announced, Tables 6-8 as numbers.
-        assert shown["pending"] is True and shown["table1"].endswith(plain.table1.to_html())
+        assert shown["pending"] is True and shown["table1"].endswith(plain.table1.to_html(label=TABLE1))
         assert shown["intervals"].startswith(
             "Being drawn: 95% percentile intervals from 200 bootstrap resamples"
         )
         assert shown["table6"].set_index("model").to_dict() == plain.table6.round(3).to_dict()
         whole = _named(complete(*asked, True))
-        assert whole["pending"] is False and whole["table1"].endswith(expected.table1.to_html())
+        assert whole["pending"] is False and whole["table1"].endswith(expected.table1.to_html(label=TABLE1))
         assert "200 bootstrap resamples" in whole["intervals"] and not whole["intervals"].startswith(
             "Being drawn"
         )
