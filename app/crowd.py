@@ -29,7 +29,17 @@ import gradio as gr
 
 from annotation.errors import InvalidInput
 from annotation.study import crowd
-from app.common import AppContext, empty_note, escape, id_field, link_days, note_area, role, whole_number
+from app.common import (
+    AppContext,
+    empty_note,
+    escape,
+    id_field,
+    link_days,
+    named_table,
+    note_area,
+    role,
+    whole_number,
+)
 from app.tabs import On, Tab
 from storage import utcnow
 
@@ -53,18 +63,26 @@ PAYMENTS = ("counts", "payments", "timer")
 EVENTS = (
     On("make.click", "make_link", (*_TOKEN, *FORM), ("url", "links"), "make_note", "crowd_make_link"),
     On(("tab.select",), "links", _TOKEN, ("links",), "links_note", "crowd_links"),
-    On("close.click", "close_link", (*_TOKEN, "link_id"), ("links",), "links_note", "crowd_close_link"),
+    On(
+        "close.click",
+        "close_link",
+        (*_TOKEN, "link_id"),
+        ("links", "links_note"),
+        "links_note",
+        "crowd_close_link",
+    ),
     # The list of links follows the counts (its "taken" column).
     On("show.click", "payments", (*_TOKEN, "link_id"), PAYMENTS, "pay_note", "crowd_payments"),
     On("then", "links", _TOKEN, ("links",), "links_note"),
-    On("timer.tick", "payments", (*_TOKEN, "link_id"), PAYMENTS, "pay_note"),
-    On("then", "links", _TOKEN, ("links",), "links_note"),
+    # A refresh leaves the notes as they are: what an action said stays beside it.
+    On("timer.tick", "payments", (*_TOKEN, "link_id"), PAYMENTS, "pay_note", clear_note=False),
+    On("then", "links", _TOKEN, ("links",), "links_note", clear_note=False),
     On("download.click", "download", (*_TOKEN, "link_id", "bonus"), ("files",), "pay_note", "crowd_download"),
     On(
         "returned.click",
         "returned",
         (*_TOKEN, "link_id", "external_id"),
-        PAYMENTS,
+        (*PAYMENTS, "pay_note"),
         "pay_note",
         "crowd_returned",
     ),
@@ -129,9 +147,11 @@ class CrowdLinks(Tab):
 
     @role(*ROLES)
     def close_link(self, db, actor, link_id) -> dict:
-        """Close a link: nobody new joins; people in it may finish."""
-        crowd.close_link(db, whole_number(link_id, "Link id"), actor)
-        return self.named(links=_link_rows(db))
+        """Close a link: nobody new joins; people in it may finish. Says so beside the button."""
+        link_id = whole_number(link_id, "Link id")
+        crowd.close_link(db, link_id, actor)
+        closed = f"Link {link_id} is closed: nobody new joins; whoever is in it may still finish."
+        return self.named(links=_link_rows(db), links_note=closed)
 
     @role(*ROLES)
     def payments(self, db, actor, link_id) -> dict:
@@ -140,9 +160,15 @@ class CrowdLinks(Tab):
 
     @role(*ROLES)
     def returned(self, db, actor, link_id, external_id: str) -> dict:
-        """Mark that an external id returned the study on the platform."""
-        crowd.mark_returned(db, whole_number(link_id, "Link id"), (external_id or "").strip(), actor)
-        return self._payments(db, link_id)
+        """Mark that an external id returned the study on the platform; says so beside the
+        button (the table's row changes too)."""
+        link_id = whole_number(link_id, "Link id")
+        person = crowd.mark_returned(db, link_id, (external_id or "").strip(), actor)
+        marked = (
+            f"**{escape(person['external_id'])}** is marked returned on link {link_id}: their place "
+            "is free again."
+        )
+        return {**self._payments(db, link_id), self.parts["pay_note"]: marked}
 
     @role(*ROLES)
     def download(self, db, actor, link_id, bonus) -> dict:
@@ -212,25 +238,15 @@ def _layout() -> dict:
         show = gr.Button("Show payments (refreshes itself)", elem_id="crowd_show")
     links_note = note_area("crowd_links_note")
     with empty_note("No open link yet: make one above.", "crowd_links_empty"):
-        links = gr.Dataframe(
-            headers=LINK_HEADERS,
-            interactive=False,
-            elem_id="crowd_links",
-            label="Open study links",
-            show_label=False,
-        )
+        links = named_table("Open study links", "crowd_links", headers=LINK_HEADERS)
     counts = gr.Markdown(elem_id="crowd_counts")
     with empty_note(
         "No payments shown: type a link's id and press *Show payments* (a link nobody joined yet "
         "shows none).",
         "crowd_payments_empty",
     ):
-        payments = gr.Dataframe(
-            headers=list(crowd.PAYMENT_COLUMNS),
-            interactive=False,
-            elem_id="crowd_payments",
-            label="Payments per crowd participant",
-            show_label=False,
+        payments = named_table(
+            "Payments per crowd participant", "crowd_payments", headers=list(crowd.PAYMENT_COLUMNS)
         )
     timer = gr.Timer(REFRESH_S, active=False)
     with gr.Row():
@@ -296,13 +312,7 @@ def build_summary(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> No
     )
     note = note_area("admin_crowd_note")
     with empty_note("No open study link yet: make one on the Study tab.", "admin_crowd_empty"):
-        table = gr.Dataframe(
-            headers=SUMMARY_HEADERS,
-            interactive=False,
-            elem_id="admin_crowd",
-            label="Open study links of every study",
-            show_label=False,
-        )
+        table = named_table("Open study links of every study", "admin_crowd", headers=SUMMARY_HEADERS)
     timer = gr.Timer(REFRESH_S, active=False)
     parts = {"session_token": session_token, "tab": tab, "note": note, "table": table, "timer": timer}
     CrowdCounts(ctx, parts).wire()

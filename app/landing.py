@@ -260,17 +260,31 @@ def _pasted(text: str | None) -> str:
     return (text or "").strip().strip(_AROUND)
 
 
-def _query(link: str) -> dict[str, str]:
-    """The first value of each query parameter of `link` (or of ``a=1&b=2`` alone)."""
+def _params(pairs) -> dict[str, str | list[str]]:
+    """Query parameters by name from ``(name, value)`` pairs: a name given once maps to its
+    value, one given more often to the list of its values (an open study link refuses
+    those, `annotation.study.crowd.join`; an invite link takes the first, `_first`)."""
+    found: dict[str, list[str]] = {}
+    for key, value in pairs:
+        found.setdefault(key, []).append(value)
+    return {key: values[0] if len(values) == 1 else values for key, values in found.items()}
+
+
+def _first(value: str | list[str]) -> str:
+    return value[0] if isinstance(value, list) else value
+
+
+def _query(link: str) -> dict[str, str | list[str]]:
+    """The query parameters of `link` (or of ``a=1&b=2`` alone), as `_params` gives them."""
     query = urllib.parse.urlparse(link).query or link.split("?", 1)[-1]
-    return {key: values[0] for key, values in urllib.parse.parse_qs(query).items()}
+    return _params(urllib.parse.parse_qsl(query))
 
 
 def invite_token(text: str) -> str:
     """The token of an invite link (``.../?invite=TOKEN``) or of a bare token."""
     text = _pasted(text)
     if "invite=" in text:
-        text = _query(text).get("invite", "")
+        text = _first(_query(text).get("invite", ""))
     return text.strip(_AROUND)
 
 
@@ -395,7 +409,7 @@ def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[s
     session; its message, and that of a crowd participant who no longer judges, is on the
     Start tab, where the page then lands (`on_start`).
     """
-    params = dict(request.query_params) if request is not None else {}
+    params = _params(request.query_params.multi_items()) if request is not None else {}
     if params.get("study") or params.get("invite"):
         return _from_link(ctx, params, stored, client_address(request))
     if not stored:
@@ -418,7 +432,7 @@ def _from_link(ctx: AppContext, params: dict, stored: str | None, address: str) 
         if params.get("study"):
             token, message, on_start = join_open_link(ctx, params, address)
         else:
-            token, message = sign_in_with_invite(ctx, params["invite"], address)
+            token, message = sign_in_with_invite(ctx, _first(params["invite"]), address)
             on_start = False
     except gr.Error as error:
         link = (

@@ -350,9 +350,10 @@ def join(
     ----------
     token : str
         The link's ``study`` parameter.
-    params : mapping of str to str
+    params : mapping of str to str or list of str
         The page's query parameters: the link's ``id_param`` (required), ``STUDY_ID`` and
-        ``SESSION_ID`` (kept when present).
+        ``SESSION_ID`` (kept when present); a parameter given more than once is a list of
+        its values, and refused.
     address : str
         The client's address, for the per-address limit.
 
@@ -361,7 +362,8 @@ def join(
     InvalidToken
         A malformed or unknown link token.
     InvalidInput
-        The id parameter is missing or not 1-64 letters, digits, ``.``, ``_`` or ``-``.
+        The id parameter is missing, or it, ``STUDY_ID`` or ``SESSION_ID`` is not 1-64
+        letters, digits, ``.``, ``_`` or ``-``, or is given twice.
     LinkClosed
         The link is closed, past its end date, or all its places are taken.
     Conflict
@@ -382,6 +384,10 @@ def join(
             )
         link = rows[0]
         external_id = _external_id(params, link["id_param"])
+        platform_ids = {
+            "platform_study_id": _optional_id(params, STUDY_PARAM),
+            "platform_session_id": _optional_id(params, SESSION_PARAM),
+        }
         # One id, one participant of the study, through whichever of its links (a second
         # link of a study, a top-up, took the same person in again for the same pairs).
         previous = next(
@@ -416,8 +422,7 @@ def join(
                 "annotator_id": annotator["id"],
                 "link_id": link["id"],
                 "external_id": external_id,
-                "platform_study_id": _optional_id(params, STUDY_PARAM),
-                "platform_session_id": _optional_id(params, SESSION_PARAM),
+                **platform_ids,
                 "address": address,
                 "started": iso(now),
                 "finished": None,
@@ -458,9 +463,13 @@ def _resume(db, link: dict, person: dict, session_days: float, now: dt.datetime)
 
 def _check_open(db, link: dict, now: dt.datetime) -> None:
     if link["closed"]:
-        raise LinkClosed("this study is closed and takes no new participants; thank you for your interest")
+        raise LinkClosed(
+            "this study is closed and takes no new participants; please return it on the platform"
+        )
     if link["ends"] <= iso(now):
-        raise LinkClosed(f"this study ended on {link['ends'][:10]} and takes no new participants")
+        raise LinkClosed(
+            f"this study ended on {link['ends'][:10]} and takes no new participants; please return it on the platform"
+        )
     expire_overdue(db, now=now, link_id=link["id"])
     taken = db.execute(
         "select count(*) from crowd_participants where link_id = ? and status in ('active', 'completed')",
@@ -501,8 +510,20 @@ def room_for_one_more(db: sqlite_utils.Database, study_id: int) -> bool:
     return wanted - (active * asked - done) >= asked
 
 
-def _external_id(params: Mapping[str, str], name: str) -> str:
+def _one(params: Mapping[str, str | list[str]], name: str) -> str | None:
+    """The value of parameter `name` of a study link; a parameter given twice (a list of
+    values) is refused rather than one of them taken."""
     value = params.get(name)
+    if isinstance(value, list):
+        raise InvalidInput(
+            f"the study link gives `{name}` {len(value)} times, so it is not clear which is yours; "
+            "open it from the study page"
+        )
+    return value
+
+
+def _external_id(params: Mapping[str, str | list[str]], name: str) -> str:
+    value = _one(params, name)
     if not value:
         raise InvalidInput(
             f"the study link needs your participant id in `{name}`; open it from the study page"
@@ -515,11 +536,18 @@ def _external_id(params: Mapping[str, str], name: str) -> str:
     return value
 
 
-def _optional_id(params: Mapping[str, str], name: str) -> str | None:
-    value = params.get(name)
-    if value and len(value) <= MAX_EXTERNAL_ID and _ID_CHARS.fullmatch(value):
-        return value
-    return None
+def _optional_id(params: Mapping[str, str | list[str]], name: str) -> str | None:
+    """The platform's study or session id, None where the link has none (MTurk's); a value
+    that is not an id is refused, naming the parameter, rather than dropped unsaid."""
+    value = _one(params, name)
+    if not value:
+        return None
+    if len(value) > MAX_EXTERNAL_ID or not _ID_CHARS.fullmatch(value):
+        raise InvalidInput(
+            f"`{name}` must be 1-{MAX_EXTERNAL_ID} letters, digits, '.', '_' or '-' (a letter or digit first), "
+            f"got {shown(value)}; open the study from the platform's page"
+        )
+    return value
 
 
 def crowd_person(db: sqlite_utils.Database, actor: Actor) -> tuple[dict, dict] | None:

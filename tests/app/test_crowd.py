@@ -70,8 +70,9 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         counts, table, _ = client.predict(admin, 1, api_name="/crowd_payments")
         assert counts.startswith("Started 2 · active 2 · completed 0")
         assert [row[:3] for row in table["data"]] == [["pidA", "active", ""], ["pidB", "active", ""]]
-        counts, table, _ = client.predict(admin, 1, "pidB", api_name="/crowd_returned")
+        counts, table, _, said = client.predict(admin, 1, "pidB", api_name="/crowd_returned")
         assert "returned 1 · places left 1" in counts
+        assert said == "**pidB** is marked returned on link 1: their place is free again."
         files = client.predict(admin, 1, 0.1, api_name="/crowd_download")
         texts = {Path(f).name: Path(f).read_text(encoding="utf-8") for f in files}
         assert sorted(texts) == ["approve.txt", "bonus.csv", "payments.csv"]
@@ -89,8 +90,9 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         with pytest.raises(AppError, match="needs the role admin"):
             client.predict(participant, api_name="/admin_crowd_counts")
 
-        links = client.predict(admin, 1, api_name="/crowd_close_link")
+        links, said = client.predict(admin, 1, api_name="/crowd_close_link")
         assert links["data"][0][7]  # closed
+        assert said == "Link 1 is closed: nobody new joins; whoever is in it may still finish."
         with pytest.raises(AppError, match="was closed on .* already"):
             client.predict(admin, 1, api_name="/crowd_close_link")
     with pytest.raises(crowd.LinkClosed, match="this study is closed"):

@@ -226,6 +226,11 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
 def test_the_list_of_links_follows_the_payment_counts(live_app, page, platform):
     _open_study(live_app.config, n_concepts=2)
     token = _link(live_app.config, f"{platform}/done?cc={{code}}", quota=3)
+    # A link that gives the id twice is refused where the page lands (it took the last one).
+    page.goto(f"{live_app.url}?study={token}&PROLIFIC_PID=dupA&PROLIFIC_PID=dupB&STUDY_ID=s&SESSION_ID=x")
+    expect(page.locator("#start_status")).to_contain_text(
+        "This study link did not work: the study link gives PROLIFIC_PID 2 times"
+    )
     page.goto(live_app.url)
     sign_in_admin(page)
     open_tab(page, "Study")
@@ -244,3 +249,25 @@ def test_the_list_of_links_follows_the_payment_counts(live_app, page, platform):
     page.click("#crowd_show")
     expect(page.locator("#crowd_counts")).to_contain_text("Started 1")
     expect(page.locator("#crowd_links [role=row][data-index] [role=gridcell]").nth(4)).to_have_text("1")
+    # What Mark returned and Close link say stays beside them while the counts refresh.
+    page.fill("#crowd_external_id textarea", "nosuchpid")
+    page.click("#crowd_returned")
+    note = page.locator("#crowd_pay_note")
+    expect(note).to_contain_text(f"nobody with the id 'nosuchpid' joined open link {link_id}")
+    db = open_db(live_app.config.db_path)
+    try:
+        crowd.join(
+            db, token, {"PROLIFIC_PID": "pidY", "STUDY_ID": "s", "SESSION_ID": "y"}, address="203.0.113.6"
+        )
+    finally:
+        db.close()
+    expect(page.locator("#crowd_counts")).to_contain_text("Started 2")  # the refresh ran
+    expect(note).to_contain_text(f"nobody with the id 'nosuchpid' joined open link {link_id}")
+    page.fill("#crowd_external_id textarea", "pidZ")
+    page.click("#crowd_returned")
+    expect(note).to_have_text(f"pidZ is marked returned on link {link_id}: their place is free again.")
+    expect(page.locator("#crowd_counts")).to_contain_text("returned 1")
+    page.click("#crowd_close")
+    expect(page.locator("#crowd_links_note")).to_have_text(
+        f"Link {link_id} is closed: nobody new joins; whoever is in it may still finish."
+    )

@@ -130,8 +130,16 @@ def test_the_same_pid_through_a_second_link_of_the_study_is_the_same_participant
     "options, when, message",
     [
         ({"quota": 1}, None, "this study is full: all 1 places are taken"),
-        ({}, "closed", "this study is closed"),
-        ({"ends": T0 - dt.timedelta(minutes=1)}, None, "this study ended on"),
+        (
+            {},
+            "closed",
+            "this study is closed and takes no new participants; please return it on the platform",
+        ),
+        (
+            {"ends": T0 - dt.timedelta(minutes=1)},
+            None,
+            r"this study ended on .*; please return it on the platform",
+        ),
     ],
 )
 def test_a_full_closed_or_ended_link_refuses_the_next_person_and_writes_nothing(
@@ -195,6 +203,25 @@ def test_bad_links_and_ids_are_refused_with_the_field_named(setup):
         with pytest.raises(InvalidInput, match="`workerId` must be 1-64 letters"):
             _join(db, token, "pid-a", workerId=bad)
     assert _join(db, token, "ignored", workerId="A1B2").state.external_id == "A1B2"
+
+
+def test_a_platform_id_that_is_not_an_id_or_a_parameter_given_twice_is_refused_and_writes_nothing(setup):
+    """They were dropped or resolved unsaid: a bad ``STUDY_ID`` or ``SESSION_ID`` joined with
+    no platform id stored, a PID given twice joined as the last one."""
+    db, study_id = setup
+    _, token = _link(db, study_id)
+    before = _dump(db)
+    for name, value in (("STUDY_ID", "<img src=x onerror=alert(3)>"), ("SESSION_ID", "z" * 3000)):
+        with pytest.raises(InvalidInput, match=rf"^`{name}` must be 1-64 letters, .*; open the study from"):
+            _join(db, token, "pid-a", **{name: value})
+    with pytest.raises(
+        InvalidInput, match=r"^the study link gives `PROLIFIC_PID` 2 times, so it is not clear which is yours"
+    ):
+        _join(db, token, ["dupA", "dupB"])
+    assert _dump(db) == before
+    joined = crowd.join(db, token, {"PROLIFIC_PID": "pid-m"}, address="1.2.3.4", now=T0)  # ids are optional
+    row = db["crowd_participants"].get(joined.session.annotator_id)
+    assert (row["platform_study_id"], row["platform_session_id"]) == (None, None)
 
 
 @pytest.mark.parametrize(
