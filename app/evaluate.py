@@ -802,7 +802,7 @@ def _progress_html(rows) -> str:
             state = "complete" if complete else "stopped (resume to continue)"
         note = (f" · {job.stage}" if job.stage else "") + (f" — {job.message}" if job.message else "")
         counts = (
-            f"{done.generated}/{done.items} images, {done.segmented} scored ({done.usable} masked), "
+            f"{done.generated}/{done.items} images, {done.segmented} judged ({done.usable} masked), "
             f"{done.failed} failed"
             if explicit
             else f"{done.generated}/{done.items} images, {done.segmented} masked ({done.usable} usable), "

@@ -37,7 +37,7 @@ EMPTY_RUNS = (
 NOTHING_SCORED = (
     "Run **{run}** has no scored image yet under the {scoring} rules: the tables fill as its "
     "job generates and scores images (progress on the Evaluate tab). Images whose object is "
-    "absent or unmasked are counted below, not scored."
+    "absent or unmasked are counted below, and count as wrong in the accuracy (as the paper's)."
 )
 ALL_FAILED = (
     "Run **{run}** has no scored image: all {n} of its images failed ({failure}). Fix the cause, "
@@ -305,7 +305,7 @@ def _layout() -> dict:
         "Table 4: accuracy (%) per color system and task", "explicit_table4", visible=False
     )
     parts["coverage"] = gr.Dataframe(
-        label="Images scored (the others failed presence or masking: counted, not scored)",
+        label="Images scored (the others failed presence or masking: they count as wrong)",
         interactive=False,
         visible=False,
         elem_id="explicit_coverage",

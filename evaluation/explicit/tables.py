@@ -2,9 +2,12 @@
 
 Input is the list of per-object verdict rows of `evaluation.pipeline.runs.explicit_results`
 (one per image, object and rule set). An *image* is the unit: it is **scored** when every
-object of its prompt passed the presence check and has a usable mask (images failing are
-counted, not scored), and **correct** when every scored object is correct. Accuracy is correct
-/ scored images, in percent.
+object of its prompt passed the presence check and has a usable mask, and **correct** when it
+is scored and every object is correct. Accuracy is correct / generated images, in percent: the
+paper "compute[s] the average score across all the generated images" (§4.1), and "the image is
+validated only if all the objects in text prompts are present" (§3.4), so an image failing
+presence or masking counts as wrong (``of="scored"``: of the scored images alone, which
+rewards a model whose objects the masker often misses).
 
 Table 4 averages over color systems: here each system's accuracy weighs the same (the mean of
 the per-system accuracies, not the pooled images), so that CSS3/X11's and ISCC-NBS L3's many
@@ -65,8 +68,9 @@ def accuracy_table(
     index: str | Sequence[str] = "model",
     columns: str = "task",
     systems: Sequence[str] | None = None,
+    of: str = "generated",
 ) -> pd.DataFrame:
-    """Accuracy (%) of scored images, `index` x `columns`, each system weighing the same.
+    """Accuracy (%) of the images, `index` x `columns`, each system weighing the same.
 
     Parameters
     ----------
@@ -79,22 +83,26 @@ def accuracy_table(
         order, then ``"average"`` over them), ``"category"`` (Figure 2), ``"system"``...
     systems : sequence of str, optional
         Only these color systems (default: all present).
+    of : {"generated", "scored"}
+        The denominator: every generated image (the paper's; one failing presence or
+        masking is wrong) or the scored images alone.
 
     Returns
     -------
     DataFrame
-        Percent in [0, 100]; NaN where a cell has no scored image.
+        Percent in [0, 100]; NaN where a cell has no image (with ``of="scored"``: no
+        scored image).
 
     Raises
     ------
     ValueError
-        If `index` or `columns` names a field the frame lacks.
+        If `index` or `columns` names a field the frame lacks, or `of` is neither.
     """
     index = [index] if isinstance(index, str) else list(index)
     missing = [field for field in [*index, columns] if field not in images.columns]
     if missing:
         raise ValueError(f"`index`/`columns` must be fields of the image frame, got unknown {missing}")
-    scored = images[images["scored"].astype(bool)]
+    scored = _counted(images, of)
     if systems is not None:
         scored = scored[scored["system"].isin(list(systems))]
     keys = list(dict.fromkeys([*index, columns, "system"]))
@@ -105,6 +113,15 @@ def accuracy_table(
         table[AVERAGE] = table.mean(axis=1)
     table.columns.name = columns
     return table
+
+
+def _counted(images: pd.DataFrame, of: str) -> pd.DataFrame:
+    """The images an accuracy is taken over (`accuracy_table`'s `of`)."""
+    if of == "generated":
+        return images
+    if of == "scored":
+        return images[images["scored"].astype(bool)]
+    raise ValueError(f"`of` must be 'generated' or 'scored', got {of!r}")
 
 
 def coverage_table(images: pd.DataFrame, *, index: str | Sequence[str] = "model") -> pd.DataFrame:
@@ -173,8 +190,11 @@ def color_modifiers(name: str) -> tuple[str, ...]:
     return tuple(m for m in MODIFIERS if found[m])
 
 
-def group_accuracy(images: pd.DataFrame, rows: Iterable[Mapping[str, Any]], *, grouping: str) -> pd.DataFrame:
-    """Accuracy (%) of single-object color_name images per model and color group.
+def group_accuracy(
+    images: pd.DataFrame, rows: Iterable[Mapping[str, Any]], *, grouping: str, of: str = "generated"
+) -> pd.DataFrame:
+    """Accuracy (%) of single-object color_name images per model and color group (over the
+    images `of` names, as `accuracy_table`).
 
     Parameters
     ----------
@@ -189,15 +209,14 @@ def group_accuracy(images: pd.DataFrame, rows: Iterable[Mapping[str, Any]], *, g
     Returns
     -------
     DataFrame
-        Models x groups, percent; NaN where a group has no scored image.
+        Models x groups, percent; NaN where a group has no image.
     """
     if grouping not in ("basic", "modifier"):
         raise ValueError(f"`grouping` must be 'basic' or 'modifier', got {grouping!r}")
     system = "iscc-nbs-l2" if grouping == "basic" else "iscc-nbs-l3"
     targets = {r["item_id"]: r["target"] for r in rows if r["object_index"] == 0}
-    chosen = images[
-        (images["task"] == "color_name") & (images["system"] == system) & images["scored"].astype(bool)
-    ]
+    counted = _counted(images, of)
+    chosen = counted[(counted["task"] == "color_name") & (counted["system"] == system)]
     records = []
     for item, model, correct in zip(chosen["item_id"], chosen["model"], chosen["correct"]):
         name = targets[item]

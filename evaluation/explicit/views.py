@@ -443,12 +443,15 @@ def prompt_choices(db: sqlite_utils.Database, report: ExplicitReport) -> list[tu
 
 
 def confusion_pairs(confusion: pd.DataFrame) -> pd.DataFrame:
-    """The cells of a confusion table as rows ``asked for, got, images``, the most frequent
-    first (ties by name); cells with no image are left out."""
+    """The cells of a confusion table as rows ``asked for, got, objects`` (a two-object
+    image counts each object), the most frequent first (ties by name); empty cells are
+    left out."""
     if confusion.empty:
-        return pd.DataFrame(columns=["asked for", "got", "images"])
-    long = confusion.rename_axis(index="asked for", columns="got").stack().rename("images").reset_index()
-    long = long[long["images"] > 0].sort_values(["images", "asked for", "got"], ascending=[False, True, True])
+        return pd.DataFrame(columns=["asked for", "got", "objects"])
+    long = confusion.rename_axis(index="asked for", columns="got").stack().rename("objects").reset_index()
+    long = long[long["objects"] > 0].sort_values(
+        ["objects", "asked for", "got"], ascending=[False, True, True]
+    )
     return long.reset_index(drop=True)
 
 

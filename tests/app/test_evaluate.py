@@ -232,7 +232,7 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
         assert message == "Run **x-tiny**: 2 images, job queued." and picker["value"] == "x-tiny"
         state, row = _wait(client, researcher, "x-tiny")
         assert state == "finished"
-        assert "<td>explicit</td>" in row and "2/2 images, 2 scored (2 masked), 0 failed" in row
+        assert "<td>explicit</td>" in row and "2/2 images, 2 judged (2 masked), 0 failed" in row
         assert "value='1.0000'" in row
         shown = client.predict(researcher, "x-tiny", "paper", "", api_name="/explicit_show")
         assert shown[0].startswith("Run **x-tiny**, paper rules: 2 scored images in iscc-nbs-l1")
@@ -254,7 +254,7 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
             r"<tr><td>x-failed</td>.*?</tr>", client.predict(researcher, api_name="/evaluate_progress")
         )
         assert (
-            "0/2 images, 0 scored (0 masked), 2 failed<br><small>failed: 2 × &lt;b&gt;NaN&lt;/b&gt; pixels</small>"
+            "0/2 images, 0 judged (0 masked), 2 failed<br><small>failed: 2 × &lt;b&gt;NaN&lt;/b&gt; pixels</small>"
             in row.group(0)
         )
         note = client.predict(researcher, "x-failed", "paper", "", api_name="/explicit_show")[0]

@@ -110,7 +110,7 @@ def test_show_gives_table4_coverage_figures_and_the_confusion(app):
     labels = ("blue (strong blue, blue)", "green (brilliant green, green)", "red (strong red, red)")
     assert heat.data[0].y == heat.data[0].x == (*labels, "yellow (strong yellow, yellow)")
     assert heat.data[0].z.tolist() == [[2, 2, 0, 0], [2, 2, 0, 0], [0, 0, 2, 2], [0, 0, 2, 2]]
-    assert pairs["headers"] == ["asked for", "got", "images"]
+    assert pairs["headers"] == ["asked for", "got", "objects"]
     # each asked color is got right twice by `right` (two tasks), and by `wrong` as SHIFTED says
     asked = {(row[0].split(" (")[0], row[1].split(" (")[0]): row[2] for row in pairs["data"]}
     assert asked == {**{(c, c): 2 for c in COLORS}, **{(c, SHIFTED[c]): 2 for c in COLORS}}

@@ -97,6 +97,27 @@ def test_accuracy_table_weighs_each_system_the_same_and_orders_tasks():
         accuracy_table(images, columns="colour")
 
 
+def test_accuracy_is_taken_over_every_generated_image_as_the_paper_averages():
+    """GenColorBench §4.1 averages "across all the generated images", §3.4 validates an image
+    "only if all the objects ... are present": one failing presence or masking is wrong, not
+    left out (which would reward a model whose objects the masker misses)."""
+    rows = [
+        _row(1, "red", 1),
+        _row(2, "red", 0),
+        _row(3, "red", 1, status="empty_mask"),
+        _row(4, "red", None, present=0),
+    ]
+    images = image_verdicts(rows)
+    assert accuracy_table(images).loc["m", "color_name"] == 25.0  # 1 of 4 generated
+    assert accuracy_table(images, of="scored").loc["m", "color_name"] == 50.0  # 1 of 2 scored
+    assert group_accuracy(images, rows, grouping="basic").to_dict("index") == {"m": {"basic": 25.0}}
+    assert group_accuracy(images, rows, grouping="basic", of="scored").to_dict("index") == {
+        "m": {"basic": 50.0}
+    }
+    with pytest.raises(ValueError, match="`of` must be 'generated' or 'scored', got 'all'"):
+        accuracy_table(images, of="all")
+
+
 def test_coverage_counts_scored_and_unscored_images():
     rows = [_row(1, "red", 1), _row(2, "red", None, present=0), _row(3, "red", 0, status="no_detection")]
     assert coverage_table(image_verdicts(rows)).to_dict("index") == {
