@@ -92,6 +92,24 @@ def resume_command(args: argparse.Namespace) -> str:
     return f"python -m evaluation {getattr(args, 'command', 'run')} --run {getattr(args, 'run', 'NAME')} with the same options"
 
 
+def resumed_as_made(
+    args: argparse.Namespace, add_arguments: Callable[[argparse.ArgumentParser], None], names: tuple[str, ...]
+) -> None:
+    """Refuse a resume (no ``--model``) that gives options describing a new run (`names`, as
+    `add_arguments` defines them): they were ignored without a word (a run resumes as it was
+    made; `evaluation.pipeline.runs.create_run` refuses a changed run given with --model)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    defaults = vars(parser.parse_args(["--run", args.run]))
+    given = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) != defaults[name]]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} describe{'s' if len(given) == 1 else ''} a new run, but without --model "
+            f"run {args.run!r} is resumed as it was made; leave {'it' if len(given) == 1 else 'them'} out to "
+            "resume, or give --model and a new --run name"
+        )
+
+
 def stage_executor(args: argparse.Namespace, stage: str):
     """The executor of `stage` that ``--executor`` asks for: None (in-process) or a RayExecutor.
 

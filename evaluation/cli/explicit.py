@@ -32,6 +32,7 @@ from evaluation.cli import (
     print_workers,
     progress_bar,
     resolve_device,
+    resumed_as_made,
     seed,
     stage_executor,
 )
@@ -122,6 +123,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(styles="natural")  # for the shared model options of `generate`
 
 
+RUN_OPTIONS = (
+    "registry", "source", "cfg", "steps", "resolution", "tasks", "systems", "size", "prompt_seed", "colors",
+    "objects", "categories", "samples",
+)  # fmt: skip
+"""The options that describe an explicit-color run (refused on a resume)."""
+
+
 def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None] | None = None) -> dict:
     """Store the run that the options describe (with --model), then return its configuration.
 
@@ -151,6 +159,8 @@ def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None]
             db, args.run, specs, prompts, samples=args.samples, settings={"prompts": selection}
         )
         print(f"run {args.run!r}: {n} images over {len(specs)} model(s), {len(prompts)} prompt(s)")
+    else:
+        resumed_as_made(args, add_arguments, RUN_OPTIONS)
     config = runs.run_config(db, args.run)
     if config.get("mode") != "explicit":
         raise ValueError(f"run {args.run!r} is not an explicit-color run; use `python -m evaluation run`")
@@ -203,11 +213,22 @@ def _score(db, args: argparse.Namespace, segmenter, device: str, executor) -> in
         print_workers(executor)
 
 
+def _unwritable_table(path: Path) -> str:
+    """Why the accuracy table cannot be written to `path`, or "" (checked before the run,
+    which would otherwise end in the error after all its images)."""
+    if path.is_dir():
+        return "is a folder; give a file name"
+    if not path.parent.is_dir():
+        return f"its folder {str(path.parent)!r} does not exist (or is not a folder)"
+    return ""
+
+
 def main(args: argparse.Namespace) -> int:
     """Create or resume the run, generate its images, score them, print the tables."""
     import pandas as pd
 
     from evaluation.explicit.tables import accuracy_table, coverage_table, image_verdicts, write_csv
+    from evaluation.models.availability import missing_transformers_model
     from evaluation.pipeline import runs
     from evaluation.pipeline.jobs import check_weights, job_lease, masking_of
 
@@ -216,6 +237,12 @@ def main(args: argparse.Namespace) -> int:
     device = resolve_device(args.device) if generate_on is None else args.device
     if args.presence_threshold is not None and not 0 <= args.presence_threshold <= 1:
         raise ValueError(f"--presence-threshold must be in [0, 1], got {args.presence_threshold}")
+    if args.presence != "detection" and (
+        problem := missing_transformers_model(args.presence, what="the --presence VQA model")
+    ):
+        raise ValueError(f"{problem}; or give --presence detection")
+    if args.table is not None and (why := _unwritable_table(args.table)):
+        raise ValueError(f"--table {str(args.table)!r}: {why}")
     segmenter = _segmenter(args)
     db = open_db(args, create=True)
     # On a cluster the workers hold the weights, not this machine.
@@ -234,7 +261,7 @@ def main(args: argparse.Namespace) -> int:
     with pd.option_context(
         "display.width", 160, "display.max_columns", 20, "display.float_format", "{:.2f}".format
     ):
-        print("images scored (the others failed the presence check or masking, counted, not scored):")
+        print("images scored (the others failed the presence check or masking: they count as wrong):")
         print(coverage_table(images).to_string())
         print(f"accuracy (%) per task, {args.scoring} rules, color systems averaged:")
         table = accuracy_table(images)

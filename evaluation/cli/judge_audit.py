@@ -72,11 +72,11 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.judges.judges import parse_judge
     from evaluation.judges.probes import items_from_manifest, synthetic_items
     from evaluation.judges.report import audit, describe
-    from evaluation.models.availability import missing_judge
+    from evaluation.models.availability import missing_transformers_model
 
     for spec in args.judge:
         _, model = parse_judge(spec)
-        if model and (problem := missing_judge(model)):
+        if model and (problem := missing_transformers_model(model)):
             raise ValueError(problem)
     if args.items < (0 if args.items_from else 1):
         raise ValueError(f"--items must be at least {0 if args.items_from else 1}, got {args.items}")

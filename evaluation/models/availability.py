@@ -99,16 +99,17 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
     return problems
 
 
-def missing_judge(model: str, *, cache_dir: str | Path | None = None) -> str:
-    """Why the command line cannot load judge model `model` (a hub id or a folder), or "":
-    checked before any item is rendered (from_pretrained would otherwise end the audit in a
-    traceback, offline, after the judges before it ran)."""
+def missing_transformers_model(
+    model: str, *, what: str = "judge model", cache_dir: str | Path | None = None
+) -> str:
+    """Why the command line cannot load the transformers model `model` (a hub id or a folder;
+    a judge, a presence VQA model), named `what`, or "": checked before anything is stored or
+    rendered (from_pretrained would otherwise end the command in a traceback, offline, after
+    the work before it ran)."""
     if _on_disk(model, "config.json", cache_dir) or (Path(model) / "config.json").is_file():
         return ""
-    problem, source = _missing_model(f"judge model {model!r}", model)
-    return (
-        problem if source is None else f"judge model {model!r} is not on this machine: " + _how_to_get(source)
-    )
+    problem, source = _missing_model(f"{what} {model!r}", model)
+    return problem if source is None else f"{what} {model!r} is not on this machine: " + _how_to_get(source)
 
 
 def _missing_model(what: str, source: str) -> tuple[str, str | None]:

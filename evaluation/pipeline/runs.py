@@ -107,9 +107,10 @@ def create_run(
     if existing is not None:
         if existing[0] != config_json:
             stored = json.loads(existing[0])
-            diff = sorted(k for k in set(stored) | set(config) if stored.get(k) != config.get(k))
+            diff = "; ".join(_differences(stored, json.loads(config_json)))
             raise RunError(
-                f"run {name!r} exists with a different configuration (differs in {diff}); choose another name"
+                f"run {name!r} exists with a different configuration ({diff}); choose another name, "
+                "or resume it with --run alone"
             )
         return db.execute("SELECT count(*) FROM run_items WHERE run = ?", [name]).fetchone()[0]
     now = _now()
@@ -118,6 +119,23 @@ def create_run(
         insert_row(db, "runs", {"name": name, "created_at": now, "config": config_json})
         insert_rows(db, "run_items", rows)
     return len(rows)
+
+
+def _differences(stored: Any, given: Any, where: str = "", most: int = 4) -> list[str]:
+    """``"key.path: stored → given"`` for each leaf where two configurations differ (the
+    first `most`; lists compared whole): what a refusal of a changed run names."""
+    if isinstance(stored, dict) and isinstance(given, dict):
+        found: list[str] = []
+        for key in sorted(set(stored) | set(given)):
+            if stored.get(key) != given.get(key):
+                found += _differences(stored.get(key), given.get(key), f"{where}{key}.", most)
+        return found[:most] + ([f"and {len(found) - most} more"] if len(found) > most else [])
+    return [f"{where.rstrip('.')}: {_short(stored)} → {_short(given)}"]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def run_config(db: sqlite_utils.Database, name: str) -> dict:

@@ -2,6 +2,7 @@
 
 import dataclasses
 import hashlib
+import re
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +105,38 @@ def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
     assert "run 'x': 4 images over 1 model(s), 4 prompt(s)" in again
     assert "0 new image(s) judged; 4 in run 'x'" in again
     assert runs.explicit_results(db, run="x") == results
+
+    # A resume takes the run as it was made: options of a new run are refused, not ignored.
+    storage = ["--db", str(tmp_path / "db.sqlite"), "--data-dir", str(tmp_path / "data")]
+    assert main(["explicit", "--run", "x", "--samples", "2", "--size", "5", *storage]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "--size, --samples describe a new run, but without --model run 'x' is resumed as it was made; "
+            "leave them out to resume, or give --model and a new --run name"
+        )
+    )
+    assert _explicit(tmp_path, models, "--size", "2") == 2  # with --model: what changed is named
+    assert re.search(r"prompts\.size: 1 → 2\); choose another name", capsys.readouterr().err)
+    assert runs.explicit_results(db, run="x") == results
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--presence", "novqa", r"the --presence VQA model '.*novqa': no model in the folder"),
+        ("--table", "nodir/table.csv", r"--table '.*nodir/table\.csv': its folder '.*nodir' does not exist"),
+        ("--table", ".", r"--table '.*': is a folder; give a file name"),
+    ],
+)
+def test_a_bad_presence_model_or_table_path_is_refused_before_the_run_is_stored(
+    tmp_path, models, capsys, option, value, message
+):
+    """They were found after every image was generated and scored, leaving the run."""
+    assert _explicit(tmp_path, models, option, str(tmp_path / value)) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "db.sqlite").exists() and not (tmp_path / "data").exists()
 
 
 def test_a_concept_run_is_refused_by_explicit(tmp_path, models, capsys):

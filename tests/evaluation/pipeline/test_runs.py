@@ -131,7 +131,9 @@ def test_creating_a_run_again_keeps_its_items_and_a_changed_grid_is_refused(db, 
     assert db["run_items"].count == 16
     _, other = _plan(tiny, cfgs=(3.0,))
     with pytest.raises(
-        runs.RunError, match=r"run 'r' exists with a different configuration \(differs in \['models'\]\)"
+        runs.RunError,
+        match=r"^run 'r' exists with a different configuration \(models\.tiny-random\.cfg_scales: \[2\.0, 7\.5\] "
+        r"→ \[3\.0\]\); choose another name, or resume it with --run alone$",
     ):
         runs.create_run(db, "r", items, other)
     with pytest.raises(runs.RunError, match="`run` name must be 1-80 letters"):
