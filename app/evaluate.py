@@ -708,6 +708,11 @@ def _explicit_plan(db, registry, models_dir: Path, device: planning.DeviceInfo, 
         f"about **{planning.format_duration(plan.estimate.seconds)}** on {escape(device.name)}."
     ]
     lines += _model_lines(plan.estimate)
+    if isinstance(request.size, int) and request.objects and len(request.objects) < request.size:
+        lines.append(
+            f"\nRounds are limited by the {len(request.objects)} objects chosen: each color gets at most "
+            f"{len(request.objects)} prompts per task, not {request.size}."
+        )
     if not (request.colors or request.objects):
         lines.append(f"\n{QUICK_TRY}")
     warning = planning.cpu_warning(device, request.models)

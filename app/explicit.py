@@ -193,7 +193,7 @@ class ExplicitTab(Tab):
                 value=views.flat_columns(found["table4"]), visible=True, label=f"Rule set: {scoring}"
             ),
             coverage=_shown(coverage.reset_index(), True),
-            category=_shown(figs["category"], True),
+            category=_shown(figs.get("category"), "category" in figs),
             basic=_shown(figs.get("basic"), "basic" in figs),
             modifier=_shown(figs.get("modifier"), "modifier" in figs),
             groups_note=" ".join(missing),

@@ -1,8 +1,9 @@
 """Explicit-color evaluation (GenColorBench): prompts, images, masks, dominant colors, scores, tables.
 
 A new run needs --model and a prompt selection (tasks, color systems, subset size, seed, and
-optionally colors, objects and categories); `--run NAME` resumes a stored run (with the
-masking options given again: they are not stored with it). Every
+optionally colors, objects and categories); `--run NAME` resumes a stored run as it was made
+(options that describe a run are refused without --model), with the masking options given
+again: once an image is masked the run keeps that masking and refuses another. Every
 generated image is masked per object (GroundingDINO + SAM minus the object's negative labels),
 checked for presence (the detection score, or a VQA model with --presence), and its dominant
 color scored against the target's candidate set under the paper's and the released code's
@@ -89,7 +90,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="compact (default, < 10K prompts), full (44K), or N rounds per color",
     )
     parser.add_argument("--prompt-seed", type=seed, default=0, help="seed of the prompt set (default: 0)")
-    parser.add_argument("--colors", default=None, help="comma-separated color names (default: all)")
+    parser.add_argument(
+        "--colors",
+        default=None,
+        help="comma-separated asked-for color names (default: all); a multi-object prompt's second "
+        "color is drawn from the whole system",
+    )
     parser.add_argument("--objects", default=None, help="comma-separated object names (default: all 100)")
     parser.add_argument(
         "--categories", default=None, help="comma-separated object categories (default: all 7)"
@@ -227,7 +233,13 @@ def main(args: argparse.Namespace) -> int:
     """Create or resume the run, generate its images, score them, print the tables."""
     import pandas as pd
 
-    from evaluation.explicit.tables import accuracy_table, coverage_table, image_verdicts, write_csv
+    from evaluation.explicit.tables import (
+        accuracy_table,
+        category_accuracy,
+        coverage_table,
+        image_verdicts,
+        write_csv,
+    )
     from evaluation.models.availability import missing_transformers_model
     from evaluation.pipeline import runs
     from evaluation.pipeline.jobs import check_weights, job_lease, masking_of
@@ -266,8 +278,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"accuracy (%) per task, {args.scoring} rules, color systems averaged:")
         table = accuracy_table(images)
         print(table.to_string())
-        print(f"accuracy (%) per object category, {args.scoring} rules:")
-        print(accuracy_table(images, columns="category").to_string())
+        print(f"accuracy (%) per object category (color_name prompts), {args.scoring} rules:")
+        print(category_accuracy(images).to_string())
     if args.table is not None:
         print(f"table written to {write_csv(table, args.table)}")
     return 0

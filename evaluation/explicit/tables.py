@@ -115,6 +115,23 @@ def accuracy_table(
     return table
 
 
+def category_accuracy(images: pd.DataFrame, *, of: str = "generated") -> pd.DataFrame:
+    """Figure 2: accuracy (%) per model and object category of the ``color_name`` images
+    alone, as the paper grounds "color names across seven semantic object categories" (§4.2):
+    numeric codes and the other tasks' prompts would pool other questions into a category.
+    A two-object image's category is its first object's (the template's subject).
+
+    Returns
+    -------
+    DataFrame
+        Models x categories, percent; empty when the run has no color_name image.
+    """
+    named = images[images["task"] == "color_name"]
+    if named.empty:
+        return pd.DataFrame()
+    return accuracy_table(named, columns="category", of=of)
+
+
 def _counted(images: pd.DataFrame, of: str) -> pd.DataFrame:
     """The images an accuracy is taken over (`accuracy_table`'s `of`)."""
     if of == "generated":

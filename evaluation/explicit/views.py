@@ -272,7 +272,7 @@ def explicit_report(
     chosen = confusion_system or systems[0]
     found = {
         "table4": table4(images),
-        "category": tables.accuracy_table(images, columns="category"),
+        "category": tables.category_accuracy(images),
         "basic": tables.group_accuracy(images, rows, grouping="basic"),
         "modifier": tables.group_accuracy(images, rows, grouping="modifier"),
         "bias": tables.dominant_color_bias(rows, scoring=scoring, system=BIAS_SYSTEM),
@@ -283,7 +283,11 @@ def explicit_report(
 
 
 def _figures(found: dict[str, pd.DataFrame], system: str) -> dict[str, go.Figure]:
-    out = {"category": figures.accuracy_bars(found["category"], title="Accuracy per object category")}
+    out = {}
+    if not found["category"].empty:
+        out["category"] = figures.accuracy_bars(
+            found["category"], title="Accuracy per object category (color names)"
+        )
     for name, title in (("basic", "Basic and intermediate colors"), ("modifier", "Light, dark and -ish")):
         if not found[name].empty:
             out[name] = figures.accuracy_bars(found[name], title=title)

@@ -317,3 +317,11 @@ def test_an_explicit_plan_uses_the_typical_measured_time_and_suggests_a_quick_tr
     narrowed = dataclasses.replace(everything, x_colors="red", x_objects=["car"])
     plan = evaluate._explicit_plan(db, load_registry(), tmp_path / "models", device, narrowed)
     assert plan.startswith("**1 images**") and evaluate.QUICK_TRY not in plan
+    assert "Rounds are limited" not in plan
+    three_rounds = dataclasses.replace(narrowed, x_size="3", x_objects=["car", "apple"])
+    plan = evaluate._explicit_plan(db, load_registry(), tmp_path / "models", device, three_rounds)
+    assert plan.startswith("**2 images**")  # one color x two objects, not three rounds
+    assert (
+        "Rounds are limited by the 2 objects chosen: each color gets at most 2 prompts per task, not 3."
+        in plan
+    )

@@ -9,6 +9,7 @@ import pytest
 from evaluation.color.systems import load_system
 from evaluation.explicit.tables import (
     accuracy_table,
+    category_accuracy,
     color_group,
     color_modifiers,
     confusion,
@@ -116,6 +117,20 @@ def test_accuracy_is_taken_over_every_generated_image_as_the_paper_averages():
     }
     with pytest.raises(ValueError, match="`of` must be 'generated' or 'scored', got 'all'"):
         accuracy_table(images, of="all")
+
+
+def test_figure_2_takes_the_color_name_prompts_alone():
+    """The paper grounds "color names across seven semantic object categories": a numeric
+    prompt of the same category is another question and is left out."""
+    rows = [
+        _row(1, "red", 1, category="fruits"),
+        _row(2, "red", 0, category="fruits"),
+        _row(3, "red", 0, task="numeric", category="fruits"),
+        _row(4, "red", 1, task="numeric", category="animals"),
+    ]
+    images = image_verdicts(rows)
+    assert category_accuracy(images).to_dict("index") == {"m": {"fruits": 50.0}}
+    assert category_accuracy(images[images["task"] == "numeric"]).empty
 
 
 def test_coverage_counts_scored_and_unscored_images():
