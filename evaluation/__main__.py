@@ -49,15 +49,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Parse `argv` and run the command; a ValueError, a file it cannot read or write, a
     database newer than this code, a full disk or a database locked too long becomes a
-    one-line error and exit code 2; Ctrl-C or SIGTERM one line and exit code 130."""
+    one-line error and exit code 2; Ctrl-C one line and exit code 130, SIGTERM the same line
+    and 143."""
     from storage import OPERATOR_WORDS, SchemaRefused, storage_condition
 
     parser = build_parser()
     args = parser.parse_args(argv)
     prefix = f"python -m evaluation {args.command}"
     main_thread = threading.current_thread() is threading.main_thread()
-    # A stop (SIGTERM) ends a command as Ctrl-C does; the caller's handler comes back after.
-    before = signal.signal(signal.SIGTERM, signal.default_int_handler) if main_thread else None
+    # A stop (SIGTERM) ends a command as Ctrl-C does, with the shell's status for it (143, not
+    # Ctrl-C's 130); the caller's handler comes back after.
+    stopped: list[int] = []
+
+    def stop(signum, frame):
+        stopped.append(signum)
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, stop) if main_thread else None
     try:
         return args.handler(args)
     except (ValueError, SchemaRefused) as exc:
@@ -81,10 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print(
-            f"{prefix}: interrupted; what was recorded stays: the same command again resumes a run",
+            f"{prefix}: {'stopped (SIGTERM)' if stopped else 'interrupted'}; what was recorded stays: "
+            "the same command again resumes a run",
             file=sys.stderr,
         )
-        return 130
+        return 128 + signal.SIGTERM if stopped else 130
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, before)

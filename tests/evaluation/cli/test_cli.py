@@ -1,8 +1,11 @@
 """The command line ``python -m evaluation``, end to end on tiny models (CPU, offline)."""
 
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -217,6 +220,37 @@ def test_a_file_the_command_cannot_write_or_read_is_one_line(tmp_path, capsys):
         err.startswith("python -m evaluation score: error: No such file or directory: ")
         and "Traceback" not in err
     )
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_run_stopped_by_sigterm_says_so_exits_143_and_resumes(tiny_models, tmp_path, capsys):
+    """A supervisor's stop ends the command as Ctrl-C does, in one line, with the shell's
+    status for SIGTERM (143; it was Ctrl-C's 130), and the same command resumes."""
+    argv = tiny_grid_argv(tiny_paths(tiny_models), tmp_path)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evaluation", *argv],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while recorded(tmp_path / "db.sqlite") == 0 and process.poll() is None:
+            time.sleep(0.1)  # until the first image is recorded: mid-run
+        process.send_signal(signal.SIGTERM)
+        err = process.communicate(timeout=300)[1]
+    finally:
+        process.kill()
+    assert process.returncode == 143, err[-2000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "python -m evaluation run: stopped (SIGTERM); what was recorded stays: the same command again "
+        "resumes a run"
+    )
+    assert main(argv) == 0
+    items, stored = outcome(tmp_path)
+    assert len(items) == 16 and {r["status"] for r in items} == {"segmented"} and len(stored) == 8
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
