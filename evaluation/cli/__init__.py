@@ -92,12 +92,20 @@ def resume_command(args: argparse.Namespace) -> str:
     return f"python -m evaluation {getattr(args, 'command', 'run')} --run {getattr(args, 'run', 'NAME')} with the same options"
 
 
-def resumed_as_made(
-    args: argparse.Namespace, add_arguments: Callable[[argparse.ArgumentParser], None], names: tuple[str, ...]
-) -> None:
-    """Refuse a resume (no ``--model``) that gives options describing a new run (`names`, as
-    `add_arguments` defines them): they were ignored without a word (a run resumes as it was
-    made; `evaluation.pipeline.runs.create_run` refuses a changed run given with --model)."""
+def resumed_run(
+    db,
+    args: argparse.Namespace,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    names: tuple[str, ...],
+) -> dict:
+    """The configuration of the run a resume (no ``--model``) names, as it was made.
+
+    Refuses options describing a new run (`names`, as `add_arguments` defines them): they
+    were ignored without a word (`evaluation.pipeline.runs.create_run` refuses a changed run
+    given with --model); and a run that does not exist, saying that a new one needs --model.
+    """
+    from evaluation.pipeline import runs
+
     parser = argparse.ArgumentParser(add_help=False)
     add_arguments(parser)
     defaults = vars(parser.parse_args(["--run", args.run]))
@@ -108,6 +116,10 @@ def resumed_as_made(
             f"run {args.run!r} is resumed as it was made; leave {'it' if len(given) == 1 else 'them'} out to "
             "resume, or give --model and a new --run name"
         )
+    try:
+        return runs.run_config(db, args.run)
+    except runs.RunError as error:
+        raise ValueError(f"{error}; a new run needs --model") from None
 
 
 def stage_executor(args: argparse.Namespace, stage: str):

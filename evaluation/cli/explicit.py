@@ -33,7 +33,7 @@ from evaluation.cli import (
     print_workers,
     progress_bar,
     resolve_device,
-    resumed_as_made,
+    resumed_run,
     seed,
     stage_executor,
 )
@@ -165,9 +165,9 @@ def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None]
             db, args.run, specs, prompts, samples=args.samples, settings={"prompts": selection}
         )
         print(f"run {args.run!r}: {n} images over {len(specs)} model(s), {len(prompts)} prompt(s)")
+        config = runs.run_config(db, args.run)
     else:
-        resumed_as_made(args, add_arguments, RUN_OPTIONS)
-    config = runs.run_config(db, args.run)
+        config = resumed_run(db, args, add_arguments, RUN_OPTIONS)
     if config.get("mode") != "explicit":
         raise ValueError(f"run {args.run!r} is not an explicit-color run; use `python -m evaluation run`")
     if check is not None and not args.model:

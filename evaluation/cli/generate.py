@@ -23,7 +23,7 @@ from evaluation.cli import (
     open_db,
     print_workers,
     resolve_device,
-    resumed_as_made,
+    resumed_run,
     stage_executor,
 )
 
@@ -174,7 +174,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 RUN_OPTIONS = (
     "registry", "source", "concepts", "modifier_type", "limit", "styles", "cfg", "samples", "steps", "resolution",
 )  # fmt: skip
-"""The options that describe a concept run (refused on a resume: `resumed_as_made`)."""
+"""The options that describe a concept run (refused on a resume: `resumed_run`)."""
 
 
 def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None] | None = None) -> dict:
@@ -197,8 +197,7 @@ def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None]
             f"run {args.run!r}: {n} images over {len(specs)} model(s), {len(concepts)} concept(s), {len(styles)} style(s)"
         )
         return runs.run_config(db, args.run)
-    resumed_as_made(args, add_arguments, RUN_OPTIONS)
-    config = runs.run_config(db, args.run)
+    config = resumed_run(db, args, add_arguments, RUN_OPTIONS)
     if check is not None:
         check(config)
     return config
