@@ -101,7 +101,8 @@ LIVE = "cc-live"
 # trial's 58 tab stops) leave the Tab order, checked at most every 200 ms however much the
 # page changes. The tools stay usable by pointer. Each chart becomes an image whose text
 # alternative (`_DESCRIBE_JS`) says what it shows: its title, its axes, and for each trace
-# what a reader needs first (a bar chart's five highest bars, named; a scatter's point count).
+# what a reader needs first (a bar chart's five highest bars, named; a line's values; a
+# scatter's range).
 _DESCRIBE_JS = """
   const plain = (t) => String((t && t.text !== undefined ? t.text : t) ?? '')
     .replace(/<[^>]*>/g, ' ').replace(/\\s+/g, ' ').trim();
