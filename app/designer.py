@@ -116,7 +116,7 @@ _MODIFIER = {"visual_state": "visual state", "emotional": "emotion"}
 _HEADER_CSS = """
 .dz-head { display: flex; flex-direction: column; gap: 4px; padding: 4px 2px 8px; }
 .dz-progress { color: #57606a; font-size: 14px; font-weight: 600; letter-spacing: .02em; }
-.dz-concept { font-size: 34px; line-height: 1.1; font-weight: 700; color: #1f2328; }
+.dz-concept { font-size: 34px; line-height: 1.1; font-weight: 700; color: #1f2328; margin: 0; }
 .dz-meta { font-size: 16px; color: #3d444d; }
 .dz-meta b { color: #1f2328; }
 .dz-note { margin-top: 6px; padding: 8px 12px; border-left: 4px solid #bf8700;
@@ -682,6 +682,6 @@ def _header(item: work.WorkItem, progress: str) -> str:
     rules = "".join(f"<li>{escape(rule)}</li>" for rule in RULES)
     return (
         f'<div class="dz-head"><div class="dz-progress">{escape(kind)}</div>'
-        f'<div class="dz-concept">{escape(concept["key"])}</div>'
+        f'<h2 class="dz-concept">{escape(concept["key"])}</h2>'
         f'<div class="dz-meta">{meta}</div>{note}<ul class="dz-rules">{rules}</ul></div>'
     )

@@ -448,7 +448,7 @@ function fillAt(px, py) {
   render(minX, minY, maxX + 1, maxY + 1);
   endOp(before, { x0: minX, y0: minY, x1: maxX + 1, y1: maxY + 1 }, "fill");
   rememberColor(S.color);
-  status(`Filled ${count.toLocaleString()} px with ${S.color}.`);
+  status(`Filled ${count.toLocaleString()} px with ${said(S.color)}.`);
 }
 
 function stamp(cx, cy, erase, box) {
@@ -487,7 +487,7 @@ function pickAt(p) {
     return;
   }
   setColor(rgbToHex(S.layer[j], S.layer[j + 1], S.layer[j + 2]));
-  status("Picked " + S.color + ".");
+  status("Picked " + said(S.color) + ".");
 }
 
 // ---------- colors: hue bar, saturation/value square, hex and RGB fields ----------
@@ -622,6 +622,12 @@ async function loadNames() {
   setColor(S.color, S.hsv);
   drawPresets();
   drawRecent();
+}
+// A color as the status line says it to a screen reader: its name and code when the names
+// are loaded ("vivid yellow · yellow (#f3c300)"), else its code.
+function said(hex) {
+  const name = colorName(hex);
+  return name ? `${name} (${hex})` : hex;
 }
 // "moderate olive brown · brown", or "" until the table is loaded.
 function colorName(hex) {
@@ -786,7 +792,7 @@ function applyAtCrosshair() {
     if (box.x1 > box.x0) {
       endOp(before, box, erase ? "eraser stroke" : "brush stroke");
       if (!erase) rememberColor(S.color);
-      status(erase ? "Erased." : `Painted with ${S.color}.`);
+      status(erase ? "Erased." : `Painted with ${said(S.color)}.`);
     }
   } else status("Pan moves the view: choose Fill, Brush or Eraser to color with Enter.", "warn");
 }
@@ -824,7 +830,7 @@ function onPointerUp() {
     const box = s.box.x1 > s.box.x0 ? s.box : null;
     endOp(s.before, box, s.erase ? "eraser stroke" : "brush stroke");
     if (box && !s.erase) rememberColor(S.color);
-    if (box) status(s.erase ? "Erased." : `Painted with ${S.color}.`);
+    if (box) status(s.erase ? "Erased." : `Painted with ${said(S.color)}.`);
   }
 }
 function onKey(ev) {

@@ -3,6 +3,7 @@ a submit clicked right after the last fill keeps that fill; the canvas names col
 double click submits once, and each new sketch opens with the bucket fill, at the page's top."""
 
 import json
+import re
 
 import pytest
 
@@ -160,6 +161,7 @@ def _start_practice(live_app, page) -> int:
     annotator_id = _read_instructions(live_app, page)
     page.get_by_role("button", name="I have read the instructions").click()
     expect(page.locator("#designer_header .dz-concept")).to_have_text("banana")
+    expect(page.get_by_role("heading", name="banana", exact=True)).to_be_visible()  # the concept, a heading
     page.wait_for_selector(f"{CANVAS}[data-ready=true]")
     return annotator_id
 
@@ -477,7 +479,10 @@ def test_a_designer_colors_and_submits_with_the_keyboard_alone(shared_live, page
     point = at()
     assert abs(point[0] - PEEL[0]) <= step / 2 + 1 and abs(point[1] - PEEL[1]) <= step / 2 + 1, point
     _committed(page, lambda: page.keyboard.press("Enter"))
-    expect(page.locator(f"{CANVAS} .cc-status")).to_contain_text("Filled")
+    # The status line (read out) names the color, not only its code.
+    expect(page.locator(f"{CANVAS} .cc-status")).to_have_text(
+        re.compile(r"^Filled [\d,]+ px with [a-z -]+ · [a-z -]+ \(#[0-9a-f]{6}\)\.$")
+    )
     _shot(page, "keyboard-fill")
 
     _tab_to(page, "#designer_submit", "Shift+Tab")
