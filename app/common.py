@@ -17,6 +17,7 @@ import functools
 import hashlib
 import html
 import inspect
+import json
 import logging
 import math
 import re
@@ -638,6 +639,18 @@ def live(markdown: gr.Markdown) -> gr.Markdown:
     the page shows nowhere else: a saved coloring, the next trial); returns it."""
     markdown.elem_classes = [*(markdown.elem_classes or []), LIVE]
     return markdown
+
+
+def focus_next(selector: str) -> str:
+    """Browser code (an `app.tabs.On` row's ``js``, after an action) that puts the keyboard
+    focus on the first element matching `selector` once the page has shown the action's
+    result, unless the focus is still on something shown: a button that hides itself (*I
+    agree*) otherwise leaves it on the page's top, where a screen reader starts over."""
+    return (
+        "() => requestAnimationFrame(() => { const held = document.activeElement;"
+        " if (held && held !== document.body && held.offsetParent) return;"
+        f" const next = document.querySelector({json.dumps(selector)}); if (next) next.focus(); }})"
+    )
 
 
 def note_area(elem_id: str) -> gr.Markdown:

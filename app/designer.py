@@ -50,6 +50,7 @@ from app.common import (
     PLUMBING,
     AppContext,
     escape,
+    focus_next,
     id_field,
     live,
     named_table,
@@ -166,8 +167,11 @@ LISTING = ("table", "gallery")
 _TOKEN = ("session_token",)
 EVENTS = (
     On("refresh.click", "state", _TOKEN, VIEW, "message", "designer_state"),
+    # After each step the focus goes to the next one (the pressed button hides), not the page's top.
     On("agree.click", "consent", (*_TOKEN, "agreed"), VIEW, "agree_note", "designer_consent"),
+    On("then", None, (), (), js=focus_next("#designer_read")),
     On("read.click", "instructions_read", _TOKEN, VIEW, "read_note", "designer_instructions_read"),
+    On("then", None, (), (), js=focus_next("#designer_header .dz-concept")),
     On("continue.click", "continue_", _TOKEN, VIEW, "continue_note", "designer_continue"),
     # The submit sends the canvas as it is at the click, not its value of 250 ms ago.
     On(
@@ -682,6 +686,6 @@ def _header(item: work.WorkItem, progress: str) -> str:
     rules = "".join(f"<li>{escape(rule)}</li>" for rule in RULES)
     return (
         f'<div class="dz-head"><div class="dz-progress">{escape(kind)}</div>'
-        f'<h2 class="dz-concept">{escape(concept["key"])}</h2>'
+        f'<h2 class="dz-concept" tabindex="-1">{escape(concept["key"])}</h2>'
         f'<div class="dz-meta">{meta}</div>{note}<ul class="dz-rules">{rules}</ul></div>'
     )

@@ -166,7 +166,7 @@ def test_a_designer_onboards_and_three_colorings_put_their_mass_on_the_nearest_b
     for i, colors in enumerate(PAIRS):
         task = json.loads(view["task"])
         assert task["kind"] == "batch" and f"Batch 1 · {i} of 3 done" in view["header"]
-        assert f'<h2 class="dz-concept">{task["concept"]}</h2>' in view["header"]  # a heading
+        assert f'<h2 class="dz-concept" tabindex="-1">{task["concept"]}</h2>' in view["header"]  # a heading
         view, layer = study.submit(token, view, colors, elapsed=30.0 + i)
         assert view["message"].startswith(f"Saved your coloring of **{task['concept']}**")
         sketch = study.sketch(task)

@@ -162,6 +162,7 @@ def _start_practice(live_app, page) -> int:
     page.get_by_role("button", name="I have read the instructions").click()
     expect(page.locator("#designer_header .dz-concept")).to_have_text("banana")
     expect(page.get_by_role("heading", name="banana", exact=True)).to_be_visible()  # the concept, a heading
+    expect(page.locator("#designer_header .dz-concept")).to_be_focused()  # not the page's top
     page.wait_for_selector(f"{CANVAS}[data-ready=true]")
     return annotator_id
 
@@ -174,6 +175,7 @@ def _read_instructions(live_app, page) -> int:
     page.get_by_label("I have read this information").check()
     page.get_by_role("button", name="I agree: continue").click()
     expect(page.locator("#designer_instructions_text")).to_contain_text("How to color")
+    expect(page.locator("#designer_read")).to_be_focused()  # the next step, not the page's top
     return annotator_id
 
 
