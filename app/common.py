@@ -105,28 +105,38 @@ LIVE = "cc-live"
 # what a reader needs first (a bar chart's five highest bars, named; a line's values; a
 # scatter's range).
 _DESCRIBE_JS = """
-  const plain = (t) => String((t && t.text !== undefined ? t.text : t) ?? '')
+  // A title is text or {text, font...}; an object without text says nothing.
+  const plain = (t) => String((t && typeof t === 'object' ? t.text : t) ?? '')
     .replace(/<[^>]*>/g, ' ').replace(/\\s+/g, ' ').trim();
   const num = (v) => Number(v).toLocaleString('en', { maximumSignificantDigits: 3 });
   const show = (v) => (typeof v === 'number' ? num(v) : plain(v));
   const describe = (gd) => {
-    const layout = gd._fullLayout || {};
+    const layout = gd.layout || {};  // the one the figure gave (the full one has placeholders)
     const label = gd.closest('.block')?.querySelector('[data-testid="block-label"]')?.textContent;
-    const parts = [plain(gd.layout?.title) || plain(label) || 'Chart'];  // the full layout's is a placeholder
+    const parts = [plain(layout.title) || plain(label) || 'Chart'];
     const axis = (id, side) => plain(layout[`${side}axis${(id || side).slice(1)}`]?.title);
     const axes = [axis('y', 'y'), axis('x', 'x')].filter(Boolean);
     if (axes.length) parts.push(axes.join(' by '));
-    for (const t of (gd._fullData || []).filter((t) => t.visible === true).slice(0, 8)) {
+    // A reference line (y = x) draws no data: its hover is off.
+    const traces = (gd._fullData || []).filter((t) => t.visible === true && t.hoverinfo !== 'skip');
+    let points = 0;
+    for (const t of traces.slice(0, 8)) {
       const across = t.orientation === 'h';
       const values = Array.from((across ? t.x : t.y) || [], Number);
       const labels = Array.from((across ? t.y : t.x) || []);
+      points += values.length;
       let said;
-      if (t.type === 'bar') {
+      if (typeof t.meta?.alt === 'string') {  // the figure's own words (a strip of named swatches)
+        said = t.meta.alt;
+      } else if (t.type === 'bar') {
         const named = (i) => {
           const extra = t.customdata?.[i];  // a UW-71 bar's name (evaluation.analysis.figures)
-          return Array.isArray(extra) && typeof extra[4] === 'string' ? `${labels[i]} ${extra[4]}` : show(labels[i]);
+          if (Array.isArray(extra) && typeof extra[4] === 'string') return `${labels[i]} ${extra[4]}`;
+          const text = Array.isArray(t.text) ? t.text[i] : '';  // a bar's own words (a color's name)
+          return text ? `${show(labels[i])} ${plain(text)}` : show(labels[i]);
         };
-        const top = values.map((v, i) => [v, i]).filter(([v]) => Number.isFinite(v) && v !== 0)
+        // Of a distribution's many bars the empty ones say nothing; of a few, a 0 is a result.
+        const top = values.map((v, i) => [v, i]).filter(([v]) => Number.isFinite(v) && (v !== 0 || values.length <= 12))
           .sort((a, b) => b[0] - a[0]).slice(0, 5);
         said = `${values.length} bars` + (top.length ? `, highest: ${top.map(([v, i]) => `${named(i)} ${num(v)}`).join(', ')}` : '');
       } else if (t.type === 'heatmap') {
@@ -139,9 +149,13 @@ _DESCRIBE_JS = """
         const finite = values.filter(Number.isFinite);
         said = `${values.length} points` + (finite.length ? `, from ${num(finite.reduce((a, b) => Math.min(a, b)))} to ${num(finite.reduce((a, b) => Math.max(a, b)))}` : '');
       }
-      const other = t.yaxis && t.yaxis !== 'y' ? axis(t.yaxis, 'y') : '';  // a second panel's trace
+      const other = t.yaxis && t.yaxis !== 'y' && axis(t.yaxis, 'y') !== axes[0] ? axis(t.yaxis, 'y') : '';  // a second panel's own axis
       const name = [/^trace \\d+$/.test(t.name) ? '' : plain(t.name), other && `(${other})`].filter(Boolean).join(' ');
       parts.push(name ? `${name}: ${said}` : said);
+    }
+    if (!points) {  // an empty chart says why in its note
+      const notes = (layout.annotations || []).map((n) => plain(n.text)).filter(Boolean);
+      parts.push(notes.length ? notes.join(' ') : 'no data');
     }
     return parts.join('; ');
   };
@@ -165,6 +179,8 @@ JS = (
         chart.setAttribute('role', 'img');
         chart.setAttribute('aria-label', said);
       }}
+      // The image's label says it all: its drawing and tools are not read out one by one.
+      chart.querySelectorAll('.svg-container, .modebar-container').forEach((inner) => inner.setAttribute('aria-hidden', 'true'));
     }});
   }};
   let marking = false;

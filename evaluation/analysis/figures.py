@@ -151,6 +151,10 @@ def dominant_strip(colors, counts, *, title: str = "", unit: str = "samples") ->
             customdata=[[h, c, n, b] for h, c, n, b in zip(hexes, counts, names.l3, names.basic)],
             hovertemplate=f"%{{customdata[0]}} %{{customdata[2]}} (%{{customdata[3]}})"
             f"<br>%{{customdata[1]}} {unit}<extra></extra>",
+            # what a screen reader says of the swatches (`app.common.JS` reads ``meta.alt``)
+            meta={
+                "alt": ", ".join(f"{n} · {b}: {c} {unit}" for c, n, b in zip(counts, names.l3, names.basic))
+            },
         )
     )
     margin = {"l": 10, "r": 10, "t": 50 if title else 30, "b": 30}  # 30: room for gr.Plot's label

@@ -1,6 +1,8 @@
 """A researcher opens a concept in the Concept browser and sees people's colors next to
 each model's, as charts, in a real browser."""
 
+import re
+
 import pytest
 
 from evaluation.pipeline.planning import detect_device
@@ -59,6 +61,21 @@ def test_researcher_opens_a_concept_and_sees_human_and_model_charts(live_app, pa
     )
     titles = " ".join(panels.all_text_contents())
     assert "model-a" in titles and "model-b" in titles
+    # A screen reader hears each panel by its title, with its highest bars named.
+    said = page.locator("#browser_distributions .js-plotly-plot").get_attribute("aria-label")
+    assert said.startswith(
+        "UW-71 distributions (same axis); probability; Human: reference set 'uw71-ratings': 71 bars, highest: "
+    ), said
+    for model in ("model-a", "model-b"):
+        assert re.search(
+            rf"; {model} · natural · cfg 7\.5 \(\d images, 0 excluded\): 71 bars, highest: \d+ [a-z]", said
+        )
+    assert "Click to enter" not in said and "object Object" not in said
+    strips = page.locator("#browser_strips .js-plotly-plot").get_attribute("aria-label")
+    assert "object Object" not in strips and "Click to enter" not in strips, strips
+    assert re.search(
+        r"model-a · natural · cfg 7\.5[^;]*: [a-z -]+ · [a-z -]+: \d+ (samples|images)", strips
+    ), strips
     expect(page.locator("#browser_metrics [role=row][data-index]")).to_have_count(2)
     assert sorted(row[0] for row in table_rows(page, "browser_metrics")) == ["model-a", "model-b"]
     expect(page.locator("#browser_gallery img")).to_have_count(5)
