@@ -19,6 +19,7 @@ The tab is a `SketchesTab` (the shape of `app.tabs`): its handlers are methods m
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import gradio as gr
 
@@ -85,10 +86,12 @@ EVENTS = (
         "import.click",
         "import_files",
         (*_TOKEN, "files", "import_base", "select"),
-        ("results",),
+        ("results", "files"),
         "import_note",
         "sketches_import",
     ),
+    # An import may select sketches: the list of concepts without one follows.
+    On("then", "missing", _TOKEN, ("coverage", "missing"), "coverage"),
     On("show.click", "list_sketches", (*_TOKEN, "base"), ("gallery", "table"), "message", "sketches_list"),
     On("use.click", "select", (*_TOKEN, "sketch_id", "why"), ("message",), "message", "sketches_select"),
     On(
@@ -124,11 +127,21 @@ class SketchesTab(Tab):
 
     @role(*ROLES)
     def import_files(self, db, actor, files: list | None, base: str, select: bool) -> dict:
-        """Vet, normalise and store uploaded sketch files; one result row per file."""
+        """Vet, normalise and store uploaded sketch files; one result row per file. The
+        files imported leave the upload list (a refusal keeps them there), so the next
+        import is of the files added next."""
         if not files:
-            raise ValueError("`files` is empty: choose one or more PNG, JPEG, WebP or SVG files")
+            raise ValueError(
+                "no sketch file is chosen: add one or more PNG, JPEG, WebP or SVG files under Sketch files"
+            )
         paths = [uploaded(f if isinstance(f, str) else f.name, "files") for f in files]
         target = None if base in (None, "", _FROM_NAMES) else base
+        if target is not None and len(paths) > 1:
+            names = ", ".join(repr(Path(p).name) for p in paths[:4]) + (", ..." if len(paths) > 4 else "")
+            raise ValueError(
+                f"`Concept` {target!r} is for a single file, and {len(paths)} are chosen ({names}): "
+                "import one file for that concept, or set Concept to the one in each file's name"
+            )
         config = self.ctx.config
         results = sketch_store.import_sketches(
             db,
@@ -148,7 +161,8 @@ class SketchesTab(Tab):
                     _import_outcome(r),
                 ]
                 for r in results
-            ]
+            ],
+            files=None,
         )
 
     @role(*ROLES)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import struct
 import tempfile
 import zlib
@@ -371,8 +372,12 @@ def open_image(
         problem = png_data_problem(data) if image.format == "PNG" else None
         if problem:
             raise ImageRefused(f"{name} is a corrupt or truncated image: {problem}")
-    except Image.DecompressionBombError as error:
-        raise ImageRefused(f"{name} is too large to decode safely: {error}") from None
+    except Image.DecompressionBombError as error:  # Pillow refuses it before our own check
+        found = re.search(r"\((\d+) pixels\)", str(error))
+        size = f"{int(found[1]):,} pixels" if found else "more pixels than can be decoded safely"
+        raise ImageRefused(
+            f"{name} has {size}; at most {max_pixels:,} are allowed (decoding it could exhaust the server's memory)"
+        ) from None
     except UnidentifiedImageError:
         raise ImageRefused(f"{name} is not an image file (PNG, JPEG or WebP expected)") from None
     except (OSError, SyntaxError, ValueError, EOFError) as error:

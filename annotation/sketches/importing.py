@@ -220,7 +220,7 @@ def check_svg_self_contained(svg: str) -> None:
         name = str(element.tag).rsplit("}", 1)[-1]
         if name in _SVG_REFUSED_ELEMENTS:
             raise ValueError(
-                f"the SVG contains a <{name}> element; sketches are outlines "
+                f"the SVG contains {'an' if name[:1] in 'aeiou' else 'a'} <{name}> element; sketches are outlines "
                 "only, with no pictures, scripts or embedded documents"
             )
         texts = [(key.rsplit("}", 1)[-1], value) for key, value in element.attrib.items()]

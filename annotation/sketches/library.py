@@ -367,7 +367,10 @@ def import_sketches(
         try:
             png = _vetted_png(Path(path), name, max_pixels, max_bytes)
         except (NotLineArtError, InvalidInput, ValueError) as error:
-            results.append(ImportResult(name, target, None, str(error)))
+            reason = str(error)  # each refusal names its file, as most reasons do already
+            results.append(
+                ImportResult(name, target, None, reason if reason.startswith(name) else f"{name}: {reason}")
+            )
             continue
         known = db["sketches"].count_where(
             "base = ? and sha256 = ?", [target, hashlib.sha256(png).hexdigest()]

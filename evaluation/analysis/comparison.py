@@ -148,7 +148,9 @@ def distributions_figure(panels: Sequence[Panel], *, columns: int = 2) -> go.Fig
     top = 1.05 * max(float(p.p.max()) for p in panels)
     for i, panel in enumerate(panels):
         row, col = i // columns + 1, i % columns + 1
-        fig.add_trace(figures.distribution_bar(panel.p).data[0].update(name=panel.title), row=row, col=col)
+        bars = figures.distribution_bar(panel.p).data[0]
+        bars.name = panel.title  # what a screen reader calls the panel (no legend is shown)
+        fig.add_trace(bars, row=row, col=col)
         if i + columns >= len(panels):  # nothing below: this panel carries its column's x title
             fig.update_xaxes(title={"text": "UW-71 color index", "standoff": 4}, row=row, col=col)
     fig.update_yaxes(range=[0, top])
@@ -205,7 +207,8 @@ def strips_figure(panels: Sequence[Panel]) -> go.Figure:
             )
         else:
             strip = figures.dominant_strip(panel.colors, panel.counts).data[0]
-            fig.add_trace(strip.update(name=panel.title), row=i, col=1)
+            strip.name = panel.title
+            fig.add_trace(strip, row=i, col=1)
     fig.update_xaxes(showticklabels=False, showgrid=False)
     fig.update_yaxes(visible=False, range=[0, 1], fixedrange=True)
     margin = {"l": 10, "r": 10, "t": STRIP_GAP_PX, "b": 30}

@@ -287,7 +287,7 @@ def test_an_svg_that_reaches_outside_itself_is_refused_before_resvg_reads_anythi
     )
     assert rasterize_svg(outline.format('<g clip-path="url(#c)"/>'), 64).min() == 0
     refused = {
-        f'<image href="{black}" width="64" height="64"/>': "contains a <image> element",
+        f'<image href="{black}" width="64" height="64"/>': "contains an <image> element",
         # The reference is quoted cut to a bounded length (a temporary path can be long).
         f'<use xlink:href="{black}#c"/>': r"refers to something outside the file \('.*' in <use>\)",
         '<rect fill="url(http://example.org/p#x)" width="4" height="4"/>': "outside the file \\('http://example.org/p#x' in <rect>\\)",

@@ -203,13 +203,14 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
         assert summary == f"**{len(SHIPPED)} of {N_BASES}** base concepts have a sketch."
         assert len(missing["data"]) == N_BASES - len(SHIPPED)
         photo = _photo(tmp_path / "rose.png")
-        results = client.predict(
+        results, files = client.predict(
             admin,
             [handle_file(svg), handle_file(photo)],
             "(from the file names)",
             True,
             api_name="/sketches_import",
         )
+        assert files is None  # the upload list is emptied: the next import is of the next files
         assert [r[:2] for r in results["data"]] == [["tulip.svg", "tulip"], ["rose.png", "rose"]]
         assert results["data"][0][2].startswith("imported as sketch ")
         assert results["data"][1][2].startswith("refused: rose.png: not line art")
@@ -218,10 +219,22 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
         tulip = int(results["data"][0][2].rsplit(" ", 1)[1])
         message = client.predict(admin, tulip, "clean lines", api_name="/sketches_select")
         assert message == f"Sketch {tulip} is now the sketch of **tulip**."
-        table = client.predict(admin, [handle_file(svg)], "daisy", False, api_name="/sketches_import")["data"]
+        # A picked concept is for one file: for several it is refused, naming them.
+        with pytest.raises(
+            AppError,
+            match=r"`Concept` 'daisy' is for a single file, and 2 are chosen \('tulip\.svg', 'rose\.png'\)",
+        ):
+            client.predict(
+                admin, [handle_file(svg), handle_file(photo)], "daisy", True, api_name="/sketches_import"
+            )
+        table = client.predict(admin, [handle_file(svg)], "daisy", False, api_name="/sketches_import")[0][
+            "data"
+        ]
         assert table[0][1] == "daisy"
         # The same drawing again is no new sketch, and the result says so.
-        again = client.predict(admin, [handle_file(svg)], "daisy", False, api_name="/sketches_import")["data"]
+        again = client.predict(admin, [handle_file(svg)], "daisy", False, api_name="/sketches_import")[0][
+            "data"
+        ]
         assert again[0][2] == (
             f"already in the library as sketch {table[0][2].rsplit(' ', 1)[1]} (the same drawing): nothing new stored"
         )
