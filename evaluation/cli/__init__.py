@@ -184,14 +184,21 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
 
 def resolve_device(name: str) -> str:
     """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; other names unchanged
-    (ValueError for a name torch would not take)."""
+    (ValueError for a name torch would not take, or a device this machine lacks)."""
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", name or ""):
         raise ValueError(f"--device must be auto, cpu, cuda, cuda:N or mps, got {name!r}")
-    if name != "auto":
-        return name
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    # Checked before any model loads: torch would say so only when the first one moves there.
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(
+            f"--device {name}: torch sees no CUDA device on this machine; use --device cpu or auto"
+        )
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("--device mps: torch sees no MPS device on this machine; use --device cpu or auto")
+    return name
 
 
 def concept_run_config(db, run: str) -> dict:

@@ -221,11 +221,19 @@ def _score(db, args: argparse.Namespace, segmenter, device: str, executor) -> in
 
 def _unwritable_table(path: Path) -> str:
     """Why the accuracy table cannot be written to `path`, or "" (checked before the run,
-    which would otherwise end in the error after all its images)."""
+    which would otherwise end in the error after all its images): a probe file is made in
+    its folder and removed."""
+    import tempfile
+
     if path.is_dir():
         return "is a folder; give a file name"
     if not path.parent.is_dir():
         return f"its folder {str(path.parent)!r} does not exist (or is not a folder)"
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".probe"):
+            pass
+    except OSError as error:
+        return f"nothing can be written in its folder {str(path.parent)!r} ({error.strerror or error})"
     return ""
 
 
@@ -240,7 +248,7 @@ def main(args: argparse.Namespace) -> int:
         image_verdicts,
         write_csv,
     )
-    from evaluation.models.availability import missing_transformers_model
+    from evaluation.models.availability import missing_transformers_model, wrong_model_kind
     from evaluation.pipeline import runs
     from evaluation.pipeline.jobs import check_weights, job_lease, masking_of
 
@@ -251,6 +259,7 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"--presence-threshold must be in [0, 1], got {args.presence_threshold}")
     if args.presence != "detection" and (
         problem := missing_transformers_model(args.presence, what="the --presence VQA model")
+        or wrong_model_kind(args.presence, "image-text-to-text", what="the --presence model")
     ):
         raise ValueError(f"{problem}; or give --presence detection")
     if args.table is not None and (why := _unwritable_table(args.table)):

@@ -25,6 +25,9 @@ from evaluation.cli import DEFAULT_DATA_DIR, add_device_arguments, seed
 
 HELP = "audit color judges (CLIP-like, yes/no VLMs) with Rainbow foils on synthetic renders"
 DTYPES = ("float32", "float16", "bfloat16")
+MIN_SIZE, MAX_SIZE = 32, 1024
+"""Render side per shape, in pixels: the probes' own floor, and a ceiling that keeps a
+two-object render (2 x 1024 x 1024 x 3 float64, 50 MB) far from a machine's memory."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also probe the images and masks listed in this CSV (item_id, image, mask, noun[, source]): "
         "designer colorings, verified generated images",
     )
-    parser.add_argument("--size", type=int, default=64, help="render side per shape in pixels (default: 64)")
+    parser.add_argument(
+        "--size",
+        type=int,
+        default=64,
+        help=f"render side per shape in pixels, {MIN_SIZE}-{MAX_SIZE} (default: 64)",
+    )
     parser.add_argument(
         "--two-objects",
         type=float,
@@ -72,14 +80,29 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.judges.judges import parse_judge
     from evaluation.judges.probes import items_from_manifest, synthetic_items
     from evaluation.judges.report import audit, describe
-    from evaluation.models.availability import missing_transformers_model
+    from evaluation.models.availability import missing_transformers_model, wrong_model_kind
 
+    twice = sorted({spec for spec in args.judge if args.judge.count(spec) > 1})
+    if twice:
+        raise ValueError(f"--judge {twice[0]!r} is given twice: each judge once (its rows would count twice)")
     for spec in args.judge:
-        _, model = parse_judge(spec)
-        if model and (problem := missing_transformers_model(model)):
+        kind, model = parse_judge(spec)
+        if model and (
+            problem := missing_transformers_model(model)
+            or wrong_model_kind(
+                model,
+                "contrastive" if kind == "contrastive" else "image-text-to-text",
+                what=f"--judge {kind}: the model",
+            )
+        ):
             raise ValueError(problem)
     if args.items < (0 if args.items_from else 1):
         raise ValueError(f"--items must be at least {0 if args.items_from else 1}, got {args.items}")
+    if not MIN_SIZE <= args.size <= MAX_SIZE:
+        raise ValueError(f"--size must be {MIN_SIZE} to {MAX_SIZE} pixels per shape, got {args.size}")
+    if not 0 <= args.two_objects <= 1:
+        raise ValueError(f"--two-objects must lie in [0, 1], got {args.two_objects}")
+    device, dtype = resolve_device(args.device), getattr(torch, args.dtype)
     rng = np.random.default_rng(args.seed)
     items = (
         synthetic_items(args.items, rng=rng, size=args.size, two_objects=args.two_objects)
@@ -92,7 +115,6 @@ def main(args: argparse.Namespace) -> int:
         for item_id, reason in refused:
             print(f"  refused {item_id}: {reason}")
         items += loaded
-    device, dtype = resolve_device(args.device), getattr(torch, args.dtype)
     report = audit(args.judge, items, args.out, rng=rng, device=device, dtype=dtype, progress=progress_bar)
     print(describe(report.summary))
     print(f"wrote {', '.join(p.name for p in report.paths)} to {args.out}")

@@ -112,6 +112,34 @@ def missing_transformers_model(
     return problem if source is None else f"{what} {model!r} is not on this machine: " + _how_to_get(source)
 
 
+#: What each kind of transformers model must be, by the model types transformers maps to it.
+MODEL_KINDS = {
+    "image-text-to-text": ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "an image-text-to-text (VQA) model"),
+    "contrastive": (
+        "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+        "a CLIP-like contrastive model",
+    ),
+}
+
+
+def wrong_model_kind(model: str, kind: str, *, what: str, cache_dir: str | Path | None = None) -> str:
+    """Why the model `model` (on this machine: check `missing_transformers_model` first) is not
+    of `kind` (a key of `MODEL_KINDS`), or "": its ``config.json``'s model type against the
+    types transformers maps to that kind, read before the model is (loading a SAM as a VQA
+    model ended a run in a list of a hundred class names, after its images)."""
+    from transformers import AutoConfig
+    from transformers.models.auto import modeling_auto
+
+    table, described = MODEL_KINDS[kind]
+    try:
+        config = AutoConfig.from_pretrained(model, cache_dir=cache_dir, local_files_only=True)
+    except (OSError, ValueError) as error:
+        return f"{what} {model!r} has no configuration transformers can read ({error})"
+    if config.model_type in getattr(modeling_auto, table):
+        return ""
+    return f"{what} {model!r} is a {config.model_type!r} model, not {described}"
+
+
 def _missing_model(what: str, source: str) -> tuple[str, str | None]:
     """``(what, hub id)`` for a hub id not in the cache; ``(sentence, None)`` for a folder (a
     path: "hf download PATH" would be no advice)."""

@@ -128,6 +128,7 @@ def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
         ("--presence", "novqa", r"the --presence VQA model '.*novqa': no model in the folder"),
         ("--table", "nodir/table.csv", r"--table '.*nodir/table\.csv': its folder '.*nodir' does not exist"),
         ("--table", ".", r"--table '.*': is a folder; give a file name"),
+        ("--table", "/proc/t.csv", r"--table '/proc/t\.csv': nothing can be written in its folder '/proc'"),
     ],
 )
 def test_a_bad_presence_model_or_table_path_is_refused_before_the_run_is_stored(
@@ -137,6 +138,16 @@ def test_a_bad_presence_model_or_table_path_is_refused_before_the_run_is_stored(
     assert _explicit(tmp_path, models, option, str(tmp_path / value)) == 2
     assert re.search(message, capsys.readouterr().err)
     assert not (tmp_path / "db.sqlite").exists() and not (tmp_path / "data").exists()
+
+
+def test_a_presence_model_that_cannot_answer_questions_is_refused_before_the_run(tmp_path, models, capsys):
+    """A SAM given as the VQA model was loaded after the images, in a hundred class names."""
+    assert _explicit(tmp_path, models, "--presence", str(models / "tiny-sam")) == 2
+    assert (
+        f"the --presence model '{models / 'tiny-sam'}' is a 'sam' model, not an image-text-to-text (VQA) model; "
+        "or give --presence detection" in capsys.readouterr().err
+    )
+    assert not (tmp_path / "db.sqlite").exists()
 
 
 def test_a_concept_run_is_refused_by_explicit(tmp_path, models, capsys):

@@ -267,3 +267,76 @@ def test_a_judge_model_not_on_the_machine_is_named_before_anything_runs(tmp_path
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
     assert not out.exists()
+
+
+def _pixel_audit(folder, *extra: str, device: str = "cpu") -> list[str]:
+    """``judge-audit`` of the pixel judge on two items into ``folder/out``, with `extra`."""
+    return [
+        "judge-audit",
+        "--judge",
+        "pixel",
+        *extra,
+        "--items",
+        "2",
+        "--out",
+        str(folder / "out"),
+        "--device",
+        device,
+    ]
+
+
+@pytest.fixture(scope="module")
+def tiny_judges(tmp_path_factory):
+    from evaluation.models.tiny import build_tiny_clip, build_tiny_vlm
+
+    root = tmp_path_factory.mktemp("judges")
+    return {"clip": build_tiny_clip(root / "clip"), "vlm": build_tiny_vlm(root / "vlm")}
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--size", "100000"], "--size must be 32 to 1024 pixels per shape, got 100000"),
+        (["--size", "0"], "--size must be 32 to 1024 pixels per shape, got 0"),
+        (["--two-objects", "1.5"], "--two-objects must lie in [0, 1], got 1.5"),
+        (["--two-objects", "nan"], "--two-objects must lie in [0, 1], got nan"),
+        (["--judge", "pixel"], "--judge 'pixel' is given twice: each judge once"),
+        (
+            ["--judge", "contrastive:{vlm}"],
+            "--judge contrastive: the model '{vlm}' is a 'llava' model, not a CLIP-like",
+        ),
+        (
+            ["--judge", "yesno:{clip}"],
+            "--judge yesno: the model '{clip}' is a 'clip' model, not an image-text-to-text",
+        ),
+    ],
+    ids=["size-huge", "size-zero", "two-objects", "two-objects-nan", "twice", "vlm-as-clip", "clip-as-vlm"],
+)
+def test_judge_audit_options_are_refused_naming_them_before_anything_is_rendered(
+    tmp_path, capsys, tiny_judges, extra, message
+):
+    """An outside tester's --size 100000 ended in a 224 GiB allocation's traceback, a VLM as a
+    contrastive judge in a processor's error, and a judge given twice counted its rows twice."""
+    from evaluation.__main__ import main
+
+    extra = [e.format(**{k: str(v) for k, v in tiny_judges.items()}) for e in extra]
+    message = message.format(**{k: str(v) for k, v in tiny_judges.items()})
+    assert main(_pixel_audit(tmp_path, *extra)) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_device_this_machine_lacks_is_refused_before_any_model_loads(tmp_path, capsys):
+    import torch
+
+    from evaluation.__main__ import main
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    assert main(_pixel_audit(tmp_path, device="cuda")) == 2
+    assert (
+        "--device cuda: torch sees no CUDA device on this machine; use --device cpu or auto"
+        in capsys.readouterr().err
+    )
+    assert not (tmp_path / "out").exists()
