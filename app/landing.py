@@ -329,7 +329,7 @@ def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[st
     with shown_errors("join_open_link"), ctx.db() as db:
         throttle.check(db, address)
         try:
-            joined = crowd.join(db, params.get("study", ""), params, address=address)
+            joined = crowd.join(db, crowd.one_param(params, "study") or "", params, address=address)
         except InvalidToken:
             throttle.record_failure(db, address, "study link")
             raise

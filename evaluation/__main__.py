@@ -15,6 +15,8 @@ import sqlite3
 import sys
 import threading
 
+from storage import OPERATOR_WORDS, SchemaRefused, storage_condition
+
 COMMANDS = {
     "generate": "evaluation.cli.generate",
     "segment": "evaluation.cli.segment",
@@ -51,14 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     database newer than this code, a full disk or a database locked too long becomes a
     one-line error and exit code 2; Ctrl-C one line and exit code 130, SIGTERM the same line
     and 143."""
-    from storage import OPERATOR_WORDS, SchemaRefused, storage_condition
-
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    prefix = f"python -m evaluation {args.command}"
     main_thread = threading.current_thread() is threading.main_thread()
     # A stop (SIGTERM) ends a command as Ctrl-C does, with the shell's status for it (143, not
-    # Ctrl-C's 130); the caller's handler comes back after.
+    # Ctrl-C's 130), from the first moment (building the parser imports for a second or
+    # more); the caller's handler comes back after.
     stopped: list[int] = []
 
     def stop(signum, frame):
@@ -66,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     before = signal.signal(signal.SIGTERM, stop) if main_thread else None
+    prefix = "python -m evaluation"
     try:
+        args = build_parser().parse_args(argv)
+        prefix = f"python -m evaluation {args.command}"
         return args.handler(args)
     except (ValueError, SchemaRefused) as exc:
         print(f"{prefix}: error: {exc}", file=sys.stderr)
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             what, then = OPERATOR_WORDS[condition]
             print(
                 f"{prefix}: error: {what} ({text}{where}); what was recorded stays: {then}, "
-                "then the same command again resumes a run",
+                "then the same command again goes on where it stopped",
                 file=sys.stderr,
             )
         return 2

@@ -510,7 +510,7 @@ def room_for_one_more(db: sqlite_utils.Database, study_id: int) -> bool:
     return wanted - (active * asked - done) >= asked
 
 
-def _one(params: Mapping[str, str | list[str]], name: str) -> str | None:
+def one_param(params: Mapping[str, str | list[str]], name: str) -> str | None:
     """The value of parameter `name` of a study link; a parameter given twice (a list of
     values) is refused rather than one of them taken."""
     value = params.get(name)
@@ -523,7 +523,7 @@ def _one(params: Mapping[str, str | list[str]], name: str) -> str | None:
 
 
 def _external_id(params: Mapping[str, str | list[str]], name: str) -> str:
-    value = _one(params, name)
+    value = one_param(params, name)
     if not value:
         raise InvalidInput(
             f"the study link needs your participant id in `{name}`; open it from the study page"
@@ -539,7 +539,7 @@ def _external_id(params: Mapping[str, str | list[str]], name: str) -> str:
 def _optional_id(params: Mapping[str, str | list[str]], name: str) -> str | None:
     """The platform's study or session id, None where the link has none (MTurk's); a value
     that is not an id is refused, naming the parameter, rather than dropped unsaid."""
-    value = _one(params, name)
+    value = one_param(params, name)
     if not value:
         return None
     if len(value) > MAX_EXTERNAL_ID or not _ID_CHARS.fullmatch(value):
@@ -678,18 +678,26 @@ def mark_returned(
 
     Raises
     ------
+    InvalidInput
+        The id is empty.
     NotFound
         Nobody with that id joined this link.
     Conflict
-        They completed or were screened out already.
+        They completed, were screened out or returned already.
     """
     link = get_link(db, link_id)
+    if not external_id:
+        raise InvalidInput(
+            "`External id that returned` is empty: type the platform id of the person who returned"
+        )
     with transaction(db):
         rows = list(
             db["crowd_participants"].rows_where("link_id = ? and external_id = ?", [link["id"], external_id])
         )
         if not rows:
             raise NotFound(f"nobody with the id {shown(external_id)} joined open link {link['id']}")
+        if rows[0]["status"] == "returned":
+            raise Conflict(f"{shown(external_id)} is marked returned already; nothing changed")
         if rows[0]["status"] in FINISHED:
             raise Conflict(
                 f"{shown(external_id)} has status {rows[0]['status']}; it is not changed to returned"

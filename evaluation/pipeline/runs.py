@@ -107,7 +107,7 @@ def create_run(
     if existing is not None:
         if existing[0] != config_json:
             stored = json.loads(existing[0])
-            diff = "; ".join(_differences(stored, json.loads(config_json)))
+            diff = "; ".join(_differences(stored, json.loads(config_json), most=8))
             raise RunError(
                 f"run {name!r} exists with a different configuration ({diff}); choose another name, "
                 "or resume it with --run alone"

@@ -231,6 +231,10 @@ def test_the_list_of_links_follows_the_payment_counts(live_app, page, platform):
     expect(page.locator("#start_status")).to_contain_text(
         "This study link did not work: the study link gives PROLIFIC_PID 2 times"
     )
+    page.goto(f"{live_app.url}?study={token}&study={token}&PROLIFIC_PID=dupC&STUDY_ID=s&SESSION_ID=x")
+    expect(page.locator("#start_status")).to_contain_text(
+        "This study link did not work: the study link gives study 2 times"
+    )
     page.goto(live_app.url)
     sign_in_admin(page)
     open_tab(page, "Study")

@@ -165,6 +165,13 @@ def test_a_place_freed_by_a_time_out_or_a_return_is_taken_again(setup):
     _join(db, token, "pid-a", minutes_ago=31)
     assert not _join(db, token, "pid-b").resumed
     crowd.mark_returned(db, link["id"], "pid-b", ADMIN, now=T0)
+    # A second press says it was done already (it said "marked returned" again); an empty id is named.
+    before = _dump(db)
+    with pytest.raises(Conflict, match=r"^'pid-b' is marked returned already; nothing changed$"):
+        crowd.mark_returned(db, link["id"], "pid-b", ADMIN, now=T0)
+    with pytest.raises(InvalidInput, match=r"^`External id that returned` is empty"):
+        crowd.mark_returned(db, link["id"], "", ADMIN, now=T0)
+    assert _dump(db) == before
     assert not _join(db, token, "pid-c").resumed
     with pytest.raises(Conflict, match="your time for this study ran out"):
         _join(db, token, "pid-a")

@@ -269,7 +269,7 @@ def test_a_run_that_fills_its_disk_ends_in_one_line_and_resumes_to_the_same_rows
         assert err.strip().splitlines()[-1] == (
             "python -m evaluation run: error: a disk it writes to is full (database or disk is full); "
             "what was recorded stays: free some space beside the database and the data folder, then the "
-            "same command again resumes a run"
+            "same command again goes on where it stopped"
         )
         assert recorded(disk / "db.sqlite") > 0  # it stopped mid-run
         filler.unlink()
