@@ -818,12 +818,13 @@ def _progress_html(rows) -> str:
         kind = "explicit" if explicit else run["kind"]
         body.append(
             f"<tr><td>{html.escape(run['name'])}</td><td>{html.escape(kind)}</td>"
-            f"<td><progress max='1' value='{fraction:.4f}'></progress> {100 * fraction:.0f}%</td>"
+            f"<td><progress max='1' value='{fraction:.4f}' aria-label='{100 * fraction:.0f}% done'></progress>"
+            f" {100 * fraction:.0f}%</td>"
             f"<td>{counts}{_worker_lines(workers)}</td>"
             f"<td data-state='{html.escape(state)}'>{html.escape(state + note)}</td></tr>"
         )
     head = "<tr><th>Run</th><th>Kind</th><th>Progress</th><th>Counts</th><th>Job</th></tr>"
-    return f"<table class='evaluate-runs'>{head}{''.join(body)}</table>"
+    return f"<table class='evaluate-runs' aria-label='Evaluation runs'>{head}{''.join(body)}</table>"
 
 
 def _import_source(data_dir: Path, upload, folder) -> tuple[str, list[Path]]:
