@@ -160,6 +160,8 @@ _DESCRIBE_JS = """
     return parts.join('; ');
   };
 """
+
+
 def _compact(js: str) -> str:
     """`js` without its indentation, blank lines and comments (two spaces, then ``//``): it
     goes into every page, which issue 28 keeps under 300 kB."""
