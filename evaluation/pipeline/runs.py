@@ -130,12 +130,7 @@ def _differences(stored: Any, given: Any, where: str = "", most: int = 4) -> lis
             if stored.get(key) != given.get(key):
                 found += _differences(stored.get(key), given.get(key), f"{where}{key}.", most)
         return found[:most] + ([f"and {len(found) - most} more"] if len(found) > most else [])
-    return [f"{where.rstrip('.')}: {_short(stored)} → {_short(given)}"]
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 60 else f"{text[:57]}..."
+    return [f"{where.rstrip('.')}: {shown(stored)} → {shown(given)}"]
 
 
 def run_config(db: sqlite_utils.Database, name: str) -> dict:
