@@ -93,12 +93,20 @@ EVENTS = (
     # An import may select sketches: the list of concepts without one follows.
     On("then", "missing", _TOKEN, ("coverage", "missing"), "coverage"),
     On("show.click", "list_sketches", (*_TOKEN, "base"), ("gallery", "table"), "message", "sketches_list"),
-    On("use.click", "select", (*_TOKEN, "sketch_id", "why"), ("message",), "message", "sketches_select"),
+    On(
+        "use.click",
+        "select",
+        (*_TOKEN, "base", "sketch_id", "why"),
+        ("message",),
+        "message",
+        "sketches_select",
+    ),
+    # The candidates stored show under "A concept's sketches", where one is chosen.
     On(
         "generate.click",
         "generate",
         (*_TOKEN, "model", "generate_base"),
-        ("candidates",),
+        ("candidates", "base", "gallery", "table"),
         "generate_note",
         "sketches_generate",
     ),
@@ -170,6 +178,10 @@ class SketchesTab(Tab):
         """A base concept's sketches: images and a table."""
         if not base:
             raise ValueError("`concept` is empty: pick a base concept")
+        return self.named(**self._sketches_of(db, base))
+
+    def _sketches_of(self, db, base: str) -> dict:
+        """The ``gallery`` and ``table`` updates of a base concept's sketches."""
         rows = sketch_store.sketches_of(db, base)
         gallery = [
             (
@@ -189,13 +201,18 @@ class SketchesTab(Tab):
             ]
             for r in rows
         ]
-        return self.named(gallery=gallery, table=table)
+        return {"gallery": gallery, "table": table}
 
     @role(*ROLES)
-    def select(self, db, actor, sketch_id: str, why: str) -> dict:
-        """Make a sketch its base concept's sketch for new tasks."""
+    def select(self, db, actor, base: str, sketch_id: str, why: str) -> dict:
+        """Make a sketch of the concept on screen that concept's sketch for new tasks."""
+        if not base:
+            raise ValueError(
+                "`Base concept` is empty: pick the concept, Show sketches, then give the id of one of them"
+            )
+        sketch_store.check_base(db, base)
         sketch_id = whole_number(sketch_id, "sketch id")
-        sketch_store.select_sketch(db, sketch_id, actor=actor.pseudonym, why=why or "")
+        sketch_store.select_sketch(db, sketch_id, actor=actor.pseudonym, why=why or "", base=base)
         row = sketch_store.get_sketch(db, sketch_id)
         return self.named(message=f"Sketch {row['id']} is now the sketch of **{row['base']}**.")
 
@@ -231,7 +248,9 @@ class SketchesTab(Tab):
                     f"stored as sketch {c.sketch_id}" if c.sketch_id is not None else f"refused: {c.reason}",
                 )
                 for c in candidates
-            ]
+            ],
+            base=base,
+            **self._sketches_of(db, base),
         )
 
 

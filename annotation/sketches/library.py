@@ -224,17 +224,28 @@ def select_sketch(
     *,
     actor: str = "system",
     why: str = "",
+    base: str | None = None,
     now: dt.datetime | None = None,
 ) -> None:
     """Make `sketch_id` its base concept's sketch for new tasks (one selected per base).
+
+    With `base`, the sketch must be one of that concept's: an id typed for the concept on
+    screen never makes another concept's drawing that concept's sketch.
 
     Raises
     ------
     NotFound
         If there is no such sketch.
+    ValueError
+        If the sketch is not one of `base`'s.
     """
     check_length(why, "why")
     row = get_sketch(db, sketch_id)
+    if base is not None and row["base"] != base:
+        raise ValueError(
+            f"sketch {sketch_id} is a sketch of {row['base']!r}, not of {base!r}: "
+            f"give the id of one of {base!r}'s sketches (Show sketches lists them)"
+        )
     with transaction(db):
         update_rows(db, "sketches", {"base": row["base"], "id !=": sketch_id}, {"selected": 0})
         update_rows(db, "sketches", {"id": sketch_id}, {"selected": 1})

@@ -63,7 +63,7 @@ def test_a_designer_beyond_the_submission_rate_is_refused_and_nothing_is_written
         ("/admin_revoke", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
         ("/admin_review_practice", ("admin", "1", "redo", "x" * (MAX_TEXT_CHARS + 1)), "why"),
         ("/expert_reinstate", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
-        ("/sketches_select", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
+        ("/sketches_select", ("admin", "bear", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
     ],
 )
 def test_text_beyond_its_limit_is_refused_with_the_field_and_the_limit(app, api_name, args, field):

@@ -598,7 +598,7 @@ CASES = [
     Case(
         "sketches-select-fractional",
         "/sketches_select",
-        as_role("admin", 1.5, "why"),
+        as_role("admin", "bear", 1.5, "why"),
         "`sketch id` must be a whole number, got '1.5'",
     ),
     # The Sketches tab's concept pickers fill at sign-in, so the server hands their value on

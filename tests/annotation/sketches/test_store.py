@@ -217,7 +217,15 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
         gallery, table = client.predict(admin, "rose", api_name="/sketches_list")
         assert [r[1:3] for r in table["data"]] == [["shipped", "yes"]] and len(gallery) == 1
         tulip = int(results["data"][0][2].rsplit(" ", 1)[1])
-        message = client.predict(admin, tulip, "clean lines", api_name="/sketches_select")
+        # The id is taken as one of the concept on screen: another concept's is refused.
+        with pytest.raises(AppError, match=rf"sketch {tulip} is a sketch of 'tulip', not of 'rose'"):
+            client.predict(admin, "rose", tulip, "typo", api_name="/sketches_select")
+        with pytest.raises(AppError, match="`Base concept` is empty"):
+            client.predict(admin, "", tulip, "", api_name="/sketches_select")
+        assert [r[1:3] for r in client.predict(admin, "rose", api_name="/sketches_list")[1]["data"]] == [
+            ["shipped", "yes"]
+        ]
+        message = client.predict(admin, "tulip", tulip, "clean lines", api_name="/sketches_select")
         assert message == f"Sketch {tulip} is now the sketch of **tulip**."
         # A picked concept is for one file: for several it is refused, naming them.
         with pytest.raises(
@@ -245,7 +253,7 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
         for api, args in (
             ("/sketches_missing", ()),
             ("/sketches_list", ("rose",)),
-            ("/sketches_select", (tulip, "")),
+            ("/sketches_select", ("tulip", tulip, "")),
             ("/sketches_generate", ("tiny-random", "tulip")),
         ):
             with pytest.raises(AppError, match="needs the role admin"):
