@@ -538,10 +538,16 @@ def _external_id(params: Mapping[str, str | list[str]], name: str) -> str:
 
 def _optional_id(params: Mapping[str, str | list[str]], name: str) -> str | None:
     """The platform's study or session id, None where the link has none (MTurk's); a value
-    that is not an id is refused, naming the parameter, rather than dropped unsaid."""
+    that is not an id, or an empty one (the platform filled in nothing), is refused, naming
+    the parameter, rather than dropped unsaid."""
     value = one_param(params, name)
-    if not value:
+    if value is None:
         return None
+    if not value:
+        raise InvalidInput(
+            f"`{name}` is in the study link but empty, so the platform did not fill it in; "
+            "open the study from the platform's page"
+        )
     if len(value) > MAX_EXTERNAL_ID or not _ID_CHARS.fullmatch(value):
         raise InvalidInput(
             f"`{name}` must be 1-{MAX_EXTERNAL_ID} letters, digits, '.', '_' or '-' (a letter or digit first), "

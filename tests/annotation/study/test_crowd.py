@@ -225,6 +225,8 @@ def test_a_platform_id_that_is_not_an_id_or_a_parameter_given_twice_is_refused_a
         InvalidInput, match=r"^the study link gives `PROLIFIC_PID` 2 times, so it is not clear which is yours"
     ):
         _join(db, token, ["dupA", "dupB"])
+    with pytest.raises(InvalidInput, match=r"^`SESSION_ID` is in the study link but empty"):
+        _join(db, token, "pid-a", SESSION_ID="")
     assert _dump(db) == before
     joined = crowd.join(db, token, {"PROLIFIC_PID": "pid-m"}, address="1.2.3.4", now=T0)  # ids are optional
     row = db["crowd_participants"].get(joined.session.annotator_id)
