@@ -96,7 +96,9 @@ class BrowserTab(Tab):
         )
         lines = [view.human_label, human.describe(db, view.source), view.metrics_note]
         updates = {
-            "label": "  \n".join(escape(line) for line in lines if line),
+            # The concept is the view's heading, as the designer's is, for a screen reader's
+            # list of headings.
+            "label": f"## {escape(concept)}\n\n" + "  \n".join(escape(line) for line in lines if line),
             "distributions": view.distributions,
             "strips": view.strips,
             "metrics": view.metrics.round(4),

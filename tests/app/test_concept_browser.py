@@ -37,7 +37,7 @@ def test_the_browser_shows_people_and_each_model_side_by_side_with_their_metrics
         label, bars, strips, table, gallery, title, shifts, shift_plot = client.predict(
             researcher, "apple", "lab", "natural", "6", api_name="/browser_show"
         )
-    assert label.startswith("Human ground truth: reference set &#x27;lab&#x27;")
+    assert label.startswith("## apple\n\nHuman ground truth: reference set &#x27;lab&#x27;")
     assert "two concepts rated by our lab" in label
     bars = figure(bars)
     assert [t.y.tolist() for t in bars.data] == [
@@ -99,5 +99,5 @@ def test_an_unknown_source_is_a_clear_error_and_the_admin_may_browse(tmp_path):
         label, bars, *_ = client.predict(
             admin, "apple", "uw71-ratings", "natural", "recommended", api_name="/browser_show"
         )
-        assert label.startswith("Human ground truth: reference set &#x27;uw71-ratings&#x27;")
+        assert "\n\nHuman ground truth: reference set &#x27;uw71-ratings&#x27;" in label
         assert len(figure(bars).data) == 1

@@ -53,6 +53,7 @@ def test_researcher_opens_a_concept_and_sees_human_and_model_charts(live_app, pa
     search(page, "browser_concept", "apple")
     page.click("#browser_show")
     expect(page.locator("#browser_label")).to_contain_text("Human ground truth: reference set 'uw71-ratings'")
+    expect(page.get_by_role("heading", level=2, name="apple", exact=True)).to_be_visible()
     for chart in ("distributions", "strips", "shift_plot"):
         expect(page.locator(f"#browser_{chart} .js-plotly-plot")).to_be_visible()
     panels = page.locator(
