@@ -219,12 +219,16 @@ class SketchesTab(Tab):
     @role(*ROLES)
     def generate(self, db, actor, model: str, base: str) -> dict:
         """Generate five candidates for a base concept with a registry model."""
+        from evaluation.models.availability import missing_weights
         from evaluation.models.registry import get_model, load_pipeline
 
         if not model or not base:
             raise ValueError("pick a model and a base concept first")
         spec = get_model(model)
         sketch_store.check_base(db, base)  # before the model loads
+        missing = missing_weights([spec])
+        if missing:
+            raise ValueError("; ".join(missing))
         # The paper gives no guidance scale for sketches: the middle of the model's sweep.
         pipeline = load_pipeline(spec, device=_device())
         candidates = sketch_store.generate_candidates(

@@ -627,6 +627,13 @@ CASES = [
         as_role("admin", ["apple"]),
         r"`base` must name a base concept, got \['apple'\]",
     ),
+    # A model whose weights are not here is named with how to get them, before it loads.
+    Case(
+        "sketches-generate-weights-missing",
+        "/sketches_generate",
+        as_role("admin", "sdxl", "apple"),
+        r"model 'sdxl' \(stabilityai/stable-diffusion-xl-base-1\.0\) is not on this machine: download it",
+    ),
     Case(
         "sketches-generate-unknown-concept",
         "/sketches_generate",
