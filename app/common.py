@@ -737,6 +737,9 @@ def checked_by_handler(dropdown: gr.Dropdown) -> gr.Dropdown:
     # On this one component, not a subclass: Gradio writes a .pyi file beside any module
     # that subclasses a component.
     dropdown.preprocess = lambda payload: payload
+    # A handler that shows a concept in it (Sketches' Generate) would make Gradio warn that
+    # the value is not among those built-with choices.
+    dropdown.postprocess = lambda value: value
     dropdown.api_info = lambda: {"type": "string"}
     return dropdown
 

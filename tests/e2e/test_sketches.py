@@ -2,7 +2,8 @@
 
 The admin refreshes the coverage, imports two files at once (a line-art SVG named after
 its concept and a photo, which is refused with the reason), then opens the concept's
-sketches and makes the imported one the sketch designers color.
+sketches and makes the imported one the sketch designers color; then generates candidates
+for another concept and finds them refused, that concept's sketches shown.
 """
 
 import re
@@ -70,4 +71,24 @@ def test_admin_imports_a_folder_of_sketches_and_chooses_the_one_designers_color(
     )
     [row] = live_app.query("select base, source, selected from sketches where id = ?", (int(sketch_id),))
     assert row == {"base": "pear", "source": "imported", "selected": 1}
+
+    # Five candidates for another concept from the tiny model: its noise is refused, each
+    # candidate saying why, and that concept's sketches show above, where one is chosen.
+    page.locator("#sketches_model input").click()
+    page.get_by_role("option", name="Tiny random SD (test model) (tiny-random)", exact=True).click()
+    choose = page.locator("#sketches_generate_base input")
+    choose.click()
+    choose.press_sequentially("apple")
+    page.get_by_role("option", name="apple", exact=True).click()
+    page.click("#sketches_generate")
+    expect(page.locator("#sketches_candidates img")).to_have_count(5)
+    expect(page.locator("#sketches_candidates")).to_contain_text("refused: not line art")
+    expect(page.locator("#sketches_base input")).to_have_value("apple")
+    expect(page.locator("#sketches_gallery img")).to_have_count(1)
+    assert [row[1:3] for row in table_rows(page, "sketches_table")] == [["shipped", "yes"]]
+    # An id of pear's typed while apple is shown is refused beside the button.
+    page.click("#sketches_use")
+    expect(page.locator("#sketches_message")).to_contain_text(
+        f"sketch {sketch_id} is a sketch of 'pear', not of 'apple'"
+    )
     assert page.js_errors == []

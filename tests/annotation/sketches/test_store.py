@@ -227,6 +227,15 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
         ]
         message = client.predict(admin, "tulip", tulip, "clean lines", api_name="/sketches_select")
         assert message == f"Sketch {tulip} is now the sketch of **tulip**."
+        # Five candidates from the tiny model (random weights draw noise: each is refused, and
+        # says so); the concept's sketches show where one is chosen.
+        candidates, shown_base, gallery, table = client.predict(
+            admin, "tiny-random", "tulip", api_name="/sketches_generate"
+        )
+        assert len(candidates) == 5
+        assert all(c["caption"].startswith("refused: not line art") for c in candidates)
+        assert shown_base == "tulip"
+        assert [r[:3] for r in table["data"]] == [[str(tulip), "imported", "yes"]] and len(gallery) == 1
         # A picked concept is for one file: for several it is refused, naming them.
         with pytest.raises(
             AppError,
