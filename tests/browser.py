@@ -187,6 +187,33 @@ def pick(page, elem_id: str, option: str, *, tries: int = 5) -> None:
     assert field.input_value() == option, f"#{elem_id} did not keep {option!r} after {tries} tries"
 
 
+def click_to_replace(page, elem_id: str) -> None:
+    """Click the search box `elem_id`; once its text (if any) is selected, typing replaces it.
+
+    The page selects the text a moment after the click (`app.common.JS`); a person types later
+    than that, so the test waits for it.
+    """
+    page.locator(f"#{elem_id} input").click()
+    page.wait_for_function(
+        "(id) => { const i = document.querySelector(`#${id} input`);"
+        " return i.value.length === 0 || (i.selectionStart === 0 && i.selectionEnd === i.value.length); }",
+        arg=elem_id,
+    )
+
+
+def search(page, elem_id: str, option: str, typed: str | None = None) -> None:
+    """Click the search box `elem_id`, type `typed` (default `option`) and choose `option`."""
+    field = page.locator(f"#{elem_id} input")
+    click_to_replace(page, elem_id)
+    typed = option if typed is None else typed
+    page.keyboard.type(typed)
+    # Wait for the list to be filtered before clicking: under load it can still be
+    # re-ordering, and a click lands on the option that moved under the pointer.
+    expect(page.get_by_role("option").filter(has_not_text=typed)).to_have_count(0)
+    page.get_by_role("option", name=option, exact=True).click()
+    expect(field).to_have_value(option)
+
+
 def open_tab(page, title: str) -> None:
     """Click the tab called `title` (it must be visible to the signed-in person)."""
     page.get_by_role("tab", name=title).click()

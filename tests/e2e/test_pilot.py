@@ -37,8 +37,7 @@ from evaluation.analysis.tables import RATIO_OF_MEANS
 from evaluation.concepts import load_concepts
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.browser import LiveApp, chromium_browser, expect, pick, start_evaluation, table_rows
-from tests.e2e.test_researcher import search
+from tests.browser import LiveApp, chromium_browser, expect, pick, search, start_evaluation, table_rows
 from tests.e2e.test_scenario import _color_and_submit, _person
 from tests.research_data import install_tiny, tiny_models  # noqa: F401  (fixture)
 

@@ -10,11 +10,13 @@ from storage import open_db
 from storage.human import COUNTING_RULE
 from tests.browser import (  # noqa: F401
     ARTIFACTS,
+    click_to_replace,
     expect,
     live_app,
     open_tab,
     page,
     pick,
+    search,
     settled,
     sign_in,
     table_rows,
@@ -82,33 +84,6 @@ def test_researcher_opens_a_concept_and_sees_human_and_model_charts(live_app, pa
     expect(page.locator("#browser_gallery img")).to_have_count(5)
     expect(page.locator("#browser_variants_title")).to_contain_text("Base concept apple")
     assert page.js_errors == []
-
-
-def click_to_replace(page, elem_id: str) -> None:
-    """Click the search box `elem_id`; once its text (if any) is selected, typing replaces it.
-
-    The page selects the text a moment after the click (`app.common.JS`); a person types later
-    than that, so the test waits for it.
-    """
-    page.locator(f"#{elem_id} input").click()
-    page.wait_for_function(
-        "(id) => { const i = document.querySelector(`#${id} input`);"
-        " return i.value.length === 0 || (i.selectionStart === 0 && i.selectionEnd === i.value.length); }",
-        arg=elem_id,
-    )
-
-
-def search(page, elem_id: str, option: str, typed: str | None = None) -> None:
-    """Click the search box `elem_id`, type `typed` (default `option`) and choose `option`."""
-    field = page.locator(f"#{elem_id} input")
-    click_to_replace(page, elem_id)
-    typed = option if typed is None else typed
-    page.keyboard.type(typed)
-    # Wait for the list to be filtered before clicking: under load it can still be
-    # re-ordering, and a click lands on the option that moved under the pointer.
-    expect(page.get_by_role("option").filter(has_not_text=typed)).to_have_count(0)
-    page.get_by_role("option", name=option, exact=True).click()
-    expect(field).to_have_value(option)
 
 
 def test_the_concept_box_starts_empty_and_typing_replaces_and_searches(live_app, page):

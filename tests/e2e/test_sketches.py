@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.browser import ADMIN_PASSWORD, expect, live_app, page, table_rows  # noqa: F401
+from tests.browser import ADMIN_PASSWORD, expect, live_app, page, search, table_rows  # noqa: F401
 
 pytestmark = pytest.mark.browser
 PEAR = (
@@ -56,10 +56,7 @@ def test_admin_imports_a_folder_of_sketches_and_chooses_the_one_designers_color(
     # The imported files leave the upload list, and the coverage follows without a Refresh.
     expect(page.locator("#sketches_files")).not_to_contain_text("plum")
     expect(page.locator("#sketches_coverage")).not_to_have_text(covered)
-    choose = page.locator("#sketches_base input")
-    choose.click()
-    choose.press_sequentially("pear")
-    page.get_by_role("option", name="pear", exact=True).click()
+    search(page, "sketches_base", "pear")
     page.click("#sketches_show")
     expect(page.locator("#sketches_gallery img")).to_have_count(1)
     assert [row[:3] for row in table_rows(page, "sketches_table")] == [[sketch_id, "imported", "yes"]]
@@ -76,10 +73,7 @@ def test_admin_imports_a_folder_of_sketches_and_chooses_the_one_designers_color(
     # candidate saying why, and that concept's sketches show above, where one is chosen.
     page.locator("#sketches_model input").click()
     page.get_by_role("option", name="Tiny random SD (test model) (tiny-random)", exact=True).click()
-    choose = page.locator("#sketches_generate_base input")
-    choose.click()
-    choose.press_sequentially("apple")
-    page.get_by_role("option", name="apple", exact=True).click()
+    search(page, "sketches_generate_base", "apple")
     page.click("#sketches_generate")
     expect(page.locator("#sketches_candidates img")).to_have_count(5)
     expect(page.locator("#sketches_candidates")).to_contain_text("refused: not line art")
