@@ -58,7 +58,7 @@ import sqlite_utils
 from annotation.errors import AnnotationError, Conflict, InvalidInput
 from annotation.files import resolve
 from evaluation.color.naming import DOMINANT_COLUMNS, names_of_uw71, with_bin_names
-from storage import file_stamp
+from storage import file_stamp, private_folder
 from storage.spreadsheet import csv_text, write_csv
 
 SKIPPED_TABLES = ("settings", "coloring_samples")
@@ -220,7 +220,10 @@ def download_archive_path(data_dir: str | Path, *, now: str) -> Path:
         A time stamp for the name, e.g. `storage.db.iso()`.
     """
     stamp = file_stamp(now)
-    return Path(data_dir) / "exports" / f"colorconcept-export-{stamp}-{secrets.token_hex(16)}.zip"
+    return (
+        private_folder(Path(data_dir) / "exports")
+        / f"colorconcept-export-{stamp}-{secrets.token_hex(16)}.zip"
+    )
 
 
 def export_archive(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import shutil
 
 import gradio as gr
 
@@ -40,6 +41,7 @@ from app.common import (
     role,
     whole_number,
 )
+from app.guard import exports_folder
 from app.tabs import On, Tab
 from storage import utcnow
 
@@ -177,13 +179,17 @@ class CrowdLinks(Tab):
         per_trial = _finite(bonus, "Bonus per trial")
         table = crowd.payment_rows(db, link_id)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-        folder = self.ctx.config.data_dir / "exports" / f"crowd-{link_id}" / stamp
-        folder.mkdir(parents=True, exist_ok=True)
         texts = {"payments.csv": crowd.payment_csv(table), "approve.txt": crowd.approval_ids(table)}
         if per_trial:
             texts["bonus.csv"] = crowd.bonus_csv(table, per_trial)
-        for name, text in texts.items():
-            (folder / name).write_text(text, encoding="utf-8", newline="")
+        folder = exports_folder(self.ctx.config.data_dir, f"crowd-{link_id}", stamp)
+        folder.mkdir(parents=True)
+        try:
+            for name, text in texts.items():
+                (folder / name).write_text(text, encoding="utf-8", newline="")
+        except BaseException:  # a full disk: no half-written set of files is left
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         return self.named(files=[str(folder / name) for name in texts])
 
     def _payments(self, db, link_id) -> dict:

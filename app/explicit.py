@@ -20,6 +20,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.common import AppContext, empty_note, escape, named_table, note_area, own_session, role, visible_to
+from app.guard import exports_folder
 from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab, wire_events
 from evaluation.color.systems import SYSTEMS
@@ -217,7 +218,7 @@ class ExplicitTab(Tab):
         )
         if "table4" not in report.tables:
             raise ValueError(f"run {report.run!r} has no scored image yet: nothing to export")
-        paths = views.export_report(report, self.ctx.config.data_dir / "exports" / "explicit")
+        paths = views.export_report(report, exports_folder(self.ctx.config.data_dir, "explicit"))
         return {self.parts["files"]: [str(p) for p in paths]}
 
     @role(*ROLES, "admin")

@@ -54,6 +54,7 @@ from annotation.errors import AnnotationError
 from annotation.people.accounts import Actor, require
 from app.coloring_canvas import served_files
 from app.health import Health
+from storage import private_folder
 
 COOKIE = "cc_session"
 # The page keeps the cookie in step with its session: set on sign-in, cleared on sign-out.
@@ -357,6 +358,13 @@ def data_rule(relative: Path | PurePosixPath) -> DataRule | None:
     return None
 
 
+def exports_folder(data_dir: str | Path, *parts: str) -> Path:
+    """The folder `parts` under the data folder's ``exports/``, which is kept readable by the
+    server's account alone (0700, `storage.private_folder`): the crowd payment files there
+    name every worker's platform id. The folder `parts` names is not made here."""
+    return private_folder(Path(data_dir) / "exports").joinpath(*parts)
+
+
 def download_path(data_dir: str | Path, kind: str, name: str, *, now: float | None = None) -> Path:
     """Where a download of `kind` (``"backups"`` or ``"invites"``) named `name` is written.
 
@@ -378,8 +386,7 @@ def download_path(data_dir: str | Path, kind: str, name: str, *, now: float | No
     # Readable by the server's account alone, as the database is: a backup holds every
     # hash, an invite list working links (folders made by older code are closed too).
     for made in (root.parent, root, folder):
-        made.mkdir(mode=0o700, exist_ok=True)
-        made.chmod(0o700)
+        private_folder(made)
     return folder / name
 
 

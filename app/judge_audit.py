@@ -21,6 +21,7 @@ import gradio as gr
 import numpy as np
 
 from app.common import AppContext, note_area, role, seed_number, whole_number
+from app.guard import exports_folder
 from app.tabs import On, Tab
 from evaluation.analysis.figures import judge_failure_heatmap
 from evaluation.judges.judges import parse_judge
@@ -77,11 +78,8 @@ class JudgeAuditTab(Tab):
             raise ValueError(f"`items` must lie in 1-{MAX_ITEMS} and `seed` be >= 0, got {n} and {seed}")
         sources = {spec: self._source(spec) for spec in specs}
         rng = np.random.default_rng(seed)
-        folder = (
-            self.ctx.config.data_dir
-            / "exports"
-            / "judge-audit"
-            / f"{iso()[:19].replace(':', '')}-{secrets.token_hex(16)}"
+        folder = exports_folder(
+            self.ctx.config.data_dir, "judge-audit", f"{iso()[:19].replace(':', '')}-{secrets.token_hex(16)}"
         )
         report = audit(specs, synthetic_items(n, rng=rng), folder, rng=rng, device=_device(), sources=sources)
         first, matrix = next(iter(report.matrices.items()))

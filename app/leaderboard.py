@@ -37,6 +37,7 @@ from app.common import (
     seed_number,
     whole_number,
 )
+from app.guard import exports_folder
 from app.tabs import On, Tab
 from evaluation.analysis.bootstrap import (
     MAX_COLORINGS,
@@ -289,7 +290,7 @@ class LeaderboardTab(Tab):
         """Every table as CSV and every figure as HTML, under the data folder's exports/."""
         _, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
         paths = export_analyses(
-            result, analysis_figures(result), self.ctx.config.data_dir / "exports" / "research"
+            result, analysis_figures(result), exports_folder(self.ctx.config.data_dir, "research")
         )
         return self.named(files=[str(p) for p in paths])
 

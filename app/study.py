@@ -36,6 +36,7 @@ from app.common import (
     visible_to,
     whole_number,
 )
+from app.guard import exports_folder
 from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import table3_figure
@@ -226,7 +227,7 @@ class StudyTab(Tab):
         """Table 3, its figure, Bradley–Terry, flags, pair shares, and the CSV files."""
         study_id = whole_number(study_id, "Study id")
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-        folder = self.ctx.config.data_dir / "exports" / f"study-{study_id}" / stamp
+        folder = exports_folder(self.ctx.config.data_dir, f"study-{study_id}", stamp)
         tables, paths = judging.analyse_study(
             db,
             study_id,

@@ -186,6 +186,19 @@ def create_private(path: str | Path) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
+def private_folder(path: str | Path) -> Path:
+    """`path` as a folder that only its owner may open (mode 0700; made if missing, closed if
+    older code made it open). Returns it as a Path.
+
+    What is written inside (an export's CSV of platform ids, a study's tables) is then out
+    of other local accounts' reach whatever the files' own modes.
+    """
+    folder = Path(path)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    return folder
+
+
 @contextlib.contextmanager
 def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     """Run a block as one write transaction that holds the write lock from its start.

@@ -1,5 +1,6 @@
 """Open study links on the Study tab, through the launched app's API."""
 
+import stat
 import time
 import urllib.parse
 import zipfile
@@ -26,6 +27,8 @@ def _join(config, token: str, pid: str) -> None:
 def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
     config = make_config(tmp_path)
     _open_study(config)
+    exports = Path(config.data_dir) / "exports"
+    exports.mkdir(mode=0o755)  # as older code made it: open to every local account
     with running_app(config) as (client, _):
         admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
         participant, _ = client.predict(_invite(client, "participant"), api_name="/login_invite")
@@ -76,6 +79,9 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         files = client.predict(admin, 1, 0.1, api_name="/crowd_download")
         texts = {Path(f).name: Path(f).read_text(encoding="utf-8") for f in files}
         assert sorted(texts) == ["approve.txt", "bonus.csv", "payments.csv"]
+        # They name every worker's platform id: the server's account alone may open exports/.
+        assert stat.S_IMODE(exports.stat().st_mode) == 0o700
+        assert [p.parent.parent.name for p in exports.rglob("payments.csv")] == ["crowd-1"]
         assert texts["payments.csv"].splitlines()[0] == ",".join(crowd.PAYMENT_COLUMNS)
         assert [line.split(",")[:2] for line in texts["payments.csv"].splitlines()[1:]] == [
             ["pidA", "active"],

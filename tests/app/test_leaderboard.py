@@ -303,7 +303,9 @@ def test_after_a_first_evaluation_the_research_views_use_the_reference_set_that_
     )
     assert note.startswith(fallback) and "Imported reference set &#x27;uw71-ratings&#x27;" in note
     assert "m-red" in table1
-    assert label.startswith("No designer coloring of &#x27;apple&#x27; counts yet, so the reference set")
+    assert label.startswith(
+        "## apple\n\nNo designer coloring of &#x27;apple&#x27; counts yet, so the reference set"
+    )
     assert "Human ground truth: reference set &#x27;uw71-ratings&#x27;" in label
     assert [row[0] for row in metrics["data"]] == ["m-red"]
     assert len(figure(bars).data) == 2  # people's distribution, then the model's
