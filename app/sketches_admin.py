@@ -9,7 +9,7 @@ loaded, five candidates from the paper's sketch prompt (Appendix B.2), of which 
 art ones are stored for (3).
 
 Endpoints (admin only): ``sketches_missing``, ``sketches_import(files, base, select)``,
-``sketches_list(base)``, ``sketches_select(sketch_id, why)`` and
+``sketches_list(base)``, ``sketches_select(base, sketch_id, why)`` and
 ``sketches_generate(model, base)`` (``base``: a base concept).
 
 The tab is a `SketchesTab` (the shape of `app.tabs`): its handlers are methods marked
@@ -56,9 +56,6 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
         **_import_section(),
         **_browse_section(),
         **_generate_section(),
-        # The two notes sit under the last section, where they have always been.
-        "import_note": note_area("sketches_import_note"),
-        "generate_note": note_area("sketches_generate_note"),
     }
     # The concept pickers get their choices at an admin's sign-in, as the Browser's do
     # (~13 kB of the page otherwise, issue 28.1).
@@ -97,7 +94,7 @@ EVENTS = (
         "use.click",
         "select",
         (*_TOKEN, "base", "sketch_id", "why"),
-        ("message",),
+        ("message", "gallery", "table"),
         "message",
         "sketches_select",
     ),
@@ -106,7 +103,7 @@ EVENTS = (
         "generate.click",
         "generate",
         (*_TOKEN, "model", "generate_base"),
-        ("candidates", "base", "gallery", "table"),
+        ("generated", "candidates", "base", "gallery", "table"),
         "generate_note",
         "sketches_generate",
     ),
@@ -213,18 +210,21 @@ class SketchesTab(Tab):
         sketch_store.check_base(db, base)
         sketch_id = whole_number(sketch_id, "sketch id")
         sketch_store.select_sketch(db, sketch_id, actor=actor.pseudonym, why=why or "", base=base)
-        row = sketch_store.get_sketch(db, sketch_id)
-        return self.named(message=f"Sketch {row['id']} is now the sketch of **{row['base']}**.")
+        return self.named(
+            message=f"Sketch {sketch_id} is now the sketch of **{base}**.", **self._sketches_of(db, base)
+        )
 
     @role(*ROLES)
     def generate(self, db, actor, model: str, base: str) -> dict:
         """Generate five candidates for a base concept with a registry model."""
         from evaluation.models.availability import missing_weights
-        from evaluation.models.registry import get_model, load_pipeline
+        from evaluation.models.registry import load_pipeline, load_registry
+        from evaluation.pipeline.planning import resolve_models
 
         if not model or not base:
             raise ValueError("pick a model and a base concept first")
-        spec = get_model(model)
+        # A tiny test model is the data folder's, as the Evaluate tab's is (built on first use).
+        [spec] = resolve_models(load_registry(), [model], self.ctx.config.data_dir / "models")
         sketch_store.check_base(db, base)  # before the model loads
         missing = missing_weights([spec])
         if missing:
@@ -246,6 +246,7 @@ class SketchesTab(Tab):
             actor=actor.pseudonym,
         )
         return self.named(
+            generated=_generated(candidates, base),
             candidates=[
                 (
                     c.image,
@@ -256,6 +257,26 @@ class SketchesTab(Tab):
             base=base,
             **self._sketches_of(db, base),
         )
+
+
+def _generated(candidates: list, base: str) -> str:
+    """What a generation stored, in a line: the candidates' captions are cut on the page."""
+    stored = [c.sketch_id for c in candidates if c.sketch_id is not None]
+    refused = sorted({c.reason.split(":")[0] for c in candidates if c.sketch_id is None})
+    if stored:
+        said = (
+            f"**{len(stored)} of {len(candidates)}** candidates for **{base}** are line art, stored "
+            f"unselected as sketch{'es' if len(stored) > 1 else ''} {', '.join(map(str, stored))}: "
+            "choose one under *A concept's sketches* above."
+        )
+    else:
+        said = f"**None of the {len(candidates)}** candidates for **{base}** is line art; nothing is stored."
+    if refused:
+        said += (
+            f" Refused: {len(candidates) - len(stored)} ({'; '.join(refused)}; an image opened shows "
+            "its caption in full)."
+        )
+    return said
 
 
 def _import_outcome(result: sketch_store.ImportResult) -> str:
@@ -308,10 +329,18 @@ def _import_section() -> dict:
         )
         select = gr.Checkbox(True, label="Use as the concept's sketch", elem_id="sketches_select")
         run = gr.Button("Import", variant="primary", elem_id="sketches_import")
+    note = note_area("sketches_import_note")
     results = named_table(
         "Imported sketches", "sketches_results", headers=IMPORT_HEADERS, datatype="str", wrap=True
     )
-    return {"files": files, "import_base": base, "select": select, "import": run, "results": results}
+    return {
+        "files": files,
+        "import_base": base,
+        "select": select,
+        "import": run,
+        "import_note": note,
+        "results": results,
+    }
 
 
 def _browse_section() -> dict:
@@ -373,6 +402,8 @@ def _generate_section() -> dict:
             )
         )
         generate = gr.Button("Generate 5 candidates", elem_id="sketches_generate")
+    note = note_area("sketches_generate_note")
+    generated = gr.Markdown(elem_id="sketches_generated")
     candidates = gr.Gallery(
         label="Candidates",
         columns=5,
@@ -381,7 +412,14 @@ def _generate_section() -> dict:
         preview=False,
         elem_id="sketches_candidates",
     )
-    return {"model": model, "generate_base": base, "generate": generate, "candidates": candidates}
+    return {
+        "model": model,
+        "generate_base": base,
+        "generate": generate,
+        "generate_note": note,
+        "generated": generated,
+        "candidates": candidates,
+    }
 
 
 def _models() -> list[tuple[str, str]]:

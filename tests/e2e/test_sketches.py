@@ -76,6 +76,9 @@ def test_admin_imports_a_folder_of_sketches_and_chooses_the_one_designers_color(
     search(page, "sketches_generate_base", "apple")
     page.click("#sketches_generate")
     expect(page.locator("#sketches_candidates img")).to_have_count(5)
+    expect(page.locator("#sketches_generated")).to_contain_text(
+        "None of the 5 candidates for apple is line art; nothing is stored."
+    )
     expect(page.locator("#sketches_candidates")).to_contain_text("refused: not line art")
     expect(page.locator("#sketches_base input")).to_have_value("apple")
     expect(page.locator("#sketches_gallery img")).to_have_count(1)

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -15,6 +16,7 @@ from annotation.errors import InvalidInput, NotFound
 from annotation.files import resolve
 from annotation.sketches import library as store
 from annotation.sketches.importing import LONG_SIDE, SKETCH_DIR, load_manifest, load_sketch_png
+from app.sketches_admin import _generated
 from evaluation.concepts import load_concepts
 from evaluation.models.registry import load_registry
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -168,6 +170,12 @@ def test_generated_candidates_that_are_line_art_are_stored_unselected(loaded):
     assert candidates[1].sketch_id is None and candidates[1].reason.startswith("not line art")
     row = store.get_sketch(db, candidates[0].sketch_id)
     assert (row["base"], row["source"], row["selected"]) == ("banana", "generated", 0)
+    # The Sketches tab says in a line what was stored (the captions are cut on the page).
+    assert _generated(candidates, "banana") == (
+        f"**1 of 2** candidates for **banana** are line art, stored unselected as sketch "
+        f"{candidates[0].sketch_id}: choose one under *A concept's sketches* above. "
+        "Refused: 1 (not line art; an image opened shows its caption in full)."
+    )
     assert json.loads(row["meta"]) == {"prompt": "p", "model": "m", "seed": 11}
 
 
@@ -225,13 +233,23 @@ def test_the_sketches_tab_lists_imports_and_selects_for_the_admin_only(tmp_path)
         assert [r[1:3] for r in client.predict(admin, "rose", api_name="/sketches_list")[1]["data"]] == [
             ["shipped", "yes"]
         ]
-        message = client.predict(admin, "tulip", tulip, "clean lines", api_name="/sketches_select")
+        message, gallery, table = client.predict(
+            admin, "tulip", tulip, "clean lines", api_name="/sketches_select"
+        )
         assert message == f"Sketch {tulip} is now the sketch of **tulip**."
+        # The list shows the choice at once (it kept the old one until Show sketches).
+        assert [r[:3] for r in table["data"]] == [[str(tulip), "imported", "yes"]] and len(gallery) == 1
         # Five candidates from the tiny model (random weights draw noise: each is refused, and
         # says so); the concept's sketches show where one is chosen.
-        candidates, shown_base, gallery, table = client.predict(
+        generated, candidates, shown_base, gallery, table = client.predict(
             admin, "tiny-random", "tulip", api_name="/sketches_generate"
         )
+        assert generated == (
+            "**None of the 5** candidates for **tulip** is line art; nothing is stored. "
+            "Refused: 5 (not line art; an image opened shows its caption in full)."
+        )
+        # The tiny model is the data folder's, as the Evaluate tab's is, never the checkout's.
+        assert (Path(config.data_dir) / "models" / "tiny-random" / "model_index.json").is_file()
         assert len(candidates) == 5
         assert all(c["caption"].startswith("refused: not line art") for c in candidates)
         assert shown_base == "tulip"
