@@ -20,14 +20,14 @@ import secrets
 import gradio as gr
 import numpy as np
 
-from app.common import AppContext, note_area, role, seed_number, whole_number
+from app.common import AppContext, note_area, role, seed_number, ui_only, whole_number
 from app.guard import exports_folder
 from app.tabs import On, Tab
 from evaluation.analysis.figures import judge_failure_heatmap
 from evaluation.judges.judges import parse_judge
 from evaluation.judges.probes import synthetic_items
 from evaluation.judges.report import audit
-from evaluation.models.availability import served_judge_source
+from evaluation.models.availability import judge_model_refusal, served_judge_source
 from storage import iso
 
 NAME = "judge_audit"
@@ -49,8 +49,10 @@ def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
 RESULTS = ("table", "heatmap", "files")
 """What an audit shows (`JudgeAuditTab.run`), in the order API clients receive it."""
 EVENTS = (
+    # The last audit's results go first: a refused run must not leave them looking like its own.
+    On("run.click", "cleared", (), RESULTS),
     On(
-        "run.click",
+        "then",
         "run",
         ("session_token", "judges", "items", "seed"),
         RESULTS,
@@ -69,13 +71,17 @@ class JudgeAuditTab(Tab):
 
     EVENTS = EVENTS
 
+    @ui_only
+    def cleared(self) -> dict:
+        """No results on the page while an audit is checked and run."""
+        return self.named(table=None, heatmap=None, files=None)
+
     @role(*ROLES, "admin")
     def run(self, db, actor, judges: str, items, seed) -> dict:
         """Audit the listed judges on synthetic items; the table, a heatmap and the file paths."""
         specs = [line.strip() for line in (judges or "").splitlines() if line.strip()]
-        n, seed = whole_number(items, "items"), seed_number(seed, "seed")
-        if not 1 <= n <= MAX_ITEMS or seed < 0:
-            raise ValueError(f"`items` must lie in 1-{MAX_ITEMS} and `seed` be >= 0, got {n} and {seed}")
+        n = whole_number(items, "items", minimum=1, maximum=MAX_ITEMS)
+        seed = seed_number(seed, "seed")
         sources = {spec: self._source(spec) for spec in specs}
         rng = np.random.default_rng(seed)
         folder = exports_folder(
@@ -91,8 +97,14 @@ class JudgeAuditTab(Tab):
         """Where the app loads `spec`'s model from (`served_judge_source`), checked before any
         judge loads; None for pixel and random. A ValueError names a path outside the models
         folder, or weights not on this machine."""
-        model = parse_judge(spec)[1]
-        return served_judge_source(model, self.ctx.config.data_dir / "models") if model else None
+        kind, model = parse_judge(spec)
+        if not model:
+            return None
+        source = served_judge_source(model, self.ctx.config.data_dir / "models")
+        problem = judge_model_refusal(kind, source, what=f"judge {spec!r}: the model")
+        if problem:
+            raise ValueError(problem.replace(source, model))  # the model as typed, no server path
+        return source
 
 
 def _layout() -> dict:

@@ -80,21 +80,14 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.judges.judges import parse_judge
     from evaluation.judges.probes import items_from_manifest, synthetic_items
     from evaluation.judges.report import audit, describe
-    from evaluation.models.availability import missing_transformers_model, wrong_model_kind
+    from evaluation.models.availability import judge_model_refusal
 
     twice = sorted({spec for spec in args.judge if args.judge.count(spec) > 1})
     if twice:
         raise ValueError(f"--judge {twice[0]!r} is given twice: each judge once (its rows would count twice)")
     for spec in args.judge:
         kind, model = parse_judge(spec)
-        if model and (
-            problem := missing_transformers_model(model)
-            or wrong_model_kind(
-                model,
-                "contrastive" if kind == "contrastive" else "image-text-to-text",
-                what=f"--judge {kind}: the model",
-            )
-        ):
+        if model and (problem := judge_model_refusal(kind, model, what=f"--judge {kind}: the model")):
             raise ValueError(problem)
     if args.items < (0 if args.items_from else 1):
         raise ValueError(f"--items must be at least {0 if args.items_from else 1}, got {args.items}")

@@ -9,7 +9,7 @@ each such model and how to get it, so that the job is refused before it starts.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from huggingface_hub import try_to_load_from_cache
@@ -162,19 +162,56 @@ def served_judge_source(model: str, models_dir: str | Path, *, cache_dir: str | 
         For a path outside `models_dir`, and for a hub id not in the cache (with how to get it).
     """
     root = Path(models_dir).resolve()
-    local = (root / model).resolve()
-    if local.is_relative_to(root) and local != root and (local / "config.json").is_file():
+    # A name alone, or a hub id's "org/name": any other spelling is a path, even one that
+    # leads into the folder.
+    if (
+        model.startswith(("/", "~", "."))
+        or "\\" in model
+        or model.count("/") > 1
+        or ".." in PurePosixPath(model).parts
+    ):
+        raise ValueError(_elsewhere(model, root))
+    named = root / model
+    if named.is_symlink() or named.is_dir():
+        local = named.resolve()
+        if not local.is_relative_to(root) or local == root:
+            raise ValueError(
+                f"judge model {model!r}: {root.name}/{model} is a link that leads out of the data "
+                f"folder's {root.name}/; put the model's folder itself there"
+            )
+        if not (local / "config.json").is_file():
+            raise ValueError(
+                f"judge model {model!r}: the folder {root.name}/{model} holds no transformers model "
+                "(its config.json is missing; a diffusers pipeline is not a judge)"
+            )
         return str(local)
     # `from_pretrained` reads an existing folder before the hub: "org/name" may be one too.
-    if model.startswith(("/", "~", ".")) or "\\" in model or model.count("/") > 1 or Path(model).exists():
-        raise ValueError(
-            f"judge model {model!r}: the app loads a judge from a hub id in the Hugging Face cache or "
-            f"from a folder in the data folder's {root.name}/ named by its name alone, not from another "
-            "path on the server"
-        )
+    if Path(model).exists():
+        raise ValueError(_elsewhere(model, root))
     if not _on_disk(model, "config.json", cache_dir):
         raise ValueError(f"judge model {model!r} is not on this machine: " + _how_to_get(model))
     return model
+
+
+def _elsewhere(model: str, root: Path) -> str:
+    return (
+        f"judge model {model!r}: the app loads a judge from a hub id in the Hugging Face cache or "
+        f"from a folder in the data folder's {root.name}/ named by its name alone, not from another "
+        "path on the server"
+    )
+
+
+def judge_model_refusal(kind: str, model: str, *, what: str, cache_dir: str | Path | None = None) -> str:
+    """Why the model of a ``contrastive`` or ``yesno`` judge (`kind`) cannot be used: not on
+    this machine (`missing_transformers_model`) or of another kind (`wrong_model_kind`: a
+    CLIP as a yes/no judge ended in transformers' list of a hundred class names); "" when
+    it can. `what` names it in the second sentence (the first says "judge model")."""
+    return missing_transformers_model(model, cache_dir=cache_dir) or wrong_model_kind(
+        model,
+        "contrastive" if kind == "contrastive" else "image-text-to-text",
+        what=what,
+        cache_dir=cache_dir,
+    )
 
 
 def weights_refusal(models: Iterable[Mapping[str, Any]], masking: tuple[str, str, str] | None) -> str:

@@ -22,7 +22,7 @@ def test_a_researcher_audits_judges_and_gets_the_table_heatmap_and_files(tmp_pat
         table, heatmap, files = client.predict(
             tokens["researcher"], "pixel\n\nrandom\n", 30, 1, api_name="/judge_audit_run"
         )
-        with pytest.raises(Exception, match="`items` must lie in 1-2000"):
+        with pytest.raises(Exception, match="`items` must be a whole number from 1 to 2,000, got 0"):
             client.predict(tokens["researcher"], "pixel", 0, 1, api_name="/judge_audit_run")
         with pytest.raises(Exception, match="judge 'clip:x' must start with one of"):
             client.predict(tokens["researcher"], "clip:x", 5, 1, api_name="/judge_audit_run")
@@ -50,6 +50,39 @@ def test_a_researcher_audits_judges_and_gets_the_table_heatmap_and_files(tmp_pat
             tokens["researcher"], "contrastive:tiny-clip", 5, 1, api_name="/judge_audit_run"
         )[0]
         assert {row[0] for row in clip["data"]} == {"contrastive:tiny-clip"}
+        # In the models folder, but not a judge there: each refusal says why, not "download it".
+        models = config.data_dir / "models"
+        (models / "a-pipeline").mkdir()
+        (models / "a-pipeline" / "model_index.json").write_text("{}")
+        outside = tmp_path / "outside-clip"
+        (models / "tiny-clip").rename(outside)
+        (models / "linked").symlink_to(outside)
+        outside.rename(models / "tiny-clip")
+        for judge, problem in (
+            (
+                "yesno:tiny-clip",
+                r"judge 'yesno:tiny-clip': the model 'tiny-clip' is a 'clip' model, not an image-text-to-text",
+            ),
+            (
+                "contrastive:a-pipeline",
+                r"judge model 'a-pipeline': the folder models/a-pipeline holds no transformers model",
+            ),
+            (
+                "contrastive:linked",
+                r"judge model 'linked': models/linked is a link that leads out of the data folder's models/",
+            ),
+            (f"contrastive:{models / 'tiny-clip'}", "judge model '/.*not from another path on the server"),
+            (
+                "contrastive:tiny-clip/../tiny-clip",
+                "judge model 'tiny-clip/../tiny-clip'.*not from another path",
+            ),
+        ):
+            with pytest.raises(Exception, match=f"^{problem}") as refused:
+                client.predict(tokens["researcher"], f"pixel\n{judge}", 5, 1, api_name="/judge_audit_run")
+            assert (
+                "download" not in str(refused.value)
+                and str(config.data_dir) not in str(refused.value).split("'")[3:]
+            )
     frame = pd.DataFrame(table["data"], columns=table["headers"])
     assert list(frame["judge"].unique()) == ["pixel", "random"]
     rows = frame.set_index(["judge", "split"])
