@@ -578,6 +578,12 @@ def refusal_text(message: str) -> str:
     return f"⚠️ {message}"
 
 
+def toast_text(message: str) -> str:
+    """A refusal as its pop-up shows it: Gradio's toast renders HTML, not Markdown, so the
+    code ticks and bold marks that the note beside the action renders are left out."""
+    return message.replace("`", "").replace("**", "")
+
+
 def wire(
     listener: Callable,
     fn: Callable,
@@ -619,7 +625,7 @@ def wire(
         try:
             result = fn(*args)
         except gr.Error as error:
-            gr.Warning(error.message)
+            gr.Warning(toast_text(error.message))
             return {note: refusal_text(error.message)}  # Gradio skips every other output
         if note_is_output:
             return result

@@ -32,7 +32,7 @@ from annotation.concepts import get_concept
 from annotation.files import resolve
 from annotation.qc import review, votes
 from annotation.qc import stats as qc
-from annotation.qc.readiness import readiness
+from annotation.qc.readiness import counted, readiness
 from app.common import (
     PLUMBING,
     AppContext,
@@ -576,7 +576,10 @@ def _admin_section() -> dict:
 def _concept_choices(db) -> list[tuple[str, str]]:
     """The concepts with colorings as ``(label, key)`` choices for the concept pickers."""
     return [
-        (f"{r['concept_key']} ({r['designers']} designers, {r['colorings']} colorings)", r["concept_key"])
+        (
+            f"{r['concept_key']} ({counted(r['designers'], 'designer')}, {counted(r['colorings'], 'coloring')})",
+            r["concept_key"],
+        )
         for r in review.reviewable_concepts(db)
     ]
 

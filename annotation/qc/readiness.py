@@ -77,34 +77,34 @@ class Readiness:
             )
         if self.reviews_open:
             missing = (
-                f"{_n(self.votes_missing, 'vote')} on {_n(self.reviews_open, 'coloring')} "
+                f"{counted(self.votes_missing, 'vote')} on {counted(self.reviews_open, 'coloring')} "
                 f"{'is' if self.votes_missing == 1 else 'are'} missing"
             )
             lines.append(
                 f"No review has all its votes yet: {missing}."
                 if not self.reviews_decided
-                else f"{_n(self.reviews_decided, 'review')} decided; {missing}."
+                else f"{counted(self.reviews_decided, 'review')} decided; {missing}."
             )
             if self.experts < self.votes_needed:
                 lines.append(
-                    f"Only {_n(self.experts, 'expert')} can vote and each coloring needs "
+                    f"Only {counted(self.experts, 'expert')} can vote and each coloring needs "
                     f"{self.votes_needed} votes from different experts: invite "
                     f"{self.votes_needed - self.experts} more."
                 )
         elif self.reviews_decided:
-            lines.append(f"{_n(self.reviews_decided, 'review')} decided; no vote is missing.")
+            lines.append(f"{counted(self.reviews_decided, 'review')} decided; no vote is missing.")
         return lines
 
     def _colorings_line(self) -> str:
         m = self.min_colorings
         short = [(key, m - n) for key, n in self.concepts if n < m][:SHOWN]
         steps = "; ".join(
-            f"{_n(more, 'more coloring') if i == 0 else f'{more} more'} of '{key}' "
+            f"{counted(more, 'more coloring') if i == 0 else f'{more} more'} of '{key}' "
             f"{'opens' if more == 1 else 'open'} its vote"
             for i, (key, more) in enumerate(short)
         )
         if self.rankable:
-            head = f"{_n(self.rankable, 'concept')} {'has' if self.rankable == 1 else 'have'} the {m} colorings a vote needs"
+            head = f"{counted(self.rankable, 'concept')} {'has' if self.rankable == 1 else 'have'} the {m} colorings a vote needs"
             return f"{head}; {steps}." if steps and self.pilot else f"{head}."
         if not self.concepts:
             head = (
@@ -115,7 +115,7 @@ class Readiness:
             head = f"{where} has the {m} colorings from different designers a vote needs yet: {steps}."
         if self.rankable_at_least and m > MIN_COLORINGS:
             head += (
-                f" {_n(self.rankable_at_least, 'concept')} {'has' if self.rankable_at_least == 1 else 'have'} "
+                f" {counted(self.rankable_at_least, 'concept')} {'has' if self.rankable_at_least == 1 else 'have'} "
                 f"{MIN_COLORINGS} or more: set “Colorings needed per concept” to {MIN_COLORINGS} "
                 "to rank them now."
             )
@@ -174,6 +174,10 @@ def counted_per_concept(db: sqlite_utils.Database) -> dict[str, int]:
     )
 
 
-def _n(count: int, noun: str) -> str:
-    """``_n(1, "vote")`` is "1 vote", ``_n(3, "vote")`` is "3 votes"."""
+def counted(count: int, noun: str) -> str:
+    """`count` and `noun`, the noun plural (in s) unless there is one.
+
+    >>> counted(1, "designer"), counted(3, "coloring")
+    ('1 designer', '3 colorings')
+    """
     return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -83,6 +83,13 @@ def test_admin_imports_a_folder_of_sketches_and_chooses_the_one_designers_color(
     expect(page.locator("#sketches_base input")).to_have_value("apple")
     expect(page.locator("#sketches_gallery img")).to_have_count(1)
     assert [row[1:3] for row in table_rows(page, "sketches_table")] == [["shipped", "yes"]]
+    # A refusal's pop-up says it without the note's Markdown marks.
+    page.locator("#sketches_sketch_id input").fill("abc")
+    page.click("#sketches_use")
+    expect(page.locator("#sketches_message")).to_contain_text("sketch id must be a whole number, got 'abc'")
+    expect(page.locator(".toast-body").last).to_contain_text("sketch id must be a whole number, got 'abc'")
+    assert "`" not in page.locator(".toast-body").last.inner_text()
+    page.locator("#sketches_sketch_id input").fill(sketch_id)
     # An id of pear's typed while apple is shown is refused beside the button.
     page.click("#sketches_use")
     expect(page.locator("#sketches_message")).to_contain_text(
