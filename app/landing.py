@@ -18,6 +18,7 @@ from annotation.people.passwords import login_admin
 from annotation.study import crowd
 from app.common import AppContext, escape, own_session, public, shown_errors, visible_to
 from app.tabs import SESSION_CHANGE, On, Tab
+from storage import shown_time
 
 NAME = "start"
 TITLE = "Start"
@@ -340,7 +341,7 @@ def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[st
     return (
         joined.session.token,
         f"{welcome}, you take part as **{name}**. Your time for this study ends at "
-        f"{joined.state.deadline[11:16]} UTC. On the **Judge** tab, press *Start*: "
+        f"{shown_time(joined.state.deadline)}. On the **Judge** tab, press *Start*: "
         + ("your trials follow." if joined.state.consented else "first the consent text, then your trials."),
         False,
     )

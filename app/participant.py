@@ -40,7 +40,7 @@ from app.common import PLUMBING, AppContext, escape, live, note_area, role, ui_o
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
-from storage import iso
+from storage import iso, shown_time
 
 NAME = "participant"
 TITLE = "Judge"
@@ -307,7 +307,7 @@ class ParticipantTab(Tab):
             link, _ = crowd.crowd_person(db, actor)
             who = (
                 f"You take part as **{escape(actor.pseudonym)}**; your time for this study ends at "
-                f"{current.deadline[11:16]} UTC. Please read the text below and choose."
+                f"{shown_time(current.deadline)}. Please read the text below and choose."
             )
             return self.show(
                 "**Before your first trial:** please read the consent text below.",

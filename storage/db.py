@@ -450,3 +450,13 @@ def unused_path(path: str | Path) -> Path:
 def parse_iso(text: str) -> dt.datetime:
     """Inverse of `iso`."""
     return dt.datetime.strptime(text, _ISO_FORMAT).replace(tzinfo=dt.UTC)
+
+
+def shown_time(stamp: str | dt.datetime) -> str:
+    """A stored time (`iso` text or a UTC datetime) as people read it: date, minutes and zone.
+
+    >>> shown_time("2026-12-01T09:39:40.679784Z")
+    '2026-12-01 09:39 UTC'
+    """
+    when = parse_iso(stamp) if isinstance(stamp, str) else stamp.astimezone(dt.UTC)
+    return f"{when:%Y-%m-%d %H:%M} UTC"

@@ -66,7 +66,7 @@ from annotation.people.accounts import (
 )
 from annotation.study.design import GROUND_TRUTH, get_study
 from annotation.study.judging import progress
-from storage import insert_row, iso, parse_iso, transaction, update_rows, utcnow
+from storage import insert_row, iso, parse_iso, shown_time, transaction, update_rows, utcnow
 from storage.spreadsheet import csv_text
 
 STATUSES = ("active", "completed", "screened_out", "timed_out", "returned")
@@ -307,7 +307,7 @@ def close_link(
     with transaction(db):
         link = get_link(db, link_id)
         if link["closed"]:
-            raise Conflict(f"open link {link_id} was closed on {link['closed'][:16]} UTC already")
+            raise Conflict(f"open link {link_id} was closed on {shown_time(link['closed'])} already")
         update_rows(db, "crowd_links", {"id": link["id"]}, {"closed": iso(now)})
         audit.record(db, actor.pseudonym, "close_crowd_link", "crowd_link", link["id"], now=now)
     return get_link(db, link_id)
@@ -409,7 +409,8 @@ def join(
         ).fetchone()[0]
         if recent >= link["joins_per_address"]:
             raise TooManyJoins(
-                f"{recent} people joined this study from your address within the hour, its limit; try later"
+                f"{recent} people joined through this study link from your address within the hour, its "
+                "limit; try again in an hour, or return the study on the platform"
             )
         ((annotator, invite),) = create_annotators(
             db, 1, "participant", expires_days=1, created_by=f"open link {link['id']}", now=now

@@ -1,5 +1,7 @@
 """Open study links on the Study tab, through the launched app's API."""
 
+import datetime as dt
+import re
 import stat
 import time
 import urllib.parse
@@ -11,7 +13,7 @@ from gradio_client.exceptions import AppError
 
 from annotation.study import crowd
 from app.crowd import SUMMARY_HEADERS
-from storage import open_db
+from storage import open_db, parse_iso
 from tests.app.test_participant import _invite, _open_study, _rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 
@@ -160,6 +162,7 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
         view = client.predict(agreeing, api_name="/participant_next")
         assert "read the consent text" in view[PROGRESS] and view[TASK] is None
         assert "<i>ours</i>" in view and any("You take part as **" in str(v) for v in view)
+        assert any(re.search(r"ends at 20\d\d-\d\d-\d\d \d\d:\d\d UTC\.", str(v)) for v in view)
         refused = "consent text and choose I agree"
         with pytest.raises(AppError, match=refused):
             client.predict(agreeing, 1, "left", "2025-01-01T00:00:00.000000Z", api_name="/participant_vote")
@@ -197,6 +200,14 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
         pasted = f"http://127.0.0.1:7860/?study={link}&PROLIFIC_PID=pidC."
         token, message = client.predict(pasted, api_name="/login_invite")
         assert token and message.startswith("Welcome, you take part as **P")
+        # The end of their time with its date: a day-long limit read "ends at" the time it was then.
+        [row] = _rows(
+            config,
+            "select c.started, l.minutes from crowd_participants c join crowd_links l "
+            "on l.id = c.link_id where external_id = 'pidC'",
+        )
+        deadline = parse_iso(row["started"]) + dt.timedelta(minutes=row["minutes"])
+        assert f"Your time for this study ends at {deadline:%Y-%m-%d %H:%M} UTC." in message
         assert client.predict(pasted, api_name="/login_invite")[1].startswith("Welcome back, you take part")
         invite = _invite(client, "participant")
         assert client.predict(f"({invite}).", api_name="/login_invite")[1].startswith("Signed in as **P")

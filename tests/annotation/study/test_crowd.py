@@ -258,7 +258,7 @@ def test_joins_are_limited_per_address(setup):
     _join(db, token, "pid-a", minutes_ago=2)
     _join(db, token, "pid-b", minutes_ago=1)
     before = _dump(db)
-    with pytest.raises(crowd.TooManyJoins, match="2 people joined this study from your address"):
+    with pytest.raises(crowd.TooManyJoins, match="2 people joined through this study link from your address"):
         _join(db, token, "pid-c")
     assert _dump(db) == before
     assert _join(db, token, "pid-a").resumed  # resuming is not a new join
