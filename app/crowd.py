@@ -43,7 +43,7 @@ from app.common import (
 )
 from app.guard import exports_folder
 from app.tabs import On, Tab
-from storage import utcnow
+from storage import shown_time, utcnow
 
 ROLES = ("researcher", "admin")
 REFRESH_S = 5.0
@@ -63,7 +63,14 @@ PAYMENTS = ("counts", "payments", "timer")
 """A link's live counts, its payment table and their refresh (`CrowdLinks.payments`)."""
 
 EVENTS = (
-    On("make.click", "make_link", (*_TOKEN, *FORM), ("url", "links"), "make_note", "crowd_make_link"),
+    On(
+        "make.click",
+        "make_link",
+        (*_TOKEN, *FORM),
+        ("url", "links", "make_note"),
+        "make_note",
+        "crowd_make_link",
+    ),
     On(("tab.select",), "links", _TOKEN, ("links",), "links_note", "crowd_links"),
     On(
         "close.click",
@@ -123,7 +130,7 @@ class CrowdLinks(Tab):
         """Make an open link; returns the link (shown once) and the list of links.
         ``consent`` is the consent text (plain; "" for the default)."""
         days = link_days(days, "days open")
-        _, token = crowd.create_link(
+        link, token = crowd.create_link(
             db,
             whole_number(study_id, "Study id"),
             actor,
@@ -140,7 +147,10 @@ class CrowdLinks(Tab):
             consent_text=consent or "",
         )
         url = crowd.link_url(self.ctx.config.public_url, token, (id_param or "").strip())
-        return self.named(url=url, links=_link_rows(db))
+        made = (
+            f"Link {link['id']} is made, {crowd.link_state(link)}: paste the address below into the platform."
+        )
+        return self.named(url=url, links=_link_rows(db), make_note=made)
 
     @role(*ROLES)
     def links(self, db, actor) -> dict:
@@ -213,7 +223,7 @@ def _layout() -> dict:
         label = gr.Textbox(label="Label", elem_id="crowd_label")
         quota = gr.Number(100, label="quota (places)", elem_id="crowd_quota")
         minutes = gr.Number(crowd.DEFAULT_MINUTES, label="minutes per person", elem_id="crowd_minutes")
-        days = gr.Number(14, label="days open", elem_id="crowd_days")
+        days = gr.Number(14, label="days open (1/24 to 3650)", elem_id="crowd_days")
     with gr.Row():
         completion = gr.Textbox(label="completion_code", elem_id="crowd_completion_code")
         screenout = gr.Textbox(label="screenout_code", elem_id="crowd_screenout_code")
@@ -296,7 +306,7 @@ def _layout() -> dict:
     }
 
 
-SUMMARY_HEADERS = ["id", "label", "study", "quota", "started", *crowd.STATUSES]
+SUMMARY_HEADERS = ["id", "label", "study", "quota", "state", "started", *crowd.STATUSES]
 SUMMARY_HEADERS += ["places_left", "median_minutes", "attention_failure_rate"]
 
 
@@ -341,13 +351,17 @@ class CrowdCounts(Tab):
             counts = crowd.live_counts(db, link["id"])
             rate = counts["attention_failure_rate"]
             counts["attention_failure_rate"] = None if rate is None else round(rate, 3)
-            rows.append([link[h] for h in SUMMARY_HEADERS[:4]] + [counts[h] for h in SUMMARY_HEADERS[4:]])
+            state = crowd.link_state(link)
+            rows.append(
+                [link[h] for h in SUMMARY_HEADERS[:4]] + [state] + [counts[h] for h in SUMMARY_HEADERS[5:]]
+            )
         return {self.parts["table"]: rows, self.parts["timer"]: gr.Timer(active=True)}
 
 
 def _link_rows(db) -> list[list]:
     """Every open link, newest first, as the list of links shows it (`LINK_HEADERS`)."""
-    return [[row[h] for h in LINK_HEADERS] for row in crowd.list_links(db)]
+    shown = {"ends": shown_time, "closed": lambda closed: shown_time(closed) if closed else ""}
+    return [[shown.get(h, lambda v: v)(row[h]) for h in LINK_HEADERS] for row in crowd.list_links(db)]
 
 
 def _counts_text(counts: dict) -> str:

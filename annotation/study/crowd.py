@@ -335,6 +335,16 @@ def list_links(db: sqlite_utils.Database) -> list[dict]:
     ]
 
 
+def link_state(link: Mapping, *, now: dt.datetime | None = None) -> str:
+    """Whether a link (a ``crowd_links`` or `list_links` row) takes new people, in words:
+    "open until ...", "closed on ..." or "ended on ..." (`storage.shown_time`)."""
+    if link["closed"]:
+        return f"closed on {shown_time(link['closed'])}"
+    if link["ends"] <= iso(utcnow() if now is None else now):
+        return f"ended on {shown_time(link['ends'])}"
+    return f"open until {shown_time(link['ends'])}"
+
+
 def join(
     db: sqlite_utils.Database,
     token: str,

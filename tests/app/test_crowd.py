@@ -63,7 +63,17 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
                 client.predict(token, *values, api_name="/crowd_make_link")
         assert _rows(config, "select * from crowd_links") == []
 
-        url, links = client.predict(admin, *form, api_name="/crowd_make_link")
+        made_at = dt.datetime.now(dt.UTC)
+        url, links, made = client.predict(admin, *form, api_name="/crowd_make_link")
+        # What was made and until when, beside the button (the table held a raw time stamp).
+        [row] = _rows(config, "select ends from crowd_links")
+        ends = parse_iso(row["ends"])
+        assert dt.timedelta(days=7) <= ends - made_at < dt.timedelta(days=7, minutes=1)
+        assert (
+            made
+            == f"Link 1 is made, open until {ends:%Y-%m-%d %H:%M} UTC: paste the address below into the platform."
+        )
+        assert links["data"][0][6] == f"{ends:%Y-%m-%d %H:%M} UTC"
         query = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)
         token = query["study"][0]
         assert query["PROLIFIC_PID"] == ["{{%PROLIFIC_PID%}}"]
@@ -94,12 +104,18 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
             client.predict(participant, 1, api_name="/crowd_payments")
         summary, _ = client.predict(admin, api_name="/admin_crowd_counts")
         assert summary["headers"] == SUMMARY_HEADERS
-        assert summary["data"] == [[1, "wave 1", "pilot", 2, 2, 1, 0, 0, 0, 1, 1, None, None]]
+        state = f"open until {ends:%Y-%m-%d %H:%M} UTC"
+        assert summary["data"] == [[1, "wave 1", "pilot", 2, state, 2, 1, 0, 0, 0, 1, 1, None, None]]
         with pytest.raises(AppError, match="needs the role admin"):
             client.predict(participant, api_name="/admin_crowd_counts")
 
         links, said = client.predict(admin, 1, api_name="/crowd_close_link")
         assert links["data"][0][7]  # closed
+        # The Admin tab's counts say a closed link is closed (its places left looked open).
+        [row] = _rows(config, "select closed from crowd_links")
+        closed = f"closed on {parse_iso(row['closed']):%Y-%m-%d %H:%M} UTC"
+        assert client.predict(admin, api_name="/admin_crowd_counts")[0]["data"][0][4] == closed
+        assert links["data"][0][7] == closed.removeprefix("closed on ")
         assert said == "Link 1 is closed: nobody new joins; whoever is in it may still finish."
         with pytest.raises(AppError, match="was closed on .* already"):
             client.predict(admin, 1, api_name="/crowd_close_link")

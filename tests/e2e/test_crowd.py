@@ -1,6 +1,7 @@
 """Crowd participants come in through an open study link with Prolific's parameters, in Chromium."""
 
 import http.server
+import re
 import threading
 
 import pytest
@@ -275,3 +276,16 @@ def test_the_list_of_links_follows_the_payment_counts(live_app, page, platform):
     expect(page.locator("#crowd_links_note")).to_have_text(
         f"Link {link_id} is closed: nobody new joins; whoever is in it may still finish."
     )
+    # A second link made with the form: beside the button, its number and until when it takes people.
+    study_id = live_app.query("select id from studies")[0]["id"]
+    page.fill("#crowd_study_id input", str(study_id))
+    page.fill("#crowd_completion_code textarea", "WAVE2DONE")
+    page.fill("#crowd_screenout_code textarea", "WAVE2OUT")
+    page.fill("#crowd_days input", "0.5")
+    page.click("#crowd_make")
+    [made] = live_app.query("select id, ends from crowd_links where completion_code = 'WAVE2DONE'")
+    ends = made["ends"][:16].replace("T", " ")
+    expect(page.locator("#crowd_make_note")).to_have_text(
+        f"Link {made['id']} is made, open until {ends} UTC: paste the address below into the platform."
+    )
+    expect(page.locator("#crowd_url textarea")).to_have_value(re.compile(r"\?study=[^&]+&PROLIFIC_PID="))
