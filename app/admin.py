@@ -9,6 +9,7 @@ the new-link message off the queue before ``/admin_new_invite`` runs, and
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import gradio as gr
@@ -44,7 +45,7 @@ from app.common import (
 )
 from app.guard import new_download
 from app.tabs import On, Tab
-from storage import file_stamp, iso
+from storage import file_stamp, iso, shown_time, utcnow
 from storage.schema import UPGRADE_APPROVER
 from storage.spreadsheet import write_csv
 
@@ -52,7 +53,7 @@ NAME = "admin"
 TITLE = "Admin"
 ROLES = ("admin",)
 DAYS_LABEL = "Link valid for (days)"
-INVITE_HEADERS = ["annotator_id", "pseudonym", "role", "invite_link"]
+INVITE_HEADERS = ["annotator_id", "pseudonym", "role", "invite_link", "expires"]
 ANNOTATOR_HEADERS = [
     "annotator_id",
     "pseudonym",
@@ -223,18 +224,21 @@ class AdminTab(Tab):
         n = whole_number(count, "How many")
         if not 1 <= n <= accounts.MAX_BULK:
             raise ValueError(f"`How many` must be from 1 to {accounts.MAX_BULK}, got {n}")
-        config = self.ctx.config
+        config, days, now = self.ctx.config, link_days(days, DAYS_LABEL), utcnow()
         rows = create_annotators(
             db,
             n,
             role,
             design_background=_BACKGROUND[background],
-            expires_days=link_days(days, DAYS_LABEL),
+            expires_days=days,
             created_by=actor.pseudonym,
+            now=now,
         )
+        expires = shown_time(now + dt.timedelta(days=days))
         return self.named(
             invites=[
-                [a["id"], a["pseudonym"], role, invite_url(config.public_url, token)] for a, token in rows
+                [a["id"], a["pseudonym"], role, invite_url(config.public_url, token), expires]
+                for a, token in rows
             ]
         )
 
@@ -264,13 +268,12 @@ class AdminTab(Tab):
     def new_link(self, db, actor, annotator_id: str, days: float) -> dict:
         """A new invite link for an existing person; their earlier links are revoked."""
         annotator_id = whole_number(annotator_id, "Annotator id")
-        config = self.ctx.config
-        token = accounts.new_invite(
-            db, annotator_id, expires_days=link_days(days, DAYS_LABEL), created_by=actor.pseudonym
-        )
+        config, days, now = self.ctx.config, link_days(days, DAYS_LABEL), utcnow()
+        token = accounts.new_invite(db, annotator_id, expires_days=days, created_by=actor.pseudonym, now=now)
         link = invite_url(config.public_url, token)
         return self.named(
-            renewed=f"New link for annotator {annotator_id} (copy it now: it is shown once): `{escape(link)}`"
+            renewed=f"New link for annotator {annotator_id}, valid until "
+            f"{shown_time(now + dt.timedelta(days=days))} (copy it now: it is shown once): `{escape(link)}`"
         )
 
     # --- Practice, people, coverage ---------------------------------------------------------

@@ -261,6 +261,8 @@ def login_with_invite(
                 "this invite link is not valid (unknown or mistyped); ask the study admin for a new one"
             )
         invite = rows[0]
+        # A closed account first: its links were revoked with it, and no new one can be made.
+        _active_annotator(db, invite["annotator_id"])
         if invite["revoked"]:
             raise InvalidToken("this invite link was revoked; ask the study admin for a new one")
         if invite["expires"] <= iso(now):
@@ -417,9 +419,10 @@ def revoke_annotator(
 ) -> None:
     """Revoke an annotator with their invites and sessions; their data stays."""
     check_length(why, "why")
-    get_annotator(db, annotator_id)
     now = utcnow() if now is None else now
     with transaction(db):
+        if get_annotator(db, annotator_id)["status"] == "revoked":
+            raise Conflict(f"the account of annotator {annotator_id} is closed already; nothing changed")
         update_rows(db, "annotators", {"id": annotator_id}, {"status": "revoked"})
         update_rows(db, "invites", {"annotator_id": annotator_id, "revoked": None}, {"revoked": iso(now)})
         _end_sessions(db, annotator_id, "revoked", now)

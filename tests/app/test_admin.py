@@ -21,6 +21,7 @@ from app.config import AppConfig
 from app.guard import COOKIE, download_path, new_download
 from storage import ensure_schema, iso, open_db
 from storage.schema import MIGRATIONS
+from tests.app.test_participant import _rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app, shared_app  # noqa: F401
 from tests.disks import tmpfs
 
@@ -48,8 +49,11 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
         admin, message = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
         assert admin and "admin" in message
         table = client.predict(admin, "expert", 2, "yes", 7, api_name="/admin_create_invites")
-        assert table["headers"] == ["annotator_id", "pseudonym", "role", "invite_link"]
+        assert table["headers"] == ["annotator_id", "pseudonym", "role", "invite_link", "expires"]
         assert [row[1:3] for row in table["data"]] == [["E0001", "expert"], ["E0002", "expert"]]
+        # When each link stops working, as the database has it (the admin could not see it).
+        stored = [r["expires"] for r in _rows(config, "select expires from invites order by annotator_id")]
+        assert [row[4] for row in table["data"]] == [f"{e[:16].replace('T', ' ')} UTC" for e in stored]
         link = table["data"][1][3]
         assert link.startswith(config.public_url + "/?invite=")
         expert, message = client.predict(link, api_name="/login_invite")

@@ -36,8 +36,9 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     download = page.locator("#admin_invites_csv a").first
     expect(download).to_be_visible()
     csv = page.request.get(download.get_attribute("href")).text().splitlines()
-    assert csv[0] == "annotator_id,pseudonym,role,invite_link"
+    assert csv[0] == "annotator_id,pseudonym,role,invite_link,expires"
     assert [line.split(",")[3] for line in csv[1:]] == links
+    assert [line.split(",")[4] for line in csv[1:]] == [row[4] for row in rows]  # when each stops working
     token, message = live_app.client.predict(links[1], api_name="/login_invite")
     assert token and message == "Signed in as **E0002**."
     # A lost link: a new one for E0003, and the old one stops working.
@@ -46,6 +47,8 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     renewed = page.locator("#admin_new_link_message")
     expect(renewed).to_contain_text("New link for annotator 3")
     new_link = renewed.locator("code").inner_text()
+    [newest] = live_app.query("select expires from invites where annotator_id = 3 and revoked is null")
+    expect(renewed).to_contain_text(f"valid until {newest['expires'][:16].replace('T', ' ')} UTC")
     assert new_link.startswith(live_app.config.public_url + "/?invite=") and new_link != links[2]
     with pytest.raises(AppError, match="this invite link was revoked"):
         live_app.client.predict(links[2], api_name="/login_invite")

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from annotation.errors import InvalidInput, InvalidToken, PermissionDenied
+from annotation.errors import Conflict, InvalidInput, InvalidToken, PermissionDenied
 from annotation.people.accounts import (
     Actor,
     create_annotators,
@@ -83,8 +83,13 @@ def test_expired_and_revoked_invites_are_refused_and_nothing_is_written(db):
     login_with_invite(db, token, now=start + dt.timedelta(days=1))
     revoke_annotator(db, annotator["id"], ADMIN, "left the study", now=start)
     before = _dump(db)
-    with pytest.raises(InvalidToken, match="revoked"):
+    with pytest.raises(
+        InvalidToken, match=f"^the account {annotator['pseudonym']} was closed by the study admin$"
+    ):
         login_with_invite(db, token, now=start + dt.timedelta(days=1))
+    # Closing it again changes nothing and says so (it said "Closed the account" again).
+    with pytest.raises(Conflict, match=f"the account of annotator {annotator['id']} is closed already"):
+        revoke_annotator(db, annotator["id"], ADMIN, "again", now=start)
     assert _dump(db) == before
 
 
