@@ -244,7 +244,7 @@ def select_sketch(
     if base is not None and row["base"] != base:
         raise ValueError(
             f"sketch {sketch_id} is a sketch of {row['base']!r}, not of {base!r}: "
-            f"give the id of one of {base!r}'s sketches (Show sketches lists them)"
+            f"give the id of one of the sketches of {base!r} (Show sketches lists them)"
         )
     with transaction(db):
         update_rows(db, "sketches", {"base": row["base"], "id !=": sketch_id}, {"selected": 0})
