@@ -282,15 +282,28 @@ def _read_images(entries: Sequence[Entry], known: set[str], data_dir: Path, run:
         if n not in images and n != MANIFEST
     ]
     if MANIFEST in readers:
-        labelled = _labels_from_manifest(_manifest_text(readers[MANIFEST]), images, known, rejected)
+        labelled = list(_labels_from_manifest(_manifest_text(readers[MANIFEST]), images, known, rejected))
     else:
-        labelled = _labels_from_names(images, known)
+        labelled = list(_labels_from_names(images, known))
+    # Files that share a label are all left out, as files that share a name are: which
+    # of them is the model's image cannot be known.
+    sharing = defaultdict(list)
+    for name, label in labelled:
+        if not isinstance(label, str):
+            sharing[label].append(name)
     stored: dict[Label, tuple[str, str]] = {}
     for name, label in labelled:
         if isinstance(label, str):
             rejected.append((name, label))
-        elif label in stored:
-            rejected.append((name, "another file has the same model, concept, style, cfg and seed"))
+        elif len(sharing[label]) > 1:
+            others = ", ".join(shown(other) for other in sharing[label] if other != name)
+            rejected.append(
+                (
+                    name,
+                    f"{others} {'has' if len(sharing[label]) == 2 else 'have'} the same model, concept, "
+                    "style, cfg and seed; none of them is imported",
+                )
+            )
         else:
             try:
                 file = put_png(data_dir, _decode(readers[name]()), folder=f"runs/{run}/images")

@@ -204,21 +204,34 @@ def test_nothing_usable_or_a_taken_name_stores_nothing(db, tmp_path):
     assert db["run_items"].count == 1
 
 
-def test_two_files_with_the_same_label_keep_the_first(db, tmp_path):
+def test_files_that_share_a_label_are_all_left_out(db, tmp_path):
+    """Which of them is the model's image cannot be known (the first was kept: of a red and a
+    blue apple, the one that sorted first made the run's distribution)."""
     source = _folder(
         tmp_path / "in",
         {
             "a/m__apple__natural__7.5__1.png": _png((9, 9, 9)),
-            "b/m__apple__natural__7.5__1.png": _png((200, 9, 9)),
+            "b/m__apple__natural__7.5__1.jpg": _png((200, 9, 9)),
+            "b/m__apple__natural__7.5__2.png": _png((20, 200, 9)),
         },
     )
     report = import_images(db, "r", source, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     assert report.imported == 1
     assert report.rejected == (
-        ("b/m__apple__natural__7.5__1.png", "another file has the same model, concept, style, cfg and seed"),
+        (
+            "a/m__apple__natural__7.5__1.png",
+            "'b/m__apple__natural__7.5__1.jpg' has the same model, concept, style, cfg and seed; "
+            "none of them is imported",
+        ),
+        (
+            "b/m__apple__natural__7.5__1.jpg",
+            "'a/m__apple__natural__7.5__1.png' has the same model, concept, style, cfg and seed; "
+            "none of them is imported",
+        ),
     )
-    image = read_image(tmp_path / "data", runs.items(db, "r")[0]["image_path"])
-    np.testing.assert_array_equal(image[0, 0], [9, 9, 9])
+    [item] = runs.items(db, "r")
+    assert item["seed"] == 2
+    np.testing.assert_array_equal(read_image(tmp_path / "data", item["image_path"])[0, 0], [20, 200, 9])
 
 
 @pytest.mark.filterwarnings("ignore:Duplicate name")  # zipfile warns as it writes the second
