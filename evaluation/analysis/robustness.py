@@ -381,17 +381,25 @@ def describe(report: pd.DataFrame) -> str:
     """The report in a few lines: per choice, the rankings that change (Markdown)."""
     lines = []
     for (choice, alternative), part in report.groupby(["choice", "alternative"], sort=False):
-        swaps = part[part["swapped"] != ""]
+        # A metric without two models valued under both choices has no ranking to compare
+        # (ΔHue with every dominant color grey under `exclude`): said so, not "no change".
+        unranked = part[part["kendall_tau"].isna()]
+        swaps = part[(part["swapped"] != "") & part["kendall_tau"].notna()]
         default = part["default"].iloc[0]
-        if swaps.empty:
-            lines.append(
-                f"- {choice} {default} → {alternative}: no ranking changes ({part['recomputed'].iloc[0]})"
+        said = []
+        if len(unranked) < len(part):
+            said.append(
+                "**"
+                + "; ".join(f"{r.metric}: {r.swapped} (τ = {r.kendall_tau:.2f})" for r in swaps.itertuples())
+                + "**"
+                if len(swaps)
+                else "no ranking changes"
             )
-        else:
-            changed = "; ".join(
-                f"{r.metric}: {r.swapped} (τ = {r.kendall_tau:.2f})" for r in swaps.itertuples()
+        if len(unranked):
+            said.append(
+                "not compared (fewer than two models have a value under both): "
+                + ", ".join(unranked["metric"])
             )
-            lines.append(
-                f"- {choice} {default} → {alternative}: **{changed}** ({part['recomputed'].iloc[0]})"
-            )
+        said = "; ".join(said)
+        lines.append(f"- {choice} {default} → {alternative}: {said} ({part['recomputed'].iloc[0]})")
     return "\n".join(lines)

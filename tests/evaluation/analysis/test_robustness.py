@@ -67,6 +67,25 @@ def test_the_gencolor_filter_swaps_two_models_and_the_report_says_so(stored):
     assert "- linkage single → average: no ranking changes" in text
 
 
+def test_a_metric_no_two_models_have_under_both_choices_is_said_not_compared():
+    """ΔHue with every dominant color grey under `exclude` has no ranking: it read "no ranking
+    changes", as if the choice did not matter."""
+    base = pd.DataFrame({"model": ["a", "b"], "cell": "all", "metric": "hue_diff", "value": [np.nan, np.nan]})
+    compared = robustness.compare(base, base.assign(value=[10.0, 20.0]))
+    assert np.isnan(compared.loc[0, "kendall_tau"])
+    report = compared.assign(
+        choice="grey_hue", default="exclude", alternative="atan2", recomputed="from the scores, every concept"
+    )
+    assert robustness.describe(report) == (
+        "- grey_hue exclude → atan2: not compared (fewer than two models have a value under both): "
+        "hue_diff (from the scores, every concept)"
+    )
+    both = pd.concat([report, report.assign(metric="pcc", kendall_tau=1.0)], ignore_index=True)
+    assert robustness.describe(both).startswith(
+        "- grey_hue exclude → atan2: no ranking changes; not compared"
+    )
+
+
 def test_without_pixel_summaries_only_the_score_choices_are_compared(stored):
     db, _ = stored
     report = robustness.robustness(runs.model_distributions(db), HUMAN, CONCEPTS)
