@@ -63,6 +63,7 @@ from evaluation.models.registry import load_registry
 from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD
 from evaluation.pipeline import jobs, planning, runs
 from storage import transaction
+from storage.shown import counted
 
 NAME = "evaluate"
 TITLE = "Evaluate"
@@ -435,7 +436,7 @@ class EvaluateTab(Tab):
         )
         self.ctx.jobs.submit(run, segmenter, executor)
         message = (
-            f"Run **{escape(run)}**: {report.imported} images imported, {len(report.rejected)} left out; "
+            f"Run **{escape(run)}**: {counted(report.imported, 'image')} imported, {len(report.rejected)} left out; "
             "masking and scoring queued."
         )
         return {

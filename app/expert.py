@@ -32,7 +32,7 @@ from annotation.concepts import get_concept
 from annotation.files import resolve
 from annotation.qc import review, votes
 from annotation.qc import stats as qc
-from annotation.qc.readiness import counted, readiness
+from annotation.qc.readiness import readiness
 from app.common import (
     PLUMBING,
     AppContext,
@@ -53,6 +53,7 @@ from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
 from storage import human
+from storage.shown import counted
 
 NAME = "expert"
 TITLE = "Expert review"

@@ -45,6 +45,7 @@ from evaluation.models.generation import STYLES
 from storage import human as human_rows
 from storage.human import COUNTING_RULE
 from storage.human import sources as human_sources
+from storage.shown import counted
 
 NAME = "study"
 TITLE = "Study"
@@ -376,7 +377,7 @@ def _offer(
     """The updates of `OFFER`, by name, for a study in `style` (`StudyTab.choices`)."""
     truths = human_sources(db)
     offered = study.available_sources(db, style)
-    options = [(f"{s.model} · {s.run} · CFG {s.cfg:g} ({n} concepts)", s.key) for s, n in offered]
+    options = [(f"{s.model} · {s.run} · CFG {s.cfg:g} ({counted(n, 'concept')})", s.key) for s, n in offered]
     keys = [key for _, key in options]
     chosen = [] if sorted(sources or []) == sorted(preselected or []) else sources
     kept = [key for key in chosen or [] if key in keys]

@@ -1,5 +1,6 @@
-"""How a refusal quotes what arrived: cut to `SHOWN_CHARS` characters (one place for every
-library; `annotation.errors` re-exports it)."""
+"""How a message shows values: a refusal quotes what arrived cut to `SHOWN_CHARS` characters
+(`shown`; `annotation.errors` re-exports it), a count says its noun in the singular or plural
+(`counted`). One place for every library."""
 
 SHOWN_CHARS = 80
 """The most characters of a refused value that a message quotes back (see `shown`)."""
@@ -35,3 +36,12 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
         return f"{value[:limit]!r}… ({len(value)} characters)"
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def counted(count: int, noun: str) -> str:
+    """`count` and `noun`, the noun plural (in s) unless there is one: how a message counts.
+
+    >>> counted(1, "designer"), counted(3, "coloring")
+    ('1 designer', '3 colorings')
+    """
+    return f"{count} {noun}{'' if count == 1 else 's'}"

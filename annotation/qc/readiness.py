@@ -22,6 +22,7 @@ import sqlite_utils
 from annotation.pilot import read_pilot
 from annotation.qc.review import MIN_COLORINGS
 from storage.human import COUNTED_STATUSES
+from storage.shown import counted
 
 #: Concepts named in "N more colorings of ... open its vote".
 SHOWN = 3
@@ -172,12 +173,3 @@ def counted_per_concept(db: sqlite_utils.Database) -> dict[str, int]:
             COUNTED_STATUSES,
         ).fetchall()
     )
-
-
-def counted(count: int, noun: str) -> str:
-    """`count` and `noun`, the noun plural (in s) unless there is one.
-
-    >>> counted(1, "designer"), counted(3, "coloring")
-    ('1 designer', '3 colorings')
-    """
-    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -19,6 +19,7 @@ import pandas as pd
 
 from evaluation.analysis import bootstrap, tables
 from evaluation.pipeline.scoring import concept_metrics
+from storage.shown import counted
 
 RANKING_COLUMNS = (
     "table",
@@ -314,7 +315,7 @@ def significance_note(ranking: pd.DataFrame) -> str:
         label = f"{tables.MODIFIER_LABELS[t]} {tables.STYLE_LABELS[s]} {tables.METRICS[metric][0]}"
         few = part["n_concepts"].min() if "n_concepts" in part else np.nan
         if few < bootstrap.MIN_RANK_CONCEPTS:
-            chain += f" (n = {int(few)} concepts: too few to tell models apart)"
+            chain += f" (n = {counted(int(few), 'concept')}: too few to tell models apart)"
         lines.append(f"- {label}: {chain}")
     distinguishable = int(ranking["distinguishable"].sum())
     head = (
