@@ -385,7 +385,8 @@ def table3(validation: pd.DataFrame) -> pd.DataFrame:
     ]
     out["Pairs"], out["Undefined pairs"] = out["n_pairs"], out["n_undefined"]
     out["Note"] = [
-        _table3_note(*row) for row in out[["metric", "n_pairs", "n_undefined"]].itertuples(index=False)
+        _table3_note(*row)
+        for row in out[["metric", "n_pairs", "n_undefined", "Pearson", "Metric ties"]].itertuples(index=False)
     ]
     return out.set_index(["Type", "Metric"])[columns]
 
@@ -394,15 +395,22 @@ def table3(validation: pd.DataFrame) -> pd.DataFrame:
 UNDEFINED_REASONS = {"hue_diff": "ΔHue is undefined where a dominant color is grey"}
 
 
-def _table3_note(metric: str, n_pairs: int, n_undefined: int) -> str:
-    """Why a Table 3 row is blank (fewer than 2 defined pairs) or covers fewer pairs."""
-    if not n_undefined and n_pairs >= 2:
-        return ""
+def _table3_note(metric: str, n_pairs: int, n_undefined: int, pearson: float, metric_ties: int) -> str:
+    """Why a Table 3 row is blank (fewer than 2 defined pairs, or a side that never varies,
+    which leaves the correlations undefined) or covers fewer pairs."""
     total = n_pairs + n_undefined
     reason = UNDEFINED_REASONS.get(metric, "the metric is undefined on some pairs")
     if n_pairs < 2:
         return f"Blank: defined on {n_pairs} of {total} pairs, at least 2 needed ({reason})."
-    return f"{n_undefined} of {total} pairs left out ({reason})."
+    said = f"{n_undefined} of {total} pairs left out ({reason})." if n_undefined else ""
+    if np.isnan(pearson):
+        why = (
+            f"the metric ties on all {n_pairs} pairs (its difference is 0 on each)"
+            if metric_ties == n_pairs
+            else "one side is the same on every pair"
+        )
+        said = f"{said} Correlations blank: {why}, so none is defined.".strip()
+    return said
 
 
 def _bt_group(

@@ -179,6 +179,24 @@ def test_ties_count_as_disagreement_and_are_reported():
     assert lenient["agreement"] == 1.0
 
 
+def test_a_row_whose_metric_ties_on_every_pair_says_why_its_correlations_are_blank():
+    """Both models miss the dominant color on every pair: DCA's difference is 0 on each, so
+    Pearson and Spearman are undefined; the Note said nothing."""
+    votes = tiny_votes(
+        [("1", "c1", "x", "y", 5, 1), ("2", "c2", "x", "y", 4, 2), ("3", "c3", "x", "y", 1, 5)]
+    )
+    metrics = tiny_metrics({c: {"x": 0, "y": 0} for c in ("c1", "c2", "c3")})
+    rng = np.random.default_rng(0)
+    t3 = table3(metric_validation(votes, metrics, rng=rng, metric_names=("dca", "emd"), n_boot=20))
+    dca = t3.xs("DCA", level="Metric").iloc[0]
+    assert np.isnan(dca["Pearson"]) and dca["Metric ties"] == 3
+    assert (
+        dca["Note"]
+        == "Correlations blank: the metric ties on all 3 pairs (its difference is 0 on each), so none is defined."
+    )
+    assert t3.xs("EMD", level="Metric").iloc[0]["Note"] == ""
+
+
 def test_correlation_is_symmetric_in_pair_orientation_and_lower_emd_counts_as_better():
     votes = tiny_votes(
         [("1", "c1", "x", "y", 5, 1), ("2", "c2", "x", "y", 2, 4), ("3", "c3", "x", "y", 4, 2)]
