@@ -270,8 +270,10 @@ EVENTS = (
     On("timer.tick", "progress", _TOKEN, ("progress",), "progress_note"),
     On("cancel.click", "cancel", (*_TOKEN, "run"), ("plan",), "plan", "evaluate_cancel"),
     On("resume.click", "resume", (*_TOKEN, "run", *_MASKING), ("plan",), "plan", "evaluate_resume"),
+    # The last import's list goes first: a refused import must not show it as its own.
+    On("import_button.click", "import_cleared", (), ("rejected",)),
     On(
-        "import_button.click",
+        "then",
         "import_images",
         (*_TOKEN, "import_name", "upload", "folder", *_MASKING),
         ("report", "rejected", "run"),
@@ -419,6 +421,11 @@ class EvaluateTab(Tab):
         return {
             self.parts["plan"]: f"Run **{escape(run)}**: job {state.state}." + (f" {where}" if where else "")
         }
+
+    @ui_only
+    def import_cleared(self) -> dict:
+        """No list of files left out while an import is checked and run."""
+        return self.named(rejected=None)
 
     @role(*ALLOWED)
     def import_images(

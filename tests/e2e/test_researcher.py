@@ -4,6 +4,7 @@ each model's, as charts, in a real browser."""
 import re
 
 import pytest
+from PIL import Image
 
 from evaluation.pipeline.planning import detect_device
 from storage import open_db
@@ -22,7 +23,7 @@ from tests.browser import (  # noqa: F401
     table_rows,
 )
 from tests.qc_data import add_coloring
-from tests.research_data import store_segmented_run
+from tests.research_data import solid, store_segmented_run
 
 pytestmark = pytest.mark.browser
 RED, BROWN, GREEN = (200, 30, 40), (110, 70, 40), (60, 160, 60)
@@ -247,4 +248,41 @@ def test_after_a_first_evaluation_the_browser_shows_the_reference_set_and_images
     assert first.bounding_box()["width"] == pytest.approx(box["width"], abs=1)
     expect(page.locator("#browser_gallery .preview")).to_have_count(0)
     page.screenshot(path=str(ARTIFACTS / "browser-first-evaluation.png"), full_page=True)
+    assert page.js_errors == []
+
+
+def test_a_researcher_imports_a_folder_and_a_refused_import_leaves_no_old_list(live_app, page):
+    """Last in the module: its run is one more the views above would list."""
+    folder = live_app.config.data_dir / "imports" / "walk"
+    folder.mkdir(parents=True)
+    Image.fromarray(solid((200, 30, 30))).save(folder / "ext__apple__natural__5__1.png")
+    (folder / "ext__banana__natural__5__1.png").write_bytes(b"not an image")
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Evaluate")
+    page.get_by_text("Masking (GroundingDINO + SAM)").click()
+    page.locator("#evaluate_segmenter").get_by_label("tiny-random").check()
+    page.locator("#evaluate_box input").fill("0")
+    page.locator("#evaluate_text input").fill("0")
+    page.locator("#evaluate_folder textarea").fill("walk")
+    page.locator("#evaluate_import_name textarea").fill("walk-import")
+    page.click("#evaluate_import")
+    report, rows = (
+        page.locator("#evaluate_import_report"),
+        page.locator("#evaluate_rejected [role=row][data-index]"),
+    )
+    expect(report).to_contain_text(
+        "Run walk-import: 1 image imported, 1 left out; masking and scoring queued."
+    )
+    expect(rows).to_have_count(1)
+    assert table_rows(page, "evaluate_rejected")[0][0] == "ext__banana__natural__5__1.png"
+    # Refused imports: the reason beside the button, and the last import's list gone.
+    page.click("#evaluate_import")
+    expect(report).to_contain_text("run 'walk-import' exists already; choose another name for the import")
+    expect(rows).to_have_count(0)
+    page.locator("#evaluate_import_name textarea").fill("walk-2")
+    page.locator("#evaluate_folder textarea").fill("../..")
+    page.click("#evaluate_import")
+    expect(report).to_contain_text("is outside the allowed import folders")
+    expect(rows).to_have_count(0)
     assert page.js_errors == []
