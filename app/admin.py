@@ -395,7 +395,9 @@ class AdminTab(Tab):
         """The summary, the histogram and the per-concept table."""
         view = stability.stability_view(db)
         return self.named(
-            stability_summary=escape(view.text), stability_histogram=view.figure, stability_table=view.table
+            stability_summary=escape(view.text),
+            stability_histogram=gr.Plot(view.figure, visible=view.figure is not None),
+            stability_table=view.table,
         )
 
     # --- Export: built in the background, the page polls (issue 28) -------------------------
@@ -659,7 +661,10 @@ def _stability_section() -> dict:
             label="Concepts by P_H stability", elem_id="admin_stability_histogram"
         ),
     }
-    with empty_note("Nothing yet: press *Show stability*.", "admin_stability_table_empty"):
+    with empty_note(
+        "No concept listed: *Show stability* lists those with counted designer colorings.",
+        "admin_stability_table_empty",
+    ):
         parts["stability_table"] = named_table(
             "Designers' P_H stability per concept", "admin_stability_table"
         )

@@ -280,7 +280,9 @@ class LeaderboardTab(Tab):
         """Each concept's designers' P_H stability: summary, histogram and table."""
         view = stability_view(db)
         return self.named(
-            stable_note=escape(view.text), stable_histogram=view.figure, stable_table=view.table
+            stable_note=escape(view.text),
+            stable_histogram=gr.Plot(view.figure, visible=view.figure is not None),
+            stable_table=view.table,
         )
 
     @role(*ROLES, "admin")
@@ -391,7 +393,10 @@ def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
         parts["stable_histogram"] = gr.Plot(
             label="Concepts by P_H stability", elem_id="leaderboard_stability_histogram"
         )
-        with empty_note("Nothing yet: press *Show stability*.", "leaderboard_stability_table_empty"):
+        with empty_note(
+            "No concept listed: *Show stability* lists those with counted designer colorings.",
+            "leaderboard_stability_table_empty",
+        ):
             parts["stable_table"] = named_table(
                 "Designers' P_H stability per concept", "leaderboard_stability_table"
             )

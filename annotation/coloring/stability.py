@@ -45,6 +45,7 @@ from annotation.errors import InvalidInput
 from evaluation.analysis import bootstrap
 from evaluation.analysis.figures import LAYOUT
 from storage import human, iso, transaction
+from storage.shown import counted
 from storage.settings import read_setting, write_setting
 
 N_RESAMPLES = 100
@@ -264,7 +265,7 @@ class StabilityView:
 
     text: str
     table: pd.DataFrame
-    figure: go.Figure
+    figure: go.Figure | None  # None when no concept has counted colorings
 
 
 def stability_view(db: sqlite_utils.Database, *, max_compute: int = VIEW_COMPUTE) -> StabilityView:
@@ -274,10 +275,14 @@ def stability_view(db: sqlite_utils.Database, *, max_compute: int = VIEW_COMPUTE
     table = stability_table(db, mode, max_compute=max_compute)
     unstable = int((table["status"] == "unstable").sum())
     left = len({c["concept_key"] for c in human.counted_colorings(db)}) - len(table)
+    if table.empty and not left:
+        # Nothing to measure: said, and no empty histogram drawn under it.
+        text = f"Assignment mode: {mode.describe()}.  \nNo concept has counted designer colorings yet: nothing to measure."
+        return StabilityView(text, table, None)
     text = (
         f"Assignment mode: {mode.describe()}.  \n"
-        + (f"{left} concepts not computed yet: show again to continue.  \n" if left else "")
-        + f"{len(table)} concepts with counted colorings; {unstable} above {mode.threshold:g} ΔE "
+        + (f"{counted(left, 'concept')} not computed yet: show again to continue.  \n" if left else "")
+        + f"{counted(len(table), 'concept')} with counted colorings; {unstable} above {mode.threshold:g} ΔE "
         f"(stability: the {QUANTILE:.0%} quantile of the EMD between P_H resampled over its "
         f"colorings and the full P_H; {N_RESAMPLES} resamples, seed {SEED} with the concept key)."
     )

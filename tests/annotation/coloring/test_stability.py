@@ -121,10 +121,17 @@ def test_a_mode_names_the_field_it_refuses():
     assert "then up to 10 while" in stability.Mode(adaptive=True).describe()
 
 
+def test_a_view_of_nothing_says_so_and_draws_no_chart(db):
+    """It said "0 concepts ..." over empty axes, under a note asking to press the button."""
+    view = stability.stability_view(db)
+    assert view.table.empty and view.figure is None
+    assert view.text.endswith("No concept has counted designer colorings yet: nothing to measure.")
+
+
 def test_a_view_computes_a_bounded_number_and_says_how_many_are_left(pool):
     db, _, _ = pool
     first = stability.stability_view(db, max_compute=1)
-    assert len(first.table) == 1 and "1 concepts not computed yet: show again to continue." in first.text
+    assert len(first.table) == 1 and "1 concept not computed yet: show again to continue." in first.text
     second = stability.stability_view(db, max_compute=1)
     assert second.table["concept"].tolist() == ["cat", "dog"] and "not computed yet" not in second.text
 
