@@ -45,8 +45,8 @@ from annotation.errors import InvalidInput
 from evaluation.analysis import bootstrap
 from evaluation.analysis.figures import LAYOUT
 from storage import human, iso, transaction
-from storage.shown import counted
 from storage.settings import read_setting, write_setting
+from storage.shown import counted
 
 N_RESAMPLES = 100
 SEED = 0

@@ -33,7 +33,9 @@ def test_tabs_load_their_lists_when_opened_and_empty_tables_say_what_fills_them(
         expect(page.locator(f"#{empty} [role=grid]")).to_be_hidden()
     expect(page.locator("#admin_pending_empty")).to_contain_text("Nobody is waiting")
     # A table filled by a button says which, instead of an empty grid headed "1 2 3".
-    expect(page.locator("#admin_stability_table_empty")).to_have_text("Nothing yet: press Show stability.")
+    expect(page.locator("#admin_stability_table_empty")).to_have_text(
+        "No concept listed: Show stability lists those with counted designer colorings."
+    )
     expect(page.locator("#admin_stability_table [role=grid]")).to_be_hidden()
     page.screenshot(path=str(ARTIFACTS / "lists-admin.png"))
 
