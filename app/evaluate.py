@@ -841,6 +841,8 @@ def _import_source(data_dir: Path, upload, folder) -> tuple[str, list[Path]]:
     if upload:
         return uploaded(str(upload), "upload"), [Path(gr.utils.get_upload_folder())]
     if not (folder or "").strip():
-        raise ValueError("`folder` must name a folder under imports/ (or upload a zip), got nothing")
+        raise ValueError(
+            "`…or folder under imports/` is empty: name a folder under imports/, or upload a zip"
+        )
     root = data_dir / "imports"
     return str(root / folder.strip()), [root]

@@ -268,7 +268,9 @@ class LeaderboardTab(Tab):
             self.ctx.config.data_dir,
             self.concepts,
             choice.source,
-            sample=None if not str(sample).strip() else whole_number(sample, "Base concepts to sample"),
+            sample=None
+            if not str(sample).strip()
+            else whole_number(sample, "Base concepts to sample", minimum=1),
             seed=seed_number(seed, "Sample seed"),
         )
         return self.named(

@@ -38,7 +38,7 @@ from evaluation.pipeline import runs
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
 from storage import transaction
-from storage.files import MAX_BYTES, MAX_PIXELS, leaves_archive, open_image, put_png
+from storage.files import MAX_BYTES, MAX_PIXELS, ImageRefused, leaves_archive, open_image, put_png
 from storage.shown import shown
 
 MANIFEST = "manifest.csv"
@@ -190,14 +190,17 @@ def parse_label(model: str, concept: str, style: str, cfg: str, seed: str, known
     if style not in STYLES:
         raise ValueError(f"style {style!r} must be one of {sorted(STYLES)}")
     try:
-        cfg_value, seed_value = float(cfg), int(seed)
+        cfg_value = float(cfg)
     except ValueError:
-        raise ValueError(f"cfg {shown(cfg)} must be a number and seed {shown(seed)} a whole number") from None
-    if not 0 < cfg_value <= MAX_GUIDANCE or not 0 <= seed_value <= MAX_SEED:
-        raise ValueError(
-            f"cfg must be in (0, {MAX_GUIDANCE:g}] and seed in [0, 2**63 - 1], got cfg {shown(cfg)}, "
-            f"seed {shown(seed)}"
-        )
+        raise ValueError(f"cfg {shown(cfg)} must be a number") from None
+    if not 0 < cfg_value <= MAX_GUIDANCE:  # NaN too
+        raise ValueError(f"cfg must be in (0, {MAX_GUIDANCE:g}], got {shown(cfg)}")
+    try:
+        seed_value = int(seed)
+    except ValueError:
+        raise ValueError(f"seed {shown(seed)} must be a whole number") from None
+    if not 0 <= seed_value <= MAX_SEED:
+        raise ValueError(f"seed must be in [0, 2**63 - 1], got {shown(seed)}")
     return Label(model, concept, style, cfg_value, seed_value)
 
 
@@ -308,6 +311,8 @@ def _read_images(entries: Sequence[Entry], known: set[str], data_dir: Path, run:
             try:
                 file = put_png(data_dir, _decode(readers[name]()), folder=f"runs/{run}/images")
                 stored[label] = (file.path, file.sha256)
+            except ImageRefused as error:  # what is wrong with it, in its words: too large, not an image
+                rejected.append((name, str(error)))
             except Exception as error:  # noqa: BLE001 - PIL raises many kinds for corrupt files
                 rejected.append((name, f"corrupt or unreadable image: {error}"))
     return stored, sorted(rejected)

@@ -465,7 +465,7 @@ CASES = [
         "import-nothing",
         "/evaluate_import",
         as_role("researcher", "", None, "", "tiny-random", 0.3, 0.25),
-        "`folder` must name a folder",
+        "`…or folder under imports/` is empty: name a folder under imports/, or upload a zip",
     ),
     Case("import-corrupt-zip", "/evaluate_import", upload_args("corrupt.zip"), "zip"),
     Case("import-empty-file", "/evaluate_import", upload_args("empty.zip"), "zip|empty"),

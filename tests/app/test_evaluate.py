@@ -133,7 +133,7 @@ def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tm
         )
         assert report == "Run **ext**: 2 images imported, 1 left out; masking and scoring queued."
         assert [row[0] for row in rejected["data"]] == ["ext-model__banana__natural__5__3.png"]
-        assert rejected["data"][0][1].startswith("corrupt or unreadable image")
+        assert rejected["data"][0][1].startswith("the file is ")  # not an image, or corrupt: its words
         state, row = _wait(client, researcher, "ext")
         assert state == "finished" and "imported" in row and "2/2 distributions" in row
         board = client.predict(

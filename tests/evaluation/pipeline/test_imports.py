@@ -1,5 +1,7 @@
 import io
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +63,9 @@ def test_a_named_folder_becomes_generated_items_and_a_corrupt_image_is_reported_
     report = import_images(db, "ext", source, tmp_path / "data", CONCEPTS, allowed_roots=[imports])
     assert report.imported == 3
     assert [name for name, _ in report.rejected] == ["dalle3__banana__natural__7.5__5.png", "notes.txt"]
-    assert "corrupt or unreadable image" in report.rejected[0][1]
+    assert (
+        report.rejected[0][1] == "the file is not an image file (PNG, JPEG or WebP expected)"
+    )  # cut in its header
     rows = runs.items(db, "ext")
     assert [
         (r["model"], r["concept"], r["noun"], r["style"], r["cfg"], r["sample"], r["seed"], r["status"])
@@ -158,9 +162,11 @@ def test_refusals_name_the_source_from_the_import_folder_on(tmp_path, source, sh
         # SQLite's INTEGER ends at 2**63 - 1: the item's row would have failed after its file was stored.
         (
             f"m__apple__natural__7.5__{2**63}.png",
-            "seed in [0, 2**63 - 1], got cfg '7.5', seed '9223372036854775808'",
+            "seed must be in [0, 2**63 - 1], got '9223372036854775808'",
         ),
-        (f"m__apple__natural__7.5__{'9' * 300}.png", "seed '99999"),
+        (f"m__apple__natural__7.5__{'9' * 300}.png", "seed must be in [0, 2**63 - 1], got '99999"),
+        # Each field is named alone: "cfg '7.5' must be a number and seed '1.5' a whole number" named both.
+        ("m__apple__natural__7.5__1.5.png", "seed '1.5' must be a whole number"),
         (f"m__apple__natural__{'x' * 300}__1.png", "(300 characters) must be a number"),
     ],
 )
@@ -172,6 +178,23 @@ def test_mislabelled_files_are_reported_with_the_reason(db, tmp_path, name, reas
     report = import_images(db, "r", source, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     assert report.imported == 1 and report.rejected[0][0] == name and reason in report.rejected[0][1]
     assert len(report.rejected[0][1]) < 300  # a long field is quoted cut
+
+
+def test_an_image_over_the_pixel_cap_is_said_too_large_not_corrupt(db, tmp_path):
+    """A PNG whose header says 30,000 x 30,000: refused unread, in the cap's words (it was
+    called "corrupt or unreadable")."""
+    small = bytearray(_png((1, 2, 3)))
+    small[16:24] = struct.pack(">II", 30_000, 30_000)  # IHDR's width and height
+    small[29:33] = struct.pack(">I", zlib.crc32(bytes(small[12:29])))  # its CRC
+    source = _folder(
+        tmp_path / "in",
+        {"m__apple__natural__7.5__1.png": bytes(small), "m__apple__natural__7.5__2.png": _png((1, 2, 3))},
+    )
+    report = import_images(db, "r", source, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    assert report.imported == 1
+    [(name, why)] = report.rejected
+    assert name == "m__apple__natural__7.5__1.png"
+    assert why.startswith("the file has 900,000,000 pixels; at most ") and "corrupt" not in why
 
 
 def test_an_import_whose_rows_fail_leaves_no_file(db, tmp_path):
@@ -191,7 +214,8 @@ def test_an_import_whose_rows_fail_leaves_no_file(db, tmp_path):
 def test_nothing_usable_or_a_taken_name_stores_nothing(db, tmp_path):
     bad = _folder(tmp_path / "bad", {"m__apple__natural__7.5__1.png": b"not a png"})
     with pytest.raises(
-        ImportSourceError, match="no usable image in 'bad': m__apple__natural__7.5__1.png: corrupt"
+        ImportSourceError,
+        match="no usable image in 'bad': m__apple__natural__7.5__1.png: the file is not an image file",
     ):
         import_images(db, "r", bad, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     assert db["runs"].count == 0
