@@ -322,7 +322,7 @@ def build_summary(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> No
     then refresh by themselves every `REFRESH_S` seconds. Endpoint (admin):
     ``admin_crowd_counts``."""
     gr.Markdown(
-        "## Crowd studies\nLive counts of every open study link, refreshed every "
+        "## Crowd studies\nLive counts of every open study link (closed and ended ones too: see *state*), refreshed every "
         f"{REFRESH_S:.0f} s. Links, the payment table and its CSV are on the Study tab, under "
         "*Open study links*."
     )

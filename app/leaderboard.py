@@ -49,6 +49,7 @@ from evaluation.analysis.bootstrap import (
 )
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
 from evaluation.analysis.robustness import CHOICES
+from evaluation.analysis.robustness import label as robustness_label
 from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
 from evaluation.analysis.uncertainty import interval_table, significance_note
 from evaluation.concepts import load_concepts
@@ -274,7 +275,8 @@ class LeaderboardTab(Tab):
             seed=seed_number(seed, "Sample seed"),
         )
         return self.named(
-            robust_note="\n\n".join(escape(t) for t in (choice.note, text) if t), robust_table=report.round(4)
+            robust_note="\n\n".join(escape(t) for t in (choice.note, text) if t),
+            robust_table=report.assign(metric=report["metric"].map(robustness_label)).round(4),
         )
 
     @role(*ROLES, "admin")

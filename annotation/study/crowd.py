@@ -419,8 +419,8 @@ def join(
         ).fetchone()[0]
         if recent >= link["joins_per_address"]:
             raise TooManyJoins(
-                f"{recent} people joined through this study link from your address within the hour, its "
-                "limit; try again in an hour, or return the study on the platform"
+                f"{recent} {'person' if recent == 1 else 'people'} joined through this study link from your "
+                "address within the hour, its limit; try again in an hour, or return the study on the platform"
             )
         ((annotator, invite),) = create_annotators(
             db, 1, "participant", expires_days=1, created_by=f"open link {link['id']}", now=now

@@ -377,6 +377,12 @@ def stored_pixels(db, data_dir, model_rows: Sequence[Mapping]) -> dict[tuple, li
     return out
 
 
+def label(metric: str) -> str:
+    """A metric as the tables name it (ΔHue, PCC, ...); the report's own name for the others
+    (sensitivity, accuracy)."""
+    return tables.METRICS.get(metric, (metric,))[0]
+
+
 def describe(report: pd.DataFrame) -> str:
     """The report in a few lines: per choice, the rankings that change (Markdown)."""
     lines = []
@@ -390,7 +396,9 @@ def describe(report: pd.DataFrame) -> str:
         if len(unranked) < len(part):
             said.append(
                 "**"
-                + "; ".join(f"{r.metric}: {r.swapped} (τ = {r.kendall_tau:.2f})" for r in swaps.itertuples())
+                + "; ".join(
+                    f"{label(r.metric)}: {r.swapped} (τ = {r.kendall_tau:.2f})" for r in swaps.itertuples()
+                )
                 + "**"
                 if len(swaps)
                 else "no ranking changes"
@@ -398,7 +406,7 @@ def describe(report: pd.DataFrame) -> str:
         if len(unranked):
             said.append(
                 "not compared (fewer than two models have a value under both): "
-                + ", ".join(unranked["metric"])
+                + ", ".join(map(label, unranked["metric"]))
             )
         said = "; ".join(said)
         lines.append(f"- {choice} {default} → {alternative}: {said} ({part['recomputed'].iloc[0]})")

@@ -269,10 +269,12 @@ def test_the_robustness_panel_reports_the_models_a_choice_swaps(tmp_path):
         with pytest.raises(AppError, match="`Base concepts to sample` must be a whole number, got 'some'"):
             client.predict(researcher, "lab", "some", "0", api_name="/leaderboard_robustness")
     assert (
-        "pixel_filter none → gencolor: **pcc: m-orange ↔ m-dark (τ = -1.00); emd: m-orange ↔ m-dark" in note
+        "pixel_filter none → gencolor: **PCC: m-orange ↔ m-dark (τ = -1.00); EMD: m-orange ↔ m-dark" in note
     )
     rows = pd.DataFrame(table["data"], columns=table["headers"])
-    swap = rows[(rows["choice"] == "pixel_filter") & (rows["metric"] == "emd")].iloc[0]
+    # The metrics by the names the tables above give them (hue_diff and pcc read as code).
+    assert {"PCC", "EMD", "ΔHue"} <= set(rows["metric"]) and "hue_diff" not in set(rows["metric"])
+    swap = rows[(rows["choice"] == "pixel_filter") & (rows["metric"] == "EMD")].iloc[0]
     assert swap["swapped"] == "m-orange ↔ m-dark" and swap["kendall_tau"] == -1.0
     assert "2 concepts (seeded sample)" in sampled
 

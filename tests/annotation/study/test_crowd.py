@@ -264,6 +264,10 @@ def test_joins_are_limited_per_address(setup):
     assert _join(db, token, "pid-a").resumed  # resuming is not a new join
     _join(db, token, "pid-c", address="5.6.7.8")
     _join(db, token, "pid-d", minutes_ago=-61)
+    _, one = _link(db, study_id, joins_per_address=1)  # a second link counts its own
+    _join(db, one, "pid-e")
+    with pytest.raises(crowd.TooManyJoins, match="^1 person joined through this study link"):
+        _join(db, one, "pid-f")
 
 
 def test_a_failed_check_screens_out_and_a_finished_person_votes_no_more(setup):

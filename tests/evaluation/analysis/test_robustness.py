@@ -62,7 +62,7 @@ def test_the_gencolor_filter_swaps_two_models_and_the_report_says_so(stored):
     assert set(report["choice"]) == set(robustness.CHOICES)
     text = robustness.describe(report)
     assert (
-        "- pixel_filter none → gencolor: **pcc: m-orange ↔ m-dark (τ = -1.00); emd: m-orange ↔ m-dark" in text
+        "- pixel_filter none → gencolor: **PCC: m-orange ↔ m-dark (τ = -1.00); EMD: m-orange ↔ m-dark" in text
     )
     assert "- linkage single → average: no ranking changes" in text
 
@@ -78,7 +78,7 @@ def test_a_metric_no_two_models_have_under_both_choices_is_said_not_compared():
     )
     assert robustness.describe(report) == (
         "- grey_hue exclude → atan2: not compared (fewer than two models have a value under both): "
-        "hue_diff (from the scores, every concept)"
+        "ΔHue (from the scores, every concept)"
     )
     both = pd.concat([report, report.assign(metric="pcc", kendall_tau=1.0)], ignore_index=True)
     assert robustness.describe(both).startswith(
@@ -153,7 +153,7 @@ def test_the_command_prints_the_swap_and_writes_the_report(stored, tmp_path, cap
         ]
     )
     printed = capsys.readouterr().out
-    assert code == 0 and "pixel_filter none → gencolor: **pcc: m-orange ↔ m-dark" in printed
+    assert code == 0 and "pixel_filter none → gencolor: **PCC: m-orange ↔ m-dark" in printed
     written = pd.read_csv(tmp_path / "robustness.csv")
     assert set(written["choice"]) == set(robustness.CHOICES)
     assert main(["robustness", "--db", db_path, "--reference", "nobody"]) == 2
