@@ -443,6 +443,11 @@ def _held(task: Task, annotator_id: int) -> Task:
                 "this trial was already answered (in another tab or window, say); your first "
                 "answer is kept: press Start for your next trial"
             )
+        if task.kind == "coloring":  # a designer's words: a concept, submitted in another tab
+            raise Conflict(
+                "this concept was already submitted (in another tab or window, say); that coloring "
+                "is kept and nothing changed: reload the page for your next concept"
+            )
         raise Conflict(f"task {task.id} was already submitted; your first answer is kept and nothing changed")
     if task.status == "released":
         raise Conflict(f"task {task.id} was already given back; nothing was stored")

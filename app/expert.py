@@ -238,6 +238,8 @@ class ExpertTab(Tab):
     @role(*REVIEWERS)
     def grid(self, db, actor, concept: str, reveal: bool) -> dict:
         """A concept's colorings: gallery, table and distribution charts."""
+        if not concept:
+            raise ValueError(_PICK)
         items = review.coloring_grid(db, actor, concept, reveal=bool(reveal))
         data_dir = self.ctx.config.data_dir
         rows = [
@@ -337,7 +339,9 @@ class ExpertTab(Tab):
     @role(*REVIEWERS)
     def ground_truth(self, db, actor, concept: str) -> dict:
         """P_H(x|c) of a concept as stored, how many colorings it rests on, and which count."""
-        get_concept(db, concept or "")
+        if not concept:
+            raise ValueError(_PICK)
+        get_concept(db, concept)
         truth = human.read(db, human.DESIGNERS, [concept]).get(concept)
         if truth is None:
             return self.named(
@@ -572,6 +576,9 @@ def _admin_section() -> dict:
             parts["reinstate"] = gr.Button("Reinstate", elem_id="expert_reinstate_button")
         parts["admin_message"] = gr.Markdown(elem_id="expert_admin_message")
     return parts
+
+
+_PICK = "Pick a concept first: type part of its name in the Concept box and choose it."
 
 
 def _concept_choices(db) -> list[tuple[str, str]]:

@@ -314,6 +314,8 @@ CASES = [
         "unknown concept 'unicorn'",
     ),
     Case("expert-grid-script-concept", "/expert_grid", as_role("expert", SCRIPT, False), "unknown concept"),
+    # Nothing picked: what to do, not "unknown concept None".
+    Case("expert-grid-no-concept", "/expert_grid", as_role("expert", None, False), "^Pick a concept first"),
     Case(
         "expert-recolor-unknown-coloring",
         "/expert_recolor",

@@ -47,7 +47,8 @@ def test_the_http_client_answers_as_gradio_client_does_and_raises_app_error_on_a
         assert (
             refusals
             == [
-                f"task {task['task_id']} was already submitted; your first answer is kept and nothing changed"
+                "this concept was already submitted (in another tab or window, say); that coloring "
+                "is kept and nothing changed: reload the page for your next concept"
             ]
             * 2
         )
