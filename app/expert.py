@@ -242,12 +242,19 @@ class ExpertTab(Tab):
             raise ValueError(_PICK)
         items = review.coloring_grid(db, actor, concept, reveal=bool(reveal))
         data_dir = self.ctx.config.data_dir
+        # An earlier round is no longer counted (the ground truth takes each designer's
+        # latest): said beside its status, which alone read like any other submission.
+        latest = {}
+        for i in items:
+            latest[i.designer] = max(latest.get(i.designer, 0), i.round)
         rows = [
             [
                 i.coloring_id,
                 i.designer,
                 i.round,
-                i.status,
+                i.status
+                if i.round == latest[i.designer]
+                else f"{i.status} (replaced by round {latest[i.designer]})",
                 None if i.round_emd is None else round(i.round_emd, 2),
                 i.note,
             ]

@@ -5,9 +5,10 @@ from PIL import Image
 
 from storage import open_db
 from tests.app.test_admin import _dump
+from tests.app.test_participant import _rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app, session_event
 from tests.e2e.test_landing import playwright
-from tests.qc_data import add_coloring
+from tests.qc_data import add_coloring, add_handmade, one_hot
 
 GREYS = [(70, 70, 75), (110, 110, 110), (50, 52, 60), (130, 128, 125)]
 PINK = (255, 105, 180)
@@ -74,6 +75,18 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     assert f"coloring {apples[0]}" in message
     table = client.predict(experts[0], "apple", False, api_name="/expert_grid")[1]
     assert table["data"][0][3:] == ["recolor_requested", None, "<b>browner</b>"]
+    # The designer's round 2: round 1 stays in the grid, marked as no longer the one that counts.
+    [row] = _rows(study["config"], f"select annotator_id from colorings where id = {apples[0]}")
+    db = open_db(study["config"].db_path)
+    try:
+        again = add_handmade(db, study["config"].data_dir, row["annotator_id"], "apple", one_hot(62), round=2)
+    finally:
+        db.close()
+    rounds = {
+        r[0]: r[2:4] for r in client.predict(experts[0], "apple", False, api_name="/expert_grid")[1]["data"]
+    }
+    assert rounds[apples[0]] == [1, "recolor_requested (replaced by round 2)"]
+    assert rounds[again] == [2, "submitted"] and rounds[apples[1]] == [1, "submitted"]
 
     ranking, _ = client.predict(experts[0], 0.5, 2, api_name="/expert_consistency")
     assert [r[1] for r in ranking["data"]] == ["forbidding castle", "apple"]
