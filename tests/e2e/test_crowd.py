@@ -283,9 +283,11 @@ def test_the_list_of_links_follows_the_payment_counts(live_app, page, platform):
     page.fill("#crowd_screenout_code textarea", "WAVE2OUT")
     page.fill("#crowd_days input", "0.5")
     page.click("#crowd_make")
+    made_note = page.locator("#crowd_make_note")
+    expect(made_note).to_contain_text("is made, open until")  # the row is stored by then
     [made] = live_app.query("select id, ends from crowd_links where completion_code = 'WAVE2DONE'")
     ends = made["ends"][:16].replace("T", " ")
-    expect(page.locator("#crowd_make_note")).to_have_text(
+    expect(made_note).to_have_text(
         f"Link {made['id']} is made, open until {ends} UTC: paste the address below into the platform."
     )
     expect(page.locator("#crowd_url textarea")).to_have_value(re.compile(r"\?study=[^&]+&PROLIFIC_PID="))
