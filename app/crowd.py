@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import shutil
 
 import gradio as gr
 
@@ -41,7 +40,7 @@ from app.common import (
     role,
     whole_number,
 )
-from app.guard import exports_folder
+from app.guard import exports_folder, removed_if_refused
 from app.tabs import On, Tab
 from storage import shown_time, utcnow
 
@@ -194,12 +193,9 @@ class CrowdLinks(Tab):
             texts["bonus.csv"] = crowd.bonus_csv(table, per_trial)
         folder = exports_folder(self.ctx.config.data_dir, f"crowd-{link_id}", stamp)
         folder.mkdir(parents=True)
-        try:
+        with removed_if_refused(folder):  # a full disk: no half-written set of files is left
             for name, text in texts.items():
                 (folder / name).write_text(text, encoding="utf-8", newline="")
-        except BaseException:  # a full disk: no half-written set of files is left
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
         return self.named(files=[str(folder / name) for name in texts])
 
     def _payments(self, db, link_id) -> dict:

@@ -391,15 +391,22 @@ def download_path(data_dir: str | Path, kind: str, name: str, *, now: float | No
 
 
 @contextlib.contextmanager
-def new_download(data_dir: str | Path, kind: str, name: str) -> Iterator[Path]:
-    """`download_path` for a file the block writes; when the block raises (a full disk), its
-    new folder is removed again, so a refused download leaves nothing behind."""
-    path = download_path(data_dir, kind, name)
+def removed_if_refused(folder: Path) -> Iterator[Path]:
+    """`folder`, a new one the block writes in; when the block raises (a full disk), the
+    folder and what it holds are removed again, so a refused download leaves nothing."""
     try:
-        yield path
+        yield folder
     except BaseException:
-        shutil.rmtree(path.parent, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def new_download(data_dir: str | Path, kind: str, name: str) -> Iterator[Path]:
+    """`download_path` for a file the block writes, its new folder `removed_if_refused`."""
+    path = download_path(data_dir, kind, name)
+    with removed_if_refused(path.parent):
+        yield path
 
 
 def viewer(actor: Actor) -> str:
