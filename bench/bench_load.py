@@ -255,7 +255,7 @@ def kill_app(
                 raise RuntimeError(f"the designers finished before {kill_after} acks")
         workers: list[int] = []
         if moment == "write":
-            interrupted = _kill_inside_a_write(study, app, stop)
+            interrupted = _kill_inside_a_write(study, app, stop, load)
         elif moment == "pool":
             interrupted, workers = [], _kill_while_a_worker_runs(app, stop)
         else:
@@ -332,41 +332,48 @@ def _alive_after(pids: list[int], seconds: float) -> list[int]:
         time.sleep(0.1)
 
 
-def _kill_inside_a_write(study: Study, app: AppProcess, stop: threading.Event) -> list[str]:
-    """Hold the write lock until a submission's files are on disk, then SIGKILL the app.
+def _kill_inside_a_write(study: Study, app: AppProcess, stop: threading.Event, load) -> list[str]:
+    """Hold the write lock until a submission's file is on disk, then SIGKILL the app.
+
+    While the lock is held no row can be committed, so any stored file no row names is
+    one of a submission caught between its files and its rows; whether it was written
+    before or during this hold does not matter (a submission whose last write before its
+    files came in a gap between holds writes them then: counting only files new since
+    the hold began missed every one on a fast machine). A file whose bytes another row
+    already names (two identical masks, say) is not an orphan, so one file suffices.
 
     The app may need the lock for something else first (a submission's answer starts
-    the designer's next batch, a write that comes before any file of the next submission);
-    held past the app's busy timeout, that write would fail. So the lock is held at most a
-    third of `storage.db.BUSY_TIMEOUT_MS` at a time, then let go briefly, until
-    `LOCK_WAIT_S` in all.
+    the designer's next batch); held past the app's busy timeout, that write would fail.
+    So the lock is held at most a third of `storage.db.BUSY_TIMEOUT_MS` at a time, then
+    let go briefly, until `LOCK_WAIT_S` in all or until `load` (the designers' future)
+    is done.
 
-    Returns the relative paths of the files written under the lock (no row names them).
+    Returns the relative paths of the files no row named at the kill.
     """
     deadline = time.perf_counter() + LOCK_WAIT_S
     db = open_db(study.db_path)
+    holds = 0
     try:
-        while time.perf_counter() < deadline:
+        while time.perf_counter() < deadline and not load.done():
             db.execute("BEGIN IMMEDIATE")
-            before = set(orphaned_files(db, study.data_dir))
+            holds += 1
             release = min(deadline, time.perf_counter() + BUSY_TIMEOUT_MS / 3000)
-            while time.perf_counter() < release:
-                time.sleep(0.05)
-                written = [
-                    p
-                    for p in orphaned_files(db, study.data_dir)
-                    if p not in before and not Path(p).name.startswith(".")
-                ]
-                if len(written) >= 2:
+            while time.perf_counter() < release and not load.done():
+                written = [p for p in orphaned_files(db, study.data_dir) if not Path(p).name.startswith(".")]
+                if written:
                     stop.set()
                     app.kill()
                     db.execute("ROLLBACK")
                     return written
+                time.sleep(0.05)
             db.execute("ROLLBACK")
             time.sleep(0.5)
     finally:
         db.close()
-    raise RuntimeError("no submission wrote its files while the lock was held")
+    if load.done():
+        load.result()  # a designer's error, if one ended the load, says more than ours
+    ended = "the designers had finished" if load.done() else f"{LOCK_WAIT_S:.0f} s went by"
+    raise RuntimeError(f"no submission wrote its files while the lock was held ({holds} holds; {ended})")
 
 
 def _date_back(data_dir: Path, seconds: float) -> None:
