@@ -47,9 +47,11 @@ def coverage(db: sqlite_utils.Database, k: int, *, now: dt.datetime | None = Non
         ``states`` (variants per state: `FIXED_STATES` or `ADAPTIVE_STATES`);
         ``histogram`` (``{n: variants with n counted colorings}`` for n in 0..top, where
         n = top means top or more; top is `k`, or the cap in the adaptive mode);
-        ``colorings_by_status`` (main task, every status in
-        `storage.schema.COLORING_STATUSES`); ``practice_colorings`` (practice colorings of
-        any status: they count towards no concept); ``annotators_by_role`` and ``slots``
+        ``colorings_by_status`` (main task, each designer's latest round of a concept, by
+        every status in `storage.schema.COLORING_STATUSES`); ``replaced_rounds`` (main-task
+        rounds a later round of the same designer replaced: not counted, whatever their
+        status); ``practice_colorings`` (practice colorings of any status: they count
+        towards no concept); ``annotators_by_role`` and ``slots``
         (`coloring_slots` with the mode's quota per concept).
     """
     mode = stability.read_mode(db)
@@ -58,14 +60,14 @@ def coverage(db: sqlite_utils.Database, k: int, *, now: dt.datetime | None = Non
     top = mode.cap if mode.adaptive else k
     histogram = Counter(min(n, top) for n in counts.values())
     statuses = Counter(dict.fromkeys(COLORING_STATUSES, 0))
-    statuses.update(
-        {
-            row["status"]: row["n"]
-            for row in db.query(
-                "select status, count(*) as n from colorings where practice = 0 group by status"
-            )
-        }
+    rows = list(
+        db.query(
+            "select status, sum(round = latest) as n, sum(round < latest) as replaced from "
+            "(select status, round, max(round) over (partition by annotator_id, concept_key) "
+            "as latest from colorings where practice = 0) group by status"
+        )
     )
+    statuses.update({row["status"]: row["n"] for row in rows})
     roles = Counter()
     for row in db.query("select roles from annotators where status = 'active'"):
         roles.update(json.loads(row["roles"]))
@@ -83,6 +85,7 @@ def coverage(db: sqlite_utils.Database, k: int, *, now: dt.datetime | None = Non
         "states": {s: by_state[s] for s in (ADAPTIVE_STATES if mode.adaptive else FIXED_STATES)},
         "histogram": {n: histogram[n] for n in range(top + 1)},
         "colorings_by_status": dict(statuses),
+        "replaced_rounds": sum(row["replaced"] for row in rows),
         "practice_colorings": db["colorings"].count_where("practice = 1"),
         "annotators_by_role": dict(roles),
         "slots": coloring_slots(db, k, quotas=quotas, now=now),

@@ -735,14 +735,19 @@ def _waiting_for_sketches(figures: dict) -> str:
 
 
 def _statuses(figures: dict) -> str:
-    """Main-task colorings by status, saying that practice colorings are not counted."""
+    """Main-task colorings by status (each designer's latest round), saying that practice
+    colorings and replaced rounds are not counted."""
     text = _counts(figures["colorings_by_status"])
     practice = figures["practice_colorings"]
-    if not practice:
-        return text
-    noun = "coloring is" if practice == 1 else "colorings are"
-    head, _, rest = text.partition(" submitted")
-    return f"{head} submitted ({practice:,} practice {noun} not counted){rest}"
+    if practice:
+        noun = "coloring is" if practice == 1 else "colorings are"
+        head, _, rest = text.partition(" submitted")
+        text = f"{head} submitted ({practice:,} practice {noun} not counted){rest}"
+    replaced = figures["replaced_rounds"]
+    if replaced:
+        noun = "round" if replaced == 1 else "rounds"
+        text += f"; besides, {replaced:,} earlier {noun} replaced by a designer's redo (not counted)"
+    return text
 
 
 def _counts(counts: dict) -> str:

@@ -226,7 +226,9 @@ def test_admin_sees_and_approves_practice_colorings(tmp_path):
         ][0][0]
         db = open_db(config.db_path)
         try:
-            for i, key in enumerate(config.practice_concepts):
+            rows = [(key, 1, 1, "submitted") for key in config.practice_concepts]
+            rows += [("apple", 0, 1, "recolor_requested"), ("apple", 0, 2, "submitted")]
+            for i, (key, practice, round_, status) in enumerate(rows):
                 image = store_png(config.data_dir, np.full((4, 4, 3), 40 * i, dtype=np.uint8))
                 db["colorings"].insert(
                     {
@@ -234,14 +236,19 @@ def test_admin_sees_and_approves_practice_colorings(tmp_path):
                         "concept_key": key,
                         "image_path": image.path,
                         "image_sha256": image.sha256,
-                        "practice": 1,
-                        "round": 1,
-                        "status": "submitted",
+                        "practice": practice,
+                        "round": round_,
+                        "status": status,
                         "created": iso(),
                     }
                 )
         finally:
             db.close()
+        coverage = client.predict(admin, api_name="/admin_coverage")
+        assert (
+            "1 submitted (3 practice colorings are not counted), 0 accepted, 0 recolor requested, "
+            "0 excluded; besides, 1 earlier round replaced by a designer's redo (not counted)"
+        ) in coverage
         table, gallery = client.predict(admin, api_name="/admin_practice_pending")
         assert table["data"] == [[designer_id, "D0001", "1 2 3"]]
         assert [item["caption"] for item in gallery] == [f"D0001: {key}" for key in config.practice_concepts]

@@ -150,6 +150,8 @@ def test_a_recolor_is_the_next_round_and_the_designer_counts_once_towards_the_qu
     first = [add_coloring(db, data, d, "rotten apple", (120, 80, 20)) for d in designers[:4]]
     task_id = request_recolor(db, ADMIN, first[0], "Rotten, not ripe: try browner tones.", now=T0)
     assert get_coloring(db, first[0])["status"] == "recolor_requested"
+    figures = overview.coverage(db, 5)
+    assert (figures["colorings_by_status"]["recolor_requested"], figures["replaced_rounds"]) == (1, 0)
     held = assignment.open_tasks(db, "coloring", designers[0], now=T0)
     assert [(t.id, t.concept_key, t.coloring_id) for t in held] == [(task_id, "rotten apple", first[0])]
     second = add_coloring(
@@ -159,7 +161,11 @@ def test_a_recolor_is_the_next_round_and_the_designer_counts_once_towards_the_qu
     assert db["tasks"].get(task_id)["status"] == "submitted"
     rounds = [(r["annotator_id"], r["round"], r["status"]) for r in concept_colorings(db, "rotten apple")]
     assert rounds[:2] == [(designers[0], 1, "recolor_requested"), (designers[0], 2, "submitted")]
-    assert overview.coverage(db, 5)["histogram"][4] == 1
+    figures = overview.coverage(db, 5)
+    assert figures["histogram"][4] == 1
+    # The redone round is no longer a pending recolor request: it is counted as replaced.
+    assert figures["colorings_by_status"]["recolor_requested"] == 0
+    assert (figures["colorings_by_status"]["submitted"], figures["replaced_rounds"]) == (4, 1)
     rng = np.random.default_rng(1)
     offered = assignment.reserve(db, "coloring", designers[4], rng, 50)
     fifth = next(t for t in offered if t.concept_key == "rotten apple")
