@@ -19,11 +19,13 @@ import secrets
 
 import gradio as gr
 import numpy as np
+import pandas as pd
 
 from app.common import AppContext, note_area, role, seed_number, ui_only, whole_number
 from app.guard import exports_folder
 from app.tabs import On, Tab
 from evaluation.analysis.figures import judge_failure_heatmap
+from evaluation.judges.accuracy import SUMMARY_COLUMNS
 from evaluation.judges.judges import parse_judge
 from evaluation.judges.probes import synthetic_items
 from evaluation.judges.report import audit
@@ -74,7 +76,7 @@ class JudgeAuditTab(Tab):
     @ui_only
     def cleared(self) -> dict:
         """No results on the page while an audit is checked and run."""
-        return self.named(table=None, heatmap=None, files=None)
+        return self.named(table=_empty_table(), heatmap=None, files=None)
 
     @role(*ROLES, "admin")
     def run(self, db, actor, judges: str, items, seed) -> dict:
@@ -107,6 +109,11 @@ class JudgeAuditTab(Tab):
         return source
 
 
+def _empty_table() -> pd.DataFrame:
+    """The summary table's columns and no row (Gradio's default reads "1 2 3")."""
+    return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
+
+
 def _layout() -> dict:
     """The tab's components, by the names `EVENTS` uses."""
     parts = {}
@@ -122,6 +129,7 @@ def _layout() -> dict:
     parts["run"] = gr.Button("Run the audit", variant="primary", elem_id="judge_audit_run")
     parts["note"] = note_area("judge_audit_note")
     parts["table"] = gr.Dataframe(
+        _empty_table(),
         label="Pair-wise accuracy (match accepted and foil rejected) and plain accuracy per split",
         interactive=False,
         elem_id="judge_audit_table",

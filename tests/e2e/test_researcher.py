@@ -251,6 +251,38 @@ def test_after_a_first_evaluation_the_browser_shows_the_reference_set_and_images
     assert page.js_errors == []
 
 
+def test_a_researcher_audits_a_judge_and_a_refused_audit_clears_the_last_results(live_app, page):
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    open_tab(page, "Judge audit")
+    headers = page.locator("#judge_audit_table [role=columnheader]")
+    expected = ["judge", "split", "pairs", "pairwise_accuracy", "pairwise_macro", "accuracy", "chance"]
+
+    def shown_headers():
+        return [h.strip() for h in headers.all_inner_texts() if h.strip()]
+
+    expect(headers.first).to_be_visible()
+    assert shown_headers() == expected  # its own columns before any run, not "1 2 3"
+    page.locator("#judge_audit_judges textarea").fill("pixel")
+    page.locator("#judge_audit_items input").fill("20")
+    page.click("#judge_audit_run")
+    rows = page.locator("#judge_audit_table [role=row][data-index]")
+    expect(rows.first).to_be_visible()
+    assert {row[0] for row in table_rows(page, "judge_audit_table")} == {"pixel"}
+    expect(page.locator("#judge_audit_heatmap .js-plotly-plot")).to_be_visible()
+    page.locator("#judge_audit_judges textarea").fill("pixel\nclip:x")
+    page.click("#judge_audit_run")
+    expect(page.locator("#judge_audit_note")).to_contain_text("judge 'clip:x' must start with one of")
+    expect(rows).to_have_count(0)
+    assert shown_headers() == expected
+    expect(page.locator("#judge_audit_heatmap .js-plotly-plot")).to_have_count(0)
+    page.locator("#judge_audit_judges textarea").fill("random")
+    page.click("#judge_audit_run")
+    expect(rows.first).to_be_visible()
+    assert {row[0] for row in table_rows(page, "judge_audit_table")} == {"random"}
+    assert page.js_errors == []
+
+
 def test_a_researcher_imports_a_folder_and_a_refused_import_leaves_no_old_list(live_app, page):
     """Last in the module: its run is one more the views above would list."""
     folder = live_app.config.data_dir / "imports" / "walk"
