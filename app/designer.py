@@ -179,7 +179,7 @@ EVENTS = (
         "submit",
         (*_TOKEN, "canvas"),
         VIEW,
-        "message",
+        "submit_note",
         "designer_submit",
         js=flush_js("designer_canvas", 1, 2),
         limited=True,
@@ -552,6 +552,9 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
             parts["submit"] = gr.Button(
                 "Submit this coloring", variant="primary", size="lg", elem_id="designer_submit"
             )
+            # A refused submission ("Nothing is colored yet") is said here, under the button
+            # pressed; what a saved one says goes to the message above the next concept.
+            parts["submit_note"] = live(note_area("designer_submit_note"))
             parts["previous"] = gr.Image(
                 label="Your previous round",
                 type="filepath",
