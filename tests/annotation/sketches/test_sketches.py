@@ -8,8 +8,9 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageDraw
 from scipy import ndimage
+from skimage.draw import disk
 
 from annotation.coloring.fill import line_mask
 from annotation.sketches.importing import (
@@ -195,6 +196,31 @@ def test_check_line_art_rejects_a_filled_silhouette_and_a_blank_page():
         check_line_art(silhouette)
     with pytest.raises(NotLineArtError, match="no drawing found"):
         check_line_art(np.full((300, 400), 250, np.uint8))
+
+
+def test_check_line_art_refuses_specks_and_blobs_that_close_no_region():
+    rng = np.random.default_rng(3)
+    specks = np.where(rng.random((400, 400)) < 0.05, 0, 255).astype(np.uint8)
+    blobs = np.full((400, 400), 255, np.uint8)
+    for _ in range(40):
+        rr, cc = disk(tuple(rng.integers(0, 400, 2)), rng.integers(3, 12), shape=blobs.shape)
+        blobs[rr, cc] = 0
+    for image in (specks, blobs):
+        assert line_art_stats(image).regions == 1
+        with pytest.raises(NotLineArtError, match="close no region to color"):
+            check_line_art(image)
+
+
+def test_check_line_art_accepts_outlines_another_renderer_drew():
+    """Pillow's ImageDraw draws these (anti-aliased by supersampling), not resvg from our SVGs."""
+    big = Image.new("L", (1600, 1200), 255)
+    draw = ImageDraw.Draw(big)
+    draw.polygon([(320, 960), (800, 960), (800, 560), (320, 560)], outline=0, width=12)
+    draw.polygon([(290, 560), (560, 260), (830, 560)], outline=0, width=12)
+    draw.ellipse((1000, 420, 1400, 820), outline=0, width=6)
+    drawing = big.resize((400, 300), Image.Resampling.LANCZOS)
+    stats = check_line_art(drawing)
+    assert stats.regions == 4  # outside, the house's wall and roof, the circle's inside
 
 
 def test_check_line_art_accepts_a_scan_on_grey_paper():
