@@ -10,12 +10,18 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DB, not_sqlite, serving
+from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, not_sqlite, serving
 
 
 def default_db() -> Path:
     """``$COLORCONCEPT_DB``, else ``data/colorconcept.sqlite`` under the project root."""
     return Path(os.environ.get(ENV_DB, DEFAULT_DB_PATH))
+
+
+def default_data_dir() -> Path:
+    """``$COLORCONCEPT_DATA_DIR``, else ``data/`` under the project root: the folder the app
+    and ``python -m annotation`` read, so that a run's rows and its files stay together."""
+    return Path(os.environ.get(ENV_DATA_DIR) or DEFAULT_DATA_DIR)
 
 
 def seed(text: str) -> int:
@@ -44,9 +50,9 @@ def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir",
         type=location,
-        default=DEFAULT_DATA_DIR,
-        help="folder for runs/ and models/ (default: data/); generate, segment and extract also "
-        "take an object-store URI (s3://bucket/prefix) for the run files",
+        default=default_data_dir(),
+        help="folder for runs/ and models/ (default: $COLORCONCEPT_DATA_DIR or data/); generate, "
+        "segment and extract also take an object-store URI (s3://bucket/prefix) for the run files",
     )
 
 

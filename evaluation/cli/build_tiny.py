@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import DEFAULT_DATA_DIR, seed
+from evaluation.cli import default_data_dir, seed
 
-HELP = "build the tiny random test models under data/models/"
+HELP = "build the tiny random test models under the data folder's models/"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,8 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--models-dir",
         type=Path,
-        default=DEFAULT_DATA_DIR / "models",
-        help="output folder (default: data/models)",
+        default=default_data_dir() / "models",
+        help="output folder (default: models/ in $COLORCONCEPT_DATA_DIR, else data/models)",
     )
     parser.add_argument("--seed", type=seed, default=0, help="weight initialisation seed (default: 0)")
 

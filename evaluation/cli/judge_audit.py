@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import DEFAULT_DATA_DIR, add_device_arguments, seed
+from evaluation.cli import add_device_arguments, default_data_dir, seed
 
 HELP = "audit color judges (CLIP-like, yes/no VLMs) with Rainbow foils on synthetic renders"
 DTYPES = ("float32", "float16", "bfloat16")
@@ -62,8 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         type=Path,
-        default=DEFAULT_DATA_DIR / "judge-audit",
-        help="output folder (default: data/judge-audit)",
+        default=default_data_dir() / "judge-audit",
+        help="output folder (default: judge-audit/ in $COLORCONCEPT_DATA_DIR, else data/judge-audit)",
     )
     parser.add_argument(
         "--dtype", choices=DTYPES, default="float32", help="model weights' dtype (default: float32)"

@@ -15,6 +15,7 @@ from bench.bench_ray_node_loss import outcome, recorded
 from evaluation.__main__ import COMMANDS, main
 from evaluation.color.naming import names_of_uw71
 from evaluation.models.registry import PROJECT_ROOT
+from storage import open_db
 from tests.disks import fill, tmpfs
 from tests.research_data import tiny_grid_argv, tiny_grid_reference, tiny_models, tiny_paths  # noqa: F401
 
@@ -436,3 +437,18 @@ def test_a_tiny_model_is_built_in_the_data_folders_models(tmp_path, capsys):
     assert main([*TINY_RUN, "--samples", "1", "--cfg", "7.5", *_storage(tmp_path)]) == 0
     assert (tmp_path / "data" / "models" / "tiny-random" / "model_index.json").is_file()
     assert "2 image(s) generated; 0 failed" in capsys.readouterr().out  # two styles
+
+
+def test_the_data_folder_comes_from_the_environment_as_the_database_does(tmp_path, capsys, monkeypatch):
+    """The app and `python -m annotation` read both variables; rows here and files elsewhere
+    would leave the app unable to find a run's images."""
+    monkeypatch.setenv("COLORCONCEPT_DB", str(tmp_path / "db.sqlite"))
+    monkeypatch.setenv("COLORCONCEPT_DATA_DIR", str(tmp_path / "data"))
+    assert main([*TINY_RUN, "--samples", "1", "--cfg", "7.5", "--styles", "natural"]) == 0
+    assert (tmp_path / "data" / "models" / "tiny-random" / "model_index.json").is_file()
+    db = open_db(tmp_path / "db.sqlite")
+    try:
+        [row] = db.query("select image_path from run_items")
+    finally:
+        db.close()
+    assert (tmp_path / "data" / row["image_path"]).is_file()
