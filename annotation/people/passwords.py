@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -116,7 +117,8 @@ def ensure_admin_password(
         return None
     generated = secrets.token_urlsafe(12)
     set_admin_password(db, generated, source="generated")
-    echo(_announcement(generated))
+    path = db.execute("pragma database_list").fetchone()[2]  # "" for an in-memory database
+    echo(_announcement(generated, path or "PATH"))
     return generated
 
 
@@ -158,7 +160,7 @@ def _stored_hash(db: sqlite_utils.Database) -> str | None:
     return read_setting(db, _SETTING)
 
 
-def _announcement(password: str) -> str:
+def _announcement(password: str, db_path: str) -> str:
     return "\n".join(
         [
             "",
@@ -167,7 +169,7 @@ def _announcement(password: str) -> str:
             f"  Admin password (shown only this once): {password}",
             "  Sign in on the Start tab with it. To choose your own instead, set",
             f"  {ENV_PASSWORD}=... (or {ENV_PASSWORD_FILE}=path/to/file) and restart,",
-            "  or run: python -m annotation set-admin-password --db PATH",
+            f"  or run: python -m annotation --db {shlex.quote(db_path)} set-admin-password",
             "=" * 72,
             "",
         ]

@@ -1,7 +1,10 @@
 import hashlib
 import io
 import json
+import shlex
 import stat
+import subprocess
+import sys
 import threading
 import time
 import zipfile
@@ -215,6 +218,18 @@ def test_first_start_prints_a_generated_password_once(tmp_path, monkeypatch, cap
     with running_app(config) as (client, _):
         token, _ = client.predict(password, api_name="/login_admin")
         assert token
+    # The command the announcement gives runs as printed (--db before the command).
+    command = shlex.split(first.split("or run: ")[1].splitlines()[0])
+    assert command[:3] == ["python", "-m", "annotation"] and str(config.db_path) in command
+    done = subprocess.run(
+        [sys.executable, *command[1:], "--stdin"],
+        input="chosen-password-1\n" * 2,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    with running_app(config) as (client, _):
+        assert client.predict("chosen-password-1", api_name="/login_admin")[0]
 
 
 def test_admin_sees_and_approves_practice_colorings(tmp_path):
