@@ -224,9 +224,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="folder for the CSV tables (default: EXPORT/analysis or <votes stem>_analysis)",
     )
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples")
-    parser.add_argument("--ci", type=float, default=0.95, help="confidence level")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default: 1000)")
+    parser.add_argument("--ci", type=float, default=0.95, help="confidence level (default: 0.95)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
     parser.add_argument(
         "--exclude-flagged", action="store_true", help="leave out participants who failed attention checks"
     )
@@ -234,7 +234,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-failures",
         type=int,
         default=0,
-        help="failed checks a participant may have before being flagged",
+        help="failed checks a participant may have before being flagged (default: 0)",
     )
     parser.add_argument(
         "--exclude-ties",
