@@ -27,8 +27,9 @@ TITLE = "Start"
 OPEN_TAB_KEY = "cc-open-tab"
 """Where the page keeps the title of the tab its person last opened (``sessionStorage``: per
 browser tab, kept across reloads)."""
-_PLAIN_SIGN_IN = r"^Signed in as \*\*[^*]+\*\*\.$"
-"""The page-load status of a restored session with nothing more to say (`restore`)."""
+_PLAIN_SIGN_IN = r"^Signed in as \*\*[^*]+\*\*\.( Your time for this study ends at [^.]+\.)?$"
+"""The page-load status of a restored session with nothing more to say than, for a crowd
+participant, their deadline (`restore`)."""
 # After the page-load step: an invite or study link leaves the address (it was used) and the
 # page stays where the sign-in put it. Otherwise the tab the person last opened in this browser
 # tab opens again, by a click as theirs (so the tab loads what it shows), when it is still one
@@ -420,10 +421,13 @@ def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[s
             actor = require(db, stored)
         except AnnotationError as error:  # the session the browser kept ended: why
             return "", f"You are not signed in. ({escape(str(error))})", False
-        over = study_over(crowd.state(db, actor))
+        state = crowd.state(db, actor)
+    over = study_over(state)
     if over:  # a crowd participant who no longer judges: why, where the page lands
         return stored, f"Signed in as **{escape(actor.pseudonym)}**: {over}", True
-    return stored, f"Signed in as **{escape(actor.pseudonym)}**.", False
+    # A crowd participant reads their deadline after a reload as on joining.
+    ends = "" if state is None else f" Your time for this study ends at {shown_time(state.deadline)}."
+    return stored, f"Signed in as **{escape(actor.pseudonym)}**.{ends}", False
 
 
 def _from_link(ctx: AppContext, params: dict, stored: str | None, address: str) -> tuple[str, str, bool]:
