@@ -42,7 +42,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import secrets
 import shutil
 import sqlite3
 import tempfile
@@ -58,7 +57,6 @@ import sqlite_utils
 from annotation.errors import AnnotationError, Conflict, InvalidInput
 from annotation.files import resolve
 from evaluation.color.naming import DOMINANT_COLUMNS, names_of_uw71, with_bin_names
-from storage import file_stamp, private_folder
 from storage.spreadsheet import csv_text, write_csv
 
 SKIPPED_TABLES = ("settings", "coloring_samples")
@@ -208,24 +206,6 @@ def reported_write_errors(folder: Path, what: str) -> Iterator[None]:
         ) from error
 
 
-def download_archive_path(data_dir: str | Path, *, now: str) -> Path:
-    """Where an export zip offered for download goes: ``exports/`` under the data folder.
-
-    The web server serves every file under the data folder to whoever names its path, so
-    the name carries 128 random bits besides the time stamp: nobody can guess it.
-
-    Parameters
-    ----------
-    now : str
-        A time stamp for the name, e.g. `storage.db.iso()`.
-    """
-    stamp = file_stamp(now)
-    return (
-        private_folder(Path(data_dir) / "exports")
-        / f"colorconcept-export-{stamp}-{secrets.token_hex(16)}.zip"
-    )
-
-
 def export_archive(
     db: sqlite_utils.Database,
     data_dir: str | Path,
@@ -316,8 +296,8 @@ class BackgroundExport:
     data_dir : str or Path
         The data folder the rows' files are under.
     target : callable
-        ``target(now)``: where the zip of an export started at `now` goes; default
-        `download_archive_path` under `data_dir`.
+        ``target(now)``: where the zip of an export started at `now` goes (the app's: a new
+        folder among the admin's downloads, `app.guard.download_path`).
     build : callable
         ``build(db, data_dir, archive, progress=..., external_ids=...)``, default
         `export_archive` (tests pass one that waits).
@@ -333,12 +313,12 @@ class BackgroundExport:
         connect: Callable[[], contextlib.AbstractContextManager[sqlite_utils.Database]],
         data_dir: str | Path,
         *,
-        target: Callable[[str], Path] | None = None,
+        target: Callable[[str], Path],
         build: Callable[..., Path] = export_archive,
     ):
         self._connect = connect
         self._data_dir = Path(data_dir)
-        self._target = target or (lambda now: download_archive_path(self._data_dir, now=now))
+        self._target = target
         self._build = build
         self._lock = threading.Lock()
         self._state = ExportState()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
 
 import gradio as gr
 import numpy as np
@@ -19,7 +20,7 @@ import pandas as pd
 from annotation import overview, pilot
 from annotation.backup import backup_archive
 from annotation.coloring import stability
-from annotation.export import BackgroundExport, ExportFailed, ExportState
+from annotation.export import BackgroundExport, ExportFailed, ExportState, export_archive
 from annotation.files import resolve
 from annotation.people import accounts, onboarding, throttle
 from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
@@ -43,7 +44,7 @@ from app.common import (
     whole_number,
     wire,
 )
-from app.guard import new_download
+from app.guard import download_path, new_download
 from app.tabs import On, Tab
 from storage import file_stamp, iso, shown_time, utcnow
 from storage.schema import UPGRADE_APPROVER
@@ -188,7 +189,17 @@ class AdminTab(Tab):
 
     def __init__(self, ctx: AppContext, parts: dict) -> None:
         super().__init__(ctx, parts)
-        self.exports = BackgroundExport(ctx.db, ctx.config.data_dir)
+        data_dir = ctx.config.data_dir
+        # Among the admin's downloads (served to the admin alone), not in exports/, which
+        # researchers read: the zip holds every table, and platform ids when asked.
+        self.exports = BackgroundExport(
+            ctx.db,
+            data_dir,
+            target=lambda now: download_path(
+                data_dir, "exports", f"colorconcept-export-{file_stamp(now)}.zip"
+            ),
+            build=_private_export,
+        )
 
     def wire(self) -> None:
         """Register `EVENTS` with Gradio, then two events an `On` row cannot express."""
@@ -464,6 +475,14 @@ class AdminTab(Tab):
             archive = backup_archive(db, data_dir, target)
             archive.chmod(0o600)
         return self.named(backup_file=str(archive))
+
+
+def _private_export(*args, **options) -> Path:
+    """`annotation.export.export_archive`, its zip then readable by the server's account
+    alone, as every download is."""
+    archive = export_archive(*args, **options)
+    archive.chmod(0o600)
+    return archive
 
 
 def _approval(when: str | None, by: str | None) -> str:

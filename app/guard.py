@@ -121,9 +121,14 @@ DATA_RULES: dict[str, DataRule] = {
     "exports": DataRule(
         frozenset({"researcher"}),
         "exports, tables and figures",
-        frozenset({".csv", ".json", ".parquet", ".txt", ".md", ".html", ".svg", ".png", ".zip"}),
+        # No zip: the Admin tab's export zip (every table) goes among the admin's downloads,
+        # and one older code left here is served to nobody.
+        frozenset({".csv", ".json", ".parquet", ".txt", ".md", ".html", ".svg", ".png"}),
     ),
     "downloads/backups": DataRule(ADMIN_ONLY, "backup zips (the whole database)", frozenset({".zip"})),
+    "downloads/exports": DataRule(
+        ADMIN_ONLY, "the Admin tab's export zips (every table; platform ids when asked)", frozenset({".zip"})
+    ),
     "downloads/invites": DataRule(ADMIN_ONLY, "invite links as CSV", frozenset({".csv"})),
 }
 """Folder (relative to the data folder) → who may read it, and the kinds of file (suffixes,
@@ -138,8 +143,8 @@ place, not copied to Gradio's cache, so the guard knows what each one is)."""
 
 DOWNLOADS = "downloads"
 DOWNLOAD_KEEP_S = 3600.0
-"""Seconds a download (backup zip, invites CSV) stays on disk before the next one of its
-kind removes it."""
+"""Seconds a download (backup zip, export zip, invites CSV) stays on disk before the next one
+of its kind removes it."""
 UPLOAD_ROLES = frozenset({"researcher"})
 """Who may upload (besides the admin): researchers import model images as a zip."""
 
@@ -366,7 +371,8 @@ def exports_folder(data_dir: str | Path, *parts: str) -> Path:
 
 
 def download_path(data_dir: str | Path, kind: str, name: str, *, now: float | None = None) -> Path:
-    """Where a download of `kind` (``"backups"`` or ``"invites"``) named `name` is written.
+    """Where a download of `kind` (``"backups"``, ``"exports"`` or ``"invites"``) named `name`
+    is written.
 
     Under ``downloads/<kind>/<random>/`` in the data folder (each folder mode 0700), served
     in place to whom `DATA_RULES` names (the admin); folders of that kind older than

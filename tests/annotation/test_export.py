@@ -194,16 +194,6 @@ def test_command_line_export_writes_the_folder(tmp_path, db, capsys):
     assert result.returncode == 2 and "no database at" in result.stderr
 
 
-def test_download_archives_get_unguessable_names_under_exports(tmp_path):
-    from annotation.export import download_archive_path
-
-    first = download_archive_path(tmp_path, now="2026-11-22T12:00:00.000000Z")
-    second = download_archive_path(tmp_path, now="2026-11-22T12:00:00.000000Z")
-    assert first.parent == second.parent == tmp_path / "exports"
-    assert first != second
-    assert re.fullmatch(r"colorconcept-export-20261122T120000-[0-9a-f]{32}\.zip", first.name)
-
-
 def test_export_csvs_name_each_uw71_bin_and_ship_the_bin_names(tmp_path, db):
     row = {
         "source": "designers",
@@ -333,14 +323,16 @@ def test_a_background_export_reports_its_steps_in_order(tmp_path, db):
 
         return export_archive(db_, data_dir, archive, progress=spy, **options)
 
-    jobs = BackgroundExport(_connect(tmp_path / "a.sqlite"), tmp_path / "data", build=build)
+    jobs = BackgroundExport(
+        _connect(tmp_path / "a.sqlite"), tmp_path / "data", target=lambda now: tmp_path / "e.zip", build=build
+    )
     jobs.start(now="2026-11-26T12:00:00.000000Z")
     state = jobs.wait(60)
     steps = list(dict.fromkeys(step for step, _ in seen))
     assert steps == ["tables", "images", "archive"]
     fractions = [f for _, f in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
-    assert state.status == "done" and state.archive.parent == tmp_path / "data" / "exports"
+    assert state.status == "done" and state.archive == tmp_path / "e.zip"
 
 
 @pytest.mark.parametrize(
@@ -354,7 +346,9 @@ def test_a_failed_background_export_says_why_and_another_may_start(tmp_path, db,
     def build(db_, data_dir, archive, *, progress, **options):
         raise error
 
-    jobs = BackgroundExport(_connect(tmp_path / "a.sqlite"), tmp_path / "data", build=build)
+    jobs = BackgroundExport(
+        _connect(tmp_path / "a.sqlite"), tmp_path / "data", target=lambda now: tmp_path / "e.zip", build=build
+    )
     jobs.start(now="t")
     failed = jobs.wait(60)
     assert failed.status == "failed" and failed.archive is None

@@ -329,6 +329,10 @@ def test_the_export_builds_in_the_background_one_at_a_time_for_the_admin_alone(s
     admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
     link = client.predict(admin, "expert", 1, "unknown", 7, api_name="/admin_create_invites")["data"][0][3]
     expert, _ = client.predict(link, api_name="/login_invite")
+    link = client.predict(admin, "researcher", 1, "unknown", 7, api_name="/admin_create_invites")["data"][0][
+        3
+    ]
+    researcher, _ = client.predict(link, api_name="/login_invite")
     # The export waits at its start until the test lets it go: "running" for as long as needed.
     gate, entered = threading.Event(), threading.Event()
     real = export_module._export
@@ -368,9 +372,12 @@ def test_the_export_builds_in_the_background_one_at_a_time_for_the_admin_alone(s
     finally:
         db.close()
     assert _zip_contents(archive) == _zip_contents(synchronous)
-    # Served in place under exports/ (unguessable name), to the admin and not to the expert.
-    [served] = (config.data_dir / "exports").glob("*.zip")
+    # Served in place among the admin's downloads, to the admin alone: not in exports/,
+    # which researchers read (the zip holds every table, platform ids when asked).
+    [served] = (config.data_dir / "downloads" / "exports").glob("*/colorconcept-export-*.zip")
+    assert not list((config.data_dir / "exports").glob("**/*.zip"))
     url = f"{client.src.rstrip('/')}/gradio_api/file={served}"
-    assert httpx.get(url, cookies={COOKIE: expert}).status_code == 403
+    for other in (expert, researcher):
+        assert httpx.get(url, cookies={COOKIE: other}).status_code == 403
     answer = httpx.get(url, cookies={COOKIE: admin})
     assert answer.status_code == 200 and answer.content == served.read_bytes()

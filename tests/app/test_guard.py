@@ -203,7 +203,7 @@ def test_every_file_route_answers_exactly_the_role_table(world):
     folders = {
         "coloring": "colorings",
         "sketch": "sketches",
-        "export": "exports",
+        "export": "downloads/exports",
         "backup": "downloads/backups",
     }
     file_routes = [path for path, kind in ROUTES.items() if kind == FILE]
