@@ -341,15 +341,41 @@ class FilePolicy:
         rule = data_rule(relative)
         if actor is None or rule is None or relative.suffix.lower() not in rule.suffixes:
             return False
-        if actor.is_admin or actor.roles & rule.roles:
-            return True
-        if rule.owner and "designer" in actor.roles:
-            return self._own_coloring_file(actor, relative.as_posix())
-        return False
+        if not (actor.is_admin or actor.roles & rule.roles) and not (
+            rule.owner and "designer" in actor.roles and self._own_coloring_file(actor, relative.as_posix())
+        ):
+            return False
+        return content_matches(self.data_dir / relative)
 
     def _own_coloring_file(self, actor: Actor, relative: str) -> bool:
         with self.ctx.db() as db:
             return owns_coloring_file(db, actor.annotator_id, relative)
+
+
+# What the app's files of each kind start with; a text kind holds no NUL byte.
+_MAGIC = {
+    ".png": (b"\x89PNG\r\n\x1a\n",),
+    ".zip": (b"PK\x03\x04", b"PK\x05\x06"),
+    ".npz": (b"PK\x03\x04", b"PK\x05\x06"),
+    ".parquet": (b"PAR1",),
+}
+_SNIFF_BYTES = 8192
+
+
+def content_matches(path: Path) -> bool:
+    """Whether the file at `path` is what its suffix says, as the app writes that kind: the
+    signature of a PNG, zip (``.npz``) or Parquet file; no NUL byte in the first 8 kB of a
+    text kind (CSV, JSON, HTML, SVG, Markdown, text). A database or another binary file
+    renamed to a served kind is then served to nobody; an unreadable file neither."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(_SNIFF_BYTES)
+    except OSError:
+        return False
+    signatures = _MAGIC.get(path.suffix.lower())
+    if signatures is not None:
+        return head.startswith(signatures)
+    return b"\x00" not in head
 
 
 def data_rule(relative: Path | PurePosixPath) -> DataRule | None:
@@ -471,6 +497,7 @@ class Guard:
         if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
+        send = _with_headers(send)
         if "\x00" in scope.get("path", ""):
             await _answer(send, 400, "A path with a NUL byte names no file.")
             return
@@ -530,6 +557,31 @@ class Guard:
             await send(message)
 
         return sending
+
+
+SECURITY_HEADERS = (
+    # A file is what its content type says: a browser never runs a served file as a page.
+    (b"x-content-type-options", b"nosniff"),
+    # Framed by the app itself and by MTurk's HIT pages (docs/crowd.md), nowhere else: no
+    # other site can lay the admin's buttons under its own.
+    (b"content-security-policy", b"frame-ancestors 'self' https://*.mturk.com"),
+    # A link out (a crowd platform's return page) never carries this app's address.
+    (b"referrer-policy", b"same-origin"),
+)
+"""Headers on every answer of the app (`Guard`)."""
+
+
+def _with_headers(send):
+    """`send`, adding `SECURITY_HEADERS` to the start of each answer."""
+
+    async def sending(message) -> None:
+        if message["type"] == "http.response.start":
+            named = {key.lower() for key, _ in message.get("headers", ())}
+            extra = [(key, value) for key, value in SECURITY_HEADERS if key not in named]
+            message = {**message, "headers": [*message.get("headers", ()), *extra]}
+        await send(message)
+
+    return sending
 
 
 def uploaded_paths(answer) -> list[str]:

@@ -253,6 +253,50 @@ def test_a_file_of_a_kind_the_app_never_writes_there_is_served_to_nobody(world):
             path.unlink()
 
 
+def test_a_file_whose_bytes_are_not_its_kind_is_served_to_nobody(world):
+    """The database copied to a served folder under a served kind's name, or an HTML page
+    named ``.png``, is refused to the admin too; the app's own files of those kinds pass."""
+    data = Path(world.config.data_dir)
+    database = Path(world.config.db_path).read_bytes()
+    planted = {
+        data / "colorings" / "zz" / "copy.png": database,
+        data / "colorings" / "zz" / "page.png": b"<html><script>alert(1)</script>",
+        data / "exports" / "zz" / "copy.csv": database,
+        data / "runs" / "zz" / "copy.npz": database,
+    }
+    for path, content in planted.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+    try:
+        for template in (path for path, kind in ROUTES.items() if kind == FILE):
+            for path in [*planted, world.files["coloring"], world.files["sketch"]]:
+                url = world.url.rstrip("/") + re.sub(r"\{[^}]+\}", str(path), template)
+                got = httpx.get(url, cookies={COOKIE: world.admin}, verify=TLS_CONTEXT).status_code
+                assert got == (403 if path in planted else 200), (template, path.name)
+    finally:
+        for path in planted:
+            path.unlink()
+
+
+def test_every_answer_carries_the_security_headers(world):
+    """The page, a served file, a refusal and /healthz: no sniffing, no framing by another
+    site, no address sent out with a link."""
+    base = world.url.rstrip("/")
+    coloring = f"{base}/gradio_api/file={world.files['coloring']}"
+    for url, cookies, status in (
+        (f"{base}/", {}, 200),
+        (coloring, {COOKIE: world.admin}, 200),
+        (coloring, {}, 403),
+        (f"{base}/healthz", {}, 200),
+        (f"{base}/no-such-page", {}, 404),
+    ):
+        got = httpx.get(url, cookies=cookies, verify=TLS_CONTEXT)
+        assert got.status_code == status, url
+        assert got.headers["x-content-type-options"] == "nosniff", url
+        assert got.headers["content-security-policy"] == "frame-ancestors 'self' https://*.mturk.com", url
+        assert got.headers["referrer-policy"] == "same-origin", url
+
+
 def test_every_route_of_the_launched_app_is_classified_or_refused(world, tmp_path):
     """A route the guard does not know is refused, whatever it would serve; and no route
     hands a coloring's bytes to a visitor with no session, however the path is written."""
