@@ -7,6 +7,8 @@ and what arrived.
 
 from __future__ import annotations
 
+import re
+
 from storage.shown import SHOWN_CHARS, shown  # noqa: F401 - re-exported: this library's refusals quote with them
 
 
@@ -53,7 +55,31 @@ MAX_TEXT_CHARS = 2000
 def check_length(value: object, name: str, limit: int = MAX_TEXT_CHARS) -> None:
     """Raise `InvalidInput` naming field `name` when text `value` is longer than `limit`.
 
-    Every free-text field a person fills in passes this before anything is stored.
+    For what is read, not stored (a pasted link, a password); free text that is stored
+    passes `check_text`.
     """
     if isinstance(value, str) and len(value) > limit:
         raise InvalidInput(f"`{name}` may hold at most {limit} characters, got {len(value)}; shorten it")
+
+
+# C0 controls but tab, line feed and carriage return; DEL and C1; the bidirectional
+# embeddings, overrides and isolates, which make a note read backwards where it is shown
+# (left-to-right and right-to-left marks stay: languages written right to left use them).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def check_text(value: object, name: str, limit: int = MAX_TEXT_CHARS) -> None:
+    """`check_length`, and `InvalidInput` naming field `name` when text `value` holds a
+    control character (an escape that colors a terminal reading an export, a NUL, a
+    right-to-left override).
+
+    Every free-text field a person fills in passes this before anything is stored.
+    """
+    check_length(value, name, limit)
+    found = _CONTROL.search(value) if isinstance(value, str) else None
+    if found:
+        raise InvalidInput(
+            f"`{name}` holds a control character (U+{ord(found.group()):04X}) at character "
+            f"{found.start() + 1}; remove it (free text takes letters, digits, punctuation, "
+            "tabs and line breaks)"
+        )

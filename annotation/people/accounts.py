@@ -31,7 +31,7 @@ from annotation.errors import (
     InvalidToken,
     NotFound,
     PermissionDenied,
-    check_length,
+    check_text,
     shown,
 )
 from storage import insert_row, iso, select, transaction, update_rows, utcnow
@@ -418,7 +418,7 @@ def revoke_annotator(
     db: sqlite_utils.Database, annotator_id: int, actor: Actor, why: str, *, now: dt.datetime | None = None
 ) -> None:
     """Revoke an annotator with their invites and sessions; their data stays."""
-    check_length(why, "why")
+    check_text(why, "why")
     now = utcnow() if now is None else now
     with transaction(db):
         if get_annotator(db, annotator_id)["status"] == "revoked":

@@ -17,7 +17,7 @@ from pathlib import Path
 import sqlite_utils
 
 from annotation import audit
-from annotation.errors import Conflict, InvalidInput, check_length
+from annotation.errors import Conflict, InvalidInput, check_text
 from annotation.people.accounts import Actor, get_annotator
 from evaluation.concepts import ASSETS
 from storage import insert_row, iso, transaction, update_rows
@@ -167,7 +167,7 @@ def review_practice(
         `practice_count` standing practice colorings to approve (none to redo); nothing
         is written then.
     """
-    check_length(why, "why")
+    check_text(why, "why")
     with transaction(db):
         annotator = get_annotator(db, annotator_id)
         standing = practice_colorings(db, annotator_id)

@@ -27,7 +27,7 @@ from annotation import audit
 from annotation.coloring import ground_truth
 from annotation.coloring.store import concept_colorings, get_coloring, recolor_note, set_status
 from annotation.concepts import get_concept
-from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, check_length
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, check_text
 from annotation.people.accounts import Actor
 from annotation.qc import stats as qc
 from annotation.qc.plausibility import scores_by_concept as batch_scores
@@ -190,7 +190,7 @@ def request_recolor(
         If the coloring is a practice coloring, excluded, not the latest round, under
         blind review, or already has an open recolor task.
     """
-    check_length(note, "note")
+    check_text(note, "note")
     require_role(actor, *REVIEWER_ROLES)
     if not isinstance(note, str) or not note.strip():
         raise InvalidInput(f"`note` must say what to reconsider; got {note!r}")
@@ -265,7 +265,7 @@ def accept_coloring(
     Conflict
         If the coloring is not ``submitted``.
     """
-    check_length(note, "note")
+    check_text(note, "note")
     require_role(actor, *REVIEWER_ROLES)
     with transaction(db):
         coloring = get_coloring(db, coloring_id)

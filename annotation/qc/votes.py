@@ -25,7 +25,7 @@ import sqlite_utils
 from annotation import audit
 from annotation.assignment import open_tasks, reserve, submit
 from annotation.coloring.store import get_coloring, set_status
-from annotation.errors import Conflict, InvalidInput, PermissionDenied, check_length
+from annotation.errors import Conflict, InvalidInput, PermissionDenied, check_text
 from annotation.people.accounts import Actor
 from annotation.qc import stats as qc
 from annotation.qc.review import require_role
@@ -211,7 +211,7 @@ def reinstate(
     Conflict
         If the coloring is not excluded.
     """
-    check_length(why, "why")
+    check_text(why, "why")
     if not actor.is_admin:
         raise PermissionDenied("only the admin may reinstate an excluded coloring")
     if not isinstance(why, str) or not why.strip():

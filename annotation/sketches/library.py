@@ -37,7 +37,7 @@ from PIL import Image
 
 from annotation import audit
 from annotation.concepts import get_concept
-from annotation.errors import InvalidInput, NotFound, check_length, shown
+from annotation.errors import InvalidInput, NotFound, check_text, shown
 from annotation.files import MAX_BYTES, MAX_PIXELS, decode_image, resolve, store_bytes
 from annotation.sketches.importing import (
     MANIFEST_CSV,
@@ -239,7 +239,7 @@ def select_sketch(
     ValueError
         If the sketch is not one of `base`'s.
     """
-    check_length(why, "why")
+    check_text(why, "why")
     row = get_sketch(db, sketch_id)
     if base is not None and row["base"] != base:
         raise ValueError(

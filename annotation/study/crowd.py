@@ -53,7 +53,7 @@ from annotation.errors import (
     InvalidToken,
     NotFound,
     QuotaExceeded,
-    check_length,
+    check_text,
     shown,
 )
 from annotation.people.accounts import (
@@ -239,15 +239,15 @@ def create_link(
         raise InvalidInput(
             f"`id_param` must be a query parameter name such as PROLIFIC_PID, got {shown(id_param)}"
         )
-    check_length(return_url, "return_url", 500)
+    check_text(return_url, "return_url", 500)
     if not re.fullmatch(r"https?://[^\s<>\"']+", return_url or ""):
         raise InvalidInput(f"`return_url` must be an http:// or https:// URL, got {shown(return_url)}")
     if not isinstance(ends, dt.datetime) or ends <= now:
         raise InvalidInput(f"`ends` must be a time after now, got {shown(ends)}")
-    check_length(label, "label", 200)
+    check_text(label, "label", 200)
     if not isinstance(consent_text, str):
         raise InvalidInput(f"`consent_text` must be text, got {shown(consent_text)}")
-    check_length(consent_text, "consent_text", MAX_CONSENT_CHARS)
+    check_text(consent_text, "consent_text", MAX_CONSENT_CHARS)
     study = get_study(db, study_id)
     if not study["frozen"]:
         raise InvalidInput(f"study {study['name']!r} is a draft; open (freeze) it before making a link")

@@ -42,7 +42,7 @@ import numpy as np
 import sqlite_utils
 
 from annotation import audit
-from annotation.errors import Conflict, InvalidInput, NotFound, check_length
+from annotation.errors import Conflict, InvalidInput, NotFound, check_text
 from annotation.people.accounts import Actor
 from evaluation.models.generation import STYLES as GENERATION_STYLES
 from evaluation.pipeline import runs
@@ -248,7 +248,7 @@ def create_study(
     Conflict
         A study called `name` exists.
     """
-    check_length(name, "name", 200)
+    check_text(name, "name", 200)
     _check_design(name, seed, n_concepts, style, votes_per_pair, attention_rate, trials_per_participant)
     _check_sources(db, sources, style)
     outputs = [_outputs(db, source, style) for source in sources]

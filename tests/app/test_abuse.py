@@ -55,20 +55,20 @@ def test_a_designer_beyond_the_submission_rate_is_refused_and_nothing_is_written
     assert client.predict(token, api_name="/designer_state")
 
 
-@pytest.mark.parametrize(
-    ("api_name", "args", "field"),
-    [
-        ("/expert_recolor", ("expert", "1", "x" * (MAX_TEXT_CHARS + 1)), "note"),
-        ("/expert_accept", ("expert", "1", "x" * (MAX_TEXT_CHARS + 1)), "note"),
-        ("/admin_revoke", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
-        ("/admin_review_practice", ("admin", "1", "redo", "x" * (MAX_TEXT_CHARS + 1)), "why"),
-        ("/expert_reinstate", ("admin", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
-        ("/sketches_select", ("admin", "bear", "1", "x" * (MAX_TEXT_CHARS + 1)), "why"),
-    ],
-)
-def test_text_beyond_its_limit_is_refused_with_the_field_and_the_limit(app, api_name, args, field):
+# Each free-text field of a page function: the endpoint, its caller's role, the inputs
+# before the text, and the field's name in the refusal.
+FREE_TEXT = [
+    ("/expert_recolor", "expert", ("1",), "note"),
+    ("/expert_accept", "expert", ("1",), "note"),
+    ("/admin_revoke", "admin", ("1",), "why"),
+    ("/admin_review_practice", "admin", ("1", "redo"), "why"),
+    ("/expert_reinstate", "admin", ("1",), "why"),
+    ("/sketches_select", "admin", ("bear", "1"), "why"),
+]
+
+
+def _refused_text(app, api_name, role, before_text, text, message):
     client, config = app
-    role, *rest = args
     admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
     if role == "admin":
         token = admin
@@ -76,11 +76,30 @@ def test_text_beyond_its_limit_is_refused_with_the_field_and_the_limit(app, api_
         [row] = client.predict(admin, role, 1, "yes", 7, api_name="/admin_create_invites")["data"]
         token, _ = client.predict(row[3], api_name="/login_invite")
     before = snapshot(config)
-    with pytest.raises(
-        AppError, match=f"`{field}` may hold at most {MAX_TEXT_CHARS} characters, got {MAX_TEXT_CHARS + 1}"
-    ):
-        client.predict(token, *rest, api_name=api_name)
+    with pytest.raises(AppError, match=message):
+        client.predict(token, *before_text, text, api_name=api_name)
     assert snapshot(config) == before
+
+
+@pytest.mark.parametrize(("api_name", "role", "before_text", "field"), FREE_TEXT)
+def test_text_beyond_its_limit_is_refused_with_the_field_and_the_limit(
+    app, api_name, role, before_text, field
+):
+    message = f"`{field}` may hold at most {MAX_TEXT_CHARS} characters, got {MAX_TEXT_CHARS + 1}"
+    _refused_text(app, api_name, role, before_text, "x" * (MAX_TEXT_CHARS + 1), message)
+
+
+@pytest.mark.parametrize(("api_name", "role", "before_text", "field"), FREE_TEXT)
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [("red \x1b[31mnote", "U\\+001B\\) at character 5"), ("fine \u202eetar", "U\\+202E\\) at character 6")],
+)
+def test_text_with_a_control_character_is_refused_naming_it(
+    app, api_name, role, before_text, field, text, shown
+):
+    """An escape colors a terminal that reads the export; a right-to-left override makes the
+    note read backwards where it is shown. Tabs and line breaks are text."""
+    _refused_text(app, api_name, role, before_text, text, rf"`{field}` holds a control character \({shown}")
 
 
 @pytest.mark.parametrize(
