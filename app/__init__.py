@@ -230,7 +230,8 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
     Gradio's cache its answer gave to whom (the session cookie of the request), so that the
     guard serves each only to them.
 
-    Refused before the function runs, naming the input: inputs that name a file the caller
+    Refused before the function runs: a call with fewer inputs than the function takes
+    (Gradio's refusal logs every input, tokens included); naming the input, inputs that name a file the caller
     may not fetch (a function that hands an input back, such as the form saved in the
     browser, would otherwise issue someone else's upload, or any file of Gradio's folders,
     to whoever named it), and text that cannot be stored (a lone UTF-16 surrogate, which no
@@ -244,6 +245,14 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
         inputs = kwargs["inputs"] if "inputs" in kwargs else args[1] if len(args) > 1 else []
         fn = kwargs.get("block_fn", args[0] if args else None)
         fn = demo.fns[fn] if isinstance(fn, int) else fn
+        if fn is not None and len(inputs or []) < len(fn.inputs):
+            # Gradio's own refusal would print every input it got, a session token among
+            # them, to the server's log.
+            raise gr.Error(
+                f"This call sent {len(inputs or [])} input(s) where the function takes {len(fn.inputs)}; "
+                "nothing was changed.",
+                print_exception=False,
+            )
         unstorable = guard.unstorable_input(inputs)
         if unstorable is not None:
             position, char = unstorable

@@ -53,9 +53,11 @@ class World:
         self.folders = [root / "data", root / "gradio-temp", root / "tmp"]
         for folder in self.folders[1:]:
             folder.mkdir()
+        self.log = root / "app.log"
         self.process = AppProcess(
             self.config.db_path,
             self.config.data_dir,
+            log_path=self.log,
             env={
                 "COLORCONCEPT_ADMIN_PASSWORD_FILE": str(self.config.admin_password_file),
                 "GRADIO_TEMP_DIR": str(self.folders[1]),
@@ -295,6 +297,17 @@ def test_every_answer_carries_the_security_headers(world):
         assert got.headers["x-content-type-options"] == "nosniff", url
         assert got.headers["content-security-policy"] == "frame-ancestors 'self' https://*.mturk.com", url
         assert got.headers["referrer-policy"] == "same-origin", url
+
+
+def test_a_call_with_too_few_inputs_is_refused_without_logging_them(world):
+    """Gradio's own refusal prints every input it received, the caller's session token
+    first, to the server's log."""
+    with httpx.Client(base_url=world.url, cookies={COOKIE: world.admin}, timeout=120) as http:
+        event = http.post("gradio_api/call/admin_revoke", json={"data": [world.admin]}).json()["event_id"]
+        text = http.get(f"gradio_api/call/admin_revoke/{event}").text
+    assert "This call sent 1 input(s) where the function takes 3; nothing was changed." in text
+    assert world.call("admin_coverage", world.admin)  # the app serves on; its log is written by now
+    assert world.admin not in world.log.read_text()
 
 
 def test_every_route_of_the_launched_app_is_classified_or_refused(world, tmp_path):
