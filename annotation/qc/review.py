@@ -188,7 +188,7 @@ def request_recolor(
     PermissionDenied, InvalidInput, NotFound
     Conflict
         If the coloring is a practice coloring, excluded, not the latest round, under
-        blind review, or already has an open recolor task.
+        blind review or decided by it, or already has an open recolor task.
     """
     check_text(note, "note")
     require_role(actor, *REVIEWER_ROLES)
@@ -242,12 +242,26 @@ def _check_recolorable(db, coloring: dict, now: dt.datetime) -> None:
         raise Conflict(
             f"coloring {cid} is round {coloring['round']}; its designer already made round {latest}"
         )
-    if db["reviews"].count_where("coloring_id = ? and status = 'open'", [cid]):
-        raise Conflict(f"coloring {cid} is in the blind vote queue; wait for its decision")
+    _check_not_voted(db, cid)
     if db["tasks"].count_where(
         "kind = 'coloring' and coloring_id = ? and status = 'reserved' and expires > ?", [cid, iso(now)]
     ):
         raise Conflict(f"coloring {cid} already waits for its recolor")
+
+
+def _check_not_voted(db, cid: int) -> None:
+    """Stage-1 actions stop where stage 3 starts: a coloring under the blind vote waits for
+    its decision, and a decided one stands as the panel decided (one expert's review must
+    not undo or pre-empt it)."""
+    status = db.execute("select status from reviews where coloring_id = ?", [cid]).fetchone()
+    if status is None:
+        return
+    if status[0] == "open":
+        raise Conflict(f"coloring {cid} is in the blind vote queue; wait for its decision")
+    raise Conflict(
+        f"coloring {cid} was decided by the experts' blind vote; it stands as the panel decided "
+        "(the Admin tab may reinstate an excluded coloring)"
+    )
 
 
 def accept_coloring(
@@ -263,12 +277,13 @@ def accept_coloring(
     Raises
     ------
     Conflict
-        If the coloring is not ``submitted``.
+        If the coloring is not ``submitted``, or is under (or decided by) the blind vote.
     """
     check_text(note, "note")
     require_role(actor, *REVIEWER_ROLES)
     with transaction(db):
         coloring = get_coloring(db, coloring_id)
+        _check_not_voted(db, coloring_id)
         if coloring["status"] != "submitted":
             raise Conflict(f"coloring {coloring_id} is {coloring['status']}, not submitted")
         set_status(db, coloring, "accepted")

@@ -290,8 +290,21 @@ def test_recolor_refused_while_one_waits_or_the_coloring_is_under_vote(store):
     before = _rows(db)
     with pytest.raises(Conflict, match="blind vote queue"):
         review.request_recolor(db, experts[0], ids[0], "why so grey", now=T0)
+    # Marking it fine is a stage-1 verdict as well: it waits for the panel's too.
+    with pytest.raises(Conflict, match="blind vote queue"):
+        review.accept_coloring(db, experts[0], ids[0], "looks fine")
     with pytest.raises(InvalidInput, match="`note`"):
         review.request_recolor(db, experts[0], ids[0], "", now=T0)
+    assert _rows(db) == before
+    # Once the panel has decided (Consistent, 3 of 3), one expert's request cannot undo it.
+    rng = np.random.default_rng(0)
+    for expert in experts:
+        [task] = [t for t in votes.vote_queue(db, expert, rng) if t.coloring_id == ids[0]]
+        votes.cast_vote(db, expert, task.task_id, True)
+    assert get_coloring(db, ids[0])["status"] == "accepted"
+    before = _rows(db)
+    with pytest.raises(Conflict, match="decided by the experts' blind vote; it stands as the panel decided"):
+        review.request_recolor(db, experts[0], ids[0], "stem too dark", now=T0)
     assert _rows(db) == before
     (designer,) = people(db, 1, "designer")
     other = add_handmade(db, data, designer, "apple", one_hot(0))
