@@ -169,6 +169,11 @@ def _compact(js: str) -> str:
     return "\n".join(line for line in lines if line and not line.startswith("//"))
 
 
+ONE_CLICK = "cc-one-click"
+"""The class of a button whose double click counts once (`JS` drops the second click, the
+browser's `detail` 2 or more): a submission, a vote. The first click answers and shows the
+next sketch or coloring; a second would answer that one, unseen."""
+
 JS = _compact(
     """
 () => {"""
@@ -201,6 +206,12 @@ JS = _compact(
     const input = event.target;
     if (input.matches?.(".choice-search input")) setTimeout(() => input.select(), 0);
   }});
+  document.addEventListener("click", (event) => {{
+    if (event.detail > 1 && event.target.closest?.(".{ONE_CLICK}")) {{
+      event.stopPropagation();
+      event.preventDefault();
+    }}
+  }}, true);
 }}
 """
 )

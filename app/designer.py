@@ -47,6 +47,7 @@ from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 from annotation.sketches.library import sketch_data_url
 from app.coloring_canvas import canvas_update, coloring_canvas, flush_js
 from app.common import (
+    ONE_CLICK,
     PLUMBING,
     AppContext,
     escape,
@@ -123,18 +124,6 @@ _HEADER_CSS = """
 .dz-note { margin-top: 6px; padding: 8px 12px; border-left: 4px solid #bf8700;
            background: #fff8c5; color: #3b2300; white-space: pre-wrap; }
 .dz-rules { margin: 6px 0 0 18px; padding: 0; color: #3d444d; font-size: 14px; }
-"""
-# The second click of a double click on Submit (the browser's count: `detail` 2 or more)
-# stops before Gradio sees it. The first click submits and opens the next sketch; the
-# second, once the first was answered, would submit that untouched sketch and greet the
-# designer with "Nothing is colored yet". Run by the header, mounted with Submit beside it.
-_SUBMIT_ONCE_JS = """
-element.closest('#designer_task_side').addEventListener('click', (event) => {
-  if (event.detail > 1 && event.target.closest('#designer_submit')) {
-    event.stopPropagation();
-    event.preventDefault();
-  }
-}, true);
 """
 
 
@@ -546,11 +535,13 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
         gr.Row(equal_height=False),
     ):
         with gr.Column(scale=1, min_width=260, elem_id="designer_task_side"):
-            parts["header"] = gr.HTML(
-                "", css_template=_HEADER_CSS, js_on_load=_SUBMIT_ONCE_JS, elem_id="designer_header"
-            )
+            parts["header"] = gr.HTML("", css_template=_HEADER_CSS, elem_id="designer_header")
             parts["submit"] = gr.Button(
-                "Submit this coloring", variant="primary", size="lg", elem_id="designer_submit"
+                "Submit this coloring",
+                variant="primary",
+                size="lg",
+                elem_id="designer_submit",
+                elem_classes=[ONE_CLICK],
             )
             # A refused submission ("Nothing is colored yet") is said here, under the button
             # pressed; what a saved one says goes to the message above the next concept.

@@ -34,6 +34,7 @@ from annotation.qc import review, votes
 from annotation.qc import stats as qc
 from annotation.qc.readiness import readiness
 from app.common import (
+    ONE_CLICK,
     PLUMBING,
     AppContext,
     choice_search,
@@ -97,6 +98,8 @@ _TOKEN = ("session_token",)
 _RANKING = (*_TOKEN, "fraction", "minimum")
 # The concept lists and the statistics are read again whenever the tab is opened.
 _OPENED = "tab.select"
+GRID = ("gallery", "grid_table", "grid_plot")
+"""The parts of stage 1's grid of a concept's colorings."""
 EVENTS = (
     On(SESSION_CHANGE, "on_sign_in", _TOKEN, (*PICKERS, *PANE, "next", "reveal", "admin_box")),
     On((_OPENED, "load.click"), "concepts", _TOKEN, PICKERS, "grid_note", "expert_concepts"),
@@ -104,7 +107,7 @@ EVENTS = (
         "show.click",
         "grid",
         (*_TOKEN, "concept", "reveal"),
-        ("gallery", "grid_table", "grid_plot"),
+        GRID,
         "grid_note",
         "expert_grid",
     ),
@@ -116,6 +119,7 @@ EVENTS = (
         "grid_message",
         "expert_recolor",
     ),
+    On("then", "regrid", (*_TOKEN, "concept", "reveal"), GRID, "grid_note", clear_note=False),
     On(
         "accept.click",
         "accept",
@@ -124,6 +128,7 @@ EVENTS = (
         "grid_message",
         "expert_accept",
     ),
+    On("then", "regrid", (*_TOKEN, "concept", "reveal"), GRID, "grid_note", clear_note=False),
     On(
         "rank.click",
         "consistency",
@@ -240,6 +245,17 @@ class ExpertTab(Tab):
         """A concept's colorings: gallery, table and distribution charts."""
         if not concept:
             raise ValueError(_PICK)
+        return self._grid(db, actor, concept, reveal)
+
+    @role(*REVIEWERS)
+    def regrid(self, db, actor, concept: str, reveal: bool) -> dict:
+        """The grid again after a recolor request or an acceptance (its statuses and notes
+        changed), when a concept is picked; else nothing changes."""
+        if not concept:
+            return self.named(**dict.fromkeys(GRID, gr.skip()))
+        return self._grid(db, actor, concept, reveal)
+
+    def _grid(self, db, actor, concept: str, reveal: bool) -> dict:
         items = review.coloring_grid(db, actor, concept, reveal=bool(reveal))
         data_dir = self.ctx.config.data_dir
         # An earlier round is no longer counted (the ground truth takes each designer's
@@ -270,9 +286,10 @@ class ExpertTab(Tab):
     def recolor(self, db, actor, coloring_id: float, note: str) -> dict:
         """Ask the designer of a coloring for a new round."""
         coloring_id = whole_number(coloring_id, "Coloring id")
-        task_id = review.request_recolor(db, actor, coloring_id, note or "")
+        review.request_recolor(db, actor, coloring_id, note or "")
         return self.named(
-            grid_message=f"Recolor requested for coloring {coloring_id} (designer task {task_id})."
+            grid_message=f"Recolor requested for coloring {coloring_id}: its designer sees your note "
+            f"and has {review.RECOLOR_DAYS:g} days to color it again."
         )
 
     @role(*REVIEWERS)
@@ -358,7 +375,7 @@ class ExpertTab(Tab):
         return self.named(
             truth_plot=distribution_bar(truth.p, title=f"P_H(x | {concept})"),
             truth_basis=f"P_H(x | **{escape(concept)}**) rests on **{truth.n_colorings}** "
-            f"colorings in {len(truth.groups)} visual groups. {human.COUNTING_RULE}",
+            f"colorings in {counted(len(truth.groups), 'visual group')}. {human.COUNTING_RULE}",
         )
 
     @role("expert")
@@ -372,7 +389,8 @@ class ExpertTab(Tab):
         if verdict not in VERDICTS:
             raise ValueError(f"`verdict` must be one of {list(VERDICTS)}, got {verdict!r}")
         decision = votes.cast_vote(db, actor, whole_number(task_id, "task"), VERDICTS[verdict])
-        return "Vote recorded." + ("" if decision is None else " The coloring's review is complete.")
+        complete = "" if decision is None else " That coloring's review is complete."
+        return f"Vote recorded: {verdict}.{complete}"
 
     def vote_endpoint(self, session_token: str, task_id: float, verdict: str) -> str:
         """Cast a blind vote on one of your review tasks.
@@ -532,10 +550,18 @@ def _vote_section() -> dict:
         parts["vote_plot"] = gr.Plot(label="Its UW-71 distribution", elem_id="expert_vote_plot")
     with gr.Row(equal_height=True):
         parts["consistent"] = gr.Button(
-            "Consistent", variant="primary", interactive=False, elem_id="expert_consistent"
+            "Consistent",
+            variant="primary",
+            interactive=False,
+            elem_id="expert_consistent",
+            elem_classes=[ONE_CLICK],
         )
         parts["inconsistent"] = gr.Button(
-            "Inconsistent", variant="stop", interactive=False, elem_id="expert_inconsistent"
+            "Inconsistent",
+            variant="stop",
+            interactive=False,
+            elem_id="expert_inconsistent",
+            elem_classes=[ONE_CLICK],
         )
         parts["vote_message"] = live(gr.Markdown(elem_id="expert_vote_message"))
     return parts

@@ -36,7 +36,7 @@ from gradio.components.plot import PlotData
 
 from annotation.files import resolve
 from annotation.study import crowd, judging
-from app.common import PLUMBING, AppContext, escape, live, note_area, role, ui_only, whole_number
+from app.common import ONE_CLICK, PLUMBING, AppContext, escape, live, note_area, role, ui_only, whole_number
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
@@ -428,6 +428,7 @@ def _layout() -> dict:
                 variant="primary",
                 interactive=False,
                 elem_id=f"participant_{side}",
+                elem_classes=[ONE_CLICK],
             )
         vote_note = note_area("participant_vote_note")
     with gr.Row(equal_height=False):

@@ -319,3 +319,14 @@ def start_evaluation(page, labels, concepts, run: str, *, cfg: str = "7.5", seed
     page.locator("#evaluate_seeds input").fill(str(seeds))
     page.locator("#evaluate_run_name textarea").fill(run)
     page.get_by_role("button", name="Start").click()
+
+
+def second_click(page, locator) -> None:
+    """Press and release the mouse on `locator` as the second click of a double click
+    (Chromium's input events with a click count of 2: ``detail`` 2, then ``dblclick``)."""
+    box = locator.bounding_box()
+    at = {"x": box["x"] + box["width"] / 2, "y": box["y"] + box["height"] / 2}
+    cdp = page.context.new_cdp_session(page)
+    for kind in ("mousePressed", "mouseReleased"):
+        cdp.send("Input.dispatchMouseEvent", {"type": kind, "button": "left", "clickCount": 2, **at})
+    cdp.detach()

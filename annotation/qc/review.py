@@ -193,7 +193,7 @@ def request_recolor(
     check_text(note, "note")
     require_role(actor, *REVIEWER_ROLES)
     if not isinstance(note, str) or not note.strip():
-        raise InvalidInput(f"`note` must say what to reconsider; got {note!r}")
+        raise InvalidInput("`note` is empty: say what the designer should reconsider")
     if isinstance(days, bool) or not isinstance(days, (int, float)) or not days > 0:
         raise InvalidInput(f"`days` must be a positive number, got {days!r}")
     now = utcnow() if now is None else now

@@ -215,7 +215,7 @@ def reinstate(
     if not actor.is_admin:
         raise PermissionDenied("only the admin may reinstate an excluded coloring")
     if not isinstance(why, str) or not why.strip():
-        raise InvalidInput(f"`why` must say why the coloring is reinstated; got {why!r}")
+        raise InvalidInput("`why` is empty: say why the coloring is reinstated")
     with transaction(db):
         coloring = get_coloring(db, coloring_id)
         if coloring["status"] != "excluded":

@@ -326,7 +326,7 @@ CASES = [
         "expert-recolor-empty-note",
         "/expert_recolor",
         as_role("expert", 99999, " "),
-        "`note` must say what to reconsider|unknown coloring id 99999",
+        "`note` is empty: say what the designer should reconsider",
     ),
     # /expert_vote(session_token, task_id, verdict): the verdict is checked on the server.
     Case(

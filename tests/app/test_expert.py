@@ -187,7 +187,7 @@ def test_expert_vote_is_documented_with_its_three_inputs_and_checks_the_verdict(
         ):
             client.predict(expert, task, verdict, api_name="/expert_vote")
     assert _dump(config) == before
-    assert client.predict(expert, task, "Consistent", api_name="/expert_vote") == "Vote recorded."
+    assert client.predict(expert, task, "Consistent", api_name="/expert_vote") == "Vote recorded: Consistent."
 
 
 @pytest.mark.browser
@@ -209,10 +209,17 @@ def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(stud
     grid = page.locator("#expert_grid_table").get_by_role("grid")
     expect(grid.get_by_role("row").nth(1)).to_contain_text(note)
     expect(grid.locator("img")).to_have_count(0)
+    # Marking one fine shows its new status in the grid at once (no second Show).
+    page.fill("#expert_coloring input", str(study["apples"][1]))
+    page.click("#expert_accept_button")
+    expect(page.locator("#expert_grid_message")).to_have_text(
+        f"Coloring {study['apples'][1]} marked as fine."
+    )
+    expect(grid.get_by_role("row").filter(has_text="accepted")).to_have_count(1)
     page.click("#expert_next")
     expect(page.locator("#expert_vote_concept")).to_contain_text("5 in your queue")
     page.click("#expert_inconsistent")
-    expect(page.locator("#expert_vote_message")).to_have_text("Vote recorded.")
+    expect(page.locator("#expert_vote_message")).to_have_text("Vote recorded: Inconsistent.")
     expect(page.locator("#expert_vote_concept")).to_contain_text("4 in your queue")
 
 

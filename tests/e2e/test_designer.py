@@ -21,6 +21,7 @@ from tests.browser import (  # noqa: F401
     live_app,
     open_tab,
     page,
+    second_click,
     settled,
     sign_in,
 )
@@ -333,17 +334,6 @@ def test_the_coloring_tab_names_the_current_color_and_the_recent_ones(shared_liv
     assert page.js_errors == []
 
 
-def _second_click(page, locator) -> None:
-    """Press and release the mouse on `locator` as the second click of a double click
-    (Chromium's input events with a click count of 2: ``detail`` 2, then ``dblclick``)."""
-    box = locator.bounding_box()
-    at = {"x": box["x"] + box["width"] / 2, "y": box["y"] + box["height"] / 2}
-    cdp = page.context.new_cdp_session(page)
-    for kind in ("mousePressed", "mouseReleased"):
-        cdp.send("Input.dispatchMouseEvent", {"type": kind, "button": "left", "clickCount": 2, **at})
-    cdp.detach()
-
-
 def test_a_double_click_on_submit_submits_once_and_never_the_next_sketch(shared_live, page):
     page.set_viewport_size(SMALL_SCREEN)
     annotator_id = _start_practice(shared_live, page)
@@ -376,7 +366,7 @@ def test_a_double_click_on_submit_submits_once_and_never_the_next_sketch(shared_
     submit.click()
     expect(message).to_contain_text("Saved your coloring of rotten apple")
     page.wait_for_selector(f"{CANVAS}[data-ready=true]")
-    _second_click(page, submit)
+    second_click(page, submit)
     _shot(page, "double-click-submit")
 
     # The next deliberate submit is answered with a save: had the stray click gone out, it

@@ -7,7 +7,7 @@ import pytest
 from annotation.pilot import set_pilot
 from storage import open_db
 from tests.annotation.test_pilot import PILOT, color_as_assigned
-from tests.browser import ADMIN_PASSWORD, expect, live_app, open_tab, page, sign_in  # noqa: F401
+from tests.browser import ADMIN_PASSWORD, expect, live_app, open_tab, page, second_click, sign_in  # noqa: F401
 from tests.qc_data import add_coloring, painted
 
 pytestmark = pytest.mark.browser
@@ -48,13 +48,23 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     expect(page.locator("#expert_task")).to_be_hidden()  # the page's plumbing, never shown
     page.click("#expert_inconsistent")
     status = page.locator("#expert_vote_message")
-    expect(status).to_have_text("Vote recorded.")
+    expect(status).to_have_text("Vote recorded: Inconsistent.")
     _assert_side_by_side(page.locator("#expert_inconsistent"), status)
     expect(concept).to_contain_text("4 in your queue")
     votes = live_app.query("select coloring_id, expert_id, vote from qc_votes")
     [reviewed] = live_app.query("select coloring_id from tasks where id = ?", (task,))
     assert votes == [{"coloring_id": reviewed["coloring_id"], "expert_id": expert, "vote": "inconsistent"}]
     assert reviewed["coloring_id"] == colorings[-1], "the pink coloring is the most suspicious"
+    # The second click of a double click, come after the answer, would judge the next
+    # coloring unseen: it is dropped, and the next deliberate vote is the one recorded.
+    second_click(page, page.locator("#expert_inconsistent"))
+    page.click("#expert_consistent")
+    expect(status).to_have_text("Vote recorded: Consistent.")
+    expect(concept).to_contain_text("3 in your queue")
+    assert [v["vote"] for v in live_app.query("select vote from qc_votes order by id")] == [
+        "inconsistent",
+        "consistent",
+    ]
     for admin_only in ("#expert_list_excluded", "#expert_reinstate_button", "#expert_reveal"):
         expect(page.locator(admin_only)).to_be_hidden()
     # A refused recolor request says why right under its buttons, and leaves them usable.
