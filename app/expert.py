@@ -53,7 +53,7 @@ from app.common import (
 from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
-from storage import human
+from storage import human, iso, utcnow
 from storage.shown import counted
 
 NAME = "expert"
@@ -315,14 +315,16 @@ class ExpertTab(Tab):
     def open_queue(self, db, actor, fraction: float, minimum: float) -> dict:
         """Open blind reviews for every coloring of the high-variance concepts; how many, and
         what review waits for now."""
+        now = utcnow()
         opened = review.open_review_queue(
             db,
             actor,
             top_fraction=_fraction(fraction),
             min_colorings=_colorings_needed(minimum),
             votes_needed=self.ctx.config.votes_per_review,
+            now=now,
         )
-        message = f"Opened {opened} new reviews."
+        message = f"Opened {counted(opened, 'new review')}{_of_concepts(db, now)}."
         if not opened:
             message += (
                 " No high-variance concept has a coloring without a review (a concept whose "
@@ -352,8 +354,8 @@ class ExpertTab(Tab):
             text = escape(waiting[0] if waiting else "No review has all its votes yet.")
             return self.named(table5=[], summary=text, raters=[])
         text = (
-            f"**{summary.n_colorings}** colorings reviewed, **{summary.n_discarded}** "
-            f"discarded. Mean observed agreement P̄ = **{summary.mean_observed_agreement:.3f}**; "
+            f"**{summary.n_colorings}** {'coloring' if summary.n_colorings == 1 else 'colorings'} "
+            f"reviewed, **{summary.n_discarded}** discarded. Mean observed agreement P̄ = **{summary.mean_observed_agreement:.3f}**; "
             f"Fleiss' κ = {_number(summary.fleiss_kappa)}; Krippendorff's α = "
             f"{_number(summary.krippendorff_alpha)}."
         )
@@ -375,7 +377,9 @@ class ExpertTab(Tab):
         return self.named(
             truth_plot=distribution_bar(truth.p, title=f"P_H(x | {concept})"),
             truth_basis=f"P_H(x | **{escape(concept)}**) rests on **{truth.n_colorings}** "
-            f"colorings in {counted(len(truth.groups), 'visual group')}. {human.COUNTING_RULE}",
+            f"colorings in {counted(len(truth.groups), 'visual group')} (their pixels are grouped "
+            "by color before they are binned, Appendix C.3, so its bars need not be the mean of "
+            f"the colorings' own bars). {human.COUNTING_RULE}",
         )
 
     @role("expert")
@@ -524,6 +528,23 @@ def _ranking_section(colorings_per_concept: int) -> dict:
     parts["ranking_message"] = gr.Markdown(elem_id="expert_ranking_message")
     parts["histogram"] = gr.Plot(label="Consistency scores", elem_id="expert_histogram")
     return parts
+
+
+def _of_concepts(db, now) -> str:
+    """The concepts whose reviews were opened at `now`, as " of 'apple', 'banana'" (the
+    first ten named); "" for none."""
+    keys = [
+        row["concept_key"]
+        for row in db.query(
+            "select distinct c.concept_key from reviews r join colorings c on c.id = r.coloring_id "
+            "where r.created = ? order by c.concept_key",
+            [iso(now)],
+        )
+    ]
+    if not keys:
+        return ""
+    named = ", ".join(f"'{escape(k)}'" for k in keys[:10])
+    return f" of {named}" + (f" and {len(keys) - 10:,} more concepts" if len(keys) > 10 else "")
 
 
 def _vote_section() -> dict:

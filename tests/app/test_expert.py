@@ -97,7 +97,7 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
         admin, api_name="/admin_coverage"
     )
     opened, needs = client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue")
-    assert opened == "Opened 5 new reviews."
+    assert opened == "Opened 5 new reviews of 'forbidding castle'."
     assert "No review has all its votes yet: 15 votes on 5 colorings are missing." in needs
     again, _ = client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue")
     assert again.startswith("Opened 0 new reviews. No high-variance concept has a coloring without")
@@ -111,7 +111,7 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
         client.predict(token, task, "Inconsistent", api_name="/expert_vote")
     table5, summary, raters = client.predict(experts[0], api_name="/expert_statistics")
     assert [r[2] for r in table5["data"]] == [0, 0, 0, 1, 1]
-    assert "**1** colorings reviewed, **1** discarded" in summary and "**1.000**" in summary
+    assert "**1** coloring reviewed, **1** discarded" in summary and "**1.000**" in summary
     assert all(r[2] == "1.000" for r in raters["data"])
     _, basis = client.predict(experts[0], "forbidding castle", api_name="/expert_ground_truth")
     assert "rests on **4** colorings" in basis

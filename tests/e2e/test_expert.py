@@ -1,5 +1,6 @@
 """An expert votes in a real browser: next coloring in the blind queue, Inconsistent."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -149,7 +150,9 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
     )
     page.locator("#expert_minimum input").fill("2")
     page.click("#expert_open")
-    expect(page.locator("#expert_ranking_message")).to_have_text("Opened 2 new reviews.")
+    expect(page.locator("#expert_ranking_message")).to_have_text(
+        re.compile(r"Opened 2 new reviews of '[a-z ]+'\.")
+    )
     expect(needs).to_contain_text("No review has all its votes yet: 6 votes on 2 colorings are missing.")
     expect(needs).to_contain_text(
         "Only 1 expert can vote and each coloring needs 3 votes from different experts: invite 2 more."

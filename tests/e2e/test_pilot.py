@@ -164,7 +164,7 @@ def _experts_vote_until_the_statistics_show(app: LiveApp, browser, links: list[s
             # The default share (top 10 %) marks one of the three concepts (more on a tie):
             # its 3 colorings go to the vote.
             message = page.locator("#expert_ranking_message")
-            expect(message).to_have_text(re.compile(r"Opened \d+ new reviews\."))
+            expect(message).to_have_text(re.compile(r"Opened \d+ new reviews of '[a-z ',]+'\."))
             opened = int(re.search(r"\d+", message.inner_text()).group())
             assert opened in (3, 6, 9)
             assert app.query("select count(*) as n from reviews where status = 'open'") == [{"n": opened}]
