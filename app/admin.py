@@ -728,7 +728,8 @@ def coverage_markdown(db, k: int) -> str:
             f"{head}; **{figures['needing']:,}** need designers{_waiting_for_sketches(figures)}.",
             f"- {escape(figures['rule'])}",
             "- Concepts by state: " + _counts(figures["states"]),
-            f"- Concepts by number of colorings: {histogram}",
+            "- Concepts by number of designers holding a place (a coloring that stands or awaits "
+            f"its recolor; P_H counts the standing ones): {histogram}",
             "- Coloring slots of the main task ({quota} per concept with a chosen sketch): "
             "{total:,} in all, **{free:,} free**, {reserved:,} reserved by designers now, "
             "{done:,} done".format(quota="the mode's quota" if adaptive else k, **figures["slots"]),

@@ -380,7 +380,14 @@ def consistency_histogram(scores: pd.Series, flags: pd.Series | None = None, *, 
     )
     if flags is not None and flags.any():
         cutoff = float(scores[flags.reindex(scores.index, fill_value=False)].min())
-        fig.add_vline(x=cutoff, line_dash="dash", annotation_text=f"top {flags.mean():.0%}: ≥ {cutoff:.2f}")
+        # Counts, not a share: with few concepts ranked, a share of 10 % still marks one of
+        # two, and "top 50 %" read as a contradiction of the 0.1 typed beside the chart.
+        marked = int(flags.sum())
+        fig.add_vline(
+            x=cutoff,
+            line_dash="dash",
+            annotation_text=f"high variance: {marked} of {len(flags)} concepts, EMD ≥ {cutoff:.2f}",
+        )
     fig.update_layout(xaxis_title="mean pairwise EMD (Eq. 6)", yaxis_title="concepts", **LAYOUT)
     return fig
 

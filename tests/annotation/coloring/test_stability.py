@@ -201,4 +201,7 @@ def test_coverage_follows_the_mode_min_k_and_stable_or_the_cap(pool):
         "under 1 ΔE, or with 4 colorings (the cap).",
         "- Concepts by state: 1 below min K, 0 not measured yet, 0 unstable, 1 stable, 1 at the cap",
     ]
-    assert "- Concepts by number of colorings: 0: 1, 1: 0, 2: 1, 3: 0, 4+: 1" in text
+    assert (
+        "(a coloring that stands or awaits its recolor; P_H counts the standing ones): 0: 1, 1: 0, 2: 1, 3: 0, 4+: 1"
+        in text
+    )
