@@ -208,7 +208,10 @@ def _agreement(d: np.ndarray, s: np.ndarray, exclude_ties: bool) -> np.ndarray:
         hit[(metric_pick == 0) | (human_pick == 0)] = np.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return np.nanmean(hit, axis=-1)
+        agreement = np.nanmean(hit, axis=-1)
+    # People split evenly on every pair: there is no preference to agree with (counting
+    # each tie as a disagreement would report 0 %, as if the metric always disagreed).
+    return np.where(np.all(human_pick == 0, axis=-1), np.nan, agreement)
 
 
 def _interval(samples: np.ndarray, ci: float) -> tuple[float, float]:
@@ -260,7 +263,7 @@ def metric_validation(
         is defined for both models), ``n_undefined`` (pairs left out because a value is
         NaN: ΔHue of an achromatic dominant bin), ``pearson``, ``spearman``,
         ``agreement`` each with ``_lo``/``_hi`` bounds (NaN with fewer than 2 defined
-        pairs), ``metric_ties`` (pairs where the two models score equal) and
+        pairs; the agreement NaN too where people split evenly on every pair), ``metric_ties`` (pairs where the two models score equal) and
         ``human_ties`` (pairs split evenly).
 
     Notes
@@ -386,7 +389,9 @@ def table3(validation: pd.DataFrame) -> pd.DataFrame:
     out["Pairs"], out["Undefined pairs"] = out["n_pairs"], out["n_undefined"]
     out["Note"] = [
         _table3_note(*row)
-        for row in out[["metric", "n_pairs", "n_undefined", "Pearson", "Metric ties"]].itertuples(index=False)
+        for row in out[
+            ["metric", "n_pairs", "n_undefined", "Pearson", "Metric ties", "Human ties"]
+        ].itertuples(index=False)
     ]
     return out.set_index(["Type", "Metric"])[columns]
 
@@ -395,14 +400,22 @@ def table3(validation: pd.DataFrame) -> pd.DataFrame:
 UNDEFINED_REASONS = {"hue_diff": "ΔHue is undefined where a dominant color is grey"}
 
 
-def _table3_note(metric: str, n_pairs: int, n_undefined: int, pearson: float, metric_ties: int) -> str:
+def _table3_note(
+    metric: str, n_pairs: int, n_undefined: int, pearson: float, metric_ties: int, human_ties: int
+) -> str:
     """Why a Table 3 row is blank (fewer than 2 defined pairs, or a side that never varies,
-    which leaves the correlations undefined) or covers fewer pairs."""
+    which leaves the correlations undefined; people split on every pair, which leaves the
+    agreement undefined) or covers fewer pairs."""
     total = n_pairs + n_undefined
     reason = UNDEFINED_REASONS.get(metric, "the metric is undefined on some pairs")
     if n_pairs < 2:
         return f"Blank: defined on {n_pairs} of {total} pairs, at least 2 needed ({reason})."
     said = f"{n_undefined} of {total} pairs left out ({reason})." if n_undefined else ""
+    if human_ties == n_pairs:
+        return (
+            f"{said} Blank: people split their votes evenly on all {n_pairs} pairs, so there is "
+            "no preference to correlate or agree with."
+        ).strip()
     if np.isnan(pearson):
         why = (
             f"the metric ties on all {n_pairs} pairs (its difference is 0 on each)"

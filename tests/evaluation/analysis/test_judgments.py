@@ -179,6 +179,24 @@ def test_ties_count_as_disagreement_and_are_reported():
     assert lenient["agreement"] == 1.0
 
 
+def test_when_people_split_on_every_pair_agreement_is_blank_not_zero():
+    """One vote each way on every pair: no human preference, so no agreement (counting each
+    tie as a disagreement read "0 %" with the interval [0, 0])."""
+    votes = tiny_votes(
+        [("1", "c1", "x", "y", 1, 1), ("2", "c2", "x", "y", 2, 2), ("3", "c3", "x", "y", 1, 1)]
+    )
+    metrics = tiny_metrics({"c1": {"x": 1, "y": 0}, "c2": {"x": 0, "y": 1}, "c3": {"x": 1, "y": 1}})
+    t3 = table3(
+        metric_validation(votes, metrics, rng=np.random.default_rng(0), metric_names=("dca",), n_boot=20)
+    )
+    dca = t3.xs("DCA", level="Metric").iloc[0]
+    assert np.isnan([dca["Agreement (%)"], dca["Agreement lo (%)"], dca["Agreement hi (%)"]]).all()
+    assert dca["Human ties"] == 3
+    assert dca["Note"] == (
+        "Blank: people split their votes evenly on all 3 pairs, so there is no preference to correlate or agree with."
+    )
+
+
 def test_a_row_whose_metric_ties_on_every_pair_says_why_its_correlations_are_blank():
     """Both models miss the dominant color on every pair: DCA's difference is 0 on each, so
     Pearson and Spearman are undefined; the Note said nothing."""
