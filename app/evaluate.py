@@ -781,8 +781,9 @@ def _model_lines(estimate) -> list[str]:
 def _plan_markdown(items, config, estimate, warning: str, device: planning.DeviceInfo) -> str:
     scales = len({item["cfg"] for item in items})
     lines = [
-        f"**{len(items)} images** ({len(config['models'])} models × {len(config['concepts'])} concepts × "
-        f"{len(config['styles'])} styles × {scales} guidance scales × {config['samples']} seeds), "
+        f"**{counted(len(items), 'image')}** ({counted(len(config['models']), 'model')} × "
+        f"{counted(len(config['concepts']), 'concept')} × {counted(len(config['styles']), 'style')} × "
+        f"{counted(scales, 'guidance scale')} × {counted(config['samples'], 'seed')}), "
         f"about **{planning.format_duration(estimate.seconds)}** on {escape(device.name)}."
     ]
     lines += _model_lines(estimate)

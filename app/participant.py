@@ -67,14 +67,14 @@ and each model's images.
 - **Ignore composition, aesthetic appeal and generation artefacts.** The images are
   there for reference only.
 - Answer with the buttons or the keys **← or 1** (left) and **→ or 2** (right).
-- Some trials check attention: there one side is the ground truth itself.
+- Some studies mix in attention checks: there one side is the ground truth itself.
 """
 
 CROWD_INSTRUCTIONS = """\
 **How it works.** Each trial shows the human ground truth's color chart and two models'
 charts, left and right. Pick the side whose colors match the ground truth better, with the
 buttons or the keys **← or 1** and **→ or 2**; judge the colors only, not the images. Some
-trials check attention. When you are done you get your completion code and are sent back to
+trials may check attention. When you are done you get your completion code and are sent back to
 the platform. Full instructions are at the top of this tab.
 """
 

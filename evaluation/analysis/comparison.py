@@ -25,6 +25,7 @@ from evaluation.color import metrics
 from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
 from evaluation.concepts import Concept
 from evaluation.pipeline.scoring import score
+from storage.shown import counted
 
 HUMAN = "human"
 HUMAN_COLOR = "#555555"
@@ -117,7 +118,7 @@ def model_panels(rows: Sequence[Mapping]) -> list[Panel]:
         colors, counts = strip_of(row.get("groups"))
         title = (
             f"{row['model']} · {row['style']} · cfg {float(row['cfg']):g} "
-            f"({row['n_images']} images, {row['n_excluded']} excluded)"
+            f"({counted(row['n_images'], 'image')}, {row['n_excluded']} excluded)"
         )
         panels.append(Panel(title, np.asarray(row["p"], dtype=np.float64), colors, counts))
     return panels

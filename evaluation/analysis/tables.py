@@ -230,7 +230,7 @@ class Leaderboard:
         )
         labelled = self.values.reindex(columns=full).set_axis(labels, axis=1)
         if self.lo is None and self.counts is None:
-            return labelled.to_string(float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
+            return labelled.to_string(float_format=lambda v: _fixed(v, digits), na_rep="-")
         nan = pd.DataFrame(np.nan, index=self.values.index, columns=self.values.columns)
         lo, hi, n = (
             (nan if frame is None else frame).reindex(columns=full).set_axis(labels, axis=1)
@@ -241,8 +241,8 @@ class Leaderboard:
             shown[col] = [
                 "-"
                 if pd.isna(v)
-                else f"{v:.{digits}f}"
-                + ("" if pd.isna(a) else f" [{a:.{digits}f}, {b:.{digits}f}]")
+                else _fixed(v, digits)
+                + ("" if pd.isna(a) else f" [{_fixed(a, digits)}, {_fixed(b, digits)}]")
                 + ("" if pd.isna(k) else f" n={int(k)}")
                 for v, a, b, k in zip(labelled[col], lo[col], hi[col], n[col])
             ]
@@ -275,7 +275,7 @@ class Leaderboard:
             for col in self.values.columns:
                 start, end = tags[self.marks.at[model, col]]
                 value = self.values.at[model, col]
-                shown = NOT_DEFINED if pd.isna(value) else f"{value:.{digits}f}"
+                shown = NOT_DEFINED if pd.isna(value) else _fixed(value, digits)
                 cells.append(f"<td>{start}{html.escape(shown)}{end}{self._interval(model, col, digits)}</td>")
             rows.append(f"<tr><td>{html.escape(str(model))}</td>{''.join(cells)}</tr>")
         named = f' aria-label="{html.escape(label)}"' if label else ""
@@ -284,10 +284,19 @@ class Leaderboard:
     def _interval(self, model, col, digits: int) -> str:
         parts = []
         if self.lo is not None and not pd.isna(self.lo.at[model, col]):
-            parts.append(f"[{self.lo.at[model, col]:.{digits}f}, {self.hi.at[model, col]:.{digits}f}]")
+            parts.append(
+                f"[{_fixed(self.lo.at[model, col], digits)}, {_fixed(self.hi.at[model, col], digits)}]"
+            )
         if self.counts is not None:
             parts.append(f"n = {int(self.counts.at[model, col])}")
         return f"<br><small>{' · '.join(parts)}</small>" if parts else ""
+
+
+def _fixed(value: float, digits: int) -> str:
+    """`value` with `digits` decimals, and no minus sign on a value that rounds to zero
+    (a PCC of -0.0002 read "-0.000")."""
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def _marks(values: pd.DataFrame) -> pd.DataFrame:

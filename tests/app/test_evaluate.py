@@ -61,9 +61,7 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
         tokens = sign_in(client, ADMIN_PASSWORD, "researcher", "researcher")
         researcher = tokens["researcher"]
         plan = client.predict(researcher, *_selection(), api_name="/evaluate_preview")
-        assert plan.startswith(
-            "**2 images** (1 models × 2 concepts × 1 styles × 1 guidance scales × 1 seeds)"
-        )
+        assert plan.startswith("**2 images** (1 model × 2 concepts × 1 style × 1 guidance scale × 1 seed)")
         message, picker = client.predict(
             researcher, "tiny-two", *_selection(), *TINY, api_name="/evaluate_start"
         )

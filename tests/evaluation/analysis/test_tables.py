@@ -114,6 +114,14 @@ def test_leaderboard_exports_csv_rows_and_escaped_html():
     assert page.count("> (best)</span></b>") == 18 and page.count("> (second best)</span></u>") == 18
 
 
+def test_a_value_that_rounds_to_zero_shows_no_minus_sign():
+    frame = metrics_frame(np.random.default_rng(3), models=("a", "b"))
+    frame["pcc"] = np.where(frame["model"] == "a", -0.0002, 0.4)
+    board = table1(frame)
+    assert "-0.000" not in board.to_html() and "-0.000" not in board.to_text()
+    assert ">0.000<" in board.to_html()
+
+
 def test_several_cfgs_need_a_choice():
     frame = metrics_frame(np.random.default_rng(4), cfgs=(3.0, 7.0))
     with pytest.raises(ValueError, match="`cfg` must be given"):
