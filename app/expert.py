@@ -263,23 +263,29 @@ class ExpertTab(Tab):
         latest = {}
         for i in items:
             latest[i.designer] = max(latest.get(i.designer, 0), i.round)
+        status = {
+            i.coloring_id: i.status
+            if i.round == latest[i.designer]
+            else f"{i.status} (replaced by round {latest[i.designer]})"
+            for i in items
+        }
         rows = [
             [
                 i.coloring_id,
                 i.designer,
                 i.round,
-                i.status
-                if i.round == latest[i.designer]
-                else f"{i.status} (replaced by round {latest[i.designer]})",
+                status[i.coloring_id],
                 None if i.round_emd is None else round(i.round_emd, 2),
                 i.note,
             ]
             for i in items
         ]
         return self.named(
-            gallery=[(str(resolve(data_dir, i.image_path)), _caption(i)) for i in items],
+            gallery=[
+                (str(resolve(data_dir, i.image_path)), _caption(i, status[i.coloring_id])) for i in items
+            ],
             grid_table=rows,
-            grid_plot=_stacked_distributions(items),
+            grid_plot=_stacked_distributions(items, status),
         )
 
     @role(*REVIEWERS)
@@ -670,16 +676,20 @@ def _needs(db, minimum: float) -> str:
     return "**What review waits for:**\n" + "\n".join(f"- {escape(line)}" for line in state.lines())
 
 
-def _caption(item: review.GridItem) -> str:
+def _caption(item: review.GridItem, status: str) -> str:
+    """A coloring's caption: id, designer, round, `status` (as the table says it)."""
     emd = "" if item.round_emd is None else f" · EMD to round {item.round - 1}: {item.round_emd:.1f}"
-    return f"#{item.coloring_id} · {item.designer} · round {item.round} · {item.status}{emd}"
+    return f"#{item.coloring_id} · {item.designer} · round {item.round} · {status}{emd}"
 
 
-def _stacked_distributions(items: list[review.GridItem]) -> go.Figure:
+def _stacked_distributions(items: list[review.GridItem], status: dict[int, str]) -> go.Figure:
     if not items:
         return go.Figure(layout=LAYOUT)
     figure = make_subplots(
-        rows=len(items), cols=1, shared_xaxes=True, subplot_titles=[_caption(i) for i in items]
+        rows=len(items),
+        cols=1,
+        shared_xaxes=True,
+        subplot_titles=[_caption(i, status[i.coloring_id]) for i in items],
     )
     top = max(float(np.max(i.p)) for i in items)
     for row, item in enumerate(items, start=1):

@@ -342,9 +342,12 @@ class ParticipantTab(Tab):
             else "a reference set of people's ratings (no colorings to show)"
         )
         over = f" (over {trial.studies} open studies)" if trial.studies > 1 else ""
+        # A crowd participant keeps their deadline in sight on every trial (a reload or a
+        # return by the link lands here, not on the line that said it first).
+        ends = "" if finished is None else f" · your time ends at {shown_time(finished.deadline)}"
         return self.show(
             f"**Trial {trial.number} of {trial.total}**{over} · concept: **{escape(trial.concept)}**"
-            f" · ground truth from {based_on} · each chart has its own scale",
+            f" · ground truth from {based_on} · each chart has its own scale{ends}",
             background=asked,
             trial=self._trial_parts(trial),
             consent=consent,

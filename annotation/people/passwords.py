@@ -15,6 +15,7 @@ import hmac
 import os
 import secrets
 import shlex
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -160,6 +161,10 @@ def _stored_hash(db: sqlite_utils.Database) -> str | None:
     return read_setting(db, _SETTING)
 
 
+_PROJECT = Path(__file__).resolve().parents[2]
+"""The checkout the ``annotation`` package is run from (``python -m annotation`` needs it)."""
+
+
 def _announcement(password: str, db_path: str) -> str:
     return "\n".join(
         [
@@ -169,7 +174,9 @@ def _announcement(password: str, db_path: str) -> str:
             f"  Admin password (shown only this once): {password}",
             "  Sign in on the Start tab with it. To choose your own instead, set",
             f"  {ENV_PASSWORD}=... (or {ENV_PASSWORD_FILE}=path/to/file) and restart,",
-            f"  or run: python -m annotation --db {shlex.quote(db_path)} set-admin-password",
+            "  or run (from any folder, with this app's own Python):",
+            f"  cd {shlex.quote(str(_PROJECT))} && {shlex.quote(sys.executable)} -m annotation \\",
+            f"      --db {shlex.quote(db_path)} set-admin-password",
             "=" * 72,
             "",
         ]

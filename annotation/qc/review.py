@@ -233,7 +233,9 @@ def _check_recolorable(db, coloring: dict, now: dt.datetime) -> None:
     if coloring["practice"]:
         raise Conflict(f"coloring {cid} is a practice coloring; the admin reviews those")
     if coloring["status"] not in RECOLORABLE:
-        raise Conflict(f"coloring {cid} is {coloring['status']}; only standing colorings can be recolored")
+        raise Conflict(
+            f"coloring {cid} is {coloring['status'].replace('_', ' ')}; only standing colorings can be recolored"
+        )
     latest = db.execute(
         "select max(round) from colorings where annotator_id = ? and concept_key = ? and practice = 0",
         [coloring["annotator_id"], coloring["concept_key"]],
@@ -285,7 +287,7 @@ def accept_coloring(
         coloring = get_coloring(db, coloring_id)
         _check_not_voted(db, coloring_id)
         if coloring["status"] != "submitted":
-            raise Conflict(f"coloring {coloring_id} is {coloring['status']}, not submitted")
+            raise Conflict(f"coloring {coloring_id} is {coloring['status'].replace('_', ' ')}, not submitted")
         set_status(db, coloring, "accepted")
         audit.record(db, actor.pseudonym, "accept_coloring", "coloring", coloring_id, note or "", now=now)
 

@@ -219,7 +219,7 @@ def reinstate(
     with transaction(db):
         coloring = get_coloring(db, coloring_id)
         if coloring["status"] != "excluded":
-            raise Conflict(f"coloring {coloring_id} is {coloring['status']}, not excluded")
+            raise Conflict(f"coloring {coloring_id} is {coloring['status'].replace('_', ' ')}, not excluded")
         set_status(db, coloring, "accepted")
         audit.record(db, actor.pseudonym, "reinstate_coloring", "coloring", coloring_id, why, now=now)
 

@@ -219,10 +219,14 @@ def test_first_start_prints_a_generated_password_once(tmp_path, monkeypatch, cap
         token, _ = client.predict(password, api_name="/login_admin")
         assert token
     # The command the announcement gives runs as printed (--db before the command).
-    command = shlex.split(first.split("or run: ")[1].splitlines()[0])
-    assert command[:3] == ["python", "-m", "annotation"] and str(config.db_path) in command
+    lines = first.split("own Python):\n")[1].splitlines()[:2]
+    command = " ".join(line.strip().rstrip("\\") for line in lines)
+    assert shlex.split(command)[3:6] == [sys.executable, "-m", "annotation"], command
+    assert str(config.db_path) in shlex.split(command)
     done = subprocess.run(
-        [sys.executable, *command[1:], "--stdin"],
+        f"{command} --stdin",
+        shell=True,
+        cwd=tmp_path,  # any folder: the command goes to the checkout itself
         input="chosen-password-1\n" * 2,
         capture_output=True,
         text=True,

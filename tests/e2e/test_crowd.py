@@ -172,6 +172,9 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
         re.compile(r"Signed in as P\d+\. Your time for this study ends at \d{4}-\d\d-\d\d \d\d:\d\d UTC\.")
     )
     expect(page.get_by_role("tab", name="Judge")).to_have_attribute("aria-selected", "true")
+    _start(page)
+    expect(progress).to_contain_text(f"Trial 3 of {total}")
+    expect(progress).to_contain_text(re.compile(r"your time ends at \d{4}-\d\d-\d\d \d\d:\d\d UTC"))
 
     # C: fails the attention check and lands on the platform with the screen-out code.
     _open(page, live_app, token, "pidC")
