@@ -145,6 +145,8 @@ EVENTS = (
         "ranking_message",
         "expert_open_queue",
     ),
+    # The ranking that chose them, shown whether or not *Rank concepts* was pressed first.
+    On("then", "consistency", _RANKING, ("ranking", "histogram"), "ranking_message", clear_note=False),
     On(
         (_OPENED, "refresh.click"),
         "statistics",

@@ -153,6 +153,8 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
     expect(page.locator("#expert_ranking_message")).to_have_text(
         re.compile(r"Opened 2 new reviews of '[a-z ]+'\.")
     )
+    # The ranking that chose them shows without a press of Rank concepts.
+    expect(page.locator("#expert_ranking [role=row][data-index]")).to_have_count(3)
     expect(needs).to_contain_text("No review has all its votes yet: 6 votes on 2 colorings are missing.")
     expect(needs).to_contain_text(
         "Only 1 expert can vote and each coloring needs 3 votes from different experts: invite 2 more."
