@@ -37,7 +37,16 @@ from evaluation.analysis.tables import RATIO_OF_MEANS
 from evaluation.concepts import load_concepts
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.browser import LiveApp, chromium_browser, expect, pick, search, start_evaluation, table_rows
+from tests.browser import (
+    LiveApp,
+    chromium_browser,
+    expect,
+    pick,
+    search,
+    settled,
+    start_evaluation,
+    table_rows,
+)
 from tests.e2e.test_scenario import _color_and_submit, _person
 from tests.research_data import install_tiny, tiny_models  # noqa: F401  (fixture)
 
@@ -165,7 +174,9 @@ def _experts_vote_until_the_statistics_show(app: LiveApp, browser, links: list[s
             # its 3 colorings go to the vote.
             message = page.locator("#expert_ranking_message")
             expect(message).to_have_text(re.compile(r"Opened \d+ new reviews of '[a-z ',]+'\."))
-            opened = int(re.search(r"\d+", message.inner_text()).group())
+            # The ranking that chose them follows; its progress timer shows over the message.
+            settled(page)
+            opened = int(re.search(r"Opened (\d+)", message.inner_text()).group(1))
             assert opened in (3, 6, 9)
             assert app.query("select count(*) as n from reviews where status = 'open'") == [{"n": opened}]
         # The tab has read what review waits for: the sign-in's own updates are in.
