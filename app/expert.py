@@ -53,7 +53,7 @@ from app.common import (
 from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
-from storage import human, iso, utcnow
+from storage import human, utcnow
 from storage.shown import counted
 
 NAME = "expert"
@@ -541,14 +541,7 @@ def _ranking_section(colorings_per_concept: int) -> dict:
 def _of_concepts(db, now) -> str:
     """The concepts whose reviews were opened at `now`, as " of 'apple', 'banana'" (the
     first ten named); "" for none."""
-    keys = [
-        row["concept_key"]
-        for row in db.query(
-            "select distinct c.concept_key from reviews r join colorings c on c.id = r.coloring_id "
-            "where r.created = ? order by c.concept_key",
-            [iso(now)],
-        )
-    ]
+    keys = review.concepts_opened_at(db, now)
     if not keys:
         return ""
     named = ", ".join(f"'{escape(k)}'" for k in keys[:10])

@@ -399,6 +399,19 @@ def open_review_queue(
         )
 
 
+def concepts_opened_at(db: sqlite_utils.Database, now: dt.datetime) -> list[str]:
+    """The concepts whose colorings got a review at `now` (the `now` given to
+    `open_review_queue`), sorted: what an opening of the queue put to the vote."""
+    return [
+        row["concept_key"]
+        for row in db.query(
+            "select distinct c.concept_key from reviews r join colorings c on c.id = r.coloring_id "
+            "where r.created = ? order by c.concept_key",
+            [iso(now)],
+        )
+    ]
+
+
 def review_min_colorings(db: sqlite_utils.Database, default: int) -> int:
     """The colorings per concept the vote queue was last opened with (`open_review_queue`
     keeps it), else `default`: what the Expert and Admin tabs count against."""
