@@ -24,6 +24,7 @@ import sqlite_utils
 from annotation import audit
 from annotation.errors import InvalidInput, PermissionDenied
 from annotation.people.accounts import Session, open_admin_session
+from evaluation.models.registry import PROJECT_ROOT
 from storage import transaction
 from storage.settings import read_setting, write_setting
 
@@ -161,10 +162,6 @@ def _stored_hash(db: sqlite_utils.Database) -> str | None:
     return read_setting(db, _SETTING)
 
 
-_PROJECT = Path(__file__).resolve().parents[2]
-"""The checkout the ``annotation`` package is run from (``python -m annotation`` needs it)."""
-
-
 def _announcement(password: str, db_path: str) -> str:
     return "\n".join(
         [
@@ -175,7 +172,7 @@ def _announcement(password: str, db_path: str) -> str:
             "  Sign in on the Start tab with it. To choose your own instead, set",
             f"  {ENV_PASSWORD}=... (or {ENV_PASSWORD_FILE}=path/to/file) and restart,",
             "  or run (from any folder, with this app's own Python):",
-            f"  cd {shlex.quote(str(_PROJECT))} && {shlex.quote(sys.executable)} -m annotation \\",
+            f"  cd {shlex.quote(str(PROJECT_ROOT))} && {shlex.quote(sys.executable)} -m annotation \\",
             f"      --db {shlex.quote(db_path)} set-admin-password",
             "=" * 72,
             "",

@@ -60,7 +60,7 @@ MIN_REGION_FRACTION = 0.005
 extent (the bounding box of its dark pixels). Line art splits the paper into two or more:
 the outside and what its lines close (the frame closes regions too). Specks and blobs
 leave the paper in one piece. Measured: our 24 sketches have 4-26 such regions; outlines
-drawn by matplotlib pass (tests); salt-and-pepper noise (1-10 %) and scattered disks have
+drawn by Pillow pass (tests); salt-and-pepper noise (1-10 %) and scattered disks have
 1; Canny edge maps of 12 scikit-image sample images have 1, except brick (25), text (3)
 and astronaut (2), whose edges do close regions."""
 CROP_MARGIN = 0.04
