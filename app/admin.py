@@ -48,6 +48,7 @@ from app.guard import download_path, new_download
 from app.tabs import On, Tab
 from storage import file_stamp, iso, shown_time, utcnow
 from storage.schema import UPGRADE_APPROVER
+from storage.shown import in_words
 from storage.spreadsheet import write_csv
 
 NAME = "admin"
@@ -772,9 +773,7 @@ def _statuses(figures: dict) -> str:
 
 def _counts(counts: dict) -> str:
     """``{"submitted": 3, "accepted": 0}`` as "3 submitted, 0 accepted" (or "none yet")."""
-    return (
-        ", ".join(f"{n:,} {escape(str(name).replace('_', ' '))}" for name, n in counts.items()) or "none yet"
-    )
+    return ", ".join(f"{n:,} {escape(in_words(name))}" for name, n in counts.items()) or "none yet"
 
 
 def _export_outputs(state: ExportState) -> tuple[str, str | None]:

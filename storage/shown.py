@@ -1,6 +1,6 @@
 """How a message shows values: a refusal quotes what arrived cut to `SHOWN_CHARS` characters
 (`shown`; `annotation.errors` re-exports it), a count says its noun in the singular or plural
-(`counted`). One place for every library."""
+(`counted`), a stored status in words (`in_words`). One place for every library."""
 
 SHOWN_CHARS = 80
 """The most characters of a refused value that a message quotes back (see `shown`)."""
@@ -45,3 +45,12 @@ def counted(count: int, noun: str) -> str:
     ('1 designer', '3 colorings')
     """
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def in_words(name: str) -> str:
+    """A stored status or field name as a message writes it: its underscores as spaces.
+
+    >>> in_words("recolor_requested")
+    'recolor requested'
+    """
+    return str(name).replace("_", " ")

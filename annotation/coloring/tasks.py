@@ -49,6 +49,7 @@ from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.files import resolve
 from annotation.sketches.library import get_sketch, selected_sketch
 from storage import insert_row, iso, transaction, utcnow
+from storage.shown import in_words
 
 RESERVE_AHEAD = 3
 """Open tasks of a batch reserved at once: the one on the canvas and two ready after it.
@@ -439,7 +440,7 @@ def redo_refusal(
     if coloring["practice"]:
         return "practice colorings are reviewed by the study admin"
     if coloring["status"] != "submitted":
-        return f"it is {coloring['status'].replace('_', ' ')}"
+        return f"it is {in_words(coloring['status'])}"
     latest = db.execute(
         "select max(round) from colorings where annotator_id = ? and concept_key = ? and practice = 0",
         [annotator_id, coloring["concept_key"]],

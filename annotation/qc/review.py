@@ -36,6 +36,7 @@ from evaluation.color.plausibility import plausibility_ranking
 from storage import insert_row, insert_rows, iso, transaction, utcnow
 from storage.human import counted_colorings
 from storage.settings import read_setting, write_setting
+from storage.shown import in_words
 
 REVIEWER_ROLES = ("expert", "admin")
 # How long a designer has to redo a coloring (the paper is silent).
@@ -234,7 +235,7 @@ def _check_recolorable(db, coloring: dict, now: dt.datetime) -> None:
         raise Conflict(f"coloring {cid} is a practice coloring; the admin reviews those")
     if coloring["status"] not in RECOLORABLE:
         raise Conflict(
-            f"coloring {cid} is {coloring['status'].replace('_', ' ')}; only standing colorings can be recolored"
+            f"coloring {cid} is {in_words(coloring['status'])}; only standing colorings can be recolored"
         )
     latest = db.execute(
         "select max(round) from colorings where annotator_id = ? and concept_key = ? and practice = 0",
@@ -287,7 +288,7 @@ def accept_coloring(
         coloring = get_coloring(db, coloring_id)
         _check_not_voted(db, coloring_id)
         if coloring["status"] != "submitted":
-            raise Conflict(f"coloring {coloring_id} is {coloring['status'].replace('_', ' ')}, not submitted")
+            raise Conflict(f"coloring {coloring_id} is {in_words(coloring['status'])}, not submitted")
         set_status(db, coloring, "accepted")
         audit.record(db, actor.pseudonym, "accept_coloring", "coloring", coloring_id, note or "", now=now)
 

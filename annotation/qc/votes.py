@@ -30,6 +30,7 @@ from annotation.people.accounts import Actor
 from annotation.qc import stats as qc
 from annotation.qc.review import require_role
 from storage import insert_row, iso, transaction, update_rows
+from storage.shown import in_words
 
 # Review tasks an expert holds at once (the paper is silent); the queue is refilled
 # after each vote.
@@ -219,7 +220,7 @@ def reinstate(
     with transaction(db):
         coloring = get_coloring(db, coloring_id)
         if coloring["status"] != "excluded":
-            raise Conflict(f"coloring {coloring_id} is {coloring['status'].replace('_', ' ')}, not excluded")
+            raise Conflict(f"coloring {coloring_id} is {in_words(coloring['status'])}, not excluded")
         set_status(db, coloring, "accepted")
         audit.record(db, actor.pseudonym, "reinstate_coloring", "coloring", coloring_id, why, now=now)
 

@@ -36,6 +36,7 @@ from evaluation.pipeline import runs
 from evaluation.pipeline.fileio import write_atomic
 from evaluation.pipeline.overlay import overlay_mask
 from evaluation.pipeline.stages import read_image
+from storage.shown import in_words
 from storage.spreadsheet import csv_text
 
 #: Column group of Table 4 holding the mean over color systems.
@@ -393,7 +394,7 @@ def _verdict(correct: bool | None, present: bool, status: str) -> str:
     if not present:
         return "absent (not scored)"
     if status != "ok":
-        return f"{status.replace('_', ' ')} (not scored)"
+        return f"{in_words(status)} (not scored)"
     return "correct" if correct else "wrong"
 
 
