@@ -108,7 +108,7 @@ EVENTS = (
         "review.click",
         "review_practice",
         (*_TOKEN, "reviewed", "decision", "why"),
-        ("review_message",),
+        ("review_message", "pending", "gallery", "annotators"),
         "review_message",
         "admin_review_practice",
     ),
@@ -293,6 +293,9 @@ class AdminTab(Tab):
     @role(*ROLES)
     def practice_pending(self, db, actor) -> dict:
         """Designers waiting for approval, and their practice colorings as a gallery."""
+        return self.named(**self._pending(db))
+
+    def _pending(self, db) -> dict:
         waiting = onboarding.awaiting_approval(db)
         table = [[a["id"], a["pseudonym"], " ".join(str(c["id"]) for c in a["colorings"])] for a in waiting]
         images = [
@@ -300,35 +303,26 @@ class AdminTab(Tab):
             for a in waiting
             for c in a["colorings"]
         ]
-        return self.named(pending=table, gallery=images)
+        return {"pending": table, "gallery": images}
 
     @role(*ROLES)
     def review_practice(self, db, actor, annotator_id: float, decision: str, why: str) -> dict:
-        """Approve a designer's practice colorings, or ask for them again."""
+        """Approve a designer's practice colorings, or ask for them again; the waiting list
+        and the people table show the decision at once."""
         if decision not in ("approve", "redo"):
             raise ValueError(f"`decision` must be 'approve' or 'redo', got {decision!r}")
         annotator_id = whole_number(annotator_id, "Annotator id")
         onboarding.review_practice(db, annotator_id, actor, decision == "approve", why or "")
-        return self.named(review_message=f"Recorded: {decision} for annotator {annotator_id}.")
+        return self.named(
+            review_message=f"Recorded: {decision} for annotator {annotator_id}.",
+            annotators=_annotator_rows(db),
+            **self._pending(db),
+        )
 
     @role(*ROLES)
     def list_annotators(self, db, actor) -> dict:
         """Every annotator with their roles, status and number of sign-ins."""
-        return self.named(
-            annotators=[
-                [
-                    r["id"],
-                    r["pseudonym"],
-                    ", ".join(json.loads(r["roles"])),
-                    {None: "unknown", 1: "yes", 0: "no"}[r["design_background"]],
-                    r["status"],
-                    r["created"],
-                    _approval(r["practice_approved"], r["practice_approved_by"]),
-                    r["sign_ins"],
-                ]
-                for r in accounts.list_annotators(db)
-            ]
-        )
+        return self.named(annotators=_annotator_rows(db))
 
     @role(*ROLES)
     def coverage(self, db, actor) -> dict:
@@ -484,6 +478,23 @@ def _private_export(*args, **options) -> Path:
     archive = export_archive(*args, **options)
     archive.chmod(0o600)
     return archive
+
+
+def _annotator_rows(db) -> list[list]:
+    """The people table's rows (`ANNOTATOR_HEADERS`), one per annotator."""
+    return [
+        [
+            r["id"],
+            r["pseudonym"],
+            ", ".join(json.loads(r["roles"])),
+            {None: "unknown", 1: "yes", 0: "no"}[r["design_background"]],
+            r["status"],
+            r["created"],
+            _approval(r["practice_approved"], r["practice_approved_by"]),
+            r["sign_ins"],
+        ]
+        for r in accounts.list_annotators(db)
+    ]
 
 
 def _approval(when: str | None, by: str | None) -> str:

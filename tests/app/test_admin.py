@@ -21,6 +21,7 @@ from annotation.export import WriteFailed
 from annotation.files import store_png
 from app import build_app
 from app.config import AppConfig
+from app.admin import ANNOTATOR_HEADERS
 from app.guard import COOKIE, download_path, new_download
 from storage import ensure_schema, iso, open_db
 from storage.schema import MIGRATIONS
@@ -271,8 +272,14 @@ def test_admin_sees_and_approves_practice_colorings(tmp_path):
         table, gallery = client.predict(admin, api_name="/admin_practice_pending")
         assert table["data"] == [[designer_id, "D0001", "1 2 3"]]
         assert [item["caption"] for item in gallery] == [f"D0001: {key}" for key in config.practice_concepts]
-        message = client.predict(admin, designer_id, "approve", "fine", api_name="/admin_review_practice")
+        message, table, gallery, people = client.predict(
+            admin, designer_id, "approve", "fine", api_name="/admin_review_practice"
+        )
         assert message == f"Recorded: approve for annotator {designer_id}."
+        # The decision shows at once: the list empties, the people table names who approved.
+        assert table["data"] == [] and gallery == []
+        (row,) = [r for r in people["data"] if r[0] == designer_id]
+        assert row[ANNOTATOR_HEADERS.index("practice_approved")].endswith("(by admin)")
         table, gallery = client.predict(admin, api_name="/admin_practice_pending")
         assert table["data"] == [] and gallery == []
 

@@ -140,6 +140,9 @@ def _admin_approves(admin, designer_id: int) -> None:
     expect(admin.locator("#admin_review_message")).to_have_text(
         f"Recorded: approve for annotator {designer_id}."
     )
+    # Without another Refresh: the decision empties the waiting list.
+    expect(admin.locator("#admin_pending [role=row][data-index]")).to_have_count(0)
+    expect(admin.locator("#admin_gallery img")).to_have_count(0)
     _shot(admin, "3-admin-approved")
 
 
