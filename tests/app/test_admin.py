@@ -20,8 +20,8 @@ from annotation.backup import backup_archive
 from annotation.export import WriteFailed
 from annotation.files import store_png
 from app import build_app
-from app.config import AppConfig
 from app.admin import ANNOTATOR_HEADERS
+from app.config import AppConfig
 from app.guard import COOKIE, download_path, new_download
 from storage import ensure_schema, iso, open_db
 from storage.schema import MIGRATIONS
