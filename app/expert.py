@@ -601,7 +601,12 @@ def _statistics_section() -> dict:
             "expert_table5",
             headers=["expert_votes", "interpretation", "count"],
         )
-    with empty_note("No expert has voted yet.", "expert_raters_empty"):
+    # Per-expert agreement needs a review with all its votes: votes cast before then do
+    # not show here, so the note must not say nobody voted.
+    with empty_note(
+        "Each expert's votes and agreement show here once a review has all its votes.",
+        "expert_raters_empty",
+    ):
         parts["raters"] = named_table("Votes per expert", "expert_raters", headers=RATER_HEADERS)
     with gr.Row():
         parts["truth_concept"] = choice_search(

@@ -173,6 +173,11 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
     expect(page.locator("#expert_summary")).to_have_text(
         "No review has all its votes yet: 4 votes on 2 colorings are missing."
     )
+    # This expert has voted: the empty table's note must not say nobody has.
+    expect(page.locator("#expert_raters_empty")).to_be_visible()
+    expect(page.locator("#expert_raters_empty")).to_have_text(
+        "Each expert's votes and agreement show here once a review has all its votes."
+    )
     expect(needs).to_contain_text("4 votes on 2 colorings are missing")
     page.screenshot(path=str(SHOTS / "expert-pilot-after-votes.png"), full_page=True)
     assert page.js_errors == []
