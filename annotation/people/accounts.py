@@ -62,6 +62,8 @@ END_REASONS = {
     "logout": f"{_ENDED}: you signed out; open your invite link again",
     "resumed": f"{_ENDED}: the study link was opened again in another tab, browser or device; go on "
     "there, or open the study link again here",
+    "password_changed": f"{_ENDED}: the admin password was changed; sign in with the new one "
+    "on the Start tab",
 }
 """Why a session ended (the ``sessions.end_reason`` values), as `require` says it."""
 
@@ -329,6 +331,21 @@ def _open_session(
     return Session(token, annotator_id, pseudonym, roles, expires)
 
 
+def end_admin_sessions(db: sqlite_utils.Database, reason: str, now: dt.datetime) -> int:
+    """End every live admin session, giving `reason` (an `END_REASONS` key); how many ended.
+    Call inside the transaction that changes the admin password: a session opened with a
+    leaked password must not outlive it."""
+    ended = select(
+        db,
+        "select token_hash from sessions where annotator_id is null and revoked is null and expires > ?",
+        [iso(now)],
+    )
+    if not ended:
+        return 0
+    hashes = [row["token_hash"] for row in ended]
+    return update_rows(db, "sessions", {"token_hash in": hashes}, {"revoked": iso(now), "end_reason": reason})
+
+
 def _end_sessions(db, annotator_id: int, reason: str, now: dt.datetime, *, keep: int = 0) -> int:
     """End `annotator_id`'s live sessions but the newest `keep`, giving `reason`; how many ended."""
     ended = select(
@@ -391,6 +408,8 @@ def _session_actor(db, token_hash: str, now: dt.datetime) -> Actor:
     session = rows[0]
     if session["revoked"]:
         if session["annotator_id"] is None:  # the admin has a password, not an invite link
+            if session["end_reason"] == "password_changed":
+                raise InvalidToken(END_REASONS["password_changed"])
             raise InvalidToken(f"{_ENDED}: sign in again with the admin password on the Start tab")
         # Sessions ended before they recorded why (schema version 12) give no reason.
         raise InvalidToken(END_REASONS.get(session["end_reason"], f"{_ENDED}; open your invite link again"))

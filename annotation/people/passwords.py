@@ -23,9 +23,9 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.errors import InvalidInput, PermissionDenied
-from annotation.people.accounts import Session, open_admin_session
+from annotation.people.accounts import Session, end_admin_sessions, open_admin_session
 from evaluation.models.registry import PROJECT_ROOT
-from storage import transaction
+from storage import transaction, utcnow
 from storage.settings import read_setting, write_setting
 
 ENV_PASSWORD = "COLORCONCEPT_ADMIN_PASSWORD"
@@ -59,7 +59,9 @@ def verify_password(password: str, encoded: str) -> bool:
 def set_admin_password(
     db: sqlite_utils.Database, password: str, *, source: str = "manual", now: dt.datetime | None = None
 ) -> None:
-    """Store the hash of a new admin password (`MIN_LENGTH` to `MAX_LENGTH` characters)."""
+    """Store the hash of a new admin password (`MIN_LENGTH` to `MAX_LENGTH` characters) and
+    end every admin session opened before (`accounts.end_admin_sessions`): whoever signed in
+    with the old password must sign in again. The audit row counts the sessions ended."""
     if not isinstance(password, str) or len(password.strip()) < MIN_LENGTH:
         raise InvalidInput(
             f"the admin password must have at least {MIN_LENGTH} characters, "
@@ -70,10 +72,18 @@ def set_admin_password(
             f"the admin password may have at most {MAX_LENGTH} characters (sign-in takes no more), "
             f"got {len(password):,}"
         )
+    now = utcnow() if now is None else now
     with transaction(db):
         write_setting(db, _SETTING, hash_password(password))
+        ended = end_admin_sessions(db, "password_changed", now)
         audit.record(
-            db, "system", "set_admin_password", "setting", _SETTING, details={"source": source}, now=now
+            db,
+            "system",
+            "set_admin_password",
+            "setting",
+            _SETTING,
+            details={"source": source, "sessions_ended": ended},
+            now=now,
         )
 
 

@@ -112,6 +112,20 @@ def test_sessions_expire_and_end_on_logout_or_revocation(db):
     assert db["audit"].get(2)["why"] == "asked to withdraw"
 
 
+def test_a_session_lasts_14_days_and_the_link_opens_another_until_its_30_days_end(db):
+    # As docs/security.md tells an operator planning a months-long study.
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    ((_, token),) = create_annotators(db, 1, "designer", now=start)
+    session = login_with_invite(db, token, now=start)
+    require(db, session.token, "designer", now=start + dt.timedelta(days=14, seconds=-1))
+    with pytest.raises(InvalidToken, match="your session expired; open your invite link"):
+        require(db, session.token, "designer", now=start + dt.timedelta(days=14))
+    again = login_with_invite(db, token, now=start + dt.timedelta(days=29))
+    require(db, again.token, "designer", now=start + dt.timedelta(days=42))
+    with pytest.raises(InvalidToken, match="this invite link expired on 2025-01-31"):
+        login_with_invite(db, token, now=start + dt.timedelta(days=30))
+
+
 def test_require_without_a_session_is_denied(db):
     with pytest.raises(PermissionDenied, match="not signed in"):
         require(db, "", "designer")

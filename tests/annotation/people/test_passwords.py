@@ -1,4 +1,5 @@
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -7,7 +8,7 @@ import pytest
 
 from annotation.__main__ import main
 from annotation.errors import InvalidInput, InvalidToken, PermissionDenied
-from annotation.people.accounts import logout, require
+from annotation.people.accounts import create_annotators, login_with_invite, logout, require
 from annotation.people.passwords import (
     ENV_PASSWORD,
     ENV_PASSWORD_FILE,
@@ -99,6 +100,36 @@ def test_command_line_sets_a_new_admin_password(tmp_path, db, monkeypatch, capsy
     assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password", "--stdin"]) == 1
     assert "at most 1000 characters (sign-in takes no more), got 200,000" in capsys.readouterr().err
     login_admin(db, "a brand new password")
+
+
+def test_a_new_admin_password_ends_the_sessions_the_old_one_opened(tmp_path, db, monkeypatch):
+    set_admin_password(db, "the leaked password")
+    leaked, other = login_admin(db, "the leaked password"), login_admin(db, "the leaked password")
+    ((_, link),) = create_annotators(db, 1, "designer")
+    designer = login_with_invite(db, link)
+    monkeypatch.setattr("sys.stdin", io.StringIO("a brand new password\n"))
+    assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password", "--stdin"]) == 0
+    for session in (leaked, other):
+        with pytest.raises(InvalidToken) as ended:
+            require(db, session.token, "admin")
+        assert str(ended.value) == (
+            "your session is not valid any more: the admin password was changed; sign in with the "
+            "new one on the Start tab"
+        )
+    assert require(db, designer.token, "designer").pseudonym == "D0001"  # only the admin's end
+    assert require(db, login_admin(db, "a brand new password").token, "admin").is_admin
+    # The same from the environment at start, and a refused password ends nothing.
+    current = login_admin(db, "a brand new password")
+    with pytest.raises(InvalidInput):
+        ensure_admin_password(db, environ={ENV_PASSWORD: "short"})
+    assert require(db, current.token, "admin").is_admin
+    ensure_admin_password(db, environ={ENV_PASSWORD: "from the environment"})
+    with pytest.raises(InvalidToken, match="the admin password was changed"):
+        require(db, current.token, "admin")
+    (row,) = db.execute(
+        "select details from audit where action = 'set_admin_password' order by id desc limit 1"
+    ).fetchall()
+    assert json.loads(row[0]) == {"source": "env", "sessions_ended": 2}  # `current` and the one before
 
 
 def test_command_line_asks_twice_and_keeps_the_old_password_when_they_differ(
