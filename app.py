@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     from app import SecretServed, build_app, check_secrets, launch_options, mark_ready
     from app.config import AppConfig
     from storage import SchemaRefused, unwritable
+    from storage.serving import LockRefused
 
     args = parse_args(argv)
     try:
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     _check_port(args.host, args.port)
     try:
         demo = build_app(config)
-    except (SchemaRefused, AnnotationError) as error:
+    except (SchemaRefused, AnnotationError, LockRefused) as error:
         raise SystemExit(f"Refusing to start: {error}.") from None
     except sqlite3.OperationalError as error:
         raise SystemExit(f"Refusing to start: {unwritable(config.db_path, error)}.") from None

@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with serving.shared(args.db):
             return _run(args)
-    except serving.RestoreRunning as error:
+    except serving.LockRefused as error:  # a restore runs, or the folder takes no file
         print(f"error: {error}", file=sys.stderr)
         return 1
     except sqlite3.OperationalError as error:  # opening it writes (its -shm, the journal mode)

@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sqlite3
 import tempfile
 import zipfile
@@ -275,7 +276,7 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
                 else "no database was replaced"
             )
             _check_copy(db_path, manifest["database"], f"the restored database {str(db_path)!r}", where)
-    except serving.DatabaseInUse as error:
+    except serving.LockRefused as error:  # in use, or its folder takes no file
         raise BackupError(f"{error}; nothing was restored") from None
     return {**manifest, "previous": previous, "copied": copied}
 
@@ -303,17 +304,28 @@ def _unpacked(source: Path, beside: Path):
     into a private temporary folder in `beside` (the database's folder: the files go to that
     disk anyway), removed afterwards. A zip entry that would land outside
     that folder refuses the whole zip."""
-    if not (source.is_file() and zipfile.is_zipfile(source)):
+    if not source.is_file():
         yield source
         return
+    if not zipfile.is_zipfile(source):
+        raise BackupError(
+            f"{str(source)!r} is a file but not a readable zip (it may be truncated or damaged): give "
+            "a backup folder or the Admin tab's backup zip; nothing was restored"
+        )
     with tempfile.TemporaryDirectory(prefix=".restore-", dir=beside) as temp:
         try:
             with zipfile.ZipFile(source) as archive:
-                for name in archive.namelist():
-                    if leaves_archive(name):
+                for entry in archive.infolist():
+                    if leaves_archive(entry.filename):
                         raise BackupError(
-                            f"the zip {source.name!r} holds {shown(name)}, which would land outside "
-                            "the backup; nothing was restored"
+                            f"the zip {source.name!r} holds {shown(entry.filename)}, which would land "
+                            "outside the backup; nothing was restored"
+                        )
+                    # extractall writes a link's target as a file; a backup holds no links.
+                    if stat.S_ISLNK(entry.external_attr >> 16):
+                        raise BackupError(
+                            f"the zip {source.name!r} holds {shown(entry.filename)} as a link; a "
+                            "backup holds files only; nothing was restored"
                         )
                 archive.extractall(temp)
         except (zipfile.BadZipFile, OSError) as error:

@@ -16,6 +16,7 @@ import sys
 import threading
 
 from storage import OPERATOR_WORDS, SchemaRefused, storage_condition
+from storage.serving import LockRefused
 
 COMMANDS = {
     "generate": "evaluation.cli.generate",
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         prefix = f"python -m evaluation {args.command}"
         return args.handler(args)
-    except (ValueError, SchemaRefused) as exc:
+    except (ValueError, SchemaRefused, LockRefused) as exc:
         print(f"{prefix}: error: {exc}", file=sys.stderr)
         return 2
     except (OSError, sqlite3.OperationalError) as exc:

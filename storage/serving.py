@@ -30,12 +30,22 @@ LOCK_SUFFIX = ".lock"
 _HELD: dict[str, BinaryIO] = {}
 
 
-class DatabaseInUse(RuntimeError):
+class LockRefused(RuntimeError):
+    """The database's lock could not be taken; the message says why and what to do. Callers
+    that start work (the app, the commands) catch this, and say it in one line."""
+
+
+class DatabaseInUse(LockRefused):
     """The database is served or written by another process; the message names who."""
 
 
-class RestoreRunning(RuntimeError):
+class RestoreRunning(LockRefused):
     """A restore holds the database alone; start again when it has finished."""
+
+
+class FolderUnwritable(LockRefused):
+    """The database's folder takes no new file (a read-only disk, say), so its lock file
+    cannot be made: nothing can use the database there."""
 
 
 def lock_path(db_path: str | Path) -> Path:
@@ -63,6 +73,8 @@ def hold_shared(db_path: str | Path) -> BinaryIO | None:
     ------
     RestoreRunning
         If a restore holds the lock alone.
+    FolderUnwritable
+        If the lock file cannot be made (a read-only disk).
     """
     if str(db_path) == ":memory:":
         return None
@@ -80,6 +92,8 @@ def shared(db_path: str | Path) -> Iterator[None]:
     ------
     RestoreRunning
         If a restore holds the lock alone.
+    FolderUnwritable
+        If the lock file cannot be made (a read-only disk).
     """
     if str(db_path) == ":memory:":
         yield
@@ -98,6 +112,8 @@ def exclusive(db_path: str | Path) -> Iterator[None]:
         If any process, this one included, holds a shared lock: the message names the
         lock file, the processes holding it where the system says (Linux ``/proc/locks``),
         and what to do.
+    FolderUnwritable
+        If the lock file cannot be made (a read-only disk).
     """
     with _locked(db_path, fcntl.LOCK_EX):
         yield
@@ -105,8 +121,16 @@ def exclusive(db_path: str | Path) -> Iterator[None]:
 
 def _locked(db_path: str | Path, kind: int) -> BinaryIO:
     path = lock_path(db_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+b")  # noqa: SIM115 -- kept open for as long as the lock is held
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+b")  # noqa: SIM115 -- kept open for as long as the lock is held
+    except OSError as error:
+        raise FolderUnwritable(
+            f"the database's folder {str(path.parent)!r} takes no new file ({error.strerror}), so its "
+            f"lock {path.name} cannot be made, and the app and every command write beside the "
+            "database; if its disk was made read-only, copy the database (with any -wal file "
+            "beside it) to a writable disk and give that path"
+        ) from None
     try:
         fcntl.flock(handle, kind | fcntl.LOCK_NB)
     except BlockingIOError:

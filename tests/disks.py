@@ -42,3 +42,14 @@ def fill(folder: Path, leave: int = 0) -> Path:
             out.write(b"\0" * 4096)
             out.flush()
     return filler
+
+
+@contextlib.contextmanager
+def read_only(folder: Path) -> Iterator[Path]:
+    """`folder`, a mount point (`tmpfs`), remounted read-only for the block: even root may
+    write nothing there (file modes do not stop root)."""
+    subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(folder)], check=True)

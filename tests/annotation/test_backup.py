@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import resource
 import signal
 import sqlite3
@@ -26,7 +27,7 @@ from annotation import backup
 from annotation.concepts import sync_concepts
 from annotation.export import WriteFailed
 from storage import unused_path
-from tests.disks import fill, tmpfs
+from tests.disks import fill, read_only, tmpfs
 from tests.qc_data import add_coloring, people
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -537,6 +538,40 @@ def test_the_admin_tabs_backup_zip_restores_as_its_folder_would(tmp_path):
     assert not (tmp_path / "outside.png").exists()
 
 
+def test_a_zip_with_a_link_or_a_zip_cut_short_is_refused_and_changes_nothing(tmp_path):
+    db, data = _store(tmp_path / "source")
+    add_coloring(db, data, people(db, 1, "designer")[0], "apple", (200, 30, 30))
+    archive = backup.backup_archive(db, data, tmp_path / "download" / "backup.zip")
+    live = tmp_path / "live" / "db.sqlite"
+    live.parent.mkdir()
+    live.write_bytes(b"the live database")
+    linked = tmp_path / "linked.zip"
+    with zipfile.ZipFile(archive) as good, zipfile.ZipFile(linked, "w") as bad:
+        for name in good.namelist():
+            bad.writestr(name, good.read(name))
+        link = zipfile.ZipInfo("files/colorings/aa/link.png")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16  # as `zip --symlinks` stores one
+        bad.writestr(link, "/etc/passwd")
+    with pytest.raises(
+        backup.BackupError,
+        match=r"^the zip 'linked\.zip' holds 'files/colorings/aa/link\.png' as a link; a backup "
+        r"holds files only; nothing was restored$",
+    ):
+        backup.restore(linked, live, tmp_path / "live" / "data")
+    cut = tmp_path / "cut.zip"
+    cut.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    for damaged in (cut, tmp_path / "empty.zip"):
+        damaged.touch()
+        with pytest.raises(
+            backup.BackupError,
+            match=rf"^{re.escape(repr(str(damaged)))} is a file but not a readable zip \(it may be "
+            r"truncated or damaged\): give a backup folder or the Admin tab's backup zip; nothing was restored$",
+        ):
+            backup.restore(damaged, live, tmp_path / "live" / "data")
+    assert live.read_bytes() == b"the live database"
+    assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite"]  # its lock file gone too
+
+
 REFUSED_FILE = "does not match its sha256 in the manifest; nothing was restored"
 
 
@@ -584,6 +619,49 @@ def test_a_kept_database_is_never_overwritten_by_a_later_restore(tmp_path):
     first = backup.restore(tmp_path / "backup", live, live_data)["previous"]
     second = backup.restore(tmp_path / "backup", live, live_data)["previous"]
     assert first != second and first.is_file() and second.is_file()
+
+
+def test_a_database_on_a_read_only_disk_is_refused_in_one_line_that_says_what_to_do(tmp_path):
+    """A disk the kernel remounted read-only after errors: no lock file can be made beside the
+    database, so the app's start, a backup and a restore there each say so in one line (they
+    ended in a traceback) and change nothing."""
+    db, data = _store(tmp_path / "source")
+    db.close()
+    with tmpfs(tmp_path / "disk", "2m") as disk:
+        live = disk / "colorconcept.sqlite"
+        live.write_bytes((data / "colorconcept.sqlite").read_bytes())
+        said = (
+            f"the database's folder {str(disk)!r} takes no new file (Read-only file system), so its lock "
+            "colorconcept.sqlite.lock cannot be made, and the app and every command write beside the "
+            "database; if its disk was made read-only, copy the database (with any -wal file beside it) "
+            "to a writable disk and give that path"
+        )
+        with read_only(disk):
+            done = _cli(live, data, "backup", str(tmp_path / "backup"))
+            assert (done.returncode, done.stdout, done.stderr) == (1, "", f"error: {said}\n")
+            assert not (tmp_path / "backup").exists()
+            with pytest.raises(backup.BackupError, match=f"^{re.escape(said)}; nothing was restored$"):
+                backup.restore(tmp_path / "nothing", live, tmp_path / "restored-data")
+            started = subprocess.run(
+                [
+                    sys.executable,
+                    "app.py",
+                    "--db",
+                    str(live),
+                    "--data-dir",
+                    str(tmp_path / "app-data"),
+                    "--port",
+                    "0",
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "COLORCONCEPT_ADMIN_PASSWORD": "a-long-enough-password-1"},
+            )
+            assert started.returncode == 1 and "Traceback" not in started.stderr, started.stderr[-2000:]
+            assert started.stderr.strip().splitlines()[-1] == f"Refusing to start: {said}."
+            assert sorted(p.name for p in disk.iterdir()) == ["colorconcept.sqlite"]
 
 
 def test_a_backup_from_a_database_on_a_full_disk_says_so_in_one_line(tmp_path):
