@@ -37,8 +37,8 @@ import json
 import os
 import re
 import shutil
-import stat
 import sqlite3
+import stat
 import tempfile
 import zipfile
 from dataclasses import dataclass

@@ -165,6 +165,22 @@ def _cli(db_path: Path, data: Path, *command: str, **options) -> subprocess.Comp
     )
 
 
+def _start_app(db_path: Path, data: Path) -> subprocess.CompletedProcess:
+    """``python app.py`` on `db_path`, run until it exits (a start these tests expect refused)."""
+    return subprocess.run(
+        [sys.executable, "app.py", "--db", str(db_path), "--data-dir", str(data), "--port", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "COLORCONCEPT_ADMIN_PASSWORD": "a-long-enough-password-1",
+            "COLORCONCEPT_WORKERS": "0",
+        },
+    )
+
+
 def _start(code: str, ready: Path, *args: str) -> subprocess.Popen:
     """A Python process running `code` (argv: `ready`, `args`), once it has written `ready`.
 
@@ -642,23 +658,7 @@ def test_a_database_on_a_read_only_disk_is_refused_in_one_line_that_says_what_to
             assert not (tmp_path / "backup").exists()
             with pytest.raises(backup.BackupError, match=f"^{re.escape(said)}; nothing was restored$"):
                 backup.restore(tmp_path / "nothing", live, tmp_path / "restored-data")
-            started = subprocess.run(
-                [
-                    sys.executable,
-                    "app.py",
-                    "--db",
-                    str(live),
-                    "--data-dir",
-                    str(tmp_path / "app-data"),
-                    "--port",
-                    "0",
-                ],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                env={**os.environ, "COLORCONCEPT_ADMIN_PASSWORD": "a-long-enough-password-1"},
-            )
+            started = _start_app(live, tmp_path / "app-data")
             assert started.returncode == 1 and "Traceback" not in started.stderr, started.stderr[-2000:]
             assert started.stderr.strip().splitlines()[-1] == f"Refusing to start: {said}."
             assert sorted(p.name for p in disk.iterdir()) == ["colorconcept.sqlite"]
@@ -681,27 +681,7 @@ def test_a_backup_from_a_database_on_a_full_disk_says_so_in_one_line(tmp_path):
             "if its disk is full, free some space beside it first (even a backup must open it), then run this again\n"
         )
         assert not (tmp_path / "backup").exists()
-        started = subprocess.run(
-            [
-                sys.executable,
-                "app.py",
-                "--db",
-                str(live),
-                "--data-dir",
-                str(tmp_path / "app-data"),
-                "--port",
-                "0",
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={
-                **os.environ,
-                "COLORCONCEPT_ADMIN_PASSWORD": "a-long-enough-password-1",
-                "COLORCONCEPT_WORKERS": "0",
-            },
-        )
+        started = _start_app(live, tmp_path / "app-data")
         assert started.returncode == 1, started.stderr[-2000:]
         assert (
             started.stderr.strip()
