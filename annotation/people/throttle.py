@@ -42,29 +42,38 @@ class Throttled(AnnotationError):
 
 def wait_s(db: sqlite_utils.Database, address: str, *, now: dt.datetime | None = None) -> float:
     """Seconds `address` must wait before its next sign-in attempt is heard (0: none)."""
-    now = utcnow() if now is None else now
+    return max(_waits(db, address, utcnow() if now is None else now))
+
+
+def _waits(db, address: str, now: dt.datetime) -> tuple[float, float]:
+    """Seconds to wait for `address`'s own failures, and for everyone's together (each >= 0)."""
     since = iso(now - dt.timedelta(seconds=WINDOW_S))
     count, last = db.execute(
         "select count(*), max(created) from audit where action = ? and object_id = ? and created > ?",
         [ACTION, address, since],
     ).fetchone()
-    wait = 0.0
+    own = everyone = 0.0
     if count > FREE_FAILURES:
         backoff = min(MAX_WAIT_S, 2.0 ** (count - FREE_FAILURES))
-        wait = backoff - (now - parse_iso(last)).total_seconds()
+        own = max(0.0, backoff - (now - parse_iso(last)).total_seconds())
     total, latest = db.execute(
         "select count(*), max(created) from audit where action = ? and created > ?", [ACTION, since]
     ).fetchone()
     if total >= GLOBAL_FAILURES:
-        wait = max(wait, GLOBAL_WAIT_S - (now - parse_iso(latest)).total_seconds())
-    return max(0.0, wait)
+        everyone = max(0.0, GLOBAL_WAIT_S - (now - parse_iso(latest)).total_seconds())
+    return own, everyone
 
 
 def check(db: sqlite_utils.Database, address: str, *, now: dt.datetime | None = None) -> None:
-    """Raise `Throttled` while `address` must wait."""
-    wait = wait_s(db, address, now=now)
-    if wait > 0:
-        raise Throttled(f"too many failed sign-ins from your address; try again in {math.ceil(wait)} s")
+    """Raise `Throttled` while `address` must wait; the message says whose failures it waits for."""
+    own, everyone = _waits(db, address, utcnow() if now is None else now)
+    if own > 0 and own >= everyone:
+        raise Throttled(f"too many failed sign-ins from your address; try again in {math.ceil(own)} s")
+    if everyone > 0:
+        raise Throttled(
+            f"too many failed sign-ins on this server from many addresses (not only yours), so every "
+            f"sign-in waits {GLOBAL_WAIT_S:.0f} s after the latest one; try again in {math.ceil(everyone)} s"
+        )
 
 
 def record_failure(

@@ -204,4 +204,11 @@ def test_the_wait_grows_with_failures_and_a_spread_out_attack_slows_everyone(tmp
     for i in range(throttle.GLOBAL_FAILURES):
         throttle.record_failure(db, f"203.0.113.{i % 250}", "admin password", now=t0)
     assert throttle.wait_s(db, "192.0.2.1", now=t0) == throttle.GLOBAL_WAIT_S
+    # An address that never failed is not told its own failures hold it back.
+    with pytest.raises(throttle.Throttled) as held:
+        throttle.check(db, "192.0.2.1", now=t0 + dt.timedelta(seconds=6))
+    assert str(held.value) == (
+        "too many failed sign-ins on this server from many addresses (not only yours), so every sign-in "
+        "waits 30 s after the latest one; try again in 24 s"
+    )
     db.close()
