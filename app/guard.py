@@ -42,6 +42,7 @@ import shutil
 import threading
 import time
 import urllib.parse
+import zipfile
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -364,7 +365,7 @@ _SNIFF_BYTES = 8192
 
 def content_matches(path: Path) -> bool:
     """Whether the file at `path` is what its suffix says, as the app writes that kind: the
-    signature of a PNG, zip (``.npz``) or Parquet file; no NUL byte in the first 8 kB of a
+    signature of a PNG or Parquet file; a zip of ``.npy`` arrays alone for ``.npz``; no NUL byte in the first 8 kB of a
     text kind (CSV, JSON, HTML, SVG, Markdown, text). A database or another binary file
     renamed to a served kind is then served to nobody; an unreadable file neither."""
     try:
@@ -372,10 +373,23 @@ def content_matches(path: Path) -> bool:
             head = file.read(_SNIFF_BYTES)
     except OSError:
         return False
-    signatures = _MAGIC.get(path.suffix.lower())
-    if signatures is not None:
-        return head.startswith(signatures)
-    return b"\x00" not in head
+    suffix = path.suffix.lower()
+    signatures = _MAGIC.get(suffix)
+    if signatures is None:
+        return b"\x00" not in head
+    if suffix == ".npz":  # numpy's zip of arrays: every entry an .npy (an export zip has CSVs)
+        return head.startswith(signatures) and _arrays_only(path)
+    return head.startswith(signatures)
+
+
+def _arrays_only(path: Path) -> bool:
+    """Whether the zip at `path` holds ``.npy`` entries alone (at least one)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+    return bool(names) and all(name.endswith(".npy") for name in names)
 
 
 def data_rule(relative: Path | PurePosixPath) -> DataRule | None:
@@ -523,7 +537,7 @@ class Guard:
         elif kind == FILE:
             file = next(iter(params.values()), "")
             if await anyio.to_thread.run_sync(self.policy.allows, file, token):
-                await self.app(scope, receive, send)
+                await self.app(scope, receive, _with_headers(send, FILE_HEADERS))
             else:
                 await _answer(
                     send,
@@ -570,14 +584,23 @@ SECURITY_HEADERS = (
 )
 """Headers on every answer of the app (`Guard`)."""
 
+FILE_HEADERS = (
+    # A served file opened as a page (an SVG or an HTML figure in exports/) runs in an origin
+    # of its own: its scripts (a Plotly figure's) run, but cannot read this app's cookie or
+    # storage, nor call it as the person who opened it. An image shown in the page ignores it.
+    (b"content-security-policy", b"sandbox allow-scripts; frame-ancestors 'self' https://*.mturk.com"),
+)
+"""What every served file's answer says instead of `SECURITY_HEADERS`' policy."""
 
-def _with_headers(send):
-    """`send`, adding `SECURITY_HEADERS` to the start of each answer."""
+
+def _with_headers(send, headers=SECURITY_HEADERS):
+    """`send`, adding `headers` (``(name, value)`` byte pairs) to the start of each answer
+    where it does not name them already."""
 
     async def sending(message) -> None:
         if message["type"] == "http.response.start":
             named = {key.lower() for key, _ in message.get("headers", ())}
-            extra = [(key, value) for key, value in SECURITY_HEADERS if key not in named]
+            extra = [(key, value) for key, value in headers if key not in named]
             message = {**message, "headers": [*message.get("headers", ()), *extra]}
         await send(message)
 

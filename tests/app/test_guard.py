@@ -9,9 +9,12 @@ own, so that the check "nothing was written" covers every folder it could write 
 from __future__ import annotations
 
 import functools
+import io
 import json
 import re
+import urllib.parse
 import uuid
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -265,6 +268,7 @@ def test_a_file_whose_bytes_are_not_its_kind_is_served_to_nobody(world):
         data / "colorings" / "zz" / "page.png": b"<html><script>alert(1)</script>",
         data / "exports" / "zz" / "copy.csv": database,
         data / "runs" / "zz" / "copy.npz": database,
+        data / "runs" / "zz" / "export.npz": _zip_of({"annotators.csv": b"id,pseudonym\n1,D0001\n"}),
     }
     for path, content in planted.items():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -282,21 +286,50 @@ def test_a_file_whose_bytes_are_not_its_kind_is_served_to_nobody(world):
 
 def test_every_answer_carries_the_security_headers(world):
     """The page, a served file, a refusal and /healthz: no sniffing, no framing by another
-    site, no address sent out with a link."""
+    site, no address sent out with a link; a served file opened as a page runs sandboxed."""
     base = world.url.rstrip("/")
     coloring = f"{base}/gradio_api/file={world.files['coloring']}"
-    for url, cookies, status in (
-        (f"{base}/", {}, 200),
-        (coloring, {COOKIE: world.admin}, 200),
-        (coloring, {}, 403),
-        (f"{base}/healthz", {}, 200),
-        (f"{base}/no-such-page", {}, 404),
+    page_policy = "frame-ancestors 'self' https://*.mturk.com"
+    for url, cookies, status, policy in (
+        (f"{base}/", {}, 200, page_policy),
+        (coloring, {COOKIE: world.admin}, 200, f"sandbox allow-scripts; {page_policy}"),
+        (coloring, {}, 403, page_policy),
+        (f"{base}/healthz", {}, 200, page_policy),
+        (f"{base}/no-such-page", {}, 404, page_policy),
     ):
         got = httpx.get(url, cookies=cookies, verify=TLS_CONTEXT)
         assert got.status_code == status, url
         assert got.headers["x-content-type-options"] == "nosniff", url
-        assert got.headers["content-security-policy"] == "frame-ancestors 'self' https://*.mturk.com", url
+        assert got.headers.get_list("content-security-policy") == [policy], url
         assert got.headers["referrer-policy"] == "same-origin", url
+
+
+@pytest.mark.browser
+def test_a_script_in_a_served_svg_cannot_read_the_session(world, module_chromium):
+    """An SVG with a script put among the exports (by hand: the app writes none) is served
+    to a researcher, but runs in an origin of its own: no cookie, no local storage."""
+    svg = Path(world.config.data_dir) / "exports" / "zz" / "planted.svg"
+    svg.parent.mkdir(parents=True, exist_ok=True)
+    svg.write_text(
+        '<svg xmlns="http://www.w3.org/2000/svg"><script>'
+        "let seen; try { seen = document.cookie + '|' + localStorage.length } catch (e) { seen = 'denied' }"
+        "document.title = 'seen:' + seen</script></svg>"
+    )
+    context = module_chromium.new_context(ignore_https_errors=True)
+    try:
+        host = urllib.parse.urlsplit(world.url).hostname
+        context.add_cookies(
+            [{"name": COOKIE, "value": world.tokens["researcher"], "domain": host, "path": "/"}]
+        )
+        page = context.new_page()
+        answer = page.goto(f"{world.url.rstrip('/')}/gradio_api/file={svg}")
+        assert answer.status == 200
+        page.wait_for_function("document.title.startsWith('seen:')")
+        assert page.title() in ("seen:denied", "seen:|0"), page.title()
+        assert world.tokens["researcher"] not in page.title()
+    finally:
+        context.close()
+        svg.unlink()
 
 
 def test_a_call_with_too_few_inputs_is_refused_without_logging_them(world):
@@ -519,3 +552,12 @@ def test_a_page_function_without_an_access_mark_refuses_the_build(tmp_path):
         box.change(lambda text: text.upper(), box, box, api_visibility="private")
     with pytest.raises(UnguardedFunction, match="lambda"):
         audit_functions(demo)
+
+
+def _zip_of(entries: dict[str, bytes]) -> bytes:
+    """A zip holding `entries` (name to bytes), as bytes."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
