@@ -133,7 +133,7 @@ def main(args: argparse.Namespace) -> int:
             f"no model distributions stored for run={args.run!r}, model={args.model!r}; run `extract` first"
         )
     found = results.analyses(rows, human, load_concepts(), cfg=args.cfg, resampling=resampling)
-    exclusions = pd.DataFrame(runs.exclusion_counts(db, run=args.run))
+    exclusions = pd.DataFrame(runs.exclusion_counts(db, run=args.run, concepts_only=True))
     out = args.out or args.data_dir / "scores" / (args.run or "all")
     out.mkdir(parents=True, exist_ok=True)
     print(

@@ -497,15 +497,24 @@ def store_scores(db: sqlite_utils.Database, source: str, rows: Iterable[Mapping[
         upsert_rows(db, "scores", records, pk=("source", "run", "model", "concept", "style", "cfg"))
 
 
-def exclusion_counts(db: sqlite_utils.Database, *, run: str | None = None) -> list[dict]:
-    """Per model: segmented images, usable ones, and those excluded by reason."""
-    sql = """
+def exclusion_counts(
+    db: sqlite_utils.Database, *, run: str | None = None, concepts_only: bool = False
+) -> list[dict]:
+    """Per model: segmented images, usable ones, and those excluded by reason; of `run`
+    (every run when None), and with `concepts_only` of concept runs alone (the images the
+    concept tables rest on: an explicit-color run, whose prompts are stored, is left out)."""
+    where = ["status = 'segmented'"]
+    if run is not None:
+        where.append("run = ?")
+    if concepts_only:
+        where.append("run NOT IN (SELECT run FROM explicit_prompts)")
+    sql = f"""
         SELECT model, count(*) AS n_segmented,
                sum(segment_status = 'ok') AS n_ok,
                sum(segment_status = 'no_detection') AS n_no_detection,
                sum(segment_status = 'empty_mask') AS n_empty_mask
-        FROM run_items WHERE status = 'segmented' {} GROUP BY model ORDER BY model
-    """.format("AND run = ?" if run is not None else "")
+        FROM run_items WHERE {" AND ".join(where)} GROUP BY model ORDER BY model
+    """
     return [dict(row) for row in db.query(sql, [run] if run is not None else [])]
 
 

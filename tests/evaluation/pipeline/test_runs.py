@@ -391,6 +391,23 @@ def test_images_without_detection_are_recorded_excluded_and_counted(db, tiny, se
     stored = runs.model_distributions(db, run="r")
     assert all(r["p"] is None and (r["n_images"], r["n_excluded"]) == (0, 2) for r in stored)
     assert scoring.score(stored, load_reference_csv(), load_concepts()).empty
+    # A run with explicit-color prompts is no concept run: `score`'s counts leave its images out.
+    db["explicit_prompts"].insert(
+        {
+            "run": "r",
+            "prompt_id": "p1",
+            "task": "t",
+            "level": 1,
+            "system": "css",
+            "text": "a red cup",
+            "objects": '["cup"]',
+            "targets": '["red"]',
+            "notation": "name",
+            "category": "c",
+        }
+    )
+    assert runs.exclusion_counts(db, concepts_only=True) == []
+    assert runs.exclusion_counts(db)[0]["n_segmented"] == 16
 
 
 def test_shipped_uw71_ratings_load_as_normalised_rows():
