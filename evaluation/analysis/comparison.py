@@ -29,7 +29,9 @@ from storage.shown import counted
 
 HUMAN = "human"
 HUMAN_COLOR = "#555555"
-NO_SAMPLES_NOTE = "no per-sample colors (reference ratings)"
+NO_SAMPLES_NOTE = (
+    "no per-sample colors stored (a set of ratings, or a distribution stored without its groups)"
+)
 CHART_ROW_PX = 220  # plot height per row of distribution charts, CSS pixels
 CHART_GAP_PX = 90  # between chart rows: tick labels, the x title and the next panel title
 STRIP_ROW_PX = 80  # swatch height per strip row, CSS pixels
@@ -172,7 +174,7 @@ def strips_figure(panels: Sequence[Panel]) -> go.Figure:
     """The dominant-color strip (Figure 3) of every panel that has groups, one row each.
 
     Swatches are labelled with their sample counts; a panel without groups (a reference
-    set of ratings has no samples) gets a row that says so, anchored to that row's own
+    set of ratings, or a distribution imported or stored without them) gets a row that says so, anchored to that row's own
     axes (an empty, invisible bar trace makes the renderer create them: plotly.js drops
     axes without traces and would place the note on another row).
 
