@@ -68,7 +68,8 @@ TABLE1 = "Table 1: probabilistic distribution alignment"
 TABLE2 = "Table 2: dominant color alignment"
 LEGEND = (
     "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
-    f"{NOT_DEFINED}: ΔHue is undefined when every dominant color is grey. "
+    f"{NOT_DEFINED}: no value, either because the model has no distribution in that style "
+    "(n = 0) or, under ΔHue alone, because every dominant color is grey. "
     "[lo, hi]: bootstrap interval (under Table 2: how it was drawn).</p>"
 )
 ROBUSTNESS_LEGEND = (

@@ -222,6 +222,13 @@ def analyses(
             "finish an evaluation, or pick a source that covers its concepts"
         )
     pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
+    try:
+        parse_cfg(RECOMMENDED if pooled else cfg)
+    except ValueError:  # here the choices include the mean over scales
+        raise ValueError(
+            f"`cfg` must be {RECOMMENDED!r}, {tables.POOL_CFG!r} (over every scale) or a guidance "
+            f"scale, got {cfg!r}"
+        ) from None
     chosen = resolve_cfg(frame, RECOMMENDED if pooled else cfg)
     table_cfg = tables.POOL_CFG if pooled else chosen
     checked = tables.with_dca(frame)

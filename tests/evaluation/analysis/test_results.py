@@ -164,6 +164,12 @@ def test_recommended_scale_is_the_lower_middle_and_a_missing_scale_is_an_error(s
         analyses(runs.model_distributions(db), HUMAN, CONCEPTS, cfg=3.0)
     with pytest.raises(ValueError, match="no stored model distribution has a human distribution"):
         analyses(runs.model_distributions(db), {"sky": one_hot(3)}, CONCEPTS)
+    # The tables take the mean over scales too, and say so.
+    with pytest.raises(
+        ValueError,
+        match=r"^`cfg` must be 'recommended', 'mean' \(over every scale\) or a guidance scale, got 'abc'$",
+    ):
+        analyses(runs.model_distributions(db), HUMAN, CONCEPTS, cfg="abc")
 
 
 def test_mean_pools_each_concept_over_its_scales_for_tables_1_and_2(stored):
