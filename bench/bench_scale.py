@@ -31,12 +31,17 @@ pair from participants (`annotation.study.judging`). Then it times, on that data
   (`annotation.export.BackgroundExport`; *Build export* returns at once and the page
   polls for the zip).
 
-    python -m bench.bench_scale [--fractions 0.1,0.5,1.0] [--side 1024]
+    python -m bench.bench_scale [--fractions 0.1,0.5,1.0] [--side 1024] [--keep DIR]
+
+With ``--keep DIR`` each study stays in ``DIR/<fraction>/data`` to open in the app (a
+full-size rehearsal of the views; its people are the bench's, and it has no admin password
+until one is set).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -170,11 +175,15 @@ def _judge(db, study_id: int, rng: np.random.Generator) -> int:
             return judged
 
 
-def measure(fraction: float, side: int, seed: int = 0) -> dict:
-    """Build a study at `fraction` of the paper's size in a temporary folder; time the views."""
+def measure(fraction: float, side: int, seed: int = 0, keep: Path | None = None) -> dict:
+    """Build a study at `fraction` of the paper's size in a temporary folder (or in `keep`,
+    a new folder that stays, to open in the app); time the views."""
     rng = np.random.default_rng(seed)
     n_concepts = max(2, round(PAPER_CONCEPTS * fraction))
-    with tempfile.TemporaryDirectory() as folder:
+    if keep is not None:
+        keep.mkdir(parents=True)  # a new folder: an earlier study there is never built over
+    place = tempfile.TemporaryDirectory() if keep is None else contextlib.nullcontext(str(keep))
+    with place as folder:
         data = Path(folder) / "data"
         db = open_db(data / "colorconcept.sqlite")
         ensure_schema(db)
@@ -213,11 +222,12 @@ def measure(fraction: float, side: int, seed: int = 0) -> dict:
     return figures
 
 
-def run(fractions=(0.1, 0.5, 1.0), side: int = 1024) -> list[dict]:
-    """`measure` at each fraction; prints one line each as it goes."""
+def run(fractions=(0.1, 0.5, 1.0), side: int = 1024, keep: Path | None = None) -> list[dict]:
+    """`measure` at each fraction (kept under `keep`/<fraction> when given); prints one line
+    each as it goes."""
     rows = []
     for fraction in fractions:
-        rows.append(measure(fraction, side))
+        rows.append(measure(fraction, side, keep=None if keep is None else keep / f"{fraction:g}"))
         print(describe(rows[-1]), flush=True)
     return rows
 
@@ -268,9 +278,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fractions", default="0.1,0.5,1.0")
     parser.add_argument("--side", type=int, default=1024)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep each study in KEEP/<fraction>/data (new folders) to open in the app "
+        "(README: full-size rehearsal); by default each is built in a temporary folder and removed",
+    )
     args = parser.parse_args()
-    rows = run(tuple(float(x) for x in args.fractions.split(",")), args.side)
+    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
+        parser.error(f"--keep {str(args.keep)!r} is not empty: give a new or empty folder")
+    rows = run(tuple(float(x) for x in args.fractions.split(",")), args.side, keep=args.keep)
     print(markdown(rows))
+    if args.keep is not None:
+        for fraction in args.fractions.split(","):
+            data = args.keep / f"{float(fraction):g}" / "data"
+            print(
+                f"kept: python app.py --db {data / 'colorconcept.sqlite'} --data-dir {data} "
+                "(sign in as admin with COLORCONCEPT_ADMIN_PASSWORD set, or set it with "
+                "python -m annotation set-admin-password)"
+            )
 
 
 if __name__ == "__main__":

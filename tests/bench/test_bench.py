@@ -152,3 +152,31 @@ def test_the_write_lock_tracer_times_each_transaction_of_a_process_and_writes_th
     lock = json.loads(trace.read_text())
     assert len(lock["waits"]) == len(lock["holds"]) == 3
     assert all(hold >= 0.05 for hold in lock["holds"]) and all(wait >= 0 for wait in lock["waits"])
+
+
+def test_bench_scale_keeps_its_study_to_open_in_the_app_when_asked(tmp_path):
+    """A full-size rehearsal (README, BENCHMARKS.md) needs the bench's database kept: with
+    ``--keep`` it stays, at the schema the app opens; a folder already holding one is refused."""
+    import subprocess
+    import sys
+
+    from storage import open_db
+    from storage.schema import MIGRATIONS
+
+    command = [sys.executable, "-m", "bench.bench_scale", "--fractions", "0.002", "--side", "32"]
+    done = subprocess.run(
+        [*command, "--keep", str(tmp_path / "kept")], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = tmp_path / "kept" / "0.002" / "data"
+    assert f"kept: python app.py --db {data / 'colorconcept.sqlite'} --data-dir {data}" in done.stdout
+    db = open_db(data / "colorconcept.sqlite")
+    try:
+        assert db.execute("select count(*) from colorings").fetchone()[0] == 15  # 3 concepts x 5
+        assert db.execute("select max(version) from schema_version").fetchone()[0] == len(MIGRATIONS)
+    finally:
+        db.close()
+    again = subprocess.run(
+        [*command, "--keep", str(tmp_path / "kept")], capture_output=True, text=True, timeout=600
+    )
+    assert again.returncode == 2 and "is not empty: give a new or empty folder" in again.stderr
