@@ -183,6 +183,9 @@ class LeaderboardTab(Tab):
             )
             + f"  \n{pooled}Guidance scale per model: {scales}."
         )
+        # Each table says its scales itself: a refused change of settings replaces the note
+        # (where the refusal shows) and leaves the tables as they were.
+        legend = f"{LEGEND}<p>{pooled}Guidance scale per model: {scales}.</p>"
         if result.resampling is None:
             tables = [_point_table(t) for t in (result.table6, result.table7, result.table8)]
             intervals = DRAWING.format(how=escape(asked.describe())) if asked is not None else ""
@@ -200,8 +203,8 @@ class LeaderboardTab(Tab):
             )
         return self.named(
             note=note,
-            table1=LEGEND + result.table1.to_html(label=TABLE1),
-            table2=LEGEND + result.table2.to_html(label=TABLE2),
+            table1=legend + result.table1.to_html(label=TABLE1),
+            table2=legend + result.table2.to_html(label=TABLE2),
             sweep=figs["cfg_sweep"],
             sensitivity=figs["sensitivity"],
             scatter=figs["shift_scatter"],
