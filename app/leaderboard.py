@@ -47,13 +47,14 @@ from evaluation.analysis.bootstrap import (
     SEED,
     Resampling,
 )
-from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses
+from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses, pooled_cfg
 from evaluation.analysis.robustness import CHOICES
 from evaluation.analysis.robustness import label as robustness_label
-from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, RATIO_OF_MEANS
+from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, POOL_CFG, RATIO_OF_MEANS
 from evaluation.analysis.uncertainty import interval_table, significance_note
 from evaluation.concepts import load_concepts
 from storage import human
+from storage.shown import shown
 
 NAME = "leaderboard"
 TITLE = "Leaderboards"
@@ -305,6 +306,7 @@ class LeaderboardTab(Tab):
         return self.named(files=[str(p) for p in paths])
 
     def _first(self, db, source, cfg, aggregate, resamples, seed, colorings) -> dict:
+        _check_cfg(cfg)
         choice, settings = _source(db, source), resampling(resamples, seed, colorings)
         result, state = self.ctx.leaderboards.first_look(
             db, self.concepts, choice.source, cfg=cfg or RECOMMENDED, aggregate=aggregate, resampling=settings
@@ -313,6 +315,7 @@ class LeaderboardTab(Tab):
 
     def _analyses(self, db, source, cfg, aggregate, resamples, seed, colorings) -> tuple:
         """The chosen human source (`_source`) and the whole analyses against it."""
+        _check_cfg(cfg)
         choice, settings = _source(db, source), resampling(resamples, seed, colorings)
         # The app's cache, kept fresh by its refresher (`AppContext.start`).
         return choice, leaderboard_analyses(
@@ -421,6 +424,17 @@ def resampling(resamples, seed, colorings) -> Resampling:
         seed=seed_number(seed, "Bootstrap seed"),
         colorings=whole_number(colorings, "P_H replicates per concept", minimum=0, maximum=MAX_COLORINGS),
     )
+
+
+def _check_cfg(cfg: str) -> None:
+    """Refuse a guidance scale the tables cannot take, by the field's label (ValueError)."""
+    try:
+        pooled_cfg(cfg or RECOMMENDED)
+    except ValueError:
+        raise ValueError(
+            f"`Guidance scale` must be {RECOMMENDED!r}, {POOL_CFG!r} (each concept averaged over "
+            f"its scales) or a number of 0 or more, got {shown(cfg)}"
+        ) from None
 
 
 def _source(db, source: str) -> SourceChoice:

@@ -622,7 +622,7 @@ def _points(
     frame = results.latest_scores(scoring.stored_scores(db, source, concepts))
     if frame.empty:
         raise NothingScored(_nothing_scored(db, source))
-    pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
+    pooled = results.pooled_cfg(cfg)
     chosen = results.resolve_cfg(frame, results.RECOMMENDED if pooled else cfg)
     rows = runs.model_distributions(db, cfgs=chosen, groups=False)
     points = results.analyses(

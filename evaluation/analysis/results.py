@@ -105,6 +105,27 @@ def parse_cfg(choice: str | float) -> str | float:
     return value
 
 
+def pooled_cfg(choice: str | float) -> bool:
+    """Whether the tables' `choice` is the mean over scales (`tables.POOL_CFG`); else it must
+    be what `parse_cfg` takes.
+
+    Raises
+    ------
+    ValueError
+        If `choice` is none of the three, naming all three (the tables' field offers them).
+    """
+    if isinstance(choice, str) and choice.strip() == tables.POOL_CFG:
+        return True
+    try:
+        parse_cfg(choice)
+    except ValueError:
+        raise ValueError(
+            f"`cfg` must be {RECOMMENDED!r}, {tables.POOL_CFG!r} (over every scale) or a guidance "
+            f"scale, got {choice!r}"
+        ) from None
+    return False
+
+
 def resolve_cfg(frame: pd.DataFrame, choice: str | float) -> dict[str, float]:
     """`choice` (`RECOMMENDED` or one scale, see `parse_cfg`) as one guidance scale per model of `frame`."""
     value = parse_cfg(choice)
@@ -221,14 +242,7 @@ def analyses(
             "no stored model distribution has a human distribution in this source: "
             "finish an evaluation, or pick a source that covers its concepts"
         )
-    pooled = isinstance(cfg, str) and cfg.strip() == tables.POOL_CFG
-    try:
-        parse_cfg(RECOMMENDED if pooled else cfg)
-    except ValueError:  # here the choices include the mean over scales
-        raise ValueError(
-            f"`cfg` must be {RECOMMENDED!r}, {tables.POOL_CFG!r} (over every scale) or a guidance "
-            f"scale, got {cfg!r}"
-        ) from None
+    pooled = pooled_cfg(cfg)
     chosen = resolve_cfg(frame, RECOMMENDED if pooled else cfg)
     table_cfg = tables.POOL_CFG if pooled else chosen
     checked = tables.with_dca(frame)

@@ -204,6 +204,13 @@ def test_a_scale_no_model_has_is_a_clear_error(tmp_path):
             client.predict(researcher, "lab", "3", "ratio_of_means", *BOOT, api_name="/leaderboard_show")
         with pytest.raises(AppError, match="is not in the list of choices"):
             client.predict(researcher, "lab", "4", "median", *BOOT, api_name="/leaderboard_show")
+        for cfg in ("abc", "-1", "nan"):
+            with pytest.raises(
+                AppError,
+                match=rf"^`Guidance scale` must be 'recommended', 'mean' \(each concept averaged over its "
+                rf"scales\) or a number of 0 or more, got '{cfg}'$",
+            ):
+                client.predict(researcher, "lab", cfg, "ratio_of_means", *BOOT, api_name="/leaderboard_show")
         with pytest.raises(AppError, match=r"`Bootstrap resamples` must be a whole number, got '1.5'"):
             client.predict(
                 researcher, "lab", "4", "ratio_of_means", "1.5", "0", "0", api_name="/leaderboard_show"
