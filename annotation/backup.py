@@ -327,6 +327,11 @@ def _unpacked(source: Path, beside: Path):
                             f"the zip {source.name!r} holds {shown(entry.filename)} as a link; a "
                             "backup holds files only; nothing was restored"
                         )
+                if MANIFEST not in archive.namelist():
+                    raise BackupError(
+                        f"the zip {source.name!r} holds no {MANIFEST}: it is not a backup (the Admin "
+                        "tab's backup zip, or a backup folder zipped whole); nothing was restored"
+                    )
                 archive.extractall(temp)
         except (zipfile.BadZipFile, OSError) as error:
             raise BackupError(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import add_storage_arguments, open_db, seed
+from evaluation.cli import add_storage_arguments, concept_run_config, open_db, seed
 
 HELP = "score distributions, print Table 1 / Table 2 with intervals, write CSV"
 
@@ -127,6 +127,8 @@ def main(args: argparse.Namespace) -> int:
     _check_cfg(args.cfg)
     db = open_db(args)
     human = _human(db, args)
+    if args.run is not None:
+        concept_run_config(db, args.run)  # an explicit-color run has verdicts, not distributions
     rows = runs.model_distributions(db, run=args.run, model=args.model)
     if not rows:
         raise ValueError(

@@ -584,6 +584,12 @@ def test_a_zip_with_a_link_or_a_zip_cut_short_is_refused_and_changes_nothing(tmp
             r"truncated or damaged\): give a backup folder or the Admin tab's backup zip; nothing was restored$",
         ):
             backup.restore(damaged, live, tmp_path / "live" / "data")
+    empty = tmp_path / "no-entries.zip"
+    zipfile.ZipFile(empty, "w").close()
+    with pytest.raises(
+        backup.BackupError, match=r"^the zip 'no-entries\.zip' holds no manifest\.json: it is not a backup "
+    ):
+        backup.restore(empty, live, tmp_path / "live" / "data")
     assert live.read_bytes() == b"the live database"
     assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite"]  # its lock file gone too
 

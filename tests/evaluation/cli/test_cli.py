@@ -419,7 +419,7 @@ def test_concept_stages_refuse_an_explicit_run_and_bad_registries_name_their_fil
     prompts = build_prompts(tasks=["color_name"], systems=["iscc-nbs-l1"], size=1, seed=0)[:2]
     create_explicit_run(db, "e1", [load_registry()["tiny-random"]], prompts, samples=1, settings={})
     db.close()
-    for command in (["extract"], ["segment"]):
+    for command in (["extract"], ["segment"], ["score"]):
         assert main([*command, "--run", "e1", *_storage(tmp_path)]) == 2
         assert "run 'e1' is an explicit-color run; its stages run with `python -m evaluation explicit`" in (
             capsys.readouterr().err
