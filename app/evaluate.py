@@ -473,8 +473,13 @@ class EvaluateTab(Tab):
 
     @ui_only
     def save_form(self, *values) -> dict:
-        """The form's values by their parts' element ids (what the browser keeps)."""
-        return dict(zip((self.parts[name].elem_id for name in FORM), values))
+        """The form's values by their parts' element ids (what the browser keeps).
+
+        A whole number past 64 bits (typed as 20 digits) is kept as a float: Gradio's JSON
+        encoder cannot send such an int, and failing to do so ended the page's event stream,
+        so the refusal of the number beside *Start* never arrived."""
+        kept = [float(v) if isinstance(v, int) and not -(2**63) <= v < 2**63 else v for v in values]
+        return dict(zip((self.parts[name].elem_id for name in FORM), kept))
 
     @ui_only
     def restore_form(self, stored: dict | None) -> dict:

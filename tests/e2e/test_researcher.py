@@ -192,6 +192,12 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
     page.get_by_text("Masking (GroundingDINO + SAM)").click()
     expect(page.locator("#evaluate_segmenter").get_by_label("tiny-random")).to_be_checked()
     page.screenshot(path=str(ARTIFACTS / "evaluate-after-reload.png"))
+    # 20 digits: the form's saving must not end the page's events, so the refusal arrives.
+    page.locator("#evaluate_seeds input").fill("99999999999999999999")
+    settled(page, lambda: page.get_by_role("button", name="Count images and time").click())
+    expect(page.locator("#evaluate_plan")).to_contain_text(
+        "Seeds per cell must be a whole number of at most 18 digits"
+    )
     assert page.js_errors == []
 
 
