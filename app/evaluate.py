@@ -270,6 +270,8 @@ EVENTS = (
     On("timer.tick", "progress", _TOKEN, ("progress",), "progress_note"),
     On("cancel.click", "cancel", (*_TOKEN, "run"), ("plan",), "plan", "evaluate_cancel"),
     On("resume.click", "resume", (*_TOKEN, "run", *_MASKING), ("plan",), "plan", "evaluate_resume"),
+    # A run picked to resume brings back the masking it recorded, which a resume must use.
+    On("run.input", "masking_of_run", (*_TOKEN, "run"), ("preset", "box", "text"), "plan", clear_note=False),
     # The last import's list goes first: a refused import must not show it as its own.
     On("import_button.click", "import_cleared", (), ("rejected",)),
     On(
@@ -338,6 +340,33 @@ class EvaluateTab(Tab):
         else:
             shown = _executor_choice(kind, address)[1]
         return {self.parts["cluster"]: shown}
+
+    @role(*ALLOWED)
+    def masking_of_run(self, db, actor, run: str | None) -> dict:
+        """The masking `run` recorded (`runs.run_masking`) put in the form: its preset, where
+        one of `jobs.SEGMENTER_PRESETS` gives it, and its thresholds; nothing changes for a
+        run not masked yet (or not known)."""
+        unchanged = {self.parts[name]: gr.skip() for name in ("preset", "box", "text")}
+        try:
+            recorded = runs.run_masking(db, run) if run else None
+        except runs.RunError:
+            return unchanged
+        if recorded is None:
+            return unchanged
+        box, text = recorded["box_threshold"], recorded["text_threshold"]
+        preset = next(
+            (
+                name
+                for name in jobs.SEGMENTER_PRESETS
+                if jobs.masking_of(_segmenter(self.models_dir, name, box, text)) == recorded
+            ),
+            None,
+        )
+        return {
+            self.parts["preset"]: gr.skip() if preset is None else preset,
+            self.parts["box"]: box,
+            self.parts["text"]: text,
+        }
 
     @ui_only
     def masking_for(self, chosen: list[str] | None) -> dict:

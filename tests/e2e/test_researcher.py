@@ -2,10 +2,12 @@
 each model's, as charts, in a real browser."""
 
 import re
+import time
 
 import pytest
 from PIL import Image
 
+from evaluation.pipeline import runs
 from evaluation.pipeline.planning import detect_device
 from storage import open_db
 from storage.human import COUNTING_RULE
@@ -323,4 +325,24 @@ def test_a_researcher_imports_a_folder_and_a_refused_import_leaves_no_old_list(l
     page.click("#evaluate_import")
     expect(report).to_contain_text("is outside the allowed import folders")
     expect(rows).to_have_count(0)
+    # A run picked to resume brings back the masking it recorded (after a reload the form
+    # had the default one, and a resume was refused until the researcher chose it again).
+    db = open_db(live_app.config.db_path)
+    try:
+        deadline = time.monotonic() + 300  # a ceiling: the import's job records it as it starts
+        while runs.run_masking(db, "walk-import") is None:
+            assert time.monotonic() < deadline, "the import's job never recorded its masking"
+            time.sleep(0.2)
+    finally:
+        db.close()
+    page.reload()
+    expect(page.locator("#start_status")).to_contain_text("Signed in as")
+    open_tab(page, "Evaluate")
+    page.get_by_text("Masking (GroundingDINO + SAM)").click()
+    page.locator("#evaluate_segmenter").get_by_label("paper").check()
+    page.locator("#evaluate_box input").fill("0.35")
+    pick(page, "evaluate_run", "walk-import")
+    expect(page.locator("#evaluate_segmenter").get_by_label("tiny-random")).to_be_checked()
+    expect(page.locator("#evaluate_box input")).to_have_value("0")
+    expect(page.locator("#evaluate_text input")).to_have_value("0")
     assert page.js_errors == []
