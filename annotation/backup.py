@@ -303,7 +303,8 @@ def _unpacked(source: Path, beside: Path):
     """`source` itself when it is a folder; a backup zip (the Admin tab's download) unpacked
     into a private temporary folder in `beside` (the database's folder: the files go to that
     disk anyway), removed afterwards. A zip entry that would land outside
-    that folder refuses the whole zip."""
+    that folder, or that is a link, refuses the whole zip, as do a file that is no readable
+    zip and a zip without a manifest."""
     if not source.is_file():
         yield source
         return
