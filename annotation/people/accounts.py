@@ -335,22 +335,16 @@ def end_admin_sessions(db: sqlite_utils.Database, reason: str, now: dt.datetime)
     """End every live admin session, giving `reason` (an `END_REASONS` key); how many ended.
     Call inside the transaction that changes the admin password: a session opened with a
     leaked password must not outlive it."""
-    ended = select(
-        db,
-        "select token_hash from sessions where annotator_id is null and revoked is null and expires > ?",
-        [iso(now)],
-    )
-    if not ended:
-        return 0
-    hashes = [row["token_hash"] for row in ended]
-    return update_rows(db, "sessions", {"token_hash in": hashes}, {"revoked": iso(now), "end_reason": reason})
+    return _end_sessions(db, None, reason, now)
 
 
-def _end_sessions(db, annotator_id: int, reason: str, now: dt.datetime, *, keep: int = 0) -> int:
-    """End `annotator_id`'s live sessions but the newest `keep`, giving `reason`; how many ended."""
+def _end_sessions(db, annotator_id: int | None, reason: str, now: dt.datetime, *, keep: int = 0) -> int:
+    """End `annotator_id`'s live sessions (None: the admin's) but the newest `keep`, giving
+    `reason`; how many ended."""
     ended = select(
         db,
-        "select token_hash from sessions where annotator_id = ? and revoked is null and expires > ? "
+        # `is` matches a null too: the admin's sessions have no annotator.
+        "select token_hash from sessions where annotator_id is ? and revoked is null and expires > ? "
         "order by created desc, rowid desc limit -1 offset ?",
         [annotator_id, iso(now), keep],
     )
