@@ -165,6 +165,16 @@ def _cli(db_path: Path, data: Path, *command: str, **options) -> subprocess.Comp
     )
 
 
+def _zip_plus(archive: Path, target: Path, entry: str | zipfile.ZipInfo, data: bytes) -> Path:
+    """A copy of the zip `archive` at `target` with one more entry (a name or a
+    `zipfile.ZipInfo`, holding `data`), as anyone could make by hand; `target`."""
+    with zipfile.ZipFile(archive) as good, zipfile.ZipFile(target, "w") as bad:
+        for name in good.namelist():
+            bad.writestr(name, good.read(name))
+        bad.writestr(entry, data)
+    return target
+
+
 def _start_app(db_path: Path, data: Path) -> subprocess.CompletedProcess:
     """``python app.py`` on `db_path`, run until it exits (a start these tests expect refused)."""
     return subprocess.run(
@@ -544,11 +554,7 @@ def test_the_admin_tabs_backup_zip_restores_as_its_folder_would(tmp_path):
         "db.sqlite",
         "db.sqlite.lock",
     ]  # unpacked copy gone
-    slip = tmp_path / "slip.zip"
-    with zipfile.ZipFile(archive) as good, zipfile.ZipFile(slip, "w") as bad:
-        for name in good.namelist():
-            bad.writestr(name, good.read(name))
-        bad.writestr("../outside.png", b"x")
+    slip = _zip_plus(archive, tmp_path / "slip.zip", "../outside.png", b"x")
     with pytest.raises(backup.BackupError, match=r"holds '\.\./outside\.png', which would land outside"):
         backup.restore(slip, live, tmp_path / "live" / "data")
     assert not (tmp_path / "outside.png").exists()
@@ -561,13 +567,9 @@ def test_a_zip_with_a_link_or_a_zip_cut_short_is_refused_and_changes_nothing(tmp
     live = tmp_path / "live" / "db.sqlite"
     live.parent.mkdir()
     live.write_bytes(b"the live database")
-    linked = tmp_path / "linked.zip"
-    with zipfile.ZipFile(archive) as good, zipfile.ZipFile(linked, "w") as bad:
-        for name in good.namelist():
-            bad.writestr(name, good.read(name))
-        link = zipfile.ZipInfo("files/colorings/aa/link.png")
-        link.external_attr = (stat.S_IFLNK | 0o777) << 16  # as `zip --symlinks` stores one
-        bad.writestr(link, "/etc/passwd")
+    link = zipfile.ZipInfo("files/colorings/aa/link.png")
+    link.external_attr = (stat.S_IFLNK | 0o777) << 16  # as `zip --symlinks` stores one
+    linked = _zip_plus(archive, tmp_path / "linked.zip", link, b"/etc/passwd")
     with pytest.raises(
         backup.BackupError,
         match=r"^the zip 'linked\.zip' holds 'files/colorings/aa/link\.png' as a link; a backup "
