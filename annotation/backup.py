@@ -328,17 +328,31 @@ def _unpacked(source: Path, beside: Path):
                             f"the zip {source.name!r} holds {shown(entry.filename)} as a link; a "
                             "backup holds files only; nothing was restored"
                         )
-                if MANIFEST not in archive.namelist():
+                top = _backup_top(archive.namelist())
+                if top is None:
                     raise BackupError(
-                        f"the zip {source.name!r} holds no {MANIFEST}: it is not a backup (the Admin "
-                        "tab's backup zip, or a backup folder zipped whole); nothing was restored"
+                        f"the zip {source.name!r} holds no {MANIFEST} at its top or in one folder "
+                        "holding everything: it is not a backup (the Admin tab's backup zip, or a "
+                        "backup folder zipped whole); nothing was restored"
                     )
                 archive.extractall(temp)
         except (zipfile.BadZipFile, OSError) as error:
             raise BackupError(
                 f"the zip {source.name!r} cannot be read: {error}; nothing was restored"
             ) from None
-        yield Path(temp)
+        yield Path(temp, top)
+
+
+def _backup_top(names: list[str]) -> str | None:
+    """Where in a zip with entries `names` the backup lies: ``""`` when its manifest is at
+    the top (the Admin tab's zip, or a folder's contents zipped), the folder's name when one
+    folder holds every entry and the manifest (``zip -r backup.zip backup``); else None."""
+    if MANIFEST in names:
+        return ""
+    folders = {name.split("/", 1)[0] for name in names}
+    if len(folders) == 1 and f"{next(iter(folders))}/{MANIFEST}" in names:
+        return next(iter(folders))
+    return None
 
 
 def _restore_files(folder: Path, manifest: dict, data_dir: Path) -> int:

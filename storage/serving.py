@@ -44,8 +44,8 @@ class RestoreRunning(LockRefused):
 
 
 class FolderUnwritable(LockRefused):
-    """The database's folder takes no new file (a read-only disk, say), so its lock file
-    cannot be made: nothing can use the database there."""
+    """The database's folder cannot be written (a read-only disk, say), so its lock file
+    cannot be made or opened for writing: nothing can use the database there."""
 
 
 def lock_path(db_path: str | Path) -> Path:
@@ -74,7 +74,7 @@ def hold_shared(db_path: str | Path) -> BinaryIO | None:
     RestoreRunning
         If a restore holds the lock alone.
     FolderUnwritable
-        If the lock file cannot be made (a read-only disk).
+        If the lock file cannot be made or opened for writing (a read-only disk).
     """
     if str(db_path) == ":memory:":
         return None
@@ -93,7 +93,7 @@ def shared(db_path: str | Path) -> Iterator[None]:
     RestoreRunning
         If a restore holds the lock alone.
     FolderUnwritable
-        If the lock file cannot be made (a read-only disk).
+        If the lock file cannot be made or opened for writing (a read-only disk).
     """
     if str(db_path) == ":memory:":
         yield
@@ -113,7 +113,7 @@ def exclusive(db_path: str | Path) -> Iterator[None]:
         lock file, the processes holding it where the system says (Linux ``/proc/locks``),
         and what to do.
     FolderUnwritable
-        If the lock file cannot be made (a read-only disk).
+        If the lock file cannot be made or opened for writing (a read-only disk).
     """
     with _locked(db_path, fcntl.LOCK_EX):
         yield
@@ -126,8 +126,8 @@ def _locked(db_path: str | Path, kind: int) -> BinaryIO:
         handle = open(path, "a+b")  # noqa: SIM115 -- kept open for as long as the lock is held
     except OSError as error:
         raise FolderUnwritable(
-            f"the database's folder {str(path.parent)!r} takes no new file ({error.strerror}), so its "
-            f"lock {path.name} cannot be made, and the app and every command write beside the "
+            f"the database's folder {str(path.parent)!r} cannot be written ({error.strerror}), so its "
+            f"lock {path.name} cannot be made or opened, and the app and every command write beside the "
             "database; if its disk was made read-only, copy the database (with any -wal file "
             "beside it) to a writable disk and give that path"
         ) from None

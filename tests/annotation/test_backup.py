@@ -560,6 +560,29 @@ def test_the_admin_tabs_backup_zip_restores_as_its_folder_would(tmp_path):
     assert not (tmp_path / "outside.png").exists()
 
 
+def test_a_backup_folder_zipped_whole_restores_and_two_folders_are_refused(tmp_path):
+    """``zip -r backup.zip backup`` puts every entry under ``backup/``: the refusal of a zip
+    without a manifest told an outside tester to zip the folder whole, then refused it."""
+    folder, live = _one_coloring_backup(tmp_path)
+    whole = tmp_path / "whole.zip"
+    with zipfile.ZipFile(whole, "w") as archive:
+        for path in sorted(folder.rglob("*")):
+            archive.write(path, path.relative_to(tmp_path))  # the folder's name first, as zip -r
+    done = backup.restore(whole, live, tmp_path / "live" / "data")
+    assert done["copied"] == len(done["files"]) == 2
+    assert live.read_bytes().startswith(b"SQLite format 3\x00")
+    assert done["previous"].read_bytes() == b"the live database"
+    assert not [p for p in live.parent.iterdir() if p.name.startswith(".restore-")]  # unpacked copy gone
+    two = _zip_plus(whole, tmp_path / "two.zip", "other/notes.txt", b"x")
+    with pytest.raises(
+        backup.BackupError,
+        match=r"^the zip 'two\.zip' holds no manifest\.json at its top or in one folder holding "
+        r"everything: it is not a backup \(the Admin tab's backup zip, or a backup folder zipped "
+        r"whole\); nothing was restored$",
+    ):
+        backup.restore(two, live, tmp_path / "live" / "data")
+
+
 def test_a_zip_with_a_link_or_a_zip_cut_short_is_refused_and_changes_nothing(tmp_path):
     db, data = _store(tmp_path / "source")
     add_coloring(db, data, people(db, 1, "designer")[0], "apple", (200, 30, 30))
@@ -589,7 +612,8 @@ def test_a_zip_with_a_link_or_a_zip_cut_short_is_refused_and_changes_nothing(tmp
     empty = tmp_path / "no-entries.zip"
     zipfile.ZipFile(empty, "w").close()
     with pytest.raises(
-        backup.BackupError, match=r"^the zip 'no-entries\.zip' holds no manifest\.json: it is not a backup "
+        backup.BackupError,
+        match=r"^the zip 'no-entries\.zip' holds no manifest\.json at its top or in one folder ",
     ):
         backup.restore(empty, live, tmp_path / "live" / "data")
     assert live.read_bytes() == b"the live database"
@@ -655,21 +679,27 @@ def test_a_database_on_a_read_only_disk_is_refused_in_one_line_that_says_what_to
         live = disk / "colorconcept.sqlite"
         live.write_bytes((data / "colorconcept.sqlite").read_bytes())
         said = (
-            f"the database's folder {str(disk)!r} takes no new file (Read-only file system), so its lock "
-            "colorconcept.sqlite.lock cannot be made, and the app and every command write beside the "
-            "database; if its disk was made read-only, copy the database (with any -wal file beside it) "
+            f"the database's folder {str(disk)!r} cannot be written (Read-only file system), so its lock "
+            "colorconcept.sqlite.lock cannot be made or opened, and the app and every command write beside "
+            "the database; if its disk was made read-only, copy the database (with any -wal file beside it) "
             "to a writable disk and give that path"
         )
-        with read_only(disk):
-            done = _cli(live, data, "backup", str(tmp_path / "backup"))
-            assert (done.returncode, done.stdout, done.stderr) == (1, "", f"error: {said}\n")
-            assert not (tmp_path / "backup").exists()
-            with pytest.raises(backup.BackupError, match=f"^{re.escape(said)}; nothing was restored$"):
-                backup.restore(tmp_path / "nothing", live, tmp_path / "restored-data")
-            started = _start_app(live, tmp_path / "app-data")
-            assert started.returncode == 1 and "Traceback" not in started.stderr, started.stderr[-2000:]
-            assert started.stderr.strip().splitlines()[-1] == f"Refusing to start: {said}."
-            assert sorted(p.name for p in disk.iterdir()) == ["colorconcept.sqlite"]
+        # Without a lock file, and with the one an earlier start left (an outside tester's
+        # message said it "cannot be made" while it was there).
+        for lock_there in (False, True):
+            if lock_there:
+                storage.serving.lock_path(live).touch()
+            files = sorted(p.name for p in disk.iterdir())
+            with read_only(disk):
+                done = _cli(live, data, "backup", str(tmp_path / "backup"))
+                assert (done.returncode, done.stdout, done.stderr) == (1, "", f"error: {said}\n")
+                assert not (tmp_path / "backup").exists()
+                with pytest.raises(backup.BackupError, match=f"^{re.escape(said)}; nothing was restored$"):
+                    backup.restore(tmp_path / "nothing", live, tmp_path / "restored-data")
+                started = _start_app(live, tmp_path / "app-data")
+                assert started.returncode == 1 and "Traceback" not in started.stderr, started.stderr[-2000:]
+                assert started.stderr.strip().splitlines()[-1] == f"Refusing to start: {said}."
+                assert sorted(p.name for p in disk.iterdir()) == files
 
 
 def test_a_backup_from_a_database_on_a_full_disk_says_so_in_one_line(tmp_path):
