@@ -4,7 +4,7 @@ Sections: (1) coverage: base concepts without a selected sketch; (2) import PNG,
 WebP or SVG files (several at once, e.g. a whole folder selected in the file dialog),
 each vetted as line art and normalised, or refused with the reason
 (`annotation.sketches.library.import_sketches`); (3) a concept's sketches and choosing the
-one designers color; (4) where a text-to-image model of ``evaluation/models.toml`` can be
+one designers color; (4) where a text-to-image model of ``evaluation/models/models.toml`` can be
 loaded, five candidates from the paper's sketch prompt (Appendix B.2), of which the line
 art ones are stored for (3).
 
@@ -393,7 +393,7 @@ def _generate_section() -> dict:
         model = gr.Dropdown(
             _models(),
             value=None,
-            label="Text-to-image model (evaluation/models.toml)",
+            label="Text-to-image model (evaluation/models/models.toml)",
             elem_id="sketches_model",
         )
         base = checked_by_handler(

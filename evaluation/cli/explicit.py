@@ -60,7 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", action="append", default=[], help="registry key; repeat for several models"
     )
-    parser.add_argument("--registry", default=None, help="registry TOML (default: evaluation/models.toml)")
+    parser.add_argument(
+        "--registry", default=None, help="registry TOML (default: evaluation/models/models.toml)"
+    )
     parser.add_argument(
         "--source", default=None, help="load the (single) model from this hub id or directory"
     )

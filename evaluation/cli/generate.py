@@ -1,7 +1,7 @@
 """Generate the images of a run (creating the run first, or resuming it).
 
 A new run needs --model; the grid is models x concepts x styles x cfg scales x samples,
-with the registry's defaults (evaluation/models.toml) unless overridden. Running the same
+with the registry's defaults (evaluation/models/models.toml) unless overridden. Running the same
 command again skips finished images. `--run NAME` alone resumes a stored run.
 
 Example:
@@ -36,7 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", action="append", default=[], help="registry key; repeat for several models"
     )
-    parser.add_argument("--registry", default=None, help="registry TOML (default: evaluation/models.toml)")
+    parser.add_argument(
+        "--registry", default=None, help="registry TOML (default: evaluation/models/models.toml)"
+    )
     parser.add_argument(
         "--source", default=None, help="load the (single) model from this hub id or directory"
     )

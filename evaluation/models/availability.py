@@ -22,11 +22,61 @@ def _on_disk(source: str, index_file: str, cache_dir: str | Path | None) -> bool
     path = Path(source)
     if source.startswith(("./", "../", "/")) or path.is_dir():
         return (path / index_file).is_file()
+    return _cached(source, index_file, cache_dir) is not None
+
+
+def _cached(source: str, index_file: str, cache_dir: str | Path | None) -> str | None:
+    """The path of hub model `source`'s `index_file` in the Hugging Face cache, or None."""
     try:
         found = try_to_load_from_cache(source, index_file, cache_dir=cache_dir)
     except ValueError:  # not a valid repo id
-        return False
-    return isinstance(found, str)
+        return None
+    return found if isinstance(found, str) else None
+
+
+#: Weight files diffusers and transformers load a component from (one file, shards with
+#: their index, or a variant such as ``fp16`` of either).
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
+
+
+def components_without_weights(folder: str | Path) -> list[str]:
+    """The components of the diffusers pipeline in `folder` that have no weights there.
+
+    A component of ``model_index.json`` (``[library, class]``; ``null`` for one left out)
+    whose folder holds a ``config.json`` is a model and needs a weight file
+    (`WEIGHT_PATTERNS`); schedulers, tokenizers and image processors keep other files and
+    need none. A component whose folder is missing is named too. Without this check a
+    pipeline copied without its ``unet/`` weights was queued and failed in diffusers'
+    ``OSError`` once the job ran.
+
+    Parameters
+    ----------
+    folder : str or Path
+        A pipeline folder holding ``model_index.json`` (a local model, or a snapshot of the
+        Hugging Face cache).
+
+    Returns
+    -------
+    list of str
+        Component names, in the index's order; empty when every model component has weights
+        (or the index cannot be read: loading names that problem itself).
+    """
+    import json
+
+    folder = Path(folder)
+    try:
+        index = json.loads((folder / "model_index.json").read_text())
+    except (OSError, ValueError):
+        return []
+    missing = []
+    for name, value in index.items():
+        if name.startswith("_") or not isinstance(value, list) or None in value:
+            continue
+        part = folder / name
+        is_model = (part / "config.json").is_file()
+        if not part.is_dir() or is_model and not any(next(part.glob(p), None) for p in WEIGHT_PATTERNS):
+            missing.append(name)
+    return missing
 
 
 def _how_to_get(source: str | None = None) -> str:
@@ -87,8 +137,26 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
                         None,
                     )
                 )
-        elif not _on_disk(spec.source, "model_index.json", cache_dir):
-            problems.append((f"model {spec.key!r} ({spec.source})", spec.source))
+            elif parts := components_without_weights(folder):
+                problems.append(
+                    (
+                        f"model {spec.key!r}: the pipeline in {folder} has no weights for "
+                        f"{', '.join(parts)} (no .safetensors or .bin file in "
+                        f"{', '.join(p + '/' for p in parts)}); copy the model's folder whole",
+                        None,
+                    )
+                )
+        else:
+            index = _cached(spec.source, "model_index.json", cache_dir)
+            if index is None:
+                problems.append((f"model {spec.key!r} ({spec.source})", spec.source))
+            elif parts := components_without_weights(Path(index).parent):
+                problems.append(
+                    (
+                        f"model {spec.key!r} ({spec.source}: the cached copy has no weights for {', '.join(parts)})",
+                        spec.source,
+                    )
+                )
     if detector is not None and not _on_disk(detector, "config.json", cache_dir):
         problems.append(_missing_model("GroundingDINO", detector))
     if sam_checkpoint:

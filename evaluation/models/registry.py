@@ -1,6 +1,6 @@
 """The model registry: which text-to-image pipelines a run can use, and how to load them.
 
-The registry is `evaluation/models.toml` (read with the standard library's ``tomllib``).
+The registry is `evaluation/models/models.toml` (read with the standard library's ``tomllib``).
 Every model, hub id or local directory, is loaded through the same call,
 ``<PipelineClass>.from_pretrained(source, dtype=...)``.
 """

@@ -1,6 +1,7 @@
 """Weights that are not on this machine are named before a job starts (issue 14.2)."""
 
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,12 +12,13 @@ from huggingface_hub import try_to_load_from_cache
 from huggingface_hub.constants import HF_HUB_CACHE
 
 from app.common import MAX_MESSAGE_CHARS
-from evaluation.models.availability import missing_weights, weights_refusal
+from evaluation.__main__ import main
+from evaluation.models.availability import components_without_weights, missing_weights, weights_refusal
 from evaluation.models.registry import load_registry, spec_to_dict, with_source
 from evaluation.models.segmentation import DEFAULT_DETECTOR, DEFAULT_SAM
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.research_data import sign_in
+from tests.research_data import sign_in, tiny_models  # noqa: F401 -- a fixture
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -147,3 +149,57 @@ def test_a_run_of_every_model_without_any_weights_is_refused_in_full_within_what
         "at a local folder"
     )
     assert str(HF_HUB_CACHE) not in refusal  # the app shows it to researchers: no server path
+
+
+def _lab_registry(path: Path, source: Path) -> Path:
+    """A registry with one local model, `source`, as a lab adds its own (the tiny architecture)."""
+    path.write_text(
+        '[models.our-lab-sd]\nname = "Our lab SD"\nparams = "0.2M"\n'
+        'pipeline = "StableDiffusionPipeline"\n'
+        f'source = "{source}"\ndtype = "float16"\nsteps = 2\nresolution = 64\n'
+        'guidance_param = "guidance_scale"\ncfg_scales = [7.5]\nbatch_size = 8\nrequires = ""\n'
+    )
+    return path
+
+
+def test_a_pipeline_copied_without_its_unet_weights_is_named_before_a_row_is_written(
+    tmp_path,
+    capsys,
+    tiny_models,  # noqa: F811
+):
+    """An outside lab's model folder lacked ``unet/*.safetensors``: the run was stored and
+    queued, then failed in diffusers' "no file named diffusion_pytorch_model.bin"."""
+    whole = tiny_models / "tiny-random"
+    assert components_without_weights(whole) == []  # the scheduler and tokenizer need none
+    broken = tmp_path / "our-lab-sd"
+    shutil.copytree(whole, broken)
+    for weights in (broken / "unet").glob("*.safetensors"):
+        weights.unlink()
+    shutil.rmtree(broken / "vae")
+    assert components_without_weights(broken) == ["unet", "vae"]
+    registry = _lab_registry(tmp_path / "models.toml", broken)
+    argv = ["run", "--run", "r", "--model", "our-lab-sd", "--registry", str(registry), "--concepts", "apple"]
+    argv += ["--samples", "1", "--cfg", "7.5", "--styles", "natural", "--segmenter", "tiny-random"]
+    argv += ["--device", "cpu", "--db", str(tmp_path / "db.sqlite"), "--data-dir", str(tmp_path / "data")]
+    assert main(argv) == 2
+    assert (
+        f"model 'our-lab-sd': the pipeline in {broken} has no weights for unet, vae (no .safetensors "
+        "or .bin file in unet/, vae/); copy the model's folder whole"
+    ) in capsys.readouterr().err
+    db = open_db(tmp_path / "db.sqlite")
+    try:
+        assert db.execute("select count(*) from runs").fetchone()[0] == 0
+    finally:
+        db.close()
+    # The same cut short in the hub cache (a download stopped after its index).
+    sdxl = load_registry()["sdxl"]
+    cache = tmp_path / "hub"
+    _cached_repo(cache, sdxl.source, "model_index.json")
+    [snapshot] = cache.glob("models--*/snapshots/*")
+    (snapshot / "model_index.json").unlink()
+    shutil.copytree(broken, snapshot, dirs_exist_ok=True)
+    [problem] = missing_weights([sdxl], cache_dir=cache)
+    assert problem.startswith(
+        f"model 'sdxl' ({sdxl.source}: the cached copy has no weights for unet, vae) is not on this machine: "
+        f"download it on a machine with internet (`hf download {sdxl.source}`"
+    )
