@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,13 @@ def _parse_row(path: Path, line: int, row: list[str]) -> tuple[str, np.ndarray]:
     return concept, values / values.sum()
 
 
-def load_reference_csv(path: str | Path = UW71_RATINGS_CSV) -> dict[str, np.ndarray]:
+def _spelled(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def load_reference_csv(
+    path: str | Path = UW71_RATINGS_CSV, known: Collection[str] | None = None
+) -> dict[str, np.ndarray]:
     """Read per-concept weights over UW-71 and normalise each row to a distribution.
 
     Parameters
@@ -64,6 +71,12 @@ def load_reference_csv(path: str | Path = UW71_RATINGS_CSV) -> dict[str, np.ndar
         CSV whose header is an empty (or label) cell followed by the color indices
         ``0, 1, ..., 70``, and whose rows are a concept name then 71 non-negative weights
         (ratings in [0, 1] for the shipped file).
+    known : collection of str, optional
+        The concept keys a model is scored on (`evaluation.concepts.load_concepts`). When
+        given, a row naming one of them in other capitals or spacing (``"Apple"``) is
+        refused with the key it meant, as is a file naming none of them; other names are
+        kept (a published set rates more concepts than the benchmark has: the shipped one
+        holds "angry" and "above") and are never compared.
 
     Returns
     -------
@@ -74,7 +87,8 @@ def load_reference_csv(path: str | Path = UW71_RATINGS_CSV) -> dict[str, np.ndar
     ------
     ReferenceError
         For a header that is not ``0..70``, and for a row with a missing, non-numeric, NaN,
-        infinite or negative value, with zero mass, or naming a concept twice.
+        infinite or negative value, with zero mass, or naming a concept twice; with `known`,
+        also as said there.
     """
     path = Path(path)
     with open(path, newline="", encoding="utf-8") as f:
@@ -94,6 +108,20 @@ def load_reference_csv(path: str | Path = UW71_RATINGS_CSV) -> dict[str, np.ndar
         if concept in distributions:
             raise ReferenceError(f"{path.name} row {line}: concept {concept!r} appears twice")
         distributions[concept] = p
+        if known is not None and concept not in known:
+            meant = next((key for key in known if _spelled(key) == _spelled(concept)), None)
+            if meant is not None:
+                raise ReferenceError(
+                    f"{path.name} row {line}: no concept is named {concept!r}; write {meant!r} "
+                    "(concept keys are lowercase, as in the concept list)"
+                )
+    if known is not None and distributions and not set(distributions) & set(known):
+        named = ", ".join(repr(c) for c in list(distributions)[:5])
+        raise ReferenceError(
+            f"{path.name} names no concept of the benchmark ({named}"
+            f"{', ...' if len(distributions) > 5 else ''}): name each row by a concept key, such "
+            "as 'apple' or 'rotten apple'; a model is compared only on those"
+        )
     return distributions
 
 

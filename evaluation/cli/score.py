@@ -63,16 +63,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _human(db, args: argparse.Namespace) -> dict:
     from evaluation.analysis.reference import ensure_shipped_reference, load_reference_csv
+    from evaluation.concepts import load_concepts
     from storage import human
 
     # The CSV is read (and checked) before anything is written; the shipped set is stored
     # before it, so that a CSV loaded under the shipped set's label is refused, not taken for it.
-    loaded = load_reference_csv(args.reference_csv) if args.reference_csv is not None else None
+    known = {concept.key for concept in load_concepts()}
+    loaded = load_reference_csv(args.reference_csv, known) if args.reference_csv is not None else None
     ensure_shipped_reference(db)
     if loaded is not None:
         provenance = args.provenance or f"loaded from {args.reference_csv}"
         n = human.store_reference(db, args.reference, loaded, provenance)
         print(f"stored {n} reference distributions as {args.reference!r}")
+        if others := [concept for concept in loaded if concept not in known]:
+            shown = ", ".join(repr(c) for c in others[:10]) + (", ..." if len(others) > 10 else "")
+            print(f"{len(others)} of them name no concept of the benchmark and are never compared: {shown}")
     return human.vectors(db, args.reference)
 
 

@@ -399,6 +399,17 @@ def test_a_reference_csv_never_writes_over_another_set(tmp_path, capsys):
         assert sorted(human.vectors(db, "ours")) == ["apple"]
     finally:
         db.close()
+    # A row the benchmark has no concept for is stored and said never to be compared.
+    csv.write_text(csv.read_text() + "robot," + ",".join(["1"] * 71) + "\n")
+    assert main([*argv, "--reference", "ours-plus", "--resamples", "0"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "stored 2 reference distributions as 'ours-plus'\n1 of them name no concept of the benchmark and are never compared: 'robot'\n"
+        in out
+    )
+    csv.write_text(csv.read_text().replace("apple,", "Apple,"))
+    assert main([*argv, "--reference", "ours-typo"]) == 2
+    assert "ours.csv row 2: no concept is named 'Apple'; write 'apple'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["score", "robustness", "build-tiny", "judge-audit"])

@@ -437,6 +437,40 @@ def test_bad_reference_rows_are_rejected_naming_the_row(tmp_path, cells, message
         load_reference_csv(path)
 
 
+def test_a_lab_reference_naming_a_concept_in_other_capitals_or_none_of_them_is_refused(tmp_path):
+    """An outside lab's rows 'robot' and 'Apple ' were stored silently; scoring then failed
+    without naming either, and the set's label was taken for good."""
+    known = {concept.key for concept in load_concepts()}
+    path = tmp_path / "lab.csv"
+    row = ",".join(["1"] * 71)
+    header = "," + ",".join(map(str, range(71)))
+    path.write_text(f"{header}\nrobot,{row}\nApple ,{row}\n")
+    with pytest.raises(
+        ReferenceError,
+        match=r"^lab\.csv row 3: no concept is named 'Apple'; write 'apple' \(concept keys are lowercase",
+    ):
+        load_reference_csv(path, known)
+    path.write_text(f"{header}\nrobot,{row}\nrobots,{row}\n")
+    with pytest.raises(
+        ReferenceError,
+        match=r"^lab\.csv names no concept of the benchmark \('robot', 'robots'\): name each row by a "
+        r"concept key, such as 'apple' or 'rotten apple'",
+    ):
+        load_reference_csv(path, known)
+    path.write_text(f"{header}\nrobot,{row}\nrotten  apple,{row}\n")
+    with pytest.raises(
+        ReferenceError, match=r"row 3: no concept is named 'rotten  apple'; write 'rotten apple'"
+    ):
+        load_reference_csv(path, known)
+    path.write_text(f"{header}\nrobot,{row}\napple,{row}\n")
+    assert sorted(load_reference_csv(path, known)) == [
+        "apple",
+        "robot",
+    ]  # a rating beyond the benchmark stays
+    shipped = load_reference_csv(known=known)  # it rates "angry" and "above" too
+    assert len(shipped) == 70 and len(set(shipped) & known) == 22
+
+
 def test_reference_distributions_round_trip_by_source(db):
     loaded = load_reference_csv()
     assert human_rows.store_reference(db, "uw71", loaded, "test provenance") == 70
