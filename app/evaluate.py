@@ -328,8 +328,8 @@ class EvaluateTab(Tab):
             return {self.parts["plan"]: _explicit_plan(db, self.registry, self.models_dir, device, form)}
         request = form.request()
         items, config = planning.plan_request(request, self.registry, self.concepts, self.models_dir)
-        estimate = planning.estimate_seconds(items, device.kind, planning.measured_seconds(db))
-        warning = planning.cpu_warning(device, request.models)
+        estimate = planning.estimate_seconds(items, device.kind, planning.measured_seconds(db), self.registry)
+        warning = planning.cpu_warning(device, request.models, self.registry)
         return {self.parts["plan"]: _plan_markdown(items, config, estimate, warning, device)}
 
     @role(*ALLOWED)
@@ -742,7 +742,7 @@ def _explicit_items(registry, models_dir: Path, form: RunForm):
 def _explicit_plan(db, registry, models_dir: Path, device: planning.DeviceInfo, form: RunForm) -> str:
     """The explicit run's size and time on `device`, as Markdown."""
     request, items, config, prompts = _explicit_items(registry, models_dir, form)
-    plan = plan_summary(items, prompts, device.kind, planning.measured_seconds(db))
+    plan = plan_summary(items, prompts, device.kind, planning.measured_seconds(db), registry)
     scales = len({item["cfg"] for item in items})
     lines = [
         f"**{plan.images} images** ({len(config['models'])} models × {plan.prompts} prompts × {scales} "
@@ -757,7 +757,7 @@ def _explicit_plan(db, registry, models_dir: Path, device: planning.DeviceInfo, 
         )
     if not (request.colors or request.objects):
         lines.append(f"\n{QUICK_TRY}")
-    warning = planning.cpu_warning(device, request.models)
+    warning = planning.cpu_warning(device, request.models, registry)
     if warning:
         lines.append(f"\n⚠️ {escape(warning)}")
     return "\n".join(lines)
@@ -802,6 +802,7 @@ ORIGINS = {
     "measured": "measured here: median per image, without loading the model or a run's first image",
     "default": "default for this device",
     "unknown model": "no figure for this model: a guess",
+    "as small as tiny-random": "tiny-random's figure: its entry is as small",
 }
 
 

@@ -154,9 +154,11 @@ def plan_summary(
     prompts: Sequence[Any],
     device_kind: str,
     measured: Mapping[str, float] | None = None,
+    specs: Mapping[str, Any] | None = None,
 ) -> ExplicitPlan:
     """Size and time of the run `items` (from :func:`plan_explicit_run`) over `prompts`, on a
-    ``"cuda"`` or ``"cpu"`` device, with per-model seconds `measured` on this installation."""
+    ``"cuda"`` or ``"cpu"`` device, with per-model seconds `measured` on this installation
+    and the registry's entries `specs` (`evaluation.pipeline.planning.seconds_per_image`)."""
     from evaluation.pipeline.planning import estimate_seconds
 
     per_prompt = {prompt.id: len(prompt.objects) for prompt in prompts}
@@ -164,7 +166,7 @@ def plan_summary(
         prompts=len(prompts),
         images=len(items),
         objects=sum(per_prompt[item["concept"]] for item in items),
-        estimate=estimate_seconds(items, device_kind, measured),
+        estimate=estimate_seconds(items, device_kind, measured, specs),
     )
 
 

@@ -22,11 +22,13 @@ Seconds per image (generation plus GroundingDINO + SAM masking) come from, in or
    replaced by measured ones. ``tiny-random`` on a CPU is the whole job measured by
    ``bench/bench_research.py job``. CPU figures of full-size models multiply the GPU
    figure by `CPU_SLOWDOWN` (minutes per image). A model missing from the table uses
-   `UNKNOWN_MODEL_SECONDS`.
+   `UNKNOWN_MODEL_SECONDS`, or tiny-random's figures when its registry entry is as small
+   (`TINY_WORK`: parameters x steps x pixels).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -62,6 +64,25 @@ CPU_SECONDS_PER_IMAGE = {"tiny-random": 0.35, "tiny-random-b": 0.35}
 UNKNOWN_MODEL_SECONDS = 20.0
 #: Models that run in seconds on a CPU; every other model gets a CPU warning.
 CPU_FRIENDLY = frozenset({"tiny-random", "tiny-random-b"})
+#: Parameters x steps x pixels per image up to which a model absent from the tables takes
+#: tiny-random's figures (its entry: 0.2M parameters, 2 steps, 64 x 64; five times that).
+TINY_WORK = 5 * 0.2e6 * 2 * 64**2
+_PARAM_UNITS = {"K": 1e3, "M": 1e6, "B": 1e9}
+
+
+def _figures_of(model: str, specs: Mapping[str, ModelSpec] | None) -> str:
+    """The model whose figures `model` takes: itself, or ``tiny-random`` for a registry entry
+    (in `specs`) absent from the tables and as small as the tiny test models by its
+    parameters, steps and resolution (a lab's own tiny model was estimated at 50 min an
+    image, and warned of as a full-size one)."""
+    spec = (specs or {}).get(model)
+    if model in GPU_SECONDS_PER_IMAGE or spec is None:
+        return model
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMB])\s*", spec.params or "")
+    if found is None:
+        return model
+    work = float(found[1]) * _PARAM_UNITS[found[2]] * spec.steps * spec.resolution**2
+    return "tiny-random" if work <= TINY_WORK else model
 
 
 @dataclass(frozen=True)
@@ -263,29 +284,39 @@ def measured_seconds(db: sqlite_utils.Database) -> dict[str, float]:
 
 
 def seconds_per_image(
-    model: str, device_kind: str, measured: Mapping[str, float] | None = None
+    model: str,
+    device_kind: str,
+    measured: Mapping[str, float] | None = None,
+    specs: Mapping[str, ModelSpec] | None = None,
 ) -> tuple[float, str]:
-    """Seconds per image for `model` on a ``"cuda"`` or ``"cpu"`` device, and its origin."""
+    """Seconds per image for `model` on a ``"cuda"`` or ``"cpu"`` device, and its origin;
+    `specs` (the registry) lets a model absent from the tables that is as small as the tiny
+    test models take their figures."""
     if device_kind not in ("cuda", "cpu"):
         raise ValueError(f"`device_kind` must be 'cuda' or 'cpu', got {device_kind!r}")
     if measured and measured.get(model):
         return float(measured[model]), "measured"
-    gpu = GPU_SECONDS_PER_IMAGE.get(model)
-    origin = "default" if gpu is not None else "unknown model"
+    figures = _figures_of(model, specs)
+    gpu = GPU_SECONDS_PER_IMAGE.get(figures)
+    origin = "unknown model" if gpu is None else "default" if figures == model else "as small as tiny-random"
     gpu = UNKNOWN_MODEL_SECONDS if gpu is None else gpu
     if device_kind == "cuda":
         return gpu, origin
-    return CPU_SECONDS_PER_IMAGE.get(model, gpu * CPU_SLOWDOWN), origin
+    return CPU_SECONDS_PER_IMAGE.get(figures, gpu * CPU_SLOWDOWN), origin
 
 
 def estimate_seconds(
-    items: Sequence[Mapping], device_kind: str, measured: Mapping[str, float] | None = None
+    items: Sequence[Mapping],
+    device_kind: str,
+    measured: Mapping[str, float] | None = None,
+    specs: Mapping[str, ModelSpec] | None = None,
 ) -> Estimate:
-    """Estimated wall time of `items` (run items with a ``model`` key); see the module notes."""
+    """Estimated wall time of `items` (run items with a ``model`` key); see the module notes
+    and `seconds_per_image`."""
     counts = Counter(item["model"] for item in items)
     per_model = {}
     for model, n in counts.items():
-        each, origin = seconds_per_image(model, device_kind, measured)
+        each, origin = seconds_per_image(model, device_kind, measured, specs)
         per_model[model] = (n, each, origin)
     return Estimate(sum(n * each for n, each, _ in per_model.values()), per_model)
 
@@ -326,9 +357,12 @@ def detect_device() -> DeviceInfo:
     return DeviceInfo("cpu", "CPU")
 
 
-def cpu_warning(device: DeviceInfo, model_keys: Sequence[str]) -> str:
-    """A warning when full-size models would run on a CPU, else ``""``."""
-    slow = [k for k in model_keys if k not in CPU_FRIENDLY]
+def cpu_warning(
+    device: DeviceInfo, model_keys: Sequence[str], specs: Mapping[str, ModelSpec] | None = None
+) -> str:
+    """A warning when full-size models would run on a CPU, else ``""`` (`specs` as in
+    `seconds_per_image`)."""
+    slow = [k for k in model_keys if _figures_of(k, specs) not in CPU_FRIENDLY]
     if device.kind != "cpu" or not slow:
         return ""
     return (

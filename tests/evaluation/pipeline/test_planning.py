@@ -7,6 +7,7 @@ from evaluation.concepts import load_concepts
 from evaluation.models.generation import item_seed
 from evaluation.models.registry import RegistryError, load_registry
 from evaluation.pipeline.planning import (
+    CPU_SECONDS_PER_IMAGE,
     CPU_SLOWDOWN,
     GPU_SECONDS_PER_IMAGE,
     UNKNOWN_MODEL_SECONDS,
@@ -165,6 +166,29 @@ def test_estimate_prefers_measured_seconds_then_device_defaults():
     assert cpu.per_model["tiny-random"] == (4, 2.0, "measured")
     with pytest.raises(ValueError, match="`device_kind`"):
         estimate_seconds(items, "tpu")
+
+
+def test_a_labs_own_tiny_model_is_estimated_and_warned_of_as_tiny_random_is():
+    """An outside lab's copy of the tiny model under its own key was estimated at 50 min an
+    image on a CPU and warned of as a full-size model; it ran in seconds."""
+    registry = load_registry()
+    ours = dataclasses.replace(registry["tiny-random"], key="our-lab-sd", build="")
+    big = dataclasses.replace(ours, key="our-big-sd", params="0.9B", steps=30, resolution=512)
+    specs = {**registry, ours.key: ours, big.key: big}
+    items = [{"model": "our-lab-sd"}] * 3 + [{"model": "our-big-sd"}]
+    cpu = estimate_seconds(items, "cpu", None, specs)
+    assert cpu.per_model["our-lab-sd"] == (3, CPU_SECONDS_PER_IMAGE["tiny-random"], "as small as tiny-random")
+    assert cpu.per_model["our-big-sd"] == (1, UNKNOWN_MODEL_SECONDS * CPU_SLOWDOWN, "unknown model")
+    assert estimate_seconds(items, "cpu").per_model["our-lab-sd"][2] == "unknown model"  # no registry given
+    cpu_device = DeviceInfo("cpu", "CPU")
+    assert cpu_warning(cpu_device, ["our-lab-sd"], specs) == ""
+    assert cpu_warning(cpu_device, ["our-lab-sd", "our-big-sd"], specs).startswith(
+        "No GPU: our-big-sd would run"
+    )
+    unreadable = dataclasses.replace(ours, params="tiny")  # no number: no figures taken
+    assert cpu_warning(cpu_device, ["our-lab-sd"], {"our-lab-sd": unreadable}).startswith(
+        "No GPU: our-lab-sd"
+    )
 
 
 @pytest.mark.parametrize(
