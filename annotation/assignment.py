@@ -440,8 +440,13 @@ def _held(task: Task, annotator_id: int) -> Task:
     if task.status == "submitted":
         if task.kind == "judgment":  # a participant's words: a trial, answered in another tab
             raise Conflict(
-                "this trial was already answered (in another tab or window, say); your first "
-                "answer is kept: press Start for your next trial"
+                "this trial was already answered (a second click, or another tab or window); your "
+                "first answer is kept: go on with the trial shown, or press Start if none is"
+            )
+        if task.kind == "review":  # an expert's words: a coloring, voted on a moment ago
+            raise Conflict(
+                "you already voted on this coloring (a second click, or another tab or window); "
+                "your first vote is kept: go on with the coloring shown, or press Next coloring"
             )
         if task.kind == "coloring":  # a designer's words: a concept, submitted in another tab
             raise Conflict(

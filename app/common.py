@@ -174,6 +174,42 @@ ONE_CLICK = "cc-one-click"
 browser's `detail` 2 or more): a submission, a vote. The first click answers and shows the
 next sketch or coloring; a second would answer that one, unseen."""
 
+ANSWERS = "cc-answers"
+"""The class of a button that answers what the page shows (a vote on the coloring shown):
+with a second class ``cc-answers--<elem_id>``, `JS` keeps, at the moment of the click, the
+value that element's rendered text marks (`shown_mark`), and `answers_js` sends it. Gradio
+holds a click that comes while the previous answer's events still run and sends the values
+of the page's state when it runs it, and that state changes before the text shows it: a
+vote clicked on one coloring went to the next, which the expert never saw."""
+
+
+def answers(shown_elem_id: str) -> list[str]:
+    """The classes of a button whose click answers what element `shown_elem_id` shows (a
+    Markdown whose text holds a `shown_mark`)."""
+    return [ANSWERS, f"{ANSWERS}--{shown_elem_id}"]
+
+
+SHOWN_PREFIX = "cc-shown-"
+
+
+def shown_mark(value: int) -> str:
+    """An invisible mark of `value` (a whole number) in a Markdown text: what the click of
+    an `answers` button answers, read from the text as rendered (Gradio's sanitiser keeps
+    an ``id``, not a ``data-`` attribute)."""
+    return f'<span hidden id="{SHOWN_PREFIX}{int(value)}"></span>'
+
+
+def answers_js(button_elem_id: str, position: int = 1) -> str:
+    """Browser code (an `app.tabs.On` row's ``js``) that puts into the event's input at
+    `position` (its value answered, e.g. a task id) the value the page showed when button
+    `button_elem_id` was clicked (`ANSWERS`), not the one its state holds when Gradio runs
+    the event; the other inputs pass unchanged."""
+    return (
+        f"(...values) => {{ const kept = document.getElementById({json.dumps(button_elem_id)})"
+        f"?.dataset.answers; if (kept) values[{int(position)}] = Number(kept); return values; }}"
+    )
+
+
 JS = _compact(
     """
 () => {"""
@@ -210,6 +246,13 @@ JS = _compact(
     if (event.detail > 1 && event.target.closest?.(".{ONE_CLICK}")) {{
       event.stopPropagation();
       event.preventDefault();
+      return;
+    }}
+    const answer = event.target.closest?.(".{ANSWERS}");
+    if (answer) {{
+      const shown = [...answer.classList].find((name) => name.startsWith("{ANSWERS}--"));
+      const mark = document.querySelector(`#${{shown?.slice({len(ANSWERS) + 2})}} [id^="{SHOWN_PREFIX}"]`);
+      answer.dataset.answers = mark ? mark.id.slice({len(SHOWN_PREFIX)}) : "";
     }}
   }}, true);
 }}

@@ -37,6 +37,8 @@ from app.common import (
     ONE_CLICK,
     PLUMBING,
     AppContext,
+    answers,
+    answers_js,
     choice_search,
     empty_note,
     escape,
@@ -47,6 +49,7 @@ from app.common import (
     own_session,
     role,
     same_access,
+    shown_mark,
     ui_only,
     whole_number,
 )
@@ -173,10 +176,24 @@ EVENTS = (
     # API clients name the verdict; on the page each button casts its own, then shows the
     # next coloring.
     On("api", "vote_endpoint", (), (), api_name="expert_vote"),
-    On("consistent.click", "consistent", (*_TOKEN, "task"), ("vote_message",), "vote_message"),
+    On(
+        "consistent.click",
+        "consistent",
+        (*_TOKEN, "task"),
+        ("vote_message",),
+        "vote_message",
+        js=answers_js("expert_consistent"),
+    ),
     On("then", "next_item", _TOKEN, PANE, "vote_message", clear_note=False),
     On("then", "voteable", ("task",), VERDICT_BUTTONS),
-    On("inconsistent.click", "inconsistent", (*_TOKEN, "task"), ("vote_message",), "vote_message"),
+    On(
+        "inconsistent.click",
+        "inconsistent",
+        (*_TOKEN, "task"),
+        ("vote_message",),
+        "vote_message",
+        js=answers_js("expert_inconsistent"),
+    ),
     On("then", "next_item", _TOKEN, PANE, "vote_message", clear_note=False),
     On("then", "voteable", ("task",), VERDICT_BUTTONS),
     On("list_excluded.click", "excluded", _TOKEN, ("excluded",), "admin_message", "expert_excluded"),
@@ -576,14 +593,14 @@ def _vote_section() -> dict:
             variant="primary",
             interactive=False,
             elem_id="expert_consistent",
-            elem_classes=[ONE_CLICK],
+            elem_classes=[ONE_CLICK, *answers("expert_vote_concept")],
         )
         parts["inconsistent"] = gr.Button(
             "Inconsistent",
             variant="stop",
             interactive=False,
             elem_id="expert_inconsistent",
-            elem_classes=[ONE_CLICK],
+            elem_classes=[ONE_CLICK, *answers("expert_vote_concept")],
         )
         parts["vote_message"] = live(gr.Markdown(elem_id="expert_vote_message"))
     return parts
@@ -664,7 +681,7 @@ def _next_review(ctx: AppContext, db, actor) -> dict:
     item = queue[0]
     return {
         "task": item.task_id,
-        "concept": f"### {escape(item.concept_key)}\n{len(queue)} in your queue",
+        "concept": f"### {escape(item.concept_key)}\n{len(queue)} in your queue{shown_mark(item.task_id)}",
         "image": str(resolve(ctx.config.data_dir, item.image_path)),
         "plot": distribution_bar(item.p, title="UW-71 distribution"),
     }

@@ -36,7 +36,20 @@ from gradio.components.plot import PlotData
 
 from annotation.files import resolve
 from annotation.study import crowd, judging
-from app.common import ONE_CLICK, PLUMBING, AppContext, escape, live, note_area, role, ui_only, whole_number
+from app.common import (
+    ONE_CLICK,
+    PLUMBING,
+    AppContext,
+    answers,
+    answers_js,
+    escape,
+    live,
+    note_area,
+    role,
+    shown_mark,
+    ui_only,
+    whole_number,
+)
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
@@ -147,6 +160,7 @@ EVENTS = (
     ),
     On("agree.click", "consent", (*_TOKEN, "agreed"), WITH_CONSENT, "consent_note", "participant_consent"),
     On("decline.click", "consent", (*_TOKEN, "declined"), WITH_CONSENT, "consent_note"),
+    # Each vote answers the trial on screen when it was clicked (`app.common.ANSWERS`).
     On(
         "left.click",
         "vote",
@@ -154,8 +168,16 @@ EVENTS = (
         VIEW,
         "vote_note",
         "participant_vote",
+        js=answers_js("participant_left"),
     ),
-    On("right.click", "vote", (*_TOKEN, "task_id", "right_side", "shown_at"), VIEW, "vote_note"),
+    On(
+        "right.click",
+        "vote",
+        (*_TOKEN, "task_id", "right_side", "shown_at"),
+        VIEW,
+        "vote_note",
+        js=answers_js("participant_right"),
+    ),
     # A crowd participant who finished is sent back to their platform (in the browser).
     On("return_url.change", None, ("return_url",), (), js=_GO_BACK_JS),
     # A reference set of ratings has no colorings and no dominant colors: no blank panels then.
@@ -347,7 +369,7 @@ class ParticipantTab(Tab):
         ends = "" if finished is None else f" · your time ends at {shown_time(finished.deadline)}"
         return self.show(
             f"**Trial {trial.number} of {trial.total}**{over} · concept: **{escape(trial.concept)}**"
-            f" · ground truth from {based_on} · each chart has its own scale{ends}",
+            f" · ground truth from {based_on} · each chart has its own scale{ends}{shown_mark(trial.task_id)}",
             background=asked,
             trial=self._trial_parts(trial),
             consent=consent,
@@ -431,7 +453,7 @@ def _layout() -> dict:
                 variant="primary",
                 interactive=False,
                 elem_id=f"participant_{side}",
-                elem_classes=[ONE_CLICK],
+                elem_classes=[ONE_CLICK, *answers("participant_progress")],
             )
         vote_note = note_area("participant_vote_note")
     with gr.Row(equal_height=False):

@@ -7,6 +7,7 @@ from numpy.testing import assert_allclose
 
 from annotation.people.accounts import Actor
 from annotation.study import design as study
+from app.common import shown_mark
 from storage import ensure_schema, open_db
 from storage import human as human_rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -185,8 +186,19 @@ def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
         for number, key in enumerate(["ArrowLeft", "2", "1", "ArrowRight"], start=2):
             page.keyboard.press(key)
             expect(progress).to_contain_text(f"Trial {number} of")
+        # A change of mind at once, trial 5 still on screen: the second key answers trial 5
+        # (refused: answered), not trial 6, which Gradio's state held when it sent the vote.
+        shown = progress.locator('[id^="cc-shown-"]').get_attribute("id")
+        page.keyboard.press("ArrowLeft")
+        page.keyboard.press("ArrowRight")
+        expect(page.locator("#participant_vote_note")).to_contain_text(
+            "this trial was already answered (a second click, or another tab or window)"
+        )
+        expect(progress).to_contain_text("Trial 6 of")
+    last = "select t.id from judgments j join tasks t on t.result_id = j.id and t.kind = 'judgment'"
+    assert shown == f"cc-shown-{_rows(config, last + ' order by j.id desc limit 1')[0]['id']}"
     choices = [r["choice"] for r in _rows(config, "select choice from judgments order by id")]
-    assert choices == ["left", "right", "left", "right"]
+    assert choices == ["left", "right", "left", "right", "left"]
 
 
 def test_each_chart_has_its_own_scale_and_a_reference_trial_has_no_blank_panels(tmp_path):
@@ -197,7 +209,7 @@ def test_each_chart_has_its_own_scale_and_a_reference_trial_has_no_blank_panels(
         view = client.predict(token, api_name="/participant_next")
     assert view[PROGRESS].endswith(
         "ground truth from a reference set of people's ratings (no colorings to show) · each chart has "
-        "its own scale"
+        f"its own scale{shown_mark(view[TASK])}"  # what a click answers (app.common.ANSWERS)
     )
     assert view[COLORINGS] == [] and view[STRIP] is None
     for position, title in ((TRUTH_PLOT, "Ground truth"), (LEFT_PLOT, "Left"), (RIGHT_PLOT, "Right")):

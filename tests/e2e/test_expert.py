@@ -80,6 +80,40 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     assert page.js_errors == []
 
 
+def test_a_second_verdict_clicked_before_the_next_coloring_shows_answers_the_one_shown(live_app, page):
+    """An outside tester clicked *Inconsistent* 0.4 s after *Consistent*, the first coloring
+    still on screen: Gradio held the click until the first vote's events had run and sent
+    the next coloring's task, so the vote went to a coloring the expert never saw."""
+    _inconsistent_castle(live_app)
+    [(expert, link)] = live_app.invite("expert")
+    sign_in(page, link)
+    open_tab(page, "Expert review")
+    page.click("#expert_next")
+    concept = page.locator("#expert_vote_concept")
+    expect(concept).to_contain_text("5 in your queue")
+    task = int(page.locator("#expert_task input").input_value())
+    page.evaluate(
+        """() => document.addEventListener("click", (event) => {
+          if (event.target.closest("#expert_inconsistent")) window.shownAtClick =
+            document.querySelector('#expert_vote_concept [id^="cc-shown-"]')?.id;
+        }, true)"""
+    )
+    page.click("#expert_consistent")
+    page.click("#expert_inconsistent", force=True, no_wait_after=True)  # at once: its answer is not back
+    expect(page.locator("#expert_vote_message")).to_have_text(
+        "⚠️ you already voted on this coloring (a second click, or another tab or window); your "
+        "first vote is kept: go on with the coloring shown, or press Next coloring"
+    )
+    expect(concept).to_contain_text("4 in your queue")
+    expect(page.locator("#expert_inconsistent")).to_be_enabled()
+    votes = live_app.query(
+        "select t.id as task, v.vote from qc_votes v join tasks t on t.coloring_id = v.coloring_id and t.kind = 'review'"
+    )
+    assert votes == [{"task": task, "vote": "consistent"}]
+    assert page.evaluate("() => window.shownAtClick") == f"cc-shown-{task}"  # it was on screen
+    assert page.js_errors == []
+
+
 def test_the_admin_sees_the_excluded_colorings_and_scaled_colorings_in_the_grid(live_app, page):
     _inconsistent_castle(live_app)
     page.goto(live_app.url)

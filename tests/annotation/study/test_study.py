@@ -374,8 +374,8 @@ def test_votes_wait_for_the_background_answer_and_bad_votes_store_nothing(setup)
     with pytest.raises(Conflict) as again:
         judging.record_judgment(db, actor, trial.task_id, "left", 1.0)
     assert str(again.value) == (
-        "this trial was already answered (in another tab or window, say); your first answer is "
-        "kept: press Start for your next trial"
+        "this trial was already answered (a second click, or another tab or window); your first "
+        "answer is kept: go on with the trial shown, or press Start if none is"
     )
     assert len(judging.votes_frame(db, 1)) == 1
 
