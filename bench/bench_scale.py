@@ -4,7 +4,8 @@ At fraction f of the paper's study: round(1,278 f) concepts × 5 accepted colori
 (1024² PNG images with masks, stored by `annotation.coloring.store.store_coloring` and
 accepted by `annotation.qc.review.accept_coloring`, so the stored P_H is refreshed the
 way the app does it); 3 models × 2 styles × 7 CFG scales of model distributions over
-those concepts (`evaluation.pipeline.runs`); three experts' blind votes on up to 562 colorings;
+those concepts (`evaluation.pipeline.runs`); three experts' blind votes on each coloring of the
+most disputed concepts (Eq. 6; about 562 colorings, each review then complete);
 a pairwise study of min(150, concepts) concepts (`annotation.study.design`) with 6 votes per
 pair from participants (`annotation.study.judging`). Then it times, on that database:
 
@@ -24,7 +25,8 @@ pair from participants (`annotation.study.judging`). Then it times, on that data
 - ``agreement_s``: the QC agreement panel (`votes.agreement_panel`);
 - ``queue_s``: opening the blind vote queue for every concept (`open_review_queue`
   with ``top_fraction=1``: Eq. 6 of every concept, SCD plausibility of every coloring,
-  scored in batches by `annotation.qc.plausibility`);
+  scored in batches by `annotation.qc.plausibility`), after the votes: every coloring
+  but the voted ones gets its review;
 - ``study_setup_s``: setting up a 150-concept study (`create_study`);
 - ``export_s``: a full export (`annotation.export.export`: CSV + Parquet of every table,
   images zip with manifest). Not a view: the Admin tab builds it in the background
@@ -200,10 +202,15 @@ def measure(fraction: float, side: int, seed: int = 0, keep: Path | None = None)
         figures["leaderboards_intervals_s"], _ = _timed(cache.analyses, db, concepts, DESIGNERS)
         figures["leaderboards_changed_s"], _ = _timed(leaderboard_analyses, db, concepts, DESIGNERS)
         figures["leaderboards_s"], _ = _timed(leaderboard_analyses, db, concepts, DESIGNERS)
+        # The experts vote on the most disputed concepts' colorings (about VOTED_COLORINGS), so
+        # that each gets its three votes: an expert is handed the least voted colorings first,
+        # so with every review open none would complete before each coloring had one vote.
+        disputed = min(1.0, VOTED_COLORINGS / (n_concepts * DESIGNERS_PER_CONCEPT))
+        review.open_review_queue(db, ADMIN, top_fraction=disputed)
+        figures["votes_cast"] = _vote(db, rng)
         figures["queue_s"], figures["reviews_opened"] = _timed(
             review.open_review_queue, db, ADMIN, top_fraction=1.0
         )
-        figures["votes_cast"] = _vote(db, rng)
         figures["agreement_s"], _ = _timed(votes.agreement_panel, db)
         sources = [study.ModelSource(m, "scale", 5.0) for m in MODELS]
         figures["study_setup_s"], study_id = _timed(

@@ -173,6 +173,9 @@ def test_bench_scale_keeps_its_study_to_open_in_the_app_when_asked(tmp_path):
     db = open_db(data / "colorconcept.sqlite")
     try:
         assert db.execute("select count(*) from colorings").fetchone()[0] == 15  # 3 concepts x 5
+        # Three experts' votes on the same colorings, so a rehearsal shows agreement statistics.
+        voted = "select coloring_id from qc_votes group by coloring_id having count(distinct expert_id) = 3"
+        assert len(db.execute(voted).fetchall()) == 15
         assert db.execute("select max(version) from schema_version").fetchone()[0] == len(MIGRATIONS)
     finally:
         db.close()
