@@ -734,19 +734,22 @@ def _draft(db, study_id: int) -> dict:
 
 
 def list_studies(db: sqlite_utils.Database) -> list[dict]:
-    """Every study with its progress: pairs, votes wanted and given, complete pairs."""
+    """Every study with its progress: study pairs and attention checks, votes wanted and
+    given and complete pairs, all over the study pairs alone (an answer to an attention check
+    is not a vote: docs/research.md), and how many people took part."""
     return [
         dict(row)
         for row in db.query(
             "select s.id, s.name, s.created, s.frozen, s.votes_per_pair, "
-            "count(p.id) as pairs, sum(p.b = ?) as attention_checks, "
-            "count(p.id) * s.votes_per_pair as votes_wanted, "
-            "coalesce(sum(v.n), 0) as votes, coalesce(sum(v.n >= s.votes_per_pair), 0) "
-            "as complete_pairs, (select count(distinct j.participant_id) from judgments j join "
+            "coalesce(sum(p.b != :truth), 0) as pairs, coalesce(sum(p.b = :truth), 0) as attention_checks, "
+            "coalesce(sum(p.b != :truth), 0) * s.votes_per_pair as votes_wanted, "
+            "coalesce(sum(case when p.b != :truth then v.n end), 0) as votes, "
+            "coalesce(sum(p.b != :truth and v.n >= s.votes_per_pair), 0) as complete_pairs, "
+            "(select count(distinct j.participant_id) from judgments j join "
             "study_pairs q on q.id = j.pair_id where q.study_id = s.id) as participants "
             "from studies s left join study_pairs p on p.study_id = s.id left join "
             "(select pair_id, count(*) as n from judgments group by pair_id) v on v.pair_id = p.id "
             "group by s.id order by s.id",
-            [GROUND_TRUTH],
+            {"truth": GROUND_TRUTH},
         )
     ]
