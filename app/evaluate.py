@@ -134,8 +134,10 @@ class RunForm:
 
     def request(self) -> planning.EvaluationRequest:
         """The implicit run the form describes."""
+        # "apple, banana" typed in the box is two concepts, as the pilot field and the CLI read it.
+        keys = (key.strip() for entry in self.keys or () for key in str(entry).split(","))
         query = planning.ConceptQuery(
-            tuple(self.keys or ()),
+            tuple(key for key in keys if key),
             tuple(self.categories or ()),
             tuple(self.types or ()),
             self.search or "",
@@ -572,7 +574,7 @@ def _concept_inputs() -> dict:
         multiselect=True,
         filterable=True,
         allow_custom_value=True,
-        label="Concepts (empty: all, then the filters below)",
+        label="Concepts (empty: all, then the filters below; type several separated by commas)",
         elem_id="evaluate_concepts",
         interactive=False,
     )

@@ -62,6 +62,9 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
         researcher = tokens["researcher"]
         plan = client.predict(researcher, *_selection(), api_name="/evaluate_preview")
         assert plan.startswith("**2 images** (1 model × 2 concepts × 1 style × 1 guidance scale × 1 seed)")
+        # Typed as README writes them, in one entry of the box (it was one unknown concept).
+        typed = client.predict(researcher, *_selection(keys=["apple, banana"]), api_name="/evaluate_preview")
+        assert typed == plan
         message, picker = client.predict(
             researcher, "tiny-two", *_selection(), *TINY, api_name="/evaluate_start"
         )
