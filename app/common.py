@@ -177,7 +177,8 @@ next sketch or coloring; a second would answer that one, unseen."""
 ANSWERS = "cc-answers"
 """The class of a button that answers what the page shows (a vote on the coloring shown):
 with a second class ``cc-answers--<elem_id>``, `JS` keeps, at the moment of the click, the
-value that element's rendered text marks (`shown_mark`), and `answers_js` sends it. Gradio
+value that element's rendered text marks (`shown_mark`), and `answers_js` sends it; a click
+in the first `ANSWER_DWELL_MS` after the mark appeared is dropped. Gradio
 holds a click that comes while the previous answer's events still run and sends the values
 of the page's state when it runs it, and that state changes before the text shows it: a
 vote clicked on one coloring went to the next, which the expert never saw."""
@@ -190,6 +191,11 @@ def answers(shown_elem_id: str) -> list[str]:
 
 
 SHOWN_PREFIX = "cc-shown-"
+ANSWER_DWELL_MS = 600
+"""An answer click (or key) within this long after what it answers appeared is dropped: a
+participant's second press 0.3-0.6 s after the first was stored as an answer to the next
+trial, its text just shown, its charts still drawing. The page marks what it shows
+``data-cc-ready`` once this time has passed (what browser tests wait for)."""
 
 
 def shown_mark(value: int) -> str:
@@ -234,7 +240,23 @@ JS = _compact(
     }});
   }};
   let marking = false;
+  const shownMark = (answer) => {{
+    const shown = [...answer.classList].find((name) => name.startsWith("{ANSWERS}--"));
+    return document.querySelector(`#${{shown?.slice({len(ANSWERS) + 2})}} [id^="{SHOWN_PREFIX}"]`);
+  }};
+  const seen = {{}};
+  const stamp = () => {{
+    for (const answer of document.querySelectorAll(".{ANSWERS}")) {{
+      const shown = shownMark(answer);
+      if (!shown || shown.hasAttribute("data-cc-ready")) continue;
+      const first = (seen[shown.id] ??= performance.now());
+      const left = {ANSWER_DWELL_MS} - (performance.now() - first);
+      if (left <= 0) shown.setAttribute("data-cc-ready", "");
+      else setTimeout(stamp, left + 5);
+    }}
+  }};
   new MutationObserver(() => {{
+    stamp();
     if (!marking) {{ marking = true; setTimeout(mark, 200); }}
   }}).observe(document.body, {{ childList: true, subtree: true }});
   mark();
@@ -250,9 +272,13 @@ JS = _compact(
     }}
     const answer = event.target.closest?.(".{ANSWERS}");
     if (answer) {{
-      const shown = [...answer.classList].find((name) => name.startsWith("{ANSWERS}--"));
-      const mark = document.querySelector(`#${{shown?.slice({len(ANSWERS) + 2})}} [id^="{SHOWN_PREFIX}"]`);
-      answer.dataset.answers = mark ? mark.id.slice({len(SHOWN_PREFIX)}) : "";
+      const shown = shownMark(answer);
+      if (shown && !shown.hasAttribute("data-cc-ready")) {{  // it has only just appeared
+        event.stopPropagation();
+        event.preventDefault();
+        return;
+      }}
+      answer.dataset.answers = shown ? shown.id.slice({len(SHOWN_PREFIX)}) : "";
     }}
   }}, true);
 }}

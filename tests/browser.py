@@ -321,6 +321,13 @@ def start_evaluation(page, labels, concepts, run: str, *, cfg: str = "7.5", seed
     page.get_by_role("button", name="Start").click()
 
 
+def answerable(page, shown: str) -> None:
+    """Wait until the page takes an answer to what element `shown` (``"#expert_vote_concept"``,
+    ``"#participant_progress"``) shows: one in its first `app.common.ANSWER_DWELL_MS` is
+    dropped, and the page marks the text ``data-cc-ready`` after them."""
+    expect(page.locator(f"{shown} [id^='cc-shown-'][data-cc-ready]")).to_have_count(1)
+
+
 def second_click(page, locator) -> None:
     """Press and release the mouse on `locator` as the second click of a double click
     (Chromium's input events with a click count of 2: ``detail`` 2, then ``dblclick``)."""

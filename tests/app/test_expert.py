@@ -7,6 +7,7 @@ from storage import open_db
 from tests.app.test_admin import _dump
 from tests.app.test_participant import _rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app, session_event
+from tests.browser import answerable
 from tests.e2e.test_landing import playwright
 from tests.qc_data import add_coloring, add_handmade, one_hot
 
@@ -218,6 +219,7 @@ def test_in_the_browser_a_recolor_note_stays_text_and_the_vote_buttons_work(stud
     expect(grid.get_by_role("row").filter(has_text="accepted")).to_have_count(1)
     page.click("#expert_next")
     expect(page.locator("#expert_vote_concept")).to_contain_text("5 in your queue")
+    answerable(page, "#expert_vote_concept")
     page.click("#expert_inconsistent")
     expect(page.locator("#expert_vote_message")).to_have_text("Vote recorded: Inconsistent.")
     expect(page.locator("#expert_vote_concept")).to_contain_text("4 in your queue")

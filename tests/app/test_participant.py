@@ -170,7 +170,7 @@ def test_a_vote_for_someone_elses_task_is_refused_and_stores_nothing(tmp_path):
 
 @pytest.mark.browser
 def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
-    from tests.browser import chromium_browser, expect
+    from tests.browser import answerable, chromium_browser, expect
 
     config = make_config(tmp_path)
     _open_study(config)
@@ -186,10 +186,12 @@ def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
         expect(progress).to_contain_text("Trial 1 of")
         page.locator("body").click(position={"x": 5, "y": 5})
         for number, key in enumerate(["ArrowLeft", "2", "1", "ArrowRight"], start=2):
+            answerable(page, "#participant_progress")
             page.keyboard.press(key)
             expect(progress).to_contain_text(f"Trial {number} of")
         # A change of mind at once, trial 5 still on screen: the second key answers trial 5
         # (refused: answered), not trial 6, which Gradio's state held when it sent the vote.
+        answerable(page, "#participant_progress")
         shown = progress.locator('[id^="cc-shown-"]').get_attribute("id")
         page.keyboard.press("ArrowLeft")
         page.keyboard.press("ArrowRight")
@@ -199,10 +201,28 @@ def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
         expect(page.locator("#participant_vote_note [data-testid='status-tracker']")).to_have_class(
             re.compile(r"\bhide\b")
         )
-    last = "select t.id from judgments j join tasks t on t.result_id = j.id and t.kind = 'judgment'"
-    assert shown == f"cc-shown-{_rows(config, last + ' order by j.id desc limit 1')[0]['id']}"
+        # A press as trial 7 appears (0.3-0.6 s after the last one, an outside tester's was
+        # stored as trial 7's answer) is dropped: trial 7 waits for a considered answer.
+        answerable(page, "#participant_progress")
+        sixth = progress.locator('[id^="cc-shown-"]').get_attribute("id")
+        page.keyboard.press("ArrowLeft")
+        seventh = page.wait_for_function(
+            """(sixth) => {
+              const shown = document.querySelector('#participant_progress [id^="cc-shown-"]');
+              if (!shown || shown.id === sixth || shown.hasAttribute("data-cc-ready")) return null;
+              document.getElementById("participant_right").click();
+              return shown.id;
+            }""",
+            arg=sixth,
+        ).json_value()
+        answerable(page, "#participant_progress")
+        expect(progress).to_contain_text("Trial 7 of")
+        assert progress.locator('[id^="cc-shown-"]').get_attribute("id") == seventh
     choices = [r["choice"] for r in _rows(config, "select choice from judgments order by id")]
-    assert choices == ["left", "right", "left", "right", "left"]
+    assert choices == ["left", "right", "left", "right", "left", "left"]  # none for trial 7
+    tasks = "select t.id from judgments j join tasks t on t.result_id = j.id and t.kind = 'judgment'"
+    answered = [f"cc-shown-{r['id']}" for r in _rows(config, tasks + " order by j.id")]
+    assert answered[4:] == [shown, sixth] and seventh not in answered
 
 
 def test_each_chart_has_its_own_scale_and_a_reference_trial_has_no_blank_panels(tmp_path):

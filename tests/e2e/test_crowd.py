@@ -11,7 +11,7 @@ from annotation.study import crowd
 from annotation.study.design import GROUND_TRUTH
 from storage import open_db
 from tests.app.test_participant import _open_study
-from tests.browser import expect, live_app, open_tab, page, sign_in_admin, table_rows  # noqa: F401
+from tests.browser import answerable, expect, live_app, open_tab, page, sign_in_admin, table_rows  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -103,6 +103,7 @@ def _vote(page, live_app, *, fail_check: bool = False) -> bool:
     check = row["b"] == GROUND_TRUTH
     truth_side = "left" if row["left_item"] == "b" else "right"
     other = "right" if truth_side == "left" else "left"
+    answerable(page, "#participant_progress")
     page.click(f"#participant_{other if check and fail_check else truth_side}")
     return check
 
@@ -156,6 +157,7 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
     _open(elsewhere, live_app, token, "pidB")
     expect(elsewhere.locator("#start_status")).to_contain_text("Welcome back, you take part as")
     other.close()
+    answerable(page, "#participant_progress")
     page.click("#participant_left")
     expect(page.locator("#participant_vote_note")).to_contain_text("your session is not valid any more")
     expect(page.locator("[data-testid='status-tracker'] .error")).to_have_count(0)

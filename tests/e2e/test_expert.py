@@ -8,7 +8,7 @@ import pytest
 from annotation.pilot import set_pilot
 from storage import open_db
 from tests.annotation.test_pilot import PILOT, color_as_assigned
-from tests.browser import ADMIN_PASSWORD, expect, live_app, open_tab, page, second_click, sign_in  # noqa: F401
+from tests.browser import ADMIN_PASSWORD, answerable, expect, live_app, open_tab, page, second_click, sign_in  # noqa: F401
 from tests.qc_data import add_coloring, painted
 
 pytestmark = pytest.mark.browser
@@ -47,6 +47,7 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     expect(page.locator("#expert_vote_plot .js-plotly-plot")).to_be_visible()
     task = int(page.locator("#expert_task input").input_value())
     expect(page.locator("#expert_task")).to_be_hidden()  # the page's plumbing, never shown
+    answerable(page, "#expert_vote_concept")
     page.click("#expert_inconsistent")
     status = page.locator("#expert_vote_message")
     expect(status).to_have_text("Vote recorded: Inconsistent.")
@@ -59,6 +60,7 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     # The second click of a double click, come after the answer, would judge the next
     # coloring unseen: it is dropped, and the next deliberate vote is the one recorded.
     second_click(page, page.locator("#expert_inconsistent"))
+    answerable(page, "#expert_vote_concept")
     page.click("#expert_consistent")
     expect(status).to_have_text("Vote recorded: Consistent.")
     expect(concept).to_contain_text("3 in your queue")
@@ -98,6 +100,7 @@ def test_a_second_verdict_clicked_before_the_next_coloring_shows_answers_the_one
             document.querySelector('#expert_vote_concept [id^="cc-shown-"]')?.id;
         }, true)"""
     )
+    answerable(page, "#expert_vote_concept")
     page.click("#expert_consistent")
     page.click("#expert_inconsistent", force=True, no_wait_after=True)  # at once: its answer is not back
     expect(concept).to_contain_text("4 in your queue")
@@ -206,6 +209,7 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
     expect(concept).to_contain_text("2 in your queue")
     for left in (2, 1):
         expect(concept).to_contain_text(f"{left} in your queue")
+        answerable(page, "#expert_vote_concept")
         page.click("#expert_consistent")
     expect(concept).to_contain_text("Nothing to vote on right now.")
     expect(concept).to_contain_text("No review has all its votes yet: 4 votes on 2 colorings are missing.")

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from tests.app.test_participant import _open_study
-from tests.browser import ARTIFACTS, expect, live_app, open_tab, page, sign_in  # noqa: F401
+from tests.browser import ARTIFACTS, answerable, expect, live_app, open_tab, page, sign_in  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -27,6 +27,7 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
     tasks = []
     for number, key in ((2, "ArrowLeft"), (3, "2")):
         tasks.append(int(page.locator("#participant_task input").input_value()))
+        answerable(page, "#participant_progress")
         page.keyboard.press(key)
         expect(progress).to_contain_text(f"Trial {number} of {n_pairs}")
         expect(page.get_by_role("status").filter(has_text=f"Trial {number} of {n_pairs}")).to_have_count(1)

@@ -39,6 +39,7 @@ from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.browser import (
     LiveApp,
+    answerable,
     chromium_browser,
     expect,
     pick,
@@ -189,6 +190,7 @@ def _experts_vote_until_the_statistics_show(app: LiveApp, browser, links: list[s
             verdict = "Inconsistent" if (n == 2 and left == opened) else "Consistent"
             button = page.get_by_role("button", name=verdict, exact=True)
             expect(button).to_be_enabled()
+            answerable(page, "#expert_vote_concept")
             button.click()
         expect(concept).to_contain_text("Nothing to vote on right now")
         assert page.js_errors == []
@@ -281,6 +283,7 @@ def _participant_judges_every_trial(app: LiveApp, browser, link: str, n: int) ->
     page.locator("body").click(position={"x": 5, "y": 5})
     for number in range(1, len(PILOT) + 1):
         expect(progress).to_contain_text(f"Trial {number} of {len(PILOT)}")
+        answerable(page, "#participant_progress")
         page.keyboard.press("ArrowLeft" if (number + n) % 2 else "ArrowRight")
     expect(progress).to_contain_text(f"All done: you judged {len(PILOT)} of {len(PILOT)} trials")
     assert page.js_errors == []

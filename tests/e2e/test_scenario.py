@@ -26,6 +26,7 @@ from tests.browser import (
     ARTIFACTS,
     TIMEOUT_MS,
     LiveApp,
+    answerable,
     chromium_browser,
     expect,
     start_evaluation,
@@ -209,6 +210,7 @@ def _experts_vote_to_p_bar(app: LiveApp, browser) -> None:
             if n == 0 and left == 3:
                 _shot(page, "6-expert-vote")
             verdict = "Inconsistent" if (n == 2 and left == 3) else "Consistent"
+            answerable(page, "#expert_vote_concept")
             page.get_by_role("button", name=verdict, exact=True).click()
         expect(concept).to_contain_text("Nothing to vote on right now")
         expect(page.get_by_role("button", name="Consistent", exact=True)).to_be_disabled()
@@ -294,6 +296,7 @@ def _participant_judges_ten_trials(app: LiveApp, browser) -> None:
     page.locator("body").click(position={"x": 5, "y": 5})
     for number in range(1, 11):
         expect(progress).to_contain_text(f"Trial {number} of 10")
+        answerable(page, "#participant_progress")
         page.keyboard.press("ArrowLeft" if number % 2 else "2")
     expect(progress).to_contain_text("All done: you judged 10 of 10 trials")
     _shot(page, "12-participant-done")
