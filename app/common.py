@@ -175,19 +175,19 @@ browser's `detail` 2 or more): a submission, a vote. The first click answers and
 next sketch or coloring; a second would answer that one, unseen."""
 
 ANSWERS = "cc-answers"
-"""The class of a button that answers what the page shows (a vote on the coloring shown):
-with a second class ``cc-answers--<elem_id>``, `JS` keeps, at the moment of the click, the
-value that element's rendered text marks (`shown_mark`), and `answers_js` sends it; a click
-in the first `ANSWER_DWELL_MS` after the mark appeared is dropped. Gradio
+"""The class prefix of a button that answers what the page shows (a vote on the coloring
+shown): with the class ``cc-answers--<elem_id>`` (`answers`), `JS` keeps, at the moment of
+the click, the value that element's rendered text marks (`shown_mark`), and `answers_js`
+sends it; a click in the first `ANSWER_DWELL_MS` after the mark appeared is dropped. Gradio
 holds a click that comes while the previous answer's events still run and sends the values
 of the page's state when it runs it, and that state changes before the text shows it: a
 vote clicked on one coloring went to the next, which the expert never saw."""
 
 
 def answers(shown_elem_id: str) -> list[str]:
-    """The classes of a button whose click answers what element `shown_elem_id` shows (a
+    """The class of a button whose click answers what element `shown_elem_id` shows (a
     Markdown whose text holds a `shown_mark`)."""
-    return [ANSWERS, f"{ANSWERS}--{shown_elem_id}"]
+    return [f"{ANSWERS}--{shown_elem_id}"]
 
 
 SHOWN_PREFIX = "cc-shown-"
@@ -208,12 +208,9 @@ def shown_mark(value: int) -> str:
 def answers_js(button_elem_id: str, position: int = 1) -> str:
     """Browser code (an `app.tabs.On` row's ``js``) that puts into the event's input at
     `position` (its value answered, e.g. a task id) the value the page showed when button
-    `button_elem_id` was clicked (`ANSWERS`), not the one its state holds when Gradio runs
-    the event; the other inputs pass unchanged."""
-    return (
-        f"(...values) => {{ const kept = document.getElementById({json.dumps(button_elem_id)})"
-        f"?.dataset.answers; if (kept) values[{int(position)}] = Number(kept); return values; }}"
-    )
+    `button_elem_id` was clicked (`ANSWERS`; ``ccAnswer`` is `JS`'s), not the one its state
+    holds when Gradio runs the event; the other inputs pass unchanged."""
+    return f"(...v) => ccAnswer(v, {json.dumps(button_elem_id)}, {int(position)})"
 
 
 JS = _compact(
@@ -240,20 +237,18 @@ JS = _compact(
     }});
   }};
   let marking = false;
-  const shownMark = (answer) => {{
-    const shown = [...answer.classList].find((name) => name.startsWith("{ANSWERS}--"));
-    return document.querySelector(`#${{shown?.slice({len(ANSWERS) + 2})}} [id^="{SHOWN_PREFIX}"]`);
-  }};
+  const markOf = (b) => document.querySelector(`#${{b.className.match(/{ANSWERS}--(\\S+)/)?.[1]}} [id^="{SHOWN_PREFIX}"]`);
   const seen = {{}};
-  const stamp = () => {{
-    for (const answer of document.querySelectorAll(".{ANSWERS}")) {{
-      const shown = shownMark(answer);
-      if (!shown || shown.hasAttribute("data-cc-ready")) continue;
-      const first = (seen[shown.id] ??= performance.now());
-      const left = {ANSWER_DWELL_MS} - (performance.now() - first);
-      if (left <= 0) shown.setAttribute("data-cc-ready", "");
-      else setTimeout(stamp, left + 5);
-    }}
+  const stamp = () => document.querySelectorAll('[class*="{ANSWERS}--"]').forEach((b) => {{
+    const m = markOf(b);
+    if (!m || m.hasAttribute("data-cc-ready")) return;
+    const left = (seen[m.id] ??= Date.now()) + {ANSWER_DWELL_MS} - Date.now();
+    left > 0 ? setTimeout(stamp, left + 5) : m.setAttribute("data-cc-ready", "");
+  }});
+  window.ccAnswer = (values, id, at) => {{
+    const kept = document.getElementById(id)?.dataset.answers;
+    if (kept) values[at] = +kept;
+    return values;
   }};
   new MutationObserver(() => {{
     stamp();
@@ -265,21 +260,11 @@ JS = _compact(
     if (input.matches?.(".choice-search input")) setTimeout(() => input.select(), 0);
   }});
   document.addEventListener("click", (event) => {{
-    if (event.detail > 1 && event.target.closest?.(".{ONE_CLICK}")) {{
+    const b = event.target.closest?.('[class*="{ANSWERS}--"]'), m = b && markOf(b);  // m: just shown?
+    if (event.detail > 1 && event.target.closest?.(".{ONE_CLICK}") || m && !m.hasAttribute("data-cc-ready")) {{
       event.stopPropagation();
       event.preventDefault();
-      return;
-    }}
-    const answer = event.target.closest?.(".{ANSWERS}");
-    if (answer) {{
-      const shown = shownMark(answer);
-      if (shown && !shown.hasAttribute("data-cc-ready")) {{  // it has only just appeared
-        event.stopPropagation();
-        event.preventDefault();
-        return;
-      }}
-      answer.dataset.answers = shown ? shown.id.slice({len(SHOWN_PREFIX)}) : "";
-    }}
+    }} else if (b) b.dataset.answers = m ? m.id.slice({len(SHOWN_PREFIX)}) : "";
   }}, true);
 }}
 """

@@ -574,7 +574,7 @@ def _concept_inputs() -> dict:
         multiselect=True,
         filterable=True,
         allow_custom_value=True,
-        label="Concepts (empty: all, then the filters below; type several separated by commas)",
+        label="Concepts (empty: all, then the filters below)",
         elem_id="evaluate_concepts",
         interactive=False,
     )
