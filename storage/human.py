@@ -30,6 +30,8 @@ DESIGNERS = "designers"
 REFERENCE = "reference"
 #: The coloring statuses that count, for the designer's latest round only.
 COUNTED_STATUSES = ("submitted", "accepted")
+#: A source's mean entropy at or above this share of ln 71 nats is nearly flat (`flatness_note`).
+FLAT_ENTROPY_SHARE = 0.9
 #: Which colorings make up the designers' P_H, in words (shown next to every P_H).
 COUNTING_RULE = (
     "Each designer's latest round of the concept (main tasks, not practice) counts while "
@@ -263,7 +265,38 @@ def describe(db: sqlite_utils.Database, source: str) -> str:
     row = db.execute(
         "select provenance from human_distributions where source = ? limit 1", [source]
     ).fetchone()
-    return f"Imported reference set '{source}': {row[0]}"
+    text = f"Imported reference set '{source}': {row[0]}"
+    flat = flatness_note(db, source)
+    return f"{text.rstrip('.')}. {flat}" if flat else text
+
+
+def flatness_note(db: sqlite_utils.Database, source: str) -> str:
+    """A warning when `source`'s distributions are nearly flat; else "".
+
+    Nearly flat: their mean entropy is at least `FLAT_ENTROPY_SHARE` of ln 71 nats, the
+    entropy of the uniform distribution over UW-71. Association ratings divided by their sums
+    are so (the shipped ``uw71-ratings``: 4.15 of 4.26 nats, the top color 3.2 % of the mass on average),
+    unlike the few colors a designer paints; against them EMD and ED are smallest for a model
+    that spreads its mass over every color, while PCC, DCA and ΔHue compare the ratings'
+    shape and their top color.
+    """
+    ps = [
+        decode(row[0]) for row in db.execute("select p from human_distributions where source = ?", [source])
+    ]
+    if not ps:
+        return ""
+    P = np.stack(ps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -np.where(P > 0, P * np.log(P), 0.0).sum(axis=1)
+    most = np.log(P.shape[1])
+    if entropy.mean() < FLAT_ENTROPY_SHARE * most:
+        return ""
+    return (
+        f"Its distributions are nearly flat (mean entropy {entropy.mean():.2f} of at most {most:.2f} nats; "
+        f"the top color holds {P.max(axis=1).mean():.1%} of the mass on average), unlike the few colors "
+        "a designer paints: against them EMD and ED favour a model that spreads its colors evenly over one "
+        "that paints the concept's top colors. PCC, DCA and ΔHue compare the shape and the top color."
+    )
 
 
 def read(

@@ -53,6 +53,11 @@ def _parse_row(path: Path, line: int, row: list[str]) -> tuple[str, np.ndarray]:
     values = np.asarray(values, dtype=np.float64)
     if values.sum() <= 0:
         raise ReferenceError(f"{where}: all {N_BINS} values are zero, so the row has no distribution")
+    if np.ptp(values) == 0:
+        raise ReferenceError(
+            f"{where}: all {N_BINS} values are equal ({values[0]:g}), so the row prefers no color: "
+            "its correlation (PCC), dominant color (DCA) and hue (ΔHue) would be undefined"
+        )
     return concept, values / values.sum()
 
 

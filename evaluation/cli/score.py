@@ -78,7 +78,9 @@ def _human(db, args: argparse.Namespace) -> dict:
         if others := [concept for concept in loaded if concept not in known]:
             shown = ", ".join(repr(c) for c in others[:10]) + (", ..." if len(others) > 10 else "")
             print(f"{len(others)} of them name no concept of the benchmark and are never compared: {shown}")
-    return human.vectors(db, args.reference)
+    vectors = human.vectors(db, args.reference)
+    print(human.describe(db, args.reference))
+    return vectors
 
 
 def _resampling(args: argparse.Namespace):

@@ -909,8 +909,9 @@ def _reference_csv(*rows: list[str], header: list[str] | None = None) -> str:
 
 
 def _row(name: str, **cells: str) -> list[str]:
-    """A reference row of 71 values, 0.5 except the `cells` given as ``c<index>=value``."""
-    values = ["0.5"] * 71
+    """A reference row of 71 values, 0.5 but 0.7 for the last, except the `cells` given as
+    ``c<index>=value``."""
+    values = ["0.5"] * 70 + ["0.7"]
     for key, value in cells.items():
         values[int(key[1:])] = value
     return [name, *values]
@@ -926,6 +927,11 @@ REFERENCE_CASES = [
         "all 71 values are zero, so the row has no distribution",
     ),
     ("negative", _reference_csv(_row("apple", c0="-0.1")), r"color 0 is negative \(-0.1\)"),
+    (
+        "flat",
+        _reference_csv(_row("apple", c70="0.5")),
+        r"all 71 values are equal \(0.5\), so the row prefers no color",
+    ),
     ("not-a-number", _reference_csv(_row("apple", c5="red")), "color 5 is not a number, got 'red'"),
     ("short-row", _reference_csv(_row("apple")[:-1]), "expected 71 values after the concept, got 70"),
     ("duplicate", _reference_csv(_row("apple"), _row("apple")), "concept 'apple' appears twice"),

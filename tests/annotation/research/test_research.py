@@ -5,7 +5,9 @@ import contextlib
 import threading
 import time
 
+import numpy as np
 import pytest
+import scipy.stats
 from numpy.testing import assert_allclose
 from pandas.testing import assert_frame_equal
 
@@ -16,7 +18,12 @@ from annotation.research import views
 from annotation.research.views import concept_view, leaderboard_analyses
 from evaluation.analysis.bootstrap import Resampling
 from evaluation.analysis.comparison import strip_of
-from evaluation.analysis.reference import UW71_RATINGS_SOURCE, ensure_shipped_reference, load_reference_csv
+from evaluation.analysis.reference import (
+    UW71_RATINGS_CSV,
+    UW71_RATINGS_SOURCE,
+    ensure_shipped_reference,
+    load_reference_csv,
+)
 from evaluation.analysis.results import analyses
 from evaluation.color import metrics
 from evaluation.color.extraction import concept_distribution
@@ -119,6 +126,16 @@ def test_reference_sources_are_labelled_and_the_shipped_set_is_stored_once(db, t
     human_rows.store_reference(db, "lab-2025", HUMAN, "our lab's ratings, 2025")
     assert human_rows.sources(db) == [human_rows.DESIGNERS, "lab-2025", UW71_RATINGS_SOURCE]
     assert human_rows.describe(db, "lab-2025") == "Imported reference set 'lab-2025': our lab's ratings, 2025"
+    # Peaked rows are not called flat; the shipped ratings, divided by their sums, are
+    # (scipy's entropy of the shipped file's rows, independent of the stored ones).
+    rows = np.genfromtxt(UW71_RATINGS_CSV, delimiter=",", skip_header=1, usecols=range(1, 72))
+    rows = rows / rows.sum(axis=1, keepdims=True)
+    assert human_rows.flatness_note(db, "lab-2025") == ""
+    assert (
+        f"Its distributions are nearly flat (mean entropy {scipy.stats.entropy(rows, axis=1).mean():.2f} "
+        f"of at most {np.log(71):.2f} nats; the top color holds {rows.max(axis=1).mean():.1%} of the mass"
+        in human_rows.describe(db, UW71_RATINGS_SOURCE)
+    )
     found = human_rows.read(db, "lab-2025", ["banana", "rotten apple", "apple"])
     assert list(found) == ["rotten apple", "apple"]
     assert {h.label for h in found.values()} == {"reference set 'lab-2025'"}

@@ -108,6 +108,8 @@ def test_generate_segment_extract_score_end_to_end(tmp_path, models, capsys):
     assert (
         "8 distribution(s) scored against 'uw71-ratings' (2 concept(s) with a human distribution)" in printed
     )
+    # The default source is named, with what its flat rows do to EMD and ED.
+    assert "Imported reference set 'uw71-ratings': Schloss" in printed and "nearly flat" in printed
     assert (
         "Table 1: probabilistic distribution alignment" in printed
         and "Table 2: deterministic feature alignment" in printed
@@ -400,7 +402,7 @@ def test_a_reference_csv_never_writes_over_another_set(tmp_path, capsys):
     finally:
         db.close()
     # A row the benchmark has no concept for is stored and said never to be compared.
-    csv.write_text(csv.read_text() + "robot," + ",".join(["1"] * 71) + "\n")
+    csv.write_text(csv.read_text() + "robot," + ",".join(["1"] * 70 + ["2"]) + "\n")
     assert main([*argv, "--reference", "ours-plus", "--resamples", "0"]) == 0
     out = capsys.readouterr().out
     assert (

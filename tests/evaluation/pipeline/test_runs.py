@@ -426,6 +426,7 @@ def test_shipped_uw71_ratings_load_as_normalised_rows():
         (["nan"] + ["1"] * 70, r"ratings.csv row 2 \('apple'\): color 0 is nan, expected a finite number"),
         (["1"] * 5 + ["-0.2"] + ["1"] * 65, r"row 2 \('apple'\): color 5 is negative \(-0.2\)"),
         (["0"] * 71, r"row 2 \('apple'\): all 71 values are zero"),
+        (["0.5"] * 71, r"row 2 \('apple'\): all 71 values are equal \(0.5\), so the row prefers no color"),
         (["1"] * 70, r"row 2 \('apple'\): expected 71 values after the concept, got 70"),
         (["x"] + ["1"] * 70, r"row 2 \('apple'\): color 0 is not a number, got 'x'"),
     ],
@@ -442,7 +443,7 @@ def test_a_lab_reference_naming_a_concept_in_other_capitals_or_none_of_them_is_r
     without naming either, and the set's label was taken for good."""
     known = {concept.key for concept in load_concepts()}
     path = tmp_path / "lab.csv"
-    row = ",".join(["1"] * 71)
+    row = ",".join(["1"] * 70 + ["2"])
     header = "," + ",".join(map(str, range(71)))
     path.write_text(f"{header}\nrobot,{row}\nApple ,{row}\n")
     with pytest.raises(
