@@ -92,6 +92,7 @@ button:focus-visible, [role="tab"]:focus-visible, input:focus-visible, textarea:
 .empty-aware:has(.table-container:not(.no-rows)) > .empty-note { display: none !important; }
 .empty-aware .table-container.no-rows .table-wrap { display: none; }
 .empty-aware > .empty-note { color: var(--body-text-color-subdued); font-style: italic; }
+button[aria-disabled=true] { opacity: .5; }
 """
 LIVE = "cc-live"
 """The class of a Markdown whose changes screen readers read out (`live`)."""
@@ -194,8 +195,9 @@ SHOWN_PREFIX = "cc-shown-"
 ANSWER_DWELL_MS = 600
 """An answer click (or key) within this long after what it answers appeared is dropped: a
 participant's second press 0.3-0.6 s after the first was stored as an answer to the next
-trial, its text just shown, its charts still drawing. The page marks what it shows
-``data-cc-ready`` once this time has passed (what browser tests wait for)."""
+trial, its text just shown, its charts still drawing. Until this time has passed the
+answer buttons are dimmed and ``aria-disabled`` (an outside tester's press then looked
+taken); then the page marks what it shows ``data-cc-ready`` (what browser tests wait for)."""
 
 
 def shown_mark(value: int) -> str:
@@ -240,10 +242,9 @@ JS = _compact(
   const markOf = (b) => document.querySelector(`#${{b.className.match(/{ANSWERS}--(\\S+)/)?.[1]}} [id^="{SHOWN_PREFIX}"]`);
   const seen = {{}};
   const stamp = () => document.querySelectorAll('[class*="{ANSWERS}--"]').forEach((b) => {{
-    const m = markOf(b);
-    if (!m || m.hasAttribute("data-cc-ready")) return;
-    const left = (seen[m.id] ??= Date.now()) + {ANSWER_DWELL_MS} - Date.now();
-    left > 0 ? setTimeout(stamp, left + 5) : m.setAttribute("data-cc-ready", "");
+    const m = markOf(b), left = m ? (seen[m.id] ??= Date.now()) + {ANSWER_DWELL_MS} - Date.now() : 0;
+    b.ariaDisabled = left > 0 || null;  // shown dimmed, and read out so, while it takes no answer
+    left > 0 ? setTimeout(stamp, left + 5) : m?.setAttribute("data-cc-ready", "");
   }});
   window.ccAnswer = (values, id, at) => {{
     const kept = document.getElementById(id)?.dataset.answers;

@@ -461,8 +461,13 @@ def _layout() -> dict:
             truth_strip = gr.Plot(
                 label="Dominant colors, with the colorings behind each", elem_id="participant_truth_strip"
             )
+            # Read by a page script, so Gradio would make it take uploads and deletions.
             colorings = gr.Gallery(
-                label="Designers' colorings", columns=4, height=130, elem_id="participant_colorings"
+                label="Designers' colorings",
+                columns=4,
+                height=130,
+                interactive=False,
+                elem_id="participant_colorings",
             )
         for side in judging.SIDES:
             parts[f"{side}_images"] = gr.Gallery(

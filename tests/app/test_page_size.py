@@ -103,6 +103,23 @@ def test_the_page_leaves_out_only_what_gradios_script_does_not_read(served):
     assert "get_page_config" in script and [name for name in UNREAD if name in script] == []
 
 
+def test_only_the_two_file_uploads_take_a_file_from_the_page(served):
+    """A participant's trial offered Upload, Clear and Delete on the designers' colorings (7
+    tab stops, and the colorings gone at a press): Gradio makes a picture, file or table
+    editable when it is an event's input and says nothing of it, as a page script's input is."""
+    _, demo, _, _ = served
+    whole = gr.Blocks.get_config_file(demo)
+    inputs = {i for event in whole["dependencies"] for i in event["inputs"]}
+    kinds = {"gallery", "image", "file", "dataframe", "imageeditor", "uploadbutton", "video", "audio"}
+    editable = sorted(
+        c["props"].get("elem_id")
+        for c in whole["components"]
+        if c["type"] in kinds
+        and (c["props"].get("interactive") or c["props"].get("interactive") is None and c["id"] in inputs)
+    )
+    assert editable == ["evaluate_upload", "sketches_files"]
+
+
 #: Types of the layout blocks in a page configuration (what holds components, no value).
 LAYOUT_TYPES = {"tabs", "tabitem", "column", "row", "group", "accordion", "form", "sidebar"}
 

@@ -210,14 +210,23 @@ def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
             """(sixth) => {
               const shown = document.querySelector('#participant_progress [id^="cc-shown-"]');
               if (!shown || shown.id === sixth || shown.hasAttribute("data-cc-ready")) return null;
-              document.getElementById("participant_right").click();
-              return shown.id;
+              const right = document.getElementById("participant_right");
+              right.click();
+              return [shown.id, right.getAttribute("aria-disabled")];
             }""",
             arg=sixth,
         ).json_value()
+        seventh, dimmed = seventh
         answerable(page, "#participant_progress")
         expect(progress).to_contain_text("Trial 7 of")
         assert progress.locator('[id^="cc-shown-"]').get_attribute("id") == seventh
+        # The buttons said they took no answer then (dimmed, "unavailable" to a screen
+        # reader: a dropped press looked taken), and take one now.
+        assert dimmed == "true"
+        for side in ("left", "right"):
+            expect(page.locator(f"#participant_{side}")).not_to_have_attribute(
+                "aria-disabled", re.compile(".*")
+            )
     choices = [r["choice"] for r in _rows(config, "select choice from judgments order by id")]
     assert choices == ["left", "right", "left", "right", "left", "left"]  # none for trial 7
     tasks = "select t.id from judgments j join tasks t on t.result_id = j.id and t.kind = 'judgment'"
