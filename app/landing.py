@@ -303,7 +303,9 @@ def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[
     """``(session_token, message)`` for an invite link or code; raises `gr.Error`.
 
     An open study link pasted there joins its study, as opening it does (`join_open_link`).
-    Failed attempts are throttled per client `address` (`annotation.people.throttle`)."""
+    Failed attempts are throttled per client `address` (`annotation.people.throttle`); an
+    empty box (``None`` from an API client) is no attempt."""
+    text = "" if text is None else text
     if isinstance(text, str) and len(text) <= MAX_LINK and (params := study_link_params(text)) is not None:
         token, message, _ = join_open_link(ctx, params, address)
         return token, message
@@ -373,7 +375,7 @@ def sign_in_as_admin(ctx: AppContext, password: str, address: str = "") -> tuple
 
     Failed attempts are throttled per client `address` (`annotation.people.throttle`)."""
     with shown_errors("login_admin"), ctx.db() as db:
-        if password == "":
+        if password in ("", None):  # no attempt: an API client may send None
             raise InvalidInput("the password box is empty: type the admin password")
         throttle.check(db, address)
         try:

@@ -152,6 +152,9 @@ def test_admin_endpoints_refuse_other_roles_and_write_nothing(shared_app):
         ("/login_invite", "http://127.0.0.1:7860/?invite=", "the invite box is empty"),
         ("/login_invite", "", "the invite box is empty"),
         ("/login_admin", "", "the password box is empty"),
+        # An API client's null is an empty box too (it counted as a failed sign-in).
+        ("/login_invite", None, "the invite box is empty"),
+        ("/login_admin", None, "the password box is empty"),
     ],
 )
 def test_bad_sign_in_shows_a_clear_message(shared_app, api_name, value, message):
