@@ -94,6 +94,9 @@ class DataRule:
         Roles that may (the admin always may).
     owner : bool
         Whether the designer who made a coloring may read its files as well.
+    shown : frozenset of str
+        Roles that may read only the files the app handed to them in a page's answer (a
+        participant: the colorings and model images of their trials; `FilePolicy.issue`).
     what : str
         What the folder holds, for the docs.
     """
@@ -102,22 +105,25 @@ class DataRule:
     what: str
     suffixes: frozenset[str]
     owner: bool = False
+    shown: frozenset[str] = frozenset()
 
 
 ADMIN_ONLY = frozenset()
 _PNG = frozenset({".png"})
 DATA_RULES: dict[str, DataRule] = {
     "colorings": DataRule(
-        frozenset({"expert", "researcher", "participant"}),
+        frozenset({"expert", "researcher"}),
         "colorings and their masks (participants judge against them)",
         _PNG,
         owner=True,
+        shown=frozenset({"participant"}),
     ),
     "sketches": DataRule(frozenset({"designer", "expert", "researcher", "participant"}), "line art", _PNG),
     "runs": DataRule(
-        frozenset({"researcher", "participant"}),
+        frozenset({"researcher"}),
         "model images, masks and pixel summaries",
         frozenset({".png", ".npz"}),
+        shown=frozenset({"participant"}),
     ),
     "exports": DataRule(
         frozenset({"researcher"}),
@@ -330,20 +336,33 @@ class FilePolicy:
         return any(path.is_relative_to(folder) for folder in self.gradio_folders)
 
     def issue(self, paths: Iterable[str], actor: Actor | None) -> None:
-        """Record that the files at `paths` (those in Gradio's folders) went to `actor`."""
+        """Record that the files at `paths` went to `actor`: those in Gradio's folders, and
+        those of the data folder whose rule serves a role of `actor` only what was shown."""
         if actor is None:
             return
         for file in paths:
             path = resolved(file)
-            if path is not None and self.in_gradio_folders(path):
+            if path is not None and (self.in_gradio_folders(path) or self._shown_only(path, actor)):
                 self.issued.add(path, viewer(actor))
+
+    def _shown_only(self, path: Path, actor: Actor) -> bool:
+        rule = data_rule(path.relative_to(self.data_dir)) if path.is_relative_to(self.data_dir) else None
+        return rule is not None and bool(actor.roles & rule.shown)
 
     def _data_file(self, relative: Path, actor: Actor | None) -> bool:
         rule = data_rule(relative)
         if actor is None or rule is None or relative.suffix.lower() not in rule.suffixes:
             return False
-        if not (actor.is_admin or actor.roles & rule.roles) and not (
-            rule.owner and "designer" in actor.roles and self._own_coloring_file(actor, relative.as_posix())
+        if not (
+            actor.is_admin
+            or actor.roles & rule.roles
+            or rule.owner
+            and "designer" in actor.roles
+            and self._own_coloring_file(actor, relative.as_posix())
+            # A participant's trials show a few colorings and model images: those, not every
+            # file whose name one learns (a path is not a secret).
+            or actor.roles & rule.shown
+            and self.issued.holds(self.data_dir / relative, viewer(actor))
         ):
             return False
         return content_matches(self.data_dir / relative)
@@ -702,7 +721,7 @@ def role_table_markdown() -> str:
         "|---|---|---|---|",
     ]
     for folder, rule in DATA_RULES.items():
-        who = sorted(rule.roles)
+        who = sorted(rule.roles) + [f"{role} (what their page shows)" for role in sorted(rule.shown)]
         if rule.owner:
             who.insert(0, "the designer who made it")
         kinds = ", ".join(f"`{suffix}`" for suffix in sorted(rule.suffixes))

@@ -1,7 +1,10 @@
 """The Judge tab against a real launched app: gradio_client session, keyboard in Chromium."""
 
+import hashlib
 import re
+from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
@@ -10,6 +13,7 @@ from numpy.testing import assert_allclose
 from annotation.people.accounts import Actor
 from annotation.study import design as study
 from app.common import shown_mark
+from app.guard import COOKIE
 from storage import ensure_schema, open_db
 from storage import human as human_rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -165,6 +169,28 @@ def test_a_vote_for_someone_elses_task_is_refused_and_stores_nothing(tmp_path):
             shown = view[SHOWN_AT] if message != "`shown_at` must be a time" else "yesterday"
             with pytest.raises(AppError, match=message):
                 client.predict(token, task, side, shown, api_name="/participant_vote")
+        # The trial's colorings and model images are served to whom it showed them, not to
+        # another participant who learns their names (an outside tester, as a crowd worker
+        # who had not consented, fetched a coloring of no study by its path).
+        on_server = {
+            hashlib.sha256(path.read_bytes()).hexdigest(): path
+            for folder in ("colorings", "runs")
+            for path in (config.data_dir / folder).rglob("*.png")
+        }
+        shown = [
+            on_server[hashlib.sha256(Path(item["image"]).read_bytes()).hexdigest()]
+            for item in [*view[COLORINGS], *view[LEFT_IMAGES]]
+        ]
+        assert len(shown) > 2 and {p.relative_to(config.data_dir).parts[0] for p in shown} <= {
+            "colorings",
+            "runs",
+        }
+        for path in shown:
+            fetched = {
+                who: httpx.get(f"{client.src}gradio_api/file={path}", cookies={COOKIE: token}).status_code
+                for who, token in (("shown", first), ("not shown", second))
+            }
+            assert fetched == {"shown": 200, "not shown": 403}, path
     assert _rows(config, "select * from judgments") == []
 
 
@@ -184,6 +210,13 @@ def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
         page.locator("#participant_background").get_by_text("yes").click()
         progress = page.locator("#participant_progress")
         expect(progress).to_contain_text("Trial 1 of")
+        # The trial's images load: the server serves them to whom the trial showed them.
+        page.wait_for_function(
+            """() => {
+              const shown = [...document.querySelectorAll('#participant_left_images img')];
+              return shown.length > 0 && shown.every((i) => i.complete && i.naturalWidth > 0);
+            }"""
+        )
         page.locator("body").click(position={"x": 5, "y": 5})
         for number, key in enumerate(["ArrowLeft", "2", "1", "ArrowRight"], start=2):
             answerable(page, "#participant_progress")

@@ -75,7 +75,7 @@ def test_a_coloring_is_served_to_its_designer_and_the_roles_that_review_it_only(
             other_token: 403,
             owner_token: 200,
             expert: 200,
-            participant: 200,
+            participant: 403,  # no trial of theirs shows it (tests/app/test_participant.py)
             researcher: 200,
             admin: 200,
         }
