@@ -202,16 +202,16 @@ def _coefficients(d: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _agreement(d: np.ndarray, s: np.ndarray, exclude_ties: bool) -> np.ndarray:
+    """Agreement per row of (B, n) arrays (the last axis: pairs). A resample of only tied
+    pairs scores as the rule says (0 when ties count as disagreements), like any other:
+    only the data's own even split on every pair blanks the row (`_validated`)."""
     metric_pick, human_pick = np.sign(d), np.sign(s - 0.5)
     hit = ((metric_pick == human_pick) & (metric_pick != 0)).astype(float)
     if exclude_ties:
         hit[(metric_pick == 0) | (human_pick == 0)] = np.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        agreement = np.nanmean(hit, axis=-1)
-    # People split evenly on every pair: there is no preference to agree with (counting
-    # each tie as a disagreement would report 0 %, as if the metric always disagreed).
-    return np.where(np.all(human_pick == 0, axis=-1), np.nan, agreement)
+        return np.nanmean(hit, axis=-1)
 
 
 def _interval(samples: np.ndarray, ci: float) -> tuple[float, float]:
@@ -332,6 +332,10 @@ def _validated(
         ("agreement", np.concatenate(boot_a)),
     ):
         row[f"{key}_lo"], row[f"{key}_hi"] = _interval(samples, ci)
+    if np.all(s == 0.5):
+        # People split evenly on every pair: there is no preference to agree with (counting
+        # each tie as a disagreement would report 0 %, as if the metric always disagreed).
+        row["agreement"] = row["agreement_lo"] = row["agreement_hi"] = np.nan
     row["metric_ties"] = int(np.sum(d == 0))
     row["human_ties"] = int(np.sum(s == 0.5))
     return row

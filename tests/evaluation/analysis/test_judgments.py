@@ -197,6 +197,22 @@ def test_when_people_split_on_every_pair_agreement_is_blank_not_zero():
     )
 
 
+def test_a_resample_of_only_tied_pairs_counts_in_the_agreement_interval():
+    """The metric picks x on 3 pairs; people pick x on two and split on the third: 2 of 3
+    agree. A resample drawing the split pair 3 times (1 in 27, over the 2.5 % tail) agrees
+    on none, so the interval is [0, 1]; it read [1/3, 1] when such resamples were left out
+    as if they had no preference to agree with (an outside tester saw 0 become 33.3)."""
+    votes = tiny_votes(
+        [("1", "c1", "x", "y", 5, 1), ("2", "c2", "x", "y", 4, 2), ("3", "c3", "x", "y", 3, 3)]
+    )
+    metrics = tiny_metrics({c: {"x": 1, "y": 0} for c in ("c1", "c2", "c3")})
+    row = metric_validation(
+        votes, metrics, rng=np.random.default_rng(0), metric_names=("dca",), n_boot=2000
+    ).iloc[0]
+    assert row["agreement"] == 2 / 3
+    assert (row["agreement_lo"], row["agreement_hi"]) == (0.0, 1.0)
+
+
 def test_a_row_whose_metric_ties_on_every_pair_says_why_its_correlations_are_blank():
     """Both models miss the dominant color on every pair: DCA's difference is 0 on each, so
     Pearson and Spearman are undefined; the Note said nothing."""
