@@ -285,9 +285,10 @@ def flatness_note(db: sqlite_utils.Database, source: str) -> str:
     ]
     if not ps:
         return ""
+    from scipy.stats import entropy as entropies  # nats
+
     P = np.stack(ps)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        entropy = -np.where(P > 0, P * np.log(P), 0.0).sum(axis=1)
+    entropy = entropies(P, axis=1)
     most = np.log(P.shape[1])
     if entropy.mean() < FLAT_ENTROPY_SHARE * most:
         return ""
