@@ -196,7 +196,7 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
         public=guard.page_files(demo.config),
     )
     _guard_calls(demo, policy)
-    css = "\n".join([common.CSS, *(getattr(m, "CSS", "") for m in TAB_MODULES)])
+    css = common.compact_css("\n".join([common.CSS, *(getattr(m, "CSS", "") for m in TAB_MODULES)]))
     return {
         "allowed_paths": [str(folder) for folder in served],
         "blocked_paths": [str(secret) for secret in secrets],

@@ -57,6 +57,7 @@ from annotation.coloring.fill import (
     parse_canvas_value,
 )
 from annotation.sketches.importing import load_manifest, load_sketch_png, png_data_url
+from app.common import compact_css, compact_js, compact_markup
 from evaluation.color import naming
 from storage.files import write_atomic
 
@@ -106,8 +107,8 @@ def coloring_canvas(
         raise ValueError(f"`tolerance` must be in [0, 127], got {tolerance}")
     return gr.HTML(
         value=value,
-        html_template=(WEB_DIR / "coloring.html").read_text(encoding="utf-8"),
-        css_template=(WEB_DIR / "coloring.css").read_text(encoding="utf-8"),
+        html_template=compact_markup((WEB_DIR / "coloring.html").read_text(encoding="utf-8")),
+        css_template=compact_css((WEB_DIR / "coloring.css").read_text(encoding="utf-8")),
         js_on_load=_loader(tolerance, swatches),
         apply_default_css=False,
         elem_id=elem_id,
@@ -246,7 +247,7 @@ def _loader(tolerance: int, swatches: tuple[str, ...]) -> str:
     files = {key: str(path) for key, path in served_files().items()}
     spec = {"settings": {"tolerance": tolerance, "swatches": list(swatches)}, **files}
     source = (WEB_DIR / "coloring_loader.js").read_text(encoding="utf-8")
-    return f"const CANVAS = {json.dumps(spec)};\n{source}"
+    return f"const CANVAS = {json.dumps(spec)};\n{compact_js(source)}"
 
 
 def _task_props(task_id: str, sketch_src: str) -> dict:

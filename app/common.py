@@ -163,11 +163,26 @@ _DESCRIBE_JS = """
 """
 
 
-def _compact(js: str) -> str:
+def compact_js(js: str) -> str:
     """`js` without its indentation, blank lines and comments (two spaces, then ``//``): it
     goes into every page, which issue 28 keeps under 300 kB."""
     lines = (line.split("  // ", 1)[0].strip() for line in js.splitlines())
     return "\n".join(line for line in lines if line and not line.startswith("//"))
+
+
+def compact_css(css: str) -> str:
+    """`css` without its comments and the spaces around braces and semicolons (kept between
+    words, where a space is a descendant selector); for the page, as `compact_js`."""
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.DOTALL)
+    css = re.sub(r"\s*([{};])\s*", r"\1", re.sub(r"\s+", " ", css)).strip()
+    css = re.sub(r"([{;][-\w]+): ", r"\1:", css)  # a declaration's "name: value"
+    return css.replace("}}", "} }")  # never a Handlebars close in gr.HTML's css_template
+
+
+def compact_markup(html: str) -> str:
+    """`html` without its indentation and blank lines (a newline stays where they were: what
+    separates inline elements is unchanged); for the page, as `compact_js`."""
+    return "\n".join(line.strip() for line in html.splitlines() if line.strip())
 
 
 ONE_CLICK = "cc-one-click"
@@ -200,6 +215,12 @@ answer buttons are dimmed and ``aria-disabled`` (an outside tester's press then 
 taken); then the page marks what it shows ``data-cc-ready`` (what browser tests wait for)."""
 
 
+NUMBER_COMMA = (
+    "A number takes a point for decimals (0.5), no thousands separator: press Backspace, type it again"
+)
+"""What a number field says when a comma is typed or pasted into it (`JS` empties it)."""
+
+
 def shown_mark(value: int) -> str:
     """An invisible mark of `value` (a whole number) in a Markdown text: what the click of
     an `answers` button answers, read from the text as rendered (Gradio's sanitiser keeps
@@ -215,7 +236,7 @@ def answers_js(button_elem_id: str, position: int = 1) -> str:
     return f"(...v) => ccAnswer(v, {json.dumps(button_elem_id)}, {int(position)})"
 
 
-JS = _compact(
+JS = compact_js(
     """
 () => {"""
     + _DESCRIBE_JS
@@ -256,6 +277,22 @@ JS = _compact(
     if (!marking) {{ marking = true; setTimeout(mark, 200); }}
   }}).observe(document.body, {{ childList: true, subtree: true }});
   mark();
+  // A comma typed or pasted into a number field was dropped ("0,15" read 15): the field is
+  // emptied and takes no more characters until Backspace or Delete, and says why.
+  for (const kind of ["keydown", "paste"]) document.addEventListener(kind, (event) => {{
+    const t = event.target, typed = event.key ?? event.clipboardData?.getData("text") ?? "";
+    if (t.type != "number") return;
+    if (typed.includes(",")) {{
+      t.dataset.comma = 1;
+      t.value = "";
+      t.dispatchEvent(new Event("input", {{ bubbles: true }}));
+    }} else if (/^(Backspace|Delete)$/.test(typed)) delete t.dataset.comma;
+    t.setCustomValidity(t.dataset.comma ? "{NUMBER_COMMA}" : "");
+    if (t.dataset.comma && (typed.length == 1 || kind == "paste")) {{
+      event.preventDefault();
+      t.reportValidity();
+    }}
+  }}, true);
   document.addEventListener("focusin", (event) => {{
     const input = event.target;
     if (input.matches?.(".choice-search input")) setTimeout(() => input.select(), 0);

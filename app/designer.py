@@ -50,6 +50,7 @@ from app.common import (
     ONE_CLICK,
     PLUMBING,
     AppContext,
+    compact_css,
     escape,
     focus_next,
     id_field,
@@ -535,7 +536,7 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
         gr.Row(equal_height=False),
     ):
         with gr.Column(scale=1, min_width=260, elem_id="designer_task_side"):
-            parts["header"] = gr.HTML("", css_template=_HEADER_CSS, elem_id="designer_header")
+            parts["header"] = gr.HTML("", css_template=compact_css(_HEADER_CSS), elem_id="designer_header")
             parts["submit"] = gr.Button(
                 "Submit this coloring",
                 variant="primary",

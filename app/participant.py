@@ -42,6 +42,7 @@ from app.common import (
     AppContext,
     answers,
     answers_js,
+    compact_js,
     escape,
     live,
     note_area,
@@ -476,7 +477,7 @@ def _layout() -> dict:
                 height=130,
                 elem_id=f"participant_{side}_images",
             )
-    gr.HTML("", js_on_load=_KEYS_JS, elem_id="participant_keys")
+    gr.HTML("", js_on_load=compact_js(_KEYS_JS), elem_id="participant_keys")
     return {
         **parts,
         "progress": progress,

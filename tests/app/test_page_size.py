@@ -14,7 +14,7 @@ import gradio as gr
 import httpx
 import pytest
 
-from app.common import API_BUTTON
+from app.common import API_BUTTON, NUMBER_COMMA
 from app.weight import (
     CLIENT_COMPONENT_KEYS,
     CLIENT_EVENT_KEYS,
@@ -172,6 +172,33 @@ def test_an_event_after_sign_in_copies_its_outputs_not_the_whole_page(served, pa
         settled(page, lambda: page.get_by_role("button", name="Refresh lists").click())
         counts.append(page.evaluate("() => window.__copies"))
     assert 0 < max(counts) < MAX_COPIES_PER_EVENT, counts
+    assert page.js_errors == []
+
+
+@pytest.mark.browser
+def test_a_comma_in_a_number_field_empties_it_and_says_why(served, page):
+    """A German lab's "0,15" bonus per trial read 15 (Chromium drops the comma of a number
+    field): a comma typed or pasted empties the field, which says why."""
+    client, _, _, _ = served
+    page.goto(client.src)
+    sign_in_admin(page)
+    open_tab(page, "Admin")
+    field = page.locator("#admin_count input")
+    said = "(el) => [el.value, el.validationMessage]"
+    field.fill("")
+    field.press_sequentially("0,15")
+    assert field.evaluate(said) == ["", NUMBER_COMMA]  # emptied at the comma; "15" not taken
+    field.press("Backspace")
+    field.press_sequentially("15")
+    assert field.evaluate(said) == ["15", ""]
+    field.evaluate(
+        """(el) => {
+          const data = new DataTransfer();
+          data.setData("text", "7,5");
+          el.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
+        }"""
+    )
+    assert field.evaluate(said) == ["", NUMBER_COMMA]
     assert page.js_errors == []
 
 

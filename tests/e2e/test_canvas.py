@@ -29,6 +29,7 @@ from app.coloring_canvas import (
     inspect_canvas_value,
     served_files,
 )
+from app.common import compact_js
 from tests.browser import TIMEOUT_MS, playwright_api
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -328,7 +329,7 @@ def test_the_settings_read_once_travel_in_the_loader_and_the_script_and_names_ar
         "script": str(files["script"]),
         "color_names": str(files["color_names"]),
     }
-    assert rest == (WEB / "coloring_loader.js").read_text(encoding="utf-8")
+    assert rest == compact_js((WEB / "coloring_loader.js").read_text(encoding="utf-8"))
     assert files["script"].read_bytes() == (WEB / "coloring.js").read_bytes()
     assert json.loads(files["color_names"].read_bytes()) == color_names()
     assert len(canvas.js_on_load) < 3_000
