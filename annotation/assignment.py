@@ -15,7 +15,8 @@ Rules (issue 3, paper §3.2, Appendix B.3, B.4, D)
   (paper: 3) from different experts, never from the coloring's own designer.
 - ``judgment``: each pair of a frozen study gets ``votes_per_pair`` votes (paper: 6) from
   different participants; nobody judges a pair twice; which item is shown on the left is
-  drawn per task and stored (``tasks.left_item``, then ``judgments.left_item``).
+  balanced within each pair (the one its live and answered tasks showed there less often;
+  a tie is drawn) and stored (``tasks.left_item``, then ``judgments.left_item``).
 
 Least-covered targets come first (fill = results + live reservations); ties are broken at
 random with the `numpy.random.Generator` passed in. While a pilot study is set
@@ -173,7 +174,7 @@ def reserve(
         if wanted > 0:
             expires = iso(now + dt.timedelta(minutes=minutes))
             for target in _pick(db, kind, annotator_id, rng, wanted, k):
-                left = str(rng.choice(["a", "b"])) if kind == "judgment" else None
+                left = _left_item(db, target, rng) if kind == "judgment" else None
                 insert_row(
                     db,
                     "tasks",
@@ -189,6 +190,21 @@ def reserve(
                     },
                 )
         return _open(db, kind, annotator_id)
+
+
+def _left_item(db: sqlite_utils.Database, pair_id: int, rng: np.random.Generator) -> str:
+    """The item of pair `pair_id` to show on the left: the one its reserved and answered
+    tasks showed there less often, a tie drawn from `rng`. A coin per task left an outside
+    check's pairs at 6 of 6 on one side, and "always left" voters made a preference of it."""
+    shown = dict(
+        db.execute(
+            "select left_item, count(*) from tasks where pair_id = ? and kind = 'judgment' "
+            "and status in ('reserved', 'submitted') group by left_item",
+            [pair_id],
+        ).fetchall()
+    )
+    a, b = shown.get("a", 0), shown.get("b", 0)
+    return "a" if a < b else "b" if b < a else str(rng.choice(["a", "b"]))
 
 
 def reserve_practice(

@@ -313,6 +313,13 @@ def record_judgment(
     if design_background(db, actor) is None:
         raise InvalidInput("answer the question about your design or art background before your first trial")
     _judgment_task(db, task_id, annotator_id)
+    # The trial on screen is the oldest one held (`next_trial`): a vote naming another held,
+    # never shown one (an API client's) was stored with a placement nobody saw.
+    held = assignment.open_tasks(db, "judgment", annotator_id, now=now)
+    if held and held[0].id != int(task_id) and any(t.id == int(task_id) for t in held):
+        raise Conflict(
+            f"`task_id` {task_id} is not the trial shown to you now ({held[0].id} is): answer the trial on screen"
+        )
 
     def write(conn, task: assignment.Task) -> int:
         other = "b" if task.left_item == "a" else "a"

@@ -309,9 +309,13 @@ def test_placement_is_recorded_per_trial_and_balanced(setup):
     )
     for trial, row in zip(shown, rows):
         assert trial.left.item == row[row["left_item"]]
-    # Binomial(600, 1/2): 4 standard deviations are 49 trials.
-    left_a = sum(r["left_item"] == "a" for r in rows)
-    assert abs(left_a - 300) < 4 * np.sqrt(600 / 4)
+    # Each pair shows each item on the left as often as the other, give or take one (a coin
+    # per trial left an outside check's pairs at 6 of 6 on one side).
+    per_pair = {}
+    for r in rows:
+        per_pair.setdefault(r["pair_id"], []).append(r["left_item"])
+    assert all(abs(sides.count("a") - sides.count("b")) <= 1 for sides in per_pair.values())
+    assert {len(sides) for sides in per_pair.values()} == {6}
     votes = judging.votes_frame(db, study_id)
     assert (votes["left_model"] == [t.left.item for t in shown]).all()
 
@@ -368,6 +372,13 @@ def test_votes_wait_for_the_background_answer_and_bad_votes_store_nothing(setup)
     assert [line for line in _dump(db) if "judgments" in line] == [
         line for line in before if "judgments" in line
     ]
+    # A held trial that is not the one on screen (the oldest held) is refused: an API
+    # client's vote on it was stored with a placement nobody saw.
+    held = assignment.open_tasks(db, "judgment", actor.annotator_id)
+    assert held[0].id == trial.task_id and len(held) > 1
+    with pytest.raises(Conflict, match=rf"`task_id` {held[1].id} is not the trial shown to you now"):
+        judging.record_judgment(db, actor, held[1].id, "left", 1.0)
+    assert judging.votes_frame(db, 1).empty
     judging.record_judgment(db, actor, trial.task_id, "right", 1.0)
     assert judging.votes_frame(db, 1)["design_background"].tolist() == [False]
     # The same trial answered again (a second tab): refused in a participant's words.
