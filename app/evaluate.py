@@ -745,10 +745,9 @@ def _explicit_plan(db, registry, models_dir: Path, device: planning.DeviceInfo, 
     """The explicit run's size and time on `device`, as Markdown."""
     request, items, config, prompts = _explicit_items(registry, models_dir, form)
     plan = plan_summary(items, prompts, device.kind, planning.measured_seconds(db), registry)
-    scales = len({item["cfg"] for item in items})
     lines = [
-        f"**{plan.images} images** ({len(config['models'])} models × {plan.prompts} prompts × {scales} "
-        f"guidance scales × {config['samples']} images per prompt), {plan.objects} objects to mask and score, "
+        f"**{plan.images} images** ({len(config['models'])} models × {plan.prompts} prompts × {_scales(items)} "
+        f"× {config['samples']} images per prompt), {plan.objects} objects to mask and score, "
         f"about **{planning.format_duration(plan.estimate.seconds)}** on {escape(device.name)}."
     ]
     lines += _model_lines(plan.estimate)
@@ -815,12 +814,19 @@ def _model_lines(estimate) -> list[str]:
     ]
 
 
+def _scales(items) -> str:
+    """E.g. "2 guidance scales (5, 7)": which ones, since "7,5" typed is two (a German lab's
+    7.5 was read as 7 and 5, and the count alone did not show it)."""
+    scales = sorted({item["cfg"] for item in items if item["cfg"] is not None})
+    listed = f" ({', '.join(f'{scale:g}' for scale in scales)})" if scales else ""
+    return counted(len({item["cfg"] for item in items}), "guidance scale") + listed
+
+
 def _plan_markdown(items, config, estimate, warning: str, device: planning.DeviceInfo) -> str:
-    scales = len({item["cfg"] for item in items})
     lines = [
         f"**{counted(len(items), 'image')}** ({counted(len(config['models']), 'model')} × "
         f"{counted(len(config['concepts']), 'concept')} × {counted(len(config['styles']), 'style')} × "
-        f"{counted(scales, 'guidance scale')} × {counted(config['samples'], 'seed')}), "
+        f"{_scales(items)} × {counted(config['samples'], 'seed')}), "
         f"about **{planning.format_duration(estimate.seconds)}** on {escape(device.name)}."
     ]
     lines += _model_lines(estimate)

@@ -61,7 +61,14 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
         tokens = sign_in(client, ADMIN_PASSWORD, "researcher", "researcher")
         researcher = tokens["researcher"]
         plan = client.predict(researcher, *_selection(), api_name="/evaluate_preview")
-        assert plan.startswith("**2 images** (1 model × 2 concepts × 1 style × 1 guidance scale × 1 seed)")
+        assert plan.startswith(
+            "**2 images** (1 model × 2 concepts × 1 style × 1 guidance scale (7.5) × 1 seed)"
+        )
+        # "7,5" is two scales (commas separate them): the plan says which.
+        two = client.predict(researcher, *_selection(cfg="7,5"), api_name="/evaluate_preview")
+        assert two.startswith(
+            "**4 images** (1 model × 2 concepts × 1 style × 2 guidance scales (5, 7) × 1 seed)"
+        )
         # Typed as README writes them, in one entry of the box (it was one unknown concept).
         typed = client.predict(researcher, *_selection(keys=["apple, banana"]), api_name="/evaluate_preview")
         assert typed == plan
@@ -196,10 +203,11 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
     with running_app(config) as (client, _):
         researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
         plan = client.predict(researcher, *_selection(), *EXPLICIT, api_name="/evaluate_preview")
-        assert plan.startswith(
-            "**2 images** (1 models × 2 prompts × 1 guidance scales × 1 images per prompt), "
-            "2 objects to mask and score, about **"
-        )
+        assert re.match(
+            r"\*\*2 images\*\* \(1 models × 2 prompts × 1 guidance scale \([\d.]+\) × 1 images per prompt\), "
+            r"2 objects to mask and score, about \*\*",
+            plan,
+        ), plan
         with pytest.raises(
             AppError,
             match=r"^The run was not started: for a tiny test model, choose the tiny-random masking\. "
