@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -46,15 +47,16 @@ from app.common import (
     escape,
     live,
     note_area,
+    own_session,
     role,
     shown_mark,
-    ui_only,
     whole_number,
 )
+from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
-from storage import iso, shown_time
+from storage import iso, parse_iso, shown_time, utcnow
 
 NAME = "participant"
 TITLE = "Judge"
@@ -269,14 +271,19 @@ class ParticipantTab(Tab):
             view.update(zip((self.parts[name] for name in CONSENT), consent))
         return view
 
-    @ui_only
+    @own_session
     def on_sign_in(self, session_token: str) -> dict:
         """Whoever signs in next starts from a blank view, not the previous person's trial,
         and *Start* works while someone is signed in (the two events run side by side on
-        the server: a Start usable before the blank view lands could lose its trial)."""
+        the server: a Start usable before the blank view lands could lose its trial). A crowd
+        participant reads there who they are and when their time ends: a link lands on this
+        tab, and the Start tab's welcome saying so was never seen."""
         # The background question waits for Start too: a crowd participant answering it first
         # would be refused for a consent text that only Start shows.
-        blank = self.show("Press **Start** to see your next trial.", background=gr.Radio(visible=False))
+        blank = self.show(
+            _greeting(self.ctx, session_token) + "Press **Start** to see your next trial.",
+            background=gr.Radio(visible=False),
+        )
         return {**blank, self.parts["start"]: gr.Button(interactive=bool(session_token))}
 
     @role(*ROLES)
@@ -512,6 +519,25 @@ def _layout() -> dict:
 
 
 _WAIT_FOR_BACKGROUND = "**Before your first trial:** do you have a design or art background? Answer above."
+
+
+def _greeting(ctx: AppContext, session_token: str) -> str:
+    """For a crowd participant whose time runs: their pseudonym and when it ends (in UTC and
+    in minutes from now, for someone in any time zone); else ""."""
+    actor = current_actor(ctx, session_token) if session_token else None
+    if actor is None or "participant" not in actor.roles:
+        return ""
+    with ctx.db() as db:
+        state = crowd.stored_state(db, actor)
+    if state is None or state.status != "active":
+        return ""
+    left = (parse_iso(state.deadline) - utcnow()).total_seconds() / 60
+    if left <= 0:
+        return ""
+    return (
+        f"You take part as **{escape(actor.pseudonym)}**; your time for this study ends at "
+        f"{shown_time(state.deadline)} (in {math.ceil(left)} min). "
+    )
 
 
 def _crowd_message(state: crowd.CrowdState) -> str:

@@ -586,6 +586,13 @@ def state(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = 
     return _state(link, _timed_out_if_overdue(db, link, person, utcnow() if now is None else now))
 
 
+def stored_state(db: sqlite_utils.Database, actor: Actor) -> CrowdState | None:
+    """The actor's `CrowdState` as stored (one whose time ran out keeps its status until
+    `state` times it out), or None: for a view that writes nothing."""
+    found = crowd_person(db, actor)
+    return None if found is None else _state(*found)
+
+
 def check_active(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> None:
     """Refuse a crowd participant who may not judge: one who has not agreed to the consent
     text yet, or is no longer judging (finished, timed out, returned).

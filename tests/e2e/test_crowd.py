@@ -117,8 +117,13 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
     _open(page, live_app, token, "pidA")
     expect(page.locator("#start_status")).to_contain_text("Welcome, you take part as")
     expect(page.locator("#start_status")).to_contain_text("first the consent text, then your trials")
-    # Nothing to answer before Start: its consent text comes first.
-    expect(page.locator("#participant_progress")).to_contain_text("Press Start to see your next trial")
+    # Nothing to answer before Start: its consent text comes first. The link lands on the
+    # Judge tab, which says who they are and when their time ends (only Start's said so).
+    expect(page.locator("#participant_progress")).to_contain_text(
+        re.compile(
+            r"You take part as P\d+; your time for this study ends at .+ UTC \(in \d+ min\)\. Press Start"
+        )
+    )
     expect(page.locator("#participant_background")).to_be_hidden()
     _start(page)
     expect(progress).to_contain_text("read the consent text")
