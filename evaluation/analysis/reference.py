@@ -101,6 +101,11 @@ def load_reference_csv(
     if not rows:
         raise ReferenceError(f"{path.name} is empty; expected a header and one row per concept")
     header = [cell.strip() for cell in rows[0][1:]]
+    if len(rows[0]) == 1 and ";" in rows[0][0]:
+        raise ReferenceError(
+            f"{path.name} is separated by semicolons (as a spreadsheet set to a language with decimal "
+            "commas saves it): save it with commas between the values and points in the numbers"
+        )
     if header != [str(i) for i in range(N_BINS)]:
         raise ReferenceError(
             f"{path.name} header must list color indices 0..{N_BINS - 1} after the first cell, got {header[:5]}..."

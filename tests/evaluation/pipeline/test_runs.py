@@ -438,6 +438,18 @@ def test_bad_reference_rows_are_rejected_naming_the_row(tmp_path, cells, message
         load_reference_csv(path)
 
 
+def test_a_reference_saved_with_semicolons_is_refused_saying_so(tmp_path):
+    """A German Excel's file (semicolons, decimal commas, a BOM, CRLF) was refused for its
+    header, "got []", which did not say why."""
+    path = tmp_path / "excel.csv"
+    header = ";".join(["", *map(str, range(71))])
+    path.write_bytes(("\ufeff" + header + "\r\napple;" + ";".join(["0,5"] * 70 + ["0,7"]) + "\r\n").encode())
+    with pytest.raises(
+        ReferenceError, match=r"^excel\.csv is separated by semicolons .*: save it with commas"
+    ):
+        load_reference_csv(path)
+
+
 def test_a_lab_reference_naming_a_concept_in_other_capitals_or_none_of_them_is_refused(tmp_path):
     """An outside lab's rows 'robot' and 'Apple ' were stored silently; scoring then failed
     without naming either, and the set's label was taken for good."""
