@@ -218,7 +218,8 @@ taken); then the page marks what it shows ``data-cc-ready`` (what browser tests 
 NUMBER_COMMA = (
     "A number takes a point for decimals (0.5), no thousands separator: press Backspace, type it again"
 )
-"""What a number field says when a comma is typed or pasted into it (`JS` empties it)."""
+"""What a number field says when a comma is typed or pasted into it, or it is left holding a
+thousands point (``1.000``): `JS` empties it."""
 
 
 def shown_mark(value: int) -> str:
@@ -277,18 +278,20 @@ JS = compact_js(
     if (!marking) {{ marking = true; setTimeout(mark, 200); }}
   }}).observe(document.body, {{ childList: true, subtree: true }});
   mark();
-  // A comma typed or pasted into a number field was dropped ("0,15" read 15): the field is
-  // emptied and takes no more characters until Backspace or Delete, and says why.
-  for (const kind of ["keydown", "paste"]) document.addEventListener(kind, (event) => {{
+  // A comma typed or pasted into a number field was dropped ("0,15" read 15), and a
+  // thousands point read as a decimal one ("1.000" read 1): the field is emptied, says why
+  // and takes no more characters until Backspace or Delete.
+  for (const kind of ["keydown", "paste", "focusout"]) document.addEventListener(kind, (event) => {{
     const t = event.target, typed = event.key ?? event.clipboardData?.getData("text") ?? "";
     if (t.type != "number") return;
-    if (typed.includes(",")) {{
+    const thousands = (kind == "focusout" || typed == "Enter") && /^-?[1-9]\\d{{0,2}}(\\.\\d{{3}})+$/.test(t.value);
+    if (typed.includes(",") || thousands) {{
       t.dataset.comma = 1;
       t.value = "";
       t.dispatchEvent(new Event("input", {{ bubbles: true }}));
     }} else if (/^(Backspace|Delete)$/.test(typed)) delete t.dataset.comma;
     t.setCustomValidity(t.dataset.comma ? "{NUMBER_COMMA}" : "");
-    if (t.dataset.comma && (typed.length == 1 || kind == "paste")) {{
+    if (t.dataset.comma && (typed.length == 1 || typed == "Enter" || kind == "paste" || thousands)) {{
       event.preventDefault();
       t.reportValidity();
     }}

@@ -199,6 +199,16 @@ def test_a_comma_in_a_number_field_empties_it_and_says_why(served, page):
         }"""
     )
     assert field.evaluate(said) == ["", NUMBER_COMMA]
+    # A thousands point ("1.000" read 1) is refused as the field is left; decimals are not.
+    field.press("Backspace")
+    for typed, kept in (("1.000", ""), ("1000", "1000"), ("0.150", "0.150"), ("12.5", "12.5")):
+        field.fill("")
+        field.press_sequentially(typed)
+        field.press("Tab")
+        assert field.evaluate("(el) => el.value") == kept, typed
+        if not kept:
+            assert field.evaluate("(el) => el.validationMessage") == NUMBER_COMMA
+            field.press("Backspace")
     assert page.js_errors == []
 
 
