@@ -73,8 +73,14 @@ def _human(db, args: argparse.Namespace) -> dict:
     ensure_shipped_reference(db)
     if loaded is not None:
         provenance = args.provenance or f"loaded from {args.reference_csv}"
+        already = args.reference in human.reference_sources(db)
         n = human.store_reference(db, args.reference, loaded, provenance)
-        print(f"stored {n} reference distributions as {args.reference!r}")
+        if already:  # the same set again (another one under the label is refused)
+            print(
+                f"the reference set {args.reference!r} holds these {n} distributions already: nothing changed"
+            )
+        else:
+            print(f"stored {n} reference distributions as {args.reference!r}")
         if others := [concept for concept in loaded if concept not in known]:
             shown = ", ".join(repr(c) for c in others[:10]) + (", ..." if len(others) > 10 else "")
             print(f"{len(others)} of them name no concept of the benchmark and are never compared: {shown}")

@@ -409,6 +409,11 @@ def test_a_reference_csv_never_writes_over_another_set(tmp_path, capsys):
         "stored 2 reference distributions as 'ours-plus'\n1 of them name no concept of the benchmark and are never compared: 'robot'\n"
         in out
     )
+    # The same file again changes nothing, and says so (it said "stored").
+    assert main([*argv, "--reference", "ours-plus", "--resamples", "0"]) == 0
+    assert "the reference set 'ours-plus' holds these 2 distributions already: nothing changed" in (
+        capsys.readouterr().out
+    )
     csv.write_text(csv.read_text().replace("apple,", "Apple,"))
     assert main([*argv, "--reference", "ours-typo"]) == 2
     assert "ours.csv row 2: no concept is named 'Apple'; write 'apple'" in capsys.readouterr().err
