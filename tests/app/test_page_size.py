@@ -205,7 +205,8 @@ def test_a_comma_in_a_number_field_empties_it_and_says_why(served, page):
         field.fill("")
         field.press_sequentially(typed)
         field.press("Tab")
-        assert field.evaluate("(el) => el.value") == kept, typed
+        value = field.evaluate("(el) => el.value")  # Gradio may show 0.150 back as 0.15
+        assert (value and float(value)) == (kept and float(kept)), typed
         if not kept:
             assert field.evaluate("(el) => el.validationMessage") == NUMBER_COMMA
             field.press("Backspace")
