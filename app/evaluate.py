@@ -817,9 +817,10 @@ def _model_lines(estimate) -> list[str]:
 def _scales(items) -> str:
     """E.g. "2 guidance scales (5, 7)": which ones, since "7,5" typed is two (a German lab's
     7.5 was read as 7 and 5, and the count alone did not show it)."""
-    scales = sorted({item["cfg"] for item in items if item["cfg"] is not None})
-    listed = f" ({', '.join(f'{scale:g}' for scale in scales)})" if scales else ""
-    return counted(len({item["cfg"] for item in items}), "guidance scale") + listed
+    scales = {item["cfg"] for item in items}
+    shown = sorted(scale for scale in scales if scale is not None)
+    listed = f" ({', '.join(f'{scale:g}' for scale in shown)})" if shown else ""
+    return counted(len(scales), "guidance scale") + listed
 
 
 def _plan_markdown(items, config, estimate, warning: str, device: planning.DeviceInfo) -> str:

@@ -280,9 +280,7 @@ def flatness_note(db: sqlite_utils.Database, source: str) -> str:
     that spreads its mass over every color, while PCC, DCA and ΔHue compare the ratings'
     shape and their top color.
     """
-    ps = [
-        decode(row[0]) for row in db.execute("select p from human_distributions where source = ?", [source])
-    ]
+    ps = list(vectors(db, source).values())
     if not ps:
         return ""
     from scipy.stats import entropy as entropies  # nats
