@@ -16,7 +16,8 @@ Rules (issue 3, paper §3.2, Appendix B.3, B.4, D)
 - ``judgment``: each pair of a frozen study gets ``votes_per_pair`` votes (paper: 6) from
   different participants; nobody judges a pair twice; which item is shown on the left is
   balanced within each pair (the one its live and answered tasks showed there less often;
-  a tie is drawn) and stored (``tasks.left_item``, then ``judgments.left_item``).
+  a tie is drawn) and stored (``tasks.left_item``, then ``judgments.left_item``). A study's
+  attention checks are spread evenly over each person's trials (`checks_due`).
 
 Least-covered targets come first (fill = results + live reservations); ties are broken at
 random with the `numpy.random.Generator` passed in. While a pilot study is set
@@ -364,13 +365,97 @@ def _open(db, kind: str, annotator_id: int, practice: int = 0) -> list[Task]:
 
 def _pick(db, kind: str, annotator_id: int, rng: np.random.Generator, n: int, k: int) -> list:
     """Up to `n` targets the person may take: pilot concepts first, least filled first,
-    random among equals."""
+    random among equals (a judgment's attention checks spread by `_spread_checks`)."""
     rows = pool_rows(db, kind, annotator_id, k)
     if not rows:
         return []
     order = rng.permutation(len(rows))
-    ranked = sorted(order, key=lambda i: (not rows[i][2], rows[i][1]))
-    return [rows[i][0] for i in ranked[:n]]
+    ranked = [rows[i][0] for i in sorted(order, key=lambda i: (not rows[i][2], rows[i][1]))]
+    return _spread_checks(db, annotator_id, ranked, n) if kind == "judgment" else ranked[:n]
+
+
+def checks_due(share: float, trial: int, annotator_id: int, study_id: int) -> int:
+    """Attention checks a participant should have met by their `trial`-th trial of a study.
+
+    The trials are cut into runs of about ``1 / share`` (e.g. 10 for a share of 0.1; run
+    ``i`` holds the trials after ``floor(i / share)`` up to ``floor((i + 1) / share)``), and
+    each run holds one check at a place drawn for the person, the study and the run, uniform
+    within it. With a share of 0.1 everyone meets one check in trials 1-10, one in 11-20, and
+    so on, at no place they could learn; by trial ``t`` they have met within one of
+    ``share * t``.
+
+    Parameters
+    ----------
+    share : float
+        The study's checks over its pairs and checks, in [0, 1).
+    trial : int
+        1 for the first trial, >= 1.
+
+    Examples
+    --------
+    >>> [checks_due(0.1, trial, 7, 1) for trial in (10, 20, 30)]
+    [1, 2, 3]
+    """
+    if share <= 0:
+        return 0
+    t = trial - 1  # counted from 0
+    run = int(np.floor(t * share))
+    while np.floor((run + 1) / share) <= t:
+        run += 1
+    while run > 0 and np.floor(run / share) > t:
+        run -= 1
+    first, after = int(np.floor(run / share)), int(np.floor((run + 1) / share))
+    place = first + int(np.random.default_rng([annotator_id, study_id, run]).random() * (after - first))
+    return run + int(place <= t)
+
+
+def _spread_checks(db, annotator_id: int, ranked: list[int], n: int) -> list[int]:
+    """Up to `n` of the pair ids `ranked` (in order of preference): at each step the first
+    one that is an attention check exactly when the person is due one in its study
+    (`checks_due`, counted over their answered and held trials), else the first one.
+
+    Handed out by fill alone, checks fell unevenly: an outside check's participants met 0
+    to 5 checks in 10 trials, so one was screened out sooner than another for the same
+    carelessness, and one who met none could not be flagged."""
+    pairs = {
+        row[0]: (row[1], bool(row[2]))
+        for row in db.execute(
+            "select p.id, p.study_id, coalesce(json_extract(p.meta, '$.attention_check'), 0) "
+            "from study_pairs p join studies s on s.id = p.study_id where s.frozen is not null"
+        )
+    }
+    share = {
+        study: checks / total
+        for study, total, checks in db.execute(
+            "select p.study_id, count(*), coalesce(sum(json_extract(p.meta, '$.attention_check')), 0) "
+            "from study_pairs p join studies s on s.id = p.study_id where s.frozen is not null "
+            "group by p.study_id"
+        )
+    }
+    met = {
+        study: [trials, checks]
+        for study, trials, checks in db.execute(
+            "select p.study_id, count(*), coalesce(sum(json_extract(p.meta, '$.attention_check')), 0) "
+            "from tasks t join study_pairs p on p.id = t.pair_id where t.kind = 'judgment' and "
+            "t.practice = 0 and t.annotator_id = ? and t.status in ('reserved', 'submitted') "
+            "group by p.study_id",
+            [annotator_id],
+        )
+    }
+    left, picked = list(ranked), []
+    while left and len(picked) < n:
+        due = {
+            study: checks_due(share[study], trials + 1, annotator_id, study) > checks
+            for study, (trials, checks) in ((s, met.get(s, (0, 0))) for s in share)
+        }
+        pair_id = next((p for p in left if pairs[p][1] == due[pairs[p][0]]), left[0])
+        left.remove(pair_id)
+        picked.append(pair_id)
+        study, check = pairs[pair_id]
+        counts = met.setdefault(study, [0, 0])
+        counts[0] += 1
+        counts[1] += check
+    return picked
 
 
 def pool_rows(db: sqlite_utils.Database, kind: str, annotator_id: int, k: int) -> list[tuple]:

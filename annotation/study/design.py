@@ -15,7 +15,9 @@ P_H(x|c) better. Its design (`create_study`):
   is the ground truth itself, shown like any candidate (its distribution and colorings).
   There are ``round(rate / (1 - rate) * pairs)`` of them, drawn without replacement over
   (concept, model), so that about `attention_rate` of all trials are checks. A check is
-  passed when the participant picks the ground-truth side. `votes_frame` marks each
+  passed when the participant picks the ground-truth side; each participant meets the
+  study's share of them, spread over their trials (`annotation.assignment.checks_due`).
+  `votes_frame` marks each
   check and whether it passed; `evaluation.analysis.judgments.participant_flags` flags whoever
   failed one, and the analysis keeps their votes unless asked to leave them out.
 - **Content**: what the trials show is copied when the study is set up: per concept

@@ -422,6 +422,46 @@ def test_failed_attention_checks_flag_the_participant_and_keep_the_votes(setup):
     assert kept == 6 * study.study_size(db, study_id)["pairs"] and dropped == kept - own > 0
 
 
+def test_each_participant_meets_the_study_share_of_attention_checks_spread_over_their_trials(setup):
+    """30 concepts x 3 model pairs and 10 checks (a share of 0.1), 10 trials a person: each of
+    the 60 participants meets exactly one check, at a place that differs between them (handed
+    out by fill alone, an outside check's participants met 0 to 5 checks in 10 trials)."""
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=30, attention_rate=0.1, trials_per_participant=10)
+    assert study.study_size(db, study_id) == {"pairs": 90, "attention_checks": 10}
+    actors = _participants(db, 60)
+    rng = np.random.default_rng(5)
+    shown = _judge_all(db, actors, lambda t: "left", rng)
+    assert len(shown) == 600  # every pair and check got its 6 votes
+    votes = judging.votes_frame(db, study_id)
+    assert (votes.groupby("participant_id").size() == 10).all()
+    per_person = votes.groupby("participant_id")["attention_check"].sum()
+    assert (per_person == 1).all(), per_person.value_counts().to_dict()
+    places = [
+        int(np.flatnonzero(group["attention_check"].to_numpy())[0])
+        for _, group in votes.sort_values("created", kind="stable").groupby("participant_id", sort=False)
+    ]
+    assert len(set(places)) >= 5  # not one learnable place
+
+
+@pytest.mark.parametrize("share", [0.05, 0.1, 1 / 7, 0.3, 0.5])
+def test_checks_due_gives_one_check_in_each_run_of_trials(share):
+    for person in range(1, 40):
+        due = [assignment.checks_due(share, trial, person, 3) for trial in range(1, 201)]
+        steps = np.diff([0, *due])
+        assert set(steps) <= {0, 1}  # one new check at a time
+        assert all(abs(d - share * t) < 1 for t, d in enumerate(due, 1))  # within one of the share
+        bounds = np.floor(np.arange(len(due) * share + 1) / share).astype(int)
+        runs = [steps[a:b] for a, b in zip(bounds, bounds[1:]) if b <= len(due)]
+        assert [int(run.sum()) for run in runs] == [1] * len(runs)  # one check in each run
+    places = {
+        tuple(np.flatnonzero(np.diff([0] + [assignment.checks_due(0.1, t, p, 3) for t in range(1, 11)])))
+        for p in range(20)
+    }
+    assert len(places) >= 5  # drawn per person
+    assert assignment.checks_due(0.0, 50, 1, 1) == 0
+
+
 def _emd_chooser(rng, scale):
     def choose(trial):
         d_left, d_right = (metrics.emd(trial.truth.p, s.p) for s in (trial.left, trial.right))
