@@ -3,9 +3,17 @@ import datetime as dt
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
+from skimage.color import deltaE_ciede2000, rgb2lab
 
 from annotation import assignment, overview
-from annotation.coloring.store import concept_colorings, get_coloring, load_pixels, set_status, store_coloring
+from annotation.coloring.store import (
+    concept_colorings,
+    get_coloring,
+    load_pixels,
+    prepare_coloring,
+    set_status,
+    store_coloring,
+)
 from annotation.concepts import sync_concepts
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.files import resolve
@@ -240,3 +248,39 @@ def test_a_submission_does_not_check_its_extracted_distribution_again(store, mon
     )
     assert len(calls) == 1  # the public edge checks what it is given
     assert get_coloring(db, again)["p"].tolist() == row["p"].tolist()
+
+
+MERGED_UW71_PAIRS = [
+    ("#b8509e", "#db1f9d"),
+    ("#c34f74", "#e31b73"),
+    ("#d0b85a", "#d5b811"),
+    ("#f7db7c", "#fcdb42"),
+]
+
+
+def _two_color_share(first: str, second: str) -> dict[str, float]:
+    """The stored distribution's nonzero bins of a coloring painted 60 % `first`, 40 % `second`."""
+    palette = load_uw71()
+    image = np.zeros((20, 20, 3), np.uint8)
+    image[:12], image[12:] = hex_rgb(first), hex_rgb(second)
+    p = prepare_coloring(image, np.ones((20, 20), bool)).p
+    return {palette.hex[i]: round(float(p[i]), 6) for i in np.flatnonzero(p)}
+
+
+def test_two_palette_colors_painted_on_purpose_are_kept_apart_unless_the_paper_merges_them():
+    """§3.2's "Refined Merging" combines colors indistinguishable to the eye (ΔE00 <= 7, Appendix
+    C.3): of the UW-71 colors, four pairs are that close (skimage's CIEDE2000, not ours), as
+    README and docs/research.md list; a coloring painted in both of such a pair is counted in
+    the one covering more (an outside designer met #f7db7c merged into #fcdb42). Every other
+    color, painted beside its nearest neighbour over 7, keeps its 40 %."""
+    palette = load_uw71()
+    lab = rgb2lab(np.array([hex_rgb(h) for h in palette.hex], np.uint8)[None])[0]
+    distance = deltaE_ciede2000(lab[:, None, :], lab[None, :, :])
+    close = {(palette.hex[i], palette.hex[j]) for i, j in zip(*np.triu_indices(71, 1)) if distance[i, j] <= 7}
+    assert close == set(MERGED_UW71_PAIRS)  # the pairs README and docs/research.md name
+    for a, b in close:
+        assert _two_color_share(a, b) == {a: 1.0} and _two_color_share(b, a) == {b: 1.0}
+    np.fill_diagonal(distance, np.inf)
+    for i in range(71):
+        j = int(np.argmin(np.where(distance[i] > 7, distance[i], np.inf)))
+        assert _two_color_share(palette.hex[i], palette.hex[j]) == {palette.hex[i]: 0.6, palette.hex[j]: 0.4}
