@@ -25,7 +25,7 @@ from annotation.files import resolve
 from annotation.people import accounts, onboarding, throttle
 from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
 from annotation.qc.readiness import readiness
-from annotation.qc.review import review_min_colorings
+from annotation.qc.review import MIN_COLORINGS_SETTING, review_min_colorings
 from app import crowd as crowd_links
 from app.common import (
     AppContext,
@@ -48,6 +48,7 @@ from app.guard import download_path, new_download
 from app.tabs import On, Tab
 from storage import file_stamp, iso, shown_time, utcnow
 from storage.schema import UPGRADE_APPROVER
+from storage.settings import read_setting
 from storage.shown import in_words
 from storage.spreadsheet import write_csv
 
@@ -749,7 +750,13 @@ def coverage_markdown(db, k: int) -> str:
             "- Active people by role: " + _counts(figures["annotators_by_role"]),
             f"- {_pilot_line(db)}",
             "",
-            "**What expert review waits for:**",
+            "**What expert review waits for** ({m} colorings per concept: {source}; an expert sets it, "
+            "2 or more, in “Colorings needed per concept” on the Expert tab):".format(
+                m=review_min_colorings(db, k),
+                source="as the vote queue was last opened"
+                if read_setting(db, MIN_COLORINGS_SETTING) is not None
+                else "the default until the vote queue is opened",
+            ),
             *(f"- {escape(line)}" for line in readiness(db, review_min_colorings(db, k)).lines()),
         ]
     )

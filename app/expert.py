@@ -71,8 +71,8 @@ VERDICTS = {"Consistent": True, "Inconsistent": False}
 VOTE_IMAGE_PX = 360
 NOTHING_TO_VOTE = (
     "Nothing to vote on right now. The queue holds the colorings of concepts opened for a "
-    "vote in section 2 (“Open the vote queue”), once at least two designers have colored "
-    "them; you never vote twice on one coloring, nor on your own."
+    "vote in section 2 (“Open the vote queue”) with the colorings per concept it asked; "
+    "you never vote twice on one coloring, nor on your own."
 )
 # Gradio shows an image at most at its natural size; a coloring is scaled to fill its pane.
 CSS = """
@@ -383,6 +383,15 @@ class ExpertTab(Tab):
             f"reviewed, **{summary.n_discarded}** discarded. Mean observed agreement P̄ = **{summary.mean_observed_agreement:.3f}**; "
             f"Fleiss' κ = {_number(summary.fleiss_kappa)}; Krippendorff's α = "
             f"{_number(summary.krippendorff_alpha)}."
+        )
+        if "n/a" in (_number(summary.fleiss_kappa), _number(summary.krippendorff_alpha)):
+            text += (
+                " κ and α are undefined while every vote is the same verdict: the agreement "
+                "expected by chance is then 1, and both are 0/0."
+            )
+        text += (
+            f" Each coloring takes {review.VOTES_PER_REVIEW} votes from different experts, as in "
+            "the paper (its majority decides; no tie), whoever of the experts comes to it first."
         )
         raters = [[r.rater, r.n_votes, _number(r.agreement)] for r in summary.rater_agreement or ()]
         return self.named(table5=summary.table5(), summary=text, raters=raters)

@@ -105,7 +105,7 @@ class Readiness:
             for i, (key, more) in enumerate(short)
         )
         if self.rankable:
-            head = f"{counted(self.rankable, 'concept')} {'has' if self.rankable == 1 else 'have'} the {m} colorings a vote needs"
+            head = f"{counted(self.rankable, 'concept')} {'has' if self.rankable == 1 else 'have'} the {m} colorings that “Colorings needed per concept” asks"
             return f"{head}; {steps}." if steps and self.pilot else f"{head}."
         if not self.concepts:
             head = (
@@ -113,7 +113,7 @@ class Readiness:
             )
         else:
             where = "No pilot concept" if self.pilot else "No concept"
-            head = f"{where} has the {m} colorings from different designers a vote needs yet: {steps}."
+            head = f"{where} has yet the {m} colorings from different designers that “Colorings needed per concept” asks: {steps}."
         if self.rankable_at_least and m > MIN_COLORINGS:
             head += (
                 f" {counted(self.rankable_at_least, 'concept')} {'has' if self.rankable_at_least == 1 else 'have'} "

@@ -402,6 +402,11 @@ def table3(validation: pd.DataFrame) -> pd.DataFrame:
 
 # Why a metric can be undefined on a pair, by metric name; others are named generically.
 UNDEFINED_REASONS = {"hue_diff": "ΔHue is undefined where a dominant color is grey"}
+MIN_INTERVAL_PAIRS = 5
+"""Under this many pairs a Table 3 row's note says its intervals say little: a percentile
+bootstrap over 3 pairs has 10 distinct resamples (an outside check read EMD's Pearson
+-0.942 [-1, 1] on 3 pairs with nothing said). Tables 1-2 rank models from as many concepts
+(`evaluation.analysis.bootstrap.MIN_RANK_CONCEPTS`)."""
 
 
 def _table3_note(
@@ -427,6 +432,12 @@ def _table3_note(
             else "one side is the same on every pair"
         )
         said = f"{said} Correlations blank: {why}, so none is defined.".strip()
+    if n_pairs < MIN_INTERVAL_PAIRS:
+        said = (
+            f"{said} Only {n_pairs} pairs: a bootstrap over so few has few distinct resamples, "
+            f"so the intervals (and Bradley–Terry's) say little; {MIN_INTERVAL_PAIRS} or more are needed "
+            "for them to mean something (the paper had 450)."
+        ).strip()
     return said
 
 

@@ -205,7 +205,7 @@ def test_the_numbers_say_how_many_colorings_open_each_pilot_concepts_vote(db, tm
     first, second = people(db, 2, "designer")
     add_coloring(db, tmp_path, first, "apple", COLORS[0])
     assert readiness(db).lines() == [
-        "No pilot concept has the 2 colorings from different designers a vote needs yet: "
+        "No pilot concept has yet the 2 colorings from different designers that “Colorings needed per concept” asks: "
         "1 more coloring of 'apple' opens its vote; 2 more of 'forbidding castle' open its "
         "vote; 2 more of 'rotten apple' open its vote."
     ]
@@ -213,13 +213,13 @@ def test_the_numbers_say_how_many_colorings_open_each_pilot_concepts_vote(db, tm
     add_coloring(db, tmp_path, second, "rotten apple", COLORS[1])
     # An expert asking for 5 colorings per concept is told that 2 would rank one now.
     assert readiness(db, 5).lines() == [
-        "No pilot concept has the 5 colorings from different designers a vote needs yet: "
+        "No pilot concept has yet the 5 colorings from different designers that “Colorings needed per concept” asks: "
         "3 more colorings of 'apple' open its vote; 4 more of 'rotten apple' open its vote; "
         "5 more of 'forbidding castle' open its vote. 1 concept has 2 or more: set "
         "“Colorings needed per concept” to 2 to rank them now."
     ]
     assert readiness(db).lines() == [
-        "1 concept has the 2 colorings a vote needs; 1 more coloring of 'rotten apple' opens "
+        "1 concept has the 2 colorings that “Colorings needed per concept” asks; 1 more coloring of 'rotten apple' opens "
         "its vote; 2 more of 'forbidding castle' open its vote.",
         "No coloring is open for a vote yet: an expert ranks the concepts and opens the vote "
         "queue (Expert review, section 2); the most disputed concepts go to the vote.",

@@ -318,7 +318,10 @@ def test_the_admin_sets_draws_and_ends_a_pilot_and_a_refused_one_writes_nothing(
     assert (
         "- Pilot: designers get these 2 concepts before any other: “apple”, “forbidding castle”." in coverage
     )
-    assert "No pilot concept has the 5 colorings from different designers a vote needs yet" in coverage
+    assert (
+        "No pilot concept has yet the 5 colorings from different designers that “Colorings needed per concept” asks"
+        in coverage
+    )
     drawn = [client.predict(admin, 6, 7, api_name="/admin_draw_pilot")[0] for _ in range(2)]
     assert drawn[0] == drawn[1] and drawn[0].startswith("Pilot drawn: ") and drawn[0].count("”") == 6
     message, coverage = client.predict(admin, api_name="/admin_end_pilot")

@@ -94,17 +94,20 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     assert [r[4] for r in ranking["data"]] == [True, False]
     # The Admin tab counts against the Expert tab's number: the configured 5 until the
     # vote queue is opened, then the number it was opened with.
-    assert "- 1 concept has the 5 colorings a vote needs." in client.predict(
-        admin, api_name="/admin_coverage"
+    coverage = client.predict(admin, api_name="/admin_coverage")
+    assert "- 1 concept has the 5 colorings that “Colorings needed per concept” asks." in coverage
+    assert (
+        "**What expert review waits for** (5 colorings per concept: the default until the vote queue is opened"
+        in coverage
     )
     opened, needs = client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue")
     assert opened == "Opened 5 new reviews of 'forbidding castle'."
     assert "No review has all its votes yet: 15 votes on 5 colorings are missing." in needs
     again, _ = client.predict(experts[0], 0.5, 2, api_name="/expert_open_queue")
     assert again.startswith("Opened 0 new reviews. No high-variance concept has a coloring without")
-    assert "- 2 concepts have the 2 colorings a vote needs." in client.predict(
-        admin, api_name="/admin_coverage"
-    )
+    coverage = client.predict(admin, api_name="/admin_coverage")
+    assert "- 2 concepts have the 2 colorings that “Colorings needed per concept” asks." in coverage
+    assert "(2 colorings per concept: as the vote queue was last opened; an expert sets it" in coverage
 
     for token in experts:
         task, concept, image, _ = client.predict(token, api_name="/expert_next")
@@ -113,6 +116,13 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     table5, summary, raters = client.predict(experts[0], api_name="/expert_statistics")
     assert [r[2] for r in table5["data"]] == [0, 0, 0, 1, 1]
     assert "**1** coloring reviewed, **1** discarded" in summary and "**1.000**" in summary
+    # Every vote Inconsistent: κ and α are 0/0, and the panel says why ("n/a" alone read
+    # like a fault to an outside methodologist), and how many votes a coloring takes.
+    assert (
+        "Fleiss' κ = n/a; Krippendorff's α = n/a. κ and α are undefined while every vote is the same"
+        in summary
+    )
+    assert "Each coloring takes 3 votes from different experts" in summary
     assert all(r[2] == "1.000" for r in raters["data"])
     _, basis = client.predict(experts[0], "forbidding castle", api_name="/expert_ground_truth")
     assert "rests on **4** colorings" in basis
@@ -230,17 +240,17 @@ def test_the_expert_reads_what_review_waits_for_and_a_too_small_count_is_refused
     # Five designers colored the castle and three the apple; three experts are active.
     assert client.predict(expert, 5, api_name="/expert_needs") == (
         "**What review waits for:**\n"
-        "- 1 concept has the 5 colorings a vote needs.\n"
+        "- 1 concept has the 5 colorings that “Colorings needed per concept” asks.\n"
         "- No coloring is open for a vote yet: an expert ranks the concepts and opens the vote "
         "queue (Expert review, section 2); the most disputed concepts go to the vote."
     )
     assert client.predict(expert, 2, api_name="/expert_needs").splitlines()[1] == (
-        "- 2 concepts have the 2 colorings a vote needs."
+        "- 2 concepts have the 2 colorings that “Colorings needed per concept” asks."
     )
     task, concept, _, _ = client.predict(expert, api_name="/expert_next")
     assert task is None and concept.startswith("Nothing to vote on right now.")
     assert concept.endswith(
-        "1 concept has the 5 colorings a vote needs. No coloring is open for a vote yet: an "
+        "1 concept has the 5 colorings that “Colorings needed per concept” asks. No coloring is open for a vote yet: an "
         "expert ranks the concepts and opens the vote queue (Expert review, section 2); the most "
         "disputed concepts go to the vote."
     )

@@ -128,7 +128,7 @@ def test_the_admin_sets_a_pilot_and_the_coverage_says_what_opens_the_vote(live_a
     expect(message).to_have_text("Pilot set: “apple”, “forbidding castle”, “rotten apple”.")
     expect(coverage).to_contain_text("Pilot: designers get these 3 concepts before any other")
     expect(coverage).to_contain_text(
-        "No pilot concept has the 5 colorings from different designers a vote needs yet: "
+        "No pilot concept has yet the 5 colorings from different designers that “Colorings needed per concept” asks: "
         "5 more colorings of 'apple' open its vote"
     )
     assert [r["concept_key"] for r in live_app.query("select concept_key from pilot_concepts")] == PILOT

@@ -181,7 +181,7 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
     needs = page.locator("#expert_needs")
     # The form asks for 5 colorings per concept (the paper's); the pilot gave each 2.
     expect(needs).to_contain_text(
-        "No pilot concept has the 5 colorings from different designers a vote needs yet: 3 more "
+        "No pilot concept has yet the 5 colorings from different designers that “Colorings needed per concept” asks: 3 more "
         "colorings of 'apple' open its vote; 3 more of 'forbidding castle' open its vote; 3 more "
         "of 'rotten apple' open its vote. 3 concepts have 2 or more: set “Colorings needed per "
         "concept” to 2 to rank them now."

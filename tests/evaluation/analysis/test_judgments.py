@@ -224,11 +224,28 @@ def test_a_row_whose_metric_ties_on_every_pair_says_why_its_correlations_are_bla
     t3 = table3(metric_validation(votes, metrics, rng=rng, metric_names=("dca", "emd"), n_boot=20))
     dca = t3.xs("DCA", level="Metric").iloc[0]
     assert np.isnan(dca["Pearson"]) and dca["Metric ties"] == 3
-    assert (
-        dca["Note"]
-        == "Correlations blank: the metric ties on all 3 pairs (its difference is 0 on each), so none is defined."
+    few = (
+        "Only 3 pairs: a bootstrap over so few has few distinct resamples, so the intervals (and "
+        "Bradley–Terry's) say little; 5 or more are needed for them to mean something (the paper had 450)."
     )
-    assert t3.xs("EMD", level="Metric").iloc[0]["Note"] == ""
+    assert dca["Note"] == (
+        f"Correlations blank: the metric ties on all 3 pairs (its difference is 0 on each), so none is defined. {few}"
+    )
+    assert t3.xs("EMD", level="Metric").iloc[0]["Note"] == few
+
+
+@pytest.mark.parametrize("n_pairs", [4, 5])
+def test_a_row_on_fewer_than_five_pairs_says_its_intervals_say_little(n_pairs):
+    """An outside check read EMD's Pearson -0.942 [-1, 1] on 3 pairs with nothing said."""
+    rows = [(str(i), f"c{i}", "x", "y", 1 + i, 6 - i) for i in range(n_pairs)]
+    metrics = tiny_metrics({f"c{i}": {"x": i, "y": n_pairs - i} for i in range(n_pairs)})
+    t3 = table3(
+        metric_validation(
+            tiny_votes(rows), metrics, rng=np.random.default_rng(0), metric_names=("emd",), n_boot=20
+        )
+    )
+    note = t3.xs("EMD", level="Metric").iloc[0]["Note"]
+    assert note.startswith(f"Only {n_pairs} pairs: ") if n_pairs < 5 else note == ""
 
 
 def test_correlation_is_symmetric_in_pair_orientation_and_lower_emd_counts_as_better():
