@@ -36,6 +36,7 @@ import numpy as np
 import sqlite_utils
 
 from annotation.errors import (
+    AlreadyDone,
     Conflict,
     InvalidInput,
     NotFound,
@@ -365,13 +366,13 @@ def _open(db, kind: str, annotator_id: int, practice: int = 0) -> list[Task]:
 
 def _pick(db, kind: str, annotator_id: int, rng: np.random.Generator, n: int, k: int) -> list:
     """Up to `n` targets the person may take: pilot concepts first, least filled first,
-    random among equals (a judgment's attention checks spread by `_spread_checks`)."""
+    random among equals (judgments: `_pick_judgments`)."""
     rows = pool_rows(db, kind, annotator_id, k)
     if not rows:
         return []
     order = rng.permutation(len(rows))
     ranked = [rows[i][0] for i in sorted(order, key=lambda i: (not rows[i][2], rows[i][1]))]
-    return _spread_checks(db, annotator_id, ranked, n) if kind == "judgment" else ranked[:n]
+    return _pick_judgments(db, annotator_id, ranked, n) if kind == "judgment" else ranked[:n]
 
 
 def checks_due(share: float, trial: int, annotator_id: int, study_id: int) -> int:
@@ -409,14 +410,16 @@ def checks_due(share: float, trial: int, annotator_id: int, study_id: int) -> in
     return run + int(place <= t)
 
 
-def _spread_checks(db, annotator_id: int, ranked: list[int], n: int) -> list[int]:
-    """Up to `n` of the pair ids `ranked` (in order of preference): at each step the first
-    one that is an attention check exactly when the person is due one in its study
-    (`checks_due`, counted over their answered and held trials), else the first one.
+def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[int]:
+    """Up to `n` of the pair ids `ranked` (in order of preference), never more of a study
+    than its ``trials_per_participant`` (at most its pairs) with the person's answered and
+    held trials: at each step the first one that is an attention check exactly when the
+    person is due one in its study (`checks_due`), else the first one.
 
-    Handed out by fill alone, checks fell unevenly: an outside check's participants met 0
+    Handed out by fill alone, checks fell unevenly (an outside check's participants met 0
     to 5 checks in 10 trials, so one was screened out sooner than another for the same
-    carelessness, and one who met none could not be flagged."""
+    carelessness, and one who met none could not be flagged), and a participant from an
+    invite, who judges every open study, got 9 trials of a study asking 6."""
     pairs = {
         row[0]: (row[1], bool(row[2]))
         for row in db.execute(
@@ -424,14 +427,13 @@ def _spread_checks(db, annotator_id: int, ranked: list[int], n: int) -> list[int
             "from study_pairs p join studies s on s.id = p.study_id where s.frozen is not null"
         )
     }
-    share = {
-        study: checks / total
-        for study, total, checks in db.execute(
-            "select p.study_id, count(*), coalesce(sum(json_extract(p.meta, '$.attention_check')), 0) "
-            "from study_pairs p join studies s on s.id = p.study_id where s.frozen is not null "
-            "group by p.study_id"
-        )
-    }
+    share, cap = {}, {}
+    for study, total, checks, asked in db.execute(
+        "select p.study_id, count(*), coalesce(sum(json_extract(p.meta, '$.attention_check')), 0), "
+        "json_extract(s.meta, '$.trials_per_participant') from study_pairs p join studies s on "
+        "s.id = p.study_id where s.frozen is not null group by p.study_id"
+    ):
+        share[study], cap[study] = checks / total, min(total, total if asked is None else asked)
     met = {
         study: [trials, checks]
         for study, trials, checks in db.execute(
@@ -442,14 +444,16 @@ def _spread_checks(db, annotator_id: int, ranked: list[int], n: int) -> list[int
             [annotator_id],
         )
     }
-    left, picked = list(ranked), []
-    while left and len(picked) < n:
+    picked = []
+    while len(picked) < n:
+        left = [p for p in ranked if p not in picked and met.get(pairs[p][0], (0, 0))[0] < cap[pairs[p][0]]]
+        if not left:
+            break
         due = {
             study: checks_due(share[study], trials + 1, annotator_id, study) > checks
             for study, (trials, checks) in ((s, met.get(s, (0, 0))) for s in share)
         }
         pair_id = next((p for p in left if pairs[p][1] == due[pairs[p][0]]), left[0])
-        left.remove(pair_id)
         picked.append(pair_id)
         study, check = pairs[pair_id]
         counts = met.setdefault(study, [0, 0])
@@ -540,23 +544,25 @@ def _held(task: Task, annotator_id: int) -> Task:
         raise PermissionDenied(f"task {task.id} was handed to someone else")
     if task.status == "submitted":
         if task.kind == "judgment":  # a participant's words: a trial, answered in another tab
-            raise Conflict(
+            raise AlreadyDone(
                 "this trial was already answered (a second click, or another tab or window); your "
                 "first answer is kept: go on with the trial shown, or press Start if none is"
             )
         if task.kind == "review":  # an expert's words: a coloring, voted on a moment ago
-            raise Conflict(
+            raise AlreadyDone(
                 "you already voted on this coloring (a second click, or another tab or window); "
                 "your first vote is kept: go on with the coloring shown, or press Next coloring"
             )
         if task.kind == "coloring":  # a designer's words: a concept, submitted in another tab
-            raise Conflict(
+            raise AlreadyDone(
                 "this concept was already submitted (in another tab or window, say); that coloring "
                 "is kept and nothing changed: reload the page for your next concept"
             )
-        raise Conflict(f"task {task.id} was already submitted; your first answer is kept and nothing changed")
+        raise AlreadyDone(
+            f"task {task.id} was already submitted; your first answer is kept and nothing changed"
+        )
     if task.status == "released":
-        raise Conflict(f"task {task.id} was already given back; nothing was stored")
+        raise AlreadyDone(f"task {task.id} was already given back; nothing was stored")
     return task
 
 

@@ -48,6 +48,10 @@ class Conflict(AnnotationError):
     """The action conflicts with the stored state (already voted, already submitted...)."""
 
 
+class AlreadyDone(Conflict):
+    """The task was submitted already: a second click, or another tab or window."""
+
+
 MAX_TEXT_CHARS = 2000
 """The most characters a free-text field takes (notes, reasons, names): a few paragraphs."""
 

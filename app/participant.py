@@ -35,6 +35,7 @@ import gradio as gr
 import numpy as np
 from gradio.components.plot import PlotData
 
+from annotation.errors import AlreadyDone
 from annotation.files import resolve
 from annotation.study import crowd, judging
 from app.common import (
@@ -62,6 +63,10 @@ NAME = "participant"
 TITLE = "Judge"
 ROLES = ("participant",)
 _BACKGROUND = {"yes": True, "no": False}
+ANSWERED_ELSEWHERE = (
+    "*That trial was answered already (a second press, or another tab or window); the first "
+    "answer is kept. This is where you are now:* "
+)
 CHART_PX, STRIP_PX = 300, 150
 CHARTS_KEPT = 4096
 _CONSENT_HIDDEN = (gr.Column(visible=False), gr.skip(), gr.skip())
@@ -326,8 +331,22 @@ class ParticipantTab(Tab):
         if task_id is None or task_id == "":
             raise ValueError("`task_id` is empty: press Start to see a trial first")
         trial = whole_number(task_id, "task_id")
+        current = crowd.state(db, actor)
+        if current is not None and current.status != "active":
+            # Their part ended (the time ran out, or another tab finished it): the tab shows
+            # where they stand and the way back, as Start does, instead of refusing each
+            # press beside a trial that stayed on screen.
+            return self._view(db, actor, current, consent=None)
         crowd.check_active(db, actor)
-        judging.record_judgment(db, actor, trial, side, judging.seconds_since(shown_at))
+        try:
+            judging.record_judgment(db, actor, trial, side, judging.seconds_since(shown_at))
+        except AlreadyDone:
+            # Answered in another tab or by a second press: this tab moves on to the trial
+            # that is current (it stayed on the answered one, and said "go on with the
+            # trial shown", whose every press was refused again).
+            view = self._view(db, actor, current, consent=None)
+            view[self.parts["progress"]] = ANSWERED_ELSEWHERE + view[self.parts["progress"]]
+            return view
         return self._view(db, actor, crowd.settle(db, actor), consent=None)
 
     def _page(self, db, actor) -> dict:

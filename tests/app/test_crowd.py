@@ -205,6 +205,14 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
             "Your time for this study ran out" in view[PROGRESS]
             and "[Back to the platform](" in view[PROGRESS]
         )
+        # So does a press on a trial left on screen after the time ran out (it was refused,
+        # the trial and its buttons kept, the way back shown only after Start).
+        view = client.predict(late, 1, "left", "2025-01-01T00:00:00.000000Z", api_name="/participant_vote")
+        assert (
+            "Your time for this study ran out" in view[PROGRESS]
+            and "[Back to the platform](" in view[PROGRESS]
+        )
+        assert view[TASK] is None
         view = client.predict(declining, True, api_name="/participant_consent")
         assert "You did not agree" in view[PROGRESS] and view[TASK] is None
         assert _rows(config, "select status from crowd_participants where external_id = 'pidB'") == [

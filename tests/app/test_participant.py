@@ -14,6 +14,7 @@ from annotation.people.accounts import Actor
 from annotation.study import design as study
 from app.common import shown_mark
 from app.guard import COOKIE
+from app.participant import ANSWERED_ELSEWHERE
 from storage import ensure_schema, open_db
 from storage import human as human_rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -113,6 +114,15 @@ def test_an_invited_participant_is_told_the_count_runs_over_every_open_study(tmp
         token, _ = client.predict(_invite(client, "participant"), api_name="/login_invite")
         view = client.predict(token, "yes", api_name="/participant_set_background")
         assert view[PROGRESS].startswith(f"**Trial 1 of {2 * n_pairs}** (over 2 open studies) · concept: **")
+        # A second tab still showing trial 1, answered in the first: its press stores nothing
+        # and the tab moves on to trial 2, saying why (it stayed on trial 1 and told the
+        # person to "go on with the trial shown", whose every press was refused again).
+        answered = client.predict(token, view[TASK], "left", view[SHOWN_AT], api_name="/participant_vote")
+        stale = client.predict(token, view[TASK], "right", view[SHOWN_AT], api_name="/participant_vote")
+        assert answered[PROGRESS].startswith(f"**Trial 2 of {2 * n_pairs}**")
+        assert stale[PROGRESS] == ANSWERED_ELSEWHERE + answered[PROGRESS]
+        assert stale[TASK] == answered[TASK] != view[TASK]
+    assert _rows(config, "select choice from judgments") == [{"choice": "left"}]
 
 
 def test_a_participant_judges_every_pair_through_the_api(tmp_path):

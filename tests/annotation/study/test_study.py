@@ -40,9 +40,9 @@ def setup(db, tmp_path):
     return db, data_dir, truths
 
 
-def _study(db, data_dir, truths, *, n_concepts=20, seed=1, open_it=True, **options):
+def _study(db, data_dir, truths, *, name="s", n_concepts=20, seed=1, open_it=True, **options):
     study_id = study.create_study(
-        db, "s", sources(), truth_source(data_dir, truths), seed=seed, n_concepts=n_concepts, **options
+        db, name, sources(), truth_source(data_dir, truths), seed=seed, n_concepts=n_concepts, **options
     )
     if open_it:
         study.open_study(db, study_id, ADMIN)
@@ -442,6 +442,27 @@ def test_each_participant_meets_the_study_share_of_attention_checks_spread_over_
         for _, group in votes.sort_values("created", kind="stable").groupby("participant_id", sort=False)
     ]
     assert len(set(places)) >= 5  # not one learnable place
+
+
+def test_an_invited_participant_judges_each_open_study_up_to_its_trials_per_participant(setup):
+    """Someone from an invite judges every open study, but no more of one than its *Trials
+    per participant* (an outside tester got 9 trials of a study asking 6, in batches of 10)."""
+    db, data_dir, truths = setup
+    small, large = (
+        _study(db, data_dir, truths, name=name, seed=seed, n_concepts=n, trials_per_participant=trials)
+        for name, seed, n, trials in (("six", 1, 8, 6), ("forty", 2, 20, 40))
+    )
+    (actor,) = _participants(db, 1)
+    assert judging.progress(db, actor) == (0, 46)
+    _judge_all(db, [actor], lambda t: "left", np.random.default_rng(4))
+    per_study = {
+        row[0]: row[1]
+        for row in db.execute(
+            "select p.study_id, count(*) from judgments j join study_pairs p on p.id = j.pair_id group by p.study_id"
+        )
+    }
+    assert per_study == {small: 6, large: 40}
+    assert judging.progress(db, actor) == (46, 46)
 
 
 @pytest.mark.parametrize("share", [0.05, 0.1, 1 / 7, 0.3, 0.5])
