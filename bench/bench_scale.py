@@ -5,7 +5,8 @@ At fraction f of the paper's study: round(1,278 f) concepts × 5 accepted colori
 accepted by `annotation.qc.review.accept_coloring`, so the stored P_H is refreshed the
 way the app does it); 3 models × 2 styles × 7 CFG scales of model distributions over
 those concepts (`evaluation.pipeline.runs`); three experts' blind votes on each coloring of the
-most disputed concepts (Eq. 6; about 562 colorings, each review then complete);
+most disputed concepts (Eq. 6; about 562 colorings, at most half of all, each review then
+complete; the rest left open);
 a pairwise study of min(150, concepts) concepts (`annotation.study.design`) with 6 votes per
 pair from participants (`annotation.study.judging`). Then it times, on that database:
 
@@ -205,7 +206,9 @@ def measure(fraction: float, side: int, seed: int = 0, keep: Path | None = None)
         # The experts vote on the most disputed concepts' colorings (about VOTED_COLORINGS), so
         # that each gets its three votes: an expert is handed the least voted colorings first,
         # so with every review open none would complete before each coloring had one vote.
-        disputed = min(1.0, VOTED_COLORINGS / (n_concepts * DESIGNERS_PER_CONCEPT))
+        # At most half: a small --fractions kept with --keep still leaves reviews open for an
+        # expert to try (at 5 % every review was decided, an outside tester found).
+        disputed = min(0.5, VOTED_COLORINGS / (n_concepts * DESIGNERS_PER_CONCEPT))
         review.open_review_queue(db, ADMIN, top_fraction=disputed)
         figures["votes_cast"] = _vote(db, rng)
         figures["queue_s"], figures["reviews_opened"] = _timed(
