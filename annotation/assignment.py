@@ -433,7 +433,7 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
         "json_extract(s.meta, '$.trials_per_participant') from study_pairs p join studies s on "
         "s.id = p.study_id where s.frozen is not null group by p.study_id"
     ):
-        share[study], cap[study] = checks / total, min(total, total if asked is None else asked)
+        share[study], cap[study] = checks / total, total if asked is None else min(total, asked)
     met = {
         study: [trials, checks]
         for study, trials, checks in db.execute(
