@@ -56,7 +56,7 @@ from app.common import (
 from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
-from storage import human, utcnow
+from storage import human, shown_time, utcnow
 from storage.shown import counted
 
 NAME = "expert"
@@ -686,6 +686,13 @@ def _next_review(ctx: AppContext, db, actor) -> dict:
         state = readiness(db, review.review_min_colorings(db, ctx.config.colorings_per_concept))
         # Once reviews are open, what the votes wait for; before, what opens them.
         lines = state.lines()[1:] if state.reviews_open + state.reviews_decided else state.lines()
+        held, until = votes.held_by_others(db, actor)
+        if held:
+            lines.append(
+                f"{counted(held, 'coloring')} you may still vote on {'is' if held == 1 else 'are'} "
+                "held by other experts; one comes back to your queue if its expert has not voted "
+                f"on it by {shown_time(until)} at the latest (press Next coloring then)."
+            )
         return {"concept": " ".join([NOTHING_TO_VOTE, *map(escape, lines)])}
     item = queue[0]
     return {

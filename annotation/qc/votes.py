@@ -33,7 +33,8 @@ from storage import insert_row, iso, transaction, update_rows
 from storage.shown import in_words
 
 # Review tasks an expert holds at once (the paper is silent); the queue is refilled
-# after each vote.
+# after each vote. Fewer when the missing votes shared among the active experts come to
+# fewer (`fair_batch`).
 REVIEW_BATCH = 10
 
 
@@ -66,7 +67,7 @@ def vote_queue(
     actor: Actor,
     rng: np.random.Generator,
     *,
-    batch_size: int = REVIEW_BATCH,
+    batch_size: int | None = None,
     now: dt.datetime | None = None,
 ) -> list[VoteItem]:
     """Reserve review tasks for an expert and list them, most suspicious first.
@@ -77,8 +78,8 @@ def vote_queue(
         An expert (with an annotator id).
     rng : numpy.random.Generator
         Breaks ties among equally covered colorings when reserving.
-    batch_size : int
-        Tasks held at once, >= 1.
+    batch_size : int, optional
+        Tasks held at once, >= 1 (default: `fair_batch`).
 
     Returns
     -------
@@ -86,7 +87,7 @@ def vote_queue(
         Ordered by plausibility ascending (unscored last), then task id.
     """
     expert_id = _expert_id(actor)
-    reserve(db, "review", expert_id, rng, batch_size, now=now)
+    reserve(db, "review", expert_id, rng, fair_batch(db) if batch_size is None else batch_size, now=now)
     items = []
     for task in open_tasks(db, "review", expert_id, now=now):
         coloring = get_coloring(db, task.coloring_id)
@@ -97,6 +98,40 @@ def vote_queue(
             )
         )
     return sorted(items, key=lambda i: (i.plausibility is None, i.plausibility or 0.0, i.task_id))
+
+
+def fair_batch(db: sqlite_utils.Database, most: int = REVIEW_BATCH) -> int:
+    """Review tasks one expert may hold: the votes still missing on open reviews shared
+    among the active experts, rounded up, from 1 to `most`.
+
+    Ten each for everyone left a fifth expert with nothing to vote on for two hours while
+    35 votes on 12 colorings were missing (an outside check): the first four held them."""
+    missing, experts = db.execute(
+        "select coalesce(sum(max(0, r.votes_needed - (select count(*) from qc_votes v where "
+        "v.coloring_id = r.coloring_id))), 0), (select count(*) from annotators a, json_each(a.roles) "
+        "j where a.status = 'active' and j.value = 'expert') from reviews r where r.status = 'open'"
+    ).fetchone()
+    return max(1, min(most, -(-missing // max(experts, 1))))
+
+
+def held_by_others(
+    db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None
+) -> tuple[int, str | None]:
+    """Open reviews the expert may still vote on (and does not hold) that other experts hold now, and when the
+    last of those reservations ends (ISO 8601 UTC; None when there is none): one an expert
+    leaves unvoted comes back to the queue then."""
+    expert_id = _expert_id(actor)
+    count, latest = db.execute(
+        "select count(distinct t.coloring_id), max(t.expires) from tasks t join reviews r on "
+        "r.coloring_id = t.coloring_id join colorings g on g.id = t.coloring_id where t.kind = "
+        "'review' and t.status = 'reserved' and t.expires > :now and t.annotator_id != :a and "
+        "r.status = 'open' and g.annotator_id != :a and not exists (select 1 from qc_votes v "
+        "where v.coloring_id = t.coloring_id and v.expert_id = :a) and not exists (select 1 from "
+        "tasks m where m.kind = 'review' and m.status = 'reserved' and m.annotator_id = :a and "
+        "m.coloring_id = t.coloring_id)",
+        {"a": expert_id, "now": iso(now)},
+    ).fetchone()
+    return int(count), latest
 
 
 def cast_vote(

@@ -451,3 +451,26 @@ def test_batched_bin_plausibility_is_bin_plausibility_of_each_row():
     assert_allclose(rows, [bin_plausibility(p) for p in priors], rtol=1e-12, atol=1e-15)
     with pytest.raises(ValueError, match="positive mass"):
         qc_plausibility.bin_plausibility_rows(np.zeros((2, SCD.n_bins)))
+
+
+def test_experts_hold_their_share_of_the_missing_votes_so_a_late_one_gets_some(store):
+    """12 colorings open for 3 votes (36 missing) and 6 experts: each holds at most 6, so the
+    sixth still gets 6 (ten each left an outside check's fifth of five with nothing for two
+    hours); a seventh, who joins later, is told the colorings are held and until when."""
+    db, data = store
+    ids, experts = _reviewed(db, data, n_colorings=12, n_experts=6)
+    assert votes.fair_batch(db) == 6  # 36 missing over 6 active experts
+    rng = np.random.default_rng(0)
+    held = [len(votes.vote_queue(db, e, rng, now=T0)) for e in experts[:5]]
+    assert held == [6, 6, 6, 6, 6]
+    sixth = votes.vote_queue(db, experts[5], rng, now=T0)
+    assert len(sixth) == 6 and votes.held_by_others(db, experts[5], now=T0)[0] == 12 - 6
+    seventh = actor(db, people(db, 1, "expert")[0])
+    assert votes.vote_queue(db, seventh, rng, now=T0) == []
+    count, until = votes.held_by_others(db, seventh, now=T0)
+    assert count == 12 and until == iso(T0 + dt.timedelta(minutes=120))
+    # Votes shrink the share: after each expert's votes on what it holds, none is missing.
+    for expert in [*experts, seventh]:
+        for item in votes.vote_queue(db, expert, rng, now=T0):
+            votes.cast_vote(db, expert, item.task_id, True, now=T0)
+    assert votes.fair_batch(db) == 1 and len(list(db.query("select * from qc_votes"))) == 36
