@@ -202,7 +202,7 @@ def _no_trial(db, actor, *, crowd: bool) -> str:
     """Why no trial comes: all judged; pairs others hold, which may still come; or (someone
     from an invite) every other pair has its votes, so nothing is left to wait for."""
     done, total = judging.progress(db, actor)
-    if done >= total:
+    if done >= total > 0:
         return f"**All done: you judged {done} of {total} trials. Thank you!**"
     if judging.held_by_others(db, actor):
         return (

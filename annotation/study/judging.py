@@ -133,28 +133,34 @@ def progress(db: sqlite_utils.Database, actor: Actor) -> tuple[int, int]:
     """``(done, total)``: trials the participant judged in the open studies they judge
     (`annotation.assignment.JUDGED_STUDIES`: an open link's study alone for someone who came
     through one), and how many they are asked for: per such study its
-    ``trials_per_participant``, at most its pairs."""
+    ``trials_per_participant``, at most its pairs; for a participant from an invite, at
+    most what they judged there plus the pairs still short of votes that they have not
+    judged (a study whose pairs all have their votes asks them for nothing more)."""
     done, asked = _progress(db, _participant(actor))
     return done, sum(asked)
 
 
 def _progress(db: sqlite_utils.Database, annotator_id: int) -> tuple[int, list[int]]:
-    """`progress` with the trials asked per open study judged, one entry per study."""
-    done = db.execute(
-        "select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
-        "join studies s on s.id = p.study_id where s.frozen is not null and "
-        f"j.participant_id = :a and {assignment.JUDGED_STUDIES}",
-        {"a": annotator_id},
+    """`progress` with the trials asked per open study judged, one entry per study that
+    asks any. An invited participant's count took in full studies too ("34 of 139 judged"
+    after everything asked of them, told to come back later for good, an outside check)."""
+    crowd = db.execute(
+        "select exists (select 1 from crowd_participants where annotator_id = ?)", [annotator_id]
     ).fetchone()[0]
-    asked = [
-        min(json.loads(row["meta"])["trials_per_participant"], row["pairs"])
-        for row in db.query(
-            "select s.meta, count(p.id) as pairs from studies s join "
-            "study_pairs p on p.study_id = s.id where s.frozen is not "
-            f"null and {assignment.JUDGED_STUDIES} group by s.id",
-            {"a": annotator_id},
-        )
-    ]
+    done, asked = 0, []
+    for row in db.query(
+        "select s.meta, count(p.id) as pairs, coalesce(sum(exists (select 1 from judgments j where "
+        "j.pair_id = p.id and j.participant_id = :a)), 0) as done, coalesce(sum(not exists (select 1 "
+        "from judgments j where j.pair_id = p.id and j.participant_id = :a) and (select count(*) from "
+        "judgments j where j.pair_id = p.id) < s.votes_per_pair), 0) as open from studies s join "
+        f"study_pairs p on p.study_id = s.id where s.frozen is not null and {assignment.JUDGED_STUDIES} "
+        "group by s.id",
+        {"a": annotator_id},
+    ):
+        cap = min(json.loads(row["meta"])["trials_per_participant"], row["pairs"])
+        done += row["done"]
+        if wanted := cap if crowd else min(cap, row["done"] + row["open"]):
+            asked.append(wanted)
     return done, asked
 
 

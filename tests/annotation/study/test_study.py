@@ -285,7 +285,9 @@ def test_pairs_held_by_others_are_told_apart_from_a_study_with_nothing_left(setu
     while (trial := judging.next_trial(db, first, rng)) is not None:
         judging.record_judgment(db, first, trial.task_id, "left", 2.5)
     assert judging.held_by_others(db, second) == 0 and judging.next_trial(db, second, rng) is None
-    assert judging.progress(db, second)[0] == 0 < judging.progress(db, second)[1]  # not done: nothing left
+    # Every pair has its votes: nothing more is asked of the second (an invited participant's
+    # count took in full studies, and an outside tester's were told to come back for good).
+    assert judging.progress(db, second) == (0, 0)
 
 
 def test_placement_is_recorded_per_trial_and_balanced(setup):
@@ -463,6 +465,24 @@ def test_an_invited_participant_judges_each_open_study_up_to_its_trials_per_part
     }
     assert per_study == {small: 6, large: 40}
     assert judging.progress(db, actor) == (46, 46)
+
+
+def test_an_invited_participant_is_done_when_what_is_left_has_its_votes(setup):
+    """Two open studies of 12 pairs; the participant judges 2 trials, and others then give
+    every pair its votes: their count drops to those 2, so they read done, not "2 of 24" and
+    "come back later" for good (an outside check's invitees read "34 of 139")."""
+    db, data_dir, truths = setup
+    for name, seed in (("full", 1), ("other", 2)):
+        _study(db, data_dir, truths, name=name, seed=seed, n_concepts=4, votes_per_pair=2, attention_rate=0.0)
+    me, *others = _participants(db, 3)
+    rng = np.random.default_rng(9)
+    assert judging.progress(db, me) == (0, 24)
+    for _ in range(2):
+        trial = judging.next_trial(db, me, rng, batch_size=1)
+        judging.record_judgment(db, me, trial.task_id, "left", 2.5)
+    assignment.release(db, judging.next_trial(db, me, rng, batch_size=1).task_id, me.annotator_id)
+    _judge_all(db, others, lambda t: "left", rng)
+    assert judging.progress(db, me) == (2, 2) and judging.next_trial(db, me, rng) is None
 
 
 @pytest.mark.parametrize("share", [0.05, 0.1, 1 / 7, 0.3, 0.5])
