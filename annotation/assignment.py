@@ -388,7 +388,7 @@ def checks_due(share: float, trial: int, annotator_id: int, study_id: int) -> in
     Parameters
     ----------
     share : float
-        The study's checks over its pairs and checks, in [0, 1).
+        The study's attention-check share as designed (``attention_rate``), in [0, 1).
     trial : int
         1 for the first trial, >= 1.
 
@@ -427,13 +427,18 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
             "from study_pairs p join studies s on s.id = p.study_id where s.frozen is not null"
         )
     }
+    # The runs follow the design's share (runs of exactly 10 at 10 %), not the share its
+    # rounded count of checks gives (0.1007: runs of 9 and 10, so two checks could meet at
+    # trials 9 and 10, which an outside check read as two in ten).
     share, cap = {}, {}
-    for study, total, checks, asked in db.execute(
+    for study, total, checks, rate, asked in db.execute(
         "select p.study_id, count(*), coalesce(sum(json_extract(p.meta, '$.attention_check')), 0), "
-        "json_extract(s.meta, '$.trials_per_participant') from study_pairs p join studies s on "
-        "s.id = p.study_id where s.frozen is not null group by p.study_id"
+        "json_extract(s.meta, '$.attention_rate'), json_extract(s.meta, '$.trials_per_participant') "
+        "from study_pairs p join studies s on s.id = p.study_id where s.frozen is not null "
+        "group by p.study_id"
     ):
-        share[study], cap[study] = checks / total, total if asked is None else min(total, asked)
+        share[study] = (checks / total if rate is None else float(rate)) if checks else 0.0
+        cap[study] = total if asked is None else min(total, asked)
     met = {
         study: [trials, checks]
         for study, trials, checks in db.execute(

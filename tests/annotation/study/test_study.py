@@ -446,6 +446,23 @@ def test_each_participant_meets_the_study_share_of_attention_checks_spread_over_
     assert len(set(places)) >= 5  # not one learnable place
 
 
+def test_the_runs_of_attention_checks_follow_the_designed_share(setup):
+    """29 concepts x 3 pairs: a 10 % design rounds to 10 checks, a share of 10/97; runs of 9-10
+    trials from that put two checks at trials 9 and 10 now and then (an outside check read two
+    in ten). With the design's 10 %, each person meets one in trials 1-10 and one in 11-20."""
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=29, attention_rate=0.1, trials_per_participant=20)
+    assert study.study_size(db, study_id) == {"pairs": 87, "attention_checks": 10}
+    _judge_all(db, _participants(db, 30), lambda t: "left", np.random.default_rng(2))
+    votes = judging.votes_frame(db, study_id).sort_values("created", kind="stable")
+    runs = [
+        [int(group["attention_check"].iloc[a:b].sum()) for a, b in ((0, 10), (10, 20))]
+        for _, group in votes.groupby("participant_id", sort=False)
+        if len(group) == 20
+    ]
+    assert len(runs) >= 27 and runs.count([1, 1]) >= len(runs) - 1, runs  # the last may run short
+
+
 def test_an_invited_participant_judges_each_open_study_up_to_its_trials_per_participant(setup):
     """Someone from an invite judges every open study, but no more of one than its *Trials
     per participant* (an outside tester got 9 trials of a study asking 6, in batches of 10)."""
