@@ -476,16 +476,20 @@ def _layout() -> dict:
                 parts[f"{side}_chart"] = gr.Plot(
                     label=label, elem_id=f"participant_{side}_plot", elem_classes=[CHART_WAIT]
                 )
-    with gr.Row():
+    # Each answer under the chart it names, the note under the ground truth: with the note
+    # last, "Left" stood under the ground truth and "Right" under the left chart.
+    with gr.Row(equal_height=True):
+        with gr.Column(min_width=300):
+            vote_note = note_area("participant_vote_note")
         for side, key in zip(judging.SIDES, ("← or 1", "→ or 2")):
-            parts[side] = gr.Button(
-                f"{side.capitalize()} matches better ({key})",
-                variant="primary",
-                interactive=False,
-                elem_id=f"participant_{side}",
-                elem_classes=[ONE_CLICK, *answers("participant_progress")],
-            )
-        vote_note = note_area("participant_vote_note")
+            with gr.Column(min_width=300):
+                parts[side] = gr.Button(
+                    f"{side.capitalize()} matches better ({key})",
+                    variant="primary",
+                    interactive=False,
+                    elem_id=f"participant_{side}",
+                    elem_classes=[ONE_CLICK, *answers("participant_progress")],
+                )
     with gr.Row(equal_height=False):
         with gr.Column(min_width=300):
             truth_strip = gr.Plot(

@@ -225,6 +225,14 @@ def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
               return shown.length > 0 && shown.every((i) => i.complete && i.naturalWidth > 0);
             }"""
         )
+        # Each answer stands under the chart it names (they stood one column to the left).
+        for width in (1024, 1920):
+            page.set_viewport_size({"width": width, "height": 900})
+            for side in ("left", "right"):
+                button = page.locator(f"#participant_{side}").bounding_box()
+                chart = page.locator(f"#participant_{side}_plot").bounding_box()
+                middle = button["x"] + button["width"] / 2
+                assert chart["x"] < middle < chart["x"] + chart["width"], (width, side, button, chart)
         page.locator("body").click(position={"x": 5, "y": 5})
         for number, key in enumerate(["ArrowLeft", "2", "1", "ArrowRight"], start=2):
             answerable(page, "#participant_progress")
