@@ -98,12 +98,15 @@ class Readiness:
 
     def _colorings_line(self) -> str:
         m = self.min_colorings
-        short = [(key, m - n) for key, n in self.concepts if n < m][:SHOWN]
+        waiting = [(key, m - n) for key, n in self.concepts if n < m]
+        short = waiting[:SHOWN]
         steps = "; ".join(
             f"{counted(more, 'more coloring') if i == 0 else f'{more} more'} of '{key}' "
             f"{'opens' if more == 1 else 'open'} its vote"
             for i, (key, more) in enumerate(short)
         )
+        if len(waiting) > SHOWN:  # a pilot's fourth concept was left out unsaid
+            steps += f"; and {counted(len(waiting) - SHOWN, 'more concept')}"
         if self.rankable:
             head = f"{counted(self.rankable, 'concept')} {'has' if self.rankable == 1 else 'have'} the {m} colorings that “Colorings needed per concept” asks"
             return f"{head}; {steps}." if steps and self.pilot else f"{head}."

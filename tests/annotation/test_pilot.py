@@ -224,6 +224,17 @@ def test_the_numbers_say_how_many_colorings_open_each_pilot_concepts_vote(db, tm
         "No coloring is open for a vote yet: an expert ranks the concepts and opens the vote "
         "queue (Expert review, section 2); the most disputed concepts go to the vote.",
     ]
+    # A fourth pilot concept waiting is counted, not left out unsaid.
+    pilot.set_pilot(db, [*PILOT, "lemon"], actor="admin")
+    assert (
+        readiness(db, 5)
+        .lines()[0]
+        .startswith(
+            "No pilot concept has yet the 5 colorings from different designers that “Colorings needed per "
+            "concept” asks: 3 more colorings of 'apple' open its vote; 4 more of 'rotten apple' open its "
+            "vote; 5 more of 'forbidding castle' open its vote; and 1 more concept. "
+        )
+    )
 
 
 def test_the_numbers_count_the_votes_each_review_still_misses(db, tmp_path):
