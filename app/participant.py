@@ -59,6 +59,7 @@ from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
 from storage import iso, parse_iso, shown_time, utcnow
+from storage.shown import counted
 
 NAME = "participant"
 TITLE = "Judge"
@@ -387,7 +388,7 @@ class ParticipantTab(Tab):
                 _no_trial(db, actor, crowd=finished is not None), background=asked, consent=consent
             )
         based_on = (
-            f"{trial.truth.n_colorings} colorings"
+            counted(trial.truth.n_colorings, "coloring")
             if trial.truth.n_colorings
             else "a reference set of people's ratings (no colorings to show)"
         )
