@@ -184,8 +184,12 @@ def _experts_vote_until_the_statistics_show(app: LiveApp, browser, links: list[s
         expect(page.locator("#expert_needs")).to_contain_text("What review waits for")
         page.get_by_role("button", name="Next coloring").click()
         concept = page.locator("#expert_vote_concept")
+        shown = None  # each vote shows the next coloring (an expert holds a share of the votes)
         for left in range(opened, 0, -1):
-            expect(concept).to_contain_text(f"{left} in your queue")
+            expect(concept).to_contain_text(" in your queue")
+            if shown is not None:
+                expect(concept.locator('[id^="cc-shown-"]')).not_to_have_id(shown)
+            shown = concept.locator('[id^="cc-shown-"]').get_attribute("id")
             expect(page.locator("#expert_vote_image img")).to_be_visible()
             verdict = "Inconsistent" if (n == 2 and left == opened) else "Consistent"
             button = page.get_by_role("button", name=verdict, exact=True)

@@ -204,8 +204,12 @@ def _experts_vote_to_p_bar(app: LiveApp, browser) -> None:
             _shot(page, "5-expert-ranking")
         page.get_by_role("button", name="Next coloring").click()
         concept = page.locator("#expert_vote_concept")
+        shown = None  # each vote shows the next coloring (an expert holds a share of the votes)
         for left in range(3, 0, -1):
-            expect(concept).to_contain_text(f"{left} in your queue")
+            expect(concept).to_contain_text(" in your queue")
+            if shown is not None:
+                expect(concept.locator('[id^="cc-shown-"]')).not_to_have_id(shown)
+            shown = concept.locator('[id^="cc-shown-"]').get_attribute("id")
             expect(page.locator("#expert_vote_image img")).to_be_visible()
             if n == 0 and left == 3:
                 _shot(page, "6-expert-vote")
