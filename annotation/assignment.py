@@ -69,9 +69,14 @@ _DONE_BY = {
 _QUOTA = {
     "coloring": "select :k",
     "review": "select votes_needed from reviews where coloring_id = :t and status = 'open'",
-    "judgment": "select s.votes_per_pair from study_pairs p join studies s on s.id = "
+    # An attention check takes any number of answers (each person's one): with a quota like
+    # a pair's, people screened out early used them up and the last people met none.
+    "judgment": "select case when coalesce(json_extract(p.meta, '$.attention_check'), 0) then "
+    f"{2**31} else s.votes_per_pair end from study_pairs p join studies s on s.id = "
     "p.study_id where p.id = :t and s.frozen is not null",
 }
+IS_CHECK = "coalesce(json_extract(p.meta, '$.attention_check'), 0)"
+"""SQL condition on ``study_pairs p``: the pair is an attention check."""
 JUDGED_STUDIES = (
     "(s.id in (select l.study_id from crowd_participants c join crowd_links l on l.id = c.link_id "
     "where c.annotator_id = :a) or not exists (select 1 from crowd_participants c where c.annotator_id = :a))"
@@ -414,7 +419,7 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
     """Up to `n` of the pair ids `ranked` (in order of preference), never more of a study
     than its ``trials_per_participant`` (at most its pairs) with the person's answered and
     held trials: at each step the first one that is an attention check exactly when the
-    person is due one in its study (`checks_due`), else the first one.
+    person is due one in its study (`checks_due`), else the first model pair.
 
     Handed out by fill alone, checks fell unevenly (an outside check's participants met 0
     to 5 checks in 10 trials, so one was screened out sooner than another for the same
@@ -452,13 +457,18 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
     picked = []
     while len(picked) < n:
         left = [p for p in ranked if p not in picked and met.get(pairs[p][0], (0, 0))[0] < cap[pairs[p][0]]]
-        if not left:
-            break
         due = {
             study: checks_due(share[study], trials + 1, annotator_id, study) > checks
             for study, (trials, checks) in ((s, met.get(s, (0, 0))) for s in share)
         }
-        pair_id = next((p for p in left if pairs[p][1] == due[pairs[p][0]]), left[0])
+        # A check only when one is due (checks take any number of answers, so one never
+        # fills a trial that no pair is left for); a pair when a due check has none left.
+        pair_id = next(
+            (p for p in left if pairs[p][1] == due[pairs[p][0]]),
+            next((p for p in left if not pairs[p][1]), None),
+        )
+        if pair_id is None:
+            break
         picked.append(pair_id)
         study, check = pairs[pair_id]
         counts = met.setdefault(study, [0, 0])

@@ -16,7 +16,8 @@ P_H(x|c) better. Its design (`create_study`):
   There are ``round(rate / (1 - rate) * pairs)`` of them, drawn without replacement over
   (concept, model), so that about `attention_rate` of all trials are checks. A check is
   passed when the participant picks the ground-truth side; each participant meets the
-  study's share of them, spread over their trials (`annotation.assignment.checks_due`).
+  study's share of them, spread over their trials (`annotation.assignment.checks_due`), and
+  a check takes any number of answers (``votes_per_pair`` is the model pairs' quota).
   `votes_frame` marks each
   check and whether it passed; `evaluation.analysis.judgments.participant_flags` flags whoever
   failed one, and the analysis keeps their votes unless asked to leave them out.

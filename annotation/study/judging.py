@@ -143,37 +143,53 @@ def progress(db: sqlite_utils.Database, actor: Actor) -> tuple[int, int]:
 def _progress(db: sqlite_utils.Database, annotator_id: int) -> tuple[int, list[int]]:
     """`progress` with the trials asked per open study judged, one entry per study that
     asks any. An invited participant's count took in full studies too ("34 of 139 judged"
-    after everything asked of them, told to come back later for good, an outside check)."""
+    after everything asked of them, told to come back later for good, an outside check):
+    it counts the model pairs still short of votes they have not judged, and the attention
+    checks they would meet over those (`annotation.assignment.checks_due`), at most the
+    checks they have not met."""
     crowd = db.execute(
         "select exists (select 1 from crowd_participants where annotator_id = ?)", [annotator_id]
     ).fetchone()[0]
+    mine = "exists (select 1 from judgments j where j.pair_id = p.id and j.participant_id = :a)"
     done, asked = 0, []
     for row in db.query(
-        "select s.meta, count(p.id) as pairs, coalesce(sum(exists (select 1 from judgments j where "
-        "j.pair_id = p.id and j.participant_id = :a)), 0) as done, coalesce(sum(not exists (select 1 "
-        "from judgments j where j.pair_id = p.id and j.participant_id = :a) and (select count(*) from "
-        "judgments j where j.pair_id = p.id) < s.votes_per_pair), 0) as open from studies s join "
-        f"study_pairs p on p.study_id = s.id where s.frozen is not null and {assignment.JUDGED_STUDIES} "
-        "group by s.id",
+        f"select s.id, s.meta, count(p.id) as pairs, coalesce(sum({mine}), 0) as done, "
+        f"coalesce(sum({mine} and {assignment.IS_CHECK}), 0) as checks_met, "
+        f"coalesce(sum(not {mine} and {assignment.IS_CHECK}), 0) as checks_left, "
+        f"coalesce(sum(not {mine} and not {assignment.IS_CHECK} and (select count(*) from judgments j "
+        "where j.pair_id = p.id) < s.votes_per_pair), 0) as open from studies s join study_pairs p on "
+        f"p.study_id = s.id where s.frozen is not null and {assignment.JUDGED_STUDIES} group by s.id",
         {"a": annotator_id},
     ):
-        cap = min(json.loads(row["meta"])["trials_per_participant"], row["pairs"])
+        meta = json.loads(row["meta"])
+        cap = min(meta["trials_per_participant"], row["pairs"])
         done += row["done"]
-        if wanted := cap if crowd else min(cap, row["done"] + row["open"]):
+        if crowd:
+            wanted = cap
+        else:
+            share = float(meta.get("attention_rate", 0.0)) if row["checks_met"] + row["checks_left"] else 0.0
+            extra = 0
+            for _ in range(3):  # the checks met over the trials to come: a fixed point, reached at once
+                trials = row["done"] + row["open"] + extra
+                due = assignment.checks_due(share, trials, annotator_id, row["id"]) if trials else 0
+                extra = min(row["checks_left"], max(0, due - row["checks_met"]))
+            wanted = min(cap, row["done"] + row["open"] + extra)
+        if wanted:
             asked.append(wanted)
     return done, asked
 
 
 def held_by_others(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> int:
-    """Pairs the participant has not judged, in the studies they judge, that other
+    """Model pairs the participant has not judged, in the studies they judge, that other
     participants hold now: the pairs that may still come to them (a reservation its holder
-    does not answer in time is released). When `next_trial` has none to give and this is 0,
+    does not answer in time is released; an attention check, which takes any number of
+    answers, is never held from them). When `next_trial` has none to give and this is 0,
     nothing in the study is left for them."""
     annotator_id = _participant(actor)
     return db.execute(
         "select count(distinct t.pair_id) from tasks t join study_pairs p on p.id = t.pair_id "
         "join studies s on s.id = p.study_id where t.kind = 'judgment' and t.status = 'reserved' "
-        "and t.expires > :now and t.annotator_id != :a and s.frozen is not null and "
+        f"and t.expires > :now and t.annotator_id != :a and not {assignment.IS_CHECK} and s.frozen is not null and "
         f"{assignment.JUDGED_STUDIES} and not exists (select 1 from judgments j "
         "where j.pair_id = t.pair_id and j.participant_id = :a)",
         {"a": annotator_id, "now": iso(utcnow() if now is None else now)},

@@ -128,7 +128,10 @@ def test_researcher_sets_up_opens_and_analyses_a_study(tmp_path):
     downloaded = pd.read_csv(by_name["table3.csv"])
     assert downloaded["Metric"].tolist() == [row[1] for row in table3["data"]]
     np.testing.assert_allclose(downloaded["Pearson"], [row[2] for row in table3["data"]], atol=1e-4)
-    assert len(pd.read_csv(by_name["votes.csv"])) == 162
+    # The 144 votes and each participant's attention-check answers (a check takes any number).
+    votes = pd.read_csv(by_name["votes.csv"])
+    assert (~votes["attention_check"]).sum() == 144
+    assert (votes[votes["attention_check"]].groupby("participant_id").size() >= 1).sum() == 6
 
 
 def test_study_and_participant_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
