@@ -215,11 +215,6 @@ answer buttons are dimmed and ``aria-disabled`` (an outside tester's press then 
 taken); then the page marks what it shows ``data-cc-ready`` (what browser tests wait for)."""
 
 
-CHART_WAIT = "cc-wait"
-"""The class of a chart an answer rests on: while one shown has not drawn yet, `JS` keeps the
-answer buttons dimmed and drops their presses, as in their first `ANSWER_DWELL_MS`."""
-
-
 NUMBER_COMMA = (
     "A number takes a point for decimals (0.5), no thousands separator: press Backspace, type it again"
 )
@@ -268,14 +263,10 @@ JS = compact_js(
   let marking = false;
   const markOf = (b) => document.querySelector(`#${{b.className.match(/{ANSWERS}--(\\S+)/)?.[1]}} [id^="{SHOWN_PREFIX}"]`);
   const seen = {{}};
-  // A chart still to draw (plotly loads on the first one: 2.7 s on a busy machine) holds answers too.
-  const drawn = () => [...document.querySelectorAll(".{CHART_WAIT}")].every((c) => !c.offsetParent || c.querySelector(".main-svg"));
   const stamp = () => document.querySelectorAll('[class*="{ANSWERS}--"]').forEach((b) => {{
     const m = markOf(b), left = m ? (seen[m.id] ??= Date.now()) + {ANSWER_DWELL_MS} - Date.now() : 0;
-    const wait = left > 0 || !!m && !drawn();
-    b.ariaDisabled = wait || null;  // shown dimmed, and read out so, while it takes no answer
-    if (left > 0) setTimeout(stamp, left + 5);
-    wait ? m?.removeAttribute("data-cc-ready") : m?.setAttribute("data-cc-ready", "");
+    b.ariaDisabled = left > 0 || null;  // shown dimmed, and read out so, while it takes no answer
+    left > 0 ? setTimeout(stamp, left + 5) : m?.setAttribute("data-cc-ready", "");
   }});
   window.ccAnswer = (values, id, at) => {{
     const kept = document.getElementById(id)?.dataset.answers;
