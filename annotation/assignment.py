@@ -415,6 +415,19 @@ def checks_due(share: float, trial: int, annotator_id: int, study_id: int) -> in
     return run + int(place <= t)
 
 
+def check_share(rate: float, trials: int) -> float:
+    """The share of attention checks a participant asked for `trials` trials of a study meets:
+    the design's `rate`, or one check in their trials when they take fewer than ``1 / rate``
+    (at 10 % a person of 5 trials met a check by luck, one time in two).
+
+    Examples
+    --------
+    >>> check_share(0.1, 30), check_share(0.1, 5), check_share(0.0, 5)
+    (0.1, 0.2, 0.0)
+    """
+    return max(rate, 1 / trials) if rate > 0 and trials > 0 else rate
+
+
 def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[int]:
     """Up to `n` of the pair ids `ranked` (in order of preference), never more of a study
     than its ``trials_per_participant`` (at most its pairs) with the person's answered and
@@ -442,8 +455,10 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
         "from study_pairs p join studies s on s.id = p.study_id where s.frozen is not null "
         "group by p.study_id"
     ):
-        share[study] = (checks / total if rate is None else float(rate)) if checks else 0.0
         cap[study] = total if asked is None else min(total, asked)
+        share[study] = (
+            check_share(checks / total if rate is None else float(rate), cap[study]) if checks else 0.0
+        )
     met = {
         study: [trials, checks]
         for study, trials, checks in db.execute(
@@ -463,8 +478,10 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
         }
         # A check only when one is due (checks take any number of answers, so one never
         # fills a trial that no pair is left for); a pair when a due check has none left.
+        # A check only in a study with a model pair still left for the person.
+        open_in = {pairs[p][0] for p in left if not pairs[p][1]}
         pair_id = next(
-            (p for p in left if pairs[p][1] == due[pairs[p][0]]),
+            (p for p in left if pairs[p][1] == due[pairs[p][0]] and pairs[p][0] in open_in),
             next((p for p in left if not pairs[p][1]), None),
         )
         if pair_id is None:

@@ -490,19 +490,28 @@ def _check_open(db, link: dict, now: dt.datetime) -> None:
         raise LinkClosed(
             f"this study is full: all {link['quota']} places are taken; please return it on the platform"
         )
-    if not room_for_one_more(db, link["study_id"]):
+    left, asked = votes_left(db, link["study_id"])
+    if left < asked:
+        # It said "its pairs have all the votes they need" with votes still open (an outside
+        # check): the last few are fewer than one person's trials, for an invited participant.
         raise LinkClosed(
             "this study is full: its pairs have all the votes they need; please return it on the platform"
+            if left <= 0
+            else f"this study has fewer trials left ({left}) than one person takes ({asked}); please "
+            "return it on the platform"
         )
 
 
-def room_for_one_more(db: sqlite_utils.Database, study_id: int) -> bool:
-    """Whether the study still wants the votes of one more person who joins now.
+def votes_left(db: sqlite_utils.Database, study_id: int) -> tuple[int, int]:
+    """``(left, asked)``: the votes the study still wants beyond those owed to the people of
+    its links already in, and one person's trials. One more person may join while ``left``
+    covers ``asked``.
 
     The votes its pairs still need (``votes_per_pair`` less the votes cast, per pair) less
     those owed to the people of its links already in (active: what they were asked and have
     not judged) must cover one person's trials (``trials_per_participant``, at most its
-    pairs); otherwise a newcomer would agree, start the clock and find no trial.
+    pairs); otherwise a newcomer would agree, start the clock and find no trial. The last
+    votes, fewer than one person's trials, are for an invited participant (docs/crowd.md).
     """
     study = db["studies"].get(study_id)
     pairs, wanted = db.execute(
@@ -518,7 +527,7 @@ def room_for_one_more(db: sqlite_utils.Database, study_id: int) -> bool:
         "where l.study_id = ? and c.status = 'active'",
         [study_id],
     ).fetchone()
-    return wanted - (active * asked - done) >= asked
+    return int(wanted - (active * asked - done)), int(asked)
 
 
 def one_param(params: Mapping[str, str | list[str]], name: str) -> str | None:

@@ -197,6 +197,12 @@ def test_a_newcomer_is_refused_once_the_pairs_votes_are_spoken_for(setup):
     crowd.mark_returned(db, link["id"], "pid-1", ADMIN, now=T0)  # their 10 votes are wanted again
     assert not _join(db, token, "pid-6").resumed
     assert _join(db, token, "pid-2").resumed  # someone already in always comes back
+    # Someone who leaves after 3 of their 10 trials frees 7 votes, fewer than one person's 10:
+    # the refusal says so (it said the pairs had all their votes, with 7 still open).
+    assert _judge(db, people[3], 3) == 3
+    crowd.mark_returned(db, link["id"], "pid-3", ADMIN, now=T0)
+    with pytest.raises(crowd.LinkClosed, match=r"has fewer trials left \(7\) than one person takes \(10\)"):
+        _join(db, token, "pid-7")
 
 
 def test_bad_links_and_ids_are_refused_with_the_field_named(setup):

@@ -465,6 +465,28 @@ def test_a_check_takes_any_number_of_answers_so_no_one_goes_unchecked(setup):
     assert (votes[~votes["attention_check"]].groupby("pair_id").size() == 6).all()  # pairs keep their quota
 
 
+def test_fewer_trials_than_a_run_still_meet_one_check_and_a_full_study_gives_none(setup):
+    """At 10 % with 5 trials a person met a check one time in two (an outside check: 3 people,
+    none); each now meets one. A study whose model pairs all have their votes gave a newcomer
+    its check as their first trial: it gives them nothing."""
+    db, data_dir, truths = setup
+    short = _study(
+        db, data_dir, truths, name="short", n_concepts=30, attention_rate=0.1, trials_per_participant=5
+    )
+    rng = np.random.default_rng(6)
+    _judge_all(db, _participants(db, 12), lambda t: "left", rng)
+    met = judging.votes_frame(db, short).groupby("participant_id")["attention_check"].agg(["size", "sum"])
+    assert (met["size"] == 5).all() and (met["sum"] == 1).all(), met
+    small = _study(
+        db, data_dir, truths, name="small", seed=4, n_concepts=2, votes_per_pair=1, attention_rate=0.3
+    )
+    _judge_all(db, _participants(db, 1), lambda t: "left", rng)  # fills small (and short's rest)
+    late = _participants(db, 1)
+    _judge_all(db, late, lambda t: "left", rng)
+    assert judging.votes_frame(db, small)["participant_id"].eq(late[0].annotator_id).sum() == 0
+    assert judging.progress(db, late[0])[0] == judging.progress(db, late[0])[1]
+
+
 def test_the_runs_of_attention_checks_follow_the_designed_share(setup):
     """29 concepts x 3 pairs: a 10 % design rounds to 10 checks, a share of 10/97; runs of 9-10
     trials from that put two checks at trials 9 and 10 now and then (an outside check read two
