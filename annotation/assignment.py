@@ -66,17 +66,16 @@ _DONE_BY = {
     "review": "select count(*) from qc_votes where coloring_id = :t and expert_id = :a",
     "judgment": "select count(*) from judgments where pair_id = :t and participant_id = :a",
 }
+IS_CHECK = "coalesce(json_extract(p.meta, '$.attention_check'), 0)"
+"""SQL condition on ``study_pairs p``: the pair is an attention check."""
 _QUOTA = {
     "coloring": "select :k",
     "review": "select votes_needed from reviews where coloring_id = :t and status = 'open'",
     # An attention check takes any number of answers (each person's one): with a quota like
     # a pair's, people screened out early used them up and the last people met none.
-    "judgment": "select case when coalesce(json_extract(p.meta, '$.attention_check'), 0) then "
-    f"{2**31} else s.votes_per_pair end from study_pairs p join studies s on s.id = "
-    "p.study_id where p.id = :t and s.frozen is not null",
+    "judgment": f"select case when {IS_CHECK} then {2**31} else s.votes_per_pair end from "
+    "study_pairs p join studies s on s.id = p.study_id where p.id = :t and s.frozen is not null",
 }
-IS_CHECK = "coalesce(json_extract(p.meta, '$.attention_check'), 0)"
-"""SQL condition on ``study_pairs p``: the pair is an attention check."""
 JUDGED_STUDIES = (
     "(s.id in (select l.study_id from crowd_participants c join crowd_links l on l.id = c.link_id "
     "where c.annotator_id = :a) or not exists (select 1 from crowd_participants c where c.annotator_id = :a))"
@@ -428,6 +427,13 @@ def check_share(rate: float, trials: int) -> float:
     return max(rate, 1 / trials) if rate > 0 and trials > 0 else rate
 
 
+def study_check_share(rate: float | None, checks: int, pairs: int, trials: int) -> float:
+    """`check_share` of a study of `pairs` pairs, `checks` of them attention checks, for a
+    person asked for `trials`: its design's `rate` (``attention_rate``; when a study has
+    none recorded, the share of its checks), 0 for a study without checks."""
+    return check_share(checks / pairs if rate is None else float(rate), trials) if checks else 0.0
+
+
 def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[int]:
     """Up to `n` of the pair ids `ranked` (in order of preference), never more of a study
     than its ``trials_per_participant`` (at most its pairs) with the person's answered and
@@ -441,8 +447,8 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
     pairs = {
         row[0]: (row[1], bool(row[2]))
         for row in db.execute(
-            "select p.id, p.study_id, coalesce(json_extract(p.meta, '$.attention_check'), 0) "
-            "from study_pairs p join studies s on s.id = p.study_id where s.frozen is not null"
+            f"select p.id, p.study_id, {IS_CHECK} from study_pairs p join studies s on "
+            "s.id = p.study_id where s.frozen is not null"
         )
     }
     # The runs follow the design's share (runs of exactly 10 at 10 %), not the share its
@@ -450,19 +456,16 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
     # trials 9 and 10, which an outside check read as two in ten).
     share, cap = {}, {}
     for study, total, checks, rate, asked in db.execute(
-        "select p.study_id, count(*), coalesce(sum(json_extract(p.meta, '$.attention_check')), 0), "
-        "json_extract(s.meta, '$.attention_rate'), json_extract(s.meta, '$.trials_per_participant') "
-        "from study_pairs p join studies s on s.id = p.study_id where s.frozen is not null "
-        "group by p.study_id"
+        f"select p.study_id, count(*), sum({IS_CHECK}), json_extract(s.meta, '$.attention_rate'), "
+        "json_extract(s.meta, '$.trials_per_participant') from study_pairs p join studies s on "
+        "s.id = p.study_id where s.frozen is not null group by p.study_id"
     ):
         cap[study] = total if asked is None else min(total, asked)
-        share[study] = (
-            check_share(checks / total if rate is None else float(rate), cap[study]) if checks else 0.0
-        )
+        share[study] = study_check_share(rate, checks, total, cap[study])
     met = {
         study: [trials, checks]
         for study, trials, checks in db.execute(
-            "select p.study_id, count(*), coalesce(sum(json_extract(p.meta, '$.attention_check')), 0) "
+            f"select p.study_id, count(*), sum({IS_CHECK}) "
             "from tasks t join study_pairs p on p.id = t.pair_id where t.kind = 'judgment' and "
             "t.practice = 0 and t.annotator_id = ? and t.status in ('reserved', 'submitted') "
             "group by p.study_id",
@@ -476,9 +479,9 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
             study: checks_due(share[study], trials + 1, annotator_id, study) > checks
             for study, (trials, checks) in ((s, met.get(s, (0, 0))) for s in share)
         }
-        # A check only when one is due (checks take any number of answers, so one never
-        # fills a trial that no pair is left for); a pair when a due check has none left.
-        # A check only in a study with a model pair still left for the person.
+        # A check only when one is due, and only in a study with a model pair still left for
+        # the person (checks take any number of answers, so one never fills a trial that no
+        # pair is left for); a model pair when a due check has none left.
         open_in = {pairs[p][0] for p in left if not pairs[p][1]}
         pair_id = next(
             (p for p in left if pairs[p][1] == due[pairs[p][0]] and pairs[p][0] in open_in),
@@ -594,7 +597,7 @@ def _held(task: Task, annotator_id: int) -> Task:
             f"task {task.id} was already submitted; your first answer is kept and nothing changed"
         )
     if task.status == "released":
-        raise AlreadyDone(f"task {task.id} was already given back; nothing was stored")
+        raise Conflict(f"task {task.id} was already given back; nothing was stored")
     return task
 
 

@@ -728,6 +728,7 @@ def coverage_markdown(db, k: int) -> str:
     fixed mode), the pilot, people per role and what expert review waits for (counted against
     the colorings per concept the vote queue was last opened with, else `k`), as Markdown."""
     figures = overview.coverage(db, k)
+    minimum = review_min_colorings(db, k)
     top = max(figures["histogram"])
     histogram = ", ".join(f"{n}{'+' if n == top else ''}: {m}" for n, m in figures["histogram"].items())
     adaptive = figures["adaptive"]
@@ -752,12 +753,12 @@ def coverage_markdown(db, k: int) -> str:
             "",
             "**What expert review waits for** ({m} colorings per concept: {source}; an expert sets it, "
             "2 or more, in “Colorings needed per concept” on the Expert tab):".format(
-                m=review_min_colorings(db, k),
+                m=minimum,
                 source="as the vote queue was last opened"
                 if read_setting(db, MIN_COLORINGS_SETTING) is not None
                 else "the default until the vote queue is opened",
             ),
-            *(f"- {escape(line)}" for line in readiness(db, review_min_colorings(db, k)).lines()),
+            *(f"- {escape(line)}" for line in readiness(db, minimum).lines()),
         ]
     )
 

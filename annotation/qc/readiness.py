@@ -126,6 +126,20 @@ class Readiness:
         return head
 
 
+MISSING_VOTES = (
+    "max(0, r.votes_needed - (select count(*) from qc_votes v where v.coloring_id = r.coloring_id))"
+)
+"""SQL on ``reviews r``: the votes the review still misses."""
+
+
+def active_experts(db: sqlite_utils.Database) -> int:
+    """Active annotators with the expert role (a coloring's votes come from different ones)."""
+    return sum(
+        "expert" in json.loads(row[0])
+        for row in db.execute("select roles from annotators where status = 'active'")
+    )
+
+
 def readiness(db: sqlite_utils.Database, min_colorings: int = MIN_COLORINGS) -> Readiness:
     """Count where each stage of expert review stands (see `Readiness`).
 
@@ -141,14 +155,10 @@ def readiness(db: sqlite_utils.Database, min_colorings: int = MIN_COLORINGS) -> 
     named.sort(key=lambda item: (max(0, min_colorings - item[1]), item[0]))
     reviews = db.execute(
         "select coalesce(sum(status = 'open'), 0), coalesce(sum(status = 'decided'), 0), "
-        "coalesce(sum(case when status = 'open' then max(0, votes_needed - (select count(*) "
-        "from qc_votes v where v.coloring_id = r.coloring_id)) end), 0), "
+        f"coalesce(sum(case when status = 'open' then {MISSING_VOTES} end), 0), "
         "coalesce(max(case when status = 'open' then votes_needed end), 0) from reviews r"
     ).fetchone()
-    experts = sum(
-        "expert" in json.loads(row[0])
-        for row in db.execute("select roles from annotators where status = 'active'")
-    )
+    experts = active_experts(db)
     return Readiness(
         min_colorings=min_colorings,
         concepts=tuple(named),

@@ -28,6 +28,7 @@ from annotation.coloring.store import get_coloring, set_status
 from annotation.errors import Conflict, InvalidInput, PermissionDenied, check_text
 from annotation.people.accounts import Actor
 from annotation.qc import stats as qc
+from annotation.qc.readiness import MISSING_VOTES, active_experts
 from annotation.qc.review import require_role
 from storage import insert_row, iso, transaction, update_rows
 from storage.shown import in_words
@@ -106,12 +107,10 @@ def fair_batch(db: sqlite_utils.Database, most: int = REVIEW_BATCH) -> int:
 
     Ten each for everyone left a fifth expert with nothing to vote on for two hours while
     35 votes on 12 colorings were missing (an outside check): the first four held them."""
-    missing, experts = db.execute(
-        "select coalesce(sum(max(0, r.votes_needed - (select count(*) from qc_votes v where "
-        "v.coloring_id = r.coloring_id))), 0), (select count(*) from annotators a, json_each(a.roles) "
-        "j where a.status = 'active' and j.value = 'expert') from reviews r where r.status = 'open'"
-    ).fetchone()
-    return max(1, min(most, -(-missing // max(experts, 1))))
+    missing = db.execute(
+        f"select coalesce(sum({MISSING_VOTES}), 0) from reviews r where r.status = 'open'"
+    ).fetchone()[0]
+    return max(1, min(most, -(-missing // max(active_experts(db), 1))))
 
 
 def held_by_others(

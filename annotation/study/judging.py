@@ -167,12 +167,11 @@ def _progress(db: sqlite_utils.Database, annotator_id: int) -> tuple[int, list[i
         if crowd:
             wanted = cap
         else:
-            rate = float(meta.get("attention_rate", 0.0)) if row["checks_met"] + row["checks_left"] else 0.0
-            share = assignment.check_share(rate, cap)
+            checks = row["checks_met"] + row["checks_left"]
+            share = assignment.study_check_share(meta.get("attention_rate"), checks, row["pairs"], cap)
             extra = 0
             for _ in range(3 if row["open"] else 0):  # checks met over the trials to come: a fixed point
-                trials = row["done"] + row["open"] + extra
-                due = assignment.checks_due(share, trials, annotator_id, row["id"]) if trials else 0
+                due = assignment.checks_due(share, row["done"] + row["open"] + extra, annotator_id, row["id"])
                 extra = min(row["checks_left"], max(0, due - row["checks_met"]))
             wanted = min(cap, row["done"] + row["open"] + extra)
         if wanted:
