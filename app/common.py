@@ -215,6 +215,19 @@ answer buttons are dimmed and ``aria-disabled`` (an outside tester's press then 
 taken); then the page marks what it shows ``data-cc-ready`` (what browser tests wait for)."""
 
 
+CHART_WAIT = "cc-wait"
+"""The class of a chart an answer rests on. Plotly loads with the first chart (2.7 s after
+the trial's text on an outside tester's busy machine): until every such chart shown has drawn
+once, or `CHART_WAIT_MS` have passed, `JS` keeps the answer buttons dimmed and drops their
+presses, as in their first `ANSWER_DWELL_MS`, and marks the text ``data-cc-dwelt`` once those
+are over. A trial once answerable stays so: a chart's later redraw does not take it back (that
+dropped a press the page had shown as taken)."""
+
+CHART_WAIT_MS = 15_000
+"""How long at most a chart that does not draw holds a trial's answer (a broken chart must not
+leave a person with buttons that never take one)."""
+
+
 NUMBER_COMMA = (
     "A number takes a point for decimals (0.5), no thousands separator: press Backspace, type it again"
 )
@@ -262,11 +275,19 @@ JS = compact_js(
   }};
   let marking = false;
   const markOf = (b) => document.querySelector(`#${{b.className.match(/{ANSWERS}--(\\S+)/)?.[1]}} [id^="{SHOWN_PREFIX}"]`);
-  const seen = {{}};
+  const seen = {{}}, ready = {{}}, bound = {{}};
+  const drawn = () => [...document.querySelectorAll(".{CHART_WAIT}")].every((c) => !c.offsetParent || c.querySelector(".main-svg"));
   const stamp = () => document.querySelectorAll('[class*="{ANSWERS}--"]').forEach((b) => {{
     const m = markOf(b), left = m ? (seen[m.id] ??= Date.now()) + {ANSWER_DWELL_MS} - Date.now() : 0;
-    b.ariaDisabled = left > 0 || null;  // shown dimmed, and read out so, while it takes no answer
-    left > 0 ? setTimeout(stamp, left + 5) : m?.setAttribute("data-cc-ready", "");
+    if (m && left <= 0) {{
+      m.setAttribute("data-cc-dwelt", "");
+      ready[m.id] ||= drawn() || left <= -{CHART_WAIT_MS};
+      bound[m.id] ??= setTimeout(stamp, left + {CHART_WAIT_MS} + 5);
+    }}
+    const wait = left > 0 || !!m && !ready[m.id];
+    b.ariaDisabled = wait || null;  // shown dimmed, and read out so, while it takes no answer
+    if (left > 0) setTimeout(stamp, left + 5);
+    else if (!wait) m?.setAttribute("data-cc-ready", "");
   }});
   window.ccAnswer = (values, id, at) => {{
     const kept = document.getElementById(id)?.dataset.answers;

@@ -39,6 +39,7 @@ from annotation.errors import AlreadyDone
 from annotation.files import resolve
 from annotation.study import crowd, judging
 from app.common import (
+    CHART_WAIT,
     ONE_CLICK,
     PLUMBING,
     AppContext,
@@ -473,7 +474,9 @@ def _layout() -> dict:
             with gr.Column(min_width=300):
                 gr.Markdown(f"### {heading}")
                 label = "Ground truth distribution" if side == "truth" else f"{heading} distribution"
-                parts[f"{side}_chart"] = gr.Plot(label=label, elem_id=f"participant_{side}_plot")
+                parts[f"{side}_chart"] = gr.Plot(
+                    label=label, elem_id=f"participant_{side}_plot", elem_classes=[CHART_WAIT]
+                )
     # Each answer under the chart it names, the note under the ground truth: with the note
     # last, "Left" stood under the ground truth and "Right" under the left chart.
     with gr.Row(equal_height=True):
