@@ -472,6 +472,13 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
             [annotator_id],
         )
     }
+    # Someone who came through a study link is asked for a fixed number of trials and
+    # completes at that number: a check due after their last model pair is theirs too (at
+    # 10 trials of a study of 9 pairs and a check, one person in ten met it at trial 10,
+    # found it withheld and could never complete).
+    fixed = db.execute(
+        "select exists (select 1 from crowd_participants where annotator_id = ?)", [annotator_id]
+    ).fetchone()[0]
     picked = []
     while len(picked) < n:
         left = [p for p in ranked if p not in picked and met.get(pairs[p][0], (0, 0))[0] < cap[pairs[p][0]]]
@@ -480,9 +487,9 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
             for study, (trials, checks) in ((s, met.get(s, (0, 0))) for s in share)
         }
         # A check only when one is due, and only in a study with a model pair still left for
-        # the person (checks take any number of answers, so one never fills a trial that no
-        # pair is left for); a model pair when a due check has none left.
-        open_in = {pairs[p][0] for p in left if not pairs[p][1]}
+        # the person or one whose trials are fixed (checks take any number of answers, so one
+        # never fills a trial that no pair is left for); a model pair when a due check has none left.
+        open_in = {pairs[p][0] for p in left if fixed or not pairs[p][1]}
         pair_id = next(
             (p for p in left if pairs[p][1] == due[pairs[p][0]] and pairs[p][0] in open_in),
             next((p for p in left if not pairs[p][1]), None),

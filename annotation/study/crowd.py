@@ -490,28 +490,38 @@ def _check_open(db, link: dict, now: dt.datetime) -> None:
         raise LinkClosed(
             f"this study is full: all {link['quota']} places are taken; please return it on the platform"
         )
-    left, asked = votes_left(db, link["study_id"])
+    left, asked, needed = votes_left(db, link["study_id"], now=now)
     if left < asked:
         # It said "its pairs have all the votes they need" with votes still open (an outside
         # check): the last few are fewer than one person's trials, for an invited participant.
         raise LinkClosed(
             "this study is full: its pairs have all the votes they need; please return it on the platform"
+            if needed <= 0
+            else "this study is full: the votes its pairs still need are owed to the people already in "
+            "it; please return it on the platform"
             if left <= 0
             else f"this study has fewer trials left ({left}) than one person takes ({asked}); please "
             "return it on the platform"
         )
 
 
-def votes_left(db: sqlite_utils.Database, study_id: int) -> tuple[int, int]:
-    """``(left, asked)``: the votes the study still wants beyond those owed to the people of
-    its links already in, and one person's trials. One more person may join while ``left``
-    covers ``asked``.
+def votes_left(
+    db: sqlite_utils.Database, study_id: int, *, now: dt.datetime | None = None
+) -> tuple[int, int, int]:
+    """``(left, asked, needed)``: the votes the study still wants beyond those owed to the
+    people already in it, one person's trials, and the votes its pairs still need. One more
+    person may join while ``left`` covers ``asked``.
 
     The votes its pairs still need (``votes_per_pair`` less the votes cast, per pair) less
-    those owed to the people of its links already in (active: what they were asked and have
-    not judged) must cover one person's trials (``trials_per_participant``, at most its
-    pairs); otherwise a newcomer would agree, start the clock and find no trial. The last
-    votes, fewer than one person's trials, are for an invited participant (docs/crowd.md).
+    those owed to the people already in (what they were asked, ``trials_per_participant``
+    at most its pairs, and have not judged) must cover one person's trials; otherwise a
+    newcomer would agree, start the clock and find no trial. The people already in are
+    those of its links who are active and the invited participants who hold trials of it
+    now (an outside check's five newcomers took the trials of two invitees part-way, whose
+    "Trial 2 of 20" became "of 10"); an invitee whose held trials ran out
+    (`annotation.assignment.RESERVATION_MINUTES` after they were handed out) no longer holds
+    a share. The last votes, fewer than one person's trials, are for an invited participant
+    (docs/crowd.md).
     """
     study = db["studies"].get(study_id)
     pairs, wanted = db.execute(
@@ -520,14 +530,16 @@ def votes_left(db: sqlite_utils.Database, study_id: int) -> tuple[int, int]:
         [study["votes_per_pair"], study_id],
     ).fetchone()
     asked = min(json.loads(study["meta"])["trials_per_participant"], pairs)
-    active, done = db.execute(
-        "select count(*), coalesce(sum((select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
-        "where p.study_id = l.study_id and j.participant_id = c.annotator_id)), 0) "
-        "from crowd_participants c join crowd_links l on l.id = c.link_id "
-        "where l.study_id = ? and c.status = 'active'",
-        [study_id],
+    people, done = db.execute(
+        "select count(*), coalesce(sum(min(:asked, (select count(*) from judgments j join study_pairs p on "
+        "p.id = j.pair_id where p.study_id = :s and j.participant_id = a.id))), 0) from ("
+        "select c.annotator_id as id from crowd_participants c join crowd_links l on l.id = c.link_id "
+        "where l.study_id = :s and c.status = 'active' union select t.annotator_id from tasks t join "
+        "study_pairs p on p.id = t.pair_id where p.study_id = :s and t.kind = 'judgment' and "
+        "t.status = 'reserved' and t.expires > :now) a",
+        {"s": study_id, "asked": asked, "now": iso(utcnow() if now is None else now)},
     ).fetchone()
-    return int(wanted - (active * asked - done)), int(asked)
+    return int(wanted - (people * asked - done)), int(asked), int(wanted)
 
 
 def one_param(params: Mapping[str, str | list[str]], name: str) -> str | None:

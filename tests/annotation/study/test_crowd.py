@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from annotation import assignment
 from annotation.errors import Conflict, InvalidInput, InvalidToken
 from annotation.people.accounts import Actor, create_annotators, login_with_invite, require
 from annotation.study import crowd, judging
@@ -188,11 +189,13 @@ def test_a_newcomer_is_refused_once_the_pairs_votes_are_spoken_for(setup):
     link, token = _link(db, study_id, quota=100)
     people = [_actor(db, _join(db, token, f"pid-{i}")) for i in range(6)]
     before = _dump(db)
-    with pytest.raises(crowd.LinkClosed, match="this study is full: its pairs have all the votes they need"):
+    # (It said the pairs had all the votes they need, none cast yet.)
+    owed = "this study is full: the votes its pairs still need are owed to the people already in it"
+    with pytest.raises(crowd.LinkClosed, match=owed):
         _join(db, token, "pid-6")
     assert _dump(db) == before
     assert _judge(db, people[0], 10) == 10  # what was owed is now cast: still no room
-    with pytest.raises(crowd.LinkClosed, match="its pairs have all the votes they need"):
+    with pytest.raises(crowd.LinkClosed, match=owed):
         _join(db, token, "pid-6")
     crowd.mark_returned(db, link["id"], "pid-1", ADMIN, now=T0)  # their 10 votes are wanted again
     assert not _join(db, token, "pid-6").resumed
@@ -203,6 +206,58 @@ def test_a_newcomer_is_refused_once_the_pairs_votes_are_spoken_for(setup):
     crowd.mark_returned(db, link["id"], "pid-3", ADMIN, now=T0)
     with pytest.raises(crowd.LinkClosed, match=r"has fewer trials left \(7\) than one person takes \(10\)"):
         _join(db, token, "pid-7")
+    for person in [*people[2:3], *people[4:], _actor(db, _join(db, token, "pid-6"))]:
+        assert _judge(db, person, 10) == 10
+    # An invited participant takes the 7; then every pair has its votes.
+    [(row, _)] = create_annotators(db, 1, "participant")
+    assert _judge(db, Actor(row["id"], row["pseudonym"], frozenset({"participant"})), 10) >= 7
+    assert crowd.votes_left(db, study_id)[2] == 0
+    with pytest.raises(crowd.LinkClosed, match="this study is full: its pairs have all the votes they need"):
+        _join(db, token, "pid-8")
+
+
+def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup):
+    """An outside check: five crowd newcomers took the trials of two invited participants
+    part-way through, whose "Trial 2 of 20" became "of 10". An invitee who holds trials of
+    the study is one of the people already in; once their held trials ran out, not."""
+    db, study_id = setup
+    _, token = _link(db, study_id, quota=100)
+    assert crowd.votes_left(db, study_id) == (60, 10, 60)  # six people's trials
+    [(row, _)] = create_annotators(db, 1, "participant")
+    invitee = Actor(row["id"], row["pseudonym"], frozenset({"participant"}))
+    judging.set_background(db, invitee, True)
+    assert judging.next_trial(db, invitee, np.random.default_rng(0)) is not None  # holds their batch
+    assert crowd.votes_left(db, study_id) == (50, 10, 60)
+    newcomers = [_actor(db, _join(db, token, f"pid-{i}")) for i in range(5)]
+    with pytest.raises(crowd.LinkClosed, match="owed to the people already in it"):
+        _join(db, token, "pid-5")
+    # An invitee who stopped part-way holds a share only while their held trials last.
+    later = utcnow() + dt.timedelta(minutes=assignment.RESERVATION_MINUTES + 1)
+    assert crowd.votes_left(db, study_id, now=later) == (10, 10, 60)
+    # Nothing was taken from the invitee: each of their 10 trials comes, and the newcomers' too.
+    assert _judge(db, invitee, 10) == 10 and judging.progress(db, invitee) == (10, 10)
+    assert [_judge(db, person, 10) for person in newcomers] == [10] * 5
+
+
+def test_a_person_whose_check_falls_on_their_last_trial_meets_it_and_completes(setup):
+    """Asked for every pair of a study (9 pairs and a check, 10 trials), one person in ten
+    has their check drawn for trial 10, when every model pair is judged: the check was
+    withheld (no model pair was left for them) and they could never complete."""
+    db, study_id = setup
+    _, token = _link(db, study_id)
+    # Annotator ids run in order: skip ahead to one whose check is drawn for trial 10.
+    while assignment.checks_due(0.1, 9, next_id := db["annotators"].count + 1, study_id) > 0:
+        create_annotators(db, 1, "participant")
+    actor = _actor(db, _join(db, token, "pid-a"))
+    assert actor.annotator_id == next_id
+    assert _judge(db, actor, 10) == 10
+    assert crowd.settle(db, actor, now=T0).code == "C0MPLETE"
+    last = db.execute(
+        f"select {assignment.IS_CHECK} from judgments j join study_pairs p on p.id = j.pair_id "
+        "where j.participant_id = ? order by j.id desc limit 1",
+        [actor.annotator_id],
+    ).fetchone()[0]
+    assert last == 1  # the tenth trial was the check
 
 
 def test_bad_links_and_ids_are_refused_with_the_field_named(setup):
