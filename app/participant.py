@@ -205,11 +205,12 @@ def _no_trial(db, actor, *, crowd: bool) -> str:
     done, total = judging.progress(db, actor)
     if done >= total > 0:
         return f"**All done: you judged {done} of {total} trials. Thank you!**"
-    if judging.held_by_others(db, actor):
+    held, until = judging.held_by_others(db, actor)
+    if held:
         return (
             f"**No pair is waiting for you right now** ({done} of {total} judged): the pairs left "
-            "are with other participants, and one comes back if its participant does not answer "
-            "in time. Please come back later."
+            f"({held}) are with other participants; one comes back to you if its participant has "
+            f"not answered it by {shown_time(until)} at the latest (press **Start / continue** then)."
         )
     if crowd:  # their place was counted on pairs for them: the study's researcher must look
         return f"**No pair is waiting for you right now** ({done} of {total} judged). Please come back later."

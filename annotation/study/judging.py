@@ -179,21 +179,25 @@ def _progress(db: sqlite_utils.Database, annotator_id: int) -> tuple[int, list[i
     return done, asked
 
 
-def held_by_others(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> int:
+def held_by_others(
+    db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None
+) -> tuple[int, str | None]:
     """Model pairs the participant has not judged, in the studies they judge, that other
     participants hold now: the pairs that may still come to them (a reservation its holder
     does not answer in time is released; an attention check, which takes any number of
-    answers, is never held from them). When `next_trial` has none to give and this is 0,
-    nothing in the study is left for them."""
+    answers, is never held from them), and when the last of those reservations ends (ISO
+    8601 UTC; None when there is none). When `next_trial` has none to give and the count is
+    0, nothing in the study is left for them."""
     annotator_id = _participant(actor)
-    return db.execute(
-        "select count(distinct t.pair_id) from tasks t join study_pairs p on p.id = t.pair_id "
+    count, latest = db.execute(
+        "select count(distinct t.pair_id), max(t.expires) from tasks t join study_pairs p on p.id = t.pair_id "
         "join studies s on s.id = p.study_id where t.kind = 'judgment' and t.status = 'reserved' "
         f"and t.expires > :now and t.annotator_id != :a and not {assignment.IS_CHECK} and s.frozen is not null and "
         f"{assignment.JUDGED_STUDIES} and not exists (select 1 from judgments j "
         "where j.pair_id = t.pair_id and j.participant_id = :a)",
         {"a": annotator_id, "now": iso(utcnow() if now is None else now)},
-    ).fetchone()[0]
+    ).fetchone()
+    return int(count), latest
 
 
 def next_trial(

@@ -94,6 +94,11 @@ def test_a_participant_without_a_pair_is_told_whether_one_may_still_come(tmp_pat
         assert views[0][PROGRESS].startswith(f"**Trial 1 of {n_pairs}**")  # the first holds every pair
         assert views[1][PROGRESS].startswith("**No pair is waiting for you right now** (0 of ")
         assert "with other participants" in views[1][PROGRESS] and views[1][TASK] is None
+        # ... and until when at the latest (it said "come back later" with no time, an outside check)
+        assert re.search(
+            r"not answered it by \d{4}-\d\d-\d\d \d\d:\d\d UTC at the latest \(press \*\*Start / continue\*\* then\)\.$",
+            views[1][PROGRESS],
+        ), views[1][PROGRESS]
         view = views[0]
         for _ in range(n_pairs):
             view = client.predict(first, view[TASK], "left", view[SHOWN_AT], api_name="/participant_vote")

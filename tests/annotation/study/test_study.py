@@ -277,14 +277,17 @@ def test_pairs_held_by_others_are_told_apart_from_a_study_with_nothing_left(setu
     trial = judging.next_trial(db, first, rng)  # holds its batch: every pair of this study
     n_held = len(assignment.open_tasks(db, "judgment", first.annotator_id))
     assert n_held >= 1 and judging.next_trial(db, second, rng) is None
-    assert judging.held_by_others(db, second) == n_held and judging.held_by_others(db, first) == 0
+    held, until = judging.held_by_others(db, second)
+    assert held == n_held and judging.held_by_others(db, first) == (0, None)
+    # when the last of them comes back at the latest: the first's reservation's end
+    assert until == max(t.expires for t in assignment.open_tasks(db, "judgment", first.annotator_id))
     # a reservation that has run out no longer counts as a pair that may come back
-    assert judging.held_by_others(db, second, now=utcnow() + dt.timedelta(days=1)) == 0
+    assert judging.held_by_others(db, second, now=utcnow() + dt.timedelta(days=1)) == (0, None)
     judging.record_judgment(db, first, trial.task_id, "left", 2.5)
-    assert judging.held_by_others(db, second) == n_held - 1  # its one vote is in
+    assert judging.held_by_others(db, second)[0] == n_held - 1  # its one vote is in
     while (trial := judging.next_trial(db, first, rng)) is not None:
         judging.record_judgment(db, first, trial.task_id, "left", 2.5)
-    assert judging.held_by_others(db, second) == 0 and judging.next_trial(db, second, rng) is None
+    assert judging.held_by_others(db, second)[0] == 0 and judging.next_trial(db, second, rng) is None
     # Every pair has its votes: nothing more is asked of the second (an invited participant's
     # count took in full studies, and an outside tester's were told to come back for good).
     assert judging.progress(db, second) == (0, 0)
