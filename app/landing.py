@@ -355,9 +355,14 @@ def study_over(state: crowd.CrowdState | None) -> str:
     and the way back to the platform, when they have them); "" for anyone else."""
     if state is None or state.status == "active":
         return ""
-    if state.finished:
+    if state.finished:  # completed, or screened out (who read "you have finished", an outside check)
         return (
-            f"you have finished this study. Your code is **{escape(state.code)}**: "
+            (
+                "you have finished this study"
+                if state.status == "completed"
+                else "this study has ended for you"
+            )
+            + f". Your code is **{escape(state.code)}**: "
             f"[back to the study platform]({escape(state.return_url)})."
         )
     if state.status == "timed_out":

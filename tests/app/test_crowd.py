@@ -279,3 +279,20 @@ def test_a_chart_made_without_plotly_is_the_figure_plotly_serialises():
         chart_data(np.ones(70) / 70, "Left")
     with pytest.raises(ValueError, match=r"values in \[0, 1\]"):
         chart_data(np.full(71, 2.0), "Left")
+
+
+def test_who_comes_back_after_finishing_reads_how_it_ended_and_their_code():
+    """A person screened out who opened the link again read "you have finished this study"
+    (an outside check); the screen-out page had said "This study has ended for you"."""
+    from app.landing import study_over
+
+    def state(status, code):
+        return crowd.CrowdState(status, code, f"https://p.example/done?cc={code}", "", "pid", "2026-12-01")
+
+    assert study_over(state("completed", "DONE1")).startswith(
+        "you have finished this study. Your code is **DONE1**"
+    )
+    assert study_over(state("screened_out", "OUT1")).startswith(
+        "this study has ended for you. Your code is **OUT1**"
+    )
+    assert study_over(state("active", "")) == ""
