@@ -956,6 +956,19 @@ def uploaded(path: str, name: str) -> str:
     return path
 
 
+def discard_uploads(paths) -> None:
+    """Remove uploaded files (`uploaded` paths) the app has read: stored under the data
+    folder or refused for what they hold. Gradio keeps every upload in its shared folder
+    outside the data folder until it is removed, so a researcher's refused 1 GiB zips
+    stayed there (an outside check); each file's folder goes too once empty."""
+    folder = Path(get_upload_folder()).resolve()
+    for path in map(Path, paths):
+        if path.resolve().is_relative_to(folder):
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # not empty: another upload lies there
+                path.parent.rmdir()
+
+
 def escape(text: object) -> str:
     """`text` made inert for Markdown/HTML output."""
     return html.escape(str(text))

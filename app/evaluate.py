@@ -38,6 +38,7 @@ from app.browser import concept_choices
 from app.common import (
     BROWSER_STATE_KEY,
     AppContext,
+    discard_uploads,
     escape,
     named_table,
     note_area,
@@ -62,6 +63,7 @@ from evaluation.models.generation import STYLES
 from evaluation.models.registry import load_registry
 from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD
 from evaluation.pipeline import jobs, planning, runs
+from evaluation.pipeline.imports import ImportSourceError
 from storage import transaction
 from storage.shown import counted
 
@@ -469,9 +471,14 @@ class EvaluateTab(Tab):
             jobs.check_weights(None, segmenter)
         data_dir = self.ctx.config.data_dir
         source, roots = _import_source(data_dir, upload, folder)
-        report = research.import_run(
-            db, actor.pseudonym, run, source, data_dir, self.concepts, allowed_roots=roots
-        )
+        try:
+            report = research.import_run(
+                db, actor.pseudonym, run, source, data_dir, self.concepts, allowed_roots=roots
+            )
+        except ImportSourceError:  # what it holds is refused: the upload is of no more use
+            discard_uploads([source] if upload else [])
+            raise
+        discard_uploads([source] if upload else [])  # its images are under the data folder now
         self.ctx.jobs.submit(run, segmenter, executor)
         message = (
             f"Run **{escape(run)}**: {counted(report.imported, 'image')} imported, {len(report.rejected)} left out; "

@@ -29,6 +29,7 @@ from app.browser import concept_choices
 from app.common import (
     AppContext,
     checked_by_handler,
+    discard_uploads,
     id_field,
     named_table,
     note_area,
@@ -158,6 +159,7 @@ class SketchesTab(Tab):
             max_pixels=config.max_upload_pixels,
             max_bytes=config.max_upload_bytes,
         )
+        discard_uploads(paths)  # each stored under the data folder or refused: they leave the list
         return self.named(
             results=[
                 [

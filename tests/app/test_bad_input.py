@@ -960,3 +960,61 @@ def test_bad_reference_data_is_refused_by_name_and_stores_nothing(tmp_path, caps
     assert snapshot(config) == before
     assert main(["score", "--reference", "mine", "--reference-csv", str(good), *storage]) == 2
     assert "stored 1 reference distributions as 'mine'" in capsys.readouterr().out
+
+
+def _copies(path) -> list:
+    """Files in Gradio's upload folder with the name and bytes of `path`."""
+    from pathlib import Path
+
+    from gradio.utils import get_upload_folder
+
+    data = Path(path).read_bytes()
+    return [
+        p for p in Path(get_upload_folder()).rglob(Path(path).name) if p.is_file() and p.read_bytes() == data
+    ]
+
+
+def test_an_upload_refused_for_what_it_holds_leaves_no_copy_in_gradios_upload_folder(world, tmp_path):
+    """An outside check: a researcher's refused uploads (up to 1 GiB each) stayed in Gradio's
+    upload folder, outside the data folder and never swept. An upload whose content was read
+    (stored under the data folder, or refused for what it holds) goes; one refused for
+    another field stays, for the next press. (Each file's bytes are this run's alone: the
+    folder is shared by every Gradio process of the machine.)"""
+    import secrets
+    import zipfile
+
+    def made(name: str, inner: str | None = None):
+        path = tmp_path / name
+        if inner is None:
+            path.write_bytes(secrets.token_bytes(64))
+        else:
+            with zipfile.ZipFile(path, "w") as archive:
+                archive.writestr(inner, secrets.token_hex(16))
+        return path
+
+    def imported(path, folder: str = ""):
+        return world.client.predict(
+            world.tokens["researcher"],
+            "",
+            handle_file(path),
+            folder,
+            "tiny-random",
+            0.3,
+            0.25,
+            api_name="/evaluate_import",
+        )
+
+    for path, refused in ((made("corrupt.zip"), "zip"), (made("text.zip", "notes.txt"), "no usable image")):
+        with pytest.raises(AppError, match=refused):
+            imported(path)
+        assert _copies(path) == [], path.name
+    kept = made("kept.zip", "notes.txt")
+    with pytest.raises(AppError, match="give either a zip upload or a folder, not both"):
+        imported(kept, "also-a-folder")
+    assert len(_copies(kept)) == 1
+    sketch = made("apple.png")
+    table, _ = world.client.predict(
+        world.admin, [handle_file(sketch)], "apple", True, api_name="/sketches_import"
+    )
+    assert table["data"][0][2].startswith("refused: ")
+    assert _copies(sketch) == []
