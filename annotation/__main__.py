@@ -51,8 +51,14 @@ def _parser() -> argparse.ArgumentParser:
         default=os.environ.get(ENV_DATA_DIR) or str(DEFAULT_DATA_DIR),
         help="data folder holding the images (default: $COLORCONCEPT_DATA_DIR or data/)",
     )
+    # Taken after the command's name too (`backup --db X OUT`: an operator's first try was
+    # refused); given there, they win over the ones before it.
+    storage_options = argparse.ArgumentParser(add_help=False)
+    storage_options.add_argument("--db", default=argparse.SUPPRESS, help="as before the command")
+    storage_options.add_argument("--data-dir", default=argparse.SUPPRESS, help="as before the command")
     commands = parser.add_subparsers(dest="command", required=True)
-    out = commands.add_parser("export", help="CSV + Parquet of every table, images.zip")
+    shared = {"parents": [storage_options]}
+    out = commands.add_parser("export", help="CSV + Parquet of every table, images.zip", **shared)
     out.add_argument("folder", help="a new or empty folder to write to")
     out.add_argument(
         "--external-ids",
@@ -60,12 +66,13 @@ def _parser() -> argparse.ArgumentParser:
         help="add the table crowd_external_ids: crowd participants' platform ids (personal data)",
     )
     password = commands.add_parser(
-        "set-admin-password", help="choose a new admin password (read from the terminal)"
+        "set-admin-password", help="choose a new admin password (read from the terminal)", **shared
     )
     password.add_argument("--stdin", action="store_true", help="read it from standard input")
     check = commands.add_parser(
         "check-distributions",
         help="recompute every designers' P_H from the coloring images and report differences",
+        **shared,
     )
     check.add_argument(
         "--repair", action="store_true", help="also rewrite the stored samples and P_H from the images"
@@ -73,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     save = commands.add_parser(
         "backup",
         help="consistent copy of the database and its files, with a manifest of hashes (safe while serving)",
+        **shared,
     )
     save.add_argument("folder", help="a new or empty folder to write to")
     load = commands.add_parser(
@@ -80,8 +88,9 @@ def _parser() -> argparse.ArgumentParser:
         help="verify a backup's hashes, then make it the database and files; refused while the app "
         "or an evaluation run uses the database (stop them first)",
         description="Restore a backup as the database named by --db and the data folder named by "
-        "--data-dir (give both before `restore`: python -m annotation --db FILE --data-dir DIR restore "
-        "BACKUP); the database it replaces is kept beside it as <name>.before-restore-<time>.",
+        "--data-dir (python -m annotation restore --db FILE --data-dir DIR BACKUP); the database it "
+        "replaces is kept beside it as <name>.before-restore-<time>.",
+        **shared,
     )
     load.add_argument("folder", help="a folder written by `backup`, or the Admin tab's backup zip")
     return parser

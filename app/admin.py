@@ -533,7 +533,8 @@ def _layout(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> dict:
     gr.Markdown(
         "## Backup\nThe database and every file it names, with a manifest of hashes; "
         "safe while people work. Restore it with `python -m annotation restore ZIP` "
-        "(the downloaded zip, or a folder made by `backup`; app stopped)."
+        "(the downloaded zip, or a folder made by `backup`; app stopped; add the app's "
+        "`--db` and `--data-dir` if it was started with them)."
     )
     parts["backup"] = gr.Button("Build backup", elem_id="admin_backup")
     parts["backup_note"] = note_area("admin_backup_note")

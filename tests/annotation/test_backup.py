@@ -142,8 +142,11 @@ def test_backup_and_restore_commands(tmp_path):
     # The copy of every account and hash is readable by its owner alone, as the database is.
     assert stat.S_IMODE((tmp_path / "b" / backup.DB_NAME).stat().st_mode) == 0o600
     (data / "colorconcept.sqlite").chmod(0o644)  # an older install's database
+    # The storage options after the command's name too, winning over those before it (an
+    # operator's `restore --db ...` was refused).
+    after = [*base[:3], "--db", str(tmp_path / "elsewhere.sqlite"), "restore", *base[3:]]
     done = subprocess.run(
-        base + ["restore", str(tmp_path / "b")], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [*after, str(tmp_path / "b")], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert "previous database kept as" in done.stdout and "0 copied" in done.stdout
