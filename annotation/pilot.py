@@ -23,7 +23,7 @@ import numpy as np
 import sqlite_utils
 
 from annotation import audit
-from annotation.errors import InvalidInput, NotFound
+from annotation.errors import InvalidInput, NotFound, shown
 from storage import insert_rows, iso, transaction
 
 MIN_SIZE = 1
@@ -79,12 +79,12 @@ def set_pilot(
         known = {row[0] for row in db.execute("select key from concepts")}
         unknown = [key for key in wanted if key not in known]
         if unknown:
-            raise NotFound(f"no concept is called {', '.join(repr(k) for k in unknown[:5])}")
+            raise NotFound(f"no concept is called {', '.join(map(shown, unknown[:5]))}")
         colorable = set(colorable_concepts(db))
         bare = [key for key in wanted if key not in colorable]
         if bare:
             raise InvalidInput(
-                f"{', '.join(repr(k) for k in bare[:5])} cannot be colored yet: choose a sketch "
+                f"{', '.join(map(shown, bare[:5]))} cannot be colored yet: choose a sketch "
                 "of its base concept first (Sketches tab)"
             )
         _replace(db, wanted, actor, {"picked": True}, now)

@@ -162,6 +162,11 @@ def test_a_drawn_pilot_repeats_with_its_seed_and_holds_only_colorable_concepts(d
             NotFound,
             "no concept is called 'no such'",
         ),
+        (  # quoted cut to 80 characters (an outside check's 100,000-character name: 935 quoted)
+            lambda db: pilot.set_pilot(db, ["apple", "x" * 100_000], actor="a"),
+            NotFound,
+            "no concept is called '" + "x" * 80 + "'… (100000 characters)",
+        ),
         (
             lambda db: pilot.set_pilot(db, ["apple", "dog"], actor="a"),
             InvalidInput,
