@@ -18,11 +18,13 @@ from app import gradio_import  # noqa: F401
 
 # isort: split
 import os
+import re
 import threading
 from pathlib import Path
 
 import anyio
 import gradio as gr
+from gradio.exceptions import ComponentProcessingError
 from gradio.utils import get_cache_folder, get_upload_folder
 from starlette.middleware import Middleware
 
@@ -234,8 +236,9 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
     (Gradio's refusal logs every input, tokens included); naming the input, inputs that name a file the caller
     may not fetch (a function that hands an input back, such as the form saved in the
     browser, would otherwise issue someone else's upload, or any file of Gradio's folders,
-    to whoever named it), and text that cannot be stored (a lone UTF-16 surrogate, which no
-    browser sends but an API client can)."""
+    to whoever named it), text that cannot be stored (a lone UTF-16 surrogate, which no
+    browser sends but an API client can), and a value its component cannot read (Gradio's
+    refusal logs a traceback per call, before the function's role check)."""
     if getattr(demo, "colorconcept_guarding", False):
         return
     process_api = demo.process_api
@@ -270,7 +273,29 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
                     "started: after a restart, upload it again).",
                     print_exception=False,
                 )
-        result = await process_api(*args, **kwargs)
+        misshapen = guard.misshapen_input(fn, inputs)
+        if misshapen is not None:  # Gradio's own refusal: an empty "Error" and a traceback logged
+            raise gr.Error(
+                f"{guard.input_name(fn, misshapen)} is not a value a {type(fn.inputs[misshapen]).__name__} "
+                "takes; nothing was changed.",
+                print_exception=False,
+            )
+        try:
+            result = await process_api(*args, **kwargs)
+        except ComponentProcessingError as error:
+            # An input its component cannot read (null, or text where a table goes): Gradio
+            # refused it before the function (and its role check) ran, with a traceback in the
+            # log per call and an empty "Error" to the caller (an outside check: 61 from a
+            # visitor). An output that fails is the app's own fault and keeps its traceback.
+            found = re.match(r"Could not preprocess input component at index (\d+)", str(error))
+            if found is None:
+                raise
+            block = fn.inputs[int(found[1])]
+            raise gr.Error(
+                f"{guard.input_name(fn, int(found[1]))} is not a value a {type(block).__name__} takes; "
+                "nothing was changed.",
+                print_exception=False,
+            ) from None
         paths = list(guard.file_paths(result.get("data")))
         if token and paths:
             actor = await anyio.to_thread.run_sync(policy.actor, token)

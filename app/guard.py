@@ -675,6 +675,26 @@ def unstorable_input(inputs: list) -> tuple[int, str] | None:
     return None
 
 
+def misshapen_input(fn, inputs: list) -> int | None:
+    """The position of the first of a call's `inputs` that its component's data model (a
+    table's, a file's) does not take, or None. Gradio checks this before the function, and
+    its role check, runs, and logs a traceback per call that fails it; this is the same
+    check of the shape, without the file checks Gradio adds (so it refuses nothing Gradio
+    takes)."""
+    from pydantic import ValidationError
+
+    prop_inputs = set(getattr(fn, "component_prop_inputs", ()) or ())
+    for position, (block, value) in enumerate(zip(getattr(fn, "inputs", None) or [], inputs or [])):
+        model = getattr(block, "data_model", None)
+        if model is None or value is None or getattr(block, "stateful", False) or position in prop_inputs:
+            continue
+        try:
+            model.model_validate(value)
+        except ValidationError:
+            return position
+    return None
+
+
 def _unencodable(value) -> str | None:
     if isinstance(value, str):
         try:
