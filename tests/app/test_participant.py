@@ -263,8 +263,13 @@ def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
         # (refused: answered), not trial 6, which Gradio's state held when it sent the vote.
         answerable(page, "#participant_progress")
         shown = progress.locator('[id^="cc-shown-"]').get_attribute("id")
-        page.keyboard.press("ArrowLeft")
-        page.keyboard.press("ArrowRight")
+        # Both keys in one task of the page, so trial 5 is on screen for both whatever the load
+        # (0.6 s between two presses is a considered answer to the trial then shown); which
+        # answer reaches the server first is then not fixed, and that one is kept.
+        page.evaluate(
+            """() => ["ArrowLeft", "ArrowRight"].forEach((key) =>
+                document.body.dispatchEvent(new KeyboardEvent("keydown", { key, bubbles: true })))"""
+        )
         expect(progress).to_contain_text("Trial 6 of")
         # Both answers are back (no timer over the note): the second was refused ("this trial
         # was already answered"), a note the first answer's view clears if it comes back last.
@@ -298,7 +303,8 @@ def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
                 "aria-disabled", re.compile(".*")
             )
     choices = [r["choice"] for r in _rows(config, "select choice from judgments order by id")]
-    assert choices == ["left", "right", "left", "right", "left", "left"]  # none for trial 7
+    assert choices[:4] + choices[5:] == ["left", "right", "left", "right", "left"]  # none for trial 7
+    assert len(choices) == 6 and choices[4] in ("left", "right")  # trial 5's: one of the two keys
     tasks = "select t.id from judgments j join tasks t on t.result_id = j.id and t.kind = 'judgment'"
     answered = [f"cc-shown-{r['id']}" for r in _rows(config, tasks + " order by j.id")]
     assert answered[4:] == [shown, sixth] and seventh not in answered
