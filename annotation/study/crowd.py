@@ -516,11 +516,11 @@ def votes_left(
     those owed to the people already in (what they were asked, ``trials_per_participant``
     at most its pairs, and have not judged) must cover one person's trials; otherwise a
     newcomer would agree, start the clock and find no trial. The people already in are
-    those of its links who are active and the invited participants who hold trials of it
-    now (an outside check's five newcomers took the trials of two invitees part-way, whose
-    "Trial 2 of 20" became "of 10"); an invitee whose held trials ran out
-    (`annotation.assignment.RESERVATION_MINUTES` after they were handed out) no longer holds
-    a share. The last votes, fewer than one person's trials, are for an invited participant
+    those of its links who are active and the invited participants who hold trials now, of
+    any study (they judge every open study; an outside check's five newcomers took the
+    trials of two invitees part-way, whose "Trial 2 of 20" became "of 10"); an invitee whose
+    held trials ran out (`annotation.assignment.RESERVATION_MINUTES` after they were handed
+    out) no longer holds a share. The last votes, fewer than one person's trials, are for an invited participant
     (docs/crowd.md).
     """
     study = db["studies"].get(study_id)
@@ -534,9 +534,9 @@ def votes_left(
         "select count(*), coalesce(sum(min(:asked, (select count(*) from judgments j join study_pairs p on "
         "p.id = j.pair_id where p.study_id = :s and j.participant_id = a.id))), 0) from ("
         "select c.annotator_id as id from crowd_participants c join crowd_links l on l.id = c.link_id "
-        "where l.study_id = :s and c.status = 'active' union select t.annotator_id from tasks t join "
-        "study_pairs p on p.id = t.pair_id where p.study_id = :s and t.kind = 'judgment' and "
-        "t.status = 'reserved' and t.expires > :now) a",
+        "where l.study_id = :s and c.status = 'active' union select t.annotator_id from tasks t "
+        "where t.kind = 'judgment' and t.status = 'reserved' and t.expires > :now and not exists "
+        "(select 1 from crowd_participants c where c.annotator_id = t.annotator_id)) a",
         {"s": study_id, "asked": asked, "now": iso(utcnow() if now is None else now)},
     ).fetchone()
     return int(wanted - (people * asked - done)), int(asked), int(wanted)

@@ -239,6 +239,39 @@ def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup
     assert [_judge(db, person, 10) for person in newcomers] == [10] * 5
 
 
+def test_an_invitee_holding_trials_of_another_study_keeps_their_share_of_this_one(db, tmp_path):
+    """An invited participant judges every open study: holding trials of one, they are in
+    the other's count too (an outside check's invitee paused on "Trial 10 of 35" holding
+    trials of one study, and newcomers of the other left them "of 28")."""
+    data_dir = tmp_path / "data"
+    truths, _ = populate(db, data_dir, 6, np.random.default_rng(0))
+    ids = [
+        study.create_study(
+            db,
+            name,
+            sources(),
+            truth_source(data_dir, truths),
+            seed=seed,
+            n_concepts=3,
+            trials_per_participant=10,
+        )
+        for name, seed in (("first", 1), ("second", 2))
+    ]
+    for study_id in ids:
+        study.open_study(db, study_id, ADMIN)
+    [(row, _)] = create_annotators(db, 1, "participant")
+    invitee = Actor(row["id"], row["pseudonym"], frozenset({"participant"}))
+    judging.set_background(db, invitee, True)
+    assert judging.next_trial(db, invitee, np.random.default_rng(0), batch_size=1) is not None
+    [held] = {
+        r[0]
+        for r in db.execute(
+            "select p.study_id from tasks t join study_pairs p on p.id = t.pair_id where t.status = 'reserved'"
+        )
+    }
+    assert [crowd.votes_left(db, study_id) for study_id in ids] == [(50, 10, 60)] * 2, held
+
+
 def test_a_person_whose_check_falls_on_their_last_trial_meets_it_and_completes(setup):
     """Asked for every pair of a study (9 pairs and a check, 10 trials), one person in ten
     has their check drawn for trial 10, when every model pair is judged: the check was
