@@ -8,9 +8,12 @@ work, so a top-level import of `app` loaded Gradio and every tab into each worke
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import signal
 import socket
 import sqlite3
+import time
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -53,6 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     from storage.serving import LockRefused
 
     args = parse_args(argv)
+    _log_with_times()
+    print(f"{_now()} Starting ColorConcept Lab (pid {os.getpid()}) on {args.host}:{args.port}", flush=True)
     try:
         config = AppConfig.from_env(
             db_path=args.db,
@@ -82,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         demo.close()
         raise SystemExit(f"Could not start on {args.host}:{args.port}: {error}") from None
     mark_ready(demo)
-    print(f"Ready: http://{args.host}:{args.port}/healthz answers 200", flush=True)
+    print(f"Ready: http://{args.host}:{args.port}/healthz answers 200 ({_now()})", flush=True)
     # A supervisor's stop (SIGTERM) ends the app as Ctrl-C does: its coloring workers and
     # their semaphores are closed, not left to the resource tracker's warning.
     signal.signal(signal.SIGTERM, _stop)
@@ -90,6 +95,21 @@ def main(argv: list[str] | None = None) -> None:
         demo.block_thread()
     finally:
         demo.close()  # the app's services too (`app.common.AppContext.close`)
+        print(f"{_now()} Stopped (pid {os.getpid()})", flush=True)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+
+
+def _log_with_times() -> None:
+    """The app's warnings with the time (UTC): an operator reading the log weeks later could
+    not tell when it started, stopped or found what a killed run left (an outside check)."""
+    formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S UTC")
+    formatter.converter = time.gmtime
+    handler = logging.StreamHandler()
+    handler.setFormatter(formatter)
+    logging.getLogger().addHandler(handler)
 
 
 def _stop(signum, frame) -> None:

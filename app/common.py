@@ -37,7 +37,7 @@ from annotation.coloring import ground_truth
 from annotation.coloring.pool import ColoringPool
 from annotation.concepts import sync_concepts
 from annotation.errors import AnnotationError, shown
-from annotation.integrity import sweep_orphans
+from annotation.integrity import QUARANTINE, sweep_orphans
 from annotation.people.accounts import LINK_DAYS_RANGE, MAX_LINK_DAYS, MIN_LINK_DAYS, Actor, require
 from annotation.people.passwords import ensure_admin_password
 from annotation.research.views import LeaderboardCache, keep_leaderboards_fresh
@@ -50,6 +50,7 @@ from evaluation.pipeline import planning
 from evaluation.pipeline.planning import DeviceInfo
 from storage import ensure_schema, open_db, serving, storage_condition
 from storage.settings import setting_once
+from storage.shown import counted
 
 _INSTANCE_SECRET = "browser_state_secret"  # its name from when it keyed the browser state
 ORPHAN_MIN_AGE_S = 300.0
@@ -474,7 +475,14 @@ class AppContext:
             ensure_schema(db)
             # Files a killed writer left without a row; the age margin spares files that a
             # concurrent process (an evaluation run from the CLI) is about to commit.
-            sweep_orphans(db, config.data_dir, min_age_s=ORPHAN_MIN_AGE_S)
+            swept = sweep_orphans(db, config.data_dir, min_age_s=ORPHAN_MIN_AGE_S)
+            if swept:  # what a run killed mid-write left: said, or the log showed no sign of it
+                _LOG.warning(
+                    "moved %s no row names into %s/ (a write stopped part-way: the last run was "
+                    "killed or the machine went down; nothing acknowledged is lost)",
+                    counted(len(swept), "file"),
+                    QUARANTINE,
+                )
             sync_concepts(db)
             sync_shipped_sketches(db, config.data_dir)
             # Human distributions: the shipped reference set, and designers' P_H for

@@ -9,6 +9,7 @@ correctness is asserted, never timings.
 import hashlib
 import json
 import os
+import re
 from collections import Counter
 
 import numpy as np
@@ -79,6 +80,14 @@ def test_app_sigkilled_inside_a_write_keeps_every_acknowledged_coloring_and_swee
     assert result.problems == []
     assert result.interrupted_files and set(result.interrupted_files) <= set(result.swept)
     assert all((study.data_dir / QUARANTINE / path).is_file() for path in result.swept)
+    # The restart says so in its log, with the time (it said nothing of the crash).
+    log = (tmp_path / "app.log").read_text()
+    assert re.search(
+        rf"\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC WARNING app.common: moved {len(result.swept)} files? no row "
+        rf"names into {QUARANTINE}/ \(a write stopped part-way",
+        log,
+    ), log[-3000:]
+    assert re.search(r"Ready: http://\S+ answers 200 \(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)", log)
     stored = {r["id"] for r in _rows(study.db_path, "colorings")}
     assert {a.coloring_id for a in result.acks + result.acks_after_restart} <= stored
     assert all(r["status"] in ("reserved", "submitted", "expired") for r in _rows(study.db_path, "tasks"))
