@@ -167,5 +167,7 @@ def _command(pid: str) -> str:
     with contextlib.suppress(OSError):
         words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         text = " ".join(" ".join(w.decode(errors="replace").split()) for w in words if w)
-        return f" ({text[:80]})" if text else ""
+        if len(text) > 80:  # cut between words, said so (it stopped inside a path: "/tmp/outs")
+            text = text[:80].rsplit(" ", 1)[0] + " …"
+        return f" ({text})" if text else ""
     return ""

@@ -259,6 +259,7 @@ def test_restore_is_refused_while_the_app_serves_the_database_and_changes_nothin
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert f"process {app.pid} (" in done.stderr
+    assert " …)); stop the app" in done.stderr  # its long command line cut between words
     assert done.stderr.rstrip().endswith("stop the app (and any evaluation run) first; nothing was restored")
     assert {"study.sqlite", "study.sqlite.lock"} <= set(files) and len(rows["concepts"]) > 1000
 
