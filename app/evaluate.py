@@ -862,7 +862,9 @@ def _progress_html(rows) -> str:
         elif elsewhere is not None:  # a job here may have ended; another process's runs now
             state = f"running in another process ({elsewhere[0]})"
         elif job.state != "idle":
-            state = job.state
+            # A run whose job ended here with every item done reads as one found complete after
+            # a restart or run from the command line ("finished" and "complete" both showed).
+            state = "complete" if job.state == "finished" and complete else job.state
         else:
             state = "complete" if complete else "stopped (resume to continue)"
         note = (f" · {job.stage}" if job.stage else "") + (f" — {job.message}" if job.message else "")

@@ -77,7 +77,7 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
         )
         assert message == "Run **tiny-two**: 2 images, job queued." and picker["value"] == "tiny-two"
         state, row = _wait(client, researcher, "tiny-two")
-        assert state == "finished"
+        assert state == "complete"
         assert "2/2 images, 2 masked" in row and "2/2 distributions" in row and "value='1.0000'" in row
         board = client.predict(
             researcher, "uw71-ratings", "recommended", "ratio_of_means", api_name="/leaderboard_show"
@@ -107,7 +107,7 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
         finally:
             db.close()
         client.predict(researcher, "tiny-two", *TINY, api_name="/evaluate_resume")  # its own: queued
-        assert _wait(client, researcher, "tiny-two")[0] == "finished"
+        assert _wait(client, researcher, "tiny-two")[0] == "complete"
     db = open_db(config.db_path)
     try:
         stored = runs.model_distributions(db, run="tiny-two")
@@ -143,7 +143,7 @@ def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tm
         assert [row[0] for row in rejected["data"]] == ["ext-model__banana__natural__5__3.png"]
         assert rejected["data"][0][1].startswith("the file is ")  # not an image, or corrupt: its words
         state, row = _wait(client, researcher, "ext")
-        assert state == "finished" and "imported" in row and "2/2 distributions" in row
+        assert state == "complete" and "imported" in row and "2/2 distributions" in row
         board = client.predict(
             researcher, "uw71-ratings", "5", "ratio_of_means", api_name="/leaderboard_show"
         )
@@ -240,7 +240,7 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
         )
         assert message == "Run **x-tiny**: 2 images, job queued." and picker["value"] == "x-tiny"
         state, row = _wait(client, researcher, "x-tiny")
-        assert state == "finished"
+        assert state == "complete"
         assert "<td>explicit</td>" in row and "2/2 images, 2 judged (2 masked), 0 failed" in row
         assert "value='1.0000'" in row
         shown = client.predict(researcher, "x-tiny", "paper", "", api_name="/explicit_show")
