@@ -681,8 +681,6 @@ def misshapen_input(fn, inputs: list) -> int | None:
     its role check, runs, and logs a traceback per call that fails it; this is the same
     check of the shape, without the file checks Gradio adds (so it refuses nothing Gradio
     takes)."""
-    from pydantic import ValidationError
-
     prop_inputs = set(getattr(fn, "component_prop_inputs", ()) or ())
     for position, (block, value) in enumerate(zip(getattr(fn, "inputs", None) or [], inputs or [])):
         model = getattr(block, "data_model", None)
@@ -690,7 +688,7 @@ def misshapen_input(fn, inputs: list) -> int | None:
             continue
         try:
             model.model_validate(value)
-        except ValidationError:
+        except ValueError:  # pydantic's ValidationError
             return position
     return None
 

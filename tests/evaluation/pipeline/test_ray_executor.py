@@ -321,7 +321,7 @@ def test_the_evaluate_tab_shows_the_cluster_runs_on_it_and_works_without_ray(
         )
         assert message == f"Run **on-ray**: 1 image, job queued. Ray cluster: {cluster.describe()}."
         row = _wait_for_job(client, token, "on-ray")
-        assert "data-state='finished'" in row and "1/1 images, 1 masked" in row and " pid " in row
+        assert "data-state='complete'" in row and "1/1 images, 1 masked" in row and " pid " in row
 
         monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
         with pytest.raises(AppError, match="the Ray executor needs Ray, which is not installed"):
@@ -330,7 +330,7 @@ def test_the_evaluate_tab_shows_the_cluster_runs_on_it_and_works_without_ray(
             token, "here", *selection, "tiny-random", 0, 0, api_name="/evaluate_start"
         )
         assert message == "Run **here**: 1 image, job queued."
-        assert "data-state='finished'" in _wait_for_job(client, token, "here")
+        assert "data-state='complete'" in _wait_for_job(client, token, "here")
     db = runs.connect(config.db_path)
     try:
         assert [r[0] for r in db.execute("SELECT name FROM runs ORDER BY name")] == ["here", "on-ray"]
