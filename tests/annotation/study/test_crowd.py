@@ -68,6 +68,34 @@ def _judge(db, actor, n, *, pass_checks=True, at=None):
     return done
 
 
+def _open_studies(db, tmp_path, specs) -> list[int]:
+    """Open studies of the designers' ground truth, one per ``(name, seed, concepts, trials
+    per participant)`` of `specs`; their ids."""
+    data_dir = tmp_path / "data"
+    truths, _ = populate(db, data_dir, 6, np.random.default_rng(0))
+    ids = [
+        study.create_study(
+            db,
+            name,
+            sources(),
+            truth_source(data_dir, truths),
+            seed=seed,
+            n_concepts=n,
+            trials_per_participant=trials,
+        )
+        for name, seed, n, trials in specs
+    ]
+    for study_id in ids:
+        study.open_study(db, study_id, ADMIN)
+    return ids
+
+
+def _invitee(db) -> Actor:
+    """A participant from an invite (who judges every open study)."""
+    [(row, _)] = create_annotators(db, 1, "participant")
+    return Actor(row["id"], row["pseudonym"], frozenset({"participant"}))
+
+
 def _dump(db):
     return list(db.conn.iterdump())
 
@@ -209,8 +237,7 @@ def test_a_newcomer_is_refused_once_the_pairs_votes_are_spoken_for(setup):
     for person in [*people[2:3], *people[4:], _actor(db, _join(db, token, "pid-6"))]:
         assert _judge(db, person, 10) == 10
     # An invited participant takes the 7; then every pair has its votes.
-    [(row, _)] = create_annotators(db, 1, "participant")
-    assert _judge(db, Actor(row["id"], row["pseudonym"], frozenset({"participant"})), 10) >= 7
+    assert _judge(db, _invitee(db), 10) >= 7
     assert crowd.votes_left(db, study_id)[2] == 0
     with pytest.raises(crowd.LinkClosed, match="this study is full: its pairs have all the votes they need"):
         _join(db, token, "pid-8")
@@ -223,8 +250,7 @@ def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup
     db, study_id = setup
     _, token = _link(db, study_id, quota=100)
     assert crowd.votes_left(db, study_id) == (60, 10, 60)  # six people's trials
-    [(row, _)] = create_annotators(db, 1, "participant")
-    invitee = Actor(row["id"], row["pseudonym"], frozenset({"participant"}))
+    invitee = _invitee(db)
     judging.set_background(db, invitee, True)
     assert judging.next_trial(db, invitee, np.random.default_rng(0)) is not None  # holds their batch
     assert crowd.votes_left(db, study_id) == (50, 10, 60)
@@ -243,24 +269,8 @@ def test_an_invitee_holding_trials_of_another_study_keeps_their_share_of_this_on
     """An invited participant judges every open study: holding trials of one, they are in
     the other's count too (an outside check's invitee paused on "Trial 10 of 35" holding
     trials of one study, and newcomers of the other left them "of 28")."""
-    data_dir = tmp_path / "data"
-    truths, _ = populate(db, data_dir, 6, np.random.default_rng(0))
-    ids = [
-        study.create_study(
-            db,
-            name,
-            sources(),
-            truth_source(data_dir, truths),
-            seed=seed,
-            n_concepts=3,
-            trials_per_participant=10,
-        )
-        for name, seed in (("first", 1), ("second", 2))
-    ]
-    for study_id in ids:
-        study.open_study(db, study_id, ADMIN)
-    [(row, _)] = create_annotators(db, 1, "participant")
-    invitee = Actor(row["id"], row["pseudonym"], frozenset({"participant"}))
+    ids = _open_studies(db, tmp_path, [("first", 1, 3, 10), ("second", 2, 3, 10)])
+    invitee = _invitee(db)
     judging.set_background(db, invitee, True)
     assert judging.next_trial(db, invitee, np.random.default_rng(0), batch_size=1) is not None
     [held] = {
@@ -390,22 +400,11 @@ def test_a_crowd_person_judges_their_links_study_alone_and_completes_with_it(db,
     """With other studies open beside it, an open link's people get trials of its study only
     and are done (and given the code) when its trials are judged; an invited participant is
     still asked for every open study's."""
-    data_dir = tmp_path / "data"
-    truths, _ = populate(db, data_dir, 6, np.random.default_rng(0))
-    ids = [
-        study.create_study(
-            db,
-            name,
-            sources(),
-            truth_source(data_dir, truths),
-            seed=seed,
-            n_concepts=n,
-            trials_per_participant=n * 3,
-        )
-        for name, seed, n in (("linked", 1, 2), ("other", 2, 3), ("third", 3, 3))
-    ]
-    for study_id in ids:
-        study.open_study(db, study_id, ADMIN)
+    ids = _open_studies(
+        db,
+        tmp_path,
+        [(name, seed, n, n * 3) for name, seed, n in (("linked", 1, 2), ("other", 2, 3), ("third", 3, 3))],
+    )
     pairs = {row["id"]: row["study_id"] for row in db["study_pairs"].rows}
     asked = {
         s: min(
