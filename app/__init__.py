@@ -275,11 +275,7 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
                 )
         misshapen = guard.misshapen_input(fn, inputs)
         if misshapen is not None:  # Gradio's own refusal: an empty "Error" and a traceback logged
-            raise gr.Error(
-                f"{guard.input_name(fn, misshapen)} is not a value a {type(fn.inputs[misshapen]).__name__} "
-                "takes; nothing was changed.",
-                print_exception=False,
-            )
+            raise _not_its_value(fn, misshapen)
         try:
             result = await process_api(*args, **kwargs)
         except ComponentProcessingError as error:
@@ -290,12 +286,7 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
             found = re.match(r"Could not preprocess input component at index (\d+)", str(error))
             if found is None:
                 raise
-            block = fn.inputs[int(found[1])]
-            raise gr.Error(
-                f"{guard.input_name(fn, int(found[1]))} is not a value a {type(block).__name__} takes; "
-                "nothing was changed.",
-                print_exception=False,
-            ) from None
+            raise _not_its_value(fn, int(found[1])) from None
         paths = list(guard.file_paths(result.get("data")))
         if token and paths:
             actor = await anyio.to_thread.run_sync(policy.actor, token)
@@ -304,6 +295,15 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
 
     demo.process_api = guarded
     demo.colorconcept_guarding = True
+
+
+def _not_its_value(fn, position: int) -> gr.Error:
+    """The refusal of input `position` of Gradio function `fn`, a value its component cannot read."""
+    return gr.Error(
+        f"{guard.input_name(fn, position)} is not a value a {type(fn.inputs[position]).__name__} takes; "
+        "nothing was changed.",
+        print_exception=False,
+    )
 
 
 def mark_ready(demo: gr.Blocks) -> None:
