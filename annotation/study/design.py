@@ -268,7 +268,7 @@ def create_study(
         "ground_truth": ground_truth.name,
         "sources": [asdict(s) for s in sources],
         "n_concepts": n_concepts,
-        "eligible_concepts": len(eligible),
+        "shared_concepts": len(eligible),
         "concepts": sorted(chosen),
         "votes_per_pair": votes_per_pair,
         "attention_rate": attention_rate,
@@ -662,11 +662,19 @@ def get_study(db: sqlite_utils.Database, study_id: int) -> dict:
 
 
 def study_design(db: sqlite_utils.Database, study_id: int) -> dict:
-    """The design as recorded (JSON-able), with ``id``, ``created``, ``frozen`` and sizes."""
+    """The design as recorded (JSON-able), with ``id``, ``created``, ``frozen`` and sizes.
+
+    ``shared_concepts`` counts the concepts every chosen model output has; ``concepts`` were
+    drawn from those of them with a ground truth (designs stored before the field was named so
+    called it ``eligible_concepts``).
+    """
     study = get_study(db, study_id)
+    meta = json.loads(study["meta"])
+    if "eligible_concepts" in meta:
+        meta["shared_concepts"] = meta.pop("eligible_concepts")
     return {
         "id": study["id"],
-        **json.loads(study["meta"]),
+        **meta,
         "created": study["created"],
         "frozen": study["frozen"],
         **study_size(db, study_id),

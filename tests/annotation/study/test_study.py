@@ -129,7 +129,8 @@ def test_design_samples_concepts_with_truth_and_outputs_and_is_recorded(setup):
     study_id = _study(db, data_dir, limited, n_concepts=20, open_it=False)
     design = study.study_design(db, study_id)
     assert len(design["concepts"]) == 20 and set(design["concepts"]) <= set(limited)
-    assert design["eligible_concepts"] == 40 and design["seed"] == 1
+    # 40 shared by the outputs, of which only the 30 with a ground truth could be drawn
+    assert design["shared_concepts"] == 40 and "eligible_concepts" not in design and design["seed"] == 1
     assert design["sources"] == [{"model": m, "run": RUN, "cfg": CFG} for m in MODELS]
     assert (design["style"], design["votes_per_pair"], design["ground_truth"]) == (
         "clipart",
@@ -153,6 +154,16 @@ def test_design_samples_concepts_with_truth_and_outputs_and_is_recorded(setup):
     assert study.study_design(db, again)["concepts"] == design["concepts"]
     other = study.create_study(db, "s3", sources(), truth_source(data_dir, limited), seed=2, n_concepts=20)
     assert study.study_design(db, other)["concepts"] != design["concepts"]
+
+
+def test_a_design_stored_with_the_old_field_name_reads_with_the_new_one(setup):
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=5, open_it=False)
+    meta = json.loads(db["studies"].get(study_id)["meta"])
+    meta["eligible_concepts"] = meta.pop("shared_concepts")
+    db["studies"].update(study_id, {"meta": json.dumps(meta)})
+    design = study.study_design(db, study_id)
+    assert design["shared_concepts"] == 40 and "eligible_concepts" not in design
 
 
 def test_too_few_eligible_concepts_is_a_clear_error_and_stores_nothing(setup):
