@@ -46,6 +46,9 @@ class Readiness:
         Concepts with `min_colorings` counted colorings or more.
     rankable_at_least : int
         Concepts with `MIN_COLORINGS` (2, the least a ranking takes) or more.
+    fewest_rankable : int
+        The fewest counted colorings among those concepts (0 when there are none): the most
+        colorings per concept that still ranks all of them.
     reviews_open, reviews_decided : int
         Colorings waiting for votes, and those whose vote is decided.
     votes_missing : int
@@ -61,6 +64,7 @@ class Readiness:
     pilot: bool
     rankable: int
     rankable_at_least: int
+    fewest_rankable: int
     reviews_open: int
     reviews_decided: int
     votes_missing: int
@@ -120,8 +124,8 @@ class Readiness:
         if self.rankable_at_least and m > MIN_COLORINGS:
             head += (
                 f" {counted(self.rankable_at_least, 'concept')} {'has' if self.rankable_at_least == 1 else 'have'} "
-                f"{MIN_COLORINGS} or more: set “Colorings needed per concept” to {MIN_COLORINGS} "
-                "to rank them now."
+                f"{self.fewest_rankable} or more: set “Colorings needed per concept” to "
+                f"{self.fewest_rankable} to rank them now."
             )
         return head
 
@@ -165,6 +169,7 @@ def readiness(db: sqlite_utils.Database, min_colorings: int = MIN_COLORINGS) -> 
         pilot=bool(pilot),
         rankable=sum(n >= min_colorings for n in counts.values()),
         rankable_at_least=sum(n >= MIN_COLORINGS for n in counts.values()),
+        fewest_rankable=min((n for n in counts.values() if n >= MIN_COLORINGS), default=0),
         reviews_open=int(reviews[0]),
         reviews_decided=int(reviews[1]),
         votes_missing=int(reviews[2]),

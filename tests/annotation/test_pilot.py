@@ -242,6 +242,29 @@ def test_the_numbers_say_how_many_colorings_open_each_pilot_concepts_vote(db, tm
     )
 
 
+def test_an_expert_asking_too_many_is_told_the_most_that_ranks_every_ready_concept(db, tmp_path):
+    _setup(db)
+    pilot.set_pilot(db, PILOT, actor="admin")
+    designers = people(db, 3, "designer")
+    for designer, rgb in zip(designers, COLORS):
+        add_coloring(db, tmp_path, designer, "apple", rgb)
+        add_coloring(db, tmp_path, designer, "rotten apple", rgb)
+    # Both have 3: setting 3 ranks both, as 2 would, on more colorings each.
+    assert (
+        readiness(db, 5)
+        .lines()[0]
+        .endswith("2 concepts have 3 or more: set “Colorings needed per concept” to 3 to rank them now.")
+    )
+    for designer, rgb in zip(designers[:2], COLORS):
+        add_coloring(db, tmp_path, designer, "forbidding castle", rgb)
+    # The castle has 2: 3 would leave it out.
+    assert (
+        readiness(db, 5)
+        .lines()[0]
+        .endswith("3 concepts have 2 or more: set “Colorings needed per concept” to 2 to rank them now.")
+    )
+
+
 def test_the_numbers_count_the_votes_each_review_still_misses(db, tmp_path):
     _setup(db)
     designers = people(db, 2, "designer")

@@ -168,7 +168,9 @@ def _experts_vote_until_the_statistics_show(app: LiveApp, browser, links: list[s
                 db.close()
             for line in waiting:
                 expect(needs).to_contain_text(line)
-            expect(needs).to_contain_text("3 concepts have 2 or more")
+            expect(needs).to_contain_text(
+                "3 concepts have 3 or more: set “Colorings needed per concept” to 3"
+            )
             page.locator("#expert_minimum input").fill("3")  # what the pilot reached
             page.get_by_role("button", name="Open the vote queue for high-variance concepts").click()
             # The default share (top 10 %) marks one of the three concepts (more on a tie):
