@@ -19,7 +19,10 @@
 // written COMMIT_DELAY_MS after the last edit; element.coloringCanvas.flush() writes it at
 // once and returns it (events that send the value call it first). Work in progress is
 // kept in localStorage per task id, and its undo and redo history in IndexedDB (typed
-// arrays, too large for localStorage), so both survive a reload.
+// arrays, too large for localStorage), so both survive a reload. A flush (a submit) marks the
+// kept work as submitted until the next edit: a save moves the designer to the next sketch,
+// so work restored with that mark was not saved (Gradio reloads the page when a lost
+// connection comes back, and the submit pressed meanwhile was lost), and the status says so.
 //
 // The view fits the window: the drawing area takes the height left below its top, so the
 // whole tool is on one screen, and the zoom label gives sketch pixels per screen pixel
@@ -42,6 +45,9 @@ const MAX_SAVED_UNDO_BYTES = 48e6;
 const MAX_SCALE = 32;
 const GRAY = [0.2125, 0.7154, 0.0721]; // skimage.color.rgb2gray
 const DEFAULT_TOOL = "fill";
+const NOT_SAVED =
+  "Not saved: the Submit you pressed did not save this sketch (a save shows the next one; the " +
+  "connection was lost, or the submit was refused). Your work is restored: press Submit again.";
 
 const root = element.querySelector(".cc-root");
 const $ = (sel) => root.querySelector(sel);
@@ -149,6 +155,7 @@ async function loadTask() {
   S.redo = [];
   S.undoBytes = 0;
   S.edit = 0;
+  S.submittedEdit = null;
   S.historyEdit = -1;
   S.elapsedBase = 0;
   S.openedAt = performance.now();
@@ -189,7 +196,10 @@ async function restoreWork(taskId) {
       S.edit = Number(saved.edit) || 0;
       await restoreHistory(taskId, S.edit);
     }
-    status(source === saved ? "Restored your unsaved work for this sketch." : "Loaded the saved coloring.");
+    const unsent = source === saved && saved.submitted_edit === saved.edit;
+    if (unsent) S.submittedEdit = S.edit;
+    if (unsent) status(NOT_SAVED, "error");
+    else status(source === saved ? "Restored your unsaved work for this sketch." : "Loaded the saved coloring.");
   } catch (e) {
     status("Saved work for this sketch could not be restored.", "error");
   }
@@ -677,12 +687,16 @@ function commitNow() {
 // app.coloring_canvas.flush_js), not the value of up to COMMIT_DELAY_MS ago.
 function flush() {
   if (!S.ready) return String(props.value ?? "");
+  S.submittedEdit = S.edit;
   commitNow();
   return S.lastValue;
 }
 function saveWork(url) {
   const key = WIP_PREFIX + S.taskId;
-  const entry = JSON.stringify({ color_layer: url, elapsed_s: elapsed(), saved_at: Date.now(), edit: S.edit });
+  const entry = JSON.stringify({
+    color_layer: url, elapsed_s: elapsed(), saved_at: Date.now(), edit: S.edit,
+    submitted_edit: S.submittedEdit === S.edit ? S.edit : null,
+  });
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       localStorage.setItem(key, entry);

@@ -384,6 +384,32 @@ def test_a_double_click_on_submit_submits_once_and_never_the_next_sketch(shared_
     assert page.js_errors == []
 
 
+def test_a_submit_lost_with_the_connection_says_not_saved_after_the_reload_and_goes_again(shared_live, page):
+    page.set_viewport_size(SMALL_SCREEN)
+    annotator_id = _start_practice(shared_live, page)
+    _fill(page, PEEL, YELLOW)
+    page.context.set_offline(True)
+    page.locator("#designer_submit").click()
+    expect(page.get_by_text("Connection to the server was lost")).to_be_visible()
+    page.context.set_offline(False)  # Gradio reloads the page once it reaches the server again
+    status = page.locator(f"{CANVAS} .cc-status")
+    expect(status).to_contain_text(
+        "Not saved: the Submit you pressed did not save this sketch", timeout=60_000
+    )
+    expect(status).to_have_attribute("data-kind", "error")
+    expect(page.locator("#designer_header .dz-concept")).to_have_text("banana")
+    _shot(page, "submit-lost-with-the-connection")
+    saved = "select concept_key from colorings where annotator_id = ?"
+    assert shared_live.query(saved, (annotator_id,)) == []
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    page.locator("#designer_submit").click()
+    expect(page.locator("#designer_message")).to_contain_text("Saved your coloring of banana")
+    assert shared_live.query(saved, (annotator_id,)) == [{"concept_key": "banana"}]
+    # The next sketch opens as any does: the mark went with the saved work.
+    expect(page.locator("#designer_header .dz-concept")).to_have_text("rotten apple")
+    expect(status).to_have_text("Pick a color, then click inside a region to fill it.")
+
+
 def test_each_new_sketch_opens_with_the_bucket_fill(shared_live, page):
     _start_practice(shared_live, page)
     fill, brush = (page.locator(f"#designer_canvas button[data-tool={t}]") for t in ("fill", "brush"))
