@@ -91,6 +91,20 @@ def test_single_coloring_gives_one_group():
     assert_allclose(_hue_mass(result.p, 0, 45), 1.0, rtol=1e-12)
 
 
+def test_close_shades_of_two_colorings_merge_where_the_mean_of_their_own_distributions_splits():
+    # docs/research.md, "From a concept's colorings to its P_H": one extraction over the set
+    hexes = list(load_uw71().hex)
+    flat = [
+        np.full((120, 120, 3), [int(h[i : i + 2], 16) for i in (1, 3, 5)], np.uint8)
+        for h in ("#fcdb42", "#f7db7c")
+    ]
+    mask = np.ones((120, 120), bool)
+    together = concept_distribution(flat, [mask, mask]).p
+    mean = np.mean([concept_distribution([image], [mask]).p for image in flat], axis=0)
+    assert together[hexes.index("#f7db7c")] == pytest.approx(1.0)
+    assert mean[hexes.index("#fcdb42")] == mean[hexes.index("#f7db7c")] == pytest.approx(0.5)
+
+
 def test_image_pixels_crops_the_mask_box_and_keeps_masked_pixels_only():
     image = np.zeros((300, 400, 3), dtype=np.uint8)
     image[:, :, 2] = 255
