@@ -49,7 +49,7 @@ from app import (
     study,
     weight,
 )
-from app.common import BROWSER_STATE_KEY, PLUMBING, AppContext, audit_functions
+from app.common import BROWSER_STATE_KEY, PLUMBING, AppContext, as_gr_error, audit_functions
 from app.config import AppConfig
 from app.health import Health
 from app.tabs import SessionReactions
@@ -276,6 +276,9 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
         misshapen = guard.misshapen_input(fn, inputs)
         if misshapen is not None:  # Gradio's own refusal: an empty "Error" and a traceback logged
             raise _not_its_value(fn, misshapen)
+        unchosen = guard.unchosen_input(fn, inputs)
+        if unchosen is not None:  # Gradio's own refusal: the whole value quoted and logged
+            raise as_gr_error(ValueError(guard.unchosen_refusal(fn, unchosen, inputs[unchosen])))
         try:
             result = await process_api(*args, **kwargs)
         except ComponentProcessingError as error:

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import anyio
+import gradio as gr
 
 from annotation.coloring.store import owns_coloring_file
 from annotation.errors import AnnotationError
@@ -56,6 +57,7 @@ from annotation.people.accounts import Actor, require
 from app.coloring_canvas import served_files
 from app.health import Health
 from storage import private_folder
+from storage.shown import shown
 
 COOKIE = "cc_session"
 # The page keeps the cookie in step with its session: set on sign-in, cleared on sign-out.
@@ -691,6 +693,57 @@ def misshapen_input(fn, inputs: list) -> int | None:
         except ValueError:  # pydantic's ValidationError
             return position
     return None
+
+
+#: Components whose reading of a value checks it against their choices (or bounds): Gradio
+#: refuses one outside them quoting the whole value, and logs a traceback, per call.
+CHECKED_CHOICES = (gr.Radio, gr.Dropdown, gr.CheckboxGroup, gr.Number)
+
+
+def unchosen_input(fn, inputs: list) -> int | None:
+    """The position of the first of a call's `inputs` outside its component's choices (or a
+    number outside its bounds), or None: the component's own reading of it (its
+    ``preprocess``, pure for these kinds, instance-patched ones too) is run here first.
+
+    Gradio ran it before the function's role check, and its refusal quoted the value whole,
+    to the caller and with a traceback to the log: an outside check grew the log by 5 MB
+    with one call of a visitor."""
+    if not getattr(fn, "preprocess", True):
+        return None
+    prop_inputs = set(getattr(fn, "component_prop_inputs", ()) or ())
+    for position, (block, value) in enumerate(zip(getattr(fn, "inputs", None) or [], inputs or [])):
+        if not isinstance(block, CHECKED_CHOICES) or position in prop_inputs:
+            continue
+        try:
+            block.preprocess(value)
+        except (gr.Error, TypeError, ValueError):
+            return position
+    return None
+
+
+#: Choices a refusal lists; a longer list is counted, not listed.
+LISTED_CHOICES = 12
+
+
+def unchosen_refusal(fn, position: int, value) -> str:
+    """What a caller is told of input `position` of `fn` that `unchosen_input` refused: the
+    input's name, what it takes (the choices, or the number's bounds) and what arrived, cut
+    (`storage.shown.shown`)."""
+    block = fn.inputs[position]
+    name = input_name(fn, position)
+    if isinstance(block, gr.Number):
+        low = "-inf" if block.minimum is None else f"{block.minimum:g}"
+        high = "inf" if block.maximum is None else f"{block.maximum:g}"
+        return f"{name} must be a number in [{low}, {high}], got {shown(value)}; nothing was changed."
+    values = [choice[1] if isinstance(choice, (list, tuple)) else choice for choice in block.choices or ()]
+    takes = (
+        f"one of {', '.join(shown(v) for v in values)}"
+        if len(values) <= LISTED_CHOICES
+        else f"one of its {len(values):,} choices"
+    )
+    if isinstance(block, gr.CheckboxGroup) or getattr(block, "multiselect", False):
+        takes = f"a list of choices, each {takes}"
+    return f"{name} must be {takes}, got {shown(value)}; nothing was changed."
 
 
 def _unencodable(value) -> str | None:

@@ -56,9 +56,6 @@ class Case:
     api_name: str
     args: Callable[[World], tuple]
     message: str
-    # Gradio's own choice check echoes the value unescaped; only the caller who sent it
-    # sees it (the page never sends a value outside the choices), so it is not checked.
-    echoed_by_gradio: bool = False
     known_defect: str = ""
 
 

@@ -178,7 +178,9 @@ def test_admin_inputs_out_of_range_show_a_message_and_write_nothing(shared_app):
     before = _dump(config)
     with pytest.raises(AppError, match="`How many` must be from 1 to 500, got 0"):
         client.predict(admin, "designer", 0, "yes", 7, api_name="/admin_create_invites")
-    with pytest.raises(AppError, match="admin is not in the list of choices"):
+    with pytest.raises(
+        AppError, match="`Role` must be one of 'designer', 'expert', 'participant', 'researcher', got 'admin'"
+    ):
         client.predict(admin, "admin", 1, "yes", 7, api_name="/admin_create_invites")
     with pytest.raises(AppError, match="unknown annotator id 99"):
         client.predict(admin, 99, "approve", "ok", api_name="/admin_review_practice")

@@ -184,22 +184,19 @@ CASES = [
         "invite-role-admin",
         "/admin_create_invites",
         as_role("admin", "admin", 1, "yes", 7),
-        "admin.* is not in the list of choices",
-        echoed_by_gradio=True,
+        r"^`Role` must be one of 'designer', 'expert', 'participant', 'researcher', got 'admin'; nothing was changed\.$",
     ),
     Case(
         "invite-role-script",
         "/admin_create_invites",
         as_role("admin", SCRIPT, 1, "yes", 7),
-        "is not in the list of choices",
-        echoed_by_gradio=True,
+        r"^`Role` must be one of .*, got \"&lt;script&gt;",
     ),
     Case(
         "invite-background-unknown",
         "/admin_create_invites",
         as_role("admin", "designer", 1, "maybe", 7),
-        "'maybe' .* is not in the list of choices",
-        echoed_by_gradio=True,
+        r"^`Design/art background` must be one of 'unknown', 'yes', 'no', got 'maybe'; nothing was changed\.$",
     ),
     Case(
         "invite-days-negative",
@@ -243,8 +240,7 @@ CASES = [
         "practice-bad-decision",
         "/admin_review_practice",
         as_role("admin", 1, "delete", "ok"),
-        "'delete' .* is not in the list of choices",
-        echoed_by_gradio=True,
+        r"^`Decision` must be one of 'approve', 'redo', got 'delete'; nothing was changed\.$",
     ),
     Case(
         "invite-count-fraction",
@@ -852,8 +848,7 @@ def test_bad_input_gets_a_clear_message_changes_nothing_and_the_app_keeps_servin
     message = str(raised.value)
     assert re.search(case.message, message), message[:MAX_MESSAGE_CHARS]
     assert len(message) <= MAX_MESSAGE_CHARS, f"{len(message)} characters: {message[:MAX_MESSAGE_CHARS]}"
-    if not case.echoed_by_gradio:
-        assert not re.search(r"<\s*(script|img)", message, re.IGNORECASE), message
+    assert not re.search(r"<\s*(script|img)", message, re.IGNORECASE), message
     after = snapshot(world.config)
     assert after[1] == before[1]
     # A failed sign-in leaves its record for the throttle (tests/app/test_abuse.py), nothing else.

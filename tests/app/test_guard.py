@@ -524,6 +524,47 @@ def test_an_input_its_component_cannot_read_is_refused_by_name_without_a_traceba
     assert world.state() == before
 
 
+def test_a_value_outside_its_components_choices_is_refused_by_name_not_quoted_or_logged(world):
+    """A visitor's 200 kB where a choice goes: Gradio's reading of it refused it quoting the
+    whole value, to the caller and with a traceback in the log, before the role check (an
+    outside check grew the log by 5 MB with one call). Now a short refusal naming the input."""
+    page = world.page
+    before = world.state()
+    log_before = world.log.stat().st_size
+    huge = "B" * 200_000
+    worded = 0
+    for index, dependency in enumerate(page.dependencies):
+        fn = page.fns[index]
+        choices = [
+            i
+            for i, block in enumerate(fn.inputs)
+            if type(block).__name__ in ("Radio", "Dropdown", "CheckboxGroup")
+        ]
+        if fn.fn is None or not choices:
+            continue
+        for position in choices:
+            data = [page.values.get(i) for i in dependency["inputs"]]
+            data[position] = [huge] if type(fn.inputs[position]).__name__ == "CheckboxGroup" else huge
+            [answer] = world.answers(index, [(data, None)])
+            error = answer["output"].get("error") or ""
+            assert len(error) < 1000, (
+                fn.name,
+                error[:300],
+            )  # (a form saved in the browser hands its own inputs back)
+            worded += answer.get("success") is False and bool(
+                re.search(
+                    r" must be (a list of choices, each )?one of .*, got .*BBBB.*\(2000\d\d characters\); nothing was changed\.$",
+                    error,
+                )
+            )
+    # The others take any text (a concept typed in) and refuse by role, in their note
+    assert worded >= 10
+    assert world.call("admin_coverage", world.admin)  # the app serves on; its log is written by now
+    grown = world.log.read_text()[log_before:]
+    assert "Traceback" not in grown and huge[:1000] not in grown and len(grown) < 100_000
+    assert world.state() == before
+
+
 def test_the_page_config_carries_no_secret(world):
     config = httpx.get(world.url).text + httpx.get(f"{world.url}config").text
     db = open_db(world.config.db_path)
