@@ -133,12 +133,18 @@ def _differences(stored: Any, given: Any, where: str = "", most: int = 4) -> lis
     return [f"{where.rstrip('.')}: {shown(stored)} → {shown(given)}"]
 
 
+#: Runs a refusal of an unknown run name lists (newest first).
+KNOWN_RUNS_LISTED = 10
+
+
 def run_config(db: sqlite_utils.Database, name: str) -> dict:
     """The stored configuration of run `name`."""
     row = db.execute("SELECT config FROM runs WHERE name = ?", [name]).fetchone()
     if row is None:
-        known = [r[0] for r in db.execute("SELECT name FROM runs ORDER BY name")]
-        raise RunError(f"no run named {name!r}; known runs: {known}")
+        known = [r[0] for r in db.execute("SELECT name FROM runs ORDER BY created_at DESC, rowid DESC")]
+        listed = ", ".join(known[:KNOWN_RUNS_LISTED]) or "none"
+        more = f" and {len(known) - KNOWN_RUNS_LISTED} older" if len(known) > KNOWN_RUNS_LISTED else ""
+        raise RunError(f"no run named {shown(name)}; known runs, newest first: {listed}{more}")
     return json.loads(row[0])
 
 

@@ -168,6 +168,19 @@ def test_a_run_keeps_one_masking_once_an_image_is_masked(db, tiny):
         runs.claim_masking(db, "x", first)
 
 
+def test_an_unknown_run_name_is_quoted_cut_and_the_newest_runs_listed(db):
+    for i in range(runs.KNOWN_RUNS_LISTED + 2):
+        runs.create_run(db, f"run-{i:02d}", [], {"n": i})
+    with pytest.raises(runs.RunError) as refused:
+        runs.run_config(db, "y" * 100_000)
+    message = str(refused.value)
+    assert message == (
+        f"no run named '{'y' * 80}'… (100000 characters); known runs, newest first: "
+        + ", ".join(f"run-{i:02d}" for i in range(11, 1, -1))
+        + " and 2 older"
+    )
+
+
 def test_one_process_at_a_time_holds_a_run_and_a_dead_ones_lease_lapses(db, tiny):
     """An outside tester's second app server on the same database showed a running job as
     stopped and ran the run a second time beside the first."""
