@@ -160,7 +160,10 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
             ["generate", "--run", "r", "--model", "tiny-random", "--styles", "oil"],
             "--styles must be a comma-separated subset",
         ),
-        (["generate", "--run", "r"], "no run named 'r'; known runs, newest first: none; a new run needs --model"),
+        (
+            ["generate", "--run", "r"],
+            "no run named 'r'; known runs, newest first: none; a new run needs --model",
+        ),
         (["score", "--run", "r"], "no database at "),  # a mistyped --db is not made anew
         # Each refused before the run is stored: refused after, they left a run that could never run.
         (
