@@ -90,15 +90,24 @@ def vote_queue(
     expert_id = _expert_id(actor)
     reserve(db, "review", expert_id, rng, fair_batch(db) if batch_size is None else batch_size, now=now)
     items = []
-    for task in open_tasks(db, "review", expert_id, now=now):
+    for task, score in _held_in_order(db, expert_id, now):
         coloring = get_coloring(db, task.coloring_id)
-        score = db["reviews"].get(task.coloring_id)["plausibility"]
         items.append(
             VoteItem(
                 task.id, coloring["id"], coloring["concept_key"], coloring["image_path"], coloring["p"], score
             )
         )
-    return sorted(items, key=lambda i: (i.plausibility is None, i.plausibility or 0.0, i.task_id))
+    return items
+
+
+def _held_in_order(db, expert_id: int, now: dt.datetime | None) -> list[tuple]:
+    """The expert's held review tasks with their reviews' plausibility, in `vote_queue`'s
+    order: the Expert tab shows the first."""
+    held = [
+        (task, db["reviews"].get(task.coloring_id)["plausibility"])
+        for task in open_tasks(db, "review", expert_id, now=now)
+    ]
+    return sorted(held, key=lambda h: (h[1] is None, h[1] or 0.0, h[0].id))
 
 
 def fair_batch(db: sqlite_utils.Database, most: int = REVIEW_BATCH) -> int:
@@ -166,7 +175,8 @@ def cast_vote(
     PermissionDenied
         Not an expert, someone else's task, or the expert's own coloring.
     Conflict
-        The task was already submitted, or the expert already voted on this coloring.
+        The task was already submitted, the expert already voted on this coloring, or it
+        is a held task other than the one shown (the first of `vote_queue`).
     ReservationExpired
         The reservation lapsed and its slot went to someone else, or the review closed.
     """
@@ -181,6 +191,14 @@ def cast_vote(
         coloring = get_coloring(db_, task.coloring_id)
         if coloring["annotator_id"] == expert_id:
             raise PermissionDenied(f"coloring {coloring['id']} is your own; you cannot vote on it")
+        # The coloring on screen is the first of the queue (`vote_queue`): a vote naming another
+        # held, never shown one (an API client's) was stored for a coloring the expert never saw.
+        held = [t.id for t, _ in _held_in_order(db_, expert_id, now)]
+        if task.id in held and held[0] != task.id:
+            raise Conflict(
+                f"`task_id` {task.id} is not the coloring shown to you now ({held[0]} is): vote on "
+                "the coloring on screen"
+            )
         vote_id = insert_row(
             db_,
             "qc_votes",

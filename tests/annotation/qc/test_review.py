@@ -107,10 +107,16 @@ def test_the_majority_of_three_decides_and_every_vote_order_gives_a_decision(sto
     db, data = store
     patterns = list(itertools.product([True, False], repeat=3))
     ids, experts = _reviewed(db, data, n_colorings=len(patterns))
+    wanted = dict(zip(ids, patterns))
+    decisions = {coloring_id: [] for coloring_id in ids}
+    for j, expert in enumerate(experts):  # each votes in the order shown (the queue's)
+        for item in votes.vote_queue(db, expert, np.random.default_rng(j), batch_size=50):
+            decisions[item.coloring_id].append(
+                votes.cast_vote(db, expert, item.task_id, wanted[item.coloring_id][j])
+            )
     for coloring_id, pattern in zip(ids, patterns):
-        decisions = [_vote(db, e, coloring_id, v) for e, v in zip(experts, pattern)]
         majority = "consistent" if sum(pattern) >= 2 else "inconsistent"
-        assert decisions == [None, None, majority]
+        assert decisions[coloring_id] == [None, None, majority]
         status = get_coloring(db, coloring_id)["status"]
         assert status == ("accepted" if majority == "consistent" else "excluded")
         assert db["reviews"].get(coloring_id)["status"] == "decided"
@@ -120,7 +126,25 @@ def test_the_majority_of_three_decides_and_every_vote_order_gives_a_decision(sto
         (r["actor"], r["object_id"])
         for r in db["audit"].rows_where("action = 'exclude_coloring'", order_by="id")
     ]
-    assert trail == [("system", str(c)) for c in sorted(excluded)]
+    assert sorted(trail, key=lambda row: int(row[1])) == [("system", str(c)) for c in sorted(excluded)]
+
+
+def test_an_expert_votes_only_on_the_coloring_shown_not_on_another_they_hold(store):
+    db, data = store
+    ids, experts = _reviewed(db, data, n_colorings=3)
+    queue = votes.vote_queue(db, experts[0], np.random.default_rng(0), batch_size=50)
+    assert len(queue) == 3  # the Expert tab shows the first
+    before = _rows(db)
+    for unseen in queue[1:]:
+        with pytest.raises(
+            Conflict,
+            match=rf"`task_id` {unseen.task_id} is not the coloring shown to you now \({queue[0].task_id} is\)",
+        ):
+            votes.cast_vote(db, experts[0], unseen.task_id, True)
+    assert _rows(db) == before
+    assert votes.cast_vote(db, experts[0], queue[0].task_id, True) is None
+    assert votes.vote_queue(db, experts[0], np.random.default_rng(0))[0].task_id == queue[1].task_id
+    assert votes.cast_vote(db, experts[0], queue[1].task_id, True) is None
 
 
 def test_reviews_need_an_odd_number_of_votes(store):
