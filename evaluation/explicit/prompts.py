@@ -43,6 +43,7 @@ import numpy as np
 from evaluation.color.systems import SYSTEMS, load_system
 from evaluation.explicit.candidates import candidate_indices
 from evaluation.explicit.objects import CATEGORIES, ExplicitObject, load_objects
+from storage.shown import shown
 
 TASKS = ("color_name", "color_object", "multi_object", "implicit", "numeric")
 LEVELS = {1: "object-focused", 2: "contextual", 3: "scene-descriptive", 4: "implicit"}
@@ -313,6 +314,15 @@ def build_prompts(
     if not pool:
         raise ValueError(f"`objects` and `categories` leave no object: {list(names)} in {list(kinds)}")
     partners: Sequence[ExplicitObject] = pool if len(pool) > 1 else every
+    if colors is not None:
+        named = {name for key in systems for name in load_system(key).names}
+        unknown = [c for c in colors if " ".join(str(c).lower().split()) not in named]
+        if unknown:  # a mistyped one among known ones was dropped without a word
+            raise ValueError(
+                f"`colors` {', '.join(shown(c) for c in unknown[:10])} "
+                f"{'is' if len(unknown) == 1 else 'are'} in none of the systems {list(systems)}: "
+                "check the spelling (names as the system writes them, e.g. 'dark red')"
+            )
     prompts = []
     for task in tasks:
         rounds = min(_per_color(size, task), len(pool))
@@ -327,5 +337,5 @@ def build_prompts(
                     draw = {key: value[row, column] for key, value in draws.items() if key != "order"}
                     prompts.append(_cell_prompt(task, system, row, pool[column], partners, draw))
     if not prompts:
-        raise ValueError(f"`colors` {list(colors or [])} are in none of the systems {list(systems)}")
+        raise ValueError("`colors` must name at least one color; none is chosen")
     return prompts

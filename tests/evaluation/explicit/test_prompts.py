@@ -161,6 +161,12 @@ def test_rounds_are_capped_by_the_number_of_objects():
         ({"size": "huge"}, "`size`"),
         ({"size": 0}, "`size`"),
         ({"colors": ["ultramarine"]}, "`colors`"),
+        # A mistyped one among known ones was dropped without a word
+        (
+            {"colors": ["Green", "red", "blu"], "systems": ["iscc-nbs-l2"]},
+            r"^`colors` 'blu' is in none of the systems \['iscc-nbs-l2'\]: check the spelling",
+        ),
+        ({"colors": []}, "^`colors` must name at least one color; none is chosen$"),
         ({"objects": ["car"], "categories": ["animals"]}, "`objects`"),
     ],
 )
