@@ -28,6 +28,7 @@ from evaluation.cli import (
     add_device_arguments,
     add_executor_arguments,
     add_storage_arguments,
+    check_data_dir,
     leased_stage,
     open_db,
     print_workers,
@@ -104,6 +105,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--samples", type=int, default=4, help="images per (prompt, cfg) (default: 4)")
     segment_cli.add_masking_arguments(parser)
+    # Unset until read (`_segmenter`): a resume given none of them masks as the run was masked.
+    parser.set_defaults(**dict.fromkeys(MASKING_OPTIONS))
     parser.add_argument(
         "--segmenter",
         choices=["paper", "tiny-random"],
@@ -177,9 +180,36 @@ def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None]
     return config
 
 
-def _segmenter(args: argparse.Namespace):
-    from evaluation.pipeline.jobs import segmenter_preset
+#: The masking options whose defaults `_segmenter` fills in, and those defaults.
+MASKING_OPTIONS = {
+    "detector": segment_cli.DEFAULT_DETECTOR,
+    "sam": segment_cli.DEFAULT_SAM,
+    "box_threshold": segment_cli.BOX_THRESHOLD,
+    "text_threshold": segment_cli.TEXT_THRESHOLD,
+}
 
+
+def _segmenter(args: argparse.Namespace, db=None):
+    """The masking of the run: the options' (their defaults for those not given), or, for a
+    resume (no --model) given no masking option, the run's recorded one (docs/explicit.md
+    resumes with ``--run`` alone; the tiny masking's run was refused for want of the full
+    masker's weights)."""
+    from evaluation.pipeline import runs
+    from evaluation.pipeline.jobs import segmenter_of_masking, segmenter_preset
+
+    given = (
+        args.segmenter or args.sam_checkpoint or any(getattr(args, k) is not None for k in MASKING_OPTIONS)
+    )
+    if db is not None and not given and not args.model:
+        try:
+            recorded = runs.run_masking(db, args.run)
+        except runs.RunError:
+            recorded = None  # no such run: `create_or_resume` says so, and what a new one needs
+        if recorded is not None:
+            return segmenter_of_masking(recorded, args.data_dir / "models")
+    for name, default in MASKING_OPTIONS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     if args.segmenter:
         return segmenter_preset(
             args.segmenter, args.data_dir / "models", args.box_threshold, args.text_threshold
@@ -266,8 +296,10 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"{problem}; or give --presence detection")
     if args.table is not None and (why := _unwritable_table(args.table)):
         raise ValueError(f"--table {str(args.table)!r}: {why}")
-    segmenter = _segmenter(args)
+    check_data_dir(args.data_dir)
+    segmenter = _segmenter(args) if args.model else None  # a resume may take the run's own
     db = open_db(args, create=True)
+    segmenter = segmenter or _segmenter(args, db)
     # On a cluster the workers hold the weights, not this machine.
     config = create_or_resume(
         db, args, (lambda c: check_weights(c, segmenter)) if generate_on is None else None

@@ -89,7 +89,8 @@ def _how_to_get(source: str | None = None) -> str:
     return (
         f"download {what}, after accepting its licence on the hub and `hf auth login` if it is "
         "gated) and copy that Hugging Face cache into this server's (its `HF_HOME`, by default "
-        "~/.cache/huggingface), or point the registry at a local folder"
+        "~/.cache/huggingface), or point the registry (a text-to-image model) or the masking "
+        "options (`--detector`, `--sam`) at a local folder"
     )
 
 
@@ -307,7 +308,7 @@ def weights_refusal(models: Iterable[Mapping[str, Any]], masking: tuple[str, str
     # refusal at `app.common.MAX_MESSAGE_CHARS`.
     hint = ""
     if masking is not None and specs and all(s.build == "tiny" for s in specs):
-        hint = "for a tiny test model, choose the tiny-random masking. Missing: "
+        hint = "for a tiny test model, choose the tiny-random masking (on the command line, `--segmenter tiny-random`). Missing: "
     hub = [what for what, source in found if source is not None]
     others = [what for what, source in found if source is None]
     sources = [source for _, source in found if source is not None]

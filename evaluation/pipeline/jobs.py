@@ -99,6 +99,23 @@ def masking_of(segmenter: SegmenterSpec) -> dict:
     return record
 
 
+def segmenter_of_masking(masking: dict, models_dir: str | Path) -> SegmenterSpec:
+    """The `SegmenterSpec` that a run's recorded masking (`masking_of`) describes: what a
+    resume given no masking option masks with (``masking_of`` of it gives `masking` back)."""
+    box, text = masking["box_threshold"], masking["text_threshold"]
+    if masking.get("preset") == "tiny-random":
+        return segmenter_preset("tiny-random", models_dir, box, text)
+    if masking.get("sam_checkpoint"):
+        return SegmenterSpec(
+            masking["detector"],
+            box_threshold=box,
+            text_threshold=text,
+            sam_checkpoint=masking["sam_checkpoint"],
+            sam_type=masking["sam_type"],
+        )
+    return SegmenterSpec(masking["detector"], masking["sam"], box, text)
+
+
 def segmenter_preset(
     name: str,
     models_dir: str | Path,

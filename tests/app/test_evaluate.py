@@ -210,7 +210,7 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
         ), plan
         with pytest.raises(
             AppError,
-            match=r"^The run was not started: for a tiny test model, choose the tiny-random masking\. "
+            match=r"^The run was not started: for a tiny test model, choose the tiny-random masking \(on the command line, `--segmenter tiny-random`\)\. "
             r"Missing: GroundingDINO",
         ):
             client.predict(

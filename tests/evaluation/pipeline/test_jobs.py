@@ -13,7 +13,9 @@ from evaluation.pipeline.jobs import (
     JobError,
     JobManager,
     SegmenterSpec,
+    masking_of,
     run_pipeline,
+    segmenter_of_masking,
     segmenter_preset,
 )
 from evaluation.pipeline.planning import ConceptQuery, EvaluationRequest, plan_request
@@ -161,6 +163,23 @@ def test_a_job_that_fills_its_disk_says_so_and_resumes_once_there_is_room(tmp_pa
         assert manager.wait_idle(300) and manager.state("full").state == "finished"
         with contextlib.closing(open_db(path)) as db:
             assert run_progress(db, "full").complete
+
+
+@pytest.mark.parametrize(
+    "segmenter",
+    [
+        SegmenterSpec(),
+        SegmenterSpec("/m/dino", "/m/sam", 0.2, 0.3),
+        SegmenterSpec("/m/dino", box_threshold=0.1, sam_checkpoint="/m/sam_vit_b.pth", sam_type="vit_b"),
+        "tiny",
+    ],
+)
+def test_a_recorded_masking_gives_back_the_segmenter_it_records(tmp_path, segmenter):
+    """A resume given no masking option masks with the run's recorded one."""
+    if segmenter == "tiny":
+        segmenter = segmenter_preset("tiny-random", tmp_path, 0.0, 0.25)
+    again = segmenter_of_masking(masking_of(segmenter), tmp_path)
+    assert again == segmenter and masking_of(again) == masking_of(segmenter)
 
 
 def test_segmenter_presets_check_their_thresholds(tmp_path):
