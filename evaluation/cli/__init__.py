@@ -188,6 +188,39 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
     return connect(path)
 
 
+def check_data_dir(path) -> None:
+    """Refuse a ``--data-dir`` nothing can be written in, before a run is stored (a read-only
+    or mistyped folder was found after the run and its items were, in an error naming a
+    sub-folder). The folder, or the nearest one above it while it does not exist yet (it is
+    not made here), gets a probe file, removed at once. An object store's URI is not checked.
+
+    Raises
+    ------
+    ValueError
+        Naming ``--data-dir`` and why.
+    """
+    import tempfile
+
+    from evaluation.pipeline.ray_storage import is_uri
+
+    if is_uri(path):
+        return
+    folder = Path(path).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    where = "" if folder == Path(path).absolute() else f" (its nearest existing folder {str(folder)!r})"
+    if not folder.is_dir():
+        raise ValueError(f"--data-dir {str(path)!r}{where} is a file, not a folder; give a folder")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".data-dir.", suffix=".probe"):
+            pass
+    except OSError as error:
+        raise ValueError(
+            f"--data-dir {str(path)!r}: nothing can be written in {str(folder)!r} "
+            f"({error.strerror or error}); give a folder this user may write in"
+        ) from None
+
+
 def resolve_device(name: str) -> str:
     """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; other names unchanged
     (ValueError for a name torch would not take, or a device this machine lacks)."""

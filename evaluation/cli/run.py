@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Create or resume the run, then take it through generate, segment and extract."""
-    from evaluation.cli import resolve_device
+    from evaluation.cli import check_data_dir, resolve_device
     from evaluation.pipeline import runs
     from evaluation.pipeline.jobs import ExecutorChoice, check_weights, run_pipeline, segmenter_preset
     from evaluation.pipeline.ray_storage import is_uri
@@ -62,6 +62,7 @@ def main(args: argparse.Namespace) -> int:
         spec = segmenter_preset(args.segmenter, models_dir, args.box_threshold, args.text_threshold)
     else:
         spec = segment.segmenter_spec(args)
+    check_data_dir(args.data_dir)
     db = open_db(args, create=True)
     # On a cluster the workers hold the weights, not this machine; here they are checked
     # before the run is stored (a run refused for them was left stored, and could not be run).

@@ -33,39 +33,7 @@ def models(tmp_path_factory):
 def _explicit(tmp_path, models, *extra):
     return main(
         [
-            "explicit",
-            "--run",
-            "x",
-            "--model",
-            "tiny-random",
-            "--source",
-            str(models / "tiny-random"),
-            "--cfg",
-            "2",
-            "--tasks",
-            "color_name,multi_object",
-            "--systems",
-            "iscc-nbs-l1",
-            "--colors",
-            "red,blue",
-            "--objects",
-            "car,apple",
-            "--size",
-            "1",
-            "--samples",
-            "1",
-            "--detector",
-            str(models / "tiny-grounding-dino"),
-            "--sam",
-            str(models / "tiny-sam"),
-            "--box-threshold",
-            "0",
-            "--text-threshold",
-            "0",
-            "--presence-threshold",
-            "0",
-            "--device",
-            "cpu",
+            *_explicit_argv(tmp_path, models),
             "--db",
             str(tmp_path / "db.sqlite"),
             "--data-dir",
@@ -73,6 +41,45 @@ def _explicit(tmp_path, models, *extra):
             *extra,
         ]
     )
+
+
+def _explicit_argv(tmp_path, models):
+    """A small run's options, without --db and --data-dir."""
+    return [
+        "explicit",
+        "--run",
+        "x",
+        "--model",
+        "tiny-random",
+        "--source",
+        str(models / "tiny-random"),
+        "--cfg",
+        "2",
+        "--tasks",
+        "color_name,multi_object",
+        "--systems",
+        "iscc-nbs-l1",
+        "--colors",
+        "red,blue",
+        "--objects",
+        "car,apple",
+        "--size",
+        "1",
+        "--samples",
+        "1",
+        "--detector",
+        str(models / "tiny-grounding-dino"),
+        "--sam",
+        str(models / "tiny-sam"),
+        "--box-threshold",
+        "0",
+        "--text-threshold",
+        "0",
+        "--presence-threshold",
+        "0",
+        "--device",
+        "cpu",
+    ]
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -120,6 +127,31 @@ def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
     assert _explicit(tmp_path, models, "--size", "2") == 2  # with --model: what changed is named
     assert re.search(r"prompts\.size: 1 → 2\); choose another name", capsys.readouterr().err)
     assert runs.explicit_results(db, run="x") == results
+    # `--run` alone resumes with the run's own masking (docs/explicit.md): the masker of the
+    # defaults, whose weights this machine lacks, refused it.
+    assert main(["explicit", "--run", "x", "--device", "cpu", *storage]) == 0, capsys.readouterr().err
+    assert "0 new image(s) judged; 4 in run 'x'" in capsys.readouterr().out
+
+
+def test_a_data_dir_that_is_a_file_or_cannot_be_written_is_refused_before_the_run_is_stored(
+    tmp_path, models, capsys
+):
+    """Found after the run and its items were stored, in an error naming a sub-folder."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    storage = ["--db", str(tmp_path / "db.sqlite"), "--data-dir"]
+    explicit = _explicit_argv(tmp_path, models)
+    assert main([*explicit, *storage, str(afile / "data")]) == 2
+    assert re.search(
+        r"--data-dir '.*afile/data' \(its nearest existing folder '.*afile'\) is a file, not a folder",
+        capsys.readouterr().err,
+    )
+    assert main([*explicit, *storage, "/proc/data"]) == 2
+    assert re.search(
+        r"--data-dir '/proc/data': nothing can be written in '/proc' \(.*\); give a folder",
+        capsys.readouterr().err,
+    )
+    assert not (tmp_path / "db.sqlite").exists()
 
 
 @pytest.mark.parametrize(
