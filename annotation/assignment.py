@@ -317,6 +317,22 @@ def release(
         update_rows(db, "tasks", {"id": task.id}, {"status": "released", "finished": iso(now)})
 
 
+def release_all(db: sqlite_utils.Database, annotator_id: int, *, now: dt.datetime | None = None) -> int:
+    """Give every task the person holds back to the pool, as `release` gives one; how many.
+
+    For closing the person's account (`annotation.people.accounts.revoke_annotator`): their
+    reservations, practice ones included, would otherwise keep their targets' places until
+    they expire. Submitted, expired and released tasks stay as they are.
+    """
+    with transaction(db):
+        return update_rows(
+            db,
+            "tasks",
+            {"annotator_id": annotator_id, "status": "reserved"},
+            {"status": "released", "finished": iso(now)},
+        )
+
+
 def expire(db: sqlite_utils.Database, *, now: dt.datetime | None = None) -> int:
     """Mark every reservation past its deadline ``expired``; returns how many."""
     with transaction(db):

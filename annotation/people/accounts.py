@@ -9,9 +9,10 @@ runs over days; the paper is silent).
 
 A session records the invite that opened it. A new link for a person (`new_invite`) and
 revoking the person (`revoke_annotator`) end every session opened with an earlier link,
-so whoever found a lost link is signed out with it. A person holds at most
-`MAX_LIVE_SESSIONS` live sessions: opening one more ends their oldest. `require` tells
-the holder of an ended session why it ended (`END_REASONS`).
+so whoever found a lost link is signed out with it; revoking also gives the tasks the
+person holds back to the pool. A person holds at most `MAX_LIVE_SESSIONS` live sessions:
+opening one more ends their oldest. `require` tells the holder of an ended session why it
+ended (`END_REASONS`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
-from annotation import audit
+from annotation import assignment, audit
 from annotation.errors import (
     Conflict,
     InvalidInput,
@@ -430,16 +431,33 @@ def logout(db: sqlite_utils.Database, session_token: str, *, now: dt.datetime | 
 def revoke_annotator(
     db: sqlite_utils.Database, annotator_id: int, actor: Actor, why: str, *, now: dt.datetime | None = None
 ) -> None:
-    """Revoke an annotator with their invites and sessions; their data stays."""
+    """Revoke an annotator with their invites and sessions; their data stays.
+
+    The tasks they hold go back to the pool (`assignment.release_all`): held until they
+    expired, a study's places stayed taken by someone who can never answer. The audit row's
+    details count the invites revoked, the sessions ended and the tasks released.
+    """
     check_text(why, "why")
     now = utcnow() if now is None else now
     with transaction(db):
         if get_annotator(db, annotator_id)["status"] == "revoked":
             raise Conflict(f"the account of annotator {annotator_id} is closed already; nothing changed")
         update_rows(db, "annotators", {"id": annotator_id}, {"status": "revoked"})
-        update_rows(db, "invites", {"annotator_id": annotator_id, "revoked": None}, {"revoked": iso(now)})
-        _end_sessions(db, annotator_id, "revoked", now)
-        audit.record(db, actor.pseudonym, "revoke_annotator", "annotator", annotator_id, why, now=now)
+        revoked = update_rows(
+            db, "invites", {"annotator_id": annotator_id, "revoked": None}, {"revoked": iso(now)}
+        )
+        ended = _end_sessions(db, annotator_id, "revoked", now)
+        released = assignment.release_all(db, annotator_id, now=now)
+        audit.record(
+            db,
+            actor.pseudonym,
+            "revoke_annotator",
+            "annotator",
+            annotator_id,
+            why,
+            details={"revoked_invites": revoked, "ended_sessions": ended, "released_tasks": released},
+            now=now,
+        )
 
 
 def get_annotator(db: sqlite_utils.Database, annotator_id: int) -> dict:
