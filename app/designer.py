@@ -320,18 +320,27 @@ class DesignerTab(Tab):
 
     @role("designer")
     def redo(self, db, actor, coloring_id: str) -> dict:
-        """Queue a redo of one of the designer's colorings and open it on the canvas."""
+        """Queue a redo of one of the designer's colorings and open it on the canvas, or say
+        which earlier open round task it waits behind."""
         coloring_id = whole_number(coloring_id, "Coloring id")
         task_id = work.request_redo(
             db, actor.annotator_id, coloring_id, minutes=self.ctx.config.reservation_minutes
         )
-        return self._view(
-            db,
-            actor,
-            prefill_task=task_id,
-            message=f"Redo coloring #{coloring_id}: your earlier round stays "
-            "stored; submit the new one when it is ready.",
-        )
+        # Round tasks are worked oldest first (`work.next_item`): an earlier open redo or
+        # recolor request stays on the canvas, so the message must not say this one is there.
+        first = work.next_item(db, actor.annotator_id, practice=False)
+        if first is not None and first.task.id != task_id:
+            what = "recolor request" if first.kind == "recolor" else "redo"
+            message = (
+                f"Redo coloring #{coloring_id} queued: finish your open {what} of "
+                f"**{escape(first.concept['key'])}** (#{first.task.coloring_id}) first; this one follows."
+            )
+        else:
+            message = (
+                f"Redo coloring #{coloring_id}: your earlier round stays stored; submit the new one "
+                "when it is ready."
+            )
+        return self._view(db, actor, prefill_task=task_id, message=message)
 
     @role("designer")
     def submissions(self, db, actor) -> dict:

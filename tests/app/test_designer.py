@@ -308,6 +308,34 @@ def test_a_redo_is_a_new_round_and_an_experts_recolor_note_is_shown_inert(quick_
     assert [r["round"] for r in study.rows("colorings", "practice = 0")] == [1, 2, 3]
 
 
+def test_a_redo_asked_while_an_earlier_one_is_open_says_it_waits_behind_it(quick_study):
+    # The canvas keeps the earlier open redo (round tasks are worked oldest first), but the
+    # message said the new one was open there.
+    study = quick_study
+    _, token = study.person()
+    view = finish_practice(study, token, study.onboarded(token))
+    for colors in PAIRS[:2]:
+        view, _ = study.submit(token, view, colors)
+    first, second = study.rows("colorings", "practice = 0")
+
+    view = study.view("/designer_redo", token, first["id"])
+    assert view["message"] == (
+        f"Redo coloring #{first['id']}: your earlier round stays stored; submit the new one when it is ready."
+    )
+    shown = json.loads(view["task"])
+    assert (shown["kind"], shown["concept"]) == ("redo", first["concept_key"])
+
+    view = study.view("/designer_redo", token, second["id"])
+    assert view["message"] == (
+        f"Redo coloring #{second['id']} queued: finish your open redo of **{first['concept_key']}** "
+        f"(#{first['id']}) first; this one follows."
+    )
+    assert json.loads(view["task"]) == shown
+    view, _ = study.submit(token, view, PAIRS[2])
+    shown = json.loads(view["task"])
+    assert (shown["kind"], shown["concept"]) == ("redo", second["concept_key"])
+
+
 def test_the_reference_example_files_are_the_drawn_examples_and_come_back_when_removed():
     from app.designer import reference_example_files, reference_examples
 
