@@ -276,9 +276,10 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
         misshapen = guard.misshapen_input(fn, inputs)
         if misshapen is not None:  # Gradio's own refusal: an empty "Error" and a traceback logged
             raise _not_its_value(fn, misshapen)
-        unchosen = guard.unchosen_input(fn, inputs)
+        state = kwargs["state"] if "state" in kwargs else args[2] if len(args) > 2 else None
+        unchosen = guard.unchosen_input(fn, inputs, state)
         if unchosen is not None:  # Gradio's own refusal: the whole value quoted and logged
-            raise as_gr_error(ValueError(guard.unchosen_refusal(fn, unchosen, inputs[unchosen])))
+            raise as_gr_error(ValueError(guard.unchosen_refusal(fn, unchosen, inputs[unchosen], state)))
         try:
             result = await process_api(*args, **kwargs)
         except ComponentProcessingError as error:

@@ -700,14 +700,24 @@ def misshapen_input(fn, inputs: list) -> int | None:
 CHECKED_CHOICES = (gr.Radio, gr.Dropdown, gr.CheckboxGroup, gr.Number)
 
 
-def unchosen_input(fn, inputs: list) -> int | None:
+def session_block(block, state):
+    """`block` as this session holds it: a handler's update (new choices, say) makes Gradio
+    keep a copy in the session's `state`, and read the session's inputs with that copy."""
+    try:
+        return state[block._id] if state is not None and block._id in state else block
+    except (KeyError, TypeError):
+        return block
+
+
+def unchosen_input(fn, inputs: list, state=None) -> int | None:
     """The position of the first of a call's `inputs` outside its component's choices (or a
     number outside its bounds), or None: the component's own reading of it (its
     ``preprocess``, pure for these kinds, instance-patched ones too) is run here first.
 
     Gradio ran it before the function's role check, and its refusal quoted the value whole,
     to the caller and with a traceback to the log: an outside check grew the log by 5 MB
-    with one call of a visitor."""
+    with one call of a visitor. `state` is the session's (`session_block`): a dropdown whose
+    choices a handler changed takes them."""
     if not getattr(fn, "preprocess", True):
         return None
     prop_inputs = set(getattr(fn, "component_prop_inputs", ()) or ())
@@ -715,7 +725,7 @@ def unchosen_input(fn, inputs: list) -> int | None:
         if not isinstance(block, CHECKED_CHOICES) or position in prop_inputs:
             continue
         try:
-            block.preprocess(value)
+            session_block(block, state).preprocess(value)
         except (gr.Error, TypeError, ValueError):
             return position
     return None
@@ -725,11 +735,11 @@ def unchosen_input(fn, inputs: list) -> int | None:
 LISTED_CHOICES = 12
 
 
-def unchosen_refusal(fn, position: int, value) -> str:
+def unchosen_refusal(fn, position: int, value, state=None) -> str:
     """What a caller is told of input `position` of `fn` that `unchosen_input` refused: the
-    input's name, what it takes (the choices, or the number's bounds) and what arrived, cut
-    (`storage.shown.shown`)."""
-    block = fn.inputs[position]
+    input's name, what it takes (the choices, or the number's bounds, as this session holds
+    them) and what arrived, cut (`storage.shown.shown`)."""
+    block = session_block(fn.inputs[position], state)
     name = input_name(fn, position)
     if isinstance(block, gr.Number):
         low = "-inf" if block.minimum is None else f"{block.minimum:g}"

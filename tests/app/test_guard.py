@@ -18,10 +18,12 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import gradio as gr
 import httpx
 import pytest
 from gradio.routes import App
 
+from app import guard
 from app.common import OWN_SESSION, PUBLIC, ROLE, UI, Access
 from app.guard import COOKIE, DATA_RULES, FILE, ROUTES, app_routes, role_table_markdown, unclassified
 from bench.app_process import AppProcess, page_config
@@ -563,6 +565,24 @@ def test_a_value_outside_its_components_choices_is_refused_by_name_not_quoted_or
     grown = world.log.read_text()[log_before:]
     assert "Traceback" not in grown and huge[:1000] not in grown and len(grown) < 100_000
     assert world.state() == before
+
+
+def test_a_choice_a_handler_gave_this_session_is_taken_and_others_are_not():
+    """Gradio reads a session's input with the component as the session's handlers updated
+    it (new choices); the guard's own check of the choices must too."""
+    from gradio.state_holder import SessionState
+
+    with gr.Blocks() as demo:
+        picker = gr.Dropdown(["a"], value="a", label="Run")
+        picker.change(lambda v: v, picker, gr.Textbox())
+    fn = demo.fns[0]
+    state = SessionState(demo)
+    assert guard.unchosen_input(fn, ["b"], state) == 0
+    state[picker._id] = gr.Dropdown(["a", "b"], label="Run")  # as Gradio keeps a handler's update
+    assert guard.unchosen_input(fn, ["b"], state) is None
+    assert guard.unchosen_input(fn, ["b"], SessionState(demo)) == 0  # another session's
+    assert guard.unchosen_input(fn, ["c"], state) == 0
+    assert guard.unchosen_refusal(fn, 0, "c", state).startswith("`Run` must be one of 'a', 'b', got 'c'")
 
 
 def test_the_page_config_carries_no_secret(world):
