@@ -736,6 +736,14 @@ class _Dispatch:
     #: Seconds of start-up without a worker up before the wait is announced.
     QUIET_START_S = 30.0
 
+    def batches_left(self) -> int:
+        """Batches waiting, with those still out on a worker that is down or lost (their calls
+        fail one by one, each putting its batch back): what the stage still has to do."""
+        held = sum(
+            entry is not None and slot.state in ("down", "lost") for slot, entry in self.calls.values()
+        )
+        return len(self.pending) + held
+
     def check_waiting(self) -> None:
         """No worker up while batches wait: after a worker died, or with no room for one on
         the cluster, wait ``capacity_wait_s``; while workers start where there is room, at
@@ -754,7 +762,7 @@ class _Dispatch:
         if not self.announced and (reason == "capacity" or now - self.waiting_since >= self.QUIET_START_S):
             self.announced = True
             self.x.notify(
-                f"Ray: no worker up and {len(self.pending)} batch(es) left; waiting up to "
+                f"Ray: no worker up and {self.batches_left()} batch(es) left; waiting up to "
                 f"{limit:g} s for a worker to (re)start or a node to join"
             )
         if now - self.waiting_since >= limit:
@@ -763,6 +771,6 @@ class _Dispatch:
                 self.x.fail_message(
                     f"no Ray worker came up within {limit:g} s "
                     f"({', '.join(lost) + ' lost' if lost else 'no worker could start'}, "
-                    f"{len(self.pending)} batch(es) left)"
+                    f"{self.batches_left()} batch(es) left)"
                 )
             )

@@ -147,7 +147,10 @@ def test_with_no_node_left_the_run_ends_in_one_line_and_resumes_when_a_node_join
             last,
         )
         assert "Traceback" not in result["stderr"]
-        assert "Ray: no worker up and" in result["stderr"]  # the wait was announced
+        # The wait was announced, with the batches the final line counts (the lost worker's
+        # held batches counted before their calls failed, not after)
+        announced = re.search(r"Ray: no worker up and (\d+) batch\(es\) left", result["stderr"])
+        assert announced and f"lost, {announced[1]} batch(es) left)" in last, (announced, last)
 
         only_one.add_node()
         resumed = run_cli(only_one, argv)
