@@ -366,7 +366,8 @@ def _counts_text(counts: dict) -> str:
     return escape(
         f"Started {counts['started']} · active {counts['active']} · completed {counts['completed']} · "
         f"screened out {counts['screened_out']} · timed out {counts['timed_out']} · returned "
-        f"{counts['returned']} · places left {counts['places_left']} · median minutes (completed) "
+        f"{counts['returned']} · account closed {counts['account_closed']} · places left {counts['places_left']} · "
+        "median minutes (completed) "
         f"{median} · attention failure rate {'–' if rate is None else f'{rate:.0%}'}"
     )
 

@@ -367,6 +367,8 @@ def study_over(state: crowd.CrowdState | None) -> str:
         )
     if state.status == "timed_out":
         return "your time for this study ran out; please return it on the platform."
+    if state.status == "account_closed":
+        return "the organisers closed your account for this study; please return it on the platform."
     if not state.consented:
         return (
             "you did not agree to the consent text, so you do not take part; please return the "

@@ -59,7 +59,7 @@ from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
 from storage import iso, parse_iso, shown_time, utcnow
-from storage.shown import counted
+from storage.shown import counted, shown
 
 NAME = "participant"
 TITLE = "Judge"
@@ -304,7 +304,7 @@ class ParticipantTab(Tab):
     def set_background(self, db, actor, answer: str) -> dict:
         """Record the design/art background answer ('yes' or 'no'), then show a trial."""
         if answer not in _BACKGROUND:
-            raise ValueError(f"`answer` must be one of {list(_BACKGROUND)}, got {answer!r}")
+            raise ValueError(f"`answer` must be one of {list(_BACKGROUND)}, got {shown(answer)}")
         crowd.check_active(db, actor)
         judging.set_background(db, actor, _BACKGROUND[answer])
         return self._page(db, actor)
@@ -578,6 +578,11 @@ def _crowd_message(state: crowd.CrowdState) -> str:
         return (
             "**Your time for this study ran out.** No more votes are taken; please return it on the "
             f"platform. [Back to the platform]({escape(state.platform_url)})"
+        )
+    elif state.status == "account_closed":
+        return (
+            "**The organisers closed your account for this study.** No more votes are taken; please "
+            f"return it on the platform. [Back to the platform]({escape(state.platform_url)})"
         )
     elif not state.consented:
         return (

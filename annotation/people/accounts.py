@@ -448,6 +448,9 @@ def revoke_annotator(
         )
         ended = _end_sessions(db, annotator_id, "revoked", now)
         released = assignment.release_all(db, annotator_id, now=now)
+        from annotation.study import crowd  # imports this module
+
+        crowd.close_account(db, annotator_id, now=now)
         audit.record(
             db,
             actor.pseudonym,

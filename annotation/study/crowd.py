@@ -69,7 +69,7 @@ from annotation.study.judging import progress
 from storage import insert_row, iso, parse_iso, shown_time, transaction, update_rows, utcnow
 from storage.spreadsheet import csv_text
 
-STATUSES = ("active", "completed", "screened_out", "timed_out", "returned")
+STATUSES = ("active", "completed", "screened_out", "timed_out", "returned", "account_closed")
 FINISHED = ("completed", "screened_out")
 HOLDS_PLACE = ("active", "completed")
 DEFAULT_ID_PARAM = "PROLIFIC_PID"
@@ -460,6 +460,11 @@ def _resume(db, link: dict, person: dict, session_days: float, now: dt.datetime)
         )
     if person["status"] == "returned":
         raise Conflict("you returned this study; it cannot be taken again")
+    if person["status"] == "account_closed":
+        raise Conflict(
+            "the organisers closed your account for this study; it cannot be taken again (return it on "
+            "the platform)"
+        )
     invite = new_invite(
         db,
         person["annotator_id"],
@@ -793,6 +798,17 @@ def _finish(db, person: dict, status: str, when: dt.datetime) -> dict:
             {"status": "released", "finished": iso(when)},
         )
     return db["crowd_participants"].get(person["annotator_id"])
+
+
+def close_account(db: sqlite_utils.Database, annotator_id: int, *, now: dt.datetime | None = None) -> bool:
+    """Mark an active crowd participant whose account the admin closes ``account_closed``: their
+    place is free at once, as after *Mark returned* (it stayed taken, and the link "full",
+    until their time ran out). Whether they were one; in the caller's transaction."""
+    rows = list(db["crowd_participants"].rows_where("annotator_id = ? and status = 'active'", [annotator_id]))
+    if not rows:
+        return False
+    _finish(db, rows[0], "account_closed", utcnow() if now is None else now)
+    return True
 
 
 def _deadline(started: str, minutes: float) -> dt.datetime:

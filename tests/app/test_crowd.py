@@ -86,7 +86,7 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         assert counts.startswith("Started 2 · active 2 · completed 0")
         assert [row[:3] for row in table["data"]] == [["pidA", "active", ""], ["pidB", "active", ""]]
         counts, table, _, said = client.predict(admin, 1, "pidB", api_name="/crowd_returned")
-        assert "returned 1 · places left 1" in counts
+        assert "returned 1 · account closed 0 · places left 1" in counts
         assert said == "**pidB** is marked returned on link 1: their place is free again."
         files = client.predict(admin, 1, 0.1, api_name="/crowd_download")
         texts = {Path(f).name: Path(f).read_text(encoding="utf-8") for f in files}
@@ -105,7 +105,7 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         summary, _ = client.predict(admin, api_name="/admin_crowd_counts")
         assert summary["headers"] == SUMMARY_HEADERS
         state = f"open until {ends:%Y-%m-%d %H:%M} UTC"
-        assert summary["data"] == [[1, "wave 1", "pilot", 2, state, 2, 1, 0, 0, 0, 1, 1, None, None]]
+        assert summary["data"] == [[1, "wave 1", "pilot", 2, state, 2, 1, 0, 0, 0, 1, 0, 1, None, None]]
         with pytest.raises(AppError, match="needs the role admin"):
             client.predict(participant, api_name="/admin_crowd_counts")
 

@@ -8,7 +8,7 @@ import pytest
 
 from annotation import assignment
 from annotation.errors import Conflict, InvalidInput, InvalidToken
-from annotation.people.accounts import Actor, create_annotators, login_with_invite, require
+from annotation.people.accounts import Actor, create_annotators, login_with_invite, require, revoke_annotator
 from annotation.study import crowd, judging
 from annotation.study import design as study
 from annotation.study.design import GROUND_TRUTH
@@ -206,6 +206,23 @@ def test_a_place_freed_by_a_time_out_or_a_return_is_taken_again(setup):
         _join(db, token, "pid-a")
     with pytest.raises(Conflict, match="you returned this study"):
         _join(db, token, "pid-b")
+
+
+def test_closing_a_crowd_persons_account_frees_their_place_and_they_cannot_come_back(setup):
+    """Their place stayed taken (the link "full", the payment table "active") until their
+    time ran out; an outside check had to press Mark returned."""
+    db, study_id = setup
+    link, token = _link(db, study_id, quota=1)
+    person = _actor(db, _join(db, token, "pid-a"))
+    with pytest.raises(crowd.LinkClosed, match="all 1 places are taken"):
+        _join(db, token, "pid-b")
+    revoke_annotator(db, person.annotator_id, ADMIN, "a bot", now=T0)
+    counts = crowd.live_counts(db, link["id"], now=T0)
+    assert (counts["active"], counts["account_closed"], counts["places_left"]) == (0, 1, 1)
+    assert list(crowd.payment_rows(db, link["id"], now=T0)["status"]) == ["account_closed"]
+    assert not _join(db, token, "pid-b").resumed
+    with pytest.raises(Conflict, match="the organisers closed your account for this study"):
+        _join(db, token, "pid-a")
 
 
 def test_a_newcomer_is_refused_once_the_pairs_votes_are_spoken_for(setup):
@@ -508,6 +525,7 @@ def test_the_payment_table_of_a_small_crowd_row_by_row(setup):
         "screened_out": 1,
         "timed_out": 1,
         "returned": 1,
+        "account_closed": 0,
         "places_left": 9,
         "median_minutes": 21.0,
         "attention_failure_rate": 1 / (2 + checks_c),
