@@ -49,7 +49,7 @@ from app.tabs import On, Tab
 from storage import file_stamp, iso, shown_time, utcnow
 from storage.schema import UPGRADE_APPROVER
 from storage.settings import read_setting
-from storage.shown import in_words
+from storage.shown import in_words, shown
 from storage.spreadsheet import write_csv
 
 NAME = "admin"
@@ -233,7 +233,7 @@ class AdminTab(Tab):
     def create_invites(self, db, actor, role: str, count: float, background: str, days: float) -> dict:
         """Create `count` annotators of `role`; one invite link each."""
         if background not in _BACKGROUND:
-            raise ValueError(f"`background` must be one of {list(_BACKGROUND)}, got {background!r}")
+            raise ValueError(f"`background` must be one of {list(_BACKGROUND)}, got {shown(background)}")
         n = whole_number(count, "How many")
         if not 1 <= n <= accounts.MAX_BULK:
             raise ValueError(f"`How many` must be from 1 to {accounts.MAX_BULK}, got {n}")

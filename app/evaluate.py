@@ -65,7 +65,7 @@ from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD
 from evaluation.pipeline import jobs, planning, runs
 from evaluation.pipeline.imports import ImportSourceError
 from storage import transaction
-from storage.shown import counted
+from storage.shown import counted, shown
 
 NAME = "evaluate"
 TITLE = "Evaluate"
@@ -131,7 +131,7 @@ class RunForm:
     def explicit(self) -> bool:
         """Whether the form asks for an explicit-color run (ValueError for an unknown mode)."""
         if self.mode not in dict(map(reversed, MODES)):
-            raise ValueError(f"`mode` must be one of {[m for _, m in MODES]}, got {self.mode!r}")
+            raise ValueError(f"`mode` must be one of {[m for _, m in MODES]}, got {shown(self.mode)}")
         return self.mode == "explicit"
 
     def request(self) -> planning.EvaluationRequest:

@@ -57,7 +57,7 @@ from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
 from storage import human, shown_time, utcnow
-from storage.shown import counted
+from storage.shown import counted, shown
 
 NAME = "expert"
 TITLE = "Expert review"
@@ -425,7 +425,7 @@ class ExpertTab(Tab):
     def vote(self, db, actor, task_id: float, verdict: str) -> str:
         """Record a blind vote (Consistent or Inconsistent) on a review task."""
         if verdict not in VERDICTS:
-            raise ValueError(f"`verdict` must be one of {list(VERDICTS)}, got {verdict!r}")
+            raise ValueError(f"`verdict` must be one of {list(VERDICTS)}, got {shown(verdict)}")
         decision = votes.cast_vote(db, actor, whole_number(task_id, "task"), VERDICTS[verdict])
         complete = "" if decision is None else " That coloring's review is complete."
         return f"Vote recorded: {verdict}.{complete}"

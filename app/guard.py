@@ -441,7 +441,7 @@ def download_path(data_dir: str | Path, kind: str, name: str, *, now: float | No
     """
     if f"{DOWNLOADS}/{kind}" not in DATA_RULES:
         raise ValueError(
-            f"`kind` must be one of {[k.split('/')[1] for k in DATA_RULES if '/' in k]}, got {kind!r}"
+            f"`kind` must be one of {[k.split('/')[1] for k in DATA_RULES if '/' in k]}, got {shown(kind)}"
         )
     root = Path(data_dir) / DOWNLOADS / kind
     now = time.time() if now is None else now

@@ -179,7 +179,7 @@ def store_reference(
         distribution (the message names the concept); nothing is stored then.
     """
     if not source or source == DESIGNERS:
-        raise ValueError(f"`source` must be a non-empty label other than {DESIGNERS!r}, got {source!r}")
+        raise ValueError(f"`source` must be a non-empty label other than {DESIGNERS!r}, got {shown(source)}")
     now = iso()
     rows = [
         {
@@ -241,7 +241,7 @@ def check_source(db: sqlite_utils.Database, source: str) -> None:
     """Raise `UnknownSource` (listing the known ones) unless `source` is one of `sources`."""
     known = sources(db)
     if source not in known:
-        raise UnknownSource(f"`source` must be one of {known}, got {source!r}")
+        raise UnknownSource(f"`source` must be one of {known}, got {shown(source)}")
 
 
 def coloring_counts(db: sqlite_utils.Database) -> dict[str, int]:

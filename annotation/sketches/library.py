@@ -179,7 +179,7 @@ def add_sketch(
         (then only `select` is applied).
     """
     if source not in SOURCES:
-        raise InvalidInput(f"`source` must be one of {SOURCES}, got {source!r}")
+        raise InvalidInput(f"`source` must be one of {SOURCES}, got {shown(source)}")
     check_base(db, base)
     with Image.open(io.BytesIO(png)) as image:
         width, height = image.size

@@ -52,6 +52,7 @@ from evaluation.pipeline import runs
 from storage import human as human_rows
 from storage import insert_row, insert_rows, iso, transaction, update_rows
 from storage.distributions import check_distribution
+from storage.shown import shown
 
 GROUND_TRUTH = "ground truth"
 STYLES = tuple(GENERATION_STYLES)
@@ -93,7 +94,7 @@ class ModelSource:
             return cls(str(fields["model"]), str(fields["run"]), float(fields["cfg"]))
         except (TypeError, ValueError, KeyError) as error:
             raise InvalidInput(
-                f"`source` must be a model source key such as '{cls('sana', 'run1', 4.5).key}', got {key!r}"
+                f"`source` must be a model source key such as '{cls('sana', 'run1', 4.5).key}', got {shown(key)}"
             ) from error
 
 

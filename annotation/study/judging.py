@@ -35,6 +35,7 @@ from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
 from evaluation.pipeline.scoring import concept_metrics
 from storage import insert_row, iso, parse_iso, transaction, update_rows, utcnow
 from storage.distributions import decode
+from storage.shown import shown
 from storage.spreadsheet import write_csv
 
 SIDES = ("left", "right")
@@ -369,10 +370,10 @@ def record_judgment(
 def seconds_since(shown_at: str, *, now: dt.datetime | None = None) -> float:
     """Seconds from `shown_at` (`storage.db.iso` text) to `now`, at least 0."""
     try:
-        shown = parse_iso(shown_at)
+        at = parse_iso(shown_at)
     except (TypeError, ValueError) as error:
-        raise InvalidInput(f"`shown_at` must be a time such as {iso()!r}, got {shown_at!r}") from error
-    return max(0.0, ((utcnow() if now is None else now) - shown).total_seconds())
+        raise InvalidInput(f"`shown_at` must be a time such as {iso()!r}, got {shown(shown_at)}") from error
+    return max(0.0, ((utcnow() if now is None else now) - at).total_seconds())
 
 
 def votes_frame(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:
