@@ -154,15 +154,7 @@ def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None]
         specs, _ = generate_cli.model_specs(args)
         if not args.cfg:  # the model's default guidance, no sweep (the paper's setting)
             specs = at_default_guidance(specs)
-        selection = {
-            "tasks": _names(args.tasks),
-            "systems": _names(args.systems),
-            "size": args.size,
-            "seed": args.prompt_seed,
-            "colors": _names(args.colors),
-            "objects": _names(args.objects),
-            "categories": _names(args.categories),
-        }
+        selection = _selection(args)
         prompts = build_prompts(**selection)
         if check is not None:
             check(plan_explicit_run(specs, prompts, args.samples, {"prompts": selection})[1])
@@ -178,6 +170,19 @@ def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None]
     if check is not None and not args.model:
         check(config)
     return config
+
+
+def _selection(args: argparse.Namespace) -> dict:
+    """The prompt selection the options give (`build_prompts`'s keywords)."""
+    return {
+        "tasks": _names(args.tasks),
+        "systems": _names(args.systems),
+        "size": args.size,
+        "seed": args.prompt_seed,
+        "colors": _names(args.colors),
+        "objects": _names(args.objects),
+        "categories": _names(args.categories),
+    }
 
 
 #: The masking options whose defaults `_segmenter` fills in, and those defaults.
@@ -297,6 +302,10 @@ def main(args: argparse.Namespace) -> int:
     if args.table is not None and (why := _unwritable_table(args.table)):
         raise ValueError(f"--table {str(args.table)!r}: {why}")
     check_data_dir(args.data_dir)
+    if args.model:  # a bad choice (a mistyped color) is refused before the database is made
+        from evaluation.explicit.prompts import build_prompts
+
+        build_prompts(**_selection(args))
     segmenter = _segmenter(args) if args.model else None  # a resume may take the run's own
     db = open_db(args, create=True)
     segmenter = segmenter or _segmenter(args, db)
