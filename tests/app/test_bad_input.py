@@ -338,6 +338,13 @@ CASES = [
         "`verdict` must be one of \\['Consistent', 'Inconsistent'\\]",
     ),
     Case(
+        # 840 characters of the value came back
+        "expert-vote-huge-verdict",
+        "/expert_vote",
+        as_role("expert", 99999, "x" * 200_000),
+        r"^`verdict` must be one of \['Consistent', 'Inconsistent'\], got 'x{80}'… \(200000 characters\)$",
+    ),
+    Case(
         "participant-votes-as-expert",
         "/expert_vote",
         as_role("participant", 1, "Consistent"),
