@@ -199,8 +199,6 @@ def check_data_dir(path) -> None:
     ValueError
         Naming ``--data-dir`` and why.
     """
-    import tempfile
-
     from evaluation.pipeline.ray_storage import is_uri
 
     if is_uri(path):
@@ -211,14 +209,23 @@ def check_data_dir(path) -> None:
     where = "" if folder == Path(path).absolute() else f" (its nearest existing folder {str(folder)!r})"
     if not folder.is_dir():
         raise ValueError(f"--data-dir {str(path)!r}{where} is a file, not a folder; give a folder")
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".data-dir.", suffix=".probe"):
-            pass
-    except OSError as error:
+    if why := unwritable_folder(folder):
         raise ValueError(
-            f"--data-dir {str(path)!r}: nothing can be written in {str(folder)!r} "
-            f"({error.strerror or error}); give a folder this user may write in"
-        ) from None
+            f"--data-dir {str(path)!r}: nothing can be written in {str(folder)!r} ({why}); give a "
+            "folder this user may write in"
+        )
+
+
+def unwritable_folder(folder: Path) -> str:
+    """Why nothing can be written in the existing `folder` (the OS's reason), or "": a probe
+    file is made in it and removed at once."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe.", suffix=".probe"):
+            return ""
+    except OSError as error:
+        return str(error.strerror or error)
 
 
 def resolve_device(name: str) -> str:

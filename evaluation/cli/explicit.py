@@ -37,6 +37,7 @@ from evaluation.cli import (
     resumed_run,
     seed,
     stage_executor,
+    unwritable_folder,
 )
 from evaluation.cli import generate as generate_cli
 from evaluation.cli import segment as segment_cli
@@ -141,13 +142,15 @@ RUN_OPTIONS = (
 """The options that describe an explicit-color run (refused on a resume)."""
 
 
-def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None] | None = None) -> dict:
-    """Store the run that the options describe (with --model), then return its configuration.
+def create_or_resume(
+    db, args: argparse.Namespace, prompts: list | None, check: Callable[[dict], None] | None = None
+) -> dict:
+    """Store the run that the options describe (with --model, and its `prompts`, `_prompts`),
+    then return its configuration.
 
     `check` sees the configuration first (a missing model, say): a refused run is not stored.
     """
     from evaluation.explicit.mode import at_default_guidance, create_explicit_run, plan_explicit_run
-    from evaluation.explicit.prompts import build_prompts
     from evaluation.pipeline import runs
 
     if args.model:
@@ -155,7 +158,6 @@ def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None]
         if not args.cfg:  # the model's default guidance, no sweep (the paper's setting)
             specs = at_default_guidance(specs)
         selection = _selection(args)
-        prompts = build_prompts(**selection)
         if check is not None:
             check(plan_explicit_run(specs, prompts, args.samples, {"prompts": selection})[1])
         n = create_explicit_run(
@@ -170,6 +172,14 @@ def create_or_resume(db, args: argparse.Namespace, check: Callable[[dict], None]
     if check is not None and not args.model:
         check(config)
     return config
+
+
+def _prompts(args: argparse.Namespace) -> list | None:
+    """The prompts of the run the options describe (None without --model: a resume); a bad
+    choice (a mistyped color) is refused here, before the database is made."""
+    from evaluation.explicit.prompts import build_prompts
+
+    return build_prompts(**_selection(args)) if args.model else None
 
 
 def _selection(args: argparse.Namespace) -> dict:
@@ -260,17 +270,12 @@ def _unwritable_table(path: Path) -> str:
     """Why the accuracy table cannot be written to `path`, or "" (checked before the run,
     which would otherwise end in the error after all its images): a probe file is made in
     its folder and removed."""
-    import tempfile
-
     if path.is_dir():
         return "is a folder; give a file name"
     if not path.parent.is_dir():
         return f"its folder {str(path.parent)!r} does not exist (or is not a folder)"
-    try:
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".probe"):
-            pass
-    except OSError as error:
-        return f"nothing can be written in its folder {str(path.parent)!r} ({error.strerror or error})"
+    if why := unwritable_folder(path.parent):
+        return f"nothing can be written in its folder {str(path.parent)!r} ({why})"
     return ""
 
 
@@ -302,16 +307,13 @@ def main(args: argparse.Namespace) -> int:
     if args.table is not None and (why := _unwritable_table(args.table)):
         raise ValueError(f"--table {str(args.table)!r}: {why}")
     check_data_dir(args.data_dir)
-    if args.model:  # a bad choice (a mistyped color) is refused before the database is made
-        from evaluation.explicit.prompts import build_prompts
-
-        build_prompts(**_selection(args))
+    prompts = _prompts(args)
     segmenter = _segmenter(args) if args.model else None  # a resume may take the run's own
     db = open_db(args, create=True)
     segmenter = segmenter or _segmenter(args, db)
     # On a cluster the workers hold the weights, not this machine.
     config = create_or_resume(
-        db, args, (lambda c: check_weights(c, segmenter)) if generate_on is None else None
+        db, args, prompts, (lambda c: check_weights(c, segmenter)) if generate_on is None else None
     )
     runs.claim_masking(db, args.run, masking_of(segmenter))  # before any image is made
     done = 0
