@@ -703,10 +703,7 @@ CHECKED_CHOICES = (gr.Radio, gr.Dropdown, gr.CheckboxGroup, gr.Number)
 def session_block(block, state):
     """`block` as this session holds it: a handler's update (new choices, say) makes Gradio
     keep a copy in the session's `state`, and read the session's inputs with that copy."""
-    try:
-        return state[block._id] if state is not None and block._id in state else block
-    except (KeyError, TypeError):
-        return block
+    return state[block._id] if state is not None and block._id in state else block
 
 
 def unchosen_input(fn, inputs: list, state=None) -> int | None:
