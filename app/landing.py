@@ -27,6 +27,10 @@ TITLE = "Start"
 OPEN_TAB_KEY = "cc-open-tab"
 """Where the page keeps the title of the tab its person last opened (``sessionStorage``: per
 browser tab, kept across reloads)."""
+RECENT_COLORS_KEY = "colorconcept:recent-colors"
+"""Where the coloring canvas keeps its recent colors (``localStorage``; coloring.js's
+``RECENT_KEY``): forgotten on a sign-out and when a link signs someone in, so that the next
+person at a shared computer does not see them."""
 _PLAIN_SIGN_IN = r"^Signed in as \*\*[^*]+\*\*\.( Your time for this study ends at [^.]+\.)?$"
 """The page-load status of a restored session with nothing more to say than, for a crowd
 participant, their deadline (`restore`)."""
@@ -35,7 +39,8 @@ participant, their deadline (`restore`)."""
 # tab opens again, by a click as theirs (so the tab loads what it shows), when it is still one
 # of theirs: a reload, or Gradio's own reload when the server comes back after a restart, no
 # longer drops them on their first tab. A restore with a message on the Start tab stays there.
-# The click that opens a tab is what is remembered; a sign-out forgets it.
+# The click that opens a tab is what is remembered; a sign-out forgets it, and the canvas's
+# recent colors.
 _AFTER_LOAD_JS = f"""(status) => {{
   const key = '{OPEN_TAB_KEY}';
   if (!window.ccTabKept) {{
@@ -43,12 +48,16 @@ _AFTER_LOAD_JS = f"""(status) => {{
     document.addEventListener('click', (event) => {{
       const tab = event.target.closest?.('[role="tab"], .overflow-dropdown button');
       if (tab) sessionStorage.setItem(key, tab.textContent.trim());
-      else if (event.target.closest?.('#start_logout')) sessionStorage.removeItem(key);
+      else if (event.target.closest?.('#start_logout')) {{
+        sessionStorage.removeItem(key);
+        localStorage.removeItem('{RECENT_COLORS_KEY}');
+      }}
     }}, true);
   }}
   if (/[?&](invite|study)=/.test(location.search)) {{
     history.replaceState(null, '', location.pathname);
     sessionStorage.removeItem(key);
+    localStorage.removeItem('{RECENT_COLORS_KEY}');
     return [];
   }}
   const title = sessionStorage.getItem(key);

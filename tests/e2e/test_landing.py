@@ -1,8 +1,11 @@
 """The sign-in flow in a real browser: invite link, reload, sign out, admin."""
 
+from pathlib import Path
+
 import pytest
 
 from annotation.people.accounts import Actor, revoke_annotator
+from app.landing import RECENT_COLORS_KEY
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.browser import ARTIFACTS, contrast
@@ -53,9 +56,12 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, module_ch
         expect(page.get_by_role("tab", name="Start")).to_have_attribute("aria-selected", "true")
         expect(page.get_by_role("tab", name="Coloring")).to_be_visible()
         _expect_signed_in(page, expect, True)
+        page.evaluate(f"localStorage.setItem('{RECENT_COLORS_KEY}', '[\"#705420\"]')")
         page.get_by_role("button", name="Sign out").click()
         expect(status).to_have_text("You are signed out.", timeout=20_000)
         _expect_signed_in(page, expect, False)
+        # The next person at this computer does not see the designer's recent colors.
+        assert page.evaluate(f"localStorage.getItem('{RECENT_COLORS_KEY}')") is None
         page.reload()
         expect(status).to_have_text(  # the browser still holds the ended session: why it ended
             "You are not signed in. (your session is not valid any more: you signed out; open your invite link again)",
@@ -76,11 +82,13 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, module_ch
         expect(status).to_have_text("Signed in as admin.", timeout=20_000)
         # The step that shows the Admin tab is the one that stores the session in the browser.
         expect(page.get_by_role("tab", name="Admin")).to_be_visible(timeout=20_000)
+        page.evaluate(f"localStorage.setItem('{RECENT_COLORS_KEY}', '[\"#705420\"]')")
         page.goto(link.replace(config.public_url + "/", client.src))
         expect(status).to_have_text(
             "Signed in as D0001. This browser was signed in as admin before; to go back, sign in as admin again.",
             timeout=20_000,
         )
+        assert page.evaluate(f"localStorage.getItem('{RECENT_COLORS_KEY}')") is None  # a link: someone else
         # The account is closed meanwhile: a reload says why nobody is signed in.
         db = open_db(config.db_path)
         try:
@@ -161,3 +169,8 @@ def test_a_reload_reopens_the_last_tab_unless_a_link_or_a_sign_out_came_between(
         expect(page.get_by_role("tab", name="Admin")).to_be_visible()
         expect(page.get_by_role("tab", name="Start")).to_have_attribute("aria-selected", "true")
         assert page.evaluate("() => sessionStorage.getItem('cc-open-tab')") is None
+
+
+def test_the_key_forgotten_at_sign_out_is_the_canvas_s_recent_colors():
+    script = (Path(__file__).parents[2] / "assets" / "web" / "coloring.js").read_text()
+    assert f'const RECENT_KEY = "{RECENT_COLORS_KEY}";' in script
