@@ -170,21 +170,33 @@ def claim_masking(db: sqlite_utils.Database, run: str, masking: Mapping[str, Any
     """
     masking = dict(masking)
     with transaction(db):
+        if run_masking(db, run) != masking:
+            refuse_other_masking(db, run, masking)
+            update_rows(db, "runs", {"name": run}, {"masking": json.dumps(masking, sort_keys=True)})
+
+
+def refuse_other_masking(db: sqlite_utils.Database, run: str, masking: Mapping[str, Any]) -> None:
+    """Raise `RunError` when run `run` has masked images and `masking` is not the one that
+    masked them (`claim_masking`'s rule), recording nothing; an unknown run passes (a new run
+    is given its masking when it is made). A resume checks this before the weights of the
+    masking it was given: a masking the run may not take is refused for what it is, not for
+    weights missing on this machine."""
+    masking = dict(masking)
+    try:
         before = run_masking(db, run)
-        if before == masking:
-            return
-        masked = db.execute(
-            "SELECT 1 FROM run_items WHERE run = ? AND status = 'segmented' LIMIT 1", [run]
-        ).fetchone()
-        if before is not None and masked is not None:
-            diff = sorted(k for k in set(before) | set(masking) if before.get(k) != masking.get(k))
-            described = ", ".join(f"{k}={v}" for k, v in sorted(before.items()))
-            raise RunError(
-                f"run {run!r} is masked with {described}; the masking given now differs in "
-                f"{diff}: give the run's own masking to go on (one run's distributions come "
-                "from one masking), or start another run"
-            )
-        update_rows(db, "runs", {"name": run}, {"masking": json.dumps(masking, sort_keys=True)})
+    except RunError:
+        return
+    masked = db.execute(
+        "SELECT 1 FROM run_items WHERE run = ? AND status = 'segmented' LIMIT 1", [run]
+    ).fetchone()
+    if before is not None and before != masking and masked is not None:
+        diff = sorted(k for k in set(before) | set(masking) if before.get(k) != masking.get(k))
+        described = ", ".join(f"{k}={v}" for k, v in sorted(before.items()))
+        raise RunError(
+            f"run {run!r} is masked with {described}; the masking given now differs in "
+            f"{diff}: give the run's own masking to go on (one run's distributions come "
+            "from one masking), or start another run"
+        )
 
 
 #: A job's lease on its run lasts this long past its last heartbeat (`claim_job`); the

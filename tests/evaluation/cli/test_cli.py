@@ -257,6 +257,15 @@ def test_a_run_stopped_by_sigterm_says_so_exits_143_and_resumes(tiny_models, tmp
     assert main(argv) == 0
     items, stored = outcome(tmp_path)
     assert len(items) == 16 and {r["status"] for r in items} == {"segmented"} and len(stored) == 8
+    # A resume given another masking, whose weights this machine lacks, is refused for the
+    # masking (what the run may not take), not for the weights: that came first and misled.
+    other = [*argv]
+    other[other.index("--detector") + 1] = "IDEA-Research/grounding-dino-base"
+    capsys.readouterr()
+    assert main(other) == 2
+    err = capsys.readouterr().err
+    assert "the masking given now differs in ['detector']: give the run's own masking to go on" in err
+    assert "weights" not in err
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")

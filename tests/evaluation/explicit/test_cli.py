@@ -131,6 +131,16 @@ def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
     # defaults, whose weights this machine lacks, refused it.
     assert main(["explicit", "--run", "x", "--device", "cpu", *storage]) == 0, capsys.readouterr().err
     assert "0 new image(s) judged; 4 in run 'x'" in capsys.readouterr().out
+    # Another masking is refused for what it is, before the weights it names are looked for
+    # (this machine lacks the default masker's: that refusal came first and misled).
+    masking = runs.run_masking(db, "x")
+    assert main(["explicit", "--run", "x", "--box-threshold", "0.5", "--device", "cpu", *storage]) == 2
+    refused = capsys.readouterr().err
+    assert (
+        "the masking given now differs in ['box_threshold', 'detector', 'sam', 'text_threshold']" in refused
+    )
+    assert "weights" not in refused
+    assert runs.run_masking(db, "x") == masking
 
 
 def test_a_data_dir_that_is_a_file_or_cannot_be_written_is_refused_before_the_run_is_stored(
