@@ -24,6 +24,7 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.errors import InvalidInput, NotFound, shown
+from evaluation.concepts import key_meant
 from storage import insert_rows, iso, transaction
 
 MIN_SIZE = 1
@@ -79,7 +80,11 @@ def set_pilot(
         known = {row[0] for row in db.execute("select key from concepts")}
         unknown = [key for key in wanted if key not in known]
         if unknown:
-            raise NotFound(f"no concept is called {', '.join(map(shown, unknown[:5]))}")
+            meant = {key: key_meant(key, known) for key in unknown[:5]}
+            raise NotFound(
+                "no concept is called "
+                + ", ".join(shown(k) + (f" (write {shown(m)})" if m else "") for k, m in meant.items())
+            )
         colorable = set(colorable_concepts(db))
         bare = [key for key in wanted if key not in colorable]
         if bare:

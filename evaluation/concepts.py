@@ -10,6 +10,8 @@ identifier shared by the annotation store and the evaluation runs.
 from __future__ import annotations
 
 import csv
+import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,3 +93,22 @@ def load_concepts(path: str | Path = CONCEPTS_CSV) -> list[Concept]:
                 seen.add(key)
                 concepts.append(Concept(key, base, int(row["id"]), category, modifier_type, modifier))
     return concepts
+
+
+def _folded(name: str) -> str:
+    """`name` as a reader sees it: compatibility forms (full-width letters) as their plain
+    letters, invisible format characters (a zero-width space) gone, runs of spaces (a
+    no-break space too) as one, without spaces around it, in no particular case."""
+    name = unicodedata.normalize("NFKC", name)
+    name = "".join(c for c in name if unicodedata.category(c) != "Cf")
+    return " ".join(name.split()).casefold()
+
+
+def key_meant(name: str, keys: Collection[str]) -> str | None:
+    """The concept key among `keys` that `name` spells otherwise (other capitals, spaces
+    around or inside it, full-width letters, a zero-width character: ``"Apple "``,
+    ``"ａｐｐｌｅ"``), or None when `name` is a key itself or reads as none of them."""
+    if name in keys:
+        return None
+    folded = _folded(name)
+    return next((key for key in keys if _folded(key) == folded), None)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import csv
 import math
+import unicodedata
 from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
 import sqlite_utils
 
-from evaluation.concepts import ASSETS
+from evaluation.concepts import ASSETS, key_meant
 from storage import human
 from storage.distributions import N_BINS
 
@@ -33,10 +34,10 @@ class ReferenceError(ValueError):
 
 
 def _parse_row(path: Path, line: int, row: list[str]) -> tuple[str, np.ndarray]:
-    concept = row[0].strip()
+    concept = row[0]
     where = f"{path.name} row {line} ({concept!r})"
-    if not concept:
-        raise ReferenceError(f"{where}: the first column must name the concept, got ''")
+    if not concept.strip():
+        raise ReferenceError(f"{where}: the first column must name the concept, got {concept!r}")
     if len(row) != N_BINS + 1:
         raise ReferenceError(f"{where}: expected {N_BINS} values after the concept, got {len(row) - 1}")
     values = []
@@ -61,10 +62,6 @@ def _parse_row(path: Path, line: int, row: list[str]) -> tuple[str, np.ndarray]:
     return concept, values / values.sum()
 
 
-def _spelled(name: str) -> str:
-    return " ".join(name.split()).casefold()
-
-
 def load_reference_csv(
     path: str | Path = UW71_RATINGS_CSV, known: Collection[str] | None = None
 ) -> dict[str, np.ndarray]:
@@ -78,8 +75,9 @@ def load_reference_csv(
         (ratings in [0, 1] for the shipped file).
     known : collection of str, optional
         The concept keys a model is scored on (`evaluation.concepts.load_concepts`). When
-        given, a row naming one of them in other capitals or spacing (``"Apple"``) is
-        refused with the key it meant, as is a file naming none of them; other names are
+        given, a row naming one of them in other capitals or spacing (``"Apple"``, full-width
+        letters, a zero-width space: `evaluation.concepts.key_meant`) is refused with the
+        key it meant, as is a file naming none of them; other names are
         kept (a published set rates more concepts than the benchmark has: the shipped one
         holds "angry" and "above") and are never compared.
 
@@ -92,8 +90,9 @@ def load_reference_csv(
     ------
     ReferenceError
         For a header that is not ``0..70``, and for a row with a missing, non-numeric, NaN,
-        infinite or negative value, with zero mass, or naming a concept twice; with `known`,
-        also as said there.
+        infinite or negative value, with zero mass, with blanks around its name, or naming a
+        concept twice (also in another Unicode form of the same text); with `known`, also as
+        said there.
     """
     path = Path(path)
     with open(path, newline="", encoding="utf-8") as f:
@@ -111,20 +110,30 @@ def load_reference_csv(
             f"{path.name} header must list color indices 0..{N_BINS - 1} after the first cell, got {header[:5]}..."
         )
     distributions: dict[str, np.ndarray] = {}
+    rows_of: dict[str, tuple[int, str]] = {}  # a name in Unicode's composed form: its row and text
     for line, row in enumerate(rows[1:], start=2):
         if not any(cell.strip() for cell in row):
             continue
         concept, p = _parse_row(path, line, row)
+        if known is not None and (meant := key_meant(concept, known)) is not None:
+            raise ReferenceError(
+                f"{path.name} row {line}: no concept is named {concept!r}; write {meant!r} "
+                "(concept keys are lowercase, as in the concept list)"
+            )
+        if concept != concept.strip():  # stored as given: trimmed, it would be another name
+            raise ReferenceError(
+                f"{path.name} row {line}: {concept!r} has blanks before or after it; write {concept.strip()!r}"
+            )
         if concept in distributions:
             raise ReferenceError(f"{path.name} row {line}: concept {concept!r} appears twice")
+        first, spelled = rows_of.setdefault(unicodedata.normalize("NFC", concept), (line, concept))
+        if spelled != concept:  # printed alike: ascii() shows how they differ
+            raise ReferenceError(
+                f"{path.name} rows {first} and {line}: {ascii(spelled)} and {ascii(concept)} are "
+                f"one name, {concept!r}, written with other Unicode characters (composed and "
+                "combining accents); keep one row"
+            )
         distributions[concept] = p
-        if known is not None and concept not in known:
-            meant = next((key for key in known if _spelled(key) == _spelled(concept)), None)
-            if meant is not None:
-                raise ReferenceError(
-                    f"{path.name} row {line}: no concept is named {concept!r}; write {meant!r} "
-                    "(concept keys are lowercase, as in the concept list)"
-                )
     if known is not None and distributions and not set(distributions) & set(known):
         named = ", ".join(repr(c) for c in list(distributions)[:5])
         raise ReferenceError(

@@ -162,6 +162,11 @@ def test_a_drawn_pilot_repeats_with_its_seed_and_holds_only_colorable_concepts(d
             NotFound,
             "no concept is called 'no such'",
         ),
+        (  # the key meant, as the reference CSV's refusal names it (outsider 65)
+            lambda db: pilot.set_pilot(db, ["Apple", "ROTTEN  apple", "no such"], actor="a"),
+            NotFound,
+            "no concept is called 'Apple' (write 'apple'), 'ROTTEN  apple' (write 'rotten apple'), 'no such'",
+        ),
         (  # quoted cut to 80 characters (an outside check's 100,000-character name: 935 quoted)
             lambda db: pilot.set_pilot(db, ["apple", "x" * 100_000], actor="a"),
             NotFound,

@@ -3,6 +3,7 @@
 import datetime as dt
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -473,7 +474,7 @@ def test_a_lab_reference_naming_a_concept_in_other_capitals_or_none_of_them_is_r
     path.write_text(f"{header}\nrobot,{row}\nApple ,{row}\n")
     with pytest.raises(
         ReferenceError,
-        match=r"^lab\.csv row 3: no concept is named 'Apple'; write 'apple' \(concept keys are lowercase",
+        match=r"^lab\.csv row 3: no concept is named 'Apple '; write 'apple' \(concept keys are lowercase",
     ):
         load_reference_csv(path, known)
     path.write_text(f"{header}\nrobot,{row}\nrobots,{row}\n")
@@ -486,6 +487,32 @@ def test_a_lab_reference_naming_a_concept_in_other_capitals_or_none_of_them_is_r
     path.write_text(f"{header}\nrobot,{row}\nrotten  apple,{row}\n")
     with pytest.raises(
         ReferenceError, match=r"row 3: no concept is named 'rotten  apple'; write 'rotten apple'"
+    ):
+        load_reference_csv(path, known)
+    # Spelled otherwise in ways a reader cannot see (outsider 65): a blank around the key, full-width
+    # letters, a zero-width space.
+    for written in ("apple ", " apple", "ａｐｐｌｅ", "apple\u200b"):
+        path.write_text(f"{header}\nrobot,{row}\n{written},{row}\n")
+        with pytest.raises(
+            ReferenceError,
+            match=rf"^lab\.csv row 3: no concept is named {re.escape(repr(written))}; write 'apple'",
+        ):
+            load_reference_csv(path, known)
+    # A name beyond the benchmark is stored as written, so blanks around it are refused, not trimmed;
+    # the same text twice in two Unicode forms is one name twice, shown so that they differ.
+    path.write_text(f"{header}\nrobot,{row}\n  padded name ,{row}\n")
+    with pytest.raises(
+        ReferenceError,
+        match=r"^lab\.csv row 3: '  padded name ' has blanks before or after it; write 'padded name'$",
+    ):
+        load_reference_csv(path, known)
+    path.write_text(f"{header}\ncr\u00e8me,{row}\ncre\u0300me,{row}\napple,{row}\n")
+    with pytest.raises(
+        ReferenceError,
+        match=re.escape(
+            "lab.csv rows 2 and 3: 'cr\\xe8me' and 'cre\\u0300me' are one name, 'cre\u0300me', written with "
+            "other Unicode characters (composed and combining accents); keep one row"
+        ),
     ):
         load_reference_csv(path, known)
     path.write_text(f"{header}\nrobot,{row}\napple,{row}\n")
