@@ -3,7 +3,6 @@
 import datetime as dt
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
