@@ -470,11 +470,21 @@ def _focused(page, selector: str) -> bool:
 
 
 def _tab_to(page, selector: str, key: str = "Tab", presses: int = 60) -> None:
-    """Press `key` until the element `selector` has the focus (a keyboard user's path)."""
+    """Press `key` until the element `selector` has the focus (a keyboard user's path); every
+    stop on the way shows that it has the focus (the canvas's toolbar was a stop with none)."""
+    unseen = []
     for _ in range(presses):
         if _focused(page, selector):
+            assert not unseen, f"Tab stops with no visible focus: {unseen}"
             return
         page.keyboard.press(key)
+        stop = page.evaluate(
+            """() => { const e = document.activeElement, s = getComputedStyle(e);
+              return e !== document.body && (s.outlineStyle === 'none' || s.outlineWidth === '0px')
+                ? e.tagName + '.' + e.className + ' ' + (e.textContent || '').slice(0, 40) : null; }"""
+        )
+        if stop:
+            unseen.append(stop)
     raise AssertionError(f"{presses} presses of {key} never reached {selector}")
 
 
