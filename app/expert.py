@@ -574,6 +574,14 @@ def _of_concepts(db, now) -> str:
     return f" of {named}" + (f" and {len(keys) - 10:,} more concepts" if len(keys) > 10 else "")
 
 
+VOTE_IMAGE_ALT = (
+    "The coloring to judge, of the concept named above it; the chart beside it names its main colors."
+)
+"""The coloring's text alternative: without one (alt="") a screen reader passed over the picture
+the vote is about. One text for every coloring, so the API's ``expert_next`` still answers a
+file path; the concept above is read out as it changes, the chart is described (`app.common`)."""
+
+
 def _vote_section() -> dict:
     gr.Markdown(
         "## 3. Blind vote\nIs this coloring consistent with the meaning of the "
@@ -594,6 +602,7 @@ def _vote_section() -> dict:
             interactive=False,
             height=VOTE_IMAGE_PX,
             elem_id="expert_vote_image",
+            alt_text=VOTE_IMAGE_ALT,
         )
         parts["vote_plot"] = gr.Plot(label="Its UW-71 distribution", elem_id="expert_vote_plot")
     with gr.Row(equal_height=True):

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from annotation.pilot import set_pilot
+from app.expert import VOTE_IMAGE_ALT
 from storage import open_db
 from tests.annotation.test_pilot import PILOT, color_as_assigned
 from tests.browser import ADMIN_PASSWORD, answerable, expect, live_app, open_tab, page, second_click, sign_in  # noqa: F401
@@ -44,6 +45,8 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     expect(concept).to_contain_text("5 in your queue")
     expect(page.locator("#expert_vote_image img")).to_be_visible()
     _assert_scaled_to_its_pane(page.locator("#expert_vote_image img"))
+    # A screen reader hears what is judged (alt="" hid it: outsider 65).
+    expect(page.locator("#expert_vote_image img")).to_have_attribute("alt", VOTE_IMAGE_ALT)
     expect(page.locator("#expert_vote_plot .js-plotly-plot")).to_be_visible()
     task = int(page.locator("#expert_task input").input_value())
     expect(page.locator("#expert_task")).to_be_hidden()  # the page's plumbing, never shown
