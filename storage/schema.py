@@ -850,9 +850,10 @@ def tables_at(version: int) -> frozenset[str]:
 def ensure_schema(db: sqlite_utils.Database) -> int:
     """Bring `db` to the current schema; safe to call any number of times.
 
-    Applies, in order and each in its own transaction, the `MIGRATIONS` that `db` has
-    not seen, recording each in the ``schema_version`` table. Before it migrates a database
-    of an earlier version it keeps a copy of it as it was (`_keep_before_upgrade`).
+    Applies, in order and all in one transaction, the `MIGRATIONS` that `db` has not seen,
+    recording each in the ``schema_version`` table: a migration that fails (a full disk)
+    leaves the database at its version. Before it migrates a database of an earlier version
+    it keeps a copy of it as it was (`_keep_before_upgrade`), removed if nothing migrated.
 
     Returns
     -------
@@ -876,15 +877,24 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
             f"database schema version {version} is newer than this code's "
             f"{len(MIGRATIONS)}; update the code before opening it"
         )
-    if 0 < version < len(MIGRATIONS):
-        _keep_before_upgrade(db, version)
-    for number, (name, migrate) in enumerate(MIGRATIONS, start=1):
+    kept = _keep_before_upgrade(db, version) if 0 < version < len(MIGRATIONS) else None
+    try:
+        # All or none: a start refused part-way (a disk filled by the migration) left the
+        # database at a version between, which no released code wrote and earlier code
+        # refuses, and the next start kept that as the copy "as it was".
         with transaction(db):
-            # Re-read under the write lock: another process may have migrated meanwhile.
-            if number <= schema_version(db):
-                continue
-            migrate(db)
-            db["schema_version"].insert({"version": number, "name": name, "applied": iso()})
+            for number, (name, migrate) in enumerate(MIGRATIONS, start=1):
+                # Re-read under the write lock: another process may have migrated meanwhile.
+                if number <= schema_version(db):
+                    continue
+                migrate(db)
+                db["schema_version"].insert({"version": number, "name": name, "applied": iso()})
+    except BaseException:
+        if kept is not None:  # the database is as it was: the copy would be a second one
+            with contextlib.suppress(OSError):
+                os.unlink(kept)
+            log.warning("Nothing was migrated: the database is at schema version %d, as it was.", version)
+        raise
     return schema_version(db)
 
 

@@ -219,6 +219,14 @@ def test_ensure_schema_twice_changes_nothing(tmp_path):
     assert list(db["schema_version"].rows) == rows_before
 
 
+def _add_note_column(database):
+    database["annotators"].add_column("note", str)
+
+
+def _add_label_column(database):
+    database["annotators"].add_column("label", str)
+
+
 def test_new_migration_is_applied_once_to_an_existing_database(tmp_path, monkeypatch):
     db = open_db(tmp_path / "a.sqlite")
     ensure_schema(db)
@@ -226,7 +234,7 @@ def test_new_migration_is_applied_once_to_an_existing_database(tmp_path, monkeyp
 
     def add_note_column(database):
         calls.append(1)
-        database["annotators"].add_column("note", str)
+        _add_note_column(database)
 
     monkeypatch.setattr(schema_module, "MIGRATIONS", MIGRATIONS + (("note", add_note_column),))
     assert ensure_schema(db) == len(MIGRATIONS) + 1
@@ -236,19 +244,29 @@ def test_new_migration_is_applied_once_to_an_existing_database(tmp_path, monkeyp
 
 
 def test_failed_migration_leaves_schema_at_previous_version(tmp_path, monkeypatch):
+    """All the migrations a start applies, or none: one failing after another succeeded (an
+    outside check's disk filled by the migration) left the database at a version between,
+    and the copy kept before the upgrade beside a second one at that version."""
     db = open_db(tmp_path / "a.sqlite")
     ensure_schema(db)
+    monkeypatch.setattr(schema_module, "MIGRATIONS", MIGRATIONS + (("note", _add_note_column),))
+    ensure_schema(db)  # one version ahead of the code below, so that an upgrade keeps a copy
     before = _sql_master(db)
 
     def broken(database):
         database["extra"].create({"id": int}, pk="id")
         raise RuntimeError("migration bug")
 
-    monkeypatch.setattr(schema_module, "MIGRATIONS", MIGRATIONS + (("broken", broken),))
+    upgraded = MIGRATIONS + (("note", _add_note_column), ("label", _add_label_column), ("broken", broken))
+    monkeypatch.setattr(schema_module, "MIGRATIONS", upgraded)
     with pytest.raises(RuntimeError, match="migration bug"):
         ensure_schema(db)
-    assert schema_version(db) == len(MIGRATIONS)
-    assert _sql_master(db) == before
+    assert schema_version(db) == len(MIGRATIONS) + 1
+    assert _sql_master(db) == before and "label" not in db["annotators"].columns_dict
+    # The copy of the upgrade to 19 stays; the one of this failed start went (the database is it).
+    assert [p.name.split("-")[2] for p in tmp_path.glob("a.sqlite.before-schema-*")] == [
+        str(len(MIGRATIONS) + 1)
+    ]
 
 
 def test_database_from_newer_code_is_refused(tmp_path):
