@@ -16,6 +16,7 @@ from app.common import (
     choice_search,
     empty_note,
     escape,
+    live,
     own_session,
     role,
     ui_only,
@@ -145,7 +146,7 @@ def _layout(ctx: AppContext, session_token: gr.Textbox, keys: list[str]) -> dict
             "adds about 0.2 s per variant)",
             elem_id="browser_intervals",
         )
-    parts["label"] = gr.Markdown(elem_id="browser_label")
+    parts["label"] = live(gr.Markdown(elem_id="browser_label"))
     parts["distributions"] = gr.Plot(label="UW-71 distributions (same axis)", elem_id="browser_distributions")
     parts["strips"] = gr.Plot(
         label="Dominant colors per visual group, with sample counts", elem_id="browser_strips"

@@ -89,7 +89,7 @@ CSS = """
 }
 .plumbing { display: none !important; }
 .visually-hidden { position: absolute !important; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
-button:focus-visible, [role="tab"]:focus-visible, input:focus-visible, textarea:focus-visible { outline: 3px solid #0969da !important; outline-offset: 2px; }
+button:focus-visible, [role="tab"]:focus-visible, [role="button"]:focus-visible, input:focus-visible, textarea:focus-visible { outline: 3px solid #0969da !important; outline-offset: 2px; }
 .empty-aware:has(.table-container:not(.no-rows)) > .empty-note { display: none !important; }
 .empty-aware .table-container.no-rows .table-wrap { display: none; }
 .empty-aware > .empty-note { color: var(--body-text-color-subdued); font-style: italic; }
@@ -263,6 +263,17 @@ JS = compact_js(
       text.setAttribute('aria-live', 'polite');
     }});
     document.querySelectorAll('.modebar-btn:not([tabindex])').forEach((tool) => tool.setAttribute('tabindex', '-1'));
+    // A radio group is read out with its question (Gradio's label is a plain span beside it),
+    // and a chosen item's remove button with its item ("Remove apple", not "Remove 573").
+    document.querySelectorAll('.block .wrap:has(> label > input[type="radio"]):not([role])').forEach((group) => {{
+      const label = group.closest('.block').querySelector('[data-testid="block-info"]');
+      group.setAttribute('role', 'radiogroup');
+      if (label) group.setAttribute('aria-labelledby', label.id ||= `cc-label-${{++labelled}}`);
+    }});
+    document.querySelectorAll('.token [role="button"][title^="Remove"]').forEach((remove) => {{
+      const name = remove.closest('.token').querySelector('span')?.textContent.trim();
+      if (name && remove.title !== `Remove ${{name}}`) remove.title = remove.ariaLabel = `Remove ${{name}}`;
+    }});
     document.querySelectorAll('.js-plotly-plot').forEach((chart) => {{
       let said;
       try {{ said = describe(chart); }} catch (error) {{ said = 'Chart'; }}  // never stops the marking
@@ -274,7 +285,7 @@ JS = compact_js(
       chart.querySelectorAll('.svg-container, .modebar-container').forEach((inner) => inner.setAttribute('aria-hidden', 'true'));
     }});
   }};
-  let marking = false;
+  let marking = false, labelled = 0;
   const markOf = (b) => document.querySelector(`#${{b.className.match(/{ANSWERS}--(\\S+)/)?.[1]}} [id^="{SHOWN_PREFIX}"]`);
   const seen = {{}}, ready = {{}}, bound = {{}};
   const drawn = () => [...document.querySelectorAll(".{CHART_WAIT}")].every((c) => !c.offsetParent || c.querySelector(".main-svg"));
@@ -812,13 +823,15 @@ def live(markdown: gr.Markdown) -> gr.Markdown:
 
 def focus_next(selector: str) -> str:
     """Browser code (an `app.tabs.On` row's ``js``, after an action) that puts the keyboard
-    focus on the first element matching `selector` once the page has shown the action's
-    result, unless the focus is still on something shown: a button that hides itself (*I
-    agree*) otherwise leaves it on the page's top, where a screen reader starts over."""
+    focus on the first shown element matching `selector` (a selector list: the first of its
+    matches the page shows) once the page has shown the action's result, unless the focus is
+    still on something shown: a button that hides itself (*I agree*) otherwise leaves it on
+    the page's top, where a screen reader starts over."""
     return (
         "() => requestAnimationFrame(() => { const held = document.activeElement;"
         " if (held && held !== document.body && held.offsetParent) return;"
-        f" const next = document.querySelector({json.dumps(selector)}); if (next) next.focus(); }})"
+        f" const next = [...document.querySelectorAll({json.dumps(selector)})].find((e) => e.offsetParent);"
+        " if (next) next.focus(); })"
     )
 
 

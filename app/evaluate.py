@@ -40,6 +40,7 @@ from app.common import (
     AppContext,
     discard_uploads,
     escape,
+    live,
     named_table,
     note_area,
     own_session,
@@ -545,7 +546,7 @@ def _layout(registry: dict) -> dict:
         parts["name"] = gr.Textbox(label="Run name (empty: a dated name)", elem_id="evaluate_run_name")
         parts["preview"] = gr.Button("Count images and time", elem_id="evaluate_preview")
         parts["start"] = gr.Button("Start", variant="primary", elem_id="evaluate_start")
-    parts["plan"] = gr.Markdown(elem_id="evaluate_plan")
+    parts["plan"] = live(gr.Markdown(elem_id="evaluate_plan"))
     parts |= _progress_section() | _import_section()
     parts["progress_note"] = note_area("evaluate_progress_note")
     parts["saved"] = gr.BrowserState({}, storage_key=FORM_STORAGE_KEY, secret=BROWSER_STATE_KEY)
@@ -693,7 +694,7 @@ def _executor_inputs() -> dict:
                 elem_id="evaluate_ray_address",
             )
             parts["check_cluster"] = gr.Button("Check cluster", elem_id="evaluate_check_cluster")
-        parts["cluster"] = gr.Markdown(elem_id="evaluate_cluster")
+        parts["cluster"] = live(gr.Markdown(elem_id="evaluate_cluster"))
     return parts
 
 
@@ -734,7 +735,7 @@ def _import_section() -> dict:
             label="Run name (empty: a dated name)", elem_id="evaluate_import_name"
         )
     parts["import_button"] = gr.Button("Import, mask and score", elem_id="evaluate_import")
-    parts["report"] = gr.Markdown(elem_id="evaluate_import_report")
+    parts["report"] = live(gr.Markdown(elem_id="evaluate_import_report"))
     parts["rejected"] = named_table(
         "Images not imported, and why", "evaluate_rejected", headers=REJECTED_HEADERS
     )

@@ -28,6 +28,7 @@ from app.common import (
     empty_note,
     escape,
     id_field,
+    live,
     named_table,
     note_area,
     own_session,
@@ -303,7 +304,7 @@ def _layout() -> dict:
         refresh = gr.Button("Refresh", elem_id="study_refresh")
         show = gr.Button("Show design", elem_id="study_show")
         open_ = gr.Button("Open (freeze the design)", variant="stop", elem_id="study_open")
-    message = gr.Markdown(elem_id="study_message")
+    message = live(gr.Markdown(elem_id="study_message"))
     with empty_note("No study yet: create a draft above.", "study_list_empty"):
         studies = named_table("Studies", "study_list", headers=STUDY_HEADERS)
     design = gr.JSON(label="Design", elem_id="study_design")

@@ -16,7 +16,8 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
     sign_in(page, link)
     open_tab(page, "Judge")
     page.click("#participant_start")
-    page.locator("#participant_background").get_by_text("no").click()
+    # The yes/no is read out with its question (it was an unnamed group: outsider 67).
+    page.get_by_role("radiogroup", name="Do you have a design or art background?").get_by_text("no").click()
     progress = page.locator("#participant_progress")
     expect(progress).to_contain_text(f"Trial 1 of {n_pairs}")
     # The trial line is a polite live region: a screen reader reads each new trial's line.

@@ -160,6 +160,14 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
         + (" (no GPU: only tiny models run at a useful speed)" if device.kind == "cpu" else "")
     )
     page.get_by_label("Tiny random SD (test model) (tiny-random)").check()
+    page.click("#evaluate_concepts input")
+    page.keyboard.type("apple")
+    page.get_by_role("option", name="apple", exact=True).click()
+    page.keyboard.press("Escape")
+    # A chosen concept's remove button names it (it said "Remove 40") and shows the focus ring.
+    remove = page.get_by_role("button", name="Remove apple")
+    remove.focus()
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineWidth") == "3px"
     page.locator("#evaluate_seeds input").fill("2")
     page.locator("#evaluate_cfg textarea, #evaluate_cfg input").first.fill("7.5")
     settled(page)  # the events of opening the tab have ended
@@ -181,6 +189,8 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
     page.wait_for_function(
         "() => window.announced.some((text) => text.includes('Done') || text.includes('common.complete'))"
     )
+    # ... and the count itself is read out (only "Loading" and "Done" were: outsider 67).
+    page.wait_for_function("() => window.announced.some((text) => / images \\(1 model × /.test(text))")
     announced = page.evaluate("() => window.announced")
     assert announced, "the observer saw no live region change"
     assert "common.complete" not in " ".join(announced)
