@@ -47,6 +47,7 @@ from app.common import (
     answers_js,
     compact_js,
     escape,
+    focus_next,
     live,
     note_area,
     own_session,
@@ -169,6 +170,9 @@ EVENTS = (
         "participant_set_background",
     ),
     On("agree.click", "consent", (*_TOKEN, "agreed"), WITH_CONSENT, "consent_note", "participant_consent"),
+    # The pressed button hides: the focus goes to the next step (the background question, or
+    # Start), not to the page's top, whence the next Tab went to the footer.
+    On("then", None, (), (), js=focus_next("#participant_background input, #participant_start")),
     On("decline.click", "consent", (*_TOKEN, "declined"), WITH_CONSENT, "consent_note"),
     # Each vote answers the trial on screen when it was clicked (`app.common.ANSWERS`).
     On(

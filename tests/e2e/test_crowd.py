@@ -130,7 +130,16 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
     expect(page.locator("#participant_background")).to_be_hidden()
     _consent(page)
     expect(page.locator("#participant_consent")).to_be_hidden()
-    page.locator("#participant_background").get_by_text("no").click()
+    # The keyboard's focus is on the next step's question, not lost to the page (outsider 67:
+    # the next Tab went to the footer): on "yes", a Tab to "no" and Space answer it.
+    page.wait_for_function(
+        "() => document.activeElement?.matches('#participant_background input[value=yes]')"
+    )
+    page.keyboard.press("Tab")
+    page.keyboard.press("Space")
+    expect(progress).to_contain_text(f"Trial 1 of {total}")
+    [answer] = live_app.query("select design_background from annotators order by id desc limit 1")
+    assert answer["design_background"] == 0  # "no"
     for number in range(1, total):
         expect(progress).to_contain_text(f"Trial {number} of {total}")
         _vote(page, live_app)
