@@ -102,7 +102,12 @@ trials may check attention. When you are done you get your completion code and a
 the platform. Full instructions are at the top of this tab.
 """
 
-_GO_BACK_JS = "(url) => { if (url) window.location.assign(url); }"
+GO_BACK_DELAY_S = 5
+"""Seconds between the line with a crowd participant's code and the move to the platform: at
+once, a screen reader said nothing between the last answer and the platform's page."""
+_GO_BACK_JS = (
+    f"(url) => {{ if (url) setTimeout(() => window.location.assign(url), {GO_BACK_DELAY_S * 1000}); }}"
+)
 _PANELS_JS = """(strip, colorings) => {
   const show = (id, on) => { const el = document.getElementById(id); if (el) el.style.display = on ? '' : 'none'; };
   show('participant_truth_strip', strip != null);
@@ -597,8 +602,8 @@ def _crowd_message(state: crowd.CrowdState) -> str:
     else:
         return "**You returned this study.** No more votes are taken."
     return (
-        f"{head} Your code is **{escape(state.code)}**. You are being sent back to the study platform; "
-        f"if nothing happens, [continue here]({escape(state.return_url)})."
+        f"{head} Your code is **{escape(state.code)}**. You are sent back to the study platform in "
+        f"{GO_BACK_DELAY_S} s; if nothing happens, [continue here]({escape(state.return_url)})."
     )
 
 

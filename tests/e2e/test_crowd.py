@@ -145,6 +145,8 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
         _vote(page, live_app)
     expect(progress).to_contain_text(f"Trial {total} of {total}")
     _vote(page, live_app)
+    # The code is on screen (and read out) before the page goes: it went at once (outsider 67).
+    expect(progress).to_contain_text("Your code is DONE42. You are sent back to the study platform in 5 s")
     page.wait_for_url(f"{platform}/done?cc=DONE42")
     expect(page.locator("#stub")).to_be_visible()
     # A comes back (the platform's page failed, say): the page lands where they read that
