@@ -10,6 +10,7 @@ identifier shared by the annotation store and the evaluation runs.
 from __future__ import annotations
 
 import csv
+import functools
 import unicodedata
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -110,5 +111,14 @@ def key_meant(name: str, keys: Collection[str]) -> str | None:
     ``"ａｐｐｌｅ"``), or None when `name` is a key itself or reads as none of them."""
     if name in keys:
         return None
-    folded = _folded(name)
-    return next((key for key in keys if _folded(key) == folded), None)
+    return _by_folded(frozenset(keys)).get(_folded(name))
+
+
+@functools.lru_cache(maxsize=4)
+def _by_folded(keys: frozenset[str]) -> dict[str, str]:
+    """`keys` by their `_folded` form (the first in sorted order where two fold alike): built
+    once per key set, not per name asked (an import refuses names file by file)."""
+    index: dict[str, str] = {}
+    for key in sorted(keys):
+        index.setdefault(_folded(key), key)
+    return index

@@ -32,7 +32,7 @@ import numpy as np
 import sqlite_utils
 from PIL import Image
 
-from evaluation.concepts import Concept
+from evaluation.concepts import Concept, key_meant
 from evaluation.models.generation import MAX_GUIDANCE, MAX_SEED, STYLES, build_prompt
 from evaluation.pipeline import runs
 from evaluation.pipeline.planning import run_exists
@@ -186,7 +186,10 @@ def parse_label(model: str, concept: str, style: str, cfg: str, seed: str, known
             "starting with a letter or digit"
         )
     if concept not in known:
-        raise ValueError(f"concept {concept!r} is not in the concept list")
+        meant = key_meant(concept, known)
+        raise ValueError(
+            f"concept {shown(concept)} is not in the concept list" + (f"; write {meant!r}" if meant else "")
+        )
     if style not in STYLES:
         raise ValueError(f"style {style!r} must be one of {sorted(STYLES)}")
     try:

@@ -89,14 +89,19 @@ def test_a_zip_with_a_manifest_is_labelled_by_it(db, tmp_path):
         "out/a.png,mj,lonely cabin,natural,5,11\n"
         "out/b.png,mj,sky,clipart,5,12\n"
         "out/c.png,mj,unicorn castle,natural,5,13\n"
+        "out/e.png,mj,Lonely Cabin,natural,5,14\n"
+        "out/f.png,mj,ｓｋｙ,natural,5,15\n"
     )
-    images = [(f"out/{n}.png", _png((10, 20, 200))) for n in "abcd"]
+    images = [(f"out/{n}.png", _png((10, 20, 200))) for n in "abcdef"]
     archive = _zip(uploads / "images.zip", [("manifest.csv", manifest), *images])
     report = import_images(db, "mj-run", archive, tmp_path / "data", CONCEPTS, allowed_roots=[uploads])
     assert report.imported == 2
     assert dict(report.rejected) == {
         "out/c.png": "concept 'unicorn castle' is not in the concept list",
         "out/d.png": "not listed in manifest.csv",
+        # the key meant, as the reference CSV names it (outsider 67)
+        "out/e.png": "concept 'Lonely Cabin' is not in the concept list; write 'lonely cabin'",
+        "out/f.png": "concept 'ｓｋｙ' is not in the concept list; write 'sky'",
     }
     assert [(r["concept"], r["style"], r["seed"]) for r in runs.items(db, "mj-run")] == [
         ("lonely cabin", "natural", 11),
