@@ -487,9 +487,8 @@ class AppContext:
             # Files a killed writer left without a row; the age margin spares files that a
             # concurrent process (an evaluation run from the CLI) is about to commit.
             swept = sweep_orphans(db, config.data_dir, min_age_s=ORPHAN_MIN_AGE_S)
-            if (
-                swept
-            ):  # what a run killed mid-write, or a restore, left: said, or the log showed no sign of it
+            # What a run killed mid-write, or a restore, left: said, or the log showed no sign of it.
+            if swept:
                 _LOG.warning(
                     "moved %s no row names into %s/: a write stopped part-way (the last run was "
                     "killed or the machine went down: nothing acknowledged is lost), or the database "
