@@ -50,7 +50,14 @@ from storage.db import (
     upsert_rows,
     utcnow,
 )
-from storage.schema import CopyBeforeUpgradeFailed, SchemaRefused, SchemaTooNew, ensure_schema, schema_version
+from storage.schema import (
+    CopyBeforeUpgradeFailed,
+    MigrationFailed,
+    SchemaRefused,
+    SchemaTooNew,
+    ensure_schema,
+    schema_version,
+)
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -63,6 +70,7 @@ __all__ = [
     "SchemaTooNew",
     "SchemaRefused",
     "CopyBeforeUpgradeFailed",
+    "MigrationFailed",
     "create_private",
     "private_folder",
     "shown_time",

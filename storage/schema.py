@@ -824,6 +824,10 @@ class CopyBeforeUpgradeFailed(SchemaRefused):
     """The copy kept before a migration could not be written; nothing was migrated."""
 
 
+class MigrationFailed(SchemaRefused):
+    """A migration failed on the database or its disk (a full disk); nothing was migrated."""
+
+
 def schema_version(db: sqlite_utils.Database) -> int:
     """The number of migrations applied to `db` (0 for an empty database)."""
     if not db["schema_version"].exists():
@@ -866,6 +870,9 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
         If `db` records more migrations than this code knows.
     CopyBeforeUpgradeFailed
         If the copy before a migration cannot be written (a full disk); nothing is migrated.
+    MigrationFailed
+        If a migration of a database of an earlier version fails on SQLite or its disk (a
+        full disk); nothing is migrated.
     """
     with transaction(db):
         db["schema_version"].create(
@@ -889,12 +896,18 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
                     continue
                 migrate(db)
                 db["schema_version"].insert({"version": number, "name": name, "applied": iso()})
-    except BaseException:
-        if kept is not None:  # the database is as it was: the copy would be a second one
-            with contextlib.suppress(OSError):
-                os.unlink(kept)
-            log.warning("Nothing was migrated: the database is at schema version %d, as it was.", version)
-        raise
+    except BaseException as error:
+        if kept is None:
+            raise
+        with contextlib.suppress(OSError):  # the database is as it was: the copy would be a second one
+            os.unlink(kept)
+        if not isinstance(error, (sqlite3.Error, OSError)):
+            raise  # a bug in a migration: its own traceback
+        raise MigrationFailed(
+            f"the database {db_path(db)!r} is at schema version {version} and could not be migrated to "
+            f"{len(MIGRATIONS)} ({error}); nothing was migrated and the copy made for it was removed: free "
+            "some space beside the database and start again"
+        ) from None
     return schema_version(db)
 
 

@@ -3,6 +3,7 @@ import stat
 
 import pytest
 
+import storage
 import storage.db as annotation_db
 import storage.schema as schema_module
 from storage import (
@@ -243,7 +244,19 @@ def test_new_migration_is_applied_once_to_an_existing_database(tmp_path, monkeyp
     assert "note" in db["annotators"].columns_dict
 
 
-def test_failed_migration_leaves_schema_at_previous_version(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "error, refusal",
+    [
+        (RuntimeError("migration bug"), "migration bug"),  # a bug: its own traceback
+        (  # the disk: said in one line (the generic "could not be opened or written" said less)
+            sqlite3.OperationalError("database or disk is full"),
+            rf"the database '.*a\.sqlite' is at schema version {len(MIGRATIONS) + 1} and could not be migrated to "
+            rf"{len(MIGRATIONS) + 3} \(database or disk is full\); nothing was migrated and the copy made for it "
+            "was removed: free some space",
+        ),
+    ],
+)
+def test_failed_migration_leaves_schema_at_previous_version(tmp_path, monkeypatch, error, refusal):
     """All the migrations a start applies, or none: one failing after another succeeded (an
     outside check's disk filled by the migration) left the database at a version between,
     and the copy kept before the upgrade beside a second one at that version."""
@@ -255,11 +268,13 @@ def test_failed_migration_leaves_schema_at_previous_version(tmp_path, monkeypatc
 
     def broken(database):
         database["extra"].create({"id": int}, pk="id")
-        raise RuntimeError("migration bug")
+        raise error
 
     upgraded = MIGRATIONS + (("note", _add_note_column), ("label", _add_label_column), ("broken", broken))
     monkeypatch.setattr(schema_module, "MIGRATIONS", upgraded)
-    with pytest.raises(RuntimeError, match="migration bug"):
+    with pytest.raises(
+        type(error) if isinstance(error, RuntimeError) else storage.MigrationFailed, match=refusal
+    ):
         ensure_schema(db)
     assert schema_version(db) == len(MIGRATIONS) + 1
     assert _sql_master(db) == before and "label" not in db["annotators"].columns_dict
