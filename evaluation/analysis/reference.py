@@ -118,7 +118,8 @@ def load_reference_csv(
         if known is not None and (meant := key_meant(concept, known)) is not None:
             raise ReferenceError(
                 f"{path.name} row {line}: no concept is named {concept!r}; write {meant!r} "
-                "(concept keys are lowercase, as in the concept list)"
+                "(concept keys are written as in the concept list: plain lowercase letters, one space "
+                "between words, nothing around them)"
             )
         if concept != concept.strip():  # stored as given: trimmed, it would be another name
             raise ReferenceError(

@@ -478,7 +478,7 @@ def _lab_csv(tmp_path, *names: str):
     [
         (
             ("robot", "Apple "),
-            r"lab.csv row 3: no concept is named 'Apple '; write 'apple' (concept keys are lowercase",
+            r"lab.csv row 3: no concept is named 'Apple '; write 'apple' (concept keys are written as in the concept list",
         ),
         (
             ("robot", "robots"),
