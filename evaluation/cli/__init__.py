@@ -296,3 +296,35 @@ def progress_bar(description: str) -> tuple[Callable[[int, int], None], Callable
         bar.update(done - bar.n)
 
     return update, bar.close
+
+
+def refuse_other_masking(db, run: str, segmenter) -> None:
+    """`runs.refuse_other_masking` for `segmenter` (a `SegmenterSpec`), its refusal ending
+    with the options of `run` and `explicit` that give the run's own masking: it named the
+    recorded fields (``preset=tiny-random``), not what to type."""
+    from evaluation.pipeline import runs
+    from evaluation.pipeline.jobs import masking_of
+
+    try:
+        runs.refuse_other_masking(db, run, masking_of(segmenter))
+    except runs.RunError as refused:
+        raise runs.RunError(f"{refused}; its options: {masking_options(runs.run_masking(db, run))}") from None
+
+
+def masking_options(masking: dict) -> str:
+    """The command-line options (of `run` and `explicit`) that give a run's recorded masking
+    (`evaluation.pipeline.jobs.masking_of`)."""
+    if masking.get("preset"):
+        given = ["--segmenter", masking["preset"]]
+    elif masking.get("sam_checkpoint"):
+        given = ["--detector", masking["detector"], "--sam-checkpoint", masking["sam_checkpoint"]]
+        given += ["--sam-type", masking["sam_type"]]
+    else:
+        given = ["--detector", masking["detector"], "--sam", masking["sam"]]
+    given += [
+        "--box-threshold",
+        f"{masking['box_threshold']:g}",
+        "--text-threshold",
+        f"{masking['text_threshold']:g}",
+    ]
+    return shlex.join(given)

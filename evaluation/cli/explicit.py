@@ -33,6 +33,7 @@ from evaluation.cli import (
     open_db,
     print_workers,
     progress_bar,
+    refuse_other_masking,
     resolve_device,
     resumed_run,
     seed,
@@ -311,7 +312,7 @@ def main(args: argparse.Namespace) -> int:
     segmenter = _segmenter(args) if args.model else None  # a resume may take the run's own
     db = open_db(args, create=True)
     segmenter = segmenter or _segmenter(args, db)
-    runs.refuse_other_masking(db, args.run, masking_of(segmenter))
+    refuse_other_masking(db, args.run, segmenter)
     # On a cluster the workers hold the weights, not this machine.
     config = create_or_resume(
         db, args, prompts, (lambda c: check_weights(c, segmenter)) if generate_on is None else None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import generate, open_db, print_workers, resume_command, segment
+from evaluation.cli import generate, open_db, print_workers, refuse_other_masking, resume_command, segment
 
 HELP = "generate, segment and extract a run in one go (resumable; --executor ray for a cluster)"
 
@@ -37,13 +37,7 @@ def main(args: argparse.Namespace) -> int:
     """Create or resume the run, then take it through generate, segment and extract."""
     from evaluation.cli import check_data_dir, resolve_device
     from evaluation.pipeline import runs
-    from evaluation.pipeline.jobs import (
-        ExecutorChoice,
-        check_weights,
-        masking_of,
-        run_pipeline,
-        segmenter_preset,
-    )
+    from evaluation.pipeline.jobs import ExecutorChoice, check_weights, run_pipeline, segmenter_preset
     from evaluation.pipeline.ray_storage import is_uri
 
     choice = ExecutorChoice(
@@ -73,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
     # On a cluster the workers hold the weights, not this machine; here they are checked
     # before the run is stored (a run refused for them was left stored, and could not be run).
     local = choice.kind == "in-process"
-    runs.refuse_other_masking(db, args.run, masking_of(spec))
+    refuse_other_masking(db, args.run, spec)
     generate.create_or_resume(db, args, (lambda config: check_weights(config, spec)) if local else None)
     executors = {}
     run_pipeline(

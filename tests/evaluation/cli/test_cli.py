@@ -265,6 +265,12 @@ def test_a_run_stopped_by_sigterm_says_so_exits_143_and_resumes(tiny_models, tmp
     assert main(other) == 2
     err = capsys.readouterr().err
     assert "the masking given now differs in ['detector']: give the run's own masking to go on" in err
+    # ... naming the options that give it (it named only the recorded fields)
+    tiny = tiny_paths(tiny_models)
+    assert err.strip().endswith(
+        f"its options: --detector {tiny['tiny-grounding-dino']} --sam {tiny['tiny-sam']} "
+        "--box-threshold 0 --text-threshold 0"
+    ), err
     assert "weights" not in err
 
 

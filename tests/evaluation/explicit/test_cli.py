@@ -140,6 +140,10 @@ def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
         "the masking given now differs in ['box_threshold', 'detector', 'sam', 'text_threshold']" in refused
     )
     assert "weights" not in refused
+    assert refused.strip().endswith(
+        f"its options: --detector {models / 'tiny-grounding-dino'} --sam {models / 'tiny-sam'} "
+        "--box-threshold 0 --text-threshold 0"
+    ), refused
     assert runs.run_masking(db, "x") == masking
 
 
