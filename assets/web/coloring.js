@@ -65,6 +65,7 @@ const S = {
   undo: [], redo: [], undoBytes: 0, edit: 0, historyEdit: -1,
   scale: 1, fit: 1, panX: 0, panY: 0,
   stroke: null, pan: null, pointer: null, spaceDown: false, kb: null,
+  touches: new Map(), pinch: null, tap: null,
   elapsedBase: 0, openedAt: performance.now(), commitTimer: null,
 };
 
@@ -759,10 +760,18 @@ function updateCursor(ev) {
   cursor.style.transform = `translate(${S.pointer.x - d / 2}px, ${S.pointer.y - d / 2}px)`;
 }
 
+// Touch: one finger uses the tool; two fingers pinch to zoom and drag to pan, whatever the tool.
+// The first finger's brush stroke is taken back when the second lands, and a fill or a pick
+// waits for the finger to lift, so that a pinch leaves the drawing as it was (it painted).
 function onPointerDown(ev) {
   if (!S.ready) return;
   root.focus({ preventScroll: true });
   viewport.setPointerCapture(ev.pointerId);
+  if (ev.pointerType === "touch") {
+    S.touches.set(ev.pointerId, { x: ev.clientX, y: ev.clientY });
+    if (S.touches.size === 2) startPinch();
+    if (S.touches.size > 1) return;
+  }
   if (ev.button === 1 || S.tool === "hand" || S.spaceDown) {
     S.pan = { x: ev.clientX - S.panX, y: ev.clientY - S.panY };
     root.classList.add("cc-panning");
@@ -770,7 +779,8 @@ function onPointerDown(ev) {
   }
   if (ev.button !== 0) return;
   const p = toImage(ev);
-  if (S.tool === "fill") fillAt(p.x, p.y);
+  if (ev.pointerType === "touch" && (S.tool === "fill" || S.tool === "picker")) S.tap = p;
+  else if (S.tool === "fill") fillAt(p.x, p.y);
   else if (S.tool === "picker") pickAt(p);
   else {
     const erase = S.tool === "eraser";
@@ -822,7 +832,38 @@ function onViewportKey(ev) {
   ev.preventDefault();
   ev.stopPropagation();
 }
+function startPinch() {
+  if (S.stroke) {
+    S.layer.set(S.stroke.before);
+    render(0, 0, S.W, S.H);
+    S.stroke = null;
+  }
+  S.tap = null;
+  S.pan = null;
+  root.classList.remove("cc-panning");
+  const [a, b] = [...S.touches.values()];
+  S.pinch = { dist: Math.hypot(a.x - b.x, a.y - b.y) || 1, mid: midpoint(a, b), scale: S.scale, panX: S.panX, panY: S.panY };
+}
+function midpoint(a, b) {
+  return { x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 };
+}
+// The sketch point under the fingers' first midpoint stays under their midpoint now.
+function pinchTo() {
+  const [a, b] = [...S.touches.values()], P = S.pinch, r = viewport.getBoundingClientRect();
+  const mid = midpoint(a, b);
+  const next = clamp((P.scale * Math.hypot(a.x - b.x, a.y - b.y)) / P.dist, S.fit * MIN_ZOOM_OF_FIT, MAX_SCALE);
+  const ix = (P.mid.x - r.left - P.panX) / P.scale, iy = (P.mid.y - r.top - P.panY) / P.scale;
+  S.scale = next;
+  S.panX = mid.x - r.left - ix * next;
+  S.panY = mid.y - r.top - iy * next;
+  applyView();
+}
 function onPointerMove(ev) {
+  if (S.touches.has(ev.pointerId)) S.touches.set(ev.pointerId, { x: ev.clientX, y: ev.clientY });
+  if (S.pinch) {
+    if (S.touches.size >= 2) pinchTo();
+    return;
+  }
   updateCursor(ev);
   if (S.pan) {
     S.panX = ev.clientX - S.pan.x;
@@ -833,7 +874,17 @@ function onPointerMove(ev) {
     for (const e of events.length ? events : [ev]) strokeTo(toImage(e));
   }
 }
-function onPointerUp() {
+function onPointerUp(ev) {
+  S.touches.delete(ev.pointerId);
+  if (S.pinch) {  // until every finger has lifted: the one left does not paint
+    if (!S.touches.size) S.pinch = null;
+    return;
+  }
+  if (S.tap) {
+    const p = S.tap;
+    S.tap = null;
+    if (ev.type === "pointerup") S.tool === "fill" ? fillAt(p.x, p.y) : pickAt(p);
+  }
   if (S.pan) {
     S.pan = null;
     root.classList.remove("cc-panning");

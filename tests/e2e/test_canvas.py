@@ -511,3 +511,54 @@ def test_a_canvas_says_when_its_script_did_not_load_and_works_unnamed_without_th
     finally:
         context.close()
         demo.close()
+
+
+def test_two_fingers_zoom_and_pan_and_leave_the_drawing_as_it_was(module_chromium, demo_url):
+    """On a phone a pinch painted: the first finger's brush stroke stayed (one Undo left a dot
+    that was submitted) and with the fill tool the first finger filled a region (outsider 71).
+    Real touches through Chromium's DevTools protocol: one finger paints, a second one makes it
+    a pinch, which zooms about the fingers and takes the stroke back; a tap still fills."""
+    context = module_chromium.new_context(viewport={"width": 1280, "height": 1000}, has_touch=True)
+    try:
+        page = context.new_page()
+        _open(page, demo_url)
+        touch = context.new_cdp_session(page)
+
+        def fingers(kind, *points):
+            touch.send(
+                "Input.dispatchTouchEvent",
+                {"type": kind, "touchPoints": [{"x": x, "y": y, "id": i} for i, (x, y) in enumerate(points)]},
+            )
+
+        page.click("#demo_canvas [data-tool=brush]")
+        a = _to_client(page, *BODY)
+        shown = _displayed(page)
+        fingers("touchStart", a)
+        fingers("touchMove", (a[0] + 20, a[1] + 5))
+        assert page.evaluate(f"() => {API}.state().undo") == 0  # a stroke under way
+        b = (a[0] + 60, a[1] + 60)
+        fingers("touchStart", a, b)  # the second finger: a pinch
+        scale = page.evaluate(f"() => {API}.state().scale")
+        for step in range(1, 11):
+            fingers("touchMove", (a[0] - 8 * step, a[1] - 8 * step), (b[0] + 8 * step, b[1] + 8 * step))
+        fingers("touchEnd")
+        state = page.evaluate(f"() => {API}.state()")
+        assert state["scale"] > 1.5 * scale, (scale, state)
+        assert state["undo"] == 0 and (_displayed(page) == shown).all()  # the stroke taken back
+
+        page.click("#demo_canvas [data-action=fit]")
+        page.click("#demo_canvas [data-tool=fill]")
+        a = _to_client(page, *BODY)
+        fingers("touchStart", a)
+        fingers("touchStart", a, (a[0] + 80, a[1]))  # a pinch begun on the fill tool: no fill
+        fingers("touchMove", (a[0] - 30, a[1]), (a[0] + 110, a[1]))
+        fingers("touchEnd")
+        assert page.evaluate(f"() => {API}.state().undo") == 0 and (_displayed(page) == shown).all()
+        page.click("#demo_canvas [data-action=fit]")
+        with _committing(page):  # a tap fills, once the finger lifts
+            fingers("touchStart", _to_client(page, *BODY))
+            fingers("touchEnd")
+        _, layer = _server_view(page)
+        assert tuple(layer[BODY[1], BODY[0], :3]) == RED
+    finally:
+        context.close()
