@@ -105,6 +105,12 @@ the platform. Full instructions are at the top of this tab.
 GO_BACK_DELAY_S = 5
 """Seconds between the line with a crowd participant's code and the move to the platform: at
 once, a screen reader said nothing between the last answer and the platform's page."""
+_TRIAL_INTO_VIEW_JS = (
+    "() => requestAnimationFrame(() => { const top = document.getElementById('participant_progress');"
+    " if (top && top.getBoundingClientRect().top < 0) top.scrollIntoView({ block: 'start' }); })"
+)
+"""After a vote, the next trial's line is brought into view when it is above the screen (a phone:
+the page stayed at the answer buttons, with the new trial's concept and first charts above)."""
 _GO_BACK_JS = (
     f"(url) => {{ if (url) setTimeout(() => window.location.assign(url), {GO_BACK_DELAY_S * 1000}); }}"
 )
@@ -189,6 +195,7 @@ EVENTS = (
         "participant_vote",
         js=answers_js("participant_left"),
     ),
+    On("then", None, (), (), js=_TRIAL_INTO_VIEW_JS),
     On(
         "right.click",
         "vote",
@@ -197,6 +204,7 @@ EVENTS = (
         "vote_note",
         js=answers_js("participant_right"),
     ),
+    On("then", None, (), (), js=_TRIAL_INTO_VIEW_JS),
     # A crowd participant who finished is sent back to their platform (in the browser).
     On("return_url.change", None, ("return_url",), (), js=_GO_BACK_JS),
     # A reference set of ratings has no colorings and no dominant colors: no blank panels then.

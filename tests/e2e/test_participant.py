@@ -50,6 +50,27 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
     assert page.js_errors == []
 
 
+def test_on_a_phone_each_new_trial_opens_at_its_top(live_app, page):
+    """On a phone the charts stack and the page stayed at the answer buttons after a vote,
+    the new trial's concept and first charts above the screen (outsider 71)."""
+    n_pairs = _open_study(live_app.config)
+    [(_, link)] = live_app.invite("participant", background="no")
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, link)
+    open_tab(page, "Judge")
+    page.click("#participant_start")
+    progress = page.locator("#participant_progress")
+    expect(progress).to_contain_text(f"Trial 1 of {n_pairs}")
+    answerable(page, "#participant_progress")
+    page.click("#participant_left")  # scrolled down to it, under the three charts
+    expect(progress).to_contain_text(f"Trial 2 of {n_pairs}")
+    page.wait_for_function(
+        "() => { const r = document.getElementById('participant_progress').getBoundingClientRect();"
+        " return r.top >= 0 && r.bottom <= innerHeight; }"
+    )
+    assert page.js_errors == []
+
+
 def test_a_trial_against_ratings_hides_the_colorings_and_each_chart_has_its_own_scale(live_app, page):
     _open_study(live_app.config, reference=True)
     [(_, link)] = live_app.invite("participant", background="no")
