@@ -427,6 +427,12 @@ class EvaluateTab(Tab):
     def cancel(self, db, actor, run: str) -> dict:
         """Ask the run's job to stop after its current batch (what is done stays)."""
         runs.run_config(db, run or "")  # an unknown run is named as such, with the known ones
+        holder = runs.job_elsewhere(db, run or "", jobs.process_owner())
+        if holder is not None and not self.ctx.jobs.state(run or "").active:  # it said "idle"
+            raise jobs.JobError(
+                f"run {run!r} runs in another process ({holder[0]}), not in this app: stop it there "
+                "(Ctrl-C or SIGTERM; what it recorded stays)"
+            )
         state = self.ctx.jobs.cancel(run or "")
         research.record_job_action(db, actor.pseudonym, "cancel_evaluation", run)
         return {self.parts["plan"]: f"Run **{escape(run)}**: {state.state}."}

@@ -103,6 +103,11 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
                 match=r"run 'tiny-two' has a job running in another process \(elsewhere:4242, last heard",
             ):
                 client.predict(researcher, "tiny-two", *TINY, api_name="/evaluate_resume")
+            with pytest.raises(  # its Cancel said the run "is idle" (outsider 73)
+                AppError,
+                match=r"run 'tiny-two' runs in another process \(elsewhere:4242\), not in this app: stop it there",
+            ):
+                client.predict(researcher, "tiny-two", api_name="/evaluate_cancel")
             runs.release_job(db, "tiny-two", "elsewhere:4242")
         finally:
             db.close()
