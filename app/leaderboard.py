@@ -50,7 +50,14 @@ from evaluation.analysis.bootstrap import (
 from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses, pooled_cfg
 from evaluation.analysis.robustness import CHOICES
 from evaluation.analysis.robustness import label as robustness_label
-from evaluation.analysis.tables import MEAN_OF_RATIOS, NOT_DEFINED, POOL_CFG, RATIO_OF_MEANS
+from evaluation.analysis.tables import (
+    MEAN_OF_RATIOS,
+    MODIFIER_LABELS,
+    NOT_DEFINED,
+    POOL_CFG,
+    RATIO_OF_MEANS,
+    STYLE_LABELS,
+)
 from evaluation.analysis.uncertainty import interval_table, significance_note
 from evaluation.concepts import load_concepts
 from storage import human
@@ -449,11 +456,28 @@ DRAWING = "Being drawn: {how} The tables gain their intervals in a moment."
 EARLIER = "Shown as computed before the latest change to a distribution: being brought up to date."
 
 
+SENSITIVITY_HEADERS = {
+    "model": "Model",
+    "modifier_type": "Modifier type",
+    "average": "Average",
+    **STYLE_LABELS,
+    **MODIFIER_LABELS,
+}
+"""Tables 6-8's headers as shown, in Tables 1-2's words (their exports keep the keys)."""
+
+
+def _labelled(table):
+    """Tables 6-8 as shown: headers, and Table 8's modifier types, in words."""
+    if "modifier_type" in table:
+        table = table.assign(modifier_type=table["modifier_type"].map(MODIFIER_LABELS))
+    return table.rename(columns=SENSITIVITY_HEADERS)
+
+
 def _point_table(table):
     """A sensitivity table of point estimates (Tables 6-8 before their intervals are drawn)."""
     if table.empty:
         return table
-    return table.round(3).reset_index().rename_axis(columns=None)
+    return _labelled(table.round(3).reset_index().rename_axis(columns=None))
 
 
 def _noted(figure, text: str):
@@ -480,4 +504,4 @@ def _shown(long, index: str, columns: str):
     """A sensitivity table with each cell ``value [lo, hi]``."""
     if long.empty:
         return long
-    return interval_table(long, index, columns).reset_index().rename_axis(columns=None)
+    return _labelled(interval_table(long, index, columns).reset_index().rename_axis(columns=None))

@@ -87,7 +87,8 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
     bars = {t.name: t for t in figure(sensitivity).data}
     assert set(bars) == {"Visual state", "Emotional"}
     assert_allclose(bars["Emotional"].y, expected.sensitivity.query("modifier_type == 'emotional'")["ratio"])
-    assert table7["headers"] == ["model", "emotional", "visual_state"]
+    # Tables 6-8 speak as Tables 1-2 do ("Visual state"); their CSVs keep the keys
+    assert table7["headers"] == ["Model", "Emotional", "Visual state"]
     shown = [[float(cell.split(" ")[0]) for cell in row[1:]] for row in table7["data"]]
     assert_allclose(shown, expected.table7[["emotional", "visual_state"]].round(3).to_numpy())
     # one variant per modifier type: its resamples are its own ratio, so no [v, v] interval
@@ -95,11 +96,12 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
     assert intervals.startswith("95% percentile intervals from 200 bootstrap resamples of concepts")
     assert "seed 3" in intervals and "Adjacent models:" in intervals
     assert table1.count("<small>[") == np.isfinite(expected.table1.lo.to_numpy(float)).sum()
-    assert table6["headers"] == ["model", "natural"] and table8["headers"] == [
-        "modifier_type",
-        "natural",
-        "average",
+    assert table6["headers"] == ["Model", "Natural"] and table8["headers"] == [
+        "Modifier type",
+        "Natural",
+        "Average",
     ]
+    assert sorted(row[0] for row in table8["data"]) == ["Emotional", "Visual state"]
     exported = {Path(f).name.rsplit("-", 1)[0] + Path(f).suffix: f for f in files}
     assert set(exported) == {
         "metrics.csv",
@@ -173,13 +175,16 @@ def test_the_page_shows_point_estimates_at_once_then_the_intervals_and_then_keep
         assert shown["intervals"].startswith(
             "Being drawn: 95% percentile intervals from 200 bootstrap resamples"
         )
-        assert shown["table6"].set_index("model").to_dict() == plain.table6.round(3).to_dict()
+        assert (
+            shown["table6"].set_index("Model").to_dict()
+            == plain.table6.round(3).rename(columns={"natural": "Natural"}).to_dict()
+        )
         whole = _named(complete(*asked, True))
         assert whole["pending"] is False and whole["table1"].endswith(expected.table1.to_html(label=TABLE1))
         assert "200 bootstrap resamples" in whole["intervals"] and not whole["intervals"].startswith(
             "Being drawn"
         )
-        assert all("[" in cell for cell in whole["table6"]["natural"])
+        assert all("[" in cell for cell in whole["table6"]["Natural"])
         # The next look is the whole view, kept: nothing left for the second step, which
         # leaves the view as it is.
         again = _named(first(*asked))
