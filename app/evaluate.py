@@ -410,6 +410,8 @@ class EvaluateTab(Tab):
         """Progress bars of the newest runs, with the job state on this server (or that a
         job of another process on the same database runs it)."""
         manager = self.ctx.jobs
+        shown = runs.list_runs(db)[:RUNS_SHOWN]
+        starters = research.run_starters(db, [r["name"] for r in shown])
         rows = [
             (
                 r,
@@ -418,8 +420,9 @@ class EvaluateTab(Tab):
                 manager.workers(r["name"]),
                 explicit_jobs.is_explicit(runs.run_config(db, r["name"])),
                 runs.job_elsewhere(db, r["name"], jobs.process_owner()),
+                starters[r["name"]],
             )
-            for r in runs.list_runs(db)[:RUNS_SHOWN]
+            for r in shown
         ]
         return {self.parts["progress"]: _progress_html(rows)}
 
@@ -860,7 +863,7 @@ def _progress_html(rows) -> str:
     if not rows:
         return "<p>No runs yet.</p>"
     body = []
-    for run, done, job, workers, explicit, elsewhere in rows:
+    for run, done, job, workers, explicit, elsewhere, starter in rows:
         fraction, complete = (
             explicit_jobs.explicit_progress(done) if explicit else (done.fraction, done.complete)
         )
@@ -887,12 +890,13 @@ def _progress_html(rows) -> str:
         kind = "explicit" if explicit else run["kind"]
         body.append(
             f"<tr><td>{html.escape(run['name'])}</td><td>{html.escape(kind)}</td>"
+            f"<td>{html.escape(starter)}</td>"
             f"<td><progress max='1' value='{fraction:.4f}' aria-label='{100 * fraction:.0f}% done'></progress>"
             f" {100 * fraction:.0f}%</td>"
             f"<td>{counts}{_worker_lines(workers)}</td>"
             f"<td data-state='{html.escape(state)}'>{html.escape(state + note)}</td></tr>"
         )
-    head = "<tr><th>Run</th><th>Kind</th><th>Progress</th><th>Counts</th><th>Job</th></tr>"
+    head = "<tr><th>Run</th><th>Kind</th><th>Started by</th><th>Progress</th><th>Counts</th><th>Job</th></tr>"
     return f"<table class='evaluate-runs' aria-label='Evaluation runs'>{head}{''.join(body)}</table>"
 
 

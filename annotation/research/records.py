@@ -2,7 +2,7 @@
 
 Writes: `create_evaluation_run` and `import_run` store a run (through `evaluation.pipeline.runs`
 and `evaluation.pipeline.imports`) and add an audit row saying who did it; `record_job_action`
-audits a cancel or resume.
+audits a cancel or resume; `run_starters` reads who started each run.
 
 Reads (progress, run lists, measured seconds, a concept's items and distributions) are
 `evaluation.pipeline.runs`', which owns the run tables.
@@ -72,3 +72,22 @@ def record_job_action(db: sqlite_utils.Database, actor: str, action: str, run: s
     runs.run_config(db, run)
     with transaction(db):
         audit.record(db, actor, action, "run", run)
+
+
+STARTED_ELSEWHERE = "command line"
+"""Who started a run that no one started in the app (``python -m evaluation run``)."""
+
+
+def run_starters(db: sqlite_utils.Database, names: Sequence[str]) -> dict[str, str]:
+    """The pseudonym that started or imported each run in `names` in the app (from the audit
+    rows), else `STARTED_ELSEWHERE`."""
+    marks = ", ".join("?" * len(names))
+    found = {
+        row["object_id"]: row["actor"]
+        for row in db.query(
+            "SELECT object_id, actor FROM audit WHERE action IN ('start_evaluation', 'import_run') "
+            f"AND object_type = 'run' AND object_id IN ({marks})",
+            list(names),
+        )
+    }
+    return {name: found.get(name, STARTED_ELSEWHERE) for name in names}

@@ -246,7 +246,8 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
         assert message == "Run **x-tiny**: 2 images, job queued." and picker["value"] == "x-tiny"
         state, row = _wait(client, researcher, "x-tiny")
         assert state == "complete"
-        assert "<td>explicit</td>" in row and "2/2 images, 2 judged (2 masked), 0 failed" in row
+        assert "2/2 images, 2 judged (2 masked), 0 failed" in row
+        started_by = re.search(r"<td>explicit</td><td>([^<]*)</td>", row).group(1)
         assert "value='1.0000'" in row
         shown = client.predict(researcher, "x-tiny", "paper", "", api_name="/explicit_show")
         assert shown[0].startswith("Run **x-tiny**, paper rules: 2 scored images in iscc-nbs-l1")
@@ -254,6 +255,12 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
         # still filling in).
         db = open_db(config.db_path)
         try:
+            # Who started a run (outsider 73 could not tell): the researcher's pseudonym, from
+            # the audit row of the start; a run made outside the app says "command line".
+            audited = db.execute(
+                "SELECT actor FROM audit WHERE action = 'start_evaluation' AND object_id = 'x-tiny'"
+            ).fetchall()
+            assert audited == [(started_by,)] and started_by != "command line"
             keys = ("model", "concept", "noun", "style", "cfg", "sample", "seed", "prompt")
             planned = [{k: r[k] for k in keys} for r in runs.items(db, "x-tiny")]
             runs.create_run(db, "x-failed", planned, runs.run_config(db, "x-tiny"))
@@ -267,6 +274,7 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
         row = re.search(
             r"<tr><td>x-failed</td>.*?</tr>", client.predict(researcher, api_name="/evaluate_progress")
         )
+        assert "<td>explicit</td><td>command line</td>" in row.group(0)
         assert (
             "0/2 images, 0 judged (0 masked), 2 failed<br><small>failed: 2 × &lt;b&gt;NaN&lt;/b&gt; pixels</small>"
             in row.group(0)
