@@ -382,13 +382,13 @@ def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
     parts["scatter"] = gr.Plot(
         label="Figure 4 (right): per-concept shift, model against human", elem_id="leaderboard_scatter"
     )
-    with gr.Row():
-        for n, label in (
-            (6, "Table 6: sensitivity by style"),
-            (7, "Table 7: by modifier type"),
-            (8, "Table 8: type × style, mean over models"),
-        ):
-            parts[f"table{n}"] = _table(label, f"leaderboard_table{n}")
+    # One above another: side by side, their interval cells were cut at a 1,400 px window.
+    for n, label in (
+        (6, "Table 6: sensitivity by style"),
+        (7, "Table 7: by modifier type"),
+        (8, "Table 8: type × style, mean over models"),
+    ):
+        parts[f"table{n}"] = _table(label, f"leaderboard_table{n}")
     parts["files"] = gr.File(
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="leaderboard_files"
     )

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.browser
 
 def test_researcher_computes_the_leaderboards_and_sees_tables_and_figures(live_app, page):
     _store(live_app.config)
+    page.set_viewport_size({"width": 1400, "height": 900})  # Tables 6-8 were cut at this width
     [(_, link)] = live_app.invite("researcher")
     sign_in(page, link)
     open_tab(page, "Leaderboards")
@@ -31,6 +32,14 @@ def test_researcher_computes_the_leaderboards_and_sees_tables_and_figures(live_a
     for name in (TABLE1, TABLE2):  # named for a screen reader, as Tables 6-8 are
         expect(page.get_by_role("table", name=name)).to_be_visible()
     expect(page.get_by_role("grid", name="Table 6: sensitivity by style")).to_be_visible()
+    for n in (6, 7, 8):  # every interval cell whole: nothing to scroll sideways to
+        table = page.locator(f"#leaderboard_table{n}")
+        expect(table).to_contain_text(re.compile(r"\[|no interval"))
+        cut = table.evaluate(
+            "el => [...el.querySelectorAll('*')].filter(e => e.scrollWidth > e.clientWidth + 1 "
+            "&& getComputedStyle(e).overflowX !== 'visible').map(e => e.className)"
+        )
+        assert cut == [], (n, cut)
     for chart in ("sweep", "sensitivity", "scatter"):
         expect(page.locator(f"#leaderboard_{chart} .js-plotly-plot")).to_be_visible()
     sweep = page.locator("#leaderboard_sweep .js-plotly-plot")
