@@ -53,6 +53,7 @@ from app.common import BROWSER_STATE_KEY, PLUMBING, AppContext, as_gr_error, aud
 from app.config import AppConfig
 from app.health import Health
 from app.tabs import SessionReactions
+from storage.shown import shown
 
 # Gradio recomputes a pandas summary of its last 10,000 events after every event, for its
 # /monitoring pages only (off here, see `launch_options`): 2-8 ms of the main process's
@@ -232,13 +233,14 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
     Gradio's cache its answer gave to whom (the session cookie of the request), so that the
     guard serves each only to them.
 
-    Refused before the function runs: a call with fewer inputs than the function takes
-    (Gradio's refusal logs every input, tokens included); naming the input, inputs that name a file the caller
+    Refused before the function runs: a call with fewer or more inputs than the function
+    takes (Gradio's refusal of too few logs every input, tokens included); naming the input, inputs that name a file the caller
     may not fetch (a function that hands an input back, such as the form saved in the
     browser, would otherwise issue someone else's upload, or any file of Gradio's folders,
     to whoever named it), text that cannot be stored (a lone UTF-16 surrogate, which no
-    browser sends but an API client can), and a value its component cannot read (Gradio's
-    refusal logs a traceback per call, before the function's role check)."""
+    browser sends but an API client can), a value its component cannot read (Gradio's
+    refusal logs a traceback per call, before the function's role check) or would pass on
+    misread (`guard.misread_input`), and a choice or number its component does not take."""
     if getattr(demo, "colorconcept_guarding", False):
         return
     process_api = demo.process_api
@@ -248,9 +250,10 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
         inputs = kwargs["inputs"] if "inputs" in kwargs else args[1] if len(args) > 1 else []
         fn = kwargs.get("block_fn", args[0] if args else None)
         fn = demo.fns[fn] if isinstance(fn, int) else fn
-        if fn is not None and len(inputs or []) < len(fn.inputs):
-            # Gradio's own refusal would print every input it got, a session token among
-            # them, to the server's log.
+        if fn is not None and len(inputs or []) != len(fn.inputs):
+            # Gradio's own refusal of too few would print every input it got, a session
+            # token among them, to the server's log; too many it took, leaving the rest
+            # unread (a client sending its fields in another order was not told).
             raise gr.Error(
                 f"This call sent {len(inputs or [])} input(s) where the function takes {len(fn.inputs)}; "
                 "nothing was changed.",
@@ -273,7 +276,19 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
                     "started: after a restart, upload it again).",
                     print_exception=False,
                 )
+        mistyped = guard.mistyped_file(fn, inputs)
+        if mistyped is not None:
+            position, name = mistyped
+            types = ", ".join(fn.inputs[position].file_types)
+            raise as_gr_error(
+                ValueError(
+                    f"{guard.input_name(fn, position)} takes files of the types {types}, got {shown(name)}; "
+                    "nothing was changed."
+                )
+            )
         misshapen = guard.misshapen_input(fn, inputs)
+        if misshapen is None:
+            misshapen = guard.misread_input(fn, inputs)
         if misshapen is not None:  # Gradio's own refusal: an empty "Error" and a traceback logged
             raise _not_its_value(fn, misshapen)
         state = kwargs["state"] if "state" in kwargs else args[2] if len(args) > 2 else None

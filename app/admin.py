@@ -20,6 +20,7 @@ import pandas as pd
 from annotation import overview, pilot
 from annotation.backup import backup_archive
 from annotation.coloring import stability
+from annotation.coloring.withdrawal import withdraw_colorings
 from annotation.export import BackgroundExport, ExportFailed, ExportState, export_archive
 from annotation.files import resolve
 from annotation.people import accounts, onboarding, throttle
@@ -49,7 +50,7 @@ from app.tabs import On, Tab
 from storage import file_stamp, iso, shown_time, utcnow
 from storage.schema import UPGRADE_APPROVER
 from storage.settings import read_setting
-from storage.shown import in_words, shown
+from storage.shown import counted, in_words, shown
 from storage.spreadsheet import write_csv
 
 NAME = "admin"
@@ -129,6 +130,14 @@ EVENTS = (
         ("revoke_message",),
         "revoke_message",
         "admin_revoke",
+    ),
+    On(
+        "withdraw.click",
+        "withdraw",
+        (*_TOKEN, "revoked", "revoke_why"),
+        ("revoke_message",),
+        "revoke_message",
+        "admin_withdraw",
     ),
     On("pilot_set.click", "set_pilot", (*_TOKEN, "pilot_names"), PILOT, "pilot_message", "admin_set_pilot"),
     On(
@@ -335,9 +344,23 @@ class AdminTab(Tab):
         """Close an annotator's account (their data stays)."""
         if not (why or "").strip():
             raise ValueError("`why` must say why the account is closed; got an empty text")
-        annotator_id = whole_number(annotator_id, "Annotator id to close")
+        annotator_id = whole_number(annotator_id, "Annotator id (close or withdraw)")
         accounts.revoke_annotator(db, annotator_id, actor, why)
         return self.named(revoke_message=f"Closed the account of annotator {annotator_id}.")
+
+    @role(*ROLES)
+    def withdraw(self, db, actor, annotator_id: float, why: str) -> dict:
+        """Withdraw every coloring of an annotator from the data set (their request, as the
+        consent text promises): no analysis counts them from now on."""
+        annotator_id = whole_number(annotator_id, "Annotator id (close or withdraw)")
+        done = withdraw_colorings(db, annotator_id, actor, why)
+        reviews = f", {counted(done.reviews, 'open review')} closed" if done.reviews else ""
+        return self.named(
+            revoke_message=f"Withdrew {counted(done.colorings, 'coloring')} of annotator {annotator_id}: "
+            f"the P_H of {counted(done.concepts, 'concept')} recomputed without them{reviews}. "
+            "No analysis counts them from now on; their account stays open (close it too if they "
+            "leave the study)."
+        )
 
     @role(*ROLES)
     def failed_sign_ins(self, db, actor) -> dict:
@@ -618,15 +641,17 @@ def _people_section() -> dict:
     with empty_note("Nobody is invited yet: create invite links above.", "admin_annotators_empty"):
         annotators = named_table("People and progress", "admin_annotators", headers=ANNOTATOR_HEADERS)
     with gr.Row():
-        revoked = id_field("Annotator id to close", "admin_revoked")
+        revoked = id_field("Annotator id (close or withdraw)", "admin_revoked")
         revoke_why = gr.Textbox(label="Why", elem_id="admin_revoke_why")
         revoke = gr.Button("Close account", variant="stop", elem_id="admin_revoke")
+        withdraw = gr.Button("Withdraw their colorings", variant="stop", elem_id="admin_withdraw")
     return {
         "coverage": coverage,
         "annotators": annotators,
         "revoked": revoked,
         "revoke_why": revoke_why,
         "revoke": revoke,
+        "withdraw": withdraw,
         "revoke_message": gr.Markdown(elem_id="admin_revoke_message"),
     }
 
@@ -778,7 +803,10 @@ def _waiting_for_sketches(figures: dict) -> str:
 def _statuses(figures: dict) -> str:
     """Main-task colorings by status (each designer's latest round), saying that practice
     colorings and replaced rounds are not counted."""
-    text = _counts(figures["colorings_by_status"])
+    counts = dict(figures["colorings_by_status"])
+    if not counts.get("withdrawn"):  # said once someone asked for it, not as "0 withdrawn" in every study
+        counts.pop("withdrawn", None)
+    text = _counts(counts)
     practice = figures["practice_colorings"]
     if practice:
         noun = "coloring is" if practice == 1 else "colorings are"

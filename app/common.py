@@ -142,7 +142,9 @@ _DESCRIBE_JS = """
           .sort((a, b) => b[0] - a[0]).slice(0, 5);
         said = `${values.length} bars` + (top.length ? `, highest: ${top.map(([v, i]) => `${named(i)} ${num(v)}`).join(', ')}` : '');
       } else if (t.type === 'heatmap') {
-        said = `a grid of ${t.z?.length ?? 0} rows`;
+        const cells = (t.z || []).flatMap((row, r) => Array.from(row || [], (v, c) => [Number(v), r, c]))
+          .filter(([v]) => v > 0).sort((a, b) => b[0] - a[0]).slice(0, 5);  // its largest cells, named
+        said = `a grid of ${t.z?.length ?? 0} rows` + (cells.length ? `, largest: ${cells.map(([v, r, c]) => `${show(t.y?.[r] ?? r)} by ${show(t.x?.[c] ?? c)} ${num(v)}`).join(', ')}` : '');
       } else if (t.type === 'histogram') {
         said = `${(t.x || t.y || []).length} values`;
       } else if (values.length && values.length <= 8) {
@@ -490,11 +492,14 @@ class AppContext:
             # What a run killed mid-write, or a restore, left: said, or the log showed no sign of it.
             if swept:
                 _LOG.warning(
-                    "moved %s no row names into %s/: a write stopped part-way (the last run was "
-                    "killed or the machine went down: nothing acknowledged is lost), or the database "
-                    "was restored from a backup older than them (the work they hold is not in it)",
+                    "moved %s no row names into %s/ (files over %d min old; a younger one waits for "
+                    "a later start, so they may date from before the last run): a write stopped "
+                    "part-way (a run was killed or the machine went down: nothing acknowledged is "
+                    "lost), or the database was restored from a backup older than them (the work "
+                    "they hold is not in it)",
                     counted(len(swept), "file"),
                     QUARANTINE,
+                    ORPHAN_MIN_AGE_S // 60,
                 )
             sync_concepts(db)
             sync_shipped_sketches(db, config.data_dir)
@@ -631,12 +636,14 @@ MAX_MESSAGE_CHARS = 900
 
 
 def as_gr_error(error: Exception) -> gr.Error:
-    """The `gr.Error` that shows `error`'s message (escaped: Gradio renders it as HTML), cut
+    """The `gr.Error` that shows `error`'s message (inert: Gradio renders it as HTML), cut
     at `MAX_MESSAGE_CHARS` so that no refusal sends a long input back."""
     text = str(error)
     if len(text) > MAX_MESSAGE_CHARS:
         text = f"{text[:MAX_MESSAGE_CHARS]}… (message cut: {len(text):,} characters)"
-    return gr.Error(html.escape(text, quote=False), print_exception=False)
+    # `<` and `&` are all that could start markup; a `>` stays as typed, so that an API
+    # client, which gets the text raw, reads "must be >= 0", not "&gt;= 0".
+    return gr.Error(text.replace("&", "&amp;").replace("<", "&lt;"), print_exception=False)
 
 
 @contextlib.contextmanager

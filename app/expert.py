@@ -424,7 +424,7 @@ class ExpertTab(Tab):
     @role("expert")
     def vote(self, db, actor, task_id: float, verdict: str) -> str:
         """Record a blind vote (Consistent or Inconsistent) on a review task."""
-        if verdict not in VERDICTS:
+        if not isinstance(verdict, str) or verdict not in VERDICTS:  # a list is no key
             raise ValueError(f"`verdict` must be one of {list(VERDICTS)}, got {shown(verdict)}")
         decision = votes.cast_vote(db, actor, whole_number(task_id, "task"), VERDICTS[verdict])
         complete = "" if decision is None else " That coloring's review is complete."

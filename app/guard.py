@@ -50,6 +50,7 @@ from pathlib import Path, PurePosixPath
 
 import anyio
 import gradio as gr
+from gradio_client import utils as client_utils
 
 from annotation.coloring.store import owns_coloring_file
 from annotation.errors import AnnotationError
@@ -695,9 +696,50 @@ def misshapen_input(fn, inputs: list) -> int | None:
     return None
 
 
+def takes_kind(block, value) -> bool:
+    """Whether `value` is of the kind `block`'s component takes from a call: a Checkbox a
+    boolean, a Textbox a text (or a number, as API clients send a seed), a list of choices
+    a list, any of them nothing (None). Gradio's reading passes other values through to the
+    function: "apple" where a list of concepts goes reached it as five letters, "yes" for a
+    Checkbox counted as unticked."""
+    if value is None:
+        return True
+    if isinstance(block, gr.Checkbox):
+        return isinstance(value, bool)
+    if isinstance(block, gr.Textbox):
+        return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    if isinstance(block, gr.CheckboxGroup) or (
+        isinstance(block, gr.Dropdown) and getattr(block, "multiselect", False)
+    ):
+        return isinstance(value, list)
+    return True
+
+
+def misread_input(fn, inputs: list) -> int | None:
+    """The position of the first of a call's `inputs` that is not of the kind its component
+    takes (`takes_kind`), or None."""
+    prop_inputs = set(getattr(fn, "component_prop_inputs", ()) or ())
+    for position, (block, value) in enumerate(zip(getattr(fn, "inputs", None) or [], inputs or [])):
+        if position not in prop_inputs and not takes_kind(block, value):
+            return position
+    return None
+
+
+def mistyped_file(fn, inputs: list) -> tuple[int, str] | None:
+    """The position and name of the first file of a call's `inputs` whose name is not of the
+    types its File component takes (``file_types``), or None. Gradio refuses it itself, but
+    naming no input, and logs a traceback per call."""
+    for position, (block, value) in enumerate(zip(getattr(fn, "inputs", None) or [], inputs or [])):
+        types = getattr(block, "file_types", None) if isinstance(block, gr.File) else None
+        for path in file_paths(value) if types else ():
+            if not client_utils.is_valid_file(path, types):
+                return position, PurePosixPath(path).name
+    return None
+
+
 #: Components whose reading of a value checks it against their choices (or bounds): Gradio
 #: refuses one outside them quoting the whole value, and logs a traceback, per call.
-CHECKED_CHOICES = (gr.Radio, gr.Dropdown, gr.CheckboxGroup, gr.Number)
+CHECKED_CHOICES = (gr.Radio, gr.Dropdown, gr.CheckboxGroup, gr.Number, gr.Slider)
 
 
 def session_block(block, state):
@@ -738,7 +780,7 @@ def unchosen_refusal(fn, position: int, value, state=None) -> str:
     them) and what arrived, cut (`storage.shown.shown`)."""
     block = session_block(fn.inputs[position], state)
     name = input_name(fn, position)
-    if isinstance(block, gr.Number):
+    if isinstance(block, (gr.Number, gr.Slider)):
         low = "-inf" if block.minimum is None else f"{block.minimum:g}"
         high = "inf" if block.maximum is None else f"{block.maximum:g}"
         return f"{name} must be a number in [{low}, {high}], got {shown(value)}; nothing was changed."

@@ -31,6 +31,7 @@ from evaluation.judges.probes import synthetic_items
 from evaluation.judges.report import audit
 from evaluation.models.availability import judge_model_refusal, served_judge_source
 from storage import iso
+from storage.shown import shown
 
 NAME = "judge_audit"
 TITLE = "Judge audit"
@@ -103,7 +104,7 @@ class JudgeAuditTab(Tab):
         if not model:
             return None
         source = served_judge_source(model, self.ctx.config.data_dir / "models")
-        problem = judge_model_refusal(kind, source, what=f"judge {spec!r}: the model")
+        problem = judge_model_refusal(kind, source, what=f"judge {shown(spec)}: the model")
         if problem:
             raise ValueError(problem.replace(source, model))  # the model as typed, no server path
         return source

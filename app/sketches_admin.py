@@ -38,6 +38,7 @@ from app.common import (
     whole_number,
 )
 from app.tabs import On, Tab
+from storage.shown import printable
 
 NAME = "sketches"
 TITLE = "Sketches"
@@ -163,7 +164,7 @@ class SketchesTab(Tab):
         return self.named(
             results=[
                 [
-                    r.name,
+                    printable(r.name),  # a file's name is not refused for a control character
                     r.base or "",
                     _import_outcome(r),
                 ]

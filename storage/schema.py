@@ -37,7 +37,7 @@ from storage.db import create_private, db_path, file_stamp, iso, transaction, un
 
 log = logging.getLogger(__name__)
 
-COLORING_STATUSES = ("submitted", "accepted", "recolor_requested", "excluded")
+COLORING_STATUSES = ("submitted", "accepted", "recolor_requested", "excluded", "withdrawn")
 TASK_KINDS = ("coloring", "review", "judgment")
 TASK_STATUSES = ("reserved", "submitted", "expired", "released")
 ANNOTATOR_STATUSES = ("active", "revoked")

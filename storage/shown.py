@@ -1,6 +1,7 @@
 """How a message shows values: a refusal quotes what arrived cut to `SHOWN_CHARS` characters
 (`shown`; `annotation.errors` re-exports it), a count says its noun in the singular or plural
-(`counted`), a stored status in words (`in_words`). One place for every library."""
+(`counted`), a stored status in words (`in_words`), a name that came in with a file as it
+can be shown (`printable`). One place for every library."""
 
 SHOWN_CHARS = 80
 """The most characters of a refused value that a message quotes back (see `shown`)."""
@@ -54,3 +55,14 @@ def in_words(name: str) -> str:
     'recolor requested'
     """
     return str(name).replace("_", " ")
+
+
+def printable(text: str) -> str:
+    r"""`text` with each character that does not print written as its escape (as ``repr``
+    writes it): a control or format character, such as U+202E that shows what follows it
+    reversed, in a file's name shown in a table.
+
+    >>> print(printable("cat \u202egnp.exe"))
+    cat \u202egnp.exe
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -27,6 +27,7 @@ from annotation.people.accounts import Session, end_admin_sessions, open_admin_s
 from evaluation.models.registry import PROJECT_ROOT
 from storage import transaction, utcnow
 from storage.settings import read_setting, write_setting
+from storage.shown import counted
 
 ENV_PASSWORD = "COLORCONCEPT_ADMIN_PASSWORD"
 ENV_PASSWORD_FILE = "COLORCONCEPT_ADMIN_PASSWORD_FILE"
@@ -58,10 +59,11 @@ def verify_password(password: str, encoded: str) -> bool:
 
 def set_admin_password(
     db: sqlite_utils.Database, password: str, *, source: str = "manual", now: dt.datetime | None = None
-) -> None:
+) -> int:
     """Store the hash of a new admin password (`MIN_LENGTH` to `MAX_LENGTH` characters) and
     end every admin session opened before (`accounts.end_admin_sessions`): whoever signed in
-    with the old password must sign in again. The audit row counts the sessions ended."""
+    with the old password must sign in again. The audit row counts the sessions ended, and
+    so does the number returned."""
     if not isinstance(password, str) or len(password.strip()) < MIN_LENGTH:
         raise InvalidInput(
             f"the admin password must have at least {MIN_LENGTH} characters, "
@@ -85,6 +87,7 @@ def set_admin_password(
             details={"source": source, "sessions_ended": ended},
             now=now,
         )
+    return ended
 
 
 def ensure_admin_password(
@@ -114,16 +117,23 @@ def ensure_admin_password(
     chosen, source = _configured_password(environ, password_file)
     stored = _stored_hash(db)
     if chosen is not None:
+        where = (
+            ENV_PASSWORD
+            if source == "env"
+            else f"the first line of {environ.get(ENV_PASSWORD_FILE) or password_file}"
+        )
         if stored is None or not verify_password(chosen, stored):
             try:
-                set_admin_password(db, chosen, source=source)
+                ended = set_admin_password(db, chosen, source=source)
             except InvalidInput as error:
-                where = (
-                    ENV_PASSWORD
-                    if source == "env"
-                    else f"the first line of {environ.get(ENV_PASSWORD_FILE) or password_file}"
-                )
                 raise InvalidInput(f"{error} (from {where})") from None
+            if stored is not None:  # a password set otherwise (set-admin-password) undone: said
+                echo(
+                    f"The admin password is now the one in {where}: it differed from the stored one "
+                    f"(set with `python -m annotation set-admin-password`, or an earlier value), and "
+                    f"{counted(ended, 'admin session')} ended. While it is given, it is the admin "
+                    "password at every start."
+                )
         return None
     if stored is not None:
         return None

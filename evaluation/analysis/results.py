@@ -33,6 +33,7 @@ from evaluation.analysis import bootstrap, figures, tables, uncertainty
 from evaluation.concepts import Concept
 from evaluation.pipeline import scoring
 from evaluation.pipeline.fileio import write_atomic
+from storage.shown import shown
 from storage.spreadsheet import csv_text
 
 RECOMMENDED = "recommended"
@@ -101,7 +102,7 @@ def parse_cfg(choice: str | float) -> str | float:
     except (TypeError, ValueError):
         value = np.nan
     if not np.isfinite(value) or value < 0:
-        raise ValueError(f"`cfg` must be {RECOMMENDED!r} or a guidance scale, got {choice!r}")
+        raise ValueError(f"`cfg` must be {RECOMMENDED!r} or a guidance scale, got {shown(choice)}")
     return value
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from evaluation.color.naming import name_srgb
 from evaluation.judges.foils import color_mentions
 from evaluation.judges.probes import ProbeItem, region_color
+from storage.shown import shown
 
 #: Judge specifications of `load_judge`: the kind, then ``:MODEL`` for the model judges.
 JUDGE_KINDS = ("pixel", "random", "contrastive", "yesno")
@@ -218,9 +219,11 @@ def parse_judge(spec: str) -> tuple[str, str]:
     """
     kind, _, model = str(spec).strip().partition(":")
     if kind not in JUDGE_KINDS:
-        raise ValueError(f"judge {spec!r} must start with one of {', '.join(JUDGE_KINDS)}")
+        raise ValueError(f"judge {shown(spec)} must start with one of {', '.join(JUDGE_KINDS)}")
     if (kind in ("contrastive", "yesno")) != bool(model):
-        raise ValueError(f"judge {spec!r}: contrastive and yesno take :MODEL, pixel and random take nothing")
+        raise ValueError(
+            f"judge {shown(spec)}: contrastive and yesno take :MODEL, pixel and random take nothing"
+        )
     return kind, model
 
 

@@ -15,6 +15,10 @@ from typing import Any
 from huggingface_hub import try_to_load_from_cache
 
 from evaluation.models.registry import ModelSpec, spec_from_dict
+from storage.shown import shown
+
+NAME_MAX = 255
+"""The most bytes of one name in a path (Linux's ``NAME_MAX``)."""
 
 
 def _on_disk(source: str, index_file: str, cache_dir: str | Path | None) -> bool:
@@ -231,6 +235,10 @@ def served_judge_source(model: str, models_dir: str | Path, *, cache_dir: str | 
         For a path outside `models_dir`, and for a hub id not in the cache (with how to get it).
     """
     root = Path(models_dir).resolve()
+    if any(len(part.encode("utf-8", "surrogatepass")) > NAME_MAX for part in PurePosixPath(model).parts):
+        raise ValueError(  # the file system's own refusal (OSError) was a traceback in the log
+            f"judge model {shown(model)}: a folder's or hub id's name has at most {NAME_MAX} bytes"
+        )
     # A name alone, or a hub id's "org/name": any other spelling is a path, even one that
     # leads into the folder.
     if (
@@ -245,12 +253,12 @@ def served_judge_source(model: str, models_dir: str | Path, *, cache_dir: str | 
         local = named.resolve()
         if not local.is_relative_to(root) or local == root:
             raise ValueError(
-                f"judge model {model!r}: {root.name}/{model} is a link that leads out of the data "
+                f"judge model {shown(model)}: {root.name}/{model} is a link that leads out of the data "
                 f"folder's {root.name}/; put the model's folder itself there"
             )
         if not (local / "config.json").is_file():
             raise ValueError(
-                f"judge model {model!r}: the folder {root.name}/{model} holds no transformers model "
+                f"judge model {shown(model)}: the folder {root.name}/{model} holds no transformers model "
                 "(its config.json is missing; a diffusers pipeline is not a judge)"
             )
         return str(local)
@@ -258,13 +266,13 @@ def served_judge_source(model: str, models_dir: str | Path, *, cache_dir: str | 
     if Path(model).exists():
         raise ValueError(_elsewhere(model, root))
     if not _on_disk(model, "config.json", cache_dir):
-        raise ValueError(f"judge model {model!r} is not on this machine: " + _how_to_get(model))
+        raise ValueError(f"judge model {shown(model)} is not on this machine: " + _how_to_get(model))
     return model
 
 
 def _elsewhere(model: str, root: Path) -> str:
     return (
-        f"judge model {model!r}: the app loads a judge from a hub id in the Hugging Face cache or "
+        f"judge model {shown(model)}: the app loads a judge from a hub id in the Hugging Face cache or "
         f"from a folder in the data folder's {root.name}/ named by its name alone, not from another "
         "path on the server"
     )

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.pipeline.executors import Batch, OnResult, Work
+from storage.shown import shown
 
 INSTALL_HINT = "pip install 'ray[default]>=2.60' (requirements.txt lists it)"
 #: Ray resources asked per worker of each stage when the cluster has GPUs: a generation
@@ -122,7 +123,7 @@ def _check_reachable(address: str, timeout_s: float) -> None:
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise RayUnavailable(
-            f"`ray_address` must be host:port (e.g. 10.0.0.1:6379), 'auto' or 'local', got {address!r}"
+            f"`ray_address` must be host:port (e.g. 10.0.0.1:6379), 'auto' or 'local', got {shown(address)}"
         )
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()

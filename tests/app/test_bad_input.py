@@ -190,7 +190,7 @@ CASES = [
         "invite-role-script",
         "/admin_create_invites",
         as_role("admin", SCRIPT, 1, "yes", 7),
-        r"^`Role` must be one of .*, got \"&lt;script&gt;",
+        r"^`Role` must be one of .*, got \"&lt;script>",
     ),
     Case(
         "invite-background-unknown",
@@ -258,19 +258,19 @@ CASES = [
         "revoke-fractional-annotator",
         "/admin_revoke",
         as_role("admin", 1.5, "left"),
-        "`Annotator id to close` must be a whole number, got '1.5'",
+        "`Annotator id \\(close or withdraw\\)` must be a whole number, got '1.5'",
     ),
     Case(
         "revoke-annotator-script",
         "/admin_revoke",
         as_role("admin", SCRIPT, "left"),
-        "`Annotator id to close` must be a whole number, got",
+        "`Annotator id \\(close or withdraw\\)` must be a whole number, got",
     ),
     Case(
         "revoke-empty-annotator",
         "/admin_revoke",
         as_role("admin", None, "left"),
-        "`Annotator id to close` must be a whole number, got nothing",
+        "`Annotator id \\(close or withdraw\\)` must be a whole number, got nothing",
     ),
     Case(
         "practice-approve-an-expert",
@@ -343,6 +343,13 @@ CASES = [
         "/expert_vote",
         as_role("expert", 99999, "x" * 200_000),
         r"^`verdict` must be one of \['Consistent', 'Inconsistent'\], got 'x{80}'… \(200000 characters\)$",
+    ),
+    Case(
+        # a list is no key: it failed as "unhashable type", a traceback logged per call (outsider 76)
+        "expert-vote-list-verdict",
+        "/expert_vote",
+        as_role("expert", 99999, ["Consistent"]),
+        r"^`verdict` must be one of \['Consistent', 'Inconsistent'\], got \['Consistent'\]$",
     ),
     Case(
         "participant-votes-as-expert",
@@ -436,6 +443,13 @@ CASES = [
         "`Votes per pair` must be a whole number, 1 or more, got 0",
     ),
     Case(
+        # A slider's bounds: Gradio's "Value 2.0 is greater than maximum value 0.5." named no input.
+        "study-create-share-over-its-bound",
+        "/study_create",
+        as_role("researcher", "x", "uw71-ratings", "natural", [], 4, 3, 2.0, 10, 0),
+        r"^`Attention-check share of trials` must be a number in \[0, 0.5\], got 2.0; nothing was changed\.$",
+    ),
+    Case(
         "designer-creates-study",
         "/study_create",
         as_role("designer", "x", "uw71-ratings", "natural", [], 4, 6, 0.1, 20, 0),
@@ -471,6 +485,38 @@ CASES = [
         "/evaluate_import",
         as_role("researcher", "", None, "", "tiny-random", 0.3, 0.25),
         "`…or folder under imports/` is empty: name a folder under imports/, or upload a zip",
+    ),
+    # Long values are quoted cut to 80 characters (about 900 came back: outsider 74).
+    Case(
+        "import-long-folder",
+        "/evaluate_import",
+        as_role("researcher", "", None, "a" * 1500, "tiny-random", 0.3, 0.25),
+        r"^'imports/a{72}'… \(1508 characters\) must be an existing folder or \.zip file$",
+    ),
+    Case(
+        "browser-long-cfg",
+        "/browser_show",
+        as_role("researcher", "apple", "uw71-ratings", "natural", "c" * 1500),
+        r"got 'c{80}'… \(1500 characters\)$",
+    ),
+    Case(
+        "evaluate-cluster-long-address",
+        "/evaluate_cluster",
+        as_role("researcher", "ray", "b" * 1500),
+        r"got 'b{80}'… \(1500 characters\)$",
+    ),
+    Case(
+        "judge-audit-long-kind",
+        "/judge_audit_run",
+        as_role("researcher", "z" * 1500, 5, 0),
+        r"^judge 'z{80}'… \(1500 characters\) must start with one of ",
+    ),
+    Case(
+        # The file system's refusal: "Something went wrong on the server (OSError)" and a traceback
+        "judge-audit-model-name-too-long",
+        "/judge_audit_run",
+        as_role("researcher", "contrastive:" + "a" * 1900, 5, 0),
+        r"judge model 'a{80}'… \(1900 characters\): a folder's or hub id's name has at most 255 bytes$",
     ),
     Case("import-corrupt-zip", "/evaluate_import", upload_args("corrupt.zip"), "zip"),
     Case("import-empty-file", "/evaluate_import", upload_args("empty.zip"), "zip|empty"),
@@ -525,6 +571,27 @@ CASES = [
         r"^`Concepts` names unknown concepts \['unicorn', .{0,60}\]; keys are the concept text",
     ),
     Case(
+        # A text where a list goes reached the planner as letters: "unknown concepts ['a', 'p', ...]".
+        "evaluate-concepts-as-one-text",
+        "/evaluate_preview",
+        as_role("researcher", ["tiny-random"], "apple", [], [], "", 0, 0, ["natural"], "7.5", 1),
+        r"^`Concepts \(empty: all, then the filters below\)` is not a value a Dropdown takes; "
+        r"nothing was changed\.$",
+    ),
+    Case(
+        "pilot-names-as-a-list",
+        "/admin_set_pilot",
+        as_role("admin", ["apple", "banana"]),
+        r"^`Pilot concepts \(names, one per line or separated by commas\)` is not a value a Textbox takes",
+    ),
+    Case(
+        # "yes" counted as unticked and an export was built (outsider 76)
+        "export-option-as-text",
+        "/admin_export_start",
+        as_role("admin", "yes"),
+        r"^`[^`]+` is not a value a Checkbox takes; nothing was changed\.$",
+    ),
+    Case(
         # Built item by item, this run would have held the server's memory until it was killed.
         "evaluate-seeds-huge",
         "/evaluate_preview",
@@ -575,13 +642,13 @@ CASES = [
         "revoke-huge-annotator-id",
         "/admin_revoke",
         as_role("admin", "x" * HUGE, "left"),
-        rf"^`Annotator id to close` must be a whole number, got 'x{{80}}'… \({HUGE} characters\)$",
+        rf"^`Annotator id \(close or withdraw\)` must be a whole number, got 'x{{80}}'… \({HUGE} characters\)$",
     ),
     Case(
         "revoke-huge-digits-annotator-id",
         "/admin_revoke",
         as_role("admin", "1" * HUGE, "left"),
-        rf"^`Annotator id to close` must be a whole number of at most 18 digits, got '1{{80}}'… \({HUGE} characters\)$",
+        rf"^`Annotator id \(close or withdraw\)` must be a whole number of at most 18 digits, got '1{{80}}'… \({HUGE} characters\)$",
     ),
     Case(
         "browser-cfg-not-a-number",
@@ -803,7 +870,7 @@ CASES = [
         "designer-consent-script",
         "/designer_consent",
         as_role("designer", SCRIPT),
-        "Tick the box to agree to the consent text",
+        r"^`I have read this information, .*` is not a value a Checkbox takes; nothing was changed\.$",
     ),
     Case(
         "designer-redo-unknown-coloring",
@@ -1020,3 +1087,27 @@ def test_an_upload_refused_for_what_it_holds_leaves_no_copy_in_gradios_upload_fo
     )
     assert table["data"][0][2].startswith("refused: ")
     assert _copies(sketch) == []
+
+
+def test_a_sketch_file_of_another_type_is_refused_naming_the_input_and_its_name_shows_inert(world, tmp_path):
+    """Gradio's own refusal of a .gif named no input and logged a traceback per call; a file
+    name holding U+202E (which shows what follows it reversed) came back in the result table
+    as it was (outsider 76)."""
+    gif = tmp_path / "mango.gif"
+    gif.write_bytes(b"GIF89a" + bytes(32))
+    before = snapshot(world.config)
+    with pytest.raises(AppError) as raised:
+        world.client.predict(world.admin, [handle_file(gif)], "apple", True, api_name="/sketches_import")
+    assert str(raised.value) == (
+        "`Sketch files` takes files of the types .png, .jpg, .jpeg, .webp, .svg, got 'mango.gif'; "
+        "nothing was changed."
+    )
+    assert snapshot(world.config) == before
+    reversed_name = tmp_path / "apple \u202egnp.exe.png"
+    reversed_name.write_bytes(b"not an image")
+    table, _ = world.client.predict(
+        world.admin, [handle_file(reversed_name)], "", True, api_name="/sketches_import"
+    )
+    [[name, _, result]] = table["data"]
+    assert name == "apple \\u202egnp.exe.png" and result.startswith("refused: ")
+    assert snapshot(world.config) == before

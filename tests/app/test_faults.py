@@ -84,7 +84,8 @@ def test_app_sigkilled_inside_a_write_keeps_every_acknowledged_coloring_and_swee
     log = (tmp_path / "app.log").read_text()
     assert re.search(
         rf"\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC WARNING app.common: moved {len(result.swept)} files? no row "
-        rf"names into {QUARANTINE}/: a write stopped part-way .* or the database was restored from a backup older "
+        rf"names into {QUARANTINE}/ \(files over 5 min old; a younger one waits for a later start, so they may "
+        rf"date from before the last run\): a write stopped part-way .* or the database was restored from a backup older "
         r"than them",
         log,
     ), log[-3000:]

@@ -334,13 +334,19 @@ def test_a_script_in_a_served_svg_cannot_read_the_session(world, module_chromium
         svg.unlink()
 
 
-def test_a_call_with_too_few_inputs_is_refused_without_logging_them(world):
+def test_a_call_with_too_few_or_too_many_inputs_is_refused_without_logging_them(world):
     """Gradio's own refusal prints every input it received, the caller's session token
     first, to the server's log."""
     with httpx.Client(base_url=world.url, cookies={COOKIE: world.admin}, timeout=120) as http:
         event = http.post("gradio_api/call/admin_revoke", json={"data": [world.admin]}).json()["event_id"]
         text = http.get(f"gradio_api/call/admin_revoke/{event}").text
     assert "This call sent 1 input(s) where the function takes 3; nothing was changed." in text
+    with httpx.Client(base_url=world.url, cookies={COOKIE: world.admin}, timeout=120) as http:
+        # Too many were taken, the rest unread (outsider 76: a sixth value made an invite).
+        sent = [world.admin, "nobody", "left", "extra"]
+        event = http.post("gradio_api/call/admin_revoke", json={"data": sent}).json()["event_id"]
+        text = http.get(f"gradio_api/call/admin_revoke/{event}").text
+    assert "This call sent 4 input(s) where the function takes 3; nothing was changed." in text
     assert world.call("admin_coverage", world.admin)  # the app serves on; its log is written by now
     assert world.admin not in world.log.read_text()
 
@@ -455,15 +461,16 @@ def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(wo
         for file in foreign:
             assert world.fetch(file["path"], world.tokens[who]) == 403, (who, file["path"])
     assert world.state()[0] == before[0]  # no row changed
-    # The Evaluate form saved in the browser (it hands its inputs back): the researcher may
-    # name their own upload, and nobody else gains it by their call.
+    # The Evaluate form saved in the browser (it hands its inputs back): a file is not text,
+    # so even the researcher's own upload is refused where the run's name goes, and nobody
+    # else gains it by their call.
     [save_form] = [i for i, fn in page.fns.items() if getattr(fn.fn, "__name__", "") == "save_form"]
     form = [page.values.get(i) for i in page.dependencies[save_form]["inputs"]]
     mine = [foreign[0]] + form[1:]
     [answer] = world.answers(save_form, [(mine, world.tokens["researcher"])])
-    assert answer.get("success") is True, answer
+    assert answer.get("success") is False and "is not a value a Textbox takes" in answer["output"]["error"]
     [answer] = world.answers(save_form, [(mine, world.tokens["participant"])])
-    assert answer.get("success") is False
+    assert answer.get("success") is False and answer["output"]["error"].startswith("Not allowed: ")
     assert world.fetch(uploaded, world.tokens["participant"]) == 403
 
 

@@ -173,3 +173,41 @@ def test_build_export_returns_at_once_and_the_page_shows_the_zip_when_it_is_buil
     answer = page.request.get(link.get_attribute("href"))
     assert answer.status == 200 and answer.body()[:2] == b"PK"
     expect(page.locator("#admin_export_note")).to_have_text("")
+
+
+def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_app, page):
+    """The consent text promises withdrawal on request; an outside tester (77) found no way
+    to do it. The admin's press withdraws them all, and the coverage says so."""
+    leaving, staying = (annotator for annotator, _ in live_app.invite("designer", 2))
+    db = open_db(live_app.config.db_path)
+    try:
+        data = live_app.config.data_dir
+        withdrawn = [
+            add_coloring(db, data, leaving, "apple", (200, 20, 30)),
+            add_coloring(db, data, leaving, "banana", (240, 220, 40)),
+        ]
+        kept = add_coloring(db, data, staying, "apple", (30, 160, 40))
+    finally:
+        db.close()
+    _sign_in_admin(page, live_app)
+    coverage = page.locator("#admin_coverage")
+    expect(coverage).to_contain_text("3 submitted, 0 accepted")
+    page.locator("#admin_revoked textarea, #admin_revoked input").first.fill(str(leaving))
+    page.locator("#admin_revoke_why textarea, #admin_revoke_why input").first.fill("asked by email")
+    page.get_by_role("button", name="Withdraw their colorings").click()
+    expect(page.locator("#admin_revoke_message")).to_have_text(
+        f"Withdrew 2 colorings of annotator {leaving}: the P_H of 2 concepts recomputed without them. "
+        "No analysis counts them from now on; their account stays open (close it too if they leave the study)."
+    )
+    page.get_by_role("button", name="Refresh lists").click()
+    expect(coverage).to_contain_text("1 submitted, 0 accepted, 0 recolor requested, 0 excluded, 2 withdrawn")
+    statuses = {r["id"]: r["status"] for r in live_app.query("select id, status from colorings")}
+    assert statuses == {withdrawn[0]: "withdrawn", withdrawn[1]: "withdrawn", kept: "submitted"}
+    # A second press is refused beside the button, and changes nothing.
+    page.get_by_role("button", name="Withdraw their colorings").click()
+    expect(page.locator("#admin_revoke_message")).to_contain_text(
+        f"annotator {leaving} has no coloring to withdraw; nothing changed"
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "admin-withdraw.png"), full_page=True)
+    assert page.js_errors == []

@@ -54,7 +54,15 @@ def test_password_from_environment_or_file_replaces_the_stored_one(tmp_path, db)
     login_admin(db, "from-a-file")
     with pytest.raises(PermissionDenied, match="wrong admin password"):
         login_admin(db, "from-the-env")
-    assert printed == []
+    # The first start stored a password where there was none; the second replaced one, and
+    # says so (outsider 77: a restart undid set-admin-password without a word).
+    assert printed == [
+        f"The admin password is now the one in the first line of {path}: it differed from the stored "
+        "one (set with `python -m annotation set-admin-password`, or an earlier value), and 1 admin "
+        "session ended. While it is given, it is the admin password at every start."
+    ]
+    ensure_admin_password(db, environ={ENV_PASSWORD_FILE: str(path)}, echo=printed.append)
+    assert len(printed) == 1  # the same password again: nothing replaced, nothing said
 
 
 @pytest.mark.parametrize("attempt", ["", "wrong password", None, "x" * 10_000])

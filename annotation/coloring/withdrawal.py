@@ -1,0 +1,100 @@
+"""Withdrawing a designer's colorings, as the consent text promises ("You may ask the study
+organisers to withdraw your colorings from the data set until it is published; withdrawn
+colorings are excluded from all analyses").
+
+`withdraw_colorings` sets every coloring of one person to ``withdrawn`` in one transaction:
+no P_H counts it (`storage.human.COUNTED_STATUSES`), so the concepts it covered are
+recomputed and handed to designers again as the least covered; its open expert review
+closes (``withdrawn``) and the review tasks experts hold on it go back, so no vote lands on
+it and no decision overwrites the status. The files and rows stay, marked, for the audit
+trail; an export carries the status. A withdrawal is not undone in the app.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import sqlite_utils
+
+from annotation import audit
+from annotation.coloring import ground_truth
+from annotation.errors import Conflict, InvalidInput, PermissionDenied, check_text
+from annotation.people.accounts import Actor, get_annotator
+from storage import iso, transaction, update_rows, utcnow
+
+WITHDRAWN = "withdrawn"
+
+
+@dataclass(frozen=True)
+class Withdrawal:
+    """What `withdraw_colorings` changed: ``colorings`` withdrawn, ``concepts`` whose P_H was
+    recomputed (main-task colorings), ``reviews`` closed and ``released`` review tasks."""
+
+    colorings: int
+    concepts: int
+    reviews: int
+    released: int
+
+
+def withdraw_colorings(
+    db: sqlite_utils.Database, annotator_id: int, actor: Actor, why: str, *, now: dt.datetime | None = None
+) -> Withdrawal:
+    """Withdraw every coloring of `annotator_id` (admin only), with an audit row.
+
+    Raises
+    ------
+    PermissionDenied
+        If `actor` is not the admin.
+    InvalidInput
+        If `why` is empty.
+    NotFound
+        If there is no such annotator.
+    Conflict
+        If they have no coloring left to withdraw; nothing changes.
+    """
+    check_text(why, "why")
+    if not actor.is_admin:
+        raise PermissionDenied("only the admin may withdraw colorings")
+    if not isinstance(why, str) or not why.strip():
+        raise InvalidInput("`why` is empty: say why the colorings are withdrawn (the person's request)")
+    now = utcnow() if now is None else now
+    with transaction(db):
+        get_annotator(db, annotator_id)
+        rows = list(
+            db.query(
+                "select id, concept_key, practice from colorings where annotator_id = ? and status != ?",
+                [annotator_id, WITHDRAWN],
+            )
+        )
+        if not rows:
+            raise Conflict(f"annotator {annotator_id} has no coloring to withdraw; nothing changed")
+        ids = [r["id"] for r in rows]
+        update_rows(db, "colorings", {"id in": ids}, {"status": WITHDRAWN})
+        reviews = update_rows(db, "reviews", {"coloring_id in": ids, "status": "open"}, {"status": WITHDRAWN})
+        released = update_rows(
+            db,
+            "tasks",
+            {"kind": "review", "status": "reserved", "coloring_id in": ids},
+            {"status": "released", "finished": iso(now)},
+        )
+        concepts = sorted({r["concept_key"] for r in rows if not r["practice"]})
+        for concept in concepts:
+            ground_truth.refresh(db, concept)
+        withdrawal = Withdrawal(len(ids), len(concepts), reviews, released)
+        audit.record(
+            db,
+            actor.pseudonym,
+            "withdraw_colorings",
+            "annotator",
+            annotator_id,
+            why,
+            details={
+                "colorings": withdrawal.colorings,
+                "concepts": withdrawal.concepts,
+                "closed_reviews": reviews,
+                "released_tasks": released,
+            },
+            now=now,
+        )
+    return withdrawal

@@ -1,0 +1,78 @@
+"""Withdrawing a designer's colorings (the consent text's promise): nothing counts them any
+more, their review closes, and a vote on it is refused; a refusal changes nothing."""
+
+import numpy as np
+import pytest
+
+from annotation.coloring.withdrawal import withdraw_colorings
+from annotation.concepts import sync_concepts
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from annotation.qc import review, votes
+from storage import human
+from tests.qc_data import ADMIN, actor, add_coloring, people
+
+
+@pytest.fixture
+def store(db, tmp_path):
+    sync_concepts(db)
+    return db, tmp_path / "data"
+
+
+def _rows(db):
+    return {
+        t: list(db[t].rows)
+        for t in ("colorings", "reviews", "qc_votes", "tasks", "audit", "human_distributions")
+    }
+
+
+def test_a_withdrawal_leaves_every_analysis_without_the_colorings_and_closes_their_review(store):
+    db, data = store
+    leaving, staying = people(db, 2, "designer")
+    expert = actor(db, people(db, 1, "expert")[0])
+    red = add_coloring(db, data, leaving, "apple", (200, 20, 30))
+    green = add_coloring(db, data, staying, "apple", (30, 160, 40))
+    add_coloring(db, data, leaving, "banana", (240, 220, 40))
+    review.open_reviews(db, ADMIN, [red], reason="test")
+    [held] = votes.vote_queue(db, expert, np.random.default_rng(0), batch_size=5)
+    assert held.coloring_id == red
+    assert human.read(db, human.DESIGNERS)["apple"].coloring_ids == (red, green)
+
+    done = withdraw_colorings(db, leaving, ADMIN, "asked by email on 2 Dec")
+
+    assert (done.colorings, done.concepts, done.reviews, done.released) == (2, 2, 1, 1)
+    statuses = {r["id"]: r["status"] for r in db["colorings"].rows}
+    assert statuses == {red: "withdrawn", green: "submitted", red + 2: "withdrawn"}
+    stored = human.read(db, human.DESIGNERS)
+    assert stored["apple"].coloring_ids == (green,) and "banana" not in stored
+    assert db["reviews"].get(red)["status"] == "withdrawn"
+    assert db["tasks"].get(held.task_id)["status"] == "released"
+    [row] = db["audit"].rows_where("action = 'withdraw_colorings'")
+    assert (row["object_id"], row["why"]) == (str(leaving), "asked by email on 2 Dec")
+    # The expert's held vote cannot land on it, nor can a decision overwrite the status.
+    with pytest.raises(Conflict, match=f"task {held.task_id} was already given back; nothing was stored"):
+        votes.cast_vote(db, expert, held.task_id, True)
+    assert votes.vote_queue(db, expert, np.random.default_rng(1), batch_size=5) == []
+    assert db["colorings"].get(red)["status"] == "withdrawn"
+
+
+@pytest.mark.parametrize(
+    ("who", "why", "error", "message"),
+    [
+        ("admin", "", InvalidInput, "`why` is empty"),
+        ("designer", "please", PermissionDenied, "only the admin may withdraw colorings"),
+        ("admin", "again", Conflict, "has no coloring to withdraw; nothing changed"),
+        ("unknown", "please", NotFound, "unknown annotator id 999"),
+    ],
+)
+def test_a_refused_withdrawal_changes_nothing(store, who, why, error, message):
+    db, data = store
+    [designer] = people(db, 1, "designer")
+    add_coloring(db, data, designer, "apple", (200, 20, 30))
+    target = 999 if who == "unknown" else designer
+    caller = actor(db, designer) if who == "designer" else ADMIN
+    if why == "again":
+        withdraw_colorings(db, designer, ADMIN, "first time")
+    before = _rows(db)
+    with pytest.raises(error, match=message):
+        withdraw_colorings(db, target, caller, why)
+    assert _rows(db) == before
