@@ -761,13 +761,19 @@ def _explicit_items(registry, models_dir: Path, form: RunForm):
 def _explicit_plan(db, registry, models_dir: Path, device: planning.DeviceInfo, form: RunForm) -> str:
     """The explicit run's size and time on `device`, as Markdown."""
     request, items, config, prompts = _explicit_items(registry, models_dir, form)
-    plan = plan_summary(items, prompts, device.kind, planning.measured_seconds(db), registry)
+    plan = plan_summary(
+        items, prompts, device.kind, planning.measured_seconds(db), registry, planning.explicit_seconds(db)
+    )
     lines = [
         f"**{plan.images} images** ({len(config['models'])} models × {plan.prompts} prompts × {_scales(items)} "
         f"× {config['samples']} images per prompt), {plan.objects} objects to mask and score, "
-        f"about **{planning.format_duration(plan.estimate.seconds)}** on {escape(device.name)}."
+        f"about **{planning.format_duration(plan.seconds)}** on {escape(device.name)}."
     ]
-    lines += _model_lines(plan.estimate)
+    lines += _model_lines(plan.estimate, " to generate")
+    each, origin = plan.scoring
+    lines.append(
+        f"- scoring: {plan.objects:,} objects × {each:.2g} s ({SCORING_ORIGINS.get(origin, origin)})"
+    )
     if isinstance(request.size, int) and request.objects and len(request.objects) < request.size:
         lines.append(
             f"\nRounds are limited by the {len(request.objects)} objects chosen: each color gets at most "
@@ -821,12 +827,23 @@ ORIGINS = {
     "default": "default for this device",
     "unknown model": "no figure for this model: a guess",
     "as small as tiny-random": "tiny-random's figure: its entry is as small",
+    "measured in concept runs": (  # evaluation.explicit.mode.IMPLICIT_MEASURED
+        "measured here in concept runs, one masking included: median per image, without loading "
+        "the model or a run's first image"
+    ),
+}
+#: How each origin of an explicit run's seconds per scored object reads under its plan.
+SCORING_ORIGINS = {
+    "measured": "measured here: median per object, without a run's first image",
+    "default": "default for this device, see docs/explicit.md",
 }
 
 
-def _model_lines(estimate) -> list[str]:
+def _model_lines(estimate, what: str = "") -> list[str]:
+    """One line per model: images × seconds per image (`what` they are spent on), and where
+    that figure comes from."""
     return [
-        f"- {escape(model)}: {n} images × {each:.2g} s ({ORIGINS.get(origin, origin)})"
+        f"- {escape(model)}: {n} images × {each:.2g} s{what} ({ORIGINS.get(origin, origin)})"
         for model, (n, each, origin) in estimate.per_model.items()
     ]
 

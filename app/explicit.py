@@ -19,7 +19,17 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.common import AppContext, empty_note, escape, named_table, note_area, own_session, role, visible_to
+from app.common import (
+    AppContext,
+    empty_note,
+    escape,
+    live,
+    named_table,
+    note_area,
+    own_session,
+    role,
+    visible_to,
+)
 from app.guard import exports_folder
 from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab, wire_events
@@ -299,7 +309,7 @@ def _layout() -> dict:
         parts["export"] = gr.Button(
             "Export every table (CSV, HTML) and figure (HTML)", elem_id="explicit_export"
         )
-    parts["note"] = gr.Markdown(EMPTY_RUNS, elem_id="explicit_note")
+    parts["note"] = live(gr.Markdown(EMPTY_RUNS, elem_id="explicit_note"))
     # The report (`REPORT`).
     gr.Markdown("### Table 4: accuracy (%) per color system and task")
     parts["table4"] = named_table(
@@ -350,7 +360,7 @@ def _layout() -> dict:
             scale=3,
         )
         parts["open_prompt"] = gr.Button("Show prompt", elem_id="explicit_open_prompt")
-    parts["prompt_note"] = note_area("explicit_prompt_note")
+    parts["prompt_note"] = live(note_area("explicit_prompt_note"))
     parts["gallery"] = gr.Gallery(
         label="Images with each object's mask outlined (magenta)",
         columns=4,
@@ -369,7 +379,7 @@ def _layout() -> dict:
     )
     with gr.Accordion("Does the ranking of models survive the rule set?", open=False):
         parts["robust"] = gr.Button("Compare the rule sets", elem_id="explicit_robustness")
-        parts["robust_note"] = gr.Markdown(elem_id="explicit_robust_note")
+        parts["robust_note"] = live(gr.Markdown(elem_id="explicit_robust_note"))
         with empty_note("Nothing yet: press *Compare the rule sets*.", "explicit_robust_table_empty"):
             parts["robust_table"] = named_table("Accuracy under each rule set", "explicit_robust_table")
     return parts

@@ -32,6 +32,7 @@ from app.common import (
     api_button,
     empty_note,
     escape,
+    live,
     named_table,
     role,
     seed_number,
@@ -367,7 +368,7 @@ def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
         parts["export"] = gr.Button(
             "Export every table (CSV) and figure (HTML)", elem_id="leaderboard_export"
         )
-    parts["note"] = gr.Markdown(elem_id="leaderboard_note")
+    parts["note"] = live(gr.Markdown(elem_id="leaderboard_note"))
     gr.Markdown(f"### {TABLE1}")
     parts["table1"] = gr.HTML(elem_id="leaderboard_table1")
     gr.Markdown(f"### {TABLE2}")
@@ -400,14 +401,14 @@ def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
             )
             parts["sample_seed"] = gr.Textbox("0", label="Sample seed", elem_id="leaderboard_robust_seed")
             parts["check"] = gr.Button("Check robustness", elem_id="leaderboard_robustness")
-        parts["robust_note"] = gr.Markdown(elem_id="leaderboard_robust_note")
+        parts["robust_note"] = live(gr.Markdown(elem_id="leaderboard_robust_note"))
         with empty_note("Nothing yet: press *Check robustness*.", "leaderboard_robust_table_empty"):
             parts["robust_table"] = named_table(
                 "Robustness of the paper's open choices", "leaderboard_robust_table"
             )
     with gr.Accordion("Designers' P_H stability per concept", open=False):
         parts["stable_show"] = gr.Button("Show stability", elem_id="leaderboard_stability")
-        parts["stable_note"] = gr.Markdown(elem_id="leaderboard_stability_note")
+        parts["stable_note"] = live(gr.Markdown(elem_id="leaderboard_stability_note"))
         parts["stable_histogram"] = gr.Plot(
             label="Concepts by P_H stability", elem_id="leaderboard_stability_histogram"
         )

@@ -62,7 +62,7 @@ def bias_bars(bias: pd.DataFrame, model: str, *, system: str = "iscc-nbs-l2", ti
     figure = go.Figure()
     for rank, group in rows.groupby("rank", sort=True):
         figure.add_bar(
-            name=f"#{rank}",
+            name=f"color ranked {rank}",  # what a screen reader hears ("#1" said nothing)
             x=group["category"].tolist(),
             y=group["share"].mul(100.0).tolist(),
             text=group["color"].tolist(),

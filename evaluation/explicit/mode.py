@@ -139,14 +139,27 @@ class ExplicitPlan:
     objects : int
         Objects to mask and score (a multi-object or implicit prompt's image has two).
     estimate : `evaluation.pipeline.planning.Estimate`
-        Generation plus one masking per image (`evaluation.pipeline.planning.estimate_seconds`);
-        a second object and the negative labels add masking time it does not count.
+        Generation: per model, images and seconds per image (measured in explicit runs, else
+        `evaluation.pipeline.planning.seconds_per_image`).
+    scoring : (float, str)
+        Seconds to score one object and its origin (``"measured"`` or ``"default"``;
+        `evaluation.pipeline.planning.seconds_per_object`).
     """
 
     prompts: int
     images: int
     objects: int
     estimate: Any
+    scoring: tuple[float, str]
+
+    @property
+    def seconds(self) -> float:
+        """The whole run: generation, plus every object times the seconds to score one."""
+        return self.estimate.seconds + self.objects * self.scoring[0]
+
+
+#: Origin of a generation figure taken from concept (implicit) runs' measurements.
+IMPLICIT_MEASURED = "measured in concept runs"
 
 
 def plan_summary(
@@ -155,18 +168,40 @@ def plan_summary(
     device_kind: str,
     measured: Mapping[str, float] | None = None,
     specs: Mapping[str, Any] | None = None,
+    explicit: Any = None,
 ) -> ExplicitPlan:
     """Size and time of the run `items` (from :func:`plan_explicit_run`) over `prompts`, on a
-    ``"cuda"`` or ``"cpu"`` device, with per-model seconds `measured` on this installation
-    and the registry's entries `specs` (`evaluation.pipeline.planning.seconds_per_image`)."""
-    from evaluation.pipeline.planning import estimate_seconds
+    ``"cuda"`` or ``"cpu"`` device: each image costs its generation plus its prompt's objects
+    times the seconds to score one object.
 
+    Parameters
+    ----------
+    measured : Mapping of str to float, optional
+        Per-model seconds per image of concept runs on this installation
+        (`evaluation.pipeline.planning.measured_seconds`).
+    specs : Mapping, optional
+        The registry's entries (`evaluation.pipeline.planning.seconds_per_image`).
+    explicit : `evaluation.pipeline.planning.ExplicitSeconds`, optional
+        Generation per model and scoring per object measured in explicit runs
+        (`evaluation.pipeline.planning.explicit_seconds`); they come first.
+    """
+    from evaluation.pipeline.planning import Estimate, estimate_seconds, seconds_per_object
+
+    generation = dict(explicit.generation) if explicit is not None else {}
+    # A concept run's figure includes one masking per image: an upper bound of generation
+    # alone, used when no explicit run of the model has been measured.
+    estimate = estimate_seconds(items, device_kind, {**(measured or {}), **generation}, specs)
+    per_model = {
+        model: (n, each, IMPLICIT_MEASURED if origin == "measured" and model not in generation else origin)
+        for model, (n, each, origin) in estimate.per_model.items()
+    }
     per_prompt = {prompt.id: len(prompt.objects) for prompt in prompts}
     return ExplicitPlan(
         prompts=len(prompts),
         images=len(items),
         objects=sum(per_prompt[item["concept"]] for item in items),
-        estimate=estimate_seconds(items, device_kind, measured, specs),
+        estimate=Estimate(estimate.seconds, per_model),
+        scoring=seconds_per_object(device_kind, explicit.per_object if explicit is not None else None),
     )
 
 

@@ -24,10 +24,18 @@ Seconds per image (generation plus GroundingDINO + SAM masking) come from, in or
    figure by `CPU_SLOWDOWN` (minutes per image). A model missing from the table uses
    `UNKNOWN_MODEL_SECONDS`, or tiny-random's figures when its registry entry is as small
    (`TINY_WORK`: parameters x steps x pixels).
+
+These figures are of concept (implicit) runs: one masking per image. An explicit run
+(`evaluation.explicit.mode`) scores every object of a prompt (presence, masks minus negative
+labels, verdicts), so its images are estimated as generation + objects x scoring seconds per
+object (`evaluation.explicit.mode.plan_summary`), from `explicit_seconds` (generation per
+model and scoring per object, measured in explicit runs) or else `seconds_per_image` for
+generation and `seconds_per_object` for scoring.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -60,6 +68,22 @@ GPU_SECONDS_PER_IMAGE = {
 CPU_SLOWDOWN = 150.0
 #: Measured on a shared 2-core CPU (one torch thread): the 64x64, 2-step tiny model's whole job.
 CPU_SECONDS_PER_IMAGE = {"tiny-random": 0.35, "tiny-random-b": 0.35}
+#: Explicit mode, CPU: seconds to score one object of a generated image (presence detection,
+#: mask minus negative labels, dominant color and verdicts under every rule set), the median
+#: of `seg_seconds` / objects over the items of
+#: ``python -m evaluation explicit --run measure --model tiny-random --systems iscc-nbs-l2
+#: --size 1 --objects car,apple,chair --samples 2 --segmenter tiny-random --device cpu
+#: --db /tmp/estimate-measure/db.sqlite --data-dir /tmp/estimate-measure`` (a run's first
+#: item left out; 289 items, 174 with one object and 116 with two), measured 2026-12-02 on
+#: a shared 2-core CPU whose load average (`uptime`, 1 min) fell from 12.6 at the start to 1.7
+#: at the end: quartiles 0.08 / 0.12 / 1.2 s per object, 10th-90th percentile 0.05-3.6 s (a
+#: tenth of a second unloaded, seconds while loaded). The tiny offline masker, so a lower
+#: bound for the paper's masker on a CPU.
+CPU_SECONDS_PER_OBJECT = 0.12
+#: Explicit mode, GPU: one GroundingDINO + SAM masking per object, 0.45 s on an H200 (the
+#: module notes; ``bench/bench_research.py segment``); a lower bound, as an object's masks
+#: less its negative labels take more than one. No explicit run was measured on a GPU.
+GPU_SECONDS_PER_OBJECT = 0.45
 #: GPU seconds per image assumed for a model absent from the table.
 UNKNOWN_MODEL_SECONDS = 20.0
 #: Models that run in seconds on a CPU; every other model gets a CPU warning.
@@ -264,23 +288,87 @@ class Estimate:
 
 
 def measured_seconds(db: sqlite_utils.Database) -> dict[str, float]:
-    """Typical generation + masking seconds per image, per model, measured on this installation.
+    """Typical generation + masking seconds per image, per model, measured on this installation
+    in concept (implicit) runs.
 
     The median over run items that have both times, leaving out the first item (by id) of
     each run and model that has more than one: its generation was the freshly loaded
     pipeline's first call, which also warms it up. Model loading itself is never timed.
+    Items of explicit runs (those with ``explicit_prompts``) are left out: their
+    ``seg_seconds`` scores every object of a prompt, not one masking (`explicit_seconds`).
     """
     sql = (
         "SELECT run, model, gen_seconds + seg_seconds FROM run_items "
-        "WHERE gen_seconds IS NOT NULL AND seg_seconds IS NOT NULL ORDER BY run, model, id"
+        "WHERE gen_seconds IS NOT NULL AND seg_seconds IS NOT NULL "
+        "AND run NOT IN (SELECT run FROM explicit_prompts) ORDER BY run, model, id"
     )
+    return {model: float(np.median(s)) for model, s in _without_first(db.execute(sql).fetchall()).items()}
+
+
+def _without_first(rows: Sequence[Sequence]) -> dict[str, list[float]]:
+    """``(run, model, value)`` rows in (run, model, id) order -> values per model, leaving out
+    the first of each run and model that has more than one (its model was warming up)."""
     by_run: dict[tuple[str, str], list[float]] = {}
-    for run, model, seconds in db.execute(sql).fetchall():
-        by_run.setdefault((run, model), []).append(float(seconds))
+    for run, model, value in rows:
+        by_run.setdefault((run, model), []).append(float(value))
     by_model: dict[str, list[float]] = {}
-    for (_, model), seconds in by_run.items():
-        by_model.setdefault(model, []).extend(seconds[1:] if len(seconds) > 1 else seconds)
-    return {model: float(np.median(seconds)) for model, seconds in by_model.items()}
+    for (_, model), values in by_run.items():
+        by_model.setdefault(model, []).extend(values[1:] if len(values) > 1 else values)
+    return by_model
+
+
+@dataclass(frozen=True)
+class ExplicitSeconds:
+    """Times measured in explicit runs on this installation (`explicit_seconds`).
+
+    Attributes
+    ----------
+    generation : dict of str to float
+        Median generation seconds per image (``gen_seconds``), per model.
+    per_object : float or None
+        Median scoring seconds per object (an item's ``seg_seconds`` over its prompt's
+        objects), pooled over models (scoring uses the masker, not the text-to-image model);
+        None when no explicit image is scored yet.
+    """
+
+    generation: dict[str, float]
+    per_object: float | None
+
+
+def explicit_seconds(db: sqlite_utils.Database) -> ExplicitSeconds:
+    """Generation and per-object scoring seconds measured in explicit runs: medians over their
+    items, leaving out the first item (by id) of each run and model with more than one, as
+    `measured_seconds` does (the freshly loaded generator or masker warming up)."""
+    sql = (
+        "SELECT i.run, i.model, i.gen_seconds, i.seg_seconds, p.objects FROM run_items i "
+        "JOIN explicit_prompts p ON p.run = i.run AND p.prompt_id = i.concept "
+        "ORDER BY i.run, i.model, i.id"
+    )
+    rows = db.execute(sql).fetchall()
+    generation = _without_first([(run, model, gen) for run, model, gen, _, _ in rows if gen is not None])
+    scoring = _without_first(
+        [
+            (run, model, seg / max(1, len(json.loads(objects))))
+            for run, model, _, seg, objects in rows
+            if seg is not None
+        ]
+    )
+    pooled = [seconds for values in scoring.values() for seconds in values]
+    return ExplicitSeconds(
+        {model: float(np.median(values)) for model, values in generation.items()},
+        float(np.median(pooled)) if pooled else None,
+    )
+
+
+def seconds_per_object(device_kind: str, measured: float | None = None) -> tuple[float, str]:
+    """Seconds to score one object of an explicit run's image on a ``"cuda"`` or ``"cpu"``
+    device, and its origin: `measured` (`ExplicitSeconds.per_object`) when given, else
+    `CPU_SECONDS_PER_OBJECT` or `GPU_SECONDS_PER_OBJECT` (``"default"``)."""
+    if device_kind not in ("cuda", "cpu"):
+        raise ValueError(f"`device_kind` must be 'cuda' or 'cpu', got {device_kind!r}")
+    if measured:
+        return float(measured), "measured"
+    return (GPU_SECONDS_PER_OBJECT if device_kind == "cuda" else CPU_SECONDS_PER_OBJECT), "default"
 
 
 def seconds_per_image(

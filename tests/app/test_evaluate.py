@@ -300,7 +300,7 @@ def test_an_explicit_plan_uses_the_typical_measured_time_and_suggests_a_quick_tr
     of the compact subset cost 7.8 s; a plan with every color and object says how to narrow it."""
     from app import evaluate
     from evaluation.models.registry import load_registry
-    from evaluation.pipeline.planning import DeviceInfo
+    from evaluation.pipeline.planning import CPU_SECONDS_PER_OBJECT, DeviceInfo
 
     items = [
         {"model": "tiny-random", "concept": "apple", "noun": "apple", "style": "natural", "cfg": 7.5}
@@ -330,10 +330,17 @@ def test_an_explicit_plan_uses_the_typical_measured_time_and_suggests_a_quick_tr
     )
     plan = evaluate._explicit_plan(db, load_registry(), tmp_path / "models", device, everything)
     lines = plan.split("\n")
+    # "try" is a concept run (no explicit prompts): its figure, one masking included, stands
+    # for generation; scoring takes the device's default per object.
     assert re.fullmatch(
-        r"- tiny-random: [\d,]+ images × 0\.45 s \(measured here: median per image, without loading "
-        r"the model or a run's first image\)",
+        r"- tiny-random: [\d,]+ images × 0\.45 s to generate \(measured here in concept runs, one "
+        r"masking included: median per image, without loading the model or a run's first image\)",
         lines[1],
+    )
+    assert re.fullmatch(
+        r"- scoring: [\d,]+ objects × " + re.escape(f"{CPU_SECONDS_PER_OBJECT:.2g}") + r" s \(default for "
+        r"this device, see docs/explicit\.md\)",
+        lines[2],
     )
     assert evaluate.QUICK_TRY in plan
     narrowed = dataclasses.replace(everything, x_colors="red", x_objects=["car"])

@@ -207,3 +207,27 @@ def test_other_roles_are_refused_and_nothing_is_written(app):
     assert_every_endpoint_refuses(
         client, config, "/explicit_", calls, {"designer": tokens["designer"], "nobody": ""}
     )
+
+
+def test_the_research_tabs_results_are_read_out(tmp_path):
+    """The line each action of the Explicit colors and Leaderboards tabs writes is a polite
+    live region (outsider 75: after *Show* a screen reader heard nothing of Table 4)."""
+    from app import build_app
+    from app.common import LIVE
+    from tests.app_server import make_config
+
+    demo = build_app(make_config(tmp_path))
+    live = {
+        c["props"].get("elem_id")
+        for c in demo.config["components"]
+        if LIVE in (c["props"].get("elem_classes") or [])
+    }
+    assert {
+        "explicit_note",
+        "explicit_prompt_note",
+        "explicit_robust_note",
+        "leaderboard_note",
+        "leaderboard_robust_note",
+        "leaderboard_stability_note",
+        "evaluate_plan",  # made live by the twenty-sixth session
+    } <= live

@@ -25,6 +25,14 @@ def test_researcher_sees_table4_the_charts_and_a_prompts_images_and_swatches(liv
     assert rows[0][1:] == ["100"] * 6 and rows[1][1:] == ["0"] * 6
     for chart in ("category", "basic", "bias", "confusion"):
         expect(page.locator(f"#explicit_{chart} .js-plotly-plot")).to_be_visible()
+    # What a screen reader hears of Figure 3 and the heatmap (outsider 75: "#1: 2 bars" and
+    # "a grid of 16 rows", nothing more)
+    said = page.locator("#explicit_bias .js-plotly-plot").get_attribute("aria-label")
+    assert "; color ranked 1: " in said and "#1" not in said, said
+    said = page.locator("#explicit_confusion .js-plotly-plot").get_attribute("aria-label")
+    assert "; a grid of 4 rows, largest: blue (strong blue, blue) by blue (strong blue, blue) 2, " in said, (
+        said
+    )
     expect(page.locator("#explicit_groups_note")).to_contain_text("Light / dark / -ish needs")
     expect(page.locator("#explicit_prompt input")).to_have_value(re.compile(r"blue car.* — 1/2 correct$"))
     page.click("#explicit_open_prompt")

@@ -265,3 +265,95 @@ def test_the_second_tiny_model_is_registered_with_other_weights_and_planned_like
     assert cpu.per_model["tiny-random-b"] == (4, 0.35, "default")
     (spec,) = resolve_models(registry, ["tiny-random-b"], tmp_path / "models")
     assert spec.source == str((tmp_path / "models" / "tiny-random-b").resolve())
+
+
+def test_explicit_runs_are_estimated_per_object_and_left_out_of_concept_run_figures(db):
+    """An explicit image is generated once and scored per object (the outside tester's plan
+    said 0.35 s an image; scoring took seconds per image): generation per model and scoring
+    per object are measured in explicit runs, without each run's first image, and concept
+    runs' figures ignore explicit runs."""
+    from evaluation.explicit.mode import create_explicit_run, plan_explicit_run, plan_summary
+    from evaluation.explicit.prompts import build_prompts
+    from evaluation.pipeline import runs
+    from evaluation.pipeline.planning import (
+        CPU_SECONDS_PER_OBJECT,
+        GPU_SECONDS_PER_OBJECT,
+        ExplicitSeconds,
+        explicit_seconds,
+        measured_seconds,
+    )
+
+    registry = load_registry()
+
+    def spec(key):
+        return dataclasses.replace(registry[key], cfg_scales=(7.5,))
+
+    def record(run, times):
+        """`times`: (gen_seconds, seg_seconds) of the run's items in id order."""
+        ids = sorted(item["id"] for item in runs.items(db, run))
+        assert len(ids) == len(times)
+        runs.record_items(
+            db,
+            [
+                {"id": i, "status": "generated", "gen_seconds": gen, "seg_seconds": seg}
+                for i, (gen, seg) in zip(ids, times)
+            ],
+        )
+
+    prompts = build_prompts(
+        tasks=["color_name", "multi_object"], systems=["iscc-nbs-l1"], colors=["red"], objects=["car"], size=1
+    )
+    one, two = sorted(prompts, key=lambda p: len(p.objects))
+    assert (len(one.objects), len(two.objects)) == (1, 2)
+
+    assert measured_seconds(db) == {}
+    assert explicit_seconds(db) == ExplicitSeconds({}, None)
+    # Nothing measured: the device's defaults, generation from the concept runs' table.
+    items, _ = plan_explicit_run([spec("tiny-random")], [one, two], 2, {})
+    plan = plan_summary(items, [one, two], "cpu", measured_seconds(db), registry, explicit_seconds(db))
+    assert (plan.images, plan.objects, plan.scoring) == (4, 6, (CPU_SECONDS_PER_OBJECT, "default"))
+    assert plan.estimate.per_model == {"tiny-random": (4, CPU_SECONDS_PER_IMAGE["tiny-random"], "default")}
+    assert plan.seconds == pytest.approx(
+        4 * CPU_SECONDS_PER_IMAGE["tiny-random"] + 6 * CPU_SECONDS_PER_OBJECT
+    )
+    on_gpu = plan_summary(items, [one, two], "cuda", explicit=explicit_seconds(db))
+    assert on_gpu.seconds == pytest.approx(
+        4 * GPU_SECONDS_PER_IMAGE["tiny-random"] + 6 * GPU_SECONDS_PER_OBJECT
+    )
+
+    # A concept run of tiny-random: (gen, seg) per image, the first one warming up.
+    concept_items = [
+        {"model": "tiny-random", "concept": "apple", "noun": "apple", "style": "natural", "cfg": 7.5}
+        | {"sample": i, "seed": i, "prompt": "an apple"}
+        for i in range(3)
+    ]
+    runs.create_run(db, "concept", concept_items, {"test": "concept"})
+    record("concept", [(7.0, 0.5), (0.3, 0.1), (0.5, 0.2)])  # 0.4 and 0.7 -> 0.55
+    # Explicit run "x": tiny-random-b, the one-object prompt then the two-object one, 3 images each.
+    create_explicit_run(db, "x", [spec("tiny-random-b")], [one, two], samples=3, settings={})
+    record(
+        "x",
+        [(9.0, 20.0), (1.0, 1.5), (2.0, 2.5), (3.0, 4.0), (4.0, 6.0), (5.0, 10.0)],
+    )  # generation 1..5 -> 3.0; per object 1.5, 2.5, 2.0, 3.0, 5.0
+    # Explicit run "y": sdxl, the one-object prompt, 2 images.
+    create_explicit_run(db, "y", [spec("sdxl")], [one], samples=2, settings={})
+    record("y", [(7.0, 30.0), (0.5, 2.0)])  # generation 0.5; per object 2.0
+
+    assert measured_seconds(db) == {"tiny-random": pytest.approx(0.55)}
+    measured = explicit_seconds(db)
+    assert measured.generation == {"tiny-random-b": pytest.approx(3.0), "sdxl": pytest.approx(0.5)}
+    # Pooled over models: 1.5, 2.0, 2.0, 2.5, 3.0, 5.0.
+    assert measured.per_object == pytest.approx(2.25)
+
+    models = [spec("tiny-random"), spec("tiny-random-b"), spec("sdxl")]
+    items, _ = plan_explicit_run(models, [one, two], 2, {})
+    plan = plan_summary(items, [one, two], "cuda", measured_seconds(db), registry, measured)
+    assert (plan.images, plan.objects) == (12, 18)
+    assert plan.estimate.per_model == {
+        "tiny-random": (4, pytest.approx(0.55), "measured in concept runs"),
+        "tiny-random-b": (4, pytest.approx(3.0), "measured"),
+        "sdxl": (4, pytest.approx(0.5), "measured"),
+    }
+    assert plan.scoring == (pytest.approx(2.25), "measured")
+    assert plan.estimate.seconds == pytest.approx(4 * 0.55 + 4 * 3.0 + 4 * 0.5)
+    assert plan.seconds == pytest.approx(4 * 0.55 + 4 * 3.0 + 4 * 0.5 + 18 * 2.25)  # 56.7
