@@ -67,6 +67,8 @@ ANNOTATOR_HEADERS = [
     "created",
     "practice_approved",
     "sign_ins",
+    "work_done",
+    "last_active",
 ]
 PENDING_HEADERS = ["annotator_id", "pseudonym", "practice_coloring_ids"]
 FAILURE_HEADERS = ["time_utc", "address", "kind"]
@@ -516,9 +518,17 @@ def _annotator_rows(db) -> list[list]:
             r["created"],
             _approval(r["practice_approved"], r["practice_approved_by"]),
             r["sign_ins"],
+            _work(r),
+            shown_time(r["last_active"]) if r["last_active"] else "",
         ]
         for r in accounts.list_annotators(db)
     ]
+
+
+def _work(row: dict) -> str:
+    """What a person did, in words: "12 colorings, 3 votes" (each kind they have any of)."""
+    kinds = (("colorings", "coloring"), ("votes", "vote"), ("judgments", "judgment"))
+    return ", ".join(counted(row[key], noun) for key, noun in kinds if row[key]) or "nothing yet"
 
 
 def _approval(when: str | None, by: str | None) -> str:

@@ -472,12 +472,25 @@ def get_annotator(db: sqlite_utils.Database, annotator_id: int) -> dict:
 
 
 def list_annotators(db: sqlite_utils.Database, role: str | None = None) -> list[dict]:
-    """Every annotator (optionally of one role) with their number of invites used."""
+    """Every annotator (optionally of one role) with their number of invites used
+    (``sign_ins``), what they did (``colorings``: main-task colorings not withdrawn, every
+    round; ``votes``; ``judgments``) and when they last did any of it (``last_active``, an
+    ISO time or None). One pass over each table, whatever the number of people."""
     rows = db.query(
         "select a.id, a.pseudonym, a.roles, a.design_background, a.status, a.created, "
-        "a.practice_approved, a.practice_approved_by, coalesce(sum(i.uses), 0) as sign_ins "
-        "from annotators a left join invites i on i.annotator_id = a.id "
-        "group by a.id order by a.id"
+        "a.practice_approved, a.practice_approved_by, coalesce(i.n, 0) as sign_ins, "
+        "coalesce(c.n, 0) as colorings, coalesce(v.n, 0) as votes, coalesce(j.n, 0) as judgments, "
+        "max(coalesce(c.last, ''), coalesce(v.last, ''), coalesce(j.last, '')) as last_active "
+        "from annotators a "
+        "left join (select annotator_id, sum(uses) as n from invites group by annotator_id) i "
+        "on i.annotator_id = a.id "
+        "left join (select annotator_id, count(*) as n, max(created) as last from colorings "
+        "where practice = 0 and status != 'withdrawn' group by annotator_id) c on c.annotator_id = a.id "
+        "left join (select expert_id, count(*) as n, max(created) as last from qc_votes "
+        "group by expert_id) v on v.expert_id = a.id "
+        "left join (select participant_id, count(*) as n, max(created) as last from judgments "
+        "group by participant_id) j on j.participant_id = a.id "
+        "order by a.id"
     )
     return [r for r in rows if role is None or role in json.loads(r["roles"])]
 

@@ -63,9 +63,9 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
         expert, message = client.predict(link, api_name="/login_invite")
         assert expert and "E0002" in message
         people = client.predict(admin, api_name="/admin_list_annotators")
-        assert [(r[1], r[2], r[3], r[4], r[7]) for r in people["data"]] == [
-            ("E0001", "expert", "yes", "active", 0),
-            ("E0002", "expert", "yes", "active", 1),
+        assert [(r[1], r[2], r[3], r[4], r[7], r[8], r[9]) for r in people["data"]] == [
+            ("E0001", "expert", "yes", "active", 0, "nothing yet", ""),
+            ("E0002", "expert", "yes", "active", 1, "nothing yet", ""),
         ]
         coverage = client.predict(admin, api_name="/admin_coverage")
         assert "**0 of 1278** concepts have 5 colorings" in coverage

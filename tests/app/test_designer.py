@@ -245,8 +245,12 @@ def test_a_reload_shows_the_same_task_and_progress(quick_study):
     assert "Batch 1 · 1 of 3 done" in first["header"] and first["header"] == second["header"]
     # The admin sees the approval the setting made, as such.
     people = quick_study.client.predict(quick_study.admin, api_name="/admin_list_annotators")
-    [approved] = [row[6] for row in people["data"] if row[2] == "designer"]
+    [designer] = [row for row in people["data"] if row[2] == "designer"]
+    approved = designer[6]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z? \(automatically\)", approved), approved
+    # What each person did and when (outsider 77 counted colorings per designer from an export).
+    assert people["headers"][8:] == ["work_done", "last_active"]
+    assert designer[8] == "1 coloring" and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", designer[9])
 
 
 def test_the_plain_http_api_route_answers_every_designer_view_with_the_canvas_props(quick_study):
