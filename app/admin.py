@@ -71,6 +71,8 @@ ANNOTATOR_HEADERS = [
     "last_active",
 ]
 PENDING_HEADERS = ["annotator_id", "pseudonym", "practice_coloring_ids"]
+PERSON_ID = "Annotator id (close, reopen or withdraw)"
+"""The label of the id that *Close account*, *Reopen account* and *Withdraw their colorings* take."""
 FAILURE_HEADERS = ["time_utc", "address", "kind"]
 _BACKGROUND = {"unknown": None, "yes": True, "no": False}
 EXPORT_POLL_SECONDS = 1.0
@@ -132,6 +134,14 @@ EVENTS = (
         ("revoke_message",),
         "revoke_message",
         "admin_revoke",
+    ),
+    On(
+        "reopen.click",
+        "reopen",
+        (*_TOKEN, "revoked", "revoke_why"),
+        ("revoke_message",),
+        "revoke_message",
+        "admin_reopen",
     ),
     On(
         "withdraw.click",
@@ -346,15 +356,26 @@ class AdminTab(Tab):
         """Close an annotator's account (their data stays)."""
         if not (why or "").strip():
             raise ValueError("`why` must say why the account is closed; got an empty text")
-        annotator_id = whole_number(annotator_id, "Annotator id (close or withdraw)")
+        annotator_id = whole_number(annotator_id, PERSON_ID)
         accounts.revoke_annotator(db, annotator_id, actor, why)
         return self.named(revoke_message=f"Closed the account of annotator {annotator_id}.")
+
+    @role(*ROLES)
+    def reopen(self, db, actor, annotator_id: float, why: str) -> dict:
+        """Reopen a closed account (closed by mistake, or back after a break); the person
+        signs in with a new invite link."""
+        annotator_id = whole_number(annotator_id, PERSON_ID)
+        accounts.reopen_annotator(db, annotator_id, actor, why)
+        return self.named(
+            revoke_message=f"Reopened the account of annotator {annotator_id}: give them a *New invite "
+            "link* (their earlier links stay revoked)."
+        )
 
     @role(*ROLES)
     def withdraw(self, db, actor, annotator_id: float, why: str) -> dict:
         """Withdraw every coloring of an annotator from the data set (their request, as the
         consent text promises): no analysis counts them from now on."""
-        annotator_id = whole_number(annotator_id, "Annotator id (close or withdraw)")
+        annotator_id = whole_number(annotator_id, PERSON_ID)
         done = withdraw_colorings(db, annotator_id, actor, why)
         reviews = f", {counted(done.reviews, 'open review')} closed" if done.reviews else ""
         return self.named(
@@ -651,9 +672,10 @@ def _people_section() -> dict:
     with empty_note("Nobody is invited yet: create invite links above.", "admin_annotators_empty"):
         annotators = named_table("People and progress", "admin_annotators", headers=ANNOTATOR_HEADERS)
     with gr.Row():
-        revoked = id_field("Annotator id (close or withdraw)", "admin_revoked")
+        revoked = id_field(PERSON_ID, "admin_revoked")
         revoke_why = gr.Textbox(label="Why", elem_id="admin_revoke_why")
         revoke = gr.Button("Close account", variant="stop", elem_id="admin_revoke")
+        reopen = gr.Button("Reopen account", elem_id="admin_reopen")
         withdraw = gr.Button("Withdraw their colorings", variant="stop", elem_id="admin_withdraw")
     return {
         "coverage": coverage,
@@ -661,6 +683,7 @@ def _people_section() -> dict:
         "revoked": revoked,
         "revoke_why": revoke_why,
         "revoke": revoke,
+        "reopen": reopen,
         "withdraw": withdraw,
         "revoke_message": gr.Markdown(elem_id="admin_revoke_message"),
     }

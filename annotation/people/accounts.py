@@ -463,6 +463,39 @@ def revoke_annotator(
         )
 
 
+def reopen_annotator(
+    db: sqlite_utils.Database, annotator_id: int, actor: Actor, why: str, *, now: dt.datetime | None = None
+) -> None:
+    """Reopen a closed account (one closed by mistake, or someone back after a break), with an
+    audit row: the person keeps their pseudonym, work and history, and signs in with a
+    `new_invite` (their earlier links stay revoked).
+
+    Raises
+    ------
+    InvalidInput
+        If `why` is empty.
+    NotFound
+        An unknown annotator.
+    Conflict
+        The account is open, or it came through a crowd study link (such a participant comes
+        back through the link, as a new place).
+    """
+    check_text(why, "why")
+    if not isinstance(why, str) or not why.strip():
+        raise InvalidInput("`why` must say why the account is reopened; got an empty text")
+    now = utcnow() if now is None else now
+    with transaction(db):
+        if get_annotator(db, annotator_id)["status"] != "revoked":
+            raise Conflict(f"the account of annotator {annotator_id} is open; nothing changed")
+        if db["crowd_participants"].count_where("annotator_id = ?", [annotator_id]):
+            raise Conflict(
+                f"annotator {annotator_id} came through a crowd study link: they come back through "
+                "the link, not a reopened account; nothing changed"
+            )
+        update_rows(db, "annotators", {"id": annotator_id}, {"status": "active"})
+        audit.record(db, actor.pseudonym, "reopen_annotator", "annotator", annotator_id, why, now=now)
+
+
 def get_annotator(db: sqlite_utils.Database, annotator_id: int) -> dict:
     """The ``annotators`` row of `annotator_id`; raises `NotFound`."""
     rows = list(db["annotators"].rows_where("id = ?", [annotator_id]))

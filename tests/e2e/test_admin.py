@@ -208,6 +208,16 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
     expect(page.locator("#admin_revoke_message")).to_contain_text(
         f"annotator {leaving} has no coloring to withdraw; nothing changed"
     )
+    # Closed by mistake: reopened, with the same id and why (closing was for good: outsider 77).
+    page.get_by_role("button", name="Close account").click()
+    expect(page.locator("#admin_revoke_message")).to_have_text(f"Closed the account of annotator {leaving}.")
+    page.get_by_role("button", name="Reopen account").click()
+    expect(page.locator("#admin_revoke_message")).to_have_text(
+        f"Reopened the account of annotator {leaving}: give them a New invite link (their earlier links "
+        "stay revoked)."
+    )
+    [row] = live_app.query(f"select status from annotators where id = {leaving}")
+    assert row["status"] == "active"
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "admin-withdraw.png"), full_page=True)
     assert page.js_errors == []

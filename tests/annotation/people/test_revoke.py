@@ -8,7 +8,15 @@ import pytest
 
 from annotation.assignment import reserve, reserve_practice, submit
 from annotation.concepts import sync_concepts
-from annotation.people.accounts import Actor, create_annotators, revoke_annotator
+from annotation.errors import Conflict, InvalidInput, InvalidToken
+from annotation.people.accounts import (
+    Actor,
+    create_annotators,
+    login_with_invite,
+    new_invite,
+    reopen_annotator,
+    revoke_annotator,
+)
 from annotation.study.crowd import votes_left
 from evaluation.concepts import load_concepts
 from storage import iso
@@ -131,3 +139,25 @@ def test_a_revoked_participants_trials_no_longer_fill_the_study(db):
     assert votes_left(db, study, now=T0) == (0, 4, 4)
     revoke_annotator(db, participant, ADMIN, "left the study", now=LATER)
     assert votes_left(db, study, now=LATER) == (4, 4, 4)
+
+
+def test_a_closed_account_reopens_with_a_new_link_and_its_old_links_stay_dead(db):
+    """Closing was for good (outsider 77: a wrong id closed, no way back but a new pseudonym)."""
+    [(person, link)] = create_annotators(db, 1, "designer", now=T0)
+    revoke_annotator(db, person["id"], ADMIN, "wrong row", now=LATER)
+    with pytest.raises(Conflict, match="account is revoked; no new link"):
+        new_invite(db, person["id"], now=LATER)
+    before = list(db["annotators"].rows)
+    with pytest.raises(InvalidInput, match="`why` must say why the account is reopened"):
+        reopen_annotator(db, person["id"], ADMIN, " ")
+    assert list(db["annotators"].rows) == before
+    reopen_annotator(db, person["id"], ADMIN, "closed by mistake", now=LATER)
+    assert db["annotators"].get(person["id"])["status"] == "active"
+    [row] = db["audit"].rows_where("action = 'reopen_annotator'")
+    assert (row["object_id"], row["why"]) == (str(person["id"]), "closed by mistake")
+    with pytest.raises(InvalidToken, match="revoked"):
+        login_with_invite(db, link, now=LATER)
+    fresh = new_invite(db, person["id"], now=LATER)
+    assert login_with_invite(db, fresh, now=LATER).annotator_id == person["id"]
+    with pytest.raises(Conflict, match=f"the account of annotator {person['id']} is open; nothing changed"):
+        reopen_annotator(db, person["id"], ADMIN, "again", now=LATER)
