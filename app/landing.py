@@ -7,7 +7,9 @@ keeps the person signed in. Opening ``/?invite=TOKEN`` signs the person in on pa
 
 from __future__ import annotations
 
+import contextlib
 import urllib.parse
+from collections.abc import Iterator
 
 import gradio as gr
 
@@ -18,7 +20,7 @@ from annotation.people.passwords import login_admin
 from annotation.study import crowd
 from app.common import AppContext, escape, own_session, public, shown_errors, visible_to
 from app.tabs import SESSION_CHANGE, On, Tab
-from storage import shown_time
+from storage import shown_time, storage_condition
 
 NAME = "start"
 TITLE = "Start"
@@ -390,7 +392,7 @@ def sign_in_as_admin(ctx: AppContext, password: str, address: str = "") -> tuple
     """``(session_token, message)`` for the admin password; raises `gr.Error`.
 
     Failed attempts are throttled per client `address` (`annotation.people.throttle`)."""
-    with shown_errors("login_admin"), ctx.db() as db:
+    with shown_errors("login_admin"), _organiser_told(), ctx.db() as db:
         if password in ("", None):  # no attempt: an API client may send None
             raise InvalidInput("the password box is empty: type the admin password")
         throttle.check(db, address)
@@ -401,6 +403,27 @@ def sign_in_as_admin(ctx: AppContext, password: str, address: str = "") -> tuple
             throttle.record_failure(db, address, "admin password")
             raise
     return session.token, "Signed in as **admin**."
+
+
+@contextlib.contextmanager
+def _organiser_told() -> Iterator[None]:
+    """A full (or failing) disk under the admin's sign-in says what to do: the admin was told
+    to "tell the study organisers", and is them (outsider 77)."""
+    try:
+        yield
+    except Exception as error:
+        if storage_condition(error) in ("full", "io"):
+            raise gr.Error(ADMIN_DISK, print_exception=False) from error
+        raise
+
+
+ADMIN_DISK = (
+    "The server's disk is full or takes no write, so signing in (which writes a session) cannot be "
+    "done now. You run this study: free some space on the disk of the database (GET /healthz says "
+    "what it lacks; the app's log names the folder), then sign in again; the app takes work again "
+    "without a restart."
+)
+"""What the admin's sign-in says while the database's disk takes no write."""
 
 
 def client_address(request: gr.Request | None) -> str:
