@@ -303,7 +303,9 @@ def _figures(found: dict[str, pd.DataFrame], system: str) -> dict[str, go.Figure
 
 
 def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
-    """Every table of `report` as CSV and HTML, and every figure as a standalone HTML page.
+    """Every table of `report` as CSV and HTML, its per-image and per-object verdicts as CSV
+    (``images``, ``objects``: the rows every table is computed from, to check them with
+    one's own code), and every figure as a standalone HTML page.
 
     Files are named ``<run>-<scoring>-<table>-<12 hex of their SHA-256>.<csv|html>`` under
     `folder`, so exports never overwrite one another. Returns the paths, tables first.
@@ -319,6 +321,9 @@ def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
             )
         )
         paths.append(_write(folder, f"{report.run}-{report.scoring}-{name}", ".html", tables.to_html(table)))
+    for name, frame in (("images", report.images), ("objects", pd.DataFrame(report.rows))):
+        if not frame.empty:
+            paths.append(_write(folder, f"{report.run}-{report.scoring}-{name}", ".csv", csv_text(frame)))
     for name, figure in report.figures.items():
         page = figure.to_html(include_plotlyjs=True, full_html=True)
         paths.append(_write(folder, f"{report.run}-{report.scoring}-{name.replace(' ', '-')}", ".html", page))

@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from gradio_client.exceptions import AppError
 from numpy.testing import assert_array_equal
@@ -156,6 +157,17 @@ def test_export_writes_csv_and_html_under_exports(app):
     names = sorted(Path(f).name.rsplit("-", 1)[0] + Path(f).suffix for f in files)
     assert "syn-paper-table4.csv" in names and "syn-paper-table4.html" in names
     assert "syn-paper-confusion.html" in names and "syn-paper-bias-right.html" in names
+    # The rows Table 4 is computed from, to recompute it (outsider 75 found them only in the
+    # admin's `annotation export`): its cells are the images' share correct per system and task.
+    images = pd.read_csv(next(f for f in files if Path(f).name.startswith("syn-paper-images-")))
+    objects = pd.read_csv(next(f for f in files if Path(f).name.startswith("syn-paper-objects-")))
+    assert len(objects) == images["objects"].sum() and set(objects["scoring"]) == {"paper"}
+    share = images.groupby(["model", "system", "task"])["correct"].mean().mul(100.0)
+    table4 = next(f for f in files if Path(f).name.startswith("syn-paper-table4-") and f.endswith(".csv"))
+    shown = pd.read_csv(table4, header=[0, 1], index_col=0)
+    assert len(share) == 4
+    for (model, system, task), value in share.items():
+        assert shown.loc[model, (system, task)] == pytest.approx(value, abs=0.01)
     written = list((config.data_dir / "exports" / "explicit").iterdir())
     table4 = next(p for p in written if p.name.startswith("syn-paper-table4-") and p.suffix == ".csv")
     assert table4.read_text().splitlines()[:2] == [
