@@ -272,6 +272,11 @@ JS = compact_js(
       group.setAttribute('role', 'radiogroup');
       if (label) group.setAttribute('aria-labelledby', label.id ||= `cc-label-${{++labelled}}`);
     }});
+    // One name per group (Gradio names each radio alone): one Tab stop, arrow keys choose.
+    document.querySelectorAll('[role="radiogroup"]').forEach((group) => {{
+      const name = (group.dataset.ccName ||= `cc-radio-${{++labelled}}`);
+      group.querySelectorAll('input[type="radio"]').forEach((radio) => {{ if (radio.name !== name) radio.name = name; }});
+    }});
     document.querySelectorAll('.token [role="button"][title^="Remove"]').forEach((remove) => {{
       const name = remove.closest('.token').querySelector('span')?.textContent.trim();
       if (name && remove.title !== `Remove ${{name}}`) remove.title = remove.ariaLabel = `Remove ${{name}}`;

@@ -55,7 +55,13 @@ def test_the_evaluate_tab_switches_to_the_explicit_mode_and_counts_its_images(li
     open_tab(page, "Evaluate")
     expect(page.locator("#evaluate_concepts")).to_be_visible()
     expect(page.locator("#evaluate_x_systems")).to_be_hidden()
-    page.get_by_label("Explicit colors (GenColorBench)").check()
+    # The mode is one radio group: one Tab stop, and an arrow key chooses (each radio was its
+    # own Tab stop and arrows did nothing: outsider 75).
+    concepts = page.get_by_label("Implicit concepts (ColorConceptBench)")
+    concepts.focus()
+    page.keyboard.press("ArrowDown")
+    expect(page.get_by_label("Explicit colors (GenColorBench)")).to_be_checked()
+    expect(page.get_by_label("Explicit colors (GenColorBench)")).to_be_focused()
     expect(page.locator("#evaluate_x_systems")).to_be_visible()
     expect(page.locator("#evaluate_concepts")).to_be_hidden()
     expect(page.locator("#evaluate_styles")).to_be_hidden()
