@@ -71,8 +71,8 @@ ANNOTATOR_HEADERS = [
     "last_active",
 ]
 PENDING_HEADERS = ["annotator_id", "pseudonym", "practice_coloring_ids"]
-PERSON_ID = "Annotator id (close, reopen or withdraw)"
-"""The label of the id that *Close account*, *Reopen account* and *Withdraw their colorings* take."""
+PERSON_ID = "Annotator id or pseudonym (close, reopen or withdraw)"
+"""The label of the person *Close account*, *Reopen account* and *Withdraw their colorings* take."""
 FAILURE_HEADERS = ["time_utc", "address", "kind"]
 _BACKGROUND = {"unknown": None, "yes": True, "no": False}
 EXPORT_POLL_SECONDS = 1.0
@@ -356,7 +356,7 @@ class AdminTab(Tab):
         """Close an annotator's account (their data stays)."""
         if not (why or "").strip():
             raise ValueError("`why` must say why the account is closed; got an empty text")
-        annotator_id = whole_number(annotator_id, PERSON_ID)
+        annotator_id = _person(db, annotator_id)
         accounts.revoke_annotator(db, annotator_id, actor, why)
         return self.named(revoke_message=f"Closed the account of annotator {annotator_id}.")
 
@@ -364,7 +364,7 @@ class AdminTab(Tab):
     def reopen(self, db, actor, annotator_id: float, why: str) -> dict:
         """Reopen a closed account (closed by mistake, or back after a break); the person
         signs in with a new invite link."""
-        annotator_id = whole_number(annotator_id, PERSON_ID)
+        annotator_id = _person(db, annotator_id)
         accounts.reopen_annotator(db, annotator_id, actor, why)
         return self.named(
             revoke_message=f"Reopened the account of annotator {annotator_id}: give them a *New invite "
@@ -375,12 +375,14 @@ class AdminTab(Tab):
     def withdraw(self, db, actor, annotator_id: float, why: str) -> dict:
         """Withdraw every coloring of an annotator from the data set (their request, as the
         consent text promises): no analysis counts them from now on."""
-        annotator_id = whole_number(annotator_id, PERSON_ID)
+        annotator_id = _person(db, annotator_id)
         done = withdraw_colorings(db, annotator_id, actor, why)
         reviews = f", {counted(done.reviews, 'open review')} closed" if done.reviews else ""
+        # Apart, so the count matches the Admin tab's "withdrawn", which counts main-task ones
+        practice = f" ({done.colorings - done.practice:,} main-task, {done.practice:,} practice)"
         return self.named(
-            revoke_message=f"Withdrew {counted(done.colorings, 'coloring')} of annotator {annotator_id}: "
-            f"the P_H of {counted(done.concepts, 'concept')} recomputed without them{reviews}. "
+            revoke_message=f"Withdrew {counted(done.colorings, 'coloring')}{practice if done.practice else ''} "
+            f"of annotator {annotator_id}: the P_H of {counted(done.concepts, 'concept')} recomputed without them{reviews}. "
             "No analysis counts them from now on; their account stays open (close it too if they "
             "leave the study)."
         )
@@ -544,6 +546,17 @@ def _annotator_rows(db) -> list[list]:
         ]
         for r in accounts.list_annotators(db)
     ]
+
+
+def _person(db, typed) -> int:
+    """The annotator id typed, or the id of the pseudonym typed (``D0003``: what designers
+    know themselves by, and what they write when they ask to withdraw: outsider 78)."""
+    if isinstance(typed, str) and typed.strip()[:1].isalpha():
+        found = accounts.annotator_id_of(db, typed)
+        if found is None:
+            raise ValueError(f"`{PERSON_ID}`: nobody is called {shown(typed.strip())}")
+        return found
+    return whole_number(typed, PERSON_ID)
 
 
 def _work(row: dict) -> str:

@@ -427,7 +427,11 @@ class ExpertTab(Tab):
         if not isinstance(verdict, str) or verdict not in VERDICTS:  # a list is no key
             raise ValueError(f"`verdict` must be one of {list(VERDICTS)}, got {shown(verdict)}")
         decision = votes.cast_vote(db, actor, whole_number(task_id, "task"), VERDICTS[verdict])
-        complete = "" if decision is None else " That coloring's review is complete."
+        complete = (  # section 4 is as it was when shown: it said no review was complete (outsider 78)
+            ""
+            if decision is None
+            else " That coloring's review is complete: *Refresh statistics* (section 4) counts it."
+        )
         return f"Vote recorded: {verdict}.{complete}"
 
     def vote_endpoint(self, session_token: str, task_id: float, verdict: str) -> str:

@@ -28,10 +28,12 @@ WITHDRAWN = "withdrawn"
 
 @dataclass(frozen=True)
 class Withdrawal:
-    """What `withdraw_colorings` changed: ``colorings`` withdrawn, ``concepts`` whose P_H was
-    recomputed (main-task colorings), ``reviews`` closed and ``released`` review tasks."""
+    """What `withdraw_colorings` changed: ``colorings`` withdrawn (``practice`` of them
+    practice colorings, which count in no P_H), ``concepts`` whose P_H was recomputed,
+    ``reviews`` closed and ``released`` review tasks."""
 
     colorings: int
+    practice: int
     concepts: int
     reviews: int
     released: int
@@ -81,7 +83,8 @@ def withdraw_colorings(
         concepts = sorted({r["concept_key"] for r in rows if not r["practice"]})
         for concept in concepts:
             ground_truth.refresh(db, concept)
-        withdrawal = Withdrawal(len(ids), len(concepts), reviews, released)
+        practice = sum(1 for r in rows if r["practice"])
+        withdrawal = Withdrawal(len(ids), practice, len(concepts), reviews, released)
         audit.record(
             db,
             actor.pseudonym,
@@ -91,6 +94,7 @@ def withdraw_colorings(
             why,
             details={
                 "colorings": withdrawal.colorings,
+                "practice": practice,
                 "concepts": withdrawal.concepts,
                 "closed_reviews": reviews,
                 "released_tasks": released,

@@ -496,6 +496,13 @@ def reopen_annotator(
         audit.record(db, actor.pseudonym, "reopen_annotator", "annotator", annotator_id, why, now=now)
 
 
+def annotator_id_of(db: sqlite_utils.Database, pseudonym: str) -> int | None:
+    """The id of the annotator called `pseudonym` (``D0003``; case and blanks around it
+    ignored), or None."""
+    rows = list(db["annotators"].rows_where("pseudonym = ?", [str(pseudonym).strip().upper()], select="id"))
+    return rows[0]["id"] if rows else None
+
+
 def get_annotator(db: sqlite_utils.Database, annotator_id: int) -> dict:
     """The ``annotators`` row of `annotator_id`; raises `NotFound`."""
     rows = list(db["annotators"].rows_where("id = ?", [annotator_id]))

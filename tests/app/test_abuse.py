@@ -118,7 +118,7 @@ def test_text_with_a_control_character_is_refused_naming_it(
         (
             "/admin_revoke",
             ("admin", str(2**64), "spite"),
-            "`Annotator id \\(close, reopen or withdraw\\)` must be a whole number of at most 18 digits",
+            "`Annotator id or pseudonym \\(close, reopen or withdraw\\)` must be a whole number of at most 18 digits",
         ),
         ("/study_design", ("researcher", "9" * 40), "`Study id` must be a whole number of at most 18 digits"),
     ],

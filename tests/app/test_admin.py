@@ -191,7 +191,8 @@ def test_admin_inputs_out_of_range_show_a_message_and_write_nothing(shared_app):
     with pytest.raises(AppError, match="`Annotator id` must be a whole number, got '1.5'"):
         client.predict(admin, 1.5, "approve", "ok", api_name="/admin_review_practice")
     with pytest.raises(
-        AppError, match="`Annotator id \\(close, reopen or withdraw\\)` must be a whole number, got nothing"
+        AppError,
+        match="`Annotator id or pseudonym \\(close, reopen or withdraw\\)` must be a whole number, got nothing",
     ):
         client.predict(admin, None, "spite", api_name="/admin_revoke")
     assert _dump(config) == before

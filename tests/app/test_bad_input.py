@@ -258,19 +258,19 @@ CASES = [
         "revoke-fractional-annotator",
         "/admin_revoke",
         as_role("admin", 1.5, "left"),
-        "`Annotator id \\(close, reopen or withdraw\\)` must be a whole number, got '1.5'",
+        "`Annotator id or pseudonym \\(close, reopen or withdraw\\)` must be a whole number, got '1.5'",
     ),
     Case(
         "revoke-annotator-script",
         "/admin_revoke",
         as_role("admin", SCRIPT, "left"),
-        "`Annotator id \\(close, reopen or withdraw\\)` must be a whole number, got",
+        "`Annotator id or pseudonym \\(close, reopen or withdraw\\)` must be a whole number, got",
     ),
     Case(
         "revoke-empty-annotator",
         "/admin_revoke",
         as_role("admin", None, "left"),
-        "`Annotator id \\(close, reopen or withdraw\\)` must be a whole number, got nothing",
+        "`Annotator id or pseudonym \\(close, reopen or withdraw\\)` must be a whole number, got nothing",
     ),
     Case(
         "practice-approve-an-expert",
@@ -642,13 +642,13 @@ CASES = [
         "revoke-huge-annotator-id",
         "/admin_revoke",
         as_role("admin", "x" * HUGE, "left"),
-        rf"^`Annotator id \(close, reopen or withdraw\)` must be a whole number, got 'x{{80}}'… \({HUGE} characters\)$",
+        rf"^`Annotator id or pseudonym \(close, reopen or withdraw\)`: nobody is called 'x{{80}}'… \({HUGE} characters\)$",
     ),
     Case(
         "revoke-huge-digits-annotator-id",
         "/admin_revoke",
         as_role("admin", "1" * HUGE, "left"),
-        rf"^`Annotator id \(close, reopen or withdraw\)` must be a whole number of at most 18 digits, got '1{{80}}'… \({HUGE} characters\)$",
+        rf"^`Annotator id or pseudonym \(close, reopen or withdraw\)` must be a whole number of at most 18 digits, got '1{{80}}'… \({HUGE} characters\)$",
     ),
     Case(
         "browser-cfg-not-a-number",

@@ -111,10 +111,17 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     assert "- 2 concepts have the 2 colorings that “Colorings needed per concept” asks." in coverage
     assert "(2 colorings per concept: as the vote queue was last opened; an expert sets it" in coverage
 
+    said = []
     for token in experts:
         task, concept, image, _ = client.predict(token, api_name="/expert_next")
         assert "forbidding castle" in concept and _center_rgb(image) == PINK
-        client.predict(token, task, "Inconsistent", api_name="/expert_vote")
+        said.append(client.predict(token, task, "Inconsistent", api_name="/expert_vote"))
+    # The third vote completes the review, and points at the statistics below, which said
+    # no review was complete until refreshed (outsider 78).
+    assert said == ["Vote recorded: Inconsistent."] * 2 + [
+        "Vote recorded: Inconsistent. That coloring's review is complete: *Refresh statistics* "
+        "(section 4) counts it."
+    ]
     table5, summary, raters = client.predict(experts[0], api_name="/expert_statistics")
     assert [r[2] for r in table5["data"]] == [0, 0, 0, 1, 1]
     assert "**1** coloring reviewed, **1** discarded" in summary and "**1.000**" in summary

@@ -192,7 +192,9 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
     _sign_in_admin(page, live_app)
     coverage = page.locator("#admin_coverage")
     expect(coverage).to_contain_text("3 submitted, 0 accepted")
-    page.locator("#admin_revoked textarea, #admin_revoked input").first.fill(str(leaving))
+    # By the pseudonym the designer knows themselves by (the number alone was taken: outsider 78)
+    [person] = live_app.query(f"select pseudonym from annotators where id = {leaving}")
+    page.locator("#admin_revoked textarea, #admin_revoked input").first.fill(person["pseudonym"].lower())
     page.locator("#admin_revoke_why textarea, #admin_revoke_why input").first.fill("asked by email")
     page.get_by_role("button", name="Withdraw their colorings").click()
     expect(page.locator("#admin_revoke_message")).to_have_text(

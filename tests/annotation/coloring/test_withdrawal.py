@@ -32,6 +32,7 @@ def test_a_withdrawal_leaves_every_analysis_without_the_colorings_and_closes_the
     red = add_coloring(db, data, leaving, "apple", (200, 20, 30))
     green = add_coloring(db, data, staying, "apple", (30, 160, 40))
     add_coloring(db, data, leaving, "banana", (240, 220, 40))
+    practice = add_coloring(db, data, leaving, "cat", (90, 90, 90), practice=True)
     review.open_reviews(db, ADMIN, [red], reason="test")
     [held] = votes.vote_queue(db, expert, np.random.default_rng(0), batch_size=5)
     assert held.coloring_id == red
@@ -39,9 +40,9 @@ def test_a_withdrawal_leaves_every_analysis_without_the_colorings_and_closes_the
 
     done = withdraw_colorings(db, leaving, ADMIN, "asked by email on 2 Dec")
 
-    assert (done.colorings, done.concepts, done.reviews, done.released) == (2, 2, 1, 1)
+    assert (done.colorings, done.practice, done.concepts, done.reviews, done.released) == (3, 1, 2, 1, 1)
     statuses = {r["id"]: r["status"] for r in db["colorings"].rows}
-    assert statuses == {red: "withdrawn", green: "submitted", red + 2: "withdrawn"}
+    assert statuses == {red: "withdrawn", green: "submitted", red + 2: "withdrawn", practice: "withdrawn"}
     stored = human.read(db, human.DESIGNERS)
     assert stored["apple"].coloring_ids == (green,) and "banana" not in stored
     assert db["reviews"].get(red)["status"] == "withdrawn"
