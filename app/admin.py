@@ -20,6 +20,7 @@ import pandas as pd
 from annotation import overview, pilot
 from annotation.backup import backup_archive
 from annotation.coloring import stability
+from annotation.coloring.tasks import RESERVE_AHEAD
 from annotation.coloring.withdrawal import withdraw_colorings
 from annotation.export import BackgroundExport, ExportFailed, ExportState, export_archive
 from annotation.files import resolve
@@ -892,7 +893,12 @@ def _pilot_line(db) -> str:
     keys = pilot.read_pilot(db)
     if not keys:
         return "No pilot: designers get the least covered concepts of the whole study first."
-    return f"Pilot: designers get these {len(keys)} concepts before any other: {_named(keys)}."
+    # A designer's held tasks stay theirs (one may be on screen, half colored): they come first
+    # (an outside tester read "before any other" as at once: outsider 79).
+    return (
+        f"Pilot: designers get these {len(keys)} concepts before any other, once they have colored "
+        f"the up to {RESERVE_AHEAD} tasks each holds already: {_named(keys)}."
+    )
 
 
 def _named(keys: list[str]) -> str:

@@ -290,3 +290,23 @@ def test_the_numbers_count_the_votes_each_review_still_misses(db, tmp_path):
     assert readiness(db).lines()[1:] == [
         "1 review decided; 3 votes on 1 coloring are missing.",
     ]
+
+
+def test_a_pilot_set_mid_batch_comes_after_the_tasks_a_designer_holds(db, tmp_path):
+    """What the coverage line says (an outside tester read "before any other" as at once): the
+    up to `RESERVE_AHEAD` tasks a designer holds stay theirs and come first; the next task
+    reserved is a pilot concept."""
+    from annotation.coloring import tasks as work
+
+    _setup(db)
+    [designer] = people(db, 1, "designer")
+    held = work.start_batch(db, designer, np.random.default_rng(0), 10, now=T0)
+    assert len(held) == work.RESERVE_AHEAD and not {t.concept_key for t in held} & set(PILOT)
+    pilot.set_pilot(db, PILOT, actor="admin")
+    assert [t.id for t in assignment.open_tasks(db, "coloring", designer, now=T0)] == [t.id for t in held]
+    add_coloring(db, tmp_path, designer, held[0].concept_key, COLORS[0], task_id=held[0].id, now=T0)
+    assert work.top_up(db, designer, np.random.default_rng(1), now=T0) == 1
+    [fresh] = [
+        t for t in assignment.open_tasks(db, "coloring", designer, now=T0) if t.id not in {h.id for h in held}
+    ]
+    assert fresh.concept_key in PILOT

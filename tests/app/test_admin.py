@@ -321,7 +321,8 @@ def test_the_admin_sets_draws_and_ends_a_pilot_and_a_refused_one_writes_nothing(
     message, coverage = client.predict(admin, " apple ,forbidding castle\n", api_name="/admin_set_pilot")
     assert message == "Pilot set: “apple”, “forbidding castle”."
     assert (
-        "- Pilot: designers get these 2 concepts before any other: “apple”, “forbidding castle”." in coverage
+        "- Pilot: designers get these 2 concepts before any other, once they have colored the up to 3 "
+        "tasks each holds already: “apple”, “forbidding castle”." in coverage
     )
     assert (
         "No pilot concept has yet the 5 colorings from different designers that “Colorings needed per concept” asks"

@@ -124,7 +124,7 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     ]
     table5, summary, raters = client.predict(experts[0], api_name="/expert_statistics")
     assert [r[2] for r in table5["data"]] == [0, 0, 0, 1, 1]
-    assert "**1** coloring reviewed, **1** discarded" in summary and "**1.000**" in summary
+    assert "**1** coloring reviewed, **1** discarded by the votes. " in summary and "**1.000**" in summary
     # Every vote Inconsistent: κ and α are 0/0, and the panel says why ("n/a" alone read
     # like a fault to an outside methodologist), and how many votes a coloring takes.
     assert (
@@ -153,6 +153,13 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     client.predict(admin, castle[4], "pink can forbid", api_name="/expert_reinstate")
     _, basis = client.predict(admin, "forbidding castle", api_name="/expert_ground_truth")
     assert "rests on **5** colorings" in basis
+    # The votes' count stays Table 5's, and says what is excluded now (it read "1 discarded"
+    # after the reinstatement: outsider 79).
+    _, summary, _ = client.predict(experts[0], api_name="/expert_statistics")
+    assert (
+        "**1** coloring reviewed, **1** discarded by the votes (**0** excluded now: reinstated by the "
+        "admin or withdrawn since)." in summary
+    )
 
 
 def test_expert_endpoints_refuse_a_designer_and_write_nothing(study):
