@@ -288,7 +288,7 @@ def _import_outcome(result: sketch_store.ImportResult) -> str:
         return f"refused: {result.reason}"
     if result.known:
         return f"already in the library as sketch {result.sketch_id} (the same drawing): nothing new stored"
-    return f"imported as sketch {result.sketch_id}"
+    return f"imported as sketch {result.sketch_id}" + (f" ({result.note})" if result.note else "")
 
 
 def _coverage_section() -> dict:

@@ -131,6 +131,8 @@ class ImportedSketch:
         Pixels; the long side is `LONG_SIDE`.
     stats : LineArtStats
         Of the image as imported.
+    source_long_side : int or None
+        Pixels on the long side of a raster file as it came (None for SVG, drawn at size).
     """
 
     png: bytes
@@ -138,6 +140,7 @@ class ImportedSketch:
     width: int
     height: int
     stats: LineArtStats
+    source_long_side: int | None = None
 
 
 def slugify(concept: str) -> str:
@@ -446,6 +449,7 @@ def import_sketch_file(path: str | Path, long_side: int = LONG_SIDE) -> Imported
         If the file cannot be read as an image.
     """
     path = Path(path)
+    source = None
     if path.suffix.lower() in (".svg", ".svgz"):
         image: Image.Image | np.ndarray = rasterize_svg(path.read_bytes(), long_side)
     else:
@@ -454,6 +458,7 @@ def import_sketch_file(path: str | Path, long_side: int = LONG_SIDE) -> Imported
                 image = ImageOps.exif_transpose(opened).copy()
         except (OSError, Image.DecompressionBombError) as exc:
             raise ValueError(f"`path` {path.name} is not a readable image: {exc}") from None
+        source = max(image.size)
     stats = check_line_art(image)
     sketch = normalize_sketch(image, long_side)
     if max(sketch.shape) > MAX_ASPECT * min(sketch.shape):
@@ -462,7 +467,9 @@ def import_sketch_file(path: str | Path, long_side: int = LONG_SIDE) -> Imported
             f"side may be at most {MAX_ASPECT:g} times its short side (a thin strip leaves nothing to color)"
         )
     png = encode_png(sketch)
-    return ImportedSketch(png, hashlib.sha256(png).hexdigest(), sketch.shape[1], sketch.shape[0], stats)
+    return ImportedSketch(
+        png, hashlib.sha256(png).hexdigest(), sketch.shape[1], sketch.shape[0], stats, source
+    )
 
 
 def _to_rgb(image: Image.Image | np.ndarray) -> np.ndarray:

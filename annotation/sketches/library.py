@@ -41,6 +41,7 @@ from annotation.errors import InvalidInput, NotFound, check_text, shown
 from annotation.files import MAX_BYTES, MAX_PIXELS, decode_image, resolve, store_bytes
 from annotation.sketches.importing import (
     MANIFEST_CSV,
+    ImportedSketch,
     NotLineArtError,
     check_line_art,
     concept_for_filename,
@@ -70,6 +71,7 @@ class ImportResult:
     sketch_id: int | None
     reason: str
     known: bool = False
+    note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -376,20 +378,23 @@ def import_sketches(
             )
             continue
         try:
-            png = _vetted_png(Path(path), name, max_pixels, max_bytes)
+            imported = _vetted_png(Path(path), name, max_pixels, max_bytes)
         except (NotLineArtError, InvalidInput, ValueError) as error:
             reason = str(error)  # each refusal names its file, as most reasons do already
             results.append(
                 ImportResult(name, target, None, reason if reason.startswith(name) else f"{name}: {reason}")
             )
             continue
+        png = imported.png
         known = db["sketches"].count_where(
             "base = ? and sha256 = ?", [target, hashlib.sha256(png).hexdigest()]
         )
         sketch_id = add_sketch(
             db, data_dir, target, png, source="imported", select=select, meta={"file": name}, actor=actor
         )
-        results.append(ImportResult(name, target, sketch_id, "", known=bool(known)))
+        results.append(
+            ImportResult(name, target, sketch_id, "", known=bool(known), note=_scaled_note(imported))
+        )
     return results
 
 
@@ -405,7 +410,24 @@ def import_sketch_folder(
     return import_sketches(db, data_dir, files, **options)
 
 
-def _vetted_png(path: Path, name: str, max_pixels: int, max_bytes: int) -> bytes:
+SMALL_SOURCE_SIDE = 256
+"""A raster sketch smaller than this on its long side is scaled up 4 times or more to
+`annotation.sketches.importing.LONG_SIDE`: its lines blur, and fills stop short of them."""
+
+
+def _scaled_note(imported: ImportedSketch) -> str:
+    """What the import result says of a small raster original (an outside tester's 40 x 40 px
+    drawing became soft lines a fill left white halos beside), else ""."""
+    side = imported.source_long_side
+    if side is None or side >= SMALL_SOURCE_SIDE:
+        return ""
+    return (
+        f"scaled up from {side} px on its long side to {max(imported.width, imported.height)}: its lines "
+        "are soft and a fill may stop short of them; a larger original or an SVG colors cleanly"
+    )
+
+
+def _vetted_png(path: Path, name: str, max_pixels: int, max_bytes: int) -> ImportedSketch:
     suffix = Path(name).suffix.lower()
     if suffix not in IMPORT_SUFFIXES:
         raise InvalidInput(
@@ -421,7 +443,7 @@ def _vetted_png(path: Path, name: str, max_pixels: int, max_bytes: int) -> bytes
         raise InvalidInput(f"{name} is {path.stat().st_size} bytes; at most {max_bytes} allowed")
     local = path if path.suffix.lower() == suffix else _renamed(path, suffix)
     try:
-        return import_sketch_file(local).png
+        return import_sketch_file(local)
     except NotLineArtError as error:
         raise NotLineArtError(f"{name}: {error}") from None
     finally:

@@ -301,3 +301,24 @@ def test_an_animated_png_is_refused_not_cut_to_its_first_frame(loaded, tmp_path)
     [result] = store.import_sketches(db, data, [path])
     assert result.reason == "lemon.png is animated (2 frames); a sketch is one still drawing"
     assert db["sketches"].count == count
+
+
+def test_a_small_raster_sketch_is_stored_with_a_note_that_it_was_scaled_up(loaded, tmp_path):
+    """A 40 x 40 px drawing becomes soft 1024 px lines a fill stops short of (outsider 80):
+    the import says so; a drawing of 256 px or more, or an SVG, gets no note."""
+    db, data = loaded
+    results = []
+    for side, name in ((40, "lemon.png"), (256, "mango.png")):
+        frame = np.full((side, side), 255, np.uint8)
+        edge, width = side // 5, max(1, side // 40)
+        frame[edge:-edge, edge : edge + width] = frame[edge:-edge, -edge - width : -edge] = 0
+        frame[edge : edge + width, edge:-edge] = frame[-edge - width : -edge, edge:-edge] = 0
+        Image.fromarray(frame).save(tmp_path / name)
+        [result] = store.import_sketches(db, data, [tmp_path / name])
+        results.append(result)
+    assert all(r.ok for r in results), [r.reason for r in results]
+    assert results[0].note == (
+        "scaled up from 40 px on its long side to 1024: its lines are soft and a fill may stop short of "
+        "them; a larger original or an SVG colors cleanly"
+    )
+    assert results[1].note == ""
