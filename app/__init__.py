@@ -240,7 +240,7 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
     to whoever named it), text that cannot be stored (a lone UTF-16 surrogate, which no
     browser sends but an API client can), a value its component cannot read (Gradio's
     refusal logs a traceback per call, before the function's role check) or would pass on
-    misread (`guard.misread_input`), and a choice or number its component does not take."""
+    misread (`guard.takes_kind`), and a choice or number its component does not take."""
     if getattr(demo, "colorconcept_guarding", False):
         return
     process_api = demo.process_api
@@ -287,8 +287,6 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
                 )
             )
         misshapen = guard.misshapen_input(fn, inputs)
-        if misshapen is None:
-            misshapen = guard.misread_input(fn, inputs)
         if misshapen is not None:  # Gradio's own refusal: an empty "Error" and a traceback logged
             raise _not_its_value(fn, misshapen)
         state = kwargs["state"] if "state" in kwargs else args[2] if len(args) > 2 else None

@@ -680,12 +680,14 @@ def unstorable_input(inputs: list) -> tuple[int, str] | None:
 
 def misshapen_input(fn, inputs: list) -> int | None:
     """The position of the first of a call's `inputs` that its component's data model (a
-    table's, a file's) does not take, or None. Gradio checks this before the function, and
-    its role check, runs, and logs a traceback per call that fails it; this is the same
-    check of the shape, without the file checks Gradio adds (so it refuses nothing Gradio
-    takes)."""
+    table's, a file's) does not take, or that is not of the kind its component takes
+    (`takes_kind`), or None. Gradio checks the data model before the function, and its role
+    check, runs, and logs a traceback per call that fails it; this is the same check of the
+    shape, without the file checks Gradio adds. The kinds Gradio passes on as they came."""
     prop_inputs = set(getattr(fn, "component_prop_inputs", ()) or ())
     for position, (block, value) in enumerate(zip(getattr(fn, "inputs", None) or [], inputs or [])):
+        if position not in prop_inputs and not takes_kind(block, value):
+            return position
         model = getattr(block, "data_model", None)
         if model is None or value is None or getattr(block, "stateful", False) or position in prop_inputs:
             continue
@@ -713,16 +715,6 @@ def takes_kind(block, value) -> bool:
     ):
         return isinstance(value, list)
     return True
-
-
-def misread_input(fn, inputs: list) -> int | None:
-    """The position of the first of a call's `inputs` that is not of the kind its component
-    takes (`takes_kind`), or None."""
-    prop_inputs = set(getattr(fn, "component_prop_inputs", ()) or ())
-    for position, (block, value) in enumerate(zip(getattr(fn, "inputs", None) or [], inputs or [])):
-        if position not in prop_inputs and not takes_kind(block, value):
-            return position
-    return None
 
 
 def mistyped_file(fn, inputs: list) -> tuple[int, str] | None:
