@@ -640,12 +640,14 @@ function said(hex) {
   const name = colorName(hex);
   return name ? `${name} (${hex})` : hex;
 }
-// "moderate olive brown · brown", or "" until the table is loaded.
+// "moderate olive brown · brown" ("white" when both are one word), or "" until the table
+// is loaded.
 function colorName(hex) {
   if (!NAMES.rows) return "";
   const bits = NAMES.spec.bits, s = 8 - bits, [r, g, b] = hexToRgb(hex);
   const row = NAMES.rows[((r >> s) << (2 * bits)) | ((g >> s) << bits) | (b >> s)];
-  return NAMES.spec.l3[row] + " · " + NAMES.spec.basic[row];
+  const l3 = NAMES.spec.l3[row], basic = NAMES.spec.basic[row];
+  return l3 === basic ? l3 : l3 + " · " + basic;
 }
 
 // ---------- value and work in progress ----------

@@ -36,6 +36,12 @@ Rules (the names are words, so the rules are about words)
 3. Basic terms: each level 1 term is its own basic term except ``olive`` and
    ``yellow green``, which are not among Berlin & Kay's eleven; both map to ``green`` (the
    term English speakers give these yellowish greens, as in "olive green").
+4. An sRGB grey (r = g = b) is named among the five untinted neutrals (`NEUTRALS`), by
+   `name_srgb` and so by the lookup table. ISCC-NBS's neutral centroids are not exactly
+   neutral, so by the nearest centroid alone ``#000000`` would be "olive black",
+   ``#777777`` "greenish gray" and ``#ffffff`` "greenish white": tints a grey does not have
+   (the UW-71 greys are named the same way, `names_of_uw71`). `name_lab` names what it is
+   given by the nearest centroid.
 
 Notes
 -----
@@ -56,7 +62,7 @@ Examples
 --------
 >>> names = name_srgb(np.array([[255, 255, 255], [0, 0, 128]], dtype=np.uint8))
 >>> names.l3.tolist(), names.basic.tolist()
-(['greenish white', 'deep violet'], ['white', 'purple'])
+(['white', 'deep violet'], ['white', 'purple'])
 """
 
 from __future__ import annotations
@@ -230,7 +236,7 @@ def name_lab(lab, *, candidates=None) -> ColorNames:
 
 
 def name_srgb(rgb) -> ColorNames:
-    """Name sRGB colors; see `name_lab`.
+    """Name sRGB colors as `name_lab` does, a grey (r = g = b) among `NEUTRALS` (rule 4).
 
     Parameters
     ----------
@@ -242,7 +248,18 @@ def name_srgb(rgb) -> ColorNames:
     ValueError
         If `rgb` is not sRGB of shape (..., 3) in one of those ranges.
     """
-    return name_lab(srgb_to_lab(srgb_as_float(rgb, "rgb")))
+    rgb = srgb_as_float(rgb, "rgb")
+    names = name_lab(srgb_to_lab(rgb))
+    grey = (rgb[..., 0] == rgb[..., 1]) & (rgb[..., 1] == rgb[..., 2])
+    if not grey.any():
+        return names
+    neutral = name_lab(srgb_to_lab(rgb[grey]), candidates=neutral_rows())
+    fields = {}
+    for field in ("l3", "l1", "basic", "l3_index", "delta_e"):
+        values = getattr(names, field).copy()
+        values[grey] = getattr(neutral, field)
+        fields[field] = values
+    return ColorNames(**fields)
 
 
 def names_of_uw71() -> pd.DataFrame:

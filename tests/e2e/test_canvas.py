@@ -419,7 +419,15 @@ def test_the_current_and_recent_colors_show_their_names(page):
     recent = page.locator("#demo_canvas .cc-recent .cc-swatch").first
     expect(recent).to_have_attribute("title", "moderate olive brown · brown (#705420)")
     assert recent.get_attribute("aria-label") == "Use moderate olive brown · brown, #705420"
+    # Greys are named without a tint (naming's rule 4; the nearest centroid alone says
+    # "greenish white", "greenish gray"), a name that is its own basic term once.
     page.fill("#demo_canvas .cc-hex", "#ffffff")
+    page.press("#demo_canvas .cc-hex", "Enter")
+    expect(name).to_have_text("white")
+    page.fill("#demo_canvas .cc-hex", "#777777")
+    page.press("#demo_canvas .cc-hex", "Enter")
+    expect(name).to_have_text("medium gray · gray")
+    page.fill("#demo_canvas .cc-hex", "#fffff8")  # a grey cell holds #fcfcfc-#ffffff only
     page.press("#demo_canvas .cc-hex", "Enter")
     expect(name).to_have_text("greenish white · white")
 
