@@ -780,13 +780,15 @@ def wire(
     outputs = [] if outputs is None else list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     note_is_output = any(o is note for o in outputs)
     page_outputs = outputs if note_is_output else [*outputs, note]
+    labels = parameter_labels(fn, inputs)
 
     def on_page(*args):
         try:
             result = fn(*args)
         except gr.Error as error:
-            gr.Warning(toast_text(error.message))
-            return {note: refusal_text(error.message)}  # Gradio skips every other output
+            message = relabelled(error.message, labels)
+            gr.Warning(toast_text(message))
+            return {note: refusal_text(message)}  # Gradio skips every other output
         if note_is_output:
             return result
         if _named_updates(result):
@@ -806,6 +808,34 @@ def wire(
     if api_name is not None:
         api_button(api_name).click(fn, inputs, outputs or None, api_name=api_name, **shared)
     return event
+
+
+def parameter_labels(fn: Callable, inputs) -> dict[str, str]:
+    """``{parameter: label}`` for each parameter of ``fn`` whose input component shows a label
+    other than its name (``why`` of *Close account* is the field "Why").
+
+    A library refuses a value by its parameter (`why` is empty), as an API client names it;
+    on the page the same refusal names the field by the label beside it (`relabelled`).
+    """
+    inputs = [] if inputs is None else list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return {}
+    labels = {}
+    for name, component in zip(params, inputs):
+        label = getattr(component, "label", None)
+        if isinstance(label, str) and label.strip() and label != name:
+            labels[name] = label
+    return labels
+
+
+def relabelled(message: str, labels: dict[str, str]) -> str:
+    """`message` with each parameter in code ticks (`` `why` ``) named by its label in
+    `labels` (`` `Why` ``)."""
+    for name, label in labels.items():
+        message = message.replace(f"`{name}`", f"`{label}`")
+    return message
 
 
 #: The start of the ``elem_id`` of every button that exists only for an API endpoint.

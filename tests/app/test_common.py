@@ -6,9 +6,9 @@ import sqlite3
 import gradio as gr
 import pytest
 
-from annotation.errors import Conflict
+from annotation.errors import Conflict, InvalidInput
 from annotation.people.passwords import login_admin
-from app.common import DATABASE_BUSY, UNEXPECTED, AppContext, link_days, role, whole_number
+from app.common import DATABASE_BUSY, UNEXPECTED, AppContext, link_days, note_area, role, whole_number, wire
 from app.tabs import Tab
 from storage import BUSY_TIMEOUT_MS
 from tests.app_server import ADMIN_PASSWORD, make_config
@@ -44,6 +44,13 @@ class Probe(Tab):
     @role("admin")
     def own_error(self, db, actor):
         raise gr.Error("already a gr.Error")
+
+    @role("admin")
+    def close(self, db, actor, annotator_id: float, why: str):
+        """Refuses as a library does: by its parameters' names."""
+        raise InvalidInput(
+            f"`why` is empty: say why annotator `annotator_id` {annotator_id} is closed (`why`)"
+        )
 
     @role("admin")
     def write_at_once(self, db, actor):
@@ -124,6 +131,28 @@ def test_domain_errors_show_their_escaped_message_and_are_not_logged(signed_in, 
             probe.lookup_as_expert(token, "x")
         assert "needs the role expert" in raised.value.message
     assert caplog.records == []
+
+
+def test_a_refusal_on_the_page_names_fields_by_their_labels_and_the_api_by_parameters(signed_in):
+    ctx, token = signed_in
+    probe = Probe(ctx, {})
+    with gr.Blocks() as demo:
+        session = gr.State(token)
+        person = gr.Number(label="Person (id or pseudonym)")
+        why = gr.Textbox(label="Why")
+        note = note_area("probe_note")
+        wire(gr.Button().click, probe.close, [session, person, why], [], note=note, api_name="probe_close")
+    page = next(f for f in demo.fns.values() if f.name == "page_probe_close")
+    with pytest.warns(UserWarning, match=r"^Why is empty: say why annotator Person \(id or pseudonym\) 3"):
+        answer = page.fn(token, 3, "")  # the toast, its code ticks left out
+    assert answer == {
+        note: "⚠️ `Why` is empty: say why annotator `Person (id or pseudonym)` 3 is closed (`Why`)"
+    }
+    # The API names its inputs by the parameters, as its refusals do.
+    api = next(f for f in demo.fns.values() if f.api_name == "probe_close")
+    with pytest.raises(gr.Error) as raised:
+        api.fn(token, 3, "")
+    assert raised.value.message == "`why` is empty: say why annotator `annotator_id` 3 is closed (`why`)"
 
 
 @pytest.mark.parametrize("value, expected", [(3, 3), (3.0, 3), (" 12 ", 12), ("-4", -4)])
