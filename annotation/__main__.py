@@ -35,6 +35,7 @@ from storage import (
     serving,
     unwritable,
 )
+from storage.schema import MIGRATIONS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -119,9 +120,15 @@ def _restore(args: argparse.Namespace) -> int:
         if done["previous"]
         else "there was no previous database"
     )
+    older = (
+        f"; this code's schema is {len(MIGRATIONS)}: the next start of the app or of a command "
+        "migrates it, keeping a copy as it was"
+        if done["schema_version"] < len(MIGRATIONS)
+        else ""
+    )
     print(
         f"restored schema version {done['schema_version']} with {len(done['files'])} "
-        f"files ({done['copied']} copied); {kept}"
+        f"files ({done['copied']} copied); {kept}{older}"
     )
     return 0
 

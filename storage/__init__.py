@@ -53,6 +53,7 @@ from storage.db import (
 from storage.schema import (
     CopyBeforeUpgradeFailed,
     MigrationFailed,
+    MigrationRefused,
     SchemaRefused,
     SchemaTooNew,
     ensure_schema,
@@ -71,6 +72,7 @@ __all__ = [
     "SchemaRefused",
     "CopyBeforeUpgradeFailed",
     "MigrationFailed",
+    "MigrationRefused",
     "create_private",
     "private_folder",
     "shown_time",

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from storage import serving
 from storage.db import create_private, db_path, file_stamp, iso, transaction, unused_path
 
 log = logging.getLogger(__name__)
@@ -828,6 +829,11 @@ class MigrationFailed(SchemaRefused):
     """A migration failed on the database or its disk (a full disk); nothing was migrated."""
 
 
+class MigrationRefused(SchemaRefused):
+    """Another process (the earlier code, most likely) uses the database this code would
+    migrate; nothing was migrated."""
+
+
 def schema_version(db: sqlite_utils.Database) -> int:
     """The number of migrations applied to `db` (0 for an empty database)."""
     if not db["schema_version"].exists():
@@ -858,6 +864,9 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
     recording each in the ``schema_version`` table: a migration that fails (a full disk)
     leaves the database at its version. Before it migrates a database of an earlier version
     it keeps a copy of it as it was (`_keep_before_upgrade`), removed if nothing migrated.
+    It migrates such a database only while no other process holds its lock
+    (`storage.serving.alone`): an app or a command of the earlier code still at work on it
+    would go on writing rows the new schema reads otherwise.
 
     Returns
     -------
@@ -873,6 +882,9 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
     MigrationFailed
         If a migration of a database of an earlier version fails on SQLite or its disk (a
         full disk); nothing is migrated.
+    MigrationRefused
+        If another process holds the lock of a database of an earlier version; nothing is
+        migrated.
     """
     with transaction(db):
         db["schema_version"].create(
@@ -884,6 +896,27 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
             f"database schema version {version} is newer than this code's "
             f"{len(MIGRATIONS)}; update the code before opening it"
         )
+    path = db_path(db)
+    if not (0 < version < len(MIGRATIONS)) or not path:
+        _migrate(db, version)
+        return schema_version(db)
+    try:
+        with serving.alone(path):
+            version = schema_version(db)  # another process may have migrated it meanwhile
+            _migrate(db, version)
+    except serving.DatabaseInUse as error:
+        raise MigrationRefused(
+            f"the database {path!r} is at schema version {version} and this code would migrate it to "
+            f"{len(MIGRATIONS)}, but {error.holders} uses it (the earlier code, if it was not stopped): "
+            "stop every app and evaluation command on this database, then start again; nothing was "
+            "migrated"
+        ) from None
+    return schema_version(db)
+
+
+def _migrate(db: sqlite_utils.Database, version: int) -> None:
+    """Apply the migrations after `version` in one transaction (`ensure_schema`), keeping a
+    copy first when `version` is an earlier one."""
     kept = _keep_before_upgrade(db, version) if 0 < version < len(MIGRATIONS) else None
     try:
         # All or none: a start refused part-way (a disk filled by the migration) left the
@@ -908,7 +941,6 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
             f"{len(MIGRATIONS)} ({error}); nothing was migrated and the copy made for it was removed: free "
             "some space beside the database and start again"
         ) from None
-    return schema_version(db)
 
 
 def _keep_before_upgrade(db: sqlite_utils.Database, version: int) -> Path | None:

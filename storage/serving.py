@@ -5,7 +5,9 @@ Every process that writes the database for a long time (the web app, the long-ru
 for its whole life (`hold_shared`); short commands hold it for their block (`shared`).
 `exclusive` takes the lock alone without waiting, so a restore refuses while anything
 holds it (`DatabaseInUse`), and a server refuses to start while a restore runs
-(`RestoreRunning`).
+(`RestoreRunning`). `alone` is the same for a process that holds the lock shared itself
+(an app or a command migrating the database to a newer schema at its start: a process of
+the earlier code still using it would go on writing a schema it does not know).
 
 The kernel releases a flock when the last descriptor of its open file is closed, which
 includes the death of the process by any signal: a crashed or SIGKILLed app never blocks
@@ -36,7 +38,12 @@ class LockRefused(RuntimeError):
 
 
 class DatabaseInUse(LockRefused):
-    """The database is served or written by another process; the message names who."""
+    """The database is served or written by another process; the message names who, as
+    does ``holders`` (e.g. ``"process 12 (python app.py)"``)."""
+
+    def __init__(self, message: str, holders: str = "another process"):
+        super().__init__(message)
+        self.holders = holders
 
 
 class RestoreRunning(LockRefused):
@@ -95,11 +102,16 @@ def shared(db_path: str | Path) -> Iterator[None]:
     FolderUnwritable
         If the lock file cannot be made or opened for writing (a read-only disk).
     """
-    if str(db_path) == ":memory:":
+    key = os.path.realpath(lock_path(db_path)) if str(db_path) != ":memory:" else None
+    if key is None or key in _HELD:
         yield
         return
-    with _locked(db_path, fcntl.LOCK_SH):
-        yield
+    with _locked(db_path, fcntl.LOCK_SH) as handle:
+        _HELD[key] = handle  # for `alone`, while the block runs
+        try:
+            yield
+        finally:
+            _HELD.pop(key, None)
 
 
 @contextlib.contextmanager
@@ -117,6 +129,61 @@ def exclusive(db_path: str | Path) -> Iterator[None]:
     """
     with _locked(db_path, fcntl.LOCK_EX):
         yield
+
+
+@contextlib.contextmanager
+def alone(db_path: str | Path) -> Iterator[None]:
+    """Hold `db_path`'s lock alone for the block, or refuse at once; a shared lock this
+    process holds on it (`hold_shared`, `shared`) is made exclusive for the block and shared
+    again after it.
+
+    Raises
+    ------
+    DatabaseInUse
+        If another process holds the lock: the message and ``holders`` name them.
+    RestoreRunning
+        If this process's shared lock could not be taken back after a refusal (a restore
+        took the lock alone in between).
+    FolderUnwritable
+        If the lock file cannot be made or opened for writing (a read-only disk).
+    """
+    if str(db_path) == ":memory:":
+        yield
+        return
+    key = os.path.realpath(lock_path(db_path))
+    own = _HELD.get(key)
+    if own is None:
+        with _locked(db_path, fcntl.LOCK_EX):
+            yield
+        return
+    try:
+        fcntl.flock(own, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holders = _holders(own, exclude=os.getpid())
+        try:
+            # Linux drops the shared lock before it tries the exclusive one: take it back.
+            fcntl.flock(own, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _HELD.pop(key, None)
+            own.close()
+            raise RestoreRunning(
+                f"the database {str(db_path)!r} is held alone by {_holders_of(db_path)}; "
+                "start again when it has finished"
+            ) from None
+        raise DatabaseInUse(
+            f"the database {str(db_path)!r} is in use (its lock {lock_path(db_path).name} is held by "
+            f"{holders})",
+            holders,
+        ) from None
+    try:
+        yield
+    finally:
+        fcntl.flock(own, fcntl.LOCK_SH)
+
+
+def _holders_of(db_path: str | Path) -> str:
+    with open(lock_path(db_path), "rb") as handle:
+        return _holders(handle)
 
 
 def _locked(db_path: str | Path, kind: int) -> BinaryIO:
@@ -138,18 +205,20 @@ def _locked(db_path: str | Path, kind: int) -> BinaryIO:
         handle.close()
         if kind == fcntl.LOCK_SH:
             raise RestoreRunning(
-                f"the database {str(db_path)!r} is being restored (by {holders}); "
-                "start again when the restore has finished"
+                f"the database {str(db_path)!r} is held alone by {holders} (a restore, or a start "
+                "migrating it to a newer schema); start again when it has finished"
             ) from None
         raise DatabaseInUse(
             f"the database {str(db_path)!r} is in use (its lock {path.name} is held by {holders}); "
-            "stop the app (and any evaluation run) first"
+            "stop the app (and any evaluation run) first",
+            holders,
         ) from None
     return handle
 
 
-def _holders(handle: BinaryIO) -> str:
-    """The processes holding a flock on `handle`'s file, e.g. ``process 12 (python -m app)``."""
+def _holders(handle: BinaryIO, exclude: int | None = None) -> str:
+    """The processes holding a flock on `handle`'s file, e.g. ``process 12 (python -m app)``,
+    less process `exclude`."""
     info = os.fstat(handle.fileno())
     inode = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
     pids = []
@@ -158,6 +227,7 @@ def _holders(handle: BinaryIO) -> str:
             fields = line.split()
             if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == inode:
                 pids.append(fields[4])
+    pids = [pid for pid in pids if pid != str(exclude)]
     if not pids:
         return "another process"
     return ", ".join(f"process {pid}{_command(pid)}" for pid in sorted(set(pids), key=int))

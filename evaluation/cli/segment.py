@@ -17,6 +17,7 @@ from evaluation.cli import (
     leased_stage,
     open_db,
     print_workers,
+    refuse_other_masking,
     resolve_device,
     stage_executor,
 )
@@ -99,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
     executor = stage_executor(args, "segment")
     device = resolve_device(args.device) if executor is None else args.device
     spec = segmenter_spec(args)
-    runs.claim_masking(db, args.run, masking_of(spec))
+    refuse_other_masking(db, args.run, spec)
     if executor is None:  # on a cluster the workers hold the weights, not this machine
         check_weights(None, spec)
     else:  # every node: the data folder and the weights, before the first batch
@@ -109,6 +110,9 @@ def main(args: argparse.Namespace) -> int:
         if not is_uri(args.data_dir):  # a worker's working folder is not this one's
             args.data_dir = Path(args.data_dir).resolve()
         preflight(args.data_dir, None, spec)
+    # Recorded once the command can work: a refused one (weights missing) left its masking
+    # as the run's, which then refused the masking that had really made its masks.
+    runs.claim_masking(db, args.run, masking_of(spec))
     work = LazySegmentationWork(spec, args.data_dir, device)
     done = leased_stage(db, args, "segment", work, args.batch_size, executor)
     print(f"{done} image(s) segmented")

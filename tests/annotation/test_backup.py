@@ -731,3 +731,34 @@ def test_a_backup_from_a_database_on_a_full_disk_says_so_in_one_line(tmp_path):
             .startswith(f"Refusing to start: the database {str(live)!r} could not be opened or written (")
         ), started.stderr[-2000:]
         assert "Traceback" not in started.stderr
+
+
+def test_a_restored_backup_of_an_earlier_schema_says_the_next_start_migrates_it(
+    tmp_path, monkeypatch, capsys
+):
+    from annotation.__main__ import main
+
+    monkeypatch.setattr(storage.schema, "MIGRATIONS", storage.schema.MIGRATIONS[:17])
+    db, data = _store(tmp_path / "old")
+    backup.backup(db, data, tmp_path / "backup")
+    db.close()
+    monkeypatch.undo()
+    live = tmp_path / "live"
+    argv = ["--db", str(live / "study.sqlite"), "--data-dir", str(live / "data"), "restore"]
+    assert main([*argv, str(tmp_path / "backup")]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("restored schema version 17 with ")
+    assert said.rstrip().endswith(
+        "; this code's schema is 18: the next start of the app or of a command migrates it, keeping a "
+        "copy as it was"
+    )
+    assert (
+        storage.schema_version(storage.open_db(live / "study.sqlite")) == 17
+    )  # the restore migrates nothing
+    # A backup of this code's schema says nothing of it.
+    db = storage.open_db(live / "study.sqlite")
+    storage.ensure_schema(db)
+    backup.backup(db, live / "data", tmp_path / "backup18")
+    db.close()
+    assert main([*argv, str(tmp_path / "backup18")]) == 0
+    assert "this code's schema" not in capsys.readouterr().out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -380,3 +381,59 @@ def test_a_migration_whose_copy_cannot_be_written_migrates_nothing(tmp_path, mon
         assert storage.schema_version(db) == 17
         db.close()
         assert sorted(p.name for p in disk.iterdir() if "before-schema" in p.name) == []
+
+
+OLDER_SERVER = """
+import sys
+from storage import serving
+serving.hold_shared(sys.argv[1])  # as an app of the earlier code holds it while it serves
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_database_another_process_uses_is_not_migrated_until_it_stops(tmp_path, monkeypatch):
+    """An app of the earlier code still serving the database would go on writing its old
+    schema under the new one (an outside check: the new start migrated it and both served):
+    the start refuses, naming that process, and migrates once it has stopped."""
+    from storage import serving
+
+    path = tmp_path / "colorconcept.sqlite"
+    db = storage.open_db(path)
+    monkeypatch.setattr(storage.schema, "MIGRATIONS", storage.schema.MIGRATIONS[:17])
+    assert storage.ensure_schema(db) == 17
+    monkeypatch.undo()
+    older = subprocess.Popen(
+        [sys.executable, "-c", OLDER_SERVER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert older.stdout.readline() == "held\n"
+        with serving.shared(path):  # this process holds it too, as the app does from its start
+            with pytest.raises(
+                storage.MigrationRefused,
+                match=rf"at schema version 17 and this code would migrate it to 18, but process {older.pid} "
+                r"\(.*\) uses it \(the earlier code, if it was not stopped\): stop every app and evaluation "
+                r"command on this database, then start again; nothing was migrated$",
+            ):
+                storage.ensure_schema(db)
+            assert storage.schema_version(db) == 17
+            assert not list(tmp_path.glob("*.before-schema-*"))
+            older.communicate("")
+            assert storage.ensure_schema(db) == 18
+            assert len(list(tmp_path.glob("colorconcept.sqlite.before-schema-18-*"))) == 1
+            # This process holds its shared lock again: a restore is refused while it serves.
+            with (
+                pytest.raises(serving.DatabaseInUse, match=rf"is held by process {os.getpid()}"),
+                serving.exclusive(path),
+            ):
+                pass
+    finally:
+        if older.poll() is None:
+            older.kill()
+            older.wait()
+    with serving.exclusive(path):  # and lets it go at the end of its block
+        pass
+    db.close()

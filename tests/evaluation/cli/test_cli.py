@@ -99,6 +99,19 @@ def test_generate_segment_extract_score_end_to_end(tmp_path, models, capsys):
     assert main(looser) == 2
     assert "differs in ['box_threshold']: give the run's own masking to go on" in capsys.readouterr().err
     assert main(segment) == 0 and "0 image(s) segmented" in capsys.readouterr().out
+    # A run masked by code before schema 16 has no recorded masking: a command refused for
+    # weights this machine lacks records none (it recorded its own, which then refused the
+    # masking that had made the run's masks: an outside check of an upgrade).
+    db = sqlite3.connect(tmp_path / "db.sqlite")
+    with db:
+        db.execute("update runs set masking = null where name = 'r'")
+    missing = [*segment]
+    missing[missing.index("--detector") + 1] = "IDEA-Research/grounding-dino-base"
+    assert main(missing) == 2
+    assert "is not on this machine" in capsys.readouterr().err
+    assert db.execute("select masking from runs where name = 'r'").fetchone() == (None,)
+    db.close()
+    assert main(segment) == 0 and "0 image(s) segmented" in capsys.readouterr().out
     assert main(["extract", "--run", "r", *_storage(tmp_path)]) == 0
     assert "8 distribution(s) written for run 'r'" in capsys.readouterr().out
 
