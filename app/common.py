@@ -97,6 +97,10 @@ button[aria-disabled=true] { opacity: .5; }
 """
 LIVE = "cc-live"
 """The class of a Markdown whose changes screen readers read out (`live`)."""
+#: The class of a `gr.Radio` whose choice is acted on at once (an answer that moves on): its
+#: radios stay one Tab stop each, Space choosing, so that an arrow key looking through the
+#: choices does not answer (`JS` names the radios of every other group as one).
+ANSWER_AT_ONCE = "cc-answer-at-once"
 # Run once on page load (`launch(js=...)`): clicking into a `ChoiceSearch` selects its text,
 # so what is typed replaces the choice and searches, rather than being appended to it. And
 # each Markdown marked `live` becomes a polite live region as it appears (tabs render theirs
@@ -273,7 +277,9 @@ JS = compact_js(
       if (label) group.setAttribute('aria-labelledby', label.id ||= `cc-label-${{++labelled}}`);
     }});
     // One name per group (Gradio names each radio alone): one Tab stop, arrow keys choose.
+    // Gradio names them again when the choice changes (an attribute change: watched below).
     document.querySelectorAll('[role="radiogroup"]').forEach((group) => {{
+      if (group.closest('.{ANSWER_AT_ONCE}')) return;
       const name = (group.dataset.ccName ||= `cc-radio-${{++labelled}}`);
       group.querySelectorAll('input[type="radio"]').forEach((radio) => {{ if (radio.name !== name) radio.name = name; }});
     }});
@@ -313,10 +319,15 @@ JS = compact_js(
     if (kept) values[at] = +kept;
     return values;
   }};
-  new MutationObserver(() => {{
+  new MutationObserver((changes) => {{
+    // A group's name put back at once: before the next key press, which it would miss.
+    changes.forEach(({{ type, target }}) => {{
+      const name = type === 'attributes' && target.closest('[role="radiogroup"][data-cc-name]')?.dataset.ccName;
+      if (name && target.name !== name) target.name = name;
+    }});
     stamp();
     if (!marking) {{ marking = true; setTimeout(mark, 200); }}
-  }}).observe(document.body, {{ childList: true, subtree: true }});
+  }}).observe(document.body, {{ childList: true, subtree: true, attributes: true, attributeFilter: ['name'] }});
   mark();
   // A comma typed or pasted into a number field was dropped ("0,15" read 15), and a
   // thousands point read as a decimal one ("1.000" read 1): the field is emptied, says why

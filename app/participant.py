@@ -39,6 +39,7 @@ from annotation.errors import AlreadyDone
 from annotation.files import resolve
 from annotation.study import crowd, judging
 from app.common import (
+    ANSWER_AT_ONCE,
     CHART_WAIT,
     ONE_CLICK,
     PLUMBING,
@@ -465,6 +466,7 @@ def _layout() -> dict:
         label="Do you have a design or art background?",
         visible=False,  # asked after Start, when the answer is needed (`ParticipantTab._view`)
         elem_id="participant_background",
+        elem_classes=[ANSWER_AT_ONCE],  # choosing answers: an arrow key looking through did
     )
     with gr.Row():
         progress = live(

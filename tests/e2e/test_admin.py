@@ -21,6 +21,18 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     page.get_by_role("option", name="expert").click()
     page.locator("#admin_count input").fill("3")
     page.get_by_text("yes", exact=True).click()
+    # One group, one name, after the choice changed twice: Gradio names each radio again on
+    # a change, and arrow keys stopped choosing (outsider 83).
+    background = page.locator("#admin_background")
+    background.get_by_text("no", exact=True).click()
+    background.get_by_text("yes", exact=True).click()
+    page.wait_for_function(
+        "() => new Set([...document.querySelectorAll('#admin_background input')].map((r) => r.name)).size === 1"
+    )
+    background.get_by_label("yes", exact=True).press("ArrowRight")
+    expect(background.get_by_label("no", exact=True)).to_be_checked()
+    background.get_by_label("no", exact=True).press("ArrowLeft")
+    expect(background.get_by_label("yes", exact=True)).to_be_checked()
     page.get_by_role("button", name="Create invite links").click()
     expect(page.locator("#admin_invites [role=row][data-index]")).to_have_count(3)
     rows = table_rows(page, "admin_invites")

@@ -17,7 +17,13 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
     open_tab(page, "Judge")
     page.click("#participant_start")
     # The yes/no is read out with its question (it was an unnamed group: outsider 67).
-    page.get_by_role("radiogroup", name="Do you have a design or art background?").get_by_text("no").click()
+    question = page.get_by_role("radiogroup", name="Do you have a design or art background?")
+    # Choosing answers at once, so an arrow key does not choose: it answered "no" while a
+    # keyboard user looked through the choices (outsider 83); Tab and Space do.
+    question.get_by_label("yes").press("ArrowDown")
+    expect(question.get_by_label("yes")).to_be_focused()
+    assert not question.get_by_label("no").is_checked() and not question.get_by_label("yes").is_checked()
+    question.get_by_text("no").click()
     progress = page.locator("#participant_progress")
     expect(progress).to_contain_text(f"Trial 1 of {n_pairs}")
     # The trial line is a polite live region: a screen reader reads each new trial's line.
