@@ -74,6 +74,8 @@ ANNOTATOR_HEADERS = [
 PENDING_HEADERS = ["annotator_id", "pseudonym", "practice_coloring_ids"]
 PERSON_ID = "Annotator id or pseudonym (close, reopen or withdraw)"
 """The label of the person *Close account*, *Reopen account* and *Withdraw their colorings* take."""
+ONE_PERSON = "Annotator id or pseudonym"
+"""The label of the person a *New invite link* or a practice decision is for."""
 FAILURE_HEADERS = ["time_utc", "address", "kind"]
 _BACKGROUND = {"unknown": None, "yes": True, "no": False}
 EXPORT_POLL_SECONDS = 1.0
@@ -302,7 +304,7 @@ class AdminTab(Tab):
     @role(*ROLES)
     def new_link(self, db, actor, annotator_id: str, days: float) -> dict:
         """A new invite link for an existing person; their earlier links are revoked."""
-        annotator_id = whole_number(annotator_id, "Annotator id")
+        annotator_id = _person(db, annotator_id, ONE_PERSON)
         config, days, now = self.ctx.config, link_days(days, DAYS_LABEL), utcnow()
         token = accounts.new_invite(db, annotator_id, expires_days=days, created_by=actor.pseudonym, now=now)
         link = invite_url(config.public_url, token)
@@ -334,7 +336,7 @@ class AdminTab(Tab):
         and the people table show the decision at once."""
         if decision not in ("approve", "redo"):
             raise ValueError(f"`decision` must be 'approve' or 'redo', got {decision!r}")
-        annotator_id = whole_number(annotator_id, "Annotator id")
+        annotator_id = _person(db, annotator_id, ONE_PERSON)
         onboarding.review_practice(db, annotator_id, actor, decision == "approve", why or "")
         return self.named(
             review_message=f"Recorded: {decision} for annotator {annotator_id}.",
@@ -549,21 +551,32 @@ def _annotator_rows(db) -> list[list]:
     ]
 
 
-def _person(db, typed) -> int:
+def _person(db, typed, label: str = PERSON_ID) -> int:
     """The annotator id typed, or the id of the pseudonym typed (``D0003``: what designers
-    know themselves by, and what they write when they ask to withdraw: outsider 78)."""
+    know themselves by, and what they write when they ask to withdraw: outsider 78), in the
+    field called `label`."""
     if isinstance(typed, str) and typed.strip()[:1].isalpha():
         found = accounts.annotator_id_of(db, typed)
         if found is None:
-            raise ValueError(f"`{PERSON_ID}`: nobody is called {shown(typed.strip())}")
+            raise ValueError(f"`{label}`: nobody is called {shown(typed.strip())}")
         return found
-    return whole_number(typed, PERSON_ID)
+    return whole_number(typed, label)
 
 
 def _work(row: dict) -> str:
-    """What a person did, in words: "12 colorings, 3 votes" (each kind they have any of)."""
-    kinds = (("colorings", "coloring"), ("votes", "vote"), ("judgments", "judgment"))
-    return ", ".join(counted(row[key], noun) for key, noun in kinds if row[key]) or "nothing yet"
+    """What a person did, in words: "12 colorings, 3 practice colorings, 3 votes" (each kind
+    they have any of; withdrawn colorings apart, so a withdrawal shows)."""
+    kinds = (
+        ("colorings", "coloring", "colorings"),
+        ("practice", "practice coloring", "practice colorings"),
+        ("withdrawn", "coloring withdrawn", "colorings withdrawn"),
+        ("votes", "vote", "votes"),
+        ("judgments", "judgment", "judgments"),
+        ("runs", "run started", "runs started"),
+        ("studies", "study created", "studies created"),
+    )
+    said = [f"{row[key]:,} {one if row[key] == 1 else many}" for key, one, many in kinds if row[key]]
+    return ", ".join(said) or "nothing yet"
 
 
 def _approval(when: str | None, by: str | None) -> str:
@@ -636,7 +649,7 @@ def _invite_section(ctx: AppContext) -> dict:
     )
     gr.Markdown("A lost link: make a new one for that person (their earlier links stop working).")
     with gr.Row():
-        lost = id_field("Annotator id", "admin_lost")
+        lost = id_field(ONE_PERSON, "admin_lost")
         renew = gr.Button("New invite link", elem_id="admin_new_link")
     return {
         "role": invite_role,
@@ -665,7 +678,7 @@ def _practice_section() -> dict:
         )
     gallery = gr.Gallery(label="Practice colorings", columns=6, elem_id="admin_gallery")
     with gr.Row():
-        reviewed = id_field("Annotator id", "admin_reviewed")
+        reviewed = id_field(ONE_PERSON, "admin_reviewed")
         decision = gr.Radio(["approve", "redo"], value="approve", label="Decision", elem_id="admin_decision")
         why = gr.Textbox(label="Note to keep (why)", elem_id="admin_why")
     return {

@@ -284,9 +284,13 @@ def _top_up_wanted(db, annotator_id: int, ahead: int, now: dt.datetime) -> int:
 
 
 def _batch_counts(db, annotator_id: int, stamp: str, now: dt.datetime | None) -> tuple[int, int]:
-    """Tasks of the batch `stamp` submitted, and reserved and not expired."""
+    """Tasks of the batch `stamp` submitted (their coloring not withdrawn: a designer back
+    after a withdrawal fills those places again, as the Admin tab and the coverage count
+    them), and reserved and not expired."""
     done, held = db.execute(
-        "select sum(status = 'submitted'), sum(status = 'reserved' and expires > ?) from tasks "
+        "select sum(status = 'submitted' and not exists (select 1 from colorings c "
+        "where c.id = tasks.result_id and c.status = 'withdrawn')), "
+        "sum(status = 'reserved' and expires > ?) from tasks "
         f"where {_REGULAR} and created = ?",
         [iso(now), annotator_id, stamp],
     ).fetchone()

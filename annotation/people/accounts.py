@@ -513,23 +513,40 @@ def get_annotator(db: sqlite_utils.Database, annotator_id: int) -> dict:
 
 def list_annotators(db: sqlite_utils.Database, role: str | None = None) -> list[dict]:
     """Every annotator (optionally of one role) with their number of invites used
-    (``sign_ins``), what they did (``colorings``: main-task colorings not withdrawn, every
-    round; ``votes``; ``judgments``) and when they last did any of it (``last_active``, an
-    ISO time or None). One pass over each table, whatever the number of people."""
+    (``sign_ins``), what they did and when they were last seen.
+
+    What they did: ``colorings`` (main-task colorings not withdrawn, every round),
+    ``practice`` (practice colorings not withdrawn), ``withdrawn`` (colorings withdrawn at
+    their request), ``votes``, ``judgments``, ``runs`` (evaluation runs started or imported
+    in the app) and ``studies`` (pairwise studies created). ``last_active`` (an ISO time or
+    None) is the latest of their work, their own audited actions and their sessions' last
+    request, so a researcher or a designer whose colorings were withdrawn still has one. One
+    pass over each table, whatever the number of people.
+    """
     rows = db.query(
         "select a.id, a.pseudonym, a.roles, a.design_background, a.status, a.created, "
         "a.practice_approved, a.practice_approved_by, coalesce(i.n, 0) as sign_ins, "
-        "coalesce(c.n, 0) as colorings, coalesce(v.n, 0) as votes, coalesce(j.n, 0) as judgments, "
-        "max(coalesce(c.last, ''), coalesce(v.last, ''), coalesce(j.last, '')) as last_active "
+        "coalesce(c.n, 0) as colorings, coalesce(c.practice, 0) as practice, "
+        "coalesce(c.withdrawn, 0) as withdrawn, coalesce(v.n, 0) as votes, "
+        "coalesce(j.n, 0) as judgments, coalesce(d.runs, 0) as runs, coalesce(d.studies, 0) as studies, "
+        "nullif(max(coalesce(c.last, ''), coalesce(v.last, ''), coalesce(j.last, ''), "
+        "coalesce(d.last, ''), coalesce(s.last, '')), '') as last_active "
         "from annotators a "
         "left join (select annotator_id, sum(uses) as n from invites group by annotator_id) i "
         "on i.annotator_id = a.id "
-        "left join (select annotator_id, count(*) as n, max(created) as last from colorings "
-        "where practice = 0 and status != 'withdrawn' group by annotator_id) c on c.annotator_id = a.id "
+        "left join (select annotator_id, "
+        "sum(practice = 0 and status != 'withdrawn') as n, sum(practice = 1 and status != 'withdrawn') as practice, "
+        "sum(status = 'withdrawn') as withdrawn, max(created) as last from colorings "
+        "group by annotator_id) c on c.annotator_id = a.id "
         "left join (select expert_id, count(*) as n, max(created) as last from qc_votes "
         "group by expert_id) v on v.expert_id = a.id "
         "left join (select participant_id, count(*) as n, max(created) as last from judgments "
         "group by participant_id) j on j.participant_id = a.id "
+        "left join (select actor, sum(action in ('start_evaluation', 'import_run')) as runs, "
+        "sum(action = 'create_study') as studies, max(created) as last from audit "
+        "group by actor) d on d.actor = a.pseudonym "
+        "left join (select annotator_id, max(coalesce(last_seen, created)) as last from sessions "
+        "group by annotator_id) s on s.annotator_id = a.id "
         "order by a.id"
     )
     return [r for r in rows if role is None or role in json.loads(r["roles"])]

@@ -1,6 +1,7 @@
 import hashlib
 import io
 import json
+import re
 import shlex
 import stat
 import subprocess
@@ -63,10 +64,14 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
         expert, message = client.predict(link, api_name="/login_invite")
         assert expert and "E0002" in message
         people = client.predict(admin, api_name="/admin_list_annotators")
-        assert [(r[1], r[2], r[3], r[4], r[7], r[8], r[9]) for r in people["data"]] == [
-            ("E0001", "expert", "yes", "active", 0, "nothing yet", ""),
-            ("E0002", "expert", "yes", "active", 1, "nothing yet", ""),
+        assert [(r[1], r[2], r[3], r[4], r[7], r[8]) for r in people["data"]] == [
+            ("E0001", "expert", "yes", "active", 0, "nothing yet"),
+            ("E0002", "expert", "yes", "active", 1, "nothing yet"),
         ]
+        # Last seen: E0002 at the sign-in just made, E0001 never.
+        assert people["data"][0][9] == "" and re.fullmatch(
+            r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", people["data"][1][9]
+        )
         coverage = client.predict(admin, api_name="/admin_coverage")
         assert "**0 of 1278** concepts have 5 colorings" in coverage
         # Only concepts whose base has a sketch can be handed to designers: the head says so.
@@ -184,11 +189,13 @@ def test_admin_inputs_out_of_range_show_a_message_and_write_nothing(shared_app):
         client.predict(admin, "admin", 1, "yes", 7, api_name="/admin_create_invites")
     with pytest.raises(AppError, match="unknown annotator id 99"):
         client.predict(admin, 99, "approve", "ok", api_name="/admin_review_practice")
+    with pytest.raises(AppError, match="^`Annotator id or pseudonym`: nobody is called 'D0099'$"):
+        client.predict(admin, "D0099", "approve", "ok", api_name="/admin_review_practice")
     with pytest.raises(AppError, match="`why` must say why"):
         client.predict(admin, 1, "", api_name="/admin_revoke")
     with pytest.raises(AppError, match="`How many` must be a whole number, got 1.5"):
         client.predict(admin, "designer", 1.5, "yes", 7, api_name="/admin_create_invites")
-    with pytest.raises(AppError, match="`Annotator id` must be a whole number, got '1.5'"):
+    with pytest.raises(AppError, match="`Annotator id or pseudonym` must be a whole number, got '1.5'"):
         client.predict(admin, 1.5, "approve", "ok", api_name="/admin_review_practice")
     with pytest.raises(
         AppError,

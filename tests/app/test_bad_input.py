@@ -252,7 +252,7 @@ CASES = [
         "practice-fractional-annotator",
         "/admin_review_practice",
         as_role("admin", 1.5, "approve", "ok"),
-        "`Annotator id` must be a whole number, got '1.5'",
+        "`Annotator id or pseudonym` must be a whole number, got '1.5'",
     ),
     Case(
         "revoke-fractional-annotator",

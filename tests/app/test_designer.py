@@ -250,7 +250,9 @@ def test_a_reload_shows_the_same_task_and_progress(quick_study):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z? \(automatically\)", approved), approved
     # What each person did and when (outsider 77 counted colorings per designer from an export).
     assert people["headers"][8:] == ["work_done", "last_active"]
-    assert designer[8] == "1 coloring" and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", designer[9])
+    assert designer[8] == "1 coloring, 3 practice colorings" and re.fullmatch(
+        r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", designer[9]
+    )
 
 
 def test_the_plain_http_api_route_answers_every_designer_view_with_the_canvas_props(quick_study):

@@ -53,8 +53,9 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     assert [line.split(",")[4] for line in csv[1:]] == [row[4] for row in rows]  # when each stops working
     token, message = live_app.client.predict(links[1], api_name="/login_invite")
     assert token and message == "Signed in as **E0002**."
-    # A lost link: a new one for E0003, and the old one stops working.
-    page.locator("#admin_lost input").fill("3")
+    # A lost link: a new one for E0003 (by the pseudonym, as *Reopen account* takes it:
+    # outsider 83), and the old one stops working.
+    page.locator("#admin_lost input").fill("e0003")
     page.get_by_role("button", name="New invite link").click()
     renewed = page.locator("#admin_new_link_message")
     expect(renewed).to_contain_text("New link for annotator 3")

@@ -395,3 +395,25 @@ def test_a_uniform_8_bit_rgba_canvas_png_is_still_stored(store):
     submitted = work.submit_canvas(db, data, designer, value, instance=INSTANCE, main_open=True)
     bins = nearest_uw71(srgb_to_lab(np.array([RED]) / 255.0))
     assert np.flatnonzero(get_coloring(db, submitted.coloring_id)["p"]).tolist() == bins.tolist()
+
+
+def test_a_designer_back_after_a_withdrawal_counts_and_fills_those_places_again(store):
+    """Their batch said "3 of 40 done" for withdrawn colorings, which the Admin tab and the
+    coverage no longer count (outsider 83): the places are open again, and filled."""
+    from annotation.coloring.withdrawal import withdraw_colorings
+    from tests.qc_data import ADMIN
+
+    db, data = store
+    designer = _designer(db)
+    work.start_batch(db, designer, np.random.default_rng(0), 4, ahead=2, now=T0)
+    for _ in range(2):
+        _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
+    work.top_up(db, designer, np.random.default_rng(1), ahead=2, now=T0)
+    assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 2, 4)
+    withdraw_colorings(db, designer, ADMIN, "asked by email", now=T0)
+    assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 0, 4)
+    # Two are held; the batch's four places take two more once those are done.
+    for _ in range(2):
+        _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
+    assert work.top_up(db, designer, np.random.default_rng(2), ahead=2, now=T0) == 2
+    assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 2, 4)

@@ -255,3 +255,48 @@ def test_a_refusal_quotes_at_most_80_characters_of_a_huge_value(db):
         f"`role` must be one of {('designer', 'expert', 'participant', 'researcher')}, "
         f"got {'r' * 80!r}… (1000000 characters)"
     )
+
+
+def test_the_people_list_counts_each_kind_of_work_and_when_each_person_was_last_seen(db, tmp_path):
+    """A researcher's runs and studies, a designer's practice and withdrawn colorings, and a
+    sign-in with nothing done yet (outsiders 82, 83: each read "nothing yet" with no time)."""
+    from annotation import audit
+    from annotation.coloring.withdrawal import withdraw_colorings
+    from annotation.concepts import sync_concepts
+    from tests.qc_data import add_coloring
+
+    sync_concepts(db)
+    at = [dt.datetime(2026, 12, 2, hour, tzinfo=dt.UTC) for hour in range(8, 14)]
+    (designer, d_token), (leaver, _) = create_annotators(db, 2, "designer", now=at[0])
+    [(researcher, _)] = create_annotators(db, 1, "researcher", now=at[0])
+    [(idle, i_token)] = create_annotators(db, 1, "expert", now=at[0])
+    data = tmp_path / "data"
+    add_coloring(db, data, designer["id"], "apple", (200, 20, 30), practice=True, now=at[1])
+    add_coloring(db, data, designer["id"], "banana", (240, 220, 40), now=at[2])
+    add_coloring(db, data, leaver["id"], "apple", (30, 160, 40), now=at[1])
+    add_coloring(db, data, leaver["id"], "lemon", (240, 220, 40), practice=True, now=at[1])
+    withdraw_colorings(db, leaver["id"], ADMIN, "asked by email", now=at[4])
+    for action, kind, name in (
+        ("start_evaluation", "run", "a"),
+        ("start_evaluation", "run", "b"),
+        ("import_run", "run", "c"),
+        ("create_study", "study", "1"),
+    ):
+        audit.record(db, researcher["pseudonym"], action, kind, name, now=at[3])
+    login_with_invite(db, i_token, now=at[5])
+    login_with_invite(db, d_token, now=at[1])
+    people = {r["pseudonym"]: r for r in list_annotators(db)}
+    counts = ("colorings", "practice", "withdrawn", "votes", "judgments", "runs", "studies")
+    assert {name: tuple(r[c] for c in counts) for name, r in people.items()} == {
+        "D0001": (1, 1, 0, 0, 0, 0, 0),
+        "D0002": (0, 0, 2, 0, 0, 0, 0),
+        "R0003": (0, 0, 0, 0, 0, 3, 1),
+        "E0004": (0, 0, 0, 0, 0, 0, 0),
+    }
+
+    def hour(name):
+        return people[name]["last_active"] and dt.datetime.fromisoformat(people[name]["last_active"]).hour
+
+    # The latest of their work, their own actions and their sign-ins; the admin's withdrawal
+    # at 12:00 is not the designer's doing.
+    assert {name: hour(name) for name in people} == {"D0001": 10, "D0002": 9, "R0003": 11, "E0004": 13}
