@@ -700,14 +700,15 @@ def misshapen_input(fn, inputs: list) -> int | None:
 
 def takes_kind(block, value) -> bool:
     """Whether `value` is of the kind `block`'s component takes from a call: a Checkbox a
-    boolean, a Textbox a text (or a number, as API clients send a seed), a list of choices
-    a list, any of them nothing (None). Gradio's reading passes other values through to the
-    function: "apple" where a list of concepts goes reached it as five letters, "yes" for a
-    Checkbox counted as unticked."""
-    if value is None:
-        return True
+    boolean (never nothing: a page always sends one), a Textbox a text (or a number, as API
+    clients send a seed), a list of choices a list, any but a Checkbox nothing (None).
+    Gradio's reading passes other values through to the function: "apple" where a list of
+    concepts goes reached it as five letters, "yes" or nothing for a Checkbox counted as
+    unticked (an export was built)."""
     if isinstance(block, gr.Checkbox):
         return isinstance(value, bool)
+    if value is None:
+        return True
     if isinstance(block, gr.Textbox):
         return isinstance(value, (str, int, float)) and not isinstance(value, bool)
     if isinstance(block, gr.CheckboxGroup) or (

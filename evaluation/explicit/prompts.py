@@ -245,10 +245,10 @@ def _choose(label: str, chosen: Sequence[str] | None, allowed: Sequence[str]) ->
 def _per_color(size: str | int, task: str) -> int:
     if isinstance(size, str):
         if size not in PER_COLOR:
-            raise ValueError(f"`size` must be 'full', 'compact' or a positive integer, got {size!r}")
+            raise ValueError(f"`size` must be 'full', 'compact' or a positive integer, got {shown(size)}")
         return PER_COLOR[size][task]
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"`size` must be 'full', 'compact' or a positive integer, got {size!r}")
+        raise ValueError(f"`size` must be 'full', 'compact' or a positive integer, got {shown(size)}")
     return size
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from huggingface_hub import try_to_load_from_cache
 
 from evaluation.models.registry import ModelSpec, spec_from_dict
-from storage.shown import shown
+from storage.shown import SHOWN_CHARS, shown
 
 NAME_MAX = 255
 """The most bytes of one name in a path (Linux's ``NAME_MAX``)."""
@@ -83,18 +83,27 @@ def components_without_weights(folder: str | Path) -> list[str]:
     return missing
 
 
-def _how_to_get(source: str | None = None) -> str:
-    """How to get hub model `source`, or each hub model named before (None)."""
-    what = (
-        f"it on a machine with internet (`hf download {source}`"
-        if source
-        else ("each on a machine with internet (`hf download ID`")
-    )
+#: The way to a local copy `_how_to_get` offers by default.
+LOCAL_FOLDER = (
+    "point the registry (a text-to-image model) or the masking options (`--detector`, `--sam`) at a "
+    "local folder"
+)
+
+
+def _how_to_get(source: str | None = None, local: str = LOCAL_FOLDER) -> str:
+    """How to get hub model `source`, or each hub model named before (None); `local` says how
+    to use a copy on this machine instead. A `source` longer than a refusal quotes
+    (`storage.shown.SHOWN_CHARS`) is not spelled out in the command."""
+    if source and len(source) > SHOWN_CHARS:
+        what = "it on a machine with internet (`hf download` and its hub id"
+    elif source:
+        what = f"it on a machine with internet (`hf download {source}`"
+    else:
+        what = "each on a machine with internet (`hf download ID`"
     return (
         f"download {what}, after accepting its licence on the hub and `hf auth login` if it is "
         "gated) and copy that Hugging Face cache into this server's (its `HF_HOME`, by default "
-        "~/.cache/huggingface), or point the registry (a text-to-image model) or the masking "
-        "options (`--detector`, `--sam`) at a local folder"
+        f"~/.cache/huggingface), or {local}"
     )
 
 
@@ -181,8 +190,10 @@ def missing_transformers_model(
     the work before it ran)."""
     if _on_disk(model, "config.json", cache_dir) or (Path(model) / "config.json").is_file():
         return ""
-    problem, source = _missing_model(f"{what} {model!r}", model)
-    return problem if source is None else f"{what} {model!r} is not on this machine: " + _how_to_get(source)
+    problem, source = _missing_model(f"{what} {shown(model)}", model)
+    return (
+        problem if source is None else f"{what} {shown(model)} is not on this machine: " + _how_to_get(source)
+    )
 
 
 #: What each kind of transformers model must be, by the model types transformers maps to it.
@@ -266,7 +277,12 @@ def served_judge_source(model: str, models_dir: str | Path, *, cache_dir: str | 
     if Path(model).exists():
         raise ValueError(_elsewhere(model, root))
     if not _on_disk(model, "config.json", cache_dir):
-        raise ValueError(f"judge model {shown(model)} is not on this machine: " + _how_to_get(model))
+        raise ValueError(
+            f"judge model {shown(model)} is not on this machine: "
+            + _how_to_get(
+                model, f"put the model's folder in the data folder's {root.name}/ and give its name"
+            )
+        )
     return model
 
 

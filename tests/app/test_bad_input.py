@@ -512,6 +512,15 @@ CASES = [
         r"^judge 'z{80}'… \(1500 characters\) must start with one of ",
     ),
     Case(
+        # The name was cut at the start of the refusal and quoted whole in its `hf download`.
+        "judge-audit-long-model-not-here",
+        "/judge_audit_run",
+        as_role("researcher", "contrastive:" + "a" * 240, 5, 0),
+        r"^judge model 'a{80}'… \(240 characters\) is not on this machine: download it on a machine "
+        r"with internet \(`hf download` and its hub id, (?:(?!aaa).)+, or put the model's folder in the data "
+        r"folder's models/ and give its name$",
+    ),
+    Case(
         # The file system's refusal: "Something went wrong on the server (OSError)" and a traceback
         "judge-audit-model-name-too-long",
         "/judge_audit_run",
@@ -592,6 +601,13 @@ CASES = [
         r"^`[^`]+` is not a value a Checkbox takes; nothing was changed\.$",
     ),
     Case(
+        # Nothing for a Checkbox was read as unticked too: a whole export was built (outsider 83).
+        "export-option-as-nothing",
+        "/admin_export_start",
+        as_role("admin", None),
+        r"^`[^`]+` is not a value a Checkbox takes; nothing was changed\.$",
+    ),
+    Case(
         # Built item by item, this run would have held the server's memory until it was killed.
         "evaluate-seeds-huge",
         "/evaluate_preview",
@@ -618,6 +634,12 @@ CASES = [
         as_role("researcher", *EXPLICIT_MODE, [], ["css3"]),
         r"^`Tasks` must name at least one of color_name, color_object, multi_object, implicit, numeric; "
         r"none is chosen$",
+    ),
+    Case(
+        "evaluate-explicit-long-subset",
+        "/evaluate_preview",
+        as_role("researcher", *EXPLICIT_MODE, ["color_name"], ["css3"], "k" * 300),
+        r"^`Subset` must be 'full', 'compact' or a positive integer, got 'k{80}'… \(300 characters\)$",
     ),
     Case(
         "evaluate-explicit-no-systems",
