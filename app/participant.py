@@ -75,6 +75,20 @@ CHART_PX, STRIP_PX = 300, 150
 CHARTS_KEPT = 4096
 _CONSENT_HIDDEN = (gr.Column(visible=False), gr.skip(), gr.skip())
 """The consent panel hidden (its who-line and text left as they are)."""
+SIDES_ROW = "participant-sides"
+"""The class of a row of three: the ground truth's part, then the left's, then the right's."""
+# A row of `SIDES_ROW` is laid out from the right and wraps upwards, the right's part first: too
+# narrow for three, it shows the ground truth's part alone over left | right, and too narrow
+# for two, one column (ground truth, left, right). A plain row wrapped as ground truth | left
+# over right: a phone in landscape showed "Left" on the right half, "Right" under it. What a
+# screen reader reads, and the Tab order, follow the document: ground truth, left, right. A
+# row of unequal heights keeps its parts at their tops (its "flex-start" is now the bottom).
+CSS = f"""
+.row.{SIDES_ROW} {{ flex-direction: row-reverse; flex-wrap: wrap-reverse; }}
+.row.{SIDES_ROW} > :first-child {{ order: 1; }}
+.row.{SIDES_ROW} > :last-child {{ order: -1; }}
+.row.{SIDES_ROW}.unequal-height {{ align-items: start; }}
+"""
 
 INSTRUCTIONS = """\
 ## Which model matches people's colors better?
@@ -487,9 +501,10 @@ def _layout() -> dict:
             decline = gr.Button("I do not agree", elem_id="participant_decline")
         consent_note = note_area("participant_consent_note")
     # The three charts side by side, where one look compares them, and the answer right
-    # under them; the images, for reference only, below: the trial fits one screen.
+    # under them; the images, for reference only, below: the trial fits one screen. Each row
+    # keeps left and right on their sides when it wraps (`SIDES_ROW`).
     parts = {}
-    with gr.Row(equal_height=True):
+    with gr.Row(equal_height=True, elem_classes=[SIDES_ROW]):
         for side, heading in (("truth", "Human ground truth"), *((s, s.capitalize()) for s in judging.SIDES)):
             with gr.Column(min_width=300):
                 gr.Markdown(f"### {heading}")
@@ -498,8 +513,9 @@ def _layout() -> dict:
                     label=label, elem_id=f"participant_{side}_plot", elem_classes=[CHART_WAIT]
                 )
     # Each answer under the chart it names, the note under the ground truth: with the note
-    # last, "Left" stood under the ground truth and "Right" under the left chart.
-    with gr.Row(equal_height=True):
+    # last, "Left" stood under the ground truth and "Right" under the left chart. The note's
+    # column is the row's first of three, so the row wraps as the charts' does.
+    with gr.Row(equal_height=True, elem_classes=[SIDES_ROW]):
         with gr.Column(min_width=300):
             vote_note = note_area("participant_vote_note")
         for side, key in zip(judging.SIDES, ("← or 1", "→ or 2")):
@@ -511,7 +527,7 @@ def _layout() -> dict:
                     elem_id=f"participant_{side}",
                     elem_classes=[ONE_CLICK, *answers("participant_progress")],
                 )
-    with gr.Row(equal_height=False):
+    with gr.Row(equal_height=False, elem_classes=[SIDES_ROW]):
         with gr.Column(min_width=300):
             truth_strip = gr.Plot(
                 label="Dominant colors, with the colorings behind each", elem_id="participant_truth_strip"

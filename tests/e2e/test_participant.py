@@ -111,3 +111,82 @@ def test_a_trial_against_ratings_hides_the_colorings_and_each_chart_has_its_own_
     expect(page.locator("#participant_truth_plot .gtitle")).to_have_text("Ground truth (own scale)")
     page.screenshot(path=str(ARTIFACTS / "judge-reference-trial.png"), full_page=True)
     assert page.js_errors == []
+
+
+# The trial's parts, and each part's box in CSS pixels as (left, top, right, bottom).
+_PARTS = ("truth_plot", "left_plot", "right_plot", "left", "right")
+_BOXES = """(parts) => Object.fromEntries(parts.map((id) => {
+  const r = document.getElementById(`participant_${id}`).getBoundingClientRect();
+  return [id, [r.left, r.top, r.right, r.bottom]];
+}))"""
+
+
+def _beside(first, second) -> bool:
+    """Whether box `second` stands right of box `first`, in the same row."""
+    return abs(first[1] - second[1]) < 1 and first[2] <= second[0]
+
+
+def _under(first, second, *, same_column: bool = True) -> bool:
+    """Whether box `second` stands below box `first` (in the same column, when asked)."""
+    column = abs(first[0] - second[0]) < 1 and abs(first[2] - second[2]) < 1
+    return first[3] <= second[1] and (column or not same_column)
+
+
+def _arrangement(boxes: dict) -> str:
+    """How the three charts stand: in one row, the ground truth over left | right, or in one
+    column; else the boxes, for the failure's message."""
+    truth, left, right = boxes["truth_plot"], boxes["left_plot"], boxes["right_plot"]
+    if _beside(truth, left) and _beside(left, right):
+        return "one row"
+    spans = truth[0] <= left[0] and right[2] <= truth[2]
+    if spans and _under(truth, left, same_column=False) and _beside(left, right):
+        return "ground truth over left | right"
+    if _under(truth, left) and _under(left, right):
+        return "one column"
+    return f"mixed: {boxes}"
+
+
+def test_left_and_right_are_the_sides_on_screen_at_any_width(live_app, module_chromium):
+    """A phone in landscape wrapped the charts as ground truth | Left over Right, full width,
+    and the buttons as "Left" on the right half over "Right" (the vote note's column came
+    first in their row): a participant going by the screen answered the wrong side. Too
+    narrow for three, the ground truth goes on its own row; for two, everything stacks."""
+    n_pairs = _open_study(live_app.config)
+    [(_, link)] = live_app.invite("participant", background="no")
+    context = module_chromium.new_context(
+        viewport={"width": 844, "height": 390}, is_mobile=True, has_touch=True
+    )
+    phone = context.new_page()
+    errors = []
+    phone.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        sign_in(phone, link)
+        open_tab(phone, "Judge")
+        phone.click("#participant_start")
+        expect(phone.locator("#participant_progress")).to_contain_text(f"Trial 1 of {n_pairs}")
+        answerable(phone, "#participant_progress")
+        # Turned to portrait and back mid-trial, and on a desktop screen.
+        for (width, height), expected in (
+            ((844, 390), "ground truth over left | right"),
+            ((390, 844), "one column"),
+            ((1400, 900), "one row"),
+            ((844, 390), "ground truth over left | right"),
+        ):
+            phone.set_viewport_size({"width": width, "height": height})
+            # Nothing scrolls sideways, once the charts have taken the new width.
+            phone.wait_for_function(
+                "(width) => innerWidth === width && document.documentElement.scrollWidth <= width", arg=width
+            )
+            boxes = phone.evaluate(_BOXES, list(_PARTS))
+            assert _arrangement(boxes) == expected, (width, height)
+            left, right = boxes["left"], boxes["right"]
+            assert _under(left, right) if expected == "one column" else _beside(left, right), (width, boxes)
+            for side in ("left", "right"):  # each answer under the chart it names
+                button, chart = boxes[side], boxes[f"{side}_plot"]
+                middle = (button[0] + button[2]) / 2
+                assert chart[0] < middle < chart[2] and chart[3] <= button[1], (width, side, boxes)
+        ARTIFACTS.mkdir(exist_ok=True)
+        phone.screenshot(path=str(ARTIFACTS / "judge-phone-landscape-trial.png"), full_page=True)
+    finally:
+        context.close()
+    assert errors == []
