@@ -36,6 +36,7 @@ from app.common import (
     escape,
     id_field,
     link_days,
+    live,
     named_table,
     note_area,
     refusal_text,
@@ -663,7 +664,7 @@ def _invite_section(ctx: AppContext) -> dict:
         "lost": lost,
         "renew": renew,
         "renew_note": note_area("admin_new_link_note"),
-        "renewed": gr.Markdown(elem_id="admin_new_link_message"),
+        "renewed": live(gr.Markdown(elem_id="admin_new_link_message")),
     }
 
 
@@ -688,7 +689,7 @@ def _practice_section() -> dict:
         "decision": decision,
         "why": why,
         "review": gr.Button("Record decision", elem_id="admin_review"),
-        "review_message": gr.Markdown(elem_id="admin_review_message"),
+        "review_message": live(gr.Markdown(elem_id="admin_review_message")),
     }
 
 
@@ -712,7 +713,7 @@ def _people_section() -> dict:
         "revoke": revoke,
         "reopen": reopen,
         "withdraw": withdraw,
-        "revoke_message": gr.Markdown(elem_id="admin_revoke_message"),
+        "revoke_message": live(gr.Markdown(elem_id="admin_revoke_message")),
     }
 
 
@@ -744,7 +745,7 @@ def _pilot_section() -> dict:
         "pilot_set": picked,
         "pilot_draw": drawn,
         "pilot_end": ended,
-        "pilot_message": gr.Markdown(elem_id="admin_pilot_message"),
+        "pilot_message": live(gr.Markdown(elem_id="admin_pilot_message")),
     }
 
 

@@ -543,7 +543,7 @@ def _grid_section() -> dict:
         parts["note"] = gr.Textbox(label="Note to the designer", scale=3, elem_id="expert_note")
         parts["recolor"] = gr.Button("Ask for a recolor", elem_id="expert_recolor_button")
         parts["accept"] = gr.Button("Mark as fine", elem_id="expert_accept_button")
-    parts["grid_message"] = gr.Markdown(elem_id="expert_grid_message")
+    parts["grid_message"] = live(gr.Markdown(elem_id="expert_grid_message"))
     return parts
 
 
@@ -571,7 +571,7 @@ def _ranking_section(colorings_per_concept: int) -> dict:
         parts["ranking"] = named_table(
             "Concepts ranked by consistency", "expert_ranking", headers=RANKING_HEADERS
         )
-    parts["ranking_message"] = gr.Markdown(elem_id="expert_ranking_message")
+    parts["ranking_message"] = live(gr.Markdown(elem_id="expert_ranking_message"))
     parts["histogram"] = gr.Plot(label="Consistency scores", elem_id="expert_histogram")
     return parts
 
@@ -681,7 +681,7 @@ def _admin_section() -> dict:
                 label="Why reinstate", scale=3, elem_id="expert_reinstate_why"
             )
             parts["reinstate"] = gr.Button("Reinstate", elem_id="expert_reinstate_button")
-        parts["admin_message"] = gr.Markdown(elem_id="expert_admin_message")
+        parts["admin_message"] = live(gr.Markdown(elem_id="expert_admin_message"))
     return parts
 
 

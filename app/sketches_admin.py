@@ -31,6 +31,7 @@ from app.common import (
     checked_by_handler,
     discard_uploads,
     id_field,
+    live,
     named_table,
     note_area,
     role,
@@ -371,7 +372,7 @@ def _browse_section() -> dict:
         sketch_id = id_field("Sketch id", "sketches_sketch_id")
         why = gr.Textbox(label="Why (kept in the audit trail)", scale=2, elem_id="sketches_why")
         use = gr.Button("Use this sketch", elem_id="sketches_use")
-    message = gr.Markdown(elem_id="sketches_message")
+    message = live(gr.Markdown(elem_id="sketches_message"))
     return {
         "base": base,
         "show": show,
@@ -406,7 +407,7 @@ def _generate_section() -> dict:
         )
         generate = gr.Button("Generate 5 candidates", elem_id="sketches_generate")
     note = note_area("sketches_generate_note")
-    generated = gr.Markdown(elem_id="sketches_generated")
+    generated = live(gr.Markdown(elem_id="sketches_generated"))
     candidates = gr.Gallery(
         label="Candidates",
         columns=5,

@@ -17,7 +17,7 @@ from evaluation.color.systems import load_system
 from evaluation.explicit import mode
 from evaluation.explicit.mode import ExplicitWork, create_explicit_run, score_explicit
 from evaluation.explicit.prompts import build_prompts
-from evaluation.explicit.views import browser_view
+from evaluation.explicit.views import browser_view, stacked_systems
 from evaluation.models.registry import get_model, load_registry
 from evaluation.models.segmentation import Segmentation
 from evaluation.pipeline import runs
@@ -39,19 +39,28 @@ def shown(update):
     return update["value"] if update["visible"] else None
 
 
-def build_run(db_path: Path, data_dir: Path, run: str = RUN) -> None:
-    """An explicit run of two models over 8 L2 prompts (color_name, numeric), one image each:
-    ``right`` renders the target color, ``wrong`` the color `SHIFTED` names; masks are exact."""
+def build_run(
+    db_path: Path,
+    data_dir: Path,
+    run: str = RUN,
+    *,
+    tasks=("color_name", "numeric"),
+    systems=("iscc-nbs-l2",),
+) -> None:
+    """An explicit run of two models over the prompts of `tasks` in `systems` (by default 8 L2
+    prompts: color_name, numeric), one image each: ``right`` renders the first target color,
+    ``wrong`` the color `SHIFTED` names; masks are exact."""
     db = runs.connect(db_path)
     prompts = build_prompts(
-        tasks=["color_name", "numeric"], systems=["iscc-nbs-l2"], colors=list(COLORS), objects=["car"], size=1
+        tasks=list(tasks), systems=list(systems), colors=list(COLORS), objects=["car"], size=1
     )
     tiny = dataclasses.replace(get_model("tiny-random", load_registry()), cfg_scales=(2.0,))
     specs = [dataclasses.replace(tiny, key=key) for key in ("right", "wrong")]
     create_explicit_run(db, run, specs, prompts, samples=1, settings={"note": "synthetic"})
-    system, masks = load_system("iscc-nbs-l2"), {}
+    masks = {}
     for item in runs.items(db, run):
-        target = next(p for p in prompts if p.id == item["concept"]).targets[0]
+        prompt = next(p for p in prompts if p.id == item["concept"])
+        target, system = prompt.targets[0], load_system(prompt.system)
         shown = target if item["model"] == "right" else SHIFTED[target]
         image, mask = render(system.rgb[system.index(shown)], "sphere", size=96, seed=item["id"])
         path, digest = save_by_hash(data_dir, Path(f"runs/{run}/images"), png_bytes(image), ".png")
@@ -67,7 +76,8 @@ def build_run(db_path: Path, data_dir: Path, run: str = RUN) -> None:
     stored = {row["prompt_id"]: row for row in runs.explicit_prompts(db, run)}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(mode, "segment_object", exact_mask)
-        assert score_explicit(db, run, ExplicitWork(None, BoxSam(), data_dir, stored)) == 16
+        scored = score_explicit(db, run, ExplicitWork(None, BoxSam(), data_dir, stored))
+        assert scored == 2 * len(prompts)
     db.close()
 
 
@@ -94,11 +104,13 @@ def test_show_gives_table4_coverage_figures_and_the_confusion(app):
     note, groups, bias_model, prompt = out[0], out[6], out[7]["value"], out[11]["value"]
     table4, coverage, category, basic, modifier, bias, confusion, pairs = map(shown, out[1:6] + out[8:11])
     assert note.startswith("Run **syn**, paper rules: 16 scored images in iscc-nbs-l2")
-    assert table4["headers"] == [
-        "model",
-        *(f"{s} · {t}" for s in ("iscc-nbs-l2", "all systems") for t in ("color_name", "numeric", "average")),
+    # One block of rows per system, the mean over systems first, each average beside its model.
+    assert table4["headers"] == ["color system", "model", "average", "color_name", "numeric"]
+    assert table4["data"] == [
+        [system, model, *[value] * 3]
+        for system in ("all systems", "iscc-nbs-l2")
+        for model, value in (("right", 100.0), ("wrong", 0.0))
     ]
-    assert table4["data"] == [["right", *[100.0] * 6], ["wrong", *[0.0] * 6]]
     assert coverage["headers"] == ["model", "images", "scored", "not_scored", "correct"]
     assert coverage["data"] == [["right", 8, 8, 0, 8], ["wrong", 8, 8, 0, 0]]
     bars = figure(category)
@@ -119,6 +131,38 @@ def test_show_gives_table4_coverage_figures_and_the_confusion(app):
     labels = {value: label for label, value in out[11]["choices"]}
     assert len(labels) == 8 and labels[prompt].endswith(" · color_name · iscc-nbs-l2 — 1/2 correct")
     assert "blue car" in labels[prompt]
+
+
+def test_table4_is_shown_one_system_under_another_with_the_average_beside_the_model():
+    columns = pd.MultiIndex.from_tuples(
+        [
+            ("iscc-nbs-l2", "color_name"),
+            ("iscc-nbs-l2", "numeric"),
+            ("iscc-nbs-l2", "average"),
+            ("css3", "color_name"),
+            ("css3", "average"),
+            ("all systems", "color_name"),
+            ("all systems", "numeric"),
+            ("all systems", "average"),
+        ],
+        names=["system", "task"],
+    )
+    table = pd.DataFrame(
+        [[100.0, 50.0, 75.0, 2 / 3 * 100, 2 / 3 * 100, 83.33, 50.0, 70.83], [0.0] * 8],
+        index=pd.Index(["right", "wrong"], name="model"),
+        columns=columns,
+    )
+    shown = stacked_systems(table)
+    assert shown.columns.tolist() == ["color system", "model", "average", "color_name", "numeric"]
+    expected = [
+        ["all systems", "right", 70.83, 83.33, 50.0],
+        ["all systems", "wrong", 0.0, 0.0, 0.0],
+        ["iscc-nbs-l2", "right", 75.0, 100.0, 50.0],
+        ["iscc-nbs-l2", "wrong", 0.0, 0.0, 0.0],
+        ["css3", "right", 66.67, 66.67, np.nan],
+        ["css3", "wrong", 0.0, 0.0, np.nan],
+    ]
+    pd.testing.assert_frame_equal(shown, pd.DataFrame(expected, columns=shown.columns))
 
 
 def test_bias_of_another_model_and_the_prompt_browser(app):
@@ -242,4 +286,15 @@ def test_the_research_tabs_results_are_read_out(tmp_path):
         "leaderboard_robust_note",
         "leaderboard_stability_note",
         "evaluate_plan",  # made live by the twenty-sixth session
+        # What the Admin, Sketches and Expert tabs say of an action (outsider 83: closing or
+        # reopening an account was not read out).
+        "admin_new_link_message",
+        "admin_review_message",
+        "admin_revoke_message",
+        "admin_pilot_message",
+        "sketches_message",
+        "sketches_generated",
+        "expert_grid_message",
+        "expert_ranking_message",
+        "expert_admin_message",
     } <= live
