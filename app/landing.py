@@ -290,7 +290,9 @@ def _first(value: str | list[str]) -> str:
 def _query(link: str) -> dict[str, str | list[str]]:
     """The query parameters of `link` (or of ``a=1&b=2`` alone), as `_params` gives them."""
     query = urllib.parse.urlparse(link).query or link.split("?", 1)[-1]
-    return _params(urllib.parse.parse_qsl(query))
+    # Blank values kept: an empty STUDY_ID (the platform filled in nothing) is refused, as
+    # the link opened in the browser is, not dropped.
+    return _params(urllib.parse.parse_qsl(query, keep_blank_values=True))
 
 
 def invite_token(text: str) -> str:

@@ -237,6 +237,13 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
         assert client.predict(f"({invite}).", api_name="/login_invite")[1].startswith("Signed in as **P")
         with pytest.raises(AppError, match="this study link is not valid"):
             client.predict(pasted.replace(link, "forged"), api_name="/login_invite")
+        # An empty STUDY_ID or SESSION_ID is refused pasted as it is opened (the paste joined
+        # with a blank study id in the payments: outsider 81); nobody joins.
+        before = _rows(config, "select count(*) as n from crowd_participants")
+        for blank in ("STUDY_ID=", "SESSION_ID="):
+            with pytest.raises(AppError, match=f"^`{blank[:-1]}` is in the study link but empty"):
+                client.predict(f"{pasted[:-1]}&{blank}", api_name="/login_invite")
+        assert _rows(config, "select count(*) as n from crowd_participants") == before
 
         # The Admin tab's export names the external ids only when asked to.
         admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
