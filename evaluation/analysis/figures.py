@@ -278,7 +278,9 @@ def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type")
     plotly.graph_objects.Figure
         One `go.Bar` trace per group value, x = model, y = ratio (error bars from
         ``ratio_lo``/``ratio_hi`` where present), and a dashed line at 1 (the human
-        baseline).
+        baseline). Where a ratio is undefined because people's shift is 0 (no bar), an
+        annotation says so: across the plot when no bar is left, else above it, naming
+        the groups and models.
     """
     require_columns(sensitivity, ("model", group, "ratio", "model_shift", "human_shift"), "sensitivity")
     fig = go.Figure()
@@ -302,7 +304,37 @@ def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type")
         legend_title_text="modifier",
         **LAYOUT,
     )
+    undefined = sensitivity[sensitivity["ratio"].isna() & (sensitivity["human_shift"] == 0)]
+    if len(undefined):
+        _note_no_human_shift(fig, undefined, group, every=len(undefined) == len(sensitivity))
     return fig
+
+
+def _note_no_human_shift(fig: go.Figure, undefined: pd.DataFrame, group: str, *, every: bool) -> None:
+    """Say on `fig` which bars are missing because people's shift is 0: across the plot area
+    when no bar is left (`every`), else above it."""
+    if every:
+        text = (
+            "No bars: people's shift is 0 (every variant was colored as its base),"
+            "<br>so model shift ÷ human shift is undefined."
+        )
+        position = {"y": 0.5, "yanchor": "middle"}
+    else:
+        parts = [
+            f"{MODIFIER_LABELS.get(value, str(value))} ({', '.join(map(str, part['model']))})"
+            for value, part in undefined.groupby(group, sort=True)
+        ]
+        text = "No bar where people's shift is 0 (ratio undefined): " + "; ".join(parts)
+        position = {"y": 1.0, "yanchor": "bottom"}
+    fig.add_annotation(
+        text=text,
+        xref="paper",
+        yref="paper",
+        x=0.5,
+        showarrow=False,
+        bgcolor="rgba(255, 255, 255, 0.9)",
+        **position,
+    )
 
 
 def shift_scatter(shifts: pd.DataFrame) -> go.Figure:

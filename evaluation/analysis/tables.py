@@ -68,6 +68,9 @@ them from sight; a page without that rule shows them)."""
 POOL_CFG = "mean"
 RATIO_OF_MEANS = "ratio_of_means"
 MEAN_OF_RATIOS = "mean_of_ratios"
+NO_HUMAN_SHIFT = "undefined: people's shift is 0"
+"""Shown for a sensitivity ratio that is undefined because people's shift is 0: every designer
+colored each variant as its base (`shift_ratio`)."""
 
 
 def require_columns(frame: pd.DataFrame, columns, name: str) -> None:
@@ -454,6 +457,27 @@ def concept_shifts(
     return rows[list(SHIFT_COLUMNS)].sort_values(["model", "style", "concept"], ignore_index=True)
 
 
+def shift_ratio(model_shift, human_shift) -> np.ndarray:
+    """Model shift ÷ human shift, NaN where the human shift is not above 0.
+
+    Parameters
+    ----------
+    model_shift, human_shift : array_like
+        Shifts (EMD, CIELAB ΔE units, >= 0) of broadcastable shapes.
+
+    Returns
+    -------
+    ndarray
+        The ratio; NaN where `human_shift` is 0 (people colored the variant as its base, so
+        no ratio measures a model against them) or NaN. Nothing is divided by zero, so no
+        infinity, and no numpy warning, comes out of a degenerate group.
+    """
+    model = np.asarray(model_shift, dtype=float)
+    human = np.asarray(human_shift, dtype=float)
+    out = np.full(np.broadcast_shapes(model.shape, human.shape), np.nan)
+    return np.divide(model, human, out=out, where=human > 0)
+
+
 def sensitivity(
     shifts: pd.DataFrame, by=("model", "style"), *, aggregate: str = RATIO_OF_MEANS
 ) -> pd.DataFrame:
@@ -474,30 +498,36 @@ def sensitivity(
     -------
     pandas.DataFrame
         The `by` columns, ``human_shift`` and ``model_shift`` (means), ``ratio`` and
-        ``n_concepts``. A ratio below 1 means the model is under-sensitive.
+        ``n_concepts``. A ratio below 1 means the model is under-sensitive. Under either
+        aggregate the ratio is NaN exactly where the group's mean human shift is 0 (people
+        colored every variant of the group as its base; `NO_HUMAN_SHIFT` says so in words).
     """
     require_columns(shifts, SHIFT_COLUMNS, "shifts")
     if aggregate not in (RATIO_OF_MEANS, MEAN_OF_RATIOS):
         raise ValueError(f"`aggregate` must be {RATIO_OF_MEANS!r} or {MEAN_OF_RATIOS!r}, got {aggregate!r}")
-    data = shifts.assign(ratio=shifts["model_shift"] / shifts["human_shift"].where(shifts["human_shift"] > 0))
+    data = shifts.assign(ratio=shift_ratio(shifts["model_shift"], shifts["human_shift"]))
     grouped = data.groupby(list(by))
     out = grouped[["human_shift", "model_shift"]].mean()
     out["ratio"] = (
-        out["model_shift"] / out["human_shift"] if aggregate == RATIO_OF_MEANS else grouped["ratio"].mean()
+        shift_ratio(out["model_shift"], out["human_shift"])
+        if aggregate == RATIO_OF_MEANS
+        else grouped["ratio"].mean()
     )
     out["n_concepts"] = grouped["concept"].nunique()
     return out.reset_index()
 
 
 def table6(shifts: pd.DataFrame, *, aggregate: str = RATIO_OF_MEANS) -> pd.DataFrame:
-    """Table 6: sensitivity ratio, model × style (index model, columns styles)."""
+    """Table 6: sensitivity ratio, model × style (index model, columns styles); NaN where
+    people's shift is 0 (`sensitivity`)."""
     return sensitivity(shifts, ("model", "style"), aggregate=aggregate).pivot(
         index="model", columns="style", values="ratio"
     )
 
 
 def table7(shifts: pd.DataFrame, *, aggregate: str = RATIO_OF_MEANS) -> pd.DataFrame:
-    """Table 7: sensitivity ratio, model × modifier type (index model)."""
+    """Table 7: sensitivity ratio, model × modifier type (index model); NaN where people's
+    shift is 0 (`sensitivity`)."""
     return sensitivity(shifts, ("model", "modifier_type"), aggregate=aggregate).pivot(
         index="model", columns="modifier_type", values="ratio"
     )
@@ -508,7 +538,8 @@ def table8(shifts: pd.DataFrame, *, aggregate: str = RATIO_OF_MEANS) -> pd.DataF
 
     Each cell is the unweighted mean over models of the per-model ratio of that modifier
     type and style (as the paper's Average column equals the mean of Table 7 over
-    models); ``average`` is the mean of the style columns.
+    models); ``average`` is the mean of the style columns. Undefined ratios (NaN, people's
+    shift 0) are skipped, so a cell is NaN only where every model's ratio is.
     """
     per_model = sensitivity(shifts, ("model", "modifier_type", "style"), aggregate=aggregate)
     out = per_model.groupby(["modifier_type", "style"])["ratio"].mean().unstack("style")

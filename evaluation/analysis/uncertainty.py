@@ -56,7 +56,8 @@ class Uncertainty:
     sensitivity : pandas.DataFrame
         `tables.sensitivity` by model and modifier type with ``ratio_lo``, ``ratio_hi``.
     table6, table7, table8 : pandas.DataFrame
-        Long form: the table's keys, ``ratio``, ``ratio_lo``, ``ratio_hi``.
+        Long form: the table's keys, ``ratio``, ``ratio_lo``, ``ratio_hi`` and
+        ``human_shift`` (0 where the ratio is undefined, NaN).
     """
 
     resampling: bootstrap.Resampling
@@ -162,18 +163,20 @@ def sensitivity(
 
     The concepts drawn are the variants (the rows of `shifts`); a replicate's ratio of
     means is its weighted mean model shift over its weighted mean human shift, its mean of
-    ratios the weighted mean of the per-variant ratios (human shift > 0).
+    ratios the weighted mean of the per-variant ratios (human shift > 0). A replicate whose
+    drawn variants people did not move at all has no ratio (NaN, `tables.shift_ratio`) and
+    is left out of the interval; a group whose human shift is 0 has neither ratio nor
+    interval.
     """
     point = tables.sensitivity(shifts, by, aggregate=aggregate)
     if shifts.empty:
         return point.assign(ratio_lo=np.nan, ratio_hi=np.nan), np.empty((len(boot.weights), 0))
-    data = shifts.assign(ratio=shifts["model_shift"] / shifts["human_shift"].where(shifts["human_shift"] > 0))
+    data = shifts.assign(ratio=tables.shift_ratio(shifts["model_shift"], shifts["human_shift"]))
     grouped = bootstrap.group_rows(data, by, boot)
     if aggregate == tables.RATIO_OF_MEANS:
         _, model = grouped.means(data["model_shift"])
         _, human = grouped.means(data["human_shift"])
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps = model / human
+        reps = tables.shift_ratio(model, human)
     else:
         _, reps = grouped.means(data["ratio"])
     lo, hi = bootstrap.percentile_interval(reps, boot.resampling.ci)
@@ -187,28 +190,47 @@ def table8(
 ) -> pd.DataFrame:
     """Table 8 in long form (``modifier_type, style`` and style ``average``) with intervals:
     each replicate averages the per-model ratios of the same concept draw. A cell whose
-    models' ratios rest on one variant each has no interval."""
+    models' ratios rest on one variant each has no interval. ``human_shift`` is the mean of
+    the cell's per-model mean human shifts: 0 exactly where people did not move any of its
+    variants, and the ratio (NaN) is undefined (`tables.NO_HUMAN_SHIFT`); undefined per-model
+    ratios are skipped, as `tables.table8` skips them."""
     per_model, reps = sensitivity(shifts, ("model", "modifier_type", "style"), boot, aggregate=aggregate)
     cells = per_model.groupby(["modifier_type", "style"], sort=True).indices
     counts = per_model["n_concepts"].to_numpy()
+    ratios, human = per_model["ratio"], per_model["human_shift"]
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a cell no replicate draws: NaN
         by_cell = {key: np.nanmean(reps[:, idx], axis=1) for key, idx in cells.items()}
         for (t, s), idx in cells.items():
-            rows.append((t, s, per_model["ratio"].iloc[idx].mean(), by_cell[(t, s)], counts[idx].max()))
+            rows.append(
+                (t, s, ratios.iloc[idx].mean(), by_cell[(t, s)], counts[idx].max(), human.iloc[idx].mean())
+            )
         for t in sorted({t for t, _ in cells}):
             keys = [key for key in cells if key[0] == t]
-            point = np.mean([per_model["ratio"].iloc[cells[k]].mean() for k in keys])
+            point = pd.Series([ratios.iloc[cells[k]].mean() for k in keys]).mean()
             most = max(counts[cells[k]].max() for k in keys)
-            rows.append((t, "average", point, np.nanmean(np.stack([by_cell[k] for k in keys]), axis=0), most))
+            shift = np.mean([human.iloc[cells[k]].mean() for k in keys])
+            replicates = np.nanmean(np.stack([by_cell[k] for k in keys]), axis=0)
+            rows.append((t, "average", point, replicates, most, shift))
     out = []
-    for t, s, point, replicates, n in rows:
+    for t, s, point, replicates, n, shift in rows:
         lo, hi = bootstrap.percentile_interval(replicates, boot.resampling.ci)
         if n < bootstrap.MIN_INTERVAL_CONCEPTS:
             lo, hi = np.nan, np.nan
-        out.append({"modifier_type": t, "style": s, "ratio": point, "ratio_lo": lo, "ratio_hi": hi})
-    return pd.DataFrame(out, columns=["modifier_type", "style", "ratio", "ratio_lo", "ratio_hi"])
+        out.append(
+            {
+                "modifier_type": t,
+                "style": s,
+                "ratio": point,
+                "ratio_lo": lo,
+                "ratio_hi": hi,
+                "human_shift": shift,
+            }
+        )
+    return pd.DataFrame(
+        out, columns=["modifier_type", "style", "ratio", "ratio_lo", "ratio_hi", "human_shift"]
+    )
 
 
 def replicate_metrics(
@@ -327,15 +349,20 @@ def significance_note(ranking: pd.DataFrame) -> str:
 
 
 def interval_table(long: pd.DataFrame, index: str, columns: str, *, digits: int = 3) -> pd.DataFrame:
-    """A pivot of ``ratio`` with each cell written ``value [lo, hi]`` (for display), or
-    ``value (one variant: no interval)`` where the bounds are missing."""
+    """A pivot of ``ratio`` with each cell written ``value [lo, hi]`` (for display),
+    ``value (one variant: no interval)`` where the bounds are missing, and
+    `tables.NO_HUMAN_SHIFT` where the ratio is undefined because ``human_shift`` (when `long`
+    has it) is 0."""
+    human = long["human_shift"] if "human_shift" in long else pd.Series(np.nan, index=long.index)
     text = [
-        "n/a"
+        tables.NO_HUMAN_SHIFT
+        if pd.isna(v) and h == 0
+        else "n/a"
         if pd.isna(v)
         else f"{v:.{digits}f} (one variant: no interval)"
         if pd.isna(lo)
         else f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
-        for v, lo, hi in zip(long["ratio"], long["ratio_lo"], long["ratio_hi"])
+        for v, lo, hi, h in zip(long["ratio"], long["ratio_lo"], long["ratio_hi"], human)
     ]
     table = long.assign(shown=text).pivot(index=index, columns=columns, values="shown")
     return table[list(dict.fromkeys(long[columns]))]

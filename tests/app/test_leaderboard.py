@@ -1,5 +1,6 @@
 """The Leaderboards tab through gradio_client: tables, figures and exports against the stored metrics."""
 
+import warnings
 from pathlib import Path
 
 import gradio as gr
@@ -28,20 +29,20 @@ COLORS = {"m-red": (200, 30, 30), "m-grey": (120, 120, 120)}
 BOOT = ("200", "3", "0")  # bootstrap resamples, seed, P_H replicates per concept
 
 
-def _store(config):
+def _store(config, human=HUMAN):
     db = open_db(config.db_path)
     try:
-        human_rows.store_reference(db, "lab", HUMAN, "four concepts rated by our lab")
+        human_rows.store_reference(db, "lab", human, "four concepts rated by our lab")
         cells = {}
         for model, color in COLORS.items():
             for cfg in (2.0, 4.0, 6.0):
-                for concept in HUMAN:
+                for concept in human:
                     shade = tuple(min(255, c + int(10 * cfg) * ("rotten" in concept)) for c in color)
                     cells[(model, concept, "natural", cfg)] = [shade, color]
         store_segmented_run(db, config.data_dir, "grid", cells)
         return analyses(
             runs.model_distributions(db),
-            HUMAN,
+            human,
             load_concepts(),
             resampling=Resampling(n_resamples=200, seed=3),
         )
@@ -139,6 +140,41 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
     )
     assert "shift_scatter" in Path(exported["shift_scatter.html"]).read_text(encoding="utf-8")
     assert len(list((config.data_dir / "exports" / "research").iterdir())) == 16
+
+
+def test_where_people_colored_each_variant_as_its_base_tables_6_to_8_and_figure_4_say_so(tmp_path):
+    unmoved = {**HUMAN, "rotten apple": HUMAN["apple"], "lonely cabin": HUMAN["cabin"]}
+    config = make_config(tmp_path)
+    with running_app(config) as (client, _), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _store(config, unmoved)
+        researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+        views = {
+            aggregate: client.predict(
+                researcher, "lab", "recommended", aggregate, *BOOT, api_name="/leaderboard_show"
+            )
+            for aggregate in ("ratio_of_means", "mean_of_ratios")
+        }
+        files = client.predict(
+            researcher, "lab", "recommended", "ratio_of_means", *BOOT, api_name="/leaderboard_export"
+        )
+    for _, _, _, _, sensitivity, _, table6, table7, table8, _ in views.values():
+        assert [row[1:] for row in table6["data"]] == [["undefined: people's shift is 0"]] * 2
+        assert [row[1:] for row in table7["data"]] == [["undefined: people's shift is 0"] * 2] * 2
+        assert [row[1:] for row in table8["data"]] == [["undefined: people's shift is 0"] * 2] * 2
+        notes = [a.text for a in figure(sensitivity).layout.annotations]
+        assert notes == [
+            "human baseline",
+            "No bars: people's shift is 0 (every variant was colored as its base),"
+            "<br>so model shift ÷ human shift is undefined.",
+        ]
+    numpy_warnings = [w for w in caught if "encountered in" in str(w.message)]
+    assert numpy_warnings == []
+    exported = {Path(f).name.rsplit("-", 1)[0]: f for f in files}
+    table7_csv = pd.read_csv(exported["table7"])
+    assert table7_csv.columns.tolist() == ["model", "emotional", "visual_state"]
+    assert table7_csv[["emotional", "visual_state"]].isna().all().all()
+    assert pd.read_csv(exported["table8_ci"])["human_shift"].tolist() == [0.0] * 4
 
 
 def _page(demo, name: str):

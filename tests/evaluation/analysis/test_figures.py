@@ -126,6 +126,40 @@ def test_sensitivity_bars_plot_ratios_per_modifier_type():
     assert fig.layout.shapes[0].y0 == 1.0
 
 
+def test_sensitivity_bars_say_when_no_bar_is_left_because_people_did_not_shift():
+    sens = pd.DataFrame(
+        {
+            "model": ["a", "a"],
+            "modifier_type": ["emotional", "visual_state"],
+            "human_shift": [0.0, 0.0],
+            "model_shift": [1.0, 3.0],
+            "ratio": [np.nan, np.nan],
+        }
+    )
+    fig = sensitivity_bars(sens)
+    notes = [a.text for a in fig.layout.annotations if a.text != "human baseline"]
+    assert notes == [
+        "No bars: people's shift is 0 (every variant was colored as its base),"
+        "<br>so model shift ÷ human shift is undefined."
+    ]
+
+
+def test_sensitivity_bars_name_the_missing_bars_where_people_did_not_shift():
+    sens = pd.DataFrame(
+        {
+            "model": ["a", "b", "a", "b"],
+            "modifier_type": ["emotional", "emotional", "visual_state", "visual_state"],
+            "human_shift": [2.0, 2.0, 0.0, 0.0],
+            "model_shift": [1.0, 1.5, 8.0, 9.0],
+            "ratio": [0.5, 0.75, np.nan, np.nan],
+        }
+    )
+    fig = sensitivity_bars(sens)
+    notes = [a.text for a in fig.layout.annotations if a.text != "human baseline"]
+    assert notes == ["No bar where people's shift is 0 (ratio undefined): Visual state (a, b)"]
+    assert_allclose(fig.data[0].y, [0.5, 0.75])
+
+
 def test_shift_scatter_points_are_the_shifts_with_concepts_in_hover():
     shifts = pd.DataFrame(
         {

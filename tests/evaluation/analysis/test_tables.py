@@ -1,10 +1,14 @@
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
+from evaluation.analysis import bootstrap, uncertainty
 from evaluation.analysis.tables import (
     METRICS_FRAME_COLUMNS,
+    NO_HUMAN_SHIFT,
     NOT_DEFINED,
     cfg_sweep,
     concept_shifts,
@@ -228,6 +232,60 @@ def test_tables_6_7_8_layouts():
     assert_allclose(t8.loc["emotional", "clipart"], (4 / 2 + 2 / 2) / 2)
     assert_allclose(t8.loc["visual_state", "natural"], (8 / 10 + 6 / 10) / 2)
     assert_allclose(t8["average"], t8[["clipart", "natural"]].mean(axis=1))
+
+
+def _unmoved_visual_states():
+    """`shifts_frame` with people's shift 0 for every visual-state variant (designers colored
+    'rotten apple' as 'apple'), and two variants per modifier type so that cells have intervals."""
+    one = shifts_frame()
+    two = one.assign(concept=one["concept"].map({"rotten apple": "ripe apple", "lonely cabin": "cozy cabin"}))
+    shifts = pd.concat([one, two], ignore_index=True)
+    return shifts.assign(
+        human_shift=shifts["human_shift"].where(shifts["modifier_type"] != "visual_state", 0.0)
+    )
+
+
+@pytest.mark.parametrize("aggregate", ["ratio_of_means", "mean_of_ratios"])
+def test_a_ratio_is_nan_not_inf_where_people_did_not_shift_and_numpy_does_not_warn(aggregate):
+    shifts = _unmoved_visual_states()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t6, t7, t8 = (table(shifts, aggregate=aggregate) for table in (table6, table7, table8))
+        by_type = sensitivity(shifts, ("model", "modifier_type"), aggregate=aggregate).set_index(
+            ["model", "modifier_type"]
+        )
+    assert t7["visual_state"].isna().all() and t8.loc["visual_state"].isna().all()
+    assert_allclose(
+        by_type.loc[("a", "visual_state"), ["human_shift", "ratio"]].to_numpy(float), [0.0, np.nan]
+    )
+    # The emotional variants are unaffected: (4 + 1) / (2 + 2) or the mean of 4/2 and 1/2.
+    assert_allclose(t7.loc["a", "emotional"], 1.25)
+    # Table 6 pools both types: the unmoved variants add 0 to the human mean (ratio of means)
+    # or are left out (mean of ratios).
+    expected = (5 + 4 + 5 + 4) / (0 + 2 + 0 + 2) if aggregate == "ratio_of_means" else 4 / 2
+    assert_allclose(t6.loc["a", "clipart"], expected)
+    assert t6.dtypes.eq(float).all() and t8.dtypes.eq(float).all()
+
+
+@pytest.mark.parametrize("aggregate", ["ratio_of_means", "mean_of_ratios"])
+def test_tables_6_to_8_with_intervals_say_in_words_that_people_did_not_shift(aggregate):
+    shifts = _unmoved_visual_states()
+    boot = bootstrap.draws(shifts[["concept", "modifier_type"]], bootstrap.Resampling(n_resamples=50, seed=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        long7, _ = uncertainty.sensitivity(shifts, ("model", "modifier_type"), boot, aggregate=aggregate)
+        long8 = uncertainty.table8(shifts, boot, aggregate=aggregate)
+    shown7 = uncertainty.interval_table(long7, "model", "modifier_type")
+    shown8 = uncertainty.interval_table(long8, "modifier_type", "style")
+    assert shown7["visual_state"].tolist() == [NO_HUMAN_SHIFT, NO_HUMAN_SHIFT]
+    assert shown8.loc["visual_state"].tolist() == [NO_HUMAN_SHIFT] * 3
+    assert shown7.loc["a", "emotional"].startswith("1.250 [")
+    assert all("[" in cell for cell in shown8.loc["emotional"])
+    # The long forms stay numeric: NaN ratio and bounds, and the human shift that is 0.
+    visual = long8[long8["modifier_type"] == "visual_state"]
+    assert visual[["ratio", "ratio_lo", "ratio_hi"]].isna().all().all()
+    assert visual["human_shift"].tolist() == [0.0, 0.0, 0.0]
+    assert long8.drop(columns=["modifier_type", "style"]).dtypes.eq(float).all()
 
 
 def test_pooled_cfg_averages_each_concept_over_its_scales_before_the_concepts():
