@@ -201,7 +201,9 @@ class ExplicitTab(Tab):
             f"{_rules_in_words(scoring)}",
             prompts=prompts,
             table4=gr.update(
-                value=views.flat_columns(found["table4"]), visible=True, label=f"Table 4, rule set {scoring}"
+                value=views.stacked_systems(found["table4"]),
+                visible=True,
+                label=f"Table 4, rule set {scoring}",
             ),
             coverage=_shown(coverage.reset_index(), True),
             category=_shown(figs.get("category"), "category" in figs),

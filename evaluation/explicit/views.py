@@ -31,6 +31,7 @@ from evaluation.color.systems import load_system
 from evaluation.explicit import figures, tables
 from evaluation.explicit.browser import ImageView, prompt_view
 from evaluation.explicit.jobs import is_explicit
+from evaluation.explicit.prompts import TASKS
 from evaluation.explicit.rules import DEFAULT_SCORING, SCORINGS, get_rules
 from evaluation.pipeline import runs
 from evaluation.pipeline.fileio import write_atomic
@@ -189,15 +190,36 @@ def _systems(images: pd.DataFrame) -> list[str]:
     return sorted(present, key=lambda key: order.get(key, len(order)))
 
 
-def flat_columns(table: pd.DataFrame) -> pd.DataFrame:
-    """`table` with its index as columns and (system, task) headers joined: ``"css3 · numeric"``,
-    rounded to 2 decimals (for a grid that cannot show grouped headers)."""
-    flat = table.round(2).copy()
-    if isinstance(flat.columns, pd.MultiIndex):
-        flat.columns = [" · ".join(str(part) for part in key) for key in flat.columns]
-    else:
-        flat.columns = [str(c) for c in flat.columns]
-    return flat.reset_index()
+#: Table 4's first column as the tab shows it (`stacked_systems`).
+SYSTEM_COLUMN = "color system"
+
+
+def stacked_systems(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 4 (`table4`) as the tab shows it: the color systems' blocks stacked, not side by side.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        `table4`: index ``model``, columns (system, task) with each system's ``average``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns `SYSTEM_COLUMN`, ``model``, ``average``, then the tasks in
+        `evaluation.explicit.prompts.TASKS` order; one row per (system, model), the
+        `ALL_SYSTEMS` block first, then the systems in `table`'s order; percent rounded to 2
+        decimals, NaN where a system has no prompt of a task.
+    """
+    # Side by side, each system takes six columns: a two-system run was 19 columns, three
+    # widths of a 1,400 px window, with the averages off-screen. Stacked, the width stays
+    # eight columns whatever the number of systems and models, and the headline numbers (the
+    # mean over systems, each block's average) come first.
+    systems = list(dict.fromkeys(table.columns.get_level_values("system")))
+    order = [ALL_SYSTEMS, *(s for s in systems if s != ALL_SYSTEMS)]
+    stacked = pd.concat([table[s].assign(**{SYSTEM_COLUMN: s}) for s in order if s in systems])
+    tasks = [t for t in TASKS if t in stacked.columns]
+    shown = stacked.rename_axis("model").reset_index()
+    return shown[[SYSTEM_COLUMN, "model", tables.AVERAGE, *tasks]].round(2).reset_index(drop=True)
 
 
 def named_confusion(rows: list[dict], system: str, *, scoring: str = "paper") -> pd.DataFrame:

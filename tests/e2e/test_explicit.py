@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from evaluation.explicit.prompts import TASKS
 from tests.app.test_explicit import RUN, build_run
 from tests.browser import expect, live_app, open_tab, page, pick, sign_in, table_rows  # noqa: F401
 
@@ -21,8 +22,11 @@ def test_researcher_sees_table4_the_charts_and_a_prompts_images_and_swatches(liv
     expect(page.locator("#explicit_note")).to_contain_text("16 scored images in iscc-nbs-l2")
     expect(page.locator("#explicit_table4 [role=row][data-index]").first).to_be_visible()
     rows = table_rows(page, "explicit_table4")
-    assert [row[0] for row in rows] == ["right", "wrong"]
-    assert rows[0][1:] == ["100"] * 6 and rows[1][1:] == ["0"] * 6
+    assert rows == [
+        [system, model, *[value] * 3]
+        for system in ("all systems", "iscc-nbs-l2")
+        for model, value in (("right", "100"), ("wrong", "0"))
+    ]
     for chart in ("category", "basic", "bias", "confusion"):
         expect(page.locator(f"#explicit_{chart} .js-plotly-plot")).to_be_visible()
     # What a screen reader hears of Figure 3 and the heatmap (outsider 75: "#1: 2 bars" and
@@ -78,4 +82,34 @@ def test_the_evaluate_tab_switches_to_the_explicit_mode_and_counts_its_images(li
         )
     )
     page.locator("#evaluate_plan").scroll_into_view_if_needed()
+    assert page.js_errors == []
+
+
+def test_table4_of_a_two_system_run_fits_a_1400_px_window_with_the_averages_first(live_app, page):
+    """Outsider F9: Table 4 of a 2-system run was a 3,597 px grid in a 1,214 px view; only the
+    model and the first five L2 columns showed, the averages and the css3 and all-systems
+    blocks were off-screen."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    [(_, link)] = live_app.invite("researcher")
+    sign_in(page, link)
+    build_run(live_app.config.db_path, live_app.config.data_dir, tasks=TASKS, systems=("iscc-nbs-l2", "css3"))
+    open_tab(page, "Explicit colors")
+    pick(page, "explicit_run", RUN)
+    page.click("#explicit_show")
+    expect(page.locator("#explicit_note")).to_contain_text("scored images in iscc-nbs-l2, css3")
+    table = page.locator("#explicit_table4")
+    expect(table.locator("[role=row][data-index]").first).to_be_visible()
+    cut = table.evaluate(
+        "el => [...el.querySelectorAll('*')].filter(e => e.scrollWidth > e.clientWidth + 1 "
+        "&& getComputedStyle(e).overflowX !== 'visible').map(e => e.className)"
+    )
+    assert cut == []
+    headers = [h.strip() for h in table.locator("[role=columnheader]").all_inner_texts()]
+    assert headers == ["color system", "model", "average", *TASKS]
+    box = table.locator("[role=columnheader]").last.bounding_box()
+    assert box["x"] + box["width"] <= 1400
+    rows = table_rows(page, "explicit_table4")
+    assert [row[:2] for row in rows] == [
+        [system, model] for system in ("all systems", "iscc-nbs-l2", "css3") for model in ("right", "wrong")
+    ]
     assert page.js_errors == []
