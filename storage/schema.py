@@ -894,7 +894,7 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
     if version > len(MIGRATIONS):
         raise SchemaTooNew(
             f"database schema version {version} is newer than this code's "
-            f"{len(MIGRATIONS)}; update the code before opening it"
+            f"{len(MIGRATIONS)}; update the code before opening it{_kept_copy(db_path(db))}"
         )
     path = db_path(db)
     if not (0 < version < len(MIGRATIONS)) or not path:
@@ -912,6 +912,21 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
             "migrated"
         ) from None
     return schema_version(db)
+
+
+def _kept_copy(path: str | None) -> str:
+    """The way back to this code's schema, where a newer code's start left one beside the
+    database at `path` (`_keep_before_upgrade`): "" where none is there."""
+    if not path:
+        return ""
+    folder, name = Path(path).parent, Path(path).name
+    copies = sorted(folder.glob(f"{name}.before-schema-*"), key=lambda c: c.stat().st_mtime)
+    if not copies:
+        return ""
+    return (
+        f", or go back to the database as it was before that upgrade, kept as {copies[-1].name} beside it "
+        "(README, Upgrading: what was stored since is not in it)"
+    )
 
 
 def _migrate(db: sqlite_utils.Database, version: int) -> None:

@@ -51,6 +51,21 @@ def test_the_evaluation_commands_refuse_it_in_one_line(newer, tmp_path, capsys):
     assert path.read_bytes() == before
 
 
+def test_the_refusal_names_the_copy_a_newer_codes_upgrade_kept_beside_it(newer, tmp_path, capsys):
+    """The way back after an upgrade, where the earlier code is started again (outsider 82:
+    only the newer code's start said where the copy was)."""
+    path, before = newer
+    older = tmp_path / "db.sqlite.before-schema-999-20261202T053000Z"
+    older.write_bytes(b"")
+    argv = ["--db", str(path), "--data-dir", str(tmp_path / "data"), "check-distributions"]
+    assert annotation_main(argv) == 1
+    assert capsys.readouterr().err == (
+        f"error: {NEWER}, or go back to the database as it was before that upgrade, kept as "
+        f"{older.name} beside it (README, Upgrading: what was stored since is not in it)\n"
+    )
+    assert path.read_bytes() == before
+
+
 def test_the_app_refuses_to_start_on_it(newer, tmp_path):
     path, before = newer
     with pytest.raises(SystemExit) as raised:
