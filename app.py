@@ -8,11 +8,13 @@ work, so a top-level import of `app` loaded Gradio and every tab into each worke
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
 import socket
 import sqlite3
+import threading
 import time
 
 
@@ -89,12 +91,22 @@ def main(argv: list[str] | None = None) -> None:
     mark_ready(demo)
     print(f"Ready: http://{args.host}:{args.port}/healthz answers 200 ({_now()})", flush=True)
     # A supervisor's stop (SIGTERM) ends the app as Ctrl-C does: its coloring workers and
-    # their semaphores are closed, not left to the resource tracker's warning.
-    signal.signal(signal.SIGTERM, _stop)
+    # their semaphores are closed, not left to the resource tracker's warning. The signal
+    # only sets `STOPPING`, which the main thread waits on: an exception raised by the handler
+    # is lost when it lands in a finaliser the main thread happens to run (outside checks saw a
+    # first SIGTERM do nothing, twice); a second signal stops at once.
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, _stop)
     try:
-        demo.block_thread()
+        while demo.is_running and not STOPPING.wait(0.5):
+            pass
     finally:
+        print(f"{_now()} Stopping (pid {os.getpid()})", flush=True)
+        # Whatever would hang the stop (a thread that never ends) is dumped and the process
+        # ends, rather than a supervisor waiting on it forever.
+        faulthandler.dump_traceback_later(STOP_WAIT_S, exit=True)
         demo.close()  # the app's services too (`app.common.AppContext.close`)
+        faulthandler.cancel_dump_traceback_later()
         print(f"{_now()} Stopped (pid {os.getpid()})", flush=True)
 
 
@@ -112,8 +124,16 @@ def _log_with_times() -> None:
     logging.getLogger().addHandler(handler)
 
 
+STOPPING = threading.Event()
+"""Set by the first SIGTERM or Ctrl-C (`_stop`)."""
+STOP_WAIT_S = 120
+"""How long the stop may take before the process dumps its threads' stacks and exits."""
+
+
 def _stop(signum, frame) -> None:
-    raise SystemExit(0)
+    if STOPPING.is_set():
+        raise SystemExit(0)
+    STOPPING.set()
 
 
 def _check_port(host: str, port: int) -> None:

@@ -174,6 +174,12 @@ def test_a_stop_signal_ends_the_app_and_its_coloring_workers_cleanly(tmp_path):
         app.stop()  # SIGTERM, as a supervisor sends
     assert app.process.returncode == 0, log.read_text()[-2000:]
     assert "leaked semaphore" not in log.read_text()
+    # The stop is said as it begins and as it ends (a first SIGTERM that did nothing showed
+    # neither: the signal now only sets an event the main thread waits on).
+    stopping, stopped = (
+        log.read_text().index(f"{word} (pid {app.process.pid})") for word in ("Stopping", "Stopped")
+    )
+    assert stopping < stopped
     # The pool's resource tracker ends when it reads its pipe closed: wait for that (a ceiling).
     deadline = time.monotonic() + 30
     while any(_running(pid) for pid in children) and time.monotonic() < deadline:
