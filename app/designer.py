@@ -64,6 +64,7 @@ from app.common import (
     whole_number,
 )
 from app.tabs import SESSION_CHANGE, On, Tab
+from storage import shown_time
 
 NAME = "designer"
 TITLE = "Coloring"
@@ -447,7 +448,11 @@ class DesignerTab(Tab):
                 f"Batch {batch.batch} · {batch.done} of {batch.total} done" if batch is not None else ""
             )
         return self._task_view(
-            item, progress, message=message, forget=forget, prefill=item.task.id == prefill_task
+            item,
+            progress,
+            message=message or _last_saved(db, actor.annotator_id),
+            forget=forget,
+            prefill=item.task.id == prefill_task,
         )
 
     def _batch_done(self, batch: work.Progress | None, message: str) -> dict:
@@ -498,6 +503,20 @@ class DesignerTab(Tab):
             message=message,
             submissions_box=True,
         )
+
+
+def _last_saved(db, annotator_id: int) -> str:
+    """The designer's latest stored coloring, in words: a page reloaded after a connection
+    that dropped the answer of a Submit showed the next sketch and no word of the last one
+    (it had been stored; outsider 85)."""
+    row = db.execute(
+        "select id, concept_key, created from colorings where annotator_id = ? and status != 'withdrawn' "
+        "order by id desc limit 1",
+        [annotator_id],
+    ).fetchone()
+    if row is None:
+        return ""
+    return f"Your last saved coloring: **{escape(row[1])}** (#{row[0]}, {shown_time(row[2])})."
 
 
 def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:

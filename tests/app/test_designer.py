@@ -237,12 +237,19 @@ def test_every_designer_endpoint_refuses_other_roles_and_writes_nothing(study, r
 
 
 def test_a_reload_shows_the_same_task_and_progress(quick_study):
-    _, token = quick_study.person()
+    person, token = quick_study.person()
     view = finish_practice(quick_study, token, quick_study.onboarded(token))
     view, _ = quick_study.submit(token, view, PAIRS[0])
     first, second = (quick_study.view("/designer_state", token) for _ in range(2))
     assert first["task"] == second["task"] == view["task"] != ""
     assert "Batch 1 · 1 of 3 done" in first["header"] and first["header"] == second["header"]
+    # A reload says what was saved last: after a connection that dropped a Submit's answer
+    # the page showed the next sketch and no word of the last one (outsider 85).
+    [last] = quick_study.rows("colorings", "practice = 0 and annotator_id = ?", [person])
+    assert re.fullmatch(
+        rf"Your last saved coloring: \*\*{last['concept_key']}\*\* \(#{last['id']}, \d{{4}}-\d\d-\d\d \d\d:\d\d UTC\)\.",
+        first["message"],
+    ), first["message"]
     # The admin sees the approval the setting made, as such.
     people = quick_study.client.predict(quick_study.admin, api_name="/admin_list_annotators")
     [designer] = [row for row in people["data"] if row[2] == "designer"]
