@@ -180,14 +180,19 @@ def color_names() -> dict:
     dict
         ``bits`` (`naming.LOOKUP_BITS`), ``table`` (base64 of `naming.lookup_table_bytes`,
         zlib-compressed little-endian uint16: the level 3 row of each cell, indexed as
-        `naming.lookup_cell`), and ``l3`` and ``basic``: the level 3 names and their basic
-        terms by level 3 row (the page shows these two; level 1 is left out to keep it light).
-        Built once per process; the page fetches it as JSON (`served_files`).
+        `naming.lookup_cell`), ``grey``: the level 3 row of each of the 256 sRGB greys, named
+        exactly (`naming.name_srgb`: a grey cell of the table holds four greys, and those at a
+        border between two neutrals were named as the cell's centre), and ``l3`` and
+        ``basic``: the level 3 names and their basic terms by level 3 row (the page shows these
+        two; level 1 is left out to keep it light). Built once per process; the page fetches it
+        as JSON (`served_files`).
     """
     l3, _, basic = naming.level3_names()
+    levels = np.repeat(np.arange(256, dtype=np.uint8)[:, None], 3, axis=1)
     return {
         "bits": naming.LOOKUP_BITS,
         "table": base64.b64encode(naming.lookup_table_bytes()).decode("ascii"),
+        "grey": naming.name_srgb(levels).l3_index.tolist(),
         "l3": list(l3),
         "basic": list(basic),
     }

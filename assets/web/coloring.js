@@ -645,7 +645,9 @@ function said(hex) {
 function colorName(hex) {
   if (!NAMES.rows) return "";
   const bits = NAMES.spec.bits, s = 8 - bits, [r, g, b] = hexToRgb(hex);
-  const row = NAMES.rows[((r >> s) << (2 * bits)) | ((g >> s) << bits) | (b >> s)];
+  const row = r === g && g === b
+    ? NAMES.spec.grey[r]  // exact: a grey cell holds four greys, and a border may cross it
+    : NAMES.rows[((r >> s) << (2 * bits)) | ((g >> s) << bits) | (b >> s)];
   const l3 = NAMES.spec.l3[row], basic = NAMES.spec.basic[row];
   return l3 === basic ? l3 : l3 + " · " + basic;
 }

@@ -99,8 +99,15 @@ def test_the_served_names_table_is_namings_lookup_table_within_the_page_budget()
     table = np.frombuffer(zlib.decompress(base64.b64decode(spec["table"])), dtype="<u2")
     assert (table == lookup_table()).all()
     l3, _, basic = level3_names()
-    assert spec == {"bits": LOOKUP_BITS, "table": spec["table"], "l3": list(l3), "basic": list(basic)}
-    assert len(names) < 50_000
+    grey = spec["grey"]  # test_the_page_names_each_grey_exactly_where_the_table_names_its_cell
+    assert spec == {
+        "bits": LOOKUP_BITS,
+        "table": spec["table"],
+        "grey": grey,
+        "l3": list(l3),
+        "basic": list(basic),
+    }
+    assert len(grey) == 256 and len(names) < 50_000
 
 
 def test_a_served_file_removed_while_the_app_runs_is_written_again(tmp_path):
@@ -122,3 +129,28 @@ def test_a_served_file_removed_while_the_app_runs_is_written_again(tmp_path):
         response = httpx.get(f"{app.url}gradio_api/file={script}", timeout=60)
         assert response.status_code == 200
         assert response.content == script.read_bytes() == (WEB_DIR / "coloring.js").read_bytes()
+
+
+def test_the_page_names_each_grey_exactly_where_the_table_names_its_cell():
+    """A grey cell of the 6-bit table holds four greys; at a border between two neutrals the
+    page named all four as the cell's centre (#404040 "dark gray" where exact naming says
+    "black": outsider 84). The 256 greys' own names come with the table."""
+    names = color_names()
+    l3 = names["l3"]
+    table = lookup_table()
+    levels = np.arange(256)
+    cells = table[(levels >> 2 << 12) | (levels >> 2 << 6) | (levels >> 2)]
+    differ = {
+        f"#{v:02x}{v:02x}{v:02x}": (l3[cells[v]], l3[names["grey"][v]])
+        for v in levels
+        if cells[v] != names["grey"][v]
+    }
+    assert differ == {
+        "#404040": ("dark gray", "black"),
+        "#6f6f6f": ("dark gray", "medium gray"),
+        "#9f9f9f": ("medium gray", "light gray"),
+        "#cccccc": ("white", "light gray"),
+    }
+    # Lightness orders the greys' names: one run of levels per neutral, black to white.
+    runs = [l3[row] for i, row in enumerate(names["grey"]) if i == 0 or row != names["grey"][i - 1]]
+    assert runs == ["black", "dark gray", "medium gray", "light gray", "white"]

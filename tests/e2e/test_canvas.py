@@ -427,6 +427,12 @@ def test_the_current_and_recent_colors_show_their_names(page):
     page.fill("#demo_canvas .cc-hex", "#777777")
     page.press("#demo_canvas .cc-hex", "Enter")
     expect(name).to_have_text("medium gray · gray")
+    # Greys at a border between two neutrals, named exactly, not as their table cell's centre
+    # (#404040 read "dark gray", #cccccc "white": outsider 84).
+    for grey, said in (("#404040", "black"), ("#cccccc", "light gray · gray")):
+        page.fill("#demo_canvas .cc-hex", grey)
+        page.press("#demo_canvas .cc-hex", "Enter")
+        expect(name).to_have_text(said)
     page.fill("#demo_canvas .cc-hex", "#fffff8")  # a grey cell holds #fcfcfc-#ffffff only
     page.press("#demo_canvas .cc-hex", "Enter")
     expect(name).to_have_text("greenish white · white")
