@@ -541,12 +541,15 @@ def _layout() -> dict:
                 elem_id="participant_colorings",
             )
         for side in judging.SIDES:
-            parts[f"{side}_images"] = gr.Gallery(
-                label=f"{side.capitalize()} images",
-                columns=4,
-                height=130,
-                elem_id=f"participant_{side}_images",
-            )
+            # In a column as wide as the charts', so the row wraps where theirs does and
+            # each side's images stay under its chart (alone they fitted one row in landscape).
+            with gr.Column(min_width=300):
+                parts[f"{side}_images"] = gr.Gallery(
+                    label=f"{side.capitalize()} images",
+                    columns=4,
+                    height=130,
+                    elem_id=f"participant_{side}_images",
+                )
     gr.HTML("", js_on_load=compact_js(_KEYS_JS), elem_id="participant_keys")
     return {
         **parts,

@@ -114,7 +114,7 @@ def test_a_trial_against_ratings_hides_the_colorings_and_each_chart_has_its_own_
 
 
 # The trial's parts, and each part's box in CSS pixels as (left, top, right, bottom).
-_PARTS = ("truth_plot", "left_plot", "right_plot", "left", "right")
+_PARTS = ("truth_plot", "left_plot", "right_plot", "left", "right", "left_images", "right_images")
 _BOXES = """(parts) => Object.fromEntries(parts.map((id) => {
   const r = document.getElementById(`participant_${id}`).getBoundingClientRect();
   return [id, [r.left, r.top, r.right, r.bottom]];
@@ -181,10 +181,11 @@ def test_left_and_right_are_the_sides_on_screen_at_any_width(live_app, module_ch
             assert _arrangement(boxes) == expected, (width, height)
             left, right = boxes["left"], boxes["right"]
             assert _under(left, right) if expected == "one column" else _beside(left, right), (width, boxes)
-            for side in ("left", "right"):  # each answer under the chart it names
-                button, chart = boxes[side], boxes[f"{side}_plot"]
-                middle = (button[0] + button[2]) / 2
-                assert chart[0] < middle < chart[2] and chart[3] <= button[1], (width, side, boxes)
+            for side in ("left", "right"):  # each answer, and each side's images, under its chart
+                for below in (side, f"{side}_images"):
+                    part, chart = boxes[below], boxes[f"{side}_plot"]
+                    middle = (part[0] + part[2]) / 2
+                    assert chart[0] < middle < chart[2] and chart[3] <= part[1], (width, below, boxes)
         ARTIFACTS.mkdir(exist_ok=True)
         phone.screenshot(path=str(ARTIFACTS / "judge-phone-landscape-trial.png"), full_page=True)
     finally:
