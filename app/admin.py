@@ -561,6 +561,8 @@ def _person(db, typed, label: str = PERSON_ID) -> int:
         if found is None:
             raise ValueError(f"`{label}`: nobody is called {shown(typed.strip())}")
         return found
+    if typed is None or (isinstance(typed, str) and not typed.strip()):
+        raise ValueError(f"`{label}`: give the person's id or pseudonym (D0003), got nothing")
     return whole_number(typed, label)
 
 

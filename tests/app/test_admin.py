@@ -199,7 +199,7 @@ def test_admin_inputs_out_of_range_show_a_message_and_write_nothing(shared_app):
         client.predict(admin, 1.5, "approve", "ok", api_name="/admin_review_practice")
     with pytest.raises(
         AppError,
-        match="`Annotator id or pseudonym \\(close, reopen or withdraw\\)` must be a whole number, got nothing",
+        match="`Annotator id or pseudonym \\(close, reopen or withdraw\\)`: give the person's id or pseudonym \\(D0003\\), got nothing",
     ):
         client.predict(admin, None, "spite", api_name="/admin_revoke")
     assert _dump(config) == before

@@ -270,7 +270,7 @@ CASES = [
         "revoke-empty-annotator",
         "/admin_revoke",
         as_role("admin", None, "left"),
-        "`Annotator id or pseudonym \\(close, reopen or withdraw\\)` must be a whole number, got nothing",
+        "`Annotator id or pseudonym \\(close, reopen or withdraw\\)`: give the person's id or pseudonym \\(D0003\\), got nothing",
     ),
     Case(
         "practice-approve-an-expert",
