@@ -35,6 +35,7 @@ from app.common import (
     escape,
     id_field,
     link_days,
+    live,
     named_table,
     note_area,
     role,
@@ -242,13 +243,13 @@ def _layout() -> dict:
         elem_id="crowd_consent",
     )
     make = gr.Button("Make open link", variant="primary", elem_id="crowd_make")
-    make_note = note_area("crowd_make_note")
+    make_note = live(note_area("crowd_make_note"))  # its success says the link: read out
     url = gr.Textbox(label="Open link (shown once: paste it into the platform)", elem_id="crowd_url")
     with gr.Row():
         link_id = id_field("Link id", "crowd_link_id", placeholder="from the list of links")
         close = gr.Button("Close link", variant="stop", elem_id="crowd_close")
         show = gr.Button("Show payments (refreshes itself)", elem_id="crowd_show")
-    links_note = note_area("crowd_links_note")
+    links_note = live(note_area("crowd_links_note"))
     with empty_note("No open link yet: make one above.", "crowd_links_empty"):
         links = named_table("Open study links", "crowd_links", headers=LINK_HEADERS)
     counts = gr.Markdown(elem_id="crowd_counts")

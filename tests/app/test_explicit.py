@@ -297,4 +297,6 @@ def test_the_research_tabs_results_are_read_out(tmp_path):
         "expert_grid_message",
         "expert_ranking_message",
         "expert_admin_message",
+        "crowd_make_note",  # a made study link (outsider 84)
+        "crowd_links_note",
     } <= live
