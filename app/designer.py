@@ -39,7 +39,7 @@ from gradio.utils import get_upload_folder
 from annotation.assignment import reserve_practice
 from annotation.coloring import tasks as work
 from annotation.coloring.fill import canvas_value
-from annotation.coloring.store import check_submission_rate, load_pixels
+from annotation.coloring.store import check_submission_rate, last_coloring, load_pixels
 from annotation.errors import Conflict
 from annotation.files import resolve
 from annotation.people import onboarding
@@ -509,14 +509,10 @@ def _last_saved(db, annotator_id: int) -> str:
     """The designer's latest stored coloring, in words: a page reloaded after a connection
     that dropped the answer of a Submit showed the next sketch and no word of the last one
     (it had been stored; outsider 85)."""
-    row = db.execute(
-        "select id, concept_key, created from colorings where annotator_id = ? and status != 'withdrawn' "
-        "order by id desc limit 1",
-        [annotator_id],
-    ).fetchone()
+    row = last_coloring(db, annotator_id)
     if row is None:
         return ""
-    return f"Your last saved coloring: **{escape(row[1])}** (#{row[0]}, {shown_time(row[2])})."
+    return f"Your last saved coloring: **{escape(row['concept_key'])}** (#{row['id']}, {shown_time(row['created'])})."
 
 
 def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:

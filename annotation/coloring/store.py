@@ -392,6 +392,19 @@ def get_coloring(db: sqlite_utils.Database, coloring_id: int) -> dict:
     return _with_p(rows[0])
 
 
+def last_coloring(db: sqlite_utils.Database, annotator_id: int) -> dict | None:
+    """The designer's latest stored coloring not withdrawn (``id, concept_key, created``), or
+    None."""
+    rows = list(
+        db.query(
+            "select id, concept_key, created from colorings where annotator_id = ? and status != 'withdrawn' "
+            "order by id desc limit 1",
+            [annotator_id],
+        )
+    )
+    return rows[0] if rows else None
+
+
 def concept_colorings(db: sqlite_utils.Database, concept_key: str) -> list[dict]:
     """Every main-task coloring of a concept, all rounds and statuses, by designer and round.
 
