@@ -249,11 +249,16 @@ def name_srgb(rgb) -> ColorNames:
         If `rgb` is not sRGB of shape (..., 3) in one of those ranges.
     """
     rgb = srgb_as_float(rgb, "rgb")
-    names = name_lab(srgb_to_lab(rgb))
-    grey = (rgb[..., 0] == rgb[..., 1]) & (rgb[..., 1] == rgb[..., 2])
+    lab = srgb_to_lab(rgb)
+    return _untinted(name_lab(lab), lab, (rgb[..., 0] == rgb[..., 1]) & (rgb[..., 1] == rgb[..., 2]))
+
+
+def _untinted(names: ColorNames, lab: np.ndarray, grey: np.ndarray) -> ColorNames:
+    """`names` of the CIELAB colors `lab` ``(..., 3)``, those where the boolean `grey`
+    ``(...)`` holds named among `NEUTRALS` instead (rule 4)."""
     if not grey.any():
         return names
-    neutral = name_lab(srgb_to_lab(rgb[grey]), candidates=neutral_rows())
+    neutral = name_lab(lab[grey], candidates=neutral_rows())
     fields = {}
     for field in ("l3", "l1", "basic", "l3_index", "delta_e"):
         values = getattr(names, field).copy()
@@ -279,21 +284,18 @@ def names_of_uw71() -> pd.DataFrame:
 @functools.cache
 def _uw71_names() -> pd.DataFrame:
     palette = load_uw71()
-    names = name_lab(palette.lab)
-    # The six greys (chroma 0, the bins ΔHue treats as hueless) are named among the pure
-    # neutrals: ISCC-NBS's centroids are not exactly neutral, so #777777 is nearer to
-    # "greenish gray" than to "medium gray", a tint the bin does not have.
-    grey = np.flatnonzero(palette.achromatic)
-    neutral = name_lab(palette.lab[grey], candidates=neutral_rows())
-    table = {
-        "iscc_nbs_l3": names.l3.astype(str),
-        "iscc_nbs_l1": names.l1.astype(str),
-        "basic_term": names.basic.astype(str),
-        "delta_e": names.delta_e.copy(),
-    }
-    for column, values in zip(table, (neutral.l3, neutral.l1, neutral.basic, neutral.delta_e)):
-        table[column][grey] = values
-    return pd.DataFrame({"color_index": np.arange(len(palette)), "hex": list(palette.hex), **table})
+    # The six greys (chroma 0, the bins ΔHue treats as hueless), by the palette's own CIELAB.
+    names = _untinted(name_lab(palette.lab), palette.lab, np.asarray(palette.achromatic, dtype=bool))
+    return pd.DataFrame(
+        {
+            "color_index": np.arange(len(palette)),
+            "hex": list(palette.hex),
+            "iscc_nbs_l3": names.l3.astype(str),
+            "iscc_nbs_l1": names.l1.astype(str),
+            "basic_term": names.basic.astype(str),
+            "delta_e": names.delta_e,
+        }
+    )
 
 
 NEUTRALS = ("white", "light gray", "medium gray", "dark gray", "black")
