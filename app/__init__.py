@@ -233,7 +233,8 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
     Gradio's cache its answer gave to whom (the session cookie of the request), so that the
     guard serves each only to them.
 
-    Refused before the function runs: a call with fewer or more inputs than the function
+    Refused before the function runs: a call of an event that runs in the browser only (it
+    has no function: Gradio's refusal logs a traceback per call), a call with fewer or more inputs than the function
     takes (Gradio's refusal of too few logs every input, tokens included); naming the input, inputs that name a file the caller
     may not fetch (a function that hands an input back, such as the form saved in the
     browser, would otherwise issue someone else's upload, or any file of Gradio's folders,
@@ -250,6 +251,9 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
         inputs = kwargs["inputs"] if "inputs" in kwargs else args[1] if len(args) > 1 else []
         fn = kwargs.get("block_fn", args[0] if args else None)
         fn = demo.fns[fn] if isinstance(fn, int) else fn
+        if fn is not None and fn.fn is None:
+            # Gradio would fail in the call itself, logging a traceback per call.
+            raise gr.Error("This event runs in the browser only; nothing was run.", print_exception=False)
         if fn is not None and len(inputs or []) != len(fn.inputs):
             # Gradio's own refusal of too few would print every input it got, a session
             # token among them, to the server's log; too many it took, leaving the rest

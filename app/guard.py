@@ -20,7 +20,10 @@ anything else refused (403), including every route a new Gradio adds until it is
 The guard answers two requests itself: `HEALTH` (``/healthz``: 200 once the app serves and can
 take work, 503 before, and while its disk is full or its database takes no write:
 `app.health`) and ``HEAD /``, Gradio's start-up check, which must answer within 3 s however busy
-the machine is (rendering the page may not).
+the machine is (rendering the page may not). It refuses a join of the queue, or a call
+(`EVENT_CALLS`), that names an event index the app has none of (422: Gradio's refusal logged a traceback per call),
+and a served file's answer carries the file's own headers only (`FILE_ANSWER_HEADERS`: Gradio
+copied every header of a ``Range`` request into its answer).
 
 Files in Gradio's own cache (what a handler returned as an image or file that does not
 lie in a served folder) are served only to the person they were issued to: `Issued`
@@ -50,6 +53,7 @@ from pathlib import Path, PurePosixPath
 
 import anyio
 import gradio as gr
+from gradio.data_classes import PredictBody
 from gradio_client import utils as client_utils
 
 from annotation.coloring.store import owns_coloring_file
@@ -163,6 +167,18 @@ HEALTH = "/healthz"
 """Answered by the guard itself: 200 "ready" once the app serves (`app.mark_ready`) and can take
 work (`app.health.Health`), else 503 "starting" or "cannot take work: <why>"."""
 _API = "/gradio_api"
+QUEUE_JOIN = _API + "/queue/join"
+"""The route a page's events join Gradio's queue by, naming the event by its index."""
+EVENT_CALLS = frozenset(
+    {
+        QUEUE_JOIN,
+        *(
+            _API + path
+            for path in ("/run/{api_name}", "/run/{api_name}/", "/api/{api_name}", "/api/{api_name}/")
+        ),
+    }
+)
+"""The routes whose body may name an event by its index (`Guard` refuses an index no event has)."""
 ROUTES: dict[str, str] = {
     "/": PAGE,
     "/config": PAGE,
@@ -554,12 +570,14 @@ class Guard:
         route, params = route_of(scope["app"], scope)
         kind = ROUTES.get(getattr(route, "path", None)) if route is not None else None
         token = _cookie(scope, COOKIE)
-        if kind == PAGE or kind == PACKAGE and _inside(params):
+        if kind == PAGE and route.path in EVENT_CALLS:
+            await self._join(scope, receive, send)
+        elif kind == PAGE or kind == PACKAGE and _inside(params):
             await self.app(scope, receive, send)
         elif kind == FILE:
             file = next(iter(params.values()), "")
             if await anyio.to_thread.run_sync(self.policy.allows, file, token):
-                await self.app(scope, receive, _with_headers(send, FILE_HEADERS))
+                await self.app(scope, receive, _file_headers_only(_with_headers(send, FILE_HEADERS), scope))
             else:
                 await _answer(
                     send,
@@ -579,6 +597,17 @@ class Guard:
             await _answer(send, 404, "Not found.")
         else:
             await _answer(send, 403, "Not allowed: this address is switched off in this app.")
+
+    async def _join(self, scope, receive, send) -> None:
+        """Pass a join of Gradio's queue (or a call) on, its body read here and handed on as
+        it came; answer one naming an event index the app has no event of (422) without the app,
+        whose refusal was a 500 and a traceback in the log per call."""
+        messages, body = await _request_body(receive)
+        index = unknown_event(body, scope["app"].get_blocks().fns)
+        if index is not None:
+            await _answer(send, 422, f"No event {index} on this page; nothing was run.")
+            return
+        await self.app(scope, _replaying(messages, receive), send)
 
     def _issuing(self, send, actor: Actor):
         """`send`, recording the uploaded files (the JSON list Gradio answers) as the uploader's."""
@@ -627,6 +656,83 @@ def _with_headers(send, headers=SECURITY_HEADERS):
         await send(message)
 
     return sending
+
+
+FILE_ANSWER_HEADERS = frozenset(
+    {
+        b"content-type",
+        b"content-length",
+        b"content-range",
+        b"accept-ranges",
+        b"etag",
+        b"last-modified",
+        b"content-disposition",
+    }
+)
+"""The headers a served file's answer may carry from Gradio (`_file_headers_only`); the
+guard's own (`SECURITY_HEADERS`, `FILE_HEADERS`) are added after."""
+
+# Names an answer has and a request never does: one the request carried with the same value
+# is its echo, not the file's.
+_ANSWER_ONLY = frozenset({b"etag", b"last-modified", b"accept-ranges"})
+
+
+def _file_headers_only(send, scope):
+    """`send`, keeping of each answer's headers only those in `FILE_ANSWER_HEADERS`, the
+    last of each name, and none that echoes a header of the request in `scope`.
+
+    Gradio answers a ``Range`` request for a file with every header of the request copied
+    into the answer (its cookie, an ``Authorization``, a ``Cache-Control: public`` that a
+    shared cache would obey, any header made up), and the request's content type before
+    the file's own."""
+    asked = {(key.lower(), value) for key, value in scope.get("headers", ()) if key.lower() in _ANSWER_ONLY}
+
+    async def sending(message) -> None:
+        if message["type"] == "http.response.start":
+            kept: dict[bytes, bytes] = {}
+            for key, value in message.get("headers", ()):
+                name = key.lower()
+                if name in FILE_ANSWER_HEADERS and (name, value) not in asked:
+                    kept[name] = value
+            message = {**message, "headers": list(kept.items())}
+        await send(message)
+
+    return sending
+
+
+async def _request_body(receive) -> tuple[list[dict], bytes]:
+    """The request's messages read up to the end of its body (or a disconnect), with the
+    body they carry."""
+    messages = []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request" or not message.get("more_body"):
+            break
+    return messages, b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+
+
+def _replaying(messages: list[dict], receive):
+    """`receive`, handing out `messages` (read already) first."""
+    pending = list(messages)
+
+    async def receiving():
+        return pending.pop(0) if pending else await receive()
+
+    return receiving
+
+
+def unknown_event(body: bytes, fns: dict) -> int | None:
+    """The event index a queue join's `body` names when it names none of `fns` (the app's
+    ``BlockFunction``s by index), or None.
+
+    The body is read as Gradio reads it (its ``PredictBody``: ``"99999"`` is 99999); one
+    Gradio cannot read (not JSON, no ``data``) is None, for Gradio's own refusal (422)."""
+    try:
+        index = PredictBody.model_validate(json.loads(body)).fn_index
+    except (ValueError, RecursionError):  # not JSON, not a join (pydantic's ValidationError)
+        return None
+    return index if index is not None and index not in fns else None
 
 
 def uploaded_paths(answer) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import json
 import re
 import urllib.parse
@@ -572,6 +573,37 @@ def test_a_value_outside_its_components_choices_is_refused_by_name_not_quoted_or
     grown = world.log.read_text()[log_before:]
     assert "Traceback" not in grown and huge[:1000] not in grown and len(grown) < 100_000
     assert world.state() == before
+
+
+def test_a_join_of_an_event_the_server_does_not_run_is_refused_in_one_line_without_a_traceback(world):
+    """A visitor's join of a browser-only event (no server method), or of an index no event
+    has, logged a whole traceback per call (~1.6 kB: "function has no backend method", a
+    ``KeyError``), the second with a 500. Now a one-line refusal, and nothing logged."""
+    page = world.page
+    log_before = world.log.stat().st_size
+    browser_only = [i for i, fn in page.fns.items() if fn.fn is None]
+    assert browser_only
+    for index in browser_only:
+        data = [page.values.get(i) for i in page.dependencies[index]["inputs"]]
+        answers = world.answers(index, [(data, None), ([], None), ([*data, "one more"], None)])
+        assert [(a.get("success"), a["output"].get("error")) for a in answers] == [
+            (False, "This event runs in the browser only; nothing was run.")
+        ] * 3, index
+    routes = ("queue/join", "run/predict", "api/predict")  # each takes a body naming an event's index
+    for (index, named), route in itertools.product(((99999, 99999), (-1, -1), ("99999", 99999)), routes):
+        assert named not in page.fns  # Gradio reads "99999" as 99999
+        joined = httpx.post(
+            f"{world.url}gradio_api/{route}",
+            json={"data": [], "fn_index": index, "session_hash": "aaaaaaaaaaa"},
+        )
+        assert (joined.status_code, joined.text) == (
+            422,
+            f"No event {named} on this page; nothing was run.",
+        ), route
+    # What is not a join Gradio reads passes on, to Gradio's own refusal.
+    assert httpx.post(f"{world.url}gradio_api/queue/join", content=b"{not json").status_code == 422
+    assert world.call("admin_coverage", world.admin)  # the app serves on; its log is written by now
+    assert "Traceback" not in world.log.read_bytes()[log_before:].decode("utf-8", "replace")
 
 
 def test_a_choice_a_handler_gave_this_session_is_taken_and_others_are_not():

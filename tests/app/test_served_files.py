@@ -52,6 +52,39 @@ def test_the_reference_examples_are_served_to_anyone_exactly_as_drawn(shared_app
         assert_array_equal(np.asarray(Image.open(io.BytesIO(served.content)).convert("RGB")), drawn)
 
 
+def test_a_ranged_read_answers_the_files_bytes_and_none_of_the_requests_headers(shared_app):
+    """Gradio built its answer to a ``Range`` request from the request's own headers: a
+    session cookie, a bearer token, a header the caller made up, a cache policy for shared
+    caches and a second content type came back in it. Now only the file's own headers."""
+    client, _ = shared_app
+    config = page_config(client.src)
+    [gallery] = [c for c in config["components"] if c["props"].get("elem_id") == "designer_examples"]
+    path = Path(gallery["props"]["value"][0]["image"]["path"])
+    echoed = {
+        "Cookie": f"{COOKIE}=a-session-token",
+        "Authorization": "Bearer a-bearer-token",
+        "X-Evil": "<script>alert(1)</script>",
+        "Cache-Control": "public, max-age=31536000",
+        "Content-Type": "text/html",
+        "ETag": '"forged"',
+        "Content-Security-Policy": "default-src *",
+    }
+    answer = httpx.get(
+        f"{client.src}gradio_api/file={path}",
+        headers={"Range": "bytes=0-9", **echoed},
+        verify=TLS_CONTEXT,
+    )
+    assert answer.status_code == 206
+    assert answer.content == path.read_bytes()[:10]
+    assert answer.headers["content-range"] == f"bytes 0-9/{path.stat().st_size}"
+    assert answer.headers.get_list("content-type") == ["image/png"]
+    assert answer.headers.get_list("content-security-policy") == [
+        "sandbox allow-scripts; frame-ancestors 'self' https://*.mturk.com"
+    ]
+    for name in ("cookie", "authorization", "x-evil", "cache-control", "etag"):
+        assert name not in answer.headers, name
+
+
 def test_a_coloring_is_served_to_its_designer_and_the_roles_that_review_it_only(shared_app):
     client, config = shared_app
     (owner, owner_token), (_, other_token) = _people(client, "designer", 2)
