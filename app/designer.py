@@ -687,7 +687,8 @@ def _top_up(ctx: AppContext, db, actor) -> None:
 
 
 def _header(item: work.WorkItem, progress: str) -> str:
-    """The task header as HTML; every text from the database is escaped."""
+    """The task header as HTML; every text from the database is escaped, and the expert's
+    note is isolated in ``<bdi>`` so that a right-to-left note keeps its own punctuation."""
     concept = item.concept
     if concept["modifier_type"] == "original":
         meta = f"{escape(concept['category'])} · the {escape(concept['base'])} itself"
@@ -698,7 +699,7 @@ def _header(item: work.WorkItem, progress: str) -> str:
         )
     kind = _KIND_LABEL[item.kind] if item.kind in ("recolor", "redo") else progress
     note = (
-        f'<div class="dz-note">An expert asked you to color this concept again: {escape(item.note)}</div>'
+        f'<div class="dz-note">An expert asked you to color this concept again: <bdi>{escape(item.note)}</bdi></div>'
         if item.note
         else ""
     )

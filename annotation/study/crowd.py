@@ -193,8 +193,8 @@ def create_link(
     quota : int
         Places, 1 to `MAX_QUOTA`.
     completion_code, screenout_code : str
-        Codes shown to people who finish or are screened out: 1-40 letters, digits, ``_``
-        or ``-``, different from each other.
+        Codes shown to people who finish or are screened out: 1-40 ASCII letters (a-z,
+        A-Z), digits, ``_`` or ``-``, different from each other.
     minutes : float
         Time per person from joining, in (0, 1440].
     ends : datetime, optional
@@ -232,7 +232,10 @@ def create_link(
         raise InvalidInput(f"`minutes` must be a number in (0, 1440], got {shown(minutes)}")
     for name, code in (("completion_code", completion_code), ("screenout_code", screenout_code)):
         if not isinstance(code, str) or not _CODE_CHARS.fullmatch(code):
-            raise InvalidInput(f"`{name}` must be 1-40 letters, digits, _ or -, got {shown(code)}")
+            raise InvalidInput(
+                f"`{name}` must be 1-40 letters, digits, _ or - "
+                f"(ASCII letters a-z, A-Z and digits 0-9 only), got {shown(code)}"
+            )
     if completion_code == screenout_code:
         raise InvalidInput("`screenout_code` must differ from `completion_code`")
     if not isinstance(id_param, str) or not _PARAM_CHARS.fullmatch(id_param) or id_param == "study":
@@ -373,7 +376,7 @@ def join(
         A malformed or unknown link token.
     InvalidInput
         The id parameter is missing, or it, ``STUDY_ID`` or ``SESSION_ID`` is not 1-64
-        letters, digits, ``.``, ``_`` or ``-``, or is given twice.
+        ASCII letters (a-z, A-Z), digits, ``.``, ``_`` or ``-``, or is given twice.
     LinkClosed
         The link is closed, past its end date, or all its places are taken.
     Conflict
@@ -567,7 +570,8 @@ def _external_id(params: Mapping[str, str | list[str]], name: str) -> str:
         )
     if len(value) > MAX_EXTERNAL_ID or not _ID_CHARS.fullmatch(value):
         raise InvalidInput(
-            f"`{name}` must be 1-{MAX_EXTERNAL_ID} letters, digits, '.', '_' or '-' (a letter or digit first), "
+            f"`{name}` must be 1-{MAX_EXTERNAL_ID} letters, digits, '.', '_' or '-' "
+            "(ASCII letters a-z, A-Z and digits 0-9 only, a letter or digit first), "
             f"got {shown(value)}"
         )
     return value
@@ -587,7 +591,8 @@ def _optional_id(params: Mapping[str, str | list[str]], name: str) -> str | None
         )
     if len(value) > MAX_EXTERNAL_ID or not _ID_CHARS.fullmatch(value):
         raise InvalidInput(
-            f"`{name}` must be 1-{MAX_EXTERNAL_ID} letters, digits, '.', '_' or '-' (a letter or digit first), "
+            f"`{name}` must be 1-{MAX_EXTERNAL_ID} letters, digits, '.', '_' or '-' "
+            "(ASCII letters a-z, A-Z and digits 0-9 only, a letter or digit first), "
             f"got {shown(value)}; open the study from the platform's page"
         )
     return value

@@ -180,10 +180,10 @@ def _shown(source: str | Path, roots: Sequence[str | Path]) -> str:
 
 def parse_label(model: str, concept: str, style: str, cfg: str, seed: str, known: set[str]) -> Label:
     """Check and convert one image's label fields; raises ValueError naming the bad field."""
-    if not _MODEL_NAME.match(model):
+    if not _MODEL_NAME.fullmatch(model):
         raise ValueError(
-            f"model {shown(model)} must be 1 to {MAX_MODEL_NAME} letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
+            f"model {shown(model)} must be 1 to {MAX_MODEL_NAME} letters, digits, '.', '_' or '-' "
+            "(ASCII letters a-z, A-Z and digits 0-9 only), starting with a letter or digit"
         )
     if concept not in known:
         meant = key_meant(concept, known)

@@ -60,8 +60,9 @@ def connect(path: str | Path) -> sqlite_utils.Database:
 def check_run_name(name: str) -> str:
     """Return `name` if it can name a run (and its folder ``runs/<name>/``), else raise ValueError.
 
-    Letters, digits, ``.``, ``_``, ``-`` and spaces, starting with a letter or digit, at
-    most `MAX_RUN_NAME` characters, so that a name is a safe folder name on every system.
+    ASCII letters (a-z, A-Z), ASCII digits, ``.``, ``_``, ``-`` and spaces, starting with a
+    letter or digit, at most `MAX_RUN_NAME` characters, so that a name is a safe folder name
+    on every system (and in a URL); accented and non-Latin letters are refused.
     The one rule for run names: `create_run` applies it too.
 
     Raises
@@ -69,10 +70,11 @@ def check_run_name(name: str) -> str:
     RunError
         A ValueError naming the argument and what it got.
     """
-    if not isinstance(name, str) or not _RUN_NAME.match(name) or len(name) > MAX_RUN_NAME:
+    if not isinstance(name, str) or not _RUN_NAME.fullmatch(name) or len(name) > MAX_RUN_NAME:
         raise RunError(
-            f"`run` name must be 1-{MAX_RUN_NAME} letters, digits, '.', '_', '-' or spaces, "
-            f"starting with a letter or digit, got {shown(name)}"
+            f"`run` name must be 1-{MAX_RUN_NAME} letters, digits, '.', '_', '-' or spaces "
+            "(ASCII letters a-z, A-Z and digits 0-9 only), starting with a letter or digit, "
+            f"got {shown(name)}"
         )
     return name
 

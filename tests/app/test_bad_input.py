@@ -478,7 +478,7 @@ CASES = [
         "import-run-name-script",
         "/evaluate_import",
         as_role("researcher", SCRIPT, None, "x", "tiny-random", 0.3, 0.25),
-        "`run` name must be 1-.* letters, digits",
+        r"`run` name must be 1-.* letters, digits, .* \(ASCII letters a-z, A-Z and digits 0-9 only\)",
     ),
     Case(
         "import-nothing",

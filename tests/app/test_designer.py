@@ -1,5 +1,6 @@
 """The Coloring tab through gradio_client: onboarding, coloring, submitting, redoing, roles."""
 
+import html
 import json
 import re
 from pathlib import Path
@@ -319,6 +320,22 @@ def test_a_redo_is_a_new_round_and_an_experts_recolor_note_is_shown_inert(quick_
     assert table["data"][0][3] == "recolor_requested" and table["data"][0][7] == "<b>browner</b>"
     view, _ = study.submit(token, view, PAIRS[2])
     assert [r["round"] for r in study.rows("colorings", "practice = 0")] == [1, 2, 3]
+
+
+def test_a_right_to_left_recolor_note_is_isolated_from_the_sentence_around_it_and_still_inert(quick_study):
+    # Put straight into the English sentence, an Arabic note's closing "!)" was placed by the
+    # sentence's direction and showed as "(!اللون أحمر جداً)".
+    study = quick_study
+    _, token = study.person()
+    view = finish_practice(study, token, study.onboarded(token))
+    study.submit(token, view, PAIRS[0])
+    (coloring,) = study.rows("colorings", "practice = 0")
+    _, expert = study.person("expert")
+    note = "الرجاء إعادة التلوين <b>(اللون أحمر جداً!)</b>"
+    study.client.predict(expert, coloring["id"], note, api_name="/expert_recolor")
+    header = study.view("/designer_state", token)["header"]
+    sentence = re.search(r'<div class="dz-note">(.*?)</div>', header).group(1)
+    assert sentence == f"An expert asked you to color this concept again: <bdi>{html.escape(note)}</bdi>"
 
 
 def test_a_redo_asked_while_an_earlier_one_is_open_says_it_waits_behind_it(quick_study):

@@ -327,8 +327,10 @@ def test_bad_links_and_ids_are_refused_with_the_field_named(setup):
         _join(db, token + "x", "pid-a", workerId="w1")
     with pytest.raises(InvalidInput, match="participant id in `workerId`"):
         _join(db, token, "pid-a")
-    for bad in ("<script>", "-A1+B2", "x" * 65):
-        with pytest.raises(InvalidInput, match="`workerId` must be 1-64 letters"):
+    for bad in ("<script>", "-A1+B2", "x" * 65, "café", "١٢٣"):
+        with pytest.raises(
+            InvalidInput, match=r"`workerId` must be 1-64 letters, .* \(ASCII letters a-z, A-Z"
+        ):
             _join(db, token, "pid-a", workerId=bad)
     assert _join(db, token, "ignored", workerId="A1B2").state.external_id == "A1B2"
 
@@ -360,6 +362,7 @@ def test_a_platform_id_that_is_not_an_id_or_a_parameter_given_twice_is_refused_a
         ({"quota": 0}, "`quota` must be a whole number from 1 to 10000, got 0"),
         ({"minutes": 0}, r"`minutes` must be a number in \(0, 1440\]"),
         ({"completion_code": "a b"}, "`completion_code` must be 1-40 letters"),
+        ({"screenout_code": "café"}, r"`screenout_code` must be 1-40 letters, .* \(ASCII letters a-z, A-Z"),
         ({"screenout_code": CODES["completion_code"]}, "`screenout_code` must differ"),
         ({"id_param": "1x"}, "`id_param` must be a query parameter name"),
         ({"return_url": "javascript:alert(1)"}, "`return_url` must be an http:// or https:// URL"),

@@ -141,6 +141,16 @@ def test_creating_a_run_again_keeps_its_items_and_a_changed_grid_is_refused(db, 
     assert db["runs"].count == 1 and db["run_items"].count == 16
 
 
+def test_a_run_name_with_letters_or_digits_beyond_ascii_is_refused_saying_so(db, tiny):
+    # It said "letters" and refused 'café': the names go into folder names and URLs.
+    items, config = _plan(tiny)
+    for name in ("café", "تقييم النسخة ١", "苹果", "run\n"):
+        with pytest.raises(runs.RunError, match=r"\(ASCII letters a-z, A-Z and digits 0-9 only\)"):
+            runs.create_run(db, name, items, config)
+    assert db["runs"].count == 0 and db["run_items"].count == 0
+    assert runs.check_run_name("Run 1.b_c-d") == "Run 1.b_c-d"
+
+
 def test_a_run_keeps_one_masking_once_an_image_is_masked(db, tiny):
     items, config = _plan(tiny)
     runs.create_run(db, "r", items, config)
