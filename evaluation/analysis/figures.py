@@ -217,7 +217,7 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
     ----------
     sweep : pandas.DataFrame
         Output of `evaluation.analysis.tables.cfg_sweep` (columns ``model, style, cfg`` and the
-        metrics), possibly filtered to one style.
+        metrics, and ``n_concepts``), possibly filtered to one style.
     metric_names : sequence of str
         One panel per metric.
 
@@ -226,20 +226,25 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
     plotly.graph_objects.Figure
         Per panel one scatter-line trace per (model, style), x = cfg, y = metric mean,
         with error bars from ``<metric>_lo``/``<metric>_hi`` where `sweep` has them
-        (`evaluation.analysis.uncertainty.sweep`).
+        (`evaluation.analysis.uncertainty.sweep`). With ``n_concepts``, each point's hover
+        text gives its concept count, and where the points of one line average different
+        numbers of concepts, the title says so (`_note_uneven_concepts`): such a line
+        mixes concept sets, not only guidance scales.
     """
     require_columns(sweep, ("model", "style", "cfg", *metric_names), "sweep")
     several_styles = sweep["style"].nunique() > 1
+    counted = "n_concepts" in sweep
     titles = [f"{METRICS[m][0]} {'↑' if METRICS[m][1] else '↓'}" for m in metric_names]
     fig = make_subplots(rows=1, cols=len(metric_names), subplot_titles=titles)
     # One color per line in every panel, as the legend (drawn from the first) says: left to
     # Plotly, each panel's traces would take the next colors of the cycle.
     colorway = pio.templates[LAYOUT["template"]].layout.colorway
+    lines = list(sweep.sort_values("cfg").groupby(["model", "style"], sort=True))
+    names = [f"{model} · {style}" if several_styles else str(model) for (model, style), _ in lines]
     for col, metric in enumerate(metric_names, start=1):
-        lines = sweep.sort_values("cfg").groupby(["model", "style"], sort=True)
-        for i, ((model, style), part) in enumerate(lines):
-            name = f"{model} · {style}" if several_styles else str(model)
+        for i, (name, (_, part)) in enumerate(zip(names, lines)):
             color = colorway[i % len(colorway)]
+            count = "<br>%{customdata} concepts" if counted else ""
             fig.add_trace(
                 go.Scatter(
                     x=part["cfg"],
@@ -251,7 +256,8 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
                     name=name,
                     legendgroup=name,
                     showlegend=col == 1,
-                    hovertemplate=f"{name}<br>cfg %{{x}}<br>{METRICS[metric][0]} %{{y:.3f}}<extra></extra>",
+                    customdata=part["n_concepts"].to_numpy() if counted else None,
+                    hovertemplate=f"{name}<br>cfg %{{x}}<br>{METRICS[metric][0]} %{{y:.3f}}{count}<extra></extra>",
                 ),
                 row=1,
                 col=col,
@@ -259,7 +265,28 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
         fig.update_xaxes(title="CFG scale", row=1, col=col)
         fig.update_yaxes(title=f"mean {METRICS[metric][0]}", row=1, col=col)
     fig.update_layout(**LAYOUT)
+    if counted:
+        _note_uneven_concepts(fig, names, [part for _, part in lines])
     return fig
+
+
+def _note_uneven_concepts(fig: go.Figure, names: list[str], parts: list[pd.DataFrame]) -> None:
+    """Title `fig` with the lines whose points average different numbers of concepts, e.g.
+    "Points average different concept sets: m (n = 4 at 2, 6 at 7.5)", one line of text per
+    such line of the plot; nothing when none do."""
+    uneven = [
+        f"{name} (n = {', '.join(f'{n} at {cfg:g}' for cfg, n in zip(part['cfg'], part['n_concepts']))})"
+        for name, part in zip(names, parts)
+        if part["n_concepts"].nunique() > 1
+    ]
+    if uneven:
+        text = (
+            "Points average different concept sets:"
+            + ("<br>" if len(uneven) > 1 else " ")
+            + "<br>".join(uneven)
+        )
+        top = 70 + 18 * len(uneven)  # above the panel titles, one text line each
+        fig.update_layout(title={"text": text, "font": {"size": 13}}, margin={**LAYOUT["margin"], "t": top})
 
 
 def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type") -> go.Figure:

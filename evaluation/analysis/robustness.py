@@ -24,7 +24,10 @@ choice            default              alternatives
 choice, and reports per (choice, alternative, metric) the largest change of any Table
 1-2 cell or model mean, and Kendall's τ between the models' rankings by their mean over
 every concept and style, with the pairs of models that swap. Sensitivity ranks by
-closeness to the human shift (|log ratio|, smaller is better).
+closeness to the human shift (|log ratio|, smaller is better). A choice that moves one
+metric (`MOVED`: sensitivity, grey_hue) reports that metric alone, and a metric with no
+ranking to compare (no model with modifier concepts has a sensitivity; every dominant bin
+grey under ``exclude``) is reported `NOT_COMPARED`, with NaN values, never as unchanged.
 
 Re-extraction runs steps 2-5 of `evaluation.color.extraction` on the per-image pixel
 summaries the runs store (step 1's output), for the cells at the recommended scale; the
@@ -39,7 +42,6 @@ metric, `EXPLICIT_METRIC`, is one `compare` knows.
 
 from __future__ import annotations
 
-import io
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -52,7 +54,7 @@ from evaluation.color.extraction import distribution_from_pixels
 from evaluation.color.palette import load_uw71
 from evaluation.concepts import Concept
 from evaluation.pipeline import runs
-from evaluation.pipeline.ray_storage import read_file
+from evaluation.pipeline.stages import read_pixels
 
 # choice -> (default, alternatives)
 CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -68,6 +70,12 @@ EXTRACTION_CHOICES = ("pixel_filter", "bin_color", "linkage")
 #: for model images only).
 HUMAN_CHOICES = ("bin_color", "linkage")
 SUMMARY_METRICS = ("pcc", "emd", "ed", "dca", "hue_diff", "sensitivity")
+#: The metrics a choice can move, where fewer than `SUMMARY_METRICS`: the others are the same
+#: under each of its alternatives, and a τ of 1 for them would say "no ranking changes" even
+#: when the metric the choice moves was never compared.
+MOVED = {"sensitivity": ("sensitivity",), "grey_hue": ("hue_diff",)}
+#: What a report row with no ranking to compare says (in ``swapped``, and in `describe`).
+NOT_COMPARED = "not compared (fewer than two models have a value under both)"
 #: The explicit-color mode's metric: percent of scored images correct (higher is better;
 #: `evaluation.explicit.views.explicit_summary` produces it).
 EXPLICIT_METRIC = "accuracy"
@@ -138,12 +146,20 @@ def _ranking(values: pd.Series, metric: str) -> list:
     return values.sort_values(ascending=not tables.METRICS[metric][1], kind="stable").index.tolist()
 
 
-def compare(base: pd.DataFrame, alt: pd.DataFrame) -> pd.DataFrame:
-    """Per metric: largest |change| of any cell, Kendall τ of the overall rankings, swapped pairs."""
+def compare(base: pd.DataFrame, alt: pd.DataFrame, metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """Per metric: largest |change| of any cell, Kendall τ of the overall rankings, swapped pairs.
+
+    `base` and `alt` are long ``model, cell, metric, value`` frames (`summary`). One row per
+    metric of `metrics` (default: each that both frames hold). A metric without two models
+    valued under both (absent from either frame, or NaN) has NaN τ and `NOT_COMPARED` for
+    ``swapped``; its largest change is NaN unless some cell is valued under both.
+    """
     merged = base.merge(alt, on=["model", "cell", "metric"], suffixes=("_base", "_alt"))
     merged["change"] = (merged["value_alt"] - merged["value_base"]).abs()
+    if metrics is None:
+        metrics = [m for m in (*SUMMARY_METRICS, EXPLICIT_METRIC) if m in set(merged["metric"])]
     rows = []
-    for metric in [m for m in (*SUMMARY_METRICS, EXPLICIT_METRIC) if m in set(merged["metric"])]:
+    for metric in metrics:
         part = merged[merged["metric"] == metric]
         defined = part.dropna(subset=["change"])
         top = defined.loc[defined["change"].idxmax()] if len(defined) else None
@@ -170,7 +186,7 @@ def compare(base: pd.DataFrame, alt: pd.DataFrame) -> pd.DataFrame:
                 "largest_change": np.nan if top is None else float(top["change"]),
                 "where": f"{top['model']} {top['cell']}" if moved else "",
                 "kendall_tau": float(tau),
-                "swapped": "; ".join(swapped),
+                "swapped": NOT_COMPARED if np.isnan(tau) else "; ".join(swapped),
             }
         )
     return pd.DataFrame(rows)
@@ -331,7 +347,7 @@ def robustness(
                 alt = _leaderboard(*reextracted(rows, model_pixels, human, human_pixels, options), concepts)
             else:
                 alt = _leaderboard(rows, human, concepts, frame=frame, **{_KEYWORD[choice]: alternative})
-            found = compare(reference, alt).assign(
+            found = compare(reference, alt, MOVED.get(choice, SUMMARY_METRICS)).assign(
                 choice=choice,
                 default=default,
                 alternative=alternative,
@@ -357,6 +373,11 @@ def stored_pixels(db, data_dir, model_rows: Sequence[Mapping]) -> dict[tuple, li
         Where the runs' files are (a folder or an object-store URI).
     model_rows : sequence of Mapping
         `evaluation.pipeline.runs.model_distributions` rows.
+
+    Raises
+    ------
+    evaluation.pipeline.stages.PixelSummaryError
+        A summary that cannot be read, named with its item (`evaluation.pipeline.stages.read_pixels`).
     """
     rows = results.latest_distributions(model_rows)
     if not rows:
@@ -372,8 +393,7 @@ def stored_pixels(db, data_dir, model_rows: Sequence[Mapping]) -> dict[tuple, li
         for item in runs.items(db, run):
             key = (item["model"], item["concept"], item["style"], float(item["cfg"]))
             if wanted.get(key) == run and item["segment_status"] == "ok" and item["summary_path"]:
-                with np.load(io.BytesIO(read_file(data_dir, item["summary_path"]))) as summary_:
-                    out.setdefault(key, []).append(summary_["pixels"])
+                out.setdefault(key, []).append(read_pixels(data_dir, item))
     return out
 
 
@@ -404,10 +424,7 @@ def describe(report: pd.DataFrame) -> str:
                 else "no ranking changes"
             )
         if len(unranked):
-            said.append(
-                "not compared (fewer than two models have a value under both): "
-                + ", ".join(map(label, unranked["metric"]))
-            )
+            said.append(f"{NOT_COMPARED}: " + ", ".join(map(label, unranked["metric"])))
         said = "; ".join(said)
         lines.append(f"- {choice} {default} → {alternative}: {said} ({part['recomputed'].iloc[0]})")
     return "\n".join(lines)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import io
 import time
+import zipfile
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -343,12 +345,62 @@ def run_stage(
     return done
 
 
+class PixelSummaryError(ValueError):
+    """A run item's pixel summary that cannot be read (a damaged or foreign file)."""
+
+
+#: What reading a damaged ``.npz`` raises: not a zip (`zipfile.BadZipFile`, or numpy's
+#: ValueError for bytes it takes for a pickle), cut short (EOFError, `zlib.error`), a zip
+#: without the ``pixels`` array (KeyError), or an OSError of the zip reader.
+_DAMAGED = (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error)
+#: The fields of a run item that `read_pixels` reads (and names when it refuses).
+SUMMARY_FIELDS = ("id", "run", "model", "concept", "style", "cfg", "sample", "summary_path")
+
+
+def read_pixels(data_dir: str | Path, item: Mapping[str, Any]) -> np.ndarray:
+    """The ``pixels`` of a run item's pixel summary (see `pixel_summary`): (N, 3) uint8 sRGB.
+
+    Parameters
+    ----------
+    data_dir : str or Path
+        The data folder (a path or a URI, `evaluation.pipeline.ray_storage`).
+    item : Mapping
+        A ``run_items`` row, with at least `SUMMARY_FIELDS`.
+
+    Raises
+    ------
+    PixelSummaryError
+        When the file is not an ``.npz`` archive holding a ``pixels`` array; the one-line
+        message names the file (relative to `data_dir`), the item and what to do. A file
+        that is missing or cannot be opened raises the OSError of `read_file`.
+    """
+    data = read_file(data_dir, item["summary_path"])
+    try:
+        summary = np.load(io.BytesIO(data))
+        if not isinstance(summary, np.lib.npyio.NpzFile):  # a bare .npy array
+            raise ValueError("not an .npz archive")
+        with summary:
+            return summary["pixels"]
+    except _DAMAGED as exc:
+        why = (
+            "it holds no `pixels` array" if isinstance(exc, KeyError) else "it is not a readable .npz archive"
+        )
+        raise PixelSummaryError(
+            f"{item['summary_path']}: the pixel summary of item {item['id']} of run {item['run']!r} "
+            f"({item['model']}, {item['concept']}, {item['style']}, cfg {float(item['cfg']):g}, "
+            f"sample {item['sample']}) cannot be read ({why}); put the file back from a copy of the "
+            "data folder, or make the run again under a new name: the segment stage wrote it, and "
+            f"`python -m evaluation segment --run {item['run']}` skips an item already segmented"
+        ) from None
+
+
 class ExtractionWork:
     """Work of the extract stage: P_M(x|c) of groups from their items' pixel summaries.
 
-    A batch row is one group: ``model, concept, style, cfg``, ``summary_paths`` (the
-    usable items' summaries, relative to `data_dir`) and ``n_excluded``. Holds no model
-    (``stateless``: a distributed executor may run it as plain tasks).
+    A batch row is one group: ``model, concept, style, cfg``, ``items`` (the usable
+    items, each with `SUMMARY_FIELDS`; their summaries are relative to `data_dir`) and
+    ``n_excluded``. Holds no model (``stateless``: a distributed executor may run it as
+    plain tasks).
     """
 
     stateless = True
@@ -358,17 +410,13 @@ class ExtractionWork:
 
     def _one(self, group: dict) -> dict:
         p, detail = None, None
-        if group["summary_paths"]:
-            pixels = []
-            for path in group["summary_paths"]:
-                with np.load(io.BytesIO(read_file(self.data_dir, path))) as summary:
-                    pixels.append(summary["pixels"])
-            result = distribution_from_pixels(pixels)
+        if group["items"]:
+            result = distribution_from_pixels([read_pixels(self.data_dir, item) for item in group["items"]])
             p, detail = result.p, result.groups
         return {
             **{k: group[k] for k in ("model", "concept", "style", "cfg", "n_excluded")},
             "p": p,
-            "n_images": len(group["summary_paths"]),
+            "n_images": len(group["items"]),
             "groups": detail,
         }
 
@@ -396,7 +444,8 @@ def extract(
     Images whose segmentation is not ``ok`` are excluded and counted in ``n_excluded``;
     a group with no usable image is stored with ``p = NULL``. Groups already stored are
     skipped unless `force`. Returns the number of distributions written; ``progress(done,
-    total)`` follows each stored batch.
+    total)`` follows each stored batch. A pixel summary that cannot be read stops the stage
+    with `PixelSummaryError` (see `read_pixels`); the batches stored before it stay.
     """
     todo = [
         {
@@ -404,7 +453,7 @@ def extract(
             "concept": concept,
             "style": style,
             "cfg": cfg,
-            "summary_paths": [r["summary_path"] for r in rows if r["segment_status"] == "ok"],
+            "items": [{k: r[k] for k in SUMMARY_FIELDS} for r in rows if r["segment_status"] == "ok"],
             "n_excluded": sum(r["segment_status"] != "ok" for r in rows),
         }
         for (model, concept, style, cfg), rows in runs.segmented_groups(db, run)

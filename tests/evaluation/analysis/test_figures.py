@@ -79,6 +79,38 @@ def test_group_strip_shows_each_extraction_group_with_its_image_count():
         group_strip(())
 
 
+def test_a_sweep_line_over_different_concept_sets_says_so_in_its_title_and_hover_text():
+    """sana's points average 4 concepts at cfg 2 and 6 at 7.5: one line read as the effect of
+    the scale alone; sdxl's equal counts need no word."""
+    sweep = pd.DataFrame(
+        {
+            "model": ["sana"] * 2 + ["sdxl"] * 2,
+            "style": "clipart",
+            "cfg": [2.0, 7.5] * 2,
+            "emd": [30.0, 31.0, 28.0, 28.5],
+            "pcc": [0.7, 0.68, 0.72, 0.71],
+            "n_concepts": [4, 6, 6, 6],
+        }
+    )
+    fig = cfg_sweep_figure(sweep)
+    assert fig.layout.title.text == "Points average different concept sets: sana (n = 4 at 2, 6 at 7.5)"
+    hover = {(t.name, t.xaxis): (list(t.customdata), t.hovertemplate) for t in fig.data}
+    assert hover["sana", "x"] == (
+        [4, 6],
+        "sana<br>cfg %{x}<br>EMD %{y:.3f}<br>%{customdata} concepts<extra></extra>",
+    )
+    assert hover["sdxl", "x2"] == (
+        [6, 6],
+        "sdxl<br>cfg %{x}<br>PCC %{y:.3f}<br>%{customdata} concepts<extra></extra>",
+    )
+    two = cfg_sweep_figure(sweep.assign(n_concepts=[4, 6, 6, 5]))
+    assert two.layout.title.text == (
+        "Points average different concept sets:<br>sana (n = 4 at 2, 6 at 7.5)<br>sdxl (n = 6 at 2, 5 at 7.5)"
+    )
+    even = cfg_sweep_figure(sweep.assign(n_concepts=6))
+    assert even.layout.title.text is None and even.layout.margin.t == 50
+
+
 def test_cfg_sweep_figure_has_one_line_per_model_per_metric():
     sweep = pd.DataFrame(
         {

@@ -72,7 +72,8 @@ def test_a_metric_no_two_models_have_under_both_choices_is_said_not_compared():
     changes", as if the choice did not matter."""
     base = pd.DataFrame({"model": ["a", "b"], "cell": "all", "metric": "hue_diff", "value": [np.nan, np.nan]})
     compared = robustness.compare(base, base.assign(value=[10.0, 20.0]))
-    assert np.isnan(compared.loc[0, "kendall_tau"])
+    assert np.isnan(compared.loc[0, "kendall_tau"]) and np.isnan(compared.loc[0, "largest_change"])
+    assert compared.loc[0, "swapped"] == "not compared (fewer than two models have a value under both)"
     report = compared.assign(
         choice="grey_hue", default="exclude", alternative="atan2", recomputed="from the scores, every concept"
     )
@@ -80,7 +81,10 @@ def test_a_metric_no_two_models_have_under_both_choices_is_said_not_compared():
         "- grey_hue exclude → atan2: not compared (fewer than two models have a value under both): "
         "ΔHue (from the scores, every concept)"
     )
-    both = pd.concat([report, report.assign(metric="pcc", kendall_tau=1.0)], ignore_index=True)
+    both = pd.concat(
+        [report, report.assign(metric="pcc", largest_change=0.0, kendall_tau=1.0, swapped="")],
+        ignore_index=True,
+    )
     assert robustness.describe(both).startswith(
         "- grey_hue exclude → atan2: no ranking changes; not compared"
     )
@@ -158,6 +162,53 @@ def test_the_command_prints_the_swap_and_writes_the_report(stored, tmp_path, cap
     assert set(written["choice"]) == set(robustness.CHOICES)
     assert main(["robustness", "--db", db_path, "--reference", "nobody"]) == 2
     assert "nobody" in capsys.readouterr().err
+
+
+def test_a_choice_whose_metric_no_model_has_is_reported_not_compared_rather_than_unchanged(
+    db, tmp_path, capsys
+):
+    """No modifier concept, no sensitivity: the sensitivity choice read "no ranking changes",
+    from five rows of metrics it cannot move (0.000, τ 1.000), as if it did not matter."""
+    from evaluation.__main__ import main
+    from storage import human
+
+    cells = {(m, "apple", "natural", 5.0): [rgb, rgb] for m, rgb in (("m-red", RED), ("m-orange", ORANGE))}
+    store_segmented_run(db, tmp_path, "grid", cells)
+    human.store_reference(db, "lab", {"apple": HUMAN["apple"]}, "one concept rated by our lab")
+    db_path = db.conn.execute("pragma database_list").fetchone()[2]
+    argv = ["robustness", "--db", db_path, "--data-dir", str(tmp_path), "--reference", "lab"]
+    assert main([*argv, "--no-reextract", "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "- sensitivity ratio_of_means → mean_of_ratios: not compared (fewer than two models have a "
+        "value under both): sensitivity (from the scores, every concept)\n" in printed
+    )
+    assert "- cfg recommended → mean: no ranking changes; not compared (fewer than two models" in printed
+    written = pd.read_csv(tmp_path / "out" / "robustness.csv")
+    written["swapped"] = written["swapped"].fillna("")  # an empty cell: no pair swaps
+    moved = written[written["choice"].isin(["sensitivity", "grey_hue"])]
+    assert moved[["choice", "metric", "swapped"]].to_dict("records") == [
+        {"choice": "sensitivity", "metric": "sensitivity", "swapped": robustness.NOT_COMPARED},
+        {"choice": "grey_hue", "metric": "hue_diff", "swapped": ""},
+        {"choice": "grey_hue", "metric": "hue_diff", "swapped": ""},
+    ]
+    unvalued = written[written["metric"] == "sensitivity"]
+    assert len(unvalued) == 4 and set(unvalued["swapped"]) == {robustness.NOT_COMPARED}
+    assert unvalued["largest_change"].isna().all() and unvalued["kendall_tau"].isna().all()
+
+
+def test_a_damaged_pixel_summary_is_refused_naming_its_file_and_item(db, tmp_path):
+    """numpy's own words said neither which file nor which item (and to load it unsafely)."""
+    store_segmented_run(db, tmp_path, "grid", {("m-red", "apple", "natural", 5.0): [RED, RED]})
+    damaged = runs.items(db, "grid")[1]
+    (tmp_path / damaged["summary_path"]).write_text("not a pixel summary\n")
+    with pytest.raises(ValueError) as refused:
+        robustness.stored_pixels(db, tmp_path, runs.model_distributions(db))
+    assert str(refused.value).startswith(
+        f"runs/grid/pixels/m-red-apple-natural-5.0-1.npz: the pixel summary of item {damaged['id']} of "
+        "run 'grid' (m-red, apple, natural, cfg 5, sample 1) cannot be read (it is not a readable .npz "
+        "archive); put the file back from a copy of the data folder"
+    )
 
 
 def test_the_robustness_report_re_extracts_the_designers_p_h_too(db, tmp_path):
