@@ -264,7 +264,9 @@ def test_admin_sees_and_approves_practice_colorings(tmp_path):
             rows = [(key, 1, 1, "submitted") for key in config.practice_concepts]
             rows += [("apple", 0, 1, "recolor_requested"), ("apple", 0, 2, "submitted")]
             for i, (key, practice, round_, status) in enumerate(rows):
-                image = store_png(config.data_dir, np.full((4, 4, 3), 40 * i, dtype=np.uint8))
+                image = store_png(
+                    config.data_dir, np.full((4, 4, 3), 40 * i, dtype=np.uint8), folder="colorings"
+                )
                 db["colorings"].insert(
                     {
                         "annotator_id": designer_id,
