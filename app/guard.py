@@ -571,7 +571,7 @@ class Guard:
         kind = ROUTES.get(getattr(route, "path", None)) if route is not None else None
         token = _cookie(scope, COOKIE)
         if kind == PAGE and route.path in EVENT_CALLS:
-            await self._join(scope, receive, send)
+            await self._event_call(scope, receive, send)
         elif kind == PAGE or kind == PACKAGE and _inside(params):
             await self.app(scope, receive, send)
         elif kind == FILE:
@@ -598,7 +598,7 @@ class Guard:
         else:
             await _answer(send, 403, "Not allowed: this address is switched off in this app.")
 
-    async def _join(self, scope, receive, send) -> None:
+    async def _event_call(self, scope, receive, send) -> None:
         """Pass a join of Gradio's queue (or a call) on, its body read here and handed on as
         it came; answer one naming an event index the app has no event of (422) without the app,
         whose refusal was a 500 and a traceback in the log per call."""

@@ -241,10 +241,10 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
     colorway = pio.templates[LAYOUT["template"]].layout.colorway
     lines = list(sweep.sort_values("cfg").groupby(["model", "style"], sort=True))
     names = [f"{model} · {style}" if several_styles else str(model) for (model, style), _ in lines]
+    count = "<br>%{customdata} concepts" if counted else ""
     for col, metric in enumerate(metric_names, start=1):
         for i, (name, (_, part)) in enumerate(zip(names, lines)):
             color = colorway[i % len(colorway)]
-            count = "<br>%{customdata} concepts" if counted else ""
             fig.add_trace(
                 go.Scatter(
                     x=part["cfg"],
