@@ -139,14 +139,13 @@ def _backup(db: sqlite_utils.Database, data_dir: str | Path, folder: Path) -> Ba
         snapshot = staging / DB_NAME
         create_private(snapshot)  # VACUUM INTO fills an empty file and keeps its mode
         db.execute("VACUUM INTO ?", [str(snapshot)])
+        named = _named_files(snapshot)
+        missing = [relative for relative in named if not resolve(data_dir, relative).is_file()]
+        if missing:
+            raise BackupError(_missing_files(missing))
         entries, total = [], 0
-        for relative in _named_files(snapshot):
+        for relative in named:
             source = resolve(data_dir, relative)
-            if not source.is_file():
-                raise BackupError(
-                    f"the database names {relative!r}, which is missing from "
-                    f"the data folder; nothing was backed up"
-                )
             target = staging / "files" / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
@@ -164,6 +163,20 @@ def _backup(db: sqlite_utils.Database, data_dir: str | Path, folder: Path) -> Ba
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return BackupSummary(folder, version, len(entries), total)
+
+
+def _missing_files(missing: list[str]) -> str:
+    """Why a backup was refused: the files the database names that the data folder lacks,
+    and how to get them back."""
+    more = f" and {len(missing) - 1} other file(s)" if len(missing) > 1 else ""
+    runs = sorted({p.split("/")[1] for p in missing if p.startswith("runs/") and "/images/" in p})
+    again = "".join(
+        f" `python -m evaluation generate --run {r}` makes run {r!r}'s lost images again;" for r in runs
+    )
+    return (
+        f"the database names {missing[0]!r}{more}, missing from the data folder; nothing was backed up."
+        f"{again} any file can be copied back from an earlier backup's files/ folder"
+    )
 
 
 def verify(folder: str | Path) -> dict:

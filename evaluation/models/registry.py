@@ -227,6 +227,21 @@ def with_source(spec: ModelSpec, source: str | Path) -> ModelSpec:
     return replace(spec, source=source)
 
 
+def tiny_in(spec: ModelSpec, models_dir: str | Path) -> ModelSpec:
+    """`spec`, loading from ``models_dir/<key>`` when it is a tiny model that a data folder's
+    ``models`` held when its run was made.
+
+    A run records the folder its tiny model was built in. A data folder moved or restored
+    elsewhere builds the model again in its own ``models`` (the same `build_seed`, so the
+    same weights), not in the old place. A tiny model given another folder (``--source``)
+    keeps it.
+    """
+    recorded = Path(spec.source)
+    if spec.build != "tiny" or not spec.is_local or recorded.parts[-2:] != ("models", spec.key):
+        return spec
+    return replace(spec, source=str(Path(models_dir).resolve() / spec.key))
+
+
 def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
     """A JSON-able dict of `spec` (for a run's stored configuration)."""
     out = {}

@@ -32,7 +32,7 @@ from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Executor
 from evaluation.pipeline.ray_storage import is_uri, location
 from evaluation.pipeline.scoring import score_every_source
-from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, run_stage
+from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, lost_images, run_stage
 
 Connect = Callable[[], contextlib.AbstractContextManager[sqlite_utils.Database]]
 #: Items per recorded segmentation batch (each batch is one transaction).
@@ -473,10 +473,10 @@ def generate_pending(
     on_stage: Callable[[str], None] | None,
     on_executor: Callable[[str, Executor], None] | None,
 ) -> None:
-    """The generate stage of `run` for its pending (or failed) items, as every kind of run
+    """The generate stage of `run` for its pending (or failed) items and lost images, as every kind of run
     has it (`run_pipeline`, `evaluation.explicit.jobs.run_explicit_pipeline`); arguments as
     `run_pipeline`, with `cluster` from `cluster_of` and `check` from `stop_check`."""
-    if runs.pending_items(db, run, "generate"):
+    if runs.pending_items(db, run, "generate") or lost_images(db, run, data_dir):
         announce(on_stage, "generate")
         config = runs.run_config(db, run)
         work = GenerationWork.from_run(config, data_dir, device=device if cluster is None else "auto")

@@ -23,11 +23,18 @@ import sqlite_utils
 from evaluation.color.extraction import distribution_from_pixels, image_pixels
 from evaluation.concepts import Concept
 from evaluation.models.generation import GenerationError, build_prompt, generate, item_seed
-from evaluation.models.registry import ModelSpec, load_pipeline, spec_from_dict, spec_to_dict
+from evaluation.models.registry import ModelSpec, load_pipeline, spec_from_dict, spec_to_dict, tiny_in
 from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD, Detector, SamBackend, segment
 from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Batch, Executor, InProcessExecutor
-from evaluation.pipeline.ray_storage import Location, location, read_file, remove_run_temporaries, write_file
+from evaluation.pipeline.ray_storage import (
+    Location,
+    is_uri,
+    location,
+    read_file,
+    remove_run_temporaries,
+    write_file,
+)
 from storage import files, transaction
 from storage.files import png_bytes
 
@@ -194,8 +201,11 @@ class GenerationWork:
     def from_run(
         cls, config: Mapping[str, Any], data_dir: str | Path, *, device: str, dtype: Any = None
     ) -> GenerationWork:
-        """Work for a stored run configuration (see `plan_run`)."""
+        """Work for a stored run configuration (see `plan_run`); a tiny model loads from
+        `data_dir`'s ``models`` (`evaluation.models.registry.tiny_in`)."""
         specs = {key: spec_from_dict(fields) for key, fields in config["models"].items()}
+        if not is_uri(data_dir):
+            specs = {key: tiny_in(spec, Path(data_dir) / "models") for key, spec in specs.items()}
         return cls(specs, data_dir, device=device, dtype=dtype)
 
     def _pipeline(self, key: str) -> Any:
@@ -329,20 +339,58 @@ def run_stage(
     """
     if data_dir is not None:
         remove_run_temporaries(data_dir, run)
+    lost = {item["id"]: item for item in lost_images(db, run, data_dir)} if stage == "generate" else {}
     pending = runs.pending_items(db, run, stage)
-    total, done = len(pending), 0
+    total, done, unmatched = len(pending) + len(lost), 0, []
 
     def on_result(results: Batch) -> None:
         nonlocal done
-        runs.record_items(db, results)
+        # A lost image is made again, not recorded: its row, mask and distribution stay, so
+        # only the bytes it had will do.
+        unmatched.extend(r["id"] for r in results if r["id"] in lost and not _same_image(r, lost[r["id"]]))
+        runs.record_items(db, [r for r in results if r["id"] not in lost])
         done += len(results)
         if progress is not None:
             progress(done, total)
 
-    (executor or InProcessExecutor()).run(work, runs.batches(pending, batch_size), on_result)
+    work_list = pending + sorted(lost.values(), key=lambda item: (item["model"], item["cfg"], item["id"]))
+    (executor or InProcessExecutor()).run(work, runs.batches(work_list, batch_size), on_result)
     if data_dir is not None:  # a worker killed mid-write (and retried) left its temporary
         remove_run_temporaries(data_dir, run)
+    if unmatched:
+        raise LostImageError(
+            f"run {run!r}: {len(unmatched)} of its {len(lost)} lost image(s) came out different from the "
+            f"recorded one (item(s) {', '.join(map(str, sorted(unmatched)[:5]))}"
+            f"{', ...' if len(unmatched) > 5 else ''}): their masks and distributions came from the lost "
+            "files; put those back from a backup, or make the run again under a new name"
+        )
     return done
+
+
+class LostImageError(ValueError):
+    """A run's image that was missing from the data folder and came out different when made again."""
+
+
+def _same_image(result: Mapping[str, Any], item: Mapping[str, Any]) -> bool:
+    return result.get("status") == "generated" and result.get("image_sha256") == item["image_sha256"]
+
+
+def lost_images(db: sqlite_utils.Database, run: str, data_dir: str | Path | None) -> list[dict]:
+    """The items of `run` whose recorded image is missing from the local data folder `data_dir`
+    (none for a URI or None: a cluster's storage is not checked here).
+
+    The generate stage makes each again from its seed and keeps it when its bytes are the
+    recorded ones (SHA-256); on a CPU they are.
+    """
+    if data_dir is None or is_uri(data_dir):
+        return []
+    return [
+        item
+        for item in runs.items(db, run)
+        if item["image_path"]
+        and item["status"] in ("generated", "segmented")
+        and not files.resolve(data_dir, item["image_path"]).is_file()
+    ]
 
 
 class PixelSummaryError(ValueError):

@@ -1,6 +1,7 @@
 """The command line ``python -m evaluation``, end to end on tiny models (CPU, offline)."""
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -501,3 +502,115 @@ def test_the_data_folder_comes_from_the_environment_as_the_database_does(tmp_pat
     finally:
         db.close()
     assert (tmp_path / "data" / row["image_path"]).is_file()
+
+
+def _items(db_path) -> dict[int, tuple]:
+    db = open_db(db_path)
+    try:
+        return {
+            r["id"]: (r["status"], r["image_path"], r["image_sha256"])
+            for r in db.query("select * from run_items")
+        }
+    finally:
+        db.close()
+
+
+# Two images of the tiny model, its folder copied into the data folder (no build).
+SMALL_RUN = [*TINY_RUN, "--samples", "2", "--cfg", "7.5", "--styles", "natural"]
+
+
+def _small_run(models, root) -> list[str]:
+    shutil.copytree(models / "tiny-random", root / "data" / "models" / "tiny-random")
+    return ["--db", str(root / "db.sqlite"), "--data-dir", str(root / "data")]
+
+
+def test_a_moved_data_folder_resumes_with_its_own_tiny_model_and_writes_nothing_at_the_old_place(
+    tmp_path, models, capsys
+):
+    """A run records the folder its tiny model was built in (outside probe 88: a resume after
+    moving the data folder built the model again at the old path)."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    assert main([*SMALL_RUN, *_small_run(models, old)]) == 0
+    first = _items(old / "db.sqlite")
+    db = open_db(old / "db.sqlite")  # stopped before its last image, as a SIGTERM leaves it
+    with db.conn:
+        db.execute("update run_items set status = 'pending', image_path = null where id = ?", [max(first)])
+    db.close()
+    shutil.move(old, new)
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "generate",
+                "--run",
+                "r",
+                "--device",
+                "cpu",
+                "--db",
+                str(new / "db.sqlite"),
+                "--data-dir",
+                str(new / "data"),
+            ]
+        )
+        == 0
+    )
+    assert "1 image(s) generated; 0 failed" in capsys.readouterr().out
+    assert not old.exists()
+    assert _items(new / "db.sqlite") == first  # the same seed, the same bytes on a CPU
+
+
+def test_a_lost_run_image_blocks_a_backup_with_the_way_back_and_generate_makes_it_again(
+    tmp_path, models, capsys
+):
+    from annotation import backup
+
+    storage = _small_run(models, tmp_path)
+    assert main([*SMALL_RUN, *storage]) == 0
+    first = _items(tmp_path / "db.sqlite")
+    lost = tmp_path / "data" / first[min(first)][1]
+    lost.unlink()
+    db = open_db(tmp_path / "db.sqlite")
+    with pytest.raises(backup.BackupError) as refusal:
+        backup.backup(db, tmp_path / "data", tmp_path / "backup")
+    db.close()
+    assert str(refusal.value) == (
+        f"the database names {first[min(first)][1]!r}, missing from the data folder; nothing was backed up. "
+        "`python -m evaluation generate --run r` makes run 'r''s lost images again; any file can be copied "
+        "back from an earlier backup's files/ folder"
+    )
+    assert not (tmp_path / "backup").exists()
+    capsys.readouterr()
+    assert main(["generate", "--run", "r", "--device", "cpu", *storage]) == 0
+    assert "1 image(s) generated; 0 failed" in capsys.readouterr().out
+    assert lost.is_file() and _items(tmp_path / "db.sqlite") == first
+    db = open_db(tmp_path / "db.sqlite")
+    assert backup.backup(db, tmp_path / "data", tmp_path / "backup").files == 2
+    db.close()
+
+
+def test_a_lost_image_that_comes_out_different_is_refused_in_one_line_and_its_row_is_kept(
+    tmp_path, models, capsys
+):
+    """A GPU need not repeat its bytes: here the recorded hash is another's, as a GPU's would be."""
+    storage = _small_run(models, tmp_path)
+    assert main([*SMALL_RUN, *storage]) == 0
+    db = open_db(tmp_path / "db.sqlite")
+    with db.conn:
+        db.execute(
+            "update run_items set image_sha256 = ? where id = (select min(id) from run_items)", ["0" * 64]
+        )
+    db.close()
+    first = _items(tmp_path / "db.sqlite")
+    (tmp_path / "data" / first[min(first)][1]).unlink()
+    capsys.readouterr()
+    assert main(["generate", "--run", "r", "--device", "cpu", *storage]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            f"error: run 'r': 1 of its 1 lost image(s) came out different from the recorded one (item(s) {min(first)}): "
+            "their masks and distributions came from the lost files; put those back from a backup, or make the run "
+            "again under a new name"
+        )
+    )
+    assert _items(tmp_path / "db.sqlite") == first
