@@ -307,9 +307,12 @@ class LeaderboardTab(Tab):
         self, db, actor, source: str, cfg: str, aggregate: str, resamples: str, seed: str, colorings: str
     ) -> dict:
         """Every table as CSV and every figure as HTML, under the data folder's exports/."""
-        _, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
+        choice, result = self._analyses(db, source, cfg, aggregate, resamples, seed, colorings)
         paths = export_analyses(
-            result, analysis_figures(result), exports_folder(self.ctx.config.data_dir, "research")
+            result,
+            analysis_figures(result),
+            exports_folder(self.ctx.config.data_dir, "research"),
+            source=choice.source,
         )
         return self.named(files=[str(p) for p in paths])
 

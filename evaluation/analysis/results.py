@@ -366,7 +366,34 @@ def with_resampling(frame: pd.DataFrame, resampling: bootstrap.Resampling | None
     return frame.assign(ci=resampling.ci, n_resamples=resampling.n_resamples, seed=resampling.seed)
 
 
-def export_analyses(result: Analyses, figs: Mapping[str, go.Figure], directory: str | Path) -> list[Path]:
+#: What a Table 1-2 CSV row says of where its numbers come from (`with_provenance`).
+PROVENANCE_COLUMNS = ("source", "cfg", "runs", "resampled_concepts")
+
+
+def with_provenance(frame: pd.DataFrame, result: Analyses, source: str) -> pd.DataFrame:
+    """Table 1 or 2 in long form (`tables.Leaderboard.to_csv_frame`) with what its numbers
+    come from, per row: the human ``source``; the model's guidance scale ``cfg`` (``mean``
+    when each concept is averaged over its scales); the ``runs`` its distributions come from
+    (space-separated, the newest distribution of each cell counting); and
+    ``resampled_concepts``, how many concepts each bootstrap replicate draws from: every
+    model's at every scale together (the draws are paired), so a run that adds concepts
+    changes the other cells' intervals, never their values."""
+    metrics = result.metrics
+    if not result.pooled:
+        metrics = metrics[[c == result.cfg.get(m) for m, c in zip(metrics["model"], metrics["cfg"])]]
+    runs = metrics.groupby("model")["run"].agg(lambda r: " ".join(sorted(set(r))))
+    drawn = len(set(result.metrics["concept"]) | set(result.shifts.get("concept", ())))
+    return frame.assign(
+        source=source,
+        cfg=[tables.POOL_CFG if result.pooled else result.cfg.get(m) for m in frame["model"]],
+        runs=frame["model"].map(runs),
+        resampled_concepts=drawn if result.resampling is not None else None,
+    )
+
+
+def export_analyses(
+    result: Analyses, figs: Mapping[str, go.Figure], directory: str | Path, source: str
+) -> list[Path]:
     """Write every table as CSV and every figure as a standalone HTML file.
 
     Files are named ``<name>-<first 12 hex of their SHA-256>.<csv|html>`` under
@@ -379,14 +406,15 @@ def export_analyses(result: Analyses, figs: Mapping[str, go.Figure], directory: 
         Tables first (metrics, table1, table2, cfg_sweep, shifts, sensitivity, table6-8,
         then, with intervals, table6_ci-table8_ci and ranking), then figures. Tables 1-2,
         the sweep and the sensitivity carry their interval columns; Tables 1-2 and the
-        ranking also the level, resample count and seed (`with_resampling`).
+        ranking also the level, resample count and seed (`with_resampling`), Tables 1-2
+        what their numbers come from (`with_provenance`, `source` the human source's name).
     """
     directory = Path(directory)
     paths = []
     for field in fields(result):
         value = getattr(result, field.name)
         if isinstance(value, tables.Leaderboard):
-            value = with_resampling(value.to_csv_frame(), result.resampling)
+            value = with_resampling(with_provenance(value.to_csv_frame(), result, source), result.resampling)
         elif field.name == "ranking":
             value = with_resampling(value, result.resampling)
         if isinstance(value, pd.DataFrame):

@@ -163,9 +163,8 @@ def main(args: argparse.Namespace) -> int:
     }
     for name, (title, board) in boards.items():
         print(f"\n{title}\n{board.to_text()}")
-        write_csv(
-            results.with_resampling(board.to_csv_frame(), found.resampling), out / f"{name}.csv", index=False
-        )
+        frame = results.with_provenance(board.to_csv_frame(), found, args.reference)
+        write_csv(results.with_resampling(frame, found.resampling), out / f"{name}.csv", index=False)
     written = ["scores_long.csv", "table1.csv", "table2.csv"]
     print(f"\n{stated}")
     if found.resampling:
@@ -173,7 +172,8 @@ def main(args: argparse.Namespace) -> int:
         write_csv(results.with_resampling(found.ranking, found.resampling), out / "ranking.csv", index=False)
         written.append("ranking.csv")
     print(f"\nExcluded images (no detection / empty mask) per model\n{exclusions.to_string(index=False)}")
-    write_csv(with_bin_names(found.metrics, DOMINANT_COLUMNS), out / "scores_long.csv", index=False)
+    scores = with_bin_names(found.metrics, DOMINANT_COLUMNS)
+    write_csv(scores.assign(source=args.reference), out / "scores_long.csv", index=False)
     write_csv(exclusions, out / "exclusions.csv", index=False)
     print(f"\nwrote {', '.join(f'{out}/{name}' for name in [*written, 'exclusions.csv'])}")
     return 0

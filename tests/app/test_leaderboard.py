@@ -125,6 +125,7 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
     long = pd.read_csv(exported["table1.csv"])
     # what the CLI's table1.csv says too: how the intervals were drawn, and each cell's concepts
     assert set(long["ci"]) == {0.95} and set(long["n_resamples"]) == {200} and set(long["seed"]) == {3}
+    assert set(long["source"]) == {"lab"} and set(long["runs"]) == {"grid"} and set(long["cfg"]) == {4.0}
     assert_allclose(
         long.set_index(["model", "modifier_type", "style", "metric"])["n_concepts"].sort_index(),
         expected.table1.to_csv_frame()

@@ -14,6 +14,7 @@ from evaluation.analysis.results import (
     metrics_frame,
     recommended_cfg,
     resolve_cfg,
+    with_provenance,
 )
 from evaluation.color import metrics
 from evaluation.concepts import load_concepts
@@ -103,7 +104,7 @@ def test_shift_scatter_and_sensitivity_use_emd_between_base_and_variant(stored):
 def test_exports_hold_the_tables_and_the_figures(stored, tmp_path):
     db, _ = stored
     result = analyses(runs.model_distributions(db), HUMAN, CONCEPTS)
-    paths = export_analyses(result, analysis_figures(result), tmp_path)
+    paths = export_analyses(result, analysis_figures(result), tmp_path, source="test-human")
     names = [p.name.rsplit("-", 1)[0] + p.suffix for p in paths]
     assert names == [
         "metrics.csv",
@@ -131,7 +132,35 @@ def test_exports_hold_the_tables_and_the_figures(stored, tmp_path):
         assert best.loc[kind, "value"] == pytest.approx(column.min())
     assert_allclose(pd.read_csv(paths[0])["emd"], result.metrics["emd"])
     assert "plotly" in paths[-1].read_text(encoding="utf-8")
-    assert export_analyses(result, analysis_figures(result), tmp_path) == paths
+    assert export_analyses(result, analysis_figures(result), tmp_path, source="test-human") == paths
+    # Each row says what its numbers come from (outside probe 88: nothing did).
+    assert set(table1["source"]) == {"test-human"} and set(table1["runs"]) == {"grid"}
+    assert set(table1["cfg"]) == {5.0} and set(table1["resampled_concepts"]) == {3}
+    assert set(table1["n_resamples"]) == {1000} and set(table1["seed"]) == {0}
+
+
+def test_a_csv_row_names_the_runs_at_its_scale_and_the_concepts_its_intervals_draw_from(stored, tmp_path):
+    """Another run's concept leaves a cell's value as it was and joins the concepts the
+    (paired) bootstrap draws from, which can move the cell's interval: the CSV says so."""
+    db, data_dir = stored
+    other = sqlite_utils.Database(memory=True)
+    storage.ensure_schema(other)
+    cells = {("m-red", "apple", "natural", 5.0): [GREEN], ("m-red", "lemon", "natural", 5.0): [YELLOW]}
+    store_segmented_run(other, data_dir, "later", cells)
+    both = runs.model_distributions(db) + runs.model_distributions(other)
+    human = {**HUMAN, "lemon": one_hot(50, 0.9, 10)}
+    alone, together = analyses(runs.model_distributions(db), human, CONCEPTS), analyses(both, human, CONCEPTS)
+    frames = [
+        with_provenance(r.table1.to_csv_frame(), r, "test-human").set_index(
+            ["model", "modifier_type", "style", "metric"]
+        )
+        for r in (alone, together)
+    ]
+    cell = ("m-green", "original", "natural", "pcc")
+    assert frames[1].loc[cell, "value"] == pytest.approx(frames[0].loc[cell, "value"])
+    assert (frames[0].loc[cell, "resampled_concepts"], frames[1].loc[cell, "resampled_concepts"]) == (3, 4)
+    assert frames[1].loc[cell, "runs"] == "grid"
+    assert frames[1].loc[("m-red", "original", "natural", "pcc"), "runs"] == "grid later"  # the newest apple
 
 
 def test_the_newest_distribution_of_a_cell_wins(stored):

@@ -377,8 +377,11 @@ def test_score_uses_the_leaderboards_scale_and_states_its_intervals(tmp_path, ca
         resampling=bootstrap.Resampling(n_resamples=200, seed=7),
     )
     written = pd.read_csv(out / "table1.csv")
-    expected = app.table1.to_csv_frame().assign(ci=0.95, n_resamples=200, seed=7)
+    expected = app.table1.to_csv_frame().assign(
+        source="lab", cfg=4.0, runs="grid", resampled_concepts=2, ci=0.95, n_resamples=200, seed=7
+    )
     pd.testing.assert_frame_equal(written, expected, check_dtype=False)
+    assert set(pd.read_csv(out / "scores_long.csv")["source"]) == {"lab"}
     pcc = written.set_index(["model", "metric"]).loc[("m-b", "pcc")]
     assert pcc["lo"] < pcc["value"] < pcc["hi"]  # m-b differs between apple and banana
     ranking = pd.read_csv(out / "ranking.csv")
@@ -391,7 +394,8 @@ def test_score_uses_the_leaderboards_scale_and_states_its_intervals(tmp_path, ca
     assert "No intervals (--resamples 0)." in printed
     pooled = pd.read_csv(out / "table1.csv").set_index(["model", "metric"])
     assert pooled.loc[("m-a", "pcc"), "value"] < 1.0 and "lo" not in pooled.columns
-    assert pooled["n_resamples"].isna().all()
+    assert pooled["n_resamples"].isna().all() and pooled["resampled_concepts"].isna().all()
+    assert set(pooled["cfg"]) == {"mean"}
 
 
 @pytest.mark.parametrize(
