@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 
 import gradio as gr
-import numpy as np
 
 from annotation.research.views import evaluated_concepts, pick_source
 from annotation.study import design as study
@@ -41,6 +40,7 @@ from app.guard import exports_folder
 from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import table3_figure
+from evaluation.analysis.judgment_report import CI, method_note
 from evaluation.analysis.judgments import MAX_BOOT
 from evaluation.models.generation import STYLES
 from storage import human as human_rows
@@ -79,7 +79,7 @@ OFFER = ("truth", "sources", "choices_note", "preselected")
 the outputs it preselected (a `gr.State`, which API clients neither send nor receive)."""
 LISTED = ("studies", "design", "message")
 """A study stored or opened: the list of studies, its design and a message."""
-ANALYSIS = ("table3", "figure", "bradley_terry", "participants", "pairs", "files")
+ANALYSIS = ("table3", "figure", "bradley_terry", "participants", "pairs", "files", "analyse_note")
 """The analysis (`StudyTab.analyse`), in the order API clients receive it."""
 FORM = ("name", "truth", "style", "sources", "n_concepts", "votes", "rate", "trials", "seed")
 """The set-up form, in the order ``study_create`` takes it."""
@@ -230,15 +230,14 @@ class StudyTab(Tab):
         study_id = whole_number(study_id, "Study id")
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
         folder = exports_folder(self.ctx.config.data_dir, f"study-{study_id}", stamp)
-        tables, paths = judging.analyse_study(
-            db,
-            study_id,
-            folder,
-            rng=np.random.default_rng(seed_number(seed, "Bootstrap seed")),
-            n_boot=whole_number(n_boot, "Bootstrap resamples", minimum=1, maximum=MAX_BOOT),
-            exclude_flagged=bool(exclude_flagged),
-        )
+        settings = {
+            "seed": seed_number(seed, "Bootstrap seed"),
+            "n_boot": whole_number(n_boot, "Bootstrap resamples", minimum=1, maximum=MAX_BOOT),
+            "exclude_flagged": bool(exclude_flagged),
+        }
+        tables, paths = judging.analyse_study(db, study_id, folder, **settings)
         return self.named(
+            analyse_note=escape(method_note(tables, ci=CI, **settings)),
             table3=tables["table3"].round(4),
             figure=table3_figure(tables["validation"]),
             bradley_terry=tables["bradley_terry"].round(4),

@@ -28,7 +28,7 @@ from annotation import assignment, audit
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from annotation.people.accounts import Actor
 from annotation.study.design import GROUND_TRUTH, GroundTruth, get_study, study_design
-from evaluation.analysis.judgment_report import analyse, write_tables
+from evaluation.analysis.judgment_report import CI, analyse, with_resampling, write_tables
 from evaluation.analysis.judgments import VOTE_COLUMNS
 from evaluation.analysis.tables import dca_column
 from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
@@ -493,7 +493,7 @@ def analyse_study(
     study_id: int,
     folder: str | Path,
     *,
-    rng: np.random.Generator,
+    seed: int = 0,
     n_boot: int = 1000,
     exclude_flagged: bool = False,
 ) -> tuple[dict[str, pd.DataFrame], list[Path]]:
@@ -503,10 +503,11 @@ def analyse_study(
     ----------
     folder : str or Path
         Where the export (`export_study`) and the tables' CSV files go.
-    rng : numpy.random.Generator
-        Source of the bootstrap resamples.
+    seed : int
+        Seed of the bootstrap resamples (``numpy.random.default_rng``).
     n_boot : int
-        Bootstrap resamples, >= 1.
+        Bootstrap resamples, >= 1 (the CSVs with intervals carry both, and the level, as
+        columns: `evaluation.analysis.judgment_report.with_resampling`).
     exclude_flagged : bool
         Leave out participants who failed an attention check.
 
@@ -529,9 +530,9 @@ def analyse_study(
     tables = analyse(
         votes,
         study_metrics(db, study_id),
-        rng=rng,
+        rng=np.random.default_rng(seed),
         n_boot=n_boot,
         exclude_flagged=exclude_flagged,
     )
-    written = write_tables(tables, folder)
+    written = write_tables(with_resampling(tables, n_boot=n_boot, ci=CI, seed=seed), folder)
     return tables, [*written.values(), *exported.values()]

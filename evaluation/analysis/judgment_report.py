@@ -27,6 +27,8 @@ from storage.spreadsheet import write_csv
 
 HELP = "Table 3: metric agreement with pairwise human judgments, from exported votes"
 TABLES = ("table3", "validation", "pairs", "bradley_terry", "participants")
+#: The level of the intervals unless ``--ci`` says otherwise (the app's, always).
+CI = 0.95
 _BOOLEAN_COLUMNS = ("design_background", "attention_check", "attention_passed")
 _TRUTH = {"true": True, "false": False, "1": True, "0": False, "1.0": True, "0.0": False}
 
@@ -114,7 +116,7 @@ def analyse(
     *,
     rng: np.random.Generator,
     n_boot: int = 1000,
-    ci: float = 0.95,
+    ci: float = CI,
     exclude_flagged: bool = False,
     exclude_ties: bool = False,
     max_failures: int = 0,
@@ -195,6 +197,50 @@ def _validate(votes, metrics, names, rng, n_boot, ci, exclude_ties, options) -> 
     )
 
 
+#: The tables with bootstrap intervals, which `with_resampling` gives the resampling's columns.
+RESAMPLED = ("table3", "validation", "bradley_terry")
+
+
+def with_resampling(tables: dict[str, pd.DataFrame], *, n_boot: int, ci: float, seed: int) -> dict:
+    """`tables` (`analyse`) with the level, resample count and seed of their intervals as
+    the columns ``ci``, ``n_resamples`` and ``seed`` (those in `RESAMPLED`), as Tables 1-2's
+    CSVs carry them: a CSV alone says how its intervals were drawn."""
+    return {
+        name: table.assign(ci=ci, n_resamples=n_boot, seed=seed) if name in RESAMPLED else table
+        for name, table in tables.items()
+    }
+
+
+def method_note(
+    tables: dict[str, pd.DataFrame],
+    *,
+    n_boot: int,
+    ci: float,
+    seed: int,
+    exclude_flagged: bool = False,
+    exclude_ties: bool = False,
+) -> str:
+    """What the numbers of `tables` (`analyse`) are, in a few sentences: how the intervals
+    were drawn, how Pearson, Spearman and Agreement are defined here (docs/research.md,
+    "Table 3"), the Bradley-Terry scale, and whether flagged participants count."""
+    flagged = int(tables["participants"]["flagged"].sum()) if "flagged" in tables["participants"] else 0
+    ties = (
+        "leaves the pairs the votes split evenly out"
+        if exclude_ties
+        else "counts a pair the votes split evenly, or the metric ties, as a disagreement"
+    )
+    who = "left out" if exclude_flagged else "counted"
+    parts = [
+        f"Intervals: {ci:.0%} bootstrap percentile intervals from {n_boot} resamples of the pairs, seed {seed}.",
+        "Pearson and Spearman are over the pairs entered in both orientations, (d, share) and "
+        "(−d, 1 − share), d the metric's difference (negated where lower is better): not a plain "
+        f"correlation over the pairs as shown. Agreement {ties}.",
+        f"Bradley–Terry: natural-log strengths, mean 0 in each group (choix, α = {judgments.BT_ALPHA:g}).",
+        f"Participants who failed an attention check: {flagged}, {who}.",
+    ]
+    return " ".join(parts)
+
+
 def write_tables(tables: dict[str, pd.DataFrame], folder: str | Path) -> dict[str, Path]:
     """Write each table as ``<name>.csv`` into `folder`; returns the paths by name."""
     folder = Path(folder)
@@ -225,7 +271,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="folder for the CSV tables (default: EXPORT/analysis or <votes stem>_analysis)",
     )
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default: 1000)")
-    parser.add_argument("--ci", type=float, default=0.95, help="confidence level (default: 0.95)")
+    parser.add_argument("--ci", type=float, default=CI, help=f"confidence level (default: {CI})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
     parser.add_argument(
         "--exclude-flagged", action="store_true", help="leave out participants who failed attention checks"
@@ -291,8 +337,10 @@ def main(args: argparse.Namespace) -> int:
         max_failures=args.max_failures,
     )
     out = args.out or (folder / "analysis" if folder else export.with_name(export.stem + "_analysis"))
-    paths = write_tables(tables, out)
+    paths = write_tables(with_resampling(tables, n_boot=args.n_boot, ci=args.ci, seed=args.seed), out)
     if "table3" in tables:
         print(tables["table3"].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    settings = {"exclude_flagged": args.exclude_flagged, "exclude_ties": args.exclude_ties}
+    print(method_note(tables, n_boot=args.n_boot, ci=args.ci, seed=args.seed, **settings))
     print(f"wrote {', '.join(p.name for p in paths.values())} to {out}")
     return 0

@@ -101,9 +101,13 @@ def test_researcher_sets_up_opens_and_analyses_a_study(tmp_path):
         table = client.predict(token, api_name="/study_list")
         # Votes over the 24 study pairs alone: the 3 attention checks' answers are no votes.
         assert table["data"][0][3:8] == [24, 3, 144, 144, 24]
-        table3, figure, bt, participants, pairs, files = client.predict(
+        table3, figure, bt, participants, pairs, files, note = client.predict(
             token, 1, False, 100, 0, api_name="/study_analyse"
         )
+    # What the numbers are, beside the action (outside probe 90: nothing said it).
+    assert "95% bootstrap percentile intervals from 100 resamples of the pairs, seed 0." in note
+    flagged = sum(row[participants["headers"].index("flagged")] for row in participants["data"])
+    assert "natural-log strengths" in note and f"attention check: {flagged}, counted." in note
     assert [row[:2] for row in table3["data"]] == [
         ["Probabilistic", "PCC"],
         ["Probabilistic", "EMD"],
@@ -126,6 +130,9 @@ def test_researcher_sets_up_opens_and_analyses_a_study(tmp_path):
         "design.json",
     }
     downloaded = pd.read_csv(by_name["table3.csv"])
+    for name in ("table3.csv", "validation.csv", "bradley_terry.csv"):
+        stated = pd.read_csv(by_name[name])
+        assert (set(stated["ci"]), set(stated["n_resamples"]), set(stated["seed"])) == ({0.95}, {100}, {0})
     assert downloaded["Metric"].tolist() == [row[1] for row in table3["data"]]
     np.testing.assert_allclose(downloaded["Pearson"], [row[2] for row in table3["data"]], atol=1e-4)
     # The 144 votes and each participant's attention-check answers (a check takes any number).

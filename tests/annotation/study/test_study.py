@@ -637,13 +637,13 @@ def test_a_study_without_a_vote_to_analyse_is_refused_and_nothing_is_written(set
     folder = tmp_path / "export"
     draft = _study(db, data_dir, truths, n_concepts=3, open_it=False)
     with pytest.raises(Conflict, match=f"study {draft} is a draft: open it and collect votes first"):
-        judging.analyse_study(db, draft, folder, rng=np.random.default_rng(0), n_boot=10)
+        judging.analyse_study(db, draft, folder, seed=0, n_boot=10)
     opened = study.create_study(
         db, "s2", sources(), truth_source(data_dir, truths), seed=2, n_concepts=3, attention_rate=0.5
     )
     study.open_study(db, opened, ADMIN)
     with pytest.raises(Conflict, match=f"study {opened} has no vote on a model pair yet: nothing to analyse"):
-        judging.analyse_study(db, opened, folder, rng=np.random.default_rng(0), n_boot=10)
+        judging.analyse_study(db, opened, folder, seed=0, n_boot=10)
     # One participant, who fails every attention check: left out, nothing remains.
     [careless] = _participants(db, 1)
     _judge_all(
@@ -657,11 +657,9 @@ def test_a_study_without_a_vote_to_analyse_is_refused_and_nothing_is_written(set
     with pytest.raises(
         Conflict, match="no vote on a model pair yet once participants who failed a check are left out"
     ):
-        judging.analyse_study(
-            db, opened, folder, rng=np.random.default_rng(0), n_boot=10, exclude_flagged=True
-        )
+        judging.analyse_study(db, opened, folder, seed=0, n_boot=10, exclude_flagged=True)
     assert not folder.exists()
-    tables, _ = judging.analyse_study(db, opened, folder, rng=np.random.default_rng(0), n_boot=10)
+    tables, _ = judging.analyse_study(db, opened, folder, seed=0, n_boot=10)
     assert not tables["table3"].empty
 
 
@@ -671,7 +669,7 @@ def test_export_and_command_line_reproduce_the_in_app_analysis(setup, tmp_path):
     rng = np.random.default_rng(2)
     _judge_all(db, _participants(db, 7), lambda t: "left" if rng.random() < 0.6 else "right", rng)
     folder = tmp_path / "export"
-    tables, paths = judging.analyse_study(db, study_id, folder, rng=np.random.default_rng(0), n_boot=100)
+    tables, paths = judging.analyse_study(db, study_id, folder, seed=0, n_boot=100)
     assert {p.name for p in paths} == {
         "table3.csv",
         "validation.csv",
