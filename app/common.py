@@ -94,6 +94,11 @@ button:focus-visible, [role="tab"]:focus-visible, [role="button"]:focus-visible,
 .empty-aware .table-container.no-rows .table-wrap { display: none; }
 .empty-aware > .empty-note { color: var(--body-text-color-subdued); font-style: italic; }
 button[aria-disabled=true] { opacity: .5; }
+/* A read-only table measures its columns on a hidden row of each column's longest text: a text asks
+   for at most 14em, so the ten columns of the Study tab's list fit 1400 px beside a long name (a table
+   with room to spare still widens it) and wraps, anywhere: whole, never cut; a number is measured whole. */
+[aria-readonly=true] .sizing-body .cell-wrap { max-width: 14em; }
+[aria-readonly=true] .body-cell span.text { white-space: normal; overflow-wrap: anywhere; }
 """
 LIVE = "cc-live"
 """The class of a Markdown whose changes screen readers read out (`live`)."""
