@@ -65,7 +65,7 @@ ROLES = ("expert",)
 REVIEWERS = ("expert", "admin")
 GRID_HEADERS = ["coloring_id", "designer", "round", "status", "emd_to_previous_round", "recolor_note"]
 RANKING_HEADERS = ["rank", "concept", "n", "consistency_emd", "high_variance"]
-RATER_HEADERS = ["expert", "votes", "agreement_with_majority"]
+RATER_HEADERS = ["expert", "votes", "agreement_with_majority", "agreement_with_others"]
 EXCLUDED_HEADERS = ["coloring_id", "concept", "designer", "round", "consistent", "inconsistent"]
 VERDICTS = {"Consistent": True, "Inconsistent": False}
 VOTE_IMAGE_PX = 360
@@ -401,7 +401,15 @@ class ExpertTab(Tab):
             f" Each coloring takes {review.VOTES_PER_REVIEW} votes from different experts, as in "
             "the paper (its majority decides; no tie), whoever of the experts comes to it first."
         )
-        raters = [[r.rater, r.n_votes, _number(r.agreement)] for r in summary.rater_agreement or ()]
+        text += (
+            " Per expert: *agreement_with_majority* counts their own vote in the majority (of three"
+            " votes, they agree with it whenever one other does); *agreement_with_others* is the"
+            " share of the other experts' votes on the same colorings that match theirs."
+        )
+        raters = [
+            [r.rater, r.n_votes, _number(r.agreement), _number(r.with_others)]
+            for r in summary.rater_agreement or ()
+        ]
         return self.named(table5=summary.table5(), summary=text, raters=raters)
 
     @role(*REVIEWERS)

@@ -43,12 +43,18 @@ class RaterAgreement:
         Colorings this rater voted on that have a majority decision.
     agreement : float
         Share of those votes equal to the majority decision, in [0, 1]; NaN if
-        ``n_votes`` is 0. The majority includes the rater's own vote.
+        ``n_votes`` is 0. The majority includes the rater's own vote: of three votes, a
+        rater agrees with it whenever one other does.
+    with_others : float
+        Share of the other raters' votes on the colorings this rater voted on that equal
+        this rater's vote (pairwise agreement, pooled over colorings), in [0, 1]; NaN when
+        no other rater voted on them.
     """
 
     rater: str
     n_votes: int
     agreement: float
+    with_others: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -213,7 +219,12 @@ def _rater_agreement(ratings: pd.DataFrame, votes: np.ndarray) -> tuple[RaterAgr
         mask = known[:, j] & ~np.isnan(majority)
         n = int(mask.sum())
         share = float(np.mean(values[mask, j] == majority[mask])) if n else math.nan
-        out.append(RaterAgreement(str(rater), n, share))
+        mine = known[:, j]
+        # The others' votes equal to this rater's: the count of that verdict, less their own.
+        same = np.where(values[mine, j] == 1, votes[mine, 0], votes[mine, 1]) - 1
+        others = votes[mine].sum(axis=1) - 1
+        with_others = float(same.sum() / others.sum()) if others.sum() else math.nan
+        out.append(RaterAgreement(str(rater), n, share, with_others))
     return tuple(out)
 
 

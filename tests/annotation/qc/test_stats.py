@@ -116,6 +116,10 @@ def test_each_experts_agreement_with_the_majority_from_rater_level_votes():
     assert by_rater["bo"] == (3, pytest.approx(2 / 3))
     assert by_rater["cy"] == (3, 1.0)
     assert by_rater["di"] == (3, pytest.approx(1 / 3))
+    # Each vote against the other voters' on the same coloring (own vote left out): ann's
+    # 2 of 2, 1 of 2, 1 of 2; bo's 2/2, 0/2, 1/2; cy's 2/2, 1/2, 1/2; di's 1/2, 0/2, 0/2.
+    with_others = {r.rater: r.with_others for r in s.rater_agreement}
+    assert with_others == pytest.approx({"ann": 4 / 6, "bo": 3 / 6, "cy": 4 / 6, "di": 1 / 6})
 
 
 def test_rater_level_votes_must_match_the_counts():
