@@ -265,7 +265,7 @@ def describe(db: sqlite_utils.Database, source: str) -> str:
     row = db.execute(
         "select provenance from human_distributions where source = ? limit 1", [source]
     ).fetchone()
-    text = f"Imported reference set '{source}': {row[0]}"
+    text = f"Reference set '{source}', imported: {row[0]}"
     flat = flatness_note(db, source)
     return f"{text.rstrip('.')}. {flat}" if flat else text
 

@@ -354,7 +354,7 @@ def test_after_a_first_evaluation_the_research_views_use_the_reference_set_that_
         "No designer coloring of &#x27;apple&#x27;, &#x27;banana&#x27; counts yet, so the reference set "
         "&#x27;uw71-ratings&#x27; is the human ground truth here instead (it has both)."
     )
-    assert note.startswith(fallback) and "Imported reference set &#x27;uw71-ratings&#x27;" in note
+    assert note.startswith(fallback) and "Reference set &#x27;uw71-ratings&#x27;, imported" in note
     assert "m-red" in table1
     assert label.startswith(
         "## apple\n\nNo designer coloring of &#x27;apple&#x27; counts yet, so the reference set"

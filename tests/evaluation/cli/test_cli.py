@@ -123,7 +123,7 @@ def test_generate_segment_extract_score_end_to_end(tmp_path, models, capsys):
         "8 distribution(s) scored against 'uw71-ratings' (2 concept(s) with a human distribution)" in printed
     )
     # The default source is named, with what its flat rows do to EMD and ED.
-    assert "Imported reference set 'uw71-ratings': Schloss" in printed and "nearly flat" in printed
+    assert "Reference set 'uw71-ratings', imported: Schloss" in printed and "nearly flat" in printed
     assert (
         "Table 1: probabilistic distribution alignment" in printed
         and "Table 2: deterministic feature alignment" in printed
