@@ -169,9 +169,12 @@ def _missing_files(missing: list[str]) -> str:
     """Why a backup was refused: the files the database names that the data folder lacks,
     and how to get them back."""
     more = f" and {len(missing) - 1} other file(s)" if len(missing) > 1 else ""
-    runs = sorted({p.split("/")[1] for p in missing if p.startswith("runs/") and "/images/" in p})
-    again = "".join(
-        f" `python -m evaluation generate --run {r}` makes run {r!r}'s lost images again;" for r in runs
+    runs = sorted({p.split("/")[1] for p in missing if p.startswith("runs/")})
+    again = (
+        " An evaluation run makes its lost images, masks and pixel summaries again: `python -m evaluation "
+        f"run --run NAME` (`explicit --run NAME` for an explicit-color run), for {', '.join(map(repr, runs))};"
+        if runs
+        else ""
     )
     return (
         f"the database names {missing[0]!r}{more}, missing from the data folder; nothing was backed up."

@@ -294,6 +294,7 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.models.availability import missing_transformers_model, wrong_model_kind
     from evaluation.pipeline import runs
     from evaluation.pipeline.jobs import check_weights, job_lease, masking_of
+    from evaluation.pipeline.stages import lost_files
 
     generate_on = stage_executor(args, "generate")  # before storing anything: no cluster, no run
     # Every option is checked before the run is stored: one refused later left a stored run.
@@ -320,7 +321,9 @@ def main(args: argparse.Namespace) -> int:
     runs.claim_masking(db, args.run, masking_of(segmenter))  # before any image is made
     done = 0
     with job_lease(db, args.run):  # one process at a time works on a run
-        if runs.pending_items(db, args.run, "generate"):
+        if runs.pending_items(db, args.run, "generate") or lost_files(
+            db, args.run, "generate", args.data_dir
+        ):
             _generate(db, args, config, device, generate_on)
         if runs.pending_items(db, args.run, "segment"):
             done = _score(db, args, segmenter, device, stage_executor(args, "segment"))

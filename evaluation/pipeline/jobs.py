@@ -32,7 +32,7 @@ from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Executor
 from evaluation.pipeline.ray_storage import is_uri, location
 from evaluation.pipeline.scoring import score_every_source
-from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, lost_images, run_stage
+from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, lost_files, run_stage
 
 Connect = Callable[[], contextlib.AbstractContextManager[sqlite_utils.Database]]
 #: Items per recorded segmentation batch (each batch is one transaction).
@@ -413,8 +413,8 @@ def _run_stages(
     check = stop_check(run, should_stop)
     # 1. Generate the pending (or failed) images; an imported run has none.
     generate_pending(db, run, data_dir, device, cluster, executor, check, on_stage, on_executor)
-    # 2. Mask every generated image.
-    if runs.pending_items(db, run, "segment"):
+    # 2. Mask every generated image (and again where a mask or summary was lost).
+    if runs.pending_items(db, run, "segment") or lost_files(db, run, "segment", data_dir):
         announce(on_stage, "segment")
         if cluster is None:
             work = segmentation_work(segmenter, data_dir, device)
@@ -476,7 +476,7 @@ def generate_pending(
     """The generate stage of `run` for its pending (or failed) items and lost images, as every kind of run
     has it (`run_pipeline`, `evaluation.explicit.jobs.run_explicit_pipeline`); arguments as
     `run_pipeline`, with `cluster` from `cluster_of` and `check` from `stop_check`."""
-    if runs.pending_items(db, run, "generate") or lost_images(db, run, data_dir):
+    if runs.pending_items(db, run, "generate") or lost_files(db, run, "generate", data_dir):
         announce(on_stage, "generate")
         config = runs.run_config(db, run)
         work = GenerationWork.from_run(config, data_dir, device=device if cluster is None else "auto")

@@ -335,19 +335,25 @@ def run_stage(
     data_dir : str or Path, optional
         The data folder (a path or a URI): temporary files that a killed earlier attempt left in the run's
         folder are removed first, so a resumed run ends with the files of an
-        uninterrupted one.
+        uninterrupted one; and the files of the stage that a local folder lost are made
+        again (`lost_files`).
+
+    Raises
+    ------
+    LostFileError
+        After the rest of the stage, if a lost file came out different from the recorded one.
     """
     if data_dir is not None:
         remove_run_temporaries(data_dir, run)
-    lost = {item["id"]: item for item in lost_images(db, run, data_dir)} if stage == "generate" else {}
+    lost = {item["id"]: item for item in lost_files(db, run, stage, data_dir)}
     pending = runs.pending_items(db, run, stage)
     total, done, unmatched = len(pending) + len(lost), 0, []
 
     def on_result(results: Batch) -> None:
         nonlocal done
-        # A lost image is made again, not recorded: its row, mask and distribution stay, so
-        # only the bytes it had will do.
-        unmatched.extend(r["id"] for r in results if r["id"] in lost and not _same_image(r, lost[r["id"]]))
+        # A lost file is made again, not recorded: its row and what was made from it stay,
+        # so only the bytes it had will do.
+        unmatched.extend(r["id"] for r in results if r["id"] in lost and not _same_files(r, lost[r["id"]]))
         runs.record_items(db, [r for r in results if r["id"] not in lost])
         done += len(results)
         if progress is not None:
@@ -358,38 +364,57 @@ def run_stage(
     if data_dir is not None:  # a worker killed mid-write (and retried) left its temporary
         remove_run_temporaries(data_dir, run)
     if unmatched:
-        raise LostImageError(
-            f"run {run!r}: {len(unmatched)} of its {len(lost)} lost image(s) came out different from the "
-            f"recorded one (item(s) {', '.join(map(str, sorted(unmatched)[:5]))}"
-            f"{', ...' if len(unmatched) > 5 else ''}): their masks and distributions came from the lost "
-            "files; put those back from a backup, or make the run again under a new name"
+        what = LOST_FILES[stage]
+        shown = ", ".join(map(str, sorted(unmatched)[:5])) + (", ..." if len(unmatched) > 5 else "")
+        raise LostFileError(
+            f"run {run!r}: {len(unmatched)} of its {len(lost)} lost {what} came out different from the "
+            f"recorded ones (item(s) {shown}): what the run made from them came from the lost files; "
+            "put those back from a backup, or make the run again under a new name"
         )
     return done
 
 
-class LostImageError(ValueError):
-    """A run's image that was missing from the data folder and came out different when made again."""
+#: What each stage makes again when the data folder lost it (`lost_files`), in words.
+LOST_FILES = {"generate": "image(s)", "segment": "mask(s) or pixel summary(ies)"}
+#: The fields a file made again must repeat, per the stage that makes it.
+_SAME = {"generate": ("image_sha256",), "segment": ("mask_sha256", "summary_path", "segment_status")}
 
 
-def _same_image(result: Mapping[str, Any], item: Mapping[str, Any]) -> bool:
-    return result.get("status") == "generated" and result.get("image_sha256") == item["image_sha256"]
+class LostFileError(ValueError):
+    """A run's file that was missing from the data folder and came out different when made again."""
 
 
-def lost_images(db: sqlite_utils.Database, run: str, data_dir: str | Path | None) -> list[dict]:
-    """The items of `run` whose recorded image is missing from the local data folder `data_dir`
-    (none for a URI or None: a cluster's storage is not checked here).
+def _same_files(result: Mapping[str, Any], item: Mapping[str, Any]) -> bool:
+    stage = "generate" if result.get("status") == "generated" else "segment"
+    return result.get("status") in ("generated", "segmented") and all(
+        result.get(field) == item[field] for field in _SAME[stage]
+    )
 
-    The generate stage makes each again from its seed and keeps it when its bytes are the
-    recorded ones (SHA-256); on a CPU they are.
+
+def lost_files(db: sqlite_utils.Database, run: str, stage: str, data_dir: str | Path | None) -> list[dict]:
+    """The items of `run` whose files from `stage` are missing from the local data folder
+    `data_dir` (none for a URI or None: a cluster's storage is not checked here).
+
+    ``generate``: an item with an image recorded that is not there. ``segment``: a masked
+    item whose image is there but its mask or pixel summary is not. The stage makes each
+    again (from the item's seed; from its image) and keeps it when it repeats what was
+    recorded (the SHA-256 of an image or a mask, which also names the summary); on a CPU
+    it does.
     """
     if data_dir is None or is_uri(data_dir):
         return []
+
+    def gone(path: str | None) -> bool:
+        return bool(path) and not files.resolve(data_dir, path).is_file()
+
+    made = ("generated", "segmented") if stage == "generate" else ("segmented",)
+    items = [item for item in runs.items(db, run) if item["status"] in made]
+    if stage == "generate":
+        return [item for item in items if gone(item["image_path"])]
     return [
         item
-        for item in runs.items(db, run)
-        if item["image_path"]
-        and item["status"] in ("generated", "segmented")
-        and not files.resolve(data_dir, item["image_path"]).is_file()
+        for item in items
+        if not gone(item["image_path"]) and (gone(item["mask_path"]) or gone(item["summary_path"]))
     ]
 
 

@@ -125,7 +125,9 @@ def test_reference_sources_are_labelled_and_the_shipped_set_is_stored_once(db, t
     assert_allclose(shipped.p, load_reference_csv()["apple"], rtol=1e-15)
     human_rows.store_reference(db, "lab-2025", HUMAN, "our lab's ratings, 2025")
     assert human_rows.sources(db) == [human_rows.DESIGNERS, "lab-2025", UW71_RATINGS_SOURCE]
-    assert human_rows.describe(db, "lab-2025") == "Reference set 'lab-2025', imported: our lab's ratings, 2025"
+    assert (
+        human_rows.describe(db, "lab-2025") == "Reference set 'lab-2025', imported: our lab's ratings, 2025"
+    )
     # Peaked rows are not called flat; the shipped ratings, divided by their sums, are
     # (scipy's entropy of the shipped file's rows, independent of the stored ones).
     rows = np.genfromtxt(UW71_RATINGS_CSV, delimiter=",", skip_header=1, usecols=range(1, 72))

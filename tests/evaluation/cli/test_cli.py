@@ -579,8 +579,9 @@ def test_a_lost_run_image_blocks_a_backup_with_the_way_back_and_generate_makes_i
     db.close()
     assert str(refusal.value) == (
         f"the database names {first[min(first)][1]!r}, missing from the data folder; nothing was backed up. "
-        "`python -m evaluation generate --run r` makes run 'r''s lost images again; any file can be copied "
-        "back from an earlier backup's files/ folder"
+        "An evaluation run makes its lost images, masks and pixel summaries again: `python -m evaluation run "
+        "--run NAME` (`explicit --run NAME` for an explicit-color run), for 'r'; any file can be copied back "
+        "from an earlier backup's files/ folder"
     )
     assert not (tmp_path / "backup").exists()
     capsys.readouterr()
@@ -612,9 +613,31 @@ def test_a_lost_image_that_comes_out_different_is_refused_in_one_line_and_its_ro
         capsys.readouterr()
         .err.strip()
         .endswith(
-            f"error: run 'r': 1 of its 1 lost image(s) came out different from the recorded one (item(s) {min(first)}): "
-            "their masks and distributions came from the lost files; put those back from a backup, or make the run "
-            "again under a new name"
+            f"error: run 'r': 1 of its 1 lost image(s) came out different from the recorded ones (item(s) "
+            f"{min(first)}): what the run made from them came from the lost files; put those back from a backup, "
+            "or make the run again under a new name"
         )
     )
     assert _items(tmp_path / "db.sqlite") == first
+
+
+def test_a_lost_mask_and_pixel_summary_are_made_again_by_a_resumed_run(tmp_path, models, capsys):
+    storage = _small_run(models, tmp_path)
+    for name in ("tiny-grounding-dino", "tiny-sam"):
+        shutil.copytree(models / name, tmp_path / "data" / "models" / name)
+    assert main(["run", *SMALL_RUN[1:], "--segmenter", "tiny-random", *storage]) == 0
+    db = open_db(tmp_path / "db.sqlite")
+    rows = [dict(r) for r in db.query("select * from run_items order by id")]
+    stored = [dict(r) for r in db.query("select * from model_distributions")]
+    db.close()
+    assert all(r["status"] == "segmented" and r["summary_path"] for r in rows)
+    lost = [tmp_path / "data" / rows[0]["mask_path"], tmp_path / "data" / rows[1]["summary_path"]]
+    for path in lost:
+        path.unlink()
+    capsys.readouterr()
+    assert main(["run", "--run", "r", "--segmenter", "tiny-random", "--device", "cpu", *storage]) == 0
+    assert all(path.is_file() for path in lost)
+    db = open_db(tmp_path / "db.sqlite")
+    assert [dict(r) for r in db.query("select * from run_items order by id")] == rows
+    assert [dict(r) for r in db.query("select * from model_distributions")] == stored
+    db.close()

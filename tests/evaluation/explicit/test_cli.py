@@ -131,6 +131,12 @@ def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
     # defaults, whose weights this machine lacks, refused it.
     assert main(["explicit", "--run", "x", "--device", "cpu", *storage]) == 0, capsys.readouterr().err
     assert "0 new image(s) judged; 4 in run 'x'" in capsys.readouterr().out
+    # A lost image is made again from its seed, the same bytes on a CPU (it was left lost).
+    lost = tmp_path / "data" / items[0]["image_path"]
+    lost.unlink()
+    assert main(["explicit", "--run", "x", "--device", "cpu", *storage]) == 0, capsys.readouterr().err
+    assert lost.is_file() and runs.items(db, "x") == items and runs.explicit_results(db, run="x") == results
+    capsys.readouterr()
     # Another masking is refused for what it is, before the weights it names are looked for
     # (this machine lacks the default masker's: that refusal came first and misled).
     masking = runs.run_masking(db, "x")
