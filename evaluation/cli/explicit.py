@@ -107,8 +107,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--samples", type=int, default=4, help="images per (prompt, cfg) (default: 4)")
     segment_cli.add_masking_arguments(parser)
-    # Unset until read (`_segmenter`): a resume given none of them masks as the run was masked.
-    parser.set_defaults(**dict.fromkeys(MASKING_OPTIONS))
     parser.add_argument(
         "--segmenter",
         choices=["paper", "tiny-random"],
@@ -196,43 +194,6 @@ def _selection(args: argparse.Namespace) -> dict:
     }
 
 
-#: The masking options whose defaults `_segmenter` fills in, and those defaults.
-MASKING_OPTIONS = {
-    "detector": segment_cli.DEFAULT_DETECTOR,
-    "sam": segment_cli.DEFAULT_SAM,
-    "box_threshold": segment_cli.BOX_THRESHOLD,
-    "text_threshold": segment_cli.TEXT_THRESHOLD,
-}
-
-
-def _segmenter(args: argparse.Namespace, db=None):
-    """The masking of the run: the options' (their defaults for those not given), or, for a
-    resume (no --model) given no masking option, the run's recorded one (docs/explicit.md
-    resumes with ``--run`` alone; the tiny masking's run was refused for want of the full
-    masker's weights)."""
-    from evaluation.pipeline import runs
-    from evaluation.pipeline.jobs import segmenter_of_masking, segmenter_preset
-
-    given = (
-        args.segmenter or args.sam_checkpoint or any(getattr(args, k) is not None for k in MASKING_OPTIONS)
-    )
-    if db is not None and not given and not args.model:
-        try:
-            recorded = runs.run_masking(db, args.run)
-        except runs.RunError:
-            recorded = None  # no such run: `create_or_resume` says so, and what a new one needs
-        if recorded is not None:
-            return segmenter_of_masking(recorded, args.data_dir / "models")
-    for name, default in MASKING_OPTIONS.items():
-        if getattr(args, name) is None:
-            setattr(args, name, default)
-    if args.segmenter:
-        return segmenter_preset(
-            args.segmenter, args.data_dir / "models", args.box_threshold, args.text_threshold
-        )
-    return segment_cli.segmenter_spec(args)
-
-
 def _generate(db, args: argparse.Namespace, config: dict, device: str, executor) -> None:
     from evaluation.pipeline.stages import GenerationWork
 
@@ -310,9 +271,9 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"--table {str(args.table)!r}: {why}")
     check_data_dir(args.data_dir)
     prompts = _prompts(args)
-    segmenter = _segmenter(args) if args.model else None  # a resume may take the run's own
+    segmenter = segment_cli.masking_for(args) if args.model else None  # a resume may take the run's own
     db = open_db(args, create=True)
-    segmenter = segmenter or _segmenter(args, db)
+    segmenter = segmenter or segment_cli.masking_for(args, db)
     refuse_other_masking(db, args.run, segmenter)
     # On a cluster the workers hold the weights, not this machine.
     config = create_or_resume(

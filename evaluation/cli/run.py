@@ -13,7 +13,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from evaluation.cli import generate, open_db, print_workers, refuse_other_masking, resume_command, segment
 
@@ -37,7 +36,7 @@ def main(args: argparse.Namespace) -> int:
     """Create or resume the run, then take it through generate, segment and extract."""
     from evaluation.cli import check_data_dir, resolve_device
     from evaluation.pipeline import runs
-    from evaluation.pipeline.jobs import ExecutorChoice, check_weights, run_pipeline, segmenter_preset
+    from evaluation.pipeline.jobs import ExecutorChoice, check_weights, run_pipeline
     from evaluation.pipeline.ray_storage import is_uri
 
     choice = ExecutorChoice(
@@ -52,18 +51,17 @@ def main(args: argparse.Namespace) -> int:
 
         print(f"Ray cluster: {connect(choice.address).describe()}")
     device = resolve_device(args.device) if choice.kind == "in-process" else args.device
-    if args.segmenter:
-        if is_uri(args.data_dir) and args.segmenter == "tiny-random":
-            raise ValueError(
-                "--segmenter tiny-random builds its models under --data-dir/models, which must be a "
-                f"local folder, got {args.data_dir!r}; give --detector and --sam instead"
-            )
-        models_dir = Path("models") if is_uri(args.data_dir) else args.data_dir / "models"
-        spec = segmenter_preset(args.segmenter, models_dir, args.box_threshold, args.text_threshold)
-    else:
-        spec = segment.segmenter_spec(args)
+    if is_uri(args.data_dir) and args.segmenter == "tiny-random":
+        raise ValueError(
+            "--segmenter tiny-random builds its models under --data-dir/models, which must be a "
+            f"local folder, got {args.data_dir!r}; give --detector and --sam instead"
+        )
+    # A masking the options name is checked before anything is stored; a resume given none
+    # takes the run's own.
+    spec = segment.masking_for(args) if args.model or segment.masking_given(args) else None
     check_data_dir(args.data_dir)
     db = open_db(args, create=True)
+    spec = spec or segment.masking_for(args, db)
     # On a cluster the workers hold the weights, not this machine; here they are checked
     # before the run is stored (a run refused for them was left stored, and could not be run).
     local = choice.kind == "in-process"

@@ -42,8 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_storage_arguments(parser)
 
 
+#: The masking options whose defaults `masking_for` fills in, and those defaults.
+MASKING_OPTIONS = {
+    "detector": DEFAULT_DETECTOR,
+    "sam": DEFAULT_SAM,
+    "box_threshold": BOX_THRESHOLD,
+    "text_threshold": TEXT_THRESHOLD,
+}
+
+
 def add_masking_arguments(parser: argparse.ArgumentParser) -> None:
-    """The detector, SAM and threshold options (shared with `run`)."""
+    """The detector, SAM and threshold options (shared with `run` and `explicit`), unset until
+    `masking_for` reads them: a resume given none of them masks as the run was masked."""
     parser.add_argument(
         "--detector",
         default=DEFAULT_DETECTOR,
@@ -72,6 +82,42 @@ def add_masking_arguments(parser: argparse.ArgumentParser) -> None:
         default=TEXT_THRESHOLD,
         help=f"text-token threshold (default: {TEXT_THRESHOLD})",
     )
+    parser.set_defaults(**dict.fromkeys(MASKING_OPTIONS))
+
+
+def masking_given(args: argparse.Namespace) -> bool:
+    """Whether the command line names a masking (a preset, a checkpoint or any masking option)."""
+    return bool(
+        getattr(args, "segmenter", None)
+        or args.sam_checkpoint
+        or any(getattr(args, k) is not None for k in MASKING_OPTIONS)
+    )
+
+
+def masking_for(args: argparse.Namespace, db=None):
+    """The masking of the run (a `evaluation.pipeline.jobs.SegmenterSpec`): the options'
+    (their defaults for those not given; ``--segmenter`` a preset), or, for a resume (no
+    ``--model``) given no masking option, the run's recorded one: ``--run NAME`` alone resumes
+    a run as it was masked, as it resumes its grid as it was made."""
+    from evaluation.pipeline import runs
+    from evaluation.pipeline.jobs import segmenter_of_masking, segmenter_preset
+    from evaluation.pipeline.ray_storage import is_uri
+
+    preset = getattr(args, "segmenter", None)
+    models_dir = Path("models") if is_uri(args.data_dir) else Path(args.data_dir) / "models"
+    if db is not None and not masking_given(args) and not getattr(args, "model", None):
+        try:
+            recorded = runs.run_masking(db, args.run)
+        except runs.RunError:
+            recorded = None  # no such run: `create_or_resume` says so, and what a new one needs
+        if recorded is not None:
+            return segmenter_of_masking(recorded, models_dir)
+    for name, default in MASKING_OPTIONS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    if preset:
+        return segmenter_preset(preset, models_dir, args.box_threshold, args.text_threshold)
+    return segmenter_spec(args)
 
 
 def segmenter_spec(args: argparse.Namespace):
@@ -99,7 +145,7 @@ def main(args: argparse.Namespace) -> int:
     concept_run_config(db, args.run)
     executor = stage_executor(args, "segment")
     device = resolve_device(args.device) if executor is None else args.device
-    spec = segmenter_spec(args)
+    spec = masking_for(args, db)
     refuse_other_masking(db, args.run, spec)
     if executor is None:  # on a cluster the workers hold the weights, not this machine
         check_weights(None, spec)

@@ -635,9 +635,13 @@ def test_a_lost_mask_and_pixel_summary_are_made_again_by_a_resumed_run(tmp_path,
     for path in lost:
         path.unlink()
     capsys.readouterr()
-    assert main(["run", "--run", "r", "--segmenter", "tiny-random", "--device", "cpu", *storage]) == 0
+    assert main(["run", "--run", "r", "--device", "cpu", *storage]) == 0  # masked as the run was
     assert all(path.is_file() for path in lost)
     db = open_db(tmp_path / "db.sqlite")
     assert [dict(r) for r in db.query("select * from run_items order by id")] == rows
     assert [dict(r) for r in db.query("select * from model_distributions")] == stored
     db.close()
+    # `segment --run` alone masks as the run was masked, too (it took the paper's masker).
+    lost[0].unlink()
+    assert main(["segment", "--run", "r", "--device", "cpu", *storage]) == 0
+    assert lost[0].is_file() and "1 image(s) segmented" in capsys.readouterr().out
