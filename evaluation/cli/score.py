@@ -84,6 +84,8 @@ def _human(db, args: argparse.Namespace) -> dict:
         if others := [concept for concept in loaded if concept not in known]:
             shown = ", ".join(repr(c) for c in others[:10]) + (", ..." if len(others) > 10 else "")
             print(f"{len(others)} of them name no concept of the benchmark and are never compared: {shown}")
+    if args.reference not in (known_sources := human.sources(db)):  # named as the option, not `source`
+        raise ValueError(f"--reference must be one of {known_sources}, got {args.reference!r}")
     vectors = human.vectors(db, args.reference)
     print(human.describe(db, args.reference))
     return vectors
@@ -143,6 +145,13 @@ def main(args: argparse.Namespace) -> int:
     if args.run is not None:
         concept_run_config(db, args.run)  # an explicit-color run has verdicts, not distributions
     rows = runs.model_distributions(db, run=args.run, model=args.model)
+    if not rows and args.model is not None:
+        models = sorted({r["model"] for r in runs.model_distributions(db, run=args.run)})
+        if args.model not in models:
+            where = f"run {args.run!r}" if args.run else "any run"
+            raise ValueError(
+                f"--model {args.model!r} has no distribution in {where}; stored models: {models or 'none'}"
+            )
     if not rows:
         raise ValueError(
             f"no model distributions stored for run={args.run!r}, model={args.model!r}; run `extract` first"

@@ -411,6 +411,29 @@ def test_score_refuses_bad_intervals_and_scales_before_reading(tmp_path, capsys,
     assert not (tmp_path / "db.sqlite").exists()
 
 
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--reference", "nosuch"],
+            "--reference must be one of ['designers', 'lab', 'uw71-ratings'], got 'nosuch'",
+        ),
+        (["--model", "m-c"], "--model 'm-c' has no distribution in any run; stored models: ['m-a', 'm-b']"),
+        (
+            ["--model", "m-c", "--run", "grid"],
+            "--model 'm-c' has no distribution in run 'grid'; stored models: ['m-a', 'm-b']",
+        ),
+    ],
+)
+def test_score_names_the_option_and_what_it_may_be(tmp_path, capsys, extra, message):
+    """An unknown source was "`source` must be one of", and an unknown model said "run
+    `extract` first" (outside probe 88)."""
+    _scored_grid(tmp_path)
+    argv = ["score", "--reference", "lab", *extra, *_storage(tmp_path)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip().endswith(message)
+
+
 def test_a_reference_csv_never_writes_over_another_set(tmp_path, capsys):
     """Loaded under the shipped set's label, two rows once replaced its apple and banana, and
     the default source of every table became a mix of two sources."""
