@@ -505,7 +505,7 @@ class AppContext:
         if str(config.db_path) != ":memory:":
             for line in backup.leftovers(config.db_path):
                 _LOG.warning(line)
-        with cls._open(config) as db:
+        with cls._open(config, create=True) as db:
             ensure_schema(db)
             # Files a killed writer left without a row; the age margin spares files that a
             # concurrent process (an evaluation run from the CLI) is about to commit.
@@ -634,8 +634,10 @@ class AppContext:
 
     @staticmethod
     @contextlib.contextmanager
-    def _open(config: AppConfig) -> Iterator[sqlite_utils.Database]:
-        db = open_db(config.db_path)
+    def _open(config: AppConfig, *, create: bool = False) -> Iterator[sqlite_utils.Database]:
+        # Only the start makes the database: a request finding it gone must not start an
+        # empty one in its place (every session then read as revoked).
+        db = open_db(config.db_path, create=create)
         try:
             yield db
         finally:
@@ -691,14 +693,19 @@ def shown_errors(action: str) -> Iterator[None]:
         raise gr.Error(UNEXPECTED.format(kind=type(error).__name__), print_exception=False) from error
 
 
-_CONDITIONS = {"full": DISK_FULL, "io": DISK_ERROR, "locked": DATABASE_BUSY}
+DATABASE_MISSING = (
+    "The server's database is not where it was (moved or deleted while the app runs), so this "
+    "could not be done (nothing of it was stored; what is on this page stays). Please tell the "
+    "study organisers."
+)
+_CONDITIONS = {"full": DISK_FULL, "io": DISK_ERROR, "locked": DATABASE_BUSY, "missing": DATABASE_MISSING}
 """What a person is told of each `storage.storage_condition`."""
 
 
 def server_condition(error: BaseException) -> str | None:
-    """`DISK_FULL`, `DISK_ERROR` or `DATABASE_BUSY` when `error` is a full disk, a failed
-    write or a database locked past the busy timeout (`storage.storage_condition`); else
-    None. What a person is told of a server condition that is not their doing, and that
+    """`DISK_FULL`, `DISK_ERROR`, `DATABASE_BUSY` or `DATABASE_MISSING` when `error` is a full
+    disk, a failed write, a database locked past the busy timeout or one gone from its path
+    (`storage.storage_condition`); else None. What a person is told of a server condition that is not their doing, and that
     passes."""
     return _CONDITIONS.get(storage_condition(error))
 

@@ -61,7 +61,7 @@ from annotation.errors import AnnotationError
 from annotation.people.accounts import Actor, require
 from app.coloring_canvas import served_files
 from app.health import Health
-from storage import private_folder
+from storage import DatabaseMissing, private_folder
 from storage.shown import shown
 
 COOKIE = "cc_session"
@@ -324,7 +324,7 @@ class FilePolicy:
         try:
             with self.ctx.db() as db:
                 return require(db, token)
-        except (AnnotationError, ValueError):
+        except (AnnotationError, ValueError, DatabaseMissing):  # nobody: nothing is served
             return None
 
     def allows(self, file: str, token: str | None) -> bool:

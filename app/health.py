@@ -79,6 +79,8 @@ class Health:
                 )
         if self.db_path == ":memory:":
             return None
+        if not Path(self.db_path).exists():
+            return "the database file is not there any more (moved or deleted while the app runs)"
         refused = write_refused(self.db_path, LOCK_WAIT_S)
         if refused:
             return f"the database takes no write ({refused}; waited {LOCK_WAIT_S:g} s)"

@@ -63,7 +63,12 @@ def db_path(db: sqlite_utils.Database) -> str:
     return os.path.realpath(file) if file else ""
 
 
-def open_db(path: str | Path) -> sqlite_utils.Database:
+class DatabaseMissing(FileNotFoundError):
+    """The database file is not at its path: moved or deleted while a process that made or
+    opened it there goes on (`open_db` with ``create=False``)."""
+
+
+def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
     """Open (creating if needed) the SQLite file at `path` for this thread.
 
     Parameters
@@ -72,6 +77,10 @@ def open_db(path: str | Path) -> sqlite_utils.Database:
         The database file; a new one is created readable by its owner alone
         (`create_private`), in a new parent folder likewise (mode 0700). ``":memory:"``
         opens a private in-memory database (no WAL).
+    create : bool
+        False where the file must be there already (the app's requests, after its start
+        made it): a missing one raises `DatabaseMissing` rather than starting an empty
+        database in its place, which every session then failed on.
 
     Returns
     -------
@@ -80,12 +89,16 @@ def open_db(path: str | Path) -> sqlite_utils.Database:
         commit survives a crash) and a busy timeout of `BUSY_TIMEOUT_MS`. The connection
         belongs to the calling thread; close it with ``db.close()``.
     """
-    if str(path) != ":memory:":
+    if str(path) == ":memory:":
+        db = sqlite_utils.Database(str(path))
+    elif create:
         folder = Path(path).parent
         if not folder.exists():
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         create_private(path)
-    db = sqlite_utils.Database(str(path))
+        db = sqlite_utils.Database(str(path))
+    else:
+        db = sqlite_utils.Database(existing_connection(path))
     db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     db.execute("PRAGMA foreign_keys = ON")
     if str(path) != ":memory:":
@@ -94,11 +107,36 @@ def open_db(path: str | Path) -> sqlite_utils.Database:
     return db
 
 
+def existing_connection(path: str | Path, timeout: float = 5.0) -> sqlite3.Connection:
+    """An `sqlite3.Connection` to the database file at `path`, which must exist (SQLite's
+    ``mode=rw``: a missing file is not created).
+
+    Raises
+    ------
+    DatabaseMissing
+        If there is no file at `path`.
+    """
+    uri = Path(path).absolute().as_uri() + "?mode=rw"
+    try:
+        return sqlite3.connect(uri, uri=True, timeout=timeout)
+    except sqlite3.OperationalError as error:
+        if not Path(path).exists():
+            raise DatabaseMissing(
+                errno.ENOENT,
+                "the database file is not there any more (moved or deleted while in use)",
+                str(path),
+            ) from error
+        raise
+
+
 def write_refused(path: str | Path, wait_s: float) -> str | None:
     """Why the database at `path` takes no write now (SQLite's message), or None: a write
     lock taken (``BEGIN IMMEDIATE``, waiting at most `wait_s` s for another writer) and given
     back at once, writing nothing."""
-    conn = sqlite3.connect(str(path), timeout=wait_s)
+    try:
+        conn = existing_connection(path, timeout=wait_s)
+    except DatabaseMissing as missing:
+        return missing.strerror
     try:
         conn.execute("begin immediate")
         conn.execute("rollback")
@@ -120,8 +158,9 @@ _SQLITE_CONDITIONS = {
 
 
 def storage_condition(error: BaseException) -> str | None:
-    """``"full"``, ``"io"`` or ``"locked"`` when `error` (or an exception it was raised from)
-    is a full disk, a failed write or a database locked past the busy timeout; else None.
+    """``"full"``, ``"io"``, ``"locked"`` or ``"missing"`` when `error` (or an exception it was
+    raised from) is a full disk, a failed write, a database locked past the busy timeout or
+    a database file gone from its path; else None.
 
     A condition of the machine, not of the request or the code: it passes once space is
     freed or the other writer is done, and what was committed before it stays. The app
@@ -129,6 +168,8 @@ def storage_condition(error: BaseException) -> str | None:
     """
     seen = 0
     while error is not None and seen < 8:
+        if isinstance(error, DatabaseMissing):
+            return "missing"
         if isinstance(error, OSError) and error.errno in _ERRNO_CONDITIONS:
             return _ERRNO_CONDITIONS[error.errno]
         if isinstance(error, sqlite3.OperationalError):
@@ -150,6 +191,10 @@ OPERATOR_WORDS = {
     "locked": (
         "the database stayed locked by another process",
         "let the other writer (a backup, a restore, another run) finish",
+    ),
+    "missing": (
+        "the database file is not there any more (moved or deleted while in use)",
+        "put it back (or restore a backup) and restart",
     ),
 }
 

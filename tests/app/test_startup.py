@@ -17,6 +17,7 @@ import pytest
 from gradio_client.exceptions import AppError
 
 from app import build_app, launch_options, mark_ready
+from app.common import DATABASE_MISSING
 from app.landing import ADMIN_DISK
 from bench.app_process import ROOT, AppProcess
 from bench.bench_startup import busy_loops
@@ -89,6 +90,37 @@ def test_healthz_says_when_the_disk_is_full_or_the_database_takes_no_write_and_r
                 holder.rollback()
                 holder.close()
             _until(lambda: _health(url) == (200, "ready"), "/healthz did not recover")
+
+
+def test_a_database_moved_away_while_serving_is_said_and_no_empty_one_takes_its_place(tmp_path):
+    """An outside check moved the database file away: every call then said "your session is
+    not valid any more" (the app had made an empty database at the path), and /healthz
+    still said ready. Now: 503 naming it, each call says so, no file is made, and putting
+    the file back is all it takes."""
+    config = make_config(tmp_path)
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    db = Path(config.db_path)
+    files = [db.with_name(db.name + suffix) for suffix in ("", "-wal", "-shm")]
+    with running_app(config) as (client, demo):
+        url = demo.local_url
+        token, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+        covered = client.predict(token, api_name="/admin_coverage")
+        moved = [(f, aside / f.name) for f in files if f.exists()]
+        for source, target in moved:
+            source.rename(target)
+        status, text = _until(lambda: (h := _health(url))[0] == 503 and h, "/healthz never said 503")
+        assert text == (
+            "cannot take work: the database file is not there any more (moved or deleted while the app runs)"
+        )
+        with pytest.raises(AppError) as refused:
+            client.predict(token, api_name="/admin_coverage")
+        assert str(refused.value) == DATABASE_MISSING
+        assert not any(f.exists() for f in files)  # no empty database in its place
+        for source, target in moved:
+            target.rename(source)
+        _until(lambda: _health(url) == (200, "ready"), "/healthz did not recover")
+        assert client.predict(token, api_name="/admin_coverage") == covered  # the same session
 
 
 # Issue 28's bounds. 1,475 kB / 1,004 kB at first, ~950 kB / ~620 kB once the concept lists
