@@ -52,8 +52,9 @@ def _seed(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     from annotation.errors import AnnotationError
-    from app import SecretServed, build_app, check_secrets, launch_options, mark_ready
+    from app import SecretServed, build_app, check_secrets, data_dir_refusal, launch_options, mark_ready
     from app.config import AppConfig
+    from app.health import Health
     from storage import SchemaRefused, unwritable
     from storage.serving import LockRefused
 
@@ -74,6 +75,8 @@ def main(argv: list[str] | None = None) -> None:
         check_secrets(config)  # before any start-up work: a refused start writes nothing
     except SecretServed as error:
         raise SystemExit(f"Refusing to start: {error}.") from None
+    if refusal := data_dir_refusal(config.data_dir):
+        raise SystemExit(f"Refusing to start: {refusal}.")
     _check_port(args.host, args.port)
     try:
         demo = build_app(config)
@@ -89,7 +92,10 @@ def main(argv: list[str] | None = None) -> None:
         demo.close()
         raise SystemExit(f"Could not start on {args.host}:{args.port}: {error}") from None
     mark_ready(demo)
-    print(f"Ready: http://{args.host}:{args.port}/healthz answers 200 ({_now()})", flush=True)
+    # What /healthz answers now: a start on a nearly full disk said 200 and then answered 503.
+    problem = Health(config.db_path, config.data_dir).problem()
+    answer = f"503 for now (cannot take work: {problem})" if problem else "200"
+    print(f"Ready: http://{args.host}:{args.port}/healthz answers {answer} ({_now()})", flush=True)
     # A supervisor's stop (SIGTERM) ends the app as Ctrl-C does: its coloring workers and
     # their semaphores are closed, not left to the resource tracker's warning. The signal
     # only sets `STOPPING`, which the main thread waits on: an exception raised by the handler

@@ -32,6 +32,7 @@ naming the folder, and leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -353,6 +354,12 @@ def _unpacked(source: Path, beside: Path):
                     )
                 archive.extractall(temp)
         except (zipfile.BadZipFile, OSError) as error:
+            if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+                # The zip is fine: the disk it unpacks onto, the database's, is what is full.
+                raise BackupError(
+                    f"the disk beside the database ({str(beside)!r}) is full: the zip {source.name!r} "
+                    "unpacks there first; free some space there and run this again; nothing was restored"
+                ) from None
             raise BackupError(
                 f"the zip {source.name!r} cannot be read: {error}; nothing was restored"
             ) from None

@@ -57,6 +57,7 @@ import sqlite_utils
 from annotation.errors import AnnotationError, Conflict, InvalidInput
 from annotation.files import resolve
 from evaluation.color.naming import DOMINANT_COLUMNS, names_of_uw71, with_bin_names
+from storage import storage_condition
 from storage.spreadsheet import csv_text, write_csv
 
 SKIPPED_TABLES = ("settings", "coloring_samples")
@@ -201,8 +202,12 @@ def reported_write_errors(folder: Path, what: str) -> Iterator[None]:
         yield
     except (OSError, sqlite3.Error) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        # SQLite says "database or disk is full" of the copy it writes: the database is untouched.
+        full = storage_condition(error) == "full"
         raise WriteFailed(
-            f"could not write the {what} to {str(folder)!r}: {reason}; nothing was left there"
+            f"could not write the {what} to {str(folder)!r}: "
+            f"{'its disk is full' if full else reason}; nothing was left there"
+            + ("; free some space on that disk and try again" if full else "")
         ) from error
 
 

@@ -53,6 +53,7 @@ from app.common import BROWSER_STATE_KEY, PLUMBING, AppContext, as_gr_error, aud
 from app.config import AppConfig
 from app.health import Health
 from app.tabs import SessionReactions
+from storage.files import unwritable_folder
 from storage.shown import shown
 
 # Gradio recomputes a pandas summary of its last 10,000 events after every event, for its
@@ -325,6 +326,26 @@ def _not_its_value(fn, position: int) -> gr.Error:
         "nothing was changed.",
         print_exception=False,
     )
+
+
+def data_dir_refusal(data_dir: str | Path) -> str:
+    """Why the app cannot start on `data_dir`, or "": it is a file, or nothing can be written
+    in it (or, while it does not exist yet, in the nearest folder above it), checked with a
+    probe file before any start-up work. A read-only data folder beside a writable database
+    ended the start in a traceback, leaving a database half set up."""
+    given = Path(data_dir).absolute()
+    folder = given
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    where = "" if folder == given else f" (its nearest existing folder {str(folder)!r})"
+    if not folder.is_dir():
+        return f"the data folder {str(data_dir)!r}{where} is a file, not a folder; give --data-dir a folder"
+    if why := unwritable_folder(folder):
+        return (
+            f"nothing can be written in the data folder {str(data_dir)!r}{where} ({why}); give --data-dir "
+            "a folder this user may write in (nothing was written)"
+        )
+    return ""
 
 
 def mark_ready(demo: gr.Blocks) -> None:

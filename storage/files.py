@@ -137,6 +137,16 @@ def content_path(data: bytes, *, folder: str, suffix: str) -> StoredFile:
     return StoredFile(f"{folder}/{digest[:2]}/{digest}{suffix}", digest)
 
 
+def unwritable_folder(folder: Path) -> str:
+    """Why nothing can be written in the existing `folder` (the OS's reason), or "": a probe
+    file is made in it and removed at once."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe.", suffix=".probe"):
+            return ""
+    except OSError as error:
+        return str(error.strerror or error)
+
+
 def write_atomic(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` via a temporary file in the same folder, fsync, and a rename.
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, not_sqlite, serving
+from storage.files import unwritable_folder
 
 
 def default_db() -> Path:
@@ -214,18 +215,6 @@ def check_data_dir(path) -> None:
             f"--data-dir {str(path)!r}: nothing can be written in {str(folder)!r} ({why}); give a "
             "folder this user may write in"
         )
-
-
-def unwritable_folder(folder: Path) -> str:
-    """Why nothing can be written in the existing `folder` (the OS's reason), or "": a probe
-    file is made in it and removed at once."""
-    import tempfile
-
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe.", suffix=".probe"):
-            return ""
-    except OSError as error:
-        return str(error.strerror or error)
 
 
 def resolve_device(name: str) -> str:

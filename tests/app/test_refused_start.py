@@ -13,6 +13,7 @@ from annotation.people.passwords import ENV_PASSWORD
 from evaluation.__main__ import main as evaluation_main
 from storage.schema import MIGRATIONS
 from tests.app_server import app_script, free_port
+from tests.disks import read_only, tmpfs
 
 NEWER = f"database schema version 999 is newer than this code's {len(MIGRATIONS)}; update the code before opening it"
 
@@ -96,3 +97,26 @@ def test_the_app_refuses_an_admin_password_from_the_environment_that_sign_in_cou
         )
     assert raised.value.code.startswith("Refusing to start: the admin password ")
     assert raised.value.code.endswith(f" (from {ENV_PASSWORD}).") and problem in raised.value.code
+
+
+def test_the_app_refuses_a_data_folder_it_cannot_write_before_making_the_database(tmp_path):
+    """A read-only data folder beside a writable database ended the start in a traceback from
+    the sketch copy, leaving a database half set up (outside probe 89)."""
+    with tmpfs(tmp_path / "disk", "4m") as disk:
+        (disk / "data").mkdir()
+        with read_only(disk), pytest.raises(SystemExit) as raised:
+            app_script().main(
+                [
+                    "--db",
+                    str(tmp_path / "db.sqlite"),
+                    "--data-dir",
+                    str(disk / "data"),
+                    "--port",
+                    str(free_port()),
+                ]
+            )
+    assert raised.value.code == (
+        f"Refusing to start: nothing can be written in the data folder {str(disk / 'data')!r} (Read-only file "
+        "system); give --data-dir a folder this user may write in (nothing was written)."
+    )
+    assert not (tmp_path / "db.sqlite").exists()
