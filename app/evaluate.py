@@ -330,9 +330,9 @@ class EvaluateTab(Tab):
         """The number of images the selection implies and the time they should take here."""
         device = self.ctx.device
         if form.explicit:
-            return {self.parts["plan"]: _explicit_plan(db, self.registry, self.models_dir, device, form)}
+            return {self.parts["plan"]: _explicit_plan(db, self.registry, device, form)}
         request = form.request()
-        items, config = planning.plan_request(request, self.registry, self.concepts, self.models_dir)
+        items, config = planning.plan_request(request, self.registry, self.concepts)
         estimate = planning.estimate_seconds(items, device.kind, planning.measured_seconds(db), self.registry)
         warning = planning.cpu_warning(device, request.models, self.registry)
         return {self.parts["plan"]: _plan_markdown(items, config, estimate, warning, device)}
@@ -387,11 +387,9 @@ class EvaluateTab(Tab):
         explicit_mode = form.explicit
         run = _run_name(form.name, "explicit" if explicit_mode else "eval")
         if explicit_mode:
-            _, items, config, prompts = _explicit_items(self.registry, self.models_dir, form)
+            _, items, config, prompts = _explicit_items(self.registry, form)
         else:
-            items, config = planning.plan_request(
-                form.request(), self.registry, self.concepts, self.models_dir
-            )
+            items, config = planning.plan_request(form.request(), self.registry, self.concepts)
         segmenter = _segmenter(self.models_dir, form.preset, form.box, form.text)
         executor, where = _executor_choice(form.kind, form.address)
         if executor.kind == "in-process":  # on a cluster the workers hold the weights
@@ -751,16 +749,16 @@ def _import_section() -> dict:
     return parts
 
 
-def _explicit_items(registry, models_dir: Path, form: RunForm):
+def _explicit_items(registry, form: RunForm):
     """The explicit run the form describes: request, items, configuration and prompts."""
     request = form.explicit_request()
-    planned = explicit_jobs.plan_explicit_request(request, registry, models_dir)
+    planned = explicit_jobs.plan_explicit_request(request, registry)
     return (request, *planned)
 
 
-def _explicit_plan(db, registry, models_dir: Path, device: planning.DeviceInfo, form: RunForm) -> str:
+def _explicit_plan(db, registry, device: planning.DeviceInfo, form: RunForm) -> str:
     """The explicit run's size and time on `device`, as Markdown."""
-    request, items, config, prompts = _explicit_items(registry, models_dir, form)
+    request, items, config, prompts = _explicit_items(registry, form)
     plan = plan_summary(
         items, prompts, device.kind, planning.measured_seconds(db), registry, planning.explicit_seconds(db)
     )

@@ -222,13 +222,14 @@ class SketchesTab(Tab):
     def generate(self, db, actor, model: str, base: str) -> dict:
         """Generate five candidates for a base concept with a registry model."""
         from evaluation.models.availability import missing_weights
-        from evaluation.models.registry import load_pipeline, load_registry
+        from evaluation.models.registry import load_pipeline, load_registry, tiny_in
         from evaluation.pipeline.planning import resolve_models
 
         if not model or not base:
             raise ValueError("pick a model and a base concept first")
         # A tiny test model is the data folder's, as the Evaluate tab's is (built on first use).
-        [spec] = resolve_models(load_registry(), [model], self.ctx.config.data_dir / "models")
+        [spec] = resolve_models(load_registry(), [model])
+        spec = tiny_in(spec, self.ctx.config.data_dir / "models")
         sketch_store.check_base(db, base)  # before the model loads
         missing = missing_weights([spec])
         if missing:

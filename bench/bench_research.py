@@ -130,7 +130,7 @@ def bench_job(n: int, repeats: int) -> dict:
         keys = tuple(c.key for c in load_concepts()[:n])
         for repeat in range(repeats + 1):
             request = EvaluationRequest(("tiny-random",), ConceptQuery(keys=keys), ("natural",), (7.5,), 1)
-            items, config = plan_request(request, load_registry(), load_concepts(), Path(tmp) / "models")
+            items, config = plan_request(request, load_registry(), load_concepts())
             runs.create_run(db, f"r{repeat}", items, config)
             start = time.perf_counter()
             run_pipeline(

@@ -115,7 +115,7 @@ def model_specs(args: argparse.Namespace) -> tuple[list, list[str]]:
         For an unknown model, ``--source`` with several models, or unknown styles.
     """
     from evaluation.models.generation import STYLES
-    from evaluation.models.registry import get_model, load_registry, with_source
+    from evaluation.models.registry import get_model, in_data_folder, load_registry, with_source
     from evaluation.pipeline.ray_storage import is_uri
 
     registry = load_registry(args.registry) if args.registry else load_registry()
@@ -131,8 +131,7 @@ def model_specs(args: argparse.Namespace) -> tuple[list, list[str]]:
             raise ValueError(f"--source {args.source!r}: no diffusers pipeline there (model_index.json)")
         specs = [with_source(specs[0], args.source)]
     elif not is_uri(args.data_dir):  # a tiny test model lives in --data-dir/models, as in the app
-        models_dir = Path(args.data_dir).resolve() / "models"
-        specs = [with_source(s, models_dir / s.key) if s.build == "tiny" else s for s in specs]
+        specs = [in_data_folder(s) if s.build == "tiny" else s for s in specs]
     styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     bad = [s for s in styles if s not in STYLES]
     if bad or not styles:

@@ -70,7 +70,7 @@ class ExplicitRequest:
 
 
 def plan_explicit_request(
-    request: ExplicitRequest, registry: Mapping[str, ModelSpec], models_dir: str | Path
+    request: ExplicitRequest, registry: Mapping[str, ModelSpec]
 ) -> tuple[list[dict], dict, list]:
     """Items, configuration and prompts of the explicit run `request` describes.
 
@@ -83,7 +83,7 @@ def plan_explicit_request(
 
     if not 0.0 <= request.presence_threshold <= 1.0:
         raise ValueError(f"`presence threshold` must be in [0, 1], got {request.presence_threshold}")
-    specs = resolve_models(registry, request.models, models_dir, cfg_scales=request.cfg_scales)
+    specs = resolve_models(registry, request.models, cfg_scales=request.cfg_scales)
     if not request.cfg_scales:
         specs = at_default_guidance(specs)
     selection = {

@@ -12,7 +12,7 @@ import tomllib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
@@ -227,17 +227,29 @@ def with_source(spec: ModelSpec, source: str | Path) -> ModelSpec:
     return replace(spec, source=source)
 
 
-def tiny_in(spec: ModelSpec, models_dir: str | Path) -> ModelSpec:
-    """`spec`, loading from ``models_dir/<key>`` when it is a tiny model that a data folder's
-    ``models`` held when its run was made.
+#: The checkout's data folder's models, where a tiny model loads from for a run whose data
+#: folder is an object store (a URI): what the registry's ``./data/models/<key>`` names.
+DEFAULT_MODELS_DIR = PROJECT_ROOT / "data" / "models"
 
-    A run records the folder its tiny model was built in. A data folder moved or restored
-    elsewhere builds the model again in its own ``models`` (the same `build_seed`, so the
-    same weights), not in the old place. A tiny model given another folder (``--source``)
-    keeps it.
+
+def in_data_folder(spec: ModelSpec) -> ModelSpec:
+    """`spec` (a ``build = "tiny"`` model) loading from the data folder's ``models/<key>``,
+    recorded so: ``source = "models/<key>"``, which `tiny_in` resolves against the data folder
+    of the process that loads it. A run records no path of the machine it was made on, so a
+    data folder moved or restored elsewhere resumes with the same command line."""
+    return replace(spec, source=f"models/{spec.key}")
+
+
+def tiny_in(spec: ModelSpec, models_dir: str | Path) -> ModelSpec:
+    """`spec`, loading from ``models_dir/<key>`` when it is a tiny model of a data folder's
+    ``models``: recorded as ``models/<key>`` (`in_data_folder`), or, by runs made before
+    2026-12-02, as the absolute folder it was built in.
+
+    A data folder moved or restored elsewhere builds the model again in its own ``models``
+    (the same `build_seed`, so the same weights), not in the old place. A tiny model given
+    another folder (``--source``) keeps it.
     """
-    recorded = Path(spec.source)
-    if spec.build != "tiny" or not spec.is_local or recorded.parts[-2:] != ("models", spec.key):
+    if spec.build != "tiny" or PurePosixPath(spec.source).parts[-2:] != ("models", spec.key):
         return spec
     return replace(spec, source=str(Path(models_dir).resolve() / spec.key))
 

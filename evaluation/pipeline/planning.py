@@ -40,14 +40,13 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import sqlite_utils
 
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, Concept
 from evaluation.models.generation import MAX_GUIDANCE, STYLES
-from evaluation.models.registry import ModelSpec, RegistryError, with_source
+from evaluation.models.registry import ModelSpec, RegistryError, in_data_folder
 from evaluation.pipeline import runs
 from evaluation.pipeline.stages import plan_run
 from storage.shown import shown
@@ -205,7 +204,6 @@ def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Co
 def resolve_models(
     registry: Mapping[str, ModelSpec],
     keys: Sequence[str],
-    models_dir: str | Path,
     *,
     cfg_scales: Sequence[float] = (),
 ) -> list[ModelSpec]:
@@ -217,9 +215,6 @@ def resolve_models(
         From `evaluation.models.registry.load_registry`.
     keys : sequence of str
         Registry keys, at least one.
-    models_dir : str or Path
-        Where models the project builds itself live (``<data_dir>/models``); a
-        ``build = "tiny"`` model loads from ``models_dir/<key>`` (built on first use).
     cfg_scales : sequence of float
         Guidance scales for every model instead of each model's own sweep; each > 0.
 
@@ -241,8 +236,8 @@ def resolve_models(
     specs = []
     for key in dict.fromkeys(keys):
         spec = registry[key]
-        if spec.build == "tiny":
-            spec = with_source(spec, Path(models_dir).resolve() / key)
+        if spec.build == "tiny":  # from the data folder's models/<key>, built on first use
+            spec = in_data_folder(spec)
         if cfg_scales:
             spec = replace(spec, cfg_scales=tuple(sorted({float(s) for s in cfg_scales})))
         specs.append(spec)
@@ -498,9 +493,8 @@ def plan_request(
     request: EvaluationRequest,
     registry: Mapping[str, ModelSpec],
     concepts: Sequence[Concept],
-    models_dir: str | Path,
 ) -> tuple[list[dict], dict]:
     """Items and configuration of the run `request` describes (checks every choice first)."""
-    specs = resolve_models(registry, request.models, models_dir, cfg_scales=request.cfg_scales)
+    specs = resolve_models(registry, request.models, cfg_scales=request.cfg_scales)
     chosen = select_concepts(concepts, request.query)
     return plan_evaluation(specs, chosen, request.styles, request.seeds)

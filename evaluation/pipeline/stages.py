@@ -23,7 +23,14 @@ import sqlite_utils
 from evaluation.color.extraction import distribution_from_pixels, image_pixels
 from evaluation.concepts import Concept
 from evaluation.models.generation import GenerationError, build_prompt, generate, item_seed
-from evaluation.models.registry import ModelSpec, load_pipeline, spec_from_dict, spec_to_dict, tiny_in
+from evaluation.models.registry import (
+    DEFAULT_MODELS_DIR,
+    ModelSpec,
+    load_pipeline,
+    spec_from_dict,
+    spec_to_dict,
+    tiny_in,
+)
 from evaluation.models.segmentation import BOX_THRESHOLD, TEXT_THRESHOLD, Detector, SamBackend, segment
 from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Batch, Executor, InProcessExecutor
@@ -204,8 +211,8 @@ class GenerationWork:
         """Work for a stored run configuration (see `plan_run`); a tiny model loads from
         `data_dir`'s ``models`` (`evaluation.models.registry.tiny_in`)."""
         specs = {key: spec_from_dict(fields) for key, fields in config["models"].items()}
-        if not is_uri(data_dir):
-            specs = {key: tiny_in(spec, Path(data_dir) / "models") for key, spec in specs.items()}
+        models_dir = DEFAULT_MODELS_DIR if is_uri(data_dir) else Path(data_dir) / "models"
+        specs = {key: tiny_in(spec, models_dir) for key, spec in specs.items()}
         return cls(specs, data_dir, device=device, dtype=dtype)
 
     def _pipeline(self, key: str) -> Any:

@@ -328,7 +328,7 @@ def test_an_explicit_plan_uses_the_typical_measured_time_and_suggests_a_quick_tr
         x_objects=[],
         x_presence=0.3,
     )
-    plan = evaluate._explicit_plan(db, load_registry(), tmp_path / "models", device, everything)
+    plan = evaluate._explicit_plan(db, load_registry(), device, everything)
     lines = plan.split("\n")
     # "try" is a concept run (no explicit prompts): its figure, one masking included, stands
     # for generation; scoring takes the device's default per object.
@@ -344,11 +344,11 @@ def test_an_explicit_plan_uses_the_typical_measured_time_and_suggests_a_quick_tr
     )
     assert evaluate.QUICK_TRY in plan
     narrowed = dataclasses.replace(everything, x_colors="red", x_objects=["car"])
-    plan = evaluate._explicit_plan(db, load_registry(), tmp_path / "models", device, narrowed)
+    plan = evaluate._explicit_plan(db, load_registry(), device, narrowed)
     assert plan.startswith("**1 images**") and evaluate.QUICK_TRY not in plan
     assert "Rounds are limited" not in plan
     three_rounds = dataclasses.replace(narrowed, x_size="3", x_objects=["car", "apple"])
-    plan = evaluate._explicit_plan(db, load_registry(), tmp_path / "models", device, three_rounds)
+    plan = evaluate._explicit_plan(db, load_registry(), device, three_rounds)
     assert plan.startswith("**2 images**")  # one color x two objects, not three rounds
     assert (
         "Rounds are limited by the 2 objects chosen: each color gets at most 2 prompts per task, not 3."

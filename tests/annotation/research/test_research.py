@@ -49,7 +49,7 @@ def _plan(tmp_path, seeds=2):
     request = EvaluationRequest(
         ("tiny-random",), ConceptQuery(keys=("apple", "banana")), ("natural",), (7.5,), seeds
     )
-    return plan_request(request, load_registry(), CONCEPTS, tmp_path / "models")
+    return plan_request(request, load_registry(), CONCEPTS)
 
 
 def test_creating_a_run_is_audited_and_a_taken_name_writes_nothing(db, tmp_path):

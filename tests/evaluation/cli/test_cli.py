@@ -565,25 +565,16 @@ def test_a_moved_data_folder_resumes_with_its_own_tiny_model_and_writes_nothing_
     db.close()
     shutil.move(old, new)
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "generate",
-                "--run",
-                "r",
-                "--device",
-                "cpu",
-                "--db",
-                str(new / "db.sqlite"),
-                "--data-dir",
-                str(new / "data"),
-            ]
-        )
-        == 0
-    )
+    # The first command line again: the run recorded no path of the old place (outside probe
+    # 91: it recorded the absolute folder, and this was refused as another configuration).
+    assert main([*SMALL_RUN, "--db", str(new / "db.sqlite"), "--data-dir", str(new / "data")]) == 0
     assert "1 image(s) generated; 0 failed" in capsys.readouterr().out
     assert not old.exists()
     assert _items(new / "db.sqlite") == first  # the same seed, the same bytes on a CPU
+    db = open_db(new / "db.sqlite")
+    [config] = [row["config"] for row in db.query("select config from runs")]
+    db.close()
+    assert '"source": "models/tiny-random"' in config and str(tmp_path) not in config
 
 
 def test_a_lost_run_image_blocks_a_backup_with_the_way_back_and_generate_makes_it_again(

@@ -53,7 +53,7 @@ def setup(tmp_path, tiny_models):  # noqa: F811
 
 def _store(db, data_dir, name, concepts=("apple",), seeds=2):
     request = EvaluationRequest(("tiny-random",), ConceptQuery(keys=concepts), ("natural",), (7.5,), seeds)
-    items, config = plan_request(request, load_registry(), CONCEPTS, data_dir / "models")
+    items, config = plan_request(request, load_registry(), CONCEPTS)
     runs.create_run(db, name, items, config)
 
 

@@ -1,5 +1,4 @@
 import dataclasses
-from pathlib import Path
 
 import pytest
 
@@ -80,10 +79,10 @@ def test_plan_request_counts_models_concepts_styles_scales_and_seeds(tmp_path):
         cfg_scales=(7.5, 2.0),
         seeds=3,
     )
-    items, config = plan_request(request, load_registry(), CONCEPTS, tmp_path / "models")
+    items, config = plan_request(request, load_registry(), CONCEPTS)
     assert len(items) == 2 * 2 * 2 * 2 * 3
     assert config["models"]["tiny-random"]["cfg_scales"] == [2.0, 7.5]
-    assert config["models"]["tiny-random"]["source"] == str((tmp_path / "models" / "tiny-random").resolve())
+    assert config["models"]["tiny-random"]["source"] == "models/tiny-random"  # the data folder's
     assert config["models"]["sdxl"]["source"] == "stabilityai/stable-diffusion-xl-base-1.0"
     assert all(
         i["seed"] == item_seed(i["model"], i["concept"], i["style"], i["cfg"], i["sample"]) for i in items
@@ -92,7 +91,6 @@ def test_plan_request_counts_models_concepts_styles_scales_and_seeds(tmp_path):
         EvaluationRequest(("sdxl",), ConceptQuery(keys=("apple",)), ("natural",), seeds=1),
         load_registry(),
         CONCEPTS,
-        tmp_path,
     )[0]
     assert sorted(i["cfg"] for i in own) == list(load_registry()["sdxl"].cfg_scales)
 
@@ -131,26 +129,26 @@ def test_plan_request_rejects_bad_choices(tmp_path, changes, error, message):
         "seeds": 1,
     }
     with pytest.raises(error, match=message):
-        plan_request(EvaluationRequest(**{**fields, **changes}), load_registry(), CONCEPTS, tmp_path)
+        plan_request(EvaluationRequest(**{**fields, **changes}), load_registry(), CONCEPTS)
 
 
 def test_every_registry_model_over_the_papers_whole_grid_fits_in_one_run(tmp_path):
     registry = load_registry()
     models = tuple(key for key, spec in registry.items() if spec.build != "tiny")
     request = EvaluationRequest(models, ConceptQuery(), ("natural", "clipart"), seeds=5)
-    items, _ = plan_request(request, registry, CONCEPTS, tmp_path)
+    items, _ = plan_request(request, registry, CONCEPTS)
     assert len(items) == sum(len(registry[m].cfg_scales) for m in models) * len(CONCEPTS) * 2 * 5
     assert len(items) == 7 * 7 * 1278 * 2 * 5 <= MAX_RUN_IMAGES
     with pytest.raises(ValueError, match="the run would make 1,252,440 images"):
-        plan_request(dataclasses.replace(request, seeds=10), registry, CONCEPTS, tmp_path)
+        plan_request(dataclasses.replace(request, seeds=10), registry, CONCEPTS)
 
 
 def test_resolve_models_leaves_hub_models_untouched(tmp_path):
     registry = load_registry()
-    (sdxl,) = resolve_models(registry, ["sdxl"], tmp_path)
+    (sdxl,) = resolve_models(registry, ["sdxl"])
     assert sdxl == registry["sdxl"]
-    (tiny,) = resolve_models(registry, ["tiny-random", "tiny-random"], Path("rel"))
-    assert Path(tiny.source).is_absolute() and Path(tiny.source).name == "tiny-random"
+    (tiny,) = resolve_models(registry, ["tiny-random", "tiny-random"])
+    assert tiny.source == "models/tiny-random"  # the data folder's, wherever it is (`tiny_in`)
 
 
 def test_estimate_prefers_measured_seconds_then_device_defaults():
@@ -263,8 +261,8 @@ def test_the_second_tiny_model_is_registered_with_other_weights_and_planned_like
     assert cpu_warning(DeviceInfo("cpu", "CPU"), ["tiny-random", "tiny-random-b"]) == ""
     cpu = estimate_seconds([{"model": "tiny-random-b"}] * 4, "cpu")
     assert cpu.per_model["tiny-random-b"] == (4, 0.35, "default")
-    (spec,) = resolve_models(registry, ["tiny-random-b"], tmp_path / "models")
-    assert spec.source == str((tmp_path / "models" / "tiny-random-b").resolve())
+    (spec,) = resolve_models(registry, ["tiny-random-b"])
+    assert spec.source == "models/tiny-random-b"
 
 
 def test_explicit_runs_are_estimated_per_object_and_left_out_of_concept_run_figures(db):
