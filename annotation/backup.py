@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import sqlite3
 import stat
@@ -51,6 +52,7 @@ from annotation.errors import InvalidInput, shown
 from annotation.export import file_columns, reported_write_errors, staged_folder
 from annotation.files import resolve
 from storage import create_private, file_stamp, iso, serving, unused_path
+from storage import db_path as database_path
 from storage.files import leaves_archive
 from storage.schema import MIGRATIONS, tables_at
 
@@ -143,7 +145,7 @@ def _backup(db: sqlite_utils.Database, data_dir: str | Path, folder: Path) -> Ba
         named = _named_files(snapshot)
         missing = [relative for relative in named if not resolve(data_dir, relative).is_file()]
         if missing:
-            raise BackupError(_missing_files(missing))
+            raise BackupError(_missing_files(missing, database_path(db), data_dir))
         entries, total = [], 0
         for relative in named:
             source = resolve(data_dir, relative)
@@ -166,14 +168,16 @@ def _backup(db: sqlite_utils.Database, data_dir: str | Path, folder: Path) -> Ba
     return BackupSummary(folder, version, len(entries), total)
 
 
-def _missing_files(missing: list[str]) -> str:
+def _missing_files(missing: list[str], db: str, data_dir: str | Path) -> str:
     """Why a backup was refused: the files the database names that the data folder lacks,
-    and how to get them back."""
+    and how to get them back (the command names this database and data folder: one given
+    without them opens the default ones)."""
     more = f" and {len(missing) - 1} other file(s)" if len(missing) > 1 else ""
     runs = sorted({p.split("/")[1] for p in missing if p.startswith("runs/")})
+    where = f"--db {shlex.quote(db)} --data-dir {shlex.quote(str(data_dir))}"
     again = (
         " An evaluation run makes its lost images, masks and pixel summaries again: `python -m evaluation "
-        f"run --run NAME` (`explicit --run NAME` for an explicit-color run), for {', '.join(map(repr, runs))};"
+        f"run --run NAME {where}` (`explicit` for an explicit-color run), for {', '.join(map(repr, runs))};"
         if runs
         else ""
     )

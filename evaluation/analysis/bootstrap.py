@@ -23,6 +23,7 @@ is checked on synthetic data with a known mean in ``tests/evaluation/analysis/te
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -387,6 +388,8 @@ def adjacent_pairs(models, values, replicates, higher_is_better, ci, counts=None
         for row, a, b in zip(rows, better, worse):
             row["n_concepts"] = int(min(counts[a], counts[b]))
             row["distinguishable"] &= row["n_concepts"] >= MIN_RANK_CONCEPTS
+            if row["n_concepts"] < MIN_INTERVAL_CONCEPTS:  # as its cells: no interval, not [d, d]
+                row["difference_lo"] = row["difference_hi"] = math.nan
     return rows
 
 

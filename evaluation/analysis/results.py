@@ -30,6 +30,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from evaluation.analysis import bootstrap, figures, tables, uncertainty
+from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
 from evaluation.concepts import Concept
 from evaluation.pipeline import scoring
 from evaluation.pipeline.fileio import write_atomic
@@ -417,6 +418,8 @@ def export_analyses(
             value = with_resampling(with_provenance(value.to_csv_frame(), result, source), result.resampling)
         elif field.name == "ranking":
             value = with_resampling(value, result.resampling)
+        elif field.name == "metrics":  # as the command line's scores_long.csv
+            value = with_bin_names(value, DOMINANT_COLUMNS).assign(source=source)
         if isinstance(value, pd.DataFrame):
             index = field.name in ("table6", "table7", "table8")
             if value.empty and field.name.endswith(("_ci", "ranking")):

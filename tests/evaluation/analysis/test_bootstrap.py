@@ -94,7 +94,8 @@ def test_cells_say_how_many_concepts_they_average_and_few_concepts_rank_no_model
     assert board.lo.at["strong", ("visual_state", "natural", "pcc")] > 0.85  # two: an interval, shown
     pcc = ranking[ranking["metric"] == "pcc"].set_index("modifier_type").loc[list(TYPES)]
     assert pcc["n_concepts"].tolist() == [3, 2, 1] and not pcc["distinguishable"].any()
-    assert (pcc["difference_lo"] > 0.7).all()  # the gap is clear: only the count withholds '>'
+    assert (pcc["difference_lo"].iloc[:2] > 0.7).all()  # the gap is clear: only the count withholds '>'
+    assert np.isnan(pcc["difference_lo"].iloc[2])  # one concept: no interval, as its cells have none
     note = uncertainty.significance_note(ranking)
     assert "- Visual state Natural PCC: strong ≈ weak (n = 2 concepts: too few to tell models apart)" in note
     shown = board.to_html()
@@ -382,3 +383,21 @@ def test_the_concept_browser_puts_intervals_on_the_designers_shifts_and_says_so(
     plain = concept_view(db, tmp_path, concepts, "apple", "designers", "natural")
     assert plain.shift_figure.data[0].error_y.array is None  # intervals only when asked for
     assert "not asked for" in plain.shift_figure.layout.title.text
+
+
+def test_a_ranked_pair_over_a_one_concept_cell_has_no_interval_as_the_cell_has_none():
+    """The ranking CSV gave [d, d] where Tables 1-2 leave a one-concept cell's bounds empty
+    (outside probe 91)."""
+    rng = np.random.default_rng(0)
+    replicates = rng.normal(size=(200, 3))
+    rows = bootstrap.adjacent_pairs(
+        np.array(["a", "b", "c"], dtype=object),
+        np.array([0.9, 0.5, 0.1]),
+        replicates,
+        True,
+        0.95,
+        np.array([1, 6, 6]),
+    )
+    assert [(r["better"], r["worse"], r["n_concepts"]) for r in rows] == [("a", "b", 1), ("b", "c", 6)]
+    assert np.isnan([rows[0]["difference_lo"], rows[0]["difference_hi"]]).all()
+    assert rows[1]["difference_lo"] < rows[1]["difference_hi"]

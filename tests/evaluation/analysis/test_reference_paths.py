@@ -91,6 +91,8 @@ def ref_ranking_significance(groups, replicates, higher_is_better, ci):
     rows = []
     for a, b in zip(order[:-1], order[1:]):
         lo, hi = ref_interval(sign * (replicates[:, a] - replicates[:, b]), ci)
+        if min(counts[a], counts[b]) < bootstrap.MIN_INTERVAL_CONCEPTS:  # as the cells: none
+            lo = hi = np.nan
         rows.append(
             {
                 "better": groups["model"].iloc[a],

@@ -130,7 +130,10 @@ def test_exports_hold_the_tables_and_the_figures(stored, tmp_path):
         column = result.table1.values[(kind, "natural", "emd")]
         assert best.loc[kind, "model"] == column.idxmin()
         assert best.loc[kind, "value"] == pytest.approx(column.min())
-    assert_allclose(pd.read_csv(paths[0])["emd"], result.metrics["emd"])
+    metrics = pd.read_csv(paths[0])
+    assert_allclose(metrics["emd"], result.metrics["emd"])
+    # As the command line's scores_long.csv: the source, and the dominant bins' names.
+    assert set(metrics["source"]) == {"test-human"} and "dominant_human_name" in metrics
     assert "plotly" in paths[-1].read_text(encoding="utf-8")
     assert export_analyses(result, analysis_figures(result), tmp_path, source="test-human") == paths
     # Each row says what its numbers come from (outside probe 88: nothing did).

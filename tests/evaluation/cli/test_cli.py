@@ -594,8 +594,8 @@ def test_a_lost_run_image_blocks_a_backup_with_the_way_back_and_generate_makes_i
     assert str(refusal.value) == (
         f"the database names {first[min(first)][1]!r}, missing from the data folder; nothing was backed up. "
         "An evaluation run makes its lost images, masks and pixel summaries again: `python -m evaluation run "
-        "--run NAME` (`explicit --run NAME` for an explicit-color run), for 'r'; any file can be copied back "
-        "from an earlier backup's files/ folder"
+        f"--run NAME --db {tmp_path / 'db.sqlite'} --data-dir {tmp_path / 'data'}` (`explicit` for an "
+        "explicit-color run), for 'r'; any file can be copied back from an earlier backup's files/ folder"
     )
     assert not (tmp_path / "backup").exists()
     capsys.readouterr()
