@@ -178,13 +178,12 @@ def _validate(votes, metrics, names, rng, n_boot, ci, exclude_ties, options) -> 
         bool,
     )
     n_pairs = votes.loc[keep & ~check, "pair_id"].nunique()
-    if n_pairs < 2:
-        return pd.DataFrame(
-            [
-                {"metric": n, "label": METRICS[n][0], "type": judgments.METRIC_TYPES[n], "n_pairs": n_pairs}
-                for n in names
-            ]
-        )
+    if n_pairs < 2:  # each row blank, saying why (Table 3 of the bare rows failed, KeyError)
+        rows = [
+            {"metric": n, "label": METRICS[n][0], "type": judgments.METRIC_TYPES[n], "n_pairs": n_pairs}
+            for n in names
+        ]
+        return pd.DataFrame(rows).reindex(columns=list(judgments.VALIDATION_COLUMNS)).assign(n_undefined=0)
     return judgments.metric_validation(
         votes[keep],
         metrics,

@@ -300,9 +300,20 @@ def metric_validation(
         if len(d) >= 2:
             row.update(_validated(d, s, rng, n_boot, ci, exclude_ties))
         rows.append(row)
-    columns = ["metric", "label", "type", "n_pairs", "n_undefined"]
-    columns += [f"{k}{end}" for k in ("pearson", "spearman", "agreement") for end in ("", "_lo", "_hi")]
-    return pd.DataFrame(rows).reindex(columns=[*columns, "metric_ties", "human_ties"])
+    return pd.DataFrame(rows).reindex(columns=list(VALIDATION_COLUMNS))
+
+
+#: The columns of `metric_validation`'s result, in order.
+VALIDATION_COLUMNS = (
+    "metric",
+    "label",
+    "type",
+    "n_pairs",
+    "n_undefined",
+    *(f"{k}{end}" for k in ("pearson", "spearman", "agreement") for end in ("", "_lo", "_hi")),
+    "metric_ties",
+    "human_ties",
+)
 
 
 def _check_bootstrap(n_boot: int, ci: float) -> None:
@@ -391,6 +402,9 @@ def table3(validation: pd.DataFrame) -> pd.DataFrame:
         "Note",
     ]
     out["Pairs"], out["Undefined pairs"] = out["n_pairs"], out["n_undefined"]
+    # Counts stay whole numbers where a row is blank (NaN made them 3.0 in the CSV).
+    counts = ["Metric ties", "Human ties", "Pairs", "Undefined pairs"]
+    out[counts] = out[counts].astype("Int64")
     out["Note"] = [
         _table3_note(*row)
         for row in out[
@@ -418,7 +432,8 @@ def _table3_note(
     total = n_pairs + n_undefined
     reason = UNDEFINED_REASONS.get(metric, "the metric is undefined on some pairs")
     if n_pairs < 2:
-        return f"Blank: defined on {n_pairs} of {total} pairs, at least 2 needed ({reason})."
+        why = reason if n_undefined else f"only {total} voted"
+        return f"Blank: defined on {n_pairs} of {total} pairs, at least 2 needed ({why})."
     said = f"{n_undefined} of {total} pairs left out ({reason})." if n_undefined else ""
     if human_ties == n_pairs:
         return (

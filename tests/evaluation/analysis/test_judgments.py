@@ -401,3 +401,14 @@ def test_metric_validation_rejects_inconsistent_inputs(mutate, match):
     votes, metrics = mutate(votes, metrics)
     with pytest.raises(ValueError, match=match):
         metric_validation(votes, metrics, rng=np.random.default_rng(0), n_boot=5)
+
+
+def test_a_study_voted_on_one_pair_gives_blank_rows_that_say_why():
+    """One voted pair analysed ended in a KeyError ("Something went wrong" on the Study tab)."""
+    from evaluation.analysis.judgment_report import analyse
+
+    votes = tiny_votes([("1", "c1", "x", "y", 4, 2)])
+    metrics = tiny_metrics({"c1": {"x": 1, "y": 0}})
+    t3 = analyse(votes, metrics, rng=np.random.default_rng(0), n_boot=20)["table3"].set_index("Metric")
+    assert t3.loc["EMD", "Note"] == "Blank: defined on 1 of 1 pairs, at least 2 needed (only 1 voted)."
+    assert t3["Pearson"].isna().all() and t3.loc["EMD", "Pairs"] == 1
