@@ -597,27 +597,33 @@ def _task_for(db, task_id: int, annotator_id: int) -> Task:
     return _held(Task.from_row(rows[0]), annotator_id)
 
 
+#: What a person is told of an answer they gave already (a second click, or another tab or
+#: window: one that may still show what was answered), in their role's words.
+ALREADY_DONE = {
+    "judgment": (
+        "this trial was already answered (a second click, or another tab or window); your first "
+        "answer is kept: go on with the trial shown, or press Start if none is"
+    ),
+    "review": (
+        "you already voted on this coloring (a second click, or another tab or window); your first "
+        "vote is kept: press Next coloring to go on"
+    ),
+    "coloring": (
+        "this concept was already submitted (in another tab or window, say); that coloring is kept "
+        "and nothing changed: reload the page for your next concept"
+    ),
+}
+
+
 def _held(task: Task, annotator_id: int) -> Task:
     if task.annotator_id != annotator_id:
         raise PermissionDenied(f"task {task.id} was handed to someone else")
     if task.status == "submitted":
-        if task.kind == "judgment":  # a participant's words: a trial, answered in another tab
-            raise AlreadyDone(
-                "this trial was already answered (a second click, or another tab or window); your "
-                "first answer is kept: go on with the trial shown, or press Start if none is"
-            )
-        if task.kind == "review":  # an expert's words: a coloring, voted on a moment ago
-            raise AlreadyDone(
-                "you already voted on this coloring (a second click, or another tab or window); "
-                "your first vote is kept: go on with the coloring shown, or press Next coloring"
-            )
-        if task.kind == "coloring":  # a designer's words: a concept, submitted in another tab
-            raise AlreadyDone(
-                "this concept was already submitted (in another tab or window, say); that coloring "
-                "is kept and nothing changed: reload the page for your next concept"
-            )
         raise AlreadyDone(
-            f"task {task.id} was already submitted; your first answer is kept and nothing changed"
+            ALREADY_DONE.get(
+                task.kind,
+                f"task {task.id} was already submitted; your first answer is kept and nothing changed",
+            )
         )
     if task.status == "released":
         raise Conflict(f"task {task.id} was already given back; nothing was stored")
@@ -633,7 +639,7 @@ def _check_slot(db, task: Task, k: int, now: dt.datetime) -> None:
             f"task {task.id}: {task.kind} target {task.target!r} is closed; nothing was stored"
         )
     if db.execute(_DONE_BY[task.kind], params).fetchone()[0]:
-        raise Conflict(f"task {task.id}: you already submitted {task.kind} {task.target!r}")
+        raise AlreadyDone(ALREADY_DONE[task.kind])  # by another of their tasks (a stale tab)
     others = db.execute(
         f"select count(*) from tasks where kind = ? and practice = 0 and status = 'reserved' "
         f"and expires > ? and {_TARGET[task.kind]} = ? and id != ?",

@@ -1,4 +1,5 @@
 import datetime as dt
+import re
 import threading
 from collections import Counter
 
@@ -6,9 +7,16 @@ import numpy as np
 import pytest
 
 from annotation import assignment
-from annotation.assignment import expire, open_tasks, release, reserve, reserve_practice, submit
+from annotation.assignment import ALREADY_DONE, expire, open_tasks, release, reserve, reserve_practice, submit
 from annotation.concepts import sync_concepts
-from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, ReservationExpired
+from annotation.errors import (
+    AlreadyDone,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    ReservationExpired,
+)
 from annotation.people.accounts import create_annotators
 from evaluation.concepts import load_concepts
 from storage import ensure_schema, iso, open_db
@@ -411,3 +419,20 @@ def test_only_active_people_with_the_role_get_work(db):
         reserve(db, "coloring", 77, np.random.default_rng(0), 5, now=T0)
     assert db["tasks"].count == 0
     assert assignment.submitted_count(db, "coloring", expert) == 0
+
+
+def test_a_stale_tab_whose_concept_was_colored_since_is_told_so_in_the_designers_words(db):
+    """A second tab held an older task of the concept the first tab had just submitted: it
+    read "task 40: you already submitted coloring 'sky'" (outside probe 92)."""
+    _setup(db, keys=["apple"])
+    (designer,) = _people(db, 1, "designer")
+    rng = np.random.default_rng(0)
+    (stale,) = reserve(db, "coloring", designer, rng, 5, k=5, minutes=30, now=T0)
+    later = T0 + dt.timedelta(minutes=31)
+    assert expire(db, now=later) == 1
+    (fresh,) = reserve(db, "coloring", designer, rng, 5, k=5, minutes=30, now=later)
+    assert fresh.id != stale.id and fresh.concept_key == stale.concept_key == "apple"
+    submit(db, fresh.id, designer, _write_coloring, k=5, now=later)
+    with pytest.raises(AlreadyDone, match=f"^{re.escape(ALREADY_DONE['coloring'])}$"):
+        submit(db, stale.id, designer, _write_coloring, k=5, now=later)
+    assert db["colorings"].count == 1

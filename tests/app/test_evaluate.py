@@ -354,3 +354,22 @@ def test_an_explicit_plan_uses_the_typical_measured_time_and_suggests_a_quick_tr
         "Rounds are limited by the 2 objects chosen: each color gets at most 2 prompts per task, not 3."
         in plan
     )
+
+
+@pytest.mark.parametrize(
+    "job, shown",
+    [
+        (("cancelled", "", "resume to continue"), "complete"),  # a Cancel that raced a Resume
+        (("finished", "", ""), "complete"),
+        (("failed", "", "RuntimeError: boom"), "failed — RuntimeError: boom"),
+    ],
+)
+def test_a_run_with_every_item_done_reads_complete_whatever_ended_its_job(job, shown):
+    """Outside probe 92: a Cancel racing a Resume of a finished run left it reading
+    "cancelled — resume to continue" at 100 %."""
+    from app.evaluate import _progress_html
+    from evaluation.pipeline.jobs import JobState
+
+    done = runs.RunProgress("r", items=2, generated=2, segmented=2, usable=2, failed=0, groups=2, extracted=2)
+    html = _progress_html([({"name": "r", "kind": "eval"}, done, JobState(*job), {}, False, None, "R0001")])
+    assert f"<td data-state='{shown.split(' — ')[0]}'>{shown}</td>" in html
