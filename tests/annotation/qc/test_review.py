@@ -169,7 +169,7 @@ def test_an_expert_is_never_handed_their_own_coloring_and_votes_once(store):
     assert votes.vote_queue(db, both, np.random.default_rng(0), batch_size=50) == []
     with pytest.raises(Conflict):
         votes.cast_vote(db, both, queue[0].task_id, False)
-    with pytest.raises(Conflict, match="already submitted"):
+    with pytest.raises(Conflict, match="you already voted on this coloring"):
         votes.cast_vote(db, both, _forged_task(db, own, ids[1]), False)
     own_task = _forged_task(db, own, ids[0])
     before = _rows(db)
