@@ -42,6 +42,7 @@ from annotation.people.accounts import LINK_DAYS_RANGE, MAX_LINK_DAYS, MIN_LINK_
 from annotation.people.passwords import ensure_admin_password
 from annotation.research.views import LeaderboardCache, keep_leaderboards_fresh
 from annotation.sketches.library import sync_shipped_sketches
+from annotation.study.crowd import forget_addresses
 from app.config import AppConfig
 from evaluation.analysis.reference import ensure_shipped_reference
 from evaluation.concepts import load_concepts
@@ -529,7 +530,11 @@ class AppContext:
             ensure_shipped_reference(db)
             ground_truth.backfill(db, config.data_dir)
             ensure_admin_password(db, password_file=config.admin_password_file)
+            forget_addresses(db)  # kept an hour for the join limit (the consent says so)
             secret = _instance_secret(db)
+        from app.guard import prune_downloads  # the guard imports this module
+
+        prune_downloads(config.data_dir)  # invite lists and backups left by earlier days
         pool = ColoringPool(config.workers) if config.workers else None
         return cls(config, secret, pool)
 

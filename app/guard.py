@@ -448,6 +448,29 @@ def exports_folder(data_dir: str | Path, *parts: str) -> Path:
     return private_folder(Path(data_dir) / "exports").joinpath(*parts)
 
 
+#: The kinds of download (`download_path`): ``backups``, ``exports``, ``invites``.
+DOWNLOAD_KINDS = tuple(k.split("/")[1] for k in DATA_RULES if k.startswith(f"{DOWNLOADS}/"))
+
+
+def prune_downloads(
+    data_dir: str | Path, kinds: tuple[str, ...] = DOWNLOAD_KINDS, *, now: float | None = None
+) -> int:
+    """Remove the download folders of `kinds` older than `DOWNLOAD_KEEP_S` (a backup holds
+    every hash, an invite list working links: neither stays for long); how many. Called
+    when the next of a kind is made and at the app's start."""
+    now = time.time() if now is None else now
+    removed = 0
+    for kind in kinds:
+        root = Path(data_dir) / DOWNLOADS / kind
+        if not root.is_dir():
+            continue
+        for folder in root.iterdir():
+            if folder.is_dir() and now - folder.stat().st_mtime > DOWNLOAD_KEEP_S:
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
+    return removed
+
+
 def download_path(data_dir: str | Path, kind: str, name: str, *, now: float | None = None) -> Path:
     """Where a download of `kind` (``"backups"``, ``"exports"`` or ``"invites"``) named `name`
     is written.
@@ -461,11 +484,7 @@ def download_path(data_dir: str | Path, kind: str, name: str, *, now: float | No
             f"`kind` must be one of {[k.split('/')[1] for k in DATA_RULES if '/' in k]}, got {shown(kind)}"
         )
     root = Path(data_dir) / DOWNLOADS / kind
-    now = time.time() if now is None else now
-    if root.is_dir():
-        for folder in root.iterdir():
-            if folder.is_dir() and now - folder.stat().st_mtime > DOWNLOAD_KEEP_S:
-                shutil.rmtree(folder, ignore_errors=True)
+    prune_downloads(data_dir, (kind,), now=now)
     folder = root / secrets.token_hex(16)
     # Readable by the server's account alone, as the database is: a backup holds every
     # hash, an invite list working links (folders made by older code are closed too).

@@ -91,9 +91,12 @@ Taking part is voluntary. You may stop at any time without giving a reason: clos
 page and return the study on the platform.
 
 What is kept: your answers, how long each took, and whether you have a design or art
-background, under the pseudonym shown here; and your platform id, only to pay you and kept
-apart from your answers. The answers are analysed and published under pseudonyms only;
-your platform id is never published.
+background, under the pseudonym shown here; and your platform ids (participant, study,
+session), only to pay you or mark you as returned, kept apart from your answers. Your
+network address is kept for an hour only, to limit how many people join from one place.
+The answers are analysed and published under pseudonyms only; your platform ids are never
+published. If you do not agree, nothing but that you declined is kept, with your platform
+ids.
 
 Questions about the study go to the researcher named on the study page on the platform.
 
@@ -348,6 +351,16 @@ def link_state(link: Mapping, *, now: dt.datetime | None = None) -> str:
     return f"open until {shown_time(link['ends'])}"
 
 
+def forget_addresses(db: sqlite_utils.Database, now: dt.datetime | None = None) -> int:
+    """Erase the client address of every crowd participant who joined more than
+    `JOIN_WINDOW_S` ago; how many. The address serves the per-address join limit alone, so it
+    is kept for that hour (each join, and the app's start, forget the older ones)."""
+    now = utcnow() if now is None else now
+    where = {"address !=": None, "started <=": iso(now - dt.timedelta(seconds=JOIN_WINDOW_S))}
+    with transaction(db):  # a savepoint inside `join`'s
+        return update_rows(db, "crowd_participants", where, {"address": None})
+
+
 def join(
     db: sqlite_utils.Database,
     token: str,
@@ -390,6 +403,7 @@ def join(
     if not isinstance(token, str) or not 1 <= len(token) <= 256:
         raise InvalidToken("this study link is malformed; open the link from the study page again")
     with transaction(db):
+        forget_addresses(db, now)
         rows = list(db["crowd_links"].rows_where("token_hash = ?", [hash_token(token)]))
         if not rows:
             raise InvalidToken(

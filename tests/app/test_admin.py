@@ -1,6 +1,7 @@
 import hashlib
 import io
 import json
+import os
 import re
 import shlex
 import stat
@@ -104,6 +105,21 @@ def test_a_download_folder_is_private_even_where_older_code_made_it_open(tmp_pat
     target = download_path(tmp_path, "invites", "invites.csv")
     for folder in (tmp_path / "downloads", opened, target.parent):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+def test_the_apps_start_removes_downloads_older_than_an_hour(tmp_path):
+    """An invite list (working links) stayed on disk as long as no later batch was made
+    (outside probe 93); a start removes what an earlier day left, a fresh one stays."""
+    from app.common import AppContext
+
+    config = make_config(tmp_path)
+    old, fresh = (download_path(config.data_dir, "invites", "invites.csv") for _ in range(2))
+    for path in (old, fresh):
+        path.write_text("id,link\n")
+    hours_ago = time.time() - 2 * 3600
+    os.utime(old.parent, (hours_ago, hours_ago))
+    AppContext.prepare(config).close()
+    assert not old.parent.exists() and fresh.is_file()
 
 
 def test_a_backup_download_the_disk_refuses_leaves_no_download_folder(tmp_path):

@@ -388,6 +388,10 @@ def test_joins_are_limited_per_address(setup):
     assert _join(db, token, "pid-a").resumed  # resuming is not a new join
     _join(db, token, "pid-c", address="5.6.7.8")
     _join(db, token, "pid-d", minutes_ago=-61)
+    # The address serves the limit alone: a join an hour later has forgotten the older ones
+    # (outside probe 93: every address stayed, a declining person's too).
+    kept = dict(db.execute("select external_id, address from crowd_participants").fetchall())
+    assert kept == {"pid-a": None, "pid-b": None, "pid-c": None, "pid-d": "1.2.3.4"}
     _, one = _link(db, study_id, joins_per_address=1)  # a second link counts its own
     _join(db, one, "pid-e")
     with pytest.raises(crowd.TooManyJoins, match="^1 person joined through this study link"):
