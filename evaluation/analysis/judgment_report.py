@@ -224,16 +224,17 @@ def method_note(
     "Table 3"), the Bradley-Terry scale, and whether flagged participants count."""
     flagged = int(tables["participants"]["flagged"].sum()) if "flagged" in tables["participants"] else 0
     ties = (
-        "leaves the pairs the votes split evenly out"
+        "pairs the votes split evenly are left out"
         if exclude_ties
-        else "counts a pair the votes split evenly, or the metric ties, as a disagreement"
+        else "a pair the votes split evenly, or the metric ties on, counts as a disagreement"
     )
     who = "left out" if exclude_flagged else "counted"
     parts = [
         f"Intervals: {ci:.0%} bootstrap percentile intervals from {n_boot} resamples of the pairs, seed {seed}.",
         "Pearson and Spearman are over the pairs entered in both orientations, (d, share) and "
         "(−d, 1 − share), d the metric's difference (negated where lower is better): not a plain "
-        f"correlation over the pairs as shown. Agreement {ties}.",
+        f"correlation over the pairs as shown. Agreement is the share of pairs where the metric "
+        f"picks the model most votes went to; {ties}.",
         f"Bradley–Terry: natural-log strengths, mean 0 in each group (choix, α = {judgments.BT_ALPHA:g}).",
         f"Participants who failed an attention check: {flagged}, {who}.",
     ]

@@ -106,6 +106,7 @@ def test_researcher_sets_up_opens_and_analyses_a_study(tmp_path):
         )
     # What the numbers are, beside the action (outside probe 90: nothing said it).
     assert "95% bootstrap percentile intervals from 100 resamples of the pairs, seed 0." in note
+    assert "Agreement is the share of pairs where the metric picks the model most votes went to" in note
     flagged = sum(row[participants["headers"].index("flagged")] for row in participants["data"])
     assert "natural-log strengths" in note and f"attention check: {flagged}, counted." in note
     assert [row[:2] for row in table3["data"]] == [
