@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from gradio_client.exceptions import AppError
 
+from app.guard import COOKIE
 from storage import open_db
 from tests.annotation.test_pilot import PILOT, color_as_assigned
 from tests.browser import expect, live_app, page, sign_in_admin, table_rows  # noqa: F401
@@ -80,10 +81,16 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     ]
     # Another tab of this browser signs in as E0001: this tab, still the admin's, downloads
     # its CSV as the admin (the cookie is the browser's; each tab puts its session back).
+    admin_cookie = next(f"{c['name']}={c['value']}" for c in page.context.cookies() if c["name"] == COOKIE)
     other = page.context.new_page()
     other.goto(links[0].replace(live_app.config.public_url + "/", live_app.url.rstrip("/") + "/"))
     expect(other.locator("#start_status")).to_contain_text("Signed in as E0001")
     page.bring_to_front()
+    # The tab is used (a key), so it puts its own session back; the download waits for that:
+    # the pointer press's own put could still be on its way to the cookie store when the
+    # download's request left (a canceled download, once in a busy clean-clone run).
+    page.keyboard.press("Shift")
+    page.wait_for_function("(want) => document.cookie.split('; ').includes(want)", arg=admin_cookie)
     with page.expect_download() as fetched:
         download.click()
     assert Path(fetched.value.path()).read_text().splitlines() == csv
