@@ -53,7 +53,7 @@ from app.common import BROWSER_STATE_KEY, PLUMBING, AppContext, as_gr_error, aud
 from app.config import AppConfig
 from app.health import Health
 from app.tabs import SessionReactions
-from storage.files import unwritable_folder
+from storage.files import nearest_existing_folder, unwritable_folder
 from storage.shown import shown
 
 # Gradio recomputes a pandas summary of its last 10,000 events after every event, for its
@@ -333,11 +333,8 @@ def data_dir_refusal(data_dir: str | Path) -> str:
     in it (or, while it does not exist yet, in the nearest folder above it), checked with a
     probe file before any start-up work. A read-only data folder beside a writable database
     ended the start in a traceback, leaving a database half set up."""
-    given = Path(data_dir).absolute()
-    folder = given
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    where = "" if folder == given else f" (its nearest existing folder {str(folder)!r})"
+    folder = nearest_existing_folder(data_dir)
+    where = "" if folder == Path(data_dir).absolute() else f" (its nearest existing folder {str(folder)!r})"
     if not folder.is_dir():
         return f"the data folder {str(data_dir)!r}{where} is a file, not a folder; give --data-dir a folder"
     if why := unwritable_folder(folder):

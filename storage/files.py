@@ -137,6 +137,15 @@ def content_path(data: bytes, *, folder: str, suffix: str) -> StoredFile:
     return StoredFile(f"{folder}/{digest[:2]}/{digest}{suffix}", digest)
 
 
+def nearest_existing_folder(path: str | Path) -> Path:
+    """`path` made absolute, or, while it does not exist yet, the nearest folder above it
+    that does: where a probe (`unwritable_folder`) says whether it could be made and written."""
+    folder = Path(path).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
 def unwritable_folder(folder: Path) -> str:
     """Why nothing can be written in the existing `folder` (the OS's reason), or "": a probe
     file is made in it and removed at once."""

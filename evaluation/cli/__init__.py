@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, not_sqlite, serving
-from storage.files import unwritable_folder
+from storage.files import nearest_existing_folder, unwritable_folder
 
 
 def default_db() -> Path:
@@ -204,9 +204,7 @@ def check_data_dir(path) -> None:
 
     if is_uri(path):
         return
-    folder = Path(path).absolute()
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    folder = nearest_existing_folder(path)
     where = "" if folder == Path(path).absolute() else f" (its nearest existing folder {str(folder)!r})"
     if not folder.is_dir():
         raise ValueError(f"--data-dir {str(path)!r}{where} is a file, not a folder; give a folder")
