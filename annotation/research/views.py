@@ -547,6 +547,8 @@ def kept_leaderboards(path: str | Path, cache: LeaderboardCache | None = None) -
 #: changes a P_H, and recomputing then would take the designers' CPU for tables nobody reads.
 REFRESH_PERIOD_S = 5.0
 REFRESH_QUIET_S = 15.0
+#: Logged once when the refresher finds no database file at its path.
+LEADERBOARDS_WAIT = "the database %s is not there: kept leaderboards are refreshed again once it is back"
 
 
 def keep_leaderboards_fresh(
@@ -565,18 +567,23 @@ def keep_leaderboards_fresh(
     `connect`), but only while a leaderboard of it is kept in `cache` (default
     `DEFAULT_CACHE`); once the count has stayed the same for `quiet_s`, the kept results
     are recomputed (`LeaderboardCache.refresh`), so that the next view is served from
-    memory. The thread ends when `stop` is set (at its next look, or between two
-    recomputed results) or the database file is gone; whoever starts it should keep
-    `stop` to end it (`app.common.AppContext.close` does).
+    memory. While the database file is not at `path` (moved away, say) it waits, said once
+    in the log, and goes on when the file is back. The thread ends when `stop` is set (at
+    its next look, or between two recomputed results); whoever starts it should keep `stop`
+    to end it (`app.common.AppContext.close` does).
     """
     stop = threading.Event() if stop is None else stop
     cache = DEFAULT_CACHE if cache is None else cache
 
     def loop() -> None:
-        seen, since = None, time.monotonic()
+        seen, since, missing = None, time.monotonic(), False
         while not stop.wait(period_s):
             if not os.path.exists(path):
-                return
+                if not missing:
+                    _LOG.warning(LEADERBOARDS_WAIT, path)
+                missing = True
+                continue
+            missing = False
             if not cache.kept(path):
                 continue
             try:

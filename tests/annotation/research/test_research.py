@@ -2,6 +2,8 @@
 
 import concurrent.futures
 import contextlib
+import logging
+import os
 import threading
 import time
 
@@ -372,7 +374,9 @@ def test_a_first_look_shows_point_estimates_at_once_and_the_intervals_follow_wit
     assert cache.first_look(db, CONCEPTS, "lab", resampling=None)[1] == "current"
 
 
-def test_the_background_refresher_brings_a_kept_leaderboard_up_to_date_once_changes_settle(db, tmp_path):
+def test_the_background_refresher_brings_a_kept_leaderboard_up_to_date_once_changes_settle(
+    db, tmp_path, caplog
+):
     human_rows.store_reference(db, "lab", HUMAN, "test ratings")
     cells = {("m-red", c, "natural", 5.0): [(200, 30, 30)] for c in ("apple", "rotten apple")}
     store_segmented_run(db, tmp_path / "data", "quiet", cells)
@@ -400,10 +404,33 @@ def test_the_background_refresher_brings_a_kept_leaderboard_up_to_date_once_chan
                 break
             time.sleep(0.05)
         assert kept == [count]
+        # The file moved away and back (outside probe 89's operator): the thread waits, then goes on.
+        with caplog.at_level(logging.WARNING, logger=views.__name__):
+            os.replace(path, f"{path}.away")
+            _wait_for(lambda: any("is not there" in r.getMessage() for r in caplog.records))
+            runs.store_model_distribution(
+                db, "quiet", "m-red", "rotten apple", "natural", 5.0, HUMAN["apple"], 1, 0
+            )
+            os.replace(f"{path}.away", path)
+        assert thread.is_alive()
+        count = change_count(db)
+        _wait_for(lambda: _kept_counts(path) == [count])
     finally:
         stop.set()
         thread.join(10)
     assert not thread.is_alive()
+
+
+def _kept_counts(path: str) -> list[int]:
+    with views._LEADERBOARDS_LOCK:
+        return [c for o, (c, _) in views._LEADERBOARDS.items() if o[0] == path]
+
+
+def _wait_for(condition, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition was not met"
+        time.sleep(0.05)
 
 
 def test_views_fall_back_from_empty_designers_to_the_reference_set_that_covers_the_concepts(db, tmp_path):
