@@ -20,6 +20,7 @@ import logging
 import multiprocessing
 import os
 import select
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -47,7 +48,12 @@ def default_workers() -> int:
 
 
 def _worker_start(app_pid: int) -> None:
-    """In each worker: exit when the app process ends (the submit path is imported with this module)."""
+    """In each worker: exit when the app process ends (the submit path is imported with this module).
+
+    A terminal's Ctrl-C reaches every process of the app's group; the workers ignore it and
+    the app closes them (each printed a KeyboardInterrupt traceback and died).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         watched = os.pidfd_open(app_pid)
     except ProcessLookupError:
@@ -58,6 +64,12 @@ def _worker_start(app_pid: int) -> None:
         os._exit(0)
 
     threading.Thread(target=watch, name="watch-app", daemon=True).start()
+
+
+def _pid_after(seconds: float) -> int:
+    """This worker's process id, after `seconds` (keeps it busy so that others start)."""
+    time.sleep(seconds)
+    return os.getpid()
 
 
 class ColoringPool:
@@ -89,14 +101,16 @@ class ColoringPool:
 
         The executor starts a worker for a call only when none is idle, so a call that
         ends at once can leave the others unstarted; each round keeps every worker busy
-        for a moment, until all of them run (a few rounds at most).
+        for a moment, until all of them have answered one (a few rounds at most).
         """
+        answered: set[int] = set()
         for _ in range(20):
-            if len(self.pids()) >= self.workers:
+            pids = self.pids()
+            # A worker counts once it has answered: its start (`_worker_start`) has run.
+            if len(pids) >= self.workers and answered >= set(pids):
                 return
-            futures = [self._executor.submit(time.sleep, 0.05) for _ in range(self.workers)]
-            for future in futures:
-                future.result()
+            futures = [self._executor.submit(_pid_after, 0.05) for _ in range(self.workers)]
+            answered |= {future.result() for future in futures}
 
     def pids(self) -> list[int]:
         """Process ids of the current workers (for tests and the fault benchmark)."""

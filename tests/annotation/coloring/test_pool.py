@@ -74,3 +74,14 @@ def test_worker_count_from_the_environment(monkeypatch):
     assert default_workers() == len(os.sched_getaffinity(0))
     with pytest.raises(ValueError, match="`workers` must be a whole number >= 1"):
         ColoringPool(0)
+
+
+def test_a_ctrl_c_in_the_terminal_leaves_the_workers_to_the_app(pool):
+    """A terminal's Ctrl-C reaches every process of the app's group: the workers ignore it
+    (each printed a KeyboardInterrupt traceback and died), and the app closes them itself."""
+    pool.warm()
+    before = pool.pids()
+    for pid in before:
+        os.kill(pid, signal.SIGINT)
+    ran_in = {pool.run(os.getpid) for _ in range(6)}
+    assert ran_in <= set(before) and pool.pids() == before
