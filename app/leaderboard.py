@@ -11,8 +11,6 @@ each concept's P_H stability (`annotation.coloring.stability`).
 
 from __future__ import annotations
 
-import textwrap
-
 import gradio as gr
 
 from annotation.coloring.stability import stability_view
@@ -48,7 +46,7 @@ from evaluation.analysis.bootstrap import (
     SEED,
     Resampling,
 )
-from evaluation.analysis.results import RECOMMENDED, analysis_figures, export_analyses, pooled_cfg
+from evaluation.analysis.results import NO_SHIFTS, RECOMMENDED, analysis_figures, export_analyses, pooled_cfg
 from evaluation.analysis.robustness import CHOICES
 from evaluation.analysis.robustness import label as robustness_label
 from evaluation.analysis.tables import (
@@ -67,12 +65,6 @@ from storage.shown import shown
 NAME = "leaderboard"
 TITLE = "Leaderboards"
 ROLES = ("researcher",)
-NO_SHIFTS = (
-    "Nothing to show yet: sensitivity compares a model's shift from a base concept to its "
-    "variants (apple → rotten apple) with people's. It fills once a model has evaluated a base "
-    "concept and a variant that both have a human distribution in this source (designer "
-    "colorings; the reference sets cover base concepts only)."
-)
 TABLE1 = "Table 1: probabilistic distribution alignment"
 TABLE2 = "Table 2: dominant color alignment"
 LEGEND = (
@@ -170,10 +162,7 @@ class LeaderboardTab(Tab):
     def show(self, db, choice: SourceChoice, result, state: str, asked: Resampling | None = None) -> dict:
         """The view of `result` (`first_look`'s `state`); `asked`: the intervals being drawn
         when `result` has none yet."""
-        figs = analysis_figures(result)
-        if result.shifts.empty:
-            for name in ("sensitivity", "shift_scatter"):
-                figs[name] = _noted(figs[name], NO_SHIFTS)
+        figs = analysis_figures(result)  # Figure 4 says why it is empty (NO_SHIFTS)
         scales = ", ".join(f"{escape(m)} at {v:g}" for m, v in result.cfg.items())
         pooled = "Tables 1-2: each concept averaged over its scales; shifts: " if result.pooled else ""
         earlier = EARLIER if state == "earlier" else ""
@@ -482,21 +471,6 @@ def _point_table(table):
     if table.empty:
         return table
     return _labelled(table.round(3).reset_index().rename_axis(columns=None))
-
-
-def _noted(figure, text: str):
-    """`figure` with `text` written across its empty plot area (what would fill it)."""
-    wrapped = "<br>".join(textwrap.wrap(text, 90))
-    return figure.add_annotation(
-        text=wrapped,
-        xref="paper",
-        yref="paper",
-        x=0.5,
-        y=0.5,
-        showarrow=False,
-        font={"size": 13},
-        bgcolor="rgba(255, 255, 255, 0.9)",
-    )
 
 
 def _table(label: str, elem_id: str) -> gr.Dataframe:

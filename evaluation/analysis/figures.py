@@ -8,6 +8,8 @@ numbers, and the figure data are the inputs unchanged, so exports match the tabl
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -335,6 +337,20 @@ def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type")
     if len(undefined):
         _note_no_human_shift(fig, undefined, group, every=len(undefined) == len(sensitivity))
     return fig
+
+
+def noted(fig: go.Figure, text: str) -> go.Figure:
+    """`fig` with `text` written across its (empty) plot area, wrapped at 90 characters."""
+    return fig.add_annotation(
+        text="<br>".join(textwrap.wrap(text, 90)),
+        xref="paper",
+        yref="paper",
+        x=0.5,
+        y=0.5,
+        showarrow=False,
+        font={"size": 13},
+        bgcolor="rgba(255, 255, 255, 0.9)",
+    )
 
 
 def _note_no_human_shift(fig: go.Figure, undefined: pd.DataFrame, group: str, *, every: bool) -> None:

@@ -343,14 +343,30 @@ def with_intervals(
     )
 
 
+#: Why Tables 6-8 and Figure 4 are empty: said on the figures, in the empty CSVs and in the app.
+NO_SHIFTS = (
+    "Nothing to show yet: sensitivity compares a model's shift from a base concept to its "
+    "variants (apple → rotten apple) with people's. It fills once a model has evaluated a base "
+    "concept and a variant that both have a human distribution in this source (designer "
+    "colorings; the reference sets cover base concepts only)."
+)
+#: The tables that come from the concept shifts (`NO_SHIFTS` when there are none).
+SHIFT_TABLES = ("shifts", "sensitivity", "table6", "table7", "table8")
+
+
 def analysis_figures(result: Analyses) -> dict[str, go.Figure]:
     """Figure 5 (CFG sweep), Figure 4 left (sensitivity bars) and right (shift scatter);
-    the sweep and the bars carry error bars where `result` has intervals."""
-    return {
+    the sweep and the bars carry error bars where `result` has intervals. Without concept
+    shifts, Figure 4's plots say why they are empty (`NO_SHIFTS`)."""
+    figs = {
         "cfg_sweep": figures.cfg_sweep_figure(result.sweep),
         "sensitivity": figures.sensitivity_bars(result.sensitivity, group="modifier_type"),
         "shift_scatter": figures.shift_scatter(result.shifts),
     }
+    if result.shifts.empty:
+        for name in ("sensitivity", "shift_scatter"):
+            figures.noted(figs[name], NO_SHIFTS)
+    return figs
 
 
 def _write(directory: Path, name: str, suffix: str, data: bytes) -> Path:
@@ -409,6 +425,7 @@ def export_analyses(
         the sweep and the sensitivity carry their interval columns; Tables 1-2 and the
         ranking also the level, resample count and seed (`with_resampling`), Tables 1-2
         what their numbers come from (`with_provenance`, `source` the human source's name).
+        Without concept shifts, the shift tables hold one ``note`` saying why (`NO_SHIFTS`).
     """
     directory = Path(directory)
     paths = []
@@ -424,6 +441,8 @@ def export_analyses(
             index = field.name in ("table6", "table7", "table8")
             if value.empty and field.name.endswith(("_ci", "ranking")):
                 continue
+            if field.name in SHIFT_TABLES and result.shifts.empty:
+                value, index = pd.DataFrame({"note": [NO_SHIFTS]}), False  # a bare header said nothing
             paths.append(_write(directory, field.name, ".csv", csv_text(value, index=index).encode("utf-8")))
     for name, fig in figs.items():
         page = fig.to_html(include_plotlyjs=True, full_html=True, div_id=name)

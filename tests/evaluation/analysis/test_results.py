@@ -6,6 +6,7 @@ from numpy.testing import assert_allclose
 
 import storage
 from evaluation.analysis.results import (
+    NO_SHIFTS,
     RECOMMENDED,
     analyses,
     analysis_figures,
@@ -140,6 +141,23 @@ def test_exports_hold_the_tables_and_the_figures(stored, tmp_path):
     assert set(table1["source"]) == {"test-human"} and set(table1["runs"]) == {"grid"}
     assert set(table1["cfg"]) == {5.0} and set(table1["resampled_concepts"]) == {3}
     assert set(table1["n_resamples"]) == {1000} and set(table1["seed"]) == {0}
+
+
+def test_an_export_without_concept_shifts_says_why_its_shift_tables_and_figure_4_are_empty(stored, tmp_path):
+    """Base concepts only (a reference set's): Tables 6-8 were a bare header row and Figure 4
+    two blank plots in the export; the app's view said why, the files did not."""
+    db, _ = stored
+    base = {c: p for c, p in HUMAN.items() if c != "rotten apple"}
+    result = analyses(runs.model_distributions(db), base, CONCEPTS)
+    assert result.shifts.empty
+    figs = analysis_figures(result)
+    for name in ("sensitivity", "shift_scatter"):
+        assert NO_SHIFTS in [a.text.replace("<br>", " ") for a in figs[name].layout.annotations]
+    exported = export_analyses(result, figs, tmp_path, source="test-human")
+    paths = {p.name.rsplit("-", 1)[0] + p.suffix: p for p in exported}
+    for name in ("shifts", "sensitivity", "table6", "table7", "table8"):
+        assert pd.read_csv(paths[f"{name}.csv"]).to_dict("list") == {"note": [NO_SHIFTS]}
+    assert set(pd.read_csv(paths["table1.csv"])["model"]) == {"m-red", "m-green"}  # the rest as before
 
 
 def test_a_csv_row_names_the_runs_at_its_scale_and_the_concepts_its_intervals_draw_from(stored, tmp_path):
