@@ -301,5 +301,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"accuracy (%) per object category (color_name prompts), {args.scoring} rules:")
         print(category_accuracy(images).to_string())
     if args.table is not None:
-        print(f"table written to {write_csv(table, args.table)}")
+        # What its numbers are, as the printed heading says: a CSV alone did not.
+        described = table.assign(unit="% of generated images", rules=args.scoring, run=args.run)
+        print(f"table written to {write_csv(described, args.table)}")
     return 0

@@ -104,8 +104,10 @@ def test_explicit_runs_end_to_end_and_resumes(tmp_path, models, capsys):
     }
     table = pd.read_csv(tmp_path / "table.csv", index_col=0)
     assert list(table.index) == ["tiny-random"]
-    assert list(table.columns) == ["color_name", "multi_object", "average"]
-    assert ((table >= 0) & (table <= 100)).all().all()
+    assert list(table.columns) == ["color_name", "multi_object", "average", "unit", "rules", "run"]
+    assert table[["unit", "rules", "run"]].values.tolist() == [["% of generated images", "paper", "x"]]
+    accuracy = table[["color_name", "multi_object", "average"]]
+    assert ((accuracy >= 0) & (accuracy <= 100)).all().all()
 
     assert _explicit(tmp_path, models) == 0
     again = capsys.readouterr().out
