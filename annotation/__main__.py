@@ -1,5 +1,5 @@
 """Command line: ``python -m annotation export DIR``, ``backup DIR``, ``restore DIR``,
-``set-admin-password`` and ``check-distributions [--repair]``.
+``set-admin-password``, ``check-distributions [--repair]`` and ``erase-platform-ids WHO``.
 
 The database is ``--db PATH``, else ``$COLORCONCEPT_DB``, else ``data/colorconcept.sqlite``;
 the data folder is ``--data-dir``, else ``$COLORCONCEPT_DATA_DIR``, else ``data/``.
@@ -22,7 +22,9 @@ from annotation import backup
 from annotation.coloring import ground_truth
 from annotation.errors import AnnotationError
 from annotation.export import export
+from annotation.people.accounts import Actor
 from annotation.people.passwords import set_admin_password
+from annotation.study import crowd
 from storage import (
     DEFAULT_DATA_DIR,
     DEFAULT_DB_PATH,
@@ -36,6 +38,9 @@ from storage import (
     unwritable,
 )
 from storage.schema import MIGRATIONS
+
+#: Who the audit log names for what a command does.
+COMMAND_LINE = Actor(None, "admin (command line)", frozenset({"admin"}))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -78,6 +83,19 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--repair", action="store_true", help="also rewrite the stored samples and P_H from the images"
     )
+    erase = commands.add_parser(
+        "erase-platform-ids",
+        help="at a crowd participant's request: erase their platform ids and close their account",
+        description="Erase a crowd participant's platform ids (their id, the platform's study and "
+        "session ids, the address) and close their account, in one transaction; their votes stay "
+        "under their pseudonym. Earlier exports, backups and payment files are not changed.",
+        **shared,
+    )
+    erase.add_argument("who", help="their pseudonym (P0016) or their platform id")
+    erase.add_argument(
+        "--link", type=int, default=None, help="the study link, when the id joined more than one"
+    )
+    erase.add_argument("--why", required=True, help="whose request this is (goes to the audit log)")
     save = commands.add_parser(
         "backup",
         help="consistent copy of the database and its files, with a manifest of hashes (safe while serving)",
@@ -154,7 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("export", "backup") and (why := _inside_data_folder(args.folder, args.data_dir)):
         print(f"error: {why}", file=sys.stderr)
         return 2
-    if args.command in ("export", "check-distributions", "backup") and not Path(args.db).is_file():
+    if (
+        args.command in ("export", "check-distributions", "backup", "erase-platform-ids")
+        and not Path(args.db).is_file()
+    ):
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
         return 2
     if not_sqlite(args.db):
@@ -184,6 +205,14 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         if args.command == "check-distributions":
             return _check_distributions(db, args.data_dir, args.repair)
+        if args.command == "erase-platform-ids":
+            person = crowd.erase_platform_ids(db, args.who, COMMAND_LINE, args.why, link_id=args.link)
+            print(
+                f"erased the platform ids of annotator {person['annotator_id']} (link {person['link_id']}, "
+                f"status {person['status']}); their account is closed. Earlier exports, backups and "
+                f"payment files (exports/crowd-{person['link_id']}/) still hold them: delete or amend those by hand"
+            )
+            return 0
         if args.command == "export":
             summary = export(db, args.data_dir, args.folder, external_ids=args.external_ids)
             print(

@@ -59,10 +59,13 @@ from annotation.errors import (
 from annotation.people.accounts import (
     Actor,
     Session,
+    annotator_id_of,
     create_annotators,
+    get_annotator,
     hash_token,
     login_with_invite,
     new_invite,
+    revoke_annotator,
 )
 from annotation.study.design import GROUND_TRUTH, get_study
 from annotation.study.judging import progress
@@ -774,6 +777,83 @@ def mark_returned(
         person = _finish(db, rows[0], "returned", utcnow() if now is None else now)
         audit.record(db, actor.pseudonym, "crowd_returned", "annotator", person["annotator_id"], now=now)
     return person
+
+
+#: What an erased participant's ``external_id`` reads (unique per link, as the column must be).
+ERASED_ID = "(erased {annotator_id})"
+
+
+def erase_platform_ids(
+    db: sqlite_utils.Database,
+    who: str,
+    actor: Actor,
+    why: str,
+    *,
+    link_id: int | None = None,
+    now: dt.datetime | None = None,
+) -> dict:
+    """Erase a crowd participant's platform ids at their request, and close their account.
+
+    `who` is their pseudonym (``P0016``) or their platform id (with `link_id` when more
+    than one link has it). In one transaction: the account is closed as *Close account*
+    closes it (sessions and link ended, their place freed), and their ``crowd_participants``
+    row keeps status, times and consent but loses the platform id (`ERASED_ID`), the
+    platform's study and session ids and the address. Their votes stay, under the pseudonym.
+    The same platform id joining again is someone new to the app. Returns the row.
+
+    Raises
+    ------
+    InvalidInput
+        `who` or `why` is empty.
+    NotFound
+        Nobody with that pseudonym or platform id came through a link.
+    Conflict
+        The platform id is on more than one link and `link_id` is not given, or their
+        ids are erased already.
+    """
+    check_text(why, "why")
+    if not (why or "").strip():
+        raise InvalidInput("`why` is empty: say whose request this is (it goes to the audit log)")
+    who = (who or "").strip()
+    if not who:
+        raise InvalidInput("`who` is empty: give the participant's pseudonym (P0016) or platform id")
+    now = utcnow() if now is None else now
+    with transaction(db):
+        found = annotator_id_of(db, who)
+        if found is not None:
+            rows = list(db["crowd_participants"].rows_where("annotator_id = ?", [found]))
+        else:
+            where, values = "external_id = ?", [who]
+            if link_id is not None:
+                where, values = where + " and link_id = ?", [who, link_id]
+            rows = list(db["crowd_participants"].rows_where(where, values))
+        if not rows:
+            on = "" if link_id is None else f" on link {link_id}"
+            raise NotFound(f"no crowd participant is called or has the platform id {shown(who)}{on}")
+        if len(rows) > 1:
+            links = ", ".join(str(r["link_id"]) for r in rows)
+            raise Conflict(f"the platform id {shown(who)} joined links {links}: give --link; nothing changed")
+        person = rows[0]
+        annotator_id = person["annotator_id"]
+        if person["external_id"] == ERASED_ID.format(annotator_id=annotator_id):
+            raise Conflict(
+                f"the platform ids of annotator {annotator_id} are erased already; nothing changed"
+            )
+        if get_annotator(db, annotator_id)["status"] != "revoked":
+            revoke_annotator(db, annotator_id, actor, why, now=now)
+        update_rows(
+            db,
+            "crowd_participants",
+            {"annotator_id": annotator_id},
+            {
+                "external_id": ERASED_ID.format(annotator_id=annotator_id),
+                "platform_study_id": None,
+                "platform_session_id": None,
+                "address": None,
+            },
+        )
+        audit.record(db, actor.pseudonym, "erase_platform_ids", "annotator", annotator_id, why, now=now)
+    return db["crowd_participants"].get(annotator_id)
 
 
 def expire_overdue(

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from annotation import assignment
-from annotation.errors import Conflict, InvalidInput, InvalidToken
+from annotation.__main__ import main
+from annotation.errors import Conflict, InvalidInput, InvalidToken, NotFound
 from annotation.people.accounts import Actor, create_annotators, login_with_invite, require, revoke_annotator
 from annotation.study import crowd, judging
 from annotation.study import design as study
@@ -664,3 +665,66 @@ def test_a_v14_database_gains_the_consent_columns_and_its_people_are_asked(tmp_p
     with pytest.raises(Conflict, match="consent text and choose I agree"):
         crowd.check_active(db, actor, now=T0)
     assert crowd.consent(db, actor, True, now=T0).consented == iso(T0)
+
+
+def test_erasing_a_participants_platform_ids_closes_their_account_and_keeps_their_votes(
+    setup, tmp_path, capsys
+):
+    """Outside probe 94: deleting the row as the docs said left the person signed in, and the
+    same id joined again as a new participant; the command closes the account in the same step."""
+    db, study_id = setup
+    link, token = _link(db, study_id)
+    joined = _join(db, token, "PIDerase1", minutes_ago=5)
+    person = _actor(db, joined)
+    crowd.consent(db, person, True, now=T0 - dt.timedelta(minutes=4))
+    judged = _judge(db, person, 2, at=T0 - dt.timedelta(minutes=3))
+    votes = db.execute(
+        "select count(*) from judgments where participant_id = ?", [person.annotator_id]
+    ).fetchone()
+    assert judged == 2 and votes == (2,)
+    before = _dump(db)
+    with pytest.raises(InvalidInput, match="`why` is empty"):
+        crowd.erase_platform_ids(db, "PIDerase1", ADMIN, " ")
+    with pytest.raises(NotFound, match="no crowd participant is called or has the platform id 'nobody'"):
+        crowd.erase_platform_ids(db, "nobody", ADMIN, "their request")
+    assert _dump(db) == before  # the refusals wrote nothing
+    row = crowd.erase_platform_ids(db, person.pseudonym.lower(), ADMIN, "their e-mail of 2 Dec", now=T0)
+    assert (row["external_id"], row["platform_study_id"], row["platform_session_id"], row["address"]) == (
+        f"(erased {person.annotator_id})",
+        None,
+        None,
+        None,
+    )
+    assert row["consented"] and row["started"] and row["status"] == "account_closed"
+    assert "PIDerase1" not in json.dumps(_dump(db)) and "sess-PIDerase1" not in json.dumps(_dump(db))
+    with pytest.raises(InvalidToken):
+        require(db, joined.session.token, now=T0)  # signed out at once
+    assert db.execute(
+        "select count(*) from judgments where participant_id = ?", [person.annotator_id]
+    ).fetchone() == (2,)
+    (audit,) = db.execute("select actor, why from audit where action = 'erase_platform_ids'").fetchall()
+    assert audit == ("admin", "their e-mail of 2 Dec")
+    with pytest.raises(Conflict, match="erased already"):
+        crowd.erase_platform_ids(db, person.pseudonym, ADMIN, "again")
+    # The same platform id is someone new to the app now.
+    again = _join(db, token, "PIDerase1")
+    assert not again.resumed and _actor(db, again).annotator_id != person.annotator_id
+
+
+def test_the_command_line_erases_by_platform_id_on_the_link_given(setup, tmp_path, capsys):
+    db, study_id = setup
+    _, token = _link(db, study_id)
+    _link(db, study_id, label="second")
+    _join(db, token, "PIDone")
+    _join(db, token, "PIDtwo")
+    db_path = str(db.execute("pragma database_list").fetchone()[2])
+    base = ["--db", db_path, "--data-dir", str(tmp_path / "data"), "erase-platform-ids"]
+    assert main([*base, "PIDone", "--why", "asked by e-mail"]) == 0
+    assert "erased the platform ids of annotator" in capsys.readouterr().out
+    assert main([*base, "PIDtwo", "--link", "2", "--why", "asked"]) == 1
+    assert "has the platform id 'PIDtwo' on link 2" in capsys.readouterr().err
+    assert main([*base, "PIDtwo", "--link", "1", "--why", "asked"]) == 0
+    rows = list(db["crowd_participants"].rows)
+    assert [r["external_id"] for r in rows] == [f"(erased {r['annotator_id']})" for r in rows] and len(
+        rows
+    ) == 2
