@@ -40,6 +40,13 @@ SEGMENT_BATCH = 8
 #: Segmenter presets: the paper's models, or tiny random ones the project builds (tests, demos).
 SEGMENTER_PRESETS = ("paper", "tiny-random")
 JOB_STATES = ("queued", "running", "cancelling", "finished", "cancelled", "failed", "idle")
+#: Why a run has nothing to cancel, by its job state ("idle" read as if work were left).
+_NOT_ACTIVE = {
+    "finished": "its job finished",
+    "cancelled": "its job was cancelled",
+    "failed": "its job failed",
+    "idle": "no job of it has run since this server started",
+}
 #: Where a job's stages can run (see `ExecutorChoice`).
 EXECUTORS = ("in-process", "ray")
 
@@ -582,7 +589,9 @@ class JobManager:
         with self._lock:
             state = self._states.get(run, JobState("idle"))
             if not state.active:
-                raise JobError(f"run {run!r} has no queued or running job to cancel (it is {state.state})")
+                raise JobError(
+                    f"run {run!r} has no queued or running job to cancel ({_NOT_ACTIVE[state.state]})"
+                )
             self._stop[run].set()
             self._states[run] = JobState("cancelling", state.stage)
             return self._states[run]

@@ -168,7 +168,9 @@ def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tm
             client.predict(
                 researcher, "evil", handle_file(str(archive)), "", *TINY, api_name="/evaluate_import"
             )
-        with pytest.raises(AppError, match="has no queued or running job to cancel"):
+        with pytest.raises(
+            AppError, match=r"run 'ext' has no queued or running job to cancel \(its job finished\)"
+        ):
             client.predict(researcher, "ext", api_name="/evaluate_cancel")
         with pytest.raises(AppError, match=r"^no run named 'nonexistent'; known runs, newest first: ext"):
             client.predict(researcher, "nonexistent", api_name="/evaluate_cancel")

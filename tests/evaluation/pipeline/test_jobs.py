@@ -190,3 +190,14 @@ def test_segmenter_presets_check_their_thresholds(tmp_path):
         segmenter_preset("sam2", tmp_path)
     with pytest.raises(ValueError, match=r"`box_threshold` must be in \[0, 1\]"):
         segmenter_preset("paper", tmp_path, 1.5)
+
+
+def test_cancelling_a_run_with_no_job_says_none_ran_here_not_that_it_is_idle(tmp_path):
+    """Outside probe 94: "(it is idle)" read as if the run had work left."""
+    manager = JobManager(lambda: contextlib.nullcontext(None), tmp_path, device="cpu")
+    with pytest.raises(
+        JobError,
+        match=r"^run 'old' has no queued or running job to cancel \(no job of it has run since this server started\)$",
+    ):
+        manager.cancel("old")
+    manager.close(0)
