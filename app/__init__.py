@@ -53,7 +53,7 @@ from app.common import BROWSER_STATE_KEY, PLUMBING, AppContext, as_gr_error, aud
 from app.config import AppConfig
 from app.health import Health
 from app.tabs import SessionReactions
-from storage.files import nearest_existing_folder, unwritable_folder
+from storage.files import file_in_the_way, nearest_existing_folder, unwritable_folder
 from storage.shown import shown
 
 # Gradio recomputes a pandas summary of its last 10,000 events after every event, for its
@@ -333,10 +333,10 @@ def data_dir_refusal(data_dir: str | Path) -> str:
     in it (or, while it does not exist yet, in the nearest folder above it), checked with a
     probe file before any start-up work. A read-only data folder beside a writable database
     ended the start in a traceback, leaving a database half set up."""
+    if in_the_way := file_in_the_way(data_dir):
+        return f"the data folder {str(data_dir)!r} {in_the_way}; give --data-dir a folder"
     folder = nearest_existing_folder(data_dir)
     where = "" if folder == Path(data_dir).absolute() else f" (its nearest existing folder {str(folder)!r})"
-    if not folder.is_dir():
-        return f"the data folder {str(data_dir)!r}{where} is a file, not a folder; give --data-dir a folder"
     if why := unwritable_folder(folder):
         return (
             f"nothing can be written in the data folder {str(data_dir)!r}{where} ({why}); give --data-dir "

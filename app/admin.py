@@ -912,7 +912,8 @@ def _pilot_line(db) -> str:
     # A designer's held tasks stay theirs (one may be on screen, half colored): they come first
     # (an outside tester read "before any other" as at once: outsider 79).
     return (
-        f"Pilot: designers get these {len(keys)} concepts before any other, once they have colored "
+        f"Pilot: designers get {'this concept' if len(keys) == 1 else f'these {len(keys)} concepts'} "
+        "before any other, once they have colored "
         f"the up to {RESERVE_AHEAD} tasks each holds already: {_named(keys)}."
     )
 

@@ -146,6 +146,17 @@ def nearest_existing_folder(path: str | Path) -> Path:
     return folder
 
 
+def file_in_the_way(path: str | Path) -> str:
+    """Why `path` cannot be a folder because of a plain file, or "": it is one ("is a plain
+    file"), or one lies on its way ("lies under the plain file '…'")."""
+    folder = nearest_existing_folder(path)
+    if folder.is_dir():
+        return ""
+    if folder == Path(path).absolute():
+        return "is a plain file, not a folder"
+    return f"lies under the plain file {str(folder)!r}"
+
+
 def unwritable_folder(folder: Path) -> str:
     """Why nothing can be written in the existing `folder` (the OS's reason), or "": a probe
     file is made in it and removed at once."""

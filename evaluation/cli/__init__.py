@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, not_sqlite, serving
-from storage.files import nearest_existing_folder, unwritable_folder
+from storage.files import file_in_the_way, nearest_existing_folder, unwritable_folder
 
 
 def default_db() -> Path:
@@ -204,10 +204,9 @@ def check_data_dir(path) -> None:
 
     if is_uri(path):
         return
+    if in_the_way := file_in_the_way(path):
+        raise ValueError(f"--data-dir {str(path)!r} {in_the_way}; give a folder")
     folder = nearest_existing_folder(path)
-    where = "" if folder == Path(path).absolute() else f" (its nearest existing folder {str(folder)!r})"
-    if not folder.is_dir():
-        raise ValueError(f"--data-dir {str(path)!r}{where} is a file, not a folder; give a folder")
     if why := unwritable_folder(folder):
         raise ValueError(
             f"--data-dir {str(path)!r}: nothing can be written in {str(folder)!r} ({why}); give a "

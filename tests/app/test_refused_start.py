@@ -120,3 +120,22 @@ def test_the_app_refuses_a_data_folder_it_cannot_write_before_making_the_databas
         "system); give --data-dir a folder this user may write in (nothing was written)."
     )
     assert not (tmp_path / "db.sqlite").exists()
+
+
+def test_a_data_folder_that_is_or_lies_under_a_plain_file_is_named_as_such(tmp_path):
+    """It read "(its nearest existing folder '…/file') is a file, not a folder" (outside probe 94)."""
+    plain = tmp_path / "plain"
+    plain.write_text("x")
+    for data_dir, why in (
+        (plain, "is a plain file, not a folder"),
+        (plain / "data", f"lies under the plain file {str(plain)!r}"),
+    ):
+        with pytest.raises(SystemExit) as raised:
+            app_script().main(
+                ["--db", str(tmp_path / "db.sqlite"), "--data-dir", str(data_dir), "--port", str(free_port())]
+            )
+        assert (
+            raised.value.code
+            == f"Refusing to start: the data folder {str(data_dir)!r} {why}; give --data-dir a folder."
+        )
+    assert not (tmp_path / "db.sqlite").exists()

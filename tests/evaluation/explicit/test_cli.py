@@ -165,7 +165,7 @@ def test_a_data_dir_that_is_a_file_or_cannot_be_written_is_refused_before_the_ru
     explicit = _explicit_argv(tmp_path, models)
     assert main([*explicit, *storage, str(afile / "data")]) == 2
     assert re.search(
-        r"--data-dir '.*afile/data' \(its nearest existing folder '.*afile'\) is a file, not a folder",
+        r"--data-dir '.*afile/data' lies under the plain file '.*afile'; give a folder",
         capsys.readouterr().err,
     )
     assert main([*explicit, *storage, "/proc/data"]) == 2
