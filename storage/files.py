@@ -110,6 +110,16 @@ def resolve(data_dir: str | Path, relative: str) -> Path:
     return target
 
 
+def is_stored(root: Path, relative: str) -> bool:
+    """Whether the file `relative` is in the data folder whose resolved path is `root`.
+
+    Checks the text as `resolve` does (`FileRefused`) but not where links lead: about 15
+    times cheaper, for checking every file of a run (200,000 items at full size). A link
+    out of the data folder counts as there; `resolve` refuses it when the file is read.
+    """
+    return os.path.isfile(os.path.join(root, _check_relative(relative)))
+
+
 def content_path(data: bytes, *, folder: str, suffix: str) -> StoredFile:
     """Where the store keeps `data`: ``<folder>/<sha[:2]>/<sha><suffix>`` and the sha256.
 
