@@ -134,18 +134,24 @@ _PANELS_JS = """(strip, colorings) => {
   show('participant_truth_strip', strip != null);
   show('participant_colorings', Array.isArray(colorings) && colorings.length > 0);
 }"""
-# Keyboard shortcuts; capture phase, so tab-list arrow keys do not also switch tabs.
+# Keyboard shortcuts, in the capture phase. An arrow key answers only where it has no use of its
+# own: on the page, the answer buttons or a part that takes no keys; on another control (an image
+# gallery's thumbnail, a tab, a link) it is that control's (it answered trials while a keyboard
+# user browsed the model images: outsider 95).
 _KEYS_JS = """
 if (!window.__participantKeys) {
   window.__participantKeys = true;
   const keys = {ArrowLeft: 'participant_left', '1': 'participant_left',
                 ArrowRight: 'participant_right', '2': 'participant_right'};
+  const controls = 'button, a[href], summary, [tabindex]:not([tabindex="-1"]), [role]';
   document.addEventListener('keydown', (event) => {
     const id = keys[event.key];
     const target = event.target;
     if (!id || event.repeat || event.ctrlKey || event.metaKey || event.altKey) return;
     if (target && (target.isContentEditable ||
                    ['INPUT', 'TEXTAREA', 'SELECT'].includes(target.tagName))) return;
+    if (event.key.startsWith('Arrow') && target && target !== document.body && target.matches(controls) &&
+        !target.closest('#participant_left, #participant_right')) return;
     const button = document.getElementById(id);
     if (!button || button.disabled || button.offsetParent === null) return;
     event.preventDefault();
