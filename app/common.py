@@ -78,7 +78,8 @@ MAX_WHOLE = 10**18 - 1  # within SQLite's 64-bit integers, so an id never overfl
 # class `PLUMBING`: Gradio 6 shows a ``visible="hidden"`` component that sits in a tab.
 PLUMBING = "plumbing"
 # Primary buttons and the selected tab in a darker orange (Tailwind's orange-700): Gradio's
-# orange-500 under white text is 2.8:1, below WCAG AA's 4.5:1; this is 5.2:1.
+# orange-500 under white text is 2.8:1, below WCAG AA's 4.5:1; this is 5.2:1. The red ones
+# (*Inconsistent*, *Close account*) in red-700, 6.5:1 (red-500 was 3.8:1: outsider 95).
 # A table inside `empty_note` shows its note, not bare headers, while it has no rows
 # (Gradio marks an empty table's container ``no-rows``). Keyboard focus shows as a 3 px
 # blue ring: Gradio's 1 px grey outline was hardly visible on the orange buttons.
@@ -87,6 +88,8 @@ CSS = """
   --button-primary-background-fill: #c2410c; --button-primary-background-fill-hover: #9a3412;
   --button-primary-border-color: #c2410c; --button-primary-border-color-hover: #9a3412;
   --color-accent: #c2410c;
+  --button-cancel-background-fill: #b91c1c; --button-cancel-background-fill-hover: #991b1b;
+  --button-cancel-border-color: #b91c1c; --button-cancel-border-color-hover: #991b1b;
 }
 .plumbing { display: none !important; }
 .visually-hidden { position: absolute !important; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }

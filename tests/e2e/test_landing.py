@@ -139,6 +139,9 @@ def test_a_reload_reopens_the_last_tab_unless_a_link_or_a_sign_out_came_between(
         # White on the primary buttons' orange, and the selected tab's label, pass WCAG AA (4.5:1).
         assert contrast(page.locator("#leaderboard_show")) >= 4.5
         assert contrast(page.get_by_role("tab", name="Leaderboards")) >= 4.5
+        page.get_by_role("tab", name="Admin").click()  # and on the red ones (3.8:1 before)
+        assert contrast(page.locator("#admin_revoke")) >= 4.5
+        page.get_by_role("tab", name="Leaderboards").click()
         # A narrow window puts the admin's last tabs in Gradio's overflow menu; one opened
         # from there comes back too.
         page.set_viewport_size({"width": 800, "height": 900})
