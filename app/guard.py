@@ -20,7 +20,8 @@ anything else refused (403), including every route a new Gradio adds until it is
 The guard answers two requests itself: `HEALTH` (``/healthz``: 200 once the app serves and can
 take work, 503 before, and while its disk is full or its database takes no write:
 `app.health`) and ``HEAD /``, Gradio's start-up check, which must answer within 3 s however busy
-the machine is (rendering the page may not). It refuses a join of the queue, or a call
+the machine is (rendering the page may not); and a request for a session's results stream
+(`QUEUE_DATA`) while nothing of that session is waiting (404). It refuses a join of the queue, or a call
 (`EVENT_CALLS`), that names an event index the app has none of (422: Gradio's refusal logged a traceback per call),
 and a served file's answer carries the file's own headers only (`FILE_ANSWER_HEADERS`: Gradio
 copied every header of a ``Range`` request into its answer).
@@ -169,6 +170,10 @@ work (`app.health.Health`), else 503 "starting" or "cannot take work: <why>"."""
 _API = "/gradio_api"
 QUEUE_JOIN = _API + "/queue/join"
 """The route a page's events join Gradio's queue by, naming the event by its index."""
+QUEUE_DATA = _API + "/queue/data"
+"""The stream of a session's results: answered 404 by the guard while nothing of the session is
+waiting (Gradio's own 404 came after its stream had started, with a 6 kB traceback in the log
+per request, no session needed: outside probe 96)."""
 EVENT_CALLS = frozenset(
     {
         QUEUE_JOIN,
@@ -591,6 +596,8 @@ class Guard:
         token = _cookie(scope, COOKIE)
         if kind == PAGE and route.path in EVENT_CALLS:
             await self._event_call(scope, receive, send)
+        elif kind == PAGE and route.path == QUEUE_DATA and not _waiting(scope):
+            await _answer(send, 404, "Nothing of this session is waiting: join the queue first.")
         elif kind == PAGE or kind == PACKAGE and _inside(params):
             await self.app(scope, receive, send)
         elif kind == FILE:
@@ -765,6 +772,13 @@ def _inside(params: dict) -> bool:
         not PurePosixPath(str(v)).is_absolute() and ".." not in PurePosixPath(str(v)).parts
         for v in params.values()
     )
+
+
+def _waiting(scope) -> bool:
+    """Whether the ``session_hash`` of a request for the results stream has any waiting."""
+    hashes = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash", [])
+    pending = scope["app"].get_blocks()._queue.pending_messages_per_session
+    return len(hashes) == 1 and hashes[0] in pending
 
 
 async def _answer(send, status: int, text: str) -> None:

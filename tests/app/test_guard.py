@@ -602,6 +602,14 @@ def test_a_join_of_an_event_the_server_does_not_run_is_refused_in_one_line_witho
         ), route
     # What is not a join Gradio reads passes on, to Gradio's own refusal.
     assert httpx.post(f"{world.url}gradio_api/queue/join", content=b"{not json").status_code == 422
+    # A results stream of a session with nothing waiting: Gradio's 404 came after its stream had
+    # started, and logged a 6 kB traceback per request, no session needed (outside probe 96).
+    for query in ("session_hash=nosuch1", "", "session_hash=a&session_hash=b"):
+        stream = httpx.get(f"{world.url}gradio_api/queue/data?{query}")
+        assert (stream.status_code, stream.text) == (
+            404,
+            "Nothing of this session is waiting: join the queue first.",
+        ), query
     assert world.call("admin_coverage", world.admin)  # the app serves on; its log is written by now
     assert "Traceback" not in world.log.read_bytes()[log_before:].decode("utf-8", "replace")
 
