@@ -326,7 +326,7 @@ def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[
         if isinstance(text, str) and not invite_token(text):
             # Nothing to check: a press on an empty box is no guess, and not a failure.
             raise InvalidInput("the invite box is empty: paste the invite link (or its code) you were sent")
-        throttle.check(db, address)
+        throttle.check(db, address, "invite")
         try:
             check_length(text, "invite link", MAX_LINK)
             session = login_with_invite(db, invite_token(text), session_days=ctx.config.session_days)
@@ -344,7 +344,7 @@ def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[st
     Unknown link tokens count as failed sign-ins of `address` (`annotation.people.throttle`);
     new people per address are limited by the link (`annotation.study.crowd.join`)."""
     with shown_errors("join_open_link"), ctx.db() as db:
-        throttle.check(db, address)
+        throttle.check(db, address, "study link")
         try:
             joined = crowd.join(db, crowd.one_param(params, "study") or "", params, address=address)
         except InvalidToken:
@@ -397,12 +397,12 @@ def sign_in_as_admin(ctx: AppContext, password: str, address: str = "") -> tuple
     with shown_errors("login_admin"), _organiser_told(), ctx.db() as db:
         if password in ("", None):  # no attempt: an API client may send None
             raise InvalidInput("the password box is empty: type the admin password")
-        throttle.check(db, address)
+        throttle.check(db, address, throttle.ADMIN_PASSWORD)
         try:
             check_length(password, "password", passwords.MAX_LENGTH)
             session = login_admin(db, password)
         except (PermissionDenied, InvalidInput):
-            throttle.record_failure(db, address, "admin password")
+            throttle.record_failure(db, address, throttle.ADMIN_PASSWORD)
             raise
     return session.token, "Signed in as **admin**."
 

@@ -6,8 +6,12 @@ the admin sees the recent failures. Within `WINDOW_S`:
 
 - an address has `FREE_FAILURES` failures free; after the n-th failure beyond them it
   waits ``2 ** n`` seconds (capped at `MAX_WAIT_S`) before its next attempt is heard;
-- when all addresses together fail `GLOBAL_FAILURES` times (a spread-out guessing
-  attack), every attempt waits `GLOBAL_WAIT_S` after the latest failure.
+- when all addresses together fail the admin password `GLOBAL_FAILURES` times (a
+  spread-out guessing attack), every admin-password attempt waits `GLOBAL_WAIT_S` after
+  the latest such failure. Invite and study-link tokens carry 256 random bits: no number
+  of addresses guesses one, so their sign-ins wait for their own address alone (a
+  global wait over every sign-in let anyone keep everyone out, with a wrong code from a
+  new address every 30 s: outside probe 96).
 
 A refused (throttled) attempt is not checked at all, so it cannot succeed and does
 not count as a failure.
@@ -34,19 +38,24 @@ FREE_FAILURES = 5
 MAX_WAIT_S = 15 * 60.0
 GLOBAL_FAILURES = 200
 GLOBAL_WAIT_S = 30.0
+ADMIN_PASSWORD = "admin password"
+"""The kind of sign-in that the global wait slows (a guessable secret)."""
 
 
 class Throttled(AnnotationError):
     """Too many failed sign-ins: the caller must wait before trying again."""
 
 
-def wait_s(db: sqlite_utils.Database, address: str, *, now: dt.datetime | None = None) -> float:
-    """Seconds `address` must wait before its next sign-in attempt is heard (0: none)."""
-    return max(_waits(db, address, utcnow() if now is None else now))
+def wait_s(
+    db: sqlite_utils.Database, address: str, kind: str = ADMIN_PASSWORD, *, now: dt.datetime | None = None
+) -> float:
+    """Seconds `address` must wait before its next sign-in attempt of `kind` is heard (0: none)."""
+    return max(_waits(db, address, kind, utcnow() if now is None else now))
 
 
-def _waits(db, address: str, now: dt.datetime) -> tuple[float, float]:
-    """Seconds to wait for `address`'s own failures, and for everyone's together (each >= 0)."""
+def _waits(db, address: str, kind: str, now: dt.datetime) -> tuple[float, float]:
+    """Seconds to wait for `address`'s own failures, and for everyone's admin-password
+    failures together (0 for another `kind`; each >= 0)."""
     since = iso(now - dt.timedelta(seconds=WINDOW_S))
     count, last = db.execute(
         "select count(*), max(created) from audit where action = ? and object_id = ? and created > ?",
@@ -56,23 +65,31 @@ def _waits(db, address: str, now: dt.datetime) -> tuple[float, float]:
     if count > FREE_FAILURES:
         backoff = min(MAX_WAIT_S, 2.0 ** (count - FREE_FAILURES))
         own = max(0.0, backoff - (now - parse_iso(last)).total_seconds())
+    if kind != ADMIN_PASSWORD:
+        return own, everyone
     total, latest = db.execute(
-        "select count(*), max(created) from audit where action = ? and created > ?", [ACTION, since]
+        "select count(*), max(created) from audit where action = ? and created > ? "
+        "and json_extract(details, '$.kind') = ?",
+        [ACTION, since, ADMIN_PASSWORD],
     ).fetchone()
     if total >= GLOBAL_FAILURES:
         everyone = max(0.0, GLOBAL_WAIT_S - (now - parse_iso(latest)).total_seconds())
     return own, everyone
 
 
-def check(db: sqlite_utils.Database, address: str, *, now: dt.datetime | None = None) -> None:
-    """Raise `Throttled` while `address` must wait; the message says whose failures it waits for."""
-    own, everyone = _waits(db, address, utcnow() if now is None else now)
+def check(
+    db: sqlite_utils.Database, address: str, kind: str = ADMIN_PASSWORD, *, now: dt.datetime | None = None
+) -> None:
+    """Raise `Throttled` while `address` must wait before a sign-in of `kind` (``"admin
+    password"``, ``"invite"``, ``"study link"``); the message says whose failures it waits for."""
+    own, everyone = _waits(db, address, kind, utcnow() if now is None else now)
     if own > 0 and own >= everyone:
         raise Throttled(f"too many failed sign-ins from your address; try again in {math.ceil(own)} s")
     if everyone > 0:
         raise Throttled(
-            f"too many failed sign-ins on this server from many addresses (not only yours), so every "
-            f"sign-in waits {GLOBAL_WAIT_S:.0f} s after the latest one; try again in {math.ceil(everyone)} s"
+            f"too many failed admin sign-ins on this server from many addresses (not only yours), so "
+            f"every admin sign-in waits {GLOBAL_WAIT_S:.0f} s after the latest one; try again in "
+            f"{math.ceil(everyone)} s"
         )
 
 

@@ -190,7 +190,7 @@ def test_sign_in_failures_are_throttled_recorded_and_shown_to_the_admin(tmp_path
             db.close()
 
 
-def test_the_wait_grows_with_failures_and_a_spread_out_attack_slows_everyone(tmp_path):
+def test_the_wait_grows_with_failures_and_a_spread_out_attack_on_the_admin_password_slows_it_alone(tmp_path):
     db = open_db(tmp_path / "t.sqlite")
     ensure_schema(db)
     t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -201,14 +201,23 @@ def test_the_wait_grows_with_failures_and_a_spread_out_attack_slows_everyone(tmp
     assert waits == [0, 0, 0, 0, 0, 2, 4, 8]
     after_window = t0 + dt.timedelta(seconds=throttle.WINDOW_S + 1)
     assert throttle.wait_s(db, "198.51.100.7", now=after_window) == 0
+    # Wrong invite codes from many addresses hold back no one else (outside probe 96: a wrong
+    # code from a new address every 30 s kept every invitee, crowd worker and the admin out).
     for i in range(throttle.GLOBAL_FAILURES):
+        throttle.record_failure(db, f"198.18.{i // 250}.{i % 250}", "invite", now=t0)
+    assert [throttle.wait_s(db, "192.0.2.1", kind, now=t0) for kind in ("invite", "study link")] == [0, 0]
+    assert throttle.wait_s(db, "192.0.2.1", throttle.ADMIN_PASSWORD, now=t0) == 0
+    for i in range(throttle.GLOBAL_FAILURES - 1):
         throttle.record_failure(db, f"203.0.113.{i % 250}", "admin password", now=t0)
-    assert throttle.wait_s(db, "192.0.2.1", now=t0) == throttle.GLOBAL_WAIT_S
+    assert throttle.wait_s(db, "192.0.2.1", throttle.ADMIN_PASSWORD, now=t0) == 0  # 199 of them
+    throttle.record_failure(db, "203.0.113.249", "admin password", now=t0)
+    assert throttle.wait_s(db, "192.0.2.1", throttle.ADMIN_PASSWORD, now=t0) == throttle.GLOBAL_WAIT_S
+    assert throttle.wait_s(db, "192.0.2.1", "invite", now=t0) == 0  # invitees still sign in
     # An address that never failed is not told its own failures hold it back.
     with pytest.raises(throttle.Throttled) as held:
-        throttle.check(db, "192.0.2.1", now=t0 + dt.timedelta(seconds=6))
+        throttle.check(db, "192.0.2.1", throttle.ADMIN_PASSWORD, now=t0 + dt.timedelta(seconds=6))
     assert str(held.value) == (
-        "too many failed sign-ins on this server from many addresses (not only yours), so every sign-in "
-        "waits 30 s after the latest one; try again in 24 s"
+        "too many failed admin sign-ins on this server from many addresses (not only yours), so every "
+        "admin sign-in waits 30 s after the latest one; try again in 24 s"
     )
     db.close()
