@@ -840,7 +840,8 @@ def misshapen_input(fn, inputs: list) -> int | None:
 def takes_kind(block, value) -> bool:
     """Whether `value` is of the kind `block`'s component takes from a call: a Checkbox a
     boolean (never nothing: a page always sends one), a Textbox a text (or a number, as API
-    clients send a seed), a list of choices a list, any but a Checkbox nothing (None).
+    clients send a seed), an HTML block a text, a list of choices a list, any but a Checkbox
+    nothing (None).
     Gradio's reading passes other values through to the function: "apple" where a list of
     concepts goes reached it as five letters, "yes" or nothing for a Checkbox counted as
     unticked (an export was built)."""
@@ -850,6 +851,8 @@ def takes_kind(block, value) -> bool:
         return True
     if isinstance(block, gr.Textbox):
         return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    if isinstance(block, gr.HTML):  # the coloring canvas's value is JSON text, never an object
+        return isinstance(value, str)
     if isinstance(block, gr.CheckboxGroup) or (
         isinstance(block, gr.Dropdown) and getattr(block, "multiselect", False)
     ):

@@ -767,6 +767,13 @@ CASES = [
         "the canvas value must be JSON with task_id, color_layer and elapsed_s",
     ),
     Case(
+        # A JSON object reached the function, refused only there (outside probe 96).
+        "designer-value-an-object",
+        "/designer_submit",
+        designer_submit(lambda d: {"task_id": d["key"], "color_layer": "", "elapsed_s": 5}),
+        r"^`[^`]+` is not a value a HTML takes; nothing was changed\.$",
+    ),
+    Case(
         "designer-value-empty",
         "/designer_submit",
         designer_submit(lambda d: ""),
