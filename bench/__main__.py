@@ -426,7 +426,7 @@ def crowd(quick: bool) -> tuple[list[Row], dict[str, str]]:
 
 def explicit_validation(quick: bool) -> tuple[list[Row], dict[str, str]]:
     """Rows from `bench.bench_explicit_validation.bench`, and its section (the explicit-color
-    rule sets on renders the scorer was not tuned to)."""
+    rule sets on a held-out seed of the validation renders)."""
     from bench import bench_explicit_validation
 
     return bench_explicit_validation.bench(quick, Row)

@@ -1,4 +1,4 @@
-"""Explicit-color scores on validation renders the scorer was not tuned to (issue 27).
+"""Explicit-color scores on validation renders: a held-out seed of a generator written apart from the scorer (issue 27).
 
 Run: ``python -m bench.bench_explicit_validation [--quick] [--write]``; ``--write`` puts the
 tables between the ``<!-- bench:explicit-validation -->`` markers of BENCHMARKS.md

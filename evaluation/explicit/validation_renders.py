@@ -1,4 +1,4 @@
-"""Validation renders the explicit-color scorer was not tuned to: named conditions, no exposure fix.
+"""Validation renders for the explicit-color scorer, written apart from it: named conditions, no exposure fix.
 
 An object of known albedo on a simple set (a wall and a floor), rendered under conditions that
 a generated image may show, each one a named axis of :data:`AXES` so that a table can say where
