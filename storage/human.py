@@ -291,8 +291,9 @@ def flatness_note(db: sqlite_utils.Database, source: str) -> str:
     if entropy.mean() < FLAT_ENTROPY_SHARE * most:
         return ""
     return (
-        f"Its distributions are nearly flat (mean entropy {entropy.mean():.2f} of at most {most:.2f} nats; "
-        f"the top color holds {P.max(axis=1).mean():.1%} of the mass on average), unlike the few colors "
+        f"Its distributions are nearly flat (over its {len(ps)} concepts, mean entropy {entropy.mean():.2f} of "
+        f"at most {most:.2f} nats; the top color holds {P.max(axis=1).mean():.1%} of the mass on average), "
+        "unlike the few colors "
         "a designer paints: against them EMD and ED favour a model that spreads its colors evenly over one "
         "that paints the concept's top colors. PCC, DCA and ΔHue compare the shape and the top color."
     )

@@ -136,9 +136,9 @@ def test_reference_sources_are_labelled_and_the_shipped_set_is_stored_once(db, t
     rows = rows / rows.sum(axis=1, keepdims=True)
     assert human_rows.flatness_note(db, "lab-2025") == ""
     assert (
-        f"Its distributions are nearly flat (mean entropy {scipy.stats.entropy(rows, axis=1).mean():.2f} "
-        f"of at most {np.log(71):.2f} nats; the top color holds {rows.max(axis=1).mean():.1%} of the mass"
-        in human_rows.describe(db, UW71_RATINGS_SOURCE)
+        f"Its distributions are nearly flat (over its {len(rows)} concepts, mean entropy "
+        f"{scipy.stats.entropy(rows, axis=1).mean():.2f} of at most {np.log(71):.2f} nats; the top color holds "
+        f"{rows.max(axis=1).mean():.1%} of the mass" in human_rows.describe(db, UW71_RATINGS_SOURCE)
     )
     found = human_rows.read(db, "lab-2025", ["banana", "rotten apple", "apple"])
     assert list(found) == ["rotten apple", "apple"]
