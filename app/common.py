@@ -106,10 +106,6 @@ button[aria-disabled=true] { opacity: .5; }
 """
 LIVE = "cc-live"
 """The class of a Markdown whose changes screen readers read out (`live`)."""
-#: The class of a `gr.Radio` whose choice is acted on at once (an answer that moves on): its
-#: radios stay one Tab stop each, Space choosing, so that an arrow key looking through the
-#: choices does not answer (`JS` names the radios of every other group as one).
-ANSWER_AT_ONCE = "cc-answer-at-once"
 # Run once on page load (`launch(js=...)`): clicking into a `ChoiceSearch` selects its text,
 # so what is typed replaces the choice and searches, rather than being appended to it. And
 # each Markdown marked `live` becomes a polite live region as it appears (tabs render theirs
@@ -288,7 +284,6 @@ JS = compact_js(
     // One name per group (Gradio names each radio alone): one Tab stop, arrow keys choose.
     // Gradio names them again when the choice changes (an attribute change: watched below).
     document.querySelectorAll('[role="radiogroup"]').forEach((group) => {{
-      if (group.closest('.{ANSWER_AT_ONCE}')) return;
       const name = (group.dataset.ccName ||= `cc-radio-${{++labelled}}`);
       group.querySelectorAll('input[type="radio"]').forEach((radio) => {{ if (radio.name !== name) radio.name = name; }});
     }});
@@ -328,6 +323,11 @@ JS = compact_js(
     if (kept) values[at] = +kept;
     return values;
   }};
+  window.ccFocusNext = (selector) => requestAnimationFrame(() => {{
+    const held = document.activeElement;
+    if (held && held !== document.body && held.offsetParent) return;
+    [...document.querySelectorAll(selector)].find((e) => e.offsetParent)?.focus();
+  }});
   new MutationObserver((changes) => {{
     // A group's name put back at once: before the next key press, which it would miss.
     changes.forEach(({{ type, target }}) => {{
@@ -898,13 +898,9 @@ def focus_next(selector: str) -> str:
     focus on the first shown element matching `selector` (a selector list: the first of its
     matches the page shows) once the page has shown the action's result, unless the focus is
     still on something shown: a button that hides itself (*I agree*) otherwise leaves it on
-    the page's top, where a screen reader starts over."""
-    return (
-        "() => requestAnimationFrame(() => { const held = document.activeElement;"
-        " if (held && held !== document.body && held.offsetParent) return;"
-        f" const next = [...document.querySelectorAll({json.dumps(selector)})].find((e) => e.offsetParent);"
-        " if (next) next.focus(); })"
-    )
+    the page's top, where a screen reader starts over. (``ccFocusNext`` is `JS`'s: written
+    once, not in each event.)"""
+    return f"() => ccFocusNext({json.dumps(selector)})"
 
 
 def note_area(elem_id: str) -> gr.Markdown:

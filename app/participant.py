@@ -39,7 +39,6 @@ from annotation.errors import AlreadyDone
 from annotation.files import resolve
 from annotation.study import crowd, judging
 from app.common import (
-    ANSWER_AT_ONCE,
     CHART_WAIT,
     ONE_CLICK,
     PLUMBING,
@@ -182,6 +181,7 @@ VIEW = (
     "left",
     "right",
     "return_url",
+    "background_ok",
 )
 """The parts every view updates (`ParticipantTab.show`), in the order API clients receive them."""
 CONSENT = ("consent_box", "consent_who", "consent_text")
@@ -193,14 +193,17 @@ _TOKEN = ("session_token",)
 EVENTS = (
     On(SESSION_CHANGE, "on_sign_in", _TOKEN, (*WITH_CONSENT, "start")),
     On("start.click", "next_trial", _TOKEN, WITH_CONSENT, "progress", "participant_next"),
+    # Chosen, then sent with *Continue*: choosing at once sent the answer of a Space, or of an
+    # arrow key looking through, with no look back (outsiders 83 and 95).
     On(
-        "background.input",
+        "background_ok.click",
         "set_background",
         (*_TOKEN, "background"),
         WITH_CONSENT,
         "progress",
         "participant_set_background",
     ),
+    On("then", None, (), (), js=focus_next("#participant_left")),  # Continue hides itself
     On("agree.click", "consent", (*_TOKEN, "agreed"), WITH_CONSENT, "consent_note", "participant_consent"),
     # The pressed button hides: the focus goes to the next step (the background question, or
     # Start), not to the page's top, whence the next Tab went to the footer.
@@ -274,7 +277,7 @@ class ParticipantTab(Tab):
         self,
         progress: str,
         *,
-        background: gr.Radio | None = None,
+        background: bool | None = None,
         trial: dict | None = None,
         return_url: str = "",
         consent: tuple | None = _CONSENT_HIDDEN,
@@ -285,8 +288,9 @@ class ParticipantTab(Tab):
         ----------
         progress : str
             The line above the trial (Markdown).
-        background : gr.Radio or None
-            The background question's update; None leaves it as it is.
+        background : bool or None
+            Whether the background question (and its *Continue*) is shown, its choice
+            cleared; None leaves them as they are.
         trial : dict or None
             The trial's parts by name (charts, images, ``task_id``, ``shown_at``); None shows
             no trial, and its answer buttons do not work.
@@ -297,7 +301,7 @@ class ParticipantTab(Tab):
         """
         updates = {
             "progress": progress,
-            "background": gr.Radio() if background is None else background,
+            "background": gr.Radio() if background is None else gr.Radio(value=None, visible=background),
             "truth_chart": None,
             "truth_strip": None,
             "colorings": [],
@@ -311,6 +315,8 @@ class ParticipantTab(Tab):
             "left": gr.Button(interactive=trial is not None),
             "right": gr.Button(interactive=trial is not None),
             "return_url": return_url,
+            # Beside the question, shown and hidden with it.
+            "background_ok": gr.Button() if background is None else gr.Button(visible=background),
         }
         view = {self.parts[name]: updates[name] for name in VIEW}
         if consent is not None:
@@ -328,7 +334,7 @@ class ParticipantTab(Tab):
         # would be refused for a consent text that only Start shows.
         blank = self.show(
             _greeting(self.ctx, session_token) + "Press **Start** to see your next trial.",
-            background=gr.Radio(visible=False),
+            background=False,
         )
         return {**blank, self.parts["start"]: gr.Button(interactive=bool(session_token))}
 
@@ -341,6 +347,8 @@ class ParticipantTab(Tab):
     @role(*ROLES)
     def set_background(self, db, actor, answer: str) -> dict:
         """Record the design/art background answer ('yes' or 'no'), then show a trial."""
+        if answer in (None, ""):
+            raise ValueError("choose yes or no above, then press Continue")
         if answer not in _BACKGROUND:
             raise ValueError(f"`answer` must be one of {list(_BACKGROUND)}, got {shown(answer)}")
         crowd.check_active(db, actor)
@@ -401,7 +409,7 @@ class ParticipantTab(Tab):
             )
             return self.show(
                 "**Before your first trial:** please read the consent text below.",
-                background=gr.Radio(visible=False),
+                background=False,
                 consent=(gr.Column(visible=True), who, crowd.consent_text(link)),
             )
         return self._view(db, actor, current)
@@ -413,12 +421,12 @@ class ParticipantTab(Tab):
         if finished is not None and finished.status != "active":
             return self.show(
                 _crowd_message(finished),
-                background=gr.Radio(visible=False),
+                background=False,
                 return_url=finished.return_url,
                 consent=consent,
             )
         background = judging.design_background(db, actor)
-        asked = gr.Radio(value=None, visible=background is None)
+        asked = background is None
         if background is None:
             return self.show(_WAIT_FOR_BACKGROUND, background=asked, consent=consent)
         trial = judging.next_trial(db, actor, self.ctx.rng)
@@ -486,8 +494,8 @@ def _layout() -> dict:
         label="Do you have a design or art background?",
         visible=False,  # asked after Start, when the answer is needed (`ParticipantTab._view`)
         elem_id="participant_background",
-        elem_classes=[ANSWER_AT_ONCE],  # choosing answers: an arrow key looking through did
     )
+    background_ok = gr.Button("Continue", visible=False, elem_id="participant_background_ok", scale=0)
     with gr.Row():
         progress = live(
             gr.Markdown("Press **Start** to see your first trial.", elem_id="participant_progress")
@@ -562,6 +570,7 @@ def _layout() -> dict:
         "progress": progress,
         "start": start,
         "background": background,
+        "background_ok": background_ok,
         "consent_box": consent_box,
         "consent_who": consent_who,
         "consent_text": consent_text,

@@ -225,6 +225,7 @@ def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
         page.get_by_role("tab", name="Judge").click()
         page.locator("#participant_start").click()
         page.locator("#participant_background").get_by_text("yes").click()
+        page.locator("#participant_background_ok").click()
         progress = page.locator("#participant_progress")
         expect(progress).to_contain_text("Trial 1 of")
         # Past the 0.6 s with the charts not drawn, the buttons stay dimmed and a press is

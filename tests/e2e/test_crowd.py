@@ -131,13 +131,20 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
     _consent(page)
     expect(page.locator("#participant_consent")).to_be_hidden()
     # The keyboard's focus is on the next step's question, not lost to the page (outsider 67:
-    # the next Tab went to the footer): on "yes", a Tab to "no" and Space answer it.
+    # the next Tab went to the footer): on "yes", an arrow key chooses "no", a Tab goes on to
+    # Continue and Space sends it; the focus then waits on the Left button (outsider 95).
     page.wait_for_function(
         "() => document.activeElement?.matches('#participant_background input[value=yes]')"
     )
+    page.wait_for_function(  # one group, as the page names it once drawn (`app.common.JS`)
+        "() => new Set([...document.querySelectorAll('#participant_background input')].map((r) => r.name)).size === 1"
+    )
+    page.keyboard.press("ArrowRight")
     page.keyboard.press("Tab")
+    expect(page.locator("#participant_background_ok")).to_be_focused()
     page.keyboard.press("Space")
     expect(progress).to_contain_text(f"Trial 1 of {total}")
+    expect(page.locator("#participant_left")).to_be_focused()
     [answer] = live_app.query("select design_background from annotators order by id desc limit 1")
     assert answer["design_background"] == 0  # "no"
     for number in range(1, total):
@@ -162,6 +169,7 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
     _start(page)
     _consent(page)
     page.locator("#participant_background").get_by_text("yes").click()
+    page.click("#participant_background_ok")
     for number in (1, 2):
         expect(progress).to_contain_text(f"Trial {number} of {total}")
         _vote(page, live_app)
@@ -200,6 +208,7 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
     _start(page)
     _consent(page)
     page.locator("#participant_background").get_by_text("no").click()
+    page.click("#participant_background_ok")
     for number in range(1, total + 1):
         expect(progress).to_contain_text(f"Trial {number} of {total}")
         if _vote(page, live_app, fail_check=True):

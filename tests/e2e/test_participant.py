@@ -18,13 +18,19 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
     page.click("#participant_start")
     # The yes/no is read out with its question (it was an unnamed group: outsider 67).
     question = page.get_by_role("radiogroup", name="Do you have a design or art background?")
-    # Choosing answers at once, so an arrow key does not choose: it answered "no" while a
-    # keyboard user looked through the choices (outsider 83); Tab and Space do.
-    question.get_by_label("yes").press("ArrowDown")
-    expect(question.get_by_label("yes")).to_be_focused()
-    assert not question.get_by_label("no").is_checked() and not question.get_by_label("yes").is_checked()
-    question.get_by_text("no").click()
+    # Arrow keys look through the choices and nothing is sent before Continue (choosing sent
+    # the answer at once: outsiders 83 and 95). Continue with no choice says what to do.
     progress = page.locator("#participant_progress")
+    page.click("#participant_background_ok")
+    expect(progress).to_contain_text("choose yes or no above, then press Continue")
+    question.get_by_text("yes").click()
+    question.get_by_label("yes").press("ArrowDown")
+    expect(question.get_by_label("no")).to_be_checked()
+    expect(question.get_by_label("no")).to_be_focused()
+    assert live_app.query("select design_background from annotators where id = ?", [participant]) == [
+        {"design_background": None}
+    ]
+    page.click("#participant_background_ok")
     expect(progress).to_contain_text(f"Trial 1 of {n_pairs}")
     # The trial line is a polite live region: a screen reader reads each new trial's line.
     expect(page.get_by_role("status").filter(has_text=f"Trial 1 of {n_pairs}")).to_have_attribute(

@@ -281,6 +281,7 @@ def _participant_judges_every_trial(app: LiveApp, browser, link: str, n: int) ->
     page.get_by_role("tab", name="Judge").click()
     page.click("#participant_start")
     page.locator("#participant_background").get_by_text("no").click()
+    page.click("#participant_background_ok")
     progress = page.locator("#participant_progress")
     expect(progress).to_contain_text(f"Trial 1 of {len(PILOT)}")
     for chart in ("truth_plot", "left_plot", "right_plot"):

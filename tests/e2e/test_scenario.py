@@ -285,6 +285,7 @@ def _participant_judges_ten_trials(app: LiveApp, browser) -> None:
     page.get_by_role("tab", name="Judge").click()
     page.click("#participant_start")
     page.locator("#participant_background").get_by_text("no").click()
+    page.click("#participant_background_ok")
     progress = page.locator("#participant_progress")
     expect(progress).to_contain_text("Trial 1 of 10")
     for chart in ("truth_plot", "left_plot", "right_plot"):
