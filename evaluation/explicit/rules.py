@@ -28,7 +28,7 @@ field                      paper        released     source
 ``axis_iqr``               None         1.5          released code (IQR on the 2nd axis)
 ``chroma_percentile``      None         50           released code
 ``projection``             centred      centred      ours (see :mod:`.dominant`)
-``closest_fraction``       None         None         released code, optional (0.05)
+``closest_fraction``       None         None         released extraction's default (0.05)
 ``lit_ratio_percentile``   30           None         ours: drop highlights (see :mod:`.dominant`)
 ``lit_band``               (75, 95)     None         ours: L* percentiles of the lit side
 ``body_band``              (0, 95)      None         ours: L* percentiles of the body reading
@@ -36,9 +36,18 @@ field                      paper        released     source
 
 ``"paper-mean"`` is ``"paper"`` without the ``lit_`` and ``body_`` fields.
 
-The released code can also keep only the 5% of pixels closest (CIEDE2000) to the target before
-averaging: the third rule set, ``"released-closest"``, is ``"released"`` with
+The released code's extraction function can also keep only the pixels closest (CIEDE2000) to
+the target before averaging, 5 % by its default: ``"released-closest"`` is ``"released"`` with
 ``closest_fraction = 0.05``.
+
+Neither rule set is the released *evaluators'* scoring (``gencolorbench/evaluation/*.py`` of
+moatifbutt/gen-color-bench, read 2026-12-02): those always keep the closest 10 % of the prompted
+object's pixels (at least 5, when it has more than 10), take as candidates every color of the
+target's ISCC-NBS neighbourhood from a file the repository does not publish (a CSS target
+through its nearest L3 color), need the three thresholds passed against one candidate (here
+each metric takes its own minimum), and score a second object without that step (in
+color_object it must *not* match). The filters and thresholds above are the release's; the
+candidates and the per-metric minimum are this project's. docs/explicit.md says the same.
 """
 
 from __future__ import annotations
@@ -150,10 +159,10 @@ DESCRIPTIONS = {
     "against the target and its 3 nearest colors; ΔChroma, CIEDE2000 and hue each below 5",
     "paper-mean": "paper, plain mean: the mean of every pixel of the object (right only when the "
     "shading averages to 1); ΔChroma, CIEDE2000 and hue each below 5",
-    "released": "GenColorBench's released code: the more chromatic half of the pixels; ΔChroma "
-    "and CIEDE2000 below 5, hue below 30°",
-    "released-closest": "released code, 5 % closest pixels: only the pixels nearest the target "
-    "count (more false passes); thresholds as released",
+    "released": "GenColorBench's released pixel filters: the more chromatic half of the pixels; "
+    "ΔChroma and CIEDE2000 below 5, hue below 30° (candidates ours, not the release's)",
+    "released-closest": "released filters, then the 5 % of pixels closest to the target (the "
+    "release's evaluators keep 10 %, always): more false passes; thresholds as released",
 }
 
 
