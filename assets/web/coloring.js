@@ -537,9 +537,12 @@ function setColor(hex, hsv = null) {
   $(".cc-sv").style.backgroundColor = `hsl(${h} 100% 50%)`;
   $(".cc-sv-knob").style.left = sat * 100 + "%";
   $(".cc-sv-knob").style.top = (1 - v) * 100 + "%";
-  $(".cc-sv").setAttribute("aria-valuetext", `saturation ${Math.round(sat * 100)}%, brightness ${Math.round(v * 100)}%`);
+  // Read out with the color's name: a number alone ("Hue 40") named no color (outsider 95).
+  const named = colorName(hex) || hex;
+  $(".cc-sv").setAttribute("aria-valuetext", `saturation ${Math.round(sat * 100)}%, brightness ${Math.round(v * 100)}%: ${named}`);
   $(".cc-hue-knob").style.left = (h / 360) * 100 + "%";
   $(".cc-hue").setAttribute("aria-valuenow", String(Math.round(h)));
+  $(".cc-hue").setAttribute("aria-valuetext", `hue ${Math.round(h)}°: ${named}`);
 }
 function setHsv(h, s, v) {
   const hsv = [clamp(h, 0, 359.999), clamp(s, 0, 1), clamp(v, 0, 1)];
@@ -561,7 +564,9 @@ function dragArea(area, pick) {
 function arrowKeys(area, move) {
   area.addEventListener("keydown", (ev) => {
     const step = ev.shiftKey ? 10 : 1;
-    const d = { ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, step], ArrowDown: [0, -step] }[ev.key];
+    // PageUp/PageDown: 30 steps along the bar (a slider's large step), as ten Shift+arrows took.
+    const d = { ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, step], ArrowDown: [0, -step],
+                PageUp: [30, 0], PageDown: [-30, 0] }[ev.key];
     if (!d) return;
     ev.preventDefault();
     ev.stopPropagation();

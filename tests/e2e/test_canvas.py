@@ -381,6 +381,14 @@ def test_the_picker_sets_colors_from_the_square_the_hue_bar_rgb_and_hex(page):
     assert _palette_state(page) == {"color": "#ff0000", "hex": "#ff0000", "rgb": ["255", "0", "0"]}
     hue.press("ArrowRight")  # one degree on: a touch of green
     assert _palette_state(page)["color"] == "#ff0400"
+    # Each slider reads out the color's name, not a number alone (outsider 95).
+    name = page.inner_text("#demo_canvas .cc-current-name")
+    assert name and hue.get_attribute("aria-valuetext") == f"hue 1°: {name}"
+    assert square.get_attribute("aria-valuetext") == f"saturation 100%, brightness 100%: {name}"
+    hue.press("PageUp")  # a large step: 30 degrees
+    assert hue.get_attribute("aria-valuenow") == "31"
+    hue.press("PageDown")
+    assert _palette_state(page)["color"] == "#ff0400"
     _click_fraction(page, "#demo_canvas .cc-hue", 0.5, 0.5)  # the middle of the bar: cyan
     r, g, b = (int(v) for v in _palette_state(page)["rgb"])
     assert (r, g) == (0, 255) and b > 240
