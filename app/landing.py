@@ -107,8 +107,10 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> dict[str, gr.components
     status = gr.Markdown("You are not signed in.", elem_id="start_status")
     with gr.Column(elem_id="start_sign_in") as sign_in_box:
         with gr.Row():
-            invite = gr.Textbox(label="Invite link or code", elem_id="start_invite", scale=3)
-            # Both buttons (and the password box, which Enter submits) wait for the page-load
+            invite = gr.Textbox(
+                label="Invite link or code", elem_id="start_invite", scale=3, interactive=False
+            )
+            # Both buttons (and both boxes, which Enter submits) wait for the page-load
             # sign-in (`wire`): a sign-in made before it answered would be undone by its
             # "not signed in".
             invite_button = gr.Button("Sign in with invite", elem_id="start_invite_button", interactive=False)
@@ -149,8 +151,8 @@ def wire(
 SIGNED = ("session_token", "status")
 """What a sign-in or sign-out sets: the session and the line that says who is signed in."""
 BUTTONS = ("invite_button", "password_button")
-USABLE_ON_LOAD = (*BUTTONS, "password")
-"""What the page-load sign-in makes usable: the sign-in buttons, and the password box that
+USABLE_ON_LOAD = (*BUTTONS, "invite", "password")
+"""What the page-load sign-in makes usable: the sign-in buttons, and the two boxes that
 Enter submits."""
 
 
@@ -188,7 +190,15 @@ class StartTab(Tab):
                 api_name="start_restore",
             ),
             On("then", None, ("status",), (), js=_AFTER_LOAD_JS),
-            On("invite_button.click", "login_invite", ("invite",), SIGNED, "status", "login_invite"),
+            # Enter in the box signs in too, as in the password box (it did nothing: outsider 95).
+            On(
+                ("invite_button.click", "invite.submit"),
+                "login_invite",
+                ("invite",),
+                SIGNED,
+                "status",
+                "login_invite",
+            ),
             On(
                 ("password_button.click", "password.submit"),
                 "login_password",
@@ -244,7 +254,11 @@ class StartTab(Tab):
         return {
             **self.named(session_token=token, status=message),
             **shown,
-            **self.named(**dict.fromkeys(BUTTONS, usable), password=gr.Textbox(interactive=True)),
+            **self.named(
+                **dict.fromkeys(BUTTONS, usable),
+                invite=gr.Textbox(interactive=True),
+                password=gr.Textbox(interactive=True),
+            ),
         }
 
     @public

@@ -35,6 +35,10 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, module_ch
         page = module_chromium.new_page()
         page.goto(client.src)
         _expect_signed_in(page, expect, False)
+        # Enter in the invite box signs in, as in the password box (it did nothing: outsider 95).
+        page.locator("#start_invite textarea").fill("not-an-invite")
+        page.locator("#start_invite textarea").press("Enter")
+        expect(page.locator("#start_status")).to_contain_text("not valid", timeout=20_000)
         page.goto(link.replace(config.public_url + "/", client.src))
         status = page.locator("#start_status")
         expect(status).to_have_text("Signed in as D0001.", timeout=20_000)
