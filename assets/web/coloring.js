@@ -753,8 +753,14 @@ function setTolerance(t) {
   $(".cc-tol-out").textContent = String(S.tolerance);
 }
 function updateButtons() {
-  $('[data-action="undo"]').disabled = !S.undo.length;
-  $('[data-action="redo"]').disabled = !S.redo.length;
+  const undo = $('[data-action="undo"]'), redo = $('[data-action="redo"]');
+  const held = document.activeElement;
+  undo.disabled = !S.undo.length;
+  redo.disabled = !S.redo.length;
+  // A button that disables itself under the keyboard's focus dropped it to the page's top
+  // (outsider 95): it goes to the other one, or to the drawing.
+  if (held === undo && undo.disabled) (redo.disabled ? viewport : redo).focus();
+  else if (held === redo && redo.disabled) (undo.disabled ? viewport : undo).focus();
 }
 function updateCursor(ev) {
   if (ev) {

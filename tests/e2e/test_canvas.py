@@ -243,6 +243,17 @@ def test_work_survives_a_reload_and_undo_redo_round_trip(page, demo_url):
         page.click("#demo_canvas [data-action=reset]")
     report, cleared = _server_view(page)
     assert report["color_layer"] == "" and not cleared.any()
+    # Undo pressed with the keyboard until it disables itself hands the focus to Redo (it fell
+    # to the page's top: outsider 95).
+    undo = page.locator("#demo_canvas [data-action=undo]")
+    for _ in range(10):
+        if not undo.is_enabled():
+            break
+        with _committing(page):
+            undo.focus()
+            undo.press("Enter")
+    assert not undo.is_enabled()
+    playwright_api.expect(page.locator("#demo_canvas [data-action=redo]")).to_be_focused()
 
 
 def test_zoomed_in_fills_land_on_the_clicked_pixel(page):
