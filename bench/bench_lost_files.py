@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from evaluation.pipeline.stages import lost_files
-from storage import ensure_schema, open_db
+from storage import ensure_schema, insert_row, insert_rows, open_db, transaction
 
 STAMP = "2026-12-02T00:00:00.000000Z"
 
@@ -30,7 +30,8 @@ def build(folder: Path, items: int):
         (data / "runs" / "big" / part).mkdir(parents=True)
     db = open_db(folder / "db.sqlite")
     ensure_schema(db)
-    db["runs"].insert({"name": "big", "created_at": STAMP, "config": "{}"})
+    with transaction(db):
+        insert_row(db, "runs", {"name": "big", "created_at": STAMP, "config": "{}"})
     rows = []
     for i in range(items):
         paths = (f"runs/big/img/{i}.png", f"runs/big/mask/{i}.png", f"runs/big/mask/{i}.npz")
@@ -41,7 +42,8 @@ def build(folder: Path, items: int):
                  sample=i % 16, seed=i, prompt="p", status="segmented", image_path=paths[0],
                  mask_path=paths[1], summary_path=paths[2], updated_at=STAMP)
         )  # fmt: skip
-    db["run_items"].insert_all(rows, batch_size=5000)
+    with transaction(db):
+        insert_rows(db, "run_items", rows)
     return db, data
 
 
