@@ -96,6 +96,13 @@ def _parser() -> argparse.ArgumentParser:
         "--link", type=int, default=None, help="the study link, when the id joined more than one"
     )
     erase.add_argument("--why", required=True, help="whose request this is (goes to the audit log)")
+    which = erase.add_mutually_exclusive_group()
+    which.add_argument(
+        "--pseudonym", action="store_const", const="pseudonym", dest="by", help="WHO is a pseudonym"
+    )
+    which.add_argument(
+        "--platform-id", action="store_const", const="platform id", dest="by", help="WHO is a platform id"
+    )
     save = commands.add_parser(
         "backup",
         help="consistent copy of the database and its files, with a manifest of hashes (safe while serving)",
@@ -113,6 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     load.add_argument("folder", help="a folder written by `backup`, or the Admin tab's backup zip")
     return parser
+
+
+def _pseudonym(db, annotator_id: int) -> str:
+    return db["annotators"].get(annotator_id)["pseudonym"]
 
 
 def _check_distributions(db, data_dir: str, repair: bool) -> int:
@@ -206,9 +217,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "check-distributions":
             return _check_distributions(db, args.data_dir, args.repair)
         if args.command == "erase-platform-ids":
-            person = crowd.erase_platform_ids(db, args.who, COMMAND_LINE, args.why, link_id=args.link)
+            person = crowd.erase_platform_ids(
+                db, args.who, COMMAND_LINE, args.why, link_id=args.link, by=args.by
+            )
             print(
-                f"erased the platform ids of annotator {person['annotator_id']} (link {person['link_id']}, "
+                f"erased the platform ids of annotator {person['annotator_id']} "
+                f"({_pseudonym(db, person['annotator_id'])}, link {person['link_id']}, "
                 f"status {person['status']}); their account is closed. Earlier exports, backups and "
                 f"payment files (exports/crowd-{person['link_id']}/) still hold them: delete or amend those by hand"
             )

@@ -1,4 +1,7 @@
-"""Explicit-color scores on validation renders: a held-out seed of a generator written apart from the scorer (issue 27).
+"""Explicit-color scores on a held-out seed of the validation renders (issue 27): not independent data.
+
+The scorer's bands were chosen on seed 1 of the same generator (written apart from the
+scorer, this project's own); no image made by anyone else is scored here.
 
 Run: ``python -m bench.bench_explicit_validation [--quick] [--write]``; ``--write`` puts the
 tables between the ``<!-- bench:explicit-validation -->`` markers of BENCHMARKS.md

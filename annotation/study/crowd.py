@@ -790,12 +790,14 @@ def erase_platform_ids(
     why: str,
     *,
     link_id: int | None = None,
+    by: str | None = None,
     now: dt.datetime | None = None,
 ) -> dict:
     """Erase a crowd participant's platform ids at their request, and close their account.
 
     `who` is their pseudonym (``P0016``) or their platform id (with `link_id` when more
-    than one link has it). In one transaction: the account is closed as *Close account*
+    than one link has it); `by` (``"pseudonym"`` or ``"platform id"``) says which when
+    `who` could be either. In one transaction: the account is closed as *Close account*
     closes it (sessions and link ended, their place freed), and their ``crowd_participants``
     row keeps status, times and consent but loses the platform id (`ERASED_ID`), the
     platform's study and session ids and the address. Their votes stay, under the pseudonym.
@@ -808,9 +810,12 @@ def erase_platform_ids(
     NotFound
         Nobody with that pseudonym or platform id came through a link.
     Conflict
-        The platform id is on more than one link and `link_id` is not given, or their
+        The platform id is on more than one link and `link_id` is not given, `who` names
+        one person by pseudonym and another by platform id and `by` is not given, or their
         ids are erased already.
     """
+    if by not in (None, "pseudonym", "platform id"):
+        raise InvalidInput(f"`by` must be 'pseudonym' or 'platform id', got {shown(by)}")
     check_text(why, "why")
     if not (why or "").strip():
         raise InvalidInput("`why` is empty: say whose request this is (it goes to the audit log)")
@@ -819,14 +824,20 @@ def erase_platform_ids(
         raise InvalidInput("`who` is empty: give the participant's pseudonym (P0016) or platform id")
     now = utcnow() if now is None else now
     with transaction(db):
-        found = annotator_id_of(db, who)
-        if found is not None:
-            rows = list(db["crowd_participants"].rows_where("annotator_id = ?", [found]))
-        else:
-            where, values = "external_id = ?", [who]
-            if link_id is not None:
-                where, values = where + " and link_id = ?", [who, link_id]
-            rows = list(db["crowd_participants"].rows_where(where, values))
+        found = annotator_id_of(db, who) if by != "platform id" else None
+        where, values = "external_id = ?", [who]
+        if link_id is not None:
+            where, values = where + " and link_id = ?", [who, link_id]
+        by_id = list(db["crowd_participants"].rows_where(where, values)) if by != "pseudonym" else []
+        by_name = list(db["crowd_participants"].rows_where("annotator_id = ?", [found])) if found else []
+        if by_name and by_id and {r["annotator_id"] for r in by_id} != {found}:
+            # A short platform id can be someone else's pseudonym (outside probe 98: the wrong
+            # person was erased, for good).
+            raise Conflict(
+                f"{shown(who)} is the pseudonym of annotator {found} and the platform id of annotator "
+                f"{by_id[0]['annotator_id']}: say which (--pseudonym or --platform-id); nothing changed"
+            )
+        rows = by_name or by_id
         if not rows:
             on = "" if link_id is None else f" on link {link_id}"
             raise NotFound(f"no crowd participant is called or has the platform id {shown(who)}{on}")
@@ -990,9 +1001,17 @@ def payment_csv(table: pd.DataFrame) -> str:
     return csv_text(table, index=False)
 
 
+def _payable(table: pd.DataFrame, statuses: tuple[str, ...]) -> pd.DataFrame:
+    """The rows of `statuses` with a platform id: an erased one (`ERASED_ID`) is no id the
+    platform takes (outside probe 98), and such a person is approved or paid on the platform."""
+    erased = table["participant_id"].astype(str).str.fullmatch(r"\(erased \d+\)")
+    return table[table["status"].isin(statuses) & ~erased]
+
+
 def approval_ids(table: pd.DataFrame, statuses: tuple[str, ...] = ("completed",)) -> str:
-    """The ids to approve, one a line: what Prolific's "bulk approve" box takes."""
-    return "".join(f"{pid}\n" for pid in table.loc[table["status"].isin(statuses), "participant_id"])
+    """The ids to approve, one a line: what Prolific's "bulk approve" box takes (erased ids
+    left out)."""
+    return "".join(f"{pid}\n" for pid in _payable(table, statuses)["participant_id"])
 
 
 def bonus_csv(table: pd.DataFrame, per_trial: float, statuses: tuple[str, ...] = ("completed",)) -> str:
@@ -1000,7 +1019,7 @@ def bonus_csv(table: pd.DataFrame, per_trial: float, statuses: tuple[str, ...] =
     platform's currency with 2 decimals: the form Prolific's bulk bonus takes."""
     if isinstance(per_trial, bool) or not isinstance(per_trial, (int, float)) or not 0 < per_trial <= 100:
         raise InvalidInput(f"`per_trial` must be a number in (0, 100], got {shown(per_trial)}")
-    chosen = table[table["status"].isin(statuses)]
+    chosen = _payable(table, statuses)
     return "".join(
         f"{pid},{per_trial * n:.2f}\n" for pid, n in zip(chosen["participant_id"], chosen["trials"])
     )

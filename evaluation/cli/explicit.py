@@ -6,9 +6,10 @@ optionally colors, objects and categories); `--run NAME` resumes a stored run as
 again: once an image is masked the run keeps that masking and refuses another. Every
 generated image is masked per object (GroundingDINO + SAM minus the object's negative labels),
 checked for presence (the detection score, or a VQA model with --presence), and its dominant
-color scored against the target's candidate set under the paper's and the released code's
-rules (paper, the default: the object's lit side or mean color, the nearer; paper-mean, the plain mean; released,
-released-closest); the accuracy table (model x task, each color system
+color scored against the target's candidate set under the paper's rules and the released
+code's pixel filters (paper, the default: the object's lit side or mean color, the nearer;
+paper-mean, the plain mean; released, released-closest: not the release's evaluators,
+docs/explicit.md); the accuracy table (model x task, each color system
 weighing the same) is printed for --scoring and written as CSV with --table. Running again
 continues where it stopped; with --executor ray the generate and score stages run on a Ray
 cluster (only this process writes the database).

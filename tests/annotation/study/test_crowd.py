@@ -728,3 +728,28 @@ def test_the_command_line_erases_by_platform_id_on_the_link_given(setup, tmp_pat
     assert [r["external_id"] for r in rows] == [f"(erased {r['annotator_id']})" for r in rows] and len(
         rows
     ) == 2
+
+
+def test_an_id_that_is_also_a_pseudonym_is_refused_until_told_which_and_erased_ids_are_not_paid(setup):
+    """Outside probe 98: a platform id equal to someone else's pseudonym erased that other
+    person, for good; and the payment files held "(erased N)" where a platform id goes."""
+    db, study_id = setup
+    link, token = _link(db, study_id)
+    first = _actor(db, _join(db, token, "dave01"))
+    clash = _actor(db, _join(db, token, first.pseudonym))
+    before = _dump(db)
+    with pytest.raises(
+        Conflict, match=rf"is the pseudonym of annotator {first.annotator_id} and the platform id"
+    ):
+        crowd.erase_platform_ids(db, first.pseudonym, ADMIN, "mallory asked")
+    assert _dump(db) == before
+    table = crowd.payment_rows(db, link["id"], now=T0)
+    both = ("active", "account_closed")
+    assert crowd.approval_ids(table, both) == f"dave01\n{first.pseudonym}\n"
+    row = crowd.erase_platform_ids(db, first.pseudonym, ADMIN, "mallory asked", by="platform id")
+    assert row["annotator_id"] == clash.annotator_id
+    assert db["crowd_participants"].get(first.annotator_id)["external_id"] == "dave01"
+    table = crowd.payment_rows(db, link["id"], now=T0)
+    assert f"(erased {clash.annotator_id})" in set(table["participant_id"])
+    assert crowd.approval_ids(table, both) == "dave01\n"
+    assert crowd.bonus_csv(table, 0.1, both) == "dave01,0.00\n"
