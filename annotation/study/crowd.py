@@ -781,6 +781,8 @@ def mark_returned(
 
 #: What an erased participant's ``external_id`` reads (unique per link, as the column must be).
 ERASED_ID = "(erased {annotator_id})"
+_ERASED = re.compile(re.escape(ERASED_ID).replace(re.escape("{annotator_id}"), r"\d+"))
+"""`ERASED_ID` of any annotator."""
 
 
 def erase_platform_ids(
@@ -1004,7 +1006,7 @@ def payment_csv(table: pd.DataFrame) -> str:
 def _payable(table: pd.DataFrame, statuses: tuple[str, ...]) -> pd.DataFrame:
     """The rows of `statuses` with a platform id: an erased one (`ERASED_ID`) is no id the
     platform takes (outside probe 98), and such a person is approved or paid on the platform."""
-    erased = table["participant_id"].astype(str).str.fullmatch(r"\(erased \d+\)")
+    erased = table["participant_id"].astype(str).str.fullmatch(_ERASED.pattern)
     return table[table["status"].isin(statuses) & ~erased]
 
 
