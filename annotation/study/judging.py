@@ -113,11 +113,24 @@ def design_background(db: sqlite_utils.Database, actor: Actor) -> bool | None:
 def set_background(
     db: sqlite_utils.Database, actor: Actor, has_background: bool, *, now: dt.datetime | None = None
 ) -> None:
-    """Record the participant's answer to the background question."""
+    """Record the participant's answer to the background question.
+
+    The answer is given once, before the first trial: the analyses split votes by it, so a
+    different answer later (a second tab, an API client) is refused; the same answer again
+    writes nothing.
+    """
     if not isinstance(has_background, (bool, np.bool_)):
         raise InvalidInput(f"`has_background` must be True or False, got {has_background!r}")
     annotator_id = _participant(actor)
     with transaction(db):
+        recorded = db["annotators"].get(annotator_id)["design_background"]
+        if recorded is not None:
+            if bool(recorded) == bool(has_background):
+                return
+            raise Conflict(
+                f"your answer to the background question ({'yes' if recorded else 'no'}) is "
+                "already recorded and stays as first given; nothing was changed"
+            )
         update_rows(db, "annotators", {"id": annotator_id}, {"design_background": int(has_background)})
         audit.record(
             db,

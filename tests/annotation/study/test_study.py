@@ -405,6 +405,14 @@ def test_votes_wait_for_the_background_answer_and_bad_votes_store_nothing(setup)
         "answer is kept: go on with the trial shown, or press Start if none is"
     )
     assert len(judging.votes_frame(db, 1)) == 1
+    # The background answer is given once: the same answer again writes nothing, another one
+    # (a second tab, an API client after the trials began) is refused and changes nothing.
+    before = _dump(db)
+    judging.set_background(db, actor, False)
+    with pytest.raises(Conflict, match=r"background question \(no\) is already recorded"):
+        judging.set_background(db, actor, True)
+    assert _dump(db) == before
+    assert judging.votes_frame(db, 1)["design_background"].tolist() == [False]
 
 
 def test_failed_attention_checks_flag_the_participant_and_keep_the_votes(setup):
