@@ -37,6 +37,7 @@ from storage import (
     serving,
     unwritable,
 )
+from storage.files import file_in_the_way
 from storage.schema import MIGRATIONS
 
 #: Who the audit log names for what a command does.
@@ -178,6 +179,12 @@ def _inside_data_folder(folder: str, data_dir: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("export", "backup", "check-distributions", "restore") and (
+        in_the_way := file_in_the_way(args.data_dir)
+    ):
+        # An export onto such a folder reported every image missing, unsaid.
+        print(f"error: --data-dir {args.data_dir!r} {in_the_way}; give the data folder", file=sys.stderr)
+        return 2
     if args.command == "restore":
         return _restore(args)
     if args.command in ("export", "backup") and (why := _inside_data_folder(args.folder, args.data_dir)):

@@ -15,6 +15,7 @@ import sqlite3
 import sys
 import threading
 
+from evaluation.cli import refuse_file_in_the_way
 from storage import OPERATOR_WORDS, SchemaRefused, storage_condition
 from storage.serving import LockRefused
 
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         prefix = f"python -m evaluation {args.command}"
+        if getattr(args, "data_dir", None) is not None:
+            refuse_file_in_the_way(args.data_dir)
         return args.handler(args)
     except (ValueError, SchemaRefused, LockRefused) as exc:
         print(f"{prefix}: error: {exc}", file=sys.stderr)

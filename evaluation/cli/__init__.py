@@ -170,8 +170,9 @@ def print_workers(executor) -> None:
 def open_db(args: argparse.Namespace, *, create: bool = False):
     """The run database named by ``--db``, with the evaluation schema ensured.
 
-    Only a command that stores a run (`create`) makes a new database: a mistyped ``--db``
-    made a new empty one and then said there was nothing to score. A file that is not an
+    Only a command that stores a new run (`create`: ``--model`` given) makes a new database:
+    a mistyped ``--db`` made a new empty one and then said there was nothing to score (and a
+    resume refused for want of ``--model`` left one behind). A file that is not an
     SQLite database is refused before anything is written beside it. The command holds the
     database's shared lock until it exits, so ``python -m annotation restore`` refuses to run
     under it (`storage.serving`).
@@ -181,12 +182,29 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
     path = Path(args.db or default_db())
     if not path.exists() and not create:
         raise ValueError(
-            f"no database at {str(path)!r} (give --db PATH; `generate`, `run` or `explicit` make one)"
+            f"no database at {str(path)!r} (give --db PATH; `generate`, `run` or `explicit` with --model "
+            "make one)"
         )
     if not_sqlite(path):
         raise ValueError(f"--db {str(path)!r} is not an SQLite database")
     serving.hold_shared(path)
     return connect(path)
+
+
+def refuse_file_in_the_way(path) -> None:
+    """Refuse a ``--data-dir`` that is, or lies under, a plain file (every command, before it
+    reads or writes: one met the OS's "Not a directory" in the middle of its work, another
+    found every image missing). An object store's URI is not checked.
+
+    Raises
+    ------
+    ValueError
+        Naming ``--data-dir`` and the file.
+    """
+    from evaluation.pipeline.ray_storage import is_uri
+
+    if not is_uri(path) and (in_the_way := file_in_the_way(path)):
+        raise ValueError(f"--data-dir {str(path)!r} {in_the_way}; give a folder")
 
 
 def check_data_dir(path) -> None:
@@ -204,8 +222,7 @@ def check_data_dir(path) -> None:
 
     if is_uri(path):
         return
-    if in_the_way := file_in_the_way(path):
-        raise ValueError(f"--data-dir {str(path)!r} {in_the_way}; give a folder")
+    refuse_file_in_the_way(path)
     folder = nearest_existing_folder(path)
     if why := unwritable_folder(folder):
         raise ValueError(

@@ -273,7 +273,7 @@ def main(args: argparse.Namespace) -> int:
     check_data_dir(args.data_dir)
     prompts = _prompts(args)
     segmenter = segment_cli.masking_for(args) if args.model else None  # a resume may take the run's own
-    db = open_db(args, create=True)
+    db = open_db(args, create=bool(args.model))
     segmenter = segmenter or segment_cli.masking_for(args, db)
     refuse_other_masking(db, args.run, segmenter)
     # On a cluster the workers hold the weights, not this machine.

@@ -211,7 +211,7 @@ def main(args: argparse.Namespace) -> int:
 
     executor = stage_executor(args, "generate")  # before storing anything: no cluster, no run
     device = resolve_device(args.device) if executor is None else args.device
-    db = open_db(args, create=True)
+    db = open_db(args, create=bool(args.model))
     if executor is None:  # on a cluster the workers hold the weights, not this machine
         from evaluation.pipeline.jobs import check_weights
 

@@ -60,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
     # takes the run's own.
     spec = segment.masking_for(args) if args.model or segment.masking_given(args) else None
     check_data_dir(args.data_dir)
-    db = open_db(args, create=True)
+    db = open_db(args, create=bool(args.model))
     spec = spec or segment.masking_for(args, db)
     # On a cluster the workers hold the weights, not this machine; here they are checked
     # before the run is stored (a run refused for them was left stored, and could not be run).

@@ -786,3 +786,27 @@ def test_a_restored_backup_of_an_earlier_schema_says_the_next_start_migrates_it(
     db.close()
     assert main([*argv, str(tmp_path / "backup18")]) == 0
     assert "this code's schema" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "command", [["export", "out"], ["backup", "out"], ["check-distributions"], ["restore", "bk"]]
+)
+def test_a_data_folder_that_is_a_plain_file_is_refused_naming_it_and_nothing_is_written(
+    tmp_path, capsys, command
+):
+    """An export onto such a folder reported every image missing, unsaid."""
+    from annotation.__main__ import main
+
+    db, data = _store(tmp_path)
+    db.close()
+    plain = tmp_path / "plain"
+    plain.write_text("x")
+    before = sorted(tmp_path.rglob("*"))
+    for data_dir, why in [
+        (plain, "is a plain file, not a folder"),
+        (plain / "d", f"lies under the plain file {str(plain)!r}"),
+    ]:
+        argv = ["--db", str(data / "colorconcept.sqlite"), "--data-dir", str(data_dir)]
+        assert main([*argv, command[0], *[str(tmp_path / c) for c in command[1:]]]) == 2
+        assert capsys.readouterr().err == f"error: --data-dir {str(data_dir)!r} {why}; give the data folder\n"
+    assert sorted(tmp_path.rglob("*")) == before

@@ -174,10 +174,14 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
             ["generate", "--run", "r", "--model", "tiny-random", "--styles", "oil"],
             "--styles must be a comma-separated subset",
         ),
-        (
-            ["generate", "--run", "r"],
-            "no run named 'r'; known runs, newest first: none; a new run needs --model",
-        ),
+        # A resume (no --model) of a run in no database: refused, and no empty database left
+        *[
+            (
+                [command, "--run", "r"],
+                "(give --db PATH; `generate`, `run` or `explicit` with --model make one)",
+            )
+            for command in ("generate", "run", "explicit")
+        ],
         (["score", "--run", "r"], "no database at "),  # a mistyped --db is not made anew
         # Each refused before the run is stored: refused after, they left a run that could never run.
         (
@@ -222,6 +226,35 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, message):
     assert message in capsys.readouterr().err
     db = tmp_path / "db.sqlite"
     assert not db.exists() or sqlite3.connect(db).execute("select count(*) from runs").fetchone() == (0,)
+    if "--model" not in argv:
+        assert not db.exists()
+
+
+def test_a_resume_of_a_run_the_database_lacks_names_the_runs_it_has(tmp_path, capsys):
+    sqlite3.connect(tmp_path / "db.sqlite").close()
+    assert main(["generate", "--run", "r", *_storage(tmp_path)]) == 2
+    assert (
+        "no run named 'r'; known runs, newest first: none; a new run needs --model" in capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("command", ["score", "robustness", "extract --run r", "segment --run r"])
+def test_a_data_dir_that_is_or_lies_under_a_plain_file_is_refused_by_every_command(tmp_path, capsys, command):
+    """`score` ended in the OS's "Not a directory"; `extract` and `robustness` did not check."""
+    sqlite3.connect(tmp_path / "db.sqlite").close()
+    plain = tmp_path / "plain"
+    plain.write_text("x")
+    for data_dir, why in [
+        (plain, "is a plain file, not a folder"),
+        (plain / "d", f"lies under the plain file {str(plain)!r}"),
+    ]:
+        assert main([*command.split(), "--db", str(tmp_path / "db.sqlite"), "--data-dir", str(data_dir)]) == 2
+        err = capsys.readouterr().err
+        assert (
+            err
+            == f"python -m evaluation {command.split()[0]}: error: --data-dir {str(data_dir)!r} {why}; give a folder\n"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["db.sqlite", "plain"]
 
 
 def test_a_database_that_is_not_sqlite_is_refused_and_nothing_is_written_beside_it(tmp_path, capsys):
