@@ -488,6 +488,16 @@ def reopen_annotator(
         if get_annotator(db, annotator_id)["status"] != "revoked":
             raise Conflict(f"the account of annotator {annotator_id} is open; nothing changed")
         if db["crowd_participants"].count_where("annotator_id = ?", [annotator_id]):
+            from annotation.study.crowd import ERASED_ID  # here: crowd imports this module
+
+            if db["crowd_participants"].count_where(
+                "annotator_id = ? and external_id = ?",
+                [annotator_id, ERASED_ID.format(annotator_id=annotator_id)],
+            ):
+                raise Conflict(
+                    f"annotator {annotator_id} asked to be erased: their platform id is gone, and the "
+                    "same person joining through the link again is someone new; nothing changed"
+                )
             raise Conflict(
                 f"annotator {annotator_id} came through a crowd study link: they come back through "
                 "the link, not a reopened account; nothing changed"

@@ -751,7 +751,7 @@ def mark_returned(
     Raises
     ------
     InvalidInput
-        The id is empty.
+        The id is empty, or an erased person's placeholder (`ERASED_ID`).
     NotFound
         Nobody with that id joined this link.
     Conflict
@@ -761,6 +761,11 @@ def mark_returned(
     if not external_id:
         raise InvalidInput(
             "`External id that returned` is empty: type the platform id of the person who returned"
+        )
+    if isinstance(external_id, str) and _ERASED.fullmatch(external_id):
+        raise InvalidInput(
+            f"`External id that returned` {shown(external_id)} is what an erased person's id reads, "
+            "not a platform id: their part is over; nothing changed"
         )
     with transaction(db):
         rows = list(

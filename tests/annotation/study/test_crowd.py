@@ -9,7 +9,14 @@ import pytest
 from annotation import assignment
 from annotation.__main__ import main
 from annotation.errors import Conflict, InvalidInput, InvalidToken, NotFound
-from annotation.people.accounts import Actor, create_annotators, login_with_invite, require, revoke_annotator
+from annotation.people.accounts import (
+    Actor,
+    create_annotators,
+    login_with_invite,
+    reopen_annotator,
+    require,
+    revoke_annotator,
+)
 from annotation.study import crowd, judging
 from annotation.study import design as study
 from annotation.study.design import GROUND_TRUTH
@@ -706,6 +713,15 @@ def test_erasing_a_participants_platform_ids_closes_their_account_and_keeps_thei
     assert audit == ("admin", "their e-mail of 2 Dec")
     with pytest.raises(Conflict, match="erased already"):
         crowd.erase_platform_ids(db, person.pseudonym, ADMIN, "again")
+    # Nothing else takes the erased person for someone who can come back or return.
+    erased = _dump(db)
+    with pytest.raises(
+        Conflict, match=f"annotator {person.annotator_id} asked to be erased: their platform id is gone"
+    ):
+        reopen_annotator(db, person.annotator_id, ADMIN, "by mistake")
+    with pytest.raises(InvalidInput, match=r"is what an erased person's id reads, not a platform id"):
+        crowd.mark_returned(db, link["id"], row["external_id"], ADMIN, now=T0)
+    assert _dump(db) == erased
     # The same platform id is someone new to the app now.
     again = _join(db, token, "PIDerase1")
     assert not again.resumed and _actor(db, again).annotator_id != person.annotator_id
