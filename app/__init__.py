@@ -322,7 +322,7 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
 def _not_its_value(fn, position: int) -> gr.Error:
     """The refusal of input `position` of Gradio function `fn`, a value its component cannot read."""
     return gr.Error(
-        f"{guard.input_name(fn, position)} is not a value a {type(fn.inputs[position]).__name__} takes; "
+        f"{guard.input_name(fn, position)} is not a value the {type(fn.inputs[position]).__name__} input takes; "
         "nothing was changed.",
         print_exception=False,
     )

@@ -345,7 +345,7 @@ def with_intervals(
 
 #: Why Tables 6-8 and Figure 4 are empty: said on the figures, in the empty CSVs and in the app.
 NO_SHIFTS = (
-    "Nothing to show yet: sensitivity compares a model's shift from a base concept to its "
+    "Nothing to show: sensitivity compares a model's shift from a base concept to its "
     "variants (apple → rotten apple) with people's. It fills once a model has evaluated a base "
     "concept and a variant that both have a human distribution in this source (designer "
     "colorings; the reference sets cover base concepts only)."

@@ -584,28 +584,28 @@ CASES = [
         "evaluate-concepts-as-one-text",
         "/evaluate_preview",
         as_role("researcher", ["tiny-random"], "apple", [], [], "", 0, 0, ["natural"], "7.5", 1),
-        r"^`Concepts \(empty: all, then the filters below\)` is not a value a Dropdown takes; "
+        r"^`Concepts \(empty: all, then the filters below\)` is not a value the Dropdown input takes; "
         r"nothing was changed\.$",
     ),
     Case(
         "pilot-names-as-a-list",
         "/admin_set_pilot",
         as_role("admin", ["apple", "banana"]),
-        r"^`Pilot concepts \(names, one per line or separated by commas\)` is not a value a Textbox takes",
+        r"^`Pilot concepts \(names, one per line or separated by commas\)` is not a value the Textbox input takes",
     ),
     Case(
         # "yes" counted as unticked and an export was built (outsider 76)
         "export-option-as-text",
         "/admin_export_start",
         as_role("admin", "yes"),
-        r"^`[^`]+` is not a value a Checkbox takes; nothing was changed\.$",
+        r"^`[^`]+` is not a value the Checkbox input takes; nothing was changed\.$",
     ),
     Case(
         # Nothing for a Checkbox was read as unticked too: a whole export was built (outsider 83).
         "export-option-as-nothing",
         "/admin_export_start",
         as_role("admin", None),
-        r"^`[^`]+` is not a value a Checkbox takes; nothing was changed\.$",
+        r"^`[^`]+` is not a value the Checkbox input takes; nothing was changed\.$",
     ),
     Case(
         # Built item by item, this run would have held the server's memory until it was killed.
@@ -771,7 +771,7 @@ CASES = [
         "designer-value-an-object",
         "/designer_submit",
         designer_submit(lambda d: {"task_id": d["key"], "color_layer": "", "elapsed_s": 5}),
-        r"^`[^`]+` is not a value a HTML takes; nothing was changed\.$",
+        r"^`[^`]+` is not a value the HTML input takes; nothing was changed\.$",
     ),
     Case(
         "designer-value-empty",
@@ -899,7 +899,7 @@ CASES = [
         "designer-consent-script",
         "/designer_consent",
         as_role("designer", SCRIPT),
-        r"^`I have read this information, .*` is not a value a Checkbox takes; nothing was changed\.$",
+        r"^`I have read this information, .*` is not a value the Checkbox input takes; nothing was changed\.$",
     ),
     Case(
         "designer-redo-unknown-coloring",

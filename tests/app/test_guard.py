@@ -469,7 +469,10 @@ def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(wo
     form = [page.values.get(i) for i in page.dependencies[save_form]["inputs"]]
     mine = [foreign[0]] + form[1:]
     [answer] = world.answers(save_form, [(mine, world.tokens["researcher"])])
-    assert answer.get("success") is False and "is not a value a Textbox takes" in answer["output"]["error"]
+    assert (
+        answer.get("success") is False
+        and "is not a value the Textbox input takes" in answer["output"]["error"]
+    )
     [answer] = world.answers(save_form, [(mine, world.tokens["participant"])])
     assert answer.get("success") is False and answer["output"]["error"].startswith("Not allowed: ")
     assert world.fetch(uploaded, world.tokens["participant"]) == 403
@@ -516,7 +519,10 @@ def test_an_input_its_component_cannot_read_is_refused_by_name_without_a_traceba
         [answer] = world.answers(index, [(data, None)])
         assert answer.get("success") is False, (index, answer)
         error = answer["output"]["error"] or ""
-        assert error.endswith("is not a value a Dataframe takes; nothing was changed."), (fn.name, error)
+        assert error.endswith("is not a value the Dataframe input takes; nothing was changed."), (
+            fn.name,
+            error,
+        )
         checked += 1
     assert checked >= 1
     # And every function with a null in each input: refused with words, or run (a null is a

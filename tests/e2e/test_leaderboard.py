@@ -83,8 +83,10 @@ def test_after_a_first_evaluation_the_leaderboards_open_filled_from_the_referenc
             expect(page.locator(f"#leaderboard_{table} tbody")).to_contain_text(model)
     for chart in ("sensitivity", "scatter"):
         expect(
-            page.locator(f"#leaderboard_{chart} .annotation-text").filter(has_text="Nothing to show yet")
-        ).to_contain_text("Nothing to show yet: sensitivity compares")
+            page.locator(f"#leaderboard_{chart} .annotation-text").filter(
+                has_text="Nothing to show: sensitivity"
+            )
+        ).to_contain_text("Nothing to show: sensitivity compares")
     expect(page.locator("#leaderboard_table6_empty")).to_contain_text(
         "the reference sets cover base concepts only"
     )

@@ -51,7 +51,9 @@ def test_tabs_load_their_lists_when_opened_and_empty_tables_say_what_fills_them(
     note = page.locator("#leaderboard_note")
     expect(note).to_contain_text("There is no stored model distribution yet: run a model on the Evaluate tab")
     for n in (6, 7, 8):
-        expect(page.locator(f"#leaderboard_table{n}_empty")).to_contain_text("Nothing to show yet")
+        expect(page.locator(f"#leaderboard_table{n}_empty")).to_contain_text(
+            "Nothing to show: sensitivity compares"
+        )
         expect(page.locator(f"#leaderboard_table{n} [role=columnheader]").first).to_be_hidden()
     page.get_by_text("Robustness of the paper's open choices").click()
     expect(page.locator("#leaderboard_robust_table_empty")).to_have_text(
