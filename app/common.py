@@ -677,6 +677,15 @@ def as_gr_error(error: Exception) -> gr.Error:
     return gr.Error(text.replace("&", "&amp;").replace("<", "&lt;"), print_exception=False)
 
 
+def refused_with(error: Exception, updates: dict) -> gr.Error:
+    """`as_gr_error` of `error` that on the page also sets `updates` (outputs of the event,
+    such as a table of every file refused and why, which the message can only begin); an
+    API client gets the refusal alone."""
+    refusal = as_gr_error(error)
+    refusal.updates = updates
+    return refusal
+
+
 @contextlib.contextmanager
 def shown_errors(action: str) -> Iterator[None]:
     """Turn what `action` raises into a `gr.Error` a person may see.
@@ -819,7 +828,8 @@ def wire(
         except gr.Error as error:
             message = relabelled(error.message, labels)
             gr.Warning(toast_text(message))
-            return {note: refusal_text(message)}  # Gradio skips every other output
+            # Gradio skips every other output, but those a refusal fills (`refused_with`).
+            return {note: refusal_text(message), **getattr(error, "updates", {})}
         if note_is_output:
             return result
         if _named_updates(result):

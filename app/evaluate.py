@@ -44,6 +44,7 @@ from app.common import (
     named_table,
     note_area,
     own_session,
+    refused_with,
     role,
     seed_number,
     ui_only,
@@ -483,8 +484,12 @@ class EvaluateTab(Tab):
             report = research.import_run(
                 db, actor.pseudonym, run, source, data_dir, self.concepts, allowed_roots=roots
             )
-        except ImportSourceError:  # what it holds is refused: the upload is of no more use
+        except ImportSourceError as error:  # what it holds is refused: the upload is of no more use
             discard_uploads([source] if upload else [])
+            if error.rejected:  # the message names the first few; the table every one
+                raise refused_with(
+                    error, {self.parts["rejected"]: [list(r) for r in error.rejected]}
+                ) from None
             raise
         discard_uploads([source] if upload else [])  # its images are under the data folder now
         self.ctx.jobs.submit(run, segmenter, executor)

@@ -102,3 +102,50 @@ def write_csv(frame: pd.DataFrame, path: str | Path, **to_csv) -> Path:
     """
     safe_frame(frame).to_csv(path, **to_csv, lineterminator=LINE_END)
     return Path(path)
+
+
+# Reading: CSV files as spreadsheets and other tools save them.
+
+_WIDE_BOMS = {
+    b"\xff\xfe\x00\x00": "UTF-32",
+    b"\x00\x00\xfe\xff": "UTF-32",
+    b"\xff\xfe": "UTF-16",
+    b"\xfe\xff": "UTF-16",
+}
+SAVE_AS = "save it as UTF-8 text (a spreadsheet's 'CSV UTF-8')"
+
+
+def decoded_csv(data: bytes, name: str) -> str:
+    """The text of the CSV file `name` holding `data`: UTF-8, with or without a byte-order mark.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, and for a byte UTF-8 cannot read, its line: UTF-16 or UTF-32 (a
+        spreadsheet's "Unicode Text"), Latin-1 or Windows-1252 (a spreadsheet's plain "CSV"
+        in many languages) are refused with what to do, not with the codec's words.
+    """
+    for bom, encoding in _WIDE_BOMS.items():
+        if data.startswith(bom):
+            raise ValueError(
+                f"{name} is {encoding} text (as a spreadsheet's 'Unicode Text' saves it): {SAVE_AS}"
+            )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(
+            f"{name} is not UTF-8 text: line {line} holds the byte 0x{data[error.start]:02x}, which UTF-8 "
+            f"does not read there (a file saved as Latin-1 or Windows-1252 does this); {SAVE_AS}"
+        ) from None
+
+
+def semicolon_refusal(header: list[str], name: str) -> str | None:
+    """Why the CSV file `name` whose first row is `header` cannot be read, when a spreadsheet
+    set to a language with decimal commas separated it with semicolons; else None."""
+    if len(header) == 1 and ";" in header[0]:
+        return (
+            f"{name} is separated by semicolons (as a spreadsheet set to a language with decimal "
+            "commas saves it): save it with commas between the values and points in the numbers"
+        )
+    return None

@@ -9,6 +9,7 @@ concept into a probability vector. Such a set is stored with a source label (see
 from __future__ import annotations
 
 import csv
+import io
 import math
 import unicodedata
 from collections.abc import Collection
@@ -20,6 +21,7 @@ import sqlite_utils
 from evaluation.concepts import ASSETS, key_meant
 from storage import human
 from storage.distributions import N_BINS
+from storage.spreadsheet import decoded_csv, semicolon_refusal
 
 UW71_RATINGS_CSV = ASSETS / "reference" / "uw71_concept_ratings.csv"
 UW71_RATINGS_SOURCE = "uw71-ratings"
@@ -95,19 +97,29 @@ def load_reference_csv(
         said there.
     """
     path = Path(path)
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
+    try:
+        rows = list(csv.reader(io.StringIO(decoded_csv(path.read_bytes(), path.name), newline="")))
+    except ValueError as error:
+        raise ReferenceError(str(error)) from None
     if not rows:
         raise ReferenceError(f"{path.name} is empty; expected a header and one row per concept")
+    if why := semicolon_refusal(rows[0], path.name):
+        raise ReferenceError(why)
+    # Columns empty in every row after the last (a spreadsheet keeps a cleared column's) are dropped.
+    width = max(len(row) for row in rows)
+    while width > 1 and not any(cell.strip() for row in rows for cell in row[width - 1 : width]):
+        width -= 1
+    rows = [row[:width] for row in rows]
     header = [cell.strip() for cell in rows[0][1:]]
-    if len(rows[0]) == 1 and ";" in rows[0][0]:
-        raise ReferenceError(
-            f"{path.name} is separated by semicolons (as a spreadsheet set to a language with decimal "
-            "commas saves it): save it with commas between the values and points in the numbers"
-        )
     if header != [str(i) for i in range(N_BINS)]:
+        wrong = next((i for i, cell in enumerate(header) if i >= N_BINS or cell != str(i)), len(header))
+        if wrong >= N_BINS:
+            why = f"column {wrong + 2} comes after color {N_BINS - 1} and is not empty in every row"
+        else:
+            found = repr(header[wrong]) if wrong < len(header) else "nothing"
+            why = f"column {wrong + 2} holds {found} where {str(wrong)!r} belongs"
         raise ReferenceError(
-            f"{path.name} header must list color indices 0..{N_BINS - 1} after the first cell, got {header[:5]}..."
+            f"{path.name} header must list color indices 0..{N_BINS - 1} after the first cell: {why}"
         )
     distributions: dict[str, np.ndarray] = {}
     rows_of: dict[str, tuple[int, str]] = {}  # a name in Unicode's composed form: its row and text

@@ -40,6 +40,7 @@ from evaluation.pipeline.runs import check_run_name
 from storage import transaction
 from storage.files import MAX_BYTES, MAX_PIXELS, ImageRefused, leaves_archive, open_image, put_png
 from storage.shown import shown
+from storage.spreadsheet import decoded_csv, semicolon_refusal
 
 MANIFEST = "manifest.csv"
 NAME_FIELDS = ("model", "concept", "style", "cfg", "seed")
@@ -54,7 +55,20 @@ _MODEL_NAME = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_MODEL_NAME - 1}}}
 
 
 class ImportSourceError(ValueError):
-    """The source as a whole is refused (outside the allowed roots, unsafe zip, no image...)."""
+    """The source as a whole is refused (outside the allowed roots, unsafe zip, no image...).
+
+    ``rejected`` holds every file left out and why, when that is the reason (no usable image):
+    the message names the first `SHOWN_REJECTED`, a table can show them all.
+    """
+
+    def __init__(self, message: str, rejected: Sequence[tuple[str, str]] = ()):
+        super().__init__(message)
+        self.rejected = tuple(rejected)
+
+
+SHOWN_REJECTED = 5
+"""The files left out that a refusal's message names (an import of 200,000 names them all in
+`ImportSourceError.rejected`)."""
 
 
 @dataclass(frozen=True)
@@ -220,13 +234,16 @@ def _labels_from_names(names: Sequence[str], known: set[str]) -> Iterator[tuple[
 
 
 def _manifest_text(read: Callable[[], bytes]) -> str:
-    """The manifest's text; ImportSourceError naming it when it is too large or not UTF-8."""
+    """The manifest's text; ImportSourceError naming it when it is too large or not UTF-8
+    (`storage.spreadsheet.decoded_csv`: the line, and what to do)."""
     try:
-        return read().decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise ImportSourceError(f"{MANIFEST} must be UTF-8 text: {error}") from None
+        data = read()
     except ValueError as error:
         raise ImportSourceError(f"{MANIFEST} is too large: {error}") from None
+    try:
+        return decoded_csv(data, MANIFEST)
+    except ValueError as error:
+        raise ImportSourceError(str(error)) from None
 
 
 def _labels_from_manifest(
@@ -235,12 +252,30 @@ def _labels_from_manifest(
     """Each image's label from the manifest's rows; rows that name no image of the source,
     and files listed more than once, are added to `rejected`."""
     try:
-        rows = list(csv.DictReader(io.StringIO(text)))
+        table = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as error:
         raise ImportSourceError(f"{MANIFEST} is not readable CSV: {error}") from None
-    if not rows or set(MANIFEST_COLUMNS) - set(rows[0]):
+    if table and (why := semicolon_refusal(table[0], MANIFEST)):
+        raise ImportSourceError(why)
+    # Column names are read as a person means them: `File`, ` Model ` and `CFG` name the columns.
+    header = [cell.strip().lower() for cell in table[0]] if table else []
+    rows = [
+        dict(zip(header, row + [""] * (len(header) - len(row))))
+        for row in table[1:]
+        if any(cell.strip() for cell in row)
+    ]
+    missing = [column for column in MANIFEST_COLUMNS if column not in header]
+    twice = sorted({column for column in header if column and header.count(column) > 1})
+    why = ""
+    if missing:
+        why = f"it lacks {missing} (its first row: {[cell[:40] for cell in table[0][:10]] if table else []})"
+    elif twice:
+        why = f"it names {twice} twice"
+    elif not rows:
+        why = "it has no row after the column names"
+    if why:
         raise ImportSourceError(
-            f"{MANIFEST} must have the columns {list(MANIFEST_COLUMNS)} and at least one row"
+            f"{MANIFEST} must have the columns {list(MANIFEST_COLUMNS)} and at least one row: {why}"
         )
     listed: dict[str, Label | str] = {}
     times = Counter((row["file"] or "").strip() for row in rows)
@@ -391,8 +426,9 @@ def import_images(
     by_key = {c.key: c for c in concepts}
     stored, rejected = _read_images(entries, set(by_key), data_dir, run)
     if not stored:
-        shown = "; ".join(f"{n}: {why}" for n, why in rejected[:5]) or "it holds no file"
-        raise ImportSourceError(f"no usable image in {Path(source).name!r}: {shown}")
+        listed = "; ".join(f"{n}: {why}" for n, why in rejected[:SHOWN_REJECTED]) or "it holds no file"
+        more = f"; and {len(rejected) - SHOWN_REJECTED:,} more" if len(rejected) > SHOWN_REJECTED else ""
+        raise ImportSourceError(f"no usable image in {Path(source).name!r}: {listed}{more}", rejected)
     try:
         _store_run(db, run, source, entries, stored, by_key)
     except BaseException:

@@ -335,6 +335,22 @@ def test_a_researcher_imports_a_folder_and_a_refused_import_leaves_no_old_list(l
     page.click("#evaluate_import")
     expect(report).to_contain_text("is outside the allowed import folders")
     expect(rows).to_have_count(0)
+    # No usable image: the message names the first five, the table every one (outsider 100
+    # fixed five, imported again, and only then met the next ones).
+    bad = live_app.config.data_dir / "imports" / "bad"
+    bad.mkdir()
+    for n in range(7):
+        Image.fromarray(solid((200, 30, 30))).save(bad / f"ext__unicorn{n}__natural__5__1.png")
+    page.locator("#evaluate_folder textarea").fill("bad")
+    page.click("#evaluate_import")
+    expect(report).to_contain_text(
+        "no usable image in 'bad': ext__unicorn0__natural__5__1.png: concept 'unicorn0'"
+    )
+    expect(report).to_contain_text("; and 2 more")
+    expect(rows).to_have_count(7)
+    assert sorted(row[0] for row in table_rows(page, "evaluate_rejected")) == [
+        f"ext__unicorn{n}__natural__5__1.png" for n in range(7)
+    ]
     # A run picked to resume brings back the masking it recorded (after a reload the form
     # had the default one, and a resume was refused until the researcher chose it again).
     db = open_db(live_app.config.db_path)

@@ -296,7 +296,8 @@ def test_manifest_rows_that_repeat_a_file_or_name_none_are_listed_not_applied(db
         ),
         (
             lambda path: _zip_with(path, "manifest.csv", "file,model\nà.png,m\n".encode("latin-1")),
-            r"^manifest\.csv must be UTF-8 text: 'utf-8' codec can't decode",
+            r"^manifest\.csv is not UTF-8 text: line 2 holds the byte 0xe0, which UTF-8 does not read there "
+            r"\(a file saved as Latin-1 or Windows-1252 does this\); save it as UTF-8 text",
         ),
         (
             lambda path: _zip_with(path, "manifest.csv", b" " * (MAX_IMAGE_BYTES + 1)),
@@ -310,6 +311,56 @@ def test_a_source_that_cannot_be_read_is_refused_by_name_and_stores_nothing(db, 
     with pytest.raises(ImportSourceError, match=message):
         import_images(db, "r", tmp_path / "x.zip", tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     assert db["runs"].count == 0 and not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    "manifest, message",
+    [
+        (
+            "\ufefffile;model;concept;style;cfg;seed\r\nm.png;m;apple;natural;7,5;1\r\n",
+            r"^manifest\.csv is separated by semicolons \(as a spreadsheet set to a language with decimal commas",
+        ),
+        (
+            "file,model,concept,style,cfg\nm.png,m,apple,natural,7.5\n",
+            r"^manifest\.csv must have the columns \[.*\] and at least one row: it lacks \['seed'\] \(its first "
+            r"row: \['file', 'model', 'concept', 'style', 'cfg'\]\)$",
+        ),
+        (
+            "file,model,concept,style,cfg,seed,File\nm.png,m,apple,natural,7.5,1,x\n",
+            r": it names \['file'\] twice$",
+        ),
+        ("file,model,concept,style,cfg,seed\n,,,,,\n", r": it has no row after the column names$"),
+    ],
+    ids=["semicolons", "missing-column", "column-twice", "no-row"],
+)
+def test_a_manifest_that_cannot_be_read_says_what_to_change(db, tmp_path, manifest, message):
+    """Outsider 100: a German spreadsheet's manifest, or one lacking a column, got the same
+    "must have the columns" without saying which or why."""
+    _zip_with(tmp_path / "x.zip", "manifest.csv", manifest.encode())
+    with pytest.raises(ImportSourceError, match=message):
+        import_images(db, "r", tmp_path / "x.zip", tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    assert db["runs"].count == 0 and not (tmp_path / "data").exists()
+
+
+def test_manifest_column_names_are_read_in_any_case_and_spacing_and_every_refusal_is_kept(db, tmp_path):
+    name = "m__apple__natural__7.5__1.png"
+    manifest = f"File, Model ,CONCEPT,Style,CFG,Seed,,\r\n{name},m,apple,natural,7.5,3,,\r\n,,,,,,,\r\n"
+    _zip_with(tmp_path / "x.zip", "manifest.csv", manifest.encode())
+    report = import_images(db, "r", tmp_path / "x.zip", tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    assert (report.imported, report.rejected) == (1, ())
+    assert [item["seed"] for item in runs.items(db, "r")] == [3]  # the manifest's, not the name's
+    names = [f"u{n}.png" for n in range(8)]
+    rows = "".join(f"{name},m,unicorn{n},natural,7.5,1\n" for n, name in enumerate(names))
+    _zip(
+        tmp_path / "y.zip",
+        [("manifest.csv", "file,model,concept,style,cfg,seed\n" + rows)]
+        + [(n, _png((1, 2, 3))) for n in names],
+    )
+    with pytest.raises(
+        ImportSourceError, match=r"u4\.png: concept 'unicorn4' is not in the concept list; and 3 more$"
+    ) as refused:
+        import_images(db, "s", tmp_path / "y.zip", tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    assert [name for name, _ in refused.value.rejected] == names
 
 
 def _zip_with(path, name: str, data: bytes) -> None:

@@ -473,6 +473,46 @@ def test_a_reference_saved_with_semicolons_is_refused_saying_so(tmp_path):
         load_reference_csv(path)
 
 
+@pytest.mark.parametrize(
+    "encoding, message",
+    [
+        (
+            "latin-1",
+            r"^lab\.csv is not UTF-8 text: line 3 holds the byte 0xc4, which UTF-8 does not read there ",
+        ),
+        (
+            "utf-16",
+            r"^lab\.csv is UTF-16 text \(as a spreadsheet's 'Unicode Text' saves it\): ",
+        ),
+    ],
+)
+def test_a_reference_in_another_encoding_is_refused_naming_the_file_and_line(tmp_path, encoding, message):
+    """Outsider 100: a Latin-1 or UTF-16 file got the codec's bare words, naming no file or row."""
+    path = _lab_csv(tmp_path, "apple", "\xc4pfel gr\xfcn")
+    path.write_bytes(path.read_text(encoding="utf-8").encode(encoding))
+    with pytest.raises(ReferenceError, match=message + ".*save it as UTF-8 text"):
+        load_reference_csv(path)
+
+
+def test_empty_columns_after_the_last_are_dropped_and_a_wrong_header_names_its_column(tmp_path):
+    """Outsider 100: two empty columns a spreadsheet left were refused as "got ['0', '1', '2',
+    '3', '4']...", the five right cells."""
+    path = _lab_csv(tmp_path, "apple", "\xc4pfel")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("".join(f"{line},,\r\n" for line in lines) + ",,,\r\n", encoding="utf-8")
+    assert list(load_reference_csv(path)) == ["apple", "\xc4pfel"]
+    path.write_text(lines[0].replace(",41,", ",40,") + "\n" + lines[1] + "\n", encoding="utf-8")
+    with pytest.raises(
+        ReferenceError, match=r"after the first cell: column 43 holds '40' where '41' belongs$"
+    ):
+        load_reference_csv(path)
+    path.write_text(lines[0] + ",71\n" + lines[1] + ",7\n", encoding="utf-8")
+    with pytest.raises(
+        ReferenceError, match=r"column 73 comes after color 70 and is not empty in every row$"
+    ):
+        load_reference_csv(path)
+
+
 _KNOWN = frozenset(concept.key for concept in load_concepts())
 
 
