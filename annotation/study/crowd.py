@@ -110,6 +110,7 @@ _CODE_CHARS = re.compile(r"[A-Za-z0-9_\-]{1,40}")
 _PARAM_CHARS = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
 PAYMENT_COLUMNS = (
     "participant_id",
+    "pseudonym",
     "status",
     "study_id",
     "session_id",
@@ -965,7 +966,8 @@ def payment_rows(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | 
     -------
     pandas.DataFrame
         Columns `PAYMENT_COLUMNS`: the platform's ``participant_id``, ``study_id`` and
-        ``session_id``; ``status`` (one of `STATUSES`, after timing out the overdue);
+        ``session_id``; the app's ``pseudonym`` (``participant`` in the study's votes, whose
+        ``participant_id`` and ``study_id`` are the app's numbers); ``status`` (one of `STATUSES`, after timing out the overdue);
         ``started``/``finished`` (UTC); ``minutes`` spent (to now while active, 0.1
         precision); ``trials`` judged; attention ``checks_passed``/``checks_failed``;
         the ``code`` they were given ("" unless completed or screened out).
@@ -974,9 +976,10 @@ def payment_rows(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | 
     now = utcnow() if now is None else now
     expire_overdue(db, now=now, link_id=link["id"])
     rows = db.execute(
-        "select c.external_id, c.status, c.platform_study_id, c.platform_session_id, c.started, c.finished, "
+        "select c.external_id, a.pseudonym, c.status, c.platform_study_id, c.platform_session_id, c.started, c.finished, "
         "count(j.id), coalesce(sum(p.b = ? and j.winner = 'b'), 0), coalesce(sum(p.b = ? and j.winner != 'b'), 0) "
-        "from crowd_participants c left join judgments j on j.participant_id = c.annotator_id "
+        "from crowd_participants c join annotators a on a.id = c.annotator_id "
+        "left join judgments j on j.participant_id = c.annotator_id "
         "left join study_pairs p on p.id = j.pair_id where c.link_id = ? "
         "group by c.annotator_id order by c.started, c.annotator_id",
         [GROUND_TRUTH, GROUND_TRUTH, link["id"]],
@@ -985,6 +988,7 @@ def payment_rows(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | 
     records = [
         {
             "participant_id": pid,
+            "pseudonym": pseudonym,
             "status": status,
             "study_id": study or "",
             "session_id": session or "",
@@ -998,7 +1002,7 @@ def payment_rows(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | 
             "checks_failed": failed,
             "code": codes.get(status, ""),
         }
-        for pid, status, study, session, started, finished, trials, passed, failed in rows
+        for pid, pseudonym, status, study, session, started, finished, trials, passed, failed in rows
     ]
     return pd.DataFrame(records, columns=list(PAYMENT_COLUMNS))
 

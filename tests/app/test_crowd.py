@@ -84,7 +84,11 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
 
         counts, table, _ = client.predict(admin, 1, api_name="/crowd_payments")
         assert counts.startswith("Started 2 · active 2 · completed 0")
-        assert [row[:3] for row in table["data"]] == [["pidA", "active", ""], ["pidB", "active", ""]]
+        assert [[row[0], *row[2:4]] for row in table["data"]] == [
+            ["pidA", "active", ""],
+            ["pidB", "active", ""],
+        ]
+        assert all(re.fullmatch(r"P\d{4}", row[1]) for row in table["data"])
         counts, table, _, said = client.predict(admin, 1, "pidB", api_name="/crowd_returned")
         assert "returned 1 · account closed 0 · places left 1" in counts
         assert said == "**pidB** is marked returned on link 1: their place is free again."
@@ -95,7 +99,7 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         assert stat.S_IMODE(exports.stat().st_mode) == 0o700
         assert [p.parent.parent.name for p in exports.rglob("payments.csv")] == ["crowd-1"]
         assert texts["payments.csv"].splitlines()[0] == ",".join(crowd.PAYMENT_COLUMNS)
-        assert [line.split(",")[:2] for line in texts["payments.csv"].splitlines()[1:]] == [
+        assert [line.split(",")[0:3:2] for line in texts["payments.csv"].splitlines()[1:]] == [
             ["pidA", "active"],
             ["pidB", "returned"],
         ]

@@ -523,12 +523,14 @@ def test_the_payment_table_of_a_small_crowd_row_by_row(setup):
         [actors["pid-c"].annotator_id, GROUND_TRUTH],
     ).fetchone()[0]
     expected[0][8] = checks_c
+    # The pseudonym beside the platform's id: the study's votes name people by it.
+    expected = [[row[0], actors[row[0]].pseudonym, *row[1:]] for row in expected]
     assert table.values.tolist() == expected
     lines = crowd.payment_csv(table).splitlines()
     assert lines[0] == ",".join(crowd.PAYMENT_COLUMNS)
     assert (
         lines[2]
-        == f"pid-a,completed,S1,sess-pid-a,{started['pid-a']},{iso(T0 + dt.timedelta(minutes=1))},21.0,10,1,0,C0MPLETE"
+        == f"pid-a,{actors['pid-a'].pseudonym},completed,S1,sess-pid-a,{started['pid-a']},{iso(T0 + dt.timedelta(minutes=1))},21.0,10,1,0,C0MPLETE"
     )
     assert crowd.approval_ids(table) == "pid-a\n"
     assert crowd.bonus_csv(table, 0.05) == "pid-a,0.50\n"
