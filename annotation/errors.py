@@ -28,6 +28,12 @@ class InvalidToken(AnnotationError):
     """An invite or session token is unknown, forged, revoked or expired."""
 
 
+class StaleToken(InvalidToken):
+    """An invite token that names a stored invite, out of date: expired, revoked or of a
+    closed account. Someone holding a real link is no guess: the sign-in throttle does not
+    count it."""
+
+
 class PermissionDenied(AnnotationError):
     """The signed-in person lacks the role an action needs."""
 

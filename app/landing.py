@@ -13,7 +13,14 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from annotation.errors import AnnotationError, InvalidInput, InvalidToken, PermissionDenied, check_length
+from annotation.errors import (
+    AnnotationError,
+    InvalidInput,
+    InvalidToken,
+    PermissionDenied,
+    StaleToken,
+    check_length,
+)
 from annotation.people import passwords, throttle
 from annotation.people.accounts import Actor, login_with_invite, logout, require
 from annotation.people.passwords import login_admin
@@ -344,6 +351,8 @@ def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[
         try:
             check_length(text, "invite link", MAX_LINK)
             session = login_with_invite(db, invite_token(text), session_days=ctx.config.session_days)
+        except StaleToken:  # a real link, out of date: no guess (`annotation.people.throttle`)
+            raise
         except (InvalidToken, InvalidInput):
             throttle.record_failure(db, address, "invite")
             raise

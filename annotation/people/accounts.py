@@ -32,6 +32,7 @@ from annotation.errors import (
     InvalidToken,
     NotFound,
     PermissionDenied,
+    StaleToken,
     check_text,
     shown,
 )
@@ -252,8 +253,8 @@ def login_with_invite(
     Raises
     ------
     InvalidToken
-        If the token is malformed, unknown (forged), revoked or expired, or its
-        annotator was revoked. Nothing is written then.
+        If the token is malformed or unknown (forged); `StaleToken` (a subclass) if it is
+        revoked or expired, or its annotator was revoked. Nothing is written then.
     """
     now = utcnow() if now is None else now
     token_hash = _hash_checked(token, "invite")
@@ -267,9 +268,9 @@ def login_with_invite(
         # A closed account first: its links were revoked with it, and no new one can be made.
         _active_annotator(db, invite["annotator_id"])
         if invite["revoked"]:
-            raise InvalidToken("this invite link was revoked; ask the study admin for a new one")
+            raise StaleToken("this invite link was revoked; ask the study admin for a new one")
         if invite["expires"] <= iso(now):
-            raise InvalidToken(
+            raise StaleToken(
                 f"this invite link expired on {invite['expires'][:10]}; ask the study admin for a new one"
             )
         annotator = _active_annotator(db, invite["annotator_id"])
@@ -565,7 +566,7 @@ def list_annotators(db: sqlite_utils.Database, role: str | None = None) -> list[
 def _active_annotator(db, annotator_id: int) -> dict:
     annotator = get_annotator(db, annotator_id)
     if annotator["status"] != "active":
-        raise InvalidToken(f"the account {annotator['pseudonym']} was closed by the study admin")
+        raise StaleToken(f"the account {annotator['pseudonym']} was closed by the study admin")
     return annotator
 
 

@@ -160,7 +160,8 @@ def login_admin(db: sqlite_utils.Database, password: str, *, now: dt.datetime | 
         or not verify_password(password, stored)
     ):
         raise PermissionDenied(
-            f"wrong admin password (it was shown on the console at first start, or set with {ENV_PASSWORD})"
+            f"wrong admin password (it was shown on the console at first start, or set with {ENV_PASSWORD}; "
+            "forgotten: `python -m annotation set-admin-password` on the server chooses a new one)"
         )
     return open_admin_session(db, now=now)
 

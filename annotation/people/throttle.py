@@ -5,7 +5,10 @@ the throttle holds across restarts and across app processes sharing one database
 the admin sees the recent failures. Within `WINDOW_S`:
 
 - an address has `FREE_FAILURES` failures free; after the n-th failure beyond them it
-  waits ``2 ** n`` seconds (capped at `MAX_WAIT_S`) before its next attempt is heard;
+  waits ``2 ** n`` seconds (capped at `MAX_WAIT_S`) before its next attempt is heard.
+  Admin passwords and links (invite and study links) are counted apart: people behind one
+  address (a lab's network) mistyping or re-opening links keep no one from the admin
+  password, nor a wrong password anyone from their links;
 - when all addresses together fail the admin password `GLOBAL_FAILURES` times (a
   spread-out guessing attack), every admin-password attempt waits `GLOBAL_WAIT_S` after
   the latest such failure. Invite and study-link tokens carry 256 random bits: no number
@@ -14,7 +17,9 @@ the admin sees the recent failures. Within `WINDOW_S`:
   new address every 30 s: outside probe 96).
 
 A refused (throttled) attempt is not checked at all, so it cannot succeed and does
-not count as a failure.
+not count as a failure. Nor does a real invite link that is out of date (expired, revoked,
+of a closed account: `annotation.errors.StaleToken`): it is no guess, and a designer
+re-opening an old link from the lab counted against everyone there (outside probe 99).
 
 The address is the one uvicorn reports: behind a reverse proxy it comes from
 ``X-Forwarded-For`` only for proxies listed in ``FORWARDED_ALLOW_IPS`` (default loopback);
@@ -54,12 +59,14 @@ def wait_s(
 
 
 def _waits(db, address: str, kind: str, now: dt.datetime) -> tuple[float, float]:
-    """Seconds to wait for `address`'s own failures, and for everyone's admin-password
-    failures together (0 for another `kind`; each >= 0)."""
+    """Seconds to wait for `address`'s own failures of `kind`'s group (the admin password, or
+    links), and for everyone's admin-password failures together (0 for another `kind`; each
+    >= 0)."""
     since = iso(now - dt.timedelta(seconds=WINDOW_S))
     count, last = db.execute(
-        "select count(*), max(created) from audit where action = ? and object_id = ? and created > ?",
-        [ACTION, address, since],
+        "select count(*), max(created) from audit where action = ? and object_id = ? and created > ? "
+        "and (json_extract(details, '$.kind') = ?) = ?",
+        [ACTION, address, since, ADMIN_PASSWORD, kind == ADMIN_PASSWORD],
     ).fetchone()
     own = everyone = 0.0
     if count > FREE_FAILURES:
@@ -84,7 +91,10 @@ def check(
     password"``, ``"invite"``, ``"study link"``); the message says whose failures it waits for."""
     own, everyone = _waits(db, address, kind, utcnow() if now is None else now)
     if own > 0 and own >= everyone:
-        raise Throttled(f"too many failed sign-ins from your address; try again in {math.ceil(own)} s")
+        what = "wrong admin passwords" if kind == ADMIN_PASSWORD else "links that were not valid"
+        raise Throttled(
+            f"too many failed sign-ins from your address ({what}); try again in {math.ceil(own)} s"
+        )
     if everyone > 0:
         raise Throttled(
             f"too many failed admin sign-ins on this server from many addresses (not only yours), so "
