@@ -395,7 +395,9 @@ class AdminTab(Tab):
     def failed_sign_ins(self, db, actor) -> dict:
         """The latest failed sign-ins, newest first."""
         return self.named(
-            failures=[[r["created"], r["address"], r["kind"]] for r in throttle.recent_failures(db)]
+            failures=[
+                [shown_time(r["created"]), r["address"], r["kind"]] for r in throttle.recent_failures(db)
+            ]
         )
 
     # --- A pilot study (issue 26) -------------------------------------------------------------
@@ -542,7 +544,7 @@ def _annotator_rows(db) -> list[list]:
             ", ".join(json.loads(r["roles"])),
             {None: "unknown", 1: "yes", 0: "no"}[r["design_background"]],
             r["status"],
-            r["created"],
+            shown_time(r["created"]),
             _approval(r["practice_approved"], r["practice_approved_by"]),
             r["sign_ins"],
             _work(r),
@@ -590,7 +592,7 @@ def _approval(when: str | None, by: str | None) -> str:
         onboarding.AUTO_APPROVER: "automatically",
         UPGRADE_APPROVER: "recorded at the upgrade: at work on the main task before approvals were recorded",
     }
-    return f"{when} ({how.get(by, f'by {by}')})"
+    return f"{shown_time(when)} ({how.get(by, f'by {by}')})"
 
 
 def _layout(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> dict:

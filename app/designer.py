@@ -353,7 +353,7 @@ class DesignerTab(Tab):
                 r["concept_key"] + (" (practice)" if r["practice"] else ""),
                 str(r["round"]),
                 r["status"],
-                r["created"][:16].replace("T", " "),
+                shown_time(r["created"]),
                 "" if r["seconds_spent"] is None else f"{r['seconds_spent'] / 60:.1f}",
                 "yes" if not r["redo"] else f"no: {r['redo']}",
                 r["note"],

@@ -39,6 +39,7 @@ from app.common import (
     whole_number,
 )
 from app.tabs import On, Tab
+from storage import shown_time
 from storage.shown import printable
 
 NAME = "sketches"
@@ -197,7 +198,7 @@ class SketchesTab(Tab):
                 r["source"],
                 "yes" if r["selected"] else "",
                 f"{r['width']}x{r['height']}",
-                r["created"][:16].replace("T", " "),
+                shown_time(r["created"]),
                 ", ".join(f"{k}: {v}" for k, v in json.loads(r["meta"]).items()),
             ]
             for r in rows

@@ -44,6 +44,7 @@ from evaluation.analysis.judgment_report import CI, method_note
 from evaluation.analysis.judgments import MAX_BOOT
 from evaluation.models.generation import STYLES
 from storage import human as human_rows
+from storage import shown_time
 from storage.human import COUNTING_RULE
 from storage.human import sources as human_sources
 from storage.shown import counted
@@ -410,7 +411,7 @@ def _study_rows(db) -> list[list]:
             s["votes_wanted"],
             s["complete_pairs"],
             s["participants"],
-            s["created"],
+            shown_time(s["created"]),
         ]
         for s in study.list_studies(db)
     ]
