@@ -301,8 +301,19 @@ JS = compact_js(
       // The image's label says it all: its drawing and tools are not read out one by one.
       chart.querySelectorAll('.svg-container, .modebar-container').forEach((inner) => inner.setAttribute('aria-hidden', 'true'));
     }});
+    // Focus on a control the action hid or disabled (a last vote, a sign-in) fell to the
+    // page's top, where a screen reader starts over: it goes to the nearest text shown.
+    if (document.activeElement === document.body && held && (held.disabled || !held.offsetParent)) {{
+      const shown = (s, box) => [...box.querySelectorAll(s)].find((e) => e.offsetParent && e.textContent.trim());
+      for (let box = held.parentElement; box; box = box.parentElement) {{
+        const to = shown('[role="status"]', box) || shown('.prose', box);
+        if (to) {{ to.tabIndex = -1; to.focus(); break; }}
+      }}
+      held = null;
+    }}
   }};
-  let marking = false, labelled = 0;
+  let marking = false, labelled = 0, held = null;
+  document.addEventListener('focusin', (e) => {{ held = e.target; }});
   const markOf = (b) => document.querySelector(`#${{b.className.match(/{ANSWERS}--(\\S+)/)?.[1]}} [id^="{SHOWN_PREFIX}"]`);
   const seen = {{}}, ready = {{}}, bound = {{}};
   const drawn = () => [...document.querySelectorAll(".{CHART_WAIT}")].every((c) => !c.offsetParent || c.querySelector(".main-svg"));

@@ -262,6 +262,17 @@ def contrast(locator) -> float:
     return locator.evaluate(_CONTRAST)
 
 
+def focused(page) -> str:
+    """Where the keyboard focus is, once it is off the page's top: ``"<nearest id>: <text>"``
+    (the text cut at 80 characters). Waits for it to leave ``<body>``, where an action that
+    hid the focused control left it (a screen reader then starts over at the top)."""
+    page.wait_for_function("() => document.activeElement !== document.body")
+    return page.evaluate(
+        "() => { const e = document.activeElement;"
+        " return `${e.closest('[id]')?.id}: ${e.textContent.trim().slice(0, 80)}`; }"
+    )
+
+
 def table_rows(page, elem_id: str) -> list[list[str]]:
     """The body cells of the `gr.Dataframe` with `elem_id`, as text, row by row.
 

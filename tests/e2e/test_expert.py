@@ -9,7 +9,17 @@ from annotation.pilot import set_pilot
 from app.expert import VOTE_IMAGE_ALT
 from storage import open_db
 from tests.annotation.test_pilot import PILOT, color_as_assigned
-from tests.browser import ADMIN_PASSWORD, answerable, expect, live_app, open_tab, page, second_click, sign_in  # noqa: F401
+from tests.browser import (  # noqa: F401
+    ADMIN_PASSWORD,
+    answerable,
+    expect,
+    focused,
+    live_app,
+    open_tab,
+    page,
+    second_click,
+    sign_in,
+)
 from tests.qc_data import add_coloring, painted
 
 pytestmark = pytest.mark.browser
@@ -221,6 +231,12 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
         page.click("#expert_consistent")
     expect(concept).to_contain_text("Nothing to vote on right now.")
     expect(concept).to_contain_text("No review has all its votes yet: 4 votes on 2 colorings are missing.")
+    # The vote buttons are disabled: the focus goes to what the page says instead of to the
+    # page's top (outsider 95).
+    where = focused(page)
+    assert where.startswith(
+        ("expert_vote_message: Vote recorded: Consistent.", "expert_vote_concept: Nothing")
+    ), where
     page.get_by_role("button", name="Refresh statistics").click()
     expect(page.locator("#expert_summary")).to_have_text(
         "No review has all its votes yet: 4 votes on 2 colorings are missing."

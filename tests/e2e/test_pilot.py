@@ -43,6 +43,7 @@ from tests.browser import (
     answerable,
     chromium_browser,
     expect,
+    focused,
     pick,
     search,
     settled,
@@ -294,6 +295,8 @@ def _participant_judges_every_trial(app: LiveApp, browser, link: str, n: int) ->
         answerable(page, "#participant_progress")
         page.keyboard.press("ArrowLeft" if (number + n) % 2 else "ArrowRight")
     expect(progress).to_contain_text(f"All done: you judged {len(PILOT)} of {len(PILOT)} trials")
+    where = focused(page)  # not the page's top, where the hidden answer buttons left it (outsider 95)
+    assert where.startswith("participant_progress: All done"), where
     assert page.js_errors == []
     if n == 1:
         _shot(page, "participant-done")
