@@ -62,6 +62,7 @@ TITLES = {
     "scale-out": "Scale-out (Ray)",
     "adaptive": "Adaptive collection",
     "crowd": "Crowd",
+    "explicit-independent": "Explicit colors on renders made apart from the scorer (Mitsuba 3)",
 }
 
 
@@ -432,6 +433,14 @@ def explicit_validation(quick: bool) -> tuple[list[Row], dict[str, str]]:
     return bench_explicit_validation.bench(quick, Row)
 
 
+def explicit_independent(quick: bool) -> tuple[list[Row], dict[str, str]]:
+    """Rows from `bench.bench_explicit_independent.bench`, and its section (the explicit-color
+    rule sets on Mitsuba renders made apart from the scorer)."""
+    from bench import bench_explicit_independent
+
+    return bench_explicit_independent.bench(quick, Row)
+
+
 def page_size(quick: bool) -> tuple[list[Row], dict[str, str]]:
     """Rows from `bench.bench_page_size.run` (the page's weight and first render)."""
     from bench import bench_page_size
@@ -466,6 +475,7 @@ BENCHMARKS: dict[str, Callable[[bool], tuple[list[Row], dict[str, str]]]] = {
     "adaptive": adaptive,
     "crowd": crowd,
     "explicit-validation": explicit_validation,
+    "explicit-independent": explicit_independent,
     "page-size": page_size,
 }
 

@@ -1,7 +1,8 @@
 """Explicit-color scores on a held-out seed of the validation renders (issue 27): not independent data.
 
 The scorer's bands were chosen on seed 1 of the same generator (written apart from the
-scorer, this project's own); no image made by anyone else is scored here.
+scorer, this project's own). Renders made by another renderer, apart from the scorer, are
+scored by :mod:`bench.bench_explicit_independent` (far lower).
 
 Run: ``python -m bench.bench_explicit_validation [--quick] [--write]``; ``--write`` puts the
 tables between the ``<!-- bench:explicit-validation -->`` markers of BENCHMARKS.md
@@ -188,6 +189,26 @@ def _wide(table: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     return table.pivot(index=index, columns="scoring", values="cell")[list(SCORINGS)].reset_index()
 
 
+def level_table(frame: pd.DataFrame, axes: list[str], heading: str | None = None) -> list[str]:
+    """Markdown lines of a table with one row per level of each of `axes` (pooled over the
+    rest): renders and, per rule set, correct / false passes. With a `heading` the axis is a
+    column of that name; without, the one axis is numeric (stops) and heads the table."""
+    if heading is None:
+        [axis] = axes
+        lines = [f"| {axis} (stops) | renders | " + " | ".join(f"`{s}`" for s in SCORINGS) + " |"]
+        lines += ["|---:|---:|" + "---:|" * len(SCORINGS)]
+    else:
+        lines = [f"| {heading} | level | renders | " + " | ".join(f"`{s}`" for s in SCORINGS) + " |"]
+        lines += ["|---|---|---:|" + "---:|" * len(SCORINGS)]
+    for axis in axes:
+        table = rates(frame, [axis])
+        counts = table.groupby(axis, sort=False)["renders"].first()
+        for _, r in _wide(table, [axis]).sort_values(axis).iterrows():
+            level = f"{r[axis]:+g}" if heading is None else f"{axis} | {r[axis]}"
+            lines.append(f"| {level} | {counts[r[axis]]} | " + " | ".join(r[s] for s in SCORINGS) + " |")
+    return lines
+
+
 def markdown(frames: dict[str, pd.DataFrame]) -> str:
     """The tables for BENCHMARKS.md and docs/explicit.md."""
     cond, exposure = frames["conditions"], frames["exposure"]
@@ -218,24 +239,9 @@ def markdown(frames: dict[str, pd.DataFrame]) -> str:
     ]
     lines += [f"| {r['system']} | " + " | ".join(r[s] for s in SCORINGS) + " |" for _, r in near.iterrows()]
     lines += ["", "Per condition (all three systems pooled):", ""]
-    lines += ["| axis | level | renders | " + " | ".join(f"`{s}`" for s in SCORINGS) + " |"]
-    lines += ["|---|---|---:|" + "---:|" * len(SCORINGS)]
-    for axis in [a for a in vr.AXES if a != "exposure"]:
-        table = rates(cond, [axis])
-        counts = table.groupby(axis, sort=False)["renders"].first()
-        for _, r in _wide(table, [axis]).sort_values(axis).iterrows():
-            lines.append(
-                f"| {axis} | {r[axis]} | {counts[r[axis]]} | " + " | ".join(r[s] for s in SCORINGS) + " |"
-            )
-    table = rates(exposure, ["exposure"])
-    counts = table.groupby("exposure", sort=False)["renders"].first()
+    lines += level_table(cond, [a for a in vr.AXES if a != "exposure"], "axis")
     lines += ["", "Exposure set (one shape per color at every level; other axes drawn):", ""]
-    lines += ["| exposure (stops) | renders | " + " | ".join(f"`{s}`" for s in SCORINGS) + " |"]
-    lines += ["|---:|---:|" + "---:|" * len(SCORINGS)]
-    for _, r in _wide(table, ["exposure"]).sort_values("exposure").iterrows():
-        lines.append(
-            f"| {r['exposure']:+g} | {counts[r['exposure']]} | " + " | ".join(r[s] for s in SCORINGS) + " |"
-        )
+    lines += level_table(exposure, ["exposure"])
     return "\n".join(lines)
 
 

@@ -48,7 +48,7 @@ def test_unknown_benchmark_names_are_refused(capsys):
         main(["--only", "core,nope", "--dry-run"])
     assert (
         "--only must name some of ['core', 'load', 'pace', 'light', 'generation', 'review', 'scale', 'scale-out', "
-        "'ray-node-loss', 'adaptive', 'crowd', 'explicit-validation', 'page-size'], got "
+        "'ray-node-loss', 'adaptive', 'crowd', 'explicit-validation', 'explicit-independent', 'page-size'], got "
         "'core,nope'"
     ) in capsys.readouterr().err
 
