@@ -18,10 +18,6 @@ foreign color.
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,11 +25,18 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from bench.bench_explicit_validation import SYSTEM_NAMES, SYSTEMS, _wide, level_table, rates, score_renders
+from bench.bench_explicit_validation import (
+    SYSTEM_NAMES,
+    SYSTEMS,
+    _wide,
+    level_table,
+    rates,
+    report,
+    score_renders,
+)
 from evaluation.explicit.rules import DEFAULT_SCORING, SCORINGS
 
 FOLDER = Path(__file__).resolve().parent / "independent_renders"
-BENCHMARKS_MD = FOLDER.parent.parent / "BENCHMARKS.md"
 SEED = 2026
 #: The conditions that each get a per-level table (columns of ``renders.csv``, and `load`'s
 #: ``fill``: a fill light or none, and ``sweep``: a grey or a colored paper behind the object).
@@ -145,25 +148,11 @@ def bench(quick: bool, row: type) -> tuple[list, dict[str, str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="every 6th render (a smoke run)")
-    parser.add_argument("--write", action="store_true", help="rewrite the section of BENCHMARKS.md")
-    args = parser.parse_args()
-    load_average, start = os.getloadavg()[0], time.perf_counter()
-    step = 6 if args.quick else 1
-    body = markdown(run("main", step), run("exposure", step))
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    body += (
-        f"\n\n`python -m bench.bench_explicit_independent{' --quick' if args.quick else ''}`, {stamp}, "
-        f"{time.perf_counter() - start:.0f} s, load average {load_average:.1f} at the start (the figures "
-        "are deterministic and do not depend on load)."
-    )
-    print(body)
-    if args.write:
-        from bench.__main__ import rewrite_section
+    def tables(quick: bool) -> str:
+        step = 6 if quick else 1
+        return markdown(run("main", step), run("exposure", step))
 
-        text = BENCHMARKS_MD.read_text(encoding="utf-8")
-        BENCHMARKS_MD.write_text(rewrite_section(text, "explicit-independent", body), encoding="utf-8")
+    report("explicit-independent", tables, __doc__)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import argparse
 import datetime as dt
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -265,16 +265,20 @@ def bench(quick: bool, row: type) -> tuple[list, dict[str, str]]:
     return rows, {"explicit-validation": markdown(frames)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="every 6th color (a smoke run)")
+def report(name: str, tables: Callable[[bool], str], doc: str) -> None:
+    """A deterministic bench's command line: ``--quick`` and ``--write``. Prints the markdown
+    `tables` gives (its argument: ``--quick``) with the command, time and load under it, and
+    with ``--write`` puts it between the ``<!-- bench:<name> -->`` markers of BENCHMARKS.md."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="every 6th color or render (a smoke run)")
     parser.add_argument("--write", action="store_true", help="rewrite the section of BENCHMARKS.md")
     args = parser.parse_args()
     load, start = os.getloadavg()[0], time.perf_counter()
-    body = markdown(run(args.quick))
+    body = tables(args.quick)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    module = name.replace("-", "_")
     body += (
-        f"\n\n`python -m bench.bench_explicit_validation{' --quick' if args.quick else ''}`, {stamp}, "
+        f"\n\n`python -m bench.bench_{module}{' --quick' if args.quick else ''}`, {stamp}, "
         f"{time.perf_counter() - start:.0f} s, load average {load:.1f} at the start (the figures are "
         "deterministic and do not depend on load)."
     )
@@ -283,7 +287,11 @@ def main() -> None:
         from bench.__main__ import rewrite_section
 
         text = BENCHMARKS_MD.read_text(encoding="utf-8")
-        BENCHMARKS_MD.write_text(rewrite_section(text, "explicit-validation", body), encoding="utf-8")
+        BENCHMARKS_MD.write_text(rewrite_section(text, name, body), encoding="utf-8")
+
+
+def main() -> None:
+    report("explicit-validation", lambda quick: markdown(run(quick)), __doc__)
 
 
 if __name__ == "__main__":
