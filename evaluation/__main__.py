@@ -15,7 +15,7 @@ import sqlite3
 import sys
 import threading
 
-from evaluation.cli import refuse_file_in_the_way
+from evaluation.pipeline.ray_storage import refuse_file_in_the_way
 from storage import OPERATOR_WORDS, SchemaRefused, storage_condition
 from storage.serving import LockRefused
 

@@ -262,11 +262,17 @@ def contrast(locator) -> float:
     return locator.evaluate(_CONTRAST)
 
 
-def focused(page) -> str:
+def focused(page, away_from: str = "") -> str:
     """Where the keyboard focus is, once it is off the page's top: ``"<nearest id>: <text>"``
     (the text cut at 80 characters). Waits for it to leave ``<body>``, where an action that
-    hid the focused control left it (a screen reader then starts over at the top)."""
-    page.wait_for_function("() => document.activeElement !== document.body")
+    hid the focused control left it (a screen reader then starts over at the top), and the
+    elements `away_from` matches (the controls the action disables, a moment after its
+    result shows)."""
+    page.wait_for_function(
+        "(away) => { const e = document.activeElement;"
+        " return e !== document.body && !(away && e.closest(away)); }",
+        arg=away_from,
+    )
     return page.evaluate(
         "() => { const e = document.activeElement;"
         " return `${e.closest('[id]')?.id}: ${e.textContent.trim().slice(0, 80)}`; }"

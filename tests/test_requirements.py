@@ -14,6 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = {"app.py", "annotation", "app", "evaluation", "storage"}
 """What a user installs with requirements.txt; the rest (tests, bench, scripts) with
 requirements-dev.txt."""
+STANDALONE = sorted(path.parent for path in ROOT.glob("bench/*/requirements.txt"))
+"""Tools that run in an environment of their own, named by their folder's requirements.txt
+(the Mitsuba renderer of bench/independent_renders/): they import nothing of the project, and
+their imports are checked against that file, not the project's."""
 
 
 def requirements(name: str) -> list[Requirement]:
@@ -75,10 +79,11 @@ def third_party_imports() -> dict[str, dict[str, set[str]]]:
     tops = [top for top in tops if top.is_dir() or top.suffix == ".py"]  # not the virtual environment
     left_out = {top.stem for top in tops} | set(sys.stdlib_module_names) | {"__future__"}
     for top in sorted(tops):
-        kind = "product" if top.name in PRODUCT else "dev"
         for path in [top] if top.is_file() else sorted(top.rglob("*.py")):
+            own = next((folder for folder in STANDALONE if folder in path.parents), None)
+            kind = own.relative_to(ROOT).as_posix() if own else "product" if top.name in PRODUCT else "dev"
             for name in imported(path) - left_out:
-                found[kind].setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
+                found.setdefault(kind, {}).setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
     return found
 
 
@@ -90,12 +95,17 @@ def test_every_imported_package_is_named_in_the_requirements():
         "product": {canonicalize_name(req.name) for req in requirements("requirements.txt")},
         "dev": {canonicalize_name(req.name) for req in requirements("requirements-dev.txt")},
     }
+    for folder in STANDALONE:
+        kind = folder.relative_to(ROOT).as_posix()
+        named[kind] = {canonicalize_name(req.name) for req in requirements(f"{kind}/requirements.txt")}
     found = third_party_imports()
     assert {"torch", "gradio", "sqlite_utils"} <= set(found["product"]) and "pytest" in found["dev"]
+    assert {"mitsuba", "numpy"} <= set(found["bench/independent_renders"]) and "mitsuba" not in found["dev"]
     missing = {}
     for kind, names in found.items():
         for name, files in names.items():
-            dists = {canonicalize_name(d) for d in distributions.get(name, [])}
+            # A standalone tool's packages need not be installed here: its import name stands in.
+            dists = {canonicalize_name(d) for d in distributions.get(name, [name])}
             if not dists & named[kind]:
                 missing[name] = (sorted(dists) or "not installed", sorted(files)[:3])
     assert missing == {}, "name these in requirements.txt (the app's code) or requirements-dev.txt"

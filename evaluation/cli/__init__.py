@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, not_sqlite, serving
-from storage.files import file_in_the_way, nearest_existing_folder, unwritable_folder
+from storage.files import nearest_existing_folder, unwritable_folder
 
 
 def default_db() -> Path:
@@ -191,22 +191,6 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
     return connect(path)
 
 
-def refuse_file_in_the_way(path) -> None:
-    """Refuse a ``--data-dir`` that is, or lies under, a plain file (every command, before it
-    reads or writes: one met the OS's "Not a directory" in the middle of its work, another
-    found every image missing). An object store's URI is not checked.
-
-    Raises
-    ------
-    ValueError
-        Naming ``--data-dir`` and the file.
-    """
-    from evaluation.pipeline.ray_storage import is_uri
-
-    if not is_uri(path) and (in_the_way := file_in_the_way(path)):
-        raise ValueError(f"--data-dir {str(path)!r} {in_the_way}; give a folder")
-
-
 def check_data_dir(path) -> None:
     """Refuse a ``--data-dir`` nothing can be written in, before a run is stored (a read-only
     or mistyped folder was found after the run and its items were, in an error naming a
@@ -218,7 +202,7 @@ def check_data_dir(path) -> None:
     ValueError
         Naming ``--data-dir`` and why.
     """
-    from evaluation.pipeline.ray_storage import is_uri
+    from evaluation.pipeline.ray_storage import is_uri, refuse_file_in_the_way
 
     if is_uri(path):
         return

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from evaluation.pipeline.fileio import remove_temporaries, write_atomic
+from storage.files import file_in_the_way
 
 Location = str | Path
 
@@ -22,6 +23,20 @@ Location = str | Path
 def is_uri(location: Location) -> bool:
     """Whether `location` is a URI (``scheme://...``) rather than a local path."""
     return isinstance(location, str) and "://" in location
+
+
+def refuse_file_in_the_way(location: Location) -> None:
+    """Refuse a ``--data-dir`` that is, or lies under, a plain file (every evaluation command,
+    before it reads or writes: one met the OS's "Not a directory" in the middle of its work,
+    another found every image missing). A URI is not checked.
+
+    Raises
+    ------
+    ValueError
+        Naming ``--data-dir`` and the file.
+    """
+    if not is_uri(location) and (in_the_way := file_in_the_way(location)):
+        raise ValueError(f"--data-dir {str(location)!r} {in_the_way}; give a folder")
 
 
 def location(value: Location) -> Location:

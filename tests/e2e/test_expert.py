@@ -233,7 +233,7 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
     expect(concept).to_contain_text("No review has all its votes yet: 4 votes on 2 colorings are missing.")
     # The vote buttons are disabled: the focus goes to what the page says instead of to the
     # page's top (outsider 95).
-    where = focused(page)
+    where = focused(page, away_from="#expert_consistent, #expert_inconsistent")
     assert where.startswith(
         ("expert_vote_message: Vote recorded: Consistent.", "expert_vote_concept: Nothing")
     ), where
