@@ -203,6 +203,8 @@ class CrowdLinks(Tab):
         """The updates of `PAYMENTS` for link `link_id` (checked here)."""
         link_id = whole_number(link_id, "Link id")
         table = crowd.payment_rows(db, link_id)
+        for column in ("started", "finished"):  # as every table on the page shows a time; the CSV keeps ISO
+            table[column] = [shown_time(t) if t else "" for t in table[column]]
         return self.named(
             counts=_counts_text(crowd.live_counts(db, link_id)), payments=table, timer=gr.Timer(active=True)
         )

@@ -418,7 +418,8 @@ def sign_in_as_admin(ctx: AppContext, password: str, address: str = "") -> tuple
 
     Failed attempts are throttled per client `address` (`annotation.people.throttle`)."""
     with shown_errors("login_admin"), _organiser_told(), ctx.db() as db:
-        if password in ("", None):  # no attempt: an API client may send None
+        # No attempt: an API client may send None, and no password is blanks alone.
+        if password is None or (isinstance(password, str) and not password.strip()):
             raise InvalidInput("the password box is empty: type the admin password")
         throttle.check(db, address, throttle.ADMIN_PASSWORD)
         try:

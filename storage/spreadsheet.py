@@ -121,8 +121,8 @@ def decoded_csv(data: bytes, name: str) -> str:
     Raises
     ------
     ValueError
-        Naming the file, and for a byte UTF-8 cannot read, its line: UTF-16 or UTF-32 (a
-        spreadsheet's "Unicode Text"), Latin-1 or Windows-1252 (a spreadsheet's plain "CSV"
+        Naming the file, and for a byte UTF-8 cannot read, its line: UTF-16 (with or without
+        a byte-order mark) or UTF-32 (a spreadsheet's "Unicode Text"), Latin-1 or Windows-1252 (a spreadsheet's plain "CSV"
         in many languages) are refused with what to do, not with the codec's words.
     """
     for bom, encoding in _WIDE_BOMS.items():
@@ -130,6 +130,10 @@ def decoded_csv(data: bytes, name: str) -> str:
             raise ValueError(
                 f"{name} is {encoding} text (as a spreadsheet's 'Unicode Text' saves it): {SAVE_AS}"
             )
+    if b"\x00" in data[:4096]:  # no text file holds a NUL; UTF-16's ASCII letters each do
+        raise ValueError(
+            f"{name} is UTF-16 text without a byte-order mark (zero bytes between its letters): {SAVE_AS}"
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -140,12 +144,15 @@ def decoded_csv(data: bytes, name: str) -> str:
         ) from None
 
 
-def semicolon_refusal(header: list[str], name: str) -> str | None:
-    """Why the CSV file `name` whose first row is `header` cannot be read, when a spreadsheet
-    set to a language with decimal commas separated it with semicolons; else None."""
+def separator_refusal(header: list[str], name: str) -> str | None:
+    """Why the CSV file `name` whose first row is `header` cannot be read, when another
+    separator than the comma holds it together: semicolons (a spreadsheet set to a language
+    with decimal commas) or tabs (a spreadsheet's tab-delimited text); else None."""
     if len(header) == 1 and ";" in header[0]:
         return (
             f"{name} is separated by semicolons (as a spreadsheet set to a language with decimal "
             "commas saves it): save it with commas between the values and points in the numbers"
         )
+    if len(header) == 1 and "\t" in header[0]:
+        return f"{name} is separated by tabs (a spreadsheet's tab-delimited text): save it with commas between the values"
     return None

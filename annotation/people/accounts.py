@@ -268,7 +268,10 @@ def login_with_invite(
         # A closed account first: its links were revoked with it, and no new one can be made.
         _active_annotator(db, invite["annotator_id"])
         if invite["revoked"]:
-            raise StaleToken("this invite link was revoked; ask the study admin for a new one")
+            raise StaleToken(
+                "this invite link was replaced (by a newer link, or when the account was closed); open the "
+                "newest link you were sent, or ask the study admin for one"
+            )
         if invite["expires"] <= iso(now):
             raise StaleToken(
                 f"this invite link expired on {invite['expires'][:10]}; ask the study admin for a new one"

@@ -21,7 +21,7 @@ import sqlite_utils
 from evaluation.concepts import ASSETS, key_meant
 from storage import human
 from storage.distributions import N_BINS
-from storage.spreadsheet import decoded_csv, semicolon_refusal
+from storage.spreadsheet import decoded_csv, separator_refusal
 
 UW71_RATINGS_CSV = ASSETS / "reference" / "uw71_concept_ratings.csv"
 UW71_RATINGS_SOURCE = "uw71-ratings"
@@ -103,7 +103,7 @@ def load_reference_csv(
         raise ReferenceError(str(error)) from None
     if not rows:
         raise ReferenceError(f"{path.name} is empty; expected a header and one row per concept")
-    if why := semicolon_refusal(rows[0], path.name):
+    if why := separator_refusal(rows[0], path.name):
         raise ReferenceError(why)
     # Columns empty in every row after the last (a spreadsheet keeps a cleared column's) are dropped.
     width = max(len(row) for row in rows)

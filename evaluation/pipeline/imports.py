@@ -40,7 +40,7 @@ from evaluation.pipeline.runs import check_run_name
 from storage import transaction
 from storage.files import MAX_BYTES, MAX_PIXELS, ImageRefused, leaves_archive, open_image, put_png
 from storage.shown import shown
-from storage.spreadsheet import decoded_csv, semicolon_refusal
+from storage.spreadsheet import decoded_csv, separator_refusal
 
 MANIFEST = "manifest.csv"
 NAME_FIELDS = ("model", "concept", "style", "cfg", "seed")
@@ -255,7 +255,7 @@ def _labels_from_manifest(
         table = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as error:
         raise ImportSourceError(f"{MANIFEST} is not readable CSV: {error}") from None
-    if table and (why := semicolon_refusal(table[0], MANIFEST)):
+    if table and (why := separator_refusal(table[0], MANIFEST)):
         raise ImportSourceError(why)
     # Column names are read as a person means them: `File`, ` Model ` and `CFG` name the columns.
     header = [cell.strip().lower() for cell in table[0]] if table else []
@@ -318,7 +318,13 @@ def _read_images(entries: Sequence[Entry], known: set[str], data_dir: Path, run:
     readers = {name: read for name, read in entries if counts[name] == 1}
     images = sorted(n for n in readers if n.lower().endswith(IMAGE_SUFFIXES))
     rejected += [
-        (n, f"not an image file ({', '.join(IMAGE_SUFFIXES)})")
+        (
+            n,
+            f"a {MANIFEST} is read at the top level of the source only, not in "
+            f"{shown(str(PurePosixPath(n).parent) + '/')} (zip the folder's contents, not the folder)"
+            if PurePosixPath(n).name == MANIFEST
+            else f"not an image file ({', '.join(IMAGE_SUFFIXES)})",
+        )
         for n in sorted(readers)
         if n not in images and n != MANIFEST
     ]

@@ -12,6 +12,7 @@ cancel was asked for, and the last outcome of each job it ran since the server s
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import sqlite3
@@ -49,6 +50,8 @@ _NOT_ACTIVE = {
 }
 #: Where a job's stages can run (see `ExecutorChoice`).
 EXECUTORS = ("in-process", "ray")
+
+_LOG = logging.getLogger(__name__)
 
 
 class JobError(ValueError):
@@ -606,6 +609,8 @@ class JobManager:
             if self._stop[run].is_set() and state == "running":
                 state = "cancelling"
             self._states[run] = JobState(state, stage, message)
+        if state == "failed":  # the operator's log says so too, not only the Evaluate tab
+            _LOG.warning("the evaluation job of run %r failed: %s", run, message)
 
     def _work(self) -> None:
         while True:

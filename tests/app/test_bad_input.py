@@ -159,7 +159,7 @@ CASES = [
         "invite-replaced-link",
         "/login_invite",
         lambda w: (w.links["replaced"],),
-        "this invite link was revoked",
+        "this invite link was replaced",
     ),
     Case(
         "session-beyond-the-cap",

@@ -89,6 +89,8 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
             ["pidB", "active", ""],
         ]
         assert all(re.fullmatch(r"P\d{4}", row[1]) for row in table["data"])
+        started = table["headers"].index("started")  # read as every time on the page (outsider 102)
+        assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", row[started]) for row in table["data"])
         counts, table, _, said = client.predict(admin, 1, "pidB", api_name="/crowd_returned")
         assert "returned 1 · account closed 0 · places left 1" in counts
         assert said == "**pidB** is marked returned on link 1: their place is free again."

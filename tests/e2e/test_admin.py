@@ -64,7 +64,7 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     [newest] = live_app.query("select expires from invites where annotator_id = 3 and revoked is null")
     expect(renewed).to_contain_text(f"valid until {newest['expires'][:16].replace('T', ' ')} UTC")
     assert new_link.startswith(live_app.config.public_url + "/?invite=") and new_link != links[2]
-    with pytest.raises(AppError, match="this invite link was revoked"):
+    with pytest.raises(AppError, match="this invite link was replaced"):
         live_app.client.predict(links[2], api_name="/login_invite")
     assert live_app.client.predict(new_link, api_name="/login_invite")[1] == "Signed in as **E0003**."
     page.get_by_role("button", name="Refresh lists").click()

@@ -166,7 +166,7 @@ def test_new_invite_replaces_a_lost_link(db):
     fresh = new_invite(db, annotator["id"])
     assert fresh != old
     assert login_with_invite(db, fresh).annotator_id == annotator["id"]
-    with pytest.raises(InvalidToken, match="this invite link was revoked"):
+    with pytest.raises(InvalidToken, match="this invite link was replaced"):
         login_with_invite(db, old)
 
 

@@ -155,7 +155,7 @@ def test_a_closed_account_reopens_with_a_new_link_and_its_old_links_stay_dead(db
     assert db["annotators"].get(person["id"])["status"] == "active"
     [row] = db["audit"].rows_where("action = 'reopen_annotator'")
     assert (row["object_id"], row["why"]) == (str(person["id"]), "closed by mistake")
-    with pytest.raises(InvalidToken, match="revoked"):
+    with pytest.raises(InvalidToken, match=r"replaced \(by a newer link, or when the account was closed\)"):
         login_with_invite(db, link, now=LATER)
     fresh = new_invite(db, person["id"], now=LATER)
     assert login_with_invite(db, fresh, now=LATER).annotator_id == person["id"]

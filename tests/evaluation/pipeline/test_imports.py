@@ -330,8 +330,12 @@ def test_a_source_that_cannot_be_read_is_refused_by_name_and_stores_nothing(db, 
             r": it names \['file'\] twice$",
         ),
         ("file,model,concept,style,cfg,seed\n,,,,,\n", r": it has no row after the column names$"),
+        (
+            "file\tmodel\tconcept\tstyle\tcfg\tseed\nm.png\tm\tapple\tnatural\t7.5\t1\n",
+            r"^manifest\.csv is separated by tabs \(a spreadsheet's tab-delimited text\): save it with commas",
+        ),
     ],
-    ids=["semicolons", "missing-column", "column-twice", "no-row"],
+    ids=["semicolons", "missing-column", "column-twice", "no-row", "tabs"],
 )
 def test_a_manifest_that_cannot_be_read_says_what_to_change(db, tmp_path, manifest, message):
     """Outsider 100: a German spreadsheet's manifest, or one lacking a column, got the same
@@ -361,6 +365,18 @@ def test_manifest_column_names_are_read_in_any_case_and_spacing_and_every_refusa
     ) as refused:
         import_images(db, "s", tmp_path / "y.zip", tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     assert [name for name, _ in refused.value.rejected] == names
+
+
+def test_a_manifest_in_a_sub_folder_is_named_as_such(db, tmp_path):
+    """Outsider 102 zipped a folder (`zip -r x.zip top`): its manifest was "not an image file"."""
+    manifest = "file,model,concept,style,cfg,seed\na.png,m,apple,natural,7.5,1\n"
+    _zip(tmp_path / "x.zip", [("top/manifest.csv", manifest), ("top/a.png", _png((1, 2, 3)))])
+    with pytest.raises(ImportSourceError) as refused:
+        import_images(db, "r", tmp_path / "x.zip", tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    assert dict(refused.value.rejected)["top/manifest.csv"] == (
+        "a manifest.csv is read at the top level of the source only, not in 'top/' (zip the "
+        "folder's contents, not the folder)"
+    )
 
 
 def _zip_with(path, name: str, data: bytes) -> None:

@@ -117,7 +117,7 @@ def test_a_cancelled_pipeline_keeps_its_work_and_resuming_gives_the_uninterrupte
         np.testing.assert_allclose(a["p"], b["p"], atol=1e-12)
 
 
-def test_a_failing_job_reports_its_error_and_leaves_the_run_resumable(setup, tmp_path):
+def test_a_failing_job_reports_its_error_and_leaves_the_run_resumable(setup, tmp_path, caplog):
     db, data_dir, connect = setup
     folder = tmp_path / "imports" / "x"
     folder.mkdir(parents=True)
@@ -128,6 +128,10 @@ def test_a_failing_job_reports_its_error_and_leaves_the_run_resumable(setup, tmp
     assert manager.wait_idle(300)
     state = manager.state("imp")
     assert state.state == "failed" and "no-detector" in state.message
+    # The log says so too (README, "The log": outsider 102 found no line for a job).
+    assert [r.getMessage() for r in caplog.records if r.name == "evaluation.pipeline.jobs"] == [
+        f"the evaluation job of run 'imp' failed: {state.message}"
+    ]
     assert run_progress(db, "imp").generated == 1 and run_progress(db, "imp").segmented == 0
     manager.submit("imp", _segmenter(data_dir))
     assert manager.wait_idle(300) and manager.state("imp").state == "finished"

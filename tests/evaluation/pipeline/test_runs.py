@@ -484,6 +484,11 @@ def test_a_reference_saved_with_semicolons_is_refused_saying_so(tmp_path):
             "utf-16",
             r"^lab\.csv is UTF-16 text \(as a spreadsheet's 'Unicode Text' saves it\): ",
         ),
+        # Without a byte-order mark (outsider 102: "column 2 holds '\x000\x00'").
+        (
+            "utf-16-le",
+            r"^lab\.csv is UTF-16 text without a byte-order mark \(zero bytes between its letters\): ",
+        ),
     ],
 )
 def test_a_reference_in_another_encoding_is_refused_naming_the_file_and_line(tmp_path, encoding, message):
