@@ -15,6 +15,10 @@ stayed bare, and every reader split the row there.
 All CSV writers go through `write_csv` or `csv_text` (a test scans the source for any
 other); Parquet files keep the raw values, since their types say what is text.
 
+CSV files people bring (a reference set, an import's manifest) come from spreadsheets too:
+`decoded_csv` reads their text and names another encoding and the line it fails on,
+`separator_refusal` names a semicolon- or tab-separated file.
+
 References
 ----------
 .. [1] OWASP, "CSV Injection", https://owasp.org/www-community/attacks/CSV_Injection
