@@ -90,6 +90,7 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
     """
     session_state.install()
     lean_blocks.install()
+    guard.install_origin_rule()
     ctx = AppContext.prepare(AppConfig.from_env() if config is None else config)
     ctx.start()
     try:

@@ -14,12 +14,16 @@ path), looks the route's path template up in `ROUTES` and acts on its kind:
               the files the page's scripts fetch (`shipped_files`) are served to anyone;
 ``upload``    signed-in roles that upload something (`UPLOAD_ROLES`), under Gradio's
               ``max_file_size`` (`app.launch_options`); what arrives is issued to its uploader;
+              a file or an upload asked for by a page of another origin (``Sec-Fetch-Site``
+              same-site or cross-site: the browser sends the cookie to another port of the
+              host) is refused;
 anything else refused (403), including every route a new Gradio adds until it is
               classified here, and a path with a NUL byte (400).
 
-The guard answers two requests itself: `HEALTH` (``/healthz``: 200 once the app serves and can
+The guard answers three requests itself: `HEALTH` (``/healthz``: 200 once the app serves and can
 take work, 503 before, and while its disk is full or its database takes no write:
-`app.health`) and ``HEAD /``, Gradio's start-up check, which must answer within 3 s however busy
+`app.health`), `SET_COOKIE` (the page's POST of its session token, which sets the
+``HttpOnly`` cookie) and ``HEAD /``, Gradio's start-up check, which must answer within 3 s however busy
 the machine is (rendering the page may not); and a request for a session's results stream
 (`QUEUE_DATA`) while nothing of that session is waiting (404). It refuses a join of the queue, or a call
 (`EVENT_CALLS`), that names an event index the app has none of (422: Gradio's refusal logged a traceback per call),
@@ -42,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import secrets
 import shutil
 import threading
@@ -67,23 +72,33 @@ from storage import DatabaseMissing, private_folder
 from storage.shown import shown
 
 COOKIE = "cc_session"
+SET_COOKIE = "/cc_session"
+"""Answered by the guard itself (`session_cookie_answer`): a POST from the page's own origin
+whose body is the tab's session token sets `COOKIE` (an empty body clears it). The cookie is
+``HttpOnly``: no script reads it, not the page's, nor a page another program serves on
+another port of the same host (cookies are the host's, whatever the port: outside probe 105
+read an admin's cookie from a page on the next port and fetched the admin's downloads)."""
+TAB_COOKIE = "cc_tab"
 # The page keeps the cookie in step with its session: set on sign-in, cleared on sign-out.
 # The cookie is the browser's, the session the tab's: a sign-in in another tab of the same
 # browser replaced it, and this tab's downloads were refused (403) while its page still
 # acted for its own session. So each tab puts its own session back as it is used (focus,
-# a press of a key or pointer, before the link it follows).
+# a press of a key or pointer, before the link it follows) when the readable `TAB_COOKIE`
+# (a random number naming the tab, no secret) says another tab put its own. The request
+# is synchronous so that the cookie is set before the images and links that follow ask.
 COOKIE_JS = f"""(token) => {{
     const put = (value) => {{
-        const secure = location.protocol === 'https:' ? '; Secure' : '';
-        document.cookie = value
-            ? '{COOKIE}=' + encodeURIComponent(value) + '; path=/; SameSite=Strict' + secure
-            : '{COOKIE}=; path=/; max-age=0; SameSite=Strict' + secure;
+        const x = new XMLHttpRequest();
+        x.open('POST', '{SET_COOKIE[1:]}', false);
+        x.send(value || '');
+        document.cookie = '{TAB_COOKIE}=' + window.ccTab + '; path=/; SameSite=Strict';
     }};
+    window.ccTab ||= Math.random();
     window.ccSession = token;
     put(token);
     if (!window.ccSessionKept) {{
         window.ccSessionKept = true;
-        const keep = () => put(window.ccSession);
+        const keep = () => document.cookie.split('; ').includes('{TAB_COOKIE}=' + window.ccTab) || put(window.ccSession);
         window.addEventListener('focus', keep);
         document.addEventListener('visibilitychange', () => {{ if (!document.hidden) keep(); }});
         document.addEventListener('pointerdown', keep, true);
@@ -91,6 +106,32 @@ COOKIE_JS = f"""(token) => {{
     }}
     return [];
 }}"""
+_TOKEN_TEXT = re.compile(rb"[A-Za-z0-9_-]{0,256}")
+
+
+def session_cookie_answer(
+    method: str, fetch_site: str | None, secure: bool, body: bytes
+) -> tuple[int, str, list]:
+    """The guard's answer to a request for `SET_COOKIE`: ``(status, text, headers)``.
+
+    Only a POST from the page itself (a browser's ``Sec-Fetch-Site: same-origin``; a
+    client that sends no such header is not a browser, and sets its cookies as it likes)
+    whose body is a session token's text (URL-safe base64, at most 256 characters) or
+    nothing sets the cookie; the token is checked where the cookie is read.
+    """
+    if method != "POST":
+        return 405, "Send the session token with POST.", []
+    if fetch_site not in (None, "same-origin"):
+        return 403, "Not allowed: only this app's own page sets its session cookie.", []
+    if not _TOKEN_TEXT.fullmatch(body):
+        return (
+            400,
+            "The body must be a session token (at most 256 letters, digits, '-' or '_') or nothing.",
+            [],
+        )
+    attributes = "; Path=/; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")
+    value = f"{COOKIE}={body.decode()}" if body else f"{COOKIE}=; Max-Age=0"
+    return 200, "", [(b"set-cookie", (value + attributes).encode()), (b"cache-control", b"no-store")]
 
 
 @dataclass(frozen=True)
@@ -601,6 +642,16 @@ class Guard:
                 send, 503 if problem else 200, f"cannot take work: {problem}" if problem else "ready"
             )
             return
+        if scope.get("path") == SET_COOKIE:
+            _, body = await _request_body(receive, limit=1024)
+            status, text, headers = session_cookie_answer(
+                scope.get("method", ""),
+                _header(scope, b"sec-fetch-site"),
+                scope.get("scheme") == "https",
+                body,
+            )
+            await _answer(send, status, text, headers)
+            return
         if scope.get("method") == "HEAD" and scope.get("path") == "/":
             # Gradio's start-up check: a HEAD of the page that must answer within 3 s, which
             # rendering the page (its whole configuration) may not do on a busy machine.
@@ -615,6 +666,10 @@ class Guard:
             await _answer(send, 404, "Nothing of this session is waiting: join the queue first.")
         elif kind == PAGE or kind == PACKAGE and _inside(params):
             await self.app(scope, receive, send)
+        elif kind in (FILE, UPLOAD) and _header(scope, b"sec-fetch-site") in ("same-site", "cross-site"):
+            # A page of another origin (another port of this host is the same site) has the
+            # browser send the cookie along: neither its files nor uploads are for it.
+            await _answer(send, 403, "Not allowed: only this app's own page fetches its files and uploads.")
         elif kind == FILE:
             file = next(iter(params.values()), "")
             if await anyio.to_thread.run_sync(self.policy.allows, file, token):
@@ -699,6 +754,37 @@ def _with_headers(send, headers=SECURITY_HEADERS):
     return sending
 
 
+def install_origin_rule() -> None:
+    """Let Gradio's CORS middleware (outside the guard) allow a page of this app's own
+    origin alone to read its answers (the whole process; idempotent).
+
+    Gradio's rule allowed any page on ``localhost`` when the app runs there, whatever its
+    port, and any page at all when it runs under another host name; a page of the same
+    *site* (another port of the host, a sibling subdomain) has the browser send the
+    ``SameSite=Strict`` cookie along, and could then read the files it fetched with it.
+    """
+    from gradio.route_utils import CustomCORSMiddleware
+
+    def is_valid_origin(self, request_headers) -> bool:
+        return same_origin(request_headers["origin"], request_headers.get("host", ""))
+
+    CustomCORSMiddleware.is_valid_origin = is_valid_origin
+
+
+def same_origin(origin: str, host: str) -> bool:
+    """Whether a request's ``Origin`` header names the host and port of its ``Host``
+    header (the scheme's default port where either names none); ``null`` names none."""
+    try:
+        named, asked = urllib.parse.urlsplit(origin), urllib.parse.urlsplit("//" + host)
+        default = {"http": 80, "https": 443}.get(named.scheme)
+        return bool(named.hostname) and (named.hostname, named.port or default) == (
+            asked.hostname,
+            asked.port or default,
+        )
+    except ValueError:  # a port out of range
+        return False
+
+
 FILE_ANSWER_HEADERS = frozenset(
     {
         b"content-type",
@@ -741,14 +827,20 @@ def _file_headers_only(send, scope):
     return sending
 
 
-async def _request_body(receive) -> tuple[list[dict], bytes]:
-    """The request's messages read up to the end of its body (or a disconnect), with the
-    body they carry."""
-    messages = []
+async def _request_body(receive, limit: int | None = None) -> tuple[list[dict], bytes]:
+    """The request's messages read up to the end of its body (or a disconnect, or more than
+    `limit` bytes read), with the body they carry."""
+    messages, size = [], 0
     while True:
         message = await receive()
         messages.append(message)
-        if message["type"] != "http.request" or not message.get("more_body"):
+        size += len(message.get("body", b""))
+        if (
+            message["type"] != "http.request"
+            or not message.get("more_body")
+            or limit is not None
+            and size > limit
+        ):
             break
     return messages, b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
 
@@ -796,8 +888,8 @@ def _waiting(scope) -> bool:
     return len(hashes) == 1 and hashes[0] in pending
 
 
-async def _answer(send, status: int, text: str) -> None:
-    """Answer the request here, with `status` and plain `text`, without the app."""
+async def _answer(send, status: int, text: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    """Answer the request here, with `status`, plain `text` and `headers`, without the app."""
     body = text.encode()
     await send(
         {
@@ -806,10 +898,19 @@ async def _answer(send, status: int, text: str) -> None:
             "headers": [
                 (b"content-type", b"text/plain; charset=utf-8"),
                 (b"content-length", str(len(body)).encode()),
+                *headers,
             ],
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope, name: bytes) -> str | None:
+    """The request's header `name` (lower case), or None."""
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")
+    return None
 
 
 def _cookie(scope, name: str) -> str | None:

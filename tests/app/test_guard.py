@@ -27,7 +27,16 @@ from gradio.routes import App
 
 from app import guard
 from app.common import OWN_SESSION, PUBLIC, ROLE, UI, Access
-from app.guard import COOKIE, DATA_RULES, FILE, ROUTES, app_routes, role_table_markdown, unclassified
+from app.guard import (
+    COOKIE,
+    DATA_RULES,
+    FILE,
+    ROUTES,
+    app_routes,
+    role_table_markdown,
+    same_origin,
+    unclassified,
+)
 from bench.app_process import AppProcess, page_config
 from bench.designer_client import TLS_CONTEXT
 from storage import open_db
@@ -334,6 +343,108 @@ def test_a_script_in_a_served_svg_cannot_read_the_session(world, module_chromium
     finally:
         context.close()
         svg.unlink()
+
+
+def test_the_session_cookie_is_set_by_the_server_for_the_apps_own_page_only(world):
+    """The cookie is ``HttpOnly`` (no script reads it), set by the guard for a POST of the
+    page itself; another page, a GET, or text that is no token sets nothing."""
+    url = world.url.rstrip("/") + guard.SET_COOKIE
+    post = functools.partial(httpx.post, url, verify=TLS_CONTEXT)
+    answer = post(content=world.admin, headers={"sec-fetch-site": "same-origin"})
+    assert answer.status_code == 200
+    cookie = answer.headers["set-cookie"]
+    assert cookie.startswith(f"{COOKIE}={world.admin}; Path=/; HttpOnly; SameSite=Strict")
+    assert cookie.endswith("; Secure") == world.url.startswith("https:")
+    assert "Max-Age=0" in post(content=b"").headers["set-cookie"]  # signed out: cleared
+    for refused, status in (
+        (post(content=world.admin, headers={"sec-fetch-site": "same-site"}), 403),  # another port
+        (post(content=world.admin, headers={"sec-fetch-site": "cross-site"}), 403),
+        (post(content=b"<script>"), 400),
+        (post(content=b"a" * 300), 400),
+        (post(content=b"ok; Domain=example.org"), 400),
+        (httpx.get(url, verify=TLS_CONTEXT), 405),
+    ):
+        assert refused.status_code == status and "set-cookie" not in refused.headers, refused.text
+
+
+def test_another_origin_on_this_host_neither_fetches_files_nor_reads_answers(world):
+    """A page another program serves on another port of this host is the same *site*: the
+    browser sends it the cookie. Its files and uploads are refused, and Gradio's CORS
+    answer that let any ``localhost`` page read the answers is taken off."""
+    base = urllib.parse.urlsplit(world.url)
+    other = f"{base.scheme}://{base.hostname}:{(base.port or 443) + 1}"
+    backup = f"{world.url.rstrip('/')}/gradio_api/file={world.files['backup']}"
+    cookies = {COOKIE: world.admin}
+
+    def get(url, **headers):
+        return httpx.get(url, cookies=cookies, headers=headers, verify=TLS_CONTEXT)
+
+    assert get(backup, **{"sec-fetch-site": "same-origin"}).status_code == 200
+    assert get(backup).status_code == 200  # no such header: not a browser
+    for site in ("same-site", "cross-site"):
+        assert get(backup, **{"sec-fetch-site": site, "origin": other}).status_code == 403
+        upload = httpx.post(
+            f"{world.url.rstrip('/')}/gradio_api/upload",
+            cookies=cookies,
+            headers={"sec-fetch-site": site},
+            files={"files": ("a.txt", b"a")},
+            verify=TLS_CONTEXT,
+        )
+        assert upload.status_code == 403
+    config = f"{world.url.rstrip('/')}/config"
+    for origin in (other, f"{base.scheme}://localhost:{base.port}", "https://evil.example", "null"):
+        preflight = httpx.options(
+            config, headers={"origin": origin, "access-control-request-method": "GET"}, verify=TLS_CONTEXT
+        )
+        for answer in (get(config, origin=origin), get(backup, origin=origin), preflight):
+            assert "access-control-allow-origin" not in answer.headers, origin
+    own = f"{base.scheme}://{base.netloc}"
+    assert get(config, origin=own).headers["access-control-allow-origin"] == own
+    assert same_origin(own, base.netloc) and not same_origin(other, base.netloc)
+
+
+_IMAGE_LOADS = """(url) => new Promise((done) => {
+    const image = new Image();
+    image.onload = () => done('load');
+    image.onerror = () => done('error');
+    image.src = url;
+})"""
+
+
+@pytest.mark.browser
+def test_a_page_on_another_port_cannot_read_the_admins_cookie_or_downloads(world, module_chromium):
+    """Outside probe 105: the admin signed in, then opened a page served on the next port of
+    the same host; it read ``document.cookie`` and fetched the admin's invite list."""
+    base = urllib.parse.urlsplit(world.url)
+    other = f"{base.scheme}://{base.hostname}:{(base.port or 443) + 1}/"
+    backup = f"{world.url.rstrip('/')}/gradio_api/file={world.files['backup']}"
+    coloring = f"{world.url.rstrip('/')}/gradio_api/file={world.files['coloring']}"
+    context = module_chromium.new_context(ignore_https_errors=True)
+    try:
+        context.route(
+            other + "**", lambda route: route.fulfill(body="<p>another app</p>", content_type="text/html")
+        )
+        page = context.new_page()
+        page.goto(world.url.rstrip("/") + guard.HEALTH)  # the app's origin, as its page would
+        page.evaluate(
+            "(token) => { const x = new XMLHttpRequest(); x.open('POST', 'cc_session', false); x.send(token); }",
+            world.admin,
+        )
+        assert page.evaluate("(url) => fetch(url).then((r) => r.status)", backup) == 200
+        assert world.admin not in page.evaluate("document.cookie")
+        page.goto(other)
+        assert world.admin not in page.evaluate("document.cookie")
+        got = page.evaluate(
+            "(url) => fetch(url, {credentials: 'include'}).then((r) => 'read ' + r.status, (e) => 'refused')",
+            backup,
+        )
+        assert got == "refused"  # no CORS answer for it
+        # An image needs no CORS: the browser sent the cookie along, and the guard refused.
+        assert page.evaluate(_IMAGE_LOADS, coloring) == "error"
+        page.goto(world.url.rstrip("/") + guard.HEALTH)
+        assert page.evaluate(_IMAGE_LOADS, coloring) == "load"
+    finally:
+        context.close()
 
 
 def test_a_call_with_too_few_or_too_many_inputs_is_refused_without_logging_them(world):

@@ -79,18 +79,25 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
         ("E0002", "expert", "yes", "active", "1"),
         ("E0003", "expert", "yes", "active", "1"),
     ]
+
     # Another tab of this browser signs in as E0001: this tab, still the admin's, downloads
     # its CSV as the admin (the cookie is the browser's; each tab puts its session back).
-    admin_cookie = next(f"{c['name']}={c['value']}" for c in page.context.cookies() if c["name"] == COOKIE)
+    def session_cookie():
+        return next(c for c in page.context.cookies() if c["name"] == COOKIE)
+
+    admin_cookie = session_cookie()
+    # No script reads it (a page on another port of this host would, cookies being the host's).
+    assert admin_cookie["httpOnly"] and page.evaluate("document.cookie").find(admin_cookie["value"]) == -1
     other = page.context.new_page()
     other.goto(links[0].replace(live_app.config.public_url + "/", live_app.url.rstrip("/") + "/"))
     expect(other.locator("#start_status")).to_contain_text("Signed in as E0001")
+    assert session_cookie()["value"] != admin_cookie["value"]
     page.bring_to_front()
-    # The tab is used (a key), so it puts its own session back; the download waits for that:
-    # the pointer press's own put could still be on its way to the cookie store when the
-    # download's request left (a canceled download, once in a busy clean-clone run).
+    # The tab is used (a key), so it puts its own session back, before the key's handlers
+    # run on (the request is synchronous), and marks the cookie as its own.
     page.keyboard.press("Shift")
-    page.wait_for_function("(want) => document.cookie.split('; ').includes(want)", arg=admin_cookie)
+    page.wait_for_function("() => document.cookie.split('; ').includes('cc_tab=' + window.ccTab)")
+    assert session_cookie()["value"] == admin_cookie["value"]
     with page.expect_download() as fetched:
         download.click()
     assert Path(fetched.value.path()).read_text().splitlines() == csv
