@@ -9,6 +9,7 @@ import datetime as dt
 import json
 
 import gradio as gr
+import httpx
 import pytest
 from gradio_client.exceptions import AppError
 
@@ -221,6 +222,30 @@ def test_sign_in_failures_are_throttled_recorded_and_shown_to_the_admin(tmp_path
             assert throttle.wait_s(db, "10.0.0.9") == 0
         finally:
             db.close()
+        # A client on this machine (a trusted proxy's address) names its address itself in
+        # X-Forwarded-For: what is no address is recorded as such, not as sent (outside probe
+        # 105 stored 60,000 characters, shown whole in the Admin tab).
+        for forwarded, recorded in (
+            ("A" * 60_000, "not an address"),
+            ('<img src=x onerror="alert(1)">', "not an address"),
+            ("203.0.113.7", "203.0.113.7"),
+        ):
+            called = httpx.post(
+                f"{client.src}gradio_api/call/login_admin",
+                json={"data": ["guess"]},
+                headers={"x-forwarded-for": forwarded},
+                timeout=120,
+            )
+            # The answer's stream ends once the sign-in has run (and failed).
+            stream = httpx.get(
+                f"{client.src}gradio_api/call/login_admin/{called.json()['event_id']}", timeout=120
+            )
+            assert "wrong admin password" in stream.text or "too many failed" in stream.text
+            db = open_db(demo.colorconcept_ctx.config.db_path)
+            try:
+                assert throttle.recent_failures(db)[0]["address"] == recorded
+            finally:
+                db.close()
 
 
 def test_the_wait_grows_with_failures_and_a_spread_out_attack_on_the_admin_password_slows_it_alone(tmp_path):
