@@ -22,6 +22,7 @@ from annotation.backup import backup_archive
 from annotation.coloring import stability
 from annotation.coloring.tasks import RESERVE_AHEAD
 from annotation.coloring.withdrawal import withdraw_colorings
+from annotation.errors import check_length
 from annotation.export import BackgroundExport, ExportFailed, ExportState, export_archive
 from annotation.files import resolve
 from annotation.people import accounts, onboarding, throttle
@@ -85,6 +86,8 @@ EXPORT_STEPS = {
     "images": "copying the images",
     "archive": "zipping",
 }
+
+PILOT_NAMES_LABEL = "Pilot concepts (names, one per line or separated by commas)"
 
 
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> None:
@@ -405,6 +408,7 @@ class AdminTab(Tab):
     @role(*ROLES)
     def set_pilot(self, db, actor, names: str) -> dict:
         """Make the concepts named (one per line or comma-separated) the pilot."""
+        check_length(names, PILOT_NAMES_LABEL)
         keys = [key for line in (names or "").splitlines() for key in line.split(",")]
         chosen = pilot.set_pilot(db, keys, actor=actor.pseudonym)
         return self._pilot_changed(db, f"Pilot set: {_named(chosen)}.")
@@ -731,7 +735,7 @@ def _pilot_section() -> dict:
         "study first; ending the pilot returns to that order."
     )
     names = gr.Textbox(
-        label="Pilot concepts (names, one per line or separated by commas)",
+        label=PILOT_NAMES_LABEL,
         lines=2,
         elem_id="admin_pilot_concepts",
     )

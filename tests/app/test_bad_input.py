@@ -588,6 +588,14 @@ CASES = [
         r"nothing was changed\.$",
     ),
     Case(
+        # 1.2 MB of names was read and cut into 200,000 keys (outsider 105)
+        "pilot-names-beyond-the-text-limit",
+        "/admin_set_pilot",
+        as_role("admin", "apple," * 400),
+        r"^`Pilot concepts \(names, one per line or separated by commas\)` may hold at most 2000 characters, "
+        r"got 2400; shorten it$",
+    ),
+    Case(
         "pilot-names-as-a-list",
         "/admin_set_pilot",
         as_role("admin", ["apple", "banana"]),
