@@ -76,10 +76,12 @@ def record_consent(
 def mark_instructions_read(
     db: sqlite_utils.Database, annotator_id: int, *, now: dt.datetime | None = None
 ) -> None:
-    """Record that the annotator finished reading the instructions."""
-    get_annotator(db, annotator_id)
+    """Record when the annotator first finished reading the instructions (a later call,
+    a second press or another tab, keeps that first time: outside probe 105's call moved it
+    after the designer's practice colorings)."""
     with transaction(db):
-        update_rows(db, "annotators", {"id": annotator_id}, {"instructions_read": iso(now)})
+        if not get_annotator(db, annotator_id)["instructions_read"]:
+            update_rows(db, "annotators", {"id": annotator_id}, {"instructions_read": iso(now)})
 
 
 def practice_colorings(db: sqlite_utils.Database, annotator_id: int) -> list[dict]:

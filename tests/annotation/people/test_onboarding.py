@@ -1,3 +1,5 @@
+import datetime as dt
+
 import pytest
 
 from annotation.concepts import sync_concepts
@@ -65,6 +67,14 @@ def test_designer_goes_consent_instructions_practice_approval_main(db):
     review_practice(db, designer, ADMIN, approve=True)
     assert onboarding_stage(db, designer) == "main"
     assert awaiting_approval(db) == []
+
+
+def test_the_instructions_keep_the_time_they_were_first_read(db):
+    ((designer, _),) = create_annotators(db, 1, "designer")
+    first, later = (dt.datetime(2026, 12, 3, 7, h, tzinfo=dt.UTC) for h in (32, 35))
+    mark_instructions_read(db, designer["id"], now=first)
+    mark_instructions_read(db, designer["id"], now=later)  # a second press, another tab, the API
+    assert db["annotators"].get(designer["id"])["instructions_read"] == iso(first)
 
 
 def test_an_automatic_approval_is_recorded_and_outlives_the_setting(db):
