@@ -301,19 +301,20 @@ JS = compact_js(
       // The image's label says it all: its drawing and tools are not read out one by one.
       chart.querySelectorAll('.svg-container, .modebar-container').forEach((inner) => inner.setAttribute('aria-hidden', 'true'));
     }});
-    // Focus on a control the action hid or disabled (a last vote, a sign-in) fell to the
-    // page's top, where a screen reader starts over: it goes to the nearest text shown.
-    if (document.activeElement === document.body && held && (held.disabled || !held.offsetParent)) {{
+    // Focus on a control the action hid, disabled or drew anew (a last vote, a sign-in)
+    // falls to the page's top, where a screen reader starts over: it goes to the nearest
+    // text shown, in the nearest box of the control that is still there.
+    const h = held?.[0];
+    if (document.activeElement === document.body && h && (h.disabled || !h.offsetParent)) {{
       const shown = (s, box) => [...box.querySelectorAll(s)].find((e) => e.offsetParent && e.textContent.trim());
-      for (let box = held.parentElement; box; box = box.parentElement) {{
-        const to = shown('[role="status"]', box) || shown('.prose', box);
-        if (to) {{ to.tabIndex = -1; to.focus(); break; }}
+      for (const box of held) {{
+        const to = box.isConnected && (shown('[role="status"]', box) || shown('.prose', box));
+        if (to) {{ to.tabIndex = -1; to.focus(); held = null; break; }}
       }}
-      held = null;
     }}
   }};
   let marking = false, labelled = 0, held = null;
-  document.addEventListener('focusin', (e) => {{ held = e.target; }});
+  document.addEventListener('focusin', (e) => {{ held = e.composedPath().slice(0, -1); }});
   const markOf = (b) => document.querySelector(`#${{b.className.match(/{ANSWERS}--(\\S+)/)?.[1]}} [id^="{SHOWN_PREFIX}"]`);
   const seen = {{}}, ready = {{}}, bound = {{}};
   const drawn = () => [...document.querySelectorAll(".{CHART_WAIT}")].every((c) => !c.offsetParent || c.querySelector(".main-svg"));
@@ -336,7 +337,7 @@ JS = compact_js(
   }};
   window.ccFocusNext = (selector) => requestAnimationFrame(() => {{
     const held = document.activeElement;
-    if (held && held !== document.body && held.offsetParent) return;
+    if (held && held !== document.body && held.offsetParent && held.tabIndex >= 0) return;
     [...document.querySelectorAll(selector)].find((e) => e.offsetParent)?.focus();
   }});
   new MutationObserver((changes) => {{
@@ -918,8 +919,9 @@ def focus_next(selector: str) -> str:
     """Browser code (an `app.tabs.On` row's ``js``, after an action) that puts the keyboard
     focus on the first shown element matching `selector` (a selector list: the first of its
     matches the page shows) once the page has shown the action's result, unless the focus is
-    still on something shown: a button that hides itself (*I agree*) otherwise leaves it on
-    the page's top, where a screen reader starts over. (``ccFocusNext`` is `JS`'s: written
+    still on a control shown (a message the focus was put on, ``tabIndex`` -1, is no control):
+    a button that hides itself (*I agree*) otherwise leaves it on the page's top, where a
+    screen reader starts over. (``ccFocusNext`` is `JS`'s: written
     once, not in each event.)"""
     return f"() => ccFocusNext({json.dumps(selector)})"
 

@@ -26,7 +26,7 @@ from annotation.people import passwords, throttle
 from annotation.people.accounts import Actor, login_with_invite, logout, require
 from annotation.people.passwords import login_admin
 from annotation.study import crowd
-from app.common import AppContext, escape, own_session, public, shown_errors, visible_to
+from app.common import AppContext, escape, live, own_session, public, shown_errors, visible_to
 from app.tabs import SESSION_CHANGE, On, Tab
 from storage import shown_time, storage_condition
 
@@ -112,7 +112,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> dict[str, gr.components
     someone is (see `wire`).
     """
     gr.Markdown(INTRO)
-    status = gr.Markdown("You are not signed in.", elem_id="start_status")
+    status = live(gr.Markdown("You are not signed in.", elem_id="start_status"))
     with gr.Column(elem_id="start_sign_in") as sign_in_box:
         with gr.Row():
             invite = gr.Textbox(

@@ -18,6 +18,7 @@ from tests.browser import (  # noqa: F401
     open_tab,
     page,
     second_click,
+    settled,
     sign_in,
 )
 from tests.qc_data import add_coloring, painted
@@ -228,7 +229,7 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
     for left in (2, 1):
         expect(concept).to_contain_text(f"{left} in your queue")
         answerable(page, "#expert_vote_concept")
-        page.click("#expert_consistent")
+        page.press("#expert_consistent", "Enter")  # from the keyboard, as outsider 103 voted
     expect(concept).to_contain_text("Nothing to vote on right now.")
     expect(concept).to_contain_text("No review has all its votes yet: 4 votes on 2 colorings are missing.")
     # The vote buttons are disabled: the focus goes to what the page says instead of to the
@@ -237,6 +238,8 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
     assert where.startswith(
         ("expert_vote_message: Vote recorded: Consistent.", "expert_vote_concept: Nothing")
     ), where
+    settled(page)  # and it stays there once the page has drawn every answer
+    assert focused(page, away_from="#expert_consistent, #expert_inconsistent") == where
     page.get_by_role("button", name="Refresh statistics").click()
     expect(page.locator("#expert_summary")).to_have_text(
         "No review has all its votes yet: 4 votes on 2 colorings are missing."

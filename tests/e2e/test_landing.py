@@ -8,7 +8,7 @@ from annotation.people.accounts import Actor, revoke_annotator
 from app.landing import RECENT_COLORS_KEY
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
-from tests.browser import ARTIFACTS, contrast
+from tests.browser import ARTIFACTS, contrast, focused
 
 pytestmark = pytest.mark.browser
 playwright = pytest.importorskip("playwright.sync_api")
@@ -79,11 +79,14 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, module_ch
         page.get_by_role("button", name="Sign out").click()
         _expect_signed_in(page, expect, False)
         expect(page.locator("#start_password input")).to_have_value("", timeout=20_000)
-        # The admin signs in again, then the designer's link opens in this browser: it says
-        # whom it replaced here.
+        # The admin signs in again from the keyboard, then the designer's link opens in this
+        # browser: it says whom it replaced here.
         page.fill("#start_password input", ADMIN_PASSWORD)
-        page.get_by_role("button", name="Sign in as admin").click()
+        page.press("#start_password input", "Enter")
         expect(status).to_have_text("Signed in as admin.", timeout=20_000)
+        # The box that had the focus hides: the focus goes to what the page says, not to the
+        # page's top (outsider 103).
+        assert focused(page, away_from="#start_password") == "start_status: Signed in as admin."
         # The step that shows the Admin tab is the one that stores the session in the browser.
         expect(page.get_by_role("tab", name="Admin")).to_be_visible(timeout=20_000)
         page.evaluate(f"localStorage.setItem('{RECENT_COLORS_KEY}', '[\"#705420\"]')")
