@@ -392,9 +392,19 @@ def _shown(value, ok: bool):
     return gr.update(value=value, visible=True) if ok else gr.update(value=None, visible=False)
 
 
+TRUST = (
+    "How far these numbers hold: on renders made apart from the scorer the default rule set "
+    "called 53-69 % of right colors right, and passed a slightly lighter, darker or duller "
+    "neighbour of the named color in up to 17 %; compare models with each other under one rule "
+    "set, not with numbers from elsewhere (docs/explicit.md, “Independent renders”)."
+)
+"""What every run's note says of the scorer's accuracy (outside probe 104: only the docs said it)."""
+
+
 def _rules_in_words(scoring: str) -> str:
-    """Which rule set the tables use, in words (an unknown name is refused before this)."""
-    return f"Rule set *{escape(scoring)}*: {escape(DESCRIPTIONS.get(scoring, scoring))}."
+    """Which rule set the tables use, in words (an unknown name is refused before this), and
+    how far its numbers hold (`TRUST`)."""
+    return f"Rule set *{escape(scoring)}*: {escape(DESCRIPTIONS.get(scoring, scoring))}.  \n{TRUST}"
 
 
 def _swatch(hex_color: str, title: str, kind: str = "") -> str:

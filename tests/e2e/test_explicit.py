@@ -20,6 +20,8 @@ def test_researcher_sees_table4_the_charts_and_a_prompts_images_and_swatches(liv
     pick(page, "explicit_run", RUN)
     page.click("#explicit_show")
     expect(page.locator("#explicit_note")).to_contain_text("16 scored images in iscc-nbs-l2")
+    # The note says how far the scorer's numbers hold, not only the docs (outsider 104).
+    expect(page.locator("#explicit_note")).to_contain_text("How far these numbers hold:")
     expect(page.locator("#explicit_table4 [role=row][data-index]").first).to_be_visible()
     rows = table_rows(page, "explicit_table4")
     assert rows == [
