@@ -16,6 +16,7 @@ import socket
 import sqlite3
 import threading
 import time
+from pathlib import Path
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -75,6 +76,10 @@ def main(argv: list[str] | None = None) -> None:
         check_secrets(config)  # before any start-up work: a refused start writes nothing
     except SecretServed as error:
         raise SystemExit(f"Refusing to start: {error}.") from None
+    if Path(config.db_path).is_dir():  # SQLite's "unable to open", after a chmod hint for a folder
+        raise SystemExit(
+            f"Refusing to start: --db {str(config.db_path)!r} is a folder; give the path of a database file in it."
+        )
     if refusal := data_dir_refusal(config.data_dir):
         raise SystemExit(f"Refusing to start: {refusal}.")
     _check_port(args.host, args.port)

@@ -180,6 +180,8 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
     from evaluation.pipeline.runs import connect
 
     path = Path(args.db or default_db())
+    if path.is_dir():  # SQLite's "unable to open database file", as a traceback, and a lock file beside
+        raise ValueError(f"--db {str(path)!r} is a folder; give the path of a database file in it")
     if not path.exists() and not create:
         raise ValueError(
             f"no database at {str(path)!r} (give --db PATH; `generate`, `run` or `explicit` with --model "

@@ -139,3 +139,18 @@ def test_a_data_folder_that_is_or_lies_under_a_plain_file_is_named_as_such(tmp_p
             == f"Refusing to start: the data folder {str(data_dir)!r} {why}; give --data-dir a folder."
         )
     assert not (tmp_path / "db.sqlite").exists()
+
+
+def test_a_database_path_that_is_a_folder_is_named_as_such(tmp_path):
+    """It said to chmod the folder and that the disk might be full, and left a lock file beside
+    it (outside probe 104)."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    with pytest.raises(SystemExit) as raised:
+        app_script().main(
+            ["--db", str(folder), "--data-dir", str(tmp_path / "data"), "--port", str(free_port())]
+        )
+    assert raised.value.code == (
+        f"Refusing to start: --db {str(folder)!r} is a folder; give the path of a database file in it."
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]

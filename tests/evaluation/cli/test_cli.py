@@ -265,6 +265,23 @@ def test_a_database_that_is_not_sqlite_is_refused_and_nothing_is_written_beside_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notdb.png"]
 
 
+@pytest.mark.parametrize(
+    "command",
+    ["score", "explicit --run r --model tiny-random --segmenter tiny-random --objects car --colors red"],
+)
+def test_a_database_path_that_is_a_folder_is_one_line_and_leaves_no_lock_beside_it(tmp_path, capsys, command):
+    """SQLite's "unable to open database file" came out as a traceback, with an empty
+    ``.lock`` file left beside the folder (outsider 104)."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    assert main([*command.split(), "--db", str(folder), "--data-dir", str(tmp_path / "data")]) == 2
+    assert capsys.readouterr().err == (
+        f"python -m evaluation {command.split()[0]}: error: --db {str(folder)!r} is a folder; "
+        "give the path of a database file in it\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"] and not any(folder.iterdir())
+
+
 def test_a_file_the_command_cannot_write_or_read_is_one_line(tmp_path, capsys):
     sqlite3.connect(tmp_path / "db.sqlite").close()
     assert main(["score", "--reference-csv", str(tmp_path / "nope.csv"), *_storage(tmp_path)]) == 2
