@@ -168,10 +168,22 @@ class RunForm:
             seed=seed_number(self.x_seed, "Prompt seed"),
             samples=whole_number(self.x_samples, "Images per prompt"),
             cfg_scales=planning.parse_scales(self.x_cfg),
-            colors=tuple(c.strip() for c in (self.x_colors or "").split(",") if c.strip()),
+            colors=_named_colors(self.x_colors),
             objects=tuple(self.x_objects or ()),
             presence_threshold=_fraction(self.x_presence, "Presence: detection score at least"),
         )
+
+
+def _named_colors(text: str | None) -> tuple[str, ...]:
+    """The colors the *Only these colors* box names; ``()`` (all) for a blank box. A box of
+    commas alone names none, refused as the command line refuses ``--colors ","`` (the tab
+    had queued every color of the systems)."""
+    names = tuple(c.strip() for c in (text or "").split(",") if c.strip())
+    if not names and (text or "").strip():
+        raise ValueError(
+            "`colors` must name at least one color; none is chosen (leave the box empty for all)"
+        )
+    return names
 
 
 FORM = tuple(field.name for field in dataclasses.fields(RunForm))

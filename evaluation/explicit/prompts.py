@@ -34,6 +34,7 @@ and its < 10K compact set. Users choose subsets by task, system, color, object, 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -318,10 +319,14 @@ def build_prompts(
         named = {name for key in systems for name in load_system(key).names}
         unknown = [c for c in colors if " ".join(str(c).lower().split()) not in named]
         if unknown:  # a mistyped one among known ones was dropped without a word
+            # The example is a name of the chosen systems ('dark red' is in none of L2's).
+            near = difflib.get_close_matches(str(unknown[0]).lower(), sorted(named), n=1, cutoff=0) or sorted(
+                named
+            )
             raise ValueError(
-                f"`colors` {', '.join(shown(c) for c in unknown[:10])} "
-                f"{'is' if len(unknown) == 1 else 'are'} in none of the systems {list(systems)}: "
-                "check the spelling (names as the system writes them, e.g. 'dark red')"
+                f"`colors` names {', '.join(shown(c) for c in unknown[:10])}, "
+                f"{'which is' if len(unknown) == 1 else 'which are'} in none of the systems {list(systems)}: "
+                f"check the spelling (names as the systems write them, e.g. {shown(near[0])})"
             )
     prompts = []
     for task in tasks:

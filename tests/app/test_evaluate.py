@@ -375,3 +375,13 @@ def test_a_run_with_every_item_done_reads_complete_whatever_ended_its_job(job, s
     done = runs.RunProgress("r", items=2, generated=2, segmented=2, usable=2, failed=0, groups=2, extracted=2)
     html = _progress_html([({"name": "r", "kind": "eval"}, done, JobState(*job), {}, False, None, "R0001")])
     assert f"<td data-state='{shown.split(' — ')[0]}'>{shown}</td>" in html
+
+
+def test_a_colors_box_of_commas_alone_is_refused_not_read_as_all():
+    """Outsider 104: "," queued every color of the systems; the command line refuses it."""
+    from app import evaluate
+
+    assert evaluate._named_colors("") == evaluate._named_colors("  ") == ()
+    assert evaluate._named_colors(" red , navy ,") == ("red", "navy")
+    with pytest.raises(ValueError, match=r"^`colors` must name at least one color; none is chosen"):
+        evaluate._named_colors(" , ,")
