@@ -76,6 +76,9 @@ SUMMARY_METRICS = ("pcc", "emd", "ed", "dca", "hue_diff", "sensitivity")
 MOVED = {"sensitivity": ("sensitivity",), "grey_hue": ("hue_diff",)}
 #: What a report row with no ranking to compare says (in ``swapped``, and in `describe`).
 NOT_COMPARED = "not compared (fewer than two models have a value under both)"
+#: What a row says whose models all tie under one choice or the other (two models at 0 %
+#: everywhere read "no ranking changes", τ = 1: outside probe 104).
+TIED = "not compared (the models tie under one of them: no ranking)"
 #: The explicit-color mode's metric: percent of scored images correct (higher is better;
 #: `evaluation.explicit.views.explicit_summary` produces it).
 EXPLICIT_METRIC = "accuracy"
@@ -139,11 +142,16 @@ def summary(data: pd.DataFrame, shifts: pd.DataFrame, aggregate: str) -> pd.Data
 def _ranking(values: pd.Series, metric: str) -> list:
     """Models best first by their overall value of `metric`."""
     if metric == "sensitivity":
-        key = np.abs(np.log(values.clip(lower=1e-12)))
-        return key.sort_values(kind="stable").index.tolist()
+        return _rank_key(values, metric).sort_values(kind="stable").index.tolist()
     if metric == EXPLICIT_METRIC:
         return values.sort_values(ascending=False, kind="stable").index.tolist()
     return values.sort_values(ascending=not tables.METRICS[metric][1], kind="stable").index.tolist()
+
+
+def _rank_key(values: pd.Series, metric: str) -> pd.Series:
+    """What `_ranking` orders the models by (up to direction): |log ratio| for sensitivity,
+    the value for the others."""
+    return np.abs(np.log(values.clip(lower=1e-12))) if metric == "sensitivity" else values
 
 
 def compare(base: pd.DataFrame, alt: pd.DataFrame, metrics: Sequence[str] | None = None) -> pd.DataFrame:
@@ -152,7 +160,8 @@ def compare(base: pd.DataFrame, alt: pd.DataFrame, metrics: Sequence[str] | None
     `base` and `alt` are long ``model, cell, metric, value`` frames (`summary`). One row per
     metric of `metrics` (default: each that both frames hold). A metric without two models
     valued under both (absent from either frame, or NaN) has NaN τ and `NOT_COMPARED` for
-    ``swapped``; its largest change is NaN unless some cell is valued under both.
+    ``swapped``, one whose models all tie under either frame NaN τ and `TIED`; its largest
+    change is NaN unless some cell is valued under both.
     """
     merged = base.merge(alt, on=["model", "cell", "metric"], suffixes=("_base", "_alt"))
     merged["change"] = (merged["value_alt"] - merged["value_base"]).abs()
@@ -167,9 +176,11 @@ def compare(base: pd.DataFrame, alt: pd.DataFrame, metrics: Sequence[str] | None
         overall = part[part["cell"] == "all"].set_index("model")
         both = overall.dropna(subset=["value_base", "value_alt"])
         before, after = _ranking(both["value_base"], metric), _ranking(both["value_alt"], metric)
+        # τ-b of the values themselves (the keys they are ranked by): undefined where every
+        # model ties under a choice, which a τ of the ranked order read as 1.
         tau = (
             stats.kendalltau(
-                [before.index(m) for m in both.index], [after.index(m) for m in both.index]
+                _rank_key(both["value_base"], metric), _rank_key(both["value_alt"], metric)
             ).statistic
             if len(both) > 1
             else np.nan
@@ -186,7 +197,7 @@ def compare(base: pd.DataFrame, alt: pd.DataFrame, metrics: Sequence[str] | None
                 "largest_change": np.nan if top is None else float(top["change"]),
                 "where": f"{top['model']} {top['cell']}" if moved else "",
                 "kendall_tau": float(tau),
-                "swapped": NOT_COMPARED if np.isnan(tau) else "; ".join(swapped),
+                "swapped": (NOT_COMPARED if len(both) < 2 else TIED) if np.isnan(tau) else "; ".join(swapped),
             }
         )
     return pd.DataFrame(rows)
@@ -423,8 +434,8 @@ def describe(report: pd.DataFrame) -> str:
                 if len(swaps)
                 else "no ranking changes"
             )
-        if len(unranked):
-            said.append(f"{NOT_COMPARED}: " + ", ".join(map(label, unranked["metric"])))
+        for why, metrics in unranked.groupby("swapped", sort=False)["metric"]:
+            said.append(f"{why}: " + ", ".join(map(label, metrics)))
         said = "; ".join(said)
         lines.append(f"- {choice} {default} → {alternative}: {said} ({part['recomputed'].iloc[0]})")
     return "\n".join(lines)

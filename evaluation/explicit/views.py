@@ -345,7 +345,9 @@ def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
         paths.append(_write(folder, f"{report.run}-{report.scoring}-{name}", ".html", tables.to_html(table)))
     for name, frame in (("images", report.images), ("objects", pd.DataFrame(report.rows))):
         if not frame.empty:
-            paths.append(_write(folder, f"{report.run}-{report.scoring}-{name}", ".csv", csv_text(frame)))
+            paths.append(
+                _write(folder, f"{report.run}-{report.scoring}-{name}", ".csv", csv_text(frame, index=False))
+            )
     for name, figure in report.figures.items():
         page = figure.to_html(include_plotlyjs=True, full_html=True)
         paths.append(_write(folder, f"{report.run}-{report.scoring}-{name.replace(' ', '-')}", ".html", page))

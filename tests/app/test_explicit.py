@@ -206,6 +206,8 @@ def test_export_writes_csv_and_html_under_exports(app):
     images = pd.read_csv(next(f for f in files if Path(f).name.startswith("syn-paper-images-")))
     objects = pd.read_csv(next(f for f in files if Path(f).name.startswith("syn-paper-objects-")))
     assert len(objects) == images["objects"].sum() and set(objects["scoring"]) == {"paper"}
+    # Their first column is a field the docs name, not pandas' row numbers (outsider 104).
+    assert images.columns[0] == "run" and not any(c.startswith("Unnamed") for c in [*images, *objects])
     share = images.groupby(["model", "system", "task"])["correct"].mean().mul(100.0)
     table4 = next(f for f in files if Path(f).name.startswith("syn-paper-table4-") and f.endswith(".csv"))
     shown = pd.read_csv(table4, header=[0, 1], index_col=0)

@@ -183,7 +183,11 @@ def test_a_choice_whose_metric_no_model_has_is_reported_not_compared_rather_than
         "- sensitivity ratio_of_means → mean_of_ratios: not compared (fewer than two models have a "
         "value under both): sensitivity (from the scores, every concept)\n" in printed
     )
-    assert "- cfg recommended → mean: no ranking changes; not compared (fewer than two models" in printed
+    # Both models paint one color each: their entropy differences tie, no ranking (was τ = 1).
+    assert (
+        "- cfg recommended → mean: no ranking changes; not compared (the models tie under one of them: "
+        "no ranking): ED; not compared (fewer than two models" in printed
+    )
     written = pd.read_csv(tmp_path / "out" / "robustness.csv")
     written["swapped"] = written["swapped"].fillna("")  # an empty cell: no pair swaps
     moved = written[written["choice"].isin(["sensitivity", "grey_hue"])]
@@ -279,3 +283,21 @@ def test_explicit_rule_sets_are_an_open_choice_whose_swaps_are_reported():
     assert report.loc["released", "where"] == "m-lit iscc-nbs-l2/color_name"
     with pytest.raises(ValueError, match="'paper' rules"):
         explicit_robustness([r for r in rows if r["scoring"] != "paper"])
+
+
+def test_models_that_all_tie_have_no_ranking_to_compare():
+    """Two explicit-color models at 0 % under every rule set read "no ranking changes", τ = 1
+    (outside probe 104); a partial tie still ranks."""
+    from evaluation.analysis import robustness
+
+    def frame(values):
+        return pd.DataFrame(
+            {"model": list(values), "cell": "all", "metric": "accuracy", "value": list(values.values())}
+        )
+
+    tied = robustness.compare(frame({"a": 0.0, "b": 0.0}), frame({"a": 0.0, "b": 0.0}))
+    assert np.isnan(tied["kendall_tau"].iloc[0]) and tied["swapped"].iloc[0] == robustness.TIED
+    swapped = robustness.compare(
+        frame({"a": 10.0, "b": 5.0, "c": 5.0}), frame({"a": 1.0, "b": 5.0, "c": 5.0})
+    )
+    assert swapped["kendall_tau"].iloc[0] < 0 and swapped["swapped"].iloc[0] == "a ↔ b; a ↔ c"
