@@ -324,7 +324,8 @@ def run_stage(
     progress: Progress | None = None,
     data_dir: str | Path | None = None,
 ) -> int:
-    """Do the pending items of `stage` for `run`; return how many items were recorded.
+    """Do the pending items of `stage` for `run`, and make its lost files again; return how
+    many items were done (recorded, or their lost files made again: not their batch-mates).
 
     Parameters
     ----------
@@ -353,21 +354,24 @@ def run_stage(
     if data_dir is not None:
         remove_run_temporaries(data_dir, run)
     lost = {item["id"]: item for item in lost_files(db, run, stage, data_dir)}
+    again = original_batches(db, run, stage, set(lost), batch_size)
+    made_again = {item["id"] for batch in again for item in batch}
     pending = runs.pending_items(db, run, stage)
-    total, done, unmatched = len(pending) + len(lost), 0, []
+    total, done, counted, unmatched = len(pending) + len(made_again), 0, 0, []
 
     def on_result(results: Batch) -> None:
-        nonlocal done
+        nonlocal done, counted
         # A lost file is made again, not recorded: its row and what was made from it stay,
-        # so only the bytes it had will do.
+        # so only the bytes it had will do. Its batch-mates are made again only to give it
+        # the batch it was made in; their rows stay too.
         unmatched.extend(r["id"] for r in results if r["id"] in lost and not _same_files(r, lost[r["id"]]))
-        runs.record_items(db, [r for r in results if r["id"] not in lost])
+        runs.record_items(db, [r for r in results if r["id"] not in made_again])
         done += len(results)
+        counted += sum(1 for r in results if r["id"] not in made_again or r["id"] in lost)
         if progress is not None:
             progress(done, total)
 
-    work_list = pending + sorted(lost.values(), key=lambda item: (item["model"], item["cfg"], item["id"]))
-    (executor or InProcessExecutor()).run(work, runs.batches(work_list, batch_size), on_result)
+    (executor or InProcessExecutor()).run(work, [*runs.batches(pending, batch_size), *again], on_result)
     if data_dir is not None:  # a worker killed mid-write (and retried) left its temporary
         remove_run_temporaries(data_dir, run)
     if unmatched:
@@ -378,7 +382,7 @@ def run_stage(
             f"recorded ones (item(s) {shown}): what the run made from them came from the lost files; "
             "put those back from a backup, or make the run again under a new name"
         )
-    return done
+    return counted
 
 
 #: What each stage makes again when the data folder lost it (`lost_files`), in words.
@@ -396,6 +400,25 @@ def _same_files(result: Mapping[str, Any], item: Mapping[str, Any]) -> bool:
     return result.get("status") in ("generated", "segmented") and all(
         result.get(field) == item[field] for field in _SAME[stage]
     )
+
+
+def original_batches(
+    db: sqlite_utils.Database, run: str, stage: str, ids: set[int], batch_size: int
+) -> list[list[dict]]:
+    """The batches an uninterrupted `stage` of `run` made the items `ids` in: every item the
+    stage took (for ``generate`` all, for ``segment`` those with an image), in grid order,
+    cut as `run_stage` cuts them, and of those the batches holding one of `ids`.
+
+    A lost file is made again in its own batch: on some CPUs a pipeline's arithmetic
+    depends on how many images share a call (one image alone came out different from the
+    same image made beside its batch-mate). A run that was stopped and resumed may have
+    made an item in another batch; its lost file then comes out different and is refused.
+    """
+    if not ids:
+        return []
+    took = [item for item in runs.items(db, run) if stage == "generate" or item.get("image_path")]
+    took.sort(key=lambda item: (item["model"], item["cfg"], item["id"]))
+    return [batch for batch in runs.batches(took, batch_size) if any(item["id"] in ids for item in batch)]
 
 
 def lost_files(db: sqlite_utils.Database, run: str, stage: str, data_dir: str | Path | None) -> list[dict]:

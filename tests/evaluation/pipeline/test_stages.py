@@ -89,3 +89,33 @@ def test_every_kind_of_damage_is_one_pixel_summary_error(grid, content, why):
         f"runs/grid/pixels/m-apple-natural-5.0-0.npz: the pixel summary of item {item['id']} of run "
         f"'grid' (m, apple, natural, cfg 5, sample 0) cannot be read ({why}); {WHAT_TO_DO}"
     )
+
+
+def test_a_lost_file_is_made_again_in_the_batch_an_uninterrupted_stage_made_it_in(tmp_path):
+    """On some CPUs an image made alone differs from the same image made beside its
+    batch-mate (this project's CI machine, 2026-12-03): the batch is what was made, cut as
+    the stage cuts its work, in grid order (models, then guidance scales)."""
+    from evaluation.pipeline.stages import original_batches
+
+    db = storage.open_db(tmp_path / "db.sqlite")
+    storage.ensure_schema(db)
+    cells = [("b", 5.0), ("a", 7.5), ("a", 5.0)]
+    items = [
+        {"model": m, "concept": "apple", "noun": "apple", "style": "natural", "cfg": cfg}
+        | {"sample": i, "seed": i, "prompt": "an apple"}
+        for m, cfg in cells
+        for i in range(3)
+    ]
+    runs.create_run(db, "r", items, {"test": "r"})
+    ids = {(r["model"], r["cfg"], r["sample"]): r["id"] for r in runs.items(db, "r")}
+
+    def batches_of(*keys, stage="generate"):
+        made = original_batches(db, "r", stage, {ids[k] for k in keys}, 2)
+        return [[(i["model"], i["cfg"], i["sample"]) for i in batch] for batch in made]
+
+    assert batches_of(("a", 5.0, 1)) == [[("a", 5.0, 0), ("a", 5.0, 1)]]
+    assert batches_of(("a", 5.0, 2), ("b", 5.0, 0)) == [[("a", 5.0, 2)], [("b", 5.0, 0), ("b", 5.0, 1)]]
+    assert original_batches(db, "r", "generate", set(), 2) == []
+    # The segment stage took the images there were: none here
+    assert batches_of(("a", 5.0, 1), stage="segment") == []
+    db.close()
