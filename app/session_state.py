@@ -13,15 +13,32 @@ blocks the copy cost ~110 ms of the server's CPU per new session, on the server'
 loop, before the session's first event could run (BENCHMARKS.md "A session's start").
 
 `LeanSessionState` is Gradio's class without that copy; `install` makes Gradio's state
-holder create it. Everything else (the state values, their time to live, the updated
+holder create it. Nor does it copy the app's blocks for a session until an event of the
+session updates a component (Gradio copied the 706-entry dict, and the events', for every
+session: 45 kB each, kept for up to 10,000 sessions). Everything else (the state values, their time to live, the updated
 components of each session) is Gradio's own code, which still computes the configuration
 of a component an event updates (one block, not 706) and keeps it unread.
 """
 
 from __future__ import annotations
 
+import copy
+import datetime
+
 from gradio import state_holder
+from gradio.components import State
 from gradio.state_holder import SessionState
+
+
+class _Shared:
+    """The app's configuration, handed to `SessionState.__init__` so that its copy is the
+    configuration itself (shared until the session's first update of a component)."""
+
+    def __init__(self, config) -> None:
+        self.config = config
+
+    def __copy__(self):
+        return self.config
 
 
 class _NoSnapshot:
@@ -29,7 +46,7 @@ class _NoSnapshot:
     configuration of."""
 
     def __init__(self, blocks) -> None:
-        self.default_config = blocks.default_config
+        self.default_config = _Shared(blocks.default_config)
         self.blocks: dict = {}
 
 
@@ -44,6 +61,20 @@ class LeanSessionState(SessionState):
 
     def __init__(self, blocks) -> None:
         super().__init__(_NoSnapshot(blocks))
+        self._shared = self.blocks_config
+
+    def __setitem__(self, key: int, value) -> None:
+        """Gradio's, less the configuration copy: a state value, or the session's own
+        version of a component an event updated (the session's copy of the app's blocks is
+        made at its first such update)."""
+        block = self.blocks_config.blocks.get(key)
+        if isinstance(block, State):
+            self._state_ttl[key] = (block.time_to_live, datetime.datetime.now())
+            self.state_data[key] = value
+            return
+        if self.blocks_config is self._shared:
+            self.blocks_config = copy.copy(self._shared)
+        self.blocks_config.blocks[key] = value
 
     def _update_config(self, key: int) -> None:
         """Nothing to update: no copy is kept."""

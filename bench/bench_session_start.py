@@ -5,7 +5,8 @@ database and measures, for Gradio's own session state and for `app.session_state
 (which keeps no deep-link copy of the components' configuration):
 
 - the CPU time of making one session's state for this app (``SessionState(demo)``), in ms,
-  the mean over `N` of them;
+  the mean over `N` of them, and the memory one holds (bytes, under `tracemalloc`): Gradio
+  kept each for up to 10,000 sessions;
 - `N` calls of the page's first step (``start_restore``, what every page open runs) through
   the HTTP API, each of which Gradio runs in a new session: the mean wall time per call and
   the CPU time of this process (the server and the HTTP client) per call, in ms.
@@ -21,6 +22,7 @@ import argparse
 import os
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import httpx
@@ -39,6 +41,18 @@ def construction_ms(demo, kind: type, n: int) -> float:
     for _ in range(n):
         kind(demo)
     return (time.process_time() - start) / n * 1000
+
+
+def held_bytes(demo, kind: type, n: int) -> float:
+    """Mean bytes one session's state of `kind` for `demo` holds (`n` of them kept at once)."""
+    tracemalloc.start()
+    try:
+        kept = [kind(demo) for _ in range(n)]
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del kept
+    return held / n
 
 
 def call_ms(url: str, n: int) -> tuple[float, float]:
@@ -72,6 +86,7 @@ def run(calls: int = 40, rounds: int = 2) -> dict:
                             "round": round_,
                             "variant": label,
                             "state_cpu_ms": construction_ms(demo, kind, calls),
+                            "state_bytes": held_bytes(demo, kind, calls),
                             "call_wall_ms": wall,
                             "call_cpu_ms": cpu,
                         }
@@ -90,12 +105,13 @@ def run(calls: int = 40, rounds: int = 2) -> dict:
 
 def markdown(figures: dict) -> str:
     lines = [
-        "| round | session state | one session's state (CPU ms) | one `start_restore` call (wall ms) | (CPU ms) |",
-        "|---:|---|---:|---:|---:|",
+        "| round | session state | one session's state (CPU ms) | (bytes held) | one `start_restore` call (wall ms) | (CPU ms) |",
+        "|---:|---|---:|---:|---:|---:|",
     ]
     for row in figures["rows"]:
         lines.append(
-            f"| {row['round']} | {row['variant']} | {row['state_cpu_ms']:.1f} | {row['call_wall_ms']:.1f} "
+            f"| {row['round']} | {row['variant']} | {row['state_cpu_ms']:.1f} | {row['state_bytes']:,.0f} "
+            f"| {row['call_wall_ms']:.1f} "
             f"| {row['call_cpu_ms']:.1f} |"
         )
     lines.append(

@@ -24,9 +24,15 @@ def test_gradio_copies_every_component_per_session_and_the_lean_state_none(launc
     # Gradio's own still builds the copy: when this fails, Gradio stopped, and the patch can go.
     assert len(gradio.config_values) == len(demo.blocks) > 700
     assert lean.config_values == {} and list(lean.components) == []
-    assert vars(lean).keys() == vars(gradio).keys()  # every other field, set by Gradio's own init
+    assert vars(lean).keys() - {"_shared"} == vars(gradio).keys()  # every other field, set by Gradio's own init
     assert lean.blocks_config.blocks == gradio.blocks_config.blocks
-    assert lean.blocks_config.blocks is not demo.default_config.blocks  # a session's own, as Gradio's
+    # The app's blocks, shared until the session's first update of a component: then its own.
+    assert lean.blocks_config is demo.default_config
+    key, block = next((k, b) for k, b in demo.blocks.items() if isinstance(b, gr.Textbox))
+    updated = gr.Textbox(label="updated")
+    lean[key] = updated
+    assert lean.blocks_config is not demo.default_config and lean[key] is updated
+    assert demo.default_config.blocks[key] is block and LeanSessionState(demo)[key] is block
 
 
 def test_the_launched_app_makes_lean_sessions_and_refuses_deep_links(launched):
