@@ -82,7 +82,8 @@ PLUMBING = "plumbing"
 # (*Inconsistent*, *Close account*) in red-700, 6.5:1 (red-500 was 3.8:1: outsider 95).
 # A table inside `empty_note` shows its note, not bare headers, while it has no rows
 # (Gradio marks an empty table's container ``no-rows``). Keyboard focus shows as a 3 px
-# blue ring: Gradio's 1 px grey outline was hardly visible on the orange buttons.
+# blue ring on whatever holds it (a heading or a message the page moved it to, the picker):
+# Gradio's 1 px grey outline was hardly visible on the orange buttons.
 CSS = """
 :root, .gradio-container {
   --button-primary-background-fill: #c2410c; --button-primary-background-fill-hover: #9a3412;
@@ -93,7 +94,7 @@ CSS = """
 }
 .plumbing { display: none !important; }
 .visually-hidden { position: absolute !important; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
-button:focus-visible, [role="tab"]:focus-visible, [role="button"]:focus-visible, input:focus-visible, textarea:focus-visible { outline: 3px solid #0969da !important; outline-offset: 2px; }
+*:focus-visible { outline: 3px solid #0969da !important; outline-offset: 2px; }
 .empty-aware:has(.table-container:not(.no-rows)) > .empty-note { display: none !important; }
 .empty-aware .table-container.no-rows .table-wrap { display: none; }
 .empty-aware > .empty-note { color: var(--body-text-color-subdued); font-style: italic; }

@@ -471,7 +471,8 @@ def _focused(page, selector: str) -> bool:
 
 def _tab_to(page, selector: str, key: str = "Tab", presses: int = 60) -> None:
     """Press `key` until the element `selector` has the focus (a keyboard user's path); every
-    stop on the way shows that it has the focus (the canvas's toolbar was a stop with none)."""
+    stop on the way shows that it has the focus, as one 3 px blue ring (the canvas's toolbar
+    was a stop with none; the picker's ring was another: outsider 103)."""
     unseen = []
     for _ in range(presses):
         if _focused(page, selector):
@@ -479,9 +480,12 @@ def _tab_to(page, selector: str, key: str = "Tab", presses: int = 60) -> None:
             return
         page.keyboard.press(key)
         stop = page.evaluate(
-            """() => { const e = document.activeElement, s = getComputedStyle(e);
-              return e !== document.body && (s.outlineStyle === 'none' || s.outlineWidth === '0px')
-                ? e.tagName + '.' + e.className + ' ' + (e.textContent || '').slice(0, 40) : null; }"""
+            # After the button's own transitions (its outline fades in from its text's color).
+            """async () => { const e = document.activeElement;
+              await Promise.all(e.getAnimations().map((a) => a.finished.catch(() => null)));
+              const s = getComputedStyle(e);
+              return e !== document.body && `${s.outlineWidth} ${s.outlineStyle} ${s.outlineColor}` !== '3px solid rgb(9, 105, 218)'
+                ? e.tagName + '.' + e.className + ' ' + (e.textContent || '').slice(0, 40) + ' ' + s.outlineWidth + ' ' + s.outlineStyle + ' ' + s.outlineColor : null; }"""
         )
         if stop:
             unseen.append(stop)
@@ -521,6 +525,7 @@ def test_a_designer_colors_and_submits_with_the_keyboard_alone(shared_live, page
     )
     _shot(page, "keyboard-fill")
 
+    _tab_to(page, f"{CANVAS} .cc-hue")  # on to the picker, and back: its stops show the same ring
     _tab_to(page, "#designer_submit", "Shift+Tab")
     # the focused button shows it plainly (an outside tester found a 1 px grey outline on orange)
     assert page.evaluate("getComputedStyle(document.activeElement).outlineWidth") == "3px"
