@@ -24,7 +24,8 @@ def test_gradio_copies_every_component_per_session_and_the_lean_state_none(launc
     # Gradio's own still builds the copy: when this fails, Gradio stopped, and the patch can go.
     assert len(gradio.config_values) == len(demo.blocks) > 700
     assert lean.config_values == {} and list(lean.components) == []
-    assert vars(lean).keys() - {"_shared"} == vars(gradio).keys()  # every other field, set by Gradio's own init
+    # Every other field, set by Gradio's own init.
+    assert vars(lean).keys() - {"_shared"} == vars(gradio).keys()
     assert lean.blocks_config.blocks == gradio.blocks_config.blocks
     # The app's blocks, shared until the session's first update of a component: then its own.
     assert lean.blocks_config is demo.default_config
