@@ -115,7 +115,9 @@ def _blocks(ctx: AppContext) -> gr.Blocks:
         stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=BROWSER_STATE_KEY)
         # The browser fetches images itself, with the session in a cookie (`app.guard`);
         # registered first, so that the cookie is set before any tab's own reaction.
-        session_token.change(None, session_token, None, js=guard.COOKIE_JS, api_visibility="private")
+        session_token.change(
+            None, session_token, None, js=common.compact_js(guard.COOKIE_JS), api_visibility="private"
+        )
         reactions = SessionReactions(session_token)
         with gr.Tabs() as tab_set:
             with gr.Tab(landing.TITLE, id=landing.NAME):

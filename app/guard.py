@@ -90,7 +90,7 @@ COOKIE_JS = f"""(token) => {{
     const put = (value) => {{
         const x = new XMLHttpRequest();
         x.open('POST', '{SET_COOKIE[1:]}', false);
-        x.send(value || '');
+        try {{ x.send(value || ''); }} catch (e) {{ return; }}  // the server is away: the next use tries again
         document.cookie = '{TAB_COOKIE}=' + window.ccTab + '; path=/; SameSite=Strict';
     }};
     window.ccTab ||= Math.random();
