@@ -659,8 +659,21 @@ class Guard:
             return
         route, params = route_of(scope["app"], scope)
         kind = ROUTES.get(getattr(route, "path", None)) if route is not None else None
-        token = _cookie(scope, COOKIE)
-        if kind == PAGE and route.path in EVENT_CALLS:
+        sessions = _session_values(scope)
+        token = one_session(sessions)
+        if len(sessions) > 1:
+            # Another page of this host added a cookie of the app's name: nobody is signed in
+            # by it, and the answer removes it (`one_session`).
+            raw = scope.get("raw_path") or scope.get("path", "/").encode()
+            send = _with_headers(send, shadow_expiries(raw.decode("latin-1")))
+        if len(sessions) > 1 and kind in (FILE, UPLOAD):
+            await _answer(
+                send,
+                403,
+                "Not allowed: this request carried two session cookies, one of them set by another page "
+                "of this host; it is removed now: reload the page (or clear this site's cookies).",
+            )
+        elif kind == PAGE and route.path in EVENT_CALLS:
             await self._event_call(scope, receive, send)
         elif kind == PAGE and route.path == QUEUE_DATA and not _waiting(scope):
             await _answer(send, 404, "Nothing of this session is waiting: join the queue first.")
@@ -913,14 +926,51 @@ def _header(scope, name: bytes) -> str | None:
     return None
 
 
-def _cookie(scope, name: str) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key == b"cookie":
-            for part in value.decode("latin-1").split(";"):
-                k, _, v = part.strip().partition("=")
-                if k == name:
-                    return urllib.parse.unquote(v) or None
-    return None
+def cookie_values(headers: Iterable[str], name: str = COOKIE) -> list[str]:
+    """Every value the ``Cookie`` header(s) `headers` give `name`: a browser sends one per
+    cookie of that name whose path the request's path lies under."""
+    found = []
+    for header in headers:
+        for part in header.split(";"):
+            key, _, value = part.strip().partition("=")
+            if key == name:
+                found.append(urllib.parse.unquote(value))
+    return found
+
+
+def one_session(values: list[str]) -> str | None:
+    """The session token of a request's `COOKIE` values (`cookie_values`), or None (nobody)
+    where there are none or more than one.
+
+    The app's cookie lies at ``/`` and no script may overwrite it (``HttpOnly``), but a page
+    of another port of the host may add one of the same name at a longer path (outside probe
+    106: ``path=/gradio_api``), which the browser sends first: the first one read as the
+    session gave the admin's downloads and uploads to whoever planted theirs.
+    """
+    return values[0] or None if len(values) == 1 else None
+
+
+def shadow_expiries(path: str) -> list[tuple[bytes, bytes]]:
+    """``Set-Cookie`` headers that remove a `COOKIE` at each path a request for `path` was
+    sent a cookie from, but ``/`` (the app's own): every prefix of `path` that ends at a
+    ``/``, with and without it."""
+    parts = path.split("/")[1:]
+    paths = {"/" + "/".join(parts[:n]) + tail for n in range(1, len(parts) + 1) for tail in ("", "/")} - {"/"}
+    return [
+        (b"set-cookie", f"{COOKIE}=; Path={p}; Max-Age=0; SameSite=Strict".encode())
+        for p in sorted(paths)
+        if _COOKIE_PATH.fullmatch(p)  # never an attribute of its own from a crafted path
+    ]
+
+
+# Printable ASCII but space, '"', ',', ';' and backslash.
+_COOKIE_PATH = re.compile(r"[!#-+\--:<-\[\]-~]+")
+
+
+def _session_values(scope) -> list[str]:
+    return cookie_values(
+        value.decode("latin-1") for key, value in scope.get("headers", ()) if key == b"cookie"
+    )
 
 
 def unstorable_input(inputs: list) -> tuple[int, str] | None:
@@ -1077,12 +1127,16 @@ def input_name(fn, position: int) -> str:
     return f"`{name}`" if name else f"input {position + 1} ({type(block).__name__ if block else 'unknown'})"
 
 
-def request_cookie(request, name: str = COOKIE) -> str | None:
-    """The session cookie of a Gradio request (a `gr.Request`, or a list of them)."""
+def request_cookie(request) -> str | None:
+    """The session cookie of a Gradio request (a `gr.Request`, or a list of them): None for
+    none, or more than one (`one_session`)."""
     if isinstance(request, list):
         request = request[0] if request else None
-    cookies = getattr(request, "cookies", None) or {}
-    return cookies.get(name) or None
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return None
+    found = headers.getlist("cookie") if hasattr(headers, "getlist") else [headers.get("cookie") or ""]
+    return one_session(cookie_values(found))
 
 
 def role_table_markdown() -> str:

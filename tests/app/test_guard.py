@@ -403,6 +403,35 @@ def test_another_origin_on_this_host_neither_fetches_files_nor_reads_answers(wor
     assert same_origin(own, base.netloc) and not same_origin(other, base.netloc)
 
 
+def test_a_second_session_cookie_planted_at_a_longer_path_signs_nobody_in_and_is_removed(world):
+    """Outside probe 106: a page of another port set ``cc_session`` at ``/gradio_api``, sent
+    before the app's own; read as the session, it took the admin's downloads and uploads."""
+    backup = f"{world.url.rstrip('/')}/gradio_api/file={world.files['backup']}"
+    own, planted = world.admin, world.tokens["researcher"]
+    for pair in ((planted, own), (own, planted)):
+        answer = httpx.get(
+            backup,
+            headers={"cookie": f"{COOKIE}={pair[0]}; cc_tab=1; {COOKIE}={pair[1]}"},
+            verify=TLS_CONTEXT,
+        )
+        assert answer.status_code == 403 and "two session cookies" in answer.text
+        removed = [
+            c for c in answer.headers.get_list("set-cookie") if c.startswith(f"{COOKIE}=; Path=/gradio_api")
+        ]
+        assert f"{COOKIE}=; Path=/gradio_api; Max-Age=0; SameSite=Strict" in removed
+        assert not any("Path=/;" in c for c in answer.headers.get_list("set-cookie"))  # the app's own stays
+    upload = httpx.post(
+        f"{world.url.rstrip('/')}/gradio_api/upload",
+        headers={"cookie": f"{COOKIE}={planted}; {COOKIE}={own}"},
+        files={"files": ("a.txt", b"a")},
+        verify=TLS_CONTEXT,
+    )
+    assert upload.status_code == 403
+    assert guard.one_session(guard.cookie_values([f"{COOKIE}=a; cc_tab=2"])) == "a"
+    assert guard.one_session(guard.cookie_values([f"{COOKIE}=a; {COOKIE}=b"])) is None
+    assert all(";" not in c[1].decode().split("; ")[1] for c in guard.shadow_expiries("/a;Domain=x/b"))
+
+
 _IMAGE_LOADS = """(url) => new Promise((done) => {
     const image = new Image();
     image.onload = () => done('load');
@@ -441,7 +470,13 @@ def test_a_page_on_another_port_cannot_read_the_admins_cookie_or_downloads(world
         assert got == "refused"  # no CORS answer for it
         # An image needs no CORS: the browser sent the cookie along, and the guard refused.
         assert page.evaluate(_IMAGE_LOADS, coloring) == "error"
+        # The page plants its own session at a longer path (outside probe 106): the app's
+        # page is refused once, the planted cookie removed, and then served as before.
+        page.evaluate(f"document.cookie = '{COOKIE}={world.tokens['researcher']}; path=/gradio_api'")
         page.goto(world.url.rstrip("/") + guard.HEALTH)
+        assert page.evaluate("(url) => fetch(url).then((r) => r.status)", backup) == 403
+        assert [c["path"] for c in context.cookies() if c["name"] == COOKIE] == ["/"]
+        assert page.evaluate("(url) => fetch(url).then((r) => r.status)", backup) == 200
         assert page.evaluate(_IMAGE_LOADS, coloring) == "load"
     finally:
         context.close()

@@ -91,6 +91,8 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     other = page.context.new_page()
     other.goto(links[0].replace(live_app.config.public_url + "/", live_app.url.rstrip("/") + "/"))
     expect(other.locator("#start_status")).to_contain_text("Signed in as E0001")
+    # Once that tab has put its session (it marks the cookie its own), the cookie is E0001's.
+    other.wait_for_function("() => document.cookie.split('; ').includes('cc_tab=' + window.ccTab)")
     assert session_cookie()["value"] != admin_cookie["value"]
     page.bring_to_front()
     # The tab is used (a key), so it puts its own session back, before the key's handlers
