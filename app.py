@@ -16,7 +16,6 @@ import socket
 import sqlite3
 import threading
 import time
-from pathlib import Path
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     from app import SecretServed, build_app, check_secrets, data_dir_refusal, launch_options, mark_ready
     from app.config import AppConfig
     from app.health import Health
-    from storage import SchemaRefused, unwritable
+    from storage import SchemaRefused, db_path_refusal, unwritable
     from storage.serving import LockRefused
 
     args = parse_args(argv)
@@ -76,10 +75,8 @@ def main(argv: list[str] | None = None) -> None:
         check_secrets(config)  # before any start-up work: a refused start writes nothing
     except SecretServed as error:
         raise SystemExit(f"Refusing to start: {error}.") from None
-    if Path(config.db_path).is_dir():  # SQLite's "unable to open", after a chmod hint for a folder
-        raise SystemExit(
-            f"Refusing to start: --db {str(config.db_path)!r} is a folder; give the path of a database file in it."
-        )
+    if refusal := db_path_refusal(config.db_path):
+        raise SystemExit(f"Refusing to start: {refusal}.")
     if refusal := data_dir_refusal(config.data_dir):
         raise SystemExit(f"Refusing to start: {refusal}.")
     _check_port(args.host, args.port)

@@ -31,8 +31,8 @@ from storage import (
     ENV_DATA_DIR,
     ENV_DB,
     SchemaRefused,
+    db_path_refusal,
     ensure_schema,
-    not_sqlite,
     open_db,
     serving,
     unwritable,
@@ -196,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     ):
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
         return 2
-    if not_sqlite(args.db):
-        print(f"error: --db {args.db!r} is not an SQLite database", file=sys.stderr)
+    if refusal := db_path_refusal(args.db):
+        print(f"error: {refusal}", file=sys.stderr)
         return 2
     try:
         with serving.shared(args.db):

@@ -219,6 +219,20 @@ def not_sqlite(path: str | Path) -> bool:
         return head.read(16) != b"SQLite format 3\x00"
 
 
+def db_path_refusal(path: str | Path) -> str | None:
+    """Why `path` cannot be the database a ``--db`` names, or None.
+
+    A folder (SQLite said "unable to open database file", as a traceback or after a chmod
+    hint, and wrote a lock file beside it) or a non-empty file that is not SQLite (a mistyped
+    ``--db`` naming an image). Every entry point asks this before anything is written.
+    """
+    if Path(path).is_dir():
+        return f"--db {str(path)!r} is a folder; give the path of a database file in it"
+    if not_sqlite(path):
+        return f"--db {str(path)!r} is not an SQLite database"
+    return None
+
+
 def create_private(path: str | Path) -> None:
     """Create `path` as an empty file that only its owner may read and write (mode 0600),
     unless it exists (then it is left as it is).

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, not_sqlite, serving
+from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, db_path_refusal, serving
 from storage.files import nearest_existing_folder, unwritable_folder
 
 
@@ -180,15 +180,13 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
     from evaluation.pipeline.runs import connect
 
     path = Path(args.db or default_db())
-    if path.is_dir():  # SQLite's "unable to open database file", as a traceback, and a lock file beside
-        raise ValueError(f"--db {str(path)!r} is a folder; give the path of a database file in it")
+    if refusal := db_path_refusal(path):
+        raise ValueError(refusal)
     if not path.exists() and not create:
         raise ValueError(
             f"no database at {str(path)!r} (give --db PATH; `generate`, `run` or `explicit` with --model "
             "make one)"
         )
-    if not_sqlite(path):
-        raise ValueError(f"--db {str(path)!r} is not an SQLite database")
     serving.hold_shared(path)
     return connect(path)
 

@@ -141,16 +141,49 @@ def test_a_data_folder_that_is_or_lies_under_a_plain_file_is_named_as_such(tmp_p
     assert not (tmp_path / "db.sqlite").exists()
 
 
-def test_a_database_path_that_is_a_folder_is_named_as_such(tmp_path):
-    """It said to chmod the folder and that the disk might be full, and left a lock file beside
-    it (outside probe 104)."""
-    folder = tmp_path / "runs"
-    folder.mkdir()
+def _folder(tmp_path):
+    (tmp_path / "runs").mkdir()
+    return tmp_path / "runs", "is a folder; give the path of a database file in it"
+
+
+def _image(tmp_path):
+    (tmp_path / "runs.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    return tmp_path / "runs.png", "is not an SQLite database"
+
+
+def _app(argv, capsys):
     with pytest.raises(SystemExit) as raised:
-        app_script().main(
-            ["--db", str(folder), "--data-dir", str(tmp_path / "data"), "--port", str(free_port())]
-        )
-    assert raised.value.code == (
-        f"Refusing to start: --db {str(folder)!r} is a folder; give the path of a database file in it."
-    )
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+        app_script().main([*argv, "--port", str(free_port())])
+    return f"{raised.value.code}\n"
+
+
+def _annotation(argv, capsys):
+    assert annotation_main([*argv, "set-admin-password", "--stdin"]) == 2
+    return capsys.readouterr().err
+
+
+def _evaluation(argv, capsys):
+    assert evaluation_main(["score", *argv]) == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("made", [_folder, _image])
+@pytest.mark.parametrize(
+    "entry, says",
+    [
+        (_app, "Refusing to start: {}."),
+        (_annotation, "error: {}"),
+        (_evaluation, "python -m evaluation score: error: {}"),
+    ],
+)
+def test_a_database_path_that_is_a_folder_or_no_database_is_named_as_such(
+    tmp_path, monkeypatch, capsys, made, entry, says
+):
+    """Every entry point asks `storage.db_path_refusal` before it writes: the app said to chmod
+    a folder and that the disk might be full, and left a lock file beside it (outside probe
+    104); ``set-admin-password`` on a folder was unchecked."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("a new password\n"))
+    path, why = made(tmp_path)
+    argv = ["--db", str(path), "--data-dir", str(tmp_path / "data")]
+    assert entry(argv, capsys) == says.format(f"--db {str(path)!r} {why}") + "\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
