@@ -65,7 +65,7 @@ from gradio_client import utils as client_utils
 
 from annotation.coloring.store import owns_coloring_file
 from annotation.errors import AnnotationError
-from annotation.people.accounts import Actor, require
+from annotation.people.accounts import MAX_TOKEN_LENGTH, Actor, require
 from app.coloring_canvas import served_files
 from app.health import Health
 from storage import DatabaseMissing, private_folder
@@ -106,7 +106,7 @@ COOKIE_JS = f"""(token) => {{
     }}
     return [];
 }}"""
-_TOKEN_TEXT = re.compile(rb"[A-Za-z0-9_-]{0,256}")
+_TOKEN_TEXT = re.compile(rb"[A-Za-z0-9_-]{0,%d}" % MAX_TOKEN_LENGTH)
 
 
 def session_cookie_answer(
@@ -116,8 +116,8 @@ def session_cookie_answer(
 
     Only a POST from the page itself (a browser's ``Sec-Fetch-Site: same-origin``; a
     client that sends no such header is not a browser, and sets its cookies as it likes)
-    whose body is a session token's text (URL-safe base64, at most 256 characters) or
-    nothing sets the cookie; the token is checked where the cookie is read.
+    whose body is a session token's text (URL-safe base64, at most `MAX_TOKEN_LENGTH`
+    characters) or nothing sets the cookie; the token is checked where the cookie is read.
     """
     if method != "POST":
         return 405, "Send the session token with POST.", []
@@ -126,7 +126,8 @@ def session_cookie_answer(
     if not _TOKEN_TEXT.fullmatch(body):
         return (
             400,
-            "The body must be a session token (at most 256 letters, digits, '-' or '_') or nothing.",
+            f"The body must be a session token (at most {MAX_TOKEN_LENGTH} letters, digits, '-' or '_') "
+            "or nothing.",
             [],
         )
     attributes = "; Path=/; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")

@@ -48,7 +48,8 @@ LINK_DAYS_RANGE = "[1/24, 3650] days (one hour to ten years)"
 dead on arrival, after replacing a person's old link had already ended their sessions."""
 SESSION_DAYS = 14
 MAX_BULK = 500
-_MAX_TOKEN_LENGTH = 256
+MAX_TOKEN_LENGTH = 256
+"""The longest session or invite token a request may carry (characters): longer text is no token."""
 MAX_LIVE_SESSIONS = 5
 """Live sessions one annotator may hold at once (a phone, a laptop, a second browser...);
 opening one more ends the oldest. The admin's sessions are not capped: each needs the
@@ -574,7 +575,7 @@ def _active_annotator(db, annotator_id: int) -> dict:
 
 
 def _hash_checked(token: object, kind: str) -> str:
-    if not isinstance(token, str) or not token or len(token) > _MAX_TOKEN_LENGTH:
+    if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_LENGTH:
         raise InvalidToken(
             f"this {kind} token is malformed: expected the text from your "
             f"link, got {type(token).__name__} of length "

@@ -25,6 +25,7 @@ import httpx
 import pytest
 from gradio.routes import App
 
+from annotation.people.accounts import MAX_TOKEN_LENGTH
 from app import guard
 from app.common import OWN_SESSION, PUBLIC, ROLE, UI, Access
 from app.guard import (
@@ -356,11 +357,12 @@ def test_the_session_cookie_is_set_by_the_server_for_the_apps_own_page_only(worl
     assert cookie.startswith(f"{COOKIE}={world.admin}; Path=/; HttpOnly; SameSite=Strict")
     assert cookie.endswith("; Secure") == world.url.startswith("https:")
     assert "Max-Age=0" in post(content=b"").headers["set-cookie"]  # signed out: cleared
+    assert post(content=b"a" * MAX_TOKEN_LENGTH).status_code == 200  # token-shaped: checked when read
     for refused, status in (
         (post(content=world.admin, headers={"sec-fetch-site": "same-site"}), 403),  # another port
         (post(content=world.admin, headers={"sec-fetch-site": "cross-site"}), 403),
         (post(content=b"<script>"), 400),
-        (post(content=b"a" * 300), 400),
+        (post(content=b"a" * (MAX_TOKEN_LENGTH + 1)), 400),
         (post(content=b"ok; Domain=example.org"), 400),
         (httpx.get(url, verify=TLS_CONTEXT), 405),
     ):
