@@ -295,6 +295,11 @@ def run_masking(db: sqlite_utils.Database, run: str) -> dict | None:
     return None if recorded is None else json.loads(recorded)
 
 
+GRID_ORDER = "model, cfg, id"
+"""The order a stage takes a run's items in (`batches` then groups model and cfg): the
+batches a stage makes follow from it, and a lost file is made again in its batch."""
+
+
 def pending_items(db: sqlite_utils.Database, run: str, stage: str) -> list[dict]:
     """The items that `stage` (``"generate"`` or ``"segment"``) still has to do, in grid order."""
     if stage not in STAGE_INPUT:
@@ -302,7 +307,7 @@ def pending_items(db: sqlite_utils.Database, run: str, stage: str) -> list[dict]
     run_config(db, run)
     statuses = STAGE_INPUT[stage]
     marks = ", ".join("?" for _ in statuses)
-    sql = f"SELECT * FROM run_items WHERE run = ? AND status IN ({marks}) ORDER BY model, cfg, id"
+    sql = f"SELECT * FROM run_items WHERE run = ? AND status IN ({marks}) ORDER BY {GRID_ORDER}"
     return [dict(row) for row in db.query(sql, [run, *statuses])]
 
 
@@ -348,6 +353,16 @@ def items(
         where.append("abs(cfg - ?) < 1e-9")
         params.append(float(cfg))
     return list(db.query(f"SELECT * FROM run_items WHERE {' AND '.join(where)} ORDER BY id", params))
+
+
+def items_by_id(db: sqlite_utils.Database, ids: Sequence[int]) -> list[dict]:
+    """The run items whose ids are `ids`, in that order (an id with no row is left out)."""
+    rows = {}
+    for start in range(0, len(ids), 500):  # SQLite's bound on a statement's parameters
+        chunk = list(ids[start : start + 500])
+        sql = f"SELECT * FROM run_items WHERE id IN ({', '.join('?' * len(chunk))})"
+        rows.update((row["id"], row) for row in db.query(sql, chunk))
+    return [rows[i] for i in ids if i in rows]
 
 
 def segmented_groups(db: sqlite_utils.Database, run: str) -> Iterator[tuple[tuple, list[dict]]]:

@@ -416,9 +416,21 @@ def original_batches(
     """
     if not ids:
         return []
-    took = [item for item in runs.items(db, run) if stage == "generate" or item.get("image_path")]
-    took.sort(key=lambda item: (item["model"], item["cfg"], item["id"]))
-    return [batch for batch in runs.batches(took, batch_size) if any(item["id"] in ids for item in batch)]
+    # Ids, models and cfgs alone first (a full-size run has 200,000 items), whole rows only
+    # for the batches made again.
+    took = db.execute(
+        "select id, model, cfg from run_items where run = ?"
+        + ("" if stage == "generate" else " and coalesce(image_path, '') != ''")
+        + f" order by {runs.GRID_ORDER}",
+        [run],
+    ).fetchall()
+    wanted = [
+        [item["id"] for item in batch]
+        for batch in runs.batches([{"id": i, "model": m, "cfg": c} for i, m, c in took], batch_size)
+        if any(item["id"] in ids for item in batch)
+    ]
+    rows = {row["id"]: row for row in runs.items_by_id(db, [i for batch in wanted for i in batch])}
+    return [[rows[i] for i in batch] for batch in wanted]
 
 
 def lost_files(db: sqlite_utils.Database, run: str, stage: str, data_dir: str | Path | None) -> list[dict]:
@@ -449,7 +461,7 @@ def lost_files(db: sqlite_utils.Database, run: str, stage: str, data_dir: str | 
         lost = {i for i, image, _, _ in paths if gone(image)}
     else:
         lost = {i for i, image, mask, summary in paths if not gone(image) and (gone(mask) or gone(summary))}
-    return [item for item in runs.items(db, run) if item["id"] in lost] if lost else []
+    return runs.items_by_id(db, sorted(lost))
 
 
 class PixelSummaryError(ValueError):

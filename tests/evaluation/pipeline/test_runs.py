@@ -29,6 +29,7 @@ from evaluation.pipeline.stages import (
     GenerationWork,
     SegmentationWork,
     extract,
+    original_batches,
     plan_run,
     read_image,
     run_stage,
@@ -300,6 +301,22 @@ def test_generation_writes_content_named_images_and_rows(db, tiny, tmp_path):
     assert not list(tmp_path.rglob("*.tmp"))
     assert runs.pending_items(db, "r", "generate") == []
     assert _generate(db, tiny, tmp_path) == 0
+
+
+def test_a_lost_files_batch_is_the_one_the_stage_made_and_rows_come_back_by_id(db, tiny):
+    """`original_batches` cuts the run as `run_stage` cut its pending items (grid order, then
+    model and cfg), reading whole rows only for those batches; `items_by_id` keeps the order
+    asked for across SQLite's parameter bound."""
+    items, config = _plan(tiny, samples=80)  # 2 concepts x 2 cfgs x 2 styles x 80: 640 items
+    runs.create_run(db, "r", items, config)
+    made = list(runs.batches(runs.pending_items(db, "r", "generate"), 3))
+    assert original_batches(db, "r", "generate", {row["id"] for batch in made for row in batch}, 3) == made
+    lost = {made[5][1]["id"], made[-1][0]["id"]}
+    assert original_batches(db, "r", "generate", lost, 3) == [made[5], made[-1]]
+    assert original_batches(db, "r", "segment", lost, 3) == []  # no image yet: segment took none
+    ids = [row["id"] for row in runs.items(db, "r")][::-1]
+    assert len(ids) == 640
+    assert [row["id"] for row in runs.items_by_id(db, [*ids, 10**9])] == ids
 
 
 def test_a_run_killed_mid_way_resumes_to_the_same_rows(tiny, tmp_path):
