@@ -8,16 +8,17 @@ component's configuration, which it builds in full when the session starts (one
 every input and output of every event after that. Its only reader is the
 ``/gradio_api/deep_link`` route, which saves that copy as a file so that a link can restore
 the page; the guard refuses that route (`app.guard`: not on its allow-list, and it writes
-into Gradio's upload folder), and the app offers no deep-link button. For this app's 706
+into Gradio's upload folder), and the app offers no deep-link button. For this app's ~720
 blocks the copy cost ~110 ms of the server's CPU per new session, on the server's event
 loop, before the session's first event could run (BENCHMARKS.md "A session's start").
 
 `LeanSessionState` is Gradio's class without that copy; `install` makes Gradio's state
 holder create it. Nor does it copy the app's blocks for a session until an event of the
-session updates a component (Gradio copied the 706-entry dict, and the events', for every
-session: 45 kB each, kept for up to 10,000 sessions). Everything else (the state values, their time to live, the updated
-components of each session) is Gradio's own code, which still computes the configuration
-of a component an event updates (one block, not 706) and keeps it unread.
+session updates a component (Gradio copied the block dict, and the events', for every
+session: 46,806 bytes each with 718 blocks, kept for up to 10,000 sessions; BENCHMARKS.md
+"Where the soak's memory went"). Everything else (the state values, their time to live,
+the updated components of each session) is Gradio's own code, which still computes the configuration
+of a component an event updates (one block, not all) and keeps it unread.
 """
 
 from __future__ import annotations
