@@ -68,6 +68,7 @@ from annotation.errors import AnnotationError
 from annotation.people.accounts import MAX_TOKEN_LENGTH, Actor, require
 from app.coloring_canvas import served_files
 from app.health import Health
+from app.route_path import route_path
 from storage import DatabaseMissing, private_folder
 from storage.shown import shown
 
@@ -634,7 +635,8 @@ class Guard:
         if "\x00" in scope.get("path", ""):
             await _answer(send, 400, "A path with a NUL byte names no file.")
             return
-        if scope.get("path") == HEALTH:
+        path = route_path(scope)
+        if path == HEALTH:
             if not self.ready.is_set():
                 await _answer(send, 503, "starting")
                 return
@@ -643,7 +645,7 @@ class Guard:
                 send, 503 if problem else 200, f"cannot take work: {problem}" if problem else "ready"
             )
             return
-        if scope.get("path") == SET_COOKIE:
+        if path == SET_COOKIE:
             _, body = await _request_body(receive, limit=1024)
             status, text, headers = session_cookie_answer(
                 scope.get("method", ""),
@@ -653,7 +655,7 @@ class Guard:
             )
             await _answer(send, status, text, headers)
             return
-        if scope.get("method") == "HEAD" and scope.get("path") == "/":
+        if scope.get("method") == "HEAD" and path == "/":
             # Gradio's start-up check: a HEAD of the page that must answer within 3 s, which
             # rendering the page (its whole configuration) may not do on a busy machine.
             await _answer(send, 200, "")

@@ -49,6 +49,8 @@ from pathlib import Path
 import gradio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.route_path import route_path
+
 log = logging.getLogger(__name__)
 
 #: Where Gradio's built page scripts are, and the two patched among them.
@@ -219,7 +221,7 @@ class PatchedScripts:
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        answer = self.answers.get(scope.get("path", "")) if scope["type"] == "http" else None
+        answer = self.answers.get(route_path(scope)) if scope["type"] == "http" else None
         if answer is None or scope["method"] not in ("GET", "HEAD"):
             await self.app(scope, receive, send)
             return

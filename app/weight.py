@@ -53,6 +53,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.common import API_BUTTON
+from app.route_path import route_path
 
 #: What Gradio puts in each component's configuration for API clients; the page reads none.
 _API_ONLY = ("api_info", "api_info_as_input", "api_info_as_output", "example_inputs", "skip_api")
@@ -314,7 +315,7 @@ class ClientConfig:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] != "http"
-            or scope["path"] not in ("/config", "/config/")
+            or route_path(scope) not in ("/config", "/config/")
             or scope["method"] != "GET"
         ):
             await self.app(scope, receive, send)
@@ -363,7 +364,7 @@ class CompressText:
         self.gzip = GZipMiddleware(app, minimum_size=1024, compresslevel=6)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] in COMPRESSED_PATHS:
+        if scope["type"] == "http" and route_path(scope) in COMPRESSED_PATHS:
             await self.gzip(scope, receive, send)
         else:
             await self.app(scope, receive, send)
