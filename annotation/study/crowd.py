@@ -397,7 +397,9 @@ def join(
     LinkClosed
         The link is closed, past its end date, or all its places are taken.
     Conflict
-        This id timed out or returned the study before.
+        This id timed out or returned the study before, or took part with another
+        ``STUDY_ID`` or ``SESSION_ID`` than the one given (one recorded is asked for again;
+        one given where none was recorded is recorded).
     TooManyJoins
         The address has reached the link's ``joins_per_address`` this hour.
 
@@ -432,7 +434,7 @@ def join(
         )
         if previous is not None:
             held = link if previous["link_id"] == link["id"] else get_link(db, previous["link_id"])
-            return _resume(db, held, previous, session_days, now)
+            return _resume(db, held, previous, platform_ids, session_days, now)
         _check_open(db, link, now)
         recent = db.execute(
             "select count(*) from crowd_participants where address = ? and link_id = ? and started > ?",
@@ -473,7 +475,22 @@ def join(
         return Joined(session, False, _state(link, db["crowd_participants"].get(annotator["id"])))
 
 
-def _resume(db, link: dict, person: dict, session_days: float, now: dt.datetime) -> Joined:
+def _resume(
+    db, link: dict, person: dict, platform_ids: dict, session_days: float, now: dt.datetime
+) -> Joined:
+    # The platform's study and session ids are what ties an id to the person who holds it:
+    # a participant id alone (a Prolific PID is no secret: it is in screenshots and
+    # payment mails) resumed anyone's place, ended their session, or showed their
+    # completion code (outside probe 108). One recorded is asked for again.
+    for column, param in (("platform_study_id", STUDY_PARAM), ("platform_session_id", SESSION_PARAM)):
+        if person[column] is not None and platform_ids[column] != person[column]:
+            raise Conflict(
+                f"this {link['id_param']} took part in this study with another {param}: open the study from "
+                "your own page on the platform; if you did not start it before, write to the organisers"
+            )
+    if missing := {k: v for k, v in platform_ids.items() if v is not None and person[k] is None}:
+        update_rows(db, "crowd_participants", {"annotator_id": person["annotator_id"]}, missing)
+        person = {**person, **missing}
     person = _timed_out_if_overdue(db, link, person, now)
     if person["status"] == "timed_out":
         raise Conflict(

@@ -143,6 +143,34 @@ def test_the_same_pid_resumes_its_account_and_its_trials(setup):
     assert db["crowd_participants"].count == 1
 
 
+def test_a_pid_with_another_platform_session_does_not_take_the_place_over(setup):
+    """Whoever knew a PID resumed its place (ending its holder's session) or, for one who
+    finished, was shown the completion code; the platform's study and session ids were not
+    asked for again (outside probe 108)."""
+    db, study_id = setup
+    _, token = _link(db, study_id)
+    first = _join(db, token, "pid-a", minutes_ago=5)
+    before = db["crowd_participants"].get(_actor(db, first).annotator_id)
+    for query in (
+        {"STUDY_ID": "S1", "SESSION_ID": "sess-thief"},
+        {"STUDY_ID": "S2", "SESSION_ID": "sess-pid-a"},
+        {"STUDY_ID": "S1"},
+        {},
+    ):
+        with pytest.raises(Conflict, match="^this PROLIFIC_PID took part in this study with another "):
+            crowd.join(db, token, {"PROLIFIC_PID": "pid-a", **query}, address="5.6.7.8", now=T0)
+    require(db, first.session.token)  # still theirs
+    assert db["crowd_participants"].get(before["annotator_id"]) == before
+    assert _join(db, token, "pid-a").resumed  # their own session's ids
+    # One who first came without a session id has the one they bring next recorded.
+    crowd.join(db, token, {"PROLIFIC_PID": "pid-b"}, address="1.2.3.4", now=T0 - dt.timedelta(minutes=4))
+    assert _join(db, token, "pid-b").resumed
+    with pytest.raises(Conflict):
+        _join(db, token, "pid-b", SESSION_ID="sess-thief")
+    [row] = db["crowd_participants"].rows_where("external_id = ?", ["pid-b"])
+    assert (row["platform_study_id"], row["platform_session_id"]) == ("S1", "sess-pid-b")
+
+
 def test_the_same_pid_through_a_second_link_of_the_study_is_the_same_participant(setup):
     db, study_id = setup
     first_link, first = _link(db, study_id)
