@@ -375,7 +375,8 @@ class ParticipantTab(Tab):
         text: ``4``, ``4.0`` and ``"4"`` are the same trial); ``side`` is ``"left"`` or
         ``"right"`` (which of the two images, as shown); ``shown_at`` is the time
         ``participant_next`` returned with the trial, unchanged (ISO 8601, UTC), from which
-        the seconds spent are counted.
+        the seconds spent are counted (from no earlier than the trial was handed out:
+        `judging.seconds_on_trial`).
         """
         if task_id is None or task_id == "":
             raise ValueError("`task_id` is empty: press Start to see a trial first")
@@ -388,7 +389,8 @@ class ParticipantTab(Tab):
             return self._view(db, actor, current, consent=None)
         crowd.check_active(db, actor)
         try:
-            judging.record_judgment(db, actor, trial, side, judging.seconds_since(shown_at))
+            seconds = judging.seconds_on_trial(db, actor, trial, shown_at)
+            judging.record_judgment(db, actor, trial, side, seconds)
         except AlreadyDone:
             # Answered in another tab or by a second press: this tab moves on to the trial
             # that is current (it stayed on the answered one, and said "go on with the

@@ -120,7 +120,7 @@ def set_background(
     writes nothing.
     """
     if not isinstance(has_background, (bool, np.bool_)):
-        raise InvalidInput(f"`has_background` must be True or False, got {has_background!r}")
+        raise InvalidInput(f"`has_background` must be True or False, got {shown(has_background)}")
     annotator_id = _participant(actor)
     with transaction(db):
         recorded = db["annotators"].get(annotator_id)["design_background"]
@@ -297,7 +297,7 @@ def _side(db, pair: dict, item: str, truth: GroundTruth) -> Side:
 
 def _judgment_task(db, task_id, annotator_id: int) -> assignment.Task:
     if isinstance(task_id, bool) or not isinstance(task_id, (int, np.integer)):
-        raise InvalidInput(f"`task_id` must be a whole number, got {task_id!r}")
+        raise InvalidInput(f"`task_id` must be a whole number, got {shown(task_id)}")
     rows = list(
         db["tasks"].rows_where(
             "id = ? and annotator_id = ? and kind = 'judgment'", [int(task_id), annotator_id]
@@ -341,14 +341,14 @@ def record_judgment(
         question is unanswered. Nothing is stored then.
     """
     if chosen_side not in SIDES:
-        raise InvalidInput(f"`chosen_side` must be one of {SIDES}, got {chosen_side!r}")
+        raise InvalidInput(f"`chosen_side` must be one of {SIDES}, got {shown(chosen_side)}")
     if (
         isinstance(seconds, bool)
         or not isinstance(seconds, (int, float))
         or not math.isfinite(seconds)
         or seconds < 0
     ):
-        raise InvalidInput(f"`seconds` must be a finite number >= 0, got {seconds!r}")
+        raise InvalidInput(f"`seconds` must be a finite number >= 0, got {shown(seconds)}")
     annotator_id = _participant(actor)
     if design_background(db, actor) is None:
         raise InvalidInput("answer the question about your design or art background before your first trial")
@@ -387,6 +387,38 @@ def seconds_since(shown_at: str, *, now: dt.datetime | None = None) -> float:
     except (TypeError, ValueError) as error:
         raise InvalidInput(f"`shown_at` must be a time such as {iso()!r}, got {shown(shown_at)}") from error
     return max(0.0, ((utcnow() if now is None else now) - at).total_seconds())
+
+
+def seconds_on_trial(
+    db: sqlite_utils.Database, actor: Actor, task_id: int, shown_at: str, *, now: dt.datetime | None = None
+) -> float:
+    """Seconds a participant spent on the trial of `task_id`, as `record_judgment` stores them.
+
+    Counted from `shown_at` (the time ``participant_next`` gave with the trial, which the
+    page sends back with the vote) to `now`, but from no earlier than the server handed the
+    trial out (the task's ``created``): the value a client sends may shorten the time it
+    reports, never lengthen it, and one later than `now` is refused. A participant's API
+    call wrote 26.9 years, or any time a speeding check would pass, into the study's
+    ``votes.csv`` (outside probe 108). A task that is not theirs is left to
+    `record_judgment` to refuse.
+    """
+    now = utcnow() if now is None else now
+    seconds = seconds_since(shown_at, now=now)
+    if parse_iso(shown_at) > now:
+        raise InvalidInput(
+            f"`shown_at` must be the time the trial was shown, as participant_next gave it; "
+            f"{shown(shown_at)} is later than now"
+        )
+    try:
+        rows = db.execute(
+            "select created from tasks where id = ? and annotator_id = ? and kind = 'judgment'",
+            [int(task_id), actor.annotator_id],
+        ).fetchall()
+    except (TypeError, ValueError, OverflowError):  # no task id: `record_judgment` says so
+        rows = []
+    if rows:
+        seconds = min(seconds, max(0.0, (now - parse_iso(rows[0][0])).total_seconds()))
+    return seconds
 
 
 def votes_frame(db: sqlite_utils.Database, study_id: int) -> pd.DataFrame:

@@ -207,6 +207,28 @@ def test_a_vote_for_someone_elses_task_is_refused_and_stores_nothing(tmp_path):
     assert _rows(config, "select * from judgments") == []
 
 
+def test_the_time_a_vote_reports_is_bounded_by_when_the_server_handed_the_trial_out(tmp_path):
+    """A participant's API call sent a ``shown_at`` of 2000 and the study's ``votes.csv``
+    said 26.9 years (outside probe 108); one of 2030 was stored as 0 s. The time is counted
+    from no earlier than the trial was handed out, and a time later than now is refused."""
+    config = make_config(tmp_path)
+    _open_study(config)
+    with running_app(config) as (client, _):
+        token, _ = client.predict(_invite(client, "participant", "no"), api_name="/login_invite")
+        view = client.predict(token, api_name="/participant_next")
+        with pytest.raises(AppError, match="is later than now"):
+            client.predict(
+                token, view[TASK], "left", "2030-01-01T00:00:00.000000Z", api_name="/participant_vote"
+            )
+        client.predict(token, view[TASK], "left", "2000-01-01T00:00:00.000000Z", api_name="/participant_vote")
+        [row] = _rows(
+            config,
+            "select j.seconds_spent, (julianday(j.created) - julianday(t.created)) * 86400 as held "
+            "from judgments j join tasks t on t.result_id = j.id and t.kind = 'judgment'",
+        )
+    assert 0 <= row["seconds_spent"] <= row["held"] + 1e-3
+
+
 @pytest.mark.browser
 def test_arrow_and_number_keys_vote_in_a_real_browser(tmp_path):
     from tests.browser import answerable, chromium_browser, expect
