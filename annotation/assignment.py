@@ -45,6 +45,7 @@ from annotation.errors import (
     ReservationExpired,
 )
 from storage import insert_row, iso, select, transaction, update_rows, utcnow
+from storage.shown import shown
 
 RESERVATION_MINUTES = 120.0
 #: Colorings that fill a concept's quota: excluded ones do not, so the concept returns to
@@ -669,13 +670,13 @@ def _check_annotator(db, annotator_id: int, role: str) -> None:
 
 def _check_kind(kind: str) -> None:
     if kind not in _TARGET:
-        raise InvalidInput(f"`kind` must be one of {tuple(_TARGET)}, got {kind!r}")
+        raise InvalidInput(f"`kind` must be one of {tuple(_TARGET)}, got {shown(kind)}")
 
 
 def _check_reserve(kind: str, batch_size: int, k: int, minutes: float) -> None:
     _check_kind(kind)
     for name, value in (("batch_size", batch_size), ("k", k)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidInput(f"`{name}` must be a whole number >= 1, got {value!r}")
+            raise InvalidInput(f"`{name}` must be a whole number >= 1, got {shown(value)}")
     if not isinstance(minutes, (int, float)) or not minutes > 0:
-        raise InvalidInput(f"`minutes` must be a positive number, got {minutes!r}")
+        raise InvalidInput(f"`minutes` must be a positive number, got {shown(minutes)}")

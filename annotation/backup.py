@@ -205,7 +205,7 @@ def verify(folder: str | Path) -> dict:
         raise BackupError(f"{str(folder)!r} holds no readable {MANIFEST}: {error}") from None
     if entries[0][0] != DB_NAME:
         raise BackupError(
-            f"the backup's database must be {DB_NAME!r}, got {entries[0][0]!r}; nothing was restored"
+            f"the backup's database must be {DB_NAME!r}, got {shown(entries[0][0])}; nothing was restored"
         )
     for name, entry in entries[1:]:
         problem = restorable_problem(entry.get("path"))

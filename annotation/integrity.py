@@ -30,6 +30,7 @@ import sqlite_utils
 
 from annotation import audit
 from storage import transaction
+from storage.shown import shown
 
 QUARANTINE = "orphans"
 # Top-level folders never swept: the quarantine itself, export archives (named by no row)
@@ -78,7 +79,7 @@ def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *, min_age_s
         Relative POSIX paths, sorted.
     """
     if not isinstance(min_age_s, (int, float)) or not min_age_s >= 0:
-        raise ValueError(f"`min_age_s` must be a number >= 0, got {min_age_s!r}")
+        raise ValueError(f"`min_age_s` must be a number >= 0, got {shown(min_age_s)}")
     root = Path(data_dir)
     if not root.is_dir():
         return []

@@ -124,7 +124,7 @@ def draw_pilot(
         `n` out of range, or more than the concepts that can be colored.
     """
     if isinstance(n, bool) or not isinstance(n, int):
-        raise InvalidInput(f"the pilot's size must be a whole number, got {n!r}")
+        raise InvalidInput(f"the pilot's size must be a whole number, got {shown(n)}")
     _check_size(n)
     with transaction(db):
         pool = colorable_concepts(db)

@@ -339,7 +339,7 @@ class AdminTab(Tab):
         """Approve a designer's practice colorings, or ask for them again; the waiting list
         and the people table show the decision at once."""
         if decision not in ("approve", "redo"):
-            raise ValueError(f"`decision` must be 'approve' or 'redo', got {decision!r}")
+            raise ValueError(f"`decision` must be 'approve' or 'redo', got {shown(decision)}")
         annotator_id = _person(db, annotator_id, ONE_PERSON)
         onboarding.review_practice(db, annotator_id, actor, decision == "approve", why or "")
         return self.named(
@@ -445,7 +445,7 @@ class AdminTab(Tab):
         try:
             limit = float(threshold)
         except (TypeError, ValueError):
-            raise ValueError(f"`Unstable above (ΔE)` must be a number, got {threshold!r}") from None
+            raise ValueError(f"`Unstable above (ΔE)` must be a number, got {shown(threshold)}") from None
         chosen = stability.Mode(
             adaptive=mode == "adaptive",
             min_k=whole_number(min_k, "Designers first (min K)"),

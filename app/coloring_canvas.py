@@ -60,6 +60,7 @@ from annotation.sketches.importing import load_manifest, load_sketch_png, png_da
 from app.common import compact_css, compact_js, compact_markup
 from evaluation.color import naming
 from storage.files import write_atomic
+from storage.shown import shown
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "assets" / "web"
 SERVED_FOLDER = "colorconcept-canvas"
@@ -157,9 +158,9 @@ def flush_js(elem_id: str, position: int, n_inputs: int) -> str:
         JavaScript source of an arrow function, for the event's ``js=``.
     """
     if not isinstance(elem_id, str) or not re.fullmatch(r"[A-Za-z][\w-]*", elem_id):
-        raise ValueError(f"`elem_id` must be letters, digits, _ or - (a letter first), got {elem_id!r}")
+        raise ValueError(f"`elem_id` must be letters, digits, _ or - (a letter first), got {shown(elem_id)}")
     if not 0 <= position < n_inputs:
-        raise ValueError(f"`position` must be in [0, {n_inputs}), got {position!r}")
+        raise ValueError(f"`position` must be in [0, {n_inputs}), got {shown(position)}")
     return (
         "(...args) => {\n"
         f"  const values = args.slice(0, {int(n_inputs)});\n"
@@ -309,7 +310,7 @@ def build_demo(slug: str = "apple") -> gr.Blocks:
     """
     entries = {e.slug: e for e in load_manifest()}
     if slug not in entries:
-        raise ValueError(f"`slug` must be one of {sorted(entries)}, got {slug!r}")
+        raise ValueError(f"`slug` must be one of {sorted(entries)}, got {shown(slug)}")
     urls = {s: png_data_url(e.png.read_bytes()) for s, e in entries.items()}
     sketches = {s: load_sketch_png(e.png) for s, e in entries.items()}
     with gr.Blocks(title="Coloring canvas demo") as demo:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from annotation.coloring.pool import default_workers
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB
+from storage.shown import shown
 
 ENV_MAX_SUBMISSIONS = "COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE"
 ENV_SWATCHES = "COLORCONCEPT_SWATCHES"
@@ -121,21 +122,21 @@ class AppConfig:
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive whole number, got {value!r}")
+                raise ValueError(f"`{name}` must be a positive whole number, got {shown(value)}")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
-            raise ValueError(f"`workers` must be a whole number >= 0, got {self.workers!r}")
+            raise ValueError(f"`workers` must be a whole number >= 0, got {shown(self.workers)}")
         for name in ("reservation_minutes", "invite_days", "session_days"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"`{name}` must be a positive number, got {value!r}")
+                raise ValueError(f"`{name}` must be a positive number, got {shown(value)}")
         if self.seed is not None and (
             isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
         ):
-            raise ValueError(f"`seed` must be a whole number >= 0, got {self.seed!r}")
+            raise ValueError(f"`seed` must be a whole number >= 0, got {shown(self.seed)}")
         swatches = tuple(self.swatches)
         for swatch in swatches:
             if not isinstance(swatch, str) or not re.fullmatch(r"#[0-9a-fA-F]{6}", swatch):
-                raise ValueError(f"`swatches` must be colors such as '#d62828', got {swatch!r}")
+                raise ValueError(f"`swatches` must be colors such as '#d62828', got {shown(swatch)}")
         object.__setattr__(self, "swatches", tuple(s.lower() for s in swatches))
         object.__setattr__(self, "db_path", Path(self.db_path))
         object.__setattr__(self, "data_dir", Path(self.data_dir))
@@ -184,5 +185,5 @@ def parse_seed(text: str, source: str = "seed") -> int:
     """
     stripped = text.strip()
     if not stripped.isascii() or not stripped.isdigit():
-        raise ValueError(f"`seed` ({source}) must be a whole number >= 0, got {text!r}")
+        raise ValueError(f"`seed` ({source}) must be a whole number >= 0, got {shown(text)}")
     return int(stripped)

@@ -683,7 +683,7 @@ def _explicit_inputs() -> dict:
 
 def _fraction(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"`{name}` must be a number in [0, 1], got {value!r}")
+        raise ValueError(f"`{name}` must be a number in [0, 1], got {shown(value)}")
     return float(value)
 
 

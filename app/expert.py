@@ -767,7 +767,7 @@ def _number(value: float) -> str:
 
 def _fraction(value: float | None) -> float:
     if not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ValueError(f"`high-variance share` must be in (0, 1], got {value!r}")
+        raise ValueError(f"`high-variance share` must be in (0, 1], got {shown(value)}")
     return float(value)
 
 

@@ -46,6 +46,8 @@ from pathlib import Path
 
 import sqlite_utils
 
+from storage.shown import shown
+
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_DB_PATH = DEFAULT_DATA_DIR / "colorconcept.sqlite"
 ENV_DB = "COLORCONCEPT_DB"
@@ -340,7 +342,7 @@ def _check_write(db: sqlite_utils.Database, table: str, names) -> None:
     for name in (table, *names):
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(
-                f"table and column names must be plain identifiers, got {name!r} (table {table!r})"
+                f"table and column names must be plain identifiers, got {shown(name)} (table {table!r})"
             )
 
 
@@ -423,13 +425,15 @@ def _where_sql(table: str, where: dict) -> tuple[str, list, list]:
     """``where`` as SQL: each key is a column (``=``; None means ``is null``) or a column and
     an operator (``"expires <="``, ``"id !="``, ``"token_hash in"`` with a sequence)."""
     if not where:
-        raise ValueError(f"`where` must name at least one column of {table!r}, got {where!r}")
+        raise ValueError(f"`where` must name at least one column of {table!r}, got {shown(where)}")
     parts, params, names = [], [], []
     for key, value in where.items():
         name, _, operator = key.strip().partition(" ")
         operator = " ".join(operator.split()) or "="
         if operator not in _OPERATORS:
-            raise ValueError(f"`where` operator must be one of {_OPERATORS}, got {key!r} (table {table!r})")
+            raise ValueError(
+                f"`where` operator must be one of {_OPERATORS}, got {shown(key)} (table {table!r})"
+            )
         names.append(name)
         if operator in ("in", "not in"):
             values = list(value)

@@ -39,6 +39,7 @@ from skimage.color import rgb2gray
 from skimage.segmentation import flood
 
 from storage.files import png_data_problem
+from storage.shown import shown
 
 LINE_THRESHOLD = 128
 """Luminance (0-255) below which a sketch pixel is line art: the middle of the range,
@@ -428,7 +429,7 @@ def decode_canvas(raw: RawCanvas, shape: tuple[int, ...]) -> CanvasValue:
     if not url:
         return CanvasValue(raw.task_id, blank_color_layer(shape), raw.elapsed_s)
     if not url.startswith(_PNG_DATA_URL):
-        raise ValueError(f"`color_layer` must start with {_PNG_DATA_URL!r}, got {url[:40]!r}")
+        raise ValueError(f"`color_layer` must start with {_PNG_DATA_URL!r}, got {shown(url[:40])}")
     try:
         png = base64.b64decode(url[len(_PNG_DATA_URL) :], validate=True)
     except binascii.Error as exc:
@@ -440,7 +441,7 @@ def _check_point(point: tuple[int, int], shape: tuple[int, int]) -> tuple[int, i
     try:
         x, y = (int(v) for v in point)
     except (TypeError, ValueError):
-        raise ValueError(f"`point` must be (x, y) integers, got {point!r}") from None
+        raise ValueError(f"`point` must be (x, y) integers, got {shown(point)}") from None
     if not (0 <= x < shape[1] and 0 <= y < shape[0]):
         raise ValueError(
             f"`point` (x={x}, y={y}) is outside the sketch of width {shape[1]} and height {shape[0]}"
@@ -451,7 +452,7 @@ def _check_point(point: tuple[int, int], shape: tuple[int, int]) -> tuple[int, i
 def _check_rgb(rgb: tuple[int, int, int]) -> tuple[int, int, int]:
     values = tuple(int(v) for v in rgb)
     if len(values) != 3 or not all(0 <= v <= 255 for v in values):
-        raise ValueError(f"`rgb` must be three ints in [0, 255], got {rgb!r}")
+        raise ValueError(f"`rgb` must be three ints in [0, 255], got {shown(rgb)}")
     return values  # type: ignore[return-value]
 
 

@@ -31,6 +31,7 @@ from typing import TypeVar
 # Imported here so that each spawned worker, which imports this module to start, has the
 # submit path loaded before the first submission reaches it.
 from annotation.coloring import canvas  # noqa: F401
+from storage.shown import shown
 
 _LOG = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -42,7 +43,7 @@ def default_workers() -> int:
     text = os.environ.get(ENV_WORKERS, "").strip()
     if text:
         if not text.isdigit():
-            raise ValueError(f"${ENV_WORKERS} must be a whole number >= 0 (0: no pool), got {text!r}")
+            raise ValueError(f"${ENV_WORKERS} must be a whole number >= 0 (0: no pool), got {shown(text)}")
         return int(text)
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
@@ -83,7 +84,7 @@ class ColoringPool:
 
     def __init__(self, workers: int):
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"`workers` must be a whole number >= 1, got {workers!r}")
+            raise ValueError(f"`workers` must be a whole number >= 1, got {shown(workers)}")
         self.workers = workers
         self._lock = threading.Lock()
         self._executor = self._new_executor()

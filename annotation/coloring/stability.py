@@ -46,7 +46,7 @@ from evaluation.analysis import bootstrap
 from evaluation.analysis.figures import LAYOUT
 from storage import human, iso, transaction
 from storage.settings import read_setting, write_setting
-from storage.shown import counted
+from storage.shown import counted, shown
 
 N_RESAMPLES = 100
 SEED = 0
@@ -87,7 +87,7 @@ class Mode:
         for name, low in (("min_k", 2), ("cap", 2)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise InvalidInput(f"`{name}` must be a whole number of at least {low}, got {value!r}")
+                raise InvalidInput(f"`{name}` must be a whole number of at least {low}, got {shown(value)}")
         if self.cap < self.min_k:
             raise InvalidInput(f"`cap` must be at least `min_k` ({self.min_k}), got {self.cap}")
         if (
@@ -95,7 +95,7 @@ class Mode:
             or not np.isfinite(self.threshold)
             or self.threshold < 0
         ):
-            raise InvalidInput(f"`threshold` must be a number >= 0 (ΔE), got {self.threshold!r}")
+            raise InvalidInput(f"`threshold` must be a number >= 0 (ΔE), got {shown(self.threshold)}")
 
     def describe(self) -> str:
         if not self.adaptive:

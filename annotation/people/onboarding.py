@@ -21,6 +21,7 @@ from annotation.errors import Conflict, InvalidInput, check_text
 from annotation.people.accounts import Actor, get_annotator
 from evaluation.concepts import ASSETS
 from storage import insert_row, iso, transaction, update_rows
+from storage.shown import shown
 
 TEXTS = ASSETS / "texts"
 CONSENT_FILE = TEXTS / "consent.md"
@@ -58,7 +59,7 @@ def record_consent(
         If `form_sha256` is not a sha256 hex digest.
     """
     if not isinstance(form_sha256, str) or len(form_sha256) != 64:
-        raise InvalidInput(f"`form_sha256` must be a 64-character hex digest, got {form_sha256!r}")
+        raise InvalidInput(f"`form_sha256` must be a 64-character hex digest, got {shown(form_sha256)}")
     get_annotator(db, annotator_id)
     with transaction(db):
         return insert_row(

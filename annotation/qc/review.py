@@ -36,7 +36,7 @@ from evaluation.color.plausibility import plausibility_ranking
 from storage import insert_row, insert_rows, iso, transaction, utcnow
 from storage.human import counted_colorings
 from storage.settings import read_setting, write_setting
-from storage.shown import in_words
+from storage.shown import in_words, shown
 
 REVIEWER_ROLES = ("expert", "admin")
 # How long a designer has to redo a coloring (the paper is silent).
@@ -196,7 +196,7 @@ def request_recolor(
     if not isinstance(note, str) or not note.strip():
         raise InvalidInput("`note` is empty: say what the designer should reconsider")
     if isinstance(days, bool) or not isinstance(days, (int, float)) or not days > 0:
-        raise InvalidInput(f"`days` must be a positive number, got {days!r}")
+        raise InvalidInput(f"`days` must be a positive number, got {shown(days)}")
     now = utcnow() if now is None else now
     with transaction(db):
         coloring = get_coloring(db, coloring_id)
@@ -329,7 +329,7 @@ def _ranking(by_concept: dict[str, list[dict]], top_fraction: float, min_colorin
     if isinstance(min_colorings, bool) or not isinstance(min_colorings, int) or min_colorings < 2:
         raise InvalidInput(
             f"Colorings needed per concept must be a whole number, {MIN_COLORINGS} or more, "
-            f"got {min_colorings!r}"
+            f"got {shown(min_colorings)}"
         )
     columns = ["rank", "concept", "n", "consistency_emd", "high_variance"]
     ranked = {k: np.stack([r["p"] for r in v]) for k, v in by_concept.items() if len(v) >= min_colorings}
@@ -497,7 +497,9 @@ def _check_votes_needed(votes_needed: int) -> None:
         or votes_needed < 1
         or votes_needed % 2 == 0
     ):
-        raise InvalidInput(f"`votes_needed` must be an odd whole number >= 1 (no ties), got {votes_needed!r}")
+        raise InvalidInput(
+            f"`votes_needed` must be an odd whole number >= 1 (no ties), got {shown(votes_needed)}"
+        )
 
 
 def _open_groups(

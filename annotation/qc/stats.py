@@ -24,6 +24,7 @@ import pandas as pd
 from statsmodels.stats.inter_rater import fleiss_kappa
 
 from evaluation.color import metrics
+from storage.shown import shown
 
 CONSISTENT = "consistent"
 INCONSISTENT = "inconsistent"
@@ -148,7 +149,7 @@ def majority_decision(consistent: int, inconsistent: int) -> str:
     """
     for name, value in (("consistent", consistent), ("inconsistent", inconsistent)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise ValueError(f"`{name}` must be a non-negative integer, got {value!r}")
+            raise ValueError(f"`{name}` must be a non-negative integer, got {shown(value)}")
     if consistent > inconsistent:
         return CONSISTENT
     if inconsistent > consistent:
@@ -353,7 +354,7 @@ def high_variance(scores: pd.Series, top_fraction: float = HIGH_VARIANCE_FRACTIO
         If `top_fraction` is outside (0, 1], `scores` is empty or holds NaN.
     """
     if not 0 < top_fraction <= 1:
-        raise ValueError(f"`top_fraction` must be in (0, 1], got {top_fraction!r}")
+        raise ValueError(f"`top_fraction` must be in (0, 1], got {shown(top_fraction)}")
     if len(scores) == 0 or scores.isna().any():
         raise ValueError("`scores` must be non-empty and free of NaN")
     k = math.ceil(top_fraction * len(scores))

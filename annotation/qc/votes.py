@@ -31,7 +31,7 @@ from annotation.qc import stats as qc
 from annotation.qc.readiness import MISSING_VOTES, active_experts
 from annotation.qc.review import require_role
 from storage import insert_row, iso, transaction, update_rows
-from storage.shown import in_words
+from storage.shown import in_words, shown
 
 # Review tasks an expert holds at once (the paper is silent); the queue is refilled
 # after each vote. Fewer when the missing votes shared among the active experts come to
@@ -188,7 +188,7 @@ def cast_vote(
     """
     expert_id = _expert_id(actor)
     if not isinstance(consistent, (bool, np.bool_)):
-        raise InvalidInput(f"`consistent` must be True or False, got {consistent!r}")
+        raise InvalidInput(f"`consistent` must be True or False, got {shown(consistent)}")
     decision = []
 
     def write(db_, task) -> int:

@@ -22,6 +22,7 @@ from evaluation.pipeline.imports import ImportReport, import_images
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
 from storage import transaction
+from storage.shown import shown
 
 
 def create_evaluation_run(
@@ -68,7 +69,7 @@ def import_run(
 def record_job_action(db: sqlite_utils.Database, actor: str, action: str, run: str) -> None:
     """Audit a ``cancel_evaluation`` or ``resume_evaluation`` of an existing run."""
     if action not in ("cancel_evaluation", "resume_evaluation"):
-        raise ValueError(f"`action` must be 'cancel_evaluation' or 'resume_evaluation', got {action!r}")
+        raise ValueError(f"`action` must be 'cancel_evaluation' or 'resume_evaluation', got {shown(action)}")
     runs.run_config(db, run)
     with transaction(db):
         audit.record(db, actor, action, "run", run)

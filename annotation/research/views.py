@@ -32,6 +32,7 @@ from evaluation.pipeline import runs, scoring
 from evaluation.pipeline.overlay import item_overlays
 from storage import db_path, human
 from storage.schema import change_count
+from storage.shown import shown
 
 _LOG = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def _concept(concepts: Sequence[Concept], key: str) -> Concept:
 
 def _rows(db: sqlite_utils.Database, keys: Sequence[str], style: str, cfg: str | float) -> list[dict]:
     if style not in tables.STYLES:
-        raise ValueError(f"`style` must be one of {tables.STYLES}, got {style!r}")
+        raise ValueError(f"`style` must be one of {tables.STYLES}, got {shown(style)}")
     return comparison.rows_at_cfg(
         [r for r in runs.model_distributions(db, concepts=keys) if r["style"] == style], cfg
     )

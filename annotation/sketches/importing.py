@@ -31,6 +31,7 @@ from scipy import ndimage
 from skimage.color import rgb2gray
 
 from evaluation.concepts import ASSETS, load_concepts
+from storage.shown import shown
 
 SKETCH_DIR = ASSETS / "sketches"
 MANIFEST_CSV = SKETCH_DIR / "manifest.csv"
@@ -147,7 +148,7 @@ def slugify(concept: str) -> str:
     """File stem for a concept name: ``"bell pepper"`` -> ``"bell-pepper"``."""
     slug = _SLUG.sub("-", concept.strip().lower()).strip("-")
     if not slug:
-        raise ValueError(f"`concept` must contain a letter or digit, got {concept!r}")
+        raise ValueError(f"`concept` must contain a letter or digit, got {shown(concept)}")
     return slug
 
 
@@ -188,7 +189,9 @@ def load_manifest(path: str | Path = MANIFEST_CSV) -> list[SketchEntry]:
                     f"base concept with its category"
                 )
             if slug != slugify(concept):
-                raise ValueError(f"{path.name} line {line}: slug must be {slugify(concept)!r}, got {slug!r}")
+                raise ValueError(
+                    f"{path.name} line {line}: slug must be {slugify(concept)!r}, got {shown(slug)}"
+                )
             entries.append(
                 SketchEntry(slug, concept, category, path.parent / f"{slug}.svg", path.parent / f"{slug}.png")
             )
@@ -295,7 +298,7 @@ def encode_png(sketch: np.ndarray) -> bytes:
 def png_data_url(png: bytes) -> str:
     """``data:image/png;base64,...`` for PNG bytes, as the coloring canvas loads sketches."""
     if not png.startswith(b"\x89PNG\r\n\x1a\n"):
-        raise ValueError(f"`png` must be PNG bytes, got {png[:8]!r}")
+        raise ValueError(f"`png` must be PNG bytes, got {shown(png[:8])}")
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 

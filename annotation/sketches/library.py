@@ -405,7 +405,7 @@ def import_sketch_folder(
     by name; each file's concept comes from its name."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise InvalidInput(f"`folder` must be a folder, got {str(folder)!r}")
+        raise InvalidInput(f"`folder` must be a folder, got {shown(str(folder))}")
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMPORT_SUFFIXES)
     return import_sketches(db, data_dir, files, **options)
 
@@ -502,7 +502,7 @@ def generate_candidates(
 
     check_base(db, base)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InvalidInput(f"`n` must be a whole number >= 1, got {n!r}")
+        raise InvalidInput(f"`n` must be a whole number >= 1, got {shown(n)}")
     prompt = sketch_prompt(base)
     seeds = [int(s) for s in rng.integers(0, 2**63 - 1, size=n)]
     output = generate(

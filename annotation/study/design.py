@@ -182,7 +182,7 @@ def ground_truth_source(db: sqlite_utils.Database, name: str) -> GroundTruthSour
         return designers_ground_truth()
     if isinstance(name, str) and name in human_rows.reference_sources(db):
         return reference_ground_truth(db, name)
-    raise InvalidInput(f"`ground_truth` must be one of {human_rows.sources(db)}, got {name!r}")
+    raise InvalidInput(f"`ground_truth` must be one of {human_rows.sources(db)}, got {shown(name)}")
 
 
 def available_sources(db: sqlite_utils.Database, style: str) -> list[tuple[ModelSource, int]]:
@@ -310,7 +310,7 @@ def _check_design(
     name, seed, n_concepts, style, votes_per_pair, attention_rate, trials_per_participant
 ) -> None:
     if not isinstance(name, str) or not name.strip():
-        raise InvalidInput(f"`name` must be a non-empty text, got {name!r}")
+        raise InvalidInput(f"`name` must be a non-empty text, got {shown(name)}")
     for label, value in (
         ("seed", seed),
         ("n_concepts", n_concepts),
@@ -325,14 +325,14 @@ def _check_design(
         or not 0 <= attention_rate <= MAX_ATTENTION_RATE
     ):
         raise InvalidInput(
-            f"`attention_rate` must be a number in [0, {MAX_ATTENTION_RATE}], got {attention_rate!r}"
+            f"`attention_rate` must be a number in [0, {MAX_ATTENTION_RATE}], got {shown(attention_rate)}"
         )
 
 
 def _check_sources(db: sqlite_utils.Database, sources: Sequence[ModelSource], style: str) -> None:
     """Two or more model outputs of different models; the message says what to do, in words."""
     if not all(isinstance(s, ModelSource) for s in sources):
-        raise InvalidInput(f"`sources` must be ModelSource values, got {list(sources)!r}")
+        raise InvalidInput(f"`sources` must be ModelSource values, got {shown(list(sources))}")
     models = [s.model for s in sources]
     if GROUND_TRUTH in models:
         raise InvalidInput(f"Model outputs (`sources`): no model may be called {GROUND_TRUTH!r}")
@@ -425,12 +425,12 @@ def design_notes(design: dict) -> list[str]:
 
 def _check_whole(label: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidInput(f"`{label}` must be a whole number >= {minimum}, got {value!r}")
+        raise InvalidInput(f"`{label}` must be a whole number >= {minimum}, got {shown(value)}")
 
 
 def _check_choice(label: str, value, allowed: tuple) -> None:
     if value not in allowed:
-        raise InvalidInput(f"`{label}` must be one of {allowed}, got {value!r}")
+        raise InvalidInput(f"`{label}` must be one of {allowed}, got {shown(value)}")
 
 
 def _concept_keys(db) -> set[str]:

@@ -34,6 +34,7 @@ import pandas as pd
 from evaluation.color.colorspace import srgb_to_lab
 from evaluation.color.extraction import bin_index, dominant_color, group_images, merge_colors
 from evaluation.color.palette import N_BINS, nearest_uw71
+from storage.shown import shown
 
 #: Default resamples, seed and confidence level of every interval in the app and CLI.
 N_RESAMPLES = 1000
@@ -89,11 +90,11 @@ class Resampling:
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"`{name}` must be a whole number of at least {low}, got {value!r}")
+                raise ValueError(f"`{name}` must be a whole number of at least {low}, got {shown(value)}")
             if value > high:
-                raise ValueError(f"`{name}` must be at most {high}, got {value!r}")
+                raise ValueError(f"`{name}` must be at most {high}, got {shown(value)}")
         if not (isinstance(self.ci, (int, float)) and 0 < self.ci < 1):
-            raise ValueError(f"`ci` must be in (0, 1), got {self.ci!r}")
+            raise ValueError(f"`ci` must be in (0, 1), got {shown(self.ci)}")
 
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(self.seed)

@@ -25,7 +25,7 @@ from evaluation.color import metrics
 from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
 from evaluation.concepts import Concept
 from evaluation.pipeline.scoring import score
-from storage.shown import counted
+from storage.shown import counted, shown
 
 HUMAN = "human"
 HUMAN_COLOR = "#555555"
@@ -267,7 +267,7 @@ def variant_shifts(
         variant distributions both exist for that source.
     """
     if not any(c.key == base and c.modifier_type == "original" for c in concepts):
-        raise ValueError(f"`base` must be a base concept key such as 'apple', got {base!r}")
+        raise ValueError(f"`base` must be a base concept key such as 'apple', got {shown(base)}")
     variants = [c for c in concepts if c.base == base and c.modifier_type != "original"]
     out = [
         (c.key, c.modifier_type, HUMAN, metrics.shift(human[base], human[c.key]))

@@ -23,6 +23,7 @@ import pandas as pd
 
 from evaluation.analysis import judgments
 from evaluation.analysis.tables import METRICS
+from storage.shown import shown
 from storage.spreadsheet import write_csv
 
 HELP = "Table 3: metric agreement with pairwise human judgments, from exported votes"
@@ -53,7 +54,7 @@ def _boolean(value, column: str, path) -> bool | None:
         return None
     text = str(value).strip().lower()
     if text not in _TRUTH:
-        raise ValueError(f"votes file {path}: column {column!r} must hold True/False, got {value!r}")
+        raise ValueError(f"votes file {path}: column {column!r} must hold True/False, got {shown(value)}")
     return _TRUTH[text]
 
 

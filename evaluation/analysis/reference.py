@@ -21,6 +21,7 @@ import sqlite_utils
 from evaluation.concepts import ASSETS, key_meant
 from storage import human
 from storage.distributions import N_BINS
+from storage.shown import shown
 from storage.spreadsheet import decoded_csv, separator_refusal
 
 UW71_RATINGS_CSV = ASSETS / "reference" / "uw71_concept_ratings.csv"
@@ -39,7 +40,7 @@ def _parse_row(path: Path, line: int, row: list[str]) -> tuple[str, np.ndarray]:
     concept = row[0]
     where = f"{path.name} row {line} ({concept!r})"
     if not concept.strip():
-        raise ReferenceError(f"{where}: the first column must name the concept, got {concept!r}")
+        raise ReferenceError(f"{where}: the first column must name the concept, got {shown(concept)}")
     if len(row) != N_BINS + 1:
         raise ReferenceError(f"{where}: expected {N_BINS} values after the concept, got {len(row) - 1}")
     values = []
@@ -47,7 +48,7 @@ def _parse_row(path: Path, line: int, row: list[str]) -> tuple[str, np.ndarray]:
         try:
             value = float(cell)
         except ValueError:
-            raise ReferenceError(f"{where}: color {column} is not a number, got {cell!r}") from None
+            raise ReferenceError(f"{where}: color {column} is not a number, got {shown(cell)}") from None
         if math.isnan(value) or math.isinf(value):
             raise ReferenceError(f"{where}: color {column} is {cell.strip()}, expected a finite number")
         if value < 0:

@@ -123,7 +123,7 @@ def pooled_cfg(choice: str | float) -> bool:
     except ValueError:
         raise ValueError(
             f"`cfg` must be {RECOMMENDED!r}, {tables.POOL_CFG!r} (over every scale) or a guidance "
-            f"scale, got {choice!r}"
+            f"scale, got {shown(choice)}"
         ) from None
     return False
 

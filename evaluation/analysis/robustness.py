@@ -55,6 +55,7 @@ from evaluation.color.palette import load_uw71
 from evaluation.concepts import Concept
 from evaluation.pipeline import runs
 from evaluation.pipeline.stages import read_pixels
+from storage.shown import shown
 
 # choice -> (default, alternatives)
 CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -101,7 +102,7 @@ def sample_families(concepts: Sequence[Concept], keys, n: int | None, seed: int)
     if n is None:
         return keys
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"`sample` must be a whole number >= 1, got {n!r}")
+        raise ValueError(f"`sample` must be a whole number >= 1, got {shown(n)}")
     bases = sorted({c.base for c in concepts if c.key in keys})
     chosen = set(np.random.default_rng(seed).choice(bases, size=min(n, len(bases)), replace=False).tolist())
     return {c.key for c in concepts if c.key in keys and c.base in chosen}
@@ -120,7 +121,9 @@ def hue_differences(frame: pd.DataFrame, mode: str) -> pd.Series:
     elif mode == "match":
         diff = np.where(grey[h] & grey[m], 0.0, np.where(grey[h] ^ grey[m], 180.0, diff))
     elif mode != "atan2":
-        raise ValueError(f"`grey_hue` must be one of {('exclude', *CHOICES['grey_hue'][1])}, got {mode!r}")
+        raise ValueError(
+            f"`grey_hue` must be one of {('exclude', *CHOICES['grey_hue'][1])}, got {shown(mode)}"
+        )
     return pd.Series(diff, index=frame.index)
 
 

@@ -33,6 +33,7 @@ import pandas as pd
 from evaluation.color import metrics
 from evaluation.concepts import MODIFIER_TYPES, load_concepts
 from evaluation.models.generation import STYLES as GENERATION_STYLES
+from storage.shown import shown
 
 METRICS_FRAME_COLUMNS = (
     "model",
@@ -151,7 +152,7 @@ def select_cfg(frame: pd.DataFrame, cfg=None) -> pd.DataFrame:
     """
     if isinstance(cfg, str):
         if cfg != POOL_CFG:
-            raise ValueError(f"`cfg` must be a number, a mapping or {POOL_CFG!r}, got {cfg!r}")
+            raise ValueError(f"`cfg` must be a number, a mapping or {POOL_CFG!r}, got {shown(cfg)}")
         keys = ["model", "concept", "base", "modifier_type", "style"]
         pooled = frame.groupby(keys, as_index=False)[[m for m in METRICS if m in frame]].mean()
         return pooled.assign(cfg=np.nan)
@@ -504,7 +505,9 @@ def sensitivity(
     """
     require_columns(shifts, SHIFT_COLUMNS, "shifts")
     if aggregate not in (RATIO_OF_MEANS, MEAN_OF_RATIOS):
-        raise ValueError(f"`aggregate` must be {RATIO_OF_MEANS!r} or {MEAN_OF_RATIOS!r}, got {aggregate!r}")
+        raise ValueError(
+            f"`aggregate` must be {RATIO_OF_MEANS!r} or {MEAN_OF_RATIOS!r}, got {shown(aggregate)}"
+        )
     data = shifts.assign(ratio=shift_ratio(shifts["model_shift"], shifts["human_shift"]))
     grouped = data.groupby(list(by))
     out = grouped[["human_shift", "model_shift"]].mean()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, db_path_refusal, serving
 from storage.files import nearest_existing_folder, unwritable_folder
+from storage.shown import shown
 
 
 def default_db() -> Path:
@@ -32,7 +33,7 @@ def seed(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {shown(text)}") from None
     if not 0 <= value <= 2**63 - 1:
         raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 2**63 - 1, got {value}")
     return value
@@ -219,7 +220,7 @@ def resolve_device(name: str) -> str:
     """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; other names unchanged
     (ValueError for a name torch would not take, or a device this machine lacks)."""
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", name or ""):
-        raise ValueError(f"--device must be auto, cpu, cuda, cuda:N or mps, got {name!r}")
+        raise ValueError(f"--device must be auto, cpu, cuda, cuda:N or mps, got {shown(name)}")
     import torch
 
     if name == "auto":

@@ -26,6 +26,7 @@ from evaluation.cli import (
     resumed_run,
     stage_executor,
 )
+from storage.shown import shown
 
 HELP = "generate a run's images (resumable)"
 
@@ -79,7 +80,7 @@ def select_concepts(concepts, keys=None, modifier_types=None, limit=None):
         by_key = {c.key: c for c in concepts}
         wanted = [k.strip() for k in keys.split(",") if k.strip()]
         if not wanted:  # an empty --concepts ran every concept: 1,278 images per seed and scale
-            raise ValueError(f"--concepts names no concept, got {keys!r}; leave it out for all 1,278")
+            raise ValueError(f"--concepts names no concept, got {shown(keys)}; leave it out for all 1,278")
         missing = [k for k in wanted if k not in by_key]
         if missing:
             raise ValueError(
@@ -136,7 +137,7 @@ def model_specs(args: argparse.Namespace) -> tuple[list, list[str]]:
     bad = [s for s in styles if s not in STYLES]
     if bad or not styles:
         raise ValueError(
-            f"--styles must be a comma-separated subset of {sorted(STYLES)}, got {args.styles!r}"
+            f"--styles must be a comma-separated subset of {sorted(STYLES)}, got {shown(args.styles)}"
         )
     return specs, styles
 
@@ -161,7 +162,9 @@ def _overrides(args: argparse.Namespace) -> dict:
             raise ValueError(f"{option} must be {what}, got {value}")
         overrides[name] = value
     if args.cfg is not None:
-        refusal = f"--cfg must be guidance scales in (0, {MAX_GUIDANCE:g}], comma-separated, got {args.cfg!r}"
+        refusal = (
+            f"--cfg must be guidance scales in (0, {MAX_GUIDANCE:g}], comma-separated, got {shown(args.cfg)}"
+        )
         try:
             scales = parse_scales(args.cfg)
         except ValueError:

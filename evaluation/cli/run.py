@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 from evaluation.cli import generate, open_db, print_workers, refuse_other_masking, resume_command, segment
+from storage.shown import shown
 
 HELP = "generate, segment and extract a run in one go (resumable; --executor ray for a cluster)"
 
@@ -54,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
     if is_uri(args.data_dir) and args.segmenter == "tiny-random":
         raise ValueError(
             "--segmenter tiny-random builds its models under --data-dir/models, which must be a "
-            f"local folder, got {args.data_dir!r}; give --detector and --sam instead"
+            f"local folder, got {shown(args.data_dir)}; give --detector and --sam instead"
         )
     # A masking the options name is checked before anything is stored; a resume given none
     # takes the run's own.

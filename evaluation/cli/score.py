@@ -19,6 +19,7 @@ import argparse
 from pathlib import Path
 
 from evaluation.cli import add_storage_arguments, concept_run_config, open_db, seed
+from storage.shown import shown
 
 HELP = "score distributions, print Table 1 / Table 2 with intervals, write CSV"
 
@@ -82,10 +83,10 @@ def _human(db, args: argparse.Namespace) -> dict:
         else:
             print(f"stored {n} reference distributions as {args.reference!r}")
         if others := [concept for concept in loaded if concept not in known]:
-            shown = ", ".join(repr(c) for c in others[:10]) + (", ..." if len(others) > 10 else "")
-            print(f"{len(others)} of them name no concept of the benchmark and are never compared: {shown}")
+            listed = ", ".join(repr(c) for c in others[:10]) + (", ..." if len(others) > 10 else "")
+            print(f"{len(others)} of them name no concept of the benchmark and are never compared: {listed}")
     if args.reference not in (known_sources := human.sources(db)):  # named as the option, not `source`
-        raise ValueError(f"--reference must be one of {known_sources}, got {args.reference!r}")
+        raise ValueError(f"--reference must be one of {known_sources}, got {shown(args.reference)}")
     vectors = human.vectors(db, args.reference)
     print(human.describe(db, args.reference))
     return vectors
@@ -112,7 +113,7 @@ def _check_cfg(choice: str) -> None:
             parse_cfg(choice)
         except ValueError:
             raise ValueError(
-                f"--cfg must be 'recommended', {POOL_CFG!r} or a guidance scale, got {choice!r}"
+                f"--cfg must be 'recommended', {POOL_CFG!r} or a guidance scale, got {shown(choice)}"
             ) from None
 
 

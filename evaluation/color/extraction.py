@@ -51,6 +51,7 @@ from scipy.spatial.distance import squareform
 
 from evaluation.color.colorspace import delta_e_2000, lab_to_srgb_uint8, srgb_to_lab
 from evaluation.color.palette import N_BINS, nearest_uw71
+from storage.shown import shown
 
 #: Names the pipeline's defaults; stored with distributions computed by it, so a stored
 #: distribution made under other defaults is known to be stale. Change it with them.
@@ -172,7 +173,7 @@ def image_pixels(image: np.ndarray, mask: np.ndarray, *, size: int = 100) -> np.
 
 def _masked_pixels(image, mask, size: int, names: tuple[str, str]) -> np.ndarray:
     if not (isinstance(size, (int, np.integer)) and size >= 1):
-        raise ValueError(f"`size` must be a positive integer, got {size!r}")
+        raise ValueError(f"`size` must be a positive integer, got {shown(size)}")
     rgb, mask = _check_image_and_mask(image, mask, names)
     rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
     top, bottom, left, right = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
@@ -399,7 +400,7 @@ def distribution_from_pixels(
         ("pixel_filter", pixel_filter, PIXEL_FILTERS),
     ):
         if value not in allowed:
-            raise ValueError(f"`{name}` must be one of {allowed}, got {value!r}")
+            raise ValueError(f"`{name}` must be one of {allowed}, got {shown(value)}")
     for i, px in enumerate(pixels):
         if not (
             isinstance(px, np.ndarray)

@@ -78,6 +78,7 @@ import pandas as pd
 from evaluation.color.colorspace import delta_e_2000, srgb_as_float, srgb_to_lab
 from evaluation.color.palette import load_uw71
 from evaluation.color.systems import TABLES, load_system
+from storage.shown import shown
 
 #: Berlin & Kay's eleven basic color terms of English.
 BASIC_TERMS = (
@@ -173,7 +174,7 @@ def l1_of(l3_name: str) -> str:
         return "yellow green"
     noun = _NOUN_TO_L1.get(words[-1], words[-1])
     if noun not in L1_TERMS:
-        raise ValueError(f"`l3_name` must end in an ISCC-NBS hue or neutral noun, got {l3_name!r}")
+        raise ValueError(f"`l3_name` must end in an ISCC-NBS hue or neutral noun, got {shown(l3_name)}")
     return noun
 
 
@@ -379,7 +380,7 @@ def build_lookup_table(bits: int = LOOKUP_BITS) -> np.ndarray:
     `LOOKUP_FILE` through `lookup_table` instead.
     """
     if not isinstance(bits, int) or not 1 <= bits <= 8:
-        raise ValueError(f"`bits` must be an integer in [1, 8], got {bits!r}")
+        raise ValueError(f"`bits` must be an integer in [1, 8], got {shown(bits)}")
     width = 1 << (8 - bits)
     centre = (np.arange(1 << bits) * width + (width - 1) / 2) / 255
     grid = np.stack(np.meshgrid(centre, centre, centre, indexing="ij"), axis=-1)

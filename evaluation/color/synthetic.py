@@ -29,6 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from evaluation.color.colorspace import srgb_as_float
+from storage.shown import shown
 
 SHAPES = ("sphere", "box", "cylinder", "cone", "torus")
 BACKGROUNDS = ("plain", "gradient", "floor", "checker", "noise")
@@ -176,11 +177,13 @@ def _check_inputs(rgb: np.ndarray, shape: str, size: int, background: str | None
             raise ValueError(f"integer `rgb` must lie in [0, 255], got {rgb.tolist()}")
         rgb = rgb.astype(np.uint8)
     if shape not in _SHAPE_FUNCTIONS:
-        raise ValueError(f"`shape` must be one of {', '.join(SHAPES)}; got {shape!r}")
+        raise ValueError(f"`shape` must be one of {', '.join(SHAPES)}; got {shown(shape)}")
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 32:
-        raise ValueError(f"`size` must be an integer >= 32 (pixels), got {size!r}")
+        raise ValueError(f"`size` must be an integer >= 32 (pixels), got {shown(size)}")
     if background is not None and background not in BACKGROUNDS:
-        raise ValueError(f"`background` must be None or one of {', '.join(BACKGROUNDS)}; got {background!r}")
+        raise ValueError(
+            f"`background` must be None or one of {', '.join(BACKGROUNDS)}; got {shown(background)}"
+        )
     return srgb_as_float(rgb, "rgb")
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from evaluation.color.colorspace import delta_e_2000, srgb_to_lab
 from evaluation.concepts import ASSETS
+from storage.shown import shown
 
 TABLES = ASSETS / "gencolorbench"
 SYSTEMS = ("iscc-nbs-l1", "iscc-nbs-l2", "iscc-nbs-l3", "css3")
@@ -111,7 +112,7 @@ def load_system(key: str) -> ColorSystem:
         If ``key`` is not a known system.
     """
     if key not in _FILES:
-        raise ValueError(f"`system` must be one of {', '.join(SYSTEMS)}; got {key!r}")
+        raise ValueError(f"`system` must be one of {', '.join(SYSTEMS)}; got {shown(key)}")
     with open(TABLES / _FILES[key], newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     names = tuple(" ".join(row["color_name"].lower().split()) for row in rows)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 
 from evaluation.color.naming import BASIC_TERMS
+from storage.shown import shown
 
 WHEEL_DEG = {
     "red": 0,
@@ -74,8 +75,8 @@ def relation(a: str, b: str) -> str:
     """
     for name, term in (("a", a), ("b", b)):
         if term not in BASIC_TERMS:
-            raise ValueError(f"`{name}` must be one of {', '.join(BASIC_TERMS)}; got {term!r}")
+            raise ValueError(f"`{name}` must be one of {', '.join(BASIC_TERMS)}; got {shown(term)}")
     if a == b:
-        raise ValueError(f"`a` and `b` must differ, got {a!r} twice")
+        raise ValueError(f"`a` and `b` must differ, got {shown(a)} twice")
     pair = frozenset((a, b))
     return "adjacent" if pair in ADJACENT else "complementary" if pair in COMPLEMENTARY else "other"

@@ -20,6 +20,7 @@ import numpy as np
 
 from evaluation.color.colorspace import delta_e_2000
 from evaluation.color.systems import ColorSystem
+from storage.shown import shown
 
 K_NEIGHBOURS = 3
 DISTANCE = "ciede2000"
@@ -27,7 +28,7 @@ DISTANCE = "ciede2000"
 
 def _check_k(k: int, system: ColorSystem) -> None:
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 0 <= k < len(system):
-        raise ValueError(f"`k` must be an integer in [0, {len(system) - 1}] for {system.key}, got {k!r}")
+        raise ValueError(f"`k` must be an integer in [0, {len(system) - 1}] for {system.key}, got {shown(k)}")
 
 
 def candidate_indices(system: ColorSystem, target: str | int, k: int = K_NEIGHBOURS) -> np.ndarray:
@@ -70,7 +71,9 @@ def candidate_indices(system: ColorSystem, target: str | int, k: int = K_NEIGHBO
     elif isinstance(target, int | np.integer) and not isinstance(target, bool) and 0 <= target < len(system):
         row = int(target)
     else:
-        raise ValueError(f"`target` must be a color name or a row in [0, {len(system) - 1}], got {target!r}")
+        raise ValueError(
+            f"`target` must be a color name or a row in [0, {len(system) - 1}], got {shown(target)}"
+        )
     distance = delta_e_2000(system.lab[row], system.lab)
     distance[row] = -1.0
     return np.argsort(distance, kind="stable")[: k + 1]

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from evaluation.analysis.figures import BAR_OUTLINE, LAYOUT, titled
 from evaluation.color.systems import load_system
+from storage.shown import shown
 
 
 def accuracy_bars(table: pd.DataFrame, *, title: str = "") -> go.Figure:
@@ -57,7 +58,7 @@ def bias_bars(bias: pd.DataFrame, model: str, *, system: str = "iscc-nbs-l2", ti
     """
     rows = bias[bias["model"] == model]
     if rows.empty:
-        raise ValueError(f"`model` must be one of {sorted(set(bias['model']))}, got {model!r}")
+        raise ValueError(f"`model` must be one of {sorted(set(bias['model']))}, got {shown(model)}")
     colors = load_system(system)
     figure = go.Figure()
     for rank, group in rows.groupby("rank", sort=True):

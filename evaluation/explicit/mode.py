@@ -44,6 +44,7 @@ from evaluation.pipeline.executors import Batch, Executor, InProcessExecutor
 from evaluation.pipeline.ray_storage import location
 from evaluation.pipeline.stages import check_run_size, png_bytes, read_image, save_by_hash
 from storage import transaction
+from storage.shown import shown
 
 STYLE = "explicit"
 #: Images per prompt, as in the paper (§4.1).
@@ -94,7 +95,7 @@ def plan_explicit_run(
         ``{"mode": "explicit", "models": ..., "samples": ..., "explicit": settings}``.
     """
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-        raise ValueError(f"`samples` must be a positive integer, got {samples!r}")
+        raise ValueError(f"`samples` must be a positive integer, got {shown(samples)}")
     if not prompts:
         raise ValueError("`prompts` must not be empty")
     check_run_size(models, len(prompts), samples, "prompts")

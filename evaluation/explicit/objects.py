@@ -18,6 +18,7 @@ import functools
 from dataclasses import dataclass
 
 from evaluation.color.systems import TABLES
+from storage.shown import shown
 
 CATEGORIES = {
     "fruit_veg": "fruits and vegetables",
@@ -90,4 +91,6 @@ def object_named(name: str) -> ExplicitObject:
     for candidate in load_objects():
         if candidate.name == name:
             return candidate
-    raise ValueError(f"`object` must be one of the {len(load_objects())} benchmark objects, got {name!r}")
+    raise ValueError(
+        f"`object` must be one of the {len(load_objects())} benchmark objects, got {shown(name)}"
+    )

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.models.segmentation import BOX_THRESHOLD, Segmentation
+from storage.shown import shown
 
 PRESENCE_THRESHOLD = BOX_THRESHOLD
 QUESTION = "Is there a {object} in the image? Answer yes or no."
@@ -88,10 +89,10 @@ class VqaPresence:
 
         # 1. Check inputs.
         if not isinstance(noun, str) or not noun.strip():
-            raise ValueError(f"`noun` must be a non-empty string, got {noun!r}")
+            raise ValueError(f"`noun` must be a non-empty string, got {shown(noun)}")
         if not isinstance(image, np.ndarray) or image.ndim != 3 or image.dtype != np.uint8:
             raise ValueError(
-                f"`image` must be an (H, W, 3) uint8 array, got {getattr(image, 'shape', image)!r}"
+                f"`image` must be an (H, W, 3) uint8 array, got {shown(getattr(image, 'shape', image))}"
             )
 
         # 2. The question in the model's chat template.

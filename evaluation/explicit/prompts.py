@@ -234,7 +234,7 @@ def _choose(label: str, chosen: Sequence[str] | None, allowed: Sequence[str]) ->
     if chosen is None:
         return tuple(allowed)
     if isinstance(chosen, str):
-        raise ValueError(f"`{label}` must be a list, got {chosen!r}")
+        raise ValueError(f"`{label}` must be a list, got {shown(chosen)}")
     if not chosen:
         raise ValueError(f"`{label}` must name at least one of {', '.join(allowed)}; none is chosen")
     unknown = [value for value in chosen if value not in allowed]

@@ -54,6 +54,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from storage.shown import shown
+
 
 @dataclass(frozen=True)
 class Rules:
@@ -122,17 +124,19 @@ class Rules:
 
     def __post_init__(self) -> None:
         if self.projection not in ("centred", "origin"):
-            raise ValueError(f"`projection` must be 'centred' or 'origin', got {self.projection!r}")
+            raise ValueError(f"`projection` must be 'centred' or 'origin', got {shown(self.projection)}")
         if self.closest_fraction is not None and not 0.0 < self.closest_fraction <= 1.0:
-            raise ValueError(f"`closest_fraction` must lie in (0, 1], got {self.closest_fraction!r}")
+            raise ValueError(f"`closest_fraction` must lie in (0, 1], got {shown(self.closest_fraction)}")
         if self.lit_ratio_percentile is not None and not 0.0 <= self.lit_ratio_percentile < 100.0:
             raise ValueError(
-                f"`lit_ratio_percentile` must lie in [0, 100), got {self.lit_ratio_percentile!r}"
+                f"`lit_ratio_percentile` must lie in [0, 100), got {shown(self.lit_ratio_percentile)}"
             )
         for field in ("lit_band", "body_band"):
             band = getattr(self, field)
             if band is not None and not (len(band) == 2 and 0.0 <= band[0] < band[1] <= 100.0):
-                raise ValueError(f"`{field}` must be two percentiles 0 <= low < high <= 100, got {band!r}")
+                raise ValueError(
+                    f"`{field}` must be two percentiles 0 <= low < high <= 100, got {shown(band)}"
+                )
 
     @property
     def uses_target(self) -> bool:
@@ -177,5 +181,5 @@ def get_rules(scoring: str | Rules) -> Rules:
     if isinstance(scoring, Rules):
         return scoring
     if scoring not in RULES:
-        raise ValueError(f"`scoring` must be one of {', '.join(SCORINGS)}; got {scoring!r}")
+        raise ValueError(f"`scoring` must be one of {', '.join(SCORINGS)}; got {shown(scoring)}")
     return RULES[scoring]

@@ -26,6 +26,7 @@ import pandas as pd
 from evaluation.explicit.prompts import TASKS
 from evaluation.explicit.rules import get_rules
 from evaluation.pipeline.fileio import write_atomic
+from storage.shown import shown
 from storage.spreadsheet import csv_text
 
 IMAGE_COLUMNS = ("run", "item_id", "model", "prompt_id", "task", "level", "system", "category", "notation")
@@ -138,7 +139,7 @@ def _counted(images: pd.DataFrame, of: str) -> pd.DataFrame:
         return images
     if of == "scored":
         return images[images["scored"].astype(bool)]
-    raise ValueError(f"`of` must be 'generated' or 'scored', got {of!r}")
+    raise ValueError(f"`of` must be 'generated' or 'scored', got {shown(of)}")
 
 
 def coverage_table(images: pd.DataFrame, *, index: str | Sequence[str] = "model") -> pd.DataFrame:
@@ -229,7 +230,7 @@ def group_accuracy(
         Models x groups, percent; NaN where a group has no image.
     """
     if grouping not in ("basic", "modifier"):
-        raise ValueError(f"`grouping` must be 'basic' or 'modifier', got {grouping!r}")
+        raise ValueError(f"`grouping` must be 'basic' or 'modifier', got {shown(grouping)}")
     system = "iscc-nbs-l2" if grouping == "basic" else "iscc-nbs-l3"
     targets = {r["item_id"]: r["target"] for r in rows if r["object_index"] == 0}
     counted = _counted(images, of)

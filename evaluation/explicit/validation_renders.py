@@ -48,6 +48,7 @@ import numpy as np
 from PIL import Image
 
 from evaluation.color.synthetic import linear_to_srgb, srgb_to_linear, unit
+from storage.shown import shown
 
 SHAPES = ("sphere", "egg", "cylinder", "cube", "torus")
 
@@ -111,16 +112,18 @@ class Conditions:
     def __post_init__(self) -> None:
         for axis, allowed in (("lights", AXES["lights"]), ("shadow", AXES["shadow"])):
             if getattr(self, axis) not in allowed:
-                raise ValueError(f"`{axis}` must be one of {allowed}, got {getattr(self, axis)!r}")
+                raise ValueError(f"`{axis}` must be one of {allowed}, got {shown(getattr(self, axis))}")
         if self.specular not in _SPECULAR:
-            raise ValueError(f"`specular` must be one of {tuple(_SPECULAR)}, got {self.specular!r}")
+            raise ValueError(f"`specular` must be one of {tuple(_SPECULAR)}, got {shown(self.specular)}")
         if self.jpeg != "none" and self.jpeg not in _JPEG_QUALITY:
-            raise ValueError(f"`jpeg` must be 'none' or one of {tuple(_JPEG_QUALITY)}, got {self.jpeg!r}")
+            raise ValueError(
+                f"`jpeg` must be 'none' or one of {tuple(_JPEG_QUALITY)}, got {shown(self.jpeg)}"
+            )
         for axis, low, high in (("ambient", 0.0, 1.0), ("texture", 0.0, 0.5), ("noise", 0.0, 64.0)):
             if not low <= getattr(self, axis) <= high:
-                raise ValueError(f"`{axis}` must lie in [{low}, {high}], got {getattr(self, axis)!r}")
+                raise ValueError(f"`{axis}` must lie in [{low}, {high}], got {shown(getattr(self, axis))}")
         if not -4.0 <= self.exposure <= 4.0:
-            raise ValueError(f"`exposure` must lie in [-4, 4] stops, got {self.exposure!r}")
+            raise ValueError(f"`exposure` must lie in [-4, 4] stops, got {shown(self.exposure)}")
 
 
 @dataclass(frozen=True)
@@ -292,9 +295,9 @@ def render(
     if albedo.shape != (3,) or albedo.dtype.kind not in "iu" or albedo.min() < 0 or albedo.max() > 255:
         raise ValueError(f"`albedo` must be one sRGB color of 3 integers in [0, 255], got {albedo.tolist()}")
     if shape not in _SHAPES:
-        raise ValueError(f"`shape` must be one of {', '.join(SHAPES)}; got {shape!r}")
+        raise ValueError(f"`shape` must be one of {', '.join(SHAPES)}; got {shown(shape)}")
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 32:
-        raise ValueError(f"`size` must be an integer >= 32 (pixels), got {size!r}")
+        raise ValueError(f"`size` must be an integer >= 32 (pixels), got {shown(size)}")
     albedo = albedo.astype(np.uint8)
     c = conditions
 

@@ -37,7 +37,7 @@ from evaluation.pipeline import runs
 from evaluation.pipeline.fileio import write_atomic
 from evaluation.pipeline.overlay import overlay_mask
 from evaluation.pipeline.stages import read_image
-from storage.shown import in_words
+from storage.shown import in_words, shown
 from storage.spreadsheet import csv_text
 
 #: Column group of Table 4 holding the mean over color systems.
@@ -82,7 +82,7 @@ def check_run(db: sqlite_utils.Database, run: str) -> str:
         )
     if run not in known:
         listed = ", ".join(repr(k) for k in known[:10]) + (" ..." if len(known) > 10 else "")
-        raise NoExplicitRun(f"Pick an explicit-color run ({listed}); got {str(run)[:80]!r}")
+        raise NoExplicitRun(f"Pick an explicit-color run ({listed}); got {shown(str(run)[:80])}")
     return run
 
 
@@ -288,7 +288,7 @@ def explicit_report(
     systems = _systems(images)
     if confusion_system and confusion_system not in systems:
         raise ValueError(
-            f"`confusion system` must be one with scored images {systems}, got {confusion_system!r}"
+            f"`confusion system` must be one with scored images {systems}, got {shown(confusion_system)}"
         )
     if not systems:
         return ExplicitReport(run, scoring, rows, images, tables={"coverage": tables.coverage_table(images)})
@@ -400,7 +400,7 @@ def browser_view(
     prompts = {row["prompt_id"]: row for row in runs.explicit_prompts(db, run)}
     if prompt_id not in prompts:
         raise ValueError(
-            f"`prompt` must be a prompt id of run {run!r} (e.g. {next(iter(prompts), 'none')!r}), got {prompt_id!r}"
+            f"`prompt` must be a prompt id of run {run!r} (e.g. {next(iter(prompts), 'none')!r}), got {shown(prompt_id)}"
         )
     images = prompt_view(db, run, prompt_id, scoring=scoring)
     overlays, records = [], []
@@ -502,7 +502,7 @@ def bias_view(db: sqlite_utils.Database, run: str, model: str, *, scoring: str =
     bias = tables.dominant_color_bias(runs.explicit_results(db, run=run, scoring=scoring), scoring=scoring)
     if model not in set(bias["model"]):
         raise ValueError(
-            f"`model` must be one with scored objects {sorted(set(bias['model']))}, got {model!r}"
+            f"`model` must be one with scored objects {sorted(set(bias['model']))}, got {shown(model)}"
         )
     title = f"{model}: top-10 dominant colors per category"
     return figures.bias_bars(bias, model, system=BIAS_SYSTEM, title=title)

@@ -23,6 +23,7 @@ import pandas as pd
 from evaluation.color.naming import BASIC_TERMS
 from evaluation.color.wheel import relation
 from evaluation.judges.probes import ProbeItem
+from storage.shown import shown
 
 PAIR_COLUMNS = (
     "judge",
@@ -183,7 +184,7 @@ def failure_matrix(pairs: pd.DataFrame, *, kind: str = "replacement") -> pd.Data
         NaN where there are no pairs (the diagonal always).
     """
     if kind not in ("replacement", "swap", "all"):
-        raise ValueError(f"`kind` must be 'replacement', 'swap' or 'all', got {kind!r}")
+        raise ValueError(f"`kind` must be 'replacement', 'swap' or 'all', got {shown(kind)}")
     if pairs["judge"].nunique() > 1:
         raise ValueError(f"`pairs` must hold one judge, got {sorted(pairs['judge'].unique())}")
     chosen = pairs if kind == "all" else pairs[pairs["kind"] == kind]

@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass
 
 from evaluation.color.naming import BASIC_TERMS
+from storage.shown import shown
 
 KINDS = ("replacement", "swap")
 SPELLINGS = {"grey": "gray"}
@@ -143,7 +144,7 @@ def _article_edit(tokens: list[re.Match], i: int, color: str) -> list[tuple[int,
 
 def _check_text(description) -> str:
     if not isinstance(description, str) or not description.strip():
-        raise ValueError(f"`description` must be a non-empty string, got {description!r}")
+        raise ValueError(f"`description` must be a non-empty string, got {shown(description)}")
     return " ".join(description.split())
 
 

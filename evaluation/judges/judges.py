@@ -164,7 +164,7 @@ class YesNoJudge:
         answers=("yes", "no"),
     ) -> None:
         if "{description}" not in prompt:
-            raise ValueError(f"`prompt` must contain '{{description}}', got {prompt!r}")
+            raise ValueError(f"`prompt` must contain '{{description}}', got {shown(prompt)}")
         self.model, self.processor, self.name, self.device, self.prompt = (
             model.eval(),
             processor,

@@ -26,6 +26,7 @@ import numpy as np
 from evaluation.color.naming import BASIC_TERMS, name_srgb
 from evaluation.color.systems import load_system
 from evaluation.judges.foils import Foil, foils, normalize
+from storage.shown import shown
 
 #: ISCC-NBS level 3 colors rendered for each basic term (each is named by that term).
 PROTOTYPES = {
@@ -94,7 +95,7 @@ def _describe(regions: Sequence[Region]) -> str:
 def prototype_rgb(term: str, rng: np.random.Generator) -> np.ndarray:
     """One of the term's `PROTOTYPES` as sRGB uint8, shape (3,), drawn with `rng`."""
     if term not in PROTOTYPES:
-        raise ValueError(f"`term` must be one of {', '.join(BASIC_TERMS)}; got {term!r}")
+        raise ValueError(f"`term` must be one of {', '.join(BASIC_TERMS)}; got {shown(term)}")
     system = load_system("iscc-nbs-l3")
     names = PROTOTYPES[term]
     return system.rgb[system.index(names[int(rng.integers(len(names)))])]
@@ -126,9 +127,9 @@ def synthetic_items(
     from evaluation.color.synthetic import BACKGROUNDS, SHAPES, render
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"`n` must be a positive integer, got {n!r}")
+        raise ValueError(f"`n` must be a positive integer, got {shown(n)}")
     if not 0.0 <= two_objects <= 1.0:
-        raise ValueError(f"`two_objects` must lie in [0, 1], got {two_objects!r}")
+        raise ValueError(f"`two_objects` must lie in [0, 1], got {shown(two_objects)}")
     items = []
     for k in range(n):
         count = 2 if rng.random() < two_objects else 1

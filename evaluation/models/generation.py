@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.concepts import Concept
+from storage.shown import shown
 
 #: Style keys (as stored in runs) and the words that the prompt uses for them (Appendix C.1).
 STYLES = {"natural": "natural photo", "clipart": "clip-art cartoon"}
@@ -57,7 +58,7 @@ def build_prompt(concept: Concept, style: str) -> str:
         adjective, ``"A clip-art cartoon of an apple, centered composition."``.
     """
     if style not in STYLES:
-        raise ValueError(f"`style` must be one of {sorted(STYLES)}, got {style!r}")
+        raise ValueError(f"`style` must be one of {sorted(STYLES)}, got {shown(style)}")
     phrase = concept.key
     return PROMPT_TEMPLATE.format(style=STYLES[style], article=indefinite_article(phrase), phrase=phrase)
 
@@ -106,7 +107,7 @@ def check_inputs(
 ) -> None:
     """Validate `generate`'s arguments before any model work; raise ValueError naming the argument."""
     if isinstance(prompts, str) or not prompts or not all(isinstance(p, str) and p for p in prompts):
-        raise ValueError(f"`prompts` must be a non-empty list of non-empty strings, got {prompts!r}")
+        raise ValueError(f"`prompts` must be a non-empty list of non-empty strings, got {shown(prompts)}")
     if len(seeds) != len(prompts):
         raise ValueError(f"`seeds` must have one seed per prompt ({len(prompts)}), got {len(seeds)}")
     bad = [s for s in seeds if not isinstance(s, (int, np.integer)) or not 0 <= s <= MAX_SEED]
@@ -115,7 +116,7 @@ def check_inputs(
     if not guidance_scale > 0:
         raise ValueError(f"`guidance_scale` must be positive, got {guidance_scale}")
     if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"`steps` must be a positive integer, got {steps!r}")
+        raise ValueError(f"`steps` must be a positive integer, got {shown(steps)}")
     if not isinstance(resolution, int) or resolution < 8 or resolution % 8:
         raise ValueError(f"`resolution` has to be a positive multiple of 8 but is {resolution!r}")
 

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from evaluation.concepts import ASSETS
+from storage.shown import shown
 
 PROJECT_ROOT = ASSETS.parent
 REGISTRY_TOML = Path(__file__).resolve().parent / "models.toml"
@@ -100,20 +101,20 @@ def _check_entry(key: str, entry: Mapping[str, Any]) -> None:
     if missing:
         raise RegistryError(f"model {key!r} lacks required field(s) {missing}")
     if entry["dtype"] not in DTYPES:
-        raise RegistryError(f"model {key!r}: dtype must be one of {DTYPES}, got {entry['dtype']!r}")
+        raise RegistryError(f"model {key!r}: dtype must be one of {DTYPES}, got {shown(entry['dtype'])}")
     for name in ("steps", "resolution", "batch_size"):
         value = entry.get(name, 1)
         if not isinstance(value, int) or value < 1:
-            raise RegistryError(f"model {key!r}: {name} must be a positive integer, got {value!r}")
+            raise RegistryError(f"model {key!r}: {name} must be a positive integer, got {shown(value)}")
     seed = entry.get("build_seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise RegistryError(f"model {key!r}: build_seed must be a whole number >= 0, got {seed!r}")
+        raise RegistryError(f"model {key!r}: build_seed must be a whole number >= 0, got {shown(seed)}")
     if entry["resolution"] % 8:
         raise RegistryError(f"model {key!r}: resolution must be a multiple of 8, got {entry['resolution']}")
     scales = entry["cfg_scales"]
     if not scales or not all(isinstance(s, (int, float)) and s > 0 for s in scales):
         raise RegistryError(
-            f"model {key!r}: cfg_scales must be a non-empty list of positive numbers, got {scales!r}"
+            f"model {key!r}: cfg_scales must be a non-empty list of positive numbers, got {shown(scales)}"
         )
 
 

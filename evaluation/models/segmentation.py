@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from storage.shown import shown
+
 DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-base"
 DEFAULT_SAM = "facebook/sam-vit-huge"
 #: GroundingDINO's published demo thresholds (box score, and text-token score for the label).
@@ -178,9 +180,9 @@ def load_segment_anything(
         One of `SEGMENT_ANYTHING_TYPES`, matching the checkpoint.
     """
     if model_type not in SEGMENT_ANYTHING_TYPES:
-        raise ValueError(f"`model_type` must be one of {SEGMENT_ANYTHING_TYPES}, got {model_type!r}")
+        raise ValueError(f"`model_type` must be one of {SEGMENT_ANYTHING_TYPES}, got {shown(model_type)}")
     if not Path(checkpoint).is_file():
-        raise ValueError(f"`checkpoint` must be an existing .pth file, got {str(checkpoint)!r}")
+        raise ValueError(f"`checkpoint` must be an existing .pth file, got {shown(str(checkpoint))}")
     from segment_anything import SamPredictor, sam_model_registry
 
     model = sam_model_registry[model_type](checkpoint=str(checkpoint)).to(device).eval()
@@ -232,7 +234,7 @@ def _check_inputs(image: Any, noun: Any, box_threshold: float, text_threshold: f
         got = f"{type(image).__name__} {getattr(image, 'shape', '')} {getattr(image, 'dtype', '')}"
         raise ValueError(f"`image` must be an (H, W, 3) uint8 array, got {got}")
     if not isinstance(noun, str) or not noun.strip():
-        raise ValueError(f"`noun` must be a non-empty string, got {noun!r}")
+        raise ValueError(f"`noun` must be a non-empty string, got {shown(noun)}")
     for name, value in (("box_threshold", box_threshold), ("text_threshold", text_threshold)):
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"`{name}` must be in [0, 1], got {value}")
@@ -298,7 +300,7 @@ NEGATIVE_MAX_IOU = 0.5
 
 def _check_negatives(negatives: Any) -> tuple[str, ...]:
     if isinstance(negatives, str) or not all(isinstance(n, str) and n.strip() for n in negatives):
-        raise ValueError(f"`negatives` must be a sequence of non-empty captions, got {negatives!r}")
+        raise ValueError(f"`negatives` must be a sequence of non-empty captions, got {shown(negatives)}")
     return tuple(n.lower().strip() for n in negatives)
 
 

@@ -34,6 +34,7 @@ from evaluation.pipeline.executors import Executor
 from evaluation.pipeline.ray_storage import is_uri, location
 from evaluation.pipeline.scoring import score_every_source
 from evaluation.pipeline.stages import GenerationWork, SegmentationWork, extract, lost_files, run_stage
+from storage.shown import shown
 
 Connect = Callable[[], contextlib.AbstractContextManager[sqlite_utils.Database]]
 #: Items per recorded segmentation batch (each batch is one transaction).
@@ -138,7 +139,7 @@ def segmenter_preset(
     built on first use (random weights: masks are meaningless, for tests and demos).
     """
     if name not in SEGMENTER_PRESETS:
-        raise ValueError(f"`segmenter` must be one of {SEGMENTER_PRESETS}, got {name!r}")
+        raise ValueError(f"`segmenter` must be one of {SEGMENTER_PRESETS}, got {shown(name)}")
     for label, value in (("box_threshold", box_threshold), ("text_threshold", text_threshold)):
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"`{label}` must be in [0, 1], got {value}")
@@ -242,7 +243,7 @@ class ExecutorChoice:
 
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
-            raise ValueError(f"`executor` must be one of {EXECUTORS}, got {self.kind!r}")
+            raise ValueError(f"`executor` must be one of {EXECUTORS}, got {shown(self.kind)}")
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"`workers` must be a positive integer, got {self.workers}")
 

@@ -260,7 +260,7 @@ def plan_evaluation(
     _check_subset("styles", styles, sorted(STYLES))
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(
-            f"`seeds` (images per concept, style and cfg) must be a positive integer, got {seeds!r}"
+            f"`seeds` (images per concept, style and cfg) must be a positive integer, got {shown(seeds)}"
         )
     return plan_run(list(specs), list(concepts), list(dict.fromkeys(styles)), seeds)
 
@@ -360,7 +360,7 @@ def seconds_per_object(device_kind: str, measured: float | None = None) -> tuple
     device, and its origin: `measured` (`ExplicitSeconds.per_object`) when given, else
     `CPU_SECONDS_PER_OBJECT` or `GPU_SECONDS_PER_OBJECT` (``"default"``)."""
     if device_kind not in ("cuda", "cpu"):
-        raise ValueError(f"`device_kind` must be 'cuda' or 'cpu', got {device_kind!r}")
+        raise ValueError(f"`device_kind` must be 'cuda' or 'cpu', got {shown(device_kind)}")
     if measured:
         return float(measured), "measured"
     return (GPU_SECONDS_PER_OBJECT if device_kind == "cuda" else CPU_SECONDS_PER_OBJECT), "default"
@@ -376,7 +376,7 @@ def seconds_per_image(
     `specs` (the registry) lets a model absent from the tables that is as small as the tiny
     test models take their figures."""
     if device_kind not in ("cuda", "cpu"):
-        raise ValueError(f"`device_kind` must be 'cuda' or 'cpu', got {device_kind!r}")
+        raise ValueError(f"`device_kind` must be 'cuda' or 'cpu', got {shown(device_kind)}")
     if measured and measured.get(model):
         return float(measured[model]), "measured"
     figures = _figures_of(model, specs)
@@ -485,7 +485,7 @@ def parse_scales(text: str) -> tuple[float, ...]:
         return tuple(float(part) for part in parts)
     except ValueError:
         raise ValueError(
-            f"`cfg_scales` must be comma-separated numbers such as '3, 7.5', got {text!r}"
+            f"`cfg_scales` must be comma-separated numbers such as '3, 7.5', got {shown(text)}"
         ) from None
 
 

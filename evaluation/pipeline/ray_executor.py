@@ -447,7 +447,7 @@ class RayExecutor:
         per worker from `GPU_SHARE` when the cluster has GPUs, else one CPU; `options` as
         the constructor's."""
         if stage not in GPU_SHARE:
-            raise ValueError(f"`stage` must be one of {sorted(GPU_SHARE)}, got {stage!r}")
+            raise ValueError(f"`stage` must be one of {sorted(GPU_SHARE)}, got {shown(stage)}")
         return cls(workers, gpus_per_worker=GPU_SHARE[stage] if cluster.gpus > 0 else 0.0, **options)
 
     def progress(self) -> dict[str, WorkerProgress]:

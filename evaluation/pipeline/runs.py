@@ -303,7 +303,7 @@ batches a stage makes follow from it, and a lost file is made again in its batch
 def pending_items(db: sqlite_utils.Database, run: str, stage: str) -> list[dict]:
     """The items that `stage` (``"generate"`` or ``"segment"``) still has to do, in grid order."""
     if stage not in STAGE_INPUT:
-        raise ValueError(f"`stage` must be one of {sorted(STAGE_INPUT)}, got {stage!r}")
+        raise ValueError(f"`stage` must be one of {sorted(STAGE_INPUT)}, got {shown(stage)}")
     run_config(db, run)
     statuses = STAGE_INPUT[stage]
     marks = ", ".join("?" for _ in statuses)
@@ -330,7 +330,7 @@ def record_items(db: sqlite_utils.Database, updates: Iterable[Mapping[str, Any]]
         for update in updates:
             fields = {k: v for k, v in update.items() if k != "id"}
             if fields.get("status", "pending") not in ITEM_STATUSES:
-                raise ValueError(f"item status must be one of {ITEM_STATUSES}, got {fields['status']!r}")
+                raise ValueError(f"item status must be one of {ITEM_STATUSES}, got {shown(fields['status'])}")
             if not update_rows(db, "run_items", {"id": update["id"]}, {**fields, "updated_at": now}):
                 raise sqlite_utils.db.NotFoundError(f"no run item with id {update['id']!r}")
 

@@ -9,7 +9,6 @@ and if another connection commits before its first write, that write fails at on
 import re
 import sqlite3
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,21 +16,15 @@ import pytest
 import storage
 from evaluation.pipeline import runs
 from evaluation.pipeline.stages import extract
+from tests.source_scan import matching_lines
 
-ROOT = Path(__file__).resolve().parents[3]
 SCANNED = ("annotation", "evaluation", "app", "bench")
 ATOMIC = re.compile(r"\.atomic\(")
 
 
 def atomic_calls(roots=SCANNED) -> list[str]:
     """``path:line`` of every ``.atomic(`` in the Python files under `roots`."""
-    return [
-        f"{path.relative_to(ROOT)}:{number}"
-        for root in roots
-        for path in sorted((ROOT / root).rglob("*.py"))
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if ATOMIC.search(line)
-    ]
+    return matching_lines(ATOMIC, roots)
 
 
 def test_only_the_storage_floor_opens_transactions():
