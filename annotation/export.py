@@ -58,7 +58,7 @@ from annotation.errors import AnnotationError, Conflict, InvalidInput
 from annotation.files import resolve
 from evaluation.color.naming import DOMINANT_COLUMNS, names_of_uw71, with_bin_names
 from storage import storage_condition
-from storage.shown import shown
+from storage.shown import shown_path
 from storage.spreadsheet import csv_text, write_csv
 
 SKIPPED_TABLES = ("settings", "coloring_samples")
@@ -175,7 +175,7 @@ def staged_folder(folder: Path, what: str, *, refusal: type[InvalidInput] = Inva
     """
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise refusal(
-            f"{what} folder must be new or empty, got {shown(str(folder))} which already holds files"
+            f"{what} folder must be new or empty, got {shown_path(folder)} which already holds files"
         )
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-partial-"))

@@ -39,6 +39,34 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
+def shown_path(path: object, limit: int = SHOWN_CHARS) -> str:
+    """A path as a refusal quotes it: like `shown`, but a longer one keeps its last `limit`
+    characters, where its file's name is.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The path that arrived.
+    limit : int
+        Characters of the path kept, >= 1.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> shown_path("/data/sam.pth")
+    "'/data/sam.pth'"
+    >>> shown_path("/" + "d" * 100 + "/sam.pth", limit=8)
+    "…'/sam.pth' (109 characters)"
+    """
+    text = str(path)
+    if len(text) <= limit:
+        return repr(text)
+    return f"…{text[-limit:]!r} ({len(text)} characters)"
+
+
 def counted(count: int, noun: str) -> str:
     """`count` and `noun`, the noun plural (in s) unless there is one: how a message counts.
 

@@ -53,6 +53,7 @@ from annotation.sketches.importing import (
     sketch_prompt,
 )
 from storage import insert_row, iso, transaction, update_rows
+from storage.shown import shown_path
 
 SOURCES = ("shipped", "imported", "generated")
 IMPORT_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".svg")
@@ -405,7 +406,7 @@ def import_sketch_folder(
     by name; each file's concept comes from its name."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise InvalidInput(f"`folder` must be a folder, got {shown(str(folder))}")
+        raise InvalidInput(f"`folder` must be a folder, got {shown_path(folder)}")
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMPORT_SUFFIXES)
     return import_sketches(db, data_dir, files, **options)
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from storage.shown import shown
+from storage.shown import shown, shown_path
 
 DEFAULT_DETECTOR = "IDEA-Research/grounding-dino-base"
 DEFAULT_SAM = "facebook/sam-vit-huge"
@@ -182,7 +182,7 @@ def load_segment_anything(
     if model_type not in SEGMENT_ANYTHING_TYPES:
         raise ValueError(f"`model_type` must be one of {SEGMENT_ANYTHING_TYPES}, got {shown(model_type)}")
     if not Path(checkpoint).is_file():
-        raise ValueError(f"`checkpoint` must be an existing .pth file, got {shown(str(checkpoint))}")
+        raise ValueError(f"`checkpoint` must be an existing .pth file, got {shown_path(checkpoint)}")
     from segment_anything import SamPredictor, sam_model_registry
 
     model = sam_model_registry[model_type](checkpoint=str(checkpoint)).to(device).eval()

@@ -39,7 +39,7 @@ from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
 from storage import transaction
 from storage.files import MAX_BYTES, MAX_PIXELS, ImageRefused, leaves_archive, open_image, put_png
-from storage.shown import shown
+from storage.shown import shown, shown_path
 from storage.spreadsheet import decoded_csv, separator_refusal
 
 MANIFEST = "manifest.csv"
@@ -112,7 +112,7 @@ def _zip_entries(path: Path, shown_as: str) -> list[Entry]:
         with zipfile.ZipFile(path) as archive:
             infos = [info for info in archive.infolist() if not info.is_dir()]
     except (zipfile.BadZipFile, OSError) as error:
-        raise ImportSourceError(f"{shown(shown_as)} cannot be read as a zip file: {error}") from None
+        raise ImportSourceError(f"{shown_path(shown_as)} cannot be read as a zip file: {error}") from None
     for info in infos:
         if leaves_archive(info.filename):
             raise ImportSourceError(
@@ -164,21 +164,21 @@ def open_source(source: str | Path, allowed_roots: Sequence[str | Path]) -> list
         path, shown_as = Path(source).resolve(), _shown(source, allowed_roots)
         if not _inside(path, allowed_roots):
             roots = ", ".join(f"{Path(r).name}/" for r in allowed_roots)
-            raise ImportSourceError(f"{shown(shown_as)} is outside the allowed import folders ({roots})")
+            raise ImportSourceError(f"{shown_path(shown_as)} is outside the allowed import folders ({roots})")
         if path.is_dir():
             entries = _folder_entries(path)
         elif path.is_file():
             entries = _zip_entries(path, Path(source).name)
         else:
-            raise ImportSourceError(f"{shown(shown_as)} must be an existing folder or .zip file")
+            raise ImportSourceError(f"{shown_path(shown_as)} must be an existing folder or .zip file")
     except (OSError, ValueError) as error:  # a name too long for the system, a NUL byte
         if isinstance(error, ImportSourceError):
             raise
         reason = getattr(error, "strerror", None) or str(error)
-        raise ImportSourceError(f"the source {shown(str(source))} cannot be opened: {reason}") from None
+        raise ImportSourceError(f"the source {shown_path(source)} cannot be opened: {reason}") from None
     if len(entries) > MAX_FILES:
         raise ImportSourceError(
-            f"{shown(shown_as)} holds {len(entries)} files; at most {MAX_FILES} are imported at once"
+            f"{shown_path(shown_as)} holds {len(entries)} files; at most {MAX_FILES} are imported at once"
         )
     return entries
 

@@ -491,7 +491,7 @@ CASES = [
         "import-long-folder",
         "/evaluate_import",
         as_role("researcher", "", None, "a" * 1500, "tiny-random", 0.3, 0.25),
-        r"^'imports/a{72}'… \(1508 characters\) must be an existing folder or \.zip file$",
+        r"^…'a{80}' \(1508 characters\) must be an existing folder or \.zip file$",
     ),
     Case(
         "browser-long-cfg",

@@ -9,7 +9,7 @@ import pytest
 
 from annotation.errors import InvalidInput
 from annotation.study import judging
-from storage.shown import SHOWN_CHARS
+from storage.shown import SHOWN_CHARS, shown_path
 from tests.source_scan import matching_lines
 
 SCANNED = ("annotation", "app", "storage", "evaluation")
@@ -32,3 +32,10 @@ def test_a_long_refused_side_is_quoted_cut():
     message = str(refused.value)
     assert message.endswith(f"got {'y' * SHOWN_CHARS!r}… (100000 characters)")
     assert len(message) < 200
+
+
+def test_a_long_path_is_quoted_by_its_end_where_its_file_is():
+    path = "/tmp/" + "d" * 200 + "/missing.pth"
+    assert shown_path(path) == f"…{path[-SHOWN_CHARS:]!r} ({len(path)} characters)"
+    assert shown_path(path).count("d") < SHOWN_CHARS and "missing.pth'" in shown_path(path)
+    assert shown_path("/data/sam.pth") == "'/data/sam.pth'"

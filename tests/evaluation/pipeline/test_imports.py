@@ -392,7 +392,7 @@ def test_a_folder_name_the_system_cannot_open_is_refused_in_one_line(tmp_path, n
     (tmp_path / "imports").mkdir()
     with pytest.raises(
         ImportSourceError,
-        match=rf"^the source '.{{70,80}}'… \(\d+ characters\) cannot be opened: {reason}$|^the source '.*' cannot be opened: {reason}$",
+        match=rf"^the source (…'.{{70,90}}' \(\d+ characters\)|'.*') cannot be opened: {reason}$",
     ):
         open_source(tmp_path / "imports" / name, [tmp_path / "imports"])
 
