@@ -80,6 +80,8 @@ whose body is the tab's session token sets `COOKIE` (an empty body clears it). T
 another port of the same host (cookies are the host's, whatever the port: outside probe 105
 read an admin's cookie from a page on the next port and fetched the admin's downloads)."""
 TAB_COOKIE = "cc_tab"
+FRAMED_HEADER = "cc-framed"
+"""Sent with the page's POST to `SET_COOKIE` when a page of another origin frames it."""
 # The page keeps the cookie in step with its session: set on sign-in, cleared on sign-out.
 # The cookie is the browser's, the session the tab's: a sign-in in another tab of the same
 # browser replaced it, and this tab's downloads were refused (403) while its page still
@@ -87,14 +89,23 @@ TAB_COOKIE = "cc_tab"
 # a press of a key or pointer, before the link it follows) when the readable `TAB_COOKIE`
 # (a random number naming the tab, no secret) says another tab put its own. The request
 # is synchronous so that the cookie is set before the images and links that follow ask.
+#
+# Inside another site's frame (an MTurk HIT) a SameSite=Strict cookie is neither stored nor
+# sent (outside probe 107: every image of a framed worker's trials was refused), so there the
+# page asks (`FRAMED_HEADER`) for a cookie the browser keeps for this frame under that site
+# only: ``SameSite=None; Secure; Partitioned`` (CHIPS).
 COOKIE_JS = f"""(token) => {{
     const put = (value) => {{
         const x = new XMLHttpRequest();
         x.open('POST', '{SET_COOKIE[1:]}', false);
+        if (window.ccFramed) x.setRequestHeader('{FRAMED_HEADER}', '1');
         try {{ x.send(value || ''); }} catch (e) {{ return; }}  // the server is away: the next use tries again
-        document.cookie = '{TAB_COOKIE}=' + window.ccTab + '; path=/; SameSite=Strict';
+        document.cookie = '{TAB_COOKIE}=' + window.ccTab + '; path=/; '
+            + (window.ccFramed ? 'SameSite=None; Secure; Partitioned' : 'SameSite=Strict');
     }};
     window.ccTab ||= Math.random();
+    // A page of another origin above this one: reading its address throws.
+    window.ccFramed ??= (() => {{ try {{ return window.top !== window && !window.top.location.href; }} catch (e) {{ return true; }} }})();
     window.ccSession = token;
     put(token);
     if (!window.ccSessionKept) {{
@@ -111,7 +122,7 @@ _TOKEN_TEXT = re.compile(rb"[A-Za-z0-9_-]{0,%d}" % MAX_TOKEN_LENGTH)
 
 
 def session_cookie_answer(
-    method: str, fetch_site: str | None, secure: bool, body: bytes
+    method: str, fetch_site: str | None, secure: bool, body: bytes, framed: bool = False
 ) -> tuple[int, str, list]:
     """The guard's answer to a request for `SET_COOKIE`: ``(status, text, headers)``.
 
@@ -119,6 +130,11 @@ def session_cookie_answer(
     client that sends no such header is not a browser, and sets its cookies as it likes)
     whose body is a session token's text (URL-safe base64, at most `MAX_TOKEN_LENGTH`
     characters) or nothing sets the cookie; the token is checked where the cookie is read.
+
+    The cookie is ``SameSite=Strict``; for a page in another site's frame (`framed`, the
+    page's `FRAMED_HEADER`) ``SameSite=None; Secure; Partitioned``: kept for that frame under
+    that top site only, and only over HTTPS (or on the machine's own address, which a
+    browser counts as secure). Only the page's own sites may frame it (``frame-ancestors``).
     """
     if method != "POST":
         return 405, "Send the session token with POST.", []
@@ -131,7 +147,10 @@ def session_cookie_answer(
             "or nothing.",
             [],
         )
-    attributes = "; Path=/; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")
+    if framed:
+        attributes = "; Path=/; HttpOnly; SameSite=None; Secure; Partitioned"
+    else:
+        attributes = "; Path=/; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")
     value = f"{COOKIE}={body.decode()}" if body else f"{COOKIE}=; Max-Age=0"
     return 200, "", [(b"set-cookie", (value + attributes).encode()), (b"cache-control", b"no-store")]
 
@@ -652,6 +671,7 @@ class Guard:
                 _header(scope, b"sec-fetch-site"),
                 scope.get("scheme") == "https",
                 body,
+                framed=_header(scope, FRAMED_HEADER.encode()) == "1",
             )
             await _answer(send, status, text, headers)
             return

@@ -6,12 +6,19 @@ The server listens on a free local port and is closed when the block ends.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import importlib.util
+import ipaddress
 import socket
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from gradio_client import Client
 
 from app import build_app, launch_options, mark_ready
@@ -69,11 +76,46 @@ def free_port() -> int:
 HTTP_TIMEOUT_S = 120.0
 
 
+def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+    """A TLS certificate for 127.0.0.1, signed by its own key: ``(certificate, key)``, PEM
+    files written to `folder`. A browser takes it when told to ignore HTTPS errors."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=7))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    paths = folder / "certificate.pem", folder / "key.pem"
+    paths[0].write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return paths
+
+
 @contextlib.contextmanager
-def running_app(config: AppConfig) -> Iterator[tuple[Client, object]]:
-    """Build and launch the app for `config`; yield a connected `gradio_client.Client`."""
+def running_app(config: AppConfig, tls: tuple[Path, Path] | None = None) -> Iterator[tuple[Client, object]]:
+    """Build and launch the app for `config`; yield a connected `gradio_client.Client`.
+
+    With `tls` (`self_signed_certificate`'s files) the app is served over HTTPS."""
     demo = build_app(config)
     port = free_port()
+    options = (
+        {} if tls is None else {"ssl_certfile": str(tls[0]), "ssl_keyfile": str(tls[1]), "ssl_verify": False}
+    )
     try:
         demo.launch(
             server_name="127.0.0.1",
@@ -81,9 +123,14 @@ def running_app(config: AppConfig) -> Iterator[tuple[Client, object]]:
             prevent_thread_lock=True,
             quiet=True,
             **launch_options(config, demo),
+            **options,
         )
         mark_ready(demo)
-        yield SessionClient(f"http://127.0.0.1:{port}/", verbose=False), demo
+        if tls is None:
+            yield SessionClient(f"http://127.0.0.1:{port}/", verbose=False), demo
+        else:
+            verify = ssl.create_default_context(cafile=str(tls[0]))
+            yield SessionClient(f"https://127.0.0.1:{port}/", verbose=False, ssl_verify=verify), demo
     finally:
         demo.close()
 

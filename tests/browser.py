@@ -51,6 +51,9 @@ CHROMIUM_ARGS = (
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    # A public page (an MTurk HIT, routed by a test) may frame the app on 127.0.0.1; deployed,
+    # the app is on a public host and Local Network Access does not apply.
+    "--disable-features=LocalNetworkAccessChecks",
 )
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 # A ceiling on each wait for a condition, not a measured time: at a load of 10 on two cores
@@ -306,8 +309,10 @@ def live_app(tmp_path) -> Iterator[LiveApp]:
 def page(request, module_chromium) -> Iterator[object]:
     """A page in a fresh browser context (its own cookies and storage) of the module's
     Chromium (``module_chromium``, `tests.conftest`); its final state is saved as the
-    test's screenshot."""
-    context = module_chromium.new_context(viewport=VIEWPORT)
+    test's screenshot. A test marked ``browser_context(**options)`` gets a context made
+    with those options as well."""
+    marked = request.node.get_closest_marker("browser_context")
+    context = module_chromium.new_context(viewport=VIEWPORT, **(marked.kwargs if marked else {}))
     context.set_default_timeout(TIMEOUT_MS)
     browser_page = context.new_page()
     browser_page.js_errors = []

@@ -357,10 +357,21 @@ def test_the_session_cookie_is_set_by_the_server_for_the_apps_own_page_only(worl
     assert cookie.startswith(f"{COOKIE}={world.admin}; Path=/; HttpOnly; SameSite=Strict")
     assert cookie.endswith("; Secure") == world.url.startswith("https:")
     assert "Max-Age=0" in post(content=b"").headers["set-cookie"]  # signed out: cleared
+    # The page in another site's frame (an MTurk HIT) asks for the cookie that frame keeps.
+    framed = post(content=world.admin, headers={"sec-fetch-site": "same-origin", guard.FRAMED_HEADER: "1"})
+    assert framed.headers["set-cookie"] == (
+        f"{COOKIE}={world.admin}; Path=/; HttpOnly; SameSite=None; Secure; Partitioned"
+    )
+    assert (
+        post(content=world.admin, headers={guard.FRAMED_HEADER: "yes"})
+        .headers["set-cookie"]
+        .endswith("SameSite=Strict" + ("; Secure" if world.url.startswith("https:") else ""))
+    )
     assert post(content=b"a" * MAX_TOKEN_LENGTH).status_code == 200  # token-shaped: checked when read
     for refused, status in (
         (post(content=world.admin, headers={"sec-fetch-site": "same-site"}), 403),  # another port
         (post(content=world.admin, headers={"sec-fetch-site": "cross-site"}), 403),
+        (post(content=world.admin, headers={"sec-fetch-site": "cross-site", guard.FRAMED_HEADER: "1"}), 403),
         (post(content=b"<script>"), 400),
         (post(content=b"a" * (MAX_TOKEN_LENGTH + 1)), 400),
         (post(content=b"ok; Domain=example.org"), 400),

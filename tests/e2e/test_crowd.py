@@ -3,15 +3,27 @@
 import http.server
 import re
 import threading
+from collections.abc import Iterator
 
 import pytest
 
 from annotation.people.accounts import Actor
 from annotation.study import crowd
 from annotation.study.design import GROUND_TRUTH
+from app.guard import COOKIE
 from storage import open_db
 from tests.app.test_participant import _open_study
-from tests.browser import answerable, expect, live_app, open_tab, page, sign_in_admin, table_rows  # noqa: F401
+from tests.app_server import make_config, running_app, self_signed_certificate
+from tests.browser import (  # noqa: F401
+    LiveApp,
+    answerable,
+    expect,
+    live_app,
+    open_tab,
+    page,
+    sign_in_admin,
+    table_rows,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -44,7 +56,7 @@ def platform():
         server.server_close()
 
 
-def _link(config, return_url: str, quota: int) -> str:
+def _link(config, return_url: str, quota: int, **options) -> str:
     db = open_db(config.db_path)
     try:
         study_id = db.execute("select id from studies").fetchone()[0]
@@ -57,6 +69,7 @@ def _link(config, return_url: str, quota: int) -> str:
             screenout_code="SCREENED7",
             return_url=return_url,
             consent_text=CONSENT,
+            **options,
         )
         return token
     finally:
@@ -327,3 +340,50 @@ def test_the_list_of_links_follows_the_payment_counts(live_app, page, platform):
         f"Link {made['id']} is made, open until {ends} UTC: paste the address below into the platform."
     )
     expect(page.locator("#crowd_url textarea")).to_have_value(re.compile(r"\?study=[^&]+&PROLIFIC_PID="))
+
+
+def _loaded(frame, shown: str) -> None:
+    """Wait until the images under element `shown` of `frame` have all loaded with pixels
+    (scrolled into view: they load lazily)."""
+    frame.locator(f"{shown} img").first.scroll_into_view_if_needed()
+    frame.wait_for_function(
+        "(shown) => [...document.querySelectorAll(shown + ' img')].every((i) => i.complete && i.naturalWidth > 0)",
+        arg=shown,
+    )
+
+
+@pytest.fixture
+def https_app(tmp_path) -> Iterator[LiveApp]:
+    """A real app server over HTTPS (a self-signed certificate), as deployed for a crowd."""
+    config = make_config(tmp_path)
+    with running_app(config, tls=self_signed_certificate(tmp_path)) as (client, _):
+        yield LiveApp(config, client)
+
+
+@pytest.mark.browser_context(ignore_https_errors=True)  # the app's self-signed certificate
+def test_an_mturk_worker_sees_the_trial_images_inside_the_hits_frame(https_app, page, platform):
+    """Outside probe 107: inside the HIT's frame (top page on mturk.com) the page's
+    ``SameSite=Strict`` session cookie was dropped, and every image of the trials was refused."""
+    live_app = https_app
+    _open_study(live_app.config, n_concepts=2)
+    token = _link(live_app.config, f"{platform}/done?cc={{code}}", quota=3, id_param="workerId")
+    link = f"{live_app.url}?study={token}&workerId=W1FRAMED&assignmentId=A1&hitId=H1"
+    hit = f"<html><body><h1>HIT</h1><iframe id='hit' src='{link}' style='width:100%;height:800px'></iframe></body></html>"
+    page.context.route(
+        "https://www.mturk.com/**", lambda route: route.fulfill(content_type="text/html", body=hit)
+    )
+    page.goto("https://www.mturk.com/mturk/preview?groupId=G1")
+    frame = page.locator("#hit").element_handle().content_frame()
+    _start(frame)
+    _consent(frame)
+    frame.locator("#participant_background").get_by_text("no").click()
+    frame.locator("#participant_background_ok").click()
+    expect(frame.locator("#participant_progress")).to_contain_text("Trial 1 of")
+    # The model images and the colorings behind the ground truth, as in a tab.
+    for shown in ("#participant_left_images", "#participant_right_images", "#participant_colorings"):
+        _loaded(frame, shown)
+    [cookie] = [c for c in page.context.cookies() if c["name"] == COOKIE]
+    assert (cookie["sameSite"], cookie["secure"], cookie["httpOnly"]) == ("None", True, True)
+    [worker] = live_app.query("select external_id, consented is not null as agreed from crowd_participants")
+    assert (worker["external_id"], worker["agreed"]) == ("W1FRAMED", 1)
+    assert page.js_errors == []
