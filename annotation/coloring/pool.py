@@ -102,16 +102,33 @@ class ColoringPool:
 
         The executor starts a worker for a call only when none is idle, so a call that
         ends at once can leave the others unstarted; each round keeps every worker busy
-        for a moment, until all of them have answered one (a few rounds at most).
+        for a moment, until all of them have answered one (a few rounds at most). A worker
+        that dies meanwhile (outside probe 107 saw one at a start on a busy machine) costs
+        a warning and a new pool, as in `run`; a pool that breaks three times is raised.
         """
         answered: set[int] = set()
+        breaks = 0
         for _ in range(20):
-            pids = self.pids()
+            executor, pids = self._executor, self.pids()
             # A worker counts once it has answered: its start (`_worker_start`) has run.
             if len(pids) >= self.workers and answered >= set(pids):
                 return
-            futures = [self._executor.submit(_pid_after, 0.05) for _ in range(self.workers)]
-            answered |= {future.result() for future in futures}
+            try:
+                futures = [executor.submit(_pid_after, 0.05) for _ in range(self.workers)]
+                answered |= {future.result() for future in futures}
+            except BrokenProcessPool:
+                breaks += 1
+                if breaks == 3:
+                    raise
+                self._replace(executor)
+                answered = set()
+
+    def _replace(self, broken: ProcessPoolExecutor) -> None:
+        """A new executor in place of `broken`, unless another thread replaced it first."""
+        with self._lock:
+            if self._executor is broken:
+                _LOG.warning("a coloring worker died; starting a new pool")
+                self._executor = self._new_executor()
 
     def pids(self) -> list[int]:
         """Process ids of the current workers (for tests and the fault benchmark)."""
@@ -127,10 +144,7 @@ class ColoringPool:
         try:
             return executor.submit(fn, *args).result()
         except BrokenProcessPool:
-            with self._lock:
-                if self._executor is executor:
-                    _LOG.warning("a coloring worker died; starting a new pool")
-                    self._executor = self._new_executor()
+            self._replace(executor)
             return fn(*args)
 
     def close(self) -> None:

@@ -64,6 +64,20 @@ def test_a_killed_worker_costs_no_request_and_the_pool_is_replaced(pool):
     assert len(after) == 2 and not set(after) & set(before)
 
 
+def test_a_worker_that_dies_while_the_pool_starts_gets_a_new_pool(pool, caplog):
+    """Outside probe 107: a worker ended at a start on a busy machine, and the warm-up
+    logged a BrokenProcessPool traceback; it now starts a new pool and says so in words."""
+    pool.warm()
+    before = pool.pids()
+    os.kill(before[0], signal.SIGKILL)
+    with caplog.at_level("WARNING", logger="annotation.coloring.pool"):
+        pool.warm()
+    after = pool.pids()
+    assert len(after) == 2 and not set(after) & set(before)
+    assert [r.getMessage() for r in caplog.records] == ["a coloring worker died; starting a new pool"]
+    assert pool.run(os.getpid) in after
+
+
 def test_worker_count_from_the_environment(monkeypatch):
     monkeypatch.setenv(ENV_WORKERS, "3")
     assert default_workers() == 3
