@@ -347,9 +347,7 @@ class CrowdCounts(Tab):
         """Every link's live counts (`annotation.study.crowd.live_counts`), newest first."""
         rows = []
         for link in crowd.list_links(db):
-            counts = crowd.live_counts(db, link["id"])
-            rate = counts["attention_failure_rate"]
-            counts["attention_failure_rate"] = None if rate is None else round(rate, 3)
+            counts = rounded_counts(crowd.live_counts(db, link["id"]))
             state = crowd.link_state(link)
             rows.append(
                 [link[h] for h in SUMMARY_HEADERS[:4]] + [state] + [counts[h] for h in SUMMARY_HEADERS[5:]]
@@ -363,7 +361,20 @@ def _link_rows(db) -> list[list]:
     return [[shown.get(h, lambda v: v)(row[h]) for h in LINK_HEADERS] for row in crowd.list_links(db)]
 
 
+def rounded_counts(counts: dict) -> dict:
+    """A link's live counts (`annotation.study.crowd.live_counts`) as the Study tab's line
+    and the Admin tab's table both show them: median minutes to 0.1 (the table said 1.25
+    where the line said 1.2: outside probe 107), the attention failure rate to 0.001."""
+    median, rate = counts["median_minutes"], counts["attention_failure_rate"]
+    return {
+        **counts,
+        "median_minutes": None if median is None else round(median, 1),
+        "attention_failure_rate": None if rate is None else round(rate, 3),
+    }
+
+
 def _counts_text(counts: dict) -> str:
+    counts = rounded_counts(counts)
     median = "–" if counts["median_minutes"] is None else f"{counts['median_minutes']:.1f}"
     rate = counts["attention_failure_rate"]
     return escape(

@@ -12,7 +12,7 @@ import pytest
 from gradio_client.exceptions import AppError
 
 from annotation.study import crowd
-from app.crowd import SUMMARY_HEADERS
+from app.crowd import SUMMARY_HEADERS, _counts_text, rounded_counts
 from storage import open_db, parse_iso
 from tests.app.test_participant import _invite, _open_study, _rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -309,3 +309,18 @@ def test_who_comes_back_after_finishing_reads_how_it_ended_and_their_code():
         "this study has ended for you. Your code is **OUT1**"
     )
     assert study_over(state("active", "")) == ""
+
+
+def test_the_study_tab_and_the_admin_tab_show_the_same_median_and_rate():
+    """Outside probe 107: the Admin tab's table said 1.25 median minutes where the Study
+    tab's line said 1.2."""
+    counts = {status: 0 for status in crowd.STATUSES} | {"started": 3, "places_left": 1}
+    counts |= {"median_minutes": 1.25, "attention_failure_rate": 1 / 3}
+    table = rounded_counts(counts)
+    assert (table["median_minutes"], table["attention_failure_rate"]) == (1.2, 0.333)
+    line = _counts_text(counts)
+    assert f"median minutes (completed) {table['median_minutes']} · attention failure rate 33%" in line
+    assert (
+        rounded_counts(counts | {"median_minutes": None, "attention_failure_rate": None})["median_minutes"]
+        is None
+    )
