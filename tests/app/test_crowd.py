@@ -314,7 +314,7 @@ def test_who_comes_back_after_finishing_reads_how_it_ended_and_their_code():
 def test_the_study_tab_and_the_admin_tab_show_the_same_median_and_rate():
     """Outside probe 107: the Admin tab's table said 1.25 median minutes where the Study
     tab's line said 1.2."""
-    counts = {status: 0 for status in crowd.STATUSES} | {"started": 3, "places_left": 1}
+    counts = dict.fromkeys(crowd.STATUSES, 0) | {"started": 3, "places_left": 1}
     counts |= {"median_minutes": 1.25, "attention_failure_rate": 1 / 3}
     table = rounded_counts(counts)
     assert (table["median_minutes"], table["attention_failure_rate"]) == (1.2, 0.333)
