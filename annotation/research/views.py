@@ -27,6 +27,7 @@ from annotation.coloring import ground_truth
 from annotation.concepts import unknown_concept
 from annotation.errors import NotFound
 from evaluation.analysis import bootstrap, comparison, results, robustness, tables
+from evaluation.analysis.reference import UW71_RATINGS_SOURCE
 from evaluation.concepts import Concept
 from evaluation.pipeline import runs, scoring
 from evaluation.pipeline.overlay import item_overlays
@@ -254,8 +255,10 @@ def pick_source(db: sqlite_utils.Database, source: str, keys: Sequence[str]) -> 
 
     A newcomer's first evaluation (README, step 5) runs a model on a few concepts before any
     designer has colored them; the research views then open on the designers' source with
-    nothing in it. Here they fall back to the reference set covering most of `keys` (ties: the
-    first label) and say so. A reference set the person chose is always kept.
+    nothing in it. Here they fall back to the reference set covering most of `keys` and say
+    so; of sets that cover as many, the shipped ``uw71-ratings``, which ``score`` compares with
+    by default (the tab and the command line then give one Table 1), else the first label.
+    A reference set the person chose is always kept.
 
     Raises
     ------
@@ -267,7 +270,8 @@ def pick_source(db: sqlite_utils.Database, source: str, keys: Sequence[str]) -> 
     if source != human.DESIGNERS or not keys or human.vectors(db, source, keys):
         return SourceChoice(source)
     covered = {label: len(human.vectors(db, label, keys)) for label in human.reference_sources(db)}
-    best = max(covered, key=covered.get, default=None)  # the first of equals: sources are sorted
+    # The first of equals (sources are sorted), the shipped set before any.
+    best = max(covered, key=lambda label: (covered[label], label == UW71_RATINGS_SOURCE), default=None)
     if best is None or not covered[best]:
         return SourceChoice(source)
     return SourceChoice(

@@ -449,6 +449,17 @@ def test_views_fall_back_from_empty_designers_to_the_reference_set_that_covers_t
         "the human ground truth here instead (it has both). Choose 'designers' again once designers "
         "have colored them.",
     )
+    # A set of equal cover is not chosen over the shipped one, which `score` compares with by
+    # default (outside probe 110: 'a-lab' came first by label, and tab and CLI differed).
+    a_lab = {
+        "apple": HUMAN["apple"],
+        "banana": HUMAN["overripe apple"],
+        "rotten apple": HUMAN["rotten apple"],
+    }
+    human_rows.store_reference(db, "a-lab", a_lab, "test ratings")
+    assert views.pick_source(db, human_rows.DESIGNERS, ["apple", "banana"]) == choice
+    # A set that covers more of the concepts is ('uw71-ratings' has no modifier concept).
+    assert views.pick_source(db, human_rows.DESIGNERS, ["apple", "banana", "rotten apple"]).source == "a-lab"
     # A reference set chosen is kept, and so is the designers' source once it covers a concept.
     assert views.pick_source(db, "lab", ["banana"]) == views.SourceChoice("lab")
     assert views.pick_source(db, human_rows.DESIGNERS, ["unicorn"]) == views.SourceChoice(
