@@ -5,9 +5,10 @@ project's colorings, kept current by the app) or a reference set. `--reference-c
 loads a CSV over UW-71 under the label `--reference`; the shipped `uw71-ratings` set
 (Schloss et al.'s mean ratings in assets/reference/) is stored when missing.
 
-The tables are the Leaderboards tab's (`evaluation.analysis.results.analyses`): by default
-each model's recommended guidance scale (`--cfg`), and every cell with a bootstrap
-interval over the concepts (`--resamples`, `--seed`; `evaluation.analysis.bootstrap`),
+The tables are the Leaderboards tab's (`evaluation.analysis.results.analyses`), from the
+scores the app keeps (`evaluation.pipeline.scoring.stored_scores`: computed once, stored, in
+the export's ``scores`` table): by default each model's recommended guidance scale
+(`--cfg`), and every cell with a bootstrap interval over the concepts (`--resamples`, `--seed`; `evaluation.analysis.bootstrap`),
 stated under the tables and in the CSVs. Writes scores_long.csv, table1.csv and
 table2.csv (long form: value, mark, lo, hi and the resampling), ranking.csv (which
 adjacent models are distinguishable) and exclusions.csv.
@@ -136,7 +137,7 @@ def main(args: argparse.Namespace) -> int:
     from evaluation.analysis import results, uncertainty
     from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
     from evaluation.concepts import load_concepts
-    from evaluation.pipeline import runs
+    from evaluation.pipeline import runs, scoring
     from storage.spreadsheet import write_csv
 
     resampling = _resampling(args)
@@ -157,7 +158,17 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(
             f"no model distributions stored for run={args.run!r}, model={args.model!r}; run `extract` first"
         )
-    found = results.analyses(rows, human, load_concepts(), cfg=args.cfg, resampling=resampling)
+    concepts = load_concepts()
+    # Through the store, as the app scores: what is scored here is kept (an export's scores
+    # table holds it), and a score already there is not computed again.
+    frame = scoring.stored_scores(db, args.reference, concepts)
+    if args.run is not None:
+        frame = frame[frame["run"] == args.run]
+    if args.model is not None:
+        frame = frame[frame["model"] == args.model]
+    found = results.analyses(
+        rows, human, concepts, cfg=args.cfg, resampling=resampling, frame=results.latest_scores(frame)
+    )
     exclusions = pd.DataFrame(runs.exclusion_counts(db, run=args.run, concepts_only=True))
     out = args.out or args.data_dir / "scores" / (args.run or "all")
     out.mkdir(parents=True, exist_ok=True)

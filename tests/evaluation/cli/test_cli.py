@@ -432,6 +432,10 @@ def test_score_uses_the_leaderboards_scale_and_states_its_intervals(tmp_path, ca
     )
     pd.testing.assert_frame_equal(written, expected, check_dtype=False)
     assert set(pd.read_csv(out / "scores_long.csv")["source"]) == {"lab"}
+    # Kept in the store as the app keeps them (outside probe 110: an export after a run and
+    # score from the command line had an empty scores table).
+    stored = {(r["model"], r["concept"], r["cfg"]) for r in db["scores"].rows_where("source = ?", ["lab"])}
+    assert stored == {(r["model"], r["concept"], r["cfg"]) for r in runs.model_distributions(db)}
     pcc = written.set_index(["model", "metric"]).loc[("m-b", "pcc")]
     assert pcc["lo"] < pcc["value"] < pcc["hi"]  # m-b differs between apple and banana
     ranking = pd.read_csv(out / "ranking.csv")
