@@ -188,10 +188,14 @@ class CrowdLinks(Tab):
         link_id = whole_number(link_id, "Link id")
         per_trial = _finite(bonus, "Bonus per trial")
         table = crowd.payment_rows(db, link_id)
+        id_param = crowd.get_link(db, link_id)["id_param"]
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
-        texts = {"payments.csv": crowd.payment_csv(table), "approve.txt": crowd.approval_ids(table)}
+        texts = {
+            "payments.csv": crowd.payment_csv(table),
+            "approve.txt": crowd.approval_ids(table, id_param=id_param),
+        }
         if per_trial:
-            texts["bonus.csv"] = crowd.bonus_csv(table, per_trial)
+            texts["bonus.csv"] = crowd.bonus_csv(table, per_trial, id_param=id_param)
         folder = exports_folder(self.ctx.config.data_dir, f"crowd-{link_id}", stamp)
         folder.mkdir(parents=True)
         with removed_if_refused(folder):  # a full disk: no half-written set of files is left

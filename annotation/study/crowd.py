@@ -77,6 +77,13 @@ FINISHED = ("completed", "screened_out")
 HOLDS_PLACE = ("active", "completed")
 DEFAULT_ID_PARAM = "PROLIFIC_PID"
 STUDY_PARAM, SESSION_PARAM = "STUDY_ID", "SESSION_ID"
+MTURK_ID_PARAM = "workerId"
+PLATFORM_PARAMS = {MTURK_ID_PARAM: ("hitId", "assignmentId")}
+"""The study and session id parameters by a link's id parameter, where they are not
+``STUDY_ID``/``SESSION_ID``: MTurk appends ``hitId`` and ``assignmentId`` (with ``workerId``)
+to an external HIT's URL, and approves and pays by the assignment."""
+MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
+"""MTurk's ``assignmentId`` while a worker previews a HIT they have not accepted."""
 PROLIFIC_RETURN_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 DEFAULT_MINUTES = 30.0
 DEFAULT_JOINS_PER_ADDRESS = 10
@@ -292,10 +299,15 @@ def create_link(
 def link_url(base_url: str, token: str, id_param: str = DEFAULT_ID_PARAM) -> str:
     """The URL to paste into the platform, with Prolific's placeholders for its ids.
 
-    For Prolific: ``BASE/?study=TOKEN&PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID=...``;
-    for another `id_param` only that parameter, with the placeholder ``{{%NAME%}}`` to be
-    replaced by the platform's own syntax (docs/crowd.md).
+    For Prolific: ``BASE/?study=TOKEN&PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID=...``; for
+    MTurk (`MTURK_ID_PARAM`) ``BASE/?study=TOKEN`` alone: MTurk appends ``workerId``,
+    ``assignmentId`` and ``hitId`` to an external HIT's URL itself (a placeholder left in
+    would give ``workerId`` twice, which is refused); for another `id_param` only that
+    parameter, with the placeholder ``{{%NAME%}}`` to be replaced by the platform's own
+    syntax (docs/crowd.md).
     """
+    if id_param == MTURK_ID_PARAM:
+        return f"{base_url.rstrip('/')}/?study={token}"
     url = f"{base_url.rstrip('/')}/?study={token}&{id_param}={{{{%{id_param}%}}}}"
     if id_param == DEFAULT_ID_PARAM:
         url += f"&{STUDY_PARAM}={{{{%{STUDY_PARAM}%}}}}&{SESSION_PARAM}={{{{%{SESSION_PARAM}%}}}}"
@@ -382,7 +394,8 @@ def join(
         The link's ``study`` parameter.
     params : mapping of str to str or list of str
         The page's query parameters: the link's ``id_param`` (required), ``STUDY_ID`` and
-        ``SESSION_ID`` (kept when present); a parameter given more than once is a list of
+        ``SESSION_ID`` (kept when present; ``hitId`` and ``assignmentId`` for a ``workerId``
+        link, `platform_params`); a parameter given more than once is a list of
         its values, and refused.
     address : str
         The client's address, for the per-address limit.
@@ -416,10 +429,13 @@ def join(
                 "this study link is not valid (unknown or mistyped); open it from the study page"
             )
         link = rows[0]
+        study_param, session_param = platform_params(link["id_param"])
+        if link["id_param"] == MTURK_ID_PARAM and one_param(params, session_param) == MTURK_PREVIEW:
+            raise InvalidInput("this is the HIT's preview: accept the HIT on MTurk to start the study")
         external_id = _external_id(params, link["id_param"])
         platform_ids = {
-            "platform_study_id": _optional_id(params, STUDY_PARAM),
-            "platform_session_id": _optional_id(params, SESSION_PARAM),
+            "platform_study_id": _optional_id(params, study_param),
+            "platform_session_id": _optional_id(params, session_param),
         }
         # One id, one participant of the study, through whichever of its links (a second
         # link of a study, a top-up, took the same person in again for the same pairs).
@@ -482,7 +498,7 @@ def _resume(
     # a participant id alone (a Prolific PID is no secret: it is in screenshots and
     # payment mails) resumed anyone's place, ended their session, or showed their
     # completion code (outside probe 108). One recorded is asked for again.
-    for column, param in (("platform_study_id", STUDY_PARAM), ("platform_session_id", SESSION_PARAM)):
+    for column, param in zip(("platform_study_id", "platform_session_id"), platform_params(link["id_param"])):
         if person[column] is not None and platform_ids[column] != person[column]:
             raise Conflict(
                 f"this {link['id_param']} took part in this study with another {param}: open the study from "
@@ -610,6 +626,12 @@ def _external_id(params: Mapping[str, str | list[str]], name: str) -> str:
             f"got {shown(value)}"
         )
     return value
+
+
+def platform_params(id_param: str) -> tuple[str, str]:
+    """The names of the platform's study and session id parameters for a link whose id
+    parameter is `id_param` (`PLATFORM_PARAMS`; ``STUDY_ID`` and ``SESSION_ID`` otherwise)."""
+    return PLATFORM_PARAMS.get(id_param, (STUDY_PARAM, SESSION_PARAM))
 
 
 def _optional_id(params: Mapping[str, str | list[str]], name: str) -> str | None:
@@ -1036,21 +1058,37 @@ def _payable(table: pd.DataFrame, statuses: tuple[str, ...]) -> pd.DataFrame:
     return table[table["status"].isin(statuses) & ~erased]
 
 
-def approval_ids(table: pd.DataFrame, statuses: tuple[str, ...] = ("completed",)) -> str:
+def approval_ids(
+    table: pd.DataFrame, statuses: tuple[str, ...] = ("completed",), id_param: str = DEFAULT_ID_PARAM
+) -> str:
     """The ids to approve, one a line: what Prolific's "bulk approve" box takes (erased ids
-    left out)."""
-    return "".join(f"{pid}\n" for pid in _payable(table, statuses)["participant_id"])
+    left out); for an MTurk link (`id_param` `MTURK_ID_PARAM`) the assignment ids, which
+    MTurk approves (``aws mturk approve-assignment --assignment-id``), a row without one left out."""
+    chosen = _payable(table, statuses)
+    if id_param == MTURK_ID_PARAM:
+        return "".join(f"{assignment}\n" for assignment in chosen["session_id"] if assignment)
+    return "".join(f"{pid}\n" for pid in chosen["participant_id"])
 
 
-def bonus_csv(table: pd.DataFrame, per_trial: float, statuses: tuple[str, ...] = ("completed",)) -> str:
+def bonus_csv(
+    table: pd.DataFrame,
+    per_trial: float,
+    statuses: tuple[str, ...] = ("completed",),
+    id_param: str = DEFAULT_ID_PARAM,
+) -> str:
     """``participant_id,amount`` lines, no header, amount = `per_trial` x trials in the
-    platform's currency with 2 decimals: the form Prolific's bulk bonus takes."""
+    platform's currency with 2 decimals: the form Prolific's bulk bonus takes. For an MTurk
+    link ``workerId,assignmentId,amount``: MTurk's bonus names both
+    (``aws mturk send-bonus``), a row without an assignment id left out."""
     if isinstance(per_trial, bool) or not isinstance(per_trial, (int, float)) or not 0 < per_trial <= 100:
         raise InvalidInput(f"`per_trial` must be a number in (0, 100], got {shown(per_trial)}")
     chosen = _payable(table, statuses)
-    return "".join(
-        f"{pid},{per_trial * n:.2f}\n" for pid, n in zip(chosen["participant_id"], chosen["trials"])
-    )
+    if id_param == MTURK_ID_PARAM:
+        chosen = chosen[chosen["session_id"] != ""]
+        ids = [f"{w},{a}" for w, a in zip(chosen["participant_id"], chosen["session_id"])]
+    else:
+        ids = list(chosen["participant_id"])
+    return "".join(f"{pid},{per_trial * n:.2f}\n" for pid, n in zip(ids, chosen["trials"]))
 
 
 EXTERNAL_ID_COLUMNS = (

@@ -384,6 +384,9 @@ def test_an_mturk_worker_sees_the_trial_images_inside_the_hits_frame(https_app, 
         _loaded(frame, shown)
     [cookie] = [c for c in page.context.cookies() if c["name"] == COOKIE]
     assert (cookie["sameSite"], cookie["secure"], cookie["httpOnly"]) == ("None", True, True)
-    [worker] = live_app.query("select external_id, consented is not null as agreed from crowd_participants")
-    assert (worker["external_id"], worker["agreed"]) == ("W1FRAMED", 1)
+    [worker] = live_app.query(
+        "select external_id, platform_study_id, platform_session_id, consented is not null as agreed "
+        "from crowd_participants"
+    )
+    assert tuple(worker.values()) == ("W1FRAMED", "H1", "A1", 1)
     assert page.js_errors == []

@@ -122,6 +122,11 @@ def test_a_link_makes_participants_only_and_keeps_only_the_token_hash(setup):
         f"http://host:7860/?study={token}&PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
         "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
     )
+    # MTurk appends workerId, assignmentId and hitId to an external HIT's URL itself.
+    assert crowd.link_url("https://host/", token, "workerId") == f"https://host/?study={token}"
+    assert crowd.link_url("https://host/", token, "participantId") == (
+        f"https://host/?study={token}&participantId={{{{%participantId%}}}}"
+    )
 
 
 def test_the_same_pid_resumes_its_account_and_its_trials(setup):
@@ -369,6 +374,31 @@ def test_bad_links_and_ids_are_refused_with_the_field_named(setup):
         ):
             _join(db, token, "pid-a", workerId=bad)
     assert _join(db, token, "ignored", workerId="A1B2").state.external_id == "A1B2"
+
+
+def test_an_mturk_worker_is_kept_by_hit_and_assignment_and_approved_by_the_assignment(setup):
+    """MTurk appends hitId and assignmentId to an external HIT's URL and approves, pays and
+    bonuses by the assignment: outside probe 111 found payments.csv's study and session ids
+    empty and approve.txt listing worker ids."""
+    db, study_id = setup
+    link, token = _link(db, study_id, id_param="workerId")
+    before = _dump(db)
+    with pytest.raises(InvalidInput, match="this is the HIT's preview: accept the HIT on MTurk"):
+        crowd.join(db, token, {"assignmentId": crowd.MTURK_PREVIEW, "hitId": "H1"}, address="1.2.3.4", now=T0)
+    assert _dump(db) == before
+    query = {"workerId": "W1", "hitId": "H1", "assignmentId": "A1", "turkSubmitTo": "https://www.mturk.com"}
+    joined = crowd.join(db, token, query, address="1.2.3.4", now=T0 - dt.timedelta(minutes=20))
+    worker = _actor(db, joined)
+    assert _judge(db, worker, 10) == 10
+    assert crowd.settle(db, worker, now=T0).code == "C0MPLETE"
+    with pytest.raises(Conflict, match="this workerId took part in this study with another assignmentId"):
+        crowd.join(db, token, {**query, "assignmentId": "A2"}, address="1.2.3.4", now=T0)
+    table = crowd.payment_rows(db, link["id"], now=T0)
+    assert table[["participant_id", "status", "study_id", "session_id"]].values.tolist() == [
+        ["W1", "completed", "H1", "A1"]
+    ]
+    assert crowd.approval_ids(table, id_param="workerId") == "A1\n"
+    assert crowd.bonus_csv(table, 0.05, id_param="workerId") == "W1,A1,0.50\n"
 
 
 def test_a_platform_id_that_is_not_an_id_or_a_parameter_given_twice_is_refused_and_writes_nothing(setup):
