@@ -217,7 +217,8 @@ def create_link(
         The query parameter with the platform's participant id (``PROLIFIC_PID``,
         ``workerId``, ``id``...).
     return_url : str
-        An ``http(s)://`` URL; ``{code}`` in it is replaced by the person's code.
+        An ``http(s)://`` URL; ``{code}`` in it is replaced by the person's code and
+        ``{assignmentId}`` by their platform session id (`return_address`).
     max_failed_checks : int
         Attention checks a person may fail before being screened out, >= 0.
     joins_per_address : int
@@ -976,16 +977,26 @@ def _code(link: dict, status: str) -> str:
     return {"completed": link["completion_code"], "screened_out": link["screenout_code"]}.get(status, "")
 
 
+def return_address(link: Mapping, person: Mapping, code: str) -> str:
+    """`link`'s return URL for `person`: ``{code}`` replaced by `code`, ``{assignmentId}`` by
+    the platform's session id they came with ("" when none): MTurk's external submit
+    (``https://www.mturk.com/mturk/externalSubmit?assignmentId={assignmentId}&code={code}``)
+    takes the assignment back, which one code for everyone cannot name. Both are ids of
+    letters, digits, ``.``, ``_`` and ``-`` (`_ID_CHARS`), safe in a URL as they are."""
+    session = person.get("platform_session_id") or ""
+    return link["return_url"].replace("{assignmentId}", session).replace("{code}", code)
+
+
 def _state(link: dict, person: dict) -> CrowdState:
     code = _code(link, person["status"])
     return CrowdState(
         person["status"],
         code,
-        link["return_url"].replace("{code}", code) if code else "",
+        return_address(link, person, code) if code else "",
         iso(_deadline(person["started"], link["minutes"])),
         person["external_id"],
         person.get("consented") or "",
-        link["return_url"].replace("{code}", ""),
+        return_address(link, person, ""),
     )
 
 

@@ -381,7 +381,8 @@ def test_an_mturk_worker_is_kept_by_hit_and_assignment_and_approved_by_the_assig
     bonuses by the assignment: outside probe 111 found payments.csv's study and session ids
     empty and approve.txt listing worker ids."""
     db, study_id = setup
-    link, token = _link(db, study_id, id_param="workerId")
+    submit = "https://www.mturk.com/mturk/externalSubmit?assignmentId={assignmentId}&code={code}"
+    link, token = _link(db, study_id, id_param="workerId", return_url=submit)
     before = _dump(db)
     with pytest.raises(InvalidInput, match="this is the HIT's preview: accept the HIT on MTurk"):
         crowd.join(db, token, {"assignmentId": crowd.MTURK_PREVIEW, "hitId": "H1"}, address="1.2.3.4", now=T0)
@@ -390,7 +391,11 @@ def test_an_mturk_worker_is_kept_by_hit_and_assignment_and_approved_by_the_assig
     joined = crowd.join(db, token, query, address="1.2.3.4", now=T0 - dt.timedelta(minutes=20))
     worker = _actor(db, joined)
     assert _judge(db, worker, 10) == 10
-    assert crowd.settle(db, worker, now=T0).code == "C0MPLETE"
+    # Sent back to MTurk's external submit with the assignment (outside probe 112: one code
+    # for everyone named no assignment, so an ExternalQuestion HIT could not be submitted).
+    assert crowd.settle(db, worker, now=T0).return_url == (
+        "https://www.mturk.com/mturk/externalSubmit?assignmentId=A1&code=C0MPLETE"
+    )
     with pytest.raises(Conflict, match="this workerId took part in this study with another assignmentId"):
         crowd.join(db, token, {**query, "assignmentId": "A2"}, address="1.2.3.4", now=T0)
     table = crowd.payment_rows(db, link["id"], now=T0)
