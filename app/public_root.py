@@ -13,8 +13,8 @@ in the log, once per address, when a proxied page's address differs from
 from __future__ import annotations
 
 import logging
+import urllib.parse
 
-import httpx
 from gradio.route_utils import get_root_url
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -28,6 +28,7 @@ PAGE_PATHS = ("/", "/config", "/config/")
 """The requests whose answer carries the page's address (``root``): the page, its configuration."""
 PROXY_HEADERS = (b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host")
 """A request with any of these came through a proxy (a visit to the app's own port has none)."""
+DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_WARNED = 16
 """Distinct addresses warned about; the ``Host`` header is the client's to choose."""
 
@@ -35,8 +36,11 @@ MAX_WARNED = 16
 def address(url: str) -> tuple[str, str, int | None, str]:
     """`url`'s scheme, host (lower case), port (``None`` for the scheme's default) and path
     without a trailing ``/``: two URLs that name one address compare equal."""
-    parsed = httpx.URL(url)
-    return parsed.scheme, parsed.host.lower(), parsed.port, parsed.path.rstrip("/")
+    parsed = urllib.parse.urlsplit(url)
+    port = parsed.port  # ValueError for a port that is not one
+    if port == DEFAULT_PORTS.get(parsed.scheme):
+        port = None
+    return parsed.scheme, (parsed.hostname or "").lower(), port, parsed.path.rstrip("/")
 
 
 def mismatch(page_root: str, public_url: str) -> str | None:
@@ -78,10 +82,11 @@ class PublicRootCheck:
         try:
             # As Gradio computes the page's ``root`` (gradio.routes, the page and /config).
             root = get_root_url(request, route_path(request.scope), request.scope.get("root_path") or None)
-        except (httpx.InvalidURL, ValueError):
-            return  # a Host header no URL can hold; Gradio's own answer deals with it
-        if root in self.warned:
+            if root in self.warned:
+                return
+            problem = mismatch(root, self.public_url)
+        except Exception:  # a Host no URL can hold (httpx.InvalidURL, a bad port): Gradio answers it
             return
-        if problem := mismatch(root, self.public_url):
+        if problem:
             self.warned.add(root)
             log.warning("The page's address is not --public-url: %s.", problem)

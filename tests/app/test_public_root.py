@@ -64,3 +64,9 @@ def test_a_proxied_page_with_the_port_and_a_visit_to_the_apps_port_are_not(app_u
     httpx.get(f"{app_url}/", headers=headers, timeout=60)
     httpx.get(f"{app_url}/", timeout=60)  # no proxy: the app's own address, not the public one
     assert warnings_of(caplog) == []
+
+
+def test_a_host_that_is_no_address_leaves_the_app_serving(app_url):
+    answer = httpx.get(f"{app_url}/config", headers={**PROXIED, "host": "127.0.0.1:port"}, timeout=60)
+    assert answer.status_code == 200
+    assert httpx.get(f"{app_url}/healthz", timeout=60).text == "ready"
