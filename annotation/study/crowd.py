@@ -1062,11 +1062,15 @@ def payment_csv(table: pd.DataFrame) -> str:
     return csv_text(table, index=False)
 
 
-def _payable(table: pd.DataFrame, statuses: tuple[str, ...]) -> pd.DataFrame:
+def _payable(table: pd.DataFrame, statuses: tuple[str, ...], id_param: str) -> pd.DataFrame:
     """The rows of `statuses` with a platform id: an erased one (`ERASED_ID`) is no id the
-    platform takes (outside probe 98), and such a person is approved or paid on the platform."""
+    platform takes (outside probe 98), and such a person is approved or paid on the platform;
+    on MTurk (`MTURK_ID_PARAM`), which pays by the assignment, only rows with an assignment id."""
     erased = table["participant_id"].astype(str).str.fullmatch(_ERASED.pattern)
-    return table[table["status"].isin(statuses) & ~erased]
+    payable = table["status"].isin(statuses) & ~erased
+    if id_param == MTURK_ID_PARAM:
+        payable &= table["session_id"] != ""
+    return table[payable]
 
 
 def approval_ids(
@@ -1075,10 +1079,8 @@ def approval_ids(
     """The ids to approve, one a line: what Prolific's "bulk approve" box takes (erased ids
     left out); for an MTurk link (`id_param` `MTURK_ID_PARAM`) the assignment ids, which
     MTurk approves (``aws mturk approve-assignment --assignment-id``), a row without one left out."""
-    chosen = _payable(table, statuses)
-    if id_param == MTURK_ID_PARAM:
-        return "".join(f"{assignment}\n" for assignment in chosen["session_id"] if assignment)
-    return "".join(f"{pid}\n" for pid in chosen["participant_id"])
+    chosen = _payable(table, statuses, id_param)
+    return "".join(f"{i}\n" for i in chosen["session_id" if id_param == MTURK_ID_PARAM else "participant_id"])
 
 
 def bonus_csv(
@@ -1093,12 +1095,10 @@ def bonus_csv(
     (``aws mturk send-bonus``), a row without an assignment id left out."""
     if isinstance(per_trial, bool) or not isinstance(per_trial, (int, float)) or not 0 < per_trial <= 100:
         raise InvalidInput(f"`per_trial` must be a number in (0, 100], got {shown(per_trial)}")
-    chosen = _payable(table, statuses)
+    chosen = _payable(table, statuses, id_param)
+    ids = chosen["participant_id"]
     if id_param == MTURK_ID_PARAM:
-        chosen = chosen[chosen["session_id"] != ""]
-        ids = [f"{w},{a}" for w, a in zip(chosen["participant_id"], chosen["session_id"])]
-    else:
-        ids = list(chosen["participant_id"])
+        ids = ids + "," + chosen["session_id"]
     return "".join(f"{pid},{per_trial * n:.2f}\n" for pid, n in zip(ids, chosen["trials"]))
 
 

@@ -8,8 +8,8 @@ loads a CSV over UW-71 under the label `--reference`; the shipped `uw71-ratings`
 The tables are the Leaderboards tab's (`evaluation.analysis.results.analyses`), from the
 scores the app keeps (`evaluation.pipeline.scoring.stored_scores`: computed once, stored, in
 the export's ``scores`` table): by default each model's recommended guidance scale
-(`--cfg`), and every cell with a bootstrap interval over the concepts (`--resamples`, `--seed`; `evaluation.analysis.bootstrap`),
-stated under the tables and in the CSVs. Writes scores_long.csv, table1.csv and
+(`--cfg`), and every cell with a bootstrap interval over the concepts (`--resamples`,
+`--seed`; `evaluation.analysis.bootstrap`), stated under the tables and in the CSVs. Writes scores_long.csv, table1.csv and
 table2.csv (long form: value, mark, lo, hi and the resampling), ranking.csv (which
 adjacent models are distinguishable) and exclusions.csv.
 """
