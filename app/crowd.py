@@ -9,10 +9,11 @@ of a link (one row per external id) refreshes by itself every `REFRESH_S` second
 shown, with the live counts above it; **Download** writes it as CSV beside the ids to
 approve and (with a bonus per trial) the bonus lines, the files Prolific's bulk approval
 and bulk bonus take. **Mark returned** frees the place of someone who returned the study
-on the platform.
+on the platform; **Let start again** lets one who returned or timed out come back (an MTurk
+worker who accepted the HIT again, with a new assignment).
 
 Endpoints (researcher or admin): ``crowd_make_link``, ``crowd_links``, ``crowd_close_link``,
-``crowd_payments``, ``crowd_download``, ``crowd_returned``. The Admin tab shows every link's
+``crowd_payments``, ``crowd_download``, ``crowd_returned``, ``crowd_restart``. The Admin tab shows every link's
 live counts (`build_summary`, ``admin_crowd_counts``).
 
 The section is a `CrowdLinks` and the Admin tab's counts a `CrowdCounts`: their handlers are
@@ -94,6 +95,14 @@ EVENTS = (
         (*PAYMENTS, "pay_note"),
         "pay_note",
         "crowd_returned",
+    ),
+    On(
+        "restart.click",
+        "restart",
+        (*_TOKEN, "link_id", "external_id"),
+        (*PAYMENTS, "pay_note"),
+        "pay_note",
+        "crowd_restart",
     ),
 )
 """The section's wiring, in the order Gradio registers it (`CrowdLinks.wire`)."""
@@ -181,6 +190,18 @@ class CrowdLinks(Tab):
             "is free again."
         )
         return {**self._payments(db, link_id), self.parts["pay_note"]: marked}
+
+    @role(*ROLES)
+    def restart(self, db, actor, link_id, external_id: str) -> dict:
+        """Let an external id that returned or timed out start again (an MTurk worker who took
+        the HIT again: a new assignment); says so beside the button."""
+        link_id = whole_number(link_id, "Link id")
+        person = crowd.let_start_again(db, link_id, (external_id or "").strip(), actor)
+        said = (
+            f"**{escape(person['external_id'])}** may start again on link {link_id}: their next visit "
+            "with this id takes a free place, goes on with the votes they gave, and has its own time limit."
+        )
+        return {**self._payments(db, link_id), self.parts["pay_note"]: said}
 
     @role(*ROLES)
     def download(self, db, actor, link_id, bonus) -> dict:
@@ -271,8 +292,9 @@ def _layout() -> dict:
     with gr.Row():
         bonus = gr.Number(0, label="Bonus per trial (0: none)", elem_id="crowd_bonus")
         download = gr.Button("Download CSV", elem_id="crowd_download")
-        external_id = gr.Textbox(label="External id that returned", elem_id="crowd_external_id")
+        external_id = gr.Textbox(label="External id (platform id)", elem_id="crowd_external_id")
         returned = gr.Button("Mark returned", elem_id="crowd_returned")
+        restart = gr.Button("Let start again", elem_id="crowd_restart")
     pay_note = note_area("crowd_pay_note")
     files = gr.File(label="Payment files", file_count="multiple", elem_id="crowd_files")
 
@@ -304,6 +326,7 @@ def _layout() -> dict:
         "download": download,
         "external_id": external_id,
         "returned": returned,
+        "restart": restart,
         "pay_note": pay_note,
         "files": files,
     }
@@ -384,7 +407,8 @@ def _counts_text(counts: dict) -> str:
     return escape(
         f"Started {counts['started']} · active {counts['active']} · completed {counts['completed']} · "
         f"screened out {counts['screened_out']} · timed out {counts['timed_out']} · returned "
-        f"{counts['returned']} · account closed {counts['account_closed']} · places left {counts['places_left']} · "
+        f"{counts['returned']} · account closed {counts['account_closed']} · may start again "
+        f"{counts['may_restart']} · places left {counts['places_left']} · "
         "median minutes (completed) "
         f"{median} · attention failure rate {'–' if rate is None else f'{rate:.0%}'}"
     )

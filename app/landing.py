@@ -360,10 +360,11 @@ def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[
     return session.token, f"Signed in as **{escape(session.pseudonym)}**."
 
 
-def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[str, str, bool]:
+def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[str | None, str, bool]:
     """``(session_token, message, finished)`` for an open study link's query parameters
     (``study`` and the platform's ids): a new participant, or the same external id resumed
-    (`finished`: one who has finished the study); raises `gr.Error`.
+    (`finished`: one who has finished the study); no session (None) for an MTurk HIT's
+    preview (`annotation.study.crowd.HitPreview`), whose message is no failure; raises `gr.Error`.
 
     Unknown link tokens count as failed sign-ins of `address` (`annotation.people.throttle`);
     new people per address are limited by the link (`annotation.study.crowd.join`)."""
@@ -374,6 +375,8 @@ def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[st
         except InvalidToken:
             throttle.record_failure(db, address, "study link")
             raise
+        except crowd.HitPreview as preview:  # no failure: the link works once the HIT is accepted
+            return None, f"**This is the HIT's preview:** {escape(str(preview))}.", True
     name = escape(joined.session.pseudonym)
     if joined.state.finished:
         return joined.session.token, f"Welcome back, **{name}**: {study_over(joined.state)}", True
@@ -406,6 +409,8 @@ def study_over(state: crowd.CrowdState | None) -> str:
         return "your time for this study ran out; please return it on the platform."
     if state.status == "account_closed":
         return "the organisers closed your account for this study; please return it on the platform."
+    if state.status == "may_restart":
+        return "the organisers let you start this study again: open it again from the platform to go on."
     if not state.consented:
         return (
             "you did not agree to the consent text, so you do not take part; please return the "
@@ -523,6 +528,8 @@ def _from_link(ctx: AppContext, params: dict, stored: str | None, address: str) 
             "**This study link did not work:**" if params.get("study") else "Your invite link did not work:"
         )
         return (stored if before else ""), f"{link} {error.message}", True
+    if token is None:  # a HIT's preview: nobody joined
+        return (stored if before else ""), message, on_start
     after = current_actor(ctx, token)
     if before is not None and after is not None and before.pseudonym != after.pseudonym:
         # The browser had someone else's session: the link replaced it here.

@@ -18,7 +18,8 @@ transaction that creates the account:
 - a place is taken by a person who is ``active`` or ``completed``; a person who times
   out (`expire_overdue`), returns (`mark_returned`) or is screened out frees it, and
   their reserved trials go back to the pool (their votes stay, tagged by the payment
-  table's status);
+  table's status); one who returned or timed out and whom the organisers let start
+  again (`let_start_again`) takes a place again on their next visit, as a newcomer would;
 - new people per client address are limited to the link's ``joins_per_address`` per
   hour (`JOIN_WINDOW_S`);
 - after each vote `settle` screens a person out once they have failed more than
@@ -72,7 +73,7 @@ from annotation.study.judging import progress
 from storage import insert_row, iso, parse_iso, shown_time, transaction, update_rows, utcnow
 from storage.spreadsheet import csv_text
 
-STATUSES = ("active", "completed", "screened_out", "timed_out", "returned", "account_closed")
+STATUSES = ("active", "completed", "screened_out", "timed_out", "returned", "account_closed", "may_restart")
 FINISHED = ("completed", "screened_out")
 HOLDS_PLACE = ("active", "completed")
 DEFAULT_ID_PARAM = "PROLIFIC_PID"
@@ -129,6 +130,10 @@ PAYMENT_COLUMNS = (
     "checks_failed",
     "code",
 )
+
+
+class HitPreview(InvalidInput):
+    """An MTurk HIT opened in its preview, before the worker accepted it: nothing is stored."""
 
 
 class LinkClosed(Conflict):
@@ -432,7 +437,7 @@ def join(
         link = rows[0]
         study_param, session_param = platform_params(link["id_param"])
         if link["id_param"] == MTURK_ID_PARAM and one_param(params, session_param) == MTURK_PREVIEW:
-            raise InvalidInput("this is the HIT's preview: accept the HIT on MTurk to start the study")
+            raise HitPreview("accept the HIT on MTurk to start the study; the trials follow here")
         external_id = _external_id(params, link["id_param"])
         platform_ids = {
             "platform_study_id": _optional_id(params, study_param),
@@ -499,11 +504,19 @@ def _resume(
     # a participant id alone (a Prolific PID is no secret: it is in screenshots and
     # payment mails) resumed anyone's place, ended their session, or showed their
     # completion code (outside probe 108). One recorded is asked for again.
+    if person["status"] == "may_restart":
+        return _restart(db, link, person, platform_ids, session_days, now)
     for column, param in zip(("platform_study_id", "platform_session_id"), platform_params(link["id_param"])):
         if person[column] is not None and platform_ids[column] != person[column]:
+            if person["status"] in FINISHED:  # a second HIT or place of a study they finished
+                raise Conflict(
+                    f"this {link['id_param']} has finished this study already, with another {param}: each "
+                    "person takes part once, so return this one on the platform"
+                )
             raise Conflict(
                 f"this {link['id_param']} took part in this study with another {param}: open the study from "
-                "your own page on the platform; if you did not start it before, write to the organisers"
+                "your own page on the platform; if you did not start it before, or returned it and took "
+                "it again, write to the organisers (they can let you start again)"
             )
     if missing := {k: v for k, v in platform_ids.items() if v is not None and person[k] is None}:
         update_rows(db, "crowd_participants", {"annotator_id": person["annotator_id"]}, missing)
@@ -511,15 +524,46 @@ def _resume(
     person = _timed_out_if_overdue(db, link, person, now)
     if person["status"] == "timed_out":
         raise Conflict(
-            "your time for this study ran out; it cannot be taken again (return it on the platform)"
+            "your time for this study ran out; it cannot be taken again (return it on the platform, or "
+            "write to the organisers: they can let you start again)"
         )
     if person["status"] == "returned":
-        raise Conflict("you returned this study; it cannot be taken again")
+        raise Conflict(
+            "you returned this study; it cannot be taken again (if that was a mistake, write to the "
+            "organisers: they can let you start again)"
+        )
     if person["status"] == "account_closed":
         raise Conflict(
             "the organisers closed your account for this study; it cannot be taken again (return it on "
             "the platform)"
         )
+    return _signed_in_again(db, link, person, session_days, now)
+
+
+def _restart(
+    db, link: dict, person: dict, platform_ids: dict, session_days: float, now: dt.datetime
+) -> Joined:
+    """Take back a person the organisers let start again (`let_start_again`), as a newcomer
+    is taken: the link open and a place free; with the platform ids of this visit."""
+    judged = db.execute(
+        "select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
+        "where p.study_id = ? and j.participant_id = ?",
+        [link["study_id"], person["annotator_id"]],
+    ).fetchone()[0]
+    _check_open(db, link, now, judged=judged)
+    update_rows(
+        db,
+        "crowd_participants",
+        {"annotator_id": person["annotator_id"]},
+        {**platform_ids, "status": "active", "started": iso(now), "finished": None},
+    )
+    audit.record(db, "system", "crowd_restart", "annotator", person["annotator_id"], now=now)
+    person = db["crowd_participants"].get(person["annotator_id"])
+    return _signed_in_again(db, link, person, session_days, now)
+
+
+def _signed_in_again(db, link: dict, person: dict, session_days: float, now: dt.datetime) -> Joined:
+    """A new session for a person who came back (their other sessions end: ``resumed``)."""
     invite = new_invite(
         db,
         person["annotator_id"],
@@ -532,7 +576,9 @@ def _resume(
     return Joined(session, True, _state(link, person))
 
 
-def _check_open(db, link: dict, now: dt.datetime) -> None:
+def _check_open(db, link: dict, now: dt.datetime, judged: int = 0) -> None:
+    """Refuse a newcomer to `link` when it is closed, ended or full; `judged`: the trials of
+    the study a person taken back (`_restart`) judged before, which they are not asked again."""
     if link["closed"]:
         raise LinkClosed(
             "this study is closed and takes no new participants; please return it on the platform"
@@ -551,6 +597,7 @@ def _check_open(db, link: dict, now: dt.datetime) -> None:
             f"this study is full: all {link['quota']} places are taken; please return it on the platform"
         )
     left, asked, needed = votes_left(db, link["study_id"], now=now)
+    asked = max(0, asked - judged)
     if left < asked:
         # It said "its pairs have all the votes they need" with votes still open (an outside
         # check): the last few are fewer than one person's trials, for an invited participant.
@@ -705,6 +752,7 @@ _NOT_JUDGING = {
     "screened_out": "this study has ended for you; your code is {code}",
     "timed_out": "your time for this study ran out; no more votes are taken",
     "returned": "you returned this study; no more votes are taken",
+    "may_restart": "the organisers let you start this study again: open it again from the platform to go on",
 }
 
 
@@ -799,30 +847,83 @@ def mark_returned(
         They completed, were screened out or returned already.
     """
     link = get_link(db, link_id)
-    if not external_id:
-        raise InvalidInput(
-            "`External id that returned` is empty: type the platform id of the person who returned"
-        )
-    if isinstance(external_id, str) and _ERASED.fullmatch(external_id):
-        raise InvalidInput(
-            f"`External id that returned` {shown(external_id)} is what an erased person's id reads, "
-            "not a platform id: their part is over; nothing changed"
-        )
+    _check_external_id(external_id, "mark returned")
     with transaction(db):
-        rows = list(
-            db["crowd_participants"].rows_where("link_id = ? and external_id = ?", [link["id"], external_id])
-        )
-        if not rows:
-            raise NotFound(f"nobody with the id {shown(external_id)} joined open link {link['id']}")
-        if rows[0]["status"] == "returned":
+        person = _person(db, link, external_id)
+        if person["status"] == "returned":
             raise Conflict(f"{shown(external_id)} is marked returned already; nothing changed")
-        if rows[0]["status"] in FINISHED:
+        if person["status"] in FINISHED:
             raise Conflict(
-                f"{shown(external_id)} has status {rows[0]['status']}; it is not changed to returned"
+                f"{shown(external_id)} has status {person['status']}; it is not changed to returned"
             )
-        person = _finish(db, rows[0], "returned", utcnow() if now is None else now)
+        person = _finish(db, person, "returned", utcnow() if now is None else now)
         audit.record(db, actor.pseudonym, "crowd_returned", "annotator", person["annotator_id"], now=now)
     return person
+
+
+def let_start_again(
+    db: sqlite_utils.Database, link_id: int, external_id: str, actor: Actor, *, now: dt.datetime | None = None
+) -> dict:
+    """Let `external_id` start the study again: a person who returned it (or whose time ran
+    out) and took it again on the platform, such as an MTurk worker who returned the HIT and
+    accepted it again, who comes with a new assignment and is refused (outside probe 112).
+    Returns their row, status ``may_restart``.
+
+    One still active is first ended as by `mark_returned` (their place and reserved trials
+    freed). Their next visit with this id is taken as a newcomer's would be (the link open, a
+    place free) with the study and session ids it brings, recorded in place of the old: the
+    same participant, whose votes so far count and whose time limit starts again.
+
+    Raises
+    ------
+    InvalidInput
+        The id is empty, or an erased person's placeholder (`ERASED_ID`).
+    NotFound
+        Nobody with that id joined this link.
+    Conflict
+        They finished (completed or screened out), their account was closed, or they may
+        start again already.
+    """
+    link = get_link(db, link_id)
+    _check_external_id(external_id, "let start again")
+    now = utcnow() if now is None else now
+    with transaction(db):
+        person = _person(db, link, external_id)
+        if person["status"] == "may_restart":
+            raise Conflict(f"{shown(external_id)} may start again already; nothing changed")
+        if person["status"] in (*FINISHED, "account_closed"):
+            raise Conflict(
+                f"{shown(external_id)} has status {person['status']}: their part is over and they do not "
+                "start again; nothing changed"
+            )
+        if person["status"] == "active":
+            person = _finish(db, person, "returned", now)
+        update_rows(
+            db, "crowd_participants", {"annotator_id": person["annotator_id"]}, {"status": "may_restart"}
+        )
+        audit.record(db, actor.pseudonym, "crowd_may_restart", "annotator", person["annotator_id"], now=now)
+    return db["crowd_participants"].get(person["annotator_id"])
+
+
+def _check_external_id(external_id, action: str) -> None:
+    """Refuse an empty or erased `external_id` typed to `action` a person."""
+    if not external_id:
+        raise InvalidInput(f"`External id` is empty: type the platform id of the person to {action}")
+    if isinstance(external_id, str) and _ERASED.fullmatch(external_id):
+        raise InvalidInput(
+            f"`External id` {shown(external_id)} is what an erased person's id reads, not a platform id: "
+            "their part is over; nothing changed"
+        )
+
+
+def _person(db, link: dict, external_id: str) -> dict:
+    """The ``crowd_participants`` row of `external_id` on `link`; `NotFound` if none."""
+    rows = list(
+        db["crowd_participants"].rows_where("link_id = ? and external_id = ?", [link["id"], external_id])
+    )
+    if not rows:
+        raise NotFound(f"nobody with the id {shown(external_id)} joined open link {link['id']}")
+    return rows[0]
 
 
 #: What an erased participant's ``external_id`` reads (unique per link, as the column must be).
@@ -959,10 +1060,15 @@ def _finish(db, person: dict, status: str, when: dt.datetime) -> dict:
 
 
 def close_account(db: sqlite_utils.Database, annotator_id: int, *, now: dt.datetime | None = None) -> bool:
-    """Mark an active crowd participant whose account the admin closes ``account_closed``: their
+    """Mark an active crowd participant (or one let start again, `let_start_again`) whose
+    account the admin closes ``account_closed``: their
     place is free at once, as after *Mark returned* (it stayed taken, and the link "full",
     until their time ran out). Whether they were one; in the caller's transaction."""
-    rows = list(db["crowd_participants"].rows_where("annotator_id = ? and status = 'active'", [annotator_id]))
+    rows = list(
+        db["crowd_participants"].rows_where(
+            "annotator_id = ? and status in ('active', 'may_restart')", [annotator_id]
+        )
+    )
     if not rows:
         return False
     _finish(db, rows[0], "account_closed", utcnow() if now is None else now)

@@ -321,6 +321,12 @@ def test_the_list_of_links_follows_the_payment_counts(live_app, page, platform):
     page.click("#crowd_returned")
     expect(note).to_have_text(f"pidZ is marked returned on link {link_id}: their place is free again.")
     expect(page.locator("#crowd_counts")).to_contain_text("returned 1")
+    page.click("#crowd_restart")  # a worker who took the HIT again (outside probe 112)
+    expect(note).to_contain_text(f"pidZ may start again on link {link_id}: their next visit")
+    expect(page.locator("#crowd_counts")).to_contain_text("returned 0 · account closed 0 · may start again 1")
+    page.click("#crowd_restart")
+    expect(note).to_contain_text("'pidZ' may start again already; nothing changed")
+    expect(page.locator("#crowd_restart")).to_be_enabled()
     page.click("#crowd_close")
     expect(page.locator("#crowd_links_note")).to_have_text(
         f"Link {link_id} is closed: nobody new joins; whoever is in it may still finish."
@@ -367,6 +373,12 @@ def test_an_mturk_worker_sees_the_trial_images_inside_the_hits_frame(https_app, 
     live_app = https_app
     _open_study(live_app.config, n_concepts=2)
     token = _link(live_app.config, f"{platform}/done?cc={{code}}", quota=3, id_param="workerId")
+    # The HIT's preview is told to accept it, not that the link "did not work" (outside probe 112).
+    page.goto(f"{live_app.url}?study={token}&assignmentId={crowd.MTURK_PREVIEW}&hitId=H1")
+    status = page.locator("#start_status")
+    expect(status).to_contain_text("This is the HIT's preview: accept the HIT on MTurk to start the study")
+    expect(status).not_to_contain_text("did not work")
+    assert live_app.query("select * from crowd_participants") == []
     link = f"{live_app.url}?study={token}&workerId=W1FRAMED&assignmentId=A1&hitId=H1"
     hit = f"<html><body><h1>HIT</h1><iframe id='hit' src='{link}' style='width:100%;height:800px'></iframe></body></html>"
     page.context.route(

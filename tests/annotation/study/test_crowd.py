@@ -239,7 +239,9 @@ def test_a_place_freed_by_a_time_out_or_a_return_is_taken_again(setup):
     before = _dump(db)
     with pytest.raises(Conflict, match=r"^'pid-b' is marked returned already; nothing changed$"):
         crowd.mark_returned(db, link["id"], "pid-b", ADMIN, now=T0)
-    with pytest.raises(InvalidInput, match=r"^`External id that returned` is empty"):
+    with pytest.raises(
+        InvalidInput, match=r"^`External id` is empty: type the platform id of the person to mark"
+    ):
         crowd.mark_returned(db, link["id"], "", ADMIN, now=T0)
     assert _dump(db) == before
     assert not _join(db, token, "pid-c").resumed
@@ -384,7 +386,7 @@ def test_an_mturk_worker_is_kept_by_hit_and_assignment_and_approved_by_the_assig
     submit = "https://www.mturk.com/mturk/externalSubmit?assignmentId={assignmentId}&code={code}"
     link, token = _link(db, study_id, id_param="workerId", return_url=submit)
     before = _dump(db)
-    with pytest.raises(InvalidInput, match="this is the HIT's preview: accept the HIT on MTurk"):
+    with pytest.raises(crowd.HitPreview, match="^accept the HIT on MTurk to start the study"):
         crowd.join(db, token, {"assignmentId": crowd.MTURK_PREVIEW, "hitId": "H1"}, address="1.2.3.4", now=T0)
     assert _dump(db) == before
     query = {"workerId": "W1", "hitId": "H1", "assignmentId": "A1", "turkSubmitTo": "https://www.mturk.com"}
@@ -396,7 +398,9 @@ def test_an_mturk_worker_is_kept_by_hit_and_assignment_and_approved_by_the_assig
     assert crowd.settle(db, worker, now=T0).return_url == (
         "https://www.mturk.com/mturk/externalSubmit?assignmentId=A1&code=C0MPLETE"
     )
-    with pytest.raises(Conflict, match="this workerId took part in this study with another assignmentId"):
+    with pytest.raises(
+        Conflict, match="this workerId has finished this study already, with another assignmentId"
+    ):
         crowd.join(db, token, {**query, "assignmentId": "A2"}, address="1.2.3.4", now=T0)
     table = crowd.payment_rows(db, link["id"], now=T0)
     assert table[["participant_id", "status", "study_id", "session_id"]].values.tolist() == [
@@ -404,6 +408,94 @@ def test_an_mturk_worker_is_kept_by_hit_and_assignment_and_approved_by_the_assig
     ]
     assert crowd.approval_ids(table, id_param="workerId") == "A1\n"
     assert crowd.bonus_csv(table, 0.05, id_param="workerId") == "W1,A1,0.50\n"
+
+
+def test_a_worker_who_returned_the_hit_and_took_it_again_goes_on_once_let_start_again(setup):
+    """Outside probe 112: an MTurk worker who returned the HIT and accepted it again came
+    with a new assignment and was refused for good, their place held until it timed out."""
+    db, study_id = setup
+    submit = "https://www.mturk.com/mturk/externalSubmit?assignmentId={assignmentId}&code={code}"
+    link, token = _link(db, study_id, id_param="workerId", quota=1, return_url=submit)
+    first = {"workerId": "W1", "hitId": "H1", "assignmentId": "A1"}
+    again = {**first, "assignmentId": "A2"}
+    worker = _actor(db, crowd.join(db, token, first, address="1.2.3.4", now=T0 - dt.timedelta(minutes=10)))
+    assert _judge(db, worker, 3) == 3
+    with pytest.raises(
+        Conflict, match=r"another assignmentId: .* returned it and took it again, write to the"
+    ):
+        crowd.join(db, token, again, address="1.2.3.4", now=T0)
+    with pytest.raises(crowd.LinkClosed, match="all 1 places are taken"):
+        crowd.join(
+            db, token, {"workerId": "W2", "hitId": "H1", "assignmentId": "B1"}, address="5.6.7.8", now=T0
+        )
+
+    row = crowd.let_start_again(db, link["id"], "W1", ADMIN, now=T0)
+    assert (row["status"], row["platform_session_id"]) == ("may_restart", "A1")
+    assert crowd.live_counts(db, link["id"], now=T0)["places_left"] == 1
+    held = "select count(*) from tasks where annotator_id = ? and kind = 'judgment' and status = 'reserved'"
+    assert db.execute(held, [worker.annotator_id]).fetchone()[0] == 0  # back to the pool
+    with pytest.raises(Conflict, match="the organisers let you start this study again"):
+        crowd.check_active(db, worker, now=T0)
+    before = _dump(db)
+    for external_id, error, message in (
+        ("W1", Conflict, r"^'W1' may start again already; nothing changed$"),
+        ("W9", NotFound, r"^nobody with the id 'W9' joined open link"),
+        ("", InvalidInput, r"^`External id` is empty: type the platform id of the person to let start again"),
+        ("(erased 7)", InvalidInput, r"is what an erased person's id reads"),
+    ):
+        with pytest.raises(error, match=message):
+            crowd.let_start_again(db, link["id"], external_id, ADMIN, now=T0)
+    assert _dump(db) == before
+
+    joined = crowd.join(db, token, again, address="1.2.3.4", now=T0)
+    assert joined.resumed and joined.state.status == "active"
+    row = db["crowd_participants"].get(worker.annotator_id)
+    assert (row["platform_session_id"], row["started"], row["finished"]) == ("A2", iso(T0), None)
+    worker = _actor(db, joined)
+    assert judging.progress(db, worker) == (3, 10)  # the votes they gave count
+    with pytest.raises(crowd.LinkClosed, match="all 1 places are taken"):
+        crowd.join(
+            db, token, {"workerId": "W2", "hitId": "H1", "assignmentId": "B1"}, address="5.6.7.8", now=T0
+        )
+    assert _judge(db, worker, 7, at=T0) == 7
+    state = crowd.settle(db, worker, now=T0)
+    assert state.return_url == "https://www.mturk.com/mturk/externalSubmit?assignmentId=A2&code=C0MPLETE"
+    assert crowd.approval_ids(crowd.payment_rows(db, link["id"], now=T0), id_param="workerId") == "A2\n"
+    # Finished, a second HIT of the study is told so (it read "took part ... with another hitId").
+    with pytest.raises(Conflict, match=r"^this workerId has finished this study already, with another hitId"):
+        crowd.join(
+            db, token, {"workerId": "W1", "hitId": "H2", "assignmentId": "C1"}, address="1.2.3.4", now=T0
+        )
+    with pytest.raises(Conflict, match=r"^'W1' has status completed: their part is over"):
+        crowd.let_start_again(db, link["id"], "W1", ADMIN, now=T0)
+    actions = [
+        r["action"]
+        for r in db.query(
+            "select action from audit where object_type = 'annotator' and object_id = ? order by id",
+            [worker.annotator_id],
+        )
+    ]
+    assert [a for a in actions if a.startswith("crowd_")] == ["crowd_may_restart", "crowd_restart"]
+
+
+def test_one_let_start_again_comes_back_only_to_a_free_place_and_a_closed_account_does_not(setup):
+    db, study_id = setup
+    link, token = _link(db, study_id, quota=1)
+    _join(db, token, "pid-a", minutes_ago=31)  # timed out
+    crowd.let_start_again(db, link["id"], "pid-a", ADMIN, now=T0)
+    assert not _join(db, token, "pid-b").resumed  # the free place goes to whoever comes first
+    before = _dump(db)
+    with pytest.raises(crowd.LinkClosed, match="all 1 places are taken"):
+        _join(db, token, "pid-a", SESSION_ID="sess-new")
+    assert _dump(db) == before
+    crowd.mark_returned(db, link["id"], "pid-b", ADMIN, now=T0)
+    person = _actor(db, _join(db, token, "pid-a", SESSION_ID="sess-new"))
+    assert db["crowd_participants"].get(person.annotator_id)["platform_session_id"] == "sess-new"
+    crowd.let_start_again(db, link["id"], "pid-a", ADMIN, now=T0)  # active: ended as returned first
+    revoke_annotator(db, person.annotator_id, ADMIN, "a bot", now=T0)
+    assert db["crowd_participants"].get(person.annotator_id)["status"] == "account_closed"
+    with pytest.raises(Conflict, match="the organisers closed your account"):
+        _join(db, token, "pid-a", SESSION_ID="sess-new")
 
 
 def test_a_platform_id_that_is_not_an_id_or_a_parameter_given_twice_is_refused_and_writes_nothing(setup):
@@ -606,6 +698,7 @@ def test_the_payment_table_of_a_small_crowd_row_by_row(setup):
         "timed_out": 1,
         "returned": 1,
         "account_closed": 0,
+        "may_restart": 0,
         "places_left": 9,
         "median_minutes": 21.0,
         "attention_failure_rate": 1 / (2 + checks_c),
