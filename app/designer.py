@@ -124,7 +124,8 @@ _HEADER_CSS = """
 .dz-meta { font-size: 16px; color: #3d444d; }
 .dz-meta b { color: #1f2328; }
 .dz-note { margin-top: 6px; padding: 8px 12px; border-left: 4px solid #bf8700;
-           background: #fff8c5; color: #3b2300; white-space: pre-wrap; }
+           background: #fff8c5; color: #3b2300; white-space: pre-wrap; overflow-wrap: anywhere;
+           max-height: 10em; overflow-y: auto; }
 .dz-rules { margin: 6px 0 0 18px; padding: 0; color: #3d444d; font-size: 14px; }
 """
 

@@ -281,27 +281,28 @@ class ExpertTab(Tab):
         # latest): said beside its status, which alone read like any other submission.
         latest = {}
         for i in items:
-            latest[i.designer] = max(latest.get(i.designer, 0), i.round)
-        status = {
-            i.coloring_id: i.status
-            if i.round == latest[i.designer]
+            if i.round is not None:  # not one under the blind vote (`review.UNDER_VOTE`)
+                latest[i.designer] = max(latest.get(i.designer, 0), i.round)
+        status = [
+            i.status
+            if i.round is None or i.round == latest[i.designer]
             else f"{i.status} (replaced by round {latest[i.designer]})"
             for i in items
-        }
+        ]
         rows = [
             [
                 i.coloring_id,
-                i.designer,
+                "" if i.round is None else i.designer,
                 i.round,
-                status[i.coloring_id],
+                said,
                 None if i.round_emd is None else round(i.round_emd, 2),
                 i.note,
             ]
-            for i in items
+            for i, said in zip(items, status)
         ]
         return self.named(
             gallery=[
-                (str(resolve(data_dir, i.image_path)), _caption(i, status[i.coloring_id])) for i in items
+                (str(resolve(data_dir, i.image_path)), _caption(i, said)) for i, said in zip(items, status)
             ],
             grid_table=rows,
             grid_plot=_stacked_distributions(items, status),
@@ -739,19 +740,24 @@ def _needs(db, minimum: float) -> str:
 
 
 def _caption(item: review.GridItem, status: str) -> str:
-    """A coloring's caption: id, designer, round, `status` (as the table says it)."""
+    """A coloring's caption: id, designer, round, `status` (as the table says it); of one
+    under the blind vote, that alone."""
+    if item.coloring_id is None:
+        return f"{review.UNDER_VOTE}: who made it is shown once the vote decides"
     emd = "" if item.round_emd is None else f" · EMD to round {item.round - 1}: {item.round_emd:.1f}"
     return f"#{item.coloring_id} · {item.designer} · round {item.round} · {status}{emd}"
 
 
-def _stacked_distributions(items: list[review.GridItem], status: dict[int, str]) -> go.Figure:
+def _stacked_distributions(items: list[review.GridItem], status: list[str]) -> go.Figure:
+    """`items`' distributions one above the other on one scale, each titled as its caption
+    (`status`: each item's, in order)."""
     if not items:
         return go.Figure(layout=LAYOUT)
     figure = make_subplots(
         rows=len(items),
         cols=1,
         shared_xaxes=True,
-        subplot_titles=[_caption(i, status[i.coloring_id]) for i in items],
+        subplot_titles=[_caption(i, said) for i, said in zip(items, status)],
     )
     top = max(float(np.max(i.p)) for i in items)
     for row, item in enumerate(items, start=1):

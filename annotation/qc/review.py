@@ -47,6 +47,8 @@ MIN_COLORINGS_SETTING = "review_min_colorings"
 VOTES_PER_REVIEW = 3
 HIGH_VARIANCE_REASON = "high-variance concept"
 RECOLORABLE = ("submitted", "accepted", "recolor_requested")
+UNDER_VOTE = "under the blind vote"
+"""What an expert's grid says of a coloring whose blind vote is open (`coloring_grid`)."""
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,13 @@ class GridItem:
 
     Attributes
     ----------
-    coloring_id : int
+    coloring_id : int or None
+        None for a coloring under the blind vote, in an expert's grid (`coloring_grid`).
     designer : str
         ``"designer A"``... per concept (stable: by first coloring), or the pseudonym
-        when revealed.
-    round : int
+        when revealed; `UNDER_VOTE` for a coloring under the blind vote.
+    round : int or None
+        None for a coloring under the blind vote.
     status : str
     image_path : str
         Relative to the data folder.
@@ -71,9 +75,9 @@ class GridItem:
         The latest recolor request's note on it ("" if none); user text, escape it.
     """
 
-    coloring_id: int
+    coloring_id: int | None
     designer: str
-    round: int
+    round: int | None
     status: str
     image_path: str
     p: np.ndarray
@@ -106,6 +110,12 @@ def coloring_grid(
     db: sqlite_utils.Database, actor: Actor, concept_key: str, *, reveal: bool = False
 ) -> list[GridItem]:
     """Every round of every designer's coloring of a concept, for the stage-1 grid.
+
+    An expert's grid keeps the blind vote blind (outside probe 114: the vote's image was the
+    grid's, captioned with its designer, round and the recolor note before it): a coloring
+    whose vote is open is shown last, in no telling order, without id, designer, round or
+    note (`UNDER_VOTE`), and its designer's earlier rounds of the concept are left out
+    until the vote decides. The admin, who does not vote, sees every coloring as it is.
 
     Parameters
     ----------
@@ -148,7 +158,29 @@ def coloring_grid(
             )
         )
         previous[row["annotator_id"]] = row
-    return items
+    return items if actor.is_admin else _blinded(db, items)
+
+
+def _blinded(db: sqlite_utils.Database, items: list[GridItem]) -> list[GridItem]:
+    """`items` as an expert sees them while some are under the blind vote (`coloring_grid`)."""
+    ids = [i.coloring_id for i in items]
+    voting = {
+        cid
+        for (cid,) in db.execute(
+            f"select coloring_id from reviews where status = 'open' and coloring_id in ({','.join('?' * len(ids))})",
+            ids,
+        )
+    }
+    if not voting:
+        return items
+    designers = {i.designer for i in items if i.coloring_id in voting}
+    shown = [i for i in items if i.designer not in designers]
+    hidden = [
+        GridItem(None, UNDER_VOTE, None, UNDER_VOTE, i.image_path, i.p, None, "")
+        for i in items
+        if i.coloring_id in voting
+    ]
+    return shown + sorted(hidden, key=lambda i: i.image_path)  # the file names are content hashes
 
 
 def request_recolor(
@@ -263,7 +295,7 @@ def _check_not_voted(db, cid: int) -> None:
         raise Conflict(f"coloring {cid} is in the blind vote queue; wait for its decision")
     raise Conflict(
         f"coloring {cid} was decided by the experts' blind vote; it stands as the panel decided "
-        "(the Admin tab may reinstate an excluded coloring)"
+        "(the admin may reinstate an excluded coloring: Expert review, 5. Excluded colorings)"
     )
 
 

@@ -12,23 +12,29 @@ pytestmark = pytest.mark.browser
 NOTE = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"> browner <b>please</b>'
 
 
-@pytest.fixture
-def quick_app(tmp_path):
-    config = make_config(tmp_path, batch_size=3, auto_approve_practice=True)
+@pytest.fixture(scope="module")
+def quick_app(tmp_path_factory):
+    config = make_config(tmp_path_factory.mktemp("inert"), batch_size=3, auto_approve_practice=True)
     with running_app(config) as (client, _):
         yield LiveApp(config, client)
 
 
-def test_a_recolor_note_with_markup_is_shown_as_text_in_my_submissions(quick_app, page):
-    study = Study(quick_app.client, quick_app.config)
-    [(_, link)] = quick_app.invite("designer")
-    token, _ = quick_app.client.predict(link, api_name="/login_invite")
+def _recolor_asked(app: LiveApp, note: str) -> tuple[str, dict]:
+    """A new designer's invite link and their first main-task coloring, on which an expert
+    asked for a recolor with `note`."""
+    study = Study(app.client, app.config)
+    [(_, link)] = app.invite("designer")
+    token, _ = app.client.predict(link, api_name="/login_invite")
     view = finish_practice(study, token, study.onboarded(token))
     study.submit(token, view, PAIRS[0])
-    [coloring] = study.rows("colorings", "practice = 0")
+    coloring = study.rows("colorings", "practice = 0")[-1]
     _, expert = study.person("expert")
-    quick_app.client.predict(expert, coloring["id"], NOTE, api_name="/expert_recolor")
+    app.client.predict(expert, coloring["id"], note, api_name="/expert_recolor")
+    return link, coloring
 
+
+def test_a_recolor_note_with_markup_is_shown_as_text_in_my_submissions(quick_app, page):
+    link, coloring = _recolor_asked(quick_app, NOTE)
     sign_in(page, link)
     open_tab(page, "Coloring")
     expect(page.locator("#designer_header .dz-note")).to_contain_text(NOTE)
@@ -45,4 +51,20 @@ def test_a_recolor_note_with_markup_is_shown_as_text_in_my_submissions(quick_app
     for where in ("#designer_table", "#designer_header .dz-note"):
         assert page.locator(f"{where} img, {where} script, {where} b").count() == 0
     assert page.evaluate("window.__xss") is None
+    assert page.js_errors == []
+
+
+def test_a_long_recolor_note_stays_in_its_box_and_the_canvas_in_reach(quick_app, page):
+    """Outside probe 114: an unbroken token of 1,800 characters ran out of the note's box over
+    the canvas, and 900 line breaks made the note 17,807 px tall."""
+    link, _ = _recolor_asked(quick_app, "see " + "y" * 1000 + "\n" * 900 + "end")
+    sign_in(page, link)
+    open_tab(page, "Coloring")
+    note = page.locator("#designer_header .dz-note")
+    expect(note).to_contain_text("yyyy")
+    settled(page)
+    box, header = note.bounding_box(), page.locator("#designer_header").bounding_box()
+    assert box["x"] + box["width"] <= header["x"] + header["width"] + 1
+    assert box["height"] < 300, box
+    assert note.evaluate("(e) => e.scrollWidth <= e.clientWidth && e.scrollHeight > e.clientHeight")
     assert page.js_errors == []

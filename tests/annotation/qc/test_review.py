@@ -300,6 +300,42 @@ def test_stage1_grid_hides_designers_shows_round_emd_and_takes_recolor_notes(sto
         review.accept_coloring(db, expert, first)
 
 
+def test_an_experts_grid_keeps_the_blind_vote_blind_until_it_decides(store):
+    """Outside probe 114: the vote's image was the grid's, captioned with its designer, its
+    round 2 and the recolor note on round 1."""
+    db, data = store
+    designers = people(db, 2, "designer")
+    experts = [actor(db, e) for e in people(db, 3, "expert")]
+    first = add_handmade(db, data, designers[0], "apple", one_hot(BLACK))
+    other = add_handmade(db, data, designers[1], "apple", one_hot(WHITE))
+    task_id = review.request_recolor(db, experts[0], first, "apples are rarely black", now=T0)
+    db["tasks"].update(task_id, {"status": "submitted"})
+    redo = add_handmade(db, data, designers[0], "apple", one_hot(DARK_GREY), round=2)
+    review.open_reviews(db, ADMIN, [redo], reason="test")
+
+    grid = review.coloring_grid(db, experts[0], "apple")
+    assert [(g.coloring_id, g.designer, g.round, g.status, g.note) for g in grid] == [
+        (other, "designer B", 1, "submitted", ""),
+        (None, review.UNDER_VOTE, None, review.UNDER_VOTE, ""),
+    ]
+    [item] = [i for i in votes.vote_queue(db, experts[1], np.random.default_rng(0)) if i.coloring_id == redo]
+    assert (grid[1].image_path, grid[1].round_emd) == (item.image_path, None)
+    assert_allclose(grid[1].p, item.p)
+    # The admin, who does not vote, sees every round as it is.
+    assert [(g.coloring_id, g.round) for g in review.coloring_grid(db, ADMIN, "apple")] == [
+        (first, 1),
+        (redo, 2),
+        (other, 1),
+    ]
+    for e in experts:
+        _vote(db, e, redo, True)
+    assert [(g.coloring_id, g.designer, g.round) for g in review.coloring_grid(db, experts[0], "apple")] == [
+        (first, "designer A", 1),
+        (redo, "designer A", 2),
+        (other, "designer B", 1),
+    ]
+
+
 def test_the_grid_of_an_unknown_concept_is_refused_by_name(store):
     db, data = store
     expert = actor(db, people(db, 1, "expert")[0])
