@@ -15,9 +15,11 @@ A backup folder holds::
 long-running evaluation commands hold a shared lock on ``<database>.lock`` for their
 life, and restore takes it alone without waiting (`storage.serving`). It checks every
 hash of the manifest, and that the database is this app's at a schema version this code
-knows (every table of that version present), before it replaces anything; a backup that
-fails a check changes nothing. Files are copied into the data folder where they are missing (they are
-content-addressed, so an existing file of the same name and hash is the same file). The
+knows (its tables, indexes, triggers and views exactly those of that version: deny by
+default), before it replaces anything; a backup that fails a check changes nothing. Files
+are copied into the data folder where they are missing (they are content-addressed, so an
+existing file of the same name and hash is the same file); one there with other bytes
+refuses the restore before anything is copied: a file of the data folder is never replaced. The
 previous database is kept beside it as ``<name>.before-restore-<time>``, its ``-wal``
 checkpointed into it first, so a transaction committed before an unclean stop is in the
 kept copy; the restored database then takes its place in one rename, so the database path
@@ -44,7 +46,7 @@ import stat
 import tempfile
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import sqlite_utils
 
@@ -54,7 +56,7 @@ from annotation.files import resolve
 from storage import create_private, file_stamp, iso, serving, unused_path
 from storage import db_path as database_path
 from storage.files import leaves_archive
-from storage.schema import MIGRATIONS, tables_at
+from storage.schema import MIGRATIONS, schema_shape, shape_at, tables_at
 
 DB_NAME = "colorconcept.sqlite"
 MANIFEST = "manifest.json"
@@ -183,7 +185,8 @@ def _missing_files(missing: list[str], db: str, data_dir: str | Path) -> str:
     )
     return (
         f"the database names {missing[0]!r}{more}, missing from the data folder; nothing was backed up."
-        f"{again} any file can be copied back from an earlier backup's files/ folder"
+        f"{again} any file can be copied back from an earlier backup's files/ folder, or from the data "
+        "folder's orphans/, where a start moves files that no row names (same path under it)"
     )
 
 
@@ -221,7 +224,32 @@ def verify(folder: str | Path) -> dict:
                 f"backup file {name!r} is a link; a backup holds files only; nothing was restored"
             )
         _check_copy(path, entry, f"backup file {name!r}", "nothing was restored")
+        problem = _content_problem(path, entry) if name != DB_NAME else None
+        if problem:
+            raise BackupError(f"backup file {name!r} {problem}; nothing was restored")
     return manifest
+
+
+_SIGNATURES = {".png": (b"\x89PNG\r\n\x1a\n",), ".npz": (b"PK\x03\x04", b"PK\x05\x06")}
+"""How each kind of file the app stores (`RESTORED_KINDS`) begins: a PNG, and NumPy's
+``.npz`` (a zip; an empty one is its end record alone)."""
+_DIGEST_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+def _content_problem(path: Path, entry: dict) -> str | None:
+    """Why the backup's file at `path` is not what its name says, or None: it must begin as
+    its kind does (`_SIGNATURES`: a name ending in ``.png`` said nothing of the bytes, an
+    HTML page with a database after it was written into ``colorings/``), and a file named
+    by a sha256 (``<sha256>.png``, `storage.files.content_path`) must hold the bytes of that
+    hash, or it would take the name of other content (outside probe 115)."""
+    name = PurePosixPath(entry["path"])
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if not head.startswith(_SIGNATURES[name.suffix.lower()]):
+        return f"is not a {name.suffix.lower()} file (its first bytes are not that kind's)"
+    if _DIGEST_NAME.fullmatch(name.stem) and name.stem != entry["sha256"]:
+        return "is named by a sha256 that is not its content's (the app names each file by its bytes' sha256)"
+    return None
 
 
 def restorable_problem(path: object) -> str | None:
@@ -325,15 +353,24 @@ def _unpacked(source: Path, beside: Path):
     into a private temporary folder in `beside` (the database's folder: the files go to that
     disk anyway), removed afterwards. A zip entry that would land outside
     that folder, or that is a link, refuses the whole zip, as do a file that is no readable
-    zip and a zip without a manifest."""
+    zip, a zip without a manifest and an entry the manifest does not list or sizes otherwise
+    (`_check_listed`), all before anything is unpacked; what a killed restore unpacked
+    there is removed first (the caller holds the database's lock alone)."""
     if not source.is_file():
         yield source
         return
     if not zipfile.is_zipfile(source):
+        with open(source, "rb") as f:
+            database = f.read(16) == b"SQLite format 3\x00"
         raise BackupError(
-            f"{str(source)!r} is a file but not a readable zip (it may be truncated or damaged): give "
+            f"{str(source)!r} is a SQLite database, not a backup: give the backup folder that holds it "
+            f"(with its {MANIFEST} and files/), or the Admin tab's backup zip; nothing was restored"
+            if database
+            else f"{str(source)!r} is a file but not a readable zip (it may be truncated or damaged): give "
             "a backup folder or the Admin tab's backup zip; nothing was restored"
         )
+    for stale in beside.glob(".restore-*"):  # what a killed restore unpacked (we hold the lock alone)
+        shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=".restore-", dir=beside) as temp:
         try:
             with zipfile.ZipFile(source) as archive:
@@ -356,6 +393,7 @@ def _unpacked(source: Path, beside: Path):
                         "holding everything: it is not a backup (the Admin tab's backup zip, or a "
                         "backup folder zipped whole); nothing was restored"
                     )
+                _check_listed(archive, top, source.name)
                 archive.extractall(temp)
         except (zipfile.BadZipFile, OSError) as error:
             if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -368,6 +406,46 @@ def _unpacked(source: Path, beside: Path):
                 f"the zip {source.name!r} cannot be read: {error}; nothing was restored"
             ) from None
         yield Path(temp, top)
+
+
+MAX_MANIFEST_BYTES = 64 << 20
+"""The largest manifest a zip's restore reads (a study of a million files lists ~150 MB of
+names less: 64 MB is far beyond the full study's)."""
+
+
+def _check_listed(archive: zipfile.ZipFile, top: str, name: str) -> None:
+    """Refuse a zip holding an entry its manifest does not list, or one of another size
+    than listed, before anything is unpacked: the whole zip was unpacked first, a 3.2 GB
+    file it did not list included (outside probe 115)."""
+    prefix = f"{top}/" if top else ""
+    info = archive.getinfo(prefix + MANIFEST)
+    if info.file_size > MAX_MANIFEST_BYTES:
+        raise BackupError(
+            f"the zip {name!r} holds a {MANIFEST} of {info.file_size:,} bytes, more than a backup's "
+            f"({MAX_MANIFEST_BYTES:,} at most); nothing was restored"
+        )
+    try:
+        manifest = json.loads(archive.read(info))
+        listed = {prefix + DB_NAME: manifest["database"]["bytes"]}
+        listed.update({f"{prefix}files/{e['path']}": e["bytes"] for e in manifest["files"]})
+    except (ValueError, KeyError, TypeError) as error:
+        raise BackupError(
+            f"the zip {name!r} holds no readable {MANIFEST}: {error}; nothing was restored"
+        ) from None
+    listed[prefix + MANIFEST] = info.file_size
+    for entry in archive.infolist():
+        if entry.is_dir():
+            continue
+        if entry.filename not in listed:
+            raise BackupError(
+                f"the zip {name!r} holds {shown(entry.filename)}, which its {MANIFEST} does not list; "
+                "nothing was restored"
+            )
+        if entry.file_size != listed[entry.filename]:
+            raise BackupError(
+                f"the zip {name!r} holds {shown(entry.filename)} of {entry.file_size:,} bytes, where its "
+                f"{MANIFEST} says {listed[entry.filename]!r}; nothing was restored"
+            )
 
 
 def _backup_top(names: list[str]) -> str | None:
@@ -383,12 +461,32 @@ def _backup_top(names: list[str]) -> str | None:
 
 
 def _restore_files(folder: Path, manifest: dict, data_dir: Path) -> int:
-    """Copy the backup's files missing from `data_dir` into it, each checked; how many."""
-    copied = 0
+    """Copy the backup's files missing from `data_dir` into it, each checked; how many.
+
+    A file of the data folder is never replaced: files are named by their content, so one
+    there under a backup file's name with other bytes means that one of the two is not what
+    its name says, and the restore is refused before it copies anything (a crafted backup
+    overwrote a coloring that the kept previous database still named: outside probe 115).
+    """
+    missing = []
     for entry in manifest["files"]:
         target = resolve(data_dir, entry["path"])
-        if target.is_file() and _sha256(target) == entry["sha256"]:
-            continue
+        if target.is_symlink() or (target.exists() and not target.is_file()):
+            raise BackupError(
+                f"{str(target)!r} in the data folder is not a plain file, where the backup has "
+                f"{entry['path']!r}; nothing was restored"
+            )
+        if not target.is_file():
+            missing.append((entry, target))
+        elif _sha256(target) != entry["sha256"]:
+            raise BackupError(
+                f"the data folder's {entry['path']!r} holds other bytes than the backup's file of that "
+                "name; files are named by their content, so one of the two is not what its name says, and "
+                "a restore never replaces a file of the data folder (if the backup's is the right one, move "
+                "that file aside and restore again); nothing was restored"
+            )
+    copied = 0
+    for entry, target in missing:
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(f".{target.name}.restoring")
         shutil.copyfile(folder / "files" / entry["path"], temp)
@@ -433,6 +531,11 @@ def leftovers(db_path: str | Path) -> list[str]:
         said.append(
             f"{str(staged)!r} is what an interrupted restore left: it was never put in place, and "
             f"{str(db_path)!r} is the database in use; run the restore again, or delete that file"
+        )
+    for unpacked in sorted(db_path.parent.glob(".restore-*")):
+        said.append(
+            f"{str(unpacked)!r} is a backup zip that an interrupted restore unpacked; the next restore "
+            "removes it, or delete it"
         )
     if db_path.exists() and db_path.stat().st_mode & 0o077:
         said.append(
@@ -483,7 +586,47 @@ def _schema_problem(path: Path, stated: object) -> str | None:
     missing = sorted(tables_at(version) - tables)
     if missing:
         return f"lacks tables of schema version {version}: {', '.join(missing)}"
+    return _shape_problem(path, version)
+
+
+def _shape_problem(path: Path, version: int) -> str | None:
+    """What the database at `path` holds beyond, or unlike, a database of schema `version`
+    (`storage.schema.shape_at`), or None. Deny by default: a trigger, view, table or index
+    that the app never made runs or is read at every later start, where nobody inspects it
+    (outside probe 115: a trigger made every new session an admin's), and a table with
+    other columns stops the app at its start, blaming the disk."""
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        found = schema_shape(conn)
+    finally:
+        conn.close()
+    expected = shape_at(version)
+    extra = sorted(set(found) - set(expected))
+    if extra:
+        listed = ", ".join(f"{kind} {shown(name)}" for kind, name in extra[:3])
+        more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
+        return (
+            f"holds {listed}{more}, which a database of schema version {version} does not have "
+            "(a backup holds the app's own tables, indexes and triggers only)"
+        )
+    for key in sorted(expected):
+        kind, name = key
+        if key not in found:
+            return f"lacks {kind} {shown(name)} of schema version {version}"
+        if found[key] != expected[key]:
+            return f"has {kind} {shown(name)} unlike schema version {version}'s{_columns_said(found[key], expected[key])}"
     return None
+
+
+def _columns_said(found: tuple, expected: tuple) -> str:
+    """For two table shapes (`storage.schema.schema_shape`) whose column names differ,
+    `` (columns: ...; expected: ...)``; else ""."""
+    if not (isinstance(found[0], tuple) and isinstance(expected[0], tuple)):
+        return ""
+    names = [[column[0] for column in shape[0] if isinstance(column, tuple)] for shape in (found, expected)]
+    if names[0] == names[1]:
+        return ""
+    return f" (columns: {', '.join(names[0])}; expected: {', '.join(names[1])})"
 
 
 def _swap_in(staged: Path, db_path: Path) -> Path | None:

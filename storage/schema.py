@@ -857,6 +857,59 @@ def tables_at(version: int) -> frozenset[str]:
         db.close()
 
 
+_SQLITE_TABLES = frozenset({"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
+"""Tables SQLite makes itself (AUTOINCREMENT, ANALYZE): no part of the app's schema."""
+
+
+def schema_shape(conn: sqlite3.Connection) -> dict[tuple[str, str], tuple]:
+    """What the schema of the database on `conn` is made of, by ``(type, name)``.
+
+    A table is its columns (``pragma table_xinfo``: name, declared type, not null,
+    default, primary-key rank, hidden; by name) and foreign keys; an index its table,
+    uniqueness, origin, whether partial, and columns (``pragma index_xinfo``); a trigger or
+    view its SQL with white space runs made one space. Tables and indexes are compared by
+    what SQLite reads from them, not their SQL text, which sqlite-utils words differently
+    from release to release; a table's CHECK constraints and collations are not in it.
+    SQLite's own tables (`_SQLITE_TABLES`) are left out.
+    """
+    shape: dict[tuple[str, str], tuple] = {}
+    for kind, name, table, sql in conn.execute("select type, name, tbl_name, sql from sqlite_master"):
+        if kind == "table" and name not in _SQLITE_TABLES:
+            columns = sorted(
+                tuple(r[1:]) for r in conn.execute("select * from pragma_table_xinfo(?)", [name])
+            )
+            keys = sorted(
+                tuple(r[2:]) for r in conn.execute("select * from pragma_foreign_key_list(?)", [name])
+            )
+            shape[kind, name] = (tuple(columns), tuple(keys))
+        elif kind == "index":
+            [listed] = [
+                r[1:] for r in conn.execute("select * from pragma_index_list(?)", [table]) if r[1] == name
+            ]
+            columns = tuple(tuple(r[1:]) for r in conn.execute("select * from pragma_index_xinfo(?)", [name]))
+            shape[kind, name] = (table, *listed[1:], columns)
+        elif kind in ("trigger", "view"):
+            shape[kind, name] = (table, " ".join((sql or "").split()))
+    return shape
+
+
+@functools.cache
+def shape_at(version: int) -> dict[tuple[str, str], tuple]:
+    """`schema_shape` of a database at schema `version` (1 to ``len(MIGRATIONS)``), found by
+    applying the first `version` migrations to an empty database in memory."""
+    if not 1 <= version <= len(MIGRATIONS):
+        raise ValueError(f"`version` must be from 1 to {len(MIGRATIONS)}, got {version}")
+    db = sqlite_utils.Database(memory=True)
+    try:
+        with transaction(db):
+            db["schema_version"].create({"version": int, "name": str, "applied": str}, pk="version")
+            for _, migrate in MIGRATIONS[:version]:
+                migrate(db)
+        return schema_shape(db.conn)
+    finally:
+        db.close()
+
+
 def ensure_schema(db: sqlite_utils.Database) -> int:
     """Bring `db` to the current schema; safe to call any number of times.
 

@@ -27,8 +27,11 @@ from annotation import backup
 from annotation.concepts import sync_concepts
 from annotation.export import WriteFailed
 from storage import unused_path
+from storage.files import png_bytes
 from tests.disks import fill, read_only, tmpfs
 from tests.qc_data import add_coloring, people
+
+VERSION = len(storage.schema.MIGRATIONS)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -438,6 +441,40 @@ def _foreign(path: Path) -> None:
             f"lacks tables of schema version {len(storage.schema.MIGRATIONS)}: qc_votes, sessions",
         ),
         ("delete from schema_version", "records schema version 0, which no code wrote"),
+        # Outside probe 115: each was restored, and the trigger made every new session an admin's.
+        (
+            "create trigger evil_admin after insert on sessions begin update sessions set roles = "
+            "'[\"admin\"]' where token_hash = new.token_hash; end",
+            rf"holds trigger 'evil_admin', which a database of schema version {VERSION} does not have "
+            r"\(a backup holds the app's own tables, indexes and triggers only\)",
+        ),
+        (
+            "create view v as select * from sessions",
+            rf"holds view 'v', which a database of schema version {VERSION} does not have .*",
+        ),
+        (
+            "create table evil (x)",
+            rf"holds table 'evil', which a database of schema version {VERSION} does not have .*",
+        ),
+        (
+            "create index evil on colorings (status)",
+            rf"holds index 'evil', which a database of schema version {VERSION} does not have .*",
+        ),
+        (
+            "drop trigger studies_frozen_update; create trigger studies_frozen_update after update on "
+            "studies begin select 1; end",
+            rf"has trigger 'studies_frozen_update' unlike schema version {VERSION}'s",
+        ),
+        (
+            "alter table audit drop column why",
+            rf"has table 'audit' unlike schema version {VERSION}'s \(columns: action, actor, created, "
+            r"details, id, object_id, object_type; expected: action, actor, created, details, id, "
+            r"object_id, object_type, why\)",
+        ),
+        (
+            "drop index idx_audit_action_object_id_created",
+            rf"lacks index 'idx_audit_action_object_id_created' of schema version {VERSION}",
+        ),
     ],
     ids=[
         "another-programs-database",
@@ -445,6 +482,13 @@ def _foreign(path: Path) -> None:
         "version-not-the-manifests",
         "tables-missing",
         "no-version",
+        "a-trigger",
+        "a-view",
+        "a-table",
+        "an-index",
+        "a-trigger-rewritten",
+        "a-column-missing",
+        "an-index-missing",
     ],
 )
 def test_restore_takes_only_this_apps_database_at_a_version_this_code_knows(tmp_path, change, problem):
@@ -458,6 +502,25 @@ def test_restore_takes_only_this_apps_database_at_a_version_this_code_knows(tmp_
         backup.restore(tmp_path / "backup", live, tmp_path / "live" / "data")
     assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite"]  # no lock file left either
     assert live.read_bytes() == b"the live database"
+
+
+def test_the_same_database_migrated_from_each_earlier_version_is_restored(tmp_path, monkeypatch):
+    """The schema check compares with a database built at the backup's version: one made by
+    earlier code and migrated since must pass it (its tables were altered, not made anew)."""
+    full = storage.schema.MIGRATIONS
+    for version in (1, 9, len(full) - 1):
+        monkeypatch.setattr(storage.schema, "MIGRATIONS", full[:version])
+        db, data = _store(tmp_path / f"v{version}")
+        db.close()
+        monkeypatch.undo()
+        db = storage.open_db(tmp_path / f"v{version}" / "colorconcept.sqlite")
+        storage.ensure_schema(db)
+        backup.backup(db, data, tmp_path / f"backup{version}")
+        db.close()
+        live = tmp_path / f"live{version}" / "db.sqlite"
+        assert backup.restore(tmp_path / f"backup{version}", live, live.parent / "data")[
+            "schema_version"
+        ] == len(full)
 
 
 def _file_size_limit() -> None:
@@ -531,6 +594,49 @@ def test_a_backup_naming_a_file_the_app_never_stores_is_refused_whole(tmp_path, 
     ):
         backup.restore(tmp_path / "backup", live, tmp_path / "live" / "data")
     assert live.read_bytes() == b"the live database" and not (tmp_path / "live" / "data").exists()
+
+
+def test_a_backup_file_that_is_not_what_its_name_says_is_refused_whole(tmp_path):
+    """Outside probe 115: an HTML page with a database after it was written into colorings/
+    as a .png, and a file named by another content's sha256 replaced that content's file."""
+    folder, live = _one_coloring_backup(tmp_path)
+    _with_extra_file(folder, "colorings/ab/page.png", b"<html><script>alert(1)</script>SQLite format 3")
+    with pytest.raises(
+        backup.BackupError,
+        match=r"^backup file 'files/colorings/ab/page.png' is not a \.png file \(its first bytes are not "
+        r"that kind's\); nothing was restored$",
+    ):
+        backup.restore(folder, live, tmp_path / "live" / "data")
+    folder, live = _one_coloring_backup(tmp_path / "named")
+    other = png_bytes(np.zeros((4, 4, 4), np.uint8))
+    _with_extra_file(folder, f"colorings/ab/{'ab' * 32}.png", other)
+    with pytest.raises(
+        backup.BackupError, match=r"is named by a sha256 that is not its content's .*; nothing was restored$"
+    ):
+        backup.restore(folder, live, tmp_path / "named" / "live" / "data")
+    for place in (tmp_path, tmp_path / "named"):
+        assert (place / "live" / "db.sqlite").read_bytes() == b"the live database"
+        assert not (place / "live" / "data").exists()
+
+
+def test_a_restore_never_replaces_a_file_of_the_data_folder(tmp_path):
+    folder, live = _one_coloring_backup(tmp_path)
+    manifest = json.loads((folder / backup.MANIFEST).read_text())
+    data = tmp_path / "live" / "data"
+    first, second = (data / e["path"] for e in manifest["files"])
+    first.parent.mkdir(parents=True)
+    first.write_bytes(b"bytes of another content under that name")
+    with pytest.raises(
+        backup.BackupError,
+        match=rf"^the data folder's {re.escape(repr(manifest['files'][0]['path']))} holds other bytes than the "
+        r"backup's file of that name; .* \(if the backup's is the right one, move that file aside and restore "
+        r"again\); nothing was restored$",
+    ):
+        backup.restore(folder, live, data)
+    assert first.read_bytes() == b"bytes of another content under that name"
+    assert not second.exists()  # nothing was copied before the refusal
+    assert live.read_bytes() == b"the live database"
+    assert sorted(p.name for p in live.parent.iterdir()) == ["data", "db.sqlite"]
 
 
 def test_a_backup_file_that_is_a_link_is_refused(tmp_path):
@@ -637,6 +743,32 @@ def test_a_zip_with_a_link_or_a_zip_cut_short_is_refused_and_changes_nothing(tmp
             r"truncated or damaged\): give a backup folder or the Admin tab's backup zip; nothing was restored$",
         ):
             backup.restore(damaged, live, tmp_path / "live" / "data")
+    # Outside probe 115: a 3.2 GB entry the manifest did not list was unpacked in full first.
+    padded = _zip_plus(archive, tmp_path / "padded.zip", "padding.bin", b"\0" * 100_000)
+    with pytest.raises(
+        backup.BackupError,
+        match=r"^the zip 'padded\.zip' holds 'padding\.bin', which its manifest\.json does not list; "
+        r"nothing was restored$",
+    ):
+        backup.restore(padded, live, tmp_path / "live" / "data")
+    with zipfile.ZipFile(archive) as good, zipfile.ZipFile(tmp_path / "grown.zip", "w") as bad:
+        for name in good.namelist():
+            bad.writestr(name, good.read(name) + (b"\0" * 1000 if name.startswith("files/") else b""))
+    with pytest.raises(
+        backup.BackupError,
+        match=r"^the zip 'grown\.zip' holds 'files/.* of [\d,]+ bytes, where its manifest",
+    ):
+        backup.restore(tmp_path / "grown.zip", live, tmp_path / "live" / "data")
+    # The database itself given: named as such (it said "not a readable zip").
+    database = Path(storage.db_path(db))
+    with pytest.raises(
+        backup.BackupError,
+        match=rf"^{re.escape(repr(str(database)))} is a SQLite database, not a backup: give",
+    ):
+        backup.restore(database, live, tmp_path / "live" / "data")
+    # What a killed restore unpacked is said at a start and removed by the next restore.
+    (live.parent / ".restore-killed").mkdir()
+    assert any(".restore-killed" in line for line in backup.leftovers(live))
     empty = tmp_path / "no-entries.zip"
     zipfile.ZipFile(empty, "w").close()
     with pytest.raises(
