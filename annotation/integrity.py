@@ -15,22 +15,34 @@ versions, ``.<name>.*.tmp`` from `evaluation.pipeline.fileio.write_atomic`), out
 A file counts as referenced when any column named ``path`` or ending in ``_path`` in any
 table holds its relative path, so new tables that follow that naming are covered without
 a change here.
+
+The databases kept beside the live one are ways back to an earlier state: the one a
+restore replaced (``<name>.before-restore-<time>``, `annotation.backup`) and the one
+before a schema upgrade (``<name>.before-schema-<version>-<time>``, `storage.schema`).
+Files that only such a copy names (work stored after the backup that was restored) are
+referenced too, so moving the copy back into place finds its images where it left them.
+A kept copy that cannot be read as a database might name any file: then nothing is swept
+at that start, and a warning names the copy.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import os
 import re
+import sqlite3
 import time
 from pathlib import Path
 
 import sqlite_utils
 
 from annotation import audit
-from storage import transaction
+from storage import db_path, transaction
 from storage.shown import shown
+
+_LOG = logging.getLogger(__name__)
 
 QUARANTINE = "orphans"
 # Top-level folders never swept: the quarantine itself, export archives (named by no row)
@@ -39,6 +51,10 @@ SKIPPED_FOLDERS = (QUARANTINE, "exports", "models")
 _FILE_COLUMN = re.compile(r"(^|_)path$")
 _HASH_NAME = re.compile(r"^[0-9a-f]{64}")
 _TEMP_NAME = re.compile(r"^\.tmp-|^\..+\.tmp$")
+# The copies kept beside the database (`annotation.backup._swap_in`,
+# `storage.schema._keep_before_upgrade`), and the companions SQLite may leave beside one.
+_KEPT_KINDS = (".before-restore-", ".before-schema-")
+_COMPANIONS = ("-wal", "-shm", "-journal")
 
 
 def referenced_paths(db: sqlite_utils.Database) -> set[str]:
@@ -60,13 +76,34 @@ def referenced_paths(db: sqlite_utils.Database) -> set[str]:
     return paths
 
 
+def kept_copies(path: str | Path) -> list[Path]:
+    """The databases kept beside the database file at `path`: ``<name>.before-restore-*``
+    and ``<name>.before-schema-*`` in its folder, less their ``-wal``, ``-shm`` and
+    ``-journal`` files; sorted. A copy still being written (``.<name>.before-restore-*``)
+    does not match.
+    """
+    path = Path(path)
+    prefixes = tuple(f"{path.name}{kind}" for kind in _KEPT_KINDS)
+    try:
+        entries = list(path.parent.iterdir())
+    except FileNotFoundError:
+        return []
+    return sorted(
+        entry
+        for entry in entries
+        if entry.name.startswith(prefixes) and not entry.name.endswith(_COMPANIONS) and entry.is_file()
+    )
+
+
 def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *, min_age_s: float = 0.0) -> list[str]:
-    """Content-hash and temporary files under `data_dir` that no row names.
+    """Content-hash and temporary files under `data_dir` that no row names, neither of `db`
+    nor of a database kept beside it (`kept_copies`).
 
     Parameters
     ----------
     db : sqlite_utils.Database
-        The database whose rows name the files.
+        The database whose rows name the files; the copies kept beside its file (none for
+        a database in memory) are read too, read-only.
     data_dir : str or Path
         The app's data folder (a missing folder has no orphans).
     min_age_s : float
@@ -76,7 +113,8 @@ def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *, min_age_s
     Returns
     -------
     list of str
-        Relative POSIX paths, sorted.
+        Relative POSIX paths, sorted; empty, with a warning logged that names the file,
+        when a kept copy cannot be read as a database (it might name any of them).
     """
     if not isinstance(min_age_s, (int, float)) or not min_age_s >= 0:
         raise ValueError(f"`min_age_s` must be a number >= 0, got {shown(min_age_s)}")
@@ -87,6 +125,20 @@ def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *, min_age_s
     candidates = [path for path in _managed_files(root) if _mtime(path) <= newest]
     # Read the references after listing: a row committed meanwhile then still counts.
     referenced = referenced_paths(db)
+    live = db_path(db)
+    for copy in kept_copies(live) if live else []:
+        try:
+            referenced |= _referenced_in_copy(copy)
+        except sqlite3.DatabaseError as error:
+            _LOG.warning(
+                "%s, a database kept beside the database, cannot be read (%s): files only it names "
+                "would look unnamed, so no file was moved to %s/ at this start; if it is no longer "
+                "a way back, move it away from beside the database",
+                copy,
+                error,
+                QUARANTINE,
+            )
+            return []
     return sorted(
         relative
         for relative in (p.relative_to(root).as_posix() for p in candidates)
@@ -128,13 +180,15 @@ def sweep_orphans(
 
     Call it at start-up, before the app serves (or with a `min_age_s` margin). Nothing is
     deleted: a file moved by mistake can be moved back, and its path under ``orphans/``
-    is its old relative path.
+    is its old relative path. A file that a database kept beside `db`'s file names
+    (`kept_copies`: the way back from a restore or a schema upgrade) stays in place.
 
     Returns
     -------
     list of str
         The relative paths moved (as they were before the move), sorted; empty when the
-        folder was consistent (then nothing is written).
+        folder was consistent, or when a kept copy could not be read (`orphaned_files`
+        logs a warning naming it); then nothing is written.
     """
     orphans = orphaned_files(db, data_dir, min_age_s=min_age_s)
     if not orphans:
@@ -156,6 +210,21 @@ def sweep_orphans(
             now=now,
         )
     return orphans
+
+
+def _referenced_in_copy(path: Path) -> set[str]:
+    """`referenced_paths` of the database file at `path`, opened read-only.
+
+    Raises
+    ------
+    sqlite3.DatabaseError
+        If it cannot be opened or read as a database.
+    """
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        return referenced_paths(sqlite_utils.Database(conn, execute_plugins=False))
+    finally:
+        conn.close()
 
 
 def _mtime(path: Path) -> float:

@@ -77,7 +77,8 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
     ----------
     path : str or Path
         The database file; a new one is created readable by its owner alone
-        (`create_private`), in a new parent folder likewise (mode 0700). ``":memory:"``
+        (`create_private`), and the folders made for it likewise (mode 0700,
+        `make_private_parents`). ``":memory:"``
         opens a private in-memory database (no WAL).
     create : bool
         False where the file must be there already (the app's requests, after its start
@@ -94,9 +95,7 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
     if str(path) == ":memory:":
         db = sqlite_utils.Database(str(path))
     elif create:
-        folder = Path(path).parent
-        if not folder.exists():
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_parents(path)
         create_private(path)
         db = sqlite_utils.Database(str(path))
     else:
@@ -245,6 +244,29 @@ def create_private(path: str | Path) -> None:
     """
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+
+
+def make_private_parents(path: str | Path) -> None:
+    """Make the missing folders above the file `path` (its folder and any missing ancestors)
+    that only their owner may open (mode 0700), the outermost first; folders that exist are
+    left as they are.
+
+    One ``mkdir(parents=True, mode=0o700)`` would not do: it gives the mode to the deepest
+    folder alone, the others the default (0755 under the usual umask). Used for the database
+    and its lock file (`storage.serving`), whichever is made first.
+
+    Raises
+    ------
+    OSError
+        If a folder cannot be made (FileExistsError where a file stands in its place).
+    """
+    missing = []
+    folder = Path(path).parent
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)  # another process may make it meanwhile
 
 
 def private_folder(path: str | Path) -> Path:

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from storage.db import make_private_parents
+
 LOCK_SUFFIX = ".lock"
 
 # Shared locks held for the life of this process, one per lock file (`hold_shared`);
@@ -56,7 +58,8 @@ class FolderUnwritable(LockRefused):
 
 
 def lock_path(db_path: str | Path) -> Path:
-    """The lock file of the database at `db_path`: ``<db_path>.lock`` beside it."""
+    """The lock file of the database at `db_path`: ``<db_path>.lock`` beside it; made
+    readable by its owner alone (0600), in new folders likewise (0700), as the database."""
     return Path(f"{db_path}{LOCK_SUFFIX}")
 
 
@@ -189,8 +192,13 @@ def _holders_of(db_path: str | Path) -> str:
 def _locked(db_path: str | Path, kind: int) -> BinaryIO:
     path = lock_path(db_path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+b")  # noqa: SIM115 -- kept open for as long as the lock is held
+        make_private_parents(path)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            handle = os.fdopen(descriptor, "a+b")  # kept open for as long as the lock is held
+        except BaseException:
+            os.close(descriptor)
+            raise
     except OSError as error:
         raise FolderUnwritable(
             f"the database's folder {str(path.parent)!r} cannot be written ({error.strerror}), so its "
