@@ -683,7 +683,8 @@ def _explicit_inputs() -> dict:
 
 def _fraction(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"`{name}` must be a number in [0, 1], got {shown(value)}")
+        got = "nothing" if value is None or value == "" else shown(value)  # an emptied field sends None
+        raise ValueError(f"`{name}` must be a number in [0, 1], got {got}")
     return float(value)
 
 

@@ -3,7 +3,7 @@
 A researcher chooses an explicit run (started on the Evaluate tab, or by ``python -m
 evaluation explicit``) and a rule set, and sees the paper's Table 4 (accuracy per color
 system and task, per model), accuracy per object category (Figure 2), basic vs intermediate
-colors and the light / dark / -ish modifiers (Figure 5), each model's top-10 dominant colors
+colors and the light / dark / ish modifiers (Figure 5), each model's top-10 dominant colors
 per category (Figure 3) and the "asked for X, got Y" confusion; below, the per-prompt browser
 shows each image with its objects' masks, the dominant color's swatch beside the target and
 its candidates (each named: ISCC-NBS level 3 name and basic term), each metric and its
@@ -56,7 +56,7 @@ ALL_FAILED = (
 )
 GROUPS_HELP = {
     "basic": "Basic vs intermediate colors needs color_name prompts in ISCC-NBS L2.",
-    "modifier": "Light / dark / -ish needs color_name prompts in ISCC-NBS L3.",
+    "modifier": "Light / dark / ish needs color_name prompts in ISCC-NBS L3.",
 }
 CSS = """
 .explicit-swatches { display: flex; flex-wrap: wrap; gap: 6px; align-items: flex-start; }
@@ -177,9 +177,7 @@ class ExplicitTab(Tab):
     @role(*ROLES, "admin")
     def report(self, db, actor, run: str, scoring: str, system: str) -> dict:
         """Table 4, coverage, Figures 2, 5 and 3, the confusion and the run's prompt list."""
-        report = views.explicit_report(
-            db, (run or "").strip(), scoring=scoring, confusion_system=system or None
-        )
+        report = views.explicit_report(db, _text(run), scoring=scoring, confusion_system=system or None)
         found, figs = report.tables, report.figures
         prompts = views.prompt_choices(db, report)
         coverage = found["coverage"]
@@ -219,15 +217,13 @@ class ExplicitTab(Tab):
     @role(*ROLES, "admin")
     def bias(self, db, actor, run: str, scoring: str, model: str) -> dict:
         """Figure 3 of one model of the run: its top-10 dominant colors per category."""
-        figure = views.bias_view(db, (run or "").strip(), model or "", scoring=scoring)
+        figure = views.bias_view(db, _text(run), model or "", scoring=scoring)
         return {self.parts["bias"]: _shown(figure, True)}
 
     @role(*ROLES, "admin")
     def export(self, db, actor, run: str, scoring: str, system: str) -> dict:
         """Every table as CSV and HTML and every figure as HTML, under exports/explicit/."""
-        report = views.explicit_report(
-            db, (run or "").strip(), scoring=scoring, confusion_system=system or None
-        )
+        report = views.explicit_report(db, _text(run), scoring=scoring, confusion_system=system or None)
         if "table4" not in report.tables:
             raise ValueError(f"run {report.run!r} has no scored image yet: nothing to export")
         paths = views.export_report(report, exports_folder(self.ctx.config.data_dir, "explicit"))
@@ -237,15 +233,13 @@ class ExplicitTab(Tab):
     def robustness(self, db, actor, run: str) -> dict:
         """Each rule set against the default: largest change of an accuracy cell, Kendall's τ
         between the models' rankings and the models that swap."""
-        report, text = views.rule_set_robustness(db, (run or "").strip())
+        report, text = views.rule_set_robustness(db, _text(run))
         return {self.parts["robust_note"]: escape(text), self.parts["robust_table"]: report.round(4)}
 
     @role(*ROLES, "admin")
     def prompt(self, db, actor, run: str, scoring: str, prompt_id: str) -> dict:
         """One prompt: its text, its images with masks, the swatches and the metrics."""
-        view = views.browser_view(
-            db, self.ctx.config.data_dir, (run or "").strip(), prompt_id or "", scoring=scoring
-        )
+        view = views.browser_view(db, self.ctx.config.data_dir, _text(run), prompt_id or "", scoring=scoring)
         text = view.prompt
         head = (
             f"**{escape(text['text'])}**  \n{escape(text['task'])} · level {text['level']} · "
@@ -331,7 +325,7 @@ def _layout() -> dict:
             label="Figure 5 (left): basic vs intermediate", visible=False, elem_id="explicit_basic"
         )
         parts["modifier"] = gr.Plot(
-            label="Figure 5 (right): light, dark, -ish", visible=False, elem_id="explicit_modifier"
+            label="Figure 5 (right): light, dark, ish", visible=False, elem_id="explicit_modifier"
         )
     parts["groups_note"] = gr.Markdown(elem_id="explicit_groups_note")
     gr.Markdown("### Figure 3: top-10 dominant colors per category (named in ISCC-NBS L2)")
@@ -441,3 +435,9 @@ def _swatches_html(images) -> str:
                 f"{escape(view.object)}</b>: {metrics}<div class='explicit-swatches'>{''.join(swatches)}</div></div>"
             )
     return "".join(parts)
+
+
+def _text(value: object) -> str:
+    """A picked or typed value as text: an API client may send a number where the page sends
+    text (a run id of 5 ended in an AttributeError, not the run's refusal: outside probe 116)."""
+    return value.strip() if isinstance(value, str) else "" if value is None else str(value)

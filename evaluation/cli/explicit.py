@@ -247,6 +247,7 @@ def main(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from evaluation.explicit.tables import (
+        PERCENT_OF_IMAGES,
         accuracy_table,
         category_accuracy,
         coverage_table,
@@ -303,6 +304,6 @@ def main(args: argparse.Namespace) -> int:
         print(category_accuracy(images).to_string())
     if args.table is not None:
         # What its numbers are, as the printed heading says: a CSV alone did not.
-        described = table.assign(unit="% of generated images", rules=args.scoring, run=args.run)
+        described = table.assign(unit=PERCENT_OF_IMAGES, rules=args.scoring, run=args.run)
         print(f"table written to {write_csv(described, args.table)}")
     return 0

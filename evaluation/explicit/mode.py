@@ -98,7 +98,14 @@ def plan_explicit_run(
         raise ValueError(f"`samples` must be a positive integer, got {shown(samples)}")
     if not prompts:
         raise ValueError("`prompts` must not be empty")
-    check_run_size(models, len(prompts), samples, "prompts")
+    check_run_size(
+        models,
+        len(prompts),
+        samples,
+        "prompts",
+        per_cell="image(s) per prompt",
+        lower="the images per prompt, guidance scales, prompts (a smaller subset, fewer tasks or systems) or models",
+    )
     items = [
         {
             "model": spec.key,

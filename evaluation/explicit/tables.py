@@ -177,7 +177,9 @@ def write_html(table: pd.DataFrame, path: str | Path, *, digits: int = 2) -> Pat
 
 # Color groups of Figure 5: basic vs intermediate (ISCC-NBS L2), and L3 modifiers.
 
-MODIFIERS = ("light", "dark", "-ish")
+PERCENT_OF_IMAGES = "% of generated images"
+"""The unit of every accuracy table (Table 4, Figures 2 and 5): a failed image counts as wrong."""
+MODIFIERS = ("light", "dark", "ish")
 
 
 def color_group(name: str) -> str:
@@ -194,8 +196,9 @@ def color_group(name: str) -> str:
 def color_modifiers(name: str) -> tuple[str, ...]:
     """The Figure 5 (right) modifier groups of an ISCC-NBS L3 name, in :data:`MODIFIERS` order.
 
-    ``light`` when a word is "light", ``dark`` when a word is "dark", ``-ish`` when a word ends
-    in "ish" ("light bluish green" is in ``light`` and ``-ish``); a name may be in none
+    ``light`` when a word is "light", ``dark`` when a word is "dark", ``ish`` when a word ends
+    in "ish" ("light bluish green" is in ``light`` and ``ish``; named without the paper's dash,
+    which a spreadsheet reads as a formula's start); a name may be in none
     ("vivid red"). Counting a color in each of its groups is our choice; the paper only says it
     groups L3 colors by the three modifiers.
     """
@@ -203,7 +206,7 @@ def color_modifiers(name: str) -> tuple[str, ...]:
     found = {
         "light": "light" in words,
         "dark": "dark" in words,
-        "-ish": any(w.endswith("ish") for w in words),
+        "ish": any(w.endswith("ish") for w in words),
     }
     return tuple(m for m in MODIFIERS if found[m])
 

@@ -311,7 +311,7 @@ def _figures(found: dict[str, pd.DataFrame], system: str) -> dict[str, go.Figure
         out["category"] = figures.accuracy_bars(
             found["category"], title="Accuracy per object category (color names)"
         )
-    for name, title in (("basic", "Basic and intermediate colors"), ("modifier", "Light, dark and -ish")):
+    for name, title in (("basic", "Basic and intermediate colors"), ("modifier", "Light, dark and ish")):
         if not found[name].empty:
             out[name] = figures.accuracy_bars(found[name], title=title)
     if not found["confusion"].empty:
@@ -324,22 +324,42 @@ def _figures(found: dict[str, pd.DataFrame], system: str) -> dict[str, go.Figure
     return out
 
 
+TABLE_UNITS = {
+    "table4": tables.PERCENT_OF_IMAGES,
+    "category": tables.PERCENT_OF_IMAGES,
+    "basic": tables.PERCENT_OF_IMAGES,
+    "modifier": tables.PERCENT_OF_IMAGES,
+    "bias": "share of the model's scored objects of the category",
+    "confusion": "objects",
+    "coverage": "images",
+}
+"""What the numbers of each table of `ExplicitReport.tables` count, for its export."""
+
+
 def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
     """Every table of `report` as CSV and HTML, its per-image and per-object verdicts as CSV
     (``images``, ``objects``: the rows every table is computed from, to check them with
     one's own code), and every figure as a standalone HTML page.
 
     Files are named ``<run>-<scoring>-<table>-<12 hex of their SHA-256>.<csv|html>`` under
-    `folder`, so exports never overwrite one another. Returns the paths, tables first.
+    `folder`, so exports never overwrite one another, and the same content exported again
+    is the same file. Each table's CSV names in every row its ``unit`` (`TABLE_UNITS`),
+    ``rules`` and ``run``. Returns the paths, tables first.
     """
     folder = Path(folder)
     paths = []
     for name, table in report.tables.items():
         if table.empty:
             continue
+        # Each row says what it is, as the command line's --table CSV does: the file alone
+        # (its name lost) did not say which rules or run (outside probe 116).
+        described = table.assign(unit=TABLE_UNITS[name], rules=report.scoring, run=report.run)
         paths.append(
             _write(
-                folder, f"{report.run}-{report.scoring}-{name}", ".csv", csv_text(table, float_format="%.2f")
+                folder,
+                f"{report.run}-{report.scoring}-{name}",
+                ".csv",
+                csv_text(described, float_format="%.2f"),
             )
         )
         paths.append(_write(folder, f"{report.run}-{report.scoring}-{name}", ".html", tables.to_html(table)))
@@ -349,7 +369,11 @@ def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
                 _write(folder, f"{report.run}-{report.scoring}-{name}", ".csv", csv_text(frame, index=False))
             )
     for name, figure in report.figures.items():
-        page = figure.to_html(include_plotlyjs=True, full_html=True)
+        # A fixed element id: Plotly draws a random one, so each export of the same figure
+        # was a new 4.6 MB file (outside probe 116); with it, the same figure, the same name.
+        page = figure.to_html(
+            include_plotlyjs=True, full_html=True, div_id=f"figure-{name.replace(' ', '-')}"
+        )
         paths.append(_write(folder, f"{report.run}-{report.scoring}-{name.replace(' ', '-')}", ".html", page))
     return paths
 

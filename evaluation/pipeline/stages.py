@@ -54,7 +54,15 @@ a typo such as 10**12 seeds is refused before a single item is built (building t
 hold the server's memory until it is killed)."""
 
 
-def check_run_size(models: Sequence[ModelSpec], cells: int, samples: int, what: str) -> int:
+def check_run_size(
+    models: Sequence[ModelSpec],
+    cells: int,
+    samples: int,
+    what: str,
+    *,
+    per_cell: str = "seed(s)",
+    lower: str = "the seeds, guidance scales, concepts or models",
+) -> int:
     """The number of images of a run over `models` x `cells` x each model's guidance scales x
     `samples`, or a ValueError saying what to lower when it is over `MAX_RUN_IMAGES`.
 
@@ -68,15 +76,17 @@ def check_run_size(models: Sequence[ModelSpec], cells: int, samples: int, what: 
         Images per cell and guidance scale (seeds).
     what : str
         What a cell is, for the message, e.g. ``"concept-style pairs"``.
+    per_cell, lower : str
+        For the message: what `samples` counts, and what the person may lower (the form's
+        words: an explicit-color run's *Images per prompt*, not seeds).
     """
     n = sum(len(spec.cfg_scales) for spec in models) * cells * samples
     if n > MAX_RUN_IMAGES:
         scales = sorted({len(spec.cfg_scales) for spec in models})
         raise ValueError(
             f"the run would make {n:,} images ({len(models)} model(s) x {cells:,} {what} x "
-            f"{'/'.join(map(str, scales))} guidance scale(s) x {samples:,} seed(s)); one run makes "
-            f"at most {MAX_RUN_IMAGES:,}: lower the seeds, guidance scales, concepts or models, "
-            "or split it into several runs"
+            f"{'/'.join(map(str, scales))} guidance scale(s) x {samples:,} {per_cell}); one run makes "
+            f"at most {MAX_RUN_IMAGES:,}: lower {lower}, or split it into several runs"
         )
     return n
 

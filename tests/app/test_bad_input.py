@@ -650,6 +650,15 @@ CASES = [
         r"^`Subset` must be 'full', 'compact' or a positive integer, got 'k{80}'… \(300 characters\)$",
     ),
     Case(
+        # It named the concept mode's seeds and concepts, fields this form does not have (outsider 116).
+        "evaluate-explicit-images-huge",
+        "/evaluate_preview",
+        as_role("researcher", *EXPLICIT_MODE, ["color_name"], ["css3"], "compact", 10**12),
+        r"^the run would make [\d,]+ images \(1 model\(s\) x [\d,]+ prompts x 1 guidance scale\(s\) x "
+        r"1,000,000,000,000 image\(s\) per prompt\); one run makes at most 1,000,000: lower the images per "
+        r"prompt, guidance scales, prompts",
+    ),
+    Case(
         "evaluate-explicit-no-systems",
         "/evaluate_preview",
         as_role("researcher", *EXPLICIT_MODE, ["color_name"], []),

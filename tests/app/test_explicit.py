@@ -117,7 +117,7 @@ def test_show_gives_table4_coverage_figures_and_the_confusion(app):
     assert [trace.name for trace in bars.data] == ["right", "wrong"]
     assert [list(trace.y) for trace in bars.data] == [[100.0], [0.0]]
     assert figure(basic).data[0].x == ("basic",)  # red, blue, yellow, green are all basic
-    assert modifier is None and groups == "Light / dark / -ish needs color_name prompts in ISCC-NBS L3."
+    assert modifier is None and groups == "Light / dark / ish needs color_name prompts in ISCC-NBS L3."
     assert bias_model == "right" and figure(bias).data[0].x == ("vehicles",)
     heat = figure(confusion)
     labels = ("blue (strong blue, blue)", "green (brilliant green, green)", "red (strong red, red)")
@@ -216,10 +216,17 @@ def test_export_writes_csv_and_html_under_exports(app):
         assert shown.loc[model, (system, task)] == pytest.approx(value, abs=0.01)
     written = list((config.data_dir / "exports" / "explicit").iterdir())
     table4 = next(p for p in written if p.name.startswith("syn-paper-table4-") and p.suffix == ".csv")
+    # Each row says its unit, rules and run (the file alone did not: outsider 116).
     assert table4.read_text().splitlines()[:2] == [
-        "system,iscc-nbs-l2,iscc-nbs-l2,iscc-nbs-l2,all systems,all systems,all systems",
-        "task,color_name,numeric,average,color_name,numeric,average",
+        "system,iscc-nbs-l2,iscc-nbs-l2,iscc-nbs-l2,all systems,all systems,all systems,unit,rules,run",
+        "task,color_name,numeric,average,color_name,numeric,average,,,",
     ]
+    assert {
+        tuple(row[-3:]) for row in pd.read_csv(table4, header=[0, 1], index_col=0).itertuples(index=False)
+    } == {("% of generated images", "paper", RUN)}
+    # The same export again is the same files: each figure page was a new 4.6 MB file (outsider 116).
+    again = client.predict(tokens["researcher"], RUN, "paper", "", api_name="/explicit_export")
+    assert sorted(again) == sorted(files) and len(list(table4.parent.iterdir())) == len(written)
 
 
 def test_bad_input_names_the_field(app):
@@ -227,6 +234,9 @@ def test_bad_input_names_the_field(app):
     token = tokens["researcher"]
     with pytest.raises(AppError, match="Pick an explicit-color run \\('empty', 'syn'\\); got 'nope'"):
         client.predict(token, "nope", "paper", "", api_name="/explicit_show")
+    # A number where the page sends text ended in an AttributeError (outsider 116).
+    with pytest.raises(AppError, match="Pick an explicit-color run \\('empty', 'syn'\\); got '5'"):
+        client.predict(token, 5, "paper", "", api_name="/explicit_show")
     with pytest.raises(AppError, match="`confusion system` must be one with scored images"):
         client.predict(token, RUN, "paper", "css3", api_name="/explicit_show")
     with pytest.raises(AppError, match="`prompt` must be a prompt id of run 'syn'"):

@@ -144,11 +144,11 @@ def test_color_groups_and_modifiers():
     l2 = load_system("iscc-nbs-l2").names
     basic = [name for name in l2 if color_group(name) == "basic"]
     assert len(basic) == 13 and "yellow green" in basic and "reddish orange" not in basic
-    assert color_modifiers("light bluish green") == ("light", "-ish")
+    assert color_modifiers("light bluish green") == ("light", "ish")
     assert color_modifiers("very dark red") == ("dark",)
     assert color_modifiers("vivid red") == ()
     l3 = load_system("iscc-nbs-l3").names
-    counts = {m: sum(m in color_modifiers(n) for n in l3) for m in ("light", "dark", "-ish")}
+    counts = {m: sum(m in color_modifiers(n) for n in l3) for m in ("light", "dark", "ish")}
     assert all(count > 20 for count in counts.values())
 
 
@@ -165,7 +165,7 @@ def test_group_accuracy_splits_basic_and_intermediate_and_modifiers():
         "m": {"basic": 100.0, "intermediate": 50.0}
     }
     assert group_accuracy(images, rows, grouping="modifier").to_dict("index") == {
-        "m": {"light": 100.0, "dark": 0.0, "-ish": 100.0}
+        "m": {"light": 100.0, "dark": 0.0, "ish": 100.0}
     }
     with pytest.raises(ValueError, match="`grouping`"):
         group_accuracy(images, rows, grouping="hue")
