@@ -150,6 +150,7 @@ VIEW = (
     "task",
     "message",
     "submissions_box",
+    "examples",
 )
 """The parts every view updates (`DesignerTab.show`), in the order API clients receive them."""
 LISTING = ("table", "gallery")
@@ -255,6 +256,9 @@ class DesignerTab(Tab):
             "task": task,
             "message": message,
             "submissions_box": gr.Accordion(visible=submissions_box),
+            # Sent with the instructions only: in the page they weighed 1.7 kB of its 300 (issue
+            # 28) for every visitor, with the paths of Gradio's cache.
+            "examples": reference_example_files() if instructions_box else gr.skip(),
         }
         return {self.parts[name]: updates[name] for name in VIEW}
 
@@ -534,8 +538,7 @@ def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:
         gr.Markdown(
             onboarding.read_text(onboarding.INSTRUCTIONS_FILE)[0], elem_id="designer_instructions_text"
         )
-        gr.Gallery(
-            reference_example_files(),
+        parts["examples"] = gr.Gallery(
             label="Reference examples",
             columns=3,
             height="auto",

@@ -17,7 +17,7 @@ import pytest
 from numpy.testing import assert_array_equal
 from PIL import Image
 
-from app.designer import reference_examples
+from app.designer import reference_example_files, reference_examples
 from app.guard import COOKIE
 from bench.app_process import ROOT, AppProcess, page_config
 from bench.designer_client import TLS_CONTEXT
@@ -38,16 +38,28 @@ def _get(client, path, token: str | None) -> httpx.Response:
     return httpx.get(f"{client.src}gradio_api/file={path}", cookies=cookies, verify=TLS_CONTEXT)
 
 
-def test_the_reference_examples_are_served_to_anyone_exactly_as_drawn(shared_app):
-    """The instructions' colored examples are public page files, served losslessly: the
-    palette colors a designer is shown are the ones the example was filled with."""
+def _examples(client) -> tuple[str, list[tuple[str, str]]]:
+    """A new designer's session and the reference examples their instructions came with
+    (server paths, captions)."""
+    [(_, token)] = _people(client, "designer")
+    client.predict(token, True, api_name="/designer_consent")
+    return token, reference_example_files()
+
+
+def test_the_reference_examples_come_with_the_instructions_exactly_as_drawn(shared_app):
+    """The instructions' colored examples are served losslessly: the palette colors a
+    designer is shown are the ones the example was filled with. They come with the
+    instructions, not in the page (1.7 kB of every visitor's page, issue 28, with the
+    paths of Gradio's cache), and only to whom they were sent."""
     client, _ = shared_app
     config = page_config(client.src)
     [gallery] = [c for c in config["components"] if c["props"].get("elem_id") == "designer_examples"]
-    shown = gallery["props"]["value"]
-    assert [item["caption"] for item in shown] == [caption for _, caption in reference_examples()]
-    for item, (drawn, _) in zip(shown, reference_examples(), strict=True):
-        served = _get(client, item["image"]["path"], None)  # no session
+    assert not gallery["props"].get("value")
+    token, files = _examples(client)
+    assert [caption for _, caption in files] == [caption for _, caption in reference_examples()]
+    for (path, _), (drawn, _) in zip(files, reference_examples(), strict=True):
+        assert _get(client, path, None).status_code == 403  # no session
+        served = _get(client, path, token)
         assert served.status_code == 200 and served.headers["content-type"] == "image/png"
         assert_array_equal(np.asarray(Image.open(io.BytesIO(served.content)).convert("RGB")), drawn)
 
@@ -57,11 +69,10 @@ def test_a_ranged_read_answers_the_files_bytes_and_none_of_the_requests_headers(
     session cookie, a bearer token, a header the caller made up, a cache policy for shared
     caches and a second content type came back in it. Now only the file's own headers."""
     client, _ = shared_app
-    config = page_config(client.src)
-    [gallery] = [c for c in config["components"] if c["props"].get("elem_id") == "designer_examples"]
-    path = Path(gallery["props"]["value"][0]["image"]["path"])
+    token, files = _examples(client)
+    path = Path(files[0][0])
     echoed = {
-        "Cookie": f"{COOKIE}=a-session-token",
+        "Cookie": f"{COOKIE}={token}",
         "Authorization": "Bearer a-bearer-token",
         "X-Evil": "<script>alert(1)</script>",
         "Cache-Control": "public, max-age=31536000",

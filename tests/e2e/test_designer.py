@@ -12,6 +12,7 @@ from annotation.coloring.store import load_pixels
 from annotation.coloring.tasks import layer_of_coloring
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 from app.coloring_canvas import SERVED_FOLDER, served_files
+from app.designer import reference_examples
 from evaluation.color import naming
 from tests.app_server import shared_app  # noqa: F401  (pytest fixture)
 from tests.browser import (  # noqa: F401
@@ -185,6 +186,14 @@ def _read_instructions(live_app, page) -> int:
     page.get_by_role("button", name="I agree: continue").click()
     expect(page.locator("#designer_instructions_text")).to_contain_text("How to color")
     expect(page.locator("#designer_read")).to_be_focused()  # the next step, not the page's top
+    # The examples come with the instructions (not in every visitor's page) and show.
+    examples = page.locator("#designer_examples img")
+    expect(examples).to_have_count(len(reference_examples()))
+    examples.first.scroll_into_view_if_needed()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#designer_examples img')].every((i) => i.complete && i.naturalWidth > 0)"
+    )
+    page.locator("#designer_read").focus()
     return annotator_id
 
 

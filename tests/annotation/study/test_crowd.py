@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from tests.study_data import populate, sources, truth_source
 
 ADMIN = Actor(None, "admin", frozenset({"admin"}))
 T0 = utcnow().replace(microsecond=0)
+DOCS = Path(__file__).parents[3] / "docs" / "crowd.md"
 CODES = {"completion_code": "C0MPLETE", "screenout_code": "SCREEN-1"}
 
 
@@ -771,6 +773,11 @@ def test_the_default_consent_text_and_its_bound(setup):
     db, study_id = setup
     link, _ = _link(db, study_id)
     assert link["consent_text"] is None and crowd.consent_text(link) == crowd.DEFAULT_CONSENT
+    # The Study tab points researchers to docs/crowd.md for it: word for word there.
+    quoted = [
+        line.strip()[1:].strip() for line in DOCS.read_text().splitlines() if line.strip().startswith(">")
+    ]
+    assert " ".join(crowd.DEFAULT_CONSENT.split()) in " ".join(" ".join(quoted).split())
     before = _dump(db)
     with pytest.raises(InvalidInput, match="`consent_text` may hold at most 5000 characters"):
         _link(db, study_id, consent_text="x" * 5001)
