@@ -439,6 +439,11 @@ class DesignerTab(Tab):
             item = work.next_item(db, actor.annotator_id, practice=True)
             done = len(onboarding.practice_colorings(db, actor.annotator_id))
             progress = f"Practice · {done} of {len(config.practice_concepts)} done"
+            why = onboarding.practice_redo_reason(db, actor.annotator_id)
+            if why is not None and not message:
+                message = "The study organisers asked you to do the practice again" + (
+                    f": “{escape(why)}”." if why.strip() else "."
+                )
         else:
             _top_up(ctx, db, actor)
             item = work.next_item(db, actor.annotator_id, practice=False)

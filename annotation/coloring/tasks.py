@@ -443,6 +443,16 @@ def redo_refusal(
         return "it is someone else's coloring"
     if coloring["practice"]:
         return "practice colorings are reviewed by the study admin"
+    if coloring["status"] == "recolor_requested":  # "it is recolor requested" puzzled (outside probe 117)
+        waiting = db["tasks"].count_where(
+            "kind = 'coloring' and coloring_id = ? and status = 'reserved' and expires > ?",
+            [coloring["id"], iso(now)],
+        )
+        return (
+            "an expert asked you to color it again: that task, with their note, is in your queue"
+            if waiting
+            else "an expert asked for it again and that task's time ran out: ask the study organisers"
+        )
     if coloring["status"] != "submitted":
         return f"it is {in_words(coloring['status'])}"
     latest = db.execute(
@@ -477,9 +487,7 @@ def request_redo(
     Raises
     ------
     NotFound
-        If there is no such coloring.
-    PermissionDenied
-        If it is someone else's.
+        If the designer has no such coloring (someone else's is refused alike).
     Conflict
         If it is outside the redo window (see the module docstring); the message says why.
     """
@@ -487,9 +495,12 @@ def request_redo(
         raise InvalidInput(f"`minutes` must be a positive number, got {shown(minutes)}")
     now = utcnow() if now is None else now
     with transaction(db):
+        # Someone else's coloring is refused as an id nobody has: "someone else's" against
+        # "unknown" told a designer which ids exist (outside probe 117).
+        mine = db["colorings"].count_where("id = ? and annotator_id = ?", [coloring_id, annotator_id])
+        if not mine:
+            raise NotFound(f"you have no coloring with the id {shown(coloring_id)}")
         coloring = get_coloring(db, coloring_id)
-        if coloring["annotator_id"] != annotator_id:
-            raise PermissionDenied(f"coloring {coloring_id} is someone else's")
         why = redo_refusal(db, annotator_id, coloring, now=now)
         if why:
             raise Conflict(f"coloring {coloring_id} cannot be redone: {why}")

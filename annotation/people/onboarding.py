@@ -96,6 +96,21 @@ def practice_colorings(db: sqlite_utils.Database, annotator_id: int) -> list[dic
     )
 
 
+def practice_redo_reason(db: sqlite_utils.Database, annotator_id: int) -> str | None:
+    """Why the admin asked the designer to do the practice again (the reason typed, maybe "";
+    user text), while that is the latest decision on their practice; None otherwise. The
+    designer was sent back to the practice told nothing (outside probe 117)."""
+    row = next(
+        db.query(
+            "select action, why from audit where object_type = 'annotator' and object_id = ? and action in "
+            "('approve_practice', 'redo_practice') order by id desc limit 1",
+            [str(annotator_id)],
+        ),
+        None,
+    )
+    return row["why"] or "" if row is not None and row["action"] == "redo_practice" else None
+
+
 def onboarding_stage(
     db: sqlite_utils.Database,
     annotator_id: int,

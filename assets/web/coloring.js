@@ -39,6 +39,7 @@ const COMMIT_DELAY_MS = 250;
 const MIN_ZOOM_OF_FIT = 0.5;
 const MIN_VIEWPORT_PX = 320;
 const BOTTOM_MARGIN_PX = 12;
+const TAP_SLOP_PX = 10;  // how far (CSS px) a finger may travel and still tap
 const HISTORY_DB = "colorconcept-canvas";
 const HISTORY_STORE = "history";
 const MAX_SAVED_UNDO_BYTES = 48e6;
@@ -794,7 +795,7 @@ function onPointerDown(ev) {
   }
   if (ev.button !== 0) return;
   const p = toImage(ev);
-  if (ev.pointerType === "touch" && (S.tool === "fill" || S.tool === "picker")) S.tap = p;
+  if (ev.pointerType === "touch" && (S.tool === "fill" || S.tool === "picker")) S.tap = { p, x: ev.clientX, y: ev.clientY };
   else if (S.tool === "fill") fillAt(p.x, p.y);
   else if (S.tool === "picker") pickAt(p);
   else {
@@ -875,6 +876,8 @@ function pinchTo() {
 }
 function onPointerMove(ev) {
   if (S.touches.has(ev.pointerId)) S.touches.set(ev.pointerId, { x: ev.clientX, y: ev.clientY });
+  // A finger that travels is a swipe, not a tap: it filled where it started (outside probe 117).
+  if (S.tap && Math.hypot(ev.clientX - S.tap.x, ev.clientY - S.tap.y) > TAP_SLOP_PX) S.tap = null;
   if (S.pinch) {
     if (S.touches.size >= 2) pinchTo();
     return;
@@ -896,7 +899,7 @@ function onPointerUp(ev) {
     return;
   }
   if (S.tap) {
-    const p = S.tap;
+    const { p } = S.tap;
     S.tap = null;
     if (ev.type === "pointerup") S.tool === "fill" ? fillAt(p.x, p.y) : pickAt(p);
   }

@@ -922,7 +922,7 @@ CASES = [
         "designer-redo-unknown-coloring",
         "/designer_redo",
         as_role("designer", 99999),
-        "unknown coloring id 99999",
+        "^you have no coloring with the id 99999$",
     ),
     # Sketch imports: files that are not where an upload may come from.
     # A designer's sketch upload is refused at the upload route, before any handler

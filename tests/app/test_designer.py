@@ -185,6 +185,21 @@ def test_a_designer_onboards_and_three_colorings_put_their_mass_on_the_nearest_b
         assert coloring["seconds_spent"] == 30.0 + i
 
 
+def test_a_designer_sent_back_to_the_practice_reads_why(study):
+    """They were back at "Practice · 0 of 3 done" told nothing (outside probe 117)."""
+    designer_id, token = study.person()
+    finish_practice(study, token, study.onboarded(token))
+    why = "colour <b>inside</b> the lines"
+    study.client.predict(study.admin, designer_id, "redo", why, api_name="/admin_review_practice")
+    view = study.view("/designer_continue", token)
+    assert "Practice · 0 of 3 done" in view["header"]
+    assert view["message"] == (
+        "The study organisers asked you to do the practice again: “colour &lt;b&gt;inside&lt;/b&gt; the lines”."
+    )
+    view, _ = study.submit(token, view, [(176, 176, 176)])
+    assert view["message"].startswith("Saved your coloring")  # what the last action did comes first
+
+
 def test_a_blank_or_barely_colored_submission_is_refused_and_stores_nothing(study):
     _, token = study.person()
     view = study.onboarded(token)

@@ -564,6 +564,10 @@ def test_two_fingers_zoom_and_pan_and_leave_the_drawing_as_it_was(module_chromiu
             )
 
         page.click("#demo_canvas [data-tool=brush]")
+        touch_action = (
+            "() => getComputedStyle(document.querySelector('#demo_canvas .cc-viewport')).touchAction"
+        )
+        assert page.evaluate(touch_action) == "none"  # a finger draws
         a = _to_client(page, *BODY)
         shown = _displayed(page)
         fingers("touchStart", a)
@@ -585,6 +589,14 @@ def test_two_fingers_zoom_and_pan_and_leave_the_drawing_as_it_was(module_chromiu
         fingers("touchStart", a)
         fingers("touchStart", a, (a[0] + 80, a[1]))  # a pinch begun on the fill tool: no fill
         fingers("touchMove", (a[0] - 30, a[1]), (a[0] + 110, a[1]))
+        fingers("touchEnd")
+        assert page.evaluate(f"() => {API}.state().undo") == 0 and (_displayed(page) == shown).all()
+        # A one-finger swipe on the fill tool scrolls the page, and fills nothing: it filled where
+        # it started, and the drawing held the page still (outsider 117).
+        assert page.evaluate(touch_action) == "pan-x pan-y"
+        fingers("touchStart", a)
+        for step in range(1, 8):
+            fingers("touchMove", (a[0] + 3 * step, a[1] + 40 * step))
         fingers("touchEnd")
         assert page.evaluate(f"() => {API}.state().undo") == 0 and (_displayed(page) == shown).all()
         page.click("#demo_canvas [data-action=fit]")

@@ -230,8 +230,11 @@ def test_a_redo_is_a_new_round_until_the_next_batch_starts(store):
     with pytest.raises(Conflict, match="cannot be redone: its batch is closed"):
         work.request_redo(db, designer, second, now=later)
     (other,) = people(db, 1, "designer")
-    with pytest.raises(PermissionDenied, match="someone else's"):
+    # Refused as an id nobody has: "someone else's" told which ids exist (outside probe 117).
+    with pytest.raises(NotFound, match=rf"^you have no coloring with the id {second}$"):
         work.request_redo(db, other, second, now=T0)
+    with pytest.raises(NotFound, match=r"^you have no coloring with the id 99999$"):
+        work.request_redo(db, other, 99999, now=T0)
 
 
 def test_an_experts_recolor_request_comes_first_with_its_note(store):
@@ -243,7 +246,13 @@ def test_an_experts_recolor_request_comes_first_with_its_note(store):
     task_id = request_recolor(db, actor(db, expert), coloring_id, "<b>browner</b> please", now=T0)
     item = work.next_item(db, designer, practice=False, now=T0)
     assert (item.task.id, item.kind, item.note) == (task_id, "recolor", "<b>browner</b> please")
-    assert work.redo_refusal(db, designer, get_coloring(db, coloring_id), now=T0) == "it is recolor requested"
+    assert work.redo_refusal(db, designer, get_coloring(db, coloring_id), now=T0) == (
+        "an expert asked you to color it again: that task, with their note, is in your queue"
+    )
+    later = T0 + dt.timedelta(days=30)  # its task's time ran out
+    assert work.redo_refusal(db, designer, get_coloring(db, coloring_id), now=later) == (
+        "an expert asked for it again and that task's time ran out: ask the study organisers"
+    )
     assert len(open_tasks(db, "coloring", designer, now=T0)) == 3
     recolored, _ = _submit(db, data, designer, item, now=T0)
     assert get_coloring(db, recolored)["round"] == 2

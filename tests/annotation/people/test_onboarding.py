@@ -10,6 +10,7 @@ from annotation.people.onboarding import (
     awaiting_approval,
     mark_instructions_read,
     onboarding_stage,
+    practice_redo_reason,
     read_text,
     record_consent,
     review_practice,
@@ -96,8 +97,10 @@ def test_an_automatic_approval_is_recorded_and_outlives_the_setting(db):
 def test_redo_sends_designer_back_to_practice_and_keeps_the_colorings(db):
     designer = _designer_through_instructions(db)
     ids = [_practice(db, designer, k) for k in ("banana", "rotten apple", "cozy cabin")]
+    assert practice_redo_reason(db, designer) is None
     review_practice(db, designer, ADMIN, approve=False, why="colored the cup too")
     assert onboarding_stage(db, designer) == "practice"
+    assert practice_redo_reason(db, designer) == "colored the cup too"
     assert [db["colorings"].get(i)["status"] for i in ids] == ["recolor_requested"] * 3
     audit = list(db["audit"].rows_where("action = 'redo_practice'"))
     assert [(a["actor"], a["object_id"], a["why"]) for a in audit] == [
