@@ -200,12 +200,25 @@ def verify(folder: str | Path) -> dict:
     """
     folder = Path(folder)
     try:
+        size = (folder / MANIFEST).stat().st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise BackupError(
+                f"{str(folder)!r} holds a {MANIFEST} of {size:,} bytes, more than a backup's "
+                f"({MAX_MANIFEST_BYTES:,} at most); nothing was restored"
+            )
         manifest = json.loads((folder / MANIFEST).read_text())
         entries = [(manifest["database"]["path"], manifest["database"])] + [
             (f"files/{e['path']}", e) for e in manifest["files"]
         ]
+        problem = _manifest_problem(manifest, [entry for _, entry in entries])
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise BackupError(f"{str(folder)!r} holds no readable {MANIFEST}: {error}") from None
+        if isinstance(error, BackupError):
+            raise
+        raise BackupError(
+            f"{str(folder)!r} holds no readable {MANIFEST}: {error!r}; nothing was restored"
+        ) from None
+    if problem:
+        raise BackupError(f"{str(folder)!r} holds a {MANIFEST} that {problem}; nothing was restored")
     if entries[0][0] != DB_NAME:
         raise BackupError(
             f"the backup's database must be {DB_NAME!r}, got {shown(entries[0][0])}; nothing was restored"
@@ -249,6 +262,32 @@ def _content_problem(path: Path, entry: dict) -> str | None:
         return f"is not a {name.suffix.lower()} file (its first bytes are not that kind's)"
     if _DIGEST_NAME.fullmatch(name.stem) and name.stem != entry["sha256"]:
         return "is named by a sha256 that is not its content's (the app names each file by its bytes' sha256)"
+    return None
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _manifest_problem(manifest: dict, entries: list) -> str | None:
+    """What a manifest lacks that a restore reads (a schema version, and for each file a
+    path, a sha256 and a size), or None: a missing ``bytes`` ended in a traceback (outside
+    probe 118)."""
+    if isinstance(manifest.get("schema_version"), bool) or not isinstance(
+        manifest.get("schema_version"), int
+    ):
+        return f"states no schema version (got {shown(manifest.get('schema_version'))})"
+    for entry in entries:
+        if not isinstance(entry, dict):
+            return f"lists {shown(entry)}, not a file's entry"
+        name = shown(entry.get("path"))
+        if not isinstance(entry.get("sha256"), str) or not _SHA256.fullmatch(entry["sha256"]):
+            return f"gives {name} no sha256 (64 lower-case hex digits)"
+        if (
+            isinstance(entry.get("bytes"), bool)
+            or not isinstance(entry.get("bytes"), int)
+            or entry["bytes"] < 0
+        ):
+            return f"gives {name} no size in bytes"
     return None
 
 
@@ -314,6 +353,7 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
             manifest = verify(folder)
             staged = _stage_database(folder, manifest, db_path)
             try:
+                _check_named(staged, manifest, data_dir)
                 copied = _restore_files(folder, manifest, data_dir)
             except BaseException:
                 staged.unlink(missing_ok=True)
@@ -393,7 +433,14 @@ def _unpacked(source: Path, beside: Path):
                         "holding everything: it is not a backup (the Admin tab's backup zip, or a "
                         "backup folder zipped whole); nothing was restored"
                     )
-                _check_listed(archive, top, source.name)
+                unpacked = _check_listed(archive, top, source.name)
+                free = shutil.disk_usage(temp).free
+                if unpacked > free:  # checked before, not found by ENOSPC after a disk filled
+                    raise BackupError(
+                        f"the disk beside the database ({str(beside)!r}) is full: the zip {source.name!r} "
+                        f"unpacks there first ({unpacked:,} bytes; {free:,} free); free some space there and "
+                        "run this again; nothing was restored"
+                    )
                 archive.extractall(temp)
         except (zipfile.BadZipFile, OSError) as error:
             if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -413,10 +460,12 @@ MAX_MANIFEST_BYTES = 64 << 20
 names less: 64 MB is far beyond the full study's)."""
 
 
-def _check_listed(archive: zipfile.ZipFile, top: str, name: str) -> None:
+def _check_listed(archive: zipfile.ZipFile, top: str, name: str) -> int:
     """Refuse a zip holding an entry its manifest does not list, or one of another size
     than listed, before anything is unpacked: the whole zip was unpacked first, a 3.2 GB
-    file it did not list included (outside probe 115)."""
+    file it did not list included (outside probe 115). Returns the bytes it unpacks to,
+    which the caller weighs against the disk's free space (a listed 1 GB entry of zeros
+    filled it before its hash was checked: outside probe 118)."""
     prefix = f"{top}/" if top else ""
     info = archive.getinfo(prefix + MANIFEST)
     if info.file_size > MAX_MANIFEST_BYTES:
@@ -446,6 +495,7 @@ def _check_listed(archive: zipfile.ZipFile, top: str, name: str) -> None:
                 f"the zip {name!r} holds {shown(entry.filename)} of {entry.file_size:,} bytes, where its "
                 f"{MANIFEST} says {listed[entry.filename]!r}; nothing was restored"
             )
+    return sum(entry.file_size for entry in archive.infolist())
 
 
 def _backup_top(names: list[str]) -> str | None:
@@ -458,6 +508,20 @@ def _backup_top(names: list[str]) -> str | None:
     if len(folders) == 1 and f"{next(iter(folders))}/{MANIFEST}" in names:
         return next(iter(folders))
     return None
+
+
+def _check_named(staged: Path, manifest: dict, data_dir: Path) -> None:
+    """Refuse a backup whose database names a file that neither the backup nor the data folder
+    holds: one whose manifest listed no file restored a study of broken images, which no start
+    warned of (outside probe 118), as a backup of such a database is refused."""
+    listed = {entry["path"] for entry in manifest["files"]}
+    missing = [p for p in _named_files(staged) if p not in listed and not resolve(data_dir, p).is_file()]
+    if missing:
+        more = f" and {len(missing) - 1} other file(s)" if len(missing) > 1 else ""
+        raise BackupError(
+            f"the backup's database names {missing[0]!r}{more}, which neither the backup nor the data "
+            "folder holds (a backup holds every file its database names); the database was not replaced"
+        )
 
 
 def _restore_files(folder: Path, manifest: dict, data_dir: Path) -> int:
@@ -555,7 +619,7 @@ def _integrity_problem(path: Path) -> str | None:
             conn.close()
     except sqlite3.DatabaseError as error:
         return str(error)
-    return None if found == [("ok",)] else found[0][0]
+    return None if found == [("ok",)] else " ".join(str(found[0][0]).split())
 
 
 def _schema_problem(path: Path, stated: object) -> str | None:
@@ -620,13 +684,16 @@ def _shape_problem(path: Path, version: int) -> str | None:
 
 def _columns_said(found: tuple, expected: tuple) -> str:
     """For two table shapes (`storage.schema.schema_shape`) whose column names differ,
-    `` (columns: ...; expected: ...)``; else ""."""
+    `` (columns: ...; expected: ...)``; whose SQL has a CHECK or COLLATE the other has not,
+    `` (its SQL has CHECK)``; else ""."""
     if not (isinstance(found[0], tuple) and isinstance(expected[0], tuple)):
         return ""
     names = [[column[0] for column in shape[0] if isinstance(column, tuple)] for shape in (found, expected)]
-    if names[0] == names[1]:
-        return ""
-    return f" (columns: {', '.join(names[0])}; expected: {', '.join(names[1])})"
+    if names[0] != names[1]:
+        return f" (columns: {', '.join(names[0])}; expected: {', '.join(names[1])})"
+    if found[2:] != expected[2:]:
+        return f" (its SQL has {', '.join(found[2]) or 'no CHECK or COLLATE'})"
+    return ""
 
 
 def _swap_in(staged: Path, db_path: Path) -> Path | None:

@@ -27,6 +27,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -859,17 +860,29 @@ def tables_at(version: int) -> frozenset[str]:
 
 _SQLITE_TABLES = frozenset({"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
 """Tables SQLite makes itself (AUTOINCREMENT, ANALYZE): no part of the app's schema."""
+_QUOTED = re.compile(r""""(?:[^"]|"")*"|\[[^\]]*\]|`(?:[^`]|``)*`|'(?:[^']|'')*'""")
+_CONSTRAINT_WORDS = re.compile(r"\b(CHECK|COLLATE)\b", re.IGNORECASE)
+
+
+def constraint_words(sql: str | None) -> tuple[str, ...]:
+    """The words of a table's SQL that no pragma reports, ``CHECK`` and ``COLLATE``, that
+    stand outside quoted names and strings (sorted, upper case): a CHECK constraint a backup
+    brought refused every write to its table (outside probe 118), a collation changes what
+    is equal."""
+    return tuple(sorted({w.upper() for w in _CONSTRAINT_WORDS.findall(_QUOTED.sub(" ", sql or ""))}))
 
 
 def schema_shape(conn: sqlite3.Connection) -> dict[tuple[str, str], tuple]:
     """What the schema of the database on `conn` is made of, by ``(type, name)``.
 
     A table is its columns (``pragma table_xinfo``: name, declared type, not null,
-    default, primary-key rank, hidden; by name) and foreign keys; an index its table,
+    default, primary-key rank, hidden; by name), foreign keys and `constraint_words`
+    (whether its SQL has a CHECK or a COLLATE, which no pragma tells); an index its table,
     uniqueness, origin, whether partial, and columns (``pragma index_xinfo``); a trigger or
     view its SQL with white space runs made one space. Tables and indexes are compared by
     what SQLite reads from them, not their SQL text, which sqlite-utils words differently
-    from release to release; a table's CHECK constraints and collations are not in it.
+    from release to release (the app's tables have no CHECK or COLLATE clause: one in a
+    table is a difference whatever it says).
     SQLite's own tables (`_SQLITE_TABLES`) are left out.
     """
     shape: dict[tuple[str, str], tuple] = {}
@@ -881,7 +894,7 @@ def schema_shape(conn: sqlite3.Connection) -> dict[tuple[str, str], tuple]:
             keys = sorted(
                 tuple(r[2:]) for r in conn.execute("select * from pragma_foreign_key_list(?)", [name])
             )
-            shape[kind, name] = (tuple(columns), tuple(keys))
+            shape[kind, name] = (tuple(columns), tuple(keys), constraint_words(sql))
         elif kind == "index":
             [listed] = [
                 r[1:] for r in conn.execute("select * from pragma_index_list(?)", [table]) if r[1] == name

@@ -472,6 +472,12 @@ def _foreign(path: Path) -> None:
             r"object_id, object_type, why\)",
         ),
         (
+            # Outside probe 118: it passed, and no one could sign in (every session write refused).
+            "pragma writable_schema = on; update sqlite_master set sql = substr(sql, 1, length(sql) - 1) "
+            "|| ', CHECK (0))' where name = 'sessions'; pragma writable_schema = off",
+            rf"has table 'sessions' unlike schema version {VERSION}'s \(its SQL has CHECK\)",
+        ),
+        (
             "drop index idx_audit_action_object_id_created",
             rf"lacks index 'idx_audit_action_object_id_created' of schema version {VERSION}",
         ),
@@ -488,6 +494,7 @@ def _foreign(path: Path) -> None:
         "an-index",
         "a-trigger-rewritten",
         "a-column-missing",
+        "a-check-constraint",
         "an-index-missing",
     ],
 )
@@ -619,6 +626,31 @@ def test_a_backup_file_that_is_not_what_its_name_says_is_refused_whole(tmp_path)
         assert not (place / "live" / "data").exists()
 
 
+def test_a_manifest_that_lists_too_little_or_lacks_a_field_is_refused_in_one_line(tmp_path):
+    """Outside probe 118: a manifest listing no file restored a study of broken images, and
+    one lacking a file's size ended in a traceback."""
+    folder, live = _one_coloring_backup(tmp_path)
+    manifest = json.loads((folder / backup.MANIFEST).read_text())
+    for change, problem in (
+        (
+            {"files": []},
+            r"the backup's database names 'colorings/.*' and 1 other file\(s\), which neither the backup nor "
+            r"the data folder holds \(a backup holds every file its database names\); the database was not "
+            r"replaced",
+        ),
+        (
+            {"files": [{k: v for k, v in e.items() if k != "bytes"} for e in manifest["files"]]},
+            r"holds a manifest\.json that gives 'colorings/.* no size in bytes; nothing was restored",
+        ),
+        ({"schema_version": None}, r"holds a manifest\.json that states no schema version \(got None\)"),
+    ):
+        (folder / backup.MANIFEST).write_text(json.dumps({**manifest, **change}))
+        with pytest.raises(backup.BackupError, match=f"^.*{problem}"):
+            backup.restore(folder, live, tmp_path / "live" / "data")
+        assert live.read_bytes() == b"the live database" and not (tmp_path / "live" / "data").exists()
+        assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite"]
+
+
 def test_a_restore_never_replaces_a_file_of_the_data_folder(tmp_path):
     folder, live = _one_coloring_backup(tmp_path)
     manifest = json.loads((folder / backup.MANIFEST).read_text())
@@ -685,10 +717,14 @@ def test_a_zip_that_cannot_unpack_on_the_databases_full_disk_blames_the_disk_not
         filler = fill(disk, leave=16_384)
         with pytest.raises(backup.BackupError) as refused:
             backup.restore(archive, disk / "db.sqlite", disk / "data")
-        assert str(refused.value) == (
-            f"the disk beside the database ({str(disk)!r}) is full: the zip 'backup.zip' unpacks there first; "
-            "free some space there and run this again; nothing was restored"
-        )
+        # Weighed before it is unpacked: a listed 1 GB entry filled the disk before its hash
+        # was checked (outside probe 118).
+        assert re.fullmatch(
+            rf"the disk beside the database \({re.escape(repr(str(disk)))}\) is full: the zip 'backup\.zip' "
+            r"unpacks there first \([\d,]+ bytes; [\d,]+ free\); free some space there and run this again; "
+            r"nothing was restored",
+            str(refused.value),
+        ), str(refused.value)
         assert sorted(p.name for p in disk.iterdir()) == ["filler"]
         filler.unlink()
         assert backup.restore(archive, disk / "db.sqlite", disk / "data")["copied"] == 2
