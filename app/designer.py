@@ -61,8 +61,10 @@ from app.common import (
     role,
     same_access,
     ui_only,
+    visible_to,
     whole_number,
 )
+from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from storage import shown_time
 
@@ -150,7 +152,6 @@ VIEW = (
     "task",
     "message",
     "submissions_box",
-    "examples",
 )
 """The parts every view updates (`DesignerTab.show`), in the order API clients receive them."""
 LISTING = ("table", "gallery")
@@ -189,6 +190,7 @@ EVENTS = (
     On("list.click", "submissions", _TOKEN, LISTING, "redo_note", "designer_submissions"),
     On(SESSION_CHANGE, "on_sign_in", _TOKEN, VIEW),
     On(SESSION_CHANGE, "submissions_on_sign_in", (*_TOKEN, "listing_open"), LISTING),
+    On(SESSION_CHANGE, "examples_on_sign_in", _TOKEN, ("examples",)),
 )
 """The tab's wiring, in the order Gradio registers it (`DesignerTab.wire`)."""
 OUTSIDER = "This tab is for designers: sign in with a designer's invite link to color."
@@ -256,9 +258,6 @@ class DesignerTab(Tab):
             "task": task,
             "message": message,
             "submissions_box": gr.Accordion(visible=submissions_box),
-            # Sent with the instructions only: in the page they weighed 1.7 kB of its 300 (issue
-            # 28) for every visitor, with the paths of Gradio's cache.
-            "examples": reference_example_files() if instructions_box else gr.skip(),
         }
         return {self.parts[name]: updates[name] for name in VIEW}
 
@@ -389,6 +388,16 @@ class DesignerTab(Tab):
             with contextlib.suppress(gr.Error):
                 return self.submissions(session_token)
         return self._listing([], [])
+
+    @own_session
+    def examples_on_sign_in(self, session_token: str) -> dict:
+        """The instructions' reference examples, for a designer who signs in (nothing for
+        anyone else). Sent by the page alone, not in it: they weighed 1.7 kB of every visitor's
+        page (issue 28), with the paths of Gradio's cache; not in the API's views either, whose
+        clients would have had to fetch them."""
+        if not visible_to(current_actor(self.ctx, session_token), ("designer",)):
+            return {self.parts["examples"]: gr.skip()}
+        return {self.parts["examples"]: reference_example_files()}
 
     @own_session
     def on_sign_in(self, session_token: str) -> dict:

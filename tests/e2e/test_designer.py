@@ -2,10 +2,13 @@
 a submit clicked right after the last fill keeps that fill; the canvas names colors, a
 double click submits once, and each new sketch opens with the bucket fill, at the page's top."""
 
+import io
 import json
 import re
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from annotation.coloring.fill import fill_region, painted_color_counts, parse_canvas_value
 from annotation.coloring.store import load_pixels
@@ -193,6 +196,12 @@ def _read_instructions(live_app, page) -> int:
     page.wait_for_function(
         "() => [...document.querySelectorAll('#designer_examples img')].every((i) => i.complete && i.naturalWidth > 0)"
     )
+    # Served losslessly: the palette colors a designer is shown are the ones each was filled with.
+    for source, (drawn, _) in zip(
+        examples.evaluate_all("(images) => images.map((i) => i.src)"), reference_examples(), strict=True
+    ):
+        served = Image.open(io.BytesIO(page.request.get(source).body())).convert("RGB")
+        np.testing.assert_array_equal(np.asarray(served), drawn)
     page.locator("#designer_read").focus()
     return annotator_id
 
