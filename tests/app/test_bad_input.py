@@ -659,6 +659,13 @@ CASES = [
         r"prompt, guidance scales, prompts",
     ),
     Case(
+        # An emptied field said "got None" (outsider 116).
+        "evaluate-explicit-presence-emptied",
+        "/evaluate_preview",
+        as_role("researcher", *EXPLICIT_MODE, ["color_name"], ["css3"], "compact", 1, 0, "", "", [], None),
+        r"^`Presence: detection score at least` must be a number in \[0, 1\], got nothing$",
+    ),
+    Case(
         "evaluate-explicit-no-systems",
         "/evaluate_preview",
         as_role("researcher", *EXPLICIT_MODE, ["color_name"], []),

@@ -363,7 +363,11 @@ def test_recolor_refused_while_one_waits_or_the_coloring_is_under_vote(store):
         votes.cast_vote(db, expert, task.task_id, True)
     assert get_coloring(db, ids[0])["status"] == "accepted"
     before = _rows(db)
-    with pytest.raises(Conflict, match="decided by the experts' blind vote; it stands as the panel decided"):
+    with pytest.raises(
+        Conflict,
+        match=r"decided by the experts' blind vote; it stands as the panel decided \(the admin may reinstate an "
+        r"excluded coloring: Expert review, 5\. Excluded colorings\)",
+    ):
         review.request_recolor(db, experts[0], ids[0], "stem too dark", now=T0)
     assert _rows(db) == before
     (designer,) = people(db, 1, "designer")
