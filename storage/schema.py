@@ -842,20 +842,10 @@ def schema_version(db: sqlite_utils.Database) -> int:
     return db.execute("select coalesce(max(version), 0) from schema_version").fetchone()[0]
 
 
-@functools.cache
 def tables_at(version: int) -> frozenset[str]:
     """The names of the tables a database has at schema `version` (1 to ``len(MIGRATIONS)``),
-    found by applying the first `version` migrations to an empty database in memory."""
-    if not 1 <= version <= len(MIGRATIONS):
-        raise ValueError(f"`version` must be from 1 to {len(MIGRATIONS)}, got {version}")
-    db = sqlite_utils.Database(memory=True)
-    try:
-        for _, migrate in MIGRATIONS[:version]:
-            with transaction(db):
-                migrate(db)
-        return frozenset(db.table_names()) | {"schema_version"}
-    finally:
-        db.close()
+    from `shape_at` (the first `version` migrations applied to an empty database in memory)."""
+    return frozenset(name for kind, name in shape_at(version) if kind == "table")
 
 
 _SQLITE_TABLES = frozenset({"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
