@@ -56,6 +56,8 @@ from evaluation.analysis.tables import (
     POOL_CFG,
     RATIO_OF_MEANS,
     STYLE_LABELS,
+    TABLE1_TITLE,
+    TABLE2_TITLE,
 )
 from evaluation.analysis.uncertainty import interval_table, significance_note
 from evaluation.concepts import load_concepts
@@ -65,8 +67,7 @@ from storage.shown import shown
 NAME = "leaderboard"
 TITLE = "Leaderboards"
 ROLES = ("researcher",)
-TABLE1 = "Table 1: probabilistic distribution alignment"
-TABLE2 = "Table 2: dominant color alignment"
+TABLE1, TABLE2 = TABLE1_TITLE, TABLE2_TITLE
 LEGEND = (
     "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
     f"{NOT_DEFINED}: no value, either because the model has no distribution in that style "

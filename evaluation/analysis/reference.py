@@ -55,14 +55,21 @@ def _parse_row(path: Path, line: int, row: list[str]) -> tuple[str, np.ndarray]:
             raise ReferenceError(f"{where}: color {column} is negative ({value}); ratings must be >= 0")
         values.append(value)
     values = np.asarray(values, dtype=np.float64)
-    if values.sum() <= 0:
+    with np.errstate(over="ignore"):
+        total = values.sum()
+    if not math.isfinite(total):
+        raise ReferenceError(
+            f"{where}: the values sum past the largest number a float holds (about 1.8e308); "
+            "divide the row by a common factor"
+        )
+    if total <= 0:
         raise ReferenceError(f"{where}: all {N_BINS} values are zero, so the row has no distribution")
     if np.ptp(values) == 0:
         raise ReferenceError(
             f"{where}: all {N_BINS} values are equal ({values[0]:g}), so the row prefers no color: "
             "its correlation (PCC), dominant color (DCA) and hue (ΔHue) would be undefined"
         )
-    return concept, values / values.sum()
+    return concept, values / total
 
 
 def load_reference_csv(

@@ -60,6 +60,9 @@ METRICS = {
 }
 TABLE1_METRICS = ("pcc", "emd", "ed")
 TABLE2_METRICS = ("dca", "hue_diff")
+#: The two tables' titles, in the paper's words (Table 2's metrics are the dominant color's).
+TABLE1_TITLE = "Table 1: probabilistic distribution alignment"
+TABLE2_TITLE = "Table 2: deterministic feature alignment (dominant color)"
 MODIFIER_LABELS = {"original": "Original", "visual_state": "Visual state", "emotional": "Emotional"}
 STYLE_LABELS = {"natural": "Natural", "clipart": "Clipart"}
 NOT_DEFINED = "n/a"  # shown for an undefined cell: ΔHue where every dominant color is grey

@@ -135,6 +135,7 @@ def main(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from evaluation.analysis import results, uncertainty
+    from evaluation.analysis.tables import TABLE1_TITLE, TABLE2_TITLE
     from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
     from evaluation.concepts import load_concepts
     from evaluation.pipeline import runs, scoring
@@ -179,8 +180,8 @@ def main(args: argparse.Namespace) -> int:
     )
     stated = found.resampling.describe() if found.resampling else "No intervals (--resamples 0)."
     boards = {
-        "table1": ("Table 1: probabilistic distribution alignment", found.table1),
-        "table2": ("Table 2: deterministic feature alignment", found.table2),
+        "table1": (TABLE1_TITLE, found.table1),
+        "table2": (TABLE2_TITLE, found.table2),
     }
     for name, (title, board) in boards.items():
         print(f"\n{title}\n{board.to_text()}")

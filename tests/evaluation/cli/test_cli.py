@@ -126,7 +126,7 @@ def test_generate_segment_extract_score_end_to_end(tmp_path, models, capsys):
     assert "Reference set 'uw71-ratings', imported: Schloss" in printed and "nearly flat" in printed
     assert (
         "Table 1: probabilistic distribution alignment" in printed
-        and "Table 2: deterministic feature alignment" in printed
+        and "Table 2: deterministic feature alignment (dominant color)" in printed
     )
     table1, table2 = printed.split("Table 2:")[0], printed.split("Table 2:")[1].split("intervals")[0]
     assert _header(table1, "type") == ["Original", "Visual", "state", "Emotional"]

@@ -466,6 +466,8 @@ def test_shipped_uw71_ratings_load_as_normalised_rows():
         (["nan"] + ["1"] * 70, r"ratings.csv row 2 \('apple'\): color 0 is nan, expected a finite number"),
         (["1"] * 5 + ["-0.2"] + ["1"] * 65, r"row 2 \('apple'\): color 5 is negative \(-0.2\)"),
         (["0"] * 71, r"row 2 \('apple'\): all 71 values are zero"),
+        # outside probe 121: two values of 1e308 overflowed the sum and read as "zero total mass"
+        (["1e308", "1e308"] + ["0"] * 69, r"row 2 \('apple'\): the values sum past the largest number"),
         (["0.5"] * 71, r"row 2 \('apple'\): all 71 values are equal \(0.5\), so the row prefers no color"),
         (["1"] * 70, r"row 2 \('apple'\): expected 71 values after the concept, got 70"),
         (["x"] + ["1"] * 70, r"row 2 \('apple'\): color 0 is not a number, got 'x'"),
