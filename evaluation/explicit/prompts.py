@@ -10,8 +10,8 @@ task                    level  what is asked, what is scored
                                contextual scene): the object
 ``color_object``        2      the colored object in an uncolored scene (the color must not
                                leak onto the context): the object
-``multi_object``        3      two objects, each with its own color (two colors outside each
-                               other's candidate sets): both objects
+``multi_object``        3      two objects, each with its own color (the second outside the
+                               first's candidate set and its 3 nearest colors): both objects
 ``implicit``            4      an object in a color and a second "of the same color": both
                                objects, against the one color
 ``numeric``             1      one object in a hex code (``#7fffd4``) or an RGB triple
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluation.color.systems import SYSTEMS, load_system
-from evaluation.explicit.candidates import candidate_indices
+from evaluation.explicit.candidates import candidate_indices, nearest_indices
 from evaluation.explicit.objects import CATEGORIES, ExplicitObject, load_objects
 from storage.shown import shown
 
@@ -211,7 +211,7 @@ def _cell_prompt(task, system, row, first, partners, draw) -> Prompt:
         fields["object2"] = _noun(second.name)
         color2 = row
         if task == "multi_object":
-            taken = set(candidate_indices(system, row).tolist())
+            taken = set(nearest_indices(system, row).tolist()) | set(candidate_indices(system, row).tolist())
             color2 = _pick([r for r in range(len(system)) if r not in taken], draw["color2"])
             fields["color2"] = system.names[color2]
         objects, targets = (first.name, second.name), (system.names[row], system.names[color2])

@@ -160,7 +160,7 @@ DEFAULT_SCORING = "paper"
 DESCRIPTIONS = {
     "paper": "paper, two readings (default): the object's lit side or its mean color, highlights out, "
     "whichever is nearer the target (the exposure decides which one is the object's color), "
-    "against the target and its 3 nearest colors; ΔChroma, CIEDE2000 and hue each below 5",
+    "against the target and its 3 nearest colors of its kind (chromatic or neutral); ΔChroma, CIEDE2000 and hue each below 5",
     "paper-mean": "paper, plain mean: the mean of every pixel of the object (right only when the "
     "shading averages to 1); ΔChroma, CIEDE2000 and hue each below 5",
     "released": "GenColorBench's released pixel filters: the more chromatic half of the pixels; "

@@ -353,7 +353,10 @@ def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
             continue
         # Each row says what it is, as the command line's --table CSV does: the file alone
         # (its name lost) did not say which rules or run (outside probe 116).
-        described = table.assign(unit=TABLE_UNITS[name], rules=report.scoring, run=report.run)
+        described = table.copy()
+        for column, value in (("unit", TABLE_UNITS[name]), ("rules", report.scoring), ("run", report.run)):
+            # A full key: a table with two header rows takes ("unit", ""), as pandas asks.
+            described[(column, "") if described.columns.nlevels == 2 else column] = value
         paths.append(
             _write(
                 folder,

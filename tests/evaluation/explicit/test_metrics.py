@@ -8,7 +8,7 @@ from numpy.testing import assert_allclose
 
 from evaluation.color.colorspace import delta_e_2000
 from evaluation.color.systems import load_system
-from evaluation.explicit.candidates import K_NEIGHBOURS, candidate_indices, candidate_lab
+from evaluation.explicit.candidates import K_NEIGHBOURS, NEUTRAL_CHROMA, candidate_indices, candidate_lab
 from evaluation.explicit.dominant import dominant_color, masked_lab
 from evaluation.explicit.rules import RULES, get_rules
 from evaluation.explicit.scoring import delta_chroma, hue_difference, score
@@ -241,16 +241,53 @@ def test_masked_lab_bad_mask_raises_value_error():
 
 
 @pytest.mark.parametrize("key", ["iscc-nbs-l1", "iscc-nbs-l2", "iscc-nbs-l3", "css3"])
-def test_candidate_set_is_the_target_and_its_k_nearest_by_ciede2000(key):
+def test_candidate_set_is_the_target_and_its_k_nearest_of_its_kind_by_ciede2000(key):
     system = load_system(key)
-    for row in range(0, len(system), 7):
+    neutral = np.hypot(system.lab[:, 1], system.lab[:, 2]) < NEUTRAL_CHROMA
+    for row in range(len(system)):
         rows = candidate_indices(system, row)
-        assert len(rows) == K_NEIGHBOURS + 1 and rows[0] == row
+        kind = np.flatnonzero(neutral == neutral[row])
+        assert rows[0] == row and len(rows) == min(K_NEIGHBOURS + 1, len(kind))
+        assert np.all(neutral[rows] == neutral[row])
         distance = delta_e_2000(system.lab[row], system.lab)
-        others = np.delete(np.arange(len(system)), row)
+        others = np.setdiff1d(kind, [row])
         farthest_kept = distance[rows[1:]].max()
         assert np.all(np.diff(distance[rows[1:]]) >= 0)
         assert np.sum(distance[others] < farthest_kept) <= K_NEIGHBOURS - 1
+
+
+def test_neutral_chroma_is_every_rule_sets_hue_gate():
+    assert {get_rules(name).hue_gate_chroma for name in RULES} == {NEUTRAL_CHROMA}
+
+
+@pytest.mark.parametrize(
+    ("key", "shown", "target"),
+    [
+        ("iscc-nbs-l1", "gray", "green"),
+        ("iscc-nbs-l1", "gray", "blue"),
+        ("iscc-nbs-l1", "gray", "purple"),
+        ("iscc-nbs-l1", "white", "pink"),
+        ("iscc-nbs-l1", "black", "blue"),
+        ("iscc-nbs-l2", "gray", "pink"),
+        ("iscc-nbs-l2", "black", "olive green"),
+        ("css3", "ghost white", "lavender"),
+        ("iscc-nbs-l2", "yellowish pink", "white"),
+        ("iscc-nbs-l1", "pink", "gray"),
+        ("iscc-nbs-l2", "pink", "gray"),
+        ("css3", "slate gray", "gray"),
+    ],
+)
+def test_a_flat_object_of_the_other_kind_passes_under_no_rule_set(key, shown, target):
+    """Outside probe 121: with a neutral color among a chromatic target's nearest (or the
+    reverse) the gated hue test was vacuous, and each of these flat squares passed under every
+    rule set (a gray one as L1 green)."""
+    system = load_system(key)
+    candidates = candidate_lab(system, target)
+    image = np.full((20, 20, 3), system.rgb[system.index(shown)], dtype=np.uint8)
+    lab = masked_lab(image, np.ones((20, 20), dtype=bool))
+    for name in RULES:
+        dominant = dominant_color(lab, scoring=name, target=candidates[0])
+        assert not score(dominant.lab, candidates, scoring=name).correct, name
 
 
 def test_candidate_sets_on_the_tables():
@@ -269,6 +306,8 @@ def test_candidate_sets_on_the_tables():
         "medium turquoise",
     ]
     assert [l2.names[i] for i in candidate_indices(l2, "white", k=0)] == ["white"]
+    assert [l1.names[i] for i in candidate_indices(l1, "pink")] == ["pink", "red", "purple", "orange"]
+    assert [l1.names[i] for i in candidate_indices(l1, "gray")] == ["gray", "white", "black"]
     assert_allclose(candidate_lab(l2, "blue", k=1), l2.lab[[l2.index("blue"), l2.index("purplish blue")]])
 
 

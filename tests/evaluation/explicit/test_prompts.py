@@ -6,7 +6,7 @@ import re
 import pytest
 
 from evaluation.color.systems import load_system
-from evaluation.explicit.candidates import candidate_indices
+from evaluation.explicit.candidates import candidate_indices, nearest_indices
 from evaluation.explicit.objects import CATEGORIES, load_objects, object_named
 from evaluation.explicit.prompts import LEVELS, NUMERIC, PER_COLOR, TEMPLATES, build_prompts
 
@@ -114,7 +114,9 @@ def test_multi_object_colors_lie_outside_each_others_candidate_sets(compact):
         if p.task == "multi_object":
             system = load_system(p.system)
             first, second = (system.index(name) for name in p.targets)
-            assert second not in candidate_indices(system, first)
+            assert second not in candidate_indices(system, first) and second not in nearest_indices(
+                system, first
+            )
             assert p.objects[0] != p.objects[1]
         if p.task == "implicit":
             assert p.targets[0] == p.targets[1] and p.objects[0] != p.objects[1]
