@@ -204,6 +204,9 @@ EVENTS = (
         "participant_set_background",
     ),
     On("then", None, (), (), js=focus_next("#participant_left")),  # Continue hides itself
+    # The focus scrolled to the answer buttons: on a phone the first trial's concept and
+    # ground truth were above the screen (outside probe 119).
+    On("then", None, (), (), js=_TRIAL_INTO_VIEW_JS),
     On("agree.click", "consent", (*_TOKEN, "agreed"), WITH_CONSENT, "consent_note", "participant_consent"),
     # The pressed button hides: the focus goes to the next step (the background question, or
     # Start), not to the page's top, whence the next Tab went to the footer.
@@ -507,9 +510,12 @@ def _layout() -> dict:
     with gr.Column(visible=False, elem_id="participant_consent") as consent_box:
         gr.Markdown("## Before you start: consent")
         consent_who = gr.Markdown(elem_id="participant_consent_who")
-        # A Textbox, not Markdown: the researcher's text is shown as typed, never rendered.
+        # A Textbox, not Markdown: the researcher's text is shown as typed, never rendered. It
+        # grows to its whole text (up to 1,000 lines; `crowd.MAX_CONSENT_CHARS` caps it), which the page
+        # scrolls: a read-only box that scrolls itself takes no focus, and a keyboard could
+        # not read past its first 40 lines (outside probe 119).
         consent_text = gr.Textbox(
-            label="Consent", interactive=False, lines=10, max_lines=40, elem_id="participant_consent_text"
+            label="Consent", interactive=False, lines=10, max_lines=1000, elem_id="participant_consent_text"
         )
         gr.Markdown(CROWD_INSTRUCTIONS)
         with gr.Row():

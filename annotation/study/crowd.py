@@ -92,27 +92,36 @@ JOIN_WINDOW_S = 3600.0
 MAX_QUOTA = 10_000
 MAX_EXTERNAL_ID = 64
 MAX_CONSENT_CHARS = 5000
-DEFAULT_CONSENT = """\
-You are invited to take part in a research study on how people associate colors with
-concepts. In each trial you compare two color charts with a chart of people's colors and
-say which of the two matches it better. It takes at most the time the study page on the
-platform states.
-
-Taking part is voluntary. You may stop at any time without giving a reason: close this
-page and return the study on the platform.
-
-What is kept: your answers, how long each took, and whether you have a design or art
-background, under the pseudonym shown here; and your platform ids (participant, study,
-session), only to pay you or mark you as returned, kept apart from your answers. Your
-network address is kept for an hour only, to limit how many people join from one place.
-The answers are analysed and published under pseudonyms only; your platform ids are never
-published. If you do not agree, nothing but that you declined is kept, with your platform
-ids.
-
-Questions about the study go to the researcher named on the study page on the platform.
-
-By choosing "I agree" you confirm that you are 18 or older, have read this text and agree
-to take part."""
+DEFAULT_CONSENT = "\n\n".join(
+    # One line per paragraph: a text box shows the line breaks it is given (a phone broke
+    # the sentences where the source did: outside probe 119).
+    (
+        (
+            "You are invited to take part in a research study on how people associate colors with "
+            "concepts. In each trial you compare two color charts with a chart of people's colors and"
+            " say which of the two matches it better. It takes at most the time the study page on the"
+            " platform states."
+        ),
+        (
+            "Taking part is voluntary. You may stop at any time without giving a reason: close this "
+            "page and return the study on the platform."
+        ),
+        (
+            "What is kept: your answers, how long each took, and whether you have a design or art "
+            "background, under the pseudonym shown here; and your platform ids (participant, study, "
+            "session), only to pay you or mark you as returned, kept apart from your answers. Your "
+            "network address is kept for an hour only, to limit how many people join from one place. "
+            "The answers are analysed and published under pseudonyms only; your platform ids are "
+            "never published. If you do not agree, nothing but that you declined is kept, with your "
+            "platform ids."
+        ),
+        "Questions about the study go to the researcher named on the study page on the platform.",
+        (
+            'By choosing "I agree" you confirm that you are 18 or older, have read this text and '
+            "agree to take part."
+        ),
+    )
+)
 _ID_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # no formula start in a CSV
 _CODE_CHARS = re.compile(r"[A-Za-z0-9_\-]{1,40}")
 _PARAM_CHARS = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")

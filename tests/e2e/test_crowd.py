@@ -76,7 +76,15 @@ def _link(config, return_url: str, quota: int, **options) -> str:
         db.close()
 
 
-CONSENT = "Our <b>study</b> of **colors**.\n<img src=x onerror=alert(1)> [link](javascript:alert(1))"
+# Long: the box shows all of it, for the page to scroll (a box of 40 lines took no focus and
+# hid the rest from a keyboard: outside probe 119).
+CONSENT = (
+    "Our <b>study</b> of **colors**.\n<img src=x onerror=alert(1)> [link](javascript:alert(1))"
+    + "".join(
+        f"\n\nParagraph {n}: what is kept, and why, in words a participant reads to the end."
+        for n in range(60)
+    )
+)
 
 
 def _start(page) -> None:
@@ -92,6 +100,10 @@ def _consent(page, *, agree: bool = True) -> None:
     """The consent panel shows the text as typed and the pseudonym; answer it."""
     expect(page.locator("#participant_consent")).to_be_visible()
     expect(page.locator("#participant_consent_text textarea")).to_have_value(CONSENT)
+    page.wait_for_function(  # its whole height shown (a 40-line box: 1,588 px of text in 802)
+        "() => { const box = document.querySelector('#participant_consent_text textarea');"
+        " return box.scrollHeight > 1000 && box.scrollHeight <= box.offsetHeight; }"
+    )
     expect(page.locator("#participant_consent_who")).to_contain_text("You take part as ")
     expect(page.locator("#participant_consent img")).to_have_count(0)
     expect(page.locator("#participant_consent a[href^='javascript']")).to_have_count(0)

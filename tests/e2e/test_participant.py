@@ -72,24 +72,32 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
     assert page.js_errors == []
 
 
+_PROGRESS_IN_VIEW = (
+    "() => { const r = document.getElementById('participant_progress').getBoundingClientRect();"
+    " return r.top >= 0 && r.bottom <= innerHeight; }"
+)
+
+
 def test_on_a_phone_each_new_trial_opens_at_its_top(live_app, page):
     """On a phone the charts stack and the page stayed at the answer buttons after a vote,
-    the new trial's concept and first charts above the screen (outsider 71)."""
+    the new trial's concept and first charts above the screen (outsider 71); the first trial,
+    after the background question's Continue, too (outside probe 119)."""
     n_pairs = _open_study(live_app.config)
-    [(_, link)] = live_app.invite("participant", background="no")
+    [(_, link)] = live_app.invite("participant")
     page.set_viewport_size({"width": 390, "height": 844})
     sign_in(page, link)
     open_tab(page, "Judge")
     page.click("#participant_start")
+    page.locator("#participant_background").get_by_label("no").check()
+    page.click("#participant_background_ok")
     progress = page.locator("#participant_progress")
     expect(progress).to_contain_text(f"Trial 1 of {n_pairs}")
+    expect(page.locator("#participant_left")).to_be_focused()
+    page.wait_for_function(_PROGRESS_IN_VIEW)
     answerable(page, "#participant_progress")
     page.click("#participant_left")  # scrolled down to it, under the three charts
     expect(progress).to_contain_text(f"Trial 2 of {n_pairs}")
-    page.wait_for_function(
-        "() => { const r = document.getElementById('participant_progress').getBoundingClientRect();"
-        " return r.top >= 0 && r.bottom <= innerHeight; }"
-    )
+    page.wait_for_function(_PROGRESS_IN_VIEW)
     assert page.js_errors == []
 
 

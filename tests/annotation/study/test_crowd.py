@@ -778,6 +778,9 @@ def test_the_default_consent_text_and_its_bound(setup):
         line.strip()[1:].strip() for line in DOCS.read_text().splitlines() if line.strip().startswith(">")
     ]
     assert " ".join(crowd.DEFAULT_CONSENT.split()) in " ".join(" ".join(quoted).split())
+    # A paragraph per line: the text box shows every line break (outside probe 119).
+    paragraphs = crowd.DEFAULT_CONSENT.split("\n\n")
+    assert len(paragraphs) == 5 and not any("\n" in p or "  " in p for p in paragraphs)
     before = _dump(db)
     with pytest.raises(InvalidInput, match="`consent_text` may hold at most 5000 characters"):
         _link(db, study_id, consent_text="x" * 5001)
