@@ -1086,8 +1086,28 @@ def discard_uploads(paths) -> None:
 
 
 def escape(text: object) -> str:
-    """`text` made inert for Markdown/HTML output."""
+    """`text` made inert for HTML output (a ``gr.HTML`` block), and for Markdown where it
+    names our own words (a concept, a run): its markup characters still format there. A
+    person's free text shown in Markdown takes `inert_markdown`."""
     return html.escape(str(text))
+
+
+_MARKDOWN_MARKS = str.maketrans({c: f"&#{ord(c)};" for c in "&<>\"'\\`*_[]()!#|~{}:"})
+
+
+def inert_markdown(text: object) -> str:
+    """A person's free text made inert in a ``gr.Markdown``: HTML escaped, and each Markdown
+    mark (brackets, emphasis, code, a URL's colon) written as a character reference, which
+    shows the character and starts no markup: ``![p](http://…)`` in an admin's reason loaded
+    an image from that host in the designer's browser (outside probe 120). Not for a code
+    span, which shows references as typed.
+
+    Examples
+    --------
+    >>> inert_markdown("![p](http://x/p.png) <b>")
+    '&#33;&#91;p&#93;&#40;http&#58;//x/p.png&#41; &#60;b&#62;'
+    """
+    return str(text).translate(_MARKDOWN_MARKS)
 
 
 def visible_to(actor: Actor | None, roles: tuple[str, ...]) -> bool:

@@ -54,6 +54,7 @@ from app.common import (
     escape,
     focus_next,
     id_field,
+    inert_markdown,
     live,
     named_table,
     note_area,
@@ -451,7 +452,7 @@ class DesignerTab(Tab):
             why = onboarding.practice_redo_reason(db, actor.annotator_id)
             if why is not None and not message:
                 message = "The study organisers asked you to do the practice again" + (
-                    f": “{escape(why)}”." if why.strip() else "."
+                    f": “{inert_markdown(why)}”." if why.strip() else "."
                 )
         else:
             _top_up(ctx, db, actor)

@@ -63,6 +63,7 @@ import gradio as gr
 from gradio.data_classes import PredictBody
 from gradio_client import utils as client_utils
 
+from annotation.coloring.fill import MAX_CANVAS_VALUE_CHARS
 from annotation.coloring.store import owns_coloring_file
 from annotation.errors import AnnotationError
 from annotation.people.accounts import MAX_TOKEN_LENGTH, Actor, require
@@ -225,6 +226,14 @@ DOWNLOAD_KEEP_S = 3600.0
 of its kind removes it."""
 UPLOAD_ROLES = frozenset({"researcher"})
 """Who may upload (besides the admin): researchers import model images as a zip."""
+EVENT_BODY_BYTES = 1 << 20
+"""The largest body of a page event's call (a queue join) from anyone: every text field is
+bounded far below it. Read into memory before anything checks it, an unbounded body let a
+visitor with no session make the server hold gigabytes (outside probe 120)."""
+CANVAS_BODY_BYTES = MAX_CANVAS_VALUE_CHARS + EVENT_BODY_BYTES
+"""The largest body from a signed-in designer or the admin, who submit a coloring's canvas
+(`annotation.coloring.fill.MAX_CANVAS_VALUE_CHARS`; a flat-colored sketch's is tens of kB)."""
+CANVAS_ROLES = frozenset({"designer"})
 
 PAGE, PACKAGE, FILE, UPLOAD = "page", "package", "file", "upload"
 HEALTH = "/healthz"
@@ -696,8 +705,8 @@ class Guard:
                 "Not allowed: this request carried two session cookies, one of them set by another page "
                 "of this host; it is removed now: reload the page (or clear this site's cookies).",
             )
-        elif kind == PAGE and route.path in EVENT_CALLS:
-            await self._event_call(scope, receive, send)
+        elif kind == PAGE and scope.get("method") not in ("GET", "HEAD"):
+            await self._page_call(scope, receive, send, token, route.path in EVENT_CALLS)
         elif kind == PAGE and route.path == QUEUE_DATA and not _waiting(scope):
             await _answer(send, 404, "Nothing of this session is waiting: join the queue first.")
         elif kind == PAGE or kind == PACKAGE and _inside(params):
@@ -730,12 +739,27 @@ class Guard:
         else:
             await _answer(send, 403, "Not allowed: this address is switched off in this app.")
 
-    async def _event_call(self, scope, receive, send) -> None:
-        """Pass a join of Gradio's queue (or a call) on, its body read here and handed on as
-        it came; answer one naming an event index the app has no event of (422) without the app,
-        whose refusal was a 500 and a traceback in the log per call."""
-        messages, body = await _request_body(receive)
-        index = unknown_event(body, scope["app"].get_blocks().fns)
+    async def _page_call(self, scope, receive, send, token: str | None, event: bool) -> None:
+        """Pass a call of the page's routes with a body (a join of Gradio's queue, a call, a
+        cancel) on, its body read here and handed on as it came; answer one over
+        `EVENT_BODY_BYTES` (`CANVAS_BODY_BYTES` from a designer or the admin) with 413, having
+        read no more of it than that, and an `event` call naming an event index the app has
+        no event of with 422 without the app, whose refusal was a 500 and a traceback in the
+        log per call."""
+        declared = _header(scope, b"content-length")
+        limit = EVENT_BODY_BYTES
+        if declared is None or not declared.isdigit() or int(declared) > limit:
+            actor = await anyio.to_thread.run_sync(self.policy.actor, token)
+            if actor is not None and (actor.is_admin or actor.roles & CANVAS_ROLES):
+                limit = CANVAS_BODY_BYTES
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _answer(send, 413, _too_large(limit))
+            return
+        messages, body = await _request_body(receive, limit=limit)
+        if len(body) > limit:
+            await _answer(send, 413, _too_large(limit))
+            return
+        index = unknown_event(body, scope["app"].get_blocks().fns) if event else None
         if index is not None:
             await _answer(send, 422, f"No event {index} on this page; nothing was run.")
             return
@@ -861,6 +885,14 @@ def _file_headers_only(send, scope):
         await send(message)
 
     return sending
+
+
+def _too_large(limit: int) -> str:
+    return (
+        f"Too large: a call of this page's events carries at most {limit >> 20} MB"
+        + ("" if limit > EVENT_BODY_BYTES else " (a coloring's canvas, from a signed-in designer, more)")
+        + "; nothing was run."
+    )
 
 
 async def _request_body(receive, limit: int | None = None) -> tuple[list[dict], bytes]:

@@ -186,15 +186,18 @@ def test_a_designer_onboards_and_three_colorings_put_their_mass_on_the_nearest_b
 
 
 def test_a_designer_sent_back_to_the_practice_reads_why(study):
-    """They were back at "Practice · 0 of 3 done" told nothing (outside probe 117)."""
+    """They were back at "Practice · 0 of 3 done" told nothing (outside probe 117). The reason
+    is shown inert: its Markdown image loaded from another host (outside probe 120)."""
     designer_id, token = study.person()
     finish_practice(study, token, study.onboarded(token))
-    why = "colour <b>inside</b> the lines"
+    why = "colour <b>inside</b> the lines ![p](http://127.0.0.1:9/p.png) [j](javascript:alert(8))"
     study.client.predict(study.admin, designer_id, "redo", why, api_name="/admin_review_practice")
     view = study.view("/designer_continue", token)
     assert "Practice · 0 of 3 done" in view["header"]
     assert view["message"] == (
-        "The study organisers asked you to do the practice again: “colour &lt;b&gt;inside&lt;/b&gt; the lines”."
+        "The study organisers asked you to do the practice again: “colour &#60;b&#62;inside&#60;/b&#62; "
+        "the lines &#33;&#91;p&#93;&#40;http&#58;//127.0.0.1&#58;9/p.png&#41; "
+        "&#91;j&#93;&#40;javascript&#58;alert&#40;8&#41;&#41;”."
     )
     view, _ = study.submit(token, view, [(176, 176, 176)])
     assert view["message"].startswith("Saved your coloring")  # what the last action did comes first

@@ -13,6 +13,7 @@ import io
 import itertools
 import json
 import re
+import socket
 import tracemalloc
 import urllib.parse
 import uuid
@@ -778,6 +779,45 @@ def test_a_join_of_an_event_the_server_does_not_run_is_refused_in_one_line_witho
         ), query
     assert world.call("admin_coverage", world.admin)  # the app serves on; its log is written by now
     assert "Traceback" not in world.log.read_bytes()[log_before:].decode("utf-8", "replace")
+
+
+def test_a_page_call_over_its_bound_is_refused_before_its_body_is_read(world):
+    """A visitor with no session sent a 300 MB join of Gradio's queue: the guard read it all
+    into memory, and the app held 1.3 GB after it (outside probe 120). Now a body over 1 MB
+    (33 MB from a designer, whose coloring's canvas is one) is refused with 413, unread."""
+    big = {"data": ["A" * (2 << 20)], "fn_index": 99999, "session_hash": "aaaaaaaaaaa"}
+    for route in ("queue/join", "run/predict", "call/admin_coverage", "call/v2/admin_coverage", "cancel"):
+        for token in (None, world.tokens["participant"], world.tokens["researcher"]):
+            answer = httpx.post(
+                f"{world.url}gradio_api/{route}",
+                json=big,
+                headers={"cookie": f"{COOKIE}={token}"} if token else {},
+                timeout=120,
+            )
+            assert (answer.status_code, answer.text) == (
+                413,
+                "Too large: a call of this page's events carries at most 1 MB (a coloring's canvas, "
+                "from a signed-in designer, more); nothing was run.",
+            ), (route, token)
+    # From a designer and the admin the same body is read, and the join refused for its index.
+    for token in (world.tokens["designer"], world.admin):
+        answer = httpx.post(
+            f"{world.url}gradio_api/queue/join",
+            json=big,
+            headers={"cookie": f"{COOKIE}={token}"},
+            timeout=120,
+        )
+        assert (answer.status_code, answer.text) == (422, "No event 99999 on this page; nothing was run.")
+    # A declared length over the bound is answered before one byte of the body is sent.
+    host, port = httpx.URL(world.url).host, httpx.URL(world.url).port
+    with socket.create_connection((host, port), timeout=120) as raw:
+        raw.sendall(
+            b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 300000000\r\n\r\n"
+        )
+        head = raw.recv(4096)
+    assert head.startswith(b"HTTP/1.1 413 ")
+    assert world.call("admin_coverage", world.admin)  # the app serves on
 
 
 def test_a_choice_a_handler_gave_this_session_is_taken_and_others_are_not():
