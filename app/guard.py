@@ -251,11 +251,21 @@ EVENT_CALLS = frozenset(
         QUEUE_JOIN,
         *(
             _API + path
-            for path in ("/run/{api_name}", "/run/{api_name}/", "/api/{api_name}", "/api/{api_name}/")
+            for path in (
+                "/run/{api_name}",
+                "/run/{api_name}/",
+                "/api/{api_name}",
+                "/api/{api_name}/",
+                "/call/{api_name}",
+                "/call/{api_name}/",
+                "/call/v2/{api_name}",
+                "/call/v2/{api_name}/",
+            )
         ),
     }
 )
 """The routes whose body may name an event by its index (`Guard` refuses an index no event has)."""
+CALL_V2 = _API + "/call/v2/"
 ROUTES: dict[str, str] = {
     "/": PAGE,
     "/config": PAGE,
@@ -706,7 +716,7 @@ class Guard:
                 "of this host; it is removed now: reload the page (or clear this site's cookies).",
             )
         elif kind == PAGE and scope.get("method") not in ("GET", "HEAD"):
-            await self._page_call(scope, receive, send, token, route.path in EVENT_CALLS)
+            await self._page_call(scope, receive, send, token, route.path, params.get("api_name"))
         elif kind == PAGE and route.path == QUEUE_DATA and not _waiting(scope):
             await _answer(send, 404, "Nothing of this session is waiting: join the queue first.")
         elif kind == PAGE or kind == PACKAGE and _inside(params):
@@ -739,13 +749,15 @@ class Guard:
         else:
             await _answer(send, 403, "Not allowed: this address is switched off in this app.")
 
-    async def _page_call(self, scope, receive, send, token: str | None, event: bool) -> None:
+    async def _page_call(
+        self, scope, receive, send, token: str | None, path: str, api_name: str | None
+    ) -> None:
         """Pass a call of the page's routes with a body (a join of Gradio's queue, a call, a
         cancel) on, its body read here and handed on as it came; answer one over
         `EVENT_BODY_BYTES` (`CANVAS_BODY_BYTES` from a designer or the admin) with 413, having
-        read no more of it than that, and an `event` call naming an event index the app has
-        no event of with 422 without the app, whose refusal was a 500 and a traceback in the
-        log per call."""
+        read no more of it than that, and without the app (whose refusal was a 500 and a
+        traceback in the log per call) one naming an event index the app has no event of, or
+        an `api_name` no endpoint has, with 422."""
         declared = _header(scope, b"content-length")
         limit = EVENT_BODY_BYTES
         if declared is None or not declared.isdigit() or int(declared) > limit:
@@ -759,9 +771,13 @@ class Guard:
         if len(body) > limit:
             await _answer(send, 413, _too_large(limit))
             return
-        index = unknown_event(body, scope["app"].get_blocks().fns) if event else None
+        fns = scope["app"].get_blocks().fns
+        index = unknown_event(body, fns) if path in EVENT_CALLS else None
         if index is not None:
             await _answer(send, 422, f"No event {index} on this page; nothing was run.")
+            return
+        if api_name is not None and not names_endpoint(body, api_name, fns, public=path.startswith(CALL_V2)):
+            await _answer(send, 422, f"No endpoint named {shown(api_name)} on this page; nothing was run.")
             return
         await self.app(scope, _replaying(messages, receive), send)
 
@@ -934,6 +950,23 @@ def unknown_event(body: bytes, fns: dict) -> int | None:
     except (ValueError, RecursionError):  # not JSON, not a join (pydantic's ValidationError)
         return None
     return index if index is not None and index not in fns else None
+
+
+def names_endpoint(body: bytes, api_name: str, fns: dict, *, public: bool = False) -> bool:
+    """Whether a call of `api_name` with `body` reaches one of `fns` as Gradio finds it: by
+    the body's event index when it has one (`unknown_event` checks that), else by a function
+    of that name (`public`: of the API's named endpoints alone, as ``/call/v2`` looks them
+    up). A body Gradio cannot read passes on, for its own refusal."""
+    try:
+        if PredictBody.model_validate(json.loads(body)).fn_index is not None:
+            return True
+    except (ValueError, RecursionError):
+        return True
+    name = api_name.strip("/")
+    return any(
+        fn.api_name == name and (not public or getattr(fn, "api_visibility", "public") == "public")
+        for fn in fns.values()
+    )
 
 
 def uploaded_paths(answer) -> list[str]:

@@ -756,7 +756,8 @@ def test_a_join_of_an_event_the_server_does_not_run_is_refused_in_one_line_witho
         assert [(a.get("success"), a["output"].get("error")) for a in answers] == [
             (False, "This event runs in the browser only; nothing was run.")
         ] * 3, index
-    routes = ("queue/join", "run/predict", "api/predict")  # each takes a body naming an event's index
+    # each takes a body naming an event's index
+    routes = ("queue/join", "run/predict", "api/predict", "call/admin_coverage", "call/v2/admin_coverage")
     for (index, named), route in itertools.product(((99999, 99999), (-1, -1), ("99999", 99999)), routes):
         assert named not in page.fns  # Gradio reads "99999" as 99999
         joined = httpx.post(
@@ -766,6 +767,16 @@ def test_a_join_of_an_event_the_server_does_not_run_is_refused_in_one_line_witho
         assert (joined.status_code, joined.text) == (
             422,
             f"No event {named} on this page; nothing was run.",
+        ), route
+    # A call of a name no endpoint has: a 500 and a 5.5 kB traceback per call, no session
+    # needed (outside probe 122); a private function is no endpoint of /call/v2.
+    private = next(fn.api_name for fn in page.fns.values() if fn.api_name and fn.api_visibility == "private")
+    for route in ("call/predict", "call/v2/predict", "run/predict", "api/predict", f"call/v2/{private}"):
+        called = httpx.post(f"{world.url}gradio_api/{route}", json={"data": []})
+        name = route.rsplit("/", 1)[1]
+        assert (called.status_code, called.text) == (
+            422,
+            f"No endpoint named '{name}' on this page; nothing was run.",
         ), route
     # What is not a join Gradio reads passes on, to Gradio's own refusal.
     assert httpx.post(f"{world.url}gradio_api/queue/join", content=b"{not json").status_code == 422
