@@ -759,12 +759,13 @@ class Guard:
         traceback in the log per call) one naming an event index the app has no event of, or
         an `api_name` no endpoint has, with 422."""
         declared = _header(scope, b"content-length")
+        size = int(declared) if declared is not None and declared.isdigit() else None
         limit = EVENT_BODY_BYTES
-        if declared is None or not declared.isdigit() or int(declared) > limit:
+        if size is None or size > limit:
             actor = await anyio.to_thread.run_sync(self.policy.actor, token)
             if actor is not None and (actor.is_admin or actor.roles & CANVAS_ROLES):
                 limit = CANVAS_BODY_BYTES
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        if size is not None and size > limit:
             await _answer(send, 413, _too_large(limit))
             return
         messages, body = await _request_body(receive, limit=limit)
@@ -772,11 +773,15 @@ class Guard:
             await _answer(send, 413, _too_large(limit))
             return
         fns = scope["app"].get_blocks().fns
-        index = unknown_event(body, fns) if path in EVENT_CALLS else None
-        if index is not None:
+        index = event_index(body)
+        if path in EVENT_CALLS and index is not None and index is not UNREADABLE and index not in fns:
             await _answer(send, 422, f"No event {index} on this page; nothing was run.")
             return
-        if api_name is not None and not names_endpoint(body, api_name, fns, public=path.startswith(CALL_V2)):
+        # Gradio finds the function by name where the body names no index; /call/v2 always
+        # does, among the API's named endpoints.
+        v2 = path.startswith(CALL_V2)
+        by_name = v2 or index is None or index is UNREADABLE
+        if api_name is not None and by_name and not names_endpoint(api_name, fns, public=v2):
             await _answer(send, 422, f"No endpoint named {shown(api_name)} on this page; nothing was run.")
             return
         await self.app(scope, _replaying(messages, receive), send)
@@ -939,29 +944,24 @@ def _replaying(messages: list[dict], receive):
     return receiving
 
 
-def unknown_event(body: bytes, fns: dict) -> int | None:
-    """The event index a queue join's `body` names when it names none of `fns` (the app's
-    ``BlockFunction``s by index), or None.
+UNREADABLE = object()
+"""`event_index` of a body Gradio cannot read as a call (not JSON, no ``data``)."""
 
-    The body is read as Gradio reads it (its ``PredictBody``: ``"99999"`` is 99999); one
-    Gradio cannot read (not JSON, no ``data``) is None, for Gradio's own refusal (422)."""
+
+def event_index(body: bytes) -> int | None | object:
+    """The event index a call's `body` names, None where it names none, or `UNREADABLE`.
+
+    The body is read as Gradio reads it (its ``PredictBody``: ``"99999"`` is 99999); one it
+    cannot read is left to Gradio's own refusal (422)."""
     try:
-        index = PredictBody.model_validate(json.loads(body)).fn_index
+        return PredictBody.model_validate(json.loads(body)).fn_index
     except (ValueError, RecursionError):  # not JSON, not a join (pydantic's ValidationError)
-        return None
-    return index if index is not None and index not in fns else None
+        return UNREADABLE
 
 
-def names_endpoint(body: bytes, api_name: str, fns: dict, *, public: bool = False) -> bool:
-    """Whether a call of `api_name` with `body` reaches one of `fns` as Gradio finds it: by
-    the body's event index when it has one (`unknown_event` checks that), else by a function
-    of that name (`public`: of the API's named endpoints alone, as ``/call/v2`` looks them
-    up). A body Gradio cannot read passes on, for its own refusal."""
-    try:
-        if PredictBody.model_validate(json.loads(body)).fn_index is not None:
-            return True
-    except (ValueError, RecursionError):
-        return True
+def names_endpoint(api_name: str, fns: dict, *, public: bool = False) -> bool:
+    """Whether one of `fns` (the app's ``BlockFunction``s by index) is named `api_name`
+    (`public`: among the API's named endpoints alone, as ``/call/v2`` looks them up)."""
     name = api_name.strip("/")
     return any(
         fn.api_name == name and (not public or getattr(fn, "api_visibility", "public") == "public")

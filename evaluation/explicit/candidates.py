@@ -53,6 +53,13 @@ def _row_of(system: ColorSystem, target: str | int) -> int:
     raise ValueError(f"`target` must be a color name or a row in [0, {len(system) - 1}], got {shown(target)}")
 
 
+def _by_distance(system: ColorSystem, row: int) -> np.ndarray:
+    """Every row of `system`, `row` first, then by increasing CIEDE2000 from it (ties in table order)."""
+    distance = delta_e_2000(system.lab[row], system.lab)
+    distance[row] = -1.0
+    return np.argsort(distance, kind="stable")
+
+
 def nearest_indices(system: ColorSystem, target: str | int, k: int = K_NEIGHBOURS) -> np.ndarray:
     """Rows of the target and its ``k`` nearest colors in ``system`` by CIEDE2000, of either
     kind (chromatic or neutral): what a prompt's second color must stay clear of.
@@ -75,10 +82,7 @@ def nearest_indices(system: ColorSystem, target: str | int, k: int = K_NEIGHBOUR
     ['pink', 'gray', 'red', 'white']
     """
     _check_k(k, system)
-    row = _row_of(system, target)
-    distance = delta_e_2000(system.lab[row], system.lab)
-    distance[row] = -1.0
-    return np.argsort(distance, kind="stable")[: k + 1]
+    return _by_distance(system, _row_of(system, target))[: k + 1]
 
 
 def candidate_indices(system: ColorSystem, target: str | int, k: int = K_NEIGHBOURS) -> np.ndarray:
@@ -121,9 +125,7 @@ def candidate_indices(system: ColorSystem, target: str | int, k: int = K_NEIGHBO
     _check_k(k, system)
     row = _row_of(system, target)
     neutral = np.hypot(system.lab[:, 1], system.lab[:, 2]) < NEUTRAL_CHROMA
-    distance = delta_e_2000(system.lab[row], system.lab)
-    distance[row] = -1.0
-    order = np.argsort(distance, kind="stable")
+    order = _by_distance(system, row)
     return order[neutral[order] == neutral[row]][: k + 1]
 
 

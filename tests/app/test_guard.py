@@ -778,6 +778,12 @@ def test_a_join_of_an_event_the_server_does_not_run_is_refused_in_one_line_witho
             422,
             f"No endpoint named '{name}' on this page; nothing was run.",
         ), route
+    # /call/v2 takes any JSON object and looks the name up whatever the body says.
+    called = httpx.post(f"{world.url}gradio_api/call/v2/predict", json={"x": 1})
+    assert (called.status_code, called.text) == (
+        422,
+        "No endpoint named 'predict' on this page; nothing was run.",
+    )
     # What is not a join Gradio reads passes on, to Gradio's own refusal.
     assert httpx.post(f"{world.url}gradio_api/queue/join", content=b"{not json").status_code == 422
     # A results stream of a session with nothing waiting: Gradio's 404 came after its stream had
