@@ -58,6 +58,16 @@ METRICS = {
     "dca": ("DCA", True),
     "hue_diff": ("ΔHue", False),
 }
+#: Each metric's unit, as the long-form CSVs' ``unit`` column says it (EMD's ground distance
+#: is CIELAB Euclidean, entropy is natural-log, DCA is the share of concepts whose dominant
+#: colors agree, ΔHue the CIELAB hue angle's difference).
+METRIC_UNITS = {
+    "pcc": "Pearson r (-1 to 1)",
+    "emd": "ΔE*ab",
+    "ed": "nats",
+    "dca": "fraction of concepts (0 to 1)",
+    "hue_diff": "degrees (0 to 180)",
+}
 TABLE1_METRICS = ("pcc", "emd", "ed")
 TABLE2_METRICS = ("dca", "hue_diff")
 #: The two tables' titles, in the paper's words (Table 2's metrics are the dominant color's).
@@ -203,8 +213,9 @@ class Leaderboard:
     counts: pd.DataFrame | None = None
 
     def to_csv_frame(self) -> pd.DataFrame:
-        """Long form for CSV export: model, modifier_type, style, metric, value, mark (and
-        ``lo``, ``hi`` when the intervals are known, ``n_concepts`` when the counts are)."""
+        """Long form for CSV export: model, modifier_type, style, metric, unit (`METRIC_UNITS`),
+        value, mark (and ``lo``, ``hi`` when the intervals are known, ``n_concepts`` when the
+        counts are)."""
         named = {
             "value": self.values,
             "mark": self.marks,
@@ -217,7 +228,9 @@ class Leaderboard:
             for name, frame in named.items()
             if frame is not None
         ]
-        return pd.concat(parts, axis=1).reset_index()
+        long = pd.concat(parts, axis=1).reset_index()
+        long.insert(long.columns.get_loc("metric") + 1, "unit", long["metric"].map(METRIC_UNITS))
+        return long
 
     def to_text(self, *, digits: int = 3, line_width: int = 160) -> str:
         """A plain-text rendering for the terminal in the paper's full layout.

@@ -110,7 +110,19 @@ def test_leaderboard_exports_csv_rows_and_escaped_html():
     board = table1(frame)
     long = board.to_csv_frame()
     assert len(long) == 2 * 18
-    assert set(long.columns) == {"model", "modifier_type", "style", "metric", "value", "mark", "n_concepts"}
+    assert list(long.columns) == [
+        "model",
+        "modifier_type",
+        "style",
+        "metric",
+        "unit",
+        "value",
+        "mark",
+        "n_concepts",
+    ]
+    # Each row says its metric's unit: EMD's ground distance is CIELAB's, entropy in nats.
+    units = long.drop_duplicates("metric").set_index("metric")["unit"].to_dict()
+    assert units == {"pcc": "Pearson r (-1 to 1)", "emd": "ΔE*ab", "ed": "nats"}
     page = board.to_html()
     assert "&lt;b&gt;evil&lt;/b&gt;" in page and "<b>evil</b>" not in page
     assert page.count("<b>") == 18 and page.count("<u>") == 18
