@@ -160,6 +160,8 @@ def _restore(args: argparse.Namespace) -> int:
         f"restored schema version {done['schema_version']} with {len(done['files'])} "
         f"files ({done['copied']} copied); {kept}{older}"
     )
+    for line in done["kept"]:  # denials made after the backup (`annotation.denials`)
+        print(f"kept from the replaced database: {line}")
     return 0
 
 

@@ -50,6 +50,7 @@ from pathlib import Path, PurePosixPath
 
 import sqlite_utils
 
+from annotation.denials import carry_denials
 from annotation.errors import InvalidInput, shown
 from annotation.export import file_columns, reported_write_errors, staged_folder
 from annotation.files import resolve
@@ -325,8 +326,9 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
     Returns
     -------
     dict
-        The manifest, plus ``previous`` (where the replaced database was kept, or None)
-        and ``copied`` (files written into the data folder).
+        The manifest, plus ``previous`` (where the replaced database was kept, or None),
+        ``copied`` (files written into the data folder) and ``kept`` (one line per kind of
+        denial made after the backup that the restored database keeps, `carry_denials`).
 
     `folder` is a backup folder or the Admin tab's backup zip (unpacked into a private
     temporary folder first).
@@ -340,7 +342,9 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
         newer than this code (nothing is changed either way), or the restored
         database fails its check (the message says where the previous one is kept).
     """
-    folder, db_path, data_dir = Path(folder), Path(db_path), Path(data_dir)
+    # A link's target is the database (the app's lock is beside it, `storage.serving.lock_path`):
+    # it is replaced, and the link stays.
+    folder, db_path, data_dir = Path(folder), Path(os.path.realpath(db_path)), Path(data_dir)
     made = [p for p in (db_path.parent, *db_path.parent.parents) if not p.exists()]
     lock = serving.lock_path(db_path)
     lock_made = not lock.exists()
@@ -358,16 +362,19 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
             except BaseException:
                 staged.unlink(missing_ok=True)
                 raise
+            # What was revoked or closed after the backup stays so (`annotation.denials`).
+            kept = carry_denials(db_path, staged) if db_path.exists() else []
+            expected = {"sha256": _sha256(staged), "bytes": staged.stat().st_size}
             previous = _swap_in(staged, db_path)
             where = (
                 f"the previous database is kept as {str(previous)!r}"
                 if previous
                 else "no database was replaced"
             )
-            _check_copy(db_path, manifest["database"], f"the restored database {str(db_path)!r}", where)
+            _check_copy(db_path, expected, f"the restored database {str(db_path)!r}", where)
     except serving.LockRefused as error:  # in use, or its folder takes no file
         raise BackupError(f"{error}; nothing was restored") from None
-    return {**manifest, "previous": previous, "copied": copied}
+    return {**manifest, "previous": previous, "copied": copied, "kept": kept}
 
 
 @contextlib.contextmanager

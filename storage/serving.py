@@ -59,8 +59,10 @@ class FolderUnwritable(LockRefused):
 
 def lock_path(db_path: str | Path) -> Path:
     """The lock file of the database at `db_path`: ``<db_path>.lock`` beside it; made
-    readable by its owner alone (0600), in new folders likewise (0700), as the database."""
-    return Path(f"{db_path}{LOCK_SUFFIX}")
+    readable by its owner alone (0600), in new folders likewise (0700), as the database.
+    A link's target's: the app started on a link and a restore given the file itself (or the
+    other way round) take one lock (outside probe 123)."""
+    return Path(f"{os.path.realpath(db_path)}{LOCK_SUFFIX}")
 
 
 def hold_shared(db_path: str | Path) -> BinaryIO | None:

@@ -978,3 +978,92 @@ def test_a_data_folder_that_is_a_plain_file_is_refused_naming_it_and_nothing_is_
         assert main([*argv, command[0], *[str(tmp_path / c) for c in command[1:]]]) == 2
         assert capsys.readouterr().err == f"error: --data-dir {str(data_dir)!r} {why}; give the data folder\n"
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_the_backup(tmp_path):
+    from annotation.errors import AnnotationError
+    from annotation.people import accounts, passwords
+
+    db, data = _store(tmp_path)
+    (designer, link), (other, other_link) = accounts.create_annotators(db, 2, "designer")
+    passwords.set_admin_password(db, "the-old-admin-password")
+    session = accounts.login_with_invite(db, link)
+    other_session = accounts.login_with_invite(db, other_link)
+    admin = passwords.login_admin(db, "the-old-admin-password")
+    backup.backup(db, data, tmp_path / "backup")
+    # After the backup, what an operator does when a password or a link has leaked.
+    actor = accounts.require(db, admin.token, "admin")
+    accounts.revoke_annotator(db, designer["id"], actor, "left the lab")
+    passwords.set_admin_password(db, "the-new-admin-password")
+    accounts.logout(db, other_session.token)
+    db.close()
+
+    done = _cli(data / "colorconcept.sqlite", data, "restore", str(tmp_path / "backup"))
+    assert done.returncode == 0, done.stderr
+    kept = [line for line in done.stdout.splitlines() if line.startswith("kept from the replaced database: ")]
+    assert len(kept) == 4, done.stdout
+    assert "3 session(s) ended after the backup stay so" in kept[0]
+    assert "1 sign-in link(s) revoked after the backup stay so" in kept[1]
+    assert f"1 account(s) closed after the backup stay closed ({designer['pseudonym']};" in kept[2]
+    assert "the admin password in use before the restore stays" in kept[3]
+
+    db = storage.open_db(data / "colorconcept.sqlite")
+    for token in (session.token, other_session.token, admin.token):
+        with pytest.raises(AnnotationError):
+            accounts.require(db, token, "designer", "admin")
+    with pytest.raises(AnnotationError):
+        accounts.login_with_invite(db, link)
+    with pytest.raises(AnnotationError):
+        passwords.login_admin(db, "the-old-admin-password")
+    passwords.login_admin(db, "the-new-admin-password")
+    # What was not ended stays as the backup held it: the other designer's link signs in.
+    assert accounts.login_with_invite(db, other_link).pseudonym == other["pseudonym"]
+    assert accounts.get_annotator(db, designer["id"])["status"] == "revoked"
+    audit = db.execute("select details from audit where action = 'restore_kept_denials'").fetchall()
+    assert len(audit) == 1 and json.loads(audit[0][0])["kept"] == [line.split(": ", 1)[1] for line in kept]
+
+
+def test_a_restore_into_a_database_that_denied_nothing_since_says_nothing_more(tmp_path):
+    db, data = _store(tmp_path)
+    people(db, 1, "designer")
+    backup.backup(db, data, tmp_path / "backup")
+    db.close()
+    done = _cli(data / "colorconcept.sqlite", data, "restore", str(tmp_path / "backup"))
+    assert done.returncode == 0 and "kept from the replaced database" not in done.stdout
+    # The restored database is the backup's, byte for byte, when nothing was carried.
+    manifest = json.loads((tmp_path / "backup" / backup.MANIFEST).read_text())
+    digest = hashlib.sha256((data / "colorconcept.sqlite").read_bytes()).hexdigest()
+    assert digest == manifest["database"]["sha256"]
+
+
+def test_a_database_reached_through_a_link_takes_the_same_lock_and_a_restore_replaces_its_target(tmp_path):
+    db, data = _store(tmp_path / "source")
+    add_coloring(db, data, people(db, 1, "designer")[0], "banana", (240, 200, 20))
+    backup.backup(db, data, tmp_path / "backup")
+    db.close()
+    live = tmp_path / "live"
+    live.mkdir()
+    app = _start(SERVING_APP, tmp_path / "ready", str(live))  # serves live/study.sqlite
+    (tmp_path / "links").mkdir()
+    link = tmp_path / "links" / "study.sqlite"
+    link.symlink_to(live / "study.sqlite")
+    try:
+        rows = _rows(live / "study.sqlite")
+        done = _cli(link, live / "data", "restore", str(tmp_path / "backup"))
+        assert done.returncode == 1 and "stop the app" in done.stderr
+        assert (
+            _rows(live / "study.sqlite") == rows and not (tmp_path / "links" / "study.sqlite.lock").exists()
+        )
+    finally:
+        app.communicate("")
+    done = _cli(link, live / "data", "restore", str(tmp_path / "backup"))
+    assert done.returncode == 0, done.stderr
+    # The link still leads to the database, now the restored one; the kept copy is the real file's.
+    assert (
+        link.is_symlink()
+        and _rows(link)["colorings"]
+        == _rows(tmp_path / "source" / "data" / "colorconcept.sqlite")["colorings"]
+    )
+    assert list(live.glob("study.sqlite.before-restore-*")) and not list(
+        link.parent.glob("*.before-restore-*")
+    )

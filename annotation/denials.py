@@ -1,0 +1,152 @@
+"""What a restore keeps of the database it replaces: the denials made after the backup.
+
+A restore brings the study back as the backup holds it, with one exception: it never
+grants again what was taken away since. A sign-in link revoked, a session ended, an account
+closed or an admin password changed after the backup was made would otherwise come back
+with it (outside probe 123: the old admin password signed in again, a closed designer's
+cookie worked again), and these are exactly what an operator does when a password or a link
+has leaked. `carry_denials` copies them from the database in use into the restored copy
+before it takes its place, and says each one; what it carries is undone as usual (the Admin
+tab's *Reopen account*, ``python -m annotation set-admin-password``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from storage import iso
+
+ADMIN_PASSWORD_SETTING = "admin_password_hash"
+"""The setting holding the admin password's hash (`annotation.people.passwords`)."""
+END_REASON = "ended_before_restore"
+"""``sessions.end_reason`` of a session the restored database had live and the replaced one
+had ended (its own reason is kept where the replaced database gives one)."""
+
+
+def carry_denials(previous: Path, restored: Path) -> list[str]:
+    """Copy into `restored` every denial `previous` holds that `restored` lacks.
+
+    Parameters
+    ----------
+    previous : Path
+        The database in use before the restore (read only; it may have a ``-wal``).
+    restored : Path
+        The backup's copy, before it takes `previous`' place (written, one transaction).
+
+    Returns
+    -------
+    list of str
+        One line per kind of denial carried (sessions ended, links revoked, accounts closed,
+        the admin password kept), empty when there was none, or one line saying the
+        previous database could not be read (nothing carried).
+
+    Sessions and links are matched by their token's hash, accounts by id, pseudonym and
+    creation time alike (another study's D0001 is someone else); a table or column the restored database's schema lacks is left alone.
+    """
+    try:
+        old = sqlite3.connect(f"file:{previous}?mode=ro", uri=True)
+        try:
+            found = _denials(old)
+        finally:
+            old.close()
+    except sqlite3.Error as error:
+        return [
+            f"the replaced database could not be read ({error}): no revoked link, ended session, closed "
+            "account or newer admin password of it was carried into the restored one; check them on the "
+            "Admin tab"
+        ]
+    new = sqlite3.connect(restored)
+    try:
+        with new:
+            said = _apply(new, found)
+    finally:
+        new.close()
+    return said
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f'pragma table_info("{table}")')}
+
+
+def _denials(conn: sqlite3.Connection) -> dict:
+    found = {"sessions": [], "invites": [], "closed": [], "password": None}
+    for table in ("sessions", "invites"):
+        columns = _columns(conn, table)
+        if {"token_hash", "revoked"} <= columns:
+            reason = "end_reason" if "end_reason" in columns else "null"
+            found[table] = conn.execute(
+                f"select token_hash, revoked, {reason} from {table} where revoked is not null"
+            ).fetchall()
+    if {"id", "pseudonym", "status", "created"} <= _columns(conn, "annotators"):
+        found["closed"] = conn.execute(
+            "select id, pseudonym, created from annotators where status = 'revoked'"
+        ).fetchall()
+    if {"key", "value"} <= _columns(conn, "settings"):
+        row = conn.execute("select value from settings where key = ?", [ADMIN_PASSWORD_SETTING]).fetchone()
+        found["password"] = None if row is None else row[0]
+    return found
+
+
+def _apply(conn: sqlite3.Connection, found: dict) -> list[str]:
+    said = []
+    now = iso()
+    for table, what in (("sessions", "session(s) ended"), ("invites", "sign-in link(s) revoked")):
+        columns = _columns(conn, table)
+        if not {"token_hash", "revoked"} <= columns:
+            continue
+        carried = 0
+        for token_hash, revoked, reason in found[table]:
+            if table == "sessions" and "end_reason" in columns:
+                cursor = conn.execute(
+                    "update sessions set revoked = ?, end_reason = ? where token_hash = ? and revoked is null",
+                    [revoked, reason or END_REASON, token_hash],
+                )
+            else:
+                cursor = conn.execute(
+                    f"update {table} set revoked = ? where token_hash = ? and revoked is null",
+                    [revoked, token_hash],
+                )
+            carried += cursor.rowcount
+        if carried:
+            said.append(f"{carried} {what} after the backup stay so")
+    if found["closed"] and {"id", "pseudonym", "status", "created"} <= _columns(conn, "annotators"):
+        closed = []
+        for annotator_id, pseudonym, created in found["closed"]:
+            cursor = conn.execute(
+                "update annotators set status = 'revoked' "
+                "where id = ? and pseudonym = ? and created = ? and status != 'revoked'",
+                [annotator_id, pseudonym, created],
+            )
+            if cursor.rowcount:
+                closed.append(pseudonym)
+                # What the backup held of theirs that was still live ends with the account.
+                for table in ("invites", "sessions"):
+                    if {"annotator_id", "revoked"} <= _columns(conn, table):
+                        conn.execute(
+                            f"update {table} set revoked = ? where annotator_id = ? and revoked is null",
+                            [now, annotator_id],
+                        )
+        if closed:
+            said.append(
+                f"{len(closed)} account(s) closed after the backup stay closed ({', '.join(closed)}; the Admin "
+                "tab's Reopen account opens one again)"
+            )
+    if found["password"] is not None and {"key", "value"} <= _columns(conn, "settings"):
+        row = conn.execute("select value from settings where key = ?", [ADMIN_PASSWORD_SETTING]).fetchone()
+        if row is not None and row[0] != found["password"]:
+            conn.execute(
+                "update settings set value = ? where key = ?", [found["password"], ADMIN_PASSWORD_SETTING]
+            )
+            said.append(
+                "the admin password in use before the restore stays (the backup's was another; "
+                "python -m annotation set-admin-password sets a new one)"
+            )
+    if said and {"created", "actor", "action", "object_type", "details"} <= _columns(conn, "audit"):
+        conn.execute(
+            "insert into audit (created, actor, action, object_type, object_id, why, details) "
+            "values (?, 'system', 'restore_kept_denials', 'database', null, '', ?)",
+            [now, json.dumps({"kept": said})],
+        )
+    return said
