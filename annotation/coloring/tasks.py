@@ -455,6 +455,11 @@ def redo_refusal(
         )
     if coloring["status"] != "submitted":
         return f"it is {in_words(coloring['status'])}"
+    if db.execute(
+        "select 1 from reviews where coloring_id = ? and status = 'open'", [coloring["id"]]
+    ).fetchone():
+        # The vote decides this round: a next one would count unreviewed beside it (outside probe 125).
+        return "it is in the experts' blind vote: wait for its decision"
     latest = db.execute(
         "select max(round) from colorings where annotator_id = ? and concept_key = ? and practice = 0",
         [annotator_id, coloring["concept_key"]],

@@ -18,7 +18,7 @@ from annotation.coloring.fill import blank_color_layer, canvas_value, composite,
 from annotation.coloring.store import get_coloring
 from annotation.concepts import sync_concepts
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
-from annotation.qc.review import request_recolor
+from annotation.qc.review import open_reviews, request_recolor
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 from annotation.sketches.library import load_sketch, sync_shipped_sketches
 from evaluation.color.colorspace import srgb_to_lab
@@ -235,6 +235,38 @@ def test_a_redo_is_a_new_round_until_the_next_batch_starts(store):
         work.request_redo(db, other, second, now=T0)
     with pytest.raises(NotFound, match=r"^you have no coloring with the id 99999$"):
         work.request_redo(db, other, 99999, now=T0)
+
+
+def test_a_coloring_under_the_blind_vote_is_not_redone_and_a_redo_asked_before_it_opened_is_not_stored(store):
+    db, data = store
+    designer = _designer(db)
+    (expert,) = people(db, 1, "expert")
+    work.start_batch(db, designer, np.random.default_rng(0), 2, now=T0)
+    first, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
+    second, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
+    # A redo asked for, then the vote opens on that round before the designer submits it.
+    redo_task = work.request_redo(db, designer, first, now=T0)
+    open_reviews(db, actor(db, expert), [first, second], reason="high variance", now=T0)
+    item = work.next_item(db, designer, practice=False, now=T0)
+    assert item.task.id == redo_task
+    files = sorted(p.relative_to(data) for p in (data / "colorings").rglob("*") if p.is_file())
+    before = _counts(db)
+    with pytest.raises(Conflict, match=rf"^coloring {first} went to the experts' blind vote after you asked"):
+        _submit(db, data, designer, item, now=T0)
+    # No round 2 counts beside the round under the vote; the redo task has ended.
+    assert sorted(p.relative_to(data) for p in (data / "colorings").rglob("*") if p.is_file()) == files
+    assert {k: v for k, v in _counts(db).items() if k != "tasks"} == {
+        k: v for k, v in before.items() if k != "tasks"
+    }
+    assert db["tasks"].get(redo_task)["status"] == "released"
+    assert work.next_item(db, designer, practice=False, now=T0) is None
+    # A round under the vote is not offered for a redo (it was, outside probe 125).
+    refusal = "it is in the experts' blind vote: wait for its decision"
+    assert [work.redo_refusal(db, designer, get_coloring(db, c), now=T0) for c in (first, second)] == [
+        refusal
+    ] * 2
+    with pytest.raises(Conflict, match=f"cannot be redone: {refusal}"):
+        work.request_redo(db, designer, second, now=T0)
 
 
 def test_an_experts_recolor_request_comes_first_with_its_note(store):
