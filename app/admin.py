@@ -114,8 +114,17 @@ EVENTS = (
         "create_note",
         "admin_create_invites",
     ),
-    # Its refusal (a session ended meanwhile) goes beside the button, as the step's before.
-    On("then", "invites_csv", (*_TOKEN, "invites"), ("links_file",), "create_note", clear_note=False),
+    # When a batch is shown, not after every click: a refused one (How many 0) wrote the
+    # batch before's links to disk again (outside probe 123). Its refusal (a session ended
+    # meanwhile) goes beside the button, as the step's before.
+    On(
+        "invites.change",
+        "invites_csv",
+        (*_TOKEN, "invites"),
+        ("links_file",),
+        "create_note",
+        clear_note=False,
+    ),
     On(_OPENED, "practice_pending", _TOKEN, ("pending", "gallery"), "refresh_note", "admin_practice_pending"),
     On(
         "review.click",

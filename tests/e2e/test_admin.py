@@ -52,6 +52,15 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     assert csv[0] == "annotator_id,pseudonym,role,invite_link,expires"
     assert [line.split(",")[3] for line in csv[1:]] == links
     assert [line.split(",")[4] for line in csv[1:]] == [row[4] for row in rows]  # when each stops working
+    # A refused batch writes no file: the batch before's links were written again (outside probe 123).
+    written = sorted((live_app.config.data_dir / "downloads").rglob("invites-*.csv"))
+    page.locator("#admin_count input").fill("0")
+    page.get_by_role("button", name="Create invite links").click()
+    expect(page.locator("#admin_create_note")).to_contain_text("How many")
+    page.get_by_role("button", name="Refresh lists").click()  # its chain ran after the refusal's
+    expect(page.locator("#admin_annotators [role=row][data-index]")).to_have_count(3)
+    assert sorted((live_app.config.data_dir / "downloads").rglob("invites-*.csv")) == written
+    assert len(written) == 1 and table_rows(page, "admin_invites") == rows
     token, message = live_app.client.predict(links[1], api_name="/login_invite")
     assert token and message == "Signed in as **E0002**."
     # A lost link: a new one for E0003 (by the pseudonym, as *Reopen account* takes it:
