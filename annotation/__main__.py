@@ -110,6 +110,13 @@ def _parser() -> argparse.ArgumentParser:
         **shared,
     )
     save.add_argument("folder", help="a new or empty folder to write to")
+    save.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="back up even where files the database names are missing from the data folder (listed in "
+        "the manifest and said; a restore accepts exactly those as absent); without it such a backup is "
+        "refused, naming them",
+    )
     load = commands.add_parser(
         "restore",
         help="verify a backup's hashes, then make it the database and files; refused while the app "
@@ -160,9 +167,17 @@ def _restore(args: argparse.Namespace) -> int:
         f"restored schema version {done['schema_version']} with {len(done['files'])} "
         f"files ({done['copied']} copied); {kept}{older}"
     )
+    if done.get("missing"):
+        print(f"warning: {_missing(done['missing'])} when the backup was made: the restored study lacks them")
     for line in done["kept"]:  # denials made after the backup (`annotation.denials`)
         print(f"kept from the replaced database: {line}")
     return 0
+
+
+def _missing(paths) -> str:
+    """A backup's missing files in words: how many, and the first."""
+    more = f" and {len(paths) - 1} other(s)" if len(paths) > 1 else ""
+    return f"{len(paths)} file(s) the database names were missing from the data folder ({paths[0]!r}{more})"
 
 
 def _inside_data_folder(folder: str, data_dir: str) -> str | None:
@@ -217,11 +232,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         ensure_schema(db)
         if args.command == "backup":
-            summary = backup.backup(db, args.data_dir, args.folder)
+            summary = backup.backup(db, args.data_dir, args.folder, allow_missing=args.allow_missing)
             print(
                 f"backed up schema version {summary.schema_version} and {summary.files} files "
                 f"({summary.bytes:,} bytes) to {summary.folder}"
             )
+            if summary.missing:
+                print(f"warning: {_missing(summary.missing)} not in this backup", file=sys.stderr)
             return 0
         if args.command == "check-distributions":
             return _check_distributions(db, args.data_dir, args.repair)

@@ -80,6 +80,8 @@ class BackupSummary:
     schema_version: int
     files: int
     bytes: int
+    missing: tuple[str, ...] = ()
+    """Files the database names that the data folder lacked (``allow_missing``), sorted."""
 
 
 def _sha256(path: Path) -> str:
@@ -115,7 +117,9 @@ def _named_files(snapshot: Path) -> list[str]:
         conn.close()
 
 
-def backup(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) -> BackupSummary:
+def backup(
+    db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path, *, allow_missing: bool = False
+) -> BackupSummary:
     """Copy the database and the files it names into `folder`, with a manifest of hashes.
 
     Parameters
@@ -127,30 +131,37 @@ def backup(db: sqlite_utils.Database, data_dir: str | Path, folder: str | Path) 
     folder : str or Path
         A new or empty folder; the backup is assembled beside it and renamed into place,
         so `folder` never holds half a backup.
+    allow_missing : bool
+        Back up without the files the snapshot names that the data folder lacks, listing
+        them in the manifest's ``missing`` (a restore accepts exactly those as absent),
+        instead of refusing: one lost image must not stop every later backup of a study.
 
     Raises
     ------
     BackupError
-        If `folder` holds files, or a file the snapshot names is missing.
+        If `folder` holds files, or a file the snapshot names is missing (unless
+        `allow_missing`).
     annotation.export.WriteFailed
         If the backup cannot be written (a full disk); nothing is left behind.
     """
     folder = Path(folder)
     with reported_write_errors(folder, "backup"):
-        return _backup(db, data_dir, folder)
+        return _backup(db, data_dir, folder, allow_missing)
 
 
-def _backup(db: sqlite_utils.Database, data_dir: str | Path, folder: Path) -> BackupSummary:
+def _backup(
+    db: sqlite_utils.Database, data_dir: str | Path, folder: Path, allow_missing: bool
+) -> BackupSummary:
     with staged_folder(folder, "backup", refusal=BackupError) as staging:
         snapshot = staging / DB_NAME
         create_private(snapshot)  # VACUUM INTO fills an empty file and keeps its mode
         db.execute("VACUUM INTO ?", [str(snapshot)])
         named = _named_files(snapshot)
         missing = [relative for relative in named if not resolve(data_dir, relative).is_file()]
-        if missing:
+        if missing and not allow_missing:
             raise BackupError(_missing_files(missing, database_path(db), data_dir))
         entries, total = [], 0
-        for relative in named:
+        for relative in (p for p in named if p not in set(missing)):
             source = resolve(data_dir, relative)
             target = staging / "files" / relative
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -166,9 +177,10 @@ def _backup(db: sqlite_utils.Database, data_dir: str | Path, folder: Path) -> Ba
             "schema_version": version,
             "database": {"path": DB_NAME, "sha256": _sha256(snapshot), "bytes": snapshot.stat().st_size},
             "files": entries,
+            **({"missing": missing} if missing else {}),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
-    return BackupSummary(folder, version, len(entries), total)
+    return BackupSummary(folder, version, len(entries), total, tuple(missing))
 
 
 def _missing_files(missing: list[str], db: str, data_dir: str | Path) -> str:
@@ -187,7 +199,8 @@ def _missing_files(missing: list[str], db: str, data_dir: str | Path) -> str:
     return (
         f"the database names {missing[0]!r}{more}, missing from the data folder; nothing was backed up."
         f"{again} any file can be copied back from an earlier backup's files/ folder, or from the data "
-        "folder's orphans/, where a start moves files that no row names (same path under it)"
+        "folder's orphans/, where a start moves files that no row names (same path under it); or back up "
+        f"everything else, listing the missing ones: `python -m annotation {where} backup --allow-missing DIR`"
     )
 
 
@@ -277,6 +290,11 @@ def _manifest_problem(manifest: dict, entries: list) -> str | None:
         manifest.get("schema_version"), int
     ):
         return f"states no schema version (got {shown(manifest.get('schema_version'))})"
+    missing = manifest.get("missing", [])
+    if not isinstance(missing, list) or not all(
+        isinstance(path, str) and restorable_problem(path) is None for path in missing
+    ):
+        return f"lists as missing {shown(missing)}, not paths of files the app stores"
     for entry in entries:
         if not isinstance(entry, dict):
             return f"lists {shown(entry)}, not a file's entry"
@@ -521,7 +539,7 @@ def _check_named(staged: Path, manifest: dict, data_dir: Path) -> None:
     """Refuse a backup whose database names a file that neither the backup nor the data folder
     holds: one whose manifest listed no file restored a study of broken images, which no start
     warned of (outside probe 118), as a backup of such a database is refused."""
-    listed = {entry["path"] for entry in manifest["files"]}
+    listed = {entry["path"] for entry in manifest["files"]} | set(manifest.get("missing", ()))
     missing = [p for p in _named_files(staged) if p not in listed and not resolve(data_dir, p).is_file()]
     if missing:
         more = f" and {len(missing) - 1} other file(s)" if len(missing) > 1 else ""
@@ -752,7 +770,7 @@ def backup_archive(db: sqlite_utils.Database, data_dir: str | Path, archive: str
     with reported_write_errors(archive.parent, "backup"):
         archive.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=archive.parent) as temp:
-            summary = _backup(db, data_dir, Path(temp) / "backup")
+            summary = _backup(db, data_dir, Path(temp) / "backup", False)
             built = Path(temp) / "archive.zip"
             with zipfile.ZipFile(built, "w", compression=zipfile.ZIP_STORED) as out:
                 for path in sorted(summary.folder.rglob("*")):

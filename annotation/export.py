@@ -48,7 +48,7 @@ import tempfile
 import threading
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -221,6 +221,7 @@ def export_archive(
     *,
     progress: Progress = _silent,
     external_ids: bool = False,
+    counts: dict[str, int] | None = None,
 ) -> Path:
     """Write the export as one zip file `archive` (for a download button); returns it.
 
@@ -230,12 +231,17 @@ def export_archive(
         Called as ``progress(step, done, total)`` as the export goes (`Progress`).
     external_ids : bool
         Add the crowd participants' platform ids (`export`).
+    counts : dict, optional
+        Filled with the image files per status (``ok``, ``missing``, ``sha256_mismatch``:
+        `ExportSummary.images`), for the caller to say what the zip lacks.
     """
     archive = Path(archive)
     with reported_write_errors(archive.parent, "export"):
         archive.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=archive.parent) as temp:
             summary = _export(db, data_dir, Path(temp) / "export", progress, external_ids=external_ids)
+            if counts is not None:
+                counts.update(summary.images)
             progress("archive", 0, 1)
             built = shutil.make_archive(str(Path(temp) / "archive"), "zip", summary.folder)
             os.replace(built, archive)
@@ -272,6 +278,9 @@ class ExportState:
         Why it failed, once ``failed`` (a message for the admin, no traceback).
     external_ids : bool
         Whether it holds the crowd participants' platform ids (personal data).
+    images : dict
+        Its image files per status once ``done`` (`ExportSummary.images`): a ``missing``
+        or ``sha256_mismatch`` count is a file the zip lacks, which the page says.
     """
 
     status: str = "idle"
@@ -281,6 +290,7 @@ class ExportState:
     archive: Path | None = None
     error: str | None = None
     external_ids: bool = False
+    images: dict[str, int] = field(default_factory=dict)
 
     @property
     def running(self) -> bool:
@@ -379,10 +389,16 @@ class BackgroundExport:
             self._state = replace(self._state, step=step, fraction=min(1.0, fraction))
 
     def _run(self, now: str, external_ids: bool) -> None:
+        counts: dict[str, int] = {}
         try:
             with self._connect() as db:
                 archive = self._build(
-                    db, self._data_dir, self._target(now), progress=self._progress, external_ids=external_ids
+                    db,
+                    self._data_dir,
+                    self._target(now),
+                    progress=self._progress,
+                    external_ids=external_ids,
+                    counts=counts,
                 )
         except AnnotationError as error:
             self._finish(error=str(error))
@@ -390,13 +406,22 @@ class BackgroundExport:
             _LOG.exception("the background export failed")
             self._finish(error=UNEXPECTED_FAILURE.format(kind=type(error).__name__))
         else:
-            self._finish(archive=Path(archive))
+            self._finish(archive=Path(archive), images=counts)
 
-    def _finish(self, *, archive: Path | None = None, error: str | None = None) -> None:
+    def _finish(
+        self, *, archive: Path | None = None, error: str | None = None, images: dict[str, int] | None = None
+    ) -> None:
         with self._lock:
             status = "failed" if error is not None else "done"
             fraction = 1.0 if error is None else self._state.fraction
-            self._state = replace(self._state, status=status, fraction=fraction, archive=archive, error=error)
+            self._state = replace(
+                self._state,
+                status=status,
+                fraction=fraction,
+                archive=archive,
+                error=error,
+                images=images or {},
+            )
 
 
 @contextlib.contextmanager

@@ -913,10 +913,24 @@ def _export_line(state: ExportState) -> str:
         return f"Building the export (started {state.started}): {step}, about {state.fraction:.0%} done."
     if state.status == "done":
         holds = " It holds the crowd participants' external ids." if state.external_ids else ""
-        return f"The export started {state.started} is ready below.{holds}"
+        return f"The export started {state.started} is ready below.{holds}{_lacking(state.images)}"
     if state.status == "failed":
         return refusal_text(escape(f"The export started {state.started} failed: {state.error}"))
     return ""
+
+
+def _lacking(images: dict[str, int]) -> str:
+    """What an export's images.zip lacks, in words ('' when nothing): it was ready with a
+    file missing, unsaid (outside probe 123)."""
+    missing, differing = images.get("missing", 0), images.get("sha256_mismatch", 0)
+    if not missing and not differing:
+        return ""
+    parts = [f"{missing:,} missing from the data folder"] if missing else []
+    parts += [f"{differing:,} whose bytes differ from their recorded sha256"] if differing else []
+    return (
+        f" **Its images.zip lacks {missing + differing:,} file(s) the rows name**: {' and '.join(parts)}; "
+        "its manifest.csv names each (status column); an earlier backup's files/ folder may hold them."
+    )
 
 
 def _pilot_line(db) -> str:

@@ -1067,3 +1067,40 @@ def test_a_database_reached_through_a_link_takes_the_same_lock_and_a_restore_rep
     assert list(live.glob("study.sqlite.before-restore-*")) and not list(
         link.parent.glob("*.before-restore-*")
     )
+
+
+def test_a_lost_file_blocks_a_backup_unless_allowed_and_such_a_backup_restores_saying_what_it_lacks(tmp_path):
+    db, data = _store(tmp_path)
+    designer = people(db, 1, "designer")[0]
+    for concept, rgb in (("banana", (240, 200, 20)), ("apple", (200, 30, 30))):
+        add_coloring(db, data, designer, concept, rgb)
+    lost = db.execute("select image_path from colorings order by id limit 1").fetchone()[0]
+    named = {p for row in db.execute("select image_path, mask_path from colorings") for p in row}
+    db.close()
+    (data / lost).unlink()
+    refused = _cli(data / "colorconcept.sqlite", data, "backup", str(tmp_path / "refused"))
+    assert refused.returncode == 1 and "backup --allow-missing DIR" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+    done = _cli(data / "colorconcept.sqlite", data, "backup", "--allow-missing", str(tmp_path / "b"))
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"warning: 1 file(s) the database names were missing from the data folder ({lost!r})" in done.stderr
+    )
+    manifest = json.loads((tmp_path / "b" / backup.MANIFEST).read_text())
+    assert manifest["missing"] == [lost] and lost not in {e["path"] for e in manifest["files"]}
+    assert {e["path"] for e in manifest["files"]} == named - {lost}
+    # Into a new place: the restore accepts exactly the listed file as absent, and says so.
+    elsewhere = tmp_path / "elsewhere"
+    done = _cli(elsewhere / "db.sqlite", elsewhere / "data", "restore", str(tmp_path / "b"))
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"warning: 1 file(s) the database names were missing from the data folder ({lost!r}) when"
+        in done.stdout
+    )
+    assert (elsewhere / "data").is_dir() and not (elsewhere / "data" / lost).exists()
+    # A manifest that lists as missing what the app never stores is refused whole.
+    manifest["missing"] = ["../colorconcept.sqlite"]
+    (tmp_path / "b" / backup.MANIFEST).write_text(json.dumps(manifest))
+    done = _cli(tmp_path / "third" / "db.sqlite", tmp_path / "third" / "data", "restore", str(tmp_path / "b"))
+    assert done.returncode == 1 and "lists as missing ['../colorconcept.sqlite']" in done.stderr
+    assert not (tmp_path / "third").exists()

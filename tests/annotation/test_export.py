@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -310,6 +311,30 @@ def test_a_background_export_returns_at_once_refuses_a_second_and_ends_with_the_
     # Once it is done, another may start.
     assert jobs.start(now="third").running
     assert jobs.wait(60).archive == tmp_path / "exports" / "third.zip"
+
+
+def test_a_background_export_with_a_lost_image_says_what_its_zip_lacks(tmp_path, db):
+    from app.admin import _export_line
+
+    data_dir = tmp_path / "data"
+    _fill(db, data_dir)  # one sketch gone, one mask whose recorded sha256 is another's
+    jobs = BackgroundExport(_connect(tmp_path / "a.sqlite"), data_dir, target=lambda now: tmp_path / "e.zip")
+    jobs.start(now="first")
+    state = jobs.wait(60)
+    assert state.status == "done" and state.images == {"ok": 2, "missing": 1, "sha256_mismatch": 1}
+    # The zip was ready with files absent, unsaid (outside probe 123).
+    assert _export_line(state) == (
+        "The export started first is ready below. **Its images.zip lacks 2 file(s) the rows name**: 1 missing "
+        "from the data folder and 1 whose bytes differ from their recorded sha256; its manifest.csv names each "
+        "(status column); an earlier backup's files/ folder may hold them."
+    )
+    with (
+        zipfile.ZipFile(state.archive) as outer,
+        zipfile.ZipFile(io.BytesIO(outer.read("images.zip"))) as inner,
+    ):
+        manifest = inner.read("manifest.csv").decode()
+    assert manifest.count(",missing") == 1 and manifest.count(",sha256_mismatch") == 1
+    assert _export_line(replace(state, images={"ok": 2})) == "The export started first is ready below."
 
 
 def test_a_background_export_reports_its_steps_in_order(tmp_path, db):
