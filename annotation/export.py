@@ -173,7 +173,9 @@ def staged_folder(folder: Path, what: str, *, refusal: type[InvalidInput] = Inva
     InvalidInput
         (`refusal`) If `folder` exists and is not an empty folder.
     """
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+    if folder.exists() and not folder.is_dir():
+        raise refusal(f"{what} folder must be new or empty, got {shown_path(folder)}, which is a file")
+    if folder.exists() and any(folder.iterdir()):
         raise refusal(
             f"{what} folder must be new or empty, got {shown_path(folder)} which already holds files"
         )

@@ -192,7 +192,11 @@ def new_invite(
         raise InvalidInput(f"`end_reason` must be one of {sorted(END_REASONS)}, got {shown(end_reason)}")
     annotator = get_annotator(db, annotator_id)
     if annotator["status"] != "active":
-        raise Conflict(f"annotator {annotator_id}'s account is {annotator['status']}; no new link")
+        # Named as the admin typed it, with the way on (outside probe 123).
+        raise Conflict(
+            f"the account of {annotator['pseudonym']} (annotator {annotator_id}) is closed: reopen it first "
+            "(Admin tab, Reopen account); no new link was made"
+        )
     _check_bulk(1, json.loads(annotator["roles"])[0], expires_days)
     now = utcnow() if now is None else now
     with transaction(db):

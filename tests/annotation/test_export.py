@@ -157,6 +157,9 @@ def test_export_refuses_a_folder_that_holds_files_and_writes_nothing(tmp_path, d
         export(db, tmp_path, tmp_path / "out")
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+    # A file where the folder should be is called a file (it was said to hold files: outside probe 123).
+    with pytest.raises(InvalidInput, match=r"must be new or empty, got .*keep.txt'.*, which is a file$"):
+        export(db, tmp_path, tmp_path / "out" / "keep.txt")
 
 
 def test_export_archive_is_one_zip_of_the_export(tmp_path, db):

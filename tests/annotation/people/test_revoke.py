@@ -145,7 +145,10 @@ def test_a_closed_account_reopens_with_a_new_link_and_its_old_links_stay_dead(db
     """Closing was for good (outsider 77: a wrong id closed, no way back but a new pseudonym)."""
     [(person, link)] = create_annotators(db, 1, "designer", now=T0)
     revoke_annotator(db, person["id"], ADMIN, "wrong row", now=LATER)
-    with pytest.raises(Conflict, match="account is revoked; no new link"):
+    with pytest.raises(
+        Conflict,
+        match=r"^the account of D0001 \(annotator 1\) is closed: reopen it first \(Admin tab, Reopen account\); no new link was made$",
+    ):
         new_invite(db, person["id"], now=LATER)
     before = list(db["annotators"].rows)
     with pytest.raises(InvalidInput, match="`why` must say why the account is reopened"):
