@@ -406,7 +406,7 @@ class EvaluateTab(Tab):
         segmenter = _segmenter(self.models_dir, form.preset, form.box, form.text)
         executor, where = _executor_choice(form.kind, form.address)
         if executor.kind == "in-process":  # on a cluster the workers hold the weights
-            jobs.check_weights(config, segmenter)
+            jobs.check_weights(config, segmenter, self.models_dir)
         with transaction(db):
             n = research.create_evaluation_run(db, actor.pseudonym, run, items, config)
             if explicit_mode:
@@ -467,7 +467,7 @@ class EvaluateTab(Tab):
         executor, where = _executor_choice(kind, address)
         segmenter = _segmenter(self.models_dir, preset, box, text)
         if executor.kind == "in-process":
-            jobs.check_weights(runs.run_config(db, run) if run else None, segmenter)
+            jobs.check_weights(runs.run_config(db, run) if run else None, segmenter, self.models_dir)
         runs.claim_masking(db, run or "", jobs.masking_of(segmenter))
         runs.refuse_job_elsewhere(db, run or "", jobs.process_owner())
         research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")

@@ -192,6 +192,15 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
     return connect(path)
 
 
+def models_dir(args) -> Path:
+    """Where the tiny models of ``--data-dir`` are built and loaded from (its ``models``; the
+    checkout's for an object store's URI, as `evaluation.pipeline.stages.GenerationWork`)."""
+    from evaluation.models.registry import DEFAULT_MODELS_DIR
+    from evaluation.pipeline.ray_storage import is_uri
+
+    return DEFAULT_MODELS_DIR if is_uri(args.data_dir) else Path(args.data_dir) / "models"
+
+
 def check_data_dir(path) -> None:
     """Refuse a ``--data-dir`` nothing can be written in, before a run is stored (a read-only
     or mistyped folder was found after the run and its items were, in an error naming a

@@ -31,6 +31,7 @@ from evaluation.cli import (
     add_storage_arguments,
     check_data_dir,
     leased_stage,
+    models_dir,
     open_db,
     print_workers,
     progress_bar,
@@ -279,7 +280,10 @@ def main(args: argparse.Namespace) -> int:
     refuse_other_masking(db, args.run, segmenter)
     # On a cluster the workers hold the weights, not this machine.
     config = create_or_resume(
-        db, args, prompts, (lambda c: check_weights(c, segmenter)) if generate_on is None else None
+        db,
+        args,
+        prompts,
+        (lambda c: check_weights(c, segmenter, models_dir(args))) if generate_on is None else None,
     )
     runs.claim_masking(db, args.run, masking_of(segmenter))  # before any image is made
     done = 0

@@ -20,6 +20,7 @@ from evaluation.cli import (
     add_executor_arguments,
     add_storage_arguments,
     leased_stage,
+    models_dir,
     open_db,
     print_workers,
     resolve_device,
@@ -146,20 +147,22 @@ def _overrides(args: argparse.Namespace) -> dict:
     """The registry fields ``--steps``, ``--resolution``, ``--batch-size`` and ``--cfg`` set,
     each checked here: refused later, after the run is stored, they left a run that could
     never run."""
+    from evaluation.models.generation import MAX_RESOLUTION, MAX_STEPS
     from evaluation.pipeline.planning import MAX_GUIDANCE, parse_scales
 
     overrides = {}
-    for name, option in (
-        ("steps", "--steps"),
-        ("resolution", "--resolution"),
-        ("batch_size", "--batch-size"),
+    for name, option, most in (
+        ("steps", "--steps", MAX_STEPS),
+        ("resolution", "--resolution", MAX_RESOLUTION),
+        ("batch_size", "--batch-size", None),
     ):
         value = getattr(args, name)
         if value is None:
             continue
-        if value < 1 or (name == "resolution" and value % 8):
+        if value < 1 or (name == "resolution" and value % 8) or most is not None and value > most:
             what = "a positive multiple of 8" if name == "resolution" else "a whole number, 1 or more"
-            raise ValueError(f"{option} must be {what}, got {value}")
+            upto = f", at most {most:,}" if most is not None else ""
+            raise ValueError(f"{option} must be {what}{upto}, got {value:,}")
         overrides[name] = value
     if args.cfg is not None:
         refusal = (
@@ -218,7 +221,7 @@ def main(args: argparse.Namespace) -> int:
     if executor is None:  # on a cluster the workers hold the weights, not this machine
         from evaluation.pipeline.jobs import check_weights
 
-        config = create_or_resume(db, args, lambda planned: check_weights(planned, None))
+        config = create_or_resume(db, args, lambda planned: check_weights(planned, None, models_dir(args)))
     else:  # every node: the data folder and the weights, before the first batch
         config = create_or_resume(db, args)
         from evaluation.pipeline.ray_preflight import preflight

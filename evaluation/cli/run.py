@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import argparse
 
-from evaluation.cli import generate, open_db, print_workers, refuse_other_masking, resume_command, segment
+from evaluation.cli import (
+    generate,
+    models_dir,
+    open_db,
+    print_workers,
+    refuse_other_masking,
+    resume_command,
+    segment,
+)
 from storage.shown import shown
 
 HELP = "generate, segment and extract a run in one go (resumable; --executor ray for a cluster)"
@@ -67,7 +75,9 @@ def main(args: argparse.Namespace) -> int:
     # before the run is stored (a run refused for them was left stored, and could not be run).
     local = choice.kind == "in-process"
     refuse_other_masking(db, args.run, spec)
-    generate.create_or_resume(db, args, (lambda config: check_weights(config, spec)) if local else None)
+    generate.create_or_resume(
+        db, args, (lambda config: check_weights(config, spec, models_dir(args))) if local else None
+    )
     executors = {}
     run_pipeline(
         db,

@@ -65,6 +65,17 @@ def components_without_weights(folder: str | Path) -> list[str]:
         Component names, in the index's order; empty when every model component has weights
         (or the index cannot be read: loading names that problem itself).
     """
+
+    return [
+        name
+        for name, part in _components(folder)
+        if not part.is_dir() or _is_model(part) and not _has_weights(part)
+    ]
+
+
+def _components(folder: str | Path) -> list[tuple[str, Path]]:
+    """``(name, folder)`` of each component of the diffusers pipeline in `folder` (none when its
+    ``model_index.json`` cannot be read: loading names that problem itself)."""
     import json
 
     folder = Path(folder)
@@ -72,15 +83,75 @@ def components_without_weights(folder: str | Path) -> list[str]:
         index = json.loads((folder / "model_index.json").read_text())
     except (OSError, ValueError):
         return []
-    missing = []
-    for name, value in index.items():
-        if name.startswith("_") or not isinstance(value, list) or None in value:
+    return [
+        (name, folder / name)
+        for name, value in index.items()
+        if not name.startswith("_") and isinstance(value, list) and None not in value
+    ]
+
+
+def _is_model(part: Path) -> bool:
+    return (part / "config.json").is_file()
+
+
+def _has_weights(folder: Path) -> bool:
+    return any(next(folder.glob(p), None) for p in WEIGHT_PATTERNS)
+
+
+def damaged_weights(folder: str | Path) -> list[str]:
+    """The weight files in `folder` (not below it) that cannot be loaded, each with why.
+
+    A ``.safetensors`` file must open (`safetensors.safe_open` reads its header and checks
+    that the file holds every byte the header names: a download cut short does not), a
+    sharded model's index must name shards that are there, and a ``.bin`` saved by
+    ``torch.save`` (a zip) must end in its zip directory. Without this a half-copied
+    model passed the check, the run was stored, and it failed at the stage that loaded it
+    (outside probe 124: a truncated detector ended the command in a safetensors traceback).
+
+    Returns
+    -------
+    list of str
+        ``"<file> (<why>)"`` per damaged file, by name; empty when all can be loaded.
+    """
+    import json
+    import zipfile
+
+    from safetensors import SafetensorError, safe_open
+
+    folder = Path(folder)
+    damaged = []
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(path, "np"):
+                pass
+        except (SafetensorError, OSError) as error:
+            damaged.append(f"{path.name} (cut short or damaged: {error})")
+    for index in sorted(folder.glob("*.index.json")):
+        try:
+            shards = set(json.loads(index.read_text())["weight_map"].values())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            damaged.append(f"{index.name} (no readable weight_map: {error!r})")
             continue
-        part = folder / name
-        is_model = (part / "config.json").is_file()
-        if not part.is_dir() or is_model and not any(next(part.glob(p), None) for p in WEIGHT_PATTERNS):
-            missing.append(name)
-    return missing
+        gone = sorted(s for s in shards if not (folder / s).is_file())
+        if gone:
+            damaged.append(f"{index.name} (names shards that are not there: {', '.join(gone[:3])})")
+    for path in sorted(folder.glob("*.bin")):
+        with open(path, "rb") as f:
+            is_zip = f.read(2) == b"PK"
+        if is_zip and not zipfile.is_zipfile(path):
+            damaged.append(f"{path.name} (cut short or damaged: no zip directory at its end)")
+    return damaged
+
+
+def _pipeline_damage(folder: Path) -> list[str]:
+    """`damaged_weights` of each model component of the pipeline in `folder`, as
+    ``<component>/<file> (<why>)``."""
+    return [
+        f"{name}/{found}"
+        for name, part in _components(folder)
+        if _is_model(part)
+        for found in damaged_weights(part)
+    ]
 
 
 #: The way to a local copy `_how_to_get` offers by default.
@@ -140,7 +211,11 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
     None)`` per other problem; `missing_weights` has the parameters."""
     problems: list[tuple[str, str | None]] = []
     for spec in models:
-        if spec.build == "tiny":
+        # A tiny model is built where its folder is empty; one already built is checked as
+        # any other (outside probe 124: one whose unet weights were gone was queued).
+        if spec.build == "tiny" and not (
+            spec.is_local and (spec.local_path() / "model_index.json").is_file()
+        ):
             continue
         if spec.is_local:
             folder = spec.local_path()
@@ -160,6 +235,14 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
                         None,
                     )
                 )
+            elif damage := _pipeline_damage(folder):
+                problems.append(
+                    (
+                        f"model {spec.key!r}: the pipeline in {folder} has weights that cannot be loaded: "
+                        f"{'; '.join(damage)}; copy the model's folder whole",
+                        None,
+                    )
+                )
         else:
             index = _cached(spec.source, "model_index.json", cache_dir)
             if index is None:
@@ -171,14 +254,44 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
                         spec.source,
                     )
                 )
-    if detector is not None and not _on_disk(detector, "config.json", cache_dir):
-        problems.append(_missing_model("GroundingDINO", detector))
+            elif damage := _pipeline_damage(Path(index).parent):
+                problems.append(
+                    (
+                        f"model {spec.key!r} ({spec.source}: the cached copy has weights that cannot be loaded: "
+                        f"{'; '.join(damage)})",
+                        spec.source,
+                    )
+                )
+    if detector is not None:
+        problems.extend(_transformers_problems("GroundingDINO", detector, cache_dir))
     if sam_checkpoint:
         if not Path(sam_checkpoint).is_file():
             problems.append((f"the SAM checkpoint {sam_checkpoint} does not exist", None))
-    elif sam is not None and not _on_disk(sam, "config.json", cache_dir):
-        problems.append(_missing_model("SAM", sam))
+    elif sam is not None:
+        problems.extend(_transformers_problems("SAM", sam, cache_dir))
     return problems
+
+
+def _transformers_problems(what: str, source: str, cache_dir) -> list[tuple[str, str | None]]:
+    """`_missing`'s entry for the transformers model `source` (a hub id or a folder) named
+    `what`: none when its configuration and loadable weights are on this machine."""
+    path = Path(source)
+    local = source.startswith(("./", "../", "/")) or path.is_dir()
+    config = str(path / "config.json") if local and (path / "config.json").is_file() else None
+    if not local:
+        config = _cached(source, "config.json", cache_dir)
+    if config is None:
+        return [_missing_model(what, source)]
+    folder = Path(config).parent
+    if not _has_weights(folder):
+        problem = "has no weights (no .safetensors or .bin file)"
+    elif damage := damaged_weights(folder):
+        problem = f"has weights that cannot be loaded: {'; '.join(damage)}"
+    else:
+        return []
+    if local:
+        return [(f"{what}: the folder {source} {problem}; copy the model's folder whole", None)]
+    return [(f"{what} ({source}: the cached copy {problem})", source)]
 
 
 def missing_transformers_model(
@@ -331,7 +444,8 @@ def weights_refusal(models: Iterable[Mapping[str, Any]], masking: tuple[str, str
     # What to do comes first, and the how-to once for all the hub models: the app cuts a
     # refusal at `app.common.MAX_MESSAGE_CHARS`.
     hint = ""
-    if masking is not None and specs and all(s.build == "tiny" for s in specs):
+    masking_hub = {source for _, source in found if source is not None} & {detector, sam}
+    if masking_hub and specs and all(s.build == "tiny" for s in specs):
         hint = "for a tiny test model, choose the tiny-random masking (on the command line, `--segmenter tiny-random`). Missing: "
     hub = [what for what, source in found if source is not None]
     others = [what for what, source in found if source is None]

@@ -25,6 +25,12 @@ MAX_SEED = 2**63 - 1
 MAX_GUIDANCE = 100.0
 """The largest guidance scale accepted (a run's, an import's): the registry's sweeps end at
 12, and far beyond that a model draws saturated noise; 1e308 is a typing slip."""
+MAX_RESOLUTION = 4096
+"""The largest image side accepted, in pixels: the registry's models draw at 1,024, and one
+20,000-pixel image held 9.5 GB of a shared machine's memory and went on growing (outside
+probe 124)."""
+MAX_STEPS = 1000
+"""The most denoising steps accepted: the schedulers' training timesteps; the registry's take 2-50."""
 
 
 class GenerationError(RuntimeError):

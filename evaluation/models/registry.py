@@ -102,10 +102,19 @@ def _check_entry(key: str, entry: Mapping[str, Any]) -> None:
         raise RegistryError(f"model {key!r} lacks required field(s) {missing}")
     if entry["dtype"] not in DTYPES:
         raise RegistryError(f"model {key!r}: dtype must be one of {DTYPES}, got {shown(entry['dtype'])}")
-    for name in ("steps", "resolution", "batch_size"):
+    from evaluation.models.generation import MAX_RESOLUTION, MAX_STEPS
+
+    for name, most in (("steps", MAX_STEPS), ("resolution", MAX_RESOLUTION), ("batch_size", None)):
         value = entry.get(name, 1)
-        if not isinstance(value, int) or value < 1:
-            raise RegistryError(f"model {key!r}: {name} must be a positive integer, got {shown(value)}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < 1
+            or most is not None
+            and value > most
+        ):
+            upto = f" of at most {most:,}" if most is not None else ""
+            raise RegistryError(f"model {key!r}: {name} must be a positive integer{upto}, got {shown(value)}")
     seed = entry.get("build_seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise RegistryError(f"model {key!r}: build_seed must be a whole number >= 0, got {shown(seed)}")

@@ -28,6 +28,7 @@ import sqlite_utils
 import storage
 from evaluation.concepts import load_concepts
 from evaluation.models.availability import weights_refusal
+from evaluation.models.registry import spec_from_dict, spec_to_dict, tiny_in
 from evaluation.models.segmentation import BOX_THRESHOLD, DEFAULT_DETECTOR, DEFAULT_SAM, TEXT_THRESHOLD
 from evaluation.pipeline import runs
 from evaluation.pipeline.executors import Executor
@@ -262,17 +263,28 @@ def stage_executor(choice: ExecutorChoice, cluster, stage: str, on_executor) -> 
 
 
 def weights_request(
-    config: Mapping[str, Any] | None, segmenter: SegmenterSpec | None
+    config: Mapping[str, Any] | None, segmenter: SegmenterSpec | None, models_dir: str | Path | None = None
 ) -> tuple[list[dict], tuple[str, str, str] | None]:
     """The weights a job needs, as plain values for `evaluation.models.availability.weights_refusal`:
     the run's model entries (none when `config` is None: nothing is generated) and
-    ``(detector, sam, sam_checkpoint)`` (None when nothing is masked or the tiny masking is used)."""
+    ``(detector, sam, sam_checkpoint)`` (None when nothing is masked; the tiny masking's
+    folders only once built, as it builds them where they are empty)."""
     models = [] if config is None else [dict(fields) for fields in config.get("models", {}).values()]
-    masks = segmenter is not None and not segmenter.tiny_dir
-    return models, (segmenter.detector, segmenter.sam, segmenter.sam_checkpoint) if masks else None
+    if models_dir is not None:  # a tiny model in the data folder's models/, where it is built
+        models = [spec_to_dict(tiny_in(spec_from_dict(fields), models_dir)) for fields in models]
+    if segmenter is None:
+        return models, None
+    if segmenter.tiny_dir:
+        built = [
+            p if (Path(p) / "config.json").is_file() else None for p in (segmenter.detector, segmenter.sam)
+        ]
+        return models, (*built, "") if any(built) else None
+    return models, (segmenter.detector, segmenter.sam, segmenter.sam_checkpoint)
 
 
-def check_weights(config: Mapping[str, Any] | None, segmenter: SegmenterSpec | None) -> None:
+def check_weights(
+    config: Mapping[str, Any] | None, segmenter: SegmenterSpec | None, models_dir: str | Path | None = None
+) -> None:
     """Refuse a job whose weights are not on this machine, before it is queued.
 
     Parameters
@@ -282,13 +294,16 @@ def check_weights(config: Mapping[str, Any] | None, segmenter: SegmenterSpec | N
         generated (an imported run).
     segmenter : SegmenterSpec or None
         None when nothing is masked.
+    models_dir : str or Path, optional
+        The data folder's ``models``: a tiny model recorded there (``models/<key>``) is
+        checked once built (None: tiny models are not checked).
 
     Raises
     ------
     JobError
         Naming each missing model and how to get it (`evaluation.models.availability`).
     """
-    refusal = weights_refusal(*weights_request(config, segmenter))
+    refusal = weights_refusal(*weights_request(config, segmenter, models_dir))
     if refusal:
         raise JobError(f"The run was not started: {refusal}.")
 

@@ -191,8 +191,20 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
         (TINY_RUN + ["--cfg", "inf"], "--cfg must be guidance scales in (0, 100]"),
         (TINY_RUN + ["--cfg", ""], "--cfg must be guidance scales in (0, 100], comma-separated, got ''"),
         (TINY_RUN + ["--cfg=-3"], "--cfg must be guidance scales in (0, 100]"),
-        (TINY_RUN + ["--steps", "0"], "--steps must be a whole number, 1 or more, got 0"),
-        (TINY_RUN + ["--resolution", "7"], "--resolution must be a positive multiple of 8, got 7"),
+        (TINY_RUN + ["--steps", "0"], "--steps must be a whole number, 1 or more, at most 1,000, got 0"),
+        (
+            TINY_RUN + ["--resolution", "7"],
+            "--resolution must be a positive multiple of 8, at most 4,096, got 7",
+        ),
+        # A 20,000-pixel side held 9.5 GB and grew; a billion steps were stored (outside probe 124).
+        (
+            TINY_RUN + ["--resolution", "20000"],
+            "--resolution must be a positive multiple of 8, at most 4,096, got 20,000",
+        ),
+        (
+            TINY_RUN + ["--steps", "1000000000"],
+            "--steps must be a whole number, 1 or more, at most 1,000, got 1,000,000,000",
+        ),
         (TINY_RUN + ["--batch-size=-2"], "--batch-size must be a whole number, 1 or more, got -2"),
         (TINY_RUN + ["--device", "tpu"], "--device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
         (

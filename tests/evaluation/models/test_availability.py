@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from gradio_client.exceptions import AppError
 from huggingface_hub import try_to_load_from_cache
@@ -51,16 +52,42 @@ def test_each_missing_model_is_named_with_how_to_get_it(tmp_path):
     ]
 
 
+def _weights(folder: Path, name: str = "model.safetensors") -> Path:
+    """A small, whole safetensors file in `folder`, as a model's weights."""
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({"w": np.arange(4096, dtype=np.float32)}, folder / name)
+    return folder / name
+
+
+def _cut(path: Path) -> None:
+    """`path` cut to half its bytes, as a download or copy stopped half-way leaves it."""
+    data = path.read_bytes()
+    path.unlink()  # a hub cache's file is a link to its blob: write a file of its own
+    path.write_bytes(data[: len(data) // 2])
+
+
 def test_weights_in_the_hub_cache_or_a_local_folder_count_as_present(tmp_path):
     sdxl = load_registry()["sdxl"]
     cache = tmp_path / "hub"
     _cached_repo(cache, sdxl.source, "model_index.json")
     _cached_repo(cache, DEFAULT_DETECTOR, "config.json")
+    [detector_snapshot] = cache.glob("models--IDEA-Research*/snapshots/*")
     sam = tmp_path / "sam"
     sam.mkdir()
-    [problem] = missing_weights([sdxl], DEFAULT_DETECTOR, str(sam), cache_dir=cache)
-    assert problem == f"SAM: no model in the folder {sam} (its config.json is missing)"
+    problems = missing_weights([sdxl], DEFAULT_DETECTOR, str(sam), cache_dir=cache)
+    assert problems[1] == f"SAM: no model in the folder {sam} (its config.json is missing)"
     (sam / "config.json").write_text("{}")
+    # A configuration without weights is no model (a download stopped after config.json).
+    assert missing_weights([sdxl], DEFAULT_DETECTOR, str(sam), cache_dir=cache) == [
+        f"GroundingDINO ({DEFAULT_DETECTOR}: the cached copy has no weights (no .safetensors or .bin file)) "
+        f"is not on this machine: download it on a machine with internet (`hf download {DEFAULT_DETECTOR}`"
+        + problems[0].split(f"`hf download {DEFAULT_DETECTOR}`", 1)[1],
+        f"SAM: the folder {sam} has no weights (no .safetensors or .bin file); copy the model's folder whole",
+    ]
+    _weights(detector_snapshot)
+    _weights(sam)
     assert missing_weights([sdxl], DEFAULT_DETECTOR, str(sam), cache_dir=cache) == []
     empty = with_source(sdxl, str(tmp_path / "nowhere"))
     [problem] = missing_weights([empty], cache_dir=cache)
@@ -203,3 +230,73 @@ def test_a_pipeline_copied_without_its_unet_weights_is_named_before_a_row_is_wri
         f"model 'sdxl' ({sdxl.source}: the cached copy has no weights for unet, vae) is not on this machine: "
         f"download it on a machine with internet (`hf download {sdxl.source}`"
     )
+
+
+def test_weights_cut_short_or_missing_in_a_built_tiny_model_or_masker_are_named_before_a_row_is_written(
+    tmp_path,
+    capsys,
+    tiny_models,  # noqa: F811
+):
+    """Outside probe 124: a tiny model whose unet weights were gone, a tiny SAM without its
+    weights and a detector cut short were queued (the app) or stored (the command line), and
+    failed at the stage that loaded them, the last in a safetensors traceback."""
+    from evaluation.models.availability import damaged_weights
+    from evaluation.pipeline.jobs import JobError, check_weights, segmenter_preset
+
+    models = tmp_path / "data" / "models"
+    shutil.copytree(tiny_models, models)
+    assert [damaged_weights(p) for p in sorted(models.rglob("*")) if p.is_dir()] == [[]] * len(
+        [p for p in models.rglob("*") if p.is_dir()]
+    )
+    argv = ["run", "--run", "r", "--model", "tiny-random", "--concepts", "apple", "--samples", "1"]
+    argv += ["--cfg", "7.5", "--styles", "natural", "--segmenter", "tiny-random", "--device", "cpu"]
+    argv += ["--db", str(tmp_path / "db.sqlite"), "--data-dir", str(tmp_path / "data")]
+    [unet] = (models / "tiny-random" / "unet").glob("*.safetensors")
+    _cut(unet)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"model 'tiny-random': the pipeline in {models / 'tiny-random'} has weights that cannot be loaded: "
+        f"unet/{unet.name} (cut short or damaged: "
+    ) in err
+    shutil.rmtree(models / "tiny-random")  # built again where it is empty: no refusal for it
+    [sam] = (models / "tiny-sam").glob("*.safetensors")
+    sam.unlink()
+    tiny = segmenter_preset("tiny-random", models)
+    with pytest.raises(
+        JobError, match=rf"SAM: the folder {models / 'tiny-sam'} has no weights \(no \.safetensors"
+    ):
+        check_weights(None, tiny)
+    shutil.copytree(tiny_models / "tiny-sam", models / "tiny-sam", dirs_exist_ok=True)
+    check_weights(None, tiny)
+    [detector] = (models / "tiny-grounding-dino").glob("*.safetensors")
+    _cut(detector)
+    at = argv.index("--segmenter")
+    given = [*argv[:at], *argv[at + 2 :], "--detector", str(models / "tiny-grounding-dino")]
+    given += ["--sam", str(models / "tiny-sam")]
+    assert main(given) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"GroundingDINO: the folder {models / 'tiny-grounding-dino'} has weights that cannot be loaded: "
+        in err
+    )
+    assert "Traceback" not in err
+    db = open_db(tmp_path / "db.sqlite")
+    try:
+        assert db.execute("select count(*) from runs").fetchone()[0] == 0
+    finally:
+        db.close()
+    # A sharded model's index naming a shard that is not there, and a torch zip cut short.
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "shards" / "model.safetensors.index.json").write_text(
+        '{"weight_map": {"w": "model-00001-of-00002.safetensors"}}'
+    )
+    torch_zip = tmp_path / "shards" / "pytorch_model.bin"
+    import torch
+
+    torch.save({"w": torch.zeros(64)}, torch_zip)
+    _cut(torch_zip)
+    assert damaged_weights(tmp_path / "shards") == [
+        "model.safetensors.index.json (names shards that are not there: model-00001-of-00002.safetensors)",
+        "pytorch_model.bin (cut short or damaged: no zip directory at its end)",
+    ]

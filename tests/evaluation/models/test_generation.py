@@ -132,6 +132,18 @@ def test_registry_rejects_an_entry_with_a_bad_dtype(tmp_path):
     toml.write_text('[models.y]\nname="Y"\n')
     with pytest.raises(RegistryError, match=r"model 'y' lacks required field\(s\) \['pipeline', 'source'"):
         load_registry(toml)
+    # A side or a step count no model takes is refused as the command line's options are.
+    for field, value, most in (("resolution", 20000, "4,096"), ("steps", 10**9, "1,000")):
+        entry = {"steps": 2, "resolution": 64, field: value}
+        toml.write_text(
+            '[models.z]\nname="Z"\npipeline="StableDiffusionPipeline"\nsource="a/b"\ndtype="float32"\n'
+            f'steps={entry["steps"]}\nresolution={entry["resolution"]}\nguidance_param="guidance_scale"\ncfg_scales=[1.0]\n'
+        )
+        with pytest.raises(
+            RegistryError,
+            match=rf"^model 'z': {field} must be a positive integer of at most {most}, got {value}$",
+        ):
+            load_registry(toml)
 
 
 def test_tiny_pipeline_loads_back_through_from_pretrained_and_warns_on_cpu(tmp_path):
