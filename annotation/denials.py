@@ -12,11 +12,13 @@ tab's *Reopen account*, ``python -m annotation set-admin-password``).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 
-from storage import iso
+import sqlite_utils
+
+from annotation import audit
+from storage import iso, transaction, update_rows
 
 ADMIN_PASSWORD_SETTING = "admin_password_hash"
 """The setting holding the admin password's hash (`annotation.people.passwords`)."""
@@ -57,9 +59,9 @@ def carry_denials(previous: Path, restored: Path) -> list[str]:
             "account or newer admin password of it was carried into the restored one; check them on the "
             "Admin tab"
         ]
-    new = sqlite3.connect(restored)
+    new = sqlite_utils.Database(sqlite3.connect(restored))
     try:
-        with new:
+        with transaction(new):
             said = _apply(new, found)
     finally:
         new.close()
@@ -89,64 +91,45 @@ def _denials(conn: sqlite3.Connection) -> dict:
     return found
 
 
-def _apply(conn: sqlite3.Connection, found: dict) -> list[str]:
+def _apply(db: sqlite_utils.Database, found: dict) -> list[str]:
     said = []
     now = iso()
     for table, what in (("sessions", "session(s) ended"), ("invites", "sign-in link(s) revoked")):
-        columns = _columns(conn, table)
+        columns = _columns(db.conn, table)
         if not {"token_hash", "revoked"} <= columns:
             continue
         carried = 0
         for token_hash, revoked, reason in found[table]:
+            values = {"revoked": revoked}
             if table == "sessions" and "end_reason" in columns:
-                cursor = conn.execute(
-                    "update sessions set revoked = ?, end_reason = ? where token_hash = ? and revoked is null",
-                    [revoked, reason or END_REASON, token_hash],
-                )
-            else:
-                cursor = conn.execute(
-                    f"update {table} set revoked = ? where token_hash = ? and revoked is null",
-                    [revoked, token_hash],
-                )
-            carried += cursor.rowcount
+                values["end_reason"] = reason or END_REASON
+            carried += update_rows(db, table, {"token_hash": token_hash, "revoked": None}, values)
         if carried:
             said.append(f"{carried} {what} after the backup stay so")
-    if found["closed"] and {"id", "pseudonym", "status", "created"} <= _columns(conn, "annotators"):
+    if found["closed"] and {"id", "pseudonym", "status", "created"} <= _columns(db.conn, "annotators"):
         closed = []
         for annotator_id, pseudonym, created in found["closed"]:
-            cursor = conn.execute(
-                "update annotators set status = 'revoked' "
-                "where id = ? and pseudonym = ? and created = ? and status != 'revoked'",
-                [annotator_id, pseudonym, created],
-            )
-            if cursor.rowcount:
+            where = {"id": annotator_id, "pseudonym": pseudonym, "created": created, "status !=": "revoked"}
+            if update_rows(db, "annotators", where, {"status": "revoked"}):
                 closed.append(pseudonym)
                 # What the backup held of theirs that was still live ends with the account.
                 for table in ("invites", "sessions"):
-                    if {"annotator_id", "revoked"} <= _columns(conn, table):
-                        conn.execute(
-                            f"update {table} set revoked = ? where annotator_id = ? and revoked is null",
-                            [now, annotator_id],
+                    if {"annotator_id", "revoked"} <= _columns(db.conn, table):
+                        update_rows(
+                            db, table, {"annotator_id": annotator_id, "revoked": None}, {"revoked": now}
                         )
         if closed:
             said.append(
                 f"{len(closed)} account(s) closed after the backup stay closed ({', '.join(closed)}; the Admin "
                 "tab's Reopen account opens one again)"
             )
-    if found["password"] is not None and {"key", "value"} <= _columns(conn, "settings"):
-        row = conn.execute("select value from settings where key = ?", [ADMIN_PASSWORD_SETTING]).fetchone()
-        if row is not None and row[0] != found["password"]:
-            conn.execute(
-                "update settings set value = ? where key = ?", [found["password"], ADMIN_PASSWORD_SETTING]
-            )
+    if found["password"] is not None and {"key", "value"} <= _columns(db.conn, "settings"):
+        where = {"key": ADMIN_PASSWORD_SETTING, "value !=": found["password"]}
+        if update_rows(db, "settings", where, {"value": found["password"]}):
             said.append(
                 "the admin password in use before the restore stays (the backup's was another; "
                 "python -m annotation set-admin-password sets a new one)"
             )
-    if said and {"created", "actor", "action", "object_type", "details"} <= _columns(conn, "audit"):
-        conn.execute(
-            "insert into audit (created, actor, action, object_type, object_id, why, details) "
-            "values (?, 'system', 'restore_kept_denials', 'database', null, '', ?)",
-            [now, json.dumps({"kept": said})],
-        )
+    if said and {"created", "actor", "action", "object_type", "details"} <= _columns(db.conn, "audit"):
+        audit.record(db, "system", "restore_kept_denials", "database", None, details={"kept": said})
     return said

@@ -134,10 +134,15 @@ def decoded_csv(data: bytes, name: str) -> str:
             raise ValueError(
                 f"{name} is {encoding} text (as a spreadsheet's 'Unicode Text' saves it): {SAVE_AS}"
             )
-    if b"\x00" in data[:4096]:  # no text file holds a NUL; UTF-16's ASCII letters each do
+    head = data[:4096]
+    # No text file holds a NUL; UTF-16's ASCII letters each do, one in two bytes.
+    if head and head.count(b"\x00") * 4 >= len(head):
         raise ValueError(
             f"{name} is UTF-16 text without a byte-order mark (zero bytes between its letters): {SAVE_AS}"
         )
+    if b"\x00" in data:
+        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
+        raise ValueError(f"{name} holds a zero byte (NUL) on line {line}, which no text holds: remove it")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:

@@ -181,7 +181,9 @@ def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Co
         missing = [k for k in query.keys if k not in by_key]
         if missing:
             raise ValueError(
-                f"`keys` names unknown concepts {missing[:5]}; keys are the concept text, e.g. 'rotten apple'"
+                f"`keys` names unknown concepts [{', '.join(shown(k) for k in missing[:5])}]"
+                f"{f' and {len(missing) - 5} more' if len(missing) > 5 else ''}; keys are the concept text, "
+                "e.g. 'rotten apple'"
             )
         chosen = [by_key[k] for k in dict.fromkeys(query.keys)]
     if query.categories:

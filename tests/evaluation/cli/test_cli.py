@@ -170,6 +170,10 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
             ["generate", "--run", "r", "--model", "tiny-random", "--concepts", "unicorn"],
             "--concepts names unknown concepts ['unicorn']",
         ),
+        (  # A 10,000-character name was echoed whole (outside probe 124).
+            ["generate", "--run", "r", "--model", "tiny-random", "--concepts", "x" * 10_000],
+            "--concepts names unknown concepts ['" + "x" * 80 + "'… (10000 characters)]; keys are",
+        ),
         (
             ["generate", "--run", "r", "--model", "tiny-random", "--styles", "oil"],
             "--styles must be a comma-separated subset",

@@ -540,6 +540,15 @@ def test_empty_columns_after_the_last_are_dropped_and_a_wrong_header_names_its_c
 _KNOWN = frozenset(concept.key for concept in load_concepts())
 
 
+def test_a_reference_with_a_zero_byte_in_one_name_is_refused_naming_its_line(tmp_path):
+    """Outside probe 124: one NUL in a concept's name was called UTF-16 text without a byte-order mark."""
+    path = _lab_csv(tmp_path, "apple", "ban\x00ana")
+    with pytest.raises(
+        ReferenceError, match=r"^lab\.csv holds a zero byte \(NUL\) on line 3, which no text holds"
+    ):
+        load_reference_csv(path)
+
+
 def _lab_csv(tmp_path, *names: str):
     row = ",".join(["1"] * 70 + ["2"])
     path = tmp_path / "lab.csv"
