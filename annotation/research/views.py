@@ -91,8 +91,18 @@ def _rows(db: sqlite_utils.Database, keys: Sequence[str], style: str, cfg: str |
     if style not in tables.STYLES:
         raise ValueError(f"`style` must be one of {tables.STYLES}, got {shown(style)}")
     return comparison.rows_at_cfg(
-        [r for r in runs.model_distributions(db, concepts=keys) if r["style"] == style], cfg
+        [r for r in runs.model_distributions(db, concepts=keys) if r["style"] == style],
+        cfg,
+        scales=_stored_scales(db),
     )
+
+
+def _stored_scales(db: sqlite_utils.Database) -> pd.DataFrame:
+    """``model, cfg`` of every stored model distribution: a model's 'recommended' scale is the
+    middle of them all, as on the Leaderboards, not of the scales one concept happens to have
+    (outside probe 124: the browser showed a model at 2 where the Leaderboards said 3.5)."""
+    rows = db.execute("select distinct model, cfg from model_distributions where p is not null").fetchall()
+    return pd.DataFrame(rows, columns=["model", "cfg"])
 
 
 def concept_view(

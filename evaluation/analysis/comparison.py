@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from evaluation.analysis import bootstrap, figures
-from evaluation.analysis.results import latest_distributions, parse_cfg, resolve_cfg
+from evaluation.analysis.results import RECOMMENDED, latest_distributions, parse_cfg, resolve_cfg
 from evaluation.analysis.tables import with_dca
 from evaluation.color import metrics
 from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
@@ -92,11 +92,15 @@ def human_panel(label: str, p: np.ndarray, groups: Sequence | None = None) -> Pa
     return Panel(f"Human: {label}", np.asarray(p, dtype=np.float64), colors, counts)
 
 
-def rows_at_cfg(rows: Sequence[Mapping], cfg: str | float) -> list[dict]:
+def rows_at_cfg(
+    rows: Sequence[Mapping], cfg: str | float, *, scales: pd.DataFrame | None = None
+) -> list[dict]:
     """The newest distribution per (model, style, concept) at the chosen scale per model.
 
     `cfg` is ``"recommended"`` or one scale (see `evaluation.analysis.results.resolve_cfg`); it is
-    checked even when `rows` is empty.
+    checked even when `rows` is empty. `scales` (``model, cfg`` columns) are the scales each
+    model's recommended one is the middle of (default: those of `rows`); a model none of
+    whose rows is at its scale shows none.
 
     Raises
     ------
@@ -107,9 +111,11 @@ def rows_at_cfg(rows: Sequence[Mapping], cfg: str | float) -> list[dict]:
     latest = latest_distributions(rows)
     if not latest:
         return []
-    chosen = resolve_cfg(
-        pd.DataFrame({"model": [r["model"] for r in latest], "cfg": [r["cfg"] for r in latest]}), cfg
-    )
+    own = pd.DataFrame({"model": [r["model"] for r in latest], "cfg": [r["cfg"] for r in latest]})
+    if scales is not None and parse_cfg(cfg) == RECOMMENDED:
+        chosen = resolve_cfg(scales[scales["model"].isin(own["model"])], cfg)
+    else:
+        chosen = resolve_cfg(own, cfg)
     return [r for r in latest if np.isclose(float(r["cfg"]), chosen[r["model"]])]
 
 

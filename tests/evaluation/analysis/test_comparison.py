@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
@@ -127,6 +128,17 @@ def test_rows_at_cfg_keep_the_newest_row_at_each_models_chosen_scale():
     assert [(r["cfg"], r["p"].argmax()) for r in chosen] == [(5.0, 9)]
     assert [r["cfg"] for r in rows_at_cfg(rows, 7.5)] == [7.5]
     assert rows_at_cfg([], "recommended") == []
+    # The store's scales set the recommended one, as on the Leaderboards: a concept stored at
+    # 2 and 7.5 of a model stored at 2, 3.5, 5 and 7.5 shows none (it showed 2: outside probe 124).
+    scales = pd.DataFrame({"model": ["a", "a", "a", "a", "b"], "cfg": [2.0, 3.5, 5.0, 7.5, 1.0]})
+    two = [_row("a", "apple", 2.0, one_hot(1)), _row("a", "apple", 7.5, one_hot(2))]
+    assert [r["cfg"] for r in rows_at_cfg(two, "recommended")] == [2.0]
+    assert rows_at_cfg(two, "recommended", scales=scales) == []
+    assert [
+        r["cfg"]
+        for r in rows_at_cfg([*two, _row("a", "apple", 3.5, one_hot(3))], "recommended", scales=scales)
+    ] == [3.5]
+    assert [r["cfg"] for r in rows_at_cfg(two, 7.5, scales=scales)] == [7.5]  # a number is taken as given
 
 
 @pytest.mark.parametrize("cfg", ["lots", "", None, True, float("nan"), "inf", -1.0])
