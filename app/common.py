@@ -316,6 +316,9 @@ JS = compact_js(
   }};
   let marking = false, labelled = 0, held = null;
   document.addEventListener('focusin', (e) => {{ held = e.composedPath().slice(0, -1); }});
+  // A control disabled last (the vote buttons after the last vote) changes no node the
+  // observer below sees: its focus falling to the page's top asks for the marking too.
+  document.addEventListener('focusout', (e) => {{ if (!e.relatedTarget && !marking) {{ marking = true; setTimeout(mark, 200); }} }});
   const markOf = (b) => document.querySelector(`#${{b.className.match(/{ANSWERS}--(\\S+)/)?.[1]}} [id^="{SHOWN_PREFIX}"]`);
   const seen = {{}}, ready = {{}}, bound = {{}};
   const drawn = () => [...document.querySelectorAll(".{CHART_WAIT}")].every((c) => !c.offsetParent || c.querySelector(".main-svg"));
