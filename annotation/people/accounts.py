@@ -65,7 +65,7 @@ END_REASONS = {
     "logout": f"{_ENDED}: you signed out; open your invite link again",
     "resumed": f"{_ENDED}: the study link was opened again in another tab, browser or device; go on "
     "there, or open the study link again here",
-    "password_changed": f"{_ENDED}: the admin password was changed; sign in with the new one "
+    "password_changed": f"{_ENDED}: the admin password was changed; reload the page and sign in with the new one "
     "on the Start tab",
 }
 """Why a session ended (the ``sessions.end_reason`` values), as `require` says it."""
@@ -414,11 +414,17 @@ def _session_actor(db, token_hash: str, now: dt.datetime) -> Actor:
         if session["annotator_id"] is None:  # the admin has a password, not an invite link
             if session["end_reason"] == "password_changed":
                 raise InvalidToken(END_REASONS["password_changed"])
-            raise InvalidToken(f"{_ENDED}: sign in again with the admin password on the Start tab")
+            raise InvalidToken(
+                f"{_ENDED}: reload the page and sign in again with the admin password on the Start tab"
+            )
         # Sessions ended before they recorded why (schema version 12) give no reason.
         raise InvalidToken(END_REASONS.get(session["end_reason"], f"{_ENDED}; open your invite link again"))
     if session["expires"] <= iso(now):
-        raise InvalidToken("your session expired; open your invite link (or sign in as admin) again")
+        # The Start tab still says who was signed in until a reload (outside probe 123).
+        raise InvalidToken(
+            "your session expired; open your invite link again (the admin: reload the page and sign in with "
+            "the password)"
+        )
     if session["annotator_id"] is None:
         return Actor(None, "admin", frozenset(json.loads(session["roles"])))
     annotator = _active_annotator(db, session["annotator_id"])

@@ -40,7 +40,7 @@ def test_generated_password_is_printed_once_and_stored_only_hashed(tmp_path, db)
     with pytest.raises(InvalidToken) as ended:
         require(db, session.token)
     assert str(ended.value) == (
-        "your session is not valid any more: sign in again with the admin password on the Start tab"
+        "your session is not valid any more: reload the page and sign in again with the admin password on the Start tab"
     )
 
 
@@ -121,7 +121,7 @@ def test_a_new_admin_password_ends_the_sessions_the_old_one_opened(tmp_path, db,
         with pytest.raises(InvalidToken) as ended:
             require(db, session.token, "admin")
         assert str(ended.value) == (
-            "your session is not valid any more: the admin password was changed; sign in with the "
+            "your session is not valid any more: the admin password was changed; reload the page and sign in with the "
             "new one on the Start tab"
         )
     assert require(db, designer.token, "designer").pseudonym == "D0001"  # only the admin's end
