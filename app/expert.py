@@ -641,7 +641,9 @@ def _vote_section() -> dict:
             elem_id="expert_inconsistent",
             elem_classes=[ONE_CLICK, *answers("expert_vote_concept")],
         )
-        parts["vote_message"] = live(gr.Markdown(elem_id="expert_vote_message"))
+        # Under both buttons on a phone, not beside one of them (it halved Inconsistent's
+        # width there: outside probe 125); beside them on a wide screen.
+        parts["vote_message"] = live(gr.Markdown(elem_id="expert_vote_message", min_width=320))
     return parts
 
 
@@ -656,6 +658,7 @@ def _statistics_section() -> dict:
             "Table 5: expert votes per review",
             "expert_table5",
             headers=["expert_votes", "interpretation", "count"],
+            wrap=True,  # the count column stays in sight on a phone (outside probe 125)
         )
     # Per-expert agreement needs a review with all its votes: votes cast before then do
     # not show here, so the note must not say nobody voted.
