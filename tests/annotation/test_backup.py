@@ -245,14 +245,20 @@ sys.stdin.read()
 """
 
 
-def test_restore_is_refused_while_the_app_serves_the_database_and_changes_nothing(tmp_path):
+def _served_beside_a_backup(tmp_path) -> tuple[Path, subprocess.Popen]:
+    """A backup (``tmp_path/backup``) of a store holding one coloring, and an app process
+    serving another database, ``<folder>/study.sqlite``; the folder and the process."""
     db, data = _store(tmp_path / "source")
     add_coloring(db, data, people(db, 1, "designer")[0], "banana", (240, 200, 20))
     backup.backup(db, data, tmp_path / "backup")
     db.close()
     live = tmp_path / "live"
     live.mkdir()
-    app = _start(SERVING_APP, tmp_path / "ready", str(live))
+    return live, _start(SERVING_APP, tmp_path / "ready", str(live))
+
+
+def test_restore_is_refused_while_the_app_serves_the_database_and_changes_nothing(tmp_path):
+    live, app = _served_beside_a_backup(tmp_path)
     try:
         rows, files = _rows(live / "study.sqlite"), _files(live)
         done = _cli(live / "study.sqlite", live / "data", "restore", str(tmp_path / "backup"))
@@ -1037,13 +1043,7 @@ def test_a_restore_into_a_database_that_denied_nothing_since_says_nothing_more(t
 
 
 def test_a_database_reached_through_a_link_takes_the_same_lock_and_a_restore_replaces_its_target(tmp_path):
-    db, data = _store(tmp_path / "source")
-    add_coloring(db, data, people(db, 1, "designer")[0], "banana", (240, 200, 20))
-    backup.backup(db, data, tmp_path / "backup")
-    db.close()
-    live = tmp_path / "live"
-    live.mkdir()
-    app = _start(SERVING_APP, tmp_path / "ready", str(live))  # serves live/study.sqlite
+    live, app = _served_beside_a_backup(tmp_path)
     (tmp_path / "links").mkdir()
     link = tmp_path / "links" / "study.sqlite"
     link.symlink_to(live / "study.sqlite")
