@@ -531,14 +531,12 @@ def _submit_recolor(db, task: Task, annotator_id: int, write, now: dt.datetime |
 
 
 def _under_vote(db, task: Task) -> bool:
-    """Whether the experts' blind vote is open on the round the redo `task` replaces: the
-    vote decides that round, so no next round may stand beside it (outside probe 125: it
-    counted unreviewed while the panel voted on the round it replaced)."""
+    """Whether the experts' blind vote opened on the round the redo `task` replaces (open, or
+    decided since): the vote decides that round, so no next round may stand beside it
+    (outside probe 125: it counted unreviewed while the panel voted on the round it
+    replaced; outside probe 126: once the panel had excluded it, too)."""
     return (
-        db.execute(
-            "select 1 from reviews where coloring_id = ? and status = 'open'", [task.coloring_id]
-        ).fetchone()
-        is not None
+        db.execute("select 1 from reviews where coloring_id = ?", [task.coloring_id]).fetchone() is not None
     )
 
 

@@ -19,6 +19,7 @@ from annotation.coloring.store import get_coloring
 from annotation.concepts import sync_concepts
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from annotation.qc.review import open_reviews, request_recolor
+from annotation.qc.votes import cast_vote, vote_queue
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
 from annotation.sketches.library import load_sketch, sync_shipped_sketches
 from evaluation.color.colorspace import srgb_to_lab
@@ -267,6 +268,24 @@ def test_a_coloring_under_the_blind_vote_is_not_redone_and_a_redo_asked_before_i
     ] * 2
     with pytest.raises(Conflict, match=f"cannot be redone: {refusal}"):
         work.request_redo(db, designer, second, now=T0)
+    # Nor once the vote has decided: a redo asked before it opened was stored then (outside probe 126).
+    later = T0 + dt.timedelta(minutes=1)
+    work.start_batch(db, designer, np.random.default_rng(1), 1, now=later)
+    third, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=later), now=later)
+    redo_task = work.request_redo(db, designer, third, now=later)
+    open_reviews(db, actor(db, expert), [third], reason="high variance", votes_needed=1, now=later)
+    [vote] = [
+        v
+        for v in vote_queue(db, actor(db, expert), np.random.default_rng(0), now=later)
+        if v.coloring_id == third
+    ]
+    cast_vote(db, actor(db, expert), vote.task_id, False, now=later)
+    assert get_coloring(db, third)["status"] == "excluded"
+    item = work.next_item(db, designer, practice=False, now=later)
+    assert (item.task.id, item.kind) == (redo_task, "redo"), item
+    with pytest.raises(Conflict, match=rf"^coloring {third} went to the experts' blind vote after you asked"):
+        _submit(db, data, designer, work.next_item(db, designer, practice=False, now=later), now=later)
+    assert db["tasks"].get(redo_task)["status"] == "released"
 
 
 def test_an_experts_recolor_request_comes_first_with_its_note(store):
