@@ -372,6 +372,14 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
             _left_as_found_if_refused(lock if lock_made else None, made),
             _unpacked(folder, db_path.parent) as folder,
         ):
+            if db_path.exists() and (names := _other_names(db_path)) > 1:
+                # The lock is a name's (`storage.serving.lock_path`): an app on another name of
+                # this file would go on serving the old one (outside probe 126).
+                raise BackupError(
+                    f"the database {str(db_path)!r} has {names} names (hard links): a restore replaces this "
+                    f"one alone, and an app started on another would go on with the old file; remove the "
+                    f"others first (find / -samefile {shlex.quote(str(db_path))}); nothing was restored"
+                )
             manifest = verify(folder)
             staged = _stage_database(folder, manifest, db_path)
             try:
@@ -381,7 +389,12 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
                 staged.unlink(missing_ok=True)
                 raise
             # What was revoked or closed after the backup stays so (`annotation.denials`).
-            kept = carry_denials(db_path, staged) if db_path.exists() else []
+            earlier = sorted(
+                p
+                for p in db_path.parent.glob(f"{db_path.name}.before-restore-*")
+                if not p.name.endswith(("-wal", "-shm"))
+            )
+            kept = carry_denials(db_path, staged, earlier=earlier) if db_path.exists() else []
             expected = {"sha256": _sha256(staged), "bytes": staged.stat().st_size}
             previous = _swap_in(staged, db_path)
             where = (
@@ -393,6 +406,15 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
     except serving.LockRefused as error:  # in use, or its folder takes no file
         raise BackupError(f"{error}; nothing was restored") from None
     return {**manifest, "previous": previous, "copied": copied, "kept": kept}
+
+
+def _other_names(db_path: Path) -> int:
+    """How many names the database file at `db_path` has (hard links), leaving out the kept
+    copies of restores beside it: a restore killed between keeping the previous database
+    (a hard link) and its swap leaves one, and the next restore finishes it."""
+    found = db_path.stat()
+    kept = [p.stat() for p in db_path.parent.glob(f"{db_path.name}.before-restore-*") if p.is_file()]
+    return found.st_nlink - sum(1 for k in kept if (k.st_ino, k.st_dev) == (found.st_ino, found.st_dev))
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ tab's *Reopen account*, ``python -m annotation set-admin-password``).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import sqlite_utils
@@ -27,8 +28,8 @@ END_REASON = "ended_before_restore"
 had ended (its own reason is kept where the replaced database gives one)."""
 
 
-def carry_denials(previous: Path, restored: Path) -> list[str]:
-    """Copy into `restored` every denial `previous` holds that `restored` lacks.
+def carry_denials(previous: Path, restored: Path, *, earlier: Sequence[Path] = ()) -> list[str]:
+    """Copy into `restored` every denial `previous` and `earlier` hold that `restored` lacks.
 
     Parameters
     ----------
@@ -36,36 +37,49 @@ def carry_denials(previous: Path, restored: Path) -> list[str]:
         The database in use before the restore (read only; it may have a ``-wal``).
     restored : Path
         The backup's copy, before it takes `previous`' place (written, one transaction).
+    earlier : sequence of Path
+        The databases earlier restores replaced (``<name>.before-restore-<time>``): a
+        restore of an older backup, then of a newer one, replaced no database that held
+        the denials made after the newer one (outside probe 126), so every kept copy is
+        read too; their admin password is not (the one in use is `previous`').
 
     Returns
     -------
     list of str
         One line per kind of denial carried (sessions ended, links revoked, accounts closed,
-        the admin password kept), empty when there was none, or one line saying the
-        previous database could not be read (nothing carried).
+        open study links closed, platform ids erased, the admin password kept), empty when
+        there was none, and one line per database that could not be read.
 
-    Sessions and links are matched by their token's hash, accounts by id, pseudonym and
-    creation time alike (another study's D0001 is someone else); a table or column the restored database's schema lacks is left alone.
+    Sessions, invite and open study links are matched by their token's hash, accounts by
+    id, pseudonym and creation time alike (another study's D0001 is someone else); a table
+    or column the restored database's schema lacks is left alone.
     """
-    try:
-        old = sqlite3.connect(f"file:{previous}?mode=ro", uri=True)
+    found: dict = {"sessions": [], "invites": [], "closed": [], "links": [], "erased": [], "password": None}
+    unread = []
+    for index, path in enumerate([previous, *earlier]):
         try:
-            found = _denials(old)
-        finally:
-            old.close()
-    except sqlite3.Error as error:
-        return [
-            f"the replaced database could not be read ({error}): no revoked link, ended session, closed "
-            "account or newer admin password of it was carried into the restored one; check them on the "
-            "Admin tab"
-        ]
+            old = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                for kind, rows in _denials(old).items():
+                    if kind != "password":
+                        found[kind] += rows
+                    elif index == 0:
+                        found[kind] = rows
+            finally:
+                old.close()
+        except sqlite3.Error as error:
+            unread.append(
+                f"{str(path)!r} could not be read ({error}): no revoked link, ended session, closed "
+                "account or newer admin password of it was carried into the restored database; check them "
+                "on the Admin tab"
+            )
     new = sqlite_utils.Database(sqlite3.connect(restored))
     try:
         with transaction(new):
             said = _apply(new, found)
     finally:
         new.close()
-    return said
+    return said + unread
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -84,6 +98,15 @@ def _denials(conn: sqlite3.Connection) -> dict:
     if {"id", "pseudonym", "status", "created"} <= _columns(conn, "annotators"):
         found["closed"] = conn.execute(
             "select id, pseudonym, created from annotators where status = 'revoked'"
+        ).fetchall()
+    if {"token_hash", "closed"} <= _columns(conn, "crowd_links"):
+        found["links"] = conn.execute(
+            "select token_hash, closed from crowd_links where closed is not null"
+        ).fetchall()
+    if {"annotator_id", "external_id"} <= _columns(conn, "crowd_participants"):
+        found["erased"] = conn.execute(
+            "select c.annotator_id, a.pseudonym, a.created, c.external_id from crowd_participants c "
+            "join annotators a on a.id = c.annotator_id where c.external_id like '(erased %)'"
         ).fetchall()
     if {"key", "value"} <= _columns(conn, "settings"):
         row = conn.execute("select value from settings where key = ?", [ADMIN_PASSWORD_SETTING]).fetchone()
@@ -123,6 +146,35 @@ def _apply(db: sqlite_utils.Database, found: dict) -> list[str]:
                 f"{len(closed)} account(s) closed after the backup stay closed ({', '.join(closed)}; the Admin "
                 "tab's Reopen account opens one again)"
             )
+    if found["links"] and {"token_hash", "closed"} <= _columns(db.conn, "crowd_links"):
+        closed_links = sum(
+            update_rows(db, "crowd_links", {"token_hash": token_hash, "closed": None}, {"closed": closed})
+            for token_hash, closed in found["links"]
+        )
+        if closed_links:
+            said.append(f"{closed_links} open study link(s) closed after the backup stay closed")
+    erased = 0
+    for annotator_id, pseudonym, created, external_id in found["erased"]:
+        same = db.execute(
+            "select 1 from annotators where id = ? and pseudonym = ? and created = ?",
+            [annotator_id, pseudonym, created],
+        ).fetchone()
+        if same and {"platform_study_id", "platform_session_id", "address"} <= _columns(
+            db.conn, "crowd_participants"
+        ):
+            erased += update_rows(
+                db,
+                "crowd_participants",
+                {"annotator_id": annotator_id, "external_id !=": external_id},
+                {
+                    "external_id": external_id,
+                    "platform_study_id": None,
+                    "platform_session_id": None,
+                    "address": None,
+                },
+            )
+    if erased:
+        said.append(f"the platform ids of {erased} crowd participant(s) erased after the backup stay erased")
     if found["password"] is not None and {"key", "value"} <= _columns(db.conn, "settings"):
         where = {"key": ADMIN_PASSWORD_SETTING, "value !=": found["password"]}
         if update_rows(db, "settings", where, {"value": found["password"]}):

@@ -1104,3 +1104,39 @@ def test_a_lost_file_blocks_a_backup_unless_allowed_and_such_a_backup_restores_s
     done = _cli(tmp_path / "third" / "db.sqlite", tmp_path / "third" / "data", "restore", str(tmp_path / "b"))
     assert done.returncode == 1 and "lists as missing ['../colorconcept.sqlite']" in done.stderr
     assert not (tmp_path / "third").exists()
+
+
+def test_an_older_backup_restored_before_a_newer_one_brings_back_no_denial_and_hard_links_are_refused(
+    tmp_path,
+):
+    from annotation.errors import AnnotationError
+    from annotation.people import accounts
+
+    db, data = _store(tmp_path)
+    path = data / "colorconcept.sqlite"
+    backup.backup(db, data, tmp_path / "older")
+    [(designer, link)] = accounts.create_annotators(db, 1, "designer")
+    session = accounts.login_with_invite(db, link)
+    backup.backup(db, data, tmp_path / "newer")
+    admin = accounts.open_admin_session(db)
+    accounts.revoke_annotator(db, designer["id"], accounts.require(db, admin.token, "admin"), "left")
+    db.close()
+    # The older backup replaces the database holding the closure; the newer one replaces the
+    # older's, which never had it: it comes from the copy the first restore kept (outside probe 126).
+    assert backup.restore(tmp_path / "older", path, data)["kept"] == []
+    kept = backup.restore(tmp_path / "newer", path, data)["kept"]
+    assert f"1 account(s) closed after the backup stay closed ({designer['pseudonym']};" in " ".join(kept)
+    db = storage.open_db(path)
+    try:
+        with pytest.raises(AnnotationError):
+            accounts.require(db, session.token, "designer")
+    finally:
+        db.close()
+    # A second name of the file: an app started on it would go on with the old file.
+    os.link(path, tmp_path / "second-name.sqlite")
+    before = _rows(path)
+    with pytest.raises(
+        backup.BackupError, match=r"has 2 names \(hard links\): a restore replaces this one alone"
+    ):
+        backup.restore(tmp_path / "newer", path, data)
+    assert _rows(path) == before

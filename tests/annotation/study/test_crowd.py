@@ -937,3 +937,31 @@ def test_an_id_that_is_also_a_pseudonym_is_refused_until_told_which_and_erased_i
     assert f"(erased {clash.annotator_id})" in set(table["participant_id"])
     assert crowd.approval_ids(table, both) == "dave01\n"
     assert crowd.bonus_csv(table, 0.1, both) == "dave01,0.00\n"
+
+
+def test_a_restore_keeps_links_closed_and_platform_ids_erased_after_the_backup(setup, tmp_path):
+    """Outside probe 126: a restore reopened a closed open link, and brought back erased ids."""
+    from annotation import backup
+    from storage import db_path, open_db
+
+    db, study_id = setup
+    link, token = _link(db, study_id)
+    joined = _join(db, token, "PROLIFIC-SECRET-ID-42")
+    data_dir, path = tmp_path / "data", Path(db_path(db))
+    backup.backup(db, data_dir, tmp_path / "backup")
+    crowd.close_link(db, link["id"], ADMIN)
+    crowd.erase_platform_ids(db, joined.session.pseudonym, ADMIN, "asked for it")
+    db.close()
+    done = backup.restore(tmp_path / "backup", path, data_dir)
+    assert "1 open study link(s) closed after the backup stay closed" in done["kept"]
+    assert "the platform ids of 1 crowd participant(s) erased after the backup stay erased" in done["kept"]
+    db = open_db(path)
+    try:
+        assert db["crowd_links"].get(link["id"])["closed"] is not None
+        person = db["crowd_participants"].get(joined.session.annotator_id)
+        assert person["external_id"].startswith("(erased ") and person["address"] is None
+        assert "PROLIFIC-SECRET-ID-42" not in str(list(db["crowd_participants"].rows))
+        with pytest.raises((Conflict, InvalidToken)):
+            _join(db, token, "PIDNEW1")
+    finally:
+        db.close()
