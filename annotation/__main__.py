@@ -1,5 +1,6 @@
 """Command line: ``python -m annotation export DIR``, ``backup DIR``, ``restore DIR``,
-``set-admin-password``, ``check-distributions [--repair]`` and ``erase-platform-ids WHO``.
+``set-admin-password``, ``check-distributions [--repair]``, ``erase-platform-ids WHO`` and
+``close-study ID``.
 
 The database is ``--db PATH``, else ``$COLORCONCEPT_DB``, else ``data/colorconcept.sqlite``;
 the data folder is ``--data-dir``, else ``$COLORCONCEPT_DATA_DIR``, else ``data/``.
@@ -25,6 +26,7 @@ from annotation.export import export
 from annotation.people.accounts import Actor
 from annotation.people.passwords import set_admin_password
 from annotation.study import crowd
+from annotation.study import design as study_design
 from storage import (
     DEFAULT_DATA_DIR,
     DEFAULT_DB_PATH,
@@ -104,6 +106,13 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument(
         "--platform-id", action="store_const", const="platform id", dest="by", help="WHO is a platform id"
     )
+    close = commands.add_parser(
+        "close-study",
+        help="close an open pairwise study: nobody is handed its trials any more (its judgments stay)",
+        **shared,
+    )
+    close.add_argument("study", type=int, help="the study's id (the Study tab's list)")
+    close.add_argument("--why", required=True, help="why it is closed (goes to the audit log)")
     save = commands.add_parser(
         "backup",
         help="consistent copy of the database and its files, with a manifest of hashes (safe while serving)",
@@ -208,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {why}", file=sys.stderr)
         return 2
     if (
-        args.command in ("export", "check-distributions", "backup", "erase-platform-ids")
+        args.command in ("export", "check-distributions", "backup", "erase-platform-ids", "close-study")
         and not Path(args.db).is_file()
     ):
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
@@ -251,6 +260,13 @@ def _run(args: argparse.Namespace) -> int:
                 f"({_pseudonym(db, person['annotator_id'])}, link {person['link_id']}, "
                 f"status {person['status']}); their account is closed. Earlier exports, backups and "
                 f"payment files (exports/crowd-{person['link_id']}/) still hold them: delete or amend those by hand"
+            )
+            return 0
+        if args.command == "close-study":
+            released = study_design.close_study(db, args.study, COMMAND_LINE, args.why)
+            print(
+                f"closed study {args.study}: its trials are handed to nobody any more ({released} held by "
+                "participants released); its judgments stay, and its open study links are closed"
             )
             return 0
         if args.command == "export":

@@ -69,13 +69,21 @@ _DONE_BY = {
 }
 IS_CHECK = "coalesce(json_extract(p.meta, '$.attention_check'), 0)"
 """SQL condition on ``study_pairs p``: the pair is an attention check."""
+CLOSED_STUDIES = "closed_studies"
+"""The setting holding the closed studies, ``{"<id>": {"closed": time, "why": text}}`` as
+JSON (`annotation.study.design.close_study`): a frozen study's row takes no change."""
+OPEN_STUDY = (
+    "s.frozen is not null and not exists (select 1 from settings c where c.key = "
+    f"'{CLOSED_STUDIES}' and json_extract(c.value, '$.\"' || s.id || '\"') is not null)"
+)
+"""SQL condition on ``studies s``: open (frozen) and not closed."""
 _QUOTA = {
     "coloring": "select :k",
     "review": "select votes_needed from reviews where coloring_id = :t and status = 'open'",
     # An attention check takes any number of answers (each person's one): with a quota like
     # a pair's, people screened out early used them up and the last people met none.
     "judgment": f"select case when {IS_CHECK} then {2**31} else s.votes_per_pair end from "
-    "study_pairs p join studies s on s.id = p.study_id where p.id = :t and s.frozen is not null",
+    f"study_pairs p join studies s on s.id = p.study_id where p.id = :t and {OPEN_STUDY}",
 }
 JUDGED_STUDIES = (
     "(s.id in (select l.study_id from crowd_participants c join crowd_links l on l.id = c.link_id "
@@ -92,7 +100,7 @@ _POOL = {
     "review": "select r.coloring_id as t, 0 as priority from reviews r join colorings g on g.id = "
     "r.coloring_id where r.status = 'open' and g.annotator_id != :a",
     "judgment": "select p.id as t, 0 as priority from study_pairs p join studies s on s.id = "
-    f"p.study_id where s.frozen is not null and {JUDGED_STUDIES}",
+    f"p.study_id where {OPEN_STUDY} and {JUDGED_STUDIES}",
 }
 
 

@@ -404,7 +404,7 @@ def _study_rows(db) -> list[list]:
         [
             s["id"],
             s["name"],
-            "open" if s["frozen"] else "draft",
+            "closed" if s["closed"] else "open" if s["frozen"] else "draft",
             s["pairs"],
             s["attention_checks"],
             s["votes"],

@@ -44,14 +44,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import sqlite_utils
 
-from annotation import audit
+from annotation import assignment, audit
 from annotation.errors import Conflict, InvalidInput, NotFound, check_text
 from annotation.people.accounts import Actor
 from evaluation.models.generation import STYLES as GENERATION_STYLES
 from evaluation.pipeline import runs
 from storage import human as human_rows
-from storage import insert_row, insert_rows, iso, transaction, update_rows
+from storage import insert_row, insert_rows, iso, transaction, update_rows, utcnow
 from storage.distributions import check_distribution
+from storage.settings import read_setting, write_setting
 from storage.shown import shown
 
 GROUND_TRUTH = "ground truth"
@@ -735,6 +736,64 @@ def open_study(
     return study_design(db, study_id)
 
 
+def close_study(
+    db: sqlite_utils.Database, study_id: int, actor: Actor, why: str, *, now: dt.datetime | None = None
+) -> int:
+    """Close an open study: nobody is handed its trials any more; its judgments stay and are
+    analysed as before. Returns how many trials held by participants were released.
+
+    An invited participant judges every open study (`annotation.assignment.JUDGED_STUDIES`),
+    so without this a finished study (the README's first five minutes) stayed in every later
+    participant's queue (outside probe 127). Its open study links close with it. The time
+    and `why` go into the setting `annotation.assignment.CLOSED_STUDIES` (a frozen study's
+    row takes no change) and the audit trail.
+
+    Raises
+    ------
+    NotFound
+        An unknown study.
+    Conflict
+        A draft (nothing was handed out: it needs no closing), or a study closed already.
+    """
+    check_text(why, "why")
+    now = utcnow() if now is None else now
+    with transaction(db):
+        study = get_study(db, study_id)
+        if not study["frozen"]:
+            raise Conflict(f"study {study_id} is a draft: nobody judges it, so there is nothing to close")
+        closed = closed_studies(db)
+        if str(study_id) in closed:
+            raise Conflict(
+                f"study {study_id} was closed on {closed[str(study_id)]['closed'][:16]} UTC already; nothing changed"
+            )
+        closed[str(study_id)] = {"closed": iso(now), "why": why}
+        write_setting(db, assignment.CLOSED_STUDIES, json.dumps(closed, sort_keys=True))
+        pairs = [r["id"] for r in db["study_pairs"].rows_where("study_id = ?", [study_id], select="id")]
+        released = update_rows(
+            db,
+            "tasks",
+            {"kind": "judgment", "status": "reserved", "pair_id in": pairs},
+            {"status": "released", "finished": iso(now)},
+        )
+        links = update_rows(db, "crowd_links", {"study_id": study_id, "closed": None}, {"closed": iso(now)})
+        audit.record(
+            db,
+            actor.pseudonym,
+            "close_study",
+            "study",
+            study_id,
+            why,
+            details={"released_trials": released, "closed_links": links},
+            now=now,
+        )
+    return released
+
+
+def closed_studies(db: sqlite_utils.Database) -> dict[str, dict]:
+    """``{"<study id>": {"closed": time, "why": text}}`` of every closed study (`close_study`)."""
+    return json.loads(read_setting(db, assignment.CLOSED_STUDIES) or "{}")
+
+
 def _draft(db, study_id: int) -> dict:
     study = get_study(db, study_id)
     if study["frozen"]:
@@ -748,9 +807,11 @@ def _draft(db, study_id: int) -> dict:
 def list_studies(db: sqlite_utils.Database) -> list[dict]:
     """Every study with its progress: study pairs and attention checks, votes wanted and
     given and complete pairs, all over the study pairs alone (an answer to an attention check
-    is not a vote: docs/research.md), and how many people took part."""
+    is not a vote: docs/research.md), how many people took part, and when it was closed
+    (``closed``; None while open or a draft, `close_study`)."""
+    closed = closed_studies(db)
     return [
-        dict(row)
+        {**row, "closed": closed.get(str(row["id"]), {}).get("closed")}
         for row in db.query(
             "select s.id, s.name, s.created, s.frozen, s.votes_per_pair, "
             "coalesce(sum(p.b != :truth), 0) as pairs, coalesce(sum(p.b = :truth), 0) as attention_checks, "

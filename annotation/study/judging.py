@@ -172,7 +172,7 @@ def _progress(db: sqlite_utils.Database, annotator_id: int) -> tuple[int, list[i
         f"coalesce(sum(not {mine} and {assignment.IS_CHECK}), 0) as checks_left, "
         f"coalesce(sum(not {mine} and not {assignment.IS_CHECK} and (select count(*) from judgments j "
         "where j.pair_id = p.id) < s.votes_per_pair), 0) as open from studies s join study_pairs p on "
-        f"p.study_id = s.id where s.frozen is not null and {assignment.JUDGED_STUDIES} group by s.id",
+        f"p.study_id = s.id where {assignment.OPEN_STUDY} and {assignment.JUDGED_STUDIES} group by s.id",
         {"a": annotator_id},
     ):
         meta = json.loads(row["meta"])
@@ -206,7 +206,7 @@ def held_by_others(
     count, latest = db.execute(
         "select count(distinct t.pair_id), max(t.expires) from tasks t join study_pairs p on p.id = t.pair_id "
         "join studies s on s.id = p.study_id where t.kind = 'judgment' and t.status = 'reserved' "
-        f"and t.expires > :now and t.annotator_id != :a and not {assignment.IS_CHECK} and s.frozen is not null and "
+        f"and t.expires > :now and t.annotator_id != :a and not {assignment.IS_CHECK} and {assignment.OPEN_STUDY} and "
         f"{assignment.JUDGED_STUDIES} and not exists (select 1 from judgments j "
         "where j.pair_id = t.pair_id and j.participant_id = :a)",
         {"a": annotator_id, "now": iso(utcnow() if now is None else now)},

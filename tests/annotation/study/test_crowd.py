@@ -965,3 +965,25 @@ def test_a_restore_keeps_links_closed_and_platform_ids_erased_after_the_backup(s
             _join(db, token, "PIDNEW1")
     finally:
         db.close()
+
+
+def test_the_command_line_closes_a_study_and_its_open_link(setup, tmp_path, capsys):
+    db, study_id = setup
+    link, token = _link(db, study_id)
+    joined = _join(db, token, "PIDclose")
+    rng = np.random.default_rng(2)
+    assert judging.next_trial(db, _actor(db, joined), rng, batch_size=1) is not None  # held
+    db_path = str(db.execute("pragma database_list").fetchone()[2])
+    base = ["--db", db_path, "--data-dir", str(tmp_path / "data"), "close-study"]
+    assert main([*base, str(study_id), "--why", "enough votes"]) == 0
+    assert (
+        f"closed study {study_id}: its trials are handed to nobody any more (1 held by"
+        in capsys.readouterr().out
+    )
+    assert db["crowd_links"].get(link["id"])["closed"] is not None
+    assert judging.next_trial(db, _actor(db, joined), rng) is None
+    with pytest.raises(Conflict):
+        _join(db, token, "PIDlate")
+    assert main([*base, str(study_id), "--why", "again"]) == 1
+    err = capsys.readouterr().err
+    assert f"study {study_id} was closed on " in err and err.rstrip().endswith("UTC already; nothing changed")

@@ -950,3 +950,54 @@ def test_a_design_smaller_than_asked_says_so_in_words(setup):
     )
     assert study.study_design(db, roomy)["attention_checks"] > 0
     assert study.design_notes(study.study_design(db, roomy)) == []
+
+
+def test_a_closed_study_hands_its_trials_to_nobody_and_keeps_its_judgments(setup, capsys):
+    """Outside probe 127: a finished study (the README's first five minutes) stayed in every
+    later participant's queue, there being no way to close it."""
+    db, data_dir, truths = setup
+    old, new = (
+        _study(db, data_dir, truths, name=name, seed=seed, n_concepts=4, attention_rate=0.0)
+        for name, seed in (("first five minutes", 1), ("pilot", 2))
+    )
+    first, second = _participants(db, 2)
+    rng = np.random.default_rng(5)
+    assert judging.progress(db, first) == (0, 24)
+    trial = judging.next_trial(db, first, rng, batch_size=2)
+    judging.record_judgment(db, first, trial.task_id, "left", 2.5)
+    held = db.execute(
+        "select count(*) from tasks t join study_pairs p on p.id = t.pair_id where t.kind = 'judgment' "
+        "and t.status = 'reserved' and p.study_id = ?",
+        [old],
+    ).fetchone()[0]
+    draft = _study(db, data_dir, truths, name="draft", seed=3, n_concepts=4, open_it=False)
+    with pytest.raises(Conflict, match="is a draft"):
+        study.close_study(db, draft, ADMIN, "x")
+    assert study.close_study(db, old, ADMIN, "done with it") == held
+    assert not db.execute(
+        "select count(*) from tasks t join study_pairs p on p.id = t.pair_id where t.status = 'reserved' "
+        "and p.study_id = ?",
+        [old],
+    ).fetchone()[0]
+    with pytest.raises(Conflict, match=rf"^study {old} was closed on .* UTC already; nothing changed$"):
+        study.close_study(db, old, ADMIN, "again")
+    # A participant from an invite now judges the open study alone; the judgment given stays.
+    assert judging.progress(db, second) == (0, 12)
+    _judge_all(db, [second], lambda t: "left", rng)
+    judged = {
+        r[0]
+        for r in db.execute(
+            "select distinct p.study_id from judgments j join study_pairs p on p.id = j.pair_id where j.participant_id = ?",
+            [second.annotator_id],
+        )
+    }
+    assert judged == {new}
+    assert (
+        db.execute(
+            "select count(*) from judgments where participant_id = ?", [first.annotator_id]
+        ).fetchone()[0]
+        == 1
+    )
+    assert [s["closed"] is not None for s in study.list_studies(db) if s["id"] in (old, new)] == [True, False]
+    [row] = db.execute("select why, details from audit where action = 'close_study'").fetchall()
+    assert row[0] == "done with it"
