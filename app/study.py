@@ -377,6 +377,11 @@ def _offer(
 ) -> dict:
     """The updates of `OFFER`, by name, for a study in `style` (`StudyTab.choices`)."""
     truths = human_sources(db)
+    notes = [study.source_advice(db, style)]
+    if truth not in truths:
+        choice = pick_source(db, human_rows.DESIGNERS, evaluated_concepts(db))
+        truth = choice.source
+        notes.append(choice.note)
     offered = study.available_sources(db, style)
     options = [(f"{s.model} · {s.run} · CFG {s.cfg:g} ({counted(n, 'concept')})", s.key) for s, n in offered]
     keys = [key for _, key in options]
@@ -384,12 +389,10 @@ def _offer(
     kept = [key for key in chosen or [] if key in keys]
     if len({ModelSource.from_key(key).model for key in kept}) < 2:
         kept = []  # no study can use it: offer one output per model instead
-    default = [] if kept else [s.key for s in study.default_sources(offered)]
-    notes = [study.source_advice(db, style)]
-    if truth not in truths:
-        choice = pick_source(db, human_rows.DESIGNERS, evaluated_concepts(db))
-        truth = choice.source
-        notes.append(choice.note)
+    # Per model the output with the most concepts the ground truth covers: counting the others
+    # too chose an older run over the one just made (outside probe 127).
+    covered = study.available_sources(db, style, human_rows.concept_keys(db, truth)) if truth else []
+    default = [] if kept else [s.key for s in study.default_sources(covered or offered)]
     return {
         "truth": gr.Dropdown(choices=truths, value=truth),
         "sources": gr.Dropdown(choices=options, value=kept or default, multiselect=True),

@@ -186,8 +186,11 @@ def ground_truth_source(db: sqlite_utils.Database, name: str) -> GroundTruthSour
     raise InvalidInput(f"`ground_truth` must be one of {human_rows.sources(db)}, got {shown(name)}")
 
 
-def available_sources(db: sqlite_utils.Database, style: str) -> list[tuple[ModelSource, int]]:
-    """Model sources with stored distributions in `style`, and how many concepts each has.
+def available_sources(
+    db: sqlite_utils.Database, style: str, concepts: set[str] | None = None
+) -> list[tuple[ModelSource, int]]:
+    """Model sources with stored distributions in `style`, and how many concepts each has
+    (of `concepts` alone when given: those a ground truth covers).
 
     In model name order; a model's outputs oldest run first (by the run's creation), then
     by run name and scale.
@@ -195,11 +198,12 @@ def available_sources(db: sqlite_utils.Database, style: str) -> list[tuple[Model
     _check_choice("style", style, STYLES)
     # Counted in SQL: decoding every stored distribution to count them took seconds at the
     # full study's size.
+    among = "" if concepts is None else " and m.concept in (select value from json_each(?))"
     rows = db.execute(
         "select m.model, m.run, m.cfg, count(*) from model_distributions m "
-        "left join runs r on r.name = m.run where m.style = ? and m.p is not null "
+        f"left join runs r on r.name = m.run where m.style = ? and m.p is not null{among} "
         "group by m.model, m.run, m.cfg order by m.model, max(r.created_at), m.run, m.cfg",
-        [style],
+        [style] if concepts is None else [style, json.dumps(sorted(concepts))],
     ).fetchall()
     return [(ModelSource(model, run, float(cfg)), n) for model, run, cfg, n in rows]
 

@@ -881,6 +881,13 @@ def test_the_default_output_per_model_covers_the_most_concepts_and_among_equals_
     assert study.default_sources(offered) == rerun
     later = add_run(db, "eval-20261127-100000", TINY, [*FRUIT, "carrot"], seed=3)
     assert study.default_sources(study.available_sources(db, "natural")) == later
+    # Counted over the concepts a ground truth covers: the first five minutes' run with carrot
+    # (which no designer colored) is not preferred to the pilot's just made (outside probe 127).
+    pilot = add_run(db, "pilot", TINY, FRUIT, seed=4)
+    fruit = set(FRUIT)
+    assert study.available_sources(db, "natural", fruit)[-1] == (pilot[1], 3)
+    assert study.default_sources(study.available_sources(db, "natural", fruit)) == pilot
+    assert study.default_sources(study.available_sources(db, "natural")) == later
 
 
 def test_too_few_concepts_names_the_ground_truth_and_the_outputs_that_give_more(readme_runs):
