@@ -295,6 +295,9 @@ def _manifest_problem(manifest: dict, entries: list) -> str | None:
         isinstance(path, str) and restorable_problem(path) is None for path in missing
     ):
         return f"lists as missing {shown(missing)}, not paths of files the app stores"
+    held = {e.get("path") for e in entries if isinstance(e, dict)}
+    if len(set(missing)) != len(missing) or held & set(missing):
+        return "lists a file as missing twice, or as missing and held (a backup lists each file once)"
     for entry in entries:
         if not isinstance(entry, dict):
             return f"lists {shown(entry)}, not a file's entry"

@@ -121,6 +121,9 @@ def damaged_weights(folder: str | Path) -> list[str]:
     folder = Path(folder)
     damaged = []
     for path in sorted(folder.glob("*.safetensors")):
+        if not path.is_file():
+            damaged.append(f"{path.name} (a folder or another thing, not a file)")
+            continue
         try:
             with safe_open(path, "np"):
                 pass

@@ -25,6 +25,11 @@ MAX_SEED = 2**63 - 1
 MAX_GUIDANCE = 100.0
 """The largest guidance scale accepted (a run's, an import's): the registry's sweeps end at
 12, and far beyond that a model draws saturated noise; 1e308 is a typing slip."""
+FIXED_CALL_ARGUMENTS = frozenset(
+    {"prompt", "num_images_per_prompt", "generator", "height", "width", "num_inference_steps", "output_type"}
+)
+"""The pipeline call's arguments `generate` sets itself: a registry's ``call_kwargs`` may not
+name them (one that did was stored as a run and ended in "got multiple values": outside probe 126)."""
 MAX_RESOLUTION = 4096
 """The largest image side accepted, in pixels: the registry's models draw at 1,024, and one
 20,000-pixel image held 9.5 GB of a shared machine's memory and went on growing (outside

@@ -120,6 +120,18 @@ def _check_entry(key: str, entry: Mapping[str, Any]) -> None:
         raise RegistryError(f"model {key!r}: build_seed must be a whole number >= 0, got {shown(seed)}")
     if entry["resolution"] % 8:
         raise RegistryError(f"model {key!r}: resolution must be a multiple of 8, got {entry['resolution']}")
+    from evaluation.models.generation import FIXED_CALL_ARGUMENTS
+
+    call = entry.get("call_kwargs", {})
+    clash = sorted(
+        (set(call) if isinstance(call, dict) else set())
+        & (FIXED_CALL_ARGUMENTS | {entry.get("guidance_param")})
+    )
+    if clash:
+        raise RegistryError(
+            f"model {key!r}: call_kwargs may not set {clash} (the run sets them: steps, resolution and "
+            "the guidance scale are fields of their own)"
+        )
     scales = entry["cfg_scales"]
     if not scales or not all(isinstance(s, (int, float)) and s > 0 for s in scales):
         raise RegistryError(

@@ -1098,6 +1098,11 @@ def test_a_lost_file_blocks_a_backup_unless_allowed_and_such_a_backup_restores_s
         in done.stdout
     )
     assert (elsewhere / "data").is_dir() and not (elsewhere / "data" / lost).exists()
+    # A file listed as missing twice, or as missing and held, is refused (outside probe 126).
+    for listed in ([lost, lost], [lost, next(iter(named - {lost}))]):
+        (tmp_path / "b" / backup.MANIFEST).write_text(json.dumps({**manifest, "missing": listed}))
+        done = _cli(tmp_path / "t" / "db.sqlite", tmp_path / "t" / "data", "restore", str(tmp_path / "b"))
+        assert done.returncode == 1 and "lists a file as missing twice, or as missing and held" in done.stderr
     # A manifest that lists as missing what the app never stores is refused whole.
     manifest["missing"] = ["../colorconcept.sqlite"]
     (tmp_path / "b" / backup.MANIFEST).write_text(json.dumps(manifest))

@@ -132,6 +132,16 @@ def test_registry_rejects_an_entry_with_a_bad_dtype(tmp_path):
     toml.write_text('[models.y]\nname="Y"\n')
     with pytest.raises(RegistryError, match=r"model 'y' lacks required field\(s\) \['pipeline', 'source'"):
         load_registry(toml)
+    # An argument the run sets itself, in call_kwargs, was stored as a run and crashed (outside probe 126).
+    toml.write_text(
+        '[models.c]\nname="C"\npipeline="StableDiffusionPipeline"\nsource="a/b"\ndtype="float32"\n'
+        'steps=2\nresolution=64\nguidance_param="guidance_scale"\ncfg_scales=[1.0]\n'
+        "call_kwargs = { height = 20000, guidance_scale = 3.0, eta = 0.5 }\n"
+    )
+    with pytest.raises(
+        RegistryError, match=r"^model 'c': call_kwargs may not set \['guidance_scale', 'height'\]"
+    ):
+        load_registry(toml)
     # A side or a step count no model takes is refused as the command line's options are.
     for field, value, most in (("resolution", 20000, "4,096"), ("steps", 10**9, "1,000")):
         entry = {"steps": 2, "resolution": 64, field: value}
