@@ -938,8 +938,10 @@ def note_area(elem_id: str) -> gr.Markdown:
 def named_table(name: str, elem_id: str, **options) -> gr.Dataframe:
     """A read-only `gr.Dataframe` that a screen reader calls `name` (Gradio says "Dataframe"
     of one without a label); the name is not shown: a heading, a note or the column headers
-    say on the page what the table is. `options` go to `gr.Dataframe` (``headers``, ``wrap``)."""
-    return gr.Dataframe(label=name, show_label=False, interactive=False, elem_id=elem_id, **options)
+    say on the page what the table is, unless ``show_label=True`` shows it. `options` go to
+    `gr.Dataframe` (``headers``, ``wrap``)."""
+    shown_label = options.pop("show_label", False)
+    return gr.Dataframe(label=name, show_label=shown_label, interactive=False, elem_id=elem_id, **options)
 
 
 @contextlib.contextmanager

@@ -659,6 +659,7 @@ def _statistics_section() -> dict:
             "expert_table5",
             headers=["expert_votes", "interpretation", "count"],
             wrap=True,  # the count column stays in sight on a phone (outside probe 125)
+            show_label=True,  # the README's "Table 5" by its name (outside probe 127)
         )
     # Per-expert agreement needs a review with all its votes: votes cast before then do
     # not show here, so the note must not say nobody voted.
