@@ -626,25 +626,29 @@ def _vote_section() -> dict:
             alt_text=VOTE_IMAGE_ALT,
         )
         parts["vote_plot"] = gr.Plot(label="Its UW-71 distribution", elem_id="expert_vote_plot")
-    with gr.Row(equal_height=True):
-        parts["consistent"] = gr.Button(
-            "Consistent",
-            variant="primary",
-            interactive=False,
-            elem_id="expert_consistent",
-            elem_classes=[ONE_CLICK, *answers("expert_vote_concept")],
-        )
-        parts["inconsistent"] = gr.Button(
-            "Inconsistent",
-            variant="stop",
-            interactive=False,
-            elem_id="expert_inconsistent",
-            elem_classes=[ONE_CLICK, *answers("expert_vote_concept")],
-        )
-        # Under both buttons on a phone, not beside one of them (it halved Inconsistent's
-        # width there: outside probe 125); beside them on a wide screen.
-        parts["vote_message"] = live(gr.Markdown(elem_id="expert_vote_message", min_width=320))
+    # One box for the buttons and their message: the focus a last vote leaves goes to the
+    # nearest message, this one (`app.common.JS`), not to another section's.
+    with gr.Column():
+        with gr.Row(equal_height=True):
+            parts["consistent"] = _verdict_button("Consistent", "primary")
+            parts["inconsistent"] = _verdict_button("Inconsistent", "stop")
+        # Under both buttons, which share a phone's line (outside probes 125, 128: beside them
+        # it halved Inconsistent's width, and a Markdown's min_width did not wrap it).
+        parts["vote_message"] = live(gr.Markdown(elem_id="expert_vote_message"))
     return parts
+
+
+def _verdict_button(verdict: str, variant: str) -> gr.Button:
+    """A vote button (``expert_consistent``, ``expert_inconsistent``), off until a coloring is
+    shown and its answer dwelt on; two share a phone's line."""
+    return gr.Button(
+        verdict,
+        variant=variant,
+        interactive=False,
+        elem_id=f"expert_{verdict.lower()}",
+        min_width=120,
+        elem_classes=[ONE_CLICK, *answers("expert_vote_concept")],
+    )
 
 
 def _statistics_section() -> dict:

@@ -65,7 +65,7 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     page.click("#expert_inconsistent")
     status = page.locator("#expert_vote_message")
     expect(status).to_have_text("Vote recorded: Inconsistent.")
-    _assert_side_by_side(page.locator("#expert_inconsistent"), status)
+    _assert_just_below(page.locator("#expert_consistent"), page.locator("#expert_inconsistent"), status)
     expect(concept).to_contain_text("4 in your queue")
     votes = live_app.query("select coloring_id, expert_id, vote from qc_votes")
     [reviewed] = live_app.query("select coloring_id from tasks where id = ?", (task,))
@@ -178,10 +178,13 @@ def _assert_scaled_to_its_pane(image) -> None:
     assert min(box["width"], box["height"]) >= 2 * SIDE, (natural, box)
 
 
-def _assert_side_by_side(button, status) -> None:
-    """`status` sits on the button's row, right of it (not far below it)."""
-    b, s = button.bounding_box(), status.bounding_box()
-    assert s["x"] >= b["x"] + b["width"] and s["y"] < b["y"] + b["height"], (b, s)
+def _assert_just_below(left, right, status) -> None:
+    """The two buttons share a line, equally wide, and `status` starts just under them, as
+    wide as both (beside them it halved one button's width on a phone: outside probes 125, 128)."""
+    a, b, s = left.bounding_box(), right.bounding_box(), status.bounding_box()
+    assert a["y"] == b["y"] and a["width"] == b["width"], (a, b)
+    assert 0 <= s["y"] - (a["y"] + a["height"]) < 40 and s["x"] == a["x"], (a, s)
+    assert s["width"] >= b["x"] + b["width"] - a["x"] - 1, (a, b, s)
 
 
 def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, page):
