@@ -65,6 +65,8 @@ RESTORED_KINDS = {"colorings": (".png",), "sketches": (".png",), "runs": (".png"
 """The folders of the data folder a restore writes into, and the kinds of file the app
 stores in each (what `app.guard.DATA_RULES` serves there); a backup naming any other file
 is refused whole."""
+KEPT_SUFFIX = "before-restore"
+"""What the name of a database a restore replaced adds to it (``<name>.before-restore-<time>``)."""
 _SAFE_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]*")
 
 
@@ -392,12 +394,7 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
                 staged.unlink(missing_ok=True)
                 raise
             # What was revoked or closed after the backup stays so (`annotation.denials`).
-            earlier = sorted(
-                p
-                for p in db_path.parent.glob(f"{db_path.name}.before-restore-*")
-                if not p.name.endswith(("-wal", "-shm"))
-            )
-            kept = carry_denials(db_path, staged, earlier=earlier) if db_path.exists() else []
+            kept = carry_denials(db_path, staged, earlier=_kept_copies(db_path)) if db_path.exists() else []
             expected = {"sha256": _sha256(staged), "bytes": staged.stat().st_size}
             previous = _swap_in(staged, db_path)
             where = (
@@ -416,8 +413,18 @@ def _other_names(db_path: Path) -> int:
     copies of restores beside it: a restore killed between keeping the previous database
     (a hard link) and its swap leaves one, and the next restore finishes it."""
     found = db_path.stat()
-    kept = [p.stat() for p in db_path.parent.glob(f"{db_path.name}.before-restore-*") if p.is_file()]
+    kept = [p.stat() for p in _kept_copies(db_path)]
     return found.st_nlink - sum(1 for k in kept if (k.st_ino, k.st_dev) == (found.st_ino, found.st_dev))
+
+
+def _kept_copies(db_path: Path) -> list[Path]:
+    """The databases earlier restores replaced, kept beside `db_path` (`_swap_in`), oldest
+    first; not their ``-wal``/``-shm``."""
+    return sorted(
+        p
+        for p in db_path.parent.glob(f"{db_path.name}.{KEPT_SUFFIX}-*")
+        if p.is_file() and not p.name.endswith(("-wal", "-shm"))
+    )
 
 
 @contextlib.contextmanager
@@ -768,7 +775,7 @@ def _swap_in(staged: Path, db_path: Path) -> Path | None:
             conn.execute("pragma journal_mode = delete").fetchone()
         finally:
             conn.close()
-    previous = unused_path(db_path.with_name(f"{db_path.name}.before-restore-{file_stamp()}"))
+    previous = unused_path(db_path.with_name(f"{db_path.name}.{KEPT_SUFFIX}-{file_stamp()}"))
     try:
         os.link(db_path, previous)
     except OSError:

@@ -19,10 +19,9 @@ from pathlib import Path
 import sqlite_utils
 
 from annotation import audit
+from annotation.people.passwords import ADMIN_PASSWORD_SETTING
 from storage import iso, transaction, update_rows
 
-ADMIN_PASSWORD_SETTING = "admin_password_hash"
-"""The setting holding the admin password's hash (`annotation.people.passwords`)."""
 END_REASON = "ended_before_restore"
 """``sessions.end_reason`` of a session the restored database had live and the replaced one
 had ended (its own reason is kept where the replaced database gives one)."""

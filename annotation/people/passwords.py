@@ -34,7 +34,8 @@ ENV_PASSWORD_FILE = "COLORCONCEPT_ADMIN_PASSWORD_FILE"
 MIN_LENGTH = 8
 MAX_LENGTH = 1000
 """The longest password sign-in takes (`app.landing`); a longer one could be set but never used."""
-_SETTING = "admin_password_hash"
+ADMIN_PASSWORD_SETTING = "admin_password_hash"
+"""The setting holding the admin password's hash (read by a restore too: `annotation.denials`)."""
 # scrypt cost: n=2**14, r=8, p=1 takes ~50 ms and 16 MiB, RFC 7914's interactive setting.
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 
@@ -76,14 +77,14 @@ def set_admin_password(
         )
     now = utcnow() if now is None else now
     with transaction(db):
-        write_setting(db, _SETTING, hash_password(password))
+        write_setting(db, ADMIN_PASSWORD_SETTING, hash_password(password))
         ended = end_admin_sessions(db, "password_changed", now)
         audit.record(
             db,
             "system",
             "set_admin_password",
             "setting",
-            _SETTING,
+            ADMIN_PASSWORD_SETTING,
             details={"source": source, "sessions_ended": ended},
             now=now,
         )
@@ -180,7 +181,7 @@ def _configured_password(
 
 
 def _stored_hash(db: sqlite_utils.Database) -> str | None:
-    return read_setting(db, _SETTING)
+    return read_setting(db, ADMIN_PASSWORD_SETTING)
 
 
 def _announcement(password: str, db_path: str) -> str:

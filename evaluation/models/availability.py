@@ -21,12 +21,22 @@ NAME_MAX = 255
 """The most bytes of one name in a path (Linux's ``NAME_MAX``)."""
 
 
+def _is_folder(source: str) -> bool:
+    """Whether `source` names a folder (a path, or an existing directory) rather than a hub id."""
+    return source.startswith(("./", "../", "/")) or Path(source).is_dir()
+
+
+def _located(source: str, index_file: str, cache_dir: str | Path | None) -> str | None:
+    """Where `source` (a hub id or a folder) has `index_file` on this machine, or None."""
+    if _is_folder(source):
+        found = Path(source) / index_file
+        return str(found) if found.is_file() else None
+    return _cached(source, index_file, cache_dir)
+
+
 def _on_disk(source: str, index_file: str, cache_dir: str | Path | None) -> bool:
     """Whether `source` (a hub id or a folder) has `index_file` locally."""
-    path = Path(source)
-    if source.startswith(("./", "../", "/")) or path.is_dir():
-        return (path / index_file).is_file()
-    return _cached(source, index_file, cache_dir) is not None
+    return _located(source, index_file, cache_dir) is not None
 
 
 def _cached(source: str, index_file: str, cache_dir: str | Path | None) -> str | None:
@@ -65,7 +75,6 @@ def components_without_weights(folder: str | Path) -> list[str]:
         Component names, in the index's order; empty when every model component has weights
         (or the index cannot be read: loading names that problem itself).
     """
-
     return [
         name
         for name, part in _components(folder)
@@ -278,13 +287,10 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
 def _transformers_problems(what: str, source: str, cache_dir) -> list[tuple[str, str | None]]:
     """`_missing`'s entry for the transformers model `source` (a hub id or a folder) named
     `what`: none when its configuration and loadable weights are on this machine."""
-    path = Path(source)
-    local = source.startswith(("./", "../", "/")) or path.is_dir()
-    config = str(path / "config.json") if local and (path / "config.json").is_file() else None
-    if not local:
-        config = _cached(source, "config.json", cache_dir)
+    config = _located(source, "config.json", cache_dir)
     if config is None:
         return [_missing_model(what, source)]
+    local = _is_folder(source)
     folder = Path(config).parent
     if not _has_weights(folder):
         problem = "has no weights (no .safetensors or .bin file)"
