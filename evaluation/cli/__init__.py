@@ -193,12 +193,11 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
 
 
 def models_dir(args) -> Path:
-    """Where the tiny models of ``--data-dir`` are built and loaded from (its ``models``; the
-    checkout's for an object store's URI, as `evaluation.pipeline.stages.GenerationWork`)."""
-    from evaluation.models.registry import DEFAULT_MODELS_DIR
-    from evaluation.pipeline.ray_storage import is_uri
+    """Where the tiny models of ``--data-dir`` are built and loaded from
+    (`evaluation.pipeline.stages.models_dir_of`)."""
+    from evaluation.pipeline.stages import models_dir_of
 
-    return DEFAULT_MODELS_DIR if is_uri(args.data_dir) else Path(args.data_dir) / "models"
+    return models_dir_of(args.data_dir)
 
 
 def check_data_dir(path) -> None:

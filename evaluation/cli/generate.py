@@ -75,13 +75,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_storage_arguments(parser)
 
 
-def _names(keys: list[str]) -> str:
-    """The first unknown concept names, each cut as a refusal cuts user text (`shown`): a
-    10,000-character one was echoed whole (outside probe 124)."""
-    more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
-    return "[" + ", ".join(shown(k) for k in keys[:5]) + "]" + more
-
-
 def select_concepts(concepts, keys=None, modifier_types=None, limit=None):
     """Concepts named by `keys` (comma-separated, in that order), of `modifier_types`, first `limit`."""
     if keys is not None:
@@ -91,8 +84,10 @@ def select_concepts(concepts, keys=None, modifier_types=None, limit=None):
             raise ValueError(f"--concepts names no concept, got {shown(keys)}; leave it out for all 1,278")
         missing = [k for k in wanted if k not in by_key]
         if missing:
+            from evaluation.pipeline.planning import unknown_names
+
             raise ValueError(
-                f"--concepts names unknown concepts {_names(missing)}; keys are the concept text, e.g. 'rotten apple'"
+                f"--concepts names unknown concepts {unknown_names(missing)}; keys are the concept text, e.g. 'rotten apple'"
             )
         concepts = [by_key[k] for k in wanted]
     if modifier_types:

@@ -162,6 +162,13 @@ def _described(query: ConceptQuery) -> str:
     return " and ".join(parts) or "all concepts"
 
 
+def unknown_names(keys: Sequence[str]) -> str:
+    """The first five of `keys` (names no concept has), each cut as a refusal cuts user text
+    (`shown`: a 10,000-character one was echoed whole, outside probe 124), and how many more."""
+    more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
+    return "[" + ", ".join(shown(k) for k in keys[:5]) + "]" + more
+
+
 def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Concept]:
     """The concepts `query` picks, in concept-list order (or in `query.keys` order).
 
@@ -181,8 +188,7 @@ def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Co
         missing = [k for k in query.keys if k not in by_key]
         if missing:
             raise ValueError(
-                f"`keys` names unknown concepts [{', '.join(shown(k) for k in missing[:5])}]"
-                f"{f' and {len(missing) - 5} more' if len(missing) > 5 else ''}; keys are the concept text, "
+                f"`keys` names unknown concepts {unknown_names(missing)}; keys are the concept text, "
                 "e.g. 'rotten apple'"
             )
         chosen = [by_key[k] for k in dict.fromkeys(query.keys)]

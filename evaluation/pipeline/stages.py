@@ -201,6 +201,12 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def models_dir_of(data_dir: str | Path) -> Path:
+    """Where the tiny models of the data folder `data_dir` are built and loaded from: its
+    ``models``, or the checkout's for an object store's URI."""
+    return DEFAULT_MODELS_DIR if is_uri(data_dir) else Path(data_dir) / "models"
+
+
 class GenerationWork:
     """Work of the generate stage: images for a batch of items of one model and cfg.
 
@@ -221,8 +227,7 @@ class GenerationWork:
         """Work for a stored run configuration (see `plan_run`); a tiny model loads from
         `data_dir`'s ``models`` (`evaluation.models.registry.tiny_in`)."""
         specs = {key: spec_from_dict(fields) for key, fields in config["models"].items()}
-        models_dir = DEFAULT_MODELS_DIR if is_uri(data_dir) else Path(data_dir) / "models"
-        specs = {key: tiny_in(spec, models_dir) for key, spec in specs.items()}
+        specs = {key: tiny_in(spec, models_dir_of(data_dir)) for key, spec in specs.items()}
         return cls(specs, data_dir, device=device, dtype=dtype)
 
     def _pipeline(self, key: str) -> Any:
