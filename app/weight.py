@@ -79,6 +79,10 @@ PAGE_ONLY = ("layout", "page", "css", "js", "head", "theme", "stylesheets", "bod
 #: Component fields the page's script never reads (``preserved_by_key`` serves ``gr.render``
 #: on the server).
 UNREAD_PROPS = ("preserved_by_key",)
+#: Component props the script reads only as true or false (``props._selectable && …``, or handed
+#: to a child as ``selectable``, whose default is false), with the value that means the same as
+#: no prop: left out where they hold it (~9 kB of the page, one per component).
+PROP_DEFAULTS = {"_selectable": False}
 #: Gradio's default ``latex_delimiters`` of a Markdown or a Dataframe (``$$ … $$``): the page gets
 #: none instead, so that no text is read as LaTeX (the app writes none, and free text a person
 #: typed, a consent or a note, stays as typed), and the page is 8 kB lighter (issue 28.1).
@@ -170,7 +174,7 @@ def page_config(config: dict) -> dict:
     for API clients (``elem_id`` starting with `app.common.API_BUTTON`: hidden, never
     clicked on the page), their places in the layout and their events, and without what
     the page's script never reads (module docstring): built-in components' class hashes,
-    `UNREAD_PROPS`, null keys, `UNREAD_EVENT_FIELDS` and event fields at their
+    `UNREAD_PROPS`, props at their `PROP_DEFAULTS`, null keys, `UNREAD_EVENT_FIELDS` and event fields at their
     `EVENT_DEFAULTS`; Gradio's default LaTeX delimiters are none (`GRADIO_LATEX`).
 
     Parameters
@@ -223,7 +227,11 @@ def _lean_component(component: dict) -> dict:
         and not (key == "component_class_id" and value in _builtin_class_ids())
     }
     if "props" in component:
-        lean["props"] = {key: value for key, value in component["props"].items() if key not in UNREAD_PROPS}
+        lean["props"] = {
+            key: value
+            for key, value in component["props"].items()
+            if key not in UNREAD_PROPS and not (key in PROP_DEFAULTS and value == PROP_DEFAULTS[key])
+        }
         if lean["props"].get("latex_delimiters") == GRADIO_LATEX:
             lean["props"]["latex_delimiters"] = []
     return lean

@@ -21,6 +21,7 @@ from app.weight import (
     EVENT_DEFAULTS,
     GRADIO_LATEX,
     PAGE_API_INFO,
+    PROP_DEFAULTS,
     UNREAD_EVENT_FIELDS,
     UNREAD_PROPS,
 )
@@ -86,7 +87,11 @@ def test_the_page_leaves_out_only_what_gradios_script_does_not_read(served):
         assert "component_class_id" not in component and "key" not in component
         assert made["component_class_id"] and made["key"] is None
         # Gradio's default LaTeX delimiters are none on the page: no text is read as LaTeX.
-        expected = {k: v for k, v in made["props"].items() if k != "preserved_by_key"}
+        expected = {
+            k: v
+            for k, v in made["props"].items()
+            if k != "preserved_by_key" and not (k in PROP_DEFAULTS and v == PROP_DEFAULTS[k])
+        }
         if expected.get("latex_delimiters") == GRADIO_LATEX:
             expected["latex_delimiters"] = []
         assert component["props"] == expected
@@ -106,6 +111,10 @@ def test_the_page_leaves_out_only_what_gradios_script_does_not_read(served):
     # A Gradio whose script starts reading a name the page leaves out fails here.
     script = _gradio_script()
     assert "get_page_config" in script and [name for name in UNREAD if name in script] == []
+    # ... or starts telling a left-out prop from its default (by name, or by comparing it).
+    for name in PROP_DEFAULTS:
+        assert name in script
+        assert re.findall(rf"[`'\"]{name}[`'\"]|{name}\s*(?:[!=]==?|\?\?)", script) == []
 
 
 def test_only_the_two_file_uploads_take_a_file_from_the_page(served):

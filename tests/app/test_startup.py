@@ -127,7 +127,8 @@ def test_a_database_moved_away_while_serving_is_said_and_no_empty_one_takes_its_
 # and schema copies went, 417 kB / 111 kB once the page lost its API description, schemas and
 # API buttons and /config its props, 288 kB since the page leaves out what its script does not
 # read and the Sketches tab's pickers fill at sign-in (BENCHMARKS.md, "Page size"; 295 kB with
-# the charts' text alternatives' script and the tables' names): either
+# the charts' text alternatives' script and the tables' names; 291 kB without false
+# ``_selectable`` props): either
 # list of 1,278 concepts (~105 kB each), the page's API description (~310 kB), the props in
 # /config (~500 kB) or the class hashes (~55 kB) coming back breaks these.
 PAGE_BYTES, CONFIG_BYTES = 300_000, 200_000
