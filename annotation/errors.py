@@ -54,6 +54,14 @@ class Conflict(AnnotationError):
     """The action conflicts with the stored state (already voted, already submitted...)."""
 
 
+class TaskEnded(Conflict):
+    """The task ended while it was worked on, for a reason its holder did not cause (a redo
+    whose round went to the experts' vote meanwhile): it can never be submitted.
+    ``canvas_key`` names its canvas draft where the caller knows it ("" otherwise)."""
+
+    canvas_key = ""
+
+
 class AlreadyDone(Conflict):
     """The task was submitted already: a second click, or another tab or window."""
 

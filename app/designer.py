@@ -40,7 +40,7 @@ from annotation.assignment import reserve_practice
 from annotation.coloring import tasks as work
 from annotation.coloring.fill import canvas_value
 from annotation.coloring.store import check_submission_rate, last_coloring, load_pixels
-from annotation.errors import Conflict
+from annotation.errors import Conflict, TaskEnded
 from annotation.files import resolve
 from annotation.people import onboarding
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
@@ -59,6 +59,7 @@ from app.common import (
     named_table,
     note_area,
     own_session,
+    refused_with,
     role,
     same_access,
     ui_only,
@@ -303,19 +304,23 @@ class DesignerTab(Tab):
         """Store the canvas's coloring for its task, then show the next task."""
         ctx, config = self.ctx, self.ctx.config
         check_submission_rate(db, actor.annotator_id, config.max_submissions_per_minute)
-        submitted = work.submit_canvas(
-            db,
-            config.data_dir,
-            actor.annotator_id,
-            value,
-            instance=ctx.instance_name,
-            main_open=_stage(ctx, db, actor) == "main",
-            min_painted_fraction=config.min_painted_fraction,
-            k=config.colorings_per_concept,
-            pool=ctx.pool,
-            reservation_minutes=config.reservation_minutes,
-            rng=ctx.rng,
-        )
+        try:
+            submitted = work.submit_canvas(
+                db,
+                config.data_dir,
+                actor.annotator_id,
+                value,
+                instance=ctx.instance_name,
+                main_open=_stage(ctx, db, actor) == "main",
+                min_painted_fraction=config.min_painted_fraction,
+                k=config.colorings_per_concept,
+                pool=ctx.pool,
+                reservation_minutes=config.reservation_minutes,
+                rng=ctx.rng,
+            )
+        except TaskEnded as ended:
+            # The refusal beside the button, and the canvas moves on: the task is gone.
+            raise refused_with(ended, self._view(db, actor, forget=ended.canvas_key)) from ended
         return self._view(
             db,
             actor,

@@ -35,7 +35,15 @@ from annotation.coloring import ground_truth
 from annotation.coloring.fill import MAX_SECONDS_SPENT
 from annotation.coloring.ground_truth import load_pixels  # noqa: F401  (app.designer reads it from here)
 from annotation.concepts import get_concept
-from annotation.errors import AnnotationError, Conflict, InvalidInput, NotFound, PermissionDenied, shown
+from annotation.errors import (
+    AnnotationError,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    TaskEnded,
+    shown,
+)
 from annotation.files import StoredFile, png_bytes, store_bytes
 from annotation.integrity import discard_unnamed
 from evaluation.color import extraction
@@ -507,7 +515,7 @@ def _check_recolor(row: tuple, task: Task, annotator_id: int, now: dt.datetime |
         raise PermissionDenied(f"task {task.id} was handed to someone else")
     if status != "reserved" or expires <= iso(utcnow() if now is None else now):
         raise Conflict(
-            f"recolor task {task.id} is {status}"
+            f"task {task.id}, a new round of coloring {task.coloring_id}, is {status}"
             f"{' (expired)' if status == 'reserved' else ''}; nothing was stored"
         )
 
@@ -540,8 +548,8 @@ def _under_vote(db, task: Task) -> bool:
     )
 
 
-def _under_vote_refusal(task: Task) -> Conflict:
-    return Conflict(
+def _under_vote_refusal(task: Task) -> TaskEnded:
+    return TaskEnded(
         f"coloring {task.coloring_id} went to the experts' blind vote after you asked to redo it: the vote "
         "decides it as you first colored it, and this redo was not stored"
     )

@@ -45,7 +45,7 @@ from annotation.coloring.fill import blank_color_layer, composite, flood_fill, r
 from annotation.coloring.pool import ColoringPool
 from annotation.coloring.store import get_coloring, recolor_note, store_prepared
 from annotation.concepts import get_concept
-from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, shown
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, TaskEnded, shown
 from annotation.files import resolve
 from annotation.sketches.library import get_sketch, selected_sketch
 from storage import insert_row, iso, transaction, utcnow
@@ -375,6 +375,9 @@ def submit_canvas(
     NotFound, PermissionDenied, Conflict, ReservationExpired
         An unknown task, someone else's, one already submitted, one whose slot is gone,
         or a main task before onboarding is done.
+    TaskEnded
+        A redo whose round went to the experts' vote meanwhile: the task is released, and
+        the error's ``canvas_key`` is its draft's.
     TypeError
         If `reservation_minutes` is given without `rng`.
     """
@@ -404,22 +407,26 @@ def submit_canvas(
         prepared = prepare_canvas(raw, sketch_file, min_painted_fraction)
     else:
         prepared = pool.run(prepare_canvas, raw, sketch_file, min_painted_fraction)
-    coloring_id = store_prepared(
-        db,
-        data_dir,
-        annotator_id,
-        task.concept_key,
-        prepared,
-        practice=task.practice,
-        seconds_spent=raw.elapsed_s,
-        task=task,
-        sketch_id=sketch["id"],
-        k=slot_quota(db, k),
-        then=None
-        if reservation_minutes is None
-        else lambda db_: top_up(db_, annotator_id, rng, k=k, minutes=reservation_minutes, now=now),
-        now=now,
-    )
+    try:
+        coloring_id = store_prepared(
+            db,
+            data_dir,
+            annotator_id,
+            task.concept_key,
+            prepared,
+            practice=task.practice,
+            seconds_spent=raw.elapsed_s,
+            task=task,
+            sketch_id=sketch["id"],
+            k=slot_quota(db, k),
+            then=None
+            if reservation_minutes is None
+            else lambda db_: top_up(db_, annotator_id, rng, k=k, minutes=reservation_minutes, now=now),
+            now=now,
+        )
+    except TaskEnded as ended:
+        ended.canvas_key = raw.task_id  # the draft of a task that can never be stored
+        raise
     return Submitted(coloring_id, task, raw.task_id)
 
 

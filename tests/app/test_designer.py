@@ -24,12 +24,14 @@ from annotation.coloring.fill import (
 from annotation.coloring.store import get_coloring, load_pixels
 from annotation.coloring.tasks import layer_of_coloring
 from annotation.people.onboarding import CONSENT_FILE, read_text
+from annotation.qc.review import open_reviews
 from annotation.sketches.library import get_sketch, load_sketch
 from app import designer
 from evaluation.color.colorspace import srgb_to_lab
 from evaluation.color.palette import nearest_uw71
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.qc_data import actor
 
 VIEW = ("notice", "header", "previous", "canvas", "task", "message")
 # Colors at 8x8x8 RGB bin centres, each far from a UW-71 boundary, in pairs per sketch.
@@ -49,8 +51,8 @@ TABLES = ("consents", "tasks", "colorings", "coloring_distributions", "audit", "
 class Study:
     """A running app with an admin session; helpers that act through the public API."""
 
-    def __init__(self, client, config):
-        self.client, self.config = client, config
+    def __init__(self, client, config, demo=None):
+        self.client, self.config, self.demo = client, config, demo
         self.admin = client.predict(ADMIN_PASSWORD, api_name="/login_admin")[0]
 
     def person(self, role: str = "designer") -> tuple[int, str]:
@@ -108,8 +110,8 @@ def study(tmp_path):
 def quick_study(tmp_path):
     """Practice approved automatically."""
     config = make_config(tmp_path, batch_size=3, auto_approve_practice=True)
-    with running_app(config) as (client, _):
-        yield Study(client, config)
+    with running_app(config) as (client, demo):
+        yield Study(client, config, demo)
 
 
 def interior_points(sketch: np.ndarray, n: int) -> list[tuple[int, int]]:
@@ -137,6 +139,15 @@ def finish_practice(study: Study, token: str, view: dict) -> dict:
     for _ in range(3):
         view, _ = study.submit(token, view, [(176, 176, 176)])
     return view
+
+
+def two_colorings(study: Study) -> tuple[str, dict, dict]:
+    """A new designer's session token and their first two main colorings' rows."""
+    _, token = study.person()
+    view = finish_practice(study, token, study.onboarded(token))
+    for colors in PAIRS[:2]:
+        view, _ = study.submit(token, view, colors)
+    return token, *study.rows("colorings", "practice = 0")
 
 
 def test_a_designer_onboards_and_three_colorings_put_their_mass_on_the_nearest_bins(study):
@@ -362,11 +373,7 @@ def test_a_redo_asked_while_an_earlier_one_is_open_says_it_waits_behind_it(quick
     # The canvas keeps the earlier open redo (round tasks are worked oldest first), but the
     # message said the new one was open there.
     study = quick_study
-    _, token = study.person()
-    view = finish_practice(study, token, study.onboarded(token))
-    for colors in PAIRS[:2]:
-        view, _ = study.submit(token, view, colors)
-    first, second = study.rows("colorings", "practice = 0")
+    token, first, second = two_colorings(study)
 
     view = study.view("/designer_redo", token, first["id"])
     assert view["message"] == (
@@ -384,6 +391,40 @@ def test_a_redo_asked_while_an_earlier_one_is_open_says_it_waits_behind_it(quick
     view, _ = study.submit(token, view, PAIRS[2])
     shown = json.loads(view["task"])
     assert (shown["kind"], shown["concept"]) == ("redo", second["concept_key"])
+
+
+def test_a_redo_whose_round_went_to_the_vote_is_refused_beside_submit_and_the_canvas_moves_on(quick_study):
+    # The refusal left the page on the ended redo: every later submit of it was refused
+    # again until a reload (outside probe 125's follow-up, left alone in session 39).
+    study = quick_study
+    token, first, _ = two_colorings(study)
+    redo = json.loads(study.view("/designer_redo", token, first["id"])["task"])
+    assert redo["kind"] == "redo"
+    expert_id, _ = study.person("expert")
+    db = open_db(study.config.db_path)
+    try:
+        open_reviews(db, actor(db, expert_id), [first["id"]], reason="high variance")
+    finally:
+        db.close()
+    value = canvas_value(redo["canvas_key"], paint(study.sketch(redo), PAIRS[2]), 30.0)
+    blocks = study.demo.blocks.values()
+    [page] = [
+        f.fn for f in study.demo.fns.values() if getattr(f.fn, "__name__", "") == "page_designer_submit"
+    ]
+    parts = {b.elem_id: b for b in blocks if getattr(b, "elem_id", None)}
+    shown = page(token, value)
+    assert shown[parts["designer_submit_note"]].startswith(
+        f"⚠️ coloring {first['id']} went to the experts' blind vote after you asked to redo it"
+    )
+    # The canvas shows the next task and drops the ended one's draft; nothing was stored.
+    canvas = shown[parts["designer_canvas"]]
+    assert canvas["task_id"] != redo["canvas_key"]
+    assert canvas["forget_task_id"] == redo["canvas_key"]
+    assert json.loads(shown[parts["designer_task"]])["kind"] != "redo"
+    assert [r["round"] for r in study.rows("colorings", "practice = 0")] == [1, 1]
+    # The ended task, sent again (an API client, another tab), stays refused.
+    with pytest.raises(AppError, match=rf"a new round of coloring {first['id']}, is released; nothing"):
+        study.client.predict(token, value, api_name="/designer_submit")
 
 
 def test_the_reference_example_files_are_the_drawn_examples_and_come_back_when_removed():

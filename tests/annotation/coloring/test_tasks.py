@@ -17,7 +17,7 @@ from annotation.coloring import tasks as work
 from annotation.coloring.fill import blank_color_layer, canvas_value, composite, flood_fill
 from annotation.coloring.store import get_coloring
 from annotation.concepts import sync_concepts
-from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, TaskEnded
 from annotation.qc.review import open_reviews, request_recolor
 from annotation.qc.votes import cast_vote, vote_queue
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
@@ -252,8 +252,12 @@ def test_a_coloring_under_the_blind_vote_is_not_redone_and_a_redo_asked_before_i
     assert item.task.id == redo_task
     files = sorted(p.relative_to(data) for p in (data / "colorings").rglob("*") if p.is_file())
     before = _counts(db)
-    with pytest.raises(Conflict, match=rf"^coloring {first} went to the experts' blind vote after you asked"):
+    with pytest.raises(
+        TaskEnded, match=rf"^coloring {first} went to the experts' blind vote after you asked"
+    ) as ended:
         _submit(db, data, designer, item, now=T0)
+    # The app drops that task's draft from the browser and shows the next task.
+    assert ended.value.canvas_key == work.canvas_key(INSTANCE, redo_task, item.sketch["id"])
     # No round 2 counts beside the round under the vote; the redo task has ended.
     assert sorted(p.relative_to(data) for p in (data / "colorings").rglob("*") if p.is_file()) == files
     assert {k: v for k, v in _counts(db).items() if k != "tasks"} == {
