@@ -810,6 +810,7 @@ def wire(
     api_name: str | None = None,
     clear_note: bool = True,
     limit: tuple[str, int] | None = None,
+    toast: bool = True,
     **page_kwargs,
 ):
     """Wire ``fn`` (a `role` method) to ``listener`` (e.g. ``button.click``) for the page, and
@@ -824,6 +825,9 @@ def wire(
     event on a hidden trigger, which raises as before: their contract is unchanged.
     ``limit=(name, n)`` lets at most ``n`` calls of the page event and its twin together run
     at once (a Gradio ``concurrency_id``), instead of the queue's default per event.
+    ``toast=False`` puts a refusal in ``note`` alone: a step chained after an action (``.then``)
+    is refused when the action was, for the same reason (an ended session), and a second
+    toast said it again.
 
     ``fn`` returns its outputs' values either in the order of ``outputs`` (a tuple, or the
     bare value of a lone output) or as named updates, ``{component: update}`` (a component
@@ -843,7 +847,8 @@ def wire(
             result = fn(*args)
         except gr.Error as error:
             message = relabelled(error.message, labels)
-            gr.Warning(toast_text(message))
+            if toast:
+                gr.Warning(toast_text(message))
             # Gradio skips every other output, but those a refusal fills (`refused_with`).
             return {note: refusal_text(message), **getattr(error, "updates", {})}
         if note_is_output:

@@ -129,6 +129,7 @@ def wire_events(tab, events: tuple[On, ...]) -> None:
             api_name=on.api_name,
             clear_note=on.clear_note,
             limit=limit,
+            toast=on.trigger != "then",
             js=on.js,
         )
 

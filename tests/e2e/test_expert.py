@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from annotation.people.accounts import Actor, revoke_annotator
 from annotation.pilot import set_pilot
 from app.expert import VOTE_IMAGE_ALT
 from storage import open_db
@@ -93,6 +94,20 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     row, note = (page.locator(f"#expert_{part}").bounding_box() for part in ("coloring", "grid_message"))
     assert 0 <= note["y"] - (row["y"] + row["height"]) < 40, (row, note)  # right under the row
     expect(page.locator("#expert_recolor_button")).to_be_enabled()
+    # The account is closed meanwhile: a vote says so once, under the buttons and in one
+    # toast (the step chained after it, refused alike, toasted it again), and stores nothing.
+    db = open_db(live_app.config.db_path)
+    try:
+        revoke_annotator(db, expert, Actor(None, "admin", frozenset({"admin"})), "left the study")
+    finally:
+        db.close()
+    answerable(page, "#expert_vote_concept")
+    settled(page, lambda: page.click("#expert_consistent"))  # the vote and the steps after it
+    expect(status).to_contain_text(
+        "⚠️ your session is not valid any more: the study admin closed your account"
+    )
+    expect(page.locator("[data-testid=toast-text]", has_text="closed your account")).to_have_count(1)
+    assert len(live_app.query("select id from qc_votes")) == 2
     assert page.js_errors == []
 
 
