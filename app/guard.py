@@ -784,6 +784,16 @@ class Guard:
         if api_name is not None and by_name and not names_endpoint(api_name, fns, public=v2):
             await _answer(send, 422, f"No endpoint named {shown(api_name)} on this page; nothing was run.")
             return
+        # Gradio answered these with a 500 and a traceback in the log per call (outside probe 129).
+        if path == QUEUE_JOIN and index is not UNREADABLE:
+            problem = session_hash_problem(json.loads(body).get("session_hash"))
+        elif v2:
+            problem = await anyio.to_thread.run_sync(_keywords_problem, scope["app"], api_name, body)
+        else:
+            problem = None
+        if problem:
+            await _answer(send, 422, f"{problem}; nothing was run.")
+            return
         await self.app(scope, _replaying(messages, receive), send)
 
     def _issuing(self, send, actor: Actor):
@@ -957,6 +967,38 @@ def event_index(body: bytes) -> int | None | object:
         return PredictBody.model_validate(json.loads(body)).fn_index
     except (ValueError, RecursionError):  # not JSON, not a join (pydantic's ValidationError)
         return UNREADABLE
+
+
+#: What a page (10-11 letters and digits) or `gradio_client` (a UUID) names its session by.
+SESSION_HASH = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+def session_hash_problem(value) -> str | None:
+    """Why `value` cannot name a session in a join of Gradio's queue (an empty one made
+    Gradio's queue fail with a ``KeyError``), or None."""
+    if isinstance(value, str) and SESSION_HASH.fullmatch(value):
+        return None
+    return f"`session_hash` must be 1 to 128 letters, digits, '-' or '_', got {shown(value)}"
+
+
+def _keywords_problem(app, api_name: str, body: bytes) -> str | None:
+    """Why `body` is no call of the endpoint `api_name` by ``/call/v2`` (a JSON object of
+    some of its parameters by name: each has a default, its component's value), or None."""
+    info = app.api_info or app.get_blocks().get_api_info()
+    parameters = info["named_endpoints"]["/" + api_name.strip("/")]["parameters"]
+    names = [p.get("parameter_name") for p in parameters]
+    try:
+        given = json.loads(body)
+    except (ValueError, RecursionError):
+        given = None
+    if not isinstance(given, dict):
+        return (
+            f"/call/v2/{api_name} takes a JSON object of its parameters by name: {', '.join(map(str, names))}"
+        )
+    unknown = [key for key in given if key not in names and key != "oauth_token"]
+    if unknown:
+        return f"{shown(unknown[0])} is not a parameter of {api_name}; its parameters: {', '.join(map(str, names))}"
+    return None
 
 
 def names_endpoint(api_name: str, fns: dict, *, public: bool = False) -> bool:

@@ -42,6 +42,7 @@ from app.guard import (
 from bench.app_process import AppProcess, page_config
 from bench.designer_client import TLS_CONTEXT
 from storage import open_db
+from storage.shown import shown
 from tests.app_server import ADMIN_PASSWORD, make_config
 from tests.qc_data import add_coloring
 
@@ -784,6 +785,31 @@ def test_a_join_of_an_event_the_server_does_not_run_is_refused_in_one_line_witho
         422,
         "No endpoint named 'predict' on this page; nothing was run.",
     )
+    # A join with an empty session, and a /call/v2 body that is not the endpoint's parameters
+    # by name: a 500 and a 5-7 kB traceback per call, no session needed (outside probe 129).
+    for session in ("", "a b", "x" * 129, None):
+        joined = httpx.post(
+            f"{world.url}gradio_api/queue/join",
+            json={"data": [None], "fn_index": min(page.fns), "session_hash": session},
+        )
+        assert (joined.status_code, joined.text) == (
+            422,
+            "`session_hash` must be 1 to 128 letters, digits, '-' or '_', "
+            f"got {shown(session)}; nothing was run.",
+        ), session
+    refusals = {
+        '{"data": ["x"]}': "'data' is not a parameter of admin_coverage; its parameters: session_token",
+        '["x"]': "/call/v2/admin_coverage takes a JSON object of its parameters by name: session_token",
+    }
+    for body, refusal in refusals.items():
+        called = httpx.post(
+            f"{world.url}gradio_api/call/v2/admin_coverage",
+            content=body.encode(),
+            headers={"content-type": "application/json"},
+        )
+        assert (called.status_code, called.text) == (422, f"{refusal}; nothing was run."), body
+    called = httpx.post(f"{world.url}gradio_api/call/v2/admin_coverage", json={"session_token": world.admin})
+    assert called.status_code == 200 and called.json()["event_id"]
     # What is not a join Gradio reads passes on, to Gradio's own refusal.
     assert httpx.post(f"{world.url}gradio_api/queue/join", content=b"{not json").status_code == 422
     # A results stream of a session with nothing waiting: Gradio's 404 came after its stream had
