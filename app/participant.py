@@ -243,12 +243,26 @@ EVENTS = (
 """The tab's wiring, in the order Gradio registers it (`ParticipantTab.wire`)."""
 
 
-def _no_trial(db, actor, *, crowd: bool) -> str:
-    """Why no trial comes: all judged; pairs others hold, which may still come; or (someone
-    from an invite) every other pair has its votes, so nothing is left to wait for."""
+def _no_trial(db, actor, *, crowd: bool, platform_url: str = "") -> str:
+    """Why no trial comes: all judged; the study closed (`platform_url`: where someone from a
+    study link returns it); pairs others hold, which may still come; or (someone from an
+    invite) every other pair has its votes, so nothing is left to wait for."""
     done, total = judging.progress(db, actor)
     if done >= total > 0:
         return f"**All done: you judged {done} of {total} trials. Thank you!**"
+    closed = judging.closed_for(db, actor)
+    if closed is not None and crowd:
+        return (
+            f"**The organisers closed this study** on {shown_time(closed['closed'])}: no more votes are "
+            f"taken, and what you judged ({counted(closed['done'], 'trial')}) is kept. Please return the "
+            "study on the platform, and message its researcher there about your time."
+            + (f" [Back to the platform]({escape(platform_url)})" if platform_url else "")
+        )
+    if closed is not None:
+        return (
+            f"**This study is closed**: its organisers closed it on {shown_time(closed['closed'])}; you "
+            f"judged {counted(closed['done'], 'trial')} in it. Thank you!"
+        )
     held, until = judging.held_by_others(db, actor)
     if held:
         return (
@@ -437,7 +451,14 @@ class ParticipantTab(Tab):
         trial = judging.next_trial(db, actor, self.ctx.rng)
         if trial is None:
             return self.show(
-                _no_trial(db, actor, crowd=finished is not None), background=asked, consent=consent
+                _no_trial(
+                    db,
+                    actor,
+                    crowd=finished is not None,
+                    platform_url="" if finished is None else finished.platform_url,
+                ),
+                background=asked,
+                consent=consent,
             )
         based_on = (
             counted(trial.truth.n_colorings, "coloring")

@@ -27,7 +27,7 @@ import sqlite_utils
 from annotation import assignment, audit
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from annotation.people.accounts import Actor
-from annotation.study.design import GROUND_TRUTH, GroundTruth, get_study, study_design
+from annotation.study.design import GROUND_TRUTH, GroundTruth, closed_studies, get_study, study_design
 from evaluation.analysis.judgment_report import CI, analyse, with_resampling, write_tables
 from evaluation.analysis.judgments import VOTE_COLUMNS
 from evaluation.analysis.tables import dca_column
@@ -152,6 +152,32 @@ def progress(db: sqlite_utils.Database, actor: Actor) -> tuple[int, int]:
     judged (a study whose pairs all have their votes asks them for nothing more)."""
     done, asked = _progress(db, _participant(actor))
     return done, sum(asked)
+
+
+def closed_for(db: sqlite_utils.Database, actor: Actor) -> dict | None:
+    """The study closed last (`annotation.study.design.close_study`) among those the
+    participant judges (`annotation.assignment.JUDGED_STUDIES`), ``{"id", "name", "closed",
+    "done"}`` with the trials they judged in it, when they judge no open study any more;
+    else None. A participant of a closed study was told every pair had its votes, or (from
+    a study link) to come back later (outside probe 129)."""
+    a = _participant(actor)
+    judged = {"a": a}
+    if db.execute(
+        f"select exists (select 1 from studies s where {assignment.OPEN_STUDY} and {assignment.JUDGED_STUDIES})",
+        judged,
+    ).fetchone()[0]:
+        return None
+    closed = closed_studies(db)
+    found = [
+        {**row, "closed": closed[str(row["id"])]["closed"]}
+        for row in db.query(
+            "select s.id, s.name, (select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
+            f"where p.study_id = s.id and j.participant_id = :a) as done from studies s where {assignment.JUDGED_STUDIES}",
+            judged,
+        )
+        if str(row["id"]) in closed
+    ]
+    return max(found, key=lambda row: row["closed"], default=None)
 
 
 def _progress(db: sqlite_utils.Database, annotator_id: int) -> tuple[int, list[int]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from gradio_client.exceptions import AppError
 
-from annotation.study import crowd
+from annotation.study import crowd, design
 from app.crowd import SUMMARY_HEADERS, _counts_text, rounded_counts
 from storage import open_db, parse_iso
 from tests.app.test_participant import _invite, _open_study, _rows
@@ -260,6 +260,23 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
             with pytest.raises(AppError, match=f"^`{blank[:-1]}` is in the study link but empty"):
                 client.predict(f"{pasted[:-1]}&{blank}", api_name="/login_invite")
         assert _rows(config, "select count(*) as n from crowd_participants") == before
+
+        # The study is closed: one still judging is told so and sent back to return it (they
+        # were told to come back later, an invited participant that every pair had its votes:
+        # outside probe 129).
+        db = open_db(config.db_path)
+        try:
+            design.close_study(db, study_id, admin, "enough votes")
+        finally:
+            db.close()
+        view = client.predict(agreeing, api_name="/participant_next")
+        assert re.fullmatch(
+            r"\*\*The organisers closed this study\*\* on 20\d\d-\d\d-\d\d \d\d:\d\d UTC: no more votes are "
+            r"taken, and what you judged \(1 trial\) is kept\. Please return the study on the platform, and "
+            r"message its researcher there about your time\. \[Back to the platform\]\(.+\)",
+            view[PROGRESS],
+        ), view[PROGRESS]
+        assert view[TASK] is None
 
         # The Admin tab's export names the external ids only when asked to.
         admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")

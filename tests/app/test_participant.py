@@ -108,6 +108,19 @@ def test_a_participant_without_a_pair_is_told_whether_one_may_still_come(tmp_pat
             "**All done: you judged 0 trials**, and every other pair already has all the votes the "
             "study needs. Thank you!"
         )
+        # Closed, the study says so to both (it said every pair had its votes: outside probe 129).
+        db = open_db(config.db_path)
+        try:
+            study.close_study(db, 1, Actor(None, "admin", frozenset({"admin"})), "enough votes")
+        finally:
+            db.close()
+        for token, done in ((first, f"{n_pairs} trials"), (second, "0 trials")):
+            view = client.predict(token, api_name="/participant_next")
+            assert re.fullmatch(
+                r"\*\*This study is closed\*\*: its organisers closed it on 20\d\d-\d\d-\d\d \d\d:\d\d UTC; "
+                f"you judged {done} in it\\. Thank you!",
+                view[PROGRESS],
+            ), view[PROGRESS]
 
 
 def test_an_invited_participant_is_told_the_count_runs_over_every_open_study(tmp_path):

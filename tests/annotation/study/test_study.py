@@ -1008,3 +1008,16 @@ def test_a_closed_study_hands_its_trials_to_nobody_and_keeps_its_judgments(setup
     assert [s["closed"] is not None for s in study.list_studies(db) if s["id"] in (old, new)] == [True, False]
     [row] = db.execute("select why, details from audit where action = 'close_study'").fetchall()
     assert row[0] == "done with it"
+    # With an open study left nobody is told of the closed one; with none, of the last closed.
+    assert judging.closed_for(db, second) is None
+    study.close_study(db, new, ADMIN, "done too")
+    in_new = (
+        "select count(*) from judgments j join study_pairs p on p.id = j.pair_id where j.participant_id = ? "
+        "and p.study_id = ?"
+    )
+    for person in (first, second):
+        closed = judging.closed_for(db, person)
+        done = db.execute(in_new, [person.annotator_id, new]).fetchone()[0]
+        assert (closed["id"], closed["name"], closed["done"]) == (new, "pilot", done)
+        assert closed["closed"] == study.closed_studies(db)[str(new)]["closed"]
+    assert done > 0
