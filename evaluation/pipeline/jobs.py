@@ -91,6 +91,13 @@ class SegmenterSpec:
     sam_checkpoint: str = ""
     sam_type: str = "vit_h"
 
+    def __post_init__(self) -> None:
+        # Checked where the masking is described, before a run stores it: a threshold given with
+        # --detector/--sam was refused only at the segment stage, after every image was made.
+        for label, value in (("box_threshold", self.box_threshold), ("text_threshold", self.text_threshold)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"`{label}` must be in [0, 1], got {value}")
+
 
 def masking_of(segmenter: SegmenterSpec) -> dict:
     """What makes a run's masks what they are (`runs.claim_masking`): the detector and SAM
@@ -141,9 +148,6 @@ def segmenter_preset(
     """
     if name not in SEGMENTER_PRESETS:
         raise ValueError(f"`segmenter` must be one of {SEGMENTER_PRESETS}, got {shown(name)}")
-    for label, value in (("box_threshold", box_threshold), ("text_threshold", text_threshold)):
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"`{label}` must be in [0, 1], got {value}")
     if name == "paper":
         return SegmenterSpec(box_threshold=box_threshold, text_threshold=text_threshold)
     models_dir = Path(models_dir).resolve()

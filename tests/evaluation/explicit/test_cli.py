@@ -198,6 +198,20 @@ def test_a_bad_presence_model_or_table_path_is_refused_before_the_run_is_stored(
     assert not (tmp_path / "db.sqlite").exists() and not (tmp_path / "data").exists()
 
 
+@pytest.mark.parametrize(
+    "option, value", [("--text-threshold", "7"), ("--box-threshold", "-1"), ("--box-threshold", "nan")]
+)
+def test_a_threshold_out_of_range_with_a_detector_and_sam_is_refused_before_the_run(
+    tmp_path, models, capsys, option, value
+):
+    """With --detector/--sam (not a preset) it was refused at the segment stage, the run
+    stored and every image made (outside probe 131)."""
+    assert _explicit(tmp_path, models, option, value) == 2
+    name = option[2:].replace("-", "_")
+    assert f"`{name}` must be in [0, 1], got {float(value)}" in capsys.readouterr().err
+    assert not (tmp_path / "db.sqlite").exists() and not (tmp_path / "data").exists()
+
+
 def test_a_presence_model_that_cannot_answer_questions_is_refused_before_the_run(tmp_path, models, capsys):
     """A SAM given as the VQA model was loaded after the images, in a hundred class names."""
     assert _explicit(tmp_path, models, "--presence", str(models / "tiny-sam")) == 2
@@ -285,6 +299,7 @@ def test_robustness_command_compares_an_explicit_runs_rule_sets(synthetic_run, t
     written = pd.read_csv(tmp_path / "out" / "explicit-robustness.csv")
     assert written["alternative"].tolist() == ["paper-mean", "released", "released-closest"]
     assert set(written["metric"]) == {"accuracy"}
+    assert set(zip(written["largest_change_unit"], written["run"])) == {("percentage points", "syn")}
     assert main([*argv, "--explicit-run", "nothing"]) == 2
     assert "explicit-color run" in capsys.readouterr().err
 
