@@ -101,6 +101,8 @@ def _explicit(db, args: argparse.Namespace) -> int:
     print(report.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     out = args.out or args.data_dir / "robustness"
     out.mkdir(parents=True, exist_ok=True)
-    write_csv(report, out / "explicit-robustness.csv", index=False)
+    # Which run, and what its largest change counts: the file alone said neither (outside probe 131).
+    described = report.assign(largest_change_unit="percentage points", run=args.explicit_run)
+    write_csv(described, out / "explicit-robustness.csv", index=False)
     print(f"wrote {out / 'explicit-robustness.csv'}")
     return 0

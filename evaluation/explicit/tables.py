@@ -16,6 +16,7 @@ colors do not swamp L2's 29.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -163,9 +164,22 @@ def write_csv(table: pd.DataFrame, path: str | Path) -> Path:
     return path
 
 
-def to_html(table: pd.DataFrame, *, digits: int = 2) -> str:
-    """`table` as an HTML table (labels escaped, NaN shown as "-")."""
-    return table.to_html(float_format=lambda v: f"{v:.{digits}f}", na_rep="-", escape=True)
+def to_html(table: pd.DataFrame, *, digits: int = 2, caption: str = "") -> str:
+    """`table` as an HTML table (labels escaped, NaN shown as "-"), with `caption` (escaped:
+    what its numbers count, say) as its ``<caption>``, and no row numbers where its index is
+    pandas' unnamed default."""
+    shown = table.to_html(
+        float_format=lambda v: f"{v:.{digits}f}", na_rep="-", escape=True, index=not plain_index(table)
+    )
+    if not caption:
+        return shown
+    head, rest = shown.split(">", 1)
+    return f"{head}>\n  <caption>{html.escape(caption)}</caption>{rest}"
+
+
+def plain_index(table: pd.DataFrame) -> bool:
+    """Whether `table`'s index is pandas' unnamed 0, 1, 2, ... (row numbers, no data)."""
+    return isinstance(table.index, pd.RangeIndex) and table.index.name is None and table.index.start == 0
 
 
 def write_html(table: pd.DataFrame, path: str | Path, *, digits: int = 2) -> Path:

@@ -329,7 +329,7 @@ TABLE_UNITS = {
     "category": tables.PERCENT_OF_IMAGES,
     "basic": tables.PERCENT_OF_IMAGES,
     "modifier": tables.PERCENT_OF_IMAGES,
-    "bias": "share of the model's scored objects of the category",
+    "bias": "fraction (0-1) of the model's scored objects of the category",
     "confusion": "objects",
     "coverage": "images",
 }
@@ -344,7 +344,8 @@ def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
     Files are named ``<run>-<scoring>-<table>-<12 hex of their SHA-256>.<csv|html>`` under
     `folder`, so exports never overwrite one another, and the same content exported again
     is the same file. Each table's CSV names in every row its ``unit`` (`TABLE_UNITS`),
-    ``rules`` and ``run``. Returns the paths, tables first.
+    ``rules`` and ``run``, and its HTML page says them in its caption. Returns the paths,
+    tables first.
     """
     folder = Path(folder)
     paths = []
@@ -357,15 +358,19 @@ def export_report(report: ExplicitReport, folder: str | Path) -> list[Path]:
         for column, value in (("unit", TABLE_UNITS[name]), ("rules", report.scoring), ("run", report.run)):
             # A full key: a table with two header rows takes ("unit", ""), as pandas asks.
             described[(column, "") if described.columns.nlevels == 2 else column] = value
+        rows = not tables.plain_index(table)  # pandas' row numbers are no data (outside probe 131)
         paths.append(
             _write(
                 folder,
                 f"{report.run}-{report.scoring}-{name}",
                 ".csv",
-                csv_text(described, float_format="%.2f"),
+                csv_text(described, float_format="%.2f", index=rows),
             )
         )
-        paths.append(_write(folder, f"{report.run}-{report.scoring}-{name}", ".html", tables.to_html(table)))
+        # The page says it too: a bare table of "0.00" cells did not (outside probe 131).
+        caption = f"{TABLE_UNITS[name]} · rules {report.scoring} · run {report.run}"
+        page = tables.to_html(table, caption=caption)
+        paths.append(_write(folder, f"{report.run}-{report.scoring}-{name}", ".html", page))
     for name, frame in (("images", report.images), ("objects", pd.DataFrame(report.rows))):
         if not frame.empty:
             paths.append(

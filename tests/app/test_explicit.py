@@ -3,6 +3,7 @@ built by the library: synthetic renders with exact masks (no model), scored by t
 
 import dataclasses
 import hashlib
+import re
 from pathlib import Path
 
 import numpy as np
@@ -224,9 +225,35 @@ def test_export_writes_csv_and_html_under_exports(app):
     assert {
         tuple(row[-3:]) for row in pd.read_csv(table4, header=[0, 1], index_col=0).itertuples(index=False)
     } == {("% of generated images", "paper", RUN)}
+    # Each page says it in its caption, and no table carries pandas' row numbers (outside probe 131).
+    pages = [p.read_text() for p in written if p.suffix == ".html"]
+    bare = [page for page in pages if page.startswith("<table")]
+    assert len(bare) >= 4 and all(
+        page.startswith('<table border="1" class="dataframe">\n  <caption>') for page in bare
+    )
+    assert "<caption>% of generated images · rules paper · run syn</caption>" in next(
+        p.read_text() for p in written if p.name.startswith("syn-paper-table4-") and p.suffix == ".html"
+    )
+    bias = next(p for p in written if p.name.startswith("syn-paper-bias-") and p.suffix == ".csv")
+    assert bias.read_text().startswith("model,category,rank,color,share,unit,rules,run")
+    assert set(pd.read_csv(bias)["unit"]) == {"fraction (0-1) of the model's scored objects of the category"}
     # The same export again is the same files: each figure page was a new 4.6 MB file (outsider 116).
     again = client.predict(tokens["researcher"], RUN, "paper", "", api_name="/explicit_export")
     assert sorted(again) == sorted(files) and len(list(table4.parent.iterdir())) == len(written)
+
+
+def test_the_accuracy_note_quotes_the_docs_section_it_names():
+    """Every figure of the note on how far the scores hold is one the docs' section gives
+    (outside probe 131 found the note's left behind a change of the section's)."""
+    from app.explicit import TRUST
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "explicit.md").read_text(encoding="utf-8")
+    start = docs.index("**Independent renders**")
+    section = docs[start : docs.index("\n\n", start)]
+    assert "“Independent renders”" in TRUST
+    figures = re.findall(r"\d+\.\d+", TRUST)
+    assert len(figures) == 3
+    assert [f for f in figures if f"{f} %" not in section] == []
 
 
 def test_bad_input_names_the_field(app):
