@@ -243,7 +243,7 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
                     (
                         f"model {spec.key!r}: the pipeline in {folder} has no weights for "
                         f"{', '.join(parts)} (no .safetensors or .bin file in "
-                        f"{', '.join(p + '/' for p in parts)}); copy the model's folder whole",
+                        f"{', '.join(p + '/' for p in parts)}); {_remedy(folder)}",
                         None,
                     )
                 )
@@ -251,7 +251,7 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
                 problems.append(
                     (
                         f"model {spec.key!r}: the pipeline in {folder} has weights that cannot be loaded: "
-                        f"{'; '.join(damage)}; copy the model's folder whole",
+                        f"{'; '.join(damage)}; {_remedy(folder)}",
                         None,
                     )
                 )
@@ -284,6 +284,16 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
     return problems
 
 
+def _remedy(folder: Path) -> str:
+    """What mends a local model folder whose weights are missing or damaged: the tiny models
+    are built here, not copied (outside probe 131 was told to copy one whole)."""
+    from evaluation.models.tiny import BUILT_BY_BUILD_TINY
+
+    if folder.name in BUILT_BY_BUILD_TINY:
+        return f"build it again: python -m evaluation build-tiny --models-dir {folder.parent}"
+    return "copy the model's folder whole"
+
+
 def _transformers_problems(what: str, source: str, cache_dir) -> list[tuple[str, str | None]]:
     """`_missing`'s entry for the transformers model `source` (a hub id or a folder) named
     `what`: none when its configuration and loadable weights are on this machine."""
@@ -299,7 +309,7 @@ def _transformers_problems(what: str, source: str, cache_dir) -> list[tuple[str,
     else:
         return []
     if local:
-        return [(f"{what}: the folder {source} {problem}; copy the model's folder whole", None)]
+        return [(f"{what}: the folder {source} {problem}; {_remedy(Path(source))}", None)]
     return [(f"{what} ({source}: the cached copy {problem})", source)]
 
 

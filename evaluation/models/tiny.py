@@ -340,13 +340,18 @@ def tiny_segment_anything_model(*, seed: int = 0) -> segment_anything.modeling.S
     return Sam(image_encoder=encoder, prompt_encoder=prompt, mask_decoder=decoder).eval()
 
 
+#: The folders `build_all` builds under a models folder (``python -m evaluation build-tiny``).
+BUILT_BY_BUILD_TINY = ("tiny-random", "tiny-grounding-dino", "tiny-sam")
+
+
 def build_all(models_dir: str | Path, *, seed: int = 0) -> dict[str, Path]:
-    """Build the tiny pipeline, detector and SAM under `models_dir`; return their paths."""
+    """Build the tiny pipeline, detector and SAM under `models_dir` (`BUILT_BY_BUILD_TINY`);
+    return their paths."""
     models_dir = Path(models_dir)
+    builders = (build_tiny_pipeline, build_tiny_grounding_dino, build_tiny_sam)
     return {
-        "tiny-random": build_tiny_pipeline(models_dir / "tiny-random", seed=seed),
-        "tiny-grounding-dino": build_tiny_grounding_dino(models_dir / "tiny-grounding-dino", seed=seed),
-        "tiny-sam": build_tiny_sam(models_dir / "tiny-sam", seed=seed),
+        name: build(models_dir / name, seed=seed)
+        for name, build in zip(BUILT_BY_BUILD_TINY, builders, strict=True)
     }
 
 
