@@ -220,8 +220,9 @@ def request_recolor(
     ------
     PermissionDenied, InvalidInput, NotFound
     Conflict
-        If the coloring is a practice coloring, excluded, not the latest round, under
-        blind review or decided by it, or already has an open recolor task.
+        If the coloring is a practice coloring, excluded, not the latest round, of a
+        designer whose account is closed, under blind review or decided by it, or already
+        has an open recolor task.
     """
     check_text(note, "note")
     require_role(actor, *REVIEWER_ROLES)
@@ -276,6 +277,16 @@ def _check_recolorable(db, coloring: dict, now: dt.datetime) -> None:
     if coloring["round"] != latest:
         raise Conflict(
             f"coloring {cid} is round {coloring['round']}; its designer already made round {latest}"
+        )
+    if (
+        db.execute("select status from annotators where id = ?", [coloring["annotator_id"]]).fetchone()[0]
+        == "revoked"
+    ):
+        # A recolor task for someone who cannot sign in any more was promised to nobody
+        # (outside probe 129: "its designer has 14 days to color it again").
+        raise Conflict(
+            f"coloring {cid}'s designer's account is closed, so nobody would color it again; "
+            "the experts' blind vote can still exclude it"
         )
     _check_not_voted(db, cid)
     if db["tasks"].count_where(

@@ -10,7 +10,7 @@ from annotation.assignment import open_tasks
 from annotation.coloring.store import get_coloring, store_coloring
 from annotation.concepts import sync_concepts
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied
-from annotation.people.accounts import Actor
+from annotation.people.accounts import Actor, revoke_annotator
 from annotation.qc import plausibility as qc_plausibility
 from annotation.qc import review, votes
 from evaluation.color import metrics
@@ -378,6 +378,25 @@ def test_recolor_refused_while_one_waits_or_the_coloring_is_under_vote(store):
     later = T0 + dt.timedelta(days=review.RECOLOR_DAYS + 1)
     assert open_tasks(db, "coloring", designer, now=later) == []
     review.request_recolor(db, experts[0], other, "redo, the last request lapsed", now=later)
+
+
+def test_recolor_refused_for_a_designer_whose_account_is_closed(store):
+    """It promised "its designer has 14 days to color it again" to someone who cannot sign in
+    (outside probe 129)."""
+    db, data = store
+    (designer,) = people(db, 1, "designer")
+    (expert,) = people(db, 1, "expert")
+    coloring = add_handmade(db, data, designer, "apple", one_hot(0))
+    revoke_annotator(db, designer, ADMIN, "left the study")
+    before = _rows(db)
+    with pytest.raises(
+        Conflict,
+        match=rf"^coloring {coloring}'s designer's account is closed, so nobody would color it again; "
+        "the experts' blind vote can still exclude it$",
+    ):
+        review.request_recolor(db, actor(db, expert), coloring, "too grey", now=T0)
+    assert _rows(db) == before
+    assert get_coloring(db, coloring)["status"] == "submitted"
 
 
 @pytest.mark.parametrize(
