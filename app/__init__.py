@@ -133,6 +133,10 @@ def _blocks(ctx: AppContext) -> gr.Blocks:
     audit_functions(demo)
     weight.progress_on_components(demo)
     weight.lean_config(demo)
+    # Gradio's direct routes (/run/, /api/) ran a queued event beside its queue, past its
+    # concurrency limit, and answered its refusal with a 500 (outside probe 129): they are left
+    # to the events the page itself sends there, those without a queue.
+    demo.api_open = False
     return demo
 
 

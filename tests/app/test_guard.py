@@ -810,6 +810,13 @@ def test_a_join_of_an_event_the_server_does_not_run_is_refused_in_one_line_witho
         assert (called.status_code, called.text) == (422, f"{refusal}; nothing was run."), body
     called = httpx.post(f"{world.url}gradio_api/call/v2/admin_coverage", json={"session_token": world.admin})
     assert called.status_code == 200 and called.json()["event_id"]
+    # Gradio's direct routes run no queued event: a role refusal there was a 500, and a
+    # designer's submissions ran past their concurrency limit (outside probe 129).
+    before = world.state()
+    for route in ("run", "api"):
+        direct = httpx.post(f"{world.url}gradio_api/{route}/admin_backup", json={"data": [world.admin]})
+        assert direct.status_code == 404 and "Please join the queue" in direct.text, route
+    assert world.state() == before
     # What is not a join Gradio reads passes on, to Gradio's own refusal.
     assert httpx.post(f"{world.url}gradio_api/queue/join", content=b"{not json").status_code == 422
     # A results stream of a session with nothing waiting: Gradio's 404 came after its stream had
