@@ -486,7 +486,7 @@ class ParticipantTab(Tab):
                 lambda: _plot_data(
                     dominant_strip(
                         [h for h, _ in truth.dominant], [n for _, n in truth.dominant], unit="colorings"
-                    ).update_layout(height=STRIP_PX)
+                    ).update_layout(height=STRIP_PX, **AS_DRAWN)
                 ),
             )
             if truth.dominant
@@ -715,11 +715,18 @@ class TrialCharts:
         return self.get((*key, title), lambda: chart_data(p, title))
 
 
+#: A trial's charts stay as drawn: on a phone a swipe over one (they fill most of the screen)
+#: zoomed its y axis to the tallest bars instead of scrolling the page, and a participant
+#: judged the distorted chart, with no double tap to undo it (outside probe 130).
+AS_DRAWN = {"dragmode": False, "xaxis_fixedrange": True, "yaxis_fixedrange": True}
+
+
 def _chart(p, title: str):
     """A distribution chart on its own scale (its highest bar 5 % under the top), at the
     height that keeps a trial on one screen."""
     y_max = 1.05 * float(np.max(p))
-    return distribution_bar(p, y_max=y_max, title=f"{title} (own scale)").update_layout(height=CHART_PX)
+    figure = distribution_bar(p, y_max=y_max, title=f"{title} (own scale)")
+    return figure.update_layout(height=CHART_PX, **AS_DRAWN)
 
 
 _BASES: dict[str, dict] = {}

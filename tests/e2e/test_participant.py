@@ -1,5 +1,6 @@
 """A participant judges pairs with the keyboard in a real browser."""
 
+import contextlib
 import re
 
 import pytest
@@ -175,20 +176,7 @@ def test_left_and_right_are_the_sides_on_screen_at_any_width(live_app, module_ch
     and the buttons as "Left" on the right half over "Right" (the vote note's column came
     first in their row): a participant going by the screen answered the wrong side. Too
     narrow for three, the ground truth goes on its own row; for two, everything stacks."""
-    n_pairs = _open_study(live_app.config)
-    [(_, link)] = live_app.invite("participant", background="no")
-    context = module_chromium.new_context(
-        viewport={"width": 844, "height": 390}, is_mobile=True, has_touch=True
-    )
-    phone = context.new_page()
-    errors = []
-    phone.on("pageerror", lambda error: errors.append(str(error)))
-    try:
-        sign_in(phone, link)
-        open_tab(phone, "Judge")
-        phone.click("#participant_start")
-        expect(phone.locator("#participant_progress")).to_contain_text(f"Trial 1 of {n_pairs}")
-        answerable(phone, "#participant_progress")
+    with _phone_on_trial_1(live_app, module_chromium, {"width": 844, "height": 390}) as (phone, errors):
         # Turned to portrait and back mid-trial, and on a desktop screen.
         for (width, height), expected in (
             ((844, 390), "ground truth over left | right"),
@@ -212,6 +200,54 @@ def test_left_and_right_are_the_sides_on_screen_at_any_width(live_app, module_ch
                     assert chart[0] < middle < chart[2] and chart[3] <= part[1], (width, below, boxes)
         ARTIFACTS.mkdir(exist_ok=True)
         phone.screenshot(path=str(ARTIFACTS / "judge-phone-landscape-trial.png"), full_page=True)
+    assert errors == []
+
+
+_RANGES = """() => [...document.querySelectorAll('.js-plotly-plot')].map((chart) =>
+  JSON.stringify([chart._fullLayout.xaxis.range, chart._fullLayout.yaxis.range]))"""
+
+
+def test_a_swipe_over_a_chart_on_a_phone_scrolls_the_page_and_leaves_the_chart_as_drawn(
+    live_app, module_chromium
+):
+    """A thumb's swipe over a chart (they fill most of a phone's screen) zoomed its y axis to
+    the tallest bars and left the page where it was: the participant judged a distorted chart,
+    with no double tap to undo it (outside probe 130)."""
+    with _phone_on_trial_1(live_app, module_chromium, {"width": 390, "height": 844}) as (phone, errors):
+        phone.locator("#participant_truth_plot").scroll_into_view_if_needed()
+        phone.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 3")
+        drawn, top = phone.evaluate(_RANGES), phone.evaluate("scrollY")
+        box = phone.locator("#participant_truth_plot .js-plotly-plot").bounding_box()
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        touch = phone.context.new_cdp_session(phone)
+        touch.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+        for step in range(1, 11):  # a finger's move, upward by 200 px
+            touch.send(
+                "Input.dispatchTouchEvent",
+                {"type": "touchMove", "touchPoints": [{"x": x, "y": y - 20 * step}]},
+            )
+        touch.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+        phone.wait_for_function("(top) => scrollY > top + 100", arg=top)
+        assert phone.evaluate(_RANGES) == drawn
+    assert errors == []
+
+
+@contextlib.contextmanager
+def _phone_on_trial_1(live_app, chromium, viewport: dict):
+    """A touch phone's page of `viewport` on trial 1 of an open study, and the page errors
+    it meets; closed after."""
+    n_pairs = _open_study(live_app.config)
+    [(_, link)] = live_app.invite("participant", background="no")
+    context = chromium.new_context(viewport=viewport, is_mobile=True, has_touch=True)
+    phone = context.new_page()
+    errors: list[str] = []
+    phone.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        sign_in(phone, link)
+        open_tab(phone, "Judge")
+        phone.click("#participant_start")
+        expect(phone.locator("#participant_progress")).to_contain_text(f"Trial 1 of {n_pairs}")
+        answerable(phone, "#participant_progress")
+        yield phone, errors
     finally:
         context.close()
-    assert errors == []
