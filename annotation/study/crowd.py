@@ -603,7 +603,9 @@ def _check_open(db, link: dict, now: dt.datetime, judged: int = 0) -> None:
     ).fetchone()[0]
     if taken >= link["quota"]:
         raise LinkClosed(
-            f"this study is full: all {link['quota']} places are taken; please return it on the platform"
+            "this study is full: "
+            + ("its one place is taken" if link["quota"] == 1 else f"all {link['quota']} places are taken")
+            + "; please return it on the platform"
         )
     left, asked, needed = votes_left(db, link["study_id"], now=now)
     asked = max(0, asked - judged)

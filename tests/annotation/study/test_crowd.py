@@ -201,7 +201,7 @@ def test_the_same_pid_through_a_second_link_of_the_study_is_the_same_participant
 @pytest.mark.parametrize(
     "options, when, message",
     [
-        ({"quota": 1}, None, "this study is full: all 1 places are taken"),
+        ({"quota": 1}, None, "this study is full: its one place is taken"),
         (
             {},
             "closed",
@@ -259,7 +259,7 @@ def test_closing_a_crowd_persons_account_frees_their_place_and_they_cannot_come_
     db, study_id = setup
     link, token = _link(db, study_id, quota=1)
     person = _actor(db, _join(db, token, "pid-a"))
-    with pytest.raises(crowd.LinkClosed, match="all 1 places are taken"):
+    with pytest.raises(crowd.LinkClosed, match="its one place is taken"):
         _join(db, token, "pid-b")
     revoke_annotator(db, person.annotator_id, ADMIN, "a bot", now=T0)
     counts = crowd.live_counts(db, link["id"], now=T0)
@@ -426,7 +426,7 @@ def test_a_worker_who_returned_the_hit_and_took_it_again_goes_on_once_let_start_
         Conflict, match=r"another assignmentId: .* returned it and took it again, write to the"
     ):
         crowd.join(db, token, again, address="1.2.3.4", now=T0)
-    with pytest.raises(crowd.LinkClosed, match="all 1 places are taken"):
+    with pytest.raises(crowd.LinkClosed, match="its one place is taken"):
         crowd.join(
             db, token, {"workerId": "W2", "hitId": "H1", "assignmentId": "B1"}, address="5.6.7.8", now=T0
         )
@@ -455,7 +455,7 @@ def test_a_worker_who_returned_the_hit_and_took_it_again_goes_on_once_let_start_
     assert (row["platform_session_id"], row["started"], row["finished"]) == ("A2", iso(T0), None)
     worker = _actor(db, joined)
     assert judging.progress(db, worker) == (3, 10)  # the votes they gave count
-    with pytest.raises(crowd.LinkClosed, match="all 1 places are taken"):
+    with pytest.raises(crowd.LinkClosed, match="its one place is taken"):
         crowd.join(
             db, token, {"workerId": "W2", "hitId": "H1", "assignmentId": "B1"}, address="5.6.7.8", now=T0
         )
@@ -487,7 +487,7 @@ def test_one_let_start_again_comes_back_only_to_a_free_place_and_a_closed_accoun
     crowd.let_start_again(db, link["id"], "pid-a", ADMIN, now=T0)
     assert not _join(db, token, "pid-b").resumed  # the free place goes to whoever comes first
     before = _dump(db)
-    with pytest.raises(crowd.LinkClosed, match="all 1 places are taken"):
+    with pytest.raises(crowd.LinkClosed, match="its one place is taken"):
         _join(db, token, "pid-a", SESSION_ID="sess-new")
     assert _dump(db) == before
     crowd.mark_returned(db, link["id"], "pid-b", ADMIN, now=T0)
