@@ -329,7 +329,9 @@ class ExpertTab(Tab):
     def consistency(self, db, actor, fraction: float, minimum: float) -> dict:
         """The Eq. 6 ranking table and its histogram with the high-variance cutoff."""
         table = review.consistency_ranking(
-            db, top_fraction=_fraction(fraction), min_colorings=_colorings_needed(minimum)
+            db,
+            top_fraction=_fraction(fraction),
+            min_colorings=_colorings_needed(minimum, db, self.ctx.config.colorings_per_concept),
         )
         if table.empty:
             return self.named(ranking=table, histogram=go.Figure(layout=LAYOUT))
@@ -346,29 +348,37 @@ class ExpertTab(Tab):
             db,
             actor,
             top_fraction=_fraction(fraction),
-            min_colorings=_colorings_needed(minimum),
+            min_colorings=_colorings_needed(minimum, db, self.ctx.config.colorings_per_concept),
             votes_needed=self.ctx.config.votes_per_review,
             now=now,
         )
         message = f"Opened {counted(opened, 'new review')}{_of_concepts(db, now)}."
-        if not opened:
+        needed, most = (
+            _colorings_needed(minimum, db, self.ctx.config.colorings_per_concept),
+            review.most_counted(db),
+        )
+        if not opened and most < needed:
+            message += f" No concept has {needed} colorings yet (the most any has is {most})."
+        elif not opened:
             message += (
                 " No high-variance concept has a coloring without a review (a concept whose "
                 "designers agree exactly, spread 0, is never high-variance)."
             )
-        return self.named(ranking_message=message, needs=_needs(db, minimum))
+        return self.named(
+            ranking_message=message, needs=_needs(db, minimum, self.ctx.config.colorings_per_concept)
+        )
 
     @role(*REVIEWERS)
     def needs_as_kept(self, db, actor) -> dict:
         """ "Colorings needed per concept" as the vote queue was last opened with (else the
         configured number), and what each stage of review waits for with it."""
         minimum = review.review_min_colorings(db, self.ctx.config.colorings_per_concept)
-        return self.named(minimum=minimum, needs=_needs(db, minimum))
+        return self.named(minimum=minimum, needs=_needs(db, minimum, self.ctx.config.colorings_per_concept))
 
     @role(*REVIEWERS)
     def needs(self, db, actor, minimum: float) -> dict:
         """What each stage of review waits for, with `minimum` colorings per ranked concept."""
-        return self.named(needs=_needs(db, minimum))
+        return self.named(needs=_needs(db, minimum, self.ctx.config.colorings_per_concept))
 
     @role(*REVIEWERS)
     def statistics(self, db, actor) -> dict:
@@ -741,9 +751,10 @@ def _next_review(ctx: AppContext, db, actor) -> dict:
     }
 
 
-def _needs(db, minimum: float) -> str:
-    """What each stage of review waits for, with `minimum` colorings per ranked concept."""
-    state = readiness(db, _colorings_needed(minimum))
+def _needs(db, minimum: float, k: int) -> str:
+    """What each stage of review waits for, with `minimum` colorings per ranked concept (`k`:
+    colorings per concept)."""
+    state = readiness(db, _colorings_needed(minimum, db, k))
     return "**What review waits for:**\n" + "\n".join(f"- {escape(line)}" for line in state.lines())
 
 
@@ -785,11 +796,14 @@ def _fraction(value: float | None) -> float:
     return float(value)
 
 
-def _colorings_needed(value: float | None) -> int:
-    """The "Colorings needed per concept" field as a whole number, 2 or more."""
+def _colorings_needed(value: float | None, db, k: int) -> int:
+    """The "Colorings needed per concept" field as a whole number from 2 to the most
+    colorings a concept can have (`review.most_colorings` with `k` colorings per concept)."""
     n = whole_number(value, "Colorings needed per concept")
-    if n < review.MIN_COLORINGS:
+    most = review.most_colorings(db, k)
+    if not review.MIN_COLORINGS <= n <= max(most, review.MIN_COLORINGS):
         raise ValueError(
-            f"Colorings needed per concept must be a whole number, {review.MIN_COLORINGS} or more, got {n}"
+            f"Colorings needed per concept must be a whole number from {review.MIN_COLORINGS} to {most}, got {n}: "
+            f"no concept has or can get more than {most} colorings"
         )
     return n

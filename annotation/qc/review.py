@@ -26,6 +26,7 @@ import sqlite_utils
 from annotation import audit
 from annotation.coloring import ground_truth
 from annotation.coloring.store import concept_colorings, get_coloring, recolor_note, set_status
+from annotation.coloring.tasks import slot_quota
 from annotation.concepts import get_concept
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, check_text
 from annotation.people.accounts import Actor
@@ -406,8 +407,10 @@ def open_review_queue(
 
     Idempotent: colorings that already have a review are left alone. Each new review
     stores the coloring's SCD plausibility against the concept's other colorings, which
-    orders the queue (lowest first). `min_colorings` is kept (`review_min_colorings`), so
-    that every tab counts against the number the queue was opened with.
+    orders the queue (lowest first). `min_colorings` is kept (`review_min_colorings`) when
+    a review opens, so that every tab counts against the number the queue was opened with
+    (one that opened nothing, 100 where a concept is complete at 5, had every tab count
+    "97 more colorings" for good: outside probe 132).
 
     Returns
     -------
@@ -431,7 +434,8 @@ def open_review_queue(
     except LookupError:  # a coloring without its sample: the concept-by-concept path says which
         scores = [plausibility_scores(db, rows) for rows in concepts]
     with transaction(db):
-        write_setting(db, MIN_COLORINGS_SETTING, str(min_colorings))
+        if concepts:  # what the queue was opened with; a press that opened nothing changes no one's count
+            write_setting(db, MIN_COLORINGS_SETTING, str(min_colorings))
         return _open_groups(
             db,
             actor,
@@ -456,11 +460,26 @@ def concepts_opened_at(db: sqlite_utils.Database, now: dt.datetime) -> list[str]
     ]
 
 
+def most_colorings(db: sqlite_utils.Database, k: int) -> int:
+    """The most colorings a concept can be counted with: the designers it may have (`k` in
+    the fixed mode, the adaptive mode's cap: `annotation.coloring.tasks.slot_quota`), or the
+    most any concept has now where more came (imported), whichever is larger."""
+    return max(slot_quota(db, k), most_counted(db))
+
+
+def most_counted(db: sqlite_utils.Database) -> int:
+    """The most colorings any concept is counted with now (0 where none has one)."""
+    return max((len(rows) for rows in _counted_by_concept(db).values()), default=0)
+
+
 def review_min_colorings(db: sqlite_utils.Database, default: int) -> int:
     """The colorings per concept the vote queue was last opened with (`open_review_queue`
     keeps it), else `default`: what the Expert and Admin tabs count against."""
     stored = read_setting(db, MIN_COLORINGS_SETTING)
-    return default if stored is None else int(stored)
+    # One no concept can reach (kept by an earlier version whatever the press opened) is no count.
+    if stored is None or int(stored) > most_colorings(db, default):
+        return default
+    return int(stored)
 
 
 def plausibility_scores(db: sqlite_utils.Database, colorings: list[dict]) -> dict[int, float]:

@@ -291,10 +291,15 @@ def test_the_expert_reads_what_review_waits_for_and_a_too_small_count_is_refused
         ("/expert_consistency", [0.5, 1]),
         ("/expert_open_queue", [0.5, 1]),
     ):
-        with pytest.raises(
-            AppError, match="Colorings needed per concept must be a whole number, 2 or more, got 1"
-        ):
-            client.predict(expert, *inputs, api_name=api_name)
+        for minimum in (1, 100):  # 100 where a concept is complete at 5 (outside probe 132)
+            with pytest.raises(
+                AppError,
+                match=rf"^Colorings needed per concept must be a whole number from 2 to 5, got {minimum}: no "
+                "concept has or can get more than 5 colorings$",
+            ):
+                client.predict(
+                    expert, *[minimum if value == 1 else value for value in inputs], api_name=api_name
+                )
     with pytest.raises(AppError, match="`Colorings needed per concept` must be a whole number, got 2.5"):
         client.predict(expert, 0.5, 2.5, api_name="/expert_open_queue")
     assert _dump(config) == before

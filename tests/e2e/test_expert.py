@@ -226,7 +226,7 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
     page.locator("#expert_minimum input").fill("1")
     page.click("#expert_open")
     expect(page.locator("#expert_ranking_message")).to_contain_text(
-        "Colorings needed per concept must be a whole number, 2 or more, got 1"
+        "Colorings needed per concept must be a whole number from 2 to 5, got 1"
     )
     page.locator("#expert_minimum input").fill("2")
     page.click("#expert_open")

@@ -21,6 +21,7 @@ from storage import human as human_rows
 from tests.qc_data import ADMIN, actor, add_coloring, add_handmade, one_hot, people
 
 T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.UTC)
+MIN_SETTING = review.MIN_COLORINGS_SETTING
 BLACK, DARK_GREY, MID_GREY, WHITE = 24, 25, 26, 28
 
 
@@ -252,9 +253,19 @@ def test_the_bright_pink_forbidding_castle_comes_first_in_the_queue(store):
     pink = add_coloring(db, data, designers[4], "forbidding castle", (255, 105, 180))
     for d, rgb in zip(designers, [(200, 20, 30)] * 2 + [(190, 30, 40)]):
         add_coloring(db, data, d, "apple", rgb)
-    opened = review.open_review_queue(db, ADMIN, top_fraction=0.5)
-    assert opened == 5
+    # Asked for more colorings than any concept has: nothing opens and the count every tab
+    # shows stays as it was (outside probe 132: "97 more colorings" for good).
+    assert (review.most_counted(db), review.most_colorings(db, 5), review.most_colorings(db, 3)) == (5, 5, 5)
+    assert review.open_review_queue(db, ADMIN, top_fraction=0.5, min_colorings=6) == 0
+    assert (
+        review.review_min_colorings(db, 5) == 5 and db["settings"].count_where("key = ?", [MIN_SETTING]) == 0
+    )
+    opened = review.open_review_queue(db, ADMIN, top_fraction=0.5, min_colorings=3)
+    assert opened == 5 and review.review_min_colorings(db, 5) == 3
     assert review.open_review_queue(db, ADMIN, top_fraction=0.5) == 0
+    # A kept number no concept can reach (an earlier version kept any) counts as the default.
+    db["settings"].upsert({"key": MIN_SETTING, "value": "100"}, pk="key")
+    assert review.review_min_colorings(db, 5) == 5
     queue = votes.vote_queue(db, expert, np.random.default_rng(0), batch_size=10)
     assert [i.coloring_id for i in queue][0] == pink
     assert sorted(i.coloring_id for i in queue) == sorted([*castle, pink])
