@@ -1032,7 +1032,9 @@ element.coloringCanvas = {
   flush,
 };
 
-setColor(S.color);
+// The color last painted with, as before a reload (it went back to the default red, and the
+// next fill painted red: outside probe 132); the default in a browser that painted none.
+setColor(recentColors()[0] || S.color);
 drawPresets();
 setSize(S.size);
 setTolerance(S.tolerance);

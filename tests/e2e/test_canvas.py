@@ -222,11 +222,17 @@ def test_a_click_on_a_line_fills_nothing_and_says_so(page):
 
 
 def test_work_survives_a_reload_and_undo_redo_round_trip(page, demo_url):
+    page.fill("#demo_canvas .cc-hex", "#705420")
+    page.press("#demo_canvas .cc-hex", "Enter")
     _click_image(page, *BODY)
     page.reload()
     page.wait_for_selector("#demo_canvas .cc-root[data-ready=true]", timeout=TIMEOUT_MS)
     page.wait_for_load_state("networkidle")
     assert "Restored" in page.inner_text("#demo_canvas .cc-status")
+    # The color painted with is the color in hand again (it went back to the default red, and
+    # the next fill painted red: outside probe 132).
+    assert page.evaluate(f"() => {API}.state().color") == "#705420"
+    assert page.input_value("#demo_canvas .cc-hex") == "#705420"
     _, layer = _server_view(page)
     np.testing.assert_array_equal(layer[..., 3] > 0, fill_region(APPLE, BODY))
 
