@@ -101,8 +101,10 @@ CSS = """
 button[aria-disabled=true] { opacity: .5; }
 /* A read-only table measures its columns on a hidden row of each column's longest text: a text asks
    for at most 14em, so the ten columns of the Study tab's list fit 1400 px beside a long name (a table
-   with room to spare still widens it) and wraps, anywhere: whole, never cut; a number is measured whole. */
+   with room to spare still widens it) and wraps, anywhere: whole, never cut; a number is measured whole.
+   Table 3's notes (its last column) take 60em: at 14em each row was ~200 px tall (outside probe 132). */
 [aria-readonly=true] .sizing-body .cell-wrap { max-width: 14em; }
+#study_table3 .sizing-body td:last-child .cell-wrap { max-width: 60em; }
 [aria-readonly=true] .body-cell span.text { white-space: normal; overflow-wrap: anywhere; }
 """
 LIVE = "cc-live"

@@ -330,6 +330,13 @@ def _researcher_sees_table3(app: LiveApp, page) -> None:
                 assert cell.lower() in ("", "nan"), (row[1], column, cell)
             else:
                 assert float(cell) == pytest.approx(value, abs=1e-4), (row[1], column, cell, value)
+    # Every row in sight in the table's box: each note wrapped at 14em made a row ~200 px
+    # tall, and only PCC and EMD showed (outside probe 132).
+    heights = page.evaluate(
+        """() => [...document.querySelectorAll('#study_table3 [role=row][data-index]')]
+             .map((row) => row.getBoundingClientRect().height)"""
+    )
+    assert max(heights) < 90, heights
     expect(page.locator("#study_figure .js-plotly-plot")).to_be_visible()
     _shot(page, "researcher-table3", "#study_table3")
 
