@@ -33,7 +33,7 @@ from evaluation.analysis.judgments import VOTE_COLUMNS
 from evaluation.analysis.tables import dca_column
 from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
 from evaluation.pipeline.scoring import concept_metrics
-from storage import insert_row, iso, parse_iso, transaction, update_rows, utcnow
+from storage import insert_row, iso, parse_iso, shown_time, transaction, update_rows, utcnow
 from storage.distributions import decode
 from storage.shown import shown
 from storage.spreadsheet import write_csv
@@ -403,7 +403,24 @@ def record_judgment(
             },
         )
 
+    _check_study_open(db, int(task_id), annotator_id)
     return assignment.submit(db, int(task_id), annotator_id, write, now=now)
+
+
+def _check_study_open(db: sqlite_utils.Database, task_id: int, annotator_id: int) -> None:
+    """Refuse an answer to a trial of the participant's whose study was closed since it was
+    shown (`annotation.study.design.close_study` gave it back: they read "task 10 was already
+    given back", a give-back they never made: outside probe 133)."""
+    row = db.execute(
+        "select p.study_id from tasks t join study_pairs p on p.id = t.pair_id where t.id = ? and t.annotator_id = ?",
+        [task_id, annotator_id],
+    ).fetchone()
+    closed = None if row is None else closed_studies(db).get(str(row[0]))
+    if closed is not None:
+        raise Conflict(
+            f"this study was closed by its organisers on {shown_time(closed['closed'])}; this answer was not "
+            "stored, and those you gave before are kept"
+        )
 
 
 def seconds_since(shown_at: str, *, now: dt.datetime | None = None) -> float:

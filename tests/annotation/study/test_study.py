@@ -959,6 +959,24 @@ def test_a_design_smaller_than_asked_says_so_in_words(setup):
     assert study.design_notes(study.study_design(db, roomy)) == []
 
 
+def test_a_trial_answered_after_its_study_closed_names_the_closed_study(setup):
+    """It said the task "was already given back", a give-back the participant never made
+    (outside probe 133)."""
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, name="pilot", seed=1, n_concepts=4, attention_rate=0.0)
+    (person,) = _participants(db, 1)
+    trial = judging.next_trial(db, person, np.random.default_rng(0), batch_size=1)
+    study.close_study(db, study_id, ADMIN, "enough votes")
+    before = db.execute("select count(*) from judgments").fetchone()[0]
+    with pytest.raises(
+        Conflict,
+        match=r"^this study was closed by its organisers on .* UTC; this answer was not stored, and those "
+        "you gave before are kept$",
+    ):
+        judging.record_judgment(db, person, trial.task_id, "left", 2.0)
+    assert db.execute("select count(*) from judgments").fetchone()[0] == before
+
+
 def test_a_closed_study_hands_its_trials_to_nobody_and_keeps_its_judgments(setup, capsys):
     """Outside probe 127: a finished study (the README's first five minutes) stayed in every
     later participant's queue, there being no way to close it."""
