@@ -787,6 +787,13 @@ class Guard:
         # Gradio answered these with a 500 and a traceback in the log per call (outside probe 129).
         if path == QUEUE_JOIN and index is not UNREADABLE:
             problem = session_hash_problem(json.loads(body).get("session_hash"))
+        elif (
+            path in EVENT_CALLS
+            and index is not UNREADABLE
+            and json.loads(body).get("session_hash") is not None
+        ):
+            # /call and /run mint a session where the body names none; one named must be one.
+            problem = session_hash_problem(json.loads(body)["session_hash"])
         elif v2:
             problem = await anyio.to_thread.run_sync(_keywords_problem, scope["app"], api_name, body)
         else:
@@ -982,8 +989,8 @@ def session_hash_problem(value) -> str | None:
 
 
 def _keywords_problem(app, api_name: str, body: bytes) -> str | None:
-    """Why `body` is no call of the endpoint `api_name` by ``/call/v2`` (a JSON object of
-    some of its parameters by name: each has a default, its component's value), or None."""
+    """Why `body` is no call of the endpoint `api_name` by ``/call/v2`` (a JSON object of its
+    parameters by name, each without a default given), or None."""
     info = app.api_info or app.get_blocks().get_api_info()
     parameters = info["named_endpoints"]["/" + api_name.strip("/")]["parameters"]
     names = [p.get("parameter_name") for p in parameters]
@@ -998,6 +1005,9 @@ def _keywords_problem(app, api_name: str, body: bytes) -> str | None:
     unknown = [key for key in given if key not in names and key != "oauth_token"]
     if unknown:
         return f"{shown(unknown[0])} is not a parameter of {api_name}; its parameters: {', '.join(map(str, names))}"
+    required = [p.get("parameter_name") for p in parameters if not p.get("parameter_has_default")]
+    if missing := [name for name in required if name not in given]:
+        return f"`{missing[0]}` of {api_name} is missing; its parameters: {', '.join(map(str, names))}"
     return None
 
 

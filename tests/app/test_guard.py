@@ -810,6 +810,22 @@ def test_a_join_of_an_event_the_server_does_not_run_is_refused_in_one_line_witho
         assert (called.status_code, called.text) == (422, f"{refusal}; nothing was run."), body
     called = httpx.post(f"{world.url}gradio_api/call/v2/admin_coverage", json={"session_token": world.admin})
     assert called.status_code == 200 and called.json()["event_id"]
+    # A parameter without a default left out, and a /call naming an empty session (outside probe 133).
+    called = httpx.post(f"{world.url}gradio_api/call/v2/login_admin", json={})
+    assert (called.status_code, called.text) == (
+        422,
+        "`password` of login_admin is missing; its parameters: password; nothing was run.",
+    )
+    for session in ("", "a/b"):
+        called = httpx.post(
+            f"{world.url}gradio_api/call/admin_coverage",
+            json={"data": [world.admin], "session_hash": session},
+        )
+        assert (called.status_code, called.text) == (
+            422,
+            "`session_hash` must be 1 to 128 letters, digits, '-' or '_', "
+            f"got {shown(session)}; nothing was run.",
+        ), session
     # Gradio's direct routes run no queued event: a role refusal there was a 500, and a
     # designer's submissions ran past their concurrency limit (outside probe 129).
     before = world.state()
