@@ -143,6 +143,9 @@ def test_a_second_verdict_clicked_before_the_next_coloring_shows_answers_the_one
     expect(page.locator("#expert_vote_message [data-testid='status-tracker']")).to_have_class(
         re.compile(r"\bhide\b")
     )
+    # ... and the steps chained after them (the message's tracker showed "processing" again
+    # for the next coloring's step on a loaded machine: the clean-clone CI of session 40).
+    settled(page)
     votes = live_app.query(
         "select t.id as task, v.vote from qc_votes v join tasks t on t.coloring_id = v.coloring_id and t.kind = 'review'"
     )
