@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import json
+import math
 import re
 import secrets
 import shutil
@@ -266,6 +268,8 @@ EVENT_CALLS = frozenset(
 )
 """The routes whose body may name an event by its index (`Guard` refuses an index no event has)."""
 CALL_V2 = _API + "/call/v2/"
+EVENT_STREAMS = frozenset({_API + "/call/{api_name}/{event_id}", _API + "/call/v2/{api_name}/{event_id}"})
+"""The routes that stream one event's results (`Guard` answers 404 where nothing of it waits)."""
 ROUTES: dict[str, str] = {
     "/": PAGE,
     "/config": PAGE,
@@ -673,6 +677,9 @@ class Guard:
         if "\x00" in scope.get("path", ""):
             await _answer(send, 400, "A path with a NUL byte names no file.")
             return
+        if problem := address_problem(scope):
+            await _answer(send, 414 if "long" in problem else 400, f"Not answered: {problem}.")
+            return
         path = route_path(scope)
         if path == HEALTH:
             if not self.ready.is_set():
@@ -719,6 +726,15 @@ class Guard:
             await self._page_call(scope, receive, send, token, route.path, params.get("api_name"))
         elif kind == PAGE and route.path == QUEUE_DATA and not _waiting(scope):
             await _answer(send, 404, "Nothing of this session is waiting: join the queue first.")
+        elif (
+            kind == PAGE
+            and route.path in EVENT_STREAMS
+            and not _event_waiting(scope, params.get("event_id", ""))
+        ):
+            # Gradio's 404 came after its stream had started: a 6 kB traceback per request (outside probe 134).
+            await _answer(
+                send, 404, "Nothing of this event is waiting: its result was read, or it never ran."
+            )
         elif kind == PAGE or kind == PACKAGE and _inside(params):
             await self.app(scope, receive, send)
         elif kind in (FILE, UPLOAD) and _header(scope, b"sec-fetch-site") in ("same-site", "cross-site"):
@@ -784,7 +800,10 @@ class Guard:
         if api_name is not None and by_name and not names_endpoint(api_name, fns, public=v2):
             await _answer(send, 422, f"No endpoint named {shown(api_name)} on this page; nothing was run.")
             return
-        # Gradio answered these with a 500 and a traceback in the log per call (outside probe 129).
+        # Gradio answered these with a 500 and a traceback in the log per call (outside probes 129, 134).
+        if problem := not_finite_problem(body):
+            await _answer(send, 422, f"Not run: {problem}.")
+            return
         if path == QUEUE_JOIN and index is not UNREADABLE:
             problem = session_hash_problem(json.loads(body).get("session_hash"))
         elif (
@@ -980,6 +999,80 @@ def event_index(body: bytes) -> int | None | object:
 SESSION_HASH = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
+class _NotFinite(ValueError):
+    pass
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text)
+    return value
+
+
+def _refuse_constant(name: str):
+    raise _NotFinite(name)
+
+
+def not_finite_problem(body: bytes) -> str | None:
+    """Why the JSON `body` cannot be answered (a ``NaN``, ``Infinity`` or a number beyond
+    float's range, which Gradio's refusal quoted and then failed to write: a 500 and a 6.6 kB
+    traceback per call, outside probe 134), or None; a body that is no JSON is left to Gradio."""
+    try:
+        json.loads(body, parse_constant=_refuse_constant, parse_float=_finite)
+    except _NotFinite as number:
+        return f"the body holds {shown(number.args[0])}, which is no JSON number"
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
+def address_problem(scope) -> str | None:
+    """Why Gradio cannot make the page's address of this request (`X-Forwarded-Host` or
+    `X-Gradio-Server` not a host, or a URL longer than `URL_BYTES`), which made every page
+    request with it a 500 and a 7 kB traceback (outside probe 134), or None."""
+    raw = scope.get("raw_path") or scope.get("path", "").encode()
+    if len(raw) + len(scope.get("query_string", b"")) > URL_BYTES:
+        return f"this address is over {URL_BYTES // 1024} kB long"
+    for header, form in ((b"x-forwarded-host", HOST), (b"x-gradio-server", SERVER)):
+        value = _header(scope, header)
+        # Gradio reads the first of a list, and makes an address of it (an httpx URL).
+        if value and (first := value.split(",")[0].strip()) and not _address(form.fullmatch(first)):
+            return f"`{header.decode().title()}` {shown(first)} is not an address"
+    return None
+
+
+def _address(match: re.Match | None) -> bool:
+    """Whether `match` (of `HOST` or `SERVER`) is an address an httpx URL takes: a port up to
+    65535, an IPv6 address in brackets and a host of digits and dots valid as written."""
+    if match is None:
+        return False
+    host, port = match.group("host"), match.group("port")
+    if port is not None and int(port) > 65535:
+        return False
+    try:
+        if host.startswith("["):
+            ipaddress.IPv6Address(host[1:-1])
+        elif re.fullmatch(r"[0-9.]+", host):
+            ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
+
+
+#: A host and optional port, as `X-Forwarded-Host` gives it: a name or an IPv4 address, or an
+#: IPv6 address in brackets.
+HOST = re.compile(
+    r"(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\])(?::(?P<port>\d{1,5}))?"
+)
+#: An address as `X-Gradio-Server` gives it.
+SERVER = re.compile(rf"https?://{HOST.pattern}(?:/[!-~]*)?")
+
+
+#: The longest address (path and query) the app answers, in bytes: its links are short.
+URL_BYTES = 16 * 1024
+
+
 def session_hash_problem(value) -> str | None:
     """Why `value` cannot name a session in a join of Gradio's queue (an empty one made
     Gradio's queue fail with a ``KeyError``), or None."""
@@ -1029,9 +1122,30 @@ def uploaded_paths(answer) -> list[str]:
 def _inside(params: dict) -> bool:
     """Whether every path parameter stays inside its folder (relative, no ``..``)."""
     return all(
-        not PurePosixPath(str(v)).is_absolute() and ".." not in PurePosixPath(str(v)).parts
+        not PurePosixPath(str(v)).is_absolute()
+        and ".." not in PurePosixPath(str(v)).parts
+        # A name longer than any file system takes made the file route raise (outside probe 134).
+        and all(len(part.encode()) <= NAME_BYTES for part in PurePosixPath(str(v)).parts)
         for v in params.values()
     )
+
+
+#: The longest file name a file system takes, in bytes.
+NAME_BYTES = 255
+
+
+def _event_waiting(scope, event_id: str) -> bool:
+    """Whether the results stream of ``/call/{name}/{event_id}`` has anything waiting: its
+    session found as Gradio finds it (the running event's, else the one whose finished events
+    hold the id, else the id itself)."""
+    queue = scope["app"].get_blocks()._queue
+    event = queue.event_ids_to_events.get(event_id)
+    session = (
+        event.session_hash
+        if event is not None
+        else next((s for s, ids in queue.pending_event_ids_session.items() if event_id in ids), event_id)
+    )
+    return session in queue.pending_messages_per_session
 
 
 def _waiting(scope) -> bool:

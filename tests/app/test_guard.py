@@ -847,6 +847,60 @@ def test_a_join_of_an_event_the_server_does_not_run_is_refused_in_one_line_witho
     assert "Traceback" not in world.log.read_bytes()[log_before:].decode("utf-8", "replace")
 
 
+def test_malformed_requests_from_anyone_are_refused_in_one_line_without_a_traceback(world):
+    """Each was a 500 (or a broken stream) and a 6-10 kB traceback in the log per request of
+    under 100 bytes, no session needed (outside probe 134): a disk filler."""
+    log_before = world.log.stat().st_size
+    for route, body in (
+        ("queue/join", '{"data": [""], "fn_index": NaN, "session_hash": "abcd1234"}'),
+        ("queue/join", '{"data": [""], "fn_index": 2, "session_hash": "abcd1234", "trigger_id": 1e999}'),
+        ("call/login_admin", '{"data": -Infinity}'),
+        ("cancel", '{"session_hash": "abcd", "fn_index": NaN, "event_id": "x"}'),
+    ):
+        answer = httpx.post(
+            f"{world.url}gradio_api/{route}",
+            content=body.encode(),
+            headers={"content-type": "application/json"},
+        )
+        assert answer.status_code == 422 and answer.text.startswith("Not run: the body holds '"), (
+            route,
+            answer.text,
+        )
+        assert answer.text.endswith("which is no JSON number."), answer.text
+    # A result stream of an event that never ran (or was read already).
+    for path in ("call/login_admin/0123456789abcdef", "call/v2/designer_state/abc"):
+        stream = httpx.get(f"{world.url}gradio_api/{path}")
+        assert (stream.status_code, stream.text) == (
+            404,
+            "Nothing of this event is waiting: its result was read, or it never ran.",
+        ), path
+    # ... while one that ran streams its result once.
+    event = httpx.post(f"{world.url}gradio_api/call/v2/admin_coverage", json={"session_token": world.admin})
+    stream = httpx.get(
+        f"{world.url}gradio_api/call/v2/admin_coverage/{event.json()['event_id']}", timeout=120
+    )
+    assert stream.status_code == 200 and "event: complete" in stream.text
+    # An address Gradio cannot make the page's from, and a name no file system takes.
+    for header, value in (
+        ("x-forwarded-host", "a:b:c"),
+        ("x-forwarded-host", "[::1"),
+        ("x-gradio-server", "::"),
+    ):
+        for path in ("", "config"):
+            answer = httpx.get(f"{world.url}{path}", headers={header: value})
+            assert (answer.status_code, answer.text) == (
+                400,
+                f"Not answered: `{header.title()}` {shown(value)} is not an address.",
+            ), (header, value, path)
+    answer = httpx.get(f"{world.url}config?x={'a' * 20_000}")
+    assert (answer.status_code, answer.text) == (414, "Not answered: this address is over 16 kB long.")
+    for folder in ("assets", "static"):
+        assert httpx.get(f"{world.url}{folder}/{'a' * 256}").status_code == 403
+    assert httpx.get(f"{world.url}", headers={"x-forwarded-host": "example.org:8443"}).status_code == 200
+    assert world.call("admin_coverage", world.admin)  # the app serves on; its log is written by now
+    assert "Traceback" not in world.log.read_bytes()[log_before:].decode("utf-8", "replace")
+
+
 def test_a_page_call_over_its_bound_is_refused_before_its_body_is_read(world):
     """A visitor with no session sent a 300 MB join of Gradio's queue: the guard read it all
     into memory, and the app held 1.3 GB after it (outside probe 120). Now a body over 1 MB
