@@ -789,7 +789,8 @@ class Guard:
             await _answer(send, 413, _too_large(limit))
             return
         fns = scope["app"].get_blocks().fns
-        index = event_index(body)
+        call, not_finite = read_call(body)
+        index = event_index(call)
         if path in EVENT_CALLS and index is not None and index is not UNREADABLE and index not in fns:
             await _answer(send, 422, f"No event {index} on this page; nothing was run.")
             return
@@ -801,20 +802,17 @@ class Guard:
             await _answer(send, 422, f"No endpoint named {shown(api_name)} on this page; nothing was run.")
             return
         # Gradio answered these with a 500 and a traceback in the log per call (outside probes 129, 134).
-        if problem := not_finite_problem(body):
-            await _answer(send, 422, f"Not run: {problem}.")
+        if not_finite is not None:
+            await _answer(send, 422, f"Not run: the body holds {shown(not_finite)}, which is no JSON number.")
             return
+        # A call Gradio reads (an index not UNREADABLE) is a JSON object.
         if path == QUEUE_JOIN and index is not UNREADABLE:
-            problem = session_hash_problem(json.loads(body).get("session_hash"))
-        elif (
-            path in EVENT_CALLS
-            and index is not UNREADABLE
-            and json.loads(body).get("session_hash") is not None
-        ):
+            problem = session_hash_problem(call.get("session_hash"))
+        elif path in EVENT_CALLS and index is not UNREADABLE and call.get("session_hash") is not None:
             # /call and /run mint a session where the body names none; one named must be one.
-            problem = session_hash_problem(json.loads(body)["session_hash"])
+            problem = session_hash_problem(call["session_hash"])
         elif v2:
-            problem = await anyio.to_thread.run_sync(_keywords_problem, scope["app"], api_name, body)
+            problem = await anyio.to_thread.run_sync(_keywords_problem, scope["app"], api_name, call)
         else:
             problem = None
         if problem:
@@ -981,50 +979,50 @@ def _replaying(messages: list[dict], receive):
 
 
 UNREADABLE = object()
-"""`event_index` of a body Gradio cannot read as a call (not JSON, no ``data``)."""
+"""What `read_call` gives for a body that is no JSON, and `event_index` for a body Gradio cannot
+read as a call (not JSON, no ``data``)."""
 
 
-def event_index(body: bytes) -> int | None | object:
-    """The event index a call's `body` names, None where it names none, or `UNREADABLE`.
+def read_call(body: bytes) -> tuple[object, str | None]:
+    """A call's `body` read once for every check (it may be a designer's 33 MB canvas): its
+    JSON value (`UNREADABLE` where it is no JSON), and the first ``NaN``, ``Infinity`` or number
+    beyond float's range in it, as written, or None (Gradio's refusal quoted such a number and
+    then failed to write it: a 500 and a 6.6 kB traceback per call, outside probe 134)."""
+    found: list[str] = []
 
-    The body is read as Gradio reads it (its ``PredictBody``: ``"99999"`` is 99999); one it
-    cannot read is left to Gradio's own refusal (422)."""
+    def constant(text: str) -> float:
+        found.append(text)
+        return float(text)
+
+    def number(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            found.append(text)
+        return value
+
     try:
-        return PredictBody.model_validate(json.loads(body)).fn_index
-    except (ValueError, RecursionError):  # not JSON, not a join (pydantic's ValidationError)
+        value = json.loads(body, parse_constant=constant, parse_float=number)
+    except (ValueError, RecursionError):
+        return UNREADABLE, None
+    return value, (found[0] if found else None)
+
+
+def event_index(call: object) -> int | None | object:
+    """The event index a call (its JSON value, `read_call`) names, None where it names none,
+    or `UNREADABLE`.
+
+    The call is read as Gradio reads it (its ``PredictBody``: ``"99999"`` is 99999); one it
+    cannot read is left to Gradio's own refusal (422)."""
+    if call is UNREADABLE:
+        return UNREADABLE
+    try:
+        return PredictBody.model_validate(call).fn_index
+    except (ValueError, RecursionError):  # not a join (pydantic's ValidationError)
         return UNREADABLE
 
 
 #: What a page (10-11 letters and digits) or `gradio_client` (a UUID) names its session by.
 SESSION_HASH = re.compile(r"[A-Za-z0-9_-]{1,128}")
-
-
-class _NotFinite(ValueError):
-    pass
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NotFinite(text)
-    return value
-
-
-def _refuse_constant(name: str):
-    raise _NotFinite(name)
-
-
-def not_finite_problem(body: bytes) -> str | None:
-    """Why the JSON `body` cannot be answered (a ``NaN``, ``Infinity`` or a number beyond
-    float's range, which Gradio's refusal quoted and then failed to write: a 500 and a 6.6 kB
-    traceback per call, outside probe 134), or None; a body that is no JSON is left to Gradio."""
-    try:
-        json.loads(body, parse_constant=_refuse_constant, parse_float=_finite)
-    except _NotFinite as number:
-        return f"the body holds {shown(number.args[0])}, which is no JSON number"
-    except (ValueError, RecursionError):
-        return None
-    return None
 
 
 def address_problem(scope) -> str | None:
@@ -1081,16 +1079,13 @@ def session_hash_problem(value) -> str | None:
     return f"`session_hash` must be 1 to 128 letters, digits, '-' or '_', got {shown(value)}"
 
 
-def _keywords_problem(app, api_name: str, body: bytes) -> str | None:
-    """Why `body` is no call of the endpoint `api_name` by ``/call/v2`` (a JSON object of its
-    parameters by name, each without a default given), or None."""
+def _keywords_problem(app, api_name: str, given: object) -> str | None:
+    """Why `given` (a call's JSON value, `read_call`) is no call of the endpoint `api_name` by
+    ``/call/v2`` (a JSON object of its parameters by name, each without a default given), or
+    None."""
     info = app.api_info or app.get_blocks().get_api_info()
     parameters = info["named_endpoints"]["/" + api_name.strip("/")]["parameters"]
     names = [p.get("parameter_name") for p in parameters]
-    try:
-        given = json.loads(body)
-    except (ValueError, RecursionError):
-        given = None
     if not isinstance(given, dict):
         return (
             f"/call/v2/{api_name} takes a JSON object of its parameters by name: {', '.join(map(str, names))}"
