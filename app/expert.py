@@ -344,41 +344,38 @@ class ExpertTab(Tab):
         """Open blind reviews for every coloring of the high-variance concepts; how many, and
         what review waits for now."""
         now = utcnow()
+        needed = _colorings_needed(minimum, db, self.ctx.config.colorings_per_concept)
         opened = review.open_review_queue(
             db,
             actor,
             top_fraction=_fraction(fraction),
-            min_colorings=_colorings_needed(minimum, db, self.ctx.config.colorings_per_concept),
+            min_colorings=needed,
             votes_needed=self.ctx.config.votes_per_review,
             now=now,
         )
         message = f"Opened {counted(opened, 'new review')}{_of_concepts(db, now)}."
-        needed, most = (
-            _colorings_needed(minimum, db, self.ctx.config.colorings_per_concept),
-            review.most_counted(db),
-        )
-        if not opened and most < needed:
+        if not opened and (most := review.most_counted(db)) < needed:
             message += f" No concept has {needed} colorings yet (the most any has is {most})."
         elif not opened:
             message += (
                 " No high-variance concept has a coloring without a review (a concept whose "
                 "designers agree exactly, spread 0, is never high-variance)."
             )
-        return self.named(
-            ranking_message=message, needs=_needs(db, minimum, self.ctx.config.colorings_per_concept)
-        )
+        return self.named(ranking_message=message, needs=_needs(db, needed))
 
     @role(*REVIEWERS)
     def needs_as_kept(self, db, actor) -> dict:
         """ "Colorings needed per concept" as the vote queue was last opened with (else the
         configured number), and what each stage of review waits for with it."""
-        minimum = review.review_min_colorings(db, self.ctx.config.colorings_per_concept)
-        return self.named(minimum=minimum, needs=_needs(db, minimum, self.ctx.config.colorings_per_concept))
+        k = self.ctx.config.colorings_per_concept
+        minimum = review.review_min_colorings(db, k)
+        return self.named(minimum=minimum, needs=_needs(db, _colorings_needed(minimum, db, k)))
 
     @role(*REVIEWERS)
     def needs(self, db, actor, minimum: float) -> dict:
         """What each stage of review waits for, with `minimum` colorings per ranked concept."""
-        return self.named(needs=_needs(db, minimum, self.ctx.config.colorings_per_concept))
+        k = self.ctx.config.colorings_per_concept
+        return self.named(needs=_needs(db, _colorings_needed(minimum, db, k)))
 
     @role(*REVIEWERS)
     def statistics(self, db, actor) -> dict:
@@ -751,10 +748,10 @@ def _next_review(ctx: AppContext, db, actor) -> dict:
     }
 
 
-def _needs(db, minimum: float, k: int) -> str:
-    """What each stage of review waits for, with `minimum` colorings per ranked concept (`k`:
-    colorings per concept)."""
-    state = readiness(db, _colorings_needed(minimum, db, k))
+def _needs(db, needed: int) -> str:
+    """What each stage of review waits for, with `needed` colorings per ranked concept (the
+    field's number as `_colorings_needed` checked it)."""
+    state = readiness(db, needed)
     return "**What review waits for:**\n" + "\n".join(f"- {escape(line)}" for line in state.lines())
 
 

@@ -41,6 +41,16 @@ COUNTING_RULE = (
 )
 
 
+#: The colorings `COUNTING_RULE` counts (``colorings c`` with ``coloring_distributions d``), its
+#: parameters `COUNTED_STATUSES`.
+_COUNTED = (
+    "from colorings c join coloring_distributions d on d.coloring_id = c.id where c.practice = 0 "
+    f"and c.status in ({', '.join('?' * len(COUNTED_STATUSES))}) and c.round = (select max(l.round) "
+    "from colorings l where l.practice = 0 and l.annotator_id = c.annotator_id and l.concept_key = "
+    "c.concept_key)"
+)
+
+
 class UnknownSource(ValueError):
     """A human source label that is neither ``designers`` nor a stored reference set."""
 
@@ -97,18 +107,24 @@ def counted_colorings(db: sqlite_utils.Database, concept_key: str | None = None)
         concept then id.
     """
     where, params = ("and c.concept_key = ?", [concept_key]) if concept_key else ("", [])
-    marks = ", ".join("?" * len(COUNTED_STATUSES))
     return [
         {**row, "p": decode(row["p"])}
         for row in select(
             db,
-            "select c.*, d.p from colorings c join coloring_distributions d on d.coloring_id = "
-            f"c.id where c.practice = 0 and c.status in ({marks}) {where} and c.round = (select "
-            "max(l.round) from colorings l where l.practice = 0 and l.annotator_id = "
-            "c.annotator_id and l.concept_key = c.concept_key) order by c.concept_key, c.id",
+            f"select c.*, d.p {_COUNTED} {where} order by c.concept_key, c.id",
             [*COUNTED_STATUSES, *params],
         )
     ]
+
+
+def counted_per_concept(db: sqlite_utils.Database) -> dict[str, int]:
+    """Per concept with any, its counted colorings under `COUNTING_RULE` (the ones the
+    consistency ranking uses and `counted_colorings` reads), counted in the database."""
+    return dict(
+        db.execute(
+            f"select c.concept_key, count(*) {_COUNTED} group by c.concept_key", COUNTED_STATUSES
+        ).fetchall()
+    )
 
 
 def write_designers(

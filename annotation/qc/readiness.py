@@ -21,7 +21,7 @@ import sqlite_utils
 
 from annotation.pilot import read_pilot
 from annotation.qc.review import MIN_COLORINGS
-from storage.human import COUNTED_STATUSES
+from storage.human import counted_per_concept
 from storage.shown import counted
 
 #: Concepts named in "N more colorings of ... open its vote".
@@ -175,19 +175,4 @@ def readiness(db: sqlite_utils.Database, min_colorings: int = MIN_COLORINGS) -> 
         votes_missing=int(reviews[2]),
         votes_needed=int(reviews[3]),
         experts=int(experts),
-    )
-
-
-def counted_per_concept(db: sqlite_utils.Database) -> dict[str, int]:
-    """Per concept with any, its counted colorings under `storage.human.COUNTING_RULE` (the
-    ones the consistency ranking uses)."""
-    marks = ", ".join("?" * len(COUNTED_STATUSES))
-    return dict(
-        db.execute(
-            "select c.concept_key, count(*) from colorings c join coloring_distributions d on "
-            f"d.coloring_id = c.id where c.practice = 0 and c.status in ({marks}) and c.round = "
-            "(select max(l.round) from colorings l where l.practice = 0 and l.annotator_id = "
-            "c.annotator_id and l.concept_key = c.concept_key) group by c.concept_key",
-            COUNTED_STATUSES,
-        ).fetchall()
     )

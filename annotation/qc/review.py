@@ -35,7 +35,7 @@ from annotation.qc.plausibility import scores_by_concept as batch_scores
 from evaluation.color import metrics
 from evaluation.color.plausibility import plausibility_ranking
 from storage import insert_row, insert_rows, iso, transaction, utcnow
-from storage.human import counted_colorings
+from storage.human import counted_colorings, counted_per_concept
 from storage.settings import read_setting, write_setting
 from storage.shown import in_words, shown
 
@@ -469,7 +469,7 @@ def most_colorings(db: sqlite_utils.Database, k: int) -> int:
 
 def most_counted(db: sqlite_utils.Database) -> int:
     """The most colorings any concept is counted with now (0 where none has one)."""
-    return max((len(rows) for rows in _counted_by_concept(db).values()), default=0)
+    return max(counted_per_concept(db).values(), default=0)
 
 
 def review_min_colorings(db: sqlite_utils.Database, default: int) -> int:
