@@ -48,6 +48,7 @@ from app import (
     session_state,
     sketches_admin,
     study,
+    upload_form,
     weight,
 )
 from app.common import BROWSER_STATE_KEY, PLUMBING, AppContext, as_gr_error, audit_functions
@@ -81,8 +82,8 @@ STORAGE_KEY = "colorconcept_session"
 def build_app(config: AppConfig | None = None) -> gr.Blocks:
     """Prepare the database and build the app's Blocks (nothing is launched). Gradio's
     sessions in this process keep no deep-link copy of the page from now on
-    (`app.session_state`), and the app's Blocks gets no web app before launch
-    (`app.lean_blocks`).
+    (`app.session_state`), the app's Blocks gets no web app before launch
+    (`app.lean_blocks`), and a refused or abandoned upload leaves no file (`app.upload_form`).
 
     Parameters
     ----------
@@ -91,6 +92,7 @@ def build_app(config: AppConfig | None = None) -> gr.Blocks:
     """
     session_state.install()
     lean_blocks.install()
+    upload_form.install()
     guard.install_origin_rule()
     ctx = AppContext.prepare(AppConfig.from_env() if config is None else config)
     ctx.start()

@@ -11,6 +11,7 @@ import importlib.util
 import ipaddress
 import socket
 import ssl
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,6 +66,17 @@ def app_script():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def wait_for(condition, ceiling_s: float = 120.0) -> bool:
+    """Poll `condition` until it holds (True) or `ceiling_s` passes (False): a ceiling, not a
+    measured time."""
+    deadline = time.monotonic() + ceiling_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def free_port() -> int:

@@ -43,7 +43,7 @@ from bench.app_process import AppProcess, page_config
 from bench.designer_client import TLS_CONTEXT
 from storage import open_db
 from storage.shown import shown
-from tests.app_server import ADMIN_PASSWORD, make_config
+from tests.app_server import ADMIN_PASSWORD, make_config, wait_for
 from tests.qc_data import add_coloring
 
 ROLES = ("designer", "expert", "participant", "researcher")
@@ -586,6 +586,56 @@ def test_uploads_are_for_signed_in_researchers_and_the_admin_only(world):
     # What was uploaded is served back to its uploader only.
     assert world.fetch(stored, world.tokens["researcher"]) == 200
     assert world.fetch(stored, world.tokens["expert"]) == 403
+
+
+def _new_tracebacks(world, since: int) -> int:
+    """How many tracebacks the app's log gained after its first `since` bytes."""
+    return world.log.read_bytes()[since:].count(b"Traceback")
+
+
+def test_an_upload_form_with_a_plain_field_for_a_file_is_refused_and_leaves_no_file(world):
+    """Gradio took every part of `files` as a file: a plain part was a 500, a traceback in
+    the log and the form's other files left in its upload folder for good."""
+    before, since = world.state()[1], world.log.stat().st_size
+    response = httpx.post(
+        f"{world.url}gradio_api/upload",
+        data={"files": "no file here"},
+        files={"files": ("a.csv", b"model,concept\n", "text/csv")},
+        cookies={COOKIE: world.tokens["researcher"]},
+        timeout=120,
+    )
+    assert (response.status_code, response.text) == (
+        400,
+        "Not stored: every part of the upload's field `files` must be a file (a part with a "
+        "filename); part 1 is a plain field. Nothing was kept.",
+    )
+    assert world.state()[1] == before, "the refused form's file was left behind"
+    assert _new_tracebacks(world, since) == 0
+    assert world.call("admin_coverage", world.admin)  # the app serves on
+
+
+def test_an_upload_abandoned_midway_leaves_no_file_and_no_traceback(world):
+    """A sender gone before the form's end (a closed tab): Gradio's clean-up did not cover it."""
+    before, since = world.state()[1], world.log.stat().st_size
+    boundary = b"b0undary"
+    part = (
+        b"--" + boundary + b'\r\nContent-Disposition: form-data; name="files"; filename="a.zip"\r\n'
+        b"Content-Type: application/zip\r\n\r\n" + b"PK" * 40_000
+    )
+    url = httpx.URL(world.url)
+    with socket.create_connection((url.host, url.port), timeout=120) as raw:
+        raw.sendall(
+            b"POST /gradio_api/upload HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: multipart/form-data; boundary=" + boundary + b"\r\n"
+            b"Content-Length: 10000000\r\n"
+            + f"Cookie: {COOKIE}={world.tokens['researcher']}\r\n\r\n".encode()
+            + part
+        )
+        # The part's temporary file is made as its bytes arrive: wait for it, then go away.
+        assert wait_for(lambda: len(world.state()[1]) > len(before)), "no upload began"
+    assert wait_for(lambda: world.state()[1] == before), "the abandoned upload's file was left behind"
+    assert _new_tracebacks(world, since) == 0
+    assert world.call("admin_coverage", world.admin)
 
 
 def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(world):

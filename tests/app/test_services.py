@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-import time
 
 import httpx
 import pytest
@@ -16,21 +15,11 @@ from evaluation.concepts import load_concepts
 from evaluation.pipeline.jobs import JobError, SegmenterSpec
 from storage import human as human_rows
 from storage import open_db
-from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.app_server import ADMIN_PASSWORD, make_config, running_app, wait_for
 from tests.research_data import one_hot, sign_in, store_segmented_run
 
 SERVICE_THREADS = {"refresh-leaderboards", "warm-coloring-pool"}
 HUMAN = {"apple": one_hot(0, 0.5, 40), "rotten apple": one_hot(60, 0.7, 30)}
-
-
-def _until(condition, timeout_s: float = 120.0) -> bool:
-    """Poll `condition` until it holds or `timeout_s` passes (a bound, not a wait)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _close_client(client) -> None:
@@ -85,7 +74,7 @@ def test_two_apps_built_launched_and_closed_in_one_process_leave_no_thread_and_s
         def left() -> list[str]:
             return sorted(t.name for t in set(threading.enumerate()) - before if t.is_alive())
 
-        assert _until(lambda: not left()), f"threads left after closing app {n}: {left()}"
+        assert wait_for(lambda: not left()), f"threads left after closing app {n}: {left()}"
         assert not any(t.is_alive() for t in ctx.threads)
         assert set(multiprocessing.active_children()) <= children  # the coloring workers ended
         with pytest.raises(JobError, match="shutting down"):
