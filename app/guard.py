@@ -17,6 +17,8 @@ path), looks the route's path template up in `ROUTES` and acts on its kind:
               a file or an upload asked for by a page of another origin (``Sec-Fetch-Site``
               same-site or cross-site: the browser sends the cookie to another port of the
               host) is refused;
+``progress``  the progress stream of an upload (``/upload_progress``): the roles that upload,
+              refused like an upload from a page of another origin;
 anything else refused (403), including every route a new Gradio adds until it is
               classified here, and a path with a NUL byte (400).
 
@@ -237,7 +239,7 @@ CANVAS_BODY_BYTES = MAX_CANVAS_VALUE_CHARS + EVENT_BODY_BYTES
 (`annotation.coloring.fill.MAX_CANVAS_VALUE_CHARS`; a flat-colored sketch's is tens of kB)."""
 CANVAS_ROLES = frozenset({"designer"})
 
-PAGE, PACKAGE, FILE, UPLOAD = "page", "package", "file", "upload"
+PAGE, PACKAGE, FILE, UPLOAD, PROGRESS = "page", "package", "file", "upload", "progress"
 HEALTH = "/healthz"
 """Answered by the guard itself: 200 "ready" once the app serves (`app.mark_ready`) and can take
 work (`app.health.Health`), else 503 "starting" or "cannot take work: <why>"."""
@@ -297,7 +299,6 @@ ROUTES: dict[str, str] = {
             "/queue/data",
             "/queue/status",
             "/cancel",
-            "/upload_progress",
             "/call/{api_name}",
             "/call/{api_name}/",
             "/call/{api_name}/{event_id}",
@@ -313,6 +314,7 @@ ROUTES: dict[str, str] = {
     _API + "/file={path_or_url:path}": FILE,
     _API + "/file/{path:path}": FILE,
     _API + "/upload": UPLOAD,
+    _API + "/upload_progress": PROGRESS,
 }
 """Every route the app answers, by its path template. A route not named here is refused:
 Gradio's login, monitoring, proxy, streams, custom components, component server, run
@@ -715,7 +717,7 @@ class Guard:
             # by it, and the answer removes it (`one_session`).
             raw = scope.get("raw_path") or scope.get("path", "/").encode()
             send = _with_headers(send, shadow_expiries(raw.decode("latin-1")))
-        if len(sessions) > 1 and kind in (FILE, UPLOAD):
+        if len(sessions) > 1 and kind in (FILE, UPLOAD, PROGRESS):
             await _answer(
                 send,
                 403,
@@ -737,7 +739,10 @@ class Guard:
             )
         elif kind == PAGE or kind == PACKAGE and _inside(params):
             await self.app(scope, receive, send)
-        elif kind in (FILE, UPLOAD) and _header(scope, b"sec-fetch-site") in ("same-site", "cross-site"):
+        elif kind in (FILE, UPLOAD, PROGRESS) and _header(scope, b"sec-fetch-site") in (
+            "same-site",
+            "cross-site",
+        ):
             # A page of another origin (another port of this host is the same site) has the
             # browser send the cookie along: neither its files nor uploads are for it.
             await _answer(send, 403, "Not allowed: only this app's own page fetches its files and uploads.")
@@ -752,10 +757,10 @@ class Guard:
                     "Not allowed: sign in with a role that may see this file "
                     "(files are shown only to the people whose role allows it).",
                 )
-        elif kind == UPLOAD:
+        elif kind in (UPLOAD, PROGRESS):
             actor = await anyio.to_thread.run_sync(self.policy.actor, token)
             if actor is not None and (actor.is_admin or actor.roles & UPLOAD_ROLES):
-                await self.app(scope, receive, self._issuing(send, actor))
+                await self.app(scope, receive, self._issuing(send, actor) if kind == UPLOAD else send)
             else:
                 await _answer(
                     send, 403, "Not allowed: only signed-in researchers and the admin upload files."

@@ -1,17 +1,22 @@
 """Gradio's upload form read so that a refused or abandoned upload leaves no file and no traceback.
 
 Gradio's upload route (``/gradio_api/upload``) parses the multipart form into temporary
-files in its upload folder, then takes every part of the field ``files`` as a file. Two
-requests fell between the two, each a 500 with a traceback in the log and the temporary
-files of the form's other parts left behind for good (outside probes, sessions 39-41):
+files in its upload folder, then takes every part of the field ``files`` as a file. Requests
+that fell between the two left the temporary files of the form's parts behind for good
+(outside probes, sessions 39-42):
 
-- a part of ``files`` that is a plain field (no ``filename``): Gradio's ``TypeError``;
+- a part of ``files`` that is a plain field (no ``filename``): Gradio's ``TypeError``, a 500;
 - an upload whose sender went away before its end (a closed tab, a dropped link): Starlette's
-  ``ClientDisconnect``, raised past Gradio's own clean-up, which covers only a malformed form.
+  ``ClientDisconnect``, raised past Gradio's own clean-up, which covers only a malformed form;
+- a file in a field other than ``files``: answered ``200 []``, its file never looked at again;
+- a file named ``..``: Gradio's "Invalid file name" 400 after the parse, its file kept.
 
 `install` wraps ``GradioMultiPartParser.parse`` (the one parser of every multipart route) so
-that both end as Gradio's own refusal of a malformed form (``MultiPartException``, answered 400
-with its message) once the form's temporary files are removed.
+that each ends as Gradio's own refusal of a malformed form (``MultiPartException``, answered 400
+with its message) once the form's temporary files are removed. The upload form (the parse that
+has an upload folder) takes parts in the field ``files`` only, each a file whose name is a
+plain file name: no ``/``, no NUL, not ``.`` or ``..``, which Gradio renamed without a word or
+refused after keeping the file. The browser sends a file's own name, never a path.
 """
 
 from __future__ import annotations
@@ -29,6 +34,14 @@ FIELD = "files"
 NOT_A_FILE = (
     "Not stored: every part of the upload's field `files` must be a file (a part with a "
     "filename); part {index} is a plain field. Nothing was kept."
+)
+OTHER_FIELD = (
+    "Not stored: the upload form has a part named {name}; files are taken only from the "
+    "field `files`. Nothing was kept."
+)
+BAD_NAME = (
+    "Not stored: file {index} is named {name}, which is not a plain file name (no `/`, no NUL "
+    "character, not `.` or `..`). Nothing was kept."
 )
 ABANDONED = "Not stored: the upload ended before its last byte arrived. Nothing was kept."
 
@@ -53,12 +66,30 @@ async def _parse(self: GradioMultiPartParser, _parse_form=GradioMultiPartParser.
     except BaseException:
         _remove(getattr(self, "_files_to_close_on_error", ()))
         raise
-    parts = form.getlist(FIELD)
-    for index, part in enumerate(parts, start=1):
-        if not isinstance(part, UploadFile):
-            _remove(getattr(self, "_files_to_close_on_error", ()))
-            raise MultiPartException(NOT_A_FILE.format(index=index))
+    refusal = _refusal(form) if self.upload_dir is not None else None
+    if refusal is not None:
+        _remove(getattr(self, "_files_to_close_on_error", ()))
+        raise MultiPartException(refusal)
     return form
+
+
+def _refusal(form) -> str | None:
+    """Why the upload route may not take `form` (a parsed multipart form), else None."""
+    for name, _ in form.multi_items():
+        if name != FIELD:
+            return OTHER_FIELD.format(name=_shown(name))
+    for index, part in enumerate(form.getlist(FIELD), start=1):
+        if not isinstance(part, UploadFile):
+            return NOT_A_FILE.format(index=index)
+        if part.filename and ("/" in part.filename or "\0" in part.filename or part.filename in (".", "..")):
+            return BAD_NAME.format(index=index, name=_shown(part.filename))
+    return None
+
+
+def _shown(name: str, limit: int = 60) -> str:
+    """`name` quoted for a message, control characters escaped, cut to `limit` characters."""
+    shown = ascii(name)[1:-1] if not name.isprintable() else name
+    return f"`{shown[:limit]}{'…' if len(shown) > limit else ''}`"
 
 
 def install() -> None:

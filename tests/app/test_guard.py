@@ -614,6 +614,62 @@ def test_an_upload_form_with_a_plain_field_for_a_file_is_refused_and_leaves_no_f
     assert world.call("admin_coverage", world.admin)  # the app serves on
 
 
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        (
+            [
+                ("files", ("a.csv", b"model,concept\n", "text/csv")),
+                ("extra", ("b.zip", b"PK", "application/zip")),
+            ],
+            "Not stored: the upload form has a part named `extra`; files are taken only from the "
+            "field `files`. Nothing was kept.",
+        ),
+        (
+            [("files", ("a.csv", b"x", "text/csv")), ("files", ("..", b"y", "text/plain"))],
+            "Not stored: file 2 is named `..`, which is not a plain file name (no `/`, no NUL "
+            "character, not `.` or `..`). Nothing was kept.",
+        ),
+        (
+            [("files", ("../../etc/cron.d/x", b"y", "text/plain"))],
+            "Not stored: file 1 is named `../../etc/cron.d/x`, which is not a plain file name (no "
+            "`/`, no NUL character, not `.` or `..`). Nothing was kept.",
+        ),
+    ],
+    ids=["file-in-another-field", "dot-dot", "a-path"],
+)
+def test_an_upload_form_with_a_file_gradio_would_not_take_is_refused_and_leaves_no_file(
+    world, files, message
+):
+    """A file outside the field `files` was answered `200 []` and one named `..` with Gradio's
+    "Invalid file name" 400: either way its temporary file stayed in the upload folder for
+    good (outside probe 135); a path for a name was renamed without a word."""
+    before, since = world.state()[1], world.log.stat().st_size
+    response = httpx.post(
+        f"{world.url}gradio_api/upload",
+        files=files,
+        cookies={COOKIE: world.tokens["researcher"]},
+        timeout=120,
+    )
+    assert (response.status_code, response.text) == (400, message)
+    assert world.state()[1] == before, "the refused form's files were left behind"
+    assert _new_tracebacks(world, since) == 0
+
+
+def test_an_uploads_progress_answers_only_the_roles_that_upload(world):
+    """The stream of an upload's file names and sizes, by its id, answered anyone."""
+    url = f"{world.url}gradio_api/upload_progress?upload_id=someone-elses"
+    for who in (None, "designer", "expert"):
+        cookies = {} if who is None else {COOKIE: world.tokens[who]}
+        response = httpx.get(url, cookies=cookies, timeout=120)
+        assert (response.status_code, response.text) == (
+            403,
+            "Not allowed: only signed-in researchers and the admin upload files.",
+        ), who
+    # a researcher reaches Gradio's stream, which finds no upload of that id
+    assert httpx.get(url, cookies={COOKIE: world.tokens["researcher"]}, timeout=120).status_code != 403
+
+
 def test_an_upload_abandoned_midway_leaves_no_file_and_no_traceback(world):
     """A sender gone before the form's end (a closed tab): Gradio's clean-up did not cover it."""
     before, since = world.state()[1], world.log.stat().st_size
