@@ -185,6 +185,16 @@ EVENTS = (
         "stability_note",
         "admin_set_mode",
     ),
+    # The form shows the stored mode, so that *Save mode* after a reload keeps it (it showed
+    # the fixed mode's defaults, and saving them put a study back to fixed: outside probe 136).
+    On(
+        _OPENED,
+        "stored_mode",
+        _TOKEN,
+        ("mode", "min_k", "cap", "threshold"),
+        "refresh_note",
+        "admin_stored_mode",
+    ),
     On(
         "show_stability.click",
         "stability",
@@ -463,6 +473,17 @@ class AdminTab(Tab):
         )
         stability.set_mode(db, chosen, actor=actor.pseudonym)
         return self.named(stability_note=f"Saved. {escape(chosen.describe())}.")
+
+    @role(*ROLES)
+    def stored_mode(self, db, actor) -> dict:
+        """The stored assignment mode, into the form that saves it."""
+        mode = stability.read_mode(db)
+        return self.named(
+            mode="adaptive" if mode.adaptive else "fixed",
+            min_k=str(mode.min_k),
+            cap=str(mode.cap),
+            threshold=f"{mode.threshold:g}",
+        )
 
     @role(*ROLES)
     def stability(self, db, actor) -> dict:

@@ -33,7 +33,13 @@ def test_admin_sets_the_adaptive_mode_and_both_roles_see_each_concepts_stability
             assert stability.read_mode(db) == stability.Mode()
         finally:
             db.close()
+        assert client.predict(admin, api_name="/admin_stored_mode") == ("fixed", "4", "10", "20")
         saved = client.predict(admin, "adaptive", "2", "4", "1.5", api_name="/admin_set_mode")
+        # A reload (or another admin's page) shows the stored mode, not the fixed defaults,
+        # so *Save mode* keeps it (outside probe 136).
+        stored = client.predict(admin, api_name="/admin_stored_mode")
+        assert stored == ("adaptive", "2", "4", "1.5")
+        assert client.predict(admin, *stored, api_name="/admin_set_mode") == saved
         summary, histogram, table = client.predict(admin, api_name="/admin_stability")
         seen, _, researcher_table = client.predict(tokens["researcher"], api_name="/leaderboard_stability")
     assert saved.startswith("Saved. adaptive: 2 designers per concept, then up to 4")

@@ -8,7 +8,7 @@ from gradio_client.exceptions import AppError
 from app.guard import COOKIE
 from storage import open_db
 from tests.annotation.test_pilot import PILOT, color_as_assigned
-from tests.browser import expect, live_app, page, sign_in_admin, table_rows  # noqa: F401
+from tests.browser import expect, live_app, page, settled, sign_in_admin, table_rows  # noqa: F401
 from tests.qc_data import add_coloring
 
 SHOTS = Path("/tmp/shots")
@@ -261,3 +261,32 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "admin-withdraw.png"), full_page=True)
     assert page.js_errors == []
+
+
+def test_the_mode_form_shows_the_stored_mode_so_saving_after_a_reload_keeps_it(live_app, page):
+    """The form showed the fixed mode's defaults after every reload, and *Save mode* then put an
+    adaptive study back to fixed without a word (outside probe 136)."""
+    _sign_in_admin(page, live_app)
+    settled(page)  # the tab's opening fills the form
+    page.locator("#admin_mode").get_by_text("adaptive", exact=True).click()
+    _field(page, "admin_min_k").fill("3")
+    _field(page, "admin_cap").fill("7")
+    _field(page, "admin_threshold").fill("12.5")
+    page.get_by_role("button", name="Save mode").click()
+    expect(page.locator("#admin_stability_note")).to_contain_text("Saved. adaptive: 3 designers")
+    page.reload()  # still signed in (the session cookie)
+    page.get_by_role("tab", name="Admin").click()
+    expect(page.locator("#admin_mode").get_by_label("adaptive", exact=True)).to_be_checked()
+    expect(_field(page, "admin_cap")).to_have_value("7")
+    expect(_field(page, "admin_min_k")).to_have_value("3")
+    expect(_field(page, "admin_threshold")).to_have_value("12.5")
+    page.get_by_role("button", name="Save mode").click()
+    expect(page.locator("#admin_stability_note")).to_contain_text("Saved. adaptive: 3 designers")
+    [row] = live_app.query("select value from settings where key = 'assignment_mode'")
+    assert '"adaptive": true' in row["value"] and '"cap": 7' in row["value"]
+    assert page.js_errors == []
+
+
+def _field(page, elem_id: str):
+    """A textbox's text field (one line or more)."""
+    return page.locator(f"#{elem_id} textarea, #{elem_id} input").first
