@@ -44,7 +44,7 @@ from annotation.errors import (
     QuotaExceeded,
     ReservationExpired,
 )
-from storage import insert_row, iso, select, transaction, update_rows, utcnow
+from storage import insert_row, iso, parse_iso, select, transaction, update_rows, utcnow
 from storage.shown import shown
 
 RESERVATION_MINUTES = 120.0
@@ -188,7 +188,7 @@ def reserve(
         wanted = batch_size - len(held)
         if wanted > 0:
             expires = iso(now + dt.timedelta(minutes=minutes))
-            for target in _pick(db, kind, annotator_id, rng, wanted, k):
+            for target in _pick(db, kind, annotator_id, rng, wanted, k, now):
                 left = _left_item(db, target, rng) if kind == "judgment" else None
                 insert_row(
                     db,
@@ -393,7 +393,9 @@ def _open(db, kind: str, annotator_id: int, practice: int = 0) -> list[Task]:
     return [Task.from_row(r) for r in rows]
 
 
-def _pick(db, kind: str, annotator_id: int, rng: np.random.Generator, n: int, k: int) -> list:
+def _pick(
+    db, kind: str, annotator_id: int, rng: np.random.Generator, n: int, k: int, now: dt.datetime
+) -> list:
     """Up to `n` targets the person may take: pilot concepts first, least filled first,
     random among equals (judgments: `_pick_judgments`)."""
     rows = pool_rows(db, kind, annotator_id, k)
@@ -401,7 +403,7 @@ def _pick(db, kind: str, annotator_id: int, rng: np.random.Generator, n: int, k:
         return []
     order = rng.permutation(len(rows))
     ranked = [rows[i][0] for i in sorted(order, key=lambda i: (not rows[i][2], rows[i][1]))]
-    return _pick_judgments(db, annotator_id, ranked, n) if kind == "judgment" else ranked[:n]
+    return _pick_judgments(db, annotator_id, ranked, n, now) if kind == "judgment" else ranked[:n]
 
 
 def checks_due(share: float, trial: int, annotator_id: int, study_id: int) -> int:
@@ -459,11 +461,12 @@ def study_check_share(rate: float | None, checks: int, pairs: int, trials: int) 
     return check_share(checks / pairs if rate is None else float(rate), trials) if checks else 0.0
 
 
-def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[int]:
+def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int, now: dt.datetime) -> list[int]:
     """Up to `n` of the pair ids `ranked` (in order of preference), never more of a study
     than its ``trials_per_participant`` (at most its pairs) with the person's answered and
     held trials: at each step the first one that is an attention check exactly when the
-    person is due one in its study (`checks_due`), else the first model pair.
+    person is due one in its study (`checks_due`), else the first model pair. A participant
+    from an invite takes no model pair a study's link's people are owed (`_room_beside_crowd`).
 
     Handed out by fill alone, checks fell unevenly (an outside check's participants met 0
     to 5 checks in 10 trials, so one was screened out sooner than another for the same
@@ -504,9 +507,16 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
     fixed = db.execute(
         "select exists (select 1 from crowd_participants where annotator_id = ?)", [annotator_id]
     ).fetchone()[0]
+    room = {} if fixed else _room_beside_crowd(db, share, cap, now)
     picked = []
     while len(picked) < n:
-        left = [p for p in ranked if p not in picked and met.get(pairs[p][0], (0, 0))[0] < cap[pairs[p][0]]]
+        left = [
+            p
+            for p in ranked
+            if p not in picked
+            and met.get(pairs[p][0], (0, 0))[0] < cap[pairs[p][0]]
+            and (pairs[p][1] or room.get(pairs[p][0], 1) > 0)  # a check, or a model pair not owed
+        ]
         due = {
             study: checks_due(share[study], trials + 1, annotator_id, study) > checks
             for study, (trials, checks) in ((s, met.get(s, (0, 0))) for s in share)
@@ -526,7 +536,50 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int) -> list[in
         counts = met.setdefault(study, [0, 0])
         counts[0] += 1
         counts[1] += check
+        if not check and study in room:
+            room[study] -= 1
     return picked
+
+
+def _room_beside_crowd(db, share: dict[int, float], cap: dict[int, int], now: dt.datetime) -> dict[int, int]:
+    """Per study that people of its links are in now: the model pairs' votes that are free
+    (a pair's ``votes_per_pair`` less its votes and live reservations) beyond those its
+    active link people are owed and do not hold yet (their trials, ``cap``, less the checks
+    due in them and the model pairs they judged or hold). A participant from an invite
+    takes no more of its model pairs than that.
+
+    A person let in through a link holds no trial until they agree to the consent text and
+    press Start; an invitee arriving meanwhile took the pairs their share was counted on,
+    and they timed out with no trial and no code (outside probe 137).
+    """
+    owed: dict[int, int] = {}
+    for person, study, started, minutes in db.execute(
+        "select c.annotator_id, l.study_id, c.started, l.minutes from crowd_participants c "
+        "join crowd_links l on l.id = c.link_id where c.status = 'active'"
+    ):
+        if study not in cap or parse_iso(started) + dt.timedelta(minutes=minutes) <= now:
+            continue  # a study not open, or a person whose time ran out (timed out when next seen)
+        [taken] = db.execute(
+            f"select count(*) from tasks t join study_pairs p on p.id = t.pair_id where "
+            f"t.kind = 'judgment' and t.practice = 0 and t.annotator_id = ? and p.study_id = ? "
+            f"and t.status in ('reserved', 'submitted') and not {IS_CHECK}",
+            [person, study],
+        ).fetchone()
+        model_trials = cap[study] - checks_due(share[study], cap[study], person, study)
+        owed[study] = owed.get(study, 0) + max(0, model_trials - taken)
+    if not owed:
+        return {}
+    free = dict(
+        db.execute(
+            f"select p.study_id, sum(max(0, s.votes_per_pair - (select count(*) from judgments j "
+            f"where j.pair_id = p.id) - (select count(*) from tasks r where r.kind = 'judgment' and "
+            f"r.practice = 0 and r.status = 'reserved' and r.pair_id = p.id))) from study_pairs p "
+            f"join studies s on s.id = p.study_id where not {IS_CHECK} and p.study_id in "
+            f"({','.join('?' * len(owed))}) group by p.study_id",
+            list(owed),
+        )
+    )
+    return {study: free.get(study, 0) - debt for study, debt in owed.items()}
 
 
 def pool_rows(db: sqlite_utils.Database, kind: str, annotator_id: int, k: int) -> list[tuple]:

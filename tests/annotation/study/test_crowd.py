@@ -327,6 +327,23 @@ def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup
     assert [_judge(db, person, 10) for person in newcomers] == [10] * 5
 
 
+def test_people_let_in_by_a_link_keep_their_share_from_an_invitee_arriving_before_they_start(setup):
+    """A person let in holds no trial until they agree and press Start: an invitee arriving
+    meanwhile took the pairs their place was counted on, and the last of them timed out with
+    no trial and no code (outside probe 137). The invitee takes what is left beyond them."""
+    db, study_id = setup
+    _, token = _link(db, study_id)
+    waiting = [_actor(db, _join(db, token, f"pid-{i}")) for i in range(5)]  # at the consent text
+    assert crowd.votes_left(db, study_id) == (10, 10, 60)
+    early = _invitee(db)
+    assert _judge(db, early, 10) == 10  # the study's spare votes (one person's trials)
+    late = _invitee(db)
+    judging.set_background(db, late, True)
+    assert judging.next_trial(db, late, np.random.default_rng(0)) is None  # the rest is owed
+    assert [_judge(db, person, 10) for person in waiting] == [10] * 5
+    assert crowd.votes_left(db, study_id)[2] == 0
+
+
 def test_an_invitee_holding_trials_of_another_study_keeps_their_share_of_this_one(db, tmp_path):
     """An invited participant judges every open study: holding trials of one, they are in
     the other's count too (an outside check's invitee paused on "Trial 10 of 35" holding
