@@ -215,26 +215,21 @@ def verify(folder: str | Path) -> dict:
         Naming the first file that is missing or whose content differs from the manifest.
     """
     folder = Path(folder)
+    where = repr(str(folder))
     try:
         size = (folder / MANIFEST).stat().st_size
         if size > MAX_MANIFEST_BYTES:
             raise BackupError(
-                f"{str(folder)!r} holds a {MANIFEST} of {size:,} bytes, more than a backup's "
+                f"{where} holds a {MANIFEST} of {size:,} bytes, more than a backup's "
                 f"({MAX_MANIFEST_BYTES:,} at most); nothing was restored"
             )
-        manifest = json.loads((folder / MANIFEST).read_text())
-        entries = [(manifest["database"]["path"], manifest["database"])] + [
-            (f"files/{e['path']}", e) for e in manifest["files"]
-        ]
-        problem = _manifest_problem(manifest, [entry for _, entry in entries])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        if isinstance(error, BackupError):
-            raise
-        raise BackupError(
-            f"{str(folder)!r} holds no readable {MANIFEST}: {error!r}; nothing was restored"
-        ) from None
-    if problem:
-        raise BackupError(f"{str(folder)!r} holds a {MANIFEST} that {problem}; nothing was restored")
+        text = (folder / MANIFEST).read_bytes()
+    except OSError as error:
+        raise BackupError(f"{where} holds no readable {MANIFEST}: {error!r}; nothing was restored") from None
+    manifest = _load_manifest(text, where)
+    entries = [(manifest["database"]["path"], manifest["database"])] + [
+        (f"files/{e['path']}", e) for e in manifest["files"]
+    ]
     if entries[0][0] != DB_NAME:
         raise BackupError(
             f"the backup's database must be {DB_NAME!r}, got {shown(entries[0][0])}; nothing was restored"
@@ -282,6 +277,43 @@ def _content_problem(path: Path, entry: dict) -> str | None:
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _load_manifest(text: bytes, where: str) -> dict:
+    """The manifest whose JSON is `text`, of the backup `where` names (for messages), once
+    it has every field a restore reads, each of its type (`_manifest_problem`)."""
+    try:
+        manifest = json.loads(text)
+    except ValueError as error:
+        raise BackupError(
+            f"{where} holds no readable {MANIFEST}: it is not JSON ({error}); nothing was restored"
+        ) from None
+    problem = _layout_problem(manifest)
+    if problem is None:
+        problem = _manifest_problem(manifest, [manifest["database"], *manifest["files"]])
+    if problem:
+        raise BackupError(f"{where} holds a {MANIFEST} that {problem}; nothing was restored")
+    return manifest
+
+
+def _layout_problem(manifest: object) -> str | None:
+    """What of the manifest's layout is not a backup's (an object with a ``database`` entry
+    and a ``files`` list of entries, each an object with a ``path``), or None: ``"database":
+    null`` was answered with Python's "'NoneType' object is not subscriptable" (outside probe 135)."""
+    if not isinstance(manifest, dict):
+        return f"is not a JSON object (got {type(manifest).__name__})"
+    if not isinstance(manifest.get("database"), dict):
+        return (
+            f"has no `database` entry (an object: path, sha256, bytes; got {shown(manifest.get('database'))})"
+        )
+    if not isinstance(manifest.get("files"), list):
+        return f"has no `files` list (got {shown(manifest.get('files'))})"
+    for entry in (manifest["database"], *manifest["files"]):
+        if not isinstance(entry, dict):
+            return f"lists {shown(entry)} in `files`, not a file's entry (an object: path, sha256, bytes)"
+        if not isinstance(entry.get("path"), str):
+            return f"gives an entry no `path` (got {shown(entry.get('path'))})"
+    return None
 
 
 def _manifest_problem(manifest: dict, entries: list) -> str | None:
@@ -530,14 +562,9 @@ def _check_listed(archive: zipfile.ZipFile, top: str, name: str) -> int:
             f"the zip {name!r} holds a {MANIFEST} of {info.file_size:,} bytes, more than a backup's "
             f"({MAX_MANIFEST_BYTES:,} at most); nothing was restored"
         )
-    try:
-        manifest = json.loads(archive.read(info))
-        listed = {prefix + DB_NAME: manifest["database"]["bytes"]}
-        listed.update({f"{prefix}files/{e['path']}": e["bytes"] for e in manifest["files"]})
-    except (ValueError, KeyError, TypeError) as error:
-        raise BackupError(
-            f"the zip {name!r} holds no readable {MANIFEST}: {error}; nothing was restored"
-        ) from None
+    manifest = _load_manifest(archive.read(info), f"the zip {name!r}")
+    listed = {prefix + DB_NAME: manifest["database"]["bytes"]}
+    listed.update({f"{prefix}files/{e['path']}": e["bytes"] for e in manifest["files"]})
     listed[prefix + MANIFEST] = info.file_size
     for entry in archive.infolist():
         if entry.is_dir():

@@ -657,6 +657,41 @@ def test_a_manifest_that_lists_too_little_or_lacks_a_field_is_refused_in_one_lin
         assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite"]
 
 
+@pytest.mark.parametrize(
+    ("manifest", "problem"),
+    [
+        ('{"database": null}', "has no `database` entry (an object: path, sha256, bytes; got None)"),
+        ('{"files": "oops"}', "has no `files` list (got 'oops')"),
+        ('{"files": [5]}', "lists 5 in `files`, not a file's entry (an object: path, sha256, bytes)"),
+        ('{"files": [{"sha256": "0"}]}', "gives an entry no `path` (got None)"),
+        ("[1, 2]", "is not a JSON object (got list)"),
+    ],
+    ids=["database-null", "files-a-string", "an-entry-a-number", "an-entry-without-path", "a-list"],
+)
+def test_a_manifest_of_another_layout_is_refused_naming_the_field_as_folder_and_as_zip(
+    tmp_path, manifest, problem
+):
+    """A manifest with ``"database": null`` or ``"files": "oops"`` was answered with Python's
+    own words ("'NoneType' object is not subscriptable": outside probe 135)."""
+    folder, live = _one_coloring_backup(tmp_path)
+    original = json.loads((folder / backup.MANIFEST).read_text())
+    changed = json.loads(manifest)
+    (folder / backup.MANIFEST).write_text(
+        json.dumps({**original, **changed} if isinstance(changed, dict) else changed)
+    )
+    archive = tmp_path / "backup.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        for path in folder.rglob("*"):
+            if path.is_file():
+                out.write(path, path.relative_to(folder).as_posix())
+    for source, where in ((folder, repr(str(folder))), (archive, f"the zip {archive.name!r}")):
+        with pytest.raises(backup.BackupError) as refused:
+            backup.restore(source, live, tmp_path / "live" / "data")
+        assert str(refused.value) == f"{where} holds a manifest.json that {problem}; nothing was restored"
+        assert live.read_bytes() == b"the live database" and not (tmp_path / "live" / "data").exists()
+        assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite"]
+
+
 def test_a_restore_never_replaces_a_file_of_the_data_folder(tmp_path):
     folder, live = _one_coloring_backup(tmp_path)
     manifest = json.loads((folder / backup.MANIFEST).read_text())
