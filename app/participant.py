@@ -136,7 +136,8 @@ _PANELS_JS = """(strip, colorings) => {
 # Keyboard shortcuts, in the capture phase. An arrow key answers only where it has no use of its
 # own: on the page, the answer buttons or a part that takes no keys; on another control (an image
 # gallery's thumbnail, a tab, a link) it is that control's (it answered trials while a keyboard
-# user browsed the model images: outsider 95).
+# user browsed the model images: outsider 95). *Start / continue*, pressed before the first
+# trial and focused after it, has no use for them (they answered nothing there: probe 137).
 _KEYS_JS = """
 if (!window.__participantKeys) {
   window.__participantKeys = true;
@@ -150,7 +151,7 @@ if (!window.__participantKeys) {
     if (target && (target.isContentEditable ||
                    ['INPUT', 'TEXTAREA', 'SELECT'].includes(target.tagName))) return;
     if (event.key.startsWith('Arrow') && target && target !== document.body && target.matches(controls) &&
-        !target.closest('#participant_left, #participant_right')) return;
+        !target.closest('#participant_left, #participant_right, #participant_start')) return;
     const button = document.getElementById(id);
     if (!button || button.disabled || button.offsetParent === null) return;
     event.preventDefault();
@@ -249,7 +250,7 @@ def _no_trial(db, actor, *, crowd: bool, platform_url: str = "") -> str:
     invite) every other pair has its votes, so nothing is left to wait for."""
     done, total = judging.progress(db, actor)
     if done >= total > 0:
-        return f"**All done: you judged {done} of {total} trials. Thank you!**"
+        return _all_done(done, total)
     closed = judging.closed_for(db, actor)
     if closed is not None and crowd:
         return (
@@ -349,10 +350,7 @@ class ParticipantTab(Tab):
         tab, and the Start tab's welcome saying so was never seen."""
         # The background question waits for Start too: a crowd participant answering it first
         # would be refused for a consent text that only Start shows.
-        blank = self.show(
-            _greeting(self.ctx, session_token) + "Press **Start** to see your next trial.",
-            background=False,
-        )
+        blank = self.show(_greeting(self.ctx, session_token) or _START, background=False)
         return {**blank, self.parts["start"]: gr.Button(interactive=bool(session_token))}
 
     @role(*ROLES)
@@ -631,14 +629,27 @@ def _layout() -> dict:
 _WAIT_FOR_BACKGROUND = "**Before your first trial:** do you have a design or art background? Answer above."
 
 
+_START = "Press **Start** to see your next trial."
+
+
+def _all_done(done: int, total: int) -> str:
+    return f"**All done: you judged {done} of {total} trials. Thank you!**"
+
+
 def _greeting(ctx: AppContext, session_token: str) -> str:
-    """For a crowd participant whose time runs: their pseudonym and when it ends (in UTC and
-    in minutes from now, for someone in any time zone); else ""."""
+    """The line a participant signing in reads: for a crowd participant whose time runs, their
+    pseudonym and when it ends (in UTC and in minutes from now, for someone in any time
+    zone), then `_START`; for an invited participant who judged every trial asked of them,
+    that (a reload said "Press Start to see your next trial", and Start said all done:
+    outside probe 137); else ""."""
     actor = current_actor(ctx, session_token) if session_token else None
     if actor is None or "participant" not in actor.roles:
         return ""
     with ctx.db() as db:
         state = crowd.stored_state(db, actor)
+        done, total = judging.progress(db, actor) if state is None else (0, 0)
+    if state is None and done >= total > 0:
+        return _all_done(done, total)
     if state is None or state.status != "active":
         return ""
     left = (parse_iso(state.deadline) - utcnow()).total_seconds() / 60
@@ -646,7 +657,7 @@ def _greeting(ctx: AppContext, session_token: str) -> str:
         return ""
     return (
         f"You take part as **{escape(actor.pseudonym)}**; your time for this study ends at "
-        f"{shown_time(state.deadline)} (in {math.ceil(left)} min). "
+        f"{shown_time(state.deadline)} (in {math.ceil(left)} min). {_START}"
     )
 
 

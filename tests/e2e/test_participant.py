@@ -73,6 +73,32 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
     assert page.js_errors == []
 
 
+def test_arrow_keys_answer_beside_start_and_a_reload_after_the_last_trial_says_all_done(live_app, page):
+    """With the focus on *Start / continue* (after pressing it) the arrow keys answered nothing;
+    and an invited participant who judged everything read "Press Start to see your next
+    trial" after a reload (outside probe 137)."""
+    n_pairs = _open_study(live_app.config, n_concepts=1, attention_rate=0.0)
+    [(_, link)] = live_app.invite("participant", background="yes")
+    sign_in(page, link)
+    open_tab(page, "Judge")
+    progress = page.locator("#participant_progress")
+    page.click("#participant_start")
+    expect(progress).to_contain_text(f"Trial 1 of {n_pairs}")
+    for number in range(2, n_pairs + 2):
+        expect(page.locator("#participant_start")).to_be_focused()
+        answerable(page, "#participant_progress")
+        page.keyboard.press("ArrowLeft")
+        expect(progress).to_contain_text(
+            f"Trial {number} of {n_pairs}"
+            if number <= n_pairs
+            else f"All done: you judged {n_pairs} of {n_pairs}"
+        )
+    page.reload()
+    open_tab(page, "Judge")
+    expect(progress).to_have_text(f"All done: you judged {n_pairs} of {n_pairs} trials. Thank you!")
+    assert page.js_errors == []
+
+
 _PROGRESS_IN_VIEW = (
     "() => { const r = document.getElementById('participant_progress').getBoundingClientRect();"
     " return r.top >= 0 && r.bottom <= innerHeight; }"
