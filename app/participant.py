@@ -25,6 +25,7 @@ concept in 2 % of votes, and the API's answer would change.)
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import threading
@@ -406,6 +407,10 @@ class ParticipantTab(Tab):
         try:
             seconds = judging.seconds_on_trial(db, actor, trial, shown_at)
             judging.record_judgment(db, actor, trial, side, seconds)
+        except judging.StudyClosed:
+            # The trial's answer buttons stayed usable beside the refusal (outside probe 137):
+            # the tab shows the study closed, as Start does, its buttons off.
+            return self._view(db, actor, current, consent=None)
         except AlreadyDone:
             # Answered in another tab or by a second press: this tab moves on to the trial
             # that is current (it stayed on the answered one, and said "go on with the
@@ -418,7 +423,12 @@ class ParticipantTab(Tab):
     def _page(self, db, actor) -> dict:
         """`_view` and the consent panel (shown to a crowd participant who has not agreed yet)."""
         current = crowd.state(db, actor)
-        if current is not None and current.status == "active" and not current.consented:
+        if (
+            current is not None
+            and current.status == "active"
+            and not current.consented
+            and judging.closed_for(db, actor) is None  # a closed study asks no consent
+        ):
             link, _ = crowd.crowd_person(db, actor)
             who = (
                 f"You take part as **{escape(actor.pseudonym)}**; your time for this study ends at "
@@ -444,20 +454,20 @@ class ParticipantTab(Tab):
             )
         background = judging.design_background(db, actor)
         asked = background is None
+        why_none = functools.partial(
+            _no_trial,
+            db,
+            actor,
+            crowd=finished is not None,
+            platform_url="" if finished is None else finished.platform_url,
+        )
         if background is None:
+            if judging.closed_for(db, actor) is not None:  # no question for a closed study
+                return self.show(why_none(), background=False, consent=consent)
             return self.show(_WAIT_FOR_BACKGROUND, background=asked, consent=consent)
         trial = judging.next_trial(db, actor, self.ctx.rng)
         if trial is None:
-            return self.show(
-                _no_trial(
-                    db,
-                    actor,
-                    crowd=finished is not None,
-                    platform_url="" if finished is None else finished.platform_url,
-                ),
-                background=asked,
-                consent=consent,
-            )
+            return self.show(why_none(), background=asked, consent=consent)
         based_on = (
             counted(trial.truth.n_colorings, "coloring")
             if trial.truth.n_colorings
@@ -639,19 +649,21 @@ def _all_done(done: int, total: int) -> str:
 def _greeting(ctx: AppContext, session_token: str) -> str:
     """The line a participant signing in reads: for a crowd participant whose time runs, their
     pseudonym and when it ends (in UTC and in minutes from now, for someone in any time
-    zone), then `_START`; for an invited participant who judged every trial asked of them,
-    that (a reload said "Press Start to see your next trial", and Start said all done:
-    outside probe 137); else ""."""
+    zone), then `_START`, or that their study was closed; for an invited participant who
+    judged every trial asked of them, that (a reload said "Press Start to see your next
+    trial" to both, and Start said otherwise: outside probe 137); else ""."""
     actor = current_actor(ctx, session_token) if session_token else None
     if actor is None or "participant" not in actor.roles:
         return ""
     with ctx.db() as db:
         state = crowd.stored_state(db, actor)
-        done, total = judging.progress(db, actor) if state is None else (0, 0)
-    if state is None and done >= total > 0:
-        return _all_done(done, total)
-    if state is None or state.status != "active":
-        return ""
+        if state is None:
+            done, total = judging.progress(db, actor)
+            return _all_done(done, total) if done >= total > 0 else ""
+        if state.status != "active":
+            return ""
+        if judging.closed_for(db, actor) is not None:
+            return _no_trial(db, actor, crowd=True, platform_url=state.platform_url)
     left = (parse_iso(state.deadline) - utcnow()).total_seconds() / 60
     if left <= 0:
         return ""

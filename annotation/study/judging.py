@@ -407,6 +407,10 @@ def record_judgment(
     return assignment.submit(db, int(task_id), annotator_id, write, now=now)
 
 
+class StudyClosed(Conflict):
+    """An answer to a trial of a study closed since the trial was shown."""
+
+
 def _check_study_open(db: sqlite_utils.Database, task_id: int, annotator_id: int) -> None:
     """Refuse an answer to a trial of the participant's whose study was closed since it was
     shown (`annotation.study.design.close_study` gave it back: they read "task 10 was already
@@ -417,7 +421,7 @@ def _check_study_open(db: sqlite_utils.Database, task_id: int, annotator_id: int
     ).fetchone()
     closed = None if row is None else closed_studies(db).get(str(row[0]))
     if closed is not None:
-        raise Conflict(
+        raise StudyClosed(
             f"this study was closed by its organisers on {shown_time(closed['closed'])}; this answer was not "
             "stored, and those you gave before are kept"
         )

@@ -248,7 +248,8 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
         )
         deadline = parse_iso(row["started"]) + dt.timedelta(minutes=row["minutes"])
         assert f"Your time for this study ends at {deadline:%Y-%m-%d %H:%M} UTC." in message
-        assert client.predict(pasted, api_name="/login_invite")[1].startswith("Welcome back, you take part")
+        token, message = client.predict(pasted, api_name="/login_invite")  # the first session ends
+        assert message.startswith("Welcome back, you take part")
         invite = _invite(client, "participant")
         assert client.predict(f"({invite}).", api_name="/login_invite")[1].startswith("Signed in as **P")
         with pytest.raises(AppError, match="this study link is not valid"):
@@ -264,11 +265,22 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
         # The study is closed: one still judging is told so and sent back to return it (they
         # were told to come back later, an invited participant that every pair had its votes:
         # outside probe 129).
+        held = client.predict(agreeing, api_name="/participant_next")
+        assert held[TASK] is not None
         db = open_db(config.db_path)
         try:
             design.close_study(db, study_id, admin, "enough votes")
         finally:
             db.close()
+        # The trial on screen, answered: the tab says the study closed, its buttons off (the
+        # refusal went beside buttons that stayed usable: outside probe 137). Someone who had
+        # not agreed yet is not asked to (they could agree to a closed study).
+        answered = client.predict(agreeing, held[TASK], "left", held[SHOWN_AT], api_name="/participant_vote")
+        waiting = client.predict(token, api_name="/participant_next")
+        for view in (answered, waiting):
+            assert (
+                view[PROGRESS].startswith("**The organisers closed this study** on ") and view[TASK] is None
+            )
         view = client.predict(agreeing, api_name="/participant_next")
         assert re.fullmatch(
             r"\*\*The organisers closed this study\*\* on 20\d\d-\d\d-\d\d \d\d:\d\d UTC: no more votes are "
@@ -351,3 +363,48 @@ def test_the_study_tab_and_the_admin_tab_show_the_same_median_and_rate():
         rounded_counts(counts | {"median_minutes": None, "attention_failure_rate": None})["median_minutes"]
         is None
     )
+
+
+def test_the_line_a_participant_reads_on_signing_in_says_where_they_stand(tmp_path):
+    """It said "Press Start to see your next trial" to a crowd participant whose study was
+    closed and to an invited participant who had judged everything (outside probe 137)."""
+    import numpy as np
+
+    from annotation.people.accounts import Actor, create_annotators, login_with_invite
+    from annotation.study import judging
+    from app.common import AppContext
+    from app.participant import _greeting
+
+    config = make_config(tmp_path)
+    _open_study(config, n_concepts=1, attention_rate=0.0)
+    admin = Actor(None, "admin", frozenset({"admin"}))
+    db = open_db(config.db_path)
+    try:
+        study_id = db.execute("select id from studies").fetchone()[0]
+        _, link = crowd.create_link(db, study_id, admin, quota=5, completion_code="C1", screenout_code="S1")
+        joined = crowd.join(db, link, {"PROLIFIC_PID": "pidA"}, address="10.0.0.1").session.token
+        [(row, invite)] = create_annotators(db, 1, "participant")
+        invited = login_with_invite(db, invite).token
+        invitee = Actor(row["id"], row["pseudonym"], frozenset({"participant"}))
+    finally:
+        db.close()
+    ctx = AppContext.prepare(config)
+    try:
+        assert _greeting(ctx, invited) == ""  # the caller says "Press Start"
+        assert re.fullmatch(
+            r"You take part as \*\*P\d+\*\*; your time for this study ends at .+ UTC \(in \d+ min\)\. "
+            r"Press \*\*Start\*\* to see your next trial\.",
+            _greeting(ctx, joined),
+        ), _greeting(ctx, joined)
+        with ctx.db() as db:
+            judging.set_background(db, invitee, True)
+            while trial := judging.next_trial(db, invitee, np.random.default_rng(0)):
+                judging.record_judgment(db, invitee, trial.task_id, "left", 2.0)
+            done, total = judging.progress(db, invitee)
+        assert done == total > 0
+        assert _greeting(ctx, invited) == f"**All done: you judged {done} of {total} trials. Thank you!**"
+        with ctx.db() as db:
+            design.close_study(db, study_id, admin, "enough votes")
+        assert _greeting(ctx, joined).startswith("**The organisers closed this study** on ")
+    finally:
+        ctx.close()
