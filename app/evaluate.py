@@ -296,7 +296,7 @@ EVENTS = (
         "then",
         "import_images",
         (*_TOKEN, "import_name", "upload", "folder", *_MASKING),
-        ("report", "rejected", "run"),
+        ("report", "rejected", "run", "upload"),
         "report",
         "evaluate_import",
     ),
@@ -498,11 +498,12 @@ class EvaluateTab(Tab):
             )
         except ImportSourceError as error:  # what it holds is refused: the upload is of no more use
             discard_uploads([source] if upload else [])
-            if error.rejected:  # the message names the first few; the table every one
-                raise refused_with(
-                    error, {self.parts["rejected"]: [list(r) for r in error.rejected]}
-                ) from None
-            raise
+            # The message names the first few refused; the table every one. The zip leaves the
+            # field, as it left the disk (a second press named a temporary file: probe 135).
+            raise refused_with(
+                error,
+                {self.parts["rejected"]: [list(r) for r in error.rejected]} | _cleared(self.parts, upload),
+            ) from None
         discard_uploads([source] if upload else [])  # its images are under the data folder now
         self.ctx.jobs.submit(run, segmenter, executor)
         message = (
@@ -513,6 +514,7 @@ class EvaluateTab(Tab):
             self.parts["report"]: message,
             self.parts["rejected"]: [list(r) for r in report.rejected],
             self.parts["run"]: _run_choices(db, run),
+            **_cleared(self.parts, upload),
         }
 
     @own_session
@@ -935,6 +937,11 @@ def _progress_html(rows) -> str:
         )
     head = "<tr><th>Run</th><th>Kind</th><th>Started by</th><th>Progress</th><th>Counts</th><th>Job</th></tr>"
     return f"<table class='evaluate-runs' aria-label='Evaluation runs'>{head}{''.join(body)}</table>"
+
+
+def _cleared(parts: dict, upload) -> dict:
+    """The zip field emptied when the import took (and removed) its `upload`; else no update."""
+    return {parts["upload"]: None} if upload else {}
 
 
 def _import_source(data_dir: Path, upload, folder) -> tuple[str, list[Path]]:

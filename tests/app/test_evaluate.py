@@ -141,7 +141,7 @@ def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tm
     (folder / "ext-model__banana__natural__5__3.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
     with running_app(config) as (client, _):
         researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
-        report, rejected, picker = client.predict(
+        report, rejected, picker, _ = client.predict(
             researcher, "ext", None, "batch", *TINY, api_name="/evaluate_import"
         )
         assert report == "Run **ext**: 2 images imported, 1 left out; masking and scoring queued."
