@@ -65,7 +65,7 @@ ROLES = ("expert",)
 REVIEWERS = ("expert", "admin")
 GRID_HEADERS = ["coloring_id", "designer", "round", "status", "emd_to_previous_round", "recolor_note"]
 RANKING_HEADERS = ["rank", "concept", "n", "consistency_emd", "high_variance"]
-RATER_HEADERS = ["expert", "votes", "agreement_with_majority", "agreement_with_others"]
+RATER_HEADERS = ["expert", "votes_on_decided", "agreement_with_majority", "agreement_with_others"]
 EXCLUDED_HEADERS = ["coloring_id", "concept", "designer", "round", "consistent", "inconsistent"]
 VERDICTS = {"Consistent": True, "Inconsistent": False}
 VOTE_IMAGE_PX = 360
@@ -410,7 +410,9 @@ class ExpertTab(Tab):
             "the paper (its majority decides; no tie), whoever of the experts comes to it first."
         )
         text += (
-            " Per expert: *agreement_with_majority* counts their own vote in the majority (of three"
+            " Per expert: *votes_on_decided* counts their votes on the colorings decided (all their"
+            " votes in), which the agreement is measured on; votes on open reviews count once"
+            " those are decided. *agreement_with_majority* counts their own vote in the majority (of three"
             " votes, they agree with it whenever one other does); *agreement_with_others* is the"
             " share of the other experts' votes on the same colorings that match theirs."
         )

@@ -68,12 +68,13 @@ def shown_path(path: object, limit: int = SHOWN_CHARS) -> str:
 
 
 def counted(count: int, noun: str) -> str:
-    """`count` and `noun`, the noun plural (in s) unless there is one: how a message counts.
+    """`count` (thousands separated, as the app's other figures are) and `noun`, the noun plural
+    (in s) unless there is one: how a message counts.
 
-    >>> counted(1, "designer"), counted(3, "coloring")
-    ('1 designer', '3 colorings')
+    >>> counted(1, "designer"), counted(3, "coloring"), counted(6390, "vote")
+    ('1 designer', '3 colorings', '6,390 votes')
     """
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def in_words(name: str) -> str:

@@ -132,6 +132,9 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
         in summary
     )
     assert "Each coloring takes 3 votes from different experts" in summary
+    # The votes column counts decided reviews' votes and says so (its header said "votes",
+    # and an expert with votes on open reviews read fewer than they gave: outside probe 136).
+    assert raters["headers"][1] == "votes_on_decided" and "*votes_on_decided* counts" in summary
     # The three hold the castle's four other colorings (their share of the missing votes): a
     # fourth expert is told so and until when (an outside check's late expert read only
     # "Nothing to vote on right now" while 35 votes were missing).
