@@ -135,6 +135,13 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         assert said == "Link 1 is closed: nobody new joins; whoever is in it may still finish."
         with pytest.raises(AppError, match="was closed on .* already"):
             client.predict(admin, 1, api_name="/crowd_close_link")
+        # Let start again on a closed link: the note says the link takes nobody (it promised a
+        # free place: outside probe 137).
+        said = client.predict(admin, 1, "pidA", api_name="/crowd_restart")[3]
+        assert said.endswith(
+            "But this link is closed and takes nobody, them included: their next visit is refused "
+            "(a person stays with the link they first came through, whichever link they open)."
+        )
     with pytest.raises(crowd.LinkClosed, match="this study is closed"):
         _join(config, token, "pidC")
 
