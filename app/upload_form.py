@@ -11,6 +11,11 @@ that fell between the two left the temporary files of the form's parts behind fo
 - a file in a field other than ``files``: answered ``200 []``, its file never looked at again;
 - a file named ``..``: Gradio's "Invalid file name" 400 after the parse, its file kept.
 
+Each call with a file field (``gr.File`` of type ``filepath``) also made an empty temporary
+file in Gradio's cache, never closed or removed (Gradio's ``File._process_single_file``: a
+``NamedTemporaryFile`` whose name it overwrote): one more per press (outside probe 135).
+`install` hands such a field its upload's path as Gradio did, without that file.
+
 `install` wraps ``GradioMultiPartParser.parse`` (the one parser of every multipart route) so
 that each ends as Gradio's own refusal of a malformed form (``MultiPartException``, answered 400
 with its message) once the form's temporary files are removed. The upload form (the parse that
@@ -24,7 +29,11 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from gradio import Error, File
+from gradio.data_classes import FileData
 from gradio.route_utils import GradioMultiPartParser, MultiPartException
+from gradio.utils import NamedString
+from gradio_client import utils as client_utils
 from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 
@@ -92,7 +101,21 @@ def _shown(name: str, limit: int = 60) -> str:
     return f"`{shown[:limit]}{'…' if len(shown) > limit else ''}`"
 
 
+def _file_field(self: File, f: FileData, _process=File._process_single_file):
+    """`File._process_single_file` without the empty temporary file it left per call."""
+    if self.type != "filepath":
+        return _process(self, f)
+    if self.file_types and not client_utils.is_valid_file(f.path, self.file_types):
+        raise Error(
+            f"Invalid file type. Please upload a file that is one of these formats: {self.file_types}"
+        )
+    return NamedString(f.path)
+
+
 def install() -> None:
-    """Read every multipart form of Gradio's routes with `_parse` (the whole process). Idempotent."""
+    """Read every multipart form of Gradio's routes with `_parse`, and every file field's
+    value with `_file_field` (the whole process). Idempotent."""
     if GradioMultiPartParser.parse is not _parse:
         GradioMultiPartParser.parse = _parse
+    if File._process_single_file is not _file_field:
+        File._process_single_file = _file_field

@@ -656,6 +656,26 @@ def test_an_upload_form_with_a_file_gradio_would_not_take_is_refused_and_leaves_
     assert _new_tracebacks(world, since) == 0
 
 
+def test_a_call_with_a_file_field_leaves_no_file_in_gradios_folder(world):
+    """Gradio made an empty temporary file in its cache for each call with a file field, and
+    never removed it: one more per press (outside probe 135)."""
+    researcher = world.tokens["researcher"]
+    [uploaded] = httpx.post(
+        f"{world.url}gradio_api/upload",
+        files={"files": ("images.zip", b"PK\x05\x06" + bytes(18), "application/zip")},
+        cookies={COOKIE: researcher},
+        timeout=120,
+    ).json()
+    before = world.state()[1]
+    file = {"path": uploaded, "meta": {"_type": "gradio.FileData"}}
+    with httpx.Client(base_url=world.url, cookies={COOKIE: researcher}, timeout=120) as http:
+        for _ in range(3):  # refused for its run name, after Gradio read the file field
+            data = [researcher, "<b>", file, "", "tiny-random", 0.3, 0.25, "in-process", ""]
+            event = http.post("gradio_api/call/evaluate_import", json={"data": data}).json()["event_id"]
+            assert "`run` name must be" in http.get(f"gradio_api/call/evaluate_import/{event}").text
+    assert world.state()[1] == before
+
+
 def test_an_uploads_progress_answers_only_the_roles_that_upload(world):
     """The stream of an upload's file names and sizes, by its id, answered anyone."""
     url = f"{world.url}gradio_api/upload_progress?upload_id=someone-elses"
