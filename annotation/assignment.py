@@ -553,18 +553,15 @@ def _room_beside_crowd(db, share: dict[int, float], cap: dict[int, int], now: dt
     and they timed out with no trial and no code (outside probe 137).
     """
     owed: dict[int, int] = {}
-    for person, study, started, minutes in db.execute(
-        "select c.annotator_id, l.study_id, c.started, l.minutes from crowd_participants c "
+    for person, study, started, minutes, taken in db.execute(
+        "select c.annotator_id, l.study_id, c.started, l.minutes, (select count(*) from tasks t "
+        "join study_pairs p on p.id = t.pair_id where t.kind = 'judgment' and t.practice = 0 and "
+        "t.annotator_id = c.annotator_id and p.study_id = l.study_id and t.status in "
+        f"('reserved', 'submitted') and not {IS_CHECK}) from crowd_participants c "
         "join crowd_links l on l.id = c.link_id where c.status = 'active'"
     ):
         if study not in cap or parse_iso(started) + dt.timedelta(minutes=minutes) <= now:
             continue  # a study not open, or a person whose time ran out (timed out when next seen)
-        [taken] = db.execute(
-            f"select count(*) from tasks t join study_pairs p on p.id = t.pair_id where "
-            f"t.kind = 'judgment' and t.practice = 0 and t.annotator_id = ? and p.study_id = ? "
-            f"and t.status in ('reserved', 'submitted') and not {IS_CHECK}",
-            [person, study],
-        ).fetchone()
         model_trials = cap[study] - checks_due(share[study], cap[study], person, study)
         owed[study] = owed.get(study, 0) + max(0, model_trials - taken)
     if not owed:
