@@ -44,7 +44,7 @@ from app.common import (
 )
 from app.guard import exports_folder, removed_if_refused
 from app.tabs import On, Tab
-from storage import iso, shown_time, utcnow
+from storage import shown_time, utcnow
 
 ROLES = ("researcher", "admin")
 REFRESH_S = 5.0
@@ -201,17 +201,10 @@ class CrowdLinks(Tab):
             f"**{escape(person['external_id'])}** may start again on link {link_id}: their next visit "
             "with this id takes a free place, goes on with the votes they gave, and has its own time limit."
         )
-        link = crowd.get_link(db, link_id)
-        shut = (
-            "is closed"
-            if link["closed"]
-            else f"ended on {link['ends'][:10]}"
-            if link["ends"] <= iso(utcnow())
-            else None
-        )
-        if shut is not None:  # the note promised a place the link would refuse (outside probe 137)
+        state = crowd.link_state(crowd.get_link(db, link_id))
+        if not state.startswith("open "):  # the note promised a place the link refuses (probe 137)
             said += (
-                f" But this link {shut} and takes nobody, them included: their next visit is refused "
+                f" But this link takes nobody now ({state}), them included: their next visit is refused "
                 "(a person stays with the link they first came through, whichever link they open)."
             )
         return {**self._payments(db, link_id), self.parts["pay_note"]: said}

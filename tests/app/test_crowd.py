@@ -139,7 +139,7 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         # free place: outside probe 137).
         said = client.predict(admin, 1, "pidA", api_name="/crowd_restart")[3]
         assert said.endswith(
-            "But this link is closed and takes nobody, them included: their next visit is refused "
+            f"But this link takes nobody now ({closed}), them included: their next visit is refused "
             "(a person stays with the link they first came through, whichever link they open)."
         )
     with pytest.raises(crowd.LinkClosed, match="this study is closed"):
