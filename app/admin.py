@@ -482,7 +482,11 @@ class AdminTab(Tab):
             mode="adaptive" if mode.adaptive else "fixed",
             min_k=str(mode.min_k),
             cap=str(mode.cap),
-            threshold=f"{mode.threshold:g}",
+            # Exactly as stored (12.3456789, not :g's 12.3457), so that saving unchanged keeps it
+            # (outside probe 138); a whole number without its ".0".
+            threshold=str(int(mode.threshold))
+            if float(mode.threshold).is_integer()
+            else repr(mode.threshold),
         )
 
     @role(*ROLES)

@@ -40,6 +40,10 @@ def test_admin_sets_the_adaptive_mode_and_both_roles_see_each_concepts_stability
         stored = client.predict(admin, api_name="/admin_stored_mode")
         assert stored == ("adaptive", "2", "4", "1.5")
         assert client.predict(admin, *stored, api_name="/admin_set_mode") == saved
+        # Shown exactly as stored, so that saving it unchanged keeps it (outside probe 138)
+        client.predict(admin, "adaptive", "2", "4", "12.3456789", api_name="/admin_set_mode")
+        assert client.predict(admin, api_name="/admin_stored_mode")[3] == "12.3456789"
+        client.predict(admin, "adaptive", "2", "4", "1.5", api_name="/admin_set_mode")
         summary, histogram, table = client.predict(admin, api_name="/admin_stability")
         seen, _, researcher_table = client.predict(tokens["researcher"], api_name="/leaderboard_stability")
     assert saved.startswith("Saved. adaptive: 2 designers per concept, then up to 4")
