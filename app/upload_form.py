@@ -9,7 +9,9 @@ that fell between the two left the temporary files of the form's parts behind fo
 - an upload whose sender went away before its end (a closed tab, a dropped link): Starlette's
   ``ClientDisconnect``, raised past Gradio's own clean-up, which covers only a malformed form;
 - a file in a field other than ``files``: answered ``200 []``, its file never looked at again;
-- a file named ``..``: Gradio's "Invalid file name" 400 after the parse, its file kept.
+- a file named ``..``: Gradio's "Invalid file name" 400 after the parse, its file kept;
+- a form cut short, its closing boundary missing though every byte its sender announced came:
+  answered ``200 []`` with its parts unchecked and its last file kept (outside probe 138).
 
 Each call with a file field (``gr.File`` of type ``filepath``) also made an empty temporary
 file in Gradio's cache, never closed or removed (Gradio's ``File._process_single_file``: a
@@ -20,14 +22,16 @@ file in Gradio's cache, never closed or removed (Gradio's ``File._process_single
 that each ends as Gradio's own refusal of a malformed form (``MultiPartException``, answered 400
 with its message) once the form's temporary files are removed. The upload form (the parse that
 has an upload folder) takes parts in the field ``files`` only, each a file whose name is a
-plain file name: no ``/``, no NUL, not ``.`` or ``..``, which Gradio renamed without a word or
-refused after keeping the file. The browser sends a file's own name, never a path.
+plain file name: no ``/``, no control character, not ``.`` or ``..``, which Gradio renamed
+without a word, kept as sent, or refused after keeping the file. The browser sends a file's own name, never a path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import unicodedata
 from pathlib import Path
+from typing import NoReturn
 
 from gradio import Error, File
 from gradio.data_classes import FileData
@@ -49,10 +53,14 @@ OTHER_FIELD = (
     "field `files`. Nothing was kept."
 )
 BAD_NAME = (
-    "Not stored: file {index} is named {name}, which is not a plain file name (no `/`, no NUL "
-    "character, not `.` or `..`). Nothing was kept."
+    "Not stored: file {index} is named {name}, which is not a plain file name (no `/`, no "
+    "control character, not `.` or `..`). Nothing was kept."
 )
 ABANDONED = "Not stored: the upload ended before its last byte arrived. Nothing was kept."
+UNENDED = (
+    "Not stored: the upload form ended without its closing boundary, so its last part may be "
+    "cut short. Nothing was kept."
+)
 
 
 def _remove(files) -> None:
@@ -65,21 +73,38 @@ def _remove(files) -> None:
 
 async def _parse(self: GradioMultiPartParser, _parse_form=GradioMultiPartParser.parse):
     """`GradioMultiPartParser.parse`, refusing as a malformed form what it left half done."""
+    ended = []
+    self.on_end = lambda: ended.append(True)  # the parser reached the closing boundary
     try:
         form = await _parse_form(self)
     except MultiPartException:
+        _progress_done(self)
         raise  # Gradio removed the form's files itself
     except ClientDisconnect:
-        _remove(getattr(self, "_files_to_close_on_error", ()))
-        raise MultiPartException(ABANDONED) from None
+        _refuse(self, ABANDONED)
     except BaseException:
         _remove(getattr(self, "_files_to_close_on_error", ()))
+        _progress_done(self)
         raise
+    if not ended:
+        _refuse(self, UNENDED)
     refusal = _refusal(form) if self.upload_dir is not None else None
     if refusal is not None:
-        _remove(getattr(self, "_files_to_close_on_error", ()))
-        raise MultiPartException(refusal)
+        _refuse(self, refusal)
     return form
+
+
+def _refuse(self: GradioMultiPartParser, message: str) -> NoReturn:
+    """Remove the form's temporary files, end its upload's progress, refuse it with `message`."""
+    _remove(getattr(self, "_files_to_close_on_error", ()))
+    _progress_done(self)
+    raise MultiPartException(message) from None
+
+
+def _progress_done(self: GradioMultiPartParser) -> None:
+    """Mark the form's upload done for ``/upload_progress``, whose stream otherwise never ends."""
+    if self.upload_progress is not None and self.upload_id is not None:
+        self.upload_progress.set_done(self.upload_id)
 
 
 def _refusal(form) -> str | None:
@@ -90,9 +115,19 @@ def _refusal(form) -> str | None:
     for index, part in enumerate(form.getlist(FIELD), start=1):
         if not isinstance(part, UploadFile):
             return NOT_A_FILE.format(index=index)
-        if part.filename and ("/" in part.filename or "\0" in part.filename or part.filename in (".", "..")):
+        if part.filename and not _plain(part.filename):
             return BAD_NAME.format(index=index, name=_shown(part.filename))
     return None
+
+
+def _plain(name: str) -> bool:
+    """Whether `name` is a plain file name: no ``/``, no control character (a NUL, an escape
+    that would recolor a terminal showing it), not ``.`` or ``..``."""
+    return (
+        "/" not in name
+        and name not in (".", "..")
+        and not any(unicodedata.category(c).startswith("C") for c in name)
+    )
 
 
 def _shown(name: str, limit: int = 60) -> str:

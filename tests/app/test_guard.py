@@ -627,16 +627,21 @@ def test_an_upload_form_with_a_plain_field_for_a_file_is_refused_and_leaves_no_f
         ),
         (
             [("files", ("a.csv", b"x", "text/csv")), ("files", ("..", b"y", "text/plain"))],
-            "Not stored: file 2 is named `..`, which is not a plain file name (no `/`, no NUL "
+            "Not stored: file 2 is named `..`, which is not a plain file name (no `/`, no control "
             "character, not `.` or `..`). Nothing was kept.",
         ),
         (
             [("files", ("../../etc/cron.d/x", b"y", "text/plain"))],
             "Not stored: file 1 is named `../../etc/cron.d/x`, which is not a plain file name (no "
-            "`/`, no NUL character, not `.` or `..`). Nothing was kept.",
+            "`/`, no control character, not `.` or `..`). Nothing was kept.",
+        ),
+        (
+            [("files", ("red\x1b[31m.csv", b"y", "text/csv"))],
+            "Not stored: file 1 is named `red\\x1b[31m.csv`, which is not a plain file name (no "
+            "`/`, no control character, not `.` or `..`). Nothing was kept.",
         ),
     ],
-    ids=["file-in-another-field", "dot-dot", "a-path"],
+    ids=["file-in-another-field", "dot-dot", "a-path", "an-escape"],
 )
 def test_an_upload_form_with_a_file_gradio_would_not_take_is_refused_and_leaves_no_file(
     world, files, message
@@ -701,7 +706,7 @@ def test_an_upload_abandoned_midway_leaves_no_file_and_no_traceback(world):
     url = httpx.URL(world.url)
     with socket.create_connection((url.host, url.port), timeout=120) as raw:
         raw.sendall(
-            b"POST /gradio_api/upload HTTP/1.1\r\nHost: x\r\n"
+            b"POST /gradio_api/upload?upload_id=gone-away HTTP/1.1\r\nHost: x\r\n"
             b"Content-Type: multipart/form-data; boundary=" + boundary + b"\r\n"
             b"Content-Length: 10000000\r\n"
             + f"Cookie: {COOKIE}={world.tokens['researcher']}\r\n\r\n".encode()
@@ -712,6 +717,62 @@ def test_an_upload_abandoned_midway_leaves_no_file_and_no_traceback(world):
     assert wait_for(lambda: world.state()[1] == before), "the abandoned upload's file was left behind"
     assert _new_tracebacks(world, since) == 0
     assert world.call("admin_coverage", world.admin)
+    # Its progress stream ends at once instead of reporting an upload that will never finish.
+    assert _first_progress(world, "gone-away") == {"msg": "done"}
+
+
+def _first_progress(world, upload_id: str) -> dict:
+    """The first message of Gradio's progress stream of the upload `upload_id`."""
+    with httpx.stream(
+        "GET",
+        f"{world.url}gradio_api/upload_progress",
+        params={"upload_id": upload_id},
+        cookies={COOKIE: world.tokens["researcher"]},
+        timeout=120,
+    ) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                return json.loads(line.removeprefix("data: "))
+    raise AssertionError("the progress stream sent no message")
+
+
+def test_an_upload_form_cut_short_is_refused_and_leaves_no_file(world):
+    """A form whose closing boundary never came, though every byte its sender announced did,
+    was answered `200 []` with its parts unchecked and its last file kept (outside probe 138)."""
+    before, since = world.state()[1], world.log.stat().st_size
+    boundary = b"b0undary"
+    for parts in (
+        [(b"files", b"a.zip")],  # one part, cut
+        [(b"files", b"a.zip"), (b"extra", b"b.zip")],  # a field the form may not have, cut
+    ):
+        body = b"".join(
+            b"--"
+            + boundary
+            + b'\r\nContent-Disposition: form-data; name="'
+            + name
+            + b'"; filename="'
+            + filename
+            + b'"\r\nContent-Type: application/zip\r\n\r\n'
+            + b"PK" * 2_000
+            + b"\r\n"
+            for name, filename in parts
+        )
+        response = httpx.post(
+            f"{world.url}gradio_api/upload",
+            params={"upload_id": "cut-short"},
+            content=body,
+            headers={"Content-Type": "multipart/form-data; boundary=" + boundary.decode()},
+            cookies={COOKIE: world.tokens["researcher"]},
+            timeout=120,
+        )
+        assert (response.status_code, response.text) == (
+            400,
+            "Not stored: the upload form ended without its closing boundary, so its last part "
+            "may be cut short. Nothing was kept.",
+        )
+        assert world.state()[1] == before, "the cut form's file was left behind"
+    assert _first_progress(world, "cut-short") == {"msg": "done"}
+    assert _new_tracebacks(world, since) == 0
 
 
 def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(world):
