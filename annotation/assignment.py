@@ -479,17 +479,7 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int, now: dt.da
             "s.id = p.study_id where s.frozen is not null"
         )
     }
-    # The runs follow the design's share (runs of exactly 10 at 10 %), not the share its
-    # rounded count of checks gives (0.1007: runs of 9 and 10, so two checks could meet at
-    # trials 9 and 10, which an outside check read as two in ten).
-    share, cap = {}, {}
-    for study, total, checks, rate, asked in db.execute(
-        f"select p.study_id, count(*), sum({IS_CHECK}), json_extract(s.meta, '$.attention_rate'), "
-        "json_extract(s.meta, '$.trials_per_participant') from study_pairs p join studies s on "
-        "s.id = p.study_id where s.frozen is not null group by p.study_id"
-    ):
-        cap[study] = total if asked is None else min(total, asked)
-        share[study] = study_check_share(rate, checks, total, cap[study])
+    share, cap = _shares(db)
     met = {
         study: [trials, checks]
         for study, trials, checks in db.execute(
@@ -541,6 +531,23 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int, now: dt.da
     return picked
 
 
+def _shares(db) -> tuple[dict[int, float], dict[int, int]]:
+    """Per frozen study: the share of a person's trials that are attention checks, and the
+    trials it asks of a person (its ``trials_per_participant``, at most its pairs)."""
+    # The runs follow the design's share (runs of exactly 10 at 10 %), not the share its
+    # rounded count of checks gives (0.1007: runs of 9 and 10, so two checks could meet at
+    # trials 9 and 10, which an outside check read as two in ten).
+    share, cap = {}, {}
+    for study, total, checks, rate, asked in db.execute(
+        f"select p.study_id, count(*), sum({IS_CHECK}), json_extract(s.meta, '$.attention_rate'), "
+        "json_extract(s.meta, '$.trials_per_participant') from study_pairs p join studies s on "
+        "s.id = p.study_id where s.frozen is not null group by p.study_id"
+    ):
+        cap[study] = total if asked is None else min(total, asked)
+        share[study] = study_check_share(rate, checks, total, cap[study])
+    return share, cap
+
+
 def _room_beside_crowd(db, share: dict[int, float], cap: dict[int, int], now: dt.datetime) -> dict[int, int]:
     """Per study that people of its links are in now: the model pairs' votes that are free
     (a pair's ``votes_per_pair`` less its votes and live reservations) beyond those its
@@ -552,7 +559,16 @@ def _room_beside_crowd(db, share: dict[int, float], cap: dict[int, int], now: dt
     press Start; an invitee arriving meanwhile took the pairs their share was counted on,
     and they timed out with no trial and no code (outside probe 137).
     """
+    return {study: room for study, (room, _) in _beside_crowd(db, share, cap, now).items()}
+
+
+def _beside_crowd(
+    db, share: dict[int, float], cap: dict[int, int], now: dt.datetime
+) -> dict[int, tuple[int, dt.datetime]]:
+    """`_room_beside_crowd`, each study's room with when the last of its active link
+    people's time ends."""
     owed: dict[int, int] = {}
+    ends: dict[int, dt.datetime] = {}
     for person, study, started, minutes, taken in db.execute(
         "select c.annotator_id, l.study_id, c.started, l.minutes, (select count(*) from tasks t "
         "join study_pairs p on p.id = t.pair_id where t.kind = 'judgment' and t.practice = 0 and "
@@ -560,10 +576,12 @@ def _room_beside_crowd(db, share: dict[int, float], cap: dict[int, int], now: dt
         f"('reserved', 'submitted') and not {IS_CHECK}) from crowd_participants c "
         "join crowd_links l on l.id = c.link_id where c.status = 'active'"
     ):
-        if study not in cap or parse_iso(started) + dt.timedelta(minutes=minutes) <= now:
+        end = parse_iso(started) + dt.timedelta(minutes=minutes)
+        if study not in cap or end <= now:
             continue  # a study not open, or a person whose time ran out (timed out when next seen)
         model_trials = cap[study] - checks_due(share[study], cap[study], person, study)
         owed[study] = owed.get(study, 0) + max(0, model_trials - taken)
+        ends[study] = max(end, ends.get(study, end))
     if not owed:
         return {}
     free = dict(
@@ -576,7 +594,21 @@ def _room_beside_crowd(db, share: dict[int, float], cap: dict[int, int], now: dt
             list(owed),
         )
     )
-    return {study: free.get(study, 0) - debt for study, debt in owed.items()}
+    return {study: (free.get(study, 0) - debt, ends[study]) for study, debt in owed.items()}
+
+
+def kept_for_links(db: sqlite_utils.Database, *, now: dt.datetime | None = None) -> dict[int, str]:
+    """Per open study whose model pairs' free votes all go to the people of its links who
+    are in it now (`_room_beside_crowd`): when the last of those people's time ends (ISO
+    8601 UTC). A participant from an invite takes none of its model pairs until then, or
+    until those people have judged their trials."""
+    share, cap = _shares(db)
+    open_ids = {row[0] for row in db.execute(f"select s.id from studies s where {OPEN_STUDY}")}
+    return {
+        study: iso(end)
+        for study, (room, end) in _beside_crowd(db, share, cap, utcnow() if now is None else now).items()
+        if room <= 0 and study in open_ids
+    }
 
 
 def pool_rows(db: sqlite_utils.Database, kind: str, annotator_id: int, k: int) -> list[tuple]:

@@ -25,10 +25,11 @@ from annotation.errors import (
 from annotation.people import passwords, throttle
 from annotation.people.accounts import Actor, login_with_invite, logout, require
 from annotation.people.passwords import login_admin
-from annotation.study import crowd
+from annotation.study import crowd, judging
 from app.common import AppContext, escape, live, own_session, public, shown_errors, visible_to
 from app.tabs import SESSION_CHANGE, On, Tab
 from storage import shown_time, storage_condition
+from storage.shown import counted
 
 NAME = "start"
 TITLE = "Start"
@@ -377,9 +378,12 @@ def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[st
             raise
         except crowd.HitPreview as preview:  # no failure: the link works once the HIT is accepted
             return None, f"**This is the HIT's preview:** {escape(str(preview))}.", True
+        closed = crowd_study_closed(db, _joined_actor(joined), joined.state)
     name = escape(joined.session.pseudonym)
     if joined.state.finished:
         return joined.session.token, f"Welcome back, **{name}**: {study_over(joined.state)}", True
+    if closed:  # they were told to press Start on a study closed since (outside probe 138)
+        return joined.session.token, f"Welcome back, **{name}**. {closed}", True
     welcome = "Welcome back" if joined.resumed else "Welcome"
     return (
         joined.session.token,
@@ -387,6 +391,28 @@ def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[st
         f"{shown_time(joined.state.deadline)}. On the **Judge** tab, press *Start*: "
         + ("your trials follow." if joined.state.consented else "first the consent text, then your trials."),
         False,
+    )
+
+
+def _joined_actor(joined: crowd.Joined) -> Actor:
+    session = joined.session
+    return Actor(session.annotator_id, session.pseudonym, frozenset(session.roles))
+
+
+def crowd_study_closed(db, actor: Actor, state: crowd.CrowdState | None) -> str:
+    """What a crowd participant still judging (`state` active) reads once the organisers
+    closed their study: that, the trials kept, and the way back to the platform; "" when
+    the study is open or they are not such a participant."""
+    if state is None or state.status != "active":
+        return ""
+    closed = judging.closed_for(db, actor)
+    if closed is None:
+        return ""
+    return (
+        f"**The organisers closed this study** on {shown_time(closed['closed'])}: no more votes are "
+        f"taken, and what you judged ({counted(closed['done'], 'trial')}) is kept. Please return the "
+        "study on the platform, and message its researcher there about your time."
+        + (f" [Back to the platform]({escape(state.platform_url)})" if state.platform_url else "")
     )
 
 
@@ -506,7 +532,7 @@ def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[s
         except AnnotationError as error:  # the session the browser kept ended: why
             return "", f"You are not signed in. ({escape(str(error))})", False
         state = crowd.state(db, actor)
-    over = study_over(state)
+        over = study_over(state) or crowd_study_closed(db, actor, state)
     if over:  # a crowd participant who no longer judges: why, where the page lands
         return stored, f"Signed in as **{escape(actor.pseudonym)}**: {over}", True
     # A crowd participant reads their deadline after a reload as on joining.

@@ -56,7 +56,7 @@ from app.common import (
     shown_mark,
     whole_number,
 )
-from app.landing import current_actor
+from app.landing import crowd_study_closed, current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
@@ -245,21 +245,17 @@ EVENTS = (
 """The tab's wiring, in the order Gradio registers it (`ParticipantTab.wire`)."""
 
 
-def _no_trial(db, actor, *, crowd: bool, platform_url: str = "") -> str:
-    """Why no trial comes: all judged; the study closed (`platform_url`: where someone from a
-    study link returns it); pairs others hold, which may still come; or (someone from an
-    invite) every other pair has its votes, so nothing is left to wait for."""
+def _no_trial(db, actor, state: crowd.CrowdState | None = None) -> str:
+    """Why no trial comes: all judged; the study closed (`state`: the `crowd.state` of
+    someone from a study link, who is told how to return it); pairs others hold, which may
+    still come; or (someone from an invite) the votes kept for a link's people now, or every
+    other pair has its votes, so nothing is left to wait for."""
     done, total = judging.progress(db, actor)
     if done >= total > 0:
         return _all_done(done, total)
+    if state is not None and (closed_line := crowd_study_closed(db, actor, state)):
+        return closed_line
     closed = judging.closed_for(db, actor)
-    if closed is not None and crowd:
-        return (
-            f"**The organisers closed this study** on {shown_time(closed['closed'])}: no more votes are "
-            f"taken, and what you judged ({counted(closed['done'], 'trial')}) is kept. Please return the "
-            "study on the platform, and message its researcher there about your time."
-            + (f" [Back to the platform]({escape(platform_url)})" if platform_url else "")
-        )
     if closed is not None:
         return (
             f"**This study is closed**: its organisers closed it on {shown_time(closed['closed'])}; you "
@@ -272,11 +268,27 @@ def _no_trial(db, actor, *, crowd: bool, platform_url: str = "") -> str:
             f"({held}) are with other participants; one comes back to you if its participant has "
             f"not answered it by {shown_time(until)} at the latest (press **Start / continue** then)."
         )
-    if crowd:  # their place was counted on pairs for them: the study's researcher must look
+    if state is not None:  # their place was counted on pairs for them: the study's researcher must look
         return f"**No pair is waiting for you right now** ({done} of {total} judged). Please come back later."
+    until = judging.kept_for_links(db, actor) if done < total else None
+    if until is not None:
+        return (
+            f"**No pair is waiting for you right now** ({done} of {total} judged): the votes still "
+            "needed are kept for participants who came through the study's link and are taking it "
+            f"now; what they leave comes back to you when their time ends, by {shown_time(until)} at "
+            "the latest (press **Start / continue** then)."
+        )
+    # Their trials in a study closed since count too ("you judged 0 trials" after 5 there).
+    earlier = judging.last_closed_judged(db, actor)
     return (
-        f"**All done: you judged {done} trials**, and every other pair already has all the votes "
-        "the study needs. Thank you!"
+        f"**All done: you judged {counted(judging.judged(db, actor), 'trial')}**, and "
+        "every other pair already has all the votes the study needs. Thank you!"
+        + (
+            f" ({escape(earlier['name'])} was closed by its organisers on {shown_time(earlier['closed'])}; "
+            "what you judged in it is kept.)"
+            if earlier
+            else ""
+        )
     )
 
 
@@ -407,10 +419,14 @@ class ParticipantTab(Tab):
         try:
             seconds = judging.seconds_on_trial(db, actor, trial, shown_at)
             judging.record_judgment(db, actor, trial, side, seconds)
-        except judging.StudyClosed:
+        except judging.StudyClosed as closed:
             # The trial's answer buttons stayed usable beside the refusal (outside probe 137):
-            # the tab shows the study closed, as Start does, its buttons off.
-            return self._view(db, actor, current, consent=None)
+            # the tab shows the study closed, as Start does, its buttons off; or, for someone
+            # who judges another open study, says why this answer was dropped before the next.
+            view = self._view(db, actor, current, consent=None)
+            if judging.closed_for(db, actor) is None:
+                view[self.parts["progress"]] = f"**Not stored:** {closed} · " + view[self.parts["progress"]]
+            return view
         except AlreadyDone:
             # Answered in another tab or by a second press: this tab moves on to the trial
             # that is current (it stayed on the answered one, and said "go on with the
@@ -454,13 +470,7 @@ class ParticipantTab(Tab):
             )
         background = judging.design_background(db, actor)
         asked = background is None
-        why_none = functools.partial(
-            _no_trial,
-            db,
-            actor,
-            crowd=finished is not None,
-            platform_url="" if finished is None else finished.platform_url,
-        )
+        why_none = functools.partial(_no_trial, db, actor, finished)
         if background is None:
             if judging.closed_for(db, actor) is not None:  # no question for a closed study
                 return self.show(why_none(), background=False, consent=consent)
@@ -663,7 +673,7 @@ def _greeting(ctx: AppContext, session_token: str) -> str:
         if state.status != "active":
             return ""
         if judging.closed_for(db, actor) is not None:
-            return _no_trial(db, actor, crowd=True, platform_url=state.platform_url)
+            return _no_trial(db, actor, state)
     left = (parse_iso(state.deadline) - utcnow()).total_seconds() / 60
     if left <= 0:
         return ""

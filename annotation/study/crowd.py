@@ -1247,9 +1247,11 @@ def external_ids(db: sqlite_utils.Database) -> pd.DataFrame:
 
 
 def live_counts(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | None = None) -> dict:
-    """Started, each status, places left, median minutes of the completed and the
-    attention failure rate (failed / answered checks; None before any), for a link."""
+    """Started, each status, places left (none once the link is closed or ended: it takes
+    nobody new), median minutes of the completed and the attention failure rate (failed /
+    answered checks; None before any), for a link."""
     link = get_link(db, link_id)
+    shut = bool(link["closed"]) or link["ends"] <= iso(utcnow() if now is None else now)
     table = payment_rows(db, link_id, now=now)
     counts = {status: int((table["status"] == status).sum()) for status in STATUSES}
     answered = int(table["checks_passed"].sum() + table["checks_failed"].sum())
@@ -1257,7 +1259,7 @@ def live_counts(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | N
     return {
         "started": len(table),
         **counts,
-        "places_left": max(0, link["quota"] - counts["active"] - counts["completed"]),
+        "places_left": 0 if shut else max(0, link["quota"] - counts["active"] - counts["completed"]),
         "median_minutes": statistics.median(completed) if completed else None,
         "attention_failure_rate": None if not answered else int(table["checks_failed"].sum()) / answered,
     }

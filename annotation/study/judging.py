@@ -161,21 +161,41 @@ def closed_for(db: sqlite_utils.Database, actor: Actor) -> dict | None:
     else None. A participant of a closed study was told every pair had its votes, or (from
     a study link) to come back later (outside probe 129)."""
     a = _participant(actor)
-    judged = {"a": a}
     if db.execute(
         f"select exists (select 1 from studies s where {assignment.OPEN_STUDY} and {assignment.JUDGED_STUDIES})",
-        judged,
+        {"a": a},
     ).fetchone()[0]:
         return None
+    return _last_closed(db, a)
+
+
+def judged(db: sqlite_utils.Database, actor: Actor) -> int:
+    """Trials the participant judged in every study they judge, open or closed."""
+    return db.execute(
+        "select count(*) from judgments j join study_pairs p on p.id = j.pair_id join studies s on "
+        f"s.id = p.study_id where j.participant_id = :a and {assignment.JUDGED_STUDIES}",
+        {"a": _participant(actor)},
+    ).fetchone()[0]
+
+
+def last_closed_judged(db: sqlite_utils.Database, actor: Actor) -> dict | None:
+    """`closed_for`'s answer for the study closed last among those the participant judged
+    a trial in, whether or not they judge an open study too; None when there is none."""
+    return _last_closed(db, _participant(actor), judged_in=True)
+
+
+def _last_closed(db: sqlite_utils.Database, a: int, *, judged_in: bool = False) -> dict | None:
+    """The closed study, of those participant `a` judges (with a trial judged in it:
+    `judged_in`), closed last, as `closed_for` gives it."""
     closed = closed_studies(db)
     found = [
         {**row, "closed": closed[str(row["id"])]["closed"]}
         for row in db.query(
             "select s.id, s.name, (select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
             f"where p.study_id = s.id and j.participant_id = :a) as done from studies s where {assignment.JUDGED_STUDIES}",
-            judged,
+            {"a": a},
         )
-        if str(row["id"]) in closed
+        if str(row["id"]) in closed and (row["done"] or not judged_in)
     ]
     return max(found, key=lambda row: row["closed"], default=None)
 
@@ -238,6 +258,30 @@ def held_by_others(
         {"a": annotator_id, "now": iso(utcnow() if now is None else now)},
     ).fetchone()
     return int(count), latest
+
+
+def kept_for_links(db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None) -> str | None:
+    """When the last person, of those who came through a study link and are in it now, runs
+    out of time, among the open studies whose free votes are all kept for them
+    (`annotation.assignment.kept_for_links`) and in which the participant from an invite has
+    a model pair short of votes left to judge (ISO 8601 UTC); None when no such study.
+
+    Such a participant was told "All done: you judged 0 trials" while the study still needed
+    votes (outside probe 138)."""
+    kept = assignment.kept_for_links(db, now=now)
+    if not kept:
+        return None
+    left = {
+        row[0]
+        for row in db.execute(
+            f"select distinct p.study_id from study_pairs p join studies s on s.id = p.study_id where "
+            f"not {assignment.IS_CHECK} and p.study_id in ({','.join('?' * len(kept))}) and "
+            "(select count(*) from judgments j where j.pair_id = p.id) < s.votes_per_pair and not exists "
+            "(select 1 from judgments j where j.pair_id = p.id and j.participant_id = ?)",
+            [*kept, _participant(actor)],
+        )
+    }
+    return max((kept[study] for study in left), default=None)
 
 
 def next_trial(

@@ -130,7 +130,9 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         # The Admin tab's counts say a closed link is closed (its places left looked open).
         [row] = _rows(config, "select closed from crowd_links")
         closed = f"closed on {parse_iso(row['closed']):%Y-%m-%d %H:%M} UTC"
-        assert client.predict(admin, api_name="/admin_crowd_counts")[0]["data"][0][4] == closed
+        [row] = client.predict(admin, api_name="/admin_crowd_counts")[0]["data"]
+        assert row[4] == closed
+        assert row[SUMMARY_HEADERS.index("places_left")] == 0  # it said 1: nobody new joins now
         assert links["data"][0][7] == closed.removeprefix("closed on ")
         assert said == "Link 1 is closed: nobody new joins; whoever is in it may still finish."
         with pytest.raises(AppError, match="was closed on .* already"):
@@ -288,6 +290,14 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
             assert (
                 view[PROGRESS].startswith("**The organisers closed this study** on ") and view[TASK] is None
             )
+        # Opening the link again says so too (it said "Welcome back … press Start").
+        _, message = client.predict(pasted, api_name="/login_invite")
+        assert re.fullmatch(
+            r"Welcome back, \*\*P\d+\*\*\. \*\*The organisers closed this study\*\* on .+ UTC: no more votes "
+            r"are taken, and what you judged \(0 trials\) is kept\. Please return the study on the platform, "
+            r"and message its researcher there about your time\. \[Back to the platform\]\(.+\)",
+            message,
+        ), message
         view = client.predict(agreeing, api_name="/participant_next")
         assert re.fullmatch(
             r"\*\*The organisers closed this study\*\* on 20\d\d-\d\d-\d\d \d\d:\d\d UTC: no more votes are "

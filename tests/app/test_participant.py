@@ -140,7 +140,101 @@ def test_an_invited_participant_is_told_the_count_runs_over_every_open_study(tmp
         assert answered[PROGRESS].startswith(f"**Trial 2 of {2 * n_pairs}**")
         assert stale[PROGRESS] == ANSWERED_ELSEWHERE + answered[PROGRESS]
         assert stale[TASK] == answered[TASK] != view[TASK]
+        # The study of the trial on screen closed: the press goes on to the other study's next
+        # trial, saying why its answer was not stored (it moved on without a word).
+        [held] = _rows(
+            config,
+            f"select p.study_id from tasks t join study_pairs p on p.id = t.pair_id where t.id = {int(answered[TASK])}",
+        )
+        db = open_db(config.db_path)
+        try:
+            study.close_study(db, held["study_id"], Actor(None, "admin", frozenset({"admin"})), "enough")
+        finally:
+            db.close()
+        dropped = client.predict(
+            token, answered[TASK], "left", answered[SHOWN_AT], api_name="/participant_vote"
+        )
+        assert re.match(
+            r"\*\*Not stored:\*\* this study was closed by its organisers on 20\d\d-\d\d-\d\d \d\d:\d\d UTC; "
+            r"this answer was not stored, and those you gave before are kept · \*\*Trial \d+ of \d+\*\* · ",
+            dropped[PROGRESS],
+        ), dropped[PROGRESS]
+        assert dropped[TASK] is not None
     assert _rows(config, "select choice from judgments") == [{"choice": "left"}]
+
+
+def test_an_invitee_without_a_trial_is_told_why_and_counts_their_trials_in_a_closed_study(tmp_path):
+    """An invitee read "All done: you judged 0 trials" while the study's votes were kept for
+    people from its link (who come back to them if unused), and after judging in a study
+    closed since while another study had every vote it needs (outside probe 138)."""
+    from annotation.people.accounts import create_annotators, require
+    from annotation.study import crowd, judging
+    from app.participant import _no_trial
+    from storage import shown_time
+
+    admin = Actor(None, "admin", frozenset({"admin"}))
+
+    def invitees(db, n):
+        rows = create_annotators(db, n, "participant")
+        return [Actor(row["id"], row["pseudonym"], frozenset({"participant"})) for row, _ in rows]
+
+    def judge(db, person, n=None):
+        judging.set_background(db, person, True)
+        done = 0
+        while (n is None or done < n) and (
+            trial := judging.next_trial(db, person, np.random.default_rng(done), batch_size=1)
+        ):
+            judging.record_judgment(db, person, trial.task_id, "left", 2.0)
+            done += 1
+        return done
+
+    (tmp_path / "kept").mkdir()
+    config = make_config(tmp_path / "kept")
+    n_pairs = _open_study(config, n_concepts=1, votes_per_pair=1, attention_rate=0.0)
+    db = open_db(config.db_path)
+    try:
+        _, link = crowd.create_link(
+            db, 1, admin, quota=5, minutes=30, completion_code="C1", screenout_code="S1"
+        )
+        joined = crowd.join(db, link, {"PROLIFIC_PID": "pidA"}, address="10.0.0.1")
+        waiting = require(db, joined.session.token)
+        [late] = invitees(db, 1)
+        assert judge(db, late) == 0  # every vote is owed to the person at the consent text
+        deadline = joined.state.deadline
+        assert _no_trial(db, late) == (
+            f"**No pair is waiting for you right now** (0 of {n_pairs} judged): the votes still needed "
+            "are kept for participants who came through the study's link and are taking it now; what "
+            f"they leave comes back to you when their time ends, by {shown_time(deadline)} at the latest "
+            "(press **Start / continue** then)."
+        )
+        crowd.consent(db, waiting, True)
+        assert judge(db, waiting) == n_pairs
+        assert _no_trial(db, late).startswith("**All done: you judged 0 trials**, and every")
+    finally:
+        db.close()
+
+    (tmp_path / "closed").mkdir()
+    config = make_config(tmp_path / "closed")
+    _open_study(config, n_concepts=1, votes_per_pair=1, attention_rate=0.0, studies=2)
+    db = open_db(config.db_path)
+    try:
+        first, other = invitees(db, 2)
+        assert judge(db, first, 1) == 1
+        assert judge(db, other) > 0  # every pair left has its one vote now
+        [(closed,)] = db.execute(
+            "select p.study_id from judgments j join study_pairs p on p.id = j.pair_id where j.participant_id = ?",
+            [first.annotator_id],
+        ).fetchall()
+        study.close_study(db, closed, admin, "enough votes")
+        when = study.closed_studies(db)[str(closed)]["closed"]
+        name = db["studies"].get(closed)["name"]
+        assert _no_trial(db, first) == (
+            "**All done: you judged 1 trial**, and every other pair already has all the votes the study "
+            f"needs. Thank you! ({name} was closed by its organisers on {shown_time(when)}; what you "
+            "judged in it is kept.)"
+        )
+    finally:
+        db.close()
 
 
 def test_a_participant_judges_every_pair_through_the_api(tmp_path):

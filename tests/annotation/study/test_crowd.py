@@ -340,8 +340,13 @@ def test_people_let_in_by_a_link_keep_their_share_from_an_invitee_arriving_befor
     late = _invitee(db)
     judging.set_background(db, late, True)
     assert judging.next_trial(db, late, np.random.default_rng(0)) is None  # the rest is owed
+    # ... until the last of them is done or out of time, which the invitee is told
+    assert judging.kept_for_links(db, late) == iso(T0 + dt.timedelta(minutes=30))
+    assert judging.kept_for_links(db, late, now=T0 + dt.timedelta(minutes=30)) is None
+    assert judging.kept_for_links(db, early) is None  # they judged every pair they may
     assert [_judge(db, person, 10) for person in waiting] == [10] * 5
     assert crowd.votes_left(db, study_id)[2] == 0
+    assert judging.kept_for_links(db, late) is None
 
 
 def test_an_invitee_holding_trials_of_another_study_keeps_their_share_of_this_one(db, tmp_path):
