@@ -288,6 +288,11 @@ def _load_manifest(text: bytes, where: str) -> dict:
         raise BackupError(
             f"{where} holds no readable {MANIFEST}: it is not JSON ({error}); nothing was restored"
         ) from None
+    except RecursionError:  # Python's own traceback (outside probe 138)
+        raise BackupError(
+            f"{where} holds no readable {MANIFEST}: its JSON is nested too deeply to read (a backup's "
+            "is three levels deep); nothing was restored"
+        ) from None
     problem = _layout_problem(manifest)
     if problem is None:
         problem = _manifest_problem(manifest, [manifest["database"], *manifest["files"]])
@@ -308,11 +313,16 @@ def _layout_problem(manifest: object) -> str | None:
         )
     if not isinstance(manifest.get("files"), list):
         return f"has no `files` list (got {shown(manifest.get('files'))})"
-    for entry in (manifest["database"], *manifest["files"]):
+    seen = set()
+    for number, entry in enumerate((manifest["database"], *manifest["files"])):
         if not isinstance(entry, dict):
             return f"lists {shown(entry)} in `files`, not a file's entry (an object: path, sha256, bytes)"
+        which = "the `database` entry" if number == 0 else f"entry {number} of `files`"
         if not isinstance(entry.get("path"), str):
-            return f"gives an entry no `path` (got {shown(entry.get('path'))})"
+            return f"gives {which} no `path` (got {shown(entry.get('path'))})"
+        if entry["path"] in seen:  # it was restored once and counted twice (outside probe 138)
+            return f"lists {shown(entry['path'])} twice (a backup lists each file once)"
+        seen.add(entry["path"])
     return None
 
 

@@ -663,10 +663,23 @@ def test_a_manifest_that_lists_too_little_or_lacks_a_field_is_refused_in_one_lin
         ('{"database": null}', "has no `database` entry (an object: path, sha256, bytes; got None)"),
         ('{"files": "oops"}', "has no `files` list (got 'oops')"),
         ('{"files": [5]}', "lists 5 in `files`, not a file's entry (an object: path, sha256, bytes)"),
-        ('{"files": [{"sha256": "0"}]}', "gives an entry no `path` (got None)"),
+        ('{"files": [{"path": "a"}, {"sha256": "0"}]}', "gives entry 2 of `files` no `path` (got None)"),
+        ('{"database": {"bytes": 1}}', "gives the `database` entry no `path` (got None)"),
+        (
+            '{"files": [{"path": "colorings/a.png"}, {"path": "colorings/a.png"}]}',
+            "lists 'colorings/a.png' twice (a backup lists each file once)",
+        ),
         ("[1, 2]", "is not a JSON object (got list)"),
     ],
-    ids=["database-null", "files-a-string", "an-entry-a-number", "an-entry-without-path", "a-list"],
+    ids=[
+        "database-null",
+        "files-a-string",
+        "an-entry-a-number",
+        "an-entry-without-path",
+        "a-database-without-path",
+        "a-file-twice",
+        "a-list",
+    ],
 )
 def test_a_manifest_of_another_layout_is_refused_naming_the_field_as_folder_and_as_zip(
     tmp_path, manifest, problem
@@ -690,6 +703,20 @@ def test_a_manifest_of_another_layout_is_refused_naming_the_field_as_folder_and_
         assert str(refused.value) == f"{where} holds a manifest.json that {problem}; nothing was restored"
         assert live.read_bytes() == b"the live database" and not (tmp_path / "live" / "data").exists()
         assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite"]
+
+
+def test_a_manifest_nested_too_deeply_for_python_is_refused_in_words(tmp_path):
+    """Python's json reader gives up on deep nesting with a RecursionError: a traceback
+    (outside probe 138)."""
+    folder, live = _one_coloring_backup(tmp_path)
+    (folder / backup.MANIFEST).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(backup.BackupError) as refused:
+        backup.restore(folder, live, tmp_path / "live" / "data")
+    assert str(refused.value) == (
+        f"{str(folder)!r} holds no readable manifest.json: its JSON is nested too deeply to read (a "
+        "backup's is three levels deep); nothing was restored"
+    )
+    assert live.read_bytes() == b"the live database" and not (tmp_path / "live" / "data").exists()
 
 
 def test_a_restore_never_replaces_a_file_of_the_data_folder(tmp_path):
