@@ -251,24 +251,37 @@ def _labels_from_manifest(
 ) -> Iterator[tuple[str, Label | str]]:
     """Each image's label from the manifest's rows; rows that name no image of the source,
     and files listed more than once, are added to `rejected`."""
+    reader = csv.reader(io.StringIO(text, newline=""))
     try:
-        table = list(csv.reader(io.StringIO(text, newline="")))
+        table = [(reader.line_num, row) for row in reader]
     except csv.Error as error:
         raise ImportSourceError(f"{MANIFEST} is not readable CSV: {error}") from None
-    if table and (why := separator_refusal(table[0], MANIFEST)):
+    if table and (why := separator_refusal(table[0][1], MANIFEST)):
         raise ImportSourceError(why)
     # Column names are read as a person means them: `File`, ` Model ` and `CFG` name the columns.
-    header = [cell.strip().lower() for cell in table[0]] if table else []
-    rows = [
-        dict(zip(header, row + [""] * (len(header) - len(row))))
-        for row in table[1:]
-        if any(cell.strip() for cell in row)
-    ]
+    header = [cell.strip().lower() for cell in table[0][1]] if table else []
+    rows, misshapen = [], {}
+    for line, row in table[1:]:
+        if not any(cell.strip() for cell in row):
+            continue
+        rows.append(dict(zip(header, row + [""] * (len(header) - len(row)))))
+        # A row of more cells than columns was cut to fit, so an unquoted comma in a concept
+        # ("rotten, apple") labelled the image "rotten"; one of fewer read its columns as empty.
+        extra = any(cell.strip() for cell in row[len(header) :])
+        short = [c for c in MANIFEST_COLUMNS if c in header and header.index(c) >= len(row)]
+        if extra or short:
+            misshapen[rows[-1]["file"].strip()] = (
+                f"line {line} of {MANIFEST} has {len(row)} cells for its {len(header)} columns"
+                + (" (a value holding a comma must be in double quotes)" if extra else f", none for {short}")
+                + "; it is not imported"
+            )
     missing = [column for column in MANIFEST_COLUMNS if column not in header]
     twice = sorted({column for column in header if column and header.count(column) > 1})
     why = ""
     if missing:
-        why = f"it lacks {missing} (its first row: {[cell[:40] for cell in table[0][:10]] if table else []})"
+        why = (
+            f"it lacks {missing} (its first row: {[cell[:40] for cell in table[0][1][:10]] if table else []})"
+        )
     elif twice:
         why = f"it names {twice} twice"
     elif not rows:
@@ -283,6 +296,9 @@ def _labels_from_manifest(
         file = (row["file"] or "").strip()
         if times[file] > 1:
             listed[file] = f"listed {times[file]} times in {MANIFEST}; list it once"
+            continue
+        if file in misshapen:
+            listed[file] = misshapen[file]
             continue
         try:
             listed[file] = parse_label(*((row[c] or "").strip() for c in MANIFEST_COLUMNS[1:]), known)

@@ -287,6 +287,28 @@ def test_manifest_rows_that_repeat_a_file_or_name_none_are_listed_not_applied(db
     }
 
 
+def test_manifest_rows_of_more_or_fewer_cells_than_columns_are_listed_not_applied(db, tmp_path):
+    """A row of more cells was cut to fit the columns: an unquoted comma in a concept
+    labelled the image by the words before it, silently (outside probe 138)."""
+    manifest = (
+        "file,model,concept,style,cfg,seed\n"
+        "a.png,mj,rotten, apple,natural,5,1\n"  # the comma unquoted
+        'b.png,mj,"rotten apple",natural,5,1\n'
+        "c.png,mj,sky,natural\n"  # cfg and seed left off
+        "d.png,mj,sky,natural,5,2,\n"  # a trailing comma adds an empty cell: read as it is
+    )
+    images = [(f"{n}.png", _png((1, 2, 3))) for n in "abcd"]
+    archive = _zip(tmp_path / "in.zip", [("manifest.csv", manifest), *images])
+    report = import_images(db, "r", archive, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    assert dict(report.rejected) == {
+        "a.png": "line 2 of manifest.csv has 7 cells for its 6 columns (a value holding a comma must be in "
+        "double quotes); it is not imported",
+        "c.png": "line 4 of manifest.csv has 4 cells for its 6 columns, none for ['cfg', 'seed']; it is not "
+        "imported",
+    }
+    assert sorted((i["concept"], i["seed"]) for i in runs.items(db, "r")) == [("rotten apple", 1), ("sky", 2)]
+
+
 @pytest.mark.parametrize(
     "make, message",
     [
