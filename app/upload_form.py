@@ -41,6 +41,8 @@ from gradio_client import utils as client_utils
 from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 
+from storage.shown import shown
+
 FIELD = "files"
 """The form field Gradio's upload route takes files from."""
 
@@ -111,12 +113,12 @@ def _refusal(form) -> str | None:
     """Why the upload route may not take `form` (a parsed multipart form), else None."""
     for name, _ in form.multi_items():
         if name != FIELD:
-            return OTHER_FIELD.format(name=_shown(name))
+            return OTHER_FIELD.format(name=shown(name))
     for index, part in enumerate(form.getlist(FIELD), start=1):
         if not isinstance(part, UploadFile):
             return NOT_A_FILE.format(index=index)
         if part.filename and not _plain(part.filename):
-            return BAD_NAME.format(index=index, name=_shown(part.filename))
+            return BAD_NAME.format(index=index, name=shown(part.filename))
     return None
 
 
@@ -128,12 +130,6 @@ def _plain(name: str) -> bool:
         and name not in (".", "..")
         and not any(unicodedata.category(c).startswith("C") for c in name)
     )
-
-
-def _shown(name: str, limit: int = 60) -> str:
-    """`name` quoted for a message, control characters escaped, cut to `limit` characters."""
-    shown = ascii(name)[1:-1] if not name.isprintable() else name
-    return f"`{shown[:limit]}{'…' if len(shown) > limit else ''}`"
 
 
 def _file_field(self: File, f: FileData, _process=File._process_single_file):

@@ -622,22 +622,22 @@ def test_an_upload_form_with_a_plain_field_for_a_file_is_refused_and_leaves_no_f
                 ("files", ("a.csv", b"model,concept\n", "text/csv")),
                 ("extra", ("b.zip", b"PK", "application/zip")),
             ],
-            "Not stored: the upload form has a part named `extra`; files are taken only from the "
+            "Not stored: the upload form has a part named 'extra'; files are taken only from the "
             "field `files`. Nothing was kept.",
         ),
         (
             [("files", ("a.csv", b"x", "text/csv")), ("files", ("..", b"y", "text/plain"))],
-            "Not stored: file 2 is named `..`, which is not a plain file name (no `/`, no control "
+            "Not stored: file 2 is named '..', which is not a plain file name (no `/`, no control "
             "character, not `.` or `..`). Nothing was kept.",
         ),
         (
             [("files", ("../../etc/cron.d/x", b"y", "text/plain"))],
-            "Not stored: file 1 is named `../../etc/cron.d/x`, which is not a plain file name (no "
+            "Not stored: file 1 is named '../../etc/cron.d/x', which is not a plain file name (no "
             "`/`, no control character, not `.` or `..`). Nothing was kept.",
         ),
         (
             [("files", ("red\x1b[31m.csv", b"y", "text/csv"))],
-            "Not stored: file 1 is named `red\\x1b[31m.csv`, which is not a plain file name (no "
+            "Not stored: file 1 is named 'red\\x1b[31m.csv', which is not a plain file name (no "
             "`/`, no control character, not `.` or `..`). Nothing was kept.",
         ),
     ],
