@@ -248,8 +248,8 @@ EVENTS = (
 def _no_trial(db, actor, state: crowd.CrowdState | None = None) -> str:
     """Why no trial comes: all judged; the study closed (`state`: the `crowd.state` of
     someone from a study link, who is told how to return it); pairs others hold, which may
-    still come; or (someone from an invite) the votes kept for a link's people now, or every
-    other pair has its votes, so nothing is left to wait for."""
+    still come; no study open yet; or (someone from an invite) the votes kept for a link's
+    people now, or every other pair has its votes, so nothing is left to wait for."""
     done, total = judging.progress(db, actor)
     if done >= total > 0:
         return _all_done(done, total)
@@ -260,6 +260,11 @@ def _no_trial(db, actor, state: crowd.CrowdState | None = None) -> str:
         return (
             f"**This study is closed**: its organisers closed it on {shown_time(closed['closed'])}; you "
             f"judged {counted(closed['done'], 'trial')} in it. Thank you!"
+        )
+    if not judging.judges_open_study(db, actor):  # it said every pair had its votes
+        return (
+            "**No study is open yet**: the organisers have not opened a study to judge. Please come "
+            "back when they tell you it is open."
         )
     held, until = judging.held_by_others(db, actor)
     if held:
@@ -472,7 +477,9 @@ class ParticipantTab(Tab):
         asked = background is None
         why_none = functools.partial(_no_trial, db, actor, finished)
         if background is None:
-            if judging.closed_for(db, actor) is not None:  # no question for a closed study
+            # No question for a closed study, nor where no pair needs a vote any more (they
+            # answered it, then read "All done: you judged 0 trials": outside probe 138).
+            if judging.closed_for(db, actor) is not None or judging.progress(db, actor)[1] == 0:
                 return self.show(why_none(), background=False, consent=consent)
             return self.show(_WAIT_FOR_BACKGROUND, background=asked, consent=consent)
         trial = judging.next_trial(db, actor, self.ctx.rng)

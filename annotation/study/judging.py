@@ -160,13 +160,19 @@ def closed_for(db: sqlite_utils.Database, actor: Actor) -> dict | None:
     "done"}`` with the trials they judged in it, when they judge no open study any more;
     else None. A participant of a closed study was told every pair had its votes, or (from
     a study link) to come back later (outside probe 129)."""
-    a = _participant(actor)
-    if db.execute(
-        f"select exists (select 1 from studies s where {assignment.OPEN_STUDY} and {assignment.JUDGED_STUDIES})",
-        {"a": a},
-    ).fetchone()[0]:
+    if judges_open_study(db, actor):
         return None
-    return _last_closed(db, a)
+    return _last_closed(db, _participant(actor))
+
+
+def judges_open_study(db: sqlite_utils.Database, actor: Actor) -> bool:
+    """Whether an open study is among those the participant judges."""
+    return bool(
+        db.execute(
+            f"select exists (select 1 from studies s where {assignment.OPEN_STUDY} and {assignment.JUDGED_STUDIES})",
+            {"a": _participant(actor)},
+        ).fetchone()[0]
+    )
 
 
 def judged(db: sqlite_utils.Database, actor: Actor) -> int:

@@ -108,6 +108,10 @@ def test_a_participant_without_a_pair_is_told_whether_one_may_still_come(tmp_pat
             "**All done: you judged 0 trials**, and every other pair already has all the votes the "
             "study needs. Thank you!"
         )
+        # Someone arriving now is told so at once, not asked their background first.
+        third, _ = client.predict(_invite(client, "participant"), api_name="/login_invite")
+        arriving = client.predict(third, api_name="/participant_next")
+        assert arriving[PROGRESS] == view[PROGRESS] and arriving[BACKGROUND]["visible"] is False
         # Closed, the study says so to both (it said every pair had its votes: outside probe 129).
         db = open_db(config.db_path)
         try:
@@ -187,6 +191,19 @@ def test_an_invitee_without_a_trial_is_told_why_and_counts_their_trials_in_a_clo
             judging.record_judgment(db, person, trial.task_id, "left", 2.0)
             done += 1
         return done
+
+    (tmp_path / "none").mkdir()
+    config = make_config(tmp_path / "none")
+    db = open_db(config.db_path)
+    try:
+        ensure_schema(db)
+        [early] = invitees(db, 1)
+        assert _no_trial(db, early) == (  # it said every pair had its votes
+            "**No study is open yet**: the organisers have not opened a study to judge. Please come back "
+            "when they tell you it is open."
+        )
+    finally:
+        db.close()
 
     (tmp_path / "kept").mkdir()
     config = make_config(tmp_path / "kept")
