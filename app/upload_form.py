@@ -22,8 +22,9 @@ file in Gradio's cache, never closed or removed (Gradio's ``File._process_single
 that each ends as Gradio's own refusal of a malformed form (``MultiPartException``, answered 400
 with its message) once the form's temporary files are removed. The upload form (the parse that
 has an upload folder) takes parts in the field ``files`` only, each a file whose name is a
-plain file name: no ``/``, no control character, not ``.`` or ``..``, which Gradio renamed
-without a word, kept as sent, or refused after keeping the file. The browser sends a file's own name, never a path.
+plain file name: not empty, no ``/``, no control character, not ``.`` or ``..``, which Gradio
+renamed (an empty one too) without a word, kept as sent, or refused after keeping the file.
+The browser sends a file's own name, never a path.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ OTHER_FIELD = (
     "field `files`. Nothing was kept."
 )
 BAD_NAME = (
-    "Not stored: file {index} is named {name}, which is not a plain file name (no `/`, no "
-    "control character, not `.` or `..`). Nothing was kept."
+    "Not stored: file {index} is named {name}, which is not a plain file name (not empty, no "
+    "`/`, no control character, not `.` or `..`). Nothing was kept."
 )
 ABANDONED = "Not stored: the upload ended before its last byte arrived. Nothing was kept."
 UNENDED = (
@@ -117,17 +118,17 @@ def _refusal(form) -> str | None:
     for index, part in enumerate(form.getlist(FIELD), start=1):
         if not isinstance(part, UploadFile):
             return NOT_A_FILE.format(index=index)
-        if part.filename and not _plain(part.filename):
-            return BAD_NAME.format(index=index, name=shown(part.filename))
+        if not _plain(part.filename or ""):  # an empty name was stored under a made-up one
+            return BAD_NAME.format(index=index, name=shown(part.filename or ""))
     return None
 
 
 def _plain(name: str) -> bool:
-    """Whether `name` is a plain file name: no ``/``, no control character (a NUL, an escape
-    that would recolor a terminal showing it), not ``.`` or ``..``."""
+    """Whether `name` is a plain file name: not empty, no ``/``, no control character (a
+    NUL, an escape that would recolor a terminal showing it), not ``.`` or ``..``."""
     return (
         "/" not in name
-        and name not in (".", "..")
+        and name not in ("", ".", "..")
         and not any(unicodedata.category(c).startswith("C") for c in name)
     )
 

@@ -627,18 +627,18 @@ def test_an_upload_form_with_a_plain_field_for_a_file_is_refused_and_leaves_no_f
         ),
         (
             [("files", ("a.csv", b"x", "text/csv")), ("files", ("..", b"y", "text/plain"))],
-            "Not stored: file 2 is named '..', which is not a plain file name (no `/`, no control "
-            "character, not `.` or `..`). Nothing was kept.",
+            "Not stored: file 2 is named '..', which is not a plain file name (not empty, no `/`, "
+            "no control character, not `.` or `..`). Nothing was kept.",
         ),
         (
             [("files", ("../../etc/cron.d/x", b"y", "text/plain"))],
-            "Not stored: file 1 is named '../../etc/cron.d/x', which is not a plain file name (no "
-            "`/`, no control character, not `.` or `..`). Nothing was kept.",
+            "Not stored: file 1 is named '../../etc/cron.d/x', which is not a plain file name (not "
+            "empty, no `/`, no control character, not `.` or `..`). Nothing was kept.",
         ),
         (
             [("files", ("red\x1b[31m.csv", b"y", "text/csv"))],
-            "Not stored: file 1 is named 'red\\x1b[31m.csv', which is not a plain file name (no "
-            "`/`, no control character, not `.` or `..`). Nothing was kept.",
+            "Not stored: file 1 is named 'red\\x1b[31m.csv', which is not a plain file name (not "
+            "empty, no `/`, no control character, not `.` or `..`). Nothing was kept.",
         ),
     ],
     ids=["file-in-another-field", "dot-dot", "a-path", "an-escape"],
@@ -659,6 +659,28 @@ def test_an_upload_form_with_a_file_gradio_would_not_take_is_refused_and_leaves_
     assert (response.status_code, response.text) == (400, message)
     assert world.state()[1] == before, "the refused form's files were left behind"
     assert _new_tracebacks(world, since) == 0
+
+
+def test_an_upload_of_a_file_with_an_empty_name_is_refused_and_leaves_no_file(world):
+    """``filename=""`` was stored under a name Gradio made up (outside probe 140)."""
+    before = world.state()[1]
+    body = (
+        b'--XyZbound\r\nContent-Disposition: form-data; name="files"; filename=""\r\n\r\nx\r\n'
+        b"--XyZbound--\r\n"
+    )
+    response = httpx.post(
+        f"{world.url}gradio_api/upload",
+        content=body,
+        headers={"Content-Type": "multipart/form-data; boundary=XyZbound"},
+        cookies={COOKIE: world.tokens["researcher"]},
+        timeout=120,
+    )
+    assert (response.status_code, response.text) == (
+        400,
+        "Not stored: file 1 is named '', which is not a plain file name (not empty, no `/`, no "
+        "control character, not `.` or `..`). Nothing was kept.",
+    )
+    assert world.state()[1] == before
 
 
 def test_a_call_with_a_file_field_leaves_no_file_in_gradios_folder(world):
