@@ -125,11 +125,13 @@ def _refusal(form) -> str | None:
 
 def _plain(name: str) -> bool:
     """Whether `name` is a plain file name: not empty, no ``/``, no control character (a
-    NUL, an escape that would recolor a terminal showing it), not ``.`` or ``..``."""
+    NUL, an escape that would recolor a terminal showing it), not ``.`` or ``..``. Format
+    characters (a right-to-left mark, a zero-width joiner) belong to real names: they are
+    taken, and shown escaped where the app names the file."""
     return (
         "/" not in name
         and name not in ("", ".", "..")
-        and not any(unicodedata.category(c).startswith("C") for c in name)
+        and not any(unicodedata.category(c) == "Cc" for c in name)
     )
 
 
