@@ -252,7 +252,7 @@ def _no_trial(db, actor, state: crowd.CrowdState | None = None) -> str:
     people now, or every other pair has its votes, so nothing is left to wait for."""
     done, total = judging.progress(db, actor)
     if done >= total > 0:
-        return _all_done(done, total)
+        return _all_done(db, actor, done, total)
     if state is not None and (closed_line := crowd_study_closed(db, actor, state)):
         return closed_line
     closed = judging.closed_for(db, actor)
@@ -659,16 +659,25 @@ _WAIT_FOR_BACKGROUND = "**Before your first trial:** do you have a design or art
 _START = "Press **Start** to see your next trial."
 
 
-def _all_done(done: int, total: int) -> str:
-    return f"**All done: you judged {done} of {total} trials. Thank you!**"
+def _all_done(db, actor, done: int, total: int) -> str:
+    """All asked of them judged (`done` of `total` in the open studies they judge), with the
+    trials they judged in studies closed since, which the count leaves out ("7 of 7" for
+    10 judged, 3 of them in a study closed part-way: outside probe 139)."""
+    before = judging.judged(db, actor) - done
+    return f"**All done: you judged {done} of {total} trials. Thank you!**" + (
+        f" You also judged {counted(before, 'trial')} in studies their organisers closed since; they are kept."
+        if before > 0
+        else ""
+    )
 
 
 def _greeting(ctx: AppContext, session_token: str) -> str:
     """The line a participant signing in reads: for a crowd participant whose time runs, their
     pseudonym and when it ends (in UTC and in minutes from now, for someone in any time
     zone), then `_START`, or that their study was closed; for an invited participant who
-    judged every trial asked of them, that (a reload said "Press Start to see your next
-    trial" to both, and Start said otherwise: outside probe 137); else ""."""
+    judged every trial asked of them, that, and for one with no open study, why (a reload
+    said "Press Start to see your next trial" to all, and Start said otherwise: outside
+    probes 137 and 139); else ""."""
     actor = current_actor(ctx, session_token) if session_token else None
     if actor is None or "participant" not in actor.roles:
         return ""
@@ -676,7 +685,12 @@ def _greeting(ctx: AppContext, session_token: str) -> str:
         state = crowd.stored_state(db, actor)
         if state is None:
             done, total = judging.progress(db, actor)
-            return _all_done(done, total) if done >= total > 0 else ""
+            if done >= total > 0:
+                return _all_done(db, actor, done, total)
+            # A reload said "Press Start" with every study closed (outside probe 139).
+            if judging.closed_for(db, actor) is not None or not judging.judges_open_study(db, actor):
+                return _no_trial(db, actor)
+            return ""
         if state.status != "active":
             return ""
         if judging.closed_for(db, actor) is not None:

@@ -388,7 +388,7 @@ def record_judgment(
     db: sqlite_utils.Database,
     actor: Actor,
     task_id: int,
-    chosen_side: str,
+    side: str,
     seconds: float,
     *,
     now: dt.datetime | None = None,
@@ -399,7 +399,7 @@ def record_judgment(
     ----------
     task_id : int
         A reserved judgment task of the participant.
-    chosen_side : {'left', 'right'}
+    side : {'left', 'right'}
         The side they judged to match the ground truth better.
     seconds : float
         Time spent on the trial, >= 0.
@@ -416,8 +416,8 @@ def record_judgment(
         Bad side or seconds, not the participant's judgment task, or the background
         question is unanswered. Nothing is stored then.
     """
-    if chosen_side not in SIDES:
-        raise InvalidInput(f"`chosen_side` must be one of {SIDES}, got {shown(chosen_side)}")
+    if side not in SIDES:
+        raise InvalidInput(f"`side` must be one of {SIDES}, got {shown(side)}")
     if (
         isinstance(seconds, bool)
         or not isinstance(seconds, (int, float))
@@ -446,8 +446,8 @@ def record_judgment(
                 "pair_id": task.pair_id,
                 "participant_id": annotator_id,
                 "left_item": task.left_item,
-                "choice": chosen_side,
-                "winner": task.left_item if chosen_side == "left" else other,
+                "choice": side,
+                "winner": task.left_item if side == "left" else other,
                 "seconds_spent": float(seconds),
                 "created": iso(now),
             },

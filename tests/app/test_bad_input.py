@@ -387,7 +387,7 @@ CASES = [
         "participant-vote-bad-side",
         "/participant_vote",
         as_role("judge", 99999, "middle", "2025-01-01T00:00:00.000000Z"),
-        "`chosen_side` must be one of|is not a pair handed to you",
+        "`side` must be one of|is not a pair handed to you",
     ),
     Case(
         "participant-vote-bad-time",

@@ -423,5 +423,11 @@ def test_the_line_a_participant_reads_on_signing_in_says_where_they_stand(tmp_pa
         with ctx.db() as db:
             design.close_study(db, study_id, admin, "enough votes")
         assert _greeting(ctx, joined).startswith("**The organisers closed this study** on ")
+        # ... and the invitee is told it closed (a reload said "Press Start": outside probe 139)
+        assert re.fullmatch(
+            rf"\*\*This study is closed\*\*: its organisers closed it on .+ UTC; you judged {done} trials in "
+            r"it\. Thank you!",
+            _greeting(ctx, invited),
+        ), _greeting(ctx, invited)
     finally:
         ctx.close()

@@ -144,12 +144,21 @@ def test_an_invited_participant_is_told_the_count_runs_over_every_open_study(tmp
         assert answered[PROGRESS].startswith(f"**Trial 2 of {2 * n_pairs}**")
         assert stale[PROGRESS] == ANSWERED_ELSEWHERE + answered[PROGRESS]
         assert stale[TASK] == answered[TASK] != view[TASK]
-        # The study of the trial on screen closed: the press goes on to the other study's next
-        # trial, saying why its answer was not stored (it moved on without a word).
-        [held] = _rows(
-            config,
-            f"select p.study_id from tasks t join study_pairs p on p.id = t.pair_id where t.id = {int(answered[TASK])}",
-        )
+        # The study of the trial on screen, one they judged in already, closed: the press goes
+        # on to the other study's next trial, saying why its answer was not stored (it moved
+        # on without a word).
+        while True:
+            [held] = _rows(
+                config,
+                "select p.study_id, (select count(*) from judgments j join study_pairs q on q.id = j.pair_id "
+                "where q.study_id = p.study_id) as judged from tasks t join study_pairs p on p.id = t.pair_id "
+                f"where t.id = {int(answered[TASK])}",
+            )
+            if held["judged"]:
+                break
+            answered = client.predict(
+                token, answered[TASK], "left", answered[SHOWN_AT], api_name="/participant_vote"
+            )
         db = open_db(config.db_path)
         try:
             study.close_study(db, held["study_id"], Actor(None, "admin", frozenset({"admin"})), "enough")
@@ -164,7 +173,22 @@ def test_an_invited_participant_is_told_the_count_runs_over_every_open_study(tmp
             dropped[PROGRESS],
         ), dropped[PROGRESS]
         assert dropped[TASK] is not None
-    assert _rows(config, "select choice from judgments") == [{"choice": "left"}]
+        # All done counts the trial judged in the closed study too (it said "7 of 7" for 10).
+        view = dropped
+        while view[TASK] is not None:
+            view = client.predict(token, view[TASK], "left", view[SHOWN_AT], api_name="/participant_vote")
+        [closed] = _rows(
+            config,
+            "select count(*) as n from judgments j join study_pairs p on p.id = j.pair_id where p.study_id = "
+            f"{held['study_id']}",
+        )
+        assert closed["n"] > 0
+        assert view[PROGRESS] == (
+            f"**All done: you judged {n_pairs} of {n_pairs} trials. Thank you!** You also judged "
+            f"{closed['n']} trial{'s' if closed['n'] > 1 else ''} in studies their organisers closed "
+            "since; they are kept."
+        )
+    assert len(_rows(config, "select choice from judgments")) == n_pairs + closed["n"]
 
 
 def test_an_invitee_without_a_trial_is_told_why_and_counts_their_trials_in_a_closed_study(tmp_path):
@@ -302,7 +326,7 @@ def test_a_vote_for_someone_elses_task_is_refused_and_stores_nothing(tmp_path):
         view = client.predict(first, api_name="/participant_next")
         for token, task, side, message in [
             (second, view[TASK], "left", "not a pair handed to you"),
-            (first, view[TASK], "middle", "`chosen_side` must be one of"),
+            (first, view[TASK], "middle", "`side` must be one of"),
             (first, view[TASK], "left", "`shown_at` must be a time"),
         ]:
             shown = view[SHOWN_AT] if message != "`shown_at` must be a time" else "yesterday"

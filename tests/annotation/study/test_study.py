@@ -374,7 +374,7 @@ def test_votes_wait_for_the_background_answer_and_bad_votes_store_nothing(setup)
     judging.set_background(db, actor, False)
     before = _dump(db)
     for args, message in [
-        ((trial.task_id, "up", 1.0), "`chosen_side` must be one of"),
+        ((trial.task_id, "up", 1.0), "`side` must be one of"),
         ((trial.task_id, "left", -1.0), "`seconds` must be a finite number"),
         ((trial.task_id + 999, "left", 1.0), "not a pair handed to you"),
     ]:
