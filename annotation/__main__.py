@@ -266,7 +266,8 @@ def _run(args: argparse.Namespace) -> int:
             released = study_design.close_study(db, args.study, COMMAND_LINE, args.why)
             print(
                 f"closed study {args.study}: its trials are handed to nobody any more ({released} held by "
-                "participants released); its judgments stay, and its open study links are closed"
+                "participants released); its judgments stay, its open study links are closed, and the "
+                "people of its links still judging end as study_closed"
             )
             return 0
         if args.command == "export":

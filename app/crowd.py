@@ -416,7 +416,7 @@ def _counts_text(counts: dict) -> str:
         f"Started {counts['started']} · active {counts['active']} · completed {counts['completed']} · "
         f"screened out {counts['screened_out']} · timed out {counts['timed_out']} · returned "
         f"{counts['returned']} · account closed {counts['account_closed']} · may start again "
-        f"{counts['may_restart']} · places left {counts['places_left']} · "
+        f"{counts['may_restart']} · study closed {counts['study_closed']} · places left {counts['places_left']} · "
         "median minutes (completed) "
         f"{median} · attention failure rate {'–' if rate is None else f'{rate:.0%}'}"
     )

@@ -400,10 +400,11 @@ def _joined_actor(joined: crowd.Joined) -> Actor:
 
 
 def crowd_study_closed(db, actor: Actor, state: crowd.CrowdState | None) -> str:
-    """What a crowd participant still judging (`state` active) reads once the organisers
-    closed their study: that, the trials kept, and the way back to the platform; "" when
-    the study is open or they are not such a participant."""
-    if state is None or state.status != "active":
+    """What a crowd participant judging when the organisers closed their study (`state`
+    ``study_closed``, or ``active`` in a study closed before that status was recorded)
+    reads: that, the trials kept, and the way back to the platform; "" when the study is
+    open or they are not such a participant."""
+    if state is None or state.status not in ("active", "study_closed"):
         return ""
     closed = judging.closed_for(db, actor)
     if closed is None:
@@ -418,8 +419,9 @@ def crowd_study_closed(db, actor: Actor, state: crowd.CrowdState | None) -> str:
 
 def study_over(state: crowd.CrowdState | None) -> str:
     """What a crowd participant who no longer judges reads where the page lands (their code
-    and the way back to the platform, when they have them); "" for anyone else."""
-    if state is None or state.status == "active":
+    and the way back to the platform, when they have them); "" for anyone else, and for
+    someone whose study was closed (`crowd_study_closed` says that, with their trials)."""
+    if state is None or state.status in ("active", "study_closed"):
         return ""
     if state.finished:  # completed, or screened out (who read "you have finished", an outside check)
         return (

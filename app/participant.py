@@ -466,6 +466,8 @@ class ParticipantTab(Tab):
         """The trial or why there is none (`finished`: the actor's `crowd.state` when the
         caller has it, None for someone not from an open link)."""
         finished = crowd.state(db, actor) if finished is False else finished
+        if finished is not None and finished.status == "study_closed":
+            return self.show(crowd_study_closed(db, actor, finished), background=False, consent=consent)
         if finished is not None and finished.status != "active":
             return self.show(
                 _crowd_message(finished),
@@ -691,7 +693,7 @@ def _greeting(ctx: AppContext, session_token: str) -> str:
             if judging.closed_for(db, actor) is not None or not judging.judges_open_study(db, actor):
                 return _no_trial(db, actor)
             return ""
-        if state.status != "active":
+        if state.status not in ("active", "study_closed"):
             return ""
         if judging.closed_for(db, actor) is not None:
             return _no_trial(db, actor, state)

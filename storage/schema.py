@@ -659,8 +659,9 @@ def _v14_crowd_links(db: sqlite_utils.Database) -> None:
 
     ``crowd_participants``: the participant account a link made for one external id
     (unique per link: a second visit resumes), the platform's study and session ids,
-    ``started``/``finished`` and ``status`` (active, completed, screened_out, timed_out,
-    returned) with the ``address`` that joined (for the per-address limit)."""
+    ``started``/``finished`` and ``status`` (`annotation.study.crowd.STATUSES`: active,
+    completed, screened_out, timed_out, returned, account_closed, may_restart, study_closed)
+    with the ``address`` that joined (for the per-address limit)."""
     db["crowd_links"].create(
         {
             "id": int,

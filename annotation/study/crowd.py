@@ -73,7 +73,16 @@ from annotation.study.judging import progress
 from storage import insert_row, iso, parse_iso, shown_time, transaction, update_rows, utcnow
 from storage.spreadsheet import csv_text
 
-STATUSES = ("active", "completed", "screened_out", "timed_out", "returned", "account_closed", "may_restart")
+STATUSES = (
+    "active",
+    "completed",
+    "screened_out",
+    "timed_out",
+    "returned",
+    "account_closed",
+    "may_restart",
+    "study_closed",
+)
 FINISHED = ("completed", "screened_out")
 HOLDS_PLACE = ("active", "completed")
 DEFAULT_ID_PARAM = "PROLIFIC_PID"
@@ -764,6 +773,7 @@ _NOT_JUDGING = {
     "timed_out": "your time for this study ran out; no more votes are taken",
     "returned": "you returned this study; no more votes are taken",
     "may_restart": "the organisers let you start this study again: open it again from the platform to go on",
+    "study_closed": "the organisers closed this study; no more votes are taken",
 }
 
 
@@ -902,7 +912,7 @@ def let_start_again(
         person = _person(db, link, external_id)
         if person["status"] == "may_restart":
             raise Conflict(f"{shown(external_id)} may start again already; nothing changed")
-        if person["status"] in (*FINISHED, "account_closed"):
+        if person["status"] in (*FINISHED, "account_closed", "study_closed"):
             raise Conflict(
                 f"{shown(external_id)} has status {person['status']}: their part is over and they do not "
                 "start again; nothing changed"

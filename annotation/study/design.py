@@ -748,7 +748,8 @@ def close_study(
 
     An invited participant judges every open study (`annotation.assignment.JUDGED_STUDIES`),
     so without this a finished study (the README's first five minutes) stayed in every later
-    participant's queue (outside probe 127). Its open study links close with it. The time
+    participant's queue (outside probe 127). Its open study links close with it, and the
+    people of its links still judging end as ``study_closed`` (`annotation.study.crowd`). The time
     and `why` go into the setting `annotation.assignment.CLOSED_STUDIES` (a frozen study's
     row takes no change) and the audit trail.
 
@@ -780,6 +781,15 @@ def close_study(
             {"status": "released", "finished": iso(now)},
         )
         links = update_rows(db, "crowd_links", {"study_id": study_id, "closed": None}, {"closed": iso(now)})
+        # Its link people still judging end here: they stayed `active`, their minutes ran on in
+        # the payments, and at their deadline they read as `timed_out` (outside probe 138).
+        link_ids = [r["id"] for r in db["crowd_links"].rows_where("study_id = ?", [study_id], select="id")]
+        ended = update_rows(
+            db,
+            "crowd_participants",
+            {"status": "active", "link_id in": link_ids},
+            {"status": "study_closed", "finished": iso(now)},
+        )
         audit.record(
             db,
             actor.pseudonym,
@@ -787,7 +797,7 @@ def close_study(
             "study",
             study_id,
             why,
-            details={"released_trials": released, "closed_links": links},
+            details={"released_trials": released, "closed_links": links, "ended_link_people": ended},
             now=now,
         )
     return released

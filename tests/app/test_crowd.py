@@ -92,14 +92,14 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         started = table["headers"].index("started")  # read as every time on the page (outsider 102)
         assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", row[started]) for row in table["data"])
         counts, table, _, said = client.predict(admin, 1, "pidB", api_name="/crowd_returned")
-        assert "returned 1 · account closed 0 · may start again 0 · places left 1" in counts
+        assert "returned 1 · account closed 0 · may start again 0 · study closed 0 · places left 1" in counts
         assert said == "**pidB** is marked returned on link 1: their place is free again."
         with pytest.raises(AppError, match="needs the role researcher or admin"):
             client.predict(participant, 1, "pidB", api_name="/crowd_restart")
         with pytest.raises(AppError, match="nobody with the id 'pidX' joined open link 1"):
             client.predict(admin, 1, "pidX", api_name="/crowd_restart")
         counts, table, _, said = client.predict(admin, 1, " pidB ", api_name="/crowd_restart")
-        assert "returned 0 · account closed 0 · may start again 1 · places left 1" in counts
+        assert "returned 0 · account closed 0 · may start again 1 · study closed 0 · places left 1" in counts
         assert said.startswith(
             "**pidB** may start again on link 1: their next visit with this id takes a free place"
         )
@@ -121,7 +121,7 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
         summary, _ = client.predict(admin, api_name="/admin_crowd_counts")
         assert summary["headers"] == SUMMARY_HEADERS
         state = f"open until {ends:%Y-%m-%d %H:%M} UTC"
-        assert summary["data"] == [[1, "wave 1", "pilot", 2, state, 2, 1, 0, 0, 0, 0, 0, 1, 1, None, None]]
+        assert summary["data"] == [[1, "wave 1", "pilot", 2, state, 2, 1, 0, 0, 0, 0, 0, 1, 0, 1, None, None]]
         with pytest.raises(AppError, match="needs the role admin"):
             client.predict(participant, api_name="/admin_crowd_counts")
 
@@ -325,9 +325,9 @@ def test_a_crowd_participant_must_consent_before_the_server_takes_a_trial_or_a_v
     people = _rows(config, "select external_id, status, consented from crowd_participants order by started")
     assert [(p["external_id"], p["status"], bool(p["consented"])) for p in people] == [
         ("pidL", "timed_out", False),  # its start was set back
-        ("pidA", "active", True),
+        ("pidA", "study_closed", True),  # judging when the study closed (they stayed active)
         ("pidB", "returned", False),
-        ("pidC", "active", False),
+        ("pidC", "study_closed", False),
     ]
 
 

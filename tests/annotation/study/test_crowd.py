@@ -349,6 +349,40 @@ def test_people_let_in_by_a_link_keep_their_share_from_an_invitee_arriving_befor
     assert judging.kept_for_links(db, late) is None
 
 
+def test_closing_a_study_ends_its_link_people_still_judging_as_study_closed(setup):
+    """They stayed `active`: their minutes ran on in the payments, and at their deadline they
+    read as `timed_out`, as if they had let their time run out (outside probe 138)."""
+    db, study_id = setup
+    link, token = _link(db, study_id)
+    judging_person = _actor(db, _join(db, token, "pid-a", minutes_ago=5))
+    crowd.consent(db, judging_person, True, now=T0 - dt.timedelta(minutes=4))
+    assert _judge(db, judging_person, 3, at=T0 - dt.timedelta(minutes=3)) == 3
+    done = _actor(db, _join(db, token, "pid-b", minutes_ago=5))
+    crowd.consent(db, done, True, now=T0 - dt.timedelta(minutes=4))
+    assert _judge(db, done, 10, at=T0 - dt.timedelta(minutes=3)) == 10
+    assert crowd.settle(db, done, now=T0 - dt.timedelta(minutes=3)).status == "completed"
+    study.close_study(db, study_id, ADMIN, "enough votes", now=T0)
+    later = T0 + dt.timedelta(hours=2)  # past every deadline
+    table = crowd.payment_rows(db, link["id"], now=later).set_index("participant_id")
+    assert table.loc["pid-a", ["status", "finished", "minutes", "trials", "code"]].tolist() == [
+        "study_closed",
+        iso(T0),
+        5.0,
+        3,
+        "",
+    ]
+    assert table.loc["pid-b", "status"] == "completed"  # finished before: unchanged
+    assert crowd.live_counts(db, link["id"], now=later)["study_closed"] == 1
+    with pytest.raises(Conflict, match="no more votes are taken"):
+        crowd.check_active(db, judging_person)
+    with pytest.raises(Conflict, match="has status study_closed: their part is over"):
+        crowd.let_start_again(db, link["id"], "pid-a", ADMIN)
+    [details] = [
+        json.loads(r[0]) for r in db.execute("select details from audit where action = 'close_study'")
+    ]
+    assert details["ended_link_people"] == 1
+
+
 def test_an_invitee_holding_trials_of_another_study_keeps_their_share_of_this_one(db, tmp_path):
     """An invited participant judges every open study: holding trials of one, they are in
     the other's count too (an outside check's invitee paused on "Trial 10 of 35" holding
@@ -723,6 +757,7 @@ def test_the_payment_table_of_a_small_crowd_row_by_row(setup):
         "returned": 1,
         "account_closed": 0,
         "may_restart": 0,
+        "study_closed": 0,
         "places_left": 9,
         "median_minutes": 21.0,
         "attention_failure_rate": 1 / (2 + checks_c),
