@@ -41,6 +41,7 @@ from storage import (
 )
 from storage.files import file_in_the_way
 from storage.schema import MIGRATIONS
+from storage.shown import counted
 
 #: Who the audit log names for what a command does.
 COMMAND_LINE = Actor(None, "admin (command line)", frozenset({"admin"}))
@@ -272,9 +273,17 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         if args.command == "export":
             summary = export(db, args.data_dir, args.folder, external_ids=args.external_ids)
+            # It printed the references as a dict ("images {'ok': 546}") for 314 files.
+            refs, lacking = summary.images, []
+            if refs.get("missing"):
+                lacking.append(f"{refs['missing']:,} missing")
+            if refs.get("sha256_mismatch"):
+                lacking.append(f"{refs['sha256_mismatch']:,} with another sha256")
             print(
-                f"exported {len(summary.rows)} tables ({sum(summary.rows.values())} rows) "
-                f"and images {summary.images} to {summary.folder}"
+                f"exported {counted(len(summary.rows), 'table')} ({sum(summary.rows.values()):,} rows) and "
+                f"{counted(summary.files, 'file')} in images.zip to {summary.folder}; its manifest.csv lists "
+                f"the tables' {sum(refs.values()):,} references to files"
+                + (f" ({', '.join(lacking)}: not in the zip)" if lacking else "")
             )
         else:
             if args.stdin:

@@ -90,11 +90,14 @@ class WriteFailed(InvalidInput):
 
 @dataclass(frozen=True)
 class ExportSummary:
-    """What an export wrote: rows per table and image files per status."""
+    """What an export wrote: rows per table, the tables' references to files per status
+    (``ok``, ``missing``, ``sha256_mismatch``) and the files in ``images.zip`` (a file that
+    several rows name is in it once)."""
 
     folder: Path
     rows: dict[str, int]
     images: dict[str, int]
+    files: int = 0
 
 
 def export(
@@ -148,8 +151,10 @@ def _export(
             progress("tables", len(names) + len(rows), 2 * len(names))
             rows[name] = _write_table(frame, staging, name)
         images = _write_images(tables, Path(data_dir), staging / "images.zip", progress)
+        with zipfile.ZipFile(staging / "images.zip") as archive:
+            files = len(archive.namelist()) - 1  # its manifest.csv aside
         write_csv(names_of_uw71().drop(columns="delta_e"), staging / "uw71_names.csv", index=False)
-    return ExportSummary(folder, rows, images)
+    return ExportSummary(folder, rows, images, files)
 
 
 @contextlib.contextmanager

@@ -111,6 +111,7 @@ def test_export_round_trips_every_table_and_every_image(tmp_path, db):
     assert set(summary.rows) == tables
     assert summary.rows["concepts"] == 1278 and summary.rows["colorings"] == 1
     assert summary.images == {"ok": 2, "missing": 1, "sha256_mismatch": 1}
+    assert summary.files == 2
     parquet, csvs = _frames(tmp_path / "out", "parquet"), _frames(tmp_path / "out", "csv")
     assert set(parquet) == set(csvs) == tables
     for name in tables:
@@ -178,7 +179,12 @@ def test_command_line_export_writes_the_folder(tmp_path, db, capsys):
         main(["--db", str(db_path), "--data-dir", str(tmp_path / "data"), "export", str(tmp_path / "cli")])
         == 0
     )
-    assert "exported" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert re.fullmatch(
+        r"exported \d+ tables \([\d,]+ rows\) and 2 files in images\.zip to .+/cli; its manifest\.csv lists "
+        r"the tables' 4 references to files \(1 missing, 1 with another sha256: not in the zip\)\n",
+        said,
+    ), said
     assert (tmp_path / "cli" / "parquet" / "concepts.parquet").is_file()
     result = subprocess.run(
         [
