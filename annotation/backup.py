@@ -216,6 +216,10 @@ def verify(folder: str | Path) -> dict:
     """
     folder = Path(folder)
     where = repr(str(folder))
+    if (folder / MANIFEST).is_symlink():  # a link out of the folder was read (outside probe 141)
+        raise BackupError(
+            f"backup file {MANIFEST!r} is a link; a backup holds files only; nothing was restored"
+        )
     try:
         size = (folder / MANIFEST).stat().st_size
         if size > MAX_MANIFEST_BYTES:
@@ -238,6 +242,7 @@ def verify(folder: str | Path) -> dict:
         problem = restorable_problem(entry.get("path"))
         if problem:
             raise BackupError(f"backup file {name!r} {problem}; nothing was restored")
+    _check_folder_listed(folder, {name for name, _ in entries})
     root = folder.resolve()
     for name, entry in entries:
         path = folder / name
@@ -353,7 +358,9 @@ def _manifest_problem(manifest: dict, entries: list) -> str | None:
             or not isinstance(entry.get("bytes"), int)
             or entry["bytes"] < 0
         ):
-            return f"gives {name} no size in bytes"
+            return (
+                f"gives {name} no size in bytes (a whole number, 0 or more; got {shown(entry.get('bytes'))})"
+            )
     return None
 
 
@@ -557,6 +564,22 @@ def _unpacked(source: Path, beside: Path):
 MAX_MANIFEST_BYTES = 64 << 20
 """The largest manifest a zip's restore reads (a study of a million files lists ~150 MB of
 names less: 64 MB is far beyond the full study's)."""
+
+
+def _check_folder_listed(folder: Path, listed: set[str]) -> None:
+    """Refuse a backup folder holding a file or link its manifest does not list (`listed`:
+    paths relative to `folder`, its manifest aside), as a zip with one is refused
+    (`_check_listed`): a folder's was passed over without a word (outside probe 141)."""
+    for top, folders, files in os.walk(folder):
+        here = Path(top)
+        links = [name for name in folders if (here / name).is_symlink()]
+        for name in sorted(files) + sorted(links):
+            relative = (here / name).relative_to(folder).as_posix()
+            if relative != MANIFEST and relative not in listed:
+                raise BackupError(
+                    f"the backup folder {str(folder)!r} holds {shown(relative)}, which its {MANIFEST} does "
+                    "not list; nothing was restored"
+                )
 
 
 def _check_listed(archive: zipfile.ZipFile, top: str, name: str) -> int:

@@ -646,15 +646,52 @@ def test_a_manifest_that_lists_too_little_or_lacks_a_field_is_refused_in_one_lin
         ),
         (
             {"files": [{k: v for k, v in e.items() if k != "bytes"} for e in manifest["files"]]},
-            r"holds a manifest\.json that gives 'colorings/.* no size in bytes; nothing was restored",
+            r"holds a manifest\.json that gives 'colorings/.* no size in bytes \(a whole number, 0 or more; "
+            r"got None\); nothing was restored",
         ),
         ({"schema_version": None}, r"holds a manifest\.json that states no schema version \(got None\)"),
     ):
         (folder / backup.MANIFEST).write_text(json.dumps({**manifest, **change}))
+        if not change.get("files", True):  # its files gone too (a folder's unlisted file is refused)
+            (folder / "files").rename(tmp_path / "files")
         with pytest.raises(backup.BackupError, match=f"^.*{problem}"):
             backup.restore(folder, live, tmp_path / "live" / "data")
+        if not change.get("files", True):
+            (tmp_path / "files").rename(folder / "files")
         assert live.read_bytes() == b"the live database" and not (tmp_path / "live" / "data").exists()
         assert sorted(p.name for p in live.parent.iterdir()) == ["db.sqlite"]
+
+
+def test_a_backup_folder_holding_what_its_manifest_does_not_list_is_refused(tmp_path):
+    """A zip with an unlisted entry is refused; a folder's unlisted file was passed over, and
+    its manifest read through a link to a file outside it (outside probe 141)."""
+    folder, live = _one_coloring_backup(tmp_path)
+    outside = tmp_path / "elsewhere.json"
+    outside.write_bytes((folder / backup.MANIFEST).read_bytes())
+    extra = folder / "files" / "colorings" / "evil.html"
+    extra.write_text("<script>alert(1)</script>")
+    link = folder / "files" / "linked"
+    link.symlink_to(tmp_path, target_is_directory=True)
+    for refusal in (
+        f"the backup folder {str(folder)!r} holds 'files/linked', which its manifest.json does not list; "
+        "nothing was restored",
+        f"the backup folder {str(folder)!r} holds 'files/colorings/evil.html', which its manifest.json "
+        "does not list; nothing was restored",
+        "backup file 'manifest.json' is a link; a backup holds files only; nothing was restored",
+    ):
+        with pytest.raises(backup.BackupError) as refused:
+            backup.restore(folder, live, tmp_path / "live" / "data")
+        assert str(refused.value) == refusal
+        assert live.read_bytes() == b"the live database" and not (tmp_path / "live" / "data").exists()
+        if "linked" in refusal:
+            link.unlink()
+        elif "evil" in refusal:
+            extra.unlink()
+            (folder / backup.MANIFEST).unlink()
+            (folder / backup.MANIFEST).symlink_to(outside)
+    (folder / backup.MANIFEST).unlink()
+    outside.rename(folder / backup.MANIFEST)
+    assert backup.restore(folder, live, tmp_path / "live" / "data")  # the folder as made restores
 
 
 @pytest.mark.parametrize(
