@@ -168,8 +168,8 @@ def _pipeline_damage(folder: Path) -> list[str]:
 
 #: The way to a local copy `_how_to_get` offers by default.
 LOCAL_FOLDER = (
-    "point the registry (a text-to-image model) or the masking options (`--detector`, `--sam`) at a "
-    "local folder"
+    "point the registry (a text-to-image model) or the masking options (*Masking* on the Evaluate "
+    "tab, or `--detector`, `--sam`) at a local folder"
 )
 
 
@@ -465,7 +465,10 @@ def weights_refusal(models: Iterable[Mapping[str, Any]], masking: tuple[str, str
     hint = ""
     masking_hub = {source for _, source in found if source is not None} & {detector, sam}
     if masking_hub and specs and all(s.build == "tiny" for s in specs):
-        hint = "for a tiny test model, choose the tiny-random masking (on the command line, `--segmenter tiny-random`). Missing: "
+        hint = (
+            "for a tiny test model, choose the tiny-random masking (*Masking* on the Evaluate tab, or "
+            "`--segmenter tiny-random` on the command line). Missing: "
+        )
     hub = [what for what, source in found if source is not None]
     others = [what for what, source in found if source is None]
     sources = [source for _, source in found if source is not None]

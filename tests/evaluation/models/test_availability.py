@@ -108,7 +108,7 @@ def test_a_tiny_model_with_the_papers_masking_is_refused_before_a_row_is_written
         selection = [["tiny-random"], ["apple"], [], [], "", 0, 0, ["natural"], "7.5", 1]
         with pytest.raises(
             AppError,
-            match=rf"^The run was not started: for a tiny test model, choose the tiny-random masking \(on the command line, `--segmenter tiny-random`\)\. "
+            match=rf"^The run was not started: for a tiny test model, choose the tiny-random masking \(\*Masking\* on the Evaluate tab, or `--segmenter tiny-random` on the command line\)\. "
             rf"Missing: GroundingDINO \({DEFAULT_DETECTOR}\), SAM \({DEFAULT_SAM}\) are not on this machine: "
             r"download each .*`hf download ID`",
         ):
@@ -173,7 +173,8 @@ def test_a_run_of_every_model_without_any_weights_is_refused_in_full_within_what
         "are not on this machine: download each on a machine with internet (`hf download ID`, after "
         "accepting its licence on the hub and `hf auth login` if it is gated) and copy that Hugging Face "
         "cache into this server's (its `HF_HOME`, by default ~/.cache/huggingface), or point the registry "
-        "(a text-to-image model) or the masking options (`--detector`, `--sam`) at a local folder"
+        "(a text-to-image model) or the masking options (*Masking* on the Evaluate tab, or `--detector`, "
+        "`--sam`) at a local folder"
     )
     assert str(HF_HUB_CACHE) not in refusal  # the app shows it to researchers: no server path
 
