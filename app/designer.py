@@ -304,6 +304,7 @@ class DesignerTab(Tab):
         """Store the canvas's coloring for its task, then show the next task."""
         ctx, config = self.ctx, self.ctx.config
         check_submission_rate(db, actor.annotator_id, config.max_submissions_per_minute)
+        before = _stage(ctx, db, actor)
         try:
             submitted = work.submit_canvas(
                 db,
@@ -326,7 +327,13 @@ class DesignerTab(Tab):
             actor,
             forget=submitted.canvas_key,  # that browser draft is done
             message=f"Saved your coloring of **{escape(submitted.task.concept_key)}** "
-            f"(#{submitted.coloring_id}).",
+            f"(#{submitted.coloring_id})."
+            # The header changed from "Practice" to "Batch 1" without a word (outside probe 142).
+            + (
+                " **That was your last practice sketch: it is approved, and your first batch begins here.**"
+                if before == "practice" and _stage(ctx, db, actor) == "main"
+                else ""
+            ),
         )
 
     @role("designer")

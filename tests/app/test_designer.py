@@ -269,7 +269,14 @@ def test_every_designer_endpoint_refuses_other_roles_and_writes_nothing(study, r
 def test_a_reload_shows_the_same_task_and_progress(quick_study):
     person, token = quick_study.person()
     view = finish_practice(quick_study, token, quick_study.onboarded(token))
+    # The last practice sketch says the main task begins (the header changed without a word).
+    assert re.fullmatch(
+        r"Saved your coloring of \*\*[a-z ]+\*\* \(#3\)\. \*\*That was your last practice sketch: it is "
+        r"approved, and your first batch begins here\.\*\*",
+        view["message"],
+    ), view["message"]
     view, _ = quick_study.submit(token, view, PAIRS[0])
+    assert "last practice" not in view["message"]
     first, second = (quick_study.view("/designer_state", token) for _ in range(2))
     assert first["task"] == second["task"] == view["task"] != ""
     assert "Batch 1 · 1 of 3 done" in first["header"] and first["header"] == second["header"]
