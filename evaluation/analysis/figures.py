@@ -458,12 +458,16 @@ def consistency_histogram(scores: pd.Series, flags: pd.Series | None = None, *, 
         # Counts, not a share: with few concepts ranked, a share of 10 % still marks one of
         # two, and "top 50 %" read as a contradiction of the 0.1 typed beside the chart.
         marked = int(flags.sum())
+        # Concepts of the cutoff's score left unmarked: "1 of 3, EMD ≥ 79.77" with all three
+        # at 79.77 read as a contradiction (outside probe 142).
+        tied = int((scores.to_numpy(float) >= cutoff).sum()) - marked
         # In lines, left of the line (the marked concepts are the right tail): in one line
         # right of it, a phone showed "high variance: 128 of" and cut the rest (outside probe 136).
         fig.add_vline(
             x=cutoff,
             line_dash="dash",
-            annotation_text=f"high variance:<br>{marked:,} of {len(flags):,} concepts,<br>EMD ≥ {cutoff:.2f}",
+            annotation_text=f"high variance:<br>{marked:,} of {len(flags):,} concepts,<br>EMD ≥ {cutoff:.2f}"
+            + (f"<br>({tied:,} more at it: ties<br>go by concept name)" if tied else ""),
             annotation_position="top left",
             annotation_align="right",
             annotation_bgcolor="rgba(255, 255, 255, 0.8)",  # over the bars it crosses

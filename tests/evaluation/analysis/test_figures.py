@@ -248,6 +248,13 @@ def test_consistency_histogram_marks_the_high_variance_cutoff():
     # In three short lines left of the line, which a phone's width shows whole (outside probe 136)
     assert fig.layout.annotations[0].text == "high variance:<br>1 of 4 concepts,<br>EMD ≥ 9.00"
     assert fig.layout.annotations[0].xanchor == "right" and fig.layout.annotations[0].x == 9.0
+    # Ties at the cutoff, of which the marked share takes the first by name, are said so.
+    tied = consistency_histogram(
+        pd.Series([79.77] * 3, index=list("abc")), pd.Series([True, False, False], index=list("abc"))
+    )
+    assert tied.layout.annotations[0].text == (
+        "high variance:<br>1 of 3 concepts,<br>EMD ≥ 79.77<br>(2 more at it: ties<br>go by concept name)"
+    )
 
 
 def test_table3_figure_bars_and_error_bars_match_the_validation():
