@@ -106,6 +106,9 @@ button[aria-disabled=true] { opacity: .5; }
 [aria-readonly=true] .sizing-body .cell-wrap { max-width: 14em; }
 #study_table3 .sizing-body td:last-child .cell-wrap { max-width: 60em; }
 [aria-readonly=true] .body-cell span.text { white-space: normal; overflow-wrap: anywhere; }
+/* A table in Markdown or HTML (the Runs table, the leaderboards) scrolls sideways within its column:
+   on a phone its last columns ran off a page that does not scroll sideways (outside probe 142). */
+.prose table { display: block; max-width: 100%; overflow-x: auto; }
 """
 LIVE = "cc-live"
 """The class of a Markdown whose changes screen readers read out (`live`)."""

@@ -386,3 +386,25 @@ def test_a_researcher_imports_a_folder_and_a_refused_import_leaves_no_old_list(l
     expect(page.locator("#evaluate_box input")).to_have_value("0")
     expect(page.locator("#evaluate_text input")).to_have_value("0")
     assert page.js_errors == []
+
+
+def test_on_a_phone_the_runs_table_scrolls_sideways_to_its_last_column(live_app, page):
+    """The Runs table ran off a page that does not scroll sideways: a researcher on a phone
+    never saw its Counts and Job columns, so not whether the run had finished (outside
+    probe 142)."""
+    store_run(live_app, "phone", {("model-a", "apple", "natural", 7.5): [RED]})
+    [(_, link)] = live_app.invite("researcher")
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, link)
+    open_tab(page, "Evaluate")
+    page.click("#evaluate_refresh")
+    table = page.locator("#evaluate_progress table.evaluate-runs")
+    expect(table).to_contain_text("complete")
+    job = table.locator("th").last
+    expect(job).to_have_text("Job")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    table.evaluate("(t) => { t.scrollLeft = t.scrollWidth; }")
+    box = job.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+    page.screenshot(path=str(ARTIFACTS / "evaluate-runs-phone.png"), full_page=True)
+    assert page.js_errors == []
