@@ -55,7 +55,8 @@ from app.common import (
 )
 from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
-from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar
+from evaluation.analysis.comparison import STRIP_TITLE_CHARS, TITLE_FONT
+from evaluation.analysis.figures import LAYOUT, consistency_histogram, distribution_bar, wrapped
 from storage import human, shown_time, utcnow
 from storage.shown import counted, shown
 
@@ -775,8 +776,10 @@ def _stacked_distributions(items: list[review.GridItem], status: list[str]) -> g
         rows=len(items),
         cols=1,
         shared_xaxes=True,
-        subplot_titles=[_caption(i, said) for i, said in zip(items, status)],
+        # Wrapped to fit a 390-px phone (`evaluation.analysis.comparison.STRIP_TITLE_CHARS`).
+        subplot_titles=[wrapped(_caption(i, said), STRIP_TITLE_CHARS) for i, said in zip(items, status)],
     )
+    figure.update_annotations(font=TITLE_FONT)
     top = max(float(np.max(i.p)) for i in items)
     for row, item in enumerate(items, start=1):
         figure.add_trace(distribution_bar(item.p).data[0], row=row, col=1)

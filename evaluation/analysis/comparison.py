@@ -33,9 +33,14 @@ NO_SAMPLES_NOTE = (
     "no per-sample colors stored (a set of ratings, or a distribution stored without its groups)"
 )
 CHART_ROW_PX = 220  # plot height per row of distribution charts, CSS pixels
-CHART_GAP_PX = 90  # between chart rows: tick labels, the x title and the next panel title
+CHART_TICKS_PX = 34  # below a chart row: its tick labels, and room before the next row's titles
 STRIP_ROW_PX = 80  # swatch height per strip row, CSS pixels
-STRIP_GAP_PX = 50  # between strip rows: room for the panel title
+TITLE_FONT = {"size": 12}  # panel titles, CSS pixels
+TITLE_LINE_PX = 16  # one line of a panel title
+# Panel titles are wrapped to fit a 390-px phone: two chart columns of about 150 px each, one
+# strip column of about 370 px.
+CHART_TITLE_CHARS = 22
+STRIP_TITLE_CHARS = 48
 # Each dominant bin is followed by its names (`evaluation.color.naming.with_bin_names`).
 METRIC_COLUMNS = (
     ["model", "style", "cfg", "n_images", "n_excluded", "pcc", "emd", "ed", "dca"]
@@ -141,19 +146,28 @@ def distributions_figure(panels: Sequence[Panel], *, columns: int = 2) -> go.Fig
         Trace i is `evaluation.analysis.figures.distribution_bar` of ``panels[i].p`` (palette
         colors, hover with index, hex, L*a*b* and probability); every y axis spans
         [0, 1.05 x the largest probability of all panels]; ticks every 10 color indices;
-        the left column's y axes and each column's lowest x axis are titled.
+        the left column's y axes and each column's lowest x axis are titled; panel titles are
+        wrapped to `CHART_TITLE_CHARS` characters, with room above each row for its tallest.
     """
     if not panels:
         raise ValueError("`panels` is empty: nothing to draw")
     rows = math.ceil(len(panels) / columns)
-    plot_px = rows * CHART_ROW_PX + (rows - 1) * CHART_GAP_PX
+    titles = [figures.wrapped(p.title, CHART_TITLE_CHARS) for p in panels]
+    title_px = [
+        TITLE_LINE_PX * max(map(figures.line_count, titles[r * columns : (r + 1) * columns]))
+        for r in range(rows)
+    ]
+    # Every gap is as tall as the tallest row's titles: plotly spaces all rows evenly.
+    gap_px = CHART_TICKS_PX + max([*title_px[1:], TITLE_LINE_PX])
+    plot_px = rows * CHART_ROW_PX + (rows - 1) * gap_px
     fig = make_subplots(
         rows=rows,
         cols=columns,
-        subplot_titles=[p.title for p in panels],
-        vertical_spacing=CHART_GAP_PX / plot_px if rows > 1 else 0,
+        subplot_titles=titles,
+        vertical_spacing=gap_px / plot_px if rows > 1 else 0,
         horizontal_spacing=0.08,
     )
+    fig.update_annotations(font=TITLE_FONT)
     top = 1.05 * max(float(p.p.max()) for p in panels)
     for i, panel in enumerate(panels):
         row, col = i // columns + 1, i % columns + 1
@@ -165,7 +179,7 @@ def distributions_figure(panels: Sequence[Panel], *, columns: int = 2) -> go.Fig
     fig.update_yaxes(range=[0, top])
     fig.update_yaxes(title="probability", col=1)
     fig.update_xaxes(range=[-0.5, 70.5], dtick=10)
-    margin = {**figures.LAYOUT["margin"], "t": 50, "b": 50}
+    margin = {**figures.LAYOUT["margin"], "t": title_px[0] + 14, "b": 50}
     fig.update_layout(
         height=plot_px + margin["t"] + margin["b"],
         showlegend=False,
@@ -187,26 +201,29 @@ def strips_figure(panels: Sequence[Panel]) -> go.Figure:
     Returns
     -------
     plotly.graph_objects.Figure
-        One bar trace per panel, on row i's axes; swatches `STRIP_ROW_PX` pixels tall
-        and `STRIP_GAP_PX` between rows for the panel titles.
+        One bar trace per panel, on row i's axes; swatches `STRIP_ROW_PX` pixels tall, with
+        room between rows for the panel titles, wrapped to `STRIP_TITLE_CHARS` characters.
     """
     if not panels:
         raise ValueError("`panels` is empty: nothing to draw")
     n = len(panels)
-    plot_px = n * STRIP_ROW_PX + (n - 1) * STRIP_GAP_PX
+    titles = [figures.wrapped(p.title, STRIP_TITLE_CHARS) for p in panels]
+    gap_px = TITLE_LINE_PX * max(map(figures.line_count, titles)) + 14
+    plot_px = n * STRIP_ROW_PX + (n - 1) * gap_px
     fig = make_subplots(
         rows=n,
         cols=1,
-        subplot_titles=[p.title for p in panels],
-        vertical_spacing=STRIP_GAP_PX / plot_px if n > 1 else 0,
+        subplot_titles=titles,
+        vertical_spacing=gap_px / plot_px if n > 1 else 0,
     )
+    fig.update_annotations(font=TITLE_FONT)
     for i, panel in enumerate(panels, start=1):
         if panel.colors is None:
             fig.add_trace(go.Bar(x=[], y=[], hoverinfo="skip", name=panel.title), row=i, col=1)
             fig.add_annotation(
-                text=NO_SAMPLES_NOTE,
+                text=figures.wrapped(NO_SAMPLES_NOTE, STRIP_TITLE_CHARS),
                 showarrow=False,
-                font={"size": 14},
+                font=TITLE_FONT,
                 xref="x domain",
                 yref="y domain",
                 x=0.5,
@@ -220,7 +237,7 @@ def strips_figure(panels: Sequence[Panel]) -> go.Figure:
             fig.add_trace(strip, row=i, col=1)
     fig.update_xaxes(showticklabels=False, showgrid=False)
     fig.update_yaxes(visible=False, range=[0, 1], fixedrange=True)
-    margin = {"l": 10, "r": 10, "t": STRIP_GAP_PX, "b": 30}
+    margin = {"l": 10, "r": 10, "t": gap_px, "b": 30}
     fig.update_layout(
         height=plot_px + margin["t"] + margin["b"],
         margin=margin,

@@ -8,6 +8,7 @@ numbers, and the figure data are the inputs unchanged, so exports match the tabl
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import numpy as np
@@ -39,6 +40,30 @@ def titled(title: str) -> dict:
     ``title`` key to 100 px, even an empty one, which squashes short figures.
     """
     return {"title": title} if title else {}
+
+
+def wrapped(text: str, width: int) -> str:
+    """`text` in lines of at most `width` characters, joined by ``<br>`` (plotly's line break).
+
+    Lines break at spaces, and inside a longer word after a ``/`` or ``-`` (a hub id such as
+    ``stabilityai/stable-diffusion-xl-base-1.0``); a piece longer than `width` stays whole.
+    Plotly does not wrap titles itself: on a phone, side-by-side panel titles ran into each other.
+    """
+    lines = [""]
+    for word in text.split():
+        pieces = [p for p in re.split(r"(?<=[/-])", word) if p] if len(word) > width else [word]
+        for i, piece in enumerate(pieces):
+            joined = lines[-1] + (" " if i == 0 and lines[-1] else "") + piece
+            if len(joined) <= width or not lines[-1]:
+                lines[-1] = joined
+            else:
+                lines.append(piece)
+    return "<br>".join(lines)
+
+
+def line_count(text: str) -> int:
+    """How many lines plotly draws `text` on (its ``<br>`` breaks plus one)."""
+    return text.count("<br>") + 1
 
 
 def distribution_bar(

@@ -408,3 +408,42 @@ def test_on_a_phone_the_runs_table_scrolls_sideways_to_its_last_column(live_app,
     assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, box
     page.screenshot(path=str(ARTIFACTS / "evaluate-runs-phone.png"), full_page=True)
     assert page.js_errors == []
+
+
+def test_on_a_phone_the_concept_browsers_panel_titles_stay_apart_and_on_screen(live_app, page):
+    """Side by side, two panel titles of one line each ran into each other on a phone, and a
+    hub id ran off the page (outside probe 142): titles are wrapped to their column."""
+    store_run(
+        live_app,
+        "phone-titles",
+        {
+            ("stabilityai/stable-diffusion-xl-base-1.0", "peach", "natural", 7.5): [GREEN, GREEN],
+            ("black-forest-labs/FLUX.1-schnell", "peach", "natural", 7.5): [GREEN, BROWN],
+            ("model-a", "peach", "natural", 7.5): [BROWN],
+        },
+    )
+    [(_, link)] = live_app.invite("researcher")
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, link)
+    page.get_by_role("button", name="More tabs").click()  # a phone's tab bar holds few tabs
+    page.locator(".overflow-dropdown button", has_text="Concept browser").click()
+    pick(page, "browser_source", "uw71-ratings")
+    search(page, "browser_concept", "peach")
+    page.click("#browser_show")
+    for chart in ("distributions", "strips"):
+        titles = page.locator(f"#browser_{chart} .js-plotly-plot .annotation-text")
+        expect(titles.filter(has_text="FLUX.1-schnell")).to_have_count(1)
+        boxes = [titles.nth(i).bounding_box() for i in range(titles.count())]
+        assert len(boxes) >= 4, (chart, titles.all_text_contents())  # people's panel, three models'
+        for i, a in enumerate(boxes):
+            assert a["x"] >= 0 and a["x"] + a["width"] <= 390, (chart, i, a)
+            for b in boxes[i + 1 :]:
+                apart = (
+                    a["x"] + a["width"] <= b["x"]
+                    or b["x"] + b["width"] <= a["x"]
+                    or a["y"] + a["height"] <= b["y"]
+                    or b["y"] + b["height"] <= a["y"]
+                )
+                assert apart, (chart, a, b)
+    page.locator("#browser_distributions").screenshot(path=str(ARTIFACTS / "browser-phone-titles.png"))
+    assert page.js_errors == []

@@ -4,10 +4,14 @@ import pytest
 from numpy.testing import assert_allclose
 
 from evaluation.analysis.comparison import (
+    CHART_TICKS_PX,
+    CHART_TITLE_CHARS,
     HUMAN,
     HUMAN_COLOR,
     NO_SAMPLES_NOTE,
     STRIP_ROW_PX,
+    STRIP_TITLE_CHARS,
+    TITLE_LINE_PX,
     concept_metrics,
     distributions_figure,
     human_panel,
@@ -19,6 +23,7 @@ from evaluation.analysis.comparison import (
     variant_shift_table,
     variant_shifts,
 )
+from evaluation.analysis.figures import line_count, wrapped
 from evaluation.color import metrics
 from evaluation.color.extraction import concept_distribution
 from evaluation.color.naming import names_of_uw71
@@ -95,7 +100,7 @@ def test_strips_come_from_extraction_groups_stored_or_live_with_their_counts():
         ]
     )
     assert list(fig.data[1].text) == ["2", "1"] and len(fig.data[0].x) == 0
-    assert fig.layout.annotations[-1].text == NO_SAMPLES_NOTE
+    assert fig.layout.annotations[-1].text.replace("<br>", " ") == NO_SAMPLES_NOTE
 
 
 @pytest.mark.parametrize("missing", [0, 1, 2])
@@ -106,7 +111,7 @@ def test_strip_note_sits_on_its_own_panels_axes(missing):
     )
     panels.insert(missing, panels.pop(0))
     fig = strips_figure(panels)
-    [note] = [a for a in fig.layout.annotations if a.text == NO_SAMPLES_NOTE]
+    [note] = [a for a in fig.layout.annotations if a.text.replace("<br>", " ") == NO_SAMPLES_NOTE]
     subplot = fig.get_subplot(missing + 1, 1)
     own_x, own_y = (
         subplot.xaxis.plotly_name.replace("axis", ""),
@@ -116,7 +121,9 @@ def test_strip_note_sits_on_its_own_panels_axes(missing):
     # plotly.js only creates axes that carry a trace: without one the note lands on another row.
     assert [(t.xaxis, t.yaxis) for t in fig.data].count((own_x, own_y)) == 1
     assert len({(t.xaxis, t.yaxis) for t in fig.data}) == 3
-    titles = [a for a in fig.layout.annotations if a.text == panels[missing].title]
+    titles = [
+        a for a in fig.layout.annotations if a.text == wrapped(panels[missing].title, STRIP_TITLE_CHARS)
+    ]
     assert titles[0].y == pytest.approx(subplot.yaxis.domain[1])
     assert fig.layout.height >= 3 * STRIP_ROW_PX
 
@@ -192,3 +199,34 @@ def test_variant_shifts_compare_the_base_with_each_variant_for_people_and_models
     with pytest.raises(ValueError, match="`base` must be a base concept key"):
         variant_shifts("rotten apple", CONCEPTS, human, rows)
     assert variant_shift_table(variant_shifts("apple", CONCEPTS, {}, [])).empty
+
+
+@pytest.mark.parametrize("n_models", [1, 2, 3, 5])
+def test_distribution_panel_titles_have_room_above_their_row(n_models):
+    """Titles are wrapped to fit a phone's column, and each row leaves room for its tallest
+    one: on a 390-px phone, one-line titles side by side had run into each other."""
+    rows = [
+        _row(m, "apple", 7.5, one_hot(i))
+        for i, m in enumerate(
+            ["stabilityai/stable-diffusion-xl-base-1.0", "black-forest-labs/FLUX.1-schnell", "a", "b", "c"][
+                :n_models
+            ]
+        )
+    ]
+    panels = [human_panel("designer colorings (n = 5)", one_hot(1))] + model_panels(rows)
+    fig = distributions_figure(panels)
+    titles = [
+        a for a in fig.layout.annotations if a.text in {wrapped(p.title, CHART_TITLE_CHARS) for p in panels}
+    ]
+    assert len(titles) == len(panels) and max(line_count(t.text) for t in titles) >= 3
+    for title in titles:
+        assert all(len(line) <= CHART_TITLE_CHARS for line in title.text.split("<br>"))
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    for i, title in enumerate(titles):
+        above = 1 - fig.get_subplot(i // 2 + 1, i % 2 + 1).yaxis.domain[1]
+        if i >= 2:  # the row above ends its tick labels this far above this row's axes
+            above = fig.get_subplot(i // 2, i % 2 + 1).yaxis.domain[0] - (1 - above)
+            room = above * plot_px - CHART_TICKS_PX
+        else:
+            room = above * plot_px + fig.layout.margin.t
+        assert room + 1e-6 >= line_count(title.text) * TITLE_LINE_PX, (i, title.text)

@@ -18,6 +18,7 @@ from evaluation.analysis.figures import (
     sensitivity_bars,
     shift_scatter,
     table3_figure,
+    wrapped,
 )
 from evaluation.color.extraction import concept_distribution
 from evaluation.color.palette import load_uw71
@@ -291,3 +292,23 @@ def test_distribution_bar_and_strip_hover_name_each_color():
     strip = dominant_strip(np.array([[213, 28, 60], [23, 52, 89]], dtype=np.uint8), [3, 2]).data[0]
     assert [list(row[2:]) for row in strip.customdata] == [["vivid red", "red"], ["dark blue", "blue"]]
     assert "%{customdata[2]} (%{customdata[3]})" in strip.hovertemplate
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "lines"),
+    [
+        ("sd-tiny · plain · cfg 7.5", 40, ["sd-tiny · plain · cfg 7.5"]),
+        ("sd-tiny · plain · cfg 7.5", 16, ["sd-tiny · plain", "· cfg 7.5"]),
+        # A hub id breaks after its slash and hyphens, and its pieces keep no added space.
+        (
+            "stabilityai/stable-diffusion-xl-base-1.0 · plain",
+            22,
+            ["stabilityai/stable-", "diffusion-xl-base-1.0", "· plain"],
+        ),
+        ("averyveryverylongword here", 8, ["averyveryverylongword", "here"]),  # cannot break: whole
+        ("  spaced   out  ", 40, ["spaced out"]),
+    ],
+)
+def test_wrapped_breaks_at_spaces_then_after_slashes_and_hyphens(text, width, lines):
+    assert wrapped(text, width) == "<br>".join(lines)
+    assert all(len(line) <= width for line in lines if " " in line or "-" in line[:-1])
