@@ -38,6 +38,7 @@ from gradio.utils import get_upload_folder
 
 from annotation.assignment import reserve_practice
 from annotation.coloring import tasks as work
+from annotation.coloring.canvas import BACKGROUND_PAINTED
 from annotation.coloring.fill import canvas_value
 from annotation.coloring.store import check_submission_rate, last_coloring, load_pixels
 from annotation.errors import Conflict, TaskEnded
@@ -333,7 +334,8 @@ class DesignerTab(Tab):
                 " **That was your last practice sketch: it is approved, and your first batch begins here.**"
                 if before == "practice" and _stage(ctx, db, actor) == "main"
                 else ""
-            ),
+            )
+            + _background_note(db, actor, submitted, practice_reviewed=not config.auto_approve_practice),
         )
 
     @role("designer")
@@ -545,6 +547,30 @@ def _last_saved(db, annotator_id: int) -> str:
     if row is None:
         return ""
     return f"Your last saved coloring: **{escape(row['concept_key'])}** (#{row['id']}, {shown_time(row['created'])})."
+
+
+def _background_note(db, actor, submitted: work.Submitted, *, practice_reviewed: bool) -> str:
+    """What the "Saved" line adds when the area around the drawing is painted.
+
+    Told, not refused: in a scene (a sky, a sea) that area may be the concept. A fill of the
+    white around an object had been taken without a word (outside probe 142).
+    """
+    if submitted.background < BACKGROUND_PAINTED:
+        return ""
+    coloring = db["colorings"].get(submitted.coloring_id)
+    if coloring["practice"]:
+        back = " The study admin reviews your practice colorings." if practice_reviewed else ""
+    elif work.redo_refusal(db, actor.annotator_id, coloring) == "":
+        back = (
+            f" To take it back, open **My submissions** below, enter {submitted.coloring_id} "
+            "as the coloring id and press **Redo this coloring**."
+        )
+    else:
+        back = ""
+    return (
+        f" **The area around the drawing is painted too** ({submitted.background:.0%} of it). "
+        "If it is not part of the concept (the white around an object), it should stay blank." + back
+    )
 
 
 def _layout(consent_text: str, swatches: tuple[str, ...]) -> dict:

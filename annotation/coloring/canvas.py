@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import math
 
 import numpy as np
 
-from annotation.coloring.fill import RawCanvas, decode_canvas, line_mask, painted_mask
+from annotation.coloring.fill import RawCanvas, border_region, decode_canvas, line_mask, painted_mask
 from annotation.coloring.store import PreparedColoring, prepare_coloring
 from annotation.errors import InvalidInput, shown
 from annotation.files import check_rgba_png
@@ -32,6 +33,11 @@ from annotation.sketches.library import sketch_file_pixels
 
 MIN_PAINTED_FRACTION = 0.005
 """Default share of a sketch's non-line pixels that must be painted before a submit."""
+BACKGROUND_MIN_SHARE = 0.25
+"""The area around a drawing counts as its background from this share of its non-line pixels:
+below it, the drawing fills the sketch (a scene whose edge regions are part of the concept)."""
+BACKGROUND_PAINTED = 0.9
+"""From this share of it painted, a background is told to the designer (`painted_background`)."""
 
 
 def coloring_image(
@@ -64,6 +70,31 @@ def coloring_image(
 def painted_share(color_layer: np.ndarray, sketch: np.ndarray) -> tuple[int, int]:
     """``(painted, colorable)`` pixels: painted non-line pixels, and all non-line pixels."""
     return int(painted_mask(color_layer, sketch).sum()), int((~line_mask(sketch)).sum())
+
+
+def painted_background(mask: np.ndarray, sketch: np.ndarray) -> float:
+    """The share of the area around the drawing that is painted, when that area is large.
+
+    The paper's designers left "unrelated areas uncolored"; a fill of the white around the
+    drawing, or one that ran out through a gap in the outline, paints it all.
+
+    Parameters
+    ----------
+    mask : ndarray, shape (H, W), bool
+        `annotation.coloring.fill.painted_mask`.
+    sketch : ndarray, shape (H, W) or (H, W, 3), uint8
+
+    Returns
+    -------
+    float
+        In [0, 1]: painted pixels of `annotation.coloring.fill.border_region` over its size;
+        0.0 when that region is under `BACKGROUND_MIN_SHARE` of the non-line pixels.
+    """
+    around = border_region(sketch)
+    size, colorable = int(around.sum()), int((~line_mask(sketch)).sum())
+    if size == 0 or size < BACKGROUND_MIN_SHARE * colorable:
+        return 0.0
+    return int((mask & around).sum()) / size
 
 
 def check_painted_area(
@@ -126,6 +157,11 @@ def prepare_canvas(raw: RawCanvas, sketch_file: str, min_painted_fraction: float
     InvalidInput
         A layer that is not a single-frame 8-bit RGBA PNG of the sketch's size, or is
         undecodable, or too little paint.
+
+    Notes
+    -----
+    The result's ``background`` is `painted_background`: told, not refused, since a scene's
+    edge regions may belong to the concept.
     """
     lines = sketch_file_pixels(sketch_file)
     _check_canvas_png(raw, lines.shape)
@@ -135,8 +171,9 @@ def prepare_canvas(raw: RawCanvas, sketch_file: str, min_painted_fraction: float
         raise InvalidInput(f"{error}; reload the page") from None
     mask = painted_mask(value.color_layer, lines)
     check_painted_area(value.color_layer, lines, min_painted_fraction, mask=mask)
+    background = painted_background(mask, lines)
     image, mask = coloring_image(value.color_layer, lines, mask)
-    return prepare_coloring(image, mask)
+    return dataclasses.replace(prepare_coloring(image, mask), background=background)
 
 
 def _check_canvas_png(raw: RawCanvas, shape: tuple[int, ...]) -> None:

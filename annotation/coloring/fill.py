@@ -240,6 +240,24 @@ def painted_mask(color_layer: np.ndarray, sketch: np.ndarray) -> np.ndarray:
     return (color_layer[..., 3] > 0) & ~line_mask(sketch)
 
 
+def border_region(sketch: np.ndarray) -> np.ndarray:
+    """The area around the drawing: non-line pixels 4-connected to the sketch's edge.
+
+    Where an outline is open, the object's inside joins it, as a fill there would.
+
+    Parameters
+    ----------
+    sketch : ndarray, shape (H, W) or (H, W, 3), uint8
+
+    Returns
+    -------
+    ndarray, shape (H, W), bool
+    """
+    labels, _ = ndimage.label(~line_mask(sketch), structure=_CROSS)
+    edge = np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]]))
+    return np.isin(labels, edge[edge > 0])
+
+
 def painted_colors(color_layer: np.ndarray, sketch: np.ndarray) -> np.ndarray:
     """The painted pixels' colors, shape ``(N, 3)`` sRGB uint8, in row-major order."""
     return color_layer[painted_mask(color_layer, sketch)][:, :3]

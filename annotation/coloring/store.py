@@ -70,12 +70,16 @@ class PreparedColoring:
         The coloring's UW-71 distribution (`evaluation.color.extraction`).
     sample : ndarray, shape (N, 3), uint8
         Its sampled painted pixels (`annotation.coloring.ground_truth.sample_pixels`).
+    background : float
+        Share of the area around the drawing that is painted, in [0, 1]
+        (`annotation.coloring.canvas.painted_background`); not stored.
     """
 
     image_png: bytes
     mask_png: bytes
     p: np.ndarray
     sample: np.ndarray
+    background: float = 0.0
 
 
 def prepare_coloring(color_image: np.ndarray, painted_mask: np.ndarray) -> PreparedColoring:

@@ -319,11 +319,14 @@ def layer_of_coloring(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Submitted:
-    """What `submit_canvas` stored: the coloring, the task it completed, the canvas key."""
+    """What `submit_canvas` stored: the coloring, the task it completed, the canvas key, and
+    the share of the area around the drawing that is painted
+    (`annotation.coloring.canvas.painted_background`)."""
 
     coloring_id: int
     task: Task
     canvas_key: str
+    background: float = 0.0
 
 
 def submit_canvas(
@@ -427,7 +430,7 @@ def submit_canvas(
     except TaskEnded as ended:
         ended.canvas_key = raw.task_id  # the draft of a task that can never be stored
         raise
-    return Submitted(coloring_id, task, raw.task_id)
+    return Submitted(coloring_id, task, raw.task_id, prepared.background)
 
 
 def my_colorings(

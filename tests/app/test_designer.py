@@ -16,6 +16,7 @@ from skimage.measure import label
 
 from annotation.coloring.fill import (
     blank_color_layer,
+    border_region,
     canvas_value,
     flood_fill,
     line_mask,
@@ -479,3 +480,41 @@ def test_the_page_and_api_submit_share_one_queue_group_that_other_requests_stay_
     assert sorted(groups["designer_submit"]) == [("designer_submit", 3), ("page_designer_submit", 3)]
     others = [name for group, fns in groups.items() if group != "designer_submit" for name, _ in fns]
     assert "login_invite" in others and "designer_state" in others
+
+
+def test_a_painted_background_is_stored_and_the_designer_is_told_how_to_take_it_back(quick_study):
+    """A bucket fill of the white around the drawing was taken without a word (outside probe
+    142). It is stored (in a scene, that area may be the concept), and the "Saved" line says
+    so, with the redo that takes it back; paint on the object alone adds nothing."""
+    study = quick_study
+    _, token = study.person()
+    view = finish_practice(study, token, study.onboarded(token))
+    messages = []
+    for where in ("object", "background"):
+        task = json.loads(view["task"])
+        sketch = study.sketch(task)
+        around = border_region(sketch)
+        regions = label(~line_mask(sketch) & (around if where == "background" else ~around), connectivity=1)
+        sizes = np.bincount(regions.ravel())[1:]
+        # The object: its largest part. The background: every part of it (a scene has several).
+        filled = np.flatnonzero(sizes > 500) + 1 if where == "background" else [np.argmax(sizes) + 1]
+        layer = blank_color_layer(sketch.shape)
+        for region in filled:
+            depth = ndimage.distance_transform_edt(regions == region)
+            y, x = np.unravel_index(np.argmax(depth), depth.shape)
+            layer = flood_fill(layer, sketch, (int(x), int(y)), PAIRS[0][0])
+        view = study.view("/designer_submit", token, canvas_value(task["canvas_key"], layer, 20.0))
+        messages.append(view["message"])
+    object_only, background = messages
+    assert object_only.startswith("Saved your coloring") and "around the drawing" not in object_only
+    [stored] = study.rows("colorings", "practice = 0 and id = (select max(id) from colorings)")
+    share = int(re.search(r"painted too\*\* \((\d+)% of it\)", background).group(1))
+    assert 90 <= share <= 100  # regions under 500 px are left unpainted
+    assert background == (
+        f"Saved your coloring of **{stored['concept_key']}** (#{stored['id']}). **The area around the "
+        f"drawing is painted too** ({share}% of it). If it is not part of the concept (the white around an "
+        f"object), it should stay blank. To take it back, open **My submissions** below, enter {stored['id']} "
+        "as the coloring id and press **Redo this coloring**."
+    )
+    view = study.view("/designer_redo", token, stored["id"])  # the way back the line names
+    assert json.loads(view["task"])["kind"] == "redo"
