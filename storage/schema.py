@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import re
@@ -745,7 +746,8 @@ def _v17_run_jobs(db: sqlite_utils.Database) -> None:
 
 
 UPGRADE_APPROVER = "upgrade"
-"""Who the practice approvals that `_v18_recorded_approvals` records are by."""
+"""Who the practice approvals that `_v18_recorded_approvals` records are by, and the actor of
+the audit rows of later data upgrades (`_v19_closed_study_link_people`)."""
 
 
 def _v18_recorded_approvals(db: sqlite_utils.Database) -> None:
@@ -784,6 +786,44 @@ def _v18_recorded_approvals(db: sqlite_utils.Database) -> None:
         )
 
 
+def _v19_closed_study_link_people(db: sqlite_utils.Database) -> None:
+    """End the link people a study's closing left judging, as closing does since version 19.
+
+    Code before version 19 left them ``active`` when their study closed: their minutes ran
+    on in the payments, and at their deadline they read as ``timed_out`` (outside probe 138).
+    The upgrade gives those still ``active``, and those marked ``timed_out`` after the study
+    closed, what `annotation.study.design.close_study` now does: status ``study_closed``,
+    finished at the study's closing time (at their start, for anyone who joined after it),
+    and an audit row per study by `UPGRADE_APPROVER`.
+    """
+    row = db.execute("select value from settings where key = 'closed_studies'").fetchone()
+    for study_id, entry in sorted(json.loads(row[0]).items() if row else []):
+        where = (
+            "link_id in (select id from crowd_links where study_id = :study) and (status = 'active' "
+            "or (status = 'timed_out' and finished > :closed))"
+        )
+        params = {"study": int(study_id), "closed": entry["closed"]}
+        ended = db.execute(f"select count(*) from crowd_participants where {where}", params).fetchone()[0]
+        if not ended:
+            continue
+        db.execute(
+            "update crowd_participants set status = 'study_closed', finished = max(started, :closed) "
+            f"where {where}",
+            params,
+        )
+        db.execute(
+            "insert into audit (created, actor, action, object_type, object_id, why, details) "
+            "values (?, ?, 'end_link_people', 'study', ?, ?, ?)",
+            [
+                iso(),
+                UPGRADE_APPROVER,
+                study_id,
+                f"recorded at the upgrade to schema 19: the study closed on {entry['closed']}",
+                json.dumps({"ended_link_people": ended}),
+            ],
+        )
+
+
 def change_count(db: sqlite_utils.Database, name: str = DISTRIBUTIONS_CHANGED) -> int:
     """How many changes the triggers of `_v10_change_counters` have counted (a cache key)."""
     row = db.execute("select n from change_counters where name = ?", [name]).fetchone()
@@ -812,6 +852,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("the masking of each run", _v16_run_masking),
     ("which process runs a job on each run", _v17_run_jobs),
     ("practice approvals of designers at work before approvals were recorded", _v18_recorded_approvals),
+    ("link people still judging in a study closed before closing ended them", _v19_closed_study_link_people),
 )
 
 

@@ -30,6 +30,7 @@ from tests.qc_data import ADMIN, add_coloring, people
 
 LEGACY = Path(__file__).resolve().parents[1] / "legacy" / "legacy_v3"
 ROOT = Path(__file__).resolve().parents[2]
+LATEST = len(storage.schema.MIGRATIONS)  # this code's schema version
 
 
 def _dump(path: Path) -> dict[str, list[tuple]]:
@@ -67,7 +68,7 @@ def test_a_database_from_the_previous_code_migrates_forward_with_every_row_kept(
     db.close()
     after = _dump(data / "colorconcept.sqlite")
     # The database as it was is kept beside it, one file, row for row.
-    (kept,) = data.glob("colorconcept.sqlite.before-schema-18-*")
+    (kept,) = data.glob(f"colorconcept.sqlite.before-schema-{LATEST}-*")
     assert _dump(kept) == before and kept.stat().st_mode & 0o077 == 0
     # Version 18: a designer at work on the main task is recorded as approved when their first
     # main task was handed out (this code's builder made them so, as --auto-approve-practice
@@ -333,7 +334,7 @@ def test_designers_at_work_before_approvals_were_recorded_are_approved_by_the_up
     assert onboarding_stage(db, at_work) == "awaiting_approval"  # what a start without the flag showed
     monkeypatch.undo()
 
-    assert storage.ensure_schema(db) == 18
+    assert storage.ensure_schema(db) == LATEST
     approvals = {r["id"]: (r["practice_approved"], r["practice_approved_by"]) for r in db["annotators"].rows}
     assert approvals == {
         at_work: ("2026-11-03T00:00:00.000000Z", "upgrade"),
@@ -345,14 +346,14 @@ def test_designers_at_work_before_approvals_were_recorded_are_approved_by_the_up
     assert row[:3] == ("upgrade", "approve_practice", str(at_work)) and "2026-11-03" in row[3]
     assert onboarding_stage(db, at_work) == "main"  # no longer sent back without the flag
     # The copy kept before the upgrade is the database at version 17, one file of its own.
-    (kept,) = tmp_path.glob("colorconcept.sqlite.before-schema-18-*")
+    (kept,) = tmp_path.glob(f"colorconcept.sqlite.before-schema-{LATEST}-*")
     old = sqlite3.connect(kept)
     assert old.execute("select max(version) from schema_version").fetchone() == (17,)
     assert old.execute("select practice_approved from annotators where id = ?", [at_work]).fetchone() == (
         None,
     )
     old.close()
-    assert not list(tmp_path.glob("*.before-schema-18-*-wal"))
+    assert not list(tmp_path.glob(f"*.before-schema-{LATEST}-*-wal"))
     storage.ensure_schema(db)  # up to date: no second copy
     assert len(list(tmp_path.glob("colorconcept.sqlite.before-schema-*"))) == 1
 
@@ -374,7 +375,7 @@ def test_a_migration_whose_copy_cannot_be_written_migrates_nothing(tmp_path, mon
         db = storage.open_db(path)
         with pytest.raises(
             storage.CopyBeforeUpgradeFailed,
-            match=r"at schema version 17 and this code would migrate it to 18, but the copy kept before an "
+            match=rf"at schema version 17 and this code would migrate it to {LATEST}, but the copy kept before an "
             r"upgrade could not be written \(.*full.*\); nothing was migrated: free some space",
         ):
             storage.ensure_schema(db)
@@ -414,7 +415,7 @@ def test_a_database_another_process_uses_is_not_migrated_until_it_stops(tmp_path
         with serving.shared(path):  # this process holds it too, as the app does from its start
             with pytest.raises(
                 storage.MigrationRefused,
-                match=rf"at schema version 17 and this code would migrate it to 18, but process {older.pid} "
+                match=rf"at schema version 17 and this code would migrate it to {LATEST}, but process {older.pid} "
                 r"\(.*\) uses it \(the earlier code, if it was not stopped\): stop every app and evaluation "
                 r"command on this database, then start again; nothing was migrated$",
             ):
@@ -422,8 +423,8 @@ def test_a_database_another_process_uses_is_not_migrated_until_it_stops(tmp_path
             assert storage.schema_version(db) == 17
             assert not list(tmp_path.glob("*.before-schema-*"))
             older.communicate("")
-            assert storage.ensure_schema(db) == 18
-            assert len(list(tmp_path.glob("colorconcept.sqlite.before-schema-18-*"))) == 1
+            assert storage.ensure_schema(db) == LATEST
+            assert len(list(tmp_path.glob(f"colorconcept.sqlite.before-schema-{LATEST}-*"))) == 1
             # This process holds its shared lock again: a restore is refused while it serves.
             with (
                 pytest.raises(serving.DatabaseInUse, match=rf"is held by process {os.getpid()}"),

@@ -1044,3 +1044,45 @@ def test_the_command_line_closes_a_study_and_its_open_link(setup, tmp_path, caps
     assert main([*base, str(study_id), "--why", "again"]) == 1
     err = capsys.readouterr().err
     assert f"study {study_id} was closed on " in err and err.rstrip().endswith("UTC already; nothing changed")
+
+
+def test_link_people_left_judging_by_a_close_before_schema_19_are_ended_by_the_upgrade(setup):
+    """Code before schema 19 left them `active` when their study closed, minutes running on,
+    and at their deadline marked them `timed_out`; the upgrade ends both as closing does now,
+    at the study's closing time."""
+    import storage
+
+    db, study_id = setup
+    link, token = _link(db, study_id)
+    for pid in ("pid-a", "pid-b"):
+        person = _actor(db, _join(db, token, pid, minutes_ago=5))
+        crowd.consent(db, person, True, now=T0 - dt.timedelta(minutes=4))
+        assert _judge(db, person, 3, at=T0 - dt.timedelta(minutes=3)) == 3
+    study.close_study(db, study_id, ADMIN, "enough votes", now=T0)
+    # What that code left: both still active, and the database at schema 18.
+    db.execute("update crowd_participants set status = 'active', finished = null")
+    db.execute("delete from schema_version where version = 19")
+    db.conn.commit()
+    later = T0 + dt.timedelta(hours=2)
+    # pid-b's deadline passed under that code: it marked them timed out.
+    db.execute(
+        "update crowd_participants set status = 'timed_out', finished = ? where external_id = 'pid-b'",
+        [iso(later)],
+    )
+    db.conn.commit()
+    assert storage.ensure_schema(db) == 19
+    table = crowd.payment_rows(db, link["id"], now=later).set_index("participant_id")
+    for pid in ("pid-a", "pid-b"):
+        assert table.loc[pid, ["status", "finished", "minutes", "trials", "code"]].tolist() == [
+            "study_closed",
+            iso(T0),
+            5.0,
+            3,
+            "",
+        ], pid
+    [(why, details)] = db.execute(
+        "select why, details from audit where actor = 'upgrade' and action = 'end_link_people'"
+    ).fetchall()
+    assert iso(T0) in why and json.loads(details) == {"ended_link_people": 2}
+    assert storage.ensure_schema(db) == 19  # up to date: nothing more
+    assert db.execute("select count(*) from audit where action = 'end_link_people'").fetchone() == (1,)
