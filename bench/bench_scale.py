@@ -155,9 +155,8 @@ def _vote(db, rng: np.random.Generator) -> int:
             queue = votes.vote_queue(db, expert, rng)
             if not queue:
                 break
-            for item in queue:
-                votes.cast_vote(db, expert, item.task_id, bool(rng.random() < 0.8))
-                cast += 1
+            votes.cast_vote(db, expert, queue[0].task_id, bool(rng.random() < 0.8))  # the one shown
+            cast += 1
             if cast >= (experts.index(expert) + 1) * VOTED_COLORINGS:
                 break
     return cast

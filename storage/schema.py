@@ -824,6 +824,14 @@ def _v19_closed_study_link_people(db: sqlite_utils.Database) -> None:
         )
 
 
+def _v20_shown_review_tasks(db: sqlite_utils.Database) -> None:
+    """``tasks.shown``: when a review task was first shown to its expert
+    (`annotation.qc.votes.vote_queue`); a vote takes only a shown one. Review tasks held at
+    the upgrade count as shown, so an expert's coloring on screen still takes its vote."""
+    db["tasks"].add_column("shown", str)
+    db.execute("update tasks set shown = created where kind = 'review' and status = 'reserved'")
+
+
 def change_count(db: sqlite_utils.Database, name: str = DISTRIBUTIONS_CHANGED) -> int:
     """How many changes the triggers of `_v10_change_counters` have counted (a cache key)."""
     row = db.execute("select n from change_counters where name = ?", [name]).fetchone()
@@ -853,6 +861,7 @@ MIGRATIONS: tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...] = (
     ("which process runs a job on each run", _v17_run_jobs),
     ("practice approvals of designers at work before approvals were recorded", _v18_recorded_approvals),
     ("link people still judging in a study closed before closing ended them", _v19_closed_study_link_people),
+    ("when a review task was shown to its expert", _v20_shown_review_tasks),
 )
 
 

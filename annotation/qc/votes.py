@@ -71,7 +71,8 @@ def vote_queue(
     batch_size: int | None = None,
     now: dt.datetime | None = None,
 ) -> list[VoteItem]:
-    """Reserve review tasks for an expert and list them, most suspicious first.
+    """Reserve review tasks for an expert and list them, most suspicious first; the first is
+    marked shown (``tasks.shown``), and only a shown task takes a vote (`cast_vote`).
 
     Parameters
     ----------
@@ -97,6 +98,9 @@ def vote_queue(
                 task.id, coloring["id"], coloring["concept_key"], coloring["image_path"], coloring["p"], score
             )
         )
+    if items:
+        with transaction(db):
+            update_rows(db, "tasks", {"id": items[0].task_id, "shown": None}, {"shown": iso(now)})
     return items
 
 
@@ -182,7 +186,8 @@ def cast_vote(
         Not an expert, someone else's task, or the expert's own coloring.
     Conflict
         The task was already submitted, the expert already voted on this coloring, or it
-        is a held task other than the one shown (the first of `vote_queue`).
+        is a held task other than the one shown (the first of `vote_queue`), or one
+        `vote_queue` has not shown yet.
     ReservationExpired
         The reservation lapsed and its slot went to someone else, or the review closed.
     """
@@ -204,6 +209,13 @@ def cast_vote(
             raise Conflict(
                 f"`task_id` {task.id} is not the coloring shown to you now ({held[0]} is): vote on "
                 "the coloring on screen"
+            )
+        # First of the queue after a vote, but never fetched: an API client's vote on a
+        # guessed next id was stored, and decided a review (outside probe 143).
+        if db_["tasks"].get(task.id)["shown"] is None:
+            raise Conflict(
+                f"`task_id` {task.id} was not shown to you yet: ask for your next coloring "
+                "(*Next coloring*, or /expert_next) and vote on the one it shows"
             )
         vote_id = insert_row(
             db_,

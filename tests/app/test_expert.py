@@ -228,6 +228,34 @@ def test_expert_vote_is_documented_with_its_three_inputs_and_checks_the_verdict(
             client.predict(expert, task, verdict, api_name="/expert_vote")
     assert _dump(config) == before
     assert client.predict(expert, task, "Consistent", api_name="/expert_vote") == "Vote recorded: Consistent."
+    # The next held task is first in the queue now, but /expert_next has not shown it: an API
+    # client's vote on a guessed next id was stored and decided a review (outside probe 143).
+    db = open_db(config.db_path)
+    try:
+        held = [
+            r[0]
+            for r in db.execute(
+                "select id from tasks where kind = 'review' and status = 'reserved' and annotator_id = "
+                "(select annotator_id from tasks where id = ?)",
+                [int(task)],
+            )
+        ]
+    finally:
+        db.close()
+    assert len(held) >= 2
+    before = _dump(config)
+    said = []
+    for guess in held:
+        with pytest.raises(AppError) as refused:
+            client.predict(expert, guess, "Inconsistent", api_name="/expert_vote")
+        said.append(str(refused.value))
+    assert _dump(config) == before
+    [unshown] = [g for g, m in zip(held, said) if "was not shown to you yet: ask for your next coloring" in m]
+    assert all("is not the coloring shown to you now" in m for g, m in zip(held, said) if g != unshown)
+    assert client.predict(expert, api_name="/expert_next")[0] == unshown
+    assert client.predict(expert, unshown, "Inconsistent", api_name="/expert_vote") == (
+        "Vote recorded: Inconsistent."
+    )
 
 
 @pytest.mark.browser

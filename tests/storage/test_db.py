@@ -134,6 +134,7 @@ EXPECTED_SCHEMA = {
             "expires",
             "finished",
             "result_id",
+            "shown",
         ],
         [
             ("annotator_id", "annotators", "id"),

@@ -85,6 +85,8 @@ def test_a_database_from_the_previous_code_migrates_forward_with_every_row_kept(
     assert sorted(int(r["object_id"]) for r in added) == sorted(first_main)
     assert {r["action"] for r in added} == {"approve_practice"}
     before["audit"] += added
+    for task in before["tasks"]:  # version 20: a review task held at the upgrade counts as shown
+        task["shown"] = task["created"] if (task["kind"], task["status"]) == ("review", "reserved") else None
     for table, rows in before.items():
         if table in ("reference_distributions", "schema_version"):
             continue
