@@ -202,8 +202,8 @@ class LeaderboardTab(Tab):
             )
         return self.named(
             note=note,
-            table1=legend + result.table1.to_html(label=TABLE1),
-            table2=legend + result.table2.to_html(label=TABLE2),
+            table1=legend + _uneven(result.table1) + result.table1.to_html(label=TABLE1),
+            table2=legend + _uneven(result.table2) + result.table2.to_html(label=TABLE2),
             sweep=figs["cfg_sweep"],
             sensitivity=figs["sensitivity"],
             scatter=figs["shift_scatter"],
@@ -414,6 +414,12 @@ def _layout(ctx: AppContext, session_token: gr.Textbox) -> dict:
             )
     parts["pending"] = gr.State(False)
     return parts
+
+
+def _uneven(table) -> str:
+    """`evaluation.analysis.tables.Leaderboard.uneven_note` as a paragraph above the table."""
+    said = table.uneven_note()
+    return f'<p class="leaderboard-uneven"><b>Different concept sets.</b> {escape(said)}</p>' if said else ""
 
 
 def resampling(resamples, seed, colorings) -> Resampling:

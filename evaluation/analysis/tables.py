@@ -301,6 +301,34 @@ class Leaderboard:
         named = f' aria-label="{html.escape(label)}"' if label else ""
         return f"<table{named}><tr><th>Model</th>{head}</tr>{''.join(rows)}</table>"
 
+    def uneven_note(self) -> str:
+        """A sentence naming each modifier type × style whose models average different
+        numbers of concepts ("" when none, or the counts are not known).
+
+        The marks rank the averages as they are: a model with 10 concepts against one with 4
+        is ranked over different concept sets (outside probe 144 read it as a like-for-like
+        ranking). A cell's count is its largest over the metrics (a metric undefined on a
+        concept counts it less).
+        """
+        if self.counts is None:
+            return ""
+        cells = self.counts.T.groupby(level=[0, 1], sort=False).max().T
+        uneven = []
+        for t, s in cells.columns:
+            n = cells[(t, s)]
+            n = n[n > 0]
+            if n.nunique() > 1:
+                each = ", ".join(f"{model} {int(k)}" for model, k in n.items())
+                uneven.append(f"{MODIFIER_LABELS[t]} {STYLE_LABELS[s]} ({each})")
+        if not uneven:
+            return ""
+        return (
+            "Models average different concept sets in "
+            + "; ".join(uneven)
+            + ": the marks rank those averages as they are, not the models on one set of concepts. "
+            "Evaluate each model on the same concepts to compare like with like."
+        )
+
     def _interval(self, model, col, digits: int) -> str:
         parts = []
         if self.lo is not None and not pd.isna(self.lo.at[model, col]):

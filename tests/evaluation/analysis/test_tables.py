@@ -340,3 +340,20 @@ def test_leaderboard_text_with_intervals_shows_value_and_bounds_in_each_cell():
     row = next(line for line in text if line.startswith(model))
     assert row.split()[1:4] == [f"{pcc:.2f}", f"[{pcc - 0.25:.2f},", f"{pcc + 0.5:.2f}]"]
     assert row.split()[-1] == "-"  # an empty cell stays a dash, without bounds
+
+
+def test_a_column_whose_models_average_different_concept_sets_is_named_with_each_count():
+    """The marks ranked 10 concepts' mean against 4's without a word (outside probe 144)."""
+    frame = metrics_frame(np.random.default_rng(3), models=("flux", "sana"))
+    assert table1(frame).uneven_note() == table2(frame).uneven_note() == ""
+    # sana lacks the cabins in its natural style: 1 original concept against flux's 2.
+    frame = frame[~((frame["model"] == "sana") & (frame["style"] == "natural") & (frame["base"] == "cabin"))]
+    board = table1(frame)
+    assert board.counts.loc[["flux", "sana"], ("original", "natural", "pcc")].tolist() == [2, 1]
+    assert board.uneven_note() == (
+        "Models average different concept sets in Original Natural (flux 2, sana 1): the marks rank "
+        "those averages as they are, not the models on one set of concepts. Evaluate each model on "
+        "the same concepts to compare like with like."
+    )
+    # Table 2's emotional column lost sana's lonely cabin: 0 concepts is no average, not named.
+    assert "Emotional" not in table2(frame).uneven_note()
