@@ -8,6 +8,7 @@ and what arrived.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from storage.shown import SHOWN_CHARS, shown  # noqa: F401 - re-exported: this library's refusals quote with them
 
@@ -84,6 +85,13 @@ def check_length(value: object, name: str, limit: int = MAX_TEXT_CHARS) -> None:
 # embeddings, overrides and isolates, which make a note read backwards where it is shown
 # (left-to-right and right-to-left marks stay: languages written right to left use them).
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def blank(value: object) -> bool:
+    """Whether `value` is not text, or text that shows nothing: only spaces, line breaks and
+    format characters (a zero-width space or joiner). A recolor note of two zero-width
+    spaces passed ``.strip()`` and reached a designer blank (outside probe 143)."""
+    return not isinstance(value, str) or all(c.isspace() or unicodedata.category(c) == "Cf" for c in value)
 
 
 def check_text(value: object, name: str, limit: int = MAX_TEXT_CHARS) -> None:

@@ -22,7 +22,7 @@ from annotation.backup import backup_archive
 from annotation.coloring import stability
 from annotation.coloring.tasks import RESERVE_AHEAD
 from annotation.coloring.withdrawal import withdraw_colorings
-from annotation.errors import check_length
+from annotation.errors import blank, check_length
 from annotation.export import BackgroundExport, ExportFailed, ExportState, export_archive
 from annotation.files import resolve
 from annotation.people import accounts, onboarding, throttle
@@ -380,7 +380,7 @@ class AdminTab(Tab):
     @role(*ROLES)
     def revoke(self, db, actor, annotator_id: float, why: str) -> dict:
         """Close an annotator's account (their data stays)."""
-        if not (why or "").strip():
+        if blank(why or ""):
             raise ValueError("`why` must say why the account is closed; got an empty text")
         annotator_id = _person(db, annotator_id)
         accounts.revoke_annotator(db, annotator_id, actor, why)

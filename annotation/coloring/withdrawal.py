@@ -19,7 +19,7 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.coloring import ground_truth
-from annotation.errors import Conflict, InvalidInput, PermissionDenied, check_text
+from annotation.errors import Conflict, InvalidInput, PermissionDenied, blank, check_text
 from annotation.people.accounts import Actor, get_annotator
 from storage import iso, transaction, update_rows, utcnow
 
@@ -58,7 +58,7 @@ def withdraw_colorings(
     check_text(why, "why")
     if not actor.is_admin:
         raise PermissionDenied("only the admin may withdraw colorings")
-    if not isinstance(why, str) or not why.strip():
+    if blank(why):
         raise InvalidInput("`why` is empty: say why the colorings are withdrawn (the person's request)")
     now = utcnow() if now is None else now
     with transaction(db):

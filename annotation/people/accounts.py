@@ -33,6 +33,7 @@ from annotation.errors import (
     NotFound,
     PermissionDenied,
     StaleToken,
+    blank,
     check_text,
     shown,
 )
@@ -496,7 +497,7 @@ def reopen_annotator(
         back through the link, as a new place).
     """
     check_text(why, "why")
-    if not isinstance(why, str) or not why.strip():
+    if blank(why):
         raise InvalidInput("`why` must say why the account is reopened; got an empty text")
     now = utcnow() if now is None else now
     with transaction(db):

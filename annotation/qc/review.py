@@ -28,7 +28,7 @@ from annotation.coloring import ground_truth
 from annotation.coloring.store import concept_colorings, get_coloring, recolor_note, set_status
 from annotation.coloring.tasks import slot_quota
 from annotation.concepts import get_concept
-from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, check_text
+from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, blank, check_text
 from annotation.people.accounts import Actor
 from annotation.qc import stats as qc
 from annotation.qc.plausibility import scores_by_concept as batch_scores
@@ -227,7 +227,7 @@ def request_recolor(
     """
     check_text(note, "note")
     require_role(actor, *REVIEWER_ROLES)
-    if not isinstance(note, str) or not note.strip():
+    if blank(note):
         raise InvalidInput("`note` is empty: say what the designer should reconsider")
     if isinstance(days, bool) or not isinstance(days, (int, float)) or not days > 0:
         raise InvalidInput(f"`days` must be a positive number, got {shown(days)}")

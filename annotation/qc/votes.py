@@ -25,7 +25,7 @@ import sqlite_utils
 from annotation import audit
 from annotation.assignment import open_tasks, reserve, submit
 from annotation.coloring.store import get_coloring, set_status
-from annotation.errors import Conflict, InvalidInput, PermissionDenied, check_text
+from annotation.errors import Conflict, InvalidInput, PermissionDenied, blank, check_text
 from annotation.people.accounts import Actor
 from annotation.qc import stats as qc
 from annotation.qc.readiness import MISSING_VOTES, active_experts
@@ -285,7 +285,7 @@ def reinstate(
     check_text(why, "why")
     if not actor.is_admin:
         raise PermissionDenied("only the admin may reinstate an excluded coloring")
-    if not isinstance(why, str) or not why.strip():
+    if blank(why):
         raise InvalidInput("`why` is empty: say why the coloring is reinstated")
     with transaction(db):
         coloring = get_coloring(db, coloring_id)

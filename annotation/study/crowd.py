@@ -54,6 +54,7 @@ from annotation.errors import (
     InvalidToken,
     NotFound,
     QuotaExceeded,
+    blank,
     check_text,
     shown,
 )
@@ -987,7 +988,7 @@ def erase_platform_ids(
     if by not in (None, "pseudonym", "platform id"):
         raise InvalidInput(f"`by` must be 'pseudonym' or 'platform id', got {shown(by)}")
     check_text(why, "why")
-    if not (why or "").strip():
+    if blank(why or ""):
         raise InvalidInput("`why` is empty: say whose request this is (it goes to the audit log)")
     who = (who or "").strip()
     if not who:

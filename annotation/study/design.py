@@ -45,7 +45,7 @@ import numpy as np
 import sqlite_utils
 
 from annotation import assignment, audit
-from annotation.errors import Conflict, InvalidInput, NotFound, check_text
+from annotation.errors import Conflict, InvalidInput, NotFound, blank, check_text
 from annotation.people.accounts import Actor
 from evaluation.models.generation import STYLES as GENERATION_STYLES
 from evaluation.pipeline import runs
@@ -314,7 +314,7 @@ def create_study(
 def _check_design(
     name, seed, n_concepts, style, votes_per_pair, attention_rate, trials_per_participant
 ) -> None:
-    if not isinstance(name, str) or not name.strip():
+    if blank(name):
         raise InvalidInput(f"`name` must be a non-empty text, got {shown(name)}")
     for label, value in (
         ("seed", seed),

@@ -370,8 +370,9 @@ def test_recolor_refused_while_one_waits_or_the_coloring_is_under_vote(store):
     # Marking it fine is a stage-1 verdict as well: it waits for the panel's too.
     with pytest.raises(Conflict, match="blind vote queue"):
         review.accept_coloring(db, experts[0], ids[0], "looks fine")
-    with pytest.raises(InvalidInput, match="`note`"):
-        review.request_recolor(db, experts[0], ids[0], "", now=T0)
+    for empty in ("", " \n\t", "\u200b\u200b", "\u2060 \ufeff"):  # zero-width: blank on screen (probe 143)
+        with pytest.raises(InvalidInput, match="`note` is empty"):
+            review.request_recolor(db, experts[0], ids[0], empty, now=T0)
     assert _rows(db) == before
     # Once the panel has decided (Consistent, 3 of 3), one expert's request cannot undo it.
     rng = np.random.default_rng(0)
