@@ -447,9 +447,14 @@ class EvaluateTab(Tab):
                 f"run {run!r} runs in another process ({holder[0]}), not in this app: stop it there "
                 "(Ctrl-C or SIGTERM; what it recorded stays)"
             )
-        state = self.ctx.jobs.cancel(run or "")
+        self.ctx.jobs.cancel(run or "")
         research.record_job_action(db, actor.pseudonym, "cancel_evaluation", run)
-        return {self.parts["plan"]: f"Run **{escape(run)}**: {state.state}."}
+        # Not the state: this line stays while the Runs table moves on, and "cancelling" read
+        # as still running long after the run had stopped (outside probe 144).
+        return {
+            self.parts["plan"]: f"Run **{escape(run)}**: asked to stop after its current batch; what is done "
+            "stays. The Runs table says *cancelled* once it has stopped."
+        }
 
     @role(*ALLOWED)
     def resume(
@@ -783,8 +788,8 @@ def _explicit_plan(db, registry, device: planning.DeviceInfo, form: RunForm) -> 
         items, prompts, device.kind, planning.measured_seconds(db), registry, planning.explicit_seconds(db)
     )
     lines = [
-        f"**{plan.images} images** ({len(config['models'])} models × {plan.prompts} prompts × {_scales(items)} "
-        f"× {config['samples']} images per prompt), {plan.objects} objects to mask and score, "
+        f"**{plan.images} images** ({counted(len(config['models']), 'model')} × {plan.prompts} prompts × {_scales(items)} "
+        f"× {counted(config['samples'], 'image')} per prompt), {plan.objects} objects to mask and score, "
         f"about **{planning.format_duration(plan.seconds)}** on {escape(device.name)}."
     ]
     lines += _model_lines(plan.estimate, " to generate")

@@ -211,7 +211,7 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
         researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
         plan = client.predict(researcher, *_selection(), *EXPLICIT, api_name="/evaluate_preview")
         assert re.match(
-            r"\*\*2 images\*\* \(1 models × 2 prompts × 1 guidance scale \([\d.]+\) × 1 images per prompt\), "
+            r"\*\*2 images\*\* \(1 model × 2 prompts × 1 guidance scale \([\d.]+\) × 1 image per prompt\), "
             r"2 objects to mask and score, about \*\*",
             plan,
         ), plan

@@ -79,7 +79,7 @@ def test_the_evaluate_tab_switches_to_the_explicit_mode_and_counts_its_images(li
     # multi-object and implicit prompts have two objects each
     expect(page.locator("#evaluate_plan")).to_contain_text(
         re.compile(
-            r"17480 images \(1 models × 4370 prompts × 1 guidance scale \([\d.]+\) × 4 images per prompt\), "
+            r"17480 images \(1 model × 4370 prompts × 1 guidance scale \([\d.]+\) × 4 images per prompt\), "
             r"24472 objects to mask and score, about"
         )
     )
