@@ -67,6 +67,16 @@ CSS = """
 """
 
 
+CONFUSION_NOTE = (
+    "*Got*: the color of the target's own system nearest (CIEDE2000) to the object's dominant "
+    "color. The words in brackets name that system color, not the color measured: the per-prompt "
+    "browser below shows the measured one. A pair on the diagonal is not a correct verdict: a "
+    "verdict also needs the rules' distance, chroma and hue tests (Table 4 counts those)."
+)
+"""What the confusion heatmap and its list count (an outside probe read "got brilliant green" as
+the color measured, and the diagonal as correct verdicts: probe 144)."""
+
+
 def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab | None = None) -> None:
     """Lay out and wire the Explicit colors tab inside the current `gr.Tab` (`tab`, when
     given, lists the runs again each time it is opened)."""
@@ -333,7 +343,7 @@ def _layout() -> dict:
         [], label="Model", allow_custom_value=True, elem_id="explicit_bias_model"
     )
     parts["bias"] = gr.Plot(visible=False, elem_id="explicit_bias")
-    gr.Markdown("### Asked for X, got Y (colors named: ISCC-NBS level 3, basic term)")
+    gr.Markdown("### Asked for X, got Y (colors named: ISCC-NBS level 3, basic term)\n" + CONFUSION_NOTE)
     parts["confusion"] = gr.Plot(visible=False, elem_id="explicit_confusion")
     parts["pairs"] = gr.Dataframe(
         label="Most frequent (asked for, got) pairs",

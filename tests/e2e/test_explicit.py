@@ -39,6 +39,8 @@ def test_researcher_sees_table4_the_charts_and_a_prompts_images_and_swatches(liv
     assert "; a grid of 4 rows, largest: blue (strong blue, blue) by blue (strong blue, blue) 2, " in said, (
         said
     )
+    # "Got" names the system's nearest color, and the diagonal is no verdict (outside probe 144).
+    expect(page.get_by_text("A pair on the diagonal is not a correct verdict")).to_be_visible()
     expect(page.locator("#explicit_groups_note")).to_contain_text("Light / dark / ish needs")
     expect(page.locator("#explicit_prompt input")).to_have_value(re.compile(r"blue car.* — 1/2 correct$"))
     page.click("#explicit_open_prompt")
