@@ -8,6 +8,7 @@ numbers, and the figure data are the inputs unchanged, so exports match the tabl
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 
@@ -28,6 +29,9 @@ STRIP_SWATCH_PX = 110  # swatch height of a dominant-color strip, in CSS pixels
 STRIP_FONT = {"size": 15}  # sample counts on the swatches
 STRIP_MIN_FONT = 12  # counts never shrink below this (px), even with ~20 narrow swatches
 WEBGL_POINTS = 1000
+SWEEP_PANEL_PX = 260  # height of one Figure 5 panel, CSS pixels
+SWEEP_GAP_PX = 90  # between its panels: tick labels, the x title and the next panel's title
+NOTE_CHARS = 44  # a note across an empty plot is wrapped to this: it fits a 390-px phone
 """From this many points a scatter is drawn with WebGL (``Scattergl``), one canvas, instead of
 one SVG element per point: at the full study's size Figure 4 (right) has 6,384 points, three
 quarters of the Leaderboards tab's page, and rendering them as SVG held the browser for ~1 s."""
@@ -262,7 +266,13 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
     several_styles = sweep["style"].nunique() > 1
     counted = "n_concepts" in sweep
     titles = [f"{METRICS[m][0]} {'↑' if METRICS[m][1] else '↓'}" for m in metric_names]
-    fig = make_subplots(rows=1, cols=len(metric_names), subplot_titles=titles)
+    # One panel above the other, the legend under them: side by side on a phone, the second
+    # panel's axis title ran into the first panel and the legend covered the lines (probe 144).
+    n = len(metric_names)
+    plot_px = n * SWEEP_PANEL_PX + (n - 1) * SWEEP_GAP_PX
+    fig = make_subplots(
+        rows=n, cols=1, subplot_titles=titles, vertical_spacing=SWEEP_GAP_PX / plot_px if n > 1 else 0
+    )
     # One color per line in every panel, as the legend (drawn from the first) says: left to
     # Plotly, each panel's traces would take the next colors of the cycle.
     colorway = pio.templates[LAYOUT["template"]].layout.colorway
@@ -286,12 +296,19 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
                     customdata=part["n_concepts"].to_numpy() if counted else None,
                     hovertemplate=f"{name}<br>cfg %{{x}}<br>{METRICS[metric][0]} %{{y:.3f}}{count}<extra></extra>",
                 ),
-                row=1,
-                col=col,
+                row=col,
+                col=1,
             )
-        fig.update_xaxes(title="CFG scale", row=1, col=col)
-        fig.update_yaxes(title=f"mean {METRICS[metric][0]}", row=1, col=col)
-    fig.update_layout(**LAYOUT)
+        fig.update_xaxes(title={"text": "CFG scale", "standoff": 4}, row=col, col=1)
+        fig.update_yaxes(title=f"mean {METRICS[metric][0]}", row=col, col=1)
+    legend_px = 24 * math.ceil(len(lines) / 2)  # two names a row on a phone, more on a wide screen
+    margin = {**LAYOUT["margin"], "b": 60 + legend_px}
+    fig.update_layout(
+        template=LAYOUT["template"],
+        margin=margin,
+        height=plot_px + margin["t"] + margin["b"],
+        legend={"orientation": "h", "yanchor": "top", "y": -(54 / plot_px), "x": 0},
+    )
     if counted:
         _note_uneven_concepts(fig, names, [part for _, part in lines])
     return fig
@@ -310,10 +327,23 @@ def _note_uneven_concepts(fig: go.Figure, names: list[str], parts: list[pd.DataF
         text = (
             "Points average different concept sets:"
             + ("<br>" if len(uneven) > 1 else " ")
-            + "<br>".join(uneven)
+            + "<br>".join(wrapped(line, NOTE_CHARS) for line in uneven)
         )
-        top = 70 + 18 * len(uneven)  # above the panel titles, one text line each
-        fig.update_layout(title={"text": text, "font": {"size": 13}}, margin={**LAYOUT["margin"], "t": top})
+        # From the top of the figure down, above the first panel's title (24 px).
+        top = 14 + 18 * line_count(text) + 30
+        grown = top - fig.layout.margin.t
+        fig.update_layout(
+            title={
+                "text": text,
+                "font": {"size": 13},
+                "y": 1,
+                "yref": "container",
+                "yanchor": "top",
+                "pad": {"t": 10},
+            },
+            margin={"t": top},
+            height=fig.layout.height + grown if fig.layout.height else None,
+        )
 
 
 def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type") -> go.Figure:
@@ -365,9 +395,9 @@ def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type")
 
 
 def noted(fig: go.Figure, text: str) -> go.Figure:
-    """`fig` with `text` written across its (empty) plot area, wrapped at 90 characters."""
+    """`fig` with `text` written across its (empty) plot area, wrapped at `NOTE_CHARS` characters."""
     return fig.add_annotation(
-        text="<br>".join(textwrap.wrap(text, 90)),
+        text="<br>".join(textwrap.wrap(text, NOTE_CHARS)),
         xref="paper",
         yref="paper",
         x=0.5,

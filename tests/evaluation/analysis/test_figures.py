@@ -7,6 +7,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from evaluation.analysis.figures import (
+    NOTE_CHARS,
     STRIP_MIN_FONT,
     STRIP_SWATCH_PX,
     WEBGL_POINTS,
@@ -15,6 +16,7 @@ from evaluation.analysis.figures import (
     distribution_bar,
     dominant_strip,
     group_strip,
+    noted,
     sensitivity_bars,
     shift_scatter,
     table3_figure,
@@ -140,6 +142,11 @@ def test_cfg_sweep_figure_has_one_line_per_model_per_metric():
         "mean EMD",
         "mean PCC",
     ]
+    # One panel above the other, each as wide as the figure, the legend under them: side by
+    # side on a phone, the PCC panel's axis title ran into the EMD panel (outside probe 144).
+    assert list(fig.layout.xaxis.domain) == list(fig.layout.xaxis2.domain) == [0.0, 1.0]
+    assert fig.layout.yaxis2.domain[1] < fig.layout.yaxis.domain[0]
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0
 
 
 def test_sensitivity_bars_plot_ratios_per_modifier_type():
@@ -312,3 +319,11 @@ def test_distribution_bar_and_strip_hover_name_each_color():
 def test_wrapped_breaks_at_spaces_then_after_slashes_and_hyphens(text, width, lines):
     assert wrapped(text, width) == "<br>".join(lines)
     assert all(len(line) <= width for line in lines if " " in line or "-" in line[:-1])
+
+
+def test_a_note_across_an_empty_plot_is_wrapped_to_fit_a_phone():
+    text = "Nothing to show: sensitivity compares each variant's shift from its base concept with people's."
+    [note] = noted(go.Figure(), text).layout.annotations
+    lines = note.text.split("<br>")
+    assert " ".join(lines) == text and len(lines) > 1
+    assert all(len(line) <= NOTE_CHARS for line in lines)
