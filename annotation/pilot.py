@@ -147,6 +147,22 @@ def clear_pilot(db: sqlite_utils.Database, *, actor: str, now: dt.datetime | Non
     return len(before)
 
 
+def held_elsewhere(db: sqlite_utils.Database, *, now: dt.datetime | None = None) -> tuple[int, int]:
+    """``(tasks, designers)``: main-task colorings reserved now for concepts outside the pilot.
+
+    A pilot orders what designers are handed next; what they already hold stays theirs and
+    comes first (an outside check's designer colored three other concepts after a pilot was
+    set, told nothing: probe 143).
+    """
+    row = db.execute(
+        "select count(*), count(distinct annotator_id) from tasks where kind = 'coloring' and practice = 0 "
+        "and coloring_id is null and status = 'reserved' and expires > ? "
+        "and concept_key not in (select concept_key from pilot_concepts)",
+        [iso(now)],
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
 def _replace(db, keys: list[str], actor: str, details: dict, now: dt.datetime | None) -> None:
     """Store `keys` as the whole pilot; inside the caller's transaction."""
     db.execute("delete from pilot_concepts")

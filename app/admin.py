@@ -430,7 +430,7 @@ class AdminTab(Tab):
         check_length(names, PILOT_NAMES_LABEL)
         keys = [key for line in (names or "").splitlines() for key in line.split(",")]
         chosen = pilot.set_pilot(db, keys, actor=actor.pseudonym)
-        return self._pilot_changed(db, f"Pilot set: {_named(chosen)}.")
+        return self._pilot_changed(db, f"Pilot set: {_named(chosen)}." + _held_first(db))
 
     @role(*ROLES)
     def draw_pilot(self, db, actor, size: float, seed: float) -> dict:
@@ -438,7 +438,8 @@ class AdminTab(Tab):
         n = whole_number(size, "Or draw this many at random")
         rng = np.random.default_rng(seed_number(seed, "Seed of the draw"))
         return self._pilot_changed(
-            db, f"Pilot drawn: {_named(pilot.draw_pilot(db, n, rng, actor=actor.pseudonym))}."
+            db,
+            f"Pilot drawn: {_named(pilot.draw_pilot(db, n, rng, actor=actor.pseudonym))}." + _held_first(db),
         )
 
     @role(*ROLES)
@@ -969,6 +970,17 @@ def _pilot_line(db) -> str:
         f"Pilot: designers get {'this concept' if len(keys) == 1 else f'these {len(keys)} concepts'} "
         "before any other, once they have colored "
         f"the up to {RESERVE_AHEAD} tasks each holds already: {_named(keys)}."
+    )
+
+
+def _held_first(db) -> str:
+    """What a new pilot does not reorder: the tasks designers already hold (`pilot.held_elsewhere`)."""
+    tasks, designers = pilot.held_elsewhere(db)
+    if not tasks:
+        return ""
+    return (
+        f" {counted(tasks, 'task')} of other concepts already handed to "
+        f"{counted(designers, 'designer')} stay theirs: they get the pilot's concepts once those are done."
     )
 
 

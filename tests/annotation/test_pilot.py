@@ -304,8 +304,12 @@ def test_a_pilot_set_mid_batch_comes_after_the_tasks_a_designer_holds(db, tmp_pa
     assert len(held) == work.RESERVE_AHEAD and not {t.concept_key for t in held} & set(PILOT)
     pilot.set_pilot(db, PILOT, actor="admin")
     assert [t.id for t in assignment.open_tasks(db, "coloring", designer, now=T0)] == [t.id for t in held]
+    # The admin is told how many such tasks there are (outside probe 143: "Pilot set" alone).
+    assert pilot.held_elsewhere(db, now=T0) == (len(held), 1)
     add_coloring(db, tmp_path, designer, held[0].concept_key, COLORS[0], task_id=held[0].id, now=T0)
+    assert pilot.held_elsewhere(db, now=T0) == (len(held) - 1, 1)
     assert work.top_up(db, designer, np.random.default_rng(1), now=T0) == 1
+    assert pilot.held_elsewhere(db, now=T0) == (len(held) - 1, 1)  # the new one is a pilot concept's
     [fresh] = [
         t for t in assignment.open_tasks(db, "coloring", designer, now=T0) if t.id not in {h.id for h in held}
     ]
