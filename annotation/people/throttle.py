@@ -28,8 +28,11 @@ docs/security.md ("Sessions and invite links") says what an operator must set.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
+import threading
+from collections.abc import Iterator
 
 import sqlite_utils
 
@@ -49,6 +52,21 @@ ADMIN_PASSWORD = "admin password"
 
 class Throttled(AnnotationError):
     """Too many failed sign-ins: the caller must wait before trying again."""
+
+
+_ATTEMPT_LOCKS = tuple(threading.Lock() for _ in range(64))
+
+
+@contextlib.contextmanager
+def one_attempt_at_a_time(address: str, kind: str = ADMIN_PASSWORD) -> Iterator[None]:
+    """Hold while a sign-in of `kind` from `address` is checked (`check`), tried and its
+    failure recorded (`record_failure`): attempts sent at once had all passed the check
+    before any failure was recorded, and 20 wrong passwords at once got 10 heard where 6 are
+    (outside probe 145). One lock per address and group of kinds (of 64, by hash), in this
+    process; app processes sharing a database each hold their own."""
+    lock = _ATTEMPT_LOCKS[hash((address, kind == ADMIN_PASSWORD)) % len(_ATTEMPT_LOCKS)]
+    with lock:
+        yield
 
 
 def wait_s(

@@ -5,8 +5,10 @@ Each refusal names the field and the limit, leaves every table and data file unc
 and the app answers the next call.
 """
 
+import contextlib
 import datetime as dt
 import json
+import threading
 
 import gradio as gr
 import httpx
@@ -18,7 +20,7 @@ from annotation.errors import MAX_TEXT_CHARS
 from annotation.people import throttle
 from annotation.people.accounts import Actor, create_annotators, new_invite, revoke_annotator
 from app.landing import sign_in_as_admin
-from storage import ensure_schema, open_db
+from storage import ensure_schema, open_db, parse_iso
 from tests.app.test_designer import Study, paint
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.bad_input_world import snapshot
@@ -280,3 +282,35 @@ def test_the_wait_grows_with_failures_and_a_spread_out_attack_on_the_admin_passw
         "admin sign-in waits 30 s after the latest one; try again in 24 s"
     )
     db.close()
+
+
+def test_wrong_passwords_sent_at_once_are_heard_no_faster_than_one_after_another(tmp_path):
+    """Attempts sent at once all passed the wait's check before any failure was recorded: 20
+    wrong passwords from one address got 10 heard where 6 are (outside probe 145). Each heard
+    failure beyond the free ones comes at least its wait after the one before."""
+    address = "198.51.100.77"
+    with running_app(make_config(tmp_path)) as (_, demo):
+
+        def attempt() -> None:
+            with contextlib.suppress(gr.Error):
+                sign_in_as_admin(demo.colorconcept_ctx, "not the password", address)
+
+        threads = [threading.Thread(target=attempt) for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        db = open_db(demo.colorconcept_ctx.config.db_path)
+    try:
+        heard = [
+            parse_iso(r[0])
+            for r in db.execute(
+                "select created from audit where action = ? and object_id = ? order by created",
+                [throttle.ACTION, address],
+            )
+        ]
+    finally:
+        db.close()
+    assert throttle.FREE_FAILURES < len(heard) < 20
+    for n in range(throttle.FREE_FAILURES + 1, len(heard)):  # n failures heard before this one
+        assert (heard[n] - heard[n - 1]).total_seconds() >= 2.0 ** (n - throttle.FREE_FAILURES), (n, heard)
