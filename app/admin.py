@@ -360,9 +360,15 @@ class AdminTab(Tab):
         if decision not in ("approve", "redo"):
             raise ValueError(f"`decision` must be 'approve' or 'redo', got {shown(decision)}")
         annotator_id = _person(db, annotator_id, ONE_PERSON)
-        onboarding.review_practice(db, annotator_id, actor, decision == "approve", why or "")
+        released = onboarding.review_practice(db, annotator_id, actor, decision == "approve", why or "")
+        gave_back = (
+            f" The {counted(released, 'main-task place')} they held {'was' if released == 1 else 'were'} "
+            "given back to the pool."
+            if released
+            else ""
+        )
         return self.named(
-            review_message=f"Recorded: {decision} for annotator {annotator_id}.",
+            review_message=f"Recorded: {decision} for annotator {annotator_id}.{gave_back}",
             annotators=_annotator_rows(db),
             **self._pending(db),
         )
@@ -409,8 +415,12 @@ class AdminTab(Tab):
         return self.named(
             revoke_message=f"Withdrew {counted(done.colorings, 'coloring')}{practice if done.practice else ''} "
             f"of annotator {annotator_id}: the P_H of {counted(done.concepts, 'concept')} recomputed without them{reviews}. "
-            "No analysis counts them from now on; their account stays open (close it too if they "
-            "leave the study)."
+            "No analysis counts them from now on; "
+            + (
+                "their account is closed already."
+                if accounts.get_annotator(db, annotator_id)["status"] != "active"
+                else "their account stays open (close it too if they leave the study)."
+            )
         )
 
     @role(*ROLES)

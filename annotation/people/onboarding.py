@@ -165,11 +165,16 @@ def review_practice(
     *,
     practice_count: int = PRACTICE_COUNT,
     now: dt.datetime | None = None,
-) -> None:
-    """An admin approves a designer's practice colorings, or asks for them again.
+) -> int:
+    """An admin approves a designer's practice colorings, or asks for them again; how many
+    main-task places a designer sent back held and gave back (0 for an approval).
 
     Declining sets the standing practice colorings to ``recolor_requested`` (nothing is
-    deleted), so the designer is back at the ``practice`` stage.
+    deleted), so the designer is back at the ``practice`` stage. A designer approved already
+    is sent back only before their first main-task coloring, and the main-task places they
+    hold are released: they could not reach them, and the coverage counted them reserved
+    (outside probe 145). After it, their work stands: the admin closes the account or
+    withdraws the colorings instead.
 
     Parameters
     ----------
@@ -182,14 +187,31 @@ def review_practice(
         If there is no such annotator.
     Conflict
         If the account is closed, the annotator is not a designer, or has fewer than
-        `practice_count` standing practice colorings to approve (none to redo); nothing
-        is written then.
+        `practice_count` standing practice colorings to approve (none to redo), or (a redo)
+        has main-task colorings; nothing is written then.
     """
     check_text(why, "why")
+    released = 0
     with transaction(db):
         annotator = get_annotator(db, annotator_id)
         standing = practice_colorings(db, annotator_id)
         _check_reviewable(annotator, len(standing), practice_count if approve else 1)
+        if not approve and annotator["practice_approved"]:
+            main = db["colorings"].count_where("annotator_id = ? and practice = 0", [annotator_id])
+            if main:
+                raise Conflict(
+                    f"annotator {annotator_id} ({annotator['pseudonym']}) was approved on "
+                    f"{annotator['practice_approved'][:16].replace('T', ' ')} UTC and has made "
+                    f"{main:,} main-task coloring{'' if main == 1 else 's'} since: their work stands, so "
+                    "their practice is not sent back; close their account to stop them, or withdraw "
+                    "their colorings to take their work out of the study"
+                )
+            released = update_rows(
+                db,
+                "tasks",
+                {"annotator_id": annotator_id, "kind": "coloring", "practice": 0, "status": "reserved"},
+                {"status": "released", "finished": iso(now)},
+            )
         if approve:
             update_rows(
                 db,
@@ -213,8 +235,10 @@ def review_practice(
             "annotator",
             annotator["id"],
             why,
+            details={"released_tasks": released} if released else None,
             now=now,
         )
+    return released
 
 
 def _check_reviewable(annotator: dict, standing: int, needed: int) -> None:

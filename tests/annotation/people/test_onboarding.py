@@ -165,3 +165,37 @@ def test_practice_review_refuses_a_closed_account(db):
     with pytest.raises(Conflict, match="has a closed account"):
         review_practice(db, designer, ADMIN, approve=True)
     assert _rows(db) == before
+
+
+def test_an_approved_designer_goes_back_to_practice_only_before_main_work_and_gives_back_their_places(db):
+    """A redo after an approval sent a designer with three main-task colorings back to
+    "Practice · 0 of 3", their reserved places kept until they expired, and the admin read
+    "Recorded: redo" (outside probe 145)."""
+    designer = _designer_through_instructions(db)
+    for key in ("banana", "rotten apple", "cozy cabin"):
+        _practice(db, designer, key)
+    review_practice(db, designer, ADMIN, approve=True)
+    for key in ("apple", "lemon"):
+        db.execute(
+            "insert into tasks (kind, annotator_id, concept_key, practice, status, created, expires) "
+            "values ('coloring', ?, ?, 0, 'reserved', ?, '2999-01-01T00:00:00.000000Z')",
+            [designer, key, iso()],
+        )
+    db.conn.commit()
+    assert review_practice(db, designer, ADMIN, approve=False, why="approved by mistake") == 2
+    assert onboarding_stage(db, designer) == "practice"
+    assert {r["status"] for r in db["tasks"].rows_where("practice = 0")} == {"released"}
+    [row] = db["audit"].rows_where("action = 'redo_practice'")
+    assert row["details"] == '{"released_tasks": 2}'
+    # Approved again, with main-task work: that work stands.
+    for key in ("banana", "rotten apple", "cozy cabin"):
+        _practice(db, designer, key)
+    review_practice(db, designer, ADMIN, approve=True)
+    main = _practice(db, designer, "apple")
+    db.execute("update colorings set practice = 0 where id = ?", [main])
+    db.conn.commit()
+    before = [list(db[t].rows) for t in ("annotators", "colorings", "tasks", "audit")]
+    with pytest.raises(Conflict, match=r"has made 1 main-task coloring since: their work stands"):
+        review_practice(db, designer, ADMIN, approve=False, why="too late")
+    assert [list(db[t].rows) for t in ("annotators", "colorings", "tasks", "audit")] == before
+    assert onboarding_stage(db, designer) == "main"
