@@ -181,6 +181,11 @@ def _restore(args: argparse.Namespace) -> int:
         print(f"warning: {_missing(done['missing'])} when the backup was made: the restored study lacks them")
     for line in done["kept"]:  # denials made after the backup (`annotation.denials`)
         print(f"kept from the replaced database: {line}")
+    if done["previous"]:  # the kept lines name denials only (outside probe 145)
+        print(
+            "not kept: accounts and invite links made after the backup; give anyone sent one since "
+            "a new link (theirs reads as mistyped, and counts as a failed sign-in)"
+        )
     return 0
 
 

@@ -1112,6 +1112,10 @@ def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_th
     assert "1 sign-in link(s) revoked after the backup stay so" in kept[1]
     assert f"1 account(s) closed after the backup stay closed ({designer['pseudonym']};" in kept[2]
     assert "the admin password in use before the restore stays" in kept[3]
+    # What is not carried over is said too: a link made since read as mistyped (outside probe 145).
+    assert "not kept: accounts and invite links made after the backup; give anyone sent one since" in (
+        done.stdout
+    )
 
     db = storage.open_db(data / "colorconcept.sqlite")
     for token in (session.token, other_session.token, admin.token):
