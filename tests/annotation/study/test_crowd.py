@@ -1087,3 +1087,21 @@ def test_link_people_left_judging_by_a_close_before_schema_19_are_ended_by_the_u
     assert iso(T0) in why and json.loads(details) == {"ended_link_people": 2}
     assert storage.ensure_schema(db) == len(storage.schema.MIGRATIONS)  # up to date: nothing more
     assert db.execute("select count(*) from audit where action = 'end_link_people'").fetchone() == (1,)
+
+
+def test_marked_returned_or_let_start_again_past_their_deadline_their_minutes_stop_at_it(setup):
+    """Unseen since their time ran out, a person marked returned read 1.3 minutes of a 1-minute
+    limit, and one let start again 4.0 of 3: the minutes depended on whether anyone had
+    opened the payment table first (outside probe 146)."""
+    db, study_id = setup
+    link, token = _link(db, study_id, minutes=1)
+    for pid in ("pid-r", "pid-s"):
+        crowd.consent(
+            db, _actor(db, _join(db, token, pid, minutes_ago=5)), True, now=T0 - dt.timedelta(minutes=5)
+        )
+    crowd.mark_returned(db, link["id"], "pid-r", ADMIN, now=T0)
+    crowd.let_start_again(db, link["id"], "pid-s", ADMIN, now=T0)
+    table = crowd.payment_rows(db, link["id"], now=T0).set_index("participant_id")
+    deadline = iso(T0 - dt.timedelta(minutes=4))
+    assert table.loc["pid-r", ["status", "finished", "minutes"]].tolist() == ["returned", deadline, 1.0]
+    assert table.loc["pid-s", ["status", "finished", "minutes"]].tolist() == ["may_restart", deadline, 1.0]
