@@ -36,7 +36,7 @@ import gradio as gr
 import numpy as np
 from gradio.components.plot import PlotData
 
-from annotation.errors import AlreadyDone
+from annotation.errors import AlreadyDone, Conflict
 from annotation.files import resolve
 from annotation.study import crowd, judging
 from app.common import (
@@ -52,6 +52,7 @@ from app.common import (
     live,
     note_area,
     own_session,
+    refused_with,
     role,
     shown_mark,
     whole_number,
@@ -385,7 +386,16 @@ class ParticipantTab(Tab):
         if answer not in _BACKGROUND:
             raise ValueError(f"`answer` must be one of {list(_BACKGROUND)}, got {shown(answer)}")
         crowd.check_active(db, actor)
-        judging.set_background(db, actor, _BACKGROUND[answer])
+        try:
+            judging.set_background(db, actor, _BACKGROUND[answer])
+        except Conflict as other:
+            # Another tab answered first, the other way: the first answer stays (an API client
+            # is refused), and on the page the trial follows under the refusal. The question
+            # stayed, every Continue refused again, and only Start went on (outside probe 146).
+            page = self._page(db, actor)
+            progress = self.parts["progress"]
+            page[progress] = f"**Not changed:** {escape(str(other))}.  \n{page[progress]}"
+            raise refused_with(other, page) from other
         return self._page(db, actor)
 
     @role(*ROLES)

@@ -277,3 +277,33 @@ def _phone_on_trial_1(live_app, chromium, viewport: dict):
         yield phone, errors
     finally:
         context.close()
+
+
+def test_a_second_tab_answering_the_background_question_the_other_way_goes_on_to_the_trial(live_app, page):
+    """The first answer stays; the second tab stayed on the question, every Continue refused
+    again and only Start went on (outside probe 146). Now the refusal stands above the trial."""
+    n_pairs = _open_study(live_app.config)
+    [(participant, link)] = live_app.invite("participant")
+    sign_in(page, link)
+    other = page.context.new_page()
+    other.goto(live_app.url)
+    for tab in (page, other):
+        open_tab(tab, "Judge")
+        tab.click("#participant_start")
+        expect(tab.get_by_role("radiogroup", name="Do you have a design or art background?")).to_be_visible()
+    page.get_by_role("radiogroup").get_by_text("yes").click()
+    page.click("#participant_background_ok")
+    expect(page.locator("#participant_progress")).to_contain_text(f"Trial 1 of {n_pairs}")
+    other.get_by_role("radiogroup").get_by_text("no").click()
+    other.click("#participant_background_ok")
+    progress = other.locator("#participant_progress")
+    expect(progress).to_contain_text(
+        "Not changed: your answer to the background question (yes) is already recorded"
+    )
+    expect(progress).to_contain_text(f"Trial 1 of {n_pairs}")
+    expect(other.locator("#participant_background_ok")).to_be_hidden()
+    expect(other.locator("#participant_left")).to_be_enabled()
+    assert live_app.query("select design_background from annotators where id = ?", [participant]) == [
+        {"design_background": 1}
+    ]
+    other.close()
