@@ -258,6 +258,19 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
     )
     [row] = live_app.query(f"select status from annotators where id = {leaving}")
     assert row["status"] == "active"
+    # Withdrawn after the account is closed: the message said it "stays open" (outside probe 145).
+    db = open_db(live_app.config.db_path)
+    try:
+        add_coloring(db, live_app.config.data_dir, leaving, "lemon", (240, 230, 60))
+    finally:
+        db.close()
+    page.get_by_role("button", name="Close account").click()
+    expect(page.locator("#admin_revoke_message")).to_have_text(f"Closed the account of annotator {leaving}.")
+    page.get_by_role("button", name="Withdraw their colorings").click()
+    expect(page.locator("#admin_revoke_message")).to_have_text(
+        f"Withdrew 1 coloring of annotator {leaving}: the P_H of 1 concept recomputed without them. "
+        "No analysis counts them from now on; their account is closed already."
+    )
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "admin-withdraw.png"), full_page=True)
     assert page.js_errors == []
