@@ -349,16 +349,10 @@ def sign_in_with_invite(ctx: AppContext, text: str, address: str = "") -> tuple[
         if isinstance(text, str) and not invite_token(text):
             # Nothing to check: a press on an empty box is no guess, and not a failure.
             raise InvalidInput("the invite box is empty: paste the invite link (or its code) you were sent")
-        with throttle.one_attempt_at_a_time(address, "invite"):
-            throttle.check(db, address, "invite")
-            try:
-                check_length(text, "invite link", MAX_LINK)
-                session = login_with_invite(db, invite_token(text), session_days=ctx.config.session_days)
-            except StaleToken:  # a real link, out of date: no guess (`annotation.people.throttle`)
-                raise
-            except (InvalidToken, InvalidInput):
-                throttle.record_failure(db, address, "invite")
-                raise
+        # A real link out of date is no guess (`annotation.people.throttle`).
+        with throttle.attempt(db, address, "invite", (InvalidToken, InvalidInput), no_guess=(StaleToken,)):
+            check_length(text, "invite link", MAX_LINK)
+            session = login_with_invite(db, invite_token(text), session_days=ctx.config.session_days)
     return session.token, f"Signed in as **{escape(session.pseudonym)}**."
 
 
@@ -371,13 +365,9 @@ def join_open_link(ctx: AppContext, params: dict, address: str = "") -> tuple[st
     Unknown link tokens count as failed sign-ins of `address` (`annotation.people.throttle`);
     new people per address are limited by the link (`annotation.study.crowd.join`)."""
     with shown_errors("join_open_link"), ctx.db() as db:
-        with throttle.one_attempt_at_a_time(address, "study link"):
-            throttle.check(db, address, "study link")
+        with throttle.attempt(db, address, "study link", (InvalidToken,)):
             try:
                 joined = crowd.join(db, crowd.one_param(params, "study") or "", params, address=address)
-            except InvalidToken:
-                throttle.record_failure(db, address, "study link")
-                raise
             except crowd.HitPreview as preview:  # no failure: the link works once the HIT is accepted
                 return None, f"**This is the HIT's preview:** {escape(str(preview))}.", True
         closed = crowd_study_closed(db, _joined_actor(joined), joined.state)
@@ -457,14 +447,9 @@ def sign_in_as_admin(ctx: AppContext, password: str, address: str = "") -> tuple
         # No attempt: an API client may send None, and no password is blanks alone.
         if password is None or (isinstance(password, str) and not password.strip()):
             raise InvalidInput("the password box is empty: type the admin password")
-        with throttle.one_attempt_at_a_time(address, throttle.ADMIN_PASSWORD):
-            throttle.check(db, address, throttle.ADMIN_PASSWORD)
-            try:
-                check_length(password, "password", passwords.MAX_LENGTH)
-                session = login_admin(db, password)
-            except (PermissionDenied, InvalidInput):
-                throttle.record_failure(db, address, throttle.ADMIN_PASSWORD)
-                raise
+        with throttle.attempt(db, address, throttle.ADMIN_PASSWORD, (PermissionDenied, InvalidInput)):
+            check_length(password, "password", passwords.MAX_LENGTH)
+            session = login_admin(db, password)
     return session.token, "Signed in as **admin**."
 
 

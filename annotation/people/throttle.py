@@ -58,15 +58,33 @@ _ATTEMPT_LOCKS = tuple(threading.Lock() for _ in range(64))
 
 
 @contextlib.contextmanager
-def one_attempt_at_a_time(address: str, kind: str = ADMIN_PASSWORD) -> Iterator[None]:
-    """Hold while a sign-in of `kind` from `address` is checked (`check`), tried and its
-    failure recorded (`record_failure`): attempts sent at once had all passed the check
-    before any failure was recorded, and 20 wrong passwords at once got 10 heard where 6 are
-    (outside probe 145). One lock per address and group of kinds (of 64, by hash), in this
-    process; app processes sharing a database each hold their own."""
-    lock = _ATTEMPT_LOCKS[hash((address, kind == ADMIN_PASSWORD)) % len(_ATTEMPT_LOCKS)]
-    with lock:
-        yield
+def attempt(
+    db: sqlite_utils.Database,
+    address: str,
+    kind: str,
+    failures: tuple[type[BaseException], ...],
+    *,
+    no_guess: tuple[type[BaseException], ...] = (),
+) -> Iterator[None]:
+    """One sign-in attempt of `kind` from `address`, the block trying it: refused first
+    (`Throttled`, `check`) while the address must wait; one of `failures` that the block
+    raises is recorded (`record_failure`), unless it is one of `no_guess` (a real link out
+    of date).
+
+    Attempts from one address and group of kinds run one at a time, from the check to the
+    record: sent at once they had all passed the check before any failure was recorded, and
+    20 wrong passwords got 10 heard where 6 are (outside probe 145). One lock per address and
+    group (of 64, by hash), in this process; app processes sharing a database each hold their own.
+    """
+    with _ATTEMPT_LOCKS[hash((address, kind == ADMIN_PASSWORD)) % len(_ATTEMPT_LOCKS)]:
+        check(db, address, kind)
+        try:
+            yield
+        except no_guess:
+            raise
+        except failures:
+            record_failure(db, address, kind)
+            raise
 
 
 def wait_s(
