@@ -185,8 +185,8 @@ def main(args: argparse.Namespace) -> int:
     }
     for name, (title, board) in boards.items():
         print(f"\n{title}\n{board.to_text()}")
-        if board.uneven_note():
-            print(board.uneven_note())
+        if uneven := board.uneven_note():
+            print(uneven)
         frame = results.with_provenance(board.to_csv_frame(), found, args.reference)
         write_csv(results.with_resampling(frame, found.resampling), out / f"{name}.csv", index=False)
     written = ["scores_long.csv", "table1.csv", "table2.csv"]
