@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-import textwrap
 
 import numpy as np
 import pandas as pd
@@ -395,9 +394,9 @@ def sensitivity_bars(sensitivity: pd.DataFrame, *, group: str = "modifier_type")
 
 
 def noted(fig: go.Figure, text: str) -> go.Figure:
-    """`fig` with `text` written across its (empty) plot area, wrapped at `NOTE_CHARS` characters."""
+    """`fig` with `text` written across its (empty) plot area, `wrapped` at `NOTE_CHARS` characters."""
     return fig.add_annotation(
-        text="<br>".join(textwrap.wrap(text, NOTE_CHARS)),
+        text=wrapped(text, NOTE_CHARS),
         xref="paper",
         yref="paper",
         x=0.5,

@@ -327,3 +327,13 @@ def test_a_note_across_an_empty_plot_is_wrapped_to_fit_a_phone():
     lines = note.text.split("<br>")
     assert " ".join(lines) == text and len(lines) > 1
     assert all(len(line) <= NOTE_CHARS for line in lines)
+
+
+def test_a_note_breaks_a_long_hub_id_after_its_slash_as_titles_do():
+    hub_id = "university-lab-of-color/sdxl_finetuned_on_rotten_fruit_v2_release"
+    [note] = noted(go.Figure(), f"No image of {hub_id} was masked.").layout.annotations
+    assert note.text.split("<br>") == [
+        "No image of university-lab-of-color/",
+        "sdxl_finetuned_on_rotten_fruit_v2_release",
+        "was masked.",
+    ]
