@@ -624,6 +624,7 @@ def _work(row: dict) -> str:
         ("colorings", "coloring", "colorings"),
         ("practice", "practice coloring", "practice colorings"),
         ("withdrawn", "coloring withdrawn", "colorings withdrawn"),
+        ("practice_withdrawn", "practice coloring withdrawn", "practice colorings withdrawn"),
         ("votes", "vote", "votes"),
         ("judgments", "judgment", "judgments"),
         ("runs", "run started", "runs started"),

@@ -542,8 +542,9 @@ def list_annotators(db: sqlite_utils.Database, role: str | None = None) -> list[
     (``sign_ins``), what they did and when they were last seen.
 
     What they did: ``colorings`` (main-task colorings not withdrawn, every round),
-    ``practice`` (practice colorings not withdrawn), ``withdrawn`` (colorings withdrawn at
-    their request), ``votes``, ``judgments``, ``runs`` (evaluation runs started or imported
+    ``practice`` (practice colorings not withdrawn), ``withdrawn`` and ``practice_withdrawn``
+    (main-task and practice colorings withdrawn at their request: apart, as the Admin tab's
+    coloring counts leave practice out), ``votes``, ``judgments``, ``runs`` (evaluation runs started or imported
     in the app) and ``studies`` (pairwise studies created). ``last_active`` (an ISO time or
     None) is the latest of their work, their own audited actions and their sessions' last
     request, so a researcher or a designer whose colorings were withdrawn still has one. One
@@ -553,7 +554,8 @@ def list_annotators(db: sqlite_utils.Database, role: str | None = None) -> list[
         "select a.id, a.pseudonym, a.roles, a.design_background, a.status, a.created, "
         "a.practice_approved, a.practice_approved_by, coalesce(i.n, 0) as sign_ins, "
         "coalesce(c.n, 0) as colorings, coalesce(c.practice, 0) as practice, "
-        "coalesce(c.withdrawn, 0) as withdrawn, coalesce(v.n, 0) as votes, "
+        "coalesce(c.withdrawn, 0) as withdrawn, coalesce(c.practice_withdrawn, 0) as practice_withdrawn, "
+        "coalesce(v.n, 0) as votes, "
         "coalesce(j.n, 0) as judgments, coalesce(d.runs, 0) as runs, coalesce(d.studies, 0) as studies, "
         "nullif(max(coalesce(c.last, ''), coalesce(v.last, ''), coalesce(j.last, ''), "
         "coalesce(d.last, ''), coalesce(s.last, '')), '') as last_active "
@@ -562,7 +564,8 @@ def list_annotators(db: sqlite_utils.Database, role: str | None = None) -> list[
         "on i.annotator_id = a.id "
         "left join (select annotator_id, "
         "sum(practice = 0 and status != 'withdrawn') as n, sum(practice = 1 and status != 'withdrawn') as practice, "
-        "sum(status = 'withdrawn') as withdrawn, max(created) as last from colorings "
+        "sum(practice = 0 and status = 'withdrawn') as withdrawn, "
+        "sum(practice = 1 and status = 'withdrawn') as practice_withdrawn, max(created) as last from colorings "
         "group by annotator_id) c on c.annotator_id = a.id "
         "left join (select expert_id, count(*) as n, max(created) as last from qc_votes "
         "group by expert_id) v on v.expert_id = a.id "

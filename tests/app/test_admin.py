@@ -268,6 +268,36 @@ def test_first_start_prints_a_generated_password_once(tmp_path, monkeypatch, cap
         assert client.predict("chosen-password-1", api_name="/login_admin")[0]
 
 
+def test_the_people_table_and_the_coverage_count_a_withdrawn_practice_coloring_alike(shared_app):
+    """The coverage leaves practice colorings out of its counts; the people table counted a
+    withdrawn practice coloring among "colorings withdrawn", so the two disagreed."""
+    from tests.qc_data import add_coloring
+
+    client, config = shared_app
+    admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
+    designer_id, pseudonym = client.predict(admin, "designer", 1, "yes", 7, api_name="/admin_create_invites")[
+        "data"
+    ][0][:2]
+    before = client.predict(admin, api_name="/admin_coverage")
+    db = open_db(config.db_path)
+    try:
+        add_coloring(db, config.data_dir, designer_id, "apple", (200, 20, 30))
+        add_coloring(db, config.data_dir, designer_id, "lemon", (240, 220, 40), practice=True)
+    finally:
+        db.close()
+    message = client.predict(admin, pseudonym, "asked by email", api_name="/admin_withdraw")
+    assert message.startswith(f"Withdrew 2 colorings (1 main-task, 1 practice) of annotator {designer_id}")
+    people = client.predict(admin, api_name="/admin_list_annotators")
+    (row,) = [r for r in people["data"] if r[0] == designer_id]
+    assert row[ANNOTATOR_HEADERS.index("work_done")] == "1 coloring withdrawn, 1 practice coloring withdrawn"
+    withdrawn = re.compile(r"(\d+) withdrawn")
+    counted = [
+        int(m[1]) if (m := withdrawn.search(text)) else 0
+        for text in (before, client.predict(admin, api_name="/admin_coverage"))
+    ]
+    assert counted[1] - counted[0] == 1  # the main-task one, as the people table says
+
+
 def test_admin_sees_and_approves_practice_colorings(tmp_path):
     config = make_config(tmp_path)
     with running_app(config) as (client, _):
