@@ -132,6 +132,32 @@ def _check_reachable(address: str, timeout_s: float) -> None:
             f"no Ray cluster reachable at {address!r} ({exc.strerror or exc}); start one with "
             f"`ray start --head` there, or leave the address empty for a local cluster"
         ) from None
+    if not _speaks_grpc(address, timeout_s):
+        raise RayUnavailable(
+            f"{address!r} answers but is no Ray cluster's head (no gRPC within {timeout_s:g} s): give the "
+            "GCS port `ray start --head` printed (6379 unless --port said otherwise), not the dashboard's "
+            "or another service's"
+        )
+
+
+def _speaks_grpc(address: str, timeout_s: float) -> bool:
+    """Whether `address` completes a gRPC (HTTP/2) handshake within `timeout_s` seconds.
+
+    Ray's GCS client and ``ray.init`` retry a port that accepts connections but speaks
+    something else (the dashboard's HTTP, a web app) for minutes: a researcher's *Check
+    cluster* on such a port hung (outside probe 147). Ray's own channel factory, so that
+    ``RAY_USE_TLS`` is honoured; the token is checked after (`_check_auth`)."""
+    import grpc
+    from ray._private.grpc_utils import init_grpc_channel
+
+    channel = init_grpc_channel(address)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_s)
+        return True
+    except grpc.FutureTimeoutError:
+        return False
+    finally:
+        channel.close()
 
 
 def _same_address(a: str, b: str) -> bool:

@@ -8,15 +8,19 @@ run``; torch uses one thread in this process, as Ray's one-CPU workers do, so th
 arithmetic and hence the PNG bytes are the same.
 """
 
+import contextlib
 import hashlib
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
@@ -223,6 +227,21 @@ def test_no_reachable_cluster_or_no_ray_is_said_clearly_and_writes_nothing(
     assert not (tmp_path / "data" / "runs").exists() and not (tmp_path / "db.sqlite").exists()
     with pytest.raises(RayUnavailable, match=r"`ray_address` must be host:port .* got 'nowhere'"):
         connect("nowhere")
+    # A port that answers something else (a web server, a service that never replies) is
+    # refused at once: Ray's own client retried it for minutes (outside probe 147).
+    with (
+        http_served() as port,
+        pytest.raises(
+            RayUnavailable,
+            match=rf"^'127.0.0.1:{port}' answers but is no Ray cluster's head \(no gRPC within 1 s\): give the GCS port",
+        ),
+    ):
+        connect(f"127.0.0.1:{port}", timeout_s=1)
+    with (
+        socket_listening() as port,
+        pytest.raises(RayUnavailable, match="answers but is no Ray cluster's head"),
+    ):
+        connect(f"127.0.0.1:{port}", timeout_s=1)
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(
         RayUnavailable, match=r"needs Ray, which is not installed: pip install 'ray\[default\]"
@@ -243,6 +262,30 @@ class socket_bound:
 
     def __exit__(self, *exc) -> None:
         self.sock.close()
+
+
+class socket_listening(socket_bound):
+    """A local port that takes connections and never says a word."""
+
+    def __enter__(self) -> int:
+        port = super().__enter__()
+        self.sock.listen()
+        return port
+
+
+@contextlib.contextmanager
+def http_served() -> Iterator[int]:
+    """The port of a plain HTTP server in this process."""
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_worker_counts_follow_the_cluster_and_bad_settings_are_refused(cluster):
@@ -296,6 +339,9 @@ def test_the_evaluate_tab_shows_the_cluster_runs_on_it_and_works_without_ray(
         assert shown == f"Ray cluster: 1 node(s), 2 CPU(s), 0 GPU(s) at {cluster.address}."
         with pytest.raises(AppError, match=rf"no Ray cluster reachable at '127.0.0.1:{port}'"):
             client.predict(token, "ray", f"127.0.0.1:{port}", api_name="/evaluate_cluster")
+        own = f"127.0.0.1:{urlsplit(client.src).port}"  # the app itself: a web server, no Ray head
+        with pytest.raises(AppError, match=rf"'{own}' answers but is no Ray cluster's head"):
+            client.predict(token, "ray", own, api_name="/evaluate_cluster")
         with pytest.raises(AppError, match="no Ray cluster reachable"):
             client.predict(
                 token,
