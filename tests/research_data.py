@@ -132,7 +132,8 @@ def store_segmented_run(db, data_dir: Path, run: str, cells: dict) -> None:
     ----------
     cells : dict
         ``{(model, concept, style, cfg): [rgb, rgb, ...]}``: one solid image per color,
-        each masked by `centre_mask`.
+        each masked by `centre_mask`; an rgb of None is an image the detector found
+        nothing in (``no_detection``, excluded).
     """
     by_key = {c.key: c for c in load_concepts()}
     items = [
@@ -156,6 +157,12 @@ def store_segmented_run(db, data_dir: Path, run: str, cells: dict) -> None:
     updates = []
     for (m, c, s, cfg), colors in cells.items():
         for i, rgb in enumerate(colors):
+            key = ids[(m, c, s, float(cfg), i)]
+            if rgb is None:
+                updates.append(
+                    {"id": key, "status": "segmented", "segment_status": "no_detection", "detected": 0}
+                )
+                continue
             image_path = f"runs/{run}/images/{m}-{c}-{s}-{cfg}-{i}.png"
             mask_path = f"runs/{run}/masks/{m}-{c}-{s}-{cfg}-{i}.png"
             summary_path = f"runs/{run}/pixels/{m}-{c}-{s}-{cfg}-{i}.npz"
@@ -166,7 +173,7 @@ def store_segmented_run(db, data_dir: Path, run: str, cells: dict) -> None:
             write_atomic(Path(data_dir) / summary_path, buffer.getvalue())
             updates.append(
                 {
-                    "id": ids[(m, c, s, float(cfg), i)],
+                    "id": key,
                     "status": "segmented",
                     "segment_status": "ok",
                     "image_path": image_path,

@@ -679,6 +679,8 @@ def _covers(covered: int, asked: int) -> str:
 def _nothing_scored(db: sqlite_utils.Database, source: str) -> str:
     """Why no model distribution is scored against `source`, and which action fills the tables."""
     keys = evaluated_concepts(db)
+    if not keys and (excluded := runs.all_excluded(db)):
+        return f"Nothing to score: {excluded} (Evaluate tab, *Box threshold*)."
     if not keys:
         return (
             "There is no stored model distribution yet: run a model on the Evaluate tab (or import "

@@ -553,6 +553,29 @@ def exclusion_counts(
     return [dict(row) for row in db.query(sql, [run] if run is not None else [])]
 
 
+def all_excluded(db: sqlite_utils.Database, *, run: str | None = None) -> str | None:
+    """Why nothing of `run` (every run when None) can be scored, when model distributions
+    are stored but every one is empty because the masking excluded each of its images;
+    None otherwise.
+
+    Scoring such a run had blamed the human source ("pick a source that covers its
+    concepts") or said no model had run (outside probe 148)."""
+    where, params = ("WHERE run = ?", [run]) if run is not None else ("", [])
+    stored, usable = db.execute(
+        f"SELECT count(*), count(p) FROM model_distributions {where}", params
+    ).fetchone()
+    if not stored or usable:
+        return None
+    counts = exclusion_counts(db, run=run)
+    undetected = sum(r["n_no_detection"] or 0 for r in counts)
+    empty = sum(r["n_empty_mask"] or 0 for r in counts)
+    return (
+        f"every image of {f'run {run!r}' if run is not None else 'the stored runs'} was excluded by the "
+        f"masking ({undetected:,} without a detection, {empty:,} with an empty mask), so no model "
+        "distribution has a color to score: segment again with a lower box threshold, or another segmenter"
+    )
+
+
 @dataclass(frozen=True)
 class RunProgress:
     """Where a run stands, counted from its rows.

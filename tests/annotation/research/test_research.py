@@ -498,6 +498,15 @@ def test_an_empty_leaderboard_says_which_source_covers_the_evaluated_concepts(db
     ensure_shipped_reference(db)
     with pytest.raises(views.NothingScored, match="^There is no stored model distribution yet: run a model"):
         leaderboard_analyses(db, CONCEPTS, human_rows.DESIGNERS)
+    # A run whose every image the masking excluded: said so, not "no distribution yet" (probe 148)
+    store_segmented_run(db, tmp_path / "data", "blind", {("m", "apple", "natural", 5.0): [None]})
+    with pytest.raises(views.NothingScored) as nothing:
+        leaderboard_analyses(db, CONCEPTS, human_rows.DESIGNERS)
+    assert str(nothing.value) == (
+        "Nothing to score: every image of the stored runs was excluded by the masking (1 without a detection, "
+        "0 with an empty mask), so no model distribution has a color to score: segment again with a lower box "
+        "threshold, or another segmenter (Evaluate tab, *Box threshold*)."
+    )
     store_segmented_run(db, tmp_path / "data", "first", {("m", "banana", "natural", 5.0): [(230, 220, 0)]})
     human_rows.store_reference(db, "lab", {"apple": HUMAN["apple"]}, "test ratings")
     with pytest.raises(views.NothingScored) as nothing:

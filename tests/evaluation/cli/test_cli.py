@@ -148,6 +148,38 @@ def test_generate_segment_extract_score_end_to_end(tmp_path, models, capsys):
     ]
 
 
+def test_score_on_a_run_whose_every_image_was_excluded_says_so_and_writes_the_exclusions(tmp_path, capsys):
+    """It said "pick a source that covers its concepts", wrote nothing and printed no
+    exclusion counts: the source was not the cause (outside probe 148)."""
+    from storage import ensure_schema
+    from tests.research_data import store_segmented_run
+
+    db = open_db(tmp_path / "db.sqlite")
+    ensure_schema(db)
+    store_segmented_run(
+        db,
+        tmp_path / "data",
+        "nodet",
+        {("m", "apple", "natural", 7.5): [None], ("m", "banana", "natural", 7.5): [None]},
+    )
+    db.close()
+    out_dir = tmp_path / "scores"
+    assert (
+        main(["score", "--run", "nodet", "--resamples", "0", "--out", str(out_dir), *_storage(tmp_path)]) == 2
+    )
+    printed = capsys.readouterr()
+    assert printed.err.strip().splitlines()[-1] == (
+        "python -m evaluation score: error: every image of run 'nodet' was excluded by the masking (2 without a "
+        "detection, 0 with an empty mask), so no model distribution has a color to score: segment again with a "
+        "lower box threshold, or another segmenter"
+    )
+    assert "\nExcluded images (no detection / empty mask) per model\n" in printed.out
+    assert pd.read_csv(out_dir / "exclusions.csv").to_dict("records") == [
+        {"model": "m", "n_segmented": 2, "n_ok": 0, "n_no_detection": 2, "n_empty_mask": 0}
+    ]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["exclusions.csv"]
+
+
 def _header(text: str, level: str) -> list[str]:
     """The labels of one header row of a printed table, over all its wrapped blocks."""
     words = [w for line in text.splitlines() if line.startswith(level) for w in line.split()[1:]]

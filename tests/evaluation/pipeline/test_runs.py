@@ -642,3 +642,26 @@ def test_a_resumed_stage_removes_the_temporaries_a_killed_write_left(tmp_path):
     assert [p.name for p in removed] == [".half.png.x1y2.tmp"]
     assert sorted(p.name for p in folder.iterdir()) == ["kept.png"]
     assert remove_temporaries(tmp_path / "runs" / "missing") == []
+
+
+def test_a_run_whose_every_image_was_excluded_says_so_and_counts_why(db, tmp_path):
+    """Scoring such a run blamed the human source (outside probe 148): `all_excluded` says
+    what happened, with the counts; a run with one usable image, or none stored, is not it."""
+    from tests.research_data import store_segmented_run
+
+    assert runs.all_excluded(db) is None  # nothing stored
+    store_segmented_run(
+        db,
+        tmp_path,
+        "blind",
+        {("m", "apple", "natural", 5.0): [None, None], ("m", "banana", "natural", 5.0): [None]},
+    )
+    expected = (
+        "every image of {} was excluded by the masking (3 without a detection, 0 with an empty mask), so "
+        "no model distribution has a color to score: segment again with a lower box threshold, or another segmenter"
+    )
+    assert runs.all_excluded(db, run="blind") == expected.format("run 'blind'")
+    assert runs.all_excluded(db) == expected.format("the stored runs")
+    store_segmented_run(db, tmp_path, "seen", {("m", "apple", "natural", 5.0): [None, (200, 20, 30)]})
+    assert runs.all_excluded(db, run="seen") is None and runs.all_excluded(db) is None
+    assert runs.all_excluded(db, run="blind") == expected.format("run 'blind'")
