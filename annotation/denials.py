@@ -5,7 +5,8 @@ grants again what was taken away since. A sign-in link revoked, a session ended,
 closed or an admin password changed after the backup was made would otherwise come back
 with it (outside probe 123: the old admin password signed in again, a closed designer's
 cookie worked again), and these are exactly what an operator does when a password or a link
-has leaked. `carry_denials` copies them from the database in use into the restored copy
+has leaked. So would a designer's colorings withdrawn at their request, which the consent
+text promises no analysis counts (outside probe 150). `carry_denials` copies them from the database in use into the restored copy
 before it takes its place, and says each one; what it carries is undone as usual (the Admin
 tab's *Reopen account*, ``python -m annotation set-admin-password``).
 """
@@ -19,8 +20,11 @@ from pathlib import Path
 import sqlite_utils
 
 from annotation import audit
+from annotation.coloring import ground_truth
+from annotation.coloring.withdrawal import mark_withdrawn
 from annotation.people.passwords import ADMIN_PASSWORD_SETTING
-from storage import iso, transaction, update_rows
+from storage import iso, schema_version, transaction, update_rows
+from storage.schema import MIGRATIONS
 
 END_REASON = "ended_before_restore"
 """``sessions.end_reason`` of a session the restored database had live and the replaced one
@@ -46,14 +50,27 @@ def carry_denials(previous: Path, restored: Path, *, earlier: Sequence[Path] = (
     -------
     list of str
         One line per kind of denial carried (sessions ended, links revoked, accounts closed,
-        open study links closed, platform ids erased, the admin password kept), empty when
-        there was none, and one line per database that could not be read.
+        open study links closed, platform ids erased, colorings withdrawn, the admin password
+        kept), empty when there was none, and one line per database that could not be read.
 
     Sessions, invite and open study links are matched by their token's hash, accounts by
-    id, pseudonym and creation time alike (another study's D0001 is someone else); a table
-    or column the restored database's schema lacks is left alone.
+    id, pseudonym and creation time alike (another study's D0001 is someone else), colorings
+    by id, image hash and their designer; a table or column the restored database's schema
+    lacks is left alone. A withdrawn coloring's open review closes, the review tasks held on
+    it go back (`annotation.coloring.withdrawal.mark_withdrawn`), and the P_H of its concept
+    is recomputed; in a database of an
+    earlier schema the P_H is left to ``check-distributions --repair`` after the next start
+    migrates it, and the line says so.
     """
-    found: dict = {"sessions": [], "invites": [], "closed": [], "links": [], "erased": [], "password": None}
+    found: dict = {
+        "sessions": [],
+        "invites": [],
+        "closed": [],
+        "links": [],
+        "erased": [],
+        "withdrawn": [],
+        "password": None,
+    }
     unread = []
     for index, path in enumerate([previous, *earlier]):
         try:
@@ -106,6 +123,11 @@ def _denials(conn: sqlite3.Connection) -> dict:
         found["erased"] = conn.execute(
             "select c.annotator_id, a.pseudonym, a.created, c.external_id from crowd_participants c "
             "join annotators a on a.id = c.annotator_id where c.external_id like '(erased %)'"
+        ).fetchall()
+    if {"id", "annotator_id", "image_sha256", "status"} <= _columns(conn, "colorings"):
+        found["withdrawn"] = conn.execute(
+            "select c.id, c.image_sha256, a.id, a.pseudonym, a.created from colorings c "
+            "join annotators a on a.id = c.annotator_id where c.status = 'withdrawn'"
         ).fetchall()
     if {"key", "value"} <= _columns(conn, "settings"):
         row = conn.execute("select value from settings where key = ?", [ADMIN_PASSWORD_SETTING]).fetchone()
@@ -174,6 +196,10 @@ def _apply(db: sqlite_utils.Database, found: dict) -> list[str]:
             )
     if erased:
         said.append(f"the platform ids of {erased} crowd participant(s) erased after the backup stay erased")
+    if found["withdrawn"] and {"id", "annotator_id", "image_sha256", "status"} <= _columns(
+        db.conn, "colorings"
+    ):
+        said += _withdrawn(db, found["withdrawn"], now)
     if found["password"] is not None and {"key", "value"} <= _columns(db.conn, "settings"):
         where = {"key": ADMIN_PASSWORD_SETTING, "value !=": found["password"]}
         if update_rows(db, "settings", where, {"value": found["password"]}):
@@ -184,3 +210,35 @@ def _apply(db: sqlite_utils.Database, found: dict) -> list[str]:
     if said and {"created", "actor", "action", "object_type", "details"} <= _columns(db.conn, "audit"):
         audit.record(db, "system", "restore_kept_denials", "database", None, details={"kept": said})
     return said
+
+
+def _withdrawn(db: sqlite_utils.Database, found: list, now: str) -> list[str]:
+    """Withdraw again in `db` the colorings of `found` (id, image hash, annotator id,
+    pseudonym, creation time) that it holds unwithdrawn; the line saying so, if any."""
+    carried: dict[str, list[tuple[int, str, bool]]] = {}
+    for coloring_id, image_sha256, annotator_id, pseudonym, created in found:
+        row = db.execute(
+            "select c.concept_key, c.practice from colorings c join annotators a on a.id = c.annotator_id "
+            "where c.id = ? and c.image_sha256 = ? and c.status != 'withdrawn' "
+            "and a.id = ? and a.pseudonym = ? and a.created = ?",
+            [coloring_id, image_sha256, annotator_id, pseudonym, created],
+        ).fetchone()
+        if row:
+            carried.setdefault(pseudonym, []).append((coloring_id, row[0], bool(row[1])))
+    if not carried:
+        return []
+    ids = [coloring_id for rows in carried.values() for coloring_id, _, _ in rows]
+    mark_withdrawn(db, ids, now)
+    concepts = sorted({concept for rows in carried.values() for _, concept, practice in rows if not practice})
+    current = schema_version(db) == len(MIGRATIONS)
+    if current:
+        for concept in concepts:
+            ground_truth.refresh(db, concept)
+    whose = ", ".join(f"{pseudonym} ({len(rows)})" for pseudonym, rows in carried.items())
+    p_h = (
+        f"the P_H of {len(concepts)} concept(s) recomputed without them"
+        if current
+        else "run python -m annotation check-distributions --repair after the next start migrates the "
+        "database, to recompute the P_H of their concepts"
+    )
+    return [f"{len(ids)} coloring(s) withdrawn after the backup stay withdrawn ({whose}; {p_h})"]

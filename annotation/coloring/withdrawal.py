@@ -72,14 +72,7 @@ def withdraw_colorings(
         if not rows:
             raise Conflict(f"annotator {annotator_id} has no coloring to withdraw; nothing changed")
         ids = [r["id"] for r in rows]
-        update_rows(db, "colorings", {"id in": ids}, {"status": WITHDRAWN})
-        reviews = update_rows(db, "reviews", {"coloring_id in": ids, "status": "open"}, {"status": WITHDRAWN})
-        released = update_rows(
-            db,
-            "tasks",
-            {"kind": "review", "status": "reserved", "coloring_id in": ids},
-            {"status": "released", "finished": iso(now)},
-        )
+        reviews, released = mark_withdrawn(db, ids, iso(now))
         concepts = sorted({r["concept_key"] for r in rows if not r["practice"]})
         for concept in concepts:
             ground_truth.refresh(db, concept)
@@ -102,3 +95,24 @@ def withdraw_colorings(
             now=now,
         )
     return withdrawal
+
+
+def mark_withdrawn(db: sqlite_utils.Database, ids: list[int], now: str) -> tuple[int, int]:
+    """Set the colorings `ids` to ``withdrawn``, close their open reviews and release the
+    review tasks held on them (finished at `now`, an ISO time), in the caller's transaction;
+    the P_H of their concepts is the caller's to recompute.
+
+    Returns
+    -------
+    tuple of int
+        Reviews closed, review tasks released.
+    """
+    update_rows(db, "colorings", {"id in": ids}, {"status": WITHDRAWN})
+    reviews = update_rows(db, "reviews", {"coloring_id in": ids, "status": "open"}, {"status": WITHDRAWN})
+    released = update_rows(
+        db,
+        "tasks",
+        {"kind": "review", "status": "reserved", "coloring_id in": ids},
+        {"status": "released", "finished": now},
+    )
+    return reviews, released

@@ -1133,6 +1133,79 @@ def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_th
     assert len(audit) == 1 and json.loads(audit[0][0])["kept"] == [line.split(": ", 1)[1] for line in kept]
 
 
+def test_a_restore_keeps_the_colorings_withdrawn_after_the_backup_withdrawn(tmp_path):
+    """A restore of an older backup brought a designer's withdrawn colorings back into every
+    P_H, unsaid (outside probe 150); the consent text promises no analysis counts them."""
+    from annotation.coloring.withdrawal import withdraw_colorings
+    from annotation.qc import review, votes
+    from storage import human
+    from tests.qc_data import ADMIN, actor
+
+    db, data = _store(tmp_path)
+    leaving, staying = people(db, 2, "designer")
+    expert = actor(db, people(db, 1, "expert")[0])
+    red = add_coloring(db, data, leaving, "apple", (200, 20, 30))
+    green = add_coloring(db, data, staying, "apple", (30, 160, 40))
+    practice = add_coloring(db, data, leaving, "cat", (90, 90, 90), practice=True)
+    review.open_reviews(db, ADMIN, [red], reason="test")
+    [held] = votes.vote_queue(db, expert, np.random.default_rng(0), batch_size=5)
+    assert held.coloring_id == red
+    backup.backup(db, data, tmp_path / "backup")
+    withdraw_colorings(db, leaving, ADMIN, "asked by email")
+    pseudonym = db["annotators"].get(leaving)["pseudonym"]
+    db.close()
+
+    done = _cli(data / "colorconcept.sqlite", data, "restore", str(tmp_path / "backup"))
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"kept from the replaced database: 2 coloring(s) withdrawn after the backup stay withdrawn "
+        f"({pseudonym} (2); the P_H of 1 concept(s) recomputed without them)\n"
+    ) in done.stdout
+    db = storage.open_db(data / "colorconcept.sqlite")
+    statuses = {r["id"]: r["status"] for r in db["colorings"].rows}
+    assert statuses == {red: "withdrawn", green: "submitted", practice: "withdrawn"}
+    assert human.read(db, human.DESIGNERS)["apple"].coloring_ids == (green,)
+    assert db["reviews"].get(red)["status"] == "withdrawn"
+    [task] = db.query("select status from tasks where kind = 'review' and coloring_id = ?", [red])
+    assert task["status"] == "released"  # the expert's held vote goes back, as a withdrawal does
+    db.close()
+
+
+def test_a_withdrawal_carried_into_a_backup_of_an_earlier_schema_leaves_its_p_h_to_the_repair(
+    tmp_path, monkeypatch
+):
+    """The restore migrates nothing, and this code's P_H needs this code's schema: the
+    colorings are withdrawn at once, and the line names the command that recomputes P_H."""
+    from annotation.__main__ import main
+    from annotation.coloring.withdrawal import withdraw_colorings
+    from storage import human
+    from tests.qc_data import ADMIN
+
+    monkeypatch.setattr(storage.schema, "MIGRATIONS", storage.schema.MIGRATIONS[:17])
+    db, data = _store(tmp_path)
+    leaving, staying = people(db, 2, "designer")
+    red = add_coloring(db, data, leaving, "apple", (200, 20, 30))
+    green = add_coloring(db, data, staying, "apple", (30, 160, 40))
+    backup.backup(db, data, tmp_path / "backup")
+    monkeypatch.undo()
+    storage.ensure_schema(db)
+    withdraw_colorings(db, leaving, ADMIN, "asked by email")
+    db.close()
+    done = _cli(data / "colorconcept.sqlite", data, "restore", str(tmp_path / "backup"))
+    assert done.returncode == 0, done.stderr
+    assert (
+        "kept from the replaced database: 1 coloring(s) withdrawn after the backup stay withdrawn (D0001 (1); "
+        "run python -m annotation check-distributions --repair after the next start migrates the database, "
+        "to recompute the P_H of their concepts)\n"
+    ) in done.stdout
+    argv = ["--db", str(data / "colorconcept.sqlite"), "--data-dir", str(data)]
+    assert main([*argv, "check-distributions", "--repair"]) == 0  # migrates, then repairs
+    db = storage.open_db(data / "colorconcept.sqlite")
+    assert {r["id"]: r["status"] for r in db["colorings"].rows} == {red: "withdrawn", green: "submitted"}
+    assert human.read(db, human.DESIGNERS)["apple"].coloring_ids == (green,)
+    db.close()
+
+
 def test_a_restore_into_a_database_that_denied_nothing_since_says_nothing_more(tmp_path):
     db, data = _store(tmp_path)
     people(db, 1, "designer")
