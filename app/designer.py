@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 from pathlib import Path
 
 import gradio as gr
@@ -69,8 +70,9 @@ from app.common import (
 )
 from app.landing import current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
-from storage import shown_time
+from storage import shown_time, storage_condition
 
+_LOG = logging.getLogger(__name__)
 NAME = "designer"
 TITLE = "Coloring"
 ROLES = ("designer",)
@@ -323,19 +325,45 @@ class DesignerTab(Tab):
         except TaskEnded as ended:
             # The refusal beside the button, and the canvas moves on: the task is gone.
             raise refused_with(ended, self._view(db, actor, forget=ended.canvas_key)) from ended
-        return self._view(
-            db,
-            actor,
-            forget=submitted.canvas_key,  # that browser draft is done
-            message=f"Saved your coloring of **{escape(submitted.task.concept_key)}** "
-            f"(#{submitted.coloring_id})."
-            # The header changed from "Practice" to "Batch 1" without a word (outside probe 142).
-            + (
-                " **That was your last practice sketch: it is approved, and your first batch begins here.**"
-                if before == "practice" and _stage(ctx, db, actor) == "main"
-                else ""
+        saved = f"Saved your coloring of **{escape(submitted.task.concept_key)}** (#{submitted.coloring_id})."
+        try:
+            return self._view(
+                db,
+                actor,
+                forget=submitted.canvas_key,  # that browser draft is done
+                message=saved
+                # The header changed from "Practice" to "Batch 1" without a word (outside probe 142).
+                + (
+                    " **That was your last practice sketch: it is approved, and your first batch begins here.**"
+                    if before == "practice" and _stage(ctx, db, actor) == "main"
+                    else ""
+                )
+                + _background_note(db, actor, submitted, practice_reviewed=not config.auto_approve_practice),
             )
-            + _background_note(db, actor, submitted, practice_reviewed=not config.auto_approve_practice),
+        except Exception as error:
+            return self._saved_but(error, saved)
+
+    def _saved_but(self, error: Exception, saved: str) -> dict:
+        """The view after a stored coloring whose next sketch a full disk, a failed write or
+        a busy database kept from being handed out: it said "nothing of it was stored"
+        (outside probe 150). Anything else is raised as it came."""
+        condition = storage_condition(error)
+        if condition is None:
+            raise error
+        _LOG.error(
+            "designer_submit: the coloring was stored, the next sketch not handed out: %s (%s)",
+            condition,
+            error,
+        )
+        why = {
+            "locked": "its database is busy",
+            "missing": "its database is not where it was",
+        }.get(condition, "it could not write to its disk (it may be full)")
+        return self._notice(
+            f"{saved} Your coloring is kept, but the server could not hand out your next sketch: {why}. "
+            "Press the button in a minute; tell the study organisers if it stays so.",
+            "Check again",
+            "",
         )
 
     @role("designer")

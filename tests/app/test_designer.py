@@ -518,3 +518,55 @@ def test_a_painted_background_is_stored_and_the_designer_is_told_how_to_take_it_
     )
     view = study.view("/designer_redo", token, stored["id"])  # the way back the line names
     assert json.loads(view["task"])["kind"] == "redo"
+
+
+def test_a_coloring_stored_on_a_nearly_full_disk_is_said_to_be_saved_whatever_fails_after_it(tmp_path):
+    """The last practice sketch was stored, then the disk refused the first batch's draw, and
+    the designer was told "nothing of it was stored" (outside probe 150). At each free space,
+    from none stored to all done, what the designer reads matches what the database holds;
+    one of them stores the coloring and fails the next step."""
+    from tests.disks import fill, tmpfs
+
+    sides = set()
+    with tmpfs(tmp_path / "disk", "8m", lazy=True) as disk:
+        config = make_config(disk, batch_size=3, auto_approve_practice=True)
+        with running_app(config) as (client, demo):
+            study = Study(client, config, demo)
+            # Here it stores from ~86 kB free and draws the batch from ~100 kB: steps finer than that gap
+            for leave in range(72 * 1024, 192 * 1024, 6 * 1024):
+                _, token = study.person()
+                view = study.onboarded(token)
+                for _ in range(2):
+                    view, _ = study.submit(token, view, [(176, 176, 176)])
+                task = json.loads(view["task"])
+                value = canvas_value(task["canvas_key"], paint(study.sketch(task), [(176, 176, 176)]), 30.0)
+                before = len(study.rows("colorings"))
+                filler = fill(disk, leave)
+                try:
+                    shown = study.view("/designer_submit", token, value)
+                except AppError as refused:
+                    shown = {"refused": str(refused)}
+                finally:
+                    filler.unlink()
+                stored = len(study.rows("colorings")) - before
+                if "refused" in shown:
+                    assert stored == 0 and "nothing of it was stored" in shown["refused"], (leave, shown)
+                    sides.add("refused")
+                elif shown["notice"]:
+                    assert stored == 1, (leave, shown)
+                    assert shown["notice"].startswith("Saved your coloring of **cozy cabin** (#") and (
+                        "Your coloring is kept, but the server could not hand out your next sketch: it could not "
+                        "write to its disk (it may be full). Press the button in a minute" in shown["notice"]
+                    ), shown["notice"]
+                    assert shown["task"] == ""
+                    sides.add("saved, next refused")
+                    waiting = token
+                else:
+                    assert stored == 1 and shown["message"].startswith(
+                        "Saved your coloring of **cozy cabin**"
+                    )
+                    sides.add("saved")
+                    break
+            # Room again: the designer told to press the button goes on to their first batch.
+            assert json.loads(study.view("/designer_continue", waiting)["task"])["kind"] == "batch"
+    assert {"saved, next refused", "saved"} <= sides, sides
