@@ -39,10 +39,12 @@ at a time, so the app's request only starts it and later polls for the zip.
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import logging
 import os
 import shutil
+import socket
 import sqlite3
 import tempfile
 import threading
@@ -185,7 +187,8 @@ def staged_folder(folder: Path, what: str, *, refusal: type[InvalidInput] = Inva
             f"{what} folder must be new or empty, got {shown_path(folder)} which already holds files"
         )
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-partial-"))
+    _sweep_stale_staging(folder)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f"{_staging_prefix(folder)}{os.getpid()}-"))
     try:
         yield staging
         if folder.exists():
@@ -194,6 +197,34 @@ def staged_folder(folder: Path, what: str, *, refusal: type[InvalidInput] = Inva
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _staging_prefix(folder: Path) -> str:
+    """The start of `staged_folder`'s staging names for `folder`; the writer's host and process
+    id follow, so a later run knows a staging folder whose writer is gone."""
+    host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:64]
+    return f".{folder.name}-partial-{host}-"
+
+
+def _sweep_stale_staging(folder: Path) -> None:
+    """Remove the staging folders beside `folder` left by a writer of this host that is gone
+    (a SIGKILL, a power cut): they hold a half-written copy of the study (a backup's holds
+    every hash), and nothing else would ever remove them (outside probe 150)."""
+    prefix = _staging_prefix(folder)
+    for stale in folder.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = stale.name[len(prefix) :].partition("-")[0]
+        if pid.isdigit() and not _alive(int(pid)) and stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 @contextlib.contextmanager

@@ -163,6 +163,44 @@ def test_export_refuses_a_folder_that_holds_files_and_writes_nothing(tmp_path, d
         export(db, tmp_path, tmp_path / "out" / "keep.txt")
 
 
+def test_a_half_written_export_of_a_killed_writer_is_removed_by_the_next_one_and_a_live_ones_kept(
+    tmp_path, db
+):
+    """A SIGKILLed export or backup left its hidden staging folder (a backup's holds every
+    hash) beside the target, and nothing ever removed it (outside probe 150)."""
+    target = tmp_path / "out"
+    stage = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from annotation.export import staged_folder\n"
+        "with staged_folder(Path(sys.argv[1]), 'export') as staging:\n"
+        "    (staging / 'half.csv').write_text('a,b')\n"
+        "    print(staging.name, flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL if sys.argv[2] == 'kill' else signal.SIGSTOP)\n"
+    )
+
+    def staged(how: str) -> tuple[subprocess.Popen, str]:
+        child = subprocess.Popen(
+            [sys.executable, "-c", stage, str(target), how],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        return child, child.stdout.readline().strip()
+
+    killed, dead_name = staged("kill")
+    assert killed.wait() == -9 and (tmp_path / dead_name / "half.csv").is_file()
+    stopped, live_name = staged("stop")  # a writer still at work, held stopped
+    try:
+        export(db, tmp_path, target)
+        assert not (tmp_path / dead_name).exists()
+        assert (tmp_path / live_name / "half.csv").is_file()
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out-")) == [live_name]
+    finally:
+        stopped.kill()
+        stopped.wait()
+
+
 def test_export_archive_is_one_zip_of_the_export(tmp_path, db):
     _fill(db, tmp_path / "data")
     archive = export_archive(db, tmp_path / "data", tmp_path / "downloads" / "export.zip")
