@@ -697,7 +697,7 @@ ALREADY_DONE = {
     ),
     "review": (
         "you already voted on this coloring (a second click, or another tab or window); your first "
-        "vote is kept: press Next coloring to go on"
+        "vote is kept: go on with the coloring shown, or press Next coloring if none is"
     ),
     "coloring": (
         "this concept was already submitted (in another tab or window, say); that coloring is kept "

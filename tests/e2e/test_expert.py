@@ -153,7 +153,7 @@ def test_a_second_verdict_clicked_before_the_next_coloring_shows_answers_the_one
     assert page.locator("#expert_vote_message").inner_text().strip() in (
         f"Vote recorded: {votes[0]['vote'].capitalize()}.",
         "⚠️ you already voted on this coloring (a second click, or another tab or window); your "
-        "first vote is kept: press Next coloring to go on",
+        "first vote is kept: go on with the coloring shown, or press Next coloring if none is",
     )
     expect(page.locator("#expert_inconsistent")).to_be_enabled()
     assert page.evaluate("() => window.shownAtClick") == f"cc-shown-{task}"  # it was on screen

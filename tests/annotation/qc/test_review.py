@@ -175,8 +175,13 @@ def test_an_expert_is_never_handed_their_own_coloring_and_votes_once(store):
     assert [i.coloring_id for i in queue] == [ids[1]]
     votes.cast_vote(db, both, queue[0].task_id, True)
     assert votes.vote_queue(db, both, np.random.default_rng(0), batch_size=50) == []
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict) as again:
         votes.cast_vote(db, both, queue[0].task_id, False)
+    # The page shows the next coloring after any vote, refused or not (outside probe 149: it
+    # said "press Next coloring" over the next coloring, shown already)
+    assert str(again.value).endswith(
+        "your first vote is kept: go on with the coloring shown, or press Next coloring if none is"
+    )
     with pytest.raises(Conflict, match="you already voted on this coloring"):
         votes.cast_vote(db, both, _forged_task(db, own, ids[1]), False)
     own_task = _forged_task(db, own, ids[0])
