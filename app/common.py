@@ -1009,11 +1009,17 @@ def checked_by_handler(dropdown: gr.Dropdown) -> gr.Dropdown:
 
 
 def whole_number(
-    value: object, name: str, *, minimum: int | None = None, maximum: int | None = None, what: str = ""
+    value: object,
+    name: str,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    what: str = "",
+    empty: str = "",
 ) -> int:
     """`value` as an int if it is a whole number (`minimum` or more and `maximum` or less, if
     given), else a ValueError naming the field `name` (and, below `minimum`, `what` it is, if
-    given).
+    given; when nothing was given, `empty` says where to find a value, if given).
 
     Number fields are declared without ``precision=0``, which would make Gradio round 1.5
     to 2 before any handler sees it; so every whole-number input is checked here. Text
@@ -1030,6 +1036,8 @@ def whole_number(
         or not math.isfinite(number)
         or number != int(number)
     ):
+        if (number is None or number == "") and empty:
+            raise ValueError(f"`{name}` is empty: {empty}")
         got = "nothing" if number is None or number == "" else shown(value)
         raise ValueError(f"`{name}` must be a whole number, got {got}")
     if not -MAX_WHOLE <= number <= MAX_WHOLE:

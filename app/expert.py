@@ -68,6 +68,12 @@ GRID_HEADERS = ["coloring_id", "designer", "round", "status", "emd_to_previous_r
 RANKING_HEADERS = ["rank", "concept", "n", "consistency_emd", "high_variance"]
 RATER_HEADERS = ["expert", "votes_on_decided", "agreement_with_majority", "agreement_with_others"]
 EXCLUDED_HEADERS = ["coloring_id", "concept", "designer", "round", "consistent", "inconsistent"]
+PICK_A_COLORING = (
+    "type the coloring_id of one of the concept's colorings (the first column of the table "
+    "*Show colorings* fills above)"
+)
+"""Where an expert finds the id *Ask for a recolor* and *Mark as fine* take (outside probe 149
+read "must be a whole number, got nothing" after clicking a gallery picture)."""
 VERDICTS = {"Consistent": True, "Inconsistent": False}
 VOTE_IMAGE_PX = 360
 NOTHING_TO_VOTE = (
@@ -312,7 +318,7 @@ class ExpertTab(Tab):
     @role(*REVIEWERS)
     def recolor(self, db, actor, coloring_id: float, note: str) -> dict:
         """Ask the designer of a coloring for a new round."""
-        coloring_id = whole_number(coloring_id, "Coloring id")
+        coloring_id = whole_number(coloring_id, "Coloring id", empty=PICK_A_COLORING)
         review.request_recolor(db, actor, coloring_id, note or "")
         return self.named(
             grid_message=f"Recolor requested for coloring {coloring_id}: its designer sees your note "
@@ -322,7 +328,7 @@ class ExpertTab(Tab):
     @role(*REVIEWERS)
     def accept(self, db, actor, coloring_id: float, note: str) -> dict:
         """Mark a coloring as reviewed and fine."""
-        coloring_id = whole_number(coloring_id, "Coloring id")
+        coloring_id = whole_number(coloring_id, "Coloring id", empty=PICK_A_COLORING)
         review.accept_coloring(db, actor, coloring_id, note or "")
         return self.named(grid_message=f"Coloring {coloring_id} marked as fine.")
 

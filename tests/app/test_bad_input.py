@@ -358,6 +358,14 @@ CASES = [
         "needs the role expert",
     ),
     Case(
+        # where to find the id, not "must be a whole number, got nothing" (outside probe 149)
+        "expert-recolor-no-coloring",
+        "/expert_recolor",
+        as_role("expert", "", "browner"),
+        r"^`Coloring id` is empty: type the coloring_id of one of the concept's colorings \(the first column "
+        r"of the table \*Show colorings\* fills above\)$",
+    ),
+    Case(
         "expert-recolor-fractional-coloring",
         "/expert_recolor",
         as_role("expert", 1.5, "browner"),
