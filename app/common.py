@@ -1038,8 +1038,7 @@ def whole_number(
     ):
         if (number is None or number == "") and empty:
             raise ValueError(f"`{name}` is empty: {empty}")
-        got = "nothing" if number is None or number == "" else shown(value)
-        raise ValueError(f"`{name}` must be a whole number, got {got}")
+        raise ValueError(f"`{name}` must be a whole number, got {given('' if number == '' else value)}")
     if not -MAX_WHOLE <= number <= MAX_WHOLE:
         raise ValueError(f"`{name}` must be a whole number of at most 18 digits, got {shown(value)}")
     if maximum is not None and not (minimum or 0) <= number <= maximum:
@@ -1058,16 +1057,25 @@ def seed_number(value: object, name: str) -> int:
     return whole_number(value, name, minimum=0, what="a random seed")
 
 
+def given(value: object) -> str:
+    """What a refusal says a field held: `shown` of it, or "nothing". A number box sends
+    None both when it is empty and for a number it cannot hold (``1e400`` in the browser is
+    ``Infinity``, which JSON carries as null), so None says both (outside probe 151 read "got
+    nothing" after typing ``1e400``)."""
+    if value is None:
+        return "nothing (an empty box, or a number too large to hold)"
+    return "nothing" if value == "" else shown(value)
+
+
 def link_days(value: object, name: str) -> float:
     """`value` as how long a link stays valid, in days: a number in
     `annotation.people.accounts.LINK_DAYS_RANGE`, else a ValueError naming the field `name`.
 
     An empty field is refused, not read as a default: Gradio sends a number it cannot
-    hold (``1e400``) as nothing too.
+    hold (``1e400``) as nothing too (`given`).
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        got = "nothing" if value is None or value == "" else shown(value)
-        raise ValueError(f"`{name}` must be a number of days, got {got}")
+        raise ValueError(f"`{name}` must be a number of days, got {given(value)}")
     if not MIN_LINK_DAYS <= value <= MAX_LINK_DAYS:
         raise ValueError(f"`{name}` must be in {LINK_DAYS_RANGE}, got {shown(value)}")
     return float(value)

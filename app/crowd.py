@@ -34,6 +34,7 @@ from app.common import (
     AppContext,
     empty_note,
     escape,
+    given,
     id_field,
     link_days,
     live,
@@ -424,6 +425,5 @@ def _counts_text(counts: dict) -> str:
 
 def _finite(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        got = "nothing" if value is None or value == "" else repr(value)  # Gradio sends 1e400 as None too
-        raise InvalidInput(f"`{name}` must be a number, got {got}")
+        raise InvalidInput(f"`{name}` must be a number, got {given(value)}")
     return float(value)

@@ -40,6 +40,7 @@ from app.common import (
     AppContext,
     discard_uploads,
     escape,
+    given,
     live,
     named_table,
     note_area,
@@ -690,8 +691,7 @@ def _explicit_inputs() -> dict:
 
 def _fraction(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        got = "nothing" if value is None or value == "" else shown(value)  # an emptied field sends None
-        raise ValueError(f"`{name}` must be a number in [0, 1], got {got}")
+        raise ValueError(f"`{name}` must be a number in [0, 1], got {given(value)}")
     return float(value)
 
 

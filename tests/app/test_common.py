@@ -166,7 +166,7 @@ def test_whole_number_accepts_whole_numbers_and_their_digits(value, expected):
     [
         (1.5, "1.5"),
         ("1.5", "'1.5'"),
-        (None, "nothing"),
+        (None, "nothing (an empty box, or a number too large to hold)"),
         ("  ", "nothing"),
         (True, "True"),
         (float("nan"), "nan"),
@@ -200,7 +200,7 @@ def test_link_days_takes_one_hour_to_ten_years(days):
         (0, r"must be in \[1/24, 3650\] days \(one hour to ten years\), got 0$"),
         (1 / 25, r"must be in \[1/24, 3650\] days"),
         (3650.5, r"must be in \[1/24, 3650\] days \(one hour to ten years\), got 3650.5$"),
-        (None, "must be a number of days, got nothing$"),
+        (None, r"must be a number of days, got nothing \(an empty box, or a number too large to hold\)$"),
         ("", "must be a number of days, got nothing$"),
         ("7", "must be a number of days, got '7'$"),
         (True, "must be a number of days, got True$"),

@@ -300,7 +300,10 @@ def test_a_one_model_study_and_a_small_design_are_explained_in_words(study_tab):
     assert re.fullmatch(r"`Concepts` must be a whole number, got 2\.5", refused.message)
     refused = _refusal(tab.create, token, "s", TRUTH, "clipart", sources.value[:2], 4, 6, 0.1, None, 0)
     assert isinstance(refused.__cause__, ValueError)
-    assert re.fullmatch(r"`Trials per participant` must be a whole number, got nothing", refused.message)
+    assert re.fullmatch(
+        r"`Trials per participant` must be a whole number, got nothing \(an empty box, or a number too large to hold\)",
+        refused.message,
+    )
     _, _, message = _updates(
         tab, tab.create(token, "small", TRUTH, "clipart", sources.value[:2], 4, 6, 0.1, 10, 0), LISTED
     )
