@@ -10,9 +10,13 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from evaluation.analysis.figures import BAR_OUTLINE, LAYOUT, titled
+from evaluation.analysis.figures import BAR_OUTLINE, LAYOUT, line_count, titled, wrapped
 from evaluation.color.systems import load_system
 from storage.shown import shown
+
+NAME_CHARS = 18  # a color name on the confusion map's y axis is wrapped to this (a 390-px phone)
+NAME_LINE_PX = 16  # height of one line of such a name, CSS pixels (plotly's 12-px tick font)
+NAME_CHAR_PX = 7  # width of one character of an x label standing on end, CSS pixels
 
 
 def accuracy_bars(table: pd.DataFrame, *, title: str = "") -> go.Figure:
@@ -83,14 +87,35 @@ def bias_bars(bias: pd.DataFrame, model: str, *, system: str = "iscc-nbs-l2", ti
 def confusion_heatmap(confusion: pd.DataFrame, *, title: str = "") -> go.Figure:
     """ "Asked for X, got Y" counts as a heatmap (rows: target names, columns: named dominant
     colors), from :func:`evaluation.explicit.tables.confusion`."""
+    x, y = [str(c) for c in confusion.columns], [str(r) for r in confusion.index]
     figure = go.Figure(
         go.Heatmap(
             z=confusion.to_numpy(),
-            x=[str(c) for c in confusion.columns],
-            y=[str(r) for r in confusion.index],
+            x=x,
+            y=y,
             colorscale="Blues",
             hovertemplate="asked for %{y}, got %{x}: %{z}<extra></extra>",
         )
     )
-    figure.update_layout(xaxis={"title": "got"}, yaxis={"title": "asked for"}, **LAYOUT, **titled(title))
+    # Level-3 names with their coarser names ("vivid yellow green (vivid yellow green, green)")
+    # ran off a phone's screen at the left: wrapped, and the margins made to fit them.
+    # The x labels stand on end when they do not fit, so they are kept whole (wrapped, their
+    # lines stood side by side across the next label's); the figure grows with its rows and
+    # with the room those labels take, so the wrapped y labels keep apart.
+    ticktext = [wrapped(name, NAME_CHARS) for name in y]
+    row_px = NAME_LINE_PX * max(map(line_count, ticktext), default=1) + 8
+    label_px = NAME_CHAR_PX * max(map(len, x), default=0)
+    figure.update_layout(
+        xaxis={"title": "got", "automargin": True},
+        yaxis={
+            "title": "asked for",
+            "tickmode": "array",
+            "tickvals": y,
+            "ticktext": ticktext,
+            "automargin": True,
+        },
+        height=max(360, row_px * len(y) + label_px + 120),
+        **LAYOUT,
+        **titled(title),
+    )
     return figure

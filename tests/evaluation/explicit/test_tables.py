@@ -204,7 +204,13 @@ def test_html_export_escapes_labels_and_shows_missing_cells(tmp_path):
 
 
 def test_figures_carry_the_tables_numbers():
-    from evaluation.explicit.figures import accuracy_bars, bias_bars, confusion_heatmap
+    from evaluation.explicit.figures import (
+        NAME_CHAR_PX,
+        NAME_LINE_PX,
+        accuracy_bars,
+        bias_bars,
+        confusion_heatmap,
+    )
 
     table = pd.DataFrame(
         {"color_name": [50.0, 25.0], "numeric": [10.0, np.nan]}, index=pd.Index(["m", "n"], name="model")
@@ -231,6 +237,16 @@ def test_figures_carry_the_tables_numbers():
 
     heat = confusion_heatmap(confusion(rows))
     assert list(heat.data[0].y) == ["black", "gray", "red"] and heat.data[0].z.sum() == 4
+    # A level-3 name with its coarser names is wrapped on its axis, with room made for it
+    # (it ran off a phone's screen: outside probe 151); the cells keep the whole name.
+    long_name = "vivid yellow green (vivid yellow green, green)"
+    heat = confusion_heatmap(pd.DataFrame([[1]], index=[long_name], columns=["red"]))
+    assert list(heat.data[0].y) == [long_name] and heat.layout.yaxis.automargin
+    assert list(heat.layout.yaxis.ticktext) == ["vivid yellow green<br>(vivid yellow<br>green, green)"]
+    # ... and the figure grows with its rows, so the wrapped names keep apart (they overlapped)
+    names = [f"{long_name} {i}" for i in range(12)]
+    heat = confusion_heatmap(pd.DataFrame(np.eye(12, dtype=int), index=names, columns=names))
+    assert heat.layout.height >= 12 * NAME_LINE_PX * 3 + NAME_CHAR_PX * len(names[-1])
 
 
 def test_accuracy_by_task_system_category_and_model():
