@@ -37,6 +37,11 @@ CHART_TICKS_PX = 34  # below a chart row: its tick labels, and room before the n
 STRIP_ROW_PX = 80  # swatch height per strip row, CSS pixels
 TITLE_FONT = {"size": 12}  # panel titles, CSS pixels
 TITLE_LINE_PX = 16  # one line of a panel title
+# Plotly's toolbar (shown on hover, or after a tap on a phone) sits at the figure's top right:
+# the top margin leaves it this much room above the first row's titles (it covered the right
+# panel's title on a phone: outside probe 151).
+MODEBAR_PX = 28
+STRIP_AXIS_TITLE = "number on each color: images, or colorings for people"
 # Panel titles are wrapped to fit a 390-px phone: two chart columns of about 150 px each, one
 # strip column of about 370 px.
 CHART_TITLE_CHARS = 22
@@ -179,7 +184,7 @@ def distributions_figure(panels: Sequence[Panel], *, columns: int = 2) -> go.Fig
     fig.update_yaxes(range=[0, top])
     fig.update_yaxes(title="probability", col=1)
     fig.update_xaxes(range=[-0.5, 70.5], dtick=10)
-    margin = {**figures.LAYOUT["margin"], "t": title_px[0] + 14, "b": 50}
+    margin = {**figures.LAYOUT["margin"], "t": title_px[0] + 14 + MODEBAR_PX, "b": 50}
     fig.update_layout(
         height=plot_px + margin["t"] + margin["b"],
         showlegend=False,
@@ -237,7 +242,14 @@ def strips_figure(panels: Sequence[Panel]) -> go.Figure:
             fig.add_trace(strip, row=i, col=1)
     fig.update_xaxes(showticklabels=False, showgrid=False)
     fig.update_yaxes(visible=False, range=[0, 1], fixedrange=True)
-    margin = {"l": 10, "r": 10, "t": gap_px, "b": 30}
+    # The x title is wrapped as the panel titles are (it was cut at the left on a phone).
+    axis_title = figures.wrapped(STRIP_AXIS_TITLE, STRIP_TITLE_CHARS)
+    margin = {
+        "l": 10,
+        "r": 10,
+        "t": gap_px + MODEBAR_PX,
+        "b": 30 + TITLE_LINE_PX * (figures.line_count(axis_title) - 1),
+    }
     fig.update_layout(
         height=plot_px + margin["t"] + margin["b"],
         margin=margin,
@@ -246,9 +258,7 @@ def strips_figure(panels: Sequence[Panel]) -> go.Figure:
         template=figures.LAYOUT["template"],
         uniformtext={"minsize": figures.STRIP_MIN_FONT, "mode": "show"},
     )
-    fig.update_xaxes(
-        title={"text": "number on each color: images, or colorings for people", "standoff": 4}, row=n, col=1
-    )
+    fig.update_xaxes(title={"text": axis_title, "standoff": 4}, row=n, col=1)
     return fig
 
 
