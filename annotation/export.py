@@ -59,7 +59,7 @@ import sqlite_utils
 from annotation.errors import AnnotationError, Conflict, InvalidInput
 from annotation.files import resolve
 from evaluation.color.naming import DOMINANT_COLUMNS, names_of_uw71, with_bin_names
-from storage import storage_condition
+from storage import serving, storage_condition
 from storage.shown import shown_path
 from storage.spreadsheet import csv_text, write_csv
 
@@ -213,18 +213,9 @@ def _sweep_stale_staging(folder: Path) -> None:
     prefix = _staging_prefix(folder)
     for stale in folder.parent.glob(f"{glob.escape(prefix)}*"):
         pid = stale.name[len(prefix) :].partition("-")[0]
-        if pid.isdigit() and not _alive(int(pid)) and stale.is_dir() and not stale.is_symlink():
+        # The prefix names this host already (made safe for a file name).
+        if serving.gone_here(socket.gethostname(), pid) and stale.is_dir() and not stale.is_symlink():
             shutil.rmtree(stale, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -32,6 +33,22 @@ LOCK_SUFFIX = ".lock"
 # Shared locks held for the life of this process, one per lock file (`hold_shared`);
 # kept here so the open files are never garbage collected (closing one drops the lock).
 _HELD: dict[str, BinaryIO] = {}
+
+
+def gone_here(host: str, pid: str) -> bool:
+    """Whether `host` and `pid` (as text) name a process of this machine that no longer
+    runs: what a job or a staging folder of a killed process left needs no wait then.
+    Another machine's process, one alive (another user's too) or a `pid` that is no number:
+    False."""
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 class LockRefused(RuntimeError):

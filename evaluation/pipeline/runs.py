@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
-import socket
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
@@ -276,15 +274,7 @@ def _died_here(owner: str) -> bool:
     """Whether `owner` (``host:pid``) is a process of this machine that no longer runs: its
     lease need not lapse first (a run killed here resumes at once)."""
     host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
+    return storage.serving.gone_here(host, pid)
 
 
 def run_masking(db: sqlite_utils.Database, run: str) -> dict | None:
