@@ -69,8 +69,8 @@ RANKING_HEADERS = ["rank", "concept", "n", "consistency_emd", "high_variance"]
 RATER_HEADERS = ["expert", "votes_on_decided", "agreement_with_majority", "agreement_with_others"]
 EXCLUDED_HEADERS = ["coloring_id", "concept", "designer", "round", "consistent", "inconsistent"]
 PICK_A_COLORING = (
-    "type the coloring_id of one of the concept's colorings (the first column of the table "
-    "*Show colorings* fills above)"
+    "type the coloring_id of one of the concept's colorings (the first column of the table that "
+    "the Show colorings button fills above)"
 )
 """Where an expert finds the id *Ask for a recolor* and *Mark as fine* take (outside probe 149
 read "must be a whole number, got nothing" after clicking a gallery picture)."""

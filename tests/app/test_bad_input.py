@@ -363,7 +363,7 @@ CASES = [
         "/expert_recolor",
         as_role("expert", "", "browner"),
         r"^`Coloring id` is empty: type the coloring_id of one of the concept's colorings \(the first column "
-        r"of the table \*Show colorings\* fills above\)$",
+        r"of the table that the Show colorings button fills above\)$",
     ),
     Case(
         "expert-recolor-fractional-coloring",
