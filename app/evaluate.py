@@ -470,6 +470,12 @@ class EvaluateTab(Tab):
         address: str | None = None,
     ) -> dict:
         """Queue a stopped run again; it continues where it stopped."""
+        state = self.ctx.jobs.state(run or "")
+        if state.active:  # refused before the masking given is recorded or the resume audited
+            raise jobs.JobError(
+                f"run {run!r} is already {state.state} on this server: nothing to resume. It goes on "
+                "with the masking it started with; Cancel stops it after its current batch"
+            )
         executor, where = _executor_choice(kind, address)
         segmenter = _segmenter(self.models_dir, preset, box, text)
         if executor.kind == "in-process":

@@ -76,6 +76,19 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
             researcher, "tiny-two", *_selection(), *TINY, api_name="/evaluate_start"
         )
         assert message == "Run **tiny-two**: 2 images, job queued." and picker["value"] == "tiny-two"
+        # Resume pressed while the job runs, with another threshold: it recorded that masking as
+        # the run's, then said "already running"; the job went on masking with its own (probe
+        # 151). The test holds the database's write lock so that the job cannot end meanwhile.
+        held = open_db(config.db_path)
+        try:
+            held.execute("BEGIN IMMEDIATE")
+            html = client.predict(researcher, api_name="/evaluate_progress")
+            assert re.search(r"<tr><td>tiny-two</td>.*?data-state='(queued|running)'", html)
+            with pytest.raises(AppError, match=r"^run 'tiny-two' is already (queued|running) on this server"):
+                client.predict(researcher, "tiny-two", "tiny-random", 0.5, 0, api_name="/evaluate_resume")
+        finally:
+            held.execute("ROLLBACK")
+            held.close()
         state, row = _wait(client, researcher, "tiny-two")
         assert state == "complete"
         assert "2/2 images, 2 masked" in row and "2/2 distributions" in row and "value='1.0000'" in row
@@ -117,6 +130,7 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
     try:
         stored = runs.model_distributions(db, run="tiny-two")
         audit = [(r["action"], r["object_id"]) for r in db["audit"].rows_where("action = 'start_evaluation'")]
+        resumes = [r["object_id"] for r in db["audit"].rows_where("action = 'resume_evaluation'")]
     finally:
         db.close()
     assert [(r["model"], r["concept"], r["cfg"]) for r in stored] == [
@@ -124,6 +138,7 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
         ("tiny-random", "banana", 7.5),
     ]
     assert audit == [("start_evaluation", "tiny-two")]
+    assert resumes == ["tiny-two"]  # the last resume; the refused one left no trace
     expected = analyses(stored, load_reference_csv(), load_concepts())
     shown = _table1_cell(board[1], "tiny-random")
     want = expected.table1.values.loc["tiny-random"].to_numpy()
