@@ -133,28 +133,26 @@ def _scale_note(found, choice: str) -> str:
 EXCLUDED_TITLE = "Excluded images (no detection / empty mask) per model"
 
 
-def _exclusions(db, args: argparse.Namespace):
-    """The exclusion counts of the run scored (a DataFrame, one row per model) and the
-    folder the scores go to (made)."""
+def _out(args: argparse.Namespace):
+    """The folder the scores go to (made)."""
+    out = args.out or args.data_dir / "scores" / (args.run or "all")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _exclusions(db, args: argparse.Namespace, out) -> str:
+    """Print the exclusion counts of what is scored (the run and model asked for, one row
+    per model) and write them to `out`; the file's name."""
     import pandas as pd
 
     from evaluation.pipeline import runs
-
-    out = args.out or args.data_dir / "scores" / (args.run or "all")
-    out.mkdir(parents=True, exist_ok=True)
-    return pd.DataFrame(runs.exclusion_counts(db, run=args.run, concepts_only=True)), out
-
-
-def _all_excluded(db, args: argparse.Namespace, why: str) -> None:
-    """Print and write the exclusion counts of a run whose every image was excluded, then
-    raise `ValueError` with `why` (`evaluation.pipeline.runs.all_excluded`)."""
     from storage.spreadsheet import write_csv
 
-    exclusions, out = _exclusions(db, args)
-    print(f"{EXCLUDED_TITLE}\n{exclusions.to_string(index=False)}")
+    counts = runs.exclusion_counts(db, run=args.run, model=args.model, concepts_only=True)
+    exclusions = pd.DataFrame(counts)
+    print(f"\n{EXCLUDED_TITLE}\n{exclusions.to_string(index=False)}")
     write_csv(exclusions, out / "exclusions.csv", index=False)
-    print(f"\nwrote {out}/exclusions.csv")
-    raise ValueError(why)
+    return "exclusions.csv"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -185,8 +183,10 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(
             f"no model distributions stored for run={args.run!r}, model={args.model!r}; run `extract` first"
         )
-    if excluded := runs.all_excluded(db, run=args.run):
-        _all_excluded(db, args, excluded)
+    if excluded := runs.all_excluded(db, run=args.run, model=args.model):
+        out = _out(args)
+        print(f"wrote {out}/{_exclusions(db, args, out)}")
+        raise ValueError(excluded)
     concepts = load_concepts()
     # Through the store, as the app scores: what is scored here is kept (an export's scores
     # table holds it), and a score already there is not computed again.
@@ -198,7 +198,7 @@ def main(args: argparse.Namespace) -> int:
     found = results.analyses(
         rows, human, concepts, cfg=args.cfg, resampling=resampling, frame=results.latest_scores(frame)
     )
-    exclusions, out = _exclusions(db, args)
+    out = _out(args)
     print(
         f"{len(found.metrics)} distribution(s) scored against {args.reference!r} "
         f"({found.metrics['concept'].nunique()} concept(s) with a human distribution)\n"
@@ -221,9 +221,8 @@ def main(args: argparse.Namespace) -> int:
         print(uncertainty.significance_note(found.ranking))
         write_csv(results.with_resampling(found.ranking, found.resampling), out / "ranking.csv", index=False)
         written.append("ranking.csv")
-    print(f"\n{EXCLUDED_TITLE}\n{exclusions.to_string(index=False)}")
+    written.append(_exclusions(db, args, out))
     scores = with_bin_names(found.metrics, DOMINANT_COLUMNS)
     write_csv(scores.assign(source=args.reference), out / "scores_long.csv", index=False)
-    write_csv(exclusions, out / "exclusions.csv", index=False)
-    print(f"\nwrote {', '.join(f'{out}/{name}' for name in [*written, 'exclusions.csv'])}")
+    print(f"\nwrote {', '.join(f'{out}/{name}' for name in written)}")
     return 0

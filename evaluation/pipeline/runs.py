@@ -523,14 +523,21 @@ def store_scores(db: sqlite_utils.Database, source: str, rows: Iterable[Mapping[
 
 
 def exclusion_counts(
-    db: sqlite_utils.Database, *, run: str | None = None, concepts_only: bool = False
+    db: sqlite_utils.Database,
+    *,
+    run: str | None = None,
+    model: str | None = None,
+    concepts_only: bool = False,
 ) -> list[dict]:
     """Per model: segmented images, usable ones, and those excluded by reason; of `run`
-    (every run when None), and with `concepts_only` of concept runs alone (the images the
-    concept tables rest on: an explicit-color run, whose prompts are stored, is left out)."""
-    where = ["status = 'segmented'"]
-    if run is not None:
-        where.append("run = ?")
+    (every run when None) and `model` (every model when None), and with `concepts_only` of
+    concept runs alone (the images the concept tables rest on: an explicit-color run, whose
+    prompts are stored, is left out)."""
+    where, params = ["status = 'segmented'"], []
+    for column, value in (("run", run), ("model", model)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
     if concepts_only:
         where.append("run NOT IN (SELECT run FROM explicit_prompts)")
     sql = f"""
@@ -540,27 +547,34 @@ def exclusion_counts(
                sum(segment_status = 'empty_mask') AS n_empty_mask
         FROM run_items WHERE {" AND ".join(where)} GROUP BY model ORDER BY model
     """
-    return [dict(row) for row in db.query(sql, [run] if run is not None else [])]
+    return [dict(row) for row in db.query(sql, params)]
 
 
-def all_excluded(db: sqlite_utils.Database, *, run: str | None = None) -> str | None:
-    """Why nothing of `run` (every run when None) can be scored, when model distributions
-    are stored but every one is empty because the masking excluded each of its images;
-    None otherwise.
+def all_excluded(
+    db: sqlite_utils.Database, *, run: str | None = None, model: str | None = None
+) -> str | None:
+    """Why nothing of `run` (every run when None) and `model` (every model when None) can be
+    scored, when model distributions are stored but every one is empty because the masking
+    excluded each of its images; None otherwise.
 
     Scoring such a run had blamed the human source ("pick a source that covers its
     concepts") or said no model had run (outside probe 148)."""
-    where, params = ("WHERE run = ?", [run]) if run is not None else ("", [])
+    given = {column: value for column, value in (("run", run), ("model", model)) if value is not None}
+    where = " AND ".join(f"{column} = ?" for column in given)
     stored, usable = db.execute(
-        f"SELECT count(*), count(p) FROM model_distributions {where}", params
+        f"SELECT count(*), count(p) FROM model_distributions {f'WHERE {where}' if where else ''}",
+        list(given.values()),
     ).fetchone()
     if not stored or usable:
         return None
-    counts = exclusion_counts(db, run=run)
+    counts = exclusion_counts(db, run=run, model=model)
     undetected = sum(r["n_no_detection"] or 0 for r in counts)
     empty = sum(r["n_empty_mask"] or 0 for r in counts)
+    of = f"run {run!r}" if run is not None else "the stored runs"
+    if model is not None:
+        of = f"model {model!r} in {of}"
     return (
-        f"every image of {f'run {run!r}' if run is not None else 'the stored runs'} was excluded by the "
+        f"every image of {of} was excluded by the "
         f"masking ({undetected:,} without a detection, {empty:,} with an empty mask), so no model "
         "distribution has a color to score: segment again with a lower box threshold, or another segmenter"
     )

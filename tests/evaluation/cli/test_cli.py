@@ -160,16 +160,26 @@ def test_score_on_a_run_whose_every_image_was_excluded_says_so_and_writes_the_ex
         db,
         tmp_path / "data",
         "nodet",
-        {("m", "apple", "natural", 7.5): [None], ("m", "banana", "natural", 7.5): [None]},
+        {
+            ("m", "apple", "natural", 7.5): [None],
+            ("m", "banana", "natural", 7.5): [None],
+            ("k", "apple", "natural", 7.5): [None, (200, 20, 30)],
+        },
     )
     db.close()
     out_dir = tmp_path / "scores"
     assert (
-        main(["score", "--run", "nodet", "--resamples", "0", "--out", str(out_dir), *_storage(tmp_path)]) == 2
+        main(
+            ["score", "--run", "nodet", "--model", "m", "--resamples", "0", "--out", str(out_dir)]
+            + _storage(tmp_path)
+        )
+        == 2
     )
     printed = capsys.readouterr()
+    # Another model of the run has a usable image; --model m asks for m's, all excluded: the
+    # check had looked at the whole run and let the score blame the source again.
     assert printed.err.strip().splitlines()[-1] == (
-        "python -m evaluation score: error: every image of run 'nodet' was excluded by the masking (2 without a "
+        "python -m evaluation score: error: every image of model 'm' in run 'nodet' was excluded by the masking (2 without a "
         "detection, 0 with an empty mask), so no model distribution has a color to score: segment again with a "
         "lower box threshold, or another segmenter"
     )

@@ -665,3 +665,17 @@ def test_a_run_whose_every_image_was_excluded_says_so_and_counts_why(db, tmp_pat
     store_segmented_run(db, tmp_path, "seen", {("m", "apple", "natural", 5.0): [None, (200, 20, 30)]})
     assert runs.all_excluded(db, run="seen") is None and runs.all_excluded(db) is None
     assert runs.all_excluded(db, run="blind") == expected.format("run 'blind'")
+    # One model of a run blind, another seeing: the one asked for is what counts.
+    store_segmented_run(
+        db,
+        tmp_path,
+        "half",
+        {("m", "apple", "natural", 5.0): [None], ("k", "apple", "natural", 5.0): [(9, 9, 9)]},
+    )
+    assert runs.all_excluded(db, run="half") is None and runs.all_excluded(db, run="half", model="k") is None
+    assert runs.all_excluded(db, run="half", model="m") == (
+        "every image of model 'm' in run 'half' was excluded by the masking (1 without a detection, 0 with an "
+        "empty mask), so no model distribution has a color to score: segment again with a lower box threshold, "
+        "or another segmenter"
+    )
+    assert [r["model"] for r in runs.exclusion_counts(db, run="half", model="m")] == ["m"]
