@@ -555,15 +555,25 @@ class EvaluateTab(Tab):
         A whole number past 64 bits (typed as 20 digits) is kept as a float: Gradio's JSON
         encoder cannot send such an int, and failing to do so ended the page's event stream,
         so the refusal of the number beside *Start* never arrived."""
-        kept = [float(v) if isinstance(v, int) and not -(2**63) <= v < 2**63 else v for v in values]
-        return dict(zip((self.parts[name].elem_id for name in FORM), kept))
+        return dict(zip((self.parts[name].elem_id for name in FORM), map(_sendable, values)))
 
     @ui_only
     def restore_form(self, stored: dict | None) -> dict:
-        """The saved values put back; a part with none saved is left as it is."""
+        """The saved values put back; a part with none saved is left as it is.
+
+        The browser keeps a saved 1e20 as the JSON integer it writes for it, so a number past
+        64 bits comes back an int: made a float again, or sending the form back failed, and
+        after every reload nothing of it came back (outside probe 151 saw the mode lost)."""
         stored = stored if isinstance(stored, dict) else {}
         parts = (self.parts[name] for name in FORM)
-        return {part: stored[part.elem_id] if part.elem_id in stored else gr.skip() for part in parts}
+        return {
+            part: _sendable(stored[part.elem_id]) if part.elem_id in stored else gr.skip() for part in parts
+        }
+
+
+def _sendable(value):
+    """`value`, with a whole number past 64 bits as a float (Gradio's JSON encoder refuses it)."""
+    return float(value) if isinstance(value, int) and not -(2**63) <= value < 2**63 else value
 
 
 def _device_line(device: planning.DeviceInfo) -> str:

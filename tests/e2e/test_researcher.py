@@ -211,6 +211,26 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
     expect(page.locator("#evaluate_plan")).to_contain_text(
         "Seeds per cell must be a whole number of at most 18 digits"
     )
+    # The explicit mode's form is kept as well, and the 20 digits do not stop the form coming
+    # back: the browser stores them as a JSON integer (probe 151 found the mode reset).
+    page.locator("#evaluate_mode").get_by_label("explicit").check()
+    expect(page.locator("#evaluate_x_samples input")).to_be_visible()
+    page.locator("#evaluate_x_samples input").fill("3")
+    page.locator("#evaluate_x_colors textarea, #evaluate_x_colors input").first.fill("red, blue")
+    page.locator("#evaluate_x_tasks").get_by_label("numeric", exact=True).uncheck()
+    settled(page)
+    page.reload()
+    expect(page.locator("#start_status")).to_contain_text("Signed in as")
+    open_tab(page, "Evaluate")
+    expect(page.locator("#evaluate_mode").get_by_label("explicit")).to_be_checked()
+    expect(page.locator("#evaluate_x_samples input")).to_have_value("3")
+    expect(page.locator("#evaluate_x_colors textarea, #evaluate_x_colors input").first).to_have_value(
+        "red, blue"
+    )
+    expect(page.locator("#evaluate_x_tasks").get_by_label("numeric", exact=True)).not_to_be_checked()
+    expect(page.locator("#evaluate_concepts")).to_be_hidden()
+    page.locator("#evaluate_mode").get_by_label("implicit").check()
+    expect(page.locator("#evaluate_seeds input")).to_have_value("100000000000000000000")
     assert page.js_errors == []
 
 
