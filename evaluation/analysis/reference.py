@@ -99,7 +99,7 @@ def load_reference_csv(
     Raises
     ------
     ReferenceError
-        For a header that is not ``0..70``, and for a row with a missing, non-numeric, NaN,
+        For a file with no concept row, a header that is not ``0..70``, and for a row with a missing, non-numeric, NaN,
         infinite or negative value, with zero mass, with blanks around its name, or naming a
         concept twice (also in another Unicode form of the same text); with `known`, also as
         said there.
@@ -155,7 +155,9 @@ def load_reference_csv(
                 "combining accents); keep one row"
             )
         distributions[concept] = p
-    if known is not None and distributions and not set(distributions) & set(known):
+    if not distributions:  # a header alone was "stored" as 0 distributions, then not found
+        raise ReferenceError(f"{path.name} has a header but no concept row; expected one row per concept")
+    if known is not None and not set(distributions) & set(known):
         named = ", ".join(repr(c) for c in list(distributions)[:5])
         raise ReferenceError(
             f"{path.name} names no concept of the benchmark ({named}"

@@ -87,7 +87,7 @@ def select_concepts(concepts, keys=None, modifier_types=None, limit=None):
             from evaluation.pipeline.planning import unknown_names
 
             raise ValueError(
-                f"--concepts names unknown concepts {unknown_names(missing)}; keys are the concept text, e.g. 'rotten apple'"
+                f"--concepts names unknown concepts {unknown_names(missing, by_key)}; keys are the concept text, e.g. 'rotten apple'"
             )
         concepts = [by_key[k] for k in wanted]
     if modifier_types:

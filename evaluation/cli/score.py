@@ -20,7 +20,7 @@ import argparse
 from pathlib import Path
 
 from evaluation.cli import add_storage_arguments, concept_run_config, open_db, seed
-from storage.shown import shown
+from storage.shown import shown, shown_path
 
 HELP = "score distributions, print Table 1 / Table 2 with intervals, write CSV"
 
@@ -71,7 +71,13 @@ def _human(db, args: argparse.Namespace) -> dict:
     # The CSV is read (and checked) before anything is written; the shipped set is stored
     # before it, so that a CSV loaded under the shipped set's label is refused, not taken for it.
     known = {concept.key for concept in load_concepts()}
-    loaded = load_reference_csv(args.reference_csv, known) if args.reference_csv is not None else None
+    loaded = None
+    if args.reference_csv is not None:
+        try:
+            loaded = load_reference_csv(args.reference_csv, known)
+        except OSError as error:  # it said "No such file or directory: PATH", naming no option
+            reason = (error.strerror or str(error)).lower()
+            raise ValueError(f"--reference-csv {shown_path(args.reference_csv)}: {reason}") from None
     ensure_shipped_reference(db)
     if loaded is not None:
         provenance = args.provenance or f"loaded from {args.reference_csv}"
@@ -140,6 +146,25 @@ def _out(args: argparse.Namespace):
     return out
 
 
+def _replacing(out, source: str) -> str:
+    """A note when `out` holds a ``table1.csv`` scored against another human source than
+    `source`, whose tables this score replaces; "" otherwise. (Scoring a run against a
+    second reference set replaced the first's tables without a word.)"""
+    import csv
+
+    try:
+        with open(out / "table1.csv", newline="", encoding="utf-8") as f:
+            before = sorted({row.get("source") or "" for row in csv.DictReader(f)} - {""})
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return ""
+    if not before or before == [source]:
+        return ""
+    return (
+        f"note: {out} held the tables scored against {', '.join(map(repr, before))}; they are replaced "
+        f"by those against {source!r} (give another --out to keep both)"
+    )
+
+
 def _exclusions(db, args: argparse.Namespace, out) -> str:
     """Print the exclusion counts of what is scored (the run and model asked for, one row
     per model) and write them to `out`; the file's name."""
@@ -199,6 +224,8 @@ def main(args: argparse.Namespace) -> int:
         rows, human, concepts, cfg=args.cfg, resampling=resampling, frame=results.latest_scores(frame)
     )
     out = _out(args)
+    if note := _replacing(out, args.reference):
+        print(note)
     print(
         f"{len(found.metrics)} distribution(s) scored against {args.reference!r} "
         f"({found.metrics['concept'].nunique()} concept(s) with a human distribution)\n"

@@ -323,9 +323,11 @@ def missing_transformers_model(
     if _on_disk(model, "config.json", cache_dir) or (Path(model) / "config.json").is_file():
         return ""
     problem, source = _missing_model(f"{what} {shown(model)}", model)
-    return (
-        problem if source is None else f"{what} {shown(model)} is not on this machine: " + _how_to_get(source)
-    )
+    if source is None:
+        return problem
+    # Not `LOCAL_FOLDER`: the registry and the masking options are a text-to-image run's.
+    local = "give the path of a folder on this machine that holds the model (its config.json and weights)"
+    return f"{what} {shown(model)} is not on this machine: " + _how_to_get(source, local)
 
 
 #: What each kind of transformers model must be, by the model types transformers maps to it.

@@ -38,13 +38,13 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import sqlite_utils
 
-from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, Concept
+from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, Concept, key_meant
 from evaluation.models.generation import MAX_GUIDANCE, STYLES
 from evaluation.models.registry import ModelSpec, RegistryError, in_data_folder
 from evaluation.pipeline import runs
@@ -162,11 +162,19 @@ def _described(query: ConceptQuery) -> str:
     return " and ".join(parts) or "all concepts"
 
 
-def unknown_names(keys: Sequence[str]) -> str:
+def unknown_names(keys: Sequence[str], known: Collection[str] = ()) -> str:
     """The first five of `keys` (names no concept has), each cut as a refusal cuts user text
-    (`shown`: a 10,000-character one was echoed whole, outside probe 124), and how many more."""
+    (`shown`: a 10,000-character one was echoed whole, outside probe 124), and how many more.
+
+    A name that spells one of `known` otherwise (``'Apple'``: `evaluation.concepts.key_meant`)
+    is followed by the key it meant, as a reference CSV's row is."""
+
+    def named(key: str) -> str:
+        meant = key_meant(key, known) if known else None
+        return shown(key) + (f" (write {meant!r})" if meant else "")
+
     more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
-    return "[" + ", ".join(shown(k) for k in keys[:5]) + "]" + more
+    return "[" + ", ".join(named(k) for k in keys[:5]) + "]" + more
 
 
 def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Concept]:
@@ -188,7 +196,7 @@ def select_concepts(concepts: Sequence[Concept], query: ConceptQuery) -> list[Co
         missing = [k for k in query.keys if k not in by_key]
         if missing:
             raise ValueError(
-                f"`keys` names unknown concepts {unknown_names(missing)}; keys are the concept text, "
+                f"`keys` names unknown concepts {unknown_names(missing, by_key)}; keys are the concept text, "
                 "e.g. 'rotten apple'"
             )
         chosen = [by_key[k] for k in dict.fromkeys(query.keys)]

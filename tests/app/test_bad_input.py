@@ -27,6 +27,7 @@ from gradio_client.exceptions import AppError
 
 from annotation.coloring.fill import canvas_value
 from storage import ensure_schema, open_db, transaction
+from storage.shown import shown_path
 from tests.app_server import make_config, running_app
 from tests.bad_input_world import (
     FORGED,
@@ -1069,6 +1070,12 @@ REFERENCE_CASES = [
     ("duplicate", _reference_csv(_row("apple"), _row("apple")), "concept 'apple' appears twice"),
     ("bad-header", _reference_csv(_row("apple"), header=["a", "b"]), "header must list color indices 0..70"),
     ("empty", "", "is empty; expected a header and one row per concept"),
+    # It said "stored 0 reference distributions as 'mine'", then that 'mine' was unknown.
+    (
+        "header-only",
+        _reference_csv(),
+        r"^python -m evaluation score: error: ratings.csv has a header but no concept row",
+    ),
 ]
 
 
@@ -1092,6 +1099,38 @@ def test_bad_reference_data_is_refused_by_name_and_stores_nothing(tmp_path, caps
     assert snapshot(config) == before
     assert main(["score", "--reference", "mine", "--reference-csv", str(good), *storage]) == 2
     assert "stored 1 reference distributions as 'mine'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "name, reason",
+    [("absent.csv", "no such file or directory"), ("folder", "is a directory")],
+)
+def test_a_reference_csv_that_is_no_file_is_refused_naming_the_option(tmp_path, capsys, name, reason):
+    """It said "error: No such file or directory: PATH", naming neither the option nor what to give."""
+    from evaluation.__main__ import main
+
+    (tmp_path / "folder").mkdir()
+    given = tmp_path / name
+    db = open_db(tmp_path / "db.sqlite")
+    ensure_schema(db)
+    db.close()
+    storage = ["--db", str(tmp_path / "db.sqlite"), "--data-dir", str(tmp_path / "data")]
+    assert main(["score", "--reference", "mine", "--reference-csv", str(given), *storage]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"python -m evaluation score: error: --reference-csv {shown_path(given)}: {reason}"
+    )
+    assert "mine" not in _sources(tmp_path / "db.sqlite")
+
+
+def _sources(path) -> list[str]:
+    from storage import human
+
+    db = open_db(path)
+    try:
+        return human.sources(db)
+    finally:
+        db.close()
 
 
 def _copies(path) -> list:

@@ -17,6 +17,7 @@ from evaluation.__main__ import COMMANDS, main
 from evaluation.color.naming import names_of_uw71
 from evaluation.models.registry import PROJECT_ROOT
 from storage import open_db
+from storage.shown import shown_path
 from tests.disks import fill, tmpfs
 from tests.research_data import tiny_grid_argv, tiny_grid_reference, tiny_models, tiny_paths  # noqa: F401
 
@@ -213,6 +214,10 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
             ["generate", "--run", "r", "--model", "tiny-random", "--concepts", "unicorn"],
             "--concepts names unknown concepts ['unicorn']",
         ),
+        (  # said only that 'Apple' is unknown; a reference CSV's row says what to write
+            ["generate", "--run", "r", "--model", "tiny-random", "--concepts", "Apple,rotten  apple"],
+            "--concepts names unknown concepts ['Apple' (write 'apple'), 'rotten  apple' (write 'rotten apple')]",
+        ),
         (  # A 10,000-character name was echoed whole (outside probe 124).
             ["generate", "--run", "r", "--model", "tiny-random", "--concepts", "x" * 10_000],
             "--concepts names unknown concepts ['" + "x" * 80 + "'… (10000 characters)]; keys are",
@@ -346,7 +351,8 @@ def test_a_file_the_command_cannot_write_or_read_is_one_line(tmp_path, capsys):
     assert main(["score", "--reference-csv", str(tmp_path / "nope.csv"), *_storage(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert (
-        err.startswith("python -m evaluation score: error: No such file or directory: ")
+        err
+        == f"python -m evaluation score: error: --reference-csv {shown_path(tmp_path / 'nope.csv')}: no such file or directory\n"
         and "Traceback" not in err
     )
 
@@ -466,6 +472,7 @@ def test_score_uses_the_leaderboards_scale_and_states_its_intervals(tmp_path, ca
     from evaluation.analysis import bootstrap, results
     from evaluation.concepts import load_concepts
     from evaluation.pipeline import runs
+    from storage import human
 
     db, truth = _scored_grid(tmp_path)
     out = tmp_path / "scores"
@@ -509,6 +516,16 @@ def test_score_uses_the_leaderboards_scale_and_states_its_intervals(tmp_path, ca
     assert pooled.loc[("m-a", "pcc"), "value"] < 1.0 and "lo" not in pooled.columns
     assert pooled["n_resamples"].isna().all() and pooled["resampled_concepts"].isna().all()
     assert set(pooled["cfg"]) == {"mean"}
+    assert "note:" not in printed  # the same source again: nothing to say
+    # Another source into the same folder replaces the tables, and says so (it was silent).
+    human.store_reference(db, "lab2", truth, "the same two concepts, another lab")
+    other = ["score", "--reference", "lab2", "--out", str(out), "--resamples", "0", *_storage(tmp_path)]
+    assert main(other) == 0
+    assert (
+        f"note: {out} held the tables scored against 'lab'; they are replaced by those against 'lab2' "
+        "(give another --out to keep both)\n"
+    ) in capsys.readouterr().out
+    assert set(pd.read_csv(out / "table1.csv")["source"]) == {"lab2"}
 
 
 @pytest.mark.parametrize(

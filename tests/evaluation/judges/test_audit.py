@@ -259,7 +259,14 @@ def test_a_judge_model_not_on_the_machine_is_named_before_anything_runs(tmp_path
 
     out = tmp_path / "out"
     for model, message in (
-        ("openai/no-such-clip", "judge model 'openai/no-such-clip' is not on this machine: download it"),
+        (  # it ended by pointing at the registry and the masking options, a run's, not a judge's
+            "openai/no-such-clip",
+            "judge model 'openai/no-such-clip' is not on this machine: download it on a machine with "
+            "internet (`hf download openai/no-such-clip`, after accepting its licence on the hub and `hf auth "
+            "login` if it is gated) and copy that Hugging Face cache into this server's (its `HF_HOME`, by "
+            "default ~/.cache/huggingface), or give the path of a folder on this machine that holds the model "
+            "(its config.json and weights)\n",
+        ),
         (str(tmp_path / "noclip"), f"judge model '{tmp_path / 'noclip'}': no model in the folder"),
     ):
         argv = ["judge-audit", "--judge", "pixel", "--judge", f"contrastive:{model}", "--items", "2"]
