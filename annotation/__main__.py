@@ -109,7 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     close = commands.add_parser(
         "close-study",
-        help="close an open pairwise study: nobody is handed its trials any more (its judgments stay)",
+        help="close an open pairwise study for good: nobody is handed its trials any more, its open "
+        "links close (its judgments stay); a closed study is not opened again",
         **shared,
     )
     close.add_argument("study", type=int, help="the study's id (the Study tab's list)")
@@ -271,7 +272,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "close-study":
             released = study_design.close_study(db, args.study, COMMAND_LINE, args.why)
             print(
-                f"closed study {args.study}: its trials are handed to nobody any more ({released} held by "
+                f"closed study {args.study} for good: its trials are handed to nobody any more ({released} held by "
                 "participants released); its judgments stay, its open study links are closed, and the "
                 "people of its links still judging end as study_closed"
             )

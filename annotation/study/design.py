@@ -810,6 +810,13 @@ def closed_studies(db: sqlite_utils.Database) -> dict[str, dict]:
 
 def _draft(db, study_id: int) -> dict:
     study = get_study(db, study_id)
+    if closed := closed_studies(db).get(str(study_id)):
+        # It was told only as "opened ... frozen": nothing said that it was closed, for good.
+        raise StudyFrozen(
+            f"study {study['name']!r} was opened on {study['frozen'][:16]} UTC and closed on "
+            f"{closed['closed'][:16]} UTC (`close-study`); a closed study is not opened again: set up a "
+            "new study to run its design"
+        )
     if study["frozen"]:
         raise StudyFrozen(
             f"study {study['name']!r} was opened on {study['frozen'][:16]} UTC "

@@ -20,7 +20,7 @@ from annotation.people.accounts import (
 )
 from annotation.study import crowd, judging
 from annotation.study import design as study
-from annotation.study.design import GROUND_TRUTH
+from annotation.study.design import GROUND_TRUTH, StudyFrozen
 from storage import iso, utcnow
 from tests.study_data import populate, sources, truth_source
 
@@ -1034,9 +1034,15 @@ def test_the_command_line_closes_a_study_and_its_open_link(setup, tmp_path, caps
     base = ["--db", db_path, "--data-dir", str(tmp_path / "data"), "close-study"]
     assert main([*base, str(study_id), "--why", "enough votes"]) == 0
     assert (
-        f"closed study {study_id}: its trials are handed to nobody any more (1 held by"
+        f"closed study {study_id} for good: its trials are handed to nobody any more (1 held by"
         in capsys.readouterr().out
     )
+    # Opening it again is refused, saying it was closed (it said only "its design is frozen").
+    with pytest.raises(
+        StudyFrozen,
+        match=r"^study '.*' was opened on .* UTC and closed on .* UTC \(`close-study`\); a closed study is not opened again",
+    ):
+        study.open_study(db, study_id, ADMIN)
     assert db["crowd_links"].get(link["id"])["closed"] is not None
     assert judging.next_trial(db, _actor(db, joined), rng) is None
     with pytest.raises(Conflict):
