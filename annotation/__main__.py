@@ -162,7 +162,7 @@ def _restore(args: argparse.Namespace) -> int:
         done = backup.restore(args.folder, args.db, args.data_dir)
     except AnnotationError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return 2 if not os.path.lexists(args.folder) else 1  # a path that cannot be right
     kept = (
         f"previous database kept as {done['previous']}"
         if done["previous"]

@@ -216,6 +216,8 @@ def verify(folder: str | Path) -> dict:
     """
     folder = Path(folder)
     where = repr(str(folder))
+    if why := _not_a_backup(folder):
+        raise BackupError(f"{where} {why}; nothing was restored")
     if (folder / MANIFEST).is_symlink():  # a link out of the folder was read (outside probe 141)
         raise BackupError(
             f"backup file {MANIFEST!r} is a link; a backup holds files only; nothing was restored"
@@ -229,7 +231,8 @@ def verify(folder: str | Path) -> dict:
             )
         text = (folder / MANIFEST).read_bytes()
     except OSError as error:
-        raise BackupError(f"{where} holds no readable {MANIFEST}: {error!r}; nothing was restored") from None
+        reason = (error.strerror or str(error)).lower()
+        raise BackupError(f"{where} holds no readable {MANIFEST} ({reason}); nothing was restored") from None
     manifest = _load_manifest(text, where)
     entries = [(manifest["database"]["path"], manifest["database"])] + [
         (f"files/{e['path']}", e) for e in manifest["files"]
@@ -564,6 +567,25 @@ def _unpacked(source: Path, beside: Path):
 MAX_MANIFEST_BYTES = 64 << 20
 """The largest manifest a zip's restore reads (a study of a million files lists ~150 MB of
 names less: 64 MB is far beyond the full study's)."""
+
+
+GIVE_A_BACKUP = f"give a backup folder (its {MANIFEST} and files/) or the Admin tab's backup zip"
+
+
+def _not_a_backup(folder: Path) -> str:
+    """Why `folder` is plainly no backup folder (nothing there; an export; no manifest at
+    all), or "". A missing path was told as a manifest the restore could not read, with
+    Python's ``FileNotFoundError(2, ...)`` (outside probe 154)."""
+    if not folder.exists() and not folder.is_symlink():
+        return f"does not exist: {GIVE_A_BACKUP}"
+    if not folder.is_dir() or (folder / MANIFEST).exists() or (folder / MANIFEST).is_symlink():
+        return ""
+    if (folder / "images.zip").is_file() or (folder / "csv").is_dir():
+        return (
+            "is an export (csv/, parquet/, images.zip), not a backup: an export leaves secrets and "
+            f"derived tables out and cannot be restored; {GIVE_A_BACKUP}"
+        )
+    return f"holds no {MANIFEST}: it is not a backup folder; {GIVE_A_BACKUP}"
 
 
 def _check_folder_listed(folder: Path, listed: set[str]) -> None:

@@ -154,10 +154,28 @@ def test_backup_and_restore_commands(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "previous database kept as" in done.stdout and "0 copied" in done.stdout
     assert stat.S_IMODE((data / "colorconcept.sqlite").stat().st_mode) == 0o600
-    done = subprocess.run(
-        base + ["restore", str(tmp_path / "nothing")], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 1 and "holds no readable manifest.json" in done.stderr
+    # What is no backup is named as such (a missing path was "holds no readable manifest.json:
+    # FileNotFoundError(2, ...)", an export the same: outside probe 154), and nothing changes.
+    done = subprocess.run(base + ["export", str(tmp_path / "ex")], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "empty").mkdir()
+    give = "give a backup folder (its manifest.json and files/) or the Admin tab's backup zip; nothing was restored"
+    before = (data / "colorconcept.sqlite").read_bytes()
+    for name, code, said in (
+        ("nothing", 2, "does not exist: "),
+        (
+            "ex",
+            1,
+            "is an export (csv/, parquet/, images.zip), not a backup: an export leaves secrets and "
+            "derived tables out and cannot be restored; ",
+        ),
+        ("empty", 1, "holds no manifest.json: it is not a backup folder; "),
+    ):
+        done = subprocess.run(
+            base + ["restore", str(tmp_path / name)], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+        assert (done.returncode, done.stderr) == (code, f"error: '{tmp_path / name}' {said}{give}\n")
+    assert (data / "colorconcept.sqlite").read_bytes() == before
 
 
 def _cli(db_path: Path, data: Path, *command: str, **options) -> subprocess.CompletedProcess:
