@@ -53,6 +53,7 @@ def _seed(text: str) -> int:
 def main(argv: list[str] | None = None) -> None:
     from annotation.errors import AnnotationError
     from app import SecretServed, build_app, check_secrets, data_dir_refusal, launch_options, mark_ready
+    from app.common import StartRefused
     from app.config import AppConfig
     from app.health import Health
     from storage import SchemaRefused, db_path_refusal, unwritable
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     _check_port(args.host, args.port)
     try:
         demo = build_app(config)
-    except (SchemaRefused, AnnotationError, LockRefused) as error:
+    except (SchemaRefused, AnnotationError, LockRefused, StartRefused) as error:
         raise SystemExit(f"Refusing to start: {error}.") from None
     except sqlite3.OperationalError as error:
         raise SystemExit(f"Refusing to start: {unwritable(config.db_path, error)}.") from None

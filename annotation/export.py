@@ -43,6 +43,7 @@ import glob
 import hashlib
 import logging
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -202,20 +203,76 @@ def staged_folder(folder: Path, what: str, *, refusal: type[InvalidInput] = Inva
 def _staging_prefix(folder: Path) -> str:
     """The start of `staged_folder`'s staging names for `folder`; the writer's host and process
     id follow, so a later run knows a staging folder whose writer is gone."""
-    host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:64]
-    return f".{folder.name}-partial-{host}-"
+    return f".{folder.name}-partial-{_host_in_names()}-"
+
+
+def _host_in_names() -> str:
+    """This host's name as staging names carry it (made safe for a file name)."""
+    return "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:64]
 
 
 def _sweep_stale_staging(folder: Path) -> None:
     """Remove the staging folders beside `folder` left by a writer of this host that is gone
     (a SIGKILL, a power cut): they hold a half-written copy of the study (a backup's holds
     every hash), and nothing else would ever remove them (outside probe 150)."""
-    prefix = _staging_prefix(folder)
-    for stale in folder.parent.glob(f"{glob.escape(prefix)}*"):
-        pid = stale.name[len(prefix) :].partition("-")[0]
-        # The prefix names this host already (made safe for a file name).
-        if serving.gone_here(socket.gethostname(), pid) and stale.is_dir() and not stale.is_symlink():
+    for stale in folder.parent.glob(f"{glob.escape(_staging_prefix(folder))}*"):
+        if _writer_gone(stale):
             shutil.rmtree(stale, ignore_errors=True)
+
+
+_STAGING_NAME = re.compile(r"\..+-partial-(?P<host>\w+)-(?P<pid>\d+)-[^-]*")
+"""A staging folder's name (`_staging_prefix`, then `tempfile`'s random part)."""
+
+
+def _writer_gone(staging: Path) -> bool:
+    """Whether `staging` is a staging folder whose writer, a process of this host, is gone."""
+    found = _STAGING_NAME.fullmatch(staging.name)
+    return (
+        found is not None
+        and found["host"] == _host_in_names()
+        and serving.gone_here(socket.gethostname(), found["pid"])
+        and staging.is_dir()
+        and not staging.is_symlink()
+    )
+
+
+def remove_gone_staging(root: str | Path, *, depth: int = 0) -> list[Path]:
+    """Remove the staging folders of exports and backups (`staged_folder`, `export_archive`)
+    in `root` or up to `depth` folders below it whose writer, a process of this host, is gone
+    (a SIGKILL, a power cut), then each folder between one and `root` that holds nothing else.
+
+    A killed export of the app left its half-written copy of the study (every table) among
+    the admin's downloads, one more per kill, until the download's hourly clean-up: the next
+    export writes into a new folder, so `staged_folder`'s own sweep never saw it. A writer
+    still at work (another app on the same data folder) keeps its folder, and so does one of
+    another host, which cannot be asked.
+
+    Parameters
+    ----------
+    root : str or Path
+        The folder swept (the app's ``downloads/exports/``); it stays, even when emptied.
+    depth : int
+        How many folders deep below `root` a staging folder may lie (the app's exports: 2,
+        ``<random>/<temporary folder>/``).
+
+    Returns
+    -------
+    list of Path
+        The staging folders removed.
+    """
+    root = Path(root)
+    removed = []
+    for level in range(depth + 1):
+        for stale in root.glob("*/" * level + ".*-partial-*"):
+            if not _writer_gone(stale):
+                continue
+            shutil.rmtree(stale, ignore_errors=True)
+            removed.append(stale)
+            # Its temporary and download folders were made by the same writer for it alone.
+            for parent in stale.parents[:level]:
+                with contextlib.suppress(OSError):
+                    parent.rmdir()  # only if empty
+    return removed
 
 
 @contextlib.contextmanager
@@ -267,7 +324,11 @@ def export_archive(
     archive = Path(archive)
     with reported_write_errors(archive.parent, "export"):
         archive.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=archive.parent) as temp:
+        _sweep_stale_staging(archive)
+        # Named for this process, as a staging folder is: what a kill leaves here (a whole
+        # export, a half-made zip) is removed once it is gone (`remove_gone_staging`).
+        prefix = f"{_staging_prefix(archive)}{os.getpid()}-"
+        with tempfile.TemporaryDirectory(dir=archive.parent, prefix=prefix) as temp:
             summary = _export(db, data_dir, Path(temp) / "export", progress, external_ids=external_ids)
             if counts is not None:
                 counts.update(summary.images)

@@ -22,6 +22,7 @@ import logging
 import math
 import re
 import secrets
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from annotation.coloring import ground_truth
 from annotation.coloring.pool import ColoringPool
 from annotation.concepts import sync_concepts
 from annotation.errors import AnnotationError, shown
+from annotation.export import remove_gone_staging
 from annotation.integrity import QUARANTINE, sweep_orphans
 from annotation.people.accounts import LINK_DAYS_RANGE, MAX_LINK_DAYS, MIN_LINK_DAYS, Actor, require
 from annotation.people.passwords import ensure_admin_password
@@ -49,7 +51,8 @@ from evaluation.concepts import load_concepts
 from evaluation.explicit.jobs import ExplicitJobManager
 from evaluation.pipeline import planning
 from evaluation.pipeline.planning import DeviceInfo
-from storage import ensure_schema, open_db, serving, storage_condition
+from storage import OPERATOR_WORDS, ensure_schema, open_db, schema_version, serving, storage_condition
+from storage.schema import MIGRATIONS, copy_before_upgrade
 from storage.settings import setting_once
 from storage.shown import counted
 
@@ -524,41 +527,42 @@ class AppContext:
 
     @classmethod
     def prepare(cls, config: AppConfig) -> AppContext:
-        """Create or migrate the database, load concepts, make sure an admin password exists."""
+        """Create or migrate the database, load concepts, make sure an admin password exists.
+
+        Raises
+        ------
+        StartRefused
+            If a condition of the machine (a full disk, a failed write, a database locked by
+            another process or gone from its path) stops the work once the database is open;
+            the message (`start_refusal`) says what stays and what to do.
+        """
         # For the life of the process: `restore` refuses while it is held (storage.serving).
         serving.hold_shared(config.db_path)
         if str(config.db_path) != ":memory:":
             for line in backup.leftovers(config.db_path):
                 _LOG.warning(line)
+        # A database that cannot be opened at all is said by app.py (`storage.unwritable`).
         with cls._open(config, create=True) as db:
-            ensure_schema(db)
-            # Files a killed writer left without a row; the age margin spares files that a
-            # concurrent process (an evaluation run from the CLI) is about to commit.
-            swept = sweep_orphans(db, config.data_dir, min_age_s=ORPHAN_MIN_AGE_S)
-            # What a run killed mid-write, or a restore, left: said, or the log showed no sign of it.
-            if swept:
-                _LOG.warning(
-                    "moved %s no row names into %s/ (files over %d min old; a younger one waits for "
-                    "a later start, so they may date from before the last run): a write stopped "
-                    "part-way (a run was killed or the machine went down: nothing acknowledged is "
-                    "lost), or the database was restored from a backup older than them (the work "
-                    "they hold is not in it)",
-                    counted(len(swept), "file"),
-                    QUARANTINE,
-                    ORPHAN_MIN_AGE_S // 60,
-                )
-            sync_concepts(db)
-            sync_shipped_sketches(db, config.data_dir)
-            # Human distributions: the shipped reference set, and designers' P_H for
-            # colorings stored by code older than the stored P_H (a no-op once current).
-            ensure_shipped_reference(db)
-            ground_truth.backfill(db, config.data_dir)
-            ensure_admin_password(db, password_file=config.admin_password_file)
-            forget_addresses(db)  # kept an hour for the join limit (the consent says so)
-            secret = _instance_secret(db)
-        from app.guard import prune_downloads  # the guard imports this module
+            upgraded_from = None
+            try:
+                found = schema_version(db)
+                ensure_schema(db)
+                upgraded_from = found if 0 < found < len(MIGRATIONS) else None
+                secret = _prepare_rows_and_files(db, config)
+            except (OSError, sqlite3.Error) as error:
+                refusal = start_refusal(config, error, upgraded_from=upgraded_from)
+                if refusal is None:
+                    raise
+                raise StartRefused(refusal) from None
+        from app.guard import DOWNLOAD_KINDS, DOWNLOADS, prune_downloads  # the guard imports this module
 
         prune_downloads(config.data_dir)  # invite lists and backups left by earlier days
+        for kind in DOWNLOAD_KINDS:
+            # Half-written exports and backups of a killed app of this machine go at once.
+            for stale in remove_gone_staging(Path(config.data_dir) / DOWNLOADS / kind, depth=2):
+                _LOG.warning(
+                    "removed %s, left by a process of this machine that was killed while writing it", stale
+                )
         pool = ColoringPool(config.workers) if config.workers else None
         return cls(config, secret, pool)
 
@@ -671,6 +675,71 @@ class AppContext:
             yield db
         finally:
             db.close()
+
+
+class StartRefused(RuntimeError):
+    """A condition of the machine stopped the app's start while it prepared; the message
+    (`start_refusal`) says what stays and what to do."""
+
+
+def _prepare_rows_and_files(db: sqlite_utils.Database, config: AppConfig) -> str:
+    """The start's work on the database `db` at the current schema and on the data folder
+    (`AppContext.prepare`); the instance secret."""
+    # Files a killed writer left without a row; the age margin spares files that a
+    # concurrent process (an evaluation run from the CLI) is about to commit.
+    swept = sweep_orphans(db, config.data_dir, min_age_s=ORPHAN_MIN_AGE_S)
+    # What a run killed mid-write, or a restore, left: said, or the log showed no sign of it.
+    if swept:
+        _LOG.warning(
+            "moved %s no row names into %s/ (files over %d min old; a younger one waits for "
+            "a later start, so they may date from before the last run): a write stopped "
+            "part-way (a run was killed or the machine went down: nothing acknowledged is "
+            "lost), or the database was restored from a backup older than them (the work "
+            "they hold is not in it)",
+            counted(len(swept), "file"),
+            QUARANTINE,
+            ORPHAN_MIN_AGE_S // 60,
+        )
+    sync_concepts(db)
+    sync_shipped_sketches(db, config.data_dir)
+    # Human distributions: the shipped reference set, and designers' P_H for
+    # colorings stored by code older than the stored P_H (a no-op once current).
+    ensure_shipped_reference(db)
+    ground_truth.backfill(db, config.data_dir)
+    ensure_admin_password(db, password_file=config.admin_password_file)
+    forget_addresses(db)  # kept an hour for the join limit (the consent says so)
+    return _instance_secret(db)
+
+
+def start_refusal(config: AppConfig, error: BaseException, *, upgraded_from: int | None = None) -> str | None:
+    """What a start that `error` stopped while it prepared the database and the data folder
+    (`AppContext.prepare`) tells the operator, in one line; None when `error` is not a
+    condition of the machine (`storage.storage_condition`).
+
+    The line names the condition and where it struck (the file, else the database for
+    SQLite's errors and the data folder for the others), says that what was stored stays
+    (the migration from schema `upgraded_from` this start made included, and where the copy
+    from before it is kept), and what to do before starting again: the next start carries on
+    where this one stopped (a start on a nearly full disk ended in a traceback, its database
+    migrated without a word).
+    """
+    condition = storage_condition(error)
+    if condition is None:
+        return None
+    what, then = OPERATOR_WORDS[condition]
+    if isinstance(error, OSError) and error.filename:
+        where = f"{error.strerror or error}: {str(error.filename)!r}"
+    elif isinstance(error, OSError):  # a write's own error names no file: the files are the data folder's
+        where = f"{error.strerror or error}, writing in the data folder {str(config.data_dir)!r}"
+    else:
+        where = f"{error}, in the database {str(config.db_path)!r}"
+    stays = "what was stored stays"
+    if upgraded_from is not None:
+        stays += f", the database's migration from schema {upgraded_from} to {len(MIGRATIONS)} included"
+        if copy := copy_before_upgrade(config.db_path, len(MIGRATIONS)):
+            stays += f" (the database as it was before is kept in {str(copy)!r})"
+    again = "" if condition == "missing" else ", then start again"
+    return f"{what} ({where}); {stays}: {then}{again}; the next start carries on where this one stopped"
 
 
 def _thread(target: Callable[[], None], name: str) -> threading.Thread:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import json
 import logging
 import os
@@ -1021,17 +1022,27 @@ def ensure_schema(db: sqlite_utils.Database) -> int:
     return schema_version(db)
 
 
+def copy_before_upgrade(path: str | Path, version: int | None = None) -> Path | None:
+    """The newest copy an upgrade kept of the database at `path` (`_keep_before_upgrade`),
+    of the one to schema `version` when given; None where none is beside it."""
+    path = Path(path)
+    to = "*" if version is None else f"{version}-*"
+    copies = [
+        c
+        for c in path.parent.glob(f"{glob.escape(path.name)}.before-schema-{to}")
+        if not c.name.endswith(("-wal", "-shm", "-journal"))
+    ]
+    return max(copies, key=lambda c: c.stat().st_mtime, default=None)
+
+
 def _kept_copy(path: str | None) -> str:
     """The way back to this code's schema, where a newer code's start left one beside the
     database at `path` (`_keep_before_upgrade`): "" where none is there."""
-    if not path:
-        return ""
-    folder, name = Path(path).parent, Path(path).name
-    copies = sorted(folder.glob(f"{name}.before-schema-*"), key=lambda c: c.stat().st_mtime)
-    if not copies:
+    copy = copy_before_upgrade(path) if path else None
+    if copy is None:
         return ""
     return (
-        f", or go back to the database as it was before that upgrade, kept as {copies[-1].name} beside it "
+        f", or go back to the database as it was before that upgrade, kept as {copy.name} beside it "
         "(README, Upgrading: what was stored since is not in it)"
     )
 

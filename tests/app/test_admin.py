@@ -31,6 +31,8 @@ from tests.app.test_participant import _rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app, shared_app  # noqa: F401
 from tests.disks import tmpfs
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def _dump(config):
     db = open_db(config.db_path)
@@ -120,6 +122,63 @@ def test_the_apps_start_removes_downloads_older_than_an_hour(tmp_path):
     os.utime(old.parent, (hours_ago, hours_ago))
     AppContext.prepare(config).close()
     assert not old.parent.exists() and fresh.is_file()
+
+
+_KILLED_EXPORT = """
+import os, signal, sys
+from pathlib import Path
+from annotation.export import export_archive
+from storage import open_db
+
+def progress(step, done, total):
+    if step == "images":  # the tables are written: a half-made copy of the study
+        print(flush=True)
+        os.kill(os.getpid(), signal.SIGKILL if sys.argv[4] == "kill" else signal.SIGSTOP)
+
+export_archive(open_db(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), progress=progress)
+"""
+
+
+def test_the_apps_start_removes_at_once_what_a_killed_export_left_and_keeps_a_live_ones(tmp_path):
+    """The Admin tab's export, its app SIGKILLed part-way, left a copy of every table among the
+    downloads until it was an hour old, one more per kill (an outside check). The next start
+    removes it at once; an export still at work (another app on the data folder, here held
+    stopped) keeps its own, and another machine's waits for the hour."""
+    from app.common import AppContext
+
+    config = make_config(tmp_path)
+    AppContext.prepare(config).close()  # the database and shipped sketches, as a start leaves them
+
+    def exporting(how: str) -> tuple[subprocess.Popen, Path]:
+        target = download_path(config.data_dir, "exports", "colorconcept-export.zip")
+        argv = [str(config.db_path), str(config.data_dir), str(target), how]
+        child = subprocess.Popen(
+            [sys.executable, "-c", _KILLED_EXPORT, *argv], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
+        assert child.stdout.readline() == "\n"  # it is at the images
+        return child, target.parent
+
+    killed, dead = exporting("kill")
+    assert killed.wait() == -9 and list(dead.rglob("sessions.csv"))
+    # What the earlier code's export left (its temporary folder bore no process id), by the
+    # same process of this machine and by one of another machine.
+    earlier, elsewhere = (download_path(config.data_dir, "exports", "x.zip").parent for _ in range(2))
+    this_host = export_module._staging_prefix(Path("export"))
+    for folder, prefix in ((earlier, this_host), (elsewhere, ".export-partial-other-")):
+        csv = folder / "tmpab12cd34" / f"{prefix}{killed.pid}-ab12cd34" / "csv"
+        csv.mkdir(parents=True)
+        (csv / "sessions.csv").write_text("id\n")
+    stopped, live = exporting("stop")
+    try:
+        AppContext.prepare(config).close()
+        assert sorted((Path(config.data_dir) / "downloads" / "exports").iterdir()) == sorted(
+            [live, elsewhere]
+        )
+        for kept in (live, elsewhere):
+            assert [p.name for p in kept.rglob("sessions.csv")] == ["sessions.csv"]
+    finally:
+        stopped.kill()
+        stopped.wait()
 
 
 def test_a_backup_download_the_disk_refuses_leaves_no_download_folder(tmp_path):

@@ -3,17 +3,28 @@ by newer code (every entry point; nothing changed), an admin password sign-in co
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
+import httpx
 import pytest
 
 import storage
 from annotation.__main__ import main as annotation_main
 from annotation.people.passwords import ENV_PASSWORD
+from annotation.sketches.importing import load_manifest
+from bench.app_process import ROOT, AppProcess
 from evaluation.__main__ import main as evaluation_main
 from storage.schema import MIGRATIONS
 from tests.app_server import app_script, free_port
-from tests.disks import read_only, tmpfs
+from tests.disks import fill, read_only, tmpfs
 
 NEWER = f"database schema version 999 is newer than this code's {len(MIGRATIONS)}; update the code before opening it"
 
@@ -187,3 +198,104 @@ def test_a_database_path_that_is_a_folder_or_no_database_is_named_as_such(
     argv = ["--db", str(path), "--data-dir", str(tmp_path / "data")]
     assert entry(argv, capsys) == says.format(f"--db {str(path)!r} {why}") + "\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def _start_refused(db_path: Path, data_dir: Path) -> subprocess.CompletedProcess:
+    """``python app.py`` on `db_path` and `data_dir`, run until it exits (a refused start)."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "app.py",
+            "--db",
+            str(db_path),
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(free_port()),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **START_ENV},
+    )
+
+
+START_ENV = {
+    "COLORCONCEPT_ADMIN_PASSWORD": "a-long-enough-password-1",
+    "COLORCONCEPT_WORKERS": "0",
+    "GRADIO_ANALYTICS_ENABLED": "False",
+    "HF_HUB_OFFLINE": "1",
+}
+LEGACY = Path(__file__).resolve().parents[1] / "legacy" / "legacy_v3"
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC WARNING \S+: .*")
+
+
+@pytest.mark.parametrize("upgrade", [False, True], ids=["new database", "upgrade from schema 3"])
+def test_a_start_on_a_nearly_full_disk_is_refused_in_one_line_and_the_next_start_with_room_carries_on(
+    tmp_path, upgrade
+):
+    """A start on a disk with ~900 kB free ended in a traceback from the shipped sketches'
+    copy, after an upgrade too, its database migrated without a word (an outside check). Now
+    one line says the disk is full where, what stays (the migration and its kept copy) and
+    what to do; nothing half-written is left, and the next start with room has every sketch."""
+    with tmpfs(tmp_path / "disk", "24m") as disk:
+        if upgrade:
+            data = disk / "legacy"
+            shutil.copytree(LEGACY, data)
+            db_path = data / "colorconcept.sqlite"
+        else:
+            data, db_path = disk / "fresh" / "data", disk / "fresh" / "db.sqlite"
+        filler = fill(disk, leave=900 * 1024)
+        refused = _start_refused(db_path, data)
+        *logged, said = refused.stderr.splitlines()
+        assert refused.returncode == 1 and all(LOG_LINE.fullmatch(line) for line in logged), refused.stderr
+        stays = "what was stored stays"
+        if upgrade:
+            (kept,) = data.glob(f"colorconcept.sqlite.before-schema-{len(MIGRATIONS)}-*")
+            stays += (
+                f", the database's migration from schema 3 to {len(MIGRATIONS)} included (the database as it "
+                f"was before is kept in {str(kept)!r})"
+            )
+            with contextlib.closing(storage.open_db(db_path)) as db:
+                assert storage.schema_version(db) == len(MIGRATIONS)
+        where = {  # the shipped sketches' files fill it first here, else the database does
+            f"No space left on device, writing in the data folder {str(data)!r}",
+            f"database or disk is full, in the database {str(db_path)!r}",
+        }
+        assert said in {
+            f"Refusing to start: a disk it writes to is full ({w}); {stays}: free some space beside the database "
+            "and the data folder, then start again; the next start carries on where this one stopped."
+            for w in where
+        }, refused.stderr
+        assert list(data.rglob(".*.tmp")) == []  # no file half-written
+        filler.unlink()
+        with AppProcess(db_path, data, env=START_ENV) as app:
+            assert httpx.get(f"{app.url}healthz", timeout=60).text == "ready"
+        with contextlib.closing(storage.open_db(db_path)) as db:
+            stored = [row["path"] for row in db["sketches"].rows_where("source = 'shipped'")]
+        assert len(stored) == len(load_manifest()) and all((data / path).is_file() for path in stored)
+
+
+def test_a_start_the_database_stays_locked_for_is_refused_naming_the_lock_not_the_disk(tmp_path, monkeypatch):
+    """Another process's long write held the database past the busy timeout: the start said
+    the database "could not be opened or written" and to free space if the disk was full."""
+    db_path = tmp_path / "db.sqlite"
+    with contextlib.closing(storage.open_db(db_path)) as db:
+        storage.ensure_schema(db)
+    monkeypatch.setattr(storage.db, "BUSY_TIMEOUT_MS", 100)
+    holder = sqlite3.connect(db_path)
+    holder.execute("begin immediate")  # another process's long write
+    try:
+        with pytest.raises(SystemExit) as raised:
+            app_script().main(
+                ["--db", str(db_path), "--data-dir", str(tmp_path / "data"), "--port", str(free_port())]
+            )
+    finally:
+        holder.rollback()
+        holder.close()
+    assert raised.value.code == (
+        "Refusing to start: the database stayed locked by another process (database is locked, in the "
+        f"database {str(db_path)!r}); what was stored stays: let the other writer (a backup, a restore, "
+        "another run) finish, then start again; the next start carries on where this one stopped."
+    )
