@@ -454,6 +454,13 @@ def redo_refusal(
     if coloring["practice"]:
         return "practice colorings are reviewed by the study admin"
     if coloring["status"] == "recolor_requested":  # "it is recolor requested" puzzled (outside probe 117)
+        done = db.execute(
+            "select c.id, c.round from tasks t join colorings c on c.id = t.result_id where t.kind = 'coloring' "
+            "and t.coloring_id = ? and t.status = 'submitted' order by t.id desc limit 1",
+            [coloring["id"]],
+        ).fetchone()
+        if done:  # it said the request's time had run out (outside probe 155)
+            return f"an expert asked you to color it again, and you did: coloring {done[0]} (round {done[1]}) replaces it"
         waiting = db["tasks"].count_where(
             "kind = 'coloring' and coloring_id = ? and status = 'reserved' and expires > ?",
             [coloring["id"], iso(now)],

@@ -312,6 +312,11 @@ def test_an_experts_recolor_request_comes_first_with_its_note(store):
     recolored, _ = _submit(db, data, designer, item, now=T0)
     assert get_coloring(db, recolored)["round"] == 2
     assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 1, 3)
+    # Done, it is said to be done, whenever asked (it read "that task's time ran out").
+    for when in (T0, later):
+        assert work.redo_refusal(db, designer, get_coloring(db, coloring_id), now=when) == (
+            f"an expert asked you to color it again, and you did: coloring {recolored} (round 2) replaces it"
+        )
 
 
 def test_colored_example_fills_regions_as_the_canvas_shows_them():
