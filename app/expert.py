@@ -795,7 +795,8 @@ def _stacked_distributions(items: list[review.GridItem], status: list[str]) -> g
 
 
 def _number(value: float) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.3f}"
+    # "z": a κ of exactly 0 computed as -2.5e-16 read "-0.000" (outside probe 155)
+    return "n/a" if value is None or math.isnan(value) else f"{value:z.3f}"
 
 
 def _fraction(value: float | None) -> float:

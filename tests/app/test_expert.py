@@ -365,3 +365,15 @@ def test_next_coloring_and_start_work_only_once_the_page_knows_who_signed_in(stu
     assert [expert_next(t).interactive for t in tokens] == served
     start = _sign_in_update(demo, "participant_start")
     assert [start(t).interactive for t in ("", study["experts"][0])] == [False, True]
+
+
+def test_a_kappa_of_exactly_zero_is_shown_without_a_minus_sign():
+    """Votes 3-0, 2-1 and 1-2 on three colorings: observed and chance agreement are both 5/9,
+    so κ is 0; computed as -2.5e-16, the panel read "Fleiss' κ = -0.000" (outside probe 155)."""
+    from statsmodels.stats.inter_rater import fleiss_kappa
+
+    from app.expert import _number
+
+    kappa = fleiss_kappa(np.array([[3, 0], [2, 1], [1, 2]]))
+    assert kappa == pytest.approx(0.0, abs=1e-12)
+    assert _number(kappa) == "0.000" and _number(-0.0004) == "0.000" and _number(-0.0006) == "-0.001"
