@@ -613,3 +613,24 @@ def test_two_fingers_zoom_and_pan_and_leave_the_drawing_as_it_was(module_chromiu
         assert tuple(layer[BODY[1], BODY[0], :3]) == RED
     finally:
         context.close()
+
+
+def test_on_a_touch_screen_the_hue_bar_and_sliders_are_touch_targets(module_chromium, demo_url):
+    """A phone showed the hue bar 14 px tall and the sliders 16 (outside probe 155): at least
+    24 px where the pointer is a finger, as on a 390x844 touch screen; a mouse keeps them slim."""
+    heights = (
+        "() => [...document.querySelectorAll('#demo_canvas .cc-hue, #demo_canvas .cc-toolbar input[type=range]')]"
+        ".map((e) => e.getBoundingClientRect().height)"
+    )
+    for touch, least in ((True, 24), (False, 0)):
+        context = module_chromium.new_context(viewport={"width": 390, "height": 844}, has_touch=touch)
+        try:
+            page = context.new_page()
+            _open(page, demo_url)
+            assert page.evaluate("matchMedia('(pointer: coarse)').matches") is touch
+            found = page.evaluate(heights)
+            assert len(found) == 3 and min(found) >= least, found
+            if not touch:
+                assert page.evaluate(heights)[0] < 24  # the bar as it was
+        finally:
+            context.close()
