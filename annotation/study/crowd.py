@@ -241,7 +241,7 @@ def create_link(
         The query parameter with the platform's participant id (``PROLIFIC_PID``,
         ``workerId``, ``id``...).
     return_url : str
-        An ``http(s)://`` URL; ``{code}`` in it is replaced by the person's code and
+        An ``http(s)://`` URL holding ``{code}``, replaced by the person's code, and
         ``{assignmentId}`` by their platform session id (`return_address`).
     max_failed_checks : int
         Attention checks a person may fail before being screened out, >= 0.
@@ -284,6 +284,11 @@ def create_link(
     check_text(return_url, "return_url", 500)
     if not re.fullmatch(r"https?://[^\s<>\"']+", return_url or ""):
         raise InvalidInput(f"`return_url` must be an http:// or https:// URL, got {shown(return_url)}")
+    if "{code}" not in return_url:  # everyone was sent back with no code (outside probe 156)
+        raise InvalidInput(
+            "`return_url` must hold {code} where each person's code goes (their completion or "
+            f"screen-out code), as {PROLIFIC_RETURN_URL}; got {shown(return_url)}"
+        )
     if not isinstance(ends, dt.datetime) or ends <= now:
         raise InvalidInput(f"`ends` must be a time after now, got {shown(ends)}")
     check_text(label, "label", 200)

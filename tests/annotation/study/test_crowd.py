@@ -587,6 +587,12 @@ def test_a_platform_id_that_is_not_an_id_or_a_parameter_given_twice_is_refused_a
         ({"screenout_code": CODES["completion_code"]}, "`screenout_code` must differ"),
         ({"id_param": "1x"}, "`id_param` must be a query parameter name"),
         ({"return_url": "javascript:alert(1)"}, "`return_url` must be an http:// or https:// URL"),
+        (  # taken, it sent everyone back with no code
+            {"return_url": "https://x.example/?cc=nocode"},
+            r"^`return_url` must hold \{code\} where each person's code goes \(their completion or "
+            r"screen-out code\), as https://app.prolific.com/submissions/complete\?cc=\{code\}; got "
+            r"'https://x.example/\?cc=nocode'$",
+        ),
     ],
 )
 def test_bad_link_settings_are_refused_with_the_setting_named(setup, change, message):
