@@ -24,9 +24,20 @@ def test_researcher_analyses_a_study_and_sees_table3_its_figure_and_the_votes(li
     expect(page.locator("#study_list [role=row][data-index]")).to_have_count(1)
     assert table_rows(page, "study_list")[0][:3] == ["1", "pilot", "open"]
     page.fill("#study_id input", "1")
+    # A refused analysis says why beside the button, where it stays after the toast has gone
+    # (an outside tester looked under the studies, found nothing there and took the toast
+    # for all there was: probe 156). The next analysis replaces it.
+    page.fill("#study_n_boot input", "0")
+    page.click("#study_analyse")
+    expect(page.locator("#study_analyse_note")).to_contain_text(
+        "Bootstrap resamples must be a whole number from 1 to 10,000, got 0"
+    )
     page.fill("#study_n_boot input", "200")
     page.click("#study_analyse")
     expect(page.locator("#study_table3 [role=row][data-index]")).to_have_count(len(METRICS))
+    expect(page.locator("#study_analyse_note")).to_contain_text(
+        "Intervals: 95% bootstrap percentile intervals"
+    )
     assert [row[1] for row in table_rows(page, "study_table3")] == METRICS
     figure = page.locator("#study_figure .js-plotly-plot")
     expect(figure).to_be_visible()
