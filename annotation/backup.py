@@ -52,7 +52,7 @@ import sqlite_utils
 
 from annotation.denials import carry_denials
 from annotation.errors import InvalidInput, shown
-from annotation.export import file_columns, reported_write_errors, staged_folder
+from annotation.export import archive_workspace, file_columns, reported_write_errors, staged_folder
 from annotation.files import resolve
 from storage import create_private, file_stamp, iso, serving, unused_path
 from storage import db_path as database_path
@@ -883,7 +883,7 @@ def backup_archive(db: sqlite_utils.Database, data_dir: str | Path, archive: str
     archive = Path(archive)
     with reported_write_errors(archive.parent, "backup"):
         archive.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=archive.parent) as temp:
+        with archive_workspace(archive) as temp:
             summary = _backup(db, data_dir, Path(temp) / "backup", False)
             built = Path(temp) / "archive.zip"
             with zipfile.ZipFile(built, "w", compression=zipfile.ZIP_STORED) as out:

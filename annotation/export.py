@@ -220,6 +220,18 @@ def _sweep_stale_staging(folder: Path) -> None:
             shutil.rmtree(stale, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def archive_workspace(archive: Path) -> Iterator[Path]:
+    """A temporary folder beside `archive` to build it in, named for this process as a
+    staging folder is, so that what a kill leaves there (a whole export or backup, a
+    half-made zip) is removed once the process is gone: by the next archive beside it
+    (swept first here) or the app's start (`remove_gone_staging`)."""
+    _sweep_stale_staging(archive)
+    prefix = f"{_staging_prefix(archive)}{os.getpid()}-"
+    with tempfile.TemporaryDirectory(dir=archive.parent, prefix=prefix) as temp:
+        yield Path(temp)
+
+
 _STAGING_NAME = re.compile(r"\..+-partial-(?P<host>\w+)-(?P<pid>\d+)-[^-]*")
 """A staging folder's name (`_staging_prefix`, then `tempfile`'s random part)."""
 
@@ -324,11 +336,7 @@ def export_archive(
     archive = Path(archive)
     with reported_write_errors(archive.parent, "export"):
         archive.parent.mkdir(parents=True, exist_ok=True)
-        _sweep_stale_staging(archive)
-        # Named for this process, as a staging folder is: what a kill leaves here (a whole
-        # export, a half-made zip) is removed once it is gone (`remove_gone_staging`).
-        prefix = f"{_staging_prefix(archive)}{os.getpid()}-"
-        with tempfile.TemporaryDirectory(dir=archive.parent, prefix=prefix) as temp:
+        with archive_workspace(archive) as temp:
             summary = _export(db, data_dir, Path(temp) / "export", progress, external_ids=external_ids)
             if counts is not None:
                 counts.update(summary.images)
