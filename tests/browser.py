@@ -24,7 +24,10 @@ installs both; without either these tests skip and say how.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -33,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import padding
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -169,6 +174,46 @@ def settled(page, action: Callable[[], object] | None = None) -> None:
     action()
     page.wait_for_function(f"() => window.settleSeen && !({_EVENT_PENDING})()", timeout=SETTLE_TIMEOUT_MS)
     page.evaluate("() => window.settleObserver.disconnect()")
+
+
+def browser_state(page, storage_key: str, secret: str):
+    """What a `gr.BrowserState` with `storage_key` and `secret` keeps in `page`'s local
+    storage, decoded (None when nothing is kept).
+
+    Gradio's page writes ``<iv>:<ciphertext>``: CryptoJS's AES with the SHA-256 hex digest of
+    `secret` as a passphrase, i.e. OpenSSL's ``Salted__`` format (key and IV from MD5
+    EVP_BytesToKey; the IV written before the colon is not the one used).
+    """
+    stored = page.evaluate("(key) => localStorage.getItem(key)", storage_key)
+    if not stored:
+        return None
+    blob = base64.b64decode(stored.split(":", 1)[1])
+    assert blob[:8] == b"Salted__", "not CryptoJS's OpenSSL format"
+    salt, body = blob[8:16], blob[16:]
+    passphrase = hashlib.sha256(secret.encode()).hexdigest().encode()
+    derived, block = b"", b""
+    while len(derived) < 48:
+        block = hashlib.md5(block + passphrase + salt).digest()
+        derived += block
+    decryptor = Cipher(algorithms.AES(derived[:32]), modes.CBC(derived[32:48])).decryptor()
+    unpadder = padding.PKCS7(128).unpadder()
+    plain = unpadder.update(decryptor.update(body) + decryptor.finalize()) + unpadder.finalize()
+    return json.loads(plain)
+
+
+def until_stored(page, storage_key: str, secret: str, done: Callable[[object], bool]) -> None:
+    """Wait until the `gr.BrowserState` kept under `storage_key` satisfies `done`.
+
+    Its saving event shows no progress, so `settled` does not wait for it: a reload right after
+    a change could come before the change is kept. Each wait is for the stored text to change.
+    """
+    while not done(browser_state(page, storage_key, secret)):
+        stored = page.evaluate("(key) => localStorage.getItem(key)", storage_key)
+        page.wait_for_function(
+            "([key, seen]) => localStorage.getItem(key) !== seen",
+            arg=[storage_key, stored],
+            timeout=SETTLE_TIMEOUT_MS,
+        )
 
 
 def pick(page, elem_id: str, option: str, *, tries: int = 5) -> None:

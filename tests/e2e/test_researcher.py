@@ -8,6 +8,8 @@ import zipfile
 import pytest
 from PIL import Image
 
+from app.common import BROWSER_STATE_KEY
+from app.evaluate import FORM_STORAGE_KEY
 from evaluation.pipeline import runs
 from evaluation.pipeline.planning import detect_device
 from storage import open_db
@@ -24,12 +26,18 @@ from tests.browser import (  # noqa: F401
     settled,
     sign_in,
     table_rows,
+    until_stored,
 )
 from tests.qc_data import add_coloring
 from tests.research_data import solid, store_segmented_run
 
 pytestmark = pytest.mark.browser
 RED, BROWN, GREEN = (200, 30, 40), (110, 70, 40), (60, 160, 60)
+
+
+def kept(page, done) -> None:
+    """Wait until the Evaluate form this browser keeps satisfies `done`."""
+    until_stored(page, FORM_STORAGE_KEY, BROWSER_STATE_KEY, lambda form: form is not None and done(form))
 
 
 def _two_models_on_apples(live_app) -> None:
@@ -196,6 +204,7 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
     assert announced, "the observer saw no live region change"
     assert "common.complete" not in " ".join(announced)
     assert "common.complete" not in page.locator("body").inner_text()
+    kept(page, lambda form: form["evaluate_seeds"] == 2 and form["evaluate_cfg"] == "7.5")
     page.reload()
     expect(page.locator("#start_status")).to_contain_text("Signed in as")
     open_tab(page, "Evaluate")
@@ -218,7 +227,12 @@ def test_the_evaluate_form_survives_a_reload_and_no_untranslated_key_is_announce
     page.locator("#evaluate_x_samples input").fill("3")
     page.locator("#evaluate_x_colors textarea, #evaluate_x_colors input").first.fill("red, blue")
     page.locator("#evaluate_x_tasks").get_by_label("numeric", exact=True).uncheck()
-    settled(page)
+    # Saving shows no progress, so `settled` does not wait for it (a clean-clone run reloaded
+    # before the untick was kept, and found it ticked).
+    kept(
+        page,
+        lambda form: "numeric" not in form["evaluate_x_tasks"] and form["evaluate_x_colors"] == "red, blue",
+    )
     page.reload()
     expect(page.locator("#start_status")).to_contain_text("Signed in as")
     open_tab(page, "Evaluate")
