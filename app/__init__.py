@@ -237,6 +237,11 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
         # Gradio's traffic monitoring answers anyone (it knows no roles) with every
         # handler's name, call count and timings; nobody here reads it.
         "enable_monitoring": False,
+        # Gradio's start-up check (is localhost reachable? else it suggests a share link) is
+        # one HEAD of the page that gives up after 3 s: a test server's start failed on it on a
+        # loaded machine although the guard answers that HEAD itself. Gradio's own in-process
+        # launches (`gradio.Server`) skip it by this argument; the app needs no share link.
+        "_frontend": False,
     }
 
 

@@ -22,11 +22,10 @@ path), looks the route's path template up in `ROUTES` and acts on its kind:
 anything else refused (403), including every route a new Gradio adds until it is
               classified here, and a path with a NUL byte (400).
 
-The guard answers three requests itself: `HEALTH` (``/healthz``: 200 once the app serves and can
+The guard answers two requests itself: `HEALTH` (``/healthz``: 200 once the app serves and can
 take work, 503 before, and while its disk is full or its database takes no write:
-`app.health`), `SET_COOKIE` (the page's POST of its session token, which sets the
-``HttpOnly`` cookie) and ``HEAD /``, Gradio's start-up check, which must answer within 3 s however busy
-the machine is (rendering the page may not); and a request for a session's results stream
+`app.health`) and `SET_COOKIE` (the page's POST of its session token, which sets the
+``HttpOnly`` cookie); and a request for a session's results stream
 (`QUEUE_DATA`) while nothing of that session is waiting (404). It refuses a join of the queue, or a call
 (`EVENT_CALLS`), that names an event index the app has none of (422: Gradio's refusal logged a traceback per call),
 and a served file's answer carries the file's own headers only (`FILE_ANSWER_HEADERS`: Gradio
@@ -702,11 +701,6 @@ class Guard:
                 framed=_header(scope, FRAMED_HEADER.encode()) == "1",
             )
             await _answer(send, status, text, headers)
-            return
-        if scope.get("method") == "HEAD" and path == "/":
-            # Gradio's start-up check: a HEAD of the page that must answer within 3 s, which
-            # rendering the page (its whole configuration) may not do on a busy machine.
-            await _answer(send, 200, "")
             return
         route, params = route_of(scope["app"], scope)
         kind = ROUTES.get(getattr(route, "path", None)) if route is not None else None

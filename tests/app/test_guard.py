@@ -520,7 +520,8 @@ def test_every_route_of_the_launched_app_is_classified_or_refused(world, tmp_pat
     from app import build_app
 
     demo = build_app(make_config(tmp_path))
-    demo.launch(prevent_thread_lock=True, quiet=True)
+    # No start-up check of the page (3 s at most), as in `app.launch_options`.
+    demo.launch(prevent_thread_lock=True, quiet=True, _frontend=False)
     try:
         # The web app launch() built is the one served (`app.lean_blocks` skips only the
         # throwaway builds before it); the world's app process serves its page and /healthz.

@@ -62,7 +62,14 @@ def test_state_values_and_component_updates_carry_from_event_to_event_of_a_sessi
             return n + 1, gr.update(value=str(n + 1), label=f"count {n + 1}")
 
         gr.Button("step").click(step, count, [count, shown], api_name="step")
-    demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    # No start-up check of the page (3 s at most), as in `app.launch_options`.
+    demo.launch(
+        server_name="127.0.0.1",
+        server_port=free_port(),
+        prevent_thread_lock=True,
+        quiet=True,
+        _frontend=False,
+    )
     try:
         one, two = (SessionClient(demo.local_url, verbose=False) for _ in range(2))
         assert [one.predict(api_name="/step")["value"] for _ in range(3)] == ["1", "2", "3"]
