@@ -73,15 +73,27 @@ def check_pair(p, q, names=("p", "q")) -> tuple[np.ndarray, np.ndarray]:
     Raises
     ------
     ValueError
-        On invalid masses or, for 2-D input, different shapes.
+        On invalid masses or different shapes (a vector with an array too: in one order
+        it broadcast, in the other it was refused).
     """
-    p_arr = np.asarray(p)
-    if p_arr.ndim == 1:
-        return check_masses(p, names[0]), check_masses(q, names[1])
     P, Q = check_masses(p, names[0]), check_masses(q, names[1])
     if P.shape != Q.shape:
-        raise ValueError(f"`{names[0]}` {P.shape} and `{names[1]}` {Q.shape} must have the same shape")
+        raise ValueError(
+            f"`{names[0]}` {P.shape} and `{names[1]}` {Q.shape} must have the same shape: "
+            "two (71,) vectors, or two (n, 71) arrays compared row by row"
+        )
     return P, Q
+
+
+def _require_ndim(P: np.ndarray, name: str, ndim: int, function: str) -> None:
+    """Refuse checked masses `P` that are not one (71,) vector (`ndim` 1) or (n, 71) rows (2)."""
+    if P.ndim != ndim:
+        takes, other = (
+            ("two (71,) vectors", "`emd_rows` for (n, 71) arrays")
+            if ndim == 1
+            else ("two (n, 71) arrays, one pair per row", "`emd` for two (71,) vectors")
+        )
+        raise ValueError(f"`{name}` has shape {P.shape}: `{function}` takes {takes}; use {other}")
 
 
 def pcc(p: np.ndarray, q: np.ndarray) -> float | np.ndarray:
@@ -156,6 +168,8 @@ def emd_rows(
         If the solver reports anything but an optimal solution for some pair.
     """
     P, Q = check_masses(P, "P"), check_masses(Q, "Q")
+    _require_ndim(P, "P", 2, "emd_rows")
+    _require_ndim(Q, "Q", 2, "emd_rows")
     if P.shape != Q.shape:
         raise ValueError(f"`P` {P.shape} and `Q` {Q.shape} must have the same shape")
     return _emd_rows(P, Q, num_itermax=num_itermax, workers=workers, min_rows_per_worker=min_rows_per_worker)
@@ -203,6 +217,8 @@ def emd(p: np.ndarray, q: np.ndarray, *, num_itermax: int = 100_000) -> float:
         If the solver does not reach an optimal solution.
     """
     p, q = check_masses(p, "p"), check_masses(q, "q")
+    _require_ndim(p, "p", 1, "emd")
+    _require_ndim(q, "q", 1, "emd")
     return float(_emd_rows(p[None], q[None], num_itermax=num_itermax, workers=1)[0])
 
 
@@ -211,6 +227,8 @@ def shift(p_base: np.ndarray, p_modified: np.ndarray) -> float:
     to the modified concept's, in ΔE units. Same arguments as `emd`."""
     p_base = check_masses(p_base, "p_base")
     p_modified = check_masses(p_modified, "p_modified")
+    _require_ndim(p_base, "p_base", 1, "shift")
+    _require_ndim(p_modified, "p_modified", 1, "shift")
     return float(_emd_rows(p_base[None], p_modified[None], workers=1)[0])
 
 
@@ -289,8 +307,15 @@ def dca(P: np.ndarray, Q: np.ndarray) -> float:
     -------
     float
         In [0, 1].
+
+    Raises
+    ------
+    ValueError
+        On invalid rows, different shapes, or no rows at all (no share to give).
     """
     P, Q = check_pair(np.atleast_2d(P), np.atleast_2d(Q), ("P", "Q"))
+    if not len(P):
+        raise ValueError("`P` and `Q` have no rows: the dominant color accuracy needs one concept at least")
     return float(np.mean(_dominant(P) == _dominant(Q)))
 
 

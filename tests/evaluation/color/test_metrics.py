@@ -174,6 +174,33 @@ def test_batched_metrics_name_the_bad_row_and_argument(fn):
         fn(P, np.ones((2, 71)))
 
 
+def test_a_vector_with_an_array_is_refused_in_either_order_naming_what_each_function_takes():
+    """An outside tester's finding: `pcc(p, P)` broadcast while `pcc(P, p)` was refused, and
+    `emd` of two arrays or `emd_rows` of two vectors failed deep inside ("too many values to
+    unpack", an axis error) without naming the argument."""
+    P = np.random.default_rng(0).dirichlet(np.ones(71), size=3)
+    for fn in (pcc, entropy_difference):
+        for p, q, shapes in (
+            (P[0], P, r"`p` \(71,\) and `q` \(3, 71\)"),
+            (P, P[0], r"`p` \(3, 71\) and `q` \(71,\)"),
+        ):
+            with pytest.raises(ValueError, match=shapes + " must have the same shape: two"):
+                fn(p, q)
+    with pytest.raises(
+        ValueError, match=r"^`p` has shape \(3, 71\): `emd` takes two \(71,\) vectors; use `emd_rows`"
+    ):
+        emd(P, P)
+    with pytest.raises(ValueError, match=r"^`q` has shape \(3, 71\): `emd` takes"):
+        emd(P[0], P)
+    with pytest.raises(ValueError, match=r"^`P` has shape \(71,\): `emd_rows` takes two \(n, 71\) arrays"):
+        emd_rows(P[0], P[0])
+    with pytest.raises(ValueError, match=r"^`p_modified` has shape \(3, 71\): `shift` takes"):
+        shift(P[0], P)
+    with pytest.raises(ValueError, match="no rows"):
+        dca(np.zeros((0, 71)), np.zeros((0, 71)))
+    assert emd(P[0], P[1]) == emd_rows(P[:1], P[1:2])[0] > 0
+
+
 def test_shift_names_its_arguments():
     with pytest.raises(ValueError, match="`p_modified` has zero total mass"):
         shift(np.ones(71), np.zeros(71))
