@@ -20,7 +20,7 @@ import argparse
 import time
 from pathlib import Path
 
-from evaluation.cli import add_storage_arguments, open_db, seed
+from evaluation.cli import add_storage_arguments, check_out_folder, open_db, seed
 
 HELP = "the leaderboard under each alternative of the open choices (Kendall τ, swaps)"
 
@@ -58,6 +58,7 @@ def main(args: argparse.Namespace) -> int:
     from storage import human
     from storage.spreadsheet import write_csv
 
+    check_out_folder(args.out)
     db = open_db(args)
     if args.explicit_run is not None:
         return _explicit(db, args)

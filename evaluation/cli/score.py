@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import add_storage_arguments, concept_run_config, open_db, seed
+from evaluation.cli import add_storage_arguments, check_out_folder, concept_run_config, open_db, seed
 from storage.shown import shown, shown_path
 
 HELP = "score distributions, print Table 1 / Table 2 with intervals, write CSV"
@@ -192,6 +192,7 @@ def main(args: argparse.Namespace) -> int:
 
     resampling = _resampling(args)
     _check_cfg(args.cfg)
+    check_out_folder(args.out)
     db = open_db(args)
     human = _human(db, args)
     if args.run is not None:

@@ -608,6 +608,43 @@ def test_a_reference_csv_never_writes_over_another_set(tmp_path, capsys):
     assert "ours.csv row 2: no concept is named 'Apple'; write 'apple'" in capsys.readouterr().err
 
 
+def test_an_out_that_is_a_file_is_refused_as_such_before_a_reference_csv_is_stored(tmp_path, capsys):
+    """It said "error: File exists: PATH" (an outside tester read it as an existing folder
+    refused), after the CSV given with it had been stored."""
+    from storage import human, open_db
+
+    _scored_grid(tmp_path)[0].close()
+    csv = tmp_path / "ours.csv"
+    csv.write_text(",".join(["", *map(str, range(71))]) + "\napple," + ",".join(["1"] + ["0"] * 70) + "\n")
+    afile = tmp_path / "afile"
+    afile.write_text("kept\n")
+    for out, problem in (
+        (afile, "is a plain file, not a folder"),
+        (afile / "s", f"lies under the plain file '{afile}'"),
+    ):
+        argv = ["score", "--reference-csv", str(csv), "--reference", "ours", "--out", str(out)]
+        assert main([*argv, *_storage(tmp_path)]) == 2
+        assert (
+            capsys.readouterr()
+            .err.strip()
+            .endswith(f"--out '{out}' {problem}; give a folder (new, or one to add to)")
+        )
+    # The other commands that write a folder refuse it so as well, before their work.
+    for command in (["robustness", *_storage(tmp_path)], ["judge-audit", "--judge", "pixel", "--items", "1"]):
+        assert main([*command, "--out", str(afile)]) == 2
+        assert (
+            capsys.readouterr()
+            .err.strip()
+            .endswith(f"--out '{afile}' is a plain file, not a folder; give a folder (new, or one to add to)")
+        )
+    assert afile.read_text() == "kept\n"
+    db = open_db(tmp_path / "db.sqlite")
+    try:
+        assert "ours" not in human.reference_sources(db)
+    finally:
+        db.close()
+
+
 @pytest.mark.parametrize("command", ["score", "robustness", "build-tiny", "judge-audit"])
 def test_a_negative_seed_is_refused_naming_its_option(tmp_path, capsys, command):
     with pytest.raises(SystemExit) as stopped:
