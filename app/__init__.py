@@ -51,7 +51,7 @@ from app import (
     upload_form,
     weight,
 )
-from app.common import BROWSER_STATE_KEY, PLUMBING, AppContext, as_gr_error, audit_functions
+from app.common import BROWSER_STATE_KEY, PLUMBING, AppContext, as_gr_error, audit_functions, role_refusal
 from app.config import AppConfig
 from app.health import Health
 from app.tabs import SessionReactions
@@ -253,67 +253,30 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
     Refused before the function runs: a call of an event that runs in the browser only (it
     has no function: Gradio's refusal logs a traceback per call), a call with fewer or more inputs than the function
     takes (Gradio's refusal of too few logs every input, tokens included); naming the input, inputs that name a file the caller
-    may not fetch (a function that hands an input back, such as the form saved in the
-    browser, would otherwise issue someone else's upload, or any file of Gradio's folders,
-    to whoever named it), text that cannot be stored (a lone UTF-16 surrogate, which no
+    may not fetch (a function that hands an input back would otherwise issue someone else's
+    upload, or any file of Gradio's folders, to whoever named it), text that cannot be stored (a lone UTF-16 surrogate, which no
     browser sends but an API client can), a value its component cannot read (Gradio's
     refusal logs a traceback per call, before the function's role check) or would pass on
-    misread (`guard.takes_kind`), and a choice or number its component does not take."""
+    misread (`guard.takes_kind`), and a choice or number its component does not take. A
+    caller a role-checked function would refuse (`app.common.role`) gets that refusal first,
+    not the one of an input: the choices of another role's form are not told to them."""
     if getattr(demo, "colorconcept_guarding", False):
         return
     process_api = demo.process_api
+
+    async def role_first(fn, inputs, refusal: gr.Error) -> gr.Error:
+        """`refusal` of an input, unless the caller may not call `fn` at all."""
+        denied = await anyio.to_thread.run_sync(role_refusal, demo.colorconcept_ctx, fn, inputs)
+        return denied or refusal
 
     async def guarded(*args, **kwargs):
         token = guard.request_cookie(kwargs.get("request"))
         inputs = kwargs["inputs"] if "inputs" in kwargs else args[1] if len(args) > 1 else []
         fn = kwargs.get("block_fn", args[0] if args else None)
         fn = demo.fns[fn] if isinstance(fn, int) else fn
-        if fn is not None and fn.fn is None:
-            # Gradio would fail in the call itself, logging a traceback per call.
-            raise gr.Error("This event runs in the browser only; nothing was run.", print_exception=False)
-        if fn is not None and len(inputs or []) != len(fn.inputs):
-            # Gradio's own refusal of too few would print every input it got, a session
-            # token among them, to the server's log; too many it took, leaving the rest
-            # unread (a client sending its fields in another order was not told).
-            raise gr.Error(
-                f"This call sent {len(inputs or [])} input(s) where the function takes {len(fn.inputs)}; "
-                "nothing was changed.",
-                print_exception=False,
-            )
-        unstorable = guard.unstorable_input(inputs)
-        if unstorable is not None:
-            position, char = unstorable
-            raise gr.Error(
-                f"{guard.input_name(fn, position)} holds a character that cannot be stored as text "
-                f"(U+{ord(char):04X}, half of a UTF-16 pair); nothing was changed.",
-                print_exception=False,
-            )
-        if any(True for _ in guard.file_paths(inputs)):
-            refused = await anyio.to_thread.run_sync(policy.unreadable_input, inputs, token)
-            if refused is not None:
-                raise gr.Error(
-                    f"Not allowed: {guard.input_name(fn, refused)} names a file this session may not "
-                    "fetch; a page sends only files it was given or uploaded (since the app last "
-                    "started: after a restart, upload it again).",
-                    print_exception=False,
-                )
-        mistyped = guard.mistyped_file(fn, inputs)
-        if mistyped is not None:
-            position, name = mistyped
-            types = ", ".join(fn.inputs[position].file_types)
-            raise as_gr_error(
-                ValueError(
-                    f"{guard.input_name(fn, position)} takes files of the types {types}, got {shown(name)}; "
-                    "nothing was changed."
-                )
-            )
-        misshapen = guard.misshapen_input(fn, inputs)
-        if misshapen is not None:  # Gradio's own refusal: an empty "Error" and a traceback logged
-            raise _not_its_value(fn, misshapen)
-        state = kwargs["state"] if "state" in kwargs else args[2] if len(args) > 2 else None
-        unchosen = guard.unchosen_input(fn, inputs, state)
-        if unchosen is not None:  # Gradio's own refusal: the whole value quoted and logged
-            raise as_gr_error(ValueError(guard.unchosen_refusal(fn, unchosen, inputs[unchosen], state)))
+        refused = await input_refusal(fn, inputs, args, kwargs, token)
+        if refused is not None:
+            raise await role_first(fn, inputs, refused)
         try:
             result = await process_api(*args, **kwargs)
         except ComponentProcessingError as error:
@@ -324,12 +287,62 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
             found = re.match(r"Could not preprocess input component at index (\d+)", str(error))
             if found is None:
                 raise
-            raise _not_its_value(fn, int(found[1])) from None
+            raise await role_first(fn, inputs, _not_its_value(fn, int(found[1]))) from None
         paths = list(guard.file_paths(result.get("data")))
         if token and paths:
             actor = await anyio.to_thread.run_sync(policy.actor, token)
             policy.issue(paths, actor)
         return result
+
+    async def input_refusal(fn, inputs, args, kwargs, token) -> gr.Error | None:
+        """Why the call of `fn` with `inputs` is refused before it runs, or None."""
+        if fn is not None and fn.fn is None:
+            # Gradio would fail in the call itself, logging a traceback per call.
+            return gr.Error("This event runs in the browser only; nothing was run.", print_exception=False)
+        if fn is not None and len(inputs or []) != len(fn.inputs):
+            # Gradio's own refusal of too few would print every input it got, a session
+            # token among them, to the server's log; too many it took, leaving the rest
+            # unread (a client sending its fields in another order was not told).
+            return gr.Error(
+                f"This call sent {len(inputs or [])} input(s) where the function takes {len(fn.inputs)}; "
+                "nothing was changed.",
+                print_exception=False,
+            )
+        unstorable = guard.unstorable_input(inputs)
+        if unstorable is not None:
+            position, char = unstorable
+            return gr.Error(
+                f"{guard.input_name(fn, position)} holds a character that cannot be stored as text "
+                f"(U+{ord(char):04X}, half of a UTF-16 pair); nothing was changed.",
+                print_exception=False,
+            )
+        if any(True for _ in guard.file_paths(inputs)):
+            refused = await anyio.to_thread.run_sync(policy.unreadable_input, inputs, token)
+            if refused is not None:
+                return gr.Error(
+                    f"Not allowed: {guard.input_name(fn, refused)} names a file this session may not "
+                    "fetch; a page sends only files it was given or uploaded (since the app last "
+                    "started: after a restart, upload it again).",
+                    print_exception=False,
+                )
+        mistyped = guard.mistyped_file(fn, inputs)
+        if mistyped is not None:
+            position, name = mistyped
+            types = ", ".join(fn.inputs[position].file_types)
+            return as_gr_error(
+                ValueError(
+                    f"{guard.input_name(fn, position)} takes files of the types {types}, got {shown(name)}; "
+                    "nothing was changed."
+                )
+            )
+        misshapen = guard.misshapen_input(fn, inputs)
+        if misshapen is not None:  # Gradio's own refusal: an empty "Error" and a traceback logged
+            return _not_its_value(fn, misshapen)
+        state = kwargs["state"] if "state" in kwargs else args[2] if len(args) > 2 else None
+        unchosen = guard.unchosen_input(fn, inputs, state)
+        if unchosen is not None:  # Gradio's own refusal: the whole value quoted and logged
+            return as_gr_error(ValueError(guard.unchosen_refusal(fn, unchosen, inputs[unchosen], state)))
+        return None
 
     demo.process_api = guarded
     demo.colorconcept_guarding = True

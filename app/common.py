@@ -842,6 +842,25 @@ def role(*roles: str) -> Callable[[Callable], Callable]:
     return decorate
 
 
+def role_refusal(ctx: AppContext, fn, inputs) -> gr.Error | None:
+    """The refusal the caller of Gradio function `fn` with `inputs` gets from its role check
+    (`role`: the session token is its first input), or None: it has none, or lets them in.
+
+    Run where an input of the call is refused before the function runs, so that a caller the
+    function would refuse learns only that (an API client sending a participant's token
+    with a role the invite form does not offer was told the form's choices)."""
+    access = getattr(getattr(fn, "fn", None), "cc_access", None)
+    if access is None or access.kind != ROLE:
+        return None
+    token = inputs[0] if inputs and isinstance(inputs[0], str) else None
+    try:
+        with shown_errors(getattr(fn, "name", "a call")), ctx.db() as db:
+            require(db, token, *access.roles)
+    except gr.Error as refused:
+        return refused
+    return None
+
+
 def _as_role(
     ctx: AppContext, roles: tuple[str, ...], fn: Callable, session_token, first: tuple, inputs: tuple
 ):

@@ -27,6 +27,7 @@ import datetime as dt
 import functools
 import html
 import inspect
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -54,7 +55,7 @@ from app.common import (
     whole_number,
 )
 from app.landing import current_actor
-from app.tabs import SESSION_CHANGE, On, Tab
+from app.tabs import SESSION_CHANGE, On, Tab, wire_events
 from evaluation.color.systems import SYSTEMS
 from evaluation.concepts import CATEGORIES, MODIFIER_TYPES, load_concepts
 from evaluation.explicit import jobs as explicit_jobs
@@ -304,8 +305,8 @@ EVENTS = (
     On(SESSION_CHANGE, "on_session", _TOKEN, ("timer", "run", "device")),
     On("mode.change", "show_mode", ("mode",), (*IMPLICIT_ONLY, "explicit_box")),
     # The form is kept in this browser (`gr.BrowserState`, i.e. local storage): each change
-    # is saved, and opening the tab puts the saved values back, after a reload too.
-    On(tuple(f"{name}.change" for name in FORM), "save_form", FORM, ("saved",)),
+    # is saved (`EvaluateTab.wire`), and opening the tab puts the saved values back, after a
+    # reload too.
     On("tab.select", "restore_form", ("saved",), FORM),
 )
 """The tab's wiring, in the order Gradio registers it (`EvaluateTab.wire`)."""
@@ -336,6 +337,12 @@ class EvaluateTab(Tab):
             self.ctx, self.parts["session_token"], {self.parts["keys"]: [c.key for c in self.concepts]}, ROLES
         )
         super().wire()
+        # Saved in the browser alone, by element id: saved by the server, a change reached the
+        # storage a round trip later, and a loaded clean-clone run found an untick never kept
+        # (the page's re-run of a change event that came while one was pending was lost).
+        ids = json.dumps([self.parts[name].elem_id for name in FORM])
+        save = f"(...values) => Object.fromEntries({ids}.map((id, i) => [id, values[i]]))"
+        wire_events(self, (On(tuple(f"{name}.change" for name in FORM), None, FORM, ("saved",), js=save),))
 
     @role(*ALLOWED)
     @_form_fields(PREVIEW, optional_from="mode")
@@ -549,15 +556,6 @@ class EvaluateTab(Tab):
         return {self.parts[name]: gr.update(visible=visible) for name, visible in shown.items()}
 
     @ui_only
-    def save_form(self, *values) -> dict:
-        """The form's values by their parts' element ids (what the browser keeps).
-
-        A whole number past 64 bits (typed as 20 digits) is kept as a float: Gradio's JSON
-        encoder cannot send such an int, and failing to do so ended the page's event stream,
-        so the refusal of the number beside *Start* never arrived."""
-        return dict(zip((self.parts[name].elem_id for name in FORM), map(_sendable, values)))
-
-    @ui_only
     def restore_form(self, stored: dict | None) -> dict:
         """The saved values put back; a part with none saved is left as it is.
 
@@ -572,7 +570,8 @@ class EvaluateTab(Tab):
 
 
 def _sendable(value):
-    """`value`, with a whole number past 64 bits as a float (Gradio's JSON encoder refuses it)."""
+    """`value`, with a whole number past 64 bits as a float (Gradio's JSON encoder refuses it:
+    sending one back failed, and the page's events with it)."""
     return float(value) if isinstance(value, int) and not -(2**63) <= value < 2**63 else value
 
 

@@ -514,6 +514,31 @@ def test_a_call_with_too_few_or_too_many_inputs_is_refused_without_logging_them(
     assert world.admin not in world.log.read_text()
 
 
+def test_a_caller_without_the_role_is_refused_for_it_before_any_input_is_judged(world):
+    """An outside tester with a participant's session called the invite form: it answered
+    "`Role` must be one of 'designer', 'expert', …", and for an expert "`Design/art background`
+    must be one of …": a refusal of an input, telling the admin form's choices, before the
+    role check. Each is refused for its role now, nothing written; the admin is still told."""
+    before = world.state()
+
+    def refusal(*data) -> str:
+        with httpx.Client(base_url=world.url, cookies={COOKIE: data[0]}, timeout=120) as http:
+            event = http.post("gradio_api/call/admin_create_invites", json={"data": list(data)}).json()
+            return http.get(f"gradio_api/call/admin_create_invites/{event['event_id']}").text
+
+    for role, data in (("participant", ("admin", 1, "", 7)), ("expert", ("expert", 1, "", 7))):
+        text = refusal(world.tokens[role], *data)
+        assert (
+            "this action needs the role admin; you are signed in as " in text and "must be one of" not in text
+        )
+    assert "too many" not in refusal(world.tokens["designer"], "expert", 1, "unknown", 7, "extra")
+    assert "this action needs the role admin" in refusal(
+        world.tokens["designer"], "expert", 1, "unknown", 7, "x"
+    )
+    assert "`Role` must be one of 'designer', 'expert'" in refusal(world.admin, "admin", 1, "", 7)
+    assert world.state() == before
+
+
 def test_every_route_of_the_launched_app_is_classified_or_refused(world, tmp_path):
     """A route the guard does not know is refused, whatever it would serve; and no route
     hands a coloring's bytes to a visitor with no session, however the path is written."""
@@ -815,38 +840,42 @@ def test_no_page_function_takes_or_hands_back_a_file_its_caller_may_not_fetch(wo
     before = world.state()
     checked = 0
     for index, dependency in enumerate(page.dependencies):
-        if page.fns[index].fn is None or not dependency["inputs"]:
+        inputs, fn = dependency["inputs"], page.fns[index]
+        if fn.fn is None or not inputs:
             continue
+        others = list(range(1 if fn.fn.cc_access.kind == ROLE else 0, len(inputs)))
+        if not others:
+            continue
+        callers = [world.tokens["participant"], world.tokens["designer"]]
+        if (allowed := _allowed(world, fn)) is not None:
+            callers.append(allowed)  # the others may be refused by role first
         for file in foreign:
-            data = [file] + [page.values.get(i) for i in dependency["inputs"][1:]]
-            for who in ("participant", "designer"):
-                [answer] = world.answers(index, [(data, world.tokens[who])])
-                assert answer.get("success") is False, (index, who, answer)
+            data = [page.values.get(i) for i in inputs]
+            data[others[0]] = file
+            for token in callers:
+                [answer] = world.answers(index, [(_as(fn, data, token), token)])
+                assert answer.get("success") is False, (index, answer)
                 error = answer["output"]["error"]
+                if allowed is not None and token != allowed and "this action needs the role" in error:
+                    continue
                 assert (
                     error.startswith("Not allowed: ") and "names a file this session may not fetch" in error
                 )
-                name = page.names.get(dependency["inputs"][0])
-                assert (f"`{name}`" if name else "input 1 (") in error, (index, error)
+                name = page.names.get(inputs[others[0]])
+                assert (f"`{name}`" if name else f"input {others[0] + 1} (") in error, (index, error)
         checked += 1
     assert checked > 100
     for who in ("participant", "designer", "expert"):
         for file in foreign:
             assert world.fetch(file["path"], world.tokens[who]) == 403, (who, file["path"])
     assert world.state()[0] == before[0]  # no row changed
-    # The Evaluate form saved in the browser (it hands its inputs back): a file is not text,
-    # so even the researcher's own upload is refused where the run's name goes, and nobody
-    # else gains it by their call.
-    [save_form] = [i for i, fn in page.fns.items() if getattr(fn.fn, "__name__", "") == "save_form"]
-    form = [page.values.get(i) for i in page.dependencies[save_form]["inputs"]]
-    mine = [foreign[0]] + form[1:]
-    [answer] = world.answers(save_form, [(mine, world.tokens["researcher"])])
-    assert (
-        answer.get("success") is False
-        and "is not a value the Textbox input takes" in answer["output"]["error"]
-    )
-    [answer] = world.answers(save_form, [(mine, world.tokens["participant"])])
-    assert answer.get("success") is False and answer["output"]["error"].startswith("Not allowed: ")
+    # The Evaluate form is saved by the browser alone (`app.evaluate.EvaluateTab.wire`): it
+    # was a server function that handed its inputs back, so it could have issued a named
+    # file to whoever sent it. A call of that event runs nothing.
+    [save] = [i for i, fn in page.fns.items() if fn.fn is None and "Object.fromEntries" in (fn.js or "")]
+    form = [page.values.get(i) for i in page.dependencies[save]["inputs"]]
+    [answer] = world.answers(save, [([foreign[0]] + form[1:], world.tokens["researcher"])])
+    assert answer.get("success") is False and "runs in the browser only" in answer["output"]["error"]
     assert world.fetch(uploaded, world.tokens["participant"]) == 403
 
 
@@ -857,12 +886,13 @@ def test_no_page_function_takes_text_that_cannot_be_stored(world):
     before = world.state()
     checked = 0
     for index, dependency in enumerate(page.dependencies):
-        inputs = dependency["inputs"]
-        if page.fns[index].fn is None or not inputs:
-            continue
+        inputs, fn = dependency["inputs"], page.fns[index]
         last = len(inputs) - 1  # after the session token, where a function has one
+        if fn.fn is None or not inputs or (last == 0 and fn.fn.cc_access.kind == ROLE):
+            continue
+        token = _allowed(world, fn) or world.tokens["participant"]
         data = [page.values.get(i) for i in inputs[:last]] + [["fine", {"note": "a\ud800b"}]]
-        [answer] = world.answers(index, [(data, world.tokens["participant"])])
+        [answer] = world.answers(index, [(_as(fn, data, token), token)])
         assert answer.get("success") is False, (index, answer)
         error = answer["output"]["error"]
         assert "holds a character that cannot be stored as text (U+D800, half of a UTF-16 pair)" in error
@@ -873,10 +903,28 @@ def test_no_page_function_takes_text_that_cannot_be_stored(world):
     assert world.state() == before
 
 
+NOT_SIGNED_IN = "you are not signed in: open your invite link"
+
+
+def _allowed(world, fn) -> str | None:
+    """A session `fn` lets in (for a role-checked function), else None."""
+    access: Access = fn.fn.cc_access
+    if access.kind != ROLE:
+        return None
+    return world.admin if "admin" in access.roles else world.tokens[access.roles[0]]
+
+
+def _as(fn, data: list, token: str | None) -> list:
+    """`data` with `token` as its first input where `fn` checks a role (`app.common.role`: the
+    session box, or an API endpoint's own token input)."""
+    return [token, *data[1:]] if fn.fn.cc_access.kind == ROLE else data
+
+
 def test_an_input_its_component_cannot_read_is_refused_by_name_without_a_traceback(world):
     """A visitor's text where a table goes (or a null) failed in Gradio's reading of the
     input, before the function and its role check ran: an empty "Error" to the caller and a
-    traceback in the log per call (an outside check left 61). Now a refusal naming the input."""
+    traceback in the log per call (an outside check left 61). Now a refusal naming the input
+    to a caller the function lets in, and the role check's to one it does not."""
     page = world.page
     before = world.state()
     checked = 0
@@ -888,13 +936,16 @@ def test_an_input_its_component_cannot_read_is_refused_by_name_without_a_traceba
             continue
         data = [page.values.get(i) for i in inputs]
         data[tables[0]] = "not a table"
-        [answer] = world.answers(index, [(data, None)])
+        token = _allowed(world, fn)
+        [answer, visitor] = world.answers(index, [(_as(fn, data, token), token), (data, None)])
         assert answer.get("success") is False, (index, answer)
         error = answer["output"]["error"] or ""
         assert error.endswith("is not a value the Dataframe input takes; nothing was changed."), (
             fn.name,
             error,
         )
+        if token is not None:
+            assert NOT_SIGNED_IN in (visitor["output"]["error"] or ""), (fn.name, visitor)
         checked += 1
     assert checked >= 1
     # And every function with a null in each input: refused with words, or run (a null is a
@@ -915,7 +966,9 @@ def test_an_input_its_component_cannot_read_is_refused_by_name_without_a_traceba
 def test_a_value_outside_its_components_choices_is_refused_by_name_not_quoted_or_logged(world):
     """A visitor's 200 kB where a choice goes: Gradio's reading of it refused it quoting the
     whole value, to the caller and with a traceback in the log, before the role check (an
-    outside check grew the log by 5 MB with one call). Now a short refusal naming the input."""
+    outside check grew the log by 5 MB with one call). Now a short refusal naming the input,
+    to a caller the function lets in; one it does not is told that alone (an outside tester
+    with a participant's session was told the invite form's roles)."""
     page = world.page
     before = world.state()
     log_before = world.log.stat().st_size
@@ -935,10 +988,14 @@ def test_a_value_outside_its_components_choices_is_refused_by_name_not_quoted_or
             data[position] = [huge] if type(fn.inputs[position]).__name__ == "CheckboxGroup" else huge
             [answer] = world.answers(index, [(data, None)])
             error = answer["output"].get("error") or ""
-            assert len(error) < 1000, (
-                fn.name,
-                error[:300],
-            )  # (a form saved in the browser hands its own inputs back)
+            assert len(error) < 1000, (fn.name, error[:300])
+            token = _allowed(world, fn)
+            if token is not None:
+                if guard.unchosen_input(fn, data) is None:
+                    continue  # it takes any text there: it runs, and refuses by role (in its note)
+                assert answer.get("success") is False and NOT_SIGNED_IN in error, (fn.name, error[:300])
+                [answer] = world.answers(index, [(_as(fn, data, token), token)])
+                error = answer["output"].get("error") or ""
             worded += answer.get("success") is False and bool(
                 re.search(
                     r" must be (a list of choices, each )?one of .*, got .*BBBB.*\(2000\d\d characters\); nothing was changed\.$",
