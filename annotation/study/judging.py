@@ -482,7 +482,11 @@ def seconds_since(shown_at: str, *, now: dt.datetime | None = None) -> float:
     try:
         at = parse_iso(shown_at)
     except (TypeError, ValueError) as error:
-        raise InvalidInput(f"`shown_at` must be a time such as {iso()!r}, got {shown(shown_at)}") from error
+        # A time written otherwise ("2000-01-01T00:00:00Z") read as refused for being a time.
+        raise InvalidInput(
+            f"`shown_at` must be the time participant_next gave with the trial, written as it writes "
+            f"times (UTC with microseconds, such as {iso()!r}), got {shown(shown_at)}"
+        ) from error
     return max(0.0, ((utcnow() if now is None else now) - at).total_seconds())
 
 

@@ -385,7 +385,20 @@ CASES = [
         as_role("expert", 0, 5),
         r"`high-variance share` must be in \(0, 1\], got 0",
     ),
+    Case(
+        "expert-ranking-share-empty",
+        "/expert_consistency",
+        as_role("expert", None, 5),
+        r"`high-variance share` must be in \(0, 1\], got nothing \(an empty box\)",
+    ),
     # Pairwise judgments.
+    Case(
+        "participant-vote-time-written-otherwise",
+        "/participant_vote",
+        as_role("judge", 99999, "left", "2000-01-01T00:00:00Z"),
+        r"`shown_at` must be the time participant_next gave with the trial, written as it writes times "
+        r"\(UTC with microseconds, such as '\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z'\), got '2000-01-01T00:00:00Z'",
+    ),
     Case(
         "participant-vote-unknown-task",
         "/participant_vote",
@@ -402,7 +415,7 @@ CASES = [
         "participant-vote-bad-time",
         "/participant_vote",
         as_role("judge", 1, "left", IMG),
-        "`shown_at` must be a time|is not a pair handed to you",
+        "`shown_at` must be the time participant_next gave|is not a pair handed to you",
     ),
     Case("expert-judges", "/participant_next", as_role("expert"), "needs the role participant"),
     # Studies.

@@ -327,9 +327,13 @@ def test_a_vote_for_someone_elses_task_is_refused_and_stores_nothing(tmp_path):
         for token, task, side, message in [
             (second, view[TASK], "left", "not a pair handed to you"),
             (first, view[TASK], "middle", "`side` must be one of"),
-            (first, view[TASK], "left", "`shown_at` must be a time"),
+            (first, view[TASK], "left", "`shown_at` must be the time participant_next gave"),
         ]:
-            shown = view[SHOWN_AT] if message != "`shown_at` must be a time" else "yesterday"
+            shown = (
+                view[SHOWN_AT]
+                if message != "`shown_at` must be the time participant_next gave"
+                else "yesterday"
+            )
             with pytest.raises(AppError, match=message):
                 client.predict(token, task, side, shown, api_name="/participant_vote")
         # The trial's colorings and model images are served to whom it showed them, not to
