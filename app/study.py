@@ -188,7 +188,10 @@ class StudyTab(Tab):
             created_by=actor.pseudonym,
         )
         design = study.study_design(db, study_id)
-        notes = "".join(f"  \n⚠️ {escape(note)}" for note in study.design_notes(design))
+        k = self.ctx.config.colorings_per_concept
+        notes = "".join(
+            f"  \n⚠️ {escape(note)}" for note in [*study.design_notes(design), *_thin(db, study_id, k)]
+        )
         return self.named(
             studies=_study_rows(db),
             design=design,
@@ -246,6 +249,22 @@ class StudyTab(Tab):
             pairs=tables["pairs"].round(4),
             files=[str(p) for p in paths],
         )
+
+
+def _thin(db, study_id: int, k: int) -> list[str]:
+    """A note when some of the study's ground truths rest on fewer than the `k` colorings a
+    concept gets, naming up to five of them."""
+    thin = study.thin_ground_truths(db, study_id, k)
+    if not thin:
+        return []
+    named = ", ".join(f"{key} ({counted(n, 'coloring')})" for key, n in thin[:5])
+    more = f" and {len(thin) - 5} more" if len(thin) > 5 else ""
+    return [
+        f"The ground truth of {counted(len(thin), 'concept')} rests on fewer than the {k} colorings each "
+        f"concept gets: {named}{more}. Colorings waiting for a recolor, or excluded, do not count, and a "
+        "study keeps the ground truth it was made with: for one on more colorings, make the study "
+        "again once they are in."
+    ]
 
 
 def _layout() -> dict:

@@ -428,6 +428,24 @@ def design_notes(design: dict) -> list[str]:
     return notes
 
 
+def thin_ground_truths(db: sqlite_utils.Database, study_id: int, colorings: int) -> list[tuple[str, int]]:
+    """The concepts of study `study_id` whose designers' ground truth rests on fewer than
+    `colorings` colorings, with how many, by concept key; a reference set (no colorings) is
+    none of them.
+
+    A coloring waiting for its recolor, or excluded, does not count: an expert's two recolor
+    requests left a concept's trials on one coloring, which only the participants' page said
+    (outside probe 157). A study's ground truths are stored when it is made."""
+    return [
+        (row["concept_key"], int(row["n_colorings"]))
+        for row in db.query(
+            "select concept_key, n_colorings from study_ground_truths where study_id = ? "
+            "and n_colorings between 1 and ? order by concept_key",
+            [study_id, colorings - 1],
+        )
+    ]
+
+
 def _check_whole(label: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InvalidInput(f"`{label}` must be a whole number >= {minimum}, got {shown(value)}")

@@ -59,6 +59,35 @@ def _choices(client, token):
     return TRUTH, sources["value"]
 
 
+def test_a_study_whose_ground_truth_rests_on_few_colorings_says_so_when_made(study_tab):
+    """After an expert's recolor requests, a concept's trials rested on one coloring, which
+    only the participants' page said ("ground truth from 1 coloring": outside probe 157)."""
+    from app.study import LISTED, OFFER
+    from tests.qc_data import add_coloring
+
+    tab, token = study_tab
+    with tab.ctx.db() as db:
+        keys = [
+            r["concept"]
+            for r in db.query("select distinct concept from model_distributions order by concept")
+        ]
+        designers = [a["id"] for a, _ in create_annotators(db, 2, "designer")]
+        for key, n in zip(keys[:2], (1, 2)):
+            for designer in designers[:n]:
+                add_coloring(db, tab.ctx.config.data_dir, designer, key, (200, 30, 40))
+    _, sources, _, _ = _updates(tab, tab.choices(token, "clipart", "designers", None), OFFER)
+    _, _, message = _updates(
+        tab, tab.create(token, "thin", "designers", "clipart", sources.value[:2], 2, 1, 0, 2, 0), LISTED
+    )
+    k = tab.ctx.config.colorings_per_concept
+    assert message.endswith(
+        f"⚠️ The ground truth of 2 concepts rests on fewer than the {k} colorings each concept gets: "
+        f"{keys[0]} (1 coloring), {keys[1]} (2 colorings). Colorings waiting for a recolor, or excluded, "
+        "do not count, and a study keeps the ground truth it was made with: for one on more colorings, "
+        "make the study again once they are in."
+    )
+
+
 def _vote_everything(config, seed=0):
     """Seven participants judge every pair through the library, on the app's database."""
     from annotation.people.accounts import create_annotators

@@ -792,6 +792,9 @@ def test_designer_colorings_give_the_ground_truth_with_its_groups(setup):
     assert len(truth.colorings) == 3 and all((data_dir / p).is_file() for p in truth.colorings)
     study_id = study.create_study(db, "from colorings", sources(), source, seed=0, n_concepts=3)
     assert study.study_design(db, study_id)["concepts"] == sorted(keys)
+    # Three colorings each: under the five a concept gets, and not under three.
+    assert study.thin_ground_truths(db, study_id, 5) == [(key, 3) for key in sorted(keys)]
+    assert study.thin_ground_truths(db, study_id, 3) == []
     with pytest.raises(InvalidInput, match="only 3 concepts have a ground truth"):
         study.create_study(db, "too many", sources(), source, seed=0, n_concepts=4)
 
