@@ -184,6 +184,9 @@ EVENTS = (
         limited=True,
     ),
     On("then", "submissions_if_open", (*_TOKEN, "listing_open"), LISTING, "redo_note", clear_note=False),
+    # An edit clears a refusal of the submission in the page itself: "Nothing is colored yet"
+    # stayed under the button beside "Filled 34,728 px" (outside probe 159).
+    On("canvas.change", None, (), ("submit_note",), js="() => ''"),
     On("redo.click", "redo", (*_TOKEN, "redo_id"), VIEW, "redo_note", "designer_redo"),
     On("then", "submissions_if_open", (*_TOKEN, "listing_open"), LISTING, "redo_note", clear_note=False),
     # The list is rebuilt after a submission only while it is open (about 30 ms of the

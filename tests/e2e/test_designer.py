@@ -123,7 +123,7 @@ def test_a_designer_colors_submits_and_a_reload_keeps_progress_and_work(live_app
     expect(header.locator(".dz-progress")).to_have_text("Practice · 0 of 3 done")
     page.wait_for_selector(f"{CANVAS}[data-ready=true]")
     assert sorted(url.rsplit("/", 1)[1] for url in fetched) == sorted(p.name for p in served_files().values())
-    # An empty canvas is refused under the button pressed, and the next submission clears it.
+    # An empty canvas is refused under the button pressed; the first edit clears it.
     submit_note = page.locator("#designer_submit_note")
     page.get_by_role("button", name="Submit this coloring").click()
     expect(submit_note).to_contain_text("Nothing is colored yet")
@@ -131,6 +131,7 @@ def test_a_designer_colors_submits_and_a_reload_keeps_progress_and_work(live_app
     assert 0 <= note_box["y"] - (submit_box["y"] + submit_box["height"]) < 40
     page.screenshot(path=str(ARTIFACTS / "designer-empty-submit.png"))
     _fill(page, PEEL, YELLOW)
+    expect(submit_note).to_have_text("")
     _brush(page, (STEM[0] - 6, STEM[1] - 20), (STEM[0] + 4, STEM[1] + 20), GREEN)
     page.screenshot(path=str(ARTIFACTS / "designer-task-view.png"), full_page=True)
     key = json.loads(page.input_value("#designer_task textarea"))["canvas_key"]
