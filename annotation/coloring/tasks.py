@@ -452,6 +452,13 @@ def redo_refusal(
     if coloring["annotator_id"] != annotator_id:
         return "it is someone else's coloring"
     if coloring["practice"]:
+        # After "it is approved" (`--auto-approve-practice`, or the admin), "reviewed by the
+        # study admin" read as a contradiction (outside probe 159).
+        approved = db.execute(
+            "select practice_approved from annotators where id = ?", [annotator_id]
+        ).fetchone()
+        if approved and approved[0]:
+            return "practice colorings are not redone, and your practice is approved"
         return "practice colorings are reviewed by the study admin"
     if coloring["status"] == "recolor_requested":  # "it is recolor requested" puzzled (outside probe 117)
         done = db.execute(

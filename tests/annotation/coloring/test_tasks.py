@@ -201,6 +201,20 @@ def test_a_finished_task_sent_again_is_refused_before_any_file_is_written(store)
     assert _counts(db) == before
 
 
+def test_a_practice_coloring_is_not_redone_and_says_whether_the_practice_is_approved(store):
+    db, _ = store
+    designer = _designer(db)
+    practice = {"id": 1, "annotator_id": designer, "practice": 1, "status": "submitted"}
+    assert (
+        work.redo_refusal(db, designer, practice, now=T0)
+        == "practice colorings are reviewed by the study admin"
+    )
+    db.execute("update annotators set practice_approved = ? where id = ?", [T0.isoformat(), designer])
+    assert work.redo_refusal(db, designer, practice, now=T0) == (
+        "practice colorings are not redone, and your practice is approved"
+    )
+
+
 def test_a_redo_is_a_new_round_until_the_next_batch_starts(store):
     db, data = store
     designer = _designer(db)
