@@ -183,11 +183,26 @@ def _restore(args: argparse.Namespace) -> int:
     for line in done["kept"]:  # denials made after the backup (`annotation.denials`)
         print(f"kept from the replaced database: {line}")
     if done["previous"]:  # the kept lines name denials only (outside probe 145)
-        print(
-            "not kept: accounts and invite links made after the backup; give anyone sent one since "
-            "a new link (theirs reads as mistyped, and counts as a failed sign-in)"
-        )
+        print(_dropped(done["dropped"], done["previous"]))
     return 0
+
+
+def _dropped(dropped: dict[str, tuple[int, int]] | None, previous) -> str:
+    """What a restore took back, in words (`backup.fewer_rows`)."""
+    if dropped is None:
+        return f"the replaced database could not be read to say what the restore took back; it is kept as {previous}"
+    if not dropped:
+        return "no table of the replaced database held more rows than the backup"
+    tables = ", ".join(f"{name} {before} (now {after})" for name, (before, after) in dropped.items())
+    line = (
+        f"not kept: the replaced database held more rows than the backup in {tables}; they stay in {previous}"
+    )
+    if {"annotators", "invites"} & set(dropped):
+        line += (
+            "\naccounts and invite links made after the backup are gone: give anyone sent one since a new "
+            "link (theirs reads as mistyped, and counts as a failed sign-in)"
+        )
+    return line
 
 
 def _missing(paths) -> str:

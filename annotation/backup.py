@@ -457,7 +457,41 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
             _check_copy(db_path, expected, f"the restored database {str(db_path)!r}", where)
     except serving.LockRefused as error:  # in use, or its folder takes no file
         raise BackupError(f"{error}; nothing was restored") from None
-    return {**manifest, "previous": previous, "copied": copied, "kept": kept}
+    dropped = fewer_rows(previous, db_path) if previous else {}
+    return {**manifest, "previous": previous, "copied": copied, "kept": kept, "dropped": dropped}
+
+
+def fewer_rows(previous: str | Path, restored: str | Path) -> dict[str, tuple[int, int]] | None:
+    """The tables of both databases whose rows the restore took back: ``{table: (rows in
+    `previous`, rows in `restored`)}`` where `previous` (the replaced database) held more;
+    None when `previous` cannot be read as a database (a damaged one is replaced too).
+
+    A count, not a comparison of rows: what was made after the backup and what was deleted
+    since may cancel out. A restore said "accounts and invite links made after the backup"
+    were not kept whether or not there were any, and nothing of the studies and runs it took
+    back (outside probe 161)."""
+    found = {}
+    try:
+        return _fewer_rows(previous, restored, found)
+    except sqlite3.Error:
+        return None
+
+
+def _fewer_rows(previous, restored, found: dict) -> dict[str, tuple[int, int]]:
+    with (
+        contextlib.closing(sqlite3.connect(f"file:{Path(previous).absolute()}?mode=ro", uri=True)) as old,
+        contextlib.closing(sqlite3.connect(f"file:{Path(restored).absolute()}?mode=ro", uri=True)) as new,
+    ):
+        listed = (
+            "select name from sqlite_master where type = 'table' and name not like 'sqlite_%' order by name"
+        )
+        shared = [name for (name,) in new.execute(listed) if name in {n for (n,) in old.execute(listed)}]
+        for name in shared:
+            count = f'select count(*) from "{name}"'
+            before, after = old.execute(count).fetchone()[0], new.execute(count).fetchone()[0]
+            if before > after:
+                found[name] = (before, after)
+    return found
 
 
 def _other_names(db_path: Path) -> int:

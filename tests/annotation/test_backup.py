@@ -1117,6 +1117,16 @@ def test_a_data_folder_that_is_a_plain_file_is_refused_naming_it_and_nothing_is_
     assert sorted(tmp_path.rglob("*")) == before
 
 
+def test_a_restore_right_after_its_backup_says_it_took_nothing_back(tmp_path):
+    db, data = _store(tmp_path)
+    backup.backup(db, data, tmp_path / "backup")
+    db.close()
+    done = _cli(data / "colorconcept.sqlite", data, "restore", str(tmp_path / "backup"))
+    assert done.returncode == 0, done.stderr
+    assert "no table of the replaced database held more rows than the backup" in done.stdout
+    assert "not kept" not in done.stdout and "accounts and invite links" not in done.stdout
+
+
 def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_the_backup(tmp_path):
     from annotation.errors import AnnotationError
     from annotation.people import accounts, passwords
@@ -1133,6 +1143,8 @@ def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_th
     accounts.revoke_annotator(db, designer["id"], actor, "left the lab")
     passwords.set_admin_password(db, "the-new-admin-password")
     accounts.logout(db, other_session.token)
+    accounts.create_annotators(db, 1, "expert")
+    counts = {t: db[t].count for t in ("annotators", "invites")}
     db.close()
 
     done = _cli(data / "colorconcept.sqlite", data, "restore", str(tmp_path / "backup"))
@@ -1143,9 +1155,18 @@ def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_th
     assert "1 sign-in link(s) revoked after the backup stay so" in kept[1]
     assert f"1 account(s) closed after the backup stay closed ({designer['pseudonym']};" in kept[2]
     assert "the admin password in use before the restore stays" in kept[3]
-    # What is not carried over is said too: a link made since read as mistyped (outside probe 145).
-    assert "not kept: accounts and invite links made after the backup; give anyone sent one since" in (
-        done.stdout
+    # What is not carried over is said too, as it was: the rows the restore took back, by
+    # table (a fixed line named accounts whether or not any were made: outside probe 161),
+    # and a link made since reads as mistyped (outside probe 145).
+    [taken] = [line for line in done.stdout.splitlines() if line.startswith("not kept: ")]
+    assert (
+        f"annotators {counts['annotators']} (now {counts['annotators'] - 1})" in taken
+        and f"invites {counts['invites']} (now {counts['invites'] - 1})" in taken
+        and "sessions" not in taken  # ended, not removed
+    ), taken
+    assert taken.endswith(f"; they stay in {next(data.glob('colorconcept.sqlite.before-restore-*'))}")
+    assert (
+        "accounts and invite links made after the backup are gone: give anyone sent one since" in done.stdout
     )
 
     db = storage.open_db(data / "colorconcept.sqlite")
