@@ -779,6 +779,11 @@ def close_study(
         A draft (nothing was handed out: it needs no closing), or a study closed already.
     """
     check_text(why, "why")
+    if not isinstance(why, str) or not why.strip():  # spaces were taken; a closing is for good
+        raise InvalidInput(
+            "`why` must say why the study is closed (it goes to the audit log); got "
+            + ("only spaces" if why else "nothing")
+        )
     now = utcnow() if now is None else now
     with transaction(db):
         study = get_study(db, study_id)

@@ -1001,6 +1001,9 @@ def test_a_closed_study_hands_its_trials_to_nobody_and_keeps_its_judgments(setup
     draft = _study(db, data_dir, truths, name="draft", seed=3, n_concepts=4, open_it=False)
     with pytest.raises(Conflict, match="is a draft"):
         study.close_study(db, draft, ADMIN, "x")
+    for blank, got in (("", "nothing"), ("  \n", "only spaces")):
+        with pytest.raises(InvalidInput, match=rf"^`why` must say why the study is closed .*; got {got}$"):
+            study.close_study(db, old, ADMIN, blank)
     assert study.close_study(db, old, ADMIN, "done with it") == held
     assert not db.execute(
         "select count(*) from tasks t join study_pairs p on p.id = t.pair_id where t.status = 'reserved' "
