@@ -182,7 +182,7 @@ class StudyTab(Tab):
             seed=seed_number(seed, "Seed"),
             n_concepts=whole_number(n_concepts, "Concepts", minimum=1),
             style=style,
-            votes_per_pair=whole_number(votes, "Votes per pair", minimum=1),
+            votes_per_pair=whole_number(votes, "Votes per pair", minimum=1, maximum=study.MAX_VOTES),
             attention_rate=float(rate),
             trials_per_participant=whole_number(trials, "Trials per participant", minimum=1),
             created_by=actor.pseudonym,

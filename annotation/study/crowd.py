@@ -69,7 +69,7 @@ from annotation.people.accounts import (
     new_invite,
     revoke_annotator,
 )
-from annotation.study.design import GROUND_TRUTH, get_study
+from annotation.study.design import GROUND_TRUTH, closed_studies, get_study
 from annotation.study.judging import progress
 from storage import insert_row, iso, parse_iso, shown_time, transaction, update_rows, utcnow
 from storage.spreadsheet import csv_text
@@ -604,8 +604,11 @@ def _check_open(db, link: dict, now: dt.datetime, judged: int = 0) -> None:
     """Refuse a newcomer to `link` when it is closed, ended or full; `judged`: the trials of
     the study a person taken back (`_restart`) judged before, which they are not asked again."""
     if link["closed"]:
+        # A link closed alone said "this study is closed" while the study's other links took
+        # people (outside probe 162).
+        what = "study" if str(link["study_id"]) in closed_studies(db) else "study link"
         raise LinkClosed(
-            "this study is closed and takes no new participants; please return it on the platform"
+            f"this {what} is closed and takes no new participants; please return it on the platform"
         )
     if link["ends"] <= iso(now):
         raise LinkClosed(

@@ -66,6 +66,9 @@ DEFAULT_VOTES = 6
 # About one trial in ten is an attention check (the paper does not say how many it had).
 DEFAULT_ATTENTION_RATE = 0.1
 MAX_ATTENTION_RATE = 0.5
+MAX_VOTES = 1000
+"""The most votes a pair may want: 1e12 was taken, a study that never counts as complete
+(outside probe 162); the paper's is 6."""
 # 2,700 votes from 36 participants in the paper: 75 each.
 DEFAULT_TRIALS_PER_PARTICIPANT = 75
 
@@ -323,6 +326,7 @@ def _check_design(
         ("trials_per_participant", trials_per_participant),
     ):
         _check_whole(label, value, 0 if label == "seed" else 1)
+    _check_votes(votes_per_pair)
     _check_choice("style", style, STYLES)
     if (
         isinstance(attention_rate, bool)
@@ -449,6 +453,11 @@ def thin_ground_truths(db: sqlite_utils.Database, study_id: int, colorings: int)
 def _check_whole(label: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InvalidInput(f"`{label}` must be a whole number >= {minimum}, got {shown(value)}")
+
+
+def _check_votes(votes_per_pair: int) -> None:
+    if votes_per_pair > MAX_VOTES:
+        raise InvalidInput(f"`votes_per_pair` must be at most {MAX_VOTES}, got {shown(votes_per_pair)}")
 
 
 def _check_choice(label: str, value, allowed: tuple) -> None:
@@ -728,6 +737,8 @@ def update_study(
     }
     for label, value in changes.items():
         _check_whole(label, value, 1)
+    if votes_per_pair is not None:
+        _check_votes(votes_per_pair)
     with transaction(db):
         study = _draft(db, study_id)
         design = {**json.loads(study["meta"]), **changes}

@@ -462,7 +462,14 @@ CASES = [
         "study-create-no-votes",
         "/study_create",
         as_role("researcher", "x", "uw71-ratings", "natural", [], 4, 0, 0.1, 20, 0),
-        "`Votes per pair` must be a whole number, 1 or more, got 0",
+        "`Votes per pair` must be a whole number from 1 to 1,000, got 0",
+    ),
+    Case(
+        # 1e12 was taken: a study that would never count as complete (outside probe 162).
+        "study-create-votes-past-any-study",
+        "/study_create",
+        as_role("researcher", "x", "uw71-ratings", "natural", [], 4, 1e12, 0.1, 20, 0),
+        "`Votes per pair` must be a whole number from 1 to 1,000, got 1,000,000,000,000",
     ),
     Case(
         # A slider's bounds: Gradio's "Value 2.0 is greater than maximum value 0.5." named no input.

@@ -144,7 +144,7 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
             f"But this link takes nobody now ({closed}), them included: their next visit is refused "
             "(a person stays with the link they first came through, whichever link they open)."
         )
-    with pytest.raises(crowd.LinkClosed, match="this study is closed"):
+    with pytest.raises(crowd.LinkClosed, match="this study link is closed"):
         _join(config, token, "pidC")
 
 

@@ -216,7 +216,12 @@ def test_the_same_pid_through_a_second_link_of_the_study_is_the_same_participant
         (
             {},
             "closed",
-            "this study is closed and takes no new participants; please return it on the platform",
+            "^this study link is closed and takes no new participants; please return it on the platform$",
+        ),
+        (
+            {},
+            "study closed",
+            "^this study is closed and takes no new participants; please return it on the platform$",
         ),
         (
             {"ends": T0 - dt.timedelta(minutes=1)},
@@ -234,6 +239,8 @@ def test_a_full_closed_or_ended_link_refuses_the_next_person_and_writes_nothing(
     _join(db, token, "pid-a", minutes_ago=10)
     if when == "closed":
         crowd.close_link(db, link["id"], ADMIN, now=T0 - dt.timedelta(minutes=5))
+    if when == "study closed":
+        study.close_study(db, study_id, ADMIN, "enough votes", now=T0 - dt.timedelta(minutes=5))
     if ends is not None:
         db["crowd_links"].update(link["id"], {"ends": iso(ends)})
     before = _dump(db)
