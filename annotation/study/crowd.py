@@ -277,7 +277,20 @@ def create_link(
             )
     if completion_code == screenout_code:
         raise InvalidInput("`screenout_code` must differ from `completion_code`")
-    if not isinstance(id_param, str) or not _PARAM_CHARS.fullmatch(id_param) or id_param == "study":
+    taken = (
+        "study",
+        "invite",
+        STUDY_PARAM,
+        SESSION_PARAM,
+        *(p for ps in PLATFORM_PARAMS.values() for p in ps),
+    )
+    if id_param in taken:
+        # "invite" and Prolific's STUDY_ID (the same for everyone) were taken (outside probe 162).
+        raise InvalidInput(
+            f"`id_param` must name the parameter of the person's id, not one the app or the platform "
+            f"gives for something else ({', '.join(taken)}), got {shown(id_param)}"
+        )
+    if not isinstance(id_param, str) or not _PARAM_CHARS.fullmatch(id_param):
         raise InvalidInput(
             f"`id_param` must be a query parameter name such as PROLIFIC_PID, got {shown(id_param)}"
         )

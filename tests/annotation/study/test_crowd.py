@@ -604,6 +604,14 @@ def test_a_platform_id_that_is_not_an_id_or_a_parameter_given_twice_is_refused_a
         ({"screenout_code": "café"}, r"`screenout_code` must be 1-40 letters, .* \(ASCII letters a-z, A-Z"),
         ({"screenout_code": CODES["completion_code"]}, "`screenout_code` must differ"),
         ({"id_param": "1x"}, "`id_param` must be a query parameter name"),
+        # The app's and the platform's own parameters: Prolific's STUDY_ID is everyone's.
+        *(
+            (
+                {"id_param": taken},
+                rf"^`id_param` must name the parameter of the person's id, .*, got '{taken}'$",
+            )
+            for taken in ("study", "invite", "STUDY_ID", "SESSION_ID", "assignmentId")
+        ),
         ({"return_url": "javascript:alert(1)"}, "`return_url` must be an http:// or https:// URL"),
         (  # taken, it sent everyone back with no code
             {"return_url": "https://x.example/?cc=nocode"},
