@@ -470,27 +470,22 @@ def fewer_rows(previous: str | Path, restored: str | Path) -> dict[str, tuple[in
     since may cancel out. A restore said "accounts and invite links made after the backup"
     were not kept whether or not there were any, and nothing of the studies and runs it took
     back (outside probe 161)."""
+    listed = "select name from sqlite_master where type = 'table' and name not like 'sqlite_%' order by name"
     found = {}
     try:
-        return _fewer_rows(previous, restored, found)
+        with (
+            contextlib.closing(sqlite3.connect(f"file:{Path(previous).absolute()}?mode=ro", uri=True)) as old,
+            contextlib.closing(sqlite3.connect(f"file:{Path(restored).absolute()}?mode=ro", uri=True)) as new,
+        ):
+            kept = {name for (name,) in old.execute(listed)}
+            for (name,) in new.execute(listed).fetchall():
+                if name in kept:
+                    count = f'select count(*) from "{name}"'
+                    before, after = old.execute(count).fetchone()[0], new.execute(count).fetchone()[0]
+                    if before > after:
+                        found[name] = (before, after)
     except sqlite3.Error:
         return None
-
-
-def _fewer_rows(previous, restored, found: dict) -> dict[str, tuple[int, int]]:
-    with (
-        contextlib.closing(sqlite3.connect(f"file:{Path(previous).absolute()}?mode=ro", uri=True)) as old,
-        contextlib.closing(sqlite3.connect(f"file:{Path(restored).absolute()}?mode=ro", uri=True)) as new,
-    ):
-        listed = (
-            "select name from sqlite_master where type = 'table' and name not like 'sqlite_%' order by name"
-        )
-        shared = [name for (name,) in new.execute(listed) if name in {n for (n,) in old.execute(listed)}]
-        for name in shared:
-            count = f'select count(*) from "{name}"'
-            before, after = old.execute(count).fetchone()[0], new.execute(count).fetchone()[0]
-            if before > after:
-                found[name] = (before, after)
     return found
 
 

@@ -239,7 +239,7 @@ def launch_options(config: AppConfig, demo: gr.Blocks) -> dict:
         "enable_monitoring": False,
         # Gradio's start-up check (is localhost reachable? else it suggests a share link) is
         # one HEAD of the page that gives up after 3 s: a test server's start failed on it on a
-        # loaded machine although the guard answers that HEAD itself. Gradio's own in-process
+        # loaded machine although the guard answered that HEAD itself. Gradio's own in-process
         # launches (`gradio.Server`) skip it by this argument; the app needs no share link.
         "_frontend": False,
     }

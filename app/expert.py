@@ -42,6 +42,7 @@ from app.common import (
     choice_search,
     empty_note,
     escape,
+    given,
     id_field,
     live,
     named_table,
@@ -800,10 +801,8 @@ def _number(value: float) -> str:
 
 
 def _fraction(value: float | None) -> float:
-    if value is None:  # it said "got None" (outside probe 157)
-        raise ValueError("`high-variance share` must be in (0, 1], got nothing (an empty box)")
-    if not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ValueError(f"`high-variance share` must be in (0, 1], got {shown(value)}")
+    if not isinstance(value, (int, float)) or not 0 < value <= 1:  # an empty box read "got None"
+        raise ValueError(f"`high-variance share` must be in (0, 1], got {given(value)}")
     return float(value)
 
 

@@ -93,6 +93,16 @@ PLATFORM_PARAMS = {MTURK_ID_PARAM: ("hitId", "assignmentId")}
 """The study and session id parameters by a link's id parameter, where they are not
 ``STUDY_ID``/``SESSION_ID``: MTurk appends ``hitId`` and ``assignmentId`` (with ``workerId``)
 to an external HIT's URL, and approves and pays by the assignment."""
+NOT_ID_PARAMS = (
+    "study",
+    "invite",
+    STUDY_PARAM,
+    SESSION_PARAM,
+    *(p for ps in PLATFORM_PARAMS.values() for p in ps),
+)
+"""Parameters no link may take as its person's id: the app's own (``study``, ``invite``) and
+those a platform gives for the study or the attempt ("invite" and Prolific's STUDY_ID, the
+same for everyone, were taken: outside probe 162)."""
 MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
 """MTurk's ``assignmentId`` while a worker previews a HIT they have not accepted."""
 PROLIFIC_RETURN_URL = "https://app.prolific.com/submissions/complete?cc={code}"
@@ -277,18 +287,10 @@ def create_link(
             )
     if completion_code == screenout_code:
         raise InvalidInput("`screenout_code` must differ from `completion_code`")
-    taken = (
-        "study",
-        "invite",
-        STUDY_PARAM,
-        SESSION_PARAM,
-        *(p for ps in PLATFORM_PARAMS.values() for p in ps),
-    )
-    if id_param in taken:
-        # "invite" and Prolific's STUDY_ID (the same for everyone) were taken (outside probe 162).
+    if id_param in NOT_ID_PARAMS:
         raise InvalidInput(
             f"`id_param` must name the parameter of the person's id, not one the app or the platform "
-            f"gives for something else ({', '.join(taken)}), got {shown(id_param)}"
+            f"gives for something else ({', '.join(NOT_ID_PARAMS)}), got {shown(id_param)}"
         )
     if not isinstance(id_param, str) or not _PARAM_CHARS.fullmatch(id_param):
         raise InvalidInput(

@@ -389,7 +389,7 @@ CASES = [
         "expert-ranking-share-empty",
         "/expert_consistency",
         as_role("expert", None, 5),
-        r"`high-variance share` must be in \(0, 1\], got nothing \(an empty box\)",
+        r"`high-variance share` must be in \(0, 1\], got nothing \(an empty box, or a number too large to hold\)",
     ),
     # Pairwise judgments.
     Case(
