@@ -167,11 +167,8 @@ def emd_rows(
     EMDSolverError
         If the solver reports anything but an optimal solution for some pair.
     """
-    P, Q = check_masses(P, "P"), check_masses(Q, "Q")
+    P, Q = check_pair(P, Q, ("P", "Q"))
     _require_ndim(P, "P", 2, "emd_rows")
-    _require_ndim(Q, "Q", 2, "emd_rows")
-    if P.shape != Q.shape:
-        raise ValueError(f"`P` {P.shape} and `Q` {Q.shape} must have the same shape")
     return _emd_rows(P, Q, num_itermax=num_itermax, workers=workers, min_rows_per_worker=min_rows_per_worker)
 
 
