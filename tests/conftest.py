@@ -1,6 +1,7 @@
 """Test-wide settings: no network, no analytics, no hub downloads."""
 
 import os
+import sys
 
 import pytest
 
@@ -20,6 +21,26 @@ def db(tmp_path):
     ensure_schema(database)
     yield database
     database.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_static_paths(tmp_path_factory):
+    """After each module, drop from Gradio's process-wide static paths the data folders its
+    apps added (`app._blocks`): a process that serves one app adds five, but a test process
+    builds a hundred, and Gradio checks every file of every answer against each path, with
+    two ``realpath`` calls apiece (a tenth of a second for a gallery late in a run)."""
+    yield
+    classes = sys.modules.get("gradio.data_classes")
+    if classes is None:
+        return
+    from app.guard import SERVED_FOLDERS
+
+    base = tmp_path_factory.getbasetemp().resolve()
+    classes._StaticFiles.all_paths = [
+        path
+        for path in classes._StaticFiles.all_paths
+        if not (path.name in SERVED_FOLDERS and path.is_relative_to(base))
+    ]
 
 
 @pytest.fixture(scope="module")
