@@ -309,6 +309,9 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(
             f"`export` must be a study export folder or a votes CSV, and {export} does not exist"
         )
+    from evaluation.cli import check_out_folder
+
+    check_out_folder(args.out)
     folder = export if export.is_dir() else None
     design_path = folder / "design.json" if folder else None
     design = (

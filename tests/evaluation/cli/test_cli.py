@@ -630,7 +630,16 @@ def test_an_out_that_is_a_file_is_refused_as_such_before_a_reference_csv_is_stor
             .endswith(f"--out '{out}' {problem}; give a folder (new, or one to add to)")
         )
     # The other commands that write a folder refuse it so as well, before their work.
-    for command in (["robustness", *_storage(tmp_path)], ["judge-audit", "--judge", "pixel", "--items", "1"]):
+    votes = tmp_path / "votes.csv"
+    votes.write_text(
+        "pair_id,concept,model_a,model_b,chosen,participant_id,design_background,attention_check,attention_passed\n"
+        + "".join(f"p1,apple,a,b,{'ab'[k % 2]},p{k},true,false,\n" for k in range(4))
+    )
+    for command in (
+        ["robustness", *_storage(tmp_path)],
+        ["judge-audit", "--judge", "pixel", "--items", "1"],
+        ["judgments", str(votes)],  # refused before its analysis (it said "File exists" after it)
+    ):
         assert main([*command, "--out", str(afile)]) == 2
         assert (
             capsys.readouterr()
