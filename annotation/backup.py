@@ -54,7 +54,7 @@ from annotation.denials import carry_denials
 from annotation.errors import InvalidInput, shown
 from annotation.export import archive_workspace, file_columns, reported_write_errors, staged_folder
 from annotation.files import resolve
-from storage import create_private, file_stamp, iso, serving, unused_path
+from storage import create_private, file_stamp, iso, serving, storage_condition, unused_path
 from storage import db_path as database_path
 from storage.files import leaves_archive
 from storage.schema import MIGRATIONS, schema_shape, shape_at, tables_at
@@ -414,8 +414,9 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
         If the app or an evaluation run holds the database (nothing is changed), a file
         of the backup differs from its manifest, is a link or is not a file the app stores
         (`restorable_problem`), its database is not this app's or is
-        newer than this code (nothing is changed either way), or the restored
-        database fails its check (the message says where the previous one is kept).
+        newer than this code (nothing is changed either way), the database's folder or the
+        data folder takes no write (a full disk: the database is not replaced), or the
+        restored database fails its check (the message says where the previous one is kept).
     """
     # A link's target is the database (the app's lock is beside it, `storage.serving.lock_path`):
     # it is replaced, and the link stays.
@@ -438,10 +439,12 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
                     f"others first (find / -samefile {shlex.quote(str(db_path))}); nothing was restored"
                 )
             manifest = verify(folder)
-            staged = _stage_database(folder, manifest, db_path)
+            with _unwritable_refused("the backup's database", db_path.parent):
+                staged = _stage_database(folder, manifest, db_path)
             try:
                 _check_named(staged, manifest, data_dir)
-                copied = _restore_files(folder, manifest, data_dir)
+                with _unwritable_refused("the backup's files", data_dir):
+                    copied = _restore_files(folder, manifest, data_dir)
             except BaseException:
                 staged.unlink(missing_ok=True)
                 raise
@@ -459,6 +462,22 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
         raise BackupError(f"{error}; nothing was restored") from None
     dropped = fewer_rows(previous, db_path) if previous else {}
     return {**manifest, "previous": previous, "copied": copied, "kept": kept, "dropped": dropped}
+
+
+@contextlib.contextmanager
+def _unwritable_refused(what: str, where: Path):
+    """A write of `what` into the folder `where` that fails (a full disk, a read-only
+    folder) as one `BackupError` line; the block runs before the database is replaced and
+    leaves no half-written file."""
+    try:
+        yield
+    except OSError as error:
+        full = storage_condition(error) == "full"
+        raise BackupError(
+            f"could not write {what} into {str(where)!r}: {'its disk is full' if full else error.strerror or error}; "
+            "the database was not replaced (files copied before stay: each is named by its content)"
+            + ("; free some space on that disk and restore again" if full else "")
+        ) from error
 
 
 def fewer_rows(previous: str | Path, restored: str | Path) -> dict[str, tuple[int, int]] | None:
@@ -721,9 +740,13 @@ def _restore_files(folder: Path, manifest: dict, data_dir: Path) -> int:
     for entry, target in missing:
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(f".{target.name}.restoring")
-        shutil.copyfile(folder / "files" / entry["path"], temp)
-        _check_copy(temp, entry, f"the copy of {entry['path']!r}", "the database was not replaced")
-        os.replace(temp, target)
+        try:
+            shutil.copyfile(folder / "files" / entry["path"], temp)
+            _check_copy(temp, entry, f"the copy of {entry['path']!r}", "the database was not replaced")
+            os.replace(temp, target)
+        except BaseException:  # a refused copy, a full disk, Ctrl-C: no half-copied file stays
+            temp.unlink(missing_ok=True)
+            raise
         copied += 1
     return copied
 

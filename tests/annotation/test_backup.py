@@ -794,6 +794,32 @@ def test_a_restore_never_replaces_a_file_of_the_data_folder(tmp_path):
     assert sorted(p.name for p in live.parent.iterdir()) == ["data", "db.sqlite"]
 
 
+def test_a_restore_onto_a_full_data_disk_leaves_no_half_copied_file_and_the_database_as_it_was(
+    tmp_path, capsys
+):
+    from annotation.__main__ import main
+
+    folder, live = _one_coloring_backup(tmp_path)
+    manifest = json.loads((folder / backup.MANIFEST).read_text())
+    with tmpfs(tmp_path / "live" / "data", "256k") as data:
+        filler = fill(data)  # a file can be made, but takes no byte
+        said = (
+            f"could not write the backup's files into {str(data)!r}: its disk is full; the database was not "
+            "replaced (files copied before stay: each is named by its content); free some space on that "
+            "disk and restore again"
+        )
+        with pytest.raises(backup.BackupError, match=f"^{re.escape(said)}$"):
+            backup.restore(folder, live, data)
+        # The command says so in one line (it printed a traceback)
+        assert main(["--db", str(live), "--data-dir", str(data), "restore", str(folder)]) == 1
+        assert capsys.readouterr().err == f"error: {said}\n"
+        left = sorted(p.relative_to(data).as_posix() for p in data.rglob("*") if p.is_file())
+    assert manifest["files"] and min(e["bytes"] for e in manifest["files"]) > 0
+    assert left == [filler.name]  # a half-written ".NAME.restoring" stayed beside its folder
+    assert live.read_bytes() == b"the live database"
+    assert sorted(p.name for p in live.parent.iterdir()) == ["data", "db.sqlite"]
+
+
 def test_a_backup_file_that_is_a_link_is_refused(tmp_path):
     folder, live = _one_coloring_backup(tmp_path)
     outside = tmp_path / "secret.png"
