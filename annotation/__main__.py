@@ -227,6 +227,21 @@ def _inside_data_folder(folder: str, data_dir: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return _command(args)
+    except KeyboardInterrupt:  # Ctrl-C at a prompt or in a long export, backup or restore
+        at_prompt = args.command == "set-admin-password" and not args.stdin
+        print(
+            ("\n" if at_prompt else "")
+            + f"error: interrupted; {args.command} stopped, leaving nothing half-written (a command's "
+            "changes are committed whole or not at all, an export or backup folder is made whole or "
+            "not at all), so the same command again starts it over",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _command(args: argparse.Namespace) -> int:
     if args.command in ("export", "backup", "check-distributions", "restore") and (
         in_the_way := file_in_the_way(args.data_dir)
     ):

@@ -1,5 +1,6 @@
 import io
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from annotation.people.passwords import (
     set_admin_password,
     verify_password,
 )
+from tests.app_server import wait_for
 
 
 def test_generated_password_is_printed_once_and_stored_only_hashed(tmp_path, db):
@@ -165,4 +167,37 @@ def test_command_line_without_a_terminal_says_to_pipe_the_password_in(tmp_path, 
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "error: no password was typed (no terminal?); pipe it in with --stdin" in done.stderr
+    login_admin(db, "the old password")
+
+
+def test_ctrl_c_at_the_password_prompt_says_so_in_one_line_and_changes_nothing(tmp_path, db):
+    """It printed a KeyboardInterrupt traceback. The command runs in a session of its own, so
+    its prompt goes to standard error and it reads the pipe (no terminal), and with SIGINT at
+    its default (a process started in the background inherits it ignored)."""
+    set_admin_password(db, "the old password")
+    said = tmp_path / "stderr.txt"
+    with open(said, "w") as stderr:
+        command = subprocess.Popen(
+            [sys.executable, "-m", "annotation", "--db", str(tmp_path / "a.sqlite"), "set-admin-password"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd=Path(__file__).resolve().parents[3],
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        try:
+            assert wait_for(lambda: "New admin password: " in said.read_text() or command.poll() is not None)
+            command.send_signal(signal.SIGINT)
+            assert command.wait(timeout=120) == 130
+        finally:
+            command.kill()
+            command.stdin.close()
+    last = said.read_text().strip().splitlines()[-1]
+    assert last == (
+        "error: interrupted; set-admin-password stopped, leaving nothing half-written (a command's changes "
+        "are committed whole or not at all, an export or backup folder is made whole or not at all), so the "
+        "same command again starts it over"
+    )
+    assert "Traceback" not in said.read_text()
     login_admin(db, "the old password")
