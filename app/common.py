@@ -1114,7 +1114,7 @@ def whole_number(
     (an `id_field`) counts when it is digits alone, e.g. ``" 12 "``.
     """
     number = value.strip() if isinstance(value, str) else value
-    if isinstance(number, str) and re.fullmatch(r"[+-]?\d+", number):
+    if isinstance(number, str) and re.fullmatch(r"[+-]?\d+", number, re.ASCII):
         if len(number.lstrip("+-")) > 18:
             raise ValueError(f"`{name}` must be a whole number of at most 18 digits, got {shown(value)}")
         number = int(number)

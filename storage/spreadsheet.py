@@ -17,7 +17,9 @@ other); Parquet files keep the raw values, since their types say what is text.
 
 CSV files people bring (a reference set, an import's manifest) come from spreadsheets too:
 `decoded_csv` reads their text and names another encoding and the line it fails on,
-`separator_refusal` names a semicolon- or tab-separated file.
+`separator_refusal` names a semicolon- or tab-separated file, and `number_cell` and
+`whole_cell` read a number only as a person writes one (Python's ``float`` and ``int`` also
+take ``1_0`` as 10 and other scripts' digits, ``٣`` as 3).
 
 References
 ----------
@@ -27,6 +29,7 @@ References
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -165,3 +168,42 @@ def separator_refusal(header: list[str], name: str) -> str | None:
     if len(header) == 1 and "\t" in header[0]:
         return f"{name} is separated by tabs (a spreadsheet's tab-delimited text): save it with commas between the values"
     return None
+
+
+_NUMBER = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*", re.ASCII)
+_WORDS = re.compile(r"\s*[+-]?(?:nan|inf|infinity)\s*", re.ASCII | re.IGNORECASE)
+
+
+def number_cell(text: str) -> float:
+    """`text` as a float when it is a number written with ASCII digits, an optional sign,
+    point and exponent (``nan`` and ``inf`` as well, for the caller to refuse by name), and
+    blanks around it; else a ValueError, as ``float`` raises.
+
+    Examples
+    --------
+    >>> number_cell(" 0.5 "), number_cell("1e-3")
+    (0.5, 0.001)
+    >>> number_cell("1_0")
+    Traceback (most recent call last):
+    ValueError: not a number written with ASCII digits: '1_0'
+    """
+    if not isinstance(text, str) or not (_NUMBER.fullmatch(text) or _WORDS.fullmatch(text)):
+        raise ValueError(f"not a number written with ASCII digits: {text!r}")
+    return float(text)
+
+
+def whole_cell(text: str) -> int:
+    """`text` as an int when it is a whole number written with ASCII digits (a sign and
+    blanks around it allowed); else a ValueError, as ``int`` raises.
+
+    Examples
+    --------
+    >>> whole_cell(" 12 ")
+    12
+    >>> whole_cell("\u0663")
+    Traceback (most recent call last):
+    ValueError: not a whole number written with ASCII digits: '٣'
+    """
+    if not isinstance(text, str) or not re.fullmatch(r"\s*[+-]?\d+\s*", text, re.ASCII):
+        raise ValueError(f"not a whole number written with ASCII digits: {text!r}")
+    return int(text)

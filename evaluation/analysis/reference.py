@@ -22,7 +22,7 @@ from evaluation.concepts import ASSETS, key_meant
 from storage import human
 from storage.distributions import N_BINS
 from storage.shown import shown
-from storage.spreadsheet import decoded_csv, separator_refusal
+from storage.spreadsheet import decoded_csv, number_cell, separator_refusal
 
 UW71_RATINGS_CSV = ASSETS / "reference" / "uw71_concept_ratings.csv"
 UW71_RATINGS_SOURCE = "uw71-ratings"
@@ -46,7 +46,7 @@ def _parse_row(path: Path, line: int, row: list[str]) -> tuple[str, np.ndarray]:
     values = []
     for column, cell in enumerate(row[1:]):
         try:
-            value = float(cell)
+            value = number_cell(cell)
         except ValueError:
             raise ReferenceError(f"{where}: color {column} is not a number, got {shown(cell)}") from None
         if math.isnan(value) or math.isinf(value):

@@ -13,6 +13,7 @@ from pathlib import Path
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, db_path_refusal, serving
 from storage.files import file_in_the_way, nearest_existing_folder, unwritable_folder
 from storage.shown import shown, shown_path
+from storage.spreadsheet import whole_cell
 
 
 def default_db() -> Path:
@@ -31,7 +32,7 @@ def seed(text: str) -> int:
     then names the option in its refusal; NumPy's own "expected non-negative integer" named
     none)."""
     try:
-        value = int(text)
+        value = whole_cell(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {shown(text)}") from None
     if not 0 <= value <= 2**63 - 1:

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def _names(text: str | None) -> list[str] | None:
 
 
 def _size(text: str) -> str | int:
-    return int(text) if text.isdigit() else text
+    return int(text) if re.fullmatch(r"\d+", text, re.ASCII) else text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -38,9 +38,9 @@ from evaluation.pipeline import runs
 from evaluation.pipeline.planning import run_exists
 from evaluation.pipeline.runs import check_run_name
 from storage import transaction
-from storage.files import MAX_BYTES, MAX_PIXELS, ImageRefused, leaves_archive, open_image, put_png
+from storage.files import MAX_BYTES, MAX_PIXELS, FileRefused, leaves_archive, open_image, put_png
 from storage.shown import shown, shown_path
-from storage.spreadsheet import decoded_csv, separator_refusal
+from storage.spreadsheet import decoded_csv, number_cell, separator_refusal, whole_cell
 
 MANIFEST = "manifest.csv"
 NAME_FIELDS = ("model", "concept", "style", "cfg", "seed")
@@ -122,7 +122,7 @@ def _zip_entries(path: Path, shown_as: str) -> list[Entry]:
     def reader(info: zipfile.ZipInfo) -> Callable[[], bytes]:
         def read() -> bytes:
             if info.file_size > MAX_IMAGE_BYTES:
-                raise ValueError(f"{info.file_size} bytes, more than {MAX_IMAGE_BYTES}")
+                raise FileRefused(_too_large(info.file_size))
             with zipfile.ZipFile(path) as archive, archive.open(info) as f:
                 return f.read(MAX_IMAGE_BYTES + 1)
 
@@ -131,13 +131,17 @@ def _zip_entries(path: Path, shown_as: str) -> list[Entry]:
     return [(info.filename, reader(info)) for info in infos]
 
 
+def _too_large(size: int) -> str:
+    return f"the file is {size:,} bytes; at most {MAX_IMAGE_BYTES:,} are read"
+
+
 def _folder_entries(folder: Path) -> list[Entry]:
     def reader(file: Path) -> Callable[[], bytes]:
         def read() -> bytes:
             if not file.resolve().is_relative_to(folder):
-                raise ValueError("a link to a file outside the import folder")
+                raise FileRefused("the file is a link to a file outside the import folder, which is not read")
             if file.stat().st_size > MAX_IMAGE_BYTES:
-                raise ValueError(f"{file.stat().st_size} bytes, more than {MAX_IMAGE_BYTES}")
+                raise FileRefused(_too_large(file.stat().st_size))
             return file.read_bytes()
 
         return read
@@ -207,13 +211,13 @@ def parse_label(model: str, concept: str, style: str, cfg: str, seed: str, known
     if style not in STYLES:
         raise ValueError(f"style {style!r} must be one of {sorted(STYLES)}")
     try:
-        cfg_value = float(cfg)
+        cfg_value = number_cell(cfg)
     except ValueError:
         raise ValueError(f"cfg {shown(cfg)} must be a number") from None
     if not 0 < cfg_value <= MAX_GUIDANCE:  # NaN too
         raise ValueError(f"cfg must be in (0, {MAX_GUIDANCE:g}], got {shown(cfg)}")
     try:
-        seed_value = int(seed)
+        seed_value = whole_cell(seed)
     except ValueError:
         raise ValueError(f"seed {shown(seed)} must be a whole number") from None
     if not 0 <= seed_value <= MAX_SEED:
@@ -371,7 +375,9 @@ def _read_images(entries: Sequence[Entry], known: set[str], data_dir: Path, run:
             try:
                 file = put_png(data_dir, _decode(readers[name]()), folder=f"runs/{run}/images")
                 stored[label] = (file.path, file.sha256)
-            except ImageRefused as error:  # what is wrong with it, in its words: too large, not an image
+            except (
+                FileRefused
+            ) as error:  # what is wrong with it, in its words: too large, not an image, a link
                 rejected.append((name, str(error)))
             except Exception as error:  # noqa: BLE001 - PIL raises many kinds for corrupt files
                 rejected.append((name, f"corrupt or unreadable image: {error}"))

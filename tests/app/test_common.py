@@ -172,6 +172,7 @@ def test_whole_number_accepts_whole_numbers_and_their_digits(value, expected):
         (float("nan"), "nan"),
         ("12abc", "'12abc'"),
         ([1], "[1]"),
+        ("\u0663", "'\u0663'"),  # an Arabic-Indic 3, read as 3 (outside probe 163)
     ],
 )
 def test_whole_number_refuses_anything_else_naming_the_field(value, shown):

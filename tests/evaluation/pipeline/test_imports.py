@@ -136,6 +136,21 @@ def test_a_folder_outside_the_allowed_roots_is_refused(db, tmp_path):
         open_source(tmp_path / "imports" / "missing", [tmp_path / "imports"])
 
 
+def test_a_file_linked_out_of_the_folder_is_left_out_saying_so(db, tmp_path):
+    """Its reason began "corrupt or unreadable image:" (outside probe 163)."""
+    folder = _folder(tmp_path / "imports" / "ok", {"dalle3__apple__natural__7.5__1.png": _png((1, 2, 3))})
+    secret = _folder(tmp_path / "elsewhere", {"secret.png": _png((4, 5, 6))}) / "secret.png"
+    (folder / "dalle3__apple__natural__7.5__2.png").symlink_to(secret)
+    report = import_images(db, "r", folder, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path / "imports"])
+    assert report.imported == 1
+    assert list(report.rejected) == [
+        (
+            "dalle3__apple__natural__7.5__2.png",
+            "the file is a link to a file outside the import folder, which is not read",
+        )
+    ]
+
+
 @pytest.mark.parametrize(
     "source, shown",
     [
@@ -172,6 +187,10 @@ def test_refusals_name_the_source_from_the_import_folder_on(tmp_path, source, sh
         (f"m__apple__natural__7.5__{'9' * 300}.png", "seed must be in [0, 2**63 - 1], got '99999"),
         # Each field is named alone: "cfg '7.5' must be a number and seed '1.5' a whole number" named both.
         ("m__apple__natural__7.5__1.5.png", "seed '1.5' must be a whole number"),
+        # Python's int and float read these as 15, 3 and 7.5 (outside probe 163)
+        ("m__apple__natural__7.5__1_5.png", "seed '1_5' must be a whole number"),
+        ("m__apple__natural__7.5__\u0663.png", "seed '\u0663' must be a whole number"),
+        ("m__apple__natural__\uff17.\uff15__2.png", "cfg '\uff17.\uff15' must be a number"),
         (f"m__apple__natural__{'x' * 300}__1.png", "(300 characters) must be a number"),
     ],
 )
@@ -323,7 +342,7 @@ def test_manifest_rows_of_more_or_fewer_cells_than_columns_are_listed_not_applie
         ),
         (
             lambda path: _zip_with(path, "manifest.csv", b" " * (MAX_IMAGE_BYTES + 1)),
-            rf"^manifest\.csv is too large: {MAX_IMAGE_BYTES + 1} bytes, more than {MAX_IMAGE_BYTES}$",
+            rf"^manifest\.csv is too large: the file is {MAX_IMAGE_BYTES + 1:,} bytes; at most {MAX_IMAGE_BYTES:,} are read$",
         ),
     ],
     ids=["not-a-zip", "latin-1-manifest", "huge-manifest"],

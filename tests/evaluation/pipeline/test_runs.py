@@ -471,6 +471,9 @@ def test_shipped_uw71_ratings_load_as_normalised_rows():
         (["0.5"] * 71, r"row 2 \('apple'\): all 71 values are equal \(0.5\), so the row prefers no color"),
         (["1"] * 70, r"row 2 \('apple'\): expected 71 values after the concept, got 70"),
         (["x"] + ["1"] * 70, r"row 2 \('apple'\): color 0 is not a number, got 'x'"),
+        # Python's float read "1_0" as 10 and other scripts' digits as numbers (outside probe 163)
+        (["1_0"] + ["1"] * 70, r"row 2 \('apple'\): color 0 is not a number, got '1_0'"),
+        (["1"] * 3 + ["\u0661"] + ["1"] * 67, r"row 2 \('apple'\): color 3 is not a number, got '\u0661'"),
     ],
 )
 def test_bad_reference_rows_are_rejected_naming_the_row(tmp_path, cells, message):
