@@ -714,7 +714,7 @@ def test_export_and_command_line_reproduce_the_in_app_analysis(setup, tmp_path):
     with pytest.raises(ValueError, match=r"no row is left for the study's model outputs with style 'bogus'"):
         read_metrics(tmp_path / "long.csv", style="bogus")
     for extra, message in (
-        (["--out", str(folder / "votes.csv")], "File exists: "),
+        (["--out", str(folder / "votes.csv")], "is a plain file, not a folder; give a folder"),
         (["--metrics", str(tmp_path / "long.csv"), "--style", "bogus"], "with style 'bogus'; check --style"),
     ):
         refused = subprocess.run(
