@@ -675,7 +675,7 @@ def check_submittable(
     task = (
         _task_for(db, task_id, annotator_id)
         if not isinstance(task_id, Task)
-        else _held(task_id, annotator_id)
+        else _held(task_id, annotator_id, db)
     )
     if not task.practice:
         _check_slot(db, task, k, utcnow() if now is None else now)
@@ -685,7 +685,7 @@ def _task_for(db, task_id: int, annotator_id: int) -> Task:
     rows = select(db, "select * from tasks where id = ?", [task_id])
     if not rows:
         raise NotFound(f"unknown task id {task_id!r}")
-    return _held(Task.from_row(rows[0]), annotator_id)
+    return _held(Task.from_row(rows[0]), annotator_id, db)
 
 
 #: What a person is told of an answer they gave already (a second click, or another tab or
@@ -706,7 +706,7 @@ ALREADY_DONE = {
 }
 
 
-def _held(task: Task, annotator_id: int) -> Task:
+def _held(task: Task, annotator_id: int, db) -> Task:
     if task.annotator_id != annotator_id:
         raise PermissionDenied(f"task {task.id} was handed to someone else")
     if task.status == "submitted":
@@ -717,8 +717,18 @@ def _held(task: Task, annotator_id: int) -> Task:
             )
         )
     if task.status == "released":
+        if task.coloring_id is not None and _withdrawn(db, task.coloring_id):
+            # Its task was given back by the withdrawal; "given back" did not say why (probe 164)
+            raise Conflict(
+                f"coloring {task.coloring_id} was withdrawn from the data set (its designer asked) while "
+                "it was shown; nothing was stored"
+            )
         raise Conflict(f"task {task.id} was already given back; nothing was stored")
     return task
+
+
+def _withdrawn(db, coloring_id: int) -> bool:
+    return db.execute("select status from colorings where id = ?", [coloring_id]).fetchone() == ("withdrawn",)
 
 
 def _check_slot(db, task: Task, k: int, now: dt.datetime) -> None:

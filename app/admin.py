@@ -406,7 +406,8 @@ class AdminTab(Tab):
     @role(*ROLES)
     def withdraw(self, db, actor, annotator_id: float, why: str) -> dict:
         """Withdraw every coloring of an annotator from the data set (their request, as the
-        consent text promises): no analysis counts them from now on."""
+        consent text promises): no ground truth, leaderboard or new study counts them from now
+        on (experts' votes already cast on them stay in the agreement statistics)."""
         annotator_id = _person(db, annotator_id)
         done = withdraw_colorings(db, annotator_id, actor, why)
         reviews = f", {counted(done.reviews, 'open review')} closed" if done.reviews else ""
@@ -415,7 +416,8 @@ class AdminTab(Tab):
         return self.named(
             revoke_message=f"Withdrew {counted(done.colorings, 'coloring')}{practice if done.practice else ''} "
             f"of annotator {annotator_id}: the P_H of {counted(done.concepts, 'concept')} recomputed without them{reviews}. "
-            "No analysis counts them from now on; "
+            "No ground truth, leaderboard or new study counts them from now on (votes experts cast on "
+            "them before stay in the agreement statistics, which measure the experts); "
             + (
                 "their account is closed already."
                 if accounts.get_annotator(db, annotator_id)["status"] != "active"

@@ -330,6 +330,10 @@ def accept_coloring(
     require_role(actor, *REVIEWER_ROLES)
     with transaction(db):
         coloring = get_coloring(db, coloring_id)
+        if coloring["status"] == "withdrawn":  # it was said to be decided by the vote (probe 164)
+            raise Conflict(
+                f"coloring {coloring_id} is withdrawn; only standing colorings can be marked as fine"
+            )
         _check_not_voted(db, coloring_id)
         if coloring["status"] != "submitted":
             raise Conflict(f"coloring {coloring_id} is {in_words(coloring['status'])}, not submitted")

@@ -237,7 +237,8 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
     page.get_by_role("button", name="Withdraw their colorings").click()
     expect(page.locator("#admin_revoke_message")).to_have_text(
         f"Withdrew 2 colorings of annotator {leaving}: the P_H of 2 concepts recomputed without them. "
-        "No analysis counts them from now on; their account stays open (close it too if they leave the study)."
+        "No ground truth, leaderboard or new study counts them from now on (votes experts cast on them "
+        "before stay in the agreement statistics, which measure the experts); their account stays open (close it too if they leave the study)."
     )
     page.get_by_role("button", name="Refresh lists").click()
     expect(coverage).to_contain_text("1 submitted, 0 accepted, 0 recolor requested, 0 excluded, 2 withdrawn")
@@ -269,7 +270,8 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
     page.get_by_role("button", name="Withdraw their colorings").click()
     expect(page.locator("#admin_revoke_message")).to_have_text(
         f"Withdrew 1 coloring of annotator {leaving}: the P_H of 1 concept recomputed without them. "
-        "No analysis counts them from now on; their account is closed already."
+        "No ground truth, leaderboard or new study counts them from now on (votes experts cast on them "
+        "before stay in the agreement statistics, which measure the experts); their account is closed already."
     )
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "admin-withdraw.png"), full_page=True)

@@ -49,10 +49,24 @@ def test_a_withdrawal_leaves_every_analysis_without_the_colorings_and_closes_the
     assert db["tasks"].get(held.task_id)["status"] == "released"
     [row] = db["audit"].rows_where("action = 'withdraw_colorings'")
     assert (row["object_id"], row["why"]) == (str(leaving), "asked by email on 2 Dec")
-    # The expert's held vote cannot land on it, nor can a decision overwrite the status.
-    with pytest.raises(Conflict, match=f"task {held.task_id} was already given back; nothing was stored"):
+    # The expert's held vote cannot land on it, nor can a decision overwrite the status; the
+    # refusal says why (it said "task N was already given back": outside probe 164).
+    with pytest.raises(
+        Conflict,
+        match=f"^coloring {red} was withdrawn from the data set \\(its designer asked\\) while it was shown; "
+        "nothing was stored$",
+    ):
         votes.cast_vote(db, expert, held.task_id, True)
     assert votes.vote_queue(db, expert, np.random.default_rng(1), batch_size=5) == []
+    # Nor may an expert mark it as fine (it was said to be decided by the blind vote)
+    with pytest.raises(
+        Conflict, match=f"^coloring {red} is withdrawn; only standing colorings can be marked"
+    ):
+        review.accept_coloring(db, expert, red)
+    with pytest.raises(
+        Conflict, match=f"^coloring {red + 2} is withdrawn; only standing colorings can be marked"
+    ):
+        review.accept_coloring(db, expert, red + 2)  # withdrawn before any review
     assert db["colorings"].get(red)["status"] == "withdrawn"
 
 
