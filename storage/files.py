@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from storage.shown import shown
+from storage.shown import shown, shown_path
 
 MAX_PIXELS = 4096 * 4096
 """The most pixels `open_image` decodes: 4096 x 4096 (sketches and colorings are 1024 x 1024
@@ -175,6 +175,27 @@ def unwritable_folder(folder: Path) -> str:
             return ""
     except OSError as error:
         return str(error.strerror or error)
+
+
+def check_out_folder(path: Path | None, option: str = "--out") -> None:
+    """Refuse an output folder option that cannot be a folder, or that nothing can be written
+    in, before anything is stored or computed (``score --out FILE`` said "File exists: FILE"
+    after storing the reference CSV given with it). None (the default folder) passes.
+
+    Raises
+    ------
+    ValueError
+        Naming `option`, the path and why.
+    """
+    if path is None:
+        return
+    if why := file_in_the_way(path):
+        raise ValueError(f"{option} {shown_path(path)} {why}; give a folder (new, or one to add to)")
+    folder = nearest_existing_folder(path)
+    if why := unwritable_folder(folder):
+        raise ValueError(
+            f"{option} {shown_path(path)}: nothing can be written in {shown_path(folder)} ({why})"
+        )
 
 
 def write_atomic(path: str | Path, data: bytes) -> None:

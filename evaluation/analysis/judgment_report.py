@@ -23,6 +23,7 @@ import pandas as pd
 
 from evaluation.analysis import judgments
 from evaluation.analysis.tables import METRICS
+from storage.files import check_out_folder
 from storage.shown import shown
 from storage.spreadsheet import write_csv
 
@@ -309,8 +310,6 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(
             f"`export` must be a study export folder or a votes CSV, and {export} does not exist"
         )
-    from evaluation.cli import check_out_folder
-
     check_out_folder(args.out)
     folder = export if export.is_dir() else None
     design_path = folder / "design.json" if folder else None

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, db_path_refusal, serving
-from storage.files import file_in_the_way, nearest_existing_folder, unwritable_folder
-from storage.shown import shown, shown_path
+from storage.files import nearest_existing_folder, unwritable_folder
+from storage.shown import shown
 from storage.spreadsheet import whole_cell
 
 
@@ -222,27 +222,6 @@ def check_data_dir(path) -> None:
         raise ValueError(
             f"--data-dir {str(path)!r}: nothing can be written in {str(folder)!r} ({why}); give a "
             "folder this user may write in"
-        )
-
-
-def check_out_folder(path: Path | None, option: str = "--out") -> None:
-    """Refuse an output folder option that cannot be a folder, or that nothing can be written
-    in, before anything is stored or computed (``score --out FILE`` said "File exists: FILE"
-    after storing the reference CSV given with it). None (the default folder) passes.
-
-    Raises
-    ------
-    ValueError
-        Naming `option`, the path and why.
-    """
-    if path is None:
-        return
-    if why := file_in_the_way(path):
-        raise ValueError(f"{option} {shown_path(path)} {why}; give a folder (new, or one to add to)")
-    folder = nearest_existing_folder(path)
-    if why := unwritable_folder(folder):
-        raise ValueError(
-            f"{option} {shown_path(path)}: nothing can be written in {shown_path(folder)} ({why})"
         )
 
 

@@ -76,11 +76,12 @@ def main(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
-    from evaluation.cli import check_out_folder, progress_bar, resolve_device
+    from evaluation.cli import progress_bar, resolve_device
     from evaluation.judges.judges import parse_judge
     from evaluation.judges.probes import items_from_manifest, synthetic_items
     from evaluation.judges.report import audit, describe
     from evaluation.models.availability import judge_model_refusal
+    from storage.files import check_out_folder
 
     check_out_folder(args.out)
     twice = sorted({spec for spec in args.judge if args.judge.count(spec) > 1})

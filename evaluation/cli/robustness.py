@@ -20,7 +20,8 @@ import argparse
 import time
 from pathlib import Path
 
-from evaluation.cli import add_storage_arguments, check_out_folder, open_db, seed
+from evaluation.cli import add_storage_arguments, open_db, seed
+from storage.files import check_out_folder
 
 HELP = "the leaderboard under each alternative of the open choices (Kendall τ, swaps)"
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import add_storage_arguments, check_out_folder, concept_run_config, open_db, seed
+from evaluation.cli import add_storage_arguments, concept_run_config, open_db, seed
+from storage.files import check_out_folder
 from storage.shown import shown, shown_path
 
 HELP = "score distributions, print Table 1 / Table 2 with intervals, write CSV"
