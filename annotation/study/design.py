@@ -790,7 +790,7 @@ def close_study(
         A draft (nothing was handed out: it needs no closing), or a study closed already.
     """
     check_text(why, "why")
-    if not isinstance(why, str) or not why.strip():  # spaces were taken; a closing is for good
+    if blank(why):  # spaces were taken; a closing is for good
         raise InvalidInput(
             "`why` must say why the study is closed (it goes to the audit log); got "
             + ("only spaces" if why else "nothing")

@@ -1005,7 +1005,8 @@ def test_a_closed_study_hands_its_trials_to_nobody_and_keeps_its_judgments(setup
         study.create_study(db, "many", sources(), truth_source(data_dir, truths), seed=0, votes_per_pair=1001)
     with pytest.raises(InvalidInput, match=r"^`votes_per_pair` must be at most 1000, got 1001$"):
         study.update_study(db, draft, ADMIN, votes_per_pair=1001)
-    for blank, got in (("", "nothing"), ("  \n", "only spaces")):
+    # Zero-width spaces show nothing too (`annotation.errors.blank`, which the check now uses)
+    for blank, got in (("", "nothing"), ("  \n", "only spaces"), ("\u200b\u200b", "only spaces")):
         with pytest.raises(InvalidInput, match=rf"^`why` must say why the study is closed .*; got {got}$"):
             study.close_study(db, old, ADMIN, blank)
     assert study.close_study(db, old, ADMIN, "done with it") == held
