@@ -52,9 +52,15 @@ import sqlite_utils
 
 from annotation.denials import carry_denials
 from annotation.errors import InvalidInput, shown
-from annotation.export import archive_workspace, file_columns, reported_write_errors, staged_folder
+from annotation.export import (
+    archive_workspace,
+    file_columns,
+    reported_write_errors,
+    staged_folder,
+    write_refusal,
+)
 from annotation.files import resolve
-from storage import create_private, file_stamp, iso, serving, storage_condition, unused_path
+from storage import create_private, file_stamp, iso, serving, unused_path
 from storage import db_path as database_path
 from storage.files import leaves_archive
 from storage.schema import MIGRATIONS, schema_shape, shape_at, tables_at
@@ -472,11 +478,13 @@ def _unwritable_refused(what: str, where: Path):
     try:
         yield
     except OSError as error:
-        full = storage_condition(error) == "full"
         raise BackupError(
-            f"could not write {what} into {str(where)!r}: {'its disk is full' if full else error.strerror or error}; "
-            "the database was not replaced (files copied before stay: each is named by its content)"
-            + ("; free some space on that disk and restore again" if full else "")
+            write_refusal(
+                error,
+                f"could not write {what} into {str(where)!r}",
+                "the database was not replaced (files copied before stay: each is named by its content)",
+                again="restore again",
+            )
         ) from error
 
 

@@ -302,14 +302,23 @@ def reported_write_errors(folder: Path, what: str) -> Iterator[None]:
     try:
         yield
     except (OSError, sqlite3.Error) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
         # SQLite says "database or disk is full" of the copy it writes: the database is untouched.
-        full = storage_condition(error) == "full"
         raise WriteFailed(
-            f"could not write the {what} to {str(folder)!r}: "
-            f"{'its disk is full' if full else reason}; nothing was left there"
-            + ("; free some space on that disk and try again" if full else "")
+            write_refusal(error, f"could not write the {what} to {str(folder)!r}", "nothing was left there")
         ) from error
+
+
+def write_refusal(
+    error: OSError | sqlite3.Error, failed: str, consequence: str, again: str = "try again"
+) -> str:
+    """One line for a write that raised `error`: `failed` (what could not be written where),
+    the cause (a full disk in those words, else the system's reason), `consequence` (what
+    was left as it was), and on a full disk what to do, ending with `again`."""
+    full = storage_condition(error) == "full"
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return f"{failed}: {'its disk is full' if full else reason}; {consequence}" + (
+        f"; free some space on that disk and {again}" if full else ""
+    )
 
 
 def export_archive(
