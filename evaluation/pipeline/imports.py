@@ -375,9 +375,8 @@ def _read_images(entries: Sequence[Entry], known: set[str], data_dir: Path, run:
             try:
                 file = put_png(data_dir, _decode(readers[name]()), folder=f"runs/{run}/images")
                 stored[label] = (file.path, file.sha256)
-            except (
-                FileRefused
-            ) as error:  # what is wrong with it, in its words: too large, not an image, a link
+            # What is wrong with it, in its words: too large, not an image, a link out of the folder
+            except FileRefused as error:
                 rejected.append((name, str(error)))
             except Exception as error:  # noqa: BLE001 - PIL raises many kinds for corrupt files
                 rejected.append((name, f"corrupt or unreadable image: {error}"))
