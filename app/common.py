@@ -49,7 +49,7 @@ from app.config import AppConfig
 from evaluation.analysis.reference import ensure_shipped_reference
 from evaluation.concepts import load_concepts
 from evaluation.explicit.jobs import ExplicitJobManager
-from evaluation.pipeline import planning
+from evaluation.pipeline import planning, ray_executor
 from evaluation.pipeline.planning import DeviceInfo
 from storage import OPERATOR_WORDS, ensure_schema, open_db, schema_version, serving, storage_condition
 from storage.schema import MIGRATIONS, copy_before_upgrade
@@ -489,6 +489,7 @@ class _Running:
         self.device: DeviceInfo | None = None
         self.jobs: ExplicitJobManager | None = None
         self.threads: list[threading.Thread] = []
+        self.ray_before = False  # a Ray connection the process held before `start`: not ours to end
 
 
 @dataclass(frozen=True)
@@ -581,6 +582,7 @@ class AppContext:
             if running.started:
                 return
             running.started = True
+            running.ray_before = ray_executor.connected()
             if self.pool is not None:
                 # The workers start (and import the submit path) beside the server's own
                 # start; a submission that comes first waits for them. A start refused later
@@ -654,6 +656,11 @@ class AppContext:
             _LOG.warning("an evaluation job was still in its batch after %.0f s", timeout_s)
         if self.pool is not None:
             self.pool.close()  # a warm-up under way fails at once (`_warm` stays silent)
+        if not running.ray_before and ray_executor.connected():
+            # The local cluster a job or *Check cluster* started goes with the app: left to
+            # Ray's exit handler, a SIGTERM left its agents running and the app exited on
+            # SIGABRT (an outside check).
+            ray_executor.shutdown()
         for thread in running.threads:
             thread.join(timeout_s)
             if thread.is_alive():

@@ -156,3 +156,18 @@ class AppProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (Linux /proc), children first; one that ends meanwhile is
+    left out."""
+    found, queue = [], [pid]
+    while queue:
+        for task in Path(f"/proc/{queue.pop()}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            queue += children
+    return found

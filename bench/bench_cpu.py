@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from bench import bench_load
-from bench.app_process import ROOT, AppProcess
+from bench.app_process import ROOT, AppProcess, descendants
 
 
 def process_cpu(pid: int) -> float:
@@ -42,7 +42,7 @@ def cpu_per_submission(submissions: int = 30, workers: int = 2, side: int = 512,
         env = {"COLORCONCEPT_WORKERS": str(workers)}
         with AppProcess(study.db_path, study.data_dir, env=env) as app:
             time.sleep(5.0)  # the pool warms beside the start
-            pids = [app.process.pid, *bench_load._descendants(app.process.pid)]
+            pids = [app.process.pid, *descendants(app.process.pid)]
             before = {pid: process_cpu(pid) for pid in pids}
             me = resource.getrusage(resource.RUSAGE_SELF)
             start = time.perf_counter()

@@ -60,7 +60,7 @@ from annotation.sketches.importing import encode_png
 from annotation.sketches.library import add_sketch, sync_shipped_sketches
 from app.common import ORPHAN_MIN_AGE_S
 from app.config import AppConfig
-from bench.app_process import ROOT, AppProcess
+from bench.app_process import ROOT, AppProcess, descendants
 from bench.client_processes import ClientProcesses
 from bench.designer_client import (
     TRANSPORTS,
@@ -286,21 +286,6 @@ def kill_app(
     )
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (Linux /proc), children first."""
-    found, queue = [], [pid]
-    while queue:
-        parent = queue.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += children
-            queue += children
-    return found
-
-
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -313,7 +298,7 @@ def _kill_while_a_worker_runs(app: AppProcess, stop: threading.Event) -> list[in
     returns the worker pids (the fork server and its children)."""
     deadline = time.perf_counter() + LOCK_WAIT_S
     while time.perf_counter() < deadline:
-        workers = _descendants(app.process.pid)
+        workers = descendants(app.process.pid)
         if any(_state(pid) == "R" for pid in workers):
             stop.set()
             app.kill()

@@ -17,6 +17,7 @@ Ray is optional: importing this module does not import Ray; `connect` raises
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import sys
@@ -24,6 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -265,15 +267,18 @@ def connect(
         _check_reachable(address, timeout_s)
         _check_auth(address)
     if ray.is_initialized():  # another cluster than the one this process is connected to
-        ray.shutdown()
+        _on_a_lasting_thread(ray.shutdown)
     local = address in (None, "local")
     try:
-        ray.init(
-            address=address,
-            num_cpus=num_cpus if local else None,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
+        _on_a_lasting_thread(
+            functools.partial(
+                ray.init,
+                address=address,
+                num_cpus=num_cpus if local else None,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
         )
     except ray.exceptions.AuthenticationError:
         raise RayUnavailable(
@@ -282,6 +287,27 @@ def connect(
     except (ConnectionError, RuntimeError, TimeoutError) as exc:
         raise RayUnavailable(f"no Ray cluster reachable at {address or 'this machine'!r}: {exc}") from None
     return cluster_info()
+
+
+_lasting: list[ThreadPoolExecutor] = []
+_lasting_lock = threading.Lock()
+
+
+def _on_a_lasting_thread(call: Callable[[], Any]) -> Any:
+    """``call()`` in the main thread, or else on this module's one thread, which lasts as
+    long as the process.
+
+    The local cluster ``ray.init`` starts dies with the thread that started it (its GCS and
+    raylet get SIGKILL when that thread ends: Linux's parent-death signal). The app connects
+    from a request's thread, which the server's pool ends when it trims idle threads or
+    stops: the cluster went with it, and its agents outlived the app (an outside check).
+    """
+    if threading.current_thread() is threading.main_thread():
+        return call()
+    with _lasting_lock:
+        if not _lasting:
+            _lasting.append(ThreadPoolExecutor(1, thread_name_prefix="ray-connection"))
+    return _lasting[0].submit(call).result()
 
 
 def _describe_elsewhere(address: str | None, num_cpus: int | None, timeout_s: float) -> ClusterInfo:
@@ -329,6 +355,12 @@ def cluster_info() -> ClusterInfo:
     )
 
 
+def connected() -> bool:
+    """Whether this process holds a Ray connection (Ray is not imported to find out)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
 def shutdown() -> None:
     """Disconnect (and stop a local cluster this process started); a no-op without Ray."""
     try:
@@ -336,7 +368,7 @@ def shutdown() -> None:
     except ImportError:
         return
     if ray.is_initialized():
-        ray.shutdown()
+        _on_a_lasting_thread(ray.shutdown)
 
 
 def _where() -> tuple[str, str, int]:

@@ -20,7 +20,7 @@ from starlette.middleware import Middleware
 from app import build_app, launch_options, mark_ready
 from app.common import DATABASE_MISSING
 from app.landing import ADMIN_DISK
-from bench.app_process import ROOT, AppProcess
+from bench.app_process import ROOT, AppProcess, descendants
 from bench.bench_startup import busy_loops
 from tests.app_server import ADMIN_PASSWORD, free_port, make_config, running_app
 from tests.disks import fill, tmpfs
@@ -249,6 +249,37 @@ def test_a_stop_signal_ends_the_app_and_its_coloring_workers_cleanly(tmp_path):
     while any(_running(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert [pid for pid in children if _running(pid)] == []
+
+
+def test_a_stop_signal_after_a_local_ray_cluster_ends_the_cluster_too(tmp_path):
+    """*Check cluster* with no address starts a local Ray cluster from a request's thread. A
+    supervisor's stop then left Ray's agents running and the app ended in glibc's abort after
+    "Stopped" (an outside check): the cluster died with the server's thread that started it,
+    and Ray's crash handler took the SIGTERM."""
+    from gradio_client import Client
+
+    from tests.research_data import sign_in
+
+    pytest.importorskip("ray")
+    config = make_config(tmp_path)
+    env = {"COLORCONCEPT_ADMIN_PASSWORD_FILE": str(config.admin_password_file), "COLORCONCEPT_WORKERS": "0"}
+    log = tmp_path / "app.log"
+    app = AppProcess(config.db_path, config.data_dir, env=env, log_path=log)
+    try:
+        client = Client(app.url, verbose=False)
+        researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+        shown = client.predict(researcher, "ray", "", api_name="/evaluate_cluster")
+        assert re.fullmatch(r"Ray cluster: 1 node\(s\), \d+ CPU\(s\), 0 GPU\(s\) at [\d.]+:\d+\.", shown)
+        cluster = descendants(app.process.pid)
+        assert len(cluster) >= 3  # the GCS, the raylet and its agents at least
+    finally:
+        app.stop()
+    assert app.process.returncode == 0, log.read_text()[-2000:]
+    assert "Stopped (pid" in log.read_text() and "SIGTERM received" not in log.read_text()
+    deadline = time.monotonic() + 30  # a ceiling: each ends when it reads its parent gone
+    while any(_running(pid) for pid in cluster) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in cluster if _running(pid)] == []
 
 
 def _running(pid: int) -> bool:
