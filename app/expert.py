@@ -812,8 +812,12 @@ def _colorings_needed(value: float | None, db, k: int) -> int:
     n = whole_number(value, "Colorings needed per concept")
     most = review.most_colorings(db, k)
     if not review.MIN_COLORINGS <= n <= max(most, review.MIN_COLORINGS):
+        why = (  # the reason for the bound it crosses (outside probe 166)
+            f"a concept's consistency compares its colorings in pairs, so it needs {review.MIN_COLORINGS}"
+            if n < review.MIN_COLORINGS
+            else f"no concept has or can get more than {most} colorings"
+        )
         raise ValueError(
-            f"Colorings needed per concept must be a whole number from {review.MIN_COLORINGS} to {most}, got {n}: "
-            f"no concept has or can get more than {most} colorings"
+            f"Colorings needed per concept must be a whole number from {review.MIN_COLORINGS} to {most}, got {n}: {why}"
         )
     return n

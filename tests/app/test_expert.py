@@ -322,11 +322,13 @@ def test_the_expert_reads_what_review_waits_for_and_a_too_small_count_is_refused
         ("/expert_consistency", [0.5, 1]),
         ("/expert_open_queue", [0.5, 1]),
     ):
-        for minimum in (1, 100):  # 100 where a concept is complete at 5 (outside probe 132)
+        for minimum, why in (  # 100 where a concept is complete at 5 (outside probe 132)
+            (1, "a concept's consistency compares its colorings in pairs, so it needs 2"),
+            (100, "no concept has or can get more than 5 colorings"),
+        ):
             with pytest.raises(
                 AppError,
-                match=rf"^Colorings needed per concept must be a whole number from 2 to 5, got {minimum}: no "
-                "concept has or can get more than 5 colorings$",
+                match=rf"^Colorings needed per concept must be a whole number from 2 to 5, got {minimum}: {why}$",
             ):
                 client.predict(
                     expert, *[minimum if value == 1 else value for value in inputs], api_name=api_name
