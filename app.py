@@ -60,11 +60,6 @@ def main(argv: list[str] | None = None) -> None:
     from storage.serving import LockRefused
 
     args = parse_args(argv)
-    # Ray's crash handler, which a local cluster's connection installs in this process, also
-    # takes SIGTERM: a supervisor's stop then printed a stack dump and ended in glibc's
-    # "corrupted size vs. prev_size" abort after "Stopped" (an outside check). Set before
-    # Ray is imported; that cluster's workers inherit it (their Python tracebacks stay).
-    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     _log_with_times()
     print(f"{_now()} Starting ColorConcept Lab (pid {os.getpid()}) on {args.host}:{args.port}", flush=True)
     try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
 import socket
 import sys
 import threading
@@ -247,6 +248,11 @@ def connect(
         Ray is not installed, nothing answers at `address`, the head refused this
         process's token, or (with `switch`) a job holds a connection to another cluster.
     """
+    # Ray's crash handler, which the connection installs, also takes SIGTERM: a supervisor's
+    # stop of the app or a command printed a stack dump and ended in glibc's "corrupted size
+    # vs. prev_size" abort (an outside check). Ray reads this when first imported; a local
+    # cluster's workers inherit it (their Python tracebacks stay).
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     try:
         import ray
     except ImportError:
@@ -303,7 +309,14 @@ def _on_a_lasting_thread(call: Callable[[], Any]) -> Any:
     stops: the cluster went with it, and its agents outlived the app (an outside check).
     """
     if threading.current_thread() is threading.main_thread():
-        return call()
+        # ``ray.init`` here sets its own SIGTERM handler (``sys.exit``): the command's (a one
+        # line stop, status 143, `evaluation.__main__`) comes back after it.
+        before = signal.getsignal(signal.SIGTERM)
+        try:
+            return call()
+        finally:
+            if callable(before):
+                signal.signal(signal.SIGTERM, before)
     with _lasting_lock:
         if not _lasting:
             _lasting.append(ThreadPoolExecutor(1, thread_name_prefix="ray-connection"))

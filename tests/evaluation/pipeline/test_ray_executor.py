@@ -211,6 +211,33 @@ def test_a_head_killed_mid_run_resumes_on_ray_to_the_in_process_rows_and_files(
     assert ("generate on Ray:\n  worker 0 on" in out) == left
 
 
+def test_a_run_on_ray_stopped_by_sigterm_says_so_in_one_line_and_exits_143(cluster, models, tmp_path):
+    """The command's stop holds on Ray too: ``ray.init`` replaced its SIGTERM handler with
+    ``sys.exit`` and Ray's crash handler took the signal, so the run printed a stack dump and
+    ended in glibc's abort (status -6) instead (an outside check)."""
+    argv = _argv(models, tmp_path, "--executor", "ray", "--ray-address", cluster.address, "--workers", "1")
+    head = subprocess.Popen(
+        [sys.executable, "-m", "evaluation", *argv],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while head.poll() is None and _recorded(tmp_path / "db.sqlite") == 0:
+            time.sleep(0.05)
+        head.send_signal(signal.SIGTERM)
+        err = head.communicate(timeout=300)[1]
+    finally:
+        head.kill()
+    assert head.returncode == 143, err[-2000:]
+    assert "SIGTERM received" not in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "python -m evaluation run: stopped (SIGTERM); what was recorded stays: the same command again "
+        "resumes a run"
+    )
+
+
 def test_no_reachable_cluster_or_no_ray_is_said_clearly_and_writes_nothing(
     cluster, models, tmp_path, capsys, monkeypatch
 ):
