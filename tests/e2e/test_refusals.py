@@ -48,7 +48,10 @@ def test_an_out_of_range_number_and_an_empty_vote_queue(live_app, page):
     minimum.fill("1")
     page.click("#expert_compute")
     message = page.locator("#expert_ranking_message")
-    expect(message).to_contain_text("Colorings needed per concept must be a whole number from 2 to 5, got 1")
+    expect(message).to_contain_text(
+        "Colorings needed per concept must be a whole number from 2 to 5, got 1: a concept's consistency "
+        "compares its colorings in pairs, so it needs 2"
+    )
     page.screenshot(path=artifact_path("refusal_minimum"))
     _no_error_sheet(page)
     for control in ("#expert_minimum input", "#expert_compute", "#expert_open", "#expert_ranking"):
