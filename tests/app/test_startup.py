@@ -268,7 +268,8 @@ def test_a_stop_signal_after_a_local_ray_cluster_ends_the_cluster_too(tmp_path):
     try:
         client = Client(app.url, verbose=False)
         researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
-        shown = client.predict(researcher, "ray", "", api_name="/evaluate_cluster")
+        # "local", not empty: empty joins a cluster `ray start` left on this machine, if any
+        shown = client.predict(researcher, "ray", "local", api_name="/evaluate_cluster")
         assert re.fullmatch(r"Ray cluster: 1 node\(s\), \d+ CPU\(s\), 0 GPU\(s\) at [\d.]+:\d+\.", shown)
         cluster = descendants(app.process.pid)
         assert len(cluster) >= 3  # the GCS, the raylet and its agents at least
