@@ -411,6 +411,8 @@ class AdminTab(Tab):
         annotator_id = _person(db, annotator_id)
         done = withdraw_colorings(db, annotator_id, actor, why)
         reviews = f", {counted(done.reviews, 'open review')} closed" if done.reviews else ""
+        if done.redos:
+            reviews += f", {counted(done.redos, 'recolor or redo task')} they held ended"
         # Apart, so the count matches the Admin tab's "withdrawn", which counts main-task ones
         practice = f" ({done.colorings - done.practice:,} main-task, {done.practice:,} practice)"
         return self.named(

@@ -34,6 +34,7 @@ from annotation.assignment import Task, check_submittable, submit
 from annotation.coloring import ground_truth
 from annotation.coloring.fill import MAX_SECONDS_SPENT
 from annotation.coloring.ground_truth import load_pixels  # noqa: F401  (app.designer reads it from here)
+from annotation.coloring.withdrawal import WITHDRAWN
 from annotation.concepts import get_concept
 from annotation.errors import (
     AnnotationError,
@@ -209,8 +210,7 @@ def store_prepared(
     if task is not None and task.coloring_id is None:
         check_submittable(db, task, annotator_id, k=k, now=now)
     elif task is not None:
-        _check_recolor((task.annotator_id, task.status, task.expires), task, annotator_id, now)
-        if _under_vote(db, task):  # the redo task ends: it can never be stored
+        if (ended := _round_ended(db, task)) is not None:  # the redo task ends: it can never be stored
             with transaction(db):
                 update_rows(
                     db,
@@ -218,7 +218,8 @@ def store_prepared(
                     {"id": task.id, "status": "reserved"},
                     {"status": "released", "finished": iso(utcnow() if now is None else now)},
                 )
-            raise _under_vote_refusal(task)
+            raise ended
+        _check_recolor((task.annotator_id, task.status, task.expires), task, annotator_id, now)
     files = (
         store_bytes(data_dir, prepared.image_png, folder="colorings"),
         store_bytes(data_dir, prepared.mask_png, folder="colorings"),
@@ -528,10 +529,10 @@ def _submit_recolor(db, task: Task, annotator_id: int, write, now: dt.datetime |
     """Store the next round for a recolor task (outside the quota: the designer is counted)."""
     now = utcnow() if now is None else now
     with transaction(db):
+        if (ended := _round_ended(db, task)) is not None:  # since the check before the files were written
+            raise ended
         row = db["tasks"].get(task.id)
         _check_recolor((row["annotator_id"], row["status"], row["expires"]), task, annotator_id, now)
-        if _under_vote(db, task):  # opened since the check before the files were written
-            raise _under_vote_refusal(task)
         coloring_id = write(db, task)
         update_rows(
             db,
@@ -542,21 +543,24 @@ def _submit_recolor(db, task: Task, annotator_id: int, write, now: dt.datetime |
         return coloring_id
 
 
-def _under_vote(db, task: Task) -> bool:
-    """Whether the experts' blind vote opened on the round the redo `task` replaces (open, or
-    decided since): the vote decides that round, so no next round may stand beside it
-    (outside probe 125: it counted unreviewed while the panel voted on the round it
-    replaced; outside probe 126: once the panel had excluded it, too)."""
-    return (
-        db.execute("select 1 from reviews where coloring_id = ?", [task.coloring_id]).fetchone() is not None
-    )
-
-
-def _under_vote_refusal(task: Task) -> TaskEnded:
-    return TaskEnded(
-        f"coloring {task.coloring_id} went to the experts' blind vote after you asked to redo it: the vote "
-        "decides it as you first colored it, and this redo was not stored"
-    )
+def _round_ended(db, task: Task) -> TaskEnded | None:
+    """Why the redo `task` can never be stored, if it cannot: the round it replaces was
+    withdrawn from the data set (outside probe 168: the redo of a withdrawn coloring was
+    stored as a standing next round), or the experts' blind vote opened on it (open, or
+    decided since), which decides that round, so no next round may stand beside it (outside
+    probe 125: it counted unreviewed while the panel voted on the round it replaced; outside
+    probe 126: once the panel had excluded it, too)."""
+    if db.execute("select status from colorings where id = ?", [task.coloring_id]).fetchone() == (WITHDRAWN,):
+        return TaskEnded(
+            f"the organisers withdrew coloring {task.coloring_id} from the data set while you redid it; "
+            "this redo was not stored"
+        )
+    if db.execute("select 1 from reviews where coloring_id = ?", [task.coloring_id]).fetchone() is not None:
+        return TaskEnded(
+            f"coloring {task.coloring_id} went to the experts' blind vote after you asked to redo it: the vote "
+            "decides it as you first colored it, and this redo was not stored"
+        )
+    return None
 
 
 def _with_p(row: dict) -> dict:

@@ -6,7 +6,8 @@ colorings are excluded from all analyses").
 no P_H counts it (`storage.human.COUNTED_STATUSES`), so the concepts it covered are
 recomputed and handed to designers again as the least covered; its open expert review
 closes (``withdrawn``) and the review tasks experts hold on it go back, so no vote lands on
-it and no decision overwrites the status. The files and rows stay, marked, for the audit
+it and no decision overwrites the status; a recolor or redo of it that its designer holds
+ends (released), so no next round of a withdrawn coloring is stored. The files and rows stay, marked, for the audit
 trail; an export carries the status. A withdrawal is not undone in the app.
 """
 
@@ -30,13 +31,15 @@ WITHDRAWN = "withdrawn"
 class Withdrawal:
     """What `withdraw_colorings` changed: ``colorings`` withdrawn (``practice`` of them
     practice colorings, which count in no P_H), ``concepts`` whose P_H was recomputed,
-    ``reviews`` closed and ``released`` review tasks."""
+    ``reviews`` closed, ``released`` review tasks and ``redos`` (recolor or redo tasks of
+    the designer's, ended)."""
 
     colorings: int
     practice: int
     concepts: int
     reviews: int
     released: int
+    redos: int
 
 
 def withdraw_colorings(
@@ -72,12 +75,12 @@ def withdraw_colorings(
         if not rows:
             raise Conflict(f"annotator {annotator_id} has no coloring to withdraw; nothing changed")
         ids = [r["id"] for r in rows]
-        reviews, released = mark_withdrawn(db, ids, iso(now))
+        reviews, released, redos = mark_withdrawn(db, ids, iso(now))
         concepts = sorted({r["concept_key"] for r in rows if not r["practice"]})
         for concept in concepts:
             ground_truth.refresh(db, concept)
         practice = sum(1 for r in rows if r["practice"])
-        withdrawal = Withdrawal(len(ids), practice, len(concepts), reviews, released)
+        withdrawal = Withdrawal(len(ids), practice, len(concepts), reviews, released, redos)
         audit.record(
             db,
             actor.pseudonym,
@@ -91,21 +94,23 @@ def withdraw_colorings(
                 "concepts": withdrawal.concepts,
                 "closed_reviews": reviews,
                 "released_tasks": released,
+                "ended_redos": redos,
             },
             now=now,
         )
     return withdrawal
 
 
-def mark_withdrawn(db: sqlite_utils.Database, ids: list[int], now: str) -> tuple[int, int]:
+def mark_withdrawn(db: sqlite_utils.Database, ids: list[int], now: str) -> tuple[int, int, int]:
     """Set the colorings `ids` to ``withdrawn``, close their open reviews and release the
-    review tasks held on them (finished at `now`, an ISO time), in the caller's transaction;
-    the P_H of their concepts is the caller's to recompute.
+    review tasks and the recolor or redo tasks held on them (finished at `now`, an ISO
+    time), in the caller's transaction; the P_H of their concepts is the caller's to
+    recompute.
 
     Returns
     -------
     tuple of int
-        Reviews closed, review tasks released.
+        Reviews closed, review tasks released, recolor or redo tasks released.
     """
     update_rows(db, "colorings", {"id in": ids}, {"status": WITHDRAWN})
     reviews = update_rows(db, "reviews", {"coloring_id in": ids, "status": "open"}, {"status": WITHDRAWN})
@@ -115,4 +120,10 @@ def mark_withdrawn(db: sqlite_utils.Database, ids: list[int], now: str) -> tuple
         {"kind": "review", "status": "reserved", "coloring_id in": ids},
         {"status": "released", "finished": now},
     )
-    return reviews, released
+    redos = update_rows(  # a next round of a withdrawn coloring would stand (outside probe 168)
+        db,
+        "tasks",
+        {"kind": "coloring", "status": "reserved", "coloring_id in": ids},
+        {"status": "released", "finished": now},
+    )
+    return reviews, released, redos

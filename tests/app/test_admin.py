@@ -330,7 +330,8 @@ def test_first_start_prints_a_generated_password_once(tmp_path, monkeypatch, cap
 def test_the_people_table_and_the_coverage_count_a_withdrawn_practice_coloring_alike(shared_app):
     """The coverage leaves practice colorings out of its counts; the people table counted a
     withdrawn practice coloring among "colorings withdrawn", so the two disagreed."""
-    from tests.qc_data import add_coloring
+    from annotation.qc.review import request_recolor
+    from tests.qc_data import actor, add_coloring, people
 
     client, config = shared_app
     admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
@@ -340,12 +341,17 @@ def test_the_people_table_and_the_coverage_count_a_withdrawn_practice_coloring_a
     before = client.predict(admin, api_name="/admin_coverage")
     db = open_db(config.db_path)
     try:
-        add_coloring(db, config.data_dir, designer_id, "apple", (200, 20, 30))
+        apple = add_coloring(db, config.data_dir, designer_id, "apple", (200, 20, 30))
         add_coloring(db, config.data_dir, designer_id, "lemon", (240, 220, 40), practice=True)
+        request_recolor(db, actor(db, people(db, 1, "expert")[0]), apple, "redder")
     finally:
         db.close()
     message = client.predict(admin, pseudonym, "asked by email", api_name="/admin_withdraw")
-    assert message.startswith(f"Withdrew 2 colorings (1 main-task, 1 practice) of annotator {designer_id}")
+    # ... and the recolor the expert asked of them ends (outside probe 168: it stayed their redo)
+    assert message.startswith(
+        f"Withdrew 2 colorings (1 main-task, 1 practice) of annotator {designer_id}: the P_H of 1 concept "
+        "recomputed without them, 1 recolor or redo task they held ended. "
+    )
     people = client.predict(admin, api_name="/admin_list_annotators")
     (row,) = [r for r in people["data"] if r[0] == designer_id]
     assert row[ANNOTATOR_HEADERS.index("work_done")] == "1 coloring withdrawn, 1 practice coloring withdrawn"

@@ -48,7 +48,7 @@ def study(tmp_path):
     with running_app(config) as (client, demo):
         admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
         designers, designer_tokens = _sign_in(client, admin, "designer", 5)
-        _, experts = _sign_in(client, admin, "expert", 3)
+        expert_names, experts = _sign_in(client, admin, "expert", 3)
         castle, apples = _colorings(config, designers)
         yield {
             "client": client,
@@ -56,6 +56,7 @@ def study(tmp_path):
             "config": config,
             "admin": admin,
             "experts": experts,
+            "expert_names": expert_names,
             "designer": designer_tokens[0],
             "castle": castle,
             "apples": apples,
@@ -74,8 +75,16 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
     ]
     with pytest.raises(AppError, match="only the admin"):
         client.predict(experts[0], "forbidding castle", True, api_name="/expert_grid")
+    # A recolor asked for after another expert marked the coloring as fine says it replaces
+    # that mark (outside probe 168: silently).
+    assert client.predict(experts[1], apples[0], "", api_name="/expert_accept") == (
+        f"Coloring {apples[0]} marked as fine."
+    )
     message = client.predict(experts[0], apples[0], "<b>browner</b>", api_name="/expert_recolor")
-    assert f"coloring {apples[0]}" in message
+    assert message == (
+        f"Recolor requested for coloring {apples[0]}: its designer sees your note and has 14 days to color it "
+        f"again. It was marked as fine by E{study['expert_names'][1]:04d}; this request replaces that mark."
+    )
     table = client.predict(experts[0], "apple", False, api_name="/expert_grid")[1]
     assert table["data"][0][3:] == ["recolor_requested", None, "<b>browner</b>"]
     # The designer's round 2: round 1 stays in the grid, marked as no longer the one that counts.

@@ -16,6 +16,7 @@ from annotation.coloring import canvas
 from annotation.coloring import tasks as work
 from annotation.coloring.fill import blank_color_layer, canvas_value, composite, flood_fill
 from annotation.coloring.store import get_coloring
+from annotation.coloring.withdrawal import withdraw_colorings
 from annotation.concepts import sync_concepts
 from annotation.errors import Conflict, InvalidInput, NotFound, PermissionDenied, TaskEnded
 from annotation.qc.review import open_reviews, request_recolor
@@ -26,7 +27,7 @@ from evaluation.color.colorspace import srgb_to_lab
 from evaluation.color.extraction import image_distribution
 from evaluation.color.palette import nearest_uw71
 from tests.png_modes import WRONG_PNGS, rgba_png, wrong_png
-from tests.qc_data import actor, people
+from tests.qc_data import ADMIN, actor, people
 
 T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.UTC)
 INSTANCE = "abc123"
@@ -71,6 +72,17 @@ def _submit(db, data, designer, item, **options):
     submitted = work.submit_canvas(db, data, designer, value, instance=INSTANCE, main_open=True, **options)
     assert submitted.canvas_key == key  # the draft the app tells the browser to forget
     return submitted.coloring_id, submitted.task
+
+
+def _two_submitted(db, data) -> tuple[int, int, int, int]:
+    """A designer with a batch of two colorings submitted at `T0`, and an expert: their ids,
+    then the two colorings'."""
+    designer = _designer(db)
+    (expert,) = people(db, 1, "expert")
+    work.start_batch(db, designer, np.random.default_rng(0), 2, now=T0)
+    first, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
+    second, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
+    return designer, expert, first, second
 
 
 def _counts(db):
@@ -254,11 +266,7 @@ def test_a_redo_is_a_new_round_until_the_next_batch_starts(store):
 
 def test_a_coloring_under_the_blind_vote_is_not_redone_and_a_redo_asked_before_it_opened_is_not_stored(store):
     db, data = store
-    designer = _designer(db)
-    (expert,) = people(db, 1, "expert")
-    work.start_batch(db, designer, np.random.default_rng(0), 2, now=T0)
-    first, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
-    second, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
+    designer, expert, first, second = _two_submitted(db, data)
     # A redo asked for, then the vote opens on that round before the designer submits it.
     redo_task = work.request_redo(db, designer, first, now=T0)
     open_reviews(db, actor(db, expert), [first, second], reason="high variance", now=T0)
@@ -304,6 +312,37 @@ def test_a_coloring_under_the_blind_vote_is_not_redone_and_a_redo_asked_before_i
     with pytest.raises(Conflict, match=rf"^coloring {third} went to the experts' blind vote after you asked"):
         _submit(db, data, designer, work.next_item(db, designer, practice=False, now=later), now=later)
     assert db["tasks"].get(redo_task)["status"] == "released"
+
+
+def test_a_withdrawal_ends_the_recolor_and_the_redo_a_designer_holds_and_stores_no_draft_of_them(store):
+    """Outside probe 168: the recolor task of a withdrawn coloring stayed in the designer's
+    queue as a plain redo, without the expert's note, and its submission stored a standing
+    next round of the withdrawn coloring."""
+    db, data = store
+    designer, expert, first, second = _two_submitted(db, data)
+    recolor = request_recolor(db, actor(db, expert), first, "browner please", now=T0)
+    redo = work.request_redo(db, designer, second, now=T0)
+    item = work.next_item(db, designer, practice=False, now=T0)  # on screen when the admin withdraws
+    assert (item.task.id, item.kind) == (recolor, "recolor")
+
+    done = withdraw_colorings(db, designer, ADMIN, "asked by email", now=T0)
+
+    assert (done.colorings, done.redos) == (2, 2)
+    assert [db["tasks"].get(t)["status"] for t in (recolor, redo)] == ["released", "released"]
+    assert work.next_item(db, designer, practice=False, now=T0) is None
+    files = sorted(p.relative_to(data) for p in (data / "colorings").rglob("*") if p.is_file())
+    before = _counts(db)
+    with pytest.raises(
+        TaskEnded,
+        match=rf"^the organisers withdrew coloring {first} from the data set while you redid it; this redo "
+        "was not stored$",
+    ) as ended:
+        _submit(db, data, designer, item, now=T0)
+    assert ended.value.canvas_key == work.canvas_key(INSTANCE, recolor, item.sketch["id"])
+    assert sorted(p.relative_to(data) for p in (data / "colorings").rglob("*") if p.is_file()) == files
+    assert _counts(db) == before
+    [row] = db["audit"].rows_where("action = 'withdraw_colorings'")
+    assert json.loads(row["details"])["ended_redos"] == 2
 
 
 def test_an_experts_recolor_request_comes_first_with_its_note(store):
