@@ -50,6 +50,7 @@ from pathlib import Path, PurePosixPath
 
 import sqlite_utils
 
+from annotation import ownership
 from annotation.denials import carry_denials
 from annotation.errors import InvalidInput, shown
 from annotation.export import (
@@ -464,6 +465,9 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
                 else "no database was replaced"
             )
             _check_copy(db_path, expected, f"the restored database {str(db_path)!r}", where)
+            # The data folder is the restored database's now: its next start sweeps, not refuses.
+            if (instance := ownership.instance_of(db_path)) is not None:
+                ownership.claim(data_dir, db_path, instance)
     except serving.LockRefused as error:  # in use, or its folder takes no file
         raise BackupError(f"{error}; nothing was restored") from None
     dropped = fewer_rows(previous, db_path) if previous else {}

@@ -122,7 +122,7 @@ def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *, min_age_s
     if not root.is_dir():
         return []
     newest = time.time() - min_age_s
-    candidates = [path for path in _managed_files(root) if _mtime(path) <= newest]
+    candidates = [path for path in managed_files(root) if _mtime(path) <= newest]
     # Read the references after listing: a row committed meanwhile then still counts.
     referenced = referenced_paths(db)
     live = db_path(db)
@@ -236,12 +236,16 @@ def _mtime(path: Path) -> float:
         return math.inf
 
 
-def _managed_files(root: Path) -> list[Path]:
+def managed_files(root: Path, *, temporary: bool = True) -> list[Path]:
+    """The content-hash files under the data folder `root` outside `SKIPPED_FOLDERS`, and
+    the temporary ones unless `temporary` is False (unsorted)."""
     found = []
     for folder, subfolders, names in os.walk(root):
         if Path(folder) == root:
             subfolders[:] = [s for s in subfolders if s not in SKIPPED_FOLDERS]
         found.extend(
-            Path(folder) / name for name in names if _HASH_NAME.match(name) or _TEMP_NAME.match(name)
+            Path(folder) / name
+            for name in names
+            if _HASH_NAME.match(name) or (temporary and _TEMP_NAME.match(name))
         )
     return found

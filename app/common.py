@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import html
 import inspect
 import json
@@ -33,7 +32,7 @@ import numpy as np
 import sqlite_utils
 from gradio.utils import get_upload_folder
 
-from annotation import backup
+from annotation import backup, ownership
 from annotation.coloring import ground_truth
 from annotation.coloring.pool import ColoringPool
 from annotation.concepts import sync_concepts
@@ -56,7 +55,6 @@ from storage.schema import MIGRATIONS, copy_before_upgrade
 from storage.settings import setting_once
 from storage.shown import counted
 
-_INSTANCE_SECRET = "browser_state_secret"  # its name from when it keyed the browser state
 ORPHAN_MIN_AGE_S = 300.0
 UNEXPECTED = (
     "Something went wrong on the server ({kind}); it has been logged. Please try "
@@ -524,7 +522,7 @@ class AppContext:
     @property
     def instance_name(self) -> str:
         """A short public name of this database (e.g. part of every canvas key)."""
-        return hashlib.sha256(self.instance_secret.encode("utf-8")).hexdigest()[:10]
+        return ownership.instance_name(self.instance_secret)
 
     @classmethod
     def prepare(cls, config: AppConfig) -> AppContext:
@@ -537,6 +535,11 @@ class AppContext:
             another process or gone from its path) stops the work once the database is open;
             the message (`start_refusal`) says what stays and what to do.
         """
+        # Before anything is written: another database's data folder would be swept empty.
+        if str(config.db_path) != ":memory:" and (
+            refusal := ownership.foreign_refusal(config.db_path, config.data_dir)
+        ):
+            raise StartRefused(refusal)
         # For the life of the process: `restore` refuses while it is held (storage.serving).
         serving.hold_shared(config.db_path)
         if str(config.db_path) != ":memory:":
@@ -692,6 +695,9 @@ class StartRefused(RuntimeError):
 def _prepare_rows_and_files(db: sqlite_utils.Database, config: AppConfig) -> str:
     """The start's work on the database `db` at the current schema and on the data folder
     (`AppContext.prepare`); the instance secret."""
+    secret = _instance_secret(db)
+    if str(config.db_path) != ":memory:":
+        ownership.claim(config.data_dir, config.db_path, ownership.instance_name(secret))
     # Files a killed writer left without a row; the age margin spares files that a
     # concurrent process (an evaluation run from the CLI) is about to commit.
     swept = sweep_orphans(db, config.data_dir, min_age_s=ORPHAN_MIN_AGE_S)
@@ -715,7 +721,7 @@ def _prepare_rows_and_files(db: sqlite_utils.Database, config: AppConfig) -> str
     ground_truth.backfill(db, config.data_dir)
     ensure_admin_password(db, password_file=config.admin_password_file)
     forget_addresses(db)  # kept an hour for the join limit (the consent says so)
-    return _instance_secret(db)
+    return secret
 
 
 def start_refusal(config: AppConfig, error: BaseException, *, upgraded_from: int | None = None) -> str | None:
@@ -757,7 +763,7 @@ def _thread(target: Callable[[], None], name: str) -> threading.Thread:
 
 def _instance_secret(db: sqlite_utils.Database) -> str:
     # Stable across restarts, so the canvas keys (`AppContext.instance_name`) stay the same.
-    return setting_once(db, _INSTANCE_SECRET, lambda: secrets.token_urlsafe(24))
+    return setting_once(db, ownership.INSTANCE_SECRET, lambda: secrets.token_urlsafe(24))
 
 
 MAX_MESSAGE_CHARS = 900

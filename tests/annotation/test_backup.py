@@ -1400,3 +1400,30 @@ def test_an_older_backup_restored_before_a_newer_one_brings_back_no_denial_and_h
     ):
         backup.restore(tmp_path / "newer", path, data)
     assert _rows(path) == before
+
+
+def test_a_restore_makes_the_data_folder_the_restored_databases(tmp_path):
+    """A data folder names the database it belongs to (`annotation.ownership`, outside probe
+    167); a restore of another study's backup over this database makes the folder that
+    study's, so the next start takes it (and sets this one's files aside) rather than refuse."""
+    from annotation import ownership
+    from storage.settings import setting_once
+
+    stores = {}
+    for name in ("a", "b"):
+        db, data = _store(tmp_path / name)
+        add_coloring(db, data, people(db, 1, "designer")[0], "banana", (240, 200, 20 if name == "a" else 90))
+        instance = ownership.instance_name(setting_once(db, ownership.INSTANCE_SECRET, lambda n=name: n * 8))
+        ownership.claim(data, data / "colorconcept.sqlite", instance)
+        stores[name] = (db, data, instance)
+    a_db, _, a_instance = stores["a"]
+    b_db, b_data, b_instance = stores["b"]
+    backup.backup(a_db, tmp_path / "a" / "data", tmp_path / "a-backup")
+    a_db.close()
+    b_db.close()
+    b_file = b_data / "colorconcept.sqlite"
+    assert ownership.foreign_refusal(b_file, b_data) is None
+    backup.restore(tmp_path / "a-backup", b_file, b_data)
+    assert ownership.instance_of(b_file) == a_instance != b_instance
+    assert ownership.owner(b_data) == {"instance": a_instance, "database": str(b_file.resolve())}
+    assert ownership.foreign_refusal(b_file, b_data) is None

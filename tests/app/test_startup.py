@@ -185,28 +185,83 @@ def test_the_app_starts_and_serves_beside_a_cpu_hog_of_twice_the_cores(tmp_path)
         assert "libtorch" not in maps and "_multiarray_umath" in maps  # numpy is, for one
 
 
+def _start(
+    db: Path, data_dir: Path, password_file: Path, port: int | None = None
+) -> subprocess.CompletedProcess:
+    """``python app.py`` on `db` and `data_dir` at `port` (default: a free one), as far as it
+    gets: a refused start ends at once (one that would serve fails the test at the timeout)."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "app.py",
+            "--db",
+            str(db),
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(port or free_port()),
+        ],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "COLORCONCEPT_ADMIN_PASSWORD_FILE": str(password_file),
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 def test_a_start_on_a_taken_port_exits_at_once_naming_it(tmp_path):
     config = make_config(tmp_path)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", free_port()))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run(
-            [sys.executable, "app.py", "--db", str(config.db_path), "--data-dir", str(config.data_dir)]
-            + ["--port", str(port)],
-            cwd=ROOT,
-            env={
-                **os.environ,
-                "GRADIO_ANALYTICS_ENABLED": "False",
-                "COLORCONCEPT_ADMIN_PASSWORD_FILE": str(config.admin_password_file),
-            },
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        done = _start(config.db_path, config.data_dir, config.admin_password_file, port)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"Could not start on 127.0.0.1:{port}:"), done.stderr[-2000:]
+
+
+def test_a_start_on_another_databases_data_folder_is_refused_and_moves_nothing(tmp_path):
+    """Outside probe 167: a start with a mistyped (or forgotten) --db on the study's data
+    folder made a new database and moved every file of the study into orphans/ while the
+    study's app served on."""
+    from annotation.ownership import OWNER_FILE, instance_of
+
+    config = make_config(tmp_path)
+    with running_app(config):  # the study: its shipped sketches are files its database names
+        pass
+    instance = instance_of(config.db_path)
+    files = sorted(p for p in config.data_dir.rglob("*") if p.is_file())
+    assert len(files) > 10 and (config.data_dir / OWNER_FILE).is_file()
+    mistyped = tmp_path / "studdy.sqlite"
+    done = _start(mistyped, config.data_dir, config.admin_password_file)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"Refusing to start: the data folder {str(config.data_dir)!r} holds the files of another database "
+        f"(instance {instance}, last started from {str(config.db_path)!r}), not of {str(mistyped)!r} (a new "
+        "database): this start would set every file of that study aside as unnamed; start with that database "
+        "(--db), or give this one a data folder of its own (--data-dir); nothing was changed."
+    )
+    assert not mistyped.exists() and sorted(p for p in config.data_dir.rglob("*") if p.is_file()) == files
+    # A folder from before the owner file: its stored files, not one of them named by the new database
+    (config.data_dir / OWNER_FILE).unlink()
+    done = _start(mistyped, config.data_dir, config.admin_password_file)
+    assert re.fullmatch(
+        rf"Refusing to start: the data folder '{re.escape(str(config.data_dir))}' holds \d+ stored files and "
+        rf"'{re.escape(str(mistyped))}' \(a new database\) names none of them: it is another database's folder, "
+        r"and this start would set them all aside as unnamed; .* \(if that database is gone for good, move the "
+        r"folder's files away first\)\.",
+        done.stderr.strip().splitlines()[-1],
+    ), done.stderr[-2000:]
+    assert not mistyped.exists() and not (config.data_dir / "orphans").exists()
+    # Its own database takes it as before, and marks it
+    with running_app(config):
+        pass
+    assert instance_of(config.db_path) == instance and (config.data_dir / OWNER_FILE).is_file()
 
 
 def test_a_spawned_coloring_worker_does_not_load_the_app():

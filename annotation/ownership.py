@@ -1,0 +1,142 @@
+"""Which database a data folder belongs to.
+
+The database names the data folder's files (content-hash names, `annotation.integrity`), so
+a data folder serves one database. A start with another database on it (a mistyped
+``--db``, a forgotten one that fell back to the default) found every file of the real
+study unnamed and moved them all into ``orphans/`` while that study's app went on serving
+(outside probe 167). Now the folder's `OWNER_FILE` names the instance of the database
+that uses it (`instance_name`, a digest of the database's instance secret, the same for
+every copy and backup of it) and where that database was last started from. The app's start
+writes it and a restore rewrites it (`claim`); a start whose database is not the owner is
+refused before anything is written (`foreign_refusal`). A folder from before the file (or
+with none) is the database's when the database names one of its stored files, or when it
+holds none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import sqlite_utils
+
+from annotation.integrity import managed_files, referenced_paths
+
+OWNER_FILE = ".colorconcept-database.json"
+INSTANCE_SECRET = "browser_state_secret"
+"""The settings key of a database's instance secret (its name from when it keyed the
+browser state); never sent to the page."""
+
+
+def instance_name(secret: str) -> str:
+    """A short public name of the database whose instance secret is `secret`: 10 hex digits."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()[:10]
+
+
+def instance_of(db_file: str | Path) -> str | None:
+    """`instance_name` of the database file `db_file`, read without writing; None when there
+    is no such file yet or it has no instance secret (a database no app has started)."""
+    path = Path(db_file)
+    if not path.is_file():
+        return None
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        row = conn.execute("select value from settings where key = ?", [INSTANCE_SECRET]).fetchone()
+    except sqlite3.OperationalError:  # no settings table: a database no app has prepared
+        return None
+    finally:
+        conn.close()
+    return None if row is None else instance_name(row[0])
+
+
+def owner(data_dir: str | Path) -> dict | None:
+    """What `OWNER_FILE` of `data_dir` says (``instance``, ``database``); None without one.
+
+    Raises
+    ------
+    ValueError
+        If the file is there but is not what `claim` writes.
+    """
+    path = Path(data_dir) / OWNER_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        found = json.loads(text)
+    except json.JSONDecodeError:
+        found = None
+    if not isinstance(found, dict) or not all(
+        isinstance(found.get(k), str) for k in ("instance", "database")
+    ):
+        raise ValueError(
+            f"{str(path)!r}, which says which database the data folder belongs to, cannot be read; "
+            "remove it if this database is the folder's, and start again"
+        )
+    return found
+
+
+def foreign_refusal(db_file: str | Path, data_dir: str | Path) -> str | None:
+    """Why a start of the database `db_file` may not use the data folder `data_dir`: the
+    folder belongs to another database; None when it may. Reads only."""
+    root = Path(data_dir)
+    if not root.is_dir():
+        return None
+    try:
+        found = owner(root)
+    except ValueError as error:
+        return str(error)
+    mine = instance_of(db_file)
+    kind = (
+        "a new database"
+        if not Path(db_file).is_file()
+        else "a database no app has started"
+        if mine is None
+        else f"instance {mine}"
+    )
+    this = f"{str(db_file)!r} ({kind})"
+    fix = (
+        "start with that database (--db), or give this one a data folder of its own (--data-dir); "
+        "nothing was changed"
+    )
+    if found is not None:
+        if found["instance"] == mine:
+            return None
+        return (
+            f"the data folder {str(root)!r} holds the files of another database (instance "
+            f"{found['instance']}, last started from {found['database']!r}), not of {this}: this start "
+            f"would set every file of that study aside as unnamed; {fix}"
+        )
+    stored = [path.relative_to(root).as_posix() for path in managed_files(root, temporary=False)]
+    if not stored:
+        return None
+    if Path(db_file).is_file():  # a database made by the libraries has no instance secret yet
+        conn = sqlite3.connect(f"{Path(db_file).absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            named = referenced_paths(sqlite_utils.Database(conn, execute_plugins=False))
+        finally:
+            conn.close()
+        if not named.isdisjoint(stored):
+            return None
+    return (
+        f"the data folder {str(root)!r} holds {len(stored):,} stored files and {this} names none of "
+        f"them: it is another database's folder, and this start would set them all aside as unnamed; {fix} "
+        "(if that database is gone for good, move the folder's files away first)"
+    )
+
+
+def claim(data_dir: str | Path, db_file: str | Path, instance: str) -> None:
+    """Write `OWNER_FILE` of `data_dir`: it belongs to the database `db_file` of `instance`
+    (written to a temporary name and renamed into place; unchanged if it says so already)."""
+    root = Path(data_dir)
+    text = json.dumps({"instance": instance, "database": os.path.realpath(db_file)}, indent=1) + "\n"
+    path = root / OWNER_FILE
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    temporary = root / f".{OWNER_FILE}.{os.getpid()}.tmp"
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
