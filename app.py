@@ -8,6 +8,7 @@ work, so a top-level import of `app` loaded Gradio and every tab into each worke
 from __future__ import annotations
 
 import argparse
+import errno
 import faulthandler
 import logging
 import os
@@ -25,7 +26,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--db", help=f"SQLite file (default: ${ENV_DB} or data/colorconcept.sqlite)")
     parser.add_argument("--data-dir", help="folder for images and other written files")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=7860, help="port to listen on")
+    parser.add_argument("--port", type=_port, default=7860, help="port to listen on (1-65535)")
     parser.add_argument("--public-url", help="address people open (default http://HOST:PORT)")
     parser.add_argument(
         "--auto-approve-practice",
@@ -39,6 +40,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         f"number >= 0 (default: ${ENV_SEED}, else unseeded)",
     )
     return parser.parse_args(argv)
+
+
+def _port(text: str) -> int:
+    """``--port``: a whole number from 1 to 65535 (99999 ended in a traceback: outside probe 167)."""
+    stripped = text.strip()
+    if not (stripped.isascii() and stripped.isdigit() and 1 <= int(stripped) <= 65535):
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 65535, got {text!r}")
+    return int(stripped)
 
 
 def _seed(text: str) -> int:
@@ -140,9 +149,17 @@ STOP_WAIT_S = 120
 
 
 def _stop(signum, frame) -> None:
-    if STOPPING.is_set():
-        raise SystemExit(0)
-    STOPPING.set()
+    if not STOPPING.is_set():
+        STOPPING.set()
+        return
+    # The second signal ends the process here: a SystemExit waited on the coloring workers'
+    # joins at exit (2 minutes once) and ended with status 0 and no word (outside probe 167).
+    print(
+        f"{_now()} Stopped at once by a second signal (pid {os.getpid()}): the stop under way was not "
+        "waited for; every acknowledged write is stored (an interrupted one is rolled back)",
+        flush=True,
+    )
+    os._exit(128 + signum)
 
 
 def _check_port(host: str, port: int) -> None:
@@ -153,9 +170,16 @@ def _check_port(host: str, port: int) -> None:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((host, port))
     except OSError as error:
-        raise SystemExit(
-            f"Could not start on {host}:{port}: {error.strerror or error} (is another app on it?)"
-        ) from None
+        # The hint fits the cause (every failure asked "is another app on it?": outside probe 167)
+        hint = {
+            errno.EADDRINUSE: "is another app on it?",
+            errno.EADDRNOTAVAIL: "--host must be an address of this machine, e.g. 127.0.0.1 or 0.0.0.0",
+            errno.EACCES: "ports under 1024 need root; choose another --port",
+        }.get(error.errno, "")
+        if isinstance(error, socket.gaierror):
+            hint = "no such host name: --host must be an address or name of this machine, e.g. 127.0.0.1 or 0.0.0.0"
+        said = f"{error.strerror or error}" + (f" ({hint})" if hint else "")
+        raise SystemExit(f"Could not start on {host}:{port}: {said}") from None
 
 
 if __name__ == "__main__":

@@ -299,3 +299,37 @@ def test_a_start_the_database_stays_locked_for_is_refused_naming_the_lock_not_th
         f"database {str(db_path)!r}); what was stored stays: let the other writer (a backup, a restore, "
         "another run) finish, then start again; the next start carries on where this one stopped."
     )
+
+
+@pytest.mark.parametrize("text", ["99999", "-5", "0", "٣", "80.5"])
+def test_a_port_out_of_range_is_refused_naming_the_flag(text, capsys):
+    """--port 99999 ended in an OverflowError traceback (outside probe 167)."""
+    with pytest.raises(SystemExit) as raised:
+        app_script().parse_args(["--port", text])
+    assert raised.value.code == 2
+    assert f"argument --port: must be a whole number from 1 to 65535, got {text!r}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "name", ["COLORCONCEPT_SUBMIT_CONCURRENCY", "COLORCONCEPT_MAX_SUBMISSIONS_PER_MINUTE"]
+)
+@pytest.mark.parametrize("text", ["x", "0", "1.5", "٣"])
+def test_a_bad_number_in_the_environment_is_refused_naming_the_variable(name, text, monkeypatch):
+    """They said "invalid literal for int()" or named the field (outside probe 167)."""
+    from app.config import AppConfig
+
+    monkeypatch.setenv(name, text)
+    with pytest.raises(ValueError) as raised:
+        AppConfig.from_env()
+    assert str(raised.value) == f"${name} must be a whole number >= 1, got {text!r}"
+
+
+def test_a_host_name_that_does_not_resolve_is_said_as_such():
+    """Every failure to listen asked "is another app on it?" (outside probe 167)."""
+    with pytest.raises(SystemExit) as raised:
+        app_script()._check_port("no.such.host.invalid", free_port())
+    assert re.fullmatch(
+        r"Could not start on no\.such\.host\.invalid:\d+: .+ \(no such host name: --host must be an address "
+        r"or name of this machine, e\.g\. 127\.0\.0\.1 or 0\.0\.0\.0\)",
+        str(raised.value.code),
+    ), raised.value.code

@@ -338,6 +338,30 @@ def test_a_stop_signal_after_a_local_ray_cluster_ends_the_cluster_too(tmp_path):
     assert [pid for pid in cluster if _running(pid)] == []
 
 
+def test_a_second_stop_signal_ends_the_app_at_once_saying_so_with_the_signals_status():
+    """It raised SystemExit(0): the exit then waited on the coloring workers' joins (2 minutes
+    once) and ended with status 0 and no word (outside probe 167). The handler alone, in a
+    child: two signals sent to a running app may arrive as one."""
+    code = (
+        "import importlib.util\n"
+        "spec = importlib.util.spec_from_file_location('app_script', 'app.py')\n"
+        "script = importlib.util.module_from_spec(spec); spec.loader.exec_module(script)\n"
+        "script._stop(15, None)\n"
+        "print('first signal: stopping', flush=True)\n"
+        "script._stop(15, None)\n"
+        "print('still running')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 143, done.stderr
+    first, second = done.stdout.splitlines()
+    assert first == "first signal: stopping"
+    assert re.fullmatch(
+        r"[\d-]+ [\d:]+ UTC Stopped at once by a second signal \(pid \d+\): the stop under way was not "
+        r"waited for; every acknowledged write is stored \(an interrupted one is rolled back\)",
+        second,
+    )
+
+
 def _running(pid: int) -> bool:
     """Whether process `pid` exists and has not exited (an exited child of a parent that is
     gone may wait a moment for init to reap it: a zombie runs nothing)."""
