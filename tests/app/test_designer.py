@@ -430,8 +430,8 @@ def test_a_redo_whose_round_went_to_the_vote_is_refused_beside_submit_and_the_ca
     assert canvas["forget_task_id"] == redo["canvas_key"]
     assert json.loads(shown[parts["designer_task"]])["kind"] != "redo"
     assert [r["round"] for r in study.rows("colorings", "practice = 0")] == [1, 1]
-    # The ended task, sent again (an API client, another tab), stays refused.
-    with pytest.raises(AppError, match=rf"a new round of coloring {first['id']}, is released; nothing"):
+    # The ended task, sent again (an API client, another tab), stays refused, saying why.
+    with pytest.raises(AppError, match=rf"^coloring {first['id']} went to the experts' blind vote after you"):
         study.client.predict(token, value, api_name="/designer_submit")
 
 
