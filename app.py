@@ -26,7 +26,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--db", help=f"SQLite file (default: ${ENV_DB} or data/colorconcept.sqlite)")
     parser.add_argument("--data-dir", help="folder for images and other written files")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=_port, default=7860, help="port to listen on (1-65535)")
+    parser.add_argument("--port", type=_port, default=7860, help="port to listen on (0-65535)")
     parser.add_argument("--public-url", help="address people open (default http://HOST:PORT)")
     parser.add_argument(
         "--auto-approve-practice",
@@ -43,10 +43,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _port(text: str) -> int:
-    """``--port``: a whole number from 1 to 65535 (99999 ended in a traceback: outside probe 167)."""
+    """``--port``: a whole number from 0 to 65535 (99999 ended in a traceback: outside probe 167)."""
     stripped = text.strip()
-    if not (stripped.isascii() and stripped.isdigit() and 1 <= int(stripped) <= 65535):
-        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 65535, got {text!r}")
+    if not (stripped.isascii() and stripped.isdigit() and int(stripped) <= 65535):
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 65535, got {text!r}")
     return int(stripped)
 
 
