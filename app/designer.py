@@ -52,6 +52,7 @@ from app.common import (
     ONE_CLICK,
     PLUMBING,
     AppContext,
+    as_gr_error,
     compact_css,
     escape,
     focus_next,
@@ -61,6 +62,7 @@ from app.common import (
     named_table,
     note_area,
     own_session,
+    refusal_text,
     refused_with,
     role,
     same_access,
@@ -326,8 +328,11 @@ class DesignerTab(Tab):
                 rng=ctx.rng,
             )
         except TaskEnded as ended:
-            # The refusal beside the button, and the canvas moves on: the task is gone.
-            raise refused_with(ended, self._view(db, actor, forget=ended.canvas_key)) from ended
+            # The refusal beside the button, and the canvas moves on: the task is gone. The
+            # next task's canvas clears that note as it loads (an edit's rule), so the message
+            # above the task says it too (in Chromium the refusal showed nowhere: session 49).
+            said = refusal_text(as_gr_error(ended).message)
+            raise refused_with(ended, self._view(db, actor, forget=ended.canvas_key, message=said)) from ended
         saved = f"Saved your coloring of **{escape(submitted.task.concept_key)}** (#{submitted.coloring_id})."
         try:
             return self._view(

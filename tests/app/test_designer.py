@@ -421,9 +421,10 @@ def test_a_redo_whose_round_went_to_the_vote_is_refused_beside_submit_and_the_ca
     ]
     parts = {b.elem_id: b for b in blocks if getattr(b, "elem_id", None)}
     shown = page(token, value)
-    assert shown[parts["designer_submit_note"]].startswith(
-        f"⚠️ coloring {first['id']} went to the experts' blind vote after you asked to redo it"
-    )
+    refusal = f"⚠️ coloring {first['id']} went to the experts' blind vote after you asked to redo it"
+    assert shown[parts["designer_submit_note"]].startswith(refusal)
+    # ... and above the next task: its canvas clears the note as it loads (an edit's rule)
+    assert shown[parts["designer_message"]].startswith(refusal)
     # The canvas shows the next task and drops the ended one's draft; nothing was stored.
     canvas = shown[parts["designer_canvas"]]
     assert canvas["task_id"] != redo["canvas_key"]
