@@ -320,7 +320,7 @@ class ExpertTab(Tab):
     def recolor(self, db, actor, coloring_id: float, note: str) -> dict:
         """Ask the designer of a coloring for a new round."""
         coloring_id = whole_number(coloring_id, "Coloring id", empty=PICK_A_COLORING)
-        marked = _marked_fine_by(db, coloring_id)
+        marked = review.marked_fine_by(db, coloring_id)
         review.request_recolor(db, actor, coloring_id, note or "")
         # Said, not silently replaced (outside probe 168)
         replaces = (
@@ -798,18 +798,6 @@ def _stacked_distributions(items: list[review.GridItem], status: list[str]) -> g
         figure.update_yaxes(range=[0, top], row=row, col=1)
     figure.update_layout(height=180 * len(items), showlegend=False, **LAYOUT)
     return figure
-
-
-def _marked_fine_by(db, coloring_id: int) -> str | None:
-    """Who marked coloring `coloring_id` as fine, while it stands so; else None."""
-    if db.execute("select status from colorings where id = ?", [coloring_id]).fetchone() != ("accepted",):
-        return None
-    row = db.execute(
-        "select actor from audit where action = 'accept_coloring' and object_type = 'coloring' "
-        "and object_id = ? order by id desc limit 1",
-        [str(coloring_id)],
-    ).fetchone()
-    return row[0] if row else "an expert"
 
 
 def _number(value: float) -> str:

@@ -263,6 +263,19 @@ def request_recolor(
     return task_id
 
 
+def marked_fine_by(db: sqlite_utils.Database, coloring_id: int) -> str | None:
+    """Who marked coloring `coloring_id` as fine (`accept_coloring`), while it stands so;
+    else None."""
+    if db.execute("select status from colorings where id = ?", [coloring_id]).fetchone() != ("accepted",):
+        return None
+    row = db.execute(
+        "select actor from audit where action = 'accept_coloring' and object_type = 'coloring' "
+        "and object_id = ? order by id desc limit 1",
+        [str(coloring_id)],
+    ).fetchone()
+    return row[0] if row else "an expert"
+
+
 def _check_recolorable(db, coloring: dict, now: dt.datetime) -> None:
     cid = coloring["id"]
     if coloring["practice"]:
