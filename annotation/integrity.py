@@ -128,7 +128,7 @@ def orphaned_files(db: sqlite_utils.Database, data_dir: str | Path, *, min_age_s
     live = db_path(db)
     for copy in kept_copies(live) if live else []:
         try:
-            referenced |= _referenced_in_copy(copy)
+            referenced |= referenced_in_file(copy)
         except sqlite3.DatabaseError as error:
             _LOG.warning(
                 "%s, a database kept beside the database, cannot be read (%s): files only it names "
@@ -212,7 +212,7 @@ def sweep_orphans(
     return orphans
 
 
-def _referenced_in_copy(path: Path) -> set[str]:
+def referenced_in_file(path: Path) -> set[str]:
     """`referenced_paths` of the database file at `path`, opened read-only.
 
     Raises

@@ -21,9 +21,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-import sqlite_utils
-
-from annotation.integrity import managed_files, referenced_paths
+from annotation.integrity import managed_files, referenced_in_file
 
 OWNER_FILE = ".colorconcept-database.json"
 INSTANCE_SECRET = "browser_state_secret"
@@ -113,14 +111,9 @@ def foreign_refusal(db_file: str | Path, data_dir: str | Path) -> str | None:
     stored = [path.relative_to(root).as_posix() for path in managed_files(root, temporary=False)]
     if not stored:
         return None
-    if Path(db_file).is_file():  # a database made by the libraries has no instance secret yet
-        conn = sqlite3.connect(f"{Path(db_file).absolute().as_uri()}?mode=ro", uri=True)
-        try:
-            named = referenced_paths(sqlite_utils.Database(conn, execute_plugins=False))
-        finally:
-            conn.close()
-        if not named.isdisjoint(stored):
-            return None
+    # A database made by the libraries has no instance secret yet, but names its files
+    if Path(db_file).is_file() and not referenced_in_file(Path(db_file)).isdisjoint(stored):
+        return None
     return (
         f"the data folder {str(root)!r} holds {len(stored):,} stored files and {this} names none of "
         f"them: it is another database's folder, and this start would set them all aside as unnamed; {fix} "
