@@ -896,8 +896,11 @@ def _guarded(wrapper: Callable, fn: Callable, roles: tuple[str, ...], *, kept: i
 
 
 def refusal_text(message: str) -> str:
-    """The Markdown a `note` shows for a refusal: `message` is already escaped."""
-    return f"⚠️ {message}"
+    """The Markdown a `note` shows for a refusal: `message` is already escaped, and the
+    link and image marks of a value it quotes are written as character references, which
+    start neither: ``![p](http://host/p.png)`` in a study's name loaded that image in the
+    browser of another researcher refused over the study."""
+    return f"⚠️ {message.replace('![', '&#33;[').replace('](', ']&#40;')}"
 
 
 def toast_text(message: str) -> str:

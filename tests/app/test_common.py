@@ -42,6 +42,10 @@ class Probe(Tab):
         raise Conflict("coloring <b>7</b> is excluded")
 
     @role("admin")
+    def quote(self, db, actor, name: str):
+        raise Conflict(f"study {name!r} is a draft")
+
+    @role("admin")
     def own_error(self, db, actor):
         raise gr.Error("already a gr.Error")
 
@@ -153,6 +157,22 @@ def test_a_refusal_on_the_page_names_fields_by_their_labels_and_the_api_by_param
     with pytest.raises(gr.Error) as raised:
         api.fn(token, 3, "")
     assert raised.value.message == "`why` is empty: say why annotator `annotator_id` 3 is closed (`why`)"
+
+
+def test_a_refusal_on_the_page_quotes_a_name_without_its_links_or_images(signed_in):
+    ctx, token = signed_in
+    probe = Probe(ctx, {})
+    with gr.Blocks() as demo:
+        session = gr.State(token)
+        name = gr.Textbox(label="Name")
+        note = note_area("probe_note")
+        wire(gr.Button().click, probe.quote, [session, name], [], note=note, api_name="probe_quote")
+    page = next(f for f in demo.fns.values() if f.name == "page_probe_quote")
+    with pytest.warns(UserWarning):
+        answer = page.fn(token, "![p](http://host/p.png) [x](http://host)")
+    shown = answer[note]
+    assert "![" not in shown and "](" not in shown
+    assert shown == "⚠️ study '&#33;[p]&#40;http://host/p.png) [x]&#40;http://host)' is a draft"
 
 
 @pytest.mark.parametrize("value, expected", [(3, 3), (3.0, 3), (" 12 ", 12), ("-4", -4)])
