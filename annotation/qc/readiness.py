@@ -42,10 +42,14 @@ class Readiness:
         coloring; fewest missing first, then by key.
     pilot : bool
         Whether `concepts` are a pilot's.
+    in_vote : frozenset of str
+        Concepts with a coloring under the blind vote or decided by it: their vote opened,
+        so no count of colorings is said to open it (a withdrawal may leave one below
+        `min_colorings`; outside probe 170).
     rankable : int
         Concepts with `min_colorings` counted colorings or more.
     rankable_at_least : int
-        Concepts with `MIN_COLORINGS` (2, the least a ranking takes) or more.
+        Concepts not in `in_vote` with `MIN_COLORINGS` (2, the least a ranking takes) or more.
     fewest_rankable : int
         The fewest counted colorings among those concepts (0 when there are none): the most
         colorings per concept that still ranks all of them.
@@ -62,6 +66,7 @@ class Readiness:
     min_colorings: int
     concepts: tuple[tuple[str, int], ...]
     pilot: bool
+    in_vote: frozenset[str]
     rankable: int
     rankable_at_least: int
     fewest_rankable: int
@@ -102,7 +107,8 @@ class Readiness:
 
     def _colorings_line(self) -> str:
         m = self.min_colorings
-        waiting = [(key, m - n) for key, n in self.concepts if n < m]
+        waiting = [(key, m - n) for key, n in self.concepts if n < m and key not in self.in_vote]
+        voting = [key for key, n in self.concepts if n < m and key in self.in_vote]
         short = waiting[:SHOWN]
         steps = "; ".join(
             f"{counted(more, 'more coloring') if i == 0 else f'{more} more'} of '{key}' "
@@ -111,6 +117,11 @@ class Readiness:
         )
         if len(waiting) > SHOWN:  # a pilot's fourth concept was left out unsaid
             steps += f"; and {counted(len(waiting) - SHOWN, 'more concept')}"
+        if voting:
+            names = ", ".join(f"'{key}'" for key in voting[:SHOWN])
+            more = f" and {counted(len(voting) - SHOWN, 'more concept')}" if len(voting) > SHOWN else ""
+            in_vote = f"{names}{more} {'is' if len(voting) == 1 else 'are'} in the vote already"
+            steps = f"{steps}; {in_vote}" if steps else in_vote
         if self.rankable:
             head = f"{counted(self.rankable, 'concept')} {'has' if self.rankable == 1 else 'have'} the {m} colorings that “Colorings needed per concept” asks"
             return f"{head}; {steps}." if steps and self.pilot else f"{head}."
@@ -157,6 +168,13 @@ def readiness(db: sqlite_utils.Database, min_colorings: int = MIN_COLORINGS) -> 
     pilot = read_pilot(db)
     named = [(key, counts.get(key, 0)) for key in pilot] if pilot else list(counts.items())
     named.sort(key=lambda item: (max(0, min_colorings - item[1]), item[0]))
+    in_vote = frozenset(
+        key
+        for (key,) in db.execute(
+            "select distinct c.concept_key from reviews r join colorings c on c.id = r.coloring_id"
+        )
+    )
+    outside = [n for key, n in counts.items() if key not in in_vote]
     reviews = db.execute(
         "select coalesce(sum(status = 'open'), 0), coalesce(sum(status = 'decided'), 0), "
         f"coalesce(sum(case when status = 'open' then {MISSING_VOTES} end), 0), "
@@ -167,9 +185,10 @@ def readiness(db: sqlite_utils.Database, min_colorings: int = MIN_COLORINGS) -> 
         min_colorings=min_colorings,
         concepts=tuple(named),
         pilot=bool(pilot),
+        in_vote=in_vote,
         rankable=sum(n >= min_colorings for n in counts.values()),
-        rankable_at_least=sum(n >= MIN_COLORINGS for n in counts.values()),
-        fewest_rankable=min((n for n in counts.values() if n >= MIN_COLORINGS), default=0),
+        rankable_at_least=sum(n >= MIN_COLORINGS for n in outside),
+        fewest_rankable=min((n for n in outside if n >= MIN_COLORINGS), default=0),
         reviews_open=int(reviews[0]),
         reviews_decided=int(reviews[1]),
         votes_missing=int(reviews[2]),

@@ -270,6 +270,28 @@ def test_an_expert_asking_too_many_is_told_the_most_that_ranks_every_ready_conce
     )
 
 
+def test_a_concept_whose_vote_is_open_is_not_said_to_wait_for_colorings(db, tmp_path):
+    """Asked for 3 colorings after a vote opened on 2 (or a withdrawal took one), the line
+    said "1 more coloring of 'apple' opens its vote" and to set 2 to rank it (probe 170)."""
+    _setup(db)
+    pilot.set_pilot(db, PILOT, actor="admin")
+    designers = people(db, 2, "designer")
+    for designer, rgb in zip(designers, COLORS):
+        add_coloring(db, tmp_path, designer, "apple", rgb)
+        add_coloring(db, tmp_path, designer, "rotten apple", rgb)
+    review.open_review_queue(db, ADMIN, top_fraction=0.5, min_colorings=2, now=T0)
+    ((voted,),) = db.execute(
+        "select distinct c.concept_key from reviews r join colorings c on c.id = r.coloring_id"
+    ).fetchall()
+    waiting = next(key for key in ("apple", "rotten apple") if key != voted)
+    assert readiness(db, 3).lines()[0] == (
+        "No pilot concept has yet the 3 colorings from different designers that “Colorings needed per "
+        f"concept” asks: 1 more coloring of '{waiting}' opens its vote; 3 more of 'forbidding castle' "
+        f"open its vote; '{voted}' is in the vote already. 1 concept has 2 or more: set “Colorings "
+        "needed per concept” to 2 to rank them now."
+    )
+
+
 def test_the_numbers_count_the_votes_each_review_still_misses(db, tmp_path):
     _setup(db)
     designers = people(db, 2, "designer")
