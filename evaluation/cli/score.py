@@ -195,9 +195,9 @@ def main(args: argparse.Namespace) -> int:
     _check_cfg(args.cfg)
     check_out_folder(args.out)
     db = open_db(args)
-    human = _human(db, args)
     if args.run is not None:
         concept_run_config(db, args.run)  # an explicit-color run has verdicts, not distributions
+    human = _human(db, args)
     rows = runs.model_distributions(db, run=args.run, model=args.model)
     if not rows and args.model is not None:
         models = sorted({r["model"] for r in runs.model_distributions(db, run=args.run)})

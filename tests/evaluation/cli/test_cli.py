@@ -564,6 +564,17 @@ def test_score_names_the_option_and_what_it_may_be(tmp_path, capsys, extra, mess
     assert capsys.readouterr().err.strip().endswith(message)
 
 
+def test_score_of_an_unknown_run_says_so_alone(tmp_path, capsys):
+    """The reference set's paragraph on how to read its scores came first, above the one
+    line that said nothing was scored (outside probe 169)."""
+    _scored_grid(tmp_path)
+    capsys.readouterr()
+    assert main(["score", "--run", "nosuch", *_storage(tmp_path)]) == 2
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert said.err.strip().endswith("no run named 'nosuch'; known runs, newest first: grid")
+
+
 def test_a_reference_csv_never_writes_over_another_set(tmp_path, capsys):
     """Loaded under the shipped set's label, two rows once replaced its apple and banana, and
     the default source of every table became a mix of two sources."""
