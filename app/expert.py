@@ -70,8 +70,8 @@ RANKING_HEADERS = ["rank", "concept", "n", "consistency_emd", "high_variance"]
 RATER_HEADERS = ["expert", "votes_on_decided", "agreement_with_majority", "agreement_with_others"]
 EXCLUDED_HEADERS = ["coloring_id", "concept", "designer", "round", "consistent", "inconsistent"]
 PICK_A_COLORING = (
-    "type the coloring_id of one of the concept's colorings (the first column of the table that "
-    "the Show colorings button fills above)"
+    "click a picture of the concept's colorings, or type its coloring_id (the first column of the "
+    "table that the Show colorings button fills above)"
 )
 """Where an expert finds the id *Ask for a recolor* and *Mark as fine* take (outside probe 149
 read "must be a whole number, got nothing" after clicking a gallery picture)."""
@@ -122,6 +122,7 @@ EVENTS = (
         "grid_note",
         "expert_grid",
     ),
+    On("gallery.select", "pick", ("grid_table",), ("coloring",)),
     On(
         "recolor.click",
         "recolor",
@@ -501,6 +502,20 @@ class ExpertTab(Tab):
     inconsistent = same_access(inconsistent, vote)
 
     @ui_only
+    def pick(self, table, evt: gr.SelectData) -> dict:
+        """*Coloring id* set to the clicked picture's, read from the table's row in the same
+        place (the gallery and the table list one concept's colorings in one order), so that
+        *Ask for a recolor* and *Mark as fine* act on it (outside probe 168 clicked a picture
+        and the field stayed empty). A coloring under the blind vote has no id to give: the
+        field is left as it is."""
+        try:  # a column with an empty cell comes as floats: 7.0
+            number = float(table.iloc[evt.index, 0])
+        except (AttributeError, IndexError, TypeError, ValueError):
+            number = math.nan
+        whole = math.isfinite(number) and number.is_integer() and number > 0
+        return self.named(coloring=str(int(number)) if whole else gr.skip())
+
+    @ui_only
     def voteable(self, task) -> dict:
         """The verdict buttons work only while a coloring is shown."""
         usable = gr.Button(interactive=task not in (None, ""))
@@ -570,7 +585,9 @@ def _grid_section() -> dict:
         )
     parts["grid_plot"] = gr.Plot(label="UW-71 distributions", elem_id="expert_grid_plot")
     with gr.Row():
-        parts["coloring"] = id_field("Coloring id", "expert_coloring")
+        parts["coloring"] = id_field(
+            "Coloring id", "expert_coloring", placeholder="click a picture above, or type from the table"
+        )
         parts["note"] = gr.Textbox(label="Note to the designer", scale=3, elem_id="expert_note")
         parts["recolor"] = gr.Button("Ask for a recolor", elem_id="expert_recolor_button")
         parts["accept"] = gr.Button("Mark as fine", elem_id="expert_accept_button")

@@ -363,8 +363,8 @@ CASES = [
         "expert-recolor-no-coloring",
         "/expert_recolor",
         as_role("expert", "", "browner"),
-        r"^`Coloring id` is empty: type the coloring_id of one of the concept's colorings \(the first column "
-        r"of the table that the Show colorings button fills above\)$",
+        r"^`Coloring id` is empty: click a picture of the concept's colorings, or type its coloring_id \(the "
+        r"first column of the table that the Show colorings button fills above\)$",
     ),
     Case(
         "expert-recolor-fractional-coloring",

@@ -1,10 +1,13 @@
 import re
 
+import gradio as gr
 import numpy as np
+import pandas as pd
 import pytest
 from gradio_client.exceptions import AppError
 from PIL import Image
 
+from app.expert import ExpertTab
 from storage import open_db
 from tests.app.test_admin import _dump
 from tests.app.test_participant import _rows
@@ -388,3 +391,21 @@ def test_a_kappa_of_exactly_zero_is_shown_without_a_minus_sign():
     kappa = fleiss_kappa(np.array([[3, 0], [2, 1], [1, 2]]))
     assert kappa == pytest.approx(0.0, abs=1e-12)
     assert _number(kappa) == "0.000" and _number(-0.0004) == "0.000" and _number(-0.0006) == "-0.001"
+
+
+@pytest.mark.parametrize(
+    "cells, index, expected",
+    [
+        (["4", "7"], 1, "7"),
+        ([4.0, None], 0, "4"),  # a column with an empty cell comes as floats
+        ([4.0, None], 1, None),  # under the blind vote: no id to give
+        (["4", ""], 1, None),
+        (["4"], 3, None),  # a click from a gallery the table no longer matches
+    ],
+)
+def test_a_picture_clicked_gives_its_rows_coloring_id_or_leaves_the_field_as_it_is(cells, index, expected):
+    tab = ExpertTab(None, {"coloring": "field"})
+    update = tab.pick(
+        pd.DataFrame({"coloring_id": cells}), gr.SelectData(None, {"index": index, "value": None})
+    )
+    assert update == {"field": gr.skip() if expected is None else expected}

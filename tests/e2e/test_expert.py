@@ -273,3 +273,35 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
     expect(needs).to_contain_text("4 votes on 2 colorings are missing")
     page.screenshot(path=str(SHOTS / "expert-pilot-after-votes.png"), full_page=True)
     assert page.js_errors == []
+
+
+def test_clicking_a_colorings_picture_fills_its_id_for_the_recolor_and_fine_buttons(live_app, page):
+    """Outside probe 168 clicked a picture in the grid: *Coloring id* stayed empty."""
+    designers = [annotator for annotator, _ in live_app.invite("designer", 2)]
+    db = open_db(live_app.config.db_path)
+    try:
+        ids = [
+            add_coloring(db, live_app.config.data_dir, d, "apple", rgb) for d, rgb in zip(designers, GREYS)
+        ]
+    finally:
+        db.close()
+    [(_, link)] = live_app.invite("expert")
+    sign_in(page, link)
+    open_tab(page, "Expert review")
+    page.locator("#expert_concept input").click()
+    page.keyboard.type("apple")
+    page.get_by_role("option", name="apple (2 designers, 2 colorings)").click()
+    page.click("#expert_show")
+    thumbnails = page.locator("#expert_gallery img")
+    expect(thumbnails).to_have_count(2)
+    first_row = page.locator("#expert_grid_table [role=row][data-index='1'] [role=gridcell]").first
+    expect(first_row).to_have_text(re.compile(r"\d+"))
+    second = int(first_row.inner_text())
+    assert second in ids
+    thumbnails.nth(1).click()
+    expect(page.locator("#expert_coloring input")).to_have_value(str(second))
+    page.click("#expert_accept_button")
+    expect(page.locator("#expert_grid_message")).to_have_text(f"Coloring {second} marked as fine.")
+    [stored] = live_app.query("select status from colorings where id = ?", (second,))
+    assert stored["status"] == "accepted"
+    assert page.js_errors == []
