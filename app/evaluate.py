@@ -272,6 +272,8 @@ def _form_fields(fields: tuple[str, ...], optional_from: str) -> Callable[[Calla
 
 
 _TOKEN = ("session_token",)
+RUN_ACTION = ("progress_note", "progress")
+"""What *Cancel* and *Resume* answer, in this order for API clients: a line, the Runs table."""
 IMPLICIT_ONLY = ("intro", "styles", "concept_box")
 """The parts only the implicit mode shows (`EvaluateTab.show_mode`)."""
 EVENTS = (
@@ -288,10 +290,20 @@ EVENTS = (
     On("start.click", "start", (*_TOKEN, *FORM), ("plan", "run"), "plan", "evaluate_start"),
     On("refresh.click", "progress", _TOKEN, ("progress",), "progress_note", "evaluate_progress"),
     On("timer.tick", "progress", _TOKEN, ("progress",), "progress_note"),
-    On("cancel.click", "cancel", (*_TOKEN, "run"), ("plan",), "plan", "evaluate_cancel"),
-    On("resume.click", "resume", (*_TOKEN, "run", *_MASKING), ("plan",), "plan", "evaluate_resume"),
+    # Said under the Run row they act on, with the Runs table as they left it (under Start,
+    # with the table between, a refusal read as Start's, and a resumed run's row still said
+    # "cancelled": outside probe 173).
+    On("cancel.click", "cancel", (*_TOKEN, "run"), RUN_ACTION, "progress_note", "evaluate_cancel"),
+    On("resume.click", "resume", (*_TOKEN, "run", *_MASKING), RUN_ACTION, "progress_note", "evaluate_resume"),
     # A run picked to resume brings back the masking it recorded, which a resume must use.
-    On("run.input", "masking_of_run", (*_TOKEN, "run"), ("preset", "box", "text"), "plan", clear_note=False),
+    On(
+        "run.input",
+        "masking_of_run",
+        (*_TOKEN, "run"),
+        ("preset", "box", "text"),
+        "progress_note",
+        clear_note=False,
+    ),
     # The last import's list goes first: a refused import must not show it as its own.
     On("import_button.click", "import_cleared", (), ("rejected",)),
     On(
@@ -428,6 +440,9 @@ class EvaluateTab(Tab):
     def progress(self, db, actor) -> dict:
         """Progress bars of the newest runs, with the job state on this server (or that a
         job of another process on the same database runs it)."""
+        return {self.parts["progress"]: self._progress_html(db)}
+
+    def _progress_html(self, db) -> str:
         manager = self.ctx.jobs
         shown = runs.list_runs(db)[:RUNS_SHOWN]
         starters = research.run_starters(db, [r["name"] for r in shown])
@@ -443,7 +458,7 @@ class EvaluateTab(Tab):
             )
             for r in shown
         ]
-        return {self.parts["progress"]: _progress_html(rows)}
+        return _progress_html(rows)
 
     @role(*ALLOWED)
     def cancel(self, db, actor, run: str) -> dict:
@@ -460,8 +475,9 @@ class EvaluateTab(Tab):
         # Not the state: this line stays while the Runs table moves on, and "cancelling" read
         # as still running long after the run had stopped (outside probe 144).
         return {
-            self.parts["plan"]: f"Run **{escape(run)}**: asked to stop after its current batch; what is done "
-            "stays. The Runs table says *cancelled* once it has stopped."
+            self.parts["progress_note"]: f"Run **{escape(run)}**: asked to stop after its current batch; "
+            "what is done stays. The Runs table says *cancelled* once it has stopped.",
+            self.parts["progress"]: self._progress_html(db),
         }
 
     @role(*ALLOWED)
@@ -492,7 +508,9 @@ class EvaluateTab(Tab):
         research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
         state = self.ctx.jobs.submit(run, segmenter, executor)
         return {
-            self.parts["plan"]: f"Run **{escape(run)}**: job {state.state}." + (f" {where}" if where else "")
+            self.parts["progress_note"]: f"Run **{escape(run)}**: job {state.state}."
+            + (f" {where}" if where else ""),
+            self.parts["progress"]: self._progress_html(db),
         }
 
     @ui_only
@@ -595,7 +613,6 @@ def _layout(registry: dict) -> dict:
         parts["start"] = gr.Button("Start", variant="primary", elem_id="evaluate_start")
     parts["plan"] = live(gr.Markdown(elem_id="evaluate_plan"))
     parts |= _progress_section() | _import_section()
-    parts["progress_note"] = note_area("evaluate_progress_note")
     parts["saved"] = gr.BrowserState({}, storage_key=FORM_STORAGE_KEY, secret=BROWSER_STATE_KEY)
     return parts
 
@@ -764,6 +781,7 @@ def _progress_section() -> dict:
         parts["cancel"] = gr.Button("Cancel", variant="stop", elem_id="evaluate_cancel")
         parts["resume"] = gr.Button("Resume", elem_id="evaluate_resume")
         parts["refresh"] = gr.Button("Refresh", elem_id="evaluate_refresh")
+    parts["progress_note"] = live(note_area("evaluate_progress_note"))
     parts["timer"] = gr.Timer(POLL_SECONDS, active=False)
     return parts
 

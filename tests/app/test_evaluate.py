@@ -124,7 +124,11 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
             runs.release_job(db, "tiny-two", "elsewhere:4242")
         finally:
             db.close()
-        client.predict(researcher, "tiny-two", *TINY, api_name="/evaluate_resume")  # its own: queued
+        said, html = client.predict(researcher, "tiny-two", *TINY, api_name="/evaluate_resume")  # its own
+        # The Runs table comes with the answer: a resumed run's row said "cancelled" until the
+        # next refresh (outside probe 173).
+        assert said == "Run **tiny-two**: job queued."
+        assert re.search(r"<tr><td>tiny-two</td>.*?data-state='(queued|running|complete)'", html)
         assert _wait(client, researcher, "tiny-two")[0] == "complete"
     db = open_db(config.db_path)
     try:

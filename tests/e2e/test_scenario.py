@@ -245,6 +245,15 @@ def _researcher_runs_the_tiny_model_and_builds_a_study(app: LiveApp, browser, co
     progress = page.locator("#evaluate_progress")
     expect(progress).to_contain_text("5/5 distributions", timeout=120_000)
     _shot(page, "8-researcher-run")
+    # Cancel on a finished run is refused under the Run row it acts on, not under Start with
+    # the Runs table between (outside probe 173).
+    expect(page.locator("#evaluate_run input")).to_have_value("tiny")
+    page.click("#evaluate_cancel")
+    note = page.locator("#evaluate_progress_note")
+    expect(note).to_have_text("⚠️ run 'tiny' has no queued or running job to cancel (its job finished)")
+    row, below = page.locator("#evaluate_run").bounding_box(), note.bounding_box()
+    assert 0 <= below["y"] - (row["y"] + row["height"]) < 40, (row, below)
+    _shot(page, "8-researcher-cancel-refused")
     page.get_by_role("tab", name="Leaderboards").click()  # computed as the tab opens
     expect(page.locator("#leaderboard_table1")).to_contain_text("tiny-random")
     _shot(page, "9-researcher-leaderboard")
