@@ -70,6 +70,8 @@ ROLES = ("researcher",)
 TABLE1, TABLE2 = TABLE1_TITLE, TABLE2_TITLE
 LEGEND = (
     "<p>Bold: best in the column; underlined: second best. ↑ higher is better, ↓ lower is better. "
+    "EMD is in ΔE*ab (CIELAB distance), ED in nats, ΔHue in degrees (0 to 180); PCC is Pearson's r "
+    "and DCA a share of concepts (0 to 1). "
     f"{NOT_DEFINED}: no value, either because the model has no distribution in that style "
     "(n = 0) or, under ΔHue alone, because every dominant color is grey. "
     "[lo, hi]: bootstrap interval (under Table 2: how it was drawn).</p>"

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from evaluation.analysis.tables import METRICS, MODIFIER_LABELS, SHIFT_COLUMNS, require_columns
+from evaluation.analysis.tables import AXIS_UNITS, METRICS, MODIFIER_LABELS, SHIFT_COLUMNS, require_columns
 from evaluation.color.naming import name_lab, name_srgb, names_of_uw71
 from evaluation.color.palette import N_BINS, Palette, load_uw71
 from evaluation.color.wheel import relation
@@ -299,7 +299,8 @@ def cfg_sweep_figure(sweep: pd.DataFrame, metric_names=("emd", "pcc")) -> go.Fig
                 col=1,
             )
         fig.update_xaxes(title={"text": "CFG scale", "standoff": 4}, row=col, col=1)
-        fig.update_yaxes(title=f"mean {METRICS[metric][0]}", row=col, col=1)
+        unit = f" ({AXIS_UNITS[metric]})" if metric in AXIS_UNITS else ""
+        fig.update_yaxes(title=f"mean {METRICS[metric][0]}{unit}", row=col, col=1)
     legend_px = 24 * math.ceil(len(lines) / 2)  # two names a row on a phone, more on a wide screen
     margin = {**LAYOUT["margin"], "b": 60 + legend_px}
     fig.update_layout(

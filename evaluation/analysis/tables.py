@@ -68,6 +68,9 @@ METRIC_UNITS = {
     "dca": "fraction of concepts (0 to 1)",
     "hue_diff": "degrees (0 to 180)",
 }
+#: The unit an axis title or a page's legend names beside a metric (PCC's r and DCA's share
+#: have none to name).
+AXIS_UNITS = {"emd": "ΔE*ab", "ed": "nats", "hue_diff": "degrees"}
 TABLE1_METRICS = ("pcc", "emd", "ed")
 TABLE2_METRICS = ("dca", "hue_diff")
 #: The two tables' titles, in the paper's words (Table 2's metrics are the dominant color's).

@@ -68,6 +68,10 @@ def test_leaderboards_figures_and_exports_match_the_stored_metrics(tmp_path):
     # The tables name their scales too: a refused change replaces the note and keeps them.
     assert all("<p>Guidance scale per model: m-grey at 4, m-red at 4.</p>" in t for t in (table1, table2))
     assert "Different concept sets" not in table1 + table2  # both models average the same concepts
+    # The units, as the CSVs' `unit` column says them (outside probe 173 found none on the page).
+    assert all(
+        "EMD is in ΔE*ab (CIELAB distance), ED in nats, ΔHue in degrees" in t for t in (table1, table2)
+    )
     assert table1.endswith(expected.table1.to_html(label=TABLE1)) and table2.endswith(
         expected.table2.to_html(label=TABLE2)
     )

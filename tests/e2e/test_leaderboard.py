@@ -46,7 +46,9 @@ def test_researcher_computes_the_leaderboards_and_sees_tables_and_figures(live_a
     assert sweep.locator(".xtitle").first.text_content() == "CFG scale"
     # A screen reader hears what each chart shows: title, axes, each model's values.
     said = sweep.get_attribute("aria-label")
-    assert said.startswith("Figure 5: EMD and PCC against guidance scale; mean EMD by CFG scale; "), said
+    assert said.startswith("Figure 5: EMD and PCC against guidance scale; mean EMD (ΔE*ab) by CFG scale; "), (
+        said
+    )
     for model in COLORS:
         assert re.search(rf"; {model}: 2 [\d.]+, 4 [\d.]+, 6 [\d.]+;", said), said
         assert re.search(rf"; {model} \(mean PCC\): 2 -?[\d.]+, 4 -?[\d.]+, 6 -?[\d.]+(;|$)", said), said

@@ -139,7 +139,7 @@ def test_cfg_sweep_figure_has_one_line_per_model_per_metric():
     assert [fig.layout[a].title.text for a in ("xaxis", "xaxis2", "yaxis", "yaxis2")] == [
         "CFG scale",
         "CFG scale",
-        "mean EMD",
+        "mean EMD (ΔE*ab)",  # the unit, as the CSVs' (outside probe 173)
         "mean PCC",
     ]
     # One panel above the other, each as wide as the figure, the legend under them: side by
