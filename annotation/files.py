@@ -29,6 +29,7 @@ __all__ = [
     "StoredFile",
     "check_rgba_png",
     "decode_image",
+    "neutral_copy",
     "png_bytes",
     "resolve",
     "store_bytes",
@@ -59,6 +60,34 @@ def store_bytes(
     """
     with _refusals():
         return files.put_bytes(data_dir, data, folder=folder, suffix=suffix)
+
+
+TRIALS = "trials"
+"""The folder of `neutral_copy`'s copies: made again when missing, never swept
+(`annotation.integrity.SKIPPED_FOLDERS`), served to the participant whose trial showed each
+(`app.guard.DATA_RULES`)."""
+
+
+def neutral_copy(data_dir: str | Path, relative: str) -> str:
+    """A copy of the stored file `relative` named by its content alone,
+    ``trials/<sha[:2]>/<sha><suffix>``: what a participant's page names for a model image,
+    whose own path names its run (``runs/<run>/images/...``), and a run is often named after
+    its model (outside probe 171 told the two sides apart by it).
+
+    Returns
+    -------
+    str
+        The copy's path relative to `data_dir`; the same bytes give the same path, stored once.
+
+    Raises
+    ------
+    InvalidInput
+        If `relative` leaves the data folder.
+    OSError
+        If the file cannot be read or the copy written (a full disk).
+    """
+    source = resolve(data_dir, relative)
+    return store_bytes(data_dir, source.read_bytes(), suffix=source.suffix, folder=TRIALS).path
 
 
 def png_bytes(image: np.ndarray | Image.Image) -> bytes:

@@ -45,9 +45,10 @@ from storage.shown import shown
 _LOG = logging.getLogger(__name__)
 
 QUARANTINE = "orphans"
-# Top-level folders never swept: the quarantine itself, export archives (named by no row)
-# and locally built models (their files are named by their library, not by us).
-SKIPPED_FOLDERS = (QUARANTINE, "exports", "models")
+# Top-level folders never swept: the quarantine itself, export archives (named by no row),
+# locally built models (their files are named by their library, not by us) and the neutral
+# copies of model images that participants' trials show (`annotation.files.neutral_copy`).
+SKIPPED_FOLDERS = (QUARANTINE, "exports", "models", "trials")
 _FILE_COLUMN = re.compile(r"(^|_)path$")
 _HASH_NAME = re.compile(r"^[0-9a-f]{64}")
 _TEMP_NAME = re.compile(r"^\.tmp-|^\..+\.tmp$")

@@ -195,9 +195,14 @@ DATA_RULES: dict[str, DataRule] = {
     ),
     "sketches": DataRule(frozenset({"designer", "expert", "researcher", "participant"}), "line art", _PNG),
     "runs": DataRule(
-        frozenset({"researcher"}),
-        "model images, masks and pixel summaries",
-        frozenset({".png", ".npz"}),
+        frozenset({"researcher"}), "model images, masks and pixel summaries", frozenset({".png", ".npz"})
+    ),
+    # A run's path names the run, often after its model: a participant's trial shows copies
+    # named by their content alone (`annotation.files.neutral_copy`; outside probe 171).
+    "trials": DataRule(
+        ADMIN_ONLY,
+        "model images under names of their content alone, as participants' trials show them",
+        _PNG,
         shown=frozenset({"participant"}),
     ),
     "exports": DataRule(

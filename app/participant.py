@@ -37,7 +37,7 @@ import numpy as np
 from gradio.components.plot import PlotData
 
 from annotation.errors import AlreadyDone, Conflict
-from annotation.files import resolve
+from annotation.files import neutral_copy, resolve
 from annotation.study import crowd, judging
 from app.common import (
     CHART_WAIT,
@@ -539,14 +539,19 @@ class ParticipantTab(Tab):
             "shown_at": iso(),
         }
         for side, title in ((trial.left, "Left"), (trial.right, "Right")):
-            parts[f"{title.lower()}_images"] = self._gallery(side.images)
+            parts[f"{title.lower()}_images"] = self._gallery(side.images, neutral=True)
             parts[f"{title.lower()}_chart"] = charts.chart(
                 (trial.study_id, trial.concept, side.item), side.p, title
             )
         return parts
 
-    def _gallery(self, paths) -> list[str]:
-        return [str(resolve(self.ctx.config.data_dir, path)) for path in paths]
+    def _gallery(self, paths, *, neutral: bool = False) -> list[str]:
+        """The absolute paths of stored files `paths`; with `neutral`, of their copies named
+        by content alone (`neutral_copy`), for model images, whose paths name their runs."""
+        data_dir = self.ctx.config.data_dir
+        if neutral:
+            paths = [neutral_copy(data_dir, path) for path in paths]
+        return [str(resolve(data_dir, path)) for path in paths]
 
 
 def _layout() -> dict:

@@ -17,7 +17,7 @@ from app.guard import COOKIE
 from app.participant import ANSWERED_ELSEWHERE
 from storage import ensure_schema, open_db
 from storage import human as human_rows
-from tests.app_server import ADMIN_PASSWORD, make_config, running_app
+from tests.app_server import ADMIN_PASSWORD, SessionClient, make_config, running_app
 from tests.research_data import figure
 from tests.study_data import populate, sources, truth_source
 
@@ -315,6 +315,44 @@ def test_a_participant_judges_every_pair_through_the_api(tmp_path):
     assert [(r["task"], r["choice"]) for r in rows] == sides
     assert all(r["left_item"] == r["task_left"] and r["design_background"] == 1 for r in rows)
     assert all((r["winner"] == r["left_item"]) == (r["choice"] == "left") for r in rows)
+
+
+def test_a_trial_names_model_images_by_their_content_alone_and_serves_them_to_its_participant(tmp_path):
+    """A model image's path names its run (``runs/<run>/images/...``): with runs named after
+    their models, a participant told the two sides apart by the paths (outside probe 171)."""
+    config = make_config(tmp_path)
+    _open_study(config, attention_rate=0.0)
+    data_dir = Path(config.data_dir).resolve()
+    with running_app(config) as (client, _):
+        tokens = [
+            client.predict(_invite(client, "participant", "no"), api_name="/login_invite")[0]
+            for _ in range(2)
+        ]
+        # The paths as the server answers them (a client that downloads names its own copies).
+        raw = SessionClient(client.src, verbose=False, download_files=False)
+        view = raw.predict(tokens[0], api_name="/participant_next")
+        shown = [Path(image["image"]["path"]) for side in (LEFT_IMAGES, RIGHT_IMAGES) for image in view[side]]
+        assert len(shown) == 4
+        run_images = {
+            hashlib.sha256((data_dir / r["image_path"]).read_bytes()).hexdigest(): r["image_path"]
+            for r in _rows(config, "select image_path from run_items")
+        }
+        for path in shown:
+            relative = path.relative_to(data_dir).as_posix()
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            assert relative == f"trials/{digest[:2]}/{digest}.png"  # and it is a run's image
+            assert digest in run_images
+            # Served to the participant whose trial showed it, to no other; the run's own
+            # path to neither.
+            assert [_fetch(client, path, token).status_code for token in tokens] == [200, 403]
+            run_image = data_dir / run_images[digest]
+            assert _fetch(client, run_image, tokens[0]).status_code == 403
+        page = str(view)
+        assert "runs/" not in page and "/run" not in page
+
+
+def _fetch(client, path, token):
+    return httpx.get(f"{client.src}gradio_api/file={path}", cookies={COOKIE: token})
 
 
 def test_a_vote_for_someone_elses_task_is_refused_and_stores_nothing(tmp_path):
