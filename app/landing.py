@@ -404,9 +404,17 @@ def crowd_study_closed(db, actor: Actor, state: crowd.CrowdState | None) -> str:
     return (
         f"**The organisers closed this study** on {shown_time(closed['closed'])}: no more votes are "
         f"taken, and what you judged ({counted(closed['done'], 'trial')}) is kept. Please return the "
-        "study on the platform, and message its researcher there about your time."
-        + (f" [Back to the platform]({escape(state.platform_url)})" if state.platform_url else "")
+        "study on the platform, and message its researcher there about your time. " + back_to_platform(state)
     )
+
+
+def back_to_platform(state: crowd.CrowdState) -> str:
+    """The way back to the platform for a crowd participant who leaves without a code: a
+    link to the return URL with no code, or on MTurk, where that URL would submit the
+    assignment empty, the HIT's own *Return* button (outside probe 171)."""
+    if state.platform_url:
+        return f"[Back to the platform]({escape(state.platform_url)})"
+    return "On MTurk, return the HIT with its *Return* button."
 
 
 def study_over(state: crowd.CrowdState | None) -> str:
@@ -434,7 +442,7 @@ def study_over(state: crowd.CrowdState | None) -> str:
     if not state.consented:
         return (
             "you did not agree to the consent text, so you do not take part; please return the "
-            f"study on the platform ([back to the platform]({escape(state.platform_url)}))."
+            f"study on the platform. {back_to_platform(state)}"
         )
     return "you returned this study; it cannot be taken again."
 

@@ -57,7 +57,7 @@ from app.common import (
     shown_mark,
     whole_number,
 )
-from app.landing import crowd_study_closed, current_actor
+from app.landing import back_to_platform, crowd_study_closed, current_actor
 from app.tabs import SESSION_CHANGE, On, Tab
 from evaluation.analysis.figures import distribution_bar, dominant_strip
 from evaluation.color.palette import N_BINS
@@ -730,18 +730,18 @@ def _crowd_message(state: crowd.CrowdState) -> str:
     elif state.status == "timed_out":
         return (
             "**Your time for this study ran out.** No more votes are taken; please return it on the "
-            f"platform. [Back to the platform]({escape(state.platform_url)})"
+            f"platform. {back_to_platform(state)}"
         )
     elif state.status == "account_closed":
         return (
             "**The organisers closed your account for this study.** No more votes are taken; please "
-            f"return it on the platform. [Back to the platform]({escape(state.platform_url)})"
+            f"return it on the platform. {back_to_platform(state)}"
         )
     elif not state.consented:
         return (
             "**You did not agree, so you do not take part.** Nothing of yours is used and you get no "
             "code: please return the study on the platform (no submission). "
-            f"[Back to the platform]({escape(state.platform_url)})"
+            f"{back_to_platform(state)}"
         )
     else:
         return "**You returned this study.** No more votes are taken."

@@ -191,7 +191,10 @@ class CrowdState:
     consented : str
         When they agreed to the consent text (`storage.iso` text, UTC); "" until then.
     platform_url : str
-        The return URL without a code, for someone who did not agree (`consent`).
+        The return URL without a code, for someone who leaves without one (did not agree,
+        `consent`; timed out; closed); "" on MTurk, whose return URL, its external submit,
+        would submit the assignment with no code: a worker returns the HIT with MTurk's own
+        *Return* button (outside probe 171).
     """
 
     status: str
@@ -1157,7 +1160,7 @@ def _state(link: dict, person: dict) -> CrowdState:
         iso(_deadline(person["started"], link["minutes"])),
         person["external_id"],
         person.get("consented") or "",
-        return_address(link, person, ""),
+        "" if link["id_param"] == MTURK_ID_PARAM else return_address(link, person, ""),
     )
 
 

@@ -13,6 +13,8 @@ from gradio_client.exceptions import AppError
 
 from annotation.study import crowd, design
 from app.crowd import SUMMARY_HEADERS, _counts_text, rounded_counts
+from app.landing import back_to_platform, study_over
+from app.participant import _crowd_message
 from storage import open_db, parse_iso
 from tests.app.test_participant import _invite, _open_study, _rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
@@ -431,3 +433,22 @@ def test_the_line_a_participant_reads_on_signing_in_says_where_they_stand(tmp_pa
         ), _greeting(ctx, invited)
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("status", ["returned", "timed_out", "account_closed"])
+def test_a_participant_leaving_without_a_code_on_mturk_is_sent_to_its_return_button(status):
+    """MTurk's return URL, its external submit, with no code would submit the assignment
+    empty (outside probe 171): `CrowdState.platform_url` is "" there, and the page says
+    how MTurk returns a HIT instead of linking anywhere."""
+    mturk = crowd.CrowdState(status, "", "", "2026-12-06T12:00:00.000000Z", "W1")
+    said = [_crowd_message(mturk), study_over(mturk)]
+    if status == "returned":  # not agreeing: the page and the landing say the same way back
+        assert all("On MTurk, return the HIT with its *Return* button." in text for text in said), said
+    else:
+        assert "On MTurk, return the HIT with its *Return* button." in said[0], said
+    assert not any("](" in text for text in said), said
+    prolific = crowd.CrowdState(
+        status, "", "", "2026-12-06T12:00:00.000000Z", "P1", platform_url="https://p/?cc="
+    )
+    assert back_to_platform(prolific) == "[Back to the platform](https://p/?cc=)"
+    assert "[Back to the platform](https://p/?cc=)" in _crowd_message(prolific)

@@ -486,6 +486,19 @@ def test_an_mturk_worker_is_kept_by_hit_and_assignment_and_approved_by_the_assig
     assert crowd.bonus_csv(table, 0.05, id_param="workerId") == "W1,A1,0.50\n"
 
 
+def test_an_mturk_worker_who_does_not_agree_is_given_no_link_that_would_submit_the_hit(setup):
+    """The no-code link went to MTurk's external submit with ``code=`` empty: it would submit
+    the assignment, where the worker should return the HIT (outside probe 171)."""
+    db, study_id = setup
+    submit = "https://www.mturk.com/mturk/externalSubmit?assignmentId={assignmentId}&code={code}"
+    _, token = _link(db, study_id, id_param="workerId", return_url=submit)
+    query = {"workerId": "W1", "hitId": "H1", "assignmentId": "A1"}
+    worker = _actor(db, crowd.join(db, token, query, address="1.2.3.4", now=T0))
+    state = crowd.consent(db, worker, False, now=T0)
+    # No way back but MTurk's own (tests/app/test_crowd.py: what the page says instead).
+    assert (state.status, state.code, state.return_url, state.platform_url) == ("returned", "", "", "")
+
+
 def test_a_worker_who_returned_the_hit_and_took_it_again_goes_on_once_let_start_again(setup):
     """Outside probe 112: an MTurk worker who returned the HIT and accepted it again came
     with a new assignment and was refused for good, their place held until it timed out."""
