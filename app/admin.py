@@ -699,7 +699,7 @@ def _invite_section(ctx: AppContext) -> dict:
         "admin_invites_empty",
     ):
         invites = named_table(
-            "Invite links made in this visit", "admin_invites", headers=INVITE_HEADERS, wrap=True
+            "Invite links of the latest batch", "admin_invites", headers=INVITE_HEADERS, wrap=True
         )
     links_file = gr.File(
         label="These links as CSV (they cannot be shown again later)",

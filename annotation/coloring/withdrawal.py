@@ -23,6 +23,7 @@ from annotation.coloring import ground_truth
 from annotation.errors import Conflict, InvalidInput, PermissionDenied, blank, check_text
 from annotation.people.accounts import Actor, get_annotator
 from storage import iso, transaction, update_rows, utcnow
+from storage.shown import counted
 
 WITHDRAWN = "withdrawn"
 
@@ -73,6 +74,15 @@ def withdraw_colorings(
             )
         )
         if not rows:
+            (withdrawn,) = db.execute(
+                "select count(*) from colorings where annotator_id = ? and status = ?",
+                [annotator_id, WITHDRAWN],
+            ).fetchone()
+            if withdrawn:  # "no coloring" read as none made, of a designer with 6 (outside probe 175)
+                raise Conflict(
+                    f"annotator {annotator_id}'s {counted(withdrawn, 'coloring')} "
+                    f"{'is' if withdrawn == 1 else 'are'} withdrawn already; nothing changed"
+                )
             raise Conflict(f"annotator {annotator_id} has no coloring to withdraw; nothing changed")
         ids = [r["id"] for r in rows]
         reviews, released, redos = mark_withdrawn(db, ids, iso(now))

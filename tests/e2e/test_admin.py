@@ -247,7 +247,7 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
     # A second press is refused beside the button, and changes nothing.
     page.get_by_role("button", name="Withdraw their colorings").click()
     expect(page.locator("#admin_revoke_message")).to_contain_text(
-        f"annotator {leaving} has no coloring to withdraw; nothing changed"
+        f"annotator {leaving}'s 2 colorings are withdrawn already; nothing changed"
     )
     # Closed by mistake: reopened, with the same id and why (closing was for good: outsider 77).
     page.get_by_role("button", name="Close account").click()
