@@ -627,7 +627,7 @@ def _ranking_section(colorings_per_concept: int) -> dict:
 def _of_concepts(db, now) -> str:
     """The concepts whose reviews were opened at `now`, as " of 'apple', 'banana'" (the
     first ten named); "" for none."""
-    keys = review.concepts_opened_at(db, now)
+    keys = review.concepts_in_vote(db, now)
     if not keys:
         return ""
     named = ", ".join(f"'{escape(k)}'" for k in keys[:10])

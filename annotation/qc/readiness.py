@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import sqlite_utils
 
 from annotation.pilot import read_pilot
-from annotation.qc.review import MIN_COLORINGS
+from annotation.qc.review import MIN_COLORINGS, concepts_in_vote
 from storage.human import counted_per_concept
 from storage.shown import counted
 
@@ -168,12 +168,7 @@ def readiness(db: sqlite_utils.Database, min_colorings: int = MIN_COLORINGS) -> 
     pilot = read_pilot(db)
     named = [(key, counts.get(key, 0)) for key in pilot] if pilot else list(counts.items())
     named.sort(key=lambda item: (max(0, min_colorings - item[1]), item[0]))
-    in_vote = frozenset(
-        key
-        for (key,) in db.execute(
-            "select distinct c.concept_key from reviews r join colorings c on c.id = r.coloring_id"
-        )
-    )
+    in_vote = frozenset(concepts_in_vote(db))
     outside = [n for key, n in counts.items() if key not in in_vote]
     reviews = db.execute(
         "select coalesce(sum(status = 'open'), 0), coalesce(sum(status = 'decided'), 0), "

@@ -464,15 +464,17 @@ def open_review_queue(
         )
 
 
-def concepts_opened_at(db: sqlite_utils.Database, now: dt.datetime) -> list[str]:
-    """The concepts whose colorings got a review at `now` (the `now` given to
-    `open_review_queue`), sorted: what an opening of the queue put to the vote."""
+def concepts_in_vote(db: sqlite_utils.Database, opened_at: dt.datetime | None = None) -> list[str]:
+    """The concepts with a coloring under the blind vote or decided by it, sorted; with
+    `opened_at` (the `now` given to `open_review_queue`), those whose colorings got their
+    review then: what that opening of the queue put to the vote."""
+    where, params = ("where r.created = ? ", [iso(opened_at)]) if opened_at is not None else ("", [])
     return [
         row["concept_key"]
         for row in db.query(
             "select distinct c.concept_key from reviews r join colorings c on c.id = r.coloring_id "
-            "where r.created = ? order by c.concept_key",
-            [iso(now)],
+            f"{where}order by c.concept_key",
+            params,
         )
     ]
 

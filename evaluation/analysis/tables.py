@@ -68,8 +68,8 @@ METRIC_UNITS = {
     "dca": "fraction of concepts (0 to 1)",
     "hue_diff": "degrees (0 to 180)",
 }
-#: The unit an axis title or a page's legend names beside a metric (PCC's r and DCA's share
-#: have none to name).
+#: The unit Figure 5's axis titles name beside a metric, a short form of `METRIC_UNITS` (PCC's
+#: r and DCA's share have none to name; the Leaderboards legend says all five in words).
 AXIS_UNITS = {"emd": "ΔE*ab", "ed": "nats", "hue_diff": "degrees"}
 TABLE1_METRICS = ("pcc", "emd", "ed")
 TABLE2_METRICS = ("dca", "hue_diff")

@@ -280,9 +280,7 @@ def test_a_concept_whose_vote_is_open_is_not_said_to_wait_for_colorings(db, tmp_
         add_coloring(db, tmp_path, designer, "apple", rgb)
         add_coloring(db, tmp_path, designer, "rotten apple", rgb)
     review.open_review_queue(db, ADMIN, top_fraction=0.5, min_colorings=2, now=T0)
-    ((voted,),) = db.execute(
-        "select distinct c.concept_key from reviews r join colorings c on c.id = r.coloring_id"
-    ).fetchall()
+    (voted,) = review.concepts_in_vote(db, T0)  # what this opening put to the vote
     waiting = next(key for key in ("apple", "rotten apple") if key != voted)
     assert readiness(db, 3).lines()[0] == (
         "No pilot concept has yet the 3 colorings from different designers that “Colorings needed per "

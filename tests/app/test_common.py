@@ -137,23 +137,34 @@ def test_domain_errors_show_their_escaped_message_and_are_not_logged(signed_in, 
     assert caplog.records == []
 
 
+def _wired(token: str, method, *inputs):
+    """`method` wired to a button with the session `token` and the components `inputs` make
+    (each a function, called inside the Blocks); its note, its page function and its API twin."""
+    name = f"probe_{method.__name__}"
+    with gr.Blocks() as demo:
+        fields = [gr.State(token), *(make() for make in inputs)]
+        note = note_area("probe_note")
+        wire(gr.Button().click, method, fields, [], note=note, api_name=name)
+    page = next(f for f in demo.fns.values() if f.name == f"page_{name}")
+    api = next(f for f in demo.fns.values() if f.api_name == name)
+    return note, page, api
+
+
 def test_a_refusal_on_the_page_names_fields_by_their_labels_and_the_api_by_parameters(signed_in):
     ctx, token = signed_in
     probe = Probe(ctx, {})
-    with gr.Blocks() as demo:
-        session = gr.State(token)
-        person = gr.Number(label="Person (id or pseudonym)")
-        why = gr.Textbox(label="Why")
-        note = note_area("probe_note")
-        wire(gr.Button().click, probe.close, [session, person, why], [], note=note, api_name="probe_close")
-    page = next(f for f in demo.fns.values() if f.name == "page_probe_close")
+    note, page, api = _wired(
+        token,
+        probe.close,
+        lambda: gr.Number(label="Person (id or pseudonym)"),
+        lambda: gr.Textbox(label="Why"),
+    )
     with pytest.warns(UserWarning, match=r"^Why is empty: say why annotator Person \(id or pseudonym\) 3"):
         answer = page.fn(token, 3, "")  # the toast, its code ticks left out
     assert answer == {
         note: "⚠️ `Why` is empty: say why annotator `Person (id or pseudonym)` 3 is closed (`Why`)"
     }
     # The API names its inputs by the parameters, as its refusals do.
-    api = next(f for f in demo.fns.values() if f.api_name == "probe_close")
     with pytest.raises(gr.Error) as raised:
         api.fn(token, 3, "")
     assert raised.value.message == "`why` is empty: say why annotator `annotator_id` 3 is closed (`why`)"
@@ -162,12 +173,7 @@ def test_a_refusal_on_the_page_names_fields_by_their_labels_and_the_api_by_param
 def test_a_refusal_on_the_page_quotes_a_name_without_its_links_or_images(signed_in):
     ctx, token = signed_in
     probe = Probe(ctx, {})
-    with gr.Blocks() as demo:
-        session = gr.State(token)
-        name = gr.Textbox(label="Name")
-        note = note_area("probe_note")
-        wire(gr.Button().click, probe.quote, [session, name], [], note=note, api_name="probe_quote")
-    page = next(f for f in demo.fns.values() if f.name == "page_probe_quote")
+    note, page, _ = _wired(token, probe.quote, lambda: gr.Textbox(label="Name"))
     with pytest.warns(UserWarning):
         answer = page.fn(token, "![p](http://host/p.png) [x](http://host)")
     shown = answer[note]

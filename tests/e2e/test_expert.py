@@ -171,12 +171,7 @@ def test_the_admin_sees_the_excluded_colorings_and_scaled_colorings_in_the_grid(
     expect(page.locator("#expert_reveal")).to_be_visible()
     page.click("#expert_list_excluded")
     expect(page.locator("#expert_excluded")).to_be_visible()
-    page.locator("#expert_concept input").click()
-    page.keyboard.type("forbidding")
-    page.get_by_role("option", name="forbidding castle (5 designers, 5 colorings)").click()
-    page.click("#expert_show")
-    thumbnails = page.locator("#expert_gallery img")
-    expect(thumbnails).to_have_count(5)
+    thumbnails = _show_colorings(page, "forbidding", "forbidding castle (5 designers, 5 colorings)", 5)
     for i in range(5):
         _assert_scaled_to_its_pane(thumbnails.nth(i))
     open_tab(page, "Start")
@@ -184,6 +179,18 @@ def test_the_admin_sees_the_excluded_colorings_and_scaled_colorings_in_the_grid(
     expect(page.locator("#start_status")).to_have_text("You are signed out.")
     expect(page.get_by_role("tab", name="Expert review")).to_have_count(0)
     assert page.js_errors == []
+
+
+def _show_colorings(page, typed: str, option: str, count: int):
+    """Pick a concept in the grid's picker by typing `typed` and choosing `option`, press *Show
+    colorings*, and wait for its `count` pictures; their images."""
+    page.locator("#expert_concept input").click()
+    page.keyboard.type(typed)
+    page.get_by_role("option", name=option).click()
+    page.click("#expert_show")
+    thumbnails = page.locator("#expert_gallery img")
+    expect(thumbnails).to_have_count(count)
+    return thumbnails
 
 
 def _assert_scaled_to_its_pane(image) -> None:
@@ -288,12 +295,7 @@ def test_clicking_a_colorings_picture_fills_its_id_for_the_recolor_and_fine_butt
     [(_, link)] = live_app.invite("expert")
     sign_in(page, link)
     open_tab(page, "Expert review")
-    page.locator("#expert_concept input").click()
-    page.keyboard.type("apple")
-    page.get_by_role("option", name="apple (2 designers, 2 colorings)").click()
-    page.click("#expert_show")
-    thumbnails = page.locator("#expert_gallery img")
-    expect(thumbnails).to_have_count(2)
+    thumbnails = _show_colorings(page, "apple", "apple (2 designers, 2 colorings)", 2)
     first_row = page.locator("#expert_grid_table [role=row][data-index='1'] [role=gridcell]").first
     expect(first_row).to_have_text(re.compile(r"\d+"))
     second = int(first_row.inner_text())
