@@ -899,8 +899,19 @@ def refusal_text(message: str) -> str:
     """The Markdown a `note` shows for a refusal: `message` is already escaped, and the
     link and image marks of a value it quotes are written as character references, which
     start neither: ``![p](http://host/p.png)`` in a study's name loaded that image in the
-    browser of another researcher refused over the study."""
-    return f"⚠️ {message.replace('![', '&#33;[').replace('](', ']&#40;')}"
+    browser of another researcher refused over the study. So are the starts of a bare
+    address (``://``, ``www.``, an e-mail's ``@``), which Markdown would make a link."""
+    message = message.replace("![", "&#33;[").replace("](", "]&#40;").replace("://", "&#58;//")
+    return f"⚠️ {_bare_link_marks(message.replace('@', '&#64;'))}"
+
+
+def _bare_link_marks(text: str) -> str:
+    """`text` with the dot of each ``www.`` written as a reference, which Markdown's
+    extended autolinks (case-blind) would otherwise start a link with."""
+    return _WWW.sub(r"\1&#46;", text)
+
+
+_WWW = re.compile(r"(?i)(www)\.")
 
 
 def toast_text(message: str) -> str:
@@ -1227,22 +1238,24 @@ def escape(text: object) -> str:
     return html.escape(str(text))
 
 
-_MARKDOWN_MARKS = str.maketrans({c: f"&#{ord(c)};" for c in "&<>\"'\\`*_[]()!#|~{}:"})
+_MARKDOWN_MARKS = str.maketrans({c: f"&#{ord(c)};" for c in "&<>\"'\\`*_[]()!#|~{}:@"})
 
 
 def inert_markdown(text: object) -> str:
     """A person's free text made inert in a ``gr.Markdown``: HTML escaped, and each Markdown
-    mark (brackets, emphasis, code, a URL's colon) written as a character reference, which
-    shows the character and starts no markup: ``![p](http://…)`` in an admin's reason loaded
-    an image from that host in the designer's browser (outside probe 120). Not for a code
-    span, which shows references as typed.
+    mark (brackets, emphasis, code, a URL's colon, an e-mail's ``@``, the dot of ``www.``)
+    written as a character reference, which shows the character and starts no markup:
+    ``![p](http://…)`` in an admin's reason loaded an image from that host in the designer's
+    browser (outside probe 120). Not for a code span, which shows references as typed.
 
     Examples
     --------
     >>> inert_markdown("![p](http://x/p.png) <b>")
     '&#33;&#91;p&#93;&#40;http&#58;//x/p.png&#41; &#60;b&#62;'
+    >>> inert_markdown("WWW.x.org a@b.org")
+    'WWW&#46;x.org a&#64;b.org'
     """
-    return str(text).translate(_MARKDOWN_MARKS)
+    return _bare_link_marks(str(text).translate(_MARKDOWN_MARKS))
 
 
 def visible_to(actor: Actor | None, roles: tuple[str, ...]) -> bool:

@@ -175,10 +175,15 @@ def test_a_refusal_on_the_page_quotes_a_name_without_its_links_or_images(signed_
     probe = Probe(ctx, {})
     note, page, _ = _wired(token, probe.quote, lambda: gr.Textbox(label="Name"))
     with pytest.warns(UserWarning):
-        answer = page.fn(token, "![p](http://host/p.png) [x](http://host)")
+        answer = page.fn(
+            token, "![p](http://host/p.png) [x](http://host) https://a.example _Www.b.example a@c.example"
+        )
     shown = answer[note]
-    assert "![" not in shown and "](" not in shown
-    assert shown == "⚠️ study '&#33;[p]&#40;http://host/p.png) [x]&#40;http://host)' is a draft"
+    assert not any(mark in shown.lower() for mark in ("![", "](", "://", "www.", "@"))
+    assert shown == (
+        "⚠️ study '&#33;[p]&#40;http&#58;//host/p.png) [x]&#40;http&#58;//host) "
+        "https&#58;//a.example _Www&#46;b.example a&#64;c.example' is a draft"
+    )
 
 
 @pytest.mark.parametrize("value, expected", [(3, 3), (3.0, 3), (" 12 ", 12), ("-4", -4)])
