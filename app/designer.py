@@ -42,7 +42,7 @@ from annotation.coloring import tasks as work
 from annotation.coloring.canvas import BACKGROUND_PAINTED
 from annotation.coloring.fill import canvas_value
 from annotation.coloring.store import check_submission_rate, last_coloring, load_pixels
-from annotation.errors import Conflict, TaskEnded
+from annotation.errors import AlreadyDone, Conflict, TaskEnded
 from annotation.files import resolve
 from annotation.people import onboarding
 from annotation.sketches.importing import SKETCH_DIR, load_sketch_png
@@ -333,6 +333,10 @@ class DesignerTab(Tab):
             # above the task says it too (in Chromium the refusal showed nowhere: session 49).
             said = refusal_text(as_gr_error(ended).message)
             raise refused_with(ended, self._view(db, actor, forget=ended.canvas_key, message=said)) from ended
+        except AlreadyDone as done:
+            # Submitted from another tab: the line above the drawing still named the coloring
+            # saved before that one, beside a refusal saying it was kept (outside probe 176).
+            raise refused_with(done, self.named(message=_last_saved(db, actor.annotator_id))) from done
         saved = f"Saved your coloring of **{escape(submitted.task.concept_key)}** (#{submitted.coloring_id})."
         try:
             return self._view(

@@ -436,6 +436,31 @@ def test_a_redo_whose_round_went_to_the_vote_is_refused_beside_submit_and_the_ca
         study.client.predict(token, value, api_name="/designer_submit")
 
 
+def test_a_concept_submitted_from_another_tab_is_refused_and_the_page_names_the_coloring_kept(quick_study):
+    # Two tabs showed one task; the second's Submit was refused while the line above its
+    # drawing still named the coloring saved before the first tab's (outside probe 176).
+    study = quick_study
+    person, token = study.person()
+    view = finish_practice(study, token, study.onboarded(token))
+    task = json.loads(view["task"])
+    [page] = [
+        f.fn for f in study.demo.fns.values() if getattr(f.fn, "__name__", "") == "page_designer_submit"
+    ]
+    parts = {b.elem_id: b for b in study.demo.blocks.values() if getattr(b, "elem_id", None)}
+    first, second = (
+        canvas_value(task["canvas_key"], paint(study.sketch(task), PAIRS[i]), 30.0) for i in (0, 1)
+    )
+    page(token, first)
+    with pytest.warns(UserWarning):
+        shown = page(token, second)
+    assert shown[parts["designer_submit_note"]].startswith("⚠️ this concept was already submitted")
+    [kept] = study.rows("colorings", "practice = 0 and annotator_id = ?", [person])
+    assert kept["concept_key"] == task["concept"]
+    assert shown[parts["designer_message"]].startswith(
+        f"Your last saved coloring: **{kept['concept_key']}** (#{kept['id']}, "
+    )
+
+
 def test_the_reference_example_files_are_the_drawn_examples_and_come_back_when_removed():
     from app.designer import reference_example_files, reference_examples
 
