@@ -875,12 +875,12 @@ def coverage_markdown(db, k: int) -> str:
     figures = overview.coverage(db, k)
     minimum = review_min_colorings(db, k)
     top = max(figures["histogram"])
-    histogram = ", ".join(f"{n}{'+' if n == top else ''}: {m}" for n, m in figures["histogram"].items())
+    histogram = ", ".join(f"{n}{'+' if n == top else ''}: {m:,}" for n, m in figures["histogram"].items())
     adaptive = figures["adaptive"]
     head = (
-        f"**{figures['complete']} of {figures['concepts']}** concepts are complete"
+        f"**{figures['complete']:,} of {figures['concepts']:,}** concepts are complete"
         if adaptive
-        else f"**{figures['complete']} of {figures['concepts']}** concepts have {k} colorings"
+        else f"**{figures['complete']:,} of {figures['concepts']:,}** concepts have {k} colorings"
     )
     return "\n".join(
         [

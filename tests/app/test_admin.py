@@ -76,7 +76,12 @@ def test_admin_creates_invites_and_each_link_signs_its_person_in(tmp_path):
             r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", people["data"][1][9]
         )
         coverage = client.predict(admin, api_name="/admin_coverage")
-        assert "**0 of 1278** concepts have 5 colorings" in coverage
+        # One form for each count, thousands marked (outside probe 177 read 1278 and 1,278).
+        assert "**0 of 1,278** concepts have 5 colorings" in coverage
+        assert (
+            "holding a place (a coloring that stands or awaits its recolor; P_H counts the standing ones): 0: 1,278"
+            in coverage
+        )
         # Only concepts whose base has a sketch can be handed to designers: the head says so.
         assert (
             "**1,278** need designers, **219** of them with a sketch to color (the other 1,059 wait "
