@@ -184,6 +184,11 @@ def _restore(args: argparse.Namespace) -> int:
         print(f"kept from the replaced database: {line}")
     if done["previous"]:  # the kept lines name denials only (outside probe 145)
         print(_dropped(done["dropped"], done["previous"]))
+        if done["changed"]:
+            print(
+                "changed after the backup, not kept: rows of the replaced database that the backup holds "
+                f"otherwise, in {', '.join(done['changed'])}; they stay in {done['previous']}"
+            )
     return 0
 
 

@@ -1151,6 +1151,37 @@ def test_a_restore_right_after_its_backup_says_it_took_nothing_back(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "no table of the replaced database held more rows than the backup" in done.stdout
     assert "not kept" not in done.stdout and "accounts and invite links" not in done.stdout
+    assert "changed after the backup" not in done.stdout
+
+
+def test_a_restore_names_the_tables_whose_rows_changed_after_the_backup(tmp_path):
+    # A new pilot set after the backup replaced a settings row: the restore undid it and
+    # said only that an audit row was gone (outside probe 179). Here the expert's
+    # "Colorings needed per concept", set again after the backup.
+    from annotation.qc.review import MIN_COLORINGS_SETTING
+    from storage.settings import read_setting, write_setting
+
+    db, data = _store(tmp_path)
+    with storage.transaction(db):
+        write_setting(db, MIN_COLORINGS_SETTING, "3")
+    backup.backup(db, data, tmp_path / "backup")
+    with storage.transaction(db):
+        write_setting(db, MIN_COLORINGS_SETTING, "5")
+    db.close()
+    done = _cli(data / "colorconcept.sqlite", data, "restore", str(tmp_path / "backup"))
+    assert done.returncode == 0, done.stderr
+    assert "no table of the replaced database held more rows than the backup" in done.stdout
+    previous = next(data.glob("colorconcept.sqlite.before-restore-*"))
+    [changed] = [line for line in done.stdout.splitlines() if line.startswith("changed after the backup")]
+    assert changed == (
+        "changed after the backup, not kept: rows of the replaced database that the backup holds otherwise, "
+        f"in settings; they stay in {previous}"
+    )
+    db = storage.open_db(data / "colorconcept.sqlite")
+    try:
+        assert read_setting(db, MIN_COLORINGS_SETTING) == "3"
+    finally:
+        db.close()
 
 
 def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_the_backup(tmp_path):
@@ -1335,6 +1366,8 @@ def test_a_lost_file_blocks_a_backup_unless_allowed_and_such_a_backup_restores_s
     (data / lost).unlink()
     refused = _cli(data / "colorconcept.sqlite", data, "backup", str(tmp_path / "refused"))
     assert refused.returncode == 1 and "backup --allow-missing DIR" in refused.stderr
+    # Each sentence starts with a capital: "... backed up. any file can ..." (outside probe 179).
+    assert "nothing was backed up. Any file can be copied back from an earlier backup's" in refused.stderr
     assert not (tmp_path / "refused").exists()
     done = _cli(data / "colorconcept.sqlite", data, "backup", "--allow-missing", str(tmp_path / "b"))
     assert done.returncode == 0, done.stderr

@@ -782,7 +782,7 @@ def test_a_lost_run_image_blocks_a_backup_with_the_way_back_and_generate_makes_i
         f"the database names {first[min(first)][1]!r}, missing from the data folder; nothing was backed up. "
         "An evaluation run makes its lost images, masks and pixel summaries again: `python -m evaluation run "
         f"--run NAME --db {tmp_path / 'db.sqlite'} --data-dir {tmp_path / 'data'}` (`explicit` for an "
-        "explicit-color run), for 'r'; any file can be copied back from an earlier backup's files/ folder, "
+        "explicit-color run), for 'r'. Any file can be copied back from an earlier backup's files/ folder, "
         "or from the data folder's orphans/, where a start moves files that no row names (same path under it); "
         "or back up everything else, listing the missing ones: `python -m annotation --db "
         f"{tmp_path / 'db.sqlite'} --data-dir {tmp_path / 'data'} backup --allow-missing DIR`"
