@@ -342,6 +342,12 @@ def _guard_calls(demo: gr.Blocks, policy: guard.FilePolicy) -> None:
         unchosen = guard.unchosen_input(fn, inputs, state)
         if unchosen is not None:  # Gradio's own refusal: the whole value quoted and logged
             return as_gr_error(ValueError(guard.unchosen_refusal(fn, unchosen, inputs[unchosen], state)))
+        unread = guard.unreadable_event_data(fn, kwargs.get("event_data"))
+        if unread is not None:
+            return gr.Error(
+                f"This call's event data is not what a {unread} event sends; nothing was run.",
+                print_exception=False,
+            )
         return None
 
     demo.process_api = guarded

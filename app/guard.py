@@ -64,6 +64,7 @@ from pathlib import Path, PurePosixPath
 import anyio
 import gradio as gr
 from gradio.data_classes import PredictBody
+from gradio.utils import get_type_hints
 from gradio_client import utils as client_utils
 
 from annotation.coloring.fill import MAX_CANVAS_VALUE_CHARS
@@ -1233,6 +1234,25 @@ def unstorable_input(inputs: list) -> tuple[int, str] | None:
         char = _unencodable(value)
         if char is not None:
             return position, char
+    return None
+
+
+def unreadable_event_data(fn, event_data) -> str | None:
+    """The kind of event (``select``) whose data a call of `fn` sent in a form that event
+    never sends, or None. `event_data` is Gradio's ``EventData`` of the call, holding the
+    body's ``event_data`` as it came; a function that takes the event's data (a
+    ``gr.SelectData``) has it read before it runs, and Gradio's own reading of ``null`` or
+    ``{}`` logged a traceback per call and answered an empty "Error", to any visitor
+    (outside probe 178)."""
+    if fn is None or fn.fn is None or not fn.collects_event_data:
+        return None
+    data = getattr(event_data, "_data", None)  # what Gradio itself reads (`gradio.helpers.special_args`)
+    for hint in get_type_hints(fn.fn).values():
+        if isinstance(hint, type) and issubclass(hint, gr.EventData):
+            try:
+                hint(None, data)
+            except (TypeError, KeyError, AttributeError, IndexError, ValueError):
+                return hint.__name__.removesuffix("Data").lower()
     return None
 
 

@@ -160,12 +160,13 @@ class World:
         kind of each call's last message (``process_completed`` …)."""
         return [message.get("msg", "lost") for message in self.answers(fn_index, calls)]
 
-    def answers(self, fn_index: int, calls: list[tuple[list, str | None]]) -> list[dict]:
-        """As `run`, but each call's last message itself (``{}`` for one that never ended)."""
+    def answers(self, fn_index: int, calls: list[tuple[list, str | None]], event_data=None) -> list[dict]:
+        """As `run`, but each call's last message itself (``{}`` for one that never ended);
+        each call's body carries `event_data`."""
         session = uuid.uuid4().hex
         events = []
         for data, token in calls:
-            body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None}
+            body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": event_data}
             joined = self.http.post(
                 "gradio_api/queue/join",
                 content=json.dumps(body),  # ASCII with escapes: it carries a lone surrogate as JSON does
@@ -1008,6 +1009,28 @@ def test_a_value_outside_its_components_choices_is_refused_by_name_not_quoted_or
     grown = world.log.read_text()[log_before:]
     assert "Traceback" not in grown and huge[:1000] not in grown and len(grown) < 100_000
     assert world.state() == before
+
+
+def test_event_data_a_select_never_sends_is_refused_in_one_line_without_a_traceback(world):
+    """A visitor's join of the expert grid's picture click (a ``gr.SelectData`` function)
+    with ``null`` or ``{}`` as its event data logged a traceback per call and answered an
+    empty "Error" (outside probe 178); the data a click sends still runs it."""
+    page = world.page
+    log_before = world.log.stat().st_size
+    selects = [i for i, fn in page.fns.items() if fn.fn is not None and fn.collects_event_data]
+    assert selects
+    for index in selects:
+        data = [page.values.get(i) for i in page.dependencies[index]["inputs"]]
+        for sent in (None, {}, {"index": 0}, {"value": None}, "x", []):
+            [answer] = world.answers(index, [(data, None)], event_data=sent)
+            assert (answer.get("success"), answer["output"].get("error")) == (
+                False,
+                "This call's event data is not what a select event sends; nothing was run.",
+            ), (index, sent)
+        [answer] = world.answers(index, [(data, None)], event_data={"index": 0, "value": None})
+        assert answer.get("success") is True, (index, answer)
+    assert world.call("admin_coverage", world.admin)  # the app serves on; its log is written by now
+    assert "Traceback" not in world.log.read_text()[log_before:]
 
 
 def test_a_join_of_an_event_the_server_does_not_run_is_refused_in_one_line_without_a_traceback(world):
