@@ -36,7 +36,8 @@ def create_evaluation_run(
     check_run_name(run)
     with transaction(db):
         if run_exists(db, run):
-            raise runs.RunError(f"run {run!r} exists already; resume it, or choose another name")
+            clash = runs.kind_clash(run, runs.run_config(db, run), config)
+            raise runs.RunError(clash or f"run {run!r} exists already; resume it, or choose another name")
         n = runs.create_run(db, run, items, config)
         audit.record(db, actor, "start_evaluation", "run", run, details={"items": n})
     return n

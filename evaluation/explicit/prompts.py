@@ -324,8 +324,8 @@ def build_prompts(
                 named
             )
             raise ValueError(
-                f"`colors` names {', '.join(shown(c) for c in unknown[:10])}, "
-                f"{'which is' if len(unknown) == 1 else 'which are'} in none of the systems {list(systems)}: "
+                f"`colors`: {', '.join(shown(c) for c in unknown[:10])} "
+                f"{'is' if len(unknown) == 1 else 'are'} in none of the systems {list(systems)}: "
                 f"check the spelling (names as the systems write them, e.g. {shown(near[0])})"
             )
     prompts = []

@@ -107,6 +107,8 @@ def create_run(
     if existing is not None:
         if existing[0] != config_json:
             stored = json.loads(existing[0])
+            if (clash := kind_clash(name, stored, config)) is not None:
+                raise RunError(clash)
             diff = "; ".join(_differences(stored, json.loads(config_json), most=8))
             raise RunError(
                 f"run {name!r} exists with a different configuration ({diff}); choose another name, "
@@ -119,6 +121,20 @@ def create_run(
         insert_row(db, "runs", {"name": name, "created_at": now, "config": config_json})
         insert_rows(db, "run_items", rows)
     return len(rows)
+
+
+def _kind(config: Mapping) -> str:
+    return "an explicit-color run" if config.get("mode") == "explicit" else "a concept run"
+
+
+def kind_clash(name: str, stored: Mapping, given: Mapping) -> str | None:
+    """Why run `name`, stored with configuration `stored`, cannot take a run configured as
+    `given` of the other kind (explicit-color or concept), or None where both are of one kind.
+    A clash was told as a configuration diff, or as "resume it", which cannot make it the
+    other kind (outside probe 182)."""
+    if _kind(stored) == _kind(given):
+        return None
+    return f"run {name!r} is {_kind(stored)}, so it cannot hold {_kind(given)}: choose another name"
 
 
 def _differences(stored: Any, given: Any, where: str = "", most: int = 4) -> list[str]:

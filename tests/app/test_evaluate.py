@@ -254,6 +254,12 @@ def test_an_explicit_run_of_the_tiny_model_is_planned_started_and_scored(tmp_pat
         with pytest.raises(AppError, match="`Images per prompt` must be a whole number, got 1.5"):
             bad = [*EXPLICIT[:4], 1.5, *EXPLICIT[5:]]
             client.predict(researcher, *_selection(), *bad, api_name="/evaluate_preview")
+        # The library's field, given its label, still reads as a sentence (outside probe 182).
+        with pytest.raises(
+            AppError, match=r"^`Only these colors`: 'purpel' is in none of the systems \['iscc-nbs-l1'\]"
+        ):
+            bad = [*EXPLICIT[:7], "purpel", *EXPLICIT[8:]]
+            client.predict(researcher, *_selection(), *bad, api_name="/evaluate_preview")
         message, picker = client.predict(
             researcher,
             "x-tiny",

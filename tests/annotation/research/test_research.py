@@ -61,6 +61,12 @@ def test_creating_a_run_is_audited_and_a_taken_name_writes_nothing(db, tmp_path)
     before = list(db.conn.iterdump())
     with pytest.raises(runs.RunError, match="run 'first' exists already; resume it"):
         research.create_evaluation_run(db, "R0002", "first", items, config)
+    # "resume it" cannot make a concept run an explicit-color one (outside probe 182).
+    with pytest.raises(runs.RunError) as clash:
+        research.create_evaluation_run(db, "R0002", "first", items, {**config, "mode": "explicit"})
+    assert str(clash.value) == (
+        "run 'first' is a concept run, so it cannot hold an explicit-color run: choose another name"
+    )
     with pytest.raises(ValueError, match="`run` name"):
         research.create_evaluation_run(db, "R0002", "a/b", items, config)
     assert list(db.conn.iterdump()) == before

@@ -176,7 +176,7 @@ def test_a_data_dir_that_is_a_file_or_cannot_be_written_is_refused_before_the_ru
     assert not (tmp_path / "db.sqlite").exists()
     # A mistyped color: refused, and no database made either
     assert main([*explicit, "--colors", "red,bleu", *storage, str(tmp_path / "data")]) == 2
-    assert "`colors` names 'bleu', which is in none of the systems" in capsys.readouterr().err
+    assert "`colors`: 'bleu' is in none of the systems" in capsys.readouterr().err
     assert not (tmp_path / "db.sqlite").exists() and not (tmp_path / "data").exists()
 
 

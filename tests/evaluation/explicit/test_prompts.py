@@ -166,7 +166,7 @@ def test_rounds_are_capped_by_the_number_of_objects():
         # A mistyped one among known ones was dropped without a word
         (
             {"colors": ["Green", "red", "blu"], "systems": ["iscc-nbs-l2"]},
-            r"^`colors` names 'blu', which is in none of the systems \['iscc-nbs-l2'\]: check the spelling "
+            r"^`colors`: 'blu' is in none of the systems \['iscc-nbs-l2'\]: check the spelling "
             r"\(names as the systems write them, e\.g\. 'blue'\)$",
         ),
         ({"colors": []}, "^`colors` must name at least one color; none is chosen$"),

@@ -137,6 +137,13 @@ def test_creating_a_run_again_keeps_its_items_and_a_changed_grid_is_refused(db, 
         r"→ \[3\.0\]\); choose another name, or resume it with --run alone$",
     ):
         runs.create_run(db, "r", items, other)
+    # A run of the other kind under the name: said so, not as a diff (outside probe 182).
+    with pytest.raises(runs.RunError) as clash:
+        runs.create_run(db, "r", items, {**config, "mode": "explicit"})
+    assert (
+        str(clash.value)
+        == "run 'r' is a concept run, so it cannot hold an explicit-color run: choose another name"
+    )
     with pytest.raises(runs.RunError, match="`run` name must be 1-80 letters"):
         runs.create_run(db, "a/b", items, config)
     assert db["runs"].count == 1 and db["run_items"].count == 16
