@@ -1014,8 +1014,11 @@ def parameter_labels(fn: Callable, inputs) -> dict[str, str]:
 
 def relabelled(message: str, labels: dict[str, str]) -> str:
     """`message` with each parameter in code ticks (`` `why` ``) named by its label in
-    `labels` (`` `Why` ``)."""
+    `labels` (`` `Why` ``). A library that names the field in words before its parameter
+    (``Model outputs (`sources`)``) is named by the label alone: the page read "Model outputs
+    (`Model outputs (model · run · CFG; default 3)`)" (outside probe 181)."""
     for name, label in labels.items():
+        message = message.replace(f"{label.split(' (')[0]} (`{name}`)", f"`{label}`")
         message = message.replace(f"`{name}`", f"`{label}`")
     return message
 

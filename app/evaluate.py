@@ -499,10 +499,12 @@ class EvaluateTab(Tab):
                 f"run {run!r} is already {state.state} on this server: nothing to resume. It goes on "
                 "with the masking it started with; Cancel stops it after its current batch"
             )
+        # The run first: with none chosen, the missing-weights refusal was the answer (outside probe 181).
+        config = runs.run_config(db, run or "")
         executor, where = _executor_choice(kind, address)
         segmenter = _segmenter(self.models_dir, preset, box, text)
         if executor.kind == "in-process":
-            jobs.check_weights(runs.run_config(db, run) if run else None, segmenter, self.models_dir)
+            jobs.check_weights(config, segmenter, self.models_dir)
         runs.claim_masking(db, run or "", jobs.masking_of(segmenter))
         runs.refuse_job_elsewhere(db, run or "", jobs.process_owner())
         research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
@@ -525,10 +527,12 @@ class EvaluateTab(Tab):
         """Import a zip or folder of labelled images as a run and queue its masking and scoring."""
         run, segmenter = _run_name(name, "import"), _segmenter(self.models_dir, preset, box, text)
         executor, _ = _executor_choice(kind, address)
+        data_dir = self.ctx.config.data_dir
+        # What to import before the weights: with nothing given, the missing-weights refusal
+        # was the answer (outside probe 181).
+        source, roots = _import_source(data_dir, upload, folder)
         if executor.kind == "in-process":
             jobs.check_weights(None, segmenter)
-        data_dir = self.ctx.config.data_dir
-        source, roots = _import_source(data_dir, upload, folder)
         try:
             report = research.import_run(
                 db, actor.pseudonym, run, source, data_dir, self.concepts, allowed_roots=roots

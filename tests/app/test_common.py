@@ -186,6 +186,19 @@ def test_a_refusal_on_the_page_quotes_a_name_without_its_links_or_images(signed_
     )
 
 
+def test_a_field_named_in_words_before_its_parameter_is_named_by_its_label_once():
+    # The Study tab read "Model outputs (`Model outputs (model · run · CFG; default 3)`)" (outside probe 181).
+    from app.common import relabelled
+
+    labels = {"sources": "Model outputs (model · run · CFG; default 3)", "n_concepts": "Number of concepts"}
+    assert relabelled("Model outputs (`sources`): choose two or more", labels) == (
+        "`Model outputs (model · run · CFG; default 3)`: choose two or more"
+    )
+    assert relabelled("Concepts (`n_concepts`): only 4; `sources` too", labels) == (
+        "Concepts (`Number of concepts`): only 4; `Model outputs (model · run · CFG; default 3)` too"
+    )
+
+
 @pytest.mark.parametrize("value, expected", [(3, 3), (3.0, 3), (" 12 ", 12), ("-4", -4)])
 def test_whole_number_accepts_whole_numbers_and_their_digits(value, expected):
     number = whole_number(value, "count")

@@ -195,6 +195,23 @@ def test_importing_a_folder_with_a_corrupt_image_scores_the_rest_and_names_it(tm
             client.predict(researcher, "nonexistent", api_name="/evaluate_cancel")
 
 
+def test_resume_and_import_with_nothing_chosen_say_so_before_the_missing_weights(tmp_path):
+    # With no run chosen (or nothing to import) the answer was that GroundingDINO and SAM are
+    # not on this machine: true, and not what the click lacked (outside probe 181).
+    config = make_config(tmp_path)
+    paper = ["paper", 0.35, 0.25]  # weights not on this machine
+    with running_app(config) as (client, _):
+        researcher = sign_in(client, ADMIN_PASSWORD, "researcher")["researcher"]
+        with pytest.raises(AppError, match=r"^no run named ''; known runs, newest first: none$"):
+            client.predict(researcher, "", *paper, api_name="/evaluate_resume")
+        with pytest.raises(AppError, match=r"^`…or folder under imports/` is empty: name a folder"):
+            client.predict(researcher, "", None, "", *paper, api_name="/evaluate_import")
+        # Something to do, and no weights: that is said (the check itself is unchanged).
+        (config.data_dir / "imports" / "batch").mkdir(parents=True)
+        with pytest.raises(AppError, match=r"GroundingDINO .* not on this machine"):
+            client.predict(researcher, "", None, "batch", *paper, api_name="/evaluate_import")
+
+
 def test_evaluate_endpoints_refuse_other_roles_and_write_nothing(tmp_path):
     config = make_config(tmp_path)
     (config.data_dir / "imports" / "batch").mkdir(parents=True)
