@@ -377,8 +377,11 @@ def test_a_vote_for_someone_elses_task_is_refused_and_stores_nothing(tmp_path):
         # The trial's colorings and model images are served to whom it showed them, not to
         # another participant who learns their names (an outside tester, as a crowd worker
         # who had not consented, fetched a coloring of no study by its path).
-        on_server = {}  # a solid swatch may lie in both folders: the same bytes, two paths
-        for folder in ("colorings", "runs"):
+        # A solid swatch may lie in several folders: the same bytes, two paths. A model image
+        # is shown as its copy in trials/, served to this participant alone; its runs/ path is
+        # served to no participant (it names its run).
+        on_server = {}
+        for folder in ("colorings", "runs", "trials"):
             for path in (config.data_dir / folder).rglob("*.png"):
                 on_server.setdefault(hashlib.sha256(path.read_bytes()).hexdigest(), []).append(path)
         shown = [
