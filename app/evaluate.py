@@ -716,6 +716,9 @@ def _explicit_inputs() -> dict:
                 value=[],
                 multiselect=True,
                 filterable=True,
+                # A name typed and not picked is kept (on leaving the box) and checked by
+                # `build_prompts`; Gradio's default dropped it, and Start then took all 100.
+                allow_custom_value=True,
                 label="Only these objects (empty: all 100)",
                 elem_id="evaluate_x_objects",
             )

@@ -237,10 +237,26 @@ def _choose(label: str, chosen: Sequence[str] | None, allowed: Sequence[str]) ->
         raise ValueError(f"`{label}` must be a list, got {shown(chosen)}")
     if not chosen:
         raise ValueError(f"`{label}` must name at least one of {', '.join(allowed)}; none is chosen")
-    unknown = [value for value in chosen if value not in allowed]
+    # Case and spacing aside, as a typed object name ("Teddy bear") reaches the tab.
+    canonical = {_folded(value): value for value in allowed}
+    picked = [canonical.get(_folded(value)) for value in chosen]
+    unknown = [value for value, known in zip(chosen, picked, strict=True) if known is None]
     if unknown:
-        raise ValueError(f"`{label}` must be among {', '.join(allowed)}; got unknown {unknown}")
-    return tuple(dict.fromkeys(chosen))
+        near = difflib.get_close_matches(_folded(unknown[0]), list(canonical), n=1, cutoff=0)
+        among = (
+            ", ".join(allowed)
+            if len(allowed) <= 12
+            else f"the {len(allowed)} {label} (nearest to {shown(unknown[0])}: {shown(canonical[near[0]])})"
+        )
+        raise ValueError(
+            f"`{label}`: {', '.join(shown(value) for value in unknown[:10])} "
+            f"{'is' if len(unknown) == 1 else 'are'} not among {among}"
+        )
+    return tuple(dict.fromkeys(picked))
+
+
+def _folded(value: object) -> str:
+    return " ".join(str(value).lower().split())
 
 
 def _per_color(size: str | int, task: str) -> int:

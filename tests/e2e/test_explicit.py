@@ -85,6 +85,22 @@ def test_the_evaluate_tab_switches_to_the_explicit_mode_and_counts_its_images(li
             r"24472 objects to mask and score, about"
         )
     )
+    # An object typed and not picked from the list counts (outside probe 182: it was dropped on
+    # leaving the box, and Start took all 100 objects); a misspelt one is refused by name.
+    objects = page.locator("#evaluate_x_objects input")
+    objects.fill("Car")
+    page.click("#evaluate_preview")
+    expect(page.locator("#evaluate_plan")).to_contain_text(
+        re.compile(
+            r"8740 images \(1 model × 2185 prompts × 1 guidance scale \([\d.]+\) × 4 images per prompt\)"
+        )
+    )
+    page.locator("#evaluate_x_objects").get_by_role("button", name="Remove Car").click()
+    objects.fill("carr")
+    page.click("#evaluate_preview")
+    expect(page.locator("#evaluate_plan")).to_contain_text(
+        "Only these objects: 'carr' is not among the 100 objects (nearest to 'carr': 'car')"
+    )
     page.locator("#evaluate_plan").scroll_into_view_if_needed()
     assert page.js_errors == []
 

@@ -159,6 +159,12 @@ def test_rounds_are_capped_by_the_number_of_objects():
         ({"systems": ()}, "`systems` must name at least one of .*; none is chosen"),
         ({"systems": ["pantone"]}, "`systems`"),
         ({"objects": ["unicorn"]}, "`objects`"),
+        # Among 100 names, the unknown ones and the nearest, not the whole list
+        (
+            {"objects": ["car", "carr", 7]},
+            r"^`objects`: 'carr', 7 are not among the 100 objects \(nearest to 'carr': 'car'\)$",
+        ),
+        ({"tasks": ["colour"]}, r"^`tasks`: 'colour' is not among color_name, color_object, .*, numeric$"),
         ({"categories": ["plants"]}, "`categories`"),
         ({"size": "huge"}, "`size`"),
         ({"size": 0}, "`size`"),
@@ -176,6 +182,13 @@ def test_rounds_are_capped_by_the_number_of_objects():
 def test_bad_choices_raise_value_error_naming_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         build_prompts(**kwargs)
+
+
+def test_a_choice_typed_in_another_case_or_spacing_is_the_name_it_folds_to():
+    """The tab keeps an object typed and not picked (outside probe 182), as typed."""
+    typed = build_prompts(tasks=["color_object"], objects=[" Car ", "SPORTS  car", "car"], size=1, seed=4)
+    assert typed == build_prompts(tasks=["color_object"], objects=["car", "sports car"], size=1, seed=4)
+    assert {name for p in typed for name in p.objects} == {"car", "sports car"}
 
 
 def test_objects_have_categories_and_negative_labels():
