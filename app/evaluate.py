@@ -452,7 +452,7 @@ class EvaluateTab(Tab):
                 runs.run_progress(db, r["name"]),
                 manager.state(r["name"]),
                 manager.workers(r["name"]),
-                explicit_jobs.is_explicit(runs.run_config(db, r["name"])),
+                runs.is_explicit(runs.run_config(db, r["name"])),
                 runs.job_elsewhere(db, r["name"], jobs.process_owner()),
                 starters[r["name"]],
             )

@@ -250,7 +250,7 @@ def concept_run_config(db, run: str) -> dict:
     from evaluation.pipeline import runs
 
     config = runs.run_config(db, run)
-    if config.get("mode") == "explicit":
+    if runs.is_explicit(config):
         raise ValueError(
             f"run {run!r} is an explicit-color run; its stages run with `python -m evaluation explicit`"
         )

@@ -169,7 +169,7 @@ def create_or_resume(
         config = runs.run_config(db, args.run)
     else:
         config = resumed_run(db, args, add_arguments, RUN_OPTIONS)
-    if config.get("mode") != "explicit":
+    if not runs.is_explicit(config):
         raise ValueError(f"run {args.run!r} is not an explicit-color run; use `python -m evaluation run`")
     if check is not None and not args.model:
         check(config)

@@ -22,13 +22,7 @@ from evaluation.pipeline import jobs, runs
 from evaluation.pipeline.executors import Executor
 from evaluation.pipeline.ray_storage import location
 
-MODE = "explicit"
 IN_PROCESS = jobs.ExecutorChoice()
-
-
-def is_explicit(config: dict) -> bool:
-    """Whether a run configuration (`evaluation.pipeline.runs.run_config`) is an explicit run's."""
-    return config.get("mode") == MODE
 
 
 @dataclass(frozen=True)
@@ -158,7 +152,7 @@ def run_explicit_pipeline(
 
     data_dir = location(data_dir)
     config = runs.run_config(db, run)
-    if not is_explicit(config):
+    if not runs.is_explicit(config):
         raise runs.RunError(f"run {run!r} is not an explicit-color run")
     runs.claim_masking(db, run, jobs.masking_of(segmenter))
     cluster = jobs.cluster_of(executor)
@@ -188,7 +182,7 @@ class ExplicitJobManager(jobs.JobManager):
 
     def pipeline_for(self, db: sqlite_utils.Database, run: str) -> Callable[..., None]:
         try:
-            explicit = is_explicit(runs.run_config(db, run))
+            explicit = runs.is_explicit(runs.run_config(db, run))
         except runs.RunError:
             explicit = False  # the concept pipeline reports the unknown run
         return run_explicit_pipeline if explicit else jobs.run_pipeline

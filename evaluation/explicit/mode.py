@@ -123,7 +123,7 @@ def plan_explicit_run(
         for sample in range(samples)
     ]
     config = {
-        "mode": "explicit",
+        "mode": runs.EXPLICIT,
         "models": {spec.key: spec_to_dict(spec) for spec in models},
         "samples": samples,
         "explicit": dict(settings),
@@ -441,7 +441,7 @@ def score_explicit(
     stage resumes with the images it had not recorded. ``progress(done, total)`` follows each
     batch.
     """
-    if runs.run_config(db, run).get("mode") != "explicit":
+    if not runs.is_explicit(runs.run_config(db, run)):
         raise runs.RunError(f"run {run!r} is not an explicit-color run")
     pending = runs.pending_items(db, run, "segment")
     total, done = len(pending), 0

@@ -30,7 +30,6 @@ from evaluation.color.naming import name_srgb
 from evaluation.color.systems import load_system
 from evaluation.explicit import figures, tables
 from evaluation.explicit.browser import ImageView, prompt_view
-from evaluation.explicit.jobs import is_explicit
 from evaluation.explicit.prompts import TASKS
 from evaluation.explicit.rules import DEFAULT_SCORING, SCORINGS, get_rules
 from evaluation.pipeline import runs
@@ -70,7 +69,7 @@ class NoExplicitRun(ValueError):
 
 def explicit_runs(db: sqlite_utils.Database) -> list[str]:
     """Names of the stored explicit-color runs, newest first."""
-    return [r["name"] for r in runs.list_runs(db) if is_explicit(runs.run_config(db, r["name"]))]
+    return [r["name"] for r in runs.list_runs(db) if runs.is_explicit(runs.run_config(db, r["name"]))]
 
 
 def check_run(db: sqlite_utils.Database, run: str) -> str:

@@ -123,8 +123,17 @@ def create_run(
     return len(rows)
 
 
+#: The ``mode`` of an explicit-color run's configuration (GenColorBench); a concept run has none.
+EXPLICIT = "explicit"
+
+
+def is_explicit(config: Mapping) -> bool:
+    """Whether a run configuration (`run_config`) is an explicit-color run's, not a concept run's."""
+    return config.get("mode") == EXPLICIT
+
+
 def _kind(config: Mapping) -> str:
-    return "an explicit-color run" if config.get("mode") == "explicit" else "a concept run"
+    return "an explicit-color run" if is_explicit(config) else "a concept run"
 
 
 def kind_clash(name: str, stored: Mapping, given: Mapping) -> str | None:
