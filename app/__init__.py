@@ -123,8 +123,8 @@ def _blocks(ctx: AppContext) -> gr.Blocks:
         )
         reactions = SessionReactions(session_token)
         with gr.Tabs() as tab_set:
-            with gr.Tab(landing.TITLE, id=landing.NAME):
-                start = landing.build(ctx, session_token)
+            with gr.Tab(landing.TITLE, id=landing.NAME) as start_tab:
+                start = landing.build(ctx, session_token, start_tab)
             tabs = []
             for module in TAB_MODULES:
                 with gr.Tab(module.TITLE, id=module.NAME, visible=False) as tab:

@@ -106,8 +106,8 @@ Admin tab.
 """
 
 
-def build(ctx: AppContext, session_token: gr.Textbox) -> dict[str, gr.components.Component]:
-    """Lay out the Start tab inside the current `gr.Tab`; returns components to wire.
+def build(ctx: AppContext, session_token: gr.Textbox, tab: gr.Tab) -> dict[str, gr.components.Component]:
+    """Lay out the Start tab inside `tab`, the current `gr.Tab`; returns components to wire.
 
     The sign-in boxes show only while nobody is signed in, the Sign out button only while
     someone is (see `wire`).
@@ -132,6 +132,7 @@ def build(ctx: AppContext, session_token: gr.Textbox) -> dict[str, gr.components
             )
     logout_button = gr.Button("Sign out", elem_id="start_logout", variant="secondary", visible=False)
     return {
+        "tab": tab,
         "status": status,
         "sign_in": sign_in_box,
         "invite": invite,
@@ -218,6 +219,7 @@ class StartTab(Tab):
             ),
             On("then", None, (), ("password",), js=_FORGET_PASSWORD_JS),
             On("logout_button.click", "logout", ("session_token",), SIGNED, "status", "start_logout"),
+            On("tab.select", "status_on_open", ("session_token",), ("status",)),
             # A sign-in or a sign-out: one step of the page's one event for a change of session
             # (`app.tabs.SessionReactions`), which a restored session also sets off.
             On(SESSION_CHANGE, "show", ("session_token", "stored"), shown),
@@ -249,6 +251,19 @@ class StartTab(Tab):
             ),
             **tabs,
         }
+
+    @own_session
+    def status_on_open(self, token: str) -> dict:
+        """The status line as the Start tab opens: a crowd participant whose study ended for
+        them since the page loaded (they finished it on the Judge tab, say) reads why, as a
+        reload shows it (it went on telling them to press Start: outside probe 183); for
+        anyone else it stays as it is."""
+        actor = current_actor(self.ctx, token)
+        over = ""
+        if actor is not None:
+            with self.ctx.db() as db:
+                over = no_longer_judging(db, actor, crowd.state(db, actor))
+        return self.named(status=f"Signed in as **{escape(actor.pseudonym)}**: {over}" if over else gr.skip())
 
     @public
     def restore_on_load(self, stored_token: str, request: gr.Request) -> dict:
@@ -417,6 +432,13 @@ def back_to_platform(state: crowd.CrowdState) -> str:
     return "On MTurk, return the HIT with its *Return* button."
 
 
+def no_longer_judging(db, actor: Actor, state: crowd.CrowdState | None) -> str:
+    """Why crowd participant `actor` (`state`: `annotation.study.crowd.state`'s) no longer
+    judges: their study is over for them (`study_over`) or closed (`crowd_study_closed`);
+    "" while they judge, and for anyone else."""
+    return study_over(state) or crowd_study_closed(db, actor, state)
+
+
 def study_over(state: crowd.CrowdState | None) -> str:
     """What a crowd participant who no longer judges reads where the page lands (their code
     and the way back to the platform, when they have them); "" for anyone else, and for
@@ -530,7 +552,7 @@ def restore(ctx: AppContext, stored: str | None, request: gr.Request) -> tuple[s
         except AnnotationError as error:  # the session the browser kept ended: why
             return "", f"You are not signed in. ({escape(str(error))})", False
         state = crowd.state(db, actor)
-        over = study_over(state) or crowd_study_closed(db, actor, state)
+        over = no_longer_judging(db, actor, state)
     if over:  # a crowd participant who no longer judges: why, where the page lands
         return stored, f"Signed in as **{escape(actor.pseudonym)}**: {over}", True
     # A crowd participant reads their deadline after a reload as on joining.

@@ -249,6 +249,10 @@ def test_a_prolific_participant_judges_resumes_gets_the_codes_and_the_quota_refu
     expect(progress.locator("a")).to_have_attribute("href", f"{platform}/done?cc=")
     expect(page.locator("#participant_consent")).to_be_hidden()
     expect(page.locator("#participant_left")).to_be_disabled()
+    # The Start tab, opened now, says why no trial comes, as a reload does (it still told them
+    # to press Start: outside probe 183).
+    page.get_by_role("tab", name="Start").click()
+    expect(page.locator("#start_status")).to_contain_text("you did not agree to the consent text")
     # A reload keeps X's session in this browser: the page lands where it says why no trial comes.
     page.reload()
     expect(page.locator("#start_status")).to_contain_text("you did not agree to the consent text")
