@@ -57,10 +57,12 @@ opening one more ends the oldest. The admin's sessions are not capped: each need
 password and lasts a day."""
 
 _ENDED = "your session is not valid any more"
+_REOPEN = "; ask them if you should go on: only they can reopen it"
+"""What a person whose account was closed can do (the admin's *Reopen account*, then a link)."""
 END_REASONS = {
     "new_invite": f"{_ENDED}: it was opened with an invite link that has since been replaced; "
     "open the newest link the study admin gave you",
-    "revoked": f"{_ENDED}: the study admin closed your account",
+    "revoked": f"{_ENDED}: the study admin closed your account{_REOPEN}",
     "too_many": f"{_ENDED}: you signed in on more than {MAX_LIVE_SESSIONS} devices or browsers "
     "and this was the oldest session; open your invite link again",
     "logout": f"{_ENDED}: you signed out; open your invite link again",
@@ -584,7 +586,7 @@ def list_annotators(db: sqlite_utils.Database, role: str | None = None) -> list[
 def _active_annotator(db, annotator_id: int) -> dict:
     annotator = get_annotator(db, annotator_id)
     if annotator["status"] != "active":
-        raise StaleToken(f"the account {annotator['pseudonym']} was closed by the study admin")
+        raise StaleToken(f"the account {annotator['pseudonym']} was closed by the study admin{_REOPEN}")
     return annotator
 
 

@@ -94,8 +94,10 @@ CASES = [
         "invite-of-closed-account",
         "/login_invite",
         lambda w: (w.links["closed"],),
-        # Not "ask the study admin for a new one": no new link can be made for a closed account.
-        r"^the account \w+ was closed by the study admin$",
+        # Not "ask the study admin for a new one": no new link can be made for a closed account
+        # (before *Reopen account*; the way on was not said: outside probe 184).
+        r"^the account \w+ was closed by the study admin; ask them if you should go on: only they can "
+        "reopen it$",
     ),
     Case("invite-empty", "/login_invite", lambda w: ("",), "^the invite box is empty: paste the invite link"),
     Case(
@@ -147,7 +149,8 @@ CASES = [
         "session-of-closed-account",
         "/admin_list_annotators",
         as_role("closed"),
-        "^your session is not valid any more: the study admin closed your account$",
+        "^your session is not valid any more: the study admin closed your account; ask them if you should "
+        "go on: only they can reopen it$",
     ),
     # A new link ends the sessions of the old one; a person holds at most 5 live sessions.
     Case(

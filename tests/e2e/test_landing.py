@@ -104,7 +104,8 @@ def test_invite_link_signs_in_and_a_reload_keeps_the_session(tmp_path, module_ch
             db.close()
         page.reload()
         expect(status).to_have_text(
-            "You are not signed in. (your session is not valid any more: the study admin closed your account)",
+            "You are not signed in. (your session is not valid any more: the study admin closed your account; "
+            "ask them if you should go on: only they can reopen it)",
             timeout=20_000,
         )
 

@@ -84,7 +84,9 @@ def test_expired_and_revoked_invites_are_refused_and_nothing_is_written(db):
     revoke_annotator(db, annotator["id"], ADMIN, "left the study", now=start)
     before = _dump(db)
     with pytest.raises(
-        InvalidToken, match=f"^the account {annotator['pseudonym']} was closed by the study admin$"
+        InvalidToken,
+        match=f"^the account {annotator['pseudonym']} was closed by the study admin; ask them if you "
+        "should go on: only they can reopen it$",
     ):
         login_with_invite(db, token, now=start + dt.timedelta(days=1))
     # Closing it again changes nothing and says so (it said "Closed the account" again).
