@@ -407,10 +407,12 @@ class AdminTab(Tab):
     def withdraw(self, db, actor, annotator_id: float, why: str) -> dict:
         """Withdraw every coloring of an annotator from the data set (their request, as the
         consent text promises): no ground truth, leaderboard or new study counts them from now
-        on (experts' votes already cast on them stay in the agreement statistics)."""
+        on (experts' votes already cast on their decided reviews stay in the agreement statistics)."""
         annotator_id = _person(db, annotator_id)
         done = withdraw_colorings(db, annotator_id, actor, why)
         reviews = f", {counted(done.reviews, 'open review')} closed" if done.reviews else ""
+        # A closed review's votes count nowhere: the statistics take reviews with all their votes.
+        closed = ", except those on the open reviews closed" if done.reviews else ""
         if done.redos:
             reviews += f", {counted(done.redos, 'recolor or redo task')} they held ended"
         # Apart, so the count matches the Admin tab's "withdrawn", which counts main-task ones
@@ -419,7 +421,7 @@ class AdminTab(Tab):
             revoke_message=f"Withdrew {counted(done.colorings, 'coloring')}{practice if done.practice else ''} "
             f"of annotator {annotator_id}: the P_H of {counted(done.concepts, 'concept')} recomputed without them{reviews}. "
             "No ground truth, leaderboard or new study counts them from now on (votes experts cast on "
-            "them before stay in the agreement statistics, which measure the experts); "
+            f"them before stay in the agreement statistics, which measure the experts{closed}); "
             + (
                 "their account is closed already."
                 if accounts.get_annotator(db, annotator_id)["status"] != "active"

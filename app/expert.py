@@ -414,6 +414,11 @@ class ExpertTab(Tab):
             f"Fleiss' κ = {_number(summary.fleiss_kappa)}; Krippendorff's α = "
             f"{_number(summary.krippendorff_alpha)}."
         )
+        if left_out := votes.votes_left_out(db):  # the withdrawal said they stay (outside probe 185)
+            text += (
+                f" {counted(left_out, 'vote')} on colorings withdrawn while their review was open "
+                f"{'is' if left_out == 1 else 'are'} left out: a review counts here with all its votes."
+            )
         if "n/a" in (_number(summary.fleiss_kappa), _number(summary.krippendorff_alpha)):
             text += (
                 " κ and α are undefined while every vote is the same verdict: the agreement "

@@ -308,6 +308,16 @@ def excluded_colorings(db: sqlite_utils.Database) -> list[dict]:
     )
 
 
+def votes_left_out(db: sqlite_utils.Database) -> int:
+    """Votes on reviews a withdrawal closed while they were open
+    (`annotation.coloring.withdrawal.mark_withdrawn`): `vote_matrix` takes decided reviews
+    alone, each with all its votes, so these count nowhere in the agreement statistics."""
+    return db.execute(
+        "select count(*) from qc_votes v join reviews r on r.coloring_id = v.coloring_id "
+        "where r.status = 'withdrawn'"
+    ).fetchone()[0]
+
+
 def vote_matrix(db: sqlite_utils.Database) -> tuple[np.ndarray, pd.DataFrame]:
     """The votes of every decided review.
 

@@ -175,6 +175,28 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
         "**1** coloring reviewed, **1** discarded by the votes (**0** excluded now: reinstated by the "
         "admin or withdrawn since)." in summary
     )
+    assert "left out" not in summary
+    # A vote on an open review whose coloring is then withdrawn counts nowhere, and both the
+    # withdrawal and the statistics say so (the withdrawal said such votes stay: outside probe 185).
+    task, _, _, _ = client.predict(experts[0], api_name="/expert_next")
+    client.predict(experts[0], task, "Consistent", api_name="/expert_vote")
+    [voted] = _rows(
+        study["config"],
+        "select c.annotator_id from qc_votes v join reviews r on r.coloring_id = v.coloring_id "
+        "join colorings c on c.id = v.coloring_id where r.status = 'open'",
+    )
+    withdrawn = client.predict(admin, voted["annotator_id"], "asked by email", api_name="/admin_withdraw")
+    assert ", 1 open review closed. " in withdrawn and (
+        "stay in the agreement statistics, which measure the experts, except those on the open reviews closed)"
+        in withdrawn
+    )
+    _, summary, raters = client.predict(experts[0], api_name="/expert_statistics")
+    assert "**1** coloring reviewed" in summary
+    assert (
+        " 1 vote on colorings withdrawn while their review was open is left out: a review counts here "
+        "with all its votes." in summary
+    )
+    assert sorted(r[1] for r in raters["data"]) == [1, 1, 1]  # the decided review's votes alone
 
 
 def test_expert_endpoints_refuse_a_designer_and_write_nothing(study):
