@@ -89,7 +89,7 @@ def select_concepts(concepts, keys=None, modifier_types=None, limit=None):
             raise ValueError(
                 f"--concepts names unknown concepts {unknown_names(missing, by_key)}; keys are the concept text, e.g. 'rotten apple'"
             )
-        concepts = [by_key[k] for k in wanted]
+        concepts = [by_key[k] for k in dict.fromkeys(wanted)]
     if modifier_types:
         concepts = [c for c in concepts if c.modifier_type in modifier_types]
     if limit is not None:
@@ -123,7 +123,9 @@ def model_specs(args: argparse.Namespace) -> tuple[list, list[str]]:
     from evaluation.pipeline.ray_storage import is_uri
 
     registry = load_registry(args.registry) if args.registry else load_registry()
-    specs = [get_model(key, registry) for key in args.model]
+    # A value given twice counts once, as on the Evaluate tab (a run's items are unique: a
+    # repeat failed with a traceback, outside probe 186); so do --concepts and --cfg.
+    specs = [get_model(key, registry) for key in dict.fromkeys(args.model)]
     if args.source and len(specs) != 1:
         raise ValueError(f"--source needs exactly one --model, got {len(specs)}")
     overrides = _overrides(args)
@@ -136,7 +138,7 @@ def model_specs(args: argparse.Namespace) -> tuple[list, list[str]]:
         specs = [with_source(specs[0], args.source)]
     elif not is_uri(args.data_dir):  # a tiny test model lives in --data-dir/models, as in the app
         specs = [in_data_folder(s) if s.build == "tiny" else s for s in specs]
-    styles = [s.strip() for s in args.styles.split(",") if s.strip()]
+    styles = list(dict.fromkeys(s.strip() for s in args.styles.split(",") if s.strip()))
     bad = [s for s in styles if s not in STYLES]
     if bad or not styles:
         raise ValueError(
@@ -176,7 +178,7 @@ def _overrides(args: argparse.Namespace) -> dict:
             raise ValueError(refusal) from None
         if not scales or not all(0 < s <= MAX_GUIDANCE for s in scales):  # nan fails both
             raise ValueError(refusal)
-        overrides["cfg_scales"] = scales
+        overrides["cfg_scales"] = tuple(sorted(set(scales)))  # as `planning.resolve_models`
     return overrides
 
 

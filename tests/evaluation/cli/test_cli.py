@@ -198,6 +198,19 @@ def _header(text: str, level: str) -> list[str]:
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_value_given_twice_counts_once_as_on_the_evaluate_tab(tmp_path, models, capsys):
+    """Outside probe 186: --concepts apple,apple or --cfg 2,2 failed with a traceback (a run's
+    items are unique)."""
+    twice = ["--model", "tiny-random", "--styles", "natural, natural", "--concepts", "apple, banana, apple"]
+    assert _generate(tmp_path, models, *twice, "--cfg", "7.5, 2, 7.50") == 0
+    assert "run 'r': 8 images over 1 model(s), 2 concept(s), 1 style(s)" in capsys.readouterr().out
+    with sqlite3.connect(tmp_path / "db.sqlite") as db:
+        rows = db.execute("select distinct model, concept, style, cfg from run_items order by concept, cfg")
+        assert rows.fetchall() == [
+            ("tiny-random", c, "natural", cfg) for c in ("apple", "banana") for cfg in (2.0, 7.5)
+        ]
+
+
 def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
     assert _generate(tmp_path, models) == 0
     assert _generate(tmp_path, models) == 0
