@@ -238,41 +238,17 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
                         None,
                     )
                 )
-            elif parts := components_without_weights(folder):
+            elif problem := _weights_problem(folder, files=True):
                 problems.append(
-                    (
-                        f"model {spec.key!r}: the pipeline in {folder} has no weights for "
-                        f"{', '.join(parts)} (no .safetensors or .bin file in "
-                        f"{', '.join(p + '/' for p in parts)}); {_remedy(folder)}",
-                        None,
-                    )
-                )
-            elif damage := _pipeline_damage(folder):
-                problems.append(
-                    (
-                        f"model {spec.key!r}: the pipeline in {folder} has weights that cannot be loaded: "
-                        f"{'; '.join(damage)}; {_remedy(folder)}",
-                        None,
-                    )
+                    (f"model {spec.key!r}: the pipeline in {folder} {problem}; {_remedy(folder)}", None)
                 )
         else:
             index = _cached(spec.source, "model_index.json", cache_dir)
             if index is None:
                 problems.append((f"model {spec.key!r} ({spec.source})", spec.source))
-            elif parts := components_without_weights(Path(index).parent):
+            elif problem := _weights_problem(Path(index).parent):
                 problems.append(
-                    (
-                        f"model {spec.key!r} ({spec.source}: the cached copy has no weights for {', '.join(parts)})",
-                        spec.source,
-                    )
-                )
-            elif damage := _pipeline_damage(Path(index).parent):
-                problems.append(
-                    (
-                        f"model {spec.key!r} ({spec.source}: the cached copy has weights that cannot be loaded: "
-                        f"{'; '.join(damage)})",
-                        spec.source,
-                    )
+                    (f"model {spec.key!r} ({spec.source}: the cached copy {problem})", spec.source)
                 )
     if detector is not None:
         problems.extend(_transformers_problems("GroundingDINO", detector, cache_dir))
@@ -282,6 +258,19 @@ def _missing(models, detector, sam, sam_checkpoint, cache_dir) -> list[tuple[str
     elif sam is not None:
         problems.extend(_transformers_problems("SAM", sam, cache_dir))
     return problems
+
+
+def _weights_problem(folder: Path, files: bool = False) -> str:
+    """What is wrong with the weights of the pipeline in `folder`, components without weights
+    and damaged files together (one was said at a time: outside probe 186), or ""; `files`
+    also names where weight files were looked for."""
+    said = []
+    if parts := components_without_weights(folder):
+        where = f" (no .safetensors or .bin file in {', '.join(p + '/' for p in parts)})" if files else ""
+        said.append(f"has no weights for {', '.join(parts)}{where}")
+    if damage := _pipeline_damage(folder):
+        said.append(f"has weights that cannot be loaded: {'; '.join(damage)}")
+    return ", and ".join(said)
 
 
 def _remedy(folder: Path) -> str:

@@ -1,6 +1,7 @@
 """Weights that are not on this machine are named before a job starts (issue 14.2)."""
 
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -204,16 +205,22 @@ def test_a_pipeline_copied_without_its_unet_weights_is_named_before_a_row_is_wri
     for weights in (broken / "unet").glob("*.safetensors"):
         weights.unlink()
     shutil.rmtree(broken / "vae")
+    [encoder] = (broken / "text_encoder").glob("*.safetensors")
+    _cut(encoder)
     assert components_without_weights(broken) == ["unet", "vae"]
     registry = _lab_registry(tmp_path / "models.toml", broken)
     argv = ["run", "--run", "r", "--model", "our-lab-sd", "--registry", str(registry), "--concepts", "apple"]
     argv += ["--samples", "1", "--cfg", "7.5", "--styles", "natural", "--segmenter", "tiny-random"]
     argv += ["--device", "cpu", "--db", str(tmp_path / "db.sqlite"), "--data-dir", str(tmp_path / "data")]
     assert main(argv) == 2
-    assert (
-        f"model 'our-lab-sd': the pipeline in {broken} has no weights for unet, vae (no .safetensors "
-        "or .bin file in unet/, vae/); copy the model's folder whole"
-    ) in capsys.readouterr().err
+    # The damaged file is named with the missing parts, not only once they are mended
+    # (outside probe 186).
+    assert re.search(
+        f"model 'our-lab-sd': the pipeline in {re.escape(str(broken))} has no weights for unet, vae "
+        r"\(no \.safetensors or \.bin file in unet/, vae/\), and has weights that cannot be loaded: "
+        rf"text_encoder/{encoder.name} \(cut short or damaged: [^)]*\); copy the model's folder whole",
+        capsys.readouterr().err,
+    )
     db = open_db(tmp_path / "db.sqlite")
     try:
         assert db.execute("select count(*) from runs").fetchone()[0] == 0
@@ -227,10 +234,14 @@ def test_a_pipeline_copied_without_its_unet_weights_is_named_before_a_row_is_wri
     (snapshot / "model_index.json").unlink()
     shutil.copytree(broken, snapshot, dirs_exist_ok=True)
     [problem] = missing_weights([sdxl], cache_dir=cache)
-    assert problem.startswith(
-        f"model 'sdxl' ({sdxl.source}: the cached copy has no weights for unet, vae) is not on this machine: "
-        f"download it on a machine with internet (`hf download {sdxl.source}`"
-    )
+    assert re.match(
+        re.escape(f"model 'sdxl' ({sdxl.source}: the cached copy has no weights for unet, vae, and has ")
+        + rf"weights that cannot be loaded: text_encoder/{encoder.name} \(cut short or damaged: [^)]*\)\) is "
+        + re.escape(
+            f"not on this machine: download it on a machine with internet (`hf download {sdxl.source}`"
+        ),
+        problem,
+    ), problem
 
 
 def test_weights_cut_short_or_missing_in_a_built_tiny_model_or_masker_are_named_before_a_row_is_written(
