@@ -219,7 +219,7 @@ class StartTab(Tab):
             ),
             On("then", None, (), ("password",), js=_FORGET_PASSWORD_JS),
             On("logout_button.click", "logout", ("session_token",), SIGNED, "status", "start_logout"),
-            On("tab.select", "status_on_open", ("session_token",), ("status",)),
+            On("tab.select", "status_on_open", ("session_token",), ("status", "sign_in", "logout_button")),
             # A sign-in or a sign-out: one step of the page's one event for a change of session
             # (`app.tabs.SessionReactions`), which a restored session also sets off.
             On(SESSION_CHANGE, "show", ("session_token", "stored"), shown),
@@ -254,16 +254,27 @@ class StartTab(Tab):
 
     @own_session
     def status_on_open(self, token: str) -> dict:
-        """The status line as the Start tab opens: a crowd participant whose study ended for
-        them since the page loaded (they finished it on the Judge tab, say) reads why, as a
-        reload shows it (it went on telling them to press Start: outside probe 183); for
-        anyone else it stays as it is."""
-        actor = current_actor(self.ctx, token)
-        over = ""
-        if actor is not None:
-            with self.ctx.db() as db:
-                over = no_longer_judging(db, actor, crowd.state(db, actor))
-        return self.named(status=f"Signed in as **{escape(actor.pseudonym)}**: {over}" if over else gr.skip())
+        """The Start tab as it opens, where what the page last showed no longer holds, as a
+        reload shows it: a session that ended since (the account closed, a sign-out in another
+        tab) says why, with the sign-in boxes; a crowd participant whose study ended for them
+        (they finished it on the Judge tab, say) reads why (it still read "Signed in", or told
+        them to press Start: outside probes 183 and 185). Otherwise nothing changes."""
+        unchanged = self.named(status=gr.skip(), sign_in=gr.skip(), logout_button=gr.skip())
+        if not token:
+            return unchanged
+        with self.ctx.db() as db:
+            try:
+                actor = require(db, token)
+            except AnnotationError as error:
+                return self.named(
+                    status=f"You are not signed in. ({escape(str(error))})",
+                    sign_in=gr.Column(visible=True),
+                    logout_button=gr.Button(visible=False),
+                )
+            over = no_longer_judging(db, actor, crowd.state(db, actor))
+        if not over:
+            return unchanged
+        return {**unchanged, **self.named(status=f"Signed in as **{escape(actor.pseudonym)}**: {over}")}
 
     @public
     def restore_on_load(self, stored_token: str, request: gr.Request) -> dict:

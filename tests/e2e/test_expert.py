@@ -108,6 +108,15 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     )
     expect(page.locator("[data-testid=toast-text]", has_text="closed your account")).to_have_count(1)
     assert len(live_app.query("select id from qc_votes")) == 2
+    # The Start tab no longer says "Signed in as" (outside probe 185): why not, and the boxes
+    # to sign in again.
+    page.get_by_role("tab", name="Start").click()
+    expect(page.locator("#start_status")).to_have_text(
+        "You are not signed in. (your session is not valid any more: the study admin closed your account; "
+        "ask them if you should go on: only they can reopen it)"
+    )
+    expect(page.locator("#start_invite")).to_be_visible()
+    expect(page.locator("#start_logout")).to_be_hidden()
     assert page.js_errors == []
 
 
