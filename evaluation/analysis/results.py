@@ -176,6 +176,8 @@ class Analyses:
     table8_ci: pd.DataFrame
     ranking: pd.DataFrame
     resampling: bootstrap.Resampling | None
+    #: The sensitivity ratio of ``sensitivity`` and Tables 6-8 (`tables.sensitivity`).
+    aggregate: str = tables.RATIO_OF_MEANS
 
 
 def _at_cfg(rows: Sequence[Mapping], cfg: Mapping[str, float]) -> pd.DataFrame:
@@ -273,6 +275,7 @@ def analyses(
         table8_ci=pd.DataFrame(),
         ranking=pd.DataFrame(columns=list(uncertainty.RANKING_COLUMNS)),
         resampling=None,
+        aggregate=aggregate,
     )
     if resampling is None:
         return result
@@ -352,6 +355,8 @@ NO_SHIFTS = (
 )
 #: The tables that come from the concept shifts (`NO_SHIFTS` when there are none).
 SHIFT_TABLES = ("shifts", "sensitivity", "table6", "table7", "table8")
+#: The tables whose ratio `Analyses.aggregate` chooses: their CSV says which (`export_analyses`).
+RATIO_TABLES = ("sensitivity", "table6", "table7", "table8", "table6_ci", "table7_ci", "table8_ci")
 
 
 def analysis_figures(result: Analyses) -> dict[str, go.Figure]:
@@ -390,20 +395,23 @@ PROVENANCE_COLUMNS = ("source", "cfg", "runs", "resampled_concepts")
 def with_provenance(frame: pd.DataFrame, result: Analyses, source: str) -> pd.DataFrame:
     """Table 1 or 2 in long form (`tables.Leaderboard.to_csv_frame`) with what its numbers
     come from, per row: the human ``source``; the model's guidance scale ``cfg`` (``mean``
-    when each concept is averaged over its scales); the ``runs`` its distributions come from
-    (space-separated, the newest distribution of each cell counting); and
+    when each concept is averaged over its scales); the ``runs`` the distributions of its cell
+    (model, modifier type and style) come from (space-separated, the newest distribution of
+    each concept counting); and
     ``resampled_concepts``, how many concepts each bootstrap replicate draws from: every
     model's at every scale together (the draws are paired), so a run that adds concepts
     changes the other cells' intervals, never their values."""
     metrics = result.metrics
     if not result.pooled:
         metrics = metrics[[c == result.cfg.get(m) for m, c in zip(metrics["model"], metrics["cfg"])]]
-    runs = metrics.groupby("model")["run"].agg(lambda r: " ".join(sorted(set(r))))
+    # Per cell: every cell of a model named the runs of all of them (outside probe 187).
+    cell = ["model", "modifier_type", "style"]
+    runs = metrics.groupby(cell)["run"].agg(lambda r: " ".join(sorted(set(r))))
     drawn = len(set(result.metrics["concept"]) | set(result.shifts.get("concept", ())))
     return frame.assign(
         source=source,
         cfg=[tables.POOL_CFG if result.pooled else result.cfg.get(m) for m in frame["model"]],
-        runs=frame["model"].map(runs),
+        runs=[runs.get(key) for key in zip(*(frame[c] for c in cell), strict=True)],
         resampled_concepts=drawn if result.resampling is not None else None,
     )
 
@@ -424,7 +432,8 @@ def export_analyses(
         then, with intervals, table6_ci-table8_ci and ranking), then figures. Tables 1-2,
         the sweep and the sensitivity carry their interval columns; Tables 1-2 and the
         ranking also the level, resample count and seed (`with_resampling`), Tables 1-2
-        what their numbers come from (`with_provenance`, `source` the human source's name).
+        what their numbers come from (`with_provenance`, `source` the human source's name),
+        the sensitivity and Tables 6-8 their ratio (``sensitivity_ratio``: `Analyses.aggregate`).
         Without concept shifts, the shift tables hold one ``note`` saying why (`NO_SHIFTS`).
     """
     directory = Path(directory)
@@ -437,6 +446,8 @@ def export_analyses(
             value = with_resampling(value, result.resampling)
         elif field.name == "metrics":  # as the command line's scores_long.csv
             value = with_bin_names(value, DOMINANT_COLUMNS).assign(source=source)
+        elif field.name in RATIO_TABLES:  # the choice changes their numbers (outside probe 187)
+            value = value.assign(sensitivity_ratio=result.aggregate)
         if isinstance(value, pd.DataFrame):
             index = field.name in ("table6", "table7", "table8")
             if value.empty and field.name.endswith(("_ci", "ranking")):

@@ -178,7 +178,7 @@ def test_where_people_colored_each_variant_as_its_base_tables_6_to_8_and_figure_
     assert numpy_warnings == []
     exported = {Path(f).name.rsplit("-", 1)[0]: f for f in files}
     table7_csv = pd.read_csv(exported["table7"])
-    assert table7_csv.columns.tolist() == ["model", "emotional", "visual_state"]
+    assert table7_csv.columns.tolist() == ["model", "emotional", "visual_state", "sensitivity_ratio"]
     assert table7_csv[["emotional", "visual_state"]].isna().all().all()
     assert pd.read_csv(exported["table8_ci"])["human_shift"].tolist() == [0.0] * 4
 

@@ -141,6 +141,13 @@ def test_exports_hold_the_tables_and_the_figures(stored, tmp_path):
     assert set(table1["source"]) == {"test-human"} and set(table1["runs"]) == {"grid"}
     assert set(table1["cfg"]) == {5.0} and set(table1["resampled_concepts"]) == {3}
     assert set(table1["n_resamples"]) == {1000} and set(table1["seed"]) == {0}
+    # The ratio of the sensitivity and Tables 6-8, which changes their numbers (outside probe 187)
+    for name in ("sensitivity", "table6", "table7", "table8", "table6_ci", "table7_ci", "table8_ci"):
+        frame = pd.read_csv(paths[names.index(f"{name}.csv")])
+        assert len(frame) and set(frame["sensitivity_ratio"]) == {"ratio_of_means"}, name
+    other = analyses(runs.model_distributions(db), HUMAN, CONCEPTS, aggregate="mean_of_ratios")
+    exported = export_analyses(other, analysis_figures(other), tmp_path / "other", source="test-human")
+    assert set(pd.read_csv(exported[names.index("table6.csv")])["sensitivity_ratio"]) == {"mean_of_ratios"}
 
 
 def test_an_export_without_concept_shifts_says_why_its_shift_tables_and_figure_4_are_empty(stored, tmp_path):
@@ -182,6 +189,8 @@ def test_a_csv_row_names_the_runs_at_its_scale_and_the_concepts_its_intervals_dr
     assert (frames[0].loc[cell, "resampled_concepts"], frames[1].loc[cell, "resampled_concepts"]) == (3, 4)
     assert frames[1].loc[cell, "runs"] == "grid"
     assert frames[1].loc[("m-red", "original", "natural", "pcc"), "runs"] == "grid later"  # the newest apple
+    # A cell the later run has no concept of names its own runs, not the model's (outside probe 187)
+    assert frames[1].loc[("m-red", "visual_state", "natural", "pcc"), "runs"] == "grid"
 
 
 def test_the_newest_distribution_of_a_cell_wins(stored):
