@@ -19,7 +19,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from annotation import backup
+from annotation import backup, ownership
 from annotation.coloring import ground_truth
 from annotation.errors import AnnotationError
 from annotation.export import export
@@ -265,6 +265,11 @@ def _command(args: argparse.Namespace) -> int:
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
         return 2
     if refusal := db_path_refusal(args.db):
+        print(f"error: {refusal}", file=sys.stderr)
+        return 2
+    if args.command in ("export", "check-distributions", "backup") and (
+        refusal := ownership.foreign_refusal(args.db, args.data_dir, args.command)
+    ):
         print(f"error: {refusal}", file=sys.stderr)
         return 2
     try:

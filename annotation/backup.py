@@ -450,6 +450,7 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
                 staged = _stage_database(folder, manifest, db_path)
             try:
                 _check_named(staged, manifest, data_dir)
+                _check_folder_owner(data_dir, db_path, staged)
                 with _unwritable_refused("the backup's files", data_dir):
                     copied = _restore_files(folder, manifest, data_dir)
             except BaseException:
@@ -556,6 +557,21 @@ def changed_tables(previous: str | Path, restored: str | Path, leaving_out=()) -
     except sqlite3.Error:
         return None
     return found
+
+
+def _check_folder_owner(data_dir: Path, db_path: Path, staged: Path) -> None:
+    """Refuse a data folder that belongs neither to the database restored over nor to the
+    backup's: a restore without --data-dir took the default folder of a running app's other
+    study, and made it this database's, so that app could not start again (outside probe 188)."""
+    try:
+        other = ownership.claimed_by_another(data_dir, db_path, staged)
+    except ValueError as error:
+        raise BackupError(f"{error}; nothing was restored") from None
+    if other is not None:
+        raise BackupError(
+            f"{other}, neither the database restored over ({str(db_path)!r}) nor the backup's: give "
+            "the data folder of this study (--data-dir); nothing was restored"
+        )
 
 
 def _other_names(db_path: Path) -> int:

@@ -77,9 +77,10 @@ def owner(data_dir: str | Path) -> dict | None:
     return found
 
 
-def foreign_refusal(db_file: str | Path, data_dir: str | Path) -> str | None:
-    """Why a start of the database `db_file` may not use the data folder `data_dir`: the
-    folder belongs to another database; None when it may. Reads only."""
+def foreign_refusal(db_file: str | Path, data_dir: str | Path, command: str = "") -> str | None:
+    """Why a start of the database `db_file` (or `command`, e.g. ``backup``, on it) may not
+    use the data folder `data_dir`: the folder belongs to another database; None when it
+    may. Reads only."""
     root = Path(data_dir)
     if not root.is_dir():
         return None
@@ -96,8 +97,17 @@ def foreign_refusal(db_file: str | Path, data_dir: str | Path) -> str | None:
         else f"instance {mine}"
     )
     this = f"{str(db_file)!r} ({kind})"
+    # A command given the wrong folder (no --data-dir: the default) read, or replaced, that
+    # study's files as this database's (outside probe 188).
+    harm = (
+        f"`{command}` would take that study's files for this database's"
+        if command
+        else "this start would set every file of that study aside as unnamed"
+    )
     fix = (
-        "start with that database (--db), or give this one a data folder of its own (--data-dir); "
+        "give this database's data folder (--data-dir), or that database (--db); nothing was changed"
+        if command
+        else "start with that database (--db), or give this one a data folder of its own (--data-dir); "
         "nothing was changed"
     )
     if found is not None:
@@ -105,8 +115,7 @@ def foreign_refusal(db_file: str | Path, data_dir: str | Path) -> str | None:
             return None
         return (
             f"the data folder {str(root)!r} holds the files of another database (instance "
-            f"{found['instance']}, last started from {found['database']!r}), not of {this}: this start "
-            f"would set every file of that study aside as unnamed; {fix}"
+            f"{found['instance']}, last started from {found['database']!r}), not of {this}: {harm}; {fix}"
         )
     stored = [path.relative_to(root).as_posix() for path in managed_files(root, temporary=False)]
     if not stored:
@@ -114,10 +123,34 @@ def foreign_refusal(db_file: str | Path, data_dir: str | Path) -> str | None:
     # A database made by the libraries has no instance secret yet, but names its files
     if Path(db_file).is_file() and not referenced_in_file(Path(db_file)).isdisjoint(stored):
         return None
+    harm = (
+        f"`{command}` would take them for this database's"
+        if command
+        else "this start would set them all aside as unnamed"
+    )
     return (
         f"the data folder {str(root)!r} holds {len(stored):,} stored files and {this} names none of "
-        f"them: it is another database's folder, and this start would set them all aside as unnamed; {fix} "
+        f"them: it is another database's folder, and {harm}; {fix} "
         "(if that database is gone for good, move the folder's files away first)"
+    )
+
+
+def claimed_by_another(data_dir: str | Path, *db_files: str | Path) -> str | None:
+    """Why the data folder `data_dir` is the folder of none of the databases `db_files`: its
+    `OWNER_FILE` names another one (a restore over `db_files[0]` of a backup of `db_files[1]`
+    may use the folder of either); None when it names one of them or is not there.
+
+    Raises
+    ------
+    ValueError
+        If `OWNER_FILE` cannot be read (`owner`).
+    """
+    found = owner(data_dir) if Path(data_dir).is_dir() else None
+    if found is None or found["instance"] in {instance_of(f) for f in db_files}:
+        return None
+    return (
+        f"the data folder {str(data_dir)!r} holds the files of another database (instance "
+        f"{found['instance']}, last started from {found['database']!r})"
     )
 
 

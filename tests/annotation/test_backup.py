@@ -1460,3 +1460,48 @@ def test_a_restore_makes_the_data_folder_the_restored_databases(tmp_path):
     assert ownership.instance_of(b_file) == a_instance != b_instance
     assert ownership.owner(b_data) == {"instance": a_instance, "database": str(b_file.resolve())}
     assert ownership.foreign_refusal(b_file, b_data) is None
+
+
+def test_a_command_on_another_studys_data_folder_is_refused_and_a_restore_takes_none_of_it(tmp_path, capsys):
+    """Outside probe 188: ``backup`` and ``restore`` of database B without --data-dir took the
+    default folder, study A's, while A's app served it: the backup held A's files, and the
+    restore made the folder B's, so A's app could not start again."""
+    from annotation import ownership
+    from annotation.__main__ import main
+    from storage.settings import setting_once
+
+    stores = {}
+    for name in ("a", "b"):
+        db, data = _store(tmp_path / name)
+        add_coloring(db, data, people(db, 1, "designer")[0], "banana", (240, 200, 20 if name == "a" else 90))
+        instance = ownership.instance_name(setting_once(db, ownership.INSTANCE_SECRET, lambda n=name: n * 8))
+        ownership.claim(data, data / "colorconcept.sqlite", instance)
+        db.close()
+        stores[name] = (data / "colorconcept.sqlite", data, instance)
+    (a_file, a_data, a_instance), (b_file, b_data, b_instance) = stores["a"], stores["b"]
+    a_owner, b_rows = (a_data / ownership.OWNER_FILE).read_bytes(), _rows(b_file)
+    for command in ("backup", "export"):
+        assert main(["--db", str(b_file), "--data-dir", str(a_data), command, str(tmp_path / command)]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"error: the data folder {str(a_data)!r} holds the files of another database (instance {a_instance}, "
+            f"last started from {str(a_file.resolve())!r}), not of {str(b_file)!r} (instance {b_instance}): "
+            f"`{command}` would take that study's files for this database's; give this database's data folder "
+            "(--data-dir), or that database (--db); nothing was changed\n"
+        )
+        assert not (tmp_path / command).exists()
+    assert main(["--db", str(b_file), "--data-dir", str(b_data), "backup", str(tmp_path / "b-backup")]) == 0
+    for target in (b_file, tmp_path / "new.sqlite"):  # over B, and where there is no database yet
+        with pytest.raises(
+            backup.BackupError,
+            match=rf"^the data folder '{re.escape(str(a_data))}' holds the files of another database \(instance "
+            rf"{a_instance}, .*\), neither the database restored over \(.*\) nor the backup's: give the data "
+            r"folder of this study \(--data-dir\); nothing was restored$",
+        ):
+            backup.restore(tmp_path / "b-backup", target, a_data)
+    assert (a_data / ownership.OWNER_FILE).read_bytes() == a_owner and _rows(b_file) == b_rows
+    assert not (tmp_path / "new.sqlite").exists()
+    # Into its own folder, and into a new one, the restore goes on as before.
+    backup.restore(tmp_path / "b-backup", b_file, b_data)
+    backup.restore(tmp_path / "b-backup", tmp_path / "c.sqlite", tmp_path / "c-data")
+    assert ownership.owner(tmp_path / "c-data")["instance"] == b_instance
