@@ -1435,10 +1435,9 @@ def test_an_older_backup_restored_before_a_newer_one_brings_back_no_denial_and_h
     assert _rows(path) == before
 
 
-def test_a_restore_makes_the_data_folder_the_restored_databases(tmp_path):
-    """A data folder names the database it belongs to (`annotation.ownership`, outside probe
-    167); a restore of another study's backup over this database makes the folder that
-    study's, so the next start takes it (and sets this one's files aside) rather than refuse."""
+def _two_studies(tmp_path) -> dict[str, tuple[Path, Path, str]]:
+    """Studies ``a`` and ``b``, one coloring each, each data folder claimed by its database
+    as an app's start claims it: ``(database file, data folder, instance)`` by name."""
     from annotation import ownership
     from storage.settings import setting_once
 
@@ -1448,13 +1447,23 @@ def test_a_restore_makes_the_data_folder_the_restored_databases(tmp_path):
         add_coloring(db, data, people(db, 1, "designer")[0], "banana", (240, 200, 20 if name == "a" else 90))
         instance = ownership.instance_name(setting_once(db, ownership.INSTANCE_SECRET, lambda n=name: n * 8))
         ownership.claim(data, data / "colorconcept.sqlite", instance)
-        stores[name] = (db, data, instance)
-    a_db, _, a_instance = stores["a"]
-    b_db, b_data, b_instance = stores["b"]
-    backup.backup(a_db, tmp_path / "a" / "data", tmp_path / "a-backup")
-    a_db.close()
-    b_db.close()
-    b_file = b_data / "colorconcept.sqlite"
+        db.close()
+        stores[name] = (data / "colorconcept.sqlite", data, instance)
+    return stores
+
+
+def test_a_restore_makes_the_data_folder_the_restored_databases(tmp_path):
+    """A data folder names the database it belongs to (`annotation.ownership`, outside probe
+    167); a restore of another study's backup over this database makes the folder that
+    study's, so the next start takes it (and sets this one's files aside) rather than refuse."""
+    from annotation import ownership
+
+    (a_file, a_data, a_instance), (b_file, b_data, b_instance) = _two_studies(tmp_path).values()
+    a_db = storage.open_db(a_file)
+    try:
+        backup.backup(a_db, a_data, tmp_path / "a-backup")
+    finally:
+        a_db.close()
     assert ownership.foreign_refusal(b_file, b_data) is None
     backup.restore(tmp_path / "a-backup", b_file, b_data)
     assert ownership.instance_of(b_file) == a_instance != b_instance
@@ -1468,17 +1477,8 @@ def test_a_command_on_another_studys_data_folder_is_refused_and_a_restore_takes_
     restore made the folder B's, so A's app could not start again."""
     from annotation import ownership
     from annotation.__main__ import main
-    from storage.settings import setting_once
 
-    stores = {}
-    for name in ("a", "b"):
-        db, data = _store(tmp_path / name)
-        add_coloring(db, data, people(db, 1, "designer")[0], "banana", (240, 200, 20 if name == "a" else 90))
-        instance = ownership.instance_name(setting_once(db, ownership.INSTANCE_SECRET, lambda n=name: n * 8))
-        ownership.claim(data, data / "colorconcept.sqlite", instance)
-        db.close()
-        stores[name] = (data / "colorconcept.sqlite", data, instance)
-    (a_file, a_data, a_instance), (b_file, b_data, b_instance) = stores["a"], stores["b"]
+    (a_file, a_data, a_instance), (b_file, b_data, b_instance) = _two_studies(tmp_path).values()
     a_owner, b_rows = (a_data / ownership.OWNER_FILE).read_bytes(), _rows(b_file)
     for command in ("backup", "export"):
         assert main(["--db", str(b_file), "--data-dir", str(a_data), command, str(tmp_path / command)]) == 2
