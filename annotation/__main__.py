@@ -333,7 +333,23 @@ def _run(args: argparse.Namespace) -> int:
             )
         else:
             if args.stdin:
-                password = sys.stdin.readline().rstrip("\n")
+                # A pipe may give it twice, as the prompt asks; a second line that differed
+                # was ignored (outside probe 188). A terminal's first line ends it.
+                lines = (
+                    [sys.stdin.readline().rstrip("\n")]
+                    if sys.stdin.isatty()
+                    else sys.stdin.read().split("\n")
+                )
+                while len(lines) > 1 and not lines[-1]:
+                    lines.pop()
+                password = lines[0]
+                if any(line != password for line in lines[1:]):
+                    print(
+                        f"error: --stdin takes the password on one line (or the same twice); the {len(lines)} "
+                        "lines that came differ; the admin password was not changed",
+                        file=sys.stderr,
+                    )
+                    return 1
             else:
                 try:
                     password = getpass.getpass("New admin password: ")

@@ -109,7 +109,18 @@ def test_command_line_sets_a_new_admin_password(tmp_path, db, monkeypatch, capsy
     monkeypatch.setattr("sys.stdin", io.StringIO("a" * 200_000 + "\n"))
     assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password", "--stdin"]) == 1
     assert "at most 1000 characters (sign-in takes no more), got 200,000" in capsys.readouterr().err
+    # Two lines, as the prompt asks twice: the same is taken, two that differ are refused (the
+    # second was ignored: outside probe 188).
+    monkeypatch.setattr("sys.stdin", io.StringIO("aaaaaaaa1\nbbbbbbbb1\n"))
+    assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password", "--stdin"]) == 1
+    assert capsys.readouterr().err == (
+        "error: --stdin takes the password on one line (or the same twice); the 2 lines that came differ; "
+        "the admin password was not changed\n"
+    )
     login_admin(db, "a brand new password")
+    monkeypatch.setattr("sys.stdin", io.StringIO("the newest password\nthe newest password\n\n"))
+    assert main(["--db", str(tmp_path / "a.sqlite"), "set-admin-password", "--stdin"]) == 0
+    login_admin(db, "the newest password")
 
 
 def test_a_new_admin_password_ends_the_sessions_the_old_one_opened(tmp_path, db, monkeypatch):
