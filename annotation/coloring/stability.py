@@ -62,6 +62,11 @@ COMPUTE_BUDGET = 5
 VIEW_COMPUTE = 60
 
 
+#: Most designers a concept may get in the adaptive mode: a cap of 10**18 was stored, and the
+#: coverage's histogram of that many bins filled the server's memory (outside probe 190).
+MAX_DESIGNERS = 100
+
+
 @dataclass(frozen=True)
 class Mode:
     """The assignment mode (``settings.assignment_mode``).
@@ -71,9 +76,9 @@ class Mode:
     adaptive : bool
         False: the fixed protocol (`k` designers per concept).
     min_k : int
-        Designers every concept gets first (adaptive only), >= 2.
+        Designers every concept gets first (adaptive only), 2 to `MAX_DESIGNERS`.
     cap : int
-        Most designers an unstable concept gets, >= min_k.
+        Most designers an unstable concept gets, min_k to `MAX_DESIGNERS`.
     threshold : float
         Stability (ΔE, `QUANTILE` of the resampled EMD) above which a concept is unstable.
     """
@@ -84,10 +89,13 @@ class Mode:
     threshold: float = DEFAULT_THRESHOLD
 
     def __post_init__(self):
-        for name, low in (("min_k", 2), ("cap", 2)):
+        for name in ("min_k", "cap"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise InvalidInput(f"`{name}` must be a whole number of at least {low}, got {shown(value)}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= MAX_DESIGNERS:
+                raise InvalidInput(
+                    f"`{name}` must be a whole number from 2 to {MAX_DESIGNERS} (designers per concept), "
+                    f"got {shown(value)}"
+                )
         if self.cap < self.min_k:
             raise InvalidInput(f"`cap` must be at least `min_k` ({self.min_k}), got {self.cap}")
         if (

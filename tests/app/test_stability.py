@@ -28,6 +28,13 @@ def test_admin_sets_the_adaptive_mode_and_both_roles_see_each_concepts_stability
             client.predict(admin, "adaptive", "2", "4", "lots", api_name="/admin_set_mode")
         with pytest.raises(AppError, match="`cap` must be at least `min_k` \\(3\\), got 2"):
             client.predict(admin, "adaptive", "3", "2", "5", api_name="/admin_set_mode")
+        # A cap of 10**18 was stored, and the coverage's histogram of that many bins filled the
+        # server's memory (outside probe 190).
+        with pytest.raises(
+            AppError,
+            match=r"`cap` must be a whole number from 2 to 100 \(designers per concept\), got 999999999999999999",
+        ):
+            client.predict(admin, "adaptive", "4", "999999999999999999", "12", api_name="/admin_set_mode")
         db = open_db(config.db_path)
         try:
             assert stability.read_mode(db) == stability.Mode()

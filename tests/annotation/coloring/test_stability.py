@@ -112,7 +112,9 @@ def _coloring_writer(task):
 
 
 def test_a_mode_names_the_field_it_refuses():
-    with pytest.raises(InvalidInput, match="`min_k` must be a whole number of at least 2, got 1"):
+    with pytest.raises(
+        InvalidInput, match=r"`min_k` must be a whole number from 2 to 100 \(designers per concept\), got 1"
+    ):
         stability.Mode(adaptive=True, min_k=1)
     with pytest.raises(InvalidInput, match=r"`cap` must be at least `min_k` \(5\), got 4"):
         stability.Mode(adaptive=True, min_k=5, cap=4)
