@@ -900,9 +900,21 @@ def refusal_text(message: str) -> str:
     link and image marks of a value it quotes are written as character references, which
     start neither: ``![p](http://host/p.png)`` in a study's name loaded that image in the
     browser of another researcher refused over the study. So are the starts of a bare
-    address (``://``, ``www.``, an e-mail's ``@``), which Markdown would make a link."""
+    address (``://``, ``www.``, an e-mail's ``@``), which Markdown would make a link. Within
+    a value it quotes (`storage.shown.shown`'s repr), the marks of emphasis and code are
+    references too: ``'**apple**'`` read as a bold 'apple', a concept that exists (outside
+    probe 190); the message's own *emphasis* stays."""
     message = message.replace("![", "&#33;[").replace("](", "]&#40;").replace("://", "&#58;//")
+    message = _QUOTED.sub(lambda quoted: quoted[0].translate(_EMPHASIS_MARKS), message)
     return f"⚠️ {_bare_link_marks(message.replace('@', '&#64;'))}"
+
+
+#: A value quoted as its repr (its quotes HTML-escaped or not): between quotes that no letter
+#: touches on the outside (an apostrophe, "designer's", starts none), an escaped quote inside kept.
+_QUOTED = re.compile(
+    "|".join(rf"(?<!\w){q}(?:\\{q}|(?!{q})[^\n])*?{q}(?!\w)" for q in ("'", '"', "&#x27;", "&quot;"))
+)
+_EMPHASIS_MARKS = str.maketrans({c: f"&#{ord(c)};" for c in "*_~`"})
 
 
 def _bare_link_marks(text: str) -> str:

@@ -436,8 +436,13 @@ def test_the_admin_sets_draws_and_ends_a_pilot_and_a_refused_one_writes_nothing(
             [f"apple\n{bare}"],
             "cannot be colored yet: choose a sketch of its base concept",
         ),
-        ("/admin_set_pilot", [""], r"a pilot needs 1 to 20 concepts \(5-20 suggested\), got 0"),
-        ("/admin_draw_pilot", [21, 0], "a pilot needs 1 to 20 concepts"),
+        # Each names its field (outside probe 190: "a pilot needs ..." named none)
+        (
+            "/admin_set_pilot",
+            [""],
+            r"^`names`: a pilot needs 1 to 20 concepts \(5-20 suggested\), got 0$",
+        ),
+        ("/admin_draw_pilot", [21, 0], "^`size`: a pilot needs 1 to 20 concepts"),
         ("/admin_draw_pilot", [2.5, 0], "`Or draw this many at random` must be a whole number, got 2.5"),
     ):
         with pytest.raises(AppError, match=message):

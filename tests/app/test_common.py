@@ -182,8 +182,25 @@ def test_a_refusal_on_the_page_quotes_a_name_without_its_links_or_images(signed_
     assert not any(mark in shown.lower() for mark in ("![", "](", "://", "www.", "@"))
     assert shown == (
         "⚠️ study '&#33;[p]&#40;http&#58;//host/p.png) [x]&#40;http&#58;//host) "
-        "https&#58;//a.example _Www&#46;b.example a&#64;c.example' is a draft"
+        "https&#58;//a.example &#95;Www&#46;b.example a&#64;c.example' is a draft"
     )
+    # Nor with its emphasis: '**apple**' read as a bold 'apple' (outside probe 190).
+    with pytest.warns(UserWarning):
+        answer = page.fn(token, "**apple** _b_ ~c~ `d`")
+    assert (
+        answer[note] == "⚠️ study '&#42;&#42;apple&#42;&#42; &#95;b&#95; &#126;c&#126; &#96;d&#96;' is a draft"
+    )
+
+
+def test_a_refusals_own_emphasis_stays_and_only_quoted_values_lose_theirs():
+    from app.common import escape, refusal_text
+
+    said = "press *Next coloring*: the designer's 'a_b*c*' and \"don't *d*\" are `min_k`"
+    expected = (
+        "⚠️ press *Next coloring*: the designer's 'a&#95;b&#42;c&#42;' and \"don't &#42;d&#42;\" are `min_k`"
+    )
+    assert refusal_text(said) == expected
+    assert refusal_text(escape(said)) == escape(expected).replace("&amp;#", "&#")
 
 
 def test_a_field_named_in_words_before_its_parameter_is_named_by_its_label_once():

@@ -186,7 +186,10 @@ def test_the_admin_sets_a_pilot_and_the_coverage_says_what_opens_the_vote(live_a
     # A refused draw replaces the earlier message and leaves the pilot as it was.
     page.locator("#admin_pilot_size input").fill("50")
     page.get_by_role("button", name="Draw a pilot").click()
-    expect(message).to_contain_text("a pilot needs 1 to 20 concepts")
+    # ... naming its field (outside probe 190: it named none)
+    expect(message).to_have_text(
+        "⚠️ Or draw this many at random: a pilot needs 1 to 20 concepts (5-20 suggested), got 50"
+    )
     expect(message.locator(".error")).to_have_count(0)
     expect(coverage).to_contain_text("Pilot: designers get these 3 concepts")
     coverage.scroll_into_view_if_needed()
