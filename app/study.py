@@ -17,6 +17,7 @@ import datetime as dt
 
 import gradio as gr
 
+from annotation.errors import InvalidInput
 from annotation.research.views import evaluated_concepts, pick_source
 from annotation.study import design as study
 from annotation.study import judging
@@ -47,7 +48,7 @@ from storage import human as human_rows
 from storage import shown_time
 from storage.human import COUNTING_RULE
 from storage.human import sources as human_sources
-from storage.shown import counted
+from storage.shown import counted, shown
 
 NAME = "study"
 TITLE = "Study"
@@ -177,7 +178,7 @@ class StudyTab(Tab):
         study_id = study.create_study(
             db,
             name,
-            [ModelSource.from_key(key) for key in sources or []],
+            _typed_sources(db, style, sources or []),
             study.ground_truth_source(db, truth),
             seed=seed_number(seed, "Seed"),
             n_concepts=whole_number(n_concepts, "Concepts", minimum=1),
@@ -391,6 +392,40 @@ def _layout() -> dict:
     }
 
 
+def _source_label(source: ModelSource, n: int) -> str:
+    """A model output as the *Model outputs* box lists it: model · run · CFG (concepts)."""
+    return f"{source.model} · {source.run} · CFG {source.cfg:g} ({counted(n, 'concept')})"
+
+
+def _typed_sources(db, style: str, entries: list[str]) -> list[ModelSource]:
+    """The model outputs of the *Model outputs* box: each a choice's key, or text typed as the
+    box lists an output of `style` (its concept count, case and spacing aside), which counted
+    as nothing known (outside probe 189: a source typed exactly as listed was refused as "not a
+    model source key")."""
+    labels = {}
+    for source, n in study.available_sources(db, style):
+        label = _source_label(source, n)
+        for text in (label, label.rsplit(" (", 1)[0]):
+            labels.setdefault(_folded(text), source)
+    chosen = []
+    for entry in entries:
+        source = labels.get(_folded(entry))
+        if source is None:
+            try:
+                source = ModelSource.from_key(entry)
+            except InvalidInput:
+                raise InvalidInput(
+                    f"`sources`: {shown(entry)} is none of the model outputs of this style; pick them from "
+                    f"the list (model · run · CFG), or press *Load choices* for the newest"
+                ) from None
+        chosen.append(source)
+    return chosen
+
+
+def _folded(text: object) -> str:
+    return " ".join(str(text).lower().split())
+
+
 def _offer(
     db, style: str, truth: str | None, sources: list[str] | None, preselected: list[str] | None
 ) -> dict:
@@ -402,7 +437,7 @@ def _offer(
         truth = choice.source
         notes.append(choice.note)
     offered = study.available_sources(db, style)
-    options = [(f"{s.model} · {s.run} · CFG {s.cfg:g} ({counted(n, 'concept')})", s.key) for s, n in offered]
+    options = [(_source_label(s, n), s.key) for s, n in offered]
     keys = [key for _, key in options]
     chosen = [] if sorted(sources or []) == sorted(preselected or []) else sources
     kept = [key for key in chosen or [] if key in keys]

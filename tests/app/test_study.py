@@ -116,8 +116,27 @@ def test_researcher_sets_up_opens_and_analyses_a_study(tmp_path):
             client.predict(
                 token, "pilot", truth, "clipart", chosen, 11, 6, 0.1, 75, 0, api_name="/study_create"
             )
+        # An output typed as the box lists it counts as picked (outside probe 189: it was
+        # refused as "not a model source key"); one the box does not list is named.
+        with pytest.raises(
+            AppError, match=r"^`sources`: 'nope' is none of the model outputs of this style; pick"
+        ):
+            client.predict(
+                token,
+                "pilot",
+                truth,
+                "clipart",
+                [chosen[0], "nope"],
+                8,
+                6,
+                0.1,
+                75,
+                0,
+                api_name="/study_create",
+            )
+        typed = [f"{m.upper()}  ·  {RUN} · CFG {CFG:g}" for m in MODELS]
         table, design, message = client.predict(
-            token, "pilot", truth, "clipart", chosen, 8, 6, 0.1, 75, 0, api_name="/study_create"
+            token, "pilot", truth, "clipart", typed, 8, 6, 0.1, 75, 0, api_name="/study_create"
         )
         assert "Draft study 1 stored" in message
         assert (design["n_concepts"], design["pairs"], design["attention_checks"]) == (8, 24, 3)
