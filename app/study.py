@@ -48,7 +48,7 @@ from storage import human as human_rows
 from storage import shown_time
 from storage.human import COUNTING_RULE
 from storage.human import sources as human_sources
-from storage.shown import counted, shown
+from storage.shown import counted, folded, shown
 
 NAME = "study"
 TITLE = "Study"
@@ -401,29 +401,27 @@ def _typed_sources(db, style: str, entries: list[str]) -> list[ModelSource]:
     """The model outputs of the *Model outputs* box: each a choice's key, or text typed as the
     box lists an output of `style` (its concept count, case and spacing aside), which counted
     as nothing known (outside probe 189: a source typed exactly as listed was refused as "not a
-    model source key")."""
-    labels = {}
-    for source, n in study.available_sources(db, style):
-        label = _source_label(source, n)
-        for text in (label, label.rsplit(" (", 1)[0]):
-            labels.setdefault(_folded(text), source)
-    chosen = []
+    model source key"). The listed outputs are read only when something was typed."""
+    chosen, labels = [], None
     for entry in entries:
-        source = labels.get(_folded(entry))
-        if source is None:
-            try:
-                source = ModelSource.from_key(entry)
-            except InvalidInput:
-                raise InvalidInput(
-                    f"`sources`: {shown(entry)} is none of the model outputs of this style; pick them from "
-                    f"the list (model · run · CFG), or press *Load choices* for the newest"
-                ) from None
+        try:
+            chosen.append(ModelSource.from_key(entry))
+            continue
+        except InvalidInput:
+            pass
+        if labels is None:
+            labels = {}
+            for source, n in study.available_sources(db, style):
+                label = _source_label(source, n)
+                for text in (label, label.rsplit(" (", 1)[0]):
+                    labels.setdefault(folded(text), source)
+        if (source := labels.get(folded(entry))) is None:
+            raise InvalidInput(
+                f"`sources`: {shown(entry)} is none of the model outputs of this style; pick them from "
+                f"the list (model · run · CFG), or press *Load choices* for the newest"
+            )
         chosen.append(source)
     return chosen
-
-
-def _folded(text: object) -> str:
-    return " ".join(str(text).lower().split())
 
 
 def _offer(

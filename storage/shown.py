@@ -1,7 +1,8 @@
 """How a message shows values: a refusal quotes what arrived cut to `SHOWN_CHARS` characters
 (`shown`; `annotation.errors` re-exports it), a count says its noun in the singular or plural
 (`counted`), a stored status in words (`in_words`), a name that came in with a file as it
-can be shown (`printable`). One place for every library."""
+can be shown (`printable`), a typed name as it is compared with the names shown (`folded`).
+One place for every library."""
 
 SHOWN_CHARS = 80
 """The most characters of a refused value that a message quotes back (see `shown`)."""
@@ -65,6 +66,18 @@ def shown_path(path: object, limit: int = SHOWN_CHARS) -> str:
     if len(text) <= limit:
         return repr(text)
     return f"…{text[-limit:]!r} ({len(text)} characters)"
+
+
+def folded(text: object) -> str:
+    """`text` as a typed name is compared with a listed one: lower case, runs of blanks one
+    space, none around ("Teddy  Bear " and "teddy bear" are one name).
+
+    Examples
+    --------
+    >>> folded("  Sports   CAR ")
+    'sports car'
+    """
+    return " ".join(str(text).lower().split())
 
 
 def counted(count: int, noun: str) -> str:

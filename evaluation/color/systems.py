@@ -24,7 +24,7 @@ import numpy as np
 
 from evaluation.color.colorspace import delta_e_2000, srgb_to_lab
 from evaluation.concepts import ASSETS
-from storage.shown import shown
+from storage.shown import folded, shown
 
 TABLES = ASSETS / "gencolorbench"
 SYSTEMS = ("iscc-nbs-l1", "iscc-nbs-l2", "iscc-nbs-l3", "css3")
@@ -73,7 +73,7 @@ class ColorSystem:
         KeyError
             If the system has no such name.
         """
-        wanted = " ".join(name.lower().split())
+        wanted = folded(name)
         try:
             return self.names.index(wanted)
         except ValueError:
@@ -115,6 +115,6 @@ def load_system(key: str) -> ColorSystem:
         raise ValueError(f"`system` must be one of {', '.join(SYSTEMS)}; got {shown(key)}")
     with open(TABLES / _FILES[key], newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
-    names = tuple(" ".join(row["color_name"].lower().split()) for row in rows)
+    names = tuple(folded(row["color_name"]) for row in rows)
     rgb = np.array([[int(row["r"]), int(row["g"]), int(row["b"])] for row in rows], dtype=np.uint8)
     return ColorSystem(key=key, names=names, rgb=_readonly(rgb), lab=_readonly(srgb_to_lab(rgb)))

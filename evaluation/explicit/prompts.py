@@ -44,7 +44,7 @@ import numpy as np
 from evaluation.color.systems import SYSTEMS, load_system
 from evaluation.explicit.candidates import candidate_indices, nearest_indices
 from evaluation.explicit.objects import CATEGORIES, ExplicitObject, load_objects
-from storage.shown import shown
+from storage.shown import folded, shown
 
 TASKS = ("color_name", "color_object", "multi_object", "implicit", "numeric")
 LEVELS = {1: "object-focused", 2: "contextual", 3: "scene-descriptive", 4: "implicit"}
@@ -238,11 +238,11 @@ def _choose(label: str, chosen: Sequence[str] | None, allowed: Sequence[str]) ->
     if not chosen:
         raise ValueError(f"`{label}` must name at least one of {', '.join(allowed)}; none is chosen")
     # Case and spacing aside, as a typed object name ("Teddy bear") reaches the tab.
-    canonical = {_folded(value): value for value in allowed}
-    picked = [canonical.get(_folded(value)) for value in chosen]
+    canonical = {folded(value): value for value in allowed}
+    picked = [canonical.get(folded(value)) for value in chosen]
     unknown = [value for value, known in zip(chosen, picked, strict=True) if known is None]
     if unknown:
-        near = difflib.get_close_matches(_folded(unknown[0]), list(canonical), n=1, cutoff=0)
+        near = difflib.get_close_matches(folded(unknown[0]), list(canonical), n=1, cutoff=0)
         among = (
             ", ".join(allowed)
             if len(allowed) <= 12
@@ -253,10 +253,6 @@ def _choose(label: str, chosen: Sequence[str] | None, allowed: Sequence[str]) ->
             f"{'is' if len(unknown) == 1 else 'are'} not among {among}"
         )
     return tuple(dict.fromkeys(picked))
-
-
-def _folded(value: object) -> str:
-    return " ".join(str(value).lower().split())
 
 
 def _per_color(size: str | int, task: str) -> int:
@@ -272,7 +268,7 @@ def _per_color(size: str | int, task: str) -> int:
 def _color_rows(system, colors: Sequence[str] | None) -> list[int]:
     if colors is None:
         return list(range(len(system)))
-    wanted = {" ".join(name.lower().split()) for name in colors}
+    wanted = {folded(name) for name in colors}
     return [row for row, name in enumerate(system.names) if name in wanted]
 
 
@@ -333,7 +329,7 @@ def build_prompts(
     partners: Sequence[ExplicitObject] = pool if len(pool) > 1 else every
     if colors is not None:
         named = {name for key in systems for name in load_system(key).names}
-        unknown = [c for c in colors if " ".join(str(c).lower().split()) not in named]
+        unknown = [c for c in colors if folded(c) not in named]
         if unknown:  # a mistyped one among known ones was dropped without a word
             # The example is a name of the chosen systems ('dark red' is in none of L2's).
             near = difflib.get_close_matches(str(unknown[0]).lower(), sorted(named), n=1, cutoff=0) or sorted(

@@ -27,7 +27,7 @@ import pandas as pd
 from evaluation.explicit.prompts import TASKS
 from evaluation.explicit.rules import get_rules
 from evaluation.pipeline.fileio import write_atomic
-from storage.shown import shown
+from storage.shown import folded, shown
 from storage.spreadsheet import csv_text
 
 IMAGE_COLUMNS = ("run", "item_id", "model", "prompt_id", "task", "level", "system", "category", "notation")
@@ -204,7 +204,7 @@ def color_group(name: str) -> str:
     """
     from evaluation.color.systems import load_system
 
-    return "basic" if " ".join(name.lower().split()) in load_system("iscc-nbs-l1").names else "intermediate"
+    return "basic" if folded(name) in load_system("iscc-nbs-l1").names else "intermediate"
 
 
 def color_modifiers(name: str) -> tuple[str, ...]:
