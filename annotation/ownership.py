@@ -113,10 +113,7 @@ def foreign_refusal(db_file: str | Path, data_dir: str | Path, command: str = ""
     if found is not None:
         if found["instance"] == mine:
             return None
-        return (
-            f"the data folder {str(root)!r} holds the files of another database (instance "
-            f"{found['instance']}, last started from {found['database']!r}), not of {this}: {harm}; {fix}"
-        )
+        return f"{_held_by(root, found)}, not of {this}: {harm}; {fix}"
     stored = [path.relative_to(root).as_posix() for path in managed_files(root, temporary=False)]
     if not stored:
         return None
@@ -148,6 +145,11 @@ def claimed_by_another(data_dir: str | Path, *db_files: str | Path) -> str | Non
     found = owner(data_dir) if Path(data_dir).is_dir() else None
     if found is None or found["instance"] in {instance_of(f) for f in db_files}:
         return None
+    return _held_by(data_dir, found)
+
+
+def _held_by(data_dir: str | Path, found: dict) -> str:
+    """That `data_dir` holds the files of the database its `OWNER_FILE` names (`found`)."""
     return (
         f"the data folder {str(data_dir)!r} holds the files of another database (instance "
         f"{found['instance']}, last started from {found['database']!r})"
