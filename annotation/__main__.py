@@ -19,7 +19,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from annotation import backup, ownership
+from annotation import backup
 from annotation.coloring import ground_truth
 from annotation.errors import AnnotationError
 from annotation.export import export
@@ -36,6 +36,7 @@ from storage import (
     db_path_refusal,
     ensure_schema,
     open_db,
+    ownership,
     serving,
     unwritable,
 )

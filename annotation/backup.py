@@ -50,7 +50,6 @@ from pathlib import Path, PurePosixPath
 
 import sqlite_utils
 
-from annotation import ownership
 from annotation.denials import carry_denials
 from annotation.errors import InvalidInput, shown
 from annotation.export import (
@@ -61,7 +60,7 @@ from annotation.export import (
     write_refusal,
 )
 from annotation.files import resolve
-from storage import create_private, file_stamp, iso, serving, unused_path
+from storage import create_private, file_stamp, iso, ownership, serving, unused_path
 from storage import db_path as database_path
 from storage.files import leaves_archive
 from storage.schema import MIGRATIONS, schema_shape, shape_at, tables_at

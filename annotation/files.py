@@ -64,7 +64,7 @@ def store_bytes(
 
 TRIALS = "trials"
 """The folder of `neutral_copy`'s copies: made again when missing, never swept
-(`annotation.integrity.SKIPPED_FOLDERS`), served to the participant whose trial showed each
+(`storage.data_folder.SKIPPED_FOLDERS`), served to the participant whose trial showed each
 (`app.guard.DATA_RULES`)."""
 
 

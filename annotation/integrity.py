@@ -8,13 +8,7 @@ temporary file. Neither is ever read, but both make the data folder disagree wit
 database (exports, disk use, audits). `sweep_orphans` moves them into ``orphans/`` at
 start-up, when no writer runs.
 
-Which files are checked (choice; the paper is silent): files under the data folder whose
-name starts with a sha256 hex digest (content-hash files, e.g. ``images/ab/<sha>.png``,
-``runs/r/pixels/<sha>-<mask>.npz``) or is a temporary name (``.tmp-*`` from older
-versions, ``.<name>.*.tmp`` from `evaluation.pipeline.fileio.write_atomic`), outside `SKIPPED_FOLDERS`.
-A file counts as referenced when any column named ``path`` or ending in ``_path`` in any
-table holds its relative path, so new tables that follow that naming are covered without
-a change here.
+Which files are checked, and which a database names: `storage.data_folder`.
 
 The databases kept beside the live one are ways back to an earlier state: the one a
 restore replaced (``<name>.before-restore-<time>``, `annotation.backup`) and the one
@@ -31,7 +25,6 @@ import datetime as dt
 import logging
 import math
 import os
-import re
 import sqlite3
 import time
 from pathlib import Path
@@ -40,41 +33,15 @@ import sqlite_utils
 
 from annotation import audit
 from storage import db_path, transaction
+from storage.data_folder import QUARANTINE, managed_files, referenced_in_file, referenced_paths
 from storage.shown import shown
 
 _LOG = logging.getLogger(__name__)
 
-QUARANTINE = "orphans"
-# Top-level folders never swept: the quarantine itself, export archives (named by no row),
-# locally built models (their files are named by their library, not by us) and the neutral
-# copies of model images that participants' trials show (`annotation.files.neutral_copy`).
-SKIPPED_FOLDERS = (QUARANTINE, "exports", "models", "trials")
-_FILE_COLUMN = re.compile(r"(^|_)path$")
-_HASH_NAME = re.compile(r"^[0-9a-f]{64}")
-_TEMP_NAME = re.compile(r"^\.tmp-|^\..+\.tmp$")
 # The copies kept beside the database (`annotation.backup._swap_in`,
 # `storage.schema._keep_before_upgrade`), and the companions SQLite may leave beside one.
 _KEPT_KINDS = (".before-restore-", ".before-schema-")
 _COMPANIONS = ("-wal", "-shm", "-journal")
-
-
-def referenced_paths(db: sqlite_utils.Database) -> set[str]:
-    """Every relative file path named by a ``path`` / ``*_path`` column of any table.
-
-    Returns
-    -------
-    set of str
-        POSIX paths relative to the data folder, as stored.
-    """
-    paths: set[str] = set()
-    for table in db.tables:
-        for column in table.columns:
-            if _FILE_COLUMN.search(column.name):
-                rows = db.execute(
-                    f'select distinct "{column.name}" from "{table.name}" where "{column.name}" is not null'
-                )
-                paths.update(value for (value,) in rows if isinstance(value, str))
-    return paths
 
 
 def kept_copies(path: str | Path) -> list[Path]:
@@ -213,21 +180,6 @@ def sweep_orphans(
     return orphans
 
 
-def referenced_in_file(path: Path) -> set[str]:
-    """`referenced_paths` of the database file at `path`, opened read-only.
-
-    Raises
-    ------
-    sqlite3.DatabaseError
-        If it cannot be opened or read as a database.
-    """
-    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
-    try:
-        return referenced_paths(sqlite_utils.Database(conn, execute_plugins=False))
-    finally:
-        conn.close()
-
-
 def _mtime(path: Path) -> float:
     """Modification time; +inf for a file gone since it was listed (a writer renamed its
     temporary file meanwhile) or a dangling link, so neither counts as old enough."""
@@ -235,18 +187,3 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except FileNotFoundError:
         return math.inf
-
-
-def managed_files(root: Path, *, temporary: bool = True) -> list[Path]:
-    """The content-hash files under the data folder `root` outside `SKIPPED_FOLDERS`, and
-    the temporary ones unless `temporary` is False (unsorted)."""
-    found = []
-    for folder, subfolders, names in os.walk(root):
-        if Path(folder) == root:
-            subfolders[:] = [s for s in subfolders if s not in SKIPPED_FOLDERS]
-        found.extend(
-            Path(folder) / name
-            for name in names
-            if _HASH_NAME.match(name) or (temporary and _TEMP_NAME.match(name))
-        )
-    return found

@@ -32,13 +32,13 @@ import numpy as np
 import sqlite_utils
 from gradio.utils import get_upload_folder
 
-from annotation import backup, ownership
+from annotation import backup
 from annotation.coloring import ground_truth
 from annotation.coloring.pool import ColoringPool
 from annotation.concepts import sync_concepts
 from annotation.errors import AnnotationError, shown
 from annotation.export import remove_gone_staging
-from annotation.integrity import QUARANTINE, sweep_orphans
+from annotation.integrity import sweep_orphans
 from annotation.people.accounts import LINK_DAYS_RANGE, MAX_LINK_DAYS, MIN_LINK_DAYS, Actor, require
 from annotation.people.passwords import ensure_admin_password
 from annotation.research.views import LeaderboardCache, keep_leaderboards_fresh
@@ -50,7 +50,16 @@ from evaluation.concepts import load_concepts
 from evaluation.explicit.jobs import ExplicitJobManager
 from evaluation.pipeline import planning, ray_executor
 from evaluation.pipeline.planning import DeviceInfo
-from storage import OPERATOR_WORDS, ensure_schema, open_db, schema_version, serving, storage_condition
+from storage import (
+    OPERATOR_WORDS,
+    ensure_schema,
+    open_db,
+    ownership,
+    schema_version,
+    serving,
+    storage_condition,
+)
+from storage.data_folder import QUARANTINE
 from storage.schema import MIGRATIONS, copy_before_upgrade
 from storage.settings import setting_once
 from storage.shown import counted

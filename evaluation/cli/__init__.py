@@ -10,10 +10,21 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from storage import DEFAULT_DATA_DIR, DEFAULT_DB_PATH, ENV_DATA_DIR, ENV_DB, db_path_refusal, serving
+from storage import (
+    DEFAULT_DATA_DIR,
+    DEFAULT_DB_PATH,
+    ENV_DATA_DIR,
+    ENV_DB,
+    db_path_refusal,
+    ownership,
+    serving,
+)
 from storage.files import nearest_existing_folder, unwritable_folder
 from storage.shown import shown
 from storage.spreadsheet import whole_cell
+
+WRITES_FILES = ("generate", "segment", "extract", "run", "explicit")
+"""The commands that write a run's files into ``--data-dir``; the others read it."""
 
 
 def default_db() -> Path:
@@ -175,14 +186,26 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
     Only a command that stores a new run (`create`: ``--model`` given) makes a new database:
     a mistyped ``--db`` made a new empty one and then said there was nothing to score (and a
     resume refused for want of ``--model`` left one behind). A file that is not an
-    SQLite database is refused before anything is written beside it. The command holds the
+    SQLite database is refused before anything is written beside it, and so is a local
+    ``--data-dir`` of another database (`storage.ownership.foreign_refusal`: a run's files
+    written there were set aside as unnamed at that study's next start). The command holds the
     database's shared lock until it exits, so ``python -m annotation restore`` refuses to run
     under it (`storage.serving`).
     """
+    from evaluation.pipeline.ray_storage import is_uri
     from evaluation.pipeline.runs import connect
 
     path = Path(args.db or default_db())
     if refusal := db_path_refusal(path):
+        raise ValueError(refusal)
+    if not is_uri(args.data_dir) and (
+        refusal := ownership.foreign_refusal(
+            path,
+            args.data_dir,
+            f"python -m evaluation {args.command}",
+            writes=args.command in WRITES_FILES,
+        )
+    ):
         raise ValueError(refusal)
     if not path.exists() and not create:
         raise ValueError(

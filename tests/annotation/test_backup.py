@@ -298,7 +298,9 @@ def test_an_evaluation_command_holds_the_database_against_restore(tmp_path):
     backup.backup(db, data, tmp_path / "backup")
     db.close()
     live = tmp_path / "live" / "db.sqlite"
-    open_db(argparse.Namespace(db=live), create=True).close()
+    open_db(
+        argparse.Namespace(db=live, data_dir=live.parent / "data", command="generate"), create=True
+    ).close()
     before = _files(live.parent)
     with pytest.raises(
         backup.BackupError, match=r"is in use .*stop the app \(and any evaluation run\) first"
@@ -1438,7 +1440,7 @@ def test_an_older_backup_restored_before_a_newer_one_brings_back_no_denial_and_h
 def _two_studies(tmp_path) -> dict[str, tuple[Path, Path, str]]:
     """Studies ``a`` and ``b``, one coloring each, each data folder claimed by its database
     as an app's start claims it: ``(database file, data folder, instance)`` by name."""
-    from annotation import ownership
+    from storage import ownership
     from storage.settings import setting_once
 
     stores = {}
@@ -1453,10 +1455,10 @@ def _two_studies(tmp_path) -> dict[str, tuple[Path, Path, str]]:
 
 
 def test_a_restore_makes_the_data_folder_the_restored_databases(tmp_path):
-    """A data folder names the database it belongs to (`annotation.ownership`, outside probe
+    """A data folder names the database it belongs to (`storage.ownership`, outside probe
     167); a restore of another study's backup over this database makes the folder that
     study's, so the next start takes it (and sets this one's files aside) rather than refuse."""
-    from annotation import ownership
+    from storage import ownership
 
     (a_file, a_data, a_instance), (b_file, b_data, b_instance) = _two_studies(tmp_path).values()
     a_db = storage.open_db(a_file)
@@ -1475,8 +1477,8 @@ def test_a_command_on_another_studys_data_folder_is_refused_and_a_restore_takes_
     """Outside probe 188: ``backup`` and ``restore`` of database B without --data-dir took the
     default folder, study A's, while A's app served it: the backup held A's files, and the
     restore made the folder B's, so A's app could not start again."""
-    from annotation import ownership
     from annotation.__main__ import main
+    from storage import ownership
 
     (a_file, a_data, a_instance), (b_file, b_data, b_instance) = _two_studies(tmp_path).values()
     a_owner, b_rows = (a_data / ownership.OWNER_FILE).read_bytes(), _rows(b_file)

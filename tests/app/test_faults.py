@@ -21,7 +21,7 @@ from annotation.coloring.store import store_coloring
 from annotation.coloring.tasks import RESERVE_AHEAD
 from annotation.concepts import sync_concepts
 from annotation.files import resolve, store_png
-from annotation.integrity import QUARANTINE, orphaned_files, sweep_orphans
+from annotation.integrity import orphaned_files, sweep_orphans
 from annotation.people.accounts import create_annotators
 from bench.app_process import AppProcess
 from bench.bench_load import _pool_size, concurrent_designers, kill_app, prepare_study
@@ -30,6 +30,7 @@ from bench.designer_client import Ack
 from bench.run_resume import kill_and_resume_run
 from bench.store_checks import check_store
 from storage import open_db
+from storage.data_folder import QUARANTINE
 from tests.research_data import tiny_models  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.timeout(600)

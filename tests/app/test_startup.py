@@ -229,7 +229,7 @@ def test_a_start_on_another_databases_data_folder_is_refused_and_moves_nothing(t
     """Outside probe 167: a start with a mistyped (or forgotten) --db on the study's data
     folder made a new database and moved every file of the study into orphans/ while the
     study's app served on."""
-    from annotation.ownership import OWNER_FILE, instance_of
+    from storage.ownership import OWNER_FILE, instance_of
 
     config = make_config(tmp_path)
     with running_app(config):  # the study: its shipped sketches are files its database names
@@ -253,7 +253,7 @@ def test_a_start_on_another_databases_data_folder_is_refused_and_moves_nothing(t
     assert re.fullmatch(
         rf"Refusing to start: the data folder '{re.escape(str(config.data_dir))}' holds \d+ stored files and "
         rf"'{re.escape(str(mistyped))}' \(a new database\) names none of them: it is another database's folder, "
-        r"and this start would set them all aside as unnamed; .* \(if that database is gone for good, move the "
+        r"and this start would set every file of that study aside as unnamed; .* \(if that database is gone for good, move the "
         r"folder's files away first\)\.",
         done.stderr.strip().splitlines()[-1],
     ), done.stderr[-2000:]

@@ -1,6 +1,7 @@
 """The command line ``python -m evaluation``, end to end on tiny models (CPU, offline)."""
 
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -775,6 +776,73 @@ def test_a_moved_data_folder_resumes_with_its_own_tiny_model_and_writes_nothing_
     [config] = [row["config"] for row in db.query("select config from runs")]
     db.close()
     assert '"source": "models/tiny-random"' in config and str(tmp_path) not in config
+
+
+def test_another_databases_data_folder_is_refused_before_anything_is_stored_or_written(
+    tmp_path, models, capsys
+):
+    """Outside probe 189: a command given another study's data folder (a forgotten --data-dir:
+    the default) wrote its run's files there, and that study's next start set them aside as
+    unnamed. It is refused as the app's start and `python -m annotation backup` refuse it."""
+    from storage import ownership
+    from storage.settings import setting_once
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main([*SMALL_RUN, *_small_run(models, a)]) == 0
+    db = open_db(a / "db.sqlite")  # then an app started on it, and claimed its folder
+    instance = ownership.instance_name(setting_once(db, ownership.INSTANCE_SECRET, lambda: "a" * 24))
+    db.close()
+    ownership.claim(a / "data", a / "db.sqlite", instance)
+
+    def listing():
+        return {p: p.read_bytes() for p in sorted((a / "data").rglob("*")) if p.is_file()}
+
+    before = listing()
+    capsys.readouterr()
+    held = (
+        f"the data folder {str(a / 'data')!r} holds the files of another database (instance {instance}, "
+        f"last started from {str((a / 'db.sqlite').resolve())!r}), not of {str(b / 'db.sqlite')!r}"
+    )
+    fix = "give this database's data folder (--data-dir), or that database (--db); nothing was changed"
+    assert main([*SMALL_RUN, "--db", str(b / "db.sqlite"), "--data-dir", str(a / "data")]) == 2
+    assert capsys.readouterr().err == (
+        f"python -m evaluation generate: error: {held} (a new database): `python -m evaluation generate` "
+        f"would write this database's files among that study's, where that study's app would set them aside "
+        f"as unnamed; {fix}\n"
+    )
+    assert not b.exists() and listing() == before
+    # B's own run, in its own folder: a database no app started, which names its files (of
+    # another concept: the same run would name A's files too, the same bytes at the same paths).
+    assert main([*(x if x != "apple" else "banana" for x in SMALL_RUN), *_small_run(models, b)]) == 0
+    assert main(["extract", "--run", "r", "--db", str(b / "db.sqlite"), "--data-dir", str(b / "data")]) == 0
+    b_items = _items(b / "db.sqlite")
+    capsys.readouterr()
+    for command, does in [
+        (
+            "extract",
+            "would write this database's files among that study's, where that study's app would set "
+            "them aside as unnamed",
+        ),
+        ("score", "would take that study's files for this database's"),
+    ]:
+        assert main([command, "--run", "r", "--db", str(b / "db.sqlite"), "--data-dir", str(a / "data")]) == 2
+        assert capsys.readouterr().err == (
+            f"python -m evaluation {command}: error: {held} (a database no app has started): "
+            f"`python -m evaluation {command}` {does}; {fix}\n"
+        )
+    assert listing() == before and _items(b / "db.sqlite") == b_items
+    # A folder from before the owner file: its stored files, none named by B.
+    (a / "data" / ownership.OWNER_FILE).unlink()
+    assert main(["extract", "--run", "r", "--db", str(b / "db.sqlite"), "--data-dir", str(a / "data")]) == 2
+    assert re.fullmatch(
+        rf"python -m evaluation extract: error: the data folder '{re.escape(str(a / 'data'))}' holds \d+ stored "
+        rf"files and '{re.escape(str(b / 'db.sqlite'))}' \(a database no app has started\) names none of them: "
+        r"it is another database's folder, and `python -m evaluation extract` would write .*; give this "
+        r"database's data folder .*\(if that database is gone for good, move the folder's files away first\)\n",
+        capsys.readouterr().err,
+    )
+    # Each database on its own folder goes on as before.
+    assert main(["extract", "--run", "r", "--db", str(a / "db.sqlite"), "--data-dir", str(a / "data")]) == 0
 
 
 def test_a_lost_run_image_blocks_a_backup_with_the_way_back_and_generate_makes_it_again(

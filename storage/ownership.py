@@ -1,6 +1,6 @@
 """Which database a data folder belongs to.
 
-The database names the data folder's files (content-hash names, `annotation.integrity`), so
+The database names the data folder's files (content-hash names, `storage.data_folder`), so
 a data folder serves one database. A start with another database on it (a mistyped
 ``--db``, a forgotten one that fell back to the default) found every file of the real
 study unnamed and moved them all into ``orphans/`` while that study's app went on serving
@@ -8,9 +8,10 @@ study unnamed and moved them all into ``orphans/`` while that study's app went o
 that uses it (`instance_name`, a digest of the database's instance secret, the same for
 every copy and backup of it) and where that database was last started from. The app's start
 writes it and a restore rewrites it (`claim`); a start whose database is not the owner is
-refused before anything is written (`foreign_refusal`). A folder from before the file (or
-with none) is the database's when the database names one of its stored files, or when it
-holds none.
+refused before anything is written (`foreign_refusal`), and so is a command of
+``python -m annotation`` or ``python -m evaluation`` that reads or writes its files. A
+folder from before the file (or with none) is the database's when the database names one
+of its stored files, or when it holds none.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from annotation.integrity import managed_files, referenced_in_file
+from storage.data_folder import managed_files, referenced_in_file
 
 OWNER_FILE = ".colorconcept-database.json"
 INSTANCE_SECRET = "browser_state_secret"
@@ -77,10 +78,12 @@ def owner(data_dir: str | Path) -> dict | None:
     return found
 
 
-def foreign_refusal(db_file: str | Path, data_dir: str | Path, command: str = "") -> str | None:
-    """Why a start of the database `db_file` (or `command`, e.g. ``backup``, on it) may not
-    use the data folder `data_dir`: the folder belongs to another database; None when it
-    may. Reads only."""
+def foreign_refusal(
+    db_file: str | Path, data_dir: str | Path, command: str = "", *, writes: bool = False
+) -> str | None:
+    """Why a start of the database `db_file` (or `command`, e.g. ``backup``, on it; one that
+    `writes` files there, e.g. ``python -m evaluation run``) may not use the data folder
+    `data_dir`: the folder belongs to another database; None when it may. Reads only."""
     root = Path(data_dir)
     if not root.is_dir():
         return None
@@ -97,19 +100,22 @@ def foreign_refusal(db_file: str | Path, data_dir: str | Path, command: str = ""
         else f"instance {mine}"
     )
     this = f"{str(db_file)!r} ({kind})"
-    # A command given the wrong folder (no --data-dir: the default) read, or replaced, that
-    # study's files as this database's (outside probe 188).
-    harm = (
-        f"`{command}` would take that study's files for this database's"
-        if command
-        else "this start would set every file of that study aside as unnamed"
-    )
+    # What each use would do there: a start sets the other study's files aside; a command
+    # given the wrong folder (no --data-dir: the default) read or replaced them as this
+    # database's (outside probe 188); one that writes left files the other study's next
+    # start set aside as unnamed (outside probe 189).
+    does = "start" if not command else "writes" if writes else "reads"
+    harm = {
+        "start": "this start would set every file of that study aside as unnamed",
+        "reads": f"`{command}` would take that study's files for this database's",
+        "writes": f"`{command}` would write this database's files among that study's, "
+        "where that study's app would set them aside as unnamed",
+    }[does]
     fix = (
-        "give this database's data folder (--data-dir), or that database (--db); nothing was changed"
-        if command
-        else "start with that database (--db), or give this one a data folder of its own (--data-dir); "
-        "nothing was changed"
-    )
+        "start with that database (--db), or give this one a data folder of its own (--data-dir)"
+        if does == "start"
+        else "give this database's data folder (--data-dir), or that database (--db)"
+    ) + "; nothing was changed"
     if found is not None:
         if found["instance"] == mine:
             return None
@@ -120,11 +126,6 @@ def foreign_refusal(db_file: str | Path, data_dir: str | Path, command: str = ""
     # A database made by the libraries has no instance secret yet, but names its files
     if Path(db_file).is_file() and not referenced_in_file(Path(db_file)).isdisjoint(stored):
         return None
-    harm = (
-        f"`{command}` would take them for this database's"
-        if command
-        else "this start would set them all aside as unnamed"
-    )
     return (
         f"the data folder {str(root)!r} holds {len(stored):,} stored files and {this} names none of "
         f"them: it is another database's folder, and {harm}; {fix} "
