@@ -156,7 +156,7 @@ def prepare_canvas(raw: RawCanvas, sketch_file: str, min_painted_fraction: float
     ------
     InvalidInput
         A layer that is not a single-frame 8-bit RGBA PNG of the sketch's size, or is
-        undecodable, or too little paint.
+        undecodable, has half-transparent pixels, or too little paint.
 
     Notes
     -----
@@ -169,11 +169,23 @@ def prepare_canvas(raw: RawCanvas, sketch_file: str, min_painted_fraction: float
         value = decode_canvas(raw, lines.shape)
     except ValueError as error:
         raise InvalidInput(f"{error}; reload the page") from None
+    _check_opaque(value.color_layer)
     mask = painted_mask(value.color_layer, lines)
     check_painted_area(value.color_layer, lines, min_painted_fraction, mask=mask)
     background = painted_background(mask, lines)
     image, mask = coloring_image(value.color_layer, lines, mask)
     return dataclasses.replace(prepare_coloring(image, mask), background=background)
+
+
+def _check_opaque(color_layer: np.ndarray) -> None:
+    # The canvas paints a pixel whole (alpha 255) or not at all (0); a half-transparent one,
+    # sent past the page, was stored as its color at full weight (outside probe 192).
+    alpha = color_layer[..., 3]
+    if partial := int(np.count_nonzero((alpha > 0) & (alpha < 255))):
+        raise InvalidInput(
+            f"`color_layer` has {partial:,} half-transparent pixels (alpha 1 to 254); the coloring "
+            "canvas paints a pixel fully or not at all, so nothing was saved: reload the page"
+        )
 
 
 def _check_canvas_png(raw: RawCanvas, shape: tuple[int, ...]) -> None:

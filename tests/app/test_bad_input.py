@@ -66,6 +66,14 @@ def _short_canvas(task: dict) -> str:
     return value_with_png(task["key"], raw_png(width, height, 8, 6, zlib.compress(rows)))
 
 
+def _half_transparent(sketch: np.ndarray) -> np.ndarray:
+    """`painted_layer` of `sketch` with its second half of painted pixels at alpha 128."""
+    layer = painted_layer(sketch)
+    rows, cols = np.nonzero(layer[..., 3])
+    layer[rows[len(rows) // 2 :], cols[len(cols) // 2 :], 3] = 128
+    return layer
+
+
 def _any_size(arrived: str) -> str:
     size = {"w": r"\d+", "h": r"\d+", "w1": r"\d+"}
     return rf"^`canvas` must be an 8-bit RGBA PNG of \d+×\d+ pixels, got {arrived.format(**size)}$"
@@ -884,6 +892,14 @@ CASES = [
             lambda d: canvas_value(d["key"], painted_layer(np.full((64, 48), 255, np.uint8)), 5.0)
         ),
         _any_size("an 8-bit RGBA PNG of 48×64"),
+    ),
+    Case(
+        # Outside probe 192: a half-transparent region was stored as its color at full weight.
+        "designer-layer-half-transparent",
+        "/designer_submit",
+        designer_submit(lambda d: canvas_value(d["key"], _half_transparent(d["sketch"]), 5.0)),
+        r"^`color_layer` has [\d,]+ half-transparent pixels \(alpha 1 to 254\); the coloring canvas paints a "
+        r"pixel fully or not at all, so nothing was saved: reload the page$",
     ),
     Case(
         "designer-layer-decompression-bomb",
