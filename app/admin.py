@@ -334,7 +334,7 @@ class AdminTab(Tab):
         token = accounts.new_invite(db, annotator_id, expires_days=days, created_by=actor.pseudonym, now=now)
         link = invite_url(config.public_url, token)
         return self.named(
-            renewed=f"New link for annotator {annotator_id}, valid until "
+            renewed=f"New link for {_who(db, annotator_id)}, valid until "
             f"{shown_time(now + dt.timedelta(days=days))} (copy it now: it is shown once): `{escape(link)}`"
         )
 
@@ -370,7 +370,7 @@ class AdminTab(Tab):
             else ""
         )
         return self.named(
-            review_message=f"Recorded: {decision} for annotator {annotator_id}.{gave_back}",
+            review_message=f"Recorded: {decision} for {_who(db, annotator_id)}.{gave_back}",
             annotators=_annotator_rows(db),
             **self._pending(db),
         )
@@ -392,7 +392,7 @@ class AdminTab(Tab):
             raise ValueError("`why` must say why the account is closed; got an empty text")
         annotator_id = _person(db, annotator_id)
         accounts.revoke_annotator(db, annotator_id, actor, why)
-        return self.named(revoke_message=f"Closed the account of annotator {annotator_id}.")
+        return self.named(revoke_message=f"Closed the account of {_who(db, annotator_id)}.")
 
     @role(*ROLES)
     def reopen(self, db, actor, annotator_id: float, why: str) -> dict:
@@ -401,7 +401,7 @@ class AdminTab(Tab):
         annotator_id = _person(db, annotator_id)
         accounts.reopen_annotator(db, annotator_id, actor, why)
         return self.named(
-            revoke_message=f"Reopened the account of annotator {annotator_id}: give them a *New invite "
+            revoke_message=f"Reopened the account of {_who(db, annotator_id)}: give them a *New invite "
             "link* (their earlier links stay revoked)."
         )
 
@@ -421,7 +421,7 @@ class AdminTab(Tab):
         practice = f" ({done.colorings - done.practice:,} main-task, {done.practice:,} practice)"
         return self.named(
             revoke_message=f"Withdrew {counted(done.colorings, 'coloring')}{practice if done.practice else ''} "
-            f"of annotator {annotator_id}: the P_H of {counted(done.concepts, 'concept')} recomputed without them{reviews}. "
+            f"of {_who(db, annotator_id)}: the P_H of {counted(done.concepts, 'concept')} recomputed without them{reviews}. "
             "No ground truth, leaderboard or new study counts them from now on (votes experts cast on "
             f"them before stay in the agreement statistics, which measure the experts{closed}); "
             + (
@@ -622,7 +622,17 @@ def _person(db, typed, label: str = PERSON_ID) -> int:
         return found
     if typed is None or (isinstance(typed, str) and not typed.strip()):
         raise ValueError(f"`{label}`: give the person's id or pseudonym (D0003), got nothing")
-    return whole_number(typed, label)
+    number = whole_number(typed, label)
+    try:
+        accounts.get_annotator(db, number)
+    except NotFound:  # its refusal named no field
+        raise ValueError(f"`{label}`: nobody has the id {number} (the people table lists every id)") from None
+    return number
+
+
+def _who(db, annotator_id: int) -> str:
+    """``annotator 3 (D0003)``: the id and the pseudonym the admin may have typed."""
+    return accounts.named(accounts.get_annotator(db, annotator_id))
 
 
 def _work(row: dict) -> str:

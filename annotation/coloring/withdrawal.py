@@ -21,7 +21,7 @@ import sqlite_utils
 from annotation import audit
 from annotation.coloring import ground_truth
 from annotation.errors import Conflict, InvalidInput, PermissionDenied, blank, check_text
-from annotation.people.accounts import Actor, get_annotator
+from annotation.people.accounts import Actor, get_annotator, named
 from storage import iso, transaction, update_rows, utcnow
 from storage.shown import counted
 
@@ -66,7 +66,7 @@ def withdraw_colorings(
         raise InvalidInput("`why` is empty: say why the colorings are withdrawn (the person's request)")
     now = utcnow() if now is None else now
     with transaction(db):
-        get_annotator(db, annotator_id)
+        who = named(get_annotator(db, annotator_id))
         rows = list(
             db.query(
                 "select id, concept_key, practice from colorings where annotator_id = ? and status != ?",
@@ -80,10 +80,10 @@ def withdraw_colorings(
             ).fetchone()
             if withdrawn:  # "no coloring" read as none made, of a designer with 6 (outside probe 175)
                 raise Conflict(
-                    f"annotator {annotator_id}'s {counted(withdrawn, 'coloring')} "
+                    f"the {counted(withdrawn, 'coloring')} of {who} "
                     f"{'is' if withdrawn == 1 else 'are'} withdrawn already; nothing changed"
                 )
-            raise Conflict(f"annotator {annotator_id} has no coloring to withdraw; nothing changed")
+            raise Conflict(f"{who} has no coloring to withdraw; nothing changed")
         ids = [r["id"] for r in rows]
         reviews, released, redos = mark_withdrawn(db, ids, iso(now))
         concepts = sorted({r["concept_key"] for r in rows if not r["practice"]})

@@ -197,7 +197,7 @@ def new_invite(
     if annotator["status"] != "active":
         # Named as the admin typed it, with the way on (outside probe 123).
         raise Conflict(
-            f"the account of {annotator['pseudonym']} (annotator {annotator_id}) is closed: reopen it first "
+            f"the account of {named(annotator)} is closed: reopen it first "
             "(Admin tab, Reopen account); no new link was made"
         )
     _check_bulk(1, json.loads(annotator["roles"])[0], expires_days)
@@ -458,8 +458,8 @@ def revoke_annotator(
     check_text(why, "why")
     now = utcnow() if now is None else now
     with transaction(db):
-        if get_annotator(db, annotator_id)["status"] == "revoked":
-            raise Conflict(f"the account of annotator {annotator_id} is closed already; nothing changed")
+        if (annotator := get_annotator(db, annotator_id))["status"] == "revoked":
+            raise Conflict(f"the account of {named(annotator)} is closed already; nothing changed")
         update_rows(db, "annotators", {"id": annotator_id}, {"status": "revoked"})
         revoked = update_rows(
             db, "invites", {"annotator_id": annotator_id, "revoked": None}, {"revoked": iso(now)}
@@ -503,8 +503,8 @@ def reopen_annotator(
         raise InvalidInput("`why` must say why the account is reopened; got an empty text")
     now = utcnow() if now is None else now
     with transaction(db):
-        if get_annotator(db, annotator_id)["status"] != "revoked":
-            raise Conflict(f"the account of annotator {annotator_id} is open; nothing changed")
+        if (annotator := get_annotator(db, annotator_id))["status"] != "revoked":
+            raise Conflict(f"the account of {named(annotator)} is open; nothing changed")
         if db["crowd_participants"].count_where("annotator_id = ?", [annotator_id]):
             from annotation.study.crowd import ERASED_ID  # here: crowd imports this module
 
@@ -513,11 +513,11 @@ def reopen_annotator(
                 [annotator_id, ERASED_ID.format(annotator_id=annotator_id)],
             ):
                 raise Conflict(
-                    f"annotator {annotator_id} asked to be erased: their platform id is gone, and the "
+                    f"{named(annotator)} asked to be erased: their platform id is gone, and the "
                     "same person joining through the link again is someone new; nothing changed"
                 )
             raise Conflict(
-                f"annotator {annotator_id} came through a crowd study link: they come back through "
+                f"{named(annotator)} came through a crowd study link: they come back through "
                 "the link, not a reopened account; nothing changed"
             )
         update_rows(db, "annotators", {"id": annotator_id}, {"status": "active"})
@@ -529,6 +529,12 @@ def annotator_id_of(db: sqlite_utils.Database, pseudonym: str) -> int | None:
     ignored), or None."""
     rows = list(db["annotators"].rows_where("pseudonym = ?", [str(pseudonym).strip().upper()], select="id"))
     return rows[0]["id"] if rows else None
+
+
+def named(annotator: dict) -> str:
+    """How a message names the person of the ``annotators`` row `annotator`: ``annotator 3
+    (D0003)``, the id the Admin tab lists and the pseudonym the person knows."""
+    return f"annotator {annotator['id']} ({annotator['pseudonym']})"
 
 
 def get_annotator(db: sqlite_utils.Database, annotator_id: int) -> dict:

@@ -18,7 +18,7 @@ import sqlite_utils
 
 from annotation import audit
 from annotation.errors import Conflict, InvalidInput, check_text
-from annotation.people.accounts import Actor, get_annotator
+from annotation.people.accounts import Actor, get_annotator, named
 from evaluation.concepts import ASSETS
 from storage import insert_row, iso, transaction, update_rows
 from storage.shown import shown
@@ -200,7 +200,7 @@ def review_practice(
             main = db["colorings"].count_where("annotator_id = ? and practice = 0", [annotator_id])
             if main:
                 raise Conflict(
-                    f"annotator {annotator_id} ({annotator['pseudonym']}) was approved on "
+                    f"{named(annotator)} was approved on "
                     f"{annotator['practice_approved'][:16].replace('T', ' ')} UTC and has made "
                     f"{main:,} main-task coloring{'' if main == 1 else 's'} since: their work stands, so "
                     "their practice is not sent back; close their account to stop them, or withdraw "
@@ -242,7 +242,7 @@ def review_practice(
 
 
 def _check_reviewable(annotator: dict, standing: int, needed: int) -> None:
-    who = f"annotator {annotator['id']} ({annotator['pseudonym']})"
+    who = named(annotator)
     if annotator["status"] != "active":
         raise Conflict(f"{who} has a closed account; their practice is not reviewed")
     roles = json.loads(annotator["roles"])

@@ -267,7 +267,9 @@ def test_admin_inputs_out_of_range_show_a_message_and_write_nothing(shared_app):
         AppError, match="`Role` must be one of 'designer', 'expert', 'participant', 'researcher', got 'admin'"
     ):
         client.predict(admin, "admin", 1, "yes", 7, api_name="/admin_create_invites")
-    with pytest.raises(AppError, match="unknown annotator id 99"):
+    with pytest.raises(
+        AppError, match=r"^`Annotator id or pseudonym`: nobody has the id 99 \(the people table"
+    ):
         client.predict(admin, 99, "approve", "ok", api_name="/admin_review_practice")
     with pytest.raises(AppError, match="^`Annotator id or pseudonym`: nobody is called 'D0099'$"):
         client.predict(admin, "D0099", "approve", "ok", api_name="/admin_review_practice")
@@ -354,7 +356,7 @@ def test_the_people_table_and_the_coverage_count_a_withdrawn_practice_coloring_a
     message = client.predict(admin, pseudonym, "asked by email", api_name="/admin_withdraw")
     # ... and the recolor the expert asked of them ends (outside probe 168: it stayed their redo)
     assert message.startswith(
-        f"Withdrew 2 colorings (1 main-task, 1 practice) of annotator {designer_id}: the P_H of 1 concept "
+        f"Withdrew 2 colorings (1 main-task, 1 practice) of annotator {designer_id} ({pseudonym}): the P_H of 1 concept "
         "recomputed without them, 1 recolor or redo task they held ended. "
     )
     people = client.predict(admin, api_name="/admin_list_annotators")
@@ -408,7 +410,7 @@ def test_admin_sees_and_approves_practice_colorings(tmp_path):
         message, table, gallery, people = client.predict(
             admin, designer_id, "approve", "fine", api_name="/admin_review_practice"
         )
-        assert message == f"Recorded: approve for annotator {designer_id}."
+        assert message == f"Recorded: approve for annotator {designer_id} (D0001)."
         # The decision shows at once: the list empties, the people table names who approved.
         assert table["data"] == [] and gallery == []
         (row,) = [r for r in people["data"] if r[0] == designer_id]

@@ -246,7 +246,7 @@ CASES = [
         "practice-unknown-annotator",
         "/admin_review_practice",
         as_role("admin", 99, "approve", "ok"),
-        "unknown annotator id 99",
+        r"^`Annotator id or pseudonym`: nobody has the id 99 \(the people table lists every id\)$",
     ),
     Case(
         "practice-bad-decision",
@@ -306,7 +306,8 @@ CASES = [
         "revoke-unknown-annotator-html-why",
         "/admin_revoke",
         as_role("admin", 99, IMG),
-        "unknown annotator id 99",
+        r"^`Annotator id or pseudonym \(close, reopen or withdraw\)`: nobody has the id 99 \(the people table "
+        r"lists every id\)$",
     ),
     # Expert review.
     Case(

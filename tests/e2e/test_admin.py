@@ -68,7 +68,7 @@ def test_admin_signs_in_and_creates_invite_links_that_work(live_app, page):
     page.locator("#admin_lost input").fill("e0003")
     page.get_by_role("button", name="New invite link").click()
     renewed = page.locator("#admin_new_link_message")
-    expect(renewed).to_contain_text("New link for annotator 3")
+    expect(renewed).to_contain_text("New link for annotator 3 (E0003)")
     new_link = renewed.locator("code").inner_text()
     [newest] = live_app.query("select expires from invites where annotator_id = 3 and revoked is null")
     expect(renewed).to_contain_text(f"valid until {newest['expires'][:16].replace('T', ' ')} UTC")
@@ -134,16 +134,18 @@ def test_invites_fill_the_people_list_and_a_refused_new_link_clears_the_earlier_
     page.locator("#admin_lost input").fill("2")
     page.get_by_role("button", name="New invite link").click()
     renewed = page.locator("#admin_new_link_message")
-    expect(renewed).to_contain_text("New link for annotator 2")
+    expect(renewed).to_contain_text("New link for annotator 2 (D0002)")
     page.locator("#admin_lost input").fill("999")
     page.get_by_role("button", name="New invite link").click()
-    expect(page.locator("#admin_new_link_note")).to_contain_text("unknown annotator id 999")
+    expect(page.locator("#admin_new_link_note")).to_contain_text(
+        "Annotator id or pseudonym: nobody has the id 999 (the people table lists every id)"
+    )
     expect(renewed).not_to_contain_text("New link")
     expect(renewed.locator(".error")).to_have_count(0)
     # Still usable: the next request makes a link again.
     page.locator("#admin_lost input").fill("1")
     page.get_by_role("button", name="New invite link").click()
-    expect(renewed).to_contain_text("New link for annotator 1")
+    expect(renewed).to_contain_text("New link for annotator 1 (D0001)")
     expect(page.locator("#admin_new_link_note")).to_have_text("")
     assert page.js_errors == []
 
@@ -239,7 +241,7 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
     page.locator("#admin_revoke_why textarea, #admin_revoke_why input").first.fill("asked by email")
     page.get_by_role("button", name="Withdraw their colorings").click()
     expect(page.locator("#admin_revoke_message")).to_have_text(
-        f"Withdrew 2 colorings of annotator {leaving}: the P_H of 2 concepts recomputed without them. "
+        f"Withdrew 2 colorings of annotator {leaving} ({person['pseudonym']}): the P_H of 2 concepts recomputed without them. "
         "No ground truth, leaderboard or new study counts them from now on (votes experts cast on them "
         "before stay in the agreement statistics, which measure the experts); their account stays open (close it too if they leave the study)."
     )
@@ -250,14 +252,16 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
     # A second press is refused beside the button, and changes nothing.
     page.get_by_role("button", name="Withdraw their colorings").click()
     expect(page.locator("#admin_revoke_message")).to_contain_text(
-        f"annotator {leaving}'s 2 colorings are withdrawn already; nothing changed"
+        f"the 2 colorings of annotator {leaving} ({person['pseudonym']}) are withdrawn already; nothing changed"
     )
     # Closed by mistake: reopened, with the same id and why (closing was for good: outsider 77).
     page.get_by_role("button", name="Close account").click()
-    expect(page.locator("#admin_revoke_message")).to_have_text(f"Closed the account of annotator {leaving}.")
+    expect(page.locator("#admin_revoke_message")).to_have_text(
+        f"Closed the account of annotator {leaving} ({person['pseudonym']})."
+    )
     page.get_by_role("button", name="Reopen account").click()
     expect(page.locator("#admin_revoke_message")).to_have_text(
-        f"Reopened the account of annotator {leaving}: give them a New invite link (their earlier links "
+        f"Reopened the account of annotator {leaving} ({person['pseudonym']}): give them a New invite link (their earlier links "
         "stay revoked)."
     )
     [row] = live_app.query(f"select status from annotators where id = {leaving}")
@@ -269,10 +273,12 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
     finally:
         db.close()
     page.get_by_role("button", name="Close account").click()
-    expect(page.locator("#admin_revoke_message")).to_have_text(f"Closed the account of annotator {leaving}.")
+    expect(page.locator("#admin_revoke_message")).to_have_text(
+        f"Closed the account of annotator {leaving} ({person['pseudonym']})."
+    )
     page.get_by_role("button", name="Withdraw their colorings").click()
     expect(page.locator("#admin_revoke_message")).to_have_text(
-        f"Withdrew 1 coloring of annotator {leaving}: the P_H of 1 concept recomputed without them. "
+        f"Withdrew 1 coloring of annotator {leaving} ({person['pseudonym']}): the P_H of 1 concept recomputed without them. "
         "No ground truth, leaderboard or new study counts them from now on (votes experts cast on them "
         "before stay in the agreement statistics, which measure the experts); their account is closed already."
     )

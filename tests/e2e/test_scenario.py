@@ -139,7 +139,7 @@ def _admin_approves(admin, designer_id: int) -> None:
     admin.locator("#admin_reviewed input").fill(str(designer_id))
     admin.get_by_role("button", name="Record decision").click()
     expect(admin.locator("#admin_review_message")).to_have_text(
-        f"Recorded: approve for annotator {designer_id}."
+        f"Recorded: approve for annotator {designer_id} (D0001)."
     )
     # Without another Refresh: the decision empties the waiting list.
     expect(admin.locator("#admin_pending [role=row][data-index]")).to_have_count(0)

@@ -76,8 +76,18 @@ def test_a_withdrawal_leaves_every_analysis_without_the_colorings_and_closes_the
         ("admin", "", InvalidInput, "`why` is empty"),
         ("designer", "please", PermissionDenied, "only the admin may withdraw colorings"),
         # "no coloring" read as none made, of a designer whose colorings were withdrawn (probe 175)
-        ("admin", "again", Conflict, r"^annotator \d+'s 1 coloring is withdrawn already; nothing changed$"),
-        ("admin", "none made", Conflict, r"^annotator \d+ has no coloring to withdraw; nothing changed$"),
+        (
+            "admin",
+            "again",
+            Conflict,
+            r"^the 1 coloring of annotator \d+ \(D\d{4}\) is withdrawn already; nothing changed$",
+        ),
+        (
+            "admin",
+            "none made",
+            Conflict,
+            r"^annotator \d+ \(D\d{4}\) has no coloring to withdraw; nothing changed$",
+        ),
         ("unknown", "please", NotFound, "unknown annotator id 999"),
     ],
 )

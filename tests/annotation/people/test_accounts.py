@@ -90,7 +90,10 @@ def test_expired_and_revoked_invites_are_refused_and_nothing_is_written(db):
     ):
         login_with_invite(db, token, now=start + dt.timedelta(days=1))
     # Closing it again changes nothing and says so (it said "Closed the account" again).
-    with pytest.raises(Conflict, match=f"the account of annotator {annotator['id']} is closed already"):
+    with pytest.raises(
+        Conflict,
+        match=rf"the account of annotator {annotator['id']} \({annotator['pseudonym']}\) is closed already",
+    ):
         revoke_annotator(db, annotator["id"], ADMIN, "again", now=start)
     assert _dump(db) == before
 

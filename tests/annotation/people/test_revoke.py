@@ -147,7 +147,7 @@ def test_a_closed_account_reopens_with_a_new_link_and_its_old_links_stay_dead(db
     revoke_annotator(db, person["id"], ADMIN, "wrong row", now=LATER)
     with pytest.raises(
         Conflict,
-        match=r"^the account of D0001 \(annotator 1\) is closed: reopen it first \(Admin tab, Reopen account\); no new link was made$",
+        match=r"^the account of annotator 1 \(D0001\) is closed: reopen it first \(Admin tab, Reopen account\); no new link was made$",
     ):
         new_invite(db, person["id"], now=LATER)
     before = list(db["annotators"].rows)
@@ -162,5 +162,8 @@ def test_a_closed_account_reopens_with_a_new_link_and_its_old_links_stay_dead(db
         login_with_invite(db, link, now=LATER)
     fresh = new_invite(db, person["id"], now=LATER)
     assert login_with_invite(db, fresh, now=LATER).annotator_id == person["id"]
-    with pytest.raises(Conflict, match=f"the account of annotator {person['id']} is open; nothing changed"):
+    with pytest.raises(
+        Conflict,
+        match=rf"the account of annotator {person['id']} \({person['pseudonym']}\) is open; nothing changed",
+    ):
         reopen_annotator(db, person["id"], ADMIN, "again", now=LATER)

@@ -986,7 +986,8 @@ def test_erasing_a_participants_platform_ids_closes_their_account_and_keeps_thei
     # Nothing else takes the erased person for someone who can come back or return.
     erased = _dump(db)
     with pytest.raises(
-        Conflict, match=f"annotator {person.annotator_id} asked to be erased: their platform id is gone"
+        Conflict,
+        match=rf"annotator {person.annotator_id} \({person.pseudonym}\) asked to be erased: their platform id is gone",
     ):
         reopen_annotator(db, person.annotator_id, ADMIN, "by mistake")
     with pytest.raises(InvalidInput, match=r"is what an erased person's id reads, not a platform id"):
