@@ -86,6 +86,9 @@ class GridItem:
     note: str
 
 
+PRACTICE_IS_THE_ADMINS = "coloring {cid} is a practice coloring; the admin reviews those, and nothing changed"
+
+
 def require_role(actor: Actor, *roles: str) -> None:
     """Raise `PermissionDenied` unless `actor` holds one of `roles` (library-side check)."""
     if not actor.roles & set(roles):
@@ -279,7 +282,7 @@ def marked_fine_by(db: sqlite_utils.Database, coloring_id: int) -> str | None:
 def _check_recolorable(db, coloring: dict, now: dt.datetime) -> None:
     cid = coloring["id"]
     if coloring["practice"]:
-        raise Conflict(f"coloring {cid} is a practice coloring; the admin reviews those")
+        raise Conflict(PRACTICE_IS_THE_ADMINS.format(cid=cid))
     if coloring["status"] not in RECOLORABLE:
         raise Conflict(
             f"coloring {cid} is {in_words(coloring['status'])}; only standing colorings can be recolored"
@@ -337,12 +340,15 @@ def accept_coloring(
     Raises
     ------
     Conflict
-        If the coloring is not ``submitted``, or is under (or decided by) the blind vote.
+        If the coloring is a practice coloring (the admin's to review), is not ``submitted``,
+        or is under (or decided by) the blind vote.
     """
     check_text(note, "note")
     require_role(actor, *REVIEWER_ROLES)
     with transaction(db):
         coloring = get_coloring(db, coloring_id)
+        if coloring["practice"]:  # a call past the page marked one fine (outside probe 191)
+            raise Conflict(PRACTICE_IS_THE_ADMINS.format(cid=coloring_id))
         if coloring["status"] == "withdrawn":  # it was said to be decided by the vote (probe 164)
             raise Conflict(
                 f"coloring {coloring_id} is withdrawn; only standing colorings can be marked as fine"

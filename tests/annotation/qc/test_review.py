@@ -320,6 +320,17 @@ def test_stage1_grid_hides_designers_shows_round_emd_and_takes_recolor_notes(sto
     )
     with pytest.raises(Conflict, match="not submitted"):
         review.accept_coloring(db, expert, first)
+    # A practice coloring is the admin's to review: neither marked fine nor sent back by an
+    # expert (outside probe 191: a call past the page marked one fine).
+    practice = add_handmade(db, data, designers[1], "lemon", one_hot(WHITE), practice=True)
+    before = {t.name: list(t.rows) for t in db.tables}
+    for act in (review.accept_coloring, lambda *a: review.request_recolor(*a, "again", now=T0)):
+        with pytest.raises(
+            Conflict,
+            match=rf"^coloring {practice} is a practice coloring; the admin reviews those, and nothing changed$",
+        ):
+            act(db, expert, practice)
+    assert {t.name: list(t.rows) for t in db.tables} == before
 
 
 def test_an_experts_grid_keeps_the_blind_vote_blind_until_it_decides(store):
