@@ -376,6 +376,7 @@ def source_advice(db: sqlite_utils.Database, style: str) -> str:
 def style_with_outputs(db: sqlite_utils.Database, preferred: str) -> str:
     """`preferred` if two or more models have outputs in it, else the style with the most
     models that have outputs (`preferred` when no style does better)."""
+    _check_choice("style", preferred, STYLES)
     counts = {style: len({source.model for source, _ in available_sources(db, style)}) for style in STYLES}
     if counts[preferred] >= 2:
         return preferred

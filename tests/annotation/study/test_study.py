@@ -868,6 +868,9 @@ def test_the_default_outputs_are_one_per_model_and_the_style_is_one_with_outputs
     # Every output is clip-art: asked for natural (none), the style with outputs is clip-art.
     assert study.style_with_outputs(db, "natural") == "clipart"
     assert study.style_with_outputs(db, "clipart") == "clipart"
+    # No style (a request past the page) is refused by name, not a KeyError (outside probe 191).
+    with pytest.raises(InvalidInput, match=r"^`style` must be one of \('natural', 'clipart'\), got None$"):
+        study.style_with_outputs(db, None)
 
 
 def test_the_default_output_per_model_covers_the_most_concepts_and_among_equals_the_newest_run(
