@@ -866,7 +866,11 @@ def _export_section() -> dict:
     """*Build export* (``/admin_export_start``, its option: the crowd participants' external
     ids, off unless asked for), where it stands and its zip; a timer polls it (its API twin:
     ``/admin_export_poll``, on a hidden trigger)."""
-    gr.Markdown("## Export\nCSV and Parquet of every table and a zip of the images, in one file.")
+    gr.Markdown(
+        "## Export\nCSV and Parquet of every table and a zip of the images, in one file; left out: "
+        "the settings (the admin password's hash), every token hash, and the pixel samples, which "
+        "`python -m annotation check-distributions --repair` rebuilds from the images."
+    )
     return {
         "external_ids": gr.Checkbox(
             False,
