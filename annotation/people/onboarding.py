@@ -187,8 +187,9 @@ def review_practice(
         If there is no such annotator.
     Conflict
         If the account is closed, the annotator is not a designer, or has fewer than
-        `practice_count` standing practice colorings to approve (none to redo), or (a redo)
-        has main-task colorings; nothing is written then.
+        `practice_count` standing practice colorings to approve (none to redo), or (an
+        approval) is approved already, or (a redo) has main-task colorings; nothing is written
+        then.
     """
     check_text(why, "why")
     released = 0
@@ -196,6 +197,13 @@ def review_practice(
         annotator = get_annotator(db, annotator_id)
         standing = practice_colorings(db, annotator_id)
         _check_reviewable(annotator, len(standing), practice_count if approve else 1)
+        if approve and annotator["practice_approved"]:  # it replaced who approved, and when (probe 194)
+            by = annotator["practice_approved_by"]
+            raise Conflict(
+                f"{named(annotator)} was approved already, on "
+                f"{annotator['practice_approved'][:16].replace('T', ' ')} UTC "
+                f"{'automatically' if by == AUTO_APPROVER else f'by {by}'}; nothing changed"
+            )
         if not approve and annotator["practice_approved"]:
             main = db["colorings"].count_where("annotator_id = ? and practice = 0", [annotator_id])
             if main:

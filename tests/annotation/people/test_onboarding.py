@@ -92,6 +92,16 @@ def test_an_automatic_approval_is_recorded_and_outlives_the_setting(db):
     assert [(a["actor"], a["object_id"], a["why"]) for a in audit] == [
         (AUTO_APPROVER, str(designer), "approved automatically")
     ]
+    # An admin's approval now would replace who approved, and when (outside probe 194).
+    before = {t.name: list(t.rows) for t in db.tables}
+    approved = db["annotators"].get(designer)["practice_approved"]
+    with pytest.raises(
+        Conflict,
+        match=rf"^annotator {designer} \(D\d{{4}}\) was approved already, on "
+        rf"{approved[:10]} {approved[11:16]} UTC automatically; nothing changed$",
+    ):
+        review_practice(db, designer, ADMIN, True, "looks fine")
+    assert {t.name: list(t.rows) for t in db.tables} == before
 
 
 def test_redo_sends_designer_back_to_practice_and_keeps_the_colorings(db):
