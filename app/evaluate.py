@@ -507,6 +507,10 @@ class EvaluateTab(Tab):
             jobs.check_weights(config, segmenter, self.models_dir)
         runs.claim_masking(db, run or "", jobs.masking_of(segmenter))
         runs.refuse_job_elsewhere(db, run or "", jobs.process_owner())
+        if not jobs.work_left(db, run or "", self.ctx.config.data_dir):
+            raise jobs.JobError(
+                f"run {run!r} is complete, every file in its place: nothing to resume, and nothing changed"
+            )
         research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
         state = self.ctx.jobs.submit(run, segmenter, executor)
         return {

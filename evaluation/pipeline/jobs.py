@@ -473,6 +473,18 @@ def _run_stages(
         score_every_source(db, load_concepts())
 
 
+def work_left(db: sqlite_utils.Database, run: str, data_dir) -> bool:
+    """Whether a job of `run` would find work: an item to generate (pending or failed) or to
+    mask or score, a file the local data folder lost (`lost_files`), or a cell of a concept
+    run without its distribution. A resume of a run with none queued a job that did nothing
+    (outside probe 194)."""
+    if runs.pending_items(db, run, "generate") or runs.pending_items(db, run, "segment"):
+        return True
+    if lost_files(db, run, "generate", data_dir) or lost_files(db, run, "segment", data_dir):
+        return True
+    return not runs.is_explicit(runs.run_config(db, run)) and not runs.run_progress(db, run).complete
+
+
 def cluster_of(executor: ExecutorChoice):
     """The Ray cluster `executor` names (joined or started), or None for the in-process executor."""
     if executor.kind != "ray":

@@ -31,6 +31,9 @@ pytestmark = [
 ]
 TINY = ["tiny-random", 0, 0]  # segmenter preset, box and text thresholds (random weights: keep every box)
 POLLS = 300
+SQL_FIRST_MASK = (
+    "select mask_path from run_items where run = 'tiny-two' and mask_path is not null order by id limit 1"
+)
 
 
 def _selection(keys=("apple", "banana"), cfg="7.5", seeds=1):
@@ -124,12 +127,26 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
             runs.release_job(db, "tiny-two", "elsewhere:4242")
         finally:
             db.close()
+        # Complete, every file in place: nothing to resume (outside probe 194: a job was queued).
+        with pytest.raises(
+            AppError,
+            match=r"^run 'tiny-two' is complete, every file in its place: nothing to resume, and nothing changed$",
+        ):
+            client.predict(researcher, "tiny-two", *TINY, api_name="/evaluate_resume")
+        # A mask the data folder lost is work: the resume makes it again.
+        db = open_db(config.db_path)
+        try:
+            [mask] = [r["mask_path"] for r in db.query(SQL_FIRST_MASK)]
+        finally:
+            db.close()
+        (config.data_dir / mask).unlink()
         said, html = client.predict(researcher, "tiny-two", *TINY, api_name="/evaluate_resume")  # its own
         # The Runs table comes with the answer: a resumed run's row said "cancelled" until the
         # next refresh (outside probe 173).
         assert said == "Run **tiny-two**: job queued."
         assert re.search(r"<tr><td>tiny-two</td>.*?data-state='(queued|running|complete)'", html)
         assert _wait(client, researcher, "tiny-two")[0] == "complete"
+        assert (config.data_dir / mask).is_file()
     db = open_db(config.db_path)
     try:
         stored = runs.model_distributions(db, run="tiny-two")
