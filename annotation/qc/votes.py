@@ -195,10 +195,15 @@ def cast_vote(
     if not isinstance(consistent, (bool, np.bool_)):
         raise InvalidInput(f"`consistent` must be True or False, got {shown(consistent)}")
     decision = []
+    # Before whose it is: a participant's trial was refused as "handed to someone else"
+    # (outside probe 194), which said nothing of what was wrong.
+    kind = db.execute("select kind from tasks where id = ?", [task_id]).fetchone()
+    if kind is not None and kind[0] != "review":
+        raise InvalidInput(
+            f"task {task_id} is a {kind[0]} task, not a review: vote on the coloring shown to you"
+        )
 
     def write(db_, task) -> int:
-        if task.kind != "review":
-            raise InvalidInput(f"task {task.id} is a {task.kind} task, not a review")
         coloring = get_coloring(db_, task.coloring_id)
         if coloring["annotator_id"] == expert_id:
             raise PermissionDenied(f"coloring {coloring['id']} is your own; you cannot vote on it")

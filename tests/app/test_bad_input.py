@@ -345,6 +345,13 @@ CASES = [
         "unknown task id 99999",
     ),
     Case(
+        # a task of another kind was "handed to someone else" (outside probe 194)
+        "expert-vote-on-a-coloring-task",
+        "/expert_vote",
+        lambda w: (w.tokens["expert"], w.designer["task_id"], "Consistent"),
+        r"^task \d+ is a coloring task, not a review: vote on the coloring shown to you$",
+    ),
+    Case(
         "expert-vote-bad-verdict",
         "/expert_vote",
         as_role("expert", 99999, SCRIPT),
