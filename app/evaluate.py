@@ -501,16 +501,17 @@ class EvaluateTab(Tab):
             )
         # The run first: with none chosen, the missing-weights refusal was the answer (outside probe 181).
         config = runs.run_config(db, run or "")
+        runs.refuse_job_elsewhere(db, run or "", jobs.process_owner())
+        # Before the masking and its weights: a job would load neither.
+        if not jobs.work_left(db, run or "", self.ctx.config.data_dir):
+            raise jobs.JobError(
+                f"run {run!r} is complete, every file in its place: nothing to resume, and nothing changed"
+            )
         executor, where = _executor_choice(kind, address)
         segmenter = _segmenter(self.models_dir, preset, box, text)
         if executor.kind == "in-process":
             jobs.check_weights(config, segmenter, self.models_dir)
         runs.claim_masking(db, run or "", jobs.masking_of(segmenter))
-        runs.refuse_job_elsewhere(db, run or "", jobs.process_owner())
-        if not jobs.work_left(db, run or "", self.ctx.config.data_dir):
-            raise jobs.JobError(
-                f"run {run!r} is complete, every file in its place: nothing to resume, and nothing changed"
-            )
         research.record_job_action(db, actor.pseudonym, "resume_evaluation", run or "")
         state = self.ctx.jobs.submit(run, segmenter, executor)
         return {

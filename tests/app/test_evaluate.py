@@ -100,13 +100,6 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
         )
         with pytest.raises(AppError, match="run 'tiny-two' exists already; resume it"):
             client.predict(researcher, "tiny-two", *_selection(), *TINY, api_name="/evaluate_start")
-        # Masked: resuming with another threshold is refused, naming the run's own masking.
-        with pytest.raises(
-            AppError,
-            match=r"run 'tiny-two' is masked with box_threshold=0.0, preset=tiny-random, "
-            r"text_threshold=0.0; the masking given now differs in \['box_threshold'\]",
-        ):
-            client.predict(researcher, "tiny-two", "tiny-random", 0.5, 0, api_name="/evaluate_resume")
         # Another process on this database (a second app server, the CLI) runs a job on it: an
         # outside tester's second app showed such a run as stopped and resumed it a second time.
         db = open_db(config.db_path)
@@ -140,6 +133,13 @@ def test_an_evaluation_of_the_tiny_model_runs_in_the_background_to_the_leaderboa
         finally:
             db.close()
         (config.data_dir / mask).unlink()
+        # Masked: resuming with another threshold is refused, naming the run's own masking.
+        with pytest.raises(
+            AppError,
+            match=r"run 'tiny-two' is masked with box_threshold=0.0, preset=tiny-random, "
+            r"text_threshold=0.0; the masking given now differs in \['box_threshold'\]",
+        ):
+            client.predict(researcher, "tiny-two", "tiny-random", 0.5, 0, api_name="/evaluate_resume")
         said, html = client.predict(researcher, "tiny-two", *TINY, api_name="/evaluate_resume")  # its own
         # The Runs table comes with the answer: a resumed run's row said "cancelled" until the
         # next refresh (outside probe 173).
