@@ -60,7 +60,7 @@ from annotation.export import (
     write_refusal,
 )
 from annotation.files import resolve
-from storage import create_private, file_stamp, iso, ownership, serving, unused_path
+from storage import create_private, file_stamp, iso, ownership, read_only, read_only_uri, serving, unused_path
 from storage import db_path as database_path
 from storage.files import leaves_archive
 from storage.schema import MIGRATIONS, schema_shape, shape_at, tables_at
@@ -513,8 +513,8 @@ def fewer_rows(previous: str | Path, restored: str | Path) -> dict[str, tuple[in
     found = {}
     try:
         with (
-            contextlib.closing(sqlite3.connect(f"file:{Path(previous).absolute()}?mode=ro", uri=True)) as old,
-            contextlib.closing(sqlite3.connect(f"file:{Path(restored).absolute()}?mode=ro", uri=True)) as new,
+            contextlib.closing(read_only(previous)) as old,
+            contextlib.closing(read_only(restored)) as new,
         ):
             kept = {name for (name,) in old.execute(listed)}
             for (name,) in new.execute(listed).fetchall():
@@ -539,10 +539,8 @@ def changed_tables(previous: str | Path, restored: str | Path, leaving_out=()) -
     )
     found = []
     try:
-        with contextlib.closing(
-            sqlite3.connect(f"file:{Path(previous).absolute()}?mode=ro", uri=True)
-        ) as old:
-            old.execute("attach database ? as new", (f"file:{Path(restored).absolute()}?mode=ro",))
+        with contextlib.closing(read_only(previous)) as old:
+            old.execute("attach database ? as new", (read_only_uri(restored),))
             kept = {name for (name,) in old.execute(listed.format("main"))}
             for (name,) in old.execute(listed.format("new")).fetchall():
                 if name not in kept or name in leaving_out:
@@ -868,7 +866,7 @@ def leftovers(db_path: str | Path) -> list[str]:
 def _integrity_problem(path: Path) -> str | None:
     """What SQLite's ``integrity_check`` finds wrong with the database at `path`, or None."""
     try:
-        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        conn = read_only(path)
         try:
             found = conn.execute("pragma integrity_check").fetchall()
         finally:
@@ -886,7 +884,7 @@ def _schema_problem(path: Path, stated: object) -> str | None:
     version has (`storage.schema.tables_at`): a SQLite file of some other program passes
     ``integrity_check`` and its hash, and would leave the app an empty database.
     """
-    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    conn = read_only(path)
     try:
         tables = {row[0] for row in conn.execute("select name from sqlite_master where type = 'table'")}
         if "schema_version" not in tables:
@@ -915,7 +913,7 @@ def _shape_problem(path: Path, version: int) -> str | None:
     that the app never made runs or is read at every later start, where nobody inspects it
     (outside probe 115: a trigger made every new session an admin's), and a table with
     other columns stops the app at its start, blaming the disk."""
-    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    conn = read_only(path)
     try:
         found = schema_shape(conn)
     finally:

@@ -23,7 +23,7 @@ from annotation import audit
 from annotation.coloring import ground_truth
 from annotation.coloring.withdrawal import mark_withdrawn
 from annotation.people.passwords import ADMIN_PASSWORD_SETTING
-from storage import iso, schema_version, transaction, update_rows
+from storage import iso, read_only, schema_version, transaction, update_rows
 from storage.schema import MIGRATIONS
 
 END_REASON = "ended_before_restore"
@@ -74,7 +74,7 @@ def carry_denials(previous: Path, restored: Path, *, earlier: Sequence[Path] = (
     unread = []
     for index, path in enumerate([previous, *earlier]):
         try:
-            old = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            old = read_only(path)
             try:
                 for kind, rows in _denials(old).items():
                     if kind != "password":

@@ -21,6 +21,7 @@ import sqlite_utils
 
 from annotation.integrity import orphaned_files
 from evaluation.__main__ import main as evaluation_main
+from storage import read_only
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = "resume"
@@ -169,7 +170,7 @@ def _in_process(argv: list[str]) -> None:
 
 def _generated(db_path: Path) -> int:
     try:
-        with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as conn:
+        with read_only(db_path) as conn:
             return conn.execute("select count(*) from run_items where status = 'generated'").fetchone()[0]
     except sqlite3.OperationalError:
         return 0

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 from pathlib import Path
 
 import sqlite_utils
+
+from storage.db import read_only
 
 QUARANTINE = "orphans"
 # Top-level folders never swept: the quarantine itself, export archives (named by no row),
@@ -59,7 +60,7 @@ def referenced_in_file(path: Path) -> set[str]:
     sqlite3.DatabaseError
         If it cannot be opened or read as a database.
     """
-    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    conn = read_only(path)
     try:
         return referenced_paths(sqlite_utils.Database(conn, execute_plugins=False))
     finally:

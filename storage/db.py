@@ -108,6 +108,21 @@ def open_db(path: str | Path, *, create: bool = True) -> sqlite_utils.Database:
     return db
 
 
+def read_only_uri(path: str | Path) -> str:
+    """The URI that opens the database file `path` read-only (``sqlite3.connect(uri,
+    uri=True)``, or ``attach database``): its absolute path percent-encoded. Written as
+    ``file:<path>?mode=ro``, a '#' in a folder's name cut the path short and a '%' was read as
+    an escape, so a restore read another, empty file for the replaced database and carried
+    none of its revoked links into the restored one, unsaid."""
+    return Path(path).absolute().as_uri() + "?mode=ro"
+
+
+def read_only(path: str | Path, timeout: float = 5.0) -> sqlite3.Connection:
+    """An `sqlite3.Connection` that only reads the database file at `path` (`read_only_uri`);
+    a missing file is not created (`sqlite3.OperationalError`)."""
+    return sqlite3.connect(read_only_uri(path), uri=True, timeout=timeout)
+
+
 def existing_connection(path: str | Path, timeout: float = 5.0) -> sqlite3.Connection:
     """An `sqlite3.Connection` to the database file at `path`, which must exist (SQLite's
     ``mode=rw``: a missing file is not created).

@@ -23,6 +23,7 @@ import sqlite3
 from pathlib import Path
 
 from storage.data_folder import managed_files, referenced_in_file
+from storage.db import read_only
 
 OWNER_FILE = ".colorconcept-database.json"
 INSTANCE_SECRET = "browser_state_secret"
@@ -41,7 +42,7 @@ def instance_of(db_file: str | Path) -> str | None:
     path = Path(db_file)
     if not path.is_file():
         return None
-    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    conn = read_only(path)
     try:
         row = conn.execute("select value from settings where key = ?", [INSTANCE_SECRET]).fetchone()
     except sqlite3.OperationalError:  # no settings table: a database no app has prepared

@@ -242,7 +242,7 @@ def _files(folder: Path) -> dict[str, str]:
 
 def _rows(db_path: Path) -> dict[str, list[tuple]]:
     """Every row of every table of the database at `db_path`, read without writing to it."""
-    conn = sqlite3.connect(f"{db_path.as_uri()}?mode=ro", uri=True)
+    conn = storage.read_only(db_path)
     try:
         names = [
             r[0] for r in conn.execute("select name from sqlite_master where type = 'table' order by name")
@@ -1186,10 +1186,14 @@ def test_a_restore_names_the_tables_whose_rows_changed_after_the_backup(tmp_path
         db.close()
 
 
-def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_the_backup(tmp_path):
+# A folder whose name a URI would read otherwise: the replaced database was opened as
+# "file:<path>?mode=ro", so '#' cut its path short, and the revoked links came back unsaid.
+@pytest.mark.parametrize("folder", ["study", "study #2 at 100%?"])
+def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_the_backup(tmp_path, folder):
     from annotation.errors import AnnotationError
     from annotation.people import accounts, passwords
 
+    tmp_path = tmp_path / folder
     db, data = _store(tmp_path)
     (designer, link), (other, other_link) = accounts.create_annotators(db, 2, "designer")
     passwords.set_admin_password(db, "the-old-admin-password")

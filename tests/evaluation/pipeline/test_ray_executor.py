@@ -35,6 +35,7 @@ from evaluation.pipeline import runs  # noqa: E402
 from evaluation.pipeline.jobs import SegmenterSpec, run_pipeline  # noqa: E402
 from evaluation.pipeline.ray_executor import RayExecutor, RayUnavailable, connect, shutdown  # noqa: E402
 from evaluation.pipeline.stages import GenerationWork, run_stage  # noqa: E402
+from storage import read_only  # noqa: E402
 from tests.research_data import tiny_grid_argv, tiny_grid_reference, tiny_models, tiny_paths  # noqa: E402, F401
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -175,7 +176,7 @@ def test_a_worker_killed_mid_run_is_retried_and_the_result_is_identical(cluster,
 
 def _recorded(db_path: Path) -> int:
     try:
-        with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5) as conn:
+        with read_only(db_path) as conn:
             return conn.execute("SELECT count(*) FROM run_items WHERE status != 'pending'").fetchone()[0]
     except sqlite3.OperationalError:  # not created yet
         return 0
