@@ -449,6 +449,7 @@ def import_images(
     check_run_name(run)
     if run_exists(db, run):
         raise runs.RunError(f"run {run!r} exists already; choose another name for the import")
+    runs.refuse_near_name(db, run)  # before its files: on some systems that run's folder
     entries = open_source(source, allowed_roots)
     by_key = {c.key: c for c in concepts}
     stored, rejected = _read_images(entries, set(by_key), data_dir, run)

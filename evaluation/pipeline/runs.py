@@ -29,7 +29,7 @@ import storage
 from storage import insert_row, insert_rows, transaction, update_rows, upsert_row, upsert_rows
 from storage import iso as _now
 from storage.distributions import decode, decode_groups, encode, encode_groups
-from storage.shown import shown
+from storage.shown import folded, shown
 
 ITEM_STATUSES = ("pending", "generated", "segmented", "failed")
 SEGMENT_STATUSES = ("ok", "no_detection", "empty_mask")
@@ -77,6 +77,18 @@ def check_run_name(name: str) -> str:
     return name
 
 
+def refuse_near_name(db: sqlite_utils.Database, name: str) -> None:
+    """Raise `RunError` when a run other than `name` has its name apart from case and spacing:
+    "probe run" beside "Probe Run" was a second run that no list could tell apart (outside
+    probe 193), and on a system whose file names ignore case, one folder for both."""
+    for (other,) in db.execute("SELECT name FROM runs WHERE name != ?", [name]).fetchall():
+        if folded(other) == folded(name):
+            raise RunError(
+                f"run {name!r} is run {other!r} apart from case and spacing; resume {other!r}, or "
+                "choose another name"
+            )
+
+
 def create_run(
     db: sqlite_utils.Database, name: str, items: Sequence[Mapping[str, Any]], config: Mapping[str, Any]
 ) -> int:
@@ -115,6 +127,7 @@ def create_run(
                 "or resume it with --run alone"
             )
         return db.execute("SELECT count(*) FROM run_items WHERE run = ?", [name]).fetchone()[0]
+    refuse_near_name(db, name)
     now = _now()
     rows = [{**dict(item), "run": name, "status": "pending", "updated_at": now} for item in items]
     with transaction(db):

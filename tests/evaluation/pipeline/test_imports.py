@@ -247,6 +247,10 @@ def test_nothing_usable_or_a_taken_name_stores_nothing(db, tmp_path):
     import_images(db, "r", good, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     with pytest.raises(runs.RunError, match="run 'r' exists already"):
         import_images(db, "r", good, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    files = sorted((tmp_path / "data").rglob("*"))
+    with pytest.raises(runs.RunError, match="^run 'R' is run 'r' apart from case and spacing"):
+        import_images(db, "R", good, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
+    assert sorted((tmp_path / "data").rglob("*")) == files
     with pytest.raises(ValueError, match="`run` name"):
         import_images(db, "../r", good, tmp_path / "data", CONCEPTS, allowed_roots=[tmp_path])
     assert db["run_items"].count == 1

@@ -146,7 +146,16 @@ def test_creating_a_run_again_keeps_its_items_and_a_changed_grid_is_refused(db, 
     )
     with pytest.raises(runs.RunError, match="`run` name must be 1-80 letters"):
         runs.create_run(db, "a/b", items, config)
-    assert db["runs"].count == 1 and db["run_items"].count == 16
+    # A name apart from case and spacing: a second run no list told apart (outside probe 193).
+    runs.create_run(db, "Probe Run", items, config)
+    for near in ("probe run", "Probe  Run", "PROBE RUN "):
+        with pytest.raises(
+            runs.RunError,
+            match=rf"^run '{near}' is run 'Probe Run' apart from case and spacing; resume 'Probe Run', or "
+            "choose another name$",
+        ):
+            runs.create_run(db, near, items, config)
+    assert db["runs"].count == 2 and db["run_items"].count == 32
 
 
 def test_a_run_name_with_letters_or_digits_beyond_ascii_is_refused_saying_so(db, tiny):
