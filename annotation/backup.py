@@ -62,11 +62,12 @@ from annotation.export import (
 from annotation.files import resolve
 from storage import create_private, file_stamp, iso, ownership, read_only, read_only_uri, serving, unused_path
 from storage import db_path as database_path
+from storage.db import BACKUP_MANIFEST
 from storage.files import leaves_archive
 from storage.schema import MIGRATIONS, schema_shape, shape_at, tables_at
 
 DB_NAME = "colorconcept.sqlite"
-MANIFEST = "manifest.json"
+MANIFEST = BACKUP_MANIFEST
 RESTORED_KINDS = {"colorings": (".png",), "sketches": (".png",), "runs": (".png", ".npz")}
 """The folders of the data folder a restore writes into, and the kinds of file the app
 stores in each (what `app.guard.DATA_RULES` serves there); a backup naming any other file

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
+import json
 import os
 import re
 import sqlite3
@@ -246,7 +247,32 @@ def db_path_refusal(path: str | Path) -> str | None:
         return f"--db {str(path)!r} is a folder; give the path of a database file in it"
     if not_sqlite(path):
         return f"--db {str(path)!r} is not an SQLite database"
+    if in_a_backup(path):
+        # Opening it switched it to WAL and left a lock beside it: the backup no longer
+        # matched its manifest, and could not be restored (outside probe 196).
+        return (
+            f"--db {str(path)!r} is the database of a backup (its folder's {BACKUP_MANIFEST} lists it), "
+            "and opening it would change its bytes, so that the backup could not be restored: restore it "
+            "(`python -m annotation restore FOLDER --db NEW.sqlite --data-dir NEW_DATA`), or copy it out "
+            "of the backup's folder first"
+        )
     return None
+
+
+BACKUP_MANIFEST = "manifest.json"
+"""The file of a backup's folder that lists its database and files (`annotation.backup`)."""
+
+
+def in_a_backup(path: str | Path) -> bool:
+    """Whether the database file `path` is a backup's: the ``manifest.json`` beside it names
+    it as the backup's database."""
+    manifest = Path(path).parent / BACKUP_MANIFEST
+    try:
+        found = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    database = found.get("database") if isinstance(found, dict) else None
+    return isinstance(database, dict) and database.get("path") == Path(path).name
 
 
 def create_private(path: str | Path) -> None:

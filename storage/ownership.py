@@ -118,9 +118,11 @@ def foreign_refusal(
         else "give this database's data folder (--data-dir), or that database (--db)"
     ) + "; nothing was changed"
     if found is not None:
-        if found["instance"] == mine:
-            return None
-        return f"{_held_by(root, found)}, not of {this}: {harm}; {fix}"
+        if found["instance"] != mine:
+            return f"{_held_by(root, found)}, not of {this}: {harm}; {fix}"
+        if _another_copy(found, db_file):
+            return f"{_held_by(root, found)}, a copy of {this} (restored or copied elsewhere): {harm}; {fix}"
+        return None
     stored = [path.relative_to(root).as_posix() for path in managed_files(root, temporary=False)]
     if not stored:
         return None
@@ -148,6 +150,20 @@ def claimed_by_another(data_dir: str | Path, *db_files: str | Path) -> str | Non
     if found is None or found["instance"] in {instance_of(f) for f in db_files}:
         return None
     return _held_by(data_dir, found)
+
+
+def _another_copy(found: dict, db_file: str | Path) -> bool:
+    """Whether the database that `OWNER_FILE` names (`found`) is a file other than `db_file`
+    that is still there with the same instance: a backup restored elsewhere shares the
+    instance, and a command of the original on the copy's folder wrote files there that the
+    copy's next start set aside (outside probe 196). A database moved away from the path
+    recorded is still the folder's."""
+    recorded = Path(found["database"])
+    try:
+        same = os.path.samefile(recorded, db_file)
+    except OSError:  # the recorded file is gone: moved
+        return False
+    return not same and instance_of(recorded) == found["instance"]
 
 
 def _held_by(data_dir: str | Path, found: dict) -> str:

@@ -30,6 +30,7 @@ from annotation.coloring.store import PreparedColoring, prepare_coloring
 from annotation.errors import InvalidInput, shown
 from annotation.files import check_rgba_png
 from annotation.sketches.library import sketch_file_pixels
+from storage.shown import counted
 
 MIN_PAINTED_FRACTION = 0.005
 """Default share of a sketch's non-line pixels that must be painted before a submit."""
@@ -183,7 +184,7 @@ def _check_opaque(color_layer: np.ndarray) -> None:
     alpha = color_layer[..., 3]
     if partial := int(np.count_nonzero((alpha > 0) & (alpha < 255))):
         raise InvalidInput(
-            f"`color_layer` has {partial:,} half-transparent pixels (alpha 1 to 254); the coloring "
+            f"`color_layer` has {counted(partial, 'half-transparent pixel')} (alpha 1 to 254); the coloring "
             "canvas paints a pixel fully or not at all, so nothing was saved: reload the page"
         )
 

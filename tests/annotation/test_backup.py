@@ -1511,3 +1511,45 @@ def test_a_command_on_another_studys_data_folder_is_refused_and_a_restore_takes_
     backup.restore(tmp_path / "b-backup", b_file, b_data)
     backup.restore(tmp_path / "b-backup", tmp_path / "c.sqlite", tmp_path / "c-data")
     assert ownership.owner(tmp_path / "c-data")["instance"] == b_instance
+    # The restored copy shares B's instance; its folder is the copy's all the same (outside
+    # probe 196: B's evaluation run wrote there, and the copy's next start set it aside).
+    c_file, c_data = tmp_path / "c.sqlite", tmp_path / "c-data"
+    assert ownership.foreign_refusal(c_file, c_data) is None
+    assert ownership.foreign_refusal(b_file, c_data, "python -m evaluation run", writes=True) == (
+        f"the data folder {str(c_data)!r} holds the files of another database (instance {b_instance}, "
+        f"last started from {str(c_file.resolve())!r}), a copy of {str(b_file)!r} (instance {b_instance}) "
+        "(restored or copied elsewhere): `python -m evaluation run` would write this database's files among "
+        "that study's, where that study's app would set them aside as unnamed; give this database's data "
+        "folder (--data-dir), or that database (--db); nothing was changed"
+    )
+    assert ownership.foreign_refusal(b_file, b_data) is None
+    # Moved from where it was restored, the copy's folder is still its own.
+    c_file.rename(tmp_path / "c-moved.sqlite")
+    assert ownership.foreign_refusal(tmp_path / "c-moved.sqlite", c_data) is None
+
+
+def test_a_command_on_a_backups_own_database_is_refused_and_the_backup_stays_restorable(tmp_path, capsys):
+    """Outside probe 196: `python -m evaluation score` on a backup's database switched it to
+    WAL and left a lock beside it, and the backup could no longer be restored."""
+    from annotation.__main__ import main as annotation_main
+    from evaluation.__main__ import main as evaluation_main
+
+    db, data = _store(tmp_path)
+    backup.backup(db, data, tmp_path / "bk")
+    db.close()
+    before = _files(tmp_path / "bk")
+    inside = tmp_path / "bk" / "colorconcept.sqlite"
+    expected = (
+        f"--db {str(inside)!r} is the database of a backup (its folder's manifest.json lists it), and opening "
+        "it would change its bytes, so that the backup could not be restored: restore it (`python -m "
+        "annotation restore FOLDER --db NEW.sqlite --data-dir NEW_DATA`), or copy it out of the backup's "
+        "folder first"
+    )
+    assert evaluation_main(["score", "--db", str(inside), "--data-dir", str(tmp_path / "bk" / "files")]) == 2
+    assert capsys.readouterr().err == f"python -m evaluation score: error: {expected}\n"
+    assert (
+        annotation_main(["--db", str(inside), "--data-dir", str(data), "export", str(tmp_path / "ex")]) == 2
+    )
+    assert capsys.readouterr().err == f"error: {expected}\n"
+    assert _files(tmp_path / "bk") == before
+    backup.restore(tmp_path / "bk", tmp_path / "new.sqlite", tmp_path / "new-data")
