@@ -120,7 +120,7 @@ def foreign_refusal(
     if found is not None:
         if found["instance"] != mine:
             return f"{_held_by(root, found)}, not of {this}: {harm}; {fix}"
-        if _another_copy(found, db_file):
+        if _another_copy(found, db_file, root):
             return f"{_held_by(root, found)}, a copy of {this} (restored or copied elsewhere): {harm}; {fix}"
         return None
     stored = [path.relative_to(root).as_posix() for path in managed_files(root, temporary=False)]
@@ -152,12 +152,15 @@ def claimed_by_another(data_dir: str | Path, *db_files: str | Path) -> str | Non
     return _held_by(data_dir, found)
 
 
-def _another_copy(found: dict, db_file: str | Path) -> bool:
-    """Whether the database that `OWNER_FILE` names (`found`) is a file other than `db_file`
-    that is still there with the same instance: a backup restored elsewhere shares the
-    instance, and a command of the original on the copy's folder wrote files there that the
-    copy's next start set aside (outside probe 196). A database moved away from the path
-    recorded is still the folder's."""
+def _another_copy(found: dict, db_file: str | Path, root: Path) -> bool:
+    """Whether the database that `OWNER_FILE` of `root` names (`found`) is a file other than
+    `db_file` that is still there with the same instance: a backup restored elsewhere shares
+    the instance, and a command of the original on the copy's folder wrote files there that
+    the copy's next start set aside (outside probe 196). A database moved away from the path
+    recorded is still the folder's; an owner file that names another folder came with a copy
+    of the folder (a study copied whole), and names no database of this one."""
+    if found.get("folder") != os.path.realpath(root):
+        return False
     recorded = Path(found["database"])
     try:
         same = os.path.samefile(recorded, db_file)
@@ -178,7 +181,13 @@ def claim(data_dir: str | Path, db_file: str | Path, instance: str) -> None:
     """Write `OWNER_FILE` of `data_dir`: it belongs to the database `db_file` of `instance`
     (written to a temporary name and renamed into place; unchanged if it says so already)."""
     root = Path(data_dir)
-    text = json.dumps({"instance": instance, "database": os.path.realpath(db_file)}, indent=1) + "\n"
+    text = (
+        json.dumps(
+            {"instance": instance, "database": os.path.realpath(db_file), "folder": os.path.realpath(root)},
+            indent=1,
+        )
+        + "\n"
+    )
     path = root / OWNER_FILE
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import sqlite3
 import stat
@@ -1473,7 +1474,11 @@ def test_a_restore_makes_the_data_folder_the_restored_databases(tmp_path):
     assert ownership.foreign_refusal(b_file, b_data) is None
     backup.restore(tmp_path / "a-backup", b_file, b_data)
     assert ownership.instance_of(b_file) == a_instance != b_instance
-    assert ownership.owner(b_data) == {"instance": a_instance, "database": str(b_file.resolve())}
+    assert ownership.owner(b_data) == {
+        "instance": a_instance,
+        "database": str(b_file.resolve()),
+        "folder": str(b_data.resolve()),
+    }
     assert ownership.foreign_refusal(b_file, b_data) is None
 
 
@@ -1526,6 +1531,10 @@ def test_a_command_on_another_studys_data_folder_is_refused_and_a_restore_takes_
     # Moved from where it was restored, the copy's folder is still its own.
     c_file.rename(tmp_path / "c-moved.sqlite")
     assert ownership.foreign_refusal(tmp_path / "c-moved.sqlite", c_data) is None
+    # A study copied whole, database and folder: the owner file that came with it names the
+    # first folder, so no database of the copy's, and the copy is a study of its own.
+    shutil.copytree(b_data, tmp_path / "b-copy")
+    assert ownership.foreign_refusal(tmp_path / "b-copy" / "colorconcept.sqlite", tmp_path / "b-copy") is None
 
 
 def test_a_command_on_a_backups_own_database_is_refused_and_the_backup_stays_restorable(tmp_path, capsys):
