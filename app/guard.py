@@ -215,7 +215,9 @@ DATA_RULES: dict[str, DataRule] = {
     ),
     "downloads/backups": DataRule(ADMIN_ONLY, "backup zips (the whole database)", frozenset({".zip"})),
     "downloads/exports": DataRule(
-        ADMIN_ONLY, "the Admin tab's export zips (every table; platform ids when asked)", frozenset({".zip"})
+        ADMIN_ONLY,
+        "the Admin tab's export zips (every table less the settings, the token hashes and the pixel samples; platform ids when asked)",
+        frozenset({".zip"}),
     ),
     "downloads/invites": DataRule(ADMIN_ONLY, "invite links as CSV", frozenset({".csv"})),
 }
