@@ -115,7 +115,11 @@ def read_only_uri(path: str | Path) -> str:
     ``file:<path>?mode=ro``, a '#' in a folder's name cut the path short and a '%' was read as
     an escape, so a restore read another, empty file for the replaced database and carried
     none of its revoked links into the restored one, unsaid."""
-    return Path(path).absolute().as_uri() + "?mode=ro"
+    return _uri(path, "ro")
+
+
+def _uri(path: str | Path, mode: str) -> str:
+    return f"{Path(path).absolute().as_uri()}?mode={mode}"
 
 
 def read_only(path: str | Path, timeout: float = 5.0) -> sqlite3.Connection:
@@ -133,9 +137,8 @@ def existing_connection(path: str | Path, timeout: float = 5.0) -> sqlite3.Conne
     DatabaseMissing
         If there is no file at `path`.
     """
-    uri = Path(path).absolute().as_uri() + "?mode=rw"
     try:
-        return sqlite3.connect(uri, uri=True, timeout=timeout)
+        return sqlite3.connect(_uri(path, "rw"), uri=True, timeout=timeout)
     except sqlite3.OperationalError as error:
         if not Path(path).exists():
             raise DatabaseMissing(

@@ -6,7 +6,8 @@ a data folder serves one database. A start with another database on it (a mistyp
 study unnamed and moved them all into ``orphans/`` while that study's app went on serving
 (outside probe 167). Now the folder's `OWNER_FILE` names the instance of the database
 that uses it (`instance_name`, a digest of the database's instance secret, the same for
-every copy and backup of it) and where that database was last started from. The app's start
+every copy and backup of it), where that database was last started from and the folder the
+file was written for (one copied with a whole study names its first folder). The app's start
 writes it and a restore rewrites it (`claim`); a start whose database is not the owner is
 refused before anything is written (`foreign_refusal`), and so is a command of
 ``python -m annotation`` or ``python -m evaluation`` that reads or writes its files. A
@@ -53,7 +54,8 @@ def instance_of(db_file: str | Path) -> str | None:
 
 
 def owner(data_dir: str | Path) -> dict | None:
-    """What `OWNER_FILE` of `data_dir` says (``instance``, ``database``); None without one.
+    """What `OWNER_FILE` of `data_dir` says (``instance``, ``database``, and ``folder`` in one
+    written since the folder was recorded); None without one.
 
     Raises
     ------
