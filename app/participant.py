@@ -418,8 +418,8 @@ class ParticipantTab(Tab):
         text: ``4``, ``4.0`` and ``"4"`` are the same trial); ``side`` is ``"left"`` or
         ``"right"`` (which of the two images, as shown); ``shown_at`` is the time
         ``participant_next`` returned with the trial, unchanged (ISO 8601, UTC), from which
-        the seconds spent are counted (from no earlier than the trial was handed out:
-        `judging.seconds_on_trial`).
+        the seconds spent are counted (from no earlier than the server first showed the
+        trial: `judging.seconds_on_trial`).
         """
         if task_id is None or task_id == "":
             raise ValueError("`task_id` is empty: press Start to see a trial first")

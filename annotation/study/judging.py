@@ -327,6 +327,11 @@ def next_trial(
         )
     if not held:
         return None
+    # When the trial first reached the page bounds the time its vote reports (`seconds_on_trial`)
+    with transaction(db):
+        update_rows(
+            db, "tasks", {"id": held[0].id, "shown": None}, {"shown": iso(utcnow() if now is None else now)}
+        )
     return trial(db, held[0].id, actor, number=done + 1, total=total, studies=len(asked))
 
 
@@ -496,11 +501,13 @@ def seconds_on_trial(
     """Seconds a participant spent on the trial of `task_id`, as `record_judgment` stores them.
 
     Counted from `shown_at` (the time ``participant_next`` gave with the trial, which the
-    page sends back with the vote) to `now`, but from no earlier than the server handed the
-    trial out (the task's ``created``): the value a client sends may shorten the time it
-    reports, never lengthen it, and one later than `now` is refused. A participant's API
-    call wrote 26.9 years, or any time a speeding check would pass, into the study's
-    ``votes.csv`` (outside probe 108). A task that is not theirs is left to
+    page sends back with the vote) to `now`, but from no earlier than the server first
+    showed the trial (the task's ``shown``, set by `next_trial`; its ``created`` for one
+    never shown): the value a client sends may shorten the time it reports, never lengthen
+    it, and one later than `now` is refused. A participant's API call wrote 26.9 years, or
+    any time a speeding check would pass, into the study's ``votes.csv`` (outside probe
+    108); bounded by when the batch was handed out, another trial's ``shown_at`` stored 2.0 s
+    for a trial on screen 0.3 s (outside probe 198). A task that is not theirs is left to
     `record_judgment` to refuse.
     """
     now = utcnow() if now is None else now
@@ -512,7 +519,7 @@ def seconds_on_trial(
         )
     try:
         rows = db.execute(
-            "select created from tasks where id = ? and annotator_id = ? and kind = 'judgment'",
+            "select coalesce(shown, created) from tasks where id = ? and annotator_id = ? and kind = 'judgment'",
             [int(task_id), actor.annotator_id],
         ).fetchall()
     except (TypeError, ValueError, OverflowError):  # no task id: `record_judgment` says so

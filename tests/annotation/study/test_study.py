@@ -25,7 +25,7 @@ from evaluation.color import metrics
 from evaluation.color.naming import names_of_uw71
 from evaluation.color.palette import load_uw71
 from evaluation.pipeline import runs
-from storage import utcnow
+from storage import iso, utcnow
 from tests.study_data import CFG, MODELS, RUN, populate, sources, sparse_distribution, truth_source
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -1053,3 +1053,28 @@ def test_a_closed_study_hands_its_trials_to_nobody_and_keeps_its_judgments(setup
         assert (closed["id"], closed["name"], closed["done"]) == (new, "pilot", done)
         assert closed["closed"] == study.closed_studies(db)[str(new)]["closed"]
     assert done > 0
+
+
+def test_a_votes_time_is_counted_from_no_earlier_than_its_trial_was_first_shown(setup):
+    """An API client sent the first trial's ``shown_at`` with the second trial's vote, and
+    2.0 s were stored for a trial on screen 0.3 s (outside probe 198): the time was bounded
+    only by when the batch was handed out."""
+    db, data_dir, truths = setup
+    _study(db, data_dir, truths, n_concepts=5)
+    (actor,) = _participants(db, 1)
+    t0 = utcnow()
+    first = judging.next_trial(db, actor, np.random.default_rng(0), now=t0)
+    at = t0 + dt.timedelta(seconds=1.7)
+    judging.record_judgment(
+        db, actor, first.task_id, "left", judging.seconds_on_trial(db, actor, first.task_id, iso(t0), now=at)
+    )
+    second = judging.next_trial(db, actor, np.random.default_rng(0), now=at)
+    assert second.task_id != first.task_id
+    # Shown again (a reload) later: it was first shown at `at`
+    again = judging.next_trial(db, actor, np.random.default_rng(0), now=at + dt.timedelta(seconds=0.2))
+    assert again.task_id == second.task_id
+    later = at + dt.timedelta(seconds=0.3)
+    assert judging.seconds_on_trial(db, actor, second.task_id, iso(t0), now=later) == pytest.approx(0.3)
+    # A later shown_at (the page's own, given after the server's) still shortens it
+    assert judging.seconds_on_trial(db, actor, second.task_id, iso(later), now=later) == 0.0
+    assert judging.seconds_on_trial(db, actor, first.task_id, iso(t0), now=later) == pytest.approx(2.0)
