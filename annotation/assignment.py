@@ -441,6 +441,24 @@ def checks_due(share: float, trial: int, annotator_id: int, study_id: int) -> in
     return run + int(place <= t)
 
 
+def fewest_checks(share: float, trials: int) -> int:
+    """The fewest attention checks anyone meets in their first `trials` trials at `share`
+    (`checks_due`): one in each run of trials that ends within them (the place of the check
+    in a run that has not ended is drawn per person).
+
+    Examples
+    --------
+    >>> fewest_checks(0.2, 8), fewest_checks(0.2, 10), fewest_checks(0.0, 8)
+    (1, 2, 0)
+    """
+    if share <= 0:
+        return 0
+    runs = 0
+    while np.floor((runs + 1) / share) <= trials:
+        runs += 1
+    return runs
+
+
 def check_share(rate: float, trials: int) -> float:
     """The share of attention checks a participant asked for `trials` trials of a study meets:
     the design's `rate`, or one check in their trials when they take fewer than ``1 / rate``
@@ -531,9 +549,18 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int, now: dt.da
     return picked
 
 
-def _shares(db) -> tuple[dict[int, float], dict[int, int]]:
-    """Per frozen study: the share of a person's trials that are attention checks, and the
-    trials it asks of a person (its ``trials_per_participant``, at most its pairs)."""
+def trials_asked(db: sqlite_utils.Database, study_id: int) -> tuple[float, int]:
+    """The share of a person's trials in study `study_id` that are attention checks, and
+    the trials it asks of a person (``trials_per_participant``, at most its pairs); a study
+    without pairs asks none."""
+    share, cap = _shares(db, study_id)
+    return share.get(study_id, 0.0), cap.get(study_id, 0)
+
+
+def _shares(db, study_id: int | None = None) -> tuple[dict[int, float], dict[int, int]]:
+    """Per frozen study (or study `study_id`, frozen or not): the share of a person's
+    trials that are attention checks, and the trials it asks of a person (its
+    ``trials_per_participant``, at most its pairs)."""
     # The runs follow the design's share (runs of exactly 10 at 10 %), not the share its
     # rounded count of checks gives (0.1007: runs of 9 and 10, so two checks could meet at
     # trials 9 and 10, which an outside check read as two in ten).
@@ -541,7 +568,10 @@ def _shares(db) -> tuple[dict[int, float], dict[int, int]]:
     for study, total, checks, rate, asked in db.execute(
         f"select p.study_id, count(*), sum({IS_CHECK}), json_extract(s.meta, '$.attention_rate'), "
         "json_extract(s.meta, '$.trials_per_participant') from study_pairs p join studies s on "
-        "s.id = p.study_id where s.frozen is not null group by p.study_id"
+        "s.id = p.study_id where "
+        + ("s.frozen is not null" if study_id is None else "s.id = ?")
+        + " group by p.study_id",
+        [] if study_id is None else [study_id],
     ):
         cap[study] = total if asked is None else min(total, asked)
         share[study] = study_check_share(rate, checks, total, cap[study])

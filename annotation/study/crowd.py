@@ -37,17 +37,17 @@ researchers and admins in the payment table, and never in the votes export.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import secrets
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pandas as pd
 import sqlite_utils
 
-from annotation import audit
+from annotation import assignment, audit
 from annotation.errors import (
     Conflict,
     InvalidInput,
@@ -587,12 +587,7 @@ def _restart(
 ) -> Joined:
     """Take back a person the organisers let start again (`let_start_again`), as a newcomer
     is taken: the link open and a place free; with the platform ids of this visit."""
-    judged = db.execute(
-        "select count(*) from judgments j join study_pairs p on p.id = j.pair_id "
-        "where p.study_id = ? and j.participant_id = ?",
-        [link["study_id"], person["annotator_id"]],
-    ).fetchone()[0]
-    _check_open(db, link, now, judged=judged)
+    _check_open(db, link, now, person=person["annotator_id"])
     update_rows(
         db,
         "crowd_participants",
@@ -618,9 +613,9 @@ def _signed_in_again(db, link: dict, person: dict, session_days: float, now: dt.
     return Joined(session, True, _state(link, person))
 
 
-def _check_open(db, link: dict, now: dt.datetime, judged: int = 0) -> None:
-    """Refuse a newcomer to `link` when it is closed, ended or full; `judged`: the trials of
-    the study a person taken back (`_restart`) judged before, which they are not asked again."""
+def _check_open(db, link: dict, now: dt.datetime, person: int | None = None) -> None:
+    """Refuse a newcomer to `link` when it is closed, ended or full; `person`: the annotator
+    id of a person taken back (`_restart`), who is not asked again for what they judged."""
     if link["closed"]:
         # A link closed alone said "this study is closed" while the study's other links took
         # people (outside probe 162).
@@ -643,57 +638,92 @@ def _check_open(db, link: dict, now: dt.datetime, judged: int = 0) -> None:
             + ("its one place is taken" if link["quota"] == 1 else f"all {link['quota']} places are taken")
             + "; please return it on the platform"
         )
-    left, asked, needed = votes_left(db, link["study_id"], now=now)
-    asked = max(0, asked - judged)
-    if left < asked:
+    room = votes_left(db, link["study_id"], now=now, person=person)
+    if room.left < room.asked:
         # It said "its pairs have all the votes they need" with votes still open (an outside
         # check): the last few are fewer than one person's trials, for an invited participant.
+        beside = ", not counting attention checks" if room.share > 0 else ""
         raise LinkClosed(
             "this study is full: its pairs have all the votes they need; please return it on the platform"
-            if needed <= 0
+            if room.needed <= 0
             else "this study is full: the votes its pairs still need are owed to the people already in "
             "it; please return it on the platform"
-            if left <= 0
-            else f"this study has fewer trials left ({left}) than one person takes ({asked}); please "
-            "return it on the platform"
+            if room.left <= 0
+            else f"this study has fewer trials left ({room.left}) than one person takes ({room.asked}{beside}); "
+            "please return it on the platform"
         )
 
 
-def votes_left(
-    db: sqlite_utils.Database, study_id: int, *, now: dt.datetime | None = None
-) -> tuple[int, int, int]:
-    """``(left, asked, needed)``: the votes the study still wants beyond those owed to the
-    people already in it, one person's trials, and the votes its pairs still need. One more
-    person may join while ``left`` covers ``asked``.
+class Room(NamedTuple):
+    """What a study's model pairs can still take (`votes_left`)."""
 
-    The votes its pairs still need (``votes_per_pair`` less the votes cast, per pair) less
-    those owed to the people already in (what they were asked, ``trials_per_participant``
-    at most its pairs, and have not judged) must cover one person's trials; otherwise a
-    newcomer would agree, start the clock and find no trial. The people already in are
-    those of its links who are active and the invited participants who hold trials now, of
-    any study (they judge every open study; an outside check's five newcomers took the
-    trials of two invitees part-way, whose "Trial 2 of 20" became "of 10"); an invitee whose
-    held trials ran out (`annotation.assignment.RESERVATION_MINUTES` after they were handed
-    out) no longer holds a share. The last votes, fewer than one person's trials, are for an invited participant
+    left: int
+    """Votes its model pairs still need beyond those owed to the people already in it."""
+    asked: int
+    """Model-pair trials one more person is asked for (their trials less the attention checks
+    they meet at the fewest)."""
+    needed: int
+    """Votes its model pairs still need."""
+    share: float
+    """The share of a person's trials that are attention checks."""
+
+
+def votes_left(
+    db: sqlite_utils.Database, study_id: int, *, now: dt.datetime | None = None, person: int | None = None
+) -> Room:
+    """What the study's model pairs can still take; one more person may join while
+    ``left`` covers ``asked``.
+
+    The votes its model pairs still need (``votes_per_pair`` less the votes cast, per pair)
+    less those owed to the people already in (the model-pair trials they were asked, their
+    ``trials_per_participant`` at most its pairs less the attention checks due in them, and
+    have not judged) must cover one more person's model-pair trials; otherwise a newcomer
+    would agree, start the clock and find no trial. Attention checks take any number of
+    answers and are counted on neither side: counting them as pairs of ``votes_per_pair``
+    turned a newcomer away, with every model pair's votes cast, for "fewer trials left (2)"
+    (outside probe 198). A newcomer meets the fewest checks their trials can hold
+    (`annotation.assignment.fewest_checks`), so that no place is given that could fall one
+    trial short; `person`, taken back (`_restart`), is asked for what they have not judged.
+
+    The people already in are those of its links who are active and the invited
+    participants who hold trials now, of any study (they judge every open study; an outside
+    check's five newcomers took the trials of two invitees part-way, whose "Trial 2 of 20"
+    became "of 10"); an invitee whose held trials ran out
+    (`annotation.assignment.RESERVATION_MINUTES` after they were handed out) no longer holds a
+    share. The last votes, fewer than one person's trials, are for an invited participant
     (docs/crowd.md).
     """
     study = db["studies"].get(study_id)
-    pairs, wanted = db.execute(
-        "select count(*), coalesce(sum(max(0, ? - (select count(*) from judgments j where j.pair_id = p.id))), 0) "
-        "from study_pairs p where p.study_id = ?",
+    share, asked = assignment.trials_asked(db, study_id)
+    (needed,) = db.execute(
+        "select coalesce(sum(max(0, ? - (select count(*) from judgments j where j.pair_id = p.id))), 0) "
+        f"from study_pairs p where p.study_id = ? and not {assignment.IS_CHECK}",
         [study["votes_per_pair"], study_id],
     ).fetchone()
-    asked = min(json.loads(study["meta"])["trials_per_participant"], pairs)
-    people, done = db.execute(
-        "select count(*), coalesce(sum(min(:asked, (select count(*) from judgments j join study_pairs p on "
-        "p.id = j.pair_id where p.study_id = :s and j.participant_id = a.id))), 0) from ("
-        "select c.annotator_id as id from crowd_participants c join crowd_links l on l.id = c.link_id "
-        "where l.study_id = :s and c.status = 'active' union select t.annotator_id from tasks t "
-        "where t.kind = 'judgment' and t.status = 'reserved' and t.expires > :now and not exists "
+    judged = (
+        "(select count(*) from judgments j join study_pairs p on p.id = j.pair_id where p.study_id = :s "
+        f"and j.participant_id = a.id and not {assignment.IS_CHECK})"
+    )
+    people = db.execute(
+        f"select a.id, {judged} from (select c.annotator_id as id from crowd_participants c join crowd_links l "
+        "on l.id = c.link_id where l.study_id = :s and c.status = 'active' union select t.annotator_id from "
+        "tasks t where t.kind = 'judgment' and t.status = 'reserved' and t.expires > :now and not exists "
         "(select 1 from crowd_participants c where c.annotator_id = t.annotator_id)) a",
-        {"s": study_id, "asked": asked, "now": iso(utcnow() if now is None else now)},
-    ).fetchone()
-    return int(wanted - (people * asked - done)), int(asked), int(wanted)
+        {"s": study_id, "now": iso(utcnow() if now is None else now)},
+    ).fetchall()
+
+    def model_trials(annotator_id: int) -> int:
+        return asked - assignment.checks_due(share, asked, annotator_id, study_id)
+
+    owed = sum(max(0, model_trials(who) - done) for who, done in people)
+    if person is None:
+        mine = asked - assignment.fewest_checks(share, asked)
+    else:
+        done = db.execute(
+            f"select {judged} from (select :a as id) a", {"s": study_id, "a": person}
+        ).fetchone()[0]
+        mine = max(0, model_trials(person) - done)
+    return Room(int(needed - owed), int(mine), int(needed), share)
 
 
 def one_param(params: Mapping[str, str | list[str]], name: str) -> str | None:

@@ -289,9 +289,10 @@ def test_closing_a_crowd_persons_account_frees_their_place_and_they_cannot_come_
 
 
 def test_a_newcomer_is_refused_once_the_pairs_votes_are_spoken_for(setup):
-    """10 pairs (9 and a check) of 6 votes each want 60 votes; each person is asked for 10:
-    six people can be given their trials, a seventh would find none, so places beyond the
-    study's votes are refused before anyone agrees and starts the clock."""
+    """9 model pairs of 6 votes each want 54 votes; each person is asked for 10 trials, 9 of
+    them model pairs beside one attention check: six people can be given their trials, a
+    seventh would find none, so places beyond the study's votes are refused before anyone
+    agrees and starts the clock."""
     db, study_id = setup
     assert db["studies"].get(study_id)["votes_per_pair"] == 6
     link, token = _link(db, study_id, quota=100)
@@ -308,11 +309,15 @@ def test_a_newcomer_is_refused_once_the_pairs_votes_are_spoken_for(setup):
     crowd.mark_returned(db, link["id"], "pid-1", ADMIN, now=T0)  # their 10 votes are wanted again
     assert not _join(db, token, "pid-6").resumed
     assert _join(db, token, "pid-2").resumed  # someone already in always comes back
-    # Someone who leaves after 3 of their 10 trials frees 7 votes, fewer than one person's 10:
-    # the refusal says so (it said the pairs had all their votes, with 7 still open).
+    # Someone who leaves after 3 of their 10 trials (one of them their check) frees 6 votes,
+    # fewer than one person's 9 beside their check: the refusal says so (it said the pairs had
+    # all their votes, with 7 still open).
     assert _judge(db, people[3], 3) == 3
     crowd.mark_returned(db, link["id"], "pid-3", ADMIN, now=T0)
-    with pytest.raises(crowd.LinkClosed, match=r"has fewer trials left \(7\) than one person takes \(10\)"):
+    with pytest.raises(
+        crowd.LinkClosed,
+        match=r"has fewer trials left \(6\) than one person takes \(9, not counting attention checks\)",
+    ):
         _join(db, token, "pid-7")
     for person in [*people[2:3], *people[4:], _actor(db, _join(db, token, "pid-6"))]:
         assert _judge(db, person, 10) == 10
@@ -323,23 +328,64 @@ def test_a_newcomer_is_refused_once_the_pairs_votes_are_spoken_for(setup):
         _join(db, token, "pid-8")
 
 
+def test_attention_checks_are_not_counted_as_votes_a_newcomer_could_give(db, tmp_path):
+    """With every model pair's votes cast, a newcomer read "fewer trials left (2) than one
+    person takes (8)": the check pairs, which take any number of answers, were counted as
+    pairs still wanting ``votes_per_pair`` votes each (outside probe 198)."""
+    data_dir = tmp_path / "data"
+    truths, _ = populate(db, data_dir, 6, np.random.default_rng(0))
+    study_id = study.create_study(
+        db,
+        "checks",
+        sources(),
+        truth_source(data_dir, truths),
+        seed=198,
+        n_concepts=4,
+        votes_per_pair=3,
+        attention_rate=0.2,
+        trials_per_participant=8,
+    )
+    study.open_study(db, study_id, ADMIN)
+    _, token = _link(db, study_id, quota=100)
+    # 12 model pairs of 3 votes; 8 trials hold one run of 5 and its check, and maybe a second
+    assert crowd.votes_left(db, study_id) == (36, 7, 36, 0.2)
+    while crowd.votes_left(db, study_id).needed > 0:
+        assert _judge(db, _invitee(db), 8) > 0
+    answers = [
+        n
+        for (n,) in db.execute(
+            f"select (select count(*) from judgments j where j.pair_id = p.id) from study_pairs p "
+            f"where p.study_id = ? and {assignment.IS_CHECK}",
+            [study_id],
+        )
+    ]
+    assert len(answers) == 3 and min(answers) < 3, answers  # a check pair short of 3 answers
+    before = _dump(db)
+    with pytest.raises(
+        crowd.LinkClosed, match=r"^this study is full: its pairs have all the votes they need; please return"
+    ):
+        _join(db, token, "pid-late")
+    assert _dump(db) == before
+
+
 def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup):
     """An outside check: five crowd newcomers took the trials of two invited participants
     part-way through, whose "Trial 2 of 20" became "of 10". An invitee who holds trials of
     the study is one of the people already in; once their held trials ran out, not."""
     db, study_id = setup
     _, token = _link(db, study_id, quota=100)
-    assert crowd.votes_left(db, study_id) == (60, 10, 60)  # six people's trials
+    # six people's trials: 54 model votes, 9 model pairs in each person's 10 trials
+    assert crowd.votes_left(db, study_id) == (54, 9, 54, 0.1)
     invitee = _invitee(db)
     judging.set_background(db, invitee, True)
     assert judging.next_trial(db, invitee, np.random.default_rng(0)) is not None  # holds their batch
-    assert crowd.votes_left(db, study_id) == (50, 10, 60)
+    assert crowd.votes_left(db, study_id) == (45, 9, 54, 0.1)
     newcomers = [_actor(db, _join(db, token, f"pid-{i}")) for i in range(5)]
     with pytest.raises(crowd.LinkClosed, match="owed to the people already in it"):
         _join(db, token, "pid-5")
     # An invitee who stopped part-way holds a share only while their held trials last.
     later = utcnow() + dt.timedelta(minutes=assignment.RESERVATION_MINUTES + 1)
-    assert crowd.votes_left(db, study_id, now=later) == (10, 10, 60)
+    assert crowd.votes_left(db, study_id, now=later) == (9, 9, 54, 0.1)
     # Nothing was taken from the invitee: each of their 10 trials comes, and the newcomers' too.
     assert _judge(db, invitee, 10) == 10 and judging.progress(db, invitee) == (10, 10)
     assert [_judge(db, person, 10) for person in newcomers] == [10] * 5
@@ -352,7 +398,7 @@ def test_people_let_in_by_a_link_keep_their_share_from_an_invitee_arriving_befor
     db, study_id = setup
     _, token = _link(db, study_id)
     waiting = [_actor(db, _join(db, token, f"pid-{i}")) for i in range(5)]  # at the consent text
-    assert crowd.votes_left(db, study_id) == (10, 10, 60)
+    assert crowd.votes_left(db, study_id) == (9, 9, 54, 0.1)
     early = _invitee(db)
     assert _judge(db, early, 10) == 10  # the study's spare votes (one person's trials)
     late = _invitee(db)
@@ -415,7 +461,7 @@ def test_an_invitee_holding_trials_of_another_study_keeps_their_share_of_this_on
             "select p.study_id from tasks t join study_pairs p on p.id = t.pair_id where t.status = 'reserved'"
         )
     }
-    assert [crowd.votes_left(db, study_id) for study_id in ids] == [(50, 10, 60)] * 2, held
+    assert [crowd.votes_left(db, study_id) for study_id in ids] == [(45, 9, 54, 0.1)] * 2, held
 
 
 def test_a_person_whose_check_falls_on_their_last_trial_meets_it_and_completes(setup):
