@@ -401,13 +401,9 @@ class ExpertTab(Tab):
             text = escape(waiting[0] if waiting else "No review has all its votes yet.")
             return self.named(table5=[], summary=text, raters=[])
         # Discarded by the votes, as the paper's Table 5 counts; an admin's reinstatement (or a
-        # withdrawal) since changes what is excluded now, which the list below shows.
-        excluded = len(votes.excluded_colorings(db))
-        now = (
-            f" (**{excluded}** excluded now: reinstated by the admin or withdrawn since)"
-            if excluded != summary.n_discarded
-            else ""
-        )
+        # withdrawal) since changes what is out of the data set now.
+        out, changed = votes.out_now(db)
+        now = f" (**{out}** excluded now: reinstated by the admin or withdrawn since)" if changed else ""
         text = (
             f"**{summary.n_colorings}** {'coloring' if summary.n_colorings == 1 else 'colorings'} "
             f"reviewed, **{summary.n_discarded}** discarded by the votes{now}. Mean observed agreement P̄ = **{summary.mean_observed_agreement:.3f}**; "

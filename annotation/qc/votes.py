@@ -313,6 +313,20 @@ def excluded_colorings(db: sqlite_utils.Database) -> list[dict]:
     )
 
 
+def out_now(db: sqlite_utils.Database) -> tuple[int, bool]:
+    """How many colorings whose review the votes decided are out of the data set now
+    (``excluded``, or ``withdrawn`` by their designer since), and whether that set differs
+    from the one the votes discarded (their majority Inconsistent): an admin's reinstatement
+    or a withdrawal changed it. A coloring withdrawn after its review was decided was
+    counted nowhere (outside probe 197)."""
+    rows = db.execute(
+        "select c.status in ('excluded', 'withdrawn'), sum(v.vote = 'inconsistent') > sum(v.vote = "
+        "'consistent') from reviews r join colorings c on c.id = r.coloring_id join qc_votes v on "
+        "v.coloring_id = r.coloring_id where r.status = 'decided' and c.practice = 0 group by r.coloring_id"
+    ).fetchall()
+    return sum(out for out, _ in rows), any(bool(out) != bool(discarded) for out, discarded in rows)
+
+
 def votes_left_out(db: sqlite_utils.Database) -> int:
     """Votes on reviews a withdrawal closed while they were open
     (`annotation.coloring.withdrawal.mark_withdrawn`): `vote_matrix` takes decided reviews

@@ -197,6 +197,12 @@ def test_an_expert_reviews_ranks_votes_and_the_admin_reinstates(study):
         "with all its votes." in summary
     )
     assert sorted(r[1] for r in raters["data"]) == [1, 1, 1]  # the decided review's votes alone
+    # The reinstated coloring withdrawn by its designer is out again, as the votes left it: the
+    # line counted excluded colorings alone and said "0 excluded now" (outside probe 197).
+    [maker] = _rows(study["config"], f"select annotator_id from colorings where id = {castle[4]}")
+    client.predict(admin, maker["annotator_id"], "asked by email", api_name="/admin_withdraw")
+    _, summary, _ = client.predict(experts[0], api_name="/expert_statistics")
+    assert "**1** coloring reviewed, **1** discarded by the votes. Mean" in summary, summary
 
 
 def test_expert_endpoints_refuse_a_designer_and_write_nothing(study):

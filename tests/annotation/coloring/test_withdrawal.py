@@ -103,3 +103,26 @@ def test_a_refused_withdrawal_changes_nothing(store, who, why, error, message):
     with pytest.raises(error, match=message):
         withdraw_colorings(db, target, caller, why)
     assert _rows(db) == before
+
+
+def test_a_coloring_withdrawn_after_its_vote_decided_counts_as_out_of_the_data_set_now(store):
+    """The Statistics line's "excluded now" counted excluded colorings alone: one withdrawn
+    after the votes kept it left the line as before (outside probe 197)."""
+    db, data = store
+    leaving, staying = people(db, 2, "designer")
+    kept = add_coloring(db, data, leaving, "apple", (200, 20, 30))
+    dropped = add_coloring(db, data, staying, "apple", (30, 160, 40))
+    review.open_reviews(db, ADMIN, [kept, dropped], reason="test")
+    verdicts = {kept: [True, True, False], dropped: [False, False, True]}
+    for n, expert in enumerate(actor(db, e) for e in people(db, 3, "expert")):
+        while items := votes.vote_queue(db, expert, np.random.default_rng(n), batch_size=5):
+            votes.cast_vote(db, expert, items[0].task_id, verdicts[items[0].coloring_id][n])
+    assert {r["coloring_id"]: r["status"] for r in db["reviews"].rows} == {
+        kept: "decided",
+        dropped: "decided",
+    }
+    assert votes.out_now(db) == (1, False)  # the one the votes discarded
+    withdraw_colorings(db, leaving, ADMIN, "asked by email")
+    assert votes.out_now(db) == (2, True)
+    withdraw_colorings(db, staying, ADMIN, "asked by email")
+    assert votes.out_now(db) == (2, True)
