@@ -129,21 +129,26 @@ def pooled_cfg(choice: str | float) -> bool:
 
 
 def resolve_cfg(frame: pd.DataFrame, choice: str | float) -> dict[str, float]:
-    """`choice` (`RECOMMENDED` or one scale, see `parse_cfg`) as one guidance scale per model of `frame`."""
+    """`choice` (`RECOMMENDED` or one scale, see `parse_cfg`) as one guidance scale per model
+    of `frame`: the stored scale nearest the number, within `numpy.isclose`'s tolerance (a
+    typed 2.0000001 is the stored 2; taken as typed, the tables were labelled 2.0000001 and the
+    leaderboard's merge of them failed with a pandas message, outside probe 199)."""
     value = parse_cfg(choice)
     if value == RECOMMENDED:
         return recommended_cfg(frame)
-    scales = frame.groupby("model")["cfg"].unique()
-    missing = {
-        model: sorted(float(s) for s in stored)
-        for model, stored in scales.items()
-        if not np.isclose(stored.astype(float), value).any()
-    }
+    chosen, missing = {}, {}
+    for model, stored in frame.groupby("model")["cfg"].unique().items():
+        scales = np.sort(stored.astype(float))
+        near = scales[np.isclose(scales, value)]
+        if near.size:
+            chosen[model] = float(near[np.argmin(np.abs(near - value))])
+        else:
+            missing[model] = scales.tolist()
     if missing:
         raise ValueError(
             f"`cfg` {value:g} is not a stored guidance scale of every model; stored scales: {missing}"
         )
-    return dict.fromkeys(scales.index, value)
+    return chosen
 
 
 @dataclass(frozen=True)

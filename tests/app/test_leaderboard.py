@@ -249,6 +249,12 @@ def test_a_scale_no_model_has_is_a_clear_error(tmp_path):
             match=r"`cfg` 3 is not a stored guidance scale of every model; stored scales: \{'m-grey': \[2.0, 4.0, 6.0\]",
         ):
             client.predict(researcher, "lab", "3", "ratio_of_means", *BOOT, api_name="/leaderboard_show")
+        # A hair off a stored scale is that scale (it failed with a pandas merge message: outside probe 199)
+        hair, exact = (
+            client.predict(researcher, "lab", cfg, "ratio_of_means", *BOOT, api_name="/leaderboard_show")
+            for cfg in ("4.0000001", "4")
+        )
+        assert hair[1] == exact[1] and "m-grey" in hair[1]
         with pytest.raises(AppError, match=r"must be one of .*, got 'median'; nothing was changed"):
             client.predict(researcher, "lab", "4", "median", *BOOT, api_name="/leaderboard_show")
         for cfg in ("abc", "-1", "nan"):

@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 import sqlite_utils
 from numpy.testing import assert_allclose
+from pandas.testing import assert_frame_equal
 
 import storage
 from evaluation.analysis.results import (
@@ -229,6 +230,21 @@ def test_recommended_scale_is_the_lower_middle_and_a_missing_scale_is_an_error(s
         match=r"^`cfg` must be 'recommended', 'mean' \(over every scale\) or a guidance scale, got 'abc'$",
     ):
         analyses(runs.model_distributions(db), HUMAN, CONCEPTS, cfg="abc")
+
+
+def test_a_scale_typed_a_hair_off_a_stored_one_is_the_stored_one(stored):
+    """A typed 2.0000001 was accepted as typed: the tables were labelled with it and the
+    leaderboard failed with a pandas merge message (outside probe 199)."""
+    db, _ = stored
+    rows = runs.model_distributions(db)
+    assert resolve_cfg(pd.DataFrame({"model": ["a", "a"], "cfg": [5.0, 7.5]}), "5.0000001") == {"a": 5.0}
+    typed, exact = (analyses(rows, HUMAN, CONCEPTS, cfg=cfg, resampling=None) for cfg in ("5.0000001", 5.0))
+    assert typed.cfg == exact.cfg == {"m-green": 5.0, "m-red": 5.0}
+    assert_frame_equal(typed.table1.values, exact.table1.values)
+    assert_frame_equal(typed.metrics, exact.metrics)
+    # The CSVs say the scale used (python -m evaluation score wrote the typed 5.0000001)
+    written = with_provenance(typed.table1.to_csv_frame(), typed, "lab")
+    assert set(written["cfg"]) == {5.0} and set(written["runs"]) == {"grid"}
 
 
 def test_mean_pools_each_concept_over_its_scales_for_tables_1_and_2(stored):
