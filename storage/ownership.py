@@ -141,7 +141,9 @@ def foreign_refusal(
 def claimed_by_another(data_dir: str | Path, *db_files: str | Path) -> str | None:
     """Why the data folder `data_dir` is the folder of none of the databases `db_files`: its
     `OWNER_FILE` names another one (a restore over `db_files[0]` of a backup of `db_files[1]`
-    may use the folder of either); None when it names one of them or is not there.
+    may use the folder of either), or a copy of them, a file other than `db_files[0]` still
+    there with the same instance (`_another_copy`); None when it names one of them or is not
+    there.
 
     Raises
     ------
@@ -149,9 +151,15 @@ def claimed_by_another(data_dir: str | Path, *db_files: str | Path) -> str | Non
         If `OWNER_FILE` cannot be read (`owner`).
     """
     found = owner(data_dir) if Path(data_dir).is_dir() else None
-    if found is None or found["instance"] in {instance_of(f) for f in db_files}:
+    if found is None:
         return None
-    return _held_by(data_dir, found)
+    if found["instance"] not in {instance_of(f) for f in db_files}:
+        return _held_by(data_dir, found)
+    if db_files and _another_copy(found, db_files[0], Path(data_dir)):
+        # A restore over the original, given its restored copy's folder, made the folder the
+        # original's, and the copy could not start again (outside probe 200).
+        return f"{_held_by(data_dir, found)}, a copy of the same study restored or copied elsewhere"
+    return None
 
 
 def _another_copy(found: dict, db_file: str | Path, root: Path) -> bool:
@@ -160,14 +168,15 @@ def _another_copy(found: dict, db_file: str | Path, root: Path) -> bool:
     the instance, and a command of the original on the copy's folder wrote files there that
     the copy's next start set aside (outside probe 196). A database moved away from the path
     recorded is still the folder's; an owner file that names another folder came with a copy
-    of the folder (a study copied whole), and names no database of this one."""
+    of the folder (a study copied whole), and names no database of this one. A `db_file` not
+    there yet (a restore into a new place) is not the recorded file."""
     if found.get("folder") != os.path.realpath(root):
         return False
     recorded = Path(found["database"])
-    try:
-        same = os.path.samefile(recorded, db_file)
-    except OSError:  # the recorded file is gone: moved
+    if not recorded.is_file():  # the recorded file is gone: moved
         return False
+    # `db_file` not there yet (a restore into a new place): the recorded one is another file
+    same = Path(db_file).exists() and os.path.samefile(recorded, db_file)
     return not same and instance_of(recorded) == found["instance"]
 
 

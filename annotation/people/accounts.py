@@ -72,6 +72,12 @@ END_REASONS = {
     "on the Start tab",
 }
 """Why a session ended (the ``sessions.end_reason`` values), as `require` says it."""
+UNKNOWN_SESSION = (
+    f"{_ENDED}: this server has no record of it (one opened after the backup that a restore of "
+    "the study brought back, say); open your invite link again, or, as the admin, sign in with "
+    "the password on the Start tab"
+)
+"""What `require` says of a session token that no session has."""
 
 
 @dataclass(frozen=True)
@@ -411,7 +417,8 @@ def require(
 def _session_actor(db, token_hash: str, now: dt.datetime) -> Actor:
     rows = list(db["sessions"].rows_where("token_hash = ?", [token_hash]))
     if not rows:
-        raise InvalidToken(f"{_ENDED}; open your invite link again")
+        # The admin read "open your invite link again" after a restore (outside probe 200)
+        raise InvalidToken(UNKNOWN_SESSION)
     session = rows[0]
     if session["revoked"]:
         if session["annotator_id"] is None:  # the admin has a password, not an invite link

@@ -1208,6 +1208,7 @@ def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_th
     passwords.set_admin_password(db, "the-new-admin-password")
     accounts.logout(db, other_session.token)
     accounts.create_annotators(db, 1, "expert")
+    since = passwords.login_admin(db, "the-new-admin-password")  # unknown to the backup
     counts = {t: db[t].count for t in ("annotators", "invites")}
     db.close()
 
@@ -1226,7 +1227,7 @@ def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_th
     assert (
         f"annotators {counts['annotators']} (now {counts['annotators'] - 1})" in taken
         and f"invites {counts['invites']} (now {counts['invites'] - 1})" in taken
-        and "sessions" not in taken  # ended, not removed
+        and "sessions 4 (now 3)" in taken  # the admin's since alone: the others ended, not removed
     ), taken
     assert taken.endswith(f"; they stay in {next(data.glob('colorconcept.sqlite.before-restore-*'))}")
     assert (
@@ -1237,6 +1238,14 @@ def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_th
     for token in (session.token, other_session.token, admin.token):
         with pytest.raises(AnnotationError):
             accounts.require(db, token, "designer", "admin")
+    # A session the backup does not know: the admin was told to open an invite link (outside probe 200)
+    with pytest.raises(AnnotationError) as unknown:
+        accounts.require(db, since.token, "admin")
+    assert str(unknown.value) == (
+        "your session is not valid any more: this server has no record of it (one opened after the backup "
+        "that a restore of the study brought back, say); open your invite link again, or, as the admin, "
+        "sign in with the password on the Start tab"
+    )
     with pytest.raises(AnnotationError):
         accounts.login_with_invite(db, link)
     with pytest.raises(AnnotationError):
@@ -1528,6 +1537,20 @@ def test_a_command_on_another_studys_data_folder_is_refused_and_a_restore_takes_
         "folder (--data-dir), or that database (--db); nothing was changed"
     )
     assert ownership.foreign_refusal(b_file, b_data) is None
+    # Nor does a restore over B take the copy's folder, or a restore into a new place B's: the
+    # copy could not start again (outside probe 200).
+    owners = {folder: (folder / ownership.OWNER_FILE).read_bytes() for folder in (b_data, c_data)}
+    for target, folder, holder in ((b_file, c_data, c_file), (tmp_path / "d.sqlite", b_data, b_file)):
+        with pytest.raises(
+            backup.BackupError,
+            match=rf"^the data folder '{re.escape(str(folder))}' holds the files of another database \(instance "
+            rf"{b_instance}, last started from '{re.escape(str(holder.resolve()))}'\), a copy of the same study "
+            r"restored or copied elsewhere, neither the database restored over \(.*\) nor the backup's: give the "
+            r"data folder of this study \(--data-dir\); nothing was restored$",
+        ):
+            backup.restore(tmp_path / "b-backup", target, folder)
+    assert {folder: (folder / ownership.OWNER_FILE).read_bytes() for folder in owners} == owners
+    assert not (tmp_path / "d.sqlite").exists() and ownership.foreign_refusal(c_file, c_data) is None
     # Moved from where it was restored, the copy's folder is still its own.
     c_file.rename(tmp_path / "c-moved.sqlite")
     assert ownership.foreign_refusal(tmp_path / "c-moved.sqlite", c_data) is None
