@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ from storage import (
 )
 from storage.files import file_in_the_way
 from storage.schema import MIGRATIONS
-from storage.shown import counted
+from storage.shown import counted, shown
 
 #: Who the audit log names for what a command does.
 COMMAND_LINE = Actor(None, "admin (command line)", frozenset({"admin"}))
@@ -98,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     erase.add_argument("who", help="their pseudonym (P0016) or their platform id")
     erase.add_argument(
-        "--link", type=int, default=None, help="the study link, when the id joined more than one"
+        "--link", type=_an_id, default=None, help="the study link, when the id joined more than one"
     )
     erase.add_argument("--why", required=True, help="whose request this is (goes to the audit log)")
     which = erase.add_mutually_exclusive_group()
@@ -114,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         "links close (its judgments stay); a closed study is not opened again",
         **shared,
     )
-    close.add_argument("study", type=int, help="the study's id (the Study tab's list)")
+    close.add_argument("study", type=_an_id, help="the study's id (the Study tab's list)")
     close.add_argument("--why", required=True, help="why it is closed (goes to the audit log)")
     save = commands.add_parser(
         "backup",
@@ -231,6 +232,14 @@ def _inside_data_folder(folder: str, data_dir: str) -> str | None:
     return None
 
 
+def _an_id(text: str) -> int:
+    """An id typed on the command line: a whole number of at most 18 digits, as the app takes
+    ids (a 23-digit one ended in SQLite's OverflowError traceback: outside probe 200)."""
+    if not re.fullmatch(r"\s*\+?\d{1,18}\s*", text, re.ASCII):
+        raise argparse.ArgumentTypeError(f"must be a whole number of at most 18 digits, got {shown(text)}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -260,13 +269,28 @@ def _command(args: argparse.Namespace) -> int:
         print(f"error: {why}", file=sys.stderr)
         return 2
     if (
-        args.command in ("export", "check-distributions", "backup", "erase-platform-ids", "close-study")
+        args.command
+        in (
+            "export",
+            "check-distributions",
+            "backup",
+            "erase-platform-ids",
+            "close-study",
+            "set-admin-password",
+        )
         and not Path(args.db).is_file()
     ):
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
         return 2
     if refusal := db_path_refusal(args.db):
         print(f"error: {refusal}", file=sys.stderr)
+        return 2
+    if args.command in ("export", "backup", "check-distributions") and not Path(args.data_dir).is_dir():
+        # An export wrote its folder with every image missing (outside probe 200)
+        print(
+            f"error: --data-dir {args.data_dir!r} does not exist; give the study's data folder (the app's --data-dir)",
+            file=sys.stderr,
+        )
         return 2
     if args.command in ("export", "check-distributions", "backup") and (
         refusal := ownership.foreign_refusal(args.db, args.data_dir, args.command)

@@ -563,3 +563,39 @@ def test_the_command_line_refuses_a_db_that_is_not_sqlite_and_writes_nothing_bes
     )
     assert capsys.readouterr().err == f"error: --db {str(png)!r} is not an SQLite database\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notdb.png"]
+
+
+def test_the_command_line_refuses_a_mistyped_path_or_id_and_writes_nothing(tmp_path, db, capsys):
+    """Outside probe 200: `set-admin-password` with a mistyped --db made a new database and
+    said "admin password changed"; an export with a data folder that does not exist wrote
+    its folder with every image missing; a 23-digit study id ended in a traceback."""
+    _fill(db, tmp_path / "data")
+    db_path = str(tmp_path / "a.sqlite")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdin", io.StringIO("longenough-pw\n"))
+        assert main(["--db", str(tmp_path / "nope" / "b.sqlite"), "set-admin-password", "--stdin"]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"error: no database at {str(tmp_path / 'nope' / 'b.sqlite')!r} (give --db PATH)\n"
+    )
+    for command in ("export", "backup"):
+        assert (
+            main(["--db", db_path, "--data-dir", str(tmp_path / "nodata"), command, str(tmp_path / "x")]) == 2
+        )
+        assert capsys.readouterr().err == (
+            f"error: --data-dir {str(tmp_path / 'nodata')!r} does not exist; give the study's data folder (the "
+            "app's --data-dir)\n"
+        )
+    for argv in (
+        ["close-study", "9" * 23, "--why", "x"],
+        ["erase-platform-ids", "P0001", "--link", "1e3", "--why", "x"],
+    ):
+        with pytest.raises(SystemExit) as refused:
+            main(["--db", db_path, *argv])
+        assert refused.value.code == 2
+        assert re.search(
+            r"error: argument (study|--link): must be a whole number of at most 18 digits, got '(9{23}|1e3)'\n$",
+            capsys.readouterr().err,
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
