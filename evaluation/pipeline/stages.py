@@ -370,9 +370,10 @@ def run_stage(
         remove_run_temporaries(data_dir, run)
     lost = {item["id"]: item for item in lost_files(db, run, stage, data_dir)}
     again = original_batches(db, run, stage, set(lost), batch_size)
-    made_again = {item["id"] for batch in again for item in batch}
+    recorded = {item["id"]: item for batch in again for item in batch}
+    made_again = set(recorded)
     pending = runs.pending_items(db, run, stage)
-    total, done, counted, unmatched = len(pending) + len(made_again), 0, 0, []
+    total, done, counted, unmatched, strays = len(pending) + len(made_again), 0, 0, [], []
 
     def on_result(results: Batch) -> None:
         nonlocal done, counted
@@ -380,13 +381,19 @@ def run_stage(
         # so only the bytes it had will do. Its batch-mates are made again only to give it
         # the batch it was made in; their rows stay too.
         unmatched.extend(r["id"] for r in results if r["id"] in lost and not _same_files(r, lost[r["id"]]))
+        strays.extend(
+            f for r in results if r["id"] in made_again for f in _unrecorded_files(r, recorded[r["id"]])
+        )
         runs.record_items(db, [r for r in results if r["id"] not in made_again])
         done += len(results)
         counted += sum(1 for r in results if r["id"] not in made_again or r["id"] in lost)
         if progress is not None:
             progress(done, total)
 
-    (executor or InProcessExecutor()).run(work, [*runs.batches(pending, batch_size), *again], on_result)
+    try:
+        (executor or InProcessExecutor()).run(work, [*runs.batches(pending, batch_size), *again], on_result)
+    finally:
+        _remove_unrecorded(db, data_dir, strays)
     if data_dir is not None:  # a worker killed mid-write (and retried) left its temporary
         remove_run_temporaries(data_dir, run)
     if unmatched:
@@ -408,6 +415,40 @@ _SAME = {"generate": ("image_sha256",), "segment": ("mask_sha256", "summary_path
 
 class LostFileError(ValueError):
     """A run's file that was missing from the data folder and came out different when made again."""
+
+
+#: Each file a stage writes for an item, with the field holding the SHA-256 that names it.
+_FILES = {
+    "generate": (("image_path", "image_sha256"),),
+    "segment": (("mask_path", "mask_sha256"), ("summary_path", "mask_sha256")),
+}
+
+
+def _unrecorded_files(result: Mapping[str, Any], item: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The files that making `item` again wrote (`result`) other than those its row records:
+    ``(path field, sha field, path, sha)`` each."""
+    stage = "generate" if result.get("status") == "generated" else "segment"
+    return [
+        (path_field, sha_field, result[path_field], result.get(sha_field))
+        for path_field, sha_field in _FILES[stage]
+        if result.get(path_field)
+        and (result[path_field], result.get(sha_field)) != (item.get(path_field), item.get(sha_field))
+    ]
+
+
+def _remove_unrecorded(db: sqlite_utils.Database, data_dir: str | Path | None, found: list[tuple]) -> None:
+    """Remove the files of `found` (`_unrecorded_files`) that no row records with the same
+    bytes: a lost file made again with other bytes (refused, `LostFileError`), or a batch-mate
+    that came out otherwise, was left in the data folder (outside probe 200: 14 images after a
+    refusal), and one at its recorded path hid the loss from the next run."""
+    if data_dir is None or is_uri(data_dir):
+        return
+    for path_field, sha_field, path, sha in found:
+        kept = db.execute(
+            f"select 1 from run_items where {path_field} = ? and {sha_field} is ? limit 1", [path, sha]
+        ).fetchone()
+        if kept is None:
+            (Path(data_dir) / path).unlink(missing_ok=True)
 
 
 def _same_files(result: Mapping[str, Any], item: Mapping[str, Any]) -> bool:
