@@ -372,6 +372,7 @@ def run_stage(
     again = original_batches(db, run, stage, set(lost), batch_size)
     recorded = {item["id"]: item for batch in again for item in batch}
     made_again = set(recorded)
+    there = _files_there(data_dir, stage, recorded.values())
     pending = runs.pending_items(db, run, stage)
     total, done, counted, unmatched, strays = len(pending) + len(made_again), 0, 0, [], []
 
@@ -393,7 +394,7 @@ def run_stage(
     try:
         (executor or InProcessExecutor()).run(work, [*runs.batches(pending, batch_size), *again], on_result)
     finally:
-        _remove_unrecorded(db, data_dir, strays)
+        _remove_unrecorded(db, data_dir, strays, keep=there)
     if data_dir is not None:  # a worker killed mid-write (and retried) left its temporary
         remove_run_temporaries(data_dir, run)
     if unmatched:
@@ -436,14 +437,28 @@ def _unrecorded_files(result: Mapping[str, Any], item: Mapping[str, Any]) -> lis
     ]
 
 
-def _remove_unrecorded(db: sqlite_utils.Database, data_dir: str | Path | None, found: list[tuple]) -> None:
+def _files_there(data_dir: str | Path | None, stage: str, items) -> set[str]:
+    """The recorded files of `stage` of `items` that the local data folder holds now."""
+    if data_dir is None or is_uri(data_dir):
+        return set()
+    root = Path(data_dir).resolve()
+    paths = {item[field] for item in items for field, _ in _FILES[stage] if item.get(field)}
+    return {path for path in paths if files.is_stored(root, path)}
+
+
+def _remove_unrecorded(
+    db: sqlite_utils.Database, data_dir: str | Path | None, found: list[tuple], *, keep: set[str]
+) -> None:
     """Remove the files of `found` (`_unrecorded_files`) that no row records with the same
-    bytes: a lost file made again with other bytes (refused, `LostFileError`), or a batch-mate
-    that came out otherwise, was left in the data folder (outside probe 200: 14 images after a
+    bytes, but those of `keep` (there before the stage: a file that was not lost stays): a
+    lost file made again with other bytes (refused, `LostFileError`), or a batch-mate that
+    came out otherwise, was left in the data folder (outside probe 200: 14 images after a
     refusal), and one at its recorded path hid the loss from the next run."""
     if data_dir is None or is_uri(data_dir):
         return
     for path_field, sha_field, path, sha in found:
+        if path in keep:
+            continue
         kept = db.execute(
             f"select 1 from run_items where {path_field} = ? and {sha_field} is ? limit 1", [path, sha]
         ).fetchone()

@@ -1,5 +1,6 @@
 """The command line ``python -m evaluation``, end to end on tiny models (CPU, offline)."""
 
+import hashlib
 import os
 import re
 import shutil
@@ -732,6 +733,15 @@ def test_the_data_folder_comes_from_the_environment_as_the_database_does(tmp_pat
     assert (tmp_path / "data" / row["image_path"]).is_file()
 
 
+def _file_hashes(folder) -> dict[str, str]:
+    """Each file under `folder` (relative to its parent, POSIX) and its SHA-256."""
+    return {
+        p.relative_to(folder.parent).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
 def _items(db_path) -> dict[int, tuple]:
     db = open_db(db_path)
     try:
@@ -935,3 +945,16 @@ def test_a_lost_mask_and_pixel_summary_are_made_again_by_a_resumed_run(tmp_path,
     lost[0].unlink()
     assert main(["segment", "--run", "r", "--device", "cpu", *storage]) == 0
     assert lost[0].is_file() and "1 image(s) segmented" in capsys.readouterr().out
+    # A lost mask that comes out different is refused and removed; the pixel summary, which
+    # was not lost, stays (the removal of strays took it too: outside probe 201).
+    db = open_db(tmp_path / "db.sqlite")
+    with db.conn:
+        db.execute("update run_items set mask_sha256 = ? where id = ?", ["b" * 64, rows[0]["id"]])
+    db.close()
+    before = _file_hashes(tmp_path / "data" / "runs")
+    lost[0].unlink()
+    assert main(["segment", "--run", "r", "--device", "cpu", *storage]) == 2
+    assert "1 of its 1 lost mask(s) or pixel summary(ies) came out different" in capsys.readouterr().err
+    assert _file_hashes(tmp_path / "data" / "runs") == {
+        path: digest for path, digest in before.items() if path != rows[0]["mask_path"]
+    }
