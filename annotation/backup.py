@@ -560,15 +560,22 @@ def changed_tables(previous: str | Path, restored: str | Path, leaving_out=()) -
 def _check_folder_owner(data_dir: Path, db_path: Path, staged: Path) -> None:
     """Refuse a data folder that belongs neither to the database restored over nor to the
     backup's: a restore without --data-dir took the default folder of a running app's other
-    study, and made it this database's, so that app could not start again (outside probe 188)."""
+    study, and made it this database's, so that app could not start again (outside probe 188);
+    nor one of a copy of the same study (outside probe 200)."""
     try:
         other = ownership.claimed_by_another(data_dir, db_path, staged)
+        copy = ownership.claimed_by_a_copy(data_dir, db_path)
     except ValueError as error:
         raise BackupError(f"{error}; nothing was restored") from None
     if other is not None:
         raise BackupError(
             f"{other}, neither the database restored over ({str(db_path)!r}) nor the backup's: give "
             "the data folder of this study (--data-dir); nothing was restored"
+        )
+    if copy is not None:
+        raise BackupError(
+            f"{copy}: the restore would make it this database's folder, and that copy could not start "
+            "again; give this database's own data folder (--data-dir); nothing was restored"
         )
 
 

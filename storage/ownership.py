@@ -141,9 +141,7 @@ def foreign_refusal(
 def claimed_by_another(data_dir: str | Path, *db_files: str | Path) -> str | None:
     """Why the data folder `data_dir` is the folder of none of the databases `db_files`: its
     `OWNER_FILE` names another one (a restore over `db_files[0]` of a backup of `db_files[1]`
-    may use the folder of either), or a copy of them, a file other than `db_files[0]` still
-    there with the same instance (`_another_copy`); None when it names one of them or is not
-    there.
+    may use the folder of either); None when it names one of them or is not there.
 
     Raises
     ------
@@ -151,15 +149,29 @@ def claimed_by_another(data_dir: str | Path, *db_files: str | Path) -> str | Non
         If `OWNER_FILE` cannot be read (`owner`).
     """
     found = owner(data_dir) if Path(data_dir).is_dir() else None
-    if found is None:
+    if found is None or found["instance"] in {instance_of(f) for f in db_files}:
         return None
-    if found["instance"] not in {instance_of(f) for f in db_files}:
-        return _held_by(data_dir, found)
-    if db_files and _another_copy(found, db_files[0], Path(data_dir)):
-        # A restore over the original, given its restored copy's folder, made the folder the
-        # original's, and the copy could not start again (outside probe 200).
-        return f"{_held_by(data_dir, found)}, a copy of the same study restored or copied elsewhere"
-    return None
+    return _held_by(data_dir, found)
+
+
+def claimed_by_a_copy(data_dir: str | Path, db_file: str | Path) -> str | None:
+    """Why the data folder `data_dir` is not `db_file`'s though its `OWNER_FILE` names the
+    same instance: it is the folder of a copy (`_another_copy`; `db_file` need not be there
+    yet); None when it is not. A restore over the original, given its restored copy's folder,
+    made the folder the original's, and the copy could not start again (outside probe 200).
+
+    Raises
+    ------
+    ValueError
+        If `OWNER_FILE` cannot be read (`owner`).
+    """
+    found = owner(data_dir) if Path(data_dir).is_dir() else None
+    if found is None or not _another_copy(found, db_file, Path(data_dir)):
+        return None
+    return (
+        f"the data folder {str(data_dir)!r} holds the files of {found['database']!r}, another copy of the same "
+        f"study (instance {found['instance']}, restored or copied from it), not of {str(db_file)!r}"
+    )
 
 
 def _another_copy(found: dict, db_file: str | Path, root: Path) -> bool:
