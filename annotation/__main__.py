@@ -269,21 +269,17 @@ def _command(args: argparse.Namespace) -> int:
         print(f"error: {why}", file=sys.stderr)
         return 2
     if (
-        args.command
-        in (
-            "export",
-            "check-distributions",
-            "backup",
-            "erase-platform-ids",
-            "close-study",
-            "set-admin-password",
-        )
+        args.command in ("export", "check-distributions", "backup", "erase-platform-ids", "close-study")
         and not Path(args.db).is_file()
     ):
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
         return 2
     if refusal := db_path_refusal(args.db):
         print(f"error: {refusal}", file=sys.stderr)
+        return 2
+    if args.command == "set-admin-password" and not Path(args.db).is_file():
+        # It made a new database and said the password was changed (outside probe 200)
+        print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
         return 2
     if args.command in ("export", "backup", "check-distributions") and not Path(args.data_dir).is_dir():
         # An export wrote its folder with every image missing (outside probe 200)

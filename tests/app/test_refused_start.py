@@ -39,6 +39,7 @@ def newer(tmp_path):
         db["schema_version"].insert({"version": 999, "name": "from the future", "applied": "2030-01-01"})
     db.execute("pragma wal_checkpoint(TRUNCATE)")
     db.close()
+    (tmp_path / "data").mkdir()  # the commands refuse a data folder that is not there first
     return path, path.read_bytes()
 
 
