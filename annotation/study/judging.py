@@ -327,11 +327,16 @@ def next_trial(
         )
     if not held:
         return None
-    # When the trial first reached the page bounds the time its vote reports (`seconds_on_trial`)
-    with transaction(db):
-        update_rows(
-            db, "tasks", {"id": held[0].id, "shown": None}, {"shown": iso(utcnow() if now is None else now)}
-        )
+    # When the trial first reached the page bounds the time its vote reports (`seconds_on_trial`);
+    # written once, so that showing it again (a reload, each answer's next view) stays a read.
+    if db.execute("select shown is null from tasks where id = ?", [held[0].id]).fetchone()[0]:
+        with transaction(db):
+            update_rows(
+                db,
+                "tasks",
+                {"id": held[0].id, "shown": None},
+                {"shown": iso(utcnow() if now is None else now)},
+            )
     return trial(db, held[0].id, actor, number=done + 1, total=total, studies=len(asked))
 
 
