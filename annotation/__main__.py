@@ -256,6 +256,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+#: The commands that read the data folder's files as the database's.
+_ON_THE_DATA_FOLDER = ("export", "backup", "check-distributions")
+
+
 def _command(args: argparse.Namespace) -> int:
     if args.command in ("export", "backup", "check-distributions", "restore") and (
         in_the_way := file_in_the_way(args.data_dir)
@@ -281,14 +285,14 @@ def _command(args: argparse.Namespace) -> int:
         # It made a new database and said the password was changed (outside probe 200)
         print(f"error: no database at {args.db!r} (give --db PATH)", file=sys.stderr)
         return 2
-    if args.command in ("export", "backup", "check-distributions") and not Path(args.data_dir).is_dir():
+    if args.command in _ON_THE_DATA_FOLDER and not Path(args.data_dir).is_dir():
         # An export wrote its folder with every image missing (outside probe 200)
         print(
             f"error: --data-dir {args.data_dir!r} does not exist; give the study's data folder (the app's --data-dir)",
             file=sys.stderr,
         )
         return 2
-    if args.command in ("export", "check-distributions", "backup") and (
+    if args.command in _ON_THE_DATA_FOLDER and (
         refusal := ownership.foreign_refusal(args.db, args.data_dir, args.command)
     ):
         print(f"error: {refusal}", file=sys.stderr)

@@ -383,7 +383,10 @@ def run_stage(
         # the batch it was made in; their rows stay too.
         unmatched.extend(r["id"] for r in results if r["id"] in lost and not _same_files(r, lost[r["id"]]))
         strays.extend(
-            f for r in results if r["id"] in made_again for f in _unrecorded_files(r, recorded[r["id"]])
+            f
+            for r in results
+            if r["id"] in made_again
+            for f in _unrecorded_files(stage, r, recorded[r["id"]])
         )
         runs.record_items(db, [r for r in results if r["id"] not in made_again])
         done += len(results)
@@ -425,10 +428,11 @@ _FILES = {
 }
 
 
-def _unrecorded_files(result: Mapping[str, Any], item: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
-    """The files that making `item` again wrote (`result`) other than those its row records:
-    ``(path field, sha field, path, sha)`` each."""
-    stage = "generate" if result.get("status") == "generated" else "segment"
+def _unrecorded_files(
+    stage: str, result: Mapping[str, Any], item: Mapping[str, Any]
+) -> list[tuple[str, str, str, str]]:
+    """The files that making `item` again in `stage` wrote (`result`) other than those its
+    row records: ``(path field, sha field, path, sha)`` each."""
     return [
         (path_field, sha_field, result[path_field], result.get(sha_field))
         for path_field, sha_field in _FILES[stage]
