@@ -45,19 +45,17 @@ CODES = {"completion_code": "C0MPLETE", "screenout_code": "SCREEN-1"}
 def setup(db, tmp_path):
     """A frozen study of 3 concepts (9 pairs and 1 attention check); every participant
     is asked for all 10 trials."""
+    return db, _open_study(db, tmp_path, "crowd", seed=1, n_concepts=3, trials_per_participant=10)
+
+
+def _open_study(db, tmp_path, name, **design) -> int:
+    """An open study of the designers' ground truth on 6 populated concepts (`design`:
+    `annotation.study.design.create_study`'s options); its id."""
     data_dir = tmp_path / "data"
     truths, _ = populate(db, data_dir, 6, np.random.default_rng(0))
-    study_id = study.create_study(
-        db,
-        "crowd",
-        sources(),
-        truth_source(data_dir, truths),
-        seed=1,
-        n_concepts=3,
-        trials_per_participant=10,
-    )
+    study_id = study.create_study(db, name, sources(), truth_source(data_dir, truths), **design)
     study.open_study(db, study_id, ADMIN)
-    return db, study_id
+    return study_id
 
 
 def _link(db, study_id, **options):
@@ -332,20 +330,16 @@ def test_attention_checks_are_not_counted_as_votes_a_newcomer_could_give(db, tmp
     """With every model pair's votes cast, a newcomer read "fewer trials left (2) than one
     person takes (8)": the check pairs, which take any number of answers, were counted as
     pairs still wanting ``votes_per_pair`` votes each (outside probe 198)."""
-    data_dir = tmp_path / "data"
-    truths, _ = populate(db, data_dir, 6, np.random.default_rng(0))
-    study_id = study.create_study(
+    study_id = _open_study(
         db,
+        tmp_path,
         "checks",
-        sources(),
-        truth_source(data_dir, truths),
         seed=198,
         n_concepts=4,
         votes_per_pair=3,
         attention_rate=0.2,
         trials_per_participant=8,
     )
-    study.open_study(db, study_id, ADMIN)
     _, token = _link(db, study_id, quota=100)
     # 12 model pairs of 3 votes; 8 trials hold one run of 5 and its check, and maybe a second
     assert crowd.votes_left(db, study_id) == (36, 7, 36, 0.2)
