@@ -166,7 +166,7 @@ class RunForm:
             # None ticked is no selection, refused by the prompt library (by the tab's labels).
             tasks=tuple(self.x_tasks or ()),
             systems=tuple(self.x_systems or ()),
-            size=whole_number(size, "Subset") if size[:1].isdigit() else size,
+            size=whole_number(size, "Subset") if size.lstrip("+-")[:1].isdigit() else size,
             seed=seed_number(self.x_seed, "Prompt seed"),
             samples=whole_number(self.x_samples, "Images per prompt"),
             cfg_scales=planning.parse_scales(self.x_cfg),

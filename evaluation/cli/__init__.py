@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shlex
@@ -51,6 +52,42 @@ def seed(text: str) -> int:
     return value
 
 
+def count(text: str) -> int:
+    """An argparse ``type`` for a number of things (samples, workers, concepts): a whole
+    number, 1 or more. Refused here, argparse names the option (``--samples``); the library
+    functions it reaches named their parameter (```samples```)."""
+    try:
+        value = whole_cell(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {shown(text)}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {value:,}")
+    return value
+
+
+def share(text: str) -> float:
+    """An argparse ``type`` for a score or share in [0, 1] (a detection threshold)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:  # nan fails too
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {shown(text)}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """An argparse ``type`` for a wait in seconds: a finite number, 0 or more (``nan`` never
+    compared as over, so a run waited forever for a node)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {shown(text)}")
+    return value
+
+
 def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
     """``--db`` and ``--data-dir``."""
     parser.add_argument(
@@ -90,13 +127,13 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--workers",
-        type=int,
+        type=count,
         default=None,
         help="Ray workers per stage (default: one per GPU, or per CPU without GPUs, and more as nodes join)",
     )
     parser.add_argument(
         "--ray-wait",
-        type=float,
+        type=seconds,
         default=600.0,
         metavar="SECONDS",
         help="how long a Ray stage with no live worker (its nodes died) waits for one to come back "

@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from evaluation.cli import (
     add_executor_arguments,
     add_storage_arguments,
     check_data_dir,
+    count,
     leased_stage,
     models_dir,
     open_db,
@@ -40,11 +40,13 @@ from evaluation.cli import (
     resolve_device,
     resumed_run,
     seed,
+    share,
     stage_executor,
     unwritable_folder,
 )
 from evaluation.cli import generate as generate_cli
 from evaluation.cli import segment as segment_cli
+from storage.shown import shown
 
 HELP = "explicit-color evaluation (GenColorBench): prompts to accuracy tables (resumable)"
 
@@ -54,7 +56,17 @@ def _names(text: str | None) -> list[str] | None:
 
 
 def _size(text: str) -> str | int:
-    return int(text) if re.fullmatch(r"\d+", text, re.ASCII) else text
+    """An argparse ``type`` for ``--size``: ``full``, ``compact`` or prompts per color, 1 or more."""
+    from evaluation.explicit.prompts import PER_COLOR
+
+    if text in PER_COLOR:
+        return text
+    try:
+        return count(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"must be 'full', 'compact' or a whole number of prompts per color, 1 or more, got {shown(text)}"
+        ) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,7 +120,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--categories", default=None, help="comma-separated object categories (default: all 7)"
     )
-    parser.add_argument("--samples", type=int, default=4, help="images per (prompt, cfg) (default: 4)")
+    parser.add_argument("--samples", type=count, default=4, help="images per (prompt, cfg) (default: 4)")
     segment_cli.add_masking_arguments(parser)
     parser.add_argument(
         "--segmenter",
@@ -122,7 +134,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="'detection' (default: detection score) or a VQA model's hub id or folder",
     )
     parser.add_argument(
-        "--presence-threshold", type=float, default=None, help="detection score for presence (default: 0.35)"
+        "--presence-threshold", type=share, default=None, help="detection score for presence (default: 0.35)"
     )
     parser.add_argument(
         "--scoring",
@@ -264,8 +276,6 @@ def main(args: argparse.Namespace) -> int:
     generate_on = stage_executor(args, "generate")  # before storing anything: no cluster, no run
     # Every option is checked before the run is stored: one refused later left a stored run.
     device = resolve_device(args.device) if generate_on is None else args.device
-    if args.presence_threshold is not None and not 0 <= args.presence_threshold <= 1:
-        raise ValueError(f"--presence-threshold must be in [0, 1], got {args.presence_threshold}")
     if args.presence != "detection" and (
         problem := missing_transformers_model(args.presence, what="the --presence VQA model")
         or wrong_model_kind(args.presence, "image-text-to-text", what="the --presence model")

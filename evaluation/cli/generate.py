@@ -19,6 +19,7 @@ from evaluation.cli import (
     add_device_arguments,
     add_executor_arguments,
     add_storage_arguments,
+    count,
     leased_stage,
     models_dir,
     open_db,
@@ -56,7 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cfg", default=None, help="comma-separated guidance scales (default: the model's 7)"
     )
-    parser.add_argument("--samples", type=int, default=5, help="seeds per (concept, style, cfg) (default: 5)")
+    parser.add_argument(
+        "--samples", type=count, default=5, help="seeds per (concept, style, cfg) (default: 5)"
+    )
     parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: the model's, 50)")
     parser.add_argument(
         "--resolution", type=int, default=None, help="image side in pixels (default: the model's, 1024)"

@@ -20,7 +20,7 @@ import argparse
 import time
 from pathlib import Path
 
-from evaluation.cli import add_storage_arguments, open_db, seed
+from evaluation.cli import add_storage_arguments, count, open_db, seed
 from storage.files import check_out_folder
 
 HELP = "the leaderboard under each alternative of the open choices (Kendall τ, swaps)"
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=UW71_RATINGS_SOURCE,
         help=f"human source: 'designers' or a reference label (default: {UW71_RATINGS_SOURCE})",
     )
-    parser.add_argument("--sample", type=int, default=None, help="use N base concepts (default: all)")
+    parser.add_argument("--sample", type=count, default=None, help="use N base concepts (default: all)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of --sample (default: 0)")
     parser.add_argument(
         "--no-reextract", action="store_true", help="skip the choices that need re-extraction"

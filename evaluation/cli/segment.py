@@ -19,6 +19,7 @@ from evaluation.cli import (
     print_workers,
     refuse_other_masking,
     resolve_device,
+    share,
     stage_executor,
 )
 from evaluation.models.segmentation import (
@@ -72,13 +73,13 @@ def add_masking_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--box-threshold",
-        type=float,
+        type=share,
         default=BOX_THRESHOLD,
         help=f"detection score threshold (default: {BOX_THRESHOLD})",
     )
     parser.add_argument(
         "--text-threshold",
-        type=float,
+        type=share,
         default=TEXT_THRESHOLD,
         help=f"text-token threshold (default: {TEXT_THRESHOLD})",
     )

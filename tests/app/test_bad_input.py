@@ -698,6 +698,13 @@ CASES = [
         r"^`Subset` must be 'full', 'compact' or a positive integer, got 'k{80}'… \(300 characters\)$",
     ),
     Case(
+        # Read as the number it is, as 0 was: "-1" was quoted as text and 0 not (outside probe 204).
+        "evaluate-explicit-negative-subset",
+        "/evaluate_preview",
+        as_role("researcher", *EXPLICIT_MODE, ["color_name"], ["css3"], " -1 "),
+        r"^`Subset` must be 'full', 'compact' or a positive integer, got -1$",
+    ),
+    Case(
         # It named the concept mode's seeds and concepts, fields this form does not have (outsider 116).
         "evaluate-explicit-images-huge",
         "/evaluate_preview",

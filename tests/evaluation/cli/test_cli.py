@@ -296,12 +296,47 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
                 "--presence-threshold",
                 "nan",
             ],
-            "--presence-threshold must be in [0, 1], got nan",
+            "argument --presence-threshold: must be a number from 0 to 1, got 'nan'",
+        ),
+        # Each named the library's parameter (`samples`, `workers`, ...), not the option typed
+        # (outside probe 204); a --ray-wait of nan was taken, and a stage left without a node
+        # never stopped waiting.
+        (TINY_RUN + ["--samples", "0"], "argument --samples: must be a whole number, 1 or more, got 0"),
+        (TINY_RUN + ["--samples", "two"], "argument --samples: must be a whole number, 1 or more, got 'two'"),
+        (TINY_RUN + ["--workers=-1"], "argument --workers: must be a whole number, 1 or more, got -1"),
+        (
+            TINY_RUN + ["--ray-wait=-1"],
+            "argument --ray-wait: must be a number of seconds, 0 or more, got '-1'",
+        ),
+        (
+            TINY_RUN + ["--ray-wait", "nan"],
+            "argument --ray-wait: must be a number of seconds, 0 or more, got 'nan'",
+        ),
+        (
+            ["segment", "--run", "r", "--box-threshold", "2"],
+            "argument --box-threshold: must be a number from 0 to 1",
+        ),
+        (["robustness", "--sample", "0"], "argument --sample: must be a whole number, 1 or more, got 0"),
+        *[
+            (
+                ["explicit", "--run", "r", "--model", "tiny-random", "--size", size],
+                f"argument --size: must be 'full', 'compact' or a whole number of prompts per color, 1 or more, "
+                f"got {size!r}",
+            )
+            for size in ("0", "-1", "most")
+        ],
+        (
+            ["explicit", "--run", "r", "--model", "tiny-random", "--samples", "0"],
+            "argument --samples: must be a whole number, 1 or more, got 0",
         ),
     ],
 )
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, message):
-    assert main([*argv, *_storage(tmp_path)]) == 2
+    try:
+        status = main([*argv, *_storage(tmp_path)])
+    except SystemExit as exit:  # argparse's own refusals (an option's type), after its usage line
+        status = exit.code
+    assert status == 2
     assert message in capsys.readouterr().err
     db = tmp_path / "db.sqlite"
     assert not db.exists() or sqlite3.connect(db).execute("select count(*) from runs").fetchone() == (0,)

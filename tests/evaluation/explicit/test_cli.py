@@ -205,10 +205,12 @@ def test_a_threshold_out_of_range_with_a_detector_and_sam_is_refused_before_the_
     tmp_path, models, capsys, option, value
 ):
     """With --detector/--sam (not a preset) it was refused at the segment stage, the run
-    stored and every image made (outside probe 131)."""
-    assert _explicit(tmp_path, models, option, value) == 2
-    name = option[2:].replace("-", "_")
-    assert f"`{name}` must be in [0, 1], got {float(value)}" in capsys.readouterr().err
+    stored and every image made (outside probe 131); argparse now refuses it, naming the
+    option typed."""
+    with pytest.raises(SystemExit) as exit:
+        _explicit(tmp_path, models, option, value)
+    assert exit.value.code == 2
+    assert f"argument {option}: must be a number from 0 to 1, got {value!r}" in capsys.readouterr().err
     assert not (tmp_path / "db.sqlite").exists() and not (tmp_path / "data").exists()
 
 
