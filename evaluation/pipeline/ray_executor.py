@@ -498,7 +498,7 @@ class RayExecutor:
             raise ValueError(f"`workers` must be a positive integer, got {workers}")
         if in_flight < 1:
             raise ValueError(f"`in_flight` must be a positive integer, got {in_flight}")
-        if capacity_wait_s < 0:
+        if not capacity_wait_s >= 0:  # nan too: no wait is ever over it
             raise ValueError(f"`capacity_wait_s` must be >= 0 seconds, got {capacity_wait_s}")
         self.workers, self.gpus, self.cpus = workers, float(gpus_per_worker), float(cpus_per_worker)
         self.in_flight, self.max_retries = in_flight, max_retries

@@ -332,6 +332,8 @@ def test_worker_counts_follow_the_cluster_and_bad_settings_are_refused(cluster):
     assert RayExecutor.for_stage("generate", cluster).gpus == 0.0  # no GPU: one CPU per worker
     with pytest.raises(ValueError, match="`workers` must be a positive integer, got 0"):
         RayExecutor(0)
+    with pytest.raises(ValueError, match="`capacity_wait_s` must be >= 0 seconds, got nan"):
+        RayExecutor(1, capacity_wait_s=float("nan"))  # a stage without a node waited for ever
     with pytest.raises(ValueError, match="`stage` must be one of"):
         RayExecutor.for_stage("score", cluster)
 
