@@ -54,8 +54,8 @@ def seed(text: str) -> int:
 
 def count(text: str) -> int:
     """An argparse ``type`` for a number of things (samples, workers, concepts): a whole
-    number, 1 or more. Refused here, argparse names the option (``--samples``); the library
-    functions it reaches named their parameter (```samples```)."""
+    number, 1 or more. Refused here, argparse names the option typed (``--samples``); the
+    library functions the value reaches name their own parameter (``samples``)."""
     try:
         value = whole_cell(text)
     except ValueError:
