@@ -775,7 +775,8 @@ def _next_review(ctx: AppContext, db, actor) -> dict:
     item = queue[0]
     return {
         "task": item.task_id,
-        "concept": f"### {escape(item.concept_key)}\n{len(queue)} in your queue{shown_mark(item.task_id)}",
+        "concept": f"### {escape(item.concept_key)}\n{len(queue)} in your queue, "
+        f"{votes.open_to_vote(db, actor)} open to your vote in all{shown_mark(item.task_id)}",
         "image": str(resolve(ctx.config.data_dir, item.image_path)),
         "plot": distribution_bar(item.p, title="UW-71 distribution"),
     }

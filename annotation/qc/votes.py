@@ -132,6 +132,20 @@ def fair_batch(db: sqlite_utils.Database, most: int = REVIEW_BATCH) -> int:
     return max(1, min(most, -(-missing // max(active_experts(db), 1))))
 
 
+def open_to_vote(db: sqlite_utils.Database, actor: Actor) -> int:
+    """Colorings the expert may still vote on, held by them or not: open reviews that miss
+    votes, of colorings not their own, that they have not voted on. Their queue holds only
+    their share (`fair_batch`) and is topped up after each vote, so its length stayed put
+    while they voted (outside probe 205); this count goes down with each of their votes.
+    Some of them may be held by other experts for now (`held_by_others`)."""
+    return db.execute(
+        f"select count(*) from reviews r join colorings g on g.id = r.coloring_id where r.status = 'open' "
+        f"and {MISSING_VOTES} > 0 and g.annotator_id != :a and not exists (select 1 from qc_votes v "
+        "where v.coloring_id = r.coloring_id and v.expert_id = :a)",
+        {"a": _expert_id(actor)},
+    ).fetchone()[0]
+
+
 def held_by_others(
     db: sqlite_utils.Database, actor: Actor, *, now: dt.datetime | None = None
 ) -> tuple[int, str | None]:

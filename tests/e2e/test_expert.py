@@ -54,7 +54,7 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     page.click("#expert_next")
     concept = page.locator("#expert_vote_concept")
     expect(concept).to_contain_text("forbidding castle")
-    expect(concept).to_contain_text("5 in your queue")
+    expect(concept).to_contain_text("5 in your queue, 5 open to your vote in all")
     expect(page.locator("#expert_vote_image img")).to_be_visible()
     _assert_scaled_to_its_pane(page.locator("#expert_vote_image img"))
     # A screen reader hears what is judged (alt="" hid it: outsider 65).
@@ -67,7 +67,7 @@ def test_expert_votes_on_the_most_suspicious_coloring_and_the_queue_moves(live_a
     status = page.locator("#expert_vote_message")
     expect(status).to_have_text("Vote recorded: Inconsistent.")
     _assert_just_below(page.locator("#expert_consistent"), page.locator("#expert_inconsistent"), status)
-    expect(concept).to_contain_text("4 in your queue")
+    expect(concept).to_contain_text("4 in your queue, 4 open to your vote in all")
     votes = live_app.query("select coloring_id, expert_id, vote from qc_votes")
     [reviewed] = live_app.query("select coloring_id from tasks where id = ?", (task,))
     assert votes == [{"coloring_id": reviewed["coloring_id"], "expert_id": expert, "vote": "inconsistent"}]

@@ -586,8 +586,15 @@ def test_experts_hold_their_share_of_the_missing_votes_so_a_late_one_gets_some(s
     assert votes.vote_queue(db, seventh, rng, now=T0) == []
     count, until = votes.held_by_others(db, seventh, now=T0)
     assert count == 12 and until == iso(T0 + dt.timedelta(minutes=120))
+    assert votes.open_to_vote(db, seventh) == 12  # held by others for now, open to them all the same
     # Votes shrink the share: after each expert's votes on what it holds, none is missing.
+    # The queue is topped up after a vote, so its length may stay put; what is open to the
+    # expert's vote goes down by one with each of their own votes (by more as others decide).
     for expert in [*experts, seventh]:
         while queue := votes.vote_queue(db, expert, rng, now=T0):
+            before = votes.open_to_vote(db, expert)
+            assert before >= len(queue)
             votes.cast_vote(db, expert, queue[0].task_id, True, now=T0)
+            assert votes.open_to_vote(db, expert) == before - 1
+    assert [votes.open_to_vote(db, expert) for expert in [*experts, seventh]] == [0] * 7
     assert votes.fair_batch(db) == 1 and len(list(db.query("select * from qc_votes"))) == 36
