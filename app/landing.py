@@ -26,7 +26,7 @@ from annotation.people import passwords, throttle
 from annotation.people.accounts import Actor, login_with_invite, logout, require
 from annotation.people.passwords import login_admin
 from annotation.study import crowd, judging
-from app.common import AppContext, escape, live, own_session, public, shown_errors, visible_to
+from app.common import AppContext, escape, live, markdown_link, own_session, public, shown_errors, visible_to
 from app.tabs import SESSION_CHANGE, On, Tab
 from storage import shown_time, storage_condition
 from storage.shown import counted
@@ -439,7 +439,7 @@ def back_to_platform(state: crowd.CrowdState) -> str:
     link to the return URL with no code, or on MTurk, where that URL would submit the
     assignment empty, the HIT's own *Return* button (outside probe 171)."""
     if state.platform_url:
-        return f"[Back to the platform]({escape(state.platform_url)})"
+        return markdown_link("Back to the platform", state.platform_url)
     return "On MTurk, return the HIT with its *Return* button."
 
 
@@ -464,7 +464,7 @@ def study_over(state: crowd.CrowdState | None) -> str:
                 else "this study has ended for you"
             )
             + f". Your code is **{escape(state.code)}**: "
-            f"[back to the study platform]({escape(state.return_url)})."
+            f"{markdown_link('back to the study platform', state.return_url)}."
         )
     if state.status == "timed_out":
         return "your time for this study ran out; please return it on the platform."

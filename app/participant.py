@@ -50,6 +50,7 @@ from app.common import (
     escape,
     focus_next,
     live,
+    markdown_link,
     note_area,
     own_session,
     refused_with,
@@ -747,7 +748,7 @@ def _crowd_message(state: crowd.CrowdState) -> str:
         return "**You returned this study.** No more votes are taken."
     return (
         f"{head} Your code is **{escape(state.code)}**. You are sent back to the study platform in "
-        f"{GO_BACK_DELAY_S} s; if nothing happens, [continue here]({escape(state.return_url)})."
+        f"{GO_BACK_DELAY_S} s; if nothing happens, {markdown_link('continue here', state.return_url)}."
     )
 
 

@@ -145,6 +145,10 @@ DEFAULT_CONSENT = "\n\n".join(
 _ID_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # no formula start in a CSV
 _CODE_CHARS = re.compile(r"[A-Za-z0-9_\-]{1,40}")
 _PARAM_CHARS = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
+_URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#@$&+,;=%{}]+")
+"""A return URL: letters, digits and the marks a platform's address uses; any other
+character percent-encoded. Parentheses, brackets and ``!`` closed the Markdown link the
+participant's page builds and opened an image of another host after it (outside probe 206)."""
 PAYMENT_COLUMNS = (
     "participant_id",
     "pseudonym",
@@ -300,8 +304,11 @@ def create_link(
             f"`id_param` must be a query parameter name such as PROLIFIC_PID, got {shown(id_param)}"
         )
     check_text(return_url, "return_url", 500)
-    if not re.fullmatch(r"https?://[^\s<>\"']+", return_url or ""):
-        raise InvalidInput(f"`return_url` must be an http:// or https:// URL, got {shown(return_url)}")
+    if not _URL.fullmatch(return_url or ""):
+        raise InvalidInput(
+            "`return_url` must be an http:// or https:// URL of letters, digits and - . _ ~ : / ? # @ "
+            f"$ & + , ; = % {{ }} (any other character percent-encoded, ( as %28), got {shown(return_url)}"
+        )
     if "{code}" not in return_url:  # everyone was sent back with no code (outside probe 156)
         raise InvalidInput(
             "`return_url` must hold {code} where each person's code goes (their completion or "

@@ -452,3 +452,32 @@ def test_a_participant_leaving_without_a_code_on_mturk_is_sent_to_its_return_but
     )
     assert back_to_platform(prolific) == "[Back to the platform](https://p/?cc=)"
     assert "[Back to the platform](https://p/?cc=)" in _crowd_message(prolific)
+
+
+@pytest.mark.parametrize("status", ["completed", "screened_out", "returned", "timed_out", "account_closed"])
+def test_a_return_url_cannot_close_its_link_and_add_markup_after_it(status):
+    """A return URL with ``)![t](http://…)`` (taken before `crowd.create_link` refused such
+    characters) closed the page's link early and loaded an image of that host in the
+    participant's browser (outside probe 206): each message that links to it is one link to
+    the whole URL, percent-encoded, whatever it holds (read here by markdown-it, CommonMark)."""
+    from markdown_it import MarkdownIt
+
+    url = "https://x.example/done?cc={code})![t](http://evil.example/t.png)[j](http://evil.example/j"
+    code = "" if status in ("returned", "timed_out", "account_closed") else "C0DE"
+    state = crowd.CrowdState(
+        status,
+        code,
+        url.replace("{code}", code) if code else "",
+        "2026-12-06T12:00:00.000000Z",
+        "P1",
+        consented="" if status == "returned" else "2026-12-06T11:00:00.000000Z",
+        platform_url=url.replace("{code}", ""),
+    )
+    linked = []
+    for text in filter(None, [_crowd_message(state), study_over(state)]):
+        html = MarkdownIt("commonmark").render(text)
+        assert "<img" not in html, html
+        hrefs = re.findall(r'<a href="([^"]+)"', html)
+        assert len(hrefs) <= 1 and html.count("<a ") == len(hrefs), html
+        linked += [urllib.parse.unquote(h.replace("&amp;", "&")) for h in hrefs]
+    assert linked and set(linked) == {url.replace("{code}", code)}

@@ -666,6 +666,15 @@ def test_a_platform_id_that_is_not_an_id_or_a_parameter_given_twice_is_refused_a
             for taken in ("study", "invite", "STUDY_ID", "SESSION_ID", "assignmentId")
         ),
         ({"return_url": "javascript:alert(1)"}, "`return_url` must be an http:// or https:// URL"),
+        # Markdown's marks closed the page's link to it and loaded another host's image (probe 206).
+        *(
+            (
+                {"return_url": f"https://x.example/?cc={{code}}{tail}"},
+                r"^`return_url` must be an http:// or https:// URL of letters, digits and - \. _ ~ : / \? # @ "
+                r"\$ & \+ , ; = % \{ \} \(any other character percent-encoded, \( as %28\), got ",
+            )
+            for tail in (")![t](http://evil.example/t.png)", "[j]", "!", " x", "é", "*", "'")
+        ),
         (  # taken, it sent everyone back with no code
             {"return_url": "https://x.example/?cc=nocode"},
             r"^`return_url` must hold \{code\} where each person's code goes \(their completion or "
