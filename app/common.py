@@ -117,6 +117,14 @@ button[aria-disabled=true] { opacity: .5; }
 [aria-readonly=true] .sizing-body .cell-wrap { max-width: 14em; }
 #study_table3 .sizing-body td:last-child .cell-wrap { max-width: 60em; }
 [aria-readonly=true] .body-cell span.text { white-space: normal; overflow-wrap: anywhere; }
+/* An expert's recolor note (up to 2,000 characters, the last column of the designer's submissions and
+   of the expert's grid) takes 40em and shows about six lines, scrolling the rest: one of 1,990 made its
+   row 1,843 px tall, the row's other cells out of the table's view (outside probe 207). Names stay
+   whole (a name is at most 160 characters). */
+:is(#designer_table, #expert_grid_table) .sizing-body td:last-child .cell-wrap { max-width: 40em; }
+:is(#designer_table, #expert_grid_table) [role=gridcell]:last-child span.text {
+  display: block; max-height: 8em; overflow-y: auto;
+}
 /* A table in Markdown or HTML (the Runs table, the leaderboards) scrolls sideways within its column:
    on a phone its last columns ran off a page that does not scroll sideways (outside probe 142). */
 .prose table { display: block; max-width: 100%; overflow-x: auto; }

@@ -596,3 +596,44 @@ def test_a_coloring_stored_on_a_nearly_full_disk_is_said_to_be_saved_whatever_fa
             # Room again: the designer told to press the button goes on to their first batch.
             assert json.loads(study.view("/designer_continue", waiting)["task"])["kind"] == "batch"
     assert {"saved, next refused", "saved"} <= sides, sides
+
+
+@pytest.mark.browser
+def test_a_long_recolor_note_leaves_each_submission_row_in_view(quick_study, module_chromium):
+    """A 1,990-character one-word note made its row of *My submissions* 1,843 px tall, the
+    row's other cells out of the table's view (outside probe 207): a cell shows about six
+    lines and scrolls the rest (`app.common.CSS`); the note is all there."""
+    from playwright.sync_api import expect
+
+    study = quick_study
+    row = study.client.predict(study.admin, "designer", 1, "yes", 7, api_name="/admin_create_invites")[
+        "data"
+    ][0]
+    token = study.client.predict(row[3], api_name="/login_invite")[0]
+    view = finish_practice(study, token, study.onboarded(token))
+    study.submit(token, view, PAIRS[0])
+    (coloring,) = study.rows("colorings", "practice = 0")
+    _, expert = study.person("expert")
+    note = "W" * 1990
+    study.client.predict(expert, coloring["id"], note, api_name="/expert_recolor")
+    page = module_chromium.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(row[3].replace(study.config.public_url + "/", study.client.src))
+        page.get_by_role("tab", name="Coloring").click()
+        page.locator("#designer_submissions_box").get_by_text("My submissions").first.click()
+        rows = page.locator("#designer_table [role=row][data-index]")
+        expect(rows).to_have_count(4)
+        first = rows.first
+        expect(first).to_contain_text(str(coloring["id"]))
+        assert first.bounding_box()["height"] < 200, first.bounding_box()
+        table = page.locator("#designer_table").bounding_box()
+        cells = first.locator("[role=gridcell]")
+        for cell in (cells.first, cells.last):
+            box = cell.bounding_box()
+            assert table["y"] <= box["y"] and box["y"] + box["height"] <= table["y"] + table["height"], (
+                box,
+                table,
+            )
+        assert cells.last.inner_text().strip() == note
+    finally:
+        page.close()
