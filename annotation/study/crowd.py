@@ -145,9 +145,10 @@ DEFAULT_CONSENT = "\n\n".join(
 _ID_CHARS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # no formula start in a CSV
 _CODE_CHARS = re.compile(r"[A-Za-z0-9_\-]{1,40}")
 _PARAM_CHARS = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
-_URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#@$&+,;=%{}]+")
+_URL = re.compile(r"https?://[A-Za-z0-9][A-Za-z0-9\-._~:/?#@$&+,;=%{}]*")
 """A return URL: letters, digits and the marks a platform's address uses; any other
-character percent-encoded. Parentheses, brackets and ``!`` closed the Markdown link the
+character percent-encoded; its host (or user) starts with a letter or digit (``https:///`` was
+taken: probe 208). Parentheses, brackets and ``!`` closed the Markdown link the
 participant's page builds and opened an image of another host after it (outside probe 206)."""
 PAYMENT_COLUMNS = (
     "participant_id",
@@ -307,7 +308,8 @@ def create_link(
     if not _URL.fullmatch(return_url or ""):
         raise InvalidInput(
             "`return_url` must be an http:// or https:// URL of letters, digits and - . _ ~ : / ? # @ "
-            f"$ & + , ; = % {{ }} (any other character percent-encoded, ( as %28), got {shown(return_url)}"
+            "$ & + , ; = % { } (any other character percent-encoded, ( as %28), its host first, got "
+            f"{shown(return_url)}"
         )
     if "{code}" not in return_url:  # everyone was sent back with no code (outside probe 156)
         raise InvalidInput(

@@ -65,12 +65,18 @@ def count(text: str) -> int:
     return value
 
 
+_DECIMAL = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", re.ASCII)
+"""A number as `share` and `seconds` read it: digits, a point, an exponent (Python's
+``float`` also read ``1_000``, ``inf`` and ``nan``; the counts never took ``1_000``)."""
+
+
+def _decimal(text: str) -> float:
+    return float(text) if _DECIMAL.fullmatch(text) else math.nan
+
+
 def share(text: str) -> float:
     """An argparse ``type`` for a score or share in [0, 1] (a detection threshold)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _decimal(text)
     if not 0 <= value <= 1:  # nan fails too
         raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {shown(text)}")
     return value
@@ -79,11 +85,8 @@ def share(text: str) -> float:
 def seconds(text: str) -> float:
     """An argparse ``type`` for a wait in seconds: a finite number, 0 or more (``nan`` never
     compared as over, so a run waited forever for a node)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value < math.inf:
+    value = _decimal(text)
+    if not 0 <= value < math.inf:  # 1e999 reads as inf
         raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {shown(text)}")
     return value
 

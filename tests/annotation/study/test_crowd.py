@@ -671,10 +671,11 @@ def test_a_platform_id_that_is_not_an_id_or_a_parameter_given_twice_is_refused_a
             (
                 {"return_url": f"https://x.example/?cc={{code}}{tail}"},
                 r"^`return_url` must be an http:// or https:// URL of letters, digits and - \. _ ~ : / \? # @ "
-                r"\$ & \+ , ; = % \{ \} \(any other character percent-encoded, \( as %28\), got ",
+                r"\$ & \+ , ; = % \{ \} \(any other character percent-encoded, \( as %28\), its host first, got ",
             )
             for tail in (")![t](http://evil.example/t.png)", "[j]", "!", " x", "é", "*", "'")
         ),
+        ({"return_url": "https:///?cc={code}"}, r"its host first, got 'https:///\?cc=\{code\}'$"),
         (  # taken, it sent everyone back with no code
             {"return_url": "https://x.example/?cc=nocode"},
             r"^`return_url` must hold \{code\} where each person's code goes \(their completion or "

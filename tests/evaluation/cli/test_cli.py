@@ -312,6 +312,18 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
             TINY_RUN + ["--ray-wait", "nan"],
             "argument --ray-wait: must be a number of seconds, 0 or more, got 'nan'",
         ),
+        # Read as the counts read numbers: float() took these (outside probe 208).
+        *[
+            (
+                TINY_RUN + ["--ray-wait", wait],
+                f"argument --ray-wait: must be a number of seconds, 0 or more, got {wait!r}",
+            )
+            for wait in ("1_000", "1e999", "inf")
+        ],
+        (
+            ["segment", "--run", "r", "--box-threshold", "0_5"],
+            "argument --box-threshold: must be a number from 0 to 1",
+        ),
         (
             ["segment", "--run", "r", "--box-threshold", "2"],
             "argument --box-threshold: must be a number from 0 to 1",
