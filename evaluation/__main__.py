@@ -15,6 +15,7 @@ import sqlite3
 import sys
 import threading
 
+from evaluation.cli import forget_made_database
 from evaluation.pipeline.ray_storage import refuse_file_in_the_way
 from storage import OPERATOR_WORDS, SchemaRefused, storage_condition
 from storage.serving import LockRefused
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
     before = signal.signal(signal.SIGTERM, stop) if main_thread else None
     prefix = "python -m evaluation"
+    args = None
     try:
         args = build_parser().parse_args(argv)
         prefix = f"python -m evaluation {args.command}"
@@ -74,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             refuse_file_in_the_way(args.data_dir)
         return args.handler(args)
     except (ValueError, SchemaRefused, LockRefused) as exc:
+        forget_made_database(args)
         print(f"{prefix}: error: {exc}", file=sys.stderr)
         return 2
     except (OSError, sqlite3.OperationalError) as exc:

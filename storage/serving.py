@@ -113,6 +113,17 @@ def hold_shared(db_path: str | Path) -> BinaryIO | None:
     return _HELD[key]
 
 
+def let_go(db_path: str | Path) -> None:
+    """Give up the shared lock `hold_shared` holds on `db_path` (nothing if none is held): a
+    command that removes the database it made, having refused to go on, removes its lock
+    file too, and a later `hold_shared` in the same process locks the new file."""
+    if str(db_path) == ":memory:":
+        return
+    handle = _HELD.pop(os.path.realpath(lock_path(db_path)), None)
+    if handle is not None:
+        handle.close()
+
+
 @contextlib.contextmanager
 def shared(db_path: str | Path) -> Iterator[None]:
     """Hold a shared lock on `db_path`'s lock file for the block (a short command).

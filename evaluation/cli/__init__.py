@@ -252,8 +252,32 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
             f"no database at {str(path)!r} (give --db PATH; `generate`, `run` or `explicit` with --model "
             "make one)"
         )
+    made = not path.exists()
+    lock_made = not serving.lock_path(path).exists()
     serving.hold_shared(path)
-    return connect(path)
+    db = connect(path)
+    if made:
+        args.made_database = (db, path, lock_made)
+    return db
+
+
+def forget_made_database(args: argparse.Namespace | None) -> None:
+    """Remove the database this command made (`open_db` with `create`: ``--db`` named no
+    file), with its lock file if the command made that too, when the command was refused
+    before it stored a run: a refused command writes nothing (outside probe 208: a run
+    refused for its size or its masking left a new, empty database and its lock file)."""
+    made = getattr(args, "made_database", None)
+    if made is None:
+        return
+    db, path, lock_made = made
+    if db["runs"].exists() and db.execute("select exists (select 1 from runs)").fetchone()[0]:
+        return
+    db.close()
+    for made_file in (f"{path}-wal", f"{path}-shm", path):  # SQLite's files beside it, then it
+        Path(made_file).unlink(missing_ok=True)
+    serving.let_go(path)
+    if lock_made:
+        serving.lock_path(path).unlink(missing_ok=True)
 
 
 def models_dir(args) -> Path:
