@@ -261,6 +261,10 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
     return db
 
 
+_BOOKKEEPING = ("schema_version", "change_counters")
+"""The tables a new database has rows in before anything is stored (`storage.ensure_schema`)."""
+
+
 def forget_made_database(args: argparse.Namespace | None) -> None:
     """Remove the database this command made (`open_db` with `create`: ``--db`` named no
     file), with its lock file if the command made that too, when the command was refused
@@ -270,8 +274,8 @@ def forget_made_database(args: argparse.Namespace | None) -> None:
     if made is None:
         return
     db, path, lock_made = made
-    if db["runs"].exists() and db.execute("select exists (select 1 from runs)").fetchone()[0]:
-        return
+    if any(db[table].count for table in db.table_names() if table not in _BOOKKEEPING):
+        return  # a run was stored after all, or something else wrote there meanwhile: it stays
     db.close()
     for made_file in (f"{path}-wal", f"{path}-shm", path):  # SQLite's files beside it, then it
         Path(made_file).unlink(missing_ok=True)

@@ -16,6 +16,7 @@ import pytest
 
 from bench.bench_ray_node_loss import outcome, recorded
 from evaluation.__main__ import COMMANDS, main
+from evaluation.cli import forget_made_database
 from evaluation.color.naming import names_of_uw71
 from evaluation.models.registry import PROJECT_ROOT
 from storage import open_db
@@ -356,6 +357,24 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, message):
     assert message in capsys.readouterr().err
     # Nothing is left, not even the new database a refused run had made (outside probe 208).
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_database_a_refused_command_made_stays_once_anything_is_stored_in_it(tmp_path):
+    """`forget_made_database` removes only a database with nothing in it but its schema: one
+    that another process (the app started on the same path) wrote in meanwhile stays."""
+    import argparse
+
+    from evaluation.cli import open_db as open_run_db
+
+    for stored in (False, True):
+        args = argparse.Namespace(
+            db=tmp_path / f"db{stored}.sqlite", data_dir=tmp_path / "data", command="run"
+        )
+        db = open_run_db(args, create=True)
+        if stored:
+            db["settings"].insert({"key": "k", "value": "v"})
+        forget_made_database(args)
+        assert args.db.exists() is stored and (tmp_path / f"db{stored}.sqlite.lock").exists() is stored
 
 
 def test_a_resume_of_a_run_the_database_lacks_names_the_runs_it_has(tmp_path, capsys):
