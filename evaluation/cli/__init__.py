@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import re
@@ -252,12 +253,16 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
             f"no database at {str(path)!r} (give --db PATH; `generate`, `run` or `explicit` with --model "
             "make one)"
         )
-    made = not path.exists()
+    # What this command makes, by the real path (a --db link's target, never the link): the
+    # database, its lock file and the folders above it that are not there yet.
+    real = Path(os.path.realpath(path))
+    made = not real.exists()
     lock_made = not serving.lock_path(path).exists()
+    folders = [folder for folder in real.parents if not folder.exists()]
     serving.hold_shared(path)
     db = connect(path)
     if made:
-        args.made_database = (db, path, lock_made)
+        args.made_database = (db, real, lock_made, folders)
     return db
 
 
@@ -267,21 +272,25 @@ _BOOKKEEPING = ("schema_version", "change_counters")
 
 def forget_made_database(args: argparse.Namespace | None) -> None:
     """Remove the database this command made (`open_db` with `create`: ``--db`` named no
-    file), with its lock file if the command made that too, when the command was refused
+    file; a link's target, never the link), with its lock file and the folders above it if
+    the command made those too, when the command was refused
     before it stored a run: a refused command writes nothing (outside probe 208: a run
     refused for its size or its masking left a new, empty database and its lock file)."""
     made = getattr(args, "made_database", None)
     if made is None:
         return
-    db, path, lock_made = made
+    db, real, lock_made, folders = made
     if any(db[table].count for table in db.table_names() if table not in _BOOKKEEPING):
         return  # a run was stored after all, or something else wrote there meanwhile: it stays
     db.close()
-    for made_file in (f"{path}-wal", f"{path}-shm", path):  # SQLite's files beside it, then it
+    for made_file in (f"{real}-wal", f"{real}-shm", real):  # SQLite's files beside it, then it
         Path(made_file).unlink(missing_ok=True)
-    serving.let_go(path)
+    serving.let_go(real)
     if lock_made:
-        serving.lock_path(path).unlink(missing_ok=True)
+        serving.lock_path(real).unlink(missing_ok=True)
+    for folder in folders:  # deepest first, each only while empty
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def models_dir(args) -> Path:

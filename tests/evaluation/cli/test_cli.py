@@ -377,6 +377,20 @@ def test_a_database_a_refused_command_made_stays_once_anything_is_stored_in_it(t
         assert args.db.exists() is stored and (tmp_path / f"db{stored}.sqlite.lock").exists() is stored
 
 
+def test_a_refused_run_given_a_link_or_new_folders_leaves_the_link_and_nothing_else(tmp_path, capsys):
+    """Given a --db link to a file not there yet, the clean-up removed the link and left the
+    new database at its target; given folders not there yet, it left them (outside probe 209)."""
+    too_many = ["--samples", "9" * 20, "--data-dir", str(tmp_path / "data")]
+    (tmp_path / "links").mkdir()
+    link = tmp_path / "links" / "link.sqlite"
+    link.symlink_to(tmp_path / "links" / "target.sqlite")
+    assert main([*TINY_RUN, *too_many, "--db", str(link)]) == 2
+    assert sorted(p.name for p in (tmp_path / "links").iterdir()) == ["link.sqlite"] and link.is_symlink()
+    assert main([*TINY_RUN, *too_many, "--db", str(tmp_path / "new" / "sub" / "db.sqlite")]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["links"]
+    assert capsys.readouterr().err.count("one run makes at most 1,000,000") == 2
+
+
 def test_a_resume_of_a_run_the_database_lacks_names_the_runs_it_has(tmp_path, capsys):
     sqlite3.connect(tmp_path / "db.sqlite").close()
     assert main(["generate", "--run", "r", *_storage(tmp_path)]) == 2
