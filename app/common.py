@@ -227,6 +227,9 @@ ONE_CLICK = "cc-one-click"
 browser's `detail` 2 or more): a submission, a vote. The first click answers and shows the
 next sketch or coloring; a second would answer that one, unseen."""
 
+NOTE_CELLS = ":is(#designer_table, #expert_grid_table) [role=gridcell]:last-child span.text"
+"""An expert's recolor note in a table (the designer's submissions, the expert's grid): `CSS`
+shows about six lines of it, and `JS` lets the keyboard scroll the rest."""
 ANSWERS = "cc-answers"
 """The class prefix of a button that answers what the page shows (a vote on the coloring
 shown): with the class ``cc-answers--<elem_id>`` (`answers`), `JS` keeps, at the moment of
@@ -299,6 +302,14 @@ JS = compact_js(
       text.setAttribute('aria-live', 'polite');
     }});
     document.querySelectorAll('.modebar-btn:not([tabindex])').forEach((tool) => tool.setAttribute('tabindex', '-1'));
+    // A note longer than its cell shows (`CSS`: six lines) takes the keyboard's focus, so
+    // that the arrow and page keys scroll it (outside probe 209: only a mouse could).
+    document.querySelectorAll('{NOTE_CELLS}').forEach((text) => {{
+      if (text.tabIndex !== 0 && text.scrollHeight > text.clientHeight + 1) {{
+        text.tabIndex = 0;
+        text.title = 'The whole note: scroll it with the arrow keys';
+      }}
+    }});
     // A radio group is read out with its question (Gradio's label is a plain span beside it),
     // and a chosen item's remove button with its item ("Remove apple", not "Remove 573").
     document.querySelectorAll('.block .wrap:has(> label > input[type="radio"]):not([role])').forEach((group) => {{
@@ -395,6 +406,10 @@ JS = compact_js(
       event.preventDefault();
       t.reportValidity();
     }}
+  }}, true);
+  // The table's own keys (move between cells) would take those that scroll a note (`mark`).
+  document.addEventListener("keydown", (event) => {{
+    if (event.target.matches?.('{NOTE_CELLS}') && /^(Arrow(Up|Down)|Page(Up|Down)|Home|End| )$/.test(event.key)) event.stopPropagation();
   }}, true);
   document.addEventListener("focusin", (event) => {{
     const input = event.target;

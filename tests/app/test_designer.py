@@ -635,5 +635,21 @@ def test_a_long_recolor_note_leaves_each_submission_row_in_view(quick_study, mod
                 table,
             )
         assert cells.last.inner_text().strip() == note
+        # The keyboard reaches the rest of it: a Tab from the row's first cell, then the page keys
+        # (outside probe 209: the table's own keys took them, and only a mouse could scroll it).
+        text = cells.last.locator("span.text")
+        expect(text).to_have_attribute("tabindex", "0")
+        cells.first.click()
+        for _ in range(10):
+            page.keyboard.press("Tab")
+            if text.evaluate("t => t === document.activeElement"):
+                break
+        expect(text).to_be_focused()
+        page.keyboard.press("PageDown")
+        page.wait_for_function("t => t.scrollTop > 0", arg=text.element_handle())
+        page.keyboard.press("End")
+        page.wait_for_function(
+            "t => t.scrollTop + t.clientHeight >= t.scrollHeight - 1", arg=text.element_handle()
+        )
     finally:
         page.close()
