@@ -9,15 +9,16 @@ Modules import heavy libraries (torch, diffusers) inside ``main`` so that ``--he
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import signal
 import sqlite3
 import sys
 import threading
+from pathlib import Path
 
-from evaluation.cli import forget_made_database
 from evaluation.pipeline.ray_storage import refuse_file_in_the_way
-from storage import OPERATOR_WORDS, SchemaRefused, storage_condition
+from storage import OPERATOR_WORDS, SchemaRefused, serving, storage_condition
 from storage.serving import LockRefused
 
 COMMANDS = {
@@ -49,6 +50,34 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(command)
         command.set_defaults(handler=module.main)
     return parser
+
+
+_BOOKKEEPING = ("schema_version", "change_counters")
+"""The tables a new database has rows in before anything is stored (`storage.ensure_schema`)."""
+
+
+def forget_made_database(args: argparse.Namespace | None) -> None:
+    """Remove the database this command made (`evaluation.cli.open_db` with `create`, which
+    records it as ``args.made_database``: ``--db`` named no file; a link's target, never the
+    link), with its lock file and the folders above it if the command made those too, when
+    the command was refused before it stored a run: a refused command writes nothing
+    (outside probe 208: a run refused for its size or its masking left a new, empty database
+    and its lock file)."""
+    made = getattr(args, "made_database", None)
+    if made is None:
+        return
+    db, real, lock_made, folders = made
+    if any(db[table].count for table in db.table_names() if table not in _BOOKKEEPING):
+        return  # a run was stored after all, or something else wrote there meanwhile: it stays
+    db.close()
+    for made_file in (f"{real}-wal", f"{real}-shm", real):  # SQLite's files beside it, then it
+        Path(made_file).unlink(missing_ok=True)
+    serving.let_go(real)
+    if lock_made:
+        serving.lock_path(real).unlink(missing_ok=True)
+    for folder in folders:  # deepest first, each only while empty
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import re
@@ -264,33 +263,6 @@ def open_db(args: argparse.Namespace, *, create: bool = False):
     if made:
         args.made_database = (db, real, lock_made, folders)
     return db
-
-
-_BOOKKEEPING = ("schema_version", "change_counters")
-"""The tables a new database has rows in before anything is stored (`storage.ensure_schema`)."""
-
-
-def forget_made_database(args: argparse.Namespace | None) -> None:
-    """Remove the database this command made (`open_db` with `create`: ``--db`` named no
-    file; a link's target, never the link), with its lock file and the folders above it if
-    the command made those too, when the command was refused
-    before it stored a run: a refused command writes nothing (outside probe 208: a run
-    refused for its size or its masking left a new, empty database and its lock file)."""
-    made = getattr(args, "made_database", None)
-    if made is None:
-        return
-    db, real, lock_made, folders = made
-    if any(db[table].count for table in db.table_names() if table not in _BOOKKEEPING):
-        return  # a run was stored after all, or something else wrote there meanwhile: it stays
-    db.close()
-    for made_file in (f"{real}-wal", f"{real}-shm", real):  # SQLite's files beside it, then it
-        Path(made_file).unlink(missing_ok=True)
-    serving.let_go(real)
-    if lock_made:
-        serving.lock_path(real).unlink(missing_ok=True)
-    for folder in folders:  # deepest first, each only while empty
-        with contextlib.suppress(OSError):
-            folder.rmdir()
 
 
 def models_dir(args) -> Path:

@@ -15,8 +15,7 @@ import pandas as pd
 import pytest
 
 from bench.bench_ray_node_loss import outcome, recorded
-from evaluation.__main__ import COMMANDS, main
-from evaluation.cli import forget_made_database
+from evaluation.__main__ import COMMANDS, forget_made_database, main
 from evaluation.color.naming import names_of_uw71
 from evaluation.models.registry import PROJECT_ROOT
 from storage import open_db
