@@ -219,7 +219,9 @@ def _start_app(db_path: Path, data: Path) -> subprocess.CompletedProcess:
 def _start(code: str, ready: Path, *args: str) -> subprocess.Popen:
     """A Python process running `code` (argv: `ready`, `args`), once it has written `ready`.
 
-    The code writes `ready` when it holds what the test needs, then blocks reading stdin.
+    The code writes `ready` when it holds what the test needs, then blocks reading stdin; a
+    `ready` the test reads is written beside it and renamed (read between its creation and
+    its write, it was empty once in a clean-clone run).
     """
     process = subprocess.Popen(
         [sys.executable, "-c", code, str(ready), *args], cwd=ROOT, stdin=subprocess.PIPE, text=True
@@ -322,7 +324,8 @@ db = storage.open_db(db_path)
 db.execute("PRAGMA wal_autocheckpoint = 0")
 ids = [add_coloring(db, data, 1, concept, (90, 140, 30)) for concept in ("apple", "banana", "lime")]
 rows = [list(r) for r in db.execute("select * from colorings order by id").fetchall()]
-Path(ready).write_text(json.dumps(rows))
+Path(ready + ".part").write_text(json.dumps(rows))
+Path(ready + ".part").rename(ready)  # whole: the test reads it as soon as it is there
 sys.stdin.read()
 """
 
