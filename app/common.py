@@ -65,6 +65,13 @@ from storage.schema import MIGRATIONS, copy_before_upgrade
 from storage.settings import setting_once
 from storage.shown import counted
 
+NOTE_TABLES = ":is(#designer_table, #expert_grid_table)"
+"""The tables whose last column is an expert's recolor note (the designer's submissions, the
+expert's grid)."""
+NOTE_CELLS = f"{NOTE_TABLES} [role=gridcell]:last-child span.text"
+"""An expert's recolor note in a table of `NOTE_TABLES`: `CSS` shows about six lines of it, and
+`JS` lets the keyboard scroll the rest."""
+
 ORPHAN_MIN_AGE_S = 300.0
 UNEXPECTED = (
     "Something went wrong on the server ({kind}); it has been logged. Please try "
@@ -95,7 +102,8 @@ PLUMBING = "plumbing"
 # (Gradio marks an empty table's container ``no-rows``). Keyboard focus shows as a 3 px
 # blue ring on whatever holds it (a heading or a message the page moved it to, the picker):
 # Gradio's 1 px grey outline was hardly visible on the orange buttons.
-CSS = """
+CSS = (
+    """
 :root, .gradio-container {
   --button-primary-background-fill: #c2410c; --button-primary-background-fill-hover: #9a3412;
   --button-primary-border-color: #c2410c; --button-primary-border-color-hover: #9a3412;
@@ -121,14 +129,17 @@ button[aria-disabled=true] { opacity: .5; }
    of the expert's grid) takes 40em and shows about six lines, scrolling the rest: one of 1,990 made its
    row 1,843 px tall, the row's other cells out of the table's view (outside probe 207). Names stay
    whole (a name is at most 160 characters). */
-:is(#designer_table, #expert_grid_table) .sizing-body td:last-child .cell-wrap { max-width: 40em; }
-:is(#designer_table, #expert_grid_table) [role=gridcell]:last-child span.text {
+"""
+    + f"""{NOTE_TABLES} .sizing-body td:last-child .cell-wrap {{ max-width: 40em; }}
+{NOTE_CELLS} {{
   display: block; max-height: 8em; overflow-y: auto;
-}
-/* A table in Markdown or HTML (the Runs table, the leaderboards) scrolls sideways within its column:
+}}
+"""
+    + """/* A table in Markdown or HTML (the Runs table, the leaderboards) scrolls sideways within its column:
    on a phone its last columns ran off a page that does not scroll sideways (outside probe 142). */
 .prose table { display: block; max-width: 100%; overflow-x: auto; }
 """
+)
 LIVE = "cc-live"
 """The class of a Markdown whose changes screen readers read out (`live`)."""
 # Run once on page load (`launch(js=...)`): clicking into a `ChoiceSearch` selects its text,
@@ -227,9 +238,6 @@ ONE_CLICK = "cc-one-click"
 browser's `detail` 2 or more): a submission, a vote. The first click answers and shows the
 next sketch or coloring; a second would answer that one, unseen."""
 
-NOTE_CELLS = ":is(#designer_table, #expert_grid_table) [role=gridcell]:last-child span.text"
-"""An expert's recolor note in a table (the designer's submissions, the expert's grid): `CSS`
-shows about six lines of it, and `JS` lets the keyboard scroll the rest."""
 ANSWERS = "cc-answers"
 """The class prefix of a button that answers what the page shows (a vote on the coloring
 shown): with the class ``cc-answers--<elem_id>`` (`answers`), `JS` keeps, at the moment of
