@@ -530,9 +530,13 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int, now: dt.da
             for study, (trials, checks) in ((s, met.get(s, (0, 0))) for s in share)
         }
         # A check only when one is due, and only in a study with a model pair still left for
-        # the person or one whose trials are fixed (checks take any number of answers, so one
-        # never fills a trial that no pair is left for); a model pair when a due check has none left.
+        # the person, one they judged a model pair in, or one whose trials are fixed (checks
+        # take any number of answers: no check alone in a study they have no pair of); a model
+        # pair when a due check has none left. A check due right after the person's last model
+        # pair is theirs (at 20 % and 5 trials, someone whose check fell on trial 5 of a study
+        # with 4 model pairs left judged 4 and met none: outside probe 211).
         open_in = {pairs[p][0] for p in left if fixed or not pairs[p][1]}
+        open_in |= {study for study, (trials, checks) in met.items() if trials > checks}
         pair_id = next(
             (p for p in left if pairs[p][1] == due[pairs[p][0]] and pairs[p][0] in open_in),
             next((p for p in left if not pairs[p][1]), None),

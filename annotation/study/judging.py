@@ -235,14 +235,33 @@ def _progress(db: sqlite_utils.Database, annotator_id: int) -> tuple[int, list[i
         else:
             checks = row["checks_met"] + row["checks_left"]
             share = assignment.study_check_share(meta.get("attention_rate"), checks, row["pairs"], cap)
-            extra = 0
-            for _ in range(3 if row["open"] else 0):  # checks met over the trials to come: a fixed point
-                due = assignment.checks_due(share, row["done"] + row["open"] + extra, annotator_id, row["id"])
-                extra = min(row["checks_left"], max(0, due - row["checks_met"]))
-            wanted = min(cap, row["done"] + row["open"] + extra)
+            wanted = _trials_to_come(share, cap, row, annotator_id)
         if wanted:
             asked.append(wanted)
     return done, asked
+
+
+def _trials_to_come(share: float, cap: int, row: dict, annotator_id: int) -> int:
+    """The trials an invited participant will have judged in study ``row["id"]`` once its
+    open model pairs (``row["open"]``) are judged, as `annotation.assignment` hands them out:
+    trial by trial, an attention check where one is due (`annotation.assignment.checks_due`),
+    one is left and the person has a model pair judged or to come, else a model pair; at
+    most `cap`."""
+    trials, met, checks_left, model_left = row["done"], row["checks_met"], row["checks_left"], row["open"]
+    judged_models = trials - met
+    while trials < cap:
+        if (
+            checks_left
+            and (model_left or judged_models)
+            and assignment.checks_due(share, trials + 1, annotator_id, row["id"]) > met
+        ):
+            met, checks_left = met + 1, checks_left - 1
+        elif model_left:
+            model_left, judged_models = model_left - 1, judged_models + 1
+        else:
+            break
+        trials += 1
+    return trials
 
 
 def held_by_others(

@@ -487,6 +487,26 @@ def test_a_check_takes_any_number_of_answers_so_no_one_goes_unchecked(setup):
     assert (votes[~votes["attention_check"]].groupby("pair_id").size() == 6).all()  # pairs keep their quota
 
 
+def test_a_check_due_right_after_the_last_model_pair_is_met(setup):
+    """9 model pairs and a check at 10 %, 10 trials a person: an invitee whose check falls on
+    trial 10 judged the 9 pairs and met none, so they could never be flagged (outside probe
+    211: "Trial 1 of 4" at 20 % and 5 trials); they meet it as their 10th trial, and their
+    progress counts it from the start."""
+    db, data_dir, truths = setup
+    study_id = _study(db, data_dir, truths, n_concepts=3, attention_rate=0.1, trials_per_participant=10)
+    assert study.study_size(db, study_id) == {"pairs": 9, "attention_checks": 1}
+    people = _participants(db, 40)
+    late = [a for a in people if assignment.checks_due(0.1, 9, a.annotator_id, study_id) == 0]
+    assert late and all(assignment.checks_due(0.1, 10, a.annotator_id, study_id) == 1 for a in late)
+    person = late[0]
+    assert judging.progress(db, person) == (0, 10)
+    shown = _judge_all(db, [person], lambda t: "left", np.random.default_rng(2))
+    assert len(shown) == 10
+    votes = judging.votes_frame(db, study_id).sort_values("created", kind="stable")
+    assert votes["attention_check"].tolist() == [False] * 9 + [True]
+    assert judging.progress(db, person) == (10, 10)
+
+
 def test_fewer_trials_than_a_run_still_meet_one_check_and_a_full_study_gives_none(setup):
     """At 10 % with 5 trials a person met a check one time in two (an outside check: 3 people,
     none); each now meets one. A study whose model pairs all have their votes gave a newcomer
