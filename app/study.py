@@ -196,8 +196,8 @@ class StudyTab(Tab):
         return self.named(
             studies=_study_rows(db),
             design=design,
-            message=f"Draft study {study_id} stored: {design['pairs']} pairs and "
-            f"{design['attention_checks']} attention checks. Open it to start the trials.{notes}",
+            message=f"Draft study {study_id} stored: {counted(design['pairs'], 'pair')} and "
+            f"{counted(design['attention_checks'], 'attention check')}. Open it to start the trials.{notes}",
         )
 
     @role(*ALLOWED)
