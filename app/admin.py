@@ -56,7 +56,7 @@ from storage import file_stamp, iso, shown_time, utcnow
 from storage.schema import UPGRADE_APPROVER
 from storage.settings import read_setting
 from storage.shown import counted, in_words, shown
-from storage.spreadsheet import write_csv
+from storage.spreadsheet import number_cell, write_csv
 
 NAME = "admin"
 TITLE = "Admin"
@@ -481,7 +481,7 @@ class AdminTab(Tab):
     def set_mode(self, db, actor, mode: str, min_k: str, cap: str, threshold: str) -> dict:
         """Store the assignment mode; returns it in words."""
         try:
-            limit = float(threshold)
+            limit = number_cell(threshold) if isinstance(threshold, str) else float(threshold)
         except (TypeError, ValueError):
             raise ValueError(f"`Unstable above (ΔE)` must be a number, got {shown(threshold)}") from None
         chosen = stability.Mode(

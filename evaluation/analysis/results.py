@@ -35,7 +35,7 @@ from evaluation.concepts import Concept
 from evaluation.pipeline import scoring
 from evaluation.pipeline.fileio import write_atomic
 from storage.shown import shown
-from storage.spreadsheet import csv_text
+from storage.spreadsheet import csv_text, number_cell
 
 RECOMMENDED = "recommended"
 
@@ -98,10 +98,13 @@ def parse_cfg(choice: str | float) -> str | float:
     """
     if isinstance(choice, str) and choice.strip() == RECOMMENDED:
         return RECOMMENDED
-    try:
-        value = float(choice) if not isinstance(choice, bool) else np.nan
-    except (TypeError, ValueError):
-        value = np.nan
+    if isinstance(choice, str):
+        try:
+            value = number_cell(choice)  # ASCII digits: ``float`` read "٥" as 5
+        except ValueError:
+            value = np.nan
+    else:
+        value = float(choice) if isinstance(choice, (int, float)) and not isinstance(choice, bool) else np.nan
     if not np.isfinite(value) or value < 0:
         raise ValueError(f"`cfg` must be {RECOMMENDED!r} or a guidance scale, got {shown(choice)}")
     return value

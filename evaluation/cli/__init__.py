@@ -22,7 +22,7 @@ from storage import (
 )
 from storage.files import nearest_existing_folder, unwritable_folder
 from storage.shown import shown
-from storage.spreadsheet import whole_cell
+from storage.spreadsheet import number_cell, whole_cell
 
 WRITES_FILES = ("generate", "segment", "extract", "run", "explicit")
 """The commands that write a run's files into ``--data-dir``; the others read it."""
@@ -65,13 +65,13 @@ def count(text: str) -> int:
     return value
 
 
-_DECIMAL = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", re.ASCII)
-"""A number as `share` and `seconds` read it: digits, a point, an exponent (Python's
-``float`` also read ``1_000``, ``inf`` and ``nan``; the counts never took ``1_000``)."""
-
-
 def _decimal(text: str) -> float:
-    return float(text) if _DECIMAL.fullmatch(text) else math.nan
+    """`text` as `share` and `seconds` read it, `storage.spreadsheet.number_cell` (digits, a
+    point, an exponent; Python's ``float`` also read ``1_000`` and ``٣``), else nan."""
+    try:
+        return number_cell(text)
+    except ValueError:
+        return math.nan
 
 
 def share(text: str) -> float:

@@ -26,6 +26,8 @@ def test_admin_sets_the_adaptive_mode_and_both_roles_see_each_concepts_stability
         admin, _ = client.predict(ADMIN_PASSWORD, api_name="/login_admin")
         with pytest.raises(AppError, match=r"`Unstable above \(ΔE\)` must be a number, got 'lots'"):
             client.predict(admin, "adaptive", "2", "4", "lots", api_name="/admin_set_mode")
+        with pytest.raises(AppError, match=r"`Unstable above \(ΔE\)` must be a number, got '\u0665'"):
+            client.predict(admin, "adaptive", "2", "4", "\u0665", api_name="/admin_set_mode")  # not 5
         with pytest.raises(AppError, match="`cap` must be at least `min_k` \\(3\\), got 2"):
             client.predict(admin, "adaptive", "3", "2", "5", api_name="/admin_set_mode")
         # A cap of 10**18 was stored, and the coverage's histogram of that many bins filled the

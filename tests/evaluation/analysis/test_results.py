@@ -14,6 +14,7 @@ from evaluation.analysis.results import (
     export_analyses,
     latest_distributions,
     metrics_frame,
+    parse_cfg,
     recommended_cfg,
     resolve_cfg,
     with_provenance,
@@ -219,6 +220,11 @@ def test_recommended_scale_is_the_lower_middle_and_a_missing_scale_is_an_error(s
         resolve_cfg(both, 2)
     with pytest.raises(ValueError, match="`cfg` must be 'recommended' or a guidance scale"):
         resolve_cfg(frame, "strong")
+    for foreign in ("\u0665", "\uff17.\uff15", "1_0"):  # float read an Arabic-Indic 5 and a full-width 7.5
+        with pytest.raises(
+            ValueError, match=f"`cfg` must be 'recommended' or a guidance scale, got '{foreign}'"
+        ):
+            parse_cfg(foreign)
     db, _ = stored
     with pytest.raises(ValueError, match="`cfg` 3 is not a stored guidance scale of every model"):
         analyses(runs.model_distributions(db), HUMAN, CONCEPTS, cfg=3.0)

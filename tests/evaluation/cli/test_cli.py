@@ -322,7 +322,7 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
                 TINY_RUN + ["--ray-wait", wait],
                 f"argument --ray-wait: must be a number of seconds, 0 or more, got {wait!r}",
             )
-            for wait in ("1_000", "1e999", "inf")
+            for wait in ("1_000", "1e999", "inf", "\u0665")
         ],
         (
             ["segment", "--run", "r", "--box-threshold", "0_5"],
