@@ -12,6 +12,7 @@ each concept's P_H stability (`annotation.coloring.stability`).
 from __future__ import annotations
 
 import gradio as gr
+import numpy as np
 
 from annotation.coloring.stability import stability_view
 from annotation.research.views import (
@@ -62,7 +63,7 @@ from evaluation.analysis.tables import (
 from evaluation.analysis.uncertainty import interval_table, significance_note
 from evaluation.concepts import load_concepts
 from storage import human
-from storage.shown import shown
+from storage.shown import counted, shown
 
 NAME = "leaderboard"
 TITLE = "Leaderboards"
@@ -189,7 +190,7 @@ class LeaderboardTab(Tab):
         legend = f"{LEGEND}<p>{pooled}Guidance scale per model: {scales}.</p>"
         if result.resampling is None:
             tables = [_point_table(t) for t in (result.table6, result.table7, result.table8)]
-            intervals = DRAWING.format(how=escape(asked.describe())) if asked is not None else ""
+            intervals = _drawing(result, asked, choice.source) if asked is not None else ""
         else:
             tables = [
                 _shown(*args)
@@ -453,7 +454,26 @@ def _source(db, source: str) -> SourceChoice:
 
 
 #: What the intervals panel says while `complete` draws them.
-DRAWING = "Being drawn: {how} The tables gain their intervals in a moment."
+DRAWING = "Being drawn: {how} The tables gain their intervals when they are."
+
+
+def _drawing(result, asked: Resampling, source: str) -> str:
+    """`DRAWING` for the point estimates `result` (without intervals) and the intervals
+    `asked`, with their cost when P_H replicates rescore Tables 1-2: at the full study's
+    size 20 of them took 85 s with nothing on the page saying why (outside probe 212)."""
+    line = DRAWING.format(how=escape(asked.describe()))
+    if asked.colorings and source == human.DESIGNERS and not result.pooled:
+        frame = result.metrics
+        rescored = int(
+            np.isclose(frame["cfg"].astype(float), frame["model"].map(result.cfg).astype(float)).sum()
+        )
+        line += (
+            f" Its {counted(asked.colorings, 'P_H replicate')} per concept rescore Tables 1–2 against "
+            f"each: {asked.colorings * rescored:,} EMD solves for {counted(rescored, 'model distribution')}."
+        )
+    return line
+
+
 #: The line the note gains when the kept result predates the latest change.
 EARLIER = "Shown as computed before the latest change to a distribution: being brought up to date."
 

@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose
 
-from app.leaderboard import TABLE1, TABLE2
+from app.leaderboard import TABLE1, TABLE2, _drawing
 from evaluation.analysis.bootstrap import Resampling
 from evaluation.analysis.results import analyses
 from evaluation.concepts import load_concepts
 from evaluation.pipeline import runs
+from storage import ensure_schema, open_db
 from storage import human as human_rows
-from storage import open_db
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.research_data import assert_every_endpoint_refuses, figure, one_hot, sign_in, store_segmented_run
 
@@ -235,6 +235,30 @@ def test_the_page_shows_point_estimates_at_once_then_the_intervals_and_then_keep
         assert _named(complete(*asked, False)) == {"pending": False}
         # API clients get the whole view in one call.
         assert client.predict(*asked, api_name="/leaderboard_show")[1] == whole["table1"]
+
+
+def test_while_intervals_are_drawn_the_page_says_what_p_h_replicates_cost(tmp_path):
+    """20 replicates took 85 s at the full study's size under "in a moment" (outside probe
+    212): the line counts the EMD solves they take, here 5 x the 8 distributions at scale 4."""
+    config = make_config(tmp_path)
+    db = open_db(config.db_path)
+    ensure_schema(db)
+    db.close()
+    _store(config)
+    db = open_db(config.db_path)
+    try:
+        plain = analyses(runs.model_distributions(db), HUMAN, load_concepts(), resampling=None)
+    finally:
+        db.close()
+    replicates = Resampling(n_resamples=200, seed=3, colorings=5)
+    assert _drawing(plain, replicates, human_rows.DESIGNERS).endswith(
+        "The tables gain their intervals when they are. Its 5 P_H replicates per concept rescore "
+        "Tables 1–2 against each: 40 EMD solves for 8 model distributions."
+    )
+    assert _drawing(plain, Resampling(n_resamples=200, seed=3), human_rows.DESIGNERS).endswith(
+        "when they are."
+    )
+    assert "EMD solves" not in _drawing(plain, replicates, "lab")  # a reference set has no colorings
 
 
 def test_a_scale_no_model_has_is_a_clear_error(tmp_path):
