@@ -184,8 +184,14 @@ def _restore(args: argparse.Namespace) -> int:
         print(f"warning: {_missing(done['missing'])} when the backup was made: the restored study lacks them")
     for line in done["kept"]:  # denials made after the backup (`annotation.denials`)
         print(f"kept from the replaced database: {line}")
+    if done["other_study"]:  # by design (a study moved whole), but said (outside probe 210)
+        replaced, restored = done["other_study"]
+        print(
+            f"note: the backup is of another study (instance {restored}) than the database it replaced "
+            f"(instance {replaced}): that study is not carried over; it stays whole in {done['previous']}"
+        )
     if done["previous"]:  # the kept lines name denials only (outside probe 145)
-        print(_dropped(done["dropped"], done["previous"]))
+        print(_dropped(done["dropped"], done["previous"], other_study=bool(done["other_study"])))
         if done["changed"]:
             print(
                 "changed after the backup, not kept: rows of the replaced database that the backup holds "
@@ -194,8 +200,9 @@ def _restore(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dropped(dropped: dict[str, tuple[int, int]] | None, previous) -> str:
-    """What a restore took back, in words (`backup.fewer_rows`)."""
+def _dropped(dropped: dict[str, tuple[int, int]] | None, previous, *, other_study: bool = False) -> str:
+    """What a restore took back, in words (`backup.fewer_rows`); `other_study`: the backup is
+    of another study, whose accounts were never the replaced one's."""
     if dropped is None:
         return f"the replaced database could not be read to say what the restore took back; it is kept as {previous}"
     if not dropped:
@@ -204,7 +211,12 @@ def _dropped(dropped: dict[str, tuple[int, int]] | None, previous) -> str:
     line = (
         f"not kept: the replaced database held more rows than the backup in {tables}; they stay in {previous}"
     )
-    if {"annotators", "invites"} & set(dropped):
+    if {"annotators", "invites"} & set(dropped) and other_study:
+        line += (
+            "\nthe replaced study's accounts and invite links are gone with it: its people's links read as "
+            "mistyped (and count as failed sign-ins) until it is restored again"
+        )
+    elif {"annotators", "invites"} & set(dropped):
         line += (
             "\naccounts and invite links made after the backup are gone: give anyone sent one since a new "
             "link (theirs reads as mistyped, and counts as a failed sign-in)"

@@ -409,8 +409,10 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
     -------
     dict
         The manifest, plus ``previous`` (where the replaced database was kept, or None),
-        ``copied`` (files written into the data folder) and ``kept`` (one line per kind of
-        denial made after the backup that the restored database keeps, `carry_denials`).
+        ``copied`` (files written into the data folder), ``kept`` (one line per kind of
+        denial made after the backup that the restored database keeps, `carry_denials`) and
+        ``other_study``: ``(replaced, restored)`` instance names (`storage.ownership`) when the
+        backup is of another study than the database it replaced, else None.
 
     `folder` is a backup folder or the Admin tab's backup zip (unpacked into a private
     temporary folder first).
@@ -456,6 +458,10 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
             except BaseException:
                 staged.unlink(missing_ok=True)
                 raise
+            try:
+                replaced = ownership.instance_of(db_path)
+            except sqlite3.DatabaseError:  # what it replaces is no database: nothing of a study
+                replaced = None
             # What was revoked or closed after the backup stays so (`annotation.denials`).
             kept = carry_denials(db_path, staged, earlier=_kept_copies(db_path)) if db_path.exists() else []
             expected = {"sha256": _sha256(staged), "bytes": staged.stat().st_size}
@@ -480,6 +486,7 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
         "kept": kept,
         "dropped": dropped,
         "changed": changed,
+        "other_study": (replaced, instance) if replaced and instance and replaced != instance else None,
     }
 
 

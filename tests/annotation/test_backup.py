@@ -1471,10 +1471,11 @@ def _two_studies(tmp_path) -> dict[str, tuple[Path, Path, str]]:
     return stores
 
 
-def test_a_restore_makes_the_data_folder_the_restored_databases(tmp_path):
+def test_a_restore_makes_the_data_folder_the_restored_databases(tmp_path, capsys):
     """A data folder names the database it belongs to (`storage.ownership`, outside probe
     167); a restore of another study's backup over this database makes the folder that
     study's, so the next start takes it (and sets this one's files aside) rather than refuse."""
+    from annotation.__main__ import main
     from storage import ownership
 
     (a_file, a_data, a_instance), (b_file, b_data, b_instance) = _two_studies(tmp_path).values()
@@ -1484,7 +1485,19 @@ def test_a_restore_makes_the_data_folder_the_restored_databases(tmp_path):
     finally:
         a_db.close()
     assert ownership.foreign_refusal(b_file, b_data) is None
-    backup.restore(tmp_path / "a-backup", b_file, b_data)
+    b_db = storage.open_db(b_file)
+    people(b_db, 1, "designer")  # B has two accounts, A one
+    b_db.close()
+    assert main(["--db", str(b_file), "--data-dir", str(b_data), "restore", str(tmp_path / "a-backup")]) == 0
+    # Said as it is (outside probe 210): not "accounts made after the backup", which B's never were.
+    out = capsys.readouterr().out
+    kept = next(b_data.glob("colorconcept.sqlite.before-restore-*"))
+    assert (
+        f"note: the backup is of another study (instance {a_instance}) than the database it replaced "
+        f"(instance {b_instance}): that study is not carried over; it stays whole in {kept}\n"
+    ) in out
+    assert "annotators 2 (now 1)" in out and "made after the backup are gone" not in out
+    assert "the replaced study's accounts and invite links are gone with it" in out
     assert ownership.instance_of(b_file) == a_instance != b_instance
     assert ownership.owner(b_data) == {
         "instance": a_instance,
