@@ -331,6 +331,13 @@ JS = compact_js(
       const name = (group.dataset.ccName ||= `cc-radio-${{++labelled}}`);
       group.querySelectorAll('input[type="radio"]').forEach((radio) => {{ if (radio.name !== name) radio.name = name; }});
     }});
+    // A block label's icon is decoration (read as an unnamed image), and a gallery's thumbnails
+    // say whose they are: "Left images: image 1 of 2", not "Thumbnail 1 of 2" in both (probe 211).
+    document.querySelectorAll('[data-testid="block-label"] svg:not([aria-hidden])').forEach((icon) => icon.setAttribute('aria-hidden', 'true'));
+    document.querySelectorAll('button.thumbnail-item[aria-label^="Thumbnail"]').forEach((thumb) => {{
+      const label = thumb.closest('.block')?.querySelector('[data-testid="block-label"]')?.textContent.trim();
+      if (label) thumb.ariaLabel = `${{label}}: ${{thumb.ariaLabel.replace('Thumbnail', 'image')}}`;
+    }});
     document.querySelectorAll('.token [role="button"][title^="Remove"]').forEach((remove) => {{
       const name = remove.closest('.token').querySelector('span')?.textContent.trim();
       if (name && remove.title !== `Remove ${{name}}`) remove.title = remove.ariaLabel = `Remove ${{name}}`;
@@ -395,7 +402,7 @@ JS = compact_js(
     }});
     stamp();
     if (!marking) {{ marking = true; setTimeout(mark, 200); }}
-  }}).observe(document.body, {{ childList: true, subtree: true, attributes: true, attributeFilter: ['name'] }});
+  }}).observe(document.body, {{ childList: true, subtree: true, attributes: true, attributeFilter: ['name', 'aria-label'] }});
   mark();
   // A comma typed or pasted into a number field was dropped ("0,15" read 15), and a
   // thousands point read as a decimal one ("1.000" read 1): the field is emptied, says why

@@ -128,6 +128,9 @@ _TRIAL_INTO_VIEW_JS = (
 )
 """After a vote, the next trial's line is brought into view when it is above the screen (a phone:
 the page stayed at the answer buttons, with the new trial's concept and first charts above)."""
+# No *Download All* over a trial's images: a participant has no use for it, and each gallery's
+# was one more Tab stop named as the other's (outside probe 211).
+_GALLERY_BUTTONS = ["download", "fullscreen"]
 _GO_BACK_JS = (
     f"(url) => {{ if (url) setTimeout(() => window.location.assign(url), {GO_BACK_DELAY_S * 1000}); }}"
 )
@@ -624,6 +627,7 @@ def _layout() -> dict:
                 columns=4,
                 height=130,
                 interactive=False,
+                buttons=_GALLERY_BUTTONS,
                 elem_id="participant_colorings",
             )
         for side in judging.SIDES:
@@ -634,6 +638,7 @@ def _layout() -> dict:
                     label=f"{side.capitalize()} images",
                     columns=4,
                     height=130,
+                    buttons=_GALLERY_BUTTONS,
                     elem_id=f"participant_{side}_images",
                 )
     gr.HTML("", js_on_load=compact_js(_KEYS_JS), elem_id="participant_keys")

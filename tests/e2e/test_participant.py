@@ -33,6 +33,15 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
     ]
     page.click("#participant_background_ok")
     expect(progress).to_contain_text(f"Trial 1 of {n_pairs}")
+    # The two sides' images are told apart by name, with no *Download All* and no unnamed
+    # image (the label's icon) read out (outside probe 211: "Thumbnail 1 of 2" in both).
+    for side in ("Left", "Right"):
+        gallery = page.locator(f"#participant_{side.lower()}_images")
+        expect(
+            gallery.get_by_role("button", name=re.compile(rf"^{side} images: image 1 of \d+$"))
+        ).to_be_visible()
+        expect(gallery.get_by_role("button", name="Download All")).to_have_count(0)
+        expect(gallery.get_by_role("img")).to_have_count(0)
     # The trial line is a polite live region: a screen reader reads each new trial's line.
     expect(page.get_by_role("status").filter(has_text=f"Trial 1 of {n_pairs}")).to_have_attribute(
         "aria-live", "polite"
@@ -48,7 +57,9 @@ def test_participant_judges_pairs_with_arrow_and_number_keys(live_app, page):
     # Arrow keys on a model image's thumbnail are the gallery's: they answered trials unseen
     # (outsider 95). The next answer, from the page, is the third one stored, not the fifth.
     answerable(page, "#participant_progress")
-    page.locator("#participant_left_images").get_by_role("button", name=re.compile("^Thumbnail 1 of")).focus()
+    page.locator("#participant_left_images").get_by_role(
+        "button", name=re.compile("^Left images: image 1 of")
+    ).focus()
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowLeft")
     tasks.append(int(page.locator("#participant_task input").input_value()))
