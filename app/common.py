@@ -135,7 +135,13 @@ button[aria-disabled=true] { opacity: .5; }
   display: block; max-height: 8em; overflow-y: auto;
 }}
 """
-    + """/* A table in Markdown or HTML (the Runs table, the leaderboards) scrolls sideways within its column:
+    + """/* A search that matches nothing says so in its open list (it showed an empty list, then put the last
+   choice back without a word: outside probe 212). */
+.choice-search ul.option-list:not(:has(li))::after {
+  content: "Nothing matches what is typed: type fewer letters, or check the spelling.";
+  display: block; padding: var(--size-2) var(--size-3); color: var(--body-text-color-subdued); font-style: italic;
+}
+/* A table in Markdown or HTML (the Runs table, the leaderboards) scrolls sideways within its column:
    on a phone its last columns ran off a page that does not scroll sideways (outside probe 142). */
 .prose table { display: block; max-width: 100%; overflow-x: auto; }
 """
@@ -331,9 +337,9 @@ JS = compact_js(
       const name = (group.dataset.ccName ||= `cc-radio-${{++labelled}}`);
       group.querySelectorAll('input[type="radio"]').forEach((radio) => {{ if (radio.name !== name) radio.name = name; }});
     }});
-    // A block label's icon is decoration (read as an unnamed image), and a gallery's thumbnails
+    // A block label's icon and a dropdown's arrow are decoration (read as unnamed images), and a gallery's thumbnails
     // say whose they are: "Left images: image 1 of 2", not "Thumbnail 1 of 2" in both (probe 211).
-    document.querySelectorAll('[data-testid="block-label"] svg:not([aria-hidden])').forEach((icon) => icon.setAttribute('aria-hidden', 'true'));
+    document.querySelectorAll('[data-testid="block-label"] svg:not([aria-hidden]), svg.dropdown-arrow:not([aria-hidden])').forEach((icon) => icon.setAttribute('aria-hidden', 'true'));
     document.querySelectorAll('button.thumbnail-item[aria-label^="Thumbnail"]').forEach((thumb) => {{
       const label = thumb.closest('.block')?.querySelector('[data-testid="block-label"]')?.textContent.trim();
       if (label) thumb.ariaLabel = `${{label}}: ${{thumb.ariaLabel.replace('Thumbnail', 'image')}}`;
@@ -402,7 +408,7 @@ JS = compact_js(
     }});
     stamp();
     if (!marking) {{ marking = true; setTimeout(mark, 200); }}
-  }}).observe(document.body, {{ childList: true, subtree: true, attributes: true, attributeFilter: ['name', 'aria-label'] }});
+  }}).observe(document.body, {{ childList: true, subtree: true, attributes: true, attributeFilter: ['name'] }});
   mark();
   // A comma typed or pasted into a number field was dropped ("0,15" read 15), and a
   // thousands point read as a decimal one ("1.000" read 1): the field is emptied, says why

@@ -121,6 +121,15 @@ def test_the_concept_box_starts_empty_and_typing_replaces_and_searches(live_app,
     expect(field).to_have_value("rotten apple")
     page.click("#browser_show")
     expect(page.locator("#browser_variants_title")).to_contain_text("Base concept apple")
+    # A search that matches nothing says so in its list (an empty list, then the last choice
+    # back without a word: outside probe 212), and its arrow is no unnamed image.
+    click_to_replace(page, "browser_concept")
+    page.keyboard.type("not a concept at all")
+    expect(page.locator("#browser_concept").get_by_role("listbox")).to_match_aria_snapshot(
+        '- listbox: "Nothing matches what is typed: type fewer letters, or check the spelling."'
+    )
+    expect(page.locator("#browser_concept").get_by_role("img")).to_have_count(0)
+    page.keyboard.press("Escape")
     assert page.js_errors == []
 
 
