@@ -617,8 +617,11 @@ def keep_leaderboards_fresh(
 
 
 def _options(db, concepts, source, cfg, aggregate, resampling) -> tuple:
-    """The key of a `LeaderboardCache` result."""
-    return (db_path(db), source, cfg, aggregate, resampling, tuple(c.key for c in concepts))
+    """The key of a `LeaderboardCache` result; a scale as read (`results.parse_cfg`), so
+    "5", " 5" and "5.0" share one (each was computed anew, 4 to 5 s at the full study's
+    size: outside probe 212)."""
+    scale = tables.POOL_CFG if results.pooled_cfg(cfg) else results.parse_cfg(cfg)
+    return (db_path(db), source, scale, aggregate, resampling, tuple(c.key for c in concepts))
 
 
 def _leaderboard_analyses(
