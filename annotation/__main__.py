@@ -187,8 +187,8 @@ def _restore(args: argparse.Namespace) -> int:
     if done["other_study"]:  # by design (a study moved whole), but said (outside probe 210)
         replaced, restored = done["other_study"]
         print(
-            f"note: the backup is of another study (instance {restored}) than the database it replaced "
-            f"(instance {replaced}): that study is not carried over; it stays whole in {done['previous']}"
+            f"note: the backup is of another study ({restored}) than the database it replaced "
+            f"({replaced}): that study is not carried over; it stays whole in {done['previous']}"
         )
     if done["previous"]:  # the kept lines name denials only (outside probe 145)
         print(_dropped(done["dropped"], done["previous"], other_study=bool(done["other_study"])))

@@ -411,8 +411,9 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
         The manifest, plus ``previous`` (where the replaced database was kept, or None),
         ``copied`` (files written into the data folder), ``kept`` (one line per kind of
         denial made after the backup that the restored database keeps, `carry_denials`) and
-        ``other_study``: ``(replaced, restored)`` instance names (`storage.ownership`) when the
-        backup is of another study than the database it replaced, else None.
+        ``other_study``: ``(replaced, restored)`` in words (their instance names, or when their
+        databases were made, `_other_study`) when the backup is of another study than the
+        database it replaced, else None.
 
     `folder` is a backup folder or the Admin tab's backup zip (unpacked into a private
     temporary folder first).
@@ -458,10 +459,7 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
             except BaseException:
                 staged.unlink(missing_ok=True)
                 raise
-            try:
-                replaced = ownership.instance_of(db_path)
-            except sqlite3.DatabaseError:  # what it replaces is no database: nothing of a study
-                replaced = None
+            replaced = _study_of(db_path)
             # What was revoked or closed after the backup stays so (`annotation.denials`).
             kept = carry_denials(db_path, staged, earlier=_kept_copies(db_path)) if db_path.exists() else []
             expected = {"sha256": _sha256(staged), "bytes": staged.stat().st_size}
@@ -475,6 +473,7 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
             # The data folder is the restored database's now: its next start sweeps, not refuses.
             if (instance := ownership.instance_of(db_path)) is not None:
                 ownership.claim(data_dir, db_path, instance)
+            restored = _study_of(db_path)
     except serving.LockRefused as error:  # in use, or its folder takes no file
         raise BackupError(f"{error}; nothing was restored") from None
     dropped = fewer_rows(previous, db_path) if previous else {}
@@ -486,8 +485,39 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
         "kept": kept,
         "dropped": dropped,
         "changed": changed,
-        "other_study": (replaced, instance) if replaced and instance and replaced != instance else None,
+        "other_study": _other_study(replaced, restored),
     }
+
+
+def _study_of(db_file: Path) -> tuple[str | None, str | None]:
+    """What tells a study's databases from another's: ``(instance, made)``, the instance name
+    (`storage.ownership.instance_of`: set when an app first starts on it) and when its
+    schema's first migration was applied (every copy and backup keeps both); None for what
+    it lacks, both for a file that is no database."""
+    try:
+        instance = ownership.instance_of(db_file)
+        conn = sqlite3.connect(f"{db_file.as_uri()}?mode=ro", uri=True)
+        try:
+            row = conn.execute("select applied from schema_version where version = 1").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:  # no database, or no schema_version table
+        return None, None
+    return instance, None if row is None else row[0]
+
+
+def _other_study(replaced: tuple, restored: tuple) -> tuple[str, str] | None:
+    """``(replaced, restored)`` in words when `_study_of` tells them apart, else None. A
+    database no app has started has no instance yet (outside probe 213: a study built with
+    the library alone was restored over an app's without a word): its schema's date tells it."""
+    for index, said in ((0, "instance {}"), (1, "its database made {}")):
+        if replaced[index] and restored[index]:
+            return (
+                None
+                if replaced[index] == restored[index]
+                else tuple(said.format(study[index]) for study in (replaced, restored))
+            )
+    return None
 
 
 @contextlib.contextmanager

@@ -204,8 +204,9 @@ def _apply(db: sqlite_utils.Database, found: dict) -> list[str]:
         where = {"key": ADMIN_PASSWORD_SETTING, "value !=": found["password"]}
         if update_rows(db, "settings", where, {"value": found["password"]}):
             said.append(
-                "the admin password in use before the restore stays (the backup's was another; "
-                "python -m annotation set-admin-password sets a new one)"
+                "the admin password in use before the restore stays (the backup's was set apart from "
+                "it, maybe to the same password: each is stored salted; python -m annotation "
+                "set-admin-password sets a new one)"
             )
     if said and {"created", "actor", "action", "object_type", "details"} <= _columns(db.conn, "audit"):
         audit.record(db, "system", "restore_kept_denials", "database", None, details={"kept": said})

@@ -1498,6 +1498,32 @@ def test_a_restore_makes_the_data_folder_the_restored_databases(tmp_path, capsys
     ) in out
     assert "annotators 2 (now 1)" in out and "made after the backup are gone" not in out
     assert "the replaced study's accounts and invite links are gone with it" in out
+    # Studies no app has started (no instance yet) are told apart by when their databases were
+    # made (outside probe 213: no note, and "made after the backup" again); a backup of the same
+    # study, taken before its first start, is the same study.
+    (c_db, c_data), (d_db, d_data) = _store(tmp_path / "c"), _store(tmp_path / "d")
+    people(d_db, 2, "designer")
+    backup.backup(c_db, c_data, tmp_path / "c-backup")
+    backup.backup(d_db, d_data, tmp_path / "d-backup")
+    made = {
+        name: db.execute("select applied from schema_version where version = 1").fetchone()[0]
+        for name, db in (("c", c_db), ("d", d_db))
+    }
+    c_db.close()
+    d_db.close()
+    d_file = d_data / "colorconcept.sqlite"
+    assert main(["--db", str(d_file), "--data-dir", str(d_data), "restore", str(tmp_path / "c-backup")]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"note: the backup is of another study (its database made {made['c']}) than the database it "
+        f"replaced (its database made {made['d']}): that study is not carried over"
+    ) in out
+    assert "the replaced study's accounts and invite links are gone with it" in out
+    assert main(["--db", str(d_file), "--data-dir", str(d_data), "restore", str(tmp_path / "d-backup")]) == 0
+    out = capsys.readouterr().out
+    assert "note:" in out and "made after the backup are gone" not in out  # d over c's: another study
+    assert main(["--db", str(d_file), "--data-dir", str(d_data), "restore", str(tmp_path / "d-backup")]) == 0
+    assert "note:" not in capsys.readouterr().out  # d over d
     assert ownership.instance_of(b_file) == a_instance != b_instance
     assert ownership.owner(b_data) == {
         "instance": a_instance,
