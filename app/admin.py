@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -484,6 +485,9 @@ class AdminTab(Tab):
             limit = number_cell(threshold) if isinstance(threshold, str) else float(threshold)
         except (TypeError, ValueError):
             raise ValueError(f"`Unstable above (ΔE)` must be a number, got {shown(threshold)}") from None
+        if not 0 <= limit < math.inf:  # refused by the library as `threshold`, got -3.0 (outside probe 213)
+            raise ValueError(f"`Unstable above (ΔE)` must be a number of 0 or more, got {shown(threshold)}")
+        limit += 0.0  # -0 is saved as 0
         chosen = stability.Mode(
             adaptive=mode == "adaptive",
             min_k=whole_number(min_k, "Designers first (min K)"),

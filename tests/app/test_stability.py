@@ -28,6 +28,11 @@ def test_admin_sets_the_adaptive_mode_and_both_roles_see_each_concepts_stability
             client.predict(admin, "adaptive", "2", "4", "lots", api_name="/admin_set_mode")
         with pytest.raises(AppError, match=r"`Unstable above \(ΔE\)` must be a number, got '\u0665'"):
             client.predict(admin, "adaptive", "2", "4", "\u0665", api_name="/admin_set_mode")  # not 5
+        for typed in ("-3", "1e999", "infinity"):  # by the field's label and as typed (outside probe 213)
+            with pytest.raises(
+                AppError, match=rf"^`Unstable above \(ΔE\)` must be a number of 0 or more, got '{typed}'$"
+            ):
+                client.predict(admin, "adaptive", "2", "4", typed, api_name="/admin_set_mode")
         with pytest.raises(AppError, match="`cap` must be at least `min_k` \\(3\\), got 2"):
             client.predict(admin, "adaptive", "3", "2", "5", api_name="/admin_set_mode")
         # A cap of 10**18 was stored, and the coverage's histogram of that many bins filled the
@@ -52,6 +57,10 @@ def test_admin_sets_the_adaptive_mode_and_both_roles_see_each_concepts_stability
         # Shown exactly as stored, so that saving it unchanged keeps it (outside probe 138)
         client.predict(admin, "adaptive", "2", "4", "12.3456789", api_name="/admin_set_mode")
         assert client.predict(admin, api_name="/admin_stored_mode")[3] == "12.3456789"
+        zero = client.predict(admin, "adaptive", "2", "4", "-0", api_name="/admin_set_mode")
+        assert (
+            zero.endswith("is above 0 ΔE.") and client.predict(admin, api_name="/admin_stored_mode")[3] == "0"
+        )
         client.predict(admin, "adaptive", "2", "4", "1.5", api_name="/admin_set_mode")
         summary, histogram, table = client.predict(admin, api_name="/admin_stability")
         seen, _, researcher_table = client.predict(tokens["researcher"], api_name="/leaderboard_stability")
