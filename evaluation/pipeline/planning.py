@@ -50,6 +50,7 @@ from evaluation.models.registry import ModelSpec, RegistryError, in_data_folder
 from evaluation.pipeline import runs
 from evaluation.pipeline.stages import plan_run
 from storage.shown import shown
+from storage.spreadsheet import number_cell
 
 #: Seconds per image on one H100-class GPU (generation + masking) for the registry's settings.
 GPU_SECONDS_PER_IMAGE = {
@@ -498,7 +499,7 @@ def parse_scales(text: str) -> tuple[float, ...]:
     """``"3, 7.5"`` -> ``(3.0, 7.5)``; ``""`` -> ``()``. Raises ValueError naming `cfg_scales`."""
     parts = [part.strip() for part in (text or "").replace(";", ",").split(",") if part.strip()]
     try:
-        return tuple(float(part) for part in parts)
+        return tuple(number_cell(part) for part in parts)  # ASCII digits: float read "١٢" as 12
     except ValueError:
         raise ValueError(
             f"`cfg_scales` must be comma-separated numbers such as '3, 7.5', got {shown(text)}"
