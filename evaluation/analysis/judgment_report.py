@@ -25,7 +25,7 @@ from evaluation.analysis import judgments
 from evaluation.analysis.tables import METRICS
 from storage.files import check_out_folder
 from storage.shown import shown
-from storage.spreadsheet import write_csv
+from storage.spreadsheet import number_cell, whole_cell, write_csv
 
 HELP = "Table 3: metric agreement with pairwise human judgments, from exported votes"
 TABLES = ("table3", "validation", "pairs", "bradley_terry", "participants")
@@ -254,6 +254,22 @@ def write_tables(tables: dict[str, pd.DataFrame], folder: str | Path) -> dict[st
     return paths
 
 
+def _whole(text: str) -> int:
+    """An argparse ``type``: a whole number in ASCII digits (``int`` read ``١٢`` as 12)."""
+    try:
+        return whole_cell(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {shown(text)}") from None
+
+
+def _number(text: str) -> float:
+    """An argparse ``type``: a number in ASCII digits (``float`` read ``٣`` as 3)."""
+    try:
+        return number_cell(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {shown(text)}") from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``judgments``."""
     parser.add_argument("export", type=Path, help="study export folder, or a votes CSV")
@@ -264,7 +280,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="metric values per (concept, model) (default: EXPORT/metrics.csv)",
     )
     parser.add_argument("--style", default=None, help="keep metric rows of this style")
-    parser.add_argument("--cfg", type=float, default=None, help="keep metric rows of this scale")
+    parser.add_argument("--cfg", type=_number, default=None, help="keep metric rows of this scale")
     parser.add_argument("--run", default=None, help="keep metric rows of this run")
     parser.add_argument(
         "--out",
@@ -272,15 +288,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="folder for the CSV tables (default: EXPORT/analysis or <votes stem>_analysis)",
     )
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default: 1000)")
-    parser.add_argument("--ci", type=float, default=CI, help=f"confidence level (default: {CI})")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    parser.add_argument("--n-boot", type=_whole, default=1000, help="bootstrap resamples (default: 1000)")
+    parser.add_argument("--ci", type=_number, default=CI, help=f"confidence level (default: {CI})")
+    parser.add_argument("--seed", type=_whole, default=0, help="seed of the bootstrap (default: 0)")
     parser.add_argument(
         "--exclude-flagged", action="store_true", help="leave out participants who failed attention checks"
     )
     parser.add_argument(
         "--max-failures",
-        type=int,
+        type=_whole,
         default=0,
         help="failed checks a participant may have before being flagged (default: 0)",
     )

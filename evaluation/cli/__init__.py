@@ -65,6 +65,25 @@ def count(text: str) -> int:
     return value
 
 
+def whole(text: str) -> int:
+    """An argparse ``type`` for a whole number written with ASCII digits (``int`` read ``١٢``
+    as 12); its range is checked where it is used."""
+    try:
+        return whole_cell(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {shown(text)}") from None
+
+
+def decimal(text: str) -> float:
+    """An argparse ``type`` for a number written with ASCII digits, a point and an exponent
+    (``float`` read ``٣`` as 3); ``nan`` and ``inf`` pass, for the range check where it is
+    used to name."""
+    try:
+        return number_cell(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {shown(text)}") from None
+
+
 def _decimal(text: str) -> float:
     """`text` as `share` and `seconds` read it, `storage.spreadsheet.number_cell` (digits, a
     point, an exponent; Python's ``float`` also read ``1_000`` and ``٣``), else nan."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import add_device_arguments, default_data_dir, seed
+from evaluation.cli import add_device_arguments, decimal, default_data_dir, seed, whole
 
 HELP = "audit color judges (CLIP-like, yes/no VLMs) with Rainbow foils on synthetic renders"
 DTYPES = ("float32", "float16", "bfloat16")
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="pixel, random, contrastive:MODEL or yesno:MODEL (repeat for several)",
     )
-    parser.add_argument("--items", type=int, default=200, help="probe items to render (default: 200)")
+    parser.add_argument("--items", type=whole, default=200, help="probe items to render (default: 200)")
     parser.add_argument(
         "--items-from",
         type=Path,
@@ -48,13 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--size",
-        type=int,
+        type=whole,
         default=64,
         help=f"render side per shape in pixels, {MIN_SIZE}-{MAX_SIZE} (default: 64)",
     )
     parser.add_argument(
         "--two-objects",
-        type=float,
+        type=decimal,
         default=0.5,
         help="share of two-object items, with swap foils (default: 0.5)",
     )

@@ -736,6 +736,8 @@ def test_export_and_command_line_reproduce_the_in_app_analysis(setup, tmp_path):
     for extra, message in (
         (["--out", str(folder / "votes.csv")], "is a plain file, not a folder; give a folder"),
         (["--metrics", str(tmp_path / "long.csv"), "--style", "bogus"], "with style 'bogus'; check --style"),
+        (["--ci", "\u0660.\u0669"], "argument --ci: must be a number, got '\u0660.\u0669'"),  # not 0.9
+        (["--max-failures", "\u0661"], "argument --max-failures: must be a whole number, got '\u0661'"),
     ):
         refused = subprocess.run(
             [sys.executable, "-m", "evaluation", "judgments", str(folder), "--n-boot", "10", *extra],

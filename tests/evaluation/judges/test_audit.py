@@ -334,6 +334,25 @@ def test_judge_audit_options_are_refused_naming_them_before_anything_is_rendered
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "option, typed, said",
+    [
+        ("--size", "\u0661\u0662\u0668", "a whole number"),
+        ("--items", "\u0662", "a whole number"),
+        ("--two-objects", "\u0660.\u0665", "a number"),
+    ],
+)
+def test_judge_audit_numbers_are_read_with_ascii_digits(tmp_path, capsys, option, typed, said):
+    """``int`` and ``float`` read Arabic-Indic digits: ``--size ١٢٨`` was 128."""
+    from evaluation.__main__ import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(_pixel_audit(tmp_path, option, typed))
+    assert stopped.value.code == 2
+    assert f"argument {option}: must be {said}, got {typed!r}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_device_this_machine_lacks_is_refused_before_any_model_loads(tmp_path, capsys):
     import torch
 
