@@ -43,6 +43,7 @@ from evaluation.cli import (
     share,
     stage_executor,
     unwritable_folder,
+    whole,
 )
 from evaluation.cli import generate as generate_cli
 from evaluation.cli import segment as segment_cli
@@ -89,11 +90,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated guidance scales (default: the pipeline's own default, one)",
     )
-    parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: the model's)")
+    parser.add_argument("--steps", type=whole, default=None, help="denoising steps (default: the model's)")
     parser.add_argument(
-        "--resolution", type=int, default=None, help="image side in pixels (default: the model's)"
+        "--resolution", type=whole, default=None, help="image side in pixels (default: the model's)"
     )
-    parser.add_argument("--batch-size", type=int, default=None, help="images per pipeline call")
+    parser.add_argument("--batch-size", type=whole, default=None, help="images per pipeline call")
     parser.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default=None)
     parser.add_argument(
         "--tasks", default=None, help=f"comma-separated subset of {', '.join(TASKS)} (default: all)"

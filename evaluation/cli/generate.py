@@ -27,6 +27,7 @@ from evaluation.cli import (
     resolve_device,
     resumed_run,
     stage_executor,
+    whole,
 )
 from storage.shown import shown
 
@@ -52,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["original", "visual_state", "emotional"],
         help="keep concepts of this type; repeatable",
     )
-    parser.add_argument("--limit", type=int, default=None, help="keep the first N concepts after filtering")
+    parser.add_argument("--limit", type=whole, default=None, help="keep the first N concepts after filtering")
     parser.add_argument("--styles", default="natural,clipart", help="comma-separated: natural, clipart")
     parser.add_argument(
         "--cfg", default=None, help="comma-separated guidance scales (default: the model's 7)"
@@ -60,12 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--samples", type=count, default=5, help="seeds per (concept, style, cfg) (default: 5)"
     )
-    parser.add_argument("--steps", type=int, default=None, help="denoising steps (default: the model's, 50)")
     parser.add_argument(
-        "--resolution", type=int, default=None, help="image side in pixels (default: the model's, 1024)"
+        "--steps", type=whole, default=None, help="denoising steps (default: the model's, 50)"
     )
     parser.add_argument(
-        "--batch-size", type=int, default=None, help="images per pipeline call (default: the model's)"
+        "--resolution", type=whole, default=None, help="image side in pixels (default: the model's, 1024)"
+    )
+    parser.add_argument(
+        "--batch-size", type=whole, default=None, help="images per pipeline call (default: the model's)"
     )
     parser.add_argument(
         "--dtype",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.cli import add_storage_arguments, concept_run_config, open_db, seed
+from evaluation.cli import add_storage_arguments, concept_run_config, open_db, seed, whole
 from storage.files import check_out_folder
 from storage.shown import shown, shown_path
 
@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--resamples",
-        type=int,
+        type=whole,
         default=N_RESAMPLES,
         help=f"bootstrap resamples of the concepts for the intervals (default: {N_RESAMPLES}; 0: none)",
     )

@@ -21,6 +21,7 @@ from evaluation.cli import (
     resolve_device,
     share,
     stage_executor,
+    whole,
 )
 from evaluation.models.segmentation import (
     BOX_THRESHOLD,
@@ -37,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `segment`."""
     parser.add_argument("--run", required=True, help="run name")
     add_masking_arguments(parser)
-    parser.add_argument("--batch-size", type=int, default=8, help="images per recorded batch (default: 8)")
+    parser.add_argument("--batch-size", type=whole, default=8, help="images per recorded batch (default: 8)")
     add_device_arguments(parser)
     add_executor_arguments(parser)
     add_storage_arguments(parser)

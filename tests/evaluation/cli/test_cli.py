@@ -273,6 +273,10 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
             "--steps must be a whole number, 1 or more, at most 1,000, got 1,000,000,000",
         ),
         (TINY_RUN + ["--batch-size=-2"], "--batch-size must be a whole number, 1 or more, got -2"),
+        (
+            TINY_RUN + ["--steps", "\u0661\u0660"],
+            "argument --steps: must be a whole number, got '\u0661\u0660'",
+        ),
         (TINY_RUN + ["--device", "tpu"], "--device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
         (
             TINY_RUN + ["--concepts", " , "],
