@@ -496,11 +496,8 @@ def _study_of(db_file: Path) -> tuple[str | None, str | None]:
     it lacks, both for a file that is no database."""
     try:
         instance = ownership.instance_of(db_file)
-        conn = sqlite3.connect(f"{db_file.as_uri()}?mode=ro", uri=True)
-        try:
+        with contextlib.closing(read_only(db_file)) as conn:
             row = conn.execute("select applied from schema_version where version = 1").fetchone()
-        finally:
-            conn.close()
     except sqlite3.DatabaseError:  # no database, or no schema_version table
         return None, None
     return instance, None if row is None else row[0]
