@@ -29,7 +29,7 @@ COMMANDS = {
     "explicit": "evaluation.cli.explicit",
     "score": "evaluation.cli.score",
     "build-tiny": "evaluation.cli.build_tiny",
-    "judgments": "evaluation.analysis.judgment_report",
+    "judgments": "evaluation.cli.judgments",
     "judge-audit": "evaluation.cli.judge_audit",
     "robustness": "evaluation.cli.robustness",
 }
