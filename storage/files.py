@@ -49,6 +49,9 @@ MAX_PIXELS = 4096 * 4096
 or smaller, generated images 1024 x 1024)."""
 MAX_BYTES = 32 * 1024 * 1024
 """The most bytes `open_image` reads: 32 MiB."""
+IMAGE_FORMATS = frozenset({"PNG", "JPEG", "MPO", "WEBP"})
+"""The formats `open_image` decodes, as Pillow names them (MPO: a JPEG with a second picture,
+as cameras write), whatever the file's name."""
 PNG_COMPRESS_LEVEL = 6
 """zlib level of every PNG written (Pillow's default): level 1 encodes a 1024² coloring in 8 ms
 into 17 kB, level 6 in 12 ms into 5 kB, level 9 in 17 ms into 5 kB (bench/bench_designer.py notes)."""
@@ -424,10 +427,14 @@ def open_image(
     data = _read_limited(source, max_bytes, name)
     try:
         image = Image.open(io.BytesIO(data))
+        # Pillow opens GIF, BMP, TIFF, PPM…: a file named .png is taken only if it is one of ours
+        # (outside probe 217 imported a GIF as a sketch). MPO is how Pillow names a camera's JPEG.
+        if image.format not in IMAGE_FORMATS:
+            raise ImageRefused(f"{name} is a {image.format} image, not a PNG, JPEG or WebP file")
         width, height = image.size
         if width * height > max_pixels:
             raise ImageRefused(
-                f"{name} is {width}x{height} = {width * height} pixels; at most {max_pixels} are allowed"
+                f"{name} is {width}x{height} = {width * height:,} pixels; at most {max_pixels:,} are allowed"
             )
         image.load()
         problem = png_data_problem(data) if image.format == "PNG" else None

@@ -111,7 +111,7 @@ def test_png_bytes_refuses_other_arrays_naming_what_arrived(array):
 def test_open_image_refuses_over_the_pixel_cap_from_the_header_naming_the_cap():
     header_only = raw_png(5000, 5000, 8, 2, zlib.compress(b"\x00" * 16))
     with pytest.raises(
-        ImageRefused, match=r"^upload is 5000x5000 = 25000000 pixels; at most 16777216 are allowed$"
+        ImageRefused, match=r"^upload is 5000x5000 = 25,000,000 pixels; at most 16,777,216 are allowed$"
     ):
         open_image(header_only)
 
@@ -136,6 +136,23 @@ def test_open_image_refuses_over_the_byte_cap_naming_the_cap(tmp_path):
 def test_open_image_refuses_what_is_not_an_image(data, message):
     with pytest.raises(ImageRefused, match=message):
         open_image(data)
+
+
+@pytest.mark.parametrize("kind", ["GIF", "BMP", "TIFF", "PPM"])
+def test_open_image_refuses_a_format_other_than_png_jpeg_or_webp_whatever_its_name(kind, tmp_path):
+    """Outside probe 217 imported a GIF, a BMP, a TIFF and a PPM named .png as sketches."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), "white").save(buffer, format=kind)
+    (tmp_path / "cherry.png").write_bytes(buffer.getvalue())
+    with pytest.raises(ImageRefused, match=rf"^cherry.png is a {kind} image, not a PNG, JPEG or WebP file$"):
+        open_image(tmp_path / "cherry.png", name="cherry.png")
+
+
+@pytest.mark.parametrize("kind", ["PNG", "JPEG", "WEBP"])
+def test_open_image_takes_png_jpeg_and_webp_whatever_their_name(kind):
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), "white").save(buffer, format=kind)
+    assert open_image(buffer.getvalue(), name="sketch.png").size == (16, 16)
 
 
 def test_open_image_refuses_a_png_whose_data_ends_before_its_last_row():

@@ -322,3 +322,19 @@ def test_a_small_raster_sketch_is_stored_with_a_note_that_it_was_scaled_up(loade
         "them; a larger original or an SVG colors cleanly"
     )
     assert results[1].note == ""
+
+
+def test_a_line_drawing_in_another_format_named_png_is_refused_and_nothing_is_stored(loaded, tmp_path):
+    """Outside probe 217 imported GIF, BMP, TIFF and PPM line drawings named .png as sketches;
+    the same drawing saved as a PNG is taken."""
+    db, data = loaded
+    count = db["sketches"].count
+    frame = np.full((400, 400), 255, np.uint8)
+    frame[80:320, 80:88] = frame[80:320, 312:320] = frame[80:88, 80:320] = frame[312:320, 80:320] = 0
+    Image.fromarray(frame).save(tmp_path / "lemon.png", format="GIF")
+    [result] = store.import_sketches(db, data, [tmp_path / "lemon.png"])
+    assert (result.ok, result.reason) == (False, "lemon.png is a GIF image, not a PNG, JPEG or WebP file")
+    assert db["sketches"].count == count
+    Image.fromarray(frame).save(tmp_path / "lemon.png", format="PNG")
+    [result] = store.import_sketches(db, data, [tmp_path / "lemon.png"])
+    assert result.ok, result.reason
