@@ -168,7 +168,7 @@ class SketchesTab(Tab):
                 [
                     printable(r.name),  # a file's name is not refused for a control character
                     r.base or "",
-                    _import_outcome(r),
+                    _import_outcome(r, db if select else None),
                 ]
                 for r in results
             ],
@@ -214,9 +214,12 @@ class SketchesTab(Tab):
             )
         sketch_store.check_base(db, base)
         sketch_id = whole_number(sketch_id, "sketch id")
+        was_selected = sketch_store.get_sketch(db, sketch_id)["selected"]
         sketch_store.select_sketch(db, sketch_id, actor=actor.pseudonym, why=why or "", base=base)
         return self.named(
-            message=f"Sketch {sketch_id} is now the sketch of **{base}**.", **self._sketches_of(db, base)
+            message=f"Sketch {sketch_id} is now the sketch of **{base}**."
+            + ("" if was_selected else _drawing_changed(db, base)),
+            **self._sketches_of(db, base),
         )
 
     @role(*ROLES)
@@ -285,13 +288,30 @@ def _generated(candidates: list, base: str) -> str:
     return said
 
 
-def _import_outcome(result: sketch_store.ImportResult) -> str:
-    """One file's line in the import results: stored, already there, or why it was refused."""
+def _drawing_changed(db, base: str) -> str:
+    """What a new selected sketch of `base` does to the tasks designers hold, in words; ""
+    when none holds one. Their unsaved work on the earlier drawing stays in their browsers
+    (outside probe 217: it vanished from a designer's page without a word)."""
+    held = sketch_store.held_tasks(db, base)
+    if not held:
+        return ""
+    return (
+        f" Designers hold {held} task{'' if held == 1 else 's'} on {base}: their pages show this drawing "
+        "from their next load, and unsaved work on the earlier drawing is not carried over (their page says so)."
+    )
+
+
+def _import_outcome(result: sketch_store.ImportResult, selected_in=None) -> str:
+    """One file's line in the import results: stored, already there, or why it was refused;
+    with `selected_in` (the database a new sketch was selected in) what that does to the
+    tasks designers hold."""
     if not result.ok:
         return f"refused: {result.reason}"
     if result.known:
         return f"already in the library as sketch {result.sketch_id} (the same drawing): nothing new stored"
-    return f"imported as sketch {result.sketch_id}" + (f" ({result.note})" if result.note else "")
+    said = f"imported as sketch {result.sketch_id}" + (f" ({result.note})" if result.note else "")
+    changed = "" if selected_in is None else _drawing_changed(selected_in, result.base)
+    return said + ("." + changed if changed else "")
 
 
 def _coverage_section() -> dict:

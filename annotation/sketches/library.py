@@ -52,7 +52,7 @@ from annotation.sketches.importing import (
     png_data_url,
     sketch_prompt,
 )
-from storage import insert_row, iso, transaction, update_rows
+from storage import insert_row, iso, select, transaction, update_rows
 from storage.shown import shown_path
 
 SOURCES = ("shipped", "imported", "generated")
@@ -255,6 +255,20 @@ def select_sketch(
         audit.record(
             db, actor, "select_sketch", "sketch", sketch_id, why, details={"base": row["base"]}, now=now
         )
+
+
+def held_tasks(db: sqlite_utils.Database, base: str, *, now: dt.datetime | None = None) -> int:
+    """How many coloring tasks designers hold (reserved, unexpired) for a new coloring of a
+    concept of `base`: each shows the base's selected sketch, so a new selection changes
+    their drawing (a redo keeps the drawing of the coloring it redoes)."""
+    [row] = select(
+        db,
+        "select count(*) as n from tasks t join concepts c on c.key = t.concept_key "
+        "where t.kind = 'coloring' and t.status = 'reserved' and t.expires > ? "
+        "and t.coloring_id is null and c.base = ?",
+        [iso(now), base],
+    )
+    return row["n"]
 
 
 def get_sketch(db: sqlite_utils.Database, sketch_id: int) -> dict:

@@ -50,6 +50,10 @@ const NOT_SAVED =
   "Not saved: the Submit you pressed did not save this sketch (a save shows the next one; the " +
   "connection was lost, or the submit was refused). Your work is restored: press Submit again.";
 
+const DRAWING_CHANGED =
+  "This concept's drawing was changed since you last worked on it: your unsaved coloring of " +
+  "the earlier drawing does not fit this one, so this drawing starts blank.";
+
 const root = element.querySelector(".cc-root");
 const $ = (sel) => root.querySelector(sel);
 const viewport = $(".cc-viewport");
@@ -187,25 +191,45 @@ async function restoreWork(taskId) {
   S.elapsedBase = Math.max(Number(saved?.elapsed_s) || 0, Number(serverLayer?.elapsed_s) || 0);
   if (!source || !source.color_layer) {
     commitNow();
-    status("Pick a color, then click inside a region to fill it.");
+    if (workOnAnotherDrawing(taskId)) status(DRAWING_CHANGED, "warn");
+    else status("Pick a color, then click inside a region to fill it.");
     return;
   }
   try {
     const img = await loadImage(source.color_layer);
     if (img.naturalWidth !== S.W || img.naturalHeight !== S.H) throw new Error("size");
     S.layer.set(imageData(img, false));
+    let history = true;
     if (source === saved) {
       S.edit = Number(saved.edit) || 0;
-      await restoreHistory(taskId, S.edit);
+      history = await restoreHistory(taskId, S.edit);
     }
     const unsent = source === saved && saved.submitted_edit === saved.edit;
     if (unsent) S.submittedEdit = S.edit;
     if (unsent) status(NOT_SAVED, "error");
-    else status(source === saved ? "Restored your unsaved work for this sketch." : "Loaded the saved coloring.");
+    else if (source !== saved) status("Loaded the saved coloring.");
+    else if (history) status("Restored your unsaved work for this sketch.");
+    else status("Restored your unsaved work for this sketch; its undo history was not kept (the page " +
+      "was left while it was being saved), so Undo starts from here.", "warn");
   } catch (e) {
     status("Saved work for this sketch could not be restored.", "error");
   }
   commitNow();
+}
+
+// Work kept for this task on another sketch (a key is "<instance>:<task>:<sketch>"): the
+// admin chose another drawing for the concept while the task was held (outside probe 217).
+function workOnAnotherDrawing(taskId) {
+  if (taskId.lastIndexOf(":") < 0) return false;
+  const task = WIP_PREFIX + taskId.slice(0, taskId.lastIndexOf(":") + 1);
+  for (let i = 0; i < localStorage.length; i++) {
+    const k = localStorage.key(i);
+    if (!k || !k.startsWith(task) || k === WIP_PREFIX + taskId) continue;
+    try {
+      if (JSON.parse(localStorage.getItem(k)).color_layer) return true;
+    } catch (e) { /* not ours to read */ }
+  }
+  return false;
 }
 
 // ---------- undo history kept over a reload (IndexedDB) ----------
@@ -242,18 +266,21 @@ function saveHistory(taskId, stamp) {
     () => false /* the history is a convenience: the work itself is in localStorage */
   );
 }
+// False when the history kept is not that of the work restored (or none is kept).
 async function restoreHistory(taskId, stamp) {
   let record = null;
   try {
     record = await historyRequest("readonly", (store) => store.get(taskId));
   } catch (e) {
-    return;
+    return false;
   }
-  if (!record || record.stamp !== stamp || S.taskId !== taskId) return;
+  if (S.taskId !== taskId) return true;
+  if (!record || record.stamp !== stamp) return false;
   S.historyEdit = stamp;
   S.undo = record.undo;
   S.redo = record.redo;
   S.undoBytes = S.undo.reduce((sum, e) => sum + e.before.length * 2, 0);
+  return true;
 }
 function forgetHistory(taskId) {
   historyRequest("readwrite", (store) => store.delete(taskId)).catch(() => {});
@@ -365,6 +392,7 @@ function endOp(before, box, label) {
 function edited() {
   S.edit = Date.now() + Math.random();
   updateButtons();
+  keepHistory(); // now: a reload before the commit keeps it (an IndexedDB write takes a moment)
   scheduleCommit();
 }
 function putRect(entry, data) {
@@ -684,15 +712,17 @@ function commitNow() {
   S.lastValue = value;
   props.value = value;
   saveWork(url);
-  if (S.edit !== S.historyEdit) {
-    const edit = S.edit;
-    // Written a moment later (IndexedDB): a reload before then keeps the work, not its history.
-    saveHistory(S.taskId, edit).then((saved) => {
-      if (saved) root.dataset.historySaved = String(edit);
-    });
-    S.historyEdit = S.edit;
-  }
+  keepHistory();
   root.dataset.committed = String(Date.now());
+}
+function keepHistory() {
+  if (S.edit === S.historyEdit) return;
+  const edit = S.edit;
+  // Written a moment later (IndexedDB): a reload before then keeps the work, not its history.
+  saveHistory(S.taskId, edit).then((saved) => {
+    if (saved) root.dataset.historySaved = String(edit);
+  });
+  S.historyEdit = S.edit;
 }
 // The value with every edit in it, written now: what a submit must send (see
 // app.coloring_canvas.flush_js), not the value of up to COMMIT_DELAY_MS ago.

@@ -77,7 +77,7 @@ def test_decode_image_reads_a_valid_png():
         (b"", "empty"),
         (b"hello, this is text", "not an image"),
         (_png_bytes(np.zeros((64, 64, 3), np.uint8))[:60], "corrupt or truncated"),
-        (_png_header_only(5000, 5000), "25000000 pixels"),
+        (_png_header_only(5000, 5000), "25,000,000 pixels"),
         (_png_header_only(100_000, 100_000), "too large|pixels"),
     ],
 )

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from gradio_client import handle_file
 from PIL import Image
 
 from annotation.coloring.fill import fill_region, painted_color_counts, parse_canvas_value
@@ -290,6 +291,70 @@ def test_the_task_fits_the_window_shows_the_true_zoom_and_undo_survives_a_reload
     layer = parse_canvas_value(json.dumps(value), BANANA.shape).color_layer
     assert layer[PEEL[1], PEEL[0], 3] == 255 and layer[STEM[1], STEM[0], 3] == 0
     expect(page.locator("#designer_canvas [data-action=redo]")).to_be_enabled()
+    assert page.js_errors == []
+
+
+def test_a_reload_says_when_the_undo_history_or_the_drawing_was_not_kept(live_app, page, tmp_path):
+    """Outside probe 217: a reload right after an edit restored the work with no undo history,
+    and a sketch the admin chose meanwhile showed a blank drawing, both without a word."""
+    _start_practice(live_app, page)
+    _fill(page, PEEL, YELLOW)
+    status = page.locator("#designer_canvas .cc-status")
+    api = "document.querySelector('#designer_canvas .cc-root').parentElement.coloringCanvas"
+    page.wait_for_function(
+        "() => { const r = document.querySelector('#designer_canvas .cc-root');"
+        " return r.dataset.historySaved === String(r.parentElement.coloringCanvas.state().edit); }"
+    )
+    # The page left before its history was written: the work comes back, and says its history did not.
+    page.evaluate(
+        """() => new Promise((resolve, reject) => {
+            const open = indexedDB.open('colorconcept-canvas');
+            open.onsuccess = () => {
+                const request = open.result.transaction('history', 'readwrite').objectStore('history').clear();
+                request.onsuccess = () => { open.result.close(); resolve(); };
+                request.onerror = reject;
+            };
+        })"""
+    )
+    page.reload()
+    open_tab(page, "Coloring")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    expect(status).to_have_text(
+        "Restored your unsaved work for this sketch; its undo history was not kept (the page was left "
+        "while it was being saved), so Undo starts from here."
+    )
+    assert page.evaluate(f"() => {api}.state().undo") == 0
+    # The admin gives banana another drawing while the task is held: the message counts the
+    # task, and the page says why it starts blank.
+    flipped = tmp_path / "banana.png"
+    Image.fromarray(np.ascontiguousarray(BANANA[:, ::-1])).save(flipped)
+    admin = live_app.admin_token()
+    table, _ = live_app.client.predict(
+        admin, [handle_file(flipped)], "(from the file names)", True, api_name="/sketches_import"
+    )
+    [[_, base, outcome]] = table["data"]
+    assert base == "banana" and re.fullmatch(
+        r"imported as sketch \d+\. Designers hold 1 task on banana: their pages show this drawing from "
+        r"their next load, and unsaved work on the earlier drawing is not carried over \(their page says so\)\.",
+        outcome,
+    ), outcome
+    page.reload()
+    open_tab(page, "Coloring")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    expect(status).to_have_text(
+        "This concept's drawing was changed since you last worked on it: your unsaved coloring of the "
+        "earlier drawing does not fit this one, so this drawing starts blank."
+    )
+    assert json.loads(page.evaluate(f"() => {api}.flush()"))["color_layer"] == ""
+    # The first drawing chosen again: its work comes back.
+    [shipped] = live_app.query("select id from sketches where base = 'banana' and source = 'shipped'")
+    live_app.client.predict(admin, "banana", shipped["id"], "", api_name="/sketches_select")
+    page.reload()
+    open_tab(page, "Coloring")
+    page.wait_for_selector(f"{CANVAS}[data-ready=true]")
+    expect(status).to_have_text(re.compile("^Restored your unsaved work for this sketch"))
+    layer = parse_canvas_value(page.evaluate(f"() => {api}.flush()"), BANANA.shape).color_layer
+    assert layer[PEEL[1], PEEL[0], 3] == 255
     assert page.js_errors == []
 
 

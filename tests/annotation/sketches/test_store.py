@@ -11,14 +11,18 @@ from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 from PIL import Image
 
-from annotation.concepts import sync_concepts
+from annotation.assignment import reserve
+from annotation.coloring.tasks import work_item
+from annotation.concepts import get_concept, sync_concepts
 from annotation.errors import InvalidInput, NotFound
 from annotation.files import resolve
+from annotation.people.accounts import create_annotators
 from annotation.sketches import library as store
 from annotation.sketches.importing import LONG_SIDE, SKETCH_DIR, load_manifest, load_sketch_png
-from app.sketches_admin import _generated
+from app.sketches_admin import _generated, _import_outcome
 from evaluation.concepts import load_concepts
 from evaluation.models.registry import load_registry
+from storage import transaction, update_rows
 from tests.app_server import ADMIN_PASSWORD, make_config, running_app
 from tests.evaluation.models.test_generation import tiny_pipe  # noqa: F401 (fixture)
 
@@ -338,3 +342,31 @@ def test_a_line_drawing_in_another_format_named_png_is_refused_and_nothing_is_st
     Image.fromarray(frame).save(tmp_path / "lemon.png", format="PNG")
     [result] = store.import_sketches(db, data, [tmp_path / "lemon.png"])
     assert result.ok, result.reason
+
+
+def test_a_new_sketch_names_the_tasks_designers_hold_whose_drawing_it_changes(loaded, tmp_path):
+    """Outside probe 217: a sketch chosen mid-study changed the drawing of a task a designer
+    held, and the admin's message said nothing of it (nor did the designer's page)."""
+    db, data = loaded
+    [(designer, _)] = create_annotators(db, 1, "designer")
+    rng = np.random.default_rng(0)
+    tasks = reserve(db, "coloring", designer["id"], rng, 3)
+    base = get_concept(db, tasks[0].concept_key)["base"]
+    assert store.held_tasks(db, base) == sum(get_concept(db, t.concept_key)["base"] == base for t in tasks)
+    assert store.held_tasks(db, "tulip") == 0
+    frame = np.full((400, 400), 255, np.uint8)
+    frame[80:320, 80:88] = frame[80:320, 312:320] = frame[80:88, 80:320] = frame[312:320, 80:320] = 0
+    Image.fromarray(frame).save(tmp_path / "drawing.png")
+    [result] = store.import_sketches(db, data, [tmp_path / "drawing.png"], base=base, select=True)
+    held = store.held_tasks(db, base)
+    assert _import_outcome(result, db) == (
+        f"imported as sketch {result.sketch_id}. Designers hold {held} task{'' if held == 1 else 's'} on "
+        f"{base}: their pages show this drawing from their next load, and unsaved work on the earlier "
+        "drawing is not carried over (their page says so)."
+    )
+    assert _import_outcome(result) == f"imported as sketch {result.sketch_id}"
+    assert work_item(db, tasks[0]).sketch["id"] == result.sketch_id
+    finish = [t.id for t in tasks if get_concept(db, t.concept_key)["base"] == base]
+    with transaction(db):
+        update_rows(db, "tasks", {"id": finish[0]}, {"status": "expired"})
+    assert store.held_tasks(db, base) == held - 1
