@@ -75,6 +75,10 @@ PICK_A_COLORING = (
 )
 """Where an expert finds the id *Ask for a recolor* and *Mark as fine* take (outside probe 149
 read "must be a whole number, got nothing" after clicking a gallery picture)."""
+BLIND_PICK = (
+    "That coloring is under the blind vote: no recolor and no *Mark as fine* on it until the vote "
+    "decides, so *Coloring id* is emptied."
+)
 VERDICTS = {"Consistent": True, "Inconsistent": False}
 VOTE_IMAGE_PX = 360
 NOTHING_TO_VOTE = (
@@ -122,7 +126,7 @@ EVENTS = (
         "grid_note",
         "expert_grid",
     ),
-    On("gallery.select", "pick", ("grid_table",), ("coloring",)),
+    On("gallery.select", "pick", ("grid_table",), ("coloring", "grid_message")),
     On(
         "recolor.click",
         "recolor",
@@ -508,13 +512,20 @@ class ExpertTab(Tab):
         place (the gallery and the table list one concept's colorings in one order), so that
         *Ask for a recolor* and *Mark as fine* act on it (outside probe 168 clicked a picture
         and the field stayed empty). A coloring under the blind vote has no id to give: the
-        field is left as it is."""
+        field is emptied and the message says why (outside probe 215: it kept the id clicked
+        before, and a recolor went to that other coloring). A click from a gallery the table
+        no longer matches changes nothing."""
+        try:
+            cell = table.iloc[evt.index, 0]
+        except (AttributeError, IndexError, TypeError):
+            return self.named(coloring=gr.skip(), grid_message=gr.skip())
         try:  # a column with an empty cell comes as floats: 7.0
-            number = float(table.iloc[evt.index, 0])
-        except (AttributeError, IndexError, TypeError, ValueError):
+            number = float(cell)
+        except (TypeError, ValueError):
             number = math.nan
-        whole = math.isfinite(number) and number.is_integer() and number > 0
-        return self.named(coloring=str(int(number)) if whole else gr.skip())
+        if math.isfinite(number) and number.is_integer() and number > 0:
+            return self.named(coloring=str(int(number)), grid_message="")
+        return self.named(coloring="", grid_message=BLIND_PICK)
 
     @ui_only
     def voteable(self, task) -> dict:

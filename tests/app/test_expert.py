@@ -7,7 +7,7 @@ import pytest
 from gradio_client.exceptions import AppError
 from PIL import Image
 
-from app.expert import ExpertTab
+from app.expert import BLIND_PICK, ExpertTab
 from storage import open_db
 from tests.app.test_admin import _dump
 from tests.app.test_participant import _rows
@@ -424,16 +424,18 @@ def test_a_kappa_of_exactly_zero_is_shown_without_a_minus_sign():
 @pytest.mark.parametrize(
     "cells, index, expected",
     [
-        (["4", "7"], 1, "7"),
-        ([4.0, None], 0, "4"),  # a column with an empty cell comes as floats
-        ([4.0, None], 1, None),  # under the blind vote: no id to give
-        (["4", ""], 1, None),
-        (["4"], 3, None),  # a click from a gallery the table no longer matches
+        (["4", "7"], 1, ("7", "")),
+        ([4.0, None], 0, ("4", "")),  # a column with an empty cell comes as floats
+        # Under the blind vote: no id to give, and the id clicked before is not left in the
+        # field (outside probe 215: a recolor went to that other coloring).
+        ([4.0, None], 1, ("", BLIND_PICK)),
+        (["4", ""], 1, ("", BLIND_PICK)),
+        (["4"], 3, (gr.skip(), gr.skip())),  # a click from a gallery the table no longer matches
     ],
 )
-def test_a_picture_clicked_gives_its_rows_coloring_id_or_leaves_the_field_as_it_is(cells, index, expected):
-    tab = ExpertTab(None, {"coloring": "field"})
+def test_a_picture_clicked_gives_its_rows_coloring_id_or_empties_the_field_with_why(cells, index, expected):
+    tab = ExpertTab(None, {"coloring": "field", "grid_message": "message"})
     update = tab.pick(
         pd.DataFrame({"coloring_id": cells}), gr.SelectData(None, {"index": index, "value": None})
     )
-    assert update == {"field": gr.skip() if expected is None else expected}
+    assert update == dict(zip(("field", "message"), expected))

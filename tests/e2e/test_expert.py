@@ -315,4 +315,36 @@ def test_clicking_a_colorings_picture_fills_its_id_for_the_recolor_and_fine_butt
     expect(page.locator("#expert_grid_message")).to_have_text(f"Coloring {second} marked as fine.")
     [stored] = live_app.query("select status from colorings where id = ?", (second,))
     assert stored["status"] == "accepted"
+    # A picture under the blind vote has no id to give: the field is emptied, not left at the
+    # id clicked before (outside probe 215: a recolor went to that other coloring).
+    under_vote = _inconsistent_castle(live_app)
+    [late] = [annotator for annotator, _ in live_app.invite("designer")]
+    db = open_db(live_app.config.db_path)
+    try:
+        outside = add_coloring(db, live_app.config.data_dir, late, "forbidding castle", GREYS[0])
+    finally:
+        db.close()
+    page.reload()  # the concept picker lists the concepts colored when the tab opened
+    open_tab(page, "Expert review")
+    thumbnails = _show_colorings(page, "forbidding", "forbidding castle (6 designers, 6 colorings)", 6)
+    cells = page.locator("#expert_grid_table [role=row][data-index] [role=gridcell]:first-child")
+    expect(cells).to_have_count(6)
+    rows = [cell.strip() for cell in cells.all_inner_texts()]
+    assert rows.count("") == len(under_vote) and str(outside) in rows
+    thumbnails.nth(rows.index(str(outside))).click()
+    expect(page.locator("#expert_coloring input")).to_have_value(str(outside))
+    page.keyboard.press("Escape")  # the click opened the picture's preview: back to the grid
+    expect(thumbnails).to_have_count(6)
+    thumbnails.nth(rows.index("")).click()
+    expect(page.locator("#expert_coloring input")).to_have_value("")
+    expect(page.locator("#expert_grid_message")).to_have_text(
+        "That coloring is under the blind vote: no recolor and no Mark as fine on it until the vote "
+        "decides, so Coloring id is emptied."
+    )
+    page.fill("#expert_note textarea", "too pale")
+    page.click("#expert_recolor_button")
+    expect(page.locator("#expert_grid_message")).to_contain_text("Coloring id")
+    assert (
+        live_app.query("select count(*) as n from colorings where status = 'recolor_requested'")[0]["n"] == 0
+    )
     assert page.js_errors == []
