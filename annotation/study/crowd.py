@@ -648,6 +648,15 @@ def _check_open(db, link: dict, now: dt.datetime, person: int | None = None) -> 
             + "; please return it on the platform"
         )
     room = votes_left(db, link["study_id"], now=now, person=person)
+    pairs = open_pairs(db, link["study_id"], now=now, person=person)
+    if room.left >= room.asked and pairs < room.asked:
+        # The votes were there but on too few pairs: each person judges a pair once, so a
+        # newcomer judged every pair offered and was never done (outside probe 216).
+        raise LinkClosed(
+            f"this study has fewer model pairs still open to a vote ({pairs}) than one person takes "
+            f"({room.asked}{', not counting attention checks' if room.share > 0 else ''}), and each "
+            "person judges a pair once; please return it on the platform"
+        )
     if room.left < room.asked:
         # It said "its pairs have all the votes they need" with votes still open (an outside
         # check): the last few are fewer than one person's trials, for an invited participant.
@@ -733,6 +742,30 @@ def votes_left(
         ).fetchone()[0]
         mine = max(0, model_trials(person) - done)
     return Room(int(needed - owed), int(mine), int(needed), share)
+
+
+def open_pairs(
+    db: sqlite_utils.Database, study_id: int, *, now: dt.datetime | None = None, person: int | None = None
+) -> int:
+    """How many of the study's model pairs one more person could still vote on: pairs whose
+    ``votes_per_pair`` are not all cast or held by others' unexpired trials, and that
+    `person` (taken back, `_restart`) has not judged. Each person votes on a pair once, so
+    ``votes_left``'s total can cover a newcomer's trials while too few pairs take them."""
+    study = db["studies"].get(study_id)
+    (count,) = db.execute(
+        "select count(*) from study_pairs p where p.study_id = :s and not "
+        f"{assignment.IS_CHECK} and :v - (select count(*) from judgments j where j.pair_id = p.id) "
+        "- (select count(*) from tasks t where t.kind = 'judgment' and t.pair_id = p.id and "
+        "t.status = 'reserved' and t.expires > :now and t.annotator_id is not :a) >= 1 and not exists "
+        "(select 1 from judgments j where j.pair_id = p.id and j.participant_id is :a)",
+        {
+            "s": study_id,
+            "v": study["votes_per_pair"],
+            "now": iso(utcnow() if now is None else now),
+            "a": person,
+        },
+    ).fetchone()
+    return int(count)
 
 
 def one_param(params: Mapping[str, str | list[str]], name: str) -> str | None:

@@ -21,7 +21,7 @@ from annotation.people.accounts import (
 from annotation.study import crowd, judging
 from annotation.study import design as study
 from annotation.study.design import GROUND_TRUTH, StudyFrozen
-from storage import iso, utcnow
+from storage import insert_row, iso, transaction, utcnow
 from tests.study_data import populate, sources, truth_source
 
 ADMIN = Actor(None, "admin", frozenset({"admin"}))
@@ -360,6 +360,70 @@ def test_attention_checks_are_not_counted_as_votes_a_newcomer_could_give(db, tmp
     ):
         _join(db, token, "pid-late")
     assert _dump(db) == before
+
+
+def test_a_newcomer_is_not_let_in_when_too_few_pairs_can_take_their_votes(db, tmp_path):
+    """Outside probe 216: with 4 votes still needed, 0 + 1 + 1 + 2 on four model pairs, a
+    newcomer asked for 4 model-pair trials was let in, judged the three pairs open to them and
+    read "No pair is waiting for you right now (4 of 5 judged)" until their time ran out:
+    each person votes on a pair once."""
+    study_id = _open_study(
+        db,
+        tmp_path,
+        "spread",
+        seed=216,
+        n_concepts=2,
+        votes_per_pair=6,
+        attention_rate=0.2,
+        trials_per_participant=5,
+    )
+    _, token = _link(db, study_id, quota=100)
+    pairs = [
+        p["id"]
+        for p in db.query(
+            f"select p.id from study_pairs p where p.study_id = ? and not {assignment.IS_CHECK} order by p.id",
+            [study_id],
+        )
+    ]
+    assert len(pairs) == 6 and crowd.votes_left(db, study_id).asked == 4
+    people = [_invitee(db).annotator_id for _ in range(6)]
+
+    def cast(votes):
+        with transaction(db):
+            for pair, n in zip(pairs, votes):
+                left = db.execute("select a from study_pairs where id = ?", [pair]).fetchone()[0]
+                for who in people[:n]:
+                    insert_row(
+                        db,
+                        "judgments",
+                        {
+                            "pair_id": pair,
+                            "participant_id": who,
+                            "left_item": left,
+                            "choice": "left",
+                            "winner": left,
+                            "created": iso(T0),
+                        },
+                    )
+
+    cast([6, 5, 5, 4, 6, 6])
+    assert crowd.votes_left(db, study_id)[:3] == (4, 4, 4) and crowd.open_pairs(db, study_id) == 3
+    before = _dump(db)
+    with pytest.raises(
+        crowd.LinkClosed,
+        match=r"^this study has fewer model pairs still open to a vote \(3\) than one person takes \(4, not "
+        r"counting attention checks\), and each person judges a pair once; please return it on the platform$",
+    ):
+        _join(db, token, "pid-stranded")
+    assert _dump(db) == before
+    # One vote each on four pairs: the newcomer is let in and finishes with their code.
+    with transaction(db):
+        db.execute("delete from judgments where pair_id = ? and participant_id = ?", [pairs[0], people[5]])
+    assert crowd.open_pairs(db, study_id) == 4
+    newcomer = _actor(db, _join(db, token, "pid-whole"))
+    assert _judge(db, newcomer, 5) == 5
+    assert judging.progress(db, newcomer) == (5, 5)
+    assert crowd.settle(db, newcomer).status == "completed"
 
 
 def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup):
