@@ -153,6 +153,9 @@ EVENTS = (
         "ranking_message",
         "expert_consistency",
     ),
+    # What review waits for, with the number just ranked at (outside probe 215: it still said
+    # "set … to 3" after a ranking at 3).
+    On("then", "needs", (*_TOKEN, "minimum"), ("needs",), "refresh_note", clear_note=False),
     On(
         "open_queue.click",
         "open_queue",

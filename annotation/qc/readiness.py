@@ -136,7 +136,7 @@ class Readiness:
             head += (
                 f" {counted(self.rankable_at_least, 'concept')} {'has' if self.rankable_at_least == 1 else 'have'} "
                 f"{self.fewest_rankable} or more: set “Colorings needed per concept” to "
-                f"{self.fewest_rankable} to rank them now."
+                f"{self.fewest_rankable} and press “Open the vote queue” to open their vote now."
             )
         return head
 

@@ -226,7 +226,7 @@ def test_the_numbers_say_how_many_colorings_open_each_pilot_concepts_vote(db, tm
         "No pilot concept has yet the 5 colorings from different designers that “Colorings needed per concept” asks: "
         "3 more colorings of 'apple' open its vote; 4 more of 'rotten apple' open its vote; "
         "5 more of 'forbidding castle' open its vote. 1 concept has 2 or more: set "
-        "“Colorings needed per concept” to 2 to rank them now."
+        "“Colorings needed per concept” to 2 and press “Open the vote queue” to open their vote now."
     ]
     assert readiness(db).lines() == [
         "1 concept has the 2 colorings that “Colorings needed per concept” asks; 1 more coloring of 'rotten apple' opens "
@@ -258,7 +258,9 @@ def test_an_expert_asking_too_many_is_told_the_most_that_ranks_every_ready_conce
     assert (
         readiness(db, 5)
         .lines()[0]
-        .endswith("2 concepts have 3 or more: set “Colorings needed per concept” to 3 to rank them now.")
+        .endswith(
+            "2 concepts have 3 or more: set “Colorings needed per concept” to 3 and press “Open the vote queue” to open their vote now."
+        )
     )
     for designer, rgb in zip(designers[:2], COLORS):
         add_coloring(db, tmp_path, designer, "forbidding castle", rgb)
@@ -266,7 +268,9 @@ def test_an_expert_asking_too_many_is_told_the_most_that_ranks_every_ready_conce
     assert (
         readiness(db, 5)
         .lines()[0]
-        .endswith("3 concepts have 2 or more: set “Colorings needed per concept” to 2 to rank them now.")
+        .endswith(
+            "3 concepts have 2 or more: set “Colorings needed per concept” to 2 and press “Open the vote queue” to open their vote now."
+        )
     )
 
 
@@ -286,7 +290,7 @@ def test_a_concept_whose_vote_is_open_is_not_said_to_wait_for_colorings(db, tmp_
         "No pilot concept has yet the 3 colorings from different designers that “Colorings needed per "
         f"concept” asks: 1 more coloring of '{waiting}' opens its vote; 3 more of 'forbidding castle' "
         f"open its vote; '{voted}' is in the vote already. 1 concept has 2 or more: set “Colorings "
-        "needed per concept” to 2 to rank them now."
+        "needed per concept” to 2 and press “Open the vote queue” to open their vote now."
     )
 
 

@@ -182,7 +182,7 @@ def test_the_admin_sets_a_pilot_and_the_coverage_says_what_opens_the_vote(live_a
     page.get_by_role("button", name="Refresh lists").click()
     # The Expert tab's number (5 until the vote queue is opened with another).
     expect(coverage).to_contain_text(
-        "3 concepts have 2 or more: set “Colorings needed per concept” to 2 to rank them now."
+        "3 concepts have 2 or more: set “Colorings needed per concept” to 2 and press “Open the vote queue” to open their vote now."
     )
     expect(coverage).to_contain_text("6 submitted (1 practice coloring is not counted)")
     # A refused draw replaces the earlier message and leaves the pilot as it was.

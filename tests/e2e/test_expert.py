@@ -240,8 +240,12 @@ def test_an_expert_sees_what_the_pilots_vote_waits_for_and_opens_it(live_app, pa
         "No pilot concept has yet the 5 colorings from different designers that “Colorings needed per concept” asks: 3 more "
         "colorings of 'apple' open its vote; 3 more of 'forbidding castle' open its vote; 3 more "
         "of 'rotten apple' open its vote. 3 concepts have 2 or more: set “Colorings needed per "
-        "concept” to 2 to rank them now."
+        "concept” to 2 and press “Open the vote queue” to open their vote now."
     )
+    # A ranking at 2 says what review waits for at 2 (outside probe 215: it still said "set … to 2").
+    page.locator("#expert_minimum input").fill("2")
+    page.click("#expert_compute")
+    expect(needs).to_contain_text("3 concepts have the 2 colorings that “Colorings needed per concept” asks")
     page.locator("#expert_minimum input").fill("1")
     page.click("#expert_open")
     expect(page.locator("#expert_ranking_message")).to_contain_text(
