@@ -28,7 +28,7 @@ import math
 
 import gradio as gr
 
-from annotation.errors import InvalidInput
+from annotation.errors import AnnotationError, InvalidInput
 from annotation.study import crowd
 from app.common import (
     AppContext,
@@ -40,6 +40,7 @@ from app.common import (
     live,
     named_table,
     note_area,
+    refused_with,
     role,
     whole_number,
 )
@@ -138,29 +139,32 @@ class CrowdLinks(Tab):
         consent: str = "",
     ) -> dict:
         """Make an open link; returns the link (shown once) and the list of links.
-        ``consent`` is the consent text (plain; "" for the default)."""
-        days = link_days(days, "days open")
-        link, token = crowd.create_link(
-            db,
-            whole_number(study_id, "Study id"),
-            actor,
-            quota=whole_number(quota, "quota"),
-            minutes=_finite(minutes, "minutes per person"),
-            ends=utcnow() + dt.timedelta(days=days),
-            completion_code=(completion or "").strip(),
-            screenout_code=(screenout or "").strip(),
-            id_param=(id_param or "").strip(),
-            return_url=(return_url or "").strip(),
-            max_failed_checks=whole_number(max_failed, "max_failed_checks"),
-            joins_per_address=whole_number(per_address, "joins_per_address"),
-            label=label or "",
-            consent_text=consent or "",
-        )
-        url = crowd.link_url(self.ctx.config.public_url, token, (id_param or "").strip())
-        made = (
-            f"Link {link['id']} is made, {crowd.link_state(link)}: paste the address below into the platform."
-        )
-        return self.named(url=url, links=_link_rows(db), make_note=made)
+        ``consent`` is the consent text (plain; "" for the default). A refusal empties the
+        link box (outside probe 216: it kept the last link made, with that link's codes,
+        under the refusal of the next)."""
+        try:
+            days = link_days(days, "days open")
+            link, token = crowd.create_link(
+                db,
+                whole_number(study_id, "Study id"),
+                actor,
+                quota=whole_number(quota, "quota"),
+                minutes=_finite(minutes, "minutes per person"),
+                ends=utcnow() + dt.timedelta(days=days),
+                completion_code=(completion or "").strip(),
+                screenout_code=(screenout or "").strip(),
+                id_param=(id_param or "").strip(),
+                return_url=(return_url or "").strip(),
+                max_failed_checks=whole_number(max_failed, "max_failed_checks"),
+                joins_per_address=whole_number(per_address, "joins_per_address"),
+                label=label or "",
+                consent_text=consent or "",
+            )
+            url = crowd.link_url(self.ctx.config.public_url, token, (id_param or "").strip())
+            made = f"Link {link['id']} is made, {crowd.link_state(link)}: paste the address below into the platform."
+            return self.named(url=url, links=_link_rows(db), make_note=made)
+        except (AnnotationError, ValueError) as error:
+            raise refused_with(error, self.named(url="")) from error
 
     @role(*ROLES)
     def links(self, db, actor) -> dict:

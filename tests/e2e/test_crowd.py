@@ -362,6 +362,14 @@ def test_the_list_of_links_follows_the_payment_counts(live_app, page, platform):
         f"Link {made['id']} is made, open until {ends} UTC: paste the address below into the platform."
     )
     expect(page.locator("#crowd_url textarea")).to_have_value(re.compile(r"\?study=[^&]+&PROLIFIC_PID="))
+    # A third, refused: the box no longer shows the second link, whose codes it carries
+    # (outside probe 216 could have pasted it for the next study).
+    page.fill("#crowd_completion_code textarea", "BAD CODE!")
+    page.click("#crowd_make")
+    expect(made_note).to_contain_text("completion_code must be")
+    expect(page.locator("#crowd_url textarea")).to_have_value("")
+    assert live_app.query("select count(*) as n from crowd_links")[0]["n"] == 2
+    assert page.js_errors == []
 
 
 def _loaded(frame, shown: str) -> None:
