@@ -265,6 +265,26 @@ def test_consistency_histogram_marks_the_high_variance_cutoff():
     )
 
 
+def test_consistency_histogram_starts_a_bin_at_the_cutoff_and_counts_whole_concepts():
+    """Outside probe 215: the cutoff's own concept (57.86) drew as a bar from about 57.5 to
+    58, mostly left of the "EMD ≥ 57.86" line, under count ticks of 0.2, 0.4, …"""
+    scores = pd.Series([68.35, 57.86, 54.26], index=["banana", "lemon", "apple"])
+    flags = pd.Series([True, True, False], index=scores.index)
+    fig = consistency_histogram(scores, flags)
+    bins = fig.data[0].xbins
+    edges = bins.start + bins.size * np.arange(round((bins.end - bins.start) / bins.size) + 1)
+    [at] = np.flatnonzero(np.isclose(edges, 57.86, rtol=0, atol=1e-4 * bins.size))
+    # Plotly's bins take their left edge: the flagged scores fall in bins at or right of the line.
+    assert edges[at] <= 57.86 < edges[at + 1] and edges[0] <= 54.26 and edges[-1] > 68.35
+    assert fig.data[0].autobinx is False and 20 <= len(edges) - 1 <= 40
+    assert (fig.layout.yaxis.tick0, fig.layout.yaxis.dtick) == (0, 1)
+    # One concept: a bar in a plot wider than it, beside its line.
+    one = consistency_histogram(pd.Series([40.0], index=["apple"]), pd.Series([True], index=["apple"]))
+    low, high = one.layout.xaxis.range
+    assert low < 40.0 < high and high - low > 5 * one.data[0].xbins.size
+    assert one.layout.shapes[0].x0 == 40.0
+
+
 def test_table3_figure_bars_and_error_bars_match_the_validation():
     validation = pd.DataFrame(
         {
