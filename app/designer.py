@@ -81,11 +81,11 @@ ROLES = ("designer",)
 SUBMISSION_HEADERS = [
     "coloring_id",
     "concept",
+    "redo",  # beside the concept: on a phone the first three columns show (outside probe 217)
     "round",
     "status",
     "submitted_utc",
     "minutes",
-    "redo",
     "expert_note",
 ]
 RULES = (
@@ -410,11 +410,11 @@ class DesignerTab(Tab):
             [
                 str(r["id"]),
                 r["concept_key"] + (" (practice)" if r["practice"] else ""),
+                "yes" if not r["redo"] else f"no: {r['redo']}",
                 str(r["round"]),
                 r["status"],
                 shown_time(r["created"]),
                 "" if r["seconds_spent"] is None else f"{r['seconds_spent'] / 60:.1f}",
-                "yes" if not r["redo"] else f"no: {r['redo']}",
                 r["note"],
             ]
             for r in rows

@@ -333,8 +333,9 @@ def test_a_redo_is_a_new_round_and_an_experts_recolor_note_is_shown_inert(quick_
     view, _ = study.submit(token, view, PAIRS[0])
     table, gallery = study.client.predict(token, api_name="/designer_submissions")
     first = int(table["data"][0][0])
-    assert table["data"][0][2:4] == ["1", "submitted"] and table["data"][0][6] == "yes"
-    assert len(gallery) == 4 and all(row[6].startswith("no: practice") for row in table["data"][1:])
+    assert table["headers"][:3] == ["coloring_id", "concept", "redo"]  # a phone shows these three
+    assert table["data"][0][2:5] == ["yes", "1", "submitted"]
+    assert len(gallery) == 4 and all(row[2].startswith("no: practice") for row in table["data"][1:])
 
     view = study.view("/designer_redo", token, first)
     task = json.loads(view["task"])
@@ -356,7 +357,7 @@ def test_a_redo_is_a_new_round_and_an_experts_recolor_note_is_shown_inert(quick_
     shown = np.asarray(Image.open(view["previous"]["value"]).convert("RGB"))
     np.testing.assert_array_equal(shown, load_pixels(study.config.data_dir, rows[1])[0])
     table, _ = study.client.predict(token, api_name="/designer_submissions")
-    assert table["data"][0][3] == "recolor_requested" and table["data"][0][7] == "<b>browner</b>"
+    assert table["data"][0][4] == "recolor_requested" and table["data"][0][7] == "<b>browner</b>"
     view, _ = study.submit(token, view, PAIRS[2])
     assert [r["round"] for r in study.rows("colorings", "practice = 0")] == [1, 2, 3]
 
