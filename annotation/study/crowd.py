@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 import sqlite_utils
 
@@ -649,6 +650,12 @@ def _check_open(db, link: dict, now: dt.datetime, person: int | None = None) -> 
         )
     room = votes_left(db, link["study_id"], now=now, person=person)
     pairs = open_pairs(db, link["study_id"], now=now, person=person)
+    if room.left >= room.asked and pairs >= room.asked and not everyone_fits(db, link["study_id"], room):
+        raise LinkClosed(
+            "this study cannot give one more person all their trials: the votes its pairs still need "
+            "are on too few pairs for the people already in it and one more, and each person judges a "
+            "pair once; please return it on the platform"
+        )
     if room.left >= room.asked and pairs < room.asked:
         # The votes were there but on too few pairs: each person judges a pair once, so a
         # newcomer judged every pair offered and was never done (outside probe 216).
@@ -684,6 +691,8 @@ class Room(NamedTuple):
     """Votes its model pairs still need."""
     share: float
     """The share of a person's trials that are attention checks."""
+    owed_each: tuple[int, ...] = ()
+    """The model-pair trials each person already in is still owed (those owed some)."""
 
 
 def votes_left(
@@ -733,7 +742,8 @@ def votes_left(
     def model_trials(annotator_id: int) -> int:
         return asked - assignment.checks_due(share, asked, annotator_id, study_id)
 
-    owed = sum(max(0, model_trials(who) - done) for who, done in people)
+    owed_each = tuple(n for who, done in people if (n := model_trials(who) - done) > 0)
+    owed = sum(owed_each)
     if person is None:
         mine = asked - assignment.fewest_checks(share, asked)
     else:
@@ -741,7 +751,40 @@ def votes_left(
             f"select {judged} from (select :a as id) a", {"s": study_id, "a": person}
         ).fetchone()[0]
         mine = max(0, model_trials(person) - done)
-    return Room(int(needed - owed), int(mine), int(needed), share)
+    return Room(int(needed - owed), int(mine), int(needed), share, owed_each)
+
+
+def everyone_fits(db: sqlite_utils.Database, study_id: int, room: Room) -> bool:
+    """Whether the people already in and one more can each be given their model-pair
+    trials on distinct pairs within the votes each pair still needs.
+
+    The test is Gale–Ryser's for a 0/1 matrix of people by pairs: the k people owed the most
+    need no more than ``sum(min(needed_p, k))`` over the pairs, for every k. It counts every
+    open pair as open to every person (a pair someone already judged is not taken out), so
+    it can let in too many, never too few. Outside probe 218: two newcomers joined before
+    either started, each let in on their own, and the second was never done.
+    """
+    study = db["studies"].get(study_id)
+    needs = np.array(
+        [
+            n
+            for (n,) in db.execute(
+                "select ? - (select count(*) from judgments j where j.pair_id = p.id) from study_pairs p "
+                f"where p.study_id = ? and not {assignment.IS_CHECK}",
+                [study["votes_per_pair"], study_id],
+            )
+            if n > 0
+        ],
+        dtype=np.int64,
+    )
+    demands = np.sort(np.array([*room.owed_each, room.asked], dtype=np.int64))[::-1]
+    needs.sort()
+    below = np.concatenate([[0], np.cumsum(needs)])
+    for k, asked in enumerate(np.cumsum(demands), start=1):
+        under = int(np.searchsorted(needs, k))  # pairs needing fewer than k votes
+        if asked > below[under] + k * (len(needs) - under):
+            return False
+    return True
 
 
 def open_pairs(

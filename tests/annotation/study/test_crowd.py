@@ -342,7 +342,7 @@ def test_attention_checks_are_not_counted_as_votes_a_newcomer_could_give(db, tmp
     )
     _, token = _link(db, study_id, quota=100)
     # 12 model pairs of 3 votes; 8 trials hold one run of 5 and its check, and maybe a second
-    assert crowd.votes_left(db, study_id) == (36, 7, 36, 0.2)
+    assert crowd.votes_left(db, study_id)[:4] == (36, 7, 36, 0.2)
     while crowd.votes_left(db, study_id).needed > 0:
         assert _judge(db, _invitee(db), 8) > 0
     answers = [
@@ -362,16 +362,15 @@ def test_attention_checks_are_not_counted_as_votes_a_newcomer_could_give(db, tmp
     assert _dump(db) == before
 
 
-def test_a_newcomer_is_not_let_in_when_too_few_pairs_can_take_their_votes(db, tmp_path):
-    """Outside probe 216: with 4 votes still needed, 0 + 1 + 1 + 2 on four model pairs, a
-    newcomer asked for 4 model-pair trials was let in, judged the three pairs open to them and
-    read "No pair is waiting for you right now (4 of 5 judged)" until their time ran out:
-    each person votes on a pair once."""
+def _voted_study(db, tmp_path, seed, votes):
+    """An open study of 6 model pairs at 6 votes each, 5 trials a person (4 model pairs and a
+    check at 0.2), a link of 100 places, and `votes[i]` votes cast on its i-th model pair by
+    six invited participants; ``(study id, link token, pair ids, the six's ids)``."""
     study_id = _open_study(
         db,
         tmp_path,
-        "spread",
-        seed=216,
+        f"voted {seed}",
+        seed=seed,
         n_concepts=2,
         votes_per_pair=6,
         attention_rate=0.2,
@@ -387,26 +386,21 @@ def test_a_newcomer_is_not_let_in_when_too_few_pairs_can_take_their_votes(db, tm
     ]
     assert len(pairs) == 6 and crowd.votes_left(db, study_id).asked == 4
     people = [_invitee(db).annotator_id for _ in range(6)]
+    with transaction(db):
+        for pair, n in zip(pairs, votes):
+            left = db.execute("select a from study_pairs where id = ?", [pair]).fetchone()[0]
+            for who in people[:n]:
+                row = {"pair_id": pair, "participant_id": who, "left_item": left, "choice": "left"}
+                insert_row(db, "judgments", {**row, "winner": left, "created": iso(T0)})
+    return study_id, token, pairs, people
 
-    def cast(votes):
-        with transaction(db):
-            for pair, n in zip(pairs, votes):
-                left = db.execute("select a from study_pairs where id = ?", [pair]).fetchone()[0]
-                for who in people[:n]:
-                    insert_row(
-                        db,
-                        "judgments",
-                        {
-                            "pair_id": pair,
-                            "participant_id": who,
-                            "left_item": left,
-                            "choice": "left",
-                            "winner": left,
-                            "created": iso(T0),
-                        },
-                    )
 
-    cast([6, 5, 5, 4, 6, 6])
+def test_a_newcomer_is_not_let_in_when_too_few_pairs_can_take_their_votes(db, tmp_path):
+    """Outside probe 216: with 4 votes still needed, 0 + 1 + 1 + 2 on four model pairs, a
+    newcomer asked for 4 model-pair trials was let in, judged the three pairs open to them and
+    read "No pair is waiting for you right now (4 of 5 judged)" until their time ran out:
+    each person votes on a pair once."""
+    study_id, token, pairs, people = _voted_study(db, tmp_path, 216, [6, 5, 5, 4, 6, 6])
     assert crowd.votes_left(db, study_id)[:3] == (4, 4, 4) and crowd.open_pairs(db, study_id) == 3
     before = _dump(db)
     with pytest.raises(
@@ -426,6 +420,36 @@ def test_a_newcomer_is_not_let_in_when_too_few_pairs_can_take_their_votes(db, tm
     assert crowd.settle(db, newcomer).status == "completed"
 
 
+def test_a_second_newcomer_is_not_let_in_when_the_two_cannot_both_be_placed(db, tmp_path):
+    """Outside probe 218: with votes 5 + 1 + 1 + 1 still needed on four model pairs, two
+    newcomers asked for 4 each joined before either started: each fitted alone (8 votes, 4
+    pairs), but the first took all four pairs and the second judged one pair and was never done."""
+    study_id, token, _, _ = _voted_study(db, tmp_path, 218, [1, 5, 5, 5, 6, 6])
+    first = _actor(db, _join(db, token, "pid-first"))
+    room = crowd.votes_left(db, study_id)
+    assert (room.left, room.asked, room.owed_each) == (4, 4, (4,)) and crowd.open_pairs(db, study_id) == 4
+    assert not crowd.everyone_fits(db, study_id, room)
+    before = _dump(db)
+    with pytest.raises(
+        crowd.LinkClosed,
+        match=r"^this study cannot give one more person all their trials: the votes its pairs still need are "
+        r"on too few pairs for the people already in it and one more, and each person judges a pair once; ",
+    ):
+        _join(db, token, "pid-second")
+    assert _dump(db) == before
+    assert _judge(db, first, 5) == 5 and crowd.settle(db, first).status == "completed"
+    # A fresh study's pairs take as many people as its votes cover.
+    fresh = _open_study(
+        db, tmp_path, "fresh", seed=2180, n_concepts=2, votes_per_pair=2, trials_per_participant=3
+    )
+    _, fresh_token = _link(db, fresh, quota=100)
+    room = crowd.votes_left(db, fresh)
+    for i in range(room.needed // room.asked):
+        _join(db, fresh_token, f"pid-fresh-{i}")
+    with pytest.raises(crowd.LinkClosed, match="owed to the people already in it|fewer trials left"):
+        _join(db, fresh_token, "pid-fresh-last")
+
+
 def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup):
     """An outside check: five crowd newcomers took the trials of two invited participants
     part-way through, whose "Trial 2 of 20" became "of 10". An invitee who holds trials of
@@ -433,17 +457,17 @@ def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup
     db, study_id = setup
     _, token = _link(db, study_id, quota=100)
     # six people's trials: 54 model votes, 9 model pairs in each person's 10 trials
-    assert crowd.votes_left(db, study_id) == (54, 9, 54, 0.1)
+    assert crowd.votes_left(db, study_id)[:4] == (54, 9, 54, 0.1)
     invitee = _invitee(db)
     judging.set_background(db, invitee, True)
     assert judging.next_trial(db, invitee, np.random.default_rng(0)) is not None  # holds their batch
-    assert crowd.votes_left(db, study_id) == (45, 9, 54, 0.1)
+    assert crowd.votes_left(db, study_id)[:4] == (45, 9, 54, 0.1)
     newcomers = [_actor(db, _join(db, token, f"pid-{i}")) for i in range(5)]
     with pytest.raises(crowd.LinkClosed, match="owed to the people already in it"):
         _join(db, token, "pid-5")
     # An invitee who stopped part-way holds a share only while their held trials last.
     later = utcnow() + dt.timedelta(minutes=assignment.RESERVATION_MINUTES + 1)
-    assert crowd.votes_left(db, study_id, now=later) == (9, 9, 54, 0.1)
+    assert crowd.votes_left(db, study_id, now=later)[:4] == (9, 9, 54, 0.1)
     # Nothing was taken from the invitee: each of their 10 trials comes, and the newcomers' too.
     assert _judge(db, invitee, 10) == 10 and judging.progress(db, invitee) == (10, 10)
     assert [_judge(db, person, 10) for person in newcomers] == [10] * 5
@@ -456,7 +480,7 @@ def test_people_let_in_by_a_link_keep_their_share_from_an_invitee_arriving_befor
     db, study_id = setup
     _, token = _link(db, study_id)
     waiting = [_actor(db, _join(db, token, f"pid-{i}")) for i in range(5)]  # at the consent text
-    assert crowd.votes_left(db, study_id) == (9, 9, 54, 0.1)
+    assert crowd.votes_left(db, study_id)[:4] == (9, 9, 54, 0.1)
     early = _invitee(db)
     assert _judge(db, early, 10) == 10  # the study's spare votes (one person's trials)
     late = _invitee(db)
@@ -519,7 +543,7 @@ def test_an_invitee_holding_trials_of_another_study_keeps_their_share_of_this_on
             "select p.study_id from tasks t join study_pairs p on p.id = t.pair_id where t.status = 'reserved'"
         )
     }
-    assert [crowd.votes_left(db, study_id) for study_id in ids] == [(45, 9, 54, 0.1)] * 2, held
+    assert [crowd.votes_left(db, study_id)[:4] for study_id in ids] == [(45, 9, 54, 0.1)] * 2, held
 
 
 def test_a_person_whose_check_falls_on_their_last_trial_meets_it_and_completes(setup):
