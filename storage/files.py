@@ -430,7 +430,7 @@ def open_image(
         # Pillow opens GIF, BMP, TIFF, PPM…: a file named .png is taken only if it is one of ours
         # (outside probe 217 imported a GIF as a sketch). MPO is how Pillow names a camera's JPEG.
         if image.format not in IMAGE_FORMATS:
-            raise ImageRefused(f"{name} is a {image.format} image, not a PNG, JPEG or WebP file")
+            raise ImageRefused(f"{name} is in the {image.format} format, not PNG, JPEG or WebP")
         width, height = image.size
         if width * height > max_pixels:
             raise ImageRefused(

@@ -275,7 +275,12 @@ def rasterize_svg(svg: str | bytes, long_side: int = LONG_SIDE) -> np.ndarray:
         If resvg cannot parse or render `svg`, or it is not self-contained
         (`check_svg_self_contained`).
     """
-    text = svg.decode("utf-8") if isinstance(svg, bytes) else svg
+    try:
+        text = svg.decode("utf-8") if isinstance(svg, bytes) else svg
+    except UnicodeDecodeError:  # it read "'utf-8' codec can't decode byte 0x89…" (outside probe 218)
+        raise ValueError(
+            "it is not an SVG file: an SVG is text (UTF-8), and this file's bytes are not"
+        ) from None
     if long_side < 16:
         raise ValueError(f"`long_side` must be >= 16 px, got {long_side}")
     check_svg_self_contained(text)

@@ -144,7 +144,7 @@ def test_open_image_refuses_a_format_other_than_png_jpeg_or_webp_whatever_its_na
     buffer = io.BytesIO()
     Image.new("RGB", (16, 16), "white").save(buffer, format=kind)
     (tmp_path / "cherry.png").write_bytes(buffer.getvalue())
-    with pytest.raises(ImageRefused, match=rf"^cherry.png is a {kind} image, not a PNG, JPEG or WebP file$"):
+    with pytest.raises(ImageRefused, match=rf"^cherry.png is in the {kind} format, not PNG, JPEG or WebP$"):
         open_image(tmp_path / "cherry.png", name="cherry.png")
 
 

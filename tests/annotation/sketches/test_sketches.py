@@ -164,6 +164,11 @@ def test_a_thin_strip_is_refused_with_its_size(tmp_path):
 def test_rasterize_svg_rejects_markup_that_is_not_svg():
     with pytest.raises(ValueError):
         rasterize_svg("<html>not a drawing</html>")
+    # A PNG named .svg: said in words, not as a codec's error (outside probe 218).
+    with pytest.raises(
+        ValueError, match=r"^it is not an SVG file: an SVG is text \(UTF-8\), and this file's bytes"
+    ):
+        rasterize_svg(b"\x89PNG\r\n\x1a\n" + bytes(32))
 
 
 def test_check_line_art_rejects_a_photo_like_image():

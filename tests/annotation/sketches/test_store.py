@@ -337,7 +337,7 @@ def test_a_line_drawing_in_another_format_named_png_is_refused_and_nothing_is_st
     frame[80:320, 80:88] = frame[80:320, 312:320] = frame[80:88, 80:320] = frame[312:320, 80:320] = 0
     Image.fromarray(frame).save(tmp_path / "lemon.png", format="GIF")
     [result] = store.import_sketches(db, data, [tmp_path / "lemon.png"])
-    assert (result.ok, result.reason) == (False, "lemon.png is a GIF image, not a PNG, JPEG or WebP file")
+    assert (result.ok, result.reason) == (False, "lemon.png is in the GIF format, not PNG, JPEG or WebP")
     assert db["sketches"].count == count
     Image.fromarray(frame).save(tmp_path / "lemon.png", format="PNG")
     [result] = store.import_sketches(db, data, [tmp_path / "lemon.png"])
