@@ -152,6 +152,7 @@ class SketchesTab(Tab):
                 "import one file for that concept, or set Concept to the one in each file's name"
             )
         config = self.ctx.config
+        selected = {r["id"] for r in db.query("select id from sketches where selected = 1")}
         results = sketch_store.import_sketches(
             db,
             config.data_dir,
@@ -168,7 +169,7 @@ class SketchesTab(Tab):
                 [
                     printable(r.name),  # a file's name is not refused for a control character
                     r.base or "",
-                    _import_outcome(r, db if select else None),
+                    _import_outcome(r, db if select and r.sketch_id not in selected else None),
                 ]
                 for r in results
             ],
@@ -303,13 +304,17 @@ def _drawing_changed(db, base: str) -> str:
 
 def _import_outcome(result: sketch_store.ImportResult, selected_in=None) -> str:
     """One file's line in the import results: stored, already there, or why it was refused;
-    with `selected_in` (the database a new sketch was selected in) what that does to the
-    tasks designers hold."""
+    with `selected_in` (the database it was made its concept's sketch in, having been
+    another) that it now is, and what that does to the tasks designers hold (outside probe
+    218: a drawing already in the library switched the concept's sketch without a word)."""
     if not result.ok:
         return f"refused: {result.reason}"
     if result.known:
-        return f"already in the library as sketch {result.sketch_id} (the same drawing): nothing new stored"
-    said = f"imported as sketch {result.sketch_id}" + (f" ({result.note})" if result.note else "")
+        said = f"already in the library as sketch {result.sketch_id} (the same drawing): nothing new stored"
+        if selected_in is not None:
+            said += f"; it is now the sketch of {result.base}"
+    else:
+        said = f"imported as sketch {result.sketch_id}" + (f" ({result.note})" if result.note else "")
     changed = "" if selected_in is None else _drawing_changed(selected_in, result.base)
     return said + ("." + changed if changed else "")
 

@@ -355,6 +355,17 @@ def test_a_reload_says_when_the_undo_history_or_the_drawing_was_not_kept(live_ap
     expect(status).to_have_text(re.compile("^Restored your unsaved work for this sketch"))
     layer = parse_canvas_value(page.evaluate(f"() => {api}.flush()"), BANANA.shape).color_layer
     assert layer[PEEL[1], PEEL[0], 3] == 255
+    # The flipped drawing imported again, already in the library, is made the sketch again:
+    # the line says so and counts the task (outside probe 218: it switched without a word).
+    table, _ = live_app.client.predict(
+        admin, [handle_file(flipped)], "(from the file names)", True, api_name="/sketches_import"
+    )
+    [[_, _, outcome]] = table["data"]
+    assert re.fullmatch(
+        r"already in the library as sketch \d+ \(the same drawing\): nothing new stored; it is now the sketch "
+        r"of banana\. Designers hold 1 task on banana: .*",
+        outcome,
+    ), outcome
     assert page.js_errors == []
 
 
