@@ -118,6 +118,10 @@ GRID = ("gallery", "grid_table", "grid_plot")
 EVENTS = (
     On(SESSION_CHANGE, "on_sign_in", _TOKEN, (*PICKERS, *PANE, "next", "reveal", "admin_box")),
     On((_OPENED, "load.click"), "concepts", _TOKEN, PICKERS, "grid_note", "expert_concepts"),
+    # Another concept's grid: the id picked in the last one is not on screen any more
+    # (outside probe 218: a recolor went to a coloring of the concept shown before). Its own
+    # event, at once: one after the grid could empty a picture clicked meanwhile.
+    On("show.click", "forget_pick", (), ("coloring",)),
     On(
         "show.click",
         "grid",
@@ -529,6 +533,11 @@ class ExpertTab(Tab):
         if math.isfinite(number) and number.is_integer() and number > 0:
             return self.named(coloring=str(int(number)), grid_message="")
         return self.named(coloring="", grid_message=BLIND_PICK)
+
+    @ui_only
+    def forget_pick(self) -> dict:
+        """*Coloring id* emptied once *Show colorings* has shown a concept's grid."""
+        return self.named(coloring="")
 
     @ui_only
     def voteable(self, task) -> dict:
