@@ -734,7 +734,8 @@ def _explicit_inputs() -> dict:
 
 
 def _fraction(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """`value` as a number from 0 to 1; a ValueError naming the field `name` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise ValueError(f"`{name}` must be a number in [0, 1], got {given(value)}")
     return float(value)
 
@@ -856,7 +857,9 @@ def _explicit_plan(db, registry, device: planning.DeviceInfo, form: RunForm) -> 
 
 
 def _segmenter(models_dir: Path, preset: str, box: float, text: float) -> jobs.SegmenterSpec:
-    return jobs.segmenter_preset(preset, models_dir, float(box), float(text))
+    # An emptied box arrives as None: it was a TypeError, "Something went wrong" (outside probe 219).
+    box, text = _fraction(box, "Box threshold"), _fraction(text, "Text threshold")
+    return jobs.segmenter_preset(preset, models_dir, box, text)
 
 
 WORKER_STATES = {"down": "died, Ray is restarting it", "lost": "gone, Ray gave it up"}

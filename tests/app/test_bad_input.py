@@ -534,6 +534,19 @@ CASES = [
         as_role("researcher", "", None, "", "tiny-random", 0.3, 0.25),
         "`…or folder under imports/` is empty: name a folder under imports/, or upload a zip",
     ),
+    # An emptied threshold box was a TypeError: "Something went wrong" (outside probe 219).
+    Case(
+        "import-empty-box-threshold",
+        "/evaluate_import",
+        as_role("researcher", "", None, "x", "tiny-random", None, 0.25),
+        r"^`Box threshold` must be a number in \[0, 1\], got nothing \(an empty box, or a number too large",
+    ),
+    Case(
+        "import-text-threshold-above-one",
+        "/evaluate_import",
+        as_role("researcher", "", None, "x", "tiny-random", 0.3, 2.5),
+        r"^`Text threshold` must be a number in \[0, 1\], got 2\.5$",
+    ),
     # Long values are quoted cut to 80 characters (about 900 came back: outsider 74).
     Case(
         "import-long-folder",
