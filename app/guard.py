@@ -194,7 +194,7 @@ DATA_RULES: dict[str, DataRule] = {
         owner=True,
         shown=frozenset({"participant"}),
     ),
-    "sketches": DataRule(frozenset({"designer", "expert", "researcher", "participant"}), "line art", _PNG),
+    "sketches": DataRule(frozenset({"designer", "expert", "researcher"}), "line art", _PNG),
     "runs": DataRule(
         frozenset({"researcher"}), "model images, masks and pixel summaries", frozenset({".png", ".npz"})
     ),
