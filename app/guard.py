@@ -753,12 +753,10 @@ class Guard:
             if await anyio.to_thread.run_sync(self.policy.allows, file, token):
                 await self.app(scope, receive, _file_headers_only(_with_headers(send, FILE_HEADERS), scope))
             else:
-                await _answer(
-                    send,
-                    403,
-                    "Not allowed: sign in with a role that may see this file "
-                    "(files are shown only to the people whose role allows it).",
-                )
+                # One answer whether the file is there or not (a missing one would tell who may
+                # not see it that it exists); it names both (outside probe 219: the admin's pruned
+                # backup read as a role they lacked).
+                await _answer(send, 403, FILE_REFUSED)
         elif kind in (UPLOAD, PROGRESS):
             actor = await anyio.to_thread.run_sync(self.policy.actor, token)
             if actor is not None and (actor.is_admin or actor.roles & UPLOAD_ROLES):
@@ -852,6 +850,12 @@ SECURITY_HEADERS = (
     (b"referrer-policy", b"same-origin"),
 )
 """Headers on every answer of the app (`Guard`)."""
+
+FILE_REFUSED = (
+    "Not allowed, or no such file: a file is served only to the people whose role allows it, and a "
+    "download (a backup, an export, invite links) is removed an hour after it is made: make it again."
+)
+"""The answer to a file request the guard does not serve, whether the file exists or not."""
 
 FILE_HEADERS = (
     # A served file opened as a page (an SVG or an HTML figure in exports/) runs in an origin

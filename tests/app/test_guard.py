@@ -214,6 +214,26 @@ def _expected(folder: str, who: str) -> int:
     return 200 if who == "admin" or who in DATA_RULES[folder].roles else 403
 
 
+def test_a_removed_download_is_answered_as_gone_or_not_allowed_alike(world):
+    """Outside probe 219: the admin's backup link, pruned after an hour, answered "sign in with a
+    role that may see this file". The answer names both, for a file there or not (a missing
+    file answered otherwise would tell who may not see it that one exists)."""
+    backup = pathlib.Path(world.files["backup"])
+    answers = {
+        (who, name): httpx.get(
+            f"{world.url.rstrip('/')}/gradio_api/file={backup.with_name(name)}",
+            cookies={COOKIE: token},
+            verify=TLS_CONTEXT,
+        )
+        for who, token in (("admin", world.admin), ("researcher", world.tokens["researcher"]))
+        for name in ("gone.zip", backup.name)
+    }
+    assert answers["admin", backup.name].status_code == 200
+    for key in (("admin", "gone.zip"), ("researcher", "gone.zip"), ("researcher", backup.name)):
+        assert (answers[key].status_code, answers[key].text) == (403, guard.FILE_REFUSED), key
+    assert "removed an hour after it is made" in guard.FILE_REFUSED
+
+
 def test_every_file_route_answers_exactly_the_role_table(world):
     """Each route that serves a file by its path, every shape of it, for every caller."""
     callers = {
