@@ -152,7 +152,7 @@ class SketchesTab(Tab):
                 "import one file for that concept, or set Concept to the one in each file's name"
             )
         config = self.ctx.config
-        selected = {r["id"] for r in db.query("select id from sketches where selected = 1")}
+        selected = sketch_store.selected_ids(db)
         results = sketch_store.import_sketches(
             db,
             config.data_dir,

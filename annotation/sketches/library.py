@@ -257,6 +257,11 @@ def select_sketch(
         )
 
 
+def selected_ids(db: sqlite_utils.Database) -> set[int]:
+    """The ids of every base concept's selected sketch."""
+    return {r["id"] for r in db.query("select id from sketches where selected = 1")}
+
+
 def held_tasks(db: sqlite_utils.Database, base: str, *, now: dt.datetime | None = None) -> int:
     """How many coloring tasks designers hold (reserved, unexpired) for a new coloring of a
     concept of `base`: each shows the base's selected sketch, so a new selection changes
