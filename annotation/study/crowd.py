@@ -47,6 +47,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import sqlite_utils
+from scipy.sparse import csr_array
+from scipy.sparse.csgraph import maximum_flow
 
 from annotation import assignment, audit
 from annotation.errors import (
@@ -650,7 +652,11 @@ def _check_open(db, link: dict, now: dt.datetime, person: int | None = None) -> 
         )
     room = votes_left(db, link["study_id"], now=now, person=person)
     pairs = open_pairs(db, link["study_id"], now=now, person=person)
-    if room.left >= room.asked and pairs >= room.asked and not everyone_fits(db, link["study_id"], room):
+    if (
+        room.left >= room.asked
+        and pairs >= room.asked
+        and not everyone_fits(db, link["study_id"], room, person)
+    ):
         raise LinkClosed(
             "this study cannot give one more person all their trials: the votes its pairs still need "
             "are on too few pairs for the people already in it and one more, and each person judges a "
@@ -693,6 +699,8 @@ class Room(NamedTuple):
     """The share of a person's trials that are attention checks."""
     owed_each: tuple[int, ...] = ()
     """The model-pair trials each person already in is still owed (those owed some)."""
+    owed_to: tuple[int, ...] = ()
+    """The annotator ids of those people, in the order of ``owed_each``."""
 
 
 def votes_left(
@@ -742,8 +750,8 @@ def votes_left(
     def model_trials(annotator_id: int) -> int:
         return asked - assignment.checks_due(share, asked, annotator_id, study_id)
 
-    owed_each = tuple(n for who, done in people if (n := model_trials(who) - done) > 0)
-    owed = sum(owed_each)
+    owed = {who: n for who, done in people if (n := model_trials(who) - done) > 0}
+    owed_each = tuple(owed.values())
     if person is None:
         mine = asked - assignment.fewest_checks(share, asked)
     else:
@@ -751,40 +759,52 @@ def votes_left(
             f"select {judged} from (select :a as id) a", {"s": study_id, "a": person}
         ).fetchone()[0]
         mine = max(0, model_trials(person) - done)
-    return Room(int(needed - owed), int(mine), int(needed), share, owed_each)
+    return Room(int(needed - sum(owed_each)), int(mine), int(needed), share, owed_each, tuple(owed))
 
 
-def everyone_fits(db: sqlite_utils.Database, study_id: int, room: Room) -> bool:
+def everyone_fits(db: sqlite_utils.Database, study_id: int, room: Room, person: int | None = None) -> bool:
     """Whether the people already in and one more can each be given their model-pair
-    trials on distinct pairs within the votes each pair still needs.
+    trials on distinct pairs they have not judged, within the votes each pair still needs.
 
-    The test is Gale–Ryser's for a 0/1 matrix of people by pairs: the k people owed the most
-    need no more than ``sum(min(needed_p, k))`` over the pairs, for every k. It counts every
-    open pair as open to every person (a pair someone already judged is not taken out), so
-    it can let in too many, never too few. Outside probe 218: two newcomers joined before
-    either started, each let in on their own, and the second was never done.
+    A maximum flow from the people (``room.owed_each``, and ``room.asked`` for the newcomer,
+    `person` where one is taken back) through the pairs each may still judge (one vote a
+    pair) to the pairs' votes still needed: everyone fits when it carries every trial owed.
+    Outside probe 218: two newcomers joined before either started, each let in on their own,
+    and the second was never done. A count of pairs alone (Gale–Ryser's test, before) took
+    every open pair as open to everyone, so it let a newcomer in while the people already in
+    could judge only a pair whose last vote the newcomer would take.
     """
     study = db["studies"].get(study_id)
-    needs = np.array(
-        [
-            n
-            for (n,) in db.execute(
-                "select ? - (select count(*) from judgments j where j.pair_id = p.id) from study_pairs p "
-                f"where p.study_id = ? and not {assignment.IS_CHECK}",
-                [study["votes_per_pair"], study_id],
-            )
-            if n > 0
-        ],
-        dtype=np.int64,
+    needs = dict(
+        db.execute(
+            "select p.id, ? - (select count(*) from judgments j where j.pair_id = p.id) from study_pairs p "
+            f"where p.study_id = ? and not {assignment.IS_CHECK}",
+            [study["votes_per_pair"], study_id],
+        ).fetchall()
     )
-    demands = np.sort(np.array([*room.owed_each, room.asked], dtype=np.int64))[::-1]
-    needs.sort()
-    below = np.concatenate([[0], np.cumsum(needs)])
-    for k, asked in enumerate(np.cumsum(demands), start=1):
-        under = int(np.searchsorted(needs, k))  # pairs needing fewer than k votes
-        if asked > below[under] + k * (len(needs) - under):
-            return False
-    return True
+    pairs = [pair for pair, n in needs.items() if n > 0]
+    people = [*room.owed_to, person]  # None: a newcomer, who judged nothing
+    demands = [*room.owed_each, room.asked]
+    judged = set(
+        db.execute(
+            "select j.participant_id, j.pair_id from judgments j join study_pairs p on p.id = j.pair_id "
+            "where p.study_id = ?",
+            [study_id],
+        ).fetchall()
+    )
+    # nodes: 0 the source, 1..len(people) the people, then the pairs, the sink last
+    first_pair, sink = 1 + len(people), 1 + len(people) + len(pairs)
+    edges = [(0, 1 + i, n) for i, n in enumerate(demands)]
+    edges += [
+        (1 + i, first_pair + k, 1)
+        for i, who in enumerate(people)
+        for k, pair in enumerate(pairs)
+        if (who, pair) not in judged
+    ]
+    edges += [(first_pair + k, sink, needs[pair]) for k, pair in enumerate(pairs)]
+    tails, heads, capacity = (np.array(column, dtype=np.int32) for column in zip(*edges))
+    graph = csr_array((capacity, (tails, heads)), shape=(sink + 1, sink + 1))
+    return int(maximum_flow(graph, 0, sink).flow_value) == sum(demands)
 
 
 def open_pairs(

@@ -450,6 +450,47 @@ def test_a_second_newcomer_is_not_let_in_when_the_two_cannot_both_be_placed(db, 
         _join(db, fresh_token, "pid-fresh-last")
 
 
+def test_a_newcomer_is_not_let_in_when_the_people_in_can_judge_only_a_pair_they_would_take(db, tmp_path):
+    """Needs 2 + 1 + 1 + 1 on four model pairs; the one person in judged the first three and
+    is owed one trial, which only the fourth pair can give. A newcomer asked for 4 must take
+    all four pairs, the fourth's last vote too: a count of pairs alone (Gale–Ryser's test)
+    let them in, and one of the two was never done."""
+    study_id, token, pairs, people = _voted_study(db, tmp_path, 2181, [3, 4, 4, 5, 6, 6])
+    early = _actor(db, _join(db, token, "pid-early"))
+    with transaction(db):  # the person in judged the first three pairs
+        for pair in pairs[:3]:
+            left = db.execute("select a from study_pairs where id = ?", [pair]).fetchone()[0]
+            row = {"pair_id": pair, "participant_id": early.annotator_id, "left_item": left, "choice": "left"}
+            insert_row(db, "judgments", {**row, "winner": left, "created": iso(T0)})
+    room = crowd.votes_left(db, study_id)
+    assert (room.left, room.asked, room.needed, room.owed_each, room.owed_to) == (
+        4,
+        4,
+        5,
+        (1,),
+        (early.annotator_id,),
+    )
+    assert crowd.open_pairs(db, study_id) == 4
+    assert not crowd.everyone_fits(db, study_id, room)
+    before = _dump(db)
+    with pytest.raises(crowd.LinkClosed, match=r"^this study cannot give one more person all their trials"):
+        _join(db, token, "pid-newcomer")
+    assert _dump(db) == before
+    # One more vote needed on the fourth pair: both fit, and the newcomer finishes.
+    with transaction(db):
+        db.execute("delete from judgments where pair_id = ? and participant_id = ?", [pairs[3], people[4]])
+    assert crowd.everyone_fits(db, study_id, crowd.votes_left(db, study_id))
+    newcomer = _actor(db, _join(db, token, "pid-newcomer"))
+    assert _judge(db, newcomer, 5) == 5 and crowd.settle(db, newcomer).status == "completed"
+    mine = {
+        p
+        for (p,) in db.execute(
+            "select pair_id from judgments where participant_id = ?", [newcomer.annotator_id]
+        )
+    }
+    assert set(pairs[:4]) <= mine
+
+
 def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup):
     """An outside check: five crowd newcomers took the trials of two invited participants
     part-way through, whose "Trial 2 of 20" became "of 10". An invitee who holds trials of
