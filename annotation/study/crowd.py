@@ -328,6 +328,17 @@ def create_link(
     study = get_study(db, study_id)
     if not study["frozen"]:
         raise InvalidInput(f"study {study['name']!r} is a draft; open (freeze) it before making a link")
+    # A link everyone would be turned away from was made without a word (outside probe 222).
+    if closed := closed_studies(db).get(str(study_id)):
+        raise InvalidInput(
+            f"study {study['name']!r} was closed on {closed['closed'][:16]} UTC, so a link to it would "
+            "turn everyone away; set up a new study for more votes"
+        )
+    if votes_left(db, study_id, now=now).needed <= 0:
+        raise InvalidInput(
+            f"study {study['name']!r} has all the votes its model pairs need ({study['votes_per_pair']} "
+            "each), so a link to it would turn everyone away"
+        )
     token = secrets.token_urlsafe(32)
     with transaction(db):
         link_id = insert_row(

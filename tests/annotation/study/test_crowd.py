@@ -491,6 +491,32 @@ def test_a_newcomer_is_not_let_in_when_the_people_in_can_judge_only_a_pair_they_
     assert set(pairs[:4]) <= mine
 
 
+def test_no_link_is_made_for_a_study_that_would_turn_everyone_away(db, tmp_path):
+    """Outside probe 222: *Make open link* on a study whose pairs had all their votes made a
+    link without a word, and everyone who opened it read "this study is full"; so it was
+    for a closed study."""
+    study_id, _, pairs, people = _voted_study(db, tmp_path, 222, [6] * 6)
+    name = db["studies"].get(study_id)["name"]
+    before = _dump(db)
+    with pytest.raises(
+        InvalidInput,
+        match=rf"^study '{name}' has all the votes its model pairs need \(6 each\), so a link to it would "
+        "turn everyone away$",
+    ):
+        _link(db, study_id)
+    assert _dump(db) == before
+    with transaction(db):  # one vote withdrawn: the pair needs it again
+        db.execute("delete from judgments where pair_id = ? and participant_id = ?", [pairs[0], people[0]])
+    link, _ = _link(db, study_id)
+    study.close_study(db, study_id, ADMIN, "enough votes", now=T0)
+    before = _dump(db)
+    with pytest.raises(
+        InvalidInput, match=rf"^study '{name}' was closed on .* UTC, so a link to it would turn"
+    ):
+        _link(db, study_id)
+    assert _dump(db) == before
+
+
 def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup):
     """An outside check: five crowd newcomers took the trials of two invited participants
     part-way through, whose "Trial 2 of 20" became "of 10". An invitee who holds trials of
