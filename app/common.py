@@ -1192,6 +1192,26 @@ def checked_by_handler(dropdown: gr.Dropdown) -> gr.Dropdown:
     return dropdown
 
 
+NO_ROW = object()
+"""`id_in_row`'s answer when the table has no row for the picture clicked."""
+
+
+def id_in_row(table, index) -> int | None | object:
+    """The whole positive number in the first column of `table`'s row `index`: the id of
+    a picture clicked in a gallery that lists one table's rows in its order (a
+    ``gr.SelectData`` index). None when that cell holds no id (a coloring under the blind
+    vote); `NO_ROW` when the table has no such row (a gallery it no longer matches)."""
+    try:
+        cell = table.iloc[index, 0]
+    except (AttributeError, IndexError, TypeError):
+        return NO_ROW
+    try:  # a column with an empty cell comes as floats: 7.0
+        number = float(cell)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if math.isfinite(number) and number.is_integer() and number > 0 else None
+
+
 def whole_number(
     value: object,
     name: str,

@@ -34,6 +34,7 @@ from annotation.qc import review, votes
 from annotation.qc import stats as qc
 from annotation.qc.readiness import readiness
 from app.common import (
+    NO_ROW,
     ONE_CLICK,
     PLUMBING,
     AppContext,
@@ -44,6 +45,7 @@ from app.common import (
     escape,
     given,
     id_field,
+    id_in_row,
     live,
     named_table,
     note_area,
@@ -522,16 +524,11 @@ class ExpertTab(Tab):
         field is emptied and the message says why (outside probe 215: it kept the id clicked
         before, and a recolor went to that other coloring). A click from a gallery the table
         no longer matches changes nothing."""
-        try:
-            cell = table.iloc[evt.index, 0]
-        except (AttributeError, IndexError, TypeError):
+        number = id_in_row(table, evt.index)
+        if number is NO_ROW:
             return self.named(coloring=gr.skip(), grid_message=gr.skip())
-        try:  # a column with an empty cell comes as floats: 7.0
-            number = float(cell)
-        except (TypeError, ValueError):
-            number = math.nan
-        if math.isfinite(number) and number.is_integer() and number > 0:
-            return self.named(coloring=str(int(number)), grid_message="")
+        if number is not None:
+            return self.named(coloring=str(number), grid_message="")
         return self.named(coloring="", grid_message=BLIND_PICK)
 
     @ui_only

@@ -27,14 +27,17 @@ from annotation.files import resolve
 from annotation.sketches import library as sketch_store
 from app.browser import concept_choices
 from app.common import (
+    NO_ROW,
     AppContext,
     checked_by_handler,
     discard_uploads,
     id_field,
+    id_in_row,
     live,
     named_table,
     note_area,
     role,
+    ui_only,
     uploaded,
     whole_number,
 )
@@ -94,6 +97,7 @@ EVENTS = (
     # An import may select sketches: the list of concepts without one follows.
     On("then", "missing", _TOKEN, ("coverage", "missing"), "coverage"),
     On("show.click", "list_sketches", (*_TOKEN, "base"), ("gallery", "table"), "message", "sketches_list"),
+    On("gallery.select", "pick", ("table",), ("sketch_id",)),
     On(
         "use.click",
         "select",
@@ -206,6 +210,16 @@ class SketchesTab(Tab):
         ]
         return {"gallery": gallery, "table": table}
 
+    @ui_only
+    def pick(self, table, evt: gr.SelectData) -> dict:
+        """*Sketch id* set to the clicked picture's, read from the table's row in the same
+        place (the gallery and the table list one concept's sketches in one order): outside
+        probe 222 clicked a picture, pressed *Use this sketch* and read "`sketch id` must be
+        a whole number, got nothing". A click from a gallery the table no longer matches
+        changes nothing."""
+        number = id_in_row(table, evt.index)
+        return self.named(sketch_id=gr.skip() if number in (NO_ROW, None) else str(number))
+
     @role(*ROLES)
     def select(self, db, actor, base: str, sketch_id: str, why: str) -> dict:
         """Make a sketch of the concept on screen that concept's sketch for new tasks."""
@@ -298,7 +312,8 @@ def _drawing_changed(db, base: str) -> str:
         return ""
     return (
         f" Designers hold {held} task{'' if held == 1 else 's'} on {base}: their pages show this drawing "
-        "from their next load, and unsaved work on the earlier drawing is not carried over (their page says so)."
+        "from their next load; unsaved work on the earlier drawing is not carried over to this one (their page "
+        "says so) and comes back only if the concept goes back to that drawing."
     )
 
 

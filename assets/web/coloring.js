@@ -52,7 +52,8 @@ const NOT_SAVED =
 
 const DRAWING_CHANGED =
   "This concept's drawing was changed since you last worked on it: your unsaved coloring of " +
-  "the earlier drawing does not fit this one, so this drawing starts blank.";
+  "the earlier drawing does not fit this one, so this drawing starts blank (that coloring stays in " +
+  "this browser and comes back if the concept goes back to the earlier drawing).";
 
 const root = element.querySelector(".cc-root");
 const $ = (sel) => root.querySelector(sel);

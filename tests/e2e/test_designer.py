@@ -335,7 +335,8 @@ def test_a_reload_says_when_the_undo_history_or_the_drawing_was_not_kept(live_ap
     [[_, base, outcome]] = table["data"]
     assert base == "banana" and re.fullmatch(
         r"imported as sketch \d+\. Designers hold 1 task on banana: their pages show this drawing from "
-        r"their next load, and unsaved work on the earlier drawing is not carried over \(their page says so\)\.",
+        r"their next load; unsaved work on the earlier drawing is not carried over to this one \(their page "
+        r"says so\) and comes back only if the concept goes back to that drawing\.",
         outcome,
     ), outcome
     page.reload()
@@ -343,7 +344,8 @@ def test_a_reload_says_when_the_undo_history_or_the_drawing_was_not_kept(live_ap
     page.wait_for_selector(f"{CANVAS}[data-ready=true]")
     expect(status).to_have_text(
         "This concept's drawing was changed since you last worked on it: your unsaved coloring of the "
-        "earlier drawing does not fit this one, so this drawing starts blank."
+        "earlier drawing does not fit this one, so this drawing starts blank (that coloring stays in this "
+        "browser and comes back if the concept goes back to the earlier drawing)."
     )
     assert json.loads(page.evaluate(f"() => {api}.flush()"))["color_layer"] == ""
     # The first drawing chosen again: its work comes back.

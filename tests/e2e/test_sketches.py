@@ -60,7 +60,12 @@ def test_admin_imports_a_folder_of_sketches_and_chooses_the_one_designers_color(
     page.click("#sketches_show")
     expect(page.locator("#sketches_gallery img")).to_have_count(1)
     assert [row[:3] for row in table_rows(page, "sketches_table")] == [[sketch_id, "imported", "yes"]]
-    page.locator("#sketches_sketch_id input").fill(sketch_id)
+    # A picture clicked gives its id (outside probe 222: the field stayed empty, and *Use this
+    # sketch* answered "sketch id must be a whole number, got nothing").
+    page.locator("#sketches_gallery img").first.click()
+    expect(page.locator("#sketches_sketch_id input")).to_have_value(sketch_id)
+    page.keyboard.press("Escape")  # the click opened the picture's preview: back to the grid
+    expect(page.locator("#sketches_gallery img")).to_have_count(1)
     page.locator("#sketches_why textarea").fill("clean outline")
     page.click("#sketches_use")
     expect(page.locator("#sketches_message")).to_contain_text(

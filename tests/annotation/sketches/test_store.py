@@ -361,8 +361,9 @@ def test_a_new_sketch_names_the_tasks_designers_hold_whose_drawing_it_changes(lo
     held = store.held_tasks(db, base)
     assert _import_outcome(result, db) == (
         f"imported as sketch {result.sketch_id}. Designers hold {held} task{'' if held == 1 else 's'} on "
-        f"{base}: their pages show this drawing from their next load, and unsaved work on the earlier "
-        "drawing is not carried over (their page says so)."
+        f"{base}: their pages show this drawing from their next load; unsaved work on the earlier "
+        "drawing is not carried over to this one (their page says so) and comes back only if the concept "
+        "goes back to that drawing."
     )
     assert _import_outcome(result) == f"imported as sketch {result.sketch_id}"
     assert work_item(db, tasks[0]).sketch["id"] == result.sketch_id
