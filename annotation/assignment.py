@@ -757,8 +757,26 @@ def _held(task: Task, annotator_id: int, db) -> Task:
                 f"coloring {task.coloring_id} was withdrawn from the data set (its designer asked) while "
                 "it was shown; nothing was stored"
             )
+        if task.kind == "coloring" and task.coloring_id is None and _withdrawn_since(db, task):
+            raise Conflict(
+                "the study organisers withdrew your colorings from the data set (as you asked) while "
+                "this concept was shown, so this one was not stored; reload the page to go on"
+            )
         raise Conflict(f"task {task.id} was already given back; nothing was stored")
     return task
+
+
+def _withdrawn_since(db, task: Task) -> bool:
+    """Whether the holder's colorings were withdrawn after `task` was handed out, which gave
+    it back (`annotation.coloring.withdrawal`)."""
+    return (
+        db.execute(
+            "select 1 from audit where action = 'withdraw_colorings' and object_type = 'annotator' "
+            "and object_id = ? and created >= ?",
+            [str(task.annotator_id), task.created],
+        ).fetchone()
+        is not None
+    )
 
 
 def _withdrawn(db, coloring_id: int) -> bool:

@@ -32,6 +32,7 @@ from annotation.people import accounts, onboarding, throttle
 from annotation.people.accounts import INVITABLE_ROLES, create_annotators, invite_url
 from annotation.qc.readiness import readiness
 from annotation.qc.review import MIN_COLORINGS_SETTING, review_min_colorings
+from annotation.study.design import studies_holding
 from app import crowd as crowd_links
 from app.common import (
     AppContext,
@@ -418,6 +419,20 @@ class AdminTab(Tab):
         closed = ", except those on the open reviews closed" if done.reviews else ""
         if done.redos:
             reviews += f", {counted(done.redos, 'recolor or redo task')} they held ended"
+        if done.held:
+            reviews += f", {counted(done.held, 'concept')} on their screen given back (a Submit says why)"
+        kept = studies_holding(db, done.ids)
+        studies = (
+            " "
+            + "; ".join(
+                f"Study {s['id']} ({escape(s['name'])}, {'open' if s['frozen'] else 'a draft'})" for s in kept
+            )
+            + (" keeps" if len(kept) == 1 else " keep")
+            + " the ground truth it was made with, which counts them (its trials no longer show their "
+            "pictures): close it and set up a new one if they must go from it too."
+            if kept
+            else ""
+        )
         # Apart, so the count matches the Admin tab's "withdrawn", which counts main-task ones
         practice = f" ({done.colorings - done.practice:,} main-task, {done.practice:,} practice)"
         return self.named(
@@ -430,6 +445,7 @@ class AdminTab(Tab):
                 if accounts.get_annotator(db, annotator_id)["status"] != "active"
                 else "their account stays open (close it too if they leave the study)."
             )
+            + studies
         )
 
     @role(*ROLES)
@@ -604,7 +620,8 @@ def _annotator_rows(db) -> list[list]:
             r["pseudonym"],
             ", ".join(json.loads(r["roles"])),
             {None: "unknown", 1: "yes", 0: "no"}[r["design_background"]],
-            r["status"],
+            # The buttons say close and reopen (outside probe 221 read `revoked`)
+            {"revoked": "closed"}.get(r["status"], r["status"]),
             shown_time(r["created"]),
             _approval(r["practice_approved"], r["practice_approved_by"]),
             r["sign_ins"],

@@ -42,6 +42,7 @@ from annotation.coloring import tasks as work
 from annotation.coloring.canvas import BACKGROUND_PAINTED
 from annotation.coloring.fill import canvas_value
 from annotation.coloring.store import check_submission_rate, last_coloring, load_pixels
+from annotation.coloring.withdrawal import withdrawn_count
 from annotation.errors import AlreadyDone, Conflict, TaskEnded
 from annotation.files import resolve
 from annotation.people import onboarding
@@ -507,6 +508,12 @@ class DesignerTab(Tab):
             if why is not None and not message:
                 message = "The study organisers asked you to do the practice again" + (
                     f": “{inert_markdown(why)}”." if why.strip() else "."
+                )
+            elif not message and not done and withdrawn_count(db, actor.annotator_id, practice=True):
+                # Their drawings were gone without a word (outside probe 221).
+                message = (
+                    "The study organisers withdrew your earlier colorings from the data set (as you asked), "
+                    "so the practice starts again."
                 )
         else:
             _top_up(ctx, db, actor)

@@ -32,8 +32,9 @@ WITHDRAWN = "withdrawn"
 class Withdrawal:
     """What `withdraw_colorings` changed: ``colorings`` withdrawn (``practice`` of them
     practice colorings, which count in no P_H), ``concepts`` whose P_H was recomputed,
-    ``reviews`` closed, ``released`` review tasks and ``redos`` (recolor or redo tasks of
-    the designer's, ended)."""
+    ``reviews`` closed, ``released`` review tasks, ``redos`` (recolor or redo tasks of
+    the designer's, ended), ``held`` (the new concepts they held, given back) and ``ids``
+    (the colorings withdrawn)."""
 
     colorings: int
     practice: int
@@ -41,6 +42,8 @@ class Withdrawal:
     reviews: int
     released: int
     redos: int
+    held: int = 0
+    ids: tuple[int, ...] = ()
 
 
 def withdraw_colorings(
@@ -86,11 +89,19 @@ def withdraw_colorings(
             raise Conflict(f"{who} has no coloring to withdraw; nothing changed")
         ids = [r["id"] for r in rows]
         reviews, released, redos = mark_withdrawn(db, ids, iso(now))
+        # A concept on their screen was stored on Submit and counted at once, unsaid (outside
+        # probe 221): it goes back, and a Submit says why (`annotation.assignment`).
+        held = update_rows(
+            db,
+            "tasks",
+            {"kind": "coloring", "status": "reserved", "annotator_id": annotator_id, "coloring_id": None},
+            {"status": "released", "finished": iso(now)},
+        )
         concepts = sorted({r["concept_key"] for r in rows if not r["practice"]})
         for concept in concepts:
             ground_truth.refresh(db, concept)
         practice = sum(1 for r in rows if r["practice"])
-        withdrawal = Withdrawal(len(ids), practice, len(concepts), reviews, released, redos)
+        withdrawal = Withdrawal(len(ids), practice, len(concepts), reviews, released, redos, held, tuple(ids))
         audit.record(
             db,
             actor.pseudonym,
@@ -105,10 +116,19 @@ def withdraw_colorings(
                 "closed_reviews": reviews,
                 "released_tasks": released,
                 "ended_redos": redos,
+                "released_own_tasks": held,
             },
             now=now,
         )
     return withdrawal
+
+
+def withdrawn_count(db: sqlite_utils.Database, annotator_id: int, *, practice: bool) -> int:
+    """How many of `annotator_id`'s practice (or main-task) colorings are withdrawn."""
+    return db.execute(
+        "select count(*) from colorings where annotator_id = ? and practice = ? and status = ?",
+        [annotator_id, int(practice), WITHDRAWN],
+    ).fetchone()[0]
 
 
 def mark_withdrawn(db: sqlite_utils.Database, ids: list[int], now: str) -> tuple[int, int, int]:

@@ -427,6 +427,15 @@ def _session_actor(db, token_hash: str, now: dt.datetime) -> Actor:
             raise InvalidToken(
                 f"{_ENDED}: reload the page and sign in again with the admin password on the Start tab"
             )
+        if (
+            session["end_reason"] == "revoked"
+            and get_annotator(db, session["annotator_id"])["status"] == "active"
+        ):
+            # It said "only they can reopen it" of an account reopened since (outside probe 221).
+            raise InvalidToken(
+                f"{_ENDED}: the study admin closed your account, and has opened it again since: open the "
+                "new invite link they give you"
+            )
         # Sessions ended before they recorded why (schema version 12) give no reason.
         raise InvalidToken(END_REASONS.get(session["end_reason"], f"{_ENDED}; open your invite link again"))
     if session["expires"] <= iso(now):

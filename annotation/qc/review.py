@@ -99,13 +99,14 @@ def require_role(actor: Actor, *roles: str) -> None:
 
 
 def reviewable_concepts(db: sqlite_utils.Database) -> list[dict]:
-    """Concepts with main-task colorings: ``concept_key``, ``designers``, ``colorings``,
-    ``recolor_requested`` (pending), ordered by key."""
+    """Concepts with main-task colorings not withdrawn: ``concept_key``, ``designers``,
+    ``colorings``, ``recolor_requested`` (pending), ordered by key. A withdrawn coloring is
+    not counted (outside probe 221: "4 designers, 4 colorings" on a P_H of 2)."""
     return list(
         db.query(
             "select concept_key, count(distinct annotator_id) as designers, count(*) as colorings, "
             "sum(status = 'recolor_requested') as recolor_requested from colorings "
-            "where practice = 0 group by concept_key order by concept_key"
+            "where practice = 0 and status != 'withdrawn' group by concept_key order by concept_key"
         )
     )
 
@@ -115,7 +116,7 @@ def coloring_grid(
 ) -> list[GridItem]:
     """Every round of every designer's coloring of a concept, for the stage-1 grid.
 
-    An expert's grid keeps the blind vote blind (outside probe 114: the vote's image was the
+    An expert's grid leaves out withdrawn colorings and keeps the blind vote blind (outside probe 114: the vote's image was the
     grid's, captioned with its designer, round and the recolor note before it): a coloring
     whose vote is open is shown last, in no telling order, without id, designer, round or
     note (`UNDER_VOTE`), and its designer's earlier rounds of the concept are left out
@@ -162,7 +163,9 @@ def coloring_grid(
             )
         )
         previous[row["annotator_id"]] = row
-    return items if actor.is_admin else _blinded(db, items)
+    # An expert is not shown a withdrawn coloring (its designer asked; outside probe 221);
+    # the admin, who withdrew it, sees it marked.
+    return items if actor.is_admin else _blinded(db, [i for i in items if i.status != "withdrawn"])
 
 
 def _blinded(db: sqlite_utils.Database, items: list[GridItem]) -> list[GridItem]:

@@ -376,7 +376,7 @@ def trial(
         decode(truth_row["p"]),
         truth_row["n_colorings"],
         tuple((h, n) for h, n in json.loads(truth_row["dominant"])),
-        tuple(json.loads(truth_row["colorings"])),
+        _not_withdrawn(db, json.loads(truth_row["colorings"])),
     )
     sides = {slot: _side(db, pair, pair[slot], truth) for slot in ("a", "b")}
     right = "b" if task.left_item == "a" else "a"
@@ -391,6 +391,23 @@ def trial(
         total,
         studies,
     )
+
+
+def _not_withdrawn(db, paths: list[str]) -> tuple[str, ...]:
+    """The coloring images `paths` a trial may show: a study keeps the ground truth it was
+    made with, but a coloring withdrawn since (its designer asked) is not shown to anyone
+    (outside probe 221: a participant was shown a withdrawn designer's apple)."""
+    if not paths:
+        return ()
+    withdrawn = {
+        path
+        for (path,) in db.execute(
+            f"select image_path from colorings where image_path in ({','.join('?' * len(paths))}) "
+            "group by image_path having min(status = 'withdrawn') = 1",
+            paths,
+        )
+    }
+    return tuple(p for p in paths if p not in withdrawn)
 
 
 def _side(db, pair: dict, item: str, truth: GroundTruth) -> Side:

@@ -215,6 +215,20 @@ def test_a_designer_sent_back_to_the_practice_reads_why(study):
     assert view["message"].startswith("Saved your coloring")  # what the last action did comes first
 
 
+def test_a_designer_whose_practice_was_withdrawn_reads_why_it_starts_again(study):
+    """Withdrawn while their practice waited for approval, they were back at "Practice · 0 of
+    3 done" with no word of why their drawings were gone (outside probe 221)."""
+    designer_id, token = study.person()
+    finish_practice(study, token, study.onboarded(token))
+    study.client.predict(study.admin, designer_id, "asked in person", api_name="/admin_withdraw")
+    view = study.view("/designer_continue", token)
+    assert "Practice · 0 of 3 done" in view["header"]
+    assert view["message"] == (
+        "The study organisers withdrew your earlier colorings from the data set (as you asked), so the "
+        "practice starts again."
+    )
+
+
 def test_a_blank_or_barely_colored_submission_is_refused_and_stores_nothing(study):
     _, token = study.person()
     view = study.onboarded(token)

@@ -282,6 +282,11 @@ def test_the_admin_withdraws_a_designers_colorings_and_no_count_holds_them(live_
         "No ground truth, leaderboard or new study counts them from now on (votes experts cast on them "
         "before stay in the agreement statistics, which measure the experts); their account is closed already."
     )
+    # The people table says "closed", as the buttons do (outside probe 221 read `revoked`).
+    page.get_by_role("button", name="Refresh lists").click()
+    expect(page.locator("#admin_annotators")).to_contain_text("closed")
+    [row] = [r for r in table_rows(page, "admin_annotators") if r[1] == person["pseudonym"]]
+    assert row[4] == "closed"
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "admin-withdraw.png"), full_page=True)
     assert page.js_errors == []

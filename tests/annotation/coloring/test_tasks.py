@@ -85,6 +85,10 @@ def _two_submitted(db, data) -> tuple[int, int, int, int]:
     return designer, expert, first, second
 
 
+def _coloring_files(data):
+    return sorted(p.relative_to(data) for p in (data / "colorings").rglob("*") if p.is_file())
+
+
 def _counts(db):
     return {t: db[t].count for t in ("colorings", "coloring_distributions", "tasks", "audit")}
 
@@ -345,6 +349,31 @@ def test_a_withdrawal_ends_the_recolor_and_the_redo_a_designer_holds_and_stores_
     assert json.loads(row["details"])["ended_redos"] == 2
 
 
+def test_a_withdrawal_gives_back_the_concept_on_the_designers_screen_and_its_submit_says_why(store):
+    """Outside probe 221: a withdrawn designer pressed Submit on the concept already on their
+    screen; it was stored and counted in P_H at once, and their page said nothing."""
+    db, data = store
+    designer = _designer(db)
+    work.start_batch(db, designer, np.random.default_rng(0), 2, now=T0)
+    first, _ = _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
+    item = work.next_item(db, designer, practice=False, now=T0)  # on screen when the admin withdraws
+
+    done = withdraw_colorings(db, designer, ADMIN, "asked in person", now=T0 + dt.timedelta(minutes=1))
+
+    assert (done.colorings, done.held, done.ids) == (1, 1, (first,))
+    assert db["tasks"].get(item.task.id)["status"] == "released"
+    before = (_coloring_files(data), _counts(db))
+    with pytest.raises(
+        Conflict,
+        match=r"^the study organisers withdrew your colorings from the data set \(as you asked\) while this "
+        "concept was shown, so this one was not stored; reload the page to go on$",
+    ):
+        _submit(db, data, designer, item, now=T0 + dt.timedelta(minutes=2))
+    assert (_coloring_files(data), _counts(db)) == before
+    [row] = db["audit"].rows_where("action = 'withdraw_colorings'")
+    assert json.loads(row["details"])["released_own_tasks"] == 1
+
+
 def test_an_experts_recolor_request_comes_first_with_its_note(store):
     db, data = store
     designer = _designer(db)
@@ -534,8 +563,11 @@ def test_a_designer_back_after_a_withdrawal_counts_and_fills_those_places_again(
     assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 2, 4)
     withdraw_colorings(db, designer, ADMIN, "asked by email", now=T0)
     assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 0, 4)
-    # Two are held; the batch's four places take two more once those are done.
+    # The two held went back with the withdrawal (their page reloads to a top-up); the
+    # batch's four places take two, then two more once those are done.
+    assert work.next_item(db, designer, practice=False, now=T0) is None
+    assert work.top_up(db, designer, np.random.default_rng(2), ahead=2, now=T0) == 2
     for _ in range(2):
         _submit(db, data, designer, work.next_item(db, designer, practice=False, now=T0), now=T0)
-    assert work.top_up(db, designer, np.random.default_rng(2), ahead=2, now=T0) == 2
+    assert work.top_up(db, designer, np.random.default_rng(3), ahead=2, now=T0) == 2
     assert work.batch_progress(db, designer, now=T0) == work.Progress(1, 2, 4)

@@ -68,6 +68,17 @@ def test_a_withdrawal_leaves_every_analysis_without_the_colorings_and_closes_the
     ):
         review.accept_coloring(db, expert, red + 2)  # withdrawn before any review
     assert db["colorings"].get(red)["status"] == "withdrawn"
+    # The Expert tab neither counts nor shows it (outside probe 221: "apple (2 designers, 2
+    # colorings)" on a P_H of one, and the grid served it captioned "withdrawn"); the admin,
+    # who withdrew it, sees it marked.
+    assert [(r["concept_key"], r["designers"], r["colorings"]) for r in review.reviewable_concepts(db)] == [
+        ("apple", 1, 1)
+    ]
+    assert [i.coloring_id for i in review.coloring_grid(db, expert, "apple")] == [green]
+    assert [(i.coloring_id, i.status) for i in review.coloring_grid(db, ADMIN, "apple")] == [
+        (red, "withdrawn"),
+        (green, "submitted"),
+    ]
 
 
 @pytest.mark.parametrize(

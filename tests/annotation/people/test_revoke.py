@@ -15,6 +15,7 @@ from annotation.people.accounts import (
     login_with_invite,
     new_invite,
     reopen_annotator,
+    require,
     revoke_annotator,
 )
 from annotation.study.crowd import votes_left
@@ -144,7 +145,12 @@ def test_a_revoked_participants_trials_no_longer_fill_the_study(db):
 def test_a_closed_account_reopens_with_a_new_link_and_its_old_links_stay_dead(db):
     """Closing was for good (outsider 77: a wrong id closed, no way back but a new pseudonym)."""
     [(person, link)] = create_annotators(db, 1, "designer", now=T0)
+    session = login_with_invite(db, link, now=T0)
     revoke_annotator(db, person["id"], ADMIN, "wrong row", now=LATER)
+    with pytest.raises(
+        InvalidToken, match="the study admin closed your account; ask them if you should go on"
+    ):
+        require(db, session.token, now=LATER)
     with pytest.raises(
         Conflict,
         match=r"^the account of annotator 1 \(D0001\) is closed: reopen it first \(Admin tab, Reopen account\); no new link was made$",
@@ -156,6 +162,13 @@ def test_a_closed_account_reopens_with_a_new_link_and_its_old_links_stay_dead(db
     assert list(db["annotators"].rows) == before
     reopen_annotator(db, person["id"], ADMIN, "closed by mistake", now=LATER)
     assert db["annotators"].get(person["id"])["status"] == "active"
+    # The old session's page said "only they can reopen it" of the account reopened (probe 221).
+    with pytest.raises(
+        InvalidToken,
+        match="^your session is not valid any more: the study admin closed your account, and has opened it "
+        "again since: open the new invite link they give you$",
+    ):
+        require(db, session.token, now=LATER)
     [row] = db["audit"].rows_where("action = 'reopen_annotator'")
     assert (row["object_id"], row["why"]) == (str(person["id"]), "closed by mistake")
     with pytest.raises(InvalidToken, match=r"replaced \(by a newer link, or when the account was closed\)"):

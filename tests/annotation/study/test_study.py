@@ -1100,3 +1100,42 @@ def test_a_votes_time_is_counted_from_no_earlier_than_its_trial_was_first_shown(
     # A later shown_at (the page's own, given after the server's) still shortens it
     assert judging.seconds_on_trial(db, actor, second.task_id, iso(later), now=later) == 0.0
     assert judging.seconds_on_trial(db, actor, first.task_id, iso(t0), now=later) == pytest.approx(2.0)
+
+
+def test_a_study_keeps_its_ground_truth_after_a_withdrawal_and_shows_none_of_the_withdrawn(db, tmp_path):
+    """Outside probe 221: after *Withdraw their colorings*, an open study went on showing the
+    withdrawn designer's apple to participants, and the withdrawal's message did not name the
+    study, whose frozen ground truth still counts them (docs/security.md)."""
+    from annotation.coloring.withdrawal import withdraw_colorings
+    from tests.qc_data import add_coloring
+
+    data = tmp_path / "data"
+    truths, _ = populate(db, data, 2, np.random.default_rng(0))
+    leaving, staying = (row["id"] for row, _ in create_annotators(db, 2, "designer"))
+    made = {
+        who: [add_coloring(db, data, who, key, rgb) for key in truths]
+        for who, rgb in ((leaving, (200, 30, 30)), (staying, (30, 160, 40)))
+    }
+    kept = study.create_study(db, "kept", sources(), study.designers_ground_truth(), seed=1, n_concepts=2)
+    study.open_study(db, kept, ADMIN)
+
+    done = withdraw_colorings(db, leaving, ADMIN, "asked in person")
+
+    assert [s["id"] for s in study.studies_holding(db, done.ids)] == [kept]
+    [holding] = study.studies_holding(db, made[staying])
+    assert (holding["id"], holding["name"]) == (kept, "kept") and holding["frozen"]
+    withdrawn = {db["colorings"].get(i)["image_path"] for i in made[leaving]}
+    standing = {db["colorings"].get(i)["image_path"] for i in made[staying]}
+    [(row, _)] = create_annotators(db, 1, "participant")
+    person = Actor(row["id"], row["pseudonym"], frozenset({"participant"}))
+    judging.set_background(db, person, True)
+    shown = judging.next_trial(db, person, np.random.default_rng(0))
+    assert shown.truth.n_colorings == 2  # the ground truth it was made with
+    assert shown.truth.colorings and set(shown.truth.colorings) <= standing
+    assert not set(shown.truth.colorings) & withdrawn
+    # A study made after the withdrawal does not hold them; a closed one is not named.
+    after = study.create_study(db, "after", sources(), study.designers_ground_truth(), seed=2, n_concepts=2)
+    assert [s["id"] for s in study.studies_holding(db, made[staying])] == [kept, after]
+    assert [s["id"] for s in study.studies_holding(db, done.ids)] == [kept]
+    study.close_study(db, kept, ADMIN, "a new one without them")
+    assert study.studies_holding(db, done.ids) == []
