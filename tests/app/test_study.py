@@ -86,6 +86,21 @@ def test_a_study_whose_ground_truth_rests_on_few_colorings_says_so_when_made(stu
         "do not count, and a study keeps the ground truth it was made with: for one on more colorings, "
         "make the study again once they are in."
     )
+    # A withdrawal of a designer's colorings names the study whose ground truth counts them,
+    # which a study keeps (outside probe 221: the message left it unsaid).
+    from annotation.people.passwords import login_admin
+    from app.admin import AdminTab
+
+    with tab.ctx.db() as db:
+        admin = login_admin(db, ADMIN_PASSWORD).token
+        [study_id] = [r["id"] for r in db.query("select id from studies where name = 'thin'")]
+    admin_tab = AdminTab(tab.ctx, {"revoke_message": gr.Markdown()})
+    [said] = admin_tab.withdraw(admin, designers[0], "asked in person").values()
+    assert said.endswith(
+        f"their account stays open (close it too if they leave the study). Study {study_id} (thin, a draft) "
+        "keeps the ground truth it was made with, which counts them (its trials no longer show their "
+        "pictures): close it and set up a new one if they must go from it too."
+    ), said
 
 
 def _vote_everything(config, seed=0):
