@@ -59,6 +59,7 @@ from annotation.qc import review, votes
 from annotation.research.views import LeaderboardCache, concept_view, leaderboard_analyses
 from annotation.study import design as study
 from annotation.study import judging
+from evaluation.color import metrics
 from evaluation.color.palette import load_uw71
 from evaluation.concepts import load_concepts
 from evaluation.pipeline import runs
@@ -171,10 +172,22 @@ def _judge(db, study_id: int, rng: np.random.Generator) -> int:
         judging.set_background(db, participant, bool(person["id"] % 2))
         before = judged
         while (trial := judging.next_trial(db, participant, rng)) is not None:
-            judging.record_judgment(db, participant, trial.task_id, "left", 3.0)
+            judging.record_judgment(db, participant, trial.task_id, _choice(trial, rng), 3.0)
             judged += 1
         if judged == before:
             return judged
+
+
+def _choice(trial: judging.Trial, rng: np.random.Generator) -> str:
+    """The bench participant's answer: the ground truth in an attention check; otherwise the
+    side nearer P_H by EMD, 80 % of the time. Always "left" split every pair 3-3, as each side
+    is shown left equally often, and left Table 3 blank (outside probe 222)."""
+    sides = {"left": trial.left, "right": trial.right}
+    for side, shown in sides.items():
+        if shown.item == judging.GROUND_TRUTH:
+            return side
+    nearer = min(sides, key=lambda side: metrics.emd(trial.truth.p, sides[side].p))
+    return nearer if rng.random() < 0.8 else ("right" if nearer == "left" else "left")
 
 
 def measure(fraction: float, side: int, seed: int = 0, keep: Path | None = None) -> dict:

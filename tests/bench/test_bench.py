@@ -157,9 +157,14 @@ def test_the_write_lock_tracer_times_each_transaction_of_a_process_and_writes_th
 def test_bench_scale_keeps_its_study_to_open_in_the_app_when_asked(tmp_path):
     """A full-size rehearsal (README, BENCHMARKS.md) needs the bench's database kept: with
     ``--keep`` it stays, at the schema the app opens; a folder already holding one is refused."""
+    import json
     import subprocess
     import sys
 
+    import numpy as np
+
+    from annotation.assignment import IS_CHECK
+    from evaluation.color import metrics
     from storage import open_db
     from storage.schema import MIGRATIONS
 
@@ -181,6 +186,25 @@ def test_bench_scale_keeps_its_study_to_open_in_the_app_when_asked(tmp_path):
         still_open = db.execute("select count(*) from reviews where status = 'open'").fetchone()[0]
         assert decided % 5 == 0 and 0 < decided < 15 and decided + still_open == 15
         assert db.execute("select max(version) from schema_version").fetchone()[0] == len(MIGRATIONS)
+        # Its participants prefer a side: always "left" split every pair evenly, as each side
+        # is shown left equally often, and Table 3 was blank (outside probe 222).
+        truth = {
+            k: np.array(json.loads(p))
+            for k, p in db.execute("select concept_key, p from study_ground_truths")
+        }
+        candidates = {
+            (k, m): np.array(json.loads(p))
+            for k, m, p in db.execute("select concept_key, model, p from study_candidates")
+        }
+        votes = db.execute(
+            "select p.concept_key, p.a, p.b, j.winner from judgments j join study_pairs p on p.id = j.pair_id "
+            f"where not {IS_CHECK}"
+        ).fetchall()
+        nearer = [
+            {"a": a, "b": b}[winner] == min((a, b), key=lambda m: metrics.emd(truth[key], candidates[key, m]))
+            for key, a, b, winner in votes
+        ]
+        assert len(nearer) >= 12 and np.mean(nearer) > 0.65, np.mean(nearer)
     finally:
         db.close()
     again = subprocess.run(
