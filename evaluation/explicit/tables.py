@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evaluation.explicit.objects import load_objects
 from evaluation.explicit.prompts import TASKS
 from evaluation.explicit.rules import get_rules
 from evaluation.pipeline.fileio import write_atomic
@@ -286,7 +287,10 @@ def dominant_color_bias(
 ) -> pd.DataFrame:
     """The `top` most frequent dominant colors per model and object category (Figure 3).
 
-    Each scored object's dominant color is named by its nearest `system` color (CIEDE2000).
+    Each scored object's dominant color is named by its nearest `system` color (CIEDE2000),
+    and counted under its own object's category (`evaluation.explicit.objects`): a prompt's
+    category is its first object's, and the car of "an apple and a car" was counted among
+    the fruits (outside probe 220).
 
     Returns
     -------
@@ -297,6 +301,8 @@ def dominant_color_bias(
     named = _named_dominants([r for r in rows if r["scoring"] == scoring], system)
     if named.empty:
         return pd.DataFrame(columns=["model", "category", "rank", "color", "share"])
+    own = {o.name: o.category for o in load_objects()}
+    named = named.assign(category=[own.get(o, c) for o, c in zip(named["object"], named["category"])])
     counts = (
         named.groupby(["model", "category"])["got"].value_counts(normalize=True).rename("share").reset_index()
     )

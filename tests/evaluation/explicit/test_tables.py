@@ -172,15 +172,19 @@ def test_group_accuracy_splits_basic_and_intermediate_and_modifiers():
 
 
 def test_dominant_color_bias_and_confusion_name_the_dominant_colors():
-    """Dominant colors equal to table colors are named by those colors."""
+    """Dominant colors equal to table colors are named by those colors, each counted under
+    its own object's category (outside probe 220: the second object of "a dog and a car"
+    was counted under the first's)."""
     rows = [_row(i, name, 1) for i, name in enumerate(["gray", "gray", "black", "red"], start=1)]
-    rows.append(_row(5, "gray", 0, category="animals"))
+    rows.append(_row(5, "gray", 0, category="animals", object="dog"))
+    rows.append(_row(5, "black", 0, category="animals", object="car", task="multi_object", index=1))
     bias = dominant_color_bias(rows, top=2)
     assert bias.to_dict("records") == [
         {"model": "m", "category": "animals", "rank": 1, "color": "gray", "share": 1.0},
-        {"model": "m", "category": "vehicles", "rank": 1, "color": "gray", "share": 0.5},
-        {"model": "m", "category": "vehicles", "rank": 2, "color": "black", "share": 0.25},
+        {"model": "m", "category": "vehicles", "rank": 1, "color": "black", "share": 0.4},
+        {"model": "m", "category": "vehicles", "rank": 2, "color": "gray", "share": 0.4},
     ]
+    rows.pop()
     asked_blue = _row(6, "blue", 0)
     asked_blue.update(dominant_l=rows[0]["dominant_l"], dominant_a=rows[0]["dominant_a"], dominant_b=0.0)
     table = confusion([*rows, asked_blue])
