@@ -86,6 +86,10 @@ def test_two_colors_on_one_object_are_refused(description):
         ("the car is orange", ["orange"]),
         ("a man dressed in orange", ["orange"]),
         ("a bright orange kite and a blue sky", ["orange", "blue"]),
+        # A color of the fruit is one color, not two (outside probe 220: refused as two)
+        ("a green orange", ["green"]),
+        ("an orange orange", ["orange"]),
+        ("a ripe green orange on a table", ["green"]),
     ],
 )
 def test_orange_the_fruit_is_never_a_color(description, terms):
