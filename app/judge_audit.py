@@ -3,7 +3,8 @@
 A researcher lists judges (``pixel``, ``random``, ``contrastive:MODEL``, ``yesno:MODEL``),
 the number of synthetic probe items and a seed. The tab runs the audit
 (`evaluation.judges.report.audit`, Rainbow foils on synthetic renders) and shows the
-accuracy table, the failure heatmap of the first judge listed, and the files it wrote (CSV
+accuracy table, the failure heatmap of the first judge listed other than the pixel
+reference, and the files it wrote (CSV
 and an HTML report) under the data folder's ``exports/judge-audit/``. Model judges load on
 the server, on its GPU when it has one (a large model takes minutes), by hub id from the
 Hugging Face cache or by the name of a folder in the data folder's ``models/``; any other
@@ -83,6 +84,11 @@ class JudgeAuditTab(Tab):
     def run(self, db, actor, judges: str, items, seed) -> dict:
         """Audit the listed judges on synthetic items; the table, a heatmap and the file paths."""
         specs = [line.strip() for line in (judges or "").splitlines() if line.strip()]
+        if not specs:  # it said "`specs` is empty", a name the page does not show (outside probe 220)
+            raise ValueError(
+                "`Judges` is empty: name at least one judge, one per line (pixel, random, contrastive:MODEL "
+                "or yesno:MODEL)"
+            )
         n = whole_number(items, "items", minimum=1, maximum=MAX_ITEMS)
         seed = seed_number(seed, "seed")
         sources = {spec: self._source(spec) for spec in specs}
@@ -91,7 +97,7 @@ class JudgeAuditTab(Tab):
             self.ctx.config.data_dir, "judge-audit", f"{iso()[:19].replace(':', '')}-{secrets.token_hex(16)}"
         )
         report = audit(specs, synthetic_items(n, rng=rng), folder, rng=rng, device=_device(), sources=sources)
-        first, matrix = next(iter(report.matrices.items()))
+        first, matrix = _shown_matrix(report.matrices)
         fig = judge_failure_heatmap(matrix, title=f"{first}: failure rate of replacement foils")
         shown = {"table": report.summary.round(3), "heatmap": fig, "files": [str(p) for p in report.paths]}
         return {self.parts[name]: shown[name] for name in RESULTS}
@@ -108,6 +114,14 @@ class JudgeAuditTab(Tab):
         if problem:
             raise ValueError(problem.replace(source, model))  # the model as typed, no server path
         return source
+
+
+def _shown_matrix(matrices: dict[str, pd.DataFrame]) -> tuple[str, pd.DataFrame]:
+    """The judge whose failures the heatmap shows, with its matrix: the first listed other
+    than ``pixel``, the reference, whose map is all zeros by construction (outside probe 220:
+    with the docs' order, pixel first, the heatmap never showed a model's failures); pixel
+    when it is alone."""
+    return next(((spec, m) for spec, m in matrices.items() if spec != "pixel"), next(iter(matrices.items())))
 
 
 def _empty_table() -> pd.DataFrame:
@@ -136,7 +150,8 @@ def _layout() -> dict:
         elem_id="judge_audit_table",
     )
     parts["heatmap"] = gr.Plot(
-        label="Where the first judge fails (~ adjacent, ⚡ complementary)", elem_id="judge_audit_heatmap"
+        label="Where the first judge listed other than pixel (the reference) fails (~ adjacent, ⚡ complementary)",
+        elem_id="judge_audit_heatmap",
     )
     parts["files"] = gr.File(
         label="Exports", file_count="multiple", interactive=False, height=140, elem_id="judge_audit_files"

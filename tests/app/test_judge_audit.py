@@ -22,6 +22,9 @@ def test_a_researcher_audits_judges_and_gets_the_table_heatmap_and_files(tmp_pat
         table, heatmap, files = client.predict(
             tokens["researcher"], "pixel\n\nrandom\n", 30, 1, api_name="/judge_audit_run"
         )
+        # The field named as the page names it (outside probe 220 read "`specs` is empty")
+        with pytest.raises(Exception, match="^`Judges` is empty: name at least one judge, one per line"):
+            client.predict(tokens["researcher"], " \n ", 5, 1, api_name="/judge_audit_run")
         with pytest.raises(Exception, match="`items` must be a whole number from 1 to 2,000, got 0"):
             client.predict(tokens["researcher"], "pixel", 0, 1, api_name="/judge_audit_run")
         with pytest.raises(Exception, match="judge 'clip:x' must start with one of"):
@@ -88,8 +91,11 @@ def test_a_researcher_audits_judges_and_gets_the_table_heatmap_and_files(tmp_pat
     rows = frame.set_index(["judge", "split"])
     assert rows.loc[("pixel", "all"), "pairwise_accuracy"] >= 0.95
     assert rows.loc[("random", "all"), "chance"] == 0.25
+    # The heatmap shows the first judge other than the pixel reference, whose map is all
+    # zeros (outside probe 220: with pixel listed first it never showed a model's failures).
     heat = figure(heatmap).data[0]
-    assert list(heat.x) == list(BASIC_TERMS) and "pixel" in figure(heatmap).layout.title.text
+    assert list(heat.x) == list(BASIC_TERMS) and figure(heatmap).layout.title.text.startswith("random:")
+    assert np.nanmax(np.asarray(heat.z, dtype=float)) > 0
     names = sorted(Path(f).name for f in files)
     assert names == ["failures-pixel.csv", "failures-random.csv", "pairs.csv", "report.html", "summary.csv"]
     written = [pd.read_csv(p) for p in (config.data_dir / "exports" / "judge-audit").glob("*/summary.csv")]
