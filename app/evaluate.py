@@ -289,7 +289,9 @@ EVENTS = (
     On("models.input", "masking_for", ("models",), ("preset",)),
     On("start.click", "start", (*_TOKEN, *FORM), ("plan", "run"), "plan", "evaluate_start"),
     On("refresh.click", "progress", _TOKEN, ("progress",), "progress_note", "evaluate_progress"),
-    On("timer.tick", "progress", _TOKEN, ("progress",), "progress_note"),
+    # The poll leaves the line under the Run row alone: it cleared what Cancel and Resume said
+    # within seconds (outside probe 220 read no answer to either).
+    On("timer.tick", "progress", _TOKEN, ("progress",), "progress_note", clear_note=False),
     # Said under the Run row they act on, with the Runs table as they left it (under Start,
     # with the table between, a refusal read as Start's, and a resumed run's row still said
     # "cancelled": outside probe 173).

@@ -444,3 +444,15 @@ def test_a_colors_box_of_commas_alone_is_refused_not_read_as_all():
     assert evaluate._named_colors(" red , navy ,") == ("red", "navy")
     with pytest.raises(ValueError, match=r"^`colors` must name at least one color; none is chosen"):
         evaluate._named_colors(" , ,")
+
+
+def test_the_runs_poll_leaves_what_cancel_and_resume_said():
+    """The Runs table's poll shares the note under the Run row with *Cancel* and *Resume*:
+    a poll that succeeded cleared their answer within `POLL_SECONDS` (outside probe 220 read
+    no answer to either); it leaves the note to them."""
+    from app.evaluate import EVENTS
+
+    [poll] = [on for on in EVENTS if on.trigger == "timer.tick"]
+    actions = [on for on in EVENTS if on.method in ("cancel", "resume")]
+    assert len(actions) == 2 and {on.note for on in actions} == {poll.note} == {"progress_note"}
+    assert not poll.clear_note
