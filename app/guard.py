@@ -68,7 +68,7 @@ from gradio.utils import get_type_hints
 from gradio_client import utils as client_utils
 
 from annotation.coloring.fill import MAX_CANVAS_VALUE_CHARS
-from annotation.coloring.store import owns_coloring_file
+from annotation.coloring.store import owns_coloring_file, withdrawn_file
 from annotation.errors import AnnotationError
 from annotation.people.accounts import MAX_TOKEN_LENGTH, Actor, require
 from app.coloring_canvas import served_files
@@ -498,11 +498,22 @@ class FilePolicy:
             and self.issued.holds(self.data_dir / relative, viewer(actor))
         ):
             return False
+        if rule.owner and not actor.is_admin and self._withdrawn_to(actor, relative.as_posix()):
+            return False
         return content_matches(self.data_dir / relative)
 
     def _own_coloring_file(self, actor: Actor, relative: str) -> bool:
         with self.ctx.db() as db:
             return owns_coloring_file(db, actor.annotator_id, relative)
+
+    def _withdrawn_to(self, actor: Actor, relative: str) -> bool:
+        """Whether a coloring file is withdrawn for `actor`: withdrawn (its designer asked),
+        and not theirs. The views stopped showing such a coloring; its address, learnt
+        before, served it still (the admin, who withdrew it, sees it)."""
+        with self.ctx.db() as db:
+            return withdrawn_file(db, relative) and not (
+                "designer" in actor.roles and owns_coloring_file(db, actor.annotator_id, relative)
+            )
 
 
 # What the app's files of each kind start with; a text kind holds no NUL byte.

@@ -478,6 +478,16 @@ def owns_coloring_file(db: sqlite_utils.Database, annotator_id: int, relative: s
     return bool(rows)
 
 
+def withdrawn_file(db: sqlite_utils.Database, relative: str) -> bool:
+    """Whether `relative` (a path under the data folder, POSIX) is the image or mask of
+    colorings that are all withdrawn (their designers asked)."""
+    stored, withdrawn = db.execute(
+        "select count(*), coalesce(sum(status = 'withdrawn'), 0) from colorings where image_path = ? or mask_path = ?",
+        [relative, relative],
+    ).fetchone()
+    return stored > 0 and stored == withdrawn
+
+
 def recolor_note(db: sqlite_utils.Database, coloring_id: int) -> str:
     """The note of the latest recolor request on `coloring_id` ("" if none); it is user
     text: escape it before display."""

@@ -121,6 +121,16 @@ def test_a_coloring_is_served_to_its_designer_and_the_roles_that_review_it_only(
         _get(client, Path(config.data_dir) / image, owner_token).content
         == (Path(config.data_dir) / image).read_bytes()
     )
+    # Withdrawn (its designer asked), it goes to its designer and the admin alone: the views
+    # stopped showing it, and its address, learnt before, served it still (outside probe 221).
+    withdrawn = client.predict(admin, owner, "asked in person", api_name="/admin_withdraw")
+    assert withdrawn.startswith("Withdrew 1 coloring"), withdrawn
+    # (Its mask, the same shape as other tests' colorings, is theirs too, and stays served.)
+    got = {
+        token: _get(client, Path(config.data_dir) / image, token).status_code
+        for token in (owner_token, expert, researcher, admin)
+    }
+    assert got == {owner_token: 200, expert: 403, researcher: 403, admin: 200}
 
 
 def test_model_images_go_to_researchers_and_participants_and_downloads_to_their_makers(shared_app):
