@@ -211,3 +211,12 @@ def test_bench_scale_keeps_its_study_to_open_in_the_app_when_asked(tmp_path):
         [*command, "--keep", str(tmp_path / "kept")], capture_output=True, text=True, timeout=600
     )
     assert again.returncode == 2 and "is not empty: give a new or empty folder" in again.stderr
+
+
+def test_bench_research_views_refuses_a_database_that_is_not_there(tmp_path, capsys):
+    from bench import bench_research_views
+
+    with pytest.raises(SystemExit) as stopped:
+        bench_research_views.main(["--db", str(tmp_path / "none.sqlite"), "--data-dir", str(tmp_path)])
+    assert stopped.value.code == 2
+    assert "is not a file: give the database bench_scale --keep printed" in capsys.readouterr().err
