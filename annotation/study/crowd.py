@@ -650,7 +650,13 @@ def _check_open(db, link: dict, now: dt.datetime, person: int | None = None) -> 
         raise LinkClosed(
             f"this study ended on {link['ends'][:10]} and takes no new participants; please return it on the platform"
         )
-    expire_overdue(db, now=now, link_id=link["id"])
+    # Every link of the study: people of a top-up link whose time ran out were counted as in
+    # and turned newcomers away as "full" until someone opened that link's payments (outside
+    # probe 224).
+    for (other,) in db.execute(
+        "select id from crowd_links where study_id = ?", [link["study_id"]]
+    ).fetchall():
+        expire_overdue(db, now=now, link_id=other)
     taken = db.execute(
         "select count(*) from crowd_participants where link_id = ? and status in ('active', 'completed')",
         [link["id"]],
@@ -1038,7 +1044,8 @@ def mark_returned(
     NotFound
         Nobody with that id joined this link.
     Conflict
-        They completed, were screened out or returned already.
+        They completed, were screened out or returned already, their account was closed, or
+        the study was closed.
     """
     link = get_link(db, link_id)
     _check_external_id(external_id, "mark returned")
@@ -1046,7 +1053,9 @@ def mark_returned(
         person = _person(db, link, external_id)
         if person["status"] == "returned":
             raise Conflict(f"{shown(external_id)} is marked returned already; nothing changed")
-        if person["status"] in FINISHED:
+        if person["status"] in (*FINISHED, "account_closed", "study_closed"):
+            # A closed account marked returned could then be let start again, and its record
+            # was lost (outside probe 224).
             raise Conflict(
                 f"{shown(external_id)} has status {person['status']}; it is not changed to returned"
             )

@@ -284,6 +284,14 @@ def test_closing_a_crowd_persons_account_frees_their_place_and_they_cannot_come_
     assert not _join(db, token, "pid-b").resumed
     with pytest.raises(Conflict, match="the organisers closed your account for this study"):
         _join(db, token, "pid-a")
+    # Neither marked returned nor let start again: it was taken, and the closed account's
+    # record lost, then let start again (outside probe 224).
+    before = _dump(db)
+    with pytest.raises(Conflict, match=r"^'pid-a' has status account_closed; it is not changed to returned$"):
+        crowd.mark_returned(db, link["id"], "pid-a", ADMIN, now=T0)
+    with pytest.raises(Conflict, match=r"^'pid-a' has status account_closed: their part is over"):
+        crowd.let_start_again(db, link["id"], "pid-a", ADMIN, now=T0)
+    assert _dump(db) == before
 
 
 def test_a_newcomer_is_refused_once_the_pairs_votes_are_spoken_for(setup):
@@ -515,6 +523,21 @@ def test_no_link_is_made_for_a_study_that_would_turn_everyone_away(db, tmp_path)
     ):
         _link(db, study_id)
     assert _dump(db) == before
+
+
+def test_people_of_another_link_whose_time_ran_out_do_not_keep_a_newcomer_out(db, tmp_path):
+    """Outside probe 224: with a top-up link, people of the other link whose time had run out
+    still counted as in, and newcomers read "this study is full: the votes its pairs still
+    need are owed to the people already in it" until someone opened that link's payments."""
+    study_id, token, _, _ = _voted_study(db, tmp_path, 2240, [5, 5, 5, 5, 6, 6])
+    _, other = _link(db, study_id)
+    early = _actor(db, _join(db, other, "pid-early", minutes_ago=40))  # out of time 10 minutes ago
+    late = _actor(db, _join(db, token, "pid-late"))
+    assert _judge(db, late, 5) == 5 and crowd.settle(db, late).status == "completed"
+    [status] = db.execute(
+        "select status from crowd_participants where annotator_id = ?", [early.annotator_id]
+    ).fetchone()
+    assert status == "timed_out"
 
 
 def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup):
