@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import sqlite_utils
+from scipy.sparse import csr_array
+from scipy.sparse.csgraph import maximum_flow
 
 from annotation.errors import (
     AlreadyDone,
@@ -516,6 +518,20 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int, now: dt.da
         "select exists (select 1 from crowd_participants where annotator_id = ?)", [annotator_id]
     ).fetchone()[0]
     room = {} if fixed else _room_beside_crowd(db, share, cap, now)
+    placements = _crowd_placements(db, share, cap, now)
+
+    def may_take(pair: int) -> bool:
+        """A model pair the person may take without leaving a link's person in the study
+        short (`_crowd_placements`): slack, or one placed for them."""
+        study = pairs[pair][0]
+        if study not in placements:
+            return True
+        whole, placed, slack = placements[study]
+        if pair in placed.get(annotator_id, ()):
+            return True
+        # Where no placement holds everyone already, a link's person is not held back by it
+        return slack.get(pair, 0) > 0 or (fixed and not whole)
+
     picked = []
     while len(picked) < n:
         left = [
@@ -523,7 +539,8 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int, now: dt.da
             for p in ranked
             if p not in picked
             and met.get(pairs[p][0], (0, 0))[0] < cap[pairs[p][0]]
-            and (pairs[p][1] or room.get(pairs[p][0], 1) > 0)  # a check, or a model pair not owed
+            # a check, or a model pair not owed to a link's people
+            and (pairs[p][1] or room.get(pairs[p][0], 1) > 0 and may_take(p))
         ]
         due = {
             study: checks_due(share[study], trials + 1, annotator_id, study) > checks
@@ -550,7 +567,115 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int, now: dt.da
         counts[1] += check
         if not check and study in room:
             room[study] -= 1
+        if not check and study in placements:
+            whole, placed, slack = placements[study]
+            if pair_id in placed.get(annotator_id, ()):
+                placed[annotator_id].discard(pair_id)
+            elif pair_id in slack:
+                slack[pair_id] -= 1
     return picked
+
+
+def placement(
+    demands: list[int], capacity: dict[int, int], barred: set[tuple[int, int]]
+) -> tuple[bool, list[set[int]], dict[int, int]]:
+    """A placement of people's trials on pairs: person ``i`` is given ``demands[i]`` pairs,
+    distinct, none ``(i, pair)`` in `barred` (judged or held already), and no pair more
+    people than its ``capacity`` (votes still wanted). A maximum flow (scipy's
+    `maximum_flow`) from the people through the pairs they may take, one vote a pair.
+
+    Returns
+    -------
+    (bool, list of set of int, dict)
+        Whether every demand is placed; the pairs placed for each person; each pair's
+        slack (its capacity less the people placed on it).
+    """
+    pairs = [p for p, n in capacity.items() if n > 0]
+    first, sink = 1 + len(demands), 1 + len(demands) + len(pairs)
+    edges = [(0, 1 + i, n) for i, n in enumerate(demands) if n > 0]
+    person_edges = [
+        (1 + i, first + k, 1)
+        for i in range(len(demands))
+        for k, pair in enumerate(pairs)
+        if demands[i] > 0 and (i, pair) not in barred
+    ]
+    edges += person_edges + [(first + k, sink, capacity[pair]) for k, pair in enumerate(pairs)]
+    if not person_edges:
+        return sum(demands) == 0, [set() for _ in demands], {p: capacity[p] for p in pairs}
+    tails, heads, caps = (np.array(column, dtype=np.int32) for column in zip(*edges))
+    result = maximum_flow(csr_array((caps, (tails, heads)), shape=(sink + 1, sink + 1)), 0, sink)
+    flow = result.flow.tocsr()
+    placed = [set() for _ in demands]
+    slack = {p: capacity[p] for p in pairs}
+    for tail, head, _ in person_edges:
+        if flow[tail, head] > 0:
+            pair = pairs[head - first]
+            placed[tail - 1].add(pair)
+            slack[pair] -= 1
+    return int(result.flow_value) == sum(demands), placed, slack
+
+
+def _link_people(
+    db, share: dict[int, float], cap: dict[int, int], now: dt.datetime
+) -> list[tuple[int, int, int, dt.datetime]]:
+    """``(study, person, owed, end)`` of each person in an open study through one of its
+    links now (active, their time not run out): the model-pair trials they are owed and do
+    not hold yet (their trials, ``cap``, less the checks due in them and the model pairs
+    they judged or hold), and when their time ends."""
+    people = []
+    for person, study, started, minutes, taken in db.execute(
+        "select c.annotator_id, l.study_id, c.started, l.minutes, (select count(*) from tasks t "
+        "join study_pairs p on p.id = t.pair_id where t.kind = 'judgment' and t.practice = 0 and "
+        "t.annotator_id = c.annotator_id and p.study_id = l.study_id and t.status in "
+        f"('reserved', 'submitted') and not {IS_CHECK}) from crowd_participants c "
+        "join crowd_links l on l.id = c.link_id where c.status = 'active'"
+    ):
+        end = parse_iso(started) + dt.timedelta(minutes=minutes)
+        if study not in cap or end <= now:
+            continue  # a study not open, or a person whose time ran out (timed out when next seen)
+        model_trials = cap[study] - checks_due(share[study], cap[study], person, study)
+        people.append((study, person, max(0, model_trials - taken), end))
+    return people
+
+
+def _crowd_placements(
+    db, share: dict[int, float], cap: dict[int, int], now: dt.datetime
+) -> dict[int, tuple[bool, dict[int, set[int]], dict[int, int]]]:
+    """Per study that people of its links are in now (active, their time not run out): a
+    `placement` of the model-pair trials each is owed and does not hold yet on the pairs'
+    free votes (``votes_per_pair`` less votes and live reservations): whether all are
+    placed, the pairs placed for each person, and each pair's slack. Trials handed out by
+    it leave everyone in a placement: an invitee takes only slack, a link's person their
+    own placed pairs or slack (outside probe 224: an invitee, and a newcomer's hand-out,
+    took the one pair a person let in still needed, who was never done)."""
+    owed: dict[int, dict[int, int]] = {}
+    for study, person, owes, _ in _link_people(db, share, cap, now):
+        owed.setdefault(study, {})[person] = owes
+    placements = {}
+    for study, people in owed.items():
+        free = dict(
+            db.execute(
+                "select p.id, s.votes_per_pair - (select count(*) from judgments j where j.pair_id = p.id) - "
+                "(select count(*) from tasks r where r.kind = 'judgment' and r.practice = 0 and "
+                "r.status = 'reserved' and r.expires > ? and r.pair_id = p.id) from study_pairs p join "
+                f"studies s on s.id = p.study_id where p.study_id = ? and not {IS_CHECK}",
+                [iso(now), study],
+            ).fetchall()
+        )
+        order = list(people)
+        index = {person: i for i, person in enumerate(order)}
+        barred = {
+            (index[person], pair)
+            for person, pair in db.execute(
+                "select t.annotator_id, t.pair_id from tasks t join study_pairs p on p.id = t.pair_id "
+                "where t.kind = 'judgment' and t.status in ('reserved', 'submitted') and p.study_id = ? "
+                f"and t.annotator_id in ({','.join('?' * len(order))})",
+                [study, *order],
+            )
+        }
+        whole, placed, slack = placement([people[p] for p in order], free, barred)
+        placements[study] = (whole, dict(zip(order, placed)), slack)
+    return placements
 
 
 def trials_asked(db: sqlite_utils.Database, study_id: int) -> tuple[float, int]:
@@ -603,18 +728,8 @@ def _beside_crowd(
     people's time ends."""
     owed: dict[int, int] = {}
     ends: dict[int, dt.datetime] = {}
-    for person, study, started, minutes, taken in db.execute(
-        "select c.annotator_id, l.study_id, c.started, l.minutes, (select count(*) from tasks t "
-        "join study_pairs p on p.id = t.pair_id where t.kind = 'judgment' and t.practice = 0 and "
-        "t.annotator_id = c.annotator_id and p.study_id = l.study_id and t.status in "
-        f"('reserved', 'submitted') and not {IS_CHECK}) from crowd_participants c "
-        "join crowd_links l on l.id = c.link_id where c.status = 'active'"
-    ):
-        end = parse_iso(started) + dt.timedelta(minutes=minutes)
-        if study not in cap or end <= now:
-            continue  # a study not open, or a person whose time ran out (timed out when next seen)
-        model_trials = cap[study] - checks_due(share[study], cap[study], person, study)
-        owed[study] = owed.get(study, 0) + max(0, model_trials - taken)
+    for study, _person, owes, end in _link_people(db, share, cap, now):
+        owed[study] = owed.get(study, 0) + owes
         ends[study] = max(end, ends.get(study, end))
     if not owed:
         return {}

@@ -44,11 +44,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import numpy as np
 import pandas as pd
 import sqlite_utils
-from scipy.sparse import csr_array
-from scipy.sparse.csgraph import maximum_flow
 
 from annotation import assignment, audit
 from annotation.errors import (
@@ -799,29 +796,15 @@ def everyone_fits(db: sqlite_utils.Database, study_id: int, room: Room, person: 
             [study["votes_per_pair"], study_id],
         ).fetchall()
     )
-    pairs = [pair for pair, n in needs.items() if n > 0]
     people = [*room.owed_to, person]  # None: a newcomer, who judged nothing
-    demands = [*room.owed_each, room.asked]
-    judged = set(
-        db.execute(
-            "select j.participant_id, j.pair_id from judgments j join study_pairs p on p.id = j.pair_id "
-            "where p.study_id = ?",
-            [study_id],
-        ).fetchall()
-    )
-    # nodes: 0 the source, 1..len(people) the people, then the pairs, the sink last
-    first_pair, sink = 1 + len(people), 1 + len(people) + len(pairs)
-    edges = [(0, 1 + i, n) for i, n in enumerate(demands)]
-    edges += [
-        (1 + i, first_pair + k, 1)
-        for i, who in enumerate(people)
-        for k, pair in enumerate(pairs)
-        if (who, pair) not in judged
-    ]
-    edges += [(first_pair + k, sink, needs[pair]) for k, pair in enumerate(pairs)]
-    tails, heads, capacity = (np.array(column, dtype=np.int32) for column in zip(*edges))
-    graph = csr_array((capacity, (tails, heads)), shape=(sink + 1, sink + 1))
-    return int(maximum_flow(graph, 0, sink).flow_value) == sum(demands)
+    judged = db.execute(
+        "select j.participant_id, j.pair_id from judgments j join study_pairs p on p.id = j.pair_id "
+        "where p.study_id = ?",
+        [study_id],
+    ).fetchall()
+    index = {who: i for i, who in enumerate(people) if who is not None}
+    barred = {(index[who], pair) for who, pair in judged if who in index}
+    return assignment.placement([*room.owed_each, room.asked], needs, barred)[0]
 
 
 def open_pairs(

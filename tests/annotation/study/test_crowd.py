@@ -540,6 +540,72 @@ def test_people_of_another_link_whose_time_ran_out_do_not_keep_a_newcomer_out(db
     assert status == "timed_out"
 
 
+def _judged_by(db, actor, n, rng):
+    """Up to `n` trials judged by `actor`, each drawn with `rng`; how many."""
+    judging.set_background(db, actor, True)
+    done = 0
+    while done < n and (trial := judging.next_trial(db, actor, rng)) is not None:
+        judging.record_judgment(db, actor, trial.task_id, "left", 2.0)
+        done += 1
+    return done
+
+
+def _taken_back(db, tmp_path, seed, trials, first):
+    """One concept's 3 model pairs at 2 votes each, `trials` per person, no check: R judges
+    `first` and returns; B judges `trials` (or 1, returned, when R is to end one short of a
+    single pair); R is let start again and comes back. ``(link token, R, rng)``."""
+    study_id = _open_study(
+        db,
+        tmp_path,
+        f"back {seed}",
+        seed=seed,
+        n_concepts=1,
+        votes_per_pair=2,
+        trials_per_participant=trials,
+        attention_rate=0.0,
+    )
+    link, token = _link(db, study_id, quota=10)
+    rng = np.random.default_rng(seed)
+    assert _judged_by(db, _actor(db, _join(db, token, "R")), first, rng) == first
+    crowd.mark_returned(db, link["id"], "R", ADMIN, now=T0)
+    other = _actor(db, _join(db, token, "B"))
+    if trials - first == 1:
+        assert _judged_by(db, other, 1, rng) == 1
+        crowd.mark_returned(db, link["id"], "B", ADMIN, now=T0)
+    else:
+        assert _judged_by(db, other, trials, rng) == trials
+    crowd.let_start_again(db, link["id"], "R", ADMIN, now=T0)
+    back = _actor(db, _join(db, token, "R", SESSION_ID="sess-R-2"))
+    return token, back, rng
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_newcomers_hand_out_leaves_a_person_taken_back_the_pairs_they_need(db, tmp_path, seed):
+    """Outside probe 224: R, taken back, could finish on only the two pairs they had not
+    judged; a newcomer let in (rightly: a placement holds both) pressed Start first and
+    was handed exactly those two, and R read "No pair is waiting for you" until time ran
+    out (12 of 20 seeds). Trials are handed out by the placement."""
+    token, back, rng = _taken_back(db, tmp_path, seed, trials=2, first=1)
+    newcomer = _actor(db, _join(db, token, "N"))
+    assert _judged_by(db, newcomer, 2, rng) == 2
+    assert _judged_by(db, back, 2, rng) == 1 and judging.progress(db, back) == (2, 2)
+    assert crowd.settle(db, back).status == "completed"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_invitee_takes_no_pair_a_person_taken_back_still_needs(db, tmp_path, seed):
+    """Outside probe 224: R, taken back, needed one pair more; an invited participant was
+    handed it (the room beside the crowd was a count of votes, not of pairs), and R was
+    told to come back after their own time limit (13 of 20 seeds)."""
+    _, back, rng = _taken_back(db, tmp_path, seed, trials=3, first=2)
+    invitee = _invitee(db)
+    judging.set_background(db, invitee, False)
+    while (trial := judging.next_trial(db, invitee, rng)) is not None:
+        judging.record_judgment(db, invitee, trial.task_id, "left", 2.0)
+    assert _judged_by(db, back, 3, rng) == 1 and judging.progress(db, back) == (3, 3)
+    assert crowd.settle(db, back).status == "completed"
+
+
 def test_an_invited_participant_part_way_keeps_their_trials_from_newcomers(setup):
     """An outside check: five crowd newcomers took the trials of two invited participants
     part-way through, whose "Trial 2 of 20" became "of 10". An invitee who holds trials of
