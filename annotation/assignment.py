@@ -604,11 +604,11 @@ def placement(
         return sum(demands) == 0, [set() for _ in demands], {p: capacity[p] for p in pairs}
     tails, heads, caps = (np.array(column, dtype=np.int32) for column in zip(*edges))
     result = maximum_flow(csr_array((caps, (tails, heads)), shape=(sink + 1, sink + 1)), 0, sink)
-    flow = result.flow.tocsr()
+    flow = result.flow.tocoo()
     placed = [set() for _ in demands]
     slack = {p: capacity[p] for p in pairs}
-    for tail, head, _ in person_edges:
-        if flow[tail, head] > 0:
+    for tail, head, amount in zip(flow.row, flow.col, flow.data):
+        if amount > 0 and 1 <= tail < first <= head < sink:  # a person's edge to a pair
             pair = pairs[head - first]
             placed[tail - 1].add(pair)
             slack[pair] -= 1

@@ -420,18 +420,19 @@ class AdminTab(Tab):
         if done.redos:
             reviews += f", {counted(done.redos, 'recolor or redo task')} they held ended"
         if done.held:
-            reviews += f", {counted(done.held, 'concept')} on their screen given back (a Submit says why)"
+            reviews += f", {counted(done.held, 'concept')} they held given back (a Submit of one says why)"
         kept = studies_holding(db, done.ids)
+        named = "; ".join(
+            f"Study {s['id']} ({escape(s['name'])}, {'open' if s['frozen'] else 'a draft'})" for s in kept
+        )
         studies = (
-            " "
-            + "; ".join(
-                f"Study {s['id']} ({escape(s['name'])}, {'open' if s['frozen'] else 'a draft'})" for s in kept
-            )
-            + (" keeps" if len(kept) == 1 else " keep")
-            + " the ground truth it was made with, which counts them (its trials no longer show their "
-            "pictures): close it and set up a new one if they must go from it too."
-            if kept
-            else ""
+            ""
+            if not kept
+            else f" {named} keeps the ground truth it was made with, which counts them (its trials no longer "
+            "show their pictures): close it and set up a new one if they must go from it too."
+            if len(kept) == 1
+            else f" {named} keep the ground truth each was made with, which counts them (their trials no "
+            "longer show their pictures): close each and set up a new one if they must go from it too."
         )
         # Apart, so the count matches the Admin tab's "withdrawn", which counts main-task ones
         practice = f" ({done.colorings - done.practice:,} main-task, {done.practice:,} practice)"

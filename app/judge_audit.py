@@ -89,6 +89,11 @@ class JudgeAuditTab(Tab):
                 "`Judges` is empty: name at least one judge, one per line (pixel, random, contrastive:MODEL "
                 "or yesno:MODEL)"
             )
+        if twice := sorted({spec for spec in specs if specs.count(spec) > 1}):
+            # It ran them twice and pooled their pairs under one name (outside probe 223)
+            raise ValueError(
+                f"`Judges` lists {', '.join(map(shown, twice))} more than once: list each judge once"
+            )
         n = whole_number(items, "items", minimum=1, maximum=MAX_ITEMS)
         seed = seed_number(seed, "seed")
         sources = {spec: self._source(spec) for spec in specs}
@@ -99,8 +104,8 @@ class JudgeAuditTab(Tab):
         report = audit(specs, synthetic_items(n, rng=rng), folder, rng=rng, device=_device(), sources=sources)
         first, matrix = _shown_matrix(report.matrices)
         fig = judge_failure_heatmap(matrix, title=f"{first}: failure rate of replacement foils")
-        shown = {"table": report.summary.round(3), "heatmap": fig, "files": [str(p) for p in report.paths]}
-        return {self.parts[name]: shown[name] for name in RESULTS}
+        results = {"table": report.summary.round(3), "heatmap": fig, "files": [str(p) for p in report.paths]}
+        return {self.parts[name]: results[name] for name in RESULTS}
 
     def _source(self, spec: str) -> str | None:
         """Where the app loads `spec`'s model from (`served_judge_source`), checked before any

@@ -328,7 +328,7 @@ def create_link(
     # A link everyone would be turned away from was made without a word (outside probe 222).
     if closed := closed_studies(db).get(str(study_id)):
         raise InvalidInput(
-            f"study {study['name']!r} was closed on {closed['closed'][:16]} UTC, so a link to it would "
+            f"study {study['name']!r} was closed on {shown_time(closed['closed'])}, so a link to it would "
             "turn everyone away; set up a new study for more votes"
         )
     if votes_left(db, study_id, now=now).needed <= 0:

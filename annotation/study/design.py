@@ -764,10 +764,41 @@ def open_study(
         If it is open already.
     """
     with transaction(db):
-        _draft(db, study_id)
+        study = _draft(db, study_id)
+        # A draft named by a withdrawal went live on the withdrawn colorings, unsaid to the
+        # researcher who opened it (outside probe 223).
+        if withdrawn := _withdrawn_since_made(db, study):
+            raise Conflict(
+                f"study {study['name']!r} was made from the designers' colorings, and {withdrawn} of the "
+                "colorings its ground truth counts were withdrawn since (their designers asked): make the "
+                "draft again, which leaves them out; nothing was opened"
+            )
         update_rows(db, "studies", {"id": study_id}, {"frozen": iso(now)})
         audit.record(db, actor.pseudonym, "open_study", "study", study_id, now=now)
     return study_design(db, study_id)
+
+
+def _withdrawn_since_made(db, study: dict) -> int:
+    """How many colorings the designers' ground truth of draft `study` counted (stored
+    before it was made, and not withdrawn then) that were withdrawn after it was made."""
+    (count,) = db.execute(
+        "select count(*) from colorings c where c.status = 'withdrawn' and c.practice = 0 and c.created <= ? "
+        "and json_extract(?, '$.ground_truth') = ? and c.concept_key in (select concept_key from "
+        "study_ground_truths where study_id = ? and n_colorings > 0) and exists (select 1 from audit a "
+        "where a.action = 'withdraw_colorings' and a.object_type = 'annotator' and a.object_id = "
+        "cast(c.annotator_id as text) and a.created > ?) and not exists (select 1 from audit a where "
+        "a.action = 'withdraw_colorings' and a.object_type = 'annotator' and a.object_id = "
+        "cast(c.annotator_id as text) and a.created <= ?)",
+        [
+            study["created"],
+            study["meta"],
+            human_rows.DESIGNERS,
+            study["id"],
+            study["created"],
+            study["created"],
+        ],
+    ).fetchone()
+    return count
 
 
 def close_study(

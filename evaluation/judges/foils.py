@@ -117,8 +117,11 @@ def _word(tokens: list[re.Match], i: int) -> str:
 
 def _is_fruit(tokens: list[re.Match], i: int) -> bool:
     before, after = _word(tokens, i - 1), _word(tokens, i + 1)
-    if before in _LINKING or after in _JOINERS and _word(tokens, i + 2) in _COLOR_WORDS:
-        return False  # "is orange"; "an orange and white cat", a color beside another
+    beside = i + 1
+    while _word(tokens, beside) in _JOINERS:
+        beside += 1
+    if before in _LINKING or beside > i + 1 and _word(tokens, beside) in _COLOR_WORDS:
+        return False  # "is orange"; "an orange and white cat", "an orange-and-white cat"
     if after in _FRUIT_NEXT or before in _FRUIT_BEFORE:
         return True
     return not after.isalpha() or after in _NOT_A_NOUN

@@ -25,6 +25,8 @@ def test_a_researcher_audits_judges_and_gets_the_table_heatmap_and_files(tmp_pat
         # The field named as the page names it (outside probe 220 read "`specs` is empty")
         with pytest.raises(Exception, match="^`Judges` is empty: name at least one judge, one per line"):
             client.predict(tokens["researcher"], " \n ", 5, 1, api_name="/judge_audit_run")
+        with pytest.raises(Exception, match=r"^`Judges` lists 'random' more than once: list each judge once"):
+            client.predict(tokens["researcher"], "random\npixel\nrandom", 5, 1, api_name="/judge_audit_run")
         with pytest.raises(Exception, match="`items` must be a whole number from 1 to 2,000, got 0"):
             client.predict(tokens["researcher"], "pixel", 0, 1, api_name="/judge_audit_run")
         with pytest.raises(Exception, match="judge 'clip:x' must start with one of"):

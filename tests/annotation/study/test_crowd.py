@@ -519,7 +519,8 @@ def test_no_link_is_made_for_a_study_that_would_turn_everyone_away(db, tmp_path)
     study.close_study(db, study_id, ADMIN, "enough votes", now=T0)
     before = _dump(db)
     with pytest.raises(
-        InvalidInput, match=rf"^study '{name}' was closed on .* UTC, so a link to it would turn"
+        InvalidInput,
+        match=rf"^study '{name}' was closed on \d{{4}}-\d\d-\d\d \d\d:\d\d UTC, so a link to it would turn",
     ):
         _link(db, study_id)
     assert _dump(db) == before

@@ -1118,12 +1118,25 @@ def test_a_study_keeps_its_ground_truth_after_a_withdrawal_and_shows_none_of_the
     }
     kept = study.create_study(db, "kept", sources(), study.designers_ground_truth(), seed=1, n_concepts=2)
     study.open_study(db, kept, ADMIN)
+    draft = study.create_study(db, "draft", sources(), study.designers_ground_truth(), seed=3, n_concepts=2)
 
     done = withdraw_colorings(db, leaving, ADMIN, "asked in person")
 
-    assert [s["id"] for s in study.studies_holding(db, done.ids)] == [kept]
-    [holding] = study.studies_holding(db, made[staying])
-    assert (holding["id"], holding["name"]) == (kept, "kept") and holding["frozen"]
+    assert [s["id"] for s in study.studies_holding(db, done.ids)] == [kept, draft]
+    holding = study.studies_holding(db, made[staying])
+    assert [(s["id"], s["name"], bool(s["frozen"])) for s in holding] == [
+        (kept, "kept", True),
+        (draft, "draft", False),
+    ]
+    # A draft made on them is not opened (outside probe 223: it went live on them, unsaid).
+    before = list(db.conn.iterdump())
+    with pytest.raises(
+        Conflict,
+        match=r"^study 'draft' was made from the designers' colorings, and 2 of the colorings its ground truth "
+        r"counts were withdrawn since \(their designers asked\): make the draft again",
+    ):
+        study.open_study(db, draft, ADMIN)
+    assert list(db.conn.iterdump()) == before
     withdrawn = {db["colorings"].get(i)["image_path"] for i in made[leaving]}
     standing = {db["colorings"].get(i)["image_path"] for i in made[staying]}
     [(row, _)] = create_annotators(db, 1, "participant")
@@ -1135,7 +1148,8 @@ def test_a_study_keeps_its_ground_truth_after_a_withdrawal_and_shows_none_of_the
     assert not set(shown.truth.colorings) & withdrawn
     # A study made after the withdrawal does not hold them; a closed one is not named.
     after = study.create_study(db, "after", sources(), study.designers_ground_truth(), seed=2, n_concepts=2)
-    assert [s["id"] for s in study.studies_holding(db, made[staying])] == [kept, after]
-    assert [s["id"] for s in study.studies_holding(db, done.ids)] == [kept]
+    assert [s["id"] for s in study.studies_holding(db, made[staying])] == [kept, draft, after]
+    assert [s["id"] for s in study.studies_holding(db, done.ids)] == [kept, draft]
+    study.open_study(db, after, ADMIN)
     study.close_study(db, kept, ADMIN, "a new one without them")
-    assert study.studies_holding(db, done.ids) == []
+    assert [s["id"] for s in study.studies_holding(db, done.ids)] == [draft]

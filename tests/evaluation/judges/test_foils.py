@@ -63,6 +63,7 @@ def test_articles_agree_after_replacement_and_in_the_original():
         "a red or blue car",
         "a red/blue flag",
         "an orange and white cat",
+        "an orange-and-white cat",  # outside probe 223: read as the fruit and a white cat
         "A Grey and black dog",
     ],
 )
