@@ -249,15 +249,30 @@ def click_to_replace(page, elem_id: str) -> None:
     )
 
 
-def search(page, elem_id: str, option: str, typed: str | None = None) -> None:
-    """Click the search box `elem_id`, type `typed` (default `option`) and choose `option`."""
+def search(page, elem_id: str, option: str, typed: str | None = None, *, tries: int = 3) -> None:
+    """Click the search box `elem_id`, type `typed` (default `option`) and choose `option`.
+
+    A refresh of the box's choices that lands while it is typed into (an event of the page
+    still running) replaces the text, and the list is never filtered (a clean-clone run
+    waited 60 s on 94 unfiltered options): the text is typed again while that happened.
+    """
     field = page.locator(f"#{elem_id} input")
-    click_to_replace(page, elem_id)
     typed = option if typed is None else typed
-    page.keyboard.type(typed)
-    # Wait for the list to be filtered before clicking: under load it can still be
-    # re-ordering, and a click lands on the option that moved under the pointer.
-    expect(page.get_by_role("option").filter(has_not_text=typed)).to_have_count(0)
+    for _ in range(tries):
+        click_to_replace(page, elem_id)
+        page.keyboard.type(typed)
+        # Wait for the list to be filtered before clicking (under load it can still be
+        # re-ordering, and a click lands on the option that moved under the pointer), or for
+        # the text typed to be gone.
+        page.wait_for_function(
+            "([id, typed]) => { const i = document.querySelector(`#${id} input`);"
+            " if (i.value !== typed) return true; const t = typed.toLowerCase();"
+            " return [...document.querySelectorAll('[role=option]')]"
+            ".every((o) => o.textContent.toLowerCase().includes(t)); }",
+            arg=[elem_id, typed],
+        )
+        if field.input_value() == typed:
+            break
     page.get_by_role("option", name=option, exact=True).click()
     expect(field).to_have_value(option)
 
