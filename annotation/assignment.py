@@ -517,8 +517,9 @@ def _pick_judgments(db, annotator_id: int, ranked: list[int], n: int, now: dt.da
     fixed = db.execute(
         "select exists (select 1 from crowd_participants where annotator_id = ?)", [annotator_id]
     ).fetchone()[0]
-    room = {} if fixed else _room_beside_crowd(db, share, cap, now)
-    placements = _crowd_placements(db, share, cap, now)
+    people = _link_people(db, share, cap, now)
+    room = {} if fixed else _room_beside_crowd(db, people)
+    placements = _crowd_placements(db, people, now)
 
     def may_take(pair: int) -> bool:
         """A model pair the person may take without leaving a link's person in the study
@@ -639,9 +640,9 @@ def _link_people(
 
 
 def _crowd_placements(
-    db, share: dict[int, float], cap: dict[int, int], now: dt.datetime
+    db, people: list[tuple[int, int, int, dt.datetime]], now: dt.datetime
 ) -> dict[int, tuple[bool, dict[int, set[int]], dict[int, int]]]:
-    """Per study that people of its links are in now (active, their time not run out): a
+    """Per study that people of its links are in now (`_link_people`'s `people`): a
     `placement` of the model-pair trials each is owed and does not hold yet on the pairs'
     free votes (``votes_per_pair`` less votes and live reservations): whether all are
     placed, the pairs placed for each person, and each pair's slack. Trials handed out by
@@ -649,7 +650,7 @@ def _crowd_placements(
     own placed pairs or slack (outside probe 224: an invitee, and a newcomer's hand-out,
     took the one pair a person let in still needed, who was never done)."""
     owed: dict[int, dict[int, int]] = {}
-    for study, person, owes, _ in _link_people(db, share, cap, now):
+    for study, person, owes, _ in people:
         owed.setdefault(study, {})[person] = owes
     placements = {}
     for study, people in owed.items():
@@ -707,8 +708,8 @@ def _shares(db, study_id: int | None = None) -> tuple[dict[int, float], dict[int
     return share, cap
 
 
-def _room_beside_crowd(db, share: dict[int, float], cap: dict[int, int], now: dt.datetime) -> dict[int, int]:
-    """Per study that people of its links are in now: the model pairs' votes that are free
+def _room_beside_crowd(db, people: list[tuple[int, int, int, dt.datetime]]) -> dict[int, int]:
+    """Per study that people of its links are in now (`_link_people`'s `people`): the model pairs' votes that are free
     (a pair's ``votes_per_pair`` less its votes and live reservations) beyond those its
     active link people are owed and do not hold yet (their trials, ``cap``, less the checks
     due in them and the model pairs they judged or hold). A participant from an invite
@@ -718,17 +719,15 @@ def _room_beside_crowd(db, share: dict[int, float], cap: dict[int, int], now: dt
     press Start; an invitee arriving meanwhile took the pairs their share was counted on,
     and they timed out with no trial and no code (outside probe 137).
     """
-    return {study: room for study, (room, _) in _beside_crowd(db, share, cap, now).items()}
+    return {study: room for study, (room, _) in _beside_crowd(db, people).items()}
 
 
-def _beside_crowd(
-    db, share: dict[int, float], cap: dict[int, int], now: dt.datetime
-) -> dict[int, tuple[int, dt.datetime]]:
+def _beside_crowd(db, people: list[tuple[int, int, int, dt.datetime]]) -> dict[int, tuple[int, dt.datetime]]:
     """`_room_beside_crowd`, each study's room with when the last of its active link
     people's time ends."""
     owed: dict[int, int] = {}
     ends: dict[int, dt.datetime] = {}
-    for study, _person, owes, end in _link_people(db, share, cap, now):
+    for study, _person, owes, end in people:
         owed[study] = owed.get(study, 0) + owes
         ends[study] = max(end, ends.get(study, end))
     if not owed:
@@ -755,7 +754,9 @@ def kept_for_links(db: sqlite_utils.Database, *, now: dt.datetime | None = None)
     open_ids = {row[0] for row in db.execute(f"select s.id from studies s where {OPEN_STUDY}")}
     return {
         study: iso(end)
-        for study, (room, end) in _beside_crowd(db, share, cap, utcnow() if now is None else now).items()
+        for study, (room, end) in _beside_crowd(
+            db, _link_people(db, share, cap, utcnow() if now is None else now)
+        ).items()
         if room <= 0 and study in open_ids
     }
 
