@@ -650,10 +650,7 @@ def _check_open(db, link: dict, now: dt.datetime, person: int | None = None) -> 
     # Every link of the study: people of a top-up link whose time ran out were counted as in
     # and turned newcomers away as "full" until someone opened that link's payments (outside
     # probe 224).
-    for (other,) in db.execute(
-        "select id from crowd_links where study_id = ?", [link["study_id"]]
-    ).fetchall():
-        expire_overdue(db, now=now, link_id=other)
+    expire_overdue(db, now=now, study_id=link["study_id"])
     taken = db.execute(
         "select count(*) from crowd_participants where link_id = ? and status in ('active', 'completed')",
         [link["id"]],
@@ -1213,14 +1210,23 @@ def erase_platform_ids(
 
 
 def expire_overdue(
-    db: sqlite_utils.Database, *, now: dt.datetime | None = None, link_id: int | None = None
+    db: sqlite_utils.Database,
+    *,
+    now: dt.datetime | None = None,
+    link_id: int | None = None,
+    study_id: int | None = None,
 ) -> int:
-    """Time out every active person past their time limit; returns how many."""
+    """Time out every active person past their time limit (of link `link_id`, or of every link
+    of study `study_id`, when given); returns how many."""
     now = utcnow() if now is None else now
-    where = "c.status = 'active'" + ("" if link_id is None else " and c.link_id = ?")
+    where, params = "c.status = 'active'", []
+    for column, value in (("c.link_id", link_id), ("l.study_id", study_id)):
+        if value is not None:
+            where += f" and {column} = ?"
+            params.append(value)
     rows = db.query(
         f"select c.*, l.minutes from crowd_participants c join crowd_links l on l.id = c.link_id where {where}",
-        [] if link_id is None else [link_id],
+        params,
     )
     overdue = [dict(r) for r in rows if _deadline(r["started"], r["minutes"]) <= now]
     if overdue:
