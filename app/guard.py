@@ -68,7 +68,7 @@ from gradio.utils import get_type_hints
 from gradio_client import utils as client_utils
 
 from annotation.coloring.fill import MAX_CANVAS_VALUE_CHARS
-from annotation.coloring.store import owns_coloring_file, withdrawn_file
+from annotation.coloring.store import owns_coloring_file, withdrawn_files
 from annotation.errors import AnnotationError
 from annotation.people.accounts import MAX_TOKEN_LENGTH, Actor, require
 from app.coloring_canvas import served_files
@@ -511,7 +511,7 @@ class FilePolicy:
         and not theirs. The views stopped showing such a coloring; its address, learnt
         before, served it still (the admin, who withdrew it, sees it)."""
         with self.ctx.db() as db:
-            return withdrawn_file(db, relative) and not (
+            return relative in withdrawn_files(db, [relative]) and not (
                 "designer" in actor.roles and owns_coloring_file(db, actor.annotator_id, relative)
             )
 

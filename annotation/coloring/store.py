@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -478,14 +478,22 @@ def owns_coloring_file(db: sqlite_utils.Database, annotator_id: int, relative: s
     return bool(rows)
 
 
-def withdrawn_file(db: sqlite_utils.Database, relative: str) -> bool:
-    """Whether `relative` (a path under the data folder, POSIX) is the image or mask of
-    colorings that are all withdrawn (their designers asked)."""
-    stored, withdrawn = db.execute(
-        "select count(*), coalesce(sum(status = 'withdrawn'), 0) from colorings where image_path = ? or mask_path = ?",
-        [relative, relative],
-    ).fetchone()
-    return stored > 0 and stored == withdrawn
+def withdrawn_files(db: sqlite_utils.Database, paths: Iterable[str]) -> set[str]:
+    """Those of `paths` (under the data folder, POSIX) that are the image or mask of
+    colorings that are all withdrawn (their designers asked): a file a standing coloring
+    has too stays out of it."""
+    wanted = set(paths)
+    if not wanted:
+        return set()
+    marks = ",".join("?" * len(wanted))
+    only_withdrawn: dict[str, bool] = {}
+    for image, mask, status in db.execute(
+        f"select image_path, mask_path, status from colorings where image_path in ({marks}) or mask_path in ({marks})",
+        [*wanted, *wanted],
+    ):
+        for path in {image, mask} & wanted:
+            only_withdrawn[path] = only_withdrawn.get(path, True) and status == "withdrawn"
+    return {path for path, withdrawn in only_withdrawn.items() if withdrawn}
 
 
 def recolor_note(db: sqlite_utils.Database, coloring_id: int) -> str:

@@ -25,6 +25,7 @@ import pandas as pd
 import sqlite_utils
 
 from annotation import assignment, audit
+from annotation.coloring.store import withdrawn_files
 from annotation.errors import Conflict, InvalidInput, PermissionDenied
 from annotation.people.accounts import Actor
 from annotation.study.design import GROUND_TRUTH, GroundTruth, closed_studies, get_study, study_design
@@ -397,16 +398,7 @@ def _not_withdrawn(db, paths: list[str]) -> tuple[str, ...]:
     """The coloring images `paths` a trial may show: a study keeps the ground truth it was
     made with, but a coloring withdrawn since (its designer asked) is not shown to anyone
     (outside probe 221: a participant was shown a withdrawn designer's apple)."""
-    if not paths:
-        return ()
-    withdrawn = {
-        path
-        for (path,) in db.execute(
-            f"select image_path from colorings where image_path in ({','.join('?' * len(paths))}) "
-            "group by image_path having min(status = 'withdrawn') = 1",
-            paths,
-        )
-    }
+    withdrawn = withdrawn_files(db, paths)
     return tuple(p for p in paths if p not in withdrawn)
 
 
