@@ -778,25 +778,25 @@ def open_study(
     return study_design(db, study_id)
 
 
+# A coloring `c` that the designers' ground truth of study `s` counted when the study was made:
+# stored before it and not withdrawn by then (a study keeps the ground truth it was made with).
+# Parameter: ``:designers`` (`storage.human.DESIGNERS`).
+_COUNTED_WHEN_MADE = (
+    "c.practice = 0 and c.created <= s.created and json_extract(s.meta, '$.ground_truth') = :designers "
+    "and c.concept_key in (select g.concept_key from study_ground_truths g where g.study_id = s.id and "
+    "g.n_colorings > 0) and not exists (select 1 from audit a where a.action = 'withdraw_colorings' and "
+    "a.object_type = 'annotator' and a.object_id = cast(c.annotator_id as text) and a.created <= s.created)"
+)
+
+
 def _withdrawn_since_made(db, study: dict) -> int:
-    """How many colorings the designers' ground truth of draft `study` counted (stored
-    before it was made, and not withdrawn then) that were withdrawn after it was made."""
+    """How many colorings the designers' ground truth of draft `study` counted when it was
+    made (`_COUNTED_WHEN_MADE`) that were withdrawn after it was made."""
     (count,) = db.execute(
-        "select count(*) from colorings c where c.status = 'withdrawn' and c.practice = 0 and c.created <= ? "
-        "and json_extract(?, '$.ground_truth') = ? and c.concept_key in (select concept_key from "
-        "study_ground_truths where study_id = ? and n_colorings > 0) and exists (select 1 from audit a "
-        "where a.action = 'withdraw_colorings' and a.object_type = 'annotator' and a.object_id = "
-        "cast(c.annotator_id as text) and a.created > ?) and not exists (select 1 from audit a where "
-        "a.action = 'withdraw_colorings' and a.object_type = 'annotator' and a.object_id = "
-        "cast(c.annotator_id as text) and a.created <= ?)",
-        [
-            study["created"],
-            study["meta"],
-            human_rows.DESIGNERS,
-            study["id"],
-            study["created"],
-            study["created"],
-        ],
+        f"select count(*) from studies s join colorings c on {_COUNTED_WHEN_MADE} where s.id = :study and "
+        "c.status = 'withdrawn' and exists (select 1 from audit a where a.action = 'withdraw_colorings' "
+        "and a.object_type = 'annotator' and a.object_id = cast(c.annotator_id as text) and a.created > s.created)",
+        {"designers": human_rows.DESIGNERS, "study": study["id"]},
     ).fetchone()
     return count
 
@@ -871,20 +871,17 @@ def close_study(
 
 def studies_holding(db: sqlite_utils.Database, coloring_ids: Sequence[int]) -> list[dict]:
     """The studies, not closed, whose ground truth was made from the designers' colorings
-    while any of `coloring_ids` counted in it (stored before the study was made, and not
-    withdrawn by then): a study keeps the ground truth it was made with (a withdrawal left one open study on withdrawn colorings, unsaid: outside probe
-    221). ``id``, ``name`` and ``frozen`` of each, by id."""
+    while any of `coloring_ids` counted in it (`_COUNTED_WHEN_MADE`): a study keeps the ground
+    truth it was made with (a withdrawal left one open study on withdrawn colorings, unsaid:
+    outside probe 221). ``id``, ``name`` and ``frozen`` of each, by id."""
     if not coloring_ids:
         return []
     closed = closed_studies(db)
+    ids = {f"c{i}": coloring for i, coloring in enumerate(coloring_ids)}
     rows = db.execute(
-        "select distinct s.id, s.name, s.frozen from studies s join study_ground_truths g on g.study_id = s.id "
-        "join colorings c on c.concept_key = g.concept_key where json_extract(s.meta, '$.ground_truth') = ? "
-        "and g.n_colorings > 0 and c.practice = 0 and c.created <= s.created and not exists (select 1 from "
-        "audit a where a.action = 'withdraw_colorings' and a.object_type = 'annotator' and a.object_id = "
-        f"cast(c.annotator_id as text) and a.created <= s.created) and c.id in ({','.join('?' * len(coloring_ids))}) "
-        "order by s.id",
-        [human_rows.DESIGNERS, *coloring_ids],
+        "select s.id, s.name, s.frozen from studies s where exists (select 1 from colorings c where "
+        f"{_COUNTED_WHEN_MADE} and c.id in ({', '.join(':' + key for key in ids)})) order by s.id",
+        {"designers": human_rows.DESIGNERS, **ids},
     ).fetchall()
     return [{"id": i, "name": name, "frozen": frozen} for i, name, frozen in rows if str(i) not in closed]
 
