@@ -117,7 +117,16 @@ def sign_in(page, link: str) -> str:
     """Open an invite `link` in `page`; the pseudonym the Start tab then shows."""
     page.goto(link)
     status = page.locator("#start_status")
-    expect(status).to_contain_text("Signed in as")
+    try:
+        expect(status).to_contain_text("Signed in as")
+    except AssertionError:
+        # Once in CI (2 busy cores), the page-load event answered nothing, with no error and
+        # the link still in the address: Gradio lost its result. What a person does then, a
+        # reload, is done once here; a link the app refused still fails below.
+        if status.text_content().strip() != "You are not signed in." or link not in page.url:
+            raise
+        page.reload()
+        expect(status).to_contain_text("Signed in as")
     # An invite opens the person's own tab, so the Start tab's text may be hidden now; it may
     # also still carry Gradio's "processing | 0.3s" while a follow-up event runs.
     return re.search(r"Signed in as (\S+?)\.?$", status.text_content().strip()).group(1)
