@@ -42,7 +42,7 @@ from annotation.export import remove_gone_staging
 from annotation.integrity import sweep_orphans
 from annotation.people.accounts import LINK_DAYS_RANGE, MAX_LINK_DAYS, MIN_LINK_DAYS, Actor, require
 from annotation.people.passwords import ensure_admin_password
-from annotation.research.views import LeaderboardCache, keep_leaderboards_fresh
+from annotation.research.views import LeaderboardCache, keep_leaderboards_fresh, warm_first_leaderboard
 from annotation.sketches.library import sync_shipped_sketches
 from annotation.study.crowd import forget_addresses
 from app.config import AppConfig
@@ -645,10 +645,19 @@ class AppContext:
                 # start; a submission that comes first waits for them. A start refused later
                 # (a secret in a served folder) is not held up by them.
                 running.threads.append(_thread(self._warm, "warm-coloring-pool"))
-            # Tables someone has opened are recomputed in the background once a change has settled.
+            # The leaderboard the tab opens on is computed once the data is quiet, and tables
+            # someone has opened are recomputed in the background once a change has settled.
+            concepts = load_concepts()
             running.threads.append(
                 keep_leaderboards_fresh(
-                    self.config.db_path, self.db, load_concepts(), stop=running.stop, cache=self.leaderboards
+                    self.config.db_path,
+                    self.db,
+                    concepts,
+                    stop=running.stop,
+                    cache=self.leaderboards,
+                    first=functools.partial(
+                        warm_first_leaderboard, concepts=concepts, cache=self.leaderboards
+                    ),
                 )
             )
 

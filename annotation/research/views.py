@@ -14,7 +14,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -387,7 +387,9 @@ class LeaderboardCache:
     one to two seconds, and researchers reopen them far more often than the distributions
     change. A kept result whose data changed is brought up to date by `refresh` (the app's
     `keep_leaderboards_fresh` thread calls it once the data has been quiet a while), so the
-    next view finds it ready. Callers asking for the same options at once compute it once: the second
+    next view finds it ready; `warm` keeps a result before anyone asks (the view the app's
+    Leaderboards tab opens on), left as it is after a change until someone reads it.
+    Callers asking for the same options at once compute it once: the second
     waits for the first. A view that must answer at once asks `first_look` first: the kept
     result even if the data changed since, or else the point estimates without intervals,
     which the next `analyses` of those options completes with only the intervals to draw.
@@ -408,6 +410,8 @@ class LeaderboardCache:
         #: options -> (change count, point estimates, their model rows) from `first_look`, for
         #: the next computation of the same options to draw only the intervals.
         self._points: dict = {}
+        #: options computed by `warm` that nobody has read since: `refresh` leaves them be.
+        self._unread: set = set()
 
     def analyses(
         self,
@@ -453,6 +457,7 @@ class LeaderboardCache:
         options = _options(db, concepts, source, cfg, aggregate, resampling)
         with self._lock:
             found = self._kept.get(options)
+            self._unread.discard(options)
         if found is not None:
             state = "current" if found[0] == change_count(db) else "earlier"
             return copy.deepcopy(found[1]), state
@@ -482,6 +487,7 @@ class LeaderboardCache:
             count = change_count(db)
             with self._lock:
                 found = self._kept.get(options)
+                self._unread.discard(options)
                 if found is not None:
                     self._kept.move_to_end(options)
             if found is not None and found[0] == count:
@@ -507,7 +513,38 @@ class LeaderboardCache:
                     dropped, _ = self._kept.popitem(last=False)
                     self._flights.pop(dropped, None)
                     self._points.pop(dropped, None)
+                    self._unread.discard(dropped)
             return result
+
+    def warm(
+        self,
+        db: sqlite_utils.Database,
+        concepts: Sequence[Concept],
+        source: str,
+        *,
+        cfg: str | float = results.RECOMMENDED,
+        aggregate: str = tables.RATIO_OF_MEANS,
+        resampling: bootstrap.Resampling | None = bootstrap.DEFAULT,
+    ) -> bool:
+        """Compute and keep these options' result before anyone asks, so that the first view
+        of them is served from memory; until someone reads it, `refresh` does not recompute
+        it after a change (the next view then shows it as ``"earlier"`` and brings it up to
+        date). Returns whether it was computed now (False: it was kept already).
+
+        Raises
+        ------
+        NothingScored
+            If no model distribution is scored against `source` yet.
+        """
+        options = _options(db, concepts, source, cfg, aggregate, resampling)
+        with self._lock:
+            if options in self._kept:
+                return False
+        self._result(db, options, concepts)
+        with self._lock:
+            if options in self._kept:
+                self._unread.add(options)
+        return True
 
     def refresh(self, db: sqlite_utils.Database, concepts: Sequence[Concept]) -> int:
         """Recompute every kept result of this database whose data changed.
@@ -520,7 +557,9 @@ class LeaderboardCache:
         count = change_count(db)
         with self._lock:
             stale = [
-                o for o, (kept, _) in self._kept.items() if o[0] == path and o[5] == keys and kept != count
+                o
+                for o, (kept, _) in self._kept.items()
+                if o[0] == path and o[5] == keys and kept != count and o not in self._unread
             ]
         refreshed = 0
         for options in stale:
@@ -552,6 +591,23 @@ def refresh_leaderboards(
     return (DEFAULT_CACHE if cache is None else cache).refresh(db, concepts)
 
 
+def warm_first_leaderboard(
+    db: sqlite_utils.Database, concepts: Sequence[Concept], cache: LeaderboardCache | None = None
+) -> bool:
+    """Keep in `cache` (default `DEFAULT_CACHE`) the leaderboard the Leaderboards tab opens
+    on: the designers against the evaluated concepts (or the reference set `pick_source`
+    falls back to), the recommended scale, the ratio of means, the default intervals
+    (`LeaderboardCache.warm`). Returns whether it was computed now.
+
+    Raises
+    ------
+    NothingScored
+        If no model distribution is scored against that source yet.
+    """
+    choice = pick_source(db, human.DESIGNERS, evaluated_concepts(db))
+    return (DEFAULT_CACHE if cache is None else cache).warm(db, concepts, choice.source)
+
+
 def kept_leaderboards(path: str | Path, cache: LeaderboardCache | None = None) -> int:
     """`LeaderboardCache.kept` of `cache` (default `DEFAULT_CACHE`)."""
     return (DEFAULT_CACHE if cache is None else cache).kept(path)
@@ -575,6 +631,7 @@ def keep_leaderboards_fresh(
     quiet_s: float = REFRESH_QUIET_S,
     stop: threading.Event | None = None,
     cache: LeaderboardCache | None = None,
+    first: Callable[[sqlite_utils.Database], object] | None = None,
 ) -> threading.Thread:
     """Start a daemon thread that refreshes `cache`'s results of `path` once the data is quiet.
 
@@ -586,12 +643,18 @@ def keep_leaderboards_fresh(
     in the log, and goes on when the file is back. The thread ends when `stop` is set (at
     its next look, or between two recomputed results); whoever starts it should keep `stop`
     to end it (`app.common.AppContext.close` does).
+
+    With `first`, while nothing of the database is kept, ``first(db)`` is called once the
+    data has been quiet for `quiet_s` (once per change count; `NothingScored` and ValueError
+    are taken as nothing to compute yet): the app computes there the view a researcher opens
+    first (`LeaderboardCache.warm`), so that even the first open after a start is served
+    from memory.
     """
     stop = threading.Event() if stop is None else stop
     cache = DEFAULT_CACHE if cache is None else cache
 
     def loop() -> None:
-        seen, since, missing = None, time.monotonic(), False
+        seen, since, missing, tried = None, time.monotonic(), False, None
         while not stop.wait(period_s):
             if not os.path.exists(path):
                 if not missing:
@@ -599,15 +662,22 @@ def keep_leaderboards_fresh(
                 missing = True
                 continue
             missing = False
-            if not cache.kept(path):
+            kept = cache.kept(path)
+            if not kept and first is None:
                 continue
             try:
                 with connect() as db:
                     count, now = change_count(db), time.monotonic()
                     if count != seen:
                         seen, since = count, now
-                    elif now - since >= quiet_s:
+                    elif now - since < quiet_s:
+                        pass
+                    elif kept:
                         cache.refresh(db, concepts)
+                    elif count != tried:
+                        tried = count
+                        with suppress(NothingScored, ValueError):
+                            first(db)
             except Exception:
                 _LOG.exception("refreshing the leaderboards of %s failed", path)
 

@@ -2,6 +2,7 @@
 
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -394,16 +395,9 @@ def test_the_background_refresher_brings_a_kept_leaderboard_up_to_date_once_chan
     path = views.db_path(db)
     leaderboard_analyses(db, CONCEPTS, "lab", resampling=None)
     stop = threading.Event()
-
-    @contextlib.contextmanager
-    def connect():
-        own = open_db(path)
-        try:
-            yield own
-        finally:
-            own.close()
-
-    thread = views.keep_leaderboards_fresh(path, connect, CONCEPTS, period_s=0.05, quiet_s=0.2, stop=stop)
+    thread = views.keep_leaderboards_fresh(
+        path, _connector(path), CONCEPTS, period_s=0.05, quiet_s=0.2, stop=stop
+    )
     try:
         runs.store_model_distribution(db, "quiet", "m-red", "apple", "natural", 5.0, HUMAN["apple"], 1, 0)
         count = change_count(db)
@@ -430,6 +424,50 @@ def test_the_background_refresher_brings_a_kept_leaderboard_up_to_date_once_chan
         stop.set()
         thread.join(10)
     assert not thread.is_alive()
+
+
+def test_the_leaderboard_the_tab_opens_on_is_kept_before_anyone_asks_and_left_alone_until_read(db, tmp_path):
+    """The first open after a start was computed cold: 2.6 s at the full study's size."""
+    human_rows.store_reference(db, "lab", HUMAN, "test ratings")
+    cells = {("m-red", c, "natural", 5.0): [(200, 30, 30)] for c in ("apple", "rotten apple")}
+    store_segmented_run(db, tmp_path / "data", "quiet", cells)
+    path, cache, stop = views.db_path(db), views.LeaderboardCache(), threading.Event()
+    first = functools.partial(views.warm_first_leaderboard, concepts=CONCEPTS, cache=cache)
+    thread = views.keep_leaderboards_fresh(
+        path, _connector(path), CONCEPTS, period_s=0.05, quiet_s=0.2, stop=stop, cache=cache, first=first
+    )
+    try:
+        _wait_for(lambda: cache.kept(path) == 1)
+    finally:
+        stop.set()
+        thread.join(10)
+    # No designer colored these: the tab falls back to the reference set, and so did the warm-up.
+    assert views.pick_source(db, human_rows.DESIGNERS, views.evaluated_concepts(db)).source == "lab"
+    assert views.warm_first_leaderboard(db, CONCEPTS, cache) is False  # kept already
+    # Nobody has read it: a change does not have it recomputed in the background.
+    runs.store_model_distribution(db, "quiet", "m-red", "apple", "natural", 5.0, HUMAN["apple"], 1, 0)
+    assert cache.refresh(db, CONCEPTS) == 0
+    assert cache.first_look(db, CONCEPTS, "lab")[1] == "earlier"
+    # Read once, it is brought up to date like any table someone opened.
+    assert cache.refresh(db, CONCEPTS) == 1
+    kept, state = cache.first_look(db, CONCEPTS, "lab")
+    assert state == "current"
+    anew = views.LeaderboardCache().analyses(db, CONCEPTS, "lab")
+    assert_frame_equal(kept.table1.values, anew.table1.values)
+
+
+def _connector(path: str):
+    """A `keep_leaderboards_fresh` ``connect``: a connection of its own to `path`."""
+
+    @contextlib.contextmanager
+    def connect():
+        own = open_db(path)
+        try:
+            yield own
+        finally:
+            own.close()
+
+    return connect
 
 
 def _kept_counts(path: str) -> list[int]:
