@@ -162,6 +162,15 @@ class CrowdLinks(Tab):
             )
             url = crowd.link_url(self.ctx.config.public_url, token, (id_param or "").strip())
             made = f"Link {link['id']} is made, {crowd.link_state(link)}: paste the address below into the platform."
+            counts = crowd.live_counts(db, link["id"])
+            if counts["takes_nobody"]:
+                made += f" **It takes nobody now: {escape(counts['takes_nobody'])}.**"
+            elif counts["places_left"] < link["quota"]:
+                made += (
+                    f" **The votes this study's pairs still need give trials to {counts['places_left']} "
+                    f"more people at most, fewer than the link's {link['quota']} places**: ask the platform "
+                    f"for {counts['places_left']}, or whoever joins beyond them is turned away."
+                )
             return self.named(url=url, links=_link_rows(db), make_note=made)
         except (AnnotationError, ValueError) as error:
             raise refused_with(error, self.named(url="")) from error
@@ -389,6 +398,8 @@ class CrowdCounts(Tab):
         for link in crowd.list_links(db):
             counts = rounded_counts(crowd.live_counts(db, link["id"]))
             state = crowd.link_state(link)
+            if counts["takes_nobody"] and state.startswith("open"):
+                state += f"; takes nobody now: {counts['takes_nobody']}"
             rows.append(
                 [link[h] for h in SUMMARY_HEADERS[:4]] + [state] + [counts[h] for h in SUMMARY_HEADERS[5:]]
             )
@@ -424,6 +435,7 @@ def _counts_text(counts: dict) -> str:
         f"{counts['may_restart']} · study closed {counts['study_closed']} · places left {counts['places_left']} · "
         "median minutes (completed) "
         f"{median} · attention failure rate {'–' if rate is None else f'{rate:.0%}'}"
+        + (f" · takes nobody now: {counts['takes_nobody']}" if counts["takes_nobody"] else "")
     )
 
 

@@ -634,32 +634,44 @@ def _signed_in_again(db, link: dict, person: dict, session_days: float, now: dt.
 
 
 def _check_open(db, link: dict, now: dt.datetime, person: int | None = None) -> None:
-    """Refuse a newcomer to `link` when it is closed, ended or full; `person`: the annotator
-    id of a person taken back (`_restart`), who is not asked again for what they judged."""
+    """Refuse a newcomer to `link` when it is closed, ended or full (`newcomer_refusal`);
+    `person`: the annotator id of a person taken back (`_restart`), who is not asked again
+    for what they judged."""
+    # Every link of the study: people of a top-up link whose time ran out were counted as in
+    # and turned newcomers away as "full" until someone opened that link's payments (outside
+    # probe 224).
+    if not link["closed"] and link["ends"] > iso(now):
+        expire_overdue(db, now=now, study_id=link["study_id"])
+    why = newcomer_refusal(db, link, now, person)
+    if why is not None:
+        raise LinkClosed(f"{why}; please return it on the platform")
+
+
+def newcomer_refusal(
+    db: sqlite_utils.Database, link: Mapping, now: dt.datetime | None = None, person: int | None = None
+) -> str | None:
+    """Why `link` turns a newcomer away now, in the words they read, or None when it lets
+    one in. Reads only: people whose time ran out count as in until `expire_overdue` (a
+    join runs it first, and so does every payment table).
+
+    The Admin tab's counts say it too (`live_counts`): a link "open until" its end whose
+    study could take nobody more showed places left (outside probe 225).
+    """
+    now = utcnow() if now is None else now
     if link["closed"]:
         # A link closed alone said "this study is closed" while the study's other links took
         # people (outside probe 162).
         what = "study" if str(link["study_id"]) in closed_studies(db) else "study link"
-        raise LinkClosed(
-            f"this {what} is closed and takes no new participants; please return it on the platform"
-        )
+        return f"this {what} is closed and takes no new participants"
     if link["ends"] <= iso(now):
-        raise LinkClosed(
-            f"this study ended on {link['ends'][:10]} and takes no new participants; please return it on the platform"
-        )
-    # Every link of the study: people of a top-up link whose time ran out were counted as in
-    # and turned newcomers away as "full" until someone opened that link's payments (outside
-    # probe 224).
-    expire_overdue(db, now=now, study_id=link["study_id"])
+        return f"this study ended on {link['ends'][:10]} and takes no new participants"
     taken = db.execute(
         "select count(*) from crowd_participants where link_id = ? and status in ('active', 'completed')",
         [link["id"]],
     ).fetchone()[0]
     if taken >= link["quota"]:
-        raise LinkClosed(
-            "this study is full: "
-            + ("its one place is taken" if link["quota"] == 1 else f"all {link['quota']} places are taken")
-            + "; please return it on the platform"
+        return "this study is full: " + (
+            "its one place is taken" if link["quota"] == 1 else f"all {link['quota']} places are taken"
         )
     room = votes_left(db, link["study_id"], now=now, person=person)
     pairs = open_pairs(db, link["study_id"], now=now, person=person)
@@ -668,32 +680,31 @@ def _check_open(db, link: dict, now: dt.datetime, person: int | None = None) -> 
         and pairs >= room.asked
         and not everyone_fits(db, link["study_id"], room, person)
     ):
-        raise LinkClosed(
+        return (
             "this study cannot give one more person all their trials: the votes its pairs still need "
             "are on too few pairs for the people already in it and one more, and each person judges a "
-            "pair once; please return it on the platform"
+            "pair once"
         )
     if room.left >= room.asked and pairs < room.asked:
         # The votes were there but on too few pairs: each person judges a pair once, so a
         # newcomer judged every pair offered and was never done (outside probe 216).
-        raise LinkClosed(
+        return (
             f"this study has fewer model pairs still open to a vote ({pairs}) than one person takes "
             f"({room.asked}{', not counting attention checks' if room.share > 0 else ''}), and each "
-            "person judges a pair once; please return it on the platform"
+            "person judges a pair once"
         )
     if room.left < room.asked:
         # It said "its pairs have all the votes they need" with votes still open (an outside
         # check): the last few are fewer than one person's trials, for an invited participant.
         beside = ", not counting attention checks" if room.share > 0 else ""
-        raise LinkClosed(
-            "this study is full: its pairs have all the votes they need; please return it on the platform"
+        return (
+            "this study is full: its pairs have all the votes they need"
             if room.needed <= 0
-            else "this study is full: the votes its pairs still need are owed to the people already in "
-            "it; please return it on the platform"
+            else "this study is full: the votes its pairs still need are owed to the people already in it"
             if room.left <= 0
-            else f"this study has fewer trials left ({room.left}) than one person takes ({room.asked}{beside}); "
-            "please return it on the platform"
+            else f"this study has fewer trials left ({room.left}) than one person takes ({room.asked}{beside})"
         )
+    return None
 
 
 class Room(NamedTuple):
@@ -1438,19 +1449,35 @@ def external_ids(db: sqlite_utils.Database) -> pd.DataFrame:
 
 
 def live_counts(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | None = None) -> dict:
-    """Started, each status, places left (none once the link is closed or ended: it takes
-    nobody new), median minutes of the completed and the attention failure rate (failed /
-    answered checks; None before any), for a link."""
+    """Started, each status, places left, why the link takes nobody now (``takes_nobody``:
+    `newcomer_refusal`, None while it takes people), median minutes of the completed and
+    the attention failure rate (failed / answered checks; None before any), for a link.
+
+    Places left are the link's places not taken, at most as many people as the votes the
+    study's pairs still need, beyond those owed to the people in, give their trials
+    (`votes_left`; an upper bound, as each person judges a pair once); none while the link
+    takes nobody (closed, ended, or its study full: it said "places left 4" beside a study
+    that turned every newcomer away, outside probe 225).
+    """
+    now = utcnow() if now is None else now
     link = get_link(db, link_id)
-    shut = bool(link["closed"]) or link["ends"] <= iso(utcnow() if now is None else now)
-    table = payment_rows(db, link_id, now=now)
+    table = payment_rows(db, link_id, now=now)  # times out whoever ran out of time first
+    if not link["closed"] and link["ends"] > iso(now):
+        expire_overdue(db, now=now, study_id=link["study_id"])  # as a newcomer's join does
+    why = newcomer_refusal(db, link, now)
     counts = {status: int((table["status"] == status).sum()) for status in STATUSES}
     answered = int(table["checks_passed"].sum() + table["checks_failed"].sum())
     completed = table.loc[table["status"] == "completed", "minutes"].tolist()
+    places = 0
+    if why is None:
+        room = votes_left(db, link["study_id"], now=now)
+        places = max(0, link["quota"] - counts["active"] - counts["completed"])
+        places = min(places, room.left // room.asked) if room.asked else places
     return {
         "started": len(table),
         **counts,
-        "places_left": 0 if shut else max(0, link["quota"] - counts["active"] - counts["completed"]),
+        "places_left": places,
+        "takes_nobody": why,
         "median_minutes": statistics.median(completed) if completed else None,
         "attention_failure_rate": None if not answered else int(table["checks_failed"].sum()) / answered,
     }

@@ -146,6 +146,20 @@ def test_a_researcher_makes_follows_pays_and_closes_an_open_link(tmp_path):
             f"But this link takes nobody now ({closed}), them included: their next visit is refused "
             "(a person stays with the link they first came through, whichever link they open)."
         )
+        # More places than the study's votes give trials to: said as the link is made, and the
+        # Admin tab's places left are those people (outside probe 225: it said the quota).
+        form[2] = 10000
+        *_, made = client.predict(admin, *form, api_name="/crowd_make_link")
+        db = open_db(config.db_path)
+        try:
+            room = crowd.votes_left(db, 1)
+        finally:
+            db.close()
+        people = room.left // room.asked
+        assert 0 < people < 10000
+        assert f"give trials to {people} more people at most, fewer than the link's 10000 places" in made
+        [newest, _] = client.predict(admin, api_name="/admin_crowd_counts")[0]["data"]
+        assert newest[SUMMARY_HEADERS.index("places_left")] == people
     with pytest.raises(crowd.LinkClosed, match="this study link is closed"):
         _join(config, token, "pidC")
 
@@ -372,7 +386,7 @@ def test_who_comes_back_after_finishing_reads_how_it_ended_and_their_code():
 def test_the_study_tab_and_the_admin_tab_show_the_same_median_and_rate():
     """Outside probe 107: the Admin tab's table said 1.25 median minutes where the Study
     tab's line said 1.2."""
-    counts = dict.fromkeys(crowd.STATUSES, 0) | {"started": 3, "places_left": 1}
+    counts = dict.fromkeys(crowd.STATUSES, 0) | {"started": 3, "places_left": 1, "takes_nobody": None}
     counts |= {"median_minutes": 1.25, "attention_failure_rate": 1 / 3}
     table = rounded_counts(counts)
     assert (table["median_minutes"], table["attention_failure_rate"]) == (1.2, 0.333)

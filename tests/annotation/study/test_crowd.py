@@ -1012,6 +1012,26 @@ def test_a_crowd_person_judges_their_links_study_alone_and_completes_with_it(db,
     assert judging.progress(db, invited) == (0, sum(asked.values()))
 
 
+def test_the_counts_say_when_a_links_study_takes_nobody_more_as_a_newcomer_is_told(setup):
+    """Outside probe 225: a link of 8 places for a study that holds 6 people said "open
+    until ..., places left 4" once every pair had its votes, while each newcomer was told
+    the study is full."""
+    db, study_id = setup
+    people = db["studies"].get(study_id)["votes_per_pair"] * 9 // 9  # 9 model pairs, 9 trials each
+    link, token = _link(db, study_id, quota=people + 2)
+    assert crowd.live_counts(db, link["id"], now=T0)["places_left"] == people  # not the quota
+    for n in range(people):
+        actor = _actor(db, _join(db, token, f"pid-{n}", minutes_ago=1))
+        assert _judge(db, actor, 10) == 10
+        crowd.settle(db, actor, now=T0)
+    counts = crowd.live_counts(db, link["id"], now=T0)
+    assert counts["places_left"] == 0 and counts["completed"] == people
+    assert counts["takes_nobody"] == "this study is full: its pairs have all the votes they need"
+    with pytest.raises(crowd.LinkClosed) as refused:
+        _join(db, token, "pid-late")
+    assert str(refused.value) == f"{counts['takes_nobody']}; please return it on the platform"
+
+
 def test_the_payment_table_of_a_small_crowd_row_by_row(setup):
     db, study_id = setup
     link, token = _link(db, study_id, return_url="http://127.0.0.1:9/done?code={code}")
@@ -1098,7 +1118,9 @@ def test_the_payment_table_of_a_small_crowd_row_by_row(setup):
         "account_closed": 0,
         "may_restart": 0,
         "study_closed": 0,
-        "places_left": 9,
+        # 10 places less pid-a's, but the 40 votes left give 9 model trials each to 4 people.
+        "places_left": 4,
+        "takes_nobody": None,
         "median_minutes": 21.0,
         "attention_failure_rate": 1 / (2 + checks_c),
     }
