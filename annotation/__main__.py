@@ -183,7 +183,7 @@ def _restore(args: argparse.Namespace) -> int:
     if done.get("missing"):
         print(f"warning: {_missing(done['missing'])} when the backup was made: the restored study lacks them")
     for line in done["kept"]:  # denials made after the backup (`annotation.denials`)
-        print(f"kept from the replaced database: {line}")
+        print(f"kept from the replaced database and the copies earlier restores kept: {line}")
     if done["other_study"]:  # by design (a study moved whole), but said (outside probe 210)
         replaced, restored = done["other_study"]
         print(

@@ -457,7 +457,7 @@ def restore(folder: str | Path, db_path: str | Path, data_dir: str | Path) -> di
                 with _unwritable_refused("the backup's files", data_dir):
                     copied = _restore_files(folder, manifest, data_dir)
             except BaseException:
-                staged.unlink(missing_ok=True)
+                _discard(staged)
                 raise
             replaced = _study_of(db_path)
             # What was revoked or closed after the backup stays so (`annotation.denials`).
@@ -861,7 +861,7 @@ def _stage_database(folder: Path, manifest: dict, db_path: Path) -> Path:
     db_path.parent.mkdir(parents=True, exist_ok=True)
     staged = db_path.with_name(f".{db_path.name}.restoring")
     try:
-        staged.unlink(missing_ok=True)
+        _discard(staged)
         create_private(staged)  # copyfile writes into it and keeps its mode
         shutil.copyfile(folder / manifest["database"]["path"], staged)
         _check_copy(staged, manifest["database"], "the copied database", "the database was not replaced")
@@ -874,9 +874,16 @@ def _stage_database(folder: Path, manifest: dict, db_path: Path) -> Path:
         if problem:
             raise BackupError(f"the backup's database {problem}; the database was not replaced")
     except BaseException:
-        staged.unlink(missing_ok=True)
+        _discard(staged)
         raise
     return staged
+
+
+def _discard(staged: Path) -> None:
+    """Remove a staged database and what SQLite made beside it: a backup whose file is in
+    WAL mode left its ``-wal`` and ``-shm`` after a refusal (outside probe 226)."""
+    for path in (staged, *(staged.with_name(staged.name + end) for end in ("-wal", "-shm", "-journal"))):
+        path.unlink(missing_ok=True)
 
 
 def leftovers(db_path: str | Path) -> list[str]:

@@ -89,6 +89,12 @@ def carry_denials(previous: Path, restored: Path, *, earlier: Sequence[Path] = (
                 "account or newer admin password of it was carried into the restored database; check them "
                 "on the Admin tab"
             )
+    # A denial in the replaced database and in the copies earlier restores kept is one denial:
+    # counted once per copy, 6 withdrawn colorings were said as 72 (outside probe 226).
+    found = {
+        kind: rows if kind == "password" else list(dict.fromkeys(map(tuple, rows)))
+        for kind, rows in found.items()
+    }
     new = sqlite_utils.Database(sqlite3.connect(restored))
     try:
         with transaction(new):
@@ -151,7 +157,7 @@ def _apply(db: sqlite_utils.Database, found: dict) -> list[str]:
         if carried:
             said.append(f"{carried} {what} after the backup stay so")
     if found["closed"] and {"id", "pseudonym", "status", "created"} <= _columns(db.conn, "annotators"):
-        closed = []
+        closed, released = [], 0
         for annotator_id, pseudonym, created in found["closed"]:
             where = {"id": annotator_id, "pseudonym": pseudonym, "created": created, "status !=": "revoked"}
             if update_rows(db, "annotators", where, {"status": "revoked"}):
@@ -162,10 +168,13 @@ def _apply(db: sqlite_utils.Database, found: dict) -> list[str]:
                         update_rows(
                             db, table, {"annotator_id": annotator_id, "revoked": None}, {"revoked": now}
                         )
+                # and the tasks they held go back, as closing the account gave them back
+                # (`assignment.release_all`; they held their places again: outside probe 226).
+                released += _release(db, {"annotator_id": annotator_id}, now)
         if closed:
             said.append(
                 f"{len(closed)} account(s) closed after the backup stay closed ({', '.join(closed)}; the Admin "
-                "tab's Reopen account opens one again)"
+                "tab's Reopen account opens one again)" + _released(released)
             )
     if found["links"] and {"token_hash", "closed"} <= _columns(db.conn, "crowd_links"):
         closed_links = sum(
@@ -217,6 +226,7 @@ def _withdrawn(db: sqlite_utils.Database, found: list, now: str) -> list[str]:
     """Withdraw again in `db` the colorings of `found` (id, image hash, annotator id,
     pseudonym, creation time) that it holds unwithdrawn; the line saying so, if any."""
     carried: dict[str, list[tuple[int, str, bool]]] = {}
+    designers: set[int] = set()
     for coloring_id, image_sha256, annotator_id, pseudonym, created in found:
         row = db.execute(
             "select c.concept_key, c.practice from colorings c join annotators a on a.id = c.annotator_id "
@@ -226,10 +236,17 @@ def _withdrawn(db: sqlite_utils.Database, found: list, now: str) -> list[str]:
         ).fetchone()
         if row:
             carried.setdefault(pseudonym, []).append((coloring_id, row[0], bool(row[1])))
+            designers.add(annotator_id)
     if not carried:
         return []
     ids = [coloring_id for rows in carried.values() for coloring_id, _, _ in rows]
     mark_withdrawn(db, ids, now)
+    # The concepts a withdrawn designer held go back, as the withdrawal gave them back
+    # (`annotation.coloring.withdrawal.withdraw_colorings`).
+    held = sum(
+        _release(db, {"annotator_id": who, "kind": "coloring", "coloring_id": None}, now)
+        for who in sorted(designers)
+    )
     concepts = sorted({concept for rows in carried.values() for _, concept, practice in rows if not practice})
     current = schema_version(db) == len(MIGRATIONS)
     if current:
@@ -242,4 +259,18 @@ def _withdrawn(db: sqlite_utils.Database, found: list, now: str) -> list[str]:
         else "run python -m annotation check-distributions --repair after the next start migrates the "
         "database, to recompute the P_H of their concepts"
     )
-    return [f"{len(ids)} coloring(s) withdrawn after the backup stay withdrawn ({whose}; {p_h})"]
+    return [
+        f"{len(ids)} coloring(s) withdrawn after the backup stay withdrawn ({whose}; {p_h}){_released(held)}"
+    ]
+
+
+def _release(db: sqlite_utils.Database, where: dict, now: str) -> int:
+    """Give back to the pool the reserved tasks `where` picks (released, as closing an
+    account or a withdrawal does); how many. Nothing in a schema without those columns."""
+    if not {"annotator_id", "kind", "status", "coloring_id", "finished"} <= _columns(db.conn, "tasks"):
+        return 0
+    return update_rows(db, "tasks", {**where, "status": "reserved"}, {"status": "released", "finished": now})
+
+
+def _released(count: int) -> str:
+    return f"; the {count} task(s) they held again go back to the pool" if count else ""

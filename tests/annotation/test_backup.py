@@ -22,12 +22,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import storage
 from annotation import backup, export
 from annotation.concepts import sync_concepts
 from annotation.export import WriteFailed
-from storage import unused_path
+from storage import iso, unused_path
 from storage.files import png_bytes
 from tests.disks import fill, read_only, tmpfs
 from tests.qc_data import add_coloring, people
@@ -486,6 +487,12 @@ def _foreign(path: Path) -> None:
             "create table evil (x)",
             rf"holds table 'evil', which a database of schema version {VERSION} does not have .*",
         ),
+        # A file in WAL mode: reading it made "-wal" and "-shm" beside the staged copy, which
+        # the refusal left (outside probe 226).
+        (
+            "pragma journal_mode = wal; create table evil (x)",
+            rf"holds table 'evil', which a database of schema version {VERSION} does not have .*",
+        ),
         (
             "create index evil on colorings (status)",
             rf"holds index 'evil', which a database of schema version {VERSION} does not have .*",
@@ -521,6 +528,7 @@ def _foreign(path: Path) -> None:
         "a-trigger",
         "a-view",
         "a-table",
+        "a-table-in-wal-mode",
         "an-index",
         "a-trigger-rewritten",
         "a-column-missing",
@@ -1204,6 +1212,7 @@ def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_th
     session = accounts.login_with_invite(db, link)
     other_session = accounts.login_with_invite(db, other_link)
     admin = passwords.login_admin(db, "the-old-admin-password")
+    held = _held_concepts(db, data, designer["id"], 3)
     backup.backup(db, data, tmp_path / "backup")
     # After the backup, what an operator does when a password or a link has leaked.
     actor = accounts.require(db, admin.token, "admin")
@@ -1217,11 +1226,17 @@ def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_th
 
     done = _cli(data / "colorconcept.sqlite", data, "restore", str(tmp_path / "backup"))
     assert done.returncode == 0, done.stderr
-    kept = [line for line in done.stdout.splitlines() if line.startswith("kept from the replaced database: ")]
+    kept = [
+        line
+        for line in done.stdout.splitlines()
+        if line.startswith("kept from the replaced database and the copies earlier restores kept: ")
+    ]
     assert len(kept) == 4, done.stdout
     assert "3 session(s) ended after the backup stay so" in kept[0]
     assert "1 sign-in link(s) revoked after the backup stay so" in kept[1]
     assert f"1 account(s) closed after the backup stay closed ({designer['pseudonym']};" in kept[2]
+    # The closed account's concepts held their places again (outside probe 226).
+    assert kept[2].endswith(f"; the {len(held)} task(s) they held again go back to the pool")
     assert "the admin password in use before the restore stays" in kept[3]
     # What is not carried over is said too, as it was: the rows the restore took back, by
     # table (a fixed line named accounts whether or not any were made: outside probe 161),
@@ -1261,6 +1276,22 @@ def test_a_restore_keeps_the_links_sessions_accounts_and_password_ended_after_th
     assert len(audit) == 1 and json.loads(audit[0][0])["kept"] == [line.split(": ", 1)[1] for line in kept]
 
 
+def _held_concepts(db, data: Path, designer: int, n: int) -> list[str]:
+    """`n` concepts of banana's sketch (a real file) that `designer` now holds to color."""
+    from annotation.assignment import reserve
+
+    sketch = data / "sketches" / "banana.png"
+    if not sketch.exists():
+        sketch.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("L", (8, 8), 255).save(sketch)
+        values = {"base": "banana", "path": "sketches/banana.png", "source": "test", "selected": 1}
+        digest = hashlib.sha256(sketch.read_bytes()).hexdigest()
+        db["sketches"].insert({**values, "sha256": digest, "created": iso()})
+    concepts = [t.concept_key for t in reserve(db, "coloring", designer, np.random.default_rng(0), n)]
+    assert len(concepts) == n
+    return concepts
+
+
 def test_a_restore_keeps_the_colorings_withdrawn_after_the_backup_withdrawn(tmp_path):
     """A restore of an older backup brought a designer's withdrawn colorings back into every
     P_H, unsaid (outside probe 150); the consent text promises no analysis counts them."""
@@ -1278,18 +1309,33 @@ def test_a_restore_keeps_the_colorings_withdrawn_after_the_backup_withdrawn(tmp_
     review.open_reviews(db, ADMIN, [red], reason="test")
     [held] = votes.vote_queue(db, expert, np.random.default_rng(0), batch_size=5)
     assert held.coloring_id == red
+    concepts = _held_concepts(db, data, leaving, 2)  # the withdrawal gives them back
     backup.backup(db, data, tmp_path / "backup")
     withdraw_colorings(db, leaving, ADMIN, "asked by email")
     pseudonym = db["annotators"].get(leaving)["pseudonym"]
     db.close()
 
+    said = (
+        "kept from the replaced database and the copies earlier restores kept: 2 coloring(s) withdrawn "
+        f"after the backup stay withdrawn ({pseudonym} (2); the P_H of 1 concept(s) recomputed without "
+        "them){}\n"
+    )
     done = _cli(data / "colorconcept.sqlite", data, "restore", str(tmp_path / "backup"))
     assert done.returncode == 0, done.stderr
-    assert (
-        f"kept from the replaced database: 2 coloring(s) withdrawn after the backup stay withdrawn "
-        f"({pseudonym} (2); the P_H of 1 concept(s) recomputed without them)\n"
-    ) in done.stdout
+    assert said.format(f"; the {len(concepts)} task(s) they held again go back to the pool") in done.stdout
+    # Restored again: the replaced database and the copy the first restore kept both hold the
+    # withdrawal, which is one (outside probe 226: counted per copy, 6 became 72).
+    done = _cli(data / "colorconcept.sqlite", data, "restore", str(tmp_path / "backup"))
+    assert said.format(f"; the {len(concepts)} task(s) they held again go back to the pool") in done.stdout
     db = storage.open_db(data / "colorconcept.sqlite")
+    [kept] = db.execute(
+        "select details from audit where action = 'restore_kept_denials' order by id desc limit 1"
+    ).fetchall()
+    assert json.loads(kept[0])["kept"][0].startswith("2 coloring(s) withdrawn")
+    assert [
+        r["status"]
+        for r in db.query("select status from tasks where kind = 'coloring' and annotator_id = ?", [leaving])
+    ] == ["released"] * len(concepts)
     statuses = {r["id"]: r["status"] for r in db["colorings"].rows}
     assert statuses == {red: "withdrawn", green: "submitted", practice: "withdrawn"}
     assert human.read(db, human.DESIGNERS)["apple"].coloring_ids == (green,)
@@ -1322,7 +1368,7 @@ def test_a_withdrawal_carried_into_a_backup_of_an_earlier_schema_leaves_its_p_h_
     done = _cli(data / "colorconcept.sqlite", data, "restore", str(tmp_path / "backup"))
     assert done.returncode == 0, done.stderr
     assert (
-        "kept from the replaced database: 1 coloring(s) withdrawn after the backup stay withdrawn (D0001 (1); "
+        "kept from the replaced database and the copies earlier restores kept: 1 coloring(s) withdrawn after the backup stay withdrawn (D0001 (1); "
         "run python -m annotation check-distributions --repair after the next start migrates the database, "
         "to recompute the P_H of their concepts)\n"
     ) in done.stdout
