@@ -339,11 +339,14 @@ def _run(args: argparse.Namespace) -> int:
             person = crowd.erase_platform_ids(
                 db, args.who, COMMAND_LINE, args.why, link_id=args.link, by=args.by
             )
+            payments = Path(args.data_dir) / "exports" / f"crowd-{person['link_id']}"
+            # It named that folder when no payment file was ever written (outside probe 225).
+            held = f"the payment files in {payments}/ and " if payments.exists() else ""
             print(
                 f"erased the platform ids of annotator {person['annotator_id']} "
                 f"({_pseudonym(db, person['annotator_id'])}, link {person['link_id']}, "
-                f"status {person['status']}); their account is closed. Earlier exports, backups and "
-                f"payment files (exports/crowd-{person['link_id']}/) still hold them: delete or amend those by hand"
+                f"status {person['status']}); their account is closed. Check {held}any export or backup "
+                "made before: they still hold them; delete or amend those by hand"
             )
             return 0
         if args.command == "close-study":

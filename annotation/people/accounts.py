@@ -414,6 +414,17 @@ def require(
     return actor
 
 
+def _erased(db, annotator_id: int) -> bool:
+    """Whether `annotator_id` is a crowd participant whose platform ids were erased at their
+    request (`annotation.study.crowd.erase_platform_ids`): their account cannot be reopened."""
+    return bool(
+        db.execute(
+            "select 1 from crowd_participants where annotator_id = ? and external_id like '(erased %)'",
+            [annotator_id],
+        ).fetchone()
+    )
+
+
 def _session_actor(db, token_hash: str, now: dt.datetime) -> Actor:
     rows = list(db["sessions"].rows_where("token_hash = ?", [token_hash]))
     if not rows:
@@ -435,6 +446,12 @@ def _session_actor(db, token_hash: str, now: dt.datetime) -> Actor:
             raise InvalidToken(
                 f"{_ENDED}: the study admin closed your account, and has opened it again since: open the "
                 "new invite link they give you"
+            )
+        if session["end_reason"] == "revoked" and _erased(db, session["annotator_id"]):
+            # It said "only they can reopen it", which nobody can (outside probe 225).
+            raise InvalidToken(
+                f"{_ENDED}: your platform id was erased and your account closed, as you asked; this study "
+                "has ended for you"
             )
         # Sessions ended before they recorded why (schema version 12) give no reason.
         raise InvalidToken(END_REASONS.get(session["end_reason"], f"{_ENDED}; open your invite link again"))

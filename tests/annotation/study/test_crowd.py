@@ -1291,8 +1291,10 @@ def test_erasing_a_participants_platform_ids_closes_their_account_and_keeps_thei
     )
     assert row["consented"] and row["started"] and row["status"] == "account_closed"
     assert "PIDerase1" not in json.dumps(_dump(db)) and "sess-PIDerase1" not in json.dumps(_dump(db))
-    with pytest.raises(InvalidToken):
-        require(db, joined.session.token, now=T0)  # signed out at once
+    # Signed out at once, and told why: their page said "only they can reopen it", which
+    # nobody can (outside probe 225).
+    with pytest.raises(InvalidToken, match="as you asked; this study has ended for you$"):
+        require(db, joined.session.token, now=T0)
     assert db.execute(
         "select count(*) from judgments where participant_id = ?", [person.annotator_id]
     ).fetchone() == (2,)
@@ -1324,10 +1326,16 @@ def test_the_command_line_erases_by_platform_id_on_the_link_given(setup, tmp_pat
     db_path = str(db.execute("pragma database_list").fetchone()[2])
     base = ["--db", db_path, "--data-dir", str(tmp_path / "data"), "erase-platform-ids"]
     assert main([*base, "PIDone", "--why", "asked by e-mail"]) == 0
-    assert "erased the platform ids of annotator" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    # No payment file was written for the link: none is named (outside probe 225).
+    assert "erased the platform ids of annotator" in said and "payment files" not in said
     assert main([*base, "PIDtwo", "--link", "2", "--why", "asked"]) == 1
     assert "has the platform id 'PIDtwo' on link 2" in capsys.readouterr().err
+    (tmp_path / "data" / "exports" / "crowd-1").mkdir(parents=True)
     assert main([*base, "PIDtwo", "--link", "1", "--why", "asked"]) == 0
+    assert f"Check the payment files in {tmp_path / 'data' / 'exports' / 'crowd-1'}/ and any" in (
+        capsys.readouterr().out
+    )
     rows = list(db["crowd_participants"].rows)
     assert [r["external_id"] for r in rows] == [f"(erased {r['annotator_id']})" for r in rows] and len(
         rows
