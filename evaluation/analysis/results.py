@@ -424,6 +424,14 @@ def with_provenance(frame: pd.DataFrame, result: Analyses, source: str) -> pd.Da
     )
 
 
+def metrics_csv_frame(metrics: pd.DataFrame, source: str) -> pd.DataFrame:
+    """The per-concept scores as their CSVs hold them (``scores_long.csv``, the Export's
+    ``metrics``): the dominant bins by name, each row's ``dca`` (1.0 where the dominant
+    colors agree, else 0.0: Table 2's DCA is its mean; the Concept browser showed it and
+    these files did not, outside probe 226) and the human `source`."""
+    return with_bin_names(metrics, DOMINANT_COLUMNS).assign(dca=tables.dca_column(metrics), source=source)
+
+
 def export_analyses(
     result: Analyses, figs: Mapping[str, go.Figure], directory: str | Path, source: str
 ) -> list[Path]:
@@ -453,7 +461,7 @@ def export_analyses(
         elif field.name == "ranking":
             value = with_resampling(value, result.resampling)
         elif field.name == "metrics":  # as the command line's scores_long.csv
-            value = with_bin_names(value, DOMINANT_COLUMNS).assign(source=source)
+            value = metrics_csv_frame(value, source)
         elif field.name in RATIO_TABLES:  # the choice changes their numbers (outside probe 187)
             value = value.assign(sensitivity_ratio=result.aggregate)
         if isinstance(value, pd.DataFrame):

@@ -186,7 +186,6 @@ def main(args: argparse.Namespace) -> int:
 
     from evaluation.analysis import results, uncertainty
     from evaluation.analysis.tables import TABLE1_TITLE, TABLE2_TITLE
-    from evaluation.color.naming import DOMINANT_COLUMNS, with_bin_names
     from evaluation.concepts import load_concepts
     from evaluation.pipeline import runs, scoring
     from storage.spreadsheet import write_csv
@@ -251,7 +250,6 @@ def main(args: argparse.Namespace) -> int:
         write_csv(results.with_resampling(found.ranking, found.resampling), out / "ranking.csv", index=False)
         written.append("ranking.csv")
     written.append(_exclusions(db, args, out))
-    scores = with_bin_names(found.metrics, DOMINANT_COLUMNS)
-    write_csv(scores.assign(source=args.reference), out / "scores_long.csv", index=False)
+    write_csv(results.metrics_csv_frame(found.metrics, args.reference), out / "scores_long.csv", index=False)
     print(f"\nwrote {', '.join(f'{out}/{name}' for name in written)}")
     return 0

@@ -137,6 +137,13 @@ def test_exports_hold_the_tables_and_the_figures(stored, tmp_path):
     assert_allclose(metrics["emd"], result.metrics["emd"])
     # As the command line's scores_long.csv: the source, and the dominant bins' names.
     assert set(metrics["source"]) == {"test-human"} and "dominant_human_name" in metrics
+    # Each row's DCA, whose mean by cell is Table 2's (outside probe 226: the file had none).
+    same = (metrics["dominant_human"] == metrics["dominant_model"]).astype(float)
+    assert metrics["dca"].tolist() == same.tolist()
+    for (model, kind, style), dca in (
+        metrics.groupby(["model", "modifier_type", "style"])["dca"].mean().items()
+    ):
+        assert dca == pytest.approx(result.table2.values.loc[model, (kind, style, "dca")])
     assert "plotly" in paths[-1].read_text(encoding="utf-8")
     assert export_analyses(result, analysis_figures(result), tmp_path, source="test-human") == paths
     # Each row says what its numbers come from (outside probe 88: nothing did).
