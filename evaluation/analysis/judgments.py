@@ -73,8 +73,10 @@ def participant_flags(votes: pd.DataFrame, *, max_failures: int = 0) -> pd.DataF
     Returns
     -------
     pandas.DataFrame
-        Index ``participant_id``; columns ``design_background``, ``n_votes`` (study
-        votes), ``n_checks``, ``n_failed`` and ``flagged`` (bool).
+        Index ``participant_id``; columns ``participant`` (the pseudonym, first, where
+        `votes` has it: the crowd's payment table names people by it, not by the app's
+        id, outside probe 225), ``design_background``, ``n_votes`` (study votes),
+        ``n_checks``, ``n_failed`` and ``flagged`` (bool).
     """
     require_columns(votes, VOTE_COLUMNS, "votes")
     check = votes["attention_check"].astype(bool)
@@ -97,6 +99,8 @@ def participant_flags(votes: pd.DataFrame, *, max_failures: int = 0) -> pd.DataF
         }
     )
     out["flagged"] = out["n_failed"] > max_failures
+    if "participant" in votes:
+        out.insert(0, "participant", votes.groupby("participant_id")["participant"].first())
     return out
 
 

@@ -444,6 +444,10 @@ def test_failed_attention_checks_flag_the_participant_and_keep_the_votes(setup):
     assert flags["flagged"].to_dict() == {
         a.annotator_id: a is actors[0] for a in actors if a.annotator_id in flags.index
     }
+    # Named by pseudonym too, as the crowd's payment table names them (outside probe 225).
+    assert flags["participant"].to_dict() == {
+        a.annotator_id: a.pseudonym for a in actors if a.annotator_id in flags.index
+    }
     kept = pair_preferences(votes)["n_votes"].sum()
     dropped = pair_preferences(votes, exclude_flagged=True)["n_votes"].sum()
     own = ((votes["participant_id"] == actors[0].annotator_id) & ~votes["attention_check"]).sum()
