@@ -37,6 +37,7 @@ researchers and admins in the payment table, and never in the votes export.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import secrets
 import statistics
@@ -614,7 +615,11 @@ def _restart(
         {"annotator_id": person["annotator_id"]},
         {**platform_ids, "status": "active", "started": iso(now), "finished": None},
     )
-    audit.record(db, "system", "crowd_restart", "annotator", person["annotator_id"], now=now)
+    # The visit that ended stays in their minutes (`payment_rows`): the new start replaced it,
+    # and the payment table paid the last visit alone (outside probes 223 and 225).
+    ended = parse_iso(person["finished"]) if person["finished"] else now
+    details = {"started": person["started"], "finished": iso(ended)}
+    audit.record(db, "system", "crowd_restart", "annotator", person["annotator_id"], details=details, now=now)
     person = db["crowd_participants"].get(person["annotator_id"])
     return _signed_in_again(db, link, person, session_days, now)
 
@@ -1345,7 +1350,8 @@ def payment_rows(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | 
     now = utcnow() if now is None else now
     expire_overdue(db, now=now, link_id=link["id"])
     rows = db.execute(
-        "select c.external_id, a.pseudonym, c.status, c.platform_study_id, c.platform_session_id, c.started, c.finished, "
+        "select c.annotator_id, c.external_id, a.pseudonym, c.status, c.platform_study_id, c.platform_session_id, "
+        "c.started, c.finished, "
         "count(j.id), coalesce(sum(p.b = ? and j.winner = 'b'), 0), coalesce(sum(p.b = ? and j.winner != 'b'), 0) "
         "from crowd_participants c join annotators a on a.id = c.annotator_id "
         "left join judgments j on j.participant_id = c.annotator_id "
@@ -1354,6 +1360,7 @@ def payment_rows(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | 
         [GROUND_TRUTH, GROUND_TRUTH, link["id"]],
     ).fetchall()
     codes = {"completed": link["completion_code"], "screened_out": link["screenout_code"]}
+    earlier = _earlier_visits(db, link["id"])
     records = [
         {
             "participant_id": pid,
@@ -1361,19 +1368,42 @@ def payment_rows(db: sqlite_utils.Database, link_id: int, *, now: dt.datetime | 
             "status": status,
             "study_id": study or "",
             "session_id": session or "",
-            "started": started,
+            "started": earlier.get(annotator_id, (started, 0.0))[0],
             "finished": finished or "",
             "minutes": round(
-                ((parse_iso(finished) if finished else now) - parse_iso(started)).total_seconds() / 60, 1
+                ((parse_iso(finished) if finished else now) - parse_iso(started)).total_seconds() / 60
+                + earlier.get(annotator_id, (started, 0.0))[1],
+                1,
             ),
             "trials": trials,
             "checks_passed": passed,
             "checks_failed": failed,
             "code": codes.get(status, ""),
         }
-        for pid, pseudonym, status, study, session, started, finished, trials, passed, failed in rows
+        for annotator_id, pid, pseudonym, status, study, session, started, finished, trials, passed, failed in rows
     ]
     return pd.DataFrame(records, columns=list(PAYMENT_COLUMNS))
+
+
+def _earlier_visits(db: sqlite_utils.Database, link_id: int) -> dict[int, tuple[str, float]]:
+    """Per person of `link_id` taken back after *Let start again* (`_restart`): when their
+    first visit started and the minutes of the visits before the last, from the
+    ``crowd_restart`` audit rows (restarts recorded before those said when are left out)."""
+    rows = db.execute(
+        "select c.annotator_id, u.details from audit u join crowd_participants c "
+        "on u.object_type = 'annotator' and c.annotator_id = cast(u.object_id as integer) "
+        "where u.action = 'crowd_restart' and c.link_id = ? order by u.id",
+        [link_id],
+    ).fetchall()
+    found: dict[int, tuple[str, float]] = {}
+    for annotator_id, details in rows:
+        visit = json.loads(details or "{}")
+        if not {"started", "finished"} <= set(visit):
+            continue
+        minutes = (parse_iso(visit["finished"]) - parse_iso(visit["started"])).total_seconds() / 60
+        first, before = found.get(annotator_id, (visit["started"], 0.0))
+        found[annotator_id] = (min(first, visit["started"]), before + minutes)
+    return found
 
 
 def payment_csv(table: pd.DataFrame) -> str:

@@ -358,8 +358,19 @@ def test_the_list_of_links_follows_the_payment_counts(live_app, page, platform):
     expect(made_note).to_contain_text("is made, open until")  # the row is stored by then
     [made] = live_app.query("select id, ends from crowd_links where completion_code = 'WAVE2DONE'")
     ends = made["ends"][:16].replace("T", " ")
+    # With more places than the study's votes give trials to, it says how many to ask for
+    # (outside probe 225: the link took people the study turned away).
+    db = open_db(live_app.config.db_path)
+    try:
+        room = crowd.votes_left(db, study_id)
+    finally:
+        db.close()
+    people = room.left // room.asked
     expect(made_note).to_have_text(
-        f"Link {made['id']} is made, open until {ends} UTC: paste the address below into the platform."
+        f"Link {made['id']} is made, open until {ends} UTC: paste the address below into the platform. "
+        f"The votes this study's pairs still need give trials to {people} more people at most, fewer "
+        f"than the link's 100 places: ask the platform for {people}, or whoever joins beyond them is "
+        "turned away."
     )
     expect(page.locator("#crowd_url textarea")).to_have_value(re.compile(r"\?study=[^&]+&PROLIFIC_PID="))
     # A third, refused: the box no longer shows the second link, whose codes it carries

@@ -835,6 +835,10 @@ def test_a_worker_who_returned_the_hit_and_took_it_again_goes_on_once_let_start_
     state = crowd.settle(db, worker, now=T0)
     assert state.return_url == "https://www.mturk.com/mturk/externalSubmit?assignmentId=A2&code=C0MPLETE"
     assert crowd.approval_ids(crowd.payment_rows(db, link["id"], now=T0), id_param="workerId") == "A2\n"
+    # Paid for both visits, from the first start: 10 minutes until let start again, then none
+    # (outside probes 223 and 225: the new start replaced the first visit's).
+    [paid] = crowd.payment_rows(db, link["id"], now=T0).to_dict("records")
+    assert (paid["started"], paid["minutes"]) == (iso(T0 - dt.timedelta(minutes=10)), 10.0)
     # Finished, a second HIT of the study is told so (it read "took part ... with another hitId").
     with pytest.raises(Conflict, match=r"^this workerId has finished this study already, with another hitId"):
         crowd.join(
