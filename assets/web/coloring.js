@@ -46,6 +46,7 @@ const MAX_SAVED_UNDO_BYTES = 48e6;
 const MAX_SCALE = 32;
 const GRAY = [0.2125, 0.7154, 0.0721]; // skimage.color.rgb2gray
 const DEFAULT_TOOL = "fill";
+const KEPT_TOOLS = ["fill", "brush", "eraser"]; // what a reload gives back (`restoreWork`)
 const NOT_SAVED =
   "Not saved: the Submit you pressed did not save this sketch (a save shows the next one; the " +
   "connection was lost, or the submit was refused). Your work is restored: press Submit again.";
@@ -204,6 +205,9 @@ async function restoreWork(taskId) {
     if (source === saved) {
       S.edit = Number(saved.edit) || 0;
       history = await restoreHistory(taskId, S.edit);
+      // The tool of the last edit is in hand again: an eraser came back as the fill, and the
+      // next click filled (outside probe 227).
+      if (KEPT_TOOLS.includes(saved.tool)) setTool(saved.tool);
     }
     const unsent = source === saved && saved.submitted_edit === saved.edit;
     if (unsent) S.submittedEdit = S.edit;
@@ -737,7 +741,7 @@ function saveWork(url) {
   const key = WIP_PREFIX + S.taskId;
   const entry = JSON.stringify({
     color_layer: url, elapsed_s: elapsed(), saved_at: Date.now(), edit: S.edit,
-    submitted_edit: S.submittedEdit === S.edit ? S.edit : null,
+    submitted_edit: S.submittedEdit === S.edit ? S.edit : null, tool: S.tool,
   });
   for (let attempt = 0; attempt < 3; attempt++) {
     try {

@@ -302,6 +302,14 @@ def test_eraser_picker_and_hex_entry(page):
     assert not layer[distance <= 10, 3].any()  # a 24 px eraser
     assert (layer[region & (distance > 13), 3] == 255).all()
     assert not layer[~region, 3].any()
+    # A reload gives back the tool of the last edit (it gave the fill, and the next click
+    # filled where the designer meant to erase: outside probe 227).
+    page.reload()
+    page.wait_for_selector("#demo_canvas .cc-root[data-ready=true]", timeout=TIMEOUT_MS)
+    page.wait_for_load_state("networkidle")
+    assert "Your work is restored" in page.inner_text("#demo_canvas .cc-status")
+    assert page.evaluate(f"() => {API}.state().tool") == "eraser"
+    assert page.get_attribute("#demo_canvas button[data-tool=eraser]", "aria-pressed") == "true"
 
     page.fill("#demo_canvas .cc-hex", "not a color")
     page.press("#demo_canvas .cc-hex", "Enter")
