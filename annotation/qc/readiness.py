@@ -46,6 +46,11 @@ class Readiness:
         Concepts with a coloring under the blind vote or decided by it: their vote opened,
         so no count of colorings is said to open it (a withdrawal may leave one below
         `min_colorings`; outside probe 170).
+    voting : frozenset of str
+        Those of `in_vote` with a review still open; the others were voted on (their vote
+        is decided: "in the vote already" read as if it went on, outside probe 227).
+    rankable_in_vote : int
+        Those of `rankable` in `in_vote`: "Open the vote queue" opens none of them.
     rankable : int
         Concepts with `min_colorings` counted colorings or more.
     rankable_at_least : int
@@ -75,6 +80,8 @@ class Readiness:
     votes_missing: int
     votes_needed: int
     experts: int
+    voting: frozenset[str] = frozenset()
+    rankable_in_vote: int = 0
 
     def lines(self) -> list[str]:
         """What opens each stage next, one sentence per stage that is not open yet (plain
@@ -108,7 +115,7 @@ class Readiness:
     def _colorings_line(self) -> str:
         m = self.min_colorings
         waiting = [(key, m - n) for key, n in self.concepts if n < m and key not in self.in_vote]
-        voting = [key for key, n in self.concepts if n < m and key in self.in_vote]
+        below = [key for key, n in self.concepts if n < m and key in self.in_vote]
         short = waiting[:SHOWN]
         steps = "; ".join(
             f"{counted(more, 'more coloring') if i == 0 else f'{more} more'} of '{key}' "
@@ -117,13 +124,27 @@ class Readiness:
         )
         if len(waiting) > SHOWN:  # a pilot's fourth concept was left out unsaid
             steps += f"; and {counted(len(waiting) - SHOWN, 'more concept')}"
-        if voting:
-            names = ", ".join(f"'{key}'" for key in voting[:SHOWN])
-            more = f" and {counted(len(voting) - SHOWN, 'more concept')}" if len(voting) > SHOWN else ""
-            in_vote = f"{names}{more} {'is' if len(voting) == 1 else 'are'} in the vote already"
-            steps = f"{steps}; {in_vote}" if steps else in_vote
+        for keys, said in (
+            ([k for k in below if k in self.voting], ("is in the vote", "are in the vote")),
+            ([k for k in below if k not in self.voting], ("was voted on already", "were voted on already")),
+        ):
+            if keys:
+                names = ", ".join(f"'{key}'" for key in keys[:SHOWN])
+                more = f" and {counted(len(keys) - SHOWN, 'more concept')}" if len(keys) > SHOWN else ""
+                line = f"{names}{more} {said[len(keys) > 1]}"
+                steps = f"{steps}; {line}" if steps else line
         if self.rankable:
             head = f"{counted(self.rankable, 'concept')} {'has' if self.rankable == 1 else 'have'} the {m} colorings that “Colorings needed per concept” asks"
+            voted = self.rankable_in_vote
+            if voted:  # "Open the vote queue" opened none of them (outside probe 227)
+                which = (
+                    "it is"
+                    if self.rankable == 1
+                    else "all are"
+                    if voted == self.rankable
+                    else f"{voted} {'is' if voted == 1 else 'are'}"
+                )
+                head += f" ({which} in the vote or voted on already)"
             return f"{head}; {steps}." if steps and self.pilot else f"{head}."
         if not self.concepts:
             head = (
@@ -169,6 +190,13 @@ def readiness(db: sqlite_utils.Database, min_colorings: int = MIN_COLORINGS) -> 
     named = [(key, counts.get(key, 0)) for key in pilot] if pilot else list(counts.items())
     named.sort(key=lambda item: (max(0, min_colorings - item[1]), item[0]))
     in_vote = frozenset(concepts_in_vote(db))
+    voting = frozenset(
+        key
+        for (key,) in db.execute(
+            "select distinct c.concept_key from reviews r join colorings c on c.id = r.coloring_id "
+            "where r.status = 'open'"
+        )
+    )
     outside = [n for key, n in counts.items() if key not in in_vote]
     reviews = db.execute(
         "select coalesce(sum(status = 'open'), 0), coalesce(sum(status = 'decided'), 0), "
@@ -181,7 +209,9 @@ def readiness(db: sqlite_utils.Database, min_colorings: int = MIN_COLORINGS) -> 
         concepts=tuple(named),
         pilot=bool(pilot),
         in_vote=in_vote,
+        voting=voting,
         rankable=sum(n >= min_colorings for n in counts.values()),
+        rankable_in_vote=sum(n >= min_colorings and key in in_vote for key, n in counts.items()),
         rankable_at_least=sum(n >= MIN_COLORINGS for n in outside),
         fewest_rankable=min((n for n in outside if n >= MIN_COLORINGS), default=0),
         reviews_open=int(reviews[0]),

@@ -289,7 +289,7 @@ def test_a_concept_whose_vote_is_open_is_not_said_to_wait_for_colorings(db, tmp_
     assert readiness(db, 3).lines()[0] == (
         "No pilot concept has yet the 3 colorings from different designers that “Colorings needed per "
         f"concept” asks: 1 more coloring of '{waiting}' opens its vote; 3 more of 'forbidding castle' "
-        f"open its vote; '{voted}' is in the vote already. 1 concept has 2 or more: set “Colorings "
+        f"open its vote; '{voted}' is in the vote. 1 concept has 2 or more: set “Colorings "
         "needed per concept” to 2 and press “Open the vote queue” to open their vote now."
     )
 
