@@ -427,8 +427,9 @@ class EvaluateTab(Tab):
             items, config = planning.plan_request(form.request(), self.registry, self.concepts)
         segmenter = _segmenter(self.models_dir, form.preset, form.box, form.text)
         executor, where = _executor_choice(form.kind, form.address)
-        if executor.kind == "in-process":  # on a cluster the workers hold the weights
-            jobs.check_weights(config, segmenter, self.models_dir)
+        # Before the run is stored: the weights here, or on a cluster on every node (it was
+        # stored and queued, then failed: outside probe 228).
+        jobs.check_before_storing(executor, config, segmenter, self.models_dir, self.ctx.config.data_dir)
         with transaction(db):
             n = research.create_evaluation_run(db, actor.pseudonym, run, items, config)
             if explicit_mode:
@@ -538,8 +539,7 @@ class EvaluateTab(Tab):
         # What to import before the weights: with nothing given, the missing-weights refusal
         # was the answer (outside probe 181).
         source, roots = _import_source(data_dir, upload, folder)
-        if executor.kind == "in-process":
-            jobs.check_weights(None, segmenter)
+        jobs.check_before_storing(executor, None, segmenter, None, data_dir)
         try:
             report = research.import_run(
                 db, actor.pseudonym, run, source, data_dir, self.concepts, allowed_roots=roots

@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     """Create or resume the run, then take it through generate, segment and extract."""
     from evaluation.cli import check_data_dir, resolve_device
     from evaluation.pipeline import runs
-    from evaluation.pipeline.jobs import ExecutorChoice, check_weights, run_pipeline
+    from evaluation.pipeline.jobs import ExecutorChoice, check_before_storing, run_pipeline
     from evaluation.pipeline.ray_storage import is_uri
 
     choice = ExecutorChoice(
@@ -71,12 +71,11 @@ def main(args: argparse.Namespace) -> int:
     check_data_dir(args.data_dir)
     db = open_db(args, create=bool(args.model))
     spec = spec or segment.masking_for(args, db)
-    # On a cluster the workers hold the weights, not this machine; here they are checked
-    # before the run is stored (a run refused for them was left stored, and could not be run).
-    local = choice.kind == "in-process"
+    # Checked before the run is stored (a run refused for them was left stored, and could not
+    # be run): the weights here, or on a cluster on every node, which holds them.
     refuse_other_masking(db, args.run, spec)
     generate.create_or_resume(
-        db, args, (lambda config: check_weights(config, spec, models_dir(args))) if local else None
+        db, args, lambda config: check_before_storing(choice, config, spec, models_dir(args), args.data_dir)
     )
     executors = {}
     run_pipeline(

@@ -312,6 +312,36 @@ def check_weights(
         raise JobError(f"The run was not started: {refusal}.")
 
 
+def check_before_storing(
+    executor: ExecutorChoice,
+    config: Mapping[str, Any] | None,
+    segmenter: SegmenterSpec | None,
+    models_dir: str | Path | None,
+    data_dir,
+) -> None:
+    """Refuse a run before it is stored for what it needs: its weights on this machine
+    (`check_weights`), or, on a Ray cluster, on every node, with the data folder
+    (`evaluation.pipeline.ray_preflight.preflight`, which `run_pipeline` runs again as the
+    job starts). A run refused on Ray only once its job started was left stored, with every
+    item, and took its name (outside probe 228).
+
+    Raises
+    ------
+    JobError, evaluation.pipeline.ray_preflight.PreflightFailed
+        Naming what is missing, and where.
+    evaluation.pipeline.ray_executor.RayUnavailable
+        If no cluster answers.
+    """
+    if executor.kind != "ray":
+        check_weights(config, segmenter, models_dir)
+        return
+    from evaluation.pipeline.ray_preflight import preflight
+
+    cluster_of(executor)
+    data_dir = location(data_dir)
+    preflight(data_dir if is_uri(data_dir) else data_dir.resolve(), config, segmenter)
+
+
 def _build_tiny_pipelines(work: GenerationWork) -> None:
     """Build missing tiny models here once, not in several workers at the same time."""
     from evaluation.models.tiny import build_tiny_pipeline

@@ -328,6 +328,26 @@ def test_a_stop_signal_after_a_local_ray_cluster_ends_the_cluster_too(tmp_path):
         assert re.fullmatch(r"Ray cluster: 1 node\(s\), \d+ CPU\(s\), 0 GPU\(s\) at [\d.]+:\d+\.", shown)
         cluster = descendants(app.process.pid)
         assert len(cluster) >= 3  # the GCS, the raylet and its agents at least
+        # A model whose weights are not on the cluster is refused before the run is stored
+        # (outside probe 228: stored with every item and queued, then failed).
+        selection = [["sdxl"], ["apple"], [], [], "", 0, 0, ["natural"], "7.5", 1]
+        with pytest.raises(
+            AppError, match=r"the run was not started on Ray: node \w{8} at [\d.]+ lacks weights"
+        ):
+            client.predict(
+                researcher,
+                "no-weights",
+                *selection,
+                "tiny-random",
+                0,
+                0,
+                "ray",
+                "local",
+                api_name="/evaluate_start",
+            )
+        with sqlite3.connect(config.db_path) as conn:
+            assert conn.execute("select count(*) from runs").fetchone() == (0,)
+        cluster = sorted(set(cluster) | set(descendants(app.process.pid)))
     finally:
         app.stop()
     assert app.process.returncode == 0, log.read_text()[-2000:]

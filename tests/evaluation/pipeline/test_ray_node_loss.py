@@ -12,6 +12,7 @@ is on a condition; the cluster's processes are killed by their temp folders at t
 
 import hashlib
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,13 @@ def test_the_preflight_refuses_a_run_whose_nodes_lack_the_weights_and_names_them
     assert len(lacking) + len(gone) == alive and len(lacking) >= 1, last  # every alive node named
     assert "Traceback" not in result["stderr"]
     assert not list((tmp_path / "data").glob(".preflight/*"))  # probes removed
+    # Refused before the run was stored (outside probe 228: it stayed, with every item, and
+    # took its name), as on this machine.
+    with sqlite3.connect(tmp_path / "db.sqlite") as conn:
+        tables = {name for (name,) in conn.execute("select name from sqlite_master where type = 'table'")}
+        for table in {"runs", "run_items"} & tables:
+            assert conn.execute(f"select count(*) from {table}").fetchone() == (0,), table
+    assert "run '" not in result["stdout"]
 
 
 @pytest.mark.skipif(not can_hide_folders(), reason="needs mount namespaces (unshare -m, root)")
