@@ -177,7 +177,14 @@ def get_model(key: str, registry: Mapping[str, ModelSpec] | None = None) -> Mode
     """Look a model up by key, with a message listing the known keys if it is absent."""
     registry = load_registry() if registry is None else registry
     if key not in registry:
-        raise RegistryError(f"unknown model {key!r}; the registry has {sorted(registry)}")
+        # `--model a,b` read as one key (outside probe 228): --concepts and --cfg take lists.
+        listed = [part.strip() for part in key.split(",")] if isinstance(key, str) and "," in key else []
+        hint = (
+            f" (one model per --model: --model {' --model '.join(listed)})"
+            if listed and all(part in registry for part in listed)
+            else ""
+        )
+        raise RegistryError(f"unknown model {key!r}{hint}; the registry has {sorted(registry)}")
     return registry[key]
 
 

@@ -225,6 +225,11 @@ def test_generating_again_resumes_and_redoes_nothing(tmp_path, models, capsys):
     "argv, message",
     [
         (["generate", "--run", "r", "--model", "nope"], "unknown model 'nope'; the registry has ["),
+        (  # --concepts and --cfg take lists; --model one key each (outside probe 228)
+            ["generate", "--run", "r", "--model", "tiny-random,tiny-random-b"],
+            "unknown model 'tiny-random,tiny-random-b' (one model per --model: --model tiny-random "
+            "--model tiny-random-b); the registry has [",
+        ),
         (
             ["generate", "--run", "r", "--model", "tiny-random", "--concepts", "unicorn"],
             "--concepts names unknown concepts ['unicorn']",
