@@ -220,3 +220,18 @@ def test_bench_research_views_refuses_a_database_that_is_not_there(tmp_path, cap
         bench_research_views.main(["--db", str(tmp_path / "none.sqlite"), "--data-dir", str(tmp_path)])
     assert stopped.value.code == 2
     assert "is not a file: give the database bench_scale --keep printed" in capsys.readouterr().err
+
+
+def test_bench_placement_times_a_small_study_and_refuses_bad_sizes(capsys):
+    from bench import bench_placement
+
+    assert bench_placement.main(["--pairs", "40", "--people", "0,3", "--trials", "5", "--repeats", "1"]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [row.split(" | ")[:2] for row in rows] == [["| 0", "40"], ["| 3", "40"]]
+    for argv, said in (
+        (["--people", "x"], "--people must be comma-separated"),
+        (["--pairs", "0"], "--pairs must be 1"),
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            bench_placement.main(argv)
+        assert stopped.value.code == 2 and said in capsys.readouterr().err
